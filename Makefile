@@ -1,0 +1,28 @@
+# `make test` installs what the tests need and is missing on a fresh Debian
+# machine (apt packages as root, cargo tools), then runs every suite.
+
+APT_PKGS := curl
+CARGO ?= cargo
+
+.PHONY: test deps unit loom bench
+
+test: deps unit
+
+# Debian packages the tests use; installed only when missing.
+deps:
+	@missing=""; for p in $(APT_PKGS); do \
+		dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; \
+	done; \
+	if [ -n "$$missing" ]; then \
+		echo "installing:$$missing"; \
+		if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
+		$$SUDO apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing; \
+	fi
+
+unit:
+	$(CARGO) test --workspace --all-targets
+	$(CARGO) test --workspace --doc
+
+bench:
+	$(CARGO) bench -p ebtree

@@ -1,0 +1,3 @@
+fn main() {
+    println!("ebb {}", env!("CARGO_PKG_VERSION"));
+}

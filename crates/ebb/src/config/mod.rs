@@ -1,0 +1,1 @@
+//! HAProxy-grammar configuration parser.

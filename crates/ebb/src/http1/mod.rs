@@ -1,0 +1,1 @@
+//! HTTP/1.1 message parsing and writing.

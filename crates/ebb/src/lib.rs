@@ -1,0 +1,8 @@
+//! ebb: a web server and load balancer on its own task scheduler.
+//!
+//! The binary lives in `src/bin/ebb.rs`; this library holds its parts, one
+//! module per concern (see shared/DESIGN.md, "Layout").
+#![deny(unsafe_code)]
+
+pub mod config;
+pub mod http1;
