@@ -200,35 +200,43 @@ impl Handle {
     }
 }
 
-/// One arena slot: the leaf part and the node part of an entry.
+/// One arena slot: the leaf part and the node part of an entry. The fields a
+/// descent reads come first; with u64 keys and no scope an entry is 32 bytes,
+/// two per cache line. Values live apart (`EbTree::vals`) so that they do not
+/// dilute the links in the cache.
 #[derive(Clone)]
-struct Entry<K, S, V> {
+#[repr(C)]
+struct Entry<K, S> {
     /// Children of the node part. INVARIANT: meaningful only while `node_p`
-    /// is not NONE (and always for the root).
+    /// is not NONE (and always for the root). For a free slot, `b[0]` links
+    /// the free list.
     b: [Down; 2],
+    key: K,
+    /// Bit the node part splits on; negative inside a duplicate subtree.
+    bit: i32,
     /// Parent of the node part; NONE when the node part is unused.
     node_p: Up,
     /// Parent of the leaf part; NONE when the entry is not in the tree.
-    /// For a free slot, `b[0]` links the free list.
     leaf_p: Up,
-    /// Bit the node part splits on; negative inside a duplicate subtree.
-    bit: i32,
-    key: K,
+    /// Bumped on delete so that old handles are recognised as stale.
+    gen: u32,
     /// OR of the scopes of every leaf below the node part (exact).
     node_s: S,
     /// This entry's own scope.
     leaf_s: S,
-    /// Bumped on delete so that old handles are recognised as stale.
-    gen: u32,
-    val: Option<V>,
 }
 
 /// An elastic binary tree keyed by `K` (`u32` or `u64`), holding a `V` per
 /// entry, with optional scope masks `S`.
 pub struct EbTree<K: Key, V, S: Scope = NoScope> {
-    slots: Vec<Entry<K, S, V>>,
+    slots: Vec<Entry<K, S>>,
+    /// Values by slot; `Some` exactly for live entries.
+    vals: Vec<Option<V>>,
     free: u32,
     len: usize,
+    /// Slot of the first entry (leftmost leaf) while the tree is not empty,
+    /// so that `first` (the scheduler's hottest call) costs one load.
+    first: u32,
 }
 
 /// Plain tree keyed by `u32`.
@@ -266,12 +274,15 @@ impl<K: Key, V, S: Scope> EbTree<K, V, S> {
             node_s: S::default(),
             leaf_s: S::default(),
             gen: 0,
-            val: None,
         });
+        let mut vals = Vec::with_capacity(n + 1);
+        vals.push(None);
         EbTree {
             slots,
+            vals,
             free: FREE_END,
             len: 0,
+            first: ROOT,
         }
     }
 
@@ -288,12 +299,12 @@ impl<K: Key, V, S: Scope> EbTree<K, V, S> {
     }
 
     #[inline(always)]
-    fn at(&self, i: u32) -> &Entry<K, S, V> {
+    fn at(&self, i: u32) -> &Entry<K, S> {
         &self.slots[i as usize]
     }
 
     #[inline(always)]
-    fn at_mut(&mut self, i: u32) -> &mut Entry<K, S, V> {
+    fn at_mut(&mut self, i: u32) -> &mut Entry<K, S> {
         &mut self.slots[i as usize]
     }
 
@@ -335,14 +346,14 @@ impl<K: Key, V, S: Scope> EbTree<K, V, S> {
     /// Value of a live entry.
     #[inline]
     pub fn get(&self, h: Handle) -> Option<&V> {
-        self.live(h).and_then(|i| self.at(i).val.as_ref())
+        self.live(h).and_then(|i| self.vals[i as usize].as_ref())
     }
 
     /// Mutable value of a live entry.
     #[inline]
     pub fn get_mut(&mut self, h: Handle) -> Option<&mut V> {
         match self.live(h) {
-            Some(i) => self.at_mut(i).val.as_mut(),
+            Some(i) => self.vals[i as usize].as_mut(),
             None => None,
         }
     }
@@ -351,8 +362,7 @@ impl<K: Key, V, S: Scope> EbTree<K, V, S> {
     #[inline]
     pub fn entry(&self, h: Handle) -> Option<(K, &V)> {
         let i = self.live(h)?;
-        let e = self.at(i);
-        e.val.as_ref().map(|v| (e.key, v))
+        self.vals[i as usize].as_ref().map(|v| (self.at(i).key, v))
     }
 
     /// Mask of a child link (the leaf's own scope or the node's subtree scope).
@@ -385,7 +395,7 @@ impl<K: Key, V, S: Scope> EbTree<K, V, S> {
             e.key = key;
             e.leaf_s = scope;
             e.node_s = scope;
-            e.val = Some(val);
+            self.vals[i as usize] = Some(val);
             i
         } else {
             let i = self.slots.len();
@@ -399,8 +409,8 @@ impl<K: Key, V, S: Scope> EbTree<K, V, S> {
                 node_s: scope,
                 leaf_s: scope,
                 gen: 0,
-                val: Some(val),
             });
+            self.vals.push(Some(val));
             i as u32
         }
     }
@@ -424,7 +434,13 @@ impl<K: Key, V, S: Scope> EbTree<K, V, S> {
             let e = self.at_mut(n);
             e.leaf_p = Up::new(ROOT, LEFT);
             e.node_p = Up::NONE;
+            self.first = n;
             return;
+        }
+        // Equal keys go after the existing ones, so only a smaller key
+        // becomes the new first entry.
+        if key < self.at(self.first).key {
+            self.first = n;
         }
 
         // Walk down to the place where the new entry's node goes: above the
@@ -576,7 +592,7 @@ impl<K: Key, V, S: Scope> EbTree<K, V, S> {
         let e = self.at_mut(n);
         e.gen = e.gen.wrapping_add(1);
         e.b[0] = Down(free);
-        let v = e.val.take();
+        let v = self.vals[n as usize].take();
         self.free = n;
         v
     }
@@ -584,6 +600,9 @@ impl<K: Key, V, S: Scope> EbTree<K, V, S> {
     /// Detaches entry `n` from the tree (ebtree's delete).
     fn unlink(&mut self, n: u32) {
         let lp = self.at(n).leaf_p;
+        if n == self.first {
+            self.first = self.next_after(lp).unwrap_or(ROOT);
+        }
         let pside = lp.side();
         let parent = lp.idx();
         if parent == ROOT {
@@ -662,11 +681,10 @@ impl<K: Key, V, S: Scope> EbTree<K, V, S> {
     /// Entry with the smallest key (the oldest among equal keys).
     #[inline]
     pub fn first(&self) -> Option<Handle> {
-        let d = self.at(ROOT).b[LEFT];
-        if d == Down::NIL {
+        if self.len == 0 {
             return None;
         }
-        Some(self.handle(self.walk_down(d, LEFT)))
+        Some(self.handle(self.first))
     }
 
     /// Entry with the largest key (the newest among equal keys).
@@ -837,6 +855,9 @@ impl<K: Key, V, S: Scope> EbTree<K, V, S> {
                 Err(format!("empty root but len {}", self.len))
             };
         }
+        if self.walk_down(d, LEFT) != self.first {
+            return Err("cached first entry is not the leftmost leaf".into());
+        }
         let mut leaves = 0usize;
         let mut nodes = 0usize;
         self.validate_sub(d, Up::new(ROOT, LEFT), &mut leaves, &mut nodes)?;
@@ -879,7 +900,7 @@ impl<K: Key, V, S: Scope> EbTree<K, V, S> {
             if e.leaf_p != up {
                 return Err(format!("leaf {} has a wrong parent link", i));
             }
-            if e.val.is_none() {
+            if self.vals[i as usize].is_none() {
                 return Err(format!("leaf {} has no value", i));
             }
             *leaves += 1;
@@ -1060,7 +1081,7 @@ impl<'a, K: Key, V, S: Scope> Iterator for Iter<'a, K, V, S> {
         let t = self.tree;
         let e = t.at(i);
         self.cur = t.next_after(e.leaf_p);
-        e.val.as_ref().map(|v| (t.handle(i), e.key, v))
+        t.vals[i as usize].as_ref().map(|v| (t.handle(i), e.key, v))
     }
 }
 
