@@ -6,3 +6,4 @@
 
 pub mod config;
 pub mod http1;
+pub mod serve;

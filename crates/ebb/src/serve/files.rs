@@ -1,0 +1,445 @@
+//! Static files: from a request target to a file, safely, and the HTTP
+//! decisions around it (conditionals, ranges, caching headers).
+//!
+//! The functions here are deterministic given the file system: they take the
+//! request's pieces and the configuration and return a [`Plan`]. Those that
+//! touch the disk (`resolve`, `read_dir_listing`) block, so the server runs
+//! them on its blocking pool unless the open-file cache already knows the
+//! answer; the event loop itself never calls them.
+//!
+//! Path safety, in order:
+//! 1. the query is cut, the path is percent-decoded **once**;
+//! 2. an encoded slash (`%2F`), a NUL byte, a backslash-free but non-UTF-8
+//!    path, or a segment that is not plain text is refused (404);
+//! 3. `.` segments are dropped and `..` pops one segment; popping above the
+//!    root is refused (403);
+//! 4. the file's canonical path (symlinks resolved) must stay under the
+//!    canonical root unless `follow-symlinks on` (403 otherwise).
+
+use std::fs::Metadata;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// What a `serve-files` backend was configured with.
+#[derive(Debug, Clone)]
+pub struct FilesConfig {
+    /// The document root.
+    pub root: PathBuf,
+    /// Index files tried, in order, for a directory.
+    pub index: Vec<String>,
+    /// Whether a directory without index is listed (else 403).
+    pub listing: bool,
+    /// Whether symlinks may lead out of the root.
+    pub follow_symlinks: bool,
+    /// `Cache-Control: max-age=N` when set.
+    pub max_age: Option<u32>,
+}
+
+impl FilesConfig {
+    /// The defaults of `serve-files DIR`: `index.html`, no listing, symlinks
+    /// confined to the root, no max-age.
+    pub fn new(root: impl Into<PathBuf>) -> Self {
+        FilesConfig {
+            root: root.into(),
+            index: vec!["index.html".to_string()],
+            listing: false,
+            follow_symlinks: false,
+            max_age: None,
+        }
+    }
+}
+
+/// Why a path was refused, with the status it earns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refusal {
+    /// 400: not a path at all (no leading slash).
+    BadRequest,
+    /// 403: escapes the root, or a directory that may not be listed.
+    Forbidden,
+    /// 404: does not exist, or is a path we refuse to map (NUL, `%2F`).
+    NotFound,
+}
+
+impl Refusal {
+    /// The HTTP status for this refusal.
+    pub fn status(self) -> u16 {
+        match self {
+            Refusal::BadRequest => 400,
+            Refusal::Forbidden => 403,
+            Refusal::NotFound => 404,
+        }
+    }
+}
+
+fn hex_val(c: u8) -> Option<u8> {
+    match c {
+        b'0'..=b'9' => Some(c - b'0'),
+        b'a'..=b'f' => Some(c - b'a' + 10),
+        b'A'..=b'F' => Some(c - b'A' + 10),
+        _ => None,
+    }
+}
+
+/// Decodes and normalises the path of a request target (origin form).
+/// Returns the clean path, always starting with `/`, with a trailing `/`
+/// kept when the request had one.
+pub fn normalize_path(target: &[u8]) -> Result<String, Refusal> {
+    let path = match target.iter().position(|&c| c == b'?' || c == b'#') {
+        Some(i) => &target[..i],
+        None => target,
+    };
+    if path.first() != Some(&b'/') {
+        return Err(Refusal::BadRequest);
+    }
+    // Percent-decode once, refusing what would change the path's structure.
+    let mut dec = Vec::with_capacity(path.len());
+    let mut i = 0;
+    while i < path.len() {
+        let c = path[i];
+        if c == b'%' {
+            let (Some(h), Some(l)) = (
+                path.get(i + 1).copied().and_then(hex_val),
+                path.get(i + 2).copied().and_then(hex_val),
+            ) else {
+                return Err(Refusal::BadRequest);
+            };
+            let b = h << 4 | l;
+            if b == b'/' || b == 0 {
+                return Err(Refusal::NotFound);
+            }
+            dec.push(b);
+            i += 3;
+        } else {
+            dec.push(c);
+            i += 1;
+        }
+    }
+    let dec = String::from_utf8(dec).map_err(|_| Refusal::NotFound)?;
+    if dec.contains('\0') {
+        return Err(Refusal::NotFound);
+    }
+    let trailing = dec.ends_with('/');
+    let mut segs: Vec<&str> = Vec::new();
+    for seg in dec.split('/') {
+        match seg {
+            "" | "." => {}
+            ".." => {
+                if segs.pop().is_none() {
+                    return Err(Refusal::Forbidden);
+                }
+            }
+            s => segs.push(s),
+        }
+    }
+    let mut out = String::with_capacity(dec.len());
+    for s in &segs {
+        out.push('/');
+        out.push_str(s);
+    }
+    if out.is_empty() || trailing {
+        out.push('/');
+    }
+    Ok(out)
+}
+
+/// What a clean path maps to on disk.
+#[derive(Debug)]
+pub enum Resolved {
+    /// A regular file to send.
+    File { path: PathBuf, meta: Metadata },
+    /// A directory to list (listing is on and no index file exists).
+    Listing { path: PathBuf },
+    /// A directory asked for without its trailing slash: 301 to `location`.
+    AddSlash { location: String },
+}
+
+/// Maps a clean path (from [`normalize_path`]) under the root. Blocking.
+pub fn resolve(cfg: &FilesConfig, clean: &str) -> Result<Resolved, Refusal> {
+    let rel = clean.trim_start_matches('/');
+    let full = cfg.root.join(rel);
+    let meta = std::fs::metadata(&full).map_err(map_io)?;
+    check_inside(cfg, &full)?;
+    if meta.is_dir() {
+        if !clean.ends_with('/') {
+            return Ok(Resolved::AddSlash {
+                location: format!("{}/", encode_path(clean)),
+            });
+        }
+        for idx in &cfg.index {
+            let p = full.join(idx);
+            if let Ok(m) = std::fs::metadata(&p) {
+                if m.is_file() {
+                    check_inside(cfg, &p)?;
+                    return Ok(Resolved::File { path: p, meta: m });
+                }
+            }
+        }
+        return if cfg.listing {
+            Ok(Resolved::Listing { path: full })
+        } else {
+            Err(Refusal::Forbidden)
+        };
+    }
+    if !meta.is_file() {
+        // Devices, sockets, fifos: never served.
+        return Err(Refusal::NotFound);
+    }
+    Ok(Resolved::File { path: full, meta })
+}
+
+fn map_io(e: io::Error) -> Refusal {
+    match e.kind() {
+        io::ErrorKind::PermissionDenied => Refusal::Forbidden,
+        _ => Refusal::NotFound,
+    }
+}
+
+/// Refuses a path whose real location (symlinks resolved) leaves the root,
+/// unless symlinks may be followed anywhere.
+fn check_inside(cfg: &FilesConfig, p: &Path) -> Result<(), Refusal> {
+    if cfg.follow_symlinks {
+        return Ok(());
+    }
+    let root = cfg.root.canonicalize().map_err(map_io)?;
+    let real = p.canonicalize().map_err(map_io)?;
+    if real.starts_with(&root) {
+        Ok(())
+    } else {
+        Err(Refusal::Forbidden)
+    }
+}
+
+/// Percent-encodes a path for a Location header or a listing link: keeps
+/// unreserved characters and `/`, encodes everything else.
+pub fn encode_path(p: &str) -> String {
+    let mut out = String::with_capacity(p.len());
+    for &b in p.as_bytes() {
+        if b.is_ascii_alphanumeric() || b"-._~/!$&'()*+,;=:@".contains(&b) {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{:02X}", b));
+        }
+    }
+    out
+}
+
+fn html_escape(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '&' => out.push_str("&amp;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// An HTML listing of a directory (names sorted, directories with a
+/// trailing slash, hidden files included as nginx's autoindex does not: we
+/// skip names starting with a dot). Blocking.
+pub fn read_dir_listing(dir: &Path, clean: &str) -> io::Result<String> {
+    let mut names: Vec<(String, bool, u64)> = Vec::new();
+    for ent in std::fs::read_dir(dir)? {
+        let ent = ent?;
+        let name = ent.file_name().to_string_lossy().into_owned();
+        if name.starts_with('.') {
+            continue;
+        }
+        let (is_dir, len) = match ent.metadata() {
+            Ok(m) => (m.is_dir(), m.len()),
+            Err(_) => continue,
+        };
+        names.push((name, is_dir, len));
+    }
+    names.sort();
+    let title = html_escape(clean);
+    let mut body = format!(
+        "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>Index of {t}</title></head>\n\
+         <body><h1>Index of {t}</h1><hr><pre>\n",
+        t = title
+    );
+    if clean != "/" {
+        body.push_str("<a href=\"../\">../</a>\n");
+    }
+    for (name, is_dir, len) in names {
+        let slash = if is_dir { "/" } else { "" };
+        let href = format!("{}{}", encode_path(&name), slash);
+        let size = if is_dir {
+            "-".to_string()
+        } else {
+            len.to_string()
+        };
+        body.push_str(&format!(
+            "<a href=\"{}\">{}{}</a> {:>width$}\n",
+            html_escape(&href),
+            html_escape(&name),
+            slash,
+            size,
+            width = 60usize
+                .saturating_sub(name.chars().count() + slash.len())
+                .max(1)
+                + size.len()
+        ));
+    }
+    body.push_str("</pre><hr></body></html>\n");
+    Ok(body)
+}
+
+/// Content-Type for a file name, from its extension.
+pub fn content_type(path: &Path) -> String {
+    let mime = mime_guess::from_path(path).first_or_octet_stream();
+    let s = mime.essence_str();
+    if s.starts_with("text/") || s == "application/javascript" || s == "application/json" {
+        format!("{}; charset=utf-8", s)
+    } else {
+        s.to_string()
+    }
+}
+
+/// The validators of a file: a strong ETag from mtime and size (the form
+/// nginx uses, `"<mtime hex>-<size hex>"`), and its modification time in
+/// whole seconds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Validators {
+    pub etag: String,
+    pub mtime: SystemTime,
+    pub len: u64,
+}
+
+impl Validators {
+    /// Validators of a file's metadata.
+    pub fn of(meta: &Metadata) -> Validators {
+        let mtime = meta.modified().unwrap_or(UNIX_EPOCH);
+        let secs = mtime
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_secs())
+            .unwrap_or(0);
+        Validators {
+            etag: format!("\"{:x}-{:x}\"", secs, meta.len()),
+            mtime: UNIX_EPOCH + Duration::from_secs(secs),
+            len: meta.len(),
+        }
+    }
+}
+
+/// The request headers that steer a file answer.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Conditions<'a> {
+    pub if_none_match: Option<&'a str>,
+    pub if_modified_since: Option<&'a str>,
+    pub if_range: Option<&'a str>,
+    pub range: Option<&'a str>,
+}
+
+/// What to answer for a file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Decision {
+    /// 200 with the whole file.
+    Full,
+    /// 206 with bytes `start..=end`.
+    Partial { start: u64, end: u64 },
+    /// 304: the client's copy is current.
+    NotModified,
+    /// 416: no satisfiable range (`Content-Range: bytes */len`).
+    Unsatisfiable,
+}
+
+/// Whether an `If-None-Match` list matches an ETag (weak comparison, as RFC
+/// 9110 §13.1.2 requires for this header).
+fn etag_matches(list: &str, etag: &str) -> bool {
+    let bare = etag.trim_start_matches("W/");
+    list.split(',')
+        .map(str::trim)
+        .any(|t| t == "*" || t.trim_start_matches("W/") == bare)
+}
+
+/// Applies RFC 9110 §13.2.2's order: If-None-Match (then If-Modified-Since
+/// only when it is absent), then Range with If-Range.
+pub fn decide(c: &Conditions<'_>, v: &Validators) -> Decision {
+    if let Some(inm) = c.if_none_match {
+        if etag_matches(inm, &v.etag) {
+            return Decision::NotModified;
+        }
+    } else if let Some(ims) = c.if_modified_since {
+        if let Ok(t) = httpdate::parse_http_date(ims.trim()) {
+            if v.mtime <= t {
+                return Decision::NotModified;
+            }
+        }
+    }
+    let Some(range) = c.range else {
+        return Decision::Full;
+    };
+    if let Some(ir) = c.if_range {
+        let ir = ir.trim();
+        let fresh = if ir.starts_with('"') {
+            ir == v.etag // strong comparison only
+        } else {
+            httpdate::parse_http_date(ir)
+                .map(|t| t == v.mtime)
+                .unwrap_or(false)
+        };
+        if !fresh {
+            return Decision::Full;
+        }
+    }
+    parse_range(range, v.len)
+}
+
+/// Parses a `Range` header against a length. Only one range is honoured;
+/// a list or an unknown unit gets the full file (servers may ignore Range).
+pub fn parse_range(h: &str, len: u64) -> Decision {
+    let Some(spec) = h.trim().strip_prefix("bytes=") else {
+        return Decision::Full;
+    };
+    if spec.contains(',') {
+        return Decision::Full;
+    }
+    let Some((a, b)) = spec.trim().split_once('-') else {
+        return Decision::Full;
+    };
+    let (a, b) = (a.trim(), b.trim());
+    let digits = |s: &str| !s.is_empty() && s.bytes().all(|c| c.is_ascii_digit());
+    if a.is_empty() {
+        // Suffix range: the last N bytes.
+        if !digits(b) {
+            return Decision::Full;
+        }
+        let n: u64 = b.parse().unwrap_or(u64::MAX);
+        if n == 0 || len == 0 {
+            return Decision::Unsatisfiable;
+        }
+        let n = n.min(len);
+        return Decision::Partial {
+            start: len - n,
+            end: len - 1,
+        };
+    }
+    if !digits(a) || !(b.is_empty() || digits(b)) {
+        return Decision::Full;
+    }
+    let Ok(start) = a.parse::<u64>() else {
+        return Decision::Unsatisfiable;
+    };
+    if start >= len {
+        return Decision::Unsatisfiable;
+    }
+    let end = if b.is_empty() {
+        len - 1
+    } else {
+        match b.parse::<u64>() {
+            Ok(e) if e >= start => e.min(len - 1),
+            Ok(_) => return Decision::Full, // invalid range: ignore it
+            Err(_) => len - 1,
+        }
+    };
+    Decision::Partial { start, end }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,212 @@
+use super::*;
+use std::fs;
+
+fn tmpdir(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("ebb-files-{}-{}", name, std::process::id()));
+    let _ = fs::remove_dir_all(&d);
+    fs::create_dir_all(&d).unwrap();
+    d
+}
+
+#[test]
+fn normalize_decodes_once_and_resolves_dots() {
+    assert_eq!(normalize_path(b"/").unwrap(), "/");
+    assert_eq!(normalize_path(b"/a/./b//c").unwrap(), "/a/b/c");
+    assert_eq!(normalize_path(b"/a/b/../c?x=../..").unwrap(), "/a/c");
+    assert_eq!(normalize_path(b"/dir/").unwrap(), "/dir/");
+    assert_eq!(normalize_path(b"/a%20b").unwrap(), "/a b");
+    // Decoded once: %252e stays a literal "%2e" segment, not "..".
+    assert_eq!(normalize_path(b"/%252e%252e/x").unwrap(), "/%2e%2e/x");
+    assert_eq!(normalize_path(b"/a/..").unwrap(), "/");
+}
+
+#[test]
+fn normalize_refuses_escapes() {
+    assert_eq!(normalize_path(b"/../etc/passwd"), Err(Refusal::Forbidden));
+    assert_eq!(normalize_path(b"/a/../../x"), Err(Refusal::Forbidden));
+    assert_eq!(
+        normalize_path(b"/%2e%2e/etc/passwd"),
+        Err(Refusal::Forbidden)
+    );
+    assert_eq!(
+        normalize_path(b"/a%2f..%2f..%2fetc"),
+        Err(Refusal::NotFound)
+    );
+    assert_eq!(normalize_path(b"/a%2F"), Err(Refusal::NotFound));
+    assert_eq!(normalize_path(b"/a%00.html"), Err(Refusal::NotFound));
+    assert_eq!(normalize_path(b"/%zz"), Err(Refusal::BadRequest));
+    assert_eq!(normalize_path(b"/%4"), Err(Refusal::BadRequest));
+    assert_eq!(normalize_path(b"relative"), Err(Refusal::BadRequest));
+    assert_eq!(normalize_path(b"/%ff%fe"), Err(Refusal::NotFound));
+}
+
+#[test]
+fn resolve_files_dirs_and_index() {
+    let d = tmpdir("resolve");
+    fs::write(d.join("a.txt"), "hello").unwrap();
+    fs::create_dir(d.join("sub")).unwrap();
+    fs::write(d.join("sub/index.html"), "<p>").unwrap();
+    fs::create_dir(d.join("empty")).unwrap();
+    let mut cfg = FilesConfig::new(&d);
+    match resolve(&cfg, "/a.txt").unwrap() {
+        Resolved::File { meta, .. } => assert_eq!(meta.len(), 5),
+        r => panic!("{:?}", r),
+    }
+    match resolve(&cfg, "/sub/").unwrap() {
+        Resolved::File { path, .. } => assert!(path.ends_with("sub/index.html")),
+        r => panic!("{:?}", r),
+    }
+    match resolve(&cfg, "/sub").unwrap() {
+        Resolved::AddSlash { location } => assert_eq!(location, "/sub/"),
+        r => panic!("{:?}", r),
+    }
+    assert_eq!(resolve(&cfg, "/empty/").unwrap_err(), Refusal::Forbidden);
+    assert_eq!(resolve(&cfg, "/missing").unwrap_err(), Refusal::NotFound);
+    cfg.listing = true;
+    assert!(matches!(
+        resolve(&cfg, "/empty/").unwrap(),
+        Resolved::Listing { .. }
+    ));
+    let _ = fs::remove_dir_all(&d);
+}
+
+#[test]
+fn symlinks_out_of_root_are_refused_unless_allowed() {
+    let d = tmpdir("links");
+    let outside = tmpdir("links-outside");
+    fs::write(outside.join("secret"), "s").unwrap();
+    fs::write(d.join("inner"), "i").unwrap();
+    std::os::unix::fs::symlink(outside.join("secret"), d.join("out")).unwrap();
+    std::os::unix::fs::symlink(d.join("inner"), d.join("in")).unwrap();
+    let mut cfg = FilesConfig::new(&d);
+    assert_eq!(resolve(&cfg, "/out").unwrap_err(), Refusal::Forbidden);
+    assert!(matches!(
+        resolve(&cfg, "/in").unwrap(),
+        Resolved::File { .. }
+    ));
+    cfg.follow_symlinks = true;
+    assert!(matches!(
+        resolve(&cfg, "/out").unwrap(),
+        Resolved::File { .. }
+    ));
+    let _ = fs::remove_dir_all(&d);
+    let _ = fs::remove_dir_all(&outside);
+}
+
+#[test]
+fn listing_escapes_names() {
+    let d = tmpdir("listing");
+    fs::write(d.join("<b>.txt"), "x").unwrap();
+    fs::create_dir(d.join("dir one")).unwrap();
+    fs::write(d.join(".hidden"), "x").unwrap();
+    let html = read_dir_listing(&d, "/").unwrap();
+    assert!(html.contains("&lt;b&gt;.txt"));
+    assert!(html.contains("href=\"dir%20one/\""));
+    assert!(!html.contains(".hidden"));
+    assert!(!html.contains("<b>"));
+    let _ = fs::remove_dir_all(&d);
+}
+
+#[test]
+fn content_types() {
+    assert_eq!(
+        content_type(Path::new("a.html")),
+        "text/html; charset=utf-8"
+    );
+    assert_eq!(content_type(Path::new("a.png")), "image/png");
+    assert_eq!(
+        content_type(Path::new("a.unknownext")),
+        "application/octet-stream"
+    );
+}
+
+fn v() -> Validators {
+    Validators {
+        etag: "\"5f5e100-64\"".into(),
+        mtime: UNIX_EPOCH + Duration::from_secs(100_000_000),
+        len: 100,
+    }
+}
+
+#[test]
+fn conditionals() {
+    let v = v();
+    let lm = httpdate::fmt_http_date(v.mtime);
+    let c = |inm, ims| Conditions {
+        if_none_match: inm,
+        if_modified_since: ims,
+        ..Default::default()
+    };
+    assert_eq!(
+        decide(&c(Some("\"5f5e100-64\""), None), &v),
+        Decision::NotModified
+    );
+    assert_eq!(
+        decide(&c(Some("W/\"5f5e100-64\""), None), &v),
+        Decision::NotModified
+    );
+    assert_eq!(
+        decide(&c(Some("\"x\", \"5f5e100-64\""), None), &v),
+        Decision::NotModified
+    );
+    assert_eq!(decide(&c(Some("*"), None), &v), Decision::NotModified);
+    assert_eq!(decide(&c(Some("\"other\""), None), &v), Decision::Full);
+    assert_eq!(decide(&c(None, Some(&lm)), &v), Decision::NotModified);
+    // If-None-Match wins over If-Modified-Since.
+    assert_eq!(decide(&c(Some("\"other\""), Some(&lm)), &v), Decision::Full);
+    let earlier = httpdate::fmt_http_date(v.mtime - Duration::from_secs(1));
+    assert_eq!(decide(&c(None, Some(&earlier)), &v), Decision::Full);
+    assert_eq!(decide(&c(None, Some("garbage")), &v), Decision::Full);
+}
+
+#[test]
+fn ranges() {
+    assert_eq!(
+        parse_range("bytes=0-9", 100),
+        Decision::Partial { start: 0, end: 9 }
+    );
+    assert_eq!(
+        parse_range("bytes=90-", 100),
+        Decision::Partial { start: 90, end: 99 }
+    );
+    assert_eq!(
+        parse_range("bytes=-10", 100),
+        Decision::Partial { start: 90, end: 99 }
+    );
+    assert_eq!(
+        parse_range("bytes=-1000", 100),
+        Decision::Partial { start: 0, end: 99 }
+    );
+    assert_eq!(
+        parse_range("bytes=50-1000", 100),
+        Decision::Partial { start: 50, end: 99 }
+    );
+    assert_eq!(parse_range("bytes=100-", 100), Decision::Unsatisfiable);
+    assert_eq!(parse_range("bytes=-0", 100), Decision::Unsatisfiable);
+    assert_eq!(parse_range("bytes=0-0", 0), Decision::Unsatisfiable);
+    assert_eq!(parse_range("bytes=0-1,5-6", 100), Decision::Full);
+    assert_eq!(parse_range("items=0-1", 100), Decision::Full);
+    assert_eq!(parse_range("bytes=9-3", 100), Decision::Full);
+    assert_eq!(parse_range("bytes=x-3", 100), Decision::Full);
+    assert_eq!(
+        parse_range("bytes=99999999999999999999999-", 100),
+        Decision::Unsatisfiable
+    );
+    let v = v();
+    let r = |ir| Conditions {
+        range: Some("bytes=0-0"),
+        if_range: ir,
+        ..Default::default()
+    };
+    assert_eq!(decide(&r(None), &v), Decision::Partial { start: 0, end: 0 });
+    assert_eq!(
+        decide(&r(Some("\"5f5e100-64\"")), &v),
+        Decision::Partial { start: 0, end: 0 }
+    );
+    assert_eq!(decide(&r(Some("\"stale\"")), &v), Decision::Full);
+    let lm = httpdate::fmt_http_date(v.mtime);
+    assert_eq!(
+        decide(&r(Some(&lm)), &v),
+        Decision::Partial { start: 0, end: 0 }
+    );
+}

@@ -1,0 +1,4 @@
+//! What answers a request when no server is involved: static files (and,
+//! with the stream code, fixed responses and redirects).
+
+pub mod files;
