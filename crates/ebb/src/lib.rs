@@ -7,3 +7,5 @@
 pub mod config;
 pub mod http1;
 pub mod serve;
+pub mod listener;
+pub mod sys;
