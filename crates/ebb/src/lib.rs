@@ -9,3 +9,4 @@ pub mod http1;
 pub mod serve;
 pub mod listener;
 pub mod sys;
+pub mod blocking;
