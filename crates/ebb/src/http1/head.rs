@@ -1,0 +1,462 @@
+//! Types shared by request and response heads, and the field analysis both
+//! run: framing (Content-Length / Transfer-Encoding), Connection options,
+//! Host, Expect, Upgrade.
+//!
+//! A head never copies bytes out of the connection's buffer: names, values,
+//! the target and the reason phrase are [`Span`]s, byte offsets into the
+//! buffer the head was parsed from. Read them back with [`Span::get`] on that
+//! same buffer, and do not move the bytes while the head is in use (or shift
+//! every span by the same amount).
+
+use super::error::HttpError;
+
+/// Byte offsets `start..end` into the buffer a head was parsed from.
+///
+/// `u32` offsets: a head is bounded by [`Limits::max_head_bytes`], far below
+/// 4 GiB, and two u32s keep a [`HeaderSpan`] at 16 bytes.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Span {
+    /// First byte.
+    pub start: u32,
+    /// One past the last byte.
+    pub end: u32,
+}
+
+impl Span {
+    /// The bytes this span covers in `buf`; empty if `buf` is too short
+    /// (never panics, even on a foreign buffer).
+    #[inline]
+    pub fn get(self, buf: &[u8]) -> &[u8] {
+        buf.get(self.start as usize..self.end as usize)
+            .unwrap_or(&[])
+    }
+
+    /// Length in bytes.
+    #[inline]
+    pub const fn len(self) -> usize {
+        self.end.saturating_sub(self.start) as usize
+    }
+
+    /// True when the span covers no byte.
+    #[inline]
+    pub const fn is_empty(self) -> bool {
+        self.end <= self.start
+    }
+
+    /// The offsets as a `usize` range.
+    #[inline]
+    pub const fn range(self) -> core::ops::Range<usize> {
+        self.start as usize..self.end as usize
+    }
+
+    /// The span of `sub`, a subslice of `base`. Callers only pass slices that
+    /// httparse (or this module) cut from `base`; anything else yields an
+    /// empty span rather than garbage offsets.
+    #[inline]
+    pub(crate) fn of(base: &[u8], sub: &[u8]) -> Span {
+        let b = base.as_ptr() as usize;
+        let s = sub.as_ptr() as usize;
+        match s.checked_sub(b) {
+            Some(start) if start + sub.len() <= base.len() => Span {
+                start: start as u32,
+                end: (start + sub.len()) as u32,
+            },
+            _ => Span::default(),
+        }
+    }
+
+    /// `start..end` relative to an outer span's start.
+    #[inline]
+    pub(crate) const fn sub(self, from: usize, to: usize) -> Span {
+        Span {
+            start: self.start + from as u32,
+            end: self.start + to as u32,
+        }
+    }
+}
+
+/// One field line: its name and its value (without surrounding whitespace).
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+pub struct HeaderSpan {
+    /// The field name as sent (case preserved).
+    pub name: Span,
+    /// The field value, leading and trailing whitespace removed.
+    pub value: Span,
+}
+
+/// HTTP version of a message. Only these two exist on an HTTP/1 wire that ebb
+/// accepts; anything else is refused with 505 (requests) or 502 (responses).
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum Version {
+    /// HTTP/1.0
+    Http10,
+    /// HTTP/1.1
+    Http11,
+}
+
+/// How the body of a message is delimited (RFC 9112 §6.3).
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum BodyFraming {
+    /// No body follows the head.
+    None,
+    /// Exactly this many bytes follow.
+    ContentLength(u64),
+    /// A chunked body follows; feed it to a
+    /// [`ChunkedDecoder`](super::ChunkedDecoder).
+    Chunked,
+    /// Responses only: the body runs until the origin closes the connection.
+    UntilClose,
+}
+
+/// Size limits of the parsers. Each default says where it comes from.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct Limits {
+    /// Longest request-target, in bytes, before 414. Default 8 KiB: nginx
+    /// answers 414 past its 8 KiB `large_client_header_buffers`.
+    pub max_uri: usize,
+    /// Largest head (start line + field lines + the empty line) before 431.
+    /// Default 15 KiB: HAProxy's `tune.bufsize` (16384) less its
+    /// `tune.maxrewrite` (1024), the room a head may use in a buffer.
+    pub max_head_bytes: usize,
+    /// Most field lines before 431. Default 101: HAProxy's
+    /// `tune.http.maxhdr`. Capped at [`MAX_HEADERS_CAP`].
+    pub max_headers: usize,
+    /// Accept a line ended by a lone LF (RFC 9112 §2.2 MAY). Default off: a
+    /// recipient that disagrees with a peer about line ends is a smuggling
+    /// vector, and no real client sends bare LF.
+    pub allow_bare_lf: bool,
+}
+
+/// Hard ceiling on [`Limits::max_headers`]: the parser keeps that many
+/// httparse slots on the stack (uninitialised, 32 bytes each).
+pub const MAX_HEADERS_CAP: usize = 256;
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_uri: 8 * 1024,
+            max_head_bytes: 15 * 1024,
+            max_headers: 101,
+            allow_bare_lf: false,
+        }
+    }
+}
+
+// --- byte classes ----------------------------------------------------------
+
+const fn tchar(b: u8) -> bool {
+    matches!(b,
+        b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9'
+        | b'!' | b'#' | b'$' | b'%' | b'&' | b'\'' | b'*' | b'+'
+        | b'-' | b'.' | b'^' | b'_' | b'`' | b'|' | b'~')
+}
+
+static TCHAR: [bool; 256] = {
+    let mut t = [false; 256];
+    let mut i = 0;
+    while i < 256 {
+        t[i] = tchar(i as u8);
+        i += 1;
+    }
+    t
+};
+
+/// RFC 9110 §5.6.2 `tchar`.
+#[inline]
+pub(crate) fn is_tchar(b: u8) -> bool {
+    TCHAR[b as usize]
+}
+
+/// True when `s` is a non-empty token.
+#[inline]
+pub(crate) fn is_token(s: &[u8]) -> bool {
+    !s.is_empty() && s.iter().all(|&b| is_tchar(b))
+}
+
+/// RFC 9110 §5.5 field-vchar / SP / HTAB (what a field value may hold).
+#[inline]
+pub(crate) fn is_field_value_byte(b: u8) -> bool {
+    b == b'\t' || (b' '..=b'~').contains(&b) || b >= 0x80
+}
+
+/// Trims RFC 9110 OWS (SP / HTAB) on both sides.
+#[inline]
+pub(crate) fn trim_ows(mut s: &[u8]) -> &[u8] {
+    while let [b' ' | b'\t', rest @ ..] = s {
+        s = rest;
+    }
+    while let [rest @ .., b' ' | b'\t'] = s {
+        s = rest;
+    }
+    s
+}
+
+/// Calls `f` with each non-empty member of a comma-separated list (RFC 9110
+/// §5.6.1), OWS removed, and its offset in `s`. Empty members are passed as
+/// empty slices so callers can choose to refuse them.
+pub(crate) fn for_each_member(s: &[u8], mut f: impl FnMut(&[u8], usize)) {
+    let mut start = 0;
+    loop {
+        let end = s[start..]
+            .iter()
+            .position(|&b| b == b',')
+            .map_or(s.len(), |p| start + p);
+        let raw = &s[start..end];
+        let lead = raw
+            .iter()
+            .position(|&b| b != b' ' && b != b'\t')
+            .unwrap_or(raw.len());
+        f(trim_ows(raw), start + lead);
+        if end == s.len() {
+            break;
+        }
+        start = end + 1;
+    }
+}
+
+/// `1*DIGIT` as a u64, None on anything else (sign, space, hex, overflow).
+pub(crate) fn parse_decimal(s: &[u8]) -> Option<u64> {
+    if s.is_empty() {
+        return None;
+    }
+    let mut n: u64 = 0;
+    for &b in s {
+        if !b.is_ascii_digit() {
+            return None;
+        }
+        n = n.checked_mul(10)?.checked_add(u64::from(b - b'0'))?;
+    }
+    Some(n)
+}
+
+/// RFC 3986 §3.2.2 `uri-host [ ":" port ]` (the Host field and the
+/// authority of an absolute-form target). `port` may be empty (`*DIGIT`).
+/// With `need_port`, the port must be present and non-empty (CONNECT's
+/// authority-form).
+pub(crate) fn is_valid_authority(s: &[u8], need_port: bool) -> bool {
+    let (host, port) = if let Some(rest) = s.strip_prefix(b"[") {
+        // IP-literal: hex digits, ':', '.', and IPvFuture's 'v' and unreserved.
+        let Some(close) = rest.iter().position(|&b| b == b']') else {
+            return false;
+        };
+        let lit = &rest[..close];
+        if lit.is_empty()
+            || !lit
+                .iter()
+                .all(|&b| b.is_ascii_hexdigit() || matches!(b, b':' | b'.' | b'v' | b'V'))
+        {
+            return false;
+        }
+        let after = &rest[close + 1..];
+        match after {
+            [] => (&b""[..], None),
+            [b':', port @ ..] => (&b"x"[..], Some(port)),
+            _ => return false,
+        }
+    } else {
+        match s.iter().rposition(|&b| b == b':') {
+            Some(c) => (&s[..c], Some(&s[c + 1..])),
+            None => (s, None),
+        }
+    };
+    let host_ok = host.iter().all(|&b| {
+        b.is_ascii_alphanumeric()
+            || matches!(
+                b,
+                b'-' | b'.'
+                    | b'_'
+                    | b'~'
+                    | b'%'
+                    | b'!'
+                    | b'$'
+                    | b'&'
+                    | b'\''
+                    | b'('
+                    | b')'
+                    | b'*'
+                    | b'+'
+                    | b','
+                    | b';'
+                    | b'='
+            )
+    });
+    let port_ok = match port {
+        Some(p) => p.iter().all(u8::is_ascii_digit) && !(need_port && p.is_empty()),
+        None => !need_port,
+    };
+    host_ok && port_ok
+}
+
+/// Case-insensitive comparison of a field name with a lower-case constant.
+#[inline]
+pub(crate) fn name_is(name: &[u8], lower: &[u8]) -> bool {
+    name.len() == lower.len() && name.eq_ignore_ascii_case(lower)
+}
+
+// --- field analysis ---------------------------------------------------------
+
+/// What the field lines say, before the request- or response-specific rules
+/// turn it into a decision.
+#[derive(Default)]
+pub(crate) struct Fields {
+    /// The single Content-Length value, if any.
+    pub content_length: Option<u64>,
+    /// Content-Length came more than once (lines or list members), always
+    /// with the same value (otherwise analysis failed).
+    pub content_length_repeated: bool,
+    /// A Transfer-Encoding field line was present.
+    pub te_present: bool,
+    /// The last transfer-coding is `chunked`.
+    pub te_chunked_final: bool,
+    /// A coding other than `chunked` appears.
+    pub te_unknown: bool,
+    /// Connection options.
+    pub conn_close: bool,
+    pub conn_keep_alive: bool,
+    pub conn_upgrade: bool,
+    /// Host lines seen and the first one's value.
+    pub host_count: u32,
+    pub host: Option<Span>,
+    /// `Expect: 100-continue` seen.
+    pub expect_continue: bool,
+    /// The Upgrade value, if present.
+    pub upgrade: Option<Span>,
+}
+
+/// Runs over the field lines once. `allow_repeated_cl` accepts identical
+/// repeated Content-Length values (RFC 9110 §8.6 MAY); otherwise a repeat is
+/// [`HttpError::ConflictingContentLength`].
+pub(crate) fn analyze(
+    buf: &[u8],
+    headers: &[HeaderSpan],
+    allow_repeated_cl: bool,
+) -> Result<Fields, HttpError> {
+    let mut f = Fields::default();
+    // Number of `chunked` members seen, and whether the last member was one.
+    let mut chunked_seen = false;
+    let mut te_error: Option<HttpError> = None;
+    for h in headers {
+        let name = h.name.get(buf);
+        let value = h.value.get(buf);
+        // Dispatch on length first: most fields match none of these.
+        match name.len() {
+            4 if name_is(name, b"host") => {
+                f.host_count += 1;
+                if f.host.is_none() {
+                    f.host = Some(h.value);
+                }
+            }
+            6 if name_is(name, b"expect") && value.eq_ignore_ascii_case(b"100-continue") => {
+                f.expect_continue = true;
+            }
+            7 if name_is(name, b"upgrade") => {
+                f.upgrade = Some(h.value);
+            }
+            10 if name_is(name, b"connection") => {
+                for_each_member(value, |m, _| {
+                    if m.eq_ignore_ascii_case(b"close") {
+                        f.conn_close = true;
+                    } else if m.eq_ignore_ascii_case(b"keep-alive") {
+                        f.conn_keep_alive = true;
+                    } else if m.eq_ignore_ascii_case(b"upgrade") {
+                        f.conn_upgrade = true;
+                    }
+                });
+            }
+            14 if name_is(name, b"content-length") => {
+                let mut err = None;
+                for_each_member(value, |m, _| {
+                    if err.is_some() {
+                        return;
+                    }
+                    match parse_decimal(m) {
+                        None => err = Some(HttpError::BadContentLength),
+                        Some(n) => match f.content_length {
+                            None => f.content_length = Some(n),
+                            Some(prev) if prev == n && allow_repeated_cl => {
+                                f.content_length_repeated = true
+                            }
+                            Some(_) => err = Some(HttpError::ConflictingContentLength),
+                        },
+                    }
+                });
+                if let Some(e) = err {
+                    return Err(e);
+                }
+            }
+            17 if name_is(name, b"transfer-encoding") => {
+                f.te_present = true;
+                for_each_member(value, |m, _| {
+                    if te_error.is_some() {
+                        return;
+                    }
+                    // transfer-coding = token *( OWS ";" OWS transfer-parameter )
+                    let coding = match m.iter().position(|&b| b == b';') {
+                        Some(p) => trim_ows(&m[..p]),
+                        None => m,
+                    };
+                    if !is_token(coding) {
+                        te_error = Some(HttpError::BadTransferEncoding);
+                        return;
+                    }
+                    if m.eq_ignore_ascii_case(b"chunked") {
+                        if chunked_seen {
+                            // chunked applied twice (RFC 9112 §7: MUST NOT).
+                            te_error = Some(HttpError::ChunkedNotFinal);
+                            return;
+                        }
+                        chunked_seen = true;
+                        f.te_chunked_final = true;
+                    } else {
+                        // Anything after chunked, or any other coding
+                        // (including `chunked;param`, which is not chunked).
+                        f.te_unknown = true;
+                        f.te_chunked_final = false;
+                    }
+                });
+            }
+            _ => {}
+        }
+    }
+    if let Some(e) = te_error {
+        return Err(e);
+    }
+    // chunked seen but not last: the unknown flag is set by what followed.
+    if chunked_seen && !f.te_chunked_final {
+        return Err(HttpError::ChunkedNotFinal);
+    }
+    Ok(f)
+}
+
+/// Scans a complete head for a line ended by LF alone.
+#[inline]
+pub(crate) fn has_bare_lf(head: &[u8]) -> bool {
+    let mut prev = 0u8;
+    for &b in head {
+        if b == b'\n' && prev != b'\r' {
+            return true;
+        }
+        prev = b;
+    }
+    false
+}
+
+/// Names the rule a head broke when httparse refused it with a generic
+/// header error: obs-fold and bare CR deserve their own log phrase.
+#[cold]
+pub(crate) fn classify_field_error(buf: &[u8], generic: HttpError) -> HttpError {
+    let mut prev = 0u8;
+    let mut prev2 = 0u8;
+    for (i, &b) in buf.iter().enumerate() {
+        if prev == b'\r' && b != b'\n' {
+            return HttpError::BareCr;
+        }
+        // A line starting with SP/HTAB after a non-empty line: obs-fold.
+        if (b == b' ' || b == b'\t') && prev == b'\n' && i >= 2 && prev2 != b'\n' {
+            return HttpError::ObsFold;
+        }
+        prev2 = prev;
+        prev = b;
+    }
+    generic
+}

@@ -1,0 +1,78 @@
+//! Hop-by-hop fields (RFC 9110 §7.6.1): what a proxy must not forward.
+//!
+//! The fixed list — Connection, Keep-Alive, Proxy-Connection, TE, Trailer,
+//! Transfer-Encoding, Upgrade — plus every field named as an option in a
+//! Connection field of the same message. The proxy writes the framing it
+//! chose itself (Content-Length or `Transfer-Encoding: chunked`), its own
+//! Connection, and, for an upgrade it lets through, `Connection: upgrade`
+//! with the Upgrade value again.
+//!
+//! All checks work on the spans of a parsed head and allocate nothing; a
+//! head with n fields and c Connection options costs O(n·c) comparisons,
+//! both small.
+
+use super::head::{for_each_member, name_is, HeaderSpan};
+
+/// The fields that are hop-by-hop whatever Connection says (lower case).
+pub const HOP_BY_HOP: [&str; 7] = [
+    "connection",
+    "keep-alive",
+    "proxy-connection",
+    "te",
+    "trailer",
+    "transfer-encoding",
+    "upgrade",
+];
+
+/// True when `name` is on the fixed hop-by-hop list (case-insensitive).
+pub fn is_hop_by_hop_name(name: &[u8]) -> bool {
+    HOP_BY_HOP.iter().any(|h| name_is(name, h.as_bytes()))
+}
+
+/// True when `name` is listed as an option in a Connection field of
+/// `headers`.
+pub fn named_in_connection(buf: &[u8], headers: &[HeaderSpan], name: &[u8]) -> bool {
+    let mut found = false;
+    for h in headers {
+        if !name_is(h.name.get(buf), b"connection") {
+            continue;
+        }
+        for_each_member(h.value.get(buf), |m, _| {
+            if !m.is_empty() && m.eq_ignore_ascii_case(name) {
+                found = true;
+            }
+        });
+        if found {
+            return true;
+        }
+    }
+    false
+}
+
+/// True when a field named `name` must not be forwarded.
+pub fn is_hop_by_hop(buf: &[u8], headers: &[HeaderSpan], name: &[u8]) -> bool {
+    is_hop_by_hop_name(name) || named_in_connection(buf, headers, name)
+}
+
+/// The fields of a head a proxy forwards, in order.
+pub fn forwardable<'h>(
+    buf: &'h [u8],
+    headers: &'h [HeaderSpan],
+) -> impl Iterator<Item = &'h HeaderSpan> + 'h {
+    // Fast path: without a Connection field only the fixed list matters.
+    let has_connection = headers
+        .iter()
+        .any(|h| name_is(h.name.get(buf), b"connection"));
+    headers.iter().filter(move |h| {
+        let name = h.name.get(buf);
+        !(is_hop_by_hop_name(name) || has_connection && named_in_connection(buf, headers, name))
+    })
+}
+
+/// The value of the first field named `name` (ASCII case-insensitive).
+pub fn find_header<'b>(buf: &'b [u8], headers: &[HeaderSpan], name: &str) -> Option<&'b [u8]> {
+    headers
+        .iter()
+        .find(|h| name_is(h.name.get(buf), name.as_bytes()))
+        .map(|h| h.value.get(buf))
+}

@@ -1,0 +1,482 @@
+//! Request heads: httparse does the tokenising, this module the RFC 9112
+//! rules httparse leaves to its caller (see the policy list in `mod.rs`).
+
+use core::mem::MaybeUninit;
+
+use super::error::HttpError;
+use super::head::{
+    analyze, classify_field_error, has_bare_lf, is_valid_authority, BodyFraming, HeaderSpan,
+    Limits, Span, Version, MAX_HEADERS_CAP,
+};
+pub use httparse::Status;
+
+/// Request methods ebb treats specially; any other valid token is
+/// [`Method::Other`] (its bytes are in [`RequestHead::method_span`]).
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum Method {
+    /// GET
+    Get,
+    /// HEAD
+    Head,
+    /// POST
+    Post,
+    /// PUT
+    Put,
+    /// DELETE
+    Delete,
+    /// CONNECT
+    Connect,
+    /// OPTIONS
+    Options,
+    /// TRACE
+    Trace,
+    /// PATCH
+    Patch,
+    /// Any other token (methods are case-sensitive: `get` is Other).
+    Other,
+}
+
+impl Method {
+    fn from_bytes(m: &[u8]) -> Method {
+        match m {
+            b"GET" => Method::Get,
+            b"HEAD" => Method::Head,
+            b"POST" => Method::Post,
+            b"PUT" => Method::Put,
+            b"DELETE" => Method::Delete,
+            b"CONNECT" => Method::Connect,
+            b"OPTIONS" => Method::Options,
+            b"TRACE" => Method::Trace,
+            b"PATCH" => Method::Patch,
+            _ => Method::Other,
+        }
+    }
+
+    /// GET, HEAD, OPTIONS, TRACE, PUT, DELETE: a request a proxy may send
+    /// again after a failure (RFC 9110 §9.2.2 idempotent methods).
+    pub const fn is_idempotent(self) -> bool {
+        matches!(
+            self,
+            Method::Get
+                | Method::Head
+                | Method::Options
+                | Method::Trace
+                | Method::Put
+                | Method::Delete
+        )
+    }
+}
+
+/// The four request-target forms of RFC 9112 §3.2.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum TargetForm {
+    /// `/path?query`
+    Origin,
+    /// `http://authority/path?query` (the authority is the effective Host)
+    Absolute,
+    /// `host:port`, CONNECT only
+    Authority,
+    /// `*`, OPTIONS only
+    Asterisk,
+}
+
+/// A parsed request head. All spans index the buffer given to the parser.
+#[derive(Clone, Debug)]
+pub struct RequestHead {
+    /// The method, classified.
+    pub method: Method,
+    /// The method's bytes.
+    pub method_span: Span,
+    /// The request-target as sent.
+    pub target: Span,
+    /// Which form the target has.
+    pub target_form: TargetForm,
+    /// Path and query of the target (for absolute-form, the part after the
+    /// authority; empty for authority- and asterisk-form).
+    pub path: Span,
+    /// HTTP/1.0 or HTTP/1.1.
+    pub version: Version,
+    /// Field lines in order, duplicates kept.
+    pub headers: Vec<HeaderSpan>,
+    /// Bytes of the head, including the empty line: the body (or the next
+    /// pipelined request) starts at `head_len`.
+    pub head_len: usize,
+    /// How the body is delimited.
+    pub framing: BodyFraming,
+    /// Whether the connection may carry another request after this one's
+    /// response (before the server's own reasons to close).
+    pub keep_alive: bool,
+    /// `Expect: 100-continue` on an HTTP/1.1 request.
+    pub expect_continue: bool,
+    /// The effective host: the authority of an absolute-form target,
+    /// otherwise the Host value; None only for HTTP/1.0 without Host.
+    pub host: Option<Span>,
+    /// The Upgrade value when this is an upgrade request (HTTP/1.1, Upgrade
+    /// present and `upgrade` listed in Connection).
+    pub upgrade: Option<Span>,
+}
+
+impl Default for RequestHead {
+    fn default() -> Self {
+        RequestHead {
+            method: Method::Get,
+            method_span: Span::default(),
+            target: Span::default(),
+            target_form: TargetForm::Origin,
+            path: Span::default(),
+            version: Version::Http11,
+            headers: Vec::new(),
+            head_len: 0,
+            framing: BodyFraming::None,
+            keep_alive: false,
+            expect_continue: false,
+            host: None,
+            upgrade: None,
+        }
+    }
+}
+
+impl RequestHead {
+    /// An empty head whose header list can hold `n` fields without growing.
+    pub fn with_capacity(n: usize) -> Self {
+        RequestHead {
+            headers: Vec::with_capacity(n),
+            ..RequestHead::default()
+        }
+    }
+
+    /// The value of the first field named `name` (ASCII case-insensitive).
+    pub fn header<'b>(&self, buf: &'b [u8], name: &str) -> Option<&'b [u8]> {
+        super::hop::find_header(buf, &self.headers, name)
+    }
+}
+
+/// Parses a request head at the start of `buf`.
+///
+/// `Ok(Status::Partial)` means the head is not complete yet: call again with
+/// more bytes (the parser keeps no state; it starts over). A head is refused
+/// as soon as the bytes seen prove it bad, or once `buf` holds more than
+/// [`Limits::max_head_bytes`] without an end (431), or a target longer than
+/// [`Limits::max_uri`] (414).
+///
+/// This allocates a new header list; the connection code should reuse one
+/// [`RequestHead`] with [`parse_request_into`].
+pub fn parse_request(buf: &[u8], limits: &Limits) -> Result<Status<RequestHead>, HttpError> {
+    let mut head = RequestHead::default();
+    match parse_request_into(buf, limits, &mut head)? {
+        Status::Complete(()) => Ok(Status::Complete(head)),
+        Status::Partial => Ok(Status::Partial),
+    }
+}
+
+/// As [`parse_request`], filling a reused `head` (its header list keeps its
+/// capacity, so a warm connection parses without allocating). On `Partial`
+/// or an error the content of `head` is unspecified.
+pub fn parse_request_into(
+    buf: &[u8],
+    limits: &Limits,
+    head: &mut RequestHead,
+) -> Result<Status<()>, HttpError> {
+    // A head must fit in u32 offsets whatever the caller's limit says.
+    let max_head = limits.max_head_bytes.min(u32::MAX as usize);
+    let mut slots: [MaybeUninit<httparse::Header<'_>>; MAX_HEADERS_CAP] =
+        [const { MaybeUninit::uninit() }; MAX_HEADERS_CAP];
+    let nslots = limits.max_headers.min(MAX_HEADERS_CAP);
+    let mut req = httparse::Request::new(&mut []);
+    let parsed = httparse::ParserConfig::default().parse_request_with_uninit_headers(
+        &mut req,
+        buf,
+        &mut slots[..nslots],
+    );
+    let head_len = match parsed {
+        Ok(httparse::Status::Complete(n)) => n,
+        Ok(httparse::Status::Partial) => {
+            if let Some(e) = partial_limits(buf, limits) {
+                return Err(e);
+            }
+            return Ok(Status::Partial);
+        }
+        Err(e) => return Err(map_error(buf, e, limits)),
+    };
+    if head_len > max_head {
+        return Err(HttpError::HeadTooLarge);
+    }
+    let head_bytes = &buf[..head_len];
+    if !limits.allow_bare_lf && has_bare_lf(head_bytes) {
+        return Err(HttpError::BareLf);
+    }
+    // httparse fills these on Complete; defend anyway (no unwrap on input).
+    let (Some(method), Some(path), Some(minor)) = (req.method, req.path, req.version) else {
+        return Err(HttpError::BadRequestLine);
+    };
+    if path.len() > limits.max_uri {
+        return Err(HttpError::UriTooLong);
+    }
+    head.method = Method::from_bytes(method.as_bytes());
+    head.method_span = Span::of(buf, method.as_bytes());
+    head.target = Span::of(buf, path.as_bytes());
+    head.version = if minor == 0 {
+        Version::Http10
+    } else {
+        Version::Http11
+    };
+    head.head_len = head_len;
+    head.headers.clear();
+    head.headers.extend(req.headers.iter().map(|h| HeaderSpan {
+        name: Span::of(buf, h.name.as_bytes()),
+        value: Span::of(buf, h.value),
+    }));
+
+    let (form, authority, path_span) = classify_target(path.as_bytes(), head.target, head.method)?;
+    head.target_form = form;
+    head.path = path_span;
+
+    let f = analyze(buf, &head.headers, false)?;
+    let http11 = head.version == Version::Http11;
+
+    // Host (RFC 9112 §3.2): exactly one on 1.1, at most one on 1.0, valid.
+    if f.host_count > 1 {
+        return Err(HttpError::DuplicateHost);
+    }
+    if let Some(h) = f.host {
+        if !is_valid_authority(h.get(buf), false) {
+            return Err(HttpError::BadHost);
+        }
+    } else if http11 {
+        return Err(HttpError::MissingHost);
+    }
+    // Absolute-form: the target's authority replaces Host (RFC 9112 §3.2.2).
+    head.host = authority.or(f.host);
+
+    // Framing (RFC 9112 §6.1, §6.3).
+    head.framing = if f.te_present {
+        if !http11 {
+            return Err(HttpError::TransferEncodingInHttp10);
+        }
+        if f.content_length.is_some() {
+            return Err(HttpError::ContentLengthWithTransferEncoding);
+        }
+        if !f.te_chunked_final {
+            return Err(HttpError::ChunkedNotFinal);
+        }
+        if f.te_unknown {
+            return Err(HttpError::UnknownTransferCoding);
+        }
+        BodyFraming::Chunked
+    } else {
+        match f.content_length {
+            Some(0) | None => BodyFraming::None,
+            Some(n) => BodyFraming::ContentLength(n),
+        }
+    };
+
+    head.keep_alive = if http11 {
+        !f.conn_close
+    } else {
+        f.conn_keep_alive && !f.conn_close
+    };
+    // RFC 9110 §10.1.1: ignore 100-continue from an HTTP/1.0 client.
+    head.expect_continue = http11 && f.expect_continue;
+    // RFC 9110 §7.8: Upgrade counts only with the `upgrade` connection
+    // option, and a server ignores it from HTTP/1.0.
+    head.upgrade = match f.upgrade {
+        Some(u) if http11 && f.conn_upgrade && !u.is_empty() => Some(u),
+        _ => None,
+    };
+    Ok(Status::Complete(()))
+}
+
+/// When httparse wants more bytes: refuse a head that already broke a limit.
+#[cold]
+fn partial_limits(buf: &[u8], limits: &Limits) -> Option<HttpError> {
+    if buf.len() > limits.max_uri {
+        // Still in the request line with an over-long target? 414 first.
+        let start = buf
+            .iter()
+            .position(|&b| b != b'\r' && b != b'\n')
+            .unwrap_or(buf.len());
+        let line = &buf[start..];
+        let line = match line.iter().position(|&b| b == b'\n') {
+            Some(p) => &line[..p],
+            None => line,
+        };
+        if let Some(sp) = line.iter().position(|&b| b == b' ') {
+            let rest = &line[sp + 1..];
+            let tlen = rest.iter().position(|&b| b == b' ').unwrap_or(rest.len());
+            if tlen > limits.max_uri {
+                return Some(HttpError::UriTooLong);
+            }
+        }
+    }
+    if buf.len() > limits.max_head_bytes {
+        return Some(HttpError::HeadTooLarge);
+    }
+    None
+}
+
+/// Turns httparse's error into ebb's, naming the broken rule.
+#[cold]
+fn map_error(buf: &[u8], e: httparse::Error, limits: &Limits) -> HttpError {
+    match e {
+        httparse::Error::TooManyHeaders => HttpError::TooManyHeaders,
+        httparse::Error::HeaderName => classify_field_error(buf, HttpError::BadHeaderName),
+        httparse::Error::HeaderValue => classify_field_error(buf, HttpError::BadHeaderValue),
+        httparse::Error::NewLine => classify_field_error(buf, HttpError::BadRequestLine),
+        httparse::Error::Version | httparse::Error::Token | httparse::Error::Status => {
+            classify_request_line(buf, limits)
+        }
+    }
+}
+
+/// The request line failed: tell 505 (a well-formed but unsupported version,
+/// or an HTTP/0.9 `GET /path` line) from 400, and 414 from both.
+#[cold]
+fn classify_request_line(buf: &[u8], limits: &Limits) -> HttpError {
+    let start = buf
+        .iter()
+        .position(|&b| b != b'\r' && b != b'\n')
+        .unwrap_or(buf.len());
+    let line = &buf[start..];
+    let line = match line.iter().position(|&b| b == b'\n') {
+        Some(p) => line[..p].strip_suffix(b"\r").unwrap_or(&line[..p]),
+        None => line,
+    };
+    let mut parts = line.split(|&b| b == b' ');
+    let method = parts.next().unwrap_or(&[]);
+    let target = parts.next();
+    let version = parts.next();
+    let extra = parts.next();
+    if !super::head::is_token(method) {
+        return HttpError::BadMethod;
+    }
+    if let Some(t) = target {
+        if t.len() > limits.max_uri {
+            return HttpError::UriTooLong;
+        }
+    }
+    match (target, version, extra) {
+        // `GET /` alone on its line: HTTP/0.9.
+        (Some(t), None, None) if !t.is_empty() && line.len() < buf.len() - start => {
+            HttpError::UnsupportedVersion
+        }
+        (Some(t), Some(v), None) if !t.is_empty() => {
+            let supported = v == b"HTTP/1.1" || v == b"HTTP/1.0";
+            if is_version_syntax(v) && !supported {
+                HttpError::UnsupportedVersion
+            } else if !valid_target_bytes(t) {
+                HttpError::BadTarget
+            } else {
+                HttpError::BadRequestLine
+            }
+        }
+        _ => HttpError::BadRequestLine,
+    }
+}
+
+/// `HTTP/` DIGIT `.` DIGIT (RFC 9112 §2.3), and also `HTTP/2` style
+/// single digits, which a confused HTTP/2 or HTTP/3 client may send.
+fn is_version_syntax(v: &[u8]) -> bool {
+    match v.strip_prefix(b"HTTP/") {
+        Some([a, b'.', b]) => a.is_ascii_digit() && b.is_ascii_digit(),
+        Some([a]) => a.is_ascii_digit(),
+        _ => false,
+    }
+}
+
+// RFC 3986 characters allowed in a request-target: unreserved, sub-delims,
+// ':', '@', '/', '?', '[', ']' and '%'. Not allowed: CTL, SP, '"', '<', '>',
+// '\', '^', '`', '{', '|', '}', DEL, bytes >= 0x80 (HAProxy's default set),
+// and '#': a fragment is never sent (RFC 9112 §3.2; HAProxy CVE-2023-45539).
+const fn target_byte(b: u8) -> bool {
+    matches!(b,
+        b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9'
+        | b'-' | b'.' | b'_' | b'~'
+        | b'!' | b'$' | b'&' | b'\'' | b'(' | b')' | b'*' | b'+' | b',' | b';' | b'='
+        | b':' | b'@' | b'/' | b'?' | b'[' | b']' | b'%')
+}
+
+static TARGET: [bool; 256] = {
+    let mut t = [false; 256];
+    let mut i = 0;
+    while i < 256 {
+        t[i] = target_byte(i as u8);
+        i += 1;
+    }
+    t
+};
+
+/// Every byte allowed and every `%` followed by two hex digits.
+fn valid_target_bytes(t: &[u8]) -> bool {
+    let mut i = 0;
+    while i < t.len() {
+        let b = t[i];
+        if !TARGET[b as usize] {
+            return false;
+        }
+        if b == b'%' {
+            match t.get(i + 1..i + 3) {
+                Some([h, l]) if h.is_ascii_hexdigit() && l.is_ascii_hexdigit() => i += 2,
+                _ => return false,
+            }
+        }
+        i += 1;
+    }
+    true
+}
+
+/// Validates the target against RFC 9112 §3.2 and the method; returns its
+/// form, the authority span (absolute- and authority-form) and the path span.
+fn classify_target(
+    t: &[u8],
+    span: Span,
+    method: Method,
+) -> Result<(TargetForm, Option<Span>, Span), HttpError> {
+    if !valid_target_bytes(t) {
+        return Err(HttpError::BadTarget);
+    }
+    if method == Method::Connect {
+        // CONNECT takes authority-form and nothing else (RFC 9112 §3.2.3).
+        if !is_valid_authority(t, true) || t.starts_with(b"[") && !t.contains(&b']') {
+            return Err(HttpError::BadTarget);
+        }
+        return Ok((TargetForm::Authority, Some(span), span.sub(0, 0)));
+    }
+    match t.first() {
+        Some(b'/') => Ok((TargetForm::Origin, None, span)),
+        Some(b'*') if t.len() == 1 => {
+            if method == Method::Options {
+                Ok((TargetForm::Asterisk, None, span.sub(0, 0)))
+            } else {
+                Err(HttpError::BadTarget)
+            }
+        }
+        _ => {
+            // absolute-form: only http and https (case-insensitive scheme).
+            let after_scheme = if t.len() > 7 && t[..7].eq_ignore_ascii_case(b"http://") {
+                7
+            } else if t.len() > 8 && t[..8].eq_ignore_ascii_case(b"https://") {
+                8
+            } else {
+                return Err(HttpError::BadTarget);
+            };
+            let rest = &t[after_scheme..];
+            let auth_len = rest
+                .iter()
+                .position(|&b| b == b'/' || b == b'?')
+                .unwrap_or(rest.len());
+            let auth = &rest[..auth_len];
+            // Userinfo is an error (RFC 9110 §4.2.4); an empty host is
+            // invalid for http(s) URIs (RFC 9110 §4.2.1).
+            if auth.is_empty()
+                || auth.contains(&b'@')
+                || auth.starts_with(b":")
+                || !is_valid_authority(auth, false)
+            {
+                return Err(HttpError::BadTarget);
+            }
+            let a = span.sub(after_scheme, after_scheme + auth_len);
+            let p = span.sub(after_scheme + auth_len, t.len());
+            Ok((TargetForm::Absolute, Some(a), p))
+        }
+    }
+}

@@ -1,0 +1,199 @@
+//! Response heads from origin servers (the proxy side), with the same
+//! strictness as requests: a response ebb cannot frame without guessing is
+//! refused, and the proxy answers its client 502.
+
+use core::mem::MaybeUninit;
+
+use super::error::HttpError;
+use super::head::{
+    analyze, classify_field_error, has_bare_lf, BodyFraming, HeaderSpan, Limits, Span, Version,
+    MAX_HEADERS_CAP,
+};
+use super::request::Method;
+pub use httparse::Status;
+
+/// A parsed response head. All spans index the buffer given to the parser.
+#[derive(Clone, Debug)]
+pub struct ResponseHead {
+    /// HTTP/1.0 or HTTP/1.1.
+    pub version: Version,
+    /// The status code, 100..=599.
+    pub status: u16,
+    /// The reason phrase (possibly empty).
+    pub reason: Span,
+    /// Field lines in order, duplicates kept.
+    pub headers: Vec<HeaderSpan>,
+    /// Bytes of the head including the empty line.
+    pub head_len: usize,
+    /// How the body is delimited (RFC 9112 §6.3, given the request method).
+    pub framing: BodyFraming,
+    /// Whether the origin connection may be reused after this response.
+    pub keep_alive: bool,
+    /// After this head the connection is a tunnel: 101 Switching Protocols,
+    /// or a 2xx answer to CONNECT.
+    pub tunnel: bool,
+    /// Content-Length came several times with one value (accepted, RFC 9110
+    /// §8.6): the proxy must forward a single Content-Length.
+    pub content_length_repeated: bool,
+}
+
+impl Default for ResponseHead {
+    fn default() -> Self {
+        ResponseHead {
+            version: Version::Http11,
+            status: 0,
+            reason: Span::default(),
+            headers: Vec::new(),
+            head_len: 0,
+            framing: BodyFraming::None,
+            keep_alive: false,
+            tunnel: false,
+            content_length_repeated: false,
+        }
+    }
+}
+
+impl ResponseHead {
+    /// An interim 1xx other than 101: forward it and parse the final
+    /// response that follows at `head_len`.
+    pub const fn is_interim(&self) -> bool {
+        self.status >= 100 && self.status < 200 && self.status != 101
+    }
+
+    /// The value of the first field named `name` (ASCII case-insensitive).
+    pub fn header<'b>(&self, buf: &'b [u8], name: &str) -> Option<&'b [u8]> {
+        super::hop::find_header(buf, &self.headers, name)
+    }
+}
+
+/// Parses a response head at the start of `buf`; `method` is the request's
+/// (HEAD and CONNECT change the framing). See [`parse_request`] for
+/// `Partial`; every error means 502 to the client.
+///
+/// [`parse_request`]: super::parse_request
+pub fn parse_response(
+    buf: &[u8],
+    limits: &Limits,
+    method: Method,
+) -> Result<Status<ResponseHead>, HttpError> {
+    let mut head = ResponseHead::default();
+    match parse_response_into(buf, limits, method, &mut head)? {
+        Status::Complete(()) => Ok(Status::Complete(head)),
+        Status::Partial => Ok(Status::Partial),
+    }
+}
+
+/// As [`parse_response`], filling a reused `head`.
+pub fn parse_response_into(
+    buf: &[u8],
+    limits: &Limits,
+    method: Method,
+    head: &mut ResponseHead,
+) -> Result<Status<()>, HttpError> {
+    let max_head = limits.max_head_bytes.min(u32::MAX as usize);
+    let mut slots: [MaybeUninit<httparse::Header<'_>>; MAX_HEADERS_CAP] =
+        [const { MaybeUninit::uninit() }; MAX_HEADERS_CAP];
+    let nslots = limits.max_headers.min(MAX_HEADERS_CAP);
+    let mut resp = httparse::Response::new(&mut []);
+    let parsed = httparse::ParserConfig::default().parse_response_with_uninit_headers(
+        &mut resp,
+        buf,
+        &mut slots[..nslots],
+    );
+    let head_len = match parsed {
+        Ok(httparse::Status::Complete(n)) => n,
+        Ok(httparse::Status::Partial) => {
+            if buf.len() > max_head {
+                return Err(HttpError::HeadTooLarge);
+            }
+            return Ok(Status::Partial);
+        }
+        Err(e) => {
+            return Err(match e {
+                httparse::Error::TooManyHeaders => HttpError::TooManyHeaders,
+                httparse::Error::HeaderName => classify_field_error(buf, HttpError::BadHeaderName),
+                httparse::Error::HeaderValue => {
+                    classify_field_error(buf, HttpError::BadHeaderValue)
+                }
+                httparse::Error::Version => HttpError::UnsupportedVersion,
+                _ => classify_field_error(buf, HttpError::BadStatusLine),
+            })
+        }
+    };
+    if head_len > max_head {
+        return Err(HttpError::HeadTooLarge);
+    }
+    if !limits.allow_bare_lf && has_bare_lf(&buf[..head_len]) {
+        return Err(HttpError::BareLf);
+    }
+    let (Some(minor), Some(code)) = (resp.version, resp.code) else {
+        return Err(HttpError::BadStatusLine);
+    };
+    // RFC 9110 §15: values outside 100..=599 are invalid.
+    if !(100..=599).contains(&code) {
+        return Err(HttpError::BadStatusLine);
+    }
+    head.version = if minor == 0 {
+        Version::Http10
+    } else {
+        Version::Http11
+    };
+    head.status = code;
+    head.reason = resp
+        .reason
+        .map_or(Span::default(), |r| Span::of(buf, r.as_bytes()));
+    head.head_len = head_len;
+    head.headers.clear();
+    head.headers.extend(resp.headers.iter().map(|h| HeaderSpan {
+        name: Span::of(buf, h.name.as_bytes()),
+        value: Span::of(buf, h.value),
+    }));
+
+    // Identical repeated Content-Length is tolerated from origins only.
+    let f = analyze(buf, &head.headers, true)?;
+    let http11 = head.version == Version::Http11;
+    head.content_length_repeated = f.content_length_repeated;
+    if f.te_present && !http11 {
+        return Err(HttpError::TransferEncodingInHttp10);
+    }
+    if f.te_present && f.content_length.is_some() {
+        // RFC 9112 §6.3 lets TE win, but calls it a likely response-splitting
+        // attempt; ebb refuses to guess.
+        return Err(HttpError::ContentLengthWithTransferEncoding);
+    }
+    head.tunnel = code == 101 || (method == Method::Connect && (200..300).contains(&code));
+    let no_body =
+        method == Method::Head || (100..200).contains(&code) || code == 204 || code == 304;
+    if (100..200).contains(&code) || code == 204 {
+        // RFC 9110 §8.6, §6.1: MUST NOT send Content-Length (other than 0,
+        // which is common and harmless) or Transfer-Encoding here.
+        if f.te_present || f.content_length.is_some_and(|n| n != 0) {
+            return Err(HttpError::BodyNotAllowed);
+        }
+    }
+    head.framing = if no_body || head.tunnel {
+        BodyFraming::None
+    } else if f.te_present {
+        if f.te_chunked_final {
+            BodyFraming::Chunked
+        } else {
+            // RFC 9112 §6.3 rule 4: a final coding other than chunked in a
+            // response means read until close.
+            BodyFraming::UntilClose
+        }
+    } else {
+        match f.content_length {
+            Some(0) => BodyFraming::None,
+            Some(n) => BodyFraming::ContentLength(n),
+            None => BodyFraming::UntilClose,
+        }
+    };
+    head.keep_alive = head.framing != BodyFraming::UntilClose
+        && !head.tunnel
+        && if http11 {
+            !f.conn_close
+        } else {
+            f.conn_keep_alive && !f.conn_close
+        };
+    Ok(Status::Complete(()))
+}

@@ -1,0 +1,1464 @@
+//! Unit and property tests of the H1 core. Each rejection rule is checked
+//! with the status it must produce; the smuggling families of issue 9 are
+//! named in the test names.
+
+use std::time::{Duration, UNIX_EPOCH};
+
+use proptest::prelude::*;
+
+use super::*;
+
+fn parse(bytes: &[u8]) -> Result<Status<RequestHead>, HttpError> {
+    parse_request(bytes, &Limits::default())
+}
+
+#[track_caller]
+fn ok(bytes: &[u8]) -> RequestHead {
+    match parse(bytes) {
+        Ok(Status::Complete(h)) => h,
+        other => panic!(
+            "expected a complete head for {:?}, got {other:?}",
+            show(bytes)
+        ),
+    }
+}
+
+#[track_caller]
+fn err(bytes: &[u8]) -> HttpError {
+    match parse(bytes) {
+        Err(e) => e,
+        other => panic!("expected an error for {:?}, got {other:?}", show(bytes)),
+    }
+}
+
+fn show(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+fn resp(bytes: &[u8], method: Method) -> Result<Status<ResponseHead>, HttpError> {
+    parse_response(bytes, &Limits::default(), method)
+}
+
+#[track_caller]
+fn resp_ok(bytes: &[u8], method: Method) -> ResponseHead {
+    match resp(bytes, method) {
+        Ok(Status::Complete(h)) => h,
+        other => panic!(
+            "expected a complete response for {:?}, got {other:?}",
+            show(bytes)
+        ),
+    }
+}
+
+// --- request heads -------------------------------------------------------------
+
+#[test]
+fn simple_get() {
+    let buf = b"GET /index.html?x=1 HTTP/1.1\r\nHost: example.com\r\nAccept: */*\r\n\r\n";
+    let h = ok(buf);
+    assert_eq!(h.method, Method::Get);
+    assert_eq!(h.method_span.get(buf), b"GET");
+    assert_eq!(h.target.get(buf), b"/index.html?x=1");
+    assert_eq!(h.path.get(buf), b"/index.html?x=1");
+    assert_eq!(h.target_form, TargetForm::Origin);
+    assert_eq!(h.version, Version::Http11);
+    assert_eq!(h.head_len, buf.len());
+    assert_eq!(h.headers.len(), 2);
+    assert_eq!(h.headers[1].name.get(buf), b"Accept");
+    assert_eq!(h.headers[1].value.get(buf), b"*/*");
+    assert_eq!(h.host.map(|s| s.get(buf)), Some(&b"example.com"[..]));
+    assert_eq!(h.framing, BodyFraming::None);
+    assert!(h.keep_alive);
+    assert!(!h.expect_continue);
+    assert_eq!(h.upgrade, None);
+    assert_eq!(h.header(buf, "ACCEPT"), Some(&b"*/*"[..]));
+}
+
+#[test]
+fn value_whitespace_is_trimmed() {
+    let buf = b"GET / HTTP/1.1\r\nHost:  \t a.b \t\r\nX-A:\r\n\r\n";
+    let h = ok(buf);
+    assert_eq!(h.header(buf, "host"), Some(&b"a.b"[..]));
+    assert_eq!(h.header(buf, "x-a"), Some(&b""[..]));
+}
+
+#[test]
+fn leading_empty_line_is_ignored() {
+    // RFC 9112 §2.2: a server SHOULD ignore at least one empty line first.
+    let buf = b"\r\nGET / HTTP/1.1\r\nHost: a\r\n\r\n";
+    let h = ok(buf);
+    assert_eq!(h.head_len, buf.len());
+    assert_eq!(h.target.get(buf), b"/");
+}
+
+#[test]
+fn methods_are_classified_and_case_sensitive() {
+    for (m, want) in [
+        ("GET", Method::Get),
+        ("HEAD", Method::Head),
+        ("POST", Method::Post),
+        ("PUT", Method::Put),
+        ("DELETE", Method::Delete),
+        ("OPTIONS", Method::Options),
+        ("TRACE", Method::Trace),
+        ("PATCH", Method::Patch),
+        ("PROPFIND", Method::Other),
+        ("get", Method::Other),
+        ("X-CUSTOM!", Method::Other),
+    ] {
+        let buf = format!("{m} / HTTP/1.1\r\nHost: a\r\n\r\n");
+        assert_eq!(ok(buf.as_bytes()).method, want, "{m}");
+    }
+    assert!(Method::Get.is_idempotent() && !Method::Post.is_idempotent());
+}
+
+#[test]
+fn pipelined_requests_parse_one_after_another() {
+    let buf: &[u8] = b"GET /a HTTP/1.1\r\nHost: a\r\n\r\n\
+        POST /b HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\n\r\nhello\
+        POST /c HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n\
+        GET /d HTTP/1.0\r\n\r\n";
+    let mut pos = 0;
+    let mut seen = Vec::new();
+    let mut head = RequestHead::with_capacity(8);
+    while pos < buf.len() {
+        let rest = &buf[pos..];
+        match parse_request_into(rest, &Limits::default(), &mut head) {
+            Ok(Status::Complete(())) => {}
+            other => panic!("at {pos}: {other:?}"),
+        }
+        seen.push(head.target.get(rest).to_vec());
+        pos += head.head_len;
+        match head.framing {
+            BodyFraming::None => {}
+            BodyFraming::ContentLength(n) => pos += n as usize,
+            BodyFraming::Chunked => {
+                let mut dec = ChunkedDecoder::default();
+                let mut body = Vec::new();
+                let (used, done) = dec.decode_to_vec(&buf[pos..], &mut body).unwrap();
+                assert!(done);
+                assert_eq!(body, b"abc");
+                pos += used;
+            }
+            BodyFraming::UntilClose => unreachable!(),
+        }
+    }
+    assert_eq!(pos, buf.len());
+    assert_eq!(seen, [&b"/a"[..], b"/b", b"/c", b"/d"]);
+}
+
+#[test]
+fn partial_at_every_split_point() {
+    let reqs: [&[u8]; 4] = [
+        b"GET / HTTP/1.1\r\nHost: a\r\n\r\n",
+        b"POST /submit?q=%20 HTTP/1.1\r\nHost: example.com:8080\r\nContent-Length: 12\r\nConnection: close\r\n\r\n",
+        b"OPTIONS * HTTP/1.1\r\nHost: a\r\nExpect: 100-continue\r\n\r\n",
+        b"\r\nGET http://x.org/p HTTP/1.0\r\nConnection: keep-alive\r\n\r\n",
+    ];
+    for r in reqs {
+        let full = ok(r);
+        for cut in 0..r.len() {
+            assert!(
+                matches!(parse(&r[..cut]), Ok(Status::Partial)),
+                "cut {cut} of {:?}",
+                show(r)
+            );
+        }
+        // Trailing bytes (a body, the next request) change nothing.
+        let mut more = r.to_vec();
+        more.extend_from_slice(b"GET /next");
+        let again = ok(&more);
+        assert_eq!(again.head_len, full.head_len);
+        assert_eq!(again.headers, full.headers);
+    }
+}
+
+#[test]
+fn keep_alive_rules() {
+    let cases: [(&[u8], bool); 7] = [
+        (b"GET / HTTP/1.1\r\nHost: a\r\n\r\n", true),
+        (
+            b"GET / HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n",
+            false,
+        ),
+        (
+            b"GET / HTTP/1.1\r\nHost: a\r\nConnection: Keep-Alive, CLOSE\r\n\r\n",
+            false,
+        ),
+        (b"GET / HTTP/1.0\r\n\r\n", false),
+        (b"GET / HTTP/1.0\r\nConnection: keep-alive\r\n\r\n", true),
+        (
+            b"GET / HTTP/1.0\r\nConnection: foo, Keep-Alive\r\n\r\n",
+            true,
+        ),
+        (
+            b"GET / HTTP/1.0\r\nConnection: keep-alive\r\nConnection: close\r\n\r\n",
+            false,
+        ),
+    ];
+    for (r, want) in cases {
+        assert_eq!(ok(r).keep_alive, want, "{}", show(r));
+    }
+}
+
+#[test]
+fn expect_continue_only_on_http11() {
+    assert!(
+        ok(b"PUT / HTTP/1.1\r\nHost: a\r\nExpect: 100-Continue\r\nContent-Length: 3\r\n\r\n")
+            .expect_continue
+    );
+    assert!(
+        !ok(b"PUT / HTTP/1.0\r\nExpect: 100-continue\r\nContent-Length: 3\r\n\r\n").expect_continue
+    );
+    // Other expectations are ignored.
+    assert!(!ok(b"PUT / HTTP/1.1\r\nHost: a\r\nExpect: x\r\n\r\n").expect_continue);
+}
+
+#[test]
+fn upgrade_needs_connection_option_and_http11() {
+    let buf = b"GET /ws HTTP/1.1\r\nHost: a\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n";
+    let h = ok(buf);
+    assert_eq!(h.upgrade.map(|s| s.get(buf)), Some(&b"websocket"[..]));
+    assert_eq!(
+        ok(b"GET / HTTP/1.1\r\nHost: a\r\nUpgrade: websocket\r\n\r\n").upgrade,
+        None
+    );
+    assert_eq!(
+        ok(b"GET / HTTP/1.0\r\nConnection: upgrade\r\nUpgrade: websocket\r\n\r\n").upgrade,
+        None
+    );
+}
+
+#[test]
+fn content_length_and_chunked_framing() {
+    assert_eq!(
+        ok(b"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 0042\r\n\r\n").framing,
+        BodyFraming::ContentLength(42)
+    );
+    assert_eq!(
+        ok(b"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 0\r\n\r\n").framing,
+        BodyFraming::None
+    );
+    assert_eq!(
+        ok(b"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 18446744073709551615\r\n\r\n").framing,
+        BodyFraming::ContentLength(u64::MAX)
+    );
+    for te in ["chunked", "Chunked", "CHUNKED", "  chunked  ", "chunked\t"] {
+        let r = format!("POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: {te}\r\n\r\n");
+        assert_eq!(ok(r.as_bytes()).framing, BodyFraming::Chunked, "{te:?}");
+    }
+}
+
+#[test]
+fn absolute_form_authority_is_the_host() {
+    let buf = b"GET http://Origin.example:8080/p?q HTTP/1.1\r\nHost: other.example\r\n\r\n";
+    let h = ok(buf);
+    assert_eq!(h.target_form, TargetForm::Absolute);
+    assert_eq!(
+        h.host.map(|s| s.get(buf)),
+        Some(&b"Origin.example:8080"[..])
+    );
+    assert_eq!(h.path.get(buf), b"/p?q");
+    let buf = b"GET HTTPS://a.b HTTP/1.1\r\nHost: a.b\r\n\r\n";
+    let h = ok(buf);
+    assert_eq!(h.path.get(buf), b"");
+    // HTTP/1.0 absolute-form needs no Host.
+    let buf = b"GET http://[::1]:80/x HTTP/1.0\r\n\r\n";
+    assert_eq!(ok(buf).host.map(|s| s.get(buf)), Some(&b"[::1]:80"[..]));
+}
+
+#[test]
+fn asterisk_and_authority_forms() {
+    assert_eq!(
+        ok(b"OPTIONS * HTTP/1.1\r\nHost: a\r\n\r\n").target_form,
+        TargetForm::Asterisk
+    );
+    let buf = b"CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n";
+    let h = ok(buf);
+    assert_eq!(h.target_form, TargetForm::Authority);
+    assert_eq!(h.host.map(|s| s.get(buf)), Some(&b"example.com:443"[..]));
+}
+
+#[test]
+fn host_forms_accepted() {
+    for host in [
+        "a",
+        "a.b:80",
+        "[::1]",
+        "[2001:db8::1]:8443",
+        "127.0.0.1:1",
+        "xn--bcher-kva.example",
+        "",
+    ] {
+        let r = format!("GET / HTTP/1.1\r\nHost: {host}\r\n\r\n");
+        ok(r.as_bytes());
+    }
+}
+
+/// Every rejection rule, with the status it must produce.
+#[test]
+fn rejections_with_status() {
+    use HttpError as E;
+    let cases: &[(&[u8], HttpError, u16)] = &[
+        // start line
+        (
+            b"GET  / HTTP/1.1\r\nHost: a\r\n\r\n",
+            E::BadRequestLine,
+            400,
+        ),
+        (
+            b"GET / HTTP/1.1 \r\nHost: a\r\n\r\n",
+            E::BadRequestLine,
+            400,
+        ),
+        (b"GET / http/1.1\r\nHost: a\r\n\r\n", E::BadRequestLine, 400),
+        (b"G(T / HTTP/1.1\r\nHost: a\r\n\r\n", E::BadMethod, 400),
+        (
+            b"GET / HTTP/2.0\r\nHost: a\r\n\r\n",
+            E::UnsupportedVersion,
+            505,
+        ),
+        (
+            b"GET / HTTP/1.2\r\nHost: a\r\n\r\n",
+            E::UnsupportedVersion,
+            505,
+        ),
+        (
+            b"GET / HTTP/0.9\r\nHost: a\r\n\r\n",
+            E::UnsupportedVersion,
+            505,
+        ),
+        (
+            b"GET / HTTP/3\r\nHost: a\r\n\r\n",
+            E::UnsupportedVersion,
+            505,
+        ),
+        (b"GET /\r\n\r\n", E::UnsupportedVersion, 505),
+        // target
+        (
+            b"GET /a b HTTP/1.1\r\nHost: a\r\n\r\n",
+            E::BadRequestLine,
+            400,
+        ),
+        (b"GET /a\"b HTTP/1.1\r\nHost: a\r\n\r\n", E::BadTarget, 400),
+        (b"GET /<x> HTTP/1.1\r\nHost: a\r\n\r\n", E::BadTarget, 400),
+        (b"GET /a{b} HTTP/1.1\r\nHost: a\r\n\r\n", E::BadTarget, 400),
+        (b"GET /a|b HTTP/1.1\r\nHost: a\r\n\r\n", E::BadTarget, 400),
+        (b"GET /a\\b HTTP/1.1\r\nHost: a\r\n\r\n", E::BadTarget, 400),
+        (
+            b"GET /a#frag HTTP/1.1\r\nHost: a\r\n\r\n",
+            E::BadTarget,
+            400,
+        ),
+        (b"GET /%zz HTTP/1.1\r\nHost: a\r\n\r\n", E::BadTarget, 400),
+        (b"GET /%4 HTTP/1.1\r\nHost: a\r\n\r\n", E::BadTarget, 400),
+        (
+            b"GET /caf\xc3\xa9 HTTP/1.1\r\nHost: a\r\n\r\n",
+            E::BadTarget,
+            400,
+        ),
+        (b"GET /\x7f HTTP/1.1\r\nHost: a\r\n\r\n", E::BadTarget, 400),
+        (b"GET /\x01 HTTP/1.1\r\nHost: a\r\n\r\n", E::BadTarget, 400),
+        (b"GET /\x00 HTTP/1.1\r\nHost: a\r\n\r\n", E::BadTarget, 400),
+        (
+            b"GET /\xff HTTP/2.0\r\nHost: a\r\n\r\n",
+            E::UnsupportedVersion,
+            505,
+        ),
+        (b"GET a/b HTTP/1.1\r\nHost: a\r\n\r\n", E::BadTarget, 400),
+        (b"GET * HTTP/1.1\r\nHost: a\r\n\r\n", E::BadTarget, 400),
+        (
+            b"GET ftp://a/b HTTP/1.1\r\nHost: a\r\n\r\n",
+            E::BadTarget,
+            400,
+        ),
+        (
+            b"GET http://user@a/b HTTP/1.1\r\nHost: a\r\n\r\n",
+            E::BadTarget,
+            400,
+        ),
+        (
+            b"GET http:///b HTTP/1.1\r\nHost: a\r\n\r\n",
+            E::BadTarget,
+            400,
+        ),
+        (
+            b"GET http://:80/b HTTP/1.1\r\nHost: a\r\n\r\n",
+            E::BadTarget,
+            400,
+        ),
+        (b"CONNECT /x HTTP/1.1\r\nHost: a\r\n\r\n", E::BadTarget, 400),
+        (
+            b"CONNECT a.b HTTP/1.1\r\nHost: a\r\n\r\n",
+            E::BadTarget,
+            400,
+        ),
+        (
+            b"GET a.b:443 HTTP/1.1\r\nHost: a\r\n\r\n",
+            E::BadTarget,
+            400,
+        ),
+        // fields
+        (
+            b"GET / HTTP/1.1\r\nHost: a\r\nX Y: z\r\n\r\n",
+            E::BadHeaderName,
+            400,
+        ),
+        (
+            b"GET / HTTP/1.1\r\nHost: a\r\nX(: z\r\n\r\n",
+            E::BadHeaderName,
+            400,
+        ),
+        (
+            b"GET / HTTP/1.1\r\nHost: a\r\n: z\r\n\r\n",
+            E::BadHeaderName,
+            400,
+        ),
+        (
+            b"GET / HTTP/1.1\r\nHost: a\r\nX-A : z\r\n\r\n",
+            E::BadHeaderName,
+            400,
+        ),
+        (
+            b"GET / HTTP/1.1\r\nHost: a\r\nX-A\t: z\r\n\r\n",
+            E::BadHeaderName,
+            400,
+        ),
+        (
+            b"GET / HTTP/1.1\r\nHost: a\r\nX-A: a\x00b\r\n\r\n",
+            E::BadHeaderValue,
+            400,
+        ),
+        (
+            b"GET / HTTP/1.1\r\nHost: a\r\nX-A: a\x01b\r\n\r\n",
+            E::BadHeaderValue,
+            400,
+        ),
+        (
+            b"GET / HTTP/1.1\r\nHost: a\r\nX-A: a\x7fb\r\n\r\n",
+            E::BadHeaderValue,
+            400,
+        ),
+        (
+            b"GET / HTTP/1.1\r\nHost: a\r\nX-A: a\rb\r\n\r\n",
+            E::BareCr,
+            400,
+        ),
+        (
+            b"GET / HTTP/1.1\r\nHost: a\r\nX-A: b\r\n folded\r\n\r\n",
+            E::ObsFold,
+            400,
+        ),
+        (
+            b"GET / HTTP/1.1\r\nHost: a\r\nX-A: b\r\n\tfolded\r\n\r\n",
+            E::ObsFold,
+            400,
+        ),
+        (b"GET / HTTP/1.1\r\n Host: a\r\n\r\n", E::ObsFold, 400),
+        (b"GET / HTTP/1.1\nHost: a\r\n\r\n", E::BareLf, 400),
+        (b"GET / HTTP/1.1\r\nHost: a\n\r\n", E::BareLf, 400),
+        (b"GET / HTTP/1.1\r\nHost: a\r\n\n", E::BareLf, 400),
+        (b"\nGET / HTTP/1.1\r\nHost: a\r\n\r\n", E::BareLf, 400),
+        // host
+        (b"GET / HTTP/1.1\r\n\r\n", E::MissingHost, 400),
+        (
+            b"GET / HTTP/1.1\r\nHost: a\r\nHost: a\r\n\r\n",
+            E::DuplicateHost,
+            400,
+        ),
+        (
+            b"GET / HTTP/1.1\r\nHost: a\r\nhost: b\r\n\r\n",
+            E::DuplicateHost,
+            400,
+        ),
+        (
+            b"GET / HTTP/1.0\r\nHost: a\r\nHost: b\r\n\r\n",
+            E::DuplicateHost,
+            400,
+        ),
+        (b"GET / HTTP/1.1\r\nHost: a b\r\n\r\n", E::BadHost, 400),
+        (b"GET / HTTP/1.1\r\nHost: a/b\r\n\r\n", E::BadHost, 400),
+        (b"GET / HTTP/1.1\r\nHost: u@a\r\n\r\n", E::BadHost, 400),
+        (b"GET / HTTP/1.1\r\nHost: a:8x\r\n\r\n", E::BadHost, 400),
+        (b"GET / HTTP/1.1\r\nHost: [::1\r\n\r\n", E::BadHost, 400),
+        (b"GET / HTTP/1.1\r\nHost: a, b\r\n\r\n", E::BadHost, 400),
+        (b"GET http://a/ HTTP/1.1\r\n\r\n", E::MissingHost, 400),
+    ];
+    for (buf, want, status) in cases {
+        let got = err(buf);
+        assert_eq!(got, *want, "{:?}", show(buf));
+        assert_eq!(got.status(), *status, "{:?}", show(buf));
+        assert!(!got.reason().is_empty());
+    }
+}
+
+/// Request smuggling families (issue 9): CL.TE, TE.CL, TE.TE obfuscations,
+/// duplicate / signed / hex Content-Length.
+#[test]
+fn smuggling_framing_vectors() {
+    use HttpError as E;
+    let cases: &[(&str, HttpError, u16)] = &[
+        // CL.TE and TE.CL: both present, either order.
+        (
+            "Content-Length: 6\r\nTransfer-Encoding: chunked",
+            E::ContentLengthWithTransferEncoding,
+            400,
+        ),
+        (
+            "Transfer-Encoding: chunked\r\nContent-Length: 6",
+            E::ContentLengthWithTransferEncoding,
+            400,
+        ),
+        (
+            "Content-Length: 0\r\nTransfer-Encoding: chunked",
+            E::ContentLengthWithTransferEncoding,
+            400,
+        ),
+        // TE.TE obfuscations.
+        ("Transfer-Encoding: xchunked", E::ChunkedNotFinal, 400),
+        ("Transfer-Encoding: chunkedx", E::ChunkedNotFinal, 400),
+        (
+            "Transfer-Encoding: chunked, identity",
+            E::ChunkedNotFinal,
+            400,
+        ),
+        (
+            "Transfer-Encoding: chunked\r\nTransfer-Encoding: identity",
+            E::ChunkedNotFinal,
+            400,
+        ),
+        ("Transfer-Encoding: identity", E::ChunkedNotFinal, 400),
+        (
+            "Transfer-Encoding: chunked, chunked",
+            E::ChunkedNotFinal,
+            400,
+        ),
+        (
+            "Transfer-Encoding: chunked\r\nTransfer-Encoding: chunked",
+            E::ChunkedNotFinal,
+            400,
+        ),
+        ("Transfer-Encoding: chunked;x=1", E::ChunkedNotFinal, 400),
+        (
+            "Transfer-Encoding: \"chunked\"",
+            E::BadTransferEncoding,
+            400,
+        ),
+        ("Transfer-Encoding: chunked, ", E::BadTransferEncoding, 400),
+        ("Transfer-Encoding: , chunked", E::BadTransferEncoding, 400),
+        ("Transfer-Encoding:", E::BadTransferEncoding, 400),
+        ("Transfer-Encoding: ch unked", E::BadTransferEncoding, 400),
+        ("Transfer-Encoding: \x0bchunked", E::BadHeaderValue, 400),
+        ("Transfer-Encoding : chunked", E::BadHeaderName, 400),
+        ("Transfer-Encoding\t: chunked", E::BadHeaderName, 400),
+        (" Transfer-Encoding: chunked", E::ObsFold, 400),
+        ("X: y\r\n Transfer-Encoding: chunked", E::ObsFold, 400),
+        ("Transfer-Encoding: x\r\n chunked", E::ObsFold, 400),
+        (
+            "Transfer_Encoding: chunked\r\nContent-Length: 3",
+            E::UnknownTransferCoding,
+            0,
+        ),
+        // Unknown codings before chunked: 501.
+        (
+            "Transfer-Encoding: gzip, chunked",
+            E::UnknownTransferCoding,
+            501,
+        ),
+        (
+            "Transfer-Encoding: gzip\r\nTransfer-Encoding: chunked",
+            E::UnknownTransferCoding,
+            501,
+        ),
+        // Content-Length abuse.
+        ("Content-Length: +5", E::BadContentLength, 400),
+        ("Content-Length: -1", E::BadContentLength, 400),
+        ("Content-Length: 0x5", E::BadContentLength, 400),
+        ("Content-Length: 5a", E::BadContentLength, 400),
+        ("Content-Length: 5 5", E::BadContentLength, 400),
+        ("Content-Length: 5.0", E::BadContentLength, 400),
+        ("Content-Length:", E::BadContentLength, 400),
+        (
+            "Content-Length: 18446744073709551616",
+            E::BadContentLength,
+            400,
+        ),
+        (
+            "Content-Length: 99999999999999999999999",
+            E::BadContentLength,
+            400,
+        ),
+        ("Content-Length: 5, 6", E::ConflictingContentLength, 400),
+        ("Content-Length: 5, 5", E::ConflictingContentLength, 400),
+        (
+            "Content-Length: 5\r\nContent-Length: 5",
+            E::ConflictingContentLength,
+            400,
+        ),
+        (
+            "Content-Length: 5\r\nContent-Length: 6",
+            E::ConflictingContentLength,
+            400,
+        ),
+        ("Content-Length: 5,", E::BadContentLength, 400),
+    ];
+    for (fields, want, status) in cases {
+        let r = format!("POST / HTTP/1.1\r\nHost: a\r\n{fields}\r\n\r\n");
+        if *status == 0 {
+            // Not a framing field at all: an unknown name, the CL rules.
+            let h = ok(r.as_bytes());
+            assert_eq!(h.framing, BodyFraming::ContentLength(3), "{fields:?}");
+            continue;
+        }
+        let got = err(r.as_bytes());
+        assert_eq!(got, *want, "{fields:?}");
+        assert_eq!(got.status(), *status, "{fields:?}");
+    }
+    // TE in HTTP/1.0, with or without CL.
+    assert_eq!(
+        err(b"POST / HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n"),
+        E::TransferEncodingInHttp10
+    );
+    assert_eq!(
+        err(b"POST / HTTP/1.0\r\nTransfer-Encoding: chunked\r\nContent-Length: 3\r\n\r\n"),
+        E::TransferEncodingInHttp10
+    );
+}
+
+#[test]
+fn bare_lf_accepted_only_when_allowed() {
+    let limits = Limits {
+        allow_bare_lf: true,
+        ..Limits::default()
+    };
+    let buf = b"GET / HTTP/1.1\nHost: a\n\n";
+    match parse_request(buf, &limits) {
+        Ok(Status::Complete(h)) => {
+            assert_eq!(h.head_len, buf.len());
+            assert_eq!(h.header(buf, "host"), Some(&b"a"[..]));
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(err(buf), HttpError::BareLf);
+}
+
+#[test]
+fn uri_length_limit_gives_414() {
+    let limits = Limits {
+        max_uri: 16,
+        ..Limits::default()
+    };
+    let long = b"GET /aaaaaaaaaaaaaaaaaaaa HTTP/1.1\r\nHost: a\r\n\r\n";
+    assert_eq!(
+        parse_request(long, &limits).err(),
+        Some(HttpError::UriTooLong)
+    );
+    assert_eq!(HttpError::UriTooLong.status(), 414);
+    // Still arriving: refused as soon as the target passes the limit.
+    assert_eq!(
+        parse_request(&long[..24], &limits).err(),
+        Some(HttpError::UriTooLong)
+    );
+    assert!(matches!(
+        parse_request(&long[..12], &limits),
+        Ok(Status::Partial)
+    ));
+    let fits = b"GET /aaaaaaaaaaaaaaa HTTP/1.1\r\nHost: a\r\n\r\n";
+    assert!(matches!(
+        parse_request(fits, &limits),
+        Ok(Status::Complete(_))
+    ));
+}
+
+#[test]
+fn head_size_and_count_limits_give_431() {
+    let limits = Limits {
+        max_head_bytes: 64,
+        max_headers: 3,
+        ..Limits::default()
+    };
+    let big = b"GET / HTTP/1.1\r\nHost: a\r\nX-Long: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\r\n\r\n";
+    let e = parse_request(big, &limits).err();
+    assert_eq!(e, Some(HttpError::HeadTooLarge));
+    assert_eq!(HttpError::HeadTooLarge.status(), 431);
+    // Without an end in sight.
+    assert_eq!(
+        parse_request(&big[..70], &limits).err(),
+        Some(HttpError::HeadTooLarge)
+    );
+    let many = b"GET / HTTP/1.1\r\nHost: a\r\nA: 1\r\nB: 2\r\nC: 3\r\n\r\n";
+    assert_eq!(
+        parse_request(many, &limits).err(),
+        Some(HttpError::TooManyHeaders)
+    );
+    assert_eq!(HttpError::TooManyHeaders.status(), 431);
+    let three = b"GET / HTTP/1.1\r\nHost: a\r\nA: 1\r\nB: 2\r\n\r\n";
+    assert!(matches!(
+        parse_request(three, &limits),
+        Ok(Status::Complete(_))
+    ));
+}
+
+#[test]
+fn error_display_has_reason_and_status() {
+    assert_eq!(
+        HttpError::ChunkedNotFinal.to_string(),
+        "chunked is not the final transfer-coding (400)"
+    );
+    assert_eq!(HttpError::PROXY_STATUS, 502);
+}
+
+// --- responses ------------------------------------------------------------------
+
+#[test]
+fn response_framing_rules() {
+    use BodyFraming as F;
+    let cases: &[(&[u8], Method, BodyFraming, bool)] = &[
+        (
+            b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\n",
+            Method::Get,
+            F::ContentLength(5),
+            true,
+        ),
+        (
+            b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\n",
+            Method::Head,
+            F::None,
+            true,
+        ),
+        (
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n",
+            Method::Get,
+            F::Chunked,
+            true,
+        ),
+        (
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n",
+            Method::Head,
+            F::None,
+            true,
+        ),
+        (
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip, chunked\r\n\r\n",
+            Method::Get,
+            F::Chunked,
+            true,
+        ),
+        (
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\n\r\n",
+            Method::Get,
+            F::UntilClose,
+            false,
+        ),
+        (
+            b"HTTP/1.1 200 OK\r\n\r\n",
+            Method::Get,
+            F::UntilClose,
+            false,
+        ),
+        (
+            b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n",
+            Method::Get,
+            F::None,
+            true,
+        ),
+        (
+            b"HTTP/1.1 204 No Content\r\n\r\n",
+            Method::Get,
+            F::None,
+            true,
+        ),
+        (
+            b"HTTP/1.1 204 No Content\r\nContent-Length: 0\r\n\r\n",
+            Method::Get,
+            F::None,
+            true,
+        ),
+        (
+            b"HTTP/1.1 304 Not Modified\r\nContent-Length: 1234\r\n\r\n",
+            Method::Get,
+            F::None,
+            true,
+        ),
+        (
+            b"HTTP/1.1 304 Not Modified\r\nTransfer-Encoding: chunked\r\n\r\n",
+            Method::Get,
+            F::None,
+            true,
+        ),
+        (
+            b"HTTP/1.1 100 Continue\r\n\r\n",
+            Method::Post,
+            F::None,
+            true,
+        ),
+        (
+            b"HTTP/1.1 103 Early Hints\r\nLink: </a.css>\r\n\r\n",
+            Method::Get,
+            F::None,
+            true,
+        ),
+        (
+            b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nConnection: close\r\n\r\n",
+            Method::Get,
+            F::ContentLength(5),
+            false,
+        ),
+        (
+            b"HTTP/1.0 200 OK\r\nContent-Length: 5\r\n\r\n",
+            Method::Get,
+            F::ContentLength(5),
+            false,
+        ),
+        (
+            b"HTTP/1.0 200 OK\r\nContent-Length: 5\r\nConnection: keep-alive\r\n\r\n",
+            Method::Get,
+            F::ContentLength(5),
+            true,
+        ),
+        (
+            b"HTTP/1.1 200 OK\r\nContent-Length: 7, 7\r\n\r\n",
+            Method::Get,
+            F::ContentLength(7),
+            true,
+        ),
+        (
+            b"HTTP/1.1 404\r\nContent-Length: 1\r\n\r\n",
+            Method::Get,
+            F::ContentLength(1),
+            true,
+        ),
+    ];
+    for (buf, m, framing, ka) in cases {
+        let h = resp_ok(buf, *m);
+        assert_eq!(h.framing, *framing, "{:?} {m:?}", show(buf));
+        assert_eq!(h.keep_alive, *ka, "{:?} {m:?}", show(buf));
+        assert_eq!(h.head_len, buf.len());
+        assert!(!h.tunnel);
+    }
+    let buf = b"HTTP/1.1 200 OK\r\nContent-Length: 7\r\nContent-Length: 7\r\n\r\n";
+    assert!(resp_ok(buf, Method::Get).content_length_repeated);
+}
+
+#[test]
+fn response_interim_and_tunnel() {
+    let buf = b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok";
+    let h = resp_ok(buf, Method::Post);
+    assert!(h.is_interim());
+    let h2 = resp_ok(&buf[h.head_len..], Method::Post);
+    assert_eq!(h2.status, 200);
+    assert!(!h2.is_interim());
+
+    let buf =
+        b"HTTP/1.1 101 Switching Protocols\r\nConnection: upgrade\r\nUpgrade: websocket\r\n\r\n";
+    let h = resp_ok(buf, Method::Get);
+    assert!(h.tunnel && !h.is_interim() && !h.keep_alive);
+    assert_eq!(h.framing, BodyFraming::None);
+    let h = resp_ok(
+        b"HTTP/1.1 200 Connection established\r\n\r\n",
+        Method::Connect,
+    );
+    assert!(h.tunnel);
+    assert_eq!(h.framing, BodyFraming::None);
+    let h = resp_ok(
+        b"HTTP/1.1 407 Auth\r\nContent-Length: 0\r\n\r\n",
+        Method::Connect,
+    );
+    assert!(!h.tunnel);
+}
+
+#[test]
+fn response_fields_and_reason() {
+    let buf = b"HTTP/1.1 503 Service Unavailable\r\nRetry-After: 5\r\n\r\n";
+    let h = resp_ok(buf, Method::Get);
+    assert_eq!(h.status, 503);
+    assert_eq!(h.reason.get(buf), b"Service Unavailable");
+    assert_eq!(h.header(buf, "retry-after"), Some(&b"5"[..]));
+    assert_eq!(h.version, Version::Http11);
+}
+
+#[test]
+fn response_rejections() {
+    use HttpError as E;
+    let cases: &[(&[u8], HttpError)] = &[
+        (
+            b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n",
+            E::ContentLengthWithTransferEncoding,
+        ),
+        (
+            b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\n",
+            E::ConflictingContentLength,
+        ),
+        (
+            b"HTTP/1.1 200 OK\r\nContent-Length: -5\r\n\r\n",
+            E::BadContentLength,
+        ),
+        (
+            b"HTTP/1.0 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n",
+            E::TransferEncodingInHttp10,
+        ),
+        (
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked, gzip\r\n\r\n",
+            E::ChunkedNotFinal,
+        ),
+        (
+            b"HTTP/1.1 204 No Content\r\nContent-Length: 5\r\n\r\n",
+            E::BodyNotAllowed,
+        ),
+        (
+            b"HTTP/1.1 204 No Content\r\nTransfer-Encoding: chunked\r\n\r\n",
+            E::BodyNotAllowed,
+        ),
+        (
+            b"HTTP/1.1 100 Continue\r\nContent-Length: 5\r\n\r\n",
+            E::BodyNotAllowed,
+        ),
+        (b"HTTP/1.1 099 Weird\r\n\r\n", E::BadStatusLine),
+        (b"HTTP/1.1 600 Weird\r\n\r\n", E::BadStatusLine),
+        (b"HTTP/1.1 20 OK\r\n\r\n", E::BadStatusLine),
+        (b"HTTP/1.1  200 OK\r\n\r\n", E::BadStatusLine),
+        (b"HTTP/2.0 200 OK\r\n\r\n", E::UnsupportedVersion),
+        (b"garbage\r\n\r\n", E::UnsupportedVersion),
+        (b"HTTP/1.1 200 OK\nContent-Length: 0\n\n", E::BareLf),
+        (b"HTTP/1.1 200 OK\r\nX: a\rb\r\n\r\n", E::BareCr),
+        (b"HTTP/1.1 200 OK\r\nX: a\r\n b\r\n\r\n", E::ObsFold),
+        (b"HTTP/1.1 200 OK\r\nX : a\r\n\r\n", E::BadHeaderName),
+        (b"HTTP/1.1 200 OK\r\nX: a\x00\r\n\r\n", E::BadHeaderValue),
+    ];
+    for (buf, want) in cases {
+        assert_eq!(resp(buf, Method::Get).err(), Some(*want), "{:?}", show(buf));
+    }
+}
+
+#[test]
+fn response_partial_at_every_split_point() {
+    let r = b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 2\r\n\r\n";
+    let full = resp_ok(r, Method::Get);
+    for cut in 0..r.len() {
+        assert!(
+            matches!(resp(&r[..cut], Method::Get), Ok(Status::Partial)),
+            "{cut}"
+        );
+    }
+    assert_eq!(full.head_len, r.len());
+}
+
+// --- chunked ----------------------------------------------------------------------
+
+fn decode_all(input: &[u8]) -> Result<(Vec<u8>, usize, bool), HttpError> {
+    let mut d = ChunkedDecoder::default();
+    let mut out = Vec::new();
+    let (used, done) = d.decode_to_vec(input, &mut out)?;
+    Ok((out, used, done))
+}
+
+#[test]
+fn chunked_basic_ext_and_trailers() {
+    let body = b"4\r\nWiki\r\n5;name=val;q=\"x y\"\r\npedia\r\nE\r\n in\r\n\r\nchunks.\r\n0\r\nExpires: never\r\nX-T: 1\r\n\r\nNEXT";
+    let (out, used, done) = decode_all(body).unwrap();
+    assert_eq!(out, b"Wikipedia in\r\n\r\nchunks.");
+    assert!(done);
+    assert_eq!(&body[used..], b"NEXT");
+    // BWS before ';' (RFC 9112 §7.1.1).
+    let (out, _, done) = decode_all(b"3 \t;x\r\nabc\r\n0\r\n\r\n").unwrap();
+    assert_eq!((out.as_slice(), done), (&b"abc"[..], true));
+    // Upper-case hex and leading zeros.
+    let (out, _, done) = decode_all(b"00A\r\n0123456789\r\n000\r\n\r\n").unwrap();
+    assert_eq!((out.as_slice(), done), (&b"0123456789"[..], true));
+}
+
+#[test]
+fn chunked_byte_at_a_time_matches_whole() {
+    let body = b"4\r\nWiki\r\n5;e=1\r\npedia\r\n0\r\nT: v\r\n\r\n";
+    let mut d = ChunkedDecoder::default();
+    let mut out = Vec::new();
+    for (i, b) in body.iter().enumerate() {
+        let r = d.decode(std::slice::from_ref(b)).unwrap();
+        assert_eq!(r.consumed, 1, "byte {i}");
+        out.extend_from_slice(&[*b][r.data.clone()]);
+        assert_eq!(r.done, i == body.len() - 1);
+    }
+    assert_eq!(out, b"Wikipedia");
+    assert!(d.is_done());
+    // Nothing more is consumed after the end.
+    assert_eq!(d.decode(b"xyz").unwrap().consumed, 0);
+}
+
+#[test]
+fn chunked_pass_through_reports_boundaries() {
+    // A proxy forwards input[..consumed] per call and stops at done.
+    let msg: &[u8] = b"5\r\nhello\r\n0\r\n\r\nGET /next HTTP/1.1\r\n";
+    let mut d = ChunkedDecoder::default();
+    let mut forwarded = Vec::new();
+    let mut pos = 0;
+    let mut data = Vec::new();
+    loop {
+        let r = d.decode(&msg[pos..]).unwrap();
+        forwarded.extend_from_slice(&msg[pos..pos + r.consumed]);
+        data.push(r.data.start + pos..r.data.end + pos);
+        pos += r.consumed;
+        if r.done {
+            break;
+        }
+    }
+    assert_eq!(forwarded, b"5\r\nhello\r\n0\r\n\r\n");
+    assert_eq!(&msg[pos..], b"GET /next HTTP/1.1\r\n");
+    assert!(data.contains(&(3..8)));
+    assert_eq!(d.data_remaining(), 0);
+    // Partway through a chunk the decoder says how much data is left.
+    let mut d = ChunkedDecoder::default();
+    let r = d.decode(b"10\r\nabc").unwrap();
+    assert_eq!((r.consumed, r.data), (7, 4..7));
+    assert_eq!(d.data_remaining(), 13);
+}
+
+#[test]
+fn chunked_rejections() {
+    use HttpError as E;
+    let limits = ChunkedLimits::default();
+    let long_ext = format!(
+        "1;{}\r\na\r\n0\r\n\r\n",
+        "e".repeat(limits.max_ext_per_chunk + 1)
+    );
+    let many_ext: String = (0..40)
+        .map(|_| format!("1;{}\r\na\r\n", "e".repeat(1000)))
+        .collect();
+    let big_trailer = format!("0\r\nX: {}\r\n\r\n", "v".repeat(limits.max_trailer_bytes));
+    let cases: Vec<(Vec<u8>, HttpError)> = vec![
+        (b"0x10\r\n".to_vec(), E::BadChunkSize),
+        (b"-1\r\n".to_vec(), E::BadChunkSize),
+        (b"+1\r\n".to_vec(), E::BadChunkSize),
+        (b" 1\r\n".to_vec(), E::BadChunkSize),
+        (b"\r\n".to_vec(), E::BadChunkSize),
+        (b";ext\r\n".to_vec(), E::BadChunkSize),
+        (b"g\r\n".to_vec(), E::BadChunkSize),
+        (b"1 \r\na\r\n".to_vec(), E::BadChunkSize),
+        (b"1 x\r\n".to_vec(), E::BadChunkSize),
+        (b"1\na\r\n".to_vec(), E::BadChunkSize),
+        (b"1\rxa\r\n".to_vec(), E::BadChunkSize),
+        (b"1;a\nb\r\n".to_vec(), E::BadChunkSize),
+        (b"1;a\x00\r\n".to_vec(), E::BadChunkSize),
+        (b"10000000000000000\r\n".to_vec(), E::ChunkSizeOverflow),
+        (b"ffffffffffffffffff\r\n".to_vec(), E::ChunkSizeOverflow),
+        (b"00000000000000001\r\n".to_vec(), E::ChunkSizeOverflow),
+        (b"3\r\nabcd\r\n".to_vec(), E::BadChunkEnd),
+        (b"3\r\nabc\n0\r\n\r\n".to_vec(), E::BadChunkEnd),
+        (b"3\r\nabc\rx".to_vec(), E::BadChunkEnd),
+        (b"3\r\nabc0\r\n\r\n".to_vec(), E::BadChunkEnd),
+        (long_ext.into_bytes(), E::ChunkExtTooLong),
+        (many_ext.into_bytes(), E::ChunkExtTooLong),
+        (b"0\r\n X: y\r\n\r\n".to_vec(), E::BadTrailer),
+        (b"0\r\nX : y\r\n\r\n".to_vec(), E::BadTrailer),
+        (b"0\r\nX: y\n\r\n".to_vec(), E::BadTrailer),
+        (b"0\r\nX: a\x01\r\n\r\n".to_vec(), E::BadTrailer),
+        (b"0\r\nX: y\r\n\n".to_vec(), E::BadTrailer),
+        (b"0\r\n\n".to_vec(), E::BadTrailer),
+        (
+            b"0\r\nContent-Length: 5\r\n\r\n".to_vec(),
+            E::ForbiddenTrailer,
+        ),
+        (
+            b"0\r\ntransfer-encoding: chunked\r\n\r\n".to_vec(),
+            E::ForbiddenTrailer,
+        ),
+        (b"0\r\nHOST: a\r\n\r\n".to_vec(), E::ForbiddenTrailer),
+        (big_trailer.into_bytes(), E::TrailerTooLarge),
+    ];
+    for (input, want) in cases {
+        let got = decode_all(&input).err();
+        assert_eq!(got, Some(want), "{:?}", show(&input));
+        assert_eq!(want.status(), 400);
+    }
+    // Errors are sticky.
+    let mut d = ChunkedDecoder::default();
+    assert!(d.decode(b"x").is_err());
+    assert_eq!(d.decode(b"0\r\n\r\n").err(), Some(E::BadChunkSize));
+    // Largest size that fits is accepted (the data just never all arrives).
+    let mut d = ChunkedDecoder::default();
+    let r = d.decode(b"ffffffffffffffff\r\nab").unwrap();
+    assert_eq!(r.data, 18..20);
+    assert_eq!(d.data_remaining(), u64::MAX - 2);
+    // A trailer name merely starting like a forbidden one is fine.
+    assert!(
+        decode_all(b"0\r\nHostname: x\r\nContent-Lengthy: 1\r\n\r\n")
+            .unwrap()
+            .2
+    );
+}
+
+#[test]
+fn chunk_header_and_encoder() {
+    assert_eq!(ChunkHeader::new(0).as_ref(), b"0\r\n");
+    assert_eq!(ChunkHeader::new(1).as_ref(), b"1\r\n");
+    assert_eq!(ChunkHeader::new(255).as_ref(), b"ff\r\n");
+    assert_eq!(ChunkHeader::new(4096).as_ref(), b"1000\r\n");
+    assert_eq!(ChunkHeader::new(u64::MAX).as_ref(), b"ffffffffffffffff\r\n");
+    let mut out = Vec::new();
+    let mut enc = ChunkedEncoder::new();
+    enc.write(&mut out, b"hello ");
+    enc.write(&mut out, b"");
+    enc.write(&mut out, b"world");
+    enc.finish(&mut out);
+    enc.write(&mut out, b"late");
+    enc.finish(&mut out);
+    assert!(enc.is_finished());
+    assert_eq!(out, b"6\r\nhello \r\n5\r\nworld\r\n0\r\n\r\n");
+}
+
+// --- writer -----------------------------------------------------------------------
+
+/// 1994-11-06T08:49:37Z, RFC 9110's example date.
+const EXAMPLE_SECS: u64 = 784_111_777;
+
+#[test]
+fn date_cache_formats_once_per_second() {
+    let mut dc = DateCache::new();
+    let t = UNIX_EPOCH + Duration::from_secs(EXAMPLE_SECS);
+    assert_eq!(dc.get_at(t), b"Sun, 06 Nov 1994 08:49:37 GMT");
+    assert_eq!(dc.formats(), 1);
+    assert_eq!(
+        dc.get_at(t + Duration::from_millis(999)),
+        b"Sun, 06 Nov 1994 08:49:37 GMT"
+    );
+    assert_eq!(dc.formats(), 1);
+    assert_eq!(
+        dc.get_at(t + Duration::from_millis(1000)),
+        b"Sun, 06 Nov 1994 08:49:38 GMT"
+    );
+    assert_eq!(dc.formats(), 2);
+    assert_eq!(
+        dc.get_at(t + Duration::from_millis(1500)),
+        b"Sun, 06 Nov 1994 08:49:38 GMT"
+    );
+    assert_eq!(dc.formats(), 2);
+    // Clock before the epoch or past year 9999: clamped, no panic.
+    assert_eq!(
+        dc.get_at(UNIX_EPOCH - Duration::from_secs(5)),
+        b"Thu, 01 Jan 1970 00:00:00 GMT"
+    );
+    assert_eq!(
+        dc.get_at(UNIX_EPOCH + Duration::from_secs(u64::MAX / 4)),
+        b"Fri, 31 Dec 9999 23:59:59 GMT"
+    );
+    assert_eq!(dc.get().len(), DATE_LEN);
+}
+
+const DATE: &[u8] = b"Sun, 06 Nov 1994 08:49:37 GMT";
+
+#[test]
+fn writer_output_is_byte_exact() {
+    let mut out = Vec::new();
+    let mut w = ResponseWriter::new(&mut out, 200, DATE);
+    w.header(b"Content-Type", b"text/plain").unwrap();
+    w.finish(BodyFraming::ContentLength(12), true, Version::Http11);
+    assert_eq!(
+        show(&out),
+        "HTTP/1.1 200 OK\r\nServer: ebb\r\nDate: Sun, 06 Nov 1994 08:49:37 GMT\r\n\
+         Content-Type: text/plain\r\nContent-Length: 12\r\n\r\n"
+    );
+
+    out.clear();
+    ResponseWriter::new(&mut out, 404, DATE).finish(BodyFraming::Chunked, false, Version::Http11);
+    assert_eq!(
+        show(&out),
+        "HTTP/1.1 404 Not Found\r\nServer: ebb\r\nDate: Sun, 06 Nov 1994 08:49:37 GMT\r\n\
+         Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n"
+    );
+
+    out.clear();
+    ResponseWriter::new(&mut out, 200, DATE).finish(
+        BodyFraming::ContentLength(0),
+        true,
+        Version::Http10,
+    );
+    assert!(show(&out).ends_with("Content-Length: 0\r\nConnection: keep-alive\r\n\r\n"));
+
+    out.clear();
+    ResponseWriter::new(&mut out, 200, DATE).finish(BodyFraming::UntilClose, true, Version::Http10);
+    assert!(
+        show(&out).ends_with("Date: Sun, 06 Nov 1994 08:49:37 GMT\r\nConnection: close\r\n\r\n")
+    );
+
+    out.clear();
+    ResponseWriter::new(&mut out, 304, DATE).finish(BodyFraming::None, true, Version::Http11);
+    assert_eq!(
+        show(&out),
+        "HTTP/1.1 304 Not Modified\r\nServer: ebb\r\nDate: Sun, 06 Nov 1994 08:49:37 GMT\r\n\r\n"
+    );
+
+    out.clear();
+    let mut w = ResponseWriter::new(&mut out, 299, DATE);
+    w.header_u64(b"X-N", 18_446_744_073_709_551_615).unwrap();
+    w.finish(BodyFraming::None, true, Version::Http11);
+    assert!(show(&out).starts_with("HTTP/1.1 299 \r\n"));
+    assert!(show(&out).contains("X-N: 18446744073709551615\r\n"));
+
+    out.clear();
+    ResponseWriter::new(&mut out, 7, DATE).finish(BodyFraming::None, false, Version::Http11);
+    assert!(show(&out).starts_with("HTTP/1.1 500 Internal Server Error\r\n"));
+}
+
+#[test]
+fn writer_refuses_response_splitting() {
+    let mut out = Vec::new();
+    let mut w = ResponseWriter::new(&mut out, 200, DATE);
+    assert_eq!(
+        w.header(b"X-A", b"a\r\nSet-Cookie: x"),
+        Err(HttpError::BadHeaderValue)
+    );
+    assert_eq!(w.header(b"X-A", b"a\nb"), Err(HttpError::BadHeaderValue));
+    assert_eq!(w.header(b"X-A", b"a\0b"), Err(HttpError::BadHeaderValue));
+    assert_eq!(w.header(b"X A", b"v"), Err(HttpError::BadHeaderName));
+    assert_eq!(w.header(b"", b"v"), Err(HttpError::BadHeaderName));
+    w.header(b"X-Ok", b"tab\tand obs-text \xff").unwrap();
+    w.finish(BodyFraming::None, true, Version::Http11);
+    assert!(!out.windows(10).any(|w| w == b"Set-Cookie"));
+}
+
+#[test]
+fn error_responses_are_complete_and_byte_exact() {
+    let mut out = Vec::new();
+    write_error_response(&mut out, 400, DATE, false, Version::Http11, false, &[]);
+    let body = "<html><body><h1>400 Bad Request</h1>\nYour browser sent an invalid request.\n</body></html>\n";
+    assert_eq!(
+        show(&out),
+        format!(
+            "HTTP/1.1 400 Bad Request\r\nServer: ebb\r\nDate: Sun, 06 Nov 1994 08:49:37 GMT\r\n\
+             Content-Type: text/html\r\nCache-Control: no-cache\r\nContent-Length: {}\r\n\
+             Connection: close\r\n\r\n{body}",
+            body.len()
+        )
+    );
+    for status in [
+        400, 403, 404, 405, 408, 413, 414, 416, 431, 500, 501, 502, 503, 504, 505,
+    ] {
+        out.clear();
+        write_error_response(&mut out, status, DATE, false, Version::Http11, false, &[]);
+        // It parses back as a response whose length covers the body exactly.
+        let h = resp_ok(&out, Method::Get);
+        assert_eq!(h.status, status);
+        let BodyFraming::ContentLength(n) = h.framing else {
+            panic!("{status}: {:?}", h.framing)
+        };
+        assert_eq!(h.head_len + n as usize, out.len(), "{status}");
+        let text = show(&out[h.head_len..]);
+        assert!(text.contains(&format!("<h1>{status} {}</h1>", reason_phrase(status))));
+        assert!(!text.contains("{reason}"));
+        assert!(!h.keep_alive);
+    }
+    // HEAD: the length is announced, no body follows; extra fields appear.
+    out.clear();
+    write_error_response(
+        &mut out,
+        405,
+        DATE,
+        true,
+        Version::Http11,
+        true,
+        &[(b"Allow", b"GET, HEAD"), (b"Bad\r\n", b"x")],
+    );
+    let h = resp_ok(&out, Method::Head);
+    assert_eq!(h.head_len, out.len());
+    assert_eq!(h.header(&out, "allow"), Some(&b"GET, HEAD"[..]));
+    assert!(h.keep_alive);
+    assert_eq!(CONTINUE_100, b"HTTP/1.1 100 Continue\r\n\r\n");
+}
+
+#[test]
+fn reason_phrases_for_common_codes() {
+    for (c, r) in [
+        (200, "OK"),
+        (206, "Partial Content"),
+        (301, "Moved Permanently"),
+        (413, "Content Too Large"),
+        (416, "Range Not Satisfiable"),
+        (431, "Request Header Fields Too Large"),
+        (505, "HTTP Version Not Supported"),
+        (599, ""),
+    ] {
+        assert_eq!(reason_phrase(c), r);
+    }
+}
+
+// --- hop-by-hop --------------------------------------------------------------------
+
+#[test]
+fn hop_by_hop_fields_are_not_forwarded() {
+    let buf = b"GET / HTTP/1.1\r\nHost: a\r\nConnection: keep-alive, X-Secret , close\r\n\
+        Keep-Alive: 5\r\nProxy-Connection: x\r\nTE: trailers\r\nTrailer: X\r\n\
+        Upgrade: h2c\r\nX-Secret: 1\r\nx-secret: 2\r\nAccept: */*\r\n\r\n";
+    let h = ok(buf);
+    let kept: Vec<&[u8]> = forwardable(buf, &h.headers)
+        .map(|f| f.name.get(buf))
+        .collect();
+    assert_eq!(kept, [&b"Host"[..], b"Accept"]);
+    assert!(is_hop_by_hop(buf, &h.headers, b"x-SECRET"));
+    assert!(is_hop_by_hop(buf, &h.headers, b"TRANSFER-ENCODING"));
+    assert!(!is_hop_by_hop(buf, &h.headers, b"accept"));
+    assert!(is_hop_by_hop_name(b"Te"));
+    assert!(!is_hop_by_hop_name(b"Tee"));
+    assert!(!named_in_connection(buf, &h.headers, b"x-secre"));
+    assert_eq!(HOP_BY_HOP.len(), 7);
+    // Without a Connection field only the fixed list goes.
+    let buf = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nX-A: 1\r\n\r\n";
+    let r = resp_ok(buf, Method::Get);
+    let kept: Vec<&[u8]> = forwardable(buf, &r.headers)
+        .map(|f| f.name.get(buf))
+        .collect();
+    assert_eq!(kept, [&b"X-A"[..]]);
+}
+
+#[test]
+fn span_get_never_panics() {
+    let s = Span { start: 5, end: 100 };
+    assert_eq!(s.get(b"short"), b"");
+    let s = Span { start: 9, end: 3 };
+    assert_eq!(s.get(b"0123456789"), b"");
+    assert_eq!(s.len(), 0);
+    assert!(s.is_empty());
+}
+
+// --- properties --------------------------------------------------------------------
+
+/// Checks the invariants a successful parse promises: spans in bounds and
+/// inside the head, framing consistent with the fields.
+fn check_request_invariants(buf: &[u8], h: &RequestHead) {
+    assert!(h.head_len <= buf.len());
+    let in_head = |s: Span| s.start <= s.end && (s.end as usize) <= h.head_len;
+    assert!(in_head(h.method_span) && in_head(h.target) && in_head(h.path));
+    for f in &h.headers {
+        assert!(in_head(f.name) && in_head(f.value));
+    }
+    if let Some(host) = h.host {
+        assert!(in_head(host));
+    }
+    let te = h.header(buf, "transfer-encoding").is_some();
+    let cl = h.header(buf, "content-length").is_some();
+    match h.framing {
+        BodyFraming::Chunked => assert!(te && !cl && h.version == Version::Http11),
+        BodyFraming::ContentLength(_) => assert!(cl && !te),
+        BodyFraming::None => assert!(!te),
+        BodyFraming::UntilClose => panic!("request framed until close"),
+    }
+}
+
+fn arb_request() -> impl Strategy<Value = Vec<u8>> {
+    let method = prop::sample::select(vec!["GET", "POST", "HEAD", "PUT", "OPTIONS", "X-M"]);
+    let path = "/[a-zA-Z0-9._~%/?=&-]{0,30}".prop_filter("valid pct", |p| {
+        let b = p.as_bytes();
+        b.iter().enumerate().all(|(i, &c)| {
+            c != b'%'
+                || (b.get(i + 1).is_some_and(u8::is_ascii_hexdigit)
+                    && b.get(i + 2).is_some_and(u8::is_ascii_hexdigit))
+        })
+    });
+    let version = prop::sample::select(vec!["HTTP/1.0", "HTTP/1.1"]);
+    let fields = prop::collection::vec(("[A-Za-z][A-Za-z0-9-]{0,12}", "[ -~]{0,20}"), 0..6);
+    let body = prop::option::of(prop_oneof![
+        (0u64..100_000).prop_map(|n| format!("Content-Length: {n}")),
+        Just("Transfer-Encoding: chunked".to_string()),
+    ]);
+    (method, path, version, fields, body).prop_map(|(m, p, v, fields, body)| {
+        let mut s = format!("{m} {p} {v}\r\nHost: example.com\r\n");
+        for (n, val) in fields {
+            let lower = n.to_ascii_lowercase();
+            if ["host", "content-length", "transfer-encoding"].contains(&lower.as_str()) {
+                continue;
+            }
+            s.push_str(&format!("{n}: {}\r\n", val.trim()));
+        }
+        if let Some(b) = body {
+            if !(v == "HTTP/1.0" && b.starts_with("Transfer")) {
+                s.push_str(&b);
+                s.push_str("\r\n");
+            }
+        }
+        s.push_str("\r\n");
+        s.into_bytes()
+    })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    #[test]
+    fn any_split_is_partial_then_same_result(req in arb_request(), cut_frac in 0.0f64..1.0) {
+        let full = match parse(&req) {
+            Ok(Status::Complete(h)) => h,
+            other => return Err(TestCaseError::fail(format!("{:?}: {other:?}", show(&req)))),
+        };
+        check_request_invariants(&req, &full);
+        let cut = ((req.len() as f64) * cut_frac) as usize;
+        prop_assert!(matches!(parse(&req[..cut]), Ok(Status::Partial)));
+        let mut more = req.clone();
+        more.extend_from_slice(b"trailing bytes");
+        let again = match parse(&more) {
+            Ok(Status::Complete(h)) => h,
+            other => return Err(TestCaseError::fail(format!("{other:?}"))),
+        };
+        prop_assert_eq!(again.head_len, full.head_len);
+        prop_assert_eq!(again.framing, full.framing);
+        prop_assert_eq!(again.headers, full.headers);
+        prop_assert_eq!(again.keep_alive, full.keep_alive);
+    }
+
+    #[test]
+    fn random_bytes_never_panic(bytes in prop::collection::vec(any::<u8>(), 0..512)) {
+        if let Ok(Status::Complete(h)) = parse(&bytes) {
+            check_request_invariants(&bytes, &h);
+        }
+        let _ = resp(&bytes, Method::Get);
+        let _ = resp(&bytes, Method::Head);
+        let mut d = ChunkedDecoder::default();
+        let mut out = Vec::new();
+        let _ = d.decode_to_vec(&bytes, &mut out);
+    }
+
+    #[test]
+    fn mutated_requests_never_panic(req in arb_request(), pos in any::<prop::sample::Index>(), byte in any::<u8>()) {
+        let mut m = req.clone();
+        let i = pos.index(m.len());
+        m[i] = byte;
+        if let Ok(Status::Complete(h)) = parse(&m) {
+            check_request_invariants(&m, &h);
+        }
+    }
+
+    #[test]
+    fn chunked_round_trip(pieces in prop::collection::vec(prop::collection::vec(any::<u8>(), 0..300), 0..8),
+                          split in prop::collection::vec(1usize..64, 1..16)) {
+        let mut enc = ChunkedEncoder::new();
+        let mut wire = Vec::new();
+        for p in &pieces {
+            enc.write(&mut wire, p);
+        }
+        enc.finish(&mut wire);
+        let want: Vec<u8> = pieces.concat();
+        // Whole.
+        let (out, used, done) = decode_all(&wire).unwrap();
+        prop_assert_eq!(&out, &want);
+        prop_assert_eq!(used, wire.len());
+        prop_assert!(done);
+        // In arbitrary pieces, as reads would deliver it.
+        let mut d = ChunkedDecoder::default();
+        let mut out = Vec::new();
+        let mut pos = 0;
+        let mut k = 0;
+        while pos < wire.len() {
+            let end = (pos + split[k % split.len()]).min(wire.len());
+            k += 1;
+            let mut p = pos;
+            while p < end {
+                let r = d.decode(&wire[p..end]).unwrap();
+                out.extend_from_slice(&wire[p + r.data.start..p + r.data.end]);
+                p += r.consumed;
+                if r.consumed == 0 || r.done {
+                    break;
+                }
+            }
+            pos = p.max(end);
+        }
+        prop_assert!(d.is_done());
+        prop_assert_eq!(out, want);
+    }
+}

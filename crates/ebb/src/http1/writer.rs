@@ -1,0 +1,346 @@
+//! Response heads written into a reused `Vec<u8>`, the per-thread `Date`
+//! cache, reason phrases and ready-made error responses.
+//!
+//! Nothing here allocates once the output vector has grown to its working
+//! size: numbers are formatted on the stack, the Date value is formatted at
+//! most once per second per thread ([`DateCache`]), error bodies are static.
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use super::error::HttpError;
+use super::head::{is_field_value_byte, is_token, BodyFraming, Version};
+
+/// Value of the `Server` field ebb sends.
+pub const SERVER: &[u8] = b"ebb";
+
+/// The complete interim response sent for `Expect: 100-continue`.
+pub const CONTINUE_100: &[u8] = b"HTTP/1.1 100 Continue\r\n\r\n";
+
+/// Length of an IMF-fixdate (`Sun, 06 Nov 1994 08:49:37 GMT`).
+pub const DATE_LEN: usize = 29;
+
+/// The `Date` value, formatted again only when the second changes.
+///
+/// One per thread: the hot path reads 29 cached bytes. Time is passed in
+/// (`get_at`), so tests decide what "now" is; `get` reads the clock.
+#[derive(Clone, Debug)]
+pub struct DateCache {
+    /// Unix second the cached text is for; u64::MAX before the first use.
+    secs: u64,
+    buf: [u8; DATE_LEN],
+    /// How many times the text was formatted (for tests and stats).
+    formats: u64,
+}
+
+impl Default for DateCache {
+    fn default() -> Self {
+        DateCache::new()
+    }
+}
+
+/// Last second httpdate can format (9999-12-31T23:59:59Z); it panics past it.
+const MAX_DATE_SECS: u64 = 253_402_300_799;
+
+impl DateCache {
+    /// An empty cache; the first `get` formats.
+    pub const fn new() -> Self {
+        DateCache {
+            secs: u64::MAX,
+            buf: [b' '; DATE_LEN],
+            formats: 0,
+        }
+    }
+
+    /// The Date value for the current clock.
+    pub fn get(&mut self) -> &[u8; DATE_LEN] {
+        self.get_at(SystemTime::now())
+    }
+
+    /// The Date value for `now`. A clock before 1970 gives the epoch, one
+    /// past year 9999 gives its last second (httpdate cannot format either).
+    pub fn get_at(&mut self, now: SystemTime) -> &[u8; DATE_LEN] {
+        let secs = now
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs())
+            .min(MAX_DATE_SECS);
+        if secs != self.secs {
+            self.format(secs);
+        }
+        &self.buf
+    }
+
+    #[cold]
+    fn format(&mut self, secs: u64) {
+        use std::io::Write;
+        let t = UNIX_EPOCH + Duration::from_secs(secs);
+        let date = httpdate::HttpDate::from(t);
+        let mut w: &mut [u8] = &mut self.buf[..];
+        // Always exactly 29 bytes; a failure would leave the old text.
+        let _ = write!(w, "{date}");
+        self.secs = secs;
+        self.formats += 1;
+    }
+
+    /// How many times the text was formatted since creation.
+    pub fn formats(&self) -> u64 {
+        self.formats
+    }
+}
+
+/// The reason phrase of a status code (RFC 9110 §15 and the IANA
+/// registry); "" for unregistered codes (the status line then ends in SP).
+pub const fn reason_phrase(status: u16) -> &'static str {
+    match status {
+        100 => "Continue",
+        101 => "Switching Protocols",
+        102 => "Processing",
+        103 => "Early Hints",
+        200 => "OK",
+        201 => "Created",
+        202 => "Accepted",
+        203 => "Non-Authoritative Information",
+        204 => "No Content",
+        205 => "Reset Content",
+        206 => "Partial Content",
+        207 => "Multi-Status",
+        208 => "Already Reported",
+        226 => "IM Used",
+        300 => "Multiple Choices",
+        301 => "Moved Permanently",
+        302 => "Found",
+        303 => "See Other",
+        304 => "Not Modified",
+        305 => "Use Proxy",
+        307 => "Temporary Redirect",
+        308 => "Permanent Redirect",
+        400 => "Bad Request",
+        401 => "Unauthorized",
+        402 => "Payment Required",
+        403 => "Forbidden",
+        404 => "Not Found",
+        405 => "Method Not Allowed",
+        406 => "Not Acceptable",
+        407 => "Proxy Authentication Required",
+        408 => "Request Timeout",
+        409 => "Conflict",
+        410 => "Gone",
+        411 => "Length Required",
+        412 => "Precondition Failed",
+        413 => "Content Too Large",
+        414 => "URI Too Long",
+        415 => "Unsupported Media Type",
+        416 => "Range Not Satisfiable",
+        417 => "Expectation Failed",
+        421 => "Misdirected Request",
+        422 => "Unprocessable Content",
+        423 => "Locked",
+        424 => "Failed Dependency",
+        425 => "Too Early",
+        426 => "Upgrade Required",
+        428 => "Precondition Required",
+        429 => "Too Many Requests",
+        431 => "Request Header Fields Too Large",
+        451 => "Unavailable For Legal Reasons",
+        500 => "Internal Server Error",
+        501 => "Not Implemented",
+        502 => "Bad Gateway",
+        503 => "Service Unavailable",
+        504 => "Gateway Timeout",
+        505 => "HTTP Version Not Supported",
+        506 => "Variant Also Negotiates",
+        507 => "Insufficient Storage",
+        508 => "Loop Detected",
+        511 => "Network Authentication Required",
+        _ => "",
+    }
+}
+
+/// Decimal digits of `n` on the stack.
+fn decimal(n: u64, buf: &mut [u8; 20]) -> &[u8] {
+    let mut i = buf.len();
+    let mut n = n;
+    loop {
+        i -= 1;
+        buf[i] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    &buf[i..]
+}
+
+/// Writes one response head into `out` (appending: several pipelined
+/// responses may share one output buffer).
+///
+/// ```text
+/// let mut w = ResponseWriter::new(&mut out, 200, date.get());
+/// w.header(b"Content-Type", b"text/html")?;
+/// w.finish(BodyFraming::ContentLength(len), keep_alive, req.version);
+/// ```
+///
+/// Output order: status line, `Server`, `Date`, the caller's fields, the
+/// framing field, `Connection` when needed, the empty line.
+pub struct ResponseWriter<'a> {
+    out: &'a mut Vec<u8>,
+}
+
+impl<'a> ResponseWriter<'a> {
+    /// Starts a head: status line, `Server: ebb`, `Date`. A status outside
+    /// 100..=999 is written as 500 (a caller bug must not put a malformed
+    /// status line on the wire).
+    pub fn new(out: &'a mut Vec<u8>, status: u16, date: &[u8]) -> Self {
+        let status = if (100..=999).contains(&status) {
+            status
+        } else {
+            500
+        };
+        out.extend_from_slice(b"HTTP/1.1 ");
+        out.extend_from_slice(&[
+            b'0' + (status / 100) as u8,
+            b'0' + (status / 10 % 10) as u8,
+            b'0' + (status % 10) as u8,
+            b' ',
+        ]);
+        out.extend_from_slice(reason_phrase(status).as_bytes());
+        out.extend_from_slice(b"\r\nServer: ");
+        out.extend_from_slice(SERVER);
+        out.extend_from_slice(b"\r\nDate: ");
+        out.extend_from_slice(date);
+        out.extend_from_slice(b"\r\n");
+        ResponseWriter { out }
+    }
+
+    /// Adds a field line. Refuses (writes nothing) a name that is not a
+    /// token or a value with CR, LF, NUL or another control byte, so no
+    /// configured or forwarded value can split the response.
+    pub fn header(&mut self, name: &[u8], value: &[u8]) -> Result<(), HttpError> {
+        if !is_token(name) {
+            return Err(HttpError::BadHeaderName);
+        }
+        if !value.iter().all(|&b| is_field_value_byte(b)) {
+            return Err(HttpError::BadHeaderValue);
+        }
+        self.out.extend_from_slice(name);
+        self.out.extend_from_slice(b": ");
+        self.out.extend_from_slice(value);
+        self.out.extend_from_slice(b"\r\n");
+        Ok(())
+    }
+
+    /// Adds a field whose value is a number.
+    pub fn header_u64(&mut self, name: &[u8], value: u64) -> Result<(), HttpError> {
+        let mut digits = [0u8; 20];
+        self.header(name, decimal(value, &mut digits))
+    }
+
+    /// Ends the head. `body` picks the framing field: `ContentLength(n)`
+    /// writes `Content-Length: n`, `Chunked` writes `Transfer-Encoding:
+    /// chunked` (never use it for an HTTP/1.0 client: send `UntilClose`),
+    /// `UntilClose` writes none and forces `Connection: close`, `None`
+    /// writes none (1xx, 204, 304; a HEAD answer passes the length GET
+    /// would have had instead). `Connection: close` is written when the
+    /// connection will close, `Connection: keep-alive` when it stays open
+    /// for an HTTP/1.0 client, nothing otherwise.
+    pub fn finish(self, body: BodyFraming, keep_alive: bool, request_version: Version) {
+        let mut keep_alive = keep_alive;
+        match body {
+            BodyFraming::ContentLength(n) => {
+                let mut digits = [0u8; 20];
+                self.out.extend_from_slice(b"Content-Length: ");
+                self.out.extend_from_slice(decimal(n, &mut digits));
+                self.out.extend_from_slice(b"\r\n");
+            }
+            BodyFraming::Chunked => {
+                self.out
+                    .extend_from_slice(b"Transfer-Encoding: chunked\r\n");
+            }
+            BodyFraming::UntilClose => keep_alive = false,
+            BodyFraming::None => {}
+        }
+        if !keep_alive {
+            self.out.extend_from_slice(b"Connection: close\r\n");
+        } else if request_version == Version::Http10 {
+            self.out.extend_from_slice(b"Connection: keep-alive\r\n");
+        }
+        self.out.extend_from_slice(b"\r\n");
+    }
+}
+
+macro_rules! error_bodies {
+    ($($code:literal => $text:literal,)*) => {
+        /// The HTML body of ebb's error response for `status`, with a
+        /// `{reason}` placeholder for the reason phrase.
+        const fn error_template(status: u16) -> &'static str {
+            match status {
+                $($code => concat!(
+                    "<html><body><h1>", stringify!($code), " ",
+                    "{reason}", "</h1>\n", $text, "\n</body></html>\n"
+                ),)*
+                _ => "<html><body><h1>Error</h1>\n</body></html>\n",
+            }
+        }
+    };
+}
+
+error_bodies! {
+    400 => "Your browser sent an invalid request.",
+    403 => "Request forbidden by administrative rules.",
+    404 => "The requested URL was not found on this server.",
+    405 => "Method not allowed for the requested URL.",
+    408 => "Your browser didn't send a complete request in time.",
+    413 => "The request content is too large.",
+    414 => "The requested URL is too long.",
+    416 => "The requested range is not satisfiable.",
+    431 => "The request header fields are too large.",
+    500 => "An internal server error occurred.",
+    501 => "The request uses a method or transfer-coding not implemented here.",
+    502 => "The server returned an invalid or incomplete response.",
+    503 => "No server is available to handle this request.",
+    504 => "The server didn't respond in time.",
+    505 => "The HTTP version of the request is not supported.",
+}
+
+/// The HTML body of ebb's error page for `status`, split around its reason
+/// phrase: (before, after). The page is `before + reason_phrase + after`,
+/// all static, so an error response costs no formatting.
+pub fn error_page(status: u16) -> (&'static str, &'static str) {
+    let body = error_template(status);
+    match body.find("{reason}") {
+        Some(p) => (&body[..p], &body[p + "{reason}".len()..]),
+        None => (body, ""),
+    }
+}
+
+/// Writes a complete error response: the head (`Content-Type: text/html`,
+/// `Cache-Control: no-cache`, `Content-Length`, `Connection: close` unless
+/// `keep_alive`) and a short HTML page naming the status. `extra` fields
+/// (e.g. `Allow` for 405, `Content-Range` for 416) go after the fixed ones;
+/// invalid ones are skipped. With `head_request`, the body is left out but
+/// its length still announced (RFC 9110 §9.3.2). `version` is the
+/// request's (HTTP/1.0 needs an explicit keep-alive).
+pub fn write_error_response(
+    out: &mut Vec<u8>,
+    status: u16,
+    date: &[u8],
+    keep_alive: bool,
+    version: Version,
+    head_request: bool,
+    extra: &[(&[u8], &[u8])],
+) {
+    let (pre, post) = error_page(status);
+    let reason = reason_phrase(status);
+    let len = pre.len() + reason.len() + post.len();
+    let mut w = ResponseWriter::new(out, status, date);
+    let _ = w.header(b"Content-Type", b"text/html");
+    let _ = w.header(b"Cache-Control", b"no-cache");
+    for (n, v) in extra {
+        let _ = w.header(n, v);
+    }
+    w.finish(BodyFraming::ContentLength(len as u64), keep_alive, version);
+    if !head_request {
+        out.extend_from_slice(pre.as_bytes());
+        out.extend_from_slice(reason.as_bytes());
+        out.extend_from_slice(post.as_bytes());
+    }
+}
