@@ -519,8 +519,16 @@ impl Ctx {
     // Tasklets
     // ------------------------------------------------------------------
 
-    /// Creates a tasklet (not queued: wake it to run it).
-    pub fn new_tasklet(&mut self, name: &'static str, f: impl TaskletFn) -> TaskletId {
+    /// Creates a tasklet from a closure (not queued: wake it to run it).
+    pub fn new_tasklet<F>(&mut self, name: &'static str, f: F) -> TaskletId
+    where
+        F: FnMut(&mut Ctx, TaskletId, Reasons) -> Status + 'static,
+    {
+        self.new_tasklet_obj(name, f)
+    }
+
+    /// Creates a tasklet from any [`TaskletFn`] (a connection's state, say).
+    pub fn new_tasklet_obj(&mut self, name: &'static str, f: impl TaskletFn) -> TaskletId {
         let prof = self.intern(name);
         let i = self.alloc(sf::LIVE, prof, Cb::Tasklet(Box::new(f)));
         TaskletId {
@@ -688,8 +696,17 @@ impl Ctx {
     // Tasks
     // ------------------------------------------------------------------
 
-    /// Creates a task bound to this thread (not queued, no timer).
-    pub fn new_task(&mut self, name: &'static str, f: impl TaskFn) -> TaskId {
+    /// Creates a task bound to this thread from a closure (not queued, no
+    /// timer).
+    pub fn new_task<F>(&mut self, name: &'static str, f: F) -> TaskId
+    where
+        F: FnMut(&mut Ctx, TaskId, Reasons) -> Status + 'static,
+    {
+        self.new_task_obj(name, f)
+    }
+
+    /// Creates a task bound to this thread from any [`TaskFn`].
+    pub fn new_task_obj(&mut self, name: &'static str, f: impl TaskFn) -> TaskId {
         let prof = self.intern(name);
         let i = self.alloc(sf::LIVE | sf::TASK, prof, Cb::Task(Box::new(f)));
         TaskId {
@@ -702,7 +719,15 @@ impl Ctx {
     /// Creates a task that may run on any thread of `mask` (bit n = thread
     /// n; bits beyond the runtime's threads are ignored). Its state must be
     /// `Send`. It lives in the shared queues, under their lock.
-    pub fn new_shared_task(
+    pub fn new_shared_task<F>(&mut self, name: &'static str, mask: u64, f: F) -> TaskId
+    where
+        F: FnMut(&mut Ctx, TaskId, Reasons) -> Status + Send + 'static,
+    {
+        self.new_shared_task_obj(name, mask, f)
+    }
+
+    /// Creates a shared task from any `TaskFn + Send`.
+    pub fn new_shared_task_obj(
         &mut self,
         name: &'static str,
         mask: u64,

@@ -28,7 +28,7 @@ use crate::activity::{self, ActivitySnapshot};
 use crate::ctx::Ctx;
 use crate::profile::{self, ProfileRow, ProfilingMode, ReportOpts, MAX_NAMES};
 use crate::shared::{encode, Shared, MSG_INSTANT, MSG_TASKLET};
-use crate::task::{Reasons, TaskFn, TaskId, TaskletId};
+use crate::task::{Reasons, Status, TaskFn, TaskId, TaskletId};
 use crate::ticks::{Clock, MonotonicClock, Tick};
 use crate::watchdog::{self, WatchdogHook};
 use std::io;
@@ -283,7 +283,20 @@ impl RuntimeHandle {
     }
 
     /// Creates a shared task from outside the workers.
-    pub fn new_shared_task(&self, name: &'static str, mask: u64, f: impl TaskFn + Send) -> TaskId {
+    pub fn new_shared_task<F>(&self, name: &'static str, mask: u64, f: F) -> TaskId
+    where
+        F: FnMut(&mut Ctx, TaskId, Reasons) -> Status + Send + 'static,
+    {
+        self.new_shared_task_obj(name, mask, f)
+    }
+
+    /// Creates a shared task from any `TaskFn + Send`.
+    pub fn new_shared_task_obj(
+        &self,
+        name: &'static str,
+        mask: u64,
+        f: impl TaskFn + Send,
+    ) -> TaskId {
         let prof = self.shared.registry.intern(name);
         crate::ctx::new_shared_task(&self.shared, prof, mask, Box::new(f))
     }
