@@ -1,0 +1,309 @@
+//! ACLs and conditions (configuration.txt, section 7).
+//!
+//! `acl NAME CRITERION [FLAGS] [VALUES...]` declares a test; several lines
+//! with one name are ORed. A condition after `if` or `unless` is a list of
+//! ACL references, ANDed when juxtaposed, ORed across `||` or `or`, each
+//! optionally negated by `!`; `{ CRITERION [FLAGS] VALUES }` is an anonymous
+//! ACL. As in HAProxy, a named ACL must be declared before a rule uses it.
+
+use super::types::{
+    Acl, AclRef, AclTest, CondTerm, Condition, Fetch, IpNet, Loc, MatchMethod, Pattern,
+};
+use super::values::{is_token, parse_ipnet};
+
+/// Parses the criterion, flags and values of an ACL (everything after the
+/// name in `acl NAME ...`, or inside `{ }`).
+pub(crate) fn parse_acl_test(words: &[String], loc: &Loc) -> Result<AclTest, String> {
+    let Some(criterion) = words.first() else {
+        return Err("missing ACL criterion".to_string());
+    };
+    let (fetch, mut method) = parse_criterion(criterion)?;
+    let mut ignore_case = false;
+    let mut i = 1;
+    // Flags come first; `--` ends them so a value may start with '-'.
+    while let Some(w) = words.get(i) {
+        if !w.starts_with('-') {
+            break;
+        }
+        i += 1;
+        match w.as_str() {
+            "-i" => ignore_case = true,
+            "--" => break,
+            "-m" => {
+                let m = words
+                    .get(i)
+                    .ok_or_else(|| "flag '-m' expects a match method".to_string())?;
+                i += 1;
+                method = match m.as_str() {
+                    "str" => MatchMethod::Str,
+                    "beg" => MatchMethod::Beg,
+                    "end" => MatchMethod::End,
+                    "sub" => MatchMethod::Sub,
+                    "dir" => MatchMethod::Dir,
+                    "dom" => MatchMethod::Dom,
+                    "reg" => MatchMethod::Reg,
+                    "found" => MatchMethod::Found,
+                    "ip" => MatchMethod::Ip,
+                    other => {
+                        return Err(format!(
+                            "unsupported match method '-m {other}' (supported: str, beg, end, sub, dir, dom, reg, found, ip)"
+                        ))
+                    }
+                };
+            }
+            "-f" | "-M" => {
+                return Err(format!(
+                    "ACL flag '{w}' (patterns from a file) is not supported"
+                ))
+            }
+            other => return Err(format!("unknown ACL flag '{other}'")),
+        }
+    }
+    let values = &words[i..];
+    let is_ip_fetch = fetch == Fetch::Src;
+    if method == MatchMethod::Ip && !is_ip_fetch {
+        return Err(format!("'-m ip' cannot be used with '{criterion}'"));
+    }
+    if is_ip_fetch && method != MatchMethod::Ip && method != MatchMethod::Found {
+        return Err(format!("'{criterion}' only supports IP matching"));
+    }
+    if is_ip_fetch && ignore_case {
+        return Err("flag '-i' has no meaning for an IP address".to_string());
+    }
+    let mut patterns = Vec::with_capacity(values.len());
+    match method {
+        MatchMethod::Found => {
+            if !values.is_empty() {
+                return Err("match method 'found' takes no value".to_string());
+            }
+        }
+        MatchMethod::Ip => {
+            for v in values {
+                patterns.push(Pattern::Net(parse_ipnet(v)?));
+            }
+        }
+        _ => {
+            for v in values {
+                if fetch == Fetch::Method && method == MatchMethod::Str && !is_token(v) {
+                    return Err(format!("invalid HTTP method '{v}'"));
+                }
+                patterns.push(Pattern::Str(v.clone()));
+            }
+        }
+    }
+    if let Fetch::Always(_) = fetch {
+        if !patterns.is_empty() {
+            return Err(format!("'{criterion}' takes no value"));
+        }
+    }
+    Ok(AclTest {
+        fetch,
+        method,
+        ignore_case,
+        patterns,
+        loc: loc.clone(),
+    })
+}
+
+/// Maps a criterion (`path_beg`, `hdr_end(host)`, ...) to a fetch and its
+/// default match method.
+fn parse_criterion(c: &str) -> Result<(Fetch, MatchMethod), String> {
+    let (name, arg) = match c.find('(') {
+        Some(open) => {
+            let Some(inner) = c[open + 1..].strip_suffix(')') else {
+                return Err(format!("missing ')' in ACL criterion '{c}'"));
+            };
+            (&c[..open], Some(inner))
+        }
+        None => (c, None),
+    };
+    let suffix_method = |s: &str| -> Option<MatchMethod> {
+        Some(match s {
+            "" => MatchMethod::Str,
+            "_beg" => MatchMethod::Beg,
+            "_end" => MatchMethod::End,
+            "_sub" => MatchMethod::Sub,
+            "_dir" => MatchMethod::Dir,
+            "_dom" => MatchMethod::Dom,
+            "_reg" => MatchMethod::Reg,
+            _ => return None,
+        })
+    };
+    let no_arg = |f: Fetch, m: MatchMethod| -> Result<(Fetch, MatchMethod), String> {
+        if arg.is_some() {
+            Err(format!("ACL criterion '{name}' takes no argument"))
+        } else {
+            Ok((f, m))
+        }
+    };
+    for (prefix, fetch) in [("path", Fetch::Path), ("url", Fetch::Url)] {
+        if let Some(rest) = name.strip_prefix(prefix) {
+            if let Some(m) = suffix_method(rest) {
+                return no_arg(fetch, m);
+            }
+        }
+    }
+    for prefix in ["req.hdr", "hdr"] {
+        if let Some(rest) = name.strip_prefix(prefix) {
+            if let Some(m) = suffix_method(rest) {
+                let Some(arg) = arg else {
+                    return Err(format!(
+                        "ACL criterion '{name}' needs a header name, e.g. {name}(host)"
+                    ));
+                };
+                if arg.contains(',') {
+                    return Err(format!(
+                        "header occurrence in '{c}' is not supported; use {name}(NAME)"
+                    ));
+                }
+                if !is_token(arg) {
+                    return Err(format!("invalid header name '{arg}' in '{c}'"));
+                }
+                return Ok((Fetch::Hdr(arg.to_ascii_lowercase()), m));
+            }
+        }
+    }
+    match name {
+        "method" => no_arg(Fetch::Method, MatchMethod::Str),
+        "src" => no_arg(Fetch::Src, MatchMethod::Ip),
+        "req.ver" | "req_ver" => no_arg(Fetch::ReqVer, MatchMethod::Str),
+        "always_true" => no_arg(Fetch::Always(true), MatchMethod::Found),
+        "always_false" => no_arg(Fetch::Always(false), MatchMethod::Found),
+        _ => Err(format!(
+            "unknown ACL criterion '{name}' (supported: path, path_beg, path_end, path_sub, path_dir, path_dom, path_reg, url and its _beg/_end/_sub/_dir/_dom/_reg forms, hdr(NAME) and its _beg/_end/_sub/_dir/_dom/_reg forms, method, src, req.ver, always_true, always_false)"
+        )),
+    }
+}
+
+/// HAProxy's predefined ACLs (configuration.txt 7.4) that make sense here.
+fn predefined(name: &str, loc: &Loc) -> Option<AclTest> {
+    let s = |v: &[&str]| v.iter().map(|x| Pattern::Str(x.to_string())).collect();
+    let t = |fetch, method, patterns| AclTest {
+        fetch,
+        method,
+        ignore_case: false,
+        patterns,
+        loc: loc.clone(),
+    };
+    let meth = |v: &[&str]| t(Fetch::Method, MatchMethod::Str, s(v));
+    Some(match name {
+        "TRUE" | "HTTP" => t(Fetch::Always(true), MatchMethod::Found, vec![]),
+        "FALSE" => t(Fetch::Always(false), MatchMethod::Found, vec![]),
+        "HTTP_1.0" => t(Fetch::ReqVer, MatchMethod::Str, s(&["1.0"])),
+        "HTTP_1.1" => t(Fetch::ReqVer, MatchMethod::Str, s(&["1.1"])),
+        "HTTP_URL_ABS" => t(Fetch::Url, MatchMethod::Reg, s(&["^[^/:]*://"])),
+        "HTTP_URL_SLASH" => t(Fetch::Url, MatchMethod::Beg, s(&["/"])),
+        "HTTP_URL_STAR" => t(Fetch::Url, MatchMethod::Str, s(&["*"])),
+        "LOCALHOST" => t(
+            Fetch::Src,
+            MatchMethod::Ip,
+            vec![
+                Pattern::Net(IpNet {
+                    addr: std::net::Ipv4Addr::new(127, 0, 0, 0).into(),
+                    prefix: 8,
+                }),
+                Pattern::Net(IpNet {
+                    addr: std::net::Ipv6Addr::LOCALHOST.into(),
+                    prefix: 128,
+                }),
+            ],
+        ),
+        "METH_CONNECT" => meth(&["CONNECT"]),
+        "METH_DELETE" => meth(&["DELETE"]),
+        "METH_GET" => meth(&["GET", "HEAD"]),
+        "METH_HEAD" => meth(&["HEAD"]),
+        "METH_OPTIONS" => meth(&["OPTIONS"]),
+        "METH_POST" => meth(&["POST"]),
+        "METH_PUT" => meth(&["PUT"]),
+        "METH_TRACE" => meth(&["TRACE"]),
+        _ => return None,
+    })
+}
+
+/// Parses the words after `if` / `unless`. Named ACLs resolve against
+/// `acls`, the ones declared so far in the proxy.
+pub(crate) fn parse_condition(
+    unless: bool,
+    words: &[String],
+    acls: &[Acl],
+    loc: &Loc,
+) -> Result<Condition, String> {
+    let kw = if unless { "unless" } else { "if" };
+    if words.is_empty() {
+        return Err(format!("missing condition after '{kw}'"));
+    }
+    let mut terms: Vec<Vec<CondTerm>> = vec![Vec::new()];
+    let mut negate = false;
+    let mut i = 0;
+    while i < words.len() {
+        let w = words[i].as_str();
+        i += 1;
+        match w {
+            "||" | "or" => {
+                if negate {
+                    return Err(format!("'!' before '{w}' in condition"));
+                }
+                match terms.last() {
+                    Some(t) if !t.is_empty() => terms.push(Vec::new()),
+                    _ => return Err(format!("missing ACL before '{w}' in condition")),
+                }
+            }
+            "!" => negate = !negate,
+            "{" | "!{" => {
+                if w == "!{" {
+                    negate = !negate;
+                }
+                let start = i;
+                while i < words.len() && words[i] != "}" {
+                    i += 1;
+                }
+                if i >= words.len() {
+                    return Err("missing '}' closing an anonymous ACL".to_string());
+                }
+                let test = parse_acl_test(&words[start..i], loc)?;
+                i += 1;
+                push_term(&mut terms, negate, AclRef::Inline(test));
+                negate = false;
+            }
+            "}" => return Err("unexpected '}' in condition".to_string()),
+            _ => {
+                let (neg2, name) = match w.strip_prefix('!') {
+                    Some(n) => (true, n),
+                    None => (false, w),
+                };
+                let negate_now = negate ^ neg2;
+                let acl = if let Some(index) = acls.iter().position(|a| a.name == name) {
+                    AclRef::Named {
+                        name: name.to_string(),
+                        index,
+                    }
+                } else if let Some(test) = predefined(name, loc) {
+                    AclRef::Inline(test)
+                } else {
+                    return Err(format!(
+                        "ACL '{name}' is not declared (ACLs must be declared before the rule that uses them)"
+                    ));
+                };
+                push_term(&mut terms, negate_now, acl);
+                negate = false;
+            }
+        }
+    }
+    if negate {
+        return Err("'!' at the end of the condition".to_string());
+    }
+    if terms.last().is_some_and(|t| t.is_empty()) {
+        return Err("condition ends with '||' / 'or'".to_string());
+    }
+    Ok(Condition {
+        unless,
+        terms,
+        loc: loc.clone(),
+    })
+}
+
+fn push_term(terms: &mut [Vec<CondTerm>], negate: bool, acl: AclRef) {
+    if let Some(last) = terms.last_mut() {
+        last.push(CondTerm { negate, acl });
+    }
+}

@@ -1,0 +1,1863 @@
+//! Section and keyword parsing: lines in, typed [`Config`] out.
+//!
+//! One [`Parser`] reads every file in order. A section runs from its header
+//! to the next header or the end of its file. Each keyword handler returns a
+//! message on error; the dispatcher adds `file:line` and carries on with the
+//! next line, so one run reports every error. Cross-checks that need the
+//! whole configuration (backend names, binds, duplicates) run at the end.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use super::acl::{parse_acl_test, parse_condition};
+use super::lexer::{tokenize, EnvLookup, LinePos};
+use super::types::*;
+use super::values::*;
+
+/// Capabilities, as HAProxy's `PR_CAP_FE` / `PR_CAP_BE`.
+const FE: u8 = 1;
+const BE: u8 = 2;
+
+/// Where relative file names point (`default-path`, HAProxy 2.4+).
+#[derive(Clone, Debug)]
+enum DefaultPath {
+    /// The process's working directory (HAProxy's default).
+    Current,
+    /// The directory of the configuration file being read.
+    Config,
+    /// A fixed directory.
+    Origin(PathBuf),
+}
+
+/// What the lines being read belong to.
+enum Section {
+    None,
+    Global,
+    Defaults {
+        name: Option<String>,
+    },
+    Proxy(usize),
+    /// A section ebb does not implement; its header got one error and its
+    /// body is skipped (reporting every line would bury the real message).
+    Unsupported,
+}
+
+/// The part of the parser state keyword handlers may read while a proxy is
+/// borrowed mutably.
+struct Ctx<'a> {
+    loc: &'a Loc,
+    default_path: &'a DefaultPath,
+    /// Capabilities of the section: FE, BE or both.
+    caps: u8,
+    defaults: bool,
+    section_name: &'static str,
+}
+
+impl Ctx<'_> {
+    /// Checks that `kw` belongs in this section.
+    fn allow(&self, kw: &str, caps: u8, in_defaults: bool) -> Result<(), String> {
+        if self.defaults {
+            if in_defaults {
+                return Ok(());
+            }
+            return Err(format!("'{kw}' is not allowed in a 'defaults' section"));
+        }
+        if self.caps & caps == 0 {
+            let applies = if caps == FE { "frontends" } else { "backends" };
+            return Err(format!(
+                "'{kw}' is not allowed in a '{}' section (it applies to {applies})",
+                self.section_name
+            ));
+        }
+        Ok(())
+    }
+
+    fn resolve(&self, p: &str) -> PathBuf {
+        let path = Path::new(p);
+        if path.is_absolute() {
+            return path.to_path_buf();
+        }
+        match self.default_path {
+            DefaultPath::Current => path.to_path_buf(),
+            DefaultPath::Config => Path::new(&*self.loc.file)
+                .parent()
+                .map(|d| d.join(path))
+                .unwrap_or_else(|| path.to_path_buf()),
+            DefaultPath::Origin(dir) => dir.join(path),
+        }
+    }
+}
+
+pub(crate) struct Parser<'e> {
+    env: EnvLookup<'e>,
+    errors: Vec<ConfigError>,
+    global: Global,
+    proxies: Vec<Proxy>,
+    /// The current anonymous defaults, inherited by the proxies that follow.
+    defaults: Proxy,
+    named_defaults: Vec<(String, Proxy)>,
+    section: Section,
+    default_path: DefaultPath,
+    /// Proxies (by index) with a `bind` line in error: no "has no bind"
+    /// error is added for them, it would only repeat the first one.
+    bad_binds: Vec<usize>,
+}
+
+fn new_proxy(name: &str, kind: ProxyKind, loc: Loc) -> Proxy {
+    Proxy {
+        name: name.to_string(),
+        kind,
+        loc,
+        maxconn: None,
+        timeouts: Timeouts::default(),
+        options: ProxyOptions::default(),
+        log: Vec::new(),
+        binds: Vec::new(),
+        acls: Vec::new(),
+        http_request: Vec::new(),
+        http_response: Vec::new(),
+        use_backends: Vec::new(),
+        default_backend: None,
+        errorfiles: Vec::new(),
+        stats: Stats::default(),
+        balance: Balance::RoundRobin,
+        retries: 3,
+        http_reuse: HttpReuse::Safe,
+        default_server: ServerOptions::default(),
+        servers: Vec::new(),
+        serve_files: None,
+        http_check: HttpCheck {
+            enabled: false,
+            method: "OPTIONS".to_string(),
+            uri: "/".to_string(),
+            version: "HTTP/1.0".to_string(),
+            expect: None,
+        },
+        load_server_state: None,
+    }
+}
+
+fn fresh_defaults() -> Proxy {
+    new_proxy(
+        "",
+        ProxyKind::Listen,
+        Loc {
+            file: Arc::from(""),
+            line: 0,
+        },
+    )
+}
+
+const UNSUPPORTED_SECTIONS: &[&str] = &[
+    "peers",
+    "resolvers",
+    "userlist",
+    "cache",
+    "program",
+    "http-errors",
+    "ring",
+    "mailers",
+    "log-forward",
+    "fcgi-app",
+    "crt-store",
+    "traces",
+    "acme",
+];
+
+impl<'e> Parser<'e> {
+    pub(crate) fn new(env: EnvLookup<'e>) -> Self {
+        Parser {
+            env,
+            errors: Vec::new(),
+            global: Global::default(),
+            proxies: Vec::new(),
+            defaults: fresh_defaults(),
+            named_defaults: Vec::new(),
+            section: Section::None,
+            default_path: DefaultPath::Current,
+            bad_binds: Vec::new(),
+        }
+    }
+
+    pub(crate) fn error(&mut self, loc: Loc, message: impl Into<String>) {
+        self.errors.push(ConfigError {
+            loc,
+            message: message.into(),
+        });
+    }
+
+    /// Parses one file's text.
+    pub(crate) fn parse_text(&mut self, file: &str, text: &str) {
+        let file: Arc<str> = Arc::from(file);
+        self.default_path = DefaultPath::Current;
+        for (idx, raw) in text.split('\n').enumerate() {
+            let line = u32::try_from(idx + 1).unwrap_or(u32::MAX);
+            let loc = Loc {
+                file: file.clone(),
+                line,
+            };
+            let pos = LinePos { file: &file, line };
+            let words = match tokenize(raw, self.env, &pos) {
+                Ok(w) => w,
+                Err(e) => {
+                    self.error(loc, e);
+                    continue;
+                }
+            };
+            if words.is_empty() {
+                continue;
+            }
+            self.line(&words, loc);
+        }
+        // Sections end with their file.
+        self.close_section();
+    }
+
+    fn close_section(&mut self) {
+        if let Section::Defaults { name: Some(name) } = &self.section {
+            let name = name.clone();
+            let d = self.defaults.clone();
+            match self.named_defaults.iter_mut().find(|(n, _)| *n == name) {
+                Some(slot) => slot.1 = d,
+                None => self.named_defaults.push((name, d)),
+            }
+        }
+        self.section = Section::None;
+    }
+
+    fn line(&mut self, words: &[String], loc: Loc) {
+        let kw = words[0].as_str();
+        match kw {
+            "global" | "defaults" | "frontend" | "backend" | "listen" => {
+                self.close_section();
+                if let Err(e) = self.section_header(words, &loc) {
+                    self.error(loc, e);
+                }
+                return;
+            }
+            _ if UNSUPPORTED_SECTIONS.contains(&kw) => {
+                self.close_section();
+                self.section = Section::Unsupported;
+                self.error(loc, format!("section '{kw}' is not supported by ebb"));
+                return;
+            }
+            _ => {}
+        }
+        let result = match self.section {
+            Section::None => Err(format!(
+                "unknown keyword '{kw}' out of section (expected global, defaults, frontend, backend or listen)"
+            )),
+            Section::Unsupported => Ok(()),
+            Section::Global => self.global_kw(words, &loc),
+            Section::Defaults { .. } => {
+                let ctx = Ctx {
+                    loc: &loc,
+                    default_path: &self.default_path,
+                    caps: FE | BE,
+                    defaults: true,
+                    section_name: "defaults",
+                };
+                proxy_kw(&mut self.defaults, &ctx, words)
+            }
+            Section::Proxy(i) => match self.proxies.get_mut(i) {
+                Some(px) => {
+                    let caps = match px.kind {
+                        ProxyKind::Frontend => FE,
+                        ProxyKind::Backend => BE,
+                        ProxyKind::Listen => FE | BE,
+                    };
+                    let ctx = Ctx {
+                        loc: &loc,
+                        default_path: &self.default_path,
+                        caps,
+                        defaults: false,
+                        section_name: px.kind.name(),
+                    };
+                    proxy_kw(px, &ctx, words)
+                }
+                None => Ok(()),
+            },
+        };
+        if let Err(e) = result {
+            if let Section::Proxy(i) = self.section {
+                if kw == "bind" {
+                    self.bad_binds.push(i);
+                }
+            }
+            self.error(loc, e);
+        }
+    }
+
+    fn section_header(&mut self, words: &[String], loc: &Loc) -> Result<(), String> {
+        let kw = words[0].as_str();
+        match kw {
+            "global" => {
+                self.section = Section::Global;
+                if words.len() > 1 {
+                    return Err("'global' takes no argument".to_string());
+                }
+                Ok(())
+            }
+            "defaults" => {
+                let mut rest = &words[1..];
+                let mut name = None;
+                if let Some(n) = rest.first() {
+                    if n != "from" {
+                        if !valid_name(n) {
+                            return Err(format!("invalid defaults name '{n}'"));
+                        }
+                        name = Some(n.clone());
+                        rest = &rest[1..];
+                    }
+                }
+                // Each defaults section starts afresh (or from `from NAME`).
+                let base = self.take_from(rest)?;
+                self.defaults = base.unwrap_or_else(fresh_defaults);
+                self.defaults.loc = loc.clone();
+                self.section = Section::Defaults { name };
+                Ok(())
+            }
+            _ => {
+                let kind = match kw {
+                    "frontend" => ProxyKind::Frontend,
+                    "backend" => ProxyKind::Backend,
+                    _ => ProxyKind::Listen,
+                };
+                let Some(name) = words.get(1) else {
+                    self.section = Section::Unsupported;
+                    return Err(format!("'{kw}' needs a name"));
+                };
+                if !valid_name(name) {
+                    self.section = Section::Unsupported;
+                    return Err(format!(
+                        "invalid {kw} name '{name}' (letters, digits, '-', '_', '.' and ':' only)"
+                    ));
+                }
+                let mut rest = &words[2..];
+                // Legacy `listen NAME ADDR:PORT`: the address is a bind line.
+                let mut legacy_bind = None;
+                if let Some(a) = rest.first() {
+                    if a != "from" {
+                        legacy_bind = Some(a.clone());
+                        rest = &rest[1..];
+                    }
+                }
+                let base = match self.take_from(rest) {
+                    Ok(b) => b,
+                    Err(e) => {
+                        self.section = Section::Unsupported;
+                        return Err(e);
+                    }
+                };
+                let mut px = base.unwrap_or_else(|| self.defaults.clone());
+                px.name = name.clone();
+                px.kind = kind;
+                px.loc = loc.clone();
+                self.proxies.push(px);
+                let idx = self.proxies.len() - 1;
+                self.section = Section::Proxy(idx);
+                if let Some(addr) = legacy_bind {
+                    if !kind.is_frontend() {
+                        return Err(format!("unexpected argument '{addr}' after backend name"));
+                    }
+                    let addrs = match parse_bind_addrs(&addr) {
+                        Ok(a) => a,
+                        Err(e) => {
+                            self.bad_binds.push(idx);
+                            return Err(e);
+                        }
+                    };
+                    if let Some(px) = self.proxies.get_mut(idx) {
+                        px.binds.push(Bind {
+                            addrs,
+                            name: None,
+                            ssl: None,
+                            loc: loc.clone(),
+                        });
+                    }
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// Handles an optional `from NAME` at the end of a section header.
+    fn take_from(&self, rest: &[String]) -> Result<Option<Proxy>, String> {
+        match rest {
+            [] => Ok(None),
+            [f, name] if f == "from" => self
+                .named_defaults
+                .iter()
+                .find(|(n, _)| n == name)
+                .map(|(_, d)| Some(d.clone()))
+                .ok_or_else(|| format!("unknown defaults section '{name}' after 'from'")),
+            [f] if f == "from" => Err("'from' needs the name of a defaults section".to_string()),
+            [x, ..] => Err(format!("unexpected argument '{x}' in section header")),
+        }
+    }
+
+    fn global_kw(&mut self, w: &[String], loc: &Loc) -> Result<(), String> {
+        let kw = w[0].as_str();
+        let g = &mut self.global;
+        let one = |w: &[String]| -> Result<String, String> {
+            match w {
+                [_, v] => Ok(v.clone()),
+                [k] => Err(format!("'{k}' expects an argument")),
+                [k, ..] => Err(format!("'{k}' expects exactly one argument")),
+                [] => Err("missing keyword".to_string()),
+            }
+        };
+        match kw {
+            "nbthread" => {
+                // Thread masks are 64 bits wide (HAProxy's default MAX_THREADS).
+                let n = parse_u32_range(kw, &one(w)?, 1, 64)?;
+                g.nbthread = Some(Spanned {
+                    value: n,
+                    loc: loc.clone(),
+                });
+            }
+            "maxconn" => g.maxconn = Some(parse_u32_range(kw, &one(w)?, 1, u32::MAX)?),
+            "tune.bufsize" => {
+                let v = one(w)?;
+                let n = parse_size(&v)?;
+                // Below 1 KiB not even a request line fits; above 1 GiB a
+                // per-connection buffer is surely a typo.
+                if !(1024..=(1 << 30)).contains(&n) {
+                    return Err(format!(
+                        "'tune.bufsize' {v} is out of range (1024 bytes to 1g)"
+                    ));
+                }
+                g.bufsize = n as usize;
+            }
+            "tune.runqueue-depth" => {
+                g.runqueue_depth = Some(parse_u32_range(kw, &one(w)?, 1, 1_000_000)?)
+            }
+            "tune.sched.low-latency" => g.low_latency = parse_on_off(kw, &one(w)?)?,
+            "tune.heavy-tasklets" => g.heavy_tasklets = parse_on_off(kw, &one(w)?)?,
+            "profiling.tasks" => {
+                g.profiling_tasks = match one(w)?.as_str() {
+                    "on" => ProfilingMode::On,
+                    "off" => ProfilingMode::Off,
+                    "auto" => ProfilingMode::Auto,
+                    o => {
+                        return Err(format!(
+                            "'profiling.tasks' expects 'on', 'auto' or 'off', got '{o}'"
+                        ))
+                    }
+                }
+            }
+            "hard-stop-after" => g.hard_stop_after = Some(parse_time(&one(w)?)?),
+            "log" => {
+                let t = parse_log_target(&w[1..], loc)?;
+                g.log.push(t);
+            }
+            "pidfile" => {
+                g.pidfile = Some(Spanned {
+                    value: PathBuf::from(one(w)?),
+                    loc: loc.clone(),
+                })
+            }
+            "server-state-file" => {
+                g.server_state_file = Some(Spanned {
+                    value: PathBuf::from(one(w)?),
+                    loc: loc.clone(),
+                })
+            }
+            "server-state-base" => {
+                g.server_state_base = Some(Spanned {
+                    value: PathBuf::from(one(w)?),
+                    loc: loc.clone(),
+                })
+            }
+            "daemon" => {
+                if w.len() > 1 {
+                    return Err("'daemon' takes no argument".to_string());
+                }
+                g.daemon = true;
+            }
+            "default-path" => {
+                self.default_path = match w.get(1).map(String::as_str) {
+                    Some("current") if w.len() == 2 => DefaultPath::Current,
+                    Some("config") if w.len() == 2 => DefaultPath::Config,
+                    Some("origin") if w.len() == 3 => DefaultPath::Origin(PathBuf::from(&w[2])),
+                    _ => {
+                        return Err("'default-path' expects 'current', 'config' or 'origin DIR'"
+                            .to_string())
+                    }
+                }
+            }
+            "stats" => match w.get(1).map(String::as_str) {
+                Some("socket") => {
+                    let s = parse_stats_socket(&w[2..], loc)?;
+                    g.stats_sockets.push(s);
+                }
+                Some("timeout") => match w {
+                    [_, _, t] => g.stats_timeout = Some(parse_time(t)?),
+                    _ => return Err("'stats timeout' expects a time".to_string()),
+                },
+                Some(o) => {
+                    return Err(format!(
+                        "unknown 'stats {o}' in global (supported: stats socket, stats timeout)"
+                    ))
+                }
+                None => return Err("'stats' expects 'socket' or 'timeout'".to_string()),
+            },
+            _ => return Err(format!("unknown keyword '{kw}' in 'global' section")),
+        }
+        Ok(())
+    }
+
+    /// Cross-checks that need the whole configuration, then the result.
+    pub(crate) fn finish(mut self) -> Result<Config, Vec<ConfigError>> {
+        self.close_section();
+        let mut errs: Vec<ConfigError> = Vec::new();
+        let err = |errs: &mut Vec<ConfigError>, loc: &Loc, m: String| {
+            errs.push(ConfigError {
+                loc: loc.clone(),
+                message: m,
+            })
+        };
+        let px = &self.proxies;
+        for (i, p) in px.iter().enumerate() {
+            // Two proxies may share a name only if their capabilities do not
+            // overlap (a frontend and a backend), as in HAProxy.
+            if let Some(q) = px[..i].iter().find(|q| {
+                q.name == p.name
+                    && ((q.kind.is_frontend() && p.kind.is_frontend())
+                        || (q.kind.is_backend() && p.kind.is_backend()))
+            }) {
+                err(
+                    &mut errs,
+                    &p.loc,
+                    format!(
+                        "{} '{}' has the same name as {} '{}' declared at {}",
+                        p.kind.name(),
+                        p.name,
+                        q.kind.name(),
+                        q.name,
+                        q.loc
+                    ),
+                );
+            }
+            if p.kind.is_frontend() && p.binds.is_empty() && !self.bad_binds.contains(&i) {
+                err(
+                    &mut errs,
+                    &p.loc,
+                    format!("{} '{}' has no 'bind' line", p.kind.name(), p.name),
+                );
+            }
+            let is_backend = |name: &str| px.iter().any(|b| b.kind.is_backend() && b.name == name);
+            for u in &p.use_backends {
+                if !is_backend(&u.backend) {
+                    err(
+                        &mut errs,
+                        &u.loc,
+                        format!("'use_backend' names unknown backend '{}'", u.backend),
+                    );
+                }
+            }
+            if p.kind.is_frontend() {
+                if let Some(d) = &p.default_backend {
+                    if !is_backend(&d.value) {
+                        err(
+                            &mut errs,
+                            &d.loc,
+                            format!("'default_backend' names unknown backend '{}'", d.value),
+                        );
+                    }
+                }
+            }
+            for (j, s) in p.servers.iter().enumerate() {
+                if let Some(f) = p.servers[..j].iter().find(|f| f.name == s.name) {
+                    err(
+                        &mut errs,
+                        &s.loc,
+                        format!(
+                            "server '{}' is declared twice in backend '{}' (first at {})",
+                            s.name, p.name, f.loc
+                        ),
+                    );
+                }
+            }
+            if let (Some(sf), Some(s)) = (&p.serve_files, p.servers.first()) {
+                err(
+                    &mut errs,
+                    &sf.loc,
+                    format!(
+                        "backend '{}' has both 'serve-files' and servers (server '{}' at {})",
+                        p.name, s.name, s.loc
+                    ),
+                );
+            }
+            let bufsize = self.global.bufsize;
+            for e in &p.errorfiles {
+                if e.content.len() > bufsize {
+                    err(
+                        &mut errs,
+                        &e.loc,
+                        format!(
+                            "errorfile '{}' is {} bytes, larger than tune.bufsize ({bufsize})",
+                            e.path.display(),
+                            e.content.len()
+                        ),
+                    );
+                }
+            }
+            for r in &p.http_request {
+                if let HttpRequestAction::Return(ret) = &r.action {
+                    if let ReturnBody::File { path, content } = &ret.body {
+                        if content.len() > bufsize {
+                            err(
+                                &mut errs,
+                                &r.loc,
+                                format!(
+                                    "file '{}' is {} bytes, larger than tune.bufsize ({bufsize})",
+                                    path.display(),
+                                    content.len()
+                                ),
+                            );
+                        }
+                    }
+                }
+            }
+        }
+        self.errors.extend(errs);
+        if self.errors.is_empty() {
+            Ok(Config {
+                global: self.global,
+                proxies: self.proxies,
+            })
+        } else {
+            // Report in file order, then line order, as a reader expects.
+            let order: Vec<Arc<str>> = {
+                let mut v: Vec<Arc<str>> = Vec::new();
+                for e in &self.errors {
+                    if !v.contains(&e.loc.file) {
+                        v.push(e.loc.file.clone());
+                    }
+                }
+                v
+            };
+            let mut errors = self.errors;
+            errors.sort_by_key(|e| {
+                (
+                    order.iter().position(|f| *f == e.loc.file).unwrap_or(0),
+                    e.loc.line,
+                )
+            });
+            Err(errors)
+        }
+    }
+}
+
+const FACILITIES: &[&str] = &[
+    "kern", "user", "mail", "daemon", "auth", "syslog", "lpr", "news", "uucp", "cron", "auth2",
+    "ftp", "ntp", "audit", "alert", "cron2", "local0", "local1", "local2", "local3", "local4",
+    "local5", "local6", "local7",
+];
+
+fn log_level(s: &str) -> Option<LogLevel> {
+    Some(match s {
+        "emerg" => LogLevel::Emerg,
+        "alert" => LogLevel::Alert,
+        "crit" => LogLevel::Crit,
+        "err" => LogLevel::Err,
+        "warning" => LogLevel::Warning,
+        "notice" => LogLevel::Notice,
+        "info" => LogLevel::Info,
+        "debug" => LogLevel::Debug,
+        _ => return None,
+    })
+}
+
+/// `TARGET [format F] [FACILITY] [LEVEL [MINLEVEL]]`.
+fn parse_log_target(w: &[String], loc: &Loc) -> Result<LogTarget, String> {
+    let Some(target) = w.first() else {
+        return Err("'log' expects a target (stdout, stderr or a file)".to_string());
+    };
+    let dest = match target.as_str() {
+        "stdout" => LogDest::Stdout,
+        "stderr" => LogDest::Stderr,
+        t if t.contains('@')
+            || t.parse::<std::net::IpAddr>().is_ok()
+            || parse_host_port(t).is_ok() && !t.starts_with('/') =>
+        {
+            return Err(format!(
+                "log target '{t}' is not supported: ebb logs to stdout, stderr or a file"
+            ))
+        }
+        t => LogDest::File(PathBuf::from(t)),
+    };
+    let mut i = 1;
+    if w.get(i).map(String::as_str) == Some("format") {
+        match w.get(i + 1).map(String::as_str) {
+            Some("raw") => {}
+            Some(f) => {
+                return Err(format!(
+                    "log format '{f}' is not supported (ebb writes raw lines: use 'format raw' or nothing)"
+                ))
+            }
+            None => return Err("'format' expects a log format".to_string()),
+        }
+        i += 2;
+    }
+    let mut facility = None;
+    if let Some(f) = w.get(i) {
+        if FACILITIES.contains(&f.as_str()) {
+            facility = Some(f.clone());
+            i += 1;
+        }
+    }
+    let mut levels = Vec::new();
+    for l in &w[i.min(w.len())..] {
+        match log_level(l) {
+            Some(lv) => levels.push(lv),
+            None => return Err(format!("unknown log facility or level '{l}'")),
+        }
+    }
+    if levels.len() > 2 {
+        return Err("too many log levels (at most LEVEL and MINLEVEL)".to_string());
+    }
+    Ok(LogTarget {
+        dest,
+        facility,
+        level: levels.first().copied(),
+        min_level: levels.get(1).copied(),
+        loc: loc.clone(),
+    })
+}
+
+fn parse_stats_socket(w: &[String], loc: &Loc) -> Result<StatsSocket, String> {
+    let Some(path) = w.first() else {
+        return Err("'stats socket' expects a path".to_string());
+    };
+    let mut s = StatsSocket {
+        path: path.clone(),
+        mode: None,
+        level: CliLevel::Operator,
+        loc: loc.clone(),
+    };
+    let mut i = 1;
+    while i < w.len() {
+        let opt = w[i].as_str();
+        let arg = w
+            .get(i + 1)
+            .ok_or_else(|| format!("'{opt}' expects a value"))?;
+        match opt {
+            "mode" => {
+                let m = u32::from_str_radix(arg, 8)
+                    .ok()
+                    .filter(|m| *m <= 0o7777 && !arg.is_empty())
+                    .ok_or_else(|| format!("invalid octal mode '{arg}'"))?;
+                s.mode = Some(m);
+            }
+            "level" => {
+                s.level = match arg.as_str() {
+                    "user" => CliLevel::User,
+                    "operator" => CliLevel::Operator,
+                    "admin" => CliLevel::Admin,
+                    o => {
+                        return Err(format!(
+                            "unknown level '{o}' (expected user, operator or admin)"
+                        ))
+                    }
+                }
+            }
+            o => {
+                return Err(format!(
+                    "unknown 'stats socket' option '{o}' (supported: mode, level)"
+                ))
+            }
+        }
+        i += 2;
+    }
+    Ok(s)
+}
+
+/// Splits rule arguments from a trailing `if|unless COND`.
+fn split_cond(w: &[String]) -> (&[String], Option<(bool, &[String])>) {
+    match w.iter().position(|x| x == "if" || x == "unless") {
+        Some(i) => (&w[..i], Some((w[i] == "unless", &w[i + 1..]))),
+        None => (w, None),
+    }
+}
+
+fn cond_of(
+    c: Option<(bool, &[String])>,
+    px: &Proxy,
+    loc: &Loc,
+) -> Result<Option<Condition>, String> {
+    match c {
+        None => Ok(None),
+        Some((unless, words)) => parse_condition(unless, words, &px.acls, loc).map(Some),
+    }
+}
+
+/// The value of `kw` at `w[i]`, or an error naming it.
+fn arg<'a>(w: &'a [String], i: usize, kw: &str) -> Result<&'a str, String> {
+    w.get(i)
+        .map(String::as_str)
+        .ok_or_else(|| format!("'{kw}' expects an argument"))
+}
+
+/// Reads a file at parse time, with an error naming it.
+fn read_file(path: &Path) -> Result<Vec<u8>, String> {
+    std::fs::read(path).map_err(|e| format!("cannot read '{}': {e}", path.display()))
+}
+
+/// Checks that `bytes` look like an HTTP/1.x response: a status line with a
+/// 3-digit code and the blank line ending the headers.
+fn check_http_response(bytes: &[u8], path: &Path) -> Result<(), String> {
+    let ok_start = (bytes.starts_with(b"HTTP/1.0 ") || bytes.starts_with(b"HTTP/1.1 "))
+        && bytes.len() >= 12
+        && bytes[9..12].iter().all(u8::is_ascii_digit);
+    if !ok_start {
+        return Err(format!(
+            "'{}' is not an HTTP response (it must start with a status line such as 'HTTP/1.1 503 Service Unavailable')",
+            path.display()
+        ));
+    }
+    let has_end =
+        bytes.windows(4).any(|x| x == b"\r\n\r\n") || bytes.windows(2).any(|x| x == b"\n\n");
+    if !has_end {
+        return Err(format!(
+            "'{}' has no empty line ending the response headers",
+            path.display()
+        ));
+    }
+    Ok(())
+}
+
+fn proxy_kw(px: &mut Proxy, ctx: &Ctx<'_>, words: &[String]) -> Result<(), String> {
+    let (no, w) = if words[0] == "no" {
+        if words.len() < 2 {
+            return Err("'no' expects a keyword".to_string());
+        }
+        (true, &words[1..])
+    } else {
+        (false, words)
+    };
+    let kw = w[0].as_str();
+    if no && kw != "option" && kw != "log" {
+        return Err(format!("'no {kw}' is not supported"));
+    }
+    let loc = ctx.loc;
+    match kw {
+        "mode" => {
+            ctx.allow(kw, FE | BE, true)?;
+            match arg(w, 1, kw)? {
+                "http" if w.len() == 2 => {}
+                "http" => return Err("'mode' expects exactly one argument".to_string()),
+                "tcp" => {
+                    return Err("'mode tcp': only http mode is supported".to_string());
+                }
+                m => return Err(format!("unknown mode '{m}' (only http mode is supported)")),
+            }
+        }
+        "timeout" => {
+            let which = arg(w, 1, kw)?;
+            let caps = match which {
+                "client" => FE,
+                "server" | "connect" | "queue" | "tunnel" | "check" => BE,
+                "http-request" | "http-keep-alive" => FE | BE,
+                o => {
+                    return Err(format!(
+                        "unknown timeout '{o}' (supported: client, server, connect, http-request, http-keep-alive, queue, tunnel, check)"
+                    ))
+                }
+            };
+            ctx.allow(&format!("timeout {which}"), caps, true)?;
+            let v = arg(w, 2, &format!("timeout {which}"))?;
+            if w.len() > 3 {
+                return Err(format!("'timeout {which}' expects exactly one argument"));
+            }
+            let d = parse_time(v)?;
+            // A zero timeout means "none", as in HAProxy.
+            let d = if d.is_zero() { None } else { Some(d) };
+            let t = &mut px.timeouts;
+            match which {
+                "client" => t.client = d,
+                "server" => t.server = d,
+                "connect" => t.connect = d,
+                "queue" => t.queue = d,
+                "tunnel" => t.tunnel = d,
+                "check" => t.check = d,
+                "http-request" => t.http_request = d,
+                _ => t.http_keep_alive = d,
+            }
+        }
+        "maxconn" => {
+            ctx.allow(kw, FE, true)?;
+            if w.len() != 2 {
+                return Err("'maxconn' expects exactly one argument".to_string());
+            }
+            px.maxconn = Some(parse_u32_range(kw, &w[1], 1, u32::MAX)?);
+        }
+        "option" => proxy_option(px, ctx, no, w)?,
+        "log" => {
+            ctx.allow(kw, FE | BE, true)?;
+            if no {
+                if w.len() > 1 {
+                    return Err("'no log' takes no argument".to_string());
+                }
+                px.log.clear();
+            } else if w.get(1).map(String::as_str) == Some("global") {
+                if w.len() > 2 {
+                    return Err("'log global' takes no argument".to_string());
+                }
+                px.log.push(ProxyLog::Global);
+            } else {
+                px.log
+                    .push(ProxyLog::Target(parse_log_target(&w[1..], loc)?));
+            }
+        }
+        "bind" => {
+            ctx.allow(kw, FE, false)?;
+            let b = parse_bind(&w[1..], ctx)?;
+            px.binds.push(b);
+        }
+        "default_backend" => {
+            ctx.allow(kw, FE, true)?;
+            if w.len() != 2 {
+                return Err("'default_backend' expects a backend name".to_string());
+            }
+            px.default_backend = Some(Spanned {
+                value: w[1].clone(),
+                loc: loc.clone(),
+            });
+        }
+        "use_backend" => {
+            ctx.allow(kw, FE, false)?;
+            let (args, c) = split_cond(&w[1..]);
+            let name = match args {
+                [n] => n.clone(),
+                [] => return Err("'use_backend' expects a backend name".to_string()),
+                _ => {
+                    return Err(
+                        "'use_backend' expects a backend name then 'if' or 'unless'".to_string()
+                    )
+                }
+            };
+            if name.contains("%[") {
+                return Err(format!("dynamic backend name '{name}' is not supported"));
+            }
+            let cond = cond_of(c, px, loc)?;
+            px.use_backends.push(UseBackend {
+                backend: name,
+                cond,
+                loc: loc.clone(),
+            });
+        }
+        "acl" => {
+            ctx.allow(kw, FE | BE, false)?;
+            let name = arg(w, 1, kw)?;
+            if !valid_name(name) {
+                return Err(format!(
+                    "invalid ACL name '{name}' (letters, digits, '-', '_', '.' and ':' only)"
+                ));
+            }
+            let test = parse_acl_test(&w[2..], loc)?;
+            match px.acls.iter_mut().find(|a| a.name == name) {
+                Some(a) => a.tests.push(test),
+                None => px.acls.push(Acl {
+                    name: name.to_string(),
+                    tests: vec![test],
+                    loc: loc.clone(),
+                }),
+            }
+        }
+        "http-request" => {
+            ctx.allow(kw, FE | BE, false)?;
+            let rule = parse_http_request(px, ctx, &w[1..])?;
+            px.http_request.push(rule);
+        }
+        "redirect" => {
+            ctx.allow(kw, FE | BE, false)?;
+            let (args, c) = split_cond(&w[1..]);
+            let r = parse_redirect(args)?;
+            let cond = cond_of(c, px, loc)?;
+            px.http_request.push(HttpRequestRule {
+                action: HttpRequestAction::Redirect(r),
+                cond,
+                loc: loc.clone(),
+            });
+        }
+        "http-response" => {
+            ctx.allow(kw, FE | BE, false)?;
+            let action = arg(w, 1, kw)?;
+            let (args, c) = split_cond(&w[2..]);
+            let act = match action {
+                "set-header" | "add-header" => {
+                    let [n, v] = args else {
+                        return Err(format!("'http-response {action}' expects NAME VALUE"));
+                    };
+                    let name = header_name(n)?;
+                    let value = header_value(v)?;
+                    if action == "set-header" {
+                        HttpResponseAction::SetHeader { name, value }
+                    } else {
+                        HttpResponseAction::AddHeader { name, value }
+                    }
+                }
+                "del-header" => {
+                    let [n] = args else {
+                        return Err("'http-response del-header' expects NAME".to_string());
+                    };
+                    HttpResponseAction::DelHeader {
+                        name: header_name(n)?,
+                    }
+                }
+                o => {
+                    return Err(format!(
+                        "unknown 'http-response' action '{o}' (supported: set-header, add-header, del-header)"
+                    ))
+                }
+            };
+            let cond = cond_of(c, px, loc)?;
+            px.http_response.push(HttpResponseRule {
+                action: act,
+                cond,
+                loc: loc.clone(),
+            });
+        }
+        "errorfile" => {
+            ctx.allow(kw, FE | BE, true)?;
+            let [_, code, file] = w else {
+                return Err("'errorfile' expects CODE FILE".to_string());
+            };
+            let status = code
+                .parse::<u16>()
+                .ok()
+                .filter(|c| ERRORFILE_CODES.contains(c))
+                .ok_or_else(|| {
+                    format!(
+                        "'errorfile' status code '{code}' is not one of {}",
+                        ERRORFILE_CODES
+                            .iter()
+                            .map(u16::to_string)
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    )
+                })?;
+            let path = ctx.resolve(file);
+            let content = read_file(&path)?;
+            check_http_response(&content, &path)?;
+            let e = ErrorFile {
+                status,
+                path,
+                content,
+                loc: loc.clone(),
+            };
+            match px.errorfiles.iter_mut().find(|x| x.status == status) {
+                Some(x) => *x = e,
+                None => px.errorfiles.push(e),
+            }
+        }
+        "stats" => parse_stats(px, ctx, w)?,
+        "balance" => {
+            ctx.allow(kw, BE, true)?;
+            px.balance = parse_balance(&w[1..])?;
+        }
+        "retries" => {
+            ctx.allow(kw, BE, true)?;
+            if w.len() != 2 {
+                return Err("'retries' expects exactly one argument".to_string());
+            }
+            // HAProxy accepts any count; more than 100 is surely a mistake.
+            px.retries = parse_u32_range(kw, &w[1], 0, 100)?;
+        }
+        "http-reuse" => {
+            ctx.allow(kw, BE, true)?;
+            px.http_reuse = match w {
+                [_, m] => match m.as_str() {
+                    "never" => HttpReuse::Never,
+                    "safe" => HttpReuse::Safe,
+                    "aggressive" => HttpReuse::Aggressive,
+                    "always" => HttpReuse::Always,
+                    o => {
+                        return Err(format!(
+                            "unknown 'http-reuse' mode '{o}' (expected never, safe, aggressive or always)"
+                        ))
+                    }
+                },
+                _ => return Err("'http-reuse' expects exactly one argument".to_string()),
+            };
+        }
+        "default-server" => {
+            ctx.allow(kw, BE, true)?;
+            parse_server_opts(&w[1..], &mut px.default_server, ctx)?;
+        }
+        "server" => {
+            ctx.allow(kw, BE, false)?;
+            let name = arg(w, 1, kw)?;
+            if !valid_name(name) {
+                return Err(format!("invalid server name '{name}'"));
+            }
+            let addr = w
+                .get(2)
+                .ok_or_else(|| format!("server '{name}' needs an address (ADDR:PORT)"))?;
+            let (host, port) = parse_host_port(addr)?;
+            let mut opts = px.default_server.clone();
+            parse_server_opts(&w[3..], &mut opts, ctx)?;
+            px.servers.push(Server {
+                name: name.to_string(),
+                host,
+                port,
+                opts,
+                loc: loc.clone(),
+            });
+        }
+        "http-check" => {
+            ctx.allow(kw, BE, true)?;
+            match w.get(1).map(String::as_str) {
+                Some("expect") => {
+                    let mut i = 2;
+                    let negate = w.get(i).map(String::as_str) == Some("!");
+                    if negate {
+                        i += 1;
+                    }
+                    let kind = arg(w, i, "http-check expect")?;
+                    let pat = arg(w, i + 1, &format!("http-check expect {kind}"))?;
+                    if w.len() > i + 2 {
+                        return Err(format!(
+                            "unexpected argument '{}' after 'http-check expect {kind}'",
+                            w[i + 2]
+                        ));
+                    }
+                    let kind = match kind {
+                        "status" => ExpectKind::Status(parse_status_list(pat)?),
+                        "rstatus" => ExpectKind::RStatus(pat.to_string()),
+                        "string" => ExpectKind::String(pat.to_string()),
+                        "rstring" => ExpectKind::RString(pat.to_string()),
+                        o => {
+                            return Err(format!(
+                                "unknown 'http-check expect' match '{o}' (supported: status, rstatus, string, rstring)"
+                            ))
+                        }
+                    };
+                    px.http_check.expect = Some(HttpExpect {
+                        negate,
+                        kind,
+                        loc: loc.clone(),
+                    });
+                }
+                Some(o) => {
+                    return Err(format!(
+                        "unsupported 'http-check {o}' (supported: http-check expect)"
+                    ))
+                }
+                None => return Err("'http-check' expects 'expect'".to_string()),
+            }
+        }
+        "load-server-state-from-file" => {
+            ctx.allow(kw, BE, true)?;
+            let v = match w {
+                [_, m] => match m.as_str() {
+                    "global" => LoadServerState::Global,
+                    "local" => LoadServerState::Local,
+                    "none" => LoadServerState::None,
+                    o => {
+                        return Err(format!(
+                            "'load-server-state-from-file' expects global, local or none, got '{o}'"
+                        ))
+                    }
+                },
+                _ => {
+                    return Err(
+                        "'load-server-state-from-file' expects global, local or none".to_string(),
+                    )
+                }
+            };
+            px.load_server_state = Some(Spanned {
+                value: v,
+                loc: loc.clone(),
+            });
+        }
+        "serve-files" => {
+            ctx.allow(kw, BE, false)?;
+            px.serve_files = Some(parse_serve_files(&w[1..], ctx)?);
+        }
+        _ => {
+            return Err(format!(
+                "unknown keyword '{kw}' in '{}' section",
+                ctx.section_name
+            ))
+        }
+    }
+    Ok(())
+}
+
+fn proxy_option(px: &mut Proxy, ctx: &Ctx<'_>, no: bool, w: &[String]) -> Result<(), String> {
+    let name = arg(w, 1, "option")?;
+    let caps = match name {
+        "http-keep-alive" | "httpclose" | "http-server-close" | "forwardfor" => FE | BE,
+        "redispatch" | "httpchk" => BE,
+        "httplog" | "dontlognull" => FE,
+        o => {
+            return Err(format!(
+                "unknown option '{o}' (supported: http-keep-alive, http-server-close, httpclose, forwardfor, redispatch, httpchk, httplog, dontlognull)"
+            ))
+        }
+    };
+    ctx.allow(&format!("option {name}"), caps, true)?;
+    let rest = &w[2..];
+    let no_args = |rest: &[String]| -> Result<(), String> {
+        match rest.first() {
+            Some(x) => Err(format!("unexpected argument '{x}' after 'option {name}'")),
+            None => Ok(()),
+        }
+    };
+    let o = &mut px.options;
+    match name {
+        "http-keep-alive" | "httpclose" | "http-server-close" => {
+            no_args(rest)?;
+            let mode = match name {
+                "http-keep-alive" => HttpConnMode::KeepAlive,
+                "httpclose" => HttpConnMode::Close,
+                _ => HttpConnMode::ServerClose,
+            };
+            if !no {
+                o.conn_mode = mode;
+            } else if o.conn_mode == mode {
+                o.conn_mode = HttpConnMode::KeepAlive;
+            }
+        }
+        "redispatch" => {
+            no_args(rest)?;
+            o.redispatch = !no;
+        }
+        "httplog" => {
+            no_args(rest)?;
+            o.httplog = !no;
+        }
+        "dontlognull" => {
+            no_args(rest)?;
+            o.dontlognull = !no;
+        }
+        "forwardfor" => {
+            if no {
+                return Err("'no option forwardfor' is not supported".to_string());
+            }
+            let mut ff = ForwardFor {
+                except: None,
+                header: "x-forwarded-for".to_string(),
+                if_none: false,
+            };
+            let mut i = 0;
+            while i < rest.len() {
+                match rest[i].as_str() {
+                    "except" => {
+                        ff.except = Some(parse_ipnet(arg(rest, i + 1, "except")?)?);
+                        i += 2;
+                    }
+                    "header" => {
+                        ff.header = header_name(arg(rest, i + 1, "header")?)?.to_ascii_lowercase();
+                        i += 2;
+                    }
+                    "if-none" => {
+                        ff.if_none = true;
+                        i += 1;
+                    }
+                    x => {
+                        return Err(format!(
+                            "unknown 'option forwardfor' argument '{x}' (supported: except, header, if-none)"
+                        ))
+                    }
+                }
+            }
+            o.forwardfor = Some(ff);
+        }
+        _ => {
+            // httpchk [URI] | [METHOD URI [VERSION]]
+            if no {
+                return Err("'no option httpchk' is not supported".to_string());
+            }
+            let hc = &mut px.http_check;
+            hc.enabled = true;
+            match rest {
+                [] => {}
+                [uri] => hc.uri = uri.clone(),
+                [m, uri] | [m, uri, _] => {
+                    if !is_token(m) {
+                        return Err(format!("invalid HTTP method '{m}' in 'option httpchk'"));
+                    }
+                    hc.method = m.clone();
+                    hc.uri = uri.clone();
+                    if let Some(v) = rest.get(2) {
+                        hc.version = v.clone();
+                    }
+                }
+                _ => return Err("'option httpchk' expects at most METHOD URI VERSION".to_string()),
+            }
+            if !hc.uri.starts_with('/') && hc.uri != "*" {
+                return Err(format!(
+                    "'option httpchk' URI '{}' must start with '/'",
+                    hc.uri
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+fn parse_bind(w: &[String], ctx: &Ctx<'_>) -> Result<Bind, String> {
+    let Some(addr) = w.first() else {
+        return Err("'bind' expects an address (ADDR:PORT)".to_string());
+    };
+    let addrs = parse_bind_addrs(addr)?;
+    let mut name = None;
+    let mut ssl = false;
+    let mut crts = Vec::new();
+    let mut key = None;
+    let mut alpn = Vec::new();
+    let mut min_ver = None;
+    let mut i = 1;
+    while i < w.len() {
+        let opt = w[i].as_str();
+        if opt == "ssl" {
+            ssl = true;
+            i += 1;
+            continue;
+        }
+        let v = arg(w, i + 1, opt).map_err(|_| format!("bind option '{opt}' expects a value"));
+        match opt {
+            "name" => name = Some(v?.to_string()),
+            "crt" => crts.push(ctx.resolve(v?)),
+            "key" => key = Some(ctx.resolve(v?)),
+            "alpn" => {
+                let v = v?;
+                alpn = v.split(',').map(str::to_string).collect();
+                if alpn.iter().any(|p| p.is_empty() || p.len() > 255) {
+                    return Err(format!("invalid ALPN list '{v}'"));
+                }
+            }
+            "ssl-min-ver" => {
+                min_ver = Some(match v? {
+                    "TLSv1.2" => TlsVersion::Tls12,
+                    "TLSv1.3" => TlsVersion::Tls13,
+                    "SSLv3" | "TLSv1.0" | "TLSv1.1" => {
+                        return Err(format!(
+                        "'ssl-min-ver {}' is not supported: ebb speaks TLSv1.2 and TLSv1.3 only",
+                        &w[i + 1]
+                    ))
+                    }
+                    o => {
+                        return Err(format!(
+                            "unknown TLS version '{o}' (expected TLSv1.2 or TLSv1.3)"
+                        ))
+                    }
+                })
+            }
+            o => {
+                return Err(format!(
+                    "unknown bind option '{o}' (supported: name, ssl, crt, key, alpn, ssl-min-ver)"
+                ))
+            }
+        }
+        i += 2;
+    }
+    let ssl = if ssl {
+        if crts.is_empty() {
+            return Err("'bind ... ssl' needs at least one 'crt FILE'".to_string());
+        }
+        Some(BindSsl {
+            crts,
+            key,
+            alpn,
+            min_ver,
+        })
+    } else {
+        if !crts.is_empty() || key.is_some() || !alpn.is_empty() || min_ver.is_some() {
+            return Err(
+                "'crt', 'key', 'alpn' and 'ssl-min-ver' need 'ssl' on the bind line".to_string(),
+            );
+        }
+        None
+    };
+    Ok(Bind {
+        addrs,
+        name,
+        ssl,
+        loc: ctx.loc.clone(),
+    })
+}
+
+fn parse_server_opts(w: &[String], o: &mut ServerOptions, ctx: &Ctx<'_>) -> Result<(), String> {
+    let mut i = 0;
+    while i < w.len() {
+        let opt = w[i].as_str();
+        i += 1;
+        // Flags first.
+        match opt {
+            "backup" => o.backup = true,
+            "no-backup" => o.backup = false,
+            "disabled" => o.disabled = true,
+            "enabled" => o.disabled = false,
+            "check" => o.check = true,
+            "no-check" => o.check = false,
+            "ssl" => o.ssl = true,
+            "no-ssl" => o.ssl = false,
+            _ => {
+                let v = w
+                    .get(i)
+                    .map(String::as_str)
+                    .ok_or_else(|| format!("server option '{opt}' expects a value"))?;
+                i += 1;
+                match opt {
+                    // HAProxy's limits: weight 0..256.
+                    "weight" => o.weight = parse_u32_range(opt, v, 0, 256)?,
+                    "maxconn" => o.maxconn = Some(parse_u32_range(opt, v, 0, u32::MAX)?).filter(|m| *m > 0),
+                    "maxqueue" => o.maxqueue = Some(parse_u32_range(opt, v, 0, u32::MAX)?).filter(|m| *m > 0),
+                    "inter" => o.inter = nonzero_time(opt, v)?,
+                    "fastinter" => o.fastinter = Some(nonzero_time(opt, v)?),
+                    "downinter" => o.downinter = Some(nonzero_time(opt, v)?),
+                    "rise" => o.rise = parse_u32_range(opt, v, 1, 1_000_000)?,
+                    "fall" => o.fall = parse_u32_range(opt, v, 1, 1_000_000)?,
+                    "slowstart" => {
+                        let d = parse_time(v)?;
+                        o.slowstart = if d.is_zero() { None } else { Some(d) };
+                    }
+                    "verify" => {
+                        o.verify = match v {
+                            "none" => Verify::None,
+                            "required" => Verify::Required,
+                            x => {
+                                return Err(format!(
+                                    "'verify' expects 'none' or 'required', got '{x}'"
+                                ))
+                            }
+                        }
+                    }
+                    "ca-file" => o.ca_file = Some(ctx.resolve(v)),
+                    "sni" => o.sni = Some(v.to_string()),
+                    "pool-max-conn" => {
+                        o.pool_max_conn = if v == "-1" {
+                            None
+                        } else {
+                            Some(parse_u32_range(opt, v, 0, u32::MAX)?)
+                        }
+                    }
+                    "pool-purge-delay" => o.pool_purge_delay = parse_time(v)?,
+                    _ => {
+                        return Err(format!(
+                            "unknown server option '{opt}' (supported: weight, maxconn, maxqueue, backup, disabled, check, inter, fastinter, downinter, rise, fall, slowstart, ssl, verify, ca-file, sni, pool-max-conn, pool-purge-delay)"
+                        ))
+                    }
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+fn nonzero_time(what: &str, v: &str) -> Result<std::time::Duration, String> {
+    let d = parse_time(v)?;
+    if d.is_zero() {
+        return Err(format!("'{what}' must be greater than zero"));
+    }
+    Ok(d)
+}
+
+fn parse_balance(w: &[String]) -> Result<Balance, String> {
+    let Some(algo) = w.first() else {
+        return Err("'balance' expects an algorithm".to_string());
+    };
+    let rest = &w[1..];
+    let no_more = |b: Balance| -> Result<Balance, String> {
+        match rest.first() {
+            Some(x) => Err(format!("unexpected argument '{x}' after 'balance {algo}'")),
+            None => Ok(b),
+        }
+    };
+    if let Some(inner) = algo.strip_prefix("hdr(").and_then(|s| s.strip_suffix(')')) {
+        if !is_token(inner) {
+            return Err(format!("invalid header name '{inner}' in 'balance {algo}'"));
+        }
+        let use_domain_only = match rest {
+            [] => false,
+            [x] if x == "use_domain_only" => true,
+            _ => {
+                return Err(format!(
+                    "'balance {algo}' accepts only 'use_domain_only' after it"
+                ))
+            }
+        };
+        return Ok(Balance::Hdr {
+            name: inner.to_ascii_lowercase(),
+            use_domain_only,
+        });
+    }
+    match algo.as_str() {
+        "roundrobin" => no_more(Balance::RoundRobin),
+        "static-rr" => no_more(Balance::StaticRr),
+        "leastconn" => no_more(Balance::LeastConn),
+        "first" => no_more(Balance::First),
+        "source" => no_more(Balance::Source),
+        "random" => match rest {
+            [] => Ok(Balance::Random { draws: 2 }),
+            [n] => Ok(Balance::Random {
+                draws: parse_u32_range("balance random", n, 1, 100)?,
+            }),
+            _ => Err("'balance random' accepts at most a number of draws".to_string()),
+        },
+        "uri" => {
+            let (mut whole, mut len, mut depth) = (false, None, None);
+            let mut i = 0;
+            while i < rest.len() {
+                match rest[i].as_str() {
+                    "whole" => whole = true,
+                    "len" => {
+                        len = Some(parse_u32_range("len", arg(rest, i + 1, "len")?, 1, u32::MAX)?);
+                        i += 1;
+                    }
+                    "depth" => {
+                        depth = Some(parse_u32_range("depth", arg(rest, i + 1, "depth")?, 1, u32::MAX)?);
+                        i += 1;
+                    }
+                    x => {
+                        return Err(format!(
+                            "unknown 'balance uri' argument '{x}' (supported: whole, len N, depth N)"
+                        ))
+                    }
+                }
+                i += 1;
+            }
+            Ok(Balance::Uri { whole, len, depth })
+        }
+        o => Err(format!(
+            "unknown balance algorithm '{o}' (supported: roundrobin, static-rr, leastconn, first, source, uri, hdr(NAME), random)"
+        )),
+    }
+}
+
+/// `200`, `200-399`, `200,204,300-399`.
+fn parse_status_list(s: &str) -> Result<Vec<(u16, u16)>, String> {
+    let mut out = Vec::new();
+    for part in s.split(',') {
+        let (a, b) = part.split_once('-').unwrap_or((part, part));
+        let lo = parse_status("http-check expect status", a, 100, 599)?;
+        let hi = parse_status("http-check expect status", b, 100, 599)?;
+        if lo > hi {
+            return Err(format!("invalid status range '{part}'"));
+        }
+        out.push((lo, hi));
+    }
+    Ok(out)
+}
+
+fn parse_stats(px: &mut Proxy, ctx: &Ctx<'_>, w: &[String]) -> Result<(), String> {
+    let sub = arg(w, 1, "stats")?;
+    let kw = format!("stats {sub}");
+    ctx.allow(&kw, FE | BE, sub != "admin")?;
+    let loc = ctx.loc;
+    let one = || -> Result<&str, String> {
+        match w {
+            [_, _, v] => Ok(v.as_str()),
+            _ => Err(format!("'{kw}' expects exactly one argument")),
+        }
+    };
+    let st = &mut px.stats;
+    match sub {
+        "enable" => {
+            if w.len() > 2 {
+                return Err("'stats enable' takes no argument".to_string());
+            }
+        }
+        "uri" => {
+            let u = one()?;
+            if !u.starts_with('/') {
+                return Err(format!("'stats uri' must start with '/', got '{u}'"));
+            }
+            st.uri = Some(Spanned {
+                value: u.to_string(),
+                loc: loc.clone(),
+            });
+        }
+        "refresh" => st.refresh = Some(nonzero_time(&kw, one()?)?),
+        "realm" => st.realm = Some(one()?.to_string()),
+        "hide-version" => {
+            if w.len() > 2 {
+                return Err("'stats hide-version' takes no argument".to_string());
+            }
+            st.hide_version = true;
+        }
+        "auth" => {
+            let v = one()?;
+            let Some((user, password)) = v.split_once(':') else {
+                return Err(format!("'stats auth' expects USER:PASSWORD, got '{v}'"));
+            };
+            if user.is_empty() {
+                return Err("'stats auth' needs a user name before ':'".to_string());
+            }
+            st.auth.push(StatsUser {
+                user: user.to_string(),
+                password: password.to_string(),
+            });
+        }
+        "admin" => {
+            let (args, c) = split_cond(&w[2..]);
+            if let Some(x) = args.first() {
+                return Err(format!("unexpected '{x}': 'stats admin' expects 'if' or 'unless'"));
+            }
+            let Some(c) = c else {
+                return Err("'stats admin' expects 'if' or 'unless' and a condition".to_string());
+            };
+            let cond = parse_condition(c.0, c.1, &px.acls, loc)?;
+            px.stats.admin.push(cond);
+        }
+        o => {
+            return Err(format!(
+                "unknown 'stats {o}' (supported: enable, uri, refresh, auth, admin, realm, hide-version)"
+            ))
+        }
+    }
+    px.stats.enabled = true;
+    Ok(())
+}
+
+fn parse_serve_files(w: &[String], ctx: &Ctx<'_>) -> Result<ServeFiles, String> {
+    let Some(dir) = w.first() else {
+        return Err("'serve-files' expects a directory".to_string());
+    };
+    let mut sf = ServeFiles {
+        root: ctx.resolve(dir),
+        index: vec!["index.html".to_string()],
+        listing: false,
+        follow_symlinks: false,
+        max_age: None,
+        loc: ctx.loc.clone(),
+    };
+    let mut custom_index = false;
+    let mut i = 1;
+    while i < w.len() {
+        let opt = w[i].as_str();
+        let v = w
+            .get(i + 1)
+            .map(String::as_str)
+            .ok_or_else(|| format!("'serve-files' option '{opt}' expects a value"))?;
+        match opt {
+            "index" => {
+                if v.is_empty() || v.contains('/') {
+                    return Err(format!("invalid index file name '{v}'"));
+                }
+                if !custom_index {
+                    sf.index.clear();
+                    custom_index = true;
+                }
+                sf.index.push(v.to_string());
+            }
+            "listing" => sf.listing = parse_on_off("listing", v)?,
+            "follow-symlinks" => sf.follow_symlinks = parse_on_off("follow-symlinks", v)?,
+            "max-age" => {
+                // Seconds, as in Cache-Control; a unit may be given.
+                let d = if v.bytes().all(|b| b.is_ascii_digit()) {
+                    parse_time_unit(v, 1_000_000)?
+                } else {
+                    parse_time(v)?
+                };
+                let secs = u32::try_from(d.as_secs())
+                    .map_err(|_| format!("'max-age' {v} is too large"))?;
+                sf.max_age = Some(secs);
+            }
+            o => {
+                return Err(format!(
+                    "unknown 'serve-files' option '{o}' (supported: index, listing, follow-symlinks, max-age)"
+                ))
+            }
+        }
+        i += 2;
+    }
+    Ok(sf)
+}
+
+fn parse_redirect(args: &[String]) -> Result<Redirect, String> {
+    let kind = match args.first().map(String::as_str) {
+        Some("location") => RedirectKind::Location,
+        Some("prefix") => RedirectKind::Prefix,
+        Some("scheme") => RedirectKind::Scheme,
+        Some(o) => {
+            return Err(format!(
+                "unknown redirect type '{o}' (expected location, prefix or scheme)"
+            ))
+        }
+        None => return Err("'redirect' expects location, prefix or scheme".to_string()),
+    };
+    let target = arg(args, 1, "redirect")?;
+    header_value(target)?;
+    let mut r = Redirect {
+        kind,
+        target: target.to_string(),
+        code: 302,
+        drop_query: false,
+        append_slash: false,
+    };
+    let mut i = 2;
+    while i < args.len() {
+        match args[i].as_str() {
+            "code" => {
+                let c = arg(args, i + 1, "code")?;
+                r.code = match c.parse::<u16>() {
+                    Ok(n @ (301 | 302 | 303 | 307 | 308)) => n,
+                    _ => {
+                        return Err(format!(
+                            "invalid redirect code '{c}' (expected 301, 302, 303, 307 or 308)"
+                        ))
+                    }
+                };
+                i += 2;
+            }
+            "drop-query" => {
+                r.drop_query = true;
+                i += 1;
+            }
+            "append-slash" => {
+                r.append_slash = true;
+                i += 1;
+            }
+            o => {
+                return Err(format!(
+                    "unknown redirect option '{o}' (supported: code, drop-query, append-slash)"
+                ))
+            }
+        }
+    }
+    Ok(r)
+}
+
+fn parse_http_request(px: &Proxy, ctx: &Ctx<'_>, w: &[String]) -> Result<HttpRequestRule, String> {
+    let action = arg(w, 0, "http-request")?;
+    let (args, c) = split_cond(&w[1..]);
+    let loc = ctx.loc;
+    let act = match action {
+        "return" => HttpRequestAction::Return(Box::new(parse_return(args, ctx)?)),
+        "redirect" => HttpRequestAction::Redirect(parse_redirect(args)?),
+        "deny" => {
+            let mut status = 403;
+            match args {
+                [] => {}
+                [k, s] if k == "deny_status" || k == "status" => {
+                    status = parse_status("deny_status", s, 200, 599)?;
+                }
+                [x, ..] => {
+                    return Err(format!(
+                        "unexpected '{x}' after 'http-request deny' (supported: deny_status N)"
+                    ))
+                }
+            }
+            HttpRequestAction::Deny { status }
+        }
+        "allow" => {
+            if let Some(x) = args.first() {
+                return Err(format!("unexpected '{x}' after 'http-request allow'"));
+            }
+            HttpRequestAction::Allow
+        }
+        "set-header" | "add-header" => {
+            let [n, v] = args else {
+                return Err(format!("'http-request {action}' expects NAME VALUE"));
+            };
+            let name = header_name(n)?;
+            let value = header_value(v)?;
+            if action == "set-header" {
+                HttpRequestAction::SetHeader { name, value }
+            } else {
+                HttpRequestAction::AddHeader { name, value }
+            }
+        }
+        "del-header" => {
+            let [n] = args else {
+                return Err("'http-request del-header' expects NAME".to_string());
+            };
+            HttpRequestAction::DelHeader {
+                name: header_name(n)?,
+            }
+        }
+        "use-service" => match args {
+            [s] if s == "prometheus-exporter" => {
+                HttpRequestAction::UseService(Service::PrometheusExporter)
+            }
+            [s] => {
+                return Err(format!(
+                    "unknown service '{s}' (supported: prometheus-exporter)"
+                ))
+            }
+            _ => return Err("'http-request use-service' expects a service name".to_string()),
+        },
+        o => {
+            return Err(format!(
+                "unknown 'http-request' action '{o}' (supported: return, redirect, deny, allow, set-header, add-header, del-header, use-service)"
+            ))
+        }
+    };
+    let cond = cond_of(c, px, loc)?;
+    Ok(HttpRequestRule {
+        action: act,
+        cond,
+        loc: loc.clone(),
+    })
+}
+
+fn parse_return(args: &[String], ctx: &Ctx<'_>) -> Result<ReturnAction, String> {
+    let mut r = ReturnAction {
+        status: 200,
+        content_type: None,
+        body: ReturnBody::None,
+        headers: Vec::new(),
+    };
+    let mut i = 0;
+    while i < args.len() {
+        let opt = args[i].as_str();
+        let v = arg(args, i + 1, opt)
+            .map_err(|_| format!("'http-request return' option '{opt}' expects a value"))?;
+        let set_body = |r: &mut ReturnAction, b: ReturnBody| -> Result<(), String> {
+            if r.body != ReturnBody::None {
+                return Err(
+                    "'http-request return' accepts only one of string, lf-string, file".to_string(),
+                );
+            }
+            r.body = b;
+            Ok(())
+        };
+        match opt {
+            "status" => r.status = parse_status("http-request return status", v, 200, 599)?,
+            "content-type" => r.content_type = Some(header_value(v)?),
+            "string" => set_body(&mut r, ReturnBody::String(v.to_string()))?,
+            "lf-string" => set_body(&mut r, ReturnBody::LfString(v.to_string()))?,
+            "file" => {
+                let path = ctx.resolve(v);
+                let content = read_file(&path)?;
+                set_body(&mut r, ReturnBody::File { path, content })?;
+            }
+            "hdr" => {
+                let value = arg(args, i + 2, "hdr")
+                    .map_err(|_| "'hdr' expects NAME VALUE".to_string())?;
+                let name = header_name(v)?;
+                let lower = name.to_ascii_lowercase();
+                if matches!(lower.as_str(), "content-length" | "content-type" | "transfer-encoding" | "connection") {
+                    return Err(format!(
+                        "header '{name}' cannot be set with 'hdr' (ebb sets it itself)"
+                    ));
+                }
+                r.headers.push((name, header_value(value)?));
+                i += 1;
+            }
+            o => {
+                return Err(format!(
+                    "unknown 'http-request return' option '{o}' (supported: status, content-type, string, lf-string, file, hdr)"
+                ))
+            }
+        }
+        i += 2;
+    }
+    let has_body = r.body != ReturnBody::None;
+    if has_body && r.content_type.is_none() {
+        return Err("'http-request return' with a body needs a 'content-type'".to_string());
+    }
+    if !has_body && r.content_type.is_some() {
+        return Err("'content-type' without a body (string, lf-string or file)".to_string());
+    }
+    if has_body && matches!(r.status, 204 | 304) {
+        return Err(format!("status {} must not have a body", r.status));
+    }
+    Ok(r)
+}

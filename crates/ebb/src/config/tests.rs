@@ -1,0 +1,2110 @@
+//! Unit tests of the configuration parser: pure, no sockets.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use super::lexer::{tokenize, LinePos};
+use super::values::{parse_bind_addrs, parse_host_port, parse_ipnet, parse_size, parse_time};
+use super::*;
+
+// ---------------------------------------------------------------- helpers
+
+fn no_env(_: &str) -> Option<String> {
+    None
+}
+
+fn test_env(name: &str) -> Option<String> {
+    match name {
+        "PORT" => Some("8080".to_string()),
+        "HOST" => Some("10.0.0.1".to_string()),
+        "WORDS" => Some("a  b c".to_string()),
+        "EMPTY" => Some(String::new()),
+        _ => None,
+    }
+}
+
+fn tok(line: &str) -> Result<Vec<String>, String> {
+    tokenize(
+        line,
+        &test_env,
+        &LinePos {
+            file: "t.cfg",
+            line: 7,
+        },
+    )
+}
+
+fn words(line: &str) -> Vec<String> {
+    match tok(line) {
+        Ok(w) => w,
+        Err(e) => panic!("tokenize({line:?}) failed: {e}"),
+    }
+}
+
+fn parse(text: &str) -> Result<Config, Vec<ConfigError>> {
+    parse_str_with_env("t.cfg", text, &test_env)
+}
+
+#[track_caller]
+fn ok(text: &str) -> Config {
+    match parse(text) {
+        Ok(c) => c,
+        Err(errs) => {
+            let msgs: Vec<String> = errs.iter().map(|e| e.to_string()).collect();
+            panic!("unexpected errors:\n{}", msgs.join("\n"))
+        }
+    }
+}
+
+#[track_caller]
+fn errs(text: &str) -> Vec<String> {
+    match parse(text) {
+        Ok(_) => panic!("expected errors for:\n{text}"),
+        Err(e) => e.iter().map(|e| e.to_string()).collect(),
+    }
+}
+
+/// Asserts that the only error starts with `prefix` and contains `needle`.
+#[track_caller]
+fn err1(text: &str, prefix: &str, needle: &str) {
+    let e = errs(text);
+    assert_eq!(e.len(), 1, "expected one error, got {e:#?}");
+    assert!(
+        e[0].starts_with(prefix) && e[0].contains(needle),
+        "error {:?} should start with {prefix:?} and contain {needle:?}",
+        e[0]
+    );
+}
+
+/// A frontend + backend skeleton around `fe` lines (frontend at line 1).
+fn fe(lines: &str) -> String {
+    format!("frontend f\n    bind :80\n{lines}\n    default_backend b\nbackend b\n")
+}
+
+/// A backend skeleton around `be` lines (backend at line 1).
+fn be(lines: &str) -> String {
+    format!("backend b\n{lines}\n")
+}
+
+static COUNTER: AtomicUsize = AtomicUsize::new(0);
+
+/// A fresh temporary directory for this test.
+fn tmpdir() -> PathBuf {
+    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+    let d = std::env::temp_dir().join(format!("ebb-config-test-{}-{n}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn write(dir: &Path, name: &str, content: &[u8]) -> PathBuf {
+    let p = dir.join(name);
+    std::fs::write(&p, content).unwrap();
+    p
+}
+
+fn proxy<'a>(c: &'a Config, name: &str) -> &'a Proxy {
+    c.proxies.iter().find(|p| p.name == name).unwrap()
+}
+
+// ---------------------------------------------------------------- tokenizer
+
+#[test]
+fn tokenizer_splits_on_spaces_and_tabs() {
+    assert_eq!(
+        words("  bind\t:80   name  x "),
+        ["bind", ":80", "name", "x"]
+    );
+    assert!(words("").is_empty());
+    assert!(words("   \t ").is_empty());
+}
+
+#[test]
+fn tokenizer_comments() {
+    assert_eq!(words("bind :80 # a comment"), ["bind", ":80"]);
+    assert_eq!(words("bind :80#x"), ["bind", ":80"]);
+    assert!(words("# only a comment").is_empty());
+    assert_eq!(
+        words("a \"#not\" '#either' \\#nor"),
+        ["a", "#not", "#either", "#nor"]
+    );
+}
+
+#[test]
+fn tokenizer_quotes() {
+    assert_eq!(words("string \"hello world\""), ["string", "hello world"]);
+    assert_eq!(words("string 'hello world'"), ["string", "hello world"]);
+    assert_eq!(words("a\"b c\"'d e'f"), ["ab cd ef"]);
+    assert_eq!(words("\"it's\" 'say \"hi\"'"), ["it's", "say \"hi\""]);
+    assert_eq!(words("x \"\" y"), ["x", "", "y"]);
+    assert_eq!(words("x ''"), ["x", ""]);
+}
+
+#[test]
+fn tokenizer_escapes() {
+    assert_eq!(words("a\\ b"), ["a b"]);
+    assert_eq!(words("a\\\\b"), ["a\\b"]);
+    assert_eq!(words("\\\"q\\'"), ["\"q'"]);
+    assert_eq!(words("\"t\\tn\\nr\\r\""), ["t\tn\nr\r"]);
+    assert_eq!(words("\\x41\\x62"), ["Ab"]);
+    // Unknown escapes are kept, so regexes survive.
+    assert_eq!(words("^/(\\d+)\\1"), ["^/(\\d+)\\1"]);
+    // Nothing is interpreted inside single quotes.
+    assert_eq!(words("'a\\ b\\x41'"), ["a\\ b\\x41"]);
+    // Escaped quote inside double quotes.
+    assert_eq!(words("\"a\\\"b\""), ["a\"b"]);
+}
+
+#[test]
+fn tokenizer_escape_errors() {
+    assert!(tok("\\xZZ").unwrap_err().contains("hexadecimal"));
+    assert!(tok("\\x4").unwrap_err().contains("hexadecimal"));
+    assert!(tok("\\xff").unwrap_err().contains("UTF-8"));
+}
+
+#[test]
+fn tokenizer_unterminated_quotes() {
+    assert!(tok("a \"b c")
+        .unwrap_err()
+        .contains("unmatched quote at position 3"));
+    assert!(tok("a 'b c").unwrap_err().contains("unmatched quote"));
+    // A quote inside the other kind does not count.
+    assert_eq!(words("\"it's\""), ["it's"]);
+}
+
+#[test]
+fn tokenizer_env_vars_in_double_quotes_only() {
+    assert_eq!(words("bind \":${PORT}\""), ["bind", ":8080"]);
+    assert_eq!(words("bind \":$PORT\""), ["bind", ":8080"]);
+    assert_eq!(words("x \"$HOST:$PORT\""), ["x", "10.0.0.1:8080"]);
+    // Not expanded outside double quotes.
+    assert_eq!(words("x ${PORT} '${PORT}'"), ["x", "${PORT}", "${PORT}"]);
+    // Unset variables expand to nothing; defaults apply when unset.
+    assert_eq!(words("x \"a${NOPE}b\""), ["x", "ab"]);
+    assert_eq!(
+        words("x \"${NOPE-dflt}\" \"${PORT-dflt}\""),
+        ["x", "dflt", "8080"]
+    );
+    // An escaped dollar stays a dollar.
+    assert_eq!(words("x \"\\$PORT\""), ["x", "$PORT"]);
+    // Word expansion.
+    assert_eq!(words("x \"${WORDS[*]}\""), ["x", "a", "b", "c"]);
+    // Pseudo-variables.
+    assert_eq!(words("x \"${.LINE}\" \"$.FILE\""), ["x", "7", "t.cfg"]);
+    // Errors.
+    assert!(tok("x \"${PORT\"").unwrap_err().contains("unmatched brace"));
+    assert!(tok("x \"$1\"").unwrap_err().contains("variable name"));
+    assert!(tok("x \"${.NOPE}\"")
+        .unwrap_err()
+        .contains("pseudo-variable"));
+}
+
+#[test]
+fn tokenizer_stops_at_cr() {
+    assert_eq!(words("bind :80\r"), ["bind", ":80"]);
+}
+
+#[test]
+fn crlf_files_parse() {
+    let c = ok("frontend f\r\n  bind :80\r\n  default_backend b\r\nbackend b\r\n");
+    assert_eq!(c.proxies.len(), 2);
+}
+
+// ---------------------------------------------------------------- values
+
+#[test]
+fn time_units() {
+    assert_eq!(parse_time("100").unwrap(), Duration::from_millis(100));
+    assert_eq!(parse_time("250us").unwrap(), Duration::from_micros(250));
+    assert_eq!(parse_time("5ms").unwrap(), Duration::from_millis(5));
+    assert_eq!(parse_time("30s").unwrap(), Duration::from_secs(30));
+    assert_eq!(parse_time("2m").unwrap(), Duration::from_secs(120));
+    assert_eq!(parse_time("1h").unwrap(), Duration::from_secs(3600));
+    assert_eq!(parse_time("1d").unwrap(), Duration::from_secs(86400));
+    assert!(parse_time("").is_err());
+    assert!(parse_time("s").is_err());
+    assert!(parse_time("10x").unwrap_err().contains("invalid unit"));
+    assert!(parse_time("-1s").is_err());
+    assert!(parse_time("25d").unwrap_err().contains("too large"));
+    assert!(parse_time("99999999999999999999999").is_err());
+    assert!(parse_time("24d").is_ok());
+}
+
+#[test]
+fn sizes() {
+    assert_eq!(parse_size("16384").unwrap(), 16384);
+    assert_eq!(parse_size("16k").unwrap(), 16384);
+    assert_eq!(parse_size("1M").unwrap(), 1 << 20);
+    assert_eq!(parse_size("2g").unwrap(), 2 << 30);
+    assert!(parse_size("1t").is_err());
+    assert!(parse_size("k").is_err());
+}
+
+#[test]
+fn bind_addresses() {
+    let a = |s: &str| parse_bind_addrs(s).unwrap();
+    let sa = |s: &str| s.parse::<SocketAddr>().unwrap();
+    assert_eq!(a(":80"), [sa("0.0.0.0:80")]);
+    assert_eq!(a("*:80"), [sa("0.0.0.0:80")]);
+    assert_eq!(a("1.2.3.4:80"), [sa("1.2.3.4:80")]);
+    assert_eq!(a("[::1]:80"), [sa("[::1]:80")]);
+    assert_eq!(a(":::80"), [sa("[::]:80")]);
+    assert_eq!(a("::1:8080"), [sa("[::1]:8080")]);
+    assert_eq!(a("ipv6@:80"), [sa("[::]:80")]);
+    assert_eq!(a("ipv4@127.0.0.1:80"), [sa("127.0.0.1:80")]);
+    assert_eq!(a("localhost:80"), [sa("127.0.0.1:80")]);
+    assert_eq!(a(":80,:443"), [sa("0.0.0.0:80"), sa("0.0.0.0:443")]);
+    assert_eq!(
+        a("127.0.0.1:8000-8002"),
+        [
+            sa("127.0.0.1:8000"),
+            sa("127.0.0.1:8001"),
+            sa("127.0.0.1:8002")
+        ]
+    );
+    assert!(parse_bind_addrs("1.2.3.4")
+        .unwrap_err()
+        .contains("missing port"));
+    assert!(parse_bind_addrs(":0").is_err());
+    assert!(parse_bind_addrs(":65536").is_err());
+    assert!(parse_bind_addrs(":http").is_err());
+    assert!(parse_bind_addrs("example.com:80").is_err());
+    assert!(parse_bind_addrs("unix@/tmp/x").is_err());
+    assert!(parse_bind_addrs("[::1:80").is_err());
+    assert!(parse_bind_addrs(":1-65535")
+        .unwrap_err()
+        .contains("too many ports"));
+    assert!(parse_bind_addrs(":90-80").is_err());
+    assert!(parse_bind_addrs("ipv4@::1:80").is_err());
+}
+
+#[test]
+fn server_addresses() {
+    assert_eq!(
+        parse_host_port("10.0.0.1:80").unwrap(),
+        ("10.0.0.1".into(), 80)
+    );
+    assert_eq!(
+        parse_host_port("app.local:8080").unwrap(),
+        ("app.local".into(), 8080)
+    );
+    assert_eq!(parse_host_port("[::1]:80").unwrap(), ("::1".into(), 80));
+    assert_eq!(
+        parse_host_port("fe80::1:443").unwrap(),
+        ("fe80::1".into(), 443)
+    );
+    assert!(parse_host_port("10.0.0.1")
+        .unwrap_err()
+        .contains("missing port"));
+    assert!(parse_host_port(":80").unwrap_err().contains("missing host"));
+    assert!(parse_host_port("a b:80").is_err());
+    assert!(parse_host_port("h:+1").unwrap_err().contains("offset"));
+}
+
+#[test]
+fn ip_networks() {
+    let n = parse_ipnet("10.0.0.0/8").unwrap();
+    assert_eq!(n.prefix, 8);
+    assert!(n.contains("10.1.2.3".parse().unwrap()));
+    assert!(!n.contains("11.1.2.3".parse().unwrap()));
+    assert!(n.contains("::ffff:10.0.0.1".parse().unwrap()));
+    assert_eq!(parse_ipnet("192.168.0.0/255.255.0.0").unwrap().prefix, 16);
+    assert!(parse_ipnet("1.2.3.4/255.0.255.0").is_err());
+    assert_eq!(parse_ipnet("::1").unwrap().prefix, 128);
+    assert!(parse_ipnet("2001:db8::/32")
+        .unwrap()
+        .contains("2001:db8::5".parse().unwrap()));
+    assert!(parse_ipnet("0.0.0.0/0")
+        .unwrap()
+        .contains("8.8.8.8".parse().unwrap()));
+    assert!(parse_ipnet("1.2.3.4/33").is_err());
+    assert!(parse_ipnet("nope").is_err());
+}
+
+// ---------------------------------------------------------------- global
+
+#[test]
+fn global_keywords() {
+    let c = ok("global
+    nbthread 4
+    maxconn 5000
+    tune.bufsize 32k
+    tune.runqueue-depth 200
+    tune.sched.low-latency on
+    tune.heavy-tasklets off
+    profiling.tasks on
+    hard-stop-after 30s
+    log stdout format raw local0 info
+    log stderr err
+    log /var/log/ebb.log daemon notice debug
+    pidfile /run/ebb.pid
+    stats socket /run/ebb.sock mode 660 level admin
+    stats socket 127.0.0.1:9999
+    stats timeout 10s
+    server-state-file /var/lib/ebb/state
+    server-state-base /var/lib/ebb
+    daemon
+");
+    let g = &c.global;
+    assert_eq!(g.nbthread.as_ref().unwrap().value, 4);
+    assert_eq!(g.nbthread.as_ref().unwrap().loc.line, 2);
+    assert_eq!(g.maxconn, Some(5000));
+    assert_eq!(g.bufsize, 32768);
+    assert_eq!(g.runqueue_depth, Some(200));
+    assert!(g.low_latency);
+    assert!(!g.heavy_tasklets);
+    assert_eq!(g.profiling_tasks, ProfilingMode::On);
+    assert_eq!(g.hard_stop_after, Some(Duration::from_secs(30)));
+    assert_eq!(g.log.len(), 3);
+    assert_eq!(g.log[0].dest, LogDest::Stdout);
+    assert_eq!(g.log[0].facility.as_deref(), Some("local0"));
+    assert_eq!(g.log[0].level, Some(LogLevel::Info));
+    assert_eq!(g.log[1].dest, LogDest::Stderr);
+    assert_eq!(g.log[1].facility, None);
+    assert_eq!(g.log[1].level, Some(LogLevel::Err));
+    assert_eq!(g.log[2].dest, LogDest::File("/var/log/ebb.log".into()));
+    assert_eq!(g.log[2].min_level, Some(LogLevel::Debug));
+    assert_eq!(
+        g.pidfile.as_ref().unwrap().value,
+        PathBuf::from("/run/ebb.pid")
+    );
+    assert_eq!(g.stats_sockets.len(), 2);
+    assert_eq!(g.stats_sockets[0].path, "/run/ebb.sock");
+    assert_eq!(g.stats_sockets[0].mode, Some(0o660));
+    assert_eq!(g.stats_sockets[0].level, CliLevel::Admin);
+    assert_eq!(g.stats_sockets[0].loc.line, 14);
+    assert_eq!(g.stats_sockets[1].level, CliLevel::Operator);
+    assert_eq!(g.stats_timeout, Some(Duration::from_secs(10)));
+    assert_eq!(
+        g.server_state_file.as_ref().unwrap().value,
+        PathBuf::from("/var/lib/ebb/state")
+    );
+    assert!(g.server_state_base.is_some());
+    assert!(g.daemon);
+}
+
+#[test]
+fn global_defaults() {
+    let g = ok("global\n").global;
+    assert_eq!(g.bufsize, 16384);
+    assert!(g.heavy_tasklets);
+    assert!(!g.low_latency);
+    assert_eq!(g.profiling_tasks, ProfilingMode::Auto);
+    assert!(g.nbthread.is_none());
+}
+
+#[test]
+fn global_errors() {
+    let cases: &[(&str, &str)] = &[
+        ("nbthread 0", "out of range"),
+        ("nbthread 65", "out of range"),
+        ("nbthread x", "expects an integer"),
+        ("nbthread", "expects an argument"),
+        ("nbthread 1 2", "exactly one"),
+        ("maxconn -1", "expects an integer"),
+        ("tune.bufsize 100", "out of range"),
+        ("tune.bufsize 2g", "out of range"),
+        ("tune.bufsize 16q", "invalid suffix"),
+        ("tune.runqueue-depth 0", "out of range"),
+        ("tune.sched.low-latency yes", "'on' or 'off'"),
+        ("tune.heavy-tasklets maybe", "'on' or 'off'"),
+        ("profiling.tasks sometimes", "on', 'auto' or 'off'"),
+        ("hard-stop-after forever", "invalid time"),
+        ("log 127.0.0.1:514 local0", "not supported"),
+        ("log udp@1.2.3.4:514 local0", "not supported"),
+        ("log stdout format rfc5424 local0", "not supported"),
+        ("log stdout local0 loud", "unknown log facility or level"),
+        ("log", "expects a target"),
+        ("stats socket /x mode 999", "octal"),
+        ("stats socket /x level root", "unknown level"),
+        (
+            "stats socket /x expose-fd listeners",
+            "unknown 'stats socket' option",
+        ),
+        ("stats socket", "expects a path"),
+        ("stats bogus", "unknown 'stats bogus'"),
+        ("daemon now", "takes no argument"),
+        (
+            "chroot /var/empty",
+            "unknown keyword 'chroot' in 'global' section",
+        ),
+        ("nbproc 2", "unknown keyword 'nbproc'"),
+    ];
+    for (line, needle) in cases {
+        err1(&format!("global\n    {line}\n"), "t.cfg:2: ", needle);
+    }
+}
+
+// ---------------------------------------------------------------- sections
+
+#[test]
+fn keyword_out_of_section() {
+    err1("bind :80\n", "t.cfg:1: ", "out of section");
+}
+
+#[test]
+fn unsupported_section_reports_once() {
+    let e = errs("userlist L\n    user a password x\n    user b password y\nglobal\n    bogus\n");
+    assert_eq!(e.len(), 2, "{e:#?}");
+    assert!(e[0].starts_with("t.cfg:1: section 'userlist' is not supported"));
+    assert!(e[1].starts_with("t.cfg:5: unknown keyword 'bogus'"));
+}
+
+#[test]
+fn section_header_errors() {
+    err1("frontend\n", "t.cfg:1: ", "needs a name");
+    err1("backend a/b\n", "t.cfg:1: ", "invalid backend name");
+    err1("backend b 1.2.3.4:80\n", "t.cfg:1: ", "unexpected argument");
+    err1("global x\n", "t.cfg:1: ", "takes no argument");
+    err1(
+        "backend b from nothere\n",
+        "t.cfg:1: ",
+        "unknown defaults section 'nothere'",
+    );
+}
+
+#[test]
+fn collects_all_errors_in_order() {
+    let e = errs(
+        "global
+    nbthread zero
+    bogus 1
+frontend f
+    bind :80
+    timeout client forever
+    option nope
+    default_backend b
+backend b
+    server s1 10.0.0.1
+",
+    );
+    assert_eq!(e.len(), 5, "{e:#?}");
+    assert!(e[0].starts_with("t.cfg:2: "));
+    assert!(e[1].starts_with("t.cfg:3: unknown keyword 'bogus'"));
+    assert!(e[2].starts_with("t.cfg:6: invalid time"));
+    assert!(e[3].starts_with("t.cfg:7: unknown option 'nope'"));
+    assert!(e[4].starts_with("t.cfg:10: missing port"));
+}
+
+#[test]
+fn unterminated_quote_is_a_line_error() {
+    let e = errs("frontend f\n    bind :80\n    http-request return string \"oops\n    default_backend b\nbackend b\n");
+    assert_eq!(e.len(), 1, "{e:#?}");
+    assert!(e[0].starts_with("t.cfg:3: unmatched quote"));
+}
+
+// ---------------------------------------------------------------- proxies
+
+#[test]
+fn frontend_basics() {
+    let c = ok("frontend web
+    bind :80 name plain
+    bind 127.0.0.1:8443 name tls ssl crt /etc/ebb/a.pem crt /etc/ebb/b.pem key /etc/ebb/a.key alpn h2,http/1.1 ssl-min-ver TLSv1.3
+    bind [::1]:80
+    mode http
+    maxconn 1000
+    timeout client 30s
+    timeout http-request 5s
+    timeout http-keep-alive 2s
+    option httplog
+    option dontlognull
+    option forwardfor except 127.0.0.0/8 header X-Real-IP if-none
+    log global
+    default_backend app
+backend app
+    server s1 10.0.0.1:80
+");
+    let f = proxy(&c, "web");
+    assert_eq!(f.kind, ProxyKind::Frontend);
+    assert_eq!(f.loc.line, 1);
+    assert_eq!(f.binds.len(), 3);
+    assert_eq!(f.binds[0].name.as_deref(), Some("plain"));
+    assert_eq!(f.binds[0].loc.line, 2);
+    assert!(f.binds[0].ssl.is_none());
+    let ssl = f.binds[1].ssl.as_ref().unwrap();
+    assert_eq!(
+        ssl.crts,
+        [
+            PathBuf::from("/etc/ebb/a.pem"),
+            PathBuf::from("/etc/ebb/b.pem")
+        ]
+    );
+    assert_eq!(ssl.key, Some(PathBuf::from("/etc/ebb/a.key")));
+    assert_eq!(ssl.alpn, ["h2", "http/1.1"]);
+    assert_eq!(ssl.min_ver, Some(TlsVersion::Tls13));
+    assert_eq!(
+        f.binds[2].addrs,
+        ["[::1]:80".parse::<SocketAddr>().unwrap()]
+    );
+    assert_eq!(f.maxconn, Some(1000));
+    assert_eq!(f.timeouts.client, Some(Duration::from_secs(30)));
+    assert_eq!(f.timeouts.http_request, Some(Duration::from_secs(5)));
+    assert_eq!(f.timeouts.http_keep_alive, Some(Duration::from_secs(2)));
+    assert!(f.options.httplog && f.options.dontlognull);
+    let ff = f.options.forwardfor.as_ref().unwrap();
+    assert_eq!(ff.header, "x-real-ip");
+    assert!(ff.if_none);
+    assert_eq!(ff.except.unwrap().prefix, 8);
+    assert_eq!(f.log, [ProxyLog::Global]);
+    let d = f.default_backend.as_ref().unwrap();
+    assert_eq!((d.value.as_str(), d.loc.line), ("app", 14));
+    assert_eq!(c.frontends().count(), 1);
+    assert_eq!(c.backends().count(), 1);
+    assert!(c.backend("app").is_some());
+    assert!(c.frontend("web").is_some());
+    assert!(c.backend("web").is_none());
+}
+
+#[test]
+fn bind_errors() {
+    let b = |opts: &str| format!("frontend f\n    bind {opts}\n");
+    err1(&b(""), "t.cfg:2: ", "expects an address");
+    err1(&b(":80 ssl"), "t.cfg:2: ", "needs at least one 'crt FILE'");
+    err1(&b(":80 crt /x.pem"), "t.cfg:2: ", "need 'ssl'");
+    err1(
+        &b(":80 ssl crt /x.pem ssl-min-ver TLSv1.0"),
+        "t.cfg:2: ",
+        "TLSv1.2 and TLSv1.3 only",
+    );
+    err1(
+        &b(":80 ssl crt /x.pem ssl-min-ver TLS9"),
+        "t.cfg:2: ",
+        "unknown TLS version",
+    );
+    err1(&b(":80 ssl crt"), "t.cfg:2: ", "expects a value");
+    err1(
+        &b(":80 accept-proxy"),
+        "t.cfg:2: ",
+        "unknown bind option 'accept-proxy'",
+    );
+    err1(&b(":80 ssl crt /x alpn h2,,x"), "t.cfg:2: ", "invalid ALPN");
+}
+
+#[test]
+fn mode_tcp_is_a_clear_error() {
+    err1(
+        "defaults\n    mode tcp\n",
+        "t.cfg:2: ",
+        "only http mode is supported",
+    );
+    err1(
+        "defaults\n    mode health\n",
+        "t.cfg:2: ",
+        "only http mode is supported",
+    );
+}
+
+#[test]
+fn timeouts_all_kinds() {
+    let c = ok("defaults
+    timeout client 1s
+    timeout server 2s
+    timeout connect 3s
+    timeout http-request 4s
+    timeout http-keep-alive 5s
+    timeout queue 6s
+    timeout tunnel 1h
+    timeout check 7s
+backend b
+");
+    let t = &proxy(&c, "b").timeouts;
+    assert_eq!(t.client, Some(Duration::from_secs(1)));
+    assert_eq!(t.server, Some(Duration::from_secs(2)));
+    assert_eq!(t.connect, Some(Duration::from_secs(3)));
+    assert_eq!(t.http_request, Some(Duration::from_secs(4)));
+    assert_eq!(t.http_keep_alive, Some(Duration::from_secs(5)));
+    assert_eq!(t.queue, Some(Duration::from_secs(6)));
+    assert_eq!(t.tunnel, Some(Duration::from_secs(3600)));
+    assert_eq!(t.check, Some(Duration::from_secs(7)));
+    // Zero means none.
+    let c = ok("backend b\n    timeout server 0\n");
+    assert_eq!(proxy(&c, "b").timeouts.server, None);
+}
+
+#[test]
+fn timeout_errors() {
+    err1(
+        "defaults\n    timeout client-fin 1s\n",
+        "t.cfg:2: ",
+        "unknown timeout",
+    );
+    err1(
+        "defaults\n    timeout client\n",
+        "t.cfg:2: ",
+        "expects an argument",
+    );
+    err1(
+        "defaults\n    timeout client 1s 2s\n",
+        "t.cfg:2: ",
+        "exactly one",
+    );
+    err1(
+        "defaults\n    timeout client 100y\n",
+        "t.cfg:2: ",
+        "invalid unit",
+    );
+    err1(
+        &be("    timeout client 1s"),
+        "t.cfg:2: ",
+        "not allowed in a 'backend' section",
+    );
+    err1(
+        &fe("    timeout server 1s"),
+        "t.cfg:3: ",
+        "not allowed in a 'frontend' section",
+    );
+}
+
+#[test]
+fn keyword_capabilities() {
+    err1(
+        &be("    bind :80"),
+        "t.cfg:2: ",
+        "'bind' is not allowed in a 'backend' section",
+    );
+    err1(
+        &fe("    server s 1.2.3.4:80"),
+        "t.cfg:3: ",
+        "'server' is not allowed in a 'frontend'",
+    );
+    err1(
+        &fe("    balance leastconn"),
+        "t.cfg:3: ",
+        "'balance' is not allowed",
+    );
+    err1(
+        &be("    default_backend x"),
+        "t.cfg:2: ",
+        "'default_backend' is not allowed",
+    );
+    err1(
+        &be("    use_backend x"),
+        "t.cfg:2: ",
+        "'use_backend' is not allowed",
+    );
+    err1(
+        &be("    maxconn 10"),
+        "t.cfg:2: ",
+        "'maxconn' is not allowed",
+    );
+    err1(
+        "defaults\n    bind :80\n",
+        "t.cfg:2: ",
+        "'bind' is not allowed in a 'defaults' section",
+    );
+    err1(
+        "defaults\n    acl a path /\n",
+        "t.cfg:2: ",
+        "not allowed in a 'defaults'",
+    );
+    err1(
+        "defaults\n    server s 1.2.3.4:80\n",
+        "t.cfg:2: ",
+        "not allowed in a 'defaults'",
+    );
+    err1(
+        "defaults\n    http-request deny\n",
+        "t.cfg:2: ",
+        "not allowed in a 'defaults'",
+    );
+    err1(
+        "defaults\n    stats admin if TRUE\n",
+        "t.cfg:2: ",
+        "not allowed in a 'defaults'",
+    );
+    err1(
+        &fe("    option redispatch"),
+        "t.cfg:3: ",
+        "'option redispatch' is not allowed",
+    );
+    err1(
+        &be("    option httplog"),
+        "t.cfg:2: ",
+        "'option httplog' is not allowed",
+    );
+    err1(
+        &be("    frobnicate"),
+        "t.cfg:2: ",
+        "unknown keyword 'frobnicate' in 'backend' section",
+    );
+}
+
+#[test]
+fn options_and_no_options() {
+    let c = ok("defaults
+    option httpclose
+    option redispatch
+    option httplog
+    option dontlognull
+frontend f
+    bind :80
+    no option httpclose
+    no option httplog
+    default_backend b
+backend b
+    no option redispatch
+listen l
+    bind :81
+    option http-server-close
+");
+    assert_eq!(proxy(&c, "f").options.conn_mode, HttpConnMode::KeepAlive);
+    assert!(!proxy(&c, "f").options.httplog);
+    assert!(proxy(&c, "f").options.dontlognull);
+    assert_eq!(proxy(&c, "b").options.conn_mode, HttpConnMode::Close);
+    assert!(!proxy(&c, "b").options.redispatch);
+    assert!(proxy(&c, "l").options.redispatch);
+    assert_eq!(proxy(&c, "l").options.conn_mode, HttpConnMode::ServerClose);
+    err1(
+        "defaults\n    no option forwardfor\n",
+        "t.cfg:2: ",
+        "not supported",
+    );
+    err1(
+        "defaults\n    no option httpchk\n",
+        "t.cfg:2: ",
+        "not supported",
+    );
+    err1(
+        "defaults\n    no timeout client\n",
+        "t.cfg:2: ",
+        "'no timeout' is not supported",
+    );
+    err1("defaults\n    no\n", "t.cfg:2: ", "expects a keyword");
+    err1(
+        "defaults\n    option redispatch now\n",
+        "t.cfg:2: ",
+        "unexpected argument",
+    );
+    err1(
+        "defaults\n    option forwardfor except\n",
+        "t.cfg:2: ",
+        "expects an argument",
+    );
+    err1(
+        "defaults\n    option forwardfor bogus\n",
+        "t.cfg:2: ",
+        "unknown 'option forwardfor'",
+    );
+    err1("defaults\n    option\n", "t.cfg:2: ", "expects an argument");
+}
+
+#[test]
+fn httpchk_forms() {
+    let hc = |args: &str| {
+        let c = ok(&be(&format!("    option httpchk {args}")));
+        proxy(&c, "b").http_check.clone()
+    };
+    let h = hc("");
+    assert!(h.enabled);
+    assert_eq!(
+        (h.method.as_str(), h.uri.as_str(), h.version.as_str()),
+        ("OPTIONS", "/", "HTTP/1.0")
+    );
+    let h = hc("/health");
+    assert_eq!((h.method.as_str(), h.uri.as_str()), ("OPTIONS", "/health"));
+    let h = hc("GET /health");
+    assert_eq!((h.method.as_str(), h.uri.as_str()), ("GET", "/health"));
+    let h = hc("HEAD /h HTTP/1.1");
+    assert_eq!(h.version, "HTTP/1.1");
+    err1(
+        &be("    option httpchk GET /a HTTP/1.1 x"),
+        "t.cfg:2: ",
+        "at most",
+    );
+    err1(
+        &be("    option httpchk GET health"),
+        "t.cfg:2: ",
+        "must start with '/'",
+    );
+    assert!(!ok(&be("")).proxies[0].http_check.enabled);
+}
+
+#[test]
+fn http_check_expect() {
+    let ex = |args: &str| {
+        let c = ok(&be(&format!(
+            "    option httpchk\n    http-check expect {args}"
+        )));
+        proxy(&c, "b").http_check.expect.clone().unwrap()
+    };
+    assert_eq!(ex("status 200").kind, ExpectKind::Status(vec![(200, 200)]));
+    assert_eq!(
+        ex("status 200-399,404").kind,
+        ExpectKind::Status(vec![(200, 399), (404, 404)])
+    );
+    assert_eq!(ex("rstatus ^2").kind, ExpectKind::RStatus("^2".into()));
+    assert_eq!(ex("string OK").kind, ExpectKind::String("OK".into()));
+    let e = ex("! string fail");
+    assert!(e.negate);
+    assert_eq!(e.loc.line, 3);
+    err1(
+        &be("    http-check expect status 99"),
+        "t.cfg:2: ",
+        "invalid status code",
+    );
+    err1(
+        &be("    http-check expect status 300-200"),
+        "t.cfg:2: ",
+        "invalid status range",
+    );
+    err1(
+        &be("    http-check expect header x"),
+        "t.cfg:2: ",
+        "unknown 'http-check expect'",
+    );
+    err1(
+        &be("    http-check expect status"),
+        "t.cfg:2: ",
+        "expects an argument",
+    );
+    err1(
+        &be("    http-check send meth GET"),
+        "t.cfg:2: ",
+        "unsupported 'http-check send'",
+    );
+}
+
+// ---------------------------------------------------------------- defaults
+
+#[test]
+fn defaults_are_inherited() {
+    let c = ok("defaults
+    timeout client 10s
+    timeout server 20s
+    option forwardfor
+    balance leastconn
+    retries 5
+    http-reuse always
+    default-server inter 5s fall 5
+    log global
+    maxconn 100
+frontend f
+    bind :80
+    default_backend b
+backend b
+    server s 1.2.3.4:80
+");
+    let f = proxy(&c, "f");
+    assert_eq!(f.timeouts.client, Some(Duration::from_secs(10)));
+    assert!(f.options.forwardfor.is_some());
+    assert_eq!(f.maxconn, Some(100));
+    assert_eq!(f.log, [ProxyLog::Global]);
+    let b = proxy(&c, "b");
+    assert_eq!(b.timeouts.server, Some(Duration::from_secs(20)));
+    assert_eq!(b.balance, Balance::LeastConn);
+    assert_eq!(b.retries, 5);
+    assert_eq!(b.http_reuse, HttpReuse::Always);
+    assert_eq!(b.servers[0].opts.inter, Duration::from_secs(5));
+    assert_eq!(b.servers[0].opts.fall, 5);
+    assert_eq!(b.servers[0].opts.rise, 2);
+}
+
+#[test]
+fn defaults_section_resets() {
+    let c = ok("defaults
+    timeout client 10s
+    balance leastconn
+backend a
+defaults
+    timeout server 1s
+backend b
+");
+    let a = proxy(&c, "a");
+    assert_eq!(a.timeouts.client, Some(Duration::from_secs(10)));
+    assert_eq!(a.balance, Balance::LeastConn);
+    let b = proxy(&c, "b");
+    assert_eq!(b.timeouts.client, None, "the second defaults starts afresh");
+    assert_eq!(b.balance, Balance::RoundRobin);
+    assert_eq!(b.timeouts.server, Some(Duration::from_secs(1)));
+}
+
+#[test]
+fn proxy_overrides_defaults_without_changing_them() {
+    let c = ok("defaults
+    timeout connect 5s
+backend a
+    timeout connect 1s
+backend b
+");
+    assert_eq!(
+        proxy(&c, "a").timeouts.connect,
+        Some(Duration::from_secs(1))
+    );
+    assert_eq!(
+        proxy(&c, "b").timeouts.connect,
+        Some(Duration::from_secs(5))
+    );
+}
+
+#[test]
+fn named_defaults_and_from() {
+    let c = ok("defaults slow
+    timeout server 60s
+defaults fast
+    timeout server 1s
+backend a from slow
+backend b
+defaults from slow
+    retries 1
+backend c
+");
+    assert_eq!(
+        proxy(&c, "a").timeouts.server,
+        Some(Duration::from_secs(60))
+    );
+    assert_eq!(proxy(&c, "b").timeouts.server, Some(Duration::from_secs(1)));
+    assert_eq!(
+        proxy(&c, "c").timeouts.server,
+        Some(Duration::from_secs(60))
+    );
+    assert_eq!(proxy(&c, "c").retries, 1);
+    err1("backend a from\n", "t.cfg:1: ", "'from' needs");
+}
+
+#[test]
+fn defaults_carry_across_files_but_sections_do_not() {
+    let d = tmpdir();
+    let a = write(&d, "a.cfg", b"defaults\n    timeout client 7s\n");
+    let b = write(
+        &d,
+        "b.cfg",
+        b"frontend f\n    bind :80\n    default_backend b\nbackend b\n",
+    );
+    let c = parse_files(&[a.clone(), b.clone()]).unwrap();
+    assert_eq!(proxy(&c, "f").timeouts.client, Some(Duration::from_secs(7)));
+
+    // A keyword at the top of a file is out of section even if the previous
+    // file ended inside one.
+    let c2 = write(&d, "c.cfg", b"backend x\n");
+    let d2 = write(&d, "d.cfg", b"    server s 1.2.3.4:80\n");
+    let e = parse_files(&[c2, d2.clone()]).unwrap_err();
+    assert_eq!(e.len(), 1);
+    assert_eq!(
+        e[0].to_string(),
+        format!(
+            "{}:1: unknown keyword 'server' out of section (expected global, defaults, frontend, backend or listen)",
+            d2.display()
+        )
+    );
+}
+
+#[test]
+fn multiple_files_errors_name_their_file() {
+    let d = tmpdir();
+    let a = write(&d, "a.cfg", b"global\n    bogus\n");
+    let b = write(&d, "b.cfg", b"\n\nglobal\n    nbthread 0\n");
+    let e = parse_files(&[a.clone(), b.clone()]).unwrap_err();
+    assert_eq!(e.len(), 2);
+    assert!(e[0]
+        .to_string()
+        .starts_with(&format!("{}:2: ", a.display())));
+    assert!(e[1]
+        .to_string()
+        .starts_with(&format!("{}:4: ", b.display())));
+}
+
+#[test]
+fn missing_and_non_utf8_files() {
+    let d = tmpdir();
+    let missing = d.join("nope.cfg");
+    let e = parse_files(std::slice::from_ref(&missing)).unwrap_err();
+    assert!(e[0].to_string().starts_with(&format!(
+        "{}: cannot read configuration file",
+        missing.display()
+    )));
+    let bad = write(&d, "bad.cfg", b"global\n\n    log \xff\n");
+    let e = parse_files(std::slice::from_ref(&bad)).unwrap_err();
+    assert_eq!(
+        e[0].to_string(),
+        format!("{}:3: invalid UTF-8", bad.display())
+    );
+}
+
+// ---------------------------------------------------------------- listen
+
+#[test]
+fn listen_is_frontend_and_backend() {
+    let c = ok("listen web
+    bind :80
+    balance roundrobin
+    server s1 10.0.0.1:80 check
+    server s2 10.0.0.2:80 check
+");
+    let l = proxy(&c, "web");
+    assert_eq!(l.kind, ProxyKind::Listen);
+    assert!(l.kind.is_frontend() && l.kind.is_backend());
+    assert_eq!(c.frontends().count(), 1);
+    assert_eq!(c.backends().count(), 1);
+    assert_eq!(l.servers.len(), 2);
+    // A listen may be used as a backend by others.
+    ok("frontend f\n    bind :81\n    default_backend web\nlisten web\n    bind :80\n");
+    // Legacy address on the header line.
+    let c = ok("listen old 127.0.0.1:8000\n");
+    assert_eq!(proxy(&c, "old").binds[0].addrs[0].port(), 8000);
+    err1("listen l\n", "t.cfg:1: ", "listen 'l' has no 'bind' line");
+}
+
+#[test]
+fn frontend_and_backend_may_share_a_name() {
+    ok("frontend app\n    bind :80\n    default_backend app\nbackend app\n");
+}
+
+// ---------------------------------------------------------------- servers
+
+#[test]
+fn servers_and_default_server() {
+    let c = ok("backend b
+    default-server check inter 3s fall 4 rise 1 maxconn 50 ssl verify none
+    server a 10.0.0.1:80 weight 10 maxqueue 20 backup
+    server b [::1]:8080 no-check no-ssl weight 0 disabled
+    server c app.internal:443 fastinter 500ms downinter 10s slowstart 30s ca-file /ca.pem sni api.example.com pool-max-conn 8 pool-purge-delay 1s verify required
+    server d ::1:81 pool-max-conn -1
+");
+    let b = proxy(&c, "b");
+    let s = &b.servers;
+    assert_eq!(s.len(), 4);
+    assert_eq!(
+        (s[0].name.as_str(), s[0].host.as_str(), s[0].port),
+        ("a", "10.0.0.1", 80)
+    );
+    assert_eq!(s[0].loc.line, 3);
+    assert_eq!(s[0].opts.weight, 10);
+    assert_eq!(s[0].opts.maxqueue, Some(20));
+    assert!(s[0].opts.backup && s[0].opts.check && s[0].opts.ssl);
+    assert_eq!(s[0].opts.maxconn, Some(50));
+    assert_eq!(s[0].opts.inter, Duration::from_secs(3));
+    assert_eq!((s[0].opts.rise, s[0].opts.fall), (1, 4));
+    assert_eq!(s[0].opts.verify, Verify::None);
+    assert_eq!((s[1].host.as_str(), s[1].port), ("::1", 8080));
+    assert!(!s[1].opts.check && !s[1].opts.ssl && s[1].opts.disabled);
+    assert_eq!(s[1].opts.weight, 0);
+    assert_eq!(s[2].host, "app.internal");
+    assert_eq!(s[2].opts.fastinter, Some(Duration::from_millis(500)));
+    assert_eq!(s[2].opts.downinter, Some(Duration::from_secs(10)));
+    assert_eq!(s[2].opts.slowstart, Some(Duration::from_secs(30)));
+    assert_eq!(s[2].opts.ca_file, Some(PathBuf::from("/ca.pem")));
+    assert_eq!(s[2].opts.sni.as_deref(), Some("api.example.com"));
+    assert_eq!(s[2].opts.pool_max_conn, Some(8));
+    assert_eq!(s[2].opts.pool_purge_delay, Duration::from_secs(1));
+    assert_eq!(s[2].opts.verify, Verify::Required);
+    assert_eq!(s[3].opts.pool_max_conn, None);
+    assert_eq!(b.default_server.maxconn, Some(50));
+}
+
+#[test]
+fn server_defaults_are_haproxys() {
+    let c = ok(&be("    server s 1.2.3.4:80"));
+    let o = &c.proxies[0].servers[0].opts;
+    assert_eq!(o.weight, 1);
+    assert_eq!(o.inter, Duration::from_secs(2));
+    assert_eq!((o.rise, o.fall), (2, 3));
+    assert!(!o.check && !o.backup && !o.disabled && !o.ssl);
+}
+
+#[test]
+fn server_errors() {
+    let s = |l: &str| be(&format!("    {l}"));
+    err1(&s("server"), "t.cfg:2: ", "expects an argument");
+    err1(&s("server s"), "t.cfg:2: ", "needs an address");
+    err1(&s("server s 1.2.3.4"), "t.cfg:2: ", "missing port");
+    err1(&s("server s 1.2.3.4:0"), "t.cfg:2: ", "out of range");
+    err1(
+        &s("server s/x 1.2.3.4:80"),
+        "t.cfg:2: ",
+        "invalid server name",
+    );
+    err1(
+        &s("server s 1.2.3.4:80 weight 257"),
+        "t.cfg:2: ",
+        "out of range (0..256)",
+    );
+    err1(
+        &s("server s 1.2.3.4:80 weight"),
+        "t.cfg:2: ",
+        "expects a value",
+    );
+    err1(
+        &s("server s 1.2.3.4:80 rise 0"),
+        "t.cfg:2: ",
+        "out of range",
+    );
+    err1(
+        &s("server s 1.2.3.4:80 inter 0"),
+        "t.cfg:2: ",
+        "greater than zero",
+    );
+    err1(
+        &s("server s 1.2.3.4:80 verify maybe"),
+        "t.cfg:2: ",
+        "'none' or 'required'",
+    );
+    err1(
+        &s("server s 1.2.3.4:80 cookie x"),
+        "t.cfg:2: ",
+        "unknown server option 'cookie'",
+    );
+    err1(
+        &s("default-server bogus 1"),
+        "t.cfg:2: ",
+        "unknown server option 'bogus'",
+    );
+    err1(
+        "backend b\n    server s 1.2.3.4:80\n    server s 1.2.3.5:80\n",
+        "t.cfg:3: ",
+        "server 's' is declared twice in backend 'b' (first at t.cfg:2)",
+    );
+}
+
+#[test]
+fn balance_algorithms() {
+    let bal = |a: &str| {
+        let c = ok(&be(&format!("    balance {a}")));
+        c.proxies[0].balance.clone()
+    };
+    assert_eq!(bal("roundrobin"), Balance::RoundRobin);
+    assert_eq!(bal("static-rr"), Balance::StaticRr);
+    assert_eq!(bal("leastconn"), Balance::LeastConn);
+    assert_eq!(bal("first"), Balance::First);
+    assert_eq!(bal("source"), Balance::Source);
+    assert_eq!(bal("random"), Balance::Random { draws: 2 });
+    assert_eq!(bal("random 3"), Balance::Random { draws: 3 });
+    assert_eq!(
+        bal("uri"),
+        Balance::Uri {
+            whole: false,
+            len: None,
+            depth: None
+        }
+    );
+    assert_eq!(
+        bal("uri whole len 10 depth 2"),
+        Balance::Uri {
+            whole: true,
+            len: Some(10),
+            depth: Some(2)
+        }
+    );
+    assert_eq!(
+        bal("hdr(Host)"),
+        Balance::Hdr {
+            name: "host".into(),
+            use_domain_only: false
+        }
+    );
+    assert_eq!(
+        bal("hdr(host) use_domain_only"),
+        Balance::Hdr {
+            name: "host".into(),
+            use_domain_only: true
+        }
+    );
+    err1(
+        &be("    balance url_param x"),
+        "t.cfg:2: ",
+        "unknown balance algorithm",
+    );
+    err1(
+        &be("    balance roundrobin x"),
+        "t.cfg:2: ",
+        "unexpected argument",
+    );
+    err1(&be("    balance"), "t.cfg:2: ", "expects an algorithm");
+    err1(&be("    balance random 0"), "t.cfg:2: ", "out of range");
+    err1(
+        &be("    balance uri len"),
+        "t.cfg:2: ",
+        "expects an argument",
+    );
+}
+
+#[test]
+fn backend_misc() {
+    let c = ok(&be(
+        "    retries 0\n    http-reuse never\n    load-server-state-from-file local",
+    ));
+    let b = &c.proxies[0];
+    assert_eq!(b.retries, 0);
+    assert_eq!(b.http_reuse, HttpReuse::Never);
+    assert_eq!(
+        b.load_server_state.as_ref().unwrap().value,
+        LoadServerState::Local
+    );
+    assert_eq!(b.load_server_state.as_ref().unwrap().loc.line, 4);
+    for (m, v) in [
+        ("safe", HttpReuse::Safe),
+        ("aggressive", HttpReuse::Aggressive),
+    ] {
+        assert_eq!(
+            ok(&be(&format!("    http-reuse {m}"))).proxies[0].http_reuse,
+            v
+        );
+    }
+    err1(&be("    retries 101"), "t.cfg:2: ", "out of range");
+    err1(
+        &be("    http-reuse sometimes"),
+        "t.cfg:2: ",
+        "unknown 'http-reuse' mode",
+    );
+    err1(
+        &be("    load-server-state-from-file all"),
+        "t.cfg:2: ",
+        "global, local or none",
+    );
+}
+
+// ---------------------------------------------------------------- serve-files
+
+#[test]
+fn serve_files() {
+    let c = ok(&be("    serve-files /srv/www index index.htm index default.html listing on follow-symlinks on max-age 600"));
+    let sf = c.proxies[0].serve_files.as_ref().unwrap();
+    assert_eq!(sf.root, PathBuf::from("/srv/www"));
+    assert_eq!(sf.index, ["index.htm", "default.html"]);
+    assert!(sf.listing && sf.follow_symlinks);
+    assert_eq!(sf.max_age, Some(600));
+    assert_eq!(sf.loc.line, 2);
+    let c = ok(&be("    serve-files /srv/www max-age 1h"));
+    let sf = c.proxies[0].serve_files.as_ref().unwrap();
+    assert_eq!(sf.index, ["index.html"]);
+    assert!(!sf.listing && !sf.follow_symlinks);
+    assert_eq!(sf.max_age, Some(3600));
+    err1(&be("    serve-files"), "t.cfg:2: ", "expects a directory");
+    err1(
+        &be("    serve-files /x listing maybe"),
+        "t.cfg:2: ",
+        "'on' or 'off'",
+    );
+    err1(
+        &be("    serve-files /x index"),
+        "t.cfg:2: ",
+        "expects a value",
+    );
+    err1(
+        &be("    serve-files /x index a/b"),
+        "t.cfg:2: ",
+        "invalid index",
+    );
+    err1(
+        &be("    serve-files /x gzip on"),
+        "t.cfg:2: ",
+        "unknown 'serve-files' option",
+    );
+    err1(
+        &fe("    serve-files /x"),
+        "t.cfg:3: ",
+        "not allowed in a 'frontend'",
+    );
+    err1(
+        "backend b\n    server s 1.2.3.4:80\n    serve-files /x\n",
+        "t.cfg:3: ",
+        "both 'serve-files' and servers",
+    );
+}
+
+// ---------------------------------------------------------------- ACLs
+
+#[test]
+fn acl_criteria() {
+    let c = ok(&fe("    acl a path /x /y
+    acl b path_beg -i /api
+    acl c path_end .css
+    acl d path_dir img
+    acl e hdr(Host) -i example.com
+    acl f hdr_beg(host) -i www.
+    acl g hdr_end(host) .org
+    acl h method GET HEAD
+    acl i src 10.0.0.0/8 ::1
+    acl j path_reg ^/u/[0-9]+$
+    acl k hdr(x-api-key) -m found
+    acl l path -m beg /static
+    acl m url_beg /a
+    acl n path_sub -- -x
+    acl o req.ver 1.0
+    acl p always_true
+    acl a path /z"));
+    let f = proxy(&c, "f");
+    let t = |name: &str| f.acl(name).unwrap().tests[0].clone();
+    assert_eq!(
+        f.acl("a").unwrap().tests.len(),
+        2,
+        "same name lines are ORed"
+    );
+    assert_eq!(t("a").fetch, Fetch::Path);
+    assert_eq!(t("a").method, MatchMethod::Str);
+    assert_eq!(
+        t("a").patterns,
+        [Pattern::Str("/x".into()), Pattern::Str("/y".into())]
+    );
+    assert_eq!(t("a").loc.line, 3);
+    assert_eq!(
+        (t("b").method, t("b").ignore_case),
+        (MatchMethod::Beg, true)
+    );
+    assert_eq!(t("c").method, MatchMethod::End);
+    assert_eq!(t("d").method, MatchMethod::Dir);
+    assert_eq!(t("e").fetch, Fetch::Hdr("host".into()));
+    assert!(t("e").ignore_case);
+    assert_eq!(
+        (t("f").fetch, t("f").method),
+        (Fetch::Hdr("host".into()), MatchMethod::Beg)
+    );
+    assert_eq!(t("g").method, MatchMethod::End);
+    assert_eq!(t("h").fetch, Fetch::Method);
+    assert_eq!(t("h").patterns.len(), 2);
+    assert_eq!(t("i").fetch, Fetch::Src);
+    assert_eq!(t("i").method, MatchMethod::Ip);
+    assert!(matches!(t("i").patterns[0], Pattern::Net(n) if n.prefix == 8));
+    assert_eq!(t("j").method, MatchMethod::Reg);
+    assert_eq!(t("j").patterns, [Pattern::Str("^/u/[0-9]+$".into())]);
+    assert_eq!(t("k").method, MatchMethod::Found);
+    assert!(t("k").patterns.is_empty());
+    assert_eq!(t("l").method, MatchMethod::Beg);
+    assert_eq!(t("m").fetch, Fetch::Url);
+    assert_eq!(t("n").patterns, [Pattern::Str("-x".into())]);
+    assert_eq!(t("o").fetch, Fetch::ReqVer);
+    assert_eq!(t("p").fetch, Fetch::Always(true));
+}
+
+#[test]
+fn acl_errors() {
+    let a = |l: &str| fe(&format!("    {l}"));
+    err1(&a("acl"), "t.cfg:3: ", "expects an argument");
+    err1(&a("acl x"), "t.cfg:3: ", "missing ACL criterion");
+    err1(&a("acl x/y path /"), "t.cfg:3: ", "invalid ACL name");
+    err1(
+        &a("acl x cookie(a) b"),
+        "t.cfg:3: ",
+        "unknown ACL criterion 'cookie'",
+    );
+    err1(&a("acl x hdr a"), "t.cfg:3: ", "needs a header name");
+    err1(&a("acl x hdr(host"), "t.cfg:3: ", "missing ')'");
+    err1(&a("acl x hdr(host,1) a"), "t.cfg:3: ", "occurrence");
+    err1(&a("acl x path(a) b"), "t.cfg:3: ", "takes no argument");
+    err1(&a("acl x path -z /"), "t.cfg:3: ", "unknown ACL flag '-z'");
+    err1(&a("acl x path -f /file"), "t.cfg:3: ", "not supported");
+    err1(&a("acl x path -m"), "t.cfg:3: ", "expects a match method");
+    err1(
+        &a("acl x path -m int 3"),
+        "t.cfg:3: ",
+        "unsupported match method",
+    );
+    err1(
+        &a("acl x path -m ip 1.2.3.4"),
+        "t.cfg:3: ",
+        "'-m ip' cannot be used",
+    );
+    err1(&a("acl x src 1.2.3.999"), "t.cfg:3: ", "invalid IP address");
+    err1(
+        &a("acl x src -i 1.2.3.4"),
+        "t.cfg:3: ",
+        "'-i' has no meaning",
+    );
+    err1(&a("acl x src -m beg 1"), "t.cfg:3: ", "only supports IP");
+    err1(&a("acl x method G(T"), "t.cfg:3: ", "invalid HTTP method");
+    err1(&a("acl x path -m found /x"), "t.cfg:3: ", "takes no value");
+    err1(&a("acl x always_true 1"), "t.cfg:3: ", "takes no value");
+}
+
+#[test]
+fn conditions() {
+    let c = ok(&fe("    acl a path /a
+    acl b path /b
+    acl c path /c
+    use_backend b if a b || !c or { path_beg /x } !{ method POST } ! a
+    use_backend b unless a
+    use_backend b if !a
+    use_backend b if METH_GET LOCALHOST TRUE
+    use_backend b"));
+    let f = proxy(&c, "f");
+    let u = &f.use_backends;
+    assert_eq!(u.len(), 5);
+    let c0 = u[0].cond.as_ref().unwrap();
+    assert!(!c0.unless);
+    assert_eq!(c0.loc.line, 6);
+    assert_eq!(c0.terms.len(), 3);
+    assert_eq!(c0.terms[0].len(), 2);
+    assert_eq!(
+        c0.terms[0][1],
+        CondTerm {
+            negate: false,
+            acl: AclRef::Named {
+                name: "b".into(),
+                index: 1
+            }
+        }
+    );
+    assert!(c0.terms[1][0].negate);
+    assert_eq!(c0.terms[2].len(), 3);
+    assert!(matches!(&c0.terms[2][0].acl, AclRef::Inline(t) if t.method == MatchMethod::Beg));
+    assert!(c0.terms[2][1].negate);
+    assert!(c0.terms[2][2].negate, "'! a' negates a");
+    assert!(u[1].cond.as_ref().unwrap().unless);
+    assert!(u[2].cond.as_ref().unwrap().terms[0][0].negate);
+    let pre = &u[3].cond.as_ref().unwrap().terms[0];
+    assert!(
+        matches!(&pre[0].acl, AclRef::Inline(t) if t.fetch == Fetch::Method && t.patterns.len() == 2)
+    );
+    assert!(matches!(&pre[1].acl, AclRef::Inline(t) if t.fetch == Fetch::Src));
+    assert!(matches!(&pre[2].acl, AclRef::Inline(t) if t.fetch == Fetch::Always(true)));
+    assert!(u[4].cond.is_none());
+    assert_eq!(u[4].loc.line, 10);
+}
+
+#[test]
+fn condition_errors() {
+    let r = |l: &str| fe(&format!("    acl a path /a\n    {l}"));
+    err1(
+        &r("use_backend b if"),
+        "t.cfg:4: ",
+        "missing condition after 'if'",
+    );
+    err1(
+        &r("use_backend b unless"),
+        "t.cfg:4: ",
+        "missing condition after 'unless'",
+    );
+    err1(
+        &r("use_backend b if nope"),
+        "t.cfg:4: ",
+        "ACL 'nope' is not declared",
+    );
+    err1(&r("use_backend b if a ||"), "t.cfg:4: ", "ends with");
+    err1(
+        &r("use_backend b if || a"),
+        "t.cfg:4: ",
+        "missing ACL before '||'",
+    );
+    err1(&r("use_backend b if a !"), "t.cfg:4: ", "'!' at the end");
+    err1(&r("use_backend b if { path /x"), "t.cfg:4: ", "missing '}'");
+    err1(&r("use_backend b if a }"), "t.cfg:4: ", "unexpected '}'");
+    err1(
+        &r("use_backend b if { }"),
+        "t.cfg:4: ",
+        "missing ACL criterion",
+    );
+    err1(
+        &r("use_backend b if ! || a"),
+        "t.cfg:4: ",
+        "'!' before '||'",
+    );
+    err1(&r("use_backend b a"), "t.cfg:4: ", "then 'if' or 'unless'");
+    err1(&r("use_backend"), "t.cfg:4: ", "expects a backend name");
+    err1(
+        &r("use_backend %[req.hdr(host)]"),
+        "t.cfg:4: ",
+        "dynamic backend name",
+    );
+    // HAProxy's rule: declared before use.
+    err1(
+        &fe("    use_backend b if late\n    acl late path /"),
+        "t.cfg:3: ",
+        "ACL 'late' is not declared",
+    );
+}
+
+// ---------------------------------------------------------------- http-request
+
+#[test]
+fn http_request_return() {
+    let d = tmpdir();
+    let body = write(&d, "body.json", b"{\"ok\":true}");
+    let c = ok(&fe(&format!(
+        "    http-request return status 200 content-type text/plain string \"hello world\" hdr X-A 1 hdr X-B \"two words\" if {{ path /hi }}
+    http-request return status 503 content-type application/json file {}
+    http-request return status 204
+    http-request return content-type text/plain lf-string \"%[path]\"",
+        body.display()
+    )));
+    let r = &proxy(&c, "f").http_request;
+    let HttpRequestAction::Return(a) = &r[0].action else {
+        panic!()
+    };
+    assert_eq!(a.status, 200);
+    assert_eq!(a.content_type.as_deref(), Some("text/plain"));
+    assert_eq!(a.body, ReturnBody::String("hello world".into()));
+    assert_eq!(
+        a.headers,
+        [
+            ("X-A".to_string(), "1".to_string()),
+            ("X-B".to_string(), "two words".to_string())
+        ]
+    );
+    assert!(r[0].cond.is_some());
+    assert_eq!(r[0].loc.line, 3);
+    let HttpRequestAction::Return(a) = &r[1].action else {
+        panic!()
+    };
+    assert_eq!(a.status, 503);
+    assert!(matches!(&a.body, ReturnBody::File { content, .. } if content == b"{\"ok\":true}"));
+    let HttpRequestAction::Return(a) = &r[2].action else {
+        panic!()
+    };
+    assert_eq!((a.status, &a.body), (204, &ReturnBody::None));
+    let HttpRequestAction::Return(a) = &r[3].action else {
+        panic!()
+    };
+    assert_eq!(a.status, 200);
+    assert_eq!(a.body, ReturnBody::LfString("%[path]".into()));
+}
+
+#[test]
+fn http_request_return_errors() {
+    let r = |l: &str| fe(&format!("    http-request return {l}"));
+    err1(&r("status 99"), "t.cfg:3: ", "invalid status code");
+    err1(&r("status 600"), "t.cfg:3: ", "invalid status code");
+    err1(&r("status abc"), "t.cfg:3: ", "invalid status code");
+    err1(&r("status"), "t.cfg:3: ", "expects a value");
+    err1(&r("string hi"), "t.cfg:3: ", "needs a 'content-type'");
+    err1(&r("content-type text/plain"), "t.cfg:3: ", "without a body");
+    err1(
+        &r("status 204 content-type text/plain string x"),
+        "t.cfg:3: ",
+        "must not have a body",
+    );
+    err1(
+        &r("content-type a/b string x string y"),
+        "t.cfg:3: ",
+        "only one of",
+    );
+    err1(
+        &r("content-type a/b file /definitely/not/here"),
+        "t.cfg:3: ",
+        "cannot read '/definitely/not/here'",
+    );
+    err1(
+        &r("hdr Content-Length 5"),
+        "t.cfg:3: ",
+        "cannot be set with 'hdr'",
+    );
+    err1(&r("hdr X-A"), "t.cfg:3: ", "expects NAME VALUE");
+    err1(&r("hdr \"bad name\" v"), "t.cfg:3: ", "invalid header name");
+    err1(&r("hdr X-A \"a\\r\\nb\""), "t.cfg:3: ", "invalid character");
+    err1(
+        &r("errorfiles x"),
+        "t.cfg:3: ",
+        "unknown 'http-request return' option 'errorfiles'",
+    );
+}
+
+#[test]
+fn http_request_other_actions() {
+    let c = ok(&fe("    acl blocked src 10.0.0.0/8
+    http-request deny if blocked
+    http-request deny deny_status 429 if { path_beg /slow }
+    http-request allow if { path /ok }
+    http-request redirect location https://example.com/ code 301 if { path /old }
+    http-request redirect prefix /v2 drop-query append-slash
+    http-request redirect scheme https
+    http-request set-header X-Forwarded-Proto https
+    http-request add-header Via \"1.1 ebb\"
+    http-request del-header X-Secret
+    http-request use-service prometheus-exporter if { path /metrics }
+    redirect prefix /legacy code 308 if { path_beg /old/ }"));
+    let r: Vec<&HttpRequestAction> = proxy(&c, "f")
+        .http_request
+        .iter()
+        .map(|r| &r.action)
+        .collect();
+    assert_eq!(r[0], &HttpRequestAction::Deny { status: 403 });
+    assert_eq!(r[1], &HttpRequestAction::Deny { status: 429 });
+    assert_eq!(r[2], &HttpRequestAction::Allow);
+    assert_eq!(
+        r[3],
+        &HttpRequestAction::Redirect(Redirect {
+            kind: RedirectKind::Location,
+            target: "https://example.com/".into(),
+            code: 301,
+            drop_query: false,
+            append_slash: false
+        })
+    );
+    let HttpRequestAction::Redirect(rd) = r[4] else {
+        panic!()
+    };
+    assert_eq!(
+        (rd.kind, rd.code, rd.drop_query, rd.append_slash),
+        (RedirectKind::Prefix, 302, true, true)
+    );
+    let HttpRequestAction::Redirect(rd) = r[5] else {
+        panic!()
+    };
+    assert_eq!(rd.kind, RedirectKind::Scheme);
+    assert_eq!(
+        r[6],
+        &HttpRequestAction::SetHeader {
+            name: "X-Forwarded-Proto".into(),
+            value: "https".into()
+        }
+    );
+    assert_eq!(
+        r[7],
+        &HttpRequestAction::AddHeader {
+            name: "Via".into(),
+            value: "1.1 ebb".into()
+        }
+    );
+    assert_eq!(
+        r[8],
+        &HttpRequestAction::DelHeader {
+            name: "X-Secret".into()
+        }
+    );
+    assert_eq!(
+        r[9],
+        &HttpRequestAction::UseService(Service::PrometheusExporter)
+    );
+    let HttpRequestAction::Redirect(rd) = r[10] else {
+        panic!()
+    };
+    assert_eq!(rd.code, 308);
+}
+
+#[test]
+fn http_request_errors() {
+    let r = |l: &str| fe(&format!("    http-request {l}"));
+    err1(&r(""), "t.cfg:3: ", "expects an argument");
+    err1(
+        &r("tarpit"),
+        "t.cfg:3: ",
+        "unknown 'http-request' action 'tarpit'",
+    );
+    err1(
+        &r("deny deny_status 42"),
+        "t.cfg:3: ",
+        "invalid status code",
+    );
+    err1(&r("deny bogus"), "t.cfg:3: ", "unexpected 'bogus'");
+    err1(&r("allow now"), "t.cfg:3: ", "unexpected 'now'");
+    err1(
+        &r("redirect"),
+        "t.cfg:3: ",
+        "expects location, prefix or scheme",
+    );
+    err1(
+        &r("redirect elsewhere /x"),
+        "t.cfg:3: ",
+        "unknown redirect type",
+    );
+    err1(&r("redirect location"), "t.cfg:3: ", "expects an argument");
+    err1(
+        &r("redirect location /x code 200"),
+        "t.cfg:3: ",
+        "invalid redirect code",
+    );
+    err1(
+        &r("redirect location /x set-cookie a=b"),
+        "t.cfg:3: ",
+        "unknown redirect option",
+    );
+    err1(&r("set-header X-A"), "t.cfg:3: ", "expects NAME VALUE");
+    err1(&r("set-header X-A b c"), "t.cfg:3: ", "expects NAME VALUE");
+    err1(&r("set-header X:A b"), "t.cfg:3: ", "invalid header name");
+    err1(&r("del-header"), "t.cfg:3: ", "expects NAME");
+    err1(&r("use-service lua.hello"), "t.cfg:3: ", "unknown service");
+    err1(&r("use-service"), "t.cfg:3: ", "expects a service name");
+    err1(
+        &r("deny if nope"),
+        "t.cfg:3: ",
+        "ACL 'nope' is not declared",
+    );
+}
+
+#[test]
+fn http_response_rules() {
+    let c = ok(&fe("    http-response set-header X-Frame-Options DENY
+    http-response add-header X-A b if { path /a }
+    http-response del-header Server"));
+    let r = &proxy(&c, "f").http_response;
+    assert_eq!(r.len(), 3);
+    assert_eq!(
+        r[0].action,
+        HttpResponseAction::SetHeader {
+            name: "X-Frame-Options".into(),
+            value: "DENY".into()
+        }
+    );
+    assert!(r[1].cond.is_some());
+    assert_eq!(
+        r[2].action,
+        HttpResponseAction::DelHeader {
+            name: "Server".into()
+        }
+    );
+    err1(
+        &fe("    http-response deny"),
+        "t.cfg:3: ",
+        "unknown 'http-response' action 'deny'",
+    );
+    err1(
+        &fe("    http-response set-header X"),
+        "t.cfg:3: ",
+        "expects NAME VALUE",
+    );
+    err1(
+        &fe("    http-response del-header"),
+        "t.cfg:3: ",
+        "expects NAME",
+    );
+}
+
+// ---------------------------------------------------------------- errorfile
+
+#[test]
+fn errorfiles() {
+    let d = tmpdir();
+    let good = write(
+        &d,
+        "503.http",
+        b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain\r\n\r\nbusy\n",
+    );
+    let good2 = write(&d, "404.http", b"HTTP/1.0 404 Not Found\n\nnope\n");
+    let c = ok(&format!(
+        "defaults\n    errorfile 503 {}\nbackend b\n    errorfile 404 {}\n",
+        good.display(),
+        good2.display()
+    ));
+    let b = proxy(&c, "b");
+    assert_eq!(b.errorfiles.len(), 2, "inherited + own");
+    let e = b.errorfile(503).unwrap();
+    assert!(e.content.ends_with(b"busy\n"));
+    assert_eq!(e.loc.line, 2);
+    assert_eq!(b.errorfile(404).unwrap().loc.line, 4);
+    // A later line for the same code replaces the earlier one.
+    let c = ok(&format!(
+        "backend b\n    errorfile 503 {}\n    errorfile 503 {}\n",
+        good.display(),
+        good.display()
+    ));
+    assert_eq!(c.proxies[0].errorfiles.len(), 1);
+    assert_eq!(c.proxies[0].errorfiles[0].loc.line, 3);
+
+    let bad = write(&d, "bad.http", b"<html>oops</html>");
+    let nohdr = write(&d, "nohdr.http", b"HTTP/1.1 503 X\r\nA: b\r\n");
+    err1(
+        &be(&format!("    errorfile 503 {}", bad.display())),
+        "t.cfg:2: ",
+        "is not an HTTP response",
+    );
+    err1(
+        &be(&format!("    errorfile 503 {}", nohdr.display())),
+        "t.cfg:2: ",
+        "no empty line",
+    );
+    err1(
+        &be("    errorfile 503 /no/such/file"),
+        "t.cfg:2: ",
+        "cannot read '/no/such/file'",
+    );
+    err1(
+        &be(&format!("    errorfile 418 {}", good.display())),
+        "t.cfg:2: ",
+        "is not one of",
+    );
+    err1(&be("    errorfile 503"), "t.cfg:2: ", "expects CODE FILE");
+    // Larger than tune.bufsize.
+    let mut big = b"HTTP/1.1 503 X\r\n\r\n".to_vec();
+    big.resize(2000, b'x');
+    let big = write(&d, "big.http", &big);
+    err1(
+        &format!(
+            "global\n    tune.bufsize 1024\nbackend b\n    errorfile 503 {}\n",
+            big.display()
+        ),
+        "t.cfg:4: ",
+        "larger than tune.bufsize",
+    );
+}
+
+#[test]
+fn default_path_config_resolves_relative_files() {
+    let d = tmpdir();
+    write(&d, "503.http", b"HTTP/1.1 503 X\r\n\r\n");
+    write(&d, "body.txt", b"hi");
+    let cfg = write(
+        &d,
+        "ebb.cfg",
+        b"global\n    default-path config\nfrontend f\n    bind :80\n    http-request return content-type text/plain file body.txt\n    errorfile 503 503.http\n    default_backend b\nbackend b\n    serve-files www\n",
+    );
+    let c = parse_files(&[cfg]).unwrap();
+    assert_eq!(
+        proxy(&c, "b").serve_files.as_ref().unwrap().root,
+        d.join("www")
+    );
+    assert_eq!(proxy(&c, "f").errorfiles[0].path, d.join("503.http"));
+    let c = ok("global\n    default-path origin /etc/ebb\nbackend b\n    serve-files www\n");
+    assert_eq!(
+        c.proxies[0].serve_files.as_ref().unwrap().root,
+        PathBuf::from("/etc/ebb/www")
+    );
+    err1(
+        "global\n    default-path parent\n",
+        "t.cfg:2: ",
+        "'default-path' expects",
+    );
+}
+
+// ---------------------------------------------------------------- stats, log
+
+#[test]
+fn stats_keywords() {
+    let c = ok("listen stats
+    bind :8404
+    acl local src 127.0.0.1
+    stats uri /stats
+    stats refresh 10s
+    stats auth admin:s3cr:et
+    stats auth ops:x
+    stats realm Ebb
+    stats hide-version
+    stats admin if local
+");
+    let s = &proxy(&c, "stats").stats;
+    assert!(s.enabled);
+    assert_eq!(s.uri.as_ref().unwrap().value, "/stats");
+    assert_eq!(s.uri.as_ref().unwrap().loc.line, 4);
+    assert_eq!(s.effective_uri(), Some("/stats"));
+    assert_eq!(s.refresh, Some(Duration::from_secs(10)));
+    assert_eq!(s.auth.len(), 2);
+    assert_eq!(
+        (s.auth[0].user.as_str(), s.auth[0].password.as_str()),
+        ("admin", "s3cr:et")
+    );
+    assert_eq!(s.realm.as_deref(), Some("Ebb"));
+    assert!(s.hide_version);
+    assert_eq!(s.admin.len(), 1);
+    let c = ok(&be("    stats enable"));
+    assert_eq!(c.proxies[0].stats.effective_uri(), Some("/haproxy?stats"));
+    assert_eq!(ok(&be("")).proxies[0].stats.effective_uri(), None);
+    // Inherited from defaults.
+    let c = ok("defaults\n    stats uri /s\nbackend b\n");
+    assert_eq!(c.proxies[0].stats.effective_uri(), Some("/s"));
+
+    err1(
+        &be("    stats uri stats"),
+        "t.cfg:2: ",
+        "must start with '/'",
+    );
+    err1(&be("    stats auth admin"), "t.cfg:2: ", "USER:PASSWORD");
+    err1(&be("    stats auth :x"), "t.cfg:2: ", "user name");
+    err1(
+        &be("    stats admin"),
+        "t.cfg:2: ",
+        "expects 'if' or 'unless'",
+    );
+    err1(&be("    stats admin now"), "t.cfg:2: ", "unexpected 'now'");
+    err1(&be("    stats refresh 0"), "t.cfg:2: ", "greater than zero");
+    err1(
+        &be("    stats show-legends"),
+        "t.cfg:2: ",
+        "unknown 'stats show-legends'",
+    );
+    err1(&be("    stats"), "t.cfg:2: ", "expects an argument");
+    err1(
+        &be("    stats enable now"),
+        "t.cfg:2: ",
+        "takes no argument",
+    );
+}
+
+#[test]
+fn proxy_log() {
+    let c = ok(
+        "defaults\n    log global\nbackend a\n    log stderr local0 err\nbackend b\n    no log\n",
+    );
+    assert_eq!(proxy(&c, "a").log.len(), 2);
+    assert!(matches!(&proxy(&c, "a").log[1], ProxyLog::Target(t) if t.dest == LogDest::Stderr));
+    assert!(proxy(&c, "b").log.is_empty());
+    err1(&be("    log global now"), "t.cfg:2: ", "takes no argument");
+    err1(&be("    no log x"), "t.cfg:2: ", "takes no argument");
+}
+
+// ---------------------------------------------------------------- cross-checks
+
+#[test]
+fn unknown_backends() {
+    err1(
+        "frontend f\n    bind :80\n    use_backend nope if TRUE\n    default_backend b\nbackend b\n",
+        "t.cfg:3: ",
+        "'use_backend' names unknown backend 'nope'",
+    );
+    err1(
+        "frontend f\n    bind :80\n    default_backend nope\n",
+        "t.cfg:3: ",
+        "'default_backend' names unknown backend 'nope'",
+    );
+    // A frontend is not a backend.
+    err1(
+        "frontend f\n    bind :80\n    default_backend g\nfrontend g\n    bind :81\n",
+        "t.cfg:3: ",
+        "unknown backend 'g'",
+    );
+    // default_backend from defaults points at its defaults line.
+    err1(
+        "defaults\n    default_backend gone\nfrontend f\n    bind :80\n",
+        "t.cfg:2: ",
+        "unknown backend 'gone'",
+    );
+    // ...but backends do not care about an inherited default_backend.
+    ok("defaults\n    default_backend b\nbackend b\n");
+}
+
+#[test]
+fn frontend_without_bind() {
+    err1(
+        "frontend f\n    default_backend b\nbackend b\n",
+        "t.cfg:1: ",
+        "frontend 'f' has no 'bind' line",
+    );
+}
+
+#[test]
+fn duplicate_proxies() {
+    err1(
+        "backend b\nbackend b\n",
+        "t.cfg:2: ",
+        "backend 'b' has the same name as backend 'b' declared at t.cfg:1",
+    );
+    err1(
+        "listen x\n    bind :80\nfrontend x\n    bind :81\n",
+        "t.cfg:3: ",
+        "frontend 'x' has the same name as listen 'x' declared at t.cfg:1",
+    );
+}
+
+// ---------------------------------------------------------------- examples
+
+#[test]
+fn examples_parse() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples");
+    for name in ["static-site.cfg", "mixed.cfg"] {
+        let p = root.join(name);
+        if let Err(e) = parse_files(std::slice::from_ref(&p)) {
+            let msgs: Vec<String> = e.iter().map(|e| e.to_string()).collect();
+            panic!("{} does not parse:\n{}", p.display(), msgs.join("\n"));
+        }
+    }
+    let c = parse_files(&[root.join("mixed.cfg")]).unwrap();
+    let main = c.frontend("main").unwrap();
+    assert!(main
+        .http_request
+        .iter()
+        .any(|r| matches!(r.action, HttpRequestAction::Return(_))));
+    assert!(main
+        .http_request
+        .iter()
+        .any(|r| matches!(r.action, HttpRequestAction::Redirect(_))));
+    assert!(c.backend("static").unwrap().serve_files.is_some());
+    assert_eq!(c.backend("app").unwrap().servers.len(), 3);
+}
+
+#[test]
+fn env_vars_in_config() {
+    let c = ok("frontend f\n    bind \"${HOST}:${PORT}\"\n    default_backend b\nbackend b\n    server s \"${NOPE-127.0.0.1}:80\"\n");
+    assert_eq!(
+        c.proxies[0].binds[0].addrs,
+        ["10.0.0.1:8080".parse::<SocketAddr>().unwrap()]
+    );
+    assert_eq!(c.proxies[1].servers[0].host, "127.0.0.1");
+    // An empty value leaves an empty (quoted) word, not a missing one.
+    err1(
+        "frontend f\n    bind \"$EMPTY\"\n",
+        "t.cfg:2: ",
+        "empty address",
+    );
+}
+
+#[test]
+fn real_env_is_used_by_parse_str() {
+    // parse_str reads the process environment; an unset variable expands to
+    // nothing, so the default applies.
+    let c = parse_str(
+        "x.cfg",
+        "backend b\n    server s \"${EBB_TEST_SURELY_UNSET_VAR-10.9.8.7}:80\"\n",
+    )
+    .unwrap();
+    assert_eq!(c.proxies[0].servers[0].host, "10.9.8.7");
+    let _ = no_env("x");
+}
+
+// ---------------------------------------------------------------- robustness
+
+mod fuzz {
+    use super::super::parse_str_with_env;
+    use proptest::prelude::*;
+
+    const KEYWORDS: &[&str] = &[
+        "global",
+        "defaults",
+        "frontend f",
+        "backend b",
+        "listen l",
+        "bind",
+        ":80",
+        "server",
+        "acl",
+        "if",
+        "unless",
+        "{",
+        "}",
+        "!",
+        "||",
+        "http-request",
+        "return",
+        "redirect",
+        "use_backend",
+        "default_backend",
+        "timeout",
+        "client",
+        "option",
+        "stats",
+        "\"",
+        "'",
+        "\\",
+        "#",
+        "$",
+        "${",
+        "}",
+        "hdr(host)",
+        "path_beg",
+        "status",
+        "1s",
+        "-i",
+        "weight",
+        "serve-files",
+        "errorfile",
+        "no",
+        "log",
+        "balance",
+        "\n",
+        " ",
+        "\t",
+        "\\x",
+        "0",
+    ];
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(2000))]
+
+        #[test]
+        fn arbitrary_text_never_panics(s in "\\PC{0,300}") {
+            let _ = parse_str_with_env("fuzz.cfg", &s, &|_| None);
+        }
+
+        #[test]
+        fn keyword_soup_never_panics(parts in proptest::collection::vec(0..KEYWORDS.len(), 0..80)) {
+            let s: String = parts.iter().map(|&i| KEYWORDS[i]).collect::<Vec<_>>().join(" ");
+            let _ = parse_str_with_env("fuzz.cfg", &s, &|v| if v == "X" { Some("a b".into()) } else { None });
+        }
+
+        #[test]
+        fn errors_always_have_a_line(s in "(frontend f|backend b|global|bind|server s|acl|[a-z :/\"'#{}!]){0,40}") {
+            if let Err(errs) = parse_str_with_env("fuzz.cfg", &s.replace('|', "\n"), &|_| None) {
+                for e in errs {
+                    prop_assert!(e.to_string().starts_with("fuzz.cfg:"));
+                }
+            }
+        }
+    }
+}

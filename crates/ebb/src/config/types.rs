@@ -1,0 +1,769 @@
+//! The typed configuration the server reads. Every value that the server may
+//! have to report about later (a bind that fails, a certificate that does not
+//! load, a backend name) keeps the [`Loc`] of the line it came from.
+
+use std::fmt;
+use std::net::{IpAddr, SocketAddr};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// A position in the configuration: file name and 1-based line number.
+/// Line 0 means "the file as a whole" (e.g. it could not be read).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Loc {
+    pub file: Arc<str>,
+    pub line: u32,
+}
+
+impl fmt::Display for Loc {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.line == 0 {
+            write!(f, "{}", self.file)
+        } else {
+            write!(f, "{}:{}", self.file, self.line)
+        }
+    }
+}
+
+/// A configuration error: `file:line: what is wrong`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ConfigError {
+    pub loc: Loc,
+    pub message: String,
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.loc, self.message)
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+/// A value with the line it was set on.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Spanned<T> {
+    pub value: T,
+    pub loc: Loc,
+}
+
+/// The whole configuration, in the order of the files.
+#[derive(Clone, Debug, Default)]
+pub struct Config {
+    pub global: Global,
+    /// Frontends, backends and listens in declaration order. A `listen` is one
+    /// proxy with both capabilities, as in HAProxy.
+    pub proxies: Vec<Proxy>,
+}
+
+impl Config {
+    /// Proxies that accept connections (`frontend` and `listen`).
+    pub fn frontends(&self) -> impl Iterator<Item = &Proxy> {
+        self.proxies.iter().filter(|p| p.kind.is_frontend())
+    }
+    /// Proxies that hold servers or files (`backend` and `listen`).
+    pub fn backends(&self) -> impl Iterator<Item = &Proxy> {
+        self.proxies.iter().filter(|p| p.kind.is_backend())
+    }
+    /// The backend (or listen) of that name.
+    pub fn backend(&self, name: &str) -> Option<&Proxy> {
+        self.backends().find(|p| p.name == name)
+    }
+    /// The frontend (or listen) of that name.
+    pub fn frontend(&self, name: &str) -> Option<&Proxy> {
+        self.frontends().find(|p| p.name == name)
+    }
+}
+
+/// The `global` section.
+#[derive(Clone, Debug)]
+pub struct Global {
+    /// `nbthread N`; `None`: one per CPU.
+    pub nbthread: Option<Spanned<u32>>,
+    /// `maxconn N`: process-wide connection limit.
+    pub maxconn: Option<u32>,
+    /// `tune.bufsize`, in bytes. 16384 is HAProxy's default.
+    pub bufsize: usize,
+    /// `tune.runqueue-depth`; `None`: the scheduler's default by thread count.
+    pub runqueue_depth: Option<u32>,
+    /// `tune.sched.low-latency on|off`.
+    pub low_latency: bool,
+    /// `tune.heavy-tasklets on|off` (ebb): whether the heavy class is used.
+    pub heavy_tasklets: bool,
+    /// `profiling.tasks on|auto|off`.
+    pub profiling_tasks: ProfilingMode,
+    /// `hard-stop-after T`.
+    pub hard_stop_after: Option<Duration>,
+    /// `log ...` lines, in order.
+    pub log: Vec<LogTarget>,
+    /// `pidfile PATH`.
+    pub pidfile: Option<Spanned<PathBuf>>,
+    /// `stats socket ...` lines.
+    pub stats_sockets: Vec<StatsSocket>,
+    /// `stats timeout T` for CLI connections.
+    pub stats_timeout: Option<Duration>,
+    /// `server-state-file PATH`.
+    pub server_state_file: Option<Spanned<PathBuf>>,
+    /// `server-state-base DIR`.
+    pub server_state_base: Option<Spanned<PathBuf>>,
+    /// `daemon` (accepted; ebb's command line decides about forking).
+    pub daemon: bool,
+}
+
+impl Default for Global {
+    fn default() -> Self {
+        Global {
+            nbthread: None,
+            maxconn: None,
+            bufsize: 16384,
+            runqueue_depth: None,
+            low_latency: false,
+            heavy_tasklets: true,
+            profiling_tasks: ProfilingMode::Auto,
+            hard_stop_after: None,
+            log: Vec::new(),
+            pidfile: None,
+            stats_sockets: Vec::new(),
+            stats_timeout: None,
+            server_state_file: None,
+            server_state_base: None,
+            daemon: false,
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ProfilingMode {
+    On,
+    Auto,
+    Off,
+}
+
+/// Syslog severities, most severe first (RFC 5424 order).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum LogLevel {
+    Emerg,
+    Alert,
+    Crit,
+    Err,
+    Warning,
+    Notice,
+    Info,
+    Debug,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum LogDest {
+    Stdout,
+    Stderr,
+    File(PathBuf),
+}
+
+/// `log TARGET [FACILITY [LEVEL [MINLEVEL]]]`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LogTarget {
+    pub dest: LogDest,
+    pub facility: Option<String>,
+    /// Only messages at least this severe are sent.
+    pub level: Option<LogLevel>,
+    /// Less severe messages are raised to this level.
+    pub min_level: Option<LogLevel>,
+    pub loc: Loc,
+}
+
+/// A proxy's `log` lines.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ProxyLog {
+    /// `log global`: use the global targets.
+    Global,
+    Target(LogTarget),
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum CliLevel {
+    User,
+    Operator,
+    Admin,
+}
+
+/// `stats socket PATH [mode OCTAL] [level user|operator|admin]`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StatsSocket {
+    /// A UNIX socket path, or `ADDR:PORT` / `ipv4@...` for TCP, as written.
+    pub path: String,
+    pub mode: Option<u32>,
+    /// `operator` when not given (HAProxy's documented default level).
+    pub level: CliLevel,
+    pub loc: Loc,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ProxyKind {
+    Frontend,
+    Backend,
+    Listen,
+}
+
+impl ProxyKind {
+    pub fn is_frontend(self) -> bool {
+        matches!(self, ProxyKind::Frontend | ProxyKind::Listen)
+    }
+    pub fn is_backend(self) -> bool {
+        matches!(self, ProxyKind::Backend | ProxyKind::Listen)
+    }
+    pub fn name(self) -> &'static str {
+        match self {
+            ProxyKind::Frontend => "frontend",
+            ProxyKind::Backend => "backend",
+            ProxyKind::Listen => "listen",
+        }
+    }
+}
+
+/// A frontend, backend or listen section, with the `defaults` it inherited
+/// already applied.
+#[derive(Clone, Debug)]
+pub struct Proxy {
+    pub name: String,
+    pub kind: ProxyKind,
+    /// The section header line.
+    pub loc: Loc,
+    /// `maxconn` (frontends).
+    pub maxconn: Option<u32>,
+    pub timeouts: Timeouts,
+    pub options: ProxyOptions,
+    pub log: Vec<ProxyLog>,
+    /// `bind` lines (frontends).
+    pub binds: Vec<Bind>,
+    /// Named ACLs; several `acl` lines with one name are ORed into one entry.
+    pub acls: Vec<Acl>,
+    pub http_request: Vec<HttpRequestRule>,
+    pub http_response: Vec<HttpResponseRule>,
+    pub use_backends: Vec<UseBackend>,
+    pub default_backend: Option<Spanned<String>>,
+    /// `errorfile CODE FILE`, files already read; a later line for the same
+    /// code replaces the earlier one.
+    pub errorfiles: Vec<ErrorFile>,
+    pub stats: Stats,
+    // Backend side.
+    pub balance: Balance,
+    /// `retries N` (HAProxy's default: 3).
+    pub retries: u32,
+    pub http_reuse: HttpReuse,
+    /// `default-server` options, used as the base of each `server` below it.
+    pub default_server: ServerOptions,
+    pub servers: Vec<Server>,
+    pub serve_files: Option<ServeFiles>,
+    pub http_check: HttpCheck,
+    pub load_server_state: Option<Spanned<LoadServerState>>,
+}
+
+impl Proxy {
+    /// The named ACL, if declared in this proxy.
+    pub fn acl(&self, name: &str) -> Option<&Acl> {
+        self.acls.iter().find(|a| a.name == name)
+    }
+    /// The errorfile for that status, if any.
+    pub fn errorfile(&self, status: u16) -> Option<&ErrorFile> {
+        self.errorfiles.iter().find(|e| e.status == status)
+    }
+}
+
+/// Timeouts; `None` means not set (HAProxy's meaning: no timeout, with a
+/// warning; the server picks its own policy).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Timeouts {
+    pub client: Option<Duration>,
+    pub server: Option<Duration>,
+    pub connect: Option<Duration>,
+    pub http_request: Option<Duration>,
+    pub http_keep_alive: Option<Duration>,
+    pub queue: Option<Duration>,
+    pub tunnel: Option<Duration>,
+    pub check: Option<Duration>,
+}
+
+/// How connections are handled after a response (`option http-keep-alive`,
+/// `option http-server-close`, `option httpclose`; the last one set wins).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum HttpConnMode {
+    #[default]
+    KeepAlive,
+    ServerClose,
+    Close,
+}
+
+/// `option forwardfor [except NET] [header NAME] [if-none]`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ForwardFor {
+    pub except: Option<IpNet>,
+    /// Lower case; `x-forwarded-for` by default.
+    pub header: String,
+    pub if_none: bool,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ProxyOptions {
+    pub conn_mode: HttpConnMode,
+    pub forwardfor: Option<ForwardFor>,
+    pub redispatch: bool,
+    pub httplog: bool,
+    pub dontlognull: bool,
+}
+
+/// An IP network: address and prefix length.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct IpNet {
+    pub addr: IpAddr,
+    pub prefix: u8,
+}
+
+impl IpNet {
+    /// Whether `ip` is inside this network (an IPv4 network never contains
+    /// an IPv6 address and vice versa, except v4-mapped addresses).
+    pub fn contains(&self, ip: IpAddr) -> bool {
+        let ip = match ip {
+            IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+                Some(v4) if self.addr.is_ipv4() => IpAddr::V4(v4),
+                _ => ip,
+            },
+            v4 => v4,
+        };
+        match (self.addr, ip) {
+            (IpAddr::V4(net), IpAddr::V4(a)) => {
+                let mask = if self.prefix == 0 {
+                    0
+                } else {
+                    u32::MAX << (32 - u32::from(self.prefix))
+                };
+                u32::from(net) & mask == u32::from(a) & mask
+            }
+            (IpAddr::V6(net), IpAddr::V6(a)) => {
+                let mask = if self.prefix == 0 {
+                    0
+                } else {
+                    u128::MAX << (128 - u32::from(self.prefix))
+                };
+                u128::from(net) & mask == u128::from(a) & mask
+            }
+            _ => false,
+        }
+    }
+}
+
+/// `bind ADDR:PORT[,ADDR:PORT...] [name N] [ssl crt F ...]`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Bind {
+    /// All addresses of the line (comma lists and port ranges expanded).
+    /// `:80` and `*:80` are `0.0.0.0:80`; `:::80` is `[::]:80`.
+    pub addrs: Vec<SocketAddr>,
+    pub name: Option<String>,
+    pub ssl: Option<BindSsl>,
+    pub loc: Loc,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum TlsVersion {
+    Tls12,
+    Tls13,
+}
+
+/// TLS settings of a `bind ... ssl` line. Files are not read by the parser;
+/// the TLS layer loads them and reports problems with `loc`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BindSsl {
+    /// `crt` files in order; the first is the default certificate.
+    pub crts: Vec<PathBuf>,
+    /// `key FILE` when the key is not in the `crt` file.
+    pub key: Option<PathBuf>,
+    /// `alpn h2,http/1.1`.
+    pub alpn: Vec<String>,
+    pub min_ver: Option<TlsVersion>,
+}
+
+/// What an ACL test fetches from the request.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Fetch {
+    /// The path (no query string).
+    Path,
+    /// The whole request target as sent.
+    Url,
+    Method,
+    /// The client address.
+    Src,
+    /// Values of a header (name in lower case), each comma-separated value
+    /// tested on its own, as HAProxy's `hdr()` does.
+    Hdr(String),
+    /// `req.ver`: "1.0", "1.1".
+    ReqVer,
+    /// `always_true` / `always_false` (and the TRUE / FALSE predefined ACLs).
+    Always(bool),
+}
+
+/// How patterns are compared (HAProxy's `-m` methods).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MatchMethod {
+    /// Exact string.
+    Str,
+    /// Prefix.
+    Beg,
+    /// Suffix.
+    End,
+    /// Substring.
+    Sub,
+    /// A slash-delimited segment.
+    Dir,
+    /// A dot- or slash-delimited domain component.
+    Dom,
+    /// Regular expression (pattern kept as a string; compiled by the server).
+    Reg,
+    /// The fetch exists (no pattern).
+    Found,
+    /// IP address or network (for `src`).
+    Ip,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Pattern {
+    Str(String),
+    Net(IpNet),
+}
+
+/// One ACL test: a fetch, a match method and patterns (ORed).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AclTest {
+    pub fetch: Fetch,
+    pub method: MatchMethod,
+    /// `-i`.
+    pub ignore_case: bool,
+    pub patterns: Vec<Pattern>,
+    pub loc: Loc,
+}
+
+/// A named ACL: true when any of its tests matches.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Acl {
+    pub name: String,
+    pub tests: Vec<AclTest>,
+    pub loc: Loc,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum AclRef {
+    /// A named ACL of the proxy: `index` into `Proxy::acls`.
+    Named { name: String, index: usize },
+    /// An anonymous `{ ... }` ACL or a predefined one (TRUE, METH_GET, ...).
+    Inline(AclTest),
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CondTerm {
+    /// `!` before the ACL.
+    pub negate: bool,
+    pub acl: AclRef,
+}
+
+/// `if|unless COND`: `terms` is an OR of ANDs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Condition {
+    /// `unless`.
+    pub unless: bool,
+    pub terms: Vec<Vec<CondTerm>>,
+    pub loc: Loc,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UseBackend {
+    pub backend: String,
+    pub cond: Option<Condition>,
+    pub loc: Loc,
+}
+
+/// The body of an `http-request return`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ReturnBody {
+    None,
+    String(String),
+    /// `lf-string`: a log-format string, kept as written.
+    LfString(String),
+    /// `file F`: read at parse time.
+    File {
+        path: PathBuf,
+        content: Vec<u8>,
+    },
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ReturnAction {
+    pub status: u16,
+    pub content_type: Option<String>,
+    pub body: ReturnBody,
+    /// Extra headers, names in the case written.
+    pub headers: Vec<(String, String)>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RedirectKind {
+    Location,
+    Prefix,
+    Scheme,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Redirect {
+    pub kind: RedirectKind,
+    pub target: String,
+    /// 301, 302 (default), 303, 307 or 308.
+    pub code: u16,
+    pub drop_query: bool,
+    pub append_slash: bool,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Service {
+    PrometheusExporter,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum HttpRequestAction {
+    Return(Box<ReturnAction>),
+    Redirect(Redirect),
+    /// `deny [deny_status N]` (403 by default).
+    Deny {
+        status: u16,
+    },
+    Allow,
+    SetHeader {
+        name: String,
+        value: String,
+    },
+    AddHeader {
+        name: String,
+        value: String,
+    },
+    DelHeader {
+        name: String,
+    },
+    UseService(Service),
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HttpRequestRule {
+    pub action: HttpRequestAction,
+    pub cond: Option<Condition>,
+    pub loc: Loc,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum HttpResponseAction {
+    SetHeader { name: String, value: String },
+    AddHeader { name: String, value: String },
+    DelHeader { name: String },
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HttpResponseRule {
+    pub action: HttpResponseAction,
+    pub cond: Option<Condition>,
+    pub loc: Loc,
+}
+
+/// `errorfile CODE FILE`: the file's bytes are a full HTTP response.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ErrorFile {
+    pub status: u16,
+    pub path: PathBuf,
+    pub content: Vec<u8>,
+    pub loc: Loc,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StatsUser {
+    pub user: String,
+    pub password: String,
+}
+
+/// The `stats` keywords of a proxy.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Stats {
+    /// `stats enable` or any of `stats uri|auth|refresh|admin`.
+    pub enabled: bool,
+    /// `stats uri`; HAProxy's default is `/haproxy?stats`.
+    pub uri: Option<Spanned<String>>,
+    pub refresh: Option<Duration>,
+    pub auth: Vec<StatsUser>,
+    pub realm: Option<String>,
+    pub hide_version: bool,
+    /// `stats admin if|unless COND`: admin actions allowed when any matches.
+    pub admin: Vec<Condition>,
+}
+
+impl Stats {
+    /// The URI prefix the page answers on, when enabled.
+    pub fn effective_uri(&self) -> Option<&str> {
+        if !self.enabled {
+            return None;
+        }
+        Some(
+            self.uri
+                .as_ref()
+                .map(|u| u.value.as_str())
+                .unwrap_or("/haproxy?stats"),
+        )
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Balance {
+    RoundRobin,
+    StaticRr,
+    LeastConn,
+    First,
+    Source,
+    Uri {
+        whole: bool,
+        len: Option<u32>,
+        depth: Option<u32>,
+    },
+    /// Header name in lower case.
+    Hdr {
+        name: String,
+        use_domain_only: bool,
+    },
+    /// `random [DRAWS]`; 2 draws by default (power of two choices).
+    Random {
+        draws: u32,
+    },
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum HttpReuse {
+    Never,
+    #[default]
+    Safe,
+    Aggressive,
+    Always,
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Verify {
+    None,
+    #[default]
+    Required,
+}
+
+/// Options of `server` and `default-server`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ServerOptions {
+    /// 0..=256, 1 by default.
+    pub weight: u32,
+    pub maxconn: Option<u32>,
+    pub maxqueue: Option<u32>,
+    pub backup: bool,
+    pub disabled: bool,
+    pub check: bool,
+    /// Check interval, 2 s by default (HAProxy's).
+    pub inter: Duration,
+    pub fastinter: Option<Duration>,
+    pub downinter: Option<Duration>,
+    /// Consecutive successes to go UP (2) and failures to go DOWN (3).
+    pub rise: u32,
+    pub fall: u32,
+    pub slowstart: Option<Duration>,
+    pub ssl: bool,
+    pub verify: Verify,
+    pub ca_file: Option<PathBuf>,
+    pub sni: Option<String>,
+    /// `pool-max-conn`; `None` = unlimited (`-1`).
+    pub pool_max_conn: Option<u32>,
+    /// `pool-purge-delay`, 5 s by default (HAProxy's).
+    pub pool_purge_delay: Duration,
+}
+
+impl Default for ServerOptions {
+    fn default() -> Self {
+        ServerOptions {
+            weight: 1,
+            maxconn: None,
+            maxqueue: None,
+            backup: false,
+            disabled: false,
+            check: false,
+            inter: Duration::from_secs(2),
+            fastinter: None,
+            downinter: None,
+            rise: 2,
+            fall: 3,
+            slowstart: None,
+            ssl: false,
+            verify: Verify::Required,
+            ca_file: None,
+            sni: None,
+            pool_max_conn: None,
+            pool_purge_delay: Duration::from_secs(5),
+        }
+    }
+}
+
+/// `server NAME ADDR:PORT [options]`. The address is not resolved here.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Server {
+    pub name: String,
+    /// Host name or IP literal (IPv6 without brackets).
+    pub host: String,
+    pub port: u16,
+    pub opts: ServerOptions,
+    pub loc: Loc,
+}
+
+/// `serve-files DIR [index FILE] [listing on|off] [follow-symlinks on|off] [max-age N]`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ServeFiles {
+    pub root: PathBuf,
+    /// Index files tried in order for a directory (`index.html` by default).
+    pub index: Vec<String>,
+    pub listing: bool,
+    pub follow_symlinks: bool,
+    /// `Cache-Control: max-age` in seconds.
+    pub max_age: Option<u32>,
+    pub loc: Loc,
+}
+
+/// `http-check expect [!] status|rstatus|string|rstring PATTERN`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ExpectKind {
+    /// Inclusive ranges, e.g. `200`, `200-399`, `200,204`.
+    Status(Vec<(u16, u16)>),
+    RStatus(String),
+    String(String),
+    RString(String),
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HttpExpect {
+    pub negate: bool,
+    pub kind: ExpectKind,
+    pub loc: Loc,
+}
+
+/// HTTP health checks: `option httpchk` and `http-check expect`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct HttpCheck {
+    /// `option httpchk` given: checks are HTTP, not TCP connects.
+    pub enabled: bool,
+    /// `OPTIONS` by default (HAProxy's).
+    pub method: String,
+    /// `/` by default.
+    pub uri: String,
+    /// `HTTP/1.0` by default.
+    pub version: String,
+    pub expect: Option<HttpExpect>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LoadServerState {
+    Global,
+    Local,
+    None,
+}

@@ -1,0 +1,324 @@
+//! Scalar values: times, sizes, numbers, switches, addresses, networks.
+//! Each returns a message on error; the caller adds `file:line`.
+
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::time::Duration;
+
+use super::types::IpNet;
+
+/// Largest timer HAProxy accepts: ticks are milliseconds in a wrapping `u32`
+/// compared by signed difference, so a delay must stay below 2^31 ms
+/// (about 24.8 days).
+pub(crate) const MAX_TIMER_MS: u64 = (1 << 31) - 1;
+
+/// Parses a time: digits and an optional unit `us`, `ms`, `s`, `m`, `h`, `d`;
+/// milliseconds when there is none (HAProxy's rule, configuration.txt 2.5).
+pub(crate) fn parse_time(s: &str) -> Result<Duration, String> {
+    parse_time_unit(s, 1_000)
+}
+
+/// As [`parse_time`] with the unit used when none is given, in microseconds.
+pub(crate) fn parse_time_unit(s: &str, default_us: u64) -> Result<Duration, String> {
+    let digits = s.bytes().take_while(u8::is_ascii_digit).count();
+    if digits == 0 {
+        return Err(format!(
+            "invalid time '{s}': expected a number with an optional unit (us, ms, s, m, h, d)"
+        ));
+    }
+    let n: u64 = s[..digits]
+        .parse()
+        .map_err(|_| format!("time '{s}' is too large"))?;
+    let unit_us: u64 = match &s[digits..] {
+        "" => default_us,
+        "us" => 1,
+        "ms" => 1_000,
+        "s" => 1_000_000,
+        "m" => 60_000_000,
+        "h" => 3_600_000_000,
+        "d" => 86_400_000_000,
+        other => {
+            return Err(format!(
+                "invalid unit '{other}' in time '{s}' (expected us, ms, s, m, h or d)"
+            ))
+        }
+    };
+    let us = n
+        .checked_mul(unit_us)
+        .ok_or_else(|| format!("time '{s}' is too large"))?;
+    if us / 1000 > MAX_TIMER_MS {
+        return Err(format!(
+            "time '{s}' is too large (the maximum is 2147483647 ms, about 24.8 days)"
+        ));
+    }
+    Ok(Duration::from_micros(us))
+}
+
+/// Parses a size in bytes with an optional `k`, `m` or `g` suffix (powers of
+/// 1024, as HAProxy's `parse_size_err()`).
+pub(crate) fn parse_size(s: &str) -> Result<u64, String> {
+    let digits = s.bytes().take_while(u8::is_ascii_digit).count();
+    if digits == 0 {
+        return Err(format!(
+            "invalid size '{s}': expected a number with an optional k, m or g suffix"
+        ));
+    }
+    let n: u64 = s[..digits]
+        .parse()
+        .map_err(|_| format!("size '{s}' is too large"))?;
+    let mult: u64 = match s[digits..].to_ascii_lowercase().as_str() {
+        "" => 1,
+        "k" => 1 << 10,
+        "m" => 1 << 20,
+        "g" => 1 << 30,
+        other => return Err(format!("invalid suffix '{other}' in size '{s}'")),
+    };
+    n.checked_mul(mult)
+        .ok_or_else(|| format!("size '{s}' is too large"))
+}
+
+/// Parses an unsigned integer within `min..=max`.
+pub(crate) fn parse_u32_range(what: &str, s: &str, min: u32, max: u32) -> Result<u32, String> {
+    if s.is_empty() || !s.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(format!("'{what}' expects an integer, got '{s}'"));
+    }
+    match s.parse::<u64>() {
+        Ok(n) if n >= u64::from(min) && n <= u64::from(max) => Ok(n as u32),
+        _ => Err(format!("'{what}' value {s} is out of range ({min}..{max})")),
+    }
+}
+
+/// `on` / `off`.
+pub(crate) fn parse_on_off(what: &str, s: &str) -> Result<bool, String> {
+    match s {
+        "on" => Ok(true),
+        "off" => Ok(false),
+        _ => Err(format!("'{what}' expects 'on' or 'off', got '{s}'")),
+    }
+}
+
+fn parse_port(port: &str, what: &str) -> Result<u16, String> {
+    if port.is_empty() {
+        return Err(format!("missing port in {what}"));
+    }
+    if !port.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(format!("invalid port '{port}' in {what}"));
+    }
+    match port.parse::<u32>() {
+        Ok(p) if (1..=65535).contains(&p) => Ok(p as u16),
+        _ => Err(format!("port '{port}' out of range (1..65535) in {what}")),
+    }
+}
+
+/// Splits `HOST:PORT`, `[V6]:PORT` or `V6:PORT` (the last colon separates
+/// the port, as HAProxy's `str2sa_range()`); strips `ipv4@` / `ipv6@`.
+/// Returns the host (without brackets) and the port text.
+fn split_host_port(addr: &str) -> Result<(String, String, Option<bool>), String> {
+    let mut family: Option<bool> = None; // Some(true) = v4 forced, Some(false) = v6
+    let mut a = addr;
+    if let Some(rest) = a.strip_prefix("ipv4@") {
+        family = Some(true);
+        a = rest;
+    } else if let Some(rest) = a.strip_prefix("ipv6@") {
+        family = Some(false);
+        a = rest;
+    } else if let Some(at) = a.find('@') {
+        return Err(format!(
+            "address family '{}' is not supported in '{addr}' (only ipv4@ and ipv6@)",
+            &a[..at + 1]
+        ));
+    }
+    if let Some(rest) = a.strip_prefix('[') {
+        let close = rest
+            .find(']')
+            .ok_or_else(|| format!("missing ']' in address '{addr}'"))?;
+        let host = &rest[..close];
+        let after = &rest[close + 1..];
+        let port = after
+            .strip_prefix(':')
+            .ok_or_else(|| format!("missing port in address '{addr}'"))?;
+        return Ok((host.to_string(), port.to_string(), family));
+    }
+    match a.rfind(':') {
+        Some(i) => Ok((a[..i].to_string(), a[i + 1..].to_string(), family)),
+        None => Err(format!(
+            "missing port in address '{addr}' (expected ADDR:PORT)"
+        )),
+    }
+}
+
+/// A DNS name or IP literal, checked for plausible characters only.
+fn valid_hostname(h: &str) -> bool {
+    !h.is_empty()
+        && h.len() <= 253
+        && h.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'.' || b == b'_')
+}
+
+/// A server address: host (name or IP, not resolved) and port.
+pub(crate) fn parse_host_port(addr: &str) -> Result<(String, u16), String> {
+    let (host, port, family) = split_host_port(addr)?;
+    if port.starts_with('+') || port.starts_with('-') {
+        return Err(format!("port offsets are not supported in '{addr}'"));
+    }
+    let port = parse_port(&port, &format!("address '{addr}'"))?;
+    if host.contains(':') {
+        host.parse::<Ipv6Addr>()
+            .map_err(|_| format!("invalid IPv6 address '{host}' in '{addr}'"))?;
+        if family == Some(true) {
+            return Err(format!("'{host}' is not an IPv4 address"));
+        }
+        return Ok((host, port));
+    }
+    if host.is_empty() || host == "*" {
+        return Err(format!("missing host in server address '{addr}'"));
+    }
+    if !valid_hostname(&host) {
+        return Err(format!("invalid host name '{host}' in '{addr}'"));
+    }
+    if family == Some(false) && host.parse::<Ipv4Addr>().is_ok() {
+        return Err(format!("'{host}' is not an IPv6 address"));
+    }
+    Ok((host, port))
+}
+
+/// Largest number of ports one bind line may expand to, so a typo such as
+/// `1-65535` cannot make the server open tens of thousands of sockets.
+const MAX_BIND_PORTS: usize = 1024;
+
+/// A bind address list: `ADDR:PORT[,ADDR:PORT...]`, each port possibly a
+/// range `LOW-HIGH`. An empty host or `*` is 0.0.0.0, `::` is the IPv6 any
+/// address, `localhost` is 127.0.0.1.
+pub(crate) fn parse_bind_addrs(list: &str) -> Result<Vec<SocketAddr>, String> {
+    let mut out = Vec::new();
+    for item in list.split(',') {
+        if item.is_empty() {
+            return Err(format!("empty address in '{list}'"));
+        }
+        let (host, port, family) = split_host_port(item)?;
+        let ip: IpAddr = match host.as_str() {
+            "" | "*" => {
+                if family == Some(false) {
+                    IpAddr::V6(Ipv6Addr::UNSPECIFIED)
+                } else {
+                    IpAddr::V4(Ipv4Addr::UNSPECIFIED)
+                }
+            }
+            "localhost" => IpAddr::V4(Ipv4Addr::LOCALHOST),
+            h => h.parse::<IpAddr>().map_err(|_| {
+                format!("invalid bind address '{h}' in '{item}' (an IP address is expected)")
+            })?,
+        };
+        match (family, ip) {
+            (Some(true), IpAddr::V6(_)) => {
+                return Err(format!("'{host}' is not an IPv4 address"));
+            }
+            (Some(false), IpAddr::V4(_)) if !host.is_empty() && host != "*" => {
+                return Err(format!("'{host}' is not an IPv6 address"));
+            }
+            _ => {}
+        }
+        let what = format!("bind address '{item}'");
+        let (lo, hi) = match port.split_once('-') {
+            Some((a, b)) if !a.is_empty() => (parse_port(a, &what)?, parse_port(b, &what)?),
+            _ => {
+                let p = parse_port(&port, &what)?;
+                (p, p)
+            }
+        };
+        if lo > hi {
+            return Err(format!("invalid port range '{port}' in '{item}'"));
+        }
+        if out.len() + usize::from(hi - lo) + 1 > MAX_BIND_PORTS {
+            return Err(format!(
+                "too many ports in '{list}' (at most {MAX_BIND_PORTS} per bind line)"
+            ));
+        }
+        for p in lo..=hi {
+            out.push(SocketAddr::new(ip, p));
+        }
+    }
+    Ok(out)
+}
+
+/// An IP address or network `ADDR[/PREFIX]` (also a dotted IPv4 mask).
+pub(crate) fn parse_ipnet(s: &str) -> Result<IpNet, String> {
+    let (a, p) = match s.split_once('/') {
+        Some((a, p)) => (a, Some(p)),
+        None => (s, None),
+    };
+    let addr: IpAddr = a
+        .parse()
+        .map_err(|_| format!("invalid IP address '{a}' in '{s}'"))?;
+    let max: u8 = if addr.is_ipv4() { 32 } else { 128 };
+    let prefix = match p {
+        None => max,
+        Some(p) if p.contains('.') && addr.is_ipv4() => {
+            let m: Ipv4Addr = p
+                .parse()
+                .map_err(|_| format!("invalid network mask '{p}' in '{s}'"))?;
+            let m = u32::from(m);
+            let ones = m.leading_ones();
+            if m.checked_shl(ones).unwrap_or(0) != 0 {
+                return Err(format!("non-contiguous network mask '{p}' in '{s}'"));
+            }
+            ones as u8
+        }
+        Some(p) => match p.parse::<u8>() {
+            Ok(n) if n <= max && p.bytes().all(|b| b.is_ascii_digit()) => n,
+            _ => return Err(format!("invalid prefix length '{p}' in '{s}'")),
+        },
+    };
+    Ok(IpNet { addr, prefix })
+}
+
+/// An HTTP token (RFC 9110 `tchar`), as for header names and methods.
+pub(crate) fn is_token(s: &str) -> bool {
+    !s.is_empty()
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
+}
+
+/// A header name, returned unchanged if valid.
+pub(crate) fn header_name(s: &str) -> Result<String, String> {
+    if is_token(s) {
+        Ok(s.to_string())
+    } else {
+        Err(format!("invalid header name '{s}'"))
+    }
+}
+
+/// A header value must not contain CR, LF or NUL (they would split the
+/// message or be rejected by clients).
+pub(crate) fn header_value(s: &str) -> Result<String, String> {
+    if s.bytes().any(|b| b == b'\r' || b == b'\n' || b == 0) {
+        Err(format!(
+            "invalid character (CR, LF or NUL) in header value '{}'",
+            s.escape_debug()
+        ))
+    } else {
+        Ok(s.to_string())
+    }
+}
+
+/// Proxy, server and ACL names: HAProxy allows letters, digits, `-`, `_`,
+/// `.` and `:`.
+pub(crate) fn valid_name(s: &str) -> bool {
+    !s.is_empty()
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b':'))
+}
+
+/// Status codes HAProxy accepts for `errorfile` (its `http_err_codes`).
+pub(crate) const ERRORFILE_CODES: &[u16] = &[
+    200, 400, 401, 403, 404, 405, 407, 408, 410, 413, 425, 429, 500, 501, 502, 503, 504,
+];
+
+/// A status code within `lo..=hi`.
+pub(crate) fn parse_status(what: &str, s: &str, lo: u16, hi: u16) -> Result<u16, String> {
+    match s.parse::<u16>() {
+        Ok(n) if (lo..=hi).contains(&n) && s.len() == 3 => Ok(n),
+        _ => Err(format!(
+            "invalid status code '{s}' for '{what}' (expected {lo}..{hi})"
+        )),
+    }
+}
