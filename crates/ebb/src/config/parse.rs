@@ -148,6 +148,203 @@ fn fresh_defaults() -> Proxy {
     )
 }
 
+/// Keywords of the `global` section, for "did you mean" hints.
+const GLOBAL_KEYWORDS: &[&str] = &[
+    "nbthread",
+    "maxconn",
+    "tune.bufsize",
+    "tune.runqueue-depth",
+    "tune.sched.low-latency",
+    "tune.heavy-tasklets",
+    "profiling.tasks",
+    "hard-stop-after",
+    "log",
+    "pidfile",
+    "stats",
+    "server-state-file",
+    "server-state-base",
+    "daemon",
+    "default-path",
+];
+
+/// HAProxy `global` keywords ebb knows of but does not implement: a clearer
+/// message than "unknown keyword" for people bringing a haproxy.cfg.
+const HAPROXY_GLOBAL_UNSUPPORTED: &[&str] = &[
+    "chroot",
+    "user",
+    "group",
+    "uid",
+    "gid",
+    "nbproc",
+    "ulimit-n",
+    "ca-base",
+    "crt-base",
+    "ssl-default-bind-ciphers",
+    "ssl-default-bind-ciphersuites",
+    "ssl-default-bind-options",
+    "ssl-default-server-ciphers",
+    "ssl-default-server-ciphersuites",
+    "ssl-default-server-options",
+    "ssl-server-verify",
+    "tune.ssl.default-dh-param",
+    "master-worker",
+    "quiet",
+    "node",
+    "description",
+    "lua-load",
+    "setenv",
+    "presetenv",
+    "resetenv",
+    "unsetenv",
+    "cpu-map",
+    "spread-checks",
+    "log-send-hostname",
+    "log-tag",
+    "maxsslconn",
+    "maxconnrate",
+    "tune.maxrewrite",
+    "tune.http.maxhdr",
+    "h1-case-adjust",
+    "set-dumpable",
+    "expose-experimental-directives",
+    "insecure-fork-wanted",
+];
+
+/// Keywords of proxy sections, for "did you mean" hints.
+const PROXY_KEYWORDS: &[&str] = &[
+    "mode",
+    "timeout",
+    "maxconn",
+    "option",
+    "log",
+    "bind",
+    "default_backend",
+    "use_backend",
+    "acl",
+    "http-request",
+    "redirect",
+    "http-response",
+    "errorfile",
+    "stats",
+    "balance",
+    "retries",
+    "http-reuse",
+    "default-server",
+    "server",
+    "http-check",
+    "load-server-state-from-file",
+    "serve-files",
+];
+
+/// HAProxy proxy keywords ebb does not implement.
+const HAPROXY_PROXY_UNSUPPORTED: &[&str] = &[
+    "cookie",
+    "capture",
+    "compression",
+    "hash-type",
+    "hash-balance-factor",
+    "fullconn",
+    "http-send-name-header",
+    "tcp-request",
+    "tcp-response",
+    "stick-table",
+    "stick",
+    "filter",
+    "unique-id-format",
+    "unique-id-header",
+    "log-format",
+    "log-format-sd",
+    "error-log-format",
+    "log-tag",
+    "description",
+    "id",
+    "disabled",
+    "enabled",
+    "monitor-uri",
+    "monitor",
+    "persist",
+    "force-persist",
+    "ignore-persist",
+    "http-after-response",
+    "rate-limit",
+    "source",
+    "email-alert",
+    "dispatch",
+    "http-error",
+    "errorfiles",
+    "errorloc",
+    "errorloc302",
+    "errorloc303",
+    "server-template",
+    "server-state-file-name",
+    "tcp-check",
+    "external-check",
+    "backlog",
+    "grace",
+    "max-keep-alive-queue",
+    "max-session-srv-conns",
+    "use-server",
+];
+
+/// HAProxy `option` names ebb does not implement.
+const HAPROXY_OPTIONS_UNSUPPORTED: &[&str] = &[
+    "tcplog",
+    "tcpka",
+    "clitcpka",
+    "srvtcpka",
+    "log-health-checks",
+    "abortonclose",
+    "allbackups",
+    "http-buffer-request",
+    "http-no-delay",
+    "http-pretend-keepalive",
+    "http-use-htx",
+    "log-separate-errors",
+    "logasap",
+    "nolinger",
+    "persist",
+    "prefer-last-server",
+    "splice-auto",
+    "splice-request",
+    "splice-response",
+    "ssl-hello-chk",
+    "tcp-check",
+    "mysql-check",
+    "redis-check",
+    "ldap-check",
+    "smtpchk",
+    "pgsql-check",
+    "spop-check",
+    "external-check",
+    "independent-streams",
+    "accept-invalid-http-request",
+    "accept-invalid-http-response",
+    "checkcache",
+    "disable-h2-upgrade",
+    "http-ignore-probes",
+    "idle-close-on-response",
+    "contstats",
+    "socket-stats",
+    "originalto",
+    "forceclose",
+    "transparent",
+    "http_proxy",
+    "tcp-smart-accept",
+    "tcp-smart-connect",
+    "dontlog-normal",
+];
+
+const OPTIONS: &[&str] = &[
+    "http-keep-alive",
+    "http-server-close",
+    "httpclose",
+    "forwardfor",
+    "redispatch",
+    "httpchk",
+    "httplog",
+    "dontlognull",
+];
+
 const UNSUPPORTED_SECTIONS: &[&str] = &[
     "peers",
     "resolvers",
@@ -371,6 +568,8 @@ impl<'e> Parser<'e> {
                         px.binds.push(Bind {
                             addrs,
                             name: None,
+                            nice: 0,
+                            v6only: None,
                             ssl: None,
                             loc: loc.clone(),
                         });
@@ -502,7 +701,15 @@ impl<'e> Parser<'e> {
                 }
                 None => return Err("'stats' expects 'socket' or 'timeout'".to_string()),
             },
-            _ => return Err(format!("unknown keyword '{kw}' in 'global' section")),
+            _ if HAPROXY_GLOBAL_UNSUPPORTED.contains(&kw) => {
+                return Err(format!("HAProxy keyword '{kw}' is not supported by ebb"))
+            }
+            _ => {
+                return Err(format!(
+                    "unknown keyword '{kw}' in 'global' section{}",
+                    suggest(kw, GLOBAL_KEYWORDS)
+                ))
+            }
         }
         Ok(())
     }
@@ -735,6 +942,7 @@ fn parse_stats_socket(w: &[String], loc: &Loc) -> Result<StatsSocket, String> {
         path: path.clone(),
         mode: None,
         level: CliLevel::Operator,
+        nice: None,
         loc: loc.clone(),
     };
     let mut i = 1;
@@ -763,9 +971,10 @@ fn parse_stats_socket(w: &[String], loc: &Loc) -> Result<StatsSocket, String> {
                     }
                 }
             }
+            "nice" => s.nice = Some(parse_nice(arg)?),
             o => {
                 return Err(format!(
-                    "unknown 'stats socket' option '{o}' (supported: mode, level)"
+                    "unknown 'stats socket' option '{o}' (supported: mode, level, nice)"
                 ))
             }
         }
@@ -1177,10 +1386,14 @@ fn proxy_kw(px: &mut Proxy, ctx: &Ctx<'_>, words: &[String]) -> Result<(), Strin
             ctx.allow(kw, BE, false)?;
             px.serve_files = Some(parse_serve_files(&w[1..], ctx)?);
         }
+        _ if HAPROXY_PROXY_UNSUPPORTED.contains(&kw) => {
+            return Err(format!("HAProxy keyword '{kw}' is not supported by ebb"))
+        }
         _ => {
             return Err(format!(
-                "unknown keyword '{kw}' in '{}' section",
-                ctx.section_name
+                "unknown keyword '{kw}' in '{}' section{}",
+                ctx.section_name,
+                suggest(kw, PROXY_KEYWORDS)
             ))
         }
     }
@@ -1193,9 +1406,14 @@ fn proxy_option(px: &mut Proxy, ctx: &Ctx<'_>, no: bool, w: &[String]) -> Result
         "http-keep-alive" | "httpclose" | "http-server-close" | "forwardfor" => FE | BE,
         "redispatch" | "httpchk" => BE,
         "httplog" | "dontlognull" => FE,
+        o if HAPROXY_OPTIONS_UNSUPPORTED.contains(&o) => {
+            return Err(format!("HAProxy option '{o}' is not supported by ebb"))
+        }
         o => {
             return Err(format!(
-                "unknown option '{o}' (supported: http-keep-alive, http-server-close, httpclose, forwardfor, redispatch, httpchk, httplog, dontlognull)"
+                "unknown option '{o}'{} (supported: {})",
+                suggest(o, OPTIONS),
+                OPTIONS.join(", ")
             ))
         }
     };
@@ -1306,6 +1524,8 @@ fn parse_bind(w: &[String], ctx: &Ctx<'_>) -> Result<Bind, String> {
     };
     let addrs = parse_bind_addrs(addr)?;
     let mut name = None;
+    let mut nice = 0;
+    let mut v6only = None;
     let mut ssl = false;
     let mut crts = Vec::new();
     let mut key = None;
@@ -1314,14 +1534,22 @@ fn parse_bind(w: &[String], ctx: &Ctx<'_>) -> Result<Bind, String> {
     let mut i = 1;
     while i < w.len() {
         let opt = w[i].as_str();
-        if opt == "ssl" {
-            ssl = true;
-            i += 1;
-            continue;
+        match opt {
+            "ssl" | "v4v6" | "v6only" => {
+                match opt {
+                    "ssl" => ssl = true,
+                    "v4v6" => v6only = Some(false),
+                    _ => v6only = Some(true),
+                }
+                i += 1;
+                continue;
+            }
+            _ => {}
         }
         let v = arg(w, i + 1, opt).map_err(|_| format!("bind option '{opt}' expects a value"));
         match opt {
             "name" => name = Some(v?.to_string()),
+            "nice" => nice = parse_nice(v?)?,
             "crt" => crts.push(ctx.resolve(v?)),
             "key" => key = Some(ctx.resolve(v?)),
             "alpn" => {
@@ -1350,7 +1578,7 @@ fn parse_bind(w: &[String], ctx: &Ctx<'_>) -> Result<Bind, String> {
             }
             o => {
                 return Err(format!(
-                    "unknown bind option '{o}' (supported: name, ssl, crt, key, alpn, ssl-min-ver)"
+                    "unknown bind option '{o}' (supported: name, nice, v4v6, v6only, ssl, crt, key, alpn, ssl-min-ver)"
                 ))
             }
         }
@@ -1377,6 +1605,8 @@ fn parse_bind(w: &[String], ctx: &Ctx<'_>) -> Result<Bind, String> {
     Ok(Bind {
         addrs,
         name,
+        nice,
+        v6only,
         ssl,
         loc: ctx.loc.clone(),
     })

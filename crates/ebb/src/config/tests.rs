@@ -340,7 +340,7 @@ fn global_keywords() {
     log stderr err
     log /var/log/ebb.log daemon notice debug
     pidfile /run/ebb.pid
-    stats socket /run/ebb.sock mode 660 level admin
+    stats socket /run/ebb.sock mode 660 level admin nice -100
     stats socket 127.0.0.1:9999
     stats timeout 10s
     server-state-file /var/lib/ebb/state
@@ -375,7 +375,9 @@ fn global_keywords() {
     assert_eq!(g.stats_sockets[0].mode, Some(0o660));
     assert_eq!(g.stats_sockets[0].level, CliLevel::Admin);
     assert_eq!(g.stats_sockets[0].loc.line, 14);
+    assert_eq!(g.stats_sockets[0].nice, Some(-100));
     assert_eq!(g.stats_sockets[1].level, CliLevel::Operator);
+    assert_eq!(g.stats_sockets[1].nice, None);
     assert_eq!(g.stats_timeout, Some(Duration::from_secs(10)));
     assert_eq!(
         g.server_state_file.as_ref().unwrap().value,
@@ -428,9 +430,18 @@ fn global_errors() {
         ("daemon now", "takes no argument"),
         (
             "chroot /var/empty",
-            "unknown keyword 'chroot' in 'global' section",
+            "HAProxy keyword 'chroot' is not supported by ebb",
         ),
-        ("nbproc 2", "unknown keyword 'nbproc'"),
+        ("nbproc 2", "HAProxy keyword 'nbproc' is not supported"),
+        (
+            "frobnicate",
+            "unknown keyword 'frobnicate' in 'global' section",
+        ),
+        (
+            "nbthreads 2",
+            "unknown keyword 'nbthreads' in 'global' section (did you mean 'nbthread'?)",
+        ),
+        ("stats socket /x nice 2000", "out of range (-1024..1024)"),
     ];
     for (line, needle) in cases {
         err1(&format!("global\n    {line}\n"), "t.cfg:2: ", needle);
@@ -500,9 +511,9 @@ fn unterminated_quote_is_a_line_error() {
 #[test]
 fn frontend_basics() {
     let c = ok("frontend web
-    bind :80 name plain
+    bind :80 name plain nice -10
     bind 127.0.0.1:8443 name tls ssl crt /etc/ebb/a.pem crt /etc/ebb/b.pem key /etc/ebb/a.key alpn h2,http/1.1 ssl-min-ver TLSv1.3
-    bind [::1]:80
+    bind [::1]:80 v6only
     mode http
     maxconn 1000
     timeout client 30s
@@ -521,6 +532,8 @@ backend app
     assert_eq!(f.loc.line, 1);
     assert_eq!(f.binds.len(), 3);
     assert_eq!(f.binds[0].name.as_deref(), Some("plain"));
+    assert_eq!((f.binds[0].nice, f.binds[0].v6only), (-10, None));
+    assert_eq!((f.binds[2].nice, f.binds[2].v6only), (0, Some(true)));
     assert_eq!(f.binds[0].loc.line, 2);
     assert!(f.binds[0].ssl.is_none());
     let ssl = f.binds[1].ssl.as_ref().unwrap();
@@ -579,6 +592,12 @@ fn bind_errors() {
         "t.cfg:2: ",
         "unknown bind option 'accept-proxy'",
     );
+    err1(
+        &b(":80 nice 1025"),
+        "t.cfg:2: ",
+        "out of range (-1024..1024)",
+    );
+    err1(&b(":80 nice"), "t.cfg:2: ", "expects a value");
     err1(&b(":80 ssl crt /x alpn h2,,x"), "t.cfg:2: ", "invalid ALPN");
 }
 
@@ -729,6 +748,28 @@ fn keyword_capabilities() {
         "t.cfg:2: ",
         "unknown keyword 'frobnicate' in 'backend' section",
     );
+    err1(
+        &be("    sever s 1.2.3.4:80"),
+        "t.cfg:2: ",
+        "(did you mean 'server'?)",
+    );
+    err1(
+        &be("    cookie SRV insert"),
+        "t.cfg:2: ",
+        "HAProxy keyword 'cookie' is not supported by ebb",
+    );
+    err1(
+        &be("    option tcplog"),
+        "t.cfg:2: ",
+        "HAProxy option 'tcplog' is not supported",
+    );
+    err1(
+        &be("    option redispach"),
+        "t.cfg:2: ",
+        "(did you mean 'redispatch'?)",
+    );
+    err1(&be("    zzzzzzzz"), "t.cfg:2: ", "section");
+    assert!(!errs(&be("    zzzzzzzz"))[0].contains("did you mean"));
 }
 
 #[test]

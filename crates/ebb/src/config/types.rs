@@ -195,6 +195,9 @@ pub struct StatsSocket {
     pub mode: Option<u32>,
     /// `operator` when not given (HAProxy's documented default level).
     pub level: CliLevel,
+    /// `nice N` (-1024..1024); `None`: the CLI's own default, which should
+    /// be better than traffic's so the socket answers under load.
+    pub nice: Option<i32>,
     pub loc: Loc,
 }
 
@@ -359,6 +362,11 @@ pub struct Bind {
     /// `:80` and `*:80` are `0.0.0.0:80`; `:::80` is `[::]:80`.
     pub addrs: Vec<SocketAddr>,
     pub name: Option<String>,
+    /// `nice N` (-1024..1024): the scheduling priority of this listener's
+    /// connections; negative runs sooner.
+    pub nice: i32,
+    /// `v6only` (true) / `v4v6` (false); `None`: the system default.
+    pub v6only: Option<bool>,
     pub ssl: Option<BindSsl>,
     pub loc: Loc,
 }

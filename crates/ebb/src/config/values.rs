@@ -322,3 +322,44 @@ pub(crate) fn parse_status(what: &str, s: &str, lo: u16, hi: u16) -> Result<u16,
         )),
     }
 }
+
+/// Task priority, as HAProxy's `nice`: -1024 (first) to 1024 (last).
+pub(crate) fn parse_nice(s: &str) -> Result<i32, String> {
+    match s.parse::<i32>() {
+        Ok(n) if (-1024..=1024).contains(&n) => Ok(n),
+        _ => Err(format!("'nice' value '{s}' is out of range (-1024..1024)")),
+    }
+}
+
+/// Edit distance, for "did you mean" hints on unknown keywords.
+fn distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut prev: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut cur = vec![i + 1; b.len() + 1];
+        for (j, cb) in b.iter().enumerate() {
+            let sub = prev[j] + usize::from(ca != *cb);
+            cur[j + 1] = sub.min(prev[j + 1] + 1).min(cur[j] + 1);
+        }
+        prev = cur;
+    }
+    prev[b.len()]
+}
+
+/// `" (did you mean 'X'?)"` when a known word is close to `word`.
+pub(crate) fn suggest(word: &str, known: &[&str]) -> String {
+    // Long inputs cannot be typos of short keywords; skip the quadratic work.
+    if word.len() > 64 {
+        return String::new();
+    }
+    let best = known
+        .iter()
+        .map(|k| (distance(word, k), *k))
+        .min_by_key(|(d, _)| *d);
+    match best {
+        Some((d, k)) if d > 0 && d <= 2.max(word.len() / 4) && d < word.len() => {
+            format!(" (did you mean '{k}'?)")
+        }
+        _ => String::new(),
+    }
+}
