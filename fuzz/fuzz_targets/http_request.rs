@@ -1,0 +1,101 @@
+//! parse_request never panics; a complete head has every span inside the
+//! head, framing consistent with its fields, and any shorter prefix of it is
+//! Partial. The input is walked as a pipeline of requests with their bodies.
+#![no_main]
+
+use ebb::http1::{
+    parse_request, parse_request_into, BodyFraming, ChunkedDecoder, Limits, RequestHead, Span,
+    Status, Version,
+};
+use libfuzzer_sys::fuzz_target;
+
+fn limits_from(cfg: u8) -> Limits {
+    Limits {
+        allow_bare_lf: cfg & 1 != 0,
+        max_uri: if cfg & 2 != 0 { 24 } else { 8 * 1024 },
+        max_headers: if cfg & 4 != 0 { 4 } else { 101 },
+        max_head_bytes: if cfg & 8 != 0 { 128 } else { 15 * 1024 },
+    }
+}
+
+fn check(buf: &[u8], h: &RequestHead, limits: &Limits) {
+    assert!(h.head_len <= buf.len() && h.head_len <= limits.max_head_bytes);
+    let inside = |s: Span| s.start <= s.end && (s.end as usize) <= h.head_len;
+    assert!(inside(h.method_span) && inside(h.target) && inside(h.path));
+    assert!(h.target.len() <= limits.max_uri);
+    assert!(h.headers.len() <= limits.max_headers);
+    for f in &h.headers {
+        assert!(inside(f.name) && inside(f.value));
+        assert!(!f.name.get(buf).is_empty());
+    }
+    if let Some(host) = h.host {
+        assert!(inside(host));
+    } else {
+        assert_eq!(h.version, Version::Http10);
+    }
+    if let Some(u) = h.upgrade {
+        assert!(inside(u));
+    }
+    let te = h.header(buf, "transfer-encoding").is_some();
+    let cl = h.header(buf, "content-length").is_some();
+    match h.framing {
+        BodyFraming::Chunked => assert!(te && !cl && h.version == Version::Http11),
+        BodyFraming::ContentLength(n) => assert!(cl && !te && n > 0),
+        BodyFraming::None => assert!(!te),
+        BodyFraming::UntilClose => panic!("a request framed until close"),
+    }
+    if !limits.allow_bare_lf {
+        let head = &buf[..h.head_len];
+        for (i, &b) in head.iter().enumerate() {
+            if b == b'\n' {
+                assert!(i > 0 && head[i - 1] == b'\r', "bare LF accepted");
+            }
+        }
+    }
+    // Every shorter prefix is still incomplete (spot-check two of them).
+    for cut in [h.head_len.saturating_sub(1), h.head_len / 2] {
+        if cut < h.head_len {
+            assert!(matches!(parse_request(&buf[..cut], limits), Ok(Status::Partial)));
+        }
+    }
+}
+
+fuzz_target!(|data: &[u8]| {
+    let Some((&cfg, buf)) = data.split_first() else {
+        return;
+    };
+    let limits = limits_from(cfg);
+    let mut head = RequestHead::default();
+    let mut pos = 0;
+    for _ in 0..32 {
+        let rest = &buf[pos..];
+        match parse_request_into(rest, &limits, &mut head) {
+            Ok(Status::Complete(())) => {
+                check(rest, &head, &limits);
+                pos += head.head_len;
+            }
+            Ok(Status::Partial) => return,
+            Err(e) => {
+                assert!(matches!(e.status(), 400 | 414 | 431 | 501 | 505));
+                return;
+            }
+        }
+        match head.framing {
+            BodyFraming::ContentLength(n) => {
+                pos += usize::try_from(n).unwrap_or(usize::MAX).min(buf.len() - pos)
+            }
+            BodyFraming::Chunked => {
+                let mut d = ChunkedDecoder::default();
+                let mut out = Vec::new();
+                match d.decode_to_vec(&buf[pos..], &mut out) {
+                    Ok((used, true)) => pos += used,
+                    _ => return,
+                }
+            }
+            BodyFraming::None | BodyFraming::UntilClose => {}
+        }
+        if pos >= buf.len() {
+            return;
+        }
+    }
+});
