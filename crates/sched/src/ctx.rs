@@ -1000,6 +1000,7 @@ impl Ctx {
     pub fn turn(&mut self, may_sleep: bool) -> io::Result<usize> {
         self.loop_start_ns = mono_ns();
         self.now = self.shared.now_tick();
+        self.update_profiling();
         self.shared.park(self.tid);
         self.check_stop();
         self.drain_inbox();
@@ -1546,7 +1547,6 @@ impl Ctx {
         r.activity
             .total_ns
             .store(now_ns - self.started_ns, Ordering::Relaxed);
-        self.update_profiling();
     }
 
     fn update_profiling(&mut self) {

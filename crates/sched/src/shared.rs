@@ -97,7 +97,8 @@ pub(crate) struct Remote {
     pub(crate) progress: AtomicU64,
     /// Watchdog: profile index of the running callback, `u32::MAX` if none.
     pub(crate) cur_cb: AtomicU32,
-    /// Watchdog: the thread's CPU clock id, -1 until known.
+    /// Watchdog: the thread's CPU clock id (negative, as Linux encodes
+    /// them), `i64::MIN` until known.
     pub(crate) cpu_clock: AtomicI64,
     pub(crate) activity: CachePadded<Activity>,
     pub(crate) prof: ThreadProfile,
@@ -194,7 +195,7 @@ impl Shared {
                 claimed: AtomicBool::new(false),
                 progress: AtomicU64::new(0),
                 cur_cb: AtomicU32::new(u32::MAX),
-                cpu_clock: AtomicI64::new(-1),
+                cpu_clock: AtomicI64::new(i64::MIN),
                 activity: CachePadded::new(Activity::default()),
                 prof: ThreadProfile::new(),
             }));

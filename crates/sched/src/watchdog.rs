@@ -73,7 +73,7 @@ pub(crate) fn run(sh: Arc<Shared>, limit: Duration, hook: WatchdogHook, done: Ar
             let cur = r.cur_cb.load(Ordering::Relaxed);
             let p = r.progress.load(Ordering::Relaxed);
             let clock = r.cpu_clock.load(Ordering::Relaxed);
-            if cur == u32::MAX || clock < 0 || r.exited.load(Ordering::Relaxed) {
+            if cur == u32::MAX || clock == i64::MIN || r.exited.load(Ordering::Relaxed) {
                 seen[t] = Seen {
                     progress: p,
                     cpu_at: 0,
