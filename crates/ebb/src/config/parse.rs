@@ -1178,6 +1178,7 @@ fn proxy_kw(px: &mut Proxy, ctx: &Ctx<'_>, words: &[String]) -> Result<(), Strin
         "http-request" => {
             ctx.allow(kw, FE | BE, false)?;
             let rule = parse_http_request(px, ctx, &w[1..])?;
+            unreachable_rule(px)?;
             px.http_request.push(rule);
         }
         "redirect" => {
@@ -1185,6 +1186,7 @@ fn proxy_kw(px: &mut Proxy, ctx: &Ctx<'_>, words: &[String]) -> Result<(), Strin
             let (args, c) = split_cond(&w[1..]);
             let r = parse_redirect(args)?;
             let cond = cond_of(c, px, loc)?;
+            unreachable_rule(px)?;
             px.http_request.push(HttpRequestRule {
                 action: HttpRequestAction::Redirect(r),
                 cond,
@@ -1398,6 +1400,27 @@ fn proxy_kw(px: &mut Proxy, ctx: &Ctx<'_>, words: &[String]) -> Result<(), Strin
         }
     }
     Ok(())
+}
+
+/// A rule after an unconditional final one (return, redirect, deny, allow,
+/// use-service) would never run; HAProxy warns and ignores it, ebb refuses.
+fn unreachable_rule(px: &Proxy) -> Result<(), String> {
+    let final_rule = px.http_request.iter().find(|r| {
+        r.cond.is_none()
+            && !matches!(
+                r.action,
+                HttpRequestAction::SetHeader { .. }
+                    | HttpRequestAction::AddHeader { .. }
+                    | HttpRequestAction::DelHeader { .. }
+            )
+    });
+    match final_rule {
+        Some(r) => Err(format!(
+            "this rule is never reached: the 'http-request' rule at {} has no condition and ends the evaluation",
+            r.loc
+        )),
+        None => Ok(()),
+    }
 }
 
 fn proxy_option(px: &mut Proxy, ctx: &Ctx<'_>, no: bool, w: &[String]) -> Result<(), String> {
@@ -2037,6 +2060,14 @@ fn parse_return(args: &[String], ctx: &Ctx<'_>) -> Result<ReturnAction, String> 
     let mut i = 0;
     while i < args.len() {
         let opt = args[i].as_str();
+        if matches!(
+            opt,
+            "errorfile" | "errorfiles" | "default-errorfiles" | "lf-file"
+        ) {
+            return Err(format!(
+                "'http-request return ... {opt}' is not supported (use string, lf-string or file)"
+            ));
+        }
         let v = arg(args, i + 1, opt)
             .map_err(|_| format!("'http-request return' option '{opt}' expects a value"))?;
         let set_body = |r: &mut ReturnAction, b: ReturnBody| -> Result<(), String> {
@@ -2079,11 +2110,16 @@ fn parse_return(args: &[String], ctx: &Ctx<'_>) -> Result<ReturnAction, String> 
         }
         i += 2;
     }
-    let has_body = r.body != ReturnBody::None;
+    // An empty file is no body (HAProxy's rule: no content-type needed).
+    let has_body = match &r.body {
+        ReturnBody::None => false,
+        ReturnBody::File { content, .. } => !content.is_empty(),
+        _ => true,
+    };
     if has_body && r.content_type.is_none() {
         return Err("'http-request return' with a body needs a 'content-type'".to_string());
     }
-    if !has_body && r.content_type.is_some() {
+    if r.content_type.is_some() && r.body == ReturnBody::None {
         return Err("'content-type' without a body (string, lf-string or file)".to_string());
     }
     if has_body && matches!(r.status, 204 | 304) {

@@ -1553,8 +1553,8 @@ fn http_request_return() {
     let body = write(&d, "body.json", b"{\"ok\":true}");
     let c = ok(&fe(&format!(
         "    http-request return status 200 content-type text/plain string \"hello world\" hdr X-A 1 hdr X-B \"two words\" if {{ path /hi }}
-    http-request return status 503 content-type application/json file {}
-    http-request return status 204
+    http-request return status 503 content-type application/json file {} if {{ path /j }}
+    http-request return status 204 if {{ path /nothing }}
     http-request return content-type text/plain lf-string \"%[path]\"",
         body.display()
     )));
@@ -1625,7 +1625,7 @@ fn http_request_return_errors() {
     err1(
         &r("errorfiles x"),
         "t.cfg:3: ",
-        "unknown 'http-request return' option 'errorfiles'",
+        "'http-request return ... errorfiles' is not supported",
     );
 }
 
@@ -1636,8 +1636,8 @@ fn http_request_other_actions() {
     http-request deny deny_status 429 if { path_beg /slow }
     http-request allow if { path /ok }
     http-request redirect location https://example.com/ code 301 if { path /old }
-    http-request redirect prefix /v2 drop-query append-slash
-    http-request redirect scheme https
+    http-request redirect prefix /v2 drop-query append-slash if { path_beg /v1 }
+    http-request redirect scheme https if !{ hdr(x-forwarded-proto) https }
     http-request set-header X-Forwarded-Proto https
     http-request add-header Via \"1.1 ebb\"
     http-request del-header X-Secret
@@ -2148,4 +2148,94 @@ mod fuzz {
             }
         }
     }
+}
+
+#[test]
+fn rules_after_an_unconditional_final_rule_are_errors() {
+    err1(
+        &fe("    http-request deny\n    http-request return status 200"),
+        "t.cfg:4: ",
+        "never reached: the 'http-request' rule at t.cfg:3 has no condition",
+    );
+    err1(
+        &fe("    http-request redirect scheme https\n    redirect prefix /x"),
+        "t.cfg:4: ",
+        "never reached",
+    );
+    // Header rules do not end the evaluation; conditional rules neither.
+    ok(&fe("    http-request set-header X-A b
+    http-request deny if { path /x }
+    http-request use-service prometheus-exporter unless { path /y }
+    http-request return status 200"));
+}
+
+#[test]
+fn return_with_an_empty_file_needs_no_content_type() {
+    let d = tmpdir();
+    let empty = write(&d, "empty", b"");
+    let c = ok(&fe(&format!(
+        "    http-request return status 200 file {}",
+        empty.display()
+    )));
+    let HttpRequestAction::Return(r) = &c.proxies[0].http_request[0].action else {
+        panic!()
+    };
+    assert!(matches!(&r.body, ReturnBody::File { content, .. } if content.is_empty()));
+    err1(
+        &fe("    http-request return status 503 default-errorfiles"),
+        "t.cfg:3: ",
+        "'http-request return ... default-errorfiles' is not supported",
+    );
+}
+
+/// A configuration that HAProxy 2.6 accepts (`haproxy -c` says valid) and
+/// that uses only what ebb implements must parse as is.
+#[test]
+fn haproxy_compatible_sample() {
+    let c = ok(r#"global
+    log stdout format raw local0 info
+    stats socket /tmp/x.sock mode 600 level admin nice -10
+    profiling.tasks auto
+defaults
+    mode http
+    timeout client 1s
+    timeout server 1s
+    timeout connect 1s
+frontend main
+    bind :18080 name http nice -10
+    bind :::18081 v6only
+    bind [::1]:18082
+    bind ::1:18083
+    acl is_api path_beg /api/
+    acl a path /a
+    acl b path /b
+    http-request deny if a b || !a or { path_beg /x } !{ method POST } ! a
+    http-request deny if a !b
+    http-request return status 204 hdr Cache-Control no-store if { path /ping }
+    http-request return status 200 content-type text/plain string "ok" if { path /healthz }
+    http-request redirect prefix /static code 302 drop-query append-slash if { path_beg /files/ }
+    use_backend app if is_api || { hdr_beg(host) -i api. }
+    use_backend app if METH_GET LOCALHOST TRUE HTTP_1.1
+    default_backend app
+backend app
+    balance random 3
+    option httpchk GET /health
+    http-check expect status 200-399
+    server app1 127.0.0.1:9001 check weight 10 maxconn 100 pool-max-conn -1 pool-purge-delay 1s
+    server app2 [::1]:9002 check no-check
+listen stats
+    bind 127.0.0.1:18404
+    stats uri /stats
+    stats admin if LOCALHOST
+"#);
+    let main = c.frontend("main").unwrap();
+    assert_eq!(main.binds.len(), 4);
+    assert_eq!(
+        main.binds[3].addrs[0],
+        "[::1]:18083".parse::<SocketAddr>().unwrap()
+    );
+    let d = main.http_request[0].cond.as_ref().unwrap();
+    assert_eq!(d.terms.len(), 3);
+    assert_eq!(d.terms[2].len(), 3);
+    assert!(d.terms[2][1].negate);
 }
