@@ -131,6 +131,7 @@ fn new_proxy(name: &str, kind: ProxyKind, loc: Loc) -> Proxy {
             method: "OPTIONS".to_string(),
             uri: "/".to_string(),
             version: "HTTP/1.0".to_string(),
+            headers: Vec::new(),
             expect: None,
         },
         load_server_state: None,
@@ -1352,12 +1353,53 @@ fn proxy_kw(px: &mut Proxy, ctx: &Ctx<'_>, words: &[String]) -> Result<(), Strin
                         loc: loc.clone(),
                     });
                 }
+                Some("send") => {
+                    // http-check send [meth M] [uri U] [ver V] [hdr N V]*
+                    // (HAProxy 2.2+); the same request `option httpchk`
+                    // describes, which it also enables.
+                    let hc = &mut px.http_check;
+                    let mut i = 2;
+                    while i < w.len() {
+                        let opt = w[i].as_str();
+                        let v = arg(w, i + 1, opt).map_err(|_| {
+                            format!("'http-check send' option '{opt}' expects a value")
+                        })?;
+                        match opt {
+                            "meth" => {
+                                if !is_token(v) {
+                                    return Err(format!("invalid HTTP method '{v}'"));
+                                }
+                                hc.method = v.to_string();
+                            }
+                            "uri" => {
+                                if !v.starts_with('/') && v != "*" {
+                                    return Err(format!("'http-check send' URI '{v}' must start with '/'"));
+                                }
+                                hc.uri = v.to_string();
+                            }
+                            "ver" => hc.version = header_value(v)?,
+                            "hdr" => {
+                                let value = arg(w, i + 2, "hdr")
+                                    .map_err(|_| "'hdr' expects NAME VALUE".to_string())?;
+                                hc.headers.push((header_name(v)?, header_value(value)?));
+                                i += 1;
+                            }
+                            o => {
+                                return Err(format!(
+                                    "unsupported 'http-check send' option '{o}' (supported: meth, uri, ver, hdr)"
+                                ))
+                            }
+                        }
+                        i += 2;
+                    }
+                    hc.enabled = true;
+                }
                 Some(o) => {
                     return Err(format!(
-                        "unsupported 'http-check {o}' (supported: http-check expect)"
-                    ))
+                    "unsupported 'http-check {o}' (supported: http-check send, http-check expect)"
+                ))
                 }
-                None => return Err("'http-check' expects 'expect'".to_string()),
+                None => return Err("'http-check' expects 'send' or 'expect'".to_string()),
             }
         }
         "load-server-state-from-file" => {

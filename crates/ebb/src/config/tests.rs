@@ -901,9 +901,55 @@ fn http_check_expect() {
         "expects an argument",
     );
     err1(
-        &be("    http-check send meth GET"),
+        &be("    http-check send body x"),
         "t.cfg:2: ",
-        "unsupported 'http-check send'",
+        "unsupported 'http-check send' option 'body'",
+    );
+    err1(
+        &be("    http-check send meth"),
+        "t.cfg:2: ",
+        "expects a value",
+    );
+    err1(
+        &be("    http-check send uri health"),
+        "t.cfg:2: ",
+        "must start with '/'",
+    );
+    err1(
+        &be("    http-check send hdr Host"),
+        "t.cfg:2: ",
+        "expects NAME VALUE",
+    );
+    err1(
+        &be("    http-check connect"),
+        "t.cfg:2: ",
+        "unsupported 'http-check connect'",
+    );
+    err1(
+        &be("    http-check"),
+        "t.cfg:2: ",
+        "expects 'send' or 'expect'",
+    );
+}
+
+#[test]
+fn http_check_send() {
+    let c = ok(&be(
+        "    http-check send meth GET uri /health ver HTTP/1.1 hdr Host app.local hdr X-Check 1
+    http-check expect status 200",
+    ));
+    let h = &c.proxies[0].http_check;
+    assert!(h.enabled);
+    assert_eq!(
+        (h.method.as_str(), h.uri.as_str(), h.version.as_str()),
+        ("GET", "/health", "HTTP/1.1")
+    );
+    assert_eq!(
+        h.headers,
+        [
+            ("Host".to_string(), "app.local".to_string()),
+            ("X-Check".to_string(), "1".to_string())
+        ]
     );
 }
 

@@ -766,6 +766,8 @@ pub struct HttpCheck {
     pub uri: String,
     /// `HTTP/1.0` by default.
     pub version: String,
+    /// `http-check send ... hdr NAME VALUE` headers, in order.
+    pub headers: Vec<(String, String)>,
     pub expect: Option<HttpExpect>,
 }
 
