@@ -4,9 +4,15 @@
 //! module per concern (see shared/DESIGN.md, "Layout").
 #![deny(unsafe_code)]
 
-pub mod config;
-pub mod http1;
-pub mod serve;
-pub mod listener;
-pub mod sys;
 pub mod blocking;
+pub mod config;
+pub mod conn;
+pub mod http1;
+pub mod listener;
+pub mod log;
+pub mod proxy;
+pub mod rules;
+pub mod serve;
+pub mod server;
+pub mod sys;
+pub mod worker;

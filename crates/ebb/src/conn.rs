@@ -1,0 +1,1061 @@
+//! A client connection: the HTTP/1.1 server side, as one tasklet.
+//!
+//! The connection's fd is registered once, edge-triggered, for reads and
+//! writes; every readiness change wakes this tasklet with the `io` reason.
+//! A second, tiny *task* carries the connection's timer (tasklets have no
+//! timer): when it expires it wakes the tasklet with the `timer` reason.
+//!
+//! One pass of the tasklet ([`Conn::pump`]) repeats, while something moves:
+//! read what the socket has (into a pooled buffer), answer the requests
+//! found there in order (pipelining), write what is pending. A request is
+//! answered from the compiled frontend rules ([`crate::proxy`]): a fixed
+//! response, a redirect, a deny, or a static file. A file lookup that the
+//! thread's open-file cache cannot answer goes to the blocking pool; the
+//! connection waits, keeping later pipelined requests unparsed in its
+//! buffer, and the pool's completion wakes it from the pool thread.
+//!
+//! Read and write readiness are remembered (`rd_ready`, `wr_ready`) and only
+//! cleared when a call comes back short or with `WouldBlock`: after a short
+//! read the socket is known to be empty and the next edge will say when
+//! data arrives, which saves the `read` returning `EAGAIN` on every request.
+//!
+//! Idle keep-alive connections give their buffers back to the thread's pool
+//! (see [`Worker::get_buf`]), so an idle connection costs its socket, this
+//! struct and two scheduler slots.
+
+use std::io::{self, IoSlice, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::os::fd::{AsRawFd, RawFd};
+use std::rc::Rc;
+use std::sync::{Arc, Mutex};
+use std::time::SystemTime;
+
+use sched::{ticks, Ctx, Reasons, Status, TaskId, TaskletFn, TaskletId, Tick, ETERNITY};
+
+use crate::config::HttpRequestAction;
+use crate::http1::{
+    parse_request_into, write_error_response, BodyFraming, ChunkedDecoder, HttpError, Method,
+    RequestHead, ResponseWriter, Status as PStatus, TargetForm, Version,
+};
+use crate::proxy::{redirect_location, return_body, BackendKind, FrontendRt};
+use crate::rules::ReqView;
+use crate::serve::cache::{lookup_blocking, Found, OpenFile};
+use crate::serve::files::{decide, normalize_path, Conditions, Decision};
+use crate::worker::Worker;
+
+/// Bodies up to this size are copied behind their head so pipelined answers
+/// leave in one write; larger ones are written from the cached file or sent
+/// with `sendfile`.
+const COPY_BODY_MAX: usize = 4096;
+
+/// What the connection is doing with its input.
+enum In {
+    /// Waiting for (more of) a request head.
+    Head,
+    /// Reading and dropping a request body we answered without using it.
+    DiscardLen(u64),
+    DiscardChunked(Box<ChunkedDecoder>),
+    /// A file lookup is on the blocking pool; the head stays in the buffer.
+    WaitDisk(Arc<Mutex<Option<Found>>>),
+}
+
+/// A body still to send after the head in `wbuf`.
+enum Body {
+    Mem {
+        file: Arc<OpenFile>,
+        pos: usize,
+        end: usize,
+    },
+    Sendfile {
+        file: Arc<OpenFile>,
+        off: u64,
+        end: u64,
+    },
+}
+
+pub struct Conn {
+    sock: TcpStream,
+    fd: RawFd,
+    peer: SocketAddr,
+    fe: Arc<FrontendRt>,
+    w: Rc<Worker>,
+    timer: TaskId,
+    accept_time: SystemTime,
+    rbuf: Vec<u8>,
+    rstart: usize,
+    rend: usize,
+    wbuf: Vec<u8>,
+    wpos: usize,
+    body: Option<Body>,
+    input: In,
+    head: RequestHead,
+    rd_ready: bool,
+    wr_ready: bool,
+    eof: bool,
+    /// Close once the output is flushed.
+    closing: bool,
+    stopping: bool,
+    requests: u64,
+    /// When the first byte of the current request head arrived.
+    req_start: Option<Tick>,
+    /// Start of the current idle or stall period.
+    idle_since: Tick,
+    deadline: Tick,
+    /// Backend index of a request waiting on the disk.
+    wait_backend: usize,
+    wait_clean: String,
+    /// This tasklet's id (known from its first run).
+    me: Option<TaskletId>,
+    /// Input state after the request being answered (its body, if any).
+    next_input: Option<In>,
+    /// Whether the connection stays open after the current answer.
+    keep_alive: bool,
+    /// `wbuf` length when the current answer started (for the log).
+    resp_start: usize,
+    /// `http-response` edits for the current answer.
+    edits: Vec<(bool, usize)>,
+}
+
+impl Conn {
+    /// Takes an accepted socket: registers it and its timer with the thread's
+    /// scheduler and queues a first run.
+    pub fn spawn(
+        ctx: &mut Ctx,
+        sock: TcpStream,
+        peer: SocketAddr,
+        fe: Arc<FrontendRt>,
+        w: Rc<Worker>,
+    ) -> io::Result<()> {
+        sock.set_nonblocking(true)?;
+        let _ = sock.set_nodelay(true);
+        let fd = sock.as_raw_fd();
+        let target: Rc<std::cell::Cell<Option<TaskletId>>> = Rc::new(std::cell::Cell::new(None));
+        let t2 = Rc::clone(&target);
+        let timer = ctx.new_task("h1_conn_timer", move |ctx: &mut Ctx, me, _why| {
+            ctx.set_expire(me, ETERNITY);
+            if let Some(t) = t2.get() {
+                ctx.tasklet_wakeup_why(t, Reasons::TIMER);
+            }
+            Status::Continue
+        });
+        let now = ctx.now();
+        let first_deadline = ticks::add(now, fe.timeouts.http_request);
+        let conn = Conn {
+            sock,
+            fd,
+            peer,
+            fe,
+            w,
+            timer,
+            accept_time: SystemTime::now(),
+            rbuf: Vec::new(),
+            rstart: 0,
+            rend: 0,
+            wbuf: Vec::new(),
+            wpos: 0,
+            body: None,
+            input: In::Head,
+            head: RequestHead::with_capacity(16),
+            rd_ready: true,
+            wr_ready: true,
+            eof: false,
+            closing: false,
+            stopping: false,
+            requests: 0,
+            req_start: None,
+            idle_since: now,
+            deadline: first_deadline,
+            wait_backend: 0,
+            wait_clean: String::new(),
+            me: None,
+            next_input: None,
+            keep_alive: true,
+            resp_start: 0,
+            edits: Vec::new(),
+        };
+        conn.w.conn_opened(&conn.fe);
+        let id = ctx.new_tasklet_obj("h1_conn", conn);
+        target.set(Some(id));
+        if let Err(e) = ctx.register_fd(fd, id, true) {
+            ctx.kill_tasklet(id);
+            ctx.kill(timer);
+            return Err(e);
+        }
+        ctx.on_stop_tasklet(id);
+        ctx.set_expire(timer, first_deadline);
+        ctx.tasklet_wakeup(id);
+        Ok(())
+    }
+
+    fn has_output(&self) -> bool {
+        self.wpos < self.wbuf.len() || self.body.is_some()
+    }
+
+    fn pending_out(&self) -> usize {
+        self.wbuf.len() - self.wpos
+    }
+
+    /// Reads once into the buffer. Returns whether bytes arrived.
+    fn read_in(&mut self) -> io::Result<bool> {
+        if self.rbuf.is_empty() {
+            self.rbuf = self.w.get_buf();
+        }
+        if self.rstart == self.rend {
+            self.rstart = 0;
+            self.rend = 0;
+        }
+        if self.rend == self.rbuf.len() {
+            // Full: make room by moving the unread bytes down, unless a head
+            // waiting on the disk still points into them.
+            if self.rstart == 0 || matches!(self.input, In::WaitDisk(_)) {
+                return Ok(false);
+            }
+            self.rbuf.copy_within(self.rstart..self.rend, 0);
+            self.rend -= self.rstart;
+            self.rstart = 0;
+        }
+        let room = self.rbuf.len() - self.rend;
+        loop {
+            match self.sock.read(&mut self.rbuf[self.rend..]) {
+                Ok(0) => {
+                    self.eof = true;
+                    return Ok(false);
+                }
+                Ok(n) => {
+                    self.rend += n;
+                    if n < room {
+                        // Short read: the socket is drained; the next edge
+                        // tells when more arrives.
+                        self.rd_ready = false;
+                    }
+                    return Ok(true);
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    self.rd_ready = false;
+                    return Ok(false);
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// Writes what is pending. Returns whether bytes left.
+    fn flush(&mut self) -> io::Result<bool> {
+        let mut moved = false;
+        loop {
+            let head = &self.wbuf[self.wpos..];
+            let r = match &self.body {
+                Some(Body::Mem { file, pos, end }) if !head.is_empty() || pos < end => {
+                    let data = file.small.as_deref().unwrap_or(&[]);
+                    let b = data.get(*pos..*end).unwrap_or(&[]);
+                    let want = head.len() + b.len();
+                    self.sock
+                        .write_vectored(&[IoSlice::new(head), IoSlice::new(b)])
+                        .map(|n| (n, want))
+                }
+                _ if !head.is_empty() => self.sock.write(head).map(|n| (n, head.len())),
+                Some(Body::Sendfile { file, off, end }) => {
+                    let mut o = *off;
+                    let count = (*end - *off).min(1 << 20) as usize;
+                    let r = crate::sys::sendfile(self.fd, file.file.as_raw_fd(), &mut o, count);
+                    match r {
+                        Ok(0) => {
+                            // The file shrank under us: the promised length
+                            // cannot be met, so the connection must end.
+                            self.closing = true;
+                            self.body = None;
+                            self.wbuf.clear();
+                            self.wpos = 0;
+                            return Ok(moved);
+                        }
+                        Ok(n) => {
+                            if let Some(Body::Sendfile { off, end, .. }) = &mut self.body {
+                                *off = o;
+                                if *off >= *end {
+                                    self.body = None;
+                                }
+                            }
+                            moved = true;
+                            if n < count {
+                                self.wr_ready = false;
+                                return Ok(moved);
+                            }
+                            continue;
+                        }
+                        Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                            self.wr_ready = false;
+                            return Ok(moved);
+                        }
+                        Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                        Err(e) => return Err(e),
+                    }
+                }
+                _ => {
+                    // Nothing left (an empty Mem body ends here).
+                    if matches!(self.body, Some(Body::Mem { .. })) {
+                        self.body = None;
+                    }
+                    self.wbuf.clear();
+                    self.wpos = 0;
+                    return Ok(moved);
+                }
+            };
+            match r {
+                Ok((n, want)) => {
+                    moved |= n > 0;
+                    let hl = self.wbuf.len() - self.wpos;
+                    let from_head = n.min(hl);
+                    self.wpos += from_head;
+                    let rest = n - from_head;
+                    if let Some(Body::Mem { pos, end, .. }) = &mut self.body {
+                        *pos += rest;
+                        if *pos >= *end {
+                            self.body = None;
+                        }
+                    }
+                    if self.wpos == self.wbuf.len() {
+                        self.wbuf.clear();
+                        self.wpos = 0;
+                    }
+                    if n < want {
+                        self.wr_ready = false;
+                        return Ok(moved);
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    self.wr_ready = false;
+                    return Ok(moved);
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// Answers what the input holds, in order. Returns whether anything
+    /// was consumed or produced.
+    fn process(&mut self, ctx: &mut Ctx) -> bool {
+        let mut progress = false;
+        loop {
+            match &mut self.input {
+                In::WaitDisk(slot) => {
+                    let done = slot.lock().unwrap_or_else(|p| p.into_inner()).take();
+                    match done {
+                        Some(found) => {
+                            let now = ctx.now();
+                            let clean = std::mem::take(&mut self.wait_clean);
+                            self.w
+                                .files
+                                .borrow_mut()
+                                .put(self.wait_backend, clean, &found, now);
+                            self.input = In::Head;
+                            let b = self.wait_backend;
+                            self.answer_found(ctx, b, found);
+                            progress = true;
+                        }
+                        None => return progress,
+                    }
+                }
+                In::DiscardLen(left) => {
+                    let avail = (self.rend - self.rstart) as u64;
+                    let n = avail.min(*left);
+                    self.rstart += n as usize;
+                    *left -= n;
+                    if *left > 0 {
+                        return progress || n > 0;
+                    }
+                    progress |= n > 0;
+                    self.input = In::Head;
+                }
+                In::DiscardChunked(dec) => {
+                    let r = dec.decode(&self.rbuf[self.rstart..self.rend]);
+                    match r {
+                        Ok(d) => {
+                            self.rstart += d.consumed;
+                            if d.done {
+                                self.input = In::Head;
+                                progress = true;
+                            } else if d.consumed == 0 {
+                                return progress;
+                            } else {
+                                progress = true;
+                            }
+                        }
+                        Err(_) => {
+                            // The answer already left; a broken body only
+                            // ends the connection.
+                            self.closing = true;
+                            self.rstart = self.rend;
+                            self.input = In::Head;
+                            return true;
+                        }
+                    }
+                }
+                In::Head => {
+                    if self.closing || self.body.is_some() || self.pending_out() > self.w.bufsize {
+                        return progress;
+                    }
+                    if self.rstart == self.rend {
+                        return progress;
+                    }
+                    if self.req_start.is_none() {
+                        self.req_start = Some(ctx.now());
+                    }
+                    let r = parse_request_into(
+                        &self.rbuf[self.rstart..self.rend],
+                        &self.w.limits,
+                        &mut self.head,
+                    );
+                    match r {
+                        Ok(PStatus::Partial) => return progress,
+                        Ok(PStatus::Complete(())) => {
+                            self.answer(ctx);
+                            progress = true;
+                        }
+                        Err(e) => {
+                            self.bad_request(ctx, e);
+                            return true;
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// A request that could not be parsed: its status, a log line, close.
+    fn bad_request(&mut self, ctx: &mut Ctx, e: HttpError) {
+        let status = e.status();
+        let start = self.wbuf.len();
+        self.error_response(status, false, Version::Http11, false, &[]);
+        let bytes = (self.wbuf.len() - start) as u64;
+        let end = self.rbuf[self.rstart..self.rend]
+            .iter()
+            .position(|&c| c == b'\r' || c == b'\n')
+            .unwrap_or((self.rend - self.rstart).min(256));
+        let line = self.rbuf[self.rstart..self.rstart + end].to_vec();
+        let tq = self.elapsed(ctx, self.req_start);
+        let entry = crate::log::Entry {
+            client: self.peer,
+            accept: self.accept_time,
+            frontend: &self.fe.name,
+            backend: &self.fe.name,
+            server: "<NOSRV>",
+            tq,
+            tw: -1,
+            tc: -1,
+            tr: -1,
+            tt: tq,
+            status,
+            bytes,
+            term: "PR",
+            actconn: self.w.actconn(),
+            feconn: self.fe.cur_conns(),
+            request_line: &line,
+        };
+        let mut l = crate::log::format(&entry);
+        l.extend_from_slice(format!(" ({})", e.reason()).as_bytes());
+        self.w.log_error(l);
+        self.rstart = self.rend;
+        self.closing = true;
+        self.req_start = None;
+    }
+
+    fn elapsed(&self, ctx: &Ctx, since: Option<Tick>) -> i64 {
+        match since {
+            Some(t) => ctx.now().wrapping_sub(t) as i32 as i64,
+            None => 0,
+        }
+    }
+
+    /// Writes an error response (or the frontend's errorfile for it).
+    fn error_response(
+        &mut self,
+        status: u16,
+        keep_alive: bool,
+        version: Version,
+        head_req: bool,
+        extra: &[(&[u8], &[u8])],
+    ) {
+        if let Some(f) = self.fe.errorfile(status) {
+            self.wbuf.extend_from_slice(f);
+            // An errorfile is sent as written; its framing is its own, so
+            // the connection ends after it.
+            self.closing = true;
+            return;
+        }
+        let date = *self.w.date.borrow_mut().get();
+        write_error_response(
+            &mut self.wbuf,
+            status,
+            &date,
+            keep_alive,
+            version,
+            head_req,
+            extra,
+        );
+        if !keep_alive {
+            self.closing = true;
+        }
+    }
+
+    /// A response with a small in-memory body (fixed responses, redirects).
+    fn simple_response(
+        &mut self,
+        status: u16,
+        keep_alive: bool,
+        version: Version,
+        hdrs: &[(&[u8], &[u8])],
+        body: &[u8],
+        head_req: bool,
+    ) {
+        let date = *self.w.date.borrow_mut().get();
+        let mut w = ResponseWriter::new(&mut self.wbuf, status, &date);
+        for (n, v) in hdrs {
+            let _ = w.header(n, v);
+        }
+        let framing = if status == 204 || status == 304 || (100..200).contains(&status) {
+            BodyFraming::None
+        } else {
+            BodyFraming::ContentLength(body.len() as u64)
+        };
+        w.finish(framing, keep_alive, version);
+        if !head_req && framing != BodyFraming::None {
+            self.wbuf.extend_from_slice(body);
+        }
+        if !keep_alive {
+            self.closing = true;
+        }
+    }
+
+    /// Decides what answers the request in `head` (reading the buffer and
+    /// the rules, changing nothing).
+    fn decide(&self) -> Act {
+        let buf = &self.rbuf[self.rstart..self.rend];
+        let fe = &self.fe;
+        if self.head.target_form == TargetForm::Asterisk {
+            return Act::Options;
+        }
+        let view = ReqView {
+            buf,
+            head: &self.head,
+            src: self.peer.ip(),
+        };
+        for (i, rule) in fe.http_request.iter().enumerate() {
+            if !fe.matcher.holds(rule.cond.as_ref(), &view) {
+                continue;
+            }
+            match &rule.action {
+                HttpRequestAction::Return(_) => return Act::Return(i),
+                HttpRequestAction::Redirect(rd) => {
+                    let host = self.head.host.map(|h| h.get(buf));
+                    let loc = redirect_location(rd, self.head.path.get(buf), host);
+                    return Act::Redirect(loc, rd.code);
+                }
+                HttpRequestAction::Deny { status } => return Act::Deny(*status),
+                HttpRequestAction::Allow => break,
+                // Header edits change what is forwarded to a server; ebb
+                // does not forward yet, and its own answers ignore them.
+                _ => {}
+            }
+        }
+        let be = fe
+            .use_backends
+            .iter()
+            .find(|(_, c)| fe.matcher.holds(c.as_ref(), &view))
+            .map(|(i, _)| *i)
+            .or(fe.default_backend);
+        let Some(bi) = be else {
+            return Act::NoBackend;
+        };
+        let Some(backend) = self.w.backends.get(bi) else {
+            return Act::NoBackend;
+        };
+        let mut edits = Vec::new();
+        for (i, r) in fe.http_response.iter().enumerate() {
+            if fe.matcher.holds(r.cond.as_ref(), &view) {
+                edits.push((false, i));
+            }
+        }
+        for (i, r) in backend.http_response.iter().enumerate() {
+            if backend.matcher.holds(r.cond.as_ref(), &view) {
+                edits.push((true, i));
+            }
+        }
+        match &backend.kind {
+            BackendKind::Files(_) => {
+                if !matches!(self.head.method, Method::Get | Method::Head) {
+                    return Act::Files(bi, Err(405), edits);
+                }
+                match normalize_path(self.head.path.get(buf)) {
+                    Ok(c) => Act::Files(bi, Ok(c), edits),
+                    Err(r) => Act::Files(bi, Err(r.status()), edits),
+                }
+            }
+        }
+    }
+
+    /// A complete request head is in `head`: decide and queue the answer.
+    fn answer(&mut self, ctx: &mut Ctx) {
+        self.requests += 1;
+        self.resp_start = self.wbuf.len();
+        let mut keep_alive = self.head.keep_alive && self.fe.keep_alive && !self.stopping;
+        // A body we will not read: with `Expect: 100-continue` the client
+        // has not sent it yet, so answer and close rather than wait for it;
+        // otherwise drop it as it comes, before the next request.
+        let mut next = In::Head;
+        match self.head.framing {
+            BodyFraming::None | BodyFraming::UntilClose => {}
+            _ if self.head.expect_continue => keep_alive = false,
+            BodyFraming::ContentLength(n) => next = In::DiscardLen(n),
+            BodyFraming::Chunked => next = In::DiscardChunked(Box::default()),
+        }
+        self.next_input = Some(next);
+        self.keep_alive = keep_alive;
+        let version = self.head.version;
+        let head_req = self.head.method == Method::Head;
+        let fe = Arc::clone(&self.fe);
+        match self.decide() {
+            Act::Options => {
+                self.simple_response(
+                    200,
+                    keep_alive,
+                    version,
+                    &[(b"Allow", b"GET, HEAD, OPTIONS")],
+                    b"",
+                    head_req,
+                );
+                self.finish_request(ctx, 200, None, 0);
+            }
+            Act::Return(i) => {
+                let HttpRequestAction::Return(r) = &fe.http_request[i].action else {
+                    return;
+                };
+                let mut hdrs: Vec<(&[u8], &[u8])> = Vec::with_capacity(r.headers.len() + 1);
+                if let Some(ct) = &r.content_type {
+                    hdrs.push((b"Content-Type", ct.as_bytes()));
+                }
+                for (n, v) in &r.headers {
+                    hdrs.push((n.as_bytes(), v.as_bytes()));
+                }
+                self.simple_response(
+                    r.status,
+                    keep_alive,
+                    version,
+                    &hdrs,
+                    return_body(r),
+                    head_req,
+                );
+                self.finish_request(ctx, r.status, None, 0);
+            }
+            Act::Redirect(loc, code) => {
+                self.simple_response(
+                    code,
+                    keep_alive,
+                    version,
+                    &[(b"Location", &loc), (b"Cache-Control", b"no-cache")],
+                    b"",
+                    head_req,
+                );
+                self.finish_request(ctx, code, None, 0);
+            }
+            Act::Deny(st) => {
+                self.error_response(st, false, version, head_req, &[]);
+                self.finish_request(ctx, st, None, 0);
+            }
+            Act::NoBackend => {
+                self.error_response(503, keep_alive, version, head_req, &[]);
+                self.finish_request(ctx, 503, None, 0);
+            }
+            Act::Files(bi, Err(st), _) => {
+                let extra: &[(&[u8], &[u8])] = if st == 405 {
+                    &[(b"Allow", b"GET, HEAD")]
+                } else {
+                    &[]
+                };
+                self.error_response(st, keep_alive, version, head_req, extra);
+                self.finish_request(ctx, st, Some(bi), 0);
+            }
+            Act::Files(bi, Ok(clean), edits) => {
+                self.edits = edits;
+                let now = ctx.now();
+                let hit = self.w.files.borrow_mut().get(bi, &clean, now);
+                if let Some(found) = hit {
+                    self.answer_found(ctx, bi, found);
+                    return;
+                }
+                // Off to the blocking pool; the head stays in the buffer
+                // until the answer is written.
+                let BackendKind::Files(cfg) = &self.w.backends[bi].kind;
+                let slot = Arc::new(Mutex::new(None));
+                let s2 = Arc::clone(&slot);
+                let cfg = cfg.clone();
+                let c2 = clean.clone();
+                let handle = ctx.handle();
+                let me = self.me;
+                let job = move || {
+                    let f = lookup_blocking(&cfg, &c2);
+                    *s2.lock().unwrap_or_else(|p| p.into_inner()) = Some(f);
+                    if let Some(me) = me {
+                        handle.wake_tasklet(me);
+                    }
+                };
+                if self.w.pool.submit(job).is_err() {
+                    self.error_response(503, keep_alive, version, head_req, &[]);
+                    self.finish_request(ctx, 503, Some(bi), 0);
+                    return;
+                }
+                self.wait_backend = bi;
+                self.wait_clean = clean;
+                self.input = In::WaitDisk(slot);
+            }
+        }
+    }
+
+    /// Writes the answer for a file lookup's result.
+    fn answer_found(&mut self, ctx: &mut Ctx, bi: usize, found: Found) {
+        let version = self.head.version;
+        let head_req = self.head.method == Method::Head;
+        let keep_alive = self.keep_alive;
+        let f = match found {
+            Found::Refused(r) => {
+                let st = r.status();
+                self.error_response(st, keep_alive, version, head_req, &[]);
+                self.finish_request(ctx, st, Some(bi), 0);
+                return;
+            }
+            Found::AddSlash(loc) => {
+                self.simple_response(
+                    301,
+                    keep_alive,
+                    version,
+                    &[(b"Location", loc.as_bytes())],
+                    b"",
+                    head_req,
+                );
+                self.finish_request(ctx, 301, Some(bi), 0);
+                return;
+            }
+            Found::Listing(html) => {
+                self.simple_response(
+                    200,
+                    keep_alive,
+                    version,
+                    &[(b"Content-Type", b"text/html; charset=utf-8")],
+                    html.as_bytes(),
+                    head_req,
+                );
+                self.finish_request(ctx, 200, Some(bi), 0);
+                return;
+            }
+            Found::File(f) => f,
+        };
+        let v = &f.validators;
+        let decision = {
+            let buf = &self.rbuf[self.rstart..self.rend];
+            let h = |n: &str| {
+                self.head
+                    .header(buf, n)
+                    .and_then(|v| std::str::from_utf8(v).ok())
+            };
+            let c = Conditions {
+                if_none_match: h("if-none-match"),
+                if_modified_since: h("if-modified-since"),
+                if_range: h("if-range"),
+                range: h("range"),
+            };
+            decide(&c, v)
+        };
+        let backend = Arc::clone(&self.w.backends[bi]);
+        let max_age = match &backend.kind {
+            BackendKind::Files(c) => c.max_age,
+        };
+        let (status, range) = match decision {
+            Decision::Full => (200, Some((0, v.len))),
+            Decision::Partial { start, end } => (206, Some((start, end + 1))),
+            Decision::NotModified => (304, None),
+            Decision::Unsatisfiable => (416, None),
+        };
+        let date = *self.w.date.borrow_mut().get();
+        let lm = httpdate::fmt_http_date(v.mtime);
+        let mut cr = String::new();
+        let cc = max_age.map(|a| format!("max-age={a}"));
+        {
+            let mut hdrs: Vec<(&[u8], &[u8])> = Vec::with_capacity(8);
+            if status != 416 {
+                hdrs.push((b"Content-Type", f.content_type.as_bytes()));
+                hdrs.push((b"Last-Modified", lm.as_bytes()));
+                hdrs.push((b"ETag", v.etag.as_bytes()));
+                hdrs.push((b"Accept-Ranges", b"bytes"));
+                if let Some(cc) = &cc {
+                    hdrs.push((b"Cache-Control", cc.as_bytes()));
+                }
+            }
+            match decision {
+                Decision::Partial { start, end } => {
+                    cr = format!("bytes {start}-{end}/{}", v.len);
+                }
+                Decision::Unsatisfiable => cr = format!("bytes */{}", v.len),
+                _ => {}
+            }
+            if !cr.is_empty() {
+                hdrs.push((b"Content-Range", cr.as_bytes()));
+            }
+            let edited = apply_edits(&self.fe, &backend, &self.edits, hdrs);
+            let mut w = ResponseWriter::new(&mut self.wbuf, status, &date);
+            for (n, val) in &edited {
+                let _ = w.header(n, val);
+            }
+            let framing = match range {
+                Some((s, e)) => BodyFraming::ContentLength(e - s),
+                None if status == 416 => BodyFraming::ContentLength(0),
+                None => BodyFraming::None,
+            };
+            w.finish(framing, keep_alive, version);
+        }
+        let mut body_len = 0;
+        if let (Some((s, e)), false) = (range, head_req) {
+            body_len = e - s;
+            if let Some(data) = &f.small {
+                let (s, e) = (s as usize, (e as usize).min(data.len()));
+                if e - s <= COPY_BODY_MAX {
+                    self.wbuf.extend_from_slice(&data[s..e]);
+                } else {
+                    self.body = Some(Body::Mem {
+                        file: Arc::clone(&f),
+                        pos: s,
+                        end: e,
+                    });
+                }
+            } else if e > s {
+                self.body = Some(Body::Sendfile {
+                    file: Arc::clone(&f),
+                    off: s,
+                    end: e,
+                });
+            }
+        }
+        if !keep_alive {
+            self.closing = true;
+        }
+        self.finish_request(ctx, status, Some(bi), body_len);
+    }
+
+    /// The answer is queued: log it and move on to what follows the head.
+    fn finish_request(&mut self, ctx: &mut Ctx, status: u16, backend: Option<usize>, body: u64) {
+        let now = ctx.now();
+        if self.w.logging(&self.fe) {
+            let buf = &self.rbuf[self.rstart..self.rend];
+            let line_end = buf
+                .iter()
+                .position(|&c| c == b'\r' || c == b'\n')
+                .unwrap_or(0);
+            let tq = self.elapsed(ctx, self.req_start);
+            let (bname, server) = match backend.and_then(|b| self.w.backends.get(b)) {
+                Some(b) => (b.name.as_str(), "<files>"),
+                None => (self.fe.name.as_str(), "<NOSRV>"),
+            };
+            let entry = crate::log::Entry {
+                client: self.peer,
+                accept: self.accept_time,
+                frontend: &self.fe.name,
+                backend: bname,
+                server,
+                tq,
+                tw: -1,
+                tc: -1,
+                tr: 0,
+                tt: tq,
+                status,
+                bytes: (self.wbuf.len() - self.resp_start) as u64 + body,
+                term: "--",
+                actconn: self.w.actconn(),
+                feconn: self.fe.cur_conns(),
+                request_line: &buf[..line_end],
+            };
+            self.w.log_access(crate::log::format(&entry));
+        }
+        self.rstart += self.head.head_len.min(self.rend - self.rstart);
+        self.input = self.next_input.take().unwrap_or(In::Head);
+        self.req_start = None;
+        self.idle_since = now;
+        self.edits.clear();
+    }
+
+    /// The connection's timer fired: 408 for a head that did not arrive in
+    /// time, a plain close for an idle or stalled connection.
+    fn on_timeout(&mut self, ctx: &mut Ctx) -> Status {
+        if matches!(self.input, In::Head) && self.rstart < self.rend && !self.has_output() {
+            let status = 408;
+            self.error_response(status, false, Version::Http11, false, &[]);
+            let _ = self.flush();
+            let entry_line = b"<BADREQ>".to_vec();
+            let tq = self.elapsed(ctx, self.req_start);
+            let e = crate::log::Entry {
+                client: self.peer,
+                accept: self.accept_time,
+                frontend: &self.fe.name,
+                backend: &self.fe.name,
+                server: "<NOSRV>",
+                tq,
+                tw: -1,
+                tc: -1,
+                tr: -1,
+                tt: tq,
+                status,
+                bytes: 0,
+                term: "cR",
+                actconn: self.w.actconn(),
+                feconn: self.fe.cur_conns(),
+                request_line: &entry_line,
+            };
+            self.w.log_error(crate::log::format(&e));
+        }
+        self.close(ctx)
+    }
+
+    /// The next date this connection must act by, given its state.
+    fn next_deadline(&self) -> Tick {
+        let t = &self.fe.timeouts;
+        if self.has_output() || !matches!(self.input, In::Head) {
+            return ticks::add(self.idle_since, t.client);
+        }
+        match self.req_start {
+            Some(s) => ticks::add(s, t.http_request),
+            None if self.requests == 0 => ticks::add(self.idle_since, t.http_request),
+            None => ticks::add(self.idle_since, t.keep_alive),
+        }
+    }
+
+    fn close(&mut self, ctx: &mut Ctx) -> Status {
+        let _ = ctx.deregister_fd(self.fd);
+        ctx.kill(self.timer);
+        let _ = self.sock.shutdown(std::net::Shutdown::Both);
+        self.release_buffers();
+        self.w.conn_closed(ctx, &self.fe);
+        Status::Done
+    }
+
+    fn release_buffers(&mut self) {
+        if !self.rbuf.is_empty() {
+            self.w.put_buf(std::mem::take(&mut self.rbuf));
+        }
+        self.rstart = 0;
+        self.rend = 0;
+        if self.wbuf.capacity() > 0 && !self.has_output() {
+            self.wbuf = Vec::new();
+            self.wpos = 0;
+        }
+    }
+
+    /// One pass: read, answer, write, while anything moves.
+    fn pump(&mut self, ctx: &mut Ctx) -> Status {
+        loop {
+            let mut moved = false;
+            if self.rd_ready && !self.eof && !self.closing {
+                match self.read_in() {
+                    Ok(m) => moved |= m,
+                    Err(_) => return self.close(ctx),
+                }
+            }
+            moved |= self.process(ctx);
+            if self.has_output() && self.wr_ready {
+                match self.flush() {
+                    Ok(m) => moved |= m,
+                    Err(_) => return self.close(ctx),
+                }
+            }
+            if self.has_output() {
+                // Progress on the write side counts as activity for the
+                // client timeout.
+                if moved {
+                    self.idle_since = ctx.now();
+                }
+            } else if self.closing {
+                return self.close(ctx);
+            }
+            if !moved {
+                break;
+            }
+        }
+        let idle = matches!(self.input, In::Head) && self.rstart == self.rend && !self.has_output();
+        if idle {
+            if self.eof || self.stopping {
+                return self.close(ctx);
+            }
+            self.release_buffers();
+        } else if self.eof && matches!(self.input, In::Head) && !self.has_output() {
+            // The client closed in the middle of a head: nothing to answer.
+            return self.close(ctx);
+        }
+        let d = self.next_deadline();
+        if d != self.deadline {
+            self.deadline = d;
+            ctx.set_expire(self.timer, d);
+        }
+        Status::Continue
+    }
+}
+
+/// Applies `http-response set-header|add-header|del-header` edits (frontend
+/// rules first, then the backend's, as HAProxy orders them) to a header
+/// list.
+fn apply_edits<'a>(
+    fe: &'a FrontendRt,
+    be: &'a crate::proxy::BackendRt,
+    edits: &[(bool, usize)],
+    mut hdrs: Vec<(&'a [u8], &'a [u8])>,
+) -> Vec<(&'a [u8], &'a [u8])> {
+    use crate::config::HttpResponseAction as A;
+    for &(is_be, i) in edits {
+        let rule = if is_be {
+            be.http_response.get(i)
+        } else {
+            fe.http_response.get(i)
+        };
+        let Some(rule) = rule else { continue };
+        match &rule.action {
+            A::SetHeader { name, value } => {
+                hdrs.retain(|(n, _)| !n.eq_ignore_ascii_case(name.as_bytes()));
+                hdrs.push((name.as_bytes(), value.as_bytes()));
+            }
+            A::AddHeader { name, value } => hdrs.push((name.as_bytes(), value.as_bytes())),
+            A::DelHeader { name } => hdrs.retain(|(n, _)| !n.eq_ignore_ascii_case(name.as_bytes())),
+        }
+    }
+    hdrs
+}
+
+/// What answers a request, decided before anything is written.
+enum Act {
+    Options,
+    Return(usize),
+    Redirect(Vec<u8>, u16),
+    Deny(u16),
+    NoBackend,
+    /// A file backend: the clean path, or the status refusing it; and the
+    /// `http-response` edits that apply.
+    Files(usize, Result<String, u16>, Vec<(bool, usize)>),
+}
+
+impl TaskletFn for Conn {
+    fn run(&mut self, ctx: &mut Ctx, me: TaskletId, why: Reasons) -> Status {
+        self.me = Some(me);
+        if why.intersects(Reasons::IO) {
+            let ev = ctx.take_events(me);
+            if ev.readable() || ev.hup_or_err() {
+                self.rd_ready = true;
+            }
+            if ev.writable() || ev.hup_or_err() {
+                self.wr_ready = true;
+            }
+        }
+        if why.intersects(Reasons::SIGNAL) || ctx.stopping() {
+            self.stopping = true;
+        }
+        if why.intersects(Reasons::TIMER) && ticks::is_expired(self.deadline, ctx.now()) {
+            return self.on_timeout(ctx);
+        }
+        self.pump(ctx)
+    }
+}

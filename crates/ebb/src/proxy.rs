@@ -1,0 +1,389 @@
+//! The configuration compiled for serving: what every thread reads on the
+//! request path, built once at start (and again on reload) and shared
+//! read-only through an `Arc`.
+//!
+//! Compiling checks what the parser cannot know: regular expressions build,
+//! `lf-string` bodies and reverse-proxy servers are refused until ebb
+//! supports them (an error with `file:line`, never a silent no-op), and every
+//! backend reference resolves to an index.
+
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::config::{
+    Config, ConfigError, HttpConnMode, HttpRequestAction, HttpResponseAction, Loc, Proxy, Redirect,
+    ReturnAction, ReturnBody,
+};
+use crate::rules::{Cond, Matcher};
+use crate::serve::files::FilesConfig;
+
+/// A compiled `http-request` rule.
+pub struct ReqRule {
+    pub action: HttpRequestAction,
+    pub cond: Option<Cond>,
+}
+
+/// A compiled `http-response` rule.
+pub struct RespRule {
+    pub action: HttpResponseAction,
+    pub cond: Option<Cond>,
+}
+
+/// What a backend does with the requests routed to it.
+pub enum BackendKind {
+    /// `serve-files DIR`.
+    Files(FilesConfig),
+}
+
+/// A compiled backend.
+pub struct BackendRt {
+    pub name: String,
+    pub kind: BackendKind,
+    pub matcher: Matcher,
+    pub http_response: Vec<RespRule>,
+}
+
+/// Timeouts in force on a frontend's connections, in milliseconds.
+#[derive(Clone, Copy, Debug)]
+pub struct FeTimeouts {
+    /// Whole request head must arrive (slowloris): `timeout http-request`,
+    /// else `timeout client`.
+    pub http_request: u32,
+    /// Idle time between requests: `timeout http-keep-alive`, else
+    /// `timeout http-request`, else `timeout client` (HAProxy's order).
+    pub keep_alive: u32,
+    /// Stalled reads and writes: `timeout client`.
+    pub client: u32,
+}
+
+/// A compiled frontend.
+pub struct FrontendRt {
+    pub name: String,
+    pub maxconn: Option<u32>,
+    pub timeouts: FeTimeouts,
+    pub keep_alive: bool,
+    pub matcher: Matcher,
+    pub http_request: Vec<ReqRule>,
+    pub http_response: Vec<RespRule>,
+    /// (backend index, condition) in order.
+    pub use_backends: Vec<(usize, Option<Cond>)>,
+    pub default_backend: Option<usize>,
+    /// Full HTTP responses by status (`errorfile`).
+    pub errorfiles: Vec<(u16, Vec<u8>)>,
+    /// Whether requests are logged (`log` lines present, globally or here).
+    pub log: bool,
+    /// Connections open on this frontend, all threads together.
+    pub conns: AtomicU32,
+}
+
+impl FrontendRt {
+    /// Connections open now.
+    pub fn cur_conns(&self) -> u32 {
+        self.conns.load(Ordering::Relaxed)
+    }
+
+    /// The errorfile for a status.
+    pub fn errorfile(&self, status: u16) -> Option<&[u8]> {
+        self.errorfiles
+            .iter()
+            .find(|(s, _)| *s == status)
+            .map(|(_, b)| b.as_slice())
+    }
+}
+
+/// Everything compiled.
+pub struct Compiled {
+    pub frontends: Vec<Arc<FrontendRt>>,
+    pub backends: Vec<Arc<BackendRt>>,
+}
+
+/// Default timeouts when a configuration sets none, in ms. HAProxy refuses
+/// to guess and warns; a web server must not keep idle connections
+/// forever, so ebb uses nginx's defaults: 60 s for client reads/writes and
+/// the request head, 75 s keep-alive idle.
+pub const DEFAULT_CLIENT_MS: u32 = 60_000;
+pub const DEFAULT_KEEPALIVE_MS: u32 = 75_000;
+
+fn ms(d: Option<Duration>) -> Option<u32> {
+    d.map(|d| d.as_millis().clamp(1, u32::MAX as u128 / 2) as u32)
+}
+
+fn err(loc: &Loc, message: impl Into<String>) -> ConfigError {
+    ConfigError {
+        loc: loc.clone(),
+        message: message.into(),
+    }
+}
+
+fn compile_req_rules(p: &Proxy, m: &Matcher) -> Result<Vec<ReqRule>, ConfigError> {
+    let mut out = Vec::new();
+    for r in &p.http_request {
+        match &r.action {
+            HttpRequestAction::Return(ret) => {
+                if let ReturnBody::LfString(_) = ret.body {
+                    return Err(err(
+                        &r.loc,
+                        "'lf-string' bodies are not supported yet; use 'string' or 'file'",
+                    ));
+                }
+            }
+            HttpRequestAction::UseService(_) => {
+                return Err(err(
+                    &r.loc,
+                    "'http-request use-service' is not supported yet",
+                ));
+            }
+            _ => {}
+        }
+        out.push(ReqRule {
+            action: r.action.clone(),
+            cond: m.opt_cond(r.cond.as_ref())?,
+        });
+    }
+    Ok(out)
+}
+
+fn compile_resp_rules(p: &Proxy, m: &Matcher) -> Result<Vec<RespRule>, ConfigError> {
+    p.http_response
+        .iter()
+        .map(|r| {
+            Ok(RespRule {
+                action: r.action.clone(),
+                cond: m.opt_cond(r.cond.as_ref())?,
+            })
+        })
+        .collect()
+}
+
+/// Compiles a parsed configuration; returns every error found.
+pub fn compile(cfg: &Config) -> Result<Compiled, Vec<ConfigError>> {
+    let mut errors = Vec::new();
+    let mut backends = Vec::new();
+    let mut names = Vec::new();
+    for p in cfg.backends() {
+        let r = (|| -> Result<BackendRt, ConfigError> {
+            let kind = if let Some(sf) = &p.serve_files {
+                let mut fc = FilesConfig::new(sf.root.clone());
+                fc.index = sf.index.clone();
+                fc.listing = sf.listing;
+                fc.follow_symlinks = sf.follow_symlinks;
+                fc.max_age = sf.max_age;
+                BackendKind::Files(fc)
+            } else if let Some(s) = p.servers.first() {
+                return Err(err(
+                    &s.loc,
+                    "'server' lines are not supported yet: this version of ebb serves files and fixed responses only",
+                ));
+            } else if p.kind.is_frontend() {
+                // A listen section without servers or files: a frontend only.
+                return Err(err(&p.loc, "__frontend_only__"));
+            } else {
+                return Err(err(
+                    &p.loc,
+                    format!(
+                        "backend '{}' has neither 'serve-files' nor a server",
+                        p.name
+                    ),
+                ));
+            };
+            let matcher = Matcher::for_proxy(p)?;
+            let http_response = compile_resp_rules(p, &matcher)?;
+            Ok(BackendRt {
+                name: p.name.clone(),
+                kind,
+                matcher,
+                http_response,
+            })
+        })();
+        match r {
+            Ok(b) => {
+                names.push(p.name.clone());
+                backends.push(Arc::new(b));
+            }
+            Err(e) if e.message == "__frontend_only__" => {}
+            Err(e) => errors.push(e),
+        }
+    }
+    let index = |name: &str| names.iter().position(|n| n == name);
+    let global_log = !cfg.global.log.is_empty();
+    let mut frontends = Vec::new();
+    for p in cfg.frontends() {
+        let r = (|| -> Result<FrontendRt, ConfigError> {
+            let matcher = Matcher::for_proxy(p)?;
+            let http_request = compile_req_rules(p, &matcher)?;
+            let http_response = compile_resp_rules(p, &matcher)?;
+            let mut use_backends = Vec::new();
+            for u in &p.use_backends {
+                let i = index(&u.backend)
+                    .ok_or_else(|| err(&u.loc, format!("unknown backend '{}'", u.backend)))?;
+                use_backends.push((i, matcher.opt_cond(u.cond.as_ref())?));
+            }
+            let default_backend = match &p.default_backend {
+                Some(d) => Some(
+                    index(&d.value)
+                        .ok_or_else(|| err(&d.loc, format!("unknown backend '{}'", d.value)))?,
+                ),
+                // A listen section is its own default backend.
+                None if p.kind.is_backend() => index(&p.name),
+                None => None,
+            };
+            let t = &p.timeouts;
+            let client = ms(t.client).unwrap_or(DEFAULT_CLIENT_MS);
+            let head_ms = ms(t.http_request).unwrap_or(client);
+            let keep_alive = ms(t.http_keep_alive)
+                .or(ms(t.http_request))
+                .unwrap_or(DEFAULT_KEEPALIVE_MS.max(client));
+            let logs = global_log && !p.log.is_empty()
+                || p.log
+                    .iter()
+                    .any(|l| matches!(l, crate::config::ProxyLog::Target(_)));
+            Ok(FrontendRt {
+                name: p.name.clone(),
+                maxconn: p.maxconn,
+                timeouts: FeTimeouts {
+                    http_request: head_ms,
+                    keep_alive,
+                    client,
+                },
+                keep_alive: p.options.conn_mode == HttpConnMode::KeepAlive,
+                matcher,
+                http_request,
+                http_response,
+                use_backends,
+                default_backend,
+                errorfiles: p
+                    .errorfiles
+                    .iter()
+                    .map(|e| (e.status, e.content.clone()))
+                    .collect(),
+                log: logs,
+                conns: AtomicU32::new(0),
+            })
+        })();
+        match r {
+            Ok(f) => frontends.push(Arc::new(f)),
+            Err(e) => errors.push(e),
+        }
+    }
+    if errors.is_empty() {
+        Ok(Compiled {
+            frontends,
+            backends,
+        })
+    } else {
+        Err(errors)
+    }
+}
+
+/// The Location of a redirect for a request's path (with query) and host.
+pub fn redirect_location(r: &Redirect, path_q: &[u8], host: Option<&[u8]>) -> Vec<u8> {
+    let (path, query) = match path_q.iter().position(|&c| c == b'?') {
+        Some(i) => (&path_q[..i], &path_q[i..]),
+        None => (path_q, &b""[..]),
+    };
+    let mut out = Vec::with_capacity(r.target.len() + path_q.len() + 16);
+    match r.kind {
+        crate::config::RedirectKind::Location => {
+            out.extend_from_slice(r.target.as_bytes());
+            return out;
+        }
+        crate::config::RedirectKind::Prefix => {
+            let t = r.target.trim_end_matches('/');
+            out.extend_from_slice(t.as_bytes());
+        }
+        crate::config::RedirectKind::Scheme => {
+            out.extend_from_slice(r.target.as_bytes());
+            out.extend_from_slice(b"://");
+            out.extend_from_slice(host.unwrap_or(b"localhost"));
+        }
+    }
+    out.extend_from_slice(if path.is_empty() { b"/" } else { path });
+    if r.append_slash && !out.ends_with(b"/") {
+        out.push(b'/');
+    }
+    if !r.drop_query {
+        out.extend_from_slice(query);
+    }
+    out
+}
+
+/// The answer of an `http-request return`: status, content type, body.
+pub fn return_body(r: &ReturnAction) -> &[u8] {
+    match &r.body {
+        ReturnBody::None => b"",
+        ReturnBody::String(s) | ReturnBody::LfString(s) => s.as_bytes(),
+        ReturnBody::File { content, .. } => content,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{parse_str, RedirectKind};
+
+    fn redirect(
+        kind: RedirectKind,
+        target: &str,
+        drop_query: bool,
+        append_slash: bool,
+    ) -> Redirect {
+        Redirect {
+            kind,
+            target: target.into(),
+            code: 302,
+            drop_query,
+            append_slash,
+        }
+    }
+
+    #[test]
+    fn redirect_locations() {
+        let loc = redirect(RedirectKind::Location, "https://x/", false, false);
+        assert_eq!(redirect_location(&loc, b"/a?b", None), b"https://x/");
+        let pre = redirect(RedirectKind::Prefix, "https://new.example", false, false);
+        assert_eq!(
+            redirect_location(&pre, b"/a?b=1", None),
+            b"https://new.example/a?b=1"
+        );
+        let pre = redirect(RedirectKind::Prefix, "/v2/", true, true);
+        assert_eq!(redirect_location(&pre, b"/a?b=1", None), b"/v2/a/");
+        let sch = redirect(RedirectKind::Scheme, "https", false, false);
+        assert_eq!(
+            redirect_location(&sch, b"/p?q", Some(b"h.example:8080")),
+            b"https://h.example:8080/p?q"
+        );
+    }
+
+    #[test]
+    fn compile_resolves_backends_and_refuses_what_is_not_supported() {
+        let ok = "defaults\n mode http\nfrontend f\n bind :8080\n acl s path_beg /s\n use_backend b if s\n default_backend b\nbackend b\n serve-files /tmp\n";
+        let c = compile(&parse_str("ok.cfg", ok).unwrap()).unwrap();
+        assert_eq!(c.frontends.len(), 1);
+        assert_eq!(c.frontends[0].default_backend, Some(0));
+        assert_eq!(c.frontends[0].timeouts.client, DEFAULT_CLIENT_MS);
+
+        let srv = "defaults\n mode http\nfrontend f\n bind :8080\n default_backend b\nbackend b\n server s1 127.0.0.1:9\n";
+        let e = compile(&parse_str("srv.cfg", srv).unwrap()).err().unwrap();
+        assert!(
+            e[0].to_string().starts_with("srv.cfg:7: 'server' lines"),
+            "{}",
+            e[0]
+        );
+
+        let lf = "frontend f\n bind :8080\n http-request return status 200 content-type text/plain lf-string \"%[path]\"\n";
+        let e = compile(&parse_str("lf.cfg", lf).unwrap()).err().unwrap();
+        assert!(e[0].to_string().starts_with("lf.cfg:3:"), "{}", e[0]);
+    }
+
+    #[test]
+    fn timeouts_follow_haproxy_fallbacks() {
+        let t = "defaults\n timeout client 5s\n timeout http-request 2s\nfrontend f\n bind :8080\n";
+        let c = compile(&parse_str("t.cfg", t).unwrap()).unwrap();
+        let to = c.frontends[0].timeouts;
+        assert_eq!(
+            (to.client, to.http_request, to.keep_alive),
+            (5000, 2000, 2000)
+        );
+    }
+}

@@ -1,0 +1,349 @@
+//! ACL evaluation: the conditions of `use_backend`, `http-request` and
+//! `http-response` rules, evaluated against one request.
+//!
+//! The configuration holds ACLs as parsed text; [`Matcher`] compiles them
+//! once at start (regular expressions included, so a bad pattern is a
+//! `file:line` error before any traffic) and evaluates them on a
+//! [`ReqView`], a borrowed view of a parsed request: nothing is copied on the
+//! request path except for case-insensitive comparisons, which compare
+//! byte by byte without allocating.
+
+use std::net::IpAddr;
+
+use regex::bytes::Regex;
+
+use crate::config::{
+    Acl, AclRef, AclTest, Condition, ConfigError, Fetch, MatchMethod, Pattern, Proxy,
+};
+use crate::http1::{RequestHead, Version};
+
+/// What a condition looks at: the request head over its buffer, and the
+/// client's address.
+#[derive(Clone, Copy)]
+pub struct ReqView<'a> {
+    pub buf: &'a [u8],
+    pub head: &'a RequestHead,
+    pub src: IpAddr,
+}
+
+impl<'a> ReqView<'a> {
+    /// The path without its query string.
+    pub fn path(&self) -> &'a [u8] {
+        let p = self.head.path.get(self.buf);
+        match p.iter().position(|&c| c == b'?') {
+            Some(i) => &p[..i],
+            None => p,
+        }
+    }
+}
+
+/// One compiled ACL test.
+struct Test {
+    fetch: Fetch,
+    method: MatchMethod,
+    icase: bool,
+    patterns: Vec<Pattern>,
+    regexes: Vec<Regex>,
+}
+
+/// The compiled ACLs of one proxy: named ones by index, inline ones kept in
+/// the conditions that use them.
+pub struct Matcher {
+    named: Vec<Vec<Test>>,
+}
+
+/// A compiled condition (`if` / `unless` ...).
+pub struct Cond {
+    unless: bool,
+    /// OR of ANDs of (negate, test-set).
+    terms: Vec<Vec<(bool, Term)>>,
+}
+
+enum Term {
+    Named(usize),
+    Inline(Test),
+}
+
+fn compile_test(t: &AclTest) -> Result<Test, ConfigError> {
+    let mut regexes = Vec::new();
+    if t.method == MatchMethod::Reg {
+        for p in &t.patterns {
+            if let Pattern::Str(s) = p {
+                let src = if t.ignore_case {
+                    format!("(?i){s}")
+                } else {
+                    s.clone()
+                };
+                let re = Regex::new(&src).map_err(|e| ConfigError {
+                    loc: t.loc.clone(),
+                    message: format!("invalid regular expression '{s}': {e}"),
+                })?;
+                regexes.push(re);
+            }
+        }
+    }
+    Ok(Test {
+        fetch: t.fetch.clone(),
+        method: t.method,
+        icase: t.ignore_case,
+        patterns: t.patterns.clone(),
+        regexes,
+    })
+}
+
+impl Matcher {
+    /// Compiles a proxy's named ACLs.
+    pub fn new(acls: &[Acl]) -> Result<Matcher, ConfigError> {
+        let mut named = Vec::with_capacity(acls.len());
+        for a in acls {
+            named.push(a.tests.iter().map(compile_test).collect::<Result<_, _>>()?);
+        }
+        Ok(Matcher { named })
+    }
+
+    /// Compiles the ACLs of a proxy.
+    pub fn for_proxy(p: &Proxy) -> Result<Matcher, ConfigError> {
+        Matcher::new(&p.acls)
+    }
+
+    /// Compiles a condition of this proxy.
+    pub fn cond(&self, c: &Condition) -> Result<Cond, ConfigError> {
+        let mut terms = Vec::with_capacity(c.terms.len());
+        for and in &c.terms {
+            let mut v = Vec::with_capacity(and.len());
+            for t in and {
+                let term = match &t.acl {
+                    AclRef::Named { index, name } => {
+                        if *index >= self.named.len() {
+                            return Err(ConfigError {
+                                loc: c.loc.clone(),
+                                message: format!("unknown ACL '{name}'"),
+                            });
+                        }
+                        Term::Named(*index)
+                    }
+                    AclRef::Inline(test) => Term::Inline(compile_test(test)?),
+                };
+                v.push((t.negate, term));
+            }
+            terms.push(v);
+        }
+        Ok(Cond {
+            unless: c.unless,
+            terms,
+        })
+    }
+
+    /// Compiles an optional condition; `None` always holds.
+    pub fn opt_cond(&self, c: Option<&Condition>) -> Result<Option<Cond>, ConfigError> {
+        c.map(|c| self.cond(c)).transpose()
+    }
+
+    /// Evaluates a condition on a request; `None` holds.
+    pub fn holds(&self, c: Option<&Cond>, r: &ReqView<'_>) -> bool {
+        let Some(c) = c else {
+            return true;
+        };
+        let any = c.terms.iter().any(|and| {
+            and.iter().all(|(neg, term)| {
+                let v = match term {
+                    Term::Named(i) => self.named[*i].iter().any(|t| eval(t, r)),
+                    Term::Inline(t) => eval(t, r),
+                };
+                v != *neg
+            })
+        });
+        any != c.unless
+    }
+}
+
+fn eq_bytes(a: &[u8], b: &[u8], icase: bool) -> bool {
+    if icase {
+        a.eq_ignore_ascii_case(b)
+    } else {
+        a == b
+    }
+}
+
+fn starts(s: &[u8], p: &[u8], icase: bool) -> bool {
+    s.len() >= p.len() && eq_bytes(&s[..p.len()], p, icase)
+}
+
+fn ends(s: &[u8], p: &[u8], icase: bool) -> bool {
+    s.len() >= p.len() && eq_bytes(&s[s.len() - p.len()..], p, icase)
+}
+
+fn contains(s: &[u8], p: &[u8], icase: bool) -> bool {
+    p.is_empty() || (s.len() >= p.len() && s.windows(p.len()).any(|w| eq_bytes(w, p, icase)))
+}
+
+/// HAProxy's `dir` / `dom` matching: the pattern, stripped of delimiters at
+/// both ends, must appear in the sample bounded by delimiters (or the ends).
+fn word(s: &[u8], p: &[u8], delims: &[u8], icase: bool) -> bool {
+    let is_d = |c: u8| delims.contains(&c);
+    let p = {
+        let a = p.iter().position(|&c| !is_d(c)).unwrap_or(p.len());
+        let b = p.iter().rposition(|&c| !is_d(c)).map_or(a, |i| i + 1);
+        &p[a..b]
+    };
+    if p.is_empty() {
+        return false;
+    }
+    let n = p.len();
+    if s.len() < n {
+        return false;
+    }
+    (0..=s.len() - n).any(|i| {
+        (i == 0 || is_d(s[i - 1]))
+            && (i + n == s.len() || is_d(s[i + n]))
+            && eq_bytes(&s[i..i + n], p, icase)
+    })
+}
+
+fn match_str(t: &Test, s: &[u8]) -> bool {
+    match t.method {
+        MatchMethod::Found => true,
+        MatchMethod::Reg => t.regexes.iter().any(|re| re.is_match(s)),
+        MatchMethod::Ip => false,
+        m => t.patterns.iter().any(|p| {
+            let Pattern::Str(p) = p else {
+                return false;
+            };
+            let p = p.as_bytes();
+            match m {
+                MatchMethod::Str => eq_bytes(s, p, t.icase),
+                MatchMethod::Beg => starts(s, p, t.icase),
+                MatchMethod::End => ends(s, p, t.icase),
+                MatchMethod::Sub => contains(s, p, t.icase),
+                MatchMethod::Dir => word(s, p, b"/", t.icase),
+                MatchMethod::Dom => word(s, p, b"/.", t.icase),
+                _ => false,
+            }
+        }),
+    }
+}
+
+fn eval(t: &Test, r: &ReqView<'_>) -> bool {
+    match &t.fetch {
+        Fetch::Always(b) => *b,
+        Fetch::Path => match_str(t, r.path()),
+        Fetch::Url => match_str(t, r.head.target.get(r.buf)),
+        Fetch::Method => match_str(t, r.head.method_span.get(r.buf)),
+        Fetch::ReqVer => match_str(
+            t,
+            match r.head.version {
+                Version::Http10 => b"1.0",
+                Version::Http11 => b"1.1",
+            },
+        ),
+        Fetch::Src => match t.method {
+            MatchMethod::Found => true,
+            _ => t.patterns.iter().any(|p| match p {
+                Pattern::Net(n) => n.contains(r.src),
+                Pattern::Str(_) => false,
+            }),
+        },
+        Fetch::Hdr(name) => {
+            // Each comma-separated value of each occurrence, as hdr() does.
+            r.head
+                .headers
+                .iter()
+                .filter(|h| h.name.get(r.buf).eq_ignore_ascii_case(name.as_bytes()))
+                .flat_map(|h| h.value.get(r.buf).split(|&c| c == b','))
+                .map(|v| v.trim_ascii())
+                .any(|v| match_str(t, v))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::parse_str;
+    use crate::http1::{parse_request, Limits, Status};
+
+    fn with_req<R>(raw: &str, f: impl FnOnce(&ReqView<'_>) -> R) -> R {
+        let buf = raw.as_bytes();
+        let Status::Complete(head) = parse_request(buf, &Limits::default()).unwrap() else {
+            panic!("partial");
+        };
+        let v = ReqView {
+            buf,
+            head: &head,
+            src: "10.1.2.3".parse().unwrap(),
+        };
+        f(&v)
+    }
+
+    /// Evaluates the condition of the proxy's first `use_backend` line.
+    fn check(acls: &str, cond: &str, raw: &str) -> bool {
+        let text = format!(
+            "defaults\n mode http\nfrontend f\n bind :8080\n{acls}\n use_backend b if {cond}\nbackend b\n serve-files /tmp\n"
+        );
+        let cfg = parse_str("t.cfg", &text).unwrap_or_else(|e| panic!("{e:?}"));
+        let fe = cfg.frontend("f").unwrap();
+        let m = Matcher::for_proxy(fe).unwrap();
+        let c = m.cond(fe.use_backends[0].cond.as_ref().unwrap()).unwrap();
+        with_req(raw, |v| m.holds(Some(&c), v))
+    }
+
+    const GET: &str =
+        "GET /img/logo.PNG?x=1 HTTP/1.1\r\nHost: www.Example.com\r\nX-A: one, two\r\n\r\n";
+
+    #[test]
+    fn path_methods() {
+        assert!(check(" acl a path /img/logo.PNG", "a", GET));
+        assert!(!check(" acl a path /img/logo.png", "a", GET));
+        assert!(check(" acl a path -i /img/logo.png", "a", GET));
+        assert!(check(" acl a path_beg /img/", "a", GET));
+        assert!(check(" acl a path_end -i .png", "a", GET));
+        assert!(!check(" acl a path_end .png", "a", GET));
+        assert!(check(" acl a path_sub logo", "a", GET));
+        assert!(check(" acl a path_dir img", "a", GET));
+        assert!(!check(" acl a path_dir im", "a", GET));
+        assert!(check(" acl a path_reg ^/img/[a-z]+\\.PNG$", "a", GET));
+        assert!(check(" acl a url_end x=1", "a", GET));
+    }
+
+    #[test]
+    fn headers_methods_src_and_logic() {
+        assert!(check(" acl h hdr(host) -i www.example.com", "h", GET));
+        assert!(!check(" acl h hdr(host) www.example.com", "h", GET));
+        assert!(check(" acl h hdr_dom(host) -i example", "h", GET));
+        assert!(check(" acl x hdr(x-a) two", "x", GET));
+        assert!(check(" acl m method GET HEAD", "m", GET));
+        assert!(!check(" acl m method POST", "m", GET));
+        assert!(check(" acl s src 10.0.0.0/8", "s", GET));
+        assert!(!check(" acl s src 192.168.0.0/16", "s", GET));
+        assert!(check(
+            " acl m method POST\n acl p path_beg /img",
+            "m || p",
+            GET
+        ));
+        assert!(!check(
+            " acl m method POST\n acl p path_beg /img",
+            "m p",
+            GET
+        ));
+        assert!(check(
+            " acl m method POST\n acl p path_beg /img",
+            "!m p",
+            GET
+        ));
+        assert!(check("", "{ path_beg /img }", GET));
+        assert!(check(
+            " acl a path_beg /img\n acl a path_beg /css",
+            "a",
+            GET
+        ));
+    }
+
+    #[test]
+    fn word_matching() {
+        assert!(word(b"/a/img/b", b"/img/", b"/", false));
+        assert!(word(b"img", b"img", b"/", false));
+        assert!(!word(b"/images", b"img", b"/", false));
+        assert!(word(b"www.example.com", b"example", b"/.", false));
+        assert!(!word(b"x", b"/", b"/", false));
+    }
+}

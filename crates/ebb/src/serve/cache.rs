@@ -1,0 +1,225 @@
+//! The open-file cache and the disk lookup it fronts.
+//!
+//! [`lookup_blocking`] does everything a request for a file needs from the
+//! disk: resolve the path safely, open the file, stat it, and read it whole
+//! when it is small. It runs on the blocking pool. Its answer is kept in a
+//! per-thread [`FileCache`] for [`FRESH_MS`], so a hot file costs no system
+//! call but the `write` (or `sendfile`) of its bytes: this is the "known to
+//! be cached" case in which the event loop serves without the pool.
+//!
+//! Each thread has its own cache (no lock on the request path); a file hot
+//! on two threads is opened twice, which costs one descriptor per thread.
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use super::files::{
+    content_type, read_dir_listing, resolve, FilesConfig, Refusal, Resolved, Validators,
+};
+use sched::{ticks, Tick};
+
+/// How long a lookup stays valid, in ms. nginx's `open_file_cache_valid`
+/// defaults to 60 s; ebb revalidates every second so an edited file shows
+/// within a second, at the cost of one pool job per hot file per second per
+/// thread.
+pub const FRESH_MS: u32 = 1000;
+
+/// Files up to this size are read into memory and served from there with
+/// the head in one `writev`; larger ones are sent with `sendfile`. 32 KiB
+/// covers typical HTML, CSS and small images.
+pub const SMALL_FILE: u64 = 32 * 1024;
+
+/// Entries per thread before the cache starts evicting. With small files
+/// held in memory this bounds a thread's cache near 16 MiB.
+pub const CACHE_ENTRIES: usize = 512;
+
+/// An open file ready to serve.
+#[derive(Debug)]
+pub struct OpenFile {
+    pub path: PathBuf,
+    pub file: File,
+    pub validators: Validators,
+    pub content_type: String,
+    /// The whole content when the file is small.
+    pub small: Option<Vec<u8>>,
+}
+
+/// What a path maps to, as the connection needs it.
+#[derive(Debug, Clone)]
+pub enum Found {
+    File(Arc<OpenFile>),
+    /// A directory asked for without its slash: 301 there.
+    AddSlash(String),
+    /// A generated directory listing (never cached).
+    Listing(Arc<String>),
+    Refused(Refusal),
+}
+
+/// Resolves, opens and (for small files) reads. Blocking: pool only.
+pub fn lookup_blocking(cfg: &FilesConfig, clean: &str) -> Found {
+    match resolve(cfg, clean) {
+        Err(r) => Found::Refused(r),
+        Ok(Resolved::AddSlash { location }) => Found::AddSlash(location),
+        Ok(Resolved::Listing { path }) => match read_dir_listing(&path, clean) {
+            Ok(html) => Found::Listing(Arc::new(html)),
+            Err(_) => Found::Refused(Refusal::Forbidden),
+        },
+        Ok(Resolved::File { path, .. }) => {
+            let file = match File::open(&path) {
+                Ok(f) => f,
+                Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
+                    return Found::Refused(Refusal::Forbidden)
+                }
+                Err(_) => return Found::Refused(Refusal::NotFound),
+            };
+            // Stat the opened file, not the path: the two may differ if the
+            // file was replaced in between.
+            let meta = match file.metadata() {
+                Ok(m) if m.is_file() => m,
+                _ => return Found::Refused(Refusal::NotFound),
+            };
+            let validators = Validators::of(&meta);
+            let small = if meta.len() <= SMALL_FILE {
+                let mut v = Vec::with_capacity(meta.len() as usize);
+                use std::io::Read;
+                match (&file).take(SMALL_FILE + 1).read_to_end(&mut v) {
+                    // A file that changed size under us: serve what the
+                    // validators say, or refuse.
+                    Ok(n) if n as u64 == meta.len() => Some(v),
+                    _ => return Found::Refused(Refusal::NotFound),
+                }
+            } else {
+                None
+            };
+            Found::File(Arc::new(OpenFile {
+                content_type: content_type(&path),
+                path,
+                file,
+                validators,
+                small,
+            }))
+        }
+    }
+}
+
+/// A per-thread map from (backend, clean path) to a recent lookup.
+pub struct FileCache {
+    /// One map per backend, keyed by clean path.
+    maps: Vec<HashMap<String, (Found, Tick)>>,
+    len: usize,
+    hits: u64,
+    misses: u64,
+}
+
+impl Default for FileCache {
+    fn default() -> Self {
+        FileCache::new()
+    }
+}
+
+impl FileCache {
+    pub fn new() -> FileCache {
+        FileCache {
+            maps: Vec::new(),
+            len: 0,
+            hits: 0,
+            misses: 0,
+        }
+    }
+
+    /// A fresh entry for this path, if any.
+    pub fn get(&mut self, backend: usize, clean: &str, now: Tick) -> Option<Found> {
+        match self.maps.get(backend).and_then(|m| m.get(clean)) {
+            Some((f, at)) if !ticks::is_expired(ticks::add(*at, FRESH_MS), now) => {
+                self.hits += 1;
+                Some(f.clone())
+            }
+            _ => {
+                self.misses += 1;
+                None
+            }
+        }
+    }
+
+    /// Remembers a lookup made at `now` (listings are not kept).
+    pub fn put(&mut self, backend: usize, clean: String, found: &Found, now: Tick) {
+        if matches!(found, Found::Listing(_)) {
+            return;
+        }
+        if self.len >= CACHE_ENTRIES {
+            // Drop stale entries first; if all are fresh, drop everything:
+            // a working set larger than the cache gains little from it.
+            for m in &mut self.maps {
+                m.retain(|_, (_, at)| !ticks::is_expired(ticks::add(*at, FRESH_MS), now));
+            }
+            self.len = self.maps.iter().map(|m| m.len()).sum();
+            if self.len >= CACHE_ENTRIES {
+                self.maps.iter_mut().for_each(|m| m.clear());
+                self.len = 0;
+            }
+        }
+        if self.maps.len() <= backend {
+            self.maps.resize_with(backend + 1, HashMap::new);
+        }
+        if self.maps[backend]
+            .insert(clean, (found.clone(), now))
+            .is_none()
+        {
+            self.len += 1;
+        }
+    }
+
+    /// (hits, misses) since start.
+    pub fn stats(&self) -> (u64, u64) {
+        (self.hits, self.misses)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lookups_are_fresh_for_a_second_and_bounded() {
+        let mut c = FileCache::new();
+        let f = Found::Refused(Refusal::NotFound);
+        c.put(0, "/a".into(), &f, 100);
+        assert!(c.get(0, "/a", 100 + FRESH_MS - 1).is_some());
+        assert!(c.get(0, "/a", 100 + FRESH_MS + 1).is_none());
+        assert!(c.get(1, "/a", 100).is_none());
+        for i in 0..(CACHE_ENTRIES * 3) {
+            c.put(0, format!("/{i}"), &f, 5000);
+        }
+        assert!(c.len <= CACHE_ENTRIES);
+    }
+
+    #[test]
+    fn small_files_are_read_whole_and_large_ones_left_open() {
+        let d = std::env::temp_dir().join(format!("ebb-cache-{}", std::process::id()));
+        let _ = std::fs::create_dir_all(&d);
+        std::fs::write(d.join("s.css"), "body{}").unwrap();
+        std::fs::write(d.join("l.bin"), vec![7u8; (SMALL_FILE + 1) as usize]).unwrap();
+        let cfg = FilesConfig::new(&d);
+        match lookup_blocking(&cfg, "/s.css") {
+            Found::File(f) => {
+                assert_eq!(f.small.as_deref(), Some(&b"body{}"[..]));
+                assert_eq!(f.content_type, "text/css; charset=utf-8");
+            }
+            other => panic!("{other:?}"),
+        }
+        match lookup_blocking(&cfg, "/l.bin") {
+            Found::File(f) => {
+                assert!(f.small.is_none());
+                assert_eq!(f.validators.len, SMALL_FILE + 1);
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(matches!(
+            lookup_blocking(&cfg, "/nope"),
+            Found::Refused(Refusal::NotFound)
+        ));
+        let _ = std::fs::remove_dir_all(&d);
+    }
+}

@@ -1,0 +1,386 @@
+//! Start-up and stop: from a checked configuration to running threads.
+//!
+//! Order of start-up, each step able to fail with a clear message before
+//! any traffic is accepted:
+//! 1. compile the configuration ([`crate::proxy::compile`]);
+//! 2. bind every listener, one socket per thread (`file:line: cannot bind`);
+//! 3. print one `listening on` line per bind and `ebb: ready`, so scripts
+//!    and tests learn the real addresses (port 0 binds an ephemeral port);
+//! 4. start the blocking pool, the signal thread and the scheduler threads.
+//!
+//! Stop: SIGTERM, SIGINT and SIGUSR1 start a graceful stop (listeners
+//! close, idle connections close, in-flight requests finish with
+//! `Connection: close`); the process exits 0 when the last connection is
+//! gone, or when `hard-stop-after` expires (then every thread leaves at
+//! once). A second signal during a stop forces the hard stop.
+
+use std::cell::Cell;
+use std::io::{self, Write};
+use std::net::{SocketAddr, TcpListener};
+use std::os::fd::AsRawFd;
+use std::rc::Rc;
+use std::sync::atomic::AtomicU32;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use sched::{ticks, Ctx, Reasons, Runtime, RuntimeHandle, Status, TaskId, TaskletFn, TaskletId};
+
+use crate::blocking::BlockingPool;
+use crate::config::{Config, ConfigError, LogDest, ProfilingMode};
+use crate::conn::Conn;
+use crate::http1::Limits;
+use crate::listener::{bind_per_thread, DEFAULT_BACKLOG};
+use crate::log::{Logger, Sink};
+use crate::proxy::{compile, FrontendRt};
+use crate::worker::{Shared, Worker};
+
+/// Accepts per listener wakeup before yielding to other work: HAProxy's
+/// `tune.maxaccept` default (64).
+const MAX_ACCEPT: usize = 64;
+
+/// Retry delay of a listener paused at a limit when no local connection
+/// closes to wake it (the limit may be held by other threads).
+const PAUSE_RETRY_MS: u32 = 100;
+
+struct Listener {
+    sock: Option<TcpListener>,
+    fe: Arc<FrontendRt>,
+    w: Rc<Worker>,
+    retry: TaskId,
+}
+
+impl TaskletFn for Listener {
+    fn run(&mut self, ctx: &mut Ctx, me: TaskletId, why: Reasons) -> Status {
+        if why.intersects(Reasons::IO) {
+            let _ = ctx.take_events(me);
+        }
+        let Some(sock) = &self.sock else {
+            return Status::Done;
+        };
+        if why.intersects(Reasons::SIGNAL) || ctx.stopping() {
+            let _ = ctx.deregister_fd(sock.as_raw_fd());
+            self.sock = None;
+            ctx.kill(self.retry);
+            return Status::Done;
+        }
+        for _ in 0..MAX_ACCEPT {
+            if !self.w.may_accept(&self.fe) {
+                // Leave the rest in the kernel's backlog until a slot frees.
+                self.w.pause_listener(me);
+                let t = ticks::add(ctx.now(), PAUSE_RETRY_MS);
+                ctx.set_expire(self.retry, t);
+                return Status::Continue;
+            }
+            match sock.accept() {
+                Ok((s, peer)) => {
+                    ctx.count_accepts(1);
+                    if let Err(e) =
+                        Conn::spawn(ctx, s, peer, Arc::clone(&self.fe), Rc::clone(&self.w))
+                    {
+                        self.w.log_error(
+                            format!(
+                                "{}: cannot set up a connection from {peer}: {e}",
+                                self.fe.name
+                            )
+                            .into_bytes(),
+                        );
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Status::Continue,
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        io::ErrorKind::Interrupted | io::ErrorKind::ConnectionAborted
+                    ) => {}
+                Err(e) => {
+                    // Out of descriptors or memory: back off and retry, the
+                    // pending connections wait in the backlog.
+                    self.w
+                        .log_error(format!("{}: accept failed: {e}", self.fe.name).into_bytes());
+                    let t = ticks::add(ctx.now(), PAUSE_RETRY_MS);
+                    ctx.set_expire(self.retry, t);
+                    return Status::Continue;
+                }
+            }
+        }
+        // More may be waiting: come back after others had their turn.
+        ctx.tasklet_wakeup(me);
+        Status::Continue
+    }
+}
+
+/// How ebb was asked to run, beyond the configuration.
+#[derive(Debug, Default, Clone)]
+pub struct RunOptions {
+    /// `-d`: debug messages on stderr.
+    pub debug: bool,
+    /// `-p FILE`, overriding the configuration's `pidfile`.
+    pub pidfile: Option<std::path::PathBuf>,
+}
+
+/// A configuration error found at start-up (bind, files), formatted.
+fn startup_error(loc: &crate::config::Loc, msg: impl std::fmt::Display) -> ConfigError {
+    ConfigError {
+        loc: loc.clone(),
+        message: msg.to_string(),
+    }
+}
+
+/// Runs ebb until it stops. Returns the process exit code.
+pub fn run(cfg: Config, opts: RunOptions) -> i32 {
+    // Signals are taken by one thread with sigwait; block them first so
+    // every thread started below inherits the mask.
+    if let Err(e) = crate::sys::block_signals(&crate::sys::SIGNALS) {
+        eprintln!("ebb: cannot block signals: {e}");
+        return 1;
+    }
+    let compiled = match compile(&cfg) {
+        Ok(c) => c,
+        Err(errs) => {
+            for e in errs {
+                eprintln!("{e}");
+            }
+            return 1;
+        }
+    };
+    let nbthread = cfg
+        .global
+        .nbthread
+        .as_ref()
+        .map(|n| n.value as usize)
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+        .clamp(1, 64);
+
+    // Bind everything before anything runs.
+    let mut per_thread: Vec<Vec<(TcpListener, Arc<FrontendRt>)>> =
+        (0..nbthread).map(|_| Vec::new()).collect();
+    let mut lines = Vec::new();
+    let fe_cfgs: Vec<_> = cfg.frontends().collect();
+    for (fe_cfg, fe) in fe_cfgs.iter().zip(&compiled.frontends) {
+        for b in &fe_cfg.binds {
+            if b.ssl.is_some() {
+                eprintln!(
+                    "{}",
+                    startup_error(&b.loc, "'ssl' on bind lines is not supported yet")
+                );
+                return 1;
+            }
+            for addr in &b.addrs {
+                match bind_per_thread(*addr, nbthread, DEFAULT_BACKLOG) {
+                    Ok((socks, real)) => {
+                        lines.push(format!("ebb: frontend {} listening on {}", fe.name, real));
+                        for (t, s) in socks.into_iter().enumerate() {
+                            per_thread[t].push((s, Arc::clone(fe)));
+                        }
+                    }
+                    Err(e) => {
+                        eprintln!(
+                            "{}",
+                            startup_error(&b.loc, format!("cannot bind {addr}: {e}"))
+                        );
+                        return 1;
+                    }
+                }
+            }
+        }
+    }
+
+    let mut sinks = Vec::new();
+    for t in &cfg.global.log {
+        match Sink::open(&t.dest) {
+            Ok(s) => sinks.push(s),
+            Err(e) => {
+                let what = match &t.dest {
+                    LogDest::File(p) => p.display().to_string(),
+                    LogDest::Stdout => "stdout".into(),
+                    LogDest::Stderr => "stderr".into(),
+                };
+                eprintln!(
+                    "{}",
+                    startup_error(&t.loc, format!("cannot open log {what}: {e}"))
+                );
+                return 1;
+            }
+        }
+    }
+    let maxconn = cfg.global.maxconn.unwrap_or(u32::MAX);
+    if let Some(m) = cfg.global.maxconn {
+        // Two descriptors per connection leave room for files and logs.
+        let _ = crate::sys::raise_nofile(u64::from(m) * 2 + 64);
+    } else {
+        let _ = crate::sys::raise_nofile(1 << 20);
+    }
+    let shared = Arc::new(Shared {
+        actconn: AtomicU32::new(0),
+        maxconn,
+        logger: Logger::new(sinks),
+        errors_to_stderr: true,
+    });
+
+    let pidfile = opts
+        .pidfile
+        .clone()
+        .or_else(|| cfg.global.pidfile.as_ref().map(|p| p.value.clone()));
+    if let Some(p) = &pidfile {
+        if let Err(e) = std::fs::write(p, format!("{}\n", crate::sys::pid())) {
+            eprintln!("ebb: cannot write pidfile {}: {e}", p.display());
+            return 1;
+        }
+    }
+
+    let mut sc = sched::Config::new(nbthread);
+    sc.runqueue_depth = cfg.global.runqueue_depth;
+    sc.low_latency = cfg.global.low_latency;
+    sc.profiling = match cfg.global.profiling_tasks {
+        ProfilingMode::On => sched::ProfilingMode::On,
+        ProfilingMode::Auto => sched::ProfilingMode::Auto,
+        ProfilingMode::Off => sched::ProfilingMode::Off,
+    };
+    let rt = match Runtime::new(sc) {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("ebb: cannot start the scheduler: {e}");
+            return 1;
+        }
+    };
+    let pool = match BlockingPool::new(nbthread.clamp(2, 8), 4096) {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("ebb: cannot start the blocking pool: {e}");
+            return 1;
+        }
+    };
+    spawn_signal_thread(rt.handle(), cfg.global.hard_stop_after, opts.debug);
+
+    {
+        let mut out = io::stdout().lock();
+        for l in &lines {
+            let _ = writeln!(out, "{l}");
+        }
+        let _ = writeln!(out, "ebb: ready ({nbthread} threads)");
+        let _ = out.flush();
+    }
+
+    let per_thread = Mutex::new(per_thread.into_iter().map(Some).collect::<Vec<_>>());
+    let submitter = pool.submitter();
+    let bufsize = cfg.global.bufsize.max(1024);
+    let limits = Limits {
+        max_head_bytes: bufsize.saturating_sub(1024).max(1024),
+        ..Limits::default()
+    };
+    let backends = compiled.backends.clone();
+    let res = rt.run(|ctx: &mut Ctx| {
+        let mine = per_thread
+            .lock()
+            .ok()
+            .and_then(|mut v| v.get_mut(ctx.thread_id()).and_then(Option::take))
+            .unwrap_or_default();
+        let w = Rc::new(Worker::new(
+            bufsize,
+            submitter.clone(),
+            limits,
+            backends.clone(),
+            Arc::clone(&shared),
+        ));
+        for (sock, fe) in mine {
+            let fd = sock.as_raw_fd();
+            let target: Rc<Cell<Option<TaskletId>>> = Rc::new(Cell::new(None));
+            let t2 = Rc::clone(&target);
+            let retry = ctx.new_task("listener_retry", move |ctx: &mut Ctx, me, _why| {
+                ctx.set_expire(me, sched::ETERNITY);
+                if let Some(t) = t2.get() {
+                    ctx.tasklet_wakeup(t);
+                }
+                Status::Continue
+            });
+            let l = Listener {
+                sock: Some(sock),
+                fe,
+                w: Rc::clone(&w),
+                retry,
+            };
+            let id = ctx.new_tasklet_obj("listener_accept", l);
+            target.set(Some(id));
+            if let Err(e) = ctx.register_fd(fd, id, false) {
+                eprintln!("ebb: cannot poll a listener: {e}");
+                ctx.handle().hard_stop();
+                return;
+            }
+            ctx.on_stop_tasklet(id);
+            ctx.tasklet_wakeup(id);
+        }
+    });
+    drop(pool);
+    if let Some(p) = &pidfile {
+        let _ = std::fs::remove_file(p);
+    }
+    match res {
+        Ok(()) => 0,
+        Err(e) => {
+            eprintln!("ebb: scheduler error: {e}");
+            1
+        }
+    }
+}
+
+fn spawn_signal_thread(h: RuntimeHandle, hard_stop_after: Option<Duration>, debug: bool) {
+    let r = std::thread::Builder::new()
+        .name("ebb-signals".into())
+        .spawn(move || {
+            let mut stopping = false;
+            loop {
+                let sig = match crate::sys::wait_signal(&crate::sys::SIGNALS) {
+                    Ok(s) => s,
+                    Err(_) => return,
+                };
+                if sig == libc::SIGHUP {
+                    eprintln!("ebb: SIGHUP: configuration reload is not supported yet; the running configuration stays");
+                    continue;
+                }
+                if stopping {
+                    eprintln!("ebb: second stop signal: hard stop");
+                    h.hard_stop();
+                    return;
+                }
+                stopping = true;
+                if debug {
+                    eprintln!("ebb: signal {sig}: graceful stop");
+                }
+                h.stop();
+                if let Some(d) = hard_stop_after {
+                    let h2 = h.clone();
+                    let _ = std::thread::Builder::new()
+                        .name("ebb-hard-stop".into())
+                        .spawn(move || {
+                            std::thread::sleep(d);
+                            eprintln!("ebb: hard-stop-after expired: hard stop");
+                            h2.hard_stop();
+                        });
+                }
+            }
+        });
+    if let Err(e) = r {
+        eprintln!("ebb: cannot start the signal thread: {e}");
+    }
+}
+
+/// The configuration used when ebb runs without one: serve `root` on
+/// `bind`, log requests to stdout.
+pub fn default_config_text(root: &std::path::Path, bind: &str) -> String {
+    let root = root
+        .display()
+        .to_string()
+        .replace('\\', "\\\\")
+        .replace('"', "\\\"");
+    format!(
+        "global\n    log stdout\n\
+         defaults\n    mode http\n    log global\n    timeout client 60s\n    timeout http-request 10s\n    timeout http-keep-alive 75s\n\
+         frontend web\n    bind {bind}\n    default_backend files\n\
+         backend files\n    serve-files \"{root}\" listing on\n"
+    )
+}
+
+/// For `SocketAddr` checks in the command line.
+pub fn parse_bind(s: &str) -> Option<SocketAddr> {
+    s.parse().ok()
+}

@@ -1,0 +1,142 @@
+//! What one thread shares among its connections: the `Date` cache, a pool
+//! of I/O buffers, the open-file cache, connection accounting and the
+//! listeners paused at `maxconn`.
+//!
+//! A [`Worker`] lives in an `Rc` on its thread; connections and listeners
+//! of that thread hold clones. Nothing here is touched by another thread
+//! except through the atomics of [`Shared`].
+
+use std::cell::RefCell;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
+
+use sched::{Ctx, TaskletId};
+
+use crate::blocking::Submitter;
+use crate::http1::{DateCache, Limits};
+use crate::log::Logger;
+use crate::proxy::{BackendRt, FrontendRt};
+use crate::serve::cache::FileCache;
+
+/// Process-wide state, shared by every thread.
+pub struct Shared {
+    /// Connections open, all frontends and threads together.
+    pub actconn: AtomicU32,
+    /// Global `maxconn`; `u32::MAX` when unset.
+    pub maxconn: u32,
+    pub logger: Logger,
+    /// Whether request errors also go to stderr (no `log` target set).
+    pub errors_to_stderr: bool,
+}
+
+/// Buffers kept per thread for reuse; more are freed. 256 buffers of the
+/// default 16 KiB is 4 MiB per thread, enough for that many connections
+/// moving data at once without touching the allocator.
+const MAX_FREE_BUFS: usize = 256;
+
+/// One thread's shared state.
+pub struct Worker {
+    pub date: RefCell<DateCache>,
+    pub bufsize: usize,
+    bufs: RefCell<Vec<Vec<u8>>>,
+    pub files: RefCell<FileCache>,
+    pub pool: Submitter,
+    pub limits: Limits,
+    pub backends: Vec<Arc<BackendRt>>,
+    pub shared: Arc<Shared>,
+    /// Listeners of this thread that stopped accepting at a limit.
+    paused: RefCell<Vec<TaskletId>>,
+}
+
+impl Worker {
+    pub fn new(
+        bufsize: usize,
+        pool: Submitter,
+        limits: Limits,
+        backends: Vec<Arc<BackendRt>>,
+        shared: Arc<Shared>,
+    ) -> Worker {
+        Worker {
+            date: RefCell::new(DateCache::new()),
+            bufsize,
+            bufs: RefCell::new(Vec::new()),
+            files: RefCell::new(FileCache::new()),
+            pool,
+            limits,
+            backends,
+            shared,
+            paused: RefCell::new(Vec::new()),
+        }
+    }
+
+    /// A zeroed buffer of `bufsize` bytes, from the pool when possible.
+    pub fn get_buf(&self) -> Vec<u8> {
+        self.bufs
+            .borrow_mut()
+            .pop()
+            .unwrap_or_else(|| vec![0; self.bufsize])
+    }
+
+    /// Gives a buffer back.
+    pub fn put_buf(&self, b: Vec<u8>) {
+        let mut bufs = self.bufs.borrow_mut();
+        if bufs.len() < MAX_FREE_BUFS && b.len() == self.bufsize {
+            bufs.push(b);
+        }
+    }
+
+    /// Whether a frontend may accept one more connection now.
+    pub fn may_accept(&self, fe: &FrontendRt) -> bool {
+        self.shared.actconn.load(Ordering::Relaxed) < self.shared.maxconn
+            && fe
+                .maxconn
+                .is_none_or(|m| fe.conns.load(Ordering::Relaxed) < m)
+    }
+
+    /// Remembers a listener that stopped at a limit, to wake it when a
+    /// connection of this thread closes.
+    pub fn pause_listener(&self, id: TaskletId) {
+        let mut p = self.paused.borrow_mut();
+        if !p.contains(&id) {
+            p.push(id);
+        }
+    }
+
+    pub fn conn_opened(&self, fe: &FrontendRt) {
+        self.shared.actconn.fetch_add(1, Ordering::Relaxed);
+        fe.conns.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub fn conn_closed(&self, ctx: &mut Ctx, fe: &FrontendRt) {
+        self.shared.actconn.fetch_sub(1, Ordering::Relaxed);
+        fe.conns.fetch_sub(1, Ordering::Relaxed);
+        for id in self.paused.borrow_mut().drain(..) {
+            ctx.tasklet_wakeup(id);
+        }
+    }
+
+    pub fn actconn(&self) -> u32 {
+        self.shared.actconn.load(Ordering::Relaxed)
+    }
+
+    /// Whether this frontend's requests are logged.
+    pub fn logging(&self, fe: &FrontendRt) -> bool {
+        fe.log && !self.shared.logger.is_empty()
+    }
+
+    pub fn log_access(&self, line: Vec<u8>) {
+        self.shared.logger.line(line);
+    }
+
+    /// A request refused or timed out: to the log, or to stderr when no log
+    /// target is configured, so a malformed request never goes unseen.
+    pub fn log_error(&self, line: Vec<u8>) {
+        if self.shared.logger.is_empty() {
+            if self.shared.errors_to_stderr {
+                crate::log::Sink::Stderr.line(line);
+            }
+        } else {
+            self.shared.logger.line(line);
+        }
+    }
+}
