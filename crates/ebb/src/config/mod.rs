@@ -46,6 +46,26 @@ use std::sync::Arc;
 
 pub use types::*;
 
+/// Quotes `s` as one configuration word that the parser reads back exactly,
+/// whatever it holds (spaces, quotes, `#`, `$`, backslashes, newlines). For
+/// programs that generate configuration text, e.g. a `serve-files` root taken
+/// from the command line.
+pub fn quote(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push('\'');
+    for c in s.chars() {
+        match c {
+            // Close the strong quote, add an escaped character, reopen.
+            '\'' => out.push_str("'\\''"),
+            '\n' => out.push_str("'\\n'"),
+            '\r' => out.push_str("'\\r'"),
+            _ => out.push(c),
+        }
+    }
+    out.push('\'');
+    out
+}
+
 /// Reads and parses several files in order (`ebb -f a -f b`). Sections do
 /// not span files; `defaults` do carry over from one file to the next.
 pub fn parse_files(paths: &[PathBuf]) -> Result<Config, Vec<ConfigError>> {

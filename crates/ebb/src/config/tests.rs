@@ -2175,6 +2175,13 @@ mod fuzz {
         #![proptest_config(ProptestConfig::with_cases(2000))]
 
         #[test]
+        fn quote_round_trips(s in "\\PC*|[ '\"#$\\\\\r\n\t{}a-z]{0,40}") {
+            let q = super::super::quote(&s);
+            let w = super::super::lexer::tokenize(&q, &|_| Some("X".into()), &super::super::lexer::LinePos { file: "f", line: 1 });
+            prop_assert_eq!(w, Ok(vec![s]));
+        }
+
+        #[test]
         fn arbitrary_text_never_panics(s in "\\PC{0,300}") {
             let _ = parse_str_with_env("fuzz.cfg", &s, &|_| None);
         }
@@ -2284,4 +2291,33 @@ listen stats
     assert_eq!(d.terms.len(), 3);
     assert_eq!(d.terms[2].len(), 3);
     assert!(d.terms[2][1].negate);
+}
+
+#[test]
+fn quote_makes_any_string_one_word() {
+    for s in [
+        "",
+        "plain",
+        "a b",
+        "it's",
+        "\"${HOME}\"",
+        "#x",
+        "a\\b",
+        "l1\nl2\r",
+        "'",
+    ] {
+        let text = format!("backend b\n    serve-files {}\n", quote(s));
+        let c = parse_str_with_env("q.cfg", &text, &|_| Some("BAD".into()));
+        match (s, c) {
+            ("", Ok(c)) => assert_eq!(
+                c.proxies[0].serve_files.as_ref().unwrap().root,
+                PathBuf::from("")
+            ),
+            (_, Ok(c)) => assert_eq!(
+                c.proxies[0].serve_files.as_ref().unwrap().root,
+                PathBuf::from(s)
+            ),
+            (_, Err(e)) => panic!("{s:?}: {e:?}"),
+        }
+    }
 }
