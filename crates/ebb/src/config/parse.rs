@@ -25,6 +25,8 @@ enum DefaultPath {
     Current,
     /// The directory of the configuration file being read.
     Config,
+    /// The parent of that directory.
+    Parent,
     /// A fixed directory.
     Origin(PathBuf),
 }
@@ -83,6 +85,10 @@ impl Ctx<'_> {
                 .parent()
                 .map(|d| d.join(path))
                 .unwrap_or_else(|| path.to_path_buf()),
+            DefaultPath::Parent => Path::new(&*self.loc.file)
+                .parent()
+                .map(|d| d.join("..").join(path))
+                .unwrap_or_else(|| Path::new("..").join(path)),
             DefaultPath::Origin(dir) => dir.join(path),
         }
     }
@@ -387,7 +393,6 @@ impl<'e> Parser<'e> {
     /// Parses one file's text.
     pub(crate) fn parse_text(&mut self, file: &str, text: &str) {
         let file: Arc<str> = Arc::from(file);
-        self.default_path = DefaultPath::Current;
         for (idx, raw) in text.split('\n').enumerate() {
             let line = u32::try_from(idx + 1).unwrap_or(u32::MAX);
             let loc = Loc {
@@ -676,15 +681,17 @@ impl<'e> Parser<'e> {
                 g.daemon = true;
             }
             "default-path" => {
-                self.default_path = match w.get(1).map(String::as_str) {
-                    Some("current") if w.len() == 2 => DefaultPath::Current,
-                    Some("config") if w.len() == 2 => DefaultPath::Config,
-                    Some("origin") if w.len() == 3 => DefaultPath::Origin(PathBuf::from(&w[2])),
-                    _ => {
-                        return Err("'default-path' expects 'current', 'config' or 'origin DIR'"
-                            .to_string())
+                self.default_path =
+                    match w.get(1).map(String::as_str) {
+                        Some("current") if w.len() == 2 => DefaultPath::Current,
+                        Some("config") if w.len() == 2 => DefaultPath::Config,
+                        Some("parent") if w.len() == 2 => DefaultPath::Parent,
+                        Some("origin") if w.len() == 3 => DefaultPath::Origin(PathBuf::from(&w[2])),
+                        _ => return Err(
+                            "'default-path' expects 'current', 'config', 'parent' or 'origin DIR'"
+                                .to_string(),
+                        ),
                     }
-                }
             }
             "stats" => match w.get(1).map(String::as_str) {
                 Some("socket") => {
@@ -894,8 +901,17 @@ fn parse_log_target(w: &[String], loc: &Loc) -> Result<LogTarget, String> {
                 "log target '{t}' is not supported: ebb logs to stdout, stderr or a file"
             ))
         }
+        "/dev/log" => {
+            return Err(
+                "log target '/dev/log' is the syslog socket, which ebb does not support: log to stdout, stderr or a file"
+                    .to_string(),
+            )
+        }
         t => LogDest::File(PathBuf::from(t)),
     };
+    if let Some(opt) = w.get(1).filter(|o| *o == "len" || *o == "sample") {
+        return Err(format!("log option '{opt}' is not supported"));
+    }
     let mut i = 1;
     if w.get(i).map(String::as_str) == Some("format") {
         match w.get(i + 1).map(String::as_str) {

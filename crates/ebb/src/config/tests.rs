@@ -417,6 +417,8 @@ fn global_errors() {
         ("log 127.0.0.1:514 local0", "not supported"),
         ("log udp@1.2.3.4:514 local0", "not supported"),
         ("log stdout format rfc5424 local0", "not supported"),
+        ("log /dev/log local0", "syslog socket"),
+        ("log stdout len 1024 local0", "'len' is not supported"),
         ("log stdout local0 loud", "unknown log facility or level"),
         ("log", "expects a target"),
         ("stats socket /x mode 999", "octal"),
@@ -1926,9 +1928,29 @@ fn default_path_config_resolves_relative_files() {
         PathBuf::from("/etc/ebb/www")
     );
     err1(
-        "global\n    default-path parent\n",
+        "global\n    default-path elsewhere\n",
         "t.cfg:2: ",
         "'default-path' expects",
+    );
+    err1(
+        "global\n    default-path origin\n",
+        "t.cfg:2: ",
+        "'default-path' expects",
+    );
+    let c = ok("global\n    default-path parent\nbackend b\n    serve-files www\n");
+    assert_eq!(
+        c.proxies[0].serve_files.as_ref().unwrap().root,
+        PathBuf::from("../www")
+    );
+    // The policy carries over to the next file, relative to that file.
+    let sub = d.join("sub");
+    std::fs::create_dir_all(&sub).unwrap();
+    let a = write(&d, "a.cfg", b"global\n    default-path config\n");
+    let b = write(&sub, "b.cfg", b"backend b\n    serve-files www\n");
+    let c = parse_files(&[a, b]).unwrap();
+    assert_eq!(
+        c.proxies[0].serve_files.as_ref().unwrap().root,
+        sub.join("www")
     );
 }
 
