@@ -434,6 +434,11 @@ impl<'e> Parser<'e> {
             "global" | "defaults" | "frontend" | "backend" | "listen" => {
                 self.close_section();
                 if let Err(e) = self.section_header(words, &loc) {
+                    // A header too broken to open its section: skip the body
+                    // rather than report each of its lines as out of section.
+                    if let Section::None = self.section {
+                        self.section = Section::Unsupported;
+                    }
                     self.error(loc, e);
                 }
                 return;

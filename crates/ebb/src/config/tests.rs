@@ -267,7 +267,11 @@ fn bind_addresses() {
     assert!(parse_bind_addrs("1.2.3.4")
         .unwrap_err()
         .contains("missing port"));
-    assert!(parse_bind_addrs(":0").is_err());
+    // Port 0 asks the kernel for an ephemeral port.
+    assert_eq!(
+        parse_bind_addrs("127.0.0.1:0").unwrap(),
+        vec![sa("127.0.0.1:0")]
+    );
     assert!(parse_bind_addrs(":65536").is_err());
     assert!(parse_bind_addrs(":http").is_err());
     assert!(parse_bind_addrs("example.com:80").is_err());
@@ -475,6 +479,20 @@ fn section_header_errors() {
         "backend b from nothere\n",
         "t.cfg:1: ",
         "unknown defaults section 'nothere'",
+    );
+}
+
+#[test]
+fn broken_section_header_does_not_cascade() {
+    err1(
+        "defaults bad/name\n    timeout client 1s\n    mode http\n",
+        "t.cfg:1: ",
+        "invalid defaults name",
+    );
+    err1(
+        "defaults a b c\n    timeout client 1s\n",
+        "t.cfg:1: ",
+        "unexpected argument 'b'",
     );
 }
 

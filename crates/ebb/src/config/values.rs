@@ -220,6 +220,9 @@ pub(crate) fn parse_bind_addrs(list: &str) -> Result<Vec<SocketAddr>, String> {
         let what = format!("bind address '{item}'");
         let (lo, hi) = match port.split_once('-') {
             Some((a, b)) if !a.is_empty() => (parse_port(a, &what)?, parse_port(b, &what)?),
+            // Port 0: an ephemeral port chosen by the kernel (ebb prints
+            // the real address at start; tests rely on it).
+            _ if port == "0" => (0, 0),
             _ => {
                 let p = parse_port(&port, &what)?;
                 (p, p)
