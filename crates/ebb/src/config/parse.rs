@@ -640,6 +640,8 @@ impl<'e> Parser<'e> {
                 g.bufsize = n as usize;
             }
             "tune.runqueue-depth" => {
+                // HAProxy only requires > 0; the cap keeps a typo from
+                // making one loop turn effectively unbounded.
                 g.runqueue_depth = Some(parse_u32_range(kw, &one(w)?, 1, 1_000_000)?)
             }
             "tune.sched.low-latency" => g.low_latency = parse_on_off(kw, &one(w)?)?,
@@ -1727,6 +1729,7 @@ fn parse_server_opts(w: &[String], o: &mut ServerOptions, ctx: &Ctx<'_>) -> Resu
                     "inter" => o.inter = nonzero_time(opt, v)?,
                     "fastinter" => o.fastinter = Some(nonzero_time(opt, v)?),
                     "downinter" => o.downinter = Some(nonzero_time(opt, v)?),
+                    // At least one check; the cap only catches typos.
                     "rise" => o.rise = parse_u32_range(opt, v, 1, 1_000_000)?,
                     "fall" => o.fall = parse_u32_range(opt, v, 1, 1_000_000)?,
                     "slowstart" => {
@@ -1812,6 +1815,8 @@ fn parse_balance(w: &[String]) -> Result<Balance, String> {
         "random" => match rest {
             [] => Ok(Balance::Random { draws: 2 }),
             [n] => Ok(Balance::Random {
+                // Beyond a few draws the choice is plain least-loaded;
+                // 100 only catches typos.
                 draws: parse_u32_range("balance random", n, 1, 100)?,
             }),
             _ => Err("'balance random' accepts at most a number of draws".to_string()),
