@@ -1,0 +1,310 @@
+//! Test harness: starts the real `ebb` binary on ephemeral loopback ports
+//! and talks to it with real clients. Every process started here is killed
+//! when its handle drops, so a failing test leaves nothing running.
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+pub const EBB: &str = env!("CARGO_BIN_EXE_ebb");
+
+static SEQ: AtomicUsize = AtomicUsize::new(0);
+
+/// A fresh scratch directory under the system temp dir.
+pub fn scratch(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!(
+        "ebb-it-{}-{}-{}",
+        name,
+        std::process::id(),
+        SEQ.fetch_add(1, Ordering::SeqCst)
+    ));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// A running ebb.
+pub struct Ebb {
+    pub child: Child,
+    /// Addresses in the order of the `listening on` lines.
+    pub addrs: Vec<SocketAddr>,
+    /// Every line ebb printed on stdout after `ready` (access logs...).
+    pub stdout: Arc<Mutex<Vec<String>>>,
+    pub stderr: Arc<Mutex<Vec<String>>>,
+    pub dir: PathBuf,
+}
+
+impl Ebb {
+    /// Starts ebb on a configuration text; `BIND` in it is replaced by
+    /// `127.0.0.1:0` (an ephemeral port).
+    pub fn start(cfg: &str) -> Ebb {
+        let dir = scratch("cfg");
+        let path = dir.join("ebb.cfg");
+        std::fs::write(&path, cfg.replace("BIND", "127.0.0.1:0")).unwrap();
+        Ebb::start_args(&["-f", path.to_str().unwrap()], dir)
+    }
+
+    pub fn start_args(args: &[&str], dir: PathBuf) -> Ebb {
+        let mut child = Command::new(EBB)
+            .args(args)
+            .current_dir(&dir)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start ebb");
+        let stdout = child.stdout.take().unwrap();
+        let stderr = child.stderr.take().unwrap();
+        let err_lines = Arc::new(Mutex::new(Vec::new()));
+        let e2 = Arc::clone(&err_lines);
+        std::thread::spawn(move || {
+            for l in BufReader::new(stderr).lines().map_while(Result::ok) {
+                e2.lock().unwrap().push(l);
+            }
+        });
+        let (tx, rx) = std::sync::mpsc::channel();
+        let out_lines = Arc::new(Mutex::new(Vec::new()));
+        let o2 = Arc::clone(&out_lines);
+        std::thread::spawn(move || {
+            let mut ready = false;
+            let mut addrs = Vec::new();
+            for l in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if ready {
+                    o2.lock().unwrap().push(l);
+                    continue;
+                }
+                if let Some(a) = l.split(" listening on ").nth(1) {
+                    addrs.push(a.trim().parse::<SocketAddr>().unwrap());
+                } else if l.starts_with("ebb: ready") {
+                    ready = true;
+                    let _ = tx.send(addrs.clone());
+                }
+            }
+        });
+        let addrs = match rx.recv_timeout(Duration::from_secs(20)) {
+            Ok(a) => a,
+            Err(_) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!("ebb did not start: {:?}", err_lines.lock().unwrap());
+            }
+        };
+        Ebb {
+            child,
+            addrs,
+            stdout: out_lines,
+            stderr: err_lines,
+            dir,
+        }
+    }
+
+    pub fn addr(&self) -> SocketAddr {
+        self.addrs[0]
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    pub fn signal(&self, sig: &str) {
+        let ok = Command::new("kill")
+            .args([&format!("-{sig}"), &self.pid().to_string()])
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok, "kill -{sig} failed");
+    }
+
+    /// Waits for the process to exit; returns its exit code.
+    pub fn wait_exit(&mut self, limit: Duration) -> Option<i32> {
+        let t = Instant::now();
+        while t.elapsed() < limit {
+            if let Ok(Some(st)) = self.child.try_wait() {
+                return st.code();
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        None
+    }
+
+    /// Waits until some stdout line after `ready` contains `needle`.
+    pub fn wait_stdout(&self, needle: &str, limit: Duration) -> Option<String> {
+        wait_line(&self.stdout, needle, limit)
+    }
+
+    pub fn wait_stderr(&self, needle: &str, limit: Duration) -> Option<String> {
+        wait_line(&self.stderr, needle, limit)
+    }
+}
+
+fn wait_line(v: &Arc<Mutex<Vec<String>>>, needle: &str, limit: Duration) -> Option<String> {
+    let t = Instant::now();
+    loop {
+        if let Some(l) = v.lock().unwrap().iter().find(|l| l.contains(needle)) {
+            return Some(l.clone());
+        }
+        if t.elapsed() > limit {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+impl Drop for Ebb {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// Runs ebb to completion (e.g. `-c`), returning (code, stdout, stderr).
+pub fn run_ebb(args: &[&str], dir: &Path) -> (i32, String, String) {
+    let out = Command::new(EBB)
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .expect("run ebb");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// A parsed HTTP/1.1 response.
+#[derive(Debug, Clone)]
+pub struct Resp {
+    pub status: u16,
+    pub headers: Vec<(String, String)>,
+    pub body: Vec<u8>,
+}
+
+impl Resp {
+    pub fn header(&self, n: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(n))
+            .map(|(_, v)| v.as_str())
+    }
+    pub fn text(&self) -> String {
+        String::from_utf8_lossy(&self.body).into_owned()
+    }
+}
+
+/// A raw client connection.
+pub struct Client {
+    pub s: TcpStream,
+    buf: Vec<u8>,
+}
+
+impl Client {
+    pub fn connect(a: SocketAddr) -> Client {
+        Client::from_stream(TcpStream::connect(a).unwrap())
+    }
+
+    pub fn from_stream(s: TcpStream) -> Client {
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        Client { s, buf: Vec::new() }
+    }
+
+    pub fn send(&mut self, b: &[u8]) {
+        self.s.write_all(b).unwrap();
+    }
+
+    fn fill(&mut self) -> bool {
+        let mut tmp = [0u8; 65536];
+        match self.s.read(&mut tmp) {
+            Ok(0) | Err(_) => false,
+            Ok(n) => {
+                self.buf.extend_from_slice(&tmp[..n]);
+                true
+            }
+        }
+    }
+
+    /// Reads one response; `head_req` when it answers a HEAD (no body).
+    pub fn read_resp_opt(&mut self, head_req: bool) -> Option<Resp> {
+        let end = loop {
+            if let Some(i) = self.buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                break i + 4;
+            }
+            if !self.fill() {
+                return None;
+            }
+        };
+        let head = String::from_utf8_lossy(&self.buf[..end]).into_owned();
+        self.buf.drain(..end);
+        let mut lines = head.split("\r\n");
+        let status_line = lines.next()?;
+        let status: u16 = status_line.split(' ').nth(1)?.parse().ok()?;
+        let headers: Vec<(String, String)> = lines
+            .filter(|l| !l.is_empty())
+            .filter_map(|l| l.split_once(':'))
+            .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
+            .collect();
+        let mut r = Resp {
+            status,
+            headers,
+            body: Vec::new(),
+        };
+        if head_req || status == 304 || status == 204 || status < 200 {
+            return Some(r);
+        }
+        if let Some(cl) = r.header("content-length") {
+            let n: usize = cl.parse().ok()?;
+            while self.buf.len() < n {
+                if !self.fill() {
+                    return None;
+                }
+            }
+            r.body = self.buf.drain(..n).collect();
+        } else {
+            while self.fill() {}
+            r.body = std::mem::take(&mut self.buf);
+        }
+        Some(r)
+    }
+
+    pub fn read_resp(&mut self) -> Resp {
+        self.read_resp_opt(false).expect("no response")
+    }
+
+    /// True when the server closed the connection (EOF) within the timeout.
+    pub fn closed(&mut self) -> bool {
+        if !self.buf.is_empty() {
+            return false;
+        }
+        let mut tmp = [0u8; 1024];
+        matches!(self.s.read(&mut tmp), Ok(0))
+            || matches!(self.s.read(&mut tmp), Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset)
+    }
+}
+
+/// One request on a new connection.
+pub fn get(a: SocketAddr, path: &str) -> Resp {
+    let mut c = Client::connect(a);
+    c.send(format!("GET {path} HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n").as_bytes());
+    c.read_resp()
+}
+
+/// One raw request on a new connection; the response, if any.
+pub fn raw(a: SocketAddr, req: &[u8]) -> Option<Resp> {
+    let mut c = Client::connect(a);
+    c.send(req);
+    c.read_resp_opt(false)
+}
+
+/// Whether a command is available.
+pub fn have(cmd: &str) -> bool {
+    Command::new("sh")
+        .args(["-c", &format!("command -v {cmd}")])
+        .output()
+        .map(|o| o.status.success())
+        .unwrap_or(false)
+}

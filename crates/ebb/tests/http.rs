@@ -1,0 +1,381 @@
+//! HTTP/1.1 behaviour of the real binary: keep-alive, pipelining, fixed
+//! answers, routing, malformed requests, timeouts.
+
+mod common;
+
+use std::io::{Read, Write};
+use std::time::{Duration, Instant};
+
+use common::*;
+
+const FIXED: &str = "
+global
+    nbthread 2
+defaults
+    mode http
+    timeout client 5s
+    timeout http-request 5s
+frontend fe
+    bind BIND
+    acl is_old path_beg /old
+    acl is_secret path_beg /secret
+    acl api path_beg /api/
+    http-request redirect prefix https://new.example code 301 if is_old
+    http-request deny deny_status 403 if is_secret
+    http-request return status 200 content-type application/json string \"{\\\"ok\\\":true}\" hdr X-Api yes if api
+    http-request return status 200 content-type text/plain string hello
+";
+
+#[test]
+fn fixed_response_redirect_deny_and_routing() {
+    let e = Ebb::start(FIXED);
+    let r = get(e.addr(), "/");
+    assert_eq!(r.status, 200);
+    assert_eq!(r.text(), "hello");
+    assert_eq!(r.header("content-type"), Some("text/plain"));
+    assert_eq!(r.header("server"), Some("ebb"));
+    assert!(r.header("date").is_some_and(|d| d.ends_with(" GMT")));
+
+    let r = get(e.addr(), "/api/x");
+    assert_eq!(r.text(), "{\"ok\":true}");
+    assert_eq!(r.header("x-api"), Some("yes"));
+
+    let r = get(e.addr(), "/old/page?q=1");
+    assert_eq!(r.status, 301);
+    assert_eq!(
+        r.header("location"),
+        Some("https://new.example/old/page?q=1")
+    );
+
+    let r = get(e.addr(), "/secret");
+    assert_eq!(r.status, 403);
+}
+
+#[test]
+fn keep_alive_and_http10() {
+    let e = Ebb::start(FIXED);
+    let mut c = Client::connect(e.addr());
+    for _ in 0..5 {
+        c.send(b"GET / HTTP/1.1\r\nHost: a\r\n\r\n");
+        let r = c.read_resp();
+        assert_eq!(r.status, 200);
+        assert_eq!(r.header("connection"), None);
+    }
+    // HTTP/1.0 with keep-alive stays open and says so.
+    c.send(b"GET / HTTP/1.0\r\nConnection: keep-alive\r\n\r\n");
+    let r = c.read_resp();
+    assert_eq!(r.header("connection"), Some("keep-alive"));
+    // Connection: close is honoured.
+    c.send(b"GET / HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n");
+    let r = c.read_resp();
+    assert_eq!(r.header("connection"), Some("close"));
+    assert!(c.closed());
+
+    // HTTP/1.0 without keep-alive closes after the answer.
+    let mut c = Client::connect(e.addr());
+    c.send(b"GET / HTTP/1.0\r\n\r\n");
+    assert_eq!(c.read_resp().status, 200);
+    assert!(c.closed());
+}
+
+#[test]
+fn pipelined_requests_are_answered_in_order() {
+    let e = Ebb::start(FIXED);
+    let mut c = Client::connect(e.addr());
+    let mut batch = Vec::new();
+    let paths = ["/", "/api/1", "/secret", "/"];
+    for p in &paths[..3] {
+        batch.extend_from_slice(format!("GET {p} HTTP/1.1\r\nHost: a\r\n\r\n").as_bytes());
+    }
+    c.send(&batch);
+    assert_eq!(c.read_resp().text(), "hello");
+    assert_eq!(c.read_resp().text(), "{\"ok\":true}");
+    // A deny ends the connection after its answer.
+    assert_eq!(c.read_resp().status, 403);
+    assert!(c.closed());
+
+    // Many small pipelined requests in one write.
+    let mut c = Client::connect(e.addr());
+    let one = b"GET / HTTP/1.1\r\nHost: a\r\n\r\n";
+    c.send(&one.repeat(200));
+    for _ in 0..200 {
+        assert_eq!(c.read_resp().text(), "hello");
+    }
+}
+
+#[test]
+fn head_options_and_bodies() {
+    let e = Ebb::start(FIXED);
+    let mut c = Client::connect(e.addr());
+    c.send(b"HEAD / HTTP/1.1\r\nHost: a\r\n\r\n");
+    let r = c.read_resp_opt(true).unwrap();
+    assert_eq!(r.header("content-length"), Some("5"));
+    // The body of a POST we answer without reading is discarded, and the
+    // connection goes on with the next request.
+    c.send(b"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 11\r\n\r\nhello worldGET /api/ HTTP/1.1\r\nHost: a\r\n\r\n");
+    assert_eq!(c.read_resp().text(), "hello");
+    assert_eq!(c.read_resp().text(), "{\"ok\":true}");
+    // Same with a chunked body.
+    c.send(b"POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\nGET / HTTP/1.1\r\nHost: a\r\n\r\n");
+    assert_eq!(c.read_resp().text(), "hello");
+    assert_eq!(c.read_resp().text(), "hello");
+    c.send(b"OPTIONS * HTTP/1.1\r\nHost: a\r\n\r\n");
+    let r = c.read_resp();
+    assert_eq!(r.status, 200);
+    assert!(r.header("allow").unwrap().contains("GET"));
+    // Expect: 100-continue with a body we do not need: final answer, close.
+    c.send(b"PUT / HTTP/1.1\r\nHost: a\r\nContent-Length: 1000000\r\nExpect: 100-continue\r\n\r\n");
+    let r = c.read_resp();
+    assert_eq!(r.status, 200);
+    assert_eq!(r.header("connection"), Some("close"));
+}
+
+/// Each malformed request gets its status, a log line, and a closed
+/// connection; nothing is answered after it.
+#[test]
+fn malformed_requests_are_refused_and_closed() {
+    let e = Ebb::start(FIXED);
+    let cases: &[(&[u8], u16)] = &[
+        (b"GET / HTTP/1.1\r\n\r\n", 400), // no Host
+        (b"GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n", 400),
+        (b"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", 400),
+        (b"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\nhello", 400),
+        (b"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: +5\r\n\r\nhello", 400),
+        (b"POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked, identity\r\n\r\n", 400),
+        (b"GET / HTTP/1.1\r\nHost: a\r\nX: a\r\n b\r\n\r\n", 400), // obs-fold
+        (b"GET / HTTP/1.1\r\nHost: a\rX: b\r\n\r\n", 400),         // bare CR
+        (b"GET / HTTP/1.1\r\nHost : a\r\n\r\n", 400),              // space before colon
+        (b"GET / HTTP/2.0\r\nHost: a\r\n\r\n", 505),
+    ];
+    for (req, status) in cases {
+        let mut c = Client::connect(e.addr());
+        c.send(req);
+        // A request following the bad one must never be answered.
+        let _ = c.s.write_all(b"GET / HTTP/1.1\r\nHost: a\r\n\r\n");
+        let r = c
+            .read_resp_opt(false)
+            .unwrap_or_else(|| panic!("no answer to {:?}", String::from_utf8_lossy(req)));
+        assert_eq!(r.status, *status, "{:?}", String::from_utf8_lossy(req));
+        assert_eq!(r.header("connection"), Some("close"));
+        assert!(
+            c.closed(),
+            "still open after {:?}",
+            String::from_utf8_lossy(req)
+        );
+    }
+    // 414 and 431.
+    let long = format!("GET /{} HTTP/1.1\r\nHost: a\r\n\r\n", "a".repeat(9000));
+    assert_eq!(raw(e.addr(), long.as_bytes()).unwrap().status, 414);
+    let big = format!(
+        "GET / HTTP/1.1\r\nHost: a\r\nX: {}\r\n\r\n",
+        "b".repeat(16000)
+    );
+    assert_eq!(raw(e.addr(), big.as_bytes()).unwrap().status, 431);
+    // Larger than the whole buffer.
+    let huge = format!(
+        "GET / HTTP/1.1\r\nHost: a\r\nX: {}\r\n\r\n",
+        "b".repeat(40000)
+    );
+    let mut c = Client::connect(e.addr());
+    let _ = c.s.write_all(huge.as_bytes());
+    assert_eq!(c.read_resp().status, 431);
+    // Each refusal was logged (to stderr, as no log target is set).
+    assert!(e.wait_stderr("\" (", Duration::from_secs(2)).is_some());
+}
+
+#[test]
+fn slowloris_gets_408_and_idle_keepalive_closes() {
+    let cfg = FIXED.replace(
+        "timeout http-request 5s",
+        "timeout http-request 300ms\n    timeout http-keep-alive 300ms",
+    );
+    let e = Ebb::start(&cfg);
+    // A head that never ends.
+    let mut c = Client::connect(e.addr());
+    c.send(b"GET / HTTP/1.1\r\nHost: a\r\n");
+    let t = Instant::now();
+    let r = c.read_resp();
+    assert_eq!(r.status, 408);
+    assert!(t.elapsed() < Duration::from_secs(3));
+    assert!(c.closed());
+    // One byte at a time does not extend the deadline.
+    let mut c = Client::connect(e.addr());
+    let t = Instant::now();
+    let mut got408 = false;
+    for b in b"GET / HTTP/1.1\r\nX-Slow: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\r\n".iter() {
+        if c.s.write_all(&[*b]).is_err() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(30));
+        if t.elapsed() > Duration::from_millis(600) {
+            break;
+        }
+    }
+    if let Some(r) = c.read_resp_opt(false) {
+        got408 = r.status == 408;
+    }
+    assert!(got408);
+    // An idle keep-alive connection is closed after its timeout.
+    let mut c = Client::connect(e.addr());
+    c.send(b"GET / HTTP/1.1\r\nHost: a\r\n\r\n");
+    assert_eq!(c.read_resp().status, 200);
+    let t = Instant::now();
+    assert!(c.closed());
+    assert!(t.elapsed() < Duration::from_secs(3));
+}
+
+#[test]
+fn graceful_stop_loses_no_request() {
+    let e = Ebb::start(FIXED);
+    let addr = e.addr();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let mut workers = Vec::new();
+    for _ in 0..4 {
+        let stop = stop.clone();
+        workers.push(std::thread::spawn(move || {
+            let (mut ok, mut bad) = (0u32, 0u32);
+            let t = Instant::now();
+            'outer: while t.elapsed() < Duration::from_secs(5) {
+                let Ok(s) = std::net::TcpStream::connect(addr) else {
+                    break; // listener closed: the stop is under way
+                };
+                let mut c = Client::from_stream(s);
+                let mut on_this_conn = 0;
+                loop {
+                    if c.s.write_all(b"GET / HTTP/1.1\r\nHost: a\r\n\r\n").is_err() {
+                        continue 'outer;
+                    }
+                    match c.read_resp_opt(false) {
+                        Some(r) if r.status == 200 && r.body == b"hello" => {
+                            ok += 1;
+                            on_this_conn += 1;
+                            if r.header("connection") == Some("close") {
+                                continue 'outer;
+                            }
+                        }
+                        Some(_) => bad += 1,
+                        // Closed with no byte of answer on a reused
+                        // connection: the server closed it as idle just as
+                        // we wrote; HTTP clients retry this case.
+                        None if on_this_conn > 0 => continue 'outer,
+                        None => {
+                            if stop.load(std::sync::atomic::Ordering::SeqCst) {
+                                break 'outer;
+                            }
+                            bad += 1;
+                        }
+                    }
+                }
+            }
+            (ok, bad)
+        }));
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    e.signal("TERM");
+    let mut e = e;
+    let code = e.wait_exit(Duration::from_secs(10));
+    let mut total = 0;
+    for w in workers {
+        let (ok, bad) = w.join().unwrap();
+        assert_eq!(bad, 0, "requests lost or wrong");
+        total += ok;
+    }
+    assert!(total > 0);
+    assert_eq!(code, Some(0));
+}
+
+#[test]
+fn command_line_check_version_and_errors() {
+    let d = scratch("cli");
+    let (code, out, _) = run_ebb(&["-v"], &d);
+    assert_eq!(code, 0);
+    assert!(out.starts_with("ebb "));
+    let (code, out, _) = run_ebb(&["-h"], &d);
+    assert_eq!(code, 0);
+    assert!(out.contains("-f"));
+
+    std::fs::write(
+        d.join("good.cfg"),
+        "frontend f\n bind 127.0.0.1:0\n http-request return status 204\n",
+    )
+    .unwrap();
+    let (code, _, _) = run_ebb(&["-c", "-f", "good.cfg"], &d);
+    assert_eq!(code, 0);
+
+    std::fs::write(
+        d.join("bad.cfg"),
+        "global\n nbthread 1\nfrontend f\n bind 127.0.0.1:0\n frobnicate yes\n default_backend nowhere\n",
+    )
+    .unwrap();
+    let (code, _, err) = run_ebb(&["-c", "-f", "bad.cfg"], &d);
+    assert_eq!(code, 1);
+    assert!(err.contains("bad.cfg:5:"), "{err}");
+    assert!(err.contains("bad.cfg:6:"), "{err}");
+
+    // Several -f files are read in order.
+    std::fs::write(
+        d.join("a.cfg"),
+        "defaults\n mode http\n timeout client 1s\n",
+    )
+    .unwrap();
+    std::fs::write(
+        d.join("b.cfg"),
+        "frontend f\n bind 127.0.0.1:0\n http-request return status 204\n",
+    )
+    .unwrap();
+    let (code, _, err) = run_ebb(&["-c", "-f", "a.cfg", "-f", "b.cfg"], &d);
+    assert_eq!(code, 0, "{err}");
+
+    // Start-up failures say where: a port in use.
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port();
+    std::fs::write(
+        d.join("busy.cfg"),
+        format!("frontend f\n bind 127.0.0.1:{port}\n http-request return status 204\n"),
+    )
+    .unwrap();
+    let (code, _, err) = run_ebb(&["-f", "busy.cfg"], &d);
+    assert_eq!(code, 1);
+    assert!(err.contains("busy.cfg:2: cannot bind"), "{err}");
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+#[test]
+fn access_log_lines() {
+    let cfg = FIXED
+        .replace("global\n", "global\n    log stdout\n")
+        .replace("defaults\n", "defaults\n    log global\n");
+    let e = Ebb::start(&cfg);
+    let _ = get(e.addr(), "/api/logged");
+    let l = e
+        .wait_stdout("/api/logged", Duration::from_secs(3))
+        .expect("no log line");
+    assert!(l.contains(" fe fe/<NOSRV> "), "{l}");
+    assert!(l.contains(" 200 "), "{l}");
+    assert!(l.ends_with("\"GET /api/logged HTTP/1.1\""), "{l}");
+}
+
+#[test]
+fn maxconn_queues_in_backlog() {
+    let cfg = FIXED.replace("nbthread 2", "nbthread 1\n    maxconn 2");
+    let e = Ebb::start(&cfg);
+    let mut a = Client::connect(e.addr());
+    let mut b = Client::connect(e.addr());
+    a.send(b"GET / HTTP/1.1\r\nHost: a\r\n\r\n");
+    b.send(b"GET / HTTP/1.1\r\nHost: a\r\n\r\n");
+    assert_eq!(a.read_resp().status, 200);
+    assert_eq!(b.read_resp().status, 200);
+    // A third connection is accepted by the kernel but not by ebb: no
+    // answer while the two others stay open.
+    let mut c = Client::connect(e.addr());
+    c.s.set_read_timeout(Some(Duration::from_millis(400)))
+        .unwrap();
+    c.send(b"GET / HTTP/1.1\r\nHost: a\r\n\r\n");
+    let mut tmp = [0u8; 16];
+    assert!(c.s.read(&mut tmp).is_err(), "answered past maxconn");
+    // When one closes, the waiting one is served.
+    drop(a);
+    c.s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    assert_eq!(c.read_resp().status, 200);
+}
