@@ -198,19 +198,19 @@ pub fn parse_request_into(
         }
         Err(e) => return Err(map_error(buf, e, limits)),
     };
-    if head_len > max_head {
-        return Err(HttpError::HeadTooLarge);
-    }
-    let head_bytes = &buf[..head_len];
-    if !limits.allow_bare_lf && has_bare_lf(head_bytes) {
-        return Err(HttpError::BareLf);
-    }
     // httparse fills these on Complete; defend anyway (no unwrap on input).
     let (Some(method), Some(path), Some(minor)) = (req.method, req.path, req.version) else {
         return Err(HttpError::BadRequestLine);
     };
+    // 414 before 431, as while the head is still arriving.
     if path.len() > limits.max_uri {
         return Err(HttpError::UriTooLong);
+    }
+    if head_len > max_head {
+        return Err(HttpError::HeadTooLarge);
+    }
+    if !limits.allow_bare_lf && has_bare_lf(&buf[..head_len]) {
+        return Err(HttpError::BareLf);
     }
     head.method = Method::from_bytes(method.as_bytes());
     head.method_span = Span::of(buf, method.as_bytes());

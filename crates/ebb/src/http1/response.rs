@@ -115,7 +115,9 @@ pub fn parse_response_into(
                 httparse::Error::HeaderValue => {
                     classify_field_error(buf, HttpError::BadHeaderValue)
                 }
-                httparse::Error::Version => HttpError::UnsupportedVersion,
+                httparse::Error::Version if buf.starts_with(b"HTTP/") => {
+                    HttpError::UnsupportedVersion
+                }
                 _ => classify_field_error(buf, HttpError::BadStatusLine),
             })
         }
