@@ -367,20 +367,12 @@ fn spawn_signal_thread(h: RuntimeHandle, hard_stop_after: Option<Duration>, debu
 /// The configuration used when ebb runs without one: serve `root` on
 /// `bind`, log requests to stdout.
 pub fn default_config_text(root: &std::path::Path, bind: &str) -> String {
-    let root = root
-        .display()
-        .to_string()
-        .replace('\\', "\\\\")
-        .replace('"', "\\\"");
+    let root = crate::config::quote(&root.display().to_string());
+    let bind = crate::config::quote(bind);
     format!(
         "global\n    log stdout\n\
          defaults\n    mode http\n    log global\n    timeout client 60s\n    timeout http-request 10s\n    timeout http-keep-alive 75s\n\
          frontend web\n    bind {bind}\n    default_backend files\n\
-         backend files\n    serve-files \"{root}\" listing on\n"
+         backend files\n    serve-files {root} listing on\n"
     )
-}
-
-/// For `SocketAddr` checks in the command line.
-pub fn parse_bind(s: &str) -> Option<SocketAddr> {
-    s.parse().ok()
 }
