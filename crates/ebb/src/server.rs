@@ -16,7 +16,7 @@
 
 use std::cell::Cell;
 use std::io::{self, Write};
-use std::net::{SocketAddr, TcpListener};
+use std::net::TcpListener;
 use std::os::fd::AsRawFd;
 use std::rc::Rc;
 use std::sync::atomic::AtomicU32;
