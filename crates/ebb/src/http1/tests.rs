@@ -708,6 +708,41 @@ fn error_display_has_reason_and_status() {
     assert_eq!(HttpError::PROXY_STATUS, 502);
 }
 
+#[test]
+fn reused_head_does_not_grow_once_warm() {
+    let a: &[u8] = b"GET /a HTTP/1.1\r\nHost: a\r\nA: 1\r\nB: 2\r\nC: 3\r\n\r\n";
+    let b: &[u8] = b"POST /b HTTP/1.1\r\nHost: b\r\nContent-Length: 1\r\n\r\nx";
+    let mut head = RequestHead::with_capacity(8);
+    let cap = head.headers.capacity();
+    let ptr = head.headers.as_ptr();
+    for i in 0..100 {
+        let buf = if i % 2 == 0 { a } else { b };
+        assert!(matches!(
+            parse_request_into(buf, &Limits::default(), &mut head),
+            Ok(Status::Complete(()))
+        ));
+    }
+    // Same allocation: parsing a warm head allocates nothing.
+    assert_eq!(head.headers.capacity(), cap);
+    assert_eq!(head.headers.as_ptr(), ptr);
+    assert_eq!(head.framing, BodyFraming::ContentLength(1));
+}
+
+#[test]
+fn default_limits_are_documented_figures() {
+    let l = Limits::default();
+    assert_eq!(
+        (l.max_uri, l.max_head_bytes, l.max_headers),
+        (8192, 15360, 101)
+    );
+    assert!(!l.allow_bare_lf);
+    let c = ChunkedLimits::default();
+    assert_eq!(
+        (c.max_ext_per_chunk, c.max_ext_total, c.max_trailer_bytes),
+        (1024, 16384, 16384)
+    );
+}
+
 // --- responses ------------------------------------------------------------------
 
 #[test]
