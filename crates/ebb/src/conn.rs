@@ -345,10 +345,9 @@ impl Conn {
                         Some(found) => {
                             let now = ctx.now();
                             let clean = std::mem::take(&mut self.wait_clean);
-                            self.w
-                                .files
-                                .borrow_mut()
-                                .put(self.wait_backend, clean, &found, now);
+                            if let Some(b) = self.fe.backends.get(self.wait_backend) {
+                                self.w.files.borrow_mut().put(b.id, clean, &found, now);
+                            }
                             self.input = In::Head;
                             let b = self.wait_backend;
                             self.answer_found(ctx, b, found);
@@ -568,7 +567,7 @@ impl Conn {
         let Some(bi) = be else {
             return Act::NoBackend;
         };
-        let Some(backend) = self.w.backends.get(bi) else {
+        let Some(backend) = self.fe.backends.get(bi) else {
             return Act::NoBackend;
         };
         let mut edits = Vec::new();
@@ -679,14 +678,15 @@ impl Conn {
             Act::Files(bi, Ok(clean), edits) => {
                 self.edits = edits;
                 let now = ctx.now();
-                let hit = self.w.files.borrow_mut().get(bi, &clean, now);
+                let bid = self.fe.backends.get(bi).map_or(0, |b| b.id);
+                let hit = self.w.files.borrow_mut().get(bid, &clean, now);
                 if let Some(found) = hit {
                     self.answer_found(ctx, bi, found);
                     return;
                 }
                 // Off to the blocking pool; the head stays in the buffer
                 // until the answer is written.
-                let BackendKind::Files(cfg) = &self.w.backends[bi].kind;
+                let BackendKind::Files(cfg) = &self.fe.backends[bi].kind;
                 let slot = Arc::new(Mutex::new(None));
                 let s2 = Arc::clone(&slot);
                 let cfg = cfg.clone();
@@ -766,7 +766,7 @@ impl Conn {
             };
             decide(&c, v)
         };
-        let backend = Arc::clone(&self.w.backends[bi]);
+        let backend = Arc::clone(&self.fe.backends[bi]);
         let max_age = match &backend.kind {
             BackendKind::Files(c) => c.max_age,
         };
@@ -851,7 +851,7 @@ impl Conn {
                 .position(|&c| c == b'\r' || c == b'\n')
                 .unwrap_or(0);
             let tq = self.elapsed(ctx, self.req_start);
-            let (bname, server) = match backend.and_then(|b| self.w.backends.get(b)) {
+            let (bname, server) = match backend.and_then(|b| self.fe.backends.get(b)) {
                 Some(b) => (b.name.as_str(), "<files>"),
                 None => (self.fe.name.as_str(), "<NOSRV>"),
             };

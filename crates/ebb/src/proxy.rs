@@ -7,7 +7,7 @@
 //! supports them (an error with `file:line`, never a silent no-op), and every
 //! backend reference resolves to an index.
 
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -38,6 +38,9 @@ pub enum BackendKind {
 
 /// A compiled backend.
 pub struct BackendRt {
+    /// Unique for the life of the process (a reload compiles new ones), so
+    /// per-thread caches can key on it across reloads.
+    pub id: u64,
     pub name: String,
     pub kind: BackendKind,
     pub matcher: Matcher,
@@ -75,6 +78,8 @@ pub struct FrontendRt {
     pub log: bool,
     /// Connections open on this frontend, all threads together.
     pub conns: AtomicU32,
+    /// The backends `use_backends` and `default_backend` index into.
+    pub backends: Vec<Arc<BackendRt>>,
 }
 
 impl FrontendRt {
@@ -91,6 +96,8 @@ impl FrontendRt {
             .map(|(_, b)| b.as_slice())
     }
 }
+
+static NEXT_BACKEND_ID: AtomicU64 = AtomicU64::new(1);
 
 /// Everything compiled.
 pub struct Compiled {
@@ -190,6 +197,7 @@ pub fn compile(cfg: &Config) -> Result<Compiled, Vec<ConfigError>> {
             let matcher = Matcher::for_proxy(p)?;
             let http_response = compile_resp_rules(p, &matcher)?;
             Ok(BackendRt {
+                id: NEXT_BACKEND_ID.fetch_add(1, Ordering::Relaxed),
                 name: p.name.clone(),
                 kind,
                 matcher,
@@ -259,6 +267,7 @@ pub fn compile(cfg: &Config) -> Result<Compiled, Vec<ConfigError>> {
                     .collect(),
                 log: logs,
                 conns: AtomicU32::new(0),
+                backends: backends.clone(),
             })
         })();
         match r {

@@ -19,7 +19,7 @@ use std::io::{self, Write};
 use std::net::TcpListener;
 use std::os::fd::AsRawFd;
 use std::rc::Rc;
-use std::sync::atomic::AtomicU32;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -31,7 +31,7 @@ use crate::conn::Conn;
 use crate::http1::Limits;
 use crate::listener::{bind_per_thread, DEFAULT_BACKLOG};
 use crate::log::{Logger, Sink};
-use crate::proxy::{compile, FrontendRt};
+use crate::proxy::{compile, Compiled, FrontendRt};
 use crate::worker::{Shared, Worker};
 
 /// Accepts per listener wakeup before yielding to other work: HAProxy's
@@ -42,11 +42,29 @@ const MAX_ACCEPT: usize = 64;
 /// closes to wake it (the limit may be held by other threads).
 const PAUSE_RETRY_MS: u32 = 100;
 
+/// The configuration in force. A reload (SIGHUP) compiles a new one and
+/// bumps `gen`; each listener picks the new frontend up at its next accept,
+/// so new connections follow the new rules while the ones already open
+/// finish under the rules they started with.
+pub struct Live {
+    compiled: Mutex<Arc<Compiled>>,
+    gen: AtomicU64,
+}
+
+impl Live {
+    fn frontend(&self, name: &str) -> Option<Arc<FrontendRt>> {
+        let c = self.compiled.lock().unwrap_or_else(|p| p.into_inner());
+        c.frontends.iter().find(|f| f.name == name).cloned()
+    }
+}
+
 struct Listener {
     sock: Option<TcpListener>,
     fe: Arc<FrontendRt>,
     w: Rc<Worker>,
     retry: TaskId,
+    live: Arc<Live>,
+    gen: u64,
 }
 
 impl TaskletFn for Listener {
@@ -62,6 +80,13 @@ impl TaskletFn for Listener {
             self.sock = None;
             ctx.kill(self.retry);
             return Status::Done;
+        }
+        let g = self.live.gen.load(Ordering::Acquire);
+        if g != self.gen {
+            if let Some(fe) = self.live.frontend(&self.fe.name) {
+                self.fe = fe;
+            }
+            self.gen = g;
         }
         for _ in 0..MAX_ACCEPT {
             if !self.w.may_accept(&self.fe) {
@@ -114,6 +139,8 @@ impl TaskletFn for Listener {
 pub struct RunOptions {
     /// `-d`: debug messages on stderr.
     pub debug: bool,
+    /// The `-f` files, read again on SIGHUP (none: nothing to reload).
+    pub files: Vec<std::path::PathBuf>,
     /// `-p FILE`, overriding the configuration's `pidfile`.
     pub pidfile: Option<std::path::PathBuf>,
 }
@@ -250,7 +277,17 @@ pub fn run(cfg: Config, opts: RunOptions) -> i32 {
             return 1;
         }
     };
-    spawn_signal_thread(rt.handle(), cfg.global.hard_stop_after, opts.debug);
+    let compiled = Arc::new(compiled);
+    let live = Arc::new(Live {
+        compiled: Mutex::new(Arc::clone(&compiled)),
+        gen: AtomicU64::new(0),
+    });
+    let reload = Reload {
+        files: opts.files.clone(),
+        binds: bind_signature(&cfg),
+        live: Arc::clone(&live),
+    };
+    spawn_signal_thread(rt.handle(), cfg.global.hard_stop_after, opts.debug, reload);
 
     {
         let mut out = io::stdout().lock();
@@ -268,7 +305,6 @@ pub fn run(cfg: Config, opts: RunOptions) -> i32 {
         max_head_bytes: bufsize.saturating_sub(1024).max(1024),
         ..Limits::default()
     };
-    let backends = compiled.backends.clone();
     let res = rt.run(|ctx: &mut Ctx| {
         let mine = per_thread
             .lock()
@@ -279,7 +315,6 @@ pub fn run(cfg: Config, opts: RunOptions) -> i32 {
             bufsize,
             submitter.clone(),
             limits,
-            backends.clone(),
             Arc::clone(&shared),
         ));
         for (sock, fe) in mine {
@@ -298,6 +333,8 @@ pub fn run(cfg: Config, opts: RunOptions) -> i32 {
                 fe,
                 w: Rc::clone(&w),
                 retry,
+                live: Arc::clone(&live),
+                gen: 0,
             };
             let id = ctx.new_tasklet_obj("listener_accept", l);
             target.set(Some(id));
@@ -323,7 +360,60 @@ pub fn run(cfg: Config, opts: RunOptions) -> i32 {
     }
 }
 
-fn spawn_signal_thread(h: RuntimeHandle, hard_stop_after: Option<Duration>, debug: bool) {
+/// What a reload needs: the files to read again, the binds in force (a
+/// reload cannot move listeners: that needs a restart) and where to put
+/// the new configuration.
+struct Reload {
+    files: Vec<std::path::PathBuf>,
+    binds: Vec<(String, Vec<std::net::SocketAddr>)>,
+    live: Arc<Live>,
+}
+
+fn bind_signature(cfg: &Config) -> Vec<(String, Vec<std::net::SocketAddr>)> {
+    cfg.frontends()
+        .map(|f| {
+            let mut a: Vec<_> = f
+                .binds
+                .iter()
+                .flat_map(|b| b.addrs.iter().copied())
+                .collect();
+            a.sort();
+            (f.name.clone(), a)
+        })
+        .collect()
+}
+
+impl Reload {
+    /// Reads and compiles the files again; swaps the configuration in on
+    /// success. On any error the running configuration stays.
+    fn run(&self) -> Result<(), String> {
+        if self.files.is_empty() {
+            return Err("ebb runs without a configuration file: nothing to reload".into());
+        }
+        let cfg = crate::config::parse_files(&self.files).map_err(join_errors)?;
+        let compiled = compile(&cfg).map_err(join_errors)?;
+        if bind_signature(&cfg) != self.binds {
+            return Err("frontends or bind lines changed: that needs a restart".into());
+        }
+        *self.live.compiled.lock().unwrap_or_else(|p| p.into_inner()) = Arc::new(compiled);
+        self.live.gen.fetch_add(1, Ordering::Release);
+        Ok(())
+    }
+}
+
+fn join_errors(errs: Vec<ConfigError>) -> String {
+    errs.iter()
+        .map(|e| e.to_string())
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+fn spawn_signal_thread(
+    h: RuntimeHandle,
+    hard_stop_after: Option<Duration>,
+    debug: bool,
+    reload: Reload,
+) {
     let r = std::thread::Builder::new()
         .name("ebb-signals".into())
         .spawn(move || {
@@ -334,7 +424,12 @@ fn spawn_signal_thread(h: RuntimeHandle, hard_stop_after: Option<Duration>, debu
                     Err(_) => return,
                 };
                 if sig == libc::SIGHUP {
-                    eprintln!("ebb: SIGHUP: configuration reload is not supported yet; the running configuration stays");
+                    match reload.run() {
+                        Ok(()) => eprintln!("ebb: SIGHUP: configuration reloaded"),
+                        Err(e) => eprintln!(
+                            "ebb: SIGHUP: reload failed, the running configuration stays:\n{e}"
+                        ),
+                    }
                     continue;
                 }
                 if stopping {

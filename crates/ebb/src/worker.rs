@@ -15,7 +15,7 @@ use sched::{Ctx, TaskletId};
 use crate::blocking::Submitter;
 use crate::http1::{DateCache, Limits};
 use crate::log::Logger;
-use crate::proxy::{BackendRt, FrontendRt};
+use crate::proxy::FrontendRt;
 use crate::serve::cache::FileCache;
 
 /// Process-wide state, shared by every thread.
@@ -42,20 +42,13 @@ pub struct Worker {
     pub files: RefCell<FileCache>,
     pub pool: Submitter,
     pub limits: Limits,
-    pub backends: Vec<Arc<BackendRt>>,
     pub shared: Arc<Shared>,
     /// Listeners of this thread that stopped accepting at a limit.
     paused: RefCell<Vec<TaskletId>>,
 }
 
 impl Worker {
-    pub fn new(
-        bufsize: usize,
-        pool: Submitter,
-        limits: Limits,
-        backends: Vec<Arc<BackendRt>>,
-        shared: Arc<Shared>,
-    ) -> Worker {
+    pub fn new(bufsize: usize, pool: Submitter, limits: Limits, shared: Arc<Shared>) -> Worker {
         Worker {
             date: RefCell::new(DateCache::new()),
             bufsize,
@@ -63,7 +56,6 @@ impl Worker {
             files: RefCell::new(FileCache::new()),
             pool,
             limits,
-            backends,
             shared,
             paused: RefCell::new(Vec::new()),
         }

@@ -379,3 +379,34 @@ fn maxconn_queues_in_backlog() {
     c.s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
     assert_eq!(c.read_resp().status, 200);
 }
+
+#[test]
+fn sighup_reloads_and_a_broken_file_keeps_the_old_config() {
+    let e = Ebb::start(FIXED);
+    let path = e.dir.join("ebb.cfg");
+    assert_eq!(get(e.addr(), "/").text(), "hello");
+    // The same binds as at start (port 0), a different answer.
+    std::fs::write(
+        &path,
+        FIXED
+            .replace("BIND", "127.0.0.1:0")
+            .replace("string hello", "string reloaded"),
+    )
+    .unwrap();
+    e.signal("HUP");
+    assert!(e
+        .wait_stderr("configuration reloaded", Duration::from_secs(5))
+        .is_some());
+    assert_eq!(get(e.addr(), "/").text(), "reloaded");
+    // A broken file: an error on stderr, the running config stays.
+    std::fs::write(&path, "frontend f\n bind 127.0.0.1:0\n bogus-keyword\n").unwrap();
+    e.signal("HUP");
+    let l = e
+        .wait_stderr("reload failed", Duration::from_secs(5))
+        .expect("no reload failure message");
+    assert!(l.contains("reload failed"));
+    assert!(e
+        .wait_stderr("ebb.cfg:3:", Duration::from_secs(2))
+        .is_some());
+    assert_eq!(get(e.addr(), "/").text(), "reloaded");
+}

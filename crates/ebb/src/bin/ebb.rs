@@ -106,6 +106,7 @@ fn main() -> ExitCode {
         cfg,
         RunOptions {
             debug: args.debug,
+            files: args.files,
             pidfile: args.pidfile,
         },
     );

@@ -106,8 +106,8 @@ pub fn lookup_blocking(cfg: &FilesConfig, clean: &str) -> Found {
 
 /// A per-thread map from (backend, clean path) to a recent lookup.
 pub struct FileCache {
-    /// One map per backend, keyed by clean path.
-    maps: Vec<HashMap<String, (Found, Tick)>>,
+    /// One map per backend (by backend id), keyed by clean path.
+    maps: HashMap<u64, HashMap<String, (Found, Tick)>>,
     len: usize,
     hits: u64,
     misses: u64,
@@ -122,7 +122,7 @@ impl Default for FileCache {
 impl FileCache {
     pub fn new() -> FileCache {
         FileCache {
-            maps: Vec::new(),
+            maps: HashMap::new(),
             len: 0,
             hits: 0,
             misses: 0,
@@ -130,8 +130,8 @@ impl FileCache {
     }
 
     /// A fresh entry for this path, if any.
-    pub fn get(&mut self, backend: usize, clean: &str, now: Tick) -> Option<Found> {
-        match self.maps.get(backend).and_then(|m| m.get(clean)) {
+    pub fn get(&mut self, backend: u64, clean: &str, now: Tick) -> Option<Found> {
+        match self.maps.get(&backend).and_then(|m| m.get(clean)) {
             Some((f, at)) if !ticks::is_expired(ticks::add(*at, FRESH_MS), now) => {
                 self.hits += 1;
                 Some(f.clone())
@@ -144,29 +144,25 @@ impl FileCache {
     }
 
     /// Remembers a lookup made at `now` (listings are not kept).
-    pub fn put(&mut self, backend: usize, clean: String, found: &Found, now: Tick) {
+    pub fn put(&mut self, backend: u64, clean: String, found: &Found, now: Tick) {
         if matches!(found, Found::Listing(_)) {
             return;
         }
         if self.len >= CACHE_ENTRIES {
             // Drop stale entries first; if all are fresh, drop everything:
             // a working set larger than the cache gains little from it.
-            for m in &mut self.maps {
+            for m in self.maps.values_mut() {
                 m.retain(|_, (_, at)| !ticks::is_expired(ticks::add(*at, FRESH_MS), now));
             }
-            self.len = self.maps.iter().map(|m| m.len()).sum();
+            self.maps.retain(|_, m| !m.is_empty());
+            self.len = self.maps.values().map(|m| m.len()).sum();
             if self.len >= CACHE_ENTRIES {
-                self.maps.iter_mut().for_each(|m| m.clear());
+                self.maps.clear();
                 self.len = 0;
             }
         }
-        if self.maps.len() <= backend {
-            self.maps.resize_with(backend + 1, HashMap::new);
-        }
-        if self.maps[backend]
-            .insert(clean, (found.clone(), now))
-            .is_none()
-        {
+        let m = self.maps.entry(backend).or_default();
+        if m.insert(clean, (found.clone(), now)).is_none() {
             self.len += 1;
         }
     }
