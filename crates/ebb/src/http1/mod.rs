@@ -32,40 +32,40 @@
 //! splitting vector. So where RFC 9110/9112 leave a choice, ebb takes the
 //! strict one, and every refusal closes the connection.
 //!
-//! Requests (status in brackets):
-//! - Start line: exactly `method SP target SP HTTP/1.x CRLF` [400]; method a
-//!   token [400]; versions 1.0 and 1.1 only — `HTTP/2.0`, `HTTP/1.2` and an
-//!   HTTP/0.9 line without version get [505] (RFC 9110 §2.5 would let 1.2 be
+//! Requests (status in parentheses):
+//! - Start line: exactly `method SP target SP HTTP/1.x CRLF` (400); method a
+//!   token (400); versions 1.0 and 1.1 only — `HTTP/2.0`, `HTTP/1.2` and an
+//!   HTTP/0.9 line without version get (505) (RFC 9110 §2.5 would let 1.2 be
 //!   read as 1.1; no client sends it, so ebb does not guess); target longer
-//!   than `max_uri` [414].
+//!   than `max_uri` (414).
 //! - Target bytes: RFC 3986's set only; no CTL, SP, `"<>\^`{|}`, DEL, bytes
 //!   from 0x80 up (HAProxy's default set), no `#` (fragments are never sent; cf.
-//!   CVE-2023-45539), and `%` must be followed by two hex digits [400].
+//!   CVE-2023-45539), and `%` must be followed by two hex digits (400).
 //!   Origin-form (`/...`); `*` with OPTIONS only; authority-form
 //!   (`host:port`) with CONNECT only and CONNECT with nothing else;
 //!   absolute-form with `http`/`https` only, no userinfo, non-empty host
-//!   [400].
+//!   (400).
 //! - Absolute-form: the target's authority *is* the host; the Host field is
 //!   still required on 1.1 and must be valid, but a different value is
 //!   ignored, not refused (RFC 9112 §3.2.2: a server MUST ignore it, a proxy
 //!   MUST replace it). [`RequestHead::host`] is the effective host.
 //! - Fields: names are tokens, no whitespace before the colon, values free
-//!   of NUL/CR/LF/other CTL except HTAB [400]; obs-fold [400]; a bare CR
-//!   anywhere [400]; **bare LF line endings refused** [400] unless
+//!   of NUL/CR/LF/other CTL except HTAB (400); obs-fold (400); a bare CR
+//!   anywhere (400); **bare LF line endings refused** (400) unless
 //!   [`Limits::allow_bare_lf`] (RFC 9112 §2.2 MAY accept them; HAProxy does;
 //!   ebb does not, a mismatch with an origin being the risk).
 //! - Limits: head over `max_head_bytes` or more than `max_headers` fields
-//!   [431].
+//!   (431).
 //! - Host: exactly one on 1.1, at most one on 1.0, a valid
-//!   `uri-host [":" port]` (an empty value is valid per RFC 9112 §3.2) [400].
+//!   `uri-host [":" port]` (an empty value is valid per RFC 9112 §3.2) (400).
 //! - Content-Length: `1*DIGIT` only — `+5`, `-1`, `0x5`, empty, `5 5`,
-//!   overflow [400]. **Any repeat is refused, even an identical one**
-//!   (`5, 5` or two lines) [400]: RFC 9110 §8.6 allows refusing; nginx does;
+//!   overflow (400). **Any repeat is refused, even an identical one**
+//!   (`5, 5` or two lines) (400): RFC 9110 §8.6 allows refusing; nginx does;
 //!   no real client sends it.
-//! - Transfer-Encoding: HTTP/1.0 [400]; with Content-Length [400] (RFC 9112
+//! - Transfer-Encoding: HTTP/1.0 (400); with Content-Length (400) (RFC 9112
 //!   §6.3 would let TE win; refusing is safer); last coding not `chunked`,
-//!   or `chunked` twice, or an empty member or non-token [400]; a coding
-//!   other than chunked before the final chunked (`gzip, chunked`) [501],
+//!   or `chunked` twice, or an empty member or non-token (400); a coding
+//!   other than chunked before the final chunked (`gzip, chunked`) (501),
 //!   as RFC 9112 §6.1 says for codings a server does not understand
 //!   (ebb decodes none). `chunked;x=1` is not `chunked`.
 //! - Connection: `close` ends the connection after the answer; 1.0 stays
@@ -75,7 +75,7 @@
 //!
 //! Chunked bodies: see [`ChunkedDecoder`] and its module doc (hex only, <= 16 digits, bounded
 //! extensions, CRLF everywhere, validated and bounded trailers without
-//! Content-Length, Transfer-Encoding or Host) [400].
+//! Content-Length, Transfer-Encoding or Host) (400).
 //!
 //! Responses from origins (every refusal is 502 to the client): the same
 //! field rules; status 100..=599; TE in HTTP/1.0, TE with Content-Length,
