@@ -38,9 +38,10 @@
 //!   HTTP/0.9 line without version get (505) (RFC 9110 §2.5 would let 1.2 be
 //!   read as 1.1; no client sends it, so ebb does not guess); target longer
 //!   than `max_uri` (414).
-//! - Target bytes: RFC 3986's set only; no CTL, SP, `"<>\^`{|}`, DEL, bytes
-//!   from 0x80 up (HAProxy's default set), no `#` (fragments are never sent; cf.
-//!   CVE-2023-45539), and `%` must be followed by two hex digits (400).
+//! - Target bytes: RFC 3986's set only; no CTL, SP, DEL, `"`, `<`, `>`,
+//!   `\`, `^`, backquote, `{`, `|`, `}`, no byte from 0x80 up (HAProxy's
+//!   default set), no `#` (fragments are never sent; cf. CVE-2023-45539),
+//!   and `%` must be followed by two hex digits (400).
 //!   Origin-form (`/...`); `*` with OPTIONS only; authority-form
 //!   (`host:port`) with CONNECT only and CONNECT with nothing else;
 //!   absolute-form with `http`/`https` only, no userinfo, non-empty host
@@ -73,8 +74,8 @@
 //!   other expectations are ignored. Upgrade counts on 1.1 with the
 //!   `upgrade` Connection option only (RFC 9110 §7.8).
 //!
-//! Chunked bodies: see [`ChunkedDecoder`] and its module doc (hex only, <= 16 digits, bounded
-//! extensions, CRLF everywhere, validated and bounded trailers without
+//! Chunked bodies: see [`ChunkedDecoder`] and its module doc (hex only,
+//! at most 16 digits, bounded extensions, CRLF everywhere, validated and bounded trailers without
 //! Content-Length, Transfer-Encoding or Host) (400).
 //!
 //! Responses from origins (every refusal is 502 to the client): the same
