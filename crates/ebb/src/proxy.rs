@@ -166,6 +166,26 @@ fn compile_resp_rules(p: &Proxy, m: &Matcher) -> Result<Vec<RespRule>, ConfigErr
 /// Compiles a parsed configuration; returns every error found.
 pub fn compile(cfg: &Config) -> Result<Compiled, Vec<ConfigError>> {
     let mut errors = Vec::new();
+    // Parsed, but not served yet: refuse rather than ignore.
+    for s in &cfg.global.stats_sockets {
+        errors.push(err(&s.loc, "'stats socket' is not supported yet"));
+    }
+    if let Some(f) = &cfg.global.server_state_file {
+        errors.push(err(&f.loc, "'server-state-file' is not supported yet"));
+    }
+    for p in &cfg.proxies {
+        if p.stats.enabled {
+            errors.push(err(
+                &p.loc,
+                format!("'stats' pages are not supported yet (in '{}')", p.name),
+            ));
+        }
+        for b in &p.binds {
+            if b.ssl.is_some() {
+                errors.push(err(&b.loc, "'ssl' on bind lines is not supported yet"));
+            }
+        }
+    }
     let mut backends = Vec::new();
     let mut names = Vec::new();
     for p in cfg.backends() {
