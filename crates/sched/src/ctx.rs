@@ -238,6 +238,8 @@ pub struct Ctx {
     loop_start_ns: u64,
     started_ns: u64,
     names: HashMap<&'static str, u16>,
+    /// Reused buffer for draining the inbox.
+    inbox_buf: Vec<crate::inbox::Msg>,
 }
 
 impl Ctx {
@@ -284,6 +286,7 @@ impl Ctx {
             loop_start_ns: now_ns,
             started_ns: now_ns,
             names: HashMap::new(),
+            inbox_buf: Vec::new(),
         };
         c.update_profiling();
         Ok(c)
@@ -831,6 +834,30 @@ impl Ctx {
         }
     }
 
+    /// Cancels a task's timer now (HAProxy's `task_unlink_wq`): the expiry
+    /// becomes eternity and the wait-queue node is removed at once, where
+    /// `set_expire(id, ETERNITY)` leaves it for the next scan.
+    pub fn unqueue(&mut self, id: TaskId) {
+        if id.is_shared() {
+            let now = self.now;
+            let mut q = self.shared.lock_gq();
+            if let Some(i) = q.idx(id) {
+                q.slots[i].expire = ETERNITY;
+                if let Some(h) = q.slots[i].wq.take() {
+                    q.wq.delete(h);
+                }
+                self.shared.gq_publish(&q, now);
+            }
+            return;
+        }
+        if let Some(i) = self.task_idx(id) {
+            self.slots[i].expire = ETERNITY;
+            if let Some(h) = self.slots[i].wq.take() {
+                self.wq.delete(h);
+            }
+        }
+    }
+
     /// Queues the task's current expiry in the wait queue (`task_queue`).
     pub fn queue(&mut self, id: TaskId) {
         let e = self.expire(id);
@@ -1051,14 +1078,16 @@ impl Ctx {
     }
 
     fn drain_inbox(&mut self) {
-        let mut n = 0u64;
-        // Bounded by one ring's worth per turn so that a flood of remote
-        // wakeups cannot starve this thread's own work.
-        for _ in 0..crate::inbox::DEFAULT_CAPACITY {
-            let Some(m) = self.remote().inbox.pop() else {
-                break;
-            };
-            n += 1;
+        // Bounded by one ring's worth per turn (plus what overflowed) so
+        // that a flood of remote wakeups cannot starve this thread's own
+        // work.
+        let mut batch = std::mem::take(&mut self.inbox_buf);
+        batch.clear();
+        let n = self
+            .remote()
+            .inbox
+            .pop_batch(&mut batch, crate::inbox::DEFAULT_CAPACITY) as u64;
+        for &m in &batch {
             let (slot, gen, kind, why) = decode(m);
             if kind & MSG_TASK != 0 {
                 let id = TaskId {
@@ -1092,6 +1121,7 @@ impl Ctx {
                 self.list_link(class, i, place);
             }
         }
+        self.inbox_buf = batch;
         if n != 0 {
             Activity::add(&self.remote().activity.xthr_wake, n);
         }

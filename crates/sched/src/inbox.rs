@@ -36,6 +36,7 @@
 //! publication, so the owner is woken again once the slow producer is done.
 
 use crate::sync::{AtomicU64, AtomicUsize, Mutex, Ordering};
+use crossbeam_utils::CachePadded;
 
 /// Cells per inbox ring: 1024 cells of 32 bytes = 32 KiB per thread. A
 /// loop turn runs at most `runqueue-depth` (<= 280 by default) entries, so
@@ -64,11 +65,12 @@ struct Cell {
 pub struct Inbox {
     cells: Box<[Cell]>,
     mask: usize,
-    /// Next position to claim (producers).
-    tail: AtomicUsize,
+    /// Next position to claim (producers). Padded apart from `head` so
+    /// that producers and the owner do not bounce one cache line.
+    tail: CachePadded<AtomicUsize>,
     /// Next position to pop. INVARIANT: only the owner thread touches it
     /// (an atomic only so that the type is `Sync` without `unsafe`).
-    head: AtomicUsize,
+    head: CachePadded<AtomicUsize>,
     /// Number of messages in `overflow`, read without the lock.
     overflow_len: AtomicUsize,
     overflow: Mutex<Vec<Msg>>,
@@ -90,8 +92,8 @@ impl Inbox {
         Inbox {
             cells,
             mask: cap - 1,
-            tail: AtomicUsize::new(0),
-            head: AtomicUsize::new(0),
+            tail: CachePadded::new(AtomicUsize::new(0)),
+            head: CachePadded::new(AtomicUsize::new(0)),
             overflow_len: AtomicUsize::new(0),
             overflow: Mutex::new(Vec::new()),
         }
@@ -173,6 +175,45 @@ impl Inbox {
             self.overflow_len.fetch_sub(1, Ordering::Release);
         }
         m
+    }
+
+    /// Pops up to `max` messages into `out` (owner thread only): the ring's
+    /// published messages, then, if the ring ran dry and something
+    /// overflowed, the whole overflow at once (one lock for the batch).
+    /// Returns how many were added.
+    pub fn pop_batch(&self, out: &mut Vec<Msg>, max: usize) -> usize {
+        let start = out.len();
+        let mut pos = self.head.load(Ordering::Relaxed);
+        while out.len() - start < max {
+            let cell = &self.cells[pos & self.mask];
+            if cell.seq.load(Ordering::Acquire) != pos.wrapping_add(1) {
+                break;
+            }
+            out.push(Msg {
+                a: cell.a.load(Ordering::Relaxed),
+                b: cell.b.load(Ordering::Relaxed),
+            });
+            cell.seq
+                .store(pos.wrapping_add(self.mask + 1), Ordering::Release);
+            pos = pos.wrapping_add(1);
+        }
+        self.head.store(pos, Ordering::Relaxed);
+        if out.len() - start < max && self.overflow_len.load(Ordering::Acquire) != 0 {
+            self.pop_overflow_all(out);
+        }
+        out.len() - start
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn pop_overflow_all(&self, out: &mut Vec<Msg>) {
+        let mut v = match self.overflow.lock() {
+            Ok(g) => g,
+            Err(p) => p.into_inner(),
+        };
+        let n = v.len();
+        out.append(&mut v);
+        self.overflow_len.fetch_sub(n, Ordering::Release);
     }
 
     /// Whether a message is ready to pop; owner thread only. Used for the
