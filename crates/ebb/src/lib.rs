@@ -15,4 +15,6 @@ pub mod rules;
 pub mod serve;
 pub mod server;
 pub mod sys;
+pub mod tls;
+pub mod transport;
 pub mod worker;
