@@ -104,6 +104,10 @@ pub(crate) struct Remote {
     pub(crate) prof: ThreadProfile,
 }
 
+// Each thread's remote block starts on its own cache line(s), so one
+// thread's counters never share a line with its neighbour's.
+const _: () = assert!(std::mem::align_of::<CachePadded<Remote>>() >= 64);
+
 /// A shared task's slot.
 pub(crate) struct GSlot {
     pub(crate) gen: u32,
