@@ -1094,7 +1094,14 @@ impl Ctx {
             .remote()
             .inbox
             .pop_batch(&mut batch, crate::inbox::DEFAULT_CAPACITY) as u64;
+        let now32 = if self.prof_active { mono_ns() } else { 0 };
         for &m in &batch {
+            let sent = (m.b >> 32) as u32;
+            let wake_at = if sent != 0 && now32 != 0 {
+                now32.saturating_sub(u64::from((now32 as u32).wrapping_sub(sent)))
+            } else {
+                0
+            };
             let (slot, gen, kind, why) = decode(m);
             if kind & MSG_TASK != 0 {
                 let id = TaskId {
@@ -1104,6 +1111,7 @@ impl Ctx {
                 };
                 if let Some(i) = self.task_idx(id) {
                     self.task_wake_local(i, why);
+                    self.backdate_wakeup(i, wake_at);
                 }
             } else if let Some(i) = self.tasklet_idx_raw(slot, gen) {
                 // Woken from another thread: urgent, whatever is served.
@@ -1126,11 +1134,22 @@ impl Ctx {
                 };
                 let place = if instant { Place::Head } else { Place::Tail };
                 self.list_link(class, i, place);
+                self.backdate_wakeup(i, wake_at);
             }
         }
         self.inbox_buf = batch;
         if n != 0 {
             Activity::add(&self.remote().activity.xthr_wake, n);
+        }
+    }
+
+    /// Moves a queued entry's wakeup date back to when a remote thread sent
+    /// the wakeup (profiling only).
+    #[inline]
+    fn backdate_wakeup(&mut self, i: usize, at: u64) {
+        let s = &mut self.slots[i];
+        if at != 0 && s.wake_ns != 0 && at < s.wake_ns {
+            s.wake_ns = at;
         }
     }
 

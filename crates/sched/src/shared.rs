@@ -68,7 +68,8 @@ pub(crate) fn encode(slot: u32, gen: u32, kind: u64, why: Reasons) -> Msg {
     }
 }
 
-/// Decodes an inbox message: `(slot, gen, kind bits, reasons)`.
+/// Decodes an inbox message: `(slot, gen, kind bits, reasons)`; the send
+/// date (low 32 bits of [`mono_ns`], 0 if unknown) is `m.b >> 32`.
 #[inline]
 pub(crate) fn decode(m: Msg) -> (u32, u32, u64, Reasons) {
     (
@@ -256,6 +257,13 @@ impl Shared {
         };
         if r.exited.load(Ordering::Acquire) {
             return;
+        }
+        let mut m = m;
+        if self.profiling.load(Ordering::Relaxed) != 0 {
+            // Low 32 bits of the send date (ns, wraps every 4.3 s), so the
+            // owner measures the wakeup latency from here, not from when
+            // it drained its inbox.
+            m.b |= u64::from(mono_ns() as u32) << 32;
         }
         r.inbox.push(m);
         self.notify(thread);

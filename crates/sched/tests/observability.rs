@@ -102,6 +102,23 @@ fn wakeup_latency_is_measured() -> io::Result<()> {
 }
 
 #[test]
+fn remote_wakeup_latency_counts_from_the_send() -> io::Result<()> {
+    let rt = Runtime::new(config(ProfilingMode::On))?;
+    let h = rt.handle();
+    let mut ctx = rt.context(0)?;
+    let t = ctx.new_tasklet("remote_woken", |_: &mut Ctx, _, _| Status::Continue);
+    ctx.run_until_idle(1)?;
+    h.wake_tasklet(t); // through the inbox, as from another thread
+    spin(Duration::from_millis(2));
+    ctx.run_until_idle(3)?;
+    let rows = h.profiling_rows();
+    assert_eq!(rows.len(), 1);
+    assert_eq!(rows[0].calls, 1);
+    assert!(rows[0].lat_ns >= 2_000_000, "{:?}", rows[0]);
+    Ok(())
+}
+
+#[test]
 fn auto_mode_switches_both_ways() -> io::Result<()> {
     let rt = Runtime::new(config(ProfilingMode::Auto))?;
     let h = rt.handle();
