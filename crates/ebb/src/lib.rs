@@ -4,6 +4,7 @@
 //! module per concern (see shared/DESIGN.md, "Layout").
 #![deny(unsafe_code)]
 
+pub mod backend;
 pub mod blocking;
 pub mod config;
 pub mod conn;

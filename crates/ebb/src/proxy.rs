@@ -11,9 +11,13 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use std::net::{SocketAddr, ToSocketAddrs};
+
+use crate::backend::check::HttpProbe;
+use crate::backend::Farm;
 use crate::config::{
-    Config, ConfigError, HttpConnMode, HttpRequestAction, HttpResponseAction, Loc, Proxy, Redirect,
-    ReturnAction, ReturnBody,
+    Config, ConfigError, ForwardFor, HttpConnMode, HttpRequestAction, HttpResponseAction, Loc,
+    Proxy, Redirect, ReturnAction, ReturnBody,
 };
 use crate::rules::{Cond, Matcher};
 use crate::serve::files::FilesConfig;
@@ -34,7 +38,36 @@ pub struct RespRule {
 pub enum BackendKind {
     /// `serve-files DIR`.
     Files(FilesConfig),
+    /// `server` lines: the reverse proxy.
+    Servers(Box<ServersRt>),
 }
+
+/// Timeouts of the server side, in ms.
+#[derive(Clone, Copy, Debug)]
+pub struct BeTimeouts {
+    pub connect: u32,
+    pub server: u32,
+    pub queue: u32,
+    pub tunnel: u32,
+}
+
+/// A backend of servers.
+pub struct ServersRt {
+    pub farm: Arc<Farm>,
+    pub probe: Option<HttpProbe>,
+    pub check_timeout: Option<Duration>,
+    pub timeouts: BeTimeouts,
+    pub forwardfor: Option<ForwardFor>,
+    /// `option httpclose` / `http-server-close` on the backend: no server
+    /// connection is kept after a response.
+    pub server_close: bool,
+}
+
+/// Server-side defaults when the configuration sets none, in ms: connect
+/// 5 s (HAProxy's examples), server 60 s (nginx's `proxy_read_timeout`),
+/// queue = connect (HAProxy's rule), tunnel = server.
+pub const DEFAULT_CONNECT_MS: u32 = 5_000;
+pub const DEFAULT_SERVER_MS: u32 = 60_000;
 
 /// A compiled backend.
 pub struct BackendRt {
@@ -44,6 +77,7 @@ pub struct BackendRt {
     pub name: String,
     pub kind: BackendKind,
     pub matcher: Matcher,
+    pub http_request: Vec<ReqRule>,
     pub http_response: Vec<RespRule>,
 }
 
@@ -103,6 +137,69 @@ static NEXT_BACKEND_ID: AtomicU64 = AtomicU64::new(1);
 pub struct Compiled {
     pub frontends: Vec<Arc<FrontendRt>>,
     pub backends: Vec<Arc<BackendRt>>,
+    /// Things that do not stop ebb but need saying (a server name that did
+    /// not resolve).
+    pub warnings: Vec<String>,
+}
+
+/// Resolves `host:port` once (at start or reload).
+fn resolve(host: &str, port: u16) -> Option<SocketAddr> {
+    if let Ok(ip) = host.parse::<std::net::IpAddr>() {
+        return Some(SocketAddr::new(ip, port));
+    }
+    (host, port).to_socket_addrs().ok()?.next()
+}
+
+fn compile_servers(p: &Proxy, warnings: &mut Vec<String>) -> Result<ServersRt, ConfigError> {
+    let mut list = Vec::with_capacity(p.servers.len());
+    for s in &p.servers {
+        if s.opts.ssl {
+            return Err(err(&s.loc, "'ssl' on server lines is not supported yet"));
+        }
+        let addr = resolve(&s.host, s.port);
+        if addr.is_none() {
+            warnings.push(format!(
+                "{}: server {}/{}: cannot resolve '{}': the server stays in maintenance",
+                s.loc, p.name, s.name, s.host
+            ));
+        }
+        list.push((s.name.clone(), addr, s.opts.clone()));
+    }
+    let host = p
+        .servers
+        .first()
+        .map(|s| s.host.clone())
+        .unwrap_or_default();
+    let probe = if p.http_check.enabled {
+        Some(HttpProbe::new(&p.http_check, &host).map_err(|e| err(&p.loc, e))?)
+    } else {
+        None
+    };
+    let farm = Farm::new(
+        p.name.clone(),
+        list,
+        p.balance.clone(),
+        p.retries,
+        p.options.redispatch,
+        p.http_reuse,
+        p.http_check.clone(),
+    );
+    let t = &p.timeouts;
+    let connect = ms(t.connect).unwrap_or(DEFAULT_CONNECT_MS);
+    let server = ms(t.server).unwrap_or(DEFAULT_SERVER_MS);
+    Ok(ServersRt {
+        farm: Arc::new(farm),
+        probe,
+        check_timeout: t.check,
+        timeouts: BeTimeouts {
+            connect,
+            server,
+            queue: ms(t.queue).unwrap_or(connect),
+            tunnel: ms(t.tunnel).unwrap_or(server),
+        },
+        forwardfor: p.options.forwardfor.clone(),
+        server_close: p.options.conn_mode != HttpConnMode::KeepAlive,
+    })
 }
 
 /// Default timeouts when a configuration sets none, in ms. HAProxy refuses
@@ -166,6 +263,8 @@ fn compile_resp_rules(p: &Proxy, m: &Matcher) -> Result<Vec<RespRule>, ConfigErr
 /// Compiles a parsed configuration; returns every error found.
 pub fn compile(cfg: &Config) -> Result<Compiled, Vec<ConfigError>> {
     let mut errors = Vec::new();
+    let mut warn = Vec::new();
+    let warnings = &mut warn;
     // Parsed, but not served yet: refuse rather than ignore.
     for s in &cfg.global.stats_sockets {
         errors.push(err(&s.loc, "'stats socket' is not supported yet"));
@@ -197,11 +296,8 @@ pub fn compile(cfg: &Config) -> Result<Compiled, Vec<ConfigError>> {
                 fc.follow_symlinks = sf.follow_symlinks;
                 fc.max_age = sf.max_age;
                 BackendKind::Files(fc)
-            } else if let Some(s) = p.servers.first() {
-                return Err(err(
-                    &s.loc,
-                    "'server' lines are not supported yet: this version of ebb serves files and fixed responses only",
-                ));
+            } else if !p.servers.is_empty() {
+                BackendKind::Servers(Box::new(compile_servers(p, warnings)?))
             } else if p.kind.is_frontend() {
                 // A listen section without servers or files: a frontend only.
                 return Err(err(&p.loc, "__frontend_only__"));
@@ -216,7 +312,14 @@ pub fn compile(cfg: &Config) -> Result<Compiled, Vec<ConfigError>> {
             };
             let matcher = Matcher::for_proxy(p)?;
             let http_response = compile_resp_rules(p, &matcher)?;
+            // A listen section's rules run once, as its frontend's.
+            let http_request = if p.kind.is_frontend() {
+                Vec::new()
+            } else {
+                compile_req_rules(p, &matcher)?
+            };
             Ok(BackendRt {
+                http_request,
                 id: NEXT_BACKEND_ID.fetch_add(1, Ordering::Relaxed),
                 name: p.name.clone(),
                 kind,
@@ -299,6 +402,7 @@ pub fn compile(cfg: &Config) -> Result<Compiled, Vec<ConfigError>> {
         Ok(Compiled {
             frontends,
             backends,
+            warnings: warn,
         })
     } else {
         Err(errors)

@@ -162,7 +162,12 @@ pub fn run(cfg: Config, opts: RunOptions) -> i32 {
         return 1;
     }
     let compiled = match compile(&cfg) {
-        Ok(c) => c,
+        Ok(c) => {
+            for w in &c.warnings {
+                eprintln!("ebb: warning: {w}");
+            }
+            c
+        }
         Err(errs) => {
             for e in errs {
                 eprintln!("{e}");
@@ -286,6 +291,32 @@ pub fn run(cfg: Config, opts: RunOptions) -> i32 {
         files: opts.files.clone(),
         binds: bind_signature(&cfg),
         live: Arc::clone(&live),
+        checks: (pool.submitter(), Arc::new(|_l: String| {})),
+        handle: rt.handle(),
+    };
+    // Health checks run on their own small pool, so a silent server never
+    // delays a file lookup.
+    let check_pool = match BlockingPool::new(2, 1024) {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("ebb: cannot start the check pool: {e}");
+            return 1;
+        }
+    };
+    let check_log: crate::backend::check::LogFn = {
+        let shared = Arc::clone(&shared);
+        Arc::new(move |line: String| {
+            if shared.logger.is_empty() {
+                eprintln!("ebb: {line}");
+            } else {
+                shared.logger.line(line.into_bytes());
+            }
+        })
+    };
+    start_checks(&compiled, &check_pool.submitter(), &rt.handle(), &check_log);
+    let reload = Reload {
+        checks: (check_pool.submitter(), Arc::clone(&check_log)),
+        ..reload
     };
     spawn_signal_thread(rt.handle(), cfg.global.hard_stop_after, opts.debug, reload);
 
@@ -317,6 +348,18 @@ pub fn run(cfg: Config, opts: RunOptions) -> i32 {
             limits,
             Arc::clone(&shared),
         ));
+        // Idle server connections past their pool-purge-delay are closed
+        // once a second.
+        let wp = Rc::clone(&w);
+        let purge = ctx.new_task("idle_purge", move |ctx: &mut Ctx, me, _why| {
+            wp.purge_idle(ctx.now());
+            if ctx.stopping() {
+                return Status::Done;
+            }
+            ctx.set_expire(me, ticks::add(ctx.now(), 1000));
+            Status::Continue
+        });
+        ctx.set_expire(purge, ticks::add(ctx.now(), 1000));
         for (sock, fe) in mine {
             let fd = sock.as_raw_fd();
             let target: Rc<Cell<Option<TaskletId>>> = Rc::new(Cell::new(None));
@@ -348,6 +391,7 @@ pub fn run(cfg: Config, opts: RunOptions) -> i32 {
         }
     });
     drop(pool);
+    drop(check_pool);
     if let Some(p) = &pidfile {
         let _ = std::fs::remove_file(p);
     }
@@ -367,6 +411,29 @@ struct Reload {
     files: Vec<std::path::PathBuf>,
     binds: Vec<(String, Vec<std::net::SocketAddr>)>,
     live: Arc<Live>,
+    checks: (crate::blocking::Submitter, crate::backend::check::LogFn),
+    handle: RuntimeHandle,
+}
+
+/// Starts the health checks of every server backend.
+fn start_checks(
+    c: &Compiled,
+    pool: &crate::blocking::Submitter,
+    handle: &RuntimeHandle,
+    log: &crate::backend::check::LogFn,
+) {
+    for b in &c.backends {
+        if let crate::proxy::BackendKind::Servers(s) = &b.kind {
+            crate::backend::check::start(
+                &s.farm,
+                s.probe.clone(),
+                s.check_timeout,
+                pool,
+                handle,
+                Arc::clone(log),
+            );
+        }
+    }
 }
 
 fn bind_signature(cfg: &Config) -> Vec<(String, Vec<std::net::SocketAddr>)> {
@@ -395,6 +462,10 @@ impl Reload {
         if bind_signature(&cfg) != self.binds {
             return Err("frontends or bind lines changed: that needs a restart".into());
         }
+        for w in &compiled.warnings {
+            eprintln!("ebb: warning: {w}");
+        }
+        start_checks(&compiled, &self.checks.0, &self.handle, &self.checks.1);
         *self.live.compiled.lock().unwrap_or_else(|p| p.into_inner()) = Arc::new(compiled);
         self.live.gen.fetch_add(1, Ordering::Release);
         Ok(())

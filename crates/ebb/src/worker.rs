@@ -10,7 +10,12 @@ use std::cell::RefCell;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 
-use sched::{Ctx, TaskletId};
+use std::collections::HashMap;
+use std::net::TcpStream;
+
+use sched::{ticks, Ctx, TaskletId, Tick};
+
+use crate::backend::ServerRt;
 
 use crate::blocking::Submitter;
 use crate::http1::{DateCache, Limits};
@@ -45,7 +50,19 @@ pub struct Worker {
     pub shared: Arc<Shared>,
     /// Listeners of this thread that stopped accepting at a limit.
     paused: RefCell<Vec<TaskletId>>,
+    /// Idle server connections of this thread, by server uid: (socket,
+    /// idle since), newest last.
+    idle: RefCell<HashMap<u64, Vec<Idle>>>,
 }
+
+/// An idle server connection: the socket, since when, and its server's
+/// `pool-purge-delay` in ms.
+type Idle = (TcpStream, Tick, u32);
+
+/// Idle connections kept per server and thread when `pool-max-conn` is not
+/// set: enough for the concurrency one thread drives on this machine size,
+/// and a bound on the descriptors an unlimited setting could pin.
+const DEFAULT_POOL_MAX: usize = 1024;
 
 impl Worker {
     pub fn new(bufsize: usize, pool: Submitter, limits: Limits, shared: Arc<Shared>) -> Worker {
@@ -58,6 +75,7 @@ impl Worker {
             limits,
             shared,
             paused: RefCell::new(Vec::new()),
+            idle: RefCell::new(HashMap::new()),
         }
     }
 
@@ -105,6 +123,68 @@ impl Worker {
         for id in self.paused.borrow_mut().drain(..) {
             ctx.tasklet_wakeup(id);
         }
+    }
+
+    /// An idle connection to `s` that is still open, newest first; closed
+    /// ones found on the way are dropped.
+    pub fn take_idle(&self, s: &ServerRt, now: Tick) -> Option<TcpStream> {
+        let mut idle = self.idle.borrow_mut();
+        let list = idle.get_mut(&s.uid)?;
+        let purge = s
+            .opts
+            .pool_purge_delay
+            .as_millis()
+            .min(u32::MAX as u128 / 2) as u32;
+        while let Some((st, since, _)) = list.pop() {
+            if ticks::is_expired(ticks::add(since, purge), now) {
+                continue;
+            }
+            if crate::conn::alive(&st) {
+                return Some(st);
+            }
+        }
+        None
+    }
+
+    /// Keeps an idle connection to `s` for a later request.
+    pub fn put_idle(&self, s: &ServerRt, st: TcpStream, now: Tick) {
+        let max = s
+            .opts
+            .pool_max_conn
+            .map_or(DEFAULT_POOL_MAX, |m| m as usize);
+        if max == 0 {
+            return;
+        }
+        let mut idle = self.idle.borrow_mut();
+        let list = idle.entry(s.uid).or_default();
+        if list.len() >= max {
+            list.remove(0);
+        }
+        let purge = s
+            .opts
+            .pool_purge_delay
+            .as_millis()
+            .min(u32::MAX as u128 / 2) as u32;
+        list.push((st, now, purge));
+    }
+
+    /// Closes idle connections older than their server's
+    /// `pool-purge-delay`; run periodically by the thread's purge task.
+    pub fn purge_idle(&self, now: Tick) -> usize {
+        let mut n = 0;
+        let mut idle = self.idle.borrow_mut();
+        for list in idle.values_mut() {
+            let before = list.len();
+            list.retain(|(_, since, d)| !ticks::is_expired(ticks::add(*since, *d), now));
+            n += before - list.len();
+        }
+        idle.retain(|_, l| !l.is_empty());
+        n
+    }
+
+    /// Idle connections held now (all servers).
+    pub fn idle_count(&self) -> usize {
+        self.idle.borrow().values().map(|l| l.len()).sum()
     }
 
     pub fn actconn(&self) -> u32 {

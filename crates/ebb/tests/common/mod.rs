@@ -3,6 +3,8 @@
 //! when its handle drops, so a failing test leaves nothing running.
 #![allow(dead_code)]
 
+pub mod origin;
+
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
@@ -211,6 +213,11 @@ impl Client {
     pub fn from_stream(s: TcpStream) -> Client {
         s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
         Client { s, buf: Vec::new() }
+    }
+
+    /// Bytes read from the socket but not consumed by a response yet.
+    pub fn take_buffered(&mut self) -> Vec<u8> {
+        std::mem::take(&mut self.buf)
     }
 
     pub fn send(&mut self, b: &[u8]) {

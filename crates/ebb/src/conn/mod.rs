@@ -43,6 +43,9 @@ use crate::serve::cache::{lookup_blocking, Found, OpenFile};
 use crate::serve::files::{decide, normalize_path, Conditions, Decision};
 use crate::worker::Worker;
 
+mod proxy;
+pub(crate) use proxy::alive;
+
 /// Bodies up to this size are copied behind their head so pipelined answers
 /// leave in one write; larger ones are written from the cached file or sent
 /// with `sendfile`.
@@ -57,6 +60,8 @@ enum In {
     DiscardChunked(Box<ChunkedDecoder>),
     /// A file lookup is on the blocking pool; the head stays in the buffer.
     WaitDisk(Arc<Mutex<Option<Found>>>),
+    /// A proxied exchange is under way (`up` holds its server side).
+    Proxy,
 }
 
 /// A body still to send after the head in `wbuf`.
@@ -114,6 +119,11 @@ pub struct Conn {
     resp_start: usize,
     /// `http-response` edits for the current answer.
     edits: Vec<(bool, usize)>,
+    /// The server side of a proxied exchange.
+    up: Option<Box<proxy::Upstream>>,
+    /// An idle server connection kept for this client's next request:
+    /// (server uid, socket), still registered with this tasklet.
+    attached: Option<(Arc<crate::backend::ServerRt>, TcpStream)>,
 }
 
 impl Conn {
@@ -172,6 +182,8 @@ impl Conn {
             keep_alive: true,
             resp_start: 0,
             edits: Vec::new(),
+            up: None,
+            attached: None,
         };
         conn.w.conn_opened(&conn.fe);
         let id = ctx.new_tasklet_obj("h1_conn", conn);
@@ -391,6 +403,13 @@ impl Conn {
                         }
                     }
                 }
+                In::Proxy => {
+                    let moved = self.proxy_step(ctx);
+                    progress |= moved;
+                    if matches!(self.input, In::Proxy) {
+                        return progress;
+                    }
+                }
                 In::Head => {
                     if self.closing || self.body.is_some() || self.pending_out() > self.w.bufsize {
                         return progress;
@@ -540,12 +559,13 @@ impl Conn {
             head: &self.head,
             src: self.peer.ip(),
         };
+        let mut req_edits = Vec::new();
         for (i, rule) in fe.http_request.iter().enumerate() {
             if !fe.matcher.holds(rule.cond.as_ref(), &view) {
                 continue;
             }
             match &rule.action {
-                HttpRequestAction::Return(_) => return Act::Return(i),
+                HttpRequestAction::Return(_) => return Act::Return(None, i),
                 HttpRequestAction::Redirect(rd) => {
                     let host = self.head.host.map(|h| h.get(buf));
                     let loc = redirect_location(rd, self.head.path.get(buf), host);
@@ -553,9 +573,8 @@ impl Conn {
                 }
                 HttpRequestAction::Deny { status } => return Act::Deny(*status),
                 HttpRequestAction::Allow => break,
-                // Header edits change what is forwarded to a server; ebb
-                // does not forward yet, and its own answers ignore them.
-                _ => {}
+                // Header edits change what is forwarded to a server.
+                _ => req_edits.push((false, i)),
             }
         }
         let be = fe
@@ -570,6 +589,23 @@ impl Conn {
         let Some(backend) = self.fe.backends.get(bi) else {
             return Act::NoBackend;
         };
+        // The backend's own http-request rules come after the frontend's.
+        for (i, rule) in backend.http_request.iter().enumerate() {
+            if !backend.matcher.holds(rule.cond.as_ref(), &view) {
+                continue;
+            }
+            match &rule.action {
+                HttpRequestAction::Return(_) => return Act::Return(Some(bi), i),
+                HttpRequestAction::Redirect(rd) => {
+                    let host = self.head.host.map(|h| h.get(buf));
+                    let loc = redirect_location(rd, self.head.path.get(buf), host);
+                    return Act::Redirect(loc, rd.code);
+                }
+                HttpRequestAction::Deny { status } => return Act::Deny(*status),
+                HttpRequestAction::Allow => break,
+                _ => req_edits.push((true, i)),
+            }
+        }
         let mut edits = Vec::new();
         for (i, r) in fe.http_response.iter().enumerate() {
             if fe.matcher.holds(r.cond.as_ref(), &view) {
@@ -582,6 +618,7 @@ impl Conn {
             }
         }
         match &backend.kind {
+            BackendKind::Servers(_) => Act::Proxy(bi, req_edits, edits),
             BackendKind::Files(_) => {
                 if !matches!(self.head.method, Method::Get | Method::Head) {
                     return Act::Files(bi, Err(405), edits);
@@ -626,8 +663,13 @@ impl Conn {
                 );
                 self.finish_request(ctx, 200, None, 0);
             }
-            Act::Return(i) => {
-                let HttpRequestAction::Return(r) = &fe.http_request[i].action else {
+            Act::Return(be, i) => {
+                let be_arc = be.and_then(|b| self.fe.backends.get(b).cloned());
+                let rules = match &be_arc {
+                    Some(b) => &b.http_request,
+                    None => &fe.http_request,
+                };
+                let Some(HttpRequestAction::Return(r)) = rules.get(i).map(|r| &r.action) else {
                     return;
                 };
                 let mut hdrs: Vec<(&[u8], &[u8])> = Vec::with_capacity(r.headers.len() + 1);
@@ -675,6 +717,9 @@ impl Conn {
                 self.error_response(st, keep_alive, version, head_req, extra);
                 self.finish_request(ctx, st, Some(bi), 0);
             }
+            Act::Proxy(bi, req_edits, resp_edits) => {
+                self.start_proxy(ctx, bi, req_edits, resp_edits);
+            }
             Act::Files(bi, Ok(clean), edits) => {
                 self.edits = edits;
                 let now = ctx.now();
@@ -686,7 +731,9 @@ impl Conn {
                 }
                 // Off to the blocking pool; the head stays in the buffer
                 // until the answer is written.
-                let BackendKind::Files(cfg) = &self.fe.backends[bi].kind;
+                let BackendKind::Files(cfg) = &self.fe.backends[bi].kind else {
+                    return;
+                };
                 let slot = Arc::new(Mutex::new(None));
                 let s2 = Arc::clone(&slot);
                 let cfg = cfg.clone();
@@ -769,6 +816,7 @@ impl Conn {
         let backend = Arc::clone(&self.fe.backends[bi]);
         let max_age = match &backend.kind {
             BackendKind::Files(c) => c.max_age,
+            BackendKind::Servers(_) => None,
         };
         let (status, range) = match decision {
             Decision::Full => (200, Some((0, v.len))),
@@ -917,6 +965,15 @@ impl Conn {
     /// The next date this connection must act by, given its state.
     fn next_deadline(&self) -> Tick {
         let t = &self.fe.timeouts;
+        if let Some(up) = &self.up {
+            // The server side's own date; the client's applies only while
+            // it holds our output back.
+            return if self.has_output() {
+                ticks::first(up.deadline, ticks::add(self.idle_since, t.client))
+            } else {
+                up.deadline
+            };
+        }
         if self.has_output() || !matches!(self.input, In::Head) {
             return ticks::add(self.idle_since, t.client);
         }
@@ -928,6 +985,12 @@ impl Conn {
     }
 
     fn close(&mut self, ctx: &mut Ctx) -> Status {
+        if self.up.is_some() {
+            self.proxy_client_gone(ctx);
+        }
+        if let Some((srv, st)) = self.attached.take() {
+            self.detach_to_pool(ctx, srv, st);
+        }
         let _ = ctx.deregister_fd(self.fd);
         ctx.kill(self.timer);
         let _ = self.sock.shutdown(std::net::Shutdown::Both);
@@ -971,12 +1034,17 @@ impl Conn {
                 if moved {
                     self.idle_since = ctx.now();
                 }
-            } else if self.closing {
+            } else if self.closing && self.up.is_none() {
                 return self.close(ctx);
             }
             if !moved {
                 break;
             }
+        }
+        if self.eof && self.up.as_ref().is_some_and(|u| !u.request_done()) {
+            // The client left before its request was all sent.
+            self.proxy_client_gone(ctx);
+            return self.close(ctx);
         }
         let idle = matches!(self.input, In::Head) && self.rstart == self.rend && !self.has_output();
         if idle {
@@ -1029,7 +1097,12 @@ fn apply_edits<'a>(
 /// What answers a request, decided before anything is written.
 enum Act {
     Options,
-    Return(usize),
+    /// An `http-request return` rule: (the backend's, or the frontend's
+    /// when `None`; index).
+    Return(Option<usize>, usize),
+    /// A server backend: the request header edits (frontend or backend
+    /// rule, index) and the response edits.
+    Proxy(usize, Vec<(bool, usize)>, Vec<(bool, usize)>),
     Redirect(Vec<u8>, u16),
     Deny(u16),
     NoBackend,
@@ -1049,12 +1122,25 @@ impl TaskletFn for Conn {
             if ev.writable() || ev.hup_or_err() {
                 self.wr_ready = true;
             }
+            // One event set for both sockets: try the server side too.
+            self.proxy_events(
+                ev.readable() || ev.hup_or_err(),
+                ev.writable() || ev.hup_or_err(),
+            );
         }
         if why.intersects(Reasons::SIGNAL) || ctx.stopping() {
             self.stopping = true;
         }
         if why.intersects(Reasons::TIMER) && ticks::is_expired(self.deadline, ctx.now()) {
-            return self.on_timeout(ctx);
+            let now = ctx.now();
+            let server_side = self
+                .up
+                .as_ref()
+                .is_some_and(|u| ticks::is_expired(u.deadline, now));
+            if !server_side {
+                return self.on_timeout(ctx);
+            }
+            self.proxy_timeout(ctx);
         }
         self.pump(ctx)
     }

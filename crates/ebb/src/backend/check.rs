@@ -1,0 +1,415 @@
+//! Health checks.
+//!
+//! Each server with `check` has one **shared task** (it may run on any
+//! thread: it lives in the scheduler's shared run and wait queues). On its
+//! timer it hands the check itself to a small pool of blocking threads
+//! reserved for checks (a TCP connect, and for `option httpchk` one HTTP
+//! request and its status line), so a slow or silent server never holds an
+//! event loop; the pool's completion wakes the task, which counts
+//! successes and failures against `rise` and `fall`, changes the server's
+//! state, logs the change with its reason, and sets its next date: `inter`
+//! while stable, `fastinter` while the state is in doubt, `downinter`
+//! while DOWN.
+//!
+//! When a server goes DOWN, the streams waiting in its queue pick another
+//! server; when it comes back UP, the backend's waiters are offered its
+//! slots and `slowstart` ramps its weight from its UP date.
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex, Weak};
+use std::time::{Duration, Instant};
+
+use regex::bytes::Regex;
+use sched::{ticks, Ctx, Reasons, RuntimeHandle, Status, TaskId};
+
+use super::{Farm, ServerRt};
+use crate::blocking::Submitter;
+use crate::config::{ExpectKind, HttpCheck};
+
+/// What an HTTP check sends and expects, prepared once.
+#[derive(Clone)]
+pub struct HttpProbe {
+    pub request: Vec<u8>,
+    pub expect: Expect,
+}
+
+#[derive(Clone)]
+pub enum Expect {
+    /// 2xx and 3xx, HAProxy's default.
+    Default,
+    Status(Vec<(u16, u16)>, bool),
+    RStatus(Regex, bool),
+    String(Vec<u8>, bool),
+    RString(Regex, bool),
+}
+
+impl HttpProbe {
+    /// Builds the probe of `option httpchk` / `http-check` lines.
+    pub fn new(c: &HttpCheck, host: &str) -> Result<HttpProbe, String> {
+        let mut req = format!(
+            "{} {} {}\r\n",
+            if c.method.is_empty() {
+                "OPTIONS"
+            } else {
+                &c.method
+            },
+            if c.uri.is_empty() { "/" } else { &c.uri },
+            if c.version.is_empty() {
+                "HTTP/1.0"
+            } else {
+                &c.version
+            }
+        );
+        let mut has_host = false;
+        for (n, v) in &c.headers {
+            has_host |= n.eq_ignore_ascii_case("host");
+            req.push_str(&format!("{n}: {v}\r\n"));
+        }
+        if !has_host && c.version.eq_ignore_ascii_case("HTTP/1.1") {
+            req.push_str(&format!("Host: {host}\r\n"));
+        }
+        req.push_str("Connection: close\r\n\r\n");
+        let expect = match &c.expect {
+            None => Expect::Default,
+            Some(e) => match &e.kind {
+                ExpectKind::Status(r) => Expect::Status(r.clone(), e.negate),
+                ExpectKind::RStatus(p) => Expect::RStatus(
+                    Regex::new(p).map_err(|x| format!("invalid rstatus '{p}': {x}"))?,
+                    e.negate,
+                ),
+                ExpectKind::String(s) => Expect::String(s.as_bytes().to_vec(), e.negate),
+                ExpectKind::RString(p) => Expect::RString(
+                    Regex::new(p).map_err(|x| format!("invalid rstring '{p}': {x}"))?,
+                    e.negate,
+                ),
+            },
+        };
+        Ok(HttpProbe {
+            request: req.into_bytes(),
+            expect,
+        })
+    }
+}
+
+/// Judges an HTTP check response (status line, and body for strings).
+pub fn judge(resp: &[u8], expect: &Expect) -> Result<(), String> {
+    let line_end = resp
+        .windows(2)
+        .position(|w| w == b"\r\n")
+        .ok_or("Layer7 invalid response: no status line")?;
+    let line = &resp[..line_end];
+    let mut parts = line.splitn(3, |&c| c == b' ');
+    let ver = parts.next().unwrap_or(b"");
+    if !ver.starts_with(b"HTTP/1.") {
+        return Err("Layer7 invalid response: not HTTP".into());
+    }
+    let code_b = parts.next().unwrap_or(b"");
+    let code: u16 = std::str::from_utf8(code_b)
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .ok_or("Layer7 invalid response: bad status")?;
+    let body = resp
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .map(|i| &resp[i + 4..])
+        .unwrap_or(b"");
+    let ok = match expect {
+        Expect::Default => (200..400).contains(&code),
+        Expect::Status(r, neg) => r.iter().any(|(a, b)| (*a..=*b).contains(&code)) != *neg,
+        Expect::RStatus(re, neg) => re.is_match(code_b) != *neg,
+        Expect::String(s, neg) => {
+            (!s.is_empty() && body.windows(s.len()).any(|w| w == s.as_slice())) != *neg
+        }
+        Expect::RString(re, neg) => re.is_match(body) != *neg,
+    };
+    if ok {
+        Ok(())
+    } else {
+        Err(format!("Layer7 wrong status, code: {code}"))
+    }
+}
+
+/// One check, blocking: connect (and HTTP exchange) within `timeout`.
+pub fn run_check(
+    addr: SocketAddr,
+    timeout: Duration,
+    probe: Option<&HttpProbe>,
+) -> Result<(), String> {
+    let start = Instant::now();
+    let mut s = TcpStream::connect_timeout(&addr, timeout)
+        .map_err(|e| format!("Layer4 connection problem: {e}"))?;
+    let Some(p) = probe else {
+        return Ok(());
+    };
+    let left = |start: Instant| {
+        timeout
+            .saturating_sub(start.elapsed())
+            .max(Duration::from_millis(1))
+    };
+    let _ = s.set_write_timeout(Some(left(start)));
+    s.write_all(&p.request)
+        .map_err(|e| format!("Layer7 send failed: {e}"))?;
+    let mut buf = Vec::with_capacity(1024);
+    let mut tmp = [0u8; 4096];
+    // Read until the server closes (we asked it to), the head is complete
+    // and no string match needs the body, or 16 KiB arrived.
+    let need_body = matches!(p.expect, Expect::String(..) | Expect::RString(..));
+    loop {
+        let _ = s.set_read_timeout(Some(left(start)));
+        match s.read(&mut tmp) {
+            Ok(0) => break,
+            Ok(n) => {
+                buf.extend_from_slice(&tmp[..n]);
+                if buf.len() >= 16 * 1024 {
+                    break;
+                }
+                if !need_body && buf.windows(2).any(|w| w == b"\r\n") {
+                    break;
+                }
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => {
+                if buf.is_empty() {
+                    return Err(format!("Layer7 timeout or read error: {e}"));
+                }
+                break;
+            }
+        }
+    }
+    judge(&buf, &p.expect)
+}
+
+/// Logs a check event.
+pub type LogFn = Arc<dyn Fn(String) + Send + Sync>;
+
+struct Checker {
+    srv: Weak<ServerRt>,
+    farm: Weak<Farm>,
+    probe: Option<HttpProbe>,
+    timeout: Duration,
+    pool: Submitter,
+    handle: RuntimeHandle,
+    result: Arc<Mutex<Option<Result<(), String>>>>,
+    in_flight: bool,
+    /// Consecutive successes while DOWN / failures while UP.
+    streak: u32,
+    log: LogFn,
+}
+
+impl Checker {
+    fn interval(&self, s: &ServerRt) -> Duration {
+        let o = &s.opts;
+        if !s.up.load(Ordering::Relaxed) {
+            if self.streak > 0 {
+                o.fastinter.unwrap_or(o.inter)
+            } else {
+                o.downinter.unwrap_or(o.inter)
+            }
+        } else if self.streak > 0 {
+            o.fastinter.unwrap_or(o.inter)
+        } else {
+            o.inter
+        }
+    }
+
+    fn apply(&mut self, s: &Arc<ServerRt>, r: Result<(), String>) {
+        let up = s.up.load(Ordering::Relaxed);
+        let status = match &r {
+            Ok(()) => "L7OK".to_string(),
+            Err(e) => e.clone(),
+        };
+        if let Ok(mut cs) = s.check_status.lock() {
+            *cs = status;
+        }
+        match (up, r) {
+            (true, Ok(())) | (false, Err(_)) => self.streak = 0,
+            (true, Err(e)) => {
+                self.streak += 1;
+                if self.streak >= s.opts.fall.max(1) {
+                    s.up.store(false, Ordering::Relaxed);
+                    self.streak = 0;
+                    (self.log)(format!(
+                        "Server {}/{} is DOWN, reason: {e}. {} active servers left.",
+                        s.backend,
+                        s.name,
+                        self.farm.upgrade().map_or(0, |f| f
+                            .servers
+                            .iter()
+                            .filter(|x| x.usable())
+                            .count())
+                    ));
+                    if let Some(f) = self.farm.upgrade() {
+                        f.redispatch_queue_of(s);
+                    }
+                }
+            }
+            (false, Ok(())) => {
+                self.streak += 1;
+                if self.streak >= s.opts.rise.max(1) {
+                    if let Ok(mut t) = s.up_since.lock() {
+                        *t = Instant::now();
+                    }
+                    s.up.store(true, Ordering::Relaxed);
+                    self.streak = 0;
+                    (self.log)(format!(
+                        "Server {}/{} is UP, reason: check passed.",
+                        s.backend, s.name
+                    ));
+                    if let Some(f) = self.farm.upgrade() {
+                        f.kick_backend_queue();
+                    }
+                }
+            }
+        }
+    }
+
+    fn run(&mut self, ctx: &mut Ctx, me: TaskId, _why: Reasons) -> Status {
+        let Some(s) = self.srv.upgrade() else {
+            return Status::Done; // the configuration it belonged to is gone
+        };
+        if self.in_flight {
+            let r = self.result.lock().ok().and_then(|mut g| g.take());
+            match r {
+                Some(r) => {
+                    self.in_flight = false;
+                    self.apply(&s, r);
+                }
+                None => {
+                    // Woken by the timer while the check runs: wait for it.
+                    ctx.set_expire(me, ticks::add(ctx.now(), 100));
+                    return Status::Continue;
+                }
+            }
+        } else if let Some(addr) = s.addr {
+            let result = Arc::clone(&self.result);
+            let probe = self.probe.clone();
+            let timeout = self.timeout;
+            let handle = self.handle.clone();
+            let job = move || {
+                let r = run_check(addr, timeout, probe.as_ref());
+                if let Ok(mut g) = result.lock() {
+                    *g = Some(r);
+                }
+                handle.wake_task(me, Reasons::RES);
+            };
+            if self.pool.submit(job).is_ok() {
+                self.in_flight = true;
+                // A guard date: the job ends within `timeout`.
+                let guard = self.timeout + Duration::from_millis(100);
+                ctx.set_expire(me, ticks::add(ctx.now(), guard.as_millis() as u32));
+                return Status::Continue;
+            }
+        }
+        let next = self.interval(&s);
+        ctx.set_expire(
+            me,
+            ticks::add(ctx.now(), next.as_millis().min(u32::MAX as u128 / 2) as u32),
+        );
+        Status::Continue
+    }
+}
+
+/// Starts the checks of a farm's servers that have `check`. Returns the
+/// tasks (for tests and stats).
+pub fn start(
+    farm: &Arc<Farm>,
+    probe: Option<HttpProbe>,
+    timeout: Option<Duration>,
+    pool: &Submitter,
+    handle: &RuntimeHandle,
+    log: LogFn,
+) -> Vec<TaskId> {
+    let mut out = Vec::new();
+    for s in &farm.servers {
+        if !s.opts.check || s.addr.is_none() {
+            continue;
+        }
+        // HAProxy bounds a check by `timeout check`, else by `inter`.
+        let t = timeout
+            .unwrap_or(s.opts.inter)
+            .max(Duration::from_millis(10));
+        let mut c = Checker {
+            srv: Arc::downgrade(s),
+            farm: Arc::downgrade(farm),
+            probe: probe.clone(),
+            timeout: t,
+            pool: pool.clone(),
+            handle: handle.clone(),
+            result: Arc::new(Mutex::new(None)),
+            in_flight: false,
+            streak: 0,
+            log: Arc::clone(&log),
+        };
+        let id = handle.new_shared_task("health_check", u64::MAX, move |ctx: &mut Ctx, me, why| {
+            c.run(ctx, me, why)
+        });
+        handle.wake_task(id, Reasons::INIT);
+        out.push(id);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn judging_http_answers() {
+        let ok = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok";
+        let bad = b"HTTP/1.1 503 Service Unavailable\r\n\r\n";
+        assert!(judge(ok, &Expect::Default).is_ok());
+        assert!(judge(bad, &Expect::Default).unwrap_err().contains("503"));
+        assert!(judge(bad, &Expect::Status(vec![(500, 599)], false)).is_ok());
+        assert!(judge(ok, &Expect::Status(vec![(200, 200)], true)).is_err());
+        assert!(judge(ok, &Expect::RStatus(Regex::new("^2").unwrap(), false)).is_ok());
+        assert!(judge(ok, &Expect::String(b"ok".to_vec(), false)).is_ok());
+        assert!(judge(ok, &Expect::String(b"nope".to_vec(), false)).is_err());
+        assert!(judge(b"garbage", &Expect::Default).is_err());
+        assert!(judge(b"SSH-2.0\r\n", &Expect::Default).is_err());
+    }
+
+    #[test]
+    fn probe_request() {
+        let c = HttpCheck {
+            enabled: true,
+            method: "GET".into(),
+            uri: "/health".into(),
+            version: "HTTP/1.1".into(),
+            headers: vec![],
+            expect: None,
+        };
+        let p = HttpProbe::new(&c, "10.0.0.1:80").unwrap();
+        assert_eq!(
+            String::from_utf8(p.request).unwrap(),
+            "GET /health HTTP/1.1\r\nHost: 10.0.0.1:80\r\nConnection: close\r\n\r\n"
+        );
+    }
+
+    #[test]
+    fn tcp_and_http_checks_against_real_sockets() {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap();
+        std::thread::spawn(move || {
+            for mut s in l.incoming().flatten().take(2) {
+                let mut b = [0u8; 512];
+                let _ = s.read(&mut b);
+                let _ = s.write_all(b"HTTP/1.0 200 OK\r\n\r\nalive");
+            }
+        });
+        assert!(run_check(addr, Duration::from_secs(2), None).is_ok());
+        let probe = HttpProbe {
+            request: b"GET / HTTP/1.0\r\n\r\n".to_vec(),
+            expect: Expect::String(b"alive".to_vec(), false),
+        };
+        assert!(run_check(addr, Duration::from_secs(2), Some(&probe)).is_ok());
+        // Nothing listens on a port we just released.
+        let dead = {
+            let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            l.local_addr().unwrap()
+        };
+        let e = run_check(dead, Duration::from_millis(500), None).unwrap_err();
+        assert!(e.starts_with("Layer4"), "{e}");
+    }
+}

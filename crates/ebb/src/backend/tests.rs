@@ -1,0 +1,235 @@
+//! Slots, queues and hand-over, driven without sockets: waiters are real
+//! tasklets of a hand-driven scheduler context.
+
+use super::*;
+use crate::config::{Balance, HttpCheck, HttpReuse, ServerOptions};
+use sched::{Ctx, Runtime, Status};
+
+fn farm(maxconn: &[Option<u32>], maxqueue: Option<u32>, balance: Balance) -> Farm {
+    let servers = maxconn
+        .iter()
+        .enumerate()
+        .map(|(i, m)| {
+            let opts = ServerOptions {
+                maxconn: *m,
+                maxqueue,
+                ..ServerOptions::default()
+            };
+            (
+                format!("s{i}"),
+                Some(format!("127.0.0.1:{}", 9000 + i).parse().unwrap()),
+                opts,
+            )
+        })
+        .collect();
+    Farm::new(
+        "be".into(),
+        servers,
+        balance,
+        3,
+        false,
+        HttpReuse::Safe,
+        HttpCheck::default(),
+    )
+}
+
+fn ctx() -> (Runtime, Ctx) {
+    let rt = Runtime::new(sched::Config::new(1)).unwrap();
+    let c = rt.context(0).unwrap();
+    (rt, c)
+}
+
+fn tasklet(c: &mut Ctx) -> sched::TaskletId {
+    c.new_tasklet("waiter", |_c: &mut Ctx, _id, _why| Status::Continue)
+}
+
+#[test]
+fn slot_is_handed_to_the_first_waiter_in_order() {
+    let (rt, mut c) = ctx();
+    let h = rt.handle();
+    let f = farm(&[Some(1)], None, Balance::RoundRobin);
+    let me = tasklet(&mut c);
+    let Pick::Server(s) = f.pick(&LbInput::default(), None, me, &h) else {
+        panic!("first pick should get the slot");
+    };
+    let w1 = match f.pick(&LbInput::default(), None, me, &h) {
+        Pick::Queued(w) => w,
+        _ => panic!("second pick should queue"),
+    };
+    let w2 = match f.pick(&LbInput::default(), None, me, &h) {
+        Pick::Queued(w) => w,
+        _ => panic!("third pick should queue"),
+    };
+    assert_eq!(f.queued(), 2);
+    // Releasing hands the slot over: the count of slots in use stays 1.
+    f.release(&s);
+    assert!(matches!(w1.current(), WaitState::Assigned(_)));
+    assert!(matches!(w2.current(), WaitState::Waiting));
+    assert_eq!(s.cur.load(Ordering::Relaxed), 1);
+    f.release(&s);
+    assert!(matches!(w2.current(), WaitState::Assigned(_)));
+    f.release(&s);
+    assert_eq!(s.cur.load(Ordering::Relaxed), 0);
+    assert_eq!(f.queued(), 0);
+}
+
+#[test]
+fn cancelled_waiters_are_skipped_and_maxqueue_refuses() {
+    let (rt, mut c) = ctx();
+    let h = rt.handle();
+    let f = farm(&[Some(1)], Some(1), Balance::RoundRobin);
+    let me = tasklet(&mut c);
+    let Pick::Server(s) = f.pick(&LbInput::default(), None, me, &h) else {
+        panic!()
+    };
+    let Pick::Queued(w) = f.pick(&LbInput::default(), None, me, &h) else {
+        panic!()
+    };
+    // Queue bound reached: refused.
+    assert!(matches!(
+        f.pick(&LbInput::default(), None, me, &h),
+        Pick::NoServer(_)
+    ));
+    // The waiter gives up; a release then returns the slot.
+    assert!(w.cancel().is_none());
+    f.unqueue(&w);
+    f.release(&s);
+    assert_eq!(s.cur.load(Ordering::Relaxed), 0);
+}
+
+#[test]
+fn a_waiter_that_gives_up_after_assignment_gets_the_slot_back() {
+    let (rt, mut c) = ctx();
+    let h = rt.handle();
+    let f = farm(&[Some(1)], None, Balance::RoundRobin);
+    let me = tasklet(&mut c);
+    let Pick::Server(s) = f.pick(&LbInput::default(), None, me, &h) else {
+        panic!()
+    };
+    let Pick::Queued(w) = f.pick(&LbInput::default(), None, me, &h) else {
+        panic!()
+    };
+    f.release(&s);
+    // Timed out at the same moment: cancel returns the slot to release.
+    let got = w.cancel().expect("slot was assigned");
+    f.release(&got);
+    assert_eq!(s.cur.load(Ordering::Relaxed), 0);
+}
+
+#[test]
+fn bound_streams_wait_on_their_server_and_move_when_it_goes_down() {
+    let (rt, mut c) = ctx();
+    let h = rt.handle();
+    let f = farm(&[Some(1), Some(1)], None, Balance::Source);
+    let me = tasklet(&mut c);
+    let input = LbInput {
+        src: Some("10.9.8.7".parse().unwrap()),
+        ..LbInput::default()
+    };
+    let Pick::Server(s) = f.pick(&input, None, me, &h) else {
+        panic!()
+    };
+    // Same source, server full: bound, waits in that server's queue.
+    let Pick::Queued(w) = f.pick(&input, None, me, &h) else {
+        panic!()
+    };
+    assert_eq!(s.queue.lock().unwrap().len(), 1);
+    s.up.store(false, Ordering::Relaxed);
+    f.redispatch_queue_of(&s);
+    assert!(matches!(w.current(), WaitState::Redispatch));
+    // Picking again lands on the other server.
+    let Pick::Server(s2) = f.pick(&input, None, me, &h) else {
+        panic!()
+    };
+    assert_ne!(s2.idx, s.idx);
+}
+
+#[test]
+fn backups_only_when_all_actives_are_down() {
+    let (rt, mut c) = ctx();
+    let h = rt.handle();
+    let servers = vec![
+        (
+            "a".to_string(),
+            Some("127.0.0.1:1".parse().unwrap()),
+            ServerOptions::default(),
+        ),
+        (
+            "b".to_string(),
+            Some("127.0.0.1:2".parse().unwrap()),
+            ServerOptions {
+                backup: true,
+                ..ServerOptions::default()
+            },
+        ),
+    ];
+    let f = Farm::new(
+        "be".into(),
+        servers,
+        Balance::RoundRobin,
+        3,
+        false,
+        HttpReuse::Safe,
+        HttpCheck::default(),
+    );
+    let me = tasklet(&mut c);
+    for _ in 0..5 {
+        let Pick::Server(s) = f.pick(&LbInput::default(), None, me, &h) else {
+            panic!()
+        };
+        assert_eq!(s.name, "a");
+        f.release(&s);
+    }
+    f.servers[0].admin.store(ADMIN_MAINT, Ordering::Relaxed);
+    let Pick::Server(s) = f.pick(&LbInput::default(), None, me, &h) else {
+        panic!()
+    };
+    assert_eq!(s.name, "b");
+    f.servers[1].up.store(false, Ordering::Relaxed);
+    assert!(matches!(
+        f.pick(&LbInput::default(), None, me, &h),
+        Pick::NoServer(_)
+    ));
+}
+
+#[test]
+fn no_slot_is_lost_under_concurrent_pick_and_release() {
+    // Several threads pick, hold briefly and release on a farm with two
+    // slots; every queued waiter must end assigned, and all slots return.
+    let rt = Runtime::new(sched::Config::new(1)).unwrap();
+    let h = rt.handle();
+    let mut c = rt.context(0).unwrap();
+    let me = tasklet(&mut c);
+    let f = Arc::new(farm(&[Some(1), Some(1)], None, Balance::RoundRobin));
+    let mut ths = Vec::new();
+    for _ in 0..4 {
+        let f = Arc::clone(&f);
+        let h = h.clone();
+        ths.push(std::thread::spawn(move || {
+            for _ in 0..2000 {
+                let s = match f.pick(&LbInput::default(), None, me, &h) {
+                    Pick::Server(s) => s,
+                    Pick::Queued(w) => loop {
+                        if let WaitState::Assigned(s) = w.current() {
+                            break s;
+                        }
+                        std::thread::yield_now();
+                    },
+                    Pick::NoServer(r) => panic!("{r}"),
+                };
+                f.release(&s);
+            }
+        }));
+    }
+    for t in ths {
+        t.join().unwrap();
+    }
+    assert_eq!(
+        f.servers
+            .iter()
+            .map(|s| s.cur.load(Ordering::Relaxed))
+            .sum::<u32>(),
+        0
+    );
+    assert_eq!(f.queued(), 0);
+}

@@ -1,0 +1,283 @@
+//! Small origin servers for the proxy tests: a well-behaved one that
+//! answers with what it received, and misbehaving ones (closes, stalls,
+//! garbage). Each runs on its own threads on 127.0.0.1 and stops when
+//! dropped.
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// How an origin behaves.
+#[derive(Clone)]
+pub enum Mode {
+    /// Answers `200` with body `NAME PATH`, echoing some request headers
+    /// back as `X-Got-*`; keeps connections open.
+    Ok,
+    /// Like `Ok` after sleeping this long per request.
+    Slow(Duration),
+    /// Like `Ok`, but closes every connection after its first answer
+    /// without saying so (`Connection: close` absent), after a short idle.
+    CloseIdle(Duration),
+    /// Closes each connection as soon as it is accepted.
+    Close,
+    /// Answers bytes that are not HTTP.
+    Garbage,
+    /// Accepts, reads, never answers.
+    Stall,
+    /// Answers a body of this many bytes, chunked.
+    BigChunked(usize),
+    /// Echoes the request body back (Content-Length).
+    Echo,
+    /// Accepts an `Upgrade: echo` request with 101, then echoes bytes.
+    Upgrade,
+}
+
+pub struct Origin {
+    pub addr: SocketAddr,
+    pub name: String,
+    /// Requests answered.
+    pub requests: Arc<AtomicUsize>,
+    /// Connections accepted.
+    pub conns: Arc<AtomicUsize>,
+    /// Requests being handled right now, and the most seen at once.
+    pub busy: Arc<AtomicUsize>,
+    pub max_busy: Arc<AtomicUsize>,
+    /// Heads of the requests received.
+    pub heads: Arc<Mutex<Vec<String>>>,
+    stop: Arc<AtomicBool>,
+}
+
+impl Origin {
+    pub fn start(name: &str, mode: Mode) -> Origin {
+        Origin::start_on("127.0.0.1:0", name, mode)
+    }
+
+    pub fn start_on(bind: &str, name: &str, mode: Mode) -> Origin {
+        let l = TcpListener::bind(bind).expect("origin bind");
+        let addr = l.local_addr().unwrap();
+        l.set_nonblocking(true).unwrap();
+        let o = Origin {
+            addr,
+            name: name.to_string(),
+            requests: Arc::default(),
+            conns: Arc::default(),
+            busy: Arc::default(),
+            max_busy: Arc::default(),
+            heads: Arc::default(),
+            stop: Arc::default(),
+        };
+        let (stop, conns) = (o.stop.clone(), o.conns.clone());
+        let ctx = Shared {
+            name: name.to_string(),
+            mode,
+            requests: o.requests.clone(),
+            busy: o.busy.clone(),
+            max_busy: o.max_busy.clone(),
+            heads: o.heads.clone(),
+            stop: o.stop.clone(),
+        };
+        std::thread::spawn(move || {
+            while !stop.load(Ordering::SeqCst) {
+                match l.accept() {
+                    Ok((s, _)) => {
+                        conns.fetch_add(1, Ordering::SeqCst);
+                        let c = ctx.clone();
+                        std::thread::spawn(move || serve(s, c));
+                    }
+                    Err(_) => std::thread::sleep(Duration::from_millis(2)),
+                }
+            }
+        });
+        o
+    }
+}
+
+impl Drop for Origin {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+    }
+}
+
+#[derive(Clone)]
+struct Shared {
+    name: String,
+    mode: Mode,
+    requests: Arc<AtomicUsize>,
+    busy: Arc<AtomicUsize>,
+    max_busy: Arc<AtomicUsize>,
+    heads: Arc<Mutex<Vec<String>>>,
+    stop: Arc<AtomicBool>,
+}
+
+fn find(h: &[u8], pat: &[u8]) -> Option<usize> {
+    h.windows(pat.len()).position(|w| w == pat)
+}
+
+fn header<'a>(head: &'a str, name: &str) -> Option<&'a str> {
+    head.split("\r\n").skip(1).find_map(|l| {
+        let (k, v) = l.split_once(':')?;
+        k.trim().eq_ignore_ascii_case(name).then(|| v.trim())
+    })
+}
+
+/// Reads one request (head and body); None at EOF.
+fn read_request(s: &mut TcpStream, buf: &mut Vec<u8>) -> Option<(String, Vec<u8>)> {
+    let mut tmp = [0u8; 65536];
+    let end = loop {
+        if let Some(i) = find(buf, b"\r\n\r\n") {
+            break i + 4;
+        }
+        match s.read(&mut tmp) {
+            Ok(0) | Err(_) => return None,
+            Ok(n) => buf.extend_from_slice(&tmp[..n]),
+        }
+    };
+    let head = String::from_utf8_lossy(&buf[..end]).into_owned();
+    buf.drain(..end);
+    let mut body = Vec::new();
+    if let Some(cl) = header(&head, "content-length").and_then(|v| v.parse::<usize>().ok()) {
+        while buf.len() < cl {
+            match s.read(&mut tmp) {
+                Ok(0) | Err(_) => return None,
+                Ok(n) => buf.extend_from_slice(&tmp[..n]),
+            }
+        }
+        body = buf.drain(..cl).collect();
+    } else if header(&head, "transfer-encoding").is_some_and(|v| v.contains("chunked")) {
+        // Good enough for tests: data chunks then the last chunk.
+        loop {
+            let Some(le) = find(buf, b"\r\n") else {
+                match s.read(&mut tmp) {
+                    Ok(0) | Err(_) => return None,
+                    Ok(n) => buf.extend_from_slice(&tmp[..n]),
+                }
+                continue;
+            };
+            let size = usize::from_str_radix(
+                std::str::from_utf8(&buf[..le])
+                    .ok()?
+                    .split(';')
+                    .next()?
+                    .trim(),
+                16,
+            )
+            .ok()?;
+            while buf.len() < le + 2 + size + 2 {
+                match s.read(&mut tmp) {
+                    Ok(0) | Err(_) => return None,
+                    Ok(n) => buf.extend_from_slice(&tmp[..n]),
+                }
+            }
+            body.extend_from_slice(&buf[le + 2..le + 2 + size]);
+            buf.drain(..le + 2 + size + 2);
+            if size == 0 {
+                break;
+            }
+        }
+    }
+    Some((head, body))
+}
+
+fn serve(mut s: TcpStream, c: Shared) {
+    let _ = s.set_read_timeout(Some(Duration::from_secs(10)));
+    if matches!(c.mode, Mode::Close) {
+        return;
+    }
+    let mut buf = Vec::new();
+    while let Some((head, body)) = read_request(&mut s, &mut buf) {
+        if c.stop.load(Ordering::SeqCst) {
+            return;
+        }
+        c.heads.lock().unwrap().push(head.clone());
+        let b = c.busy.fetch_add(1, Ordering::SeqCst) + 1;
+        c.max_busy.fetch_max(b, Ordering::SeqCst);
+        let path = head.split(' ').nth(1).unwrap_or("").to_string();
+        let xff = header(&head, "x-forwarded-for").unwrap_or("-").to_string();
+        let conn = header(&head, "connection").unwrap_or("-").to_string();
+        let ok_body = format!("{} {}", c.name, path);
+        let mut out = Vec::new();
+        let mut close_after = None;
+        match &c.mode {
+            Mode::Ok | Mode::Slow(_) | Mode::CloseIdle(_) => {
+                if let Mode::Slow(d) = c.mode {
+                    std::thread::sleep(d);
+                }
+                if let Mode::CloseIdle(d) = c.mode {
+                    close_after = Some(d);
+                }
+                out.extend_from_slice(
+                    format!(
+                        "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nX-Got-XFF: {}\r\nX-Got-Connection: {}\r\nKeep-Alive: timeout=5\r\n\r\n{}",
+                        ok_body.len(),
+                        xff,
+                        conn,
+                        ok_body
+                    )
+                    .as_bytes(),
+                );
+                if head.starts_with("HEAD ") {
+                    let cut = find(&out, b"\r\n\r\n").unwrap() + 4;
+                    out.truncate(cut);
+                }
+            }
+            Mode::Close => return,
+            Mode::Garbage => out.extend_from_slice(b"this is not http\r\n\r\n"),
+            Mode::Stall => {
+                std::thread::sleep(Duration::from_secs(5));
+                return;
+            }
+            Mode::BigChunked(n) => {
+                out.extend_from_slice(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n");
+                let _ = s.write_all(&out);
+                out.clear();
+                let chunk = vec![b'x'; 65536];
+                let mut left = *n;
+                while left > 0 {
+                    let k = left.min(chunk.len());
+                    if s.write_all(format!("{k:x}\r\n").as_bytes()).is_err()
+                        || s.write_all(&chunk[..k]).is_err()
+                        || s.write_all(b"\r\n").is_err()
+                    {
+                        return;
+                    }
+                    left -= k;
+                }
+                out.extend_from_slice(b"0\r\n\r\n");
+            }
+            Mode::Echo => {
+                out.extend_from_slice(
+                    format!("HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n", body.len()).as_bytes(),
+                );
+                out.extend_from_slice(&body);
+            }
+            Mode::Upgrade => {
+                let _ = s.write_all(b"HTTP/1.1 101 Switching Protocols\r\nConnection: upgrade\r\nUpgrade: echo\r\n\r\n");
+                let mut tmp = [0u8; 4096];
+                if !buf.is_empty() {
+                    let _ = s.write_all(&buf);
+                }
+                loop {
+                    match s.read(&mut tmp) {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => {
+                            if s.write_all(&tmp[..n]).is_err() {
+                                return;
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        c.requests.fetch_add(1, Ordering::SeqCst);
+        c.busy.fetch_sub(1, Ordering::SeqCst);
+        if s.write_all(&out).is_err() {
+            return;
+        }
+        if let Some(d) = close_after {
+            std::thread::sleep(d);
+            return;
+        }
+    }
+}

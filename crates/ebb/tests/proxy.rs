@@ -1,0 +1,343 @@
+//! The reverse proxy through the real binary, with real origin servers
+//! started by the test (tests/common/origin.rs): balancing, backups,
+//! maxconn queues and hand-over, retries and redispatch, 502/503/504, idle
+//! connection reuse, streaming, health checks, and no request lost.
+
+mod common;
+
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use common::origin::{Mode, Origin};
+use common::*;
+
+fn cfg(backend: &str, extra_defaults: &str) -> String {
+    format!(
+        "global\n    nbthread 2\ndefaults\n    mode http\n    timeout client 10s\n    timeout server 5s\n    timeout connect 1s\n{extra_defaults}\nfrontend fe\n    bind BIND\n    default_backend be\nbackend be\n{backend}"
+    )
+}
+
+fn srv(name: &str, o: &Origin, opts: &str) -> String {
+    format!("    server {name} {} {opts}\n", o.addr)
+}
+
+/// A closed port: bound, then released.
+fn dead_addr() -> std::net::SocketAddr {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    l.local_addr().unwrap()
+}
+
+#[test]
+fn weighted_round_robin_and_headers() {
+    let a = Origin::start("a", Mode::Ok);
+    let b = Origin::start("b", Mode::Ok);
+    let c = Origin::start("c", Mode::Ok);
+    let be = format!(
+        "    balance roundrobin\n    option forwardfor\n{}{}{}",
+        srv("a", &a, "weight 1"),
+        srv("b", &b, "weight 2"),
+        srv("c", &c, "weight 3")
+    );
+    let e = Ebb::start(&cfg(&be, ""));
+    let mut cl = Client::connect(e.addr());
+    for i in 0..60 {
+        cl.send(format!("GET /r{i} HTTP/1.1\r\nHost: h\r\nConnection: keep-alive, X-Drop\r\nX-Drop: 1\r\nTE: trailers\r\n\r\n").as_bytes());
+        let r = cl.read_resp();
+        assert_eq!(r.status, 200);
+        assert!(r.text().ends_with(&format!("/r{i}")));
+        assert_eq!(r.header("x-got-xff"), Some("127.0.0.1"));
+        // The origin's hop-by-hop Keep-Alive is not passed on.
+        assert_eq!(r.header("keep-alive"), None);
+    }
+    let n = |o: &Origin| o.requests.load(Ordering::SeqCst);
+    assert_eq!((n(&a), n(&b), n(&c)), (10, 20, 30));
+    // Hop-by-hop request fields and the ones named in Connection are gone.
+    for h in a.heads.lock().unwrap().iter() {
+        let l = h.to_ascii_lowercase();
+        assert!(!l.contains("x-drop"), "{h}");
+        assert!(!l.contains("\r\nte:"), "{h}");
+        assert!(l.contains("\r\nhost: h\r\n"), "{h}");
+    }
+}
+
+#[test]
+fn backup_only_when_actives_are_down() {
+    let a = Origin::start("a", Mode::Ok);
+    let bk = Origin::start("bk", Mode::Ok);
+    let be = format!("{}{}", srv("a", &a, ""), srv("bk", &bk, "backup"));
+    let e = Ebb::start(&cfg(&be, ""));
+    for _ in 0..5 {
+        assert!(get(e.addr(), "/").text().starts_with("a "));
+    }
+    assert_eq!(bk.requests.load(Ordering::SeqCst), 0);
+    let be2 = format!("{}{}", srv("a", &a, "disabled"), srv("bk", &bk, "backup"));
+    let e2 = Ebb::start(&cfg(&be2, ""));
+    assert!(get(e2.addr(), "/").text().starts_with("bk "));
+}
+
+#[test]
+fn maxconn_queues_in_order_and_hands_over() {
+    let s = Origin::start("s", Mode::Slow(Duration::from_millis(150)));
+    let be = srv("s", &s, "maxconn 1");
+    let e = Ebb::start(&cfg(&be, "    timeout queue 10s\n"));
+    let addr = e.addr();
+    let mut ths = Vec::new();
+    for i in 0..5 {
+        ths.push(std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(20 * i));
+            let t = Instant::now();
+            let r = get(addr, &format!("/q{i}"));
+            (i, r.status, t.elapsed())
+        }));
+    }
+    let mut res: Vec<_> = ths.into_iter().map(|t| t.join().unwrap()).collect();
+    res.sort();
+    for (_, st, _) in &res {
+        assert_eq!(*st, 200);
+    }
+    // Never more than one request at the server at once.
+    assert_eq!(s.max_busy.load(Ordering::SeqCst), 1);
+    // FIFO: the server saw the requests in the order they arrived.
+    let paths: Vec<String> = s
+        .heads
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|h| h.split(' ').nth(1).unwrap().to_string())
+        .collect();
+    assert_eq!(paths, vec!["/q0", "/q1", "/q2", "/q3", "/q4"]);
+}
+
+#[test]
+fn queue_timeout_gives_503() {
+    let s = Origin::start("s", Mode::Slow(Duration::from_millis(600)));
+    let be = srv("s", &s, "maxconn 1");
+    let e = Ebb::start(&cfg(&be, "    timeout queue 100ms\n"));
+    let addr = e.addr();
+    let first = std::thread::spawn(move || get(addr, "/first").status);
+    std::thread::sleep(Duration::from_millis(100));
+    let t = Instant::now();
+    let r = get(addr, "/second");
+    assert_eq!(r.status, 503);
+    assert!(t.elapsed() < Duration::from_millis(500));
+    assert_eq!(first.join().unwrap(), 200);
+}
+
+#[test]
+fn connect_failures_retry_and_redispatch() {
+    let good = Origin::start("good", Mode::Ok);
+    let dead = dead_addr();
+    // With redispatch, a dead server's requests end on the good one.
+    let be = format!(
+        "    option redispatch\n    retries 2\n    server dead {dead}\n{}",
+        srv("good", &good, "")
+    );
+    let e = Ebb::start(&cfg(&be, ""));
+    for _ in 0..6 {
+        assert_eq!(get(e.addr(), "/").status, 200);
+    }
+    // Without it and nothing else to try: 503 after the retries.
+    let be = format!("    retries 1\n    server dead {dead}\n");
+    let e = Ebb::start(&cfg(&be, ""));
+    assert_eq!(get(e.addr(), "/").status, 503);
+}
+
+#[test]
+fn bad_and_silent_servers_give_502_and_504() {
+    let g = Origin::start("g", Mode::Garbage);
+    let e = Ebb::start(&cfg(&srv("g", &g, ""), ""));
+    assert_eq!(get(e.addr(), "/").status, 502);
+    let st = Origin::start("st", Mode::Stall);
+    let c = cfg(&srv("st", &st, ""), "").replace("timeout server 5s", "timeout server 300ms");
+    let e = Ebb::start(&c);
+    let t = Instant::now();
+    assert_eq!(get(e.addr(), "/").status, 504);
+    assert!(t.elapsed() < Duration::from_secs(3));
+    let cl = Origin::start("cl", Mode::Close);
+    let e = Ebb::start(&cfg(&srv("cl", &cl, ""), ""));
+    assert_eq!(get(e.addr(), "/").status, 502);
+}
+
+#[test]
+fn keep_alive_to_servers_and_closed_idle_connections() {
+    let o = Origin::start("o", Mode::Ok);
+    let e = Ebb::start(&cfg(&srv("o", &o, ""), ""));
+    let mut c = Client::connect(e.addr());
+    for _ in 0..20 {
+        c.send(b"GET / HTTP/1.1\r\nHost: h\r\n\r\n");
+        assert_eq!(c.read_resp().status, 200);
+    }
+    // One client connection, one server connection.
+    assert_eq!(o.conns.load(Ordering::SeqCst), 1);
+    assert_eq!(o.requests.load(Ordering::SeqCst), 20);
+
+    // A server that closes its idle connections: the next request finds it
+    // closed and is sent again on a new one, invisibly.
+    let ci = Origin::start("ci", Mode::CloseIdle(Duration::from_millis(20)));
+    let e = Ebb::start(&cfg(&srv("ci", &ci, ""), ""));
+    let mut c = Client::connect(e.addr());
+    for _ in 0..5 {
+        c.send(b"GET / HTTP/1.1\r\nHost: h\r\n\r\n");
+        assert_eq!(c.read_resp().status, 200);
+        std::thread::sleep(Duration::from_millis(60));
+    }
+    assert_eq!(ci.requests.load(Ordering::SeqCst), 5);
+}
+
+#[test]
+fn large_bodies_stream_both_ways() {
+    let big = Origin::start("big", Mode::BigChunked(30 << 20));
+    let e = Ebb::start(&cfg(&srv("big", &big, ""), ""));
+    let mut c = Client::connect(e.addr());
+    c.send(b"GET / HTTP/1.1\r\nHost: h\r\n\r\n");
+    // Read the chunked body and count data bytes by hand.
+    let r = c.read_resp_opt(true).unwrap();
+    assert_eq!(r.header("transfer-encoding"), Some("chunked"));
+    let mut raw = c.take_buffered();
+    let mut tmp = vec![0u8; 1 << 16];
+    use std::io::Read;
+    let t = Instant::now();
+    while !raw.ends_with(b"0\r\n\r\n") && t.elapsed() < Duration::from_secs(30) {
+        let n = c.s.read(&mut tmp).unwrap();
+        if n == 0 {
+            break;
+        }
+        raw.extend_from_slice(&tmp[..n]);
+    }
+    assert!(raw.len() > 30 << 20);
+    // ebb's memory stayed small: it streamed, it did not buffer 30 MiB.
+    let status = std::fs::read_to_string(format!("/proc/{}/status", e.pid())).unwrap();
+    let hwm: u64 = status
+        .lines()
+        .find(|l| l.starts_with("VmHWM"))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|v| v.parse().ok())
+        .unwrap();
+    assert!(hwm < 64 * 1024, "peak RSS {hwm} kB");
+
+    // A request body echoed back through the proxy.
+    let echo = Origin::start("echo", Mode::Echo);
+    let e = Ebb::start(&cfg(&srv("echo", &echo, ""), ""));
+    let body: Vec<u8> = (0..(3 << 20)).map(|i| (i % 251) as u8).collect();
+    let mut c = Client::connect(e.addr());
+    c.send(
+        format!(
+            "POST /e HTTP/1.1\r\nHost: h\r\nContent-Length: {}\r\n\r\n",
+            body.len()
+        )
+        .as_bytes(),
+    );
+    let writer = {
+        let mut s = c.s.try_clone().unwrap();
+        let body = body.clone();
+        std::thread::spawn(move || {
+            use std::io::Write;
+            s.write_all(&body).unwrap();
+        })
+    };
+    let r = c.read_resp();
+    writer.join().unwrap();
+    assert_eq!(r.status, 200);
+    assert!(r.body == body);
+    // Chunked request body too.
+    let mut c = Client::connect(e.addr());
+    c.send(b"POST /e HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n6\r\n world\r\n0\r\n\r\n");
+    assert_eq!(c.read_resp().text(), "hello world");
+}
+
+#[test]
+fn health_checks_take_servers_out_and_back() {
+    let a = Origin::start("a", Mode::Ok);
+    let b_addr = dead_addr();
+    let be = format!(
+        "    option httpchk GET /health\n{}    server b {b_addr} check inter 100ms fall 2 rise 2\n",
+        srv("a", &a, "check inter 100ms fall 2 rise 2")
+    );
+    let e = Ebb::start(&cfg(&be, ""));
+    assert!(e
+        .wait_stderr("Server be/b is DOWN", Duration::from_secs(5))
+        .is_some());
+    // Now all traffic goes to a, none fails.
+    for _ in 0..10 {
+        assert_eq!(get(e.addr(), "/").status, 200);
+    }
+    // b comes up: after `rise` checks it takes traffic.
+    let b = Origin::start_on(&b_addr.to_string(), "b", Mode::Ok);
+    assert!(e
+        .wait_stderr("Server be/b is UP", Duration::from_secs(5))
+        .is_some());
+    for _ in 0..10 {
+        assert_eq!(get(e.addr(), "/").status, 200);
+    }
+    assert!(
+        b.requests.load(Ordering::SeqCst) >= 4,
+        "{}",
+        b.requests.load(Ordering::SeqCst)
+    );
+    // The checks hit the configured URI.
+    assert!(a
+        .heads
+        .lock()
+        .unwrap()
+        .iter()
+        .any(|h| h.starts_with("GET /health ")));
+}
+
+#[test]
+fn no_request_lost_or_duplicated_under_load() {
+    let a = Origin::start("a", Mode::Ok);
+    let b = Origin::start("b", Mode::Ok);
+    let be = format!(
+        "    balance leastconn\n{}{}",
+        srv("a", &a, "maxconn 4"),
+        srv("b", &b, "maxconn 4")
+    );
+    let e = Ebb::start(&cfg(&be, "    timeout queue 10s\n"));
+    let addr = e.addr();
+    let mut ths = Vec::new();
+    for t in 0..8 {
+        ths.push(std::thread::spawn(move || {
+            let mut c = Client::connect(addr);
+            let mut ok = 0;
+            for i in 0..150 {
+                c.send(format!("GET /t{t}/{i} HTTP/1.1\r\nHost: h\r\n\r\n").as_bytes());
+                let r = c.read_resp();
+                assert_eq!(r.status, 200);
+                assert!(r.text().ends_with(&format!("/t{t}/{i}")));
+                ok += 1;
+            }
+            ok
+        }));
+    }
+    let total: usize = ths.into_iter().map(|t| t.join().unwrap()).sum();
+    assert_eq!(total, 1200);
+    let served = a.requests.load(Ordering::SeqCst) + b.requests.load(Ordering::SeqCst);
+    assert_eq!(served, 1200, "requests lost or duplicated at the origins");
+    assert!(a.max_busy.load(Ordering::SeqCst) <= 4);
+    assert!(b.max_busy.load(Ordering::SeqCst) <= 4);
+}
+
+#[test]
+fn upgrade_becomes_a_tunnel() {
+    let u = Origin::start("u", Mode::Upgrade);
+    let e = Ebb::start(&cfg(&srv("u", &u, ""), "    timeout tunnel 5s\n"));
+    let mut c = Client::connect(e.addr());
+    c.send(b"GET /ws HTTP/1.1\r\nHost: h\r\nConnection: Upgrade\r\nUpgrade: echo\r\n\r\n");
+    let r = c.read_resp_opt(true).unwrap();
+    assert_eq!(r.status, 101);
+    use std::io::{Read, Write};
+    c.s.write_all(b"ping through the tunnel").unwrap();
+    let mut got = vec![0u8; 23];
+    c.s.read_exact(&mut got).unwrap();
+    assert_eq!(&got, b"ping through the tunnel");
+}
+
+#[test]
+fn unresolvable_server_is_503_not_a_crash() {
+    let be = "    server nowhere no-such-host.invalid:80\n";
+    let e = Ebb::start(&cfg(be, ""));
+    assert!(e
+        .wait_stderr("cannot resolve", Duration::from_secs(2))
+        .is_some());
+    assert_eq!(get(e.addr(), "/").status, 503);
+}
