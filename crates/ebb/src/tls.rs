@@ -467,3 +467,430 @@ impl ServerCertVerifier for NoVerify {
         self.0.signature_verification_algorithms.supported_schemes()
     }
 }
+
+#[cfg(test)]
+pub(crate) mod testserver;
+
+#[cfg(test)]
+mod tests {
+    use super::testserver::{blocking_client, exchange, serve, Outcome};
+    use super::testutil::{temp_dir, test_cert};
+    use super::*;
+    use rustls::client::Resumption;
+    use rustls::{HandshakeKind, ProtocolVersion};
+    use std::io::{ErrorKind, Read, Write};
+    use std::path::PathBuf;
+
+    fn loc() -> Loc {
+        Loc {
+            file: "test.cfg".into(),
+            line: 7,
+        }
+    }
+
+    fn ssl(crts: &[&PathBuf]) -> BindSsl {
+        BindSsl {
+            crts: crts.iter().map(|p| p.to_path_buf()).collect(),
+            key: None,
+            alpn: Vec::new(),
+            min_ver: None,
+        }
+    }
+
+    /// A client config that accepts any certificate, for the given versions.
+    fn any_client(versions: &[&'static rustls::SupportedProtocolVersion]) -> ClientConfig {
+        ClientConfig::builder_with_provider(provider())
+            .with_protocol_versions(versions)
+            .expect("versions")
+            .dangerous()
+            .with_custom_certificate_verifier(Arc::new(NoVerify(provider())))
+            .with_no_client_auth()
+    }
+
+    fn both() -> Vec<&'static rustls::SupportedProtocolVersion> {
+        vec![&rustls::version::TLS13, &rustls::version::TLS12]
+    }
+
+    /// Serves one connection with `acc`, runs a blocking client against it.
+    fn one(acc: TlsAcceptor, client: ClientConfig, name: &str) -> (ClientResult, Outcome) {
+        let acc = Arc::new(acc);
+        let (addr, h) = serve(1, move |s| acc.accept(s));
+        let r = blocking_client(addr, Arc::new(client), name, b"hello over tls");
+        let mut o = h.join().expect("server thread");
+        (r, o.remove(0))
+    }
+
+    type ClientResult = Result<rustls::ClientConnection, std::io::Error>;
+
+    fn peer_leaf(c: &rustls::ClientConnection) -> Vec<u8> {
+        c.peer_certificates()
+            .and_then(|v| v.first())
+            .map(|c| c.as_ref().to_vec())
+            .unwrap_or_default()
+    }
+
+    fn leaf_of(pem: &Path) -> Vec<u8> {
+        let data = std::fs::read(pem).expect("read");
+        CertificateDer::pem_slice_iter(&data)
+            .next()
+            .expect("one cert")
+            .expect("pem")
+            .as_ref()
+            .to_vec()
+    }
+
+    #[test]
+    fn handshake_tls13_and_tls12() {
+        let dir = temp_dir("versions");
+        let (_, _, pem) = test_cert(&dir, &["localhost"]);
+        for (v, want) in [
+            (&rustls::version::TLS13, ProtocolVersion::TLSv1_3),
+            (&rustls::version::TLS12, ProtocolVersion::TLSv1_2),
+        ] {
+            let acc = TlsAcceptor::new(&ssl(&[&pem]), &loc()).expect("acceptor");
+            let (r, o) = one(acc, any_client(&[v]), "localhost");
+            let c = r.expect("client handshake");
+            assert_eq!(c.protocol_version(), Some(want));
+            assert!(o.error.is_none(), "{:?}", o.error);
+            assert_eq!(o.received, b"hello over tls");
+            assert_eq!(o.info, Some((want, HandshakeKind::Full)));
+            assert_eq!(o.sni.as_deref(), Some("localhost"));
+        }
+    }
+
+    #[test]
+    fn min_version_tls13_refuses_tls12() {
+        let dir = temp_dir("minver");
+        let (_, _, pem) = test_cert(&dir, &["localhost"]);
+        let mut s = ssl(&[&pem]);
+        s.min_ver = Some(TlsVersion::Tls13);
+        let acc = TlsAcceptor::new(&s, &loc()).expect("acceptor");
+        let (r, o) = one(acc, any_client(&[&rustls::version::TLS12]), "localhost");
+        assert!(r.is_err());
+        let e = o.error.expect("server error");
+        assert_eq!(e.kind(), ErrorKind::InvalidData, "{e}");
+        assert!(!o.handshake_done);
+        // TLS 1.3 clients still get in.
+        let acc = TlsAcceptor::new(&s, &loc()).expect("acceptor");
+        let (r, _) = one(acc, any_client(&both()), "localhost");
+        assert_eq!(
+            r.expect("tls13").protocol_version(),
+            Some(ProtocolVersion::TLSv1_3)
+        );
+    }
+
+    #[test]
+    fn alpn_negotiation() {
+        let dir = temp_dir("alpn");
+        let (_, _, pem) = test_cert(&dir, &["localhost"]);
+        let mut s = ssl(&[&pem]);
+        s.alpn = vec!["h2".into(), "http/1.1".into()];
+        type Offer = &'static [&'static [u8]];
+        let cases: [(Offer, Option<&[u8]>); 3] = [
+            (&[b"http/1.1"], Some(b"http/1.1")),
+            // The server's order wins.
+            (&[b"http/1.1", b"h2"], Some(b"h2")),
+            (&[], None),
+        ];
+        for (offer, want) in cases {
+            let mut c = any_client(&both());
+            c.alpn_protocols = offer.iter().map(|p| p.to_vec()).collect();
+            let acc = TlsAcceptor::new(&s, &loc()).expect("acceptor");
+            let (r, o) = one(acc, c, "localhost");
+            let c = r.expect("handshake");
+            assert_eq!(c.alpn_protocol(), want);
+            assert_eq!(o.alpn.as_deref(), want);
+        }
+        // A client offering only protocols the server lacks is refused.
+        let mut c = any_client(&both());
+        c.alpn_protocols = vec![b"spdy/3".to_vec()];
+        let acc = TlsAcceptor::new(&s, &loc()).expect("acceptor");
+        let (r, o) = one(acc, c, "localhost");
+        assert!(r.is_err());
+        let e = o.error.expect("server error");
+        assert!(e.to_string().contains("protocol"), "{e}");
+    }
+
+    #[test]
+    fn sni_selects_certificate_and_default() {
+        let dir = temp_dir("sni");
+        let (_, _, a) = test_cert(&dir, &["a.test"]);
+        let (_, _, b) = test_cert(&dir, &["b.test", "*.w.test"]);
+        let s = ssl(&[&a, &b]);
+        let acc = TlsAcceptor::new(&s, &loc()).expect("acceptor");
+        assert_eq!(
+            acc.names(),
+            vec![
+                vec!["a.test".to_string()],
+                vec!["b.test".into(), "*.w.test".into()]
+            ]
+        );
+        let acc = Arc::new(acc);
+        let cases = [
+            ("a.test", &a, Some("a.test")),
+            ("b.test", &b, Some("b.test")),
+            ("B.Test", &b, Some("b.test")),
+            ("x.w.test", &b, Some("x.w.test")),
+            // A wildcard covers one label only.
+            ("y.x.w.test", &a, Some("y.x.w.test")),
+            // Unknown name: the default (first) certificate.
+            ("unknown.test", &a, Some("unknown.test")),
+            // An IP literal sends no SNI: the default.
+            ("127.0.0.1", &a, None),
+        ];
+        for (name, want, sni) in cases {
+            let acc2 = Arc::clone(&acc);
+            let (addr, h) = serve(1, move |s| acc2.accept(s));
+            let c = blocking_client(addr, Arc::new(any_client(&both())), name, b"x")
+                .expect("handshake");
+            let o = h.join().expect("server").remove(0);
+            assert_eq!(peer_leaf(&c), leaf_of(want), "name {name}");
+            assert_eq!(o.sni.as_deref(), sni, "name {name}");
+        }
+    }
+
+    #[test]
+    fn resumption_tickets_and_session_ids() {
+        let dir = temp_dir("resume");
+        let (_, _, pem) = test_cert(&dir, &["localhost"]);
+        let acc = Arc::new(TlsAcceptor::new(&ssl(&[&pem]), &loc()).expect("acceptor"));
+        // TLS 1.3 (tickets), TLS 1.2 with tickets, TLS 1.2 with session IDs
+        // only (the server-side cache).
+        let cases = [
+            (
+                &rustls::version::TLS13,
+                rustls::client::Tls12Resumption::SessionIdOrTickets,
+            ),
+            (
+                &rustls::version::TLS12,
+                rustls::client::Tls12Resumption::SessionIdOrTickets,
+            ),
+            (
+                &rustls::version::TLS12,
+                rustls::client::Tls12Resumption::SessionIdOnly,
+            ),
+        ];
+        for (v, how) in cases {
+            let mut c = any_client(&[v]);
+            c.resumption = Resumption::in_memory_sessions(16).tls12_resumption(how);
+            let c = Arc::new(c);
+            let acc2 = Arc::clone(&acc);
+            let (addr, h) = serve(2, move |s| acc2.accept(s));
+            let first = blocking_client(addr, Arc::clone(&c), "localhost", b"one").expect("1st");
+            let second = blocking_client(addr, Arc::clone(&c), "localhost", b"two").expect("2nd");
+            let o = h.join().expect("server");
+            assert_eq!(first.handshake_kind(), Some(HandshakeKind::Full));
+            assert_eq!(
+                second.handshake_kind(),
+                Some(HandshakeKind::Resumed),
+                "{v:?} {how:?}"
+            );
+            assert_eq!(o[1].info.map(|i| i.1), Some(HandshakeKind::Resumed));
+        }
+        // Resumption survives a reload (same ticket keys and cache).
+        let mut c = any_client(&[&rustls::version::TLS13]);
+        c.resumption = Resumption::in_memory_sessions(16);
+        let c = Arc::new(c);
+        let acc2 = Arc::clone(&acc);
+        let (addr, h) = serve(2, move |s| acc2.accept(s));
+        blocking_client(addr, Arc::clone(&c), "localhost", b"one").expect("1st");
+        acc.reload().expect("reload");
+        let second = blocking_client(addr, Arc::clone(&c), "localhost", b"two").expect("2nd");
+        h.join().expect("server");
+        assert_eq!(second.handshake_kind(), Some(HandshakeKind::Resumed));
+    }
+
+    /// Connects a raw TCP client, sends `bytes`, optionally closes its write
+    /// side, and returns what the server made of it.
+    fn raw(acc: TlsAcceptor, bytes: &[u8], close: bool) -> (Outcome, Vec<u8>) {
+        let acc = Arc::new(acc);
+        let (addr, h) = serve(1, move |s| acc.accept(s));
+        let mut s = TcpStream::connect(addr).expect("connect");
+        s.set_read_timeout(Some(std::time::Duration::from_secs(10)))
+            .expect("timeout");
+        s.write_all(bytes).expect("send");
+        if close {
+            s.shutdown(std::net::Shutdown::Write).expect("shutdown");
+        }
+        let mut back = Vec::new();
+        let _ = s.read_to_end(&mut back);
+        let o = h.join().expect("server").remove(0);
+        (o, back)
+    }
+
+    #[test]
+    fn plaintext_http_to_tls_port_is_an_error() {
+        let dir = temp_dir("plain");
+        let (_, _, pem) = test_cert(&dir, &["localhost"]);
+        let acc = TlsAcceptor::new(&ssl(&[&pem]), &loc()).expect("acceptor");
+        let (o, back) = raw(acc, b"GET / HTTP/1.1\r\nHost: localhost\r\n\r\n", false);
+        let e = o.error.expect("error");
+        assert_eq!(e.kind(), ErrorKind::InvalidData, "{e}");
+        assert!(o.received.is_empty());
+        // Whatever went back is a TLS alert record (type 21), not HTTP.
+        if let Some(&t) = back.first() {
+            assert_eq!(t, 21, "{back:?}");
+        }
+    }
+
+    #[test]
+    fn truncated_and_garbage_handshakes_are_errors() {
+        let dir = temp_dir("garbage");
+        let (_, _, pem) = test_cert(&dir, &["localhost"]);
+        let cases: Vec<(Vec<u8>, ErrorKind)> = vec![
+            // A handshake record header promising 512 bytes, then EOF.
+            (
+                vec![0x16, 0x03, 0x01, 0x02, 0x00, 0x01, 0x00],
+                ErrorKind::UnexpectedEof,
+            ),
+            // Nothing at all, then EOF.
+            (vec![], ErrorKind::UnexpectedEof),
+            // A handshake record holding garbage.
+            (
+                [&[0x16u8, 0x03, 0x01, 0x00, 0x08][..], &[0xff; 8][..]].concat(),
+                ErrorKind::InvalidData,
+            ),
+            // A record over the size limit.
+            (vec![0x16, 0x03, 0x01, 0xff, 0xff], ErrorKind::InvalidData),
+            // Noise.
+            (
+                (0..200u32).map(|i| (i * 37 % 251) as u8).collect(),
+                ErrorKind::InvalidData,
+            ),
+        ];
+        for (bytes, kind) in cases {
+            let acc = TlsAcceptor::new(&ssl(&[&pem]), &loc()).expect("acceptor");
+            let (o, _) = raw(acc, &bytes, true);
+            let e = o.error.unwrap_or_else(|| panic!("no error for {bytes:?}"));
+            assert_eq!(e.kind(), kind, "{bytes:?}: {e}");
+            assert!(!o.handshake_done);
+        }
+    }
+
+    #[test]
+    fn reload_good_then_bad_file() {
+        let dir = temp_dir("reload");
+        let (_, _, a) = test_cert(&dir, &["a.test"]);
+        let (_, _, b) = test_cert(&dir, &["b.test"]);
+        let live = dir.join("live.pem");
+        std::fs::copy(&a, &live).expect("copy");
+        let acc = Arc::new(TlsAcceptor::new(&ssl(&[&live]), &loc()).expect("acceptor"));
+        let check = |want: &PathBuf| {
+            let acc2 = Arc::clone(&acc);
+            let (addr, h) = serve(1, move |s| acc2.accept(s));
+            let c = blocking_client(addr, Arc::new(any_client(&both())), "x.test", b"x")
+                .expect("handshake");
+            h.join().expect("server");
+            assert_eq!(peer_leaf(&c), leaf_of(want));
+        };
+        check(&a);
+        std::fs::copy(&b, &live).expect("copy");
+        acc.reload().expect("good reload");
+        check(&b);
+        assert_eq!(acc.names(), vec![vec!["b.test".to_string()]]);
+        std::fs::write(&live, "not a certificate\n").expect("write");
+        let e = acc.reload().expect_err("bad reload");
+        assert_eq!(e.loc, loc());
+        assert!(
+            e.to_string().starts_with(&format!(
+                "test.cfg:7: cannot load certificate {}:",
+                live.display()
+            )),
+            "{e}"
+        );
+        // The old certificates still answer.
+        check(&b);
+    }
+
+    #[test]
+    fn load_errors_name_file_line_and_reason() {
+        let dir = temp_dir("errors");
+        let (crt, key, pem) = test_cert(&dir, &["a.test"]);
+        let (_, other_key, _) = test_cert(&dir, &["b.test"]);
+        let err = |s: &BindSsl| {
+            TlsAcceptor::new(s, &loc())
+                .expect_err("must fail")
+                .to_string()
+        };
+        let missing = dir.join("missing.pem");
+        let e = err(&ssl(&[&missing]));
+        assert!(e.starts_with("test.cfg:7: cannot load certificate"), "{e}");
+        assert!(
+            e.contains("missing.pem") && e.contains("No such file"),
+            "{e}"
+        );
+        let e = err(&ssl(&[&crt]));
+        assert!(e.contains("no private key"), "{e}");
+        let e = err(&ssl(&[&key]));
+        assert!(e.contains("no certificate"), "{e}");
+        let mut s = ssl(&[&crt]);
+        s.key = Some(other_key.clone());
+        let e = err(&s);
+        assert!(e.contains("does not match"), "{e}");
+        let mut s = ssl(&[]);
+        s.crts.clear();
+        assert!(err(&s).contains("crt"));
+        // crt + key works; a combined file ignores `key`.
+        let mut s = ssl(&[&crt]);
+        s.key = Some(key);
+        TlsAcceptor::new(&s, &loc()).expect("crt + key");
+        let mut s = ssl(&[&pem]);
+        s.key = Some(other_key);
+        TlsAcceptor::new(&s, &loc()).expect("combined pem");
+    }
+
+    #[test]
+    fn client_to_server_verify_required_and_none() {
+        let dir = temp_dir("client");
+        let (crt, _, pem) = test_cert(&dir, &["backend.test"]);
+        let (other_ca, _, _) = test_cert(&dir, &["other.test"]);
+        let acc = Arc::new(TlsAcceptor::new(&ssl(&[&pem]), &loc()).expect("acceptor"));
+        let run = |config: Arc<ClientConfig>, name: &str| {
+            let acc2 = Arc::clone(&acc);
+            let (addr, h) = serve(1, move |s| acc2.accept(s));
+            let s = TcpStream::connect(addr).expect("connect");
+            s.set_nonblocking(true).expect("nonblocking");
+            let mut t = Transport::connect_tls(s, config, name).expect("connect_tls");
+            assert!(t.is_handshaking() && !t.supports_sendfile());
+            let r = exchange(&mut t, b"GET / HTTP/1.1\r\n\r\n");
+            let o = h.join().expect("server").remove(0);
+            (r, o, t.tls_info())
+        };
+        let required = client_config(Verify::Required, Some(&crt)).expect("config");
+        let (r, o, info) = run(Arc::clone(&required), "backend.test");
+        assert_eq!(r.expect("verified exchange"), b"GET / HTTP/1.1\r\n\r\n");
+        assert!(o.error.is_none());
+        assert_eq!(info.map(|i| i.1), Some(HandshakeKind::Full));
+        // Wrong name, or a CA that did not sign it: refused by the client.
+        let (r, _, _) = run(Arc::clone(&required), "wrong.test");
+        let e = r.expect_err("name mismatch");
+        assert_eq!(e.kind(), ErrorKind::InvalidData, "{e}");
+        let wrong_ca = client_config(Verify::Required, Some(&other_ca)).expect("config");
+        let (r, o, _) = run(wrong_ca, "backend.test");
+        // (rcgen gives every test certificate the same subject, so webpki
+        // finds the "issuer" and then a bad signature.)
+        let e = r.expect_err("not signed by the CA").to_string();
+        assert!(e.contains("invalid peer certificate"), "{e}");
+        // The server learns it from the client's alert.
+        assert_eq!(o.error.map(|e| e.kind()), Some(ErrorKind::InvalidData));
+        // verify none accepts it under any name.
+        let none = client_config(Verify::None, None).expect("config");
+        let (r, _, _) = run(none, "anything.test");
+        assert_eq!(r.expect("unverified exchange"), b"GET / HTTP/1.1\r\n\r\n");
+        // Client sessions resume on the next connection to the server.
+        let (r, _, info) = run(required, "backend.test");
+        r.expect("resumed exchange");
+        assert_eq!(info.map(|i| i.1), Some(HandshakeKind::Resumed));
+    }
+
+    #[test]
+    fn client_config_errors() {
+        let dir = temp_dir("cacfg");
+        let bad = dir.join("bad.pem");
+        std::fs::write(&bad, "nothing\n").expect("write");
+        let e = client_config(Verify::Required, Some(&bad)).expect_err("empty CA file");
+        assert!(e.contains("no certificate"), "{e}");
+        let e = client_config(Verify::Required, Some(&dir.join("nope.pem"))).expect_err("missing");
+        assert!(e.contains("cannot load CA file"), "{e}");
+    }
+}

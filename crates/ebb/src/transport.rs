@@ -526,3 +526,317 @@ impl std::fmt::Debug for Transport {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{BindSsl, Loc, Verify};
+    use crate::tls::testserver::{echo, exchange, serve, DEADLINE};
+    use crate::tls::testutil::{temp_dir, test_cert};
+    use crate::tls::{client_config, TlsAcceptor};
+    use std::io::ErrorKind;
+    use std::net::TcpListener;
+    use std::time::{Duration, Instant};
+
+    fn acceptor(tag: &str) -> (Arc<TlsAcceptor>, Arc<ClientConfig>) {
+        let dir = temp_dir(tag);
+        let (crt, _, pem) = test_cert(&dir, &["localhost"]);
+        let ssl = BindSsl {
+            crts: vec![pem],
+            key: None,
+            alpn: Vec::new(),
+            min_ver: None,
+        };
+        let loc = Loc {
+            file: "t.cfg".into(),
+            line: 1,
+        };
+        let acc = TlsAcceptor::new(&ssl, &loc).expect("acceptor");
+        let cc = client_config(Verify::Required, Some(&crt)).expect("client config");
+        (Arc::new(acc), cc)
+    }
+
+    fn connect(addr: std::net::SocketAddr, cc: &Arc<ClientConfig>) -> Transport {
+        let s = TcpStream::connect(addr).expect("connect");
+        s.set_nonblocking(true).expect("nonblocking");
+        Transport::connect_tls(s, Arc::clone(cc), "localhost").expect("connect_tls")
+    }
+
+    fn blob(n: usize) -> Vec<u8> {
+        (0..n).map(|i| (i * 7 + i / 251) as u8).collect()
+    }
+
+    #[test]
+    fn plain_transport_echo() {
+        let (addr, h) = serve(1, |s| Ok(Transport::plain(s)));
+        let s = TcpStream::connect(addr).expect("connect");
+        s.set_nonblocking(true).expect("nonblocking");
+        let mut t = Transport::plain(s);
+        assert!(!t.is_tls() && !t.is_handshaking() && t.supports_sendfile());
+        assert!(!t.has_pending_output() && t.alpn().is_none() && t.sni().is_none());
+        let data = blob(300_000);
+        assert_eq!(exchange(&mut t, &data).expect("exchange"), data);
+        let o = h.join().expect("server").remove(0);
+        assert!(o.error.is_none(), "{:?}", o.error);
+        assert_eq!(o.received.len(), data.len());
+    }
+
+    /// A megabyte each way through TLS, both ends non-blocking: exercises
+    /// rustls' buffer limits, partial writes and `WouldBlock` on both sides.
+    #[test]
+    fn tls_bulk_echo_non_blocking() {
+        let (acc, cc) = acceptor("bulk");
+        let (addr, h) = serve(1, move |s| acc.accept(s));
+        let mut t = connect(addr, &cc);
+        let data = blob(1 << 20);
+        assert_eq!(exchange(&mut t, &data).expect("exchange"), data);
+        let o = h.join().expect("server").remove(0);
+        assert!(o.error.is_none(), "{:?}", o.error);
+        assert_eq!(o.received, data);
+    }
+
+    /// The edge-triggered contract. The server sends bursts of records, one
+    /// at a time, each fully written to the socket before the client is
+    /// told; the client then makes one pass of "read until short", as the
+    /// connection does on one edge, and must have the whole burst: a short
+    /// count that left bytes in the socket or decrypted plaintext inside
+    /// rustls would leave the pass short of the burst, and the connection
+    /// would wait for an edge that never comes.
+    #[test]
+    fn one_pass_per_edge_drains_everything() {
+        use std::sync::mpsc;
+        const BURSTS: usize = 12;
+        const BURST: usize = 40_000;
+        for bufsize in [1usize, 100, 4096, 16 * 1024, 64 * 1024] {
+            let (acc, cc) = acceptor("edge");
+            let l = TcpListener::bind("127.0.0.1:0").expect("bind");
+            let addr = l.local_addr().expect("addr");
+            let (go_tx, go_rx) = mpsc::channel::<()>();
+            let (sent_tx, sent_rx) = mpsc::channel::<()>();
+            let h = std::thread::spawn(move || {
+                let (s, _) = l.accept().expect("accept");
+                s.set_nonblocking(true).expect("nonblocking");
+                // Without it, Nagle holds a burst (smaller than loopback's
+                // 64 KiB MSS) until the previous one is acknowledged.
+                s.set_nodelay(true).expect("nodelay");
+                let mut t = acc.accept(s).expect("accept tls");
+                let start = Instant::now();
+                let mut buf = [0u8; 64];
+                while t.is_handshaking() || t.has_pending_output() {
+                    assert!(start.elapsed() < DEADLINE, "server handshake stuck");
+                    match t.read(&mut buf) {
+                        Ok(_) => {}
+                        Err(e) if e.kind() == ErrorKind::WouldBlock => {}
+                        Err(e) => panic!("server read: {e}"),
+                    }
+                    let _ = t.flush_pending();
+                    std::thread::sleep(Duration::from_micros(200));
+                }
+                for i in 0..BURSTS {
+                    if go_rx.recv().is_err() {
+                        return;
+                    }
+                    let data = blob(BURST * (i + 1));
+                    let data = &data[BURST * i..];
+                    let mut sent = 0;
+                    while sent < data.len() || t.has_pending_output() {
+                        assert!(start.elapsed() < DEADLINE, "server send stuck");
+                        if sent < data.len() {
+                            match t.write(&data[sent..]) {
+                                Ok(n) => sent += n,
+                                Err(e) if e.kind() == ErrorKind::WouldBlock => {}
+                                Err(e) => panic!("server write: {e}"),
+                            }
+                        }
+                        let _ = t.flush_pending();
+                    }
+                    let _ = sent_tx.send(());
+                }
+                let _ = go_rx.recv();
+            });
+            let mut t = connect(addr, &cc);
+            let start = Instant::now();
+            // Handshake (the client sees it end on its own reads).
+            while t.is_handshaking() {
+                assert!(start.elapsed() < DEADLINE, "client handshake stuck");
+                t.flush_pending().expect("flush");
+                match t.read(&mut [0u8; 1]) {
+                    Ok(_) => panic!("no data expected yet"),
+                    Err(e) if e.kind() == ErrorKind::WouldBlock => {}
+                    Err(e) => panic!("client read: {e}"),
+                }
+                std::thread::sleep(Duration::from_micros(200));
+            }
+            t.flush_pending().expect("flush");
+            let mut got = Vec::new();
+            let mut buf = vec![0u8; bufsize];
+            for i in 0..BURSTS {
+                go_tx.send(()).expect("go");
+                sent_rx.recv().expect("sent");
+                // One edge: read until short or WouldBlock.
+                loop {
+                    match t.read(&mut buf) {
+                        Ok(0) => panic!("early EOF"),
+                        Ok(n) => {
+                            got.extend_from_slice(&buf[..n]);
+                            if n < buf.len() {
+                                break;
+                            }
+                        }
+                        Err(e) if e.kind() == ErrorKind::WouldBlock => break,
+                        Err(e) => panic!("client read: {e}"),
+                    }
+                }
+                assert_eq!(
+                    got.len(),
+                    BURST * (i + 1),
+                    "burst {i}, buffer {bufsize}: one pass left data behind"
+                );
+            }
+            assert!(got == blob(BURST * BURSTS), "buffer {bufsize}");
+            let _ = go_tx.send(());
+            let _ = t.shutdown();
+            h.join().expect("server");
+        }
+    }
+
+    /// `send_file` sends the same bytes over plain TCP (sendfile) and TLS
+    /// (pread + records), resuming from the offset after partial sends.
+    #[test]
+    fn send_file_plain_and_tls() {
+        let dir = temp_dir("sendfile");
+        let path = dir.join("body.bin");
+        let data = blob(700_000);
+        std::fs::write(&path, &data).expect("write");
+        let (acc, cc) = acceptor("sendfile-tls");
+        for tls in [false, true] {
+            let acc2 = Arc::clone(&acc);
+            let (addr, h) = serve(1, move |s| {
+                if tls {
+                    acc2.accept(s)
+                } else {
+                    Ok(Transport::plain(s))
+                }
+            });
+            let mut t = if tls {
+                connect(addr, &cc)
+            } else {
+                let s = TcpStream::connect(addr).expect("connect");
+                s.set_nonblocking(true).expect("nonblocking");
+                Transport::plain(s)
+            };
+            let file = File::open(&path).expect("open");
+            let mut off = 0u64;
+            let end = data.len() as u64;
+            let mut back = Vec::new();
+            let mut buf = vec![0u8; 32 * 1024];
+            let start = Instant::now();
+            while back.len() < data.len() {
+                assert!(start.elapsed() < DEADLINE, "stuck (tls {tls})");
+                if off < end {
+                    let count = (end - off).min(1 << 20) as usize;
+                    match t.send_file(&file, &mut off, count) {
+                        Ok(0) => panic!("file shrank?"),
+                        Ok(_) => {}
+                        Err(e) if e.kind() == ErrorKind::WouldBlock => {}
+                        Err(e) => panic!("send_file: {e}"),
+                    }
+                }
+                t.flush_pending().expect("flush");
+                match t.read(&mut buf) {
+                    Ok(0) => panic!("EOF"),
+                    Ok(n) => back.extend_from_slice(&buf[..n]),
+                    Err(e) if e.kind() == ErrorKind::WouldBlock => {
+                        std::thread::sleep(Duration::from_micros(200))
+                    }
+                    Err(e) => panic!("read: {e}"),
+                }
+            }
+            assert!(back == data, "tls {tls}");
+            // Past the end of the file: Ok(0), as sendfile says.
+            let mut past = end;
+            assert_eq!(t.send_file(&file, &mut past, 10).expect("past end"), 0);
+            let _ = t.shutdown();
+            let o = h.join().expect("server").remove(0);
+            assert!(o.error.is_none(), "{:?}", o.error);
+        }
+    }
+
+    /// Vectored writes gather slices into the same records, and a write
+    /// before the handshake ends is buffered and delivered after it.
+    #[test]
+    fn vectored_and_early_writes() {
+        let (acc, cc) = acceptor("vectored");
+        let (addr, h) = serve(1, move |s| acc.accept(s));
+        let mut t = connect(addr, &cc);
+        // Written while the handshake has not even started: buffered.
+        let n = t.write(b"early ").expect("early write");
+        assert_eq!(n, 6);
+        let head = b"HTTP/1.1 200 OK\r\n\r\n".to_vec();
+        let body = blob(50_000);
+        let bufs = [IoSlice::new(&head), IoSlice::new(&body)];
+        let start = Instant::now();
+        let want: Vec<u8> = [&b"early "[..], &head, &body].concat();
+        let mut done = 0;
+        let mut back = Vec::new();
+        let mut buf = vec![0u8; 16 * 1024];
+        while back.len() < want.len() {
+            assert!(start.elapsed() < DEADLINE, "stuck");
+            if done < head.len() + body.len() {
+                let rest = remaining_slices(&bufs, done);
+                match t.write_vectored(&rest) {
+                    Ok(n) => done += n,
+                    Err(e) if e.kind() == ErrorKind::WouldBlock => {}
+                    Err(e) => panic!("write_vectored: {e}"),
+                }
+            }
+            t.flush_pending().expect("flush");
+            match t.read(&mut buf) {
+                Ok(0) => panic!("EOF"),
+                Ok(n) => back.extend_from_slice(&buf[..n]),
+                Err(e) if e.kind() == ErrorKind::WouldBlock => {
+                    std::thread::sleep(Duration::from_micros(200))
+                }
+                Err(e) => panic!("read: {e}"),
+            }
+        }
+        assert!(back == want);
+        let _ = t.shutdown();
+        h.join().expect("server");
+    }
+
+    /// After a protocol error every call keeps failing the same way, and
+    /// nothing panics.
+    #[test]
+    fn error_is_sticky() {
+        let (acc, _) = acceptor("sticky");
+        let l = TcpListener::bind("127.0.0.1:0").expect("bind");
+        let addr = l.local_addr().expect("addr");
+        let mut c = TcpStream::connect(addr).expect("connect");
+        let (s, _) = l.accept().expect("accept");
+        s.set_nonblocking(true).expect("nonblocking");
+        let mut t = acc.accept(s).expect("tls");
+        c.write_all(b"GET / HTTP/1.0\r\n\r\n").expect("send");
+        let start = Instant::now();
+        let e = loop {
+            assert!(start.elapsed() < DEADLINE);
+            match t.read(&mut [0u8; 100]) {
+                Err(e) if e.kind() == ErrorKind::WouldBlock => {
+                    std::thread::sleep(Duration::from_millis(1))
+                }
+                Err(e) => break e,
+                Ok(n) => panic!("read {n} bytes of plaintext HTTP as TLS"),
+            }
+        };
+        assert_eq!(e.kind(), ErrorKind::InvalidData);
+        let again = t.read(&mut [0u8; 100]).expect_err("sticky");
+        assert_eq!(again.to_string(), e.to_string());
+        assert_eq!(
+            t.write(b"x").expect_err("write").kind(),
+            ErrorKind::InvalidData
+        );
+        let _ = t.flush_pending();
+        assert!(t.shutdown().is_ok());
+        let _ = echo; // (the echo server is used by the other tests)
+    }
+}
