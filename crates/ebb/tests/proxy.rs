@@ -250,7 +250,7 @@ fn health_checks_take_servers_out_and_back() {
     let a = Origin::start("a", Mode::Ok);
     let b_addr = dead_addr();
     let be = format!(
-        "    option httpchk GET /health\n{}    server b {b_addr} check inter 100ms fall 2 rise 2\n",
+        "    option httpchk GET /health\n    option redispatch\n    retries 1\n{}    server b {b_addr} check inter 100ms fall 2 rise 2\n",
         srv("a", &a, "check inter 100ms fall 2 rise 2")
     );
     let e = Ebb::start(&cfg(&be, ""));
@@ -281,6 +281,18 @@ fn health_checks_take_servers_out_and_back() {
         .unwrap()
         .iter()
         .any(|h| h.starts_with("GET /health ")));
+    // a goes away: DOWN, and then every request lands on b, none fails.
+    drop(a);
+    assert!(e
+        .wait_stderr("Server be/a is DOWN", Duration::from_secs(5))
+        .is_some());
+    let before = b.requests.load(Ordering::SeqCst);
+    for _ in 0..10 {
+        assert_eq!(get(e.addr(), "/").status, 200);
+    }
+    let after = b.requests.load(Ordering::SeqCst);
+    // Every request reached b (plus its health checks).
+    assert!(after - before >= 10, "{before} -> {after}");
 }
 
 #[test]
