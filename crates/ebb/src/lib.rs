@@ -12,6 +12,7 @@ pub mod http1;
 pub mod listener;
 pub mod log;
 pub mod proxy;
+pub mod registry;
 pub mod rules;
 pub mod serve;
 pub mod server;

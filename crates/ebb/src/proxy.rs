@@ -496,10 +496,10 @@ mod tests {
         assert_eq!(c.frontends[0].default_backend, Some(0));
         assert_eq!(c.frontends[0].timeouts.client, DEFAULT_CLIENT_MS);
 
-        let srv = "defaults\n mode http\nfrontend f\n bind :8080\n default_backend b\nbackend b\n server s1 127.0.0.1:9\n";
+        let srv = "defaults\n mode http\nfrontend f\n bind :8080\n default_backend b\nbackend b\n server s1 127.0.0.1:9 ssl verify none\n";
         let e = compile(&parse_str("srv.cfg", srv).unwrap()).err().unwrap();
         assert!(
-            e[0].to_string().starts_with("srv.cfg:7: 'server' lines"),
+            e[0].to_string().starts_with("srv.cfg:7: 'ssl' on server"),
             "{}",
             e[0]
         );

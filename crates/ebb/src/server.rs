@@ -19,7 +19,7 @@ use std::io::{self, Write};
 use std::net::TcpListener;
 use std::os::fd::AsRawFd;
 use std::rc::Rc;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::AtomicU32;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -32,6 +32,7 @@ use crate::http1::Limits;
 use crate::listener::{bind_per_thread, DEFAULT_BACKLOG};
 use crate::log::{Logger, Sink};
 use crate::proxy::{compile, Compiled, FrontendRt};
+use crate::registry::{Live, Process, Sessions};
 use crate::worker::{Shared, Worker};
 
 /// Accepts per listener wakeup before yielding to other work: HAProxy's
@@ -41,22 +42,6 @@ const MAX_ACCEPT: usize = 64;
 /// Retry delay of a listener paused at a limit when no local connection
 /// closes to wake it (the limit may be held by other threads).
 const PAUSE_RETRY_MS: u32 = 100;
-
-/// The configuration in force. A reload (SIGHUP) compiles a new one and
-/// bumps `gen`; each listener picks the new frontend up at its next accept,
-/// so new connections follow the new rules while the ones already open
-/// finish under the rules they started with.
-pub struct Live {
-    compiled: Mutex<Arc<Compiled>>,
-    gen: AtomicU64,
-}
-
-impl Live {
-    fn frontend(&self, name: &str) -> Option<Arc<FrontendRt>> {
-        let c = self.compiled.lock().unwrap_or_else(|p| p.into_inner());
-        c.frontends.iter().find(|f| f.name == name).cloned()
-    }
-}
 
 struct Listener {
     sock: Option<TcpListener>,
@@ -81,7 +66,7 @@ impl TaskletFn for Listener {
             ctx.kill(self.retry);
             return Status::Done;
         }
-        let g = self.live.gen.load(Ordering::Acquire);
+        let g = self.live.gen();
         if g != self.gen {
             if let Some(fe) = self.live.frontend(&self.fe.name) {
                 self.fe = fe;
@@ -283,10 +268,7 @@ pub fn run(cfg: Config, opts: RunOptions) -> i32 {
         }
     };
     let compiled = Arc::new(compiled);
-    let live = Arc::new(Live {
-        compiled: Mutex::new(Arc::clone(&compiled)),
-        gen: AtomicU64::new(0),
-    });
+    let live = Arc::new(Live::new(Arc::clone(&compiled)));
     let reload = Reload {
         files: opts.files.clone(),
         binds: bind_signature(&cfg),
@@ -329,6 +311,17 @@ pub fn run(cfg: Config, opts: RunOptions) -> i32 {
         let _ = out.flush();
     }
 
+    let sessions = Arc::new(Sessions::new(nbthread));
+    let process = Arc::new(Process {
+        start: std::time::SystemTime::now(),
+        pid: crate::sys::pid(),
+        nbthread,
+        sessions: Arc::clone(&sessions),
+        shared: Arc::clone(&shared),
+        live: Arc::clone(&live),
+        handle: rt.handle(),
+    });
+    let _ = &process;
     let per_thread = Mutex::new(per_thread.into_iter().map(Some).collect::<Vec<_>>());
     let submitter = pool.submitter();
     let bufsize = cfg.global.bufsize.max(1024);
@@ -347,6 +340,7 @@ pub fn run(cfg: Config, opts: RunOptions) -> i32 {
             submitter.clone(),
             limits,
             Arc::clone(&shared),
+            Arc::clone(&sessions),
         ));
         // Idle server connections past their pool-purge-delay are closed
         // once a second.
@@ -466,8 +460,7 @@ impl Reload {
             eprintln!("ebb: warning: {w}");
         }
         start_checks(&compiled, &self.checks.0, &self.handle, &self.checks.1);
-        *self.live.compiled.lock().unwrap_or_else(|p| p.into_inner()) = Arc::new(compiled);
-        self.live.gen.fetch_add(1, Ordering::Release);
+        self.live.swap(Arc::new(compiled));
         Ok(())
     }
 }

@@ -16,6 +16,7 @@ use std::net::TcpStream;
 use sched::{ticks, Ctx, TaskletId, Tick};
 
 use crate::backend::ServerRt;
+use crate::registry::Sessions;
 
 use crate::blocking::Submitter;
 use crate::http1::{DateCache, Limits};
@@ -48,6 +49,8 @@ pub struct Worker {
     pub pool: Submitter,
     pub limits: Limits,
     pub shared: Arc<Shared>,
+    /// Every thread's connections, for the CLI.
+    pub sessions: Arc<Sessions>,
     /// Listeners of this thread that stopped accepting at a limit.
     paused: RefCell<Vec<TaskletId>>,
     /// Idle server connections of this thread, by server uid: (socket,
@@ -65,7 +68,13 @@ type Idle = (TcpStream, Tick, u32);
 const DEFAULT_POOL_MAX: usize = 1024;
 
 impl Worker {
-    pub fn new(bufsize: usize, pool: Submitter, limits: Limits, shared: Arc<Shared>) -> Worker {
+    pub fn new(
+        bufsize: usize,
+        pool: Submitter,
+        limits: Limits,
+        shared: Arc<Shared>,
+        sessions: Arc<Sessions>,
+    ) -> Worker {
         Worker {
             date: RefCell::new(DateCache::new()),
             bufsize,
@@ -74,6 +83,7 @@ impl Worker {
             pool,
             limits,
             shared,
+            sessions,
             paused: RefCell::new(Vec::new()),
             idle: RefCell::new(HashMap::new()),
         }

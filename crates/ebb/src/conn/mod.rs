@@ -124,6 +124,8 @@ pub struct Conn {
     /// An idle server connection kept for this client's next request:
     /// (server uid, socket), still registered with this tasklet.
     attached: Option<(Arc<crate::backend::ServerRt>, TcpStream)>,
+    /// This connection in the CLI's session list.
+    sess: Arc<crate::registry::SessInfo>,
 }
 
 impl Conn {
@@ -150,6 +152,10 @@ impl Conn {
         });
         let now = ctx.now();
         let first_deadline = ticks::add(now, fe.timeouts.http_request);
+        let sess = w
+            .sessions
+            .add(ctx.thread_id(), peer, Arc::from(fe.name.as_str()));
+        let sess2 = Arc::clone(&sess);
         let conn = Conn {
             sock,
             fd,
@@ -184,10 +190,12 @@ impl Conn {
             edits: Vec::new(),
             up: None,
             attached: None,
+            sess,
         };
         conn.w.conn_opened(&conn.fe);
         let id = ctx.new_tasklet_obj("h1_conn", conn);
         target.set(Some(id));
+        *sess2.tasklet.lock().unwrap_or_else(|p| p.into_inner()) = Some(id);
         if let Err(e) = ctx.register_fd(fd, id, true) {
             ctx.kill_tasklet(id);
             ctx.kill(timer);
@@ -634,6 +642,9 @@ impl Conn {
     /// A complete request head is in `head`: decide and queue the answer.
     fn answer(&mut self, ctx: &mut Ctx) {
         self.requests += 1;
+        self.sess
+            .requests
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         self.resp_start = self.wbuf.len();
         let mut keep_alive = self.head.keep_alive && self.fe.keep_alive && !self.stopping;
         // A body we will not read: with `Expect: 100-continue` the client
@@ -993,6 +1004,7 @@ impl Conn {
         }
         let _ = ctx.deregister_fd(self.fd);
         ctx.kill(self.timer);
+        self.w.sessions.remove(&self.sess);
         let _ = self.sock.shutdown(std::net::Shutdown::Both);
         self.release_buffers();
         self.w.conn_closed(ctx, &self.fe);
@@ -1130,6 +1142,10 @@ impl TaskletFn for Conn {
         }
         if why.intersects(Reasons::SIGNAL) || ctx.stopping() {
             self.stopping = true;
+        }
+        if self.sess.kill.load(std::sync::atomic::Ordering::Relaxed) {
+            // `shutdown session` from the CLI.
+            return self.close(ctx);
         }
         if why.intersects(Reasons::TIMER) && ticks::is_expired(self.deadline, ctx.now()) {
             let now = ctx.now();

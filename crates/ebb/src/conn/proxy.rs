@@ -390,6 +390,8 @@ impl Conn {
             }
         }
         up.server = Some(Arc::clone(&s));
+        *self.sess.target.lock().unwrap_or_else(|p| p.into_inner()) =
+            Some((Arc::from(up.be.name.as_str()), Arc::from(s.name.as_str())));
         match sock {
             Some((st, reused, registered)) => {
                 if !registered {
@@ -546,6 +548,7 @@ impl Conn {
     }
 
     fn finish_proxy_input(&mut self) {
+        *self.sess.target.lock().unwrap_or_else(|p| p.into_inner()) = None;
         self.input = In::Head;
         self.req_start = None;
         self.edits.clear();

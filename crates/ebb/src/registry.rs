@@ -1,0 +1,201 @@
+//! What the runtime CLI and the stats page can see of a running ebb: the
+//! configuration in force, the scheduler's handle, process-wide counters,
+//! and the list of client connections (sessions).
+//!
+//! **Sessions.** Each thread keeps its own table of the connections it
+//! accepted, behind a mutex taken only when a connection opens or closes
+//! (never per request: per-request facts are atomics inside the entry). A
+//! command that walks every session (`show sess`, `shutdown sessions`)
+//! runs under thread isolation and lists only entries whose epoch is older
+//! than the command, so a dump is a consistent picture of the sessions that
+//! existed when it started, and an interrupted dump leaves nothing behind
+//! (it only reads). A session is ended from the CLI by setting its `kill`
+//! flag and waking its tasklet; the connection closes itself on its own
+//! thread.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::SystemTime;
+
+use sched::{RuntimeHandle, TaskletId};
+
+use crate::proxy::{Compiled, FrontendRt};
+use crate::worker::Shared;
+
+/// The configuration in force. A reload (SIGHUP) compiles a new one and
+/// bumps the generation; each listener picks the new frontend up at its
+/// next accept, so new connections follow the new rules while the ones
+/// already open finish under the rules they started with.
+pub struct Live {
+    compiled: Mutex<Arc<Compiled>>,
+    gen: AtomicU64,
+}
+
+impl Live {
+    pub fn new(c: Arc<Compiled>) -> Live {
+        Live {
+            compiled: Mutex::new(c),
+            gen: AtomicU64::new(0),
+        }
+    }
+
+    /// The configuration in force now.
+    pub fn compiled(&self) -> Arc<Compiled> {
+        Arc::clone(&self.compiled.lock().unwrap_or_else(|p| p.into_inner()))
+    }
+
+    /// Puts a new configuration in force.
+    pub fn swap(&self, c: Arc<Compiled>) {
+        *self.compiled.lock().unwrap_or_else(|p| p.into_inner()) = c;
+        self.gen.fetch_add(1, Ordering::Release);
+    }
+
+    /// Bumped by every swap.
+    pub fn gen(&self) -> u64 {
+        self.gen.load(Ordering::Acquire)
+    }
+
+    /// The frontend of that name in the configuration in force.
+    pub fn frontend(&self, name: &str) -> Option<Arc<FrontendRt>> {
+        self.compiled()
+            .frontends
+            .iter()
+            .find(|f| f.name == name)
+            .cloned()
+    }
+}
+
+/// Everything the CLI and the stats page read, shared by all threads.
+pub struct Process {
+    pub start: SystemTime,
+    pub pid: u32,
+    pub nbthread: usize,
+    pub sessions: Arc<Sessions>,
+    pub shared: Arc<Shared>,
+    pub live: Arc<Live>,
+    pub handle: RuntimeHandle,
+}
+
+/// One client connection as the CLI sees it.
+pub struct SessInfo {
+    pub id: u64,
+    /// Value of the registry's epoch counter when the session was created.
+    pub epoch: u64,
+    pub thread: usize,
+    pub tasklet: Mutex<Option<TaskletId>>,
+    pub peer: SocketAddr,
+    pub frontend: Arc<str>,
+    pub accepted: SystemTime,
+    pub requests: AtomicU64,
+    /// `backend/server` of the exchange in progress, if proxied.
+    pub target: Mutex<Option<(Arc<str>, Arc<str>)>>,
+    /// Set by `shutdown session`: the connection closes at its next run.
+    pub kill: AtomicBool,
+}
+
+/// Every thread's session table.
+pub struct Sessions {
+    threads: Vec<Mutex<BTreeMap<u64, Arc<SessInfo>>>>,
+    next_id: AtomicU64,
+}
+
+impl Sessions {
+    pub fn new(nbthread: usize) -> Sessions {
+        Sessions {
+            threads: (0..nbthread.max(1))
+                .map(|_| Mutex::new(BTreeMap::new()))
+                .collect(),
+            next_id: AtomicU64::new(1),
+        }
+    }
+
+    /// Registers a new connection of `thread`.
+    pub fn add(&self, thread: usize, peer: SocketAddr, frontend: Arc<str>) -> Arc<SessInfo> {
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let s = Arc::new(SessInfo {
+            id,
+            epoch: id,
+            thread,
+            tasklet: Mutex::new(None),
+            peer,
+            frontend,
+            accepted: SystemTime::now(),
+            requests: AtomicU64::new(0),
+            target: Mutex::new(None),
+            kill: AtomicBool::new(false),
+        });
+        if let Some(t) = self.threads.get(thread) {
+            t.lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .insert(id, Arc::clone(&s));
+        }
+        s
+    }
+
+    /// Forgets a closed connection.
+    pub fn remove(&self, s: &SessInfo) {
+        if let Some(t) = self.threads.get(s.thread) {
+            t.lock().unwrap_or_else(|p| p.into_inner()).remove(&s.id);
+        }
+    }
+
+    /// The epoch a walk starts at: it lists sessions created before it.
+    pub fn epoch(&self) -> u64 {
+        self.next_id.load(Ordering::Relaxed)
+    }
+
+    /// The sessions that existed at `epoch`, thread by thread, in id order.
+    pub fn snapshot(&self, epoch: u64) -> Vec<Arc<SessInfo>> {
+        let mut out = Vec::new();
+        for t in &self.threads {
+            let m = t.lock().unwrap_or_else(|p| p.into_inner());
+            out.extend(m.values().filter(|s| s.epoch < epoch).cloned());
+        }
+        out
+    }
+
+    /// Finds a session by id.
+    pub fn get(&self, id: u64) -> Option<Arc<SessInfo>> {
+        self.threads.iter().find_map(|t| {
+            t.lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .get(&id)
+                .cloned()
+        })
+    }
+
+    /// Number of sessions now.
+    pub fn len(&self) -> usize {
+        self.threads
+            .iter()
+            .map(|t| t.lock().map(|m| m.len()).unwrap_or(0))
+            .sum()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn snapshots_follow_the_epoch() {
+        let s = Sessions::new(2);
+        let a = s.add(0, "127.0.0.1:1".parse().unwrap(), "fe".into());
+        let b = s.add(1, "127.0.0.1:2".parse().unwrap(), "fe".into());
+        let e = s.epoch();
+        let c = s.add(0, "127.0.0.1:3".parse().unwrap(), "fe".into());
+        let ids: Vec<u64> = s.snapshot(e).iter().map(|x| x.id).collect();
+        assert_eq!(ids, vec![a.id, b.id]);
+        assert_eq!(s.len(), 3);
+        s.remove(&b);
+        assert!(s.get(b.id).is_none());
+        assert!(s.get(c.id).is_some());
+        assert_eq!(s.snapshot(s.epoch()).len(), 2);
+    }
+}
