@@ -1249,7 +1249,7 @@ impl Ctx {
     /// Whether some shared task may be waiting for this thread.
     #[inline]
     fn shared_rq_work(&self) -> bool {
-        self.shared.gq_rq_count.load(Ordering::Relaxed) != 0
+        self.shared.gq_rq_threads.load(Ordering::Relaxed) & (1u64 << self.tid) != 0
     }
 
     fn has_runnable(&self) -> bool {
@@ -1375,6 +1375,8 @@ impl Ctx {
                     break;
                 };
                 let Some(gi) = q.rq.delete(h) else { break };
+                let gmask = q.slots[gi as usize].mask;
+                q.rq_account(gmask, false);
                 let s = &mut q.slots[gi as usize];
                 s.rq = None;
                 s.flags |= gf::PICKED;
@@ -1655,7 +1657,7 @@ impl Ctx {
     /// announcing sleep; the announce's fence orders these loads).
     fn work_arrived(&self) -> bool {
         self.remote().inbox.has_msg()
-            || self.shared.gq_rq_count.load(Ordering::SeqCst) != 0
+            || self.shared.gq_rq_threads.load(Ordering::SeqCst) & (1u64 << self.tid) != 0
             || (self.shared.stopping.load(Ordering::SeqCst) && !self.stop_seen)
             || self.shared.hard_stop.load(Ordering::SeqCst)
             || self.shared.isolating.load(Ordering::SeqCst) != 0

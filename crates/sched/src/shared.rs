@@ -10,7 +10,7 @@
 //!   several threads, under one mutex: a slab of such tasks, a scope-aware
 //!   run queue (each entry carries its thread mask, each tree node the OR
 //!   of its subtree's masks, so a thread finds its next task in O(log n))
-//!   and a wait queue keyed by expiry. Atomic summaries (`gq_rq_count`,
+//!   and a wait queue keyed by expiry. Atomic summaries (`gq_rq_threads`,
 //!   `gq_wq_next`, `gq_live`) let threads skip the lock when there is
 //!   nothing for them, which is the common case.
 //! * the runtime's flags: stopping, hard stop, isolation, profiling mode.
@@ -138,7 +138,6 @@ pub(crate) mod gf {
 }
 
 /// The shared run and wait queues and the shared tasks' slab.
-#[derive(Default)]
 pub(crate) struct GlobalQueues {
     pub(crate) slots: Vec<GSlot>,
     pub(crate) free: Vec<u32>,
@@ -146,9 +145,48 @@ pub(crate) struct GlobalQueues {
     pub(crate) wq: Eb32Tree<u32>,
     pub(crate) rq_ticks: u32,
     pub(crate) niced: u32,
+    /// Per thread, queued shared tasks it may run.
+    pub(crate) rq_threads: [u32; 64],
+}
+
+impl Default for GlobalQueues {
+    fn default() -> Self {
+        GlobalQueues {
+            slots: Vec::new(),
+            free: Vec::new(),
+            rq: Eb32ScTree::new(),
+            wq: Eb32Tree::new(),
+            rq_ticks: 0,
+            niced: 0,
+            rq_threads: [0; 64],
+        }
+    }
 }
 
 impl GlobalQueues {
+    /// Counts a task of `mask` entering (`add`) or leaving the run queue.
+    pub(crate) fn rq_account(&mut self, mask: u64, add: bool) {
+        let mut m = mask;
+        while m != 0 {
+            let t = m.trailing_zeros() as usize;
+            m &= m - 1;
+            if add {
+                self.rq_threads[t] += 1;
+            } else {
+                self.rq_threads[t] = self.rq_threads[t].saturating_sub(1);
+            }
+        }
+    }
+
+    /// Threads with shared work queued for them.
+    pub(crate) fn rq_threads_mask(&self) -> u64 {
+        self.rq_threads
+            .iter()
+            .enumerate()
+            .filter(|(_, &n)| n != 0)
+            .fold(0, |m, (t, _)| m | (1u64 << t))
+    }
+
     /// Index of a live, not killed shared task.
     pub(crate) fn idx(&self, id: TaskId) -> Option<usize> {
         if id.thread != SHARED_THREAD {
@@ -174,7 +212,8 @@ pub(crate) struct Shared {
     /// a thread outside the runtime).
     pub(crate) isolating: AtomicUsize,
     pub(crate) gq: Mutex<GlobalQueues>,
-    pub(crate) gq_rq_count: AtomicUsize,
+    /// Bit t set while the shared run queue holds a task thread t may run.
+    pub(crate) gq_rq_threads: AtomicU64,
     /// Next shared expiry (a lower bound), 0 if none.
     pub(crate) gq_wq_next: AtomicU32,
     pub(crate) gq_live: AtomicUsize,
@@ -216,7 +255,7 @@ impl Shared {
             hard_stop: AtomicBool::new(false),
             isolating: AtomicUsize::new(0),
             gq: Mutex::new(GlobalQueues::default()),
-            gq_rq_count: AtomicUsize::new(0),
+            gq_rq_threads: AtomicU64::new(0),
             gq_wq_next: AtomicU32::new(0),
             gq_live: AtomicUsize::new(0),
         })
@@ -291,7 +330,8 @@ impl Shared {
 
     /// Updates the lock-free summaries of the shared queues.
     pub(crate) fn gq_publish(&self, q: &GlobalQueues, now: Tick) {
-        self.gq_rq_count.store(q.rq.len(), Ordering::SeqCst);
+        self.gq_rq_threads
+            .store(q.rq_threads_mask(), Ordering::SeqCst);
         let next =
             q.wq.lookup_ge_wrap(now.wrapping_sub(ticks::TICK_HALF))
                 .and_then(|h| q.wq.key(h))
@@ -327,6 +367,7 @@ impl Shared {
         let mask = s.mask;
         let niced = s.nice != 0;
         let h = q.rq.insert(key, mask, i as u32);
+        q.rq_account(mask, true);
         q.slots[i].rq = Some(h);
         q.rq_ticks = rq_ticks.wrapping_add(1);
         if niced {
@@ -371,11 +412,13 @@ impl Shared {
         let rq = s.rq.take();
         let wq = s.wq.take();
         let niced = s.nice != 0;
+        let mask = s.mask;
         let cb = s.cb.take();
         s.gen = s.gen.wrapping_add(1);
         s.flags = 0;
         if let Some(h) = rq {
             q.rq.delete(h);
+            q.rq_account(mask, false);
             if niced {
                 q.niced = q.niced.saturating_sub(1);
             }
@@ -384,7 +427,13 @@ impl Shared {
             q.wq.delete(h);
         }
         q.free.push(i as u32);
-        self.gq_live.fetch_sub(1, Ordering::SeqCst);
+        if self.gq_live.fetch_sub(1, Ordering::SeqCst) == 1 {
+            // The last shared task is gone: a thread with nothing of its
+            // own left may now exit, so wake the sleepers to notice.
+            for t in 0..self.nbthread() {
+                self.notify(t);
+            }
+        }
         cb
     }
 

@@ -21,6 +21,7 @@ where
     F: Fn(&mut Ctx) + Send + Sync + 'static,
 {
     let (tx, rx) = mpsc::channel();
+    let h = rt.handle();
     let j = std::thread::spawn(move || {
         let r = rt.run(init);
         let _ = tx.send(());
@@ -30,7 +31,13 @@ where
         Ok(()) => j
             .join()
             .unwrap_or_else(|_| Err(io::Error::other("runtime panicked"))),
-        Err(_) => Err(io::Error::other("runtime did not finish in time")),
+        Err(_) => {
+            let report = h.activity_report();
+            h.hard_stop();
+            Err(io::Error::other(format!(
+                "runtime did not finish in time:\n{report}"
+            )))
+        }
     }
 }
 
@@ -347,5 +354,51 @@ fn shared_tasks_run_on_their_threads() -> io::Result<()> {
     assert_eq!(runs.load(Ordering::SeqCst), 2000);
     assert_eq!(timer_runs.load(Ordering::SeqCst), 3);
     assert!(seen[0].load(Ordering::SeqCst) || seen[1].load(Ordering::SeqCst));
+    Ok(())
+}
+
+#[test]
+fn shared_work_for_another_thread_does_not_spin_this_one() -> io::Result<()> {
+    let rt = Runtime::new(config(2))?;
+    let h = rt.handle();
+    let h2 = h.clone();
+    // Runnable on thread 1 only, which is busy for 50 ms first.
+    let id = h.new_shared_task("for_thread_1", 0b10, move |ctx: &mut Ctx, _, _| {
+        assert_eq!(ctx.thread_id(), 1);
+        h2.stop();
+        Status::Done
+    });
+    h.wake_task(id, Reasons::INIT);
+    run_bounded(rt, 10, |ctx| {
+        let t = if ctx.thread_id() == 1 {
+            let t = ctx.new_tasklet("busy_first", |_: &mut Ctx, _, why| {
+                if why.contains(Reasons::SIGNAL) {
+                    return Status::Done;
+                }
+                let t0 = std::time::Instant::now();
+                while t0.elapsed() < Duration::from_millis(50) {
+                    std::hint::spin_loop();
+                }
+                Status::Continue
+            });
+            ctx.tasklet_wakeup(t);
+            t
+        } else {
+            ctx.new_tasklet("idle", |_: &mut Ctx, _, why| {
+                if why.contains(Reasons::SIGNAL) {
+                    Status::Done
+                } else {
+                    Status::Continue
+                }
+            })
+        };
+        ctx.on_stop_tasklet(t);
+    })?;
+    let loops = h.activity()[0].loops;
+    assert!(
+        loops < 50,
+        "thread 0 spun {loops} loops on work it may not take:\n{}",
+        h.activity_report()
+    );
     Ok(())
 }
