@@ -296,6 +296,7 @@ impl Ctx {
         c.update_profiling();
         // Not harmless from here on: init code runs like a callback.
         c.shared.park(tid);
+        c.shared.set_current_worker(Some(tid));
         Ok(c)
     }
 
@@ -1719,6 +1720,7 @@ impl Drop for Ctx {
         r.exited.store(true, Ordering::SeqCst);
         r.harmless.store(true, Ordering::SeqCst);
         r.claimed.store(false, Ordering::SeqCst);
+        self.shared.set_current_worker(None);
     }
 }
 

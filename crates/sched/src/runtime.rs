@@ -306,8 +306,8 @@ impl RuntimeHandle {
         crate::ctx::kill_shared(&self.shared, id);
     }
 
-    /// Runs `f` while every worker thread is parked at a safe point. From
-    /// a worker, use [`Ctx::isolate`] instead (this would wait for itself).
+    /// Runs `f` while every worker thread (other than the caller, if it is
+    /// one) is parked at a safe point. Nested calls run `f` directly.
     pub fn isolate<R>(&self, f: impl FnOnce() -> R) -> R {
         self.shared.isolate(None, f)
     }

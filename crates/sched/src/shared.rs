@@ -46,6 +46,12 @@ use std::sync::atomic::{
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::Instant;
 
+thread_local! {
+    /// `(runtime address, thread number)` of the worker running on this OS
+    /// thread, so that a handle call made from a worker knows it is one.
+    static WORKER: std::cell::Cell<Option<(usize, usize)>> = const { std::cell::Cell::new(None) };
+}
+
 /// Monotonic nanoseconds since the first call in the process (vDSO clock).
 #[inline]
 pub(crate) fn mono_ns() -> u64 {
@@ -486,7 +492,12 @@ impl Shared {
     /// safe point. `me` is the calling worker, or `None` for an outside
     /// thread. See [`crate::isolate`] for the protocol.
     pub(crate) fn isolate<R>(&self, me: Option<usize>, f: impl FnOnce() -> R) -> R {
+        let me = me.or_else(|| self.current_worker());
         let token = me.map(|t| t + 1).unwrap_or(usize::MAX);
+        if me.is_some() && self.isolating.load(Ordering::SeqCst) == token {
+            // Nested isolation: already alone.
+            return f();
+        }
         // 1. Become the isolating thread; while another one is, stay
         //    harmless so that it can make progress.
         loop {
@@ -527,6 +538,21 @@ impl Shared {
         // 4. Release.
         self.isolating.store(0, Ordering::SeqCst);
         res
+    }
+
+    /// The calling thread's number if it is one of this runtime's workers.
+    pub(crate) fn current_worker(&self) -> Option<usize> {
+        let me = self as *const Shared as usize;
+        WORKER.with(|w| match w.get() {
+            Some((rt, t)) if rt == me => Some(t),
+            _ => None,
+        })
+    }
+
+    /// Marks the calling thread as worker `t` of this runtime (or not).
+    pub(crate) fn set_current_worker(&self, t: Option<usize>) {
+        let me = self as *const Shared as usize;
+        WORKER.with(|w| w.set(t.map(|t| (me, t))));
     }
 
     /// Parks thread `t` while an isolation by another thread is in

@@ -402,3 +402,31 @@ fn shared_work_for_another_thread_does_not_spin_this_one() -> io::Result<()> {
     );
     Ok(())
 }
+
+#[test]
+fn isolate_from_a_worker_through_the_handle_and_nested() -> io::Result<()> {
+    let rt = Runtime::new(config(2))?;
+    let h = rt.handle();
+    let done = Arc::new(AtomicUsize::new(0));
+    let d2 = done.clone();
+    run_bounded(rt, 10, move |ctx| {
+        if ctx.thread_id() != 0 {
+            return;
+        }
+        let (h, d) = (h.clone(), d2.clone());
+        let t = ctx.new_tasklet("isolator", move |ctx: &mut Ctx, _, _| {
+            h.isolate(|| {
+                d.fetch_add(1, Ordering::SeqCst);
+            });
+            ctx.isolate(|ctx| {
+                ctx.isolate(|_| {
+                    d.fetch_add(1, Ordering::SeqCst);
+                })
+            });
+            Status::Done
+        });
+        ctx.tasklet_wakeup(t);
+    })?;
+    assert_eq!(done.load(Ordering::SeqCst), 2);
+    Ok(())
+}
