@@ -7,6 +7,7 @@
 //! supports them (an error with `file:line`, never a silent no-op), and every
 //! backend reference resolves to an index.
 
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -21,11 +22,68 @@ use crate::config::{
 };
 use crate::rules::{Cond, Matcher};
 use crate::serve::files::FilesConfig;
+use crate::statefile::SrvState;
 
 /// A compiled `http-request` rule.
 pub struct ReqRule {
     pub action: HttpRequestAction,
     pub cond: Option<Cond>,
+    /// For `return`: the answer built once (DESIGN.md: heads of fixed
+    /// answers are prepared once).
+    pub prepared: Option<Prepared>,
+}
+
+/// A fixed answer with everything but `Date` and `Connection` ready.
+pub struct Prepared {
+    pub status: u16,
+    /// Status line, `Server`, and `Date: ` (the date follows).
+    pub before_date: Vec<u8>,
+    /// CRLF ending the date, the fields, the framing field (no final CRLF).
+    pub after_date: Vec<u8>,
+    pub body: Vec<u8>,
+    /// Whether the status allows a body (not 1xx, 204, 304).
+    pub has_body: bool,
+}
+
+impl Prepared {
+    /// Builds the answer of an `http-request return`; refuses a field that
+    /// could not be sent (bad name or value).
+    pub fn of(r: &ReturnAction) -> Result<Prepared, String> {
+        use crate::http1::{BodyFraming, ResponseWriter, Version};
+        const MARK: &[u8] = b"\x01DATE\x01";
+        let body = return_body(r).to_vec();
+        let has_body = !(r.status < 200 || r.status == 204 || r.status == 304);
+        let mut out = Vec::new();
+        let mut w = ResponseWriter::new(&mut out, r.status, MARK);
+        if let Some(ct) = &r.content_type {
+            w.header(b"Content-Type", ct.as_bytes())
+                .map_err(|_| format!("invalid content-type '{ct}'"))?;
+        }
+        for (n, v) in &r.headers {
+            w.header(n.as_bytes(), v.as_bytes())
+                .map_err(|_| format!("invalid header '{n}: {v}'"))?;
+        }
+        let framing = if has_body {
+            BodyFraming::ContentLength(body.len() as u64)
+        } else {
+            BodyFraming::None
+        };
+        w.finish(framing, true, Version::Http11);
+        let at = out
+            .windows(MARK.len())
+            .position(|x| x == MARK)
+            .ok_or("internal: no date mark")?;
+        let before_date = out[..at].to_vec();
+        // Drop the final CRLF: Connection may come before it.
+        let after_date = out[at + MARK.len()..out.len() - 2].to_vec();
+        Ok(Prepared {
+            status: r.status,
+            before_date,
+            after_date,
+            body,
+            has_body,
+        })
+    }
 }
 
 /// A compiled `http-response` rule.
@@ -69,6 +127,87 @@ pub struct ServersRt {
 pub const DEFAULT_CONNECT_MS: u32 = 5_000;
 pub const DEFAULT_SERVER_MS: u32 = 60_000;
 
+/// HTTP counters of a frontend or a backend (all threads together; read
+/// by the stats page, `show stat` and the Prometheus exporter). Counted
+/// where a request's answer is complete ([`count_request`]).
+#[derive(Default)]
+pub struct HttpCounters {
+    pub requests: AtomicU64,
+    /// Responses by status class: 1xx, 2xx, 3xx, 4xx, 5xx, other.
+    pub hrsp: [AtomicU64; 6],
+    /// Request head bytes received.
+    pub bytes_in: AtomicU64,
+    /// Response bytes sent (head and body).
+    pub bytes_out: AtomicU64,
+    /// Requests refused by a `deny` rule.
+    pub denied: AtomicU64,
+}
+
+impl HttpCounters {
+    /// Zeroes every counter (`clear counters all`).
+    pub fn clear(&self) {
+        self.requests.store(0, Ordering::Relaxed);
+        for h in &self.hrsp {
+            h.store(0, Ordering::Relaxed);
+        }
+        self.bytes_in.store(0, Ordering::Relaxed);
+        self.bytes_out.store(0, Ordering::Relaxed);
+        self.denied.store(0, Ordering::Relaxed);
+    }
+}
+
+/// Counts one answered request on its frontend and (if any) backend.
+pub fn count_request(fe: &FrontendRt, be: Option<&BackendRt>, status: u16, bytes: u64) {
+    let class = match status {
+        100..=599 => (status / 100 - 1) as usize,
+        _ => 5,
+    };
+    for c in std::iter::once(&fe.http).chain(be.map(|b| &b.http)) {
+        c.requests.fetch_add(1, Ordering::Relaxed);
+        c.hrsp[class].fetch_add(1, Ordering::Relaxed);
+        c.bytes_out.fetch_add(bytes, Ordering::Relaxed);
+    }
+}
+
+/// A compiled stats page (`stats uri|refresh|auth|admin|realm`).
+pub struct StatsRt {
+    pub uri: String,
+    pub refresh: Option<Duration>,
+    /// `(user, password)` pairs; empty: no authentication.
+    pub auth: Vec<(String, String)>,
+    pub realm: String,
+    pub hide_version: bool,
+    /// `stats admin if|unless COND` conditions (any holding allows).
+    pub admin: Vec<Cond>,
+}
+
+fn compile_stats(p: &Proxy, m: &Matcher) -> Result<Option<Arc<StatsRt>>, ConfigError> {
+    let Some(uri) = p.stats.effective_uri() else {
+        return Ok(None);
+    };
+    let mut admin = Vec::new();
+    for c in &p.stats.admin {
+        admin.push(m.cond(c)?);
+    }
+    Ok(Some(Arc::new(StatsRt {
+        uri: uri.to_string(),
+        refresh: p.stats.refresh,
+        auth: p
+            .stats
+            .auth
+            .iter()
+            .map(|u| (u.user.clone(), u.password.clone()))
+            .collect(),
+        realm: p
+            .stats
+            .realm
+            .clone()
+            .unwrap_or_else(|| "ebb statistics".to_string()),
+        hide_version: p.stats.hide_version,
+        admin,
+    })))
+}
+
 /// A compiled backend.
 pub struct BackendRt {
     /// Unique for the life of the process (a reload compiles new ones), so
@@ -79,6 +218,9 @@ pub struct BackendRt {
     pub matcher: Matcher,
     pub http_request: Vec<ReqRule>,
     pub http_response: Vec<RespRule>,
+    /// The stats page served by this backend, if any.
+    pub stats: Option<Arc<StatsRt>>,
+    pub http: HttpCounters,
 }
 
 /// Timeouts in force on a frontend's connections, in milliseconds.
@@ -114,6 +256,11 @@ pub struct FrontendRt {
     pub conns: AtomicU32,
     /// The backends `use_backends` and `default_backend` index into.
     pub backends: Vec<Arc<BackendRt>>,
+    /// The stats page served by this frontend, if any.
+    pub stats: Option<Arc<StatsRt>>,
+    pub http: HttpCounters,
+    /// Connections accepted since start (or `clear counters all`).
+    pub sessions: AtomicU64,
 }
 
 impl FrontendRt {
@@ -142,6 +289,81 @@ pub struct Compiled {
     pub warnings: Vec<String>,
 }
 
+/// Reads the server-state files the backends ask for
+/// (`load-server-state-from-file global|local`), each once; a file that
+/// does not parse is ignored whole, with a warning naming the line.
+fn load_states(
+    cfg: &Config,
+    warnings: &mut Vec<String>,
+) -> BTreeMap<String, BTreeMap<String, SrvState>> {
+    use crate::config::LoadServerState as L;
+    let base = cfg
+        .global
+        .server_state_base
+        .as_ref()
+        .map(|b| b.value.as_path());
+    let file = cfg
+        .global
+        .server_state_file
+        .as_ref()
+        .map(|f| f.value.as_path());
+    let mut global: Option<crate::statefile::Tree> = None;
+    let mut out = BTreeMap::new();
+    let read = |path: &std::path::Path, warnings: &mut Vec<String>| -> crate::statefile::Tree {
+        match std::fs::metadata(path) {
+            // No file yet (first start): nothing to restore, nothing to say.
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Default::default(),
+            _ => {}
+        }
+        match crate::statefile::load(path) {
+            Ok(t) => t,
+            Err(e) => {
+                warnings.push(format!("server-state: {e}"));
+                Default::default()
+            }
+        }
+    };
+    for p in cfg.backends() {
+        let mode = p.load_server_state.as_ref().map(|m| m.value);
+        let tree = match mode {
+            Some(L::Global) => {
+                let Some(path) = crate::statefile::global_path(file, base) else {
+                    warnings.push(format!(
+                        "{}: 'load-server-state-from-file global' without a 'server-state-file' in global",
+                        p.load_server_state.as_ref().map_or_else(String::new, |m| m.loc.to_string())
+                    ));
+                    continue;
+                };
+                if global.is_none() {
+                    global = Some(read(&path, warnings));
+                }
+                global.as_ref().and_then(|g| g.get(&p.name).cloned())
+            }
+            Some(L::Local) => {
+                let path = match base {
+                    Some(b) => b.join(&p.name),
+                    None => std::path::PathBuf::from(&p.name),
+                };
+                read(&path, warnings).remove(&p.name)
+            }
+            Some(L::None) | None => None,
+        };
+        if let Some(t) = tree {
+            out.insert(p.name.clone(), t);
+        }
+    }
+    if let Some(g) = &global {
+        for be in g.keys() {
+            if !cfg.backends().any(|p| &p.name == be) {
+                warnings.push(format!(
+                    "server-state: backend {be} is in the state file but no longer in the configuration"
+                ));
+            }
+        }
+    }
+    out
+}
+
 /// Resolves `host:port` once (at start or reload).
 fn resolve(host: &str, port: u16) -> Option<SocketAddr> {
     if let Ok(ip) = host.parse::<std::net::IpAddr>() {
@@ -150,13 +372,23 @@ fn resolve(host: &str, port: u16) -> Option<SocketAddr> {
     (host, port).to_socket_addrs().ok()?.next()
 }
 
-fn compile_servers(p: &Proxy, warnings: &mut Vec<String>) -> Result<ServersRt, ConfigError> {
+fn compile_servers(
+    p: &Proxy,
+    state: Option<&BTreeMap<String, SrvState>>,
+    warnings: &mut Vec<String>,
+) -> Result<ServersRt, ConfigError> {
     let mut list = Vec::with_capacity(p.servers.len());
     for s in &p.servers {
         if s.opts.ssl {
             return Err(err(&s.loc, "'ssl' on server lines is not supported yet"));
         }
-        let addr = resolve(&s.host, s.port);
+        let mut addr = resolve(&s.host, s.port);
+        if let Some(st) = state.and_then(|m| m.get(&s.name)) {
+            // An address changed at run time survives the restart.
+            if let Some(a) = crate::statefile::saved_addr(st, addr) {
+                addr = Some(a);
+            }
+        }
         if addr.is_none() {
             warnings.push(format!(
                 "{}: server {}/{}: cannot resolve '{}': the server stays in maintenance",
@@ -184,6 +416,21 @@ fn compile_servers(p: &Proxy, warnings: &mut Vec<String>) -> Result<ServersRt, C
         p.http_reuse,
         p.http_check.clone(),
     );
+    if let Some(m) = state {
+        for s in &farm.servers {
+            if let Some(st) = m.get(&s.name) {
+                crate::statefile::apply(s, st);
+            }
+        }
+        for name in m.keys() {
+            if !farm.servers.iter().any(|s| &s.name == name) {
+                warnings.push(format!(
+                    "server-state: server {}/{name} is in the state file but no longer in the configuration",
+                    p.name
+                ));
+            }
+        }
+    }
     let t = &p.timeouts;
     let connect = ms(t.connect).unwrap_or(DEFAULT_CONNECT_MS);
     let server = ms(t.server).unwrap_or(DEFAULT_SERVER_MS);
@@ -232,17 +479,16 @@ fn compile_req_rules(p: &Proxy, m: &Matcher) -> Result<Vec<ReqRule>, ConfigError
                     ));
                 }
             }
-            HttpRequestAction::UseService(_) => {
-                return Err(err(
-                    &r.loc,
-                    "'http-request use-service' is not supported yet",
-                ));
-            }
             _ => {}
         }
+        let prepared = match &r.action {
+            HttpRequestAction::Return(ret) => Some(Prepared::of(ret).map_err(|e| err(&r.loc, e))?),
+            _ => None,
+        };
         out.push(ReqRule {
             action: r.action.clone(),
             cond: m.opt_cond(r.cond.as_ref())?,
+            prepared,
         });
     }
     Ok(out)
@@ -267,18 +513,15 @@ pub fn compile(cfg: &Config) -> Result<Compiled, Vec<ConfigError>> {
     let warnings = &mut warn;
     // Parsed, but not served yet: refuse rather than ignore.
     for s in &cfg.global.stats_sockets {
-        errors.push(err(&s.loc, "'stats socket' is not supported yet"));
-    }
-    if let Some(f) = &cfg.global.server_state_file {
-        errors.push(err(&f.loc, "'server-state-file' is not supported yet"));
-    }
-    for p in &cfg.proxies {
-        if p.stats.enabled {
+        if !s.path.starts_with('/') && !s.path.starts_with("unix@") && s.path.contains(':') {
             errors.push(err(
-                &p.loc,
-                format!("'stats' pages are not supported yet (in '{}')", p.name),
+                &s.loc,
+                "'stats socket' on TCP is not supported yet; use a UNIX socket path",
             ));
         }
+    }
+    let states = load_states(cfg, warnings);
+    for p in &cfg.proxies {
         for b in &p.binds {
             if b.ssl.is_some() {
                 errors.push(err(&b.loc, "'ssl' on bind lines is not supported yet"));
@@ -297,7 +540,7 @@ pub fn compile(cfg: &Config) -> Result<Compiled, Vec<ConfigError>> {
                 fc.max_age = sf.max_age;
                 BackendKind::Files(fc)
             } else if !p.servers.is_empty() {
-                BackendKind::Servers(Box::new(compile_servers(p, warnings)?))
+                BackendKind::Servers(Box::new(compile_servers(p, states.get(&p.name), warnings)?))
             } else if p.kind.is_frontend() {
                 // A listen section without servers or files: a frontend only.
                 return Err(err(&p.loc, "__frontend_only__"));
@@ -319,6 +562,12 @@ pub fn compile(cfg: &Config) -> Result<Compiled, Vec<ConfigError>> {
                 compile_req_rules(p, &matcher)?
             };
             Ok(BackendRt {
+                stats: if p.kind.is_frontend() {
+                    None
+                } else {
+                    compile_stats(p, &matcher)?
+                },
+                http: HttpCounters::default(),
                 http_request,
                 id: NEXT_BACKEND_ID.fetch_add(1, Ordering::Relaxed),
                 name: p.name.clone(),
@@ -344,6 +593,7 @@ pub fn compile(cfg: &Config) -> Result<Compiled, Vec<ConfigError>> {
             let matcher = Matcher::for_proxy(p)?;
             let http_request = compile_req_rules(p, &matcher)?;
             let http_response = compile_resp_rules(p, &matcher)?;
+            let stats = compile_stats(p, &matcher)?;
             let mut use_backends = Vec::new();
             for u in &p.use_backends {
                 let i = index(&u.backend)
@@ -391,6 +641,9 @@ pub fn compile(cfg: &Config) -> Result<Compiled, Vec<ConfigError>> {
                 log: logs,
                 conns: AtomicU32::new(0),
                 backends: backends.clone(),
+                stats,
+                http: HttpCounters::default(),
+                sessions: AtomicU64::new(0),
             })
         })();
         match r {

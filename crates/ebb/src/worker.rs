@@ -45,6 +45,8 @@ pub struct Worker {
     pub date: RefCell<DateCache>,
     pub bufsize: usize,
     bufs: RefCell<Vec<Vec<u8>>>,
+    /// Output vectors (length 0, capacity `bufsize`) for reuse.
+    wbufs: RefCell<Vec<Vec<u8>>>,
     pub files: RefCell<FileCache>,
     pub pool: Submitter,
     pub limits: Limits,
@@ -79,6 +81,7 @@ impl Worker {
             date: RefCell::new(DateCache::new()),
             bufsize,
             bufs: RefCell::new(Vec::new()),
+            wbufs: RefCell::new(Vec::new()),
             files: RefCell::new(FileCache::new()),
             pool,
             limits,
@@ -102,6 +105,24 @@ impl Worker {
         let mut bufs = self.bufs.borrow_mut();
         if bufs.len() < MAX_FREE_BUFS && b.len() == self.bufsize {
             bufs.push(b);
+        }
+    }
+
+    /// An empty output vector with room for a buffer's worth.
+    pub fn get_wbuf(&self) -> Vec<u8> {
+        self.wbufs
+            .borrow_mut()
+            .pop()
+            .unwrap_or_else(|| Vec::with_capacity(self.bufsize))
+    }
+
+    /// Gives an output vector back (one that grew far past a buffer, for
+    /// a large answer, is freed instead).
+    pub fn put_wbuf(&self, mut b: Vec<u8>) {
+        let mut v = self.wbufs.borrow_mut();
+        if v.len() < MAX_FREE_BUFS && b.capacity() <= 4 * self.bufsize {
+            b.clear();
+            v.push(b);
         }
     }
 

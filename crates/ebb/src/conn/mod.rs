@@ -37,7 +37,7 @@ use crate::http1::{
     parse_request_into, write_error_response, BodyFraming, ChunkedDecoder, HttpError, Method,
     RequestHead, ResponseWriter, Status as PStatus, TargetForm, Version,
 };
-use crate::proxy::{redirect_location, return_body, BackendKind, FrontendRt};
+use crate::proxy::{redirect_location, BackendKind, FrontendRt};
 use crate::rules::ReqView;
 use crate::serve::cache::{lookup_blocking, Found, OpenFile};
 use crate::serve::files::{decide, normalize_path, Conditions, Decision};
@@ -680,25 +680,26 @@ impl Conn {
                     Some(b) => &b.http_request,
                     None => &fe.http_request,
                 };
-                let Some(HttpRequestAction::Return(r)) = rules.get(i).map(|r| &r.action) else {
+                let Some(p) = rules.get(i).and_then(|r| r.prepared.as_ref()) else {
                     return;
                 };
-                let mut hdrs: Vec<(&[u8], &[u8])> = Vec::with_capacity(r.headers.len() + 1);
-                if let Some(ct) = &r.content_type {
-                    hdrs.push((b"Content-Type", ct.as_bytes()));
+                // The prepared answer: only Date and Connection are added.
+                let date = *self.w.date.borrow_mut().get();
+                self.wbuf.extend_from_slice(&p.before_date);
+                self.wbuf.extend_from_slice(&date);
+                self.wbuf.extend_from_slice(&p.after_date);
+                if !keep_alive {
+                    self.wbuf.extend_from_slice(b"Connection: close\r\n");
+                    self.closing = true;
+                } else if version == Version::Http10 {
+                    self.wbuf.extend_from_slice(b"Connection: keep-alive\r\n");
                 }
-                for (n, v) in &r.headers {
-                    hdrs.push((n.as_bytes(), v.as_bytes()));
+                self.wbuf.extend_from_slice(b"\r\n");
+                if p.has_body && !head_req {
+                    self.wbuf.extend_from_slice(&p.body);
                 }
-                self.simple_response(
-                    r.status,
-                    keep_alive,
-                    version,
-                    &hdrs,
-                    return_body(r),
-                    head_req,
-                );
-                self.finish_request(ctx, r.status, None, 0);
+                let st = p.status;
+                self.finish_request(ctx, st, None, 0);
             }
             Act::Redirect(loc, code) => {
                 self.simple_response(
@@ -944,6 +945,9 @@ impl Conn {
     /// The connection's timer fired: 408 for a head that did not arrive in
     /// time, a plain close for an idle or stalled connection.
     fn on_timeout(&mut self, ctx: &mut Ctx) -> Status {
+        if self.wbuf.capacity() == 0 {
+            self.wbuf = self.w.get_wbuf();
+        }
         if matches!(self.input, In::Head) && self.rstart < self.rend && !self.has_output() {
             let status = 408;
             self.error_response(status, false, Version::Http11, false, &[]);
@@ -1018,13 +1022,16 @@ impl Conn {
         self.rstart = 0;
         self.rend = 0;
         if self.wbuf.capacity() > 0 && !self.has_output() {
-            self.wbuf = Vec::new();
+            self.w.put_wbuf(std::mem::take(&mut self.wbuf));
             self.wpos = 0;
         }
     }
 
     /// One pass: read, answer, write, while anything moves.
     fn pump(&mut self, ctx: &mut Ctx) -> Status {
+        if self.wbuf.capacity() == 0 {
+            self.wbuf = self.w.get_wbuf();
+        }
         loop {
             let mut moved = false;
             if self.rd_ready && !self.eof && !self.closing {
