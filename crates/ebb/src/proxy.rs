@@ -470,16 +470,13 @@ fn err(loc: &Loc, message: impl Into<String>) -> ConfigError {
 fn compile_req_rules(p: &Proxy, m: &Matcher) -> Result<Vec<ReqRule>, ConfigError> {
     let mut out = Vec::new();
     for r in &p.http_request {
-        match &r.action {
-            HttpRequestAction::Return(ret) => {
-                if let ReturnBody::LfString(_) = ret.body {
-                    return Err(err(
-                        &r.loc,
-                        "'lf-string' bodies are not supported yet; use 'string' or 'file'",
-                    ));
-                }
+        if let HttpRequestAction::Return(ret) = &r.action {
+            if let ReturnBody::LfString(_) = ret.body {
+                return Err(err(
+                    &r.loc,
+                    "'lf-string' bodies are not supported yet; use 'string' or 'file'",
+                ));
             }
-            _ => {}
         }
         let prepared = match &r.action {
             HttpRequestAction::Return(ret) => Some(Prepared::of(ret).map_err(|e| err(&r.loc, e))?),
