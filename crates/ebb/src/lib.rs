@@ -6,16 +6,20 @@
 
 pub mod backend;
 pub mod blocking;
+pub mod cli;
 pub mod config;
 pub mod conn;
 pub mod http1;
 pub mod listener;
 pub mod log;
+pub mod metrics;
 pub mod proxy;
 pub mod registry;
 pub mod rules;
 pub mod serve;
+pub mod stats;
 pub mod server;
+pub mod statefile;
 pub mod sys;
 pub mod tls;
 pub mod transport;

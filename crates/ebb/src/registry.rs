@@ -78,6 +78,21 @@ pub struct Process {
     pub handle: RuntimeHandle,
 }
 
+static PROCESS: std::sync::OnceLock<Arc<Process>> = std::sync::OnceLock::new();
+
+impl Process {
+    /// Makes this the process the stats page and the Prometheus exporter
+    /// read (set once at start-up; later calls are ignored).
+    pub fn set_global(p: &Arc<Process>) {
+        let _ = PROCESS.set(Arc::clone(p));
+    }
+
+    /// The running process, once start-up has set it.
+    pub fn global() -> Option<&'static Arc<Process>> {
+        PROCESS.get()
+    }
+}
+
 /// One client connection as the CLI sees it.
 pub struct SessInfo {
     pub id: u64,

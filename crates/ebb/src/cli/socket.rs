@@ -1,0 +1,315 @@
+//! The `stats socket` listener and its connections, on the scheduler.
+//!
+//! The UNIX socket is bound at start-up, before `ebb: ready` (so a script
+//! may connect as soon as it reads that line), and served by thread 0. A
+//! CLI connection is two scheduler objects: a tasklet registered for the
+//! socket's readiness, which only wakes a *task*, and that task, which
+//! reads lines, runs the commands and writes the answers. The task has a
+//! negative `nice` (default −1024: HAProxy's figure for its CLI is −64
+//! relative to traffic at 0; ebb takes the strongest, since a CLI command
+//! is rare and short), so under full load it runs ahead of every queued
+//! traffic task and the socket still answers.
+//!
+//! A connection ends after its first line (non-interactive mode), on
+//! `quit`, at EOF, or after `stats timeout` (HAProxy's default: 10 s) of
+//! silence.
+
+use std::cell::Cell;
+use std::io::{self, Read, Write};
+use std::os::fd::{AsRawFd, RawFd};
+use std::os::unix::fs::{FileTypeExt, PermissionsExt};
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::PathBuf;
+use std::rc::Rc;
+use std::sync::Arc;
+
+use sched::{ticks, Ctx, Reasons, Status, TaskFn, TaskId, TaskletFn, TaskletId, ETERNITY};
+
+use crate::config::{CliLevel, StatsSocket};
+use crate::registry::Process;
+
+/// The CLI's default nice (see the module documentation).
+pub const DEFAULT_NICE: i32 = -1024;
+
+/// HAProxy's default `stats timeout`.
+pub const DEFAULT_TIMEOUT_MS: u32 = 10_000;
+
+/// A line longer than this is refused (HAProxy's CLI buffer is 16 KiB; a
+/// `;`-separated batch of commands fits many times over).
+const MAX_LINE: usize = 64 * 1024;
+
+/// A bound CLI socket.
+pub struct CliSocket {
+    pub listener: UnixListener,
+    pub path: PathBuf,
+    pub level: CliLevel,
+    pub nice: i32,
+}
+
+/// Binds a `stats socket` line. A stale socket file (nobody answering on
+/// it) is replaced; a live one is an error.
+pub fn bind(s: &StatsSocket) -> io::Result<CliSocket> {
+    let raw = s.path.strip_prefix("unix@").unwrap_or(&s.path);
+    let path = PathBuf::from(raw);
+    if let Ok(m) = std::fs::symlink_metadata(&path) {
+        if !m.file_type().is_socket() {
+            return Err(io::Error::new(
+                io::ErrorKind::AlreadyExists,
+                "the path exists and is not a socket",
+            ));
+        }
+        if UnixStream::connect(&path).is_ok() {
+            return Err(io::Error::new(
+                io::ErrorKind::AddrInUse,
+                "another process answers on this socket",
+            ));
+        }
+        std::fs::remove_file(&path)?;
+    }
+    let listener = UnixListener::bind(&path)?;
+    listener.set_nonblocking(true)?;
+    if let Some(mode) = s.mode {
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode))?;
+    }
+    Ok(CliSocket {
+        listener,
+        path,
+        level: s.level,
+        nice: s.nice.unwrap_or(DEFAULT_NICE),
+    })
+}
+
+struct Acceptor {
+    sock: Option<CliSocket>,
+    process: Arc<Process>,
+    timeout_ms: u32,
+}
+
+impl TaskletFn for Acceptor {
+    fn run(&mut self, ctx: &mut Ctx, me: TaskletId, why: Reasons) -> Status {
+        if why.intersects(Reasons::IO) {
+            let _ = ctx.take_events(me);
+        }
+        let Some(s) = &self.sock else {
+            return Status::Done;
+        };
+        if why.intersects(Reasons::SIGNAL) || ctx.stopping() {
+            let _ = ctx.deregister_fd(s.listener.as_raw_fd());
+            self.sock = None;
+            return Status::Done;
+        }
+        // A few per wakeup; the rest after other work had its turn.
+        for _ in 0..16 {
+            match s.listener.accept() {
+                Ok((st, _)) => {
+                    let _ = spawn(ctx, st, s.level, s.nice, &self.process, self.timeout_ms);
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Status::Continue,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(_) => return Status::Continue,
+            }
+        }
+        ctx.tasklet_wakeup(me);
+        Status::Continue
+    }
+}
+
+/// Starts serving a bound socket on the calling thread.
+pub fn start(
+    ctx: &mut Ctx,
+    sock: CliSocket,
+    process: Arc<Process>,
+    timeout_ms: u32,
+) -> io::Result<()> {
+    let fd = sock.listener.as_raw_fd();
+    let id = ctx.new_tasklet_obj(
+        "cli_accept",
+        Acceptor {
+            sock: Some(sock),
+            process,
+            timeout_ms,
+        },
+    );
+    if let Err(e) = ctx.register_fd(fd, id, false) {
+        ctx.kill_tasklet(id);
+        return Err(e);
+    }
+    ctx.on_stop_tasklet(id);
+    ctx.tasklet_wakeup(id);
+    Ok(())
+}
+
+struct CliConn {
+    sock: UnixStream,
+    fd: RawFd,
+    level: CliLevel,
+    process: Arc<Process>,
+    inbuf: Vec<u8>,
+    out: Vec<u8>,
+    opos: usize,
+    interactive: bool,
+    closing: bool,
+    io: Rc<Cell<Option<TaskletId>>>,
+    timeout_ms: u32,
+}
+
+/// Wakes the connection's task on socket readiness.
+struct CliIo {
+    task: TaskId,
+}
+
+impl TaskletFn for CliIo {
+    fn run(&mut self, ctx: &mut Ctx, me: TaskletId, _why: Reasons) -> Status {
+        let _ = ctx.take_events(me);
+        ctx.wakeup(self.task, Reasons::IO);
+        Status::Continue
+    }
+}
+
+fn spawn(
+    ctx: &mut Ctx,
+    st: UnixStream,
+    level: CliLevel,
+    nice: i32,
+    process: &Arc<Process>,
+    timeout_ms: u32,
+) -> io::Result<()> {
+    st.set_nonblocking(true)?;
+    let fd = st.as_raw_fd();
+    let io_cell = Rc::new(Cell::new(None));
+    let conn = CliConn {
+        sock: st,
+        fd,
+        level,
+        process: Arc::clone(process),
+        inbuf: Vec::new(),
+        out: Vec::new(),
+        opos: 0,
+        interactive: false,
+        closing: false,
+        io: Rc::clone(&io_cell),
+        timeout_ms,
+    };
+    let task = ctx.new_task_obj("cli_conn", conn);
+    ctx.set_nice(task, nice);
+    let io = ctx.new_tasklet_obj("cli_io", CliIo { task });
+    io_cell.set(Some(io));
+    if let Err(e) = ctx.register_fd(fd, io, true) {
+        ctx.kill_tasklet(io);
+        ctx.kill(task);
+        return Err(e);
+    }
+    ctx.set_expire(task, ticks::add(ctx.now(), timeout_ms));
+    ctx.wakeup(task, Reasons::INIT);
+    Ok(())
+}
+
+impl CliConn {
+    fn close(&mut self, ctx: &mut Ctx) -> Status {
+        let _ = ctx.deregister_fd(self.fd);
+        if let Some(io) = self.io.take() {
+            ctx.kill_tasklet(io);
+        }
+        let _ = self.sock.shutdown(std::net::Shutdown::Both);
+        Status::Done
+    }
+
+    /// Reads what the socket has. Returns false at EOF or error.
+    fn read_in(&mut self) -> bool {
+        let mut tmp = [0u8; 4096];
+        loop {
+            match self.sock.read(&mut tmp) {
+                Ok(0) => return false,
+                Ok(n) => {
+                    self.inbuf.extend_from_slice(&tmp[..n]);
+                    if self.inbuf.len() > MAX_LINE * 4 {
+                        return false;
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return true,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(_) => return false,
+            }
+        }
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        while self.opos < self.out.len() {
+            match self.sock.write(&self.out[self.opos..]) {
+                Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+                Ok(n) => self.opos += n,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        self.out.clear();
+        self.opos = 0;
+        Ok(())
+    }
+
+    fn lines(&mut self, ctx: &mut Ctx) {
+        while !self.closing {
+            let Some(nl) = self.inbuf.iter().position(|&c| c == b'\n') else {
+                if self.inbuf.len() > MAX_LINE {
+                    self.out.extend_from_slice(b"Line too long.\n\n");
+                    self.closing = true;
+                }
+                return;
+            };
+            let raw: Vec<u8> = self.inbuf.drain(..=nl).collect();
+            let line = String::from_utf8_lossy(&raw);
+            let line = line.trim_end_matches(['\n', '\r']);
+            let process = Arc::clone(&self.process);
+            let r = super::execute_line(&process, self.level, line, &mut |f| {
+                ctx.isolate(|_| f());
+            });
+            self.out.extend_from_slice(r.text.as_bytes());
+            if r.prompt_toggles % 2 == 1 {
+                self.interactive = !self.interactive;
+            }
+            if r.quit || !self.interactive {
+                self.closing = true;
+                return;
+            }
+            self.out.extend_from_slice(b"> ");
+        }
+    }
+}
+
+impl TaskFn for CliConn {
+    fn run(&mut self, ctx: &mut Ctx, me: TaskId, why: Reasons) -> Status {
+        if why.intersects(Reasons::TIMER) && ticks::is_expired(ctx.expire(me), ctx.now()) {
+            return self.close(ctx);
+        }
+        if ctx.stopping() {
+            return self.close(ctx);
+        }
+        if !self.closing {
+            let eof = !self.read_in();
+            if eof && !self.inbuf.is_empty() && !self.inbuf.ends_with(b"\n") {
+                // A last command without its newline still runs.
+                self.inbuf.push(b'\n');
+            }
+            self.lines(ctx);
+            if eof {
+                self.closing = true;
+            }
+        }
+        if self.flush().is_err() {
+            return self.close(ctx);
+        }
+        if self.closing && self.out.is_empty() {
+            return self.close(ctx);
+        }
+        ctx.set_expire(
+            me,
+            if self.timeout_ms == 0 {
+                ETERNITY
+            } else {
+                ticks::add(ctx.now(), self.timeout_ms)
+            },
+        );
+        Status::Continue
+    }
+}

@@ -1,0 +1,337 @@
+//! The server-state file: what `show servers state` prints and what
+//! `server-state-file` reads back at start and on reload.
+//!
+//! The format is HAProxy's version 1: a line holding `1`, a `#` header line
+//! naming the columns, then one line per server with 25 fields separated
+//! by spaces or tabs:
+//!
+//! ```text
+//! 1
+//! # be_id be_name srv_id srv_name srv_addr srv_op_state srv_admin_state srv_uweight ...
+//! 3 app 1 s1 127.0.0.1 2 0 1 1 12 6 3 4 6 0 0 0 - 8080 - 0 0 - - 0
+//! ```
+//!
+//! ebb restores three things from it: the admin state (`srv_admin_state`:
+//! bit 0x01 forced maintenance, 0x08 forced drain), the weight
+//! (`srv_uweight`) and the address (`srv_addr` and `srv_port`).
+//!
+//! **Strict parsing.** The file is parsed once, into a tree keyed by
+//! backend then server name. The first line must be the version; a line
+//! with the wrong number of fields, a field that does not parse, or a last
+//! line cut short (no newline) makes the whole file ignored: a state half
+//! applied would be worse than none. The error names the line.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::net::IpAddr;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
+
+use crate::backend::{Farm, ServerRt, ADMIN_DRAIN, ADMIN_MAINT};
+
+/// The column header of version 1 (HAProxy 2.x order).
+pub const HEADER: &str = "# be_id be_name srv_id srv_name srv_addr srv_op_state \
+srv_admin_state srv_uweight srv_iweight srv_time_since_last_change srv_check_status \
+srv_check_result srv_check_health srv_check_state srv_agent_state bk_f_forced_id \
+srv_f_forced_id srv_fqdn srv_port srvrecord srv_use_ssl srv_check_port srv_check_addr \
+srv_agent_addr srv_agent_port";
+
+/// Fields per server line in version 1.
+pub const FIELDS: usize = 25;
+
+/// `srv_admin_state` bits (HAProxy's `SRV_ADMF_*`).
+pub const ADMF_FMAINT: u32 = 0x01;
+pub const ADMF_IMAINT: u32 = 0x02;
+pub const ADMF_CMAINT: u32 = 0x04;
+pub const ADMF_FDRAIN: u32 = 0x08;
+pub const ADMF_IDRAIN: u32 = 0x10;
+pub const ADMF_RMAINT: u32 = 0x20;
+pub const ADMF_HMAINT: u32 = 0x40;
+
+/// One server's saved state.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SrvState {
+    pub addr: Option<IpAddr>,
+    pub port: Option<u16>,
+    pub admin: u32,
+    pub weight: u32,
+}
+
+impl SrvState {
+    /// The admin state ebb applies: maintenance, drain or ready.
+    pub fn admin_state(&self) -> u8 {
+        if self.admin & (ADMF_FMAINT | ADMF_IMAINT | ADMF_RMAINT | ADMF_HMAINT) != 0 {
+            ADMIN_MAINT
+        } else if self.admin & (ADMF_FDRAIN | ADMF_IDRAIN) != 0 {
+            ADMIN_DRAIN
+        } else {
+            crate::backend::ADMIN_READY
+        }
+    }
+}
+
+/// A parsed state file: backend name -> server name -> state.
+pub type Tree = BTreeMap<String, BTreeMap<String, SrvState>>;
+
+/// Why a state file is ignored.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ParseError {
+    /// 1-based line number.
+    pub line: usize,
+    pub reason: String,
+}
+
+impl std::fmt::Display for ParseError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "line {}: {}", self.line, self.reason)
+    }
+}
+
+fn perr(line: usize, reason: impl Into<String>) -> ParseError {
+    ParseError {
+        line,
+        reason: reason.into(),
+    }
+}
+
+/// Parses a whole state file (strictly: see the module documentation).
+pub fn parse(text: &str) -> Result<Tree, ParseError> {
+    let mut tree = Tree::new();
+    if text.is_empty() {
+        return Err(perr(1, "empty file: the version line is missing"));
+    }
+    let lines: Vec<&str> = text.split('\n').collect();
+    // `split` leaves one empty piece after the final newline; a missing
+    // final newline means the last line was cut short.
+    let n = lines.len();
+    if !text.ends_with('\n') {
+        return Err(perr(
+            n,
+            "truncated line (no newline at the end of the file)",
+        ));
+    }
+    for (i, raw) in lines[..n - 1].iter().enumerate() {
+        let no = i + 1;
+        let line = raw.strip_suffix('\r').unwrap_or(raw);
+        if no == 1 {
+            if line.trim_matches([' ', '\t']) != "1" {
+                return Err(perr(
+                    1,
+                    format!("unsupported version line '{line}' (expected 1)"),
+                ));
+            }
+            continue;
+        }
+        if line.starts_with('#') || line.trim_matches([' ', '\t']).is_empty() {
+            continue;
+        }
+        if line
+            .chars()
+            .any(|c| c.is_whitespace() && c != ' ' && c != '\t')
+        {
+            return Err(perr(no, "fields must be separated by spaces or tabs only"));
+        }
+        let f: Vec<&str> = line.split([' ', '\t']).filter(|s| !s.is_empty()).collect();
+        if f.len() != FIELDS {
+            return Err(perr(
+                no,
+                format!("{} fields, version 1 has {FIELDS}", f.len()),
+            ));
+        }
+        let num = |k: usize, what: &str| -> Result<u32, ParseError> {
+            f[k].parse::<u32>()
+                .map_err(|_| perr(no, format!("{what} '{}' is not a number", f[k])))
+        };
+        num(0, "be_id")?;
+        num(2, "srv_id")?;
+        let addr = match f[4] {
+            "-" => None,
+            a => Some(
+                a.parse::<IpAddr>()
+                    .map_err(|_| perr(no, format!("srv_addr '{a}' is not an address")))?,
+            ),
+        };
+        num(5, "srv_op_state")?;
+        let admin = num(6, "srv_admin_state")?;
+        let weight = num(7, "srv_uweight")?;
+        if weight > 256 {
+            return Err(perr(no, format!("srv_uweight {weight} is above 256")));
+        }
+        num(8, "srv_iweight")?;
+        let port = match f[18] {
+            "-" | "0" => None,
+            p => Some(
+                p.parse::<u16>()
+                    .map_err(|_| perr(no, format!("srv_port '{p}' is not a port")))?,
+            ),
+        };
+        let prev = tree.entry(f[1].to_string()).or_default().insert(
+            f[3].to_string(),
+            SrvState {
+                addr,
+                port,
+                admin,
+                weight,
+            },
+        );
+        if prev.is_some() {
+            return Err(perr(no, format!("server {}/{} appears twice", f[1], f[3])));
+        }
+    }
+    Ok(tree)
+}
+
+/// The `srv_admin_state` ebb writes for a server.
+pub fn admin_bits(s: &ServerRt) -> u32 {
+    match s.admin.load(Ordering::Relaxed) {
+        ADMIN_MAINT if s.opts.disabled || s.addr.is_none() => ADMF_CMAINT,
+        ADMIN_MAINT => ADMF_FMAINT,
+        ADMIN_DRAIN => ADMF_FDRAIN,
+        _ => 0,
+    }
+}
+
+/// `show servers state [BACKEND]` for the given backends (with their
+/// 1-based ids as HAProxy numbers proxies).
+pub fn dump<'a>(farms: impl Iterator<Item = (usize, &'a Farm)>) -> String {
+    let mut out = String::from("1\n");
+    out.push_str(HEADER);
+    out.push('\n');
+    for (be_id, farm) in farms {
+        for s in &farm.servers {
+            let up = s.up.load(Ordering::Relaxed);
+            let (addr, port) = match s.addr {
+                Some(a) => (a.ip().to_string(), a.port().to_string()),
+                None => ("-".to_string(), "0".to_string()),
+            };
+            let since = s
+                .up_since
+                .lock()
+                .map(|t| t.elapsed().as_secs())
+                .unwrap_or(0);
+            let _ = writeln!(
+                out,
+                "{be_id} {be} {sid} {srv} {addr} {op} {adm} {uw} {iw} {since} {cs} {cr} {ch} {cst} 0 0 0 - {port} - 0 0 - - 0",
+                be = farm.name,
+                sid = s.idx + 1,
+                srv = s.name,
+                op = if up { 2 } else { 0 },
+                adm = admin_bits(s),
+                uw = s.weight.load(Ordering::Relaxed),
+                iw = s.opts.weight,
+                // check status: 6 = L7OK when checked, 1 = none.
+                cs = if s.opts.check { 6 } else { 1 },
+                cr = if up { 3 } else { 1 },
+                ch = if up { s.opts.rise + s.opts.fall - 1 } else { 0 },
+                cst = if s.opts.check { 6 } else { 0 },
+            );
+        }
+    }
+    out
+}
+
+/// Reads and parses a state file.
+pub fn load(path: &Path) -> Result<Tree, String> {
+    let text = std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    let text = String::from_utf8(text)
+        .map_err(|_| format!("{}: not UTF-8 text: ignored", path.display()))?;
+    parse(&text).map_err(|e| format!("{}: {e}: the whole file is ignored", path.display()))
+}
+
+/// Where a backend's state comes from: the global file, or for `local`
+/// the file named after the backend under `server-state-base`.
+pub fn global_path(file: Option<&Path>, base: Option<&Path>) -> Option<PathBuf> {
+    let f = file?;
+    Some(match base {
+        Some(b) if f.is_relative() => b.join(f),
+        _ => f.to_path_buf(),
+    })
+}
+
+/// The saved address of a server, when it differs from the configured one
+/// and is usable (port from the file, else the configured one).
+pub fn saved_addr(
+    st: &SrvState,
+    configured: Option<std::net::SocketAddr>,
+) -> Option<std::net::SocketAddr> {
+    let ip = st.addr?;
+    let port = st.port.or(configured.map(|a| a.port()))?;
+    Some(std::net::SocketAddr::new(ip, port))
+}
+
+/// Applies a saved admin state and weight to a running server.
+pub fn apply(s: &ServerRt, st: &SrvState) {
+    if s.addr.is_some() && !s.opts.disabled {
+        s.admin.store(st.admin_state(), Ordering::Relaxed);
+    }
+    s.weight.store(st.weight, Ordering::Relaxed);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn line(be: &str, srv: &str, addr: &str, admin: u32, w: u32) -> String {
+        format!("1 {be} 1 {srv} {addr} 2 {admin} {w} 1 0 1 0 0 0 0 0 0 - 8080 - 0 0 - - 0\n")
+    }
+
+    #[test]
+    fn parses_a_good_file() {
+        let t = format!(
+            "1\n{HEADER}\n{}{}\n",
+            line("app", "s1", "127.0.0.1", 1, 3),
+            line("app", "s2", "10.0.0.2", 8, 0)
+        );
+        let tree = parse(&t).unwrap();
+        let s1 = &tree["app"]["s1"];
+        assert_eq!(s1.admin_state(), ADMIN_MAINT);
+        assert_eq!(s1.weight, 3);
+        assert_eq!(s1.port, Some(8080));
+        assert_eq!(tree["app"]["s2"].admin_state(), ADMIN_DRAIN);
+    }
+
+    #[test]
+    fn tabs_are_separators() {
+        let t = format!("1\n{}", line("a", "b", "::1", 0, 1).replace(' ', "\t"));
+        assert!(parse(&t).is_ok());
+    }
+
+    #[test]
+    fn strict_errors_name_the_line() {
+        assert_eq!(parse("").unwrap_err().line, 1);
+        assert_eq!(parse("2\n").unwrap_err().line, 1);
+        let ok = line("a", "b", "127.0.0.1", 0, 1);
+        // Wrong field count on line 3.
+        let t = format!("1\n{ok}1 a 2 c 127.0.0.1 2 0 1\n");
+        let e = parse(&t).unwrap_err();
+        assert_eq!(e.line, 3, "{e}");
+        assert!(e.reason.contains("8 fields"), "{e}");
+        // Last line without its newline: truncated.
+        let t = format!("1\n{ok}{}", ok.trim_end());
+        assert_eq!(parse(&t).unwrap_err().line, 3);
+        // A vertical tab is not a separator.
+        let t = format!("1\n{}", ok.replacen(' ', "\x0b", 1));
+        assert_eq!(parse(&t).unwrap_err().line, 2);
+        // Not a number, not an address.
+        let t = format!("1\n{}", line("a", "b", "nope", 0, 1));
+        assert!(parse(&t).unwrap_err().reason.contains("srv_addr"));
+        let t = format!("1\n{}", line("a", "b", "127.0.0.1", 0, 999));
+        assert!(parse(&t).unwrap_err().reason.contains("256"));
+        // Duplicates.
+        let t = format!("1\n{ok}{ok}");
+        assert_eq!(parse(&t).unwrap_err().line, 3);
+    }
+
+    #[test]
+    fn paths() {
+        assert_eq!(
+            global_path(Some(Path::new("s")), Some(Path::new("/b"))),
+            Some(PathBuf::from("/b/s"))
+        );
+        assert_eq!(
+            global_path(Some(Path::new("/a/s")), Some(Path::new("/b"))),
+            Some(PathBuf::from("/a/s"))
+        );
+        assert_eq!(global_path(None, Some(Path::new("/b"))), None);
+    }
+}

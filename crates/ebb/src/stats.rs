@@ -1,0 +1,991 @@
+//! The statistics every operator view shares: one row per frontend,
+//! backend and server (HAProxy's `show stat` model), the CSV of `show stat`
+//! and `;csv`, the HTML stats page, and the server actions the CLI and the
+//! page's admin form both perform.
+//!
+//! Rows are read from the atomics of the configuration in force
+//! ([`crate::registry::Live::compiled`]); nothing here locks the request
+//! path. Rates (sessions and requests per second) are not counted on the
+//! request path either: each read of a total is compared with the previous
+//! sample of the same total, at least a second old, so a rate is "per
+//! second over the last interval between two views".
+
+use std::collections::HashMap;
+use std::fmt::Write as _;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Instant;
+
+use crate::backend::{Farm, ServerRt, ADMIN_DRAIN, ADMIN_MAINT, ADMIN_READY};
+use crate::proxy::{BackendKind, BackendRt, Compiled, FrontendRt};
+
+/// What a row describes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    Frontend,
+    Backend,
+    Server,
+}
+
+impl Kind {
+    /// HAProxy's `type` column: 0 frontend, 1 backend, 2 server.
+    fn code(self) -> u8 {
+        match self {
+            Kind::Frontend => 0,
+            Kind::Backend => 1,
+            Kind::Server => 2,
+        }
+    }
+}
+
+/// One line of statistics.
+#[derive(Clone, Debug)]
+pub struct Row {
+    pub pxname: String,
+    pub svname: String,
+    pub kind: Kind,
+    /// Proxy id (1-based, in configuration order) and server id.
+    pub iid: usize,
+    pub sid: usize,
+    pub qcur: u64,
+    pub scur: u64,
+    pub slim: Option<u64>,
+    pub stot: u64,
+    pub bin: u64,
+    pub bout: u64,
+    pub dreq: u64,
+    pub econ: u64,
+    pub eresp: u64,
+    pub wretr: u64,
+    pub wredis: u64,
+    pub status: String,
+    pub weight: Option<u64>,
+    pub act: Option<u64>,
+    pub bck: Option<u64>,
+    pub qlimit: Option<u64>,
+    pub lbtot: Option<u64>,
+    pub rate: u64,
+    pub rate_max: u64,
+    pub check_status: String,
+    pub hrsp: [u64; 6],
+    pub req_rate: u64,
+    pub req_rate_max: u64,
+    pub req_tot: Option<u64>,
+    pub qtime_out: u64,
+    /// Server admin state (servers only).
+    pub admin: Option<u8>,
+}
+
+impl Row {
+    fn new(pxname: &str, svname: &str, kind: Kind, iid: usize, sid: usize) -> Row {
+        Row {
+            pxname: pxname.to_string(),
+            svname: svname.to_string(),
+            kind,
+            iid,
+            sid,
+            qcur: 0,
+            scur: 0,
+            slim: None,
+            stot: 0,
+            bin: 0,
+            bout: 0,
+            dreq: 0,
+            econ: 0,
+            eresp: 0,
+            wretr: 0,
+            wredis: 0,
+            status: String::new(),
+            weight: None,
+            act: None,
+            bck: None,
+            qlimit: None,
+            lbtot: None,
+            rate: 0,
+            rate_max: 0,
+            check_status: String::new(),
+            hrsp: [0; 6],
+            req_rate: 0,
+            req_rate_max: 0,
+            req_tot: None,
+            qtime_out: 0,
+            admin: None,
+        }
+    }
+}
+
+struct Sample {
+    at: Instant,
+    total: u64,
+    rate: u64,
+    max: u64,
+}
+
+fn samples() -> &'static Mutex<HashMap<String, Sample>> {
+    static S: OnceLock<Mutex<HashMap<String, Sample>>> = OnceLock::new();
+    S.get_or_init(|| Mutex::new(HashMap::new()))
+}
+
+/// The per-second rate of a monotonic total, and its maximum seen.
+fn rate(key: String, total: u64) -> (u64, u64) {
+    let mut m = samples().lock().unwrap_or_else(|p| p.into_inner());
+    let now = Instant::now();
+    let s = m.entry(key).or_insert(Sample {
+        at: now,
+        total,
+        rate: 0,
+        max: 0,
+    });
+    let dt = now.duration_since(s.at).as_secs_f64();
+    if total < s.total {
+        // Counters cleared.
+        *s = Sample {
+            at: now,
+            total,
+            rate: 0,
+            max: 0,
+        };
+    } else if dt >= 1.0 {
+        s.rate = ((total - s.total) as f64 / dt).round() as u64;
+        s.max = s.max.max(s.rate);
+        s.at = now;
+        s.total = total;
+    }
+    (s.rate, s.max)
+}
+
+/// Forgets the maxima of rates (`clear counters`).
+pub fn clear_maxima() {
+    let mut m = samples().lock().unwrap_or_else(|p| p.into_inner());
+    for s in m.values_mut() {
+        s.max = s.rate;
+    }
+}
+
+fn ld(a: &std::sync::atomic::AtomicU64) -> u64 {
+    a.load(Ordering::Relaxed)
+}
+
+/// A server's state word, as the page and `show stat` print it.
+pub fn server_status(s: &ServerRt) -> &'static str {
+    match s.admin.load(Ordering::Relaxed) {
+        ADMIN_MAINT => "MAINT",
+        ADMIN_DRAIN if s.up.load(Ordering::Relaxed) => "DRAIN",
+        _ if !s.up.load(Ordering::Relaxed) => "DOWN",
+        _ if !s.opts.check => "no check",
+        _ => "UP",
+    }
+}
+
+fn fe_row(i: usize, fe: &FrontendRt) -> Row {
+    let mut r = Row::new(&fe.name, "FRONTEND", Kind::Frontend, i + 1, 0);
+    r.scur = u64::from(fe.cur_conns());
+    r.slim = fe.maxconn.map(u64::from);
+    r.stot = ld(&fe.sessions);
+    r.bin = ld(&fe.http.bytes_in);
+    r.bout = ld(&fe.http.bytes_out);
+    r.dreq = ld(&fe.http.denied);
+    r.status = "OPEN".into();
+    for (k, h) in fe.http.hrsp.iter().enumerate() {
+        r.hrsp[k] = ld(h);
+    }
+    let req = ld(&fe.http.requests);
+    r.req_tot = Some(req);
+    (r.rate, r.rate_max) = rate(format!("fe/{}/s", fe.name), r.stot);
+    (r.req_rate, r.req_rate_max) = rate(format!("fe/{}/r", fe.name), req);
+    r
+}
+
+fn srv_row(i: usize, farm: &Farm, s: &ServerRt) -> Row {
+    let mut r = Row::new(&farm.name, &s.name, Kind::Server, i + 1, s.idx + 1);
+    let c = &s.counters;
+    r.qcur = s.queue.lock().map(|q| q.len() as u64).unwrap_or(0);
+    r.scur = u64::from(s.cur.load(Ordering::Relaxed));
+    let m = s.maxconn.load(Ordering::Relaxed);
+    r.slim = (m > 0).then_some(u64::from(m));
+    r.stot = ld(&c.sessions);
+    r.lbtot = Some(r.stot);
+    r.bin = ld(&c.bytes_in);
+    r.bout = ld(&c.bytes_out);
+    r.econ = ld(&c.conn_errors);
+    r.eresp = ld(&c.resp_errors);
+    r.wretr = ld(&c.retries);
+    r.wredis = ld(&c.redispatches);
+    r.qtime_out = ld(&c.queue_timeouts);
+    r.status = server_status(s).into();
+    r.weight = Some(u64::from(s.weight.load(Ordering::Relaxed)));
+    r.act = Some(u64::from(!s.opts.backup));
+    r.bck = Some(u64::from(s.opts.backup));
+    r.qlimit = s.opts.maxqueue.map(u64::from);
+    r.check_status = if s.opts.check {
+        s.check_status.lock().map(|c| c.clone()).unwrap_or_default()
+    } else {
+        String::new()
+    };
+    r.admin = Some(s.admin.load(Ordering::Relaxed));
+    (r.rate, r.rate_max) = rate(format!("sv/{}/{}", farm.name, s.name), r.stot);
+    r
+}
+
+fn be_row(i: usize, be: &BackendRt) -> Row {
+    let mut r = Row::new(&be.name, "BACKEND", Kind::Backend, i + 1, 0);
+    r.bout = ld(&be.http.bytes_out);
+    r.bin = ld(&be.http.bytes_in);
+    let req = ld(&be.http.requests);
+    r.req_tot = Some(req);
+    for (k, h) in be.http.hrsp.iter().enumerate() {
+        r.hrsp[k] = ld(h);
+    }
+    match &be.kind {
+        BackendKind::Servers(sv) => {
+            let f = &sv.farm;
+            r.qcur = f.queued() as u64;
+            let mut w = 0;
+            let (mut act, mut bck) = (0, 0);
+            for s in &f.servers {
+                let c = &s.counters;
+                r.scur += u64::from(s.cur.load(Ordering::Relaxed));
+                r.stot += ld(&c.sessions);
+                r.econ += ld(&c.conn_errors);
+                r.eresp += ld(&c.resp_errors);
+                r.wretr += ld(&c.retries);
+                r.wredis += ld(&c.redispatches);
+                r.qtime_out += ld(&c.queue_timeouts);
+                if s.usable() {
+                    if s.opts.backup {
+                        bck += 1;
+                    } else {
+                        act += 1;
+                        w += u64::from(s.weight.load(Ordering::Relaxed));
+                    }
+                }
+            }
+            r.qtime_out += ld(&f.counters.queue_timeouts);
+            r.weight = Some(w);
+            r.act = Some(act);
+            r.bck = Some(bck);
+            r.lbtot = Some(r.stot);
+            r.status = if act + bck > 0 { "UP" } else { "DOWN" }.into();
+        }
+        BackendKind::Files(_) => {
+            r.stot = req;
+            r.status = "UP".into();
+        }
+    }
+    (r.rate, r.rate_max) = rate(format!("be/{}/s", be.name), r.stot);
+    (r.req_rate, r.req_rate_max) = rate(format!("be/{}/r", be.name), req);
+    r
+}
+
+/// Every row: each frontend, then each backend's servers and the backend
+/// itself (HAProxy's order). `only` limits to one proxy name.
+pub fn rows(c: &Compiled, only: Option<&str>) -> Vec<Row> {
+    let mut out = Vec::new();
+    let keep = |n: &str| only.is_none_or(|o| o == n);
+    for (i, fe) in c.frontends.iter().enumerate() {
+        if keep(&fe.name) {
+            out.push(fe_row(i, fe));
+        }
+    }
+    let nfe = c.frontends.len();
+    for (i, be) in c.backends.iter().enumerate() {
+        if !keep(&be.name) {
+            continue;
+        }
+        if let BackendKind::Servers(sv) = &be.kind {
+            for s in &sv.farm.servers {
+                out.push(srv_row(nfe + i, &sv.farm, s));
+            }
+        }
+        out.push(be_row(nfe + i, be));
+    }
+    out
+}
+
+/// HAProxy's `show stat` columns, up to `req_tot`, plus `qtime_out`-less
+/// order: the names are the header, in order.
+pub const CSV_COLUMNS: &[&str] = &[
+    "pxname",
+    "svname",
+    "qcur",
+    "qmax",
+    "scur",
+    "smax",
+    "slim",
+    "stot",
+    "bin",
+    "bout",
+    "dreq",
+    "dresp",
+    "ereq",
+    "econ",
+    "eresp",
+    "wretr",
+    "wredis",
+    "status",
+    "weight",
+    "act",
+    "bck",
+    "chkfail",
+    "chkdown",
+    "lastchg",
+    "downtime",
+    "qlimit",
+    "pid",
+    "iid",
+    "sid",
+    "throttle",
+    "lbtot",
+    "tracked",
+    "type",
+    "rate",
+    "rate_lim",
+    "rate_max",
+    "check_status",
+    "check_code",
+    "check_duration",
+    "hrsp_1xx",
+    "hrsp_2xx",
+    "hrsp_3xx",
+    "hrsp_4xx",
+    "hrsp_5xx",
+    "hrsp_other",
+    "hanafail",
+    "req_rate",
+    "req_rate_max",
+    "req_tot",
+];
+
+fn opt(v: Option<u64>) -> String {
+    v.map(|v| v.to_string()).unwrap_or_default()
+}
+
+/// Keeps a CSV field on one field: commas and line breaks become spaces.
+fn csv_field(s: &str) -> String {
+    s.replace([',', '\n', '\r'], " ")
+}
+
+/// The CSV of `show stat` and `;csv`.
+pub fn csv(rows: &[Row], pid: u32) -> String {
+    let mut s = String::from("# ");
+    s.push_str(&CSV_COLUMNS.join(","));
+    s.push_str(",\n");
+    for r in rows {
+        let http = r.kind != Kind::Server;
+        let h = |k: usize| {
+            if http || r.hrsp.iter().any(|&x| x > 0) {
+                r.hrsp[k].to_string()
+            } else {
+                String::new()
+            }
+        };
+        let f: Vec<String> = vec![
+            csv_field(&r.pxname),
+            csv_field(&r.svname),
+            if r.kind == Kind::Frontend {
+                String::new()
+            } else {
+                r.qcur.to_string()
+            },
+            String::new(),
+            r.scur.to_string(),
+            String::new(),
+            opt(r.slim),
+            r.stot.to_string(),
+            r.bin.to_string(),
+            r.bout.to_string(),
+            if r.kind == Kind::Server {
+                String::new()
+            } else {
+                r.dreq.to_string()
+            },
+            String::new(),
+            if r.kind == Kind::Frontend {
+                "0".into()
+            } else {
+                String::new()
+            },
+            if r.kind == Kind::Frontend {
+                String::new()
+            } else {
+                r.econ.to_string()
+            },
+            if r.kind == Kind::Frontend {
+                String::new()
+            } else {
+                r.eresp.to_string()
+            },
+            if r.kind == Kind::Frontend {
+                String::new()
+            } else {
+                r.wretr.to_string()
+            },
+            if r.kind == Kind::Frontend {
+                String::new()
+            } else {
+                r.wredis.to_string()
+            },
+            csv_field(&r.status),
+            opt(r.weight),
+            opt(r.act),
+            opt(r.bck),
+            String::new(),
+            String::new(),
+            String::new(),
+            String::new(),
+            opt(r.qlimit),
+            pid.to_string(),
+            r.iid.to_string(),
+            r.sid.to_string(),
+            String::new(),
+            opt(r.lbtot),
+            String::new(),
+            r.kind.code().to_string(),
+            r.rate.to_string(),
+            String::new(),
+            r.rate_max.to_string(),
+            csv_field(&r.check_status),
+            String::new(),
+            String::new(),
+            h(0),
+            h(1),
+            h(2),
+            h(3),
+            h(4),
+            h(5),
+            String::new(),
+            if r.kind == Kind::Frontend {
+                r.req_rate.to_string()
+            } else {
+                String::new()
+            },
+            if r.kind == Kind::Frontend {
+                r.req_rate_max.to_string()
+            } else {
+                String::new()
+            },
+            opt(r.req_tot),
+        ];
+        s.push_str(&f.join(","));
+        s.push_str(",\n");
+    }
+    s
+}
+
+// ---------------------------------------------------------------------------
+// Server actions (CLI `set server`, `enable|disable server`, page admin)
+// ---------------------------------------------------------------------------
+
+/// Finds `BACKEND/SERVER` in the configuration in force.
+pub fn find_server(c: &Compiled, spec: &str) -> Result<(Arc<Farm>, Arc<ServerRt>), String> {
+    let (b, s) = spec
+        .split_once('/')
+        .ok_or_else(|| format!("'{spec}': expected BACKEND/SERVER"))?;
+    find_server2(c, b, s)
+}
+
+/// Finds a server by backend and server name.
+pub fn find_server2(c: &Compiled, b: &str, s: &str) -> Result<(Arc<Farm>, Arc<ServerRt>), String> {
+    let be = c
+        .backends
+        .iter()
+        .find(|x| x.name == b)
+        .ok_or_else(|| format!("No such backend '{b}'."))?;
+    let BackendKind::Servers(sv) = &be.kind else {
+        return Err(format!("Backend '{b}' has no servers (it serves files)."));
+    };
+    let srv = sv
+        .farm
+        .servers
+        .iter()
+        .find(|x| x.name == s)
+        .ok_or_else(|| format!("No such server '{s}' in backend '{b}'."))?;
+    Ok((Arc::clone(&sv.farm), Arc::clone(srv)))
+}
+
+/// Puts a server in `ready`, `drain` or `maint`. Streams waiting for a
+/// server that leaves service pick again; when one comes back, the
+/// backend's queue is served.
+pub fn set_admin(farm: &Farm, s: &ServerRt, state: u8) -> Result<(), String> {
+    if state == ADMIN_READY && s.addr.is_none() {
+        return Err(format!(
+            "Server {}/{} has no address: it stays in maintenance.",
+            farm.name, s.name
+        ));
+    }
+    s.admin.store(state, Ordering::Relaxed);
+    if state == ADMIN_READY {
+        farm.kick_backend_queue();
+    } else {
+        farm.redispatch_queue_of(s);
+    }
+    Ok(())
+}
+
+/// `set server B/S weight N` (0..=256) or `N%` of the configured weight.
+pub fn set_weight(farm: &Farm, s: &ServerRt, arg: &str) -> Result<(), String> {
+    let w = if let Some(p) = arg.strip_suffix('%') {
+        let p: u64 = p.parse().map_err(|_| format!("Invalid weight '{arg}'."))?;
+        (u64::from(s.opts.weight) * p / 100) as u32
+    } else {
+        arg.parse::<u32>()
+            .map_err(|_| format!("Invalid weight '{arg}': expected 0..256 or N%."))?
+    };
+    if w > 256 {
+        return Err(format!("Invalid weight '{arg}': at most 256."));
+    }
+    s.weight.store(w, Ordering::Relaxed);
+    if w == 0 {
+        farm.redispatch_queue_of(s);
+    } else {
+        farm.kick_backend_queue();
+    }
+    Ok(())
+}
+
+/// `set maxconn server B/S N` (0: unlimited).
+pub fn set_maxconn(farm: &Farm, s: &ServerRt, arg: &str) -> Result<(), String> {
+    let m: u32 = arg
+        .parse()
+        .map_err(|_| format!("Invalid maxconn '{arg}'."))?;
+    s.maxconn.store(m, Ordering::Relaxed);
+    farm.kick_backend_queue();
+    Ok(())
+}
+
+/// Zeroes every counter (`clear counters all`).
+pub fn clear_all(c: &Compiled) {
+    for fe in &c.frontends {
+        fe.http.clear();
+        fe.sessions.store(0, Ordering::Relaxed);
+    }
+    for be in &c.backends {
+        be.http.clear();
+        if let BackendKind::Servers(sv) = &be.kind {
+            let f = &sv.farm;
+            for s in f.servers.iter().map(|s| &s.counters).chain([&f.counters]) {
+                for a in [
+                    &s.sessions,
+                    &s.bytes_in,
+                    &s.bytes_out,
+                    &s.conn_errors,
+                    &s.resp_errors,
+                    &s.retries,
+                    &s.redispatches,
+                    &s.queued_total,
+                    &s.queue_timeouts,
+                ] {
+                    a.store(0, Ordering::Relaxed);
+                }
+            }
+        }
+    }
+    samples().lock().unwrap_or_else(|p| p.into_inner()).clear();
+}
+
+// ---------------------------------------------------------------------------
+// The HTML page
+// ---------------------------------------------------------------------------
+
+/// Options of one view of the page (from the URI's suffix).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PageOpts {
+    pub csv: bool,
+    pub norefresh: bool,
+    /// `;up`: only servers that are UP.
+    pub up_only: bool,
+    /// `;no-maint`: hide servers in maintenance.
+    pub no_maint: bool,
+}
+
+/// Reads the modifiers after the stats URI: `;csv`, `;norefresh`, `;up`,
+/// `;no-maint`, in any order, each compared whole (`;upx` is not `;up`).
+/// Returns `None` for a path that is not the page at all.
+pub fn parse_suffix(uri: &str, path: &str) -> Option<(PageOpts, String)> {
+    let (path, query) = match path.split_once('?') {
+        Some((p, q)) => (p, q),
+        None => (path, ""),
+    };
+    // HAProxy's default URI carries a query of its own.
+    let (uri_path, uri_query) = match uri.split_once('?') {
+        Some((p, q)) => (p, Some(q)),
+        None => (uri, None),
+    };
+    let rest = path.strip_prefix(uri_path)?;
+    let mut o = PageOpts::default();
+    let mut query = query.to_string();
+    let mut mods = rest;
+    if let Some(uq) = uri_query {
+        // `/haproxy?stats;csv`: the modifiers follow the query word.
+        let q = query.clone();
+        let r = q.strip_prefix(uq)?;
+        if !rest.is_empty() {
+            return None;
+        }
+        let (m, extra) = match r.split_once('&') {
+            Some((m, e)) => (m.to_string(), e.to_string()),
+            None => (r.to_string(), String::new()),
+        };
+        query = extra;
+        return parse_mods(&m, &mut o).then_some((o, query));
+    }
+    if uri_path.ends_with('/') || mods.is_empty() || mods.starts_with(';') || mods == "/" {
+        if mods == "/" {
+            mods = "";
+        }
+        return parse_mods(mods, &mut o).then_some((o, query));
+    }
+    None
+}
+
+fn parse_mods(mods: &str, o: &mut PageOpts) -> bool {
+    for m in mods.split(';').skip(usize::from(mods.starts_with(';'))) {
+        match m {
+            "" if mods.is_empty() => {}
+            "csv" => o.csv = true,
+            "norefresh" => o.norefresh = true,
+            "up" => o.up_only = true,
+            "no-maint" => o.no_maint = true,
+            _ => return false,
+        }
+    }
+    true
+}
+
+fn esc(s: &str) -> String {
+    let mut o = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '<' => o.push_str("&lt;"),
+            '>' => o.push_str("&gt;"),
+            '&' => o.push_str("&amp;"),
+            '"' => o.push_str("&quot;"),
+            '\'' => o.push_str("&#39;"),
+            c => o.push(c),
+        }
+    }
+    o
+}
+
+/// Bytes in short units (B, KiB, MiB, GiB).
+fn bytes(n: u64) -> String {
+    const K: f64 = 1024.0;
+    let f = n as f64;
+    if f < K {
+        format!("{n} B")
+    } else if f < K * K {
+        format!("{:.1} KiB", f / K)
+    } else if f < K * K * K {
+        format!("{:.1} MiB", f / K / K)
+    } else {
+        format!("{:.2} GiB", f / K / K / K)
+    }
+}
+
+/// What the page header says about the process.
+pub struct PageInfo<'a> {
+    pub pid: u32,
+    pub nbthread: usize,
+    pub uptime_s: u64,
+    pub conns: u32,
+    pub version: Option<&'a str>,
+    pub refresh_s: Option<u64>,
+    /// The page's own URI (with the current modifiers) for links.
+    pub uri: &'a str,
+    pub admin: bool,
+    /// The result of an admin action just done, shown on top.
+    pub notice: Option<&'a str>,
+}
+
+const CSS: &str = "body{font-family:system-ui,Arial,sans-serif;font-size:13px;margin:16px;color:#222}\
+h1{font-size:20px;margin:0 0 4px}h2{font-size:15px;margin:18px 0 4px}\
+table{border-collapse:collapse;margin-bottom:8px;min-width:60%}\
+th,td{border:1px solid #bbb;padding:2px 6px;text-align:right;white-space:nowrap}\
+th{background:#20466b;color:#fff;font-weight:600}\
+td.n{text-align:left;font-weight:600}\
+tr.fe td{background:#eef3f8}tr.be td{background:#dfe8f0;font-weight:600}\
+tr.up td.st{background:#b8e6b0}tr.down td.st{background:#f5aaaa}\
+tr.maint td.st{background:#b7c9e6}tr.drain td.st{background:#f6d78b}\
+tr.nocheck td.st{background:#dfeedd}\
+.info{color:#555;margin-bottom:8px}.notice{background:#ffd;border:1px solid #cc9;padding:4px;margin:6px 0}\
+.mods a{margin-right:10px}";
+
+/// The HTML page.
+pub fn html(rows: &[Row], info: &PageInfo<'_>, o: PageOpts) -> String {
+    let mut s = String::with_capacity(16 * 1024);
+    s.push_str(
+        "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\">\n<title>ebb statistics</title>\n",
+    );
+    if let (Some(r), false) = (info.refresh_s, o.norefresh) {
+        let _ = writeln!(s, "<meta http-equiv=\"refresh\" content=\"{r}\">");
+    }
+    let _ = writeln!(s, "<style>{CSS}</style></head><body>");
+    let _ = write!(s, "<h1>ebb statistics</h1>\n<div class=\"info\">");
+    if let Some(v) = info.version {
+        let _ = write!(s, "version {} &middot; ", esc(v));
+    }
+    let _ = writeln!(
+        s,
+        "pid {} &middot; {} threads &middot; uptime {}s &middot; {} connections</div>",
+        info.pid, info.nbthread, info.uptime_s, info.conns
+    );
+    if let Some(n) = info.notice {
+        let _ = writeln!(s, "<div class=\"notice\">{}</div>", esc(n));
+    }
+    let base = esc(info.uri);
+    let _ = writeln!(
+        s,
+        "<div class=\"mods\"><a href=\"{base};csv\">CSV export</a><a href=\"{base};norefresh\">no refresh</a><a href=\"{base};up\">hide DOWN servers</a><a href=\"{base};no-maint\">hide MAINT servers</a><a href=\"{base}\">all</a></div>"
+    );
+    let mut cur_px: Option<&str> = None;
+    for r in rows {
+        if r.kind == Kind::Server {
+            let st = r.status.as_str();
+            if o.up_only && !(st == "UP" || st == "no check") {
+                continue;
+            }
+            if o.no_maint && r.admin == Some(ADMIN_MAINT) {
+                continue;
+            }
+        }
+        if cur_px != Some(r.pxname.as_str()) {
+            if cur_px.is_some() {
+                s.push_str("</table>\n");
+            }
+            cur_px = Some(&r.pxname);
+            let what = if r.kind == Kind::Frontend {
+                "frontend"
+            } else {
+                "backend"
+            };
+            let _ = writeln!(
+                s,
+                "<h2>{what} {}</h2>\n<table class=\"px\" id=\"px-{}\">",
+                esc(&r.pxname),
+                esc(&r.pxname)
+            );
+            s.push_str("<tr><th>name</th><th>status</th><th>queue</th><th>sessions</th><th>limit</th><th>total</th><th>rate/s</th><th>req/s</th><th>requests</th><th>bytes in</th><th>bytes out</th><th>2xx</th><th>4xx</th><th>5xx</th><th>errors</th><th>weight</th><th>check</th>");
+            if info.admin && r.kind != Kind::Frontend {
+                s.push_str("<th>admin</th>");
+            }
+            s.push_str("</tr>\n");
+        }
+        let class = match (r.kind, r.status.as_str()) {
+            (Kind::Frontend, _) => "fe up",
+            (Kind::Backend, "UP") => "be up",
+            (Kind::Backend, _) => "be down",
+            (_, "UP") => "srv up",
+            (_, "no check") => "srv nocheck",
+            (_, "MAINT") => "srv maint",
+            (_, "DRAIN") => "srv drain",
+            _ => "srv down",
+        };
+        let _ = write!(
+            s,
+            "<tr class=\"{class}\"><td class=\"n\">{}</td><td class=\"st\">{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>",
+            esc(&r.svname),
+            esc(&r.status),
+            if r.kind == Kind::Frontend { String::new() } else { r.qcur.to_string() },
+            r.scur,
+            opt(r.slim),
+            r.stot,
+            r.rate,
+            r.req_rate,
+            opt(r.req_tot),
+            bytes(r.bin),
+            bytes(r.bout),
+            r.hrsp[1],
+            r.hrsp[3],
+            r.hrsp[4],
+            r.econ + r.eresp,
+            opt(r.weight),
+            esc(&r.check_status),
+        );
+        if info.admin && r.kind != Kind::Frontend {
+            s.push_str("<td>");
+            if r.kind == Kind::Server {
+                for a in ["ready", "drain", "maint"] {
+                    let _ = write!(
+                        s,
+                        "<a href=\"{base}?b={}&amp;s={}&amp;action={a}\">{a}</a> ",
+                        esc(&pct(&r.pxname)),
+                        esc(&pct(&r.svname))
+                    );
+                }
+            }
+            s.push_str("</td>");
+        }
+        s.push_str("</tr>\n");
+    }
+    if cur_px.is_some() {
+        s.push_str("</table>\n");
+    }
+    s.push_str("</body></html>\n");
+    s
+}
+
+/// Percent-encodes a query value.
+fn pct(v: &str) -> String {
+    let mut o = String::new();
+    for b in v.bytes() {
+        if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
+            o.push(b as char);
+        } else {
+            let _ = write!(o, "%{b:02X}");
+        }
+    }
+    o
+}
+
+/// Decodes a percent-encoded query value (`+` is a space).
+pub fn unpct(v: &str) -> Option<String> {
+    let b = v.as_bytes();
+    let mut o = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        match b[i] {
+            b'%' => {
+                let h = std::str::from_utf8(b.get(i + 1..i + 3)?).ok()?;
+                o.push(u8::from_str_radix(h, 16).ok()?);
+                i += 3;
+            }
+            b'+' => {
+                o.push(b' ');
+                i += 1;
+            }
+            c => {
+                o.push(c);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8(o).ok()
+}
+
+/// An admin action from the page's query (`b=BACKEND&s=SERVER&action=A`).
+pub fn admin_action(c: &Compiled, query: &str) -> Option<Result<String, String>> {
+    let mut b = None;
+    let mut sv = None;
+    let mut action = None;
+    for kv in query.split('&') {
+        let (k, v) = kv.split_once('=').unwrap_or((kv, ""));
+        let v = unpct(v)?;
+        match k {
+            "b" => b = Some(v),
+            "s" => sv = Some(v),
+            "action" => action = Some(v),
+            _ => {}
+        }
+    }
+    let action = action?;
+    let (b, sv) = match (b, sv) {
+        (Some(b), Some(s)) => (b, s),
+        _ => return Some(Err("an admin action needs b= and s=".into())),
+    };
+    Some((|| {
+        let (farm, s) = find_server2(c, &b, &sv)?;
+        let st = match action.as_str() {
+            "ready" => ADMIN_READY,
+            "drain" => ADMIN_DRAIN,
+            "maint" => ADMIN_MAINT,
+            o => return Err(format!("unknown action '{o}' (ready, drain, maint)")),
+        };
+        set_admin(&farm, &s, st)?;
+        Ok(format!("server {b}/{sv} set to {action}"))
+    })())
+}
+
+/// Decodes standard base64 (for `Authorization: Basic`).
+pub fn base64_decode(s: &str) -> Option<Vec<u8>> {
+    let mut out = Vec::with_capacity(s.len() * 3 / 4);
+    let mut acc = 0u32;
+    let mut bits = 0;
+    for c in s.bytes() {
+        let v = match c {
+            b'A'..=b'Z' => c - b'A',
+            b'a'..=b'z' => c - b'a' + 26,
+            b'0'..=b'9' => c - b'0' + 52,
+            b'+' => 62,
+            b'/' => 63,
+            b'=' => break,
+            _ => return None,
+        };
+        acc = (acc << 6) | u32::from(v);
+        bits += 6;
+        if bits >= 8 {
+            bits -= 8;
+            out.push((acc >> bits) as u8);
+        }
+    }
+    Some(out)
+}
+
+/// Whether an `Authorization` header value names a user of the page.
+pub fn auth_ok(users: &[(String, String)], header: Option<&[u8]>) -> bool {
+    if users.is_empty() {
+        return true;
+    }
+    let Some(h) = header.and_then(|h| std::str::from_utf8(h).ok()) else {
+        return false;
+    };
+    let Some((scheme, cred)) = h.trim().split_once(' ') else {
+        return false;
+    };
+    if !scheme.eq_ignore_ascii_case("basic") {
+        return false;
+    }
+    let Some(dec) = base64_decode(cred.trim()).and_then(|d| String::from_utf8(d).ok()) else {
+        return false;
+    };
+    let Some((u, p)) = dec.split_once(':') else {
+        return false;
+    };
+    users.iter().any(|(uu, pp)| uu == u && pp == p)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn suffixes_compare_whole() {
+        let (o, _) = parse_suffix("/stats", "/stats").unwrap();
+        assert_eq!(o, PageOpts::default());
+        let (o, _) = parse_suffix("/stats", "/stats;csv;norefresh").unwrap();
+        assert!(o.csv && o.norefresh);
+        let (o, _) = parse_suffix("/stats", "/stats;up;no-maint").unwrap();
+        assert!(o.up_only && o.no_maint);
+        assert!(parse_suffix("/stats", "/stats;upx").is_none());
+        assert!(parse_suffix("/stats", "/stats;csvx").is_none());
+        assert!(parse_suffix("/stats", "/statsx").is_none());
+        assert!(parse_suffix("/stats", "/other").is_none());
+        let (_, q) = parse_suffix("/stats", "/stats?b=x&s=y&action=maint").unwrap();
+        assert_eq!(q, "b=x&s=y&action=maint");
+        let (o, _) = parse_suffix("/haproxy?stats", "/haproxy?stats;csv").unwrap();
+        assert!(o.csv);
+        assert!(parse_suffix("/haproxy?stats", "/haproxy?statsx").is_none());
+        let (o, _) = parse_suffix("/st/", "/st/;csv").unwrap();
+        assert!(o.csv);
+    }
+
+    #[test]
+    fn basic_auth() {
+        // "admin:s3cret"
+        let users = vec![("admin".to_string(), "s3cret".to_string())];
+        assert!(auth_ok(&users, Some(b"Basic YWRtaW46czNjcmV0")));
+        assert!(!auth_ok(&users, Some(b"Basic YWRtaW46d3Jvbmc=")));
+        assert!(!auth_ok(&users, None));
+        assert!(!auth_ok(&users, Some(b"Bearer x")));
+        assert!(auth_ok(&[], None));
+        assert_eq!(base64_decode("aGk=").unwrap(), b"hi");
+        assert!(base64_decode("a*b").is_none());
+    }
+
+    #[test]
+    fn escapes_and_decodes() {
+        assert_eq!(esc("<a&\"'>"), "&lt;a&amp;&quot;&#39;&gt;");
+        assert_eq!(unpct("a%2Fb+c").unwrap(), "a/b c");
+        assert!(unpct("%G1").is_none());
+        assert_eq!(pct("a/b"), "a%2Fb");
+    }
+}
