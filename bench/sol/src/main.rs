@@ -6,9 +6,10 @@
 //! shown as a percentage of it.
 //!
 //! Per thread: one listening socket (SO_REUSEPORT when there are several threads), one
-//! epoll instance, level-triggered `EPOLLIN` registered once per connection; `EPOLLOUT` is
-//! added only while a response could not be written whole (large bodies), and removed
-//! again when it has been. Steady state per keep-alive request: one `epoll_wait` event,
+//! epoll instance, level-triggered `EPOLLIN` registered once per connection (after a first
+//! read right at accept, as the request is usually there already); `EPOLLOUT` is added only
+//! while a response could not be written whole (large bodies), and removed again when it
+//! has been. Steady state per keep-alive request: one `epoll_wait` event,
 //! one `read`, one `write`.
 //!
 //! Usage: `sol --port PORT [--body BYTES] [--close] [--threads N]`
@@ -127,7 +128,8 @@ struct Conn {
     /// Responses owed, the first of them written up to `off`.
     owed: u32,
     off: usize,
-    /// EPOLLOUT currently requested.
+    /// Registered with epoll, and with EPOLLOUT too.
+    registered: bool,
     want_out: bool,
 }
 
@@ -174,7 +176,7 @@ impl Loop {
         unsafe { libc::close(fd) };
     }
 
-    fn accept_all(&mut self, lfd: c_int) {
+    fn accept_all(&mut self, lfd: c_int, buf: &mut [u8]) {
         loop {
             // SAFETY: null address pointers are allowed by accept4.
             let fd = unsafe {
@@ -199,9 +201,9 @@ impl Loop {
                 self.conns.resize(i + 1024, None);
             }
             self.conns[i] = Some(Conn::default());
-            if self.ctl(libc::EPOLL_CTL_ADD, fd, libc::EPOLLIN as u32) < 0 {
-                self.close(fd);
-            }
+            // The request has usually arrived already: answer it before registering, which
+            // spares a close-after-response connection its epoll round trip.
+            self.handle(fd, buf);
         }
     }
 
@@ -256,11 +258,13 @@ impl Loop {
             }
         }
         let want_out = c.owed > 0;
-        if want_out != c.want_out {
+        if !c.registered || want_out != c.want_out {
             let ev = libc::EPOLLIN as u32 | if want_out { libc::EPOLLOUT as u32 } else { 0 };
-            if self.ctl(libc::EPOLL_CTL_MOD, fd, ev) < 0 {
+            let op = if c.registered { libc::EPOLL_CTL_MOD } else { libc::EPOLL_CTL_ADD };
+            if self.ctl(op, fd, ev) < 0 {
                 return self.close(fd);
             }
+            c.registered = true;
             c.want_out = want_out;
         }
         self.conns[fd as usize] = Some(c);
@@ -284,7 +288,7 @@ impl Loop {
             for ev in &events[..n as usize] {
                 let token = ev.u64;
                 if token == LISTENER {
-                    self.accept_all(lfd);
+                    self.accept_all(lfd, &mut buf);
                 } else {
                     self.handle(token as c_int, &mut buf);
                 }
