@@ -767,6 +767,33 @@ mod tests {
         }
     }
 
+    /// A client that closes TCP after the handshake without close_notify
+    /// ends the stream (Ok(0)), not an error: HTTP/1 frames its messages.
+    #[test]
+    fn tcp_close_without_close_notify_is_eof() {
+        let dir = temp_dir("eof");
+        let (_, _, pem) = test_cert(&dir, &["localhost"]);
+        let acc = Arc::new(TlsAcceptor::new(&ssl(&[&pem]), &loc()).expect("acceptor"));
+        let (addr, h) = serve(1, move |s| acc.accept(s));
+        let name = ServerName::try_from("localhost").expect("name");
+        let mut c =
+            rustls::ClientConnection::new(Arc::new(any_client(&both())), name).expect("client");
+        let mut sock = TcpStream::connect(addr).expect("connect");
+        while c.is_handshaking() {
+            c.complete_io(&mut sock).expect("handshake");
+        }
+        c.writer().write_all(b"last words").expect("write");
+        c.complete_io(&mut sock).expect("send");
+        let mut back = [0u8; 10];
+        rustls::Stream::new(&mut c, &mut sock)
+            .read_exact(&mut back)
+            .expect("echo");
+        drop(sock);
+        let o = h.join().expect("server").remove(0);
+        assert!(o.error.is_none(), "{:?}", o.error);
+        assert_eq!(o.received, b"last words");
+    }
+
     #[test]
     fn reload_good_then_bad_file() {
         let dir = temp_dir("reload");

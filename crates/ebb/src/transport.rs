@@ -673,6 +673,15 @@ mod tests {
             for i in 0..BURSTS {
                 go_tx.send(()).expect("go");
                 sent_rx.recv().expect("sent");
+                // Loopback delivery may lag the sender's write a little
+                // when softirqs are deferred (a busy machine): wait until
+                // the kernel holds at least the burst's size in ciphertext.
+                let mut peek = vec![0u8; 2 * BURST];
+                while t.tcp().peek(&mut peek).unwrap_or(0) < BURST {
+                    assert!(start.elapsed() < DEADLINE, "burst {i} never arrived");
+                    std::thread::sleep(Duration::from_micros(200));
+                }
+                std::thread::sleep(Duration::from_millis(2));
                 // One edge: read until short or WouldBlock.
                 loop {
                     match t.read(&mut buf) {
