@@ -62,9 +62,11 @@ pub mod testutil;
 ///
 /// 20,000 is HAProxy's `tune.ssl.cachesize` default. The cache only serves
 /// TLS 1.2 clients that do not take tickets (tickets are stateless and
-/// cost no server memory), and an entry is the session ID plus rustls'
-/// encoded session state: about 150 bytes, so a full cache is about 3 MB.
-/// rustls evicts the oldest entries past the limit.
+/// cost no server memory). An entry is a 32-byte session ID (kept twice,
+/// in rustls' map and its eviction queue) plus the encoded session state
+/// (about 100 bytes: secret, suite, SNI, ALPN, times), roughly 250 bytes
+/// with allocation overhead, so a full cache is about 5 MB per `bind`
+/// line. rustls evicts the oldest entries past the limit.
 pub const SESSION_CACHE_SIZE: usize = 20_000;
 
 /// The crypto provider: ring, or aws-lc-rs with the `aws-lc-rs` feature.
