@@ -430,3 +430,70 @@ fn isolate_from_a_worker_through_the_handle_and_nested() -> io::Result<()> {
     assert_eq!(done.load(Ordering::SeqCst), 2);
     Ok(())
 }
+
+#[test]
+fn remote_task_wakeup_carries_reasons_and_kill_shared_while_running() -> io::Result<()> {
+    let rt = Runtime::new(config(2))?;
+    let h = rt.handle();
+    let got = Arc::new(Mutex::new(Vec::<Reasons>::new()));
+    let task_id: Arc<Mutex<Option<sched::TaskId>>> = Arc::default();
+    let dropped = Arc::new(AtomicBool::new(false));
+    // A shared task that kills itself through the handle while running:
+    // freed (state dropped) when it returns, and never runs again.
+    struct Guard(Arc<AtomicBool>);
+    impl Drop for Guard {
+        fn drop(&mut self) {
+            self.0.store(true, Ordering::SeqCst);
+        }
+    }
+    let g = Guard(dropped.clone());
+    let h3 = h.clone();
+    let runs = Arc::new(AtomicUsize::new(0));
+    let r3 = runs.clone();
+    let shared = h.new_shared_task("self_killer", 0b11, move |ctx: &mut Ctx, me, _| {
+        let _ = &g;
+        r3.fetch_add(1, Ordering::SeqCst);
+        h3.kill_shared_task(me);
+        ctx.wakeup(me, Reasons::MSG); // ignored: killed
+        Status::Continue
+    });
+    h.wake_task(shared, Reasons::INIT);
+    let (g2, t2) = (got.clone(), task_id.clone());
+    run_bounded(rt, 10, move |ctx| {
+        if ctx.thread_id() == 0 {
+            let g = g2.clone();
+            let t = ctx.new_task("receiver", move |_: &mut Ctx, _, why| {
+                if let Ok(mut v) = g.lock() {
+                    v.push(why);
+                }
+                Status::Done
+            });
+            if let Ok(mut s) = t2.lock() {
+                *s = Some(t);
+            }
+        } else {
+            let t2 = t2.clone();
+            let s = ctx.new_tasklet("sender", move |ctx: &mut Ctx, me, _| {
+                let id = t2.lock().ok().and_then(|g| *g);
+                match id {
+                    Some(id) => {
+                        ctx.wakeup(id, Reasons::MSG | Reasons::RES);
+                        Status::Done
+                    }
+                    None => {
+                        ctx.tasklet_wakeup(me);
+                        Status::Continue
+                    }
+                }
+            });
+            ctx.tasklet_wakeup(s);
+        }
+    })?;
+    assert_eq!(
+        *got.lock().map_err(|_| io::Error::other("poison"))?,
+        [Reasons::MSG | Reasons::RES]
+    );
+    assert_eq!(runs.load(Ordering::SeqCst), 1);
+    assert!(dropped.load(Ordering::SeqCst));
+    Ok(())
+}
