@@ -518,13 +518,6 @@ pub fn compile(cfg: &Config) -> Result<Compiled, Vec<ConfigError>> {
         }
     }
     let states = load_states(cfg, warnings);
-    for p in &cfg.proxies {
-        for b in &p.binds {
-            if b.ssl.is_some() {
-                errors.push(err(&b.loc, "'ssl' on bind lines is not supported yet"));
-            }
-        }
-    }
     let mut backends = Vec::new();
     let mut names = Vec::new();
     for p in cfg.backends() {

@@ -33,6 +33,7 @@ use crate::listener::{bind_per_thread, DEFAULT_BACKLOG};
 use crate::log::{Logger, Sink};
 use crate::proxy::{compile, Compiled, FrontendRt};
 use crate::registry::{Live, Process, Sessions};
+use crate::tls::TlsAcceptor;
 use crate::worker::{Shared, Worker};
 
 /// Accepts per listener wakeup before yielding to other work: HAProxy's
@@ -46,6 +47,8 @@ const PAUSE_RETRY_MS: u32 = 100;
 struct Listener {
     sock: Option<TcpListener>,
     fe: Arc<FrontendRt>,
+    /// TLS settings of the bind line (`ssl crt ...`).
+    tls: Option<Arc<TlsAcceptor>>,
     w: Rc<Worker>,
     retry: TaskId,
     live: Arc<Live>,
@@ -84,9 +87,14 @@ impl TaskletFn for Listener {
             match sock.accept() {
                 Ok((s, peer)) => {
                     ctx.count_accepts(1);
-                    if let Err(e) =
-                        Conn::spawn(ctx, s, peer, Arc::clone(&self.fe), Rc::clone(&self.w))
-                    {
+                    if let Err(e) = Conn::spawn(
+                        ctx,
+                        s,
+                        peer,
+                        Arc::clone(&self.fe),
+                        Rc::clone(&self.w),
+                        self.tls.as_ref().map(|t| t.config()),
+                    ) {
                         self.w.log_error(
                             format!(
                                 "{}: cannot set up a connection from {peer}: {e}",
@@ -169,25 +177,33 @@ pub fn run(cfg: Config, opts: RunOptions) -> i32 {
         .clamp(1, 64);
 
     // Bind everything before anything runs.
-    let mut per_thread: Vec<Vec<(TcpListener, Arc<FrontendRt>)>> =
-        (0..nbthread).map(|_| Vec::new()).collect();
+    type Bound = (TcpListener, Arc<FrontendRt>, Option<Arc<TlsAcceptor>>);
+    let mut per_thread: Vec<Vec<Bound>> = (0..nbthread).map(|_| Vec::new()).collect();
+    let mut acceptors: Vec<Arc<TlsAcceptor>> = Vec::new();
     let mut lines = Vec::new();
     let fe_cfgs: Vec<_> = cfg.frontends().collect();
     for (fe_cfg, fe) in fe_cfgs.iter().zip(&compiled.frontends) {
         for b in &fe_cfg.binds {
-            if b.ssl.is_some() {
-                eprintln!(
-                    "{}",
-                    startup_error(&b.loc, "'ssl' on bind lines is not supported yet")
-                );
-                return 1;
-            }
+            let tls = match &b.ssl {
+                Some(ssl) => match TlsAcceptor::new(ssl, &b.loc) {
+                    Ok(a) => {
+                        let a = Arc::new(a);
+                        acceptors.push(Arc::clone(&a));
+                        Some(a)
+                    }
+                    Err(e) => {
+                        eprintln!("{e}");
+                        return 1;
+                    }
+                },
+                None => None,
+            };
             for addr in &b.addrs {
                 match bind_per_thread(*addr, nbthread, DEFAULT_BACKLOG) {
                     Ok((socks, real)) => {
                         lines.push(format!("ebb: frontend {} listening on {}", fe.name, real));
                         for (t, s) in socks.into_iter().enumerate() {
-                            per_thread[t].push((s, Arc::clone(fe)));
+                            per_thread[t].push((s, Arc::clone(fe), tls.clone()));
                         }
                     }
                     Err(e) => {
@@ -234,6 +250,28 @@ pub fn run(cfg: Config, opts: RunOptions) -> i32 {
         errors_to_stderr: true,
     });
 
+    // The CLI sockets are bound before `ready`, so a script may use them
+    // as soon as it reads that line.
+    let mut cli_socks = Vec::new();
+    for s in &cfg.global.stats_sockets {
+        match crate::cli::socket::bind(s) {
+            Ok(c) => cli_socks.push(c),
+            Err(e) => {
+                eprintln!(
+                    "{}",
+                    startup_error(&s.loc, format!("cannot bind stats socket {}: {e}", s.path))
+                );
+                return 1;
+            }
+        }
+    }
+    let cli_paths: Vec<_> = cli_socks.iter().map(|c| c.path.clone()).collect();
+    let cli_timeout = cfg
+        .global
+        .stats_timeout
+        .map_or(crate::cli::socket::DEFAULT_TIMEOUT_MS, |d| {
+            d.as_millis().min(u128::from(u32::MAX / 2)) as u32
+        });
     let pidfile = opts
         .pidfile
         .clone()
@@ -270,6 +308,7 @@ pub fn run(cfg: Config, opts: RunOptions) -> i32 {
     let compiled = Arc::new(compiled);
     let live = Arc::new(Live::new(Arc::clone(&compiled)));
     let reload = Reload {
+        acceptors: acceptors.clone(),
         files: opts.files.clone(),
         binds: bind_signature(&cfg),
         live: Arc::clone(&live),
@@ -321,7 +360,9 @@ pub fn run(cfg: Config, opts: RunOptions) -> i32 {
         live: Arc::clone(&live),
         handle: rt.handle(),
     });
-    let _ = &process;
+    Process::set_global(&process);
+    let cli_socks = Mutex::new(Some(cli_socks));
+    let heavy_tasklets = cfg.global.heavy_tasklets;
     let per_thread = Mutex::new(per_thread.into_iter().map(Some).collect::<Vec<_>>());
     let submitter = pool.submitter();
     let bufsize = cfg.global.bufsize.max(1024);
@@ -335,13 +376,15 @@ pub fn run(cfg: Config, opts: RunOptions) -> i32 {
             .ok()
             .and_then(|mut v| v.get_mut(ctx.thread_id()).and_then(Option::take))
             .unwrap_or_default();
-        let w = Rc::new(Worker::new(
+        let mut wk = Worker::new(
             bufsize,
             submitter.clone(),
             limits,
             Arc::clone(&shared),
             Arc::clone(&sessions),
-        ));
+        );
+        wk.heavy_enabled = heavy_tasklets;
+        let w = Rc::new(wk);
         // Idle server connections past their pool-purge-delay are closed
         // once a second.
         let wp = Rc::clone(&w);
@@ -354,7 +397,16 @@ pub fn run(cfg: Config, opts: RunOptions) -> i32 {
             Status::Continue
         });
         ctx.set_expire(purge, ticks::add(ctx.now(), 1000));
-        for (sock, fe) in mine {
+        if ctx.thread_id() == 0 {
+            let socks = cli_socks.lock().ok().and_then(|mut v| v.take());
+            for s in socks.unwrap_or_default() {
+                if let Err(e) = crate::cli::socket::start(ctx, s, Arc::clone(&process), cli_timeout)
+                {
+                    eprintln!("ebb: cannot poll the stats socket: {e}");
+                }
+            }
+        }
+        for (sock, fe, tls) in mine {
             let fd = sock.as_raw_fd();
             let target: Rc<Cell<Option<TaskletId>>> = Rc::new(Cell::new(None));
             let t2 = Rc::clone(&target);
@@ -368,6 +420,7 @@ pub fn run(cfg: Config, opts: RunOptions) -> i32 {
             let l = Listener {
                 sock: Some(sock),
                 fe,
+                tls,
                 w: Rc::clone(&w),
                 retry,
                 live: Arc::clone(&live),
@@ -386,6 +439,9 @@ pub fn run(cfg: Config, opts: RunOptions) -> i32 {
     });
     drop(pool);
     drop(check_pool);
+    for p in &cli_paths {
+        let _ = std::fs::remove_file(p);
+    }
     if let Some(p) = &pidfile {
         let _ = std::fs::remove_file(p);
     }
@@ -402,6 +458,8 @@ pub fn run(cfg: Config, opts: RunOptions) -> i32 {
 /// reload cannot move listeners: that needs a restart) and where to put
 /// the new configuration.
 struct Reload {
+    /// TLS acceptors whose certificate files are read again.
+    acceptors: Vec<Arc<TlsAcceptor>>,
     files: Vec<std::path::PathBuf>,
     binds: Vec<(String, Vec<std::net::SocketAddr>)>,
     live: Arc<Live>,
@@ -448,6 +506,16 @@ impl Reload {
     /// Reads and compiles the files again; swaps the configuration in on
     /// success. On any error the running configuration stays.
     fn run(&self) -> Result<(), String> {
+        // Certificates first: a bad file keeps the old certificate.
+        let mut cert_errors = Vec::new();
+        for a in &self.acceptors {
+            if let Err(e) = a.reload() {
+                cert_errors.push(e.to_string());
+            }
+        }
+        if !cert_errors.is_empty() {
+            return Err(cert_errors.join("\n"));
+        }
         if self.files.is_empty() {
             return Err("ebb runs without a configuration file: nothing to reload".into());
         }

@@ -53,6 +53,8 @@ pub struct Worker {
     pub shared: Arc<Shared>,
     /// Every thread's connections, for the CLI.
     pub sessions: Arc<Sessions>,
+    /// `tune.heavy-tasklets`: whether TLS handshakes run as heavy tasklets.
+    pub heavy_enabled: bool,
     /// Listeners of this thread that stopped accepting at a limit.
     paused: RefCell<Vec<TaskletId>>,
     /// Idle server connections of this thread, by server uid: (socket,
@@ -87,6 +89,7 @@ impl Worker {
             limits,
             shared,
             sessions,
+            heavy_enabled: true,
             paused: RefCell::new(Vec::new()),
             idle: RefCell::new(HashMap::new()),
         }

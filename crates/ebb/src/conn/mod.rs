@@ -23,7 +23,7 @@
 //! (see [`Worker::get_buf`]), so an idle connection costs its socket, this
 //! struct and two scheduler slots.
 
-use std::io::{self, IoSlice, Read, Write};
+use std::io::{self, IoSlice};
 use std::net::{SocketAddr, TcpStream};
 use std::os::fd::{AsRawFd, RawFd};
 use std::rc::Rc;
@@ -41,6 +41,7 @@ use crate::proxy::{redirect_location, BackendKind, FrontendRt};
 use crate::rules::ReqView;
 use crate::serve::cache::{lookup_blocking, Found, OpenFile};
 use crate::serve::files::{decide, normalize_path, Conditions, Decision};
+use crate::transport::Transport;
 use crate::worker::Worker;
 
 mod proxy;
@@ -79,8 +80,11 @@ enum Body {
 }
 
 pub struct Conn {
-    sock: TcpStream,
+    /// The client's stream: plain TCP or TLS.
+    tr: Transport,
     fd: RawFd,
+    /// Whether the tasklet is flagged heavy (a TLS handshake runs).
+    heavy: bool,
     peer: SocketAddr,
     fe: Arc<FrontendRt>,
     w: Rc<Worker>,
@@ -137,10 +141,15 @@ impl Conn {
         peer: SocketAddr,
         fe: Arc<FrontendRt>,
         w: Rc<Worker>,
+        tls: Option<Arc<rustls::ServerConfig>>,
     ) -> io::Result<()> {
         sock.set_nonblocking(true)?;
         let _ = sock.set_nodelay(true);
         let fd = sock.as_raw_fd();
+        let tr = match tls {
+            Some(cfg) => Transport::accept_tls(sock, cfg)?,
+            None => Transport::plain(sock),
+        };
         let target: Rc<std::cell::Cell<Option<TaskletId>>> = Rc::new(std::cell::Cell::new(None));
         let t2 = Rc::clone(&target);
         let timer = ctx.new_task("h1_conn_timer", move |ctx: &mut Ctx, me, _why| {
@@ -156,9 +165,11 @@ impl Conn {
             .sessions
             .add(ctx.thread_id(), peer, Arc::from(fe.name.as_str()));
         let sess2 = Arc::clone(&sess);
+        let heavy = tr.is_handshaking() && w.heavy_enabled;
         let conn = Conn {
-            sock,
+            tr,
             fd,
+            heavy,
             peer,
             fe,
             w,
@@ -193,6 +204,9 @@ impl Conn {
             sess,
         };
         conn.w.conn_opened(&conn.fe);
+        conn.fe
+            .sessions
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let id = ctx.new_tasklet_obj("h1_conn", conn);
         target.set(Some(id));
         *sess2.tasklet.lock().unwrap_or_else(|p| p.into_inner()) = Some(id);
@@ -203,12 +217,17 @@ impl Conn {
         }
         ctx.on_stop_tasklet(id);
         ctx.set_expire(timer, first_deadline);
+        if heavy {
+            // A TLS handshake is expensive: at most a few per loop turn,
+            // so it cannot add its cost to everyone's latency.
+            ctx.set_heavy(id, true);
+        }
         ctx.tasklet_wakeup(id);
         Ok(())
     }
 
     fn has_output(&self) -> bool {
-        self.wpos < self.wbuf.len() || self.body.is_some()
+        self.wpos < self.wbuf.len() || self.body.is_some() || self.tr.has_pending_output()
     }
 
     fn pending_out(&self) -> usize {
@@ -236,7 +255,7 @@ impl Conn {
         }
         let room = self.rbuf.len() - self.rend;
         loop {
-            match self.sock.read(&mut self.rbuf[self.rend..]) {
+            match self.tr.read(&mut self.rbuf[self.rend..]) {
                 Ok(0) => {
                     self.eof = true;
                     return Ok(false);
@@ -270,15 +289,23 @@ impl Conn {
                     let data = file.small.as_deref().unwrap_or(&[]);
                     let b = data.get(*pos..*end).unwrap_or(&[]);
                     let want = head.len() + b.len();
-                    self.sock
+                    self.tr
                         .write_vectored(&[IoSlice::new(head), IoSlice::new(b)])
                         .map(|n| (n, want))
                 }
-                _ if !head.is_empty() => self.sock.write(head).map(|n| (n, head.len())),
+                _ if !head.is_empty() => self.tr.write(head).map(|n| (n, head.len())),
                 Some(Body::Sendfile { file, off, end }) => {
                     let mut o = *off;
-                    let count = (*end - *off).min(1 << 20) as usize;
-                    let r = crate::sys::sendfile(self.fd, file.file.as_raw_fd(), &mut o, count);
+                    // sendfile moves up to 1 MiB per call; TLS encrypts one
+                    // record (16 KiB) per call, so a short count means a
+                    // full socket only against that size.
+                    let step = if self.tr.supports_sendfile() {
+                        1 << 20
+                    } else {
+                        16 * 1024
+                    };
+                    let count = (*end - *off).min(step) as usize;
+                    let r = self.tr.send_file(&file.file, &mut o, count);
                     match r {
                         Ok(0) => {
                             // The file shrank under us: the promised length
@@ -318,6 +345,17 @@ impl Conn {
                     }
                     self.wbuf.clear();
                     self.wpos = 0;
+                    // TLS records accepted but not yet on the wire.
+                    if self.tr.has_pending_output() {
+                        match self.tr.flush_pending() {
+                            Ok(true) => moved = true,
+                            Ok(false) => self.wr_ready = false,
+                            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                                self.wr_ready = false
+                            }
+                            Err(e) => return Err(e),
+                        }
+                    }
                     return Ok(moved);
                 }
             };
@@ -554,6 +592,22 @@ impl Conn {
         }
     }
 
+    /// The stats page's answer when `decide` chose it (`None`: the
+    /// Prometheus service).
+    fn decide_stats(&self) -> Option<crate::stats::Answer> {
+        let Act::Stats(st, admin) = self.decide() else {
+            return None;
+        };
+        let buf = &self.rbuf[self.rstart..self.rend];
+        let authz = self.head.header(buf, "authorization");
+        Some(crate::stats::page(
+            &st,
+            self.head.path.get(buf),
+            authz,
+            admin,
+        ))
+    }
+
     /// Decides what answers the request in `head` (reading the buffer and
     /// the rules, changing nothing).
     fn decide(&self) -> Act {
@@ -574,6 +628,7 @@ impl Conn {
             }
             match &rule.action {
                 HttpRequestAction::Return(_) => return Act::Return(None, i),
+                HttpRequestAction::UseService(_) => return Act::Service,
                 HttpRequestAction::Redirect(rd) => {
                     let host = self.head.host.map(|h| h.get(buf));
                     let loc = redirect_location(rd, self.head.path.get(buf), host);
@@ -584,6 +639,9 @@ impl Conn {
                 // Header edits change what is forwarded to a server.
                 _ => req_edits.push((false, i)),
             }
+        }
+        if let Some(a) = stats_act(fe.stats.as_ref(), &fe.matcher, &view) {
+            return a;
         }
         let be = fe
             .use_backends
@@ -604,6 +662,7 @@ impl Conn {
             }
             match &rule.action {
                 HttpRequestAction::Return(_) => return Act::Return(Some(bi), i),
+                HttpRequestAction::UseService(_) => return Act::Service,
                 HttpRequestAction::Redirect(rd) => {
                     let host = self.head.host.map(|h| h.get(buf));
                     let loc = redirect_location(rd, self.head.path.get(buf), host);
@@ -613,6 +672,9 @@ impl Conn {
                 HttpRequestAction::Allow => break,
                 _ => req_edits.push((true, i)),
             }
+        }
+        if let Some(a) = stats_act(backend.stats.as_ref(), &backend.matcher, &view) {
+            return a;
         }
         let mut edits = Vec::new();
         for (i, r) in fe.http_response.iter().enumerate() {
@@ -645,6 +707,10 @@ impl Conn {
         self.sess
             .requests
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.fe.http.bytes_in.fetch_add(
+            self.head.head_len as u64,
+            std::sync::atomic::Ordering::Relaxed,
+        );
         self.resp_start = self.wbuf.len();
         let mut keep_alive = self.head.keep_alive && self.fe.keep_alive && !self.stopping;
         // A body we will not read: with `Expect: 100-continue` the client
@@ -712,7 +778,23 @@ impl Conn {
                 );
                 self.finish_request(ctx, code, None, 0);
             }
+            Act::Stats(..) | Act::Service => {
+                let a = match self.decide_stats() {
+                    Some(a) => a,
+                    None => crate::stats::prometheus(),
+                };
+                let hdrs: Vec<(&[u8], &[u8])> = a
+                    .headers
+                    .iter()
+                    .map(|(n, v)| (n.as_bytes(), v.as_bytes()))
+                    .collect();
+                self.simple_response(a.status, keep_alive, version, &hdrs, &a.body, head_req);
+                self.finish_request(ctx, a.status, None, 0);
+            }
             Act::Deny(st) => {
+                fe.http
+                    .denied
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 self.error_response(st, false, version, head_req, &[]);
                 self.finish_request(ctx, st, None, 0);
             }
@@ -904,6 +986,9 @@ impl Conn {
     /// The answer is queued: log it and move on to what follows the head.
     fn finish_request(&mut self, ctx: &mut Ctx, status: u16, backend: Option<usize>, body: u64) {
         let now = ctx.now();
+        let be = backend.and_then(|b| self.fe.backends.get(b));
+        let sent = (self.wbuf.len() - self.resp_start) as u64 + body;
+        crate::proxy::count_request(&self.fe, be.map(|b| &**b), status, sent);
         if self.w.logging(&self.fe) {
             let buf = &self.rbuf[self.rstart..self.rend];
             let line_end = buf
@@ -1009,7 +1094,7 @@ impl Conn {
         let _ = ctx.deregister_fd(self.fd);
         ctx.kill(self.timer);
         self.w.sessions.remove(&self.sess);
-        let _ = self.sock.shutdown(std::net::Shutdown::Both);
+        let _ = self.tr.shutdown();
         self.release_buffers();
         self.w.conn_closed(ctx, &self.fe);
         Status::Done
@@ -1128,6 +1213,24 @@ enum Act {
     /// A file backend: the clean path, or the status refusing it; and the
     /// `http-response` edits that apply.
     Files(usize, Result<String, u16>, Vec<(bool, usize)>),
+    /// The stats page (`stats uri`); whether `stats admin` allows actions.
+    Stats(Arc<crate::proxy::StatsRt>, bool),
+    /// `http-request use-service prometheus-exporter`.
+    Service,
+}
+
+/// The stats page's act when the request is for it.
+fn stats_act(
+    st: Option<&Arc<crate::proxy::StatsRt>>,
+    m: &crate::rules::Matcher,
+    view: &ReqView<'_>,
+) -> Option<Act> {
+    let st = st?;
+    if !crate::stats::is_page(st, view.head.path.get(view.buf)) {
+        return None;
+    }
+    let admin = st.admin.iter().any(|c| m.holds(Some(c), view));
+    Some(Act::Stats(Arc::clone(st), admin))
 }
 
 impl TaskletFn for Conn {
@@ -1165,6 +1268,12 @@ impl TaskletFn for Conn {
             }
             self.proxy_timeout(ctx);
         }
-        self.pump(ctx)
+        let st = self.pump(ctx);
+        if self.heavy && st == Status::Continue && !self.tr.is_handshaking() {
+            // Handshake done: back to the ordinary classes.
+            self.heavy = false;
+            ctx.set_heavy(me, false);
+        }
+        st
     }
 }
