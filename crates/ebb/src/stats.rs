@@ -989,3 +989,111 @@ mod tests {
         assert_eq!(pct("a/b"), "a%2Fb");
     }
 }
+
+// ---------------------------------------------------------------------------
+// HTTP answers (the hooks of the connection code call these)
+// ---------------------------------------------------------------------------
+
+/// A complete answer for the connection to write.
+pub struct Answer {
+    pub status: u16,
+    pub headers: Vec<(&'static str, String)>,
+    pub body: Vec<u8>,
+}
+
+fn plain(status: u16, msg: &str) -> Answer {
+    Answer {
+        status,
+        headers: vec![("Content-Type", "text/plain; charset=utf-8".into())],
+        body: msg.as_bytes().to_vec(),
+    }
+}
+
+/// Answers a request for the stats page: `path` is the request target
+/// (path and query), `authz` the `Authorization` header, `admin` whether a
+/// `stats admin` condition holds for the request.
+pub fn page(st: &crate::proxy::StatsRt, path: &[u8], authz: Option<&[u8]>, admin: bool) -> Answer {
+    if !auth_ok(&st.auth, authz) {
+        let mut a = plain(401, "401 Unauthorized: this page needs a user and a password.\n");
+        a.headers.push((
+            "WWW-Authenticate",
+            format!("Basic realm=\"{}\"", st.realm.replace(['"', '\\'], "")),
+        ));
+        return a;
+    }
+    let Some(p) = crate::registry::Process::global() else {
+        return plain(503, "503 Service Unavailable: statistics are not ready yet.\n");
+    };
+    let path = String::from_utf8_lossy(path);
+    let Some((o, query)) = parse_suffix(&st.uri, &path) else {
+        return plain(404, "404 Not Found: unknown stats page modifier.\n");
+    };
+    let c = p.live.compiled();
+    let mut notice = None;
+    if let Some(r) = admin_action(&c, &query) {
+        if !admin {
+            return plain(403, "403 Forbidden: admin actions are not allowed here.\n");
+        }
+        notice = Some(match r {
+            Ok(m) => m,
+            Err(e) => format!("action failed: {e}"),
+        });
+    }
+    let rows = rows(&c, None);
+    if o.csv {
+        return Answer {
+            status: 200,
+            headers: vec![
+                ("Content-Type", "text/plain; charset=utf-8".into()),
+                ("Cache-Control", "no-cache".into()),
+            ],
+            body: csv(&rows, p.pid).into_bytes(),
+        };
+    }
+    // Links keep the modifiers in force, without the action query.
+    let uri_now = path.split('?').next().unwrap_or("").to_string();
+    let uri_now = if st.uri.contains('?') {
+        path.split('&').next().unwrap_or("").to_string()
+    } else {
+        uri_now
+    };
+    let info = PageInfo {
+        pid: p.pid,
+        nbthread: p.nbthread,
+        uptime_s: p.start.elapsed().map(|d| d.as_secs()).unwrap_or(0),
+        conns: p.shared.actconn.load(Ordering::Relaxed),
+        version: (!st.hide_version).then_some(env!("CARGO_PKG_VERSION")),
+        refresh_s: st.refresh.map(|d| d.as_secs().max(1)),
+        uri: &uri_now,
+        admin,
+        notice: notice.as_deref(),
+    };
+    Answer {
+        status: 200,
+        headers: vec![
+            ("Content-Type", "text/html; charset=utf-8".into()),
+            ("Cache-Control", "no-cache".into()),
+        ],
+        body: html(&rows, &info, o).into_bytes(),
+    }
+}
+
+/// Answers `http-request use-service prometheus-exporter`.
+pub fn prometheus() -> Answer {
+    let Some(p) = crate::registry::Process::global() else {
+        return plain(503, "503 Service Unavailable: metrics are not ready yet.\n");
+    };
+    Answer {
+        status: 200,
+        headers: vec![("Content-Type", crate::metrics::CONTENT_TYPE.into())],
+        body: crate::metrics::render(p).into_bytes(),
+    }
+}
+
+/// Whether a request path is for this stats page (the full suffix is
+/// checked when answering).
+pub fn is_page(st: &crate::proxy::StatsRt, path: &[u8]) -> bool {
+    let (uri_path, _) = st.uri.split_once('?').unwrap_or((&st.uri, ""));
+    path.starts_with(uri_path.as_bytes())
+        && std::str::from_utf8(path).is_ok_and(|p| parse_suffix(&st.uri, p).is_some())
+}

@@ -6,12 +6,13 @@
 //! ebb -f FILE [-f FILE ...]    run from a configuration (HAProxy grammar)
 //! ebb -c -f FILE               check a configuration, exit 0 or 1
 //! ebb -v                       version
+//! ebb cli SOCKET "COMMAND"     run a command on a running ebb's stats socket
 //! ```
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{ArgAction, Parser};
+use clap::{ArgAction, Parser, Subcommand};
 
 use ebb::server::{default_config_text, run, RunOptions};
 
@@ -44,10 +45,57 @@ struct Args {
     /// Without -f: the address to listen on (default: 0.0.0.0:8080).
     #[arg(long, value_name = "ADDR:PORT")]
     bind: Option<String>,
+    #[command(subcommand)]
+    cmd: Option<Cmd>,
+}
+
+#[derive(Subcommand, Debug)]
+enum Cmd {
+    /// Run CLI commands on a running ebb's `stats socket` and print the
+    /// answer (`;` separates several commands).
+    Cli {
+        /// The socket's path.
+        socket: PathBuf,
+        /// The command, e.g. "show info" (several words are joined).
+        #[arg(required = true, num_args = 1..)]
+        command: Vec<String>,
+    },
+}
+
+/// `ebb cli SOCKET COMMAND`: sends one line, prints what comes back until
+/// the server closes (it does after one line in non-interactive mode).
+fn cli(socket: &std::path::Path, command: &[String]) -> ExitCode {
+    use std::io::{Read, Write};
+    let line = command.join(" ");
+    let mut s = match std::os::unix::net::UnixStream::connect(socket) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("ebb: cannot connect to {}: {e}", socket.display());
+            return ExitCode::from(1);
+        }
+    };
+    let _ = s.set_read_timeout(Some(std::time::Duration::from_secs(60)));
+    if let Err(e) = s.write_all(format!("{line}\n").as_bytes()) {
+        eprintln!("ebb: cannot send the command: {e}");
+        return ExitCode::from(1);
+    }
+    let _ = s.shutdown(std::net::Shutdown::Write);
+    let mut out = Vec::new();
+    if let Err(e) = s.read_to_end(&mut out) {
+        eprintln!("ebb: reading the answer: {e}");
+        return ExitCode::from(1);
+    }
+    let mut stdout = std::io::stdout().lock();
+    let _ = stdout.write_all(&out);
+    let _ = stdout.flush();
+    ExitCode::SUCCESS
 }
 
 fn main() -> ExitCode {
     let args = Args::parse();
+    if let Some(Cmd::Cli { socket, command }) = &args.cmd {
+        return cli(socket, command);
+    }
     let cfg = if args.files.is_empty() {
         let root = match args.root.clone().map_or_else(std::env::current_dir, Ok) {
             Ok(r) => r,

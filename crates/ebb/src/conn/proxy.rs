@@ -1197,6 +1197,7 @@ impl Conn {
     }
 
     fn log_proxy(&mut self, ctx: &mut Ctx, up: &Upstream, bytes: u64) {
+        crate::proxy::count_request(&self.fe, Some(&up.be), up.status, bytes);
         if !self.w.logging(&self.fe) {
             return;
         }

@@ -1,0 +1,609 @@
+//! The runtime CLI through the real binary: the `stats socket` line
+//! protocol (one line, `;`-separated commands, `prompt` mode), every
+//! command's output and effect on real traffic, levels refused, `show
+//! sess` under concurrent traffic, profiling counts, the `ebb cli` client,
+//! and the server-state file across a restart.
+
+mod common;
+
+use std::io::{Read, Write};
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use common::origin::{Mode, Origin};
+use common::*;
+
+/// Sends one line, reads until the server closes.
+fn cli(sock: &Path, line: &str) -> String {
+    let mut s = UnixStream::connect(sock).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    s.write_all(format!("{line}\n").as_bytes()).unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).unwrap();
+    out
+}
+
+struct Setup {
+    e: Ebb,
+    admin: PathBuf,
+    oper: PathBuf,
+    user: PathBuf,
+}
+
+fn start(backend: &str, global_extra: &str) -> Setup {
+    let d = scratch("cli-sock");
+    let admin = d.join("admin.sock");
+    let oper = d.join("oper.sock");
+    let user = d.join("user.sock");
+    let cfg = format!(
+        "global\n    nbthread 2\n    stats socket {} mode 600 level admin\n    stats socket {} level operator\n    stats socket {} level user\n{global_extra}\
+         defaults\n    mode http\n    timeout client 10s\n    timeout server 5s\n    timeout connect 1s\n\
+         frontend fe\n    bind BIND\n    default_backend be\nbackend be\n{backend}",
+        admin.display(),
+        oper.display(),
+        user.display()
+    );
+    let e = Ebb::start(&cfg);
+    Setup {
+        e,
+        admin,
+        oper,
+        user,
+    }
+}
+
+fn srv(name: &str, o: &Origin, opts: &str) -> String {
+    format!("    server {name} {} {opts}\n", o.addr)
+}
+
+fn hit(e: &Ebb, n: usize) {
+    let mut c = Client::connect(e.addr());
+    for i in 0..n {
+        c.send(format!("GET /x{i} HTTP/1.1\r\nHost: h\r\n\r\n").as_bytes());
+        assert_eq!(c.read_resp().status, 200);
+    }
+}
+
+#[test]
+fn socket_mode_help_info_and_protocol() {
+    let a = Origin::start("a", Mode::Ok);
+    let s = start(&srv("a", &a, ""), "");
+    let mode = std::os::unix::fs::PermissionsExt::mode(
+        &std::fs::metadata(&s.admin).unwrap().permissions(),
+    );
+    assert_eq!(mode & 0o777, 0o600);
+
+    let info = cli(&s.admin, "show info");
+    assert!(info.contains("Name: ebb\n"), "{info}");
+    assert!(info.contains(&format!("Pid: {}\n", s.e.pid())), "{info}");
+    assert!(info.contains("Nbthread: 2\n"), "{info}");
+    assert!(
+        info.ends_with("\n\n"),
+        "answers end with an empty line: {info:?}"
+    );
+
+    // Help lists only what the level allows.
+    let h = cli(&s.user, "help");
+    assert!(h.contains("show info") && !h.contains("set server"), "{h}");
+    assert!(cli(&s.admin, "help").contains("set server"));
+
+    // Two commands on one line, each answer closed by an empty line.
+    let two = cli(&s.user, "show backend; show backend");
+    assert_eq!(two, "# name\nbe\n\n# name\nbe\n\n");
+    // Unknown command.
+    assert!(cli(&s.user, "frobnicate").starts_with("Unknown command: 'frobnicate'"));
+
+    // Interactive mode: a prompt after each answer, the connection stays.
+    let mut c = UnixStream::connect(&s.oper).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    c.write_all(b"prompt\n").unwrap();
+    let mut buf = [0u8; 4096];
+    let n = c.read(&mut buf).unwrap();
+    assert_eq!(&buf[..n], b"> ");
+    c.write_all(b"show backend\n").unwrap();
+    let mut got = Vec::new();
+    while !got.ends_with(b"> ") {
+        let n = c.read(&mut buf).unwrap();
+        assert!(n > 0);
+        got.extend_from_slice(&buf[..n]);
+    }
+    assert_eq!(got, b"# name\nbe\n\n> ");
+    c.write_all(b"quit\n").unwrap();
+    let mut rest = Vec::new();
+    c.read_to_end(&mut rest).unwrap();
+    assert!(rest.is_empty(), "{rest:?}");
+
+    // The built-in client.
+    let (code, out, _) = run_ebb(
+        &["cli", s.admin.to_str().unwrap(), "show", "backend"],
+        &s.e.dir,
+    );
+    assert_eq!(code, 0);
+    assert_eq!(out, "# name\nbe\n\n");
+    let (code, _, err) = run_ebb(&["cli", "/nonexistent/sock", "help"], &s.e.dir);
+    assert_eq!(code, 1);
+    assert!(err.contains("cannot connect"), "{err}");
+}
+
+#[test]
+fn levels_are_refused_with_a_message() {
+    let a = Origin::start("a", Mode::Ok);
+    let s = start(&srv("a", &a, ""), "");
+    for (sock, cmd, need) in [
+        (&s.user, "show sess", "operator"),
+        (&s.user, "clear counters", "operator"),
+        (&s.user, "show tasks", "operator"),
+        (&s.oper, "set server be/a state maint", "admin"),
+        (&s.oper, "set server be/a weight 3", "admin"),
+        (&s.oper, "disable server be/a", "admin"),
+        (&s.oper, "enable server be/a", "admin"),
+        (&s.oper, "set maxconn server be/a 3", "admin"),
+        (&s.oper, "shutdown session 1", "admin"),
+        (&s.oper, "shutdown sessions server be/a", "admin"),
+        (&s.oper, "set profiling tasks on", "admin"),
+        (&s.oper, "clear counters all", "admin"),
+    ] {
+        let out = cli(sock, cmd);
+        assert!(
+            out.starts_with("Permission denied:") && out.contains(&format!("needs level {need}")),
+            "{cmd}: {out}"
+        );
+    }
+    // Nothing changed.
+    let st = cli(&s.admin, "show servers state be");
+    assert!(
+        st.lines()
+            .nth(2)
+            .unwrap()
+            .starts_with("2 be 1 a 127.0.0.1 2 0 1 1 "),
+        "{st}"
+    );
+    // Operator may do operator things.
+    assert_eq!(cli(&s.oper, "clear counters"), "\n");
+    assert!(!cli(&s.oper, "show sess").starts_with("Permission"));
+}
+
+#[test]
+fn maint_drain_weight_and_maxconn_steer_traffic() {
+    let a = Origin::start("a", Mode::Ok);
+    let b = Origin::start("b", Mode::Ok);
+    let be = format!(
+        "    balance roundrobin\n{}{}",
+        srv("a", &a, ""),
+        srv("b", &b, "")
+    );
+    let s = start(&be, "");
+    let n = |o: &Origin| o.requests.load(Ordering::SeqCst);
+
+    hit(&s.e, 10);
+    assert_eq!((n(&a), n(&b)), (5, 5));
+
+    // maint: a gets nothing.
+    assert_eq!(cli(&s.admin, "set server be/a state maint"), "\n");
+    hit(&s.e, 10);
+    assert_eq!((n(&a), n(&b)), (5, 15));
+    let csv = cli(&s.admin, "show stat");
+    let row_a = csv.lines().find(|l| l.starts_with("be,a,")).unwrap();
+    assert!(row_a.contains(",MAINT,"), "{row_a}");
+
+    // drain: no new traffic either.
+    assert_eq!(cli(&s.admin, "set server be/a state drain"), "\n");
+    hit(&s.e, 4);
+    assert_eq!(n(&a), 5);
+    let csv = cli(&s.user, "show stat");
+    assert!(
+        csv.lines()
+            .any(|l| l.starts_with("be,a,") && l.contains(",DRAIN,")),
+        "{csv}"
+    );
+
+    // ready again, then weights 1:3.
+    assert_eq!(cli(&s.admin, "enable server be/a"), "\n");
+    assert_eq!(cli(&s.admin, "set server be/b weight 3"), "\n");
+    let (a0, b0) = (n(&a), n(&b));
+    hit(&s.e, 40);
+    assert_eq!((n(&a) - a0, n(&b) - b0), (10, 30));
+    // Percent of the configured weight: 100% of 1 is 1: back to 1:1.
+    assert_eq!(cli(&s.admin, "set server be/b weight 100%"), "\n");
+    let (a0, b0) = (n(&a), n(&b));
+    hit(&s.e, 20);
+    assert_eq!((n(&a) - a0, n(&b) - b0), (10, 10));
+    // disable = maint.
+    assert_eq!(cli(&s.admin, "disable server be/b"), "\n");
+    let b0 = n(&b);
+    hit(&s.e, 6);
+    assert_eq!(n(&b), b0);
+    assert!(cli(&s.admin, "show servers state be").contains(" b 127.0.0.1 2 1 1 1 "));
+
+    // Errors name what is wrong.
+    assert!(cli(&s.admin, "set server be/zz state maint").starts_with("No such server 'zz'"));
+    assert!(cli(&s.admin, "set server nope/a weight 1").starts_with("No such backend 'nope'"));
+    assert!(cli(&s.admin, "set server be/a weight 999").contains("at most 256"));
+    assert!(
+        cli(&s.admin, "set server be/a state sleepy").contains("expected ready, drain or maint")
+    );
+
+    // maxconn: visible in show stat's slim column.
+    assert_eq!(cli(&s.admin, "set maxconn server be/a 7"), "\n");
+    let csv = cli(&s.admin, "show stat");
+    let hdr: Vec<&str> = csv
+        .lines()
+        .next()
+        .unwrap()
+        .trim_start_matches("# ")
+        .split(',')
+        .collect();
+    let slim = hdr.iter().position(|h| *h == "slim").unwrap();
+    let row_a: Vec<&str> = csv
+        .lines()
+        .find(|l| l.starts_with("be,a,"))
+        .unwrap()
+        .split(',')
+        .collect();
+    assert_eq!(row_a[slim], "7");
+    let stot = hdr.iter().position(|h| *h == "stot").unwrap();
+    assert_eq!(row_a[stot], n(&a).to_string());
+    let be_row: Vec<&str> = csv
+        .lines()
+        .find(|l| l.starts_with("be,BACKEND,"))
+        .unwrap()
+        .split(',')
+        .collect();
+    assert_eq!(be_row[stot], (n(&a) + n(&b)).to_string());
+
+    // clear counters all zeroes them.
+    assert_eq!(cli(&s.admin, "clear counters all"), "\n");
+    let csv = cli(&s.admin, "show stat");
+    let row_a: Vec<&str> = csv
+        .lines()
+        .find(|l| l.starts_with("be,a,"))
+        .unwrap()
+        .split(',')
+        .collect();
+    assert_eq!(row_a[stot], "0");
+}
+
+#[test]
+fn maxconn_from_the_cli_releases_the_queue() {
+    let a = Origin::start("a", Mode::Slow(Duration::from_millis(300)));
+    let s = start(&srv("a", &a, "maxconn 1"), "");
+    // Four clients at once on a server with one slot: they queue.
+    let addr = s.e.addr();
+    let t0 = Instant::now();
+    let hs: Vec<_> = (0..4)
+        .map(|i| std::thread::spawn(move || get(addr, &format!("/q{i}")).status))
+        .collect();
+    // Three of them wait in the backend's queue...
+    std::thread::sleep(Duration::from_millis(100));
+    let csv = cli(&s.admin, "show stat");
+    let be_row = csv.lines().find(|l| l.starts_with("be,BACKEND,")).unwrap();
+    assert!(be_row.starts_with("be,BACKEND,3,"), "{be_row}");
+    // ...until the limit is raised: they are served at once.
+    assert_eq!(cli(&s.admin, "set maxconn server be/a 4"), "\n");
+    for h in hs {
+        assert_eq!(h.join().unwrap(), 200);
+    }
+    // With 4 slots they ran side by side: well under 4 x 300 ms.
+    assert!(
+        t0.elapsed() < Duration::from_millis(1000),
+        "{:?}",
+        t0.elapsed()
+    );
+    assert!(a.max_busy.load(Ordering::SeqCst) >= 2);
+}
+
+#[test]
+fn show_sess_under_traffic_and_shutdown() {
+    let a = Origin::start("a", Mode::Slow(Duration::from_millis(2000)));
+    let b = Origin::start("b", Mode::Ok);
+    let s = start(
+        &format!("{}{}", srv("a", &a, ""), srv("b", &b, "backup")),
+        "",
+    );
+    let addr = s.e.addr();
+
+    // Idle keep-alive clients, and traffic hammering in the background.
+    let idle: Vec<Client> = (0..5)
+        .map(|_| {
+            let mut c = Client::connect(addr);
+            c.send(b"GET /idle HTTP/1.1\r\nHost: h\r\n\r\n");
+            let _ = c.read_resp();
+            c
+        })
+        .collect();
+    let _ = &idle;
+    let stop = Arc::new(AtomicBool::new(false));
+    let bg: Vec<_> = (0..3)
+        .map(|_| {
+            let stop = Arc::clone(&stop);
+            std::thread::spawn(move || {
+                let mut n = 0;
+                while !stop.load(Ordering::Relaxed) {
+                    let mut c = Client::connect(addr);
+                    c.send(b"GET /bg HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n");
+                    let _ = c.read_resp_opt(false);
+                    n += 1;
+                }
+                n
+            })
+        })
+        .collect();
+    // One slow request in flight on server a.
+    let mut slow = Client::connect(addr);
+    slow.send(b"GET /slow HTTP/1.1\r\nHost: h\r\n\r\n");
+    std::thread::sleep(Duration::from_millis(200));
+
+    for _ in 0..20 {
+        let out = cli(&s.oper, "show sess");
+        assert!(out.ends_with("\n\n"), "{out}");
+        let lines: Vec<&str> = out.lines().filter(|l| !l.is_empty()).collect();
+        // At least the five idle ones and the slow one.
+        assert!(lines.len() >= 6, "{out}");
+        for l in &lines {
+            assert!(
+                l.starts_with("0x")
+                    && l.contains(" proto=tcpv4 src=127.0.0.1:")
+                    && l.contains(" fe=fe "),
+                "{l}"
+            );
+        }
+    }
+    let all = cli(&s.oper, "show sess all");
+    assert!(all.contains(" epoch="), "{all}");
+    let out = cli(&s.oper, "show sess");
+    let slow_line = out
+        .lines()
+        .find(|l| l.contains("be=be srv=a"))
+        .unwrap_or_else(|| panic!("no session on be/a: {out}"));
+    assert!(slow_line.contains("reqs=1"), "{slow_line}");
+
+    // shutdown sessions server: the slow exchange is cut.
+    assert_eq!(cli(&s.admin, "shutdown sessions server be/a"), "\n");
+    assert!(
+        slow.read_resp_opt(false).is_none(),
+        "the session was not closed"
+    );
+
+    // shutdown session ID: one idle client goes away.
+    let mut victim = Client::connect(addr);
+    victim.send(b"GET /v HTTP/1.1\r\nHost: h\r\n\r\n");
+    let _ = victim.read_resp();
+    let local = victim.s.local_addr().unwrap().to_string();
+    let out = cli(&s.oper, "show sess");
+    let line = out
+        .lines()
+        .find(|l| l.contains(&format!("src={local} ")))
+        .unwrap_or_else(|| panic!("{local} not in {out}"));
+    let id = line.split(':').next().unwrap();
+    assert_eq!(cli(&s.admin, &format!("shutdown session {id}")), "\n");
+    assert!(victim.closed());
+    assert!(cli(&s.admin, &format!("shutdown session {id}")).starts_with("No such session"));
+
+    stop.store(true, Ordering::Relaxed);
+    let total: usize = bg.into_iter().map(|h| h.join().unwrap()).sum();
+    assert!(total > 0);
+}
+
+#[test]
+fn profiling_and_activity_after_known_work() {
+    let a = Origin::start("a", Mode::Ok);
+    let s = start(&srv("a", &a, ""), "");
+    assert_eq!(cli(&s.admin, "set profiling tasks on"), "\n");
+    // Give the threads a turn to apply the mode.
+    std::thread::sleep(Duration::from_millis(100));
+    hit(&s.e, 50);
+    let p = cli(&s.user, "show profiling");
+    assert!(
+        p.starts_with("Per-task CPU profiling              : on"),
+        "{p}"
+    );
+    let calls = |name: &str| -> u64 {
+        p.lines()
+            .find(|l| l.split_whitespace().next() == Some(name))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0)
+    };
+    // Every request runs the client connection's tasklet at least once.
+    assert!(calls("h1_conn") >= 50, "{p}");
+    // The CLI's own task shows up too.
+    let p2 = cli(&s.user, "show profiling bytime 2");
+    let rows = p2.lines().skip(3).filter(|l| !l.trim().is_empty()).count();
+    assert_eq!(rows, 2, "{p2}");
+    assert!(cli(&s.user, "show profiling x").contains("expected tasks, bytime or a row count"));
+    let t = cli(&s.oper, "show tasks");
+    assert!(t.contains("h1_conn"), "{t}");
+
+    let act = cli(&s.user, "show activity");
+    assert!(act.starts_with("thread_id: 2 (1..2)"), "{act}");
+    let accepts: u64 = act
+        .lines()
+        .find(|l| l.starts_with("accepts"))
+        .and_then(|l| l.split(':').next())
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|v| v.parse().ok())
+        .unwrap();
+    assert!(accepts >= 1, "{act}");
+    let one = cli(&s.user, "show activity 2");
+    assert!(
+        one.starts_with("thread_id: 2\n") && one.contains("loops"),
+        "{one}"
+    );
+    assert!(cli(&s.user, "show activity 9").starts_with("No thread 9"));
+
+    assert_eq!(cli(&s.admin, "set profiling tasks off"), "\n");
+    assert!(cli(&s.user, "show profiling").starts_with("Per-task CPU profiling              : off"));
+}
+
+#[test]
+fn the_cli_answers_under_load() {
+    let a = Origin::start("a", Mode::Ok);
+    let s = start(&srv("a", &a, ""), "");
+    let addr = s.e.addr();
+    let stop = Arc::new(AtomicBool::new(false));
+    let bg: Vec<_> = (0..6)
+        .map(|_| {
+            let stop = Arc::clone(&stop);
+            std::thread::spawn(move || {
+                let mut c = Client::connect(addr);
+                while !stop.load(Ordering::Relaxed) {
+                    c.send(b"GET /l HTTP/1.1\r\nHost: h\r\n\r\n");
+                    if c.read_resp_opt(false).is_none() {
+                        break;
+                    }
+                }
+            })
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(300));
+    let mut worst = Duration::ZERO;
+    for _ in 0..20 {
+        let t = Instant::now();
+        assert!(cli(&s.user, "show info").contains("Name: ebb"));
+        worst = worst.max(t.elapsed());
+    }
+    stop.store(true, Ordering::Relaxed);
+    for h in bg {
+        let _ = h.join();
+    }
+    assert!(
+        worst < Duration::from_millis(500),
+        "slowest CLI answer {worst:?}"
+    );
+}
+
+fn state_cfg(dir: &Path, sock: &Path, a: &Origin, b: &Origin, extra: &str) -> String {
+    format!(
+        "global\n    nbthread 2\n    stats socket {} level admin\n    server-state-base {}\n    server-state-file state\n\
+         defaults\n    mode http\n    timeout client 10s\n    load-server-state-from-file global\n\
+         frontend fe\n    bind BIND\n    default_backend be\n\
+         backend be\n    balance roundrobin\n    server a {} weight 2\n    server b {}\n{extra}",
+        sock.display(),
+        dir.display(),
+        a.addr,
+        b.addr
+    )
+}
+
+#[test]
+fn server_state_survives_a_restart() {
+    let a = Origin::start("a", Mode::Ok);
+    let b = Origin::start("b", Mode::Ok);
+    let b2 = Origin::start("b2", Mode::Ok);
+    let dir = scratch("state");
+    let sock = dir.join("s.sock");
+    let cfg = state_cfg(&dir, &sock, &a, &b, "");
+    let e = Ebb::start(&cfg);
+    assert_eq!(cli(&sock, "set server be/a state maint"), "\n");
+    assert_eq!(cli(&sock, "set server be/b weight 7"), "\n");
+    let dump = cli(&sock, "show servers state");
+    assert!(
+        dump.starts_with("1\n# be_id be_name srv_id srv_name srv_addr"),
+        "{dump}"
+    );
+    // The operator moved b to another address meanwhile: edit the dump as
+    // a tool would, then save it (without the answer's empty line).
+    let moved = dump.replace(
+        &format!(" b {} ", b.addr.ip()),
+        &format!(" b {} ", b2.addr.ip()),
+    );
+    let moved = moved.replace(
+        &format!(" {} - 0 0 - - 0\n", b.addr.port()),
+        &format!(" {} - 0 0 - - 0\n", b2.addr.port()),
+    );
+    std::fs::write(
+        dir.join("state"),
+        moved.trim_end_matches('\n').to_string() + "\n",
+    )
+    .unwrap();
+    drop(e);
+
+    let e = Ebb::start(&cfg);
+    let st = cli(&sock, "show servers state be");
+    let la = st.lines().find(|l| l.contains(" a ")).unwrap();
+    let lb = st.lines().find(|l| l.contains(" b ")).unwrap();
+    let f: Vec<&str> = la.split(' ').collect();
+    assert_eq!(
+        (f[6], f[7], f[8]),
+        ("1", "2", "2"),
+        "a: admin maint, weight 2: {la}"
+    );
+    let f: Vec<&str> = lb.split(' ').collect();
+    assert_eq!((f[6], f[7]), ("0", "7"), "b: ready, weight 7: {lb}");
+    assert_eq!(f[18], b2.addr.port().to_string(), "b's saved address: {lb}");
+    // Traffic follows the restored state: a in maint, b at its new address.
+    hit(&e, 6);
+    assert_eq!(a.requests.load(Ordering::SeqCst), 0);
+    assert_eq!(b.requests.load(Ordering::SeqCst), 0);
+    assert_eq!(b2.requests.load(Ordering::SeqCst), 6);
+    drop(e);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn corrupted_state_files_are_ignored_with_the_line() {
+    let a = Origin::start("a", Mode::Ok);
+    let b = Origin::start("b", Mode::Ok);
+    let dir = scratch("state-bad");
+    let sock = dir.join("s.sock");
+    let good = |srv: &str, admin: u32| {
+        format!("2 be 1 {srv} 127.0.0.1 2 {admin} 1 1 0 1 0 0 0 0 0 0 - 0 - 0 0 - - 0\n")
+    };
+    let cases: Vec<(String, &str)> = vec![
+        // Wrong field count on line 4.
+        (
+            format!("1\n# header\n{}2 be 2 b 127.0.0.1 2 1 1\n", good("a", 1)),
+            "line 4: 8 fields",
+        ),
+        // Last line cut short (no newline).
+        (
+            format!("1\n{}{}", good("a", 1), good("b", 1).trim_end()),
+            "line 3: truncated",
+        ),
+        // Wrong version.
+        (
+            format!("2\n{}", good("a", 1)),
+            "line 1: unsupported version",
+        ),
+        // Comma is not a separator: one field.
+        (
+            format!("1\n{}", good("a", 1).replace(' ', ",")),
+            "line 2: 1 fields",
+        ),
+    ];
+    for (text, want) in cases {
+        std::fs::write(dir.join("state"), &text).unwrap();
+        let e = Ebb::start(&state_cfg(&dir, &sock, &a, &b, ""));
+        let w = e
+            .wait_stderr("server-state", Duration::from_secs(5))
+            .unwrap_or_else(|| panic!("no warning for {text:?}: {:?}", e.stderr.lock().unwrap()));
+        assert!(
+            w.contains(want) && w.contains("ignored"),
+            "{w} (wanted {want})"
+        );
+        // Nothing applied: a stays ready.
+        let st = cli(&sock, "show servers state be");
+        let la = st.lines().find(|l| l.contains(" a ")).unwrap();
+        assert_eq!(la.split(' ').nth(6), Some("0"), "{la}");
+    }
+    // A server that no longer exists is reported; the others apply.
+    std::fs::write(
+        dir.join("state"),
+        format!("1\n{}{}", good("a", 1), good("gone", 0)),
+    )
+    .unwrap();
+    let e = Ebb::start(&state_cfg(&dir, &sock, &a, &b, ""));
+    let w = e.wait_stderr("be/gone", Duration::from_secs(5)).unwrap();
+    assert!(w.contains("no longer in the configuration"), "{w}");
+    let st = cli(&sock, "show servers state be");
+    assert!(
+        st.lines()
+            .any(|l| l.contains(" a ") && l.split(' ').nth(6) == Some("1")),
+        "{st}"
+    );
+    drop(e);
+    let _ = std::fs::remove_dir_all(&dir);
+}
