@@ -196,6 +196,12 @@ fn bench_pingpong() -> io::Result<()> {
 const XMSGS: u64 = 4_000_000;
 
 trait Queue: Send + Sync + 'static {
+    /// Producer number `k` of `n` pushes its share of the messages.
+    fn produce(&self, k: u64, n: u64) {
+        for i in (k..XMSGS).step_by(n as usize) {
+            self.push(Msg { a: i, b: 0 });
+        }
+    }
     fn push(&self, m: Msg);
     /// Takes what is there, in one go (as the scheduler's drain does).
     fn pop_batch(&self, out: &mut Vec<Msg>) -> usize;
@@ -207,6 +213,26 @@ impl Queue for Inbox {
     }
     fn pop_batch(&self, out: &mut Vec<Msg>) -> usize {
         Inbox::pop_batch(self, out, sched::inbox::DEFAULT_CAPACITY)
+    }
+}
+
+/// The inbox used through per-producer lanes, as the runtime's workers do.
+struct Lanes(Inbox);
+
+impl Queue for Lanes {
+    fn produce(&self, k: u64, n: u64) {
+        let Some(p) = self.0.claim_lane(k as usize) else {
+            return;
+        };
+        for i in (k..XMSGS).step_by(n as usize) {
+            p.push(Msg { a: i, b: 0 });
+        }
+    }
+    fn push(&self, m: Msg) {
+        self.0.push(m)
+    }
+    fn pop_batch(&self, out: &mut Vec<Msg>) -> usize {
+        self.0.pop_batch(out, sched::inbox::DEFAULT_CAPACITY)
     }
 }
 
@@ -233,9 +259,7 @@ fn queue_rate<Q: Queue>(q: Arc<Q>, producers: u64) -> f64 {
         .map(|k| {
             let q2 = q.clone();
             std::thread::spawn(move || {
-                for i in (k..XMSGS).step_by(producers as usize) {
-                    q2.push(Msg { a: i, b: 0 });
-                }
+                q2.produce(k, producers);
             })
         })
         .collect();
@@ -335,11 +359,14 @@ fn runtime_xthread() -> io::Result<f64> {
 fn bench_xthread() -> io::Result<()> {
     println!("## 2. cross-thread wakeups between 2 threads (best of 3)");
     let mut lf = [0f64; 2];
+    let mut ln = [0f64; 2];
     let mut lk = [0f64; 2];
     for _ in 0..3 {
         for p in 0..2 {
             let cap = sched::inbox::DEFAULT_CAPACITY;
             lf[p] = lf[p].max(queue_rate(Arc::new(Inbox::new(cap)), p as u64 + 1));
+            let lanes = Inbox::with_lanes(cap, 2, sched::inbox::DEFAULT_LANE_CAPACITY);
+            ln[p] = ln[p].max(queue_rate(Arc::new(Lanes(lanes)), p as u64 + 1));
             let locked = Arc::new(Locked(Mutex::new(VecDeque::new())));
             lk[p] = lk[p].max(queue_rate(locked, p as u64 + 1));
         }
@@ -354,12 +381,21 @@ fn bench_xthread() -> io::Result<()> {
     );
     println!("|---|---|---|");
     println!(
-        "| lock-free MPSC ring (sched::inbox) | {} | {} |",
+        "| lock-free, one SPSC lane per producer (what workers use) | {} | {} |",
+        m(ln[0]),
+        m(ln[1])
+    );
+    println!(
+        "| lock-free MPSC ring (non-worker senders) | {} | {} |",
         m(lf[0]),
         m(lf[1])
     );
     println!("| Mutex<VecDeque> | {} | {} |", m(lk[0]), m(lk[1]));
-    println!("| ratio | {:.2}x | {:.2}x |", lf[0] / lk[0], lf[1] / lk[1]);
+    println!(
+        "| lanes / mutex | {:.2}x | {:.2}x |",
+        ln[0] / lk[0],
+        ln[1] / lk[1]
+    );
     println!();
     println!(
         "running scheduler, thread 1 waking thread 0's tasklets: {}",

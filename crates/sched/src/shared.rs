@@ -237,7 +237,7 @@ impl Shared {
         let mut threads = Vec::with_capacity(nbthread);
         for _ in 0..nbthread {
             threads.push(CachePadded::new(Remote {
-                inbox: Inbox::new(inbox_cap),
+                inbox: Inbox::with_lanes(inbox_cap, nbthread, crate::inbox::DEFAULT_LANE_CAPACITY),
                 sleep: CachePadded::new(SleepState::new()),
                 efd: EventFd::new()?,
                 harmless: AtomicBool::new(true),
@@ -310,7 +310,11 @@ impl Shared {
             // it drained its inbox.
             m.b |= u64::from(mono_ns() as u32) << 32;
         }
-        r.inbox.push(m);
+        match self.current_worker() {
+            // A worker of this runtime: its own lane, no RMW.
+            Some(me) => r.inbox.push_lane(me, m),
+            None => r.inbox.push(m),
+        }
         self.notify(thread);
     }
 
