@@ -497,3 +497,72 @@ fn remote_task_wakeup_carries_reasons_and_kill_shared_while_running() -> io::Res
     assert!(dropped.load(Ordering::SeqCst));
     Ok(())
 }
+
+#[test]
+fn worker_to_worker_wakeups_exactly_once() -> io::Result<()> {
+    // Workers wake each other's tasklets through their lanes, in chunks
+    // of 300 per run (more than a lane holds, so the shared ring takes the
+    // spill), twice each. Every tasklet runs exactly once.
+    const THREADS: usize = 3;
+    const PER_THREAD: usize = 2000;
+    let rt = Runtime::new(config(THREADS))?;
+    let counts: Arc<Vec<AtomicU32>> = Arc::new(
+        (0..THREADS * PER_THREAD)
+            .map(|_| AtomicU32::new(0))
+            .collect(),
+    );
+    let ids: Arc<Mutex<Vec<(usize, TaskletId)>>> = Arc::default();
+    let ready = Arc::new(AtomicUsize::new(0));
+    let (c2, i2, r2) = (counts.clone(), ids.clone(), ready.clone());
+    run_bounded(rt, 30, move |ctx| {
+        let me = ctx.thread_id();
+        let mut mine = Vec::new();
+        for k in 0..PER_THREAD {
+            let n = me * PER_THREAD + k;
+            let counts = c2.clone();
+            let id = ctx.new_tasklet("target", move |_: &mut Ctx, _, _| {
+                counts[n].fetch_add(1, Ordering::SeqCst);
+                Status::Done
+            });
+            mine.push((me, id));
+        }
+        if let Ok(mut g) = i2.lock() {
+            g.extend(mine);
+        }
+        r2.fetch_add(1, Ordering::SeqCst);
+        let (ids, ready) = (i2.clone(), r2.clone());
+        let mut todo: Vec<TaskletId> = Vec::new();
+        let mut loaded = false;
+        let sender = ctx.new_tasklet("sender", move |ctx: &mut Ctx, s, _| {
+            if !loaded {
+                if ready.load(Ordering::SeqCst) < THREADS {
+                    ctx.tasklet_wakeup(s);
+                    return Status::Continue;
+                }
+                let all = ids.lock().map(|g| g.clone()).unwrap_or_default();
+                let others: Vec<TaskletId> = all
+                    .iter()
+                    .filter(|(t, _)| *t != me)
+                    .map(|(_, id)| *id)
+                    .collect();
+                todo = others.iter().chain(others.iter()).copied().collect();
+                loaded = true;
+            }
+            for id in todo.drain(..todo.len().min(300)) {
+                ctx.tasklet_wakeup(id);
+            }
+            if todo.is_empty() {
+                return Status::Done;
+            }
+            ctx.tasklet_wakeup(s);
+            Status::Continue
+        });
+        ctx.tasklet_wakeup(sender);
+    })?;
+    let bad = counts
+        .iter()
+        .filter(|c| c.load(Ordering::SeqCst) != 1)
+        .count();
+    assert_eq!(bad, 0, "tasklets not run exactly once");
+    Ok(())
+}
