@@ -207,7 +207,10 @@ impl Conn {
         conn.fe
             .sessions
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let id = ctx.new_tasklet_obj("h1_conn", conn);
+        // TLS connections get their own profiling name, so `show profiling`
+        // tells handshake-heavy work from cleartext work.
+        let name = if conn.tr.is_tls() { "h1_tls_conn" } else { "h1_conn" };
+        let id = ctx.new_tasklet_obj(name, conn);
         target.set(Some(id));
         *sess2.tasklet.lock().unwrap_or_else(|p| p.into_inner()) = Some(id);
         if let Err(e) = ctx.register_fd(fd, id, true) {
