@@ -256,6 +256,8 @@ impl Ctx {
                 "a scheduler context already exists for this thread",
             ));
         }
+        // A runtime run again: this thread takes wakeups again.
+        r.exited.store(false, Ordering::SeqCst);
         let epoll = Epoll::new()?;
         epoll.add(r.efd.fd(), EFD_TOKEN, false, false)?;
         if let Ok(id) = sys::own_cpu_clock() {

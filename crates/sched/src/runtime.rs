@@ -209,6 +209,7 @@ impl Runtime {
             }
             done.store(true, Ordering::Release);
             if let Some(Ok(w)) = wd {
+                w.thread().unpark();
                 let _ = w.join();
             }
             match first_err {

@@ -68,7 +68,11 @@ pub(crate) fn run(sh: Arc<Shared>, limit: Duration, hook: WatchdogHook, done: Ar
     let period = (limit / 4).max(Duration::from_millis(1));
     let limit_ns = limit.as_nanos() as u64;
     while !done.load(Ordering::Acquire) {
-        std::thread::sleep(period);
+        // Woken early (unparked) when the runtime ends.
+        std::thread::park_timeout(period);
+        if done.load(Ordering::Acquire) {
+            break;
+        }
         for (t, r) in sh.threads.iter().enumerate() {
             let cur = r.cur_cb.load(Ordering::Relaxed);
             let p = r.progress.load(Ordering::Relaxed);
