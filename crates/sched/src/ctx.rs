@@ -258,8 +258,16 @@ impl Ctx {
         }
         // A runtime run again: this thread takes wakeups again.
         r.exited.store(false, Ordering::SeqCst);
-        let epoll = Epoll::new()?;
-        epoll.add(r.efd.fd(), EFD_TOKEN, false, false)?;
+        let epoll = match Epoll::new().and_then(|e| {
+            e.add(r.efd.fd(), EFD_TOKEN, false, false)?;
+            Ok(e)
+        }) {
+            Ok(e) => e,
+            Err(e) => {
+                r.claimed.store(false, Ordering::SeqCst);
+                return Err(e);
+            }
+        };
         if let Ok(id) = sys::own_cpu_clock() {
             r.cpu_clock.store(i64::from(id), Ordering::Relaxed);
         }
