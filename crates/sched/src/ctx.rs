@@ -9,7 +9,7 @@
 //!
 //! ## Storage
 //!
-//! Tasks and tasklets share one slab of [`Slot`]s addressed by
+//! Tasks and tasklets share one slab of `Slot`s addressed by
 //! `(slot, generation)` ids. A slot holds the callback (boxed), the state
 //! flags, the wakeup reasons, and the links of every structure it can be
 //! in: the run-queue and wait-queue tree handles (a task can be in both at

@@ -2,8 +2,8 @@
 //!
 //! Every task and tasklet carries the name of its callback (a
 //! `&'static str`). Names are interned once per runtime into a small index
-//! ([`Registry`]) when a task is created, never when it runs; each thread
-//! owns a fixed table of counters indexed by it ([`ThreadProfile`]), written
+//! (`Registry`) when a task is created, never when it runs; each thread
+//! owns a fixed table of counters indexed by it (`ThreadProfile`), written
 //! only by that thread (plain load + store, no read-modify-write) and read
 //! by anyone, so a report can be produced from any thread (the CLI's) while
 //! the workers run.
