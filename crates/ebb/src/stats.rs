@@ -706,7 +706,7 @@ td.n{text-align:left;font-weight:600}\
 tr.fe td{background:#eef3f8}tr.be td{background:#dfe8f0;font-weight:600}\
 tr.up td.st{background:#b8e6b0}tr.down td.st{background:#f5aaaa}\
 tr.maint td.st{background:#b7c9e6}tr.drain td.st{background:#f6d78b}\
-tr.nocheck td.st{background:#dfeedd}\
+tr.nocheck td.st{background:#dfeedd}td.ck{text-align:left}\
 .info{color:#555;margin-bottom:8px}.notice{background:#ffd;border:1px solid #cc9;padding:4px;margin:6px 0}\
 .mods a{margin-right:10px}";
 
@@ -782,7 +782,7 @@ pub fn html(rows: &[Row], info: &PageInfo<'_>, o: PageOpts) -> String {
         };
         let _ = write!(
             s,
-            "<tr class=\"{class}\"><td class=\"n\">{}</td><td class=\"st\">{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>",
+            "<tr class=\"{class}\"><td class=\"n\">{}</td><td class=\"st\">{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td class=\"ck\" title=\"{}\">{}</td>",
             esc(&r.svname),
             esc(&r.status),
             if r.kind == Kind::Frontend { String::new() } else { r.qcur.to_string() },
@@ -800,6 +800,7 @@ pub fn html(rows: &[Row], info: &PageInfo<'_>, o: PageOpts) -> String {
             r.econ + r.eresp,
             opt(r.weight),
             esc(&r.check_status),
+            esc(&short(&r.check_status, 24)),
         );
         if info.admin && r.kind != Kind::Frontend {
             s.push_str("<td>");
@@ -822,6 +823,16 @@ pub fn html(rows: &[Row], info: &PageInfo<'_>, o: PageOpts) -> String {
     }
     s.push_str("</body></html>\n");
     s
+}
+
+/// The first `n` characters of a long text, with an ellipsis.
+fn short(s: &str, n: usize) -> String {
+    if s.chars().count() <= n {
+        return s.to_string();
+    }
+    let mut o: String = s.chars().take(n).collect();
+    o.push('\u{2026}');
+    o
 }
 
 /// Percent-encodes a query value.
@@ -943,53 +954,6 @@ pub fn auth_ok(users: &[(String, String)], header: Option<&[u8]>) -> bool {
     users.iter().any(|(uu, pp)| uu == u && pp == p)
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn suffixes_compare_whole() {
-        let (o, _) = parse_suffix("/stats", "/stats").unwrap();
-        assert_eq!(o, PageOpts::default());
-        let (o, _) = parse_suffix("/stats", "/stats;csv;norefresh").unwrap();
-        assert!(o.csv && o.norefresh);
-        let (o, _) = parse_suffix("/stats", "/stats;up;no-maint").unwrap();
-        assert!(o.up_only && o.no_maint);
-        assert!(parse_suffix("/stats", "/stats;upx").is_none());
-        assert!(parse_suffix("/stats", "/stats;csvx").is_none());
-        assert!(parse_suffix("/stats", "/statsx").is_none());
-        assert!(parse_suffix("/stats", "/other").is_none());
-        let (_, q) = parse_suffix("/stats", "/stats?b=x&s=y&action=maint").unwrap();
-        assert_eq!(q, "b=x&s=y&action=maint");
-        let (o, _) = parse_suffix("/haproxy?stats", "/haproxy?stats;csv").unwrap();
-        assert!(o.csv);
-        assert!(parse_suffix("/haproxy?stats", "/haproxy?statsx").is_none());
-        let (o, _) = parse_suffix("/st/", "/st/;csv").unwrap();
-        assert!(o.csv);
-    }
-
-    #[test]
-    fn basic_auth() {
-        // "admin:s3cret"
-        let users = vec![("admin".to_string(), "s3cret".to_string())];
-        assert!(auth_ok(&users, Some(b"Basic YWRtaW46czNjcmV0")));
-        assert!(!auth_ok(&users, Some(b"Basic YWRtaW46d3Jvbmc=")));
-        assert!(!auth_ok(&users, None));
-        assert!(!auth_ok(&users, Some(b"Bearer x")));
-        assert!(auth_ok(&[], None));
-        assert_eq!(base64_decode("aGk=").unwrap(), b"hi");
-        assert!(base64_decode("a*b").is_none());
-    }
-
-    #[test]
-    fn escapes_and_decodes() {
-        assert_eq!(esc("<a&\"'>"), "&lt;a&amp;&quot;&#39;&gt;");
-        assert_eq!(unpct("a%2Fb+c").unwrap(), "a/b c");
-        assert!(unpct("%G1").is_none());
-        assert_eq!(pct("a/b"), "a%2Fb");
-    }
-}
-
 // ---------------------------------------------------------------------------
 // HTTP answers (the hooks of the connection code call these)
 // ---------------------------------------------------------------------------
@@ -1014,7 +978,10 @@ fn plain(status: u16, msg: &str) -> Answer {
 /// `stats admin` condition holds for the request.
 pub fn page(st: &crate::proxy::StatsRt, path: &[u8], authz: Option<&[u8]>, admin: bool) -> Answer {
     if !auth_ok(&st.auth, authz) {
-        let mut a = plain(401, "401 Unauthorized: this page needs a user and a password.\n");
+        let mut a = plain(
+            401,
+            "401 Unauthorized: this page needs a user and a password.\n",
+        );
         a.headers.push((
             "WWW-Authenticate",
             format!("Basic realm=\"{}\"", st.realm.replace(['"', '\\'], "")),
@@ -1022,7 +989,10 @@ pub fn page(st: &crate::proxy::StatsRt, path: &[u8], authz: Option<&[u8]>, admin
         return a;
     }
     let Some(p) = crate::registry::Process::global() else {
-        return plain(503, "503 Service Unavailable: statistics are not ready yet.\n");
+        return plain(
+            503,
+            "503 Service Unavailable: statistics are not ready yet.\n",
+        );
     };
     let path = String::from_utf8_lossy(path);
     let Some((o, query)) = parse_suffix(&st.uri, &path) else {
@@ -1093,7 +1063,68 @@ pub fn prometheus() -> Answer {
 /// Whether a request path is for this stats page (the full suffix is
 /// checked when answering).
 pub fn is_page(st: &crate::proxy::StatsRt, path: &[u8]) -> bool {
-    let (uri_path, _) = st.uri.split_once('?').unwrap_or((&st.uri, ""));
-    path.starts_with(uri_path.as_bytes())
-        && std::str::from_utf8(path).is_ok_and(|p| parse_suffix(&st.uri, p).is_some())
+    let Ok(path) = std::str::from_utf8(path) else {
+        return false;
+    };
+    if let Some((up, uq)) = st.uri.split_once('?') {
+        // `/haproxy?stats` and `/haproxy?stats;csv...`.
+        let Some(q) = path.strip_prefix(up).and_then(|r| r.strip_prefix('?')) else {
+            return false;
+        };
+        return q
+            .strip_prefix(uq)
+            .is_some_and(|r| r.is_empty() || r.starts_with([';', '&']));
+    }
+    let p = path.split('?').next().unwrap_or("");
+    // The page, or the page with modifiers (unknown ones get a 404 from
+    // the page rather than going to a backend).
+    p.strip_prefix(st.uri.as_str())
+        .is_some_and(|r| r.is_empty() || r.starts_with(';') || (r == "/" && !st.uri.ends_with('/')))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn suffixes_compare_whole() {
+        let (o, _) = parse_suffix("/stats", "/stats").unwrap();
+        assert_eq!(o, PageOpts::default());
+        let (o, _) = parse_suffix("/stats", "/stats;csv;norefresh").unwrap();
+        assert!(o.csv && o.norefresh);
+        let (o, _) = parse_suffix("/stats", "/stats;up;no-maint").unwrap();
+        assert!(o.up_only && o.no_maint);
+        assert!(parse_suffix("/stats", "/stats;upx").is_none());
+        assert!(parse_suffix("/stats", "/stats;csvx").is_none());
+        assert!(parse_suffix("/stats", "/statsx").is_none());
+        assert!(parse_suffix("/stats", "/other").is_none());
+        let (_, q) = parse_suffix("/stats", "/stats?b=x&s=y&action=maint").unwrap();
+        assert_eq!(q, "b=x&s=y&action=maint");
+        let (o, _) = parse_suffix("/haproxy?stats", "/haproxy?stats;csv").unwrap();
+        assert!(o.csv);
+        assert!(parse_suffix("/haproxy?stats", "/haproxy?statsx").is_none());
+        let (o, _) = parse_suffix("/st/", "/st/;csv").unwrap();
+        assert!(o.csv);
+    }
+
+    #[test]
+    fn basic_auth() {
+        // "admin:s3cret"
+        let users = vec![("admin".to_string(), "s3cret".to_string())];
+        assert!(auth_ok(&users, Some(b"Basic YWRtaW46czNjcmV0")));
+        assert!(!auth_ok(&users, Some(b"Basic YWRtaW46d3Jvbmc=")));
+        assert!(!auth_ok(&users, None));
+        assert!(!auth_ok(&users, Some(b"Bearer x")));
+        assert!(auth_ok(&[], None));
+        assert_eq!(base64_decode("aGk=").unwrap(), b"hi");
+        assert!(base64_decode("a*b").is_none());
+    }
+
+    #[test]
+    fn escapes_and_decodes() {
+        assert_eq!(esc("<a&\"'>"), "&lt;a&amp;&quot;&#39;&gt;");
+        assert_eq!(unpct("a%2Fb+c").unwrap(), "a/b c");
+        assert!(unpct("%G1").is_none());
+        assert_eq!(pct("a/b"), "a%2Fb");
+    }
 }

@@ -1,0 +1,390 @@
+//! The stats page and the Prometheus exporter through the real binary:
+//! authentication, the `;csv`, `;norefresh`, `;up`, `;no-maint` modifiers
+//! (the full suffix compared), admin actions allowed only where `stats
+//! admin` says, the page rendered by headless Chromium (its DOM and a
+//! screenshot), and the metrics parsed by Python's `prometheus_client`.
+
+mod common;
+
+use std::process::Command;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use common::origin::{Mode, Origin};
+use common::*;
+
+/// "admin:s3cret" in base64.
+const AUTH: &str = "Basic YWRtaW46czNjcmV0";
+
+fn page_cfg(a: &Origin, b: &Origin, c: &Origin) -> String {
+    format!(
+        "global\n    nbthread 2\n\
+         defaults\n    mode http\n    timeout client 10s\n    timeout server 5s\n    timeout connect 1s\n\
+         frontend fe\n    bind BIND\n    acl local src 127.0.0.1\n    acl never src 10.255.255.254\n\
+         \x20   stats uri /stats\n    stats refresh 5s\n    stats auth admin:s3cret\n    stats realm ebb-test\n    stats admin if local\n\
+         \x20   http-request use-service prometheus-exporter if {{ path /metrics }}\n    default_backend app\n\
+         frontend ro\n    bind BIND\n    acl never src 10.255.255.254\n    stats uri /s/\n    stats admin if never\n    default_backend app\n\
+         backend app\n    balance roundrobin\n    server a {} check inter 200ms\n    server b {} weight 3\n    server c {} disabled\n",
+        a.addr, b.addr, c.addr
+    )
+}
+
+fn req(addr: std::net::SocketAddr, path: &str, auth: Option<&str>) -> Resp {
+    let mut c = Client::connect(addr);
+    let a = auth
+        .map(|a| format!("Authorization: {a}\r\n"))
+        .unwrap_or_default();
+    c.send(format!("GET {path} HTTP/1.1\r\nHost: t\r\n{a}Connection: close\r\n\r\n").as_bytes());
+    c.read_resp()
+}
+
+#[test]
+fn page_auth_modifiers_and_admin() {
+    let a = Origin::start("a", Mode::Ok);
+    let b = Origin::start("b", Mode::Ok);
+    let c = Origin::start("c", Mode::Ok);
+    let e = Ebb::start(&page_cfg(&a, &b, &c));
+    let (main, ro) = (e.addrs[0], e.addrs[1]);
+    for i in 0..8 {
+        assert_eq!(get(main, &format!("/p{i}")).status, 200);
+    }
+
+    // Basic authentication.
+    let r = req(main, "/stats", None);
+    assert_eq!(r.status, 401);
+    assert_eq!(
+        r.header("www-authenticate"),
+        Some("Basic realm=\"ebb-test\"")
+    );
+    let r = req(main, "/stats", Some("Basic YWRtaW46d3Jvbmc="));
+    assert_eq!(r.status, 401);
+
+    let r = req(main, "/stats", Some(AUTH));
+    assert_eq!(r.status, 200);
+    assert!(r.header("content-type").unwrap().starts_with("text/html"));
+    let html = r.text();
+    assert!(html.contains("<meta http-equiv=\"refresh\" content=\"5\">"));
+    for needle in [
+        "<h2>frontend fe</h2>",
+        "<h2>backend app</h2>",
+        ">FRONTEND<",
+        ">BACKEND<",
+        ">a<",
+        ">b<",
+        ">c<",
+        ">MAINT<",
+    ] {
+        assert!(html.contains(needle), "{needle} missing");
+    }
+    // Admin links, since `stats admin if local` holds for 127.0.0.1.
+    assert!(html.contains("action=maint"));
+
+    // Modifiers.
+    let r = req(main, "/stats;norefresh", Some(AUTH));
+    assert!(!r.text().contains("http-equiv=\"refresh\""));
+    let r = req(main, "/stats;csv", Some(AUTH));
+    assert_eq!(r.status, 200);
+    let csv = r.text();
+    assert!(
+        csv.starts_with("# pxname,svname,qcur,qmax,scur,smax,slim,stot,"),
+        "{csv}"
+    );
+    let hdr: Vec<&str> = csv
+        .lines()
+        .next()
+        .unwrap()
+        .trim_start_matches("# ")
+        .split(',')
+        .collect();
+    let col = |row: &str, name: &str| -> String {
+        let i = hdr.iter().position(|h| *h == name).unwrap();
+        csv.lines()
+            .find(|l| l.starts_with(row))
+            .unwrap()
+            .split(',')
+            .nth(i)
+            .unwrap()
+            .to_string()
+    };
+    assert_eq!(
+        col("app,a,", "stot"),
+        a.requests.load(Ordering::SeqCst).to_string()
+    );
+    assert_eq!(col("app,b,", "weight"), "3");
+    assert_eq!(col("app,c,", "status"), "MAINT");
+    assert_eq!(col("app,BACKEND,", "stot"), "8", "{csv}");
+    // The frontend also answered the page twice (200) and refused it
+    // twice (401).
+    assert_eq!(col("fe,FRONTEND,", "hrsp_2xx"), "10");
+    assert_eq!(col("fe,FRONTEND,", "hrsp_4xx"), "2");
+    // The full suffix is compared.
+    for bad in [
+        "/stats;csvx",
+        "/stats;upx",
+        "/stats;no-maintenance",
+        "/stats;",
+    ] {
+        assert_eq!(req(main, bad, Some(AUTH)).status, 404, "{bad}");
+    }
+    let up = req(main, "/stats;up;norefresh", Some(AUTH)).text();
+    assert!(
+        up.contains(">a<") && up.contains(">b<") && !up.contains(">c<"),
+        "{up}"
+    );
+    let nm = req(main, "/stats;no-maint", Some(AUTH)).text();
+    assert!(nm.contains(">b<") && !nm.contains(">c<"));
+
+    // Admin action: b to maint, then no traffic reaches b.
+    let r = req(main, "/stats?b=app&s=b&action=maint", Some(AUTH));
+    assert_eq!(r.status, 200);
+    assert!(
+        r.text().contains("server app/b set to maint"),
+        "{}",
+        r.text()
+    );
+    let b0 = b.requests.load(Ordering::SeqCst);
+    for i in 0..6 {
+        assert_eq!(get(main, &format!("/q{i}")).status, 200);
+    }
+    assert_eq!(b.requests.load(Ordering::SeqCst), b0);
+    let r = req(main, "/stats?b=app&s=nope&action=ready", Some(AUTH));
+    assert!(
+        r.text().contains("action failed: No such server"),
+        "{}",
+        r.text()
+    );
+
+    // The other frontend: no auth, admin refused by its condition.
+    let r = req(ro, "/s/", None);
+    assert_eq!(r.status, 200);
+    assert!(!r.text().contains("action=maint"));
+    assert_eq!(req(ro, "/s/?b=app&s=b&action=ready", None).status, 403);
+    assert_eq!(req(ro, "/s/;csv", None).status, 200);
+    // A path past the stats URI is not the page: it goes to the backend.
+    assert_eq!(get(ro, "/s/other").status, 200);
+    let _ = Duration::ZERO;
+}
+
+fn chromium() -> Option<&'static str> {
+    ["chromium", "chromium-browser"]
+        .into_iter()
+        .find(|c| have(c))
+}
+
+fn chromium_cmd(bin: &str, profile: &std::path::Path) -> Command {
+    let mut c = Command::new(bin);
+    c.args([
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--hide-scrollbars",
+    ])
+    .arg(format!("--user-data-dir={}", profile.display()));
+    c
+}
+
+/// Counts the pixels of an RGB colour in a PNG (decoded by the system
+/// Python: zlib and the five PNG filters, no imaging library needed).
+fn count_color(png: &std::path::Path, rgb: (u8, u8, u8)) -> usize {
+    let script = r#"
+import sys, zlib, struct
+d = open(sys.argv[1], 'rb').read()
+assert d[:8] == b'\x89PNG\r\n\x1a\n'
+i = 8; idat = b''; w = h = 0
+while i < len(d):
+    n, t = struct.unpack('>I4s', d[i:i+8]); body = d[i+8:i+8+n]; i += 12 + n
+    if t == b'IHDR': w, h, depth, ctype = struct.unpack('>IIBB', body[:10])
+    elif t == b'IDAT': idat += body
+bpp = {2: 3, 6: 4}[ctype]
+raw = zlib.decompress(idat); stride = w * bpp; prev = bytearray(stride); out = 0
+tr, tg, tb = int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]); p = 0
+for y in range(h):
+    f = raw[p]; line = bytearray(raw[p+1:p+1+stride]); p += 1 + stride
+    for x in range(stride):
+        a = line[x-bpp] if x >= bpp else 0; b = prev[x]; c = prev[x-bpp] if x >= bpp else 0
+        if f == 1: line[x] = (line[x] + a) & 255
+        elif f == 2: line[x] = (line[x] + b) & 255
+        elif f == 3: line[x] = (line[x] + (a + b) // 2) & 255
+        elif f == 4:
+            pa, pb, pc = abs(b - c), abs(a - c), abs(a + b - 2 * c)
+            pr = a if pa <= pb and pa <= pc else (b if pb <= pc else c)
+            line[x] = (line[x] + pr) & 255
+    for x in range(0, stride, bpp):
+        if abs(line[x]-tr) < 8 and abs(line[x+1]-tg) < 8 and abs(line[x+2]-tb) < 8: out += 1
+    prev = line
+print(out)
+"#;
+    let o = Command::new("python3")
+        .args(["-c", script, png.to_str().unwrap()])
+        .args([rgb.0.to_string(), rgb.1.to_string(), rgb.2.to_string()])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    String::from_utf8_lossy(&o.stdout).trim().parse().unwrap()
+}
+
+#[test]
+fn page_renders_in_headless_chromium() {
+    let Some(bin) = chromium() else {
+        eprintln!("SKIP page_renders_in_headless_chromium: chromium is not installed (Debian: apt-get install chromium)");
+        return;
+    };
+    let a = Origin::start("a", Mode::Ok);
+    let b = Origin::start("b", Mode::Ok);
+    let c = Origin::start("c", Mode::Ok);
+    let e = Ebb::start(&page_cfg(&a, &b, &c));
+    let ro = e.addrs[1];
+    for i in 0..5 {
+        let _ = get(ro, &format!("/x{i}"));
+    }
+    let dir = scratch("chromium");
+    let url = format!("http://{ro}/s/;norefresh");
+
+    let o = chromium_cmd(bin, &dir.join("p1"))
+        .arg("--dump-dom")
+        .arg(&url)
+        .output()
+        .unwrap();
+    let dom = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    // The browser's DOM: two tables (frontend ro, backend app) with their
+    // rows, parsed by Chromium's own HTML parser.
+    assert_eq!(dom.matches("<table").count(), 3, "{dom}"); // fe, ro, app
+    assert!(
+        dom.contains("<tbody>"),
+        "Chromium adds tbody to parsed tables: {dom}"
+    );
+    for row in [
+        "<td class=\"n\">a</td>",
+        "<td class=\"n\">b</td>",
+        "<td class=\"n\">c</td>",
+        "<td class=\"n\">BACKEND</td>",
+    ] {
+        assert!(dom.contains(row), "{row} not in {dom}");
+    }
+    assert!(dom.contains("<td class=\"st\">MAINT</td>"));
+
+    let png = dir.join("stats.png");
+    let o = chromium_cmd(bin, &dir.join("p2"))
+        .arg(format!("--screenshot={}", png.display()))
+        .arg("--window-size=1200,700")
+        .arg(&url)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let data = std::fs::read(&png).unwrap();
+    assert!(data.starts_with(b"\x89PNG\r\n\x1a\n"));
+    assert!(
+        data.len() > 10_000,
+        "a blank page compresses far smaller: {} bytes",
+        data.len()
+    );
+    // The tables' header rows are drawn in their blue (#20466b): three
+    // header rows of at least 600 px x 15 px each.
+    let blue = count_color(&png, (0x20, 0x46, 0x6b));
+    assert!(blue > 3 * 600 * 15, "header blue pixels: {blue}");
+    // And the MAINT cell's colour (#b7c9e6) is there.
+    assert!(count_color(&png, (0xb7, 0xc9, 0xe6)) > 100);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A Python with `prometheus_client` (the system one has it from the
+/// Debian package even when another `python3` comes first on PATH).
+fn python_with_prometheus() -> Option<&'static str> {
+    ["python3", "/usr/bin/python3"].into_iter().find(|p| {
+        Command::new(p)
+            .args(["-c", "import prometheus_client.parser"])
+            .output()
+            .map(|o| o.status.success())
+            .unwrap_or(false)
+    })
+}
+
+#[test]
+fn prometheus_metrics_parse_with_prometheus_client() {
+    let a = Origin::start("a", Mode::Ok);
+    let b = Origin::start("b", Mode::Ok);
+    let c = Origin::start("c", Mode::Ok);
+    let e = Ebb::start(&page_cfg(&a, &b, &c));
+    let main = e.addrs[0];
+    for i in 0..12 {
+        assert_eq!(get(main, &format!("/m{i}")).status, 200);
+    }
+    assert_eq!(get(main, "/stats").status, 401);
+    let r = get(main, "/metrics");
+    assert_eq!(r.status, 200);
+    assert_eq!(
+        r.header("content-type"),
+        Some("text/plain; version=0.0.4; charset=utf-8")
+    );
+    let text = r.text();
+    // Checks without Python: the format's basics.
+    assert!(text.contains("# TYPE ebb_frontend_http_requests_total counter\n"));
+    assert!(text.contains("ebb_server_status{proxy=\"app\",server=\"c\",state=\"MAINT\"} 1\n"));
+
+    let Some(py) = python_with_prometheus() else {
+        eprintln!("SKIP prometheus_client parse: no Python with prometheus_client (Debian: apt-get install python3-prometheus-client)");
+        return;
+    };
+    let script = r#"
+import sys, json
+from prometheus_client.parser import text_string_to_metric_families
+fams = {}
+for f in text_string_to_metric_families(sys.stdin.read()):
+    fams[f.name] = {'type': f.type, 'samples': [[s.name, s.labels, s.value] for s in f.samples]}
+print(json.dumps(fams))
+"#;
+    let mut child = Command::new(py)
+        .args(["-c", script])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    {
+        use std::io::Write;
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(text.as_bytes())
+            .unwrap();
+    }
+    let o = child.wait_with_output().unwrap();
+    assert!(
+        o.status.success(),
+        "parser refused the output: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let out = String::from_utf8_lossy(&o.stdout).to_string();
+    // Families (the parser strips `_total` from counter family names).
+    for fam in [
+        "\"ebb_process_uptime_seconds\": {\"type\": \"gauge\"",
+        "\"ebb_frontend_http_requests\": {\"type\": \"counter\"",
+        "\"ebb_backend_sessions\": {\"type\": \"counter\"",
+        "\"ebb_server_current_sessions\": {\"type\": \"gauge\"",
+        "\"ebb_sched_loops\": {\"type\": \"counter\"",
+    ] {
+        assert!(out.contains(fam), "{fam} not in {out}");
+    }
+    // Values: 12 proxied requests answered 2xx, and one 401 for the page.
+    assert!(
+        out.contains(
+            "[\"ebb_backend_http_responses_total\", {\"proxy\": \"app\", \"code\": \"2xx\"}, 12.0]"
+        ),
+        "{out}"
+    );
+    assert!(
+        out.contains(
+            "[\"ebb_frontend_http_responses_total\", {\"proxy\": \"fe\", \"code\": \"4xx\"}, 1.0]"
+        ),
+        "{out}"
+    );
+    let served = a.requests.load(Ordering::SeqCst);
+    assert!(out.contains(&format!("[\"ebb_server_sessions_total\", {{\"proxy\": \"app\", \"server\": \"a\"}}, {served}.0]")), "{out}");
+}
