@@ -36,7 +36,10 @@
 //! The wait queue is keyed by expiry and scanned from `now - 2^31` in
 //! circular order. A key is a *lower bound* of the real expiry: moving an
 //! expiry later leaves the node (lazy requeue, fixed when it surfaces);
-//! moving it earlier reinserts at once. A fired timer is consumed (the
+//! moving it earlier reinserts at once. Among timers due in the same turn,
+//! one moved later that is already due when its old node surfaces fires at
+//! that position (HAProxy does the same); dates are never missed or fired
+//! early. A fired timer is consumed (the
 //! expiry is reset to eternity) before the task runs with
 //! [`Reasons::TIMER`]; the callback arms a new one with
 //! [`Ctx::schedule`] or [`Ctx::set_expire`].
