@@ -14,7 +14,7 @@
 //! | [`task`]     | ids, reasons, status, callback traits, classes           |
 //! | [`ctx`]      | one thread's scheduler: slab, queues, lists, the loop    |
 //! | [`runtime`]  | config, threads, the handle, stop                        |
-//! | [`inbox`]    | the lock-free MPSC inbox of cross-thread wakeups         |
+//! | [`inbox`]    | lock-free inbox: a lane per sending worker + MPSC ring   |
 //! | [`notify`]   | the sleeping/notified handshake                          |
 //! | `shared`     | what other threads may touch; shared queues; isolation   |
 //! | [`profile`]  | per-callback profiling and `show profiling`              |
