@@ -182,9 +182,15 @@ impl Conn {
             .as_ref()
             .map(|f| f.header.clone())
             .unwrap_or_default();
+        // Absolute-form: the target's authority is the host (RFC 9112
+        // §3.2.2); the Host field gives way to it (written below).
+        let absolute = matches!(h.target_form, crate::http1::TargetForm::Absolute);
         for f in forwardable(buf, &h.headers) {
             let name = f.name.get(buf);
-            if hdr_name_eq(name, "content-length") || dels(name) {
+            if hdr_name_eq(name, "content-length")
+                || dels(name)
+                || (absolute && hdr_name_eq(name, "host"))
+            {
                 continue;
             }
             has_host |= hdr_name_eq(name, "host");
@@ -665,10 +671,17 @@ impl Conn {
                             }
                         }
                         Err(_) => {
-                            // A broken request body: nothing sane to send.
+                            // A broken request body: nothing sane to send
+                            // on. Before any answer the client gets a 400
+                            // (and a close), as for a refused head.
                             up.term = "CR";
+                            let answered = up.resp_left.is_some();
                             self.up = Some(up);
-                            self.abort_proxy(ctx);
+                            if answered {
+                                self.abort_proxy(ctx);
+                            } else {
+                                self.proxy_error(ctx, 400);
+                            }
                             return true;
                         }
                     },

@@ -185,7 +185,8 @@ pub fn parse_response_into(
         }
     } else {
         match f.content_length {
-            Some(0) => BodyFraming::None,
+            // `Content-Length: 0` stays a length: a proxy must pass it on,
+            // or the client would read the answer until the close.
             Some(n) => BodyFraming::ContentLength(n),
             None => BodyFraming::UntilClose,
         }
