@@ -323,6 +323,33 @@ mod tests {
     }
 
     #[test]
+    fn dump_then_parse_round_trip() {
+        let cfg =
+            "backend app\n server s1 127.0.0.1:8001 weight 4\n server s2 [::1]:8002 weight 4\n";
+        let c = crate::proxy::compile(&crate::config::parse_str("t.cfg", cfg).unwrap()).unwrap();
+        let crate::proxy::BackendKind::Servers(sv) = &c.backends[0].kind else {
+            panic!("not a server backend");
+        };
+        let farm = &sv.farm;
+        farm.servers[0].admin.store(ADMIN_MAINT, Ordering::Relaxed);
+        farm.servers[1].weight.store(9, Ordering::Relaxed);
+        let text = dump(std::iter::once((3, &**farm)));
+        let tree = parse(&text).unwrap();
+        let s1 = &tree["app"]["s1"];
+        assert_eq!(
+            (s1.admin_state(), s1.weight, s1.port),
+            (ADMIN_MAINT, 4, Some(8001))
+        );
+        let s2 = &tree["app"]["s2"];
+        assert_eq!(s2.weight, 9);
+        assert_eq!(saved_addr(s2, None), Some("[::1]:8002".parse().unwrap()));
+        // Applying it to a fresh farm restores state and weight.
+        apply(&farm.servers[1], s1);
+        assert_eq!(farm.servers[1].admin.load(Ordering::Relaxed), ADMIN_MAINT);
+        assert_eq!(farm.servers[1].weight.load(Ordering::Relaxed), 4);
+    }
+
+    #[test]
     fn paths() {
         assert_eq!(
             global_path(Some(Path::new("s")), Some(Path::new("/b"))),

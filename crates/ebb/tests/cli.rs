@@ -607,3 +607,65 @@ fn corrupted_state_files_are_ignored_with_the_line() {
     drop(e);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn state_file_applies_on_reload_and_sockets_are_exclusive() {
+    let a = Origin::start("a", Mode::Ok);
+    let b = Origin::start("b", Mode::Ok);
+    let dir = scratch("state-reload");
+    let sock = dir.join("s.sock");
+    let e = Ebb::start(&state_cfg(&dir, &sock, &a, &b, ""));
+    // A second ebb cannot take a socket the first one answers on.
+    let d2 = scratch("second");
+    let cfg2 = format!(
+        "global\n    stats socket {}\nfrontend f\n    bind 127.0.0.1:0\n    default_backend x\nbackend x\n    serve-files {}\n",
+        sock.display(),
+        d2.display()
+    );
+    std::fs::write(d2.join("e.cfg"), cfg2).unwrap();
+    let (code, _, err) = run_ebb(&["-f", "e.cfg"], &d2);
+    assert_eq!(code, 1);
+    assert!(
+        err.contains("cannot bind stats socket") && err.contains("another process answers"),
+        "{err}"
+    );
+
+    // Save a state with b in drain and weight 0 for a, then reload.
+    assert_eq!(
+        cli(
+            &sock,
+            "set server be/b state drain; set server be/a weight 5"
+        ),
+        "\n\n"
+    );
+    let dump = cli(&sock, "show servers state");
+    std::fs::write(
+        dir.join("state"),
+        dump.trim_end_matches('\n').to_string() + "\n",
+    )
+    .unwrap();
+    assert_eq!(
+        cli(
+            &sock,
+            "set server be/b state ready; set server be/a weight 1"
+        ),
+        "\n\n"
+    );
+    e.signal("HUP");
+    e.wait_stderr("configuration reloaded", Duration::from_secs(5))
+        .expect("reload");
+    let st = cli(&sock, "show servers state be");
+    let f = |n: &str| -> Vec<String> {
+        st.lines()
+            .find(|l| l.contains(&format!(" {n} ")))
+            .unwrap()
+            .split(' ')
+            .map(String::from)
+            .collect()
+    };
+    assert_eq!((f("a")[6].as_str(), f("a")[7].as_str()), ("0", "5"), "{st}");
+    assert_eq!(f("b")[6], "8", "b back in drain: {st}");
+    drop(e);
+    let _ = std::fs::remove_dir_all(&dir);
+    let _ = std::fs::remove_dir_all(&d2);
+}
