@@ -93,8 +93,8 @@ impl ActivitySnapshot {
     }
 }
 
-/// Formats per-thread counters like `show activity`: name, total, then one
-/// value per thread. `avg_loop_us` and `cpu_use` show the average over
+/// Formats per-thread counters like HAProxy's `show activity`:
+/// `name: total [ thread1 thread2 ... ]`. `avg_loop_us` and `cpu_use` show the average over
 /// threads in the total column.
 pub fn format_report(threads: &[ActivitySnapshot]) -> String {
     let mut s = String::new();
@@ -110,18 +110,18 @@ pub fn format_report(threads: &[ActivitySnapshot]) -> String {
         let vals: Vec<u64> = fields.iter().map(|f| f[i].1).collect();
         let sum: u64 = vals.iter().sum();
         let tot = if *name == "avg_loop_us" { sum / n } else { sum };
-        let _ = write!(s, "{:<12} {:>12}:", name, tot);
+        let _ = write!(s, "{:<12} {} [", format!("{}:", name), tot);
         for v in vals {
             let _ = write!(s, " {}", v);
         }
-        s.push('\n');
+        s.push_str(" ]\n");
     }
     let cpu: Vec<u64> = threads.iter().map(|t| t.cpu_use_pct()).collect();
-    let _ = write!(s, "{:<12} {:>12}:", "cpu_use", cpu.iter().sum::<u64>() / n);
+    let _ = write!(s, "{:<12} {} [", "cpu_use:", cpu.iter().sum::<u64>() / n);
     for v in cpu {
         let _ = write!(s, " {}", v);
     }
-    s.push('\n');
+    s.push_str(" ]\n");
     s
 }
 
@@ -144,12 +144,13 @@ mod tests {
         let r = format_report(&[a, b]);
         assert!(
             r.lines()
-                .any(|l| l.split_whitespace().collect::<Vec<_>>() == ["loops", "7:", "3", "4"]),
+                .any(|l| l.split_whitespace().collect::<Vec<_>>()
+                    == ["loops:", "7", "[", "3", "4", "]"]),
             "{r}"
         );
         assert!(
-            r.lines()
-                .any(|l| l.split_whitespace().collect::<Vec<_>>() == ["ctxsw", "11:", "10", "1"]),
+            r.lines().any(|l| l.split_whitespace().collect::<Vec<_>>()
+                == ["ctxsw:", "11", "[", "10", "1", "]"]),
             "{r}"
         );
     }
