@@ -1108,6 +1108,35 @@ mod tests {
     }
 
     #[test]
+    fn which_paths_are_the_page() {
+        let st = |uri: &str| crate::proxy::StatsRt {
+            uri: uri.into(),
+            refresh: None,
+            auth: Vec::new(),
+            realm: String::new(),
+            hide_version: false,
+            admin: Vec::new(),
+        };
+        let s = st("/stats");
+        for p in ["/stats", "/stats;csv", "/stats;csvx", "/stats/", "/stats?b=x"] {
+            assert!(is_page(&s, p.as_bytes()), "{p}");
+        }
+        for p in ["/statsx", "/stats/x", "/other", "/stat"] {
+            assert!(!is_page(&s, p.as_bytes()), "{p}");
+        }
+        let d = st("/haproxy?stats");
+        for p in ["/haproxy?stats", "/haproxy?stats;csv", "/haproxy?stats&b=x"] {
+            assert!(is_page(&d, p.as_bytes()), "{p}");
+        }
+        for p in ["/haproxy", "/haproxy?statsx", "/haproxy?other"] {
+            assert!(!is_page(&d, p.as_bytes()), "{p}");
+        }
+        let t = st("/s/");
+        assert!(is_page(&t, b"/s/;up"));
+        assert!(!is_page(&t, b"/s/file"));
+    }
+
+    #[test]
     fn basic_auth() {
         // "admin:s3cret"
         let users = vec![("admin".to_string(), "s3cret".to_string())];
