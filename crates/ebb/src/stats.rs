@@ -1118,7 +1118,13 @@ mod tests {
             admin: Vec::new(),
         };
         let s = st("/stats");
-        for p in ["/stats", "/stats;csv", "/stats;csvx", "/stats/", "/stats?b=x"] {
+        for p in [
+            "/stats",
+            "/stats;csv",
+            "/stats;csvx",
+            "/stats/",
+            "/stats?b=x",
+        ] {
             assert!(is_page(&s, p.as_bytes()), "{p}");
         }
         for p in ["/statsx", "/stats/x", "/other", "/stat"] {
