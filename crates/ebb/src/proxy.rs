@@ -379,9 +379,16 @@ fn compile_servers(
 ) -> Result<ServersRt, ConfigError> {
     let mut list = Vec::with_capacity(p.servers.len());
     for s in &p.servers {
-        if s.opts.ssl {
-            return Err(err(&s.loc, "'ssl' on server lines is not supported yet"));
-        }
+        let tls = if s.opts.ssl {
+            let config = crate::tls::client_config(s.opts.verify, s.opts.ca_file.as_deref())
+                .map_err(|e| err(&s.loc, format!("server {}: {e}", s.name)))?;
+            Some(crate::backend::ServerTls {
+                config,
+                sni: s.opts.sni.clone().unwrap_or_else(|| s.host.clone()),
+            })
+        } else {
+            None
+        };
         let mut addr = resolve(&s.host, s.port);
         if let Some(st) = state.and_then(|m| m.get(&s.name)) {
             // An address changed at run time survives the restart.
@@ -395,7 +402,7 @@ fn compile_servers(
                 s.loc, p.name, s.name, s.host
             ));
         }
-        list.push((s.name.clone(), addr, s.opts.clone()));
+        list.push((s.name.clone(), addr, s.opts.clone(), tls));
     }
     let host = p
         .servers
@@ -739,13 +746,9 @@ mod tests {
         assert_eq!(c.frontends[0].default_backend, Some(0));
         assert_eq!(c.frontends[0].timeouts.client, DEFAULT_CLIENT_MS);
 
-        let srv = "defaults\n mode http\nfrontend f\n bind :8080\n default_backend b\nbackend b\n server s1 127.0.0.1:9 ssl verify none\n";
+        let srv = "defaults\n mode http\nfrontend f\n bind :8080\n default_backend b\nbackend b\n server s1 127.0.0.1:9 ssl ca-file /nonexistent/ca.pem\n";
         let e = compile(&parse_str("srv.cfg", srv).unwrap()).err().unwrap();
-        assert!(
-            e[0].to_string().starts_with("srv.cfg:7: 'ssl' on server"),
-            "{}",
-            e[0]
-        );
+        assert!(e[0].to_string().starts_with("srv.cfg:7: server s1:"), "{}", e[0]);
 
         let lf = "frontend f\n bind :8080\n http-request return status 200 content-type text/plain lf-string \"%[path]\"\n";
         let e = compile(&parse_str("lf.cfg", lf).unwrap()).err().unwrap();

@@ -11,12 +11,12 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 
 use std::collections::HashMap;
-use std::net::TcpStream;
 
 use sched::{ticks, Ctx, TaskletId, Tick};
 
 use crate::backend::ServerRt;
 use crate::registry::Sessions;
+use crate::transport::Transport;
 
 use crate::blocking::Submitter;
 use crate::http1::{DateCache, Limits};
@@ -64,7 +64,7 @@ pub struct Worker {
 
 /// An idle server connection: the socket, since when, and its server's
 /// `pool-purge-delay` in ms.
-type Idle = (TcpStream, Tick, u32);
+type Idle = (Transport, Tick, u32);
 
 /// Idle connections kept per server and thread when `pool-max-conn` is not
 /// set: enough for the concurrency one thread drives on this machine size,
@@ -161,7 +161,7 @@ impl Worker {
 
     /// An idle connection to `s` that is still open, newest first; closed
     /// ones found on the way are dropped.
-    pub fn take_idle(&self, s: &ServerRt, now: Tick) -> Option<TcpStream> {
+    pub fn take_idle(&self, s: &ServerRt, now: Tick) -> Option<Transport> {
         let mut idle = self.idle.borrow_mut();
         let list = idle.get_mut(&s.uid)?;
         let purge = s
@@ -169,11 +169,11 @@ impl Worker {
             .pool_purge_delay
             .as_millis()
             .min(u32::MAX as u128 / 2) as u32;
-        while let Some((st, since, _)) = list.pop() {
+        while let Some((mut st, since, _)) = list.pop() {
             if ticks::is_expired(ticks::add(since, purge), now) {
                 continue;
             }
-            if crate::conn::alive(&st) {
+            if crate::conn::alive(&mut st) {
                 return Some(st);
             }
         }
@@ -181,7 +181,7 @@ impl Worker {
     }
 
     /// Keeps an idle connection to `s` for a later request.
-    pub fn put_idle(&self, s: &ServerRt, st: TcpStream, now: Tick) {
+    pub fn put_idle(&self, s: &ServerRt, st: Transport, now: Tick) {
         let max = s
             .opts
             .pool_max_conn

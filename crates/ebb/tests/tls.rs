@@ -187,3 +187,47 @@ fn a_bad_certificate_is_a_config_error() {
     assert_eq!(code, 1);
     assert!(err.contains("bad.cfg:2:"), "{err}");
 }
+
+#[test]
+fn tls_to_servers_with_verification_pooling_and_checks() {
+    let d = scratch("tls-srv");
+    let (ca, both) = cert(&d, &["origin.test"]);
+    // The origin: an ebb serving over TLS only.
+    let origin = Ebb::start(&format!(
+        "defaults\n    mode http\n    timeout client 5s\nfrontend o\n    bind BIND ssl crt {}\n    http-request return status 200 content-type text/plain string tls-origin\n",
+        both.display()
+    ));
+    let oaddr = origin.addr();
+    let proxy_cfg = |opts: &str| {
+        format!(
+            "defaults\n    mode http\n    timeout client 5s\n    timeout server 5s\n    timeout connect 2s\nfrontend fe\n    bind BIND\n    default_backend be\nbackend be\n    option httpchk GET /\n    server o {oaddr} ssl {opts} check inter 200ms\n"
+        )
+    };
+    let p = Ebb::start(&proxy_cfg(&format!(
+        "verify required ca-file {} sni origin.test",
+        ca.display()
+    )));
+    let mut c = Client::connect(p.addr());
+    for _ in 0..5 {
+        c.send(b"GET / HTTP/1.1\r\nHost: h\r\n\r\n");
+        let r = c.read_resp();
+        assert_eq!(r.status, 200);
+        assert_eq!(r.text(), "tls-origin");
+    }
+    // A name that is not in the certificate fails verification: 503 (the
+    // connect is retried, then given up), never a wrong answer.
+    let bad = Ebb::start(&proxy_cfg(&format!(
+        "verify required ca-file {} sni wrong.test",
+        ca.display()
+    )));
+    let r = get(bad.addr(), "/");
+    assert!(r.status == 502 || r.status == 503, "{}", r.status);
+    // verify none accepts any certificate (encrypted, not authenticated).
+    let none = Ebb::start(&proxy_cfg("verify none"));
+    assert_eq!(get(none.addr(), "/").text(), "tls-origin");
+    // The checks went over TLS too: the server never went DOWN.
+    std::thread::sleep(Duration::from_millis(600));
+    assert!(p
+        .wait_stderr("is DOWN", Duration::from_millis(10))
+        .is_none());
+}

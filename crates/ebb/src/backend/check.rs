@@ -131,33 +131,66 @@ pub fn judge(resp: &[u8], expect: &Expect) -> Result<(), String> {
     }
 }
 
-/// One check, blocking: connect (and HTTP exchange) within `timeout`.
+/// TLS for the checks of an `ssl` server: client configuration and name.
+pub type CheckTls = (Arc<rustls::ClientConfig>, String);
+
+/// One check, blocking: connect (TLS handshake for an `ssl` server, and an
+/// HTTP exchange with a probe) within `timeout`.
 pub fn run_check(
     addr: SocketAddr,
     timeout: Duration,
     probe: Option<&HttpProbe>,
+    tls: Option<&CheckTls>,
 ) -> Result<(), String> {
     let start = Instant::now();
-    let mut s = TcpStream::connect_timeout(&addr, timeout)
+    let s = TcpStream::connect_timeout(&addr, timeout)
         .map_err(|e| format!("Layer4 connection problem: {e}"))?;
+    // Every read and write below is bounded by what is left of `timeout`.
+    let left = timeout
+        .saturating_sub(start.elapsed())
+        .max(Duration::from_millis(1));
+    let _ = s.set_read_timeout(Some(left));
+    let _ = s.set_write_timeout(Some(left));
+    match tls {
+        None => exchange(s, start, timeout, probe),
+        Some((cfg, sni)) => {
+            let name = rustls::pki_types::ServerName::try_from(sni.clone())
+                .map_err(|e| format!("Layer6 invalid server name: {e}"))?;
+            let conn = rustls::ClientConnection::new(Arc::clone(cfg), name)
+                .map_err(|e| format!("Layer6 TLS setup: {e}"))?;
+            let mut t = rustls::StreamOwned::new(conn, s);
+            while t.conn.is_handshaking() {
+                if start.elapsed() > timeout {
+                    return Err("Layer6 timeout during TLS handshake".into());
+                }
+                t.conn
+                    .complete_io(&mut t.sock)
+                    .map_err(|e| format!("Layer6 invalid response: TLS handshake: {e}"))?;
+            }
+            exchange(t, start, timeout, probe)
+        }
+    }
+}
+
+/// The HTTP part of a check, over TCP or TLS.
+fn exchange<S: Read + Write>(
+    mut s: S,
+    start: Instant,
+    timeout: Duration,
+    probe: Option<&HttpProbe>,
+) -> Result<(), String> {
     let Some(p) = probe else {
         return Ok(());
     };
-    let left = |start: Instant| {
-        timeout
-            .saturating_sub(start.elapsed())
-            .max(Duration::from_millis(1))
-    };
-    let _ = s.set_write_timeout(Some(left(start)));
     s.write_all(&p.request)
+        .and_then(|()| s.flush())
         .map_err(|e| format!("Layer7 send failed: {e}"))?;
     let mut buf = Vec::with_capacity(1024);
     let mut tmp = [0u8; 4096];
     // Read until the server closes (we asked it to), the head is complete
     // and no string match needs the body, or 16 KiB arrived.
     let need_body = matches!(p.expect, Expect::String(..) | Expect::RString(..));
-    loop {
-        let _ = s.set_read_timeout(Some(left(start)));
+    while start.elapsed() <= timeout {
         match s.read(&mut tmp) {
             Ok(0) => break,
             Ok(n) => {
@@ -188,6 +221,7 @@ struct Checker {
     srv: Weak<ServerRt>,
     farm: Weak<Farm>,
     probe: Option<HttpProbe>,
+    tls: Option<CheckTls>,
     timeout: Duration,
     pool: Submitter,
     handle: RuntimeHandle,
@@ -285,10 +319,11 @@ impl Checker {
         } else if let Some(addr) = s.addr {
             let result = Arc::clone(&self.result);
             let probe = self.probe.clone();
+            let tls = self.tls.clone();
             let timeout = self.timeout;
             let handle = self.handle.clone();
             let job = move || {
-                let r = run_check(addr, timeout, probe.as_ref());
+                let r = run_check(addr, timeout, probe.as_ref(), tls.as_ref());
                 if let Ok(mut g) = result.lock() {
                     *g = Some(r);
                 }
@@ -334,6 +369,10 @@ pub fn start(
             srv: Arc::downgrade(s),
             farm: Arc::downgrade(farm),
             probe: probe.clone(),
+            tls: s
+                .tls
+                .as_ref()
+                .map(|t| (Arc::clone(&t.config), t.sni.clone())),
             timeout: t,
             pool: pool.clone(),
             handle: handle.clone(),
@@ -398,18 +437,18 @@ mod tests {
                 let _ = s.write_all(b"HTTP/1.0 200 OK\r\n\r\nalive");
             }
         });
-        assert!(run_check(addr, Duration::from_secs(2), None).is_ok());
+        assert!(run_check(addr, Duration::from_secs(2), None, None).is_ok());
         let probe = HttpProbe {
             request: b"GET / HTTP/1.0\r\n\r\n".to_vec(),
             expect: Expect::String(b"alive".to_vec(), false),
         };
-        assert!(run_check(addr, Duration::from_secs(2), Some(&probe)).is_ok());
+        assert!(run_check(addr, Duration::from_secs(2), Some(&probe), None).is_ok());
         // Nothing listens on a port we just released.
         let dead = {
             let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
             l.local_addr().unwrap()
         };
-        let e = run_check(dead, Duration::from_millis(500), None).unwrap_err();
+        let e = run_check(dead, Duration::from_millis(500), None, None).unwrap_err();
         assert!(e.starts_with("Layer4"), "{e}");
     }
 }

@@ -85,6 +85,15 @@ pub struct ServerRt {
     pub counters: Counters,
     /// Last check result, for logs and stats.
     pub check_status: Mutex<String>,
+    /// `ssl`: TLS to this server.
+    pub tls: Option<ServerTls>,
+}
+
+/// TLS settings of a server: the client configuration and the name sent
+/// as SNI and checked in its certificate.
+pub struct ServerTls {
+    pub config: Arc<rustls::ClientConfig>,
+    pub sni: String,
 }
 
 impl ServerRt {
@@ -238,7 +247,7 @@ static NEXT_SERVER_UID: AtomicU64 = AtomicU64::new(1);
 impl Farm {
     pub fn new(
         name: String,
-        servers: Vec<(String, Option<SocketAddr>, ServerOptions)>,
+        servers: Vec<(String, Option<SocketAddr>, ServerOptions, Option<ServerTls>)>,
         balance: Balance,
         retries: u32,
         redispatch: bool,
@@ -249,7 +258,7 @@ impl Farm {
         let servers = servers
             .into_iter()
             .enumerate()
-            .map(|(idx, (sname, addr, opts))| {
+            .map(|(idx, (sname, addr, opts, tls))| {
                 Arc::new(ServerRt {
                     idx,
                     uid: NEXT_SERVER_UID.fetch_add(1, Ordering::Relaxed),
@@ -267,6 +276,7 @@ impl Farm {
                     queue: Mutex::new(VecDeque::new()),
                     counters: Counters::default(),
                     check_status: Mutex::new(String::new()),
+                    tls,
                     name: sname,
                     addr,
                     opts,

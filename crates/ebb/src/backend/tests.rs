@@ -19,6 +19,7 @@ fn farm(maxconn: &[Option<u32>], maxqueue: Option<u32>, balance: Balance) -> Far
                 format!("s{i}"),
                 Some(format!("127.0.0.1:{}", 9000 + i).parse().unwrap()),
                 opts,
+                None,
             )
         })
         .collect();
@@ -153,6 +154,7 @@ fn backups_only_when_all_actives_are_down() {
             "a".to_string(),
             Some("127.0.0.1:1".parse().unwrap()),
             ServerOptions::default(),
+            None,
         ),
         (
             "b".to_string(),
@@ -161,6 +163,7 @@ fn backups_only_when_all_actives_are_down() {
                 backup: true,
                 ..ServerOptions::default()
             },
+            None,
         ),
     ];
     let f = Farm::new(

@@ -127,7 +127,7 @@ pub struct Conn {
     up: Option<Box<proxy::Upstream>>,
     /// An idle server connection kept for this client's next request:
     /// (server uid, socket), still registered with this tasklet.
-    attached: Option<(Arc<crate::backend::ServerRt>, TcpStream)>,
+    attached: Option<(Arc<crate::backend::ServerRt>, Transport)>,
     /// This connection in the CLI's session list.
     sess: Arc<crate::registry::SessInfo>,
 }

@@ -35,9 +35,10 @@
 //! is a 502, no answer within `timeout server` a 504. Past the response
 //! head, a failure can only cut the client connection.
 
-use std::io::{self, Read, Write};
+use std::io;
 use std::net::{IpAddr, SocketAddr, TcpStream};
-use std::os::fd::AsRawFd;
+
+use crate::transport::Transport;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
@@ -81,7 +82,7 @@ pub(super) struct Upstream {
     timeouts: BeTimeouts,
     server: Option<Arc<ServerRt>>,
     waiter: Option<Arc<Waiter>>,
-    sock: Option<TcpStream>,
+    sock: Option<Transport>,
     reused: bool,
     pub(super) state: UpState,
     s_rd: bool,
@@ -376,8 +377,8 @@ impl Conn {
         s.counters.sessions.fetch_add(1, Ordering::Relaxed);
         // 1. The connection this client already has to that server.
         let mut sock = None;
-        if let Some((srv, st)) = self.attached.take() {
-            if srv.uid == s.uid && alive(&st) {
+        if let Some((srv, mut st)) = self.attached.take() {
+            if srv.uid == s.uid && alive(&mut st) {
                 sock = Some((st, true, true));
             } else {
                 self.detach_to_pool(ctx, srv, st);
@@ -402,7 +403,7 @@ impl Conn {
             Some((st, reused, registered)) => {
                 if !registered {
                     if let Some(me) = self.me {
-                        if ctx.register_fd(st.as_raw_fd(), me, true).is_err() {
+                        if ctx.register_fd(st.raw_fd(), me, true).is_err() {
                             drop(st);
                             self.up = Some(up);
                             self.connect_new(ctx);
@@ -442,11 +443,17 @@ impl Conn {
         let r = s
             .addr
             .ok_or_else(|| io::Error::from(io::ErrorKind::AddrNotAvailable))
-            .and_then(start_connect);
+            .and_then(start_connect)
+            .and_then(|st| match &s.tls {
+                // TLS to the server: the handshake starts once connected;
+                // the request written meanwhile waits in rustls' buffer.
+                Some(t) => Transport::connect_tls(st, Arc::clone(&t.config), &t.sni),
+                None => Ok(Transport::plain(st)),
+            });
         match r {
             Ok(st) => {
                 let registered = match self.me {
-                    Some(me) => ctx.register_fd(st.as_raw_fd(), me, true),
+                    Some(me) => ctx.register_fd(st.raw_fd(), me, true),
                     None => Err(io::Error::other("no tasklet")),
                 };
                 if registered.is_err() {
@@ -511,9 +518,9 @@ impl Conn {
     }
 
     fn drop_server_sock(&mut self, ctx: &mut Ctx, up: &mut Upstream) {
-        if let Some(st) = up.sock.take() {
-            let _ = ctx.deregister_fd(st.as_raw_fd());
-            let _ = st.shutdown(std::net::Shutdown::Both);
+        if let Some(mut st) = up.sock.take() {
+            let _ = ctx.deregister_fd(st.raw_fd());
+            let _ = st.shutdown();
         }
         up.s_rd = false;
         up.s_wr = false;
@@ -588,36 +595,32 @@ impl Conn {
                 if !(up.s_wr || up.s_rd) {
                     return false;
                 }
-                let ok = match &up.sock {
-                    Some(st) => match st.take_error() {
-                        Ok(None) => st.peer_addr().is_ok(),
-                        _ => false,
-                    },
-                    None => false,
-                };
-                if ok {
-                    up.state = UpState::Connected;
-                    up.t_conn = Some(ctx.now());
-                    up.s_wr = true;
-                    let sr_t = up.timeouts.server;
-                    up.deadline = ticks::add(ctx.now(), sr_t);
-                    true
-                } else if up.s_wr || up.s_rd {
-                    // Writable/hup with an error pending: refused or reset.
-                    let refused = match &up.sock {
-                        Some(st) => {
-                            st.take_error().ok().flatten().is_some() || st.peer_addr().is_err()
-                        }
-                        None => true,
-                    };
-                    if refused {
-                        self.connect_failed(ctx);
+                // Events are per tasklet: this wake may be the client's.
+                // An error pending means refused or reset; no error and no
+                // peer yet means the connect is still under way.
+                let state = up
+                    .sock
+                    .as_ref()
+                    .map(|st| (st.tcp().take_error(), st.tcp().peer_addr().is_ok()));
+                match state {
+                    Some((Ok(None), true)) => {
+                        up.state = UpState::Connected;
+                        up.t_conn = Some(ctx.now());
+                        up.s_wr = true;
+                        up.s_rd = true;
+                        let sr_t = up.timeouts.server;
+                        up.deadline = ticks::add(ctx.now(), sr_t);
                         true
-                    } else {
+                    }
+                    Some((Ok(None), false)) => {
+                        up.s_wr = false;
+                        up.s_rd = false;
                         false
                     }
-                } else {
-                    false
+                    _ => {
+                        self.connect_failed(ctx);
+                        true
+                    }
                 }
             }
             UpState::Connected | UpState::Tunnel => self.proxy_io(ctx),
@@ -689,7 +692,22 @@ impl Conn {
             }
         }
 
-        // 2. Server-side output to the server.
+        // 2. Server-side output to the server (and TLS records pending).
+        if up.s_wr {
+            if let Some(st) = up.sock.as_mut() {
+                if st.has_pending_output() {
+                    match st.flush_pending() {
+                        Ok(true) => moved = true,
+                        Ok(false) => up.s_wr = false,
+                        Err(e) if e.kind() == io::ErrorKind::WouldBlock => up.s_wr = false,
+                        Err(_) => {
+                            self.up = Some(up);
+                            return self.server_broke(ctx);
+                        }
+                    }
+                }
+            }
+        }
         if up.opos < up.obuf.len() && up.s_wr {
             if let Some(st) = up.sock.as_mut() {
                 match st.write(&up.obuf[up.opos..]) {
@@ -1074,7 +1092,11 @@ impl Conn {
         if !up.client_keep_alive {
             self.closing = true;
         }
-        let keep = up.keep_server && up.opos == up.obuf.len() && up.istart == up.iend && !up.s_eof;
+        let keep = up.keep_server
+            && up.opos == up.obuf.len()
+            && up.istart == up.iend
+            && !up.s_eof
+            && !up.sock.as_ref().is_some_and(|s| s.has_pending_output());
         let s = up.server.take();
         if let (true, Some(st), Some(srv)) = (keep, up.sock.take(), s.as_ref()) {
             // Stays attached to this client (still registered).
@@ -1202,9 +1224,9 @@ impl Conn {
     }
 
     /// An attached idle server connection goes to the thread's pool.
-    pub(super) fn detach_to_pool(&mut self, ctx: &mut Ctx, srv: Arc<ServerRt>, st: TcpStream) {
-        let _ = ctx.deregister_fd(st.as_raw_fd());
-        if alive(&st) {
+    pub(super) fn detach_to_pool(&mut self, ctx: &mut Ctx, srv: Arc<ServerRt>, mut st: Transport) {
+        let _ = ctx.deregister_fd(st.raw_fd());
+        if alive(&mut st) {
             self.w.put_idle(&srv, st, ctx.now());
         }
     }
@@ -1258,9 +1280,14 @@ impl Conn {
 
 /// Whether an idle connection is still open: nothing to read (a closed one
 /// reads EOF, a confused one has bytes we never asked for).
-pub(crate) fn alive(s: &TcpStream) -> bool {
+pub(crate) fn alive(s: &mut Transport) -> bool {
     let mut b = [0u8; 1];
-    matches!(s.peek(&mut b), Err(e) if e.kind() == io::ErrorKind::WouldBlock)
+    if s.is_tls() {
+        // TLS: records may come unasked (session tickets): read through
+        // rustls; no plaintext and no close means alive.
+        return matches!(s.read(&mut b), Err(e) if e.kind() == io::ErrorKind::WouldBlock);
+    }
+    matches!(s.tcp().peek(&mut b), Err(e) if e.kind() == io::ErrorKind::WouldBlock)
 }
 
 /// A non-blocking connect.
