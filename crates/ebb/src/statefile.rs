@@ -349,6 +349,42 @@ mod tests {
         assert_eq!(farm.servers[1].weight.load(Ordering::Relaxed), 4);
     }
 
+    proptest::proptest! {
+        /// Any input: no panic, and an error names a line that exists.
+        #[test]
+        fn never_panics(text in "[0-9a-z #\t\n:.\\-]{0,300}") {
+            if let Err(e) = parse(&text) {
+                proptest::prop_assert!(e.line >= 1 && e.line <= text.split('\n').count().max(1));
+            }
+        }
+
+        /// A good file with one line cut anywhere is refused, naming that
+        /// line (or an earlier one), never applied in part.
+        #[test]
+        fn a_cut_line_is_found(cut in 0usize..60, which in 0usize..3) {
+            let lines: Vec<String> = (0..3).map(|i| line("be", &format!("s{i}"), "10.0.0.1", 0, 1)).collect();
+            let l = &lines[which];
+            let cut = cut.min(l.len() - 2);
+            let mut text = String::from("1\n");
+            for (i, x) in lines.iter().enumerate() {
+                if i == which {
+                    text.push_str(&l[..cut]);
+                    text.push('\n');
+                } else {
+                    text.push_str(x);
+                }
+            }
+            match parse(&text) {
+                Ok(t) => {
+                    // Only a cut that leaves the line empty is harmless.
+                    proptest::prop_assert!(l[..cut].trim().is_empty());
+                    proptest::prop_assert_eq!(t["be"].len(), 2);
+                }
+                Err(e) => proptest::prop_assert_eq!(e.line, which + 2),
+            }
+        }
+    }
+
     #[test]
     fn paths() {
         assert_eq!(
