@@ -209,7 +209,11 @@ impl Conn {
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         // TLS connections get their own profiling name, so `show profiling`
         // tells handshake-heavy work from cleartext work.
-        let name = if conn.tr.is_tls() { "h1_tls_conn" } else { "h1_conn" };
+        let name = if conn.tr.is_tls() {
+            "h1_tls_conn"
+        } else {
+            "h1_conn"
+        };
         let id = ctx.new_tasklet_obj(name, conn);
         target.set(Some(id));
         *sess2.tasklet.lock().unwrap_or_else(|p| p.into_inner()) = Some(id);
@@ -611,6 +615,39 @@ impl Conn {
         ))
     }
 
+    /// Runs one proxy's `http-request` rules in order: the first final
+    /// action that holds decides the answer; header edits that hold are
+    /// collected for the request forwarded to a server. `be` names the
+    /// backend whose rules these are (`None`: the frontend's).
+    fn request_rules(
+        &self,
+        rules: &[crate::proxy::ReqRule],
+        matcher: &crate::rules::Matcher,
+        view: &ReqView<'_>,
+        be: Option<usize>,
+        edits: &mut Vec<(bool, usize)>,
+    ) -> Option<Act> {
+        for (i, rule) in rules.iter().enumerate() {
+            if !matcher.holds(rule.cond.as_ref(), view) {
+                continue;
+            }
+            match &rule.action {
+                HttpRequestAction::Return(_) => return Some(Act::Return(be, i)),
+                HttpRequestAction::UseService(_) => return Some(Act::Service),
+                HttpRequestAction::Redirect(rd) => {
+                    let host = self.head.host.map(|h| h.get(view.buf));
+                    let loc = redirect_location(rd, self.head.path.get(view.buf), host);
+                    return Some(Act::Redirect(loc, rd.code));
+                }
+                HttpRequestAction::Deny { status } => return Some(Act::Deny(*status)),
+                HttpRequestAction::Allow => break,
+                // Header edits change what is forwarded to a server.
+                _ => edits.push((be.is_some(), i)),
+            }
+        }
+        None
+    }
+
     /// Decides what answers the request in `head` (reading the buffer and
     /// the rules, changing nothing).
     fn decide(&self) -> Act {
@@ -625,23 +662,10 @@ impl Conn {
             src: self.peer.ip(),
         };
         let mut req_edits = Vec::new();
-        for (i, rule) in fe.http_request.iter().enumerate() {
-            if !fe.matcher.holds(rule.cond.as_ref(), &view) {
-                continue;
-            }
-            match &rule.action {
-                HttpRequestAction::Return(_) => return Act::Return(None, i),
-                HttpRequestAction::UseService(_) => return Act::Service,
-                HttpRequestAction::Redirect(rd) => {
-                    let host = self.head.host.map(|h| h.get(buf));
-                    let loc = redirect_location(rd, self.head.path.get(buf), host);
-                    return Act::Redirect(loc, rd.code);
-                }
-                HttpRequestAction::Deny { status } => return Act::Deny(*status),
-                HttpRequestAction::Allow => break,
-                // Header edits change what is forwarded to a server.
-                _ => req_edits.push((false, i)),
-            }
+        if let Some(a) =
+            self.request_rules(&fe.http_request, &fe.matcher, &view, None, &mut req_edits)
+        {
+            return a;
         }
         if let Some(a) = stats_act(fe.stats.as_ref(), &fe.matcher, &view) {
             return a;
@@ -659,22 +683,14 @@ impl Conn {
             return Act::NoBackend;
         };
         // The backend's own http-request rules come after the frontend's.
-        for (i, rule) in backend.http_request.iter().enumerate() {
-            if !backend.matcher.holds(rule.cond.as_ref(), &view) {
-                continue;
-            }
-            match &rule.action {
-                HttpRequestAction::Return(_) => return Act::Return(Some(bi), i),
-                HttpRequestAction::UseService(_) => return Act::Service,
-                HttpRequestAction::Redirect(rd) => {
-                    let host = self.head.host.map(|h| h.get(buf));
-                    let loc = redirect_location(rd, self.head.path.get(buf), host);
-                    return Act::Redirect(loc, rd.code);
-                }
-                HttpRequestAction::Deny { status } => return Act::Deny(*status),
-                HttpRequestAction::Allow => break,
-                _ => req_edits.push((true, i)),
-            }
+        if let Some(a) = self.request_rules(
+            &backend.http_request,
+            &backend.matcher,
+            &view,
+            Some(bi),
+            &mut req_edits,
+        ) {
+            return a;
         }
         if let Some(a) = stats_act(backend.stats.as_ref(), &backend.matcher, &view) {
             return a;
