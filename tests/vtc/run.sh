@@ -13,7 +13,7 @@
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
-target=ebb jobs=2 keep=0 compare=0
+target=ebb jobs=3 keep=0 compare=0
 cases=()
 while [ $# -gt 0 ]; do
     case $1 in
