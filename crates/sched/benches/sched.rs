@@ -46,11 +46,15 @@ fn m(v: f64) -> String {
 
 const SWITCHES: u64 = 4_000_000;
 
-fn sched_tasklet_pingpong() -> io::Result<f64> {
+/// (switches per wall second, switches per CPU second of the thread).
+type Rates = (f64, f64);
+
+fn sched_tasklet_pingpong() -> io::Result<Rates> {
     let rt = Runtime::new(config(1))?;
-    let elapsed = Arc::new(Mutex::new(Duration::ZERO));
+    let elapsed = Arc::new(Mutex::new((Duration::ZERO, 0u64)));
     let el2 = elapsed.clone();
     rt.run(move |ctx| {
+        let cpu0 = thread_cpu_ns();
         let t0 = Rc::new(Cell::new(None::<Instant>));
         let peer: Rc<Cell<[Option<TaskletId>; 2]>> = Rc::default();
         let count = Rc::new(Cell::new(0u64));
@@ -62,7 +66,7 @@ fn sched_tasklet_pingpong() -> io::Result<f64> {
                 count.set(n);
                 if n >= SWITCHES {
                     if let (Some(t), Ok(mut e)) = (t0.get(), el.lock()) {
-                        *e = t.elapsed();
+                        *e = (t.elapsed(), thread_cpu_ns() - cpu0);
                     }
                     if let Some(o) = peer.get()[1 - k] {
                         ctx.kill_tasklet(o);
@@ -81,15 +85,16 @@ fn sched_tasklet_pingpong() -> io::Result<f64> {
             ctx.tasklet_wakeup(a);
         }
     })?;
-    let e = *elapsed.lock().map_err(|_| io::Error::other("poisoned"))?;
-    Ok(rate(SWITCHES, e))
+    let (e, cpu) = *elapsed.lock().map_err(|_| io::Error::other("poisoned"))?;
+    Ok((rate(SWITCHES, e), rate(SWITCHES, Duration::from_nanos(cpu))))
 }
 
-fn sched_task_pingpong() -> io::Result<f64> {
+fn sched_task_pingpong() -> io::Result<Rates> {
     let rt = Runtime::new(config(1))?;
-    let elapsed = Arc::new(Mutex::new(Duration::ZERO));
+    let elapsed = Arc::new(Mutex::new((Duration::ZERO, 0u64)));
     let el2 = elapsed.clone();
     rt.run(move |ctx| {
+        let cpu0 = thread_cpu_ns();
         let peer: Rc<Cell<[Option<TaskId>; 2]>> = Rc::default();
         let count = Rc::new(Cell::new(0u64));
         let t0 = Instant::now();
@@ -101,7 +106,7 @@ fn sched_task_pingpong() -> io::Result<f64> {
                 count.set(n);
                 if n >= SWITCHES {
                     if let Ok(mut e) = el.lock() {
-                        *e = t0.elapsed();
+                        *e = (t0.elapsed(), thread_cpu_ns() - cpu0);
                     }
                     if let Some(o) = peer.get()[1 - k] {
                         ctx.kill(o);
@@ -119,13 +124,14 @@ fn sched_task_pingpong() -> io::Result<f64> {
             ctx.wakeup(a, Reasons::INIT);
         }
     })?;
-    let e = *elapsed.lock().map_err(|_| io::Error::other("poisoned"))?;
-    Ok(rate(SWITCHES, e))
+    let (e, cpu) = *elapsed.lock().map_err(|_| io::Error::other("poisoned"))?;
+    Ok((rate(SWITCHES, e), rate(SWITCHES, Duration::from_nanos(cpu))))
 }
 
-fn tokio_pingpong() -> io::Result<f64> {
+fn tokio_pingpong() -> io::Result<Rates> {
     use tokio::sync::Notify;
     let rt = tokio::runtime::Builder::new_current_thread().build()?;
+    let cpu0 = thread_cpu_ns();
     let e = rt.block_on(async {
         let a = Arc::new(Notify::new());
         let b = Arc::new(Notify::new());
@@ -158,7 +164,8 @@ fn tokio_pingpong() -> io::Result<f64> {
         let _ = q.await;
         t0.elapsed()
     });
-    Ok(rate(SWITCHES, e))
+    let cpu = thread_cpu_ns() - cpu0;
+    Ok((rate(SWITCHES, e), rate(SWITCHES, Duration::from_nanos(cpu))))
 }
 
 fn bench_pingpong() -> io::Result<()> {
@@ -166,25 +173,33 @@ fn bench_pingpong() -> io::Result<()> {
         "## 1. ping-pong switches on one thread ({} switches, best of 3)",
         SWITCHES
     );
-    let best = |f: fn() -> io::Result<f64>| -> io::Result<f64> {
-        let mut b: f64 = 0.0;
+    let best = |f: fn() -> io::Result<Rates>| -> io::Result<Rates> {
+        let mut b: Rates = (0.0, 0.0);
         for _ in 0..3 {
-            b = b.max(f()?);
+            let r = f()?;
+            b = (b.0.max(r.0), b.1.max(r.1));
         }
         Ok(b)
     };
     let tl = best(sched_tasklet_pingpong)?;
     let tk = best(sched_task_pingpong)?;
     let to = best(tokio_pingpong)?;
-    println!("| runtime | switches/s | vs tokio |");
-    println!("|---|---|---|");
-    println!("| sched tasklets | {} | {:.2}x |", m(tl), tl / to);
-    println!(
-        "| sched tasks (run-queue tree) | {} | {:.2}x |",
-        m(tk),
-        tk / to
-    );
-    println!("| tokio current_thread + Notify | {} | 1.00x |", m(to));
+    println!("| runtime | switches/s (wall) | vs tokio | switches per CPU-second | vs tokio |");
+    println!("|---|---|---|---|---|");
+    for (name, r) in [
+        ("sched tasklets", tl),
+        ("sched tasks (run-queue tree)", tk),
+        ("tokio current_thread + Notify", to),
+    ] {
+        println!(
+            "| {} | {} | {:.2}x | {} | {:.2}x |",
+            name,
+            m(r.0),
+            r.0 / to.0,
+            m(r.1),
+            r.1 / to.1
+        );
+    }
     println!();
     Ok(())
 }
