@@ -1580,6 +1580,10 @@ impl Ctx {
             let cb = s.cb.take()?;
             (cb, std::mem::take(&mut s.reasons), s.prof, s.wake_ns)
         };
+        // The watchdog names the shared task, not its proxy.
+        self.remote()
+            .cur_cb
+            .store(u32::from(pidx), Ordering::Relaxed);
         let st = f.run(self, id, why);
         let mut notify = None;
         let dropped = {
