@@ -945,7 +945,8 @@ impl Ctx {
 
     /// Registers a task to be woken with [`Reasons::SIGNAL`] when a
     /// graceful stop starts. While any registered task or tasklet of a
-    /// thread lives, a graceful stop waits for it.
+    /// thread lives, a graceful stop waits for it. Thread-bound tasks only
+    /// (a shared task's id is ignored).
     pub fn on_stop(&mut self, id: TaskId) {
         if let Some(i) = self.task_idx(id) {
             self.hook(i);
