@@ -6,7 +6,7 @@ CARGO ?= cargo
 
 .PHONY: test deps unit loom bench
 
-test: deps unit
+test: deps unit loom
 
 # Debian packages the tests use; installed only when missing.
 deps:
@@ -24,5 +24,11 @@ unit:
 	$(CARGO) test --workspace --all-targets
 	$(CARGO) test --workspace --doc
 
+# Loom models of the scheduler's inbox and sleeping/notified handshake
+# (their own target dir: everything is built with --cfg loom).
+loom:
+	RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom $(CARGO) test -p sched --test loom --release
+
 bench:
 	$(CARGO) bench -p ebtree
+	$(CARGO) bench -p sched
