@@ -231,3 +231,62 @@ fn tls_to_servers_with_verification_pooling_and_checks() {
         .wait_stderr("is DOWN", Duration::from_millis(10))
         .is_none());
 }
+
+/// The `heavy` activity counter (entries run from the heavy class) over one
+/// TLS connection doing 30 requests.
+fn heavy_runs(heavy: &str) -> Option<(u64, u64)> {
+    if !have("curl") {
+        return None;
+    }
+    let d = scratch("heavy");
+    let (ca, both) = cert(&d, &["localhost"]);
+    let sock = d.join("ebb.sock");
+    let e = Ebb::start(&format!(
+        "global\n    nbthread 1\n    tune.heavy-tasklets {heavy}\n    stats socket {} level admin\ndefaults\n    mode http\n    timeout client 5s\nfrontend fe\n    bind BIND ssl crt {}\n    http-request return status 200 content-type text/plain string ok\n",
+        sock.display(),
+        both.display()
+    ));
+    let port = e.addr().port();
+    let url = format!("https://localhost:{port}/");
+    let mut args = vec![
+        "-s".to_string(),
+        "--cacert".into(),
+        ca.display().to_string(),
+        "--resolve".into(),
+        format!("localhost:{port}:127.0.0.1"),
+    ];
+    args.extend(std::iter::repeat_n(url, 30));
+    let args: Vec<&str> = args.iter().map(|s| s.as_str()).collect();
+    let (ok, out) = curl(&args);
+    assert!(ok);
+    assert_eq!(out, "ok".repeat(30));
+    let (code, act, _) = run_ebb(&["cli", sock.to_str().unwrap(), "show activity"], &d);
+    assert_eq!(code, 0);
+    let field = |name: &str| -> u64 {
+        act.lines()
+            .find(|l| l.trim_start().starts_with(&format!("{name}:")))
+            .and_then(|l| l.split(':').nth(1))
+            .and_then(|v| v.split_whitespace().next())
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("no {name} in {act}"))
+    };
+    Some((field("heavy"), field("ctxsw")))
+}
+
+#[test]
+fn the_heavy_flag_is_cleared_after_the_handshake() {
+    let Some((heavy, ctxsw)) = heavy_runs("on") else {
+        return;
+    };
+    // A few runs for the handshake's steps, none for the 30 requests.
+    assert!(heavy >= 1, "the handshake never ran as heavy");
+    assert!(
+        heavy <= 5,
+        "heavy runs {heavy} (ctxsw {ctxsw}): flag not cleared"
+    );
+    assert!(ctxsw > 30);
+    let Some((heavy_off, _)) = heavy_runs("off") else {
+        return;
+    };
+    assert_eq!(heavy_off, 0);
+}

@@ -50,6 +50,8 @@ counters! {
     ctxsw,
     /// Tasks run (a subset of `ctxsw`).
     tasksw,
+    /// Entries run from the heavy class (e.g. TLS handshake steps).
+    heavy,
     /// Turns that found nothing to run.
     empty_rq,
     /// Turns that used their whole budget (work was left).

@@ -1440,6 +1440,9 @@ impl Ctx {
             };
             budgets[c] -= 1;
             done += 1;
+            if class == Class::Heavy {
+                Activity::add(&self.remote().activity.heavy, 1);
+            }
             self.run_entry(i, class);
         }
         done
