@@ -874,6 +874,9 @@ impl Conn {
 
     /// Writes the answer for a file lookup's result.
     fn answer_found(&mut self, ctx: &mut Ctx, bi: usize, found: Found) {
+        // The answer starts here: the output may have been written out
+        // (and the buffer emptied) while the file was looked up.
+        self.resp_start = self.wbuf.len();
         let version = self.head.version;
         let head_req = self.head.method == Method::Head;
         let keep_alive = self.keep_alive;

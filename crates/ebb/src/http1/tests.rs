@@ -800,6 +800,14 @@ fn response_framing_rules() {
             true,
         ),
         (
+            // The fuzz input that tripped the old rule in the
+            // http_response target (which still expected `None`).
+            b"HTTP/1.1 205 No Content\r\nContent-Length: 0\r\n\r\n",
+            Method::Get,
+            F::ContentLength(0),
+            true,
+        ),
+        (
             b"HTTP/1.1 204 No Content\r\n\r\n",
             Method::Get,
             F::None,
