@@ -748,7 +748,11 @@ mod tests {
 
         let srv = "defaults\n mode http\nfrontend f\n bind :8080\n default_backend b\nbackend b\n server s1 127.0.0.1:9 ssl ca-file /nonexistent/ca.pem\n";
         let e = compile(&parse_str("srv.cfg", srv).unwrap()).err().unwrap();
-        assert!(e[0].to_string().starts_with("srv.cfg:7: server s1:"), "{}", e[0]);
+        assert!(
+            e[0].to_string().starts_with("srv.cfg:7: server s1:"),
+            "{}",
+            e[0]
+        );
 
         let lf = "frontend f\n bind :8080\n http-request return status 200 content-type text/plain lf-string \"%[path]\"\n";
         let e = compile(&parse_str("lf.cfg", lf).unwrap()).err().unwrap();
