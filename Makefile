@@ -1,7 +1,9 @@
 # `make test` installs what the tests need and is missing on a fresh Debian
 # machine (apt packages as root, cargo tools), then runs every suite.
 
-APT_PKGS := curl
+# curl: TLS and file tests; chromium: the stats page rendered headless;
+# python3-prometheus-client: the metrics parsed by a real Prometheus parser.
+APT_PKGS := curl chromium python3-prometheus-client
 CARGO ?= cargo
 
 .PHONY: test deps unit loom bench
