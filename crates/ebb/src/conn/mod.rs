@@ -63,6 +63,9 @@ enum In {
     WaitDisk(Arc<Mutex<Option<Found>>>),
     /// A proxied exchange is under way (`up` holds its server side).
     Proxy,
+    /// A stats page or metrics answer is being built by a task at the
+    /// best nice; the head stays in the buffer.
+    WaitPage(Rc<std::cell::RefCell<Option<crate::stats::Answer>>>),
 }
 
 /// A body still to send after the head in `wbuf`.
@@ -253,7 +256,7 @@ impl Conn {
         if self.rend == self.rbuf.len() {
             // Full: make room by moving the unread bytes down, unless a head
             // waiting on the disk still points into them.
-            if self.rstart == 0 || matches!(self.input, In::WaitDisk(_)) {
+            if self.rstart == 0 || matches!(self.input, In::WaitDisk(_) | In::WaitPage(_)) {
                 return Ok(false);
             }
             self.rbuf.copy_within(self.rstart..self.rend, 0);
@@ -420,6 +423,24 @@ impl Conn {
                         }
                         None => return progress,
                     }
+                }
+                In::WaitPage(slot) => {
+                    let done = slot.borrow_mut().take();
+                    let Some(a) = done else {
+                        return progress;
+                    };
+                    self.input = In::Head;
+                    let version = self.head.version;
+                    let head_req = self.head.method == Method::Head;
+                    let hdrs: Vec<(&[u8], &[u8])> = a
+                        .headers
+                        .iter()
+                        .map(|(n, v)| (n.as_bytes(), v.as_bytes()))
+                        .collect();
+                    let ka = self.keep_alive;
+                    self.simple_response(a.status, ka, version, &hdrs, &a.body, head_req);
+                    self.finish_request(ctx, a.status, None, 0);
+                    progress = true;
                 }
                 In::DiscardLen(left) => {
                     let avail = (self.rend - self.rstart) as u64;
@@ -597,22 +618,6 @@ impl Conn {
         if !keep_alive {
             self.closing = true;
         }
-    }
-
-    /// The stats page's answer when `decide` chose it (`None`: the
-    /// Prometheus service).
-    fn decide_stats(&self) -> Option<crate::stats::Answer> {
-        let Act::Stats(st, admin) = self.decide() else {
-            return None;
-        };
-        let buf = &self.rbuf[self.rstart..self.rend];
-        let authz = self.head.header(buf, "authorization");
-        Some(crate::stats::page(
-            &st,
-            self.head.path.get(buf),
-            authz,
-            admin,
-        ))
     }
 
     /// Runs one proxy's `http-request` rules in order: the first final
@@ -798,17 +803,37 @@ impl Conn {
                 self.finish_request(ctx, code, None, 0);
             }
             Act::Stats(..) | Act::Service => {
-                let a = match self.decide_stats() {
-                    Some(a) => a,
-                    None => crate::stats::prometheus(),
+                // The page is built by a task at the best nice: tasks join
+                // the normal class, whose share of each turn is kept even
+                // when I/O floods the urgent one, and a nice of -1024 puts
+                // it before every other task; so the stats answer under
+                // full load (HAProxy runs its stats applet niced the same
+                // way).
+                let job: Box<dyn FnOnce() -> crate::stats::Answer> = match self.decide() {
+                    Act::Stats(st, admin) => {
+                        let buf = &self.rbuf[self.rstart..self.rend];
+                        let path = self.head.path.get(buf).to_vec();
+                        let authz = self.head.header(buf, "authorization").map(|v| v.to_vec());
+                        Box::new(move || crate::stats::page(&st, &path, authz.as_deref(), admin))
+                    }
+                    _ => Box::new(crate::stats::prometheus),
                 };
-                let hdrs: Vec<(&[u8], &[u8])> = a
-                    .headers
-                    .iter()
-                    .map(|(n, v)| (n.as_bytes(), v.as_bytes()))
-                    .collect();
-                self.simple_response(a.status, keep_alive, version, &hdrs, &a.body, head_req);
-                self.finish_request(ctx, a.status, None, 0);
+                let slot = Rc::new(std::cell::RefCell::new(None));
+                let s2 = Rc::clone(&slot);
+                let me = self.me;
+                let mut job = Some(job);
+                let t = ctx.new_task("stats_page", move |ctx: &mut Ctx, _id, _why| {
+                    if let Some(j) = job.take() {
+                        *s2.borrow_mut() = Some(j());
+                    }
+                    if let Some(me) = me {
+                        ctx.tasklet_wakeup(me);
+                    }
+                    Status::Done
+                });
+                ctx.set_nice(t, -1024);
+                ctx.wakeup(t, Reasons::INIT);
+                self.input = In::WaitPage(slot);
             }
             Act::Deny(st) => {
                 fe.http
