@@ -248,6 +248,7 @@ pub fn run(cfg: Config, opts: RunOptions) -> i32 {
         maxconn,
         logger: Logger::new(sinks),
         errors_to_stderr: true,
+        debug: opts.debug,
     });
 
     // The CLI sockets are bound before `ready`, so a script may use them

@@ -33,6 +33,8 @@ pub struct Shared {
     pub logger: Logger,
     /// Whether request errors also go to stderr (no `log` target set).
     pub errors_to_stderr: bool,
+    /// `-d`: one stderr line per connection accepted and closed.
+    pub debug: bool,
 }
 
 /// Buffers kept per thread for reuse; more are freed. 256 buffers of the
@@ -143,6 +145,13 @@ impl Worker {
         let mut p = self.paused.borrow_mut();
         if !p.contains(&id) {
             p.push(id);
+        }
+    }
+
+    /// A `-d` debug line on stderr.
+    pub fn debug(&self, line: impl FnOnce() -> String) {
+        if self.shared.debug {
+            eprintln!("ebb: debug: {}", line());
         }
     }
 

@@ -410,3 +410,18 @@ fn sighup_reloads_and_a_broken_file_keeps_the_old_config() {
         .is_some());
     assert_eq!(get(e.addr(), "/").text(), "reloaded");
 }
+
+#[test]
+fn debug_mode_traces_connections() {
+    let d = scratch("debug");
+    let path = d.join("ebb.cfg");
+    std::fs::write(&path, FIXED.replace("BIND", "127.0.0.1:0")).unwrap();
+    let e = Ebb::start_args(&["-d", "-f", path.to_str().unwrap()], d);
+    assert_eq!(get(e.addr(), "/").text(), "hello");
+    assert!(e
+        .wait_stderr("accepted 127.0.0.1:", Duration::from_secs(3))
+        .is_some());
+    assert!(e
+        .wait_stderr("after 1 requests", Duration::from_secs(3))
+        .is_some());
+}

@@ -169,6 +169,13 @@ fn bad_input_on_the_tls_port_closes_only_that_connection() {
         t.elapsed() < Duration::from_secs(4),
         "stalled handshake not closed"
     );
+    // Each bad connection left a log line (stderr: no log target here).
+    assert!(e
+        .wait_stderr("SSL handshake failure", Duration::from_secs(2))
+        .is_some());
+    assert!(e
+        .wait_stderr("SSL handshake timeout", Duration::from_secs(2))
+        .is_some());
 }
 
 #[test]

@@ -207,6 +207,15 @@ impl Conn {
             sess,
         };
         conn.w.conn_opened(&conn.fe);
+        conn.w.debug(|| {
+            format!(
+                "thread {} accepted {} on frontend {}{}",
+                ctx.thread_id(),
+                conn.peer,
+                conn.fe.name,
+                if conn.tr.is_tls() { " (TLS)" } else { "" }
+            )
+        });
         conn.fe
             .sessions
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -1080,6 +1089,16 @@ impl Conn {
         if self.wbuf.capacity() == 0 {
             self.wbuf = self.w.get_wbuf();
         }
+        if self.tr.is_handshaking() {
+            self.w.log_error(
+                format!(
+                    "{} [{}] {}: SSL handshake timeout",
+                    self.peer, self.fe.name, self.fe.name
+                )
+                .into_bytes(),
+            );
+            return self.close(ctx);
+        }
         if matches!(self.input, In::Head) && self.rstart < self.rend && !self.has_output() {
             let status = 408;
             self.error_response(status, false, Version::Http11, false, &[]);
@@ -1141,6 +1160,12 @@ impl Conn {
         let _ = ctx.deregister_fd(self.fd);
         ctx.kill(self.timer);
         self.w.sessions.remove(&self.sess);
+        self.w.debug(|| {
+            format!(
+                "closed {} on frontend {} after {} requests",
+                self.peer, self.fe.name, self.requests
+            )
+        });
         let _ = self.tr.shutdown();
         self.release_buffers();
         self.w.conn_closed(ctx, &self.fe);
@@ -1169,7 +1194,25 @@ impl Conn {
             if self.rd_ready && !self.eof && !self.closing {
                 match self.read_in() {
                     Ok(m) => moved |= m,
-                    Err(_) => return self.close(ctx),
+                    Err(e) => {
+                        if self.tr.is_tls() && e.kind() != io::ErrorKind::ConnectionReset {
+                            // A TLS failure (plaintext on a TLS port, a bad
+                            // or truncated handshake, an alert) is logged.
+                            let what = if self.tr.is_handshaking() {
+                                "SSL handshake failure"
+                            } else {
+                                "SSL error"
+                            };
+                            self.w.log_error(
+                                format!(
+                                    "{} [{}] {}: {what}: {e}",
+                                    self.peer, self.fe.name, self.fe.name
+                                )
+                                .into_bytes(),
+                            );
+                        }
+                        return self.close(ctx);
+                    }
                 }
             }
             moved |= self.process(ctx);

@@ -104,6 +104,8 @@ pub(super) struct Upstream {
     dechunk: bool,
     pub(super) status: u16,
     pub(super) bytes_out: u64,
+    /// Request bytes written to the server (the stats' "bytes in").
+    bytes_in: u64,
     retries_left: u32,
     avoid: Option<usize>,
     method: Method,
@@ -296,6 +298,7 @@ impl Conn {
             dechunk: false,
             status: 0,
             bytes_out: 0,
+            bytes_in: 0,
             retries_left: sr.farm.retries,
             avoid: None,
             method: h.method,
@@ -714,6 +717,7 @@ impl Conn {
                     Ok(n) => {
                         let want = up.obuf.len() - up.opos;
                         up.opos += n;
+                        up.bytes_in += n as u64;
                         moved |= n > 0;
                         if n < want {
                             up.s_wr = false;
@@ -1114,6 +1118,9 @@ impl Conn {
             srv.counters
                 .bytes_out
                 .fetch_add(up.bytes_out, Ordering::Relaxed);
+            srv.counters
+                .bytes_in
+                .fetch_add(up.bytes_in, Ordering::Relaxed);
             up.farm.release(srv);
         }
         up.server = s;
