@@ -172,11 +172,14 @@ struct SniResolver {
     wildcard: HashMap<String, usize>,
     /// Names per certificate, for [`TlsAcceptor::names`].
     names: Vec<Vec<String>>,
+    /// `strict-sni`: no certificate for an unknown or missing name.
+    strict: bool,
 }
 
 impl SniResolver {
-    fn new(certs: Vec<LoadedCert>) -> Self {
+    fn new(certs: Vec<LoadedCert>, strict: bool) -> Self {
         let mut r = SniResolver {
+            strict,
             keys: Vec::with_capacity(certs.len()),
             exact: HashMap::new(),
             wildcard: HashMap::new(),
@@ -197,7 +200,12 @@ impl SniResolver {
 
     /// Index of the certificate for `sni` (the default, 0, when none fits).
     fn pick(&self, sni: Option<&str>) -> usize {
-        let Some(name) = sni else { return 0 };
+        self.find(sni).unwrap_or(0)
+    }
+
+    /// The certificate whose names fit `sni`, if one does.
+    fn find(&self, sni: Option<&str>) -> Option<usize> {
+        let name = sni?;
         let lower;
         let name = if name.bytes().any(|b| b.is_ascii_uppercase()) {
             lower = name.to_ascii_lowercase();
@@ -206,19 +214,26 @@ impl SniResolver {
             name
         };
         if let Some(&i) = self.exact.get(name) {
-            return i;
+            return Some(i);
         }
         if let Some((_, dom)) = name.split_once('.') {
             if let Some(&i) = self.wildcard.get(dom) {
-                return i;
+                return Some(i);
             }
         }
-        0
+        None
     }
 }
 
 impl ResolvesServerCert for SniResolver {
     fn resolve(&self, hello: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
+        if self.strict {
+            // No certificate: rustls ends the handshake with an alert, and
+            // the connection logs an SSL handshake failure.
+            return self
+                .find(hello.server_name())
+                .and_then(|i| self.keys.get(i).cloned());
+        }
         self.keys.get(self.pick(hello.server_name())).cloned()
     }
 }
@@ -330,7 +345,7 @@ fn build(
         Some(TlsVersion::Tls13) => &[&rustls::version::TLS13],
         Some(TlsVersion::Tls12) | None => &[&rustls::version::TLS13, &rustls::version::TLS12],
     };
-    let resolver = SniResolver::new(certs);
+    let resolver = SniResolver::new(certs, ssl.strict_sni);
     let names = resolver.names.clone();
     let mut config = ServerConfig::builder_with_provider(provider)
         .with_protocol_versions(versions)
@@ -496,6 +511,7 @@ mod tests {
             key: None,
             alpn: Vec::new(),
             min_ver: None,
+            strict_sni: false,
         }
     }
 

@@ -546,6 +546,7 @@ mod tests {
             key: None,
             alpn: Vec::new(),
             min_ver: None,
+            strict_sni: false,
         };
         let loc = Loc {
             file: "t.cfg".into(),

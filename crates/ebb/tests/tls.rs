@@ -297,3 +297,37 @@ fn the_heavy_flag_is_cleared_after_the_handshake() {
     };
     assert_eq!(heavy_off, 0);
 }
+
+#[test]
+fn strict_sni_refuses_unknown_names_with_a_log_line() {
+    if !have("curl") {
+        return;
+    }
+    let d = scratch("strict");
+    let (ca, both) = cert(&d, &["localhost"]);
+    let e = Ebb::start(&format!(
+        "defaults\n    mode http\n    timeout client 5s\nfrontend fe\n    bind BIND ssl crt {} strict-sni\n    http-request return status 200 content-type text/plain string ok\n",
+        both.display()
+    ));
+    let port = e.addr().port();
+    let (ok, out) = curl(&[
+        "-s",
+        "--cacert",
+        ca.to_str().unwrap(),
+        "--resolve",
+        &format!("localhost:{port}:127.0.0.1"),
+        &format!("https://localhost:{port}/"),
+    ]);
+    assert!(ok);
+    assert_eq!(out, "ok");
+    let (ok, _) = curl(&[
+        "-sk",
+        "--resolve",
+        &format!("unknown.test:{port}:127.0.0.1"),
+        &format!("https://unknown.test:{port}/"),
+    ]);
+    assert!(!ok, "an unknown name was served under strict-sni");
+    assert!(e
+        .wait_stderr("SSL handshake failure", Duration::from_secs(2))
+        .is_some());
+}

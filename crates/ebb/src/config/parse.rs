@@ -1619,13 +1619,15 @@ fn parse_bind(w: &[String], ctx: &Ctx<'_>) -> Result<Bind, String> {
     let mut key = None;
     let mut alpn = Vec::new();
     let mut min_ver = None;
+    let mut strict_sni = false;
     let mut i = 1;
     while i < w.len() {
         let opt = w[i].as_str();
         match opt {
-            "ssl" | "v4v6" | "v6only" => {
+            "ssl" | "v4v6" | "v6only" | "strict-sni" => {
                 match opt {
                     "ssl" => ssl = true,
+                    "strict-sni" => strict_sni = true,
                     "v4v6" => v6only = Some(false),
                     _ => v6only = Some(true),
                 }
@@ -1666,7 +1668,7 @@ fn parse_bind(w: &[String], ctx: &Ctx<'_>) -> Result<Bind, String> {
             }
             o => {
                 return Err(format!(
-                    "unknown bind option '{o}' (supported: name, nice, v4v6, v6only, ssl, crt, key, alpn, ssl-min-ver)"
+                    "unknown bind option '{o}' (supported: name, nice, v4v6, v6only, ssl, crt, key, alpn, ssl-min-ver, strict-sni)"
                 ))
             }
         }
@@ -1681,11 +1683,14 @@ fn parse_bind(w: &[String], ctx: &Ctx<'_>) -> Result<Bind, String> {
             key,
             alpn,
             min_ver,
+            strict_sni,
         })
     } else {
-        if !crts.is_empty() || key.is_some() || !alpn.is_empty() || min_ver.is_some() {
+        if !crts.is_empty() || key.is_some() || !alpn.is_empty() || min_ver.is_some() || strict_sni
+        {
             return Err(
-                "'crt', 'key', 'alpn' and 'ssl-min-ver' need 'ssl' on the bind line".to_string(),
+                "'crt', 'key', 'alpn', 'ssl-min-ver' and 'strict-sni' need 'ssl' on the bind line"
+                    .to_string(),
             );
         }
         None

@@ -388,6 +388,9 @@ pub struct BindSsl {
     /// `alpn h2,http/1.1`.
     pub alpn: Vec<String>,
     pub min_ver: Option<TlsVersion>,
+    /// `strict-sni`: refuse a handshake whose SNI names no certificate
+    /// (and one without SNI) instead of using the default certificate.
+    pub strict_sni: bool,
 }
 
 /// What an ACL test fetches from the request.
