@@ -45,6 +45,8 @@ const MAX_ACCEPT: usize = 64;
 const PAUSE_RETRY_MS: u32 = 100;
 
 struct Listener {
+    /// Whether accepting stopped at a limit (logged once per pause).
+    paused: bool,
     sock: Option<TcpListener>,
     fe: Arc<FrontendRt>,
     /// TLS settings of the bind line (`ssl crt ...`).
@@ -79,11 +81,26 @@ impl TaskletFn for Listener {
         for _ in 0..MAX_ACCEPT {
             if !self.w.may_accept(&self.fe) {
                 // Leave the rest in the kernel's backlog until a slot frees.
+                if !self.paused {
+                    self.paused = true;
+                    let (what, limit) = match self.fe.maxconn {
+                        Some(m) if self.fe.cur_conns() >= m => ("frontend maxconn", m),
+                        _ => ("global maxconn", self.w.shared.maxconn),
+                    };
+                    self.w.log_error(
+                        format!(
+                            "frontend {}: {what} ({limit}) reached: new connections wait in the backlog",
+                            self.fe.name
+                        )
+                        .into_bytes(),
+                    );
+                }
                 self.w.pause_listener(me);
                 let t = ticks::add(ctx.now(), PAUSE_RETRY_MS);
                 ctx.set_expire(self.retry, t);
                 return Status::Continue;
             }
+            self.paused = false;
             match sock.accept() {
                 Ok((s, peer)) => {
                     ctx.count_accepts(1);
@@ -419,6 +436,7 @@ pub fn run(cfg: Config, opts: RunOptions) -> i32 {
                 Status::Continue
             });
             let l = Listener {
+                paused: false,
                 sock: Some(sock),
                 fe,
                 tls,

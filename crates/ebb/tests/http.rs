@@ -374,6 +374,10 @@ fn maxconn_queues_in_backlog() {
     c.send(b"GET / HTTP/1.1\r\nHost: a\r\n\r\n");
     let mut tmp = [0u8; 16];
     assert!(c.s.read(&mut tmp).is_err(), "answered past maxconn");
+    // Reaching the limit is logged (to stderr: no log target here).
+    assert!(e
+        .wait_stderr("global maxconn (2) reached", Duration::from_secs(2))
+        .is_some());
     // When one closes, the waiting one is served.
     drop(a);
     c.s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();

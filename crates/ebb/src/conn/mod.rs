@@ -52,6 +52,14 @@ pub(crate) use proxy::alive;
 /// with `sendfile`.
 const COPY_BODY_MAX: usize = 4096;
 
+/// File bytes one connection sends per run before it yields to the others
+/// (it wakes itself and goes on at its next turn, in the bulk class). One
+/// `sendfile` of 1 MiB into a socket of a slow reader cost the kernel about
+/// 3 ms here (small packets); hundreds of slow readers in one loop pass
+/// then delayed new clients by seconds. 256 KiB bounds a pass's cost per
+/// connection while keeping large transfers at a few calls per megabyte.
+const RUN_QUANTUM: usize = 256 * 1024;
+
 /// What the connection is doing with its input.
 enum In {
     /// Waiting for (more of) a request head.
@@ -133,6 +141,8 @@ pub struct Conn {
     attached: Option<(Arc<crate::backend::ServerRt>, Transport)>,
     /// This connection in the CLI's session list.
     sess: Arc<crate::registry::SessInfo>,
+    /// File bytes sent during the current run (see [`RUN_QUANTUM`]).
+    sent_run: usize,
 }
 
 impl Conn {
@@ -205,6 +215,7 @@ impl Conn {
             up: None,
             attached: None,
             sess,
+            sent_run: 0,
         };
         conn.w.conn_opened(&conn.fe);
         conn.w.debug(|| {
@@ -319,7 +330,7 @@ impl Conn {
                     // record (16 KiB) per call, so a short count means a
                     // full socket only against that size.
                     let step = if self.tr.supports_sendfile() {
-                        1 << 20
+                        RUN_QUANTUM as u64
                     } else {
                         16 * 1024
                     };
@@ -343,8 +354,14 @@ impl Conn {
                                 }
                             }
                             moved = true;
+                            self.sent_run += n;
                             if n < count {
                                 self.wr_ready = false;
+                                return Ok(moved);
+                            }
+                            if self.sent_run >= RUN_QUANTUM {
+                                // Our share of this run is used: the pump
+                                // yields and wakes us again.
                                 return Ok(moved);
                             }
                             continue;
@@ -1222,6 +1239,15 @@ impl Conn {
                     Err(_) => return self.close(ctx),
                 }
             }
+            if self.sent_run >= RUN_QUANTUM && self.has_output() && self.wr_ready {
+                // A large transfer used its share: let the others run and
+                // come back at the next turn.
+                if let Some(me) = self.me {
+                    ctx.tasklet_wakeup(me);
+                }
+                self.idle_since = ctx.now();
+                break;
+            }
             if self.has_output() {
                 // Progress on the write side counts as activity for the
                 // client timeout.
@@ -1326,6 +1352,7 @@ fn stats_act(
 impl TaskletFn for Conn {
     fn run(&mut self, ctx: &mut Ctx, me: TaskletId, why: Reasons) -> Status {
         self.me = Some(me);
+        self.sent_run = 0;
         if why.intersects(Reasons::IO) {
             let ev = ctx.take_events(me);
             if ev.readable() || ev.hup_or_err() {
