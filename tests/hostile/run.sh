@@ -24,7 +24,7 @@ for c in slowhttptest wrk curl python3 ss; do
 done
 if [ -z "${EBB:-}" ]; then
     (cd "$root" && cargo build -q -p ebb --bin ebb) || exit 2
-    EBB=$root/target/debug/ebb
+    EBB=${CARGO_TARGET_DIR:-$root/target}/debug/ebb
 fi
 work=$(mktemp -d /tmp/ebb-hostile.XXXXXX)
 pids=()

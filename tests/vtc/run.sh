@@ -53,7 +53,7 @@ case $target in
     ebb)
         if [ -z "${EBB:-}" ]; then
             (cd "$root" && cargo build -q -p ebb --bin ebb) || exit 2
-            EBB=$root/target/debug/ebb
+            EBB=${CARGO_TARGET_DIR:-$root/target}/debug/ebb
         fi
         bin=$EBB ;;
     haproxy) bin=${HAPROXY:-$(command -v haproxy)} || { echo "haproxy missing"; exit 2; } ;;
