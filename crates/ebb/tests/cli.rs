@@ -414,8 +414,15 @@ fn profiling_and_activity_after_known_work() {
     let rows = p2.lines().skip(3).filter(|l| !l.trim().is_empty()).count();
     assert_eq!(rows, 2, "{p2}");
     assert!(cli(&s.user, "show profiling x").contains("expected tasks, bytime or a row count"));
+    // What is queued right now: the header and the per-thread columns
+    // (the counts themselves are tested in sched's observability tests).
     let t = cli(&s.oper, "show tasks");
-    assert!(t.contains("h1_conn"), "{t}");
+    assert!(t.starts_with("Queued tasks and tasklets: "), "{t}");
+    assert!(t.contains("(2 threads)"), "{t}");
+    assert!(
+        t.contains("function") && t.contains(" t0 ") && t.contains(" t1"),
+        "{t}"
+    );
 
     let act = cli(&s.user, "show activity");
     assert!(act.starts_with("thread_id: 2 (1..2)"), "{act}");

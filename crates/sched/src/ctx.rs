@@ -458,6 +458,7 @@ impl Ctx {
         self.free_head = i as u32;
         if let Some(h) = rq {
             self.rq.delete(h);
+            self.count_queued(i, false);
             if niced {
                 self.niced = self.niced.saturating_sub(1);
             }
@@ -478,6 +479,17 @@ impl Ctx {
     // Class lists (intrusive, over slab indices)
     // ------------------------------------------------------------------
 
+    /// Keeps the per-name count of queued entries (`show tasks`). Shared
+    /// tasks picked by this thread are counted by the shared queue's
+    /// owner, not here.
+    #[inline(always)]
+    fn count_queued(&self, i: usize, up: bool) {
+        let s = &self.slots[i];
+        if s.flags & sf::PROXY == 0 {
+            self.remote().prof.queued(s.prof, up);
+        }
+    }
+
     fn list_link(&mut self, c: Class, i: usize, place: Place) {
         let ci = c as usize;
         let i32_ = i as u32;
@@ -493,6 +505,7 @@ impl Ctx {
             s.class = ci as u8;
             s.flags |= sf::IN_LIST;
         }
+        self.count_queued(i, true);
         if prev == NIL {
             self.lists[ci].head = i32_;
         } else {
@@ -512,6 +525,7 @@ impl Ctx {
             s.flags &= !sf::IN_LIST;
             (s.prev, s.next, s.class as usize)
         };
+        self.count_queued(i, false);
         if prev == NIL {
             self.lists[ci].head = next;
         } else {
@@ -818,6 +832,7 @@ impl Ctx {
         }
         let h = self.rq.insert(key, i as u32);
         self.slots[i].rq = Some(h);
+        self.count_queued(i, true);
     }
 
     /// A task's expiry date (eternity if none, or for a stale id).
@@ -1383,6 +1398,7 @@ impl Ctx {
                 let Some(i) = self.rq.delete(h) else { break };
                 let i = i as usize;
                 self.slots[i].rq = None;
+                self.count_queued(i, false);
                 if self.slots[i].nice != 0 {
                     self.niced = self.niced.saturating_sub(1);
                 }

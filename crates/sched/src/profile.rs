@@ -31,7 +31,7 @@
 
 use std::collections::HashMap;
 use std::fmt::Write;
-use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicU8, Ordering};
 use std::sync::Mutex;
 
 /// Names a runtime can profile separately. HAProxy has a few dozen task
@@ -137,6 +137,9 @@ pub(crate) struct Cell {
 #[derive(Debug)]
 pub(crate) struct ThreadProfile {
     cells: Box<[Cell]>,
+    /// Entries queued to run now (class lists and the local run queue),
+    /// by callback name: what `show tasks` prints. Owner writes only.
+    queued: Box<[AtomicU32]>,
     /// Whether this thread currently records (mode on, or auto and busy).
     pub(crate) active: AtomicU8,
 }
@@ -151,8 +154,34 @@ impl ThreadProfile {
     pub(crate) fn new() -> Self {
         ThreadProfile {
             cells: (0..MAX_NAMES).map(|_| Cell::default()).collect(),
+            queued: (0..MAX_NAMES).map(|_| AtomicU32::new(0)).collect(),
             active: AtomicU8::new(0),
         }
+    }
+
+    /// One more (`up`) or one fewer entry of `idx` queued; owner only.
+    #[inline]
+    pub(crate) fn queued(&self, idx: u16, up: bool) {
+        let q = &self.queued[idx as usize % MAX_NAMES];
+        let v = q.load(Ordering::Relaxed);
+        q.store(
+            if up {
+                v.wrapping_add(1)
+            } else {
+                v.saturating_sub(1)
+            },
+            Ordering::Relaxed,
+        );
+    }
+
+    /// (name index, entries queued) for every name with some queued.
+    pub(crate) fn queued_counts(&self) -> Vec<(usize, u32)> {
+        self.queued
+            .iter()
+            .enumerate()
+            .map(|(i, q)| (i, q.load(Ordering::Relaxed)))
+            .filter(|(_, n)| *n > 0)
+            .collect()
     }
 
     /// Records one call; owner thread only.

@@ -365,6 +365,32 @@ impl RuntimeHandle {
         rows
     }
 
+    /// Tasks and tasklets queued to run now, by callback name: (name,
+    /// count per thread). Exact when called under [`Self::isolate`] (every
+    /// other thread parked between two turns), a close picture otherwise.
+    pub fn queued_tasks(&self) -> Vec<(&'static str, Vec<u32>)> {
+        let names = self.shared.registry.names();
+        let n = self.shared.threads.len();
+        let mut rows: Vec<(&'static str, Vec<u32>)> = Vec::new();
+        for (t, r) in self.shared.threads.iter().enumerate() {
+            for (i, c) in r.prof.queued_counts() {
+                let Some(name) = names.get(i).copied() else {
+                    continue;
+                };
+                match rows.iter_mut().find(|(nm, _)| *nm == name) {
+                    Some((_, v)) => v[t] += c,
+                    None => {
+                        let mut v = vec![0; n];
+                        v[t] = c;
+                        rows.push((name, v));
+                    }
+                }
+            }
+        }
+        rows.sort_by(|a, b| b.1.iter().sum::<u32>().cmp(&a.1.iter().sum::<u32>()));
+        rows
+    }
+
     /// The `show profiling` text.
     pub fn profiling_report(&self, opts: ReportOpts) -> String {
         profile::format_report(self.profiling_mode(), self.profiling_rows(), opts)

@@ -194,3 +194,39 @@ fn watchdog_reports_then_declares_fatal() -> io::Result<()> {
     assert!(g[1].fatal, "second expiry without progress is fatal: {g:?}");
     Ok(())
 }
+
+#[test]
+fn queued_tasks_are_counted_by_name_until_they_run() -> io::Result<()> {
+    let rt = Runtime::new(config(ProfilingMode::Off))?;
+    let h = rt.handle();
+    let mut ctx = rt.context(0)?;
+    let ids: Vec<_> = (0..3)
+        .map(|_| ctx.new_tasklet("q_tasklet", |_c: &mut Ctx, _id, _why| Status::Continue))
+        .collect();
+    let t = ctx.new_task("q_task", |_c: &mut Ctx, _id, _why| Status::Continue);
+    assert!(h.queued_tasks().is_empty());
+    for id in &ids {
+        ctx.tasklet_wakeup(*id);
+    }
+    ctx.wakeup(t, Reasons::OTHER);
+    // Waking an already queued entry does not count it twice.
+    ctx.tasklet_wakeup(ids[0]);
+    let q = h.queued_tasks();
+    let count = |name: &str| {
+        q.iter()
+            .find(|(n, _)| *n == name)
+            .map_or(0, |(_, v)| v.iter().sum::<u32>())
+    };
+    assert_eq!(count("q_tasklet"), 3, "{q:?}");
+    assert_eq!(count("q_task"), 1, "{q:?}");
+    // Killing a queued one and running the rest empties the counts.
+    ctx.kill_tasklet(ids[1]);
+    let q = h.queued_tasks();
+    assert_eq!(
+        q.iter().find(|(n, _)| *n == "q_tasklet").map(|(_, v)| v[0]),
+        Some(2)
+    );
+    ctx.run_until_idle(10)?;
+    assert!(h.queued_tasks().is_empty(), "{:?}", h.queued_tasks());
+    Ok(())
+}

@@ -105,7 +105,7 @@ const COMMANDS: &[(&str, &str, CliLevel, &str)] = &[
         "show tasks",
         "",
         CliLevel::Operator,
-        "callbacks that ran, with their calls (profiling data)",
+        "tasks and tasklets queued to run now, by callback and thread",
     ),
     (
         "show sess",
@@ -337,7 +337,7 @@ pub fn execute(
         }
         ["show", "tasks"] => {
             need(level, Operator, "show tasks")?;
-            Ok(show_tasks(p))
+            Ok(show_tasks(p, isolate))
         }
         ["show", "sess", rest @ ..] => {
             need(level, Operator, "show sess")?;
@@ -548,11 +548,38 @@ fn show_info(p: &Process) -> String {
 /// latency (the profiling rows, all of them), and the profiling mode. The
 /// scheduler does not expose its run queues' content, so this is the view
 /// by callback name rather than HAProxy's list of queued tasks.
-fn show_tasks(p: &Process) -> String {
+/// `show tasks`: the tasks and tasklets queued to run right now, by
+/// callback, thread by thread (HAProxy's `show tasks`), taken while every
+/// other thread is parked so the counts are one consistent picture.
+fn show_tasks(p: &Process, isolate: &mut dyn FnMut(&mut dyn FnMut())) -> String {
+    let mut rows = Vec::new();
+    let mut f = || rows = p.handle.queued_tasks();
+    isolate(&mut f);
+    let total: u32 = rows.iter().map(|(_, v)| v.iter().sum::<u32>()).sum();
     let mut s = String::new();
-    let act = p.handle.activity();
-    let _ = writeln!(s, "Running tasks by callback (threads: {}):", act.len());
-    s.push_str(&p.handle.profiling_report(ReportOpts::default()));
+    let _ = writeln!(
+        s,
+        "Queued tasks and tasklets: {total} ({} threads)",
+        p.nbthread
+    );
+    let _ = write!(s, "  {:<32} {:>8} {:>6}", "function", "places", "%");
+    for t in 0..p.nbthread {
+        let _ = write!(s, " {:>6}", format!("t{t}"));
+    }
+    s.push('\n');
+    for (name, per) in &rows {
+        let n: u32 = per.iter().sum();
+        let pct = if total > 0 {
+            100.0 * f64::from(n) / f64::from(total)
+        } else {
+            0.0
+        };
+        let _ = write!(s, "  {name:<32} {n:>8} {pct:>5.1}%");
+        for c in per {
+            let _ = write!(s, " {c:>6}");
+        }
+        s.push('\n');
+    }
     s
 }
 
