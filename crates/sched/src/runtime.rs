@@ -387,7 +387,7 @@ impl RuntimeHandle {
                 }
             }
         }
-        rows.sort_by(|a, b| b.1.iter().sum::<u32>().cmp(&a.1.iter().sum::<u32>()));
+        rows.sort_by_key(|r| std::cmp::Reverse(r.1.iter().sum::<u32>()));
         rows
     }
 
