@@ -202,7 +202,13 @@ pub fn run(cfg: Config, opts: RunOptions) -> i32 {
     for (fe_cfg, fe) in fe_cfgs.iter().zip(&compiled.frontends) {
         for b in &fe_cfg.binds {
             let tls = match &b.ssl {
-                Some(ssl) => match TlsAcceptor::new(ssl, &b.loc) {
+                Some(ssl) => match TlsAcceptor::new(
+                    &crate::config::BindSsl {
+                        cache_size: cfg.global.ssl_cachesize,
+                        ..ssl.clone()
+                    },
+                    &b.loc,
+                ) {
                     Ok(a) => {
                         let a = Arc::new(a);
                         acceptors.push(Arc::clone(&a));

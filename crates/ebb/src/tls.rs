@@ -264,6 +264,16 @@ impl std::fmt::Debug for TlsAcceptor {
 }
 
 impl TlsAcceptor {
+    /// The session-ID cache of a bind line (`tune.ssl.cachesize`; at
+    /// least one entry, since rustls' cache needs one; 0 is handled by
+    /// not using it).
+    fn cache(ssl: &BindSsl) -> Arc<ServerSessionMemoryCache> {
+        let n = ssl
+            .cache_size
+            .map_or(SESSION_CACHE_SIZE, |n| (n as usize).max(1));
+        ServerSessionMemoryCache::new(n)
+    }
+
     /// Loads the files of `ssl`. Errors are `file:line: cannot load
     /// certificate X: why` (the `bind` line's location).
     pub fn new(ssl: &BindSsl, loc: &Loc) -> Result<TlsAcceptor, ConfigError> {
@@ -273,7 +283,7 @@ impl TlsAcceptor {
         };
         let ticketer =
             new_ticketer().map_err(|e| err(format!("cannot set up TLS session tickets: {e}")))?;
-        let sessions = ServerSessionMemoryCache::new(SESSION_CACHE_SIZE);
+        let sessions = Self::cache(ssl);
         let current = build(ssl, loc, &sessions, &ticketer)?;
         Ok(TlsAcceptor {
             ssl: ssl.clone(),
@@ -353,8 +363,21 @@ fn build(
         .with_no_client_auth()
         .with_cert_resolver(Arc::new(resolver));
     config.alpn_protocols = ssl.alpn.iter().map(|p| p.as_bytes().to_vec()).collect();
-    config.session_storage = Arc::clone(sessions) as _;
-    config.ticketer = Arc::clone(ticketer);
+    if ssl.cache_size != Some(0) {
+        config.session_storage = Arc::clone(sessions) as _;
+    } else {
+        // `tune.ssl.cachesize 0`: no server-side session state at all.
+        config.session_storage = Arc::new(rustls::server::NoServerSessionStorage {});
+    }
+    if ssl.no_tls_tickets {
+        // `no-tls-tickets`: no stateless tickets; TLS 1.3 resumption then
+        // needs the session cache (stateful tickets), TLS 1.2 uses IDs.
+        if ssl.cache_size == Some(0) {
+            config.send_tls13_tickets = 0;
+        }
+    } else {
+        config.ticketer = Arc::clone(ticketer);
+    }
     Ok(Current {
         config: Arc::new(config),
         names,
@@ -512,6 +535,8 @@ mod tests {
             alpn: Vec::new(),
             min_ver: None,
             strict_sni: false,
+            no_tls_tickets: false,
+            cache_size: None,
         }
     }
 

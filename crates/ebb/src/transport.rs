@@ -547,6 +547,8 @@ mod tests {
             alpn: Vec::new(),
             min_ver: None,
             strict_sni: false,
+            no_tls_tickets: false,
+            cache_size: None,
         };
         let loc = Loc {
             file: "t.cfg".into(),

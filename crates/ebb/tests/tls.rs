@@ -331,3 +331,56 @@ fn strict_sni_refuses_unknown_names_with_a_log_line() {
         .wait_stderr("SSL handshake failure", Duration::from_secs(2))
         .is_some());
 }
+
+/// Two connections with one client (which keeps its sessions): the kind of
+/// the second handshake.
+fn second_handshake_kind(global: &str, bind: &str) -> rustls::HandshakeKind {
+    let d = scratch("resume");
+    let (ca, both) = cert(&d, &["localhost"]);
+    let e = Ebb::start(&format!(
+        "global\n{global}defaults\n    mode http\n    timeout client 5s\nfrontend fe\n    bind BIND ssl crt {} {bind}\n    http-request return status 200 content-type text/plain string ok\n",
+        both.display()
+    ));
+    let mut roots = rustls::RootCertStore::empty();
+    let pem = std::fs::read(&ca).unwrap();
+    use rustls::pki_types::pem::PemObject;
+    for c in rustls::pki_types::CertificateDer::pem_slice_iter(&pem) {
+        roots.add(c.unwrap()).unwrap();
+    }
+    let cfg = std::sync::Arc::new(
+        rustls::ClientConfig::builder_with_provider(std::sync::Arc::new(
+            rustls::crypto::ring::default_provider(),
+        ))
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth(),
+    );
+    let mut kind = None;
+    for _ in 0..2 {
+        let name = rustls::pki_types::ServerName::try_from("localhost").unwrap();
+        let conn = rustls::ClientConnection::new(cfg.clone(), name).unwrap();
+        let sock = std::net::TcpStream::connect(e.addr()).unwrap();
+        let mut s = rustls::StreamOwned::new(conn, sock);
+        s.write_all(b"GET / HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
+            .unwrap();
+        let mut out = Vec::new();
+        let _ = s.read_to_end(&mut out);
+        assert!(out.ends_with(b"ok"), "{}", String::from_utf8_lossy(&out));
+        kind = s.conn.handshake_kind();
+    }
+    kind.unwrap()
+}
+
+#[test]
+fn sessions_resume_unless_cache_and_tickets_are_off() {
+    assert_eq!(
+        second_handshake_kind("", ""),
+        rustls::HandshakeKind::Resumed
+    );
+    // HAProxy's way to force full handshakes: no session cache, no tickets.
+    assert_eq!(
+        second_handshake_kind("    tune.ssl.cachesize 0\n", "no-tls-tickets"),
+        rustls::HandshakeKind::Full
+    );
+}

@@ -163,6 +163,7 @@ const GLOBAL_KEYWORDS: &[&str] = &[
     "tune.runqueue-depth",
     "tune.sched.low-latency",
     "tune.heavy-tasklets",
+    "tune.ssl.cachesize",
     "profiling.tasks",
     "hard-stop-after",
     "log",
@@ -646,6 +647,11 @@ impl<'e> Parser<'e> {
             }
             "tune.sched.low-latency" => g.low_latency = parse_on_off(kw, &one(w)?)?,
             "tune.heavy-tasklets" => g.heavy_tasklets = parse_on_off(kw, &one(w)?)?,
+            // HAProxy's default is 20,000; the cap bounds memory (about
+            // 250 bytes an entry) against a typo.
+            "tune.ssl.cachesize" => {
+                g.ssl_cachesize = Some(parse_u32_range(kw, &one(w)?, 0, 10_000_000)?)
+            }
             "profiling.tasks" => {
                 g.profiling_tasks = match one(w)?.as_str() {
                     "on" => ProfilingMode::On,
@@ -1620,14 +1626,16 @@ fn parse_bind(w: &[String], ctx: &Ctx<'_>) -> Result<Bind, String> {
     let mut alpn = Vec::new();
     let mut min_ver = None;
     let mut strict_sni = false;
+    let mut no_tls_tickets = false;
     let mut i = 1;
     while i < w.len() {
         let opt = w[i].as_str();
         match opt {
-            "ssl" | "v4v6" | "v6only" | "strict-sni" => {
+            "ssl" | "v4v6" | "v6only" | "strict-sni" | "no-tls-tickets" => {
                 match opt {
                     "ssl" => ssl = true,
                     "strict-sni" => strict_sni = true,
+                    "no-tls-tickets" => no_tls_tickets = true,
                     "v4v6" => v6only = Some(false),
                     _ => v6only = Some(true),
                 }
@@ -1668,7 +1676,7 @@ fn parse_bind(w: &[String], ctx: &Ctx<'_>) -> Result<Bind, String> {
             }
             o => {
                 return Err(format!(
-                    "unknown bind option '{o}' (supported: name, nice, v4v6, v6only, ssl, crt, key, alpn, ssl-min-ver, strict-sni)"
+                    "unknown bind option '{o}' (supported: name, nice, v4v6, v6only, ssl, crt, key, alpn, ssl-min-ver, strict-sni, no-tls-tickets)"
                 ))
             }
         }
@@ -1684,9 +1692,16 @@ fn parse_bind(w: &[String], ctx: &Ctx<'_>) -> Result<Bind, String> {
             alpn,
             min_ver,
             strict_sni,
+            no_tls_tickets,
+            cache_size: None,
         })
     } else {
-        if !crts.is_empty() || key.is_some() || !alpn.is_empty() || min_ver.is_some() || strict_sni
+        if !crts.is_empty()
+            || key.is_some()
+            || !alpn.is_empty()
+            || min_ver.is_some()
+            || strict_sni
+            || no_tls_tickets
         {
             return Err(
                 "'crt', 'key', 'alpn', 'ssl-min-ver' and 'strict-sni' need 'ssl' on the bind line"

@@ -91,6 +91,9 @@ pub struct Global {
     pub low_latency: bool,
     /// `tune.heavy-tasklets on|off` (ebb): whether the heavy class is used.
     pub heavy_tasklets: bool,
+    /// `tune.ssl.cachesize N`: TLS session-ID cache entries per bind line
+    /// (0: no cache); `None`: the TLS layer's default (HAProxy's 20,000).
+    pub ssl_cachesize: Option<u32>,
     /// `profiling.tasks on|auto|off`.
     pub profiling_tasks: ProfilingMode,
     /// `hard-stop-after T`.
@@ -120,6 +123,7 @@ impl Default for Global {
             runqueue_depth: None,
             low_latency: false,
             heavy_tasklets: true,
+            ssl_cachesize: None,
             profiling_tasks: ProfilingMode::Auto,
             hard_stop_after: None,
             log: Vec::new(),
@@ -391,6 +395,12 @@ pub struct BindSsl {
     /// `strict-sni`: refuse a handshake whose SNI names no certificate
     /// (and one without SNI) instead of using the default certificate.
     pub strict_sni: bool,
+    /// `no-tls-tickets`: no session tickets (resumption only through the
+    /// session-ID cache, if any).
+    pub no_tls_tickets: bool,
+    /// Session-ID cache entries (`tune.ssl.cachesize`, from `global`; set
+    /// by the server at start; `None`: the TLS layer's default).
+    pub cache_size: Option<u32>,
 }
 
 /// What an ACL test fetches from the request.
