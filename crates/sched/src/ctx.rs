@@ -1188,34 +1188,12 @@ impl Ctx {
     /// Wakes expired timers, local then shared, at most `depth` each.
     fn wake_expired(&mut self) {
         let now = self.now;
-        let start = now.wrapping_sub(ticks::TICK_HALF);
         let mut woken = 0u64;
         let mut budget = self.depth;
         while budget > 0 {
-            let Some(h) = self.wq.lookup_ge_wrap(start) else {
+            let Some(i) = pop_expired(&mut self.wq, &mut self.slots, now) else {
                 break;
             };
-            let Some((key, &i)) = self.wq.entry(h) else {
-                break;
-            };
-            if ticks::is_lt(now, key) {
-                break;
-            }
-            let i = i as usize;
-            let exp = self.slots[i].expire;
-            if !ticks::is_set(exp) {
-                self.wq.delete(h);
-                self.slots[i].wq = None;
-                continue;
-            }
-            if !ticks::is_expired(exp, now) {
-                // Lazy requeue: the expiry moved later since it was queued.
-                self.wq.requeue(h, exp);
-                continue;
-            }
-            self.wq.delete(h);
-            self.slots[i].wq = None;
-            self.slots[i].expire = ETERNITY;
             self.task_wake_local(i, Reasons::TIMER);
             woken += 1;
             budget -= 1;
@@ -1232,7 +1210,6 @@ impl Ctx {
     #[cold]
     fn wake_expired_shared(&mut self) -> u64 {
         let now = self.now;
-        let start = now.wrapping_sub(ticks::TICK_HALF);
         let prof = self.prof_active;
         let mut masks = 0u64;
         let mut woken = 0;
@@ -1241,29 +1218,10 @@ impl Ctx {
             let mut q = sh.lock_gq();
             let mut budget = self.depth;
             while budget > 0 {
-                let Some(h) = q.wq.lookup_ge_wrap(start) else {
+                let gq = &mut *q;
+                let Some(i) = pop_expired(&mut gq.wq, &mut gq.slots, now) else {
                     break;
                 };
-                let Some((key, &i)) = q.wq.entry(h) else {
-                    break;
-                };
-                if ticks::is_lt(now, key) {
-                    break;
-                }
-                let i = i as usize;
-                let exp = q.slots[i].expire;
-                if !ticks::is_set(exp) {
-                    q.wq.delete(h);
-                    q.slots[i].wq = None;
-                    continue;
-                }
-                if !ticks::is_expired(exp, now) {
-                    q.wq.requeue(h, exp);
-                    continue;
-                }
-                q.wq.delete(h);
-                q.slots[i].wq = None;
-                q.slots[i].expire = ETERNITY;
                 if let Some(m) = sh.gq_wakeup_locked(&mut q, i, Reasons::TIMER, prof) {
                     masks |= m;
                 }
@@ -1878,4 +1836,55 @@ pub(crate) fn kill_shared(sh: &Shared, id: TaskId) {
         }
     };
     drop(cb);
+}
+
+/// What a wait-queue scan needs of a slot, local or shared: its expiry
+/// date and its wait-queue handle.
+pub(crate) trait Timed {
+    fn timer(&mut self) -> (&mut Tick, &mut Option<Handle>);
+}
+
+impl Timed for Slot {
+    fn timer(&mut self) -> (&mut Tick, &mut Option<Handle>) {
+        (&mut self.expire, &mut self.wq)
+    }
+}
+
+impl Timed for crate::shared::GSlot {
+    fn timer(&mut self) -> (&mut Tick, &mut Option<Handle>) {
+        (&mut self.expire, &mut self.wq)
+    }
+}
+
+/// The next due entry of a wait queue (local or shared), scanned in wrap
+/// order from `now - 2^31`: entries whose timer was cancelled are dropped,
+/// entries whose expiry moved later are requeued at it (lazy requeue), and
+/// the first really due one is unlinked, its expiry cleared, and returned.
+/// `None` when nothing is due.
+fn pop_expired<T: Timed>(wq: &mut Eb32Tree<u32>, slots: &mut [T], now: Tick) -> Option<usize> {
+    let start = now.wrapping_sub(ticks::TICK_HALF);
+    loop {
+        let h = wq.lookup_ge_wrap(start)?;
+        let (key, &i) = wq.entry(h)?;
+        if ticks::is_lt(now, key) {
+            return None;
+        }
+        let i = i as usize;
+        let (exp, wqh) = slots.get_mut(i)?.timer();
+        if !ticks::is_set(*exp) {
+            wq.delete(h);
+            *wqh = None;
+            continue;
+        }
+        if !ticks::is_expired(*exp, now) {
+            // Lazy requeue: the expiry moved later since it was queued.
+            let later = *exp;
+            wq.requeue(h, later);
+            continue;
+        }
+        wq.delete(h);
+        *wqh = None;
+        *exp = ETERNITY;
+        return Some(i);
+    }
 }
