@@ -7,6 +7,7 @@
 pub mod backend;
 pub mod blocking;
 pub mod cli;
+pub mod compress;
 pub mod config;
 pub mod conn;
 pub mod http1;
