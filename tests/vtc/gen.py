@@ -472,6 +472,11 @@ server s1 {
 server s1 -wait
 ''')
 
+refuse("hh05_websocket_without_key", "websocket upgrade without Sec-WebSocket-Key", 400,
+       [R("GET /ws HTTP/1.1\\r\\nHost: x\\r\\nConnection: upgrade\\r\\nUpgrade: websocket\\r\\nSec-WebSocket-Version: 13\\r\\n\\r\\n")])
+refuse("hh06_websocket_bad_key", "websocket upgrade whose key is not 16 bytes of base64, and no version", 400,
+       [R("GET /ws HTTP/1.1\\r\\nHost: x\\r\\nConnection: upgrade\\r\\nUpgrade: websocket\\r\\nSec-WebSocket-Key: abc\\r\\n\\r\\n")])
+
 # --- response framing from origins ---
 def resp_case(name, desc, server, client, opts=""):
     w(name, desc, "server s1 {\n" + textwrap.indent(textwrap.dedent(server).strip(), "    ") + "\n} -start\n" + lb(opts)

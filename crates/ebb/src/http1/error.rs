@@ -79,6 +79,9 @@ pub enum HttpError {
     UnknownTransferCoding,
     /// A 1xx or 204 response that declares a body.
     BodyNotAllowed,
+    /// An upgrade to `websocket` without exactly one valid
+    /// `Sec-WebSocket-Key` and `Sec-WebSocket-Version` (RFC 6455 §4.1).
+    BadWebSocketHandshake,
 
     // --- chunked body -----------------------------------------------------
     /// A chunk-size line that is not `1*HEXDIG [ chunk-ext ] CRLF`.
@@ -143,6 +146,7 @@ impl HttpError {
             HttpError::BadTransferEncoding => "invalid Transfer-Encoding",
             HttpError::UnknownTransferCoding => "unsupported transfer-coding",
             HttpError::BodyNotAllowed => "body in a 1xx or 204 response",
+            HttpError::BadWebSocketHandshake => "invalid websocket handshake",
             HttpError::BadChunkSize => "invalid chunk size",
             HttpError::ChunkSizeOverflow => "chunk size overflow",
             HttpError::ChunkExtTooLong => "chunk extension too long",

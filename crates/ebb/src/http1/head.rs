@@ -321,6 +321,12 @@ pub(crate) struct Fields {
     pub expect_continue: bool,
     /// The Upgrade value, if present.
     pub upgrade: Option<Span>,
+    /// `Sec-WebSocket-Key` lines seen and the first one's value.
+    pub ws_key_count: u32,
+    pub ws_key: Option<Span>,
+    /// `Sec-WebSocket-Version` lines seen and the first one's value.
+    pub ws_version_count: u32,
+    pub ws_version: Option<Span>,
 }
 
 /// Runs over the field lines once. `allow_repeated_cl` accepts identical
@@ -414,6 +420,14 @@ pub(crate) fn analyze(
                         f.te_chunked_final = false;
                     }
                 });
+            }
+            17 if name_is(name, b"sec-websocket-key") => {
+                f.ws_key_count += 1;
+                f.ws_key.get_or_insert(h.value);
+            }
+            21 if name_is(name, b"sec-websocket-version") => {
+                f.ws_version_count += 1;
+                f.ws_version.get_or_insert(h.value);
             }
             _ => {}
         }

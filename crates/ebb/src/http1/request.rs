@@ -5,8 +5,8 @@ use core::mem::MaybeUninit;
 
 use super::error::HttpError;
 use super::head::{
-    analyze, classify_field_error, has_bare_lf, is_valid_authority, BodyFraming, HeaderSpan,
-    Limits, Span, Version, MAX_HEADERS_CAP,
+    analyze, classify_field_error, for_each_member, has_bare_lf, is_valid_authority, parse_decimal,
+    BodyFraming, Fields, HeaderSpan, Limits, Span, Version, MAX_HEADERS_CAP,
 };
 pub use httparse::Status;
 
@@ -283,7 +283,46 @@ pub fn parse_request_into(
         Some(u) if http11 && f.conn_upgrade && !u.is_empty() => Some(u),
         _ => None,
     };
+    if let Some(u) = head.upgrade {
+        let mut websocket = false;
+        for_each_member(u.get(buf), |m, _| {
+            websocket |= m.eq_ignore_ascii_case(b"websocket");
+        });
+        if websocket && !websocket_handshake_ok(buf, &f) {
+            return Err(HttpError::BadWebSocketHandshake);
+        }
+    }
     Ok(Status::Complete(()))
+}
+
+/// RFC 6455 §4.1 and §11.3: a websocket opening handshake carries exactly
+/// one `Sec-WebSocket-Key`, the base64 form of 16 bytes (24 characters,
+/// ending `==`), and exactly one `Sec-WebSocket-Version`, a number 0..=255
+/// (which versions the origin speaks is its own answer: 426 with the ones
+/// it does). Without them an origin may still answer 101 and open a tunnel
+/// no rule sees; HAProxy refuses such requests with 400 too.
+fn websocket_handshake_ok(buf: &[u8], f: &Fields) -> bool {
+    let (Some(key), Some(ver)) = (f.ws_key, f.ws_version) else {
+        return false;
+    };
+    if f.ws_key_count != 1 || f.ws_version_count != 1 {
+        return false;
+    }
+    let key = key.get(buf);
+    let b64 = |b: &u8| b.is_ascii_alphanumeric() || *b == b'+' || *b == b'/';
+    // 16 bytes = 21 full base64 characters and one holding the last 2
+    // bits, whose low 4 bits are zero: one of "AQgw".
+    let key_ok = key.len() == 24
+        && key[..21].iter().all(b64)
+        && b"AQgw".contains(&key[21])
+        && &key[22..] == b"==";
+    let ver = ver.get(buf);
+    let ver_ok = !ver.is_empty()
+        && ver.len() <= 3
+        && ver.iter().all(u8::is_ascii_digit)
+        && (ver.len() == 1 || ver[0] != b'0')
+        && parse_decimal(ver).is_some_and(|v| v <= 255);
+    key_ok && ver_ok
 }
 
 /// When httparse wants more bytes: refuse a head that already broke a limit.

@@ -216,7 +216,7 @@ fn expect_continue_only_on_http11() {
 
 #[test]
 fn upgrade_needs_connection_option_and_http11() {
-    let buf = b"GET /ws HTTP/1.1\r\nHost: a\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n";
+    let buf = b"GET /ws HTTP/1.1\r\nHost: a\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n";
     let h = ok(buf);
     assert_eq!(h.upgrade.map(|s| s.get(buf)), Some(&b"websocket"[..]));
     assert_eq!(
@@ -227,6 +227,65 @@ fn upgrade_needs_connection_option_and_http11() {
         ok(b"GET / HTTP/1.0\r\nConnection: upgrade\r\nUpgrade: websocket\r\n\r\n").upgrade,
         None
     );
+}
+
+#[test]
+fn websocket_upgrades_need_a_valid_key_and_version() {
+    let ws = |extra: &str| {
+        format!(
+            "GET /ws HTTP/1.1\r\nHost: a\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n{extra}\r\n"
+        )
+    };
+    let key = "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n";
+    let ver = "Sec-WebSocket-Version: 13\r\n";
+    // RFC 6455's own example handshake passes.
+    let good = ws(&format!("{key}{ver}"));
+    assert!(ok(good.as_bytes()).upgrade.is_some());
+    // Any version number the grammar allows: the origin negotiates.
+    assert!(
+        ok(ws(&format!("{key}Sec-WebSocket-Version: 8\r\n")).as_bytes())
+            .upgrade
+            .is_some()
+    );
+    for bad in [
+        String::new(),
+        key.to_string(),
+        ver.to_string(),
+        format!("{key}{key}{ver}"),
+        format!("{key}{ver}{ver}"),
+        // Not 16 bytes, not base64, stray bits in the last character.
+        format!("Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25j\r\n{ver}"),
+        format!("Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ=x\r\n{ver}"),
+        format!("Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZR==\r\n{ver}"),
+        format!("Sec-WebSocket-Key: dGhlIHNhbXBsZSBub2*jZQ==\r\n{ver}"),
+        format!("{key}Sec-WebSocket-Version: 256\r\n"),
+        format!("{key}Sec-WebSocket-Version: 013\r\n"),
+        format!("{key}Sec-WebSocket-Version: 13, 8\r\n"),
+        format!("{key}Sec-WebSocket-Version: \r\n"),
+    ] {
+        assert_eq!(
+            err(ws(&bad).as_bytes()),
+            HttpError::BadWebSocketHandshake,
+            "{bad:?}"
+        );
+    }
+    // websocket listed among other protocols counts too.
+    let multi =
+        "GET /ws HTTP/1.1\r\nHost: a\r\nConnection: Upgrade\r\nUpgrade: foo, WebSocket\r\n\r\n";
+    assert_eq!(err(multi.as_bytes()), HttpError::BadWebSocketHandshake);
+    // Other upgrades, and websocket without the connection option (not an
+    // upgrade at all), are not checked.
+    assert!(
+        ok(b"GET / HTTP/1.1\r\nHost: a\r\nConnection: upgrade\r\nUpgrade: echo\r\n\r\n")
+            .upgrade
+            .is_some()
+    );
+    assert!(
+        ok(b"GET / HTTP/1.1\r\nHost: a\r\nUpgrade: websocket\r\n\r\n")
+            .upgrade
+            .is_none()
+    );
+    assert_eq!(HttpError::BadWebSocketHandshake.status(), 400);
 }
 
 #[test]
