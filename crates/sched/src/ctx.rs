@@ -44,6 +44,12 @@
 //! [`Reasons::TIMER`]; the callback arms a new one with
 //! [`Ctx::schedule`] or [`Ctx::set_expire`].
 //!
+//! Tasklets may have a timer too ([`Ctx::tasklet_set_expire`]), in the
+//! same wait queue under the same rules. An expired tasklet is queued like
+//! any wakeup from outside a callback (urgent, or heavy if flagged) with
+//! [`Reasons::TIMER`]; a timer set from its own callback is queued when
+//! the callback returns, as for tasks.
+//!
 //! ## Classes and budgets (one loop turn)
 //!
 //! ```text
@@ -722,6 +728,50 @@ impl Ctx {
         }
     }
 
+    /// A tasklet's expiry date (eternity if none, or for a stale id).
+    pub fn tasklet_expire(&self, id: TaskletId) -> Tick {
+        self.tasklet_idx(id)
+            .map(|i| self.slots[i].expire)
+            .unwrap_or(ETERNITY)
+    }
+
+    /// Sets a tasklet's expiry date: when it is reached the tasklet runs
+    /// with [`Reasons::TIMER`] (joining *urgent*, or *heavy* if flagged,
+    /// like any wakeup from outside a callback). The rules are the tasks'
+    /// ([`Self::set_expire`]): later than before, lazy; earlier, requeued
+    /// now; eternity, dropped at the next scan. A fired timer is consumed
+    /// before the callback runs; set from the tasklet's own callback, the
+    /// timer is queued when it returns. Wakeups and the timer coexist: a
+    /// wakeup does not move the timer, a timer firing while the tasklet is
+    /// queued only ORs [`Reasons::TIMER`] in. Local tasklets only: another
+    /// thread's id is ignored.
+    pub fn tasklet_set_expire(&mut self, id: TaskletId, when: Tick) {
+        if let Some(i) = self.tasklet_idx(id) {
+            self.slots[i].expire = when;
+            if self.slots[i].flags & sf::RUNNING == 0 {
+                self.queue_local(i);
+            }
+        }
+    }
+
+    /// Makes the tasklet expire no later than `when`: its expiry becomes
+    /// the earlier of the current one and `when` (as [`Self::schedule`]).
+    pub fn tasklet_schedule(&mut self, id: TaskletId, when: Tick) {
+        let e = ticks::first(self.tasklet_expire(id), when);
+        self.tasklet_set_expire(id, e);
+    }
+
+    /// Cancels a tasklet's timer now: the expiry becomes eternity and the
+    /// wait-queue node is removed at once (as [`Self::unqueue`]).
+    pub fn tasklet_unqueue(&mut self, id: TaskletId) {
+        if let Some(i) = self.tasklet_idx(id) {
+            self.slots[i].expire = ETERNITY;
+            if let Some(h) = self.slots[i].wq.take() {
+                self.wq.delete(h);
+            }
+        }
+    }
+
     /// Takes the fd events accumulated for a tasklet since the last call.
     pub fn take_events(&mut self, id: TaskletId) -> Events {
         match self.tasklet_idx(id) {
@@ -1194,7 +1244,12 @@ impl Ctx {
             let Some(i) = pop_expired(&mut self.wq, &mut self.slots, now) else {
                 break;
             };
-            self.task_wake_local(i, Reasons::TIMER);
+            if self.slots[i].flags & sf::TASK != 0 {
+                self.task_wake_local(i, Reasons::TIMER);
+            } else {
+                // Outside any callback: joins urgent (heavy if flagged).
+                self.tasklet_wake_local(i, Reasons::TIMER, Place::Tail);
+            }
             woken += 1;
             budget -= 1;
         }
@@ -1528,6 +1583,8 @@ impl Ctx {
             return;
         }
         s.cb = cb;
+        // A timer set by the callback is queued now that it returned.
+        self.queue_local(i);
     }
 
     /// Runs a picked shared task; returns its profile index and wake date.
