@@ -310,6 +310,7 @@ pub fn run(cfg: Config, opts: RunOptions) -> i32 {
     let mut sc = sched::Config::new(nbthread);
     sc.runqueue_depth = cfg.global.runqueue_depth;
     sc.low_latency = cfg.global.low_latency;
+    sc.scope_lookups = cfg.global.scope_lookups;
     sc.profiling = match cfg.global.profiling_tasks {
         ProfilingMode::On => sched::ProfilingMode::On,
         ProfilingMode::Auto => sched::ProfilingMode::Auto,

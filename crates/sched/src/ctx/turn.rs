@@ -286,6 +286,8 @@ impl Ctx {
             .as_ref()
             .map(|q| q.rq_ticks.wrapping_sub(ticks::TICK_HALF))
             .unwrap_or(0);
+        let scoped = self.shared.scope_lookups;
+        let (mut lookups, mut nodes) = (0u64, 0u64);
         let mut picked = 0;
         while picked < n {
             let l = self
@@ -293,7 +295,8 @@ impl Ctx {
                 .lookup_ge_wrap(lstart)
                 .and_then(|h| self.rq.key(h).map(|k| (h, k)));
             let g = gq.as_ref().and_then(|q| {
-                q.rq.lookup_ge_wrap_in_scope(gstart, mask)
+                lookups += 1;
+                q.rq_lookup(gstart, mask, scoped, &mut nodes)
                     .and_then(|h| q.rq.key(h).map(|k| (h, k)))
             });
             let take_local = match (l, g) {
@@ -336,6 +339,11 @@ impl Ctx {
         }
         if let Some(q) = gq {
             sh.gq_publish(&q, self.now);
+        }
+        if lookups != 0 {
+            let a = &self.remote().activity;
+            Activity::add(&a.sq_lookups, lookups);
+            Activity::add(&a.sq_nodes, nodes);
         }
     }
 
