@@ -14,7 +14,6 @@
 //! gone, or when `hard-stop-after` expires (then every thread leaves at
 //! once). A second signal during a stop forces the hard stop.
 
-use std::cell::Cell;
 use std::io::{self, Write};
 use std::net::TcpListener;
 use std::os::fd::AsRawFd;
@@ -23,7 +22,7 @@ use std::sync::atomic::AtomicU32;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use sched::{ticks, Ctx, Reasons, Runtime, RuntimeHandle, Status, TaskId, TaskletFn, TaskletId};
+use sched::{ticks, Ctx, Reasons, Runtime, RuntimeHandle, Status, TaskletFn, TaskletId};
 
 use crate::blocking::BlockingPool;
 use crate::config::{Config, ConfigError, LogDest, ProfilingMode};
@@ -52,7 +51,6 @@ struct Listener {
     /// TLS settings of the bind line (`ssl crt ...`).
     tls: Option<Arc<TlsAcceptor>>,
     w: Rc<Worker>,
-    retry: TaskId,
     live: Arc<Live>,
     gen: u64,
 }
@@ -68,7 +66,6 @@ impl TaskletFn for Listener {
         if why.intersects(Reasons::SIGNAL) || ctx.stopping() {
             let _ = ctx.deregister_fd(sock.as_raw_fd());
             self.sock = None;
-            ctx.kill(self.retry);
             return Status::Done;
         }
         let g = self.live.gen();
@@ -96,11 +93,15 @@ impl TaskletFn for Listener {
                     );
                 }
                 self.w.pause_listener(me);
-                let t = ticks::add(ctx.now(), PAUSE_RETRY_MS);
-                ctx.set_expire(self.retry, t);
+                // The tasklet's own timer retries (a `timer` run).
+                ctx.tasklet_set_expire(me, ticks::add(ctx.now(), PAUSE_RETRY_MS));
                 return Status::Continue;
             }
-            self.paused = false;
+            if self.paused {
+                // Woken by a closing connection: the retry is not needed.
+                ctx.tasklet_unqueue(me);
+                self.paused = false;
+            }
             match sock.accept() {
                 Ok((s, peer)) => {
                     ctx.count_accepts(1);
@@ -132,8 +133,7 @@ impl TaskletFn for Listener {
                     // pending connections wait in the backlog.
                     self.w
                         .log_error(format!("{}: accept failed: {e}", self.fe.name).into_bytes());
-                    let t = ticks::add(ctx.now(), PAUSE_RETRY_MS);
-                    ctx.set_expire(self.retry, t);
+                    ctx.tasklet_set_expire(me, ticks::add(ctx.now(), PAUSE_RETRY_MS));
                     return Status::Continue;
                 }
             }
@@ -310,6 +310,7 @@ pub fn run(cfg: Config, opts: RunOptions) -> i32 {
     let mut sc = sched::Config::new(nbthread);
     sc.runqueue_depth = cfg.global.runqueue_depth;
     sc.low_latency = cfg.global.low_latency;
+    sc.scope_lookups = cfg.global.scope_lookups;
     sc.profiling = match cfg.global.profiling_tasks {
         ProfilingMode::On => sched::ProfilingMode::On,
         ProfilingMode::Auto => sched::ProfilingMode::Auto,
@@ -432,27 +433,16 @@ pub fn run(cfg: Config, opts: RunOptions) -> i32 {
         }
         for (sock, fe, tls) in mine {
             let fd = sock.as_raw_fd();
-            let target: Rc<Cell<Option<TaskletId>>> = Rc::new(Cell::new(None));
-            let t2 = Rc::clone(&target);
-            let retry = ctx.new_task("listener_retry", move |ctx: &mut Ctx, me, _why| {
-                ctx.set_expire(me, sched::ETERNITY);
-                if let Some(t) = t2.get() {
-                    ctx.tasklet_wakeup(t);
-                }
-                Status::Continue
-            });
             let l = Listener {
                 paused: false,
                 sock: Some(sock),
                 fe,
                 tls,
                 w: Rc::clone(&w),
-                retry,
                 live: Arc::clone(&live),
                 gen: 0,
             };
             let id = ctx.new_tasklet_obj("listener_accept", l);
-            target.set(Some(id));
             if let Err(e) = ctx.register_fd(fd, id, false) {
                 eprintln!("ebb: cannot poll a listener: {e}");
                 ctx.handle().hard_stop();

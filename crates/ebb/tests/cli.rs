@@ -681,3 +681,44 @@ fn state_file_applies_on_reload_and_sockets_are_exclusive() {
     let _ = std::fs::remove_dir_all(&dir);
     let _ = std::fs::remove_dir_all(&d2);
 }
+
+/// The shared run queue's lookups (health checks are shared tasks) are
+/// counted in `show activity`, with scope-aware lookups on (the default)
+/// and off (`tune.sched.scope-lookups off`, the naive walk).
+#[test]
+fn show_activity_counts_shared_queue_lookups() {
+    let a = Origin::start("a", Mode::Ok);
+    for extra in ["", "    tune.sched.scope-lookups off\n"] {
+        let s = start(&srv("a", &a, "check inter 50ms"), extra);
+        // Wait on the event (a few checks ran), not on a duration; the
+        // limit only keeps a broken build from hanging the suite.
+        let total = |act: &str, name: &str| -> Option<String> {
+            act.lines()
+                .find(|l| l.starts_with(name))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .map(str::to_string)
+        };
+        let t = Instant::now();
+        let act = loop {
+            let act = cli(&s.user, "show activity");
+            let n: u64 = total(&act, "sq_lookups:")
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(0);
+            if n >= 3 {
+                break act;
+            }
+            assert!(t.elapsed() < Duration::from_secs(60), "no lookups: {act}");
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        let nodes: u64 = total(&act, "sq_nodes:")
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0);
+        // A lookup that finds a task visits at least its node; one that
+        // finds nothing (another thread took it) may visit none.
+        assert!(nodes >= 1, "{act}");
+        let avg = total(&act, "sq_avg_nodes:").unwrap_or_default();
+        assert!(avg.parse::<f64>().is_ok_and(|v| v > 0.0), "{extra}{act}");
+        let one = cli(&s.user, "show activity 1");
+        assert!(one.contains("sq_avg_nodes"), "{one}");
+    }
+}

@@ -68,6 +68,11 @@ counters! {
     poll_events,
     /// Wakeups received from other threads (inbox messages).
     xthr_wake,
+    /// Lookups of this thread's next task in the shared run queue.
+    sq_lookups,
+    /// Tree nodes visited by those lookups after the key descent (with
+    /// `scope_lookups` off, one per queued entry examined: a lower bound).
+    sq_nodes,
     /// Connections accepted (counted by the server through the context).
     accepts,
     /// Nanoseconds spent sleeping in the poller.
@@ -93,6 +98,21 @@ impl ActivitySnapshot {
         }
         100 - (self.idle_ns.min(self.total_ns) * 100 / self.total_ns)
     }
+
+    /// Nodes visited per shared-queue lookup, one decimal (`-` when no
+    /// lookup was made).
+    pub fn sq_avg_nodes(&self) -> String {
+        avg_str(self.sq_nodes, self.sq_lookups)
+    }
+}
+
+/// `num / den` with one decimal, `-` for no denominator.
+fn avg_str(num: u64, den: u64) -> String {
+    if den == 0 {
+        return "-".into();
+    }
+    let tenths = (u128::from(num) * 10 + u128::from(den) / 2) / u128::from(den);
+    format!("{}.{}", tenths / 10, tenths % 10)
 }
 
 /// Formats per-thread counters like HAProxy's `show activity`:
@@ -118,6 +138,13 @@ pub fn format_report(threads: &[ActivitySnapshot]) -> String {
         }
         s.push_str(" ]\n");
     }
+    let nodes: u64 = threads.iter().map(|t| t.sq_nodes).sum();
+    let lookups: u64 = threads.iter().map(|t| t.sq_lookups).sum();
+    let _ = write!(s, "{:<12} {} [", "sq_avg_nodes:", avg_str(nodes, lookups));
+    for t in threads {
+        let _ = write!(s, " {}", t.sq_avg_nodes());
+    }
+    s.push_str(" ]\n");
     let cpu: Vec<u64> = threads.iter().map(|t| t.cpu_use_pct()).collect();
     let _ = write!(s, "{:<12} {} [", "cpu_use:", cpu.iter().sum::<u64>() / n);
     for v in cpu {

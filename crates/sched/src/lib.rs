@@ -12,7 +12,7 @@
 //! |--------------|----------------------------------------------------------|
 //! | [`ticks`]    | wrapping ms dates, eternity, wrap-safe helpers, clocks   |
 //! | [`task`]     | ids, reasons, status, callback traits, classes           |
-//! | [`ctx`]      | one thread's scheduler: slab, queues, lists, the loop    |
+//! | [`ctx`]      | one thread's scheduler: slab, lists, timers, turn, poll |
 //! | [`runtime`]  | config, threads, the handle, stop                        |
 //! | [`inbox`]    | lock-free inbox: a lane per sending worker + MPSC ring   |
 //! | [`notify`]   | the sleeping/notified handshake                          |

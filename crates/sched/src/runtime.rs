@@ -60,6 +60,11 @@ pub struct Config {
     pub runqueue_depth: Option<u32>,
     /// `tune.sched.low-latency`.
     pub low_latency: bool,
+    /// `tune.sched.scope-lookups` (ebb's own): `true` (the default) finds
+    /// a thread's next shared task by the scope-aware walk, O(log n);
+    /// `false` by the naive walk over every queued entry, O(n), kept only
+    /// to measure the difference (`sq_nodes` in `show activity`).
+    pub scope_lookups: bool,
     /// `profiling.tasks`.
     pub profiling: ProfilingMode,
     /// CPU time a callback may run before the watchdog reports it; `None`
@@ -81,6 +86,7 @@ impl Config {
             nbthread,
             runqueue_depth: None,
             low_latency: false,
+            scope_lookups: true,
             profiling: ProfilingMode::Off,
             watchdog: Some(Duration::from_secs(1)),
             watchdog_hook: None,
@@ -96,6 +102,7 @@ impl std::fmt::Debug for Config {
             .field("nbthread", &self.nbthread)
             .field("runqueue_depth", &self.runqueue_depth)
             .field("low_latency", &self.low_latency)
+            .field("scope_lookups", &self.scope_lookups)
             .field("profiling", &self.profiling)
             .field("watchdog", &self.watchdog)
             .finish()
@@ -122,7 +129,7 @@ impl Runtime {
             .runqueue_depth
             .unwrap_or_else(|| default_runqueue_depth(config.nbthread))
             .max(1);
-        let shared = Shared::new(
+        let mut shared = Shared::new(
             config.nbthread,
             depth,
             config.low_latency,
@@ -130,6 +137,7 @@ impl Runtime {
             config.profiling,
             config.inbox_capacity,
         )?;
+        shared.scope_lookups = config.scope_lookups;
         Ok(Runtime {
             shared: Arc::new(shared),
             config,

@@ -9,8 +9,10 @@
 //! A **task** has a priority (nice), a timer (expiry tick) and a thread
 //! binding: one thread (its state need not be `Send`) or any thread of a
 //! mask (a *shared* task, whose state must be `Send`). A **tasklet** has
-//! neither priority nor timer: it runs as soon as possible in FIFO order
-//! within its class, always on its owner thread, and is what an fd wakes.
+//! no priority: it runs as soon as possible in FIFO order within its
+//! class, always on its owner thread, and is what an fd wakes. It may
+//! carry a timer (an expiry tick, kept by the task rules) so that one
+//! object owns a connection's readiness and its timeouts.
 //!
 //! ## Identifiers
 //!

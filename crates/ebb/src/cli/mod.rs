@@ -313,6 +313,7 @@ pub fn execute(
                     for (k, v) in snap.fields() {
                         let _ = writeln!(s, "{k:<12} {v:>12}");
                     }
+                    let _ = writeln!(s, "{:<12} {:>12}", "sq_avg_nodes", snap.sq_avg_nodes());
                     let _ = writeln!(s, "{:<12} {:>12}", "cpu_use", snap.cpu_use_pct());
                     Ok(s)
                 }

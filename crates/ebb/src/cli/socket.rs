@@ -4,7 +4,10 @@
 //! may connect as soon as it reads that line), and served by thread 0. A
 //! CLI connection is two scheduler objects: a tasklet registered for the
 //! socket's readiness, which only wakes a *task*, and that task, which
-//! reads lines, runs the commands and writes the answers. The task has a
+//! reads lines, runs the commands and writes the answers (HAProxy's
+//! shape: the connection's tasklet wakes the stream's task). The task
+//! creates its tasklet on its first run, when it knows its own id, and
+//! keeps the tasklet's id to kill it when the connection ends. The task has a
 //! negative `nice` (default −1024: HAProxy's figure for its CLI is −64
 //! relative to traffic at 0; ebb takes the strongest, since a CLI command
 //! is rare and short), so under full load it runs ahead of every queued
@@ -14,13 +17,11 @@
 //! `quit`, at EOF, or after `stats timeout` (HAProxy's default: 10 s) of
 //! silence.
 
-use std::cell::Cell;
 use std::io::{self, Read, Write};
 use std::os::fd::{AsRawFd, RawFd};
 use std::os::unix::fs::{FileTypeExt, PermissionsExt};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::PathBuf;
-use std::rc::Rc;
 use std::sync::Arc;
 
 use sched::{ticks, Ctx, Reasons, Status, TaskFn, TaskId, TaskletFn, TaskletId, ETERNITY};
@@ -149,7 +150,8 @@ struct CliConn {
     opos: usize,
     interactive: bool,
     closing: bool,
-    io: Rc<Cell<Option<TaskletId>>>,
+    /// The readiness tasklet, created by the task's first run.
+    io: Option<TaskletId>,
     timeout_ms: u32,
 }
 
@@ -176,7 +178,6 @@ fn spawn(
 ) -> io::Result<()> {
     st.set_nonblocking(true)?;
     let fd = st.as_raw_fd();
-    let io_cell = Rc::new(Cell::new(None));
     let conn = CliConn {
         sock: st,
         fd,
@@ -187,18 +188,11 @@ fn spawn(
         opos: 0,
         interactive: false,
         closing: false,
-        io: Rc::clone(&io_cell),
+        io: None,
         timeout_ms,
     };
     let task = ctx.new_task_obj("cli_conn", conn);
     ctx.set_nice(task, nice);
-    let io = ctx.new_tasklet_obj("cli_io", CliIo { task });
-    io_cell.set(Some(io));
-    if let Err(e) = ctx.register_fd(fd, io, true) {
-        ctx.kill_tasklet(io);
-        ctx.kill(task);
-        return Err(e);
-    }
     ctx.set_expire(task, ticks::add(ctx.now(), timeout_ms));
     ctx.wakeup(task, Reasons::INIT);
     Ok(())
@@ -284,6 +278,13 @@ impl TaskFn for CliConn {
         }
         if ctx.stopping() {
             return self.close(ctx);
+        }
+        if self.io.is_none() {
+            let io = ctx.new_tasklet_obj("cli_io", CliIo { task: me });
+            self.io = Some(io);
+            if ctx.register_fd(self.fd, io, true).is_err() {
+                return self.close(ctx);
+            }
         }
         if !self.closing {
             let eof = !self.read_in();

@@ -162,6 +162,7 @@ const GLOBAL_KEYWORDS: &[&str] = &[
     "tune.bufsize",
     "tune.runqueue-depth",
     "tune.sched.low-latency",
+    "tune.sched.scope-lookups",
     "tune.heavy-tasklets",
     "tune.ssl.cachesize",
     "profiling.tasks",
@@ -646,6 +647,7 @@ impl<'e> Parser<'e> {
                 g.runqueue_depth = Some(parse_u32_range(kw, &one(w)?, 1, 1_000_000)?)
             }
             "tune.sched.low-latency" => g.low_latency = parse_on_off(kw, &one(w)?)?,
+            "tune.sched.scope-lookups" => g.scope_lookups = parse_on_off(kw, &one(w)?)?,
             "tune.heavy-tasklets" => g.heavy_tasklets = parse_on_off(kw, &one(w)?)?,
             // HAProxy's default is 20,000; the cap bounds memory (about
             // 250 bytes an entry) against a typo.

@@ -454,6 +454,22 @@ fn global_errors() {
     }
 }
 
+#[test]
+fn scope_lookups_knob() {
+    assert!(ok("global\n").global.scope_lookups, "on by default");
+    let g = ok("global\n    tune.sched.scope-lookups off\n").global;
+    assert!(!g.scope_lookups);
+    let g = ok("global\n    tune.sched.scope-lookups on\n").global;
+    assert!(g.scope_lookups);
+    for (line, needle) in [
+        ("tune.sched.scope-lookups maybe", "'on' or 'off'"),
+        ("tune.sched.scope-lookups", "expects"),
+        ("tune.sched.scope-lookups on off", "exactly one"),
+    ] {
+        err1(&format!("global\n    {line}\n"), "t.cfg:2: ", needle);
+    }
+}
+
 // ---------------------------------------------------------------- sections
 
 #[test]

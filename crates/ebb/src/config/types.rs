@@ -89,6 +89,9 @@ pub struct Global {
     pub runqueue_depth: Option<u32>,
     /// `tune.sched.low-latency on|off`.
     pub low_latency: bool,
+    /// `tune.sched.scope-lookups on|off` (ebb's own; default on): `off`
+    /// finds shared tasks by the naive walk, for before/after measurements.
+    pub scope_lookups: bool,
     /// `tune.heavy-tasklets on|off` (ebb): whether the heavy class is used.
     pub heavy_tasklets: bool,
     /// `tune.ssl.cachesize N`: TLS session-ID cache entries per bind line
@@ -122,6 +125,7 @@ impl Default for Global {
             bufsize: 16384,
             runqueue_depth: None,
             low_latency: false,
+            scope_lookups: true,
             heavy_tasklets: true,
             ssl_cachesize: None,
             profiling_tasks: ProfilingMode::Auto,

@@ -1,0 +1,133 @@
+//! # File descriptors and the poller
+//!
+//! Each thread owns an epoll instance. An fd is registered once per
+//! connection, edge-triggered, for a tasklet: its epoll data is the
+//! tasklet's `(slot, generation)`, so an event for a freed tasklet is a
+//! detected no-op, and no `epoll_ctl` is needed per request. The thread's
+//! eventfd is registered with a reserved token; other threads write it to
+//! wake this one (see [`crate::notify`]).
+//!
+//! Before sleeping the thread announces it (the sleeping flag) and then
+//! re-checks for work that another thread may have published meanwhile;
+//! the poll timeout is 0 if work remains, else until the next timer + 1 ms
+//! (`now` is truncated to the ms, so the +1 keeps a timer from being
+//! polled for with a 0 timeout), at most [`MAX_POLL_MS`]. Events become
+//! tasklet wakeups with [`Reasons::IO`] (urgent class), their bits
+//! accumulated for `take_events`.
+
+use super::types::{Place, EFD_TOKEN, MAX_POLL_MS};
+use super::Ctx;
+use crate::activity::Activity;
+use crate::shared::mono_ns;
+use crate::sys::Events;
+use crate::task::{Reasons, TaskletId};
+use crate::ticks::{self, ETERNITY};
+use std::io;
+use std::os::fd::RawFd;
+use std::sync::atomic::Ordering;
+
+impl Ctx {
+    /// Registers `fd` with this thread's epoll, edge-triggered, for the
+    /// tasklet `id`: readiness wakes it with [`Reasons::IO`] (urgent class)
+    /// and [`Self::take_events`] tells what fired. `write` also watches
+    /// writability. Once per connection: no further `epoll_ctl` is needed.
+    pub fn register_fd(&mut self, fd: RawFd, id: TaskletId, write: bool) -> io::Result<()> {
+        if self.tasklet_idx(id).is_none() {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "register_fd: not a live tasklet of this thread",
+            ));
+        }
+        let data = (u64::from(id.slot) << 32) | u64::from(id.gen);
+        self.epoll.add(fd, data, true, write)
+    }
+
+    /// Removes `fd` from this thread's epoll (before closing it).
+    pub fn deregister_fd(&mut self, fd: RawFd) -> io::Result<()> {
+        self.epoll.delete(fd)
+    }
+
+    /// The poll timeout for this turn: 0 if work remains, else until the
+    /// next timer + 1 ms (`now` is truncated to the ms, so the +1 keeps a
+    /// timer from being polled for with a 0 timeout), at most
+    /// [`MAX_POLL_MS`].
+    pub fn poll_timeout(&self) -> i32 {
+        if self.has_runnable() || self.remote().inbox.has_msg() {
+            return 0;
+        }
+        if self.should_exit() {
+            return 0;
+        }
+        let start = self.now.wrapping_sub(ticks::TICK_HALF);
+        let local = self
+            .wq
+            .lookup_ge_wrap(start)
+            .and_then(|h| self.wq.key(h))
+            .unwrap_or(ETERNITY);
+        let next = ticks::first(local, self.shared.gq_wq_next.load(Ordering::Relaxed));
+        match ticks::remain(self.now, next) {
+            None => MAX_POLL_MS as i32,
+            Some(0) => 0,
+            Some(ms) => ms.saturating_add(1).min(MAX_POLL_MS) as i32,
+        }
+    }
+
+    /// Whether another thread published work for us (re-check after
+    /// announcing sleep; the announce's fence orders these loads).
+    pub(super) fn work_arrived(&self) -> bool {
+        self.remote().inbox.has_msg()
+            || self.shared.gq_rq_threads.load(Ordering::SeqCst) & (1u64 << self.tid) != 0
+            || (self.shared.stopping.load(Ordering::SeqCst) && !self.stop_seen)
+            || self.shared.hard_stop.load(Ordering::SeqCst)
+            || self.shared.isolating.load(Ordering::SeqCst) != 0
+    }
+
+    pub(super) fn poll(&mut self, mut timeout: i32) -> io::Result<()> {
+        let sh = self.shared.clone();
+        let r = &sh.threads[self.tid];
+        let mut announced = false;
+        if timeout != 0 {
+            r.sleep.announce_sleep();
+            announced = true;
+            if self.work_arrived() {
+                timeout = 0;
+            }
+        }
+        let t0 = if timeout != 0 { mono_ns() } else { 0 };
+        r.harmless.store(true, Ordering::SeqCst);
+        let res = self.epoll.wait(&mut self.events, timeout);
+        sh.park(self.tid);
+        if announced {
+            r.sleep.awake();
+        }
+        if timeout != 0 {
+            Activity::add(&r.activity.idle_ns, mono_ns() - t0);
+        }
+        let n = res?;
+        let mut fd_events = 0u64;
+        for k in 0..n {
+            let ev = self.events[k];
+            let data = ev.u64;
+            let bits = ev.events;
+            if data == EFD_TOKEN {
+                r.efd.drain()?;
+                Activity::add(&r.activity.wake_signal, 1);
+                continue;
+            }
+            fd_events += 1;
+            let (slot, gen) = ((data >> 32) as u32, data as u32);
+            if let Some(i) = self.tasklet_idx_raw(slot, gen) {
+                self.slots[i].events |= Events::from_epoll(bits);
+                // Outside any callback: joins urgent.
+                self.tasklet_wake_local(i, Reasons::IO, Place::Tail);
+            }
+        }
+        if fd_events != 0 {
+            Activity::add(&r.activity.poll_io, 1);
+            Activity::add(&r.activity.poll_events, fd_events);
+        } else {
+            Activity::add(&r.activity.poll_exp, 1);
+        }
+        Ok(())
+    }
+}
