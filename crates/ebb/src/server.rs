@@ -16,7 +16,6 @@
 
 use std::cell::Cell;
 use std::io::{self, Write};
-use std::net::TcpListener;
 use std::os::fd::AsRawFd;
 use std::rc::Rc;
 use std::sync::atomic::AtomicU32;
@@ -29,7 +28,7 @@ use crate::blocking::BlockingPool;
 use crate::config::{Config, ConfigError, LogDest, ProfilingMode};
 use crate::conn::Conn;
 use crate::http1::Limits;
-use crate::listener::{bind_per_thread, DEFAULT_BACKLOG};
+use crate::listener::{bind_per_thread, bind_spec, DEFAULT_BACKLOG};
 use crate::log::{Logger, Sink};
 use crate::proxy::{compile, Compiled, FrontendRt};
 use crate::registry::{Live, Process, Sessions};
@@ -47,7 +46,7 @@ const PAUSE_RETRY_MS: u32 = 100;
 struct Listener {
     /// Whether accepting stopped at a limit (logged once per pause).
     paused: bool,
-    sock: Option<TcpListener>,
+    sock: Option<socket2::Socket>,
     fe: Arc<FrontendRt>,
     /// TLS settings of the bind line (`ssl crt ...`).
     tls: Option<Arc<TlsAcceptor>>,
@@ -104,9 +103,10 @@ impl TaskletFn for Listener {
             match sock.accept() {
                 Ok((s, peer)) => {
                     ctx.count_accepts(1);
+                    let peer = crate::listener::peer_of(&peer);
                     if let Err(e) = Conn::spawn(
                         ctx,
-                        s,
+                        s.into(),
                         peer,
                         Arc::clone(&self.fe),
                         Rc::clone(&self.w),
@@ -153,6 +153,9 @@ pub struct RunOptions {
     pub files: Vec<std::path::PathBuf>,
     /// `-p FILE`, overriding the configuration's `pidfile`.
     pub pidfile: Option<std::path::PathBuf>,
+    /// `-D` or `daemon` (and no `-d`): fork once everything is bound; the
+    /// parent writes the pidfile with the child's pid and exits 0.
+    pub daemon: bool,
 }
 
 /// A configuration error found at start-up (bind, files), formatted.
@@ -194,7 +197,7 @@ pub fn run(cfg: Config, opts: RunOptions) -> i32 {
         .clamp(1, 64);
 
     // Bind everything before anything runs.
-    type Bound = (TcpListener, Arc<FrontendRt>, Option<Arc<TlsAcceptor>>);
+    type Bound = (socket2::Socket, Arc<FrontendRt>, Option<Arc<TlsAcceptor>>);
     let mut per_thread: Vec<Vec<Bound>> = (0..nbthread).map(|_| Vec::new()).collect();
     let mut acceptors: Vec<Arc<TlsAcceptor>> = Vec::new();
     let mut lines = Vec::new();
@@ -226,7 +229,7 @@ pub fn run(cfg: Config, opts: RunOptions) -> i32 {
                     Ok((socks, real)) => {
                         lines.push(format!("ebb: frontend {} listening on {}", fe.name, real));
                         for (t, s) in socks.into_iter().enumerate() {
-                            per_thread[t].push((s, Arc::clone(fe), tls.clone()));
+                            per_thread[t].push((s.into(), Arc::clone(fe), tls.clone()));
                         }
                     }
                     Err(e) => {
@@ -234,6 +237,20 @@ pub fn run(cfg: Config, opts: RunOptions) -> i32 {
                             "{}",
                             startup_error(&b.loc, format!("cannot bind {addr}: {e}"))
                         );
+                        return 1;
+                    }
+                }
+            }
+            for spec in &b.sockets {
+                match bind_spec(spec, nbthread, DEFAULT_BACKLOG, b.unix_mode) {
+                    Ok((socks, shown)) => {
+                        lines.push(format!("ebb: frontend {} listening on {shown}", fe.name));
+                        for (t, s) in socks.into_iter().enumerate() {
+                            per_thread[t].push((s, Arc::clone(fe), tls.clone()));
+                        }
+                    }
+                    Err(e) => {
+                        eprintln!("{}", startup_error(&b.loc, format!("cannot bind: {e}")));
                         return 1;
                     }
                 }
@@ -289,7 +306,7 @@ pub fn run(cfg: Config, opts: RunOptions) -> i32 {
             }
         }
     }
-    let cli_paths: Vec<_> = cli_socks.iter().map(|c| c.path.clone()).collect();
+    let cli_paths: Vec<_> = cli_socks.iter().filter_map(|c| c.path.clone()).collect();
     let cli_timeout = cfg
         .global
         .stats_timeout
@@ -300,11 +317,41 @@ pub fn run(cfg: Config, opts: RunOptions) -> i32 {
         .pidfile
         .clone()
         .or_else(|| cfg.global.pidfile.as_ref().map(|p| p.value.clone()));
-    if let Some(p) = &pidfile {
-        if let Err(e) = std::fs::write(p, format!("{}\n", crate::sys::pid())) {
+    // `daemon`/-D: fork now that every socket is bound (so bind errors
+    // still reach the terminal and the exit status); the parent writes the
+    // child's pid and leaves. No thread runs yet, as fork requires.
+    let mut pid_to_write = Some(crate::sys::pid());
+    if opts.daemon {
+        match crate::sys::fork() {
+            Ok(Some(child)) => pid_to_write = Some(child),
+            Ok(None) => {
+                pid_to_write = None;
+                let _ = crate::sys::setsid();
+            }
+            Err(e) => {
+                eprintln!("ebb: cannot fork to run in the background: {e}");
+                return 1;
+            }
+        }
+    }
+    if let (Some(p), Some(pid)) = (&pidfile, pid_to_write) {
+        if let Err(e) = std::fs::write(p, format!("{pid}\n")) {
             eprintln!("ebb: cannot write pidfile {}: {e}", p.display());
             return 1;
         }
+    }
+    if opts.daemon && pid_to_write.is_some() {
+        // The parent: tell the caller where ebb listens, then leave.
+        let mut out = io::stdout().lock();
+        for l in &lines {
+            let _ = writeln!(out, "{l}");
+        }
+        let _ = out.flush();
+        return 0;
+    }
+    if let Err(e) = enter_jail(&cfg.global) {
+        eprintln!("{e}");
+        return 1;
     }
 
     let mut sc = sched::Config::new(nbthread);
@@ -479,6 +526,28 @@ pub fn run(cfg: Config, opts: RunOptions) -> i32 {
     }
 }
 
+/// `chroot`, then `group`/`user`: after binding (a port below 1024 needs
+/// root), before serving, as HAProxy does.
+fn enter_jail(g: &crate::config::Global) -> Result<(), String> {
+    if let Some(dir) = &g.chroot {
+        std::os::unix::fs::chroot(&dir.value)
+            .and_then(|()| std::env::set_current_dir("/"))
+            .map_err(|e| {
+                startup_error(
+                    &dir.loc,
+                    format!("cannot chroot to {}: {e}", dir.value.display()),
+                )
+                .to_string()
+            })?;
+    }
+    crate::sys::drop_privileges(g.uid, g.gid).map_err(|e| {
+        format!(
+            "ebb: cannot switch to uid {:?} gid {:?} ('user'/'group'): {e}",
+            g.uid, g.gid
+        )
+    })
+}
+
 /// What a reload needs: the files to read again, the binds in force (a
 /// reload cannot move listeners: that needs a restart) and where to put
 /// the new configuration.
@@ -486,7 +555,7 @@ struct Reload {
     /// TLS acceptors whose certificate files are read again.
     acceptors: Vec<Arc<TlsAcceptor>>,
     files: Vec<std::path::PathBuf>,
-    binds: Vec<(String, Vec<std::net::SocketAddr>)>,
+    binds: Vec<BindSignature>,
     live: Arc<Live>,
     checks: (crate::blocking::Submitter, crate::backend::check::LogFn),
     handle: RuntimeHandle,
@@ -513,7 +582,14 @@ fn start_checks(
     }
 }
 
-fn bind_signature(cfg: &Config) -> Vec<(String, Vec<std::net::SocketAddr>)> {
+/// A frontend's name, its TCP addresses and its other sockets.
+type BindSignature = (
+    String,
+    Vec<std::net::SocketAddr>,
+    Vec<crate::config::SockSpec>,
+);
+
+fn bind_signature(cfg: &Config) -> Vec<BindSignature> {
     cfg.frontends()
         .map(|f| {
             let mut a: Vec<_> = f
@@ -522,7 +598,9 @@ fn bind_signature(cfg: &Config) -> Vec<(String, Vec<std::net::SocketAddr>)> {
                 .flat_map(|b| b.addrs.iter().copied())
                 .collect();
             a.sort();
-            (f.name.clone(), a)
+            let mut o: Vec<_> = f.binds.iter().flat_map(|b| b.sockets.clone()).collect();
+            o.sort();
+            (f.name.clone(), a, o)
         })
         .collect()
 }

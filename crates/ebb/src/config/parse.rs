@@ -173,16 +173,16 @@ const GLOBAL_KEYWORDS: &[&str] = &[
     "server-state-base",
     "daemon",
     "default-path",
-];
-
-/// HAProxy `global` keywords ebb knows of but does not implement: a clearer
-/// message than "unknown keyword" for people bringing a haproxy.cfg.
-const HAPROXY_GLOBAL_UNSUPPORTED: &[&str] = &[
     "chroot",
     "user",
     "group",
     "uid",
     "gid",
+];
+
+/// HAProxy `global` keywords ebb knows of but does not implement: a clearer
+/// message than "unknown keyword" for people bringing a haproxy.cfg.
+const HAPROXY_GLOBAL_UNSUPPORTED: &[&str] = &[
     "nbproc",
     "ulimit-n",
     "ca-base",
@@ -584,6 +584,8 @@ impl<'e> Parser<'e> {
                             v6only: None,
                             ssl: None,
                             loc: loc.clone(),
+                            sockets: Vec::new(),
+                            unix_mode: None,
                         });
                     }
                 }
@@ -692,6 +694,30 @@ impl<'e> Parser<'e> {
                     return Err("'daemon' takes no argument".to_string());
                 }
                 g.daemon = true;
+            }
+            "chroot" => {
+                g.chroot = Some(Spanned {
+                    value: PathBuf::from(one(w)?),
+                    loc: loc.clone(),
+                })
+            }
+            "uid" => g.uid = Some(parse_u32_range(kw, &one(w)?, 0, u32::MAX)?),
+            "gid" => g.gid = Some(parse_u32_range(kw, &one(w)?, 0, u32::MAX)?),
+            "user" => {
+                let name = one(w)?;
+                match crate::sys::user_by_name(&name) {
+                    Ok(Some((uid, _))) => g.uid = Some(uid),
+                    Ok(None) => return Err(format!("unknown user '{name}'")),
+                    Err(e) => return Err(format!("cannot look up user '{name}': {e}")),
+                }
+            }
+            "group" => {
+                let name = one(w)?;
+                match crate::sys::group_by_name(&name) {
+                    Ok(Some(gid)) => g.gid = Some(gid),
+                    Ok(None) => return Err(format!("unknown group '{name}'")),
+                    Err(e) => return Err(format!("cannot look up group '{name}': {e}")),
+                }
             }
             "default-path" => {
                 self.default_path =
@@ -982,13 +1008,7 @@ fn parse_stats_socket(w: &[String], loc: &Loc) -> Result<StatsSocket, String> {
             .get(i + 1)
             .ok_or_else(|| format!("'{opt}' expects a value"))?;
         match opt {
-            "mode" => {
-                let m = u32::from_str_radix(arg, 8)
-                    .ok()
-                    .filter(|m| *m <= 0o7777 && !arg.is_empty())
-                    .ok_or_else(|| format!("invalid octal mode '{arg}'"))?;
-                s.mode = Some(m);
-            }
+            "mode" => s.mode = Some(parse_octal_mode(arg)?),
             "level" => {
                 s.level = match arg.as_str() {
                     "user" => CliLevel::User,
@@ -1002,6 +1022,11 @@ fn parse_stats_socket(w: &[String], loc: &Loc) -> Result<StatsSocket, String> {
                 }
             }
             "nice" => s.nice = Some(parse_nice(arg)?),
+            "expose-fd" => {
+                return Err(format!(
+                    "'expose-fd {arg}' is not supported yet: ebb's CLI cannot hand its listening sockets to another process (no '_getsocks'); remove it"
+                ))
+            }
             o => {
                 return Err(format!(
                     "unknown 'stats socket' option '{o}' (supported: mode, level, nice)"
@@ -1612,11 +1637,68 @@ fn proxy_option(px: &mut Proxy, ctx: &Ctx<'_>, no: bool, w: &[String]) -> Result
     Ok(())
 }
 
+/// An octal permission mode (`660`, `0600`).
+fn parse_octal_mode(arg: &str) -> Result<u32, String> {
+    u32::from_str_radix(arg, 8)
+        .ok()
+        .filter(|m| *m <= 0o7777 && !arg.is_empty())
+        .ok_or_else(|| format!("invalid octal mode '{arg}'"))
+}
+
+/// A bind address that is not a TCP address: `fd@N`, `unix@PATH` or a
+/// path, `abns@NAME`. `None`: a TCP address (or a refused family, which
+/// the TCP parser reports).
+pub fn parse_sock_spec(addr: &str) -> Option<Result<SockSpec, String>> {
+    if let Some(n) = addr.strip_prefix("fd@") {
+        return Some(match n.parse::<i32>() {
+            Ok(n) if n >= 0 => Ok(SockSpec::Fd(n)),
+            _ => Err(format!(
+                "'{addr}': 'fd@' expects a file descriptor number (is the variable set?)"
+            )),
+        });
+    }
+    if let Some(p) = addr.strip_prefix("unix@") {
+        return Some(if p.is_empty() {
+            Err("'unix@' expects a path".to_string())
+        } else {
+            Ok(SockSpec::Unix(PathBuf::from(p)))
+        });
+    }
+    if addr.starts_with('/') {
+        return Some(Ok(SockSpec::Unix(PathBuf::from(addr))));
+    }
+    if let Some(n) = addr.strip_prefix("abns@") {
+        return Some(if n.is_empty() || n.len() > 100 {
+            Err("'abns@' expects a name of 1 to 100 bytes".to_string())
+        } else {
+            Ok(SockSpec::Abns(n.to_string()))
+        });
+    }
+    for (pfx, what) in [
+        ("sockpair@", "socket pairs (sockpair@) are not supported yet"),
+        ("udp@", "a bind on UDP is not supported (ebb serves TCP)"),
+        ("udp4@", "a bind on UDP is not supported (ebb serves TCP)"),
+        ("udp6@", "a bind on UDP is not supported (ebb serves TCP)"),
+        ("quic4@", "QUIC is not supported"),
+        ("quic6@", "QUIC is not supported"),
+        ("rhttp@", "reverse HTTP is not supported"),
+    ] {
+        if addr.starts_with(pfx) {
+            return Some(Err(format!("'{addr}': {what}")));
+        }
+    }
+    None
+}
+
 fn parse_bind(w: &[String], ctx: &Ctx<'_>) -> Result<Bind, String> {
     let Some(addr) = w.first() else {
         return Err("'bind' expects an address (ADDR:PORT)".to_string());
     };
-    let addrs = parse_bind_addrs(addr)?;
+    let (addrs, sockets) = match parse_sock_spec(addr) {
+        Some(spec) => (Vec::new(), vec![spec?]),
+        None => (parse_bind_addrs(addr)?, Vec::new()),
+    };
+    let mut unix_mode = None;
     let mut name = None;
     let mut nice = 0;
     let mut v6only = None;
@@ -1647,6 +1729,22 @@ fn parse_bind(w: &[String], ctx: &Ctx<'_>) -> Result<Bind, String> {
         let v = arg(w, i + 1, opt).map_err(|_| format!("bind option '{opt}' expects a value"));
         match opt {
             "name" => name = Some(v?.to_string()),
+            "mode" => {
+                if !matches!(sockets.first(), Some(SockSpec::Unix(_))) {
+                    return Err("bind option 'mode' applies to a UNIX socket path only".to_string());
+                }
+                unix_mode = Some(parse_octal_mode(v?)?);
+            }
+            "user" | "group" | "uid" | "gid" => {
+                return Err(format!(
+                    "bind option '{opt}' is not supported yet (the socket keeps ebb's user; use 'mode')"
+                ))
+            }
+            "expose-fd" | "accept-proxy" | "accept-netscaler-cip" | "defer-accept" | "tfo"
+            | "transparent" | "interface" | "namespace" | "mss" | "tcp-ut" | "maxconn" | "backlog"
+            | "process" | "thread" | "shards" | "proto" | "level" | "severity-output" => {
+                return Err(format!("bind option '{opt}' is not supported yet"))
+            }
             "nice" => nice = parse_nice(v?)?,
             "crt" => crts.push(ctx.resolve(v?)),
             "key" => key = Some(ctx.resolve(v?)),
@@ -1717,6 +1815,8 @@ fn parse_bind(w: &[String], ctx: &Ctx<'_>) -> Result<Bind, String> {
         v6only,
         ssl,
         loc: ctx.loc.clone(),
+        sockets,
+        unix_mode,
     })
 }
 

@@ -110,8 +110,14 @@ pub struct Global {
     pub server_state_file: Option<Spanned<PathBuf>>,
     /// `server-state-base DIR`.
     pub server_state_base: Option<Spanned<PathBuf>>,
-    /// `daemon` (accepted; ebb's command line decides about forking).
+    /// `daemon`: run in the background (as `-D`; `-d` keeps the foreground).
     pub daemon: bool,
+    /// `chroot DIR`: entered after binding, before serving.
+    pub chroot: Option<Spanned<PathBuf>>,
+    /// `user NAME` / `uid N`: the user ebb runs as after binding.
+    pub uid: Option<u32>,
+    /// `group NAME` / `gid N`: the group ebb runs as after binding.
+    pub gid: Option<u32>,
 }
 
 impl Default for Global {
@@ -133,6 +139,9 @@ impl Default for Global {
             server_state_file: None,
             server_state_base: None,
             daemon: false,
+            chroot: None,
+            uid: None,
+            gid: None,
         }
     }
 }
@@ -373,6 +382,23 @@ pub struct Bind {
     pub v6only: Option<bool>,
     pub ssl: Option<BindSsl>,
     pub loc: Loc,
+    /// Listening sockets other than TCP addresses: `fd@N`, `unix@PATH` (or
+    /// a path), `abns@NAME`. A bind line has either `addrs` or one of these.
+    pub sockets: Vec<SockSpec>,
+    /// `mode OCTAL` for a UNIX socket path.
+    pub unix_mode: Option<u32>,
+}
+
+/// A listening socket that is not a TCP address ebb binds itself.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum SockSpec {
+    /// `fd@N`: a socket inherited already open (from VTest, systemd's
+    /// `LISTEN_FDS`, or a parent process).
+    Fd(i32),
+    /// `unix@PATH` or a path starting with `/`: a UNIX stream socket.
+    Unix(PathBuf),
+    /// `abns@NAME`: a UNIX socket in Linux's abstract namespace.
+    Abns(String),
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]

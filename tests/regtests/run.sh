@@ -1,0 +1,66 @@
+#!/bin/sh
+# Runs HAProxy's reg-tests with VTest against ebb (or haproxy).
+#
+#   tests/regtests/run.sh REGTESTS_DIR VTEST_BIN [PROGRAM] [TEST...]
+#
+# REGTESTS_DIR: a HAProxy source tree's reg-tests/ directory (v2.6.0 is
+#   the reference; it is not kept in this repository).
+# VTEST_BIN:    the vtest binary (github.com/vtest/VTest, `make`).
+# PROGRAM:      the program to test (default: target/debug/ebb).
+# TEST...:      tests to run, relative to REGTESTS_DIR (default: every
+#               line of tests/regtests/in-scope.txt).
+#
+# Prints one line per test (PASS, FAIL or SKIP, the test, and for a
+# failure the first error VTest reported), then `N passed, N failed`
+# (skipped tests count as failed: the program did not pass them).
+# VTEST_TIMEOUT (seconds per test, default 20) and KEEP=1 (keep VTest's
+# logs under $TMPDIR) may be set. Exit status: 0 when every test passed.
+set -u
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../.." && pwd)
+if [ $# -lt 2 ]; then
+    echo "usage: $0 REGTESTS_DIR VTEST_BIN [PROGRAM] [TEST...]" >&2
+    exit 2
+fi
+dir=$1
+vtest=$2
+shift 2
+prog=${1:-$root/target/debug/ebb}
+[ $# -gt 0 ] && shift
+[ -d "$dir" ] || { echo "$0: $dir: not a directory" >&2; exit 2; }
+[ -x "$vtest" ] || { echo "$0: $vtest: not executable" >&2; exit 2; }
+command -v "$prog" >/dev/null 2>&1 || [ -x "$prog" ] || { echo "$0: $prog: not executable" >&2; exit 2; }
+case $prog in /*) ;; *) prog=$(cd "$(dirname "$prog")" && pwd)/$(basename "$prog") ;; esac
+if [ $# -gt 0 ]; then
+    list=$(printf '%s\n' "$@")
+else
+    list=$(grep -v '^#' "$here/in-scope.txt" | grep -v '^$')
+fi
+export HAPROXY_PROGRAM="$prog"
+tmo=${VTEST_TIMEOUT:-20}
+work=$(mktemp -d "${TMPDIR:-/tmp}/ebb-regtests.XXXXXX")
+pass=0
+fail=0
+for t in $list; do
+    log="$work/$(echo "$t" | tr / _).log"
+    (cd "$work" && "$vtest" -b $((2 << 20)) -k -t "$tmo" -v "$dir/$t") >"$log" 2>&1
+    rc=$?
+    if [ $rc -eq 0 ]; then
+        pass=$((pass + 1))
+        echo "PASS $t"
+    elif [ $rc -eq 77 ] || grep -q "SKIPPING test" "$log"; then
+        fail=$((fail + 1))
+        echo "SKIP $t: $(grep -m1 -o 'SKIPPING test.*' "$log")"
+    else
+        fail=$((fail + 1))
+        why=$(grep -m1 -E '^---- |Assert error|Expect failed|Bad exit|Did not find|exit status|failed' "$log" | sed 's/^[- ]*//' | cut -c1-200)
+        echo "FAIL $t: ${why:-exit $rc}"
+    fi
+done
+echo "$pass passed, $fail failed"
+if [ "${KEEP:-0}" = 1 ]; then
+    echo "logs in $work" >&2
+else
+    rm -rf "$work"
+fi
+[ $fail -eq 0 ]
