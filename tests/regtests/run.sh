@@ -53,7 +53,11 @@ for t in $list; do
         echo "SKIP $t: $(grep -m1 -o 'SKIPPING test.*' "$log")"
     else
         fail=$((fail + 1))
-        why=$(grep -m1 -E '^---- |Assert error|Expect failed|Bad exit|Did not find|exit status|failed' "$log" | sed 's/^[- ]*//' | cut -c1-200)
+        # The program's own first complaint (a refused configuration line)
+        # says more than the timeout it causes on the client side.
+        why=$(grep -m1 -E '^\*+ +h[0-9a-z_]* +debug\|.*(cfg:[0-9]+:|\[ALERT\])' "$log" | sed 's/^.*debug|//; s/^.*\/cfg:/cfg:/')
+        [ -n "$why" ] || why=$(grep -m1 -E '^---- ' "$log" | sed 's/^[- ]*//')
+        why=$(printf '%s' "$why" | cut -c1-200)
         echo "FAIL $t: ${why:-exit $rc}"
     fi
 done

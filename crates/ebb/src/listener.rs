@@ -91,7 +91,10 @@ pub fn bind_spec(
 ) -> io::Result<(Vec<Socket>, String)> {
     let (first, name) = match spec {
         SockSpec::Fd(fd) => inherited(*fd, backlog)?,
-        SockSpec::Unix(path) => (unix_path(path, backlog, mode)?, format!("unix@{}", path.display())),
+        SockSpec::Unix(path) => (
+            unix_path(path, backlog, mode)?,
+            format!("unix@{}", path.display()),
+        ),
         SockSpec::Abns(name) => (abns(name, backlog)?, format!("abns@{name}")),
     };
     let mut out = Vec::with_capacity(n.max(1));
@@ -116,9 +119,9 @@ fn inherited(fd: i32, backlog: i32) -> io::Result<(Socket, String)> {
         }
     }
     let s = Socket::from(crate::sys::take_inherited_fd(fd)?);
-    let kind = s.r#type().map_err(|e| {
-        io::Error::new(e.kind(), format!("descriptor {fd} is not a socket ({e})"))
-    })?;
+    let kind = s
+        .r#type()
+        .map_err(|e| io::Error::new(e.kind(), format!("descriptor {fd} is not a socket ({e})")))?;
     if kind != Type::STREAM {
         return Err(io::Error::new(
             io::ErrorKind::InvalidInput,

@@ -29,7 +29,7 @@ use crate::config::{Config, ConfigError, LogDest, ProfilingMode};
 use crate::conn::Conn;
 use crate::http1::Limits;
 use crate::listener::{bind_per_thread, bind_spec, DEFAULT_BACKLOG};
-use crate::log::{Logger, Sink};
+use crate::log::{Ident, Logger, Target};
 use crate::proxy::{compile, Compiled, FrontendRt};
 use crate::registry::{Live, Process, Sessions};
 use crate::tls::TlsAcceptor;
@@ -182,9 +182,10 @@ pub fn run(cfg: Config, opts: RunOptions) -> i32 {
             c
         }
         Err(errs) => {
-            for e in errs {
-                eprintln!("{e}");
-            }
+            // One write, so a reader of the pipe gets whole lines.
+            let _ = io::stderr()
+                .lock()
+                .write_all(format!("{}\n", join_errors(errs)).as_bytes());
             return 1;
         }
     };
@@ -258,24 +259,13 @@ pub fn run(cfg: Config, opts: RunOptions) -> i32 {
         }
     }
 
-    let mut sinks = Vec::new();
-    for t in &cfg.global.log {
-        match Sink::open(&t.dest) {
-            Ok(s) => sinks.push(s),
-            Err(e) => {
-                let what = match &t.dest {
-                    LogDest::File(p) => p.display().to_string(),
-                    LogDest::Stdout => "stdout".into(),
-                    LogDest::Stderr => "stderr".into(),
-                };
-                eprintln!(
-                    "{}",
-                    startup_error(&t.loc, format!("cannot open log {what}: {e}"))
-                );
-                return 1;
-            }
+    let (logger, fe_loggers) = match open_loggers(&cfg) {
+        Ok(l) => l,
+        Err(e) => {
+            eprintln!("{e}");
+            return 1;
         }
-    }
+    };
     let maxconn = cfg.global.maxconn.unwrap_or(u32::MAX);
     if let Some(m) = cfg.global.maxconn {
         // Two descriptors per connection leave room for files and logs.
@@ -286,7 +276,8 @@ pub fn run(cfg: Config, opts: RunOptions) -> i32 {
     let shared = Arc::new(Shared {
         actconn: AtomicU32::new(0),
         maxconn,
-        logger: Logger::new(sinks),
+        logger,
+        fe_loggers,
         errors_to_stderr: true,
         debug: opts.debug,
     });
@@ -401,7 +392,14 @@ pub fn run(cfg: Config, opts: RunOptions) -> i32 {
             if shared.logger.is_empty() {
                 eprintln!("ebb: {line}");
             } else {
-                shared.logger.line(line.into_bytes());
+                // HAProxy's levels: a server going down is an alert, one
+                // coming up a notice.
+                let level = if line.contains(" is DOWN") {
+                    crate::log::LOG_ALERT
+                } else {
+                    crate::log::LOG_NOTICE
+                };
+                shared.logger.send(level, line.as_bytes());
             }
         })
     };
@@ -524,6 +522,52 @@ pub fn run(cfg: Config, opts: RunOptions) -> i32 {
             1
         }
     }
+}
+
+/// The global log targets, and each frontend's (its own lines, plus the
+/// global ones where it says `log global`), opened.
+fn open_loggers(
+    cfg: &Config,
+) -> Result<(Logger, std::collections::HashMap<String, Logger>), String> {
+    let open = |t: &crate::config::LogTarget| {
+        Target::open(t).map_err(|e| {
+            let what = match &t.dest {
+                LogDest::File(p) | LogDest::Unix(p) => p.display().to_string(),
+                LogDest::Udp(a) => a.to_string(),
+                LogDest::Stdout => "stdout".into(),
+                LogDest::Stderr => "stderr".into(),
+            };
+            startup_error(&t.loc, format!("cannot open log {what}: {e}")).to_string()
+        })
+    };
+    let ident = || Ident {
+        tag: cfg
+            .global
+            .log_tag
+            .clone()
+            .unwrap_or_else(|| Ident::default().tag),
+        host: cfg.global.log_send_hostname.clone(),
+    };
+    let mut global = Vec::new();
+    for t in &cfg.global.log {
+        global.push(open(t)?);
+    }
+    let mut per_fe = std::collections::HashMap::new();
+    for f in cfg.frontends() {
+        let mut v = Vec::new();
+        for l in &f.log {
+            match l {
+                crate::config::ProxyLog::Global => {
+                    for t in &cfg.global.log {
+                        v.push(open(t)?);
+                    }
+                }
+                crate::config::ProxyLog::Target(t) => v.push(open(t)?),
+            }
+        }
+        per_fe.insert(f.name.clone(), Logger::new(v, ident()));
+    }
+    Ok((Logger::new(global, ident()), per_fe))
 }
 
 /// `chroot`, then `group`/`user`: after binding (a port below 1024 needs
@@ -700,7 +744,7 @@ pub fn default_config_text(root: &std::path::Path, bind: &str) -> String {
     let root = crate::config::quote(&root.display().to_string());
     let bind = crate::config::quote(bind);
     format!(
-        "global\n    log stdout\n\
+        "global\n    log stdout format raw daemon\n\
          defaults\n    mode http\n    log global\n    timeout client 60s\n    timeout http-request 10s\n    timeout http-keep-alive 75s\n\
          frontend web\n    bind {bind}\n    default_backend files\n\
          backend files\n    serve-files {root} listing on\n"

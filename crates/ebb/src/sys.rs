@@ -236,3 +236,18 @@ pub fn drop_privileges(uid: Option<u32>, gid: Option<u32>) -> io::Result<()> {
     }
     Ok(())
 }
+
+/// The local time zone's offset from UTC, in seconds, at `t` (seconds
+/// since the epoch): what syslog headers stamp, as HAProxy's do.
+pub fn utc_offset(t: i64) -> i32 {
+    let tt = t as libc::time_t;
+    // SAFETY: tm is plain data filled in by localtime_r.
+    let mut tm: libc::tm = unsafe { std::mem::zeroed() };
+    // SAFETY: both pointers are valid for the call; localtime_r is the
+    // thread-safe variant.
+    let r = unsafe { libc::localtime_r(&tt, &mut tm) };
+    if r.is_null() {
+        return 0;
+    }
+    tm.tm_gmtoff as i32
+}

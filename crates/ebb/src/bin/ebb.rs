@@ -142,6 +142,18 @@ fn check_condition(expr: &str) -> ExitCode {
     }
 }
 
+/// Prints errors with one `write` for all, so a reader of the pipe (a
+/// test harness) never sees a message cut in pieces.
+fn report<'a>(errs: impl Iterator<Item = &'a ebb::config::ConfigError>) {
+    use std::io::Write;
+    let mut out = String::new();
+    for e in errs {
+        out.push_str(&e.to_string());
+        out.push('\n');
+    }
+    let _ = std::io::stderr().lock().write_all(out.as_bytes());
+}
+
 fn main() -> ExitCode {
     let argv: Vec<String> = std::env::args().collect();
     if let Some(i) = argv.iter().position(|a| a == "-cc") {
@@ -189,9 +201,7 @@ fn main() -> ExitCode {
         match ebb::config::parse_str("<command line>", &text) {
             Ok(c) => c,
             Err(errs) => {
-                for e in errs {
-                    eprintln!("{e}");
-                }
+                report(errs.iter());
                 return ExitCode::from(1);
             }
         }
@@ -203,9 +213,7 @@ fn main() -> ExitCode {
         match ebb::config::parse_files(&files) {
             Ok(c) => c,
             Err(errs) => {
-                for e in &errs {
-                    eprintln!("{e}");
-                }
+                report(errs.iter());
                 return ExitCode::from(1);
             }
         }
@@ -219,9 +227,7 @@ fn main() -> ExitCode {
                 ExitCode::SUCCESS
             }
             Err(errs) => {
-                for e in errs {
-                    eprintln!("{e}");
-                }
+                report(errs.iter());
                 ExitCode::from(1)
             }
         };

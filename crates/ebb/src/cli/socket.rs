@@ -51,8 +51,7 @@ pub struct CliSocket {
 /// Binds a `stats socket` line. A stale socket file (nobody answering on
 /// it) is replaced; a live one is an error.
 pub fn bind(s: &StatsSocket) -> io::Result<CliSocket> {
-    if let Some(Ok(spec @ crate::config::SockSpec::Fd(_))) =
-        crate::config::parse_sock_spec(&s.path)
+    if let Some(Ok(spec @ crate::config::SockSpec::Fd(_))) = crate::config::parse_sock_spec(&s.path)
     {
         let (mut socks, _) = crate::listener::bind_spec(&spec, 1, 16, None)?;
         return Ok(CliSocket {
@@ -115,7 +114,14 @@ impl TaskletFn for Acceptor {
         for _ in 0..16 {
             match s.listener.accept() {
                 Ok((st, _)) => {
-                    let _ = spawn(ctx, st.into(), s.level, s.nice, &self.process, self.timeout_ms);
+                    let _ = spawn(
+                        ctx,
+                        st.into(),
+                        s.level,
+                        s.nice,
+                        &self.process,
+                        self.timeout_ms,
+                    );
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Status::Continue,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}

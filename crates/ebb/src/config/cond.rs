@@ -127,7 +127,11 @@ impl P<'_> {
                     }
                     return Ok(out);
                 }
-                b',' => out.push(String::from_utf8_lossy(&std::mem::take(&mut cur)).trim().to_string()),
+                b',' => out.push(
+                    String::from_utf8_lossy(&std::mem::take(&mut cur))
+                        .trim()
+                        .to_string(),
+                ),
                 b'\\' => match self.s.get(self.i) {
                     Some(&n) => {
                         cur.push(n);
@@ -225,8 +229,7 @@ impl P<'_> {
             }
             "version_atleast" | "version_before" => {
                 n(1)?;
-                let want = version(&a[0])
-                    .ok_or_else(|| format!("invalid version '{}'", a[0]))?;
+                let want = version(&a[0]).ok_or_else(|| format!("invalid version '{}'", a[0]))?;
                 let have = version(HAPROXY_COMPAT_VERSION).unwrap_or_default();
                 Ok(if name == "version_atleast" {
                     have >= want
@@ -267,7 +270,14 @@ fn version(v: &str) -> Option<(u32, u32, u32, u32, u32)> {
             } else {
                 return None;
             };
-            (stage, if rest.is_empty() { 0 } else { rest.parse().ok()? })
+            (
+                stage,
+                if rest.is_empty() {
+                    0
+                } else {
+                    rest.parse().ok()?
+                },
+            )
         }
     };
     Some((a, b, c, stage, n))
@@ -293,7 +303,10 @@ mod tests {
         assert_eq!(ev("streq(\"foo bar\",'foo bar')"), Ok(true));
         assert_eq!(ev("streq(foo,bar)"), Ok(false));
         assert_eq!(ev("feature(OPENSSL) || !feature(OPENSSL)"), Ok(true));
-        assert_eq!(ev("defined(TESTVAR) && streq(\"$TESTVAR\",\"1\")"), Ok(true));
+        assert_eq!(
+            ev("defined(TESTVAR) && streq(\"$TESTVAR\",\"1\")"),
+            Ok(true)
+        );
         assert_eq!(ev("defined(NOPE)"), Ok(false));
         assert_eq!(
             ev("1&&!0&&!((streq(a,b)||!streq(a,a)&&1)||strneq(a,a))"),

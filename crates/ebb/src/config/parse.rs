@@ -178,6 +178,8 @@ const GLOBAL_KEYWORDS: &[&str] = &[
     "group",
     "uid",
     "gid",
+    "log-tag",
+    "log-send-hostname",
 ];
 
 /// HAProxy `global` keywords ebb knows of but does not implement: a clearer
@@ -206,8 +208,6 @@ const HAPROXY_GLOBAL_UNSUPPORTED: &[&str] = &[
     "unsetenv",
     "cpu-map",
     "spread-checks",
-    "log-send-hostname",
-    "log-tag",
     "maxsslconn",
     "maxconnrate",
     "tune.maxrewrite",
@@ -701,6 +701,16 @@ impl<'e> Parser<'e> {
                     loc: loc.clone(),
                 })
             }
+            "log-tag" => g.log_tag = Some(one(w)?),
+            "log-send-hostname" => {
+                g.log_send_hostname = Some(match w {
+                    [_] => std::fs::read_to_string("/proc/sys/kernel/hostname")
+                        .map(|h| h.trim().to_string())
+                        .map_err(|e| format!("cannot read the host name: {e}"))?,
+                    [_, h] => h.clone(),
+                    _ => return Err("'log-send-hostname' expects at most a name".to_string()),
+                })
+            }
             "uid" => g.uid = Some(parse_u32_range(kw, &one(w)?, 0, u32::MAX)?),
             "gid" => g.gid = Some(parse_u32_range(kw, &one(w)?, 0, u32::MAX)?),
             "user" => {
@@ -924,45 +934,98 @@ fn log_level(s: &str) -> Option<LogLevel> {
     })
 }
 
-/// `TARGET [format F] [FACILITY] [LEVEL [MINLEVEL]]`.
+/// A syslog address: `HOST[:PORT]` (port 514 when absent), resolved now,
+/// as HAProxy does when it reads the line.
+fn syslog_addr(t: &str, v6: Option<bool>) -> Result<std::net::SocketAddr, String> {
+    use std::net::ToSocketAddrs;
+    let with_port = if t.parse::<std::net::Ipv6Addr>().is_ok() {
+        format!("[{t}]:514")
+    } else if t.starts_with('[') && t.ends_with(']') || !t.contains(':') {
+        format!("{t}:514")
+    } else {
+        t.to_string()
+    };
+    let addrs = with_port
+        .to_socket_addrs()
+        .map_err(|e| format!("log target '{t}': cannot resolve: {e}"))?;
+    addrs
+        .into_iter()
+        .find(|a| v6.is_none_or(|six| a.is_ipv6() == six))
+        .ok_or_else(|| format!("log target '{t}': no address of the requested family"))
+}
+
+/// `TARGET [len N] [format F] [FACILITY [LEVEL [MINLEVEL]]]`.
 fn parse_log_target(w: &[String], loc: &Loc) -> Result<LogTarget, String> {
     let Some(target) = w.first() else {
-        return Err("'log' expects a target (stdout, stderr or a file)".to_string());
+        return Err(
+            "'log' expects a target (stdout, stderr, udp@HOST:PORT, unix@PATH, /dev/log or a file)"
+                .to_string(),
+        );
     };
-    let dest = match target.as_str() {
-        "stdout" => LogDest::Stdout,
-        "stderr" => LogDest::Stderr,
-        t if t.contains('@')
-            || t.parse::<std::net::IpAddr>().is_ok()
-            || parse_host_port(t).is_ok() && !t.starts_with('/') =>
-        {
-            return Err(format!(
-                "log target '{t}' is not supported: ebb logs to stdout, stderr or a file"
-            ))
+    let t = target.as_str();
+    let dest = if t == "stdout" || t == "fd@1" {
+        LogDest::Stdout
+    } else if t == "stderr" || t == "fd@2" {
+        LogDest::Stderr
+    } else if let Some(p) = t.strip_prefix("unix@") {
+        if p.is_empty() {
+            return Err("'unix@' expects a path".to_string());
         }
-        "/dev/log" => {
-            return Err(
-                "log target '/dev/log' is the syslog socket, which ebb does not support: log to stdout, stderr or a file"
-                    .to_string(),
-            )
-        }
-        t => LogDest::File(PathBuf::from(t)),
-    };
-    if let Some(opt) = w.get(1).filter(|o| *o == "len" || *o == "sample") {
-        return Err(format!("log option '{opt}' is not supported"));
-    }
-    let mut i = 1;
-    if w.get(i).map(String::as_str) == Some("format") {
-        match w.get(i + 1).map(String::as_str) {
-            Some("raw") => {}
-            Some(f) => {
-                return Err(format!(
-                    "log format '{f}' is not supported (ebb writes raw lines: use 'format raw' or nothing)"
-                ))
+        LogDest::Unix(PathBuf::from(p))
+    } else if t == "/dev/log" {
+        LogDest::Unix(PathBuf::from(t))
+    } else if t.starts_with('/') {
+        // A socket now: syslog; anything else: a file (ebb's extension).
+        match std::fs::symlink_metadata(t) {
+            Ok(m) if std::os::unix::fs::FileTypeExt::is_socket(&m.file_type()) => {
+                LogDest::Unix(PathBuf::from(t))
             }
-            None => return Err("'format' expects a log format".to_string()),
+            _ => LogDest::File(PathBuf::from(t)),
         }
+    } else if let Some(a) = t.strip_prefix("udp@") {
+        LogDest::Udp(syslog_addr(a, None)?)
+    } else if let Some(a) = t.strip_prefix("udp4@").or_else(|| t.strip_prefix("ipv4@")) {
+        LogDest::Udp(syslog_addr(a, Some(false))?)
+    } else if let Some(a) = t.strip_prefix("udp6@").or_else(|| t.strip_prefix("ipv6@")) {
+        LogDest::Udp(syslog_addr(a, Some(true))?)
+    } else if t.starts_with("ring@") || t.starts_with("tcp") || t.starts_with("fd@") {
+        return Err(format!(
+            "log target '{t}' is not supported yet (ebb logs to stdout, stderr, UDP, a UNIX datagram socket or a file)"
+        ));
+    } else if t.contains('@') {
+        return Err(format!("log target '{t}': unknown address family"));
+    } else {
+        LogDest::Udp(syslog_addr(t, None)?)
+    };
+    let mut i = 1;
+    let mut max_len = 1024;
+    if w.get(i).map(String::as_str) == Some("len") {
+        let v = w.get(i + 1).ok_or("'len' expects a length")?;
+        max_len = v
+            .parse::<u32>()
+            .ok()
+            .filter(|n| (80..=65535).contains(n))
+            .ok_or_else(|| format!("invalid log length '{v}', must be between 80 and 65535"))?;
         i += 2;
+    }
+    let mut format = LogFormat::Local;
+    if w.get(i).map(String::as_str) == Some("format") {
+        format = match w.get(i + 1).map(String::as_str) {
+            Some("local") => LogFormat::Local,
+            Some("rfc3164") => LogFormat::Rfc3164,
+            Some("rfc5424") => LogFormat::Rfc5424,
+            Some("priority") => LogFormat::Priority,
+            Some("short") => LogFormat::Short,
+            Some("timed") => LogFormat::Timed,
+            Some("iso") => LogFormat::Iso,
+            Some("raw") => LogFormat::Raw,
+            Some(f) => return Err(format!("unknown log format '{f}'")),
+            None => return Err("'format' expects a log format".to_string()),
+        };
+        i += 2;
+    }
+    if w.get(i).map(String::as_str) == Some("sample") {
+        return Err("log option 'sample' is not supported yet".to_string());
     }
     let mut facility = None;
     if let Some(f) = w.get(i) {
@@ -987,6 +1050,8 @@ fn parse_log_target(w: &[String], loc: &Loc) -> Result<LogTarget, String> {
         level: levels.first().copied(),
         min_level: levels.get(1).copied(),
         loc: loc.clone(),
+        format,
+        max_len,
     })
 }
 
@@ -1675,7 +1740,10 @@ pub fn parse_sock_spec(addr: &str) -> Option<Result<SockSpec, String>> {
         });
     }
     for (pfx, what) in [
-        ("sockpair@", "socket pairs (sockpair@) are not supported yet"),
+        (
+            "sockpair@",
+            "socket pairs (sockpair@) are not supported yet",
+        ),
         ("udp@", "a bind on UDP is not supported (ebb serves TCP)"),
         ("udp4@", "a bind on UDP is not supported (ebb serves TCP)"),
         ("udp6@", "a bind on UDP is not supported (ebb serves TCP)"),

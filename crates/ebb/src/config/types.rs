@@ -118,6 +118,10 @@ pub struct Global {
     pub uid: Option<u32>,
     /// `group NAME` / `gid N`: the group ebb runs as after binding.
     pub gid: Option<u32>,
+    /// `log-tag NAME`: the syslog tag (default: the program's name).
+    pub log_tag: Option<String>,
+    /// `log-send-hostname [NAME]`: the host name put in syslog headers.
+    pub log_send_hostname: Option<String>,
 }
 
 impl Default for Global {
@@ -142,6 +146,8 @@ impl Default for Global {
             chroot: None,
             uid: None,
             gid: None,
+            log_tag: None,
+            log_send_hostname: None,
         }
     }
 }
@@ -170,7 +176,35 @@ pub enum LogLevel {
 pub enum LogDest {
     Stdout,
     Stderr,
+    /// A path that is not a socket when ebb starts: a file, appended to (an
+    /// ebb extension; in HAProxy a path is always a syslog socket).
     File(PathBuf),
+    /// `udp@HOST:PORT`, `HOST:PORT` or `HOST` (port 514): syslog over UDP.
+    Udp(std::net::SocketAddr),
+    /// `unix@PATH`, `/dev/log`: a syslog UNIX datagram socket, addressed by
+    /// path on every message (inside a `chroot`, the path in the jail).
+    Unix(PathBuf),
+}
+
+/// The syslog header of a log target (`format` on a `log` line).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum LogFormat {
+    /// No `format`: HAProxy's default, RFC 3164 without the host name
+    /// (`<PRI>Mmm dd hh:mm:ss TAG[PID]: `).
+    #[default]
+    Local,
+    Rfc3164,
+    Rfc5424,
+    /// `<PRI>` only.
+    Priority,
+    /// `<LEVEL>` only (no facility).
+    Short,
+    /// `<LEVEL>` and an ISO 8601 date.
+    Timed,
+    /// An ISO 8601 date only.
+    Iso,
+    /// The message alone.
+    Raw,
 }
 
 /// `log TARGET [FACILITY [LEVEL [MINLEVEL]]]`.
@@ -180,9 +214,14 @@ pub struct LogTarget {
     pub facility: Option<String>,
     /// Only messages at least this severe are sent.
     pub level: Option<LogLevel>,
-    /// Less severe messages are raised to this level.
+    /// More severe messages are sent with this level instead (HAProxy's
+    /// `minlevel`).
     pub min_level: Option<LogLevel>,
     pub loc: Loc,
+    pub format: LogFormat,
+    /// `len N`: a message with its header is cut to N bytes (HAProxy's
+    /// default 1024).
+    pub max_len: u32,
 }
 
 /// A proxy's `log` lines.
