@@ -51,6 +51,10 @@ struct Args {
     /// HAProxy's master CLI socket: not supported yet (refused).
     #[arg(short = 'S', value_name = "SOCKET", hide = true)]
     master_cli: Option<String>,
+    /// The local peer name (HAProxy's `-L`): ebb has no `peers` sections,
+    /// so it only sets `HAPROXY_LOCALPEER` for the configuration to use.
+    #[arg(short = 'L', value_name = "NAME")]
+    local_peer: Option<String>,
     /// HAProxy's socket transfer from an old process: not supported yet.
     #[arg(short = 'x', value_name = "SOCKET", hide = true)]
     transfer: Option<String>,
@@ -176,6 +180,16 @@ fn main() -> ExitCode {
     if args.transfer.is_some() {
         eprintln!("ebb: -x (taking listening sockets from an old process) is not supported yet");
         return ExitCode::from(1);
+    }
+    // HAProxy's default local peer name is the host name.
+    let peer = args.local_peer.clone().or_else(|| {
+        std::fs::read_to_string("/proc/sys/kernel/hostname")
+            .ok()
+            .map(|h| h.trim().to_string())
+    });
+    if let Some(p) = peer {
+        // Single-threaded still: nothing reads the environment concurrently.
+        std::env::set_var("HAPROXY_LOCALPEER", p);
     }
     let files = match expand_dirs(&args.files) {
         Ok(f) => f,

@@ -1903,6 +1903,12 @@ fn parse_server_opts(w: &[String], o: &mut ServerOptions, ctx: &Ctx<'_>) -> Resu
             "no-check" => o.check = false,
             "ssl" => o.ssl = true,
             "no-ssl" => o.ssl = false,
+            "send-proxy" | "send-proxy-v2" | "send-proxy-v2-ssl" | "send-proxy-v2-ssl-cn"
+            | "check-send-proxy" => {
+                return Err(format!(
+                    "server option '{opt}' is not supported yet: ebb does not speak the PROXY protocol to servers"
+                ))
+            }
             _ => {
                 let v = w
                     .get(i)

@@ -1298,6 +1298,11 @@ fn server_errors() {
     err1(&s("server s 1.2.3.4"), "t.cfg:2: ", "missing port");
     err1(&s("server s 1.2.3.4:0"), "t.cfg:2: ", "out of range");
     err1(
+        &s("server s 1.2.3.4:80 send-proxy"),
+        "t.cfg:2: ",
+        "'send-proxy' is not supported yet",
+    );
+    err1(
         &s("server s/x 1.2.3.4:80"),
         "t.cfg:2: ",
         "invalid server name",
