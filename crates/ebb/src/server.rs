@@ -436,7 +436,11 @@ pub fn run(cfg: Config, opts: RunOptions) -> i32 {
     let submitter = pool.submitter();
     let bufsize = cfg.global.bufsize.max(1024);
     let limits = Limits {
-        max_head_bytes: bufsize.saturating_sub(1024).max(1024),
+        // HAProxy keeps `tune.maxrewrite` (default 1024, at most half the
+        // buffer) free for rewrites; the head gets the rest.
+        max_head_bytes: bufsize
+            .saturating_sub(cfg.global.maxrewrite.unwrap_or(1024).min(bufsize / 2))
+            .max(1024),
         ..Limits::default()
     };
     let res = rt.run(|ctx: &mut Ctx| {
@@ -621,6 +625,7 @@ fn start_checks(
                 pool,
                 handle,
                 Arc::clone(log),
+                s.log_checks,
             );
         }
     }

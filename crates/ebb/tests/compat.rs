@@ -455,3 +455,33 @@ fn debian_stock_config_passes_the_check() {
     assert_eq!(code, 1);
     assert!(err.contains("'send-proxy' is not supported yet"), "{err}");
 }
+
+#[test]
+fn log_health_checks_reports_each_status_change() {
+    let udp = UdpSocket::bind("127.0.0.1:0").unwrap();
+    udp.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    // A port nothing listens on: bind one, note it, close it.
+    let dead = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let cfg = format!(
+        "global\n    log {} format raw daemon\n\
+         defaults\n    mode http\n    log global\n    timeout client 10s\n\
+         frontend fe\n    bind BIND\n    default_backend be\n\
+         backend be\n    option log-health-checks\n    server s1 {dead} check inter 100ms fall 2 rise 1\n",
+        udp.local_addr().unwrap()
+    );
+    let _e = common::Ebb::start(&cfg);
+    let mut seen = Vec::new();
+    while !seen.iter().any(|l: &String| l.contains("is DOWN")) {
+        seen.push(recv_udp(&udp));
+    }
+    // The first failure is reported with the counter (1 failure left),
+    // before the server goes down.
+    let first = seen
+        .iter()
+        .find(|l| l.starts_with("Health check for server be/s1 failed, reason: "))
+        .unwrap_or_else(|| panic!("no check line in {seen:?}"));
+    assert!(first.trim_end().ends_with("status: 1/2 UP."), "{first}");
+}

@@ -230,6 +230,8 @@ struct Checker {
     /// Consecutive successes while DOWN / failures while UP.
     streak: u32,
     log: LogFn,
+    /// `option log-health-checks`: log each change of the check's status.
+    log_checks: bool,
 }
 
 impl Checker {
@@ -254,9 +256,15 @@ impl Checker {
             Ok(()) => "L7OK".to_string(),
             Err(e) => e.clone(),
         };
-        if let Ok(mut cs) = s.check_status.lock() {
-            *cs = status;
-        }
+        let changed = match s.check_status.lock() {
+            Ok(mut cs) => {
+                let changed = *cs != status;
+                *cs = status;
+                changed
+            }
+            Err(_) => false,
+        };
+        let failed = r.as_ref().err().cloned();
         match (up, r) {
             (true, Ok(())) | (false, Err(_)) => self.streak = 0,
             (true, Err(e)) => {
@@ -297,6 +305,40 @@ impl Checker {
                 }
             }
         }
+        if self.log_checks && changed {
+            self.log_check(s, failed);
+        }
+    }
+
+    /// HAProxy's `option log-health-checks` line: the result, its reason
+    /// and the health counter as `a/b UP|DOWN` (successes needed to come
+    /// up while DOWN; failures left before going down while UP).
+    fn log_check(&self, s: &ServerRt, failed: Option<String>) {
+        let o = &s.opts;
+        let (rise, fall) = (o.rise.max(1), o.fall.max(1));
+        let up = s.up.load(Ordering::Relaxed);
+        let (a, b) = if up {
+            (fall.saturating_sub(self.streak), fall)
+        } else {
+            (self.streak, rise)
+        };
+        let reason = match &failed {
+            Some(e) => e.clone(),
+            None if self.probe.is_some() => "Layer7 check passed".to_string(),
+            None => "Layer4 check passed".to_string(),
+        };
+        (self.log)(format!(
+            "Health check for {}server {}/{} {}, reason: {reason}, status: {a}/{b} {}.",
+            if o.backup { "backup " } else { "" },
+            s.backend,
+            s.name,
+            if failed.is_some() {
+                "failed"
+            } else {
+                "succeeded"
+            },
+            if up { "UP" } else { "DOWN" }
+        ));
     }
 
     fn run(&mut self, ctx: &mut Ctx, me: TaskId, _why: Reasons) -> Status {
@@ -355,6 +397,7 @@ pub fn start(
     pool: &Submitter,
     handle: &RuntimeHandle,
     log: LogFn,
+    log_checks: bool,
 ) -> Vec<TaskId> {
     let mut out = Vec::new();
     for s in &farm.servers {
@@ -380,6 +423,7 @@ pub fn start(
             in_flight: false,
             streak: 0,
             log: Arc::clone(&log),
+            log_checks,
         };
         let id = handle.new_shared_task("health_check", u64::MAX, move |ctx: &mut Ctx, me, why| {
             c.run(ctx, me, why)

@@ -180,6 +180,8 @@ const GLOBAL_KEYWORDS: &[&str] = &[
     "gid",
     "log-tag",
     "log-send-hostname",
+    "tune.maxrewrite",
+    "tune.idle-pool.shared",
 ];
 
 /// HAProxy `global` keywords ebb knows of but does not implement: a clearer
@@ -300,7 +302,6 @@ const HAPROXY_OPTIONS_UNSUPPORTED: &[&str] = &[
     "tcpka",
     "clitcpka",
     "srvtcpka",
-    "log-health-checks",
     "abortonclose",
     "allbackups",
     "http-buffer-request",
@@ -351,6 +352,7 @@ const OPTIONS: &[&str] = &[
     "httpchk",
     "httplog",
     "dontlognull",
+    "log-health-checks",
 ];
 
 const UNSUPPORTED_SECTIONS: &[&str] = &[
@@ -702,6 +704,16 @@ impl<'e> Parser<'e> {
                 })
             }
             "log-tag" => g.log_tag = Some(one(w)?),
+            "tune.maxrewrite" => {
+                g.maxrewrite = Some(parse_u32_range(kw, &one(w)?, 0, 1 << 30)? as usize)
+            }
+            // ebb's idle server connections belong to the thread that
+            // made them: 'off' is what ebb does, 'on' it cannot honour.
+            "tune.idle-pool.shared" => {
+                if parse_on_off(kw, &one(w)?)? {
+                    return Err("'tune.idle-pool.shared on' is not supported: ebb keeps idle server connections per thread (use 'off')".to_string());
+                }
+            }
             "log-send-hostname" => {
                 g.log_send_hostname = Some(match w {
                     [_] => std::fs::read_to_string("/proc/sys/kernel/hostname")
@@ -1588,7 +1600,7 @@ fn proxy_option(px: &mut Proxy, ctx: &Ctx<'_>, no: bool, w: &[String]) -> Result
     let name = arg(w, 1, "option")?;
     let caps = match name {
         "http-keep-alive" | "httpclose" | "http-server-close" | "forwardfor" => FE | BE,
-        "redispatch" | "httpchk" => BE,
+        "redispatch" | "httpchk" | "log-health-checks" => BE,
         "httplog" | "dontlognull" => FE,
         o if HAPROXY_OPTIONS_UNSUPPORTED.contains(&o) => {
             return Err(format!("HAProxy option '{o}' is not supported by ebb"))
@@ -1635,6 +1647,10 @@ fn proxy_option(px: &mut Proxy, ctx: &Ctx<'_>, no: bool, w: &[String]) -> Result
         "dontlognull" => {
             no_args(rest)?;
             o.dontlognull = !no;
+        }
+        "log-health-checks" => {
+            no_args(rest)?;
+            o.log_health_checks = !no;
         }
         "forwardfor" => {
             if no {

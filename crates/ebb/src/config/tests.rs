@@ -702,6 +702,17 @@ fn log_targets_syslog() {
 }
 
 #[test]
+fn tune_keywords_honoured_or_refused() {
+    let g = ok("global\n    tune.maxrewrite 128\n    tune.idle-pool.shared off\n").global;
+    assert_eq!(g.maxrewrite, Some(128));
+    err1(
+        "global\n    tune.idle-pool.shared on\n",
+        "t.cfg:2: ",
+        "keeps idle server connections per thread",
+    );
+}
+
+#[test]
 fn mode_tcp_is_a_clear_error() {
     err1(
         "defaults\n    mode tcp\n",

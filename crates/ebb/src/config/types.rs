@@ -122,6 +122,9 @@ pub struct Global {
     pub log_tag: Option<String>,
     /// `log-send-hostname [NAME]`: the host name put in syslog headers.
     pub log_send_hostname: Option<String>,
+    /// `tune.maxrewrite N`: buffer room kept free of the request head
+    /// (HAProxy's default 1024, at most half of `tune.bufsize`).
+    pub maxrewrite: Option<usize>,
 }
 
 impl Default for Global {
@@ -148,6 +151,7 @@ impl Default for Global {
             gid: None,
             log_tag: None,
             log_send_hostname: None,
+            maxrewrite: None,
         }
     }
 }
@@ -365,6 +369,9 @@ pub struct ProxyOptions {
     pub redispatch: bool,
     pub httplog: bool,
     pub dontlognull: bool,
+    /// `option log-health-checks`: log every change of a check's status,
+    /// not only servers going UP or DOWN.
+    pub log_health_checks: bool,
 }
 
 /// An IP network: address and prefix length.
