@@ -13,8 +13,9 @@
 # Prints one line per test (PASS, FAIL or SKIP, the test, and for a
 # failure the first error VTest reported), then `N passed, N failed`
 # (skipped tests count as failed: the program did not pass them).
-# VTEST_TIMEOUT (seconds per test, default 20) and KEEP=1 (keep VTest's
-# logs under $TMPDIR) may be set. Exit status: 0 when every test passed.
+# VTEST_TIMEOUT (seconds per test, default 20), JOBS (tests at once,
+# default 1) and KEEP=1 (keep VTest's logs under $TMPDIR) may be set.
+# Exit status: 0 when every test passed.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
@@ -38,21 +39,17 @@ else
 fi
 export HAPROXY_PROGRAM="$prog"
 tmo=${VTEST_TIMEOUT:-20}
-work=$(mktemp -d "${TMPDIR:-/tmp}/ebb-regtests.XXXXXX")
-pass=0
-fail=0
-for t in $list; do
+# One test: prints its result line.
+run_one() {
+    t=$1
     log="$work/$(echo "$t" | tr / _).log"
     (cd "$work" && "$vtest" -b $((2 << 20)) -k -t "$tmo" -v "$dir/$t") >"$log" 2>&1
     rc=$?
-    if [ $rc -eq 0 ]; then
-        pass=$((pass + 1))
+    if [ $rc -eq 0 ] && ! grep -q "SKIPPING test" "$log"; then
         echo "PASS $t"
     elif [ $rc -eq 77 ] || grep -q "SKIPPING test" "$log"; then
-        fail=$((fail + 1))
         echo "SKIP $t: $(grep -m1 -o 'SKIPPING test.*' "$log")"
     else
-        fail=$((fail + 1))
         # The program's own first complaint (a refused configuration line)
         # says more than the timeout it causes on the client side.
         why=$(grep -m1 -E '^\*+ +h[0-9a-z_]* +debug\|.*(cfg:[0-9]+:|\[ALERT\])' "$log" | sed 's/^.*debug|//; s/^.*\/cfg:/cfg:/')
@@ -60,7 +57,27 @@ for t in $list; do
         why=$(printf '%s' "$why" | cut -c1-200)
         echo "FAIL $t: ${why:-exit $rc}"
     fi
-done
+}
+if [ "${RUN_ONE:-}" = 1 ]; then
+    # Internal: one test per process when JOBS > 1.
+    work=$RUN_WORK
+    run_one "$1"
+    exit 0
+fi
+work=$(mktemp -d "${TMPDIR:-/tmp}/ebb-regtests.XXXXXX")
+# JOBS (default 1): tests run at once; most of a failing test's time is
+# spent waiting for a timeout, so a few at a time fit on a small machine.
+jobs=${JOBS:-1}
+results="$work/results"
+if [ "$jobs" -gt 1 ]; then
+    printf '%s\n' $list | RUN_ONE=1 RUN_WORK="$work" xargs -P "$jobs" -I{} sh "$0" "$dir" "$vtest" "$prog" {} | tee "$results"
+else
+    for t in $list; do
+        run_one "$t"
+    done | tee "$results"
+fi
+pass=$(grep -c '^PASS ' "$results")
+fail=$(grep -vc '^PASS ' "$results")
 echo "$pass passed, $fail failed"
 if [ "${KEEP:-0}" = 1 ]; then
     echo "logs in $work" >&2

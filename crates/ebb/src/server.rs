@@ -259,7 +259,7 @@ pub fn run(cfg: Config, opts: RunOptions) -> i32 {
         }
     }
 
-    let (logger, fe_loggers) = match open_loggers(&cfg) {
+    let (logger, fe_loggers, be_loggers) = match open_loggers(&cfg) {
         Ok(l) => l,
         Err(e) => {
             eprintln!("{e}");
@@ -374,7 +374,7 @@ pub fn run(cfg: Config, opts: RunOptions) -> i32 {
         files: opts.files.clone(),
         binds: bind_signature(&cfg),
         live: Arc::clone(&live),
-        checks: (pool.submitter(), Arc::new(|_l: String| {})),
+        checks: (pool.submitter(), Arc::new(|_b: &str, _l: String| {})),
         handle: rt.handle(),
     };
     // Health checks run on their own small pool, so a silent server never
@@ -386,20 +386,26 @@ pub fn run(cfg: Config, opts: RunOptions) -> i32 {
             return 1;
         }
     };
-    let check_log: crate::backend::check::LogFn = {
+    let check_log: CheckLog = {
         let shared = Arc::clone(&shared);
-        Arc::new(move |line: String| {
-            if shared.logger.is_empty() {
-                eprintln!("ebb: {line}");
+        let be_loggers = Arc::new(be_loggers);
+        Arc::new(move |backend: &str, line: String| {
+            // HAProxy's levels: a server going down is an alert, the rest
+            // (coming up, `log-health-checks` lines) notices.
+            let level = if line.contains(" is DOWN") {
+                crate::log::LOG_ALERT
             } else {
-                // HAProxy's levels: a server going down is an alert, one
-                // coming up a notice.
-                let level = if line.contains(" is DOWN") {
-                    crate::log::LOG_ALERT
-                } else {
-                    crate::log::LOG_NOTICE
-                };
-                shared.logger.send(level, line.as_bytes());
+                crate::log::LOG_NOTICE
+            };
+            match be_loggers.get(backend) {
+                Some(l) if !l.is_empty() => l.send(level, line.as_bytes()),
+                // No target for this backend: the operator still sees it.
+                _ if shared.logger.is_empty() => {
+                    let _ = io::stderr()
+                        .lock()
+                        .write_all(format!("ebb: {line}\n").as_bytes());
+                }
+                _ => {}
             }
         })
     };
@@ -528,11 +534,12 @@ pub fn run(cfg: Config, opts: RunOptions) -> i32 {
     }
 }
 
-/// The global log targets, and each frontend's (its own lines, plus the
-/// global ones where it says `log global`), opened.
-fn open_loggers(
-    cfg: &Config,
-) -> Result<(Logger, std::collections::HashMap<String, Logger>), String> {
+/// The global log targets, and each frontend's and backend's (its own
+/// lines, plus the global ones where it says `log global`), opened. A
+/// backend's targets receive its health-check events, as in HAProxy.
+type Loggers = std::collections::HashMap<String, Logger>;
+
+fn open_loggers(cfg: &Config) -> Result<(Logger, Loggers, Loggers), String> {
     let open = |t: &crate::config::LogTarget| {
         Target::open(t).map_err(|e| {
             let what = match &t.dest {
@@ -556,10 +563,9 @@ fn open_loggers(
     for t in &cfg.global.log {
         global.push(open(t)?);
     }
-    let mut per_fe = std::collections::HashMap::new();
-    for f in cfg.frontends() {
+    let proxy = |p: &crate::config::Proxy| -> Result<Logger, String> {
         let mut v = Vec::new();
-        for l in &f.log {
+        for l in &p.log {
             match l {
                 crate::config::ProxyLog::Global => {
                     for t in &cfg.global.log {
@@ -569,9 +575,17 @@ fn open_loggers(
                 crate::config::ProxyLog::Target(t) => v.push(open(t)?),
             }
         }
-        per_fe.insert(f.name.clone(), Logger::new(v, ident()));
+        Ok(Logger::new(v, ident()))
+    };
+    let mut per_fe = Loggers::new();
+    for f in cfg.frontends() {
+        per_fe.insert(f.name.clone(), proxy(f)?);
     }
-    Ok((Logger::new(global, ident()), per_fe))
+    let mut per_be = Loggers::new();
+    for b in cfg.backends() {
+        per_be.insert(b.name.clone(), proxy(b)?);
+    }
+    Ok((Logger::new(global, ident()), per_fe, per_be))
 }
 
 /// `chroot`, then `group`/`user`: after binding (a port below 1024 needs
@@ -605,26 +619,31 @@ struct Reload {
     files: Vec<std::path::PathBuf>,
     binds: Vec<BindSignature>,
     live: Arc<Live>,
-    checks: (crate::blocking::Submitter, crate::backend::check::LogFn),
+    checks: (crate::blocking::Submitter, CheckLog),
     handle: RuntimeHandle,
 }
+
+/// Where health-check events go: (backend name, message).
+type CheckLog = Arc<dyn Fn(&str, String) + Send + Sync>;
 
 /// Starts the health checks of every server backend.
 fn start_checks(
     c: &Compiled,
     pool: &crate::blocking::Submitter,
     handle: &RuntimeHandle,
-    log: &crate::backend::check::LogFn,
+    log: &CheckLog,
 ) {
     for b in &c.backends {
         if let crate::proxy::BackendKind::Servers(s) = &b.kind {
+            let (f, name) = (Arc::clone(log), b.name.clone());
+            let log: crate::backend::check::LogFn = Arc::new(move |l: String| f(&name, l));
             crate::backend::check::start(
                 &s.farm,
                 s.probe.clone(),
                 s.check_timeout,
                 pool,
                 handle,
-                Arc::clone(log),
+                log,
                 s.log_checks,
             );
         }

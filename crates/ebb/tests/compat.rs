@@ -484,4 +484,12 @@ fn log_health_checks_reports_each_status_change() {
         .find(|l| l.starts_with("Health check for server be/s1 failed, reason: "))
         .unwrap_or_else(|| panic!("no check line in {seen:?}"));
     assert!(first.trim_end().ends_with("status: 1/2 UP."), "{first}");
+    // The second failure's line comes before the change of state, as in
+    // HAProxy.
+    let n = seen.len();
+    assert!(
+        seen[n - 2].trim_end().ends_with("status: 0/1 DOWN."),
+        "{seen:?}"
+    );
+    assert!(seen[n - 1].starts_with("Server be/s1 is DOWN"), "{seen:?}");
 }

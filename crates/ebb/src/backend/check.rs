@@ -232,6 +232,8 @@ struct Checker {
     log: LogFn,
     /// `option log-health-checks`: log each change of the check's status.
     log_checks: bool,
+    /// When the check in flight started (its duration is logged).
+    started: Instant,
 }
 
 impl Checker {
@@ -265,6 +267,15 @@ impl Checker {
             Err(_) => false,
         };
         let failed = r.as_ref().err().cloned();
+        // A server's change of state is logged after the check line that
+        // caused it, in HAProxy's order.
+        let mut transition = None;
+        // Whether HAProxy's health counter moves: a failure while any
+        // health is left, a success while not at full health.
+        let moved = match (up, &r) {
+            (true, Err(_)) | (false, Ok(())) => true,
+            _ => self.streak > 0,
+        };
         match (up, r) {
             (true, Ok(())) | (false, Err(_)) => self.streak = 0,
             (true, Err(e)) => {
@@ -272,7 +283,7 @@ impl Checker {
                 if self.streak >= s.opts.fall.max(1) {
                     s.up.store(false, Ordering::Relaxed);
                     self.streak = 0;
-                    (self.log)(format!(
+                    transition = Some(format!(
                         "Server {}/{} is DOWN, reason: {e}. {} active servers left.",
                         s.backend,
                         s.name,
@@ -295,7 +306,7 @@ impl Checker {
                     }
                     s.up.store(true, Ordering::Relaxed);
                     self.streak = 0;
-                    (self.log)(format!(
+                    transition = Some(format!(
                         "Server {}/{} is UP, reason: check passed.",
                         s.backend, s.name
                     ));
@@ -305,8 +316,11 @@ impl Checker {
                 }
             }
         }
-        if self.log_checks && changed {
+        if self.log_checks && (changed || moved) {
             self.log_check(s, failed);
+        }
+        if let Some(t) = transition {
+            (self.log)(t);
         }
     }
 
@@ -373,6 +387,7 @@ impl Checker {
             };
             if self.pool.submit(job).is_ok() {
                 self.in_flight = true;
+                self.started = Instant::now();
                 // A guard date: the job ends within `timeout`.
                 let guard = self.timeout + Duration::from_millis(100);
                 ctx.set_expire(me, ticks::add(ctx.now(), guard.as_millis() as u32));
@@ -424,6 +439,7 @@ pub fn start(
             streak: 0,
             log: Arc::clone(&log),
             log_checks,
+            started: Instant::now(),
         };
         let id = handle.new_shared_task("health_check", u64::MAX, move |ctx: &mut Ctx, me, why| {
             c.run(ctx, me, why)
