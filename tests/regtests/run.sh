@@ -14,7 +14,9 @@
 # failure the first error VTest reported), then `N passed, N failed`
 # (skipped tests count as failed: the program did not pass them).
 # VTEST_TIMEOUT (seconds per test, default 20), JOBS (tests at once,
-# default 1) and KEEP=1 (keep VTest's logs under $TMPDIR) may be set.
+# default 1), KEEP=1 (keep VTest's logs under $TMPDIR) and BLOCKERS=1
+# (before the summary, the refused configuration lines that stop the most
+# tests) may be set.
 # Exit status: 0 when every test passed.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
@@ -52,8 +54,14 @@ run_one() {
     else
         # The program's own first complaint (a refused configuration line)
         # says more than the timeout it causes on the client side.
-        why=$(grep -m1 -E '^\*+ +h[0-9a-z_]* +debug\|.*(cfg:[0-9]+:|\[ALERT\])' "$log" | sed 's/^.*debug|//; s/^.*\/cfg:/cfg:/')
+        why=$(grep -m1 -E '^\*+ +h[0-9a-z_]* +debug\|.*(cfg:[0-9]+:|\[ALERT\]|ebb: .*not supported)' "$log" | sed 's/^.*debug|//; s/^.*\/cfg:/cfg:/')
         [ -n "$why" ] || why=$(grep -m1 -E '^---- ' "$log" | sed 's/^[- ]*//')
+        [ -n "$why" ] || why=$(grep -m1 -o 'TIMED OUT.*' "$log")
+        # Every refused line of the test, once, for BLOCKERS=1.
+        grep -E '^\*+ +h[0-9a-z_]* +debug\|(.*cfg:[0-9]+: |ebb: -)' "$log" |
+            sed 's/^.*cfg:[0-9]*: //; s/^.*debug|ebb: //; s/ (supported:.*//; s/ (did you mean.*//; s/: run ebb as.*//' |
+            sed 's/set-var([^)]*)/set-var(...)/; s/track-sc[0-9]/track-scN/' |
+            sort -u | sed "s|^|$t\t|" >>"$work/blockers"
         why=$(printf '%s' "$why" | cut -c1-200)
         echo "FAIL $t: ${why:-exit $rc}"
     fi
@@ -78,6 +86,12 @@ else
 fi
 pass=$(grep -c '^PASS ' "$results")
 fail=$(grep -vc '^PASS ' "$results")
+if [ "${BLOCKERS:-0}" = 1 ] && [ -s "$work/blockers" ]; then
+    # The refusals that stop the most tests (each test counted once per
+    # message; a test refused on several lines appears under each).
+    echo "refused configuration lines, by number of tests:"
+    cut -f2 "$work/blockers" | sort | uniq -c | sort -rn | head -${BLOCKERS_TOP:-30}
+fi
 echo "$pass passed, $fail failed"
 if [ "${KEEP:-0}" = 1 ]; then
     echo "logs in $work" >&2
