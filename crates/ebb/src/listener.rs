@@ -119,10 +119,19 @@ fn inherited(fd: i32, backlog: i32) -> io::Result<(Socket, String)> {
         }
     }
     let s = Socket::from(crate::sys::take_inherited_fd(fd)?);
-    let kind = s
-        .r#type()
-        .map_err(|e| io::Error::new(e.kind(), format!("descriptor {fd} is not a socket ({e})")))?;
+    let kind = match s.r#type() {
+        Ok(k) => k,
+        Err(e) => {
+            // Not ours to close (it may be a terminal or a file).
+            let _ = std::os::fd::IntoRawFd::into_raw_fd(s);
+            return Err(io::Error::new(
+                e.kind(),
+                format!("descriptor {fd} is not a socket ({e})"),
+            ));
+        }
+    };
     if kind != Type::STREAM {
+        let _ = std::os::fd::IntoRawFd::into_raw_fd(s);
         return Err(io::Error::new(
             io::ErrorKind::InvalidInput,
             format!("descriptor {fd} is not a stream socket"),
@@ -289,5 +298,19 @@ mod tests {
         // 100000 is far above any descriptor this test process has open.
         let e = bind_spec(&SockSpec::Fd(100_000), 1, 16, None).unwrap_err();
         assert_eq!(e.raw_os_error(), Some(libc::EBADF), "{e}");
+    }
+
+    #[test]
+    fn a_descriptor_that_is_no_socket_is_refused_and_left_open() {
+        use std::os::fd::AsRawFd;
+        let p = std::env::temp_dir().join(format!("ebb-notsock-{}", std::process::id()));
+        let mut f = std::fs::File::create(&p).unwrap();
+        let e = bind_spec(&SockSpec::Fd(f.as_raw_fd()), 1, 16, None).unwrap_err();
+        assert!(e.to_string().contains("is not a socket"), "{e}");
+        // Still open: the refusal did not close what it does not own.
+        f.write_all(b"still open").unwrap();
+        drop(f);
+        assert_eq!(std::fs::read(&p).unwrap(), b"still open");
+        let _ = std::fs::remove_file(&p);
     }
 }

@@ -318,6 +318,12 @@ pub fn run(cfg: Config, opts: RunOptions) -> i32 {
             Ok(None) => {
                 pid_to_write = None;
                 let _ = crate::sys::setsid();
+                // Detached: as HAProxy in daemon mode, no terminal and no
+                // caller's pipe stays attached (`log stdout` goes nowhere).
+                if let Err(e) = crate::sys::stdio_to_devnull() {
+                    eprintln!("ebb: cannot detach from the terminal: {e}");
+                    return 1;
+                }
             }
             Err(e) => {
                 eprintln!("ebb: cannot fork to run in the background: {e}");

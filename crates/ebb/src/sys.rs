@@ -251,3 +251,22 @@ pub fn utc_offset(t: i64) -> i32 {
     }
     tm.tm_gmtoff as i32
 }
+
+/// Points standard input, output and error at `/dev/null`, as a daemon
+/// does once detached: a caller reading ebb's output through a pipe sees
+/// its end, and a closed terminal cannot fail a write.
+pub fn stdio_to_devnull() -> io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let null = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/dev/null")?;
+    for fd in 0..=2 {
+        // SAFETY: dup2 onto 0..2 replaces those descriptors atomically;
+        // `null` stays open for the duration of the call.
+        if unsafe { libc::dup2(null.as_raw_fd(), fd) } < 0 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}

@@ -311,19 +311,17 @@ fn daemon_mode_forks_and_writes_the_child_pid() {
     )
     .unwrap();
     let pidfile = d.join("ebb.pid");
-    // A file, not a pipe, for stdout: the daemon keeps it open.
-    let outf = d.join("out.txt");
-    let st = Command::new(EBB)
+    // Pipes: the daemon must not keep them open, or this read would never
+    // end (as `$(ebb -D ...)` in a script would hang).
+    let o = Command::new(EBB)
         .args(["-f", "ebb.cfg", "-p", pidfile.to_str().unwrap()])
         .current_dir(&d)
         .stdin(Stdio::null())
-        .stderr(Stdio::null())
-        .stdout(std::fs::File::create(&outf).unwrap())
-        .status()
+        .output()
         .unwrap();
     // The parent prints where ebb listens and exits 0; the child goes on.
-    assert_eq!(st.code(), Some(0));
-    let text = std::fs::read_to_string(&outf).unwrap();
+    assert_eq!(o.status.code(), Some(0));
+    let text = String::from_utf8_lossy(&o.stdout).into_owned();
     let addr: std::net::SocketAddr = text
         .lines()
         .find_map(|l| l.split(" listening on ").nth(1))
@@ -337,6 +335,8 @@ fn daemon_mode_forks_and_writes_the_child_pid() {
         .unwrap();
     let alive = Path::new(&format!("/proc/{pid}")).exists();
     assert!(alive, "the pidfile's process is not running");
+    let fd1 = std::fs::read_link(format!("/proc/{pid}/fd/1")).unwrap();
+    assert_eq!(fd1, Path::new("/dev/null"));
     // The child serves (it may still be starting its threads: retry).
     let mut ok = false;
     for _ in 0..300 {
