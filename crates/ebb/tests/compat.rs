@@ -445,6 +445,70 @@ fn debian_stock_config_passes_the_check() {
             .unwrap();
         assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     }
+    // And it serves as shipped (as root, as the package runs it): daemon,
+    // chroot /var/lib/haproxy, user and group haproxy, the admin socket.
+    let root = String::from_utf8_lossy(&Command::new("id").arg("-u").output().unwrap().stdout)
+        .trim()
+        == "0";
+    if root && Path::new("/var/lib/haproxy").is_dir() && Path::new("/run/haproxy").is_dir() {
+        let serve = cfg.replace(
+            "frontend fe\n\tbind :8080\n\tdefault_backend be\n",
+            "frontend fe\n\tbind 127.0.0.1:0\n\thttp-request return status 200 content-type text/plain string stock-ok\n",
+        );
+        std::fs::write(d.join("serve.cfg"), serve).unwrap();
+        let pidfile = d.join("stock.pid");
+        let o = Command::new(EBB)
+            .args(["-f", "serve.cfg", "-p", pidfile.to_str().unwrap()])
+            .current_dir(&d)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        assert_eq!(
+            o.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        let text = String::from_utf8_lossy(&o.stdout).into_owned();
+        let addr: std::net::SocketAddr = text
+            .lines()
+            .find_map(|l| l.split(" listening on ").nth(1))
+            .expect("no listening line")
+            .parse()
+            .unwrap();
+        let pid = std::fs::read_to_string(&pidfile)
+            .unwrap()
+            .trim()
+            .to_string();
+        let mut body = String::new();
+        for _ in 0..300 {
+            if let Ok(mut s) = TcpStream::connect(addr) {
+                let _ = s.write_all(b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+                let _ = s.read_to_string(&mut body);
+                if body.ends_with("stock-ok") {
+                    break;
+                }
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let jail = std::fs::read_link(format!("/proc/{pid}/root")).ok();
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+        let cli = UnixStream::connect("/run/haproxy/admin.sock").and_then(|mut c| {
+            c.write_all(b"show info\n")?;
+            let mut out = String::new();
+            c.read_to_string(&mut out)?;
+            Ok(out)
+        });
+        let _ = Command::new("kill").arg(&pid).status();
+        assert!(body.ends_with("stock-ok"), "{body}");
+        assert_eq!(jail.as_deref(), Some(Path::new("/var/lib/haproxy")));
+        let uid = status.lines().find(|l| l.starts_with("Uid:")).unwrap_or("");
+        assert!(!uid.split_whitespace().skip(1).any(|u| u == "0"), "{uid}");
+        assert!(
+            cli.unwrap().contains("Pid: "),
+            "the admin socket does not answer"
+        );
+    }
     // send-proxy is refused clearly until the PROXY protocol lands.
     std::fs::write(
         d.join("sp.cfg"),
