@@ -121,9 +121,23 @@ pub struct Target {
     /// More severe messages are sent with this level.
     min_level: u8,
     max_len: usize,
+    /// `sample`: ranges, size, and messages seen so far.
+    sample: Option<(crate::config::LogSample, std::sync::atomic::AtomicU64)>,
 }
 
 impl Target {
+    /// Whether the next message is in the sample (always without one).
+    fn sampled(&self) -> bool {
+        match &self.sample {
+            None => true,
+            Some((s, n)) => {
+                let i = n.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                let k = (i % u64::from(s.size.max(1))) as u32 + 1;
+                s.ranges.iter().any(|&(lo, hi)| lo <= k && k <= hi)
+            }
+        }
+    }
+
     pub fn open(t: &LogTarget) -> io::Result<Target> {
         Ok(Target {
             sink: Sink::open(&t.dest)?,
@@ -133,6 +147,10 @@ impl Target {
             level: t.level.map_or(7, level_num),
             min_level: t.min_level.map_or(0, level_num),
             max_len: t.max_len.max(80) as usize,
+            sample: t
+                .sample
+                .clone()
+                .map(|s| (s, std::sync::atomic::AtomicU64::new(0))),
         })
     }
 }
@@ -184,7 +202,7 @@ impl Logger {
         }
         let now = SystemTime::now();
         for t in &self.targets {
-            if level > t.level {
+            if level > t.level || !t.sampled() {
                 continue;
             }
             let lv = level.max(t.min_level);
@@ -465,6 +483,7 @@ mod tests {
             },
             format: LogFormat::Short,
             max_len,
+            sample: None,
         };
         let l = Logger::new(
             vec![
@@ -481,6 +500,36 @@ mod tests {
         // info passes the second target only; alert both, lowered to err
         // by the second; the long line is cut to 80 bytes with its header.
         assert_eq!(got, format!("<6>info\n<1>alert\n<3>alert\n<6>{x77}\n"));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn sample_sends_the_numbered_messages_of_each_cycle() {
+        let dir = std::env::temp_dir().join(format!("ebb-logs-{}", std::process::id()));
+        let _ = std::fs::create_dir_all(&dir);
+        let p = dir.join("s.log");
+        let t = crate::config::LogTarget {
+            dest: LogDest::File(p.clone()),
+            facility: None,
+            level: None,
+            min_level: None,
+            loc: crate::config::Loc {
+                file: "t".into(),
+                line: 1,
+            },
+            format: LogFormat::Raw,
+            max_len: 1024,
+            sample: Some(crate::config::LogSample {
+                ranges: vec![(1, 1), (3, 3)],
+                size: 5,
+            }),
+        };
+        let l = Logger::new(vec![Target::open(&t).unwrap()], Ident::default());
+        for i in 1..=10 {
+            l.line(format!("m{i}").into_bytes());
+        }
+        // HAProxy's reg-test log/load_balancing: `sample 1,3:5`.
+        assert_eq!(std::fs::read_to_string(&p).unwrap(), "m1\nm3\nm6\nm8\n");
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

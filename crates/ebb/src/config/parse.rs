@@ -1036,8 +1036,11 @@ fn parse_log_target(w: &[String], loc: &Loc) -> Result<LogTarget, String> {
         };
         i += 2;
     }
+    let mut sample = None;
     if w.get(i).map(String::as_str) == Some("sample") {
-        return Err("log option 'sample' is not supported yet".to_string());
+        let v = w.get(i + 1).ok_or("'sample' expects RANGES:SIZE")?;
+        sample = Some(parse_log_sample(v)?);
+        i += 2;
     }
     let mut facility = None;
     if let Some(f) = w.get(i) {
@@ -1064,7 +1067,48 @@ fn parse_log_target(w: &[String], loc: &Loc) -> Result<LogTarget, String> {
         loc: loc.clone(),
         format,
         max_len,
+        sample,
     })
+}
+
+/// `RANGES:SIZE` of `log ... sample`: `1,3-4:5`.
+fn parse_log_sample(v: &str) -> Result<LogSample, String> {
+    let (ranges, size) = v
+        .split_once(':')
+        .ok_or_else(|| format!("missing sample size in '{v}' (RANGES:SIZE)"))?;
+    let num = |x: &str| -> Result<u32, String> {
+        x.parse::<u32>()
+            .ok()
+            .filter(|n| *n > 0)
+            .ok_or_else(|| format!("invalid sample range '{x}' in '{v}'"))
+    };
+    let mut rs = Vec::new();
+    for r in ranges.split(',') {
+        let (lo, hi) = match r.split_once('-') {
+            Some((a, b)) => (num(a)?, num(b)?),
+            None => (num(r)?, num(r)?),
+        };
+        if lo > hi {
+            return Err(format!("invalid sample range '{r}' in '{v}'"));
+        }
+        if rs.iter().any(|&(a, b)| lo <= b && a <= hi) {
+            return Err(format!("sample range '{r}' overlaps another in '{v}'"));
+        }
+        rs.push((lo, hi));
+    }
+    rs.sort_unstable();
+    let size: u32 = size
+        .parse()
+        .ok()
+        .filter(|n| *n > 0)
+        .ok_or_else(|| format!("wrong sample size '{size}' in '{v}'"))?;
+    let max = rs.iter().map(|r| r.1).max().unwrap_or(0);
+    if size < max {
+        return Err(format!(
+            "sample size {size} should be greater or equal to {max}, the largest range end"
+        ));
+    }
+    Ok(LogSample { ranges: rs, size })
 }
 
 fn parse_stats_socket(w: &[String], loc: &Loc) -> Result<StatsSocket, String> {

@@ -422,10 +422,11 @@ fn global_errors() {
         ("log tcp@1.2.3.4:514 local0", "not supported yet"),
         ("log stdout format json local0", "unknown log format 'json'"),
         ("log stdout len 10 local0", "between 80 and 65535"),
-        (
-            "log stdout sample 1:2 local0",
-            "'sample' is not supported yet",
-        ),
+        ("log stdout sample 1:0 local0", "wrong sample size"),
+        ("log stdout sample 1-3,2:5 local0", "overlaps"),
+        ("log stdout sample 1,7:5 local0", "greater or equal to 7"),
+        ("log stdout sample 3-1:5 local0", "invalid sample range"),
+        ("log stdout sample 1,3 local0", "missing sample size"),
         ("log foo@x local0", "unknown address family"),
         ("user no-such-user-here", "unknown user"),
         ("group no-such-group-here", "unknown group"),
@@ -666,6 +667,7 @@ fn log_targets_syslog() {
     log unix@/run/log.sock format short local7
     log /dev/log local0
     log stderr format raw daemon
+    log stdout sample 4,1-2:5 local0
     log-tag web
     log-send-hostname h1
     chroot /var/empty
@@ -692,6 +694,13 @@ fn log_targets_syslog() {
     assert_eq!(g.log[2].format, LogFormat::Short);
     assert_eq!(g.log[3].dest, LogDest::Unix("/dev/log".into()));
     assert_eq!(g.log[4].format, LogFormat::Raw);
+    assert_eq!(
+        g.log[5].sample,
+        Some(LogSample {
+            ranges: vec![(1, 2), (4, 4)],
+            size: 5
+        })
+    );
     assert_eq!(g.log_tag.as_deref(), Some("web"));
     assert_eq!(g.log_send_hostname.as_deref(), Some("h1"));
     assert_eq!(

@@ -226,6 +226,16 @@ pub struct LogTarget {
     /// `len N`: a message with its header is cut to N bytes (HAProxy's
     /// default 1024).
     pub max_len: u32,
+    /// `sample RANGES:SIZE`: of every SIZE messages, only those whose
+    /// number (1..SIZE) is in one of the ranges are sent.
+    pub sample: Option<LogSample>,
+}
+
+/// `sample 1,3-4:5`: ranges (inclusive, 1-based, sorted, disjoint) and size.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LogSample {
+    pub ranges: Vec<(u32, u32)>,
+    pub size: u32,
 }
 
 /// A proxy's `log` lines.
