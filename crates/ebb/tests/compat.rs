@@ -557,3 +557,30 @@ fn log_health_checks_reports_each_status_change() {
     );
     assert!(seen[n - 1].starts_with("Server be/s1 is DOWN"), "{seen:?}");
 }
+
+#[test]
+fn a_directory_of_cfg_files_is_read_in_name_order() {
+    let d = scratch("cfgdir");
+    let c = d.join("conf.d");
+    std::fs::create_dir_all(&c).unwrap();
+    // `defaults` in the first file apply to the proxies of the second.
+    std::fs::write(
+        c.join("10-defaults.cfg"),
+        "defaults\n    mode http\n    timeout client 5s\n",
+    )
+    .unwrap();
+    std::fs::write(
+        c.join("20-site.cfg"),
+        "frontend f\n    bind 127.0.0.1:0\n    default_backend b\nbackend b\n    server s 127.0.0.1:9\n",
+    )
+    .unwrap();
+    // Not a .cfg file: not read.
+    std::fs::write(c.join("notes.txt"), "this is not configuration\n").unwrap();
+    let (code, out, err) = run_ebb(&["-c", "-f", "conf.d"], &d);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("valid"), "{out}");
+    std::fs::write(c.join("30-bad.cfg"), "frontend g\n    bogus\n").unwrap();
+    let (code, _, err) = run_ebb(&["-c", "-f", "conf.d"], &d);
+    assert_eq!(code, 1);
+    assert!(err.contains("30-bad.cfg:2: "), "{err}");
+}
