@@ -547,7 +547,8 @@ fn log_health_checks_reports_each_status_change() {
         .iter()
         .find(|l| l.starts_with("Health check for server be/s1 failed, reason: "))
         .unwrap_or_else(|| panic!("no check line in {seen:?}"));
-    assert!(first.trim_end().ends_with("status: 1/2 UP."), "{first}");
+    assert!(first.contains(", check duration: "), "{first}");
+    assert!(first.trim_end().ends_with("ms, status: 1/2 UP."), "{first}");
     // The second failure's line comes before the change of state, as in
     // HAProxy.
     let n = seen.len();

@@ -342,7 +342,7 @@ impl Checker {
             None => "Layer4 check passed".to_string(),
         };
         (self.log)(format!(
-            "Health check for {}server {}/{} {}, reason: {reason}, status: {a}/{b} {}.",
+            "Health check for {}server {}/{} {}, reason: {reason}, check duration: {}ms, status: {a}/{b} {}.",
             if o.backup { "backup " } else { "" },
             s.backend,
             s.name,
@@ -351,6 +351,7 @@ impl Checker {
             } else {
                 "succeeded"
             },
+            self.started.elapsed().as_millis(),
             if up { "UP" } else { "DOWN" }
         ));
     }
