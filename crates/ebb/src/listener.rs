@@ -7,11 +7,29 @@
 //! port for the first socket and binds the others to the same port, so a
 //! test can start ebb on `127.0.0.1:0` and read the real address from its
 //! start-up line.
+//!
+//! Sockets ebb does not bind by address (`fd@N` inherited, `unix@PATH`,
+//! `abns@NAME`) exist once. With several threads, each thread gets a
+//! duplicate descriptor of that one socket (`dup`, same open file) and
+//! registers it in its own epoll: a new connection wakes every thread, the
+//! first to call `accept` takes it, the others get `EAGAIN`. This is
+//! HAProxy's choice for a listener shared by threads (one socket, polled by
+//! all); the cost is a wakeup per idle thread per connection, which is
+//! small next to the connection itself, and no thread is left out.
+//!
+//! systemd socket activation is `fd@N` too: a unit's sockets arrive as
+//! descriptors 3, 4, ... with `LISTEN_PID` (this process) and `LISTEN_FDS`
+//! (how many); `bind fd@3` takes the first. When those variables are set
+//! for this process, a number outside the passed range is refused.
 
 use std::io;
 use std::net::{SocketAddr, TcpListener};
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
 
-use socket2::{Domain, Protocol, Socket, Type};
+use socket2::{Domain, Protocol, SockAddr, Socket, Type};
+
+use crate::config::SockSpec;
 
 /// Backlog of every listening socket. Connections beyond `maxconn` wait
 /// here, in the kernel, rather than being accepted and starved; 1024 is
@@ -49,6 +67,137 @@ pub fn bind_per_thread(
         out.push(one_socket(real, backlog)?);
     }
     Ok((out, real))
+}
+
+/// The descriptors systemd passed to this process (`LISTEN_FDS` when
+/// `LISTEN_PID` is this process), as a range of numbers.
+pub fn systemd_fds() -> Option<std::ops::Range<i32>> {
+    let pid: u32 = std::env::var("LISTEN_PID").ok()?.parse().ok()?;
+    if pid != crate::sys::pid() {
+        return None;
+    }
+    let n: i32 = std::env::var("LISTEN_FDS").ok()?.parse().ok()?;
+    (n >= 0).then(|| 3..3 + n)
+}
+
+/// A socket that is not bound by address: one per thread (duplicates of
+/// one socket, see the module documentation), and a name for the
+/// `listening on` line.
+pub fn bind_spec(
+    spec: &SockSpec,
+    n: usize,
+    backlog: i32,
+    mode: Option<u32>,
+) -> io::Result<(Vec<Socket>, String)> {
+    let (first, name) = match spec {
+        SockSpec::Fd(fd) => inherited(*fd, backlog)?,
+        SockSpec::Unix(path) => (
+            unix_path(path, backlog, mode)?,
+            format!("unix@{}", path.display()),
+        ),
+        SockSpec::Abns(name) => (abns(name, backlog)?, format!("abns@{name}")),
+    };
+    let mut out = Vec::with_capacity(n.max(1));
+    for _ in 1..n {
+        out.push(first.try_clone()?);
+    }
+    out.insert(0, first);
+    Ok((out, name))
+}
+
+fn inherited(fd: i32, backlog: i32) -> io::Result<(Socket, String)> {
+    if let Some(r) = systemd_fds() {
+        if !r.contains(&fd) {
+            return Err(io::Error::new(
+                io::ErrorKind::NotFound,
+                format!(
+                    "systemd passed descriptors {}..{} (LISTEN_FDS), not {fd}",
+                    r.start,
+                    r.end - 1
+                ),
+            ));
+        }
+    }
+    let s = Socket::from(crate::sys::take_inherited_fd(fd)?);
+    let kind = match s.r#type() {
+        Ok(k) => k,
+        Err(e) => {
+            // Not ours to close (it may be a terminal or a file).
+            let _ = std::os::fd::IntoRawFd::into_raw_fd(s);
+            return Err(io::Error::new(
+                e.kind(),
+                format!("descriptor {fd} is not a socket ({e})"),
+            ));
+        }
+    };
+    if kind != Type::STREAM {
+        let _ = std::os::fd::IntoRawFd::into_raw_fd(s);
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("descriptor {fd} is not a stream socket"),
+        ));
+    }
+    // listen() again is harmless on a listening socket (it only sets the
+    // backlog) and needed on one passed bound but not listening.
+    s.listen(backlog)?;
+    s.set_nonblocking(true)?;
+    let local = s.local_addr()?;
+    let shown = match (local.as_socket(), local.as_pathname()) {
+        (Some(a), _) => format!("fd@{fd} ({a})"),
+        (None, Some(p)) => format!("fd@{fd} (unix@{})", p.display()),
+        _ => format!("fd@{fd}"),
+    };
+    Ok((s, shown))
+}
+
+/// Binds a UNIX stream socket at `path`: bound under a temporary name,
+/// given its mode, then renamed over `path`, so a client never sees a
+/// half-set-up socket and a stale file from an earlier run is replaced
+/// (HAProxy does the same).
+fn unix_path(path: &Path, backlog: i32, mode: Option<u32>) -> io::Result<Socket> {
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(format!(".{}.tmp", crate::sys::pid()));
+    let tmp = PathBuf::from(tmp);
+    let _ = std::fs::remove_file(&tmp);
+    let s = Socket::new(Domain::UNIX, Type::STREAM, None)?;
+    s.bind(&SockAddr::unix(&tmp)?)?;
+    let done = (|| {
+        if let Some(m) = mode {
+            std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(m))?;
+        }
+        s.listen(backlog)?;
+        s.set_nonblocking(true)?;
+        std::fs::rename(&tmp, path)
+    })();
+    if let Err(e) = done {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(e);
+    }
+    Ok(s)
+}
+
+/// Length of an abstract socket name as HAProxy binds it: the whole of
+/// `sun_path` after the leading NUL, zero-padded, so HAProxy and ebb
+/// reach each other's `abns@` sockets.
+const ABNS_LEN: usize = 107;
+
+fn abns(name: &str, backlog: i32) -> io::Result<Socket> {
+    use std::os::linux::net::SocketAddrExt;
+    let mut padded = name.as_bytes().to_vec();
+    padded.resize(ABNS_LEN, 0);
+    let addr = std::os::unix::net::SocketAddr::from_abstract_name(&padded)?;
+    let l = std::os::unix::net::UnixListener::bind_addr(&addr)?;
+    let s = Socket::from(l);
+    s.listen(backlog)?;
+    s.set_nonblocking(true)?;
+    Ok(s)
+}
+
+/// The peer of an accepted connection as an IP address; `0.0.0.0:0` for a
+/// UNIX socket client, which has none.
+pub fn peer_of(a: &SockAddr) -> SocketAddr {
+    a.as_socket()
+        .unwrap_or_else(|| SocketAddr::from(([0, 0, 0, 0], 0)))
 }
 
 #[cfg(test)]
@@ -97,5 +246,71 @@ mod tests {
             // A machine without IPv6 on loopback: nothing to check.
             Err(e) => assert_eq!(e.kind(), io::ErrorKind::AddrNotAvailable, "{e}"),
         }
+    }
+
+    #[test]
+    fn unix_path_replaces_a_stale_file_and_sets_the_mode() {
+        let dir = std::env::temp_dir().join(format!("ebb-listener-{}", std::process::id()));
+        let _ = std::fs::create_dir_all(&dir);
+        let p = dir.join("s.sock");
+        std::fs::write(&p, b"stale").unwrap();
+        let (ls, name) = bind_spec(&SockSpec::Unix(p.clone()), 2, 16, Some(0o600)).unwrap();
+        assert_eq!(ls.len(), 2);
+        assert_eq!(name, format!("unix@{}", p.display()));
+        let m = std::fs::metadata(&p).unwrap().permissions().mode();
+        assert_eq!(m & 0o777, 0o600);
+        let mut c = std::os::unix::net::UnixStream::connect(&p).unwrap();
+        c.write_all(b"y").unwrap();
+        // The duplicate accepts from the same socket.
+        let mut got = None;
+        for _ in 0..200 {
+            if let Ok((s, a)) = ls[1].accept() {
+                assert_eq!(peer_of(&a), SocketAddr::from(([0, 0, 0, 0], 0)));
+                got = Some(s);
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        let s = got.expect("no accept");
+        let mut s = std::os::unix::net::UnixStream::from(s);
+        s.set_nonblocking(false).unwrap();
+        let mut b = [0u8; 1];
+        s.read_exact(&mut b).unwrap();
+        assert_eq!(&b, b"y");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn abns_is_reachable_by_its_padded_name() {
+        use std::os::linux::net::SocketAddrExt;
+        let name = format!("ebb-test-{}", std::process::id());
+        let (ls, shown) = bind_spec(&SockSpec::Abns(name.clone()), 1, 16, None).unwrap();
+        assert_eq!(shown, format!("abns@{name}"));
+        let mut padded = name.into_bytes();
+        padded.resize(ABNS_LEN, 0);
+        let a = std::os::unix::net::SocketAddr::from_abstract_name(&padded).unwrap();
+        let _c = std::os::unix::net::UnixStream::connect_addr(&a).unwrap();
+        drop(ls);
+    }
+
+    #[test]
+    fn a_closed_descriptor_is_refused() {
+        // 100000 is far above any descriptor this test process has open.
+        let e = bind_spec(&SockSpec::Fd(100_000), 1, 16, None).unwrap_err();
+        assert_eq!(e.raw_os_error(), Some(libc::EBADF), "{e}");
+    }
+
+    #[test]
+    fn a_descriptor_that_is_no_socket_is_refused_and_left_open() {
+        use std::os::fd::AsRawFd;
+        let p = std::env::temp_dir().join(format!("ebb-notsock-{}", std::process::id()));
+        let mut f = std::fs::File::create(&p).unwrap();
+        let e = bind_spec(&SockSpec::Fd(f.as_raw_fd()), 1, 16, None).unwrap_err();
+        assert!(e.to_string().contains("is not a socket"), "{e}");
+        // Still open: the refusal did not close what it does not own.
+        f.write_all(b"still open").unwrap();
+        drop(f);
+        assert_eq!(std::fs::read(&p).unwrap(), b"still open");
+        let _ = std::fs::remove_file(&p);
     }
 }

@@ -21,37 +21,68 @@
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
-use std::path::Path;
+use std::net::{SocketAddr, UdpSocket};
+use std::os::unix::net::UnixDatagram;
+use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use crate::config::LogDest;
+use crate::config::{LogDest, LogFormat, LogLevel, LogTarget};
 
 /// Where log lines go.
 pub enum Sink {
     Stdout,
     Stderr,
     File(File),
+    /// Syslog over UDP: one datagram per message, never blocking (a full
+    /// socket buffer drops the message, as HAProxy does).
+    Udp(UdpSocket, SocketAddr),
+    /// A syslog UNIX datagram socket, addressed by path on every message
+    /// (so a restarted syslog daemon is found again).
+    Unix(UnixDatagram, PathBuf),
 }
 
 impl Sink {
-    /// Opens a destination (a file in append mode, created if missing).
+    /// Opens a destination (a file in append mode, created if missing; an
+    /// unbound datagram socket for syslog).
     pub fn open(d: &LogDest) -> io::Result<Sink> {
         Ok(match d {
             LogDest::Stdout => Sink::Stdout,
             LogDest::Stderr => Sink::Stderr,
             LogDest::File(p) => Sink::File(open_append(p)?),
+            LogDest::Udp(a) => {
+                let local: SocketAddr = if a.is_ipv6() {
+                    (std::net::Ipv6Addr::UNSPECIFIED, 0).into()
+                } else {
+                    (std::net::Ipv4Addr::UNSPECIFIED, 0).into()
+                };
+                let s = UdpSocket::bind(local)?;
+                s.set_nonblocking(true)?;
+                Sink::Udp(s, *a)
+            }
+            LogDest::Unix(p) => {
+                let s = UnixDatagram::unbound()?;
+                s.set_nonblocking(true)?;
+                Sink::Unix(s, p.clone())
+            }
         })
     }
 
     /// Writes one line (the newline is added here).
     pub fn line(&self, mut l: Vec<u8>) {
         l.push(b'\n');
-        // A full disk or a closed pipe must not stop the server: a log line
-        // is dropped rather than blocking or failing the request.
+        self.write(&l);
+    }
+
+    fn write(&self, l: &[u8]) {
+        // A full disk, a closed pipe or an absent syslog daemon must not
+        // stop the server: a log line is dropped rather than blocking or
+        // failing the request.
         let _ = match self {
-            Sink::Stdout => io::stdout().lock().write_all(&l),
-            Sink::Stderr => io::stderr().lock().write_all(&l),
-            Sink::File(f) => (&*f).write_all(&l),
+            Sink::Stdout => io::stdout().lock().write_all(l),
+            Sink::Stderr => io::stderr().lock().write_all(l),
+            Sink::File(f) => (&*f).write_all(l),
+            Sink::Udp(s, a) => s.send_to(l, a).map(drop),
+            Sink::Unix(s, p) => s.send_to(l, p).map(drop),
         };
     }
 }
@@ -60,26 +91,204 @@ fn open_append(p: &Path) -> io::Result<File> {
     OpenOptions::new().create(true).append(true).open(p)
 }
 
-/// Several sinks (one per `log` line).
+/// Syslog severities as numbers (RFC 5424).
+pub const LOG_ALERT: u8 = 1;
+pub const LOG_ERR: u8 = 3;
+pub const LOG_NOTICE: u8 = 5;
+pub const LOG_INFO: u8 = 6;
+
+fn level_num(l: LogLevel) -> u8 {
+    l as u8
+}
+
+/// The facility's number (RFC 5424 table, HAProxy's names).
+fn facility_num(f: &str) -> u8 {
+    const NAMES: [&str; 24] = [
+        "kern", "user", "mail", "daemon", "auth", "syslog", "lpr", "news", "uucp", "cron", "auth2",
+        "ftp", "ntp", "audit", "alert", "cron2", "local0", "local1", "local2", "local3", "local4",
+        "local5", "local6", "local7",
+    ];
+    NAMES.iter().position(|n| *n == f).unwrap_or(1) as u8
+}
+
+/// One `log` line, opened.
+pub struct Target {
+    sink: Sink,
+    format: LogFormat,
+    facility: u8,
+    /// Messages less severe than this are not sent.
+    level: u8,
+    /// More severe messages are sent with this level.
+    min_level: u8,
+    max_len: usize,
+    /// `sample`: ranges, size, and messages seen so far.
+    sample: Option<(crate::config::LogSample, std::sync::atomic::AtomicU64)>,
+}
+
+impl Target {
+    /// Whether the next message is in the sample (always without one).
+    fn sampled(&self) -> bool {
+        match &self.sample {
+            None => true,
+            Some((s, n)) => {
+                let i = n.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                let k = (i % u64::from(s.size.max(1))) as u32 + 1;
+                s.ranges.iter().any(|&(lo, hi)| lo <= k && k <= hi)
+            }
+        }
+    }
+
+    pub fn open(t: &LogTarget) -> io::Result<Target> {
+        Ok(Target {
+            sink: Sink::open(&t.dest)?,
+            format: t.format,
+            // No facility on the line (ebb allows that): syslog(3)'s user.
+            facility: t.facility.as_deref().map_or(1, facility_num),
+            level: t.level.map_or(7, level_num),
+            min_level: t.min_level.map_or(0, level_num),
+            max_len: t.max_len.max(80) as usize,
+            sample: t
+                .sample
+                .clone()
+                .map(|s| (s, std::sync::atomic::AtomicU64::new(0))),
+        })
+    }
+}
+
+/// What a syslog header says besides the date and priority.
+pub struct Ident {
+    /// `log-tag` or the program's name.
+    pub tag: String,
+    /// `log-send-hostname`; `None`: not sent.
+    pub host: Option<String>,
+}
+
+impl Default for Ident {
+    fn default() -> Ident {
+        let tag = std::env::args_os()
+            .next()
+            .and_then(|a| {
+                Path::new(&a)
+                    .file_name()
+                    .map(|n| n.to_string_lossy().into_owned())
+            })
+            .unwrap_or_else(|| "ebb".to_string());
+        Ident { tag, host: None }
+    }
+}
+
+/// Several targets (one per `log` line).
 #[derive(Default)]
 pub struct Logger {
-    sinks: Vec<Sink>,
+    targets: Vec<Target>,
+    ident: Ident,
 }
 
 impl Logger {
-    pub fn new(sinks: Vec<Sink>) -> Logger {
-        Logger { sinks }
+    pub fn new(targets: Vec<Target>, ident: Ident) -> Logger {
+        Logger { targets, ident }
     }
     pub fn is_empty(&self) -> bool {
-        self.sinks.is_empty()
+        self.targets.is_empty()
     }
+    /// An access-log line (level `info`, as HAProxy sends traffic logs).
     pub fn line(&self, l: Vec<u8>) {
-        if let Some((last, rest)) = self.sinks.split_last() {
-            for s in rest {
-                s.line(l.clone());
-            }
-            last.line(l);
+        self.send(LOG_INFO, &l);
+    }
+    /// Sends `msg` at `level` to every target that takes that level.
+    pub fn send(&self, level: u8, msg: &[u8]) {
+        if self.targets.is_empty() {
+            return;
         }
+        let now = SystemTime::now();
+        for t in &self.targets {
+            if level > t.level || !t.sampled() {
+                continue;
+            }
+            let lv = level.max(t.min_level);
+            let mut out = Vec::with_capacity(64 + msg.len());
+            header(&mut out, t.format, t.facility, lv, &self.ident, now);
+            out.extend_from_slice(msg);
+            while out.last().is_some_and(|&b| b == b'\n' || b == 0) {
+                out.pop();
+            }
+            out.truncate(t.max_len);
+            out.push(b'\n');
+            t.sink.write(&out);
+        }
+    }
+}
+
+const MON: [&str; 12] = [
+    "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
+];
+
+/// The syslog header HAProxy writes for `format` (log.c, build_log_header).
+pub fn header(out: &mut Vec<u8>, f: LogFormat, facility: u8, level: u8, id: &Ident, t: SystemTime) {
+    let pri = u32::from(facility) * 8 + u32::from(level);
+    match f {
+        LogFormat::Local | LogFormat::Rfc3164 | LogFormat::Rfc5424 | LogFormat::Priority => {
+            let _ = write!(out, "<{pri}>");
+        }
+        LogFormat::Short | LogFormat::Timed => {
+            let _ = write!(out, "<{level}>");
+        }
+        LogFormat::Iso | LogFormat::Raw => {}
+    }
+    let d = t.duration_since(UNIX_EPOCH).unwrap_or_default();
+    let secs = d.as_secs() as i64;
+    let off = crate::sys::utc_offset(secs);
+    let local = secs + i64::from(off);
+    let (y, m, day) = civil_from_days(local.div_euclid(86_400));
+    let sod = local.rem_euclid(86_400);
+    let (hh, mm, ss) = (sod / 3600, sod / 60 % 60, sod % 60);
+    match f {
+        LogFormat::Local | LogFormat::Rfc3164 => {
+            let _ = write!(
+                out,
+                "{} {:2} {:02}:{:02}:{:02} ",
+                MON[(m - 1) as usize],
+                day,
+                hh,
+                mm,
+                ss
+            );
+        }
+        LogFormat::Rfc5424 | LogFormat::Timed | LogFormat::Iso => {
+            if f == LogFormat::Rfc5424 {
+                out.extend_from_slice(b"1 ");
+            }
+            let sign = if off < 0 { '-' } else { '+' };
+            let a = off.unsigned_abs();
+            let _ = write!(
+                out,
+                "{y:04}-{m:02}-{day:02}T{hh:02}:{mm:02}:{ss:02}.{:06}{sign}{:02}:{:02} ",
+                d.subsec_micros(),
+                a / 3600,
+                a / 60 % 60
+            );
+        }
+        LogFormat::Priority | LogFormat::Short | LogFormat::Raw => {}
+    }
+    match f {
+        LogFormat::Rfc3164 | LogFormat::Local => {
+            if f == LogFormat::Rfc3164 {
+                let _ = write!(out, "{} ", id.host.as_deref().unwrap_or("localhost"));
+            }
+            // The pid is read here, not at start: after `daemon` forks,
+            // the child's.
+            let _ = write!(out, "{}[{}]: ", id.tag, crate::sys::pid());
+        }
+        LogFormat::Rfc5424 => {
+            let _ = write!(
+                out,
+                "{} {} {} - - ",
+                id.host.as_deref().unwrap_or("-"),
+                id.tag,
+                crate::sys::pid()
+            );
+        }
+        _ => {}
     }
 }
 
@@ -215,5 +424,112 @@ mod tests {
             String::from_utf8(l).unwrap(),
             "127.0.0.1:4000 [01/Jan/1970:00:00:00.000] fe be/<files> 1/-1/-1/0/2 200 10 - - ---- 3/2/0/0/0 0/0 \"GET /a#22b#0D#0A HTTP/1.1\""
         );
+    }
+
+    fn hdr(f: LogFormat) -> String {
+        let id = Ident {
+            tag: "ebb".into(),
+            host: None,
+        };
+        let mut v = Vec::new();
+        // 2026-11-03 04:05:06.789012 UTC; local0 (16), info (6).
+        let t = UNIX_EPOCH + Duration::from_micros(1_793_678_706_789_012);
+        header(&mut v, f, 16, 6, &id, t);
+        String::from_utf8(v).unwrap()
+    }
+
+    #[test]
+    fn syslog_headers_as_haproxy_writes_them() {
+        let pid = crate::sys::pid();
+        if crate::sys::utc_offset(1_793_678_706) != 0 {
+            // The dates below are UTC; another zone shifts them.
+            return;
+        }
+        assert_eq!(
+            hdr(LogFormat::Local),
+            format!("<134>Nov  3 04:05:06 ebb[{pid}]: ")
+        );
+        assert_eq!(
+            hdr(LogFormat::Rfc3164),
+            format!("<134>Nov  3 04:05:06 localhost ebb[{pid}]: ")
+        );
+        assert_eq!(
+            hdr(LogFormat::Rfc5424),
+            format!("<134>1 2026-11-03T04:05:06.789012+00:00 - ebb {pid} - - ")
+        );
+        assert_eq!(hdr(LogFormat::Priority), "<134>");
+        assert_eq!(hdr(LogFormat::Short), "<6>");
+        assert_eq!(
+            hdr(LogFormat::Timed),
+            "<6>2026-11-03T04:05:06.789012+00:00 "
+        );
+        assert_eq!(hdr(LogFormat::Iso), "2026-11-03T04:05:06.789012+00:00 ");
+        assert_eq!(hdr(LogFormat::Raw), "");
+    }
+
+    #[test]
+    fn levels_filter_and_minlevel_and_len() {
+        let dir = std::env::temp_dir().join(format!("ebb-log-{}", std::process::id()));
+        let _ = std::fs::create_dir_all(&dir);
+        let p = dir.join("l.log");
+        let t = |level, min_level, max_len| crate::config::LogTarget {
+            dest: LogDest::File(p.clone()),
+            facility: Some("local0".into()),
+            level,
+            min_level,
+            loc: crate::config::Loc {
+                file: "t".into(),
+                line: 1,
+            },
+            format: LogFormat::Short,
+            max_len,
+            sample: None,
+        };
+        let l = Logger::new(
+            vec![
+                Target::open(&t(Some(LogLevel::Notice), None, 1024)).unwrap(),
+                Target::open(&t(None, Some(LogLevel::Err), 80)).unwrap(),
+            ],
+            Ident::default(),
+        );
+        l.send(LOG_INFO, b"info");
+        l.send(LOG_ALERT, b"alert");
+        l.send(LOG_INFO, &[b'x'; 200]);
+        let got = std::fs::read_to_string(&p).unwrap();
+        let x77 = "x".repeat(77);
+        // info passes the second target only; alert both, lowered to err
+        // by the second; the long line is cut to 80 bytes with its header.
+        assert_eq!(got, format!("<6>info\n<1>alert\n<3>alert\n<6>{x77}\n"));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn sample_sends_the_numbered_messages_of_each_cycle() {
+        let dir = std::env::temp_dir().join(format!("ebb-logs-{}", std::process::id()));
+        let _ = std::fs::create_dir_all(&dir);
+        let p = dir.join("s.log");
+        let t = crate::config::LogTarget {
+            dest: LogDest::File(p.clone()),
+            facility: None,
+            level: None,
+            min_level: None,
+            loc: crate::config::Loc {
+                file: "t".into(),
+                line: 1,
+            },
+            format: LogFormat::Raw,
+            max_len: 1024,
+            sample: Some(crate::config::LogSample {
+                ranges: vec![(1, 1), (3, 3)],
+                size: 5,
+            }),
+        };
+        let l = Logger::new(vec![Target::open(&t).unwrap()], Ident::default());
+        for i in 1..=10 {
+            l.line(format!("m{i}").into_bytes());
+        }
+        // HAProxy's reg-test log/load_balancing: `sample 1,3:5`.
+        assert_eq!(std::fs::read_to_string(&p).unwrap(), "m1\nm3\nm6\nm8\n");
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

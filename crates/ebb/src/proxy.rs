@@ -114,6 +114,8 @@ pub struct ServersRt {
     pub farm: Arc<Farm>,
     pub probe: Option<HttpProbe>,
     pub check_timeout: Option<Duration>,
+    /// `option log-health-checks`.
+    pub log_checks: bool,
     pub timeouts: BeTimeouts,
     pub forwardfor: Option<ForwardFor>,
     /// `option httpclose` / `http-server-close` on the backend: no server
@@ -445,6 +447,7 @@ fn compile_servers(
         farm: Arc::new(farm),
         probe,
         check_timeout: t.check,
+        log_checks: p.options.log_health_checks,
         timeouts: BeTimeouts {
             connect,
             server,

@@ -15,7 +15,6 @@
 //! once). A second signal during a stop forces the hard stop.
 
 use std::io::{self, Write};
-use std::net::TcpListener;
 use std::os::fd::AsRawFd;
 use std::rc::Rc;
 use std::sync::atomic::AtomicU32;
@@ -28,8 +27,8 @@ use crate::blocking::BlockingPool;
 use crate::config::{Config, ConfigError, LogDest, ProfilingMode};
 use crate::conn::Conn;
 use crate::http1::Limits;
-use crate::listener::{bind_per_thread, DEFAULT_BACKLOG};
-use crate::log::{Logger, Sink};
+use crate::listener::{bind_per_thread, bind_spec, DEFAULT_BACKLOG};
+use crate::log::{Ident, Logger, Target};
 use crate::proxy::{compile, Compiled, FrontendRt};
 use crate::registry::{Live, Process, Sessions};
 use crate::tls::TlsAcceptor;
@@ -46,7 +45,7 @@ const PAUSE_RETRY_MS: u32 = 100;
 struct Listener {
     /// Whether accepting stopped at a limit (logged once per pause).
     paused: bool,
-    sock: Option<TcpListener>,
+    sock: Option<socket2::Socket>,
     fe: Arc<FrontendRt>,
     /// TLS settings of the bind line (`ssl crt ...`).
     tls: Option<Arc<TlsAcceptor>>,
@@ -105,9 +104,10 @@ impl TaskletFn for Listener {
             match sock.accept() {
                 Ok((s, peer)) => {
                     ctx.count_accepts(1);
+                    let peer = crate::listener::peer_of(&peer);
                     if let Err(e) = Conn::spawn(
                         ctx,
-                        s,
+                        s.into(),
                         peer,
                         Arc::clone(&self.fe),
                         Rc::clone(&self.w),
@@ -153,6 +153,9 @@ pub struct RunOptions {
     pub files: Vec<std::path::PathBuf>,
     /// `-p FILE`, overriding the configuration's `pidfile`.
     pub pidfile: Option<std::path::PathBuf>,
+    /// `-D` or `daemon` (and no `-d`): fork once everything is bound; the
+    /// parent writes the pidfile with the child's pid and exits 0.
+    pub daemon: bool,
 }
 
 /// A configuration error found at start-up (bind, files), formatted.
@@ -179,9 +182,10 @@ pub fn run(cfg: Config, opts: RunOptions) -> i32 {
             c
         }
         Err(errs) => {
-            for e in errs {
-                eprintln!("{e}");
-            }
+            // One write, so a reader of the pipe gets whole lines.
+            let _ = io::stderr()
+                .lock()
+                .write_all(format!("{}\n", join_errors(errs)).as_bytes());
             return 1;
         }
     };
@@ -194,7 +198,7 @@ pub fn run(cfg: Config, opts: RunOptions) -> i32 {
         .clamp(1, 64);
 
     // Bind everything before anything runs.
-    type Bound = (TcpListener, Arc<FrontendRt>, Option<Arc<TlsAcceptor>>);
+    type Bound = (socket2::Socket, Arc<FrontendRt>, Option<Arc<TlsAcceptor>>);
     let mut per_thread: Vec<Vec<Bound>> = (0..nbthread).map(|_| Vec::new()).collect();
     let mut acceptors: Vec<Arc<TlsAcceptor>> = Vec::new();
     let mut lines = Vec::new();
@@ -226,7 +230,7 @@ pub fn run(cfg: Config, opts: RunOptions) -> i32 {
                     Ok((socks, real)) => {
                         lines.push(format!("ebb: frontend {} listening on {}", fe.name, real));
                         for (t, s) in socks.into_iter().enumerate() {
-                            per_thread[t].push((s, Arc::clone(fe), tls.clone()));
+                            per_thread[t].push((s.into(), Arc::clone(fe), tls.clone()));
                         }
                     }
                     Err(e) => {
@@ -238,27 +242,30 @@ pub fn run(cfg: Config, opts: RunOptions) -> i32 {
                     }
                 }
             }
-        }
-    }
-
-    let mut sinks = Vec::new();
-    for t in &cfg.global.log {
-        match Sink::open(&t.dest) {
-            Ok(s) => sinks.push(s),
-            Err(e) => {
-                let what = match &t.dest {
-                    LogDest::File(p) => p.display().to_string(),
-                    LogDest::Stdout => "stdout".into(),
-                    LogDest::Stderr => "stderr".into(),
-                };
-                eprintln!(
-                    "{}",
-                    startup_error(&t.loc, format!("cannot open log {what}: {e}"))
-                );
-                return 1;
+            for spec in &b.sockets {
+                match bind_spec(spec, nbthread, DEFAULT_BACKLOG, b.unix_mode) {
+                    Ok((socks, shown)) => {
+                        lines.push(format!("ebb: frontend {} listening on {shown}", fe.name));
+                        for (t, s) in socks.into_iter().enumerate() {
+                            per_thread[t].push((s, Arc::clone(fe), tls.clone()));
+                        }
+                    }
+                    Err(e) => {
+                        eprintln!("{}", startup_error(&b.loc, format!("cannot bind: {e}")));
+                        return 1;
+                    }
+                }
             }
         }
     }
+
+    let (logger, fe_loggers, be_loggers) = match open_loggers(&cfg) {
+        Ok(l) => l,
+        Err(e) => {
+            eprintln!("{e}");
+            return 1;
+        }
+    };
     let maxconn = cfg.global.maxconn.unwrap_or(u32::MAX);
     if let Some(m) = cfg.global.maxconn {
         // Two descriptors per connection leave room for files and logs.
@@ -269,7 +276,8 @@ pub fn run(cfg: Config, opts: RunOptions) -> i32 {
     let shared = Arc::new(Shared {
         actconn: AtomicU32::new(0),
         maxconn,
-        logger: Logger::new(sinks),
+        logger,
+        fe_loggers,
         errors_to_stderr: true,
         debug: opts.debug,
     });
@@ -289,7 +297,7 @@ pub fn run(cfg: Config, opts: RunOptions) -> i32 {
             }
         }
     }
-    let cli_paths: Vec<_> = cli_socks.iter().map(|c| c.path.clone()).collect();
+    let cli_paths: Vec<_> = cli_socks.iter().filter_map(|c| c.path.clone()).collect();
     let cli_timeout = cfg
         .global
         .stats_timeout
@@ -300,11 +308,47 @@ pub fn run(cfg: Config, opts: RunOptions) -> i32 {
         .pidfile
         .clone()
         .or_else(|| cfg.global.pidfile.as_ref().map(|p| p.value.clone()));
-    if let Some(p) = &pidfile {
-        if let Err(e) = std::fs::write(p, format!("{}\n", crate::sys::pid())) {
+    // `daemon`/-D: fork now that every socket is bound (so bind errors
+    // still reach the terminal and the exit status); the parent writes the
+    // child's pid and leaves. No thread runs yet, as fork requires.
+    let mut pid_to_write = Some(crate::sys::pid());
+    if opts.daemon {
+        match crate::sys::fork() {
+            Ok(Some(child)) => pid_to_write = Some(child),
+            Ok(None) => {
+                pid_to_write = None;
+                let _ = crate::sys::setsid();
+                // Detached: as HAProxy in daemon mode, no terminal and no
+                // caller's pipe stays attached (`log stdout` goes nowhere).
+                if let Err(e) = crate::sys::stdio_to_devnull() {
+                    eprintln!("ebb: cannot detach from the terminal: {e}");
+                    return 1;
+                }
+            }
+            Err(e) => {
+                eprintln!("ebb: cannot fork to run in the background: {e}");
+                return 1;
+            }
+        }
+    }
+    if let (Some(p), Some(pid)) = (&pidfile, pid_to_write) {
+        if let Err(e) = std::fs::write(p, format!("{pid}\n")) {
             eprintln!("ebb: cannot write pidfile {}: {e}", p.display());
             return 1;
         }
+    }
+    if opts.daemon && pid_to_write.is_some() {
+        // The parent: tell the caller where ebb listens, then leave.
+        let mut out = io::stdout().lock();
+        for l in &lines {
+            let _ = writeln!(out, "{l}");
+        }
+        let _ = out.flush();
+        return 0;
+    }
+    if let Err(e) = enter_jail(&cfg.global) {
+        eprintln!("{e}");
+        return 1;
     }
 
     let mut sc = sched::Config::new(nbthread);
@@ -337,7 +381,7 @@ pub fn run(cfg: Config, opts: RunOptions) -> i32 {
         files: opts.files.clone(),
         binds: bind_signature(&cfg),
         live: Arc::clone(&live),
-        checks: (pool.submitter(), Arc::new(|_l: String| {})),
+        checks: (pool.submitter(), Arc::new(|_b: &str, _l: String| {})),
         handle: rt.handle(),
     };
     // Health checks run on their own small pool, so a silent server never
@@ -349,13 +393,26 @@ pub fn run(cfg: Config, opts: RunOptions) -> i32 {
             return 1;
         }
     };
-    let check_log: crate::backend::check::LogFn = {
+    let check_log: CheckLog = {
         let shared = Arc::clone(&shared);
-        Arc::new(move |line: String| {
-            if shared.logger.is_empty() {
-                eprintln!("ebb: {line}");
+        let be_loggers = Arc::new(be_loggers);
+        Arc::new(move |backend: &str, line: String| {
+            // HAProxy's levels: a server going down is an alert, the rest
+            // (coming up, `log-health-checks` lines) notices.
+            let level = if line.contains(" is DOWN") {
+                crate::log::LOG_ALERT
             } else {
-                shared.logger.line(line.into_bytes());
+                crate::log::LOG_NOTICE
+            };
+            match be_loggers.get(backend) {
+                Some(l) if !l.is_empty() => l.send(level, line.as_bytes()),
+                // No target for this backend: the operator still sees it.
+                _ if shared.logger.is_empty() => {
+                    let _ = io::stderr()
+                        .lock()
+                        .write_all(format!("ebb: {line}\n").as_bytes());
+                }
+                _ => {}
             }
         })
     };
@@ -392,7 +449,11 @@ pub fn run(cfg: Config, opts: RunOptions) -> i32 {
     let submitter = pool.submitter();
     let bufsize = cfg.global.bufsize.max(1024);
     let limits = Limits {
-        max_head_bytes: bufsize.saturating_sub(1024).max(1024),
+        // HAProxy keeps `tune.maxrewrite` (default 1024, at most half the
+        // buffer) free for rewrites; the head gets the rest.
+        max_head_bytes: bufsize
+            .saturating_sub(cfg.global.maxrewrite.unwrap_or(1024).min(bufsize / 2))
+            .max(1024),
         ..Limits::default()
     };
     let res = rt.run(|ctx: &mut Ctx| {
@@ -469,6 +530,82 @@ pub fn run(cfg: Config, opts: RunOptions) -> i32 {
     }
 }
 
+/// The global log targets, and each frontend's and backend's (its own
+/// lines, plus the global ones where it says `log global`), opened. A
+/// backend's targets receive its health-check events, as in HAProxy.
+type Loggers = std::collections::HashMap<String, Logger>;
+
+fn open_loggers(cfg: &Config) -> Result<(Logger, Loggers, Loggers), String> {
+    let open = |t: &crate::config::LogTarget| {
+        Target::open(t).map_err(|e| {
+            let what = match &t.dest {
+                LogDest::File(p) | LogDest::Unix(p) => p.display().to_string(),
+                LogDest::Udp(a) => a.to_string(),
+                LogDest::Stdout => "stdout".into(),
+                LogDest::Stderr => "stderr".into(),
+            };
+            startup_error(&t.loc, format!("cannot open log {what}: {e}")).to_string()
+        })
+    };
+    let ident = || Ident {
+        tag: cfg
+            .global
+            .log_tag
+            .clone()
+            .unwrap_or_else(|| Ident::default().tag),
+        host: cfg.global.log_send_hostname.clone(),
+    };
+    let mut global = Vec::new();
+    for t in &cfg.global.log {
+        global.push(open(t)?);
+    }
+    let proxy = |p: &crate::config::Proxy| -> Result<Logger, String> {
+        let mut v = Vec::new();
+        for l in &p.log {
+            match l {
+                crate::config::ProxyLog::Global => {
+                    for t in &cfg.global.log {
+                        v.push(open(t)?);
+                    }
+                }
+                crate::config::ProxyLog::Target(t) => v.push(open(t)?),
+            }
+        }
+        Ok(Logger::new(v, ident()))
+    };
+    let mut per_fe = Loggers::new();
+    for f in cfg.frontends() {
+        per_fe.insert(f.name.clone(), proxy(f)?);
+    }
+    let mut per_be = Loggers::new();
+    for b in cfg.backends() {
+        per_be.insert(b.name.clone(), proxy(b)?);
+    }
+    Ok((Logger::new(global, ident()), per_fe, per_be))
+}
+
+/// `chroot`, then `group`/`user`: after binding (a port below 1024 needs
+/// root), before serving, as HAProxy does.
+fn enter_jail(g: &crate::config::Global) -> Result<(), String> {
+    if let Some(dir) = &g.chroot {
+        std::os::unix::fs::chroot(&dir.value)
+            .and_then(|()| std::env::set_current_dir("/"))
+            .map_err(|e| {
+                startup_error(
+                    &dir.loc,
+                    format!("cannot chroot to {}: {e}", dir.value.display()),
+                )
+                .to_string()
+            })?;
+    }
+    crate::sys::drop_privileges(g.uid, g.gid).map_err(|e| {
+        format!(
+            "ebb: cannot switch to uid {:?} gid {:?} ('user'/'group'): {e}",
+            g.uid, g.gid
+        )
+    })
+}
+
 /// What a reload needs: the files to read again, the binds in force (a
 /// reload cannot move listeners: that needs a restart) and where to put
 /// the new configuration.
@@ -476,34 +613,47 @@ struct Reload {
     /// TLS acceptors whose certificate files are read again.
     acceptors: Vec<Arc<TlsAcceptor>>,
     files: Vec<std::path::PathBuf>,
-    binds: Vec<(String, Vec<std::net::SocketAddr>)>,
+    binds: Vec<BindSignature>,
     live: Arc<Live>,
-    checks: (crate::blocking::Submitter, crate::backend::check::LogFn),
+    checks: (crate::blocking::Submitter, CheckLog),
     handle: RuntimeHandle,
 }
+
+/// Where health-check events go: (backend name, message).
+type CheckLog = Arc<dyn Fn(&str, String) + Send + Sync>;
 
 /// Starts the health checks of every server backend.
 fn start_checks(
     c: &Compiled,
     pool: &crate::blocking::Submitter,
     handle: &RuntimeHandle,
-    log: &crate::backend::check::LogFn,
+    log: &CheckLog,
 ) {
     for b in &c.backends {
         if let crate::proxy::BackendKind::Servers(s) = &b.kind {
+            let (f, name) = (Arc::clone(log), b.name.clone());
+            let log: crate::backend::check::LogFn = Arc::new(move |l: String| f(&name, l));
             crate::backend::check::start(
                 &s.farm,
                 s.probe.clone(),
                 s.check_timeout,
                 pool,
                 handle,
-                Arc::clone(log),
+                log,
+                s.log_checks,
             );
         }
     }
 }
 
-fn bind_signature(cfg: &Config) -> Vec<(String, Vec<std::net::SocketAddr>)> {
+/// A frontend's name, its TCP addresses and its other sockets.
+type BindSignature = (
+    String,
+    Vec<std::net::SocketAddr>,
+    Vec<crate::config::SockSpec>,
+);
+
+fn bind_signature(cfg: &Config) -> Vec<BindSignature> {
     cfg.frontends()
         .map(|f| {
             let mut a: Vec<_> = f
@@ -512,7 +662,9 @@ fn bind_signature(cfg: &Config) -> Vec<(String, Vec<std::net::SocketAddr>)> {
                 .flat_map(|b| b.addrs.iter().copied())
                 .collect();
             a.sort();
-            (f.name.clone(), a)
+            let mut o: Vec<_> = f.binds.iter().flat_map(|b| b.sockets.clone()).collect();
+            o.sort();
+            (f.name.clone(), a, o)
         })
         .collect()
 }
@@ -612,7 +764,7 @@ pub fn default_config_text(root: &std::path::Path, bind: &str) -> String {
     let root = crate::config::quote(&root.display().to_string());
     let bind = crate::config::quote(bind);
     format!(
-        "global\n    log stdout\n\
+        "global\n    log stdout format raw daemon\n\
          defaults\n    mode http\n    log global\n    timeout client 60s\n    timeout http-request 10s\n    timeout http-keep-alive 75s\n\
          frontend web\n    bind {bind}\n    default_backend files\n\
          backend files\n    serve-files {root} listing on\n"

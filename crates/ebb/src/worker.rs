@@ -31,6 +31,9 @@ pub struct Shared {
     /// Global `maxconn`; `u32::MAX` when unset.
     pub maxconn: u32,
     pub logger: Logger,
+    /// Each frontend's own targets (its `log` lines, with the global ones
+    /// where it says `log global`), by frontend name.
+    pub fe_loggers: HashMap<String, Logger>,
     /// Whether request errors also go to stderr (no `log` target set).
     pub errors_to_stderr: bool,
     /// `-d`: one stderr line per connection accepted and closed.
@@ -62,6 +65,9 @@ pub struct Worker {
     /// Idle server connections of this thread, by server uid: (socket,
     /// idle since), newest last.
     idle: RefCell<HashMap<u64, Vec<Idle>>>,
+    /// The frontend whose access line comes next: `logging(fe)` sets it,
+    /// `log_access` takes it (the two are called in that order).
+    log_fe: RefCell<Option<Arc<str>>>,
 }
 
 /// An idle server connection: the socket, since when, and its server's
@@ -94,6 +100,7 @@ impl Worker {
             heavy_enabled: true,
             paused: RefCell::new(Vec::new()),
             idle: RefCell::new(HashMap::new()),
+            log_fe: RefCell::new(None),
         }
     }
 
@@ -236,11 +243,26 @@ impl Worker {
 
     /// Whether this frontend's requests are logged.
     pub fn logging(&self, fe: &FrontendRt) -> bool {
-        fe.log && !self.shared.logger.is_empty()
+        match self.shared.fe_loggers.get(fe.name.as_str()) {
+            Some(l) if fe.log && !l.is_empty() => {
+                let mut cur = self.log_fe.borrow_mut();
+                if cur.as_deref() != Some(fe.name.as_str()) {
+                    *cur = Some(Arc::from(fe.name.as_str()));
+                }
+                true
+            }
+            _ => false,
+        }
     }
 
+    /// An access line, to the targets of the frontend last passed to
+    /// [`Worker::logging`].
     pub fn log_access(&self, line: Vec<u8>) {
-        self.shared.logger.line(line);
+        let cur = self.log_fe.borrow();
+        match cur.as_deref().and_then(|n| self.shared.fe_loggers.get(n)) {
+            Some(l) => l.line(line),
+            None => self.shared.logger.line(line),
+        }
     }
 
     /// A request refused or timed out: to the log, or to stderr when no log

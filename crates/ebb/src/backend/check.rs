@@ -230,6 +230,10 @@ struct Checker {
     /// Consecutive successes while DOWN / failures while UP.
     streak: u32,
     log: LogFn,
+    /// `option log-health-checks`: log each change of the check's status.
+    log_checks: bool,
+    /// When the check in flight started (its duration is logged).
+    started: Instant,
 }
 
 impl Checker {
@@ -254,9 +258,24 @@ impl Checker {
             Ok(()) => "L7OK".to_string(),
             Err(e) => e.clone(),
         };
-        if let Ok(mut cs) = s.check_status.lock() {
-            *cs = status;
-        }
+        let changed = match s.check_status.lock() {
+            Ok(mut cs) => {
+                let changed = *cs != status;
+                *cs = status;
+                changed
+            }
+            Err(_) => false,
+        };
+        let failed = r.as_ref().err().cloned();
+        // A server's change of state is logged after the check line that
+        // caused it, in HAProxy's order.
+        let mut transition = None;
+        // Whether HAProxy's health counter moves: a failure while any
+        // health is left, a success while not at full health.
+        let moved = match (up, &r) {
+            (true, Err(_)) | (false, Ok(())) => true,
+            _ => self.streak > 0,
+        };
         match (up, r) {
             (true, Ok(())) | (false, Err(_)) => self.streak = 0,
             (true, Err(e)) => {
@@ -264,7 +283,7 @@ impl Checker {
                 if self.streak >= s.opts.fall.max(1) {
                     s.up.store(false, Ordering::Relaxed);
                     self.streak = 0;
-                    (self.log)(format!(
+                    transition = Some(format!(
                         "Server {}/{} is DOWN, reason: {e}. {} active servers left.",
                         s.backend,
                         s.name,
@@ -287,7 +306,7 @@ impl Checker {
                     }
                     s.up.store(true, Ordering::Relaxed);
                     self.streak = 0;
-                    (self.log)(format!(
+                    transition = Some(format!(
                         "Server {}/{} is UP, reason: check passed.",
                         s.backend, s.name
                     ));
@@ -297,6 +316,44 @@ impl Checker {
                 }
             }
         }
+        if self.log_checks && (changed || moved) {
+            self.log_check(s, failed);
+        }
+        if let Some(t) = transition {
+            (self.log)(t);
+        }
+    }
+
+    /// HAProxy's `option log-health-checks` line: the result, its reason
+    /// and the health counter as `a/b UP|DOWN` (successes needed to come
+    /// up while DOWN; failures left before going down while UP).
+    fn log_check(&self, s: &ServerRt, failed: Option<String>) {
+        let o = &s.opts;
+        let (rise, fall) = (o.rise.max(1), o.fall.max(1));
+        let up = s.up.load(Ordering::Relaxed);
+        let (a, b) = if up {
+            (fall.saturating_sub(self.streak), fall)
+        } else {
+            (self.streak, rise)
+        };
+        let reason = match &failed {
+            Some(e) => e.clone(),
+            None if self.probe.is_some() => "Layer7 check passed".to_string(),
+            None => "Layer4 check passed".to_string(),
+        };
+        (self.log)(format!(
+            "Health check for {}server {}/{} {}, reason: {reason}, check duration: {}ms, status: {a}/{b} {}.",
+            if o.backup { "backup " } else { "" },
+            s.backend,
+            s.name,
+            if failed.is_some() {
+                "failed"
+            } else {
+                "succeeded"
+            },
+            self.started.elapsed().as_millis(),
+            if up { "UP" } else { "DOWN" }
+        ));
     }
 
     fn run(&mut self, ctx: &mut Ctx, me: TaskId, _why: Reasons) -> Status {
@@ -331,6 +388,7 @@ impl Checker {
             };
             if self.pool.submit(job).is_ok() {
                 self.in_flight = true;
+                self.started = Instant::now();
                 // A guard date: the job ends within `timeout`.
                 let guard = self.timeout + Duration::from_millis(100);
                 ctx.set_expire(me, ticks::add(ctx.now(), guard.as_millis() as u32));
@@ -355,6 +413,7 @@ pub fn start(
     pool: &Submitter,
     handle: &RuntimeHandle,
     log: LogFn,
+    log_checks: bool,
 ) -> Vec<TaskId> {
     let mut out = Vec::new();
     for s in &farm.servers {
@@ -380,6 +439,8 @@ pub fn start(
             in_flight: false,
             streak: 0,
             log: Arc::clone(&log),
+            log_checks,
+            started: Instant::now(),
         };
         let id = handle.new_shared_task("health_check", u64::MAX, move |ctx: &mut Ctx, me, why| {
             c.run(ctx, me, why)

@@ -5,6 +5,8 @@
 //! ebb --root DIR --bind A:P    serve DIR on A:P
 //! ebb -f FILE [-f FILE ...]    run from a configuration (HAProxy grammar)
 //! ebb -c -f FILE               check a configuration, exit 0 or 1
+//! ebb -D -f FILE [-p PIDFILE]  run in the background (HAProxy's -D)
+//! ebb -cc 'EXPR'               evaluate a condition (version_atleast(2.4))
 //! ebb -v                       version
 //! ebb cli SOCKET "COMMAND"     run a command on a running ebb's stats socket
 //! ```
@@ -24,7 +26,8 @@ use ebb::server::{default_config_text, run, RunOptions};
     disable_version_flag = true
 )]
 struct Args {
-    /// Configuration file (HAProxy grammar); several are read in order.
+    /// Configuration file (HAProxy grammar), or a directory whose `*.cfg`
+    /// files are read in name order; several are read in order.
     #[arg(short = 'f', value_name = "FILE", action = ArgAction::Append)]
     files: Vec<PathBuf>,
     /// Check the configuration and exit: 0 if valid, 1 with every error.
@@ -39,6 +42,22 @@ struct Args {
     /// Stay in the foreground and print debug messages.
     #[arg(short = 'd')]
     debug: bool,
+    /// Run in the background (as the global `daemon` keyword); `-d` wins.
+    #[arg(short = 'D')]
+    daemon: bool,
+    /// HAProxy's master-worker mode: not supported yet (refused).
+    #[arg(short = 'W', hide = true)]
+    master_worker: bool,
+    /// HAProxy's master CLI socket: not supported yet (refused).
+    #[arg(short = 'S', value_name = "SOCKET", hide = true)]
+    master_cli: Option<String>,
+    /// The local peer name (HAProxy's `-L`): ebb has no `peers` sections,
+    /// so it only sets `HAPROXY_LOCALPEER` for the configuration to use.
+    #[arg(short = 'L', value_name = "NAME")]
+    local_peer: Option<String>,
+    /// HAProxy's socket transfer from an old process: not supported yet.
+    #[arg(short = 'x', value_name = "SOCKET", hide = true)]
+    transfer: Option<String>,
     /// Without -f: the directory to serve (default: the current one).
     #[arg(long, value_name = "DIR")]
     root: Option<PathBuf>,
@@ -91,11 +110,94 @@ fn cli(socket: &std::path::Path, command: &[String]) -> ExitCode {
     ExitCode::SUCCESS
 }
 
+/// `-f DIR`: the directory's `*.cfg` files in name order, as HAProxy
+/// reads them (not recursive; other files are skipped).
+fn expand_dirs(files: &[PathBuf]) -> Result<Vec<PathBuf>, String> {
+    let mut out = Vec::new();
+    for f in files {
+        if !f.is_dir() {
+            out.push(f.clone());
+            continue;
+        }
+        let rd = std::fs::read_dir(f)
+            .map_err(|e| format!("ebb: cannot read directory {}: {e}", f.display()))?;
+        let mut v: Vec<PathBuf> = rd
+            .filter_map(Result::ok)
+            .map(|e| e.path())
+            .filter(|p| p.extension().is_some_and(|x| x == "cfg") && p.is_file())
+            .collect();
+        v.sort();
+        out.extend(v);
+    }
+    Ok(out)
+}
+
+/// `ebb -cc EXPR`: HAProxy's condition check (exit 0 true, 1 false, 2
+/// on a malformed expression), used by test scripts to ask what the
+/// program supports.
+fn check_condition(expr: &str) -> ExitCode {
+    match ebb::config::cond::eval(expr, &|k| std::env::var(k).ok()) {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::from(1),
+        Err(e) => {
+            eprintln!("ebb: -cc '{expr}': {e}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+/// Prints errors with one `write` for all, so a reader of the pipe (a
+/// test harness) never sees a message cut in pieces.
+fn report<'a>(errs: impl Iterator<Item = &'a ebb::config::ConfigError>) {
+    use std::io::Write;
+    let mut out = String::new();
+    for e in errs {
+        out.push_str(&e.to_string());
+        out.push('\n');
+    }
+    let _ = std::io::stderr().lock().write_all(out.as_bytes());
+}
+
 fn main() -> ExitCode {
+    let argv: Vec<String> = std::env::args().collect();
+    if let Some(i) = argv.iter().position(|a| a == "-cc") {
+        return match argv.get(i + 1) {
+            Some(e) => check_condition(e),
+            None => {
+                eprintln!("ebb: -cc expects a condition");
+                ExitCode::from(2)
+            }
+        };
+    }
     let args = Args::parse();
     if let Some(Cmd::Cli { socket, command }) = &args.cmd {
         return cli(socket, command);
     }
+    if args.master_worker || args.master_cli.is_some() {
+        eprintln!("ebb: -W/-S (master-worker mode) is not supported yet: run ebb as a single process (-d or -D)");
+        return ExitCode::from(1);
+    }
+    if args.transfer.is_some() {
+        eprintln!("ebb: -x (taking listening sockets from an old process) is not supported yet");
+        return ExitCode::from(1);
+    }
+    // HAProxy's default local peer name is the host name.
+    let peer = args.local_peer.clone().or_else(|| {
+        std::fs::read_to_string("/proc/sys/kernel/hostname")
+            .ok()
+            .map(|h| h.trim().to_string())
+    });
+    if let Some(p) = peer {
+        // Single-threaded still: nothing reads the environment concurrently.
+        std::env::set_var("HAPROXY_LOCALPEER", p);
+    }
+    let files = match expand_dirs(&args.files) {
+        Ok(f) => f,
+        Err(e) => {
+            eprintln!("{e}");
+            return ExitCode::from(1);
+        }
+    };
     let cfg = if args.files.is_empty() {
         let root = match args.root.clone().map_or_else(std::env::current_dir, Ok) {
             Ok(r) => r,
@@ -113,9 +215,7 @@ fn main() -> ExitCode {
         match ebb::config::parse_str("<command line>", &text) {
             Ok(c) => c,
             Err(errs) => {
-                for e in errs {
-                    eprintln!("{e}");
-                }
+                report(errs.iter());
                 return ExitCode::from(1);
             }
         }
@@ -124,12 +224,10 @@ fn main() -> ExitCode {
             eprintln!("ebb: --root and --bind apply only without -f");
             return ExitCode::from(1);
         }
-        match ebb::config::parse_files(&args.files) {
+        match ebb::config::parse_files(&files) {
             Ok(c) => c,
             Err(errs) => {
-                for e in &errs {
-                    eprintln!("{e}");
-                }
+                report(errs.iter());
                 return ExitCode::from(1);
             }
         }
@@ -143,19 +241,20 @@ fn main() -> ExitCode {
                 ExitCode::SUCCESS
             }
             Err(errs) => {
-                for e in errs {
-                    eprintln!("{e}");
-                }
+                report(errs.iter());
                 ExitCode::from(1)
             }
         };
     }
+    let daemon = (args.daemon || cfg.global.daemon) && !args.debug;
     let code = run(
         cfg,
         RunOptions {
             debug: args.debug,
-            files: args.files,
+            files,
             pidfile: args.pidfile,
+            // -d keeps ebb in the foreground even with `daemon` (HAProxy).
+            daemon,
         },
     );
     ExitCode::from(code as u8)

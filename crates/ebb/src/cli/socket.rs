@@ -41,8 +41,10 @@ const MAX_LINE: usize = 64 * 1024;
 
 /// A bound CLI socket.
 pub struct CliSocket {
-    pub listener: UnixListener,
-    pub path: PathBuf,
+    /// A UNIX socket, or any stream socket inherited with `fd@N`.
+    pub listener: socket2::Socket,
+    /// The socket file ebb created (removed at exit); `None` for `fd@N`.
+    pub path: Option<PathBuf>,
     pub level: CliLevel,
     pub nice: i32,
 }
@@ -50,6 +52,16 @@ pub struct CliSocket {
 /// Binds a `stats socket` line. A stale socket file (nobody answering on
 /// it) is replaced; a live one is an error.
 pub fn bind(s: &StatsSocket) -> io::Result<CliSocket> {
+    if let Some(Ok(spec @ crate::config::SockSpec::Fd(_))) = crate::config::parse_sock_spec(&s.path)
+    {
+        let (mut socks, _) = crate::listener::bind_spec(&spec, 1, 16, None)?;
+        return Ok(CliSocket {
+            listener: socks.remove(0),
+            path: None,
+            level: s.level,
+            nice: s.nice.unwrap_or(DEFAULT_NICE),
+        });
+    }
     let raw = s.path.strip_prefix("unix@").unwrap_or(&s.path);
     let path = PathBuf::from(raw);
     if let Ok(m) = std::fs::symlink_metadata(&path) {
@@ -73,8 +85,8 @@ pub fn bind(s: &StatsSocket) -> io::Result<CliSocket> {
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode))?;
     }
     Ok(CliSocket {
-        listener,
-        path,
+        listener: listener.into(),
+        path: Some(path),
         level: s.level,
         nice: s.nice.unwrap_or(DEFAULT_NICE),
     })
@@ -103,7 +115,14 @@ impl TaskletFn for Acceptor {
         for _ in 0..16 {
             match s.listener.accept() {
                 Ok((st, _)) => {
-                    let _ = spawn(ctx, st, s.level, s.nice, &self.process, self.timeout_ms);
+                    let _ = spawn(
+                        ctx,
+                        st.into(),
+                        s.level,
+                        s.nice,
+                        &self.process,
+                        self.timeout_ms,
+                    );
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Status::Continue,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}

@@ -33,6 +33,7 @@
 //! - No panics on any input; the proptest in `tests.rs` feeds it noise.
 
 mod acl;
+pub mod cond;
 mod lexer;
 mod parse;
 mod types;
@@ -45,6 +46,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 pub use types::*;
+
+pub use parse::parse_sock_spec;
 
 /// Quotes `s` as one configuration word that the parser reads back exactly,
 /// whatever it holds (spaces, quotes, `#`, `$`, backslashes, newlines). For

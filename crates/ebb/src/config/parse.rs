@@ -174,16 +174,20 @@ const GLOBAL_KEYWORDS: &[&str] = &[
     "server-state-base",
     "daemon",
     "default-path",
-];
-
-/// HAProxy `global` keywords ebb knows of but does not implement: a clearer
-/// message than "unknown keyword" for people bringing a haproxy.cfg.
-const HAPROXY_GLOBAL_UNSUPPORTED: &[&str] = &[
     "chroot",
     "user",
     "group",
     "uid",
     "gid",
+    "log-tag",
+    "log-send-hostname",
+    "tune.maxrewrite",
+    "tune.idle-pool.shared",
+];
+
+/// HAProxy `global` keywords ebb knows of but does not implement: a clearer
+/// message than "unknown keyword" for people bringing a haproxy.cfg.
+const HAPROXY_GLOBAL_UNSUPPORTED: &[&str] = &[
     "nbproc",
     "ulimit-n",
     "ca-base",
@@ -207,8 +211,6 @@ const HAPROXY_GLOBAL_UNSUPPORTED: &[&str] = &[
     "unsetenv",
     "cpu-map",
     "spread-checks",
-    "log-send-hostname",
-    "log-tag",
     "maxsslconn",
     "maxconnrate",
     "tune.maxrewrite",
@@ -301,7 +303,6 @@ const HAPROXY_OPTIONS_UNSUPPORTED: &[&str] = &[
     "tcpka",
     "clitcpka",
     "srvtcpka",
-    "log-health-checks",
     "abortonclose",
     "allbackups",
     "http-buffer-request",
@@ -352,6 +353,7 @@ const OPTIONS: &[&str] = &[
     "httpchk",
     "httplog",
     "dontlognull",
+    "log-health-checks",
 ];
 
 const UNSUPPORTED_SECTIONS: &[&str] = &[
@@ -585,6 +587,8 @@ impl<'e> Parser<'e> {
                             v6only: None,
                             ssl: None,
                             loc: loc.clone(),
+                            sockets: Vec::new(),
+                            unix_mode: None,
                         });
                     }
                 }
@@ -694,6 +698,50 @@ impl<'e> Parser<'e> {
                     return Err("'daemon' takes no argument".to_string());
                 }
                 g.daemon = true;
+            }
+            "chroot" => {
+                g.chroot = Some(Spanned {
+                    value: PathBuf::from(one(w)?),
+                    loc: loc.clone(),
+                })
+            }
+            "log-tag" => g.log_tag = Some(one(w)?),
+            "tune.maxrewrite" => {
+                g.maxrewrite = Some(parse_u32_range(kw, &one(w)?, 0, 1 << 30)? as usize)
+            }
+            // ebb's idle server connections belong to the thread that
+            // made them: 'off' is what ebb does, 'on' it cannot honour.
+            "tune.idle-pool.shared" => {
+                if parse_on_off(kw, &one(w)?)? {
+                    return Err("'tune.idle-pool.shared on' is not supported: ebb keeps idle server connections per thread (use 'off')".to_string());
+                }
+            }
+            "log-send-hostname" => {
+                g.log_send_hostname = Some(match w {
+                    [_] => std::fs::read_to_string("/proc/sys/kernel/hostname")
+                        .map(|h| h.trim().to_string())
+                        .map_err(|e| format!("cannot read the host name: {e}"))?,
+                    [_, h] => h.clone(),
+                    _ => return Err("'log-send-hostname' expects at most a name".to_string()),
+                })
+            }
+            "uid" => g.uid = Some(parse_u32_range(kw, &one(w)?, 0, u32::MAX)?),
+            "gid" => g.gid = Some(parse_u32_range(kw, &one(w)?, 0, u32::MAX)?),
+            "user" => {
+                let name = one(w)?;
+                match crate::sys::user_by_name(&name) {
+                    Ok(Some((uid, _))) => g.uid = Some(uid),
+                    Ok(None) => return Err(format!("unknown user '{name}'")),
+                    Err(e) => return Err(format!("cannot look up user '{name}': {e}")),
+                }
+            }
+            "group" => {
+                let name = one(w)?;
+                match crate::sys::group_by_name(&name) {
+                    Ok(Some(gid)) => g.gid = Some(gid),
+                    Ok(None) => return Err(format!("unknown group '{name}'")),
+                    Err(e) => return Err(format!("cannot look up group '{name}': {e}")),
+                }
             }
             "default-path" => {
                 self.default_path =
@@ -900,44 +948,100 @@ fn log_level(s: &str) -> Option<LogLevel> {
     })
 }
 
-/// `TARGET [format F] [FACILITY] [LEVEL [MINLEVEL]]`.
+/// A syslog address: `HOST[:PORT]` (port 514 when absent), resolved now,
+/// as HAProxy does when it reads the line.
+fn syslog_addr(t: &str, v6: Option<bool>) -> Result<std::net::SocketAddr, String> {
+    use std::net::ToSocketAddrs;
+    let with_port = if t.parse::<std::net::Ipv6Addr>().is_ok() {
+        format!("[{t}]:514")
+    } else if t.starts_with('[') && t.ends_with(']') || !t.contains(':') {
+        format!("{t}:514")
+    } else {
+        t.to_string()
+    };
+    let addrs = with_port
+        .to_socket_addrs()
+        .map_err(|e| format!("log target '{t}': cannot resolve: {e}"))?;
+    addrs
+        .into_iter()
+        .find(|a| v6.is_none_or(|six| a.is_ipv6() == six))
+        .ok_or_else(|| format!("log target '{t}': no address of the requested family"))
+}
+
+/// `TARGET [len N] [format F] [FACILITY [LEVEL [MINLEVEL]]]`.
 fn parse_log_target(w: &[String], loc: &Loc) -> Result<LogTarget, String> {
     let Some(target) = w.first() else {
-        return Err("'log' expects a target (stdout, stderr or a file)".to_string());
+        return Err(
+            "'log' expects a target (stdout, stderr, udp@HOST:PORT, unix@PATH, /dev/log or a file)"
+                .to_string(),
+        );
     };
-    let dest = match target.as_str() {
-        "stdout" => LogDest::Stdout,
-        "stderr" => LogDest::Stderr,
-        t if t.contains('@')
-            || t.parse::<std::net::IpAddr>().is_ok()
-            || parse_host_port(t).is_ok() && !t.starts_with('/') =>
-        {
-            return Err(format!(
-                "log target '{t}' is not supported: ebb logs to stdout, stderr or a file"
-            ))
+    let t = target.as_str();
+    let dest = if t == "stdout" || t == "fd@1" {
+        LogDest::Stdout
+    } else if t == "stderr" || t == "fd@2" {
+        LogDest::Stderr
+    } else if let Some(p) = t.strip_prefix("unix@") {
+        if p.is_empty() {
+            return Err("'unix@' expects a path".to_string());
         }
-        "/dev/log" => {
-            return Err(
-                "log target '/dev/log' is the syslog socket, which ebb does not support: log to stdout, stderr or a file"
-                    .to_string(),
-            )
-        }
-        t => LogDest::File(PathBuf::from(t)),
-    };
-    if let Some(opt) = w.get(1).filter(|o| *o == "len" || *o == "sample") {
-        return Err(format!("log option '{opt}' is not supported"));
-    }
-    let mut i = 1;
-    if w.get(i).map(String::as_str) == Some("format") {
-        match w.get(i + 1).map(String::as_str) {
-            Some("raw") => {}
-            Some(f) => {
-                return Err(format!(
-                    "log format '{f}' is not supported (ebb writes raw lines: use 'format raw' or nothing)"
-                ))
+        LogDest::Unix(PathBuf::from(p))
+    } else if t == "/dev/log" {
+        LogDest::Unix(PathBuf::from(t))
+    } else if t.starts_with('/') {
+        // A socket now: syslog; anything else: a file (ebb's extension).
+        match std::fs::symlink_metadata(t) {
+            Ok(m) if std::os::unix::fs::FileTypeExt::is_socket(&m.file_type()) => {
+                LogDest::Unix(PathBuf::from(t))
             }
-            None => return Err("'format' expects a log format".to_string()),
+            _ => LogDest::File(PathBuf::from(t)),
         }
+    } else if let Some(a) = t.strip_prefix("udp@") {
+        LogDest::Udp(syslog_addr(a, None)?)
+    } else if let Some(a) = t.strip_prefix("udp4@").or_else(|| t.strip_prefix("ipv4@")) {
+        LogDest::Udp(syslog_addr(a, Some(false))?)
+    } else if let Some(a) = t.strip_prefix("udp6@").or_else(|| t.strip_prefix("ipv6@")) {
+        LogDest::Udp(syslog_addr(a, Some(true))?)
+    } else if t.starts_with("ring@") || t.starts_with("tcp") || t.starts_with("fd@") {
+        return Err(format!(
+            "log target '{t}' is not supported yet (ebb logs to stdout, stderr, UDP, a UNIX datagram socket or a file)"
+        ));
+    } else if t.contains('@') {
+        return Err(format!("log target '{t}': unknown address family"));
+    } else {
+        LogDest::Udp(syslog_addr(t, None)?)
+    };
+    let mut i = 1;
+    let mut max_len = 1024;
+    if w.get(i).map(String::as_str) == Some("len") {
+        let v = w.get(i + 1).ok_or("'len' expects a length")?;
+        max_len = v
+            .parse::<u32>()
+            .ok()
+            .filter(|n| (80..=65535).contains(n))
+            .ok_or_else(|| format!("invalid log length '{v}', must be between 80 and 65535"))?;
+        i += 2;
+    }
+    let mut format = LogFormat::Local;
+    if w.get(i).map(String::as_str) == Some("format") {
+        format = match w.get(i + 1).map(String::as_str) {
+            Some("local") => LogFormat::Local,
+            Some("rfc3164") => LogFormat::Rfc3164,
+            Some("rfc5424") => LogFormat::Rfc5424,
+            Some("priority") => LogFormat::Priority,
+            Some("short") => LogFormat::Short,
+            Some("timed") => LogFormat::Timed,
+            Some("iso") => LogFormat::Iso,
+            Some("raw") => LogFormat::Raw,
+            Some(f) => return Err(format!("unknown log format '{f}'")),
+            None => return Err("'format' expects a log format".to_string()),
+        };
+        i += 2;
+    }
+    let mut sample = None;
+    if w.get(i).map(String::as_str) == Some("sample") {
+        let v = w.get(i + 1).ok_or("'sample' expects RANGES:SIZE")?;
+        sample = Some(parse_log_sample(v)?);
         i += 2;
     }
     let mut facility = None;
@@ -963,7 +1067,50 @@ fn parse_log_target(w: &[String], loc: &Loc) -> Result<LogTarget, String> {
         level: levels.first().copied(),
         min_level: levels.get(1).copied(),
         loc: loc.clone(),
+        format,
+        max_len,
+        sample,
     })
+}
+
+/// `RANGES:SIZE` of `log ... sample`: `1,3-4:5`.
+fn parse_log_sample(v: &str) -> Result<LogSample, String> {
+    let (ranges, size) = v
+        .split_once(':')
+        .ok_or_else(|| format!("missing sample size in '{v}' (RANGES:SIZE)"))?;
+    let num = |x: &str| -> Result<u32, String> {
+        x.parse::<u32>()
+            .ok()
+            .filter(|n| *n > 0)
+            .ok_or_else(|| format!("invalid sample range '{x}' in '{v}'"))
+    };
+    let mut rs = Vec::new();
+    for r in ranges.split(',') {
+        let (lo, hi) = match r.split_once('-') {
+            Some((a, b)) => (num(a)?, num(b)?),
+            None => (num(r)?, num(r)?),
+        };
+        if lo > hi {
+            return Err(format!("invalid sample range '{r}' in '{v}'"));
+        }
+        if rs.iter().any(|&(a, b)| lo <= b && a <= hi) {
+            return Err(format!("sample range '{r}' overlaps another in '{v}'"));
+        }
+        rs.push((lo, hi));
+    }
+    rs.sort_unstable();
+    let size: u32 = size
+        .parse()
+        .ok()
+        .filter(|n| *n > 0)
+        .ok_or_else(|| format!("wrong sample size '{size}' in '{v}'"))?;
+    let max = rs.iter().map(|r| r.1).max().unwrap_or(0);
+    if size < max {
+        return Err(format!(
+            "sample size {size} should be greater or equal to {max}, the largest range end"
+        ));
+    }
+    Ok(LogSample { ranges: rs, size })
 }
 
 fn parse_stats_socket(w: &[String], loc: &Loc) -> Result<StatsSocket, String> {
@@ -984,13 +1131,7 @@ fn parse_stats_socket(w: &[String], loc: &Loc) -> Result<StatsSocket, String> {
             .get(i + 1)
             .ok_or_else(|| format!("'{opt}' expects a value"))?;
         match opt {
-            "mode" => {
-                let m = u32::from_str_radix(arg, 8)
-                    .ok()
-                    .filter(|m| *m <= 0o7777 && !arg.is_empty())
-                    .ok_or_else(|| format!("invalid octal mode '{arg}'"))?;
-                s.mode = Some(m);
-            }
+            "mode" => s.mode = Some(parse_octal_mode(arg)?),
             "level" => {
                 s.level = match arg.as_str() {
                     "user" => CliLevel::User,
@@ -1004,6 +1145,11 @@ fn parse_stats_socket(w: &[String], loc: &Loc) -> Result<StatsSocket, String> {
                 }
             }
             "nice" => s.nice = Some(parse_nice(arg)?),
+            "expose-fd" => {
+                return Err(format!(
+                    "'expose-fd {arg}' is not supported yet: ebb's CLI cannot hand its listening sockets to another process (no '_getsocks'); remove it"
+                ))
+            }
             o => {
                 return Err(format!(
                     "unknown 'stats socket' option '{o}' (supported: mode, level, nice)"
@@ -1500,7 +1646,7 @@ fn proxy_option(px: &mut Proxy, ctx: &Ctx<'_>, no: bool, w: &[String]) -> Result
     let name = arg(w, 1, "option")?;
     let caps = match name {
         "http-keep-alive" | "httpclose" | "http-server-close" | "forwardfor" => FE | BE,
-        "redispatch" | "httpchk" => BE,
+        "redispatch" | "httpchk" | "log-health-checks" => BE,
         "httplog" | "dontlognull" => FE,
         o if HAPROXY_OPTIONS_UNSUPPORTED.contains(&o) => {
             return Err(format!("HAProxy option '{o}' is not supported by ebb"))
@@ -1547,6 +1693,10 @@ fn proxy_option(px: &mut Proxy, ctx: &Ctx<'_>, no: bool, w: &[String]) -> Result
         "dontlognull" => {
             no_args(rest)?;
             o.dontlognull = !no;
+        }
+        "log-health-checks" => {
+            no_args(rest)?;
+            o.log_health_checks = !no;
         }
         "forwardfor" => {
             if no {
@@ -1614,11 +1764,71 @@ fn proxy_option(px: &mut Proxy, ctx: &Ctx<'_>, no: bool, w: &[String]) -> Result
     Ok(())
 }
 
+/// An octal permission mode (`660`, `0600`).
+fn parse_octal_mode(arg: &str) -> Result<u32, String> {
+    u32::from_str_radix(arg, 8)
+        .ok()
+        .filter(|m| *m <= 0o7777 && !arg.is_empty())
+        .ok_or_else(|| format!("invalid octal mode '{arg}'"))
+}
+
+/// A bind address that is not a TCP address: `fd@N`, `unix@PATH` or a
+/// path, `abns@NAME`. `None`: a TCP address (or a refused family, which
+/// the TCP parser reports).
+pub fn parse_sock_spec(addr: &str) -> Option<Result<SockSpec, String>> {
+    if let Some(n) = addr.strip_prefix("fd@") {
+        return Some(match n.parse::<i32>() {
+            Ok(n) if n >= 0 => Ok(SockSpec::Fd(n)),
+            _ => Err(format!(
+                "'{addr}': 'fd@' expects a file descriptor number (is the variable set?)"
+            )),
+        });
+    }
+    if let Some(p) = addr.strip_prefix("unix@") {
+        return Some(if p.is_empty() {
+            Err("'unix@' expects a path".to_string())
+        } else {
+            Ok(SockSpec::Unix(PathBuf::from(p)))
+        });
+    }
+    if addr.starts_with('/') {
+        return Some(Ok(SockSpec::Unix(PathBuf::from(addr))));
+    }
+    if let Some(n) = addr.strip_prefix("abns@") {
+        return Some(if n.is_empty() || n.len() > 100 {
+            Err("'abns@' expects a name of 1 to 100 bytes".to_string())
+        } else {
+            Ok(SockSpec::Abns(n.to_string()))
+        });
+    }
+    for (pfx, what) in [
+        (
+            "sockpair@",
+            "socket pairs (sockpair@) are not supported yet",
+        ),
+        ("udp@", "a bind on UDP is not supported (ebb serves TCP)"),
+        ("udp4@", "a bind on UDP is not supported (ebb serves TCP)"),
+        ("udp6@", "a bind on UDP is not supported (ebb serves TCP)"),
+        ("quic4@", "QUIC is not supported"),
+        ("quic6@", "QUIC is not supported"),
+        ("rhttp@", "reverse HTTP is not supported"),
+    ] {
+        if addr.starts_with(pfx) {
+            return Some(Err(format!("'{addr}': {what}")));
+        }
+    }
+    None
+}
+
 fn parse_bind(w: &[String], ctx: &Ctx<'_>) -> Result<Bind, String> {
     let Some(addr) = w.first() else {
         return Err("'bind' expects an address (ADDR:PORT)".to_string());
     };
-    let addrs = parse_bind_addrs(addr)?;
+    let (addrs, sockets) = match parse_sock_spec(addr) {
+        Some(spec) => (Vec::new(), vec![spec?]),
+        None => (parse_bind_addrs(addr)?, Vec::new()),
+    };
+    let mut unix_mode = None;
     let mut name = None;
     let mut nice = 0;
     let mut v6only = None;
@@ -1649,6 +1859,22 @@ fn parse_bind(w: &[String], ctx: &Ctx<'_>) -> Result<Bind, String> {
         let v = arg(w, i + 1, opt).map_err(|_| format!("bind option '{opt}' expects a value"));
         match opt {
             "name" => name = Some(v?.to_string()),
+            "mode" => {
+                if !matches!(sockets.first(), Some(SockSpec::Unix(_))) {
+                    return Err("bind option 'mode' applies to a UNIX socket path only".to_string());
+                }
+                unix_mode = Some(parse_octal_mode(v?)?);
+            }
+            "user" | "group" | "uid" | "gid" => {
+                return Err(format!(
+                    "bind option '{opt}' is not supported yet (the socket keeps ebb's user; use 'mode')"
+                ))
+            }
+            "expose-fd" | "accept-proxy" | "accept-netscaler-cip" | "defer-accept" | "tfo"
+            | "transparent" | "interface" | "namespace" | "mss" | "tcp-ut" | "maxconn" | "backlog"
+            | "process" | "thread" | "shards" | "proto" | "level" | "severity-output" => {
+                return Err(format!("bind option '{opt}' is not supported yet"))
+            }
             "nice" => nice = parse_nice(v?)?,
             "crt" => crts.push(ctx.resolve(v?)),
             "key" => key = Some(ctx.resolve(v?)),
@@ -1719,6 +1945,8 @@ fn parse_bind(w: &[String], ctx: &Ctx<'_>) -> Result<Bind, String> {
         v6only,
         ssl,
         loc: ctx.loc.clone(),
+        sockets,
+        unix_mode,
     })
 }
 
@@ -1737,6 +1965,12 @@ fn parse_server_opts(w: &[String], o: &mut ServerOptions, ctx: &Ctx<'_>) -> Resu
             "no-check" => o.check = false,
             "ssl" => o.ssl = true,
             "no-ssl" => o.ssl = false,
+            "send-proxy" | "send-proxy-v2" | "send-proxy-v2-ssl" | "send-proxy-v2-ssl-cn"
+            | "check-send-proxy" => {
+                return Err(format!(
+                    "server option '{opt}' is not supported yet: ebb does not speak the PROXY protocol to servers"
+                ))
+            }
             _ => {
                 let v = w
                     .get(i)

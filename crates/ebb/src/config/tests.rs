@@ -418,26 +418,29 @@ fn global_errors() {
         ("tune.heavy-tasklets maybe", "'on' or 'off'"),
         ("profiling.tasks sometimes", "on', 'auto' or 'off'"),
         ("hard-stop-after forever", "invalid time"),
-        ("log 127.0.0.1:514 local0", "not supported"),
-        ("log udp@1.2.3.4:514 local0", "not supported"),
-        ("log stdout format rfc5424 local0", "not supported"),
-        ("log /dev/log local0", "syslog socket"),
-        ("log stdout len 1024 local0", "'len' is not supported"),
+        ("log ring@buf local0", "not supported yet"),
+        ("log tcp@1.2.3.4:514 local0", "not supported yet"),
+        ("log stdout format json local0", "unknown log format 'json'"),
+        ("log stdout len 10 local0", "between 80 and 65535"),
+        ("log stdout sample 1:0 local0", "wrong sample size"),
+        ("log stdout sample 1-3,2:5 local0", "overlaps"),
+        ("log stdout sample 1,7:5 local0", "greater or equal to 7"),
+        ("log stdout sample 3-1:5 local0", "invalid sample range"),
+        ("log stdout sample 1,3 local0", "missing sample size"),
+        ("log foo@x local0", "unknown address family"),
+        ("user no-such-user-here", "unknown user"),
+        ("group no-such-group-here", "unknown group"),
         ("log stdout local0 loud", "unknown log facility or level"),
         ("log", "expects a target"),
         ("stats socket /x mode 999", "octal"),
         ("stats socket /x level root", "unknown level"),
         (
             "stats socket /x expose-fd listeners",
-            "unknown 'stats socket' option",
+            "'expose-fd listeners' is not supported yet",
         ),
         ("stats socket", "expects a path"),
         ("stats bogus", "unknown 'stats bogus'"),
         ("daemon now", "takes no argument"),
-        (
-            "chroot /var/empty",
-            "HAProxy keyword 'chroot' is not supported by ebb",
-        ),
         ("nbproc 2", "HAProxy keyword 'nbproc' is not supported"),
         (
             "frobnicate",
@@ -626,7 +629,7 @@ fn bind_errors() {
     err1(
         &b(":80 accept-proxy"),
         "t.cfg:2: ",
-        "unknown bind option 'accept-proxy'",
+        "bind option 'accept-proxy' is not supported yet",
     );
     err1(
         &b(":80 nice 1025"),
@@ -635,6 +638,103 @@ fn bind_errors() {
     );
     err1(&b(":80 nice"), "t.cfg:2: ", "expects a value");
     err1(&b(":80 ssl crt /x alpn h2,,x"), "t.cfg:2: ", "invalid ALPN");
+    err1(
+        &b("fd@x"),
+        "t.cfg:2: ",
+        "'fd@' expects a file descriptor number",
+    );
+    err1(&b("sockpair@3"), "t.cfg:2: ", "not supported yet");
+    err1(&b("udp@:514"), "t.cfg:2: ", "UDP is not supported");
+    err1(&b(":80 mode 600"), "t.cfg:2: ", "UNIX socket path only");
+    err1(&b("/tmp/s mode 999"), "t.cfg:2: ", "octal");
+    err1(&b("/tmp/s user nobody"), "t.cfg:2: ", "not supported yet");
+}
+
+#[test]
+fn bind_sockets_other_than_tcp() {
+    let c = ok("frontend f
+    bind fd@3
+    bind unix@/run/a.sock mode 660
+    bind /run/b.sock
+    bind abns@name
+    default_backend b
+backend b
+");
+    let f = c.frontend("f").unwrap();
+    let s: Vec<_> = f.binds.iter().map(|b| b.sockets.clone()).collect();
+    assert_eq!(
+        s,
+        vec![
+            vec![SockSpec::Fd(3)],
+            vec![SockSpec::Unix("/run/a.sock".into())],
+            vec![SockSpec::Unix("/run/b.sock".into())],
+            vec![SockSpec::Abns("name".into())],
+        ]
+    );
+    assert!(f.binds.iter().all(|b| b.addrs.is_empty()));
+    assert_eq!(f.binds[1].unix_mode, Some(0o660));
+}
+
+#[test]
+fn log_targets_syslog() {
+    let c = ok("global
+    log 127.0.0.1:5514 local0
+    log udp@127.0.0.1 len 2048 format rfc5424 daemon info err
+    log unix@/run/log.sock format short local7
+    log /dev/log local0
+    log stderr format raw daemon
+    log stdout sample 4,1-2:5 local0
+    log-tag web
+    log-send-hostname h1
+    chroot /var/empty
+    uid 0
+    gid 0
+    user root
+");
+    let g = &c.global;
+    assert_eq!(
+        g.log[0].dest,
+        LogDest::Udp("127.0.0.1:5514".parse().unwrap())
+    );
+    assert_eq!(g.log[0].format, LogFormat::Local);
+    assert_eq!(g.log[0].max_len, 1024);
+    assert_eq!(
+        g.log[1].dest,
+        LogDest::Udp("127.0.0.1:514".parse().unwrap())
+    );
+    assert_eq!(g.log[1].format, LogFormat::Rfc5424);
+    assert_eq!(g.log[1].max_len, 2048);
+    assert_eq!(g.log[1].level, Some(LogLevel::Info));
+    assert_eq!(g.log[1].min_level, Some(LogLevel::Err));
+    assert_eq!(g.log[2].dest, LogDest::Unix("/run/log.sock".into()));
+    assert_eq!(g.log[2].format, LogFormat::Short);
+    assert_eq!(g.log[3].dest, LogDest::Unix("/dev/log".into()));
+    assert_eq!(g.log[4].format, LogFormat::Raw);
+    assert_eq!(
+        g.log[5].sample,
+        Some(LogSample {
+            ranges: vec![(1, 2), (4, 4)],
+            size: 5
+        })
+    );
+    assert_eq!(g.log_tag.as_deref(), Some("web"));
+    assert_eq!(g.log_send_hostname.as_deref(), Some("h1"));
+    assert_eq!(
+        g.chroot.as_ref().unwrap().value,
+        PathBuf::from("/var/empty")
+    );
+    assert_eq!((g.uid, g.gid), (Some(0), Some(0)));
+}
+
+#[test]
+fn tune_keywords_honoured_or_refused() {
+    let g = ok("global\n    tune.maxrewrite 128\n    tune.idle-pool.shared off\n").global;
+    assert_eq!(g.maxrewrite, Some(128));
+    err1(
+        "global\n    tune.idle-pool.shared on\n",
+        "t.cfg:2: ",
+        "keeps idle server connections per thread",
+    );
 }
 
 #[test]
@@ -1233,6 +1333,11 @@ fn server_errors() {
     err1(&s("server s"), "t.cfg:2: ", "needs an address");
     err1(&s("server s 1.2.3.4"), "t.cfg:2: ", "missing port");
     err1(&s("server s 1.2.3.4:0"), "t.cfg:2: ", "out of range");
+    err1(
+        &s("server s 1.2.3.4:80 send-proxy"),
+        "t.cfg:2: ",
+        "'send-proxy' is not supported yet",
+    );
     err1(
         &s("server s/x 1.2.3.4:80"),
         "t.cfg:2: ",

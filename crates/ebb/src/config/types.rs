@@ -113,8 +113,21 @@ pub struct Global {
     pub server_state_file: Option<Spanned<PathBuf>>,
     /// `server-state-base DIR`.
     pub server_state_base: Option<Spanned<PathBuf>>,
-    /// `daemon` (accepted; ebb's command line decides about forking).
+    /// `daemon`: run in the background (as `-D`; `-d` keeps the foreground).
     pub daemon: bool,
+    /// `chroot DIR`: entered after binding, before serving.
+    pub chroot: Option<Spanned<PathBuf>>,
+    /// `user NAME` / `uid N`: the user ebb runs as after binding.
+    pub uid: Option<u32>,
+    /// `group NAME` / `gid N`: the group ebb runs as after binding.
+    pub gid: Option<u32>,
+    /// `log-tag NAME`: the syslog tag (default: the program's name).
+    pub log_tag: Option<String>,
+    /// `log-send-hostname [NAME]`: the host name put in syslog headers.
+    pub log_send_hostname: Option<String>,
+    /// `tune.maxrewrite N`: buffer room kept free of the request head
+    /// (HAProxy's default 1024, at most half of `tune.bufsize`).
+    pub maxrewrite: Option<usize>,
 }
 
 impl Default for Global {
@@ -137,6 +150,12 @@ impl Default for Global {
             server_state_file: None,
             server_state_base: None,
             daemon: false,
+            chroot: None,
+            uid: None,
+            gid: None,
+            log_tag: None,
+            log_send_hostname: None,
+            maxrewrite: None,
         }
     }
 }
@@ -165,7 +184,35 @@ pub enum LogLevel {
 pub enum LogDest {
     Stdout,
     Stderr,
+    /// A path that is not a socket when ebb starts: a file, appended to (an
+    /// ebb extension; in HAProxy a path is always a syslog socket).
     File(PathBuf),
+    /// `udp@HOST:PORT`, `HOST:PORT` or `HOST` (port 514): syslog over UDP.
+    Udp(std::net::SocketAddr),
+    /// `unix@PATH`, `/dev/log`: a syslog UNIX datagram socket, addressed by
+    /// path on every message (inside a `chroot`, the path in the jail).
+    Unix(PathBuf),
+}
+
+/// The syslog header of a log target (`format` on a `log` line).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum LogFormat {
+    /// No `format`: HAProxy's default, RFC 3164 without the host name
+    /// (`<PRI>Mmm dd hh:mm:ss TAG[PID]: `).
+    #[default]
+    Local,
+    Rfc3164,
+    Rfc5424,
+    /// `<PRI>` only.
+    Priority,
+    /// `<LEVEL>` only (no facility).
+    Short,
+    /// `<LEVEL>` and an ISO 8601 date.
+    Timed,
+    /// An ISO 8601 date only.
+    Iso,
+    /// The message alone.
+    Raw,
 }
 
 /// `log TARGET [FACILITY [LEVEL [MINLEVEL]]]`.
@@ -175,9 +222,24 @@ pub struct LogTarget {
     pub facility: Option<String>,
     /// Only messages at least this severe are sent.
     pub level: Option<LogLevel>,
-    /// Less severe messages are raised to this level.
+    /// More severe messages are sent with this level instead (HAProxy's
+    /// `minlevel`).
     pub min_level: Option<LogLevel>,
     pub loc: Loc,
+    pub format: LogFormat,
+    /// `len N`: a message with its header is cut to N bytes (HAProxy's
+    /// default 1024).
+    pub max_len: u32,
+    /// `sample RANGES:SIZE`: of every SIZE messages, only those whose
+    /// number (1..SIZE) is in one of the ranges are sent.
+    pub sample: Option<LogSample>,
+}
+
+/// `sample 1,3-4:5`: ranges (inclusive, 1-based, sorted, disjoint) and size.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LogSample {
+    pub ranges: Vec<(u32, u32)>,
+    pub size: u32,
 }
 
 /// A proxy's `log` lines.
@@ -321,6 +383,9 @@ pub struct ProxyOptions {
     pub redispatch: bool,
     pub httplog: bool,
     pub dontlognull: bool,
+    /// `option log-health-checks`: log every change of a check's status,
+    /// not only servers going UP or DOWN.
+    pub log_health_checks: bool,
 }
 
 /// An IP network: address and prefix length.
@@ -377,6 +442,23 @@ pub struct Bind {
     pub v6only: Option<bool>,
     pub ssl: Option<BindSsl>,
     pub loc: Loc,
+    /// Listening sockets other than TCP addresses: `fd@N`, `unix@PATH` (or
+    /// a path), `abns@NAME`. A bind line has either `addrs` or one of these.
+    pub sockets: Vec<SockSpec>,
+    /// `mode OCTAL` for a UNIX socket path.
+    pub unix_mode: Option<u32>,
+}
+
+/// A listening socket that is not a TCP address ebb binds itself.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum SockSpec {
+    /// `fd@N`: a socket inherited already open (from VTest, systemd's
+    /// `LISTEN_FDS`, or a parent process).
+    Fd(i32),
+    /// `unix@PATH` or a path starting with `/`: a UNIX stream socket.
+    Unix(PathBuf),
+    /// `abns@NAME`: a UNIX socket in Linux's abstract namespace.
+    Abns(String),
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]

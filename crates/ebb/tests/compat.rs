@@ -1,0 +1,587 @@
+//! HAProxy compatibility at the process's edges: inherited sockets (`fd@N`,
+//! systemd's `LISTEN_FDS`), UNIX socket binds, syslog targets, `-D`,
+//! `chroot`/`user`, `-cc`, and Debian's stock haproxy.cfg.
+//!
+//! Sockets are handed to ebb the way VTest and systemd do: a launcher
+//! (python3) opens them, leaves them inheritable and execs ebb, so ebb
+//! receives open descriptors exactly as from those tools.
+
+mod common;
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpStream, UdpSocket};
+use std::os::unix::net::{UnixDatagram, UnixStream};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use common::{get, have, run_ebb, scratch, EBB};
+
+/// A process started through the launcher; killed on drop.
+struct Launched {
+    child: Child,
+    /// Lines of stdout: the launcher's first (ports), then ebb's.
+    lines: mpsc::Receiver<String>,
+    stderr: std::sync::Arc<std::sync::Mutex<String>>,
+}
+
+impl Launched {
+    /// Waits for a stdout line containing `needle`.
+    fn wait(&self, needle: &str) -> String {
+        loop {
+            match self.lines.recv_timeout(Duration::from_secs(30)) {
+                Ok(l) if l.contains(needle) => return l,
+                Ok(_) => {}
+                Err(_) => panic!(
+                    "no line with {needle:?}; stderr: {}",
+                    self.stderr.lock().unwrap()
+                ),
+            }
+        }
+    }
+}
+
+impl Drop for Launched {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Runs a python3 program that prepares descriptors then execs ebb with
+/// `args`. The program's own stdout comes first.
+fn launch(py: &str, args: &[&str], dir: &Path) -> Launched {
+    let mut child = Command::new("python3")
+        .arg("-c")
+        .arg(py)
+        .arg(EBB)
+        .args(args)
+        .current_dir(dir)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start python3");
+    let out = child.stdout.take().unwrap();
+    let err = child.stderr.take().unwrap();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for l in BufReader::new(out).lines().map_while(Result::ok) {
+            let _ = tx.send(l);
+        }
+    });
+    let stderr = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+    let e2 = std::sync::Arc::clone(&stderr);
+    std::thread::spawn(move || {
+        for l in BufReader::new(err).lines().map_while(Result::ok) {
+            let mut s = e2.lock().unwrap();
+            s.push_str(&l);
+            s.push('\n');
+        }
+    });
+    Launched {
+        child,
+        lines: rx,
+        stderr,
+    }
+}
+
+/// Opens two listening TCP sockets, exports their numbers as FE and CLI
+/// (as VTest does for `fd@${fe}`), prints their ports, execs ebb.
+const TWO_SOCKETS: &str = r#"
+import os, socket, sys
+socks = []
+for name in ("FE", "CLI"):
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    s.listen(64)
+    os.set_inheritable(s.fileno(), True)
+    os.environ[name] = str(s.fileno())
+    socks.append(s)
+print(socks[0].getsockname()[1], socks[1].getsockname()[1], flush=True)
+os.execv(sys.argv[1], sys.argv[1:])
+"#;
+
+#[test]
+fn inherited_sockets_serve_traffic_and_the_cli_on_every_thread() {
+    if !have("python3") {
+        eprintln!("python3 missing: cannot hand descriptors to ebb");
+        return;
+    }
+    let d = scratch("fd");
+    std::fs::write(
+        d.join("ebb.cfg"),
+        "global\n    nbthread 3\n    stats socket \"fd@${CLI}\" level admin\n\
+         defaults\n    mode http\n    timeout client 10s\n\
+         frontend fe\n    bind \"fd@${FE}\"\n    http-request return status 200 content-type text/plain string ok\n",
+    )
+    .unwrap();
+    let l = launch(TWO_SOCKETS, &["-d", "-f", "ebb.cfg"], &d);
+    let ports = l.wait(" ");
+    let mut it = ports.split(' ').map(|p| p.parse::<u16>().unwrap());
+    let (fe, cli) = (it.next().unwrap(), it.next().unwrap());
+    let shown = l.wait("listening on fd@");
+    assert!(shown.contains(&format!("127.0.0.1:{fe}")), "{shown}");
+    l.wait("ebb: ready (3 threads)");
+    // Many connections at once: every one is accepted by some thread from
+    // the one shared socket.
+    let addr: std::net::SocketAddr = ([127, 0, 0, 1], fe).into();
+    let hs: Vec<_> = (0..24)
+        .map(|_| std::thread::spawn(move || get(addr, "/").status))
+        .collect();
+    for h in hs {
+        assert_eq!(h.join().unwrap(), 200);
+    }
+    // The CLI on an inherited TCP socket.
+    let mut c = TcpStream::connect(("127.0.0.1", cli)).unwrap();
+    c.write_all(b"show info\n").unwrap();
+    let mut out = String::new();
+    c.read_to_string(&mut out).unwrap();
+    assert!(out.contains("Nbthread: 3"), "{out}");
+}
+
+/// Puts one listening socket on descriptor 3 and sets LISTEN_PID and
+/// LISTEN_FDS as systemd's socket activation does.
+const SYSTEMD: &str = r#"
+import os, socket, sys
+s = socket.socket()
+s.bind(("127.0.0.1", 0))
+s.listen(64)
+print(s.getsockname()[1], flush=True)
+if s.fileno() != 3:
+    os.dup2(s.fileno(), 3)
+    s.close()
+else:
+    s.detach()
+os.set_inheritable(3, True)
+os.environ["LISTEN_PID"] = str(os.getpid())
+os.environ["LISTEN_FDS"] = "1"
+os.execv(sys.argv[1], sys.argv[1:])
+"#;
+
+#[test]
+fn systemd_socket_activation() {
+    if !have("python3") {
+        eprintln!("python3 missing: cannot hand descriptors to ebb");
+        return;
+    }
+    let d = scratch("sd");
+    let cfg = "defaults\n    mode http\n    timeout client 10s\n\
+               frontend fe\n    bind fd@FD\n    http-request return status 204\n";
+    std::fs::write(d.join("ok.cfg"), cfg.replace("FD", "3")).unwrap();
+    std::fs::write(d.join("bad.cfg"), cfg.replace("FD", "4")).unwrap();
+    let l = launch(SYSTEMD, &["-f", "ok.cfg"], &d);
+    let port: u16 = l.wait("").trim().parse().unwrap();
+    l.wait("ebb: ready");
+    assert_eq!(get(([127, 0, 0, 1], port).into(), "/").status, 204);
+    drop(l);
+    // A descriptor systemd did not pass is refused with the range it did.
+    let mut l = launch(SYSTEMD, &["-f", "bad.cfg"], &d);
+    let st = l.child.wait().unwrap();
+    assert_eq!(st.code(), Some(1));
+    let err = l.stderr.clone();
+    let wait_err = || {
+        for _ in 0..500 {
+            if err.lock().unwrap().contains("LISTEN_FDS") {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        panic!("no systemd message: {}", err.lock().unwrap());
+    };
+    wait_err();
+    let e = err.lock().unwrap().clone();
+    assert!(e.contains("bad.cfg:5: cannot bind"), "{e}");
+    assert!(e.contains("systemd passed descriptors 3..3"), "{e}");
+}
+
+#[test]
+fn bind_on_a_unix_socket_path() {
+    use std::os::unix::fs::PermissionsExt;
+    let d = scratch("unix");
+    let sock = d.join("web.sock");
+    // A stale file where the socket goes is replaced.
+    std::fs::write(&sock, b"stale").unwrap();
+    let cfg = format!(
+        "global\n    nbthread 2\ndefaults\n    mode http\n    timeout client 10s\n\
+         frontend fe\n    bind unix@{} mode 600\n    http-request return status 200 content-type text/plain string unix-ok\n",
+        sock.display()
+    );
+    std::fs::write(d.join("ebb.cfg"), cfg).unwrap();
+    let l = launch(
+        "import os, sys\nos.execv(sys.argv[1], sys.argv[1:])\n",
+        &["-f", "ebb.cfg"],
+        &d,
+    );
+    let shown = l.wait("listening on unix@");
+    assert!(shown.ends_with("web.sock"), "{shown}");
+    l.wait("ebb: ready");
+    let mode = std::fs::metadata(&sock).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o600);
+    for _ in 0..4 {
+        let mut s = UnixStream::connect(&sock).unwrap();
+        s.write_all(b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            .unwrap();
+        let mut out = String::new();
+        s.read_to_string(&mut out).unwrap();
+        assert!(out.starts_with("HTTP/1.1 200"), "{out}");
+        assert!(out.ends_with("unix-ok"), "{out}");
+    }
+    if have("curl") {
+        let o = Command::new("curl")
+            .args(["-s", "--unix-socket", sock.to_str().unwrap(), "http://x/"])
+            .output()
+            .unwrap();
+        assert_eq!(String::from_utf8_lossy(&o.stdout), "unix-ok");
+    }
+}
+
+/// Receives one datagram (the test fails after 30 s without one).
+fn recv_udp(s: &UdpSocket) -> String {
+    let mut b = [0u8; 4096];
+    let n = s.recv(&mut b).expect("no syslog datagram");
+    String::from_utf8_lossy(&b[..n]).into_owned()
+}
+
+fn recv_unix(s: &UnixDatagram) -> String {
+    let mut b = [0u8; 4096];
+    let n = s.recv(&mut b).expect("no syslog datagram");
+    String::from_utf8_lossy(&b[..n]).into_owned()
+}
+
+#[test]
+fn syslog_over_udp_and_a_unix_datagram_socket() {
+    let d = scratch("syslog");
+    let udp = UdpSocket::bind("127.0.0.1:0").unwrap();
+    udp.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    let own = UdpSocket::bind("127.0.0.1:0").unwrap();
+    own.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    let upath = d.join("log.sock");
+    let unix = UnixDatagram::bind(&upath).unwrap();
+    unix.set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    let cfg = format!(
+        "global\n    log {} local0\n    log unix@{} format rfc5424 local1 info\n    log-tag web\n\
+         defaults\n    mode http\n    timeout client 10s\n\
+         frontend a\n    bind BIND\n    log global\n    http-request return status 200\n\
+         frontend b\n    bind BIND\n    log udp@{} len 120 format short daemon\n    http-request return status 201\n",
+        udp.local_addr().unwrap(),
+        upath.display(),
+        own.local_addr().unwrap()
+    );
+    let e = common::Ebb::start(&cfg);
+    let pid = e.pid();
+    assert_eq!(get(e.addrs[0], "/to-a").status, 200);
+    let l = recv_udp(&udp);
+    // HAProxy's default header: <PRI>Mmm dd hh:mm:ss TAG[PID]: , local0.info
+    assert!(l.starts_with("<134>"), "{l}");
+    assert!(l.contains(&format!(" web[{pid}]: ")), "{l}");
+    assert!(l.ends_with("\"GET /to-a HTTP/1.1\"\n"), "{l}");
+    assert!(l.contains(" a a/<NOSRV> "), "{l}");
+    let l = recv_unix(&unix);
+    // RFC 5424: <PRI>1 TIMESTAMP HOST TAG PID MSGID SD MSG, local1.info
+    assert!(l.starts_with("<142>1 "), "{l}");
+    assert!(l.contains(&format!(" - web {pid} - - ")), "{l}");
+    assert!(l.ends_with("\"GET /to-a HTTP/1.1\"\n"), "{l}");
+    // Frontend b has its own target only: nothing reaches the global ones.
+    assert_eq!(get(e.addrs[1], "/to-b").status, 201);
+    let l = recv_udp(&own);
+    assert!(l.starts_with("<6>"), "{l}");
+    assert!(l.contains(" b b/<NOSRV> "), "{l}");
+    assert!(l.len() <= 121, "len 120 plus the newline: {l}");
+    udp.set_read_timeout(Some(Duration::from_millis(300)))
+        .unwrap();
+    // A second request to a proves b's line did not go there.
+    assert_eq!(get(e.addrs[0], "/again").status, 200);
+    let l = recv_udp(&udp);
+    assert!(
+        l.contains("/again"),
+        "b's line reached the global target: {l}"
+    );
+}
+
+#[test]
+fn daemon_mode_forks_and_writes_the_child_pid() {
+    let d = scratch("daemon");
+    std::fs::write(
+        d.join("ebb.cfg"),
+        "global\n    daemon\ndefaults\n    mode http\n    timeout client 10s\n\
+         frontend fe\n    bind 127.0.0.1:0\n    http-request return status 200\n",
+    )
+    .unwrap();
+    let pidfile = d.join("ebb.pid");
+    // Pipes: the daemon must not keep them open, or this read would never
+    // end (as `$(ebb -D ...)` in a script would hang).
+    let o = Command::new(EBB)
+        .args(["-f", "ebb.cfg", "-p", pidfile.to_str().unwrap()])
+        .current_dir(&d)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    // The parent prints where ebb listens and exits 0; the child goes on.
+    assert_eq!(o.status.code(), Some(0));
+    let text = String::from_utf8_lossy(&o.stdout).into_owned();
+    let addr: std::net::SocketAddr = text
+        .lines()
+        .find_map(|l| l.split(" listening on ").nth(1))
+        .expect("no listening line")
+        .parse()
+        .unwrap();
+    let pid: i32 = std::fs::read_to_string(&pidfile)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let alive = Path::new(&format!("/proc/{pid}")).exists();
+    assert!(alive, "the pidfile's process is not running");
+    let fd1 = std::fs::read_link(format!("/proc/{pid}/fd/1")).unwrap();
+    assert_eq!(fd1, Path::new("/dev/null"));
+    // The child serves (it may still be starting its threads: retry).
+    let mut ok = false;
+    for _ in 0..300 {
+        if let Ok(mut s) = TcpStream::connect(addr) {
+            let _ = s.write_all(b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+            let mut r = String::new();
+            let _ = s.read_to_string(&mut r);
+            if r.starts_with("HTTP/1.1 200") {
+                ok = true;
+                break;
+            }
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = Command::new("kill").arg(pid.to_string()).status();
+    assert!(ok, "the daemon did not answer");
+    // -d keeps the foreground even with `daemon`.
+    let mut e = common::Ebb::start_args(&["-d", "-f", "ebb.cfg"], d.clone());
+    assert_eq!(get(e.addr(), "/").status, 200);
+    e.signal("TERM");
+    assert_eq!(e.wait_exit(Duration::from_secs(30)), Some(0));
+}
+
+#[test]
+fn chroot_and_user_apply_after_binding() {
+    if !have("id")
+        || String::from_utf8_lossy(&Command::new("id").arg("-u").output().unwrap().stdout).trim()
+            != "0"
+    {
+        eprintln!("not root: chroot and user switching cannot be tried");
+        return;
+    }
+    let d = scratch("jail");
+    let jail = d.join("jail");
+    std::fs::create_dir_all(&jail).unwrap();
+    std::fs::write(
+        d.join("ebb.cfg"),
+        format!(
+            "global\n    chroot {}\n    user nobody\n    group nogroup\n\
+             defaults\n    mode http\n    timeout client 10s\n\
+             frontend fe\n    bind BIND\n    http-request return status 200\n",
+            jail.display()
+        )
+        .replace("BIND", "127.0.0.1:0"),
+    )
+    .unwrap();
+    let e = common::Ebb::start_args(&["-f", "ebb.cfg"], d.clone());
+    assert_eq!(get(e.addr(), "/").status, 200);
+    let status = std::fs::read_to_string(format!("/proc/{}/status", e.pid())).unwrap();
+    let uid = status.lines().find(|l| l.starts_with("Uid:")).unwrap();
+    assert!(
+        uid.split_whitespace().skip(1).all(|u| u == "65534"),
+        "{uid}"
+    );
+    let gid = status.lines().find(|l| l.starts_with("Gid:")).unwrap();
+    assert!(
+        gid.split_whitespace().skip(1).all(|g| g == "65534"),
+        "{gid}"
+    );
+    let root = std::fs::read_link(format!("/proc/{}/root", e.pid())).unwrap();
+    assert_eq!(root, jail);
+}
+
+#[test]
+fn condition_checks_as_haproxy() {
+    let d = scratch("cc");
+    let cc = |e: &str| run_ebb(&["-cc", e], &d).0;
+    assert_eq!(cc("version_atleast(2.5-dev0)"), 0);
+    assert_eq!(cc("version_atleast(1024)"), 1);
+    assert_eq!(cc("feature(OPENSSL) || !feature(OPENSSL)"), 0);
+    assert_eq!(cc("streq(a,\"a)"), 2);
+    // Master-worker is refused, not ignored.
+    let (code, _, err) = run_ebb(&["-W", "-f", "x.cfg"], &d);
+    assert_eq!(code, 1);
+    assert!(err.contains("not supported yet"), "{err}");
+}
+
+#[test]
+fn debian_stock_config_passes_the_check() {
+    let stock = Path::new("/etc/haproxy/haproxy.cfg");
+    let Ok(text) = std::fs::read_to_string(stock) else {
+        eprintln!("no /etc/haproxy/haproxy.cfg (install haproxy): nothing to check");
+        return;
+    };
+    let d = scratch("stock");
+    // The TLS defaults are another part's work; everything else stays.
+    let mut cfg: String = text
+        .lines()
+        .filter(|l| {
+            let w = l.split_whitespace().next().unwrap_or("");
+            !(w == "ca-base" || w == "crt-base" || w.starts_with("ssl-default-"))
+        })
+        .map(|l| format!("{l}\n"))
+        .collect();
+    cfg.push_str("frontend fe\n\tbind :8080\n\tdefault_backend be\nbackend be\n\tserver s1 127.0.0.1:8000 check\n");
+    std::fs::write(d.join("haproxy.cfg"), &cfg).unwrap();
+    let (code, out, err) = run_ebb(&["-c", "-f", "haproxy.cfg"], &d);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("Configuration file is valid"), "{out}");
+    // HAProxy agrees on the same text.
+    if have("haproxy") {
+        let o = Command::new("haproxy")
+            .args(["-c", "-f", "haproxy.cfg"])
+            .current_dir(&d)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    }
+    // And it serves as shipped (as root, as the package runs it): daemon,
+    // chroot /var/lib/haproxy, user and group haproxy, the admin socket.
+    let root = String::from_utf8_lossy(&Command::new("id").arg("-u").output().unwrap().stdout)
+        .trim()
+        == "0";
+    if root && Path::new("/var/lib/haproxy").is_dir() && Path::new("/run/haproxy").is_dir() {
+        let serve = cfg.replace(
+            "frontend fe\n\tbind :8080\n\tdefault_backend be\n",
+            "frontend fe\n\tbind 127.0.0.1:0\n\thttp-request return status 200 content-type text/plain string stock-ok\n",
+        );
+        std::fs::write(d.join("serve.cfg"), serve).unwrap();
+        let pidfile = d.join("stock.pid");
+        let o = Command::new(EBB)
+            .args(["-f", "serve.cfg", "-p", pidfile.to_str().unwrap()])
+            .current_dir(&d)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        assert_eq!(
+            o.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        let text = String::from_utf8_lossy(&o.stdout).into_owned();
+        let addr: std::net::SocketAddr = text
+            .lines()
+            .find_map(|l| l.split(" listening on ").nth(1))
+            .expect("no listening line")
+            .parse()
+            .unwrap();
+        let pid = std::fs::read_to_string(&pidfile)
+            .unwrap()
+            .trim()
+            .to_string();
+        let mut body = String::new();
+        for _ in 0..300 {
+            if let Ok(mut s) = TcpStream::connect(addr) {
+                let _ = s.write_all(b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+                let _ = s.read_to_string(&mut body);
+                if body.ends_with("stock-ok") {
+                    break;
+                }
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let jail = std::fs::read_link(format!("/proc/{pid}/root")).ok();
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+        let cli = UnixStream::connect("/run/haproxy/admin.sock").and_then(|mut c| {
+            c.write_all(b"show info\n")?;
+            let mut out = String::new();
+            c.read_to_string(&mut out)?;
+            Ok(out)
+        });
+        let _ = Command::new("kill").arg(&pid).status();
+        assert!(body.ends_with("stock-ok"), "{body}");
+        assert_eq!(jail.as_deref(), Some(Path::new("/var/lib/haproxy")));
+        let uid = status.lines().find(|l| l.starts_with("Uid:")).unwrap_or("");
+        assert!(!uid.split_whitespace().skip(1).any(|u| u == "0"), "{uid}");
+        assert!(
+            cli.unwrap().contains("Pid: "),
+            "the admin socket does not answer"
+        );
+    }
+    // send-proxy is refused clearly until the PROXY protocol lands.
+    std::fs::write(
+        d.join("sp.cfg"),
+        cfg.replace("127.0.0.1:8000 check", "127.0.0.1:8000 send-proxy"),
+    )
+    .unwrap();
+    let (code, _, err) = run_ebb(&["-c", "-f", "sp.cfg"], &d);
+    assert_eq!(code, 1);
+    assert!(err.contains("'send-proxy' is not supported yet"), "{err}");
+}
+
+#[test]
+fn log_health_checks_reports_each_status_change() {
+    let udp = UdpSocket::bind("127.0.0.1:0").unwrap();
+    udp.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    // A port nothing listens on: bind one, note it, close it.
+    let dead = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let cfg = format!(
+        "global\n    log {} format raw daemon\n\
+         defaults\n    mode http\n    log global\n    timeout client 10s\n\
+         frontend fe\n    bind BIND\n    default_backend be\n\
+         backend be\n    option log-health-checks\n    server s1 {dead} check inter 100ms fall 2 rise 1\n",
+        udp.local_addr().unwrap()
+    );
+    let _e = common::Ebb::start(&cfg);
+    let mut seen = Vec::new();
+    while !seen.iter().any(|l: &String| l.contains("is DOWN")) {
+        seen.push(recv_udp(&udp));
+    }
+    // The first failure is reported with the counter (1 failure left),
+    // before the server goes down.
+    let first = seen
+        .iter()
+        .find(|l| l.starts_with("Health check for server be/s1 failed, reason: "))
+        .unwrap_or_else(|| panic!("no check line in {seen:?}"));
+    assert!(first.contains(", check duration: "), "{first}");
+    assert!(first.trim_end().ends_with("ms, status: 1/2 UP."), "{first}");
+    // The second failure's line comes before the change of state, as in
+    // HAProxy.
+    let n = seen.len();
+    assert!(
+        seen[n - 2].trim_end().ends_with("status: 0/1 DOWN."),
+        "{seen:?}"
+    );
+    assert!(seen[n - 1].starts_with("Server be/s1 is DOWN"), "{seen:?}");
+}
+
+#[test]
+fn a_directory_of_cfg_files_is_read_in_name_order() {
+    let d = scratch("cfgdir");
+    let c = d.join("conf.d");
+    std::fs::create_dir_all(&c).unwrap();
+    // `defaults` in the first file apply to the proxies of the second.
+    std::fs::write(
+        c.join("10-defaults.cfg"),
+        "defaults\n    mode http\n    timeout client 5s\n",
+    )
+    .unwrap();
+    std::fs::write(
+        c.join("20-site.cfg"),
+        "frontend f\n    bind 127.0.0.1:0\n    default_backend b\nbackend b\n    server s 127.0.0.1:9\n",
+    )
+    .unwrap();
+    // Not a .cfg file: not read.
+    std::fs::write(c.join("notes.txt"), "this is not configuration\n").unwrap();
+    let (code, out, err) = run_ebb(&["-c", "-f", "conf.d"], &d);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("valid"), "{out}");
+    std::fs::write(c.join("30-bad.cfg"), "frontend g\n    bogus\n").unwrap();
+    let (code, _, err) = run_ebb(&["-c", "-f", "conf.d"], &d);
+    assert_eq!(code, 1);
+    assert!(err.contains("30-bad.cfg:2: "), "{err}");
+}
