@@ -55,6 +55,20 @@ pub enum Transport {
     Tls(Box<TlsStream>),
 }
 
+/// A server's look at the client's hello before rustls handles it (see
+/// [`crate::tls::hello`]): `Err((alert, why))` refuses the handshake with
+/// that alert.
+pub trait HelloGate: Send + Sync {
+    fn check(&self, hello: &crate::tls::hello::HelloInfo) -> Result<(), (u8, String)>;
+}
+
+/// The bytes of a server connection's first flight, kept until the
+/// ClientHello is whole.
+struct Sniffer {
+    gate: Arc<dyn HelloGate>,
+    buf: Vec<u8>,
+}
+
 /// TLS over a non-blocking TCP socket, client or server side.
 pub struct TlsStream {
     sock: TcpStream,
@@ -67,6 +81,11 @@ pub struct TlsStream {
     /// The protocol error that ended the connection: returned by every call
     /// after it (rustls' state is dead then).
     failed: Option<String>,
+    /// Server side, until the ClientHello has been read.
+    sniffer: Option<Box<Sniffer>>,
+    /// Whether a ClientHello was read, and the SNI it named, for the log
+    /// line of a failed handshake.
+    hello_sni: Option<Option<String>>,
 }
 
 fn tls_error(msg: &str) -> io::Error {
@@ -75,9 +94,11 @@ fn tls_error(msg: &str) -> io::Error {
 
 /// Counts what a socket read returned against what was asked, so a short
 /// read marks the socket drained as in the plain path.
+/// While the ClientHello is read, what it reads is also copied to `tee`.
 struct DrainReader<'a> {
     sock: &'a mut TcpStream,
     drained: &'a mut bool,
+    tee: Option<&'a mut Vec<u8>>,
 }
 
 impl Read for DrainReader<'_> {
@@ -86,6 +107,9 @@ impl Read for DrainReader<'_> {
             Ok(n) => {
                 if n < buf.len() {
                     *self.drained = true;
+                }
+                if let Some(t) = self.tee.as_mut() {
+                    t.extend_from_slice(&buf[..n]);
                 }
                 Ok(n)
             }
@@ -106,7 +130,52 @@ impl TlsStream {
             conn,
             drained: false,
             failed: None,
+            sniffer: None,
+            hello_sni: None,
         }
+    }
+
+    /// `msg`, with the SNI the client asked for when the handshake failed.
+    fn during_handshake(&self, msg: String) -> String {
+        match &self.hello_sni {
+            Some(Some(n)) if self.conn.is_handshaking() => format!("{msg} (SNI \"{n}\")"),
+            Some(None) if self.conn.is_handshaking() => format!("{msg} (no SNI)"),
+            _ => msg,
+        }
+    }
+
+    /// Looks at the client's first flight once it is whole; refuses it
+    /// (own alert, then the error) when the gate says so.
+    fn check_hello(&mut self) -> io::Result<()> {
+        let Some(sn) = self.sniffer.as_mut() else {
+            return Ok(());
+        };
+        let info = match crate::tls::hello::sniff(&sn.buf) {
+            crate::tls::hello::Sniff::Need => {
+                if sn.buf.len() <= 70 * 1024 {
+                    return Ok(());
+                }
+                self.sniffer = None;
+                return Ok(());
+            }
+            crate::tls::hello::Sniff::NotHello => {
+                self.sniffer = None;
+                return Ok(());
+            }
+            crate::tls::hello::Sniff::Hello(i) => i,
+        };
+        let gate = Arc::clone(&sn.gate);
+        self.sniffer = None;
+        self.hello_sni = Some(info.sni.clone());
+        if let Err((alert, why)) = gate.check(&info) {
+            let rec = crate::tls::hello::alert_record(info.record_version, alert);
+            // Nothing was sent yet: the alert is the server's first record.
+            let _ = self.sock.write(&rec);
+            let msg = self.during_handshake(why);
+            self.failed = Some(msg.clone());
+            return Err(tls_error(&msg));
+        }
+        Ok(())
     }
 
     fn check_failed(&self) -> io::Result<()> {
@@ -134,13 +203,36 @@ impl TlsStream {
     /// as the socket takes it, and returns the error to report.
     #[cold]
     fn fail(&mut self, e: rustls::Error) -> io::Error {
-        let msg = e.to_string();
+        let msg = self.during_handshake(e.to_string());
         let _ = self.flush_tls();
         self.failed = Some(msg.clone());
         tls_error(&msg)
     }
 
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        match self.read_inner(buf) {
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::ConnectionReset | io::ErrorKind::BrokenPipe
+                ) && self.hello_sni.is_some()
+                    && self.conn.is_handshaking() =>
+            {
+                // A client that read the server's answer and dropped the
+                // connection (often after disliking the certificate): a
+                // failed handshake to log, not a mere reset.
+                Err(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    self.during_handshake(format!(
+                        "connection reset by the client during the TLS handshake ({e})"
+                    )),
+                ))
+            }
+            r => r,
+        }
+    }
+
+    fn read_inner(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         self.check_failed()?;
         if buf.is_empty() {
             return Ok(0);
@@ -169,7 +261,7 @@ impl TlsStream {
                     }
                     return Err(io::Error::new(
                         io::ErrorKind::UnexpectedEof,
-                        "connection closed during the TLS handshake",
+                        self.during_handshake("connection closed during the TLS handshake".into()),
                     ));
                 }
                 Err(e) => return Err(e),
@@ -186,6 +278,7 @@ impl TlsStream {
             let mut rd = DrainReader {
                 sock: &mut self.sock,
                 drained: &mut self.drained,
+                tee: self.sniffer.as_mut().map(|s| &mut s.buf),
             };
             match self.conn.read_tls(&mut rd) {
                 Ok(_) => {} // Ok(0): EOF, step 1 reports it after processing
@@ -196,7 +289,7 @@ impl TlsStream {
                     // or handshake message over its size limits) are
                     // protocol errors; others are socket errors.
                     if e.kind() == io::ErrorKind::InvalidData || e.kind() == io::ErrorKind::Other {
-                        let msg = e.to_string();
+                        let msg = self.during_handshake(e.to_string());
                         self.failed = Some(msg.clone());
                         return Err(tls_error(&msg));
                     }
@@ -204,7 +297,8 @@ impl TlsStream {
                 }
             }
             // 3. Process every complete record read (rustls' rule: after
-            // each successful read_tls).
+            // each successful read_tls), once the hello passed the gate.
+            self.check_hello()?;
             if let Err(e) = self.conn.process_new_packets() {
                 let err = self.fail(e);
                 // Plaintext handed over before the bad record stays valid.
@@ -280,9 +374,32 @@ impl Transport {
     /// The server side of TLS on an accepted (non-blocking) socket. Nothing
     /// is read or written yet: the first [`Transport::read`] runs the
     /// handshake as far as the client's bytes allow.
+    ///
+    /// A configuration built by [`crate::tls::TlsAcceptor`] comes with its
+    /// bind line's hello gate (see [`Transport::accept_tls_gated`]).
     pub fn accept_tls(sock: TcpStream, config: Arc<ServerConfig>) -> io::Result<Transport> {
+        if let Some(gate) = crate::tls::gate_for(&config) {
+            return Transport::accept_tls_gated(sock, config, gate);
+        }
         let conn = ServerConnection::new(config).map_err(|e| io::Error::other(e.to_string()))?;
         Ok(Transport::Tls(Box::new(TlsStream::new(sock, conn.into()))))
+    }
+
+    /// As [`Transport::accept_tls`], with `gate` looking at the ClientHello
+    /// first: a refusal sends the gate's alert, and every failed
+    /// handshake's error names the SNI the client asked for.
+    pub fn accept_tls_gated(
+        sock: TcpStream,
+        config: Arc<ServerConfig>,
+        gate: Arc<dyn HelloGate>,
+    ) -> io::Result<Transport> {
+        let conn = ServerConnection::new(config).map_err(|e| io::Error::other(e.to_string()))?;
+        let mut t = TlsStream::new(sock, conn.into());
+        t.sniffer = Some(Box::new(Sniffer {
+            gate,
+            buf: Vec::new(),
+        }));
+        Ok(Transport::Tls(Box::new(t)))
     }
 
     /// The client side of TLS to a server, on a (non-blocking) socket whose
@@ -549,6 +666,7 @@ mod tests {
             strict_sni: false,
             no_tls_tickets: false,
             cache_size: None,
+            ..Default::default()
         };
         let loc = Loc {
             file: "t.cfg".into(),
