@@ -2105,6 +2105,7 @@ fn parse_serve_files(w: &[String], ctx: &Ctx<'_>) -> Result<ServeFiles, String> 
         follow_symlinks: false,
         max_age: None,
         loc: ctx.loc.clone(),
+        dotfiles: false,
     };
     let mut custom_index = false;
     let mut i = 1;
@@ -2126,6 +2127,13 @@ fn parse_serve_files(w: &[String], ctx: &Ctx<'_>) -> Result<ServeFiles, String> 
                 sf.index.push(v.to_string());
             }
             "listing" => sf.listing = parse_on_off("listing", v)?,
+            "dotfiles" => {
+                sf.dotfiles = match v {
+                    "allow" => true,
+                    "deny" => false,
+                    _ => return Err(format!("'dotfiles' expects 'allow' or 'deny', got '{v}'")),
+                }
+            }
             "follow-symlinks" => sf.follow_symlinks = parse_on_off("follow-symlinks", v)?,
             "max-age" => {
                 // Seconds, as in Cache-Control; a unit may be given.
@@ -2140,7 +2148,7 @@ fn parse_serve_files(w: &[String], ctx: &Ctx<'_>) -> Result<ServeFiles, String> 
             }
             o => {
                 return Err(format!(
-                    "unknown 'serve-files' option '{o}' (supported: index, listing, follow-symlinks, max-age)"
+                    "unknown 'serve-files' option '{o}' (supported: index, listing, dotfiles, follow-symlinks, max-age)"
                 ))
             }
         }

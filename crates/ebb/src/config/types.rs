@@ -787,6 +787,9 @@ pub struct ServeFiles {
     /// `Cache-Control: max-age` in seconds.
     pub max_age: Option<u32>,
     pub loc: Loc,
+    /// `dotfiles allow|deny` (default deny: 404 for dot-files and
+    /// dot-directories but `/.well-known/`).
+    pub dotfiles: bool,
 }
 
 /// `http-check expect [!] status|rstatus|string|rstring PATTERN`.
