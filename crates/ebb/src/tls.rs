@@ -555,10 +555,20 @@ struct Gate {
     /// Versions the line allows (wire numbers).
     versions: Vec<u16>,
     resolver: Arc<SniResolver>,
+    /// In server order, the same configuration with the ChaCha20 suites
+    /// first, for clients that list ChaCha20 first (OpenSSL's
+    /// `SSL_OP_PRIORITIZE_CHACHA`, which HAProxy sets): clients without AES
+    /// instructions keep their fast cipher.
+    chacha: Option<Arc<ServerConfig>>,
+}
+
+/// ChaCha20-Poly1305 suites (TLS 1.3, ECDHE-RSA, ECDHE-ECDSA).
+fn is_chacha(id: u16) -> bool {
+    matches!(id, 0x1303 | 0xcca8 | 0xcca9)
 }
 
 impl HelloGate for Gate {
-    fn check(&self, h: &hello::HelloInfo) -> Result<(), (u8, String)> {
+    fn check(&self, h: &hello::HelloInfo) -> Result<Option<Arc<ServerConfig>>, (u8, String)> {
         if !self.versions.iter().any(|v| h.offers(*v)) {
             let allowed: Vec<String> = self
                 .versions
@@ -581,7 +591,10 @@ impl HelloGate for Gate {
                     .to_string(),
             ));
         }
-        Ok(())
+        if h.first_suite.is_some_and(is_chacha) {
+            return Ok(self.chacha.clone());
+        }
+        Ok(None)
     }
 }
 
@@ -766,34 +779,52 @@ fn build(
         provider.cipher_suites.clone(),
     ));
     let names = resolver.names.clone();
+    let make = |provider: Arc<CryptoProvider>| -> Result<ServerConfig, ConfigError> {
+        let mut config = ServerConfig::builder_with_provider(provider)
+            .with_protocol_versions(&versions)
+            .map_err(|e| err(format!("TLS settings refused: {e}")))?
+            .with_no_client_auth()
+            .with_cert_resolver(Arc::clone(&resolver) as Arc<dyn ResolvesServerCert>);
+        // HAProxy's default: the server's cipher order, unless
+        // `prefer-client-ciphers`.
+        config.ignore_client_order = !ssl.prefer_client_ciphers;
+        config.alpn_protocols = ssl.alpn.iter().map(|p| p.as_bytes().to_vec()).collect();
+        if ssl.cache_size != Some(0) {
+            config.session_storage = Arc::clone(sessions) as _;
+        } else {
+            // `tune.ssl.cachesize 0`: no server-side session state at all.
+            config.session_storage = Arc::new(rustls::server::NoServerSessionStorage {});
+        }
+        if ssl.no_tls_tickets {
+            // `no-tls-tickets`: no stateless tickets; TLS 1.3 resumption then
+            // needs the session cache (stateful tickets), TLS 1.2 uses IDs.
+            if ssl.cache_size == Some(0) {
+                config.send_tls13_tickets = 0;
+            }
+        } else {
+            config.ticketer = Arc::clone(ticketer);
+        }
+        Ok(config)
+    };
+    let chacha = if ssl.prefer_client_ciphers {
+        None
+    } else {
+        // The same suites, ChaCha20 ones first (stable within each group).
+        let mut p = (*provider).clone();
+        p.cipher_suites
+            .sort_by_key(|s| !is_chacha(u16::from(s.suite())));
+        if p.cipher_suites == provider.cipher_suites {
+            None
+        } else {
+            Some(Arc::new(make(Arc::new(p))?))
+        }
+    };
+    let config = make(Arc::clone(&provider))?;
     let gate = Arc::new(Gate {
         versions: wire,
         resolver: Arc::clone(&resolver),
+        chacha,
     });
-    let mut config = ServerConfig::builder_with_provider(provider)
-        .with_protocol_versions(&versions)
-        .map_err(|e| err(format!("TLS settings refused: {e}")))?
-        .with_no_client_auth()
-        .with_cert_resolver(resolver);
-    // HAProxy's default: the server's cipher order, unless
-    // `prefer-client-ciphers`.
-    config.ignore_client_order = !ssl.prefer_client_ciphers;
-    config.alpn_protocols = ssl.alpn.iter().map(|p| p.as_bytes().to_vec()).collect();
-    if ssl.cache_size != Some(0) {
-        config.session_storage = Arc::clone(sessions) as _;
-    } else {
-        // `tune.ssl.cachesize 0`: no server-side session state at all.
-        config.session_storage = Arc::new(rustls::server::NoServerSessionStorage {});
-    }
-    if ssl.no_tls_tickets {
-        // `no-tls-tickets`: no stateless tickets; TLS 1.3 resumption then
-        // needs the session cache (stateful tickets), TLS 1.2 uses IDs.
-        if ssl.cache_size == Some(0) {
-            config.send_tls13_tickets = 0;
-        }
-    } else {
-        config.ticketer = Arc::clone(ticketer);
-    }
     let config = Arc::new(config);
     register_gate(&config, Arc::clone(&gate));
     Ok(Current {

@@ -57,13 +57,21 @@ pub enum Transport {
 
 /// A server's look at the client's hello before rustls handles it (see
 /// [`crate::tls::hello`]): `Err((alert, why))` refuses the handshake with
-/// that alert.
+/// that alert; `Ok(Some(config))` runs it with another configuration
+/// (same certificates and sessions, e.g. another suite order).
 pub trait HelloGate: Send + Sync {
-    fn check(&self, hello: &crate::tls::hello::HelloInfo) -> Result<(), (u8, String)>;
+    fn check(
+        &self,
+        hello: &crate::tls::hello::HelloInfo,
+    ) -> Result<Option<Arc<ServerConfig>>, (u8, String)>;
 }
 
-/// The bytes of a server connection's first flight, kept until the
-/// ClientHello is whole.
+/// Largest first flight held back from rustls while the hello is read.
+const SNIFF_MAX: usize = 70 * 1024;
+
+/// The bytes of a server connection's first flight, held back from rustls
+/// until the ClientHello is whole (so the gate may still pick the
+/// configuration).
 struct Sniffer {
     gate: Arc<dyn HelloGate>,
     buf: Vec<u8>,
@@ -94,11 +102,9 @@ fn tls_error(msg: &str) -> io::Error {
 
 /// Counts what a socket read returned against what was asked, so a short
 /// read marks the socket drained as in the plain path.
-/// While the ClientHello is read, what it reads is also copied to `tee`.
 struct DrainReader<'a> {
     sock: &'a mut TcpStream,
     drained: &'a mut bool,
-    tee: Option<&'a mut Vec<u8>>,
 }
 
 impl Read for DrainReader<'_> {
@@ -107,9 +113,6 @@ impl Read for DrainReader<'_> {
             Ok(n) => {
                 if n < buf.len() {
                     *self.drained = true;
-                }
-                if let Some(t) = self.tee.as_mut() {
-                    t.extend_from_slice(&buf[..n]);
                 }
                 Ok(n)
             }
@@ -144,38 +147,67 @@ impl TlsStream {
         }
     }
 
-    /// Looks at the client's first flight once it is whole; refuses it
-    /// (own alert, then the error) when the gate says so.
-    fn check_hello(&mut self) -> io::Result<()> {
+    /// While the ClientHello is incomplete: reads the socket into the
+    /// sniffer's buffer (not into rustls). `Ok(true)`: still incomplete and
+    /// the socket is drained (wait for the next edge). `Ok(false)`: the
+    /// hello passed the gate (or is no hello at all) and everything read so
+    /// far went to rustls, which processed it.
+    fn sniff(&mut self) -> io::Result<bool> {
+        use crate::tls::hello::{alert_record, sniff, Sniff};
         let Some(sn) = self.sniffer.as_mut() else {
-            return Ok(());
+            return Ok(false);
         };
-        let info = match crate::tls::hello::sniff(&sn.buf) {
-            crate::tls::hello::Sniff::Need => {
-                if sn.buf.len() <= 70 * 1024 {
-                    return Ok(());
+        loop {
+            let mut chunk = [0u8; 4096];
+            match self.sock.read(&mut chunk) {
+                Ok(0) => {
+                    self.sniffer = None;
+                    return Err(io::Error::new(
+                        io::ErrorKind::UnexpectedEof,
+                        "connection closed during the TLS handshake",
+                    ));
                 }
-                self.sniffer = None;
-                return Ok(());
+                Ok(k) => {
+                    sn.buf.extend_from_slice(&chunk[..k]);
+                    if k < chunk.len() {
+                        self.drained = true;
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => self.drained = true,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e),
             }
-            crate::tls::hello::Sniff::NotHello => {
-                self.sniffer = None;
-                return Ok(());
+            let verdict = sniff(&sn.buf);
+            if verdict == Sniff::Need && sn.buf.len() <= SNIFF_MAX {
+                if self.drained {
+                    return Ok(true);
+                }
+                continue;
             }
-            crate::tls::hello::Sniff::Hello(i) => i,
-        };
-        let gate = Arc::clone(&sn.gate);
-        self.sniffer = None;
-        self.hello_sni = Some(info.sni.clone());
-        if let Err((alert, why)) = gate.check(&info) {
-            let rec = crate::tls::hello::alert_record(info.record_version, alert);
-            // Nothing was sent yet: the alert is the server's first record.
-            let _ = self.sock.write(&rec);
-            let msg = self.during_handshake(why);
-            self.failed = Some(msg.clone());
-            return Err(tls_error(&msg));
+            let Some(sn) = self.sniffer.take() else {
+                return Ok(false);
+            };
+            if let Sniff::Hello(info) = verdict {
+                self.hello_sni = Some(info.sni.clone());
+                match sn.gate.check(&info) {
+                    Err((alert, why)) => {
+                        // Nothing was sent yet: the alert is the first record.
+                        let _ = self.sock.write(&alert_record(info.record_version, alert));
+                        let msg = self.during_handshake(why);
+                        self.failed = Some(msg.clone());
+                        return Err(tls_error(&msg));
+                    }
+                    Ok(Some(config)) => {
+                        let c = ServerConnection::new(config)
+                            .map_err(|e| io::Error::other(e.to_string()))?;
+                        self.conn = c.into();
+                    }
+                    Ok(None) => {}
+                }
+            }
+            self.feed(&sn.buf)?;
+            return Ok(false);
         }
-        Ok(())
     }
 
     fn check_failed(&self) -> io::Result<()> {
@@ -183,6 +215,28 @@ impl TlsStream {
             Some(m) => Err(tls_error(m)),
             None => Ok(()),
         }
+    }
+
+    /// Hands bytes already read from the socket to rustls.
+    fn feed(&mut self, mut bytes: &[u8]) -> io::Result<()> {
+        while !bytes.is_empty() {
+            match self.conn.read_tls(&mut bytes) {
+                Ok(0) => break,
+                Ok(_) => {}
+                Err(e) => {
+                    let msg = self.during_handshake(e.to_string());
+                    self.failed = Some(msg.clone());
+                    return Err(tls_error(&msg));
+                }
+            }
+            if let Err(e) = self.conn.process_new_packets() {
+                return Err(self.fail(e));
+            }
+        }
+        if self.conn.wants_write() {
+            self.flush_tls()?;
+        }
+        Ok(())
     }
 
     /// Writes buffered records to the socket. `Ok(true)`: nothing remains.
@@ -238,6 +292,9 @@ impl TlsStream {
             return Ok(0);
         }
         self.drained = false;
+        if self.sniffer.is_some() && self.sniff()? {
+            return Err(io::ErrorKind::WouldBlock.into());
+        }
         let mut n = 0;
         loop {
             // 1. Hand over what rustls has decrypted.
@@ -278,7 +335,6 @@ impl TlsStream {
             let mut rd = DrainReader {
                 sock: &mut self.sock,
                 drained: &mut self.drained,
-                tee: self.sniffer.as_mut().map(|s| &mut s.buf),
             };
             match self.conn.read_tls(&mut rd) {
                 Ok(_) => {} // Ok(0): EOF, step 1 reports it after processing
@@ -297,8 +353,7 @@ impl TlsStream {
                 }
             }
             // 3. Process every complete record read (rustls' rule: after
-            // each successful read_tls), once the hello passed the gate.
-            self.check_hello()?;
+            // each successful read_tls).
             if let Err(e) = self.conn.process_new_packets() {
                 let err = self.fail(e);
                 // Plaintext handed over before the bad record stays valid.

@@ -221,15 +221,13 @@ fn server_cipher_order_unless_prefer_client_ciphers_and_curves() {
     }
     let d = scratch("order");
     let pem = selfsigned(&d, "a.pem", "ec", &["a.test"]);
-    let global = "global\n    ssl-default-bind-ciphers ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-ECDSA-AES256-GCM-SHA384:DHE-RSA-AES128-GCM-SHA256\n    ssl-default-bind-ciphersuites TLS_AES_128_GCM_SHA256:TLS_AES_256_GCM_SHA384\n    ssl-default-bind-options ssl-min-ver TLSv1.2 no-tls-tickets\n";
+    let global = "global\n    ssl-default-bind-ciphers ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-ECDSA-AES256-GCM-SHA384:ECDHE-ECDSA-CHACHA20-POLY1305:DHE-RSA-AES128-GCM-SHA256\n    ssl-default-bind-ciphersuites TLS_AES_128_GCM_SHA256:TLS_AES_256_GCM_SHA384:TLS_CHACHA20_POLY1305_SHA256\n    ssl-default-bind-options ssl-min-ver TLSv1.2 no-tls-tickets\n";
     let cfg = |extra: &str| {
         format!(
             "{global}{DEFAULTS}frontend fe\n    bind BIND ssl crt {} {extra}\n    http-request return status 200\n",
             pem.display()
         )
     };
-    // (Not ChaCha20 first: OpenSSL then prefers it even in server order,
-    // HAProxy's SSL_OP_PRIORITIZE_CHACHA, which ebb does not do.)
     let client12 = [
         "-tls1_2",
         "-cipher",
@@ -260,15 +258,45 @@ fn server_cipher_order_unless_prefer_client_ciphers_and_curves() {
             assert_eq!(cipher(&s_client(h.1, &client12)), w12, "haproxy {extra}");
             assert_eq!(cipher(&s_client(h.1, &client13)), w13, "haproxy {extra}");
         }
-        // A suite outside the list is not negotiated.
-        let out = s_client(
-            *port,
-            &["-tls1_2", "-cipher", "ECDHE-ECDSA-CHACHA20-POLY1305"],
-        );
-        assert_eq!(alert(&out), Some(40), "{out}");
+        // A client listing ChaCha20 first gets it even in server order
+        // (OpenSSL's SSL_OP_PRIORITIZE_CHACHA, set by HAProxy).
+        let c12 = [
+            "-tls1_2",
+            "-cipher",
+            "ECDHE-ECDSA-CHACHA20-POLY1305:ECDHE-ECDSA-AES256-GCM-SHA384",
+        ];
+        let c13 = [
+            "-tls1_3",
+            "-ciphersuites",
+            "TLS_CHACHA20_POLY1305_SHA256:TLS_AES_256_GCM_SHA384",
+        ];
+        let mut ports = vec![("ebb", *port)];
+        if let Some(h) = hap {
+            ports.push(("haproxy", h.1));
+        }
+        for (who, p) in ports {
+            assert_eq!(
+                cipher(&s_client(p, &c12)),
+                "ECDHE-ECDSA-CHACHA20-POLY1305",
+                "{who} {extra}"
+            );
+            assert_eq!(
+                cipher(&s_client(p, &c13)),
+                "TLS_CHACHA20_POLY1305_SHA256",
+                "{who} {extra}"
+            );
+        }
     }
-    // curves and ssl-max-ver on the bind line.
-    let e = Ebb::start(&cfg("curves P-384 ssl-max-ver TLSv1.2"));
+    // curves, ciphers and ssl-max-ver on the bind line.
+    let e = Ebb::start(&cfg(
+        "curves P-384 ssl-max-ver TLSv1.2 ciphers ECDHE-ECDSA-AES256-GCM-SHA384",
+    ));
+    // A suite outside the list is not negotiated.
+    let out = s_client(
+        e.addr().port(),
+        &["-cipher", "ECDHE-ECDSA-AES128-GCM-SHA256"],
+    );
+    assert_eq!(alert(&out), Some(40), "{out}");
     let out = s_client(e.addr().port(), &["-groups", "X25519:P-384"]);
     assert!(out.contains("Protocol  : TLSv1.2"), "{out}");
     assert!(out.contains("Server Temp Key: ECDH, secp384r1"), "{out}");

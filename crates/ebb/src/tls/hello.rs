@@ -32,6 +32,8 @@ pub struct HelloInfo {
     pub supported_versions: Option<Vec<u16>>,
     /// The host_name of the server_name extension.
     pub sni: Option<String>,
+    /// The client's preferred cipher suite (first non-GREASE one).
+    pub first_suite: Option<u16>,
 }
 
 /// TLS protocol version numbers.
@@ -158,13 +160,21 @@ fn parse_hello(body: &[u8], record_version: u16) -> Option<HelloInfo> {
     let legacy_version = r.u16()?;
     r.take(32)?; // random
     r.vec8()?; // session id
-    r.vec16()?; // cipher suites
+    let mut suites = Rd(r.vec16()?);
+    let mut first_suite = None;
+    while let Some(c) = suites.u16() {
+        if !is_grease(c) {
+            first_suite = Some(c);
+            break;
+        }
+    }
     r.vec8()?; // compression methods
     let mut info = HelloInfo {
         record_version,
         legacy_version,
         supported_versions: None,
         sni: None,
+        first_suite,
     };
     if r.0.is_empty() {
         return Some(info); // no extensions (old clients)
@@ -282,6 +292,7 @@ pub(crate) mod tests {
             assert_eq!(i.supported_versions, Some(vec![TLS13, TLS12]));
             assert!(i.offers(TLS13) && i.offers(TLS12) && !i.offers(TLS10));
             assert_eq!(i.record_version, 0x0301);
+            assert_eq!(i.first_suite, Some(0xc02f));
         }
         let Sniff::Hello(i) = sniff(&hello(0x0301, None, None, 1000)) else {
             panic!("no hello")
