@@ -537,6 +537,7 @@ pub fn compile(cfg: &Config) -> Result<Compiled, Vec<ConfigError>> {
                 fc.index = sf.index.clone();
                 fc.listing = sf.listing;
                 fc.follow_symlinks = sf.follow_symlinks;
+                fc.dotfiles = sf.dotfiles;
                 fc.max_age = sf.max_age;
                 BackendKind::Files(fc)
             } else if !p.servers.is_empty() {

@@ -41,7 +41,7 @@
 
 use std::collections::HashMap;
 use std::net::TcpStream;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock, RwLock};
 
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
@@ -52,8 +52,11 @@ use rustls::server::{ClientHello, ProducesTickets, ResolvesServerCert, ServerSes
 use rustls::sign::CertifiedKey;
 use rustls::{ClientConfig, DigitallySignedStruct, RootCertStore, ServerConfig, SignatureScheme};
 
-use crate::config::{BindSsl, ConfigError, Loc, TlsVersion, Verify};
-use crate::transport::Transport;
+use crate::config::{BindSsl, Config, ConfigError, Loc, TlsVersion, Verify};
+use crate::transport::{HelloGate, Transport};
+
+pub mod hello;
+pub mod policy;
 
 #[cfg(test)]
 pub mod testutil;
@@ -89,11 +92,14 @@ fn new_ticketer() -> Result<Arc<dyn ProducesTickets>, rustls::Error> {
     return rustls::crypto::ring::Ticketer::new();
 }
 
-/// One loaded `crt` file: the key, and the SAN DNS names it answers for
-/// (lower case; wildcards kept as `*.domain`).
+/// One loaded certificate: the key, and the DNS names it answers for
+/// (lower case; wildcards kept as `*.domain`): its SAN names, or the SNI
+/// filters of its `crt-list` line.
 struct LoadedCert {
     key: Arc<CertifiedKey>,
     names: Vec<String>,
+    /// `!name` filters of its `crt-list` line: names its wildcards skip.
+    excluded: Vec<String>,
 }
 
 /// Reads a whole file, with the error text of a config message.
@@ -101,8 +107,11 @@ fn read_file(path: &Path) -> Result<Vec<u8>, String> {
     std::fs::read(path).map_err(|e| e.to_string())
 }
 
-/// Loads the chain (and key, from `crt` itself or else from `key`) of one
-/// certificate. Errors are the "why" of `cannot load certificate X: why`.
+/// Loads the chain and key of one certificate: the key from the PEM file
+/// itself, else from `<crt>.key` beside it (HAProxy's extra file), else
+/// from the line's `key FILE`. A `<crt>.ocsp` file beside it (a DER OCSP
+/// response) is stapled. Errors are the "why" of `cannot load certificate
+/// X: why`.
 fn load_cert(
     crt: &Path,
     key: Option<&Path>,
@@ -116,6 +125,17 @@ fn load_cert(
     if chain.is_empty() {
         return Err("no certificate (no BEGIN CERTIFICATE block) in it".into());
     }
+    let sibling = |ext: &str| {
+        let mut p = crt.as_os_str().to_owned();
+        p.push(ext);
+        std::path::PathBuf::from(p)
+    };
+    let side_key = sibling(".key");
+    let key = if side_key.is_file() {
+        Some(side_key.as_path())
+    } else {
+        key
+    };
     let pkey = match PrivateKeyDer::from_pem_slice(&pem) {
         Ok(k) => k,
         Err(rustls::pki_types::pem::Error::NoItemsFound) => match key {
@@ -128,21 +148,77 @@ fn load_cert(
                     e => format!("key file {}: bad PEM: {e}", kp.display()),
                 })?
             }
-            None => return Err("no private key in it, and no `key FILE` given".into()),
+            None => {
+                return Err(
+                    "no private key in it, no .key file beside it, and no `key FILE` given".into(),
+                )
+            }
         },
         Err(e) => return Err(format!("bad PEM: {e}")),
     };
     let names = san_dns_names(&chain[0])?;
-    let ck = CertifiedKey::from_der(chain, pkey, provider).map_err(|e| match e {
+    let mut ck = CertifiedKey::from_der(chain, pkey, provider).map_err(|e| match e {
         rustls::Error::InconsistentKeys(_) => {
             "the private key does not match the certificate".to_string()
         }
         e => format!("unusable private key: {e}"),
     })?;
+    let ocsp = sibling(".ocsp");
+    if ocsp.exists() {
+        let der = read_file(&ocsp).map_err(|e| format!("OCSP file {}: {e}", ocsp.display()))?;
+        check_ocsp(&der).map_err(|e| format!("OCSP file {}: {e}", ocsp.display()))?;
+        ck.ocsp = Some(der);
+    }
     Ok(LoadedCert {
         key: Arc::new(ck),
         names,
+        excluded: Vec::new(),
     })
+}
+
+/// Checks that `der` is an OCSP response (RFC 6960 §4.2.1) whose status is
+/// `successful` and that carries response bytes: a file in some other
+/// format, or an error answer from the responder, is refused at load
+/// rather than stapled. Whether it is about this certificate, signed, and
+/// current is for the client to verify, as with any stapled response.
+fn check_ocsp(der: &[u8]) -> Result<(), String> {
+    fn tlv(b: &[u8]) -> Option<(u8, &[u8], &[u8])> {
+        let (&tag, rest) = b.split_first()?;
+        let (&l0, rest) = rest.split_first()?;
+        let (len, rest) = if l0 < 0x80 {
+            (l0 as usize, rest)
+        } else {
+            let n = (l0 & 0x7f) as usize;
+            if n == 0 || n > 3 || rest.len() < n {
+                return None;
+            }
+            let len = rest[..n].iter().fold(0usize, |a, &x| a << 8 | x as usize);
+            (len, &rest[n..])
+        };
+        if rest.len() < len {
+            return None;
+        }
+        Some((tag, &rest[..len], &rest[len..]))
+    }
+    let bad = || "not a DER OCSP response".to_string();
+    let (tag, body, trailing) = tlv(der).ok_or_else(bad)?;
+    if tag != 0x30 || !trailing.is_empty() {
+        return Err(bad());
+    }
+    let (tag, status, rest) = tlv(body).ok_or_else(bad)?;
+    if tag != 0x0a || status.len() != 1 {
+        return Err(bad());
+    }
+    if status[0] != 0 {
+        return Err(format!(
+            "the responder's answer is not 'successful' (responseStatus {})",
+            status[0]
+        ));
+    }
+    match tlv(rest) {
+        Some((0xa0, _, _)) => Ok(()),
+        _ => Err(bad()),
+    }
 }
 
 /// The DNS names of a certificate's subjectAltName extension, lower case.
@@ -161,50 +237,225 @@ fn san_dns_names(leaf: &CertificateDer<'_>) -> Result<Vec<String>, String> {
         .collect())
 }
 
-/// Picks a certificate by SNI; the first is the default.
+/// One certificate file to load, with its `crt-list` SNI filters.
+struct CertSpec {
+    path: PathBuf,
+    /// `None`: the names of the certificate; else the positive filters.
+    names: Option<Vec<String>>,
+    excluded: Vec<String>,
+}
+
+/// File name endings HAProxy reserves for the files beside a certificate;
+/// `crt DIR` skips them.
+const RESERVED_EXT: [&str; 4] = [".key", ".ocsp", ".issuer", ".sctl"];
+
+/// The certificate files a `crt PATH` names, HAProxy's way: a directory
+/// gives every file in it in name order (skipping dot-files and the
+/// reserved endings); a missing `x.pem` with `x.pem.rsa`/`.ecdsa`/`.dsa`
+/// beside it is that bundle.
+fn expand_crt(path: &Path) -> Result<Vec<PathBuf>, String> {
+    match std::fs::metadata(path) {
+        Ok(m) if m.is_dir() => {
+            let rd = std::fs::read_dir(path).map_err(|e| {
+                format!(
+                    "unable to scan directory '{}' for SSL certificates: {e}",
+                    path.display()
+                )
+            })?;
+            let mut files = Vec::new();
+            for ent in rd {
+                let ent =
+                    ent.map_err(|e| format!("unable to scan directory '{}': {e}", path.display()))?;
+                let name = ent.file_name();
+                let name = name.to_string_lossy();
+                if name.starts_with('.') || RESERVED_EXT.iter().any(|x| name.ends_with(x)) {
+                    continue;
+                }
+                let p = ent.path();
+                if p.is_file() {
+                    files.push(p);
+                }
+            }
+            files.sort();
+            if files.is_empty() {
+                return Err(format!(
+                    "no SSL certificate in directory '{}'",
+                    path.display()
+                ));
+            }
+            Ok(files)
+        }
+        Ok(_) => Ok(vec![path.to_path_buf()]),
+        Err(e) => {
+            let bundle: Vec<PathBuf> = [".rsa", ".ecdsa", ".dsa"]
+                .iter()
+                .map(|x| {
+                    let mut p = path.as_os_str().to_owned();
+                    p.push(x);
+                    PathBuf::from(p)
+                })
+                .filter(|p| p.is_file())
+                .collect();
+            if bundle.is_empty() {
+                return Err(format!(
+                    "unable to stat SSL certificate from file '{}': {e}",
+                    path.display()
+                ));
+            }
+            Ok(bundle)
+        }
+    }
+}
+
+/// Reads a `crt-list` file: `CRT [[options]] [SNI-filter ...]` per line,
+/// `#` comments. Per-line options are refused (ebb applies the `bind`
+/// line's settings to every certificate).
+fn read_crt_list(list: &Path, base: &Path) -> Result<Vec<CertSpec>, String> {
+    let text = std::fs::read_to_string(list)
+        .map_err(|e| format!("unable to open crt-list '{}': {e}", list.display()))?;
+    let mut out = Vec::new();
+    for (n, line) in text.lines().enumerate() {
+        let at = || format!("crt-list '{}' line {}", list.display(), n + 1);
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let mut words = line.split_whitespace();
+        let Some(crt) = words.next() else { continue };
+        let rest: Vec<&str> = words.collect();
+        if rest.first().is_some_and(|w| w.starts_with('[')) {
+            let opts = rest
+                .iter()
+                .take_while(|w| !w.ends_with(']'))
+                .chain(rest.iter().find(|w| w.ends_with(']')))
+                .copied()
+                .collect::<Vec<_>>()
+                .join(" ");
+            if opts
+                .trim_matches(|c| c == '[' || c == ']' || c == ' ')
+                .is_empty()
+            {
+                return Err(format!("{}: empty '[]'", at()));
+            }
+            return Err(format!(
+                "{}: per-certificate options '{opts}' are not supported by ebb (set them on the bind line)",
+                at()
+            ));
+        }
+        let mut names = Vec::new();
+        let mut excluded = Vec::new();
+        for f in rest {
+            match f.strip_prefix('!') {
+                Some(x) => excluded.push(x.to_ascii_lowercase()),
+                None => names.push(f.to_ascii_lowercase()),
+            }
+        }
+        let p = Path::new(crt);
+        let p = if p.is_absolute() {
+            p.to_path_buf()
+        } else {
+            base.join(p)
+        };
+        for path in expand_crt(&p).map_err(|e| format!("{}: {e}", at()))? {
+            out.push(CertSpec {
+                path,
+                names: if names.is_empty() {
+                    None
+                } else {
+                    Some(names.clone())
+                },
+                excluded: excluded.clone(),
+            });
+        }
+    }
+    if out.is_empty() {
+        return Err(format!(
+            "crt-list '{}' names no certificate",
+            list.display()
+        ));
+    }
+    Ok(out)
+}
+
+/// Every certificate of a bind line, in load order.
+fn cert_specs(ssl: &BindSsl) -> Result<Vec<CertSpec>, String> {
+    let mut out = Vec::new();
+    let mut lists = ssl.crt_lists.iter().peekable();
+    for i in 0..=ssl.crts.len() {
+        while let Some((_, l)) = lists.next_if(|(at, _)| *at <= i) {
+            out.extend(read_crt_list(l, &ssl.crt_base)?);
+        }
+        if let Some(c) = ssl.crts.get(i) {
+            for path in expand_crt(c)? {
+                out.push(CertSpec {
+                    path,
+                    names: None,
+                    excluded: Vec::new(),
+                });
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Picks a certificate by SNI and by what the client can verify; the first
+/// is the default.
 #[derive(Debug)]
 struct SniResolver {
     /// INVARIANT: not empty.
     keys: Vec<Arc<CertifiedKey>>,
-    /// Exact names (lower case) -> index in `keys`.
-    exact: HashMap<String, usize>,
+    /// Exact names (lower case) -> indexes in `keys`, in load order.
+    exact: HashMap<String, Vec<usize>>,
     /// `*.domain` certificates, keyed by `domain` (lower case).
-    wildcard: HashMap<String, usize>,
+    wildcard: HashMap<String, Vec<usize>>,
+    /// Names a certificate's wildcard must not answer (`!name` filters).
+    excluded: Vec<Vec<String>>,
+    /// The default: the first certificate and those with the same names
+    /// (RSA and ECDSA versions of it).
+    default: Vec<usize>,
     /// Names per certificate, for [`TlsAcceptor::names`].
     names: Vec<Vec<String>>,
     /// `strict-sni`: no certificate for an unknown or missing name.
     strict: bool,
+    /// The bind line's suites, to match a TLS 1.2 client's offer.
+    suites: Vec<rustls::SupportedCipherSuite>,
 }
 
 impl SniResolver {
-    fn new(certs: Vec<LoadedCert>, strict: bool) -> Self {
+    fn new(
+        certs: Vec<LoadedCert>,
+        strict: bool,
+        suites: Vec<rustls::SupportedCipherSuite>,
+    ) -> Self {
         let mut r = SniResolver {
             strict,
             keys: Vec::with_capacity(certs.len()),
             exact: HashMap::new(),
             wildcard: HashMap::new(),
+            excluded: Vec::with_capacity(certs.len()),
+            default: Vec::new(),
             names: Vec::with_capacity(certs.len()),
+            suites,
         };
         for (i, c) in certs.into_iter().enumerate() {
             for n in &c.names {
                 match n.strip_prefix("*.") {
-                    Some(dom) => r.wildcard.entry(dom.to_string()).or_insert(i),
-                    None => r.exact.entry(n.clone()).or_insert(i),
+                    Some(dom) => r.wildcard.entry(dom.to_string()).or_default().push(i),
+                    None => r.exact.entry(n.clone()).or_default().push(i),
                 };
             }
             r.keys.push(c.key);
             r.names.push(c.names);
+            r.excluded.push(c.excluded);
         }
+        r.default = (0..r.names.len())
+            .filter(|&i| r.names[i] == r.names[0])
+            .collect();
         r
     }
 
-    /// Index of the certificate for `sni` (the default, 0, when none fits).
-    fn pick(&self, sni: Option<&str>) -> usize {
-        self.find(sni).unwrap_or(0)
-    }
-
-    /// The certificate whose names fit `sni`, if one does.
-    fn find(&self, sni: Option<&str>) -> Option<usize> {
+    /// The certificates whose names fit `sni`, if some do.
+    fn find(&self, sni: Option<&str>) -> Option<&[usize]> {
         let name = sni?;
         let lower;
         let name = if name.bytes().any(|b| b.is_ascii_uppercase()) {
@@ -213,34 +464,144 @@ impl SniResolver {
         } else {
             name
         };
-        if let Some(&i) = self.exact.get(name) {
-            return Some(i);
+        if let Some(v) = self.exact.get(name) {
+            return Some(v);
         }
         if let Some((_, dom)) = name.split_once('.') {
-            if let Some(&i) = self.wildcard.get(dom) {
-                return Some(i);
+            if let Some(v) = self.wildcard.get(dom) {
+                if v.iter()
+                    .any(|&i| !self.excluded[i].iter().any(|x| x == name))
+                {
+                    return Some(v);
+                }
             }
         }
         None
+    }
+
+    /// Of `cands`, the certificate this client can use: ECDSA (and other
+    /// non-RSA) keys before RSA ones, a key the client's signature schemes
+    /// accept, and for a client without TLS 1.3 suites one that an offered
+    /// TLS 1.2 suite can use. Falls back to the first candidate (the
+    /// handshake then fails on the client's lack, as with OpenSSL).
+    fn choose(&self, cands: &[usize], hello: &ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
+        let schemes = hello.signature_schemes();
+        let offered = hello.cipher_suites();
+        let has13 = offered.iter().any(|c| {
+            self.suites
+                .iter()
+                .any(|s| s.suite() == *c && s.tls13().is_some())
+        });
+        let usable = |i: usize| -> bool {
+            let k = &self.keys[i];
+            if k.key.choose_scheme(schemes).is_none() {
+                return false;
+            }
+            has13
+                || self.suites.iter().any(|s| {
+                    s.tls13().is_none()
+                        && offered.contains(&s.suite())
+                        && s.usable_for_signature_algorithm(k.key.algorithm())
+                })
+        };
+        let rsa = |i: &usize| self.keys[*i].key.algorithm() == rustls::SignatureAlgorithm::RSA;
+        cands
+            .iter()
+            .filter(|i| !rsa(i))
+            .chain(cands.iter().filter(|i| rsa(i)))
+            .copied()
+            .find(|&i| usable(i))
+            .or(cands.first().copied())
+            .and_then(|i| self.keys.get(i).cloned())
     }
 }
 
 impl ResolvesServerCert for SniResolver {
     fn resolve(&self, hello: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
-        if self.strict {
-            // No certificate: rustls ends the handshake with an alert, and
-            // the connection logs an SSL handshake failure.
-            return self
-                .find(hello.server_name())
-                .and_then(|i| self.keys.get(i).cloned());
+        match self.find(hello.server_name()) {
+            Some(c) => self.choose(c, &hello),
+            // No certificate: rustls ends the handshake with an alert (the
+            // hello gate refused this one already with unrecognized_name).
+            None if self.strict => None,
+            None => self.choose(&self.default, &hello),
         }
-        self.keys.get(self.pick(hello.server_name())).cloned()
+    }
+}
+
+/// The gates of the server configurations built here, so that a
+/// connection set up from the configuration alone finds its gate. Entries
+/// die with their configuration (the `Weak` keeps its address from being
+/// reused while the entry exists); dead ones are dropped at each build.
+type GateEntry = (std::sync::Weak<ServerConfig>, Arc<Gate>);
+static GATES: RwLock<Vec<GateEntry>> = RwLock::new(Vec::new());
+
+fn register_gate(config: &Arc<ServerConfig>, gate: Arc<Gate>) {
+    let mut g = GATES.write().unwrap_or_else(|p| p.into_inner());
+    g.retain(|(w, _)| w.strong_count() > 0);
+    g.push((Arc::downgrade(config), gate));
+}
+
+/// The hello gate of a configuration built by [`TlsAcceptor`] (one read
+/// lock and a scan of a list as long as the live `bind ... ssl` lines).
+pub fn gate_for(config: &Arc<ServerConfig>) -> Option<Arc<dyn HelloGate>> {
+    let g = GATES.read().unwrap_or_else(|p| p.into_inner());
+    g.iter()
+        .find(|(w, _)| std::ptr::eq(w.as_ptr(), Arc::as_ptr(config)))
+        .map(|(_, gate)| Arc::clone(gate) as Arc<dyn HelloGate>)
+}
+
+/// The bind line's look at the ClientHello (see [`crate::tls::hello`]).
+struct Gate {
+    /// Versions the line allows (wire numbers).
+    versions: Vec<u16>,
+    resolver: Arc<SniResolver>,
+    /// In server order, the same configuration with the ChaCha20 suites
+    /// first, for clients that list ChaCha20 first (OpenSSL's
+    /// `SSL_OP_PRIORITIZE_CHACHA`, which HAProxy sets): clients without AES
+    /// instructions keep their fast cipher.
+    chacha: Option<Arc<ServerConfig>>,
+}
+
+/// ChaCha20-Poly1305 suites (TLS 1.3, ECDHE-RSA, ECDHE-ECDSA).
+fn is_chacha(id: u16) -> bool {
+    matches!(id, 0x1303 | 0xcca8 | 0xcca9)
+}
+
+impl HelloGate for Gate {
+    fn check(&self, h: &hello::HelloInfo) -> Result<Option<Arc<ServerConfig>>, (u8, String)> {
+        if !self.versions.iter().any(|v| h.offers(*v)) {
+            let allowed: Vec<String> = self
+                .versions
+                .iter()
+                .map(|v| hello::version_name(*v))
+                .collect();
+            return Err((
+                70,
+                format!(
+                    "no TLS version in common: the client offers {} at most, this bind allows {} (alert protocol_version sent)",
+                    hello::version_name(h.max_version()),
+                    allowed.join(", ")
+                ),
+            ));
+        }
+        if self.resolver.strict && self.resolver.find(h.sni.as_deref()).is_none() {
+            return Err((
+                112,
+                "strict-sni: no certificate for the name asked for (alert unrecognized_name sent)"
+                    .to_string(),
+            ));
+        }
+        if h.first_suite.is_some_and(is_chacha) {
+            return Ok(self.chacha.clone());
+        }
+        Ok(None)
     }
 }
 
 /// What a reload replaces: the rustls config and the names it serves.
 struct Current {
     config: Arc<ServerConfig>,
+    gate: Arc<Gate>,
     names: Vec<Vec<String>>,
 }
 
@@ -302,7 +663,11 @@ impl TlsAcceptor {
 
     /// Wraps an accepted socket in a server-side TLS stream.
     pub fn accept(&self, sock: TcpStream) -> std::io::Result<Transport> {
-        Transport::accept_tls(sock, self.config())
+        let (config, gate) = {
+            let cur = self.current.read().unwrap_or_else(|p| p.into_inner());
+            (Arc::clone(&cur.config), Arc::clone(&cur.gate))
+        };
+        Transport::accept_tls_gated(sock, config, gate)
     }
 
     /// The SAN DNS names of each certificate, in `crt` order (the first is
@@ -341,47 +706,152 @@ fn build(
         loc: loc.clone(),
         message,
     };
-    if ssl.crts.is_empty() {
+    if ssl.crts.is_empty() && ssl.crt_lists.is_empty() {
         return Err(err("'ssl' needs at least one 'crt FILE'".into()));
     }
-    let provider = provider();
-    let mut certs = Vec::with_capacity(ssl.crts.len());
-    for crt in &ssl.crts {
-        let c = load_cert(crt, ssl.key.as_deref(), &provider)
-            .map_err(|why| err(format!("cannot load certificate {}: {why}", crt.display())))?;
+    let base = provider();
+    let t12 = ssl
+        .ciphers
+        .as_deref()
+        .map(policy::ciphers12)
+        .transpose()
+        .map_err(&err)?;
+    let t13 = ssl
+        .ciphersuites
+        .as_deref()
+        .map(policy::ciphers13)
+        .transpose()
+        .map_err(&err)?;
+    let groups = ssl
+        .curves
+        .as_deref()
+        .map(policy::curves)
+        .transpose()
+        .map_err(&err)?;
+    let mut prov = (*base).clone();
+    prov.cipher_suites = policy::select_suites(&base.cipher_suites, t12.as_deref(), t13.as_deref());
+    prov.kx_groups = policy::select_groups(&base.kx_groups, groups.as_deref());
+    if prov.kx_groups.is_empty() {
+        return Err(err("no curve left that ebb's TLS library implements".into()));
+    }
+    let provider = Arc::new(prov);
+    let mut certs = Vec::new();
+    for spec in cert_specs(ssl).map_err(&err)? {
+        let mut c = load_cert(&spec.path, ssl.key.as_deref(), &provider).map_err(|why| {
+            err(format!(
+                "cannot load certificate {}: {why}",
+                spec.path.display()
+            ))
+        })?;
+        if let Some(n) = spec.names {
+            c.names = n;
+        }
+        // `!name` removes a name the certificate would answer for; `!*`
+        // all of them (the certificate then only serves as the default).
+        if spec.excluded.iter().any(|x| x == "*") {
+            c.names.clear();
+        }
+        c.names.retain(|n| !spec.excluded.contains(n));
+        c.excluded = spec.excluded;
         certs.push(c);
     }
-    let versions: &[&'static rustls::SupportedProtocolVersion] = match ssl.min_ver {
-        Some(TlsVersion::Tls13) => &[&rustls::version::TLS13],
-        Some(TlsVersion::Tls12) | None => &[&rustls::version::TLS13, &rustls::version::TLS12],
-    };
-    let resolver = SniResolver::new(certs, ssl.strict_sni);
-    let names = resolver.names.clone();
-    let mut config = ServerConfig::builder_with_provider(provider)
-        .with_protocol_versions(versions)
-        .map_err(|e| err(format!("TLS settings refused: {e}")))?
-        .with_no_client_auth()
-        .with_cert_resolver(Arc::new(resolver));
-    config.alpn_protocols = ssl.alpn.iter().map(|p| p.as_bytes().to_vec()).collect();
-    if ssl.cache_size != Some(0) {
-        config.session_storage = Arc::clone(sessions) as _;
-    } else {
-        // `tune.ssl.cachesize 0`: no server-side session state at all.
-        config.session_storage = Arc::new(rustls::server::NoServerSessionStorage {});
-    }
-    if ssl.no_tls_tickets {
-        // `no-tls-tickets`: no stateless tickets; TLS 1.3 resumption then
-        // needs the session cache (stateful tickets), TLS 1.2 uses IDs.
-        if ssl.cache_size == Some(0) {
-            config.send_tls13_tickets = 0;
+    let allowed = ssl.versions();
+    let mut versions: Vec<&'static rustls::SupportedProtocolVersion> = Vec::new();
+    let mut wire = Vec::new();
+    for v in allowed.iter().rev() {
+        match v {
+            TlsVersion::Tls13 => {
+                versions.push(&rustls::version::TLS13);
+                wire.push(hello::TLS13);
+            }
+            TlsVersion::Tls12 => {
+                versions.push(&rustls::version::TLS12);
+                wire.push(hello::TLS12);
+            }
         }
-    } else {
-        config.ticketer = Arc::clone(ticketer);
     }
+    if versions.is_empty() {
+        return Err(err("no TLS version left (TLSv1.2, TLSv1.3)".into()));
+    }
+    let resolver = Arc::new(SniResolver::new(
+        certs,
+        ssl.strict_sni,
+        provider.cipher_suites.clone(),
+    ));
+    let names = resolver.names.clone();
+    let make = |provider: Arc<CryptoProvider>| -> Result<ServerConfig, ConfigError> {
+        let mut config = ServerConfig::builder_with_provider(provider)
+            .with_protocol_versions(&versions)
+            .map_err(|e| err(format!("TLS settings refused: {e}")))?
+            .with_no_client_auth()
+            .with_cert_resolver(Arc::clone(&resolver) as Arc<dyn ResolvesServerCert>);
+        // HAProxy's default: the server's cipher order, unless
+        // `prefer-client-ciphers`.
+        config.ignore_client_order = !ssl.prefer_client_ciphers;
+        config.alpn_protocols = ssl.alpn.iter().map(|p| p.as_bytes().to_vec()).collect();
+        if ssl.cache_size != Some(0) {
+            config.session_storage = Arc::clone(sessions) as _;
+        } else {
+            // `tune.ssl.cachesize 0`: no server-side session state at all.
+            config.session_storage = Arc::new(rustls::server::NoServerSessionStorage {});
+        }
+        if ssl.no_tls_tickets {
+            // `no-tls-tickets`: no stateless tickets; TLS 1.3 resumption then
+            // needs the session cache (stateful tickets), TLS 1.2 uses IDs.
+            if ssl.cache_size == Some(0) {
+                config.send_tls13_tickets = 0;
+            }
+        } else {
+            config.ticketer = Arc::clone(ticketer);
+        }
+        Ok(config)
+    };
+    let chacha = if ssl.prefer_client_ciphers {
+        None
+    } else {
+        // The same suites, ChaCha20 ones first (stable within each group).
+        let mut p = (*provider).clone();
+        p.cipher_suites
+            .sort_by_key(|s| !is_chacha(u16::from(s.suite())));
+        if p.cipher_suites == provider.cipher_suites {
+            None
+        } else {
+            Some(Arc::new(make(Arc::new(p))?))
+        }
+    };
+    let config = make(Arc::clone(&provider))?;
+    let gate = Arc::new(Gate {
+        versions: wire,
+        resolver: Arc::clone(&resolver),
+        chacha,
+    });
+    let config = Arc::new(config);
+    register_gate(&config, Arc::clone(&gate));
     Ok(Current {
-        config: Arc::new(config),
+        config,
+        gate,
         names,
     })
+}
+
+/// Loads every `bind ... ssl` line's certificates, keys and lists (what
+/// start-up does) for `ebb -c`: the errors, with the lines they come from.
+pub fn check_config(cfg: &Config) -> Vec<ConfigError> {
+    let mut errs = Vec::new();
+    for fe in cfg.frontends() {
+        for b in &fe.binds {
+            if let Some(ssl) = &b.ssl {
+                let ssl = BindSsl {
+                    cache_size: Some(0),
+                    ..ssl.clone()
+                };
+                if let Err(e) = TlsAcceptor::new(&ssl, &b.loc) {
+                    errs.push(e);
+                }
+            }
+        }
+    }
+    errs
 }
 
 /// The rustls client configuration of `server ... ssl [verify none|required]
@@ -537,6 +1007,7 @@ mod tests {
             strict_sni: false,
             no_tls_tickets: false,
             cache_size: None,
+            ..Default::default()
         }
     }
 
@@ -884,7 +1355,10 @@ mod tests {
         };
         let missing = dir.join("missing.pem");
         let e = err(&ssl(&[&missing]));
-        assert!(e.starts_with("test.cfg:7: cannot load certificate"), "{e}");
+        assert!(
+            e.starts_with("test.cfg:7: unable to stat SSL certificate from file"),
+            "{e}"
+        );
         assert!(
             e.contains("missing.pem") && e.contains("No such file"),
             "{e}"

@@ -55,6 +55,28 @@ pub enum Transport {
     Tls(Box<TlsStream>),
 }
 
+/// A server's look at the client's hello before rustls handles it (see
+/// [`crate::tls::hello`]): `Err((alert, why))` refuses the handshake with
+/// that alert; `Ok(Some(config))` runs it with another configuration
+/// (same certificates and sessions, e.g. another suite order).
+pub trait HelloGate: Send + Sync {
+    fn check(
+        &self,
+        hello: &crate::tls::hello::HelloInfo,
+    ) -> Result<Option<Arc<ServerConfig>>, (u8, String)>;
+}
+
+/// Largest first flight held back from rustls while the hello is read.
+const SNIFF_MAX: usize = 70 * 1024;
+
+/// The bytes of a server connection's first flight, held back from rustls
+/// until the ClientHello is whole (so the gate may still pick the
+/// configuration).
+struct Sniffer {
+    gate: Arc<dyn HelloGate>,
+    buf: Vec<u8>,
+}
+
 /// TLS over a non-blocking TCP socket, client or server side.
 pub struct TlsStream {
     sock: TcpStream,
@@ -67,6 +89,11 @@ pub struct TlsStream {
     /// The protocol error that ended the connection: returned by every call
     /// after it (rustls' state is dead then).
     failed: Option<String>,
+    /// Server side, until the ClientHello has been read.
+    sniffer: Option<Box<Sniffer>>,
+    /// Whether a ClientHello was read, and the SNI it named, for the log
+    /// line of a failed handshake.
+    hello_sni: Option<Option<String>>,
 }
 
 fn tls_error(msg: &str) -> io::Error {
@@ -106,6 +133,80 @@ impl TlsStream {
             conn,
             drained: false,
             failed: None,
+            sniffer: None,
+            hello_sni: None,
+        }
+    }
+
+    /// `msg`, with the SNI the client asked for when the handshake failed.
+    fn during_handshake(&self, msg: String) -> String {
+        match &self.hello_sni {
+            Some(Some(n)) if self.conn.is_handshaking() => format!("{msg} (SNI \"{n}\")"),
+            Some(None) if self.conn.is_handshaking() => format!("{msg} (no SNI)"),
+            _ => msg,
+        }
+    }
+
+    /// While the ClientHello is incomplete: reads the socket into the
+    /// sniffer's buffer (not into rustls). `Ok(true)`: still incomplete and
+    /// the socket is drained (wait for the next edge). `Ok(false)`: the
+    /// hello passed the gate (or is no hello at all) and everything read so
+    /// far went to rustls, which processed it.
+    fn sniff(&mut self) -> io::Result<bool> {
+        use crate::tls::hello::{alert_record, sniff, Sniff};
+        let Some(sn) = self.sniffer.as_mut() else {
+            return Ok(false);
+        };
+        loop {
+            let mut chunk = [0u8; 4096];
+            match self.sock.read(&mut chunk) {
+                Ok(0) => {
+                    self.sniffer = None;
+                    return Err(io::Error::new(
+                        io::ErrorKind::UnexpectedEof,
+                        "connection closed during the TLS handshake",
+                    ));
+                }
+                Ok(k) => {
+                    sn.buf.extend_from_slice(&chunk[..k]);
+                    if k < chunk.len() {
+                        self.drained = true;
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => self.drained = true,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e),
+            }
+            let verdict = sniff(&sn.buf);
+            if verdict == Sniff::Need && sn.buf.len() <= SNIFF_MAX {
+                if self.drained {
+                    return Ok(true);
+                }
+                continue;
+            }
+            let Some(sn) = self.sniffer.take() else {
+                return Ok(false);
+            };
+            if let Sniff::Hello(info) = verdict {
+                self.hello_sni = Some(info.sni.clone());
+                match sn.gate.check(&info) {
+                    Err((alert, why)) => {
+                        // Nothing was sent yet: the alert is the first record.
+                        let _ = self.sock.write(&alert_record(info.record_version, alert));
+                        let msg = self.during_handshake(why);
+                        self.failed = Some(msg.clone());
+                        return Err(tls_error(&msg));
+                    }
+                    Ok(Some(config)) => {
+                        let c = ServerConnection::new(config)
+                            .map_err(|e| io::Error::other(e.to_string()))?;
+                        self.conn = c.into();
+                    }
+                    Ok(None) => {}
+                }
+            }
+            self.feed(&sn.buf)?;
+            return Ok(false);
         }
     }
 
@@ -114,6 +215,28 @@ impl TlsStream {
             Some(m) => Err(tls_error(m)),
             None => Ok(()),
         }
+    }
+
+    /// Hands bytes already read from the socket to rustls.
+    fn feed(&mut self, mut bytes: &[u8]) -> io::Result<()> {
+        while !bytes.is_empty() {
+            match self.conn.read_tls(&mut bytes) {
+                Ok(0) => break,
+                Ok(_) => {}
+                Err(e) => {
+                    let msg = self.during_handshake(e.to_string());
+                    self.failed = Some(msg.clone());
+                    return Err(tls_error(&msg));
+                }
+            }
+            if let Err(e) = self.conn.process_new_packets() {
+                return Err(self.fail(e));
+            }
+        }
+        if self.conn.wants_write() {
+            self.flush_tls()?;
+        }
+        Ok(())
     }
 
     /// Writes buffered records to the socket. `Ok(true)`: nothing remains.
@@ -134,18 +257,44 @@ impl TlsStream {
     /// as the socket takes it, and returns the error to report.
     #[cold]
     fn fail(&mut self, e: rustls::Error) -> io::Error {
-        let msg = e.to_string();
+        let msg = self.during_handshake(e.to_string());
         let _ = self.flush_tls();
         self.failed = Some(msg.clone());
         tls_error(&msg)
     }
 
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        match self.read_inner(buf) {
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::ConnectionReset | io::ErrorKind::BrokenPipe
+                ) && self.hello_sni.is_some()
+                    && self.conn.is_handshaking() =>
+            {
+                // A client that read the server's answer and dropped the
+                // connection (often after disliking the certificate): a
+                // failed handshake to log, not a mere reset.
+                Err(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    self.during_handshake(format!(
+                        "connection reset by the client during the TLS handshake ({e})"
+                    )),
+                ))
+            }
+            r => r,
+        }
+    }
+
+    fn read_inner(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         self.check_failed()?;
         if buf.is_empty() {
             return Ok(0);
         }
         self.drained = false;
+        if self.sniffer.is_some() && self.sniff()? {
+            return Err(io::ErrorKind::WouldBlock.into());
+        }
         let mut n = 0;
         loop {
             // 1. Hand over what rustls has decrypted.
@@ -169,7 +318,7 @@ impl TlsStream {
                     }
                     return Err(io::Error::new(
                         io::ErrorKind::UnexpectedEof,
-                        "connection closed during the TLS handshake",
+                        self.during_handshake("connection closed during the TLS handshake".into()),
                     ));
                 }
                 Err(e) => return Err(e),
@@ -196,7 +345,7 @@ impl TlsStream {
                     // or handshake message over its size limits) are
                     // protocol errors; others are socket errors.
                     if e.kind() == io::ErrorKind::InvalidData || e.kind() == io::ErrorKind::Other {
-                        let msg = e.to_string();
+                        let msg = self.during_handshake(e.to_string());
                         self.failed = Some(msg.clone());
                         return Err(tls_error(&msg));
                     }
@@ -280,9 +429,32 @@ impl Transport {
     /// The server side of TLS on an accepted (non-blocking) socket. Nothing
     /// is read or written yet: the first [`Transport::read`] runs the
     /// handshake as far as the client's bytes allow.
+    ///
+    /// A configuration built by [`crate::tls::TlsAcceptor`] comes with its
+    /// bind line's hello gate (see [`Transport::accept_tls_gated`]).
     pub fn accept_tls(sock: TcpStream, config: Arc<ServerConfig>) -> io::Result<Transport> {
+        if let Some(gate) = crate::tls::gate_for(&config) {
+            return Transport::accept_tls_gated(sock, config, gate);
+        }
         let conn = ServerConnection::new(config).map_err(|e| io::Error::other(e.to_string()))?;
         Ok(Transport::Tls(Box::new(TlsStream::new(sock, conn.into()))))
+    }
+
+    /// As [`Transport::accept_tls`], with `gate` looking at the ClientHello
+    /// first: a refusal sends the gate's alert, and every failed
+    /// handshake's error names the SNI the client asked for.
+    pub fn accept_tls_gated(
+        sock: TcpStream,
+        config: Arc<ServerConfig>,
+        gate: Arc<dyn HelloGate>,
+    ) -> io::Result<Transport> {
+        let conn = ServerConnection::new(config).map_err(|e| io::Error::other(e.to_string()))?;
+        let mut t = TlsStream::new(sock, conn.into());
+        t.sniffer = Some(Box::new(Sniffer {
+            gate,
+            buf: Vec::new(),
+        }));
+        Ok(Transport::Tls(Box::new(t)))
     }
 
     /// The client side of TLS to a server, on a (non-blocking) socket whose
@@ -549,6 +721,7 @@ mod tests {
             strict_sni: false,
             no_tls_tickets: false,
             cache_size: None,
+            ..Default::default()
         };
         let loc = Loc {
             file: "t.cfg".into(),

@@ -235,6 +235,14 @@ fn main() -> ExitCode {
     if args.check {
         // The same compile step the server runs, so -c finds what start-up
         // would refuse.
+        // Certificates and keys are loaded too, as start-up would.
+        let tls_errs = ebb::tls::check_config(&cfg);
+        if !tls_errs.is_empty() {
+            for e in tls_errs {
+                eprintln!("{e}");
+            }
+            return ExitCode::from(1);
+        }
         return match ebb::proxy::compile(&cfg) {
             Ok(_) => {
                 println!("Configuration file is valid");

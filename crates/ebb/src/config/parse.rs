@@ -49,6 +49,8 @@ enum Section {
 struct Ctx<'a> {
     loc: &'a Loc,
     default_path: &'a DefaultPath,
+    /// `crt-base`, `ca-base`, `ssl-default-bind-*` from `global`.
+    tls: &'a TlsDefaults,
     /// Capabilities of the section: FE, BE or both.
     caps: u8,
     defaults: bool,
@@ -94,7 +96,18 @@ impl Ctx<'_> {
     }
 }
 
+/// What `global` sets for the TLS lines that follow it (HAProxy applies
+/// these when it parses a `bind ... ssl` line, so they must come first).
+#[derive(Default)]
+struct TlsDefaults {
+    crt_base: Option<PathBuf>,
+    ca_base: Option<PathBuf>,
+    /// `ssl-default-bind-ciphers`, `-ciphersuites`, `-curves`, `-options`.
+    bind: BindSsl,
+}
+
 pub(crate) struct Parser<'e> {
+    tls: TlsDefaults,
     env: EnvLookup<'e>,
     errors: Vec<ConfigError>,
     global: Global,
@@ -174,6 +187,12 @@ const GLOBAL_KEYWORDS: &[&str] = &[
     "server-state-base",
     "daemon",
     "default-path",
+    "crt-base",
+    "ca-base",
+    "ssl-default-bind-ciphers",
+    "ssl-default-bind-ciphersuites",
+    "ssl-default-bind-curves",
+    "ssl-default-bind-options",
     "chroot",
     "user",
     "group",
@@ -190,11 +209,6 @@ const GLOBAL_KEYWORDS: &[&str] = &[
 const HAPROXY_GLOBAL_UNSUPPORTED: &[&str] = &[
     "nbproc",
     "ulimit-n",
-    "ca-base",
-    "crt-base",
-    "ssl-default-bind-ciphers",
-    "ssl-default-bind-ciphersuites",
-    "ssl-default-bind-options",
     "ssl-default-server-ciphers",
     "ssl-default-server-ciphersuites",
     "ssl-default-server-options",
@@ -384,6 +398,7 @@ impl<'e> Parser<'e> {
             section: Section::None,
             default_path: DefaultPath::Current,
             bad_binds: Vec::new(),
+            tls: TlsDefaults::default(),
         }
     }
 
@@ -465,6 +480,7 @@ impl<'e> Parser<'e> {
                 let ctx = Ctx {
                     loc: &loc,
                     default_path: &self.default_path,
+                    tls: &self.tls,
                     caps: FE | BE,
                     defaults: true,
                     section_name: "defaults",
@@ -481,6 +497,7 @@ impl<'e> Parser<'e> {
                     let ctx = Ctx {
                         loc: &loc,
                         default_path: &self.default_path,
+                        tls: &self.tls,
                         caps,
                         defaults: false,
                         section_name: px.kind.name(),
@@ -772,6 +789,41 @@ impl<'e> Parser<'e> {
                 }
                 None => return Err("'stats' expects 'socket' or 'timeout'".to_string()),
             },
+            "crt-base" => self.tls.crt_base = Some(PathBuf::from(one(w)?)),
+            "ca-base" => self.tls.ca_base = Some(PathBuf::from(one(w)?)),
+            "ssl-default-bind-ciphers" => {
+                let v = one(w)?;
+                crate::tls::policy::ciphers12(&v)?;
+                self.tls.bind.ciphers = Some(v);
+            }
+            "ssl-default-bind-ciphersuites" => {
+                let v = one(w)?;
+                crate::tls::policy::ciphers13(&v)?;
+                self.tls.bind.ciphersuites = Some(v);
+            }
+            "ssl-default-bind-curves" => {
+                let v = one(w)?;
+                crate::tls::policy::curves(&v)?;
+                self.tls.bind.curves = Some(v);
+            }
+            "ssl-default-bind-options" => {
+                let mut i = 1;
+                while i < w.len() {
+                    let next = w.get(i + 1).map(String::as_str);
+                    match ssl_option(&w[i], next, &mut self.tls.bind)? {
+                        Some(n) => i += 1 + n,
+                        None => {
+                            return Err(format!(
+                                "unknown option '{}' in 'ssl-default-bind-options' (supported: ssl-min-ver, ssl-max-ver, no-sslv3, no-tlsv10, no-tlsv11, no-tlsv12, no-tlsv13, force-tlsv12, force-tlsv13, no-tls-tickets, prefer-client-ciphers)",
+                                w[i]
+                            ))
+                        }
+                    }
+                }
+                if self.tls.bind.versions().is_empty() {
+                    return Err("'ssl-default-bind-options' leaves no TLS version ebb speaks (TLSv1.2, TLSv1.3)".to_string());
+                }
+            }
             _ if HAPROXY_GLOBAL_UNSUPPORTED.contains(&kw) => {
                 return Err(format!("HAProxy keyword '{kw}' is not supported by ebb"))
             }
@@ -1820,6 +1872,67 @@ pub fn parse_sock_spec(addr: &str) -> Option<Result<SockSpec, String>> {
     None
 }
 
+/// A TLS version name of `ssl-min-ver` / `ssl-max-ver`.
+fn tls_version(kw: &str, v: &str) -> Result<TlsVersion, String> {
+    match v {
+        "TLSv1.2" => Ok(TlsVersion::Tls12),
+        "TLSv1.3" => Ok(TlsVersion::Tls13),
+        "SSLv3" | "TLSv1.0" | "TLSv1.1" if kw == "ssl-min-ver" => Err(format!(
+            "'ssl-min-ver {v}' is not supported: ebb speaks TLSv1.2 and TLSv1.3 only"
+        )),
+        "SSLv3" | "TLSv1.0" | "TLSv1.1" => Err(format!(
+            "'{kw} {v}' leaves no TLS version ebb speaks (TLSv1.2, TLSv1.3)"
+        )),
+        o => Err(format!(
+            "unknown TLS version '{o}' in '{kw}' (expected SSLv3, TLSv1.0, TLSv1.1, TLSv1.2 or TLSv1.3)"
+        )),
+    }
+}
+
+/// The version and order options shared by `bind` lines and
+/// `ssl-default-bind-options`. `Ok(Some(n))`: handled, `n` values taken
+/// after it; `Ok(None)`: not one of these.
+fn ssl_option(opt: &str, next: Option<&str>, b: &mut BindSsl) -> Result<Option<usize>, String> {
+    let value = || next.ok_or_else(|| format!("'{opt}' expects a TLS version"));
+    match opt {
+        "ssl-min-ver" => b.min_ver = Some(tls_version(opt, value()?)?),
+        "ssl-max-ver" => b.max_ver = Some(tls_version(opt, value()?)?),
+        // ebb never speaks these: turning them off is already the case.
+        "no-sslv3" | "no-tlsv10" | "no-tlsv11" => return Ok(Some(0)),
+        "no-tlsv12" => b.no_tls12 = true,
+        "no-tlsv13" => b.no_tls13 = true,
+        "force-tlsv12" => {
+            b.min_ver = Some(TlsVersion::Tls12);
+            b.max_ver = Some(TlsVersion::Tls12);
+        }
+        "force-tlsv13" => {
+            b.min_ver = Some(TlsVersion::Tls13);
+            b.max_ver = Some(TlsVersion::Tls13);
+        }
+        "force-sslv3" | "force-tlsv10" | "force-tlsv11" => {
+            return Err(format!(
+                "'{opt}' is not supported: ebb speaks TLSv1.2 and TLSv1.3 only"
+            ))
+        }
+        "no-tls-tickets" => b.no_tls_tickets = true,
+        "prefer-client-ciphers" => b.prefer_client_ciphers = true,
+        _ => return Ok(None),
+    }
+    Ok(Some(match opt {
+        "ssl-min-ver" | "ssl-max-ver" => 1,
+        _ => 0,
+    }))
+}
+
+/// `dir` joined with a relative `p` (`crt-base`/`ca-base`), then resolved
+/// as every config path.
+fn with_base(ctx: &Ctx<'_>, base: Option<&PathBuf>, p: &str) -> PathBuf {
+    match base {
+        Some(b) if !Path::new(p).is_absolute() => ctx.resolve(&b.join(p).to_string_lossy()),
+        _ => ctx.resolve(p),
+    }
+}
+
 fn parse_bind(w: &[String], ctx: &Ctx<'_>) -> Result<Bind, String> {
     let Some(addr) = w.first() else {
         return Err("'bind' expects an address (ADDR:PORT)".to_string());
@@ -1833,21 +1946,18 @@ fn parse_bind(w: &[String], ctx: &Ctx<'_>) -> Result<Bind, String> {
     let mut nice = 0;
     let mut v6only = None;
     let mut ssl = false;
-    let mut crts = Vec::new();
-    let mut key = None;
-    let mut alpn = Vec::new();
-    let mut min_ver = None;
     let mut strict_sni = false;
-    let mut no_tls_tickets = false;
+    // What the line itself sets; `global`'s defaults fill the rest.
+    let mut b = BindSsl::default();
+    let mut tls_opts = false;
     let mut i = 1;
     while i < w.len() {
         let opt = w[i].as_str();
         match opt {
-            "ssl" | "v4v6" | "v6only" | "strict-sni" | "no-tls-tickets" => {
+            "ssl" | "v4v6" | "v6only" | "strict-sni" => {
                 match opt {
                     "ssl" => ssl = true,
                     "strict-sni" => strict_sni = true,
-                    "no-tls-tickets" => no_tls_tickets = true,
                     "v4v6" => v6only = Some(false),
                     _ => v6only = Some(true),
                 }
@@ -1855,6 +1965,11 @@ fn parse_bind(w: &[String], ctx: &Ctx<'_>) -> Result<Bind, String> {
                 continue;
             }
             _ => {}
+        }
+        if let Some(n) = ssl_option(opt, w.get(i + 1).map(String::as_str), &mut b)? {
+            tls_opts = true;
+            i += 1 + n;
+            continue;
         }
         let v = arg(w, i + 1, opt).map_err(|_| format!("bind option '{opt}' expects a value"));
         match opt {
@@ -1876,63 +1991,86 @@ fn parse_bind(w: &[String], ctx: &Ctx<'_>) -> Result<Bind, String> {
                 return Err(format!("bind option '{opt}' is not supported yet"))
             }
             "nice" => nice = parse_nice(v?)?,
-            "crt" => crts.push(ctx.resolve(v?)),
-            "key" => key = Some(ctx.resolve(v?)),
+            "crt" => b.crts.push(with_base(ctx, ctx.tls.crt_base.as_ref(), v?)),
+            "crt-list" => {
+                let p = with_base(ctx, ctx.tls.crt_base.as_ref(), v?);
+                b.crt_lists.push((b.crts.len(), p));
+            }
+            "key" => b.key = Some(with_base(ctx, ctx.tls.crt_base.as_ref(), v?)),
             "alpn" => {
                 let v = v?;
-                alpn = v.split(',').map(str::to_string).collect();
-                if alpn.iter().any(|p| p.is_empty() || p.len() > 255) {
+                b.alpn = v.split(',').map(str::to_string).collect();
+                if b.alpn.iter().any(|p| p.is_empty() || p.len() > 255) {
                     return Err(format!("invalid ALPN list '{v}'"));
                 }
             }
-            "ssl-min-ver" => {
-                min_ver = Some(match v? {
-                    "TLSv1.2" => TlsVersion::Tls12,
-                    "TLSv1.3" => TlsVersion::Tls13,
-                    "SSLv3" | "TLSv1.0" | "TLSv1.1" => {
-                        return Err(format!(
-                        "'ssl-min-ver {}' is not supported: ebb speaks TLSv1.2 and TLSv1.3 only",
-                        &w[i + 1]
-                    ))
-                    }
-                    o => {
-                        return Err(format!(
-                            "unknown TLS version '{o}' (expected TLSv1.2 or TLSv1.3)"
-                        ))
-                    }
-                })
+            "ciphers" => {
+                let v = v?;
+                crate::tls::policy::ciphers12(v)?;
+                b.ciphers = Some(v.to_string());
+            }
+            "ciphersuites" => {
+                let v = v?;
+                crate::tls::policy::ciphers13(v)?;
+                b.ciphersuites = Some(v.to_string());
+            }
+            "curves" => {
+                let v = v?;
+                crate::tls::policy::curves(v)?;
+                b.curves = Some(v.to_string());
             }
             o => {
                 return Err(format!(
-                    "unknown bind option '{o}' (supported: name, nice, v4v6, v6only, ssl, crt, key, alpn, ssl-min-ver, strict-sni, no-tls-tickets)"
+                    "unknown bind option '{o}' (supported: name, nice, v4v6, v6only, ssl, crt, crt-list, key, alpn, ciphers, ciphersuites, curves, ssl-min-ver, ssl-max-ver, no-sslv3, no-tlsv10, no-tlsv11, no-tlsv12, no-tlsv13, force-tlsv12, force-tlsv13, prefer-client-ciphers, strict-sni, no-tls-tickets)"
                 ))
             }
         }
         i += 2;
     }
     let ssl = if ssl {
-        if crts.is_empty() {
-            return Err("'bind ... ssl' needs at least one 'crt FILE'".to_string());
+        if b.crts.is_empty() && b.crt_lists.is_empty() {
+            return Err(
+                "'bind ... ssl' needs at least one 'crt FILE' or 'crt-list FILE'".to_string(),
+            );
         }
-        Some(BindSsl {
-            crts,
-            key,
-            alpn,
-            min_ver,
-            strict_sni,
-            no_tls_tickets,
-            cache_size: None,
-        })
+        let d = &ctx.tls.bind;
+        b.ciphers = b.ciphers.or_else(|| d.ciphers.clone());
+        b.ciphersuites = b.ciphersuites.or_else(|| d.ciphersuites.clone());
+        b.curves = b.curves.or_else(|| d.curves.clone());
+        b.min_ver = b.min_ver.or(d.min_ver);
+        b.max_ver = b.max_ver.or(d.max_ver);
+        b.no_tls12 |= d.no_tls12;
+        b.no_tls13 |= d.no_tls13;
+        b.no_tls_tickets |= d.no_tls_tickets;
+        b.prefer_client_ciphers |= d.prefer_client_ciphers;
+        b.strict_sni = strict_sni;
+        b.crt_base = ctx.resolve(
+            &ctx.tls
+                .crt_base
+                .as_ref()
+                .map(|p| p.to_string_lossy().into_owned())
+                .unwrap_or_default(),
+        );
+        if b.versions().is_empty() {
+            return Err(
+                "the TLS version options leave no version ebb speaks (TLSv1.2, TLSv1.3)"
+                    .to_string(),
+            );
+        }
+        Some(b)
     } else {
-        if !crts.is_empty()
-            || key.is_some()
-            || !alpn.is_empty()
-            || min_ver.is_some()
+        if !b.crts.is_empty()
+            || !b.crt_lists.is_empty()
+            || b.key.is_some()
+            || !b.alpn.is_empty()
+            || b.ciphers.is_some()
+            || b.ciphersuites.is_some()
+            || b.curves.is_some()
+            || tls_opts
             || strict_sni
-            || no_tls_tickets
         {
             return Err(
-                "'crt', 'key', 'alpn', 'ssl-min-ver' and 'strict-sni' need 'ssl' on the bind line"
+                "TLS options ('crt', 'crt-list', 'key', 'alpn', 'ciphers', 'ciphersuites', 'curves', version options, 'strict-sni', 'no-tls-tickets', 'prefer-client-ciphers') need 'ssl' on the bind line"
                     .to_string(),
             );
         }
@@ -2003,7 +2141,7 @@ fn parse_server_opts(w: &[String], o: &mut ServerOptions, ctx: &Ctx<'_>) -> Resu
                             }
                         }
                     }
-                    "ca-file" => o.ca_file = Some(ctx.resolve(v)),
+                    "ca-file" => o.ca_file = Some(with_base(ctx, ctx.tls.ca_base.as_ref(), v)),
                     "sni" => o.sni = Some(v.to_string()),
                     "pool-max-conn" => {
                         o.pool_max_conn = if v == "-1" {
@@ -2203,6 +2341,7 @@ fn parse_serve_files(w: &[String], ctx: &Ctx<'_>) -> Result<ServeFiles, String> 
         follow_symlinks: false,
         max_age: None,
         loc: ctx.loc.clone(),
+        dotfiles: false,
     };
     let mut custom_index = false;
     let mut i = 1;
@@ -2224,6 +2363,13 @@ fn parse_serve_files(w: &[String], ctx: &Ctx<'_>) -> Result<ServeFiles, String> 
                 sf.index.push(v.to_string());
             }
             "listing" => sf.listing = parse_on_off("listing", v)?,
+            "dotfiles" => {
+                sf.dotfiles = match v {
+                    "allow" => true,
+                    "deny" => false,
+                    _ => return Err(format!("'dotfiles' expects 'allow' or 'deny', got '{v}'")),
+                }
+            }
             "follow-symlinks" => sf.follow_symlinks = parse_on_off("follow-symlinks", v)?,
             "max-age" => {
                 // Seconds, as in Cache-Control; a unit may be given.
@@ -2238,7 +2384,7 @@ fn parse_serve_files(w: &[String], ctx: &Ctx<'_>) -> Result<ServeFiles, String> 
             }
             o => {
                 return Err(format!(
-                    "unknown 'serve-files' option '{o}' (supported: index, listing, follow-symlinks, max-age)"
+                    "unknown 'serve-files' option '{o}' (supported: index, listing, dotfiles, follow-symlinks, max-age)"
                 ))
             }
         }

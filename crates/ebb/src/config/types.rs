@@ -461,7 +461,7 @@ pub enum SockSpec {
     Abns(String),
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum TlsVersion {
     Tls12,
     Tls13,
@@ -469,7 +469,7 @@ pub enum TlsVersion {
 
 /// TLS settings of a `bind ... ssl` line. Files are not read by the parser;
 /// the TLS layer loads them and reports problems with `loc`.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
 pub struct BindSsl {
     /// `crt` files in order; the first is the default certificate.
     pub crts: Vec<PathBuf>,
@@ -487,6 +487,44 @@ pub struct BindSsl {
     /// Session-ID cache entries (`tune.ssl.cachesize`, from `global`; set
     /// by the server at start; `None`: the TLS layer's default).
     pub cache_size: Option<u32>,
+    /// `crt-list FILE`s, each with the number of `crt` entries before it
+    /// on the line (certificates load in line order; the first is the
+    /// default).
+    pub crt_lists: Vec<(usize, PathBuf)>,
+    /// `ciphers` (OpenSSL string for TLS 1.2), checked by the parser;
+    /// `None`: every suite ebb has.
+    pub ciphers: Option<String>,
+    /// `ciphersuites` (TLS 1.3 list), checked by the parser.
+    pub ciphersuites: Option<String>,
+    /// `curves` (OpenSSL group names), checked by the parser.
+    pub curves: Option<String>,
+    /// `ssl-max-ver`.
+    pub max_ver: Option<TlsVersion>,
+    /// `no-tlsv12` / `no-tlsv13`.
+    pub no_tls12: bool,
+    pub no_tls13: bool,
+    /// `prefer-client-ciphers`: the client's cipher order instead of the
+    /// server's.
+    pub prefer_client_ciphers: bool,
+    /// Where relative certificate paths inside a `crt-list` point
+    /// (`crt-base`, resolved like every config path).
+    pub crt_base: PathBuf,
+}
+
+impl BindSsl {
+    /// The TLS versions this line allows, lowest first (empty: none; the
+    /// parser refuses that).
+    pub fn versions(&self) -> Vec<TlsVersion> {
+        [TlsVersion::Tls12, TlsVersion::Tls13]
+            .into_iter()
+            .filter(|v| self.min_ver.is_none_or(|m| *v >= m))
+            .filter(|v| self.max_ver.is_none_or(|m| *v <= m))
+            .filter(|v| match v {
+                TlsVersion::Tls12 => !self.no_tls12,
+                TlsVersion::Tls13 => !self.no_tls13,
+            })
+            .collect()
+    }
 }
 
 /// What an ACL test fetches from the request.
@@ -835,6 +873,9 @@ pub struct ServeFiles {
     /// `Cache-Control: max-age` in seconds.
     pub max_age: Option<u32>,
     pub loc: Loc,
+    /// `dotfiles allow|deny` (default deny: 404 for dot-files and
+    /// dot-directories but `/.well-known/`).
+    pub dotfiles: bool,
 }
 
 /// `http-check expect [!] status|rstatus|string|rstring PATTERN`.

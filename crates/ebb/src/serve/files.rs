@@ -34,6 +34,10 @@ pub struct FilesConfig {
     pub follow_symlinks: bool,
     /// `Cache-Control: max-age=N` when set.
     pub max_age: Option<u32>,
+    /// `dotfiles allow`: serve names starting with a dot. By default they
+    /// are 404 (`.git/`, `.env`, `.htpasswd` left in a served tree), except
+    /// `/.well-known/` (RFC 8615: ACME challenges, security.txt).
+    pub dotfiles: bool,
 }
 
 impl FilesConfig {
@@ -46,6 +50,7 @@ impl FilesConfig {
             listing: false,
             follow_symlinks: false,
             max_age: None,
+            dotfiles: false,
         }
     }
 }
@@ -156,6 +161,9 @@ pub enum Resolved {
 
 /// Maps a clean path (from [`normalize_path`]) under the root. Blocking.
 pub fn resolve(cfg: &FilesConfig, clean: &str) -> Result<Resolved, Refusal> {
+    if !cfg.dotfiles && is_hidden(clean) {
+        return Err(Refusal::NotFound);
+    }
     let rel = clean.trim_start_matches('/');
     let full = cfg.root.join(rel);
     let meta = std::fs::metadata(&full).map_err(map_io)?;
@@ -186,6 +194,15 @@ pub fn resolve(cfg: &FilesConfig, clean: &str) -> Result<Resolved, Refusal> {
         return Err(Refusal::NotFound);
     }
     Ok(Resolved::File { path: full, meta })
+}
+
+/// Whether a clean path names a dot-file or goes through a dot-directory
+/// (`/.well-known/` excepted, RFC 8615).
+pub fn is_hidden(clean: &str) -> bool {
+    clean
+        .split('/')
+        .enumerate()
+        .any(|(i, seg)| seg.starts_with('.') && !(i == 1 && seg == ".well-known"))
 }
 
 fn map_io(e: io::Error) -> Refusal {

@@ -210,3 +210,45 @@ fn ranges() {
         Decision::Partial { start: 0, end: 0 }
     );
 }
+
+#[test]
+fn dotfiles_are_404_unless_allowed_but_well_known_is_served() {
+    let d = tmpdir("dot");
+    fs::create_dir_all(d.join(".git")).unwrap();
+    fs::write(d.join(".git/config"), "[core]").unwrap();
+    fs::write(d.join(".env"), "SECRET=1").unwrap();
+    fs::create_dir_all(d.join("sub/.hidden")).unwrap();
+    fs::write(d.join("sub/.hidden/x"), "x").unwrap();
+    fs::create_dir_all(d.join(".well-known/acme-challenge")).unwrap();
+    fs::write(d.join(".well-known/acme-challenge/tok"), "tok").unwrap();
+    fs::write(d.join("visible"), "v").unwrap();
+    let mut cfg = FilesConfig::new(&d);
+    cfg.listing = true;
+    for p in [
+        "/.git/config",
+        "/.git/",
+        "/.env",
+        "/sub/.hidden/x",
+        "/sub/.hidden/",
+    ] {
+        assert_eq!(resolve(&cfg, p).unwrap_err(), Refusal::NotFound, "{p}");
+    }
+    assert!(matches!(
+        resolve(&cfg, "/.well-known/acme-challenge/tok").unwrap(),
+        Resolved::File { .. }
+    ));
+    // Only a top-level .well-known is exempt.
+    assert!(resolve(&cfg, "/sub/.well-known").is_err());
+    let list = read_dir_listing(&d, "/").unwrap();
+    assert!(list.contains("visible") && !list.contains(".git") && !list.contains(".env"));
+    cfg.dotfiles = true;
+    assert!(matches!(
+        resolve(&cfg, "/.git/config").unwrap(),
+        Resolved::File { .. }
+    ));
+    assert!(matches!(
+        resolve(&cfg, "/.env").unwrap(),
+        Resolved::File { .. }
+    ));
+    let _ = fs::remove_dir_all(&d);
+}

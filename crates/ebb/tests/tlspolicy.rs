@@ -1,0 +1,623 @@
+//! TLS policy and certificates through the real binary, checked with
+//! `openssl s_client` (and HAProxy 2.6 side by side where it is
+//! installed): protocol alerts, cipher order, curves, RSA + ECDSA for one
+//! name, `crt DIR`, `crt-list`, OCSP stapling and its reload, `ebb -c`.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use common::*;
+
+fn openssl(dir: &Path, args: &[&str]) {
+    let o = Command::new("openssl")
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .expect("openssl");
+    assert!(
+        o.status.success(),
+        "openssl {args:?}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
+
+/// `NAME.pem` (certificate + key) for `names`, self-signed, key `kind`
+/// ("rsa" or "ec").
+fn selfsigned(dir: &Path, file: &str, kind: &str, names: &[&str]) -> PathBuf {
+    let san = names
+        .iter()
+        .map(|n| format!("DNS:{n}"))
+        .collect::<Vec<_>>()
+        .join(",");
+    let key = format!("{file}.k");
+    let crt = format!("{file}.c");
+    let mut args = vec!["req", "-x509", "-nodes", "-days", "30", "-newkey"];
+    match kind {
+        "rsa" => args.push("rsa:2048"),
+        _ => args.extend(["ec", "-pkeyopt", "ec_paramgen_curve:P-256"]),
+    }
+    let subj = format!("/CN={}", names[0]);
+    let san = format!("subjectAltName={san}");
+    args.extend([
+        "-keyout", &key, "-out", &crt, "-subj", &subj, "-addext", &san,
+    ]);
+    openssl(dir, &args);
+    let pem = dir.join(file);
+    let text = std::fs::read_to_string(dir.join(&crt)).unwrap()
+        + &std::fs::read_to_string(dir.join(&key)).unwrap();
+    std::fs::write(&pem, text).unwrap();
+    std::fs::remove_file(dir.join(&crt)).unwrap();
+    std::fs::remove_file(dir.join(&key)).unwrap();
+    pem
+}
+
+/// `openssl s_client` against `port` with `args`; its whole output.
+fn s_client(port: u16, args: &[&str]) -> String {
+    let o = Command::new("openssl")
+        .arg("s_client")
+        .arg("-connect")
+        .arg(format!("127.0.0.1:{port}"))
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .expect("s_client");
+    String::from_utf8_lossy(&o.stdout).into_owned() + &String::from_utf8_lossy(&o.stderr)
+}
+
+/// The alert number s_client reports, if any.
+fn alert(out: &str) -> Option<u32> {
+    let i = out.find("SSL alert number ")?;
+    out[i + 17..]
+        .split(|c: char| !c.is_ascii_digit())
+        .next()?
+        .parse()
+        .ok()
+}
+
+/// The negotiated cipher as s_client prints it.
+fn cipher(out: &str) -> String {
+    out.lines()
+        .find_map(|l| l.split(", Cipher is ").nth(1))
+        .unwrap_or("")
+        .trim()
+        .to_string()
+}
+
+fn tools() -> bool {
+    if !have("openssl") {
+        eprintln!("openssl missing: TLS policy tests skipped");
+        return false;
+    }
+    true
+}
+
+/// HAProxy 2.6 on the same configuration text, when installed.
+struct Haproxy(std::process::Child, u16);
+
+impl Haproxy {
+    fn start(dir: &Path, cfg: &str) -> Option<Haproxy> {
+        if !have("haproxy") {
+            return None;
+        }
+        let port = {
+            let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            l.local_addr().unwrap().port()
+        };
+        let path = dir.join("haproxy.cfg");
+        std::fs::write(&path, cfg.replace("BIND", &format!("127.0.0.1:{port}"))).unwrap();
+        let child = Command::new("haproxy")
+            .args(["-db", "-f", path.to_str().unwrap()])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .ok()?;
+        // Ready when it accepts.
+        for _ in 0..200 {
+            if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+                return Some(Haproxy(child, port));
+            }
+            std::thread::sleep(Duration::from_millis(25));
+        }
+        None
+    }
+}
+
+impl Drop for Haproxy {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+const DEFAULTS: &str =
+    "defaults\n    mode http\n    timeout client 5s\n    timeout connect 2s\n    timeout server 5s\n";
+
+#[test]
+fn refusals_get_the_rfc_alert_and_a_log_line_with_the_sni() {
+    if !tools() {
+        return;
+    }
+    let d = scratch("alerts");
+    let pem = selfsigned(&d, "a.pem", "ec", &["a.test"]);
+    let cfg = format!(
+        "{DEFAULTS}frontend fe\n    bind BIND ssl crt {} strict-sni\n    http-request return status 200\n",
+        pem.display()
+    );
+    let e = Ebb::start(&cfg);
+    let port = e.addr().port();
+    let hap = Haproxy::start(&d, &cfg);
+    let cases: [(&[&str], u32, &str); 4] = [
+        (
+            &["-tls1", "-servername", "a.test"],
+            70,
+            "the client offers TLSv1.0 at most",
+        ),
+        (
+            &["-tls1_1", "-servername", "a.test"],
+            70,
+            "the client offers TLSv1.1 at most",
+        ),
+        (
+            &["-servername", "nope.test"],
+            112,
+            "strict-sni: no certificate for the name asked for (alert unrecognized_name sent) (SNI \"nope.test\")",
+        ),
+        (&["-noservername"], 112, "(no SNI)"),
+    ];
+    for (args, want, log) in cases {
+        let out = s_client(port, args);
+        assert_eq!(alert(&out), Some(want), "ebb {args:?}: {out}");
+        assert!(
+            e.wait_stderr(log, Duration::from_secs(5)).is_some(),
+            "no log line with {log:?}"
+        );
+        if let Some(h) = &hap {
+            let out = s_client(h.1, args);
+            assert_eq!(alert(&out), Some(want), "haproxy {args:?}: {out}");
+        }
+    }
+    // A known name still works.
+    let out = s_client(port, &["-servername", "a.test"]);
+    assert_eq!(alert(&out), None, "{out}");
+    assert!(out.contains("TLSv1.3"), "{out}");
+}
+
+#[test]
+fn a_client_that_drops_an_unknown_name_is_logged() {
+    if !tools() || !have("curl") {
+        return;
+    }
+    let d = scratch("dropped");
+    let pem = selfsigned(&d, "a.pem", "ec", &["a.test"]);
+    let e = Ebb::start(&format!(
+        "{DEFAULTS}frontend fe\n    bind BIND ssl crt {}\n    http-request return status 200\n",
+        pem.display()
+    ));
+    let port = e.addr().port();
+    // curl does not trust the default certificate it gets for this name.
+    let st = Command::new("curl")
+        .args([
+            "-s",
+            "--resolve",
+            &format!("unknown.test:{port}:127.0.0.1"),
+            &format!("https://unknown.test:{port}/"),
+        ])
+        .status()
+        .unwrap();
+    assert!(!st.success());
+    let line = e
+        .wait_stderr("(SNI \"unknown.test\")", Duration::from_secs(5))
+        .expect("a log line naming the SNI");
+    assert!(line.contains("SSL handshake failure"), "{line}");
+}
+
+#[test]
+fn server_cipher_order_unless_prefer_client_ciphers_and_curves() {
+    if !tools() {
+        return;
+    }
+    let d = scratch("order");
+    let pem = selfsigned(&d, "a.pem", "ec", &["a.test"]);
+    let global = "global\n    ssl-default-bind-ciphers ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-ECDSA-AES256-GCM-SHA384:ECDHE-ECDSA-CHACHA20-POLY1305:DHE-RSA-AES128-GCM-SHA256\n    ssl-default-bind-ciphersuites TLS_AES_128_GCM_SHA256:TLS_AES_256_GCM_SHA384:TLS_CHACHA20_POLY1305_SHA256\n    ssl-default-bind-options ssl-min-ver TLSv1.2 no-tls-tickets\n";
+    let cfg = |extra: &str| {
+        format!(
+            "{global}{DEFAULTS}frontend fe\n    bind BIND ssl crt {} {extra}\n    http-request return status 200\n",
+            pem.display()
+        )
+    };
+    let client12 = [
+        "-tls1_2",
+        "-cipher",
+        "ECDHE-ECDSA-AES256-GCM-SHA384:ECDHE-ECDSA-AES128-GCM-SHA256",
+    ];
+    let client13 = [
+        "-tls1_3",
+        "-ciphersuites",
+        "TLS_AES_256_GCM_SHA384:TLS_AES_128_GCM_SHA256",
+    ];
+    let servers: Vec<(String, u16, Option<Haproxy>, Ebb)> = ["", "prefer-client-ciphers"]
+        .iter()
+        .map(|x| {
+            let e = Ebb::start(&cfg(x));
+            let h = Haproxy::start(&scratch("order-hap"), &cfg(x));
+            (x.to_string(), e.addr().port(), h, e)
+        })
+        .collect();
+    for (extra, port, hap, _e) in &servers {
+        let (w12, w13) = if extra.is_empty() {
+            ("ECDHE-ECDSA-AES128-GCM-SHA256", "TLS_AES_128_GCM_SHA256")
+        } else {
+            ("ECDHE-ECDSA-AES256-GCM-SHA384", "TLS_AES_256_GCM_SHA384")
+        };
+        assert_eq!(cipher(&s_client(*port, &client12)), w12, "ebb {extra}");
+        assert_eq!(cipher(&s_client(*port, &client13)), w13, "ebb {extra}");
+        if let Some(h) = hap {
+            assert_eq!(cipher(&s_client(h.1, &client12)), w12, "haproxy {extra}");
+            assert_eq!(cipher(&s_client(h.1, &client13)), w13, "haproxy {extra}");
+        }
+        // A client listing ChaCha20 first gets it even in server order
+        // (OpenSSL's SSL_OP_PRIORITIZE_CHACHA, set by HAProxy).
+        let c12 = [
+            "-tls1_2",
+            "-cipher",
+            "ECDHE-ECDSA-CHACHA20-POLY1305:ECDHE-ECDSA-AES256-GCM-SHA384",
+        ];
+        let c13 = [
+            "-tls1_3",
+            "-ciphersuites",
+            "TLS_CHACHA20_POLY1305_SHA256:TLS_AES_256_GCM_SHA384",
+        ];
+        let mut ports = vec![("ebb", *port)];
+        if let Some(h) = hap {
+            ports.push(("haproxy", h.1));
+        }
+        for (who, p) in ports {
+            assert_eq!(
+                cipher(&s_client(p, &c12)),
+                "ECDHE-ECDSA-CHACHA20-POLY1305",
+                "{who} {extra}"
+            );
+            assert_eq!(
+                cipher(&s_client(p, &c13)),
+                "TLS_CHACHA20_POLY1305_SHA256",
+                "{who} {extra}"
+            );
+        }
+    }
+    // curves, ciphers and ssl-max-ver on the bind line.
+    let e = Ebb::start(&cfg(
+        "curves P-384 ssl-max-ver TLSv1.2 ciphers ECDHE-ECDSA-AES256-GCM-SHA384",
+    ));
+    // A suite outside the list is not negotiated.
+    let out = s_client(
+        e.addr().port(),
+        &["-cipher", "ECDHE-ECDSA-AES128-GCM-SHA256"],
+    );
+    assert_eq!(alert(&out), Some(40), "{out}");
+    let out = s_client(e.addr().port(), &["-groups", "X25519:P-384"]);
+    assert!(out.contains("Protocol  : TLSv1.2"), "{out}");
+    assert!(out.contains("Server Temp Key: ECDH, secp384r1"), "{out}");
+    let out = s_client(e.addr().port(), &["-tls1_3"]);
+    assert_eq!(alert(&out), Some(70), "{out}");
+}
+
+#[test]
+fn rsa_and_ecdsa_for_one_name_by_signature_schemes() {
+    if !tools() {
+        return;
+    }
+    let d = scratch("dual");
+    let rsa = selfsigned(&d, "rsa.pem", "rsa", &["a.test"]);
+    let ec = selfsigned(&d, "ec.pem", "ec", &["a.test"]);
+    let e = Ebb::start(&format!(
+        "{DEFAULTS}frontend fe\n    bind BIND ssl crt {} crt {}\n    http-request return status 200\n",
+        rsa.display(),
+        ec.display()
+    ));
+    let port = e.addr().port();
+    let out = s_client(port, &["-servername", "a.test"]);
+    assert!(out.contains("Server public key is 256 bit"), "{out}");
+    for v in ["-tls1_2", "-tls1_3"] {
+        let out = s_client(
+            port,
+            &[
+                v,
+                "-servername",
+                "a.test",
+                "-sigalgs",
+                "RSA-PSS+SHA256:RSA+SHA256",
+            ],
+        );
+        assert!(out.contains("Server public key is 2048 bit"), "{v}: {out}");
+    }
+    // TLS 1.2 with RSA suites only.
+    let out = s_client(
+        port,
+        &[
+            "-tls1_2",
+            "-servername",
+            "a.test",
+            "-cipher",
+            "ECDHE-RSA-AES128-GCM-SHA256",
+        ],
+    );
+    assert_eq!(cipher(&out), "ECDHE-RSA-AES128-GCM-SHA256", "{out}");
+    // The default (no SNI) has both too.
+    let out = s_client(port, &["-noservername", "-sigalgs", "RSA-PSS+SHA256"]);
+    assert!(out.contains("Server public key is 2048 bit"), "{out}");
+}
+
+/// A CA, a leaf it signed for `name`, and an OCSP response for the leaf.
+fn ca_leaf_ocsp(d: &Path, name: &str) -> (PathBuf, PathBuf) {
+    openssl(
+        d,
+        &[
+            "req",
+            "-x509",
+            "-nodes",
+            "-days",
+            "30",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:P-256",
+            "-keyout",
+            "ca.key",
+            "-out",
+            "ca.crt",
+            "-subj",
+            "/CN=test ca",
+        ],
+    );
+    openssl(
+        d,
+        &[
+            "req",
+            "-new",
+            "-nodes",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:P-256",
+            "-keyout",
+            "leaf.key",
+            "-out",
+            "leaf.csr",
+            "-subj",
+            &format!("/CN={name}"),
+        ],
+    );
+    std::fs::write(d.join("ext"), format!("subjectAltName=DNS:{name}\n")).unwrap();
+    openssl(
+        d,
+        &[
+            "x509",
+            "-req",
+            "-in",
+            "leaf.csr",
+            "-CA",
+            "ca.crt",
+            "-CAkey",
+            "ca.key",
+            "-CAcreateserial",
+            "-days",
+            "30",
+            "-extfile",
+            "ext",
+            "-out",
+            "leaf.crt",
+        ],
+    );
+    let serial = {
+        let o = Command::new("openssl")
+            .args(["x509", "-in", "leaf.crt", "-noout", "-serial"])
+            .current_dir(d)
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&o.stdout)
+            .trim()
+            .trim_start_matches("serial=")
+            .to_string()
+    };
+    std::fs::write(
+        d.join("index.txt"),
+        format!("V\t301231235959Z\t\t{serial}\tunknown\t/CN={name}\n"),
+    )
+    .unwrap();
+    openssl(
+        d,
+        &[
+            "ocsp",
+            "-issuer",
+            "ca.crt",
+            "-cert",
+            "leaf.crt",
+            "-no_nonce",
+            "-reqout",
+            "req.der",
+        ],
+    );
+    openssl(
+        d,
+        &[
+            "ocsp",
+            "-index",
+            "index.txt",
+            "-rsigner",
+            "ca.crt",
+            "-rkey",
+            "ca.key",
+            "-CA",
+            "ca.crt",
+            "-reqin",
+            "req.der",
+            "-respout",
+            "resp.der",
+            "-ndays",
+            "1",
+        ],
+    );
+    let pem = d.join("leaf.pem");
+    let text = std::fs::read_to_string(d.join("leaf.crt")).unwrap()
+        + &std::fs::read_to_string(d.join("leaf.key")).unwrap();
+    std::fs::write(&pem, text).unwrap();
+    (pem, d.join("resp.der"))
+}
+
+#[test]
+fn ocsp_response_beside_the_certificate_is_stapled_and_reloaded() {
+    if !tools() {
+        return;
+    }
+    let d = scratch("ocsp");
+    let (pem, resp) = ca_leaf_ocsp(&d, "a.test");
+    let e = Ebb::start(&format!(
+        "{DEFAULTS}frontend fe\n    bind BIND ssl crt {}\n    http-request return status 200\n",
+        pem.display()
+    ));
+    let port = e.addr().port();
+    let out = s_client(port, &["-servername", "a.test", "-status"]);
+    assert!(out.contains("OCSP response: no response sent"), "{out}");
+    // The file appears; SIGHUP reloads the certificate with it.
+    std::fs::copy(&resp, d.join("leaf.pem.ocsp")).unwrap();
+    e.signal("HUP");
+    assert!(e
+        .wait_stderr("SIGHUP: configuration reloaded", Duration::from_secs(10))
+        .is_some());
+    let out = s_client(port, &["-servername", "a.test", "-status"]);
+    assert!(out.contains("OCSP Response Status: successful"), "{out}");
+    assert!(out.contains("Cert Status: good"), "{out}");
+    // A file that is not an OCSP response is a start-up error.
+    std::fs::write(d.join("leaf.pem.ocsp"), b"junk").unwrap();
+    std::fs::write(
+        d.join("c.cfg"),
+        format!(
+            "{DEFAULTS}frontend fe\n    bind 127.0.0.1:0 ssl crt {}\n    http-request return status 200\n",
+            pem.display()
+        ),
+    )
+    .unwrap();
+    let (code, _, err) = run_ebb(&["-c", "-f", "c.cfg"], &d);
+    assert_eq!(code, 1);
+    assert!(
+        err.contains("c.cfg:7:") && err.contains("not a DER OCSP response"),
+        "{err}"
+    );
+}
+
+#[test]
+fn crt_dir_crt_list_bases_and_checks() {
+    if !tools() {
+        return;
+    }
+    let d = scratch("crtdir");
+    let certs = d.join("certs");
+    std::fs::create_dir_all(&certs).unwrap();
+    selfsigned(&certs, "a.pem", "ec", &["a.test"]);
+    selfsigned(&certs, "b.pem", "ec", &["b.test"]);
+    // Split certificate and `<crt>.key`, a dot-file and reserved names:
+    // the last three are skipped by `crt DIR`.
+    let c = selfsigned(&certs, "c.pem", "ec", &["c.test"]);
+    let text = std::fs::read_to_string(&c).unwrap();
+    let cut = text.find("-----BEGIN PRIVATE KEY").unwrap();
+    std::fs::write(&c, &text[..cut]).unwrap();
+    std::fs::write(certs.join("c.pem.key"), &text[cut..]).unwrap();
+    std::fs::write(certs.join(".hidden.pem"), "junk").unwrap();
+    std::fs::write(certs.join("x.issuer"), "junk").unwrap();
+    let fp = |out: &str| {
+        out.lines()
+            .find(|l| l.starts_with("subject="))
+            .unwrap_or("")
+            .to_string()
+    };
+    let e = Ebb::start(&format!(
+        "global\n    crt-base {}\n{DEFAULTS}frontend fe\n    bind BIND ssl crt certs/\n    http-request return status 200\n",
+        d.display()
+    ));
+    let port = e.addr().port();
+    for n in ["a.test", "b.test", "c.test"] {
+        let out = s_client(port, &["-servername", n]);
+        assert!(fp(&out).contains(n), "{n}: {out}");
+    }
+    // The first file in name order is the default.
+    assert!(fp(&s_client(port, &["-servername", "zzz.test"])).contains("a.test"));
+    // crt-list: SNI filters replace the certificate's names.
+    std::fs::write(
+        d.join("list.txt"),
+        "# default first\ncerts/b.pem !*\n\ncerts/a.pem *.w.test !no.w.test\ncerts/c.pem\n",
+    )
+    .unwrap();
+    let e = Ebb::start(&format!(
+        "global\n    crt-base {}\n{DEFAULTS}frontend fe\n    bind BIND ssl crt-list list.txt\n    http-request return status 200\n",
+        d.display()
+    ));
+    let port = e.addr().port();
+    for (sni, want) in [
+        ("x.w.test", "a.test"),
+        ("no.w.test", "b.test"),
+        ("a.test", "b.test"),
+        ("b.test", "b.test"),
+        ("c.test", "c.test"),
+    ] {
+        assert!(
+            fp(&s_client(port, &["-servername", sni])).contains(want),
+            "{sni}"
+        );
+    }
+    // ebb -c: every certificate is loaded, errors name the line.
+    let check = |cfg: &str| {
+        std::fs::write(
+            d.join("t.cfg"),
+            format!("{DEFAULTS}frontend fe\n{cfg}\n    http-request return status 200\n"),
+        )
+        .unwrap();
+        run_ebb(&["-c", "-f", "t.cfg"], &d)
+    };
+    let (code, _, err) = check("    bind 127.0.0.1:0 ssl crt /nonexistent.pem");
+    assert_eq!(code, 1);
+    assert!(
+        err.contains("t.cfg:7: unable to stat SSL certificate from file '/nonexistent.pem'"),
+        "{err}"
+    );
+    std::fs::write(d.join("opts.txt"), "certs/a.pem [alpn h2] a.test\n").unwrap();
+    let (code, _, err) = check(&format!(
+        "    bind 127.0.0.1:0 ssl crt-list {}",
+        d.join("opts.txt").display()
+    ));
+    assert_eq!(code, 1);
+    assert!(
+        err.contains("line 1: per-certificate options '[alpn h2]'"),
+        "{err}"
+    );
+    let (code, _, err) = check(&format!(
+        "    bind 127.0.0.1:0 ssl crt {} ciphers DHE-RSA-AES128-GCM-SHA256",
+        certs.join("a.pem").display()
+    ));
+    assert_eq!(code, 1);
+    assert!(
+        err.contains("t.cfg:7: no TLSv1.2 cipher that ebb implements"),
+        "{err}"
+    );
+    let (code, out, _) = check(&format!("    bind 127.0.0.1:0 ssl crt {}", certs.display()));
+    assert_eq!(code, 0, "{out}");
+}
+
+/// Debian's stock global TLS lines pass `ebb -c` and serve.
+#[test]
+fn debian_stock_tls_globals_are_accepted() {
+    if !tools() {
+        return;
+    }
+    let d = scratch("stock");
+    let pem = selfsigned(&d, "site.pem", "ec", &["a.test"]);
+    let e = Ebb::start(&format!(
+        "global\n    ca-base /etc/ssl/certs\n    crt-base {}\n    ssl-default-bind-ciphers ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-RSA-AES128-GCM-SHA256:ECDHE-ECDSA-AES256-GCM-SHA384:ECDHE-RSA-AES256-GCM-SHA384:ECDHE-ECDSA-CHACHA20-POLY1305:ECDHE-RSA-CHACHA20-POLY1305:DHE-RSA-AES128-GCM-SHA256:DHE-RSA-AES256-GCM-SHA384\n    ssl-default-bind-ciphersuites TLS_AES_128_GCM_SHA256:TLS_AES_256_GCM_SHA384:TLS_CHACHA20_POLY1305_SHA256\n    ssl-default-bind-options ssl-min-ver TLSv1.2 no-tls-tickets\n{DEFAULTS}frontend fe\n    bind BIND ssl crt {}\n    http-request return status 200\n",
+        d.display(),
+        pem.file_name().unwrap().to_str().unwrap()
+    ));
+    let out = s_client(e.addr().port(), &["-tls1_2", "-servername", "a.test"]);
+    assert_eq!(cipher(&out), "ECDHE-ECDSA-AES128-GCM-SHA256", "{out}");
+}
