@@ -17,7 +17,7 @@
 //!   behaviour with a default certificate), so an unknown name is never a
 //!   failed handshake here; the client's own verification decides.
 //! - `ssl-min-ver TLSv1.3` offers TLS 1.3 only; otherwise 1.2 and 1.3
-//!   (rustls has nothing older). `alpn h2,http/1.1` lists the protocols in
+//!   (rustls has nothing older). `alpn http/1.1` lists the protocols in
 //!   the server's order of preference: rustls picks the first of them that
 //!   the client offers. A client offering ALPN but none of these fails the
 //!   handshake (RFC 7301 §3.2, `no_application_protocol`); a client

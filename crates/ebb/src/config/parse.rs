@@ -2003,6 +2003,13 @@ fn parse_bind(w: &[String], ctx: &Ctx<'_>) -> Result<Bind, String> {
                 if b.alpn.iter().any(|p| p.is_empty() || p.len() > 255) {
                     return Err(format!("invalid ALPN list '{v}'"));
                 }
+                // Offering h2 and then reading the connection as HTTP/1
+                // fails every client that takes the offer (curl exits 55).
+                if b.alpn.iter().any(|p| p == "h2") {
+                    return Err(format!(
+                        "'alpn {v}': HTTP/2 is not served yet; offer http/1.1 only"
+                    ));
+                }
             }
             "ciphers" => {
                 let v = v?;

@@ -551,7 +551,7 @@ fn unterminated_quote_is_a_line_error() {
 fn frontend_basics() {
     let c = ok("frontend web
     bind :80 name plain nice -10
-    bind 127.0.0.1:8443 name tls ssl crt /etc/ebb/a.pem crt /etc/ebb/b.pem key /etc/ebb/a.key alpn h2,http/1.1 ssl-min-ver TLSv1.3
+    bind 127.0.0.1:8443 name tls ssl crt /etc/ebb/a.pem crt /etc/ebb/b.pem key /etc/ebb/a.key alpn http/1.1,x-test ssl-min-ver TLSv1.3
     bind [::1]:80 v6only
     mode http
     maxconn 1000
@@ -584,7 +584,7 @@ backend app
         ]
     );
     assert_eq!(ssl.key, Some(PathBuf::from("/etc/ebb/a.key")));
-    assert_eq!(ssl.alpn, ["h2", "http/1.1"]);
+    assert_eq!(ssl.alpn, ["http/1.1", "x-test"]);
     assert_eq!(ssl.min_ver, Some(TlsVersion::Tls13));
     assert_eq!(
         f.binds[2].addrs,
@@ -638,6 +638,13 @@ fn bind_errors() {
     );
     err1(&b(":80 nice"), "t.cfg:2: ", "expects a value");
     err1(&b(":80 ssl crt /x alpn h2,,x"), "t.cfg:2: ", "invalid ALPN");
+    // Until HTTP/2 is served, offering it would fail every client that
+    // takes the offer.
+    err1(
+        &b(":80 ssl crt /x alpn h2,http/1.1"),
+        "t.cfg:2: ",
+        "HTTP/2 is not served yet",
+    );
     err1(
         &b("fd@x"),
         "t.cfg:2: ",
