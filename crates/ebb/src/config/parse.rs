@@ -1433,7 +1433,7 @@ fn proxy_kw(px: &mut Proxy, ctx: &Ctx<'_>, words: &[String]) -> Result<(), Strin
                         return Err(format!("'http-response {action}' expects NAME VALUE"));
                     };
                     let name = header_name(n)?;
-                    let value = header_value(v)?;
+                    let value = log_format_value(v)?;
                     if action == "set-header" {
                         HttpResponseAction::SetHeader { name, value }
                     } else {
@@ -1610,7 +1610,7 @@ fn proxy_kw(px: &mut Proxy, ctx: &Ctx<'_>, words: &[String]) -> Result<(), Strin
                             "hdr" => {
                                 let value = arg(w, i + 2, "hdr")
                                     .map_err(|_| "'hdr' expects NAME VALUE".to_string())?;
-                                hc.headers.push((header_name(v)?, header_value(value)?));
+                                hc.headers.push((header_name(v)?, log_format_value(value)?));
                                 i += 1;
                             }
                             o => {
@@ -2413,7 +2413,7 @@ fn parse_redirect(args: &[String]) -> Result<Redirect, String> {
         None => return Err("'redirect' expects location, prefix or scheme".to_string()),
     };
     let target = arg(args, 1, "redirect")?;
-    header_value(target)?;
+    log_format_value(target)?;
     let mut r = Redirect {
         kind,
         target: target.to_string(),
@@ -2487,7 +2487,7 @@ fn parse_http_request(px: &Proxy, ctx: &Ctx<'_>, w: &[String]) -> Result<HttpReq
                 return Err(format!("'http-request {action}' expects NAME VALUE"));
             };
             let name = header_name(n)?;
-            let value = header_value(v)?;
+            let value = log_format_value(v)?;
             if action == "set-header" {
                 HttpRequestAction::SetHeader { name, value }
             } else {
@@ -2576,7 +2576,7 @@ fn parse_return(args: &[String], ctx: &Ctx<'_>) -> Result<ReturnAction, String> 
                         "header '{name}' cannot be set with 'hdr' (ebb sets it itself)"
                     ));
                 }
-                r.headers.push((name, header_value(value)?));
+                r.headers.push((name, log_format_value(value)?));
                 i += 1;
             }
             o => {

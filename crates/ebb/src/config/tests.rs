@@ -1912,6 +1912,17 @@ fn http_request_errors() {
     );
     err1(&r("deny bogus"), "t.cfg:3: ", "unexpected 'bogus'");
     err1(&r("allow now"), "t.cfg:3: ", "unexpected 'now'");
+    // Log-format values: sending `%[src]` as text would give an origin
+    // garbage where HAProxy gives the client's address.
+    for l in [
+        "set-header X-Real-IP %[src]",
+        "add-header X-Id %ci:%cp",
+        "set-header X-Pct 100%%",
+        "redirect location /x?from=%[path]",
+        "return status 200 hdr X-Src %[src]",
+    ] {
+        err1(&r(l), "t.cfg:3: ", "log-format expression");
+    }
     err1(
         &r("redirect"),
         "t.cfg:3: ",
