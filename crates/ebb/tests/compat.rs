@@ -585,3 +585,19 @@ fn a_directory_of_cfg_files_is_read_in_name_order() {
     assert_eq!(code, 1);
     assert!(err.contains("30-bad.cfg:2: "), "{err}");
 }
+
+#[test]
+fn an_empty_errorfile_closes_without_an_answer() {
+    let e = common::Ebb::start(
+        "defaults\n    mode http\n    timeout client 10s\n    errorfile 408 /dev/null\n\
+         frontend fe\n    bind BIND\n    http-request deny deny_status 408 if { path /quiet }\n\
+         http-request return status 200\n",
+    );
+    let mut s = TcpStream::connect(e.addr()).unwrap();
+    s.write_all(b"GET /quiet HTTP/1.1\r\nHost: x\r\n\r\n")
+        .unwrap();
+    let mut out = Vec::new();
+    s.read_to_end(&mut out).unwrap();
+    assert!(out.is_empty(), "{}", String::from_utf8_lossy(&out));
+    assert_eq!(get(e.addr(), "/").status, 200);
+}

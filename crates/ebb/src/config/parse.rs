@@ -1482,7 +1482,11 @@ fn proxy_kw(px: &mut Proxy, ctx: &Ctx<'_>, words: &[String]) -> Result<(), Strin
                 })?;
             let path = ctx.resolve(file);
             let content = read_file(&path)?;
-            check_http_response(&content, &path)?;
+            // An empty file (`errorfile 408 /dev/null`, HAProxy's documented
+            // idiom) closes the connection without an answer.
+            if !content.is_empty() {
+                check_http_response(&content, &path)?;
+            }
             let e = ErrorFile {
                 status,
                 path,

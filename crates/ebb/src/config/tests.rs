@@ -2026,6 +2026,10 @@ fn errorfiles() {
     assert_eq!(c.proxies[0].errorfiles.len(), 1);
     assert_eq!(c.proxies[0].errorfiles[0].loc.line, 3);
 
+    // HAProxy's documented idiom: an empty file closes without answering.
+    let c = ok("defaults\n    errorfile 408 /dev/null\nbackend b\n");
+    assert_eq!(proxy(&c, "b").errorfile(408).unwrap().content, b"");
+
     let bad = write(&d, "bad.http", b"<html>oops</html>");
     let nohdr = write(&d, "nohdr.http", b"HTTP/1.1 503 X\r\nA: b\r\n");
     err1(
