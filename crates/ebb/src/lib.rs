@@ -10,6 +10,7 @@ pub mod cli;
 pub mod compress;
 pub mod config;
 pub mod conn;
+pub mod dns;
 pub mod http1;
 pub mod listener;
 pub mod log;
