@@ -388,6 +388,39 @@ fn show_sess_under_traffic_and_shutdown() {
 }
 
 #[test]
+fn server_side_events_do_not_run_the_client_side() {
+    // A new server connection per request: its connect completes with a
+    // write event on the server socket, which only the server side's
+    // tasklet (h1_srv) must see; the client side (h1_conn) runs for the
+    // request and for the response it forwards, not for the connect. The
+    // test's one client connection is the only one that runs h1_conn.
+    let a = Origin::start("a", Mode::Ok);
+    let be = format!("    http-reuse never\n{}", srv("a", &a, ""));
+    let s = start(&be, "    profiling.tasks on\n");
+    let n = 40;
+    hit(&s.e, n);
+    let p = cli(&s.user, "show profiling");
+    let calls = |name: &str| -> u64 {
+        p.lines()
+            .find(|l| l.split_whitespace().next() == Some(name))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0)
+    };
+    let (client, server) = (calls("h1_conn"), calls("h1_srv"));
+    assert_eq!(a.conns.load(Ordering::SeqCst), n, "{p}");
+    // Each connect and each response is a server-side event.
+    assert!(server >= n as u64, "{p}");
+    // When both sides shared one tasklet, the client side ran for the
+    // connect too (3 runs per request); now 2, with a little room for a
+    // response split in two reads. The margin stays far below 3n.
+    assert!(
+        client <= 2 * n as u64 + n as u64 / 4,
+        "client {client}\n{p}"
+    );
+}
+
+#[test]
 fn profiling_and_activity_after_known_work() {
     let a = Origin::start("a", Mode::Ok);
     let s = start(&srv("a", &a, ""), "");
