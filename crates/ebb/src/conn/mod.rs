@@ -46,7 +46,6 @@ use crate::worker::Worker;
 
 mod proxy;
 mod server_side;
-pub(crate) use proxy::alive;
 
 /// Bodies up to this size are copied behind their head so pipelined answers
 /// leave in one write; larger ones are written from the cached file or sent
@@ -74,7 +73,7 @@ enum In {
     Proxy,
     /// A stats page or metrics answer is being built by a task at the
     /// best nice; the head stays in the buffer.
-    WaitPage(Rc<std::cell::RefCell<Option<crate::stats::Answer>>>),
+    WaitPage(Rc<std::cell::RefCell<Option<crate::serve::Answer>>>),
 }
 
 /// A body still to send after the head in `wbuf`.
@@ -844,14 +843,14 @@ impl Conn {
                 // it before every other task; so the stats answer under
                 // full load (HAProxy runs its stats applet niced the same
                 // way).
-                let job: Box<dyn FnOnce() -> crate::stats::Answer> = match self.decide() {
+                let job: Box<dyn FnOnce() -> crate::serve::Answer> = match self.decide() {
                     Act::Stats(st, admin) => {
                         let buf = &self.rbuf[self.rstart..self.rend];
                         let path = self.head.path.get(buf).to_vec();
                         let authz = self.head.header(buf, "authorization").map(|v| v.to_vec());
                         Box::new(move || crate::stats::page(&st, &path, authz.as_deref(), admin))
                     }
-                    _ => Box::new(crate::stats::prometheus),
+                    _ => Box::new(crate::metrics::answer),
                 };
                 let slot = Rc::new(std::cell::RefCell::new(None));
                 let s2 = Rc::clone(&slot);

@@ -49,7 +49,7 @@ use sched::{ticks, Ctx, Tick};
 use socket2::{Domain, Protocol, Socket, Type};
 
 use super::{Conn, In};
-use crate::backend::{Farm, LbInput, Pick, ServerRt, WaitState, Waiter};
+use crate::backend::{alive, Farm, LbInput, Pick, ServerRt, WaitState, Waiter};
 use crate::config::{HttpRequestAction, HttpResponseAction, HttpReuse};
 use crate::http1::{
     forwardable, parse_response_into, BodyFraming, ChunkedDecoder, Method, ResponseHead,
@@ -1248,18 +1248,6 @@ impl Conn {
         };
         self.w.log_access(crate::log::format(&entry));
     }
-}
-
-/// Whether an idle connection is still open: nothing to read (a closed one
-/// reads EOF, a confused one has bytes we never asked for).
-pub(crate) fn alive(s: &mut Transport) -> bool {
-    let mut b = [0u8; 1];
-    if s.is_tls() {
-        // TLS: records may come unasked (session tickets): read through
-        // rustls; no plaintext and no close means alive.
-        return matches!(s.read(&mut b), Err(e) if e.kind() == io::ErrorKind::WouldBlock);
-    }
-    matches!(s.tcp().peek(&mut b), Err(e) if e.kind() == io::ErrorKind::WouldBlock)
 }
 
 /// A non-blocking connect.
