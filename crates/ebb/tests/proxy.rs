@@ -353,3 +353,94 @@ fn unresolvable_server_is_503_not_a_crash() {
         .is_some());
     assert_eq!(get(e.addr(), "/").status, 503);
 }
+
+/// HAProxy 2.6 started on a configuration text (`BIND` replaced by a free
+/// loopback port), or None when it is not installed. Killed on drop.
+struct Haproxy {
+    child: std::process::Child,
+    addr: std::net::SocketAddr,
+}
+
+impl Haproxy {
+    fn start(cfg: &str) -> Option<Haproxy> {
+        if !have("haproxy") {
+            eprintln!("haproxy not installed: side-by-side part skipped");
+            return None;
+        }
+        let addr = dead_addr();
+        let dir = scratch("haproxy");
+        let path = dir.join("haproxy.cfg");
+        std::fs::write(&path, cfg.replace("BIND", &addr.to_string())).unwrap();
+        let child = std::process::Command::new("haproxy")
+            .args(["-db", "-f", path.to_str().unwrap()])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        // Ready when it accepts.
+        let until = Instant::now() + Duration::from_secs(20);
+        while std::net::TcpStream::connect(addr).is_err() {
+            assert!(Instant::now() < until, "haproxy did not start");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        Some(Haproxy { child, addr })
+    }
+}
+
+impl Drop for Haproxy {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Three requests on one client connection: (statuses, the `Connection`
+/// header the server saw each time, server connections opened).
+fn three_on_one_connection(
+    addr: std::net::SocketAddr,
+    o: &Origin,
+) -> (Vec<u16>, Vec<String>, usize) {
+    let mut c = Client::connect(addr);
+    let mut st = Vec::new();
+    let mut seen = Vec::new();
+    for i in 0..3 {
+        c.send(format!("GET /sc{i} HTTP/1.1\r\nHost: h\r\n\r\n").as_bytes());
+        let r = c.read_resp();
+        st.push(r.status);
+        seen.push(r.header("X-Got-Connection").unwrap_or("").to_string());
+    }
+    (st, seen, o.conns.load(Ordering::SeqCst))
+}
+
+#[test]
+fn http_server_close_keeps_the_client_and_closes_the_server_side() {
+    // HAProxy's meaning: the client connection stays open for its next
+    // request, each request goes on a new server connection that closes.
+    let cfg = |o: &Origin| {
+        format!(
+            "defaults\n    mode http\n    option http-server-close\n    timeout client 10s\n    timeout server 5s\n    timeout connect 1s\n\
+             frontend fe\n    bind BIND\n    default_backend be\nbackend be\n    server s {}\n",
+            o.addr
+        )
+    };
+    let o = Origin::start("s", Mode::Ok);
+    let e = Ebb::start(&cfg(&o));
+    let ours = three_on_one_connection(e.addr(), &o);
+    assert_eq!(ours.0, vec![200, 200, 200]);
+    assert_eq!(ours.1, vec!["close", "close", "close"]);
+    assert_eq!(ours.2, 3);
+    let o2 = Origin::start("s", Mode::Ok);
+    if let Some(h) = Haproxy::start(&cfg(&o2)) {
+        let theirs = three_on_one_connection(h.addr, &o2);
+        assert_eq!(ours, theirs);
+    }
+    // `option httpclose` closes the client side too.
+    let o3 = Origin::start("s", Mode::Ok);
+    let e3 = Ebb::start(&cfg(&o3).replace("http-server-close", "httpclose"));
+    let mut c = Client::connect(e3.addr());
+    c.send(b"GET /a HTTP/1.1\r\nHost: h\r\n\r\n");
+    let r = c.read_resp();
+    assert_eq!(r.status, 200);
+    assert_eq!(r.header("Connection"), Some("close"));
+    assert!(c.closed());
+}

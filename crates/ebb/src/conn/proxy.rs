@@ -251,8 +251,14 @@ impl Conn {
             out.extend_from_slice(u);
             out.extend_from_slice(b"\r\n");
         }
-        let keep_server =
-            !sr.server_close && sr.farm.reuse != HttpReuse::Never && upgrade.is_none();
+        let keep_server = !sr.server_close
+            && !self.fe.server_close
+            && sr.farm.reuse != HttpReuse::Never
+            && upgrade.is_none();
+        if sr.close {
+            // `option httpclose` in the backend closes both sides.
+            self.keep_alive = false;
+        }
         if !keep_server && upgrade.is_none() {
             out.extend_from_slice(b"Connection: close\r\n");
         }
