@@ -8,7 +8,7 @@ mod common;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use common::origin::{Mode, Origin};
+use common::origin::{Gate, Mode, Origin};
 use common::*;
 
 fn cfg(backend: &str, extra_defaults: &str) -> String {
@@ -75,24 +75,47 @@ fn backup_only_when_actives_are_down() {
     assert!(get(e2.addr(), "/").text().starts_with("bk "));
 }
 
+/// `cfg` with an admin CLI socket in `global`; returns ebb and the socket.
+fn with_cli(backend: &str, extra_defaults: &str) -> (Ebb, std::path::PathBuf) {
+    let sock = scratch("proxy-cli").join("admin.sock");
+    let c = cfg(backend, extra_defaults).replacen(
+        "global\n",
+        &format!("global\n    stats socket {} level admin\n", sock.display()),
+        1,
+    );
+    (Ebb::start(&c), sock)
+}
+
 #[test]
 fn maxconn_queues_in_order_and_hands_over() {
-    let s = Origin::start("s", Mode::Slow(Duration::from_millis(150)));
+    // The server holds its first request until the gate opens; each next
+    // request is sent once the one before it is seen in the queue, so the
+    // arrival order is known without timing.
+    let gate = Gate::default();
+    let s = Origin::start("s", Mode::Gate(gate.clone()));
     let be = srv("s", &s, "maxconn 1");
-    let e = Ebb::start(&cfg(&be, "    timeout queue 10s\n"));
+    let (e, sock) = with_cli(&be, "    timeout queue 30s\n");
     let addr = e.addr();
     let mut ths = Vec::new();
-    for i in 0..5 {
+    for i in 0..5usize {
         ths.push(std::thread::spawn(move || {
-            std::thread::sleep(Duration::from_millis(20 * i));
-            let t = Instant::now();
             let r = get(addr, &format!("/q{i}"));
-            (i, r.status, t.elapsed())
+            (i, r.status)
         }));
+        if i == 0 {
+            wait_until("first request at the server", || {
+                s.busy.load(Ordering::SeqCst) == 1
+            });
+        } else {
+            wait_until(&format!("{i} queued"), || {
+                backend_qcur(&sock, "be") == Some(i as u64)
+            });
+        }
     }
+    gate.open();
     let mut res: Vec<_> = ths.into_iter().map(|t| t.join().unwrap()).collect();
     res.sort();
-    for (_, st, _) in &res {
+    for (_, st) in &res {
         assert_eq!(*st, 200);
     }
     // Never more than one request at the server at once.
@@ -110,16 +133,25 @@ fn maxconn_queues_in_order_and_hands_over() {
 
 #[test]
 fn queue_timeout_gives_503() {
-    let s = Origin::start("s", Mode::Slow(Duration::from_millis(600)));
+    // The only slot stays taken (the gate is closed) until the second
+    // request has its answer: that 503 can only come from `timeout queue`.
+    let gate = Gate::default();
+    let s = Origin::start("s", Mode::Gate(gate.clone()));
     let be = srv("s", &s, "maxconn 1");
     let e = Ebb::start(&cfg(&be, "    timeout queue 100ms\n"));
     let addr = e.addr();
     let first = std::thread::spawn(move || get(addr, "/first").status);
-    std::thread::sleep(Duration::from_millis(100));
-    let t = Instant::now();
+    wait_until("first request at the server", || {
+        s.busy.load(Ordering::SeqCst) == 1
+    });
     let r = get(addr, "/second");
     assert_eq!(r.status, 503);
-    assert!(t.elapsed() < Duration::from_millis(500));
+    assert_eq!(
+        s.heads.lock().unwrap().len(),
+        1,
+        "the second never reached it"
+    );
+    gate.open();
     assert_eq!(first.join().unwrap(), 200);
 }
 
