@@ -10,6 +10,8 @@ pub mod cli;
 pub mod config;
 pub mod conn;
 pub mod http1;
+#[cfg(test)]
+mod input_props;
 pub mod listener;
 pub mod log;
 pub mod metrics;

@@ -846,8 +846,13 @@ pub fn unpct(v: &str) -> Option<String> {
     while i < b.len() {
         match b[i] {
             b'%' => {
-                let h = std::str::from_utf8(b.get(i + 1..i + 3)?).ok()?;
-                o.push(u8::from_str_radix(h, 16).ok()?);
+                // Exactly two hex digits (`from_str_radix` alone would
+                // also take a sign: `%+1`).
+                let h = b.get(i + 1..i + 3)?;
+                if !h.iter().all(u8::is_ascii_hexdigit) {
+                    return None;
+                }
+                o.push(u8::from_str_radix(std::str::from_utf8(h).ok()?, 16).ok()?);
                 i += 3;
             }
             b'+' => {
