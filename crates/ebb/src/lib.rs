@@ -12,6 +12,8 @@ pub mod config;
 pub mod conn;
 pub mod dns;
 pub mod http1;
+#[cfg(test)]
+mod input_props;
 pub mod listener;
 pub mod log;
 pub mod metrics;
@@ -24,5 +26,6 @@ pub mod statefile;
 pub mod stats;
 pub mod sys;
 pub mod tls;
+pub mod tls_policy;
 pub mod transport;
 pub mod worker;

@@ -13,6 +13,7 @@ use std::sync::atomic::Ordering;
 
 use crate::proxy::BackendKind;
 use crate::registry::Process;
+use crate::serve::{plain, Answer};
 
 /// The Content-Type of the exposition format.
 pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
@@ -232,7 +233,7 @@ pub fn render(p: &Process) -> String {
         for s in &f.servers {
             let sl = labels(&[("proxy", &be.name), ("server", &s.name)]);
             let sc = &s.counters;
-            let state = crate::stats::server_status(s);
+            let state = crate::backend::server_status(s);
             for st in ["UP", "DOWN", "MAINT", "DRAIN", "no check"] {
                 o.gauge(
                     "ebb_server_status",
@@ -510,6 +511,18 @@ fn fmt_value(v: f64) -> String {
         format!("{}", v as i64)
     } else {
         format!("{v}")
+    }
+}
+
+/// Answers `http-request use-service prometheus-exporter`.
+pub fn answer() -> Answer {
+    let Some(p) = crate::registry::Process::global() else {
+        return plain(503, "503 Service Unavailable: metrics are not ready yet.\n");
+    };
+    Answer {
+        status: 200,
+        headers: vec![("Content-Type", CONTENT_TYPE.into())],
+        body: render(p).into_bytes(),
     }
 }
 

@@ -121,6 +121,9 @@ pub struct ServersRt {
     /// `option httpclose` / `http-server-close` on the backend: no server
     /// connection is kept after a response.
     pub server_close: bool,
+    /// `option httpclose` on the backend: the client connection closes
+    /// after the response too.
+    pub close: bool,
 }
 
 /// Server-side defaults when the configuration sets none, in ms: connect
@@ -243,7 +246,14 @@ pub struct FrontendRt {
     pub name: String,
     pub maxconn: Option<u32>,
     pub timeouts: FeTimeouts,
+    /// Whether client connections are kept between requests: only
+    /// `option httpclose` closes them (`http-server-close` closes the
+    /// server side only, as in HAProxy).
     pub keep_alive: bool,
+    /// `option http-server-close` or `httpclose` on the frontend: no
+    /// server connection is kept after a response, whatever the backend
+    /// says (HAProxy: the option in either the frontend or the backend).
+    pub server_close: bool,
     pub matcher: Matcher,
     pub http_request: Vec<ReqRule>,
     pub http_response: Vec<RespRule>,
@@ -456,6 +466,7 @@ fn compile_servers(
         },
         forwardfor: p.options.forwardfor.clone(),
         server_close: p.options.conn_mode != HttpConnMode::KeepAlive,
+        close: p.options.conn_mode == HttpConnMode::Close,
     })
 }
 
@@ -628,7 +639,8 @@ pub fn compile(cfg: &Config) -> Result<Compiled, Vec<ConfigError>> {
                     keep_alive,
                     client,
                 },
-                keep_alive: p.options.conn_mode == HttpConnMode::KeepAlive,
+                keep_alive: p.options.conn_mode != HttpConnMode::Close,
+                server_close: p.options.conn_mode != HttpConnMode::KeepAlive,
                 matcher,
                 http_request,
                 http_response,

@@ -15,14 +15,30 @@
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 
 use sched::{RuntimeHandle, TaskletId};
 
+use crate::log::Logger;
 use crate::proxy::{Compiled, FrontendRt};
-use crate::worker::Shared;
+
+/// Process-wide state, shared by every thread.
+pub struct Shared {
+    /// Connections open, all frontends and threads together.
+    pub actconn: AtomicU32,
+    /// Global `maxconn`; `u32::MAX` when unset.
+    pub maxconn: u32,
+    pub logger: Logger,
+    /// Each frontend's own targets (its `log` lines, with the global ones
+    /// where it says `log global`), by frontend name.
+    pub fe_loggers: std::collections::HashMap<String, Logger>,
+    /// Whether request errors also go to stderr (no `log` target set).
+    pub errors_to_stderr: bool,
+    /// `-d`: one stderr line per connection accepted and closed.
+    pub debug: bool,
+}
 
 /// The configuration in force. A reload (SIGHUP) compiles a new one and
 /// bumps the generation; each listener picks the new frontend up at its

@@ -16,8 +16,9 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Instant;
 
-use crate::backend::{Farm, ServerRt, ADMIN_DRAIN, ADMIN_MAINT, ADMIN_READY};
+use crate::backend::{server_status, Farm, ServerRt, ADMIN_DRAIN, ADMIN_MAINT, ADMIN_READY};
 use crate::proxy::{BackendKind, BackendRt, Compiled, FrontendRt};
+use crate::serve::{plain, Answer};
 
 /// What a row describes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -164,17 +165,6 @@ pub fn clear_maxima() {
 
 fn ld(a: &std::sync::atomic::AtomicU64) -> u64 {
     a.load(Ordering::Relaxed)
-}
-
-/// A server's state word, as the page and `show stat` print it.
-pub fn server_status(s: &ServerRt) -> &'static str {
-    match s.admin.load(Ordering::Relaxed) {
-        ADMIN_MAINT => "MAINT",
-        ADMIN_DRAIN if s.up.load(Ordering::Relaxed) => "DRAIN",
-        _ if !s.up.load(Ordering::Relaxed) => "DOWN",
-        _ if !s.opts.check => "no check",
-        _ => "UP",
-    }
 }
 
 fn fe_row(i: usize, fe: &FrontendRt) -> Row {
@@ -856,8 +846,13 @@ pub fn unpct(v: &str) -> Option<String> {
     while i < b.len() {
         match b[i] {
             b'%' => {
-                let h = std::str::from_utf8(b.get(i + 1..i + 3)?).ok()?;
-                o.push(u8::from_str_radix(h, 16).ok()?);
+                // Exactly two hex digits (`from_str_radix` alone would
+                // also take a sign: `%+1`).
+                let h = b.get(i + 1..i + 3)?;
+                if !h.iter().all(u8::is_ascii_hexdigit) {
+                    return None;
+                }
+                o.push(u8::from_str_radix(std::str::from_utf8(h).ok()?, 16).ok()?);
                 i += 3;
             }
             b'+' => {
@@ -958,21 +953,6 @@ pub fn auth_ok(users: &[(String, String)], header: Option<&[u8]>) -> bool {
 // HTTP answers (the hooks of the connection code call these)
 // ---------------------------------------------------------------------------
 
-/// A complete answer for the connection to write.
-pub struct Answer {
-    pub status: u16,
-    pub headers: Vec<(&'static str, String)>,
-    pub body: Vec<u8>,
-}
-
-fn plain(status: u16, msg: &str) -> Answer {
-    Answer {
-        status,
-        headers: vec![("Content-Type", "text/plain; charset=utf-8".into())],
-        body: msg.as_bytes().to_vec(),
-    }
-}
-
 /// Answers a request for the stats page: `path` is the request target
 /// (path and query), `authz` the `Authorization` header, `admin` whether a
 /// `stats admin` condition holds for the request.
@@ -1045,18 +1025,6 @@ pub fn page(st: &crate::proxy::StatsRt, path: &[u8], authz: Option<&[u8]>, admin
             ("Cache-Control", "no-cache".into()),
         ],
         body: html(&rows, &info, o).into_bytes(),
-    }
-}
-
-/// Answers `http-request use-service prometheus-exporter`.
-pub fn prometheus() -> Answer {
-    let Some(p) = crate::registry::Process::global() else {
-        return plain(503, "503 Service Unavailable: metrics are not ready yet.\n");
-    };
-    Answer {
-        status: 200,
-        headers: vec![("Content-Type", crate::metrics::CONTENT_TYPE.into())],
-        body: crate::metrics::render(p).into_bytes(),
     }
 }
 

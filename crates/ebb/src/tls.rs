@@ -40,7 +40,6 @@
 //! feature.
 
 use std::collections::HashMap;
-use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock, RwLock};
 
@@ -53,10 +52,9 @@ use rustls::sign::CertifiedKey;
 use rustls::{ClientConfig, DigitallySignedStruct, RootCertStore, ServerConfig, SignatureScheme};
 
 use crate::config::{BindSsl, Config, ConfigError, Loc, TlsVersion, Verify};
-use crate::transport::{HelloGate, Transport};
+use crate::tls::hello::HelloGate;
 
 pub mod hello;
-pub mod policy;
 
 #[cfg(test)]
 pub mod testutil;
@@ -601,7 +599,6 @@ impl HelloGate for Gate {
 /// What a reload replaces: the rustls config and the names it serves.
 struct Current {
     config: Arc<ServerConfig>,
-    gate: Arc<Gate>,
     names: Vec<Vec<String>>,
 }
 
@@ -661,15 +658,6 @@ impl TlsAcceptor {
         Arc::clone(&cur.config)
     }
 
-    /// Wraps an accepted socket in a server-side TLS stream.
-    pub fn accept(&self, sock: TcpStream) -> std::io::Result<Transport> {
-        let (config, gate) = {
-            let cur = self.current.read().unwrap_or_else(|p| p.into_inner());
-            (Arc::clone(&cur.config), Arc::clone(&cur.gate))
-        };
-        Transport::accept_tls_gated(sock, config, gate)
-    }
-
     /// The SAN DNS names of each certificate, in `crt` order (the first is
     /// the default certificate).
     pub fn names(&self) -> Vec<Vec<String>> {
@@ -713,24 +701,25 @@ fn build(
     let t12 = ssl
         .ciphers
         .as_deref()
-        .map(policy::ciphers12)
+        .map(crate::tls_policy::ciphers12)
         .transpose()
         .map_err(&err)?;
     let t13 = ssl
         .ciphersuites
         .as_deref()
-        .map(policy::ciphers13)
+        .map(crate::tls_policy::ciphers13)
         .transpose()
         .map_err(&err)?;
     let groups = ssl
         .curves
         .as_deref()
-        .map(policy::curves)
+        .map(crate::tls_policy::curves)
         .transpose()
         .map_err(&err)?;
     let mut prov = (*base).clone();
-    prov.cipher_suites = policy::select_suites(&base.cipher_suites, t12.as_deref(), t13.as_deref());
-    prov.kx_groups = policy::select_groups(&base.kx_groups, groups.as_deref());
+    prov.cipher_suites =
+        crate::tls_policy::select_suites(&base.cipher_suites, t12.as_deref(), t13.as_deref());
+    prov.kx_groups = crate::tls_policy::select_groups(&base.kx_groups, groups.as_deref());
     if prov.kx_groups.is_empty() {
         return Err(err("no curve left that ebb's TLS library implements".into()));
     }
@@ -826,12 +815,8 @@ fn build(
         chacha,
     });
     let config = Arc::new(config);
-    register_gate(&config, Arc::clone(&gate));
-    Ok(Current {
-        config,
-        gate,
-        names,
-    })
+    register_gate(&config, gate);
+    Ok(Current { config, names })
 }
 
 /// Loads every `bind ... ssl` line's certificates, keys and lists (what
@@ -986,9 +971,11 @@ mod tests {
     use super::testserver::{blocking_client, exchange, serve, Outcome};
     use super::testutil::{temp_dir, test_cert};
     use super::*;
+    use crate::transport::Transport;
     use rustls::client::Resumption;
     use rustls::{HandshakeKind, ProtocolVersion};
     use std::io::{ErrorKind, Read, Write};
+    use std::net::TcpStream;
     use std::path::PathBuf;
 
     fn loc() -> Loc {
@@ -1028,7 +1015,7 @@ mod tests {
     /// Serves one connection with `acc`, runs a blocking client against it.
     fn one(acc: TlsAcceptor, client: ClientConfig, name: &str) -> (ClientResult, Outcome) {
         let acc = Arc::new(acc);
-        let (addr, h) = serve(1, move |s| acc.accept(s));
+        let (addr, h) = serve(1, move |s| Transport::accept_tls(s, acc.config()));
         let r = blocking_client(addr, Arc::new(client), name, b"hello over tls");
         let mut o = h.join().expect("server thread");
         (r, o.remove(0))
@@ -1154,7 +1141,7 @@ mod tests {
         ];
         for (name, want, sni) in cases {
             let acc2 = Arc::clone(&acc);
-            let (addr, h) = serve(1, move |s| acc2.accept(s));
+            let (addr, h) = serve(1, move |s| Transport::accept_tls(s, acc2.config()));
             let c = blocking_client(addr, Arc::new(any_client(&both())), name, b"x")
                 .expect("handshake");
             let o = h.join().expect("server").remove(0);
@@ -1189,7 +1176,7 @@ mod tests {
             c.resumption = Resumption::in_memory_sessions(16).tls12_resumption(how);
             let c = Arc::new(c);
             let acc2 = Arc::clone(&acc);
-            let (addr, h) = serve(2, move |s| acc2.accept(s));
+            let (addr, h) = serve(2, move |s| Transport::accept_tls(s, acc2.config()));
             let first = blocking_client(addr, Arc::clone(&c), "localhost", b"one").expect("1st");
             let second = blocking_client(addr, Arc::clone(&c), "localhost", b"two").expect("2nd");
             let o = h.join().expect("server");
@@ -1206,7 +1193,7 @@ mod tests {
         c.resumption = Resumption::in_memory_sessions(16);
         let c = Arc::new(c);
         let acc2 = Arc::clone(&acc);
-        let (addr, h) = serve(2, move |s| acc2.accept(s));
+        let (addr, h) = serve(2, move |s| Transport::accept_tls(s, acc2.config()));
         blocking_client(addr, Arc::clone(&c), "localhost", b"one").expect("1st");
         acc.reload().expect("reload");
         let second = blocking_client(addr, Arc::clone(&c), "localhost", b"two").expect("2nd");
@@ -1218,7 +1205,7 @@ mod tests {
     /// side, and returns what the server made of it.
     fn raw(acc: TlsAcceptor, bytes: &[u8], close: bool) -> (Outcome, Vec<u8>) {
         let acc = Arc::new(acc);
-        let (addr, h) = serve(1, move |s| acc.accept(s));
+        let (addr, h) = serve(1, move |s| Transport::accept_tls(s, acc.config()));
         let mut s = TcpStream::connect(addr).expect("connect");
         s.set_read_timeout(Some(std::time::Duration::from_secs(10)))
             .expect("timeout");
@@ -1288,7 +1275,7 @@ mod tests {
         let dir = temp_dir("eof");
         let (_, _, pem) = test_cert(&dir, &["localhost"]);
         let acc = Arc::new(TlsAcceptor::new(&ssl(&[&pem]), &loc()).expect("acceptor"));
-        let (addr, h) = serve(1, move |s| acc.accept(s));
+        let (addr, h) = serve(1, move |s| Transport::accept_tls(s, acc.config()));
         let name = ServerName::try_from("localhost").expect("name");
         let mut c =
             rustls::ClientConnection::new(Arc::new(any_client(&both())), name).expect("client");
@@ -1318,7 +1305,7 @@ mod tests {
         let acc = Arc::new(TlsAcceptor::new(&ssl(&[&live]), &loc()).expect("acceptor"));
         let check = |want: &PathBuf| {
             let acc2 = Arc::clone(&acc);
-            let (addr, h) = serve(1, move |s| acc2.accept(s));
+            let (addr, h) = serve(1, move |s| Transport::accept_tls(s, acc2.config()));
             let c = blocking_client(addr, Arc::new(any_client(&both())), "x.test", b"x")
                 .expect("handshake");
             h.join().expect("server");
@@ -1391,7 +1378,7 @@ mod tests {
         let acc = Arc::new(TlsAcceptor::new(&ssl(&[&pem]), &loc()).expect("acceptor"));
         let run = |config: Arc<ClientConfig>, name: &str| {
             let acc2 = Arc::clone(&acc);
-            let (addr, h) = serve(1, move |s| acc2.accept(s));
+            let (addr, h) = serve(1, move |s| Transport::accept_tls(s, acc2.config()));
             let s = TcpStream::connect(addr).expect("connect");
             s.set_nonblocking(true).expect("nonblocking");
             let mut t = Transport::connect_tls(s, config, name).expect("connect_tls");

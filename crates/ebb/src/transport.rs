@@ -41,6 +41,7 @@ use std::os::fd::{AsRawFd, RawFd};
 use std::os::unix::fs::FileExt;
 use std::sync::Arc;
 
+use crate::tls::hello::HelloGate;
 use rustls::pki_types::ServerName;
 use rustls::{ClientConfig, ClientConnection, Connection, ServerConfig, ServerConnection};
 
@@ -53,17 +54,6 @@ const TLS_FILE_CHUNK: usize = 16 * 1024;
 pub enum Transport {
     Plain(TcpStream),
     Tls(Box<TlsStream>),
-}
-
-/// A server's look at the client's hello before rustls handles it (see
-/// [`crate::tls::hello`]): `Err((alert, why))` refuses the handshake with
-/// that alert; `Ok(Some(config))` runs it with another configuration
-/// (same certificates and sessions, e.g. another suite order).
-pub trait HelloGate: Send + Sync {
-    fn check(
-        &self,
-        hello: &crate::tls::hello::HelloInfo,
-    ) -> Result<Option<Arc<ServerConfig>>, (u8, String)>;
 }
 
 /// Largest first flight held back from rustls while the hello is read.
@@ -762,7 +752,7 @@ mod tests {
     #[test]
     fn tls_bulk_echo_non_blocking() {
         let (acc, cc) = acceptor("bulk");
-        let (addr, h) = serve(1, move |s| acc.accept(s));
+        let (addr, h) = serve(1, move |s| Transport::accept_tls(s, acc.config()));
         let mut t = connect(addr, &cc);
         let data = blob(1 << 20);
         assert_eq!(exchange(&mut t, &data).expect("exchange"), data);
@@ -795,7 +785,7 @@ mod tests {
                 // Without it, Nagle holds a burst (smaller than loopback's
                 // 64 KiB MSS) until the previous one is acknowledged.
                 s.set_nodelay(true).expect("nodelay");
-                let mut t = acc.accept(s).expect("accept tls");
+                let mut t = Transport::accept_tls(s, acc.config()).expect("accept tls");
                 let start = Instant::now();
                 let mut buf = [0u8; 64];
                 while t.is_handshaking() || t.has_pending_output() {
@@ -898,7 +888,7 @@ mod tests {
             let acc2 = Arc::clone(&acc);
             let (addr, h) = serve(1, move |s| {
                 if tls {
-                    acc2.accept(s)
+                    Transport::accept_tls(s, acc2.config())
                 } else {
                     Ok(Transport::plain(s))
                 }
@@ -952,7 +942,7 @@ mod tests {
     #[test]
     fn vectored_and_early_writes() {
         let (acc, cc) = acceptor("vectored");
-        let (addr, h) = serve(1, move |s| acc.accept(s));
+        let (addr, h) = serve(1, move |s| Transport::accept_tls(s, acc.config()));
         let mut t = connect(addr, &cc);
         // Written while the handshake has not even started: buffered.
         let n = t.write(b"early ").expect("early write");
@@ -1000,7 +990,7 @@ mod tests {
         let mut c = TcpStream::connect(addr).expect("connect");
         let (s, _) = l.accept().expect("accept");
         s.set_nonblocking(true).expect("nonblocking");
-        let mut t = acc.accept(s).expect("tls");
+        let mut t = Transport::accept_tls(s, acc.config()).expect("tls");
         c.write_all(b"GET / HTTP/1.0\r\n\r\n").expect("send");
         let start = Instant::now();
         let e = loop {

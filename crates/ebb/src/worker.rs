@@ -7,7 +7,7 @@
 //! except through the atomics of [`Shared`].
 
 use std::cell::RefCell;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use std::collections::HashMap;
@@ -16,29 +16,13 @@ use sched::{ticks, Ctx, TaskletId, Tick};
 
 use crate::backend::ServerRt;
 use crate::registry::Sessions;
+pub use crate::registry::Shared;
 use crate::transport::Transport;
 
 use crate::blocking::Submitter;
 use crate::http1::{DateCache, Limits};
-use crate::log::Logger;
 use crate::proxy::FrontendRt;
 use crate::serve::cache::FileCache;
-
-/// Process-wide state, shared by every thread.
-pub struct Shared {
-    /// Connections open, all frontends and threads together.
-    pub actconn: AtomicU32,
-    /// Global `maxconn`; `u32::MAX` when unset.
-    pub maxconn: u32,
-    pub logger: Logger,
-    /// Each frontend's own targets (its `log` lines, with the global ones
-    /// where it says `log global`), by frontend name.
-    pub fe_loggers: HashMap<String, Logger>,
-    /// Whether request errors also go to stderr (no `log` target set).
-    pub errors_to_stderr: bool,
-    /// `-d`: one stderr line per connection accepted and closed.
-    pub debug: bool,
-}
 
 /// Buffers kept per thread for reuse; more are freed. 256 buffers of the
 /// default 16 KiB is 4 MiB per thread, enough for that many connections
@@ -189,7 +173,7 @@ impl Worker {
             if ticks::is_expired(ticks::add(since, purge), now) {
                 continue;
             }
-            if crate::conn::alive(&mut st) {
+            if crate::backend::alive(&mut st) {
                 return Some(st);
             }
         }

@@ -8,7 +8,7 @@ mod common;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use common::origin::{Mode, Origin};
+use common::origin::{Gate, Mode, Origin};
 use common::*;
 
 fn cfg(backend: &str, extra_defaults: &str) -> String {
@@ -75,24 +75,47 @@ fn backup_only_when_actives_are_down() {
     assert!(get(e2.addr(), "/").text().starts_with("bk "));
 }
 
+/// `cfg` with an admin CLI socket in `global`; returns ebb and the socket.
+fn with_cli(backend: &str, extra_defaults: &str) -> (Ebb, std::path::PathBuf) {
+    let sock = scratch("proxy-cli").join("admin.sock");
+    let c = cfg(backend, extra_defaults).replacen(
+        "global\n",
+        &format!("global\n    stats socket {} level admin\n", sock.display()),
+        1,
+    );
+    (Ebb::start(&c), sock)
+}
+
 #[test]
 fn maxconn_queues_in_order_and_hands_over() {
-    let s = Origin::start("s", Mode::Slow(Duration::from_millis(150)));
+    // The server holds its first request until the gate opens; each next
+    // request is sent once the one before it is seen in the queue, so the
+    // arrival order is known without timing.
+    let gate = Gate::default();
+    let s = Origin::start("s", Mode::Gate(gate.clone()));
     let be = srv("s", &s, "maxconn 1");
-    let e = Ebb::start(&cfg(&be, "    timeout queue 10s\n"));
+    let (e, sock) = with_cli(&be, "    timeout queue 30s\n");
     let addr = e.addr();
     let mut ths = Vec::new();
-    for i in 0..5 {
+    for i in 0..5usize {
         ths.push(std::thread::spawn(move || {
-            std::thread::sleep(Duration::from_millis(20 * i));
-            let t = Instant::now();
             let r = get(addr, &format!("/q{i}"));
-            (i, r.status, t.elapsed())
+            (i, r.status)
         }));
+        if i == 0 {
+            wait_until("first request at the server", || {
+                s.busy.load(Ordering::SeqCst) == 1
+            });
+        } else {
+            wait_until(&format!("{i} queued"), || {
+                backend_qcur(&sock, "be") == Some(i as u64)
+            });
+        }
     }
+    gate.open();
     let mut res: Vec<_> = ths.into_iter().map(|t| t.join().unwrap()).collect();
     res.sort();
-    for (_, st, _) in &res {
+    for (_, st) in &res {
         assert_eq!(*st, 200);
     }
     // Never more than one request at the server at once.
@@ -110,16 +133,25 @@ fn maxconn_queues_in_order_and_hands_over() {
 
 #[test]
 fn queue_timeout_gives_503() {
-    let s = Origin::start("s", Mode::Slow(Duration::from_millis(600)));
+    // The only slot stays taken (the gate is closed) until the second
+    // request has its answer: that 503 can only come from `timeout queue`.
+    let gate = Gate::default();
+    let s = Origin::start("s", Mode::Gate(gate.clone()));
     let be = srv("s", &s, "maxconn 1");
     let e = Ebb::start(&cfg(&be, "    timeout queue 100ms\n"));
     let addr = e.addr();
     let first = std::thread::spawn(move || get(addr, "/first").status);
-    std::thread::sleep(Duration::from_millis(100));
-    let t = Instant::now();
+    wait_until("first request at the server", || {
+        s.busy.load(Ordering::SeqCst) == 1
+    });
     let r = get(addr, "/second");
     assert_eq!(r.status, 503);
-    assert!(t.elapsed() < Duration::from_millis(500));
+    assert_eq!(
+        s.heads.lock().unwrap().len(),
+        1,
+        "the second never reached it"
+    );
+    gate.open();
     assert_eq!(first.join().unwrap(), 200);
 }
 
@@ -352,4 +384,95 @@ fn unresolvable_server_is_503_not_a_crash() {
         .wait_stderr("cannot resolve", Duration::from_secs(2))
         .is_some());
     assert_eq!(get(e.addr(), "/").status, 503);
+}
+
+/// HAProxy 2.6 started on a configuration text (`BIND` replaced by a free
+/// loopback port), or None when it is not installed. Killed on drop.
+struct Haproxy {
+    child: std::process::Child,
+    addr: std::net::SocketAddr,
+}
+
+impl Haproxy {
+    fn start(cfg: &str) -> Option<Haproxy> {
+        if !have("haproxy") {
+            eprintln!("haproxy not installed: side-by-side part skipped");
+            return None;
+        }
+        let addr = dead_addr();
+        let dir = scratch("haproxy");
+        let path = dir.join("haproxy.cfg");
+        std::fs::write(&path, cfg.replace("BIND", &addr.to_string())).unwrap();
+        let child = std::process::Command::new("haproxy")
+            .args(["-db", "-f", path.to_str().unwrap()])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        // Ready when it accepts.
+        let until = Instant::now() + Duration::from_secs(20);
+        while std::net::TcpStream::connect(addr).is_err() {
+            assert!(Instant::now() < until, "haproxy did not start");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        Some(Haproxy { child, addr })
+    }
+}
+
+impl Drop for Haproxy {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Three requests on one client connection: (statuses, the `Connection`
+/// header the server saw each time, server connections opened).
+fn three_on_one_connection(
+    addr: std::net::SocketAddr,
+    o: &Origin,
+) -> (Vec<u16>, Vec<String>, usize) {
+    let mut c = Client::connect(addr);
+    let mut st = Vec::new();
+    let mut seen = Vec::new();
+    for i in 0..3 {
+        c.send(format!("GET /sc{i} HTTP/1.1\r\nHost: h\r\n\r\n").as_bytes());
+        let r = c.read_resp();
+        st.push(r.status);
+        seen.push(r.header("X-Got-Connection").unwrap_or("").to_string());
+    }
+    (st, seen, o.conns.load(Ordering::SeqCst))
+}
+
+#[test]
+fn http_server_close_keeps_the_client_and_closes_the_server_side() {
+    // HAProxy's meaning: the client connection stays open for its next
+    // request, each request goes on a new server connection that closes.
+    let cfg = |o: &Origin| {
+        format!(
+            "defaults\n    mode http\n    option http-server-close\n    timeout client 10s\n    timeout server 5s\n    timeout connect 1s\n\
+             frontend fe\n    bind BIND\n    default_backend be\nbackend be\n    server s {}\n",
+            o.addr
+        )
+    };
+    let o = Origin::start("s", Mode::Ok);
+    let e = Ebb::start(&cfg(&o));
+    let ours = three_on_one_connection(e.addr(), &o);
+    assert_eq!(ours.0, vec![200, 200, 200]);
+    assert_eq!(ours.1, vec!["close", "close", "close"]);
+    assert_eq!(ours.2, 3);
+    let o2 = Origin::start("s", Mode::Ok);
+    if let Some(h) = Haproxy::start(&cfg(&o2)) {
+        let theirs = three_on_one_connection(h.addr, &o2);
+        assert_eq!(ours, theirs);
+    }
+    // `option httpclose` closes the client side too.
+    let o3 = Origin::start("s", Mode::Ok);
+    let e3 = Ebb::start(&cfg(&o3).replace("http-server-close", "httpclose"));
+    let mut c = Client::connect(e3.addr());
+    c.send(b"GET /a HTTP/1.1\r\nHost: h\r\n\r\n");
+    let r = c.read_resp();
+    assert_eq!(r.status, 200);
+    assert_eq!(r.header("Connection"), Some("close"));
+    assert!(c.closed());
 }

@@ -504,3 +504,26 @@ impl Farm {
 
 #[cfg(test)]
 mod tests;
+
+/// Whether an idle connection is still open: nothing to read (a closed one
+/// reads EOF, a confused one has bytes we never asked for).
+pub(crate) fn alive(s: &mut crate::transport::Transport) -> bool {
+    let mut b = [0u8; 1];
+    if s.is_tls() {
+        // TLS: records may come unasked (session tickets): read through
+        // rustls; no plaintext and no close means alive.
+        return matches!(s.read(&mut b), Err(e) if e.kind() == std::io::ErrorKind::WouldBlock);
+    }
+    matches!(s.tcp().peek(&mut b), Err(e) if e.kind() == std::io::ErrorKind::WouldBlock)
+}
+
+/// A server's state as the stats page, the CSV and the metrics name it.
+pub fn server_status(s: &ServerRt) -> &'static str {
+    match s.admin.load(Ordering::Relaxed) {
+        ADMIN_MAINT => "MAINT",
+        ADMIN_DRAIN if s.up.load(Ordering::Relaxed) => "DRAIN",
+        _ if !s.up.load(Ordering::Relaxed) => "DOWN",
+        _ if !s.opts.check => "no check",
+        _ => "UP",
+    }
+}

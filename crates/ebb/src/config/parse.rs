@@ -793,17 +793,17 @@ impl<'e> Parser<'e> {
             "ca-base" => self.tls.ca_base = Some(PathBuf::from(one(w)?)),
             "ssl-default-bind-ciphers" => {
                 let v = one(w)?;
-                crate::tls::policy::ciphers12(&v)?;
+                crate::tls_policy::ciphers12(&v)?;
                 self.tls.bind.ciphers = Some(v);
             }
             "ssl-default-bind-ciphersuites" => {
                 let v = one(w)?;
-                crate::tls::policy::ciphers13(&v)?;
+                crate::tls_policy::ciphers13(&v)?;
                 self.tls.bind.ciphersuites = Some(v);
             }
             "ssl-default-bind-curves" => {
                 let v = one(w)?;
-                crate::tls::policy::curves(&v)?;
+                crate::tls_policy::curves(&v)?;
                 self.tls.bind.curves = Some(v);
             }
             "ssl-default-bind-options" => {
@@ -2017,17 +2017,17 @@ fn parse_bind(w: &[String], ctx: &Ctx<'_>) -> Result<Bind, String> {
             }
             "ciphers" => {
                 let v = v?;
-                crate::tls::policy::ciphers12(v)?;
+                crate::tls_policy::ciphers12(v)?;
                 b.ciphers = Some(v.to_string());
             }
             "ciphersuites" => {
                 let v = v?;
-                crate::tls::policy::ciphers13(v)?;
+                crate::tls_policy::ciphers13(v)?;
                 b.ciphersuites = Some(v.to_string());
             }
             "curves" => {
                 let v = v?;
-                crate::tls::policy::curves(v)?;
+                crate::tls_policy::curves(v)?;
                 b.curves = Some(v.to_string());
             }
             o => {

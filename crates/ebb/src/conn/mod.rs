@@ -45,7 +45,7 @@ use crate::transport::Transport;
 use crate::worker::Worker;
 
 mod proxy;
-pub(crate) use proxy::alive;
+mod server_side;
 
 /// Bodies up to this size are copied behind their head so pipelined answers
 /// leave in one write; larger ones are written from the cached file or sent
@@ -73,7 +73,7 @@ enum In {
     Proxy,
     /// A stats page or metrics answer is being built by a task at the
     /// best nice; the head stays in the buffer.
-    WaitPage(Rc<std::cell::RefCell<Option<crate::stats::Answer>>>),
+    WaitPage(Rc<std::cell::RefCell<Option<crate::serve::Answer>>>),
 }
 
 /// A body still to send after the head in `wbuf`.
@@ -136,6 +136,12 @@ pub struct Conn {
     edits: Vec<(bool, usize)>,
     /// The server side of a proxied exchange.
     up: Option<Box<proxy::Upstream>>,
+    /// The server socket and its buffers, shared with `side_task`.
+    side: Rc<std::cell::RefCell<server_side::ServerSide>>,
+    /// The server side's tasklet (`h1_srv`), created at the first
+    /// proxied request; every server socket of this client is registered
+    /// with it.
+    side_task: Option<TaskletId>,
     /// An idle server connection kept for this client's next request:
     /// (server uid, socket), still registered with this tasklet.
     attached: Option<(Arc<crate::backend::ServerRt>, Transport)>,
@@ -213,6 +219,8 @@ impl Conn {
             resp_start: 0,
             edits: Vec::new(),
             up: None,
+            side: Rc::default(),
+            side_task: None,
             attached: None,
             sess,
             sent_run: 0,
@@ -835,14 +843,14 @@ impl Conn {
                 // it before every other task; so the stats answer under
                 // full load (HAProxy runs its stats applet niced the same
                 // way).
-                let job: Box<dyn FnOnce() -> crate::stats::Answer> = match self.decide() {
+                let job: Box<dyn FnOnce() -> crate::serve::Answer> = match self.decide() {
                     Act::Stats(st, admin) => {
                         let buf = &self.rbuf[self.rstart..self.rend];
                         let path = self.head.path.get(buf).to_vec();
                         let authz = self.head.header(buf, "authorization").map(|v| v.to_vec());
                         Box::new(move || crate::stats::page(&st, &path, authz.as_deref(), admin))
                     }
-                    _ => Box::new(crate::stats::prometheus),
+                    _ => Box::new(crate::metrics::answer),
                 };
                 let slot = Rc::new(std::cell::RefCell::new(None));
                 let s2 = Rc::clone(&slot);
@@ -1174,6 +1182,9 @@ impl Conn {
         if let Some((srv, st)) = self.attached.take() {
             self.detach_to_pool(ctx, srv, st);
         }
+        if let Some(t) = self.side_task.take() {
+            ctx.kill_tasklet(t);
+        }
         let _ = ctx.deregister_fd(self.fd);
         ctx.kill(self.timer);
         self.w.sessions.remove(&self.sess);
@@ -1361,11 +1372,6 @@ impl TaskletFn for Conn {
             if ev.writable() || ev.hup_or_err() {
                 self.wr_ready = true;
             }
-            // One event set for both sockets: try the server side too.
-            self.proxy_events(
-                ev.readable() || ev.hup_or_err(),
-                ev.writable() || ev.hup_or_err(),
-            );
         }
         if why.intersects(Reasons::SIGNAL) || ctx.stopping() {
             self.stopping = true;
@@ -1375,15 +1381,19 @@ impl TaskletFn for Conn {
             return self.close(ctx);
         }
         if why.intersects(Reasons::TIMER) && ticks::is_expired(self.deadline, ctx.now()) {
+            // A connect the server side's tasklet saw complete moves the
+            // exchange's deadline on (it did not wake us for it).
+            self.sync_side(ctx);
             let now = ctx.now();
             let server_side = self
                 .up
                 .as_ref()
                 .is_some_and(|u| ticks::is_expired(u.deadline, now));
-            if !server_side {
+            if server_side {
+                self.proxy_timeout(ctx);
+            } else if ticks::is_expired(self.next_deadline(), now) {
                 return self.on_timeout(ctx);
             }
-            self.proxy_timeout(ctx);
         }
         let st = self.pump(ctx);
         if self.heavy && st == Status::Continue && !self.tr.is_handshaking() {

@@ -1,5 +1,5 @@
-//! The server side of a proxied exchange, driven by the client
-//! connection's tasklet.
+//! The server side of a proxied exchange: the exchange's logic runs in the
+//! client connection's tasklet, the server socket's I/O in its own.
 //!
 //! ```text
 //!   pick ──> Queued ──(slot handed over)──┐
@@ -17,9 +17,12 @@
 //! output does; a full buffer stops reading that side, and TCP's own window
 //! does the rest. Large bodies therefore cost two buffers, never their size.
 //!
-//! The server socket is registered with the same tasklet as the client's;
-//! an event on either wakes it and both sides are tried (a side that has
-//! nothing returns `WouldBlock` at once).
+//! The server socket is registered with the server side's own tasklet
+//! (`h1_srv`, see [`super::server_side`]): it completes connects, writes
+//! the request and reads the answer, and wakes the client connection's
+//! tasklet only when the client side has work. A server-side event never
+//! runs client-side code, and a client-side event never tries the server
+//! socket unless it saw an edge.
 //!
 //! After the response, a server connection that may be kept stays attached
 //! to the client connection (still registered, so the next request of the
@@ -46,7 +49,7 @@ use sched::{ticks, Ctx, Tick};
 use socket2::{Domain, Protocol, Socket, Type};
 
 use super::{Conn, In};
-use crate::backend::{Farm, LbInput, Pick, ServerRt, WaitState, Waiter};
+use crate::backend::{alive, Farm, LbInput, Pick, ServerRt, WaitState, Waiter};
 use crate::config::{HttpRequestAction, HttpResponseAction, HttpReuse};
 use crate::http1::{
     forwardable, parse_response_into, BodyFraming, ChunkedDecoder, Method, ResponseHead,
@@ -82,30 +85,19 @@ pub(super) struct Upstream {
     timeouts: BeTimeouts,
     server: Option<Arc<ServerRt>>,
     waiter: Option<Arc<Waiter>>,
-    sock: Option<Transport>,
     reused: bool,
     pub(super) state: UpState,
-    s_rd: bool,
-    s_wr: bool,
-    s_eof: bool,
-    obuf: Vec<u8>,
-    opos: usize,
     /// The rewritten request head, kept until a response byte arrives so a
     /// safe request can be sent again on another connection.
     head: Vec<u8>,
     body_sent: bool,
     req_left: Left,
-    ibuf: Vec<u8>,
-    istart: usize,
-    iend: usize,
     resp: ResponseHead,
     resp_left: Option<Left>,
     /// De-chunk for an HTTP/1.0 client (which cannot read chunked).
     dechunk: bool,
     pub(super) status: u16,
     pub(super) bytes_out: u64,
-    /// Request bytes written to the server (the stats' "bytes in").
-    bytes_in: u64,
     retries_left: u32,
     avoid: Option<usize>,
     method: Method,
@@ -259,8 +251,14 @@ impl Conn {
             out.extend_from_slice(u);
             out.extend_from_slice(b"\r\n");
         }
-        let keep_server =
-            !sr.server_close && sr.farm.reuse != HttpReuse::Never && upgrade.is_none();
+        let keep_server = !sr.server_close
+            && !self.fe.server_close
+            && sr.farm.reuse != HttpReuse::Never
+            && upgrade.is_none();
+        if sr.close {
+            // `option httpclose` in the backend closes both sides.
+            self.keep_alive = false;
+        }
         if !keep_server && upgrade.is_none() {
             out.extend_from_slice(b"Connection: close\r\n");
         }
@@ -279,26 +277,16 @@ impl Conn {
             timeouts: sr.timeouts,
             server: None,
             waiter: None,
-            sock: None,
             reused: false,
             state: UpState::Queued,
-            s_rd: false,
-            s_wr: false,
-            s_eof: false,
-            obuf: Vec::new(),
-            opos: 0,
             head: out,
             body_sent: false,
             req_left,
-            ibuf: Vec::new(),
-            istart: 0,
-            iend: 0,
             resp: ResponseHead::default(),
             resp_left: None,
             dechunk: false,
             status: 0,
             bytes_out: 0,
-            bytes_in: 0,
             retries_left: sr.farm.retries,
             avoid: None,
             method: h.method,
@@ -328,6 +316,7 @@ impl Conn {
         self.next_input = None;
         self.input = In::Proxy;
         self.up = Some(Box::new(up));
+        self.side.borrow_mut().bytes_in = 0;
         self.pick_server(ctx);
     }
 
@@ -405,24 +394,26 @@ impl Conn {
         match sock {
             Some((st, reused, registered)) => {
                 if !registered {
-                    if let Some(me) = self.me {
-                        if ctx.register_fd(st.raw_fd(), me, true).is_err() {
-                            drop(st);
-                            self.up = Some(up);
-                            self.connect_new(ctx);
-                            return;
-                        }
+                    let ok = self
+                        .side_tasklet(ctx)
+                        .is_some_and(|t| ctx.register_fd(st.raw_fd(), t, true).is_ok());
+                    if !ok {
+                        drop(st);
+                        self.up = Some(up);
+                        self.connect_new(ctx);
+                        return;
                     }
                 }
-                up.sock = Some(st);
+                {
+                    let mut sd = self.side.borrow_mut();
+                    sd.install(st, false, now);
+                    sd.obuf.clear();
+                    sd.obuf.extend_from_slice(&up.head);
+                    sd.opos = 0;
+                }
                 up.reused = reused;
                 up.state = UpState::Connected;
                 up.t_conn = Some(now);
-                up.s_rd = true;
-                up.s_wr = true;
-                up.obuf.clear();
-                up.obuf.extend_from_slice(&up.head);
-                up.opos = 0;
                 up.deadline = ticks::add(now, up.timeouts.server);
                 self.up = Some(up);
             }
@@ -455,24 +446,26 @@ impl Conn {
             });
         match r {
             Ok(st) => {
-                let registered = match self.me {
-                    Some(me) => ctx.register_fd(st.raw_fd(), me, true),
-                    None => Err(io::Error::other("no tasklet")),
-                };
-                if registered.is_err() {
+                let registered = self
+                    .side_tasklet(ctx)
+                    .is_some_and(|t| ctx.register_fd(st.raw_fd(), t, true).is_ok());
+                if !registered {
                     self.up = Some(up);
                     self.connect_failed(ctx);
                     return;
                 }
-                up.sock = Some(st);
+                {
+                    let mut sd = self.side.borrow_mut();
+                    sd.install(st, true, now);
+                    sd.obuf.clear();
+                    sd.obuf.extend_from_slice(&up.head);
+                    sd.opos = 0;
+                    // Woken at the connect if more request body follows.
+                    sd.want_room = !up.req_left.done();
+                }
                 up.reused = false;
                 up.state = UpState::Connecting;
-                up.s_rd = false;
-                up.s_wr = false;
                 up.deadline = ticks::add(now, up.timeouts.connect);
-                up.obuf.clear();
-                up.obuf.extend_from_slice(&up.head);
-                up.opos = 0;
                 self.up = Some(up);
             }
             Err(_) => {
@@ -487,7 +480,7 @@ impl Conn {
         let Some(mut up) = self.up.take() else {
             return;
         };
-        self.drop_server_sock(ctx, &mut up);
+        self.drop_server_sock(ctx);
         let farm = Arc::clone(&up.farm);
         if let Some(s) = &up.server {
             s.counters.conn_errors.fetch_add(1, Ordering::Relaxed);
@@ -520,16 +513,58 @@ impl Conn {
         self.connect_new(ctx);
     }
 
-    fn drop_server_sock(&mut self, ctx: &mut Ctx, up: &mut Upstream) {
-        if let Some(mut st) = up.sock.take() {
+    fn drop_server_sock(&mut self, ctx: &mut Ctx) {
+        let st = self.side.borrow_mut().take_sock();
+        if let Some(mut st) = st {
             let _ = ctx.deregister_fd(st.raw_fd());
             let _ = st.shutdown();
         }
-        up.s_rd = false;
-        up.s_wr = false;
-        up.s_eof = false;
-        up.istart = 0;
-        up.iend = 0;
+    }
+
+    /// The server side's tasklet, created at the first need.
+    fn side_tasklet(&mut self, ctx: &mut Ctx) -> Option<sched::TaskletId> {
+        if let Some(t) = self.side_task {
+            return Some(t);
+        }
+        let client = self.me?;
+        let t = ctx.new_tasklet_obj(
+            "h1_srv",
+            super::server_side::SideTasklet {
+                side: std::rc::Rc::clone(&self.side),
+                w: std::rc::Rc::clone(&self.w),
+                client,
+            },
+        );
+        self.side_task = Some(t);
+        Some(t)
+    }
+
+    /// Takes in what the server side's tasklet saw of a connect: the
+    /// exchange moves on to `Connected` (or to a retry). Returns whether
+    /// the state changed.
+    pub(super) fn sync_side(&mut self, ctx: &mut Ctx) -> bool {
+        let Some(up) = self.up.as_mut() else {
+            return false;
+        };
+        if up.state != UpState::Connecting {
+            return false;
+        }
+        let (connecting, failed, t_conn) = {
+            let sd = self.side.borrow();
+            (sd.connecting, sd.connect_failed, sd.t_conn)
+        };
+        if failed {
+            self.connect_failed(ctx);
+            return true;
+        }
+        if connecting {
+            return false;
+        }
+        let t = t_conn.unwrap_or_else(|| ctx.now());
+        up.state = UpState::Connected;
+        up.t_conn = Some(t);
+        up.deadline = ticks::add(t, up.timeouts.server);
+        true
     }
 
     /// An error answer for the client (before any response byte went out).
@@ -544,7 +579,7 @@ impl Conn {
                 farm.release(&s);
             }
         }
-        self.drop_server_sock(ctx, &mut up);
+        self.drop_server_sock(ctx);
         if let Some(s) = up.server.take() {
             up.farm.release(&s);
         }
@@ -594,38 +629,7 @@ impl Conn {
                     WaitState::Waiting | WaitState::Cancelled => false,
                 }
             }
-            UpState::Connecting => {
-                if !(up.s_wr || up.s_rd) {
-                    return false;
-                }
-                // Events are per tasklet: this wake may be the client's.
-                // An error pending means refused or reset; no error and no
-                // peer yet means the connect is still under way.
-                let state = up
-                    .sock
-                    .as_ref()
-                    .map(|st| (st.tcp().take_error(), st.tcp().peer_addr().is_ok()));
-                match state {
-                    Some((Ok(None), true)) => {
-                        up.state = UpState::Connected;
-                        up.t_conn = Some(ctx.now());
-                        up.s_wr = true;
-                        up.s_rd = true;
-                        let sr_t = up.timeouts.server;
-                        up.deadline = ticks::add(ctx.now(), sr_t);
-                        true
-                    }
-                    Some((Ok(None), false)) => {
-                        up.s_wr = false;
-                        up.s_rd = false;
-                        false
-                    }
-                    _ => {
-                        self.connect_failed(ctx);
-                        true
-                    }
-                }
-            }
+            UpState::Connecting => self.sync_side(ctx),
             UpState::Connected | UpState::Tunnel => self.proxy_io(ctx),
         }
     }
@@ -638,13 +642,15 @@ impl Conn {
         let bufsize = self.w.bufsize;
         let mut moved = false;
         let tunnel = up.state == UpState::Tunnel;
+        let side = std::rc::Rc::clone(&self.side);
+        let mut sd = side.borrow_mut();
 
         // 1. Client body (or tunnel bytes) into the server-side output.
-        if up.obuf.len() - up.opos < bufsize {
+        if sd.out_pending() < bufsize {
             let avail = &self.rbuf[self.rstart..self.rend];
             if tunnel {
                 if !avail.is_empty() {
-                    up.obuf.extend_from_slice(avail);
+                    sd.obuf.extend_from_slice(avail);
                     self.rstart = self.rend;
                     moved = true;
                 }
@@ -654,7 +660,7 @@ impl Conn {
                     Left::Len(n) => {
                         let k = (*n).min(avail.len() as u64) as usize;
                         if k > 0 {
-                            up.obuf.extend_from_slice(&avail[..k]);
+                            sd.obuf.extend_from_slice(&avail[..k]);
                             self.rstart += k;
                             *n -= k as u64;
                             up.body_sent = true;
@@ -667,7 +673,7 @@ impl Conn {
                     Left::Chunked(dec) => match dec.decode(avail) {
                         Ok(d) => {
                             if d.consumed > 0 {
-                                up.obuf.extend_from_slice(&avail[..d.consumed]);
+                                sd.obuf.extend_from_slice(&avail[..d.consumed]);
                                 self.rstart += d.consumed;
                                 up.body_sent = true;
                                 moved = true;
@@ -682,6 +688,7 @@ impl Conn {
                             // (and a close), as for a refused head.
                             up.term = "CR";
                             let answered = up.resp_left.is_some();
+                            drop(sd);
                             self.up = Some(up);
                             if answered {
                                 self.abort_proxy(ctx);
@@ -695,94 +702,38 @@ impl Conn {
             }
         }
 
+        sd.want_room = tunnel || !up.req_left.done();
+
         // 2. Server-side output to the server (and TLS records pending).
-        if up.s_wr {
-            if let Some(st) = up.sock.as_mut() {
-                if st.has_pending_output() {
-                    match st.flush_pending() {
-                        Ok(true) => moved = true,
-                        Ok(false) => up.s_wr = false,
-                        Err(e) if e.kind() == io::ErrorKind::WouldBlock => up.s_wr = false,
-                        Err(_) => {
-                            self.up = Some(up);
-                            return self.server_broke(ctx);
-                        }
-                    }
-                }
-            }
-        }
-        if up.opos < up.obuf.len() && up.s_wr {
-            if let Some(st) = up.sock.as_mut() {
-                match st.write(&up.obuf[up.opos..]) {
-                    Ok(n) => {
-                        let want = up.obuf.len() - up.opos;
-                        up.opos += n;
-                        up.bytes_in += n as u64;
-                        moved |= n > 0;
-                        if n < want {
-                            up.s_wr = false;
-                        }
-                        if up.opos == up.obuf.len() {
-                            up.obuf.clear();
-                            up.opos = 0;
-                        }
-                    }
-                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => up.s_wr = false,
-                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                    Err(_) => {
-                        self.up = Some(up);
-                        return self.server_broke(ctx);
-                    }
-                }
-            }
+        moved |= sd.send();
+        if sd.broken {
+            drop(sd);
+            self.up = Some(up);
+            return self.server_broke(ctx);
         }
 
-        // 3. Server input.
-        if up.s_rd && !up.s_eof {
-            if up.ibuf.is_empty() {
-                up.ibuf = self.w.get_buf();
-            }
-            if up.istart == up.iend {
-                up.istart = 0;
-                up.iend = 0;
-            } else if up.iend == up.ibuf.len() && up.istart > 0 {
-                up.ibuf.copy_within(up.istart..up.iend, 0);
-                up.iend -= up.istart;
-                up.istart = 0;
-            }
-            if up.iend < up.ibuf.len() {
-                if let Some(st) = up.sock.as_mut() {
-                    let room = up.ibuf.len() - up.iend;
-                    match st.read(&mut up.ibuf[up.iend..]) {
-                        Ok(0) => up.s_eof = true,
-                        Ok(n) => {
-                            up.iend += n;
-                            moved = true;
-                            if n < room {
-                                up.s_rd = false;
-                            }
-                        }
-                        Err(e) if e.kind() == io::ErrorKind::WouldBlock => up.s_rd = false,
-                        Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                        Err(_) => up.s_eof = true,
-                    }
-                }
-            }
+        // 3. Server input (only after an edge the server side's tasklet
+        //    saw, or while a previous read filled the buffer).
+        moved |= sd.recv(|| self.w.get_buf());
+        if sd.sock.as_ref().is_some_and(|s| s.has_pending_output()) {
+            // TLS: a read may have produced records to write.
+            moved |= sd.send();
         }
 
         if tunnel {
-            if up.istart < up.iend && self.pending_out() < bufsize {
-                self.wbuf.extend_from_slice(&up.ibuf[up.istart..up.iend]);
-                up.bytes_out += (up.iend - up.istart) as u64;
-                up.istart = up.iend;
+            if sd.istart < sd.iend && self.pending_out() < bufsize {
+                self.wbuf.extend_from_slice(&sd.ibuf[sd.istart..sd.iend]);
+                up.bytes_out += (sd.iend - sd.istart) as u64;
+                sd.istart = sd.iend;
                 moved = true;
             }
             if moved {
                 let t = up.timeouts.tunnel;
                 up.deadline = ticks::add(ctx.now(), t);
             }
-            let server_gone = up.s_eof && up.istart == up.iend;
-            let client_gone = self.eof && self.rstart == self.rend && up.opos == up.obuf.len();
+            let server_gone = sd.eof && sd.istart == sd.iend;
+            let client_gone = self.eof && self.rstart == self.rend && sd.out_pending() == 0;
+            drop(sd);
             self.up = Some(up);
             if server_gone || client_gone {
                 self.end_tunnel(ctx);
@@ -793,10 +744,10 @@ impl Conn {
 
         // 4. Response head.
         if up.resp_left.is_none() {
-            if up.istart < up.iend {
+            if sd.istart < sd.iend {
                 let limits = self.w.limits;
                 let r = parse_response_into(
-                    &up.ibuf[up.istart..up.iend],
+                    &sd.ibuf[sd.istart..sd.iend],
                     &limits,
                     up.method,
                     &mut up.resp,
@@ -811,12 +762,14 @@ impl Conn {
                             // 1xx: forward as is, then read the final head.
                             let n = up.resp.head_len;
                             self.wbuf
-                                .extend_from_slice(&up.ibuf[up.istart..up.istart + n]);
-                            up.istart += n;
+                                .extend_from_slice(&sd.ibuf[sd.istart..sd.istart + n]);
+                            sd.istart += n;
                             moved = true;
+                            drop(sd);
                             self.up = Some(up);
                             return moved;
                         }
+                        drop(sd);
                         self.up = Some(up);
                         self.forward_response_head(ctx);
                         return true;
@@ -827,13 +780,15 @@ impl Conn {
                         }
                         up.term = "SH";
                         up.keep_server = false;
+                        drop(sd);
                         self.up = Some(up);
                         self.proxy_error(ctx, 502);
                         return true;
                     }
                 }
             }
-            if up.s_eof {
+            if sd.eof {
+                drop(sd);
                 self.up = Some(up);
                 return self.server_broke(ctx);
             }
@@ -842,14 +797,14 @@ impl Conn {
         }
 
         // 5. Response body to the client.
-        if self.pending_out() < bufsize && up.istart < up.iend {
-            let avail = &up.ibuf[up.istart..up.iend];
+        if self.pending_out() < bufsize && sd.istart < sd.iend {
+            let avail = &sd.ibuf[sd.istart..sd.iend];
             let mut fail = false;
             match up.resp_left.as_mut() {
                 Some(Left::Len(n)) => {
                     let k = (*n).min(avail.len() as u64) as usize;
                     self.wbuf.extend_from_slice(&avail[..k]);
-                    up.istart += k;
+                    sd.istart += k;
                     up.bytes_out += k as u64;
                     *n -= k as u64;
                     moved |= k > 0;
@@ -866,7 +821,7 @@ impl Conn {
                             self.wbuf.extend_from_slice(&avail[..d.consumed]);
                             up.bytes_out += d.consumed as u64;
                         }
-                        up.istart += d.consumed;
+                        sd.istart += d.consumed;
                         moved |= d.consumed > 0;
                         if d.done {
                             up.resp_left = Some(Left::Done);
@@ -877,18 +832,19 @@ impl Conn {
                 Some(Left::UntilClose) => {
                     self.wbuf.extend_from_slice(avail);
                     up.bytes_out += avail.len() as u64;
-                    up.istart = up.iend;
+                    sd.istart = sd.iend;
                     moved = true;
                 }
                 Some(Left::Done) | None => {
                     // Bytes after the end of the answer: the server is not
                     // following HTTP; do not reuse that connection.
                     up.keep_server = false;
-                    up.istart = up.iend;
+                    sd.istart = sd.iend;
                 }
             }
             if fail {
                 up.term = "SD";
+                drop(sd);
                 self.up = Some(up);
                 self.abort_proxy(ctx);
                 return true;
@@ -900,7 +856,9 @@ impl Conn {
         }
         let resp_done = matches!(up.resp_left, Some(Left::Done));
         let until_close_done =
-            matches!(up.resp_left, Some(Left::UntilClose)) && up.s_eof && up.istart == up.iend;
+            matches!(up.resp_left, Some(Left::UntilClose)) && sd.eof && sd.istart == sd.iend;
+        let cut = sd.eof && sd.istart == sd.iend;
+        drop(sd);
         if resp_done || until_close_done {
             if until_close_done {
                 up.keep_server = false;
@@ -909,7 +867,7 @@ impl Conn {
             self.finish_exchange(ctx);
             return true;
         }
-        if up.s_eof && up.istart == up.iend {
+        if cut {
             // Cut in the middle of the body.
             up.term = "SD";
             self.up = Some(up);
@@ -925,12 +883,13 @@ impl Conn {
         let Some(mut up) = self.up.take() else {
             return false;
         };
-        let nothing_back = up.resp_left.is_none() && up.iend == 0 && up.t_resp.is_none();
+        let nothing_back =
+            up.resp_left.is_none() && self.side.borrow().iend == 0 && up.t_resp.is_none();
         let replayable = up.method.is_idempotent() && !up.body_sent;
         if up.reused && nothing_back && replayable {
             // A kept connection the server had closed: send again on a
             // fresh one, without counting a retry.
-            self.drop_server_sock(ctx, &mut up);
+            self.drop_server_sock(ctx);
             self.up = Some(up);
             self.connect_new(ctx);
             return true;
@@ -953,7 +912,10 @@ impl Conn {
         let be = Arc::clone(&up.be);
         let fe = Arc::clone(&self.fe);
         let n = up.resp.head_len;
-        let buf = &up.ibuf[up.istart..up.istart + n];
+        let side = std::rc::Rc::clone(&self.side);
+        let mut sd = side.borrow_mut();
+        let istart = sd.istart;
+        let buf = &sd.ibuf[istart..istart + n];
         let r = &up.resp;
         up.status = r.status;
         self.resp_start = self.wbuf.len();
@@ -1058,7 +1020,8 @@ impl Conn {
         }
         out.extend_from_slice(b"\r\n");
         up.bytes_out += (self.wbuf.len() - self.resp_start) as u64;
-        up.istart += n;
+        sd.istart += n;
+        drop(sd);
         up.head.clear(); // no replay once an answer arrived
         up.client_keep_alive = ka;
         self.keep_alive = ka;
@@ -1096,31 +1059,47 @@ impl Conn {
         if !up.client_keep_alive {
             self.closing = true;
         }
-        let keep = up.keep_server
-            && up.opos == up.obuf.len()
-            && up.istart == up.iend
-            && !up.s_eof
-            && !up.sock.as_ref().is_some_and(|s| s.has_pending_output());
+        let keep = up.keep_server && {
+            let sd = self.side.borrow();
+            sd.out_pending() == 0
+                && sd.istart == sd.iend
+                && !sd.eof
+                && !sd.sock.as_ref().is_some_and(|s| s.has_pending_output())
+        };
         let s = up.server.take();
-        if let (true, Some(st), Some(srv)) = (keep, up.sock.take(), s.as_ref()) {
-            // Stays attached to this client (still registered).
+        let kept = match (keep, s.as_ref()) {
+            (true, Some(srv)) => self
+                .side
+                .borrow_mut()
+                .take_sock()
+                .map(|st| (Arc::clone(srv), st)),
+            _ => None,
+        };
+        if let Some(k) = kept {
+            // Stays attached to this client (still registered with the
+            // server side's tasklet).
             if let Some((old_srv, old)) = self.attached.take() {
                 self.detach_to_pool(ctx, old_srv, old);
             }
-            self.attached = Some((Arc::clone(srv), st));
+            self.attached = Some(k);
         } else {
-            self.drop_server_sock(ctx, &mut up);
+            self.drop_server_sock(ctx);
         }
-        if !up.ibuf.is_empty() {
-            self.w.put_buf(std::mem::take(&mut up.ibuf));
+        let (ibuf, bytes_in) = {
+            let mut sd = self.side.borrow_mut();
+            (
+                std::mem::take(&mut sd.ibuf),
+                std::mem::take(&mut sd.bytes_in),
+            )
+        };
+        if !ibuf.is_empty() {
+            self.w.put_buf(ibuf);
         }
         if let Some(srv) = &s {
             srv.counters
                 .bytes_out
                 .fetch_add(up.bytes_out, Ordering::Relaxed);
-            srv.counters
-                .bytes_in
-                .fetch_add(up.bytes_in, Ordering::Relaxed);
+            srv.counters.bytes_in.fetch_add(bytes_in, Ordering::Relaxed);
             up.farm.release(srv);
         }
         up.server = s;
@@ -1135,7 +1114,7 @@ impl Conn {
         let Some(mut up) = self.up.take() else {
             return;
         };
-        self.drop_server_sock(ctx, &mut up);
+        self.drop_server_sock(ctx);
         if let Some(w) = up.waiter.take() {
             let farm = Arc::clone(&up.farm);
             farm.unqueue(&w);
@@ -1147,8 +1126,9 @@ impl Conn {
             up.farm.release(&s);
             up.server = Some(s);
         }
-        if !up.ibuf.is_empty() {
-            self.w.put_buf(std::mem::take(&mut up.ibuf));
+        let ibuf = std::mem::take(&mut self.side.borrow_mut().ibuf);
+        if !ibuf.is_empty() {
+            self.w.put_buf(ibuf);
         }
         let bytes = up.bytes_out;
         self.log_proxy(ctx, &up, bytes);
@@ -1160,7 +1140,7 @@ impl Conn {
         let Some(mut up) = self.up.take() else {
             return;
         };
-        self.drop_server_sock(ctx, &mut up);
+        self.drop_server_sock(ctx);
         if let Some(s) = up.server.take() {
             up.farm.release(&s);
             up.server = Some(s);
@@ -1221,15 +1201,6 @@ impl Conn {
         self.abort_proxy(ctx);
     }
 
-    /// Marks the server socket ready after an event (events are per
-    /// tasklet, so both sides are tried).
-    pub(super) fn proxy_events(&mut self, readable: bool, writable: bool) {
-        if let Some(up) = self.up.as_mut() {
-            up.s_rd |= readable;
-            up.s_wr |= writable;
-        }
-    }
-
     /// An attached idle server connection goes to the thread's pool.
     pub(super) fn detach_to_pool(&mut self, ctx: &mut Ctx, srv: Arc<ServerRt>, mut st: Transport) {
         let _ = ctx.deregister_fd(st.raw_fd());
@@ -1283,18 +1254,6 @@ impl Conn {
         };
         self.w.log_access(crate::log::format(&entry));
     }
-}
-
-/// Whether an idle connection is still open: nothing to read (a closed one
-/// reads EOF, a confused one has bytes we never asked for).
-pub(crate) fn alive(s: &mut Transport) -> bool {
-    let mut b = [0u8; 1];
-    if s.is_tls() {
-        // TLS: records may come unasked (session tickets): read through
-        // rustls; no plaintext and no close means alive.
-        return matches!(s.read(&mut b), Err(e) if e.kind() == io::ErrorKind::WouldBlock);
-    }
-    matches!(s.tcp().peek(&mut b), Err(e) if e.kind() == io::ErrorKind::WouldBlock)
 }
 
 /// A non-blocking connect.

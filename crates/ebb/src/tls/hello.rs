@@ -227,6 +227,17 @@ pub fn alert_record(record_version: u16, description: u8) -> [u8; 7] {
     [0x15, a, b, 0, 2, 2, description]
 }
 
+/// A server's look at the client's hello before rustls handles it (see
+/// this module): `Err((alert, why))` refuses the handshake with
+/// that alert; `Ok(Some(config))` runs it with another configuration
+/// (same certificates and sessions, e.g. another suite order).
+pub trait HelloGate: Send + Sync {
+    fn check(
+        &self,
+        hello: &HelloInfo,
+    ) -> Result<Option<std::sync::Arc<rustls::ServerConfig>>, (u8, String)>;
+}
+
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;

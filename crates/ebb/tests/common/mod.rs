@@ -315,3 +315,33 @@ pub fn have(cmd: &str) -> bool {
         .map(|o| o.status.success())
         .unwrap_or(false)
 }
+
+/// Waits until `cond` holds, checking every few milliseconds; panics with
+/// `what` after 30 s (a bound far from any expected wait, so a loaded
+/// machine does not fail the test: the wait ends on the event, not time).
+pub fn wait_until(what: &str, mut cond: impl FnMut() -> bool) {
+    let until = std::time::Instant::now() + Duration::from_secs(30);
+    while !cond() {
+        assert!(std::time::Instant::now() < until, "never happened: {what}");
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}
+
+/// One command on a CLI socket; the whole answer.
+pub fn cli_cmd(sock: &Path, line: &str) -> String {
+    let mut s = std::os::unix::net::UnixStream::connect(sock).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    s.write_all(format!("{line}\n").as_bytes()).unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).unwrap();
+    out
+}
+
+/// The backend row's current queue (`qcur`) in `show stat`.
+pub fn backend_qcur(sock: &Path, be: &str) -> Option<u64> {
+    let csv = cli_cmd(sock, "show stat");
+    let row = csv
+        .lines()
+        .find(|l| l.starts_with(&format!("{be},BACKEND,")))?;
+    row.split(',').nth(2)?.parse().ok()
+}

@@ -32,6 +32,27 @@ pub enum Mode {
     Echo,
     /// Accepts an `Upgrade: echo` request with 101, then echoes bytes.
     Upgrade,
+    /// Like `Ok` once the gate is open: requests wait (and count as busy)
+    /// until the test calls [`Gate::open`].
+    Gate(Gate),
+}
+
+/// A gate the test opens to let a `Mode::Gate` origin answer.
+#[derive(Clone, Default)]
+pub struct Gate(Arc<(Mutex<bool>, std::sync::Condvar)>);
+
+impl Gate {
+    pub fn open(&self) {
+        *self.0 .0.lock().unwrap() = true;
+        self.0 .1.notify_all();
+    }
+
+    fn wait(&self) {
+        let mut g = self.0 .0.lock().unwrap();
+        while !*g {
+            g = self.0 .1.wait(g).unwrap();
+        }
+    }
 }
 
 pub struct Origin {
@@ -200,9 +221,12 @@ fn serve(mut s: TcpStream, c: Shared) {
         let mut out = Vec::new();
         let mut close_after = None;
         match &c.mode {
-            Mode::Ok | Mode::Slow(_) | Mode::CloseIdle(_) => {
+            Mode::Ok | Mode::Slow(_) | Mode::CloseIdle(_) | Mode::Gate(_) => {
                 if let Mode::Slow(d) = c.mode {
                     std::thread::sleep(d);
+                }
+                if let Mode::Gate(g) = &c.mode {
+                    g.wait();
                 }
                 if let Mode::CloseIdle(d) = c.mode {
                     close_after = Some(d);

@@ -1,0 +1,391 @@
+//! The server side's socket and its own tasklet.
+//!
+//! A proxied exchange has two sockets. Each is registered with the tasklet
+//! that owns it: the client's with the client connection's tasklet
+//! (`h1_conn`), the server's with this one (`h1_srv`, one per client
+//! connection, created the first time it proxies). A readiness change of
+//! the server socket therefore never runs client-side code and never makes
+//! the client side try a `read` that returns `EAGAIN`; the two sides meet
+//! in [`ServerSide`], which both reach through an `Rc<RefCell<_>>` on the
+//! connection's thread (tasklets of one thread never run at once, so a
+//! borrow never meets another).
+//!
+//! What each tasklet does with it:
+//!
+//! ```text
+//!   h1_srv  (server socket event)     h1_conn  (client event, or woken)
+//!   ------------------------------    ----------------------------------
+//!   connect done? -> Connected        request head/body -> obuf
+//!   obuf -> server socket             obuf -> server (if writable)
+//!   server socket -> ibuf             ibuf -> parse, edits -> client
+//!   wake h1_conn only when the        timers, log, slot release, pool
+//!   client has work: bytes or EOF
+//!   arrived, a failure, or room for
+//!   more request body it was holding
+//! ```
+//!
+//! Readiness (`rd`, `wr`) follows the edges of the server socket as
+//! reported to `h1_srv`, and is cleared only when a call comes back short
+//! or with `WouldBlock`, as on the client side. The connection's timer
+//! stays with the client tasklet (it holds the exchange's deadlines).
+
+use std::io;
+
+use sched::{Ctx, Reasons, Status, TaskletId, Tick};
+
+use crate::transport::Transport;
+
+/// The server socket of a client connection's current exchange, and the
+/// bytes on their way to and from it.
+#[derive(Default)]
+pub(super) struct ServerSide {
+    /// The socket of the exchange under way (an idle one kept for the
+    /// client's next request lives in `Conn::attached`).
+    pub(super) sock: Option<Transport>,
+    /// A non-blocking connect is under way.
+    pub(super) connecting: bool,
+    /// The connect failed (seen by `h1_srv`; the client side retries).
+    pub(super) connect_failed: bool,
+    /// When the connect completed (for the log's `Tc`).
+    pub(super) t_conn: Option<Tick>,
+    pub(super) rd: bool,
+    pub(super) wr: bool,
+    pub(super) eof: bool,
+    /// A write failed: the client side decides between replay and 502.
+    pub(super) broken: bool,
+    /// The client side holds more to send (request body, tunnel bytes)
+    /// and waits for room in `obuf` or for the connect.
+    pub(super) want_room: bool,
+    /// Request bytes for the server, from `opos`.
+    pub(super) obuf: Vec<u8>,
+    pub(super) opos: usize,
+    /// Response bytes from the server, `istart..iend`.
+    pub(super) ibuf: Vec<u8>,
+    pub(super) istart: usize,
+    pub(super) iend: usize,
+    /// Request bytes written to the server (the stats' "bytes in").
+    pub(super) bytes_in: u64,
+}
+
+impl ServerSide {
+    /// Resets the readiness and input state for a new socket.
+    pub(super) fn install(&mut self, sock: Transport, connecting: bool, now: Tick) {
+        self.sock = Some(sock);
+        self.connecting = connecting;
+        self.connect_failed = false;
+        self.t_conn = if connecting { None } else { Some(now) };
+        // A fresh registration reports the socket's state as a first edge;
+        // a reused one is known idle (checked alive) and writable.
+        self.rd = false;
+        self.wr = !connecting;
+        self.eof = false;
+        self.broken = false;
+        self.istart = 0;
+        self.iend = 0;
+    }
+
+    /// Takes the socket out (to close it or keep it), resetting the state.
+    pub(super) fn take_sock(&mut self) -> Option<Transport> {
+        self.connecting = false;
+        self.connect_failed = false;
+        self.rd = false;
+        self.wr = false;
+        self.eof = false;
+        self.broken = false;
+        self.istart = 0;
+        self.iend = 0;
+        self.sock.take()
+    }
+
+    pub(super) fn out_pending(&self) -> usize {
+        self.obuf.len() - self.opos
+    }
+
+    /// Completes a connect once the socket says so. Returns `Some(ok)`
+    /// when the outcome is known.
+    fn check_connect(&mut self, now: Tick) -> Option<bool> {
+        let st = self.sock.as_ref()?;
+        if !(self.rd || self.wr) {
+            return None;
+        }
+        // An error pending means refused or reset; no error and no peer
+        // yet means the connect is still under way.
+        match (st.tcp().take_error(), st.tcp().peer_addr().is_ok()) {
+            (Ok(None), true) => {
+                self.connecting = false;
+                self.t_conn = Some(now);
+                self.wr = true;
+                Some(true)
+            }
+            (Ok(None), false) => {
+                self.rd = false;
+                self.wr = false;
+                None
+            }
+            _ => {
+                self.connecting = false;
+                self.connect_failed = true;
+                Some(false)
+            }
+        }
+    }
+
+    /// Writes what `obuf` holds (and TLS records rustls keeps). Returns
+    /// whether bytes left; a failure sets `broken`.
+    pub(super) fn send(&mut self) -> bool {
+        let mut moved = false;
+        if !self.wr || self.broken {
+            return false;
+        }
+        let Some(st) = self.sock.as_mut() else {
+            return false;
+        };
+        if st.has_pending_output() {
+            match st.flush_pending() {
+                Ok(true) => moved = true,
+                Ok(false) => self.wr = false,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => self.wr = false,
+                Err(_) => {
+                    self.broken = true;
+                    return moved;
+                }
+            }
+        }
+        if self.opos < self.obuf.len() && self.wr {
+            match st.write(&self.obuf[self.opos..]) {
+                Ok(n) => {
+                    let want = self.obuf.len() - self.opos;
+                    self.opos += n;
+                    self.bytes_in += n as u64;
+                    moved |= n > 0;
+                    if n < want {
+                        self.wr = false;
+                    }
+                    if self.opos == self.obuf.len() {
+                        self.obuf.clear();
+                        self.opos = 0;
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => self.wr = false,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(_) => self.broken = true,
+            }
+        }
+        moved
+    }
+
+    /// Reads once into `ibuf` (taking a pooled buffer if it has none).
+    /// Returns whether bytes arrived; EOF and errors set `eof`.
+    pub(super) fn recv(&mut self, get_buf: impl FnOnce() -> Vec<u8>) -> bool {
+        if !self.rd || self.eof {
+            return false;
+        }
+        let Some(st) = self.sock.as_mut() else {
+            return false;
+        };
+        if self.ibuf.is_empty() {
+            self.ibuf = get_buf();
+        }
+        if self.istart == self.iend {
+            self.istart = 0;
+            self.iend = 0;
+        } else if self.iend == self.ibuf.len() && self.istart > 0 {
+            self.ibuf.copy_within(self.istart..self.iend, 0);
+            self.iend -= self.istart;
+            self.istart = 0;
+        }
+        if self.iend == self.ibuf.len() {
+            // Full: the client side must take some first.
+            return false;
+        }
+        let room = self.ibuf.len() - self.iend;
+        loop {
+            match st.read(&mut self.ibuf[self.iend..]) {
+                Ok(0) => {
+                    self.eof = true;
+                    return false;
+                }
+                Ok(n) => {
+                    self.iend += n;
+                    if n < room {
+                        self.rd = false;
+                    }
+                    return true;
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    self.rd = false;
+                    return false;
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(_) => {
+                    self.eof = true;
+                    return false;
+                }
+            }
+        }
+    }
+
+    /// One run of `h1_srv` after an event: moves what it can and says
+    /// whether the client side has something to do.
+    pub(super) fn drive(&mut self, now: Tick, get_buf: impl FnOnce() -> Vec<u8>) -> bool {
+        if self.sock.is_none() {
+            // An event of a socket no longer in use (or an idle attached
+            // one: its liveness is checked when it is reused).
+            return false;
+        }
+        let mut wake = false;
+        if self.connecting {
+            match self.check_connect(now) {
+                None => return false,
+                Some(false) => return true,
+                // Connected: the request waits in `obuf`; the client side
+                // only needs a run if it holds more.
+                Some(true) => wake |= self.want_room,
+            }
+        }
+        let before = self.out_pending();
+        self.send();
+        let room_made = before > 0 && self.out_pending() < before;
+        if self.sock.as_ref().is_some_and(|s| s.has_pending_output()) && self.wr {
+            // TLS: a handshake step may have queued records to write.
+            self.send();
+        }
+        let eof_before = self.eof;
+        let got = self.recv(get_buf);
+        if self.sock.as_ref().is_some_and(|s| s.has_pending_output()) && self.wr {
+            self.send();
+        }
+        wake |= got || self.eof != eof_before || self.broken || (room_made && self.want_room);
+        wake
+    }
+}
+
+/// The server-side tasklet's body: one per client connection.
+pub(super) struct SideTasklet {
+    pub(super) side: std::rc::Rc<std::cell::RefCell<ServerSide>>,
+    pub(super) w: std::rc::Rc<crate::worker::Worker>,
+    /// The client connection's tasklet, woken when it has work.
+    pub(super) client: TaskletId,
+}
+
+impl sched::TaskletFn for SideTasklet {
+    fn run(&mut self, ctx: &mut Ctx, me: TaskletId, why: Reasons) -> Status {
+        if !why.intersects(Reasons::IO) {
+            return Status::Continue;
+        }
+        let ev = ctx.take_events(me);
+        let mut s = self.side.borrow_mut();
+        if ev.readable() || ev.hup_or_err() {
+            s.rd = true;
+        }
+        if ev.writable() || ev.hup_or_err() {
+            s.wr = true;
+        }
+        let w = &self.w;
+        if s.drive(ctx.now(), || w.get_buf()) {
+            s.want_room = false;
+            drop(s);
+            ctx.tasklet_wakeup(self.client);
+        }
+        Status::Continue
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::{Read, Write};
+    use std::net::{TcpListener, TcpStream};
+
+    fn pair() -> (ServerSide, TcpStream) {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let c = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        c.set_nonblocking(true).unwrap();
+        let (s, _) = l.accept().unwrap();
+        let mut side = ServerSide::default();
+        side.install(Transport::plain(c), false, 1);
+        (side, s)
+    }
+
+    #[test]
+    fn reused_socket_is_writable_not_readable() {
+        let (mut side, mut peer) = pair();
+        assert!(side.wr && !side.rd);
+        side.obuf.extend_from_slice(b"GET / HTTP/1.1\r\n\r\n");
+        // Writing needs no event; nothing is read without one.
+        assert!(!side.drive(2, || vec![0; 64]));
+        assert_eq!(side.out_pending(), 0);
+        assert_eq!(side.bytes_in, 18);
+        let mut b = [0u8; 18];
+        peer.read_exact(&mut b).unwrap();
+        assert_eq!(&b, b"GET / HTTP/1.1\r\n\r\n");
+    }
+
+    #[test]
+    fn bytes_or_eof_wake_the_client_side() {
+        let (mut side, mut peer) = pair();
+        peer.write_all(b"HTTP/1.1 200 OK\r\n\r\n").unwrap();
+        side.rd = true;
+        // Loopback delivers before write_all returns.
+        assert!(side.drive(2, || vec![0; 64]));
+        assert_eq!(
+            &side.ibuf[side.istart..side.iend],
+            b"HTTP/1.1 200 OK\r\n\r\n"
+        );
+        assert!(!side.rd, "a short read clears readiness");
+        drop(peer);
+        side.rd = true;
+        side.istart = side.iend;
+        assert!(side.drive(3, || vec![0; 64]));
+        assert!(side.eof);
+    }
+
+    #[test]
+    fn no_event_no_syscall_result() {
+        let (mut side, _peer) = pair();
+        side.wr = false;
+        side.obuf.extend_from_slice(b"x");
+        assert!(!side.drive(2, || vec![0; 64]));
+        assert_eq!(side.out_pending(), 1, "not writable: nothing written");
+    }
+
+    #[test]
+    fn room_wakes_only_a_waiting_client() {
+        let (mut side, _peer) = pair();
+        side.obuf.extend_from_slice(b"body");
+        assert!(!side.drive(2, || vec![0; 64]));
+        side.obuf.extend_from_slice(b"more");
+        side.want_room = true;
+        assert!(side.drive(3, || vec![0; 64]));
+    }
+
+    #[test]
+    fn connect_refused_is_reported() {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap();
+        drop(l);
+        let s = socket2::Socket::new(
+            socket2::Domain::IPV4,
+            socket2::Type::STREAM,
+            Some(socket2::Protocol::TCP),
+        )
+        .unwrap();
+        s.set_nonblocking(true).unwrap();
+        let _ = s.connect(&addr.into());
+        let mut side = ServerSide::default();
+        side.install(Transport::plain(s.into()), true, 1);
+        assert!(!side.drive(2, || vec![0; 64]), "no event yet");
+        // Wait for the refusal as an event would report it: the socket
+        // stays "connecting" (no error, no peer) until then.
+        let until = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        loop {
+            side.wr = true;
+            if side.drive(3, || vec![0; 64]) {
+                break;
+            }
+            assert!(std::time::Instant::now() < until, "no refusal seen");
+            std::thread::yield_now();
+        }
+        assert!(side.connect_failed && !side.connecting);
+    }
+}
