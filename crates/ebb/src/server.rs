@@ -225,8 +225,9 @@ pub fn run(cfg: Config, opts: RunOptions) -> i32 {
                 },
                 None => None,
             };
+            let backlog = b.backlog.map_or(DEFAULT_BACKLOG, |n| n as i32);
             for addr in &b.addrs {
-                match bind_per_thread(*addr, nbthread, DEFAULT_BACKLOG) {
+                match bind_per_thread(*addr, nbthread, backlog) {
                     Ok((socks, real)) => {
                         lines.push(format!("ebb: frontend {} listening on {}", fe.name, real));
                         for (t, s) in socks.into_iter().enumerate() {
@@ -243,7 +244,12 @@ pub fn run(cfg: Config, opts: RunOptions) -> i32 {
                 }
             }
             for spec in &b.sockets {
-                match bind_spec(spec, nbthread, DEFAULT_BACKLOG, b.unix_mode) {
+                let perms = crate::listener::UnixPerms {
+                    mode: b.unix_mode,
+                    uid: b.unix_owner.0,
+                    gid: b.unix_owner.1,
+                };
+                match bind_spec(spec, nbthread, backlog, perms) {
                     Ok((socks, shown)) => {
                         lines.push(format!("ebb: frontend {} listening on {shown}", fe.name));
                         for (t, s) in socks.into_iter().enumerate() {

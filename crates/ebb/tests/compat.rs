@@ -203,9 +203,18 @@ fn bind_on_a_unix_socket_path() {
     let sock = d.join("web.sock");
     // A stale file where the socket goes is replaced.
     std::fs::write(&sock, b"stale").unwrap();
+    // As root, the socket's owner is set too (HAProxy's `user`/`group`).
+    let root = String::from_utf8_lossy(&Command::new("id").arg("-u").output().unwrap().stdout)
+        .trim()
+        == "0";
+    let owner = if root {
+        " user nobody group nogroup"
+    } else {
+        ""
+    };
     let cfg = format!(
         "global\n    nbthread 2\ndefaults\n    mode http\n    timeout client 10s\n\
-         frontend fe\n    bind unix@{} mode 600\n    http-request return status 200 content-type text/plain string unix-ok\n",
+         frontend fe\n    bind unix@{} mode 600{owner} backlog 32\n    http-request return status 200 content-type text/plain string unix-ok\n",
         sock.display()
     );
     std::fs::write(d.join("ebb.cfg"), cfg).unwrap();
@@ -217,8 +226,16 @@ fn bind_on_a_unix_socket_path() {
     let shown = l.wait("listening on unix@");
     assert!(shown.ends_with("web.sock"), "{shown}");
     l.wait("ebb: ready");
-    let mode = std::fs::metadata(&sock).unwrap().permissions().mode();
-    assert_eq!(mode & 0o777, 0o600);
+    let md = std::fs::metadata(&sock).unwrap();
+    assert_eq!(md.permissions().mode() & 0o777, 0o600);
+    if root {
+        use std::os::unix::fs::MetadataExt;
+        assert_eq!(
+            (md.uid(), md.gid()),
+            (65534, 65534),
+            "user nobody group nogroup"
+        );
+    }
     for _ in 0..4 {
         let mut s = UnixStream::connect(&sock).unwrap();
         s.write_all(b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")

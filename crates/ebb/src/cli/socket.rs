@@ -53,7 +53,7 @@ pub struct CliSocket {
 pub fn bind(s: &StatsSocket) -> io::Result<CliSocket> {
     if let Some(Ok(spec @ crate::config::SockSpec::Fd(_))) = crate::config::parse_sock_spec(&s.path)
     {
-        let (mut socks, _) = crate::listener::bind_spec(&spec, 1, 16, None)?;
+        let (mut socks, _) = crate::listener::bind_spec(&spec, 1, 16, Default::default())?;
         return Ok(CliSocket {
             listener: socks.remove(0),
             path: None,

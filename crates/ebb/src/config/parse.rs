@@ -588,6 +588,8 @@ impl<'e> Parser<'e> {
                             loc: loc.clone(),
                             sockets: Vec::new(),
                             unix_mode: None,
+                            unix_owner: (None, None),
+                            backlog: None,
                         });
                     }
                 }
@@ -1831,6 +1833,8 @@ fn parse_bind(w: &[String], ctx: &Ctx<'_>) -> Result<Bind, String> {
         None => (parse_bind_addrs(addr)?, Vec::new()),
     };
     let mut unix_mode = None;
+    let mut unix_owner = (None, None);
+    let mut backlog = None;
     let mut name = None;
     let mut nice = 0;
     let mut v6only = None;
@@ -1868,12 +1872,32 @@ fn parse_bind(w: &[String], ctx: &Ctx<'_>) -> Result<Bind, String> {
                 unix_mode = Some(parse_octal_mode(v?)?);
             }
             "user" | "group" | "uid" | "gid" => {
-                return Err(format!(
-                    "bind option '{opt}' is not supported yet (the socket keeps ebb's user; use 'mode')"
-                ))
+                if !matches!(sockets.first(), Some(SockSpec::Unix(_))) {
+                    return Err(format!("bind option '{opt}' applies to a UNIX socket path only"));
+                }
+                let v = v?;
+                let id = match opt {
+                    "uid" | "gid" => parse_u32_range(opt, v, 0, u32::MAX)?,
+                    "user" => match crate::sys::user_by_name(v) {
+                        Ok(Some((uid, _))) => uid,
+                        Ok(None) => return Err(format!("unknown user '{v}'")),
+                        Err(e) => return Err(format!("cannot look up user '{v}': {e}")),
+                    },
+                    _ => match crate::sys::group_by_name(v) {
+                        Ok(Some(gid)) => gid,
+                        Ok(None) => return Err(format!("unknown group '{v}'")),
+                        Err(e) => return Err(format!("cannot look up group '{v}': {e}")),
+                    },
+                };
+                if opt == "user" || opt == "uid" {
+                    unix_owner.0 = Some(id);
+                } else {
+                    unix_owner.1 = Some(id);
+                }
             }
+            "backlog" => backlog = Some(parse_u32_range(opt, v?, 1, i32::MAX as u32)?),
             "expose-fd" | "accept-proxy" | "accept-netscaler-cip" | "defer-accept" | "tfo"
-            | "transparent" | "interface" | "namespace" | "mss" | "tcp-ut" | "maxconn" | "backlog"
+            | "transparent" | "interface" | "namespace" | "mss" | "tcp-ut" | "maxconn"
             | "process" | "thread" | "shards" | "proto" | "level" | "severity-output" => {
                 return Err(format!("bind option '{opt}' is not supported yet"))
             }
@@ -1949,6 +1973,8 @@ fn parse_bind(w: &[String], ctx: &Ctx<'_>) -> Result<Bind, String> {
         loc: ctx.loc.clone(),
         sockets,
         unix_mode,
+        unix_owner,
+        backlog,
     })
 }
 

@@ -631,14 +631,20 @@ fn bind_errors() {
     err1(&b("udp@:514"), "t.cfg:2: ", "UDP is not supported");
     err1(&b(":80 mode 600"), "t.cfg:2: ", "UNIX socket path only");
     err1(&b("/tmp/s mode 999"), "t.cfg:2: ", "octal");
-    err1(&b("/tmp/s user nobody"), "t.cfg:2: ", "not supported yet");
+    err1(&b(":80 user nobody"), "t.cfg:2: ", "UNIX socket path only");
+    err1(
+        &b("/tmp/s user no-such-user-here"),
+        "t.cfg:2: ",
+        "unknown user",
+    );
+    err1(&b(":80 backlog 0"), "t.cfg:2: ", "out of range");
 }
 
 #[test]
 fn bind_sockets_other_than_tcp() {
     let c = ok("frontend f
     bind fd@3
-    bind unix@/run/a.sock mode 660
+    bind unix@/run/a.sock mode 660 uid 7 group root backlog 64
     bind /run/b.sock
     bind abns@name
     default_backend b
@@ -657,6 +663,8 @@ backend b
     );
     assert!(f.binds.iter().all(|b| b.addrs.is_empty()));
     assert_eq!(f.binds[1].unix_mode, Some(0o660));
+    assert_eq!(f.binds[1].unix_owner, (Some(7), Some(0)));
+    assert_eq!(f.binds[1].backlog, Some(64));
 }
 
 #[test]

@@ -443,6 +443,10 @@ pub struct Bind {
     pub sockets: Vec<SockSpec>,
     /// `mode OCTAL` for a UNIX socket path.
     pub unix_mode: Option<u32>,
+    /// `user`/`uid` and `group`/`gid` owning a UNIX socket path.
+    pub unix_owner: (Option<u32>, Option<u32>),
+    /// `backlog N`: the listen queue (default 1024).
+    pub backlog: Option<u32>,
 }
 
 /// A listening socket that is not a TCP address ebb binds itself.
