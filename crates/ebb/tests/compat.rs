@@ -618,3 +618,23 @@ fn an_empty_errorfile_closes_without_an_answer() {
     assert!(out.is_empty(), "{}", String::from_utf8_lossy(&out));
     assert_eq!(get(e.addr(), "/").status, 200);
 }
+
+#[test]
+fn stats_socket_on_tcp() {
+    // A free port: taken, noted, released for ebb to bind.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let e = common::Ebb::start(&format!(
+        "global\n    stats socket ipv4@127.0.0.1:{port} level admin\n\
+         defaults\n    mode http\n    timeout client 10s\n\
+         frontend fe\n    bind BIND\n    http-request return status 200\n"
+    ));
+    let mut c = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    c.write_all(b"show info\n").unwrap();
+    let mut out = String::new();
+    c.read_to_string(&mut out).unwrap();
+    assert!(out.contains(&format!("Pid: {}", e.pid())), "{out}");
+}

@@ -1117,6 +1117,23 @@ fn parse_stats_socket(w: &[String], loc: &Loc) -> Result<StatsSocket, String> {
     let Some(path) = w.first() else {
         return Err("'stats socket' expects a path".to_string());
     };
+    // A TCP address is checked now, as a bind line's is.
+    let tcp = ["ipv4@", "ipv6@", "tcp@", "tcp4@", "tcp6@"]
+        .iter()
+        .find_map(|p| path.strip_prefix(p))
+        .or_else(|| {
+            (!path.starts_with('/') && !path.contains('@') && path.contains(':'))
+                .then_some(path.as_str())
+        });
+    if let Some(a) = tcp {
+        if parse_bind_addrs(a)?.len() != 1 {
+            return Err(format!(
+                "'stats socket {path}': a TCP stats socket takes one address and one port"
+            ));
+        }
+    } else if let Some(Err(e)) = parse_sock_spec(path).filter(|_| path.starts_with("fd@")) {
+        return Err(e);
+    }
     let mut s = StatsSocket {
         path: path.clone(),
         mode: None,
