@@ -273,7 +273,12 @@ pub fn run(cfg: Config, opts: RunOptions) -> i32 {
         }
     };
     let maxconn = cfg.global.maxconn.unwrap_or(u32::MAX);
-    if let Some(m) = cfg.global.maxconn {
+    if let Some(n) = cfg.global.ulimit_n {
+        // HAProxy warns and goes on when the limit cannot be set.
+        if let Err(e) = crate::sys::set_nofile(n) {
+            eprintln!("ebb: warning: cannot set the open-files limit to {n} (ulimit-n): {e}");
+        }
+    } else if let Some(m) = cfg.global.maxconn {
         // Two descriptors per connection leave room for files and logs.
         let _ = crate::sys::raise_nofile(u64::from(m) * 2 + 64);
     } else {

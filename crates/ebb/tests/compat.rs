@@ -638,3 +638,18 @@ fn stats_socket_on_tcp() {
     c.read_to_string(&mut out).unwrap();
     assert!(out.contains(&format!("Pid: {}", e.pid())), "{out}");
 }
+
+#[test]
+fn ulimit_n_sets_the_open_files_limit() {
+    let e = common::Ebb::start(
+        "global\n    ulimit-n 3000\ndefaults\n    mode http\n    timeout client 10s\n\
+         frontend fe\n    bind BIND\n    http-request return status 200\n",
+    );
+    let limits = std::fs::read_to_string(format!("/proc/{}/limits", e.pid())).unwrap();
+    let line = limits
+        .lines()
+        .find(|l| l.starts_with("Max open files"))
+        .unwrap();
+    let v: Vec<_> = line.split_whitespace().collect();
+    assert_eq!((v[3], v[4]), ("3000", "3000"), "{line}");
+}

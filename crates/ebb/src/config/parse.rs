@@ -182,13 +182,13 @@ const GLOBAL_KEYWORDS: &[&str] = &[
     "log-send-hostname",
     "tune.maxrewrite",
     "tune.idle-pool.shared",
+    "ulimit-n",
 ];
 
 /// HAProxy `global` keywords ebb knows of but does not implement: a clearer
 /// message than "unknown keyword" for people bringing a haproxy.cfg.
 const HAPROXY_GLOBAL_UNSUPPORTED: &[&str] = &[
     "nbproc",
-    "ulimit-n",
     "ca-base",
     "crt-base",
     "ssl-default-bind-ciphers",
@@ -706,6 +706,7 @@ impl<'e> Parser<'e> {
                 })
             }
             "log-tag" => g.log_tag = Some(one(w)?),
+            "ulimit-n" => g.ulimit_n = Some(u64::from(parse_u32_range(kw, &one(w)?, 1, u32::MAX)?)),
             "tune.maxrewrite" => {
                 g.maxrewrite = Some(parse_u32_range(kw, &one(w)?, 0, 1 << 30)? as usize)
             }

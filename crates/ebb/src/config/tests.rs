@@ -723,8 +723,11 @@ fn log_targets_syslog() {
 
 #[test]
 fn tune_keywords_honoured_or_refused() {
-    let g = ok("global\n    tune.maxrewrite 128\n    tune.idle-pool.shared off\n").global;
+    let g =
+        ok("global\n    tune.maxrewrite 128\n    tune.idle-pool.shared off\n    ulimit-n 4096\n")
+            .global;
     assert_eq!(g.maxrewrite, Some(128));
+    assert_eq!(g.ulimit_n, Some(4096));
     err1(
         "global\n    tune.idle-pool.shared on\n",
         "t.cfg:2: ",

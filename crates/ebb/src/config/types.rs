@@ -125,6 +125,9 @@ pub struct Global {
     /// `tune.maxrewrite N`: buffer room kept free of the request head
     /// (HAProxy's default 1024, at most half of `tune.bufsize`).
     pub maxrewrite: Option<usize>,
+    /// `ulimit-n N`: the open-files limit, set at start (default: raised
+    /// to what `maxconn` needs).
+    pub ulimit_n: Option<u64>,
 }
 
 impl Default for Global {
@@ -152,6 +155,7 @@ impl Default for Global {
             log_tag: None,
             log_send_hostname: None,
             maxrewrite: None,
+            ulimit_n: None,
         }
     }
 }
