@@ -357,6 +357,7 @@ pub fn run(cfg: Config, opts: RunOptions) -> i32 {
         let _ = out.flush();
         return 0;
     }
+    notify_connect();
     if let Err(e) = enter_jail(&cfg.global) {
         eprintln!("{e}");
         return 1;
@@ -440,6 +441,7 @@ pub fn run(cfg: Config, opts: RunOptions) -> i32 {
         }
         let _ = writeln!(out, "ebb: ready ({nbthread} threads)");
         let _ = out.flush();
+        sd_notify(&format!("READY=1\nMAINPID={}", crate::sys::pid()));
     }
 
     let sessions = Arc::new(Sessions::new(nbthread));
@@ -605,6 +607,38 @@ fn open_loggers(cfg: &Config) -> Result<(Logger, Loggers, Loggers), String> {
     Ok((Logger::new(global, ident()), per_fe, per_be))
 }
 
+/// systemd's notification socket (`Type=notify` units), connected before
+/// `chroot` so the jail does not hide it; `None` when `$NOTIFY_SOCKET` is
+/// unset or unreachable.
+static NOTIFY: std::sync::OnceLock<Option<std::os::unix::net::UnixDatagram>> =
+    std::sync::OnceLock::new();
+
+fn notify_connect() {
+    NOTIFY.get_or_init(|| {
+        use std::os::unix::ffi::OsStrExt;
+        let path = std::env::var_os("NOTIFY_SOCKET")?;
+        let s = std::os::unix::net::UnixDatagram::unbound().ok()?;
+        let b = path.as_bytes();
+        let r = match b.strip_prefix(b"@") {
+            Some(name) => {
+                use std::os::linux::net::SocketAddrExt;
+                std::os::unix::net::SocketAddr::from_abstract_name(name)
+                    .and_then(|a| s.connect_addr(&a))
+            }
+            None => s.connect(&path),
+        };
+        r.ok().map(|()| s)
+    });
+}
+
+/// Tells systemd about a change of state (`READY=1`, `RELOADING=1`,
+/// `STOPPING=1`); nothing outside a `Type=notify` unit.
+fn sd_notify(msg: &str) {
+    if let Some(Some(s)) = NOTIFY.get() {
+        let _ = s.send(msg.as_bytes());
+    }
+}
+
 /// `chroot`, then `group`/`user`: after binding (a port below 1024 needs
 /// root), before serving, as HAProxy does.
 fn enter_jail(g: &crate::config::Global) -> Result<(), String> {
@@ -744,7 +778,10 @@ fn spawn_signal_thread(
                     Err(_) => return,
                 };
                 if sig == libc::SIGHUP {
-                    match reload.run() {
+                    sd_notify("RELOADING=1");
+                    let r = reload.run();
+                    sd_notify("READY=1");
+                    match r {
                         Ok(()) => eprintln!("ebb: SIGHUP: configuration reloaded"),
                         Err(e) => eprintln!(
                             "ebb: SIGHUP: reload failed, the running configuration stays:\n{e}"
@@ -761,6 +798,7 @@ fn spawn_signal_thread(
                 if debug {
                     eprintln!("ebb: signal {sig}: graceful stop");
                 }
+                sd_notify("STOPPING=1");
                 h.stop();
                 if let Some(d) = hard_stop_after {
                     let h2 = h.clone();

@@ -653,3 +653,47 @@ fn ulimit_n_sets_the_open_files_limit() {
     let v: Vec<_> = line.split_whitespace().collect();
     assert_eq!((v[3], v[4]), ("3000", "3000"), "{line}");
 }
+
+#[test]
+fn systemd_notify_ready_reloading_stopping() {
+    let d = scratch("notify");
+    let sock = d.join("notify.sock");
+    let n = UnixDatagram::bind(&sock).unwrap();
+    n.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    std::fs::write(
+        d.join("ebb.cfg"),
+        "defaults\n    mode http\n    timeout client 10s\n\
+         frontend fe\n    bind 127.0.0.1:0\n    http-request return status 200\n",
+    )
+    .unwrap();
+    /// Kills the process if the test fails before it exits.
+    struct Guard(Child);
+    impl Drop for Guard {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let mut child = Guard(
+        Command::new(EBB)
+            .args(["-f", "ebb.cfg"])
+            .current_dir(&d)
+            .env("NOTIFY_SOCKET", &sock)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let pid = child.0.id();
+    let ready = recv_unix(&n);
+    assert_eq!(ready, format!("READY=1\nMAINPID={pid}"));
+    let _ = Command::new("kill")
+        .args(["-HUP", &pid.to_string()])
+        .status();
+    assert_eq!(recv_unix(&n), "RELOADING=1");
+    assert_eq!(recv_unix(&n), "READY=1");
+    let _ = Command::new("kill").arg(pid.to_string()).status();
+    assert_eq!(recv_unix(&n), "STOPPING=1");
+    assert_eq!(child.0.wait().unwrap().code(), Some(0));
+}
