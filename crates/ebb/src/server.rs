@@ -391,6 +391,7 @@ pub fn run(cfg: Config, opts: RunOptions) -> i32 {
         acceptors: acceptors.clone(),
         files: opts.files.clone(),
         binds: bind_signature(&cfg),
+        process: process_signature(&cfg),
         live: Arc::clone(&live),
         checks: (pool.submitter(), Arc::new(|_b: &str, _l: String| {})),
         handle: rt.handle(),
@@ -669,6 +670,9 @@ struct Reload {
     acceptors: Vec<Arc<TlsAcceptor>>,
     files: Vec<std::path::PathBuf>,
     binds: Vec<BindSignature>,
+    /// What is set up once at start (log targets, stats sockets, jail,
+    /// user, limits): a change needs a restart.
+    process: String,
     live: Arc<Live>,
     checks: (crate::blocking::Submitter, CheckLog),
     handle: RuntimeHandle,
@@ -699,6 +703,49 @@ fn start_checks(
             );
         }
     }
+}
+
+/// The settings applied once at start, without their line numbers (a
+/// reload that only moves lines is not a change).
+fn process_signature(cfg: &Config) -> String {
+    let g = &cfg.global;
+    let strip = |t: &crate::config::LogTarget| {
+        let mut t = t.clone();
+        t.loc.line = 0;
+        t.loc.file = std::sync::Arc::from("");
+        t
+    };
+    let proxies: Vec<_> = cfg
+        .proxies
+        .iter()
+        .map(|p| {
+            let logs: Vec<_> = p
+                .log
+                .iter()
+                .map(|l| match l {
+                    crate::config::ProxyLog::Global => None,
+                    crate::config::ProxyLog::Target(t) => Some(strip(t)),
+                })
+                .collect();
+            (p.name.clone(), p.kind.name(), logs)
+        })
+        .collect();
+    let sockets: Vec<_> = g
+        .stats_sockets
+        .iter()
+        .map(|s| (s.path.clone(), s.mode, s.level, s.nice))
+        .collect();
+    format!(
+        "{:?}",
+        (
+            g.log.iter().map(strip).collect::<Vec<_>>(),
+            proxies,
+            sockets,
+            g.chroot.as_ref().map(|c| c.value.clone()),
+            (g.uid, g.gid, g.daemon, g.ulimit_n),
+            (&g.log_tag, &g.log_send_hostname),
+        )
+    )
 }
 
 /// A frontend's name, its TCP addresses and its other sockets.
@@ -743,6 +790,12 @@ impl Reload {
         }
         let cfg = crate::config::parse_files(&self.files).map_err(join_errors)?;
         let compiled = compile(&cfg).map_err(join_errors)?;
+        if process_signature(&cfg) != self.process {
+            return Err(
+                "log targets, stats sockets, chroot, user, group, daemon or ulimit-n changed: that needs a restart"
+                    .into(),
+            );
+        }
         if bind_signature(&cfg) != self.binds {
             return Err("frontends or bind lines changed: that needs a restart".into());
         }

@@ -697,3 +697,30 @@ fn systemd_notify_ready_reloading_stopping() {
     assert_eq!(recv_unix(&n), "STOPPING=1");
     assert_eq!(child.0.wait().unwrap().code(), Some(0));
 }
+
+#[test]
+fn reload_refuses_what_only_a_restart_applies() {
+    let cfg = "global\n    log stderr format raw daemon\n\
+               defaults\n    mode http\n    timeout client 10s\n\
+               frontend fe\n    bind BIND\n    http-request return status 200\n";
+    let e = common::Ebb::start(cfg);
+    let path = e.dir.join("ebb.cfg");
+    // Lines moved only: not a change; the reload goes through.
+    let text = std::fs::read_to_string(&path).unwrap();
+    std::fs::write(&path, format!("# moved\n{text}")).unwrap();
+    e.signal("HUP");
+    e.wait_stderr("configuration reloaded", Duration::from_secs(30))
+        .expect("a reload that moves lines is refused");
+    // Another log target: refused, the running one stays.
+    std::fs::write(
+        &path,
+        text.replace("format raw daemon", "format raw local0"),
+    )
+    .unwrap();
+    e.signal("HUP");
+    let l = e
+        .wait_stderr("needs a restart", Duration::from_secs(30))
+        .expect("a changed log target was taken silently");
+    assert!(l.contains("log targets"), "{l}");
+    assert_eq!(get(e.addr(), "/").status, 200);
+}
