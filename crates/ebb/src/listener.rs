@@ -87,12 +87,12 @@ pub fn bind_spec(
     spec: &SockSpec,
     n: usize,
     backlog: i32,
-    mode: Option<u32>,
+    perms: UnixPerms,
 ) -> io::Result<(Vec<Socket>, String)> {
     let (first, name) = match spec {
         SockSpec::Fd(fd) => inherited(*fd, backlog)?,
         SockSpec::Unix(path) => (
-            unix_path(path, backlog, mode)?,
+            unix_path(path, backlog, perms)?,
             format!("unix@{}", path.display()),
         ),
         SockSpec::Abns(name) => (abns(name, backlog)?, format!("abns@{name}")),
@@ -154,7 +154,16 @@ fn inherited(fd: i32, backlog: i32) -> io::Result<(Socket, String)> {
 /// given its mode, then renamed over `path`, so a client never sees a
 /// half-set-up socket and a stale file from an earlier run is replaced
 /// (HAProxy does the same).
-fn unix_path(path: &Path, backlog: i32, mode: Option<u32>) -> io::Result<Socket> {
+/// Mode and owner given to a UNIX socket file (`mode`, `user`/`uid`,
+/// `group`/`gid` on the bind line); `None`: left as created.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct UnixPerms {
+    pub mode: Option<u32>,
+    pub uid: Option<u32>,
+    pub gid: Option<u32>,
+}
+
+fn unix_path(path: &Path, backlog: i32, perms: UnixPerms) -> io::Result<Socket> {
     let mut tmp = path.as_os_str().to_owned();
     tmp.push(format!(".{}.tmp", crate::sys::pid()));
     let tmp = PathBuf::from(tmp);
@@ -162,7 +171,10 @@ fn unix_path(path: &Path, backlog: i32, mode: Option<u32>) -> io::Result<Socket>
     let s = Socket::new(Domain::UNIX, Type::STREAM, None)?;
     s.bind(&SockAddr::unix(&tmp)?)?;
     let done = (|| {
-        if let Some(m) = mode {
+        if perms.uid.is_some() || perms.gid.is_some() {
+            std::os::unix::fs::chown(&tmp, perms.uid, perms.gid)?;
+        }
+        if let Some(m) = perms.mode {
             std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(m))?;
         }
         s.listen(backlog)?;
@@ -205,6 +217,7 @@ mod tests {
     use super::*;
     use std::io::{Read, Write};
     use std::net::TcpStream;
+    use std::os::unix::fs::MetadataExt;
 
     #[test]
     fn port_zero_gives_one_port_for_all_threads() {
@@ -254,11 +267,24 @@ mod tests {
         let _ = std::fs::create_dir_all(&dir);
         let p = dir.join("s.sock");
         std::fs::write(&p, b"stale").unwrap();
-        let (ls, name) = bind_spec(&SockSpec::Unix(p.clone()), 2, 16, Some(0o600)).unwrap();
+        let own = std::fs::metadata(&dir).unwrap();
+        let (ls, name) = bind_spec(
+            &SockSpec::Unix(p.clone()),
+            2,
+            16,
+            UnixPerms {
+                mode: Some(0o600),
+                // The test's own ids: allowed to any user.
+                uid: Some(own.uid()),
+                gid: Some(own.gid()),
+            },
+        )
+        .unwrap();
         assert_eq!(ls.len(), 2);
         assert_eq!(name, format!("unix@{}", p.display()));
-        let m = std::fs::metadata(&p).unwrap().permissions().mode();
-        assert_eq!(m & 0o777, 0o600);
+        let md = std::fs::metadata(&p).unwrap();
+        assert_eq!(md.permissions().mode() & 0o777, 0o600);
+        assert_eq!((md.uid(), md.gid()), (own.uid(), own.gid()));
         let mut c = std::os::unix::net::UnixStream::connect(&p).unwrap();
         c.write_all(b"y").unwrap();
         // The duplicate accepts from the same socket.
@@ -284,7 +310,8 @@ mod tests {
     fn abns_is_reachable_by_its_padded_name() {
         use std::os::linux::net::SocketAddrExt;
         let name = format!("ebb-test-{}", std::process::id());
-        let (ls, shown) = bind_spec(&SockSpec::Abns(name.clone()), 1, 16, None).unwrap();
+        let (ls, shown) =
+            bind_spec(&SockSpec::Abns(name.clone()), 1, 16, UnixPerms::default()).unwrap();
         assert_eq!(shown, format!("abns@{name}"));
         let mut padded = name.into_bytes();
         padded.resize(ABNS_LEN, 0);
@@ -296,7 +323,7 @@ mod tests {
     #[test]
     fn a_closed_descriptor_is_refused() {
         // 100000 is far above any descriptor this test process has open.
-        let e = bind_spec(&SockSpec::Fd(100_000), 1, 16, None).unwrap_err();
+        let e = bind_spec(&SockSpec::Fd(100_000), 1, 16, UnixPerms::default()).unwrap_err();
         assert_eq!(e.raw_os_error(), Some(libc::EBADF), "{e}");
     }
 
@@ -305,7 +332,7 @@ mod tests {
         use std::os::fd::AsRawFd;
         let p = std::env::temp_dir().join(format!("ebb-notsock-{}", std::process::id()));
         let mut f = std::fs::File::create(&p).unwrap();
-        let e = bind_spec(&SockSpec::Fd(f.as_raw_fd()), 1, 16, None).unwrap_err();
+        let e = bind_spec(&SockSpec::Fd(f.as_raw_fd()), 1, 16, UnixPerms::default()).unwrap_err();
         assert!(e.to_string().contains("is not a socket"), "{e}");
         // Still open: the refusal did not close what it does not own.
         f.write_all(b"still open").unwrap();

@@ -529,15 +529,6 @@ pub fn compile(cfg: &Config) -> Result<Compiled, Vec<ConfigError>> {
     let mut errors = Vec::new();
     let mut warn = Vec::new();
     let warnings = &mut warn;
-    // Parsed, but not served yet: refuse rather than ignore.
-    for s in &cfg.global.stats_sockets {
-        if !s.path.starts_with('/') && !s.path.starts_with("unix@") && s.path.contains(':') {
-            errors.push(err(
-                &s.loc,
-                "'stats socket' on TCP is not supported yet; use a UNIX socket path",
-            ));
-        }
-    }
     let states = load_states(cfg, warnings);
     let mut backends = Vec::new();
     let mut names = Vec::new();

@@ -225,8 +225,9 @@ pub fn run(cfg: Config, opts: RunOptions) -> i32 {
                 },
                 None => None,
             };
+            let backlog = b.backlog.map_or(DEFAULT_BACKLOG, |n| n as i32);
             for addr in &b.addrs {
-                match bind_per_thread(*addr, nbthread, DEFAULT_BACKLOG) {
+                match bind_per_thread(*addr, nbthread, backlog) {
                     Ok((socks, real)) => {
                         lines.push(format!("ebb: frontend {} listening on {}", fe.name, real));
                         for (t, s) in socks.into_iter().enumerate() {
@@ -243,7 +244,12 @@ pub fn run(cfg: Config, opts: RunOptions) -> i32 {
                 }
             }
             for spec in &b.sockets {
-                match bind_spec(spec, nbthread, DEFAULT_BACKLOG, b.unix_mode) {
+                let perms = crate::listener::UnixPerms {
+                    mode: b.unix_mode,
+                    uid: b.unix_owner.0,
+                    gid: b.unix_owner.1,
+                };
+                match bind_spec(spec, nbthread, backlog, perms) {
                     Ok((socks, shown)) => {
                         lines.push(format!("ebb: frontend {} listening on {shown}", fe.name));
                         for (t, s) in socks.into_iter().enumerate() {
@@ -267,7 +273,12 @@ pub fn run(cfg: Config, opts: RunOptions) -> i32 {
         }
     };
     let maxconn = cfg.global.maxconn.unwrap_or(u32::MAX);
-    if let Some(m) = cfg.global.maxconn {
+    if let Some(n) = cfg.global.ulimit_n {
+        // HAProxy warns and goes on when the limit cannot be set.
+        if let Err(e) = crate::sys::set_nofile(n) {
+            eprintln!("ebb: warning: cannot set the open-files limit to {n} (ulimit-n): {e}");
+        }
+    } else if let Some(m) = cfg.global.maxconn {
         // Two descriptors per connection leave room for files and logs.
         let _ = crate::sys::raise_nofile(u64::from(m) * 2 + 64);
     } else {
@@ -346,6 +357,7 @@ pub fn run(cfg: Config, opts: RunOptions) -> i32 {
         let _ = out.flush();
         return 0;
     }
+    notify_connect();
     if let Err(e) = enter_jail(&cfg.global) {
         eprintln!("{e}");
         return 1;
@@ -380,6 +392,7 @@ pub fn run(cfg: Config, opts: RunOptions) -> i32 {
         acceptors: acceptors.clone(),
         files: opts.files.clone(),
         binds: bind_signature(&cfg),
+        process: process_signature(&cfg),
         live: Arc::clone(&live),
         checks: (pool.submitter(), Arc::new(|_b: &str, _l: String| {})),
         handle: rt.handle(),
@@ -430,6 +443,7 @@ pub fn run(cfg: Config, opts: RunOptions) -> i32 {
         }
         let _ = writeln!(out, "ebb: ready ({nbthread} threads)");
         let _ = out.flush();
+        sd_notify(&format!("READY=1\nMAINPID={}", crate::sys::pid()));
     }
 
     let sessions = Arc::new(Sessions::new(nbthread));
@@ -584,6 +598,38 @@ fn open_loggers(cfg: &Config) -> Result<(Logger, Loggers, Loggers), String> {
     Ok((Logger::new(global, ident()), per_fe, per_be))
 }
 
+/// systemd's notification socket (`Type=notify` units), connected before
+/// `chroot` so the jail does not hide it; `None` when `$NOTIFY_SOCKET` is
+/// unset or unreachable.
+static NOTIFY: std::sync::OnceLock<Option<std::os::unix::net::UnixDatagram>> =
+    std::sync::OnceLock::new();
+
+fn notify_connect() {
+    NOTIFY.get_or_init(|| {
+        use std::os::unix::ffi::OsStrExt;
+        let path = std::env::var_os("NOTIFY_SOCKET")?;
+        let s = std::os::unix::net::UnixDatagram::unbound().ok()?;
+        let b = path.as_bytes();
+        let r = match b.strip_prefix(b"@") {
+            Some(name) => {
+                use std::os::linux::net::SocketAddrExt;
+                std::os::unix::net::SocketAddr::from_abstract_name(name)
+                    .and_then(|a| s.connect_addr(&a))
+            }
+            None => s.connect(&path),
+        };
+        r.ok().map(|()| s)
+    });
+}
+
+/// Tells systemd about a change of state (`READY=1`, `RELOADING=1`,
+/// `STOPPING=1`); nothing outside a `Type=notify` unit.
+fn sd_notify(msg: &str) {
+    if let Some(Some(s)) = NOTIFY.get() {
+        let _ = s.send(msg.as_bytes());
+    }
+}
+
 /// `chroot`, then `group`/`user`: after binding (a port below 1024 needs
 /// root), before serving, as HAProxy does.
 fn enter_jail(g: &crate::config::Global) -> Result<(), String> {
@@ -614,6 +660,9 @@ struct Reload {
     acceptors: Vec<Arc<TlsAcceptor>>,
     files: Vec<std::path::PathBuf>,
     binds: Vec<BindSignature>,
+    /// What is set up once at start (log targets, stats sockets, jail,
+    /// user, limits): a change needs a restart.
+    process: String,
     live: Arc<Live>,
     checks: (crate::blocking::Submitter, CheckLog),
     handle: RuntimeHandle,
@@ -644,6 +693,49 @@ fn start_checks(
             );
         }
     }
+}
+
+/// The settings applied once at start, without their line numbers (a
+/// reload that only moves lines is not a change).
+fn process_signature(cfg: &Config) -> String {
+    let g = &cfg.global;
+    let strip = |t: &crate::config::LogTarget| {
+        let mut t = t.clone();
+        t.loc.line = 0;
+        t.loc.file = std::sync::Arc::from("");
+        t
+    };
+    let proxies: Vec<_> = cfg
+        .proxies
+        .iter()
+        .map(|p| {
+            let logs: Vec<_> = p
+                .log
+                .iter()
+                .map(|l| match l {
+                    crate::config::ProxyLog::Global => None,
+                    crate::config::ProxyLog::Target(t) => Some(strip(t)),
+                })
+                .collect();
+            (p.name.clone(), p.kind.name(), logs)
+        })
+        .collect();
+    let sockets: Vec<_> = g
+        .stats_sockets
+        .iter()
+        .map(|s| (s.path.clone(), s.mode, s.level, s.nice))
+        .collect();
+    format!(
+        "{:?}",
+        (
+            g.log.iter().map(strip).collect::<Vec<_>>(),
+            proxies,
+            sockets,
+            g.chroot.as_ref().map(|c| c.value.clone()),
+            (g.uid, g.gid, g.daemon, g.ulimit_n),
+            (&g.log_tag, &g.log_send_hostname),
+        )
+    )
 }
 
 /// A frontend's name, its TCP addresses and its other sockets.
@@ -688,6 +780,12 @@ impl Reload {
         }
         let cfg = crate::config::parse_files(&self.files).map_err(join_errors)?;
         let compiled = compile(&cfg).map_err(join_errors)?;
+        if process_signature(&cfg) != self.process {
+            return Err(
+                "log targets, stats sockets, chroot, user, group, daemon or ulimit-n changed: that needs a restart"
+                    .into(),
+            );
+        }
         if bind_signature(&cfg) != self.binds {
             return Err("frontends or bind lines changed: that needs a restart".into());
         }
@@ -723,7 +821,10 @@ fn spawn_signal_thread(
                     Err(_) => return,
                 };
                 if sig == libc::SIGHUP {
-                    match reload.run() {
+                    sd_notify("RELOADING=1");
+                    let r = reload.run();
+                    sd_notify("READY=1");
+                    match r {
                         Ok(()) => eprintln!("ebb: SIGHUP: configuration reloaded"),
                         Err(e) => eprintln!(
                             "ebb: SIGHUP: reload failed, the running configuration stays:\n{e}"
@@ -740,6 +841,7 @@ fn spawn_signal_thread(
                 if debug {
                     eprintln!("ebb: signal {sig}: graceful stop");
                 }
+                sd_notify("STOPPING=1");
                 h.stop();
                 if let Some(d) = hard_stop_after {
                     let h2 = h.clone();

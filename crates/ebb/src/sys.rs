@@ -270,3 +270,17 @@ pub fn stdio_to_devnull() -> io::Result<()> {
     }
     Ok(())
 }
+
+/// Sets the open-files limit to exactly `n` (soft and hard, as HAProxy's
+/// `ulimit-n`; raising the hard limit needs privileges).
+pub fn set_nofile(n: u64) -> io::Result<()> {
+    let lim = libc::rlimit {
+        rlim_cur: n,
+        rlim_max: n,
+    };
+    // SAFETY: `lim` is initialised and valid.
+    if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &lim) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}

@@ -203,9 +203,18 @@ fn bind_on_a_unix_socket_path() {
     let sock = d.join("web.sock");
     // A stale file where the socket goes is replaced.
     std::fs::write(&sock, b"stale").unwrap();
+    // As root, the socket's owner is set too (HAProxy's `user`/`group`).
+    let root = String::from_utf8_lossy(&Command::new("id").arg("-u").output().unwrap().stdout)
+        .trim()
+        == "0";
+    let owner = if root {
+        " user nobody group nogroup"
+    } else {
+        ""
+    };
     let cfg = format!(
         "global\n    nbthread 2\ndefaults\n    mode http\n    timeout client 10s\n\
-         frontend fe\n    bind unix@{} mode 600\n    http-request return status 200 content-type text/plain string unix-ok\n",
+         frontend fe\n    bind unix@{} mode 600{owner} backlog 32\n    http-request return status 200 content-type text/plain string unix-ok\n",
         sock.display()
     );
     std::fs::write(d.join("ebb.cfg"), cfg).unwrap();
@@ -217,8 +226,16 @@ fn bind_on_a_unix_socket_path() {
     let shown = l.wait("listening on unix@");
     assert!(shown.ends_with("web.sock"), "{shown}");
     l.wait("ebb: ready");
-    let mode = std::fs::metadata(&sock).unwrap().permissions().mode();
-    assert_eq!(mode & 0o777, 0o600);
+    let md = std::fs::metadata(&sock).unwrap();
+    assert_eq!(md.permissions().mode() & 0o777, 0o600);
+    if root {
+        use std::os::unix::fs::MetadataExt;
+        assert_eq!(
+            (md.uid(), md.gid()),
+            (65534, 65534),
+            "user nobody group nogroup"
+        );
+    }
     for _ in 0..4 {
         let mut s = UnixStream::connect(&sock).unwrap();
         s.write_all(b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
@@ -599,5 +616,111 @@ fn an_empty_errorfile_closes_without_an_answer() {
     let mut out = Vec::new();
     s.read_to_end(&mut out).unwrap();
     assert!(out.is_empty(), "{}", String::from_utf8_lossy(&out));
+    assert_eq!(get(e.addr(), "/").status, 200);
+}
+
+#[test]
+fn stats_socket_on_tcp() {
+    // A free port: taken, noted, released for ebb to bind.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let e = common::Ebb::start(&format!(
+        "global\n    stats socket ipv4@127.0.0.1:{port} level admin\n\
+         defaults\n    mode http\n    timeout client 10s\n\
+         frontend fe\n    bind BIND\n    http-request return status 200\n"
+    ));
+    let mut c = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    c.write_all(b"show info\n").unwrap();
+    let mut out = String::new();
+    c.read_to_string(&mut out).unwrap();
+    assert!(out.contains(&format!("Pid: {}", e.pid())), "{out}");
+}
+
+#[test]
+fn ulimit_n_sets_the_open_files_limit() {
+    let e = common::Ebb::start(
+        "global\n    ulimit-n 3000\ndefaults\n    mode http\n    timeout client 10s\n\
+         frontend fe\n    bind BIND\n    http-request return status 200\n",
+    );
+    let limits = std::fs::read_to_string(format!("/proc/{}/limits", e.pid())).unwrap();
+    let line = limits
+        .lines()
+        .find(|l| l.starts_with("Max open files"))
+        .unwrap();
+    let v: Vec<_> = line.split_whitespace().collect();
+    assert_eq!((v[3], v[4]), ("3000", "3000"), "{line}");
+}
+
+#[test]
+fn systemd_notify_ready_reloading_stopping() {
+    let d = scratch("notify");
+    let sock = d.join("notify.sock");
+    let n = UnixDatagram::bind(&sock).unwrap();
+    n.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    std::fs::write(
+        d.join("ebb.cfg"),
+        "defaults\n    mode http\n    timeout client 10s\n\
+         frontend fe\n    bind 127.0.0.1:0\n    http-request return status 200\n",
+    )
+    .unwrap();
+    /// Kills the process if the test fails before it exits.
+    struct Guard(Child);
+    impl Drop for Guard {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let mut child = Guard(
+        Command::new(EBB)
+            .args(["-f", "ebb.cfg"])
+            .current_dir(&d)
+            .env("NOTIFY_SOCKET", &sock)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let pid = child.0.id();
+    let ready = recv_unix(&n);
+    assert_eq!(ready, format!("READY=1\nMAINPID={pid}"));
+    let _ = Command::new("kill")
+        .args(["-HUP", &pid.to_string()])
+        .status();
+    assert_eq!(recv_unix(&n), "RELOADING=1");
+    assert_eq!(recv_unix(&n), "READY=1");
+    let _ = Command::new("kill").arg(pid.to_string()).status();
+    assert_eq!(recv_unix(&n), "STOPPING=1");
+    assert_eq!(child.0.wait().unwrap().code(), Some(0));
+}
+
+#[test]
+fn reload_refuses_what_only_a_restart_applies() {
+    let cfg = "global\n    log stderr format raw daemon\n\
+               defaults\n    mode http\n    timeout client 10s\n\
+               frontend fe\n    bind BIND\n    http-request return status 200\n";
+    let e = common::Ebb::start(cfg);
+    let path = e.dir.join("ebb.cfg");
+    // Lines moved only: not a change; the reload goes through.
+    let text = std::fs::read_to_string(&path).unwrap();
+    std::fs::write(&path, format!("# moved\n{text}")).unwrap();
+    e.signal("HUP");
+    e.wait_stderr("configuration reloaded", Duration::from_secs(30))
+        .expect("a reload that moves lines is refused");
+    // Another log target: refused, the running one stays.
+    std::fs::write(
+        &path,
+        text.replace("format raw daemon", "format raw local0"),
+    )
+    .unwrap();
+    e.signal("HUP");
+    let l = e
+        .wait_stderr("needs a restart", Duration::from_secs(30))
+        .expect("a changed log target was taken silently");
+    assert!(l.contains("log targets"), "{l}");
     assert_eq!(get(e.addr(), "/").status, 200);
 }

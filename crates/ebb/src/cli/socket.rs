@@ -54,9 +54,35 @@ pub struct CliSocket {
 pub fn bind(s: &StatsSocket) -> io::Result<CliSocket> {
     if let Some(Ok(spec @ crate::config::SockSpec::Fd(_))) = crate::config::parse_sock_spec(&s.path)
     {
-        let (mut socks, _) = crate::listener::bind_spec(&spec, 1, 16, None)?;
+        let (mut socks, _) = crate::listener::bind_spec(&spec, 1, 16, Default::default())?;
         return Ok(CliSocket {
             listener: socks.remove(0),
+            path: None,
+            level: s.level,
+            nice: s.nice.unwrap_or(DEFAULT_NICE),
+        });
+    }
+    // `ipv4@ADDR:PORT`, `ipv6@...` or `ADDR:PORT`: the CLI on TCP.
+    let tcp = ["ipv4@", "ipv6@", "tcp@", "tcp4@", "tcp6@"]
+        .iter()
+        .find_map(|p| s.path.strip_prefix(p))
+        .or_else(|| {
+            (!s.path.starts_with('/') && !s.path.contains('@') && s.path.contains(':'))
+                .then_some(s.path.as_str())
+        });
+    if let Some(a) = tcp {
+        let addr = crate::config::parse_bind_addrs(a)
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+        let [addr] = addr[..] else {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "a TCP stats socket takes one address and one port",
+            ));
+        };
+        let l = std::net::TcpListener::bind(addr)?;
+        l.set_nonblocking(true)?;
+        return Ok(CliSocket {
+            listener: l.into(),
             path: None,
             level: s.level,
             nice: s.nice.unwrap_or(DEFAULT_NICE),

@@ -202,13 +202,13 @@ const GLOBAL_KEYWORDS: &[&str] = &[
     "log-send-hostname",
     "tune.maxrewrite",
     "tune.idle-pool.shared",
+    "ulimit-n",
 ];
 
 /// HAProxy `global` keywords ebb knows of but does not implement: a clearer
 /// message than "unknown keyword" for people bringing a haproxy.cfg.
 const HAPROXY_GLOBAL_UNSUPPORTED: &[&str] = &[
     "nbproc",
-    "ulimit-n",
     "ssl-default-server-ciphers",
     "ssl-default-server-ciphersuites",
     "ssl-default-server-options",
@@ -606,6 +606,8 @@ impl<'e> Parser<'e> {
                             loc: loc.clone(),
                             sockets: Vec::new(),
                             unix_mode: None,
+                            unix_owner: (None, None),
+                            backlog: None,
                         });
                     }
                 }
@@ -723,6 +725,7 @@ impl<'e> Parser<'e> {
                 })
             }
             "log-tag" => g.log_tag = Some(one(w)?),
+            "ulimit-n" => g.ulimit_n = Some(u64::from(parse_u32_range(kw, &one(w)?, 1, u32::MAX)?)),
             "tune.maxrewrite" => {
                 g.maxrewrite = Some(parse_u32_range(kw, &one(w)?, 0, 1 << 30)? as usize)
             }
@@ -1169,6 +1172,23 @@ fn parse_stats_socket(w: &[String], loc: &Loc) -> Result<StatsSocket, String> {
     let Some(path) = w.first() else {
         return Err("'stats socket' expects a path".to_string());
     };
+    // A TCP address is checked now, as a bind line's is.
+    let tcp = ["ipv4@", "ipv6@", "tcp@", "tcp4@", "tcp6@"]
+        .iter()
+        .find_map(|p| path.strip_prefix(p))
+        .or_else(|| {
+            (!path.starts_with('/') && !path.contains('@') && path.contains(':'))
+                .then_some(path.as_str())
+        });
+    if let Some(a) = tcp {
+        if parse_bind_addrs(a)?.len() != 1 {
+            return Err(format!(
+                "'stats socket {path}': a TCP stats socket takes one address and one port"
+            ));
+        }
+    } else if let Some(Err(e)) = parse_sock_spec(path).filter(|_| path.starts_with("fd@")) {
+        return Err(e);
+    }
     let mut s = StatsSocket {
         path: path.clone(),
         mode: None,
@@ -1946,6 +1966,8 @@ fn parse_bind(w: &[String], ctx: &Ctx<'_>) -> Result<Bind, String> {
         None => (parse_bind_addrs(addr)?, Vec::new()),
     };
     let mut unix_mode = None;
+    let mut unix_owner = (None, None);
+    let mut backlog = None;
     let mut name = None;
     let mut nice = 0;
     let mut v6only = None;
@@ -1985,12 +2007,32 @@ fn parse_bind(w: &[String], ctx: &Ctx<'_>) -> Result<Bind, String> {
                 unix_mode = Some(parse_octal_mode(v?)?);
             }
             "user" | "group" | "uid" | "gid" => {
-                return Err(format!(
-                    "bind option '{opt}' is not supported yet (the socket keeps ebb's user; use 'mode')"
-                ))
+                if !matches!(sockets.first(), Some(SockSpec::Unix(_))) {
+                    return Err(format!("bind option '{opt}' applies to a UNIX socket path only"));
+                }
+                let v = v?;
+                let id = match opt {
+                    "uid" | "gid" => parse_u32_range(opt, v, 0, u32::MAX)?,
+                    "user" => match crate::sys::user_by_name(v) {
+                        Ok(Some((uid, _))) => uid,
+                        Ok(None) => return Err(format!("unknown user '{v}'")),
+                        Err(e) => return Err(format!("cannot look up user '{v}': {e}")),
+                    },
+                    _ => match crate::sys::group_by_name(v) {
+                        Ok(Some(gid)) => gid,
+                        Ok(None) => return Err(format!("unknown group '{v}'")),
+                        Err(e) => return Err(format!("cannot look up group '{v}': {e}")),
+                    },
+                };
+                if opt == "user" || opt == "uid" {
+                    unix_owner.0 = Some(id);
+                } else {
+                    unix_owner.1 = Some(id);
+                }
             }
+            "backlog" => backlog = Some(parse_u32_range(opt, v?, 1, i32::MAX as u32)?),
             "expose-fd" | "accept-proxy" | "accept-netscaler-cip" | "defer-accept" | "tfo"
-            | "transparent" | "interface" | "namespace" | "mss" | "tcp-ut" | "maxconn" | "backlog"
+            | "transparent" | "interface" | "namespace" | "mss" | "tcp-ut" | "maxconn"
             | "process" | "thread" | "shards" | "proto" | "level" | "severity-output" => {
                 return Err(format!("bind option '{opt}' is not supported yet"))
             }
@@ -2096,6 +2138,8 @@ fn parse_bind(w: &[String], ctx: &Ctx<'_>) -> Result<Bind, String> {
         loc: ctx.loc.clone(),
         sockets,
         unix_mode,
+        unix_owner,
+        backlog,
     })
 }
 

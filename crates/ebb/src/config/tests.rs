@@ -439,6 +439,9 @@ fn global_errors() {
             "'expose-fd listeners' is not supported yet",
         ),
         ("stats socket", "expects a path"),
+        ("stats socket 127.0.0.1:1-3", "one address and one port"),
+        ("stats socket ipv4@1.2.3:99", "invalid bind address"),
+        ("stats socket fd@x", "expects a file descriptor number"),
         ("stats bogus", "unknown 'stats bogus'"),
         ("daemon now", "takes no argument"),
         ("nbproc 2", "HAProxy keyword 'nbproc' is not supported"),
@@ -654,14 +657,20 @@ fn bind_errors() {
     err1(&b("udp@:514"), "t.cfg:2: ", "UDP is not supported");
     err1(&b(":80 mode 600"), "t.cfg:2: ", "UNIX socket path only");
     err1(&b("/tmp/s mode 999"), "t.cfg:2: ", "octal");
-    err1(&b("/tmp/s user nobody"), "t.cfg:2: ", "not supported yet");
+    err1(&b(":80 user nobody"), "t.cfg:2: ", "UNIX socket path only");
+    err1(
+        &b("/tmp/s user no-such-user-here"),
+        "t.cfg:2: ",
+        "unknown user",
+    );
+    err1(&b(":80 backlog 0"), "t.cfg:2: ", "out of range");
 }
 
 #[test]
 fn bind_sockets_other_than_tcp() {
     let c = ok("frontend f
     bind fd@3
-    bind unix@/run/a.sock mode 660
+    bind unix@/run/a.sock mode 660 uid 7 group root backlog 64
     bind /run/b.sock
     bind abns@name
     default_backend b
@@ -680,6 +689,8 @@ backend b
     );
     assert!(f.binds.iter().all(|b| b.addrs.is_empty()));
     assert_eq!(f.binds[1].unix_mode, Some(0o660));
+    assert_eq!(f.binds[1].unix_owner, (Some(7), Some(0)));
+    assert_eq!(f.binds[1].backlog, Some(64));
 }
 
 #[test]
@@ -735,8 +746,11 @@ fn log_targets_syslog() {
 
 #[test]
 fn tune_keywords_honoured_or_refused() {
-    let g = ok("global\n    tune.maxrewrite 128\n    tune.idle-pool.shared off\n").global;
+    let g =
+        ok("global\n    tune.maxrewrite 128\n    tune.idle-pool.shared off\n    ulimit-n 4096\n")
+            .global;
     assert_eq!(g.maxrewrite, Some(128));
+    assert_eq!(g.ulimit_n, Some(4096));
     err1(
         "global\n    tune.idle-pool.shared on\n",
         "t.cfg:2: ",

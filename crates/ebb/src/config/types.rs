@@ -128,6 +128,9 @@ pub struct Global {
     /// `tune.maxrewrite N`: buffer room kept free of the request head
     /// (HAProxy's default 1024, at most half of `tune.bufsize`).
     pub maxrewrite: Option<usize>,
+    /// `ulimit-n N`: the open-files limit, set at start (default: raised
+    /// to what `maxconn` needs).
+    pub ulimit_n: Option<u64>,
 }
 
 impl Default for Global {
@@ -156,6 +159,7 @@ impl Default for Global {
             log_tag: None,
             log_send_hostname: None,
             maxrewrite: None,
+            ulimit_n: None,
         }
     }
 }
@@ -447,6 +451,10 @@ pub struct Bind {
     pub sockets: Vec<SockSpec>,
     /// `mode OCTAL` for a UNIX socket path.
     pub unix_mode: Option<u32>,
+    /// `user`/`uid` and `group`/`gid` owning a UNIX socket path.
+    pub unix_owner: (Option<u32>, Option<u32>),
+    /// `backlog N`: the listen queue (default 1024).
+    pub backlog: Option<u32>,
 }
 
 /// A listening socket that is not a TCP address ebb binds itself.

@@ -188,7 +188,7 @@ const MAX_BIND_PORTS: usize = 1024;
 /// A bind address list: `ADDR:PORT[,ADDR:PORT...]`, each port possibly a
 /// range `LOW-HIGH`. An empty host or `*` is 0.0.0.0, `::` is the IPv6 any
 /// address, `localhost` is 127.0.0.1.
-pub(crate) fn parse_bind_addrs(list: &str) -> Result<Vec<SocketAddr>, String> {
+pub fn parse_bind_addrs(list: &str) -> Result<Vec<SocketAddr>, String> {
     let mut out = Vec::new();
     for item in list.split(',') {
         if item.is_empty() {
