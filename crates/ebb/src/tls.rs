@@ -1233,6 +1233,74 @@ mod tests {
     }
 
     #[test]
+    fn hello_gate_sends_the_rfc_alert_and_names_the_sni() {
+        use crate::tls::hello::tests::hello;
+        let dir = temp_dir("gate");
+        let (_, _, pem) = test_cert(&dir, &["a.test"]);
+        let acc = || TlsAcceptor::new(&ssl(&[&pem]), &loc()).expect("acceptor");
+        // A TLS 1.0 client: protocol_version, in its own record version.
+        let (o, back) = raw(acc(), &hello(0x0301, None, Some("a.test"), 1000), false);
+        assert_eq!(back, [0x15, 3, 1, 0, 2, 2, 70]);
+        let e = o.error.expect("error").to_string();
+        assert!(
+            e.contains("offers TLSv1.0 at most") && e.ends_with("(SNI \"a.test\")"),
+            "{e}"
+        );
+        // TLS 1.2 only against `ssl-min-ver TLSv1.3`.
+        let mut s = ssl(&[&pem]);
+        s.min_ver = Some(TlsVersion::Tls13);
+        let acc13 = TlsAcceptor::new(&s, &loc()).expect("acceptor");
+        let (o, back) = raw(acc13, &hello(0x0303, None, None, 7), false);
+        assert_eq!(back, [0x15, 3, 1, 0, 2, 2, 70]);
+        assert!(o.error.expect("error").to_string().ends_with("(no SNI)"));
+        // strict-sni: unrecognized_name for an unknown name.
+        let mut s = ssl(&[&pem]);
+        s.strict_sni = true;
+        let strict = TlsAcceptor::new(&s, &loc()).expect("acceptor");
+        let h = hello(0x0303, Some(&[0x0304, 0x0303]), Some("b.test"), 1000);
+        let (o, back) = raw(strict, &h, false);
+        assert_eq!(back, [0x15, 3, 1, 0, 2, 2, 112]);
+        let e = o.error.expect("error").to_string();
+        assert!(e.contains("strict-sni") && e.contains("b.test"), "{e}");
+    }
+
+    /// A first flight that arrives a byte at a time is held back until the
+    /// hello is whole, then the handshake goes on as usual.
+    #[test]
+    fn hello_split_into_many_segments() {
+        let dir = temp_dir("split");
+        let (_, _, pem) = test_cert(&dir, &["localhost"]);
+        let acc = Arc::new(TlsAcceptor::new(&ssl(&[&pem]), &loc()).expect("acceptor"));
+        let (addr, h) = serve(1, move |s| acc.accept(s));
+        let name = ServerName::try_from("localhost").expect("name");
+        let mut c =
+            rustls::ClientConnection::new(Arc::new(any_client(&both())), name).expect("client");
+        let mut first = Vec::new();
+        while c.wants_write() {
+            c.write_tls(&mut first).expect("hello");
+        }
+        let mut sock = TcpStream::connect(addr).expect("connect");
+        sock.set_nodelay(true).expect("nodelay");
+        for b in &first {
+            sock.write_all(std::slice::from_ref(b)).expect("byte");
+        }
+        while c.is_handshaking() {
+            c.complete_io(&mut sock).expect("handshake");
+        }
+        c.writer().write_all(b"split").expect("write");
+        c.complete_io(&mut sock).expect("send");
+        let mut back = [0u8; 5];
+        rustls::Stream::new(&mut c, &mut sock)
+            .read_exact(&mut back)
+            .expect("echo");
+        drop(sock);
+        let o = h.join().expect("server").remove(0);
+        assert!(o.error.is_none(), "{:?}", o.error);
+        assert_eq!(o.received, b"split");
+        assert_eq!(o.sni.as_deref(), Some("localhost"));
+    }
+
+    #[test]
     fn plaintext_http_to_tls_port_is_an_error() {
         let dir = temp_dir("plain");
         let (_, _, pem) = test_cert(&dir, &["localhost"]);
