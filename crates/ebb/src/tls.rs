@@ -52,7 +52,7 @@ use rustls::server::{ClientHello, ProducesTickets, ResolvesServerCert, ServerSes
 use rustls::sign::CertifiedKey;
 use rustls::{ClientConfig, DigitallySignedStruct, RootCertStore, ServerConfig, SignatureScheme};
 
-use crate::config::{BindSsl, Config, ConfigError, Loc, TlsVersion, Verify};
+use crate::config::{BindSsl, Config, ConfigError, Loc, ServerTlsPolicy, TlsVersion, Verify};
 use crate::transport::{HelloGate, Transport};
 
 pub mod hello;
@@ -876,9 +876,37 @@ pub fn check_config(cfg: &Config) -> Vec<ConfigError> {
 /// Clients keep rustls' default session cache (256 sessions), so pooled
 /// reconnects to a server resume.
 pub fn client_config(verify: Verify, ca_file: Option<&Path>) -> Result<Arc<ClientConfig>, String> {
-    let provider = provider();
+    client_config_with(verify, ca_file, &ServerTlsPolicy::default())
+}
+
+/// [`client_config`] with a `server` line's TLS policy: `ciphers` and
+/// `ciphersuites` (offered in that order; see [`policy`]), the version
+/// options, and `no-tls-tickets` (TLS 1.2 sessions resume by session ID
+/// only; TLS 1.3 has only tickets, which OpenSSL clients also keep).
+pub fn client_config_with(
+    verify: Verify,
+    ca_file: Option<&Path>,
+    tls: &ServerTlsPolicy,
+) -> Result<Arc<ClientConfig>, String> {
+    let base = provider();
+    let t12 = tls.ciphers.as_deref().map(policy::ciphers12).transpose()?;
+    let t13 = tls
+        .ciphersuites
+        .as_deref()
+        .map(policy::ciphers13)
+        .transpose()?;
+    let mut prov = (*base).clone();
+    prov.cipher_suites = policy::select_suites(&base.cipher_suites, t12.as_deref(), t13.as_deref());
+    let provider = Arc::new(prov);
+    let mut versions: Vec<&'static rustls::SupportedProtocolVersion> = Vec::new();
+    for v in tls.versions().iter().rev() {
+        versions.push(match v {
+            TlsVersion::Tls13 => &rustls::version::TLS13,
+            TlsVersion::Tls12 => &rustls::version::TLS12,
+        });
+    }
     let builder = ClientConfig::builder_with_provider(Arc::clone(&provider))
-        .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])
+        .with_protocol_versions(&versions)
         .map_err(|e| format!("TLS settings refused: {e}"))?;
     let config = match verify {
         Verify::None => builder
@@ -893,6 +921,11 @@ pub fn client_config(verify: Verify, ca_file: Option<&Path>) -> Result<Arc<Clien
             builder.with_root_certificates(roots).with_no_client_auth()
         }
     };
+    let mut config = config;
+    if tls.no_tls_tickets {
+        config.resumption = rustls::client::Resumption::default()
+            .tls12_resumption(rustls::client::Tls12Resumption::SessionIdOnly);
+    }
     Ok(Arc::new(config))
 }
 

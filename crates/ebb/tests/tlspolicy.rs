@@ -621,3 +621,67 @@ fn debian_stock_tls_globals_are_accepted() {
     let out = s_client(e.addr().port(), &["-tls1_2", "-servername", "a.test"]);
     assert_eq!(cipher(&out), "ECDHE-ECDSA-AES128-GCM-SHA256", "{out}");
 }
+
+/// `ssl-default-server-*` and the `server` line's own TLS options, seen
+/// by an `openssl s_server -www` origin (its page shows what was agreed).
+#[test]
+fn server_side_tls_policy() {
+    if !tools() {
+        return;
+    }
+    let d = scratch("srvpol");
+    let pem = selfsigned(&d, "o.pem", "ec", &["origin.test"]);
+    // One single-threaded s_server per case, ready when it says ACCEPT.
+    let page = |global: &str, opts: &str| {
+        use std::io::BufRead;
+        let port = {
+            let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            l.local_addr().unwrap().port()
+        };
+        let mut origin = Command::new("openssl")
+            .args(["s_server", "-accept", &port.to_string(), "-cert"])
+            .arg(&pem)
+            .arg("-www")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let out = origin.stdout.take().unwrap();
+        let ready = std::io::BufReader::new(out)
+            .lines()
+            .map_while(Result::ok)
+            .any(|l| l.contains("ACCEPT"));
+        assert!(ready, "s_server did not start");
+        let e = Ebb::start(&format!(
+            "global\n{global}{DEFAULTS}frontend fe\n    bind BIND\n    default_backend be\nbackend be\n    server o 127.0.0.1:{port} ssl verify none {opts}\n"
+        ));
+        let r = get(e.addr(), "/");
+        let _ = origin.kill();
+        let _ = origin.wait();
+        assert_eq!(r.status, 200);
+        r.text()
+    };
+    let p = page(
+        "    ssl-default-server-ciphers ECDHE-ECDSA-AES256-GCM-SHA384\n    ssl-default-server-options ssl-max-ver TLSv1.2\n",
+        "",
+    );
+    assert!(
+        p.contains("TLSv1.2") && p.contains("ECDHE-ECDSA-AES256-GCM-SHA384"),
+        "{p}"
+    );
+    // The line's own settings win over the defaults.
+    let p = page(
+        "    ssl-default-server-options ssl-max-ver TLSv1.2\n",
+        "ciphers ECDHE-ECDSA-CHACHA20-POLY1305",
+    );
+    assert!(p.contains("ECDHE-ECDSA-CHACHA20-POLY1305"), "{p}");
+    let p = page(
+        "",
+        "ciphersuites TLS_AES_256_GCM_SHA384 ssl-min-ver TLSv1.3",
+    );
+    assert!(
+        p.contains("TLSv1.3") && p.contains("TLS_AES_256_GCM_SHA384"),
+        "{p}"
+    );
+}

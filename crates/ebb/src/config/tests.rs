@@ -2422,9 +2422,28 @@ fn tls_policy_keywords_defaults_and_errors() {
         "unknown option 'strict-sni'",
     );
     err1(
-        &g("ssl-default-server-ciphers HIGH"),
+        &g("ssl-default-server-ciphers MEDIUM"),
         "t.cfg:2: ",
-        "not supported by ebb",
+        "no TLSv1.2 cipher",
+    );
+    err1(
+        &g("ssl-default-server-options prefer-client-ciphers"),
+        "t.cfg:2: ",
+        "unknown option",
+    );
+    let c = ok("global\n    ssl-default-server-ciphers ECDHE-RSA-AES128-GCM-SHA256\n    ssl-default-server-options force-tlsv12 no-tls-tickets\nbackend b\n    server s 127.0.0.1:1 ssl verify none ciphersuites TLS_AES_128_GCM_SHA256\n    server p 127.0.0.1:2\n");
+    let b = c.backends().next().expect("backend");
+    let t = &b.servers[0].opts.tls;
+    assert_eq!(t.ciphers.as_deref(), Some("ECDHE-RSA-AES128-GCM-SHA256"));
+    assert_eq!(t.ciphersuites.as_deref(), Some("TLS_AES_128_GCM_SHA256"));
+    assert!(t.no_tls_tickets);
+    assert_eq!(t.versions(), [TlsVersion::Tls12]);
+    // Not an `ssl` server: the defaults do not apply.
+    assert_eq!(b.servers[1].opts.tls, ServerTlsPolicy::default());
+    err1(
+        &be("server s 127.0.0.1:1 ssl ssl-max-ver TLSv1.1"),
+        "t.cfg:",
+        "leaves no TLS version",
     );
     let b = |opts: &str| format!("frontend f\n    bind {opts}\n");
     err1(
