@@ -694,3 +694,44 @@ fn server_side_tls_policy() {
         "{p}"
     );
 }
+
+/// A client that sends its hello and then nothing: the handshake timeout's
+/// log line names the SNI it asked for.
+#[test]
+fn a_stalled_handshake_is_logged_with_its_sni() {
+    use std::io::Write;
+    let d = scratch("stall");
+    let pem = selfsigned_rcgen(&d, "slow.test");
+    let e = Ebb::start(&format!(
+        "defaults\n    mode http\n    timeout client 5s\n    timeout http-request 300ms\nfrontend fe\n    bind BIND ssl crt {}\n    http-request return status 200\n",
+        pem.display()
+    ));
+    let config = rustls::ClientConfig::builder()
+        .with_root_certificates(rustls::RootCertStore::empty())
+        .with_no_client_auth();
+    let name = rustls::pki_types::ServerName::try_from("slow.test").unwrap();
+    let mut c = rustls::ClientConnection::new(std::sync::Arc::new(config), name).unwrap();
+    let mut hello = Vec::new();
+    while c.wants_write() {
+        c.write_tls(&mut hello).unwrap();
+    }
+    let mut s = std::net::TcpStream::connect(e.addr()).unwrap();
+    s.write_all(&hello).unwrap();
+    let line = e
+        .wait_stderr("SSL handshake timeout", Duration::from_secs(10))
+        .expect("a timeout log line");
+    assert!(line.ends_with("(SNI \"slow.test\")"), "{line}");
+    drop(s);
+}
+
+/// A combined PEM (certificate + key) for `name`, made with rcgen.
+fn selfsigned_rcgen(dir: &Path, name: &str) -> PathBuf {
+    let ck = rcgen::generate_simple_self_signed(vec![name.to_string()]).unwrap();
+    let p = dir.join(format!("{name}.pem"));
+    std::fs::write(
+        &p,
+        format!("{}{}", ck.cert.pem(), ck.key_pair.serialize_pem()),
+    )
+    .unwrap();
+    p
+}
