@@ -392,8 +392,12 @@ fn compile_servers(
     let mut list = Vec::with_capacity(p.servers.len());
     for s in &p.servers {
         let tls = if s.opts.ssl {
-            let config = crate::tls::client_config(s.opts.verify, s.opts.ca_file.as_deref())
-                .map_err(|e| err(&s.loc, format!("server {}: {e}", s.name)))?;
+            let config = crate::tls::client_config_with(
+                s.opts.verify,
+                s.opts.ca_file.as_deref(),
+                &s.opts.tls,
+            )
+            .map_err(|e| err(&s.loc, format!("server {}: {e}", s.name)))?;
             Some(crate::backend::ServerTls {
                 config,
                 sni: s.opts.sni.clone().unwrap_or_else(|| s.host.clone()),

@@ -51,7 +51,7 @@ use rustls::server::{ClientHello, ProducesTickets, ResolvesServerCert, ServerSes
 use rustls::sign::CertifiedKey;
 use rustls::{ClientConfig, DigitallySignedStruct, RootCertStore, ServerConfig, SignatureScheme};
 
-use crate::config::{BindSsl, Config, ConfigError, Loc, TlsVersion, Verify};
+use crate::config::{BindSsl, Config, ConfigError, Loc, ServerTlsPolicy, TlsVersion, Verify};
 use crate::tls::hello::HelloGate;
 
 pub mod hello;
@@ -241,6 +241,8 @@ struct CertSpec {
     /// `None`: the names of the certificate; else the positive filters.
     names: Option<Vec<String>>,
     excluded: Vec<String>,
+    /// The bind line's settings with a `crt-list` line's `[options]`.
+    overlay: Option<BindSsl>,
 }
 
 /// File name endings HAProxy reserves for the files beside a certificate;
@@ -306,9 +308,11 @@ fn expand_crt(path: &Path) -> Result<Vec<PathBuf>, String> {
 }
 
 /// Reads a `crt-list` file: `CRT [[options]] [SNI-filter ...]` per line,
-/// `#` comments. Per-line options are refused (ebb applies the `bind`
-/// line's settings to every certificate).
-fn read_crt_list(list: &Path, base: &Path) -> Result<Vec<CertSpec>, String> {
+/// `#` comments. Of the per-line options, those that are a TLS policy
+/// (`alpn`, `ciphers`, `ciphersuites`, `curves`, `ssl-min-ver`,
+/// `ssl-max-ver`) apply to handshakes that get this certificate; the
+/// others are refused.
+fn read_crt_list(list: &Path, ssl: &BindSsl) -> Result<Vec<CertSpec>, String> {
     let text = std::fs::read_to_string(list)
         .map_err(|e| format!("unable to open crt-list '{}': {e}", list.display()))?;
     let mut out = Vec::new();
@@ -318,31 +322,19 @@ fn read_crt_list(list: &Path, base: &Path) -> Result<Vec<CertSpec>, String> {
         if line.is_empty() || line.starts_with('#') {
             continue;
         }
-        let mut words = line.split_whitespace();
-        let Some(crt) = words.next() else { continue };
-        let rest: Vec<&str> = words.collect();
-        if rest.first().is_some_and(|w| w.starts_with('[')) {
-            let opts = rest
-                .iter()
-                .take_while(|w| !w.ends_with(']'))
-                .chain(rest.iter().find(|w| w.ends_with(']')))
-                .copied()
-                .collect::<Vec<_>>()
-                .join(" ");
-            if opts
-                .trim_matches(|c| c == '[' || c == ']' || c == ' ')
-                .is_empty()
-            {
-                return Err(format!("{}: empty '[]'", at()));
-            }
-            return Err(format!(
-                "{}: per-certificate options '{opts}' are not supported by ebb (set them on the bind line)",
-                at()
-            ));
+        let (crt, rest) = line.split_once(char::is_whitespace).unwrap_or((line, ""));
+        let mut rest = rest.trim_start();
+        let mut overlay = None;
+        if let Some(r) = rest.strip_prefix('[') {
+            let Some((opts, after)) = r.split_once(']') else {
+                return Err(format!("{}: '[' without ']'", at()));
+            };
+            rest = after;
+            overlay = Some(crt_list_options(opts, ssl).map_err(|e| format!("{}: {e}", at()))?);
         }
         let mut names = Vec::new();
         let mut excluded = Vec::new();
-        for f in rest {
+        for f in rest.split_whitespace() {
             match f.strip_prefix('!') {
                 Some(x) => excluded.push(x.to_ascii_lowercase()),
                 None => names.push(f.to_ascii_lowercase()),
@@ -352,7 +344,7 @@ fn read_crt_list(list: &Path, base: &Path) -> Result<Vec<CertSpec>, String> {
         let p = if p.is_absolute() {
             p.to_path_buf()
         } else {
-            base.join(p)
+            ssl.crt_base.join(p)
         };
         for path in expand_crt(&p).map_err(|e| format!("{}: {e}", at()))? {
             out.push(CertSpec {
@@ -363,6 +355,7 @@ fn read_crt_list(list: &Path, base: &Path) -> Result<Vec<CertSpec>, String> {
                     Some(names.clone())
                 },
                 excluded: excluded.clone(),
+                overlay: overlay.clone(),
             });
         }
     }
@@ -375,13 +368,73 @@ fn read_crt_list(list: &Path, base: &Path) -> Result<Vec<CertSpec>, String> {
     Ok(out)
 }
 
+/// A `crt-list` line's `[options]` over the bind line's settings.
+fn crt_list_options(opts: &str, ssl: &BindSsl) -> Result<BindSsl, String> {
+    let mut b = ssl.clone();
+    let words: Vec<&str> = opts.split_whitespace().collect();
+    if words.is_empty() {
+        return Err("empty '[]'".into());
+    }
+    let version = |kw: &str, v: &str| match v {
+        "TLSv1.2" => Ok(TlsVersion::Tls12),
+        "TLSv1.3" => Ok(TlsVersion::Tls13),
+        _ => Err(format!(
+            "'{kw} {v}' is not supported (ebb speaks TLSv1.2 and TLSv1.3)"
+        )),
+    };
+    let mut i = 0;
+    while i < words.len() {
+        let kw = words[i];
+        let v = words
+            .get(i + 1)
+            .copied()
+            .ok_or_else(|| format!("'{kw}' expects a value"));
+        match kw {
+            "alpn" => {
+                let v = v?;
+                b.alpn = v.split(',').map(str::to_string).collect();
+                if b.alpn.iter().any(|p| p.is_empty() || p.len() > 255) {
+                    return Err(format!("invalid ALPN list '{v}'"));
+                }
+            }
+            "ciphers" => {
+                let v = v?;
+                crate::tls_policy::ciphers12(v)?;
+                b.ciphers = Some(v.to_string());
+            }
+            "ciphersuites" => {
+                let v = v?;
+                crate::tls_policy::ciphers13(v)?;
+                b.ciphersuites = Some(v.to_string());
+            }
+            "curves" => {
+                let v = v?;
+                crate::tls_policy::curves(v)?;
+                b.curves = Some(v.to_string());
+            }
+            "ssl-min-ver" => b.min_ver = Some(version(kw, v?)?),
+            "ssl-max-ver" => b.max_ver = Some(version(kw, v?)?),
+            _ => {
+                return Err(format!(
+                    "per-certificate option '{kw}' is not supported by ebb (supported: alpn, ciphers, ciphersuites, curves, ssl-min-ver, ssl-max-ver)"
+                ))
+            }
+        }
+        i += 2;
+    }
+    if b.versions().is_empty() {
+        return Err("the version options leave no TLS version (TLSv1.2, TLSv1.3)".into());
+    }
+    Ok(b)
+}
+
 /// Every certificate of a bind line, in load order.
 fn cert_specs(ssl: &BindSsl) -> Result<Vec<CertSpec>, String> {
     let mut out = Vec::new();
     let mut lists = ssl.crt_lists.iter().peekable();
     for i in 0..=ssl.crts.len() {
         while let Some((_, l)) = lists.next_if(|(at, _)| *at <= i) {
-            out.extend(read_crt_list(l, &ssl.crt_base)?);
+            out.extend(read_crt_list(l, ssl)?);
         }
         if let Some(c) = ssl.crts.get(i) {
             for path in expand_crt(c)? {
@@ -389,6 +442,7 @@ fn cert_specs(ssl: &BindSsl) -> Result<Vec<CertSpec>, String> {
                     path,
                     names: None,
                     excluded: Vec::new(),
+                    overlay: None,
                 });
             }
         }
@@ -548,16 +602,26 @@ pub fn gate_for(config: &Arc<ServerConfig>) -> Option<Arc<dyn HelloGate>> {
         .map(|(_, gate)| Arc::clone(gate) as Arc<dyn HelloGate>)
 }
 
-/// The bind line's look at the ClientHello (see [`crate::tls::hello`]).
-struct Gate {
-    /// Versions the line allows (wire numbers).
+/// One TLS policy's configurations: the bind line's, or a `crt-list`
+/// line's with its own options.
+struct Policy {
+    /// Versions it allows (wire numbers).
     versions: Vec<u16>,
-    resolver: Arc<SniResolver>,
+    config: Arc<ServerConfig>,
     /// In server order, the same configuration with the ChaCha20 suites
     /// first, for clients that list ChaCha20 first (OpenSSL's
     /// `SSL_OP_PRIORITIZE_CHACHA`, which HAProxy sets): clients without AES
     /// instructions keep their fast cipher.
     chacha: Option<Arc<ServerConfig>>,
+}
+
+/// The bind line's look at the ClientHello (see [`crate::tls::hello`]).
+struct Gate {
+    resolver: Arc<SniResolver>,
+    /// INVARIANT: not empty; 0 is the bind line's.
+    policies: Vec<Policy>,
+    /// Policy of each certificate (index in `policies`).
+    policy_of: Vec<usize>,
 }
 
 /// ChaCha20-Poly1305 suites (TLS 1.3, ECDHE-RSA, ECDHE-ECDSA).
@@ -567,12 +631,28 @@ fn is_chacha(id: u16) -> bool {
 
 impl HelloGate for Gate {
     fn check(&self, h: &hello::HelloInfo) -> Result<Option<Arc<ServerConfig>>, (u8, String)> {
-        if !self.versions.iter().any(|v| h.offers(*v)) {
-            let allowed: Vec<String> = self
-                .versions
-                .iter()
-                .map(|v| hello::version_name(*v))
-                .collect();
+        let r = &self.resolver;
+        let found = r.find(h.sni.as_deref());
+        if r.strict && found.is_none() {
+            return Err((
+                112,
+                "strict-sni: no certificate for the name asked for (alert unrecognized_name sent)"
+                    .to_string(),
+            ));
+        }
+        // The policy of the certificate this name gets (the first of its
+        // candidates; the default one for an unknown name).
+        let cert = found
+            .and_then(|c| c.first())
+            .or(r.default.first())
+            .copied()
+            .unwrap_or(0);
+        let pi = self.policy_of.get(cert).copied().unwrap_or(0);
+        let Some(p) = self.policies.get(pi).or(self.policies.first()) else {
+            return Ok(None);
+        };
+        if !p.versions.iter().any(|v| h.offers(*v)) {
+            let allowed: Vec<String> = p.versions.iter().map(|v| hello::version_name(*v)).collect();
             return Err((
                 70,
                 format!(
@@ -582,17 +662,16 @@ impl HelloGate for Gate {
                 ),
             ));
         }
-        if self.resolver.strict && self.resolver.find(h.sni.as_deref()).is_none() {
-            return Err((
-                112,
-                "strict-sni: no certificate for the name asked for (alert unrecognized_name sent)"
-                    .to_string(),
-            ));
-        }
         if h.first_suite.is_some_and(is_chacha) {
-            return Ok(self.chacha.clone());
+            if let Some(c) = &p.chacha {
+                return Ok(Some(Arc::clone(c)));
+            }
         }
-        Ok(None)
+        if pi == 0 {
+            Ok(None)
+        } else {
+            Ok(Some(Arc::clone(&p.config)))
+        }
     }
 }
 
@@ -697,34 +776,10 @@ fn build(
     if ssl.crts.is_empty() && ssl.crt_lists.is_empty() {
         return Err(err("'ssl' needs at least one 'crt FILE'".into()));
     }
-    let base = provider();
-    let t12 = ssl
-        .ciphers
-        .as_deref()
-        .map(crate::tls_policy::ciphers12)
-        .transpose()
-        .map_err(&err)?;
-    let t13 = ssl
-        .ciphersuites
-        .as_deref()
-        .map(crate::tls_policy::ciphers13)
-        .transpose()
-        .map_err(&err)?;
-    let groups = ssl
-        .curves
-        .as_deref()
-        .map(crate::tls_policy::curves)
-        .transpose()
-        .map_err(&err)?;
-    let mut prov = (*base).clone();
-    prov.cipher_suites =
-        crate::tls_policy::select_suites(&base.cipher_suites, t12.as_deref(), t13.as_deref());
-    prov.kx_groups = crate::tls_policy::select_groups(&base.kx_groups, groups.as_deref());
-    if prov.kx_groups.is_empty() {
-        return Err(err("no curve left that ebb's TLS library implements".into()));
-    }
-    let provider = Arc::new(prov);
+    let provider = bind_provider(ssl).map_err(&err)?;
     let mut certs = Vec::new();
+    let mut overlays: Vec<BindSsl> = Vec::new();
+    let mut policy_of = Vec::new();
     for spec in cert_specs(ssl).map_err(&err)? {
         let mut c = load_cert(&spec.path, ssl.key.as_deref(), &provider).map_err(|why| {
             err(format!(
@@ -743,11 +798,81 @@ fn build(
         c.names.retain(|n| !spec.excluded.contains(n));
         c.excluded = spec.excluded;
         certs.push(c);
+        // Policy 0 is the bind line's; a crt-list line with options gets
+        // its own (shared by lines with the same options).
+        policy_of.push(match spec.overlay {
+            None => 0,
+            Some(o) => match overlays.iter().position(|x| *x == o) {
+                Some(i) => i + 1,
+                None => {
+                    overlays.push(o);
+                    overlays.len()
+                }
+            },
+        });
     }
-    let allowed = ssl.versions();
+    let resolver = Arc::new(SniResolver::new(
+        certs,
+        ssl.strict_sni,
+        provider.cipher_suites.clone(),
+    ));
+    let names = resolver.names.clone();
+    let mut policies =
+        vec![make_policy(ssl, provider, &resolver, sessions, ticketer).map_err(&err)?];
+    for o in &overlays {
+        let p = bind_provider(o).map_err(&err)?;
+        policies.push(make_policy(o, p, &resolver, sessions, ticketer).map_err(&err)?);
+    }
+    let config = Arc::clone(&policies[0].config);
+    let gate = Arc::new(Gate {
+        resolver: Arc::clone(&resolver),
+        policies,
+        policy_of,
+    });
+    register_gate(&config, gate);
+    Ok(Current { config, names })
+}
+
+/// The crypto provider of a TLS policy: ring's (or aws-lc-rs') suites and
+/// groups, chosen and ordered by `ciphers`, `ciphersuites` and `curves`.
+fn bind_provider(ssl: &BindSsl) -> Result<Arc<CryptoProvider>, String> {
+    let base = provider();
+    let t12 = ssl
+        .ciphers
+        .as_deref()
+        .map(crate::tls_policy::ciphers12)
+        .transpose()?;
+    let t13 = ssl
+        .ciphersuites
+        .as_deref()
+        .map(crate::tls_policy::ciphers13)
+        .transpose()?;
+    let groups = ssl
+        .curves
+        .as_deref()
+        .map(crate::tls_policy::curves)
+        .transpose()?;
+    let mut prov = (*base).clone();
+    prov.cipher_suites =
+        crate::tls_policy::select_suites(&base.cipher_suites, t12.as_deref(), t13.as_deref());
+    prov.kx_groups = crate::tls_policy::select_groups(&base.kx_groups, groups.as_deref());
+    if prov.kx_groups.is_empty() {
+        return Err("no curve left that ebb's TLS library implements".into());
+    }
+    Ok(Arc::new(prov))
+}
+
+/// The server configurations of one TLS policy (see [`Policy`]).
+fn make_policy(
+    ssl: &BindSsl,
+    provider: Arc<CryptoProvider>,
+    resolver: &Arc<SniResolver>,
+    sessions: &Arc<ServerSessionMemoryCache>,
+    ticketer: &Arc<dyn ProducesTickets>,
+) -> Result<Policy, String> {
     let mut versions: Vec<&'static rustls::SupportedProtocolVersion> = Vec::new();
     let mut wire = Vec::new();
-    for v in allowed.iter().rev() {
+    for v in ssl.versions().iter().rev() {
         match v {
             TlsVersion::Tls13 => {
                 versions.push(&rustls::version::TLS13);
@@ -760,20 +885,14 @@ fn build(
         }
     }
     if versions.is_empty() {
-        return Err(err("no TLS version left (TLSv1.2, TLSv1.3)".into()));
+        return Err("no TLS version left (TLSv1.2, TLSv1.3)".into());
     }
-    let resolver = Arc::new(SniResolver::new(
-        certs,
-        ssl.strict_sni,
-        provider.cipher_suites.clone(),
-    ));
-    let names = resolver.names.clone();
-    let make = |provider: Arc<CryptoProvider>| -> Result<ServerConfig, ConfigError> {
+    let make = |provider: Arc<CryptoProvider>| -> Result<Arc<ServerConfig>, String> {
         let mut config = ServerConfig::builder_with_provider(provider)
             .with_protocol_versions(&versions)
-            .map_err(|e| err(format!("TLS settings refused: {e}")))?
+            .map_err(|e| format!("TLS settings refused: {e}"))?
             .with_no_client_auth()
-            .with_cert_resolver(Arc::clone(&resolver) as Arc<dyn ResolvesServerCert>);
+            .with_cert_resolver(Arc::clone(resolver) as Arc<dyn ResolvesServerCert>);
         // HAProxy's default: the server's cipher order, unless
         // `prefer-client-ciphers`.
         config.ignore_client_order = !ssl.prefer_client_ciphers;
@@ -793,7 +912,7 @@ fn build(
         } else {
             config.ticketer = Arc::clone(ticketer);
         }
-        Ok(config)
+        Ok(Arc::new(config))
     };
     let chacha = if ssl.prefer_client_ciphers {
         None
@@ -805,18 +924,14 @@ fn build(
         if p.cipher_suites == provider.cipher_suites {
             None
         } else {
-            Some(Arc::new(make(Arc::new(p))?))
+            Some(make(Arc::new(p))?)
         }
     };
-    let config = make(Arc::clone(&provider))?;
-    let gate = Arc::new(Gate {
+    Ok(Policy {
         versions: wire,
-        resolver: Arc::clone(&resolver),
+        config: make(provider)?,
         chacha,
-    });
-    let config = Arc::new(config);
-    register_gate(&config, gate);
-    Ok(Current { config, names })
+    })
 }
 
 /// Loads every `bind ... ssl` line's certificates, keys and lists (what
@@ -861,9 +976,42 @@ pub fn check_config(cfg: &Config) -> Vec<ConfigError> {
 /// Clients keep rustls' default session cache (256 sessions), so pooled
 /// reconnects to a server resume.
 pub fn client_config(verify: Verify, ca_file: Option<&Path>) -> Result<Arc<ClientConfig>, String> {
-    let provider = provider();
+    client_config_with(verify, ca_file, &ServerTlsPolicy::default())
+}
+
+/// [`client_config`] with a `server` line's TLS policy: `ciphers` and
+/// `ciphersuites` (offered in that order; see [`policy`]), the version
+/// options, and `no-tls-tickets` (TLS 1.2 sessions resume by session ID
+/// only; TLS 1.3 has only tickets, which OpenSSL clients also keep).
+pub fn client_config_with(
+    verify: Verify,
+    ca_file: Option<&Path>,
+    tls: &ServerTlsPolicy,
+) -> Result<Arc<ClientConfig>, String> {
+    let base = provider();
+    let t12 = tls
+        .ciphers
+        .as_deref()
+        .map(crate::tls_policy::ciphers12)
+        .transpose()?;
+    let t13 = tls
+        .ciphersuites
+        .as_deref()
+        .map(crate::tls_policy::ciphers13)
+        .transpose()?;
+    let mut prov = (*base).clone();
+    prov.cipher_suites =
+        crate::tls_policy::select_suites(&base.cipher_suites, t12.as_deref(), t13.as_deref());
+    let provider = Arc::new(prov);
+    let mut versions: Vec<&'static rustls::SupportedProtocolVersion> = Vec::new();
+    for v in tls.versions().iter().rev() {
+        versions.push(match v {
+            TlsVersion::Tls13 => &rustls::version::TLS13,
+            TlsVersion::Tls12 => &rustls::version::TLS12,
+        });
+    }
     let builder = ClientConfig::builder_with_provider(Arc::clone(&provider))
-        .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])
+        .with_protocol_versions(&versions)
         .map_err(|e| format!("TLS settings refused: {e}"))?;
     let config = match verify {
         Verify::None => builder
@@ -878,6 +1026,11 @@ pub fn client_config(verify: Verify, ca_file: Option<&Path>) -> Result<Arc<Clien
             builder.with_root_certificates(roots).with_no_client_auth()
         }
     };
+    let mut config = config;
+    if tls.no_tls_tickets {
+        config.resumption = rustls::client::Resumption::default()
+            .tls12_resumption(rustls::client::Tls12Resumption::SessionIdOnly);
+    }
     Ok(Arc::new(config))
 }
 
@@ -1217,6 +1370,74 @@ mod tests {
         let _ = s.read_to_end(&mut back);
         let o = h.join().expect("server").remove(0);
         (o, back)
+    }
+
+    #[test]
+    fn hello_gate_sends_the_rfc_alert_and_names_the_sni() {
+        use crate::tls::hello::tests::hello;
+        let dir = temp_dir("gate");
+        let (_, _, pem) = test_cert(&dir, &["a.test"]);
+        let acc = || TlsAcceptor::new(&ssl(&[&pem]), &loc()).expect("acceptor");
+        // A TLS 1.0 client: protocol_version, in its own record version.
+        let (o, back) = raw(acc(), &hello(0x0301, None, Some("a.test"), 1000), false);
+        assert_eq!(back, [0x15, 3, 1, 0, 2, 2, 70]);
+        let e = o.error.expect("error").to_string();
+        assert!(
+            e.contains("offers TLSv1.0 at most") && e.ends_with("(SNI \"a.test\")"),
+            "{e}"
+        );
+        // TLS 1.2 only against `ssl-min-ver TLSv1.3`.
+        let mut s = ssl(&[&pem]);
+        s.min_ver = Some(TlsVersion::Tls13);
+        let acc13 = TlsAcceptor::new(&s, &loc()).expect("acceptor");
+        let (o, back) = raw(acc13, &hello(0x0303, None, None, 7), false);
+        assert_eq!(back, [0x15, 3, 1, 0, 2, 2, 70]);
+        assert!(o.error.expect("error").to_string().ends_with("(no SNI)"));
+        // strict-sni: unrecognized_name for an unknown name.
+        let mut s = ssl(&[&pem]);
+        s.strict_sni = true;
+        let strict = TlsAcceptor::new(&s, &loc()).expect("acceptor");
+        let h = hello(0x0303, Some(&[0x0304, 0x0303]), Some("b.test"), 1000);
+        let (o, back) = raw(strict, &h, false);
+        assert_eq!(back, [0x15, 3, 1, 0, 2, 2, 112]);
+        let e = o.error.expect("error").to_string();
+        assert!(e.contains("strict-sni") && e.contains("b.test"), "{e}");
+    }
+
+    /// A first flight that arrives a byte at a time is held back until the
+    /// hello is whole, then the handshake goes on as usual.
+    #[test]
+    fn hello_split_into_many_segments() {
+        let dir = temp_dir("split");
+        let (_, _, pem) = test_cert(&dir, &["localhost"]);
+        let acc = Arc::new(TlsAcceptor::new(&ssl(&[&pem]), &loc()).expect("acceptor"));
+        let (addr, h) = serve(1, move |s| Transport::accept_tls(s, acc.config()));
+        let name = ServerName::try_from("localhost").expect("name");
+        let mut c =
+            rustls::ClientConnection::new(Arc::new(any_client(&both())), name).expect("client");
+        let mut first = Vec::new();
+        while c.wants_write() {
+            c.write_tls(&mut first).expect("hello");
+        }
+        let mut sock = TcpStream::connect(addr).expect("connect");
+        sock.set_nodelay(true).expect("nodelay");
+        for b in &first {
+            sock.write_all(std::slice::from_ref(b)).expect("byte");
+        }
+        while c.is_handshaking() {
+            c.complete_io(&mut sock).expect("handshake");
+        }
+        c.writer().write_all(b"split").expect("write");
+        c.complete_io(&mut sock).expect("send");
+        let mut back = [0u8; 5];
+        rustls::Stream::new(&mut c, &mut sock)
+            .read_exact(&mut back)
+            .expect("echo");
+        drop(sock);
+        let o = h.join().expect("server").remove(0);
+        assert!(o.error.is_none(), "{:?}", o.error);
+        assert_eq!(o.received, b"split");
+        assert_eq!(o.sni.as_deref(), Some("localhost"));
     }
 
     #[test]

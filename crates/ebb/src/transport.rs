@@ -626,6 +626,19 @@ impl Transport {
         }
     }
 
+    /// For a log line about a handshake that did not finish: ` (SNI
+    /// "name")` or ` (no SNI)` once the ClientHello was read, else nothing.
+    pub fn hello_note(&self) -> String {
+        match self {
+            Transport::Tls(t) => match &t.hello_sni {
+                Some(Some(n)) => format!(" (SNI \"{n}\")"),
+                Some(None) => " (no SNI)".to_string(),
+                None => String::new(),
+            },
+            Transport::Plain(_) => String::new(),
+        }
+    }
+
     /// The SNI name the client sent (server side; `None` on the client
     /// side, for plain TCP, or when the client sent none).
     pub fn sni(&self) -> Option<&str> {

@@ -547,7 +547,7 @@ fn crt_dir_crt_list_bases_and_checks() {
     // crt-list: SNI filters replace the certificate's names.
     std::fs::write(
         d.join("list.txt"),
-        "# default first\ncerts/b.pem !*\n\ncerts/a.pem *.w.test !no.w.test\ncerts/c.pem\n",
+        "# default first\ncerts/b.pem !*\n\ncerts/a.pem *.w.test !no.w.test\ncerts/c.pem [ssl-min-ver TLSv1.3 ciphersuites TLS_CHACHA20_POLY1305_SHA256 alpn h2]\n",
     )
     .unwrap();
     let e = Ebb::start(&format!(
@@ -567,6 +567,15 @@ fn crt_dir_crt_list_bases_and_checks() {
             "{sni}"
         );
     }
+    // The `[options]` of c.pem's line apply to handshakes that get it.
+    let out = s_client(port, &["-servername", "c.test", "-alpn", "h2,http/1.1"]);
+    assert_eq!(cipher(&out), "TLS_CHACHA20_POLY1305_SHA256", "{out}");
+    assert!(out.contains("ALPN protocol: h2"), "{out}");
+    let out = s_client(port, &["-servername", "c.test", "-tls1_2"]);
+    assert_eq!(alert(&out), Some(70), "{out}");
+    let out = s_client(port, &["-servername", "b.test", "-tls1_2", "-alpn", "h2"]);
+    assert_eq!(alert(&out), None, "{out}");
+    assert!(!out.contains("ALPN protocol: h2"), "{out}");
     // ebb -c: every certificate is loaded, errors name the line.
     let check = |cfg: &str| {
         std::fs::write(
@@ -582,14 +591,14 @@ fn crt_dir_crt_list_bases_and_checks() {
         err.contains("t.cfg:7: unable to stat SSL certificate from file '/nonexistent.pem'"),
         "{err}"
     );
-    std::fs::write(d.join("opts.txt"), "certs/a.pem [alpn h2] a.test\n").unwrap();
+    std::fs::write(d.join("opts.txt"), "certs/a.pem [verify required] a.test\n").unwrap();
     let (code, _, err) = check(&format!(
         "    bind 127.0.0.1:0 ssl crt-list {}",
         d.join("opts.txt").display()
     ));
     assert_eq!(code, 1);
     assert!(
-        err.contains("line 1: per-certificate options '[alpn h2]'"),
+        err.contains("line 1: per-certificate option 'verify' is not supported"),
         "{err}"
     );
     let (code, _, err) = check(&format!(
@@ -620,4 +629,109 @@ fn debian_stock_tls_globals_are_accepted() {
     ));
     let out = s_client(e.addr().port(), &["-tls1_2", "-servername", "a.test"]);
     assert_eq!(cipher(&out), "ECDHE-ECDSA-AES128-GCM-SHA256", "{out}");
+}
+
+/// `ssl-default-server-*` and the `server` line's own TLS options, seen
+/// by an `openssl s_server -www` origin (its page shows what was agreed).
+#[test]
+fn server_side_tls_policy() {
+    if !tools() {
+        return;
+    }
+    let d = scratch("srvpol");
+    let pem = selfsigned(&d, "o.pem", "ec", &["origin.test"]);
+    // One single-threaded s_server per case, ready when it says ACCEPT.
+    let page = |global: &str, opts: &str| {
+        use std::io::BufRead;
+        let port = {
+            let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            l.local_addr().unwrap().port()
+        };
+        let mut origin = Command::new("openssl")
+            .args(["s_server", "-accept", &port.to_string(), "-cert"])
+            .arg(&pem)
+            .arg("-www")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let out = origin.stdout.take().unwrap();
+        let ready = std::io::BufReader::new(out)
+            .lines()
+            .map_while(Result::ok)
+            .any(|l| l.contains("ACCEPT"));
+        assert!(ready, "s_server did not start");
+        let e = Ebb::start(&format!(
+            "global\n{global}{DEFAULTS}frontend fe\n    bind BIND\n    default_backend be\nbackend be\n    server o 127.0.0.1:{port} ssl verify none {opts}\n"
+        ));
+        let r = get(e.addr(), "/");
+        let _ = origin.kill();
+        let _ = origin.wait();
+        assert_eq!(r.status, 200);
+        r.text()
+    };
+    let p = page(
+        "    ssl-default-server-ciphers ECDHE-ECDSA-AES256-GCM-SHA384\n    ssl-default-server-options ssl-max-ver TLSv1.2\n",
+        "",
+    );
+    assert!(
+        p.contains("TLSv1.2") && p.contains("ECDHE-ECDSA-AES256-GCM-SHA384"),
+        "{p}"
+    );
+    // The line's own settings win over the defaults.
+    let p = page(
+        "    ssl-default-server-options ssl-max-ver TLSv1.2\n",
+        "ciphers ECDHE-ECDSA-CHACHA20-POLY1305",
+    );
+    assert!(p.contains("ECDHE-ECDSA-CHACHA20-POLY1305"), "{p}");
+    let p = page(
+        "",
+        "ciphersuites TLS_AES_256_GCM_SHA384 ssl-min-ver TLSv1.3",
+    );
+    assert!(
+        p.contains("TLSv1.3") && p.contains("TLS_AES_256_GCM_SHA384"),
+        "{p}"
+    );
+}
+
+/// A client that sends its hello and then nothing: the handshake timeout's
+/// log line names the SNI it asked for.
+#[test]
+fn a_stalled_handshake_is_logged_with_its_sni() {
+    use std::io::Write;
+    let d = scratch("stall");
+    let pem = selfsigned_rcgen(&d, "slow.test");
+    let e = Ebb::start(&format!(
+        "defaults\n    mode http\n    timeout client 5s\n    timeout http-request 300ms\nfrontend fe\n    bind BIND ssl crt {}\n    http-request return status 200\n",
+        pem.display()
+    ));
+    let config = rustls::ClientConfig::builder()
+        .with_root_certificates(rustls::RootCertStore::empty())
+        .with_no_client_auth();
+    let name = rustls::pki_types::ServerName::try_from("slow.test").unwrap();
+    let mut c = rustls::ClientConnection::new(std::sync::Arc::new(config), name).unwrap();
+    let mut hello = Vec::new();
+    while c.wants_write() {
+        c.write_tls(&mut hello).unwrap();
+    }
+    let mut s = std::net::TcpStream::connect(e.addr()).unwrap();
+    s.write_all(&hello).unwrap();
+    let line = e
+        .wait_stderr("SSL handshake timeout", Duration::from_secs(10))
+        .expect("a timeout log line");
+    assert!(line.ends_with("(SNI \"slow.test\")"), "{line}");
+    drop(s);
+}
+
+/// A combined PEM (certificate + key) for `name`, made with rcgen.
+fn selfsigned_rcgen(dir: &Path, name: &str) -> PathBuf {
+    let ck = rcgen::generate_simple_self_signed(vec![name.to_string()]).unwrap();
+    let p = dir.join(format!("{name}.pem"));
+    std::fs::write(
+        &p,
+        format!("{}{}", ck.cert.pem(), ck.key_pair.serialize_pem()),
+    )
+    .unwrap();
+    p
 }

@@ -104,6 +104,8 @@ struct TlsDefaults {
     ca_base: Option<PathBuf>,
     /// `ssl-default-bind-ciphers`, `-ciphersuites`, `-curves`, `-options`.
     bind: BindSsl,
+    /// `ssl-default-server-ciphers`, `-ciphersuites`, `-options`.
+    server: ServerTlsPolicy,
 }
 
 pub(crate) struct Parser<'e> {
@@ -193,6 +195,9 @@ const GLOBAL_KEYWORDS: &[&str] = &[
     "ssl-default-bind-ciphersuites",
     "ssl-default-bind-curves",
     "ssl-default-bind-options",
+    "ssl-default-server-ciphers",
+    "ssl-default-server-ciphersuites",
+    "ssl-default-server-options",
     "chroot",
     "user",
     "group",
@@ -209,9 +214,6 @@ const GLOBAL_KEYWORDS: &[&str] = &[
 /// message than "unknown keyword" for people bringing a haproxy.cfg.
 const HAPROXY_GLOBAL_UNSUPPORTED: &[&str] = &[
     "nbproc",
-    "ssl-default-server-ciphers",
-    "ssl-default-server-ciphersuites",
-    "ssl-default-server-options",
     "ssl-server-verify",
     "tune.ssl.default-dh-param",
     "master-worker",
@@ -825,6 +827,34 @@ impl<'e> Parser<'e> {
                 }
                 if self.tls.bind.versions().is_empty() {
                     return Err("'ssl-default-bind-options' leaves no TLS version ebb speaks (TLSv1.2, TLSv1.3)".to_string());
+                }
+            }
+            "ssl-default-server-ciphers" => {
+                let v = one(w)?;
+                crate::tls_policy::ciphers12(&v)?;
+                self.tls.server.ciphers = Some(v);
+            }
+            "ssl-default-server-ciphersuites" => {
+                let v = one(w)?;
+                crate::tls_policy::ciphers13(&v)?;
+                self.tls.server.ciphersuites = Some(v);
+            }
+            "ssl-default-server-options" => {
+                let mut i = 1;
+                while i < w.len() {
+                    let next = w.get(i + 1).map(String::as_str);
+                    match server_tls_option(&w[i], next, &mut self.tls.server)? {
+                        Some(n) => i += 1 + n,
+                        None => {
+                            return Err(format!(
+                                "unknown option '{}' in 'ssl-default-server-options' (supported: ssl-min-ver, ssl-max-ver, no-sslv3, no-tlsv10, no-tlsv11, no-tlsv12, no-tlsv13, force-tlsv12, force-tlsv13, no-tls-tickets)",
+                                w[i]
+                            ))
+                        }
+                    }
+                }
+                if self.tls.server.versions().is_empty() {
+                    return Err("'ssl-default-server-options' leaves no TLS version ebb speaks (TLSv1.2, TLSv1.3)".to_string());
                 }
             }
             _ if HAPROXY_GLOBAL_UNSUPPORTED.contains(&kw) => {
@@ -1564,6 +1594,23 @@ fn proxy_kw(px: &mut Proxy, ctx: &Ctx<'_>, words: &[String]) -> Result<(), Strin
             let (host, port) = parse_host_port(addr)?;
             let mut opts = px.default_server.clone();
             parse_server_opts(&w[3..], &mut opts, ctx)?;
+            if opts.ssl {
+                // `ssl-default-server-*` fill what the line does not set.
+                let d = &ctx.tls.server;
+                let t = &mut opts.tls;
+                t.ciphers = t.ciphers.take().or_else(|| d.ciphers.clone());
+                t.ciphersuites = t.ciphersuites.take().or_else(|| d.ciphersuites.clone());
+                t.min_ver = t.min_ver.or(d.min_ver);
+                t.max_ver = t.max_ver.or(d.max_ver);
+                t.no_tls12 |= d.no_tls12;
+                t.no_tls13 |= d.no_tls13;
+                t.no_tls_tickets |= d.no_tls_tickets;
+                if t.versions().is_empty() {
+                    return Err(format!(
+                        "server '{name}': the TLS version options leave no version ebb speaks (TLSv1.2, TLSv1.3)"
+                    ));
+                }
+            }
             px.servers.push(Server {
                 name: name.to_string(),
                 host,
@@ -1948,6 +1995,33 @@ fn ssl_option(opt: &str, next: Option<&str>, b: &mut BindSsl) -> Result<Option<u
     }))
 }
 
+/// [`ssl_option`] for `server` lines and `ssl-default-server-options`
+/// (no cipher order: the server picks).
+fn server_tls_option(
+    opt: &str,
+    next: Option<&str>,
+    p: &mut ServerTlsPolicy,
+) -> Result<Option<usize>, String> {
+    if opt == "prefer-client-ciphers" {
+        return Ok(None);
+    }
+    let mut b = BindSsl {
+        min_ver: p.min_ver,
+        max_ver: p.max_ver,
+        no_tls12: p.no_tls12,
+        no_tls13: p.no_tls13,
+        no_tls_tickets: p.no_tls_tickets,
+        ..BindSsl::default()
+    };
+    let r = ssl_option(opt, next, &mut b)?;
+    p.min_ver = b.min_ver;
+    p.max_ver = b.max_ver;
+    p.no_tls12 = b.no_tls12;
+    p.no_tls13 = b.no_tls13;
+    p.no_tls_tickets = b.no_tls_tickets;
+    Ok(r)
+}
+
 /// `dir` joined with a relative `p` (`crt-base`/`ca-base`), then resolved
 /// as every config path.
 fn with_base(ctx: &Ctx<'_>, base: Option<&PathBuf>, p: &str) -> PathBuf {
@@ -2164,6 +2238,12 @@ fn parse_server_opts(w: &[String], o: &mut ServerOptions, ctx: &Ctx<'_>) -> Resu
                     "server option '{opt}' is not supported yet: ebb does not speak the PROXY protocol to servers"
                 ))
             }
+            _ if server_tls_option(opt, w.get(i).map(String::as_str), &mut o.tls)?.is_some_and(
+                |n| {
+                    i += n;
+                    true
+                },
+            ) => {}
             _ => {
                 let v = w
                     .get(i)
@@ -2197,6 +2277,14 @@ fn parse_server_opts(w: &[String], o: &mut ServerOptions, ctx: &Ctx<'_>) -> Resu
                         }
                     }
                     "ca-file" => o.ca_file = Some(with_base(ctx, ctx.tls.ca_base.as_ref(), v)),
+                    "ciphers" => {
+                        crate::tls_policy::ciphers12(v)?;
+                        o.tls.ciphers = Some(v.to_string());
+                    }
+                    "ciphersuites" => {
+                        crate::tls_policy::ciphers13(v)?;
+                        o.tls.ciphersuites = Some(v.to_string());
+                    }
                     "sni" => o.sni = Some(v.to_string()),
                     "pool-max-conn" => {
                         o.pool_max_conn = if v == "-1" {
@@ -2208,7 +2296,7 @@ fn parse_server_opts(w: &[String], o: &mut ServerOptions, ctx: &Ctx<'_>) -> Resu
                     "pool-purge-delay" => o.pool_purge_delay = parse_time(v)?,
                     _ => {
                         return Err(format!(
-                            "unknown server option '{opt}' (supported: weight, maxconn, maxqueue, backup, disabled, check, inter, fastinter, downinter, rise, fall, slowstart, ssl, verify, ca-file, sni, pool-max-conn, pool-purge-delay)"
+                            "unknown server option '{opt}' (supported: weight, maxconn, maxqueue, backup, disabled, check, inter, fastinter, downinter, rise, fall, slowstart, ssl, verify, ca-file, sni, ciphers, ciphersuites, ssl-min-ver, ssl-max-ver, no-tlsv12, no-tlsv13, force-tlsv12, force-tlsv13, no-tls-tickets, pool-max-conn, pool-purge-delay)"
                         ))
                     }
                 }

@@ -2518,3 +2518,106 @@ fn quote_makes_any_string_one_word() {
         }
     }
 }
+
+#[test]
+fn tls_policy_keywords_defaults_and_errors() {
+    let c = ok("global\n    crt-base /certs\n    ca-base /cas\n    ssl-default-bind-ciphers HIGH:!aRSA\n    ssl-default-bind-ciphersuites TLS_AES_128_GCM_SHA256\n    ssl-default-bind-curves X25519:P-256\n    ssl-default-bind-options ssl-min-ver TLSv1.2 no-tls-tickets prefer-client-ciphers no-tlsv13\nfrontend f\n    bind :443 ssl crt a.pem crt-list l.txt crt /abs.pem ciphers ECDHE-RSA-AES128-GCM-SHA256\n    http-request return status 200\nbackend b\n    server s 127.0.0.1:1 ssl ca-file ca.pem\n");
+    let f = c.frontends().next().expect("frontend");
+    let s = f.binds[0].ssl.as_ref().expect("ssl");
+    assert_eq!(
+        s.crts,
+        [PathBuf::from("/certs/a.pem"), PathBuf::from("/abs.pem")]
+    );
+    assert_eq!(s.crt_lists, [(1, PathBuf::from("/certs/l.txt"))]);
+    assert_eq!(s.crt_base, PathBuf::from("/certs"));
+    // The line's own setting wins; the defaults fill the rest.
+    assert_eq!(s.ciphers.as_deref(), Some("ECDHE-RSA-AES128-GCM-SHA256"));
+    assert_eq!(s.ciphersuites.as_deref(), Some("TLS_AES_128_GCM_SHA256"));
+    assert_eq!(s.curves.as_deref(), Some("X25519:P-256"));
+    assert!(s.no_tls_tickets && s.prefer_client_ciphers && s.no_tls13);
+    assert_eq!(s.versions(), [TlsVersion::Tls12]);
+    // force-tlsv13 on the line against no-tlsv13 from the defaults: none.
+    let e = errs("global\n    ssl-default-bind-options no-tlsv13\nfrontend f\n    bind :444 ssl crt b.pem force-tlsv13\n");
+    assert!(
+        e[0].starts_with("t.cfg:4: ") && e[0].contains("leave no version"),
+        "{e:?}"
+    );
+    let b = c.backends().next().expect("backend");
+    assert_eq!(
+        b.servers[0].opts.ca_file,
+        Some(PathBuf::from("/cas/ca.pem"))
+    );
+    let g = |l: &str| format!("global\n    {l}\n");
+    err1(
+        &g("ssl-default-bind-ciphers DHE-RSA-AES128-SHA"),
+        "t.cfg:2: ",
+        "no TLSv1.2 cipher that ebb implements",
+    );
+    err1(
+        &g("ssl-default-bind-ciphersuites TLS_AES_128_CCM_SHA256"),
+        "t.cfg:2: ",
+        "no TLSv1.3 cipher suite",
+    );
+    err1(
+        &g("ssl-default-bind-curves P-256:bogus"),
+        "t.cfg:2: ",
+        "unknown curve 'bogus'",
+    );
+    err1(
+        &g("ssl-default-bind-options ssl-min-ver TLSv1.1"),
+        "t.cfg:2: ",
+        "TLSv1.2 and TLSv1.3 only",
+    );
+    err1(
+        &g("ssl-default-bind-options no-tlsv12 no-tlsv13"),
+        "t.cfg:2: ",
+        "leaves no TLS version",
+    );
+    err1(
+        &g("ssl-default-bind-options strict-sni"),
+        "t.cfg:2: ",
+        "unknown option 'strict-sni'",
+    );
+    err1(
+        &g("ssl-default-server-ciphers MEDIUM"),
+        "t.cfg:2: ",
+        "no TLSv1.2 cipher",
+    );
+    err1(
+        &g("ssl-default-server-options prefer-client-ciphers"),
+        "t.cfg:2: ",
+        "unknown option",
+    );
+    let c = ok("global\n    ssl-default-server-ciphers ECDHE-RSA-AES128-GCM-SHA256\n    ssl-default-server-options force-tlsv12 no-tls-tickets\nbackend b\n    server s 127.0.0.1:1 ssl verify none ciphersuites TLS_AES_128_GCM_SHA256\n    server p 127.0.0.1:2\n");
+    let b = c.backends().next().expect("backend");
+    let t = &b.servers[0].opts.tls;
+    assert_eq!(t.ciphers.as_deref(), Some("ECDHE-RSA-AES128-GCM-SHA256"));
+    assert_eq!(t.ciphersuites.as_deref(), Some("TLS_AES_128_GCM_SHA256"));
+    assert!(t.no_tls_tickets);
+    assert_eq!(t.versions(), [TlsVersion::Tls12]);
+    // Not an `ssl` server: the defaults do not apply.
+    assert_eq!(b.servers[1].opts.tls, ServerTlsPolicy::default());
+    err1(
+        &be("server s 127.0.0.1:1 ssl ssl-max-ver TLSv1.1"),
+        "t.cfg:",
+        "leaves no TLS version",
+    );
+    let b = |opts: &str| format!("frontend f\n    bind {opts}\n");
+    err1(
+        &b(":80 ssl crt /x.pem force-tlsv11"),
+        "t.cfg:2: ",
+        "TLSv1.2 and TLSv1.3 only",
+    );
+    err1(
+        &b(":80 ssl crt /x.pem ssl-max-ver TLSv1.1"),
+        "t.cfg:2: ",
+        "leaves no TLS version",
+    );
+    err1(
+        &b(":80 ssl crt /x.pem ciphers MEDIUM"),
+        "t.cfg:2: ",
+        "no TLSv1.2 cipher",
+    );
+    err1(&b(":80 ciphers HIGH"), "t.cfg:2: ", "need 'ssl'");
+    err1(&b(":80 prefer-client-ciphers"), "t.cfg:2: ", "need 'ssl'");
+}

@@ -832,6 +832,38 @@ pub struct ServerOptions {
     pub pool_max_conn: Option<u32>,
     /// `pool-purge-delay`, 5 s by default (HAProxy's).
     pub pool_purge_delay: Duration,
+    /// TLS towards the server: `ciphers`, `ciphersuites`, version options,
+    /// `no-tls-tickets`, with `ssl-default-server-*` filling the rest.
+    pub tls: ServerTlsPolicy,
+}
+
+/// The TLS policy of a `server ... ssl` line (the client side).
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub struct ServerTlsPolicy {
+    /// OpenSSL cipher string for TLS 1.2, checked by the parser.
+    pub ciphers: Option<String>,
+    /// TLS 1.3 suites, checked by the parser.
+    pub ciphersuites: Option<String>,
+    pub min_ver: Option<TlsVersion>,
+    pub max_ver: Option<TlsVersion>,
+    pub no_tls12: bool,
+    pub no_tls13: bool,
+    /// `no-tls-tickets`: TLS 1.2 sessions resume by session ID only.
+    pub no_tls_tickets: bool,
+}
+
+impl ServerTlsPolicy {
+    /// The TLS versions allowed, lowest first.
+    pub fn versions(&self) -> Vec<TlsVersion> {
+        BindSsl {
+            min_ver: self.min_ver,
+            max_ver: self.max_ver,
+            no_tls12: self.no_tls12,
+            no_tls13: self.no_tls13,
+            ..BindSsl::default()
+        }
+        .versions()
+    }
 }
 
 impl Default for ServerOptions {
@@ -855,6 +887,7 @@ impl Default for ServerOptions {
             sni: None,
             pool_max_conn: None,
             pool_purge_delay: Duration::from_secs(5),
+            tls: ServerTlsPolicy::default(),
         }
     }
 }

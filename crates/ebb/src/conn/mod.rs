@@ -1117,8 +1117,11 @@ impl Conn {
         if self.tr.is_handshaking() {
             self.w.log_error(
                 format!(
-                    "{} [{}] {}: SSL handshake timeout",
-                    self.peer, self.fe.name, self.fe.name
+                    "{} [{}] {}: SSL handshake timeout{}",
+                    self.peer,
+                    self.fe.name,
+                    self.fe.name,
+                    self.tr.hello_note()
                 )
                 .into_bytes(),
             );
