@@ -48,7 +48,7 @@ use std::sync::Arc;
 use sched::{ticks, Ctx, Tick};
 use socket2::{Domain, Protocol, Socket, Type};
 
-use super::{Conn, In};
+use super::{Conn, In, LogFacts};
 use crate::backend::error::ExchangeError;
 use crate::backend::{alive, Farm, LbInput, Pick, ServerRt, WaitState, Waiter};
 use crate::config::{HttpRequestAction, HttpResponseAction, HttpReuse};
@@ -1200,28 +1200,16 @@ impl Conn {
             _ => -1,
         };
         let tt = d(up.t0, now);
-        let server = up
-            .server
-            .as_ref()
-            .map_or("<NOSRV>".to_string(), |s| s.name.clone());
-        let entry = crate::log::Entry {
-            client: self.peer,
-            accept: self.accept_time,
-            frontend: &self.fe.name,
+        let server = up.server.as_ref().map_or("<NOSRV>", |s| s.name.as_str());
+        let entry = self.log_entry(LogFacts {
             backend: &up.be.name,
-            server: &server,
-            tq,
-            tw,
-            tc,
-            tr,
-            tt,
+            server,
+            times: [tq, tw, tc, tr, tt],
             status: up.status,
             bytes,
             term: up.term,
-            actconn: self.w.actconn(),
-            feconn: self.fe.cur_conns(),
             request_line: &up.req_line,
-        };
+        });
         self.w.log_access(crate::log::format(&entry));
     }
 }
