@@ -525,8 +525,13 @@ impl Conn {
                     }
                 }
                 In::Proxy => {
-                    let moved = self.proxy_step(ctx);
+                    // Step while bytes move (a response head, then its
+                    // body), so they leave in one write.
+                    let mut moved = self.proxy_step(ctx);
                     progress |= moved;
+                    while moved && matches!(self.input, In::Proxy) {
+                        moved = self.proxy_step(ctx);
+                    }
                     if matches!(self.input, In::Proxy) {
                         return progress;
                     }

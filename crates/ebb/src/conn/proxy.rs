@@ -370,7 +370,11 @@ impl Conn {
         // 1. The connection this client already has to that server.
         let mut sock = None;
         if let Some((srv, mut st)) = self.attached.take() {
-            if srv.uid == s.uid && alive(&mut st) {
+            // Still registered with the server side's tasklet: with no
+            // event on it since it went idle, it is known open without
+            // a `peek` (a close or stray bytes would have raised one).
+            let quiet = !std::mem::take(&mut self.side.borrow_mut().idle_event);
+            if srv.uid == s.uid && (quiet || alive(&mut st)) {
                 sock = Some((st, true, true));
             } else {
                 self.detach_to_pool(ctx, srv, st);
@@ -1084,6 +1088,7 @@ impl Conn {
             if let Some((old_srv, old)) = self.attached.take() {
                 self.detach_to_pool(ctx, old_srv, old);
             }
+            self.side.borrow_mut().idle_event = false;
             self.attached = Some(k);
         } else {
             self.drop_server_sock(ctx);

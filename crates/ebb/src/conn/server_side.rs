@@ -65,6 +65,9 @@ pub(super) struct ServerSide {
     pub(super) iend: usize,
     /// Request bytes written to the server (the stats' "bytes in").
     pub(super) bytes_in: u64,
+    /// An event arrived while no exchange used a socket: the idle one
+    /// kept for the client (`Conn::attached`) may have closed.
+    pub(super) idle_event: bool,
 }
 
 impl ServerSide {
@@ -229,8 +232,9 @@ impl ServerSide {
     /// whether the client side has something to do.
     pub(super) fn drive(&mut self, now: Tick, get_buf: impl FnOnce() -> Vec<u8>) -> bool {
         if self.sock.is_none() {
-            // An event of a socket no longer in use (or an idle attached
-            // one: its liveness is checked when it is reused).
+            // An event of a socket no longer in use, or of the idle one
+            // kept for the client: its liveness is checked at reuse.
+            self.idle_event = true;
             return false;
         }
         let mut wake = false;
