@@ -27,6 +27,7 @@
 //! Lock order: a server's queue, then the backend's queue.
 
 pub mod check;
+pub mod error;
 pub mod lb;
 
 use std::collections::VecDeque;

@@ -76,6 +76,19 @@ enum In {
     WaitPage(Rc<std::cell::RefCell<Option<crate::serve::Answer>>>),
 }
 
+/// What one exchange contributes to its log line; [`Conn::log_entry`]
+/// adds the connection's part.
+pub(super) struct LogFacts<'a> {
+    pub(super) backend: &'a str,
+    pub(super) server: &'a str,
+    /// Tq, Tw, Tc, Tr, Tt in ms (-1: that step did not happen).
+    pub(super) times: [i64; 5],
+    pub(super) status: u16,
+    pub(super) bytes: u64,
+    pub(super) term: &'a str,
+    pub(super) request_line: &'a [u8],
+}
+
 /// A body still to send after the head in `wbuf`.
 enum Body {
     Mem {
@@ -512,8 +525,13 @@ impl Conn {
                     }
                 }
                 In::Proxy => {
-                    let moved = self.proxy_step(ctx);
+                    // Step while bytes move (a response head, then its
+                    // body), so they leave in one write.
+                    let mut moved = self.proxy_step(ctx);
                     progress |= moved;
+                    while moved && matches!(self.input, In::Proxy) {
+                        moved = self.proxy_step(ctx);
+                    }
                     if matches!(self.input, In::Proxy) {
                         return progress;
                     }
@@ -561,30 +579,45 @@ impl Conn {
             .unwrap_or((self.rend - self.rstart).min(256));
         let line = self.rbuf[self.rstart..self.rstart + end].to_vec();
         let tq = self.elapsed(ctx, self.req_start);
-        let entry = crate::log::Entry {
-            client: self.peer,
-            accept: self.accept_time,
-            frontend: &self.fe.name,
+        let entry = self.log_entry(LogFacts {
             backend: &self.fe.name,
             server: "<NOSRV>",
-            tq,
-            tw: -1,
-            tc: -1,
-            tr: -1,
-            tt: tq,
+            times: [tq, -1, -1, -1, tq],
             status,
             bytes,
             term: "PR",
-            actconn: self.w.actconn(),
-            feconn: self.fe.cur_conns(),
             request_line: &line,
-        };
+        });
         let mut l = crate::log::format(&entry);
         l.extend_from_slice(format!(" ({})", e.reason()).as_bytes());
         self.w.log_error(l);
         self.rstart = self.rend;
         self.closing = true;
         self.req_start = None;
+    }
+
+    /// The one place a log entry is built: the connection's facts (client,
+    /// accept date, frontend, connection counts) around the exchange's.
+    fn log_entry<'a>(&'a self, f: LogFacts<'a>) -> crate::log::Entry<'a> {
+        let [tq, tw, tc, tr, tt] = f.times;
+        crate::log::Entry {
+            client: self.peer,
+            accept: self.accept_time,
+            frontend: &self.fe.name,
+            backend: f.backend,
+            server: f.server,
+            tq,
+            tw,
+            tc,
+            tr,
+            tt,
+            status: f.status,
+            bytes: f.bytes,
+            term: f.term,
+            actconn: self.w.actconn(),
+            feconn: self.fe.cur_conns(),
+            request_line: f.request_line,
+        }
     }
 
     fn elapsed(&self, ctx: &Ctx, since: Option<Tick>) -> i64 {
@@ -1081,24 +1114,15 @@ impl Conn {
                 Some(b) => (b.name.as_str(), "<files>"),
                 None => (self.fe.name.as_str(), "<NOSRV>"),
             };
-            let entry = crate::log::Entry {
-                client: self.peer,
-                accept: self.accept_time,
-                frontend: &self.fe.name,
+            let entry = self.log_entry(LogFacts {
                 backend: bname,
                 server,
-                tq,
-                tw: -1,
-                tc: -1,
-                tr: 0,
-                tt: tq,
+                times: [tq, -1, -1, 0, tq],
                 status,
                 bytes: (self.wbuf.len() - self.resp_start) as u64 + body,
                 term: "--",
-                actconn: self.w.actconn(),
-                feconn: self.fe.cur_conns(),
                 request_line: &buf[..line_end],
-            };
+            });
             self.w.log_access(crate::log::format(&entry));
         }
         self.rstart += self.head.head_len.min(self.rend - self.rstart);
@@ -1133,24 +1157,15 @@ impl Conn {
             let _ = self.flush();
             let entry_line = b"<BADREQ>".to_vec();
             let tq = self.elapsed(ctx, self.req_start);
-            let e = crate::log::Entry {
-                client: self.peer,
-                accept: self.accept_time,
-                frontend: &self.fe.name,
+            let e = self.log_entry(LogFacts {
                 backend: &self.fe.name,
                 server: "<NOSRV>",
-                tq,
-                tw: -1,
-                tc: -1,
-                tr: -1,
-                tt: tq,
+                times: [tq, -1, -1, -1, tq],
                 status,
                 bytes: 0,
                 term: "cR",
-                actconn: self.w.actconn(),
-                feconn: self.fe.cur_conns(),
                 request_line: &entry_line,
-            };
+            });
             self.w.log_error(crate::log::format(&e));
         }
         self.close(ctx)

@@ -48,7 +48,8 @@ use std::sync::Arc;
 use sched::{ticks, Ctx, Tick};
 use socket2::{Domain, Protocol, Socket, Type};
 
-use super::{Conn, In};
+use super::{Conn, In, LogFacts};
+use crate::backend::error::ExchangeError;
 use crate::backend::{alive, Farm, LbInput, Pick, ServerRt, WaitState, Waiter};
 use crate::config::{HttpRequestAction, HttpResponseAction, HttpReuse};
 use crate::http1::{
@@ -351,9 +352,8 @@ impl Conn {
                 self.up = Some(up);
             }
             Pick::NoServer(_why) => {
-                up.term = "sC";
                 self.up = Some(up);
-                self.proxy_error(ctx, 503);
+                self.fail(ctx, ExchangeError::no_server());
             }
         }
     }
@@ -370,7 +370,11 @@ impl Conn {
         // 1. The connection this client already has to that server.
         let mut sock = None;
         if let Some((srv, mut st)) = self.attached.take() {
-            if srv.uid == s.uid && alive(&mut st) {
+            // Still registered with the server side's tasklet: with no
+            // event on it since it went idle, it is known open without
+            // a `peek` (a close or stray bytes would have raised one).
+            let quiet = !std::mem::take(&mut self.side.borrow_mut().idle_event);
+            if srv.uid == s.uid && (quiet || alive(&mut st)) {
                 sock = Some((st, true, true));
             } else {
                 self.detach_to_pool(ctx, srv, st);
@@ -451,7 +455,7 @@ impl Conn {
                     .is_some_and(|t| ctx.register_fd(st.raw_fd(), t, true).is_ok());
                 if !registered {
                     self.up = Some(up);
-                    self.connect_failed(ctx);
+                    self.connect_failed(ctx, false);
                     return;
                 }
                 {
@@ -470,13 +474,13 @@ impl Conn {
             }
             Err(_) => {
                 self.up = Some(up);
-                self.connect_failed(ctx);
+                self.connect_failed(ctx, false);
             }
         }
     }
 
     /// A connect failed or timed out: retry, redispatch, or 503.
-    fn connect_failed(&mut self, ctx: &mut Ctx) {
+    fn connect_failed(&mut self, ctx: &mut Ctx, timed_out: bool) {
         let Some(mut up) = self.up.take() else {
             return;
         };
@@ -489,9 +493,8 @@ impl Conn {
             if let Some(s) = up.server.take() {
                 farm.release(&s);
             }
-            up.term = "sC";
             self.up = Some(up);
-            self.proxy_error(ctx, 503);
+            self.fail(ctx, ExchangeError::connect(timed_out));
             return;
         }
         up.retries_left -= 1;
@@ -554,7 +557,7 @@ impl Conn {
             (sd.connecting, sd.connect_failed, sd.t_conn)
         };
         if failed {
-            self.connect_failed(ctx);
+            self.connect_failed(ctx, false);
             return true;
         }
         if connecting {
@@ -686,15 +689,10 @@ impl Conn {
                             // A broken request body: nothing sane to send
                             // on. Before any answer the client gets a 400
                             // (and a close), as for a refused head.
-                            up.term = "CR";
                             let answered = up.resp_left.is_some();
                             drop(sd);
                             self.up = Some(up);
-                            if answered {
-                                self.abort_proxy(ctx);
-                            } else {
-                                self.proxy_error(ctx, 400);
-                            }
+                            self.fail(ctx, ExchangeError::bad_request_body(answered));
                             return true;
                         }
                     },
@@ -736,7 +734,8 @@ impl Conn {
             drop(sd);
             self.up = Some(up);
             if server_gone || client_gone {
-                self.end_tunnel(ctx);
+                // The tunnel's normal end: both connections close.
+                self.abort_proxy(ctx);
                 return true;
             }
             return moved;
@@ -778,11 +777,9 @@ impl Conn {
                         if let Some(s) = &up.server {
                             s.counters.resp_errors.fetch_add(1, Ordering::Relaxed);
                         }
-                        up.term = "SH";
-                        up.keep_server = false;
                         drop(sd);
                         self.up = Some(up);
-                        self.proxy_error(ctx, 502);
+                        self.fail(ctx, ExchangeError::bad_response_head());
                         return true;
                     }
                 }
@@ -843,10 +840,9 @@ impl Conn {
                 }
             }
             if fail {
-                up.term = "SD";
                 drop(sd);
                 self.up = Some(up);
-                self.abort_proxy(ctx);
+                self.fail(ctx, ExchangeError::body_cut());
                 return true;
             }
         }
@@ -869,9 +865,8 @@ impl Conn {
         }
         if cut {
             // Cut in the middle of the body.
-            up.term = "SD";
             self.up = Some(up);
-            self.abort_proxy(ctx);
+            self.fail(ctx, ExchangeError::body_cut());
             return true;
         }
         self.up = Some(up);
@@ -880,13 +875,14 @@ impl Conn {
 
     /// The server closed or reset before a complete answer head.
     fn server_broke(&mut self, ctx: &mut Ctx) -> bool {
-        let Some(mut up) = self.up.take() else {
+        let Some(up) = self.up.take() else {
             return false;
         };
         let nothing_back =
             up.resp_left.is_none() && self.side.borrow().iend == 0 && up.t_resp.is_none();
         let replayable = up.method.is_idempotent() && !up.body_sent;
-        if up.reused && nothing_back && replayable {
+        let e = ExchangeError::closed_before_head(up.reused && nothing_back && replayable);
+        if e.retryable {
             // A kept connection the server had closed: send again on a
             // fresh one, without counting a retry.
             self.drop_server_sock(ctx);
@@ -897,11 +893,22 @@ impl Conn {
         if let Some(s) = &up.server {
             s.counters.resp_errors.fetch_add(1, Ordering::Relaxed);
         }
-        up.keep_server = false;
-        up.term = "SH";
         self.up = Some(up);
-        self.proxy_error(ctx, 502);
+        self.fail(ctx, e);
         true
+    }
+
+    /// Ends a failed exchange: the error answer if none started, else
+    /// both connections cut; the log line carries the error's code.
+    fn fail(&mut self, ctx: &mut Ctx, e: ExchangeError) {
+        if let Some(up) = self.up.as_mut() {
+            up.term = e.term();
+            up.keep_server = false;
+        }
+        match e.status {
+            Some(status) => self.proxy_error(ctx, status),
+            None => self.abort_proxy(ctx),
+        }
     }
 
     /// Writes the client's response head from the server's.
@@ -1081,6 +1088,7 @@ impl Conn {
             if let Some((old_srv, old)) = self.attached.take() {
                 self.detach_to_pool(ctx, old_srv, old);
             }
+            self.side.borrow_mut().idle_event = false;
             self.attached = Some(k);
         } else {
             self.drop_server_sock(ctx);
@@ -1136,21 +1144,6 @@ impl Conn {
         self.finish_proxy_input();
     }
 
-    fn end_tunnel(&mut self, ctx: &mut Ctx) {
-        let Some(mut up) = self.up.take() else {
-            return;
-        };
-        self.drop_server_sock(ctx);
-        if let Some(s) = up.server.take() {
-            up.farm.release(&s);
-            up.server = Some(s);
-        }
-        let bytes = up.bytes_out;
-        self.log_proxy(ctx, &up, bytes);
-        self.closing = true;
-        self.finish_proxy_input();
-    }
-
     /// A deadline of the server side passed.
     pub(super) fn proxy_timeout(&mut self, ctx: &mut Ctx) {
         let Some(state) = self.up.as_ref().map(|u| u.state) else {
@@ -1159,7 +1152,6 @@ impl Conn {
         match state {
             UpState::Queued => {
                 if let Some(up) = self.up.as_mut() {
-                    up.term = "sQ";
                     if let Some(s) = up.server.as_ref() {
                         s.counters.queue_timeouts.fetch_add(1, Ordering::Relaxed);
                     }
@@ -1168,37 +1160,20 @@ impl Conn {
                         .queue_timeouts
                         .fetch_add(1, Ordering::Relaxed);
                 }
-                self.proxy_error(ctx, 503);
+                self.fail(ctx, ExchangeError::queue_timeout());
             }
-            UpState::Connecting => self.connect_failed(ctx),
+            UpState::Connecting => self.connect_failed(ctx, true),
             UpState::Connected => {
                 let started = self.up.as_ref().is_some_and(|u| u.resp_left.is_some());
-                if let Some(up) = self.up.as_mut() {
-                    up.keep_server = false;
-                    up.term = if started { "sD" } else { "sH" };
-                }
-                if started {
-                    self.abort_proxy(ctx);
-                } else {
-                    self.proxy_error(ctx, 504);
-                }
+                self.fail(ctx, ExchangeError::server_timeout(started));
             }
-            UpState::Tunnel => {
-                if let Some(up) = self.up.as_mut() {
-                    up.term = "sD";
-                }
-                self.end_tunnel(ctx);
-            }
+            UpState::Tunnel => self.fail(ctx, ExchangeError::server_timeout(true)),
         }
     }
 
     /// The client went away in the middle of an exchange.
     pub(super) fn proxy_client_gone(&mut self, ctx: &mut Ctx) {
-        if let Some(up) = self.up.as_mut() {
-            up.term = "CD";
-            up.keep_server = false;
-        }
-        self.abort_proxy(ctx);
+        self.fail(ctx, ExchangeError::client_gone());
     }
 
     /// An attached idle server connection goes to the thread's pool.
@@ -1230,28 +1205,16 @@ impl Conn {
             _ => -1,
         };
         let tt = d(up.t0, now);
-        let server = up
-            .server
-            .as_ref()
-            .map_or("<NOSRV>".to_string(), |s| s.name.clone());
-        let entry = crate::log::Entry {
-            client: self.peer,
-            accept: self.accept_time,
-            frontend: &self.fe.name,
+        let server = up.server.as_ref().map_or("<NOSRV>", |s| s.name.as_str());
+        let entry = self.log_entry(LogFacts {
             backend: &up.be.name,
-            server: &server,
-            tq,
-            tw,
-            tc,
-            tr,
-            tt,
+            server,
+            times: [tq, tw, tc, tr, tt],
             status: up.status,
             bytes,
             term: up.term,
-            actconn: self.w.actconn(),
-            feconn: self.fe.cur_conns(),
             request_line: &up.req_line,
-        };
+        });
         self.w.log_access(crate::log::format(&entry));
     }
 }

@@ -65,6 +65,9 @@ pub(super) struct ServerSide {
     pub(super) iend: usize,
     /// Request bytes written to the server (the stats' "bytes in").
     pub(super) bytes_in: u64,
+    /// An event arrived while no exchange used a socket: the idle one
+    /// kept for the client (`Conn::attached`) may have closed.
+    pub(super) idle_event: bool,
 }
 
 impl ServerSide {
@@ -229,8 +232,9 @@ impl ServerSide {
     /// whether the client side has something to do.
     pub(super) fn drive(&mut self, now: Tick, get_buf: impl FnOnce() -> Vec<u8>) -> bool {
         if self.sock.is_none() {
-            // An event of a socket no longer in use (or an idle attached
-            // one: its liveness is checked when it is reused).
+            // An event of a socket no longer in use, or of the idle one
+            // kept for the client: its liveness is checked at reuse.
+            self.idle_event = true;
             return false;
         }
         let mut wake = false;
@@ -238,9 +242,14 @@ impl ServerSide {
             match self.check_connect(now) {
                 None => return false,
                 Some(false) => return true,
-                // Connected: the request waits in `obuf`; the client side
-                // only needs a run if it holds more.
-                Some(true) => wake |= self.want_room,
+                // Connected. When the client side holds request body,
+                // it writes the head itself together with what it checked
+                // of the body (a broken chunk already in its buffer must
+                // stop the request before any byte of it leaves).
+                Some(true) if self.want_room => return true,
+                // Otherwise the request waits whole in `obuf`: send it
+                // from here, without a client-side run.
+                Some(true) => {}
             }
         }
         let before = self.out_pending();
@@ -357,6 +366,38 @@ mod tests {
         side.obuf.extend_from_slice(b"more");
         side.want_room = true;
         assert!(side.drive(3, || vec![0; 64]));
+    }
+
+    #[test]
+    fn connect_with_body_pending_leaves_the_write_to_the_client_side() {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let s = socket2::Socket::new(
+            socket2::Domain::IPV4,
+            socket2::Type::STREAM,
+            Some(socket2::Protocol::TCP),
+        )
+        .unwrap();
+        s.set_nonblocking(true).unwrap();
+        let _ = s.connect(&l.local_addr().unwrap().into());
+        let mut side = ServerSide::default();
+        side.install(Transport::plain(s.into()), true, 1);
+        side.obuf.extend_from_slice(b"POST / HTTP/1.1\r\n\r\n");
+        side.want_room = true;
+        let until = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while side.connecting {
+            side.wr = true;
+            let woke = side.drive(2, || vec![0; 64]);
+            assert_eq!(woke, !side.connecting);
+            assert!(std::time::Instant::now() < until, "connect never completed");
+            std::thread::yield_now();
+        }
+        assert!(!side.connect_failed);
+        assert_eq!(
+            side.out_pending(),
+            19,
+            "nothing written before the body is checked"
+        );
+        assert_eq!(side.t_conn, Some(2));
     }
 
     #[test]

@@ -1,0 +1,186 @@
+//! Why a proxied exchange failed, as one typed value.
+//!
+//! Every failure of an exchange is an [`ExchangeError`]: which side caused
+//! it (the client or the server), in which phase (request, queue, connect,
+//! response head, data), whether it was a timeout, whether it may be
+//! retried on another connection, and the status the client gets (none
+//! when the answer already started: then both connections are cut). The
+//! two-letter termination code of the access log (HAProxy's, "sC", "SH",
+//! "CD"...) is derived from it, never written by hand, so the log, the
+//! status and the retry decision cannot disagree.
+//!
+//! ```text
+//!   first letter  C client   c client timeout   S server   s server timeout
+//!   second        R request  Q queue  C connect  H response head  D data
+//! ```
+
+/// Who caused the failure.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Side {
+    Client,
+    Server,
+}
+
+/// How far the exchange had come.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Phase {
+    /// Reading the request (its body).
+    Request,
+    /// Waiting for a server slot.
+    Queue,
+    /// Connecting to the server.
+    Connect,
+    /// Waiting for the response head.
+    Head,
+    /// Moving the response body (or tunnel bytes).
+    Data,
+}
+
+/// A failed exchange.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ExchangeError {
+    pub side: Side,
+    pub phase: Phase,
+    pub timeout: bool,
+    /// Whether the request may be sent again on another connection: it is
+    /// safe to replay (idempotent, no body byte sent) and nothing came back.
+    pub retryable: bool,
+    /// The error answer for the client; `None` once the answer started.
+    pub status: Option<u16>,
+}
+
+impl ExchangeError {
+    const fn new(side: Side, phase: Phase, timeout: bool, status: Option<u16>) -> Self {
+        ExchangeError {
+            side,
+            phase,
+            timeout,
+            retryable: false,
+            status,
+        }
+    }
+
+    /// No usable server in the backend: 503.
+    pub const fn no_server() -> Self {
+        Self::new(Side::Server, Phase::Connect, false, Some(503))
+    }
+
+    /// Connects failed (refused, or timed out) and no retry is left: 503.
+    pub const fn connect(timeout: bool) -> Self {
+        Self::new(Side::Server, Phase::Connect, timeout, Some(503))
+    }
+
+    /// `timeout queue` passed before a slot came: 503.
+    pub const fn queue_timeout() -> Self {
+        Self::new(Side::Server, Phase::Queue, true, Some(503))
+    }
+
+    /// A broken request body: 400 if no answer started, else a cut.
+    pub const fn bad_request_body(answered: bool) -> Self {
+        Self::new(
+            Side::Client,
+            Phase::Request,
+            false,
+            if answered { None } else { Some(400) },
+        )
+    }
+
+    /// The server closed before a complete response head; `retryable`
+    /// when the request may go again on a fresh connection.
+    pub const fn closed_before_head(retryable: bool) -> Self {
+        let mut e = Self::new(Side::Server, Phase::Head, false, Some(502));
+        e.retryable = retryable;
+        e
+    }
+
+    /// A response head that is not valid HTTP: 502.
+    pub const fn bad_response_head() -> Self {
+        Self::new(Side::Server, Phase::Head, false, Some(502))
+    }
+
+    /// The response body was cut or malformed: the client is cut too.
+    pub const fn body_cut() -> Self {
+        Self::new(Side::Server, Phase::Data, false, None)
+    }
+
+    /// `timeout server` (or `timeout tunnel`) passed: 504 before the
+    /// answer, a cut after.
+    pub const fn server_timeout(answered: bool) -> Self {
+        if answered {
+            Self::new(Side::Server, Phase::Data, true, None)
+        } else {
+            Self::new(Side::Server, Phase::Head, true, Some(504))
+        }
+    }
+
+    /// The client went away during the exchange.
+    pub const fn client_gone() -> Self {
+        Self::new(Side::Client, Phase::Data, false, None)
+    }
+
+    /// The access log's termination code.
+    pub fn term(&self) -> &'static str {
+        use Phase::*;
+        match (self.side, self.timeout, self.phase) {
+            (Side::Client, false, Request) => "CR",
+            (Side::Client, false, Queue) => "CQ",
+            (Side::Client, false, Connect) => "CC",
+            (Side::Client, false, Head) => "CH",
+            (Side::Client, false, Data) => "CD",
+            (Side::Client, true, Request) => "cR",
+            (Side::Client, true, Queue) => "cQ",
+            (Side::Client, true, Connect) => "cC",
+            (Side::Client, true, Head) => "cH",
+            (Side::Client, true, Data) => "cD",
+            (Side::Server, false, Request) => "SR",
+            (Side::Server, false, Queue) => "SQ",
+            (Side::Server, false, Connect) => "SC",
+            (Side::Server, false, Head) => "SH",
+            (Side::Server, false, Data) => "SD",
+            (Side::Server, true, Request) => "sR",
+            (Side::Server, true, Queue) => "sQ",
+            (Side::Server, true, Connect) => "sC",
+            (Side::Server, true, Head) => "sH",
+            (Side::Server, true, Data) => "sD",
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn codes_follow_haproxy() {
+        assert_eq!(ExchangeError::no_server().term(), "SC");
+        assert_eq!(ExchangeError::connect(false).term(), "SC");
+        assert_eq!(ExchangeError::connect(true).term(), "sC");
+        assert_eq!(ExchangeError::queue_timeout().term(), "sQ");
+        assert_eq!(ExchangeError::bad_request_body(false).term(), "CR");
+        assert_eq!(ExchangeError::closed_before_head(false).term(), "SH");
+        assert_eq!(ExchangeError::bad_response_head().term(), "SH");
+        assert_eq!(ExchangeError::body_cut().term(), "SD");
+        assert_eq!(ExchangeError::server_timeout(false).term(), "sH");
+        assert_eq!(ExchangeError::server_timeout(true).term(), "sD");
+        assert_eq!(ExchangeError::client_gone().term(), "CD");
+    }
+
+    #[test]
+    fn status_only_before_the_answer() {
+        assert_eq!(ExchangeError::server_timeout(false).status, Some(504));
+        assert_eq!(ExchangeError::server_timeout(true).status, None);
+        assert_eq!(ExchangeError::bad_request_body(false).status, Some(400));
+        assert_eq!(ExchangeError::bad_request_body(true).status, None);
+        assert_eq!(ExchangeError::body_cut().status, None);
+        assert_eq!(ExchangeError::client_gone().status, None);
+        for e in [
+            ExchangeError::no_server(),
+            ExchangeError::connect(true),
+            ExchangeError::queue_timeout(),
+        ] {
+            assert_eq!(e.status, Some(503));
+            assert!(!e.retryable);
+        }
+        assert!(ExchangeError::closed_before_head(true).retryable);
+    }
+}
