@@ -9,6 +9,7 @@ pub mod blocking;
 pub mod cli;
 pub mod config;
 pub mod conn;
+pub mod h2;
 pub mod http1;
 pub mod listener;
 pub mod log;
