@@ -1656,6 +1656,21 @@ fn parse_bind(w: &[String], ctx: &Ctx<'_>) -> Result<Bind, String> {
                 if alpn.iter().any(|p| p.is_empty() || p.len() > 255) {
                     return Err(format!("invalid ALPN list '{v}'"));
                 }
+                // Until the HTTP/2 mux is wired, offering h2 would make
+                // every client that picks it fail (issue 13).
+                if alpn.iter().any(|p| p == "h2") {
+                    return Err(format!(
+                        "'alpn {v}' offers h2, but HTTP/2 is not served yet: use 'alpn http/1.1'"
+                    ));
+                }
+            }
+            "proto" => {
+                let v = v?;
+                return Err(if v == "h2" {
+                    "'proto h2': HTTP/2 is not served yet".to_string()
+                } else {
+                    format!("'proto {v}' is not supported (ebb serves HTTP/1.x on every bind)")
+                });
             }
             "ssl-min-ver" => {
                 min_ver = Some(match v? {

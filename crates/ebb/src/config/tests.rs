@@ -532,7 +532,7 @@ fn unterminated_quote_is_a_line_error() {
 fn frontend_basics() {
     let c = ok("frontend web
     bind :80 name plain nice -10
-    bind 127.0.0.1:8443 name tls ssl crt /etc/ebb/a.pem crt /etc/ebb/b.pem key /etc/ebb/a.key alpn h2,http/1.1 ssl-min-ver TLSv1.3
+    bind 127.0.0.1:8443 name tls ssl crt /etc/ebb/a.pem crt /etc/ebb/b.pem key /etc/ebb/a.key alpn http/1.1,http/1.0 ssl-min-ver TLSv1.3
     bind [::1]:80 v6only
     mode http
     maxconn 1000
@@ -565,7 +565,7 @@ backend app
         ]
     );
     assert_eq!(ssl.key, Some(PathBuf::from("/etc/ebb/a.key")));
-    assert_eq!(ssl.alpn, ["h2", "http/1.1"]);
+    assert_eq!(ssl.alpn, ["http/1.1", "http/1.0"]);
     assert_eq!(ssl.min_ver, Some(TlsVersion::Tls13));
     assert_eq!(
         f.binds[2].addrs,
@@ -619,6 +619,33 @@ fn bind_errors() {
     );
     err1(&b(":80 nice"), "t.cfg:2: ", "expects a value");
     err1(&b(":80 ssl crt /x alpn h2,,x"), "t.cfg:2: ", "invalid ALPN");
+}
+
+/// Until the HTTP/2 mux is wired, a bind offering h2 is refused at start.
+#[test]
+fn http2_binds_are_refused_until_served() {
+    let b = |opts: &str| format!("frontend f\n    bind {opts}\n");
+    err1(
+        &b(":443 ssl crt /x.pem alpn h2,http/1.1"),
+        "t.cfg:2: ",
+        "HTTP/2 is not served yet",
+    );
+    err1(
+        &b(":443 ssl crt /x.pem alpn http/1.1,h2"),
+        "t.cfg:2: ",
+        "HTTP/2 is not served yet",
+    );
+    err1(
+        &b(":80 proto h2"),
+        "t.cfg:2: ",
+        "'proto h2': HTTP/2 is not served yet",
+    );
+    err1(
+        &b(":80 proto h1"),
+        "t.cfg:2: ",
+        "'proto h1' is not supported",
+    );
+    ok("frontend f\n    bind :443 ssl crt /x.pem alpn http/1.1\n    default_backend b\nbackend b\n    server s 127.0.0.1:80\n");
 }
 
 #[test]
