@@ -265,8 +265,10 @@ pub struct Connection {
     /// GOAWAY sent: (last stream id, final) — final once the second one
     /// of a graceful shutdown (or an error's) is out.
     goaway: Option<(u32, bool)>,
-    /// Streams ebb reset recently: frames still in flight are ignored.
-    recent_resets: [u32; 16],
+    /// Streams closed recently, and whether ebb reset them (then DATA still
+    /// in flight is ignored, §5.1); tells a closed stream (STREAM_CLOSED)
+    /// from an id regression (PROTOCOL_ERROR, §5.1.1).
+    recent: [(u32, bool); 32],
     recent_pos: usize,
 }
 
@@ -301,7 +303,7 @@ impl Connection {
             reset_tokens: RESET_BURST,
             reset_refill_at: None,
             goaway: None,
-            recent_resets: [0; 16],
+            recent: [(0, false); 32],
             recent_pos: 0,
         };
         let mut params = vec![
@@ -364,7 +366,24 @@ impl Connection {
     fn remove(&mut self, id: u32) {
         if let Some(i) = self.streams.iter().position(|s| s.id == id) {
             self.streams.swap_remove(i);
+            self.remember(id, false);
         }
+    }
+
+    fn remember(&mut self, id: u32, reset_by_us: bool) {
+        if let Some(e) = self.recent.iter_mut().find(|e| e.0 == id) {
+            e.1 |= reset_by_us;
+            return;
+        }
+        self.recent[self.recent_pos] = (id, reset_by_us);
+        self.recent_pos = (self.recent_pos + 1) % self.recent.len();
+    }
+
+    fn recently_closed(&self, id: u32) -> Option<bool> {
+        self.recent
+            .iter()
+            .find(|e| e.0 == id && id != 0)
+            .map(|e| e.1)
     }
 
     fn close_if_done(&mut self, id: u32) {
@@ -415,18 +434,13 @@ impl Connection {
         Ok(())
     }
 
-    fn remember_reset(&mut self, id: u32) {
-        self.recent_resets[self.recent_pos] = id;
-        self.recent_pos = (self.recent_pos + 1) % self.recent_resets.len();
-    }
-
     /// Sends RST_STREAM for a stream error and forgets the stream.
     fn stream_error(&mut self, id: u32, code: ErrorCode, now: u32) -> Result<(), H2Error> {
         self.spend_reset(now)?;
         frame::write_rst(&mut self.out, id, code);
         self.control_queued()?;
         self.remove(id);
-        self.remember_reset(id);
+        self.remember(id, true);
         Ok(())
     }
 
@@ -719,7 +733,7 @@ impl Connection {
             // Closed stream: give the connection window back at once.
             self.unacked += flow_len;
             self.flush_conn_window();
-            if self.recent_resets.contains(&id) {
+            if self.recently_closed(id) == Some(true) {
                 return Ok(None);
             }
             return Err(H2Error::Stream(id, ErrorCode::STREAM_CLOSED));
@@ -784,14 +798,20 @@ impl Connection {
             }
             BlockKind::Trailers
         } else if id <= self.max_client_id {
-            // Closed stream (§5.1), or a regression (§5.1.1).
-            return Err(H2Error::Connection(ErrorCode::STREAM_CLOSED));
+            // A stream known closed (§5.1: STREAM_CLOSED), else an id that
+            // goes back (§5.1.1: PROTOCOL_ERROR). Either way a connection
+            // error: the block cannot be decoded for a stream that is gone.
+            return Err(H2Error::Connection(match self.recently_closed(id) {
+                Some(_) => ErrorCode::STREAM_CLOSED,
+                None => ErrorCode::PROTOCOL_ERROR,
+            }));
         } else {
             self.max_client_id = id;
             if self_dep {
                 // §5.3.1: a stream depending on itself; decoded, then reset.
                 BlockKind::Refuse(ErrorCode::PROTOCOL_ERROR)
-            } else if self.goaway.is_some() {
+            } else if self.goaway.is_some_and(|(last, _)| id > last) {
+                // §6.8: past the last-stream-id of a GOAWAY sent.
                 BlockKind::Refuse(ErrorCode::REFUSED_STREAM)
             } else if self.streams.len() >= self.cfg.max_concurrent_streams as usize {
                 // §5.1.2: REFUSED_STREAM lets the client retry.
@@ -1056,7 +1076,7 @@ impl Connection {
         let _ = now;
         frame::write_rst(&mut self.out, id, code);
         self.remove(id);
-        self.remember_reset(id);
+        self.remember(id, true);
         if self.goaway.is_some() && self.streams.is_empty() {
             self.final_goaway();
         }
