@@ -926,13 +926,13 @@ impl Connection {
     /// The caller consumed `n` body bytes of stream `id` (or the stream is
     /// gone): grant them back to the client, batched per half window.
     pub fn release(&mut self, id: u32, n: usize) {
-        let n = n as u32;
-        self.unacked += n;
+        let n = u32::try_from(n).unwrap_or(u32::MAX);
+        self.unacked = self.unacked.saturating_add(n);
         self.flush_conn_window();
         let half = self.cfg.initial_window_size / 2;
         let mut wu = None;
         if let Some(s) = self.stream(id) {
-            s.unacked += n;
+            s.unacked = s.unacked.saturating_add(n);
             if !s.remote_done && s.unacked > 0 && s.unacked >= half {
                 wu = Some(s.unacked);
                 s.recv_window += i64::from(s.unacked);
