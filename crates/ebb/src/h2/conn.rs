@@ -38,7 +38,7 @@
 //! | more streams than allowed | REFUSED_STREAM past `max_concurrent_streams` | §5.1.2; HAProxy's `tune.h2.max-concurrent-streams` 100 |
 //! | rapid reset (CVE-2023-44487) | token bucket: 1000 resets burst, 33/s refill, then GOAWAY ENHANCE_YOUR_CALM | nghttp2's `stream_reset_burst`/`rate` defaults |
 //! | CONTINUATION flood (CVE-2024-27316) | a field block over 2 x `max_header_list_size` bytes, or over 128 frames: GOAWAY ENHANCE_YOUR_CALM | the decoded list cannot fit anyway; HAProxy refuses a block larger than its buffer |
-//! | HPACK bomb, oversized lists | decoded size (§6.5.2) over `max_header_list_size`: copying stops, stream reset (REFUSED_STREAM? no: PROTOCOL_ERROR after 431 is the mux's), table kept in sync | RFC 7541 §7.3, RFC 9113 §10.5.1 |
+//! | HPACK bomb, oversized lists | decoded size (§6.5.2) over `max_header_list_size`: copying stops, the table is kept in sync, the stream gets a 431 answer and ends (RST_STREAM NO_ERROR if the client still sends) | RFC 7541 §7.3, RFC 9113 §10.5.1 |
 //! | SETTINGS/PING/WINDOW_UPDATE/empty DATA/PRIORITY floods | 1000 such frames without useful work (a new stream or DATA sent or received) in between: GOAWAY ENHANCE_YOUR_CALM; and 1000 unsent control answers (peer not reading): same | RFC 9113 §10.5; nghttp2's `max_outbound_ack` 1000 |
 //! | zero-window slow reader | ebb never queues DATA beyond the windows; a stream blocked on a zero window for `stall_timeout_ms` is reset CANCEL | RFC 9113 §10.5 |
 //! | stream-id reuse/regression, even ids | connection error PROTOCOL_ERROR | §5.1.1 |
