@@ -2104,10 +2104,18 @@ fn parse_bind(w: &[String], ctx: &Ctx<'_>) -> Result<Bind, String> {
                     unix_owner.1 = Some(id);
                 }
             }
+            "proto" => {
+                let v = v?;
+                return Err(if v == "h2" {
+                    "'proto h2': HTTP/2 is not served yet".to_string()
+                } else {
+                    format!("'proto {v}' is not supported (ebb serves HTTP/1.x on every bind)")
+                });
+            }
             "backlog" => backlog = Some(parse_u32_range(opt, v?, 1, i32::MAX as u32)?),
             "expose-fd" | "accept-proxy" | "accept-netscaler-cip" | "defer-accept" | "tfo"
             | "transparent" | "interface" | "namespace" | "mss" | "tcp-ut" | "maxconn"
-            | "process" | "thread" | "shards" | "proto" | "level" | "severity-output" => {
+            | "process" | "thread" | "shards" | "level" | "severity-output" => {
                 return Err(format!("bind option '{opt}' is not supported yet"))
             }
             "nice" => nice = parse_nice(v?)?,
@@ -2127,7 +2135,7 @@ fn parse_bind(w: &[String], ctx: &Ctx<'_>) -> Result<Bind, String> {
                 // fails every client that takes the offer (curl exits 55).
                 if b.alpn.iter().any(|p| p == "h2") {
                     return Err(format!(
-                        "'alpn {v}': HTTP/2 is not served yet; offer http/1.1 only"
+                        "'alpn {v}' offers h2, but HTTP/2 is not served yet: use 'alpn http/1.1'"
                     ));
                 }
             }

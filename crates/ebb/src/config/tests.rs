@@ -758,6 +758,33 @@ fn tune_keywords_honoured_or_refused() {
     );
 }
 
+/// Until the HTTP/2 mux is wired, a bind offering h2 is refused at start.
+#[test]
+fn http2_binds_are_refused_until_served() {
+    let b = |opts: &str| format!("frontend f\n    bind {opts}\n");
+    err1(
+        &b(":443 ssl crt /x.pem alpn h2,http/1.1"),
+        "t.cfg:2: ",
+        "HTTP/2 is not served yet",
+    );
+    err1(
+        &b(":443 ssl crt /x.pem alpn http/1.1,h2"),
+        "t.cfg:2: ",
+        "HTTP/2 is not served yet",
+    );
+    err1(
+        &b(":80 proto h2"),
+        "t.cfg:2: ",
+        "'proto h2': HTTP/2 is not served yet",
+    );
+    err1(
+        &b(":80 proto h1"),
+        "t.cfg:2: ",
+        "'proto h1' is not supported",
+    );
+    ok("frontend f\n    bind :443 ssl crt /x.pem alpn http/1.1\n    default_backend b\nbackend b\n    server s 127.0.0.1:80\n");
+}
+
 #[test]
 fn mode_tcp_is_a_clear_error() {
     err1(

@@ -1,0 +1,1175 @@
+//! The server side of one HTTP/2 connection (RFC 9113 §3-§8): bytes in,
+//! events out, frames to send in a buffer. No socket, no clock of its own.
+//!
+//! ```text
+//!   let mut c = Connection::new(Config::default());   // queues SETTINGS
+//!   loop {
+//!       read bytes into buf
+//!       loop {
+//!           let p = c.recv(&buf[off..], now);  // one frame at most
+//!           off += p.consumed;
+//!           match p.event { Some(ev) => handle(ev), None if p.consumed == 0 => break, _ => {} }
+//!       }
+//!       commands: c.send_response / send_data / send_trailers / reset / release
+//!       write c.output(); c.consume_output(n)
+//!       if c.is_done() && c.output().is_empty() { close }
+//!   }
+//! ```
+//!
+//! [`Connection::recv`] handles at most one frame per call so that an
+//! [`Event`] can borrow the input (DATA payloads) and the decoded head
+//! without copying; frames that need no attention from the caller
+//! (SETTINGS, PING, PRIORITY, WINDOW_UPDATE...) are answered in place.
+//!
+//! # Stream states (§5.1, server side; no push, so no reserved states)
+//!
+//! ```text
+//!   idle --HEADERS--> open --END_STREAM recv--> half-closed(remote)
+//!                      |                              | END_STREAM sent
+//!                      +--END_STREAM sent--> half-closed(local) --recv ES--> closed
+//!   any --RST_STREAM sent or received--> closed
+//! ```
+//! A closed stream leaves the table; `max_client_id` tells closed from idle.
+//!
+//! # Bounds (each has a test in `tests.rs`)
+//!
+//! | attack | bound | source |
+//! |---|---|---|
+//! | more streams than allowed | REFUSED_STREAM past `max_concurrent_streams` | §5.1.2; HAProxy's `tune.h2.max-concurrent-streams` 100 |
+//! | rapid reset (CVE-2023-44487) | token bucket: 1000 resets burst, 33/s refill, then GOAWAY ENHANCE_YOUR_CALM | nghttp2's `stream_reset_burst`/`rate` defaults |
+//! | CONTINUATION flood (CVE-2024-27316) | a field block over 2 x `max_header_list_size` bytes, or over 128 frames: GOAWAY ENHANCE_YOUR_CALM | the decoded list cannot fit anyway; HAProxy refuses a block larger than its buffer |
+//! | HPACK bomb, oversized lists | decoded size (§6.5.2) over `max_header_list_size`: copying stops, the table is kept in sync, the stream gets a 431 answer and ends (RST_STREAM NO_ERROR if the client still sends) | RFC 7541 §7.3, RFC 9113 §10.5.1 |
+//! | SETTINGS/PING/WINDOW_UPDATE/empty DATA/PRIORITY floods | 1000 such frames without useful work (a new stream or DATA sent or received) in between: GOAWAY ENHANCE_YOUR_CALM; and 1000 unsent control answers (peer not reading): same | RFC 9113 §10.5; nghttp2's `max_outbound_ack` 1000 |
+//! | zero-window slow reader | ebb never queues DATA beyond the windows; a stream blocked on a zero window for `stall_timeout_ms` is reset CANCEL | RFC 9113 §10.5 |
+//! | stream-id reuse/regression, even ids | connection error PROTOCOL_ERROR | §5.1.1 |
+//! | frames on closed streams | DATA: stream error STREAM_CLOSED (its bytes still count for the connection window); HEADERS: connection error STREAM_CLOSED | §5.1 |
+//! | oversized frames | connection error FRAME_SIZE_ERROR, payload never buffered | §4.2 |
+//! | DATA after END_STREAM | stream error STREAM_CLOSED | §5.1 half-closed (remote) |
+
+use super::frame::{self, flag, kind, setting, ErrorCode, Frame, FrameHeader, H2Error};
+use super::hpack::{self, Decoder, Encoder, HuffmanMode};
+use super::request::{check_trailers, RequestHead};
+
+/// The connection's limits. Defaults are HAProxy's where it has one.
+#[derive(Copy, Clone, Debug)]
+pub struct Config {
+    /// SETTINGS_MAX_CONCURRENT_STREAMS: HAProxy's
+    /// `tune.h2.max-concurrent-streams` default, 100.
+    pub max_concurrent_streams: u32,
+    /// SETTINGS_INITIAL_WINDOW_SIZE for the streams the client opens:
+    /// HAProxy's `tune.h2.initial-window-size` default, 65535 (RFC value).
+    pub initial_window_size: u32,
+    /// The connection-level receive window ebb grants (WINDOW_UPDATE on
+    /// stream 0 at start): bounds request body bytes buffered per
+    /// connection. 1 MiB.
+    pub connection_window: u32,
+    /// SETTINGS_HEADER_TABLE_SIZE: HAProxy's `tune.h2.header-table-size`
+    /// default, 4096 (RFC value).
+    pub header_table_size: u32,
+    /// SETTINGS_MAX_FRAME_SIZE: 16384, the RFC's initial value (HAProxy
+    /// advertises its buffer size, 16384 by default).
+    pub max_frame_size: u32,
+    /// SETTINGS_MAX_HEADER_LIST_SIZE: 16384, HAProxy's `tune.bufsize`
+    /// default, in which a whole request head must fit.
+    pub max_header_list_size: u32,
+    /// How long a stream may wait on a zero send window before it is reset
+    /// (ms). 30 s, HAProxy's common `timeout client`.
+    pub stall_timeout_ms: u32,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            max_concurrent_streams: 100,
+            initial_window_size: frame::DEFAULT_WINDOW,
+            connection_window: 1 << 20,
+            header_table_size: hpack::DEFAULT_TABLE_SIZE as u32,
+            max_frame_size: frame::MIN_MAX_FRAME_SIZE,
+            max_header_list_size: 16_384,
+            stall_timeout_ms: 30_000,
+        }
+    }
+}
+
+/// Control frames or glitches allowed without useful work in between (see
+/// the module doc).
+pub const FLOOD_LIMIT: u32 = 1000;
+/// Unsent control answers allowed (nghttp2's `max_outbound_ack`).
+pub const MAX_PENDING_CONTROL: u32 = 1000;
+/// Rapid reset: burst of resets allowed (nghttp2's default).
+pub const RESET_BURST: u32 = 1000;
+/// Rapid reset: resets per second refilled (nghttp2's default).
+pub const RESET_RATE_PER_S: u32 = 33;
+/// CONTINUATION frames allowed in one field block.
+pub const MAX_CONTINUATIONS: u32 = 128;
+
+/// What the caller must act on.
+#[derive(Debug)]
+pub enum Event<'a> {
+    /// A new request (the head checked by RFC 9113 §8).
+    Request {
+        /// Stream id.
+        id: u32,
+        /// The head.
+        head: &'a RequestHead,
+        /// No body follows.
+        end_stream: bool,
+    },
+    /// Request body bytes. Call [`Connection::release`] once they are
+    /// consumed so the client may send more.
+    Data {
+        /// Stream id.
+        id: u32,
+        /// Payload (padding removed), borrowed from the input.
+        data: &'a [u8],
+        /// Last bytes of the body.
+        end_stream: bool,
+    },
+    /// Trailers ending the request (checked by §8.1).
+    Trailers {
+        /// Stream id.
+        id: u32,
+        /// The fields.
+        fields: &'a hpack::HeaderList,
+    },
+    /// The stream ended abnormally: the client reset it, or ebb reset it
+    /// for a stream error (already sent). Drop its exchange.
+    Reset {
+        /// Stream id.
+        id: u32,
+        /// The code sent or received.
+        code: ErrorCode,
+        /// Whether the client sent it.
+        remote: bool,
+    },
+    /// A send window opened: stream `id`'s, or with id 0 the connection's
+    /// or every stream's (a larger SETTINGS_INITIAL_WINDOW_SIZE): retry
+    /// pending DATA.
+    WindowOpened {
+        /// Stream id or 0.
+        id: u32,
+    },
+    /// The client sent GOAWAY: no stream above `last_stream` will be
+    /// answered by it... (for a server: the client is going away).
+    GoAway {
+        /// Its last stream id.
+        last_stream: u32,
+        /// Its code.
+        code: ErrorCode,
+    },
+    /// A connection error: GOAWAY is queued; write the output and close.
+    Closed {
+        /// The code sent.
+        code: ErrorCode,
+    },
+}
+
+/// The result of one [`Connection::recv`] call.
+#[derive(Debug)]
+pub struct Progress<'a> {
+    /// Input bytes consumed (0 with no event: more bytes are needed).
+    pub consumed: usize,
+    /// What happened, if anything needs the caller.
+    pub event: Option<Event<'a>>,
+}
+
+/// Why a command was refused.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum SendError {
+    /// No such stream (closed, reset or never opened).
+    NoStream,
+    /// The stream's sending side is already ended, or its head not sent.
+    BadState,
+}
+
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+enum State {
+    /// Waiting for the 24-byte client preface.
+    Preface,
+    /// Preface seen; the first frame must be SETTINGS (§3.4).
+    FirstSettings,
+    /// Normal operation.
+    Open,
+    /// A connection error was sent: nothing more is read.
+    Closed,
+}
+
+#[derive(Debug)]
+struct Stream {
+    id: u32,
+    /// The client has sent END_STREAM (half-closed remote).
+    remote_done: bool,
+    /// ebb has sent END_STREAM (half-closed local).
+    local_done: bool,
+    /// ebb has sent the response head.
+    head_sent: bool,
+    /// The request head was seen (a later HEADERS is trailers).
+    send_window: i64,
+    recv_window: i64,
+    /// Bytes delivered and released, not yet returned by WINDOW_UPDATE.
+    unacked: u32,
+    content_length: Option<u64>,
+    received: u64,
+    /// Since when DATA waits on a zero window (tick), if it does.
+    blocked_since: Option<u32>,
+}
+
+/// A pending field block (HEADERS then CONTINUATIONs).
+#[derive(Copy, Clone, Debug)]
+struct Pending {
+    id: u32,
+    end_stream: bool,
+    frames: u32,
+    /// A new request (else trailers, or a block ebb only decodes).
+    kind: BlockKind,
+}
+
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+enum BlockKind {
+    Request,
+    Trailers,
+    /// Decode for HPACK state, then reset the stream with this code.
+    Refuse(ErrorCode),
+}
+
+/// One server-side HTTP/2 connection.
+#[derive(Debug)]
+pub struct Connection {
+    cfg: Config,
+    state: State,
+    streams: Vec<Stream>,
+    /// Highest stream id the client opened (§5.1.1).
+    max_client_id: u32,
+    decoder: Decoder,
+    encoder: Encoder,
+    head: RequestHead,
+    trailers: hpack::HeaderList,
+    block: Vec<u8>,
+    pending: Option<Pending>,
+    out: Vec<u8>,
+    scratch: Vec<u8>,
+    // Peer settings.
+    peer_initial_window: u32,
+    peer_max_frame: u32,
+    // Connection windows.
+    send_window: i64,
+    recv_window: i64,
+    unacked: u32,
+    /// Our SETTINGS acknowledged: our initial window applies.
+    settings_acked: bool,
+    // Flood accounting.
+    idle_frames: u32,
+    pending_control: u32,
+    reset_tokens: u32,
+    reset_refill_at: Option<u32>,
+    /// GOAWAY sent: (last stream id, final) — final once the second one
+    /// of a graceful shutdown (or an error's) is out.
+    goaway: Option<(u32, bool)>,
+    /// Streams closed recently, and whether ebb reset them (then DATA still
+    /// in flight is ignored, §5.1); tells a closed stream (STREAM_CLOSED)
+    /// from an id regression (PROTOCOL_ERROR, §5.1.1).
+    recent: [(u32, bool); 32],
+    recent_pos: usize,
+}
+
+const SHUTDOWN_PING: [u8; 8] = *b"ebb-shut";
+
+impl Connection {
+    /// A connection; ebb's SETTINGS (and the connection window's
+    /// WINDOW_UPDATE) are queued in the output at once (§3.4: the server
+    /// preface may be sent before the client's arrives).
+    pub fn new(cfg: Config) -> Connection {
+        let mut c = Connection {
+            cfg,
+            state: State::Preface,
+            streams: Vec::new(),
+            max_client_id: 0,
+            decoder: Decoder::new(cfg.header_table_size as usize),
+            encoder: Encoder::new(hpack::DEFAULT_TABLE_SIZE, HuffmanMode::Shorter),
+            head: RequestHead::default(),
+            trailers: hpack::HeaderList::default(),
+            block: Vec::new(),
+            pending: None,
+            out: Vec::with_capacity(1024),
+            scratch: Vec::new(),
+            peer_initial_window: frame::DEFAULT_WINDOW,
+            peer_max_frame: frame::MIN_MAX_FRAME_SIZE,
+            send_window: i64::from(frame::DEFAULT_WINDOW),
+            recv_window: i64::from(frame::DEFAULT_WINDOW),
+            unacked: 0,
+            settings_acked: false,
+            idle_frames: 0,
+            pending_control: 0,
+            reset_tokens: RESET_BURST,
+            reset_refill_at: None,
+            goaway: None,
+            recent: [(0, false); 32],
+            recent_pos: 0,
+        };
+        let mut params = vec![
+            (setting::MAX_CONCURRENT_STREAMS, cfg.max_concurrent_streams),
+            (setting::MAX_HEADER_LIST_SIZE, cfg.max_header_list_size),
+        ];
+        if cfg.initial_window_size != frame::DEFAULT_WINDOW {
+            params.push((setting::INITIAL_WINDOW_SIZE, cfg.initial_window_size));
+        }
+        if cfg.header_table_size != hpack::DEFAULT_TABLE_SIZE as u32 {
+            params.push((setting::HEADER_TABLE_SIZE, cfg.header_table_size));
+        }
+        if cfg.max_frame_size != frame::MIN_MAX_FRAME_SIZE {
+            params.push((setting::MAX_FRAME_SIZE, cfg.max_frame_size));
+        }
+        frame::write_settings(&mut c.out, &params);
+        if cfg.connection_window > frame::DEFAULT_WINDOW {
+            let inc = cfg.connection_window - frame::DEFAULT_WINDOW;
+            frame::write_window_update(&mut c.out, 0, inc);
+            c.recv_window += i64::from(inc);
+        }
+        c
+    }
+
+    /// Bytes to write to the client.
+    pub fn output(&self) -> &[u8] {
+        &self.out
+    }
+
+    /// `n` bytes of [`Connection::output`] were written.
+    pub fn consume_output(&mut self, n: usize) {
+        let n = n.min(self.out.len());
+        self.out.drain(..n);
+        if self.out.is_empty() {
+            self.pending_control = 0;
+        }
+    }
+
+    /// Whether the connection is over: a connection error or GOAWAY was
+    /// sent and no stream remains. Close once the output is written.
+    pub fn is_done(&self) -> bool {
+        self.state == State::Closed
+            || (self.goaway.is_some_and(|(_, fin)| fin) && self.streams.is_empty())
+    }
+
+    /// Number of open streams.
+    pub fn open_streams(&self) -> usize {
+        self.streams.len()
+    }
+
+    /// The highest stream id the client opened.
+    pub fn last_stream_id(&self) -> u32 {
+        self.max_client_id
+    }
+
+    fn stream(&mut self, id: u32) -> Option<&mut Stream> {
+        self.streams.iter_mut().find(|s| s.id == id)
+    }
+
+    fn remove(&mut self, id: u32) {
+        if let Some(i) = self.streams.iter().position(|s| s.id == id) {
+            self.streams.swap_remove(i);
+            self.remember(id, false);
+        }
+    }
+
+    fn remember(&mut self, id: u32, reset_by_us: bool) {
+        if let Some(e) = self.recent.iter_mut().find(|e| e.0 == id) {
+            e.1 |= reset_by_us;
+            return;
+        }
+        self.recent[self.recent_pos] = (id, reset_by_us);
+        self.recent_pos = (self.recent_pos + 1) % self.recent.len();
+    }
+
+    fn recently_closed(&self, id: u32) -> Option<bool> {
+        self.recent
+            .iter()
+            .find(|e| e.0 == id && id != 0)
+            .map(|e| e.1)
+    }
+
+    fn close_if_done(&mut self, id: u32) {
+        if self
+            .stream(id)
+            .is_some_and(|s| s.local_done && s.remote_done)
+        {
+            self.remove(id);
+        }
+    }
+
+    fn control_queued(&mut self) -> Result<(), H2Error> {
+        self.pending_control += 1;
+        if self.pending_control > MAX_PENDING_CONTROL {
+            return Err(H2Error::Connection(ErrorCode::ENHANCE_YOUR_CALM));
+        }
+        Ok(())
+    }
+
+    fn idle_frame(&mut self) -> Result<(), H2Error> {
+        self.idle_frames += 1;
+        if self.idle_frames > FLOOD_LIMIT {
+            return Err(H2Error::Connection(ErrorCode::ENHANCE_YOUR_CALM));
+        }
+        Ok(())
+    }
+
+    /// A reset (sent or received) spends a token; refilled with time.
+    fn spend_reset(&mut self, now: u32) -> Result<(), H2Error> {
+        match self.reset_refill_at {
+            None => self.reset_refill_at = Some(now),
+            Some(t) => {
+                let elapsed = now.wrapping_sub(t);
+                if (elapsed as i32) > 0 {
+                    let add = u64::from(elapsed) * u64::from(RESET_RATE_PER_S) / 1000;
+                    if add > 0 {
+                        self.reset_tokens =
+                            (u64::from(self.reset_tokens) + add).min(u64::from(RESET_BURST)) as u32;
+                        self.reset_refill_at = Some(now);
+                    }
+                }
+            }
+        }
+        if self.reset_tokens == 0 {
+            return Err(H2Error::Connection(ErrorCode::ENHANCE_YOUR_CALM));
+        }
+        self.reset_tokens -= 1;
+        Ok(())
+    }
+
+    /// Sends RST_STREAM for a stream error and forgets the stream.
+    fn stream_error(&mut self, id: u32, code: ErrorCode, now: u32) -> Result<(), H2Error> {
+        self.spend_reset(now)?;
+        frame::write_rst(&mut self.out, id, code);
+        self.control_queued()?;
+        self.remove(id);
+        self.remember(id, true);
+        Ok(())
+    }
+
+    fn conn_error(&mut self, code: ErrorCode) -> Event<'static> {
+        if self.state != State::Closed {
+            frame::write_goaway(&mut self.out, self.max_client_id, code);
+            self.state = State::Closed;
+            self.goaway = Some((self.max_client_id, true));
+            self.streams.clear();
+        }
+        Event::Closed { code }
+    }
+
+    /// Reads at most one frame from `input`. See the module doc.
+    pub fn recv<'a>(&'a mut self, input: &'a [u8], now: u32) -> Progress<'a> {
+        match self.recv_inner(input, now) {
+            Ok((consumed, ev)) => Progress {
+                consumed,
+                event: ev.map(|e| e.into_event(self, input)),
+            },
+            Err((consumed, H2Error::Connection(code))) => Progress {
+                consumed,
+                event: Some(self.conn_error(code)),
+            },
+            Err((consumed, H2Error::Stream(id, code))) => {
+                let had = self.streams.iter().any(|s| s.id == id);
+                match self.stream_error(id, code, now) {
+                    Ok(()) if had => Progress {
+                        consumed,
+                        event: Some(Event::Reset {
+                            id,
+                            code,
+                            remote: false,
+                        }),
+                    },
+                    Ok(()) => Progress {
+                        consumed,
+                        event: None,
+                    },
+                    Err(H2Error::Connection(c)) | Err(H2Error::Stream(_, c)) => Progress {
+                        consumed,
+                        event: Some(self.conn_error(c)),
+                    },
+                }
+            }
+        }
+    }
+
+    #[allow(clippy::type_complexity)]
+    fn recv_inner(
+        &mut self,
+        input: &[u8],
+        now: u32,
+    ) -> Result<(usize, Option<Ev>), (usize, H2Error)> {
+        match self.state {
+            State::Closed => return Ok((input.len(), None)),
+            State::Preface => {
+                let n = input.len().min(frame::PREFACE.len());
+                if input[..n] != frame::PREFACE[..n] {
+                    return Err((input.len(), H2Error::Connection(ErrorCode::PROTOCOL_ERROR)));
+                }
+                if n < frame::PREFACE.len() {
+                    return Ok((0, None));
+                }
+                self.state = State::FirstSettings;
+                return Ok((n, None));
+            }
+            _ => {}
+        }
+        let Some(h) = FrameHeader::parse(input) else {
+            return Ok((0, None));
+        };
+        if let Err(e) = frame::check_size(&h, self.cfg.max_frame_size) {
+            return Err((input.len(), e));
+        }
+        let total = frame::HEADER_LEN + h.len as usize;
+        if input.len() < total {
+            return Ok((0, None));
+        }
+        let payload = &input[frame::HEADER_LEN..total];
+        let r = self.on_frame(&h, payload, now);
+        match r {
+            Ok(ev) => Ok((total, ev)),
+            Err(e) => Err((total, e)),
+        }
+    }
+
+    fn on_frame(
+        &mut self,
+        h: &FrameHeader,
+        payload: &[u8],
+        now: u32,
+    ) -> Result<Option<Ev>, H2Error> {
+        if self.state == State::FirstSettings {
+            if h.kind != kind::SETTINGS || h.has(flag::ACK) {
+                return Err(H2Error::Connection(ErrorCode::PROTOCOL_ERROR));
+            }
+            self.state = State::Open;
+        }
+        // §6.10: while a field block is open only its CONTINUATIONs may come.
+        if let Some(p) = self.pending {
+            if h.kind != kind::CONTINUATION || h.stream != p.id {
+                return Err(H2Error::Connection(ErrorCode::PROTOCOL_ERROR));
+            }
+        }
+        let f = frame::parse(h, payload)?;
+        match f {
+            Frame::Data {
+                stream,
+                data,
+                flow_len,
+                end_stream,
+            } => self.on_data(stream, data, flow_len, end_stream, payload, now),
+            Frame::Headers {
+                stream,
+                fragment,
+                end_stream,
+                end_headers,
+                priority,
+            } => {
+                let self_dep = priority.is_some_and(|p| p.dependency == stream);
+                self.on_headers(stream, fragment, end_stream, end_headers, self_dep, now)
+            }
+            Frame::Continuation {
+                stream,
+                fragment,
+                end_headers,
+            } => {
+                let Some(mut p) = self.pending else {
+                    // §6.10: CONTINUATION without a preceding open block.
+                    return Err(H2Error::Connection(ErrorCode::PROTOCOL_ERROR));
+                };
+                debug_assert_eq!(p.id, stream);
+                p.frames += 1;
+                if fragment.is_empty() {
+                    self.idle_frame()?;
+                }
+                if p.frames > MAX_CONTINUATIONS
+                    || self.block.len() + fragment.len()
+                        > 2 * self.cfg.max_header_list_size as usize
+                {
+                    return Err(H2Error::Connection(ErrorCode::ENHANCE_YOUR_CALM));
+                }
+                self.block.extend_from_slice(fragment);
+                self.pending = Some(p);
+                if end_headers {
+                    self.pending = None;
+                    return self.end_block(p, now);
+                }
+                Ok(None)
+            }
+            Frame::Priority { stream, .. } => {
+                // §5.3.2: accepted and ignored. Counts as an idle frame.
+                let _ = stream;
+                self.idle_frame()?;
+                Ok(None)
+            }
+            Frame::RstStream { stream, code } => {
+                if stream > self.max_client_id || stream % 2 == 0 && stream > 0 {
+                    // §6.4: RST_STREAM on an idle stream.
+                    return Err(H2Error::Connection(ErrorCode::PROTOCOL_ERROR));
+                }
+                if self.streams.iter().any(|s| s.id == stream) {
+                    self.spend_reset(now)?;
+                    self.remove(stream);
+                    return Ok(Some(Ev::Reset(stream, code)));
+                }
+                self.idle_frame()?;
+                Ok(None)
+            }
+            Frame::Settings { ack, params } => {
+                if ack {
+                    if !self.settings_acked {
+                        self.settings_acked = true;
+                    }
+                    self.idle_frame()?;
+                    return Ok(None);
+                }
+                let opened = self.apply_settings(params)?;
+                frame::write_settings_ack(&mut self.out);
+                self.control_queued()?;
+                self.idle_frame()?;
+                // A larger initial window opens every stream's window.
+                Ok(opened.then_some(Ev::Window(0)))
+            }
+            Frame::PushPromise { .. } => {
+                // §8.4: a client cannot push.
+                Err(H2Error::Connection(ErrorCode::PROTOCOL_ERROR))
+            }
+            Frame::Ping { ack, data } => {
+                self.idle_frame()?;
+                if ack {
+                    if data == SHUTDOWN_PING {
+                        self.final_goaway();
+                    }
+                    return Ok(None);
+                }
+                frame::write_ping(&mut self.out, true, data);
+                self.control_queued()?;
+                Ok(None)
+            }
+            Frame::GoAway {
+                last_stream, code, ..
+            } => Ok(Some(Ev::GoAway(last_stream, code))),
+            Frame::WindowUpdate { stream, increment } => self.on_window_update(stream, increment),
+            Frame::Unknown => {
+                self.idle_frame()?;
+                Ok(None)
+            }
+        }
+    }
+
+    /// Applies the client's SETTINGS; true when stream windows grew.
+    fn apply_settings(&mut self, params: &[u8]) -> Result<bool, H2Error> {
+        let mut opened = false;
+        for (id, v) in frame::settings_iter(params) {
+            match id {
+                setting::HEADER_TABLE_SIZE => self.encoder.set_max_table_size(v as usize),
+                setting::INITIAL_WINDOW_SIZE => {
+                    // §6.9.2: the change applies to every stream's window.
+                    let delta = i64::from(v) - i64::from(self.peer_initial_window);
+                    self.peer_initial_window = v;
+                    opened |= delta > 0 && !self.streams.is_empty();
+                    for s in self.streams.iter_mut() {
+                        s.send_window += delta;
+                        if s.send_window > i64::from(frame::MAX_WINDOW) {
+                            return Err(H2Error::Connection(ErrorCode::FLOW_CONTROL_ERROR));
+                        }
+                    }
+                }
+                setting::MAX_FRAME_SIZE => self.peer_max_frame = v,
+                _ => {}
+            }
+        }
+        Ok(opened)
+    }
+
+    fn on_window_update(&mut self, stream: u32, inc: u32) -> Result<Option<Ev>, H2Error> {
+        self.idle_frame()?;
+        if stream == 0 {
+            self.send_window += i64::from(inc);
+            if self.send_window > i64::from(frame::MAX_WINDOW) {
+                return Err(H2Error::Connection(ErrorCode::FLOW_CONTROL_ERROR));
+            }
+            return Ok(Some(Ev::Window(0)));
+        }
+        if stream > self.max_client_id || stream % 2 == 0 {
+            // §6.9 / §5.1: WINDOW_UPDATE on an idle stream.
+            return Err(H2Error::Connection(ErrorCode::PROTOCOL_ERROR));
+        }
+        let Some(s) = self.stream(stream) else {
+            // Closed: §6.9 says ignore.
+            return Ok(None);
+        };
+        s.send_window += i64::from(inc);
+        if s.send_window > i64::from(frame::MAX_WINDOW) {
+            return Err(H2Error::Stream(stream, ErrorCode::FLOW_CONTROL_ERROR));
+        }
+        Ok(Some(Ev::Window(stream)))
+    }
+
+    fn on_data(
+        &mut self,
+        id: u32,
+        data: &[u8],
+        flow_len: u32,
+        end_stream: bool,
+        payload: &[u8],
+        now: u32,
+    ) -> Result<Option<Ev>, H2Error> {
+        let _ = now;
+        if id > self.max_client_id || id % 2 == 0 {
+            // §5.1: DATA on an idle stream.
+            return Err(H2Error::Connection(ErrorCode::PROTOCOL_ERROR));
+        }
+        // Connection flow control counts every DATA frame (§6.9).
+        self.recv_window -= i64::from(flow_len);
+        if self.recv_window < 0 {
+            return Err(H2Error::Connection(ErrorCode::FLOW_CONTROL_ERROR));
+        }
+        if data.is_empty() && !end_stream {
+            self.idle_frame()?;
+        }
+        let slack = if self.settings_acked {
+            0
+        } else {
+            i64::from(frame::DEFAULT_WINDOW.saturating_sub(self.cfg.initial_window_size))
+        };
+        let Some(i) = self.streams.iter().position(|s| s.id == id) else {
+            // Closed stream: give the connection window back at once.
+            self.unacked += flow_len;
+            self.flush_conn_window();
+            if self.recently_closed(id) == Some(true) {
+                return Ok(None);
+            }
+            return Err(H2Error::Stream(id, ErrorCode::STREAM_CLOSED));
+        };
+        if self.streams[i].remote_done {
+            // §5.1 half-closed (remote).
+            self.unacked += flow_len;
+            self.flush_conn_window();
+            return Err(H2Error::Stream(id, ErrorCode::STREAM_CLOSED));
+        }
+        let pad = flow_len - data.len() as u32;
+        let s = &mut self.streams[i];
+        s.recv_window -= i64::from(flow_len);
+        if s.recv_window + slack < 0 {
+            return Err(H2Error::Stream(id, ErrorCode::FLOW_CONTROL_ERROR));
+        }
+        s.received += data.len() as u64;
+        // Padding is released at once (it is nobody's to consume).
+        s.unacked += pad;
+        let over = s.content_length.is_some_and(|cl| s.received > cl);
+        let short = end_stream && s.content_length.is_some_and(|cl| s.received != cl);
+        if over || short {
+            // §8.1.1: content-length mismatch is malformed.
+            self.unacked += flow_len;
+            self.flush_conn_window();
+            return Err(H2Error::Stream(id, ErrorCode::PROTOCOL_ERROR));
+        }
+        if end_stream {
+            s.remote_done = true;
+        }
+        self.unacked += pad;
+        if !data.is_empty() {
+            self.idle_frames = 0;
+        }
+        // `data` follows the pad length byte when the frame is padded.
+        let off = usize::from(payload.len() > data.len());
+        Ok(Some(Ev::Data {
+            id,
+            off: frame::HEADER_LEN + off,
+            len: data.len(),
+            end_stream,
+        }))
+    }
+
+    fn on_headers(
+        &mut self,
+        id: u32,
+        fragment: &[u8],
+        end_stream: bool,
+        end_headers: bool,
+        self_dep: bool,
+        now: u32,
+    ) -> Result<Option<Ev>, H2Error> {
+        if id % 2 == 0 {
+            return Err(H2Error::Connection(ErrorCode::PROTOCOL_ERROR)); // §5.1.1
+        }
+        let kind = if let Some(s) = self.stream(id) {
+            if s.remote_done {
+                // §5.1: HEADERS on half-closed (remote). The block must
+                // still be decoded, so make it a connection error.
+                return Err(H2Error::Connection(ErrorCode::STREAM_CLOSED));
+            }
+            BlockKind::Trailers
+        } else if id <= self.max_client_id {
+            // A stream known closed (§5.1: STREAM_CLOSED), else an id that
+            // goes back (§5.1.1: PROTOCOL_ERROR). Either way a connection
+            // error: the block cannot be decoded for a stream that is gone.
+            return Err(H2Error::Connection(match self.recently_closed(id) {
+                Some(_) => ErrorCode::STREAM_CLOSED,
+                None => ErrorCode::PROTOCOL_ERROR,
+            }));
+        } else {
+            self.max_client_id = id;
+            if self_dep {
+                // §5.3.1: a stream depending on itself; decoded, then reset.
+                BlockKind::Refuse(ErrorCode::PROTOCOL_ERROR)
+            } else if self.goaway.is_some_and(|(last, _)| id > last) {
+                // §6.8: past the last-stream-id of a GOAWAY sent.
+                BlockKind::Refuse(ErrorCode::REFUSED_STREAM)
+            } else if self.streams.len() >= self.cfg.max_concurrent_streams as usize {
+                // §5.1.2: REFUSED_STREAM lets the client retry.
+                BlockKind::Refuse(ErrorCode::REFUSED_STREAM)
+            } else {
+                BlockKind::Request
+            }
+        };
+        if fragment.len() > 2 * self.cfg.max_header_list_size as usize {
+            return Err(H2Error::Connection(ErrorCode::ENHANCE_YOUR_CALM));
+        }
+        self.block.clear();
+        self.block.extend_from_slice(fragment);
+        let p = Pending {
+            id,
+            end_stream,
+            frames: 1,
+            kind,
+        };
+        if !end_headers {
+            self.pending = Some(p);
+            return Ok(None);
+        }
+        self.end_block(p, now)
+    }
+
+    fn end_block(&mut self, p: Pending, now: u32) -> Result<Option<Ev>, H2Error> {
+        let max_list = self.cfg.max_header_list_size as usize;
+        let id = p.id;
+        match p.kind {
+            BlockKind::Refuse(code) => {
+                self.decoder
+                    .decode(&self.block, max_list, &mut self.trailers)
+                    .map_err(|_| H2Error::Connection(ErrorCode::COMPRESSION_ERROR))?;
+                self.stream_error(id, code, now)?;
+                Ok(None)
+            }
+            BlockKind::Trailers => {
+                self.decoder
+                    .decode(&self.block, max_list, &mut self.trailers)
+                    .map_err(|_| H2Error::Connection(ErrorCode::COMPRESSION_ERROR))?;
+                if !p.end_stream {
+                    // §8.1: a trailer section must end the stream.
+                    return Err(H2Error::Stream(id, ErrorCode::PROTOCOL_ERROR));
+                }
+                if self.trailers.too_large || check_trailers(&self.trailers).is_err() {
+                    return Err(H2Error::Stream(id, ErrorCode::PROTOCOL_ERROR));
+                }
+                let Some(s) = self.stream(id) else {
+                    return Ok(None);
+                };
+                if s.content_length.is_some_and(|cl| s.received != cl) {
+                    return Err(H2Error::Stream(id, ErrorCode::PROTOCOL_ERROR));
+                }
+                s.remote_done = true;
+                Ok(Some(Ev::Trailers(id)))
+            }
+            BlockKind::Request => {
+                self.decoder
+                    .decode(&self.block, max_list, &mut self.head.list)
+                    .map_err(|_| H2Error::Connection(ErrorCode::COMPRESSION_ERROR))?;
+                let too_large = self.head.list.too_large;
+                let checked = self.head.check();
+                // The stream exists from here (an error resets it).
+                self.streams.push(Stream {
+                    id,
+                    remote_done: p.end_stream,
+                    local_done: false,
+                    head_sent: false,
+                    send_window: i64::from(self.peer_initial_window),
+                    recv_window: i64::from(self.cfg.initial_window_size),
+                    unacked: 0,
+                    content_length: None,
+                    received: 0,
+                    blocked_since: None,
+                });
+                self.idle_frames = 0;
+                if too_large {
+                    // RFC 9113 §10.5.1: the list is over
+                    // SETTINGS_MAX_HEADER_LIST_SIZE. ebb refuses it with a
+                    // 431 answer (as HTTP/1 does) and ends the stream.
+                    self.send_response(id, 431, &[], true).ok();
+                    let _ = self.reset(id, ErrorCode::NO_ERROR, now);
+                    return Ok(None);
+                }
+                if checked.is_err() {
+                    return Err(H2Error::Stream(id, ErrorCode::PROTOCOL_ERROR));
+                }
+                let cl = self.head.content_length;
+                if p.end_stream && cl.is_some_and(|c| c != 0) {
+                    return Err(H2Error::Stream(id, ErrorCode::PROTOCOL_ERROR));
+                }
+                if let Some(s) = self.stream(id) {
+                    s.content_length = cl;
+                }
+                Ok(Some(Ev::Request(id, p.end_stream)))
+            }
+        }
+    }
+
+    fn flush_conn_window(&mut self) {
+        // Return window once half of it is used (fewer WINDOW_UPDATEs).
+        if self.unacked >= self.cfg.connection_window.max(frame::DEFAULT_WINDOW) / 2 {
+            frame::write_window_update(&mut self.out, 0, self.unacked);
+            self.recv_window += i64::from(self.unacked);
+            self.unacked = 0;
+        }
+    }
+
+    // --- commands -------------------------------------------------------------
+
+    /// The caller consumed `n` body bytes of stream `id` (or the stream is
+    /// gone): grant them back to the client, batched per half window.
+    pub fn release(&mut self, id: u32, n: usize) {
+        let n = u32::try_from(n).unwrap_or(u32::MAX);
+        self.unacked = self.unacked.saturating_add(n);
+        self.flush_conn_window();
+        let half = self.cfg.initial_window_size / 2;
+        let mut wu = None;
+        if let Some(s) = self.stream(id) {
+            s.unacked = s.unacked.saturating_add(n);
+            if !s.remote_done && s.unacked > 0 && s.unacked >= half {
+                wu = Some(s.unacked);
+                s.recv_window += i64::from(s.unacked);
+                s.unacked = 0;
+            }
+        }
+        if let Some(inc) = wu {
+            frame::write_window_update(&mut self.out, id, inc);
+        }
+    }
+
+    /// Sends the response head of stream `id`: `:status` then `fields`
+    /// (lower-case names; connection-specific fields must not be given).
+    pub fn send_response(
+        &mut self,
+        id: u32,
+        status: u16,
+        fields: &[(&[u8], &[u8])],
+        end_stream: bool,
+    ) -> Result<(), SendError> {
+        let s = self.stream(id).ok_or(SendError::NoStream)?;
+        if s.head_sent || s.local_done {
+            return Err(SendError::BadState);
+        }
+        s.head_sent = true;
+        let mut block = std::mem::take(&mut self.scratch);
+        block.clear();
+        self.encoder.begin_block(&mut block);
+        let mut st = [0u8; 3];
+        let status = status.clamp(100, 999);
+        st[0] = b'0' + (status / 100) as u8;
+        st[1] = b'0' + (status / 10 % 10) as u8;
+        st[2] = b'0' + (status % 10) as u8;
+        self.encoder.encode(b":status", &st, &mut block);
+        for (n, v) in fields {
+            self.encoder.encode(n, v, &mut block);
+        }
+        frame::write_headers(
+            &mut self.out,
+            id,
+            &block,
+            end_stream,
+            self.peer_max_frame as usize,
+        );
+        self.scratch = block;
+        if end_stream {
+            self.end_local(id);
+        }
+        Ok(())
+    }
+
+    /// Sends trailers, ending stream `id`.
+    pub fn send_trailers(&mut self, id: u32, fields: &[(&[u8], &[u8])]) -> Result<(), SendError> {
+        let s = self.stream(id).ok_or(SendError::NoStream)?;
+        if !s.head_sent || s.local_done {
+            return Err(SendError::BadState);
+        }
+        let mut block = std::mem::take(&mut self.scratch);
+        block.clear();
+        self.encoder.begin_block(&mut block);
+        for (n, v) in fields {
+            self.encoder.encode(n, v, &mut block);
+        }
+        frame::write_headers(
+            &mut self.out,
+            id,
+            &block,
+            true,
+            self.peer_max_frame as usize,
+        );
+        self.scratch = block;
+        self.end_local(id);
+        Ok(())
+    }
+
+    fn end_local(&mut self, id: u32) {
+        if let Some(s) = self.stream(id) {
+            s.local_done = true;
+        }
+        self.close_if_done(id);
+        if self.goaway.is_some() && self.streams.is_empty() {
+            self.final_goaway();
+        }
+    }
+
+    /// Sends as much of `data` on stream `id` as the windows allow, in
+    /// DATA frames of at most the client's max frame size; returns the
+    /// bytes taken. `end_stream` applies only if all of `data` was taken.
+    /// 0 with data left: wait for [`Event::WindowOpened`].
+    pub fn send_data(
+        &mut self,
+        id: u32,
+        data: &[u8],
+        end_stream: bool,
+        now: u32,
+    ) -> Result<usize, SendError> {
+        let conn_window = self.send_window;
+        let max_frame = self.peer_max_frame as usize;
+        let s = self
+            .streams
+            .iter_mut()
+            .find(|s| s.id == id)
+            .ok_or(SendError::NoStream)?;
+        if !s.head_sent || s.local_done {
+            return Err(SendError::BadState);
+        }
+        let allowed = conn_window.min(s.send_window).max(0) as usize;
+        let n = data.len().min(allowed);
+        let mut sent = 0;
+        while sent < n {
+            let c = (n - sent).min(max_frame);
+            let last = sent + c == data.len();
+            frame::write_data(&mut self.out, id, &data[sent..sent + c], last && end_stream);
+            sent += c;
+        }
+        if n == data.len() && end_stream && data.is_empty() {
+            frame::write_data(&mut self.out, id, &[], true);
+        }
+        s.send_window -= n as i64;
+        s.blocked_since = if n < data.len() {
+            s.blocked_since.or(Some(now))
+        } else {
+            None
+        };
+        self.send_window -= n as i64;
+        if n > 0 {
+            self.idle_frames = 0;
+        }
+        if n == data.len() && end_stream {
+            self.end_local(id);
+        }
+        Ok(n)
+    }
+
+    /// Resets stream `id` with `code` (e.g. CANCEL when its exchange was
+    /// aborted, INTERNAL_ERROR when a server failed mid-body).
+    pub fn reset(&mut self, id: u32, code: ErrorCode, now: u32) -> Result<(), SendError> {
+        if !self.streams.iter().any(|s| s.id == id) {
+            return Err(SendError::NoStream);
+        }
+        let _ = now;
+        frame::write_rst(&mut self.out, id, code);
+        self.remove(id);
+        self.remember(id, true);
+        if self.goaway.is_some() && self.streams.is_empty() {
+            self.final_goaway();
+        }
+        Ok(())
+    }
+
+    /// Starts a graceful shutdown (§6.8): GOAWAY with the largest id and a
+    /// PING; when the PING's ACK comes back (every stream the client had
+    /// sent is then known), a second GOAWAY with the real last id. Streams
+    /// below it finish; new ones are refused. Then [`Connection::is_done`].
+    pub fn shutdown(&mut self) {
+        if self.goaway.is_some() || self.state == State::Closed {
+            return;
+        }
+        frame::write_goaway(&mut self.out, frame::MAX_WINDOW, ErrorCode::NO_ERROR);
+        frame::write_ping(&mut self.out, false, SHUTDOWN_PING);
+        self.goaway = Some((frame::MAX_WINDOW, false));
+    }
+
+    fn final_goaway(&mut self) {
+        if let Some((_, false)) = self.goaway {
+            frame::write_goaway(&mut self.out, self.max_client_id, ErrorCode::NO_ERROR);
+            self.goaway = Some((self.max_client_id, true));
+        }
+    }
+
+    /// Timers: resets streams stalled on a zero window for longer than
+    /// `stall_timeout_ms`; returns the ids reset (for the caller to drop).
+    pub fn tick(&mut self, now: u32, reset: &mut Vec<u32>) {
+        let limit = self.cfg.stall_timeout_ms;
+        for s in &self.streams {
+            if let Some(t) = s.blocked_since {
+                if now.wrapping_sub(t) >= limit {
+                    reset.push(s.id);
+                }
+            }
+        }
+        for &id in reset.iter() {
+            let _ = self.reset(id, ErrorCode::CANCEL, now);
+        }
+    }
+
+    /// The smallest of the connection's and stream `id`'s send windows.
+    pub fn send_window(&self, id: u32) -> i64 {
+        let s = self.streams.iter().find(|s| s.id == id);
+        s.map_or(0, |s| s.send_window.min(self.send_window))
+    }
+}
+
+/// An event before it borrows anything.
+enum Ev {
+    Request(u32, bool),
+    Data {
+        id: u32,
+        off: usize,
+        len: usize,
+        end_stream: bool,
+    },
+    Trailers(u32),
+    Reset(u32, ErrorCode),
+    Window(u32),
+    GoAway(u32, ErrorCode),
+}
+
+impl Ev {
+    fn into_event<'a>(self, c: &'a Connection, input: &'a [u8]) -> Event<'a> {
+        match self {
+            Ev::Request(id, end_stream) => Event::Request {
+                id,
+                head: &c.head,
+                end_stream,
+            },
+            Ev::Data {
+                id,
+                off,
+                len,
+                end_stream,
+            } => Event::Data {
+                id,
+                data: &input[off..off + len],
+                end_stream,
+            },
+            Ev::Trailers(id) => Event::Trailers {
+                id,
+                fields: &c.trailers,
+            },
+            Ev::Reset(id, code) => Event::Reset {
+                id,
+                code,
+                remote: true,
+            },
+            Ev::Window(id) => Event::WindowOpened { id },
+            Ev::GoAway(last_stream, code) => Event::GoAway { last_stream, code },
+        }
+    }
+}

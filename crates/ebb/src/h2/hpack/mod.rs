@@ -1,0 +1,469 @@
+//! HPACK (RFC 7541): header compression for HTTP/2, decoder and encoder.
+//!
+//! Written for ebb rather than taken from crates.io: the maintained HPACK
+//! code in Rust lives inside `h2` (not public API); the standalone crates
+//! (`hpack`, `httlib-hpack`, `fluke-hpack`/`loona-hpack`) allocate a
+//! `Vec` per field or per table entry, are unmaintained, or both. ebb's
+//! hot path wants a decoder that writes into a reused buffer and a table
+//! that does not allocate per entry, so both are here.
+//!
+//! - [`Decoder::decode`] reads one complete header block (the HEADERS
+//!   fragment plus its CONTINUATIONs) into a reused [`HeaderList`]: field
+//!   bytes go into one buffer, fields are offset pairs. Table state is
+//!   updated even when the list is refused, so the connection stays in sync
+//!   (§2.2: the decoder must process every block).
+//! - **HPACK bomb.** A few bytes can name a 4 KB table entry again and
+//!   again. The decoder counts the list size as RFC 9113 §6.5.2 defines it
+//!   (name + value + 32 per field) and, past `max_list`, stops copying and
+//!   only keeps the table in sync: work is bounded by the block's length
+//!   (itself bounded by the connection, see `conn.rs`), memory by
+//!   `max_list`. The caller answers such a request 431 or resets it.
+//! - Every decoding error is a connection error COMPRESSION_ERROR (RFC 9113
+//!   §4.3).
+//! - [`Encoder`] encodes responses: indexed when the static or dynamic table
+//!   has the field, else a literal with incremental indexing (never
+//!   indexing for fields that carry secrets, no indexing for fields that
+//!   change with every message), Huffman when it is shorter (or as set).
+
+mod huffman;
+mod table;
+
+pub use huffman::HuffmanError;
+pub use table::{DynTable, ENTRY_OVERHEAD, STATIC};
+
+/// The default and, for ebb, the largest dynamic table size (RFC 9113
+/// §6.5.2 SETTINGS_HEADER_TABLE_SIZE initial value; HAProxy uses 4096 too).
+pub const DEFAULT_TABLE_SIZE: usize = 4096;
+
+/// Why a header block was refused: every variant is COMPRESSION_ERROR.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum HpackError {
+    /// The block ends inside a representation.
+    Truncated,
+    /// An integer longer than ebb accepts (over 2^28) (§5.1 allows refusing).
+    IntegerOverflow,
+    /// Index 0 or past the end of the static and dynamic tables (§2.3.3).
+    BadIndex,
+    /// A Huffman string with EOS or bad padding (§5.2).
+    Huffman(HuffmanError),
+    /// A dynamic table size update above the SETTINGS value (§6.3).
+    SizeUpdateTooLarge,
+    /// A dynamic table size update after a field representation (§4.2).
+    SizeUpdateNotFirst,
+}
+
+/// One decoded field: offsets into [`HeaderList::buf`].
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct Field {
+    name: (u32, u32),
+    value: (u32, u32),
+    /// Sent as "never indexed" (§6.2.3): an intermediary keeps it so.
+    pub never_index: bool,
+}
+
+/// A decoded header list. Reuse one per connection: [`HeaderList::clear`]
+/// keeps the capacity.
+#[derive(Clone, Debug, Default)]
+pub struct HeaderList {
+    buf: Vec<u8>,
+    fields: Vec<Field>,
+    /// RFC 9113 §6.5.2 size of the list (counted even past the limit).
+    pub list_size: usize,
+    /// The list exceeded `max_list`: its fields are incomplete; answer 431
+    /// or reset the stream.
+    pub too_large: bool,
+}
+
+impl HeaderList {
+    /// Empties the list, keeping its allocations.
+    pub fn clear(&mut self) {
+        self.buf.clear();
+        self.fields.clear();
+        self.list_size = 0;
+        self.too_large = false;
+    }
+
+    /// Number of fields.
+    pub fn len(&self) -> usize {
+        self.fields.len()
+    }
+
+    /// Whether the list is empty.
+    pub fn is_empty(&self) -> bool {
+        self.fields.is_empty()
+    }
+
+    /// Field `i` as (name, value).
+    pub fn get(&self, i: usize) -> (&[u8], &[u8]) {
+        let f = &self.fields[i];
+        (self.slice(f.name), self.slice(f.value))
+    }
+
+    /// The fields in order, as (name, value).
+    pub fn iter(&self) -> impl Iterator<Item = (&[u8], &[u8])> + '_ {
+        self.fields
+            .iter()
+            .map(|f| (self.slice(f.name), self.slice(f.value)))
+    }
+
+    /// The field records (for `never_index`).
+    pub fn fields(&self) -> &[Field] {
+        &self.fields
+    }
+
+    fn slice(&self, (a, b): (u32, u32)) -> &[u8] {
+        &self.buf[a as usize..b as usize]
+    }
+
+    fn push(&mut self, name: &[u8], value: &[u8], never_index: bool, max_list: usize) {
+        self.list_size = self
+            .list_size
+            .saturating_add(name.len() + value.len() + ENTRY_OVERHEAD);
+        if self.too_large || self.list_size > max_list {
+            self.too_large = true;
+            return;
+        }
+        let a = self.buf.len() as u32;
+        self.buf.extend_from_slice(name);
+        let b = self.buf.len() as u32;
+        self.buf.extend_from_slice(value);
+        let c = self.buf.len() as u32;
+        self.fields.push(Field {
+            name: (a, b),
+            value: (b, c),
+            never_index,
+        });
+    }
+}
+
+/// Reads an integer with an `n`-bit prefix (§5.1) at `src[*pos]`.
+pub fn decode_int(src: &[u8], pos: &mut usize, n: u8) -> Result<usize, HpackError> {
+    let mask = (1usize << n) - 1;
+    let first = *src.get(*pos).ok_or(HpackError::Truncated)?;
+    *pos += 1;
+    let mut v = usize::from(first) & mask;
+    if v < mask {
+        return Ok(v);
+    }
+    let mut shift = 0u32;
+    loop {
+        let b = *src.get(*pos).ok_or(HpackError::Truncated)?;
+        *pos += 1;
+        v += usize::from(b & 0x7f) << shift;
+        shift += 7;
+        if v > 1 << 28 {
+            return Err(HpackError::IntegerOverflow);
+        }
+        if b & 0x80 == 0 {
+            return Ok(v);
+        }
+        if shift > 28 {
+            return Err(HpackError::IntegerOverflow);
+        }
+    }
+}
+
+/// Writes `v` with an `n`-bit prefix, `flags` in the bits above it (§5.1).
+pub fn encode_int(v: usize, n: u8, flags: u8, out: &mut Vec<u8>) {
+    let mask = (1usize << n) - 1;
+    if v < mask {
+        out.push(flags | v as u8);
+        return;
+    }
+    out.push(flags | mask as u8);
+    let mut rest = v - mask;
+    while rest >= 128 {
+        out.push((rest % 128) as u8 | 0x80);
+        rest /= 128;
+    }
+    out.push(rest as u8);
+}
+
+/// The HPACK decoder of one connection (its dynamic table).
+#[derive(Debug)]
+pub struct Decoder {
+    table: DynTable,
+    /// The SETTINGS_HEADER_TABLE_SIZE ebb announced: the largest size an
+    /// update may ask for.
+    settings_max: usize,
+    scratch: Vec<u8>,
+}
+
+impl Decoder {
+    /// A decoder whose peer may use up to `settings_max` bytes of table.
+    pub fn new(settings_max: usize) -> Decoder {
+        Decoder {
+            table: DynTable::new(settings_max),
+            settings_max,
+            scratch: Vec::new(),
+        }
+    }
+
+    /// The dynamic table (for tests and `show` commands).
+    pub fn table(&self) -> &DynTable {
+        &self.table
+    }
+
+    /// Decodes one complete header block into `out` (cleared first).
+    /// Fields past `max_list` (RFC 9113 §6.5.2 size) are dropped and
+    /// `out.too_large` set; the table is still updated.
+    pub fn decode(
+        &mut self,
+        block: &[u8],
+        max_list: usize,
+        out: &mut HeaderList,
+    ) -> Result<(), HpackError> {
+        out.clear();
+        let mut pos = 0;
+        let mut fields_seen = false;
+        while pos < block.len() {
+            let b = block[pos];
+            if b & 0x80 != 0 {
+                // §6.1 indexed field.
+                let idx = decode_int(block, &mut pos, 7)?;
+                let (name, value) = self.lookup(idx)?;
+                // Past the limit `push` only counts (the bomb case).
+                out.push(name, value, false, max_list);
+                fields_seen = true;
+            } else if b & 0x40 != 0 {
+                // §6.2.1 literal with incremental indexing.
+                self.literal(block, &mut pos, 6, true, false, max_list, out)?;
+                fields_seen = true;
+            } else if b & 0x20 != 0 {
+                // §6.3 dynamic table size update.
+                if fields_seen {
+                    return Err(HpackError::SizeUpdateNotFirst);
+                }
+                let n = decode_int(block, &mut pos, 5)?;
+                if n > self.settings_max {
+                    return Err(HpackError::SizeUpdateTooLarge);
+                }
+                self.table.set_max(n);
+            } else {
+                // §6.2.2 without indexing (0000), §6.2.3 never indexed (0001).
+                let never = b & 0x10 != 0;
+                self.literal(block, &mut pos, 4, false, never, max_list, out)?;
+                fields_seen = true;
+            }
+        }
+        Ok(())
+    }
+
+    fn lookup(&self, idx: usize) -> Result<(&[u8], &[u8]), HpackError> {
+        match idx {
+            0 => Err(HpackError::BadIndex),
+            1..=61 => Ok(STATIC[idx - 1]),
+            _ => self.table.get(idx - 62).ok_or(HpackError::BadIndex),
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn literal(
+        &mut self,
+        block: &[u8],
+        pos: &mut usize,
+        prefix: u8,
+        index: bool,
+        never: bool,
+        max_list: usize,
+        out: &mut HeaderList,
+    ) -> Result<(), HpackError> {
+        let idx = decode_int(block, pos, prefix)?;
+        let mut scratch = std::mem::take(&mut self.scratch);
+        scratch.clear();
+        let res = (|| {
+            if idx == 0 {
+                read_string(block, pos, &mut scratch)?;
+            } else {
+                let (name, _) = self.lookup(idx)?;
+                scratch.extend_from_slice(name);
+            }
+            let name_len = scratch.len();
+            read_string(block, pos, &mut scratch)?;
+            let (name, value) = scratch.split_at(name_len);
+            out.push(name, value, never, max_list);
+            if index {
+                self.table.insert(name, value);
+            }
+            Ok(())
+        })();
+        self.scratch = scratch;
+        res
+    }
+}
+
+/// Reads a string literal (§5.2) at `src[*pos]`, appending it to `out`.
+fn read_string(src: &[u8], pos: &mut usize, out: &mut Vec<u8>) -> Result<(), HpackError> {
+    let huff = src.get(*pos).ok_or(HpackError::Truncated)? & 0x80 != 0;
+    let len = decode_int(src, pos, 7)?;
+    let end = pos.checked_add(len).ok_or(HpackError::Truncated)?;
+    let raw = src.get(*pos..end).ok_or(HpackError::Truncated)?;
+    *pos = end;
+    if huff {
+        huffman::decode(raw, out).map_err(HpackError::Huffman)
+    } else {
+        out.extend_from_slice(raw);
+        Ok(())
+    }
+}
+
+/// When the encoder Huffman-codes string literals.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum HuffmanMode {
+    /// Never (RFC 7541 C.3/C.5 style).
+    Never,
+    /// Always (C.4/C.6 style).
+    Always,
+    /// When it makes the string shorter (the default).
+    Shorter,
+}
+
+/// How the encoder may index a field.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum Indexing {
+    /// Add to the dynamic table (§6.2.1).
+    Incremental,
+    /// Literal without indexing (§6.2.2): values that change every time.
+    No,
+    /// Never indexed (§6.2.3): secrets (RFC 7541 §7.1.3).
+    Never,
+}
+
+impl Indexing {
+    /// ebb's choice for a response field: secrets never indexed, fields
+    /// that change with each message not indexed, the rest incremental.
+    pub fn for_name(name: &[u8]) -> Indexing {
+        match name {
+            b"set-cookie" | b"authorization" | b"proxy-authorization" | b"cookie" => {
+                Indexing::Never
+            }
+            b"content-length" | b"date" | b"etag" | b"last-modified" | b"location"
+            | b"content-range" | b"age" | b"expires" | b":path" => Indexing::No,
+            _ => Indexing::Incremental,
+        }
+    }
+}
+
+/// The HPACK encoder of one connection.
+#[derive(Debug)]
+pub struct Encoder {
+    table: DynTable,
+    huffman: HuffmanMode,
+    /// Smallest table size set since the last block, and the final one:
+    /// both must be signalled (§4.2).
+    pending: Option<(usize, usize)>,
+}
+
+impl Default for Encoder {
+    fn default() -> Self {
+        Encoder::new(DEFAULT_TABLE_SIZE, HuffmanMode::Shorter)
+    }
+}
+
+impl Encoder {
+    /// An encoder with a table of `max` bytes.
+    pub fn new(max: usize, huffman: HuffmanMode) -> Encoder {
+        Encoder {
+            table: DynTable::new(max),
+            huffman,
+            pending: None,
+        }
+    }
+
+    /// The dynamic table.
+    pub fn table(&self) -> &DynTable {
+        &self.table
+    }
+
+    /// The peer's SETTINGS_HEADER_TABLE_SIZE changed: use at most
+    /// `min(n, DEFAULT_TABLE_SIZE)` and signal it in the next block.
+    pub fn set_max_table_size(&mut self, n: usize) {
+        let n = n.min(DEFAULT_TABLE_SIZE);
+        if n == self.table.max_size() && self.pending.is_none() {
+            return;
+        }
+        let low = self.pending.map_or(n, |(low, _)| low.min(n));
+        self.pending = Some((low, n));
+        self.table.set_max(n);
+    }
+
+    /// Starts a header block: emits any pending size update.
+    pub fn begin_block(&mut self, out: &mut Vec<u8>) {
+        if let Some((low, last)) = self.pending.take() {
+            if low < last {
+                encode_int(low, 5, 0x20, out);
+            }
+            encode_int(last, 5, 0x20, out);
+        }
+    }
+
+    /// Encodes one field with ebb's indexing choice for its name.
+    pub fn encode(&mut self, name: &[u8], value: &[u8], out: &mut Vec<u8>) {
+        self.encode_with(name, value, Indexing::for_name(name), out);
+    }
+
+    /// Encodes one field (`name` lower-case).
+    pub fn encode_with(&mut self, name: &[u8], value: &[u8], ix: Indexing, out: &mut Vec<u8>) {
+        let mut name_idx = 0;
+        if ix != Indexing::Never {
+            for (i, &(n, v)) in STATIC.iter().enumerate() {
+                if n == name {
+                    if v == value {
+                        encode_int(i + 1, 7, 0x80, out);
+                        return;
+                    }
+                    if name_idx == 0 {
+                        name_idx = i + 1;
+                    }
+                }
+            }
+            for i in 0..self.table.len() {
+                if let Some((n, v)) = self.table.get(i) {
+                    if n == name {
+                        if v == value {
+                            encode_int(62 + i, 7, 0x80, out);
+                            return;
+                        }
+                        if name_idx == 0 {
+                            name_idx = 62 + i;
+                        }
+                    }
+                }
+            }
+        } else if let Some(i) = STATIC.iter().position(|&(n, _)| n == name) {
+            name_idx = i + 1;
+        }
+        let (prefix, flags) = match ix {
+            Indexing::Incremental => (6, 0x40),
+            Indexing::No => (4, 0x00),
+            Indexing::Never => (4, 0x10),
+        };
+        encode_int(name_idx, prefix, flags, out);
+        if name_idx == 0 {
+            self.string(name, out);
+        }
+        self.string(value, out);
+        if ix == Indexing::Incremental {
+            self.table.insert(name, value);
+        }
+    }
+
+    fn string(&self, s: &[u8], out: &mut Vec<u8>) {
+        let hlen = huffman::encoded_len(s);
+        let huff = match self.huffman {
+            HuffmanMode::Never => false,
+            HuffmanMode::Always => true,
+            HuffmanMode::Shorter => hlen < s.len(),
+        };
+        if huff {
+            encode_int(hlen, 7, 0x80, out);
+            huffman::encode(s, out);
+        } else {
+            encode_int(s.len(), 7, 0, out);
+            out.extend_from_slice(s);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

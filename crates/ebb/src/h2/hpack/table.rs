@@ -1,0 +1,185 @@
+//! The static table (RFC 7541 Appendix A) and the dynamic table (§2.3.2,
+//! §4).
+//!
+//! The dynamic table keeps every entry's bytes in one `Vec<u8>` (name then
+//! value) and the entries in a ring of (offset, name length, value length),
+//! newest at the back. Eviction pops from the front and leaves the bytes
+//! as a dead prefix, compacted when it outgrows the live part, so a warm
+//! table inserts and evicts without allocating: its store never exceeds
+//! twice the table's maximum size plus one entry.
+
+use std::collections::VecDeque;
+
+/// RFC 7541 Appendix A, index 1..=61 at positions 0..=60.
+pub const STATIC: [(&[u8], &[u8]); 61] = [
+    (b":authority", b""),
+    (b":method", b"GET"),
+    (b":method", b"POST"),
+    (b":path", b"/"),
+    (b":path", b"/index.html"),
+    (b":scheme", b"http"),
+    (b":scheme", b"https"),
+    (b":status", b"200"),
+    (b":status", b"204"),
+    (b":status", b"206"),
+    (b":status", b"304"),
+    (b":status", b"400"),
+    (b":status", b"404"),
+    (b":status", b"500"),
+    (b"accept-charset", b""),
+    (b"accept-encoding", b"gzip, deflate"),
+    (b"accept-language", b""),
+    (b"accept-ranges", b""),
+    (b"accept", b""),
+    (b"access-control-allow-origin", b""),
+    (b"age", b""),
+    (b"allow", b""),
+    (b"authorization", b""),
+    (b"cache-control", b""),
+    (b"content-disposition", b""),
+    (b"content-encoding", b""),
+    (b"content-language", b""),
+    (b"content-length", b""),
+    (b"content-location", b""),
+    (b"content-range", b""),
+    (b"content-type", b""),
+    (b"cookie", b""),
+    (b"date", b""),
+    (b"etag", b""),
+    (b"expect", b""),
+    (b"expires", b""),
+    (b"from", b""),
+    (b"host", b""),
+    (b"if-match", b""),
+    (b"if-modified-since", b""),
+    (b"if-none-match", b""),
+    (b"if-range", b""),
+    (b"if-unmodified-since", b""),
+    (b"last-modified", b""),
+    (b"link", b""),
+    (b"location", b""),
+    (b"max-forwards", b""),
+    (b"proxy-authenticate", b""),
+    (b"proxy-authorization", b""),
+    (b"range", b""),
+    (b"referer", b""),
+    (b"refresh", b""),
+    (b"retry-after", b""),
+    (b"server", b""),
+    (b"set-cookie", b""),
+    (b"strict-transport-security", b""),
+    (b"transfer-encoding", b""),
+    (b"user-agent", b""),
+    (b"vary", b""),
+    (b"via", b""),
+    (b"www-authenticate", b""),
+];
+
+/// RFC 7541 §4.1: an entry's size is its name and value lengths plus 32.
+pub const ENTRY_OVERHEAD: usize = 32;
+
+/// The dynamic table of one direction of one connection.
+#[derive(Debug, Default)]
+pub struct DynTable {
+    store: Vec<u8>,
+    /// Bytes of `store` before the oldest live entry.
+    dead: usize,
+    /// (offset in `store`, name length, value length), newest at the back.
+    entries: VecDeque<(u32, u32, u32)>,
+    /// Sum of entry sizes (§4.1).
+    size: usize,
+    /// Current maximum size (§4.2), changed by size updates.
+    max: usize,
+}
+
+impl DynTable {
+    /// An empty table of maximum size `max`.
+    pub fn new(max: usize) -> DynTable {
+        DynTable {
+            max,
+            ..DynTable::default()
+        }
+    }
+
+    /// The table's current size (§4.1).
+    pub fn size(&self) -> usize {
+        self.size
+    }
+
+    /// The current maximum size.
+    pub fn max_size(&self) -> usize {
+        self.max
+    }
+
+    /// Bytes held by the store (live and dead), for the bound tests.
+    pub fn store_len(&self) -> usize {
+        self.store.len()
+    }
+
+    /// Number of entries.
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// Whether the table is empty.
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// Sets the maximum size, evicting as needed (§4.3).
+    pub fn set_max(&mut self, max: usize) {
+        self.max = max;
+        self.evict_to(max);
+    }
+
+    /// Entry `i` (0 = newest) as (name, value).
+    pub fn get(&self, i: usize) -> Option<(&[u8], &[u8])> {
+        let &(off, nl, vl) = self.entries.get(self.entries.len().checked_sub(i + 1)?)?;
+        let (off, nl, vl) = (off as usize, nl as usize, vl as usize);
+        Some((
+            &self.store[off..off + nl],
+            &self.store[off + nl..off + nl + vl],
+        ))
+    }
+
+    fn evict_to(&mut self, target: usize) {
+        while self.size > target {
+            let Some((_, nl, vl)) = self.entries.pop_front() else {
+                break;
+            };
+            self.size -= nl as usize + vl as usize + ENTRY_OVERHEAD;
+            self.dead += (nl + vl) as usize;
+        }
+        if self.entries.is_empty() {
+            self.store.clear();
+            self.dead = 0;
+        }
+    }
+
+    /// Inserts (name, value) as the newest entry (§4.4): evicts until it
+    /// fits; an entry larger than the maximum empties the table and is not
+    /// added.
+    pub fn insert(&mut self, name: &[u8], value: &[u8]) {
+        let sz = name.len() + value.len() + ENTRY_OVERHEAD;
+        if sz > self.max {
+            self.evict_to(0);
+            return;
+        }
+        self.evict_to(self.max - sz);
+        if self.dead > 0 && self.dead >= self.store.len() - self.dead {
+            // Compact: move the live bytes to the front and rebase offsets.
+            let dead = self.dead;
+            self.store.drain(..dead);
+            for e in self.entries.iter_mut() {
+                e.0 -= dead as u32;
+            }
+            self.dead = 0;
+        }
+        let off = self.store.len();
+        self.store.extend_from_slice(name);
+        self.store.extend_from_slice(value);
+        self.entries
+            .push_back((off as u32, name.len() as u32, value.len() as u32));
+        self.size += sz;
+    }
+}

@@ -1,0 +1,375 @@
+//! RFC 7541 Appendix C, every example, decoded and re-encoded; then the
+//! error cases and the bomb.
+
+use super::*;
+
+fn hex(s: &str) -> Vec<u8> {
+    let s: String = s.chars().filter(|c| c.is_ascii_hexdigit()).collect();
+    (0..s.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
+        .collect()
+}
+
+fn list(l: &HeaderList) -> Vec<(String, String)> {
+    l.iter()
+        .map(|(n, v)| {
+            (
+                String::from_utf8_lossy(n).into_owned(),
+                String::from_utf8_lossy(v).into_owned(),
+            )
+        })
+        .collect()
+}
+
+fn pairs(p: &[(&str, &str)]) -> Vec<(String, String)> {
+    p.iter()
+        .map(|(a, b)| (a.to_string(), b.to_string()))
+        .collect()
+}
+
+fn table(t: &DynTable) -> Vec<(String, String)> {
+    (0..t.len())
+        .map(|i| {
+            let (n, v) = t.get(i).unwrap();
+            (
+                String::from_utf8_lossy(n).into_owned(),
+                String::from_utf8_lossy(v).into_owned(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn c1_integers() {
+    let mut out = Vec::new();
+    encode_int(10, 5, 0, &mut out);
+    assert_eq!(out, [0b01010]);
+    out.clear();
+    encode_int(1337, 5, 0, &mut out);
+    assert_eq!(out, [0b11111, 0b1001_1010, 0b0000_1010]);
+    out.clear();
+    encode_int(42, 8, 0, &mut out);
+    assert_eq!(out, [42]);
+    let mut pos = 0;
+    assert_eq!(decode_int(&[0x1f, 0x9a, 0x0a], &mut pos, 5), Ok(1337));
+    assert_eq!(pos, 3);
+}
+
+fn one(block: &str, want: &[(&str, &str)], table_after: &[(&str, &str)], size: usize) {
+    let mut d = Decoder::new(4096);
+    let mut l = HeaderList::default();
+    d.decode(&hex(block), 1 << 20, &mut l).unwrap();
+    assert_eq!(list(&l), pairs(want));
+    assert_eq!(table(d.table()), pairs(table_after));
+    assert_eq!(d.table().size(), size);
+}
+
+#[test]
+fn c2_field_representations() {
+    one(
+        "400a 6375 7374 6f6d 2d6b 6579 0d63 7573 746f 6d2d 6865 6164 6572",
+        &[("custom-key", "custom-header")],
+        &[("custom-key", "custom-header")],
+        55,
+    );
+    one(
+        "040c 2f73 616d 706c 652f 7061 7468",
+        &[(":path", "/sample/path")],
+        &[],
+        0,
+    );
+    let mut d = Decoder::new(4096);
+    let mut l = HeaderList::default();
+    d.decode(
+        &hex("1008 7061 7373 776f 7264 0673 6563 7265 74"),
+        1 << 20,
+        &mut l,
+    )
+    .unwrap();
+    assert_eq!(list(&l), pairs(&[("password", "secret")]));
+    assert!(l.fields()[0].never_index);
+    assert!(d.table().is_empty());
+    one("82", &[(":method", "GET")], &[], 0);
+}
+
+/// A sequence of blocks on one connection: (encoded, decoded list, table
+/// after, table size after).
+type Seq<'a> = [(
+    &'a str,
+    &'a [(&'a str, &'a str)],
+    &'a [(&'a str, &'a str)],
+    usize,
+)];
+
+fn sequence(seq: &Seq<'_>, table_max: usize, huffman: HuffmanMode) {
+    let mut d = Decoder::new(4096);
+    let mut e = Encoder::new(4096, huffman);
+    if table_max != 4096 {
+        // The examples of C.5/C.6 run with SETTINGS_HEADER_TABLE_SIZE 256:
+        // the decoder side simply has a 256-byte table from the start.
+        d = Decoder::new(table_max);
+        e = Encoder::new(table_max, huffman);
+    }
+    let mut l = HeaderList::default();
+    for (block, want, tbl, size) in seq {
+        let bytes = hex(block);
+        d.decode(&bytes, 1 << 20, &mut l).unwrap();
+        assert_eq!(list(&l), pairs(want));
+        assert_eq!(table(d.table()), pairs(tbl));
+        assert_eq!(d.table().size(), *size);
+        // The encoder, indexing everything as the examples do, produces
+        // exactly the RFC's bytes.
+        let mut out = Vec::new();
+        e.begin_block(&mut out);
+        for (n, v) in want.iter() {
+            e.encode_with(n.as_bytes(), v.as_bytes(), Indexing::Incremental, &mut out);
+        }
+        assert_eq!(out, bytes, "encoding of {want:?}");
+    }
+}
+
+const REQ1: &[(&str, &str)] = &[
+    (":method", "GET"),
+    (":scheme", "http"),
+    (":path", "/"),
+    (":authority", "www.example.com"),
+];
+const REQ2: &[(&str, &str)] = &[
+    (":method", "GET"),
+    (":scheme", "http"),
+    (":path", "/"),
+    (":authority", "www.example.com"),
+    ("cache-control", "no-cache"),
+];
+const REQ3: &[(&str, &str)] = &[
+    (":method", "GET"),
+    (":scheme", "https"),
+    (":path", "/index.html"),
+    (":authority", "www.example.com"),
+    ("custom-key", "custom-value"),
+];
+const T1: &[(&str, &str)] = &[(":authority", "www.example.com")];
+const T2: &[(&str, &str)] = &[
+    ("cache-control", "no-cache"),
+    (":authority", "www.example.com"),
+];
+const T3: &[(&str, &str)] = &[
+    ("custom-key", "custom-value"),
+    ("cache-control", "no-cache"),
+    (":authority", "www.example.com"),
+];
+
+#[test]
+fn c3_requests_without_huffman() {
+    sequence(
+        &[
+            (
+                "8286 8441 0f77 7777 2e65 7861 6d70 6c65 2e63 6f6d",
+                REQ1,
+                T1,
+                57,
+            ),
+            ("8286 84be 5808 6e6f 2d63 6163 6865", REQ2, T2, 110),
+            (
+                "8287 85bf 400a 6375 7374 6f6d 2d6b 6579 0c63 7573 746f 6d2d 7661 6c75 65",
+                REQ3,
+                T3,
+                164,
+            ),
+        ],
+        4096,
+        HuffmanMode::Never,
+    );
+}
+
+#[test]
+fn c4_requests_with_huffman() {
+    sequence(
+        &[
+            ("8286 8441 8cf1 e3c2 e5f2 3a6b a0ab 90f4 ff", REQ1, T1, 57),
+            ("8286 84be 5886 a8eb 1064 9cbf", REQ2, T2, 110),
+            (
+                "8287 85bf 4088 25a8 49e9 5ba9 7d7f 8925 a849 e95b b8e8 b4bf",
+                REQ3,
+                T3,
+                164,
+            ),
+        ],
+        4096,
+        HuffmanMode::Always,
+    );
+}
+
+const DATE1: &str = "Mon, 21 Oct 2013 20:13:21 GMT";
+const DATE2: &str = "Mon, 21 Oct 2013 20:13:22 GMT";
+const LOC: &str = "https://www.example.com";
+const COOKIE: &str = "foo=ASDJKHQKBZXOQWEOPIUAXQWEOIU; max-age=3600; version=1";
+
+fn responses(b1: &str, b2: &str, b3: &str, mode: HuffmanMode) {
+    let r1: &[(&str, &str)] = &[
+        (":status", "302"),
+        ("cache-control", "private"),
+        ("date", DATE1),
+        ("location", LOC),
+    ];
+    let r2: &[(&str, &str)] = &[
+        (":status", "307"),
+        ("cache-control", "private"),
+        ("date", DATE1),
+        ("location", LOC),
+    ];
+    let r3: &[(&str, &str)] = &[
+        (":status", "200"),
+        ("cache-control", "private"),
+        ("date", DATE2),
+        ("location", LOC),
+        ("content-encoding", "gzip"),
+        ("set-cookie", COOKIE),
+    ];
+    let t1: &[(&str, &str)] = &[
+        ("location", LOC),
+        ("date", DATE1),
+        ("cache-control", "private"),
+        (":status", "302"),
+    ];
+    let t2: &[(&str, &str)] = &[
+        (":status", "307"),
+        ("location", LOC),
+        ("date", DATE1),
+        ("cache-control", "private"),
+    ];
+    let t3: &[(&str, &str)] = &[
+        ("set-cookie", COOKIE),
+        ("content-encoding", "gzip"),
+        ("date", DATE2),
+    ];
+    sequence(
+        &[(b1, r1, t1, 222), (b2, r2, t2, 222), (b3, r3, t3, 215)],
+        256,
+        mode,
+    );
+}
+
+#[test]
+fn c5_responses_without_huffman() {
+    responses(
+        "4803 3330 3258 0770 7269 7661 7465 611d 4d6f 6e2c 2032 3120 4f63 7420 3230 3133
+         2032 303a 3133 3a32 3120 474d 546e 1768 7474 7073 3a2f 2f77 7777 2e65 7861 6d70
+         6c65 2e63 6f6d",
+        "4803 3330 37c1 c0bf",
+        "88c1 611d 4d6f 6e2c 2032 3120 4f63 7420 3230 3133 2032 303a 3133 3a32 3220 474d
+         54c0 5a04 677a 6970 7738 666f 6f3d 4153 444a 4b48 514b 425a 584f 5157 454f 5049
+         5541 5851 5745 4f49 553b 206d 6178 2d61 6765 3d33 3630 303b 2076 6572 7369 6f6e
+         3d31",
+        HuffmanMode::Never,
+    );
+}
+
+#[test]
+fn c6_responses_with_huffman() {
+    responses(
+        "4882 6402 5885 aec3 771a 4b61 96d0 7abe 9410 54d4 44a8 2005 9504 0b81 66e0 82a6
+         2d1b ff6e 919d 29ad 1718 63c7 8f0b 97c8 e9ae 82ae 43d3",
+        "4883 640e ffc1 c0bf",
+        "88c1 6196 d07a be94 1054 d444 a820 0595 040b 8166 e084 a62d 1bff c05a 839b d9ab
+         77ad 94e7 821d d7f2 e6c7 b335 dfdf cd5b 3960 d5af 2708 7f36 72c1 ab27 0fb5 291f
+         9587 3160 65c0 03ed 4ee5 b106 3d50 07",
+        HuffmanMode::Always,
+    );
+}
+
+#[test]
+fn errors_are_compression_errors() {
+    let mut d = Decoder::new(4096);
+    let mut l = HeaderList::default();
+    // Index 0, index past the tables.
+    assert_eq!(
+        d.decode(&[0x80], 1 << 20, &mut l),
+        Err(HpackError::BadIndex)
+    );
+    assert_eq!(
+        d.decode(&[0xbe], 1 << 20, &mut l),
+        Err(HpackError::BadIndex)
+    );
+    // Truncated literal.
+    assert_eq!(
+        d.decode(&[0x40, 0x05, b'a'], 1 << 20, &mut l),
+        Err(HpackError::Truncated)
+    );
+    // Integer overflow.
+    assert_eq!(
+        d.decode(&[0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f], 1 << 20, &mut l),
+        Err(HpackError::IntegerOverflow)
+    );
+    // Size update above SETTINGS, and after a field.
+    assert_eq!(
+        d.decode(&hex("3fe2 1f"), 1 << 20, &mut l),
+        Err(HpackError::SizeUpdateTooLarge)
+    );
+    assert_eq!(
+        d.decode(&hex("8220"), 1 << 20, &mut l),
+        Err(HpackError::SizeUpdateNotFirst)
+    );
+    // A size update at the start is fine and evicts.
+    d.decode(
+        &hex("400a 6375 7374 6f6d 2d6b 6579 0d63 7573 746f 6d2d 6865 6164 6572"),
+        1 << 20,
+        &mut l,
+    )
+    .unwrap();
+    assert_eq!(d.table().len(), 1);
+    d.decode(&hex("2082"), 1 << 20, &mut l).unwrap();
+    assert_eq!(d.table().len(), 0);
+}
+
+/// HPACK bomb: one 4 KB entry named 10 000 times costs a bounded list.
+#[test]
+fn hpack_bomb_is_bounded() {
+    let mut d = Decoder::new(4096);
+    let mut l = HeaderList::default();
+    let mut block = Vec::new();
+    block.push(0x40);
+    encode_int(1, 7, 0, &mut block);
+    block.push(b'x');
+    encode_int(4000, 7, 0, &mut block);
+    block.extend(std::iter::repeat_n(b'a', 4000));
+    block.extend(std::iter::repeat_n(0xbe, 10_000)); // index 62, 10 000 times
+    d.decode(&block, 16 * 1024, &mut l).unwrap();
+    assert!(l.too_large);
+    assert!(l.buf.len() <= 16 * 1024, "copied {} bytes", l.buf.len());
+    assert_eq!(l.list_size, 10_001 * (4001 + 32));
+    // The table is still in sync: the next block can use the entry.
+    d.decode(&[0xbe], 16 * 1024, &mut l).unwrap();
+    assert!(!l.too_large);
+    assert_eq!(l.get(0).0, b"x");
+}
+
+#[test]
+fn table_store_stays_bounded() {
+    let mut t = DynTable::new(256);
+    for i in 0..10_000u32 {
+        let v = format!("value-{i}");
+        t.insert(b"name", v.as_bytes());
+        assert!(t.size() <= 256);
+        assert!(t.store_len() <= 2 * 256 + 64);
+    }
+    assert_eq!(t.get(0).unwrap().1, b"value-9999");
+}
+
+#[test]
+fn encoder_signals_table_size_changes() {
+    let mut e = Encoder::default();
+    e.set_max_table_size(0);
+    e.set_max_table_size(1024);
+    let mut out = Vec::new();
+    e.begin_block(&mut out);
+    // Two updates: the smallest (0) then the final one (1024).
+    let mut d = Decoder::new(4096);
+    let mut l = HeaderList::default();
+    e.encode(b"content-type", b"text/html", &mut out);
+    d.decode(&out, 1 << 20, &mut l).unwrap();
+    assert_eq!(out[0], 0x20);
+    assert_eq!(d.table().max_size(), 1024);
+    assert_eq!(list(&l), pairs(&[("content-type", "text/html")]));
+}

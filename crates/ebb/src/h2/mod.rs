@@ -1,0 +1,29 @@
+//! HTTP/2 (RFC 9113) and HPACK (RFC 7541): the socket-free protocol core the
+//! HTTP/2 mux drives. Bytes in, events out; time is a parameter.
+//!
+//! - [`frame`]: frame headers, every frame type parsed and written, each
+//!   frame-level error mapped to the RFC's connection or stream error.
+//! - [`hpack`]: the header compression, decoder and encoder, with dynamic
+//!   table and Huffman code, bounded against decompression bombs.
+//! - [`conn`]: the server side of a connection: preface, SETTINGS, PING,
+//!   GOAWAY, RST_STREAM, flow control both ways, CONTINUATION, trailers,
+//!   stream states, and the bounds against the known HTTP/2 attacks (the
+//!   table in its doc).
+//! - [`request`]: RFC 9113 §8 checks of request heads and the translation
+//!   to an HTTP/1.1 head.
+//!
+//! Serving HTTP/2 is not wired yet: the mux that puts this core on ebb's
+//! connections and streams comes next. Until then `bind ... alpn h2` and
+//! `proto h2` are refused at start.
+
+pub mod conn;
+pub mod frame;
+pub mod hpack;
+pub mod request;
+
+#[cfg(test)]
+mod tests;
+
+pub use conn::{Config, Connection, Event, Progress, SendError};
+pub use frame::{ErrorCode, H2Error};
+pub use request::{Malformed, RequestHead};

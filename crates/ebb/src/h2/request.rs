@@ -1,0 +1,298 @@
+//! Request heads: RFC 9113 §8 checks on a decoded header list, and the
+//! translation to an HTTP/1.1 head for servers behind ebb.
+//!
+//! A request that fails any check is *malformed* (§8.1.1): a stream error
+//! PROTOCOL_ERROR, never forwarded. The checks:
+//! - pseudo-header fields: only `:method`, `:scheme`, `:authority`,
+//!   `:path`, each at most once, all before the regular fields (§8.3);
+//!   `:method`, `:scheme` and a non-empty `:path` required, except CONNECT
+//!   (`:method` and `:authority` only, §8.5); `:path` is `*` only with
+//!   OPTIONS, else starts with `/`;
+//! - names: not empty, no upper-case letter, no byte outside a token
+//!   (§8.2.1: which covers CR, LF, NUL, SP and `:` past the start);
+//!   values: no NUL, CR or LF, no leading or trailing SP/HTAB (§8.2.1);
+//! - connection-specific fields refused: `connection`, `keep-alive`,
+//!   `proxy-connection`, `transfer-encoding`, `upgrade`; `te` other than
+//!   `trailers` (§8.2.2);
+//! - `content-length`: digits only, repeats must agree; the DATA total is
+//!   checked against it by the connection (§8.1.1);
+//! - `host` with `:authority` must agree (§8.3.1 SHOULD);
+//! - trailers: no pseudo-header fields (§8.1).
+
+use super::hpack::HeaderList;
+
+/// Why a head is malformed (all are stream errors PROTOCOL_ERROR).
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum Malformed {
+    /// An unknown, repeated, misplaced or response pseudo-header.
+    PseudoHeader,
+    /// A required pseudo-header missing, or `:path` invalid for the method.
+    MissingPseudo,
+    /// A name with an upper-case letter or a non-token byte, or empty.
+    BadName,
+    /// A value with NUL/CR/LF or surrounding whitespace.
+    BadValue,
+    /// A connection-specific field, or `te` other than `trailers`.
+    ConnectionSpecific,
+    /// An invalid or conflicting `content-length`.
+    ContentLength,
+    /// `host` differs from `:authority`.
+    HostMismatch,
+}
+
+/// A checked request head: the decoded list plus where its parts are.
+#[derive(Clone, Debug, Default)]
+pub struct RequestHead {
+    /// The fields as decoded (pseudo-headers first).
+    pub list: HeaderList,
+    method: usize,
+    scheme: Option<usize>,
+    authority: Option<usize>,
+    path: Option<usize>,
+    host: Option<usize>,
+    /// Index of the first regular field.
+    first_regular: usize,
+    /// The declared body length.
+    pub content_length: Option<u64>,
+}
+
+fn is_tchar(b: u8) -> bool {
+    matches!(b, b'!' | b'#' | b'$' | b'%' | b'&' | b'\'' | b'*' | b'+' | b'-' | b'.'
+        | b'^' | b'_' | b'`' | b'|' | b'~' | b'0'..=b'9' | b'a'..=b'z')
+}
+
+/// §8.2.1 name rule (lower-case tokens only).
+pub fn valid_name(n: &[u8]) -> bool {
+    !n.is_empty() && n.iter().all(|&b| is_tchar(b))
+}
+
+/// §8.2.1 value rule.
+pub fn valid_value(v: &[u8]) -> bool {
+    if v.iter().any(|&b| b == 0 || b == b'\r' || b == b'\n') {
+        return false;
+    }
+    !matches!(v.first(), Some(b' ' | b'\t')) && !matches!(v.last(), Some(b' ' | b'\t'))
+}
+
+fn parse_cl(v: &[u8]) -> Option<u64> {
+    if v.is_empty() || v.len() > 19 || !v.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    v.iter().try_fold(0u64, |a, &d| {
+        a.checked_mul(10)?.checked_add(u64::from(d - b'0'))
+    })
+}
+
+/// §8.2.2 connection-specific fields.
+pub fn connection_specific(name: &[u8], value: &[u8]) -> bool {
+    match name {
+        b"connection" | b"keep-alive" | b"proxy-connection" | b"transfer-encoding" | b"upgrade" => {
+            true
+        }
+        b"te" => value != b"trailers",
+        _ => false,
+    }
+}
+
+impl RequestHead {
+    /// Checks `self.list` (just decoded) and records where its parts are.
+    pub fn check(&mut self) -> Result<(), Malformed> {
+        self.method = usize::MAX;
+        self.scheme = None;
+        self.authority = None;
+        self.path = None;
+        self.host = None;
+        self.content_length = None;
+        self.first_regular = self.list.len();
+        let mut regular = false;
+        for i in 0..self.list.len() {
+            let (n, v) = self.list.get(i);
+            if let Some(p) = n.strip_prefix(b":") {
+                if regular {
+                    return Err(Malformed::PseudoHeader);
+                }
+                let slot = match p {
+                    b"method" => {
+                        if self.method != usize::MAX {
+                            return Err(Malformed::PseudoHeader);
+                        }
+                        self.method = i;
+                        continue;
+                    }
+                    b"scheme" => &mut self.scheme,
+                    b"authority" => &mut self.authority,
+                    b"path" => &mut self.path,
+                    _ => return Err(Malformed::PseudoHeader),
+                };
+                if slot.is_some() {
+                    return Err(Malformed::PseudoHeader);
+                }
+                *slot = Some(i);
+                if !valid_value(v) && !v.is_empty() {
+                    return Err(Malformed::BadValue);
+                }
+                continue;
+            }
+            if !regular {
+                regular = true;
+                self.first_regular = i;
+            }
+            if !valid_name(n) {
+                return Err(Malformed::BadName);
+            }
+            if !valid_value(v) {
+                return Err(Malformed::BadValue);
+            }
+            if connection_specific(n, v) {
+                return Err(Malformed::ConnectionSpecific);
+            }
+            match n {
+                b"content-length" => {
+                    let cl = parse_cl(v).ok_or(Malformed::ContentLength)?;
+                    if self.content_length.is_some_and(|c| c != cl) {
+                        return Err(Malformed::ContentLength);
+                    }
+                    self.content_length = Some(cl);
+                }
+                b"host" => {
+                    if self.host.is_some() {
+                        return Err(Malformed::HostMismatch);
+                    }
+                    self.host = Some(i);
+                }
+                _ => {}
+            }
+        }
+        if self.method == usize::MAX {
+            return Err(Malformed::MissingPseudo);
+        }
+        let method = self.list.get(self.method).1;
+        if method.is_empty()
+            || !method
+                .iter()
+                .all(|&b| is_tchar(b) || b.is_ascii_uppercase())
+        {
+            return Err(Malformed::BadValue);
+        }
+        if method == b"CONNECT" {
+            if self.scheme.is_some() || self.path.is_some() || self.authority.is_none() {
+                return Err(Malformed::MissingPseudo);
+            }
+        } else {
+            let (Some(_), Some(p)) = (self.scheme, self.path) else {
+                return Err(Malformed::MissingPseudo);
+            };
+            let path = self.list.get(p).1;
+            let ok = path.first() == Some(&b'/') || (path == b"*" && method == b"OPTIONS");
+            if !ok {
+                return Err(Malformed::MissingPseudo);
+            }
+        }
+        if let (Some(a), Some(h)) = (self.authority, self.host) {
+            if self.list.get(a).1 != self.list.get(h).1 {
+                return Err(Malformed::HostMismatch);
+            }
+        }
+        Ok(())
+    }
+
+    /// `:method`.
+    pub fn method(&self) -> &[u8] {
+        self.list.get(self.method).1
+    }
+
+    /// `:scheme` (absent for CONNECT).
+    pub fn scheme(&self) -> Option<&[u8]> {
+        self.scheme.map(|i| self.list.get(i).1)
+    }
+
+    /// `:path` (absent for CONNECT).
+    pub fn path(&self) -> Option<&[u8]> {
+        self.path.map(|i| self.list.get(i).1)
+    }
+
+    /// `:authority`, else the `host` field.
+    pub fn authority(&self) -> Option<&[u8]> {
+        self.authority.or(self.host).map(|i| self.list.get(i).1)
+    }
+
+    /// The regular fields, in order.
+    pub fn fields(&self) -> impl Iterator<Item = (&[u8], &[u8])> + '_ {
+        (self.first_regular..self.list.len()).map(|i| self.list.get(i))
+    }
+
+    /// Writes the HTTP/1.1 request head a server behind ebb gets (RFC 9113
+    /// §8.3.1): `METHOD SP path SP HTTP/1.1`, `host` from `:authority`
+    /// (a `host` field is not repeated), the regular fields in order with
+    /// the cookie crumbs joined by `"; "` into one `cookie` line (§8.2.3),
+    /// `extra` fields (the mux's framing: `content-length` or
+    /// `transfer-encoding: chunked`), then the empty line. `te: trailers` is
+    /// dropped (hop-by-hop in HTTP/1.1).
+    pub fn write_h1(&self, extra: &[(&[u8], &[u8])], out: &mut Vec<u8>) {
+        out.extend_from_slice(self.method());
+        out.push(b' ');
+        match self.path() {
+            Some(p) => out.extend_from_slice(p),
+            None => out.extend_from_slice(self.authority().unwrap_or(b"")),
+        }
+        out.extend_from_slice(b" HTTP/1.1\r\n");
+        if let Some(a) = self.authority() {
+            out.extend_from_slice(b"host: ");
+            out.extend_from_slice(a);
+            out.extend_from_slice(b"\r\n");
+        }
+        let mut cookie = false;
+        for (n, v) in self.fields() {
+            match n {
+                b"host" | b"te" => {}
+                b"cookie" => cookie = true,
+                _ => {
+                    out.extend_from_slice(n);
+                    out.extend_from_slice(b": ");
+                    out.extend_from_slice(v);
+                    out.extend_from_slice(b"\r\n");
+                }
+            }
+        }
+        if cookie {
+            out.extend_from_slice(b"cookie: ");
+            let mut first = true;
+            for (n, v) in self.fields() {
+                if n == b"cookie" {
+                    if !first {
+                        out.extend_from_slice(b"; ");
+                    }
+                    first = false;
+                    out.extend_from_slice(v);
+                }
+            }
+            out.extend_from_slice(b"\r\n");
+        }
+        for (n, v) in extra {
+            out.extend_from_slice(n);
+            out.extend_from_slice(b": ");
+            out.extend_from_slice(v);
+            out.extend_from_slice(b"\r\n");
+        }
+        out.extend_from_slice(b"\r\n");
+    }
+}
+
+/// Checks a trailer section (§8.1: no pseudo-header fields; §8.2 rules).
+pub fn check_trailers(list: &HeaderList) -> Result<(), Malformed> {
+    for (n, v) in list.iter() {
+        if n.first() == Some(&b':') {
+            return Err(Malformed::PseudoHeader);
+        }
+        if !valid_name(n) {
+            return Err(Malformed::BadName);
+        }
+        if !valid_value(v) {
+            return Err(Malformed::BadValue);
+        }
+        if connection_specific(n, v) {
+            return Err(Malformed::ConnectionSpecific);
+        }
+    }
+    Ok(())
+}
