@@ -297,6 +297,13 @@ impl Farm {
         }
     }
 
+    /// Sets the backend's `hash-type` (the hash algorithms' lookup).
+    pub fn set_hash(&self, h: crate::config::HashType) {
+        let w: Vec<u32> = self.servers.iter().map(|s| s.opts.weight).collect();
+        let mut st = self.lb.lock().unwrap_or_else(|p| p.into_inner());
+        st.set_hash(h, &w);
+    }
+
     /// Servers the balancer may use now: the active ones, or else the
     /// first usable backup (HAProxy's default without `allbackups`).
     fn eligible(&self) -> Vec<usize> {
