@@ -257,6 +257,7 @@ impl Checker {
         if let Ok(mut cs) = s.check_status.lock() {
             *cs = status;
         }
+        let ok = r.is_ok();
         match (up, r) {
             (true, Ok(())) | (false, Err(_)) => self.streak = 0,
             (true, Err(e)) => {
@@ -297,6 +298,7 @@ impl Checker {
                 }
             }
         }
+        s.ext.on_check(ok, up, s.up.load(Ordering::Relaxed));
     }
 
     fn run(&mut self, ctx: &mut Ctx, me: TaskId, _why: Reasons) -> Status {
@@ -322,8 +324,13 @@ impl Checker {
             let tls = self.tls.clone();
             let timeout = self.timeout;
             let handle = self.handle.clone();
+            let srv = self.srv.clone();
             let job = move || {
+                let t0 = Instant::now();
                 let r = run_check(addr, timeout, probe.as_ref(), tls.as_ref());
+                if let Some(s) = srv.upgrade() {
+                    s.ext.check_took(t0.elapsed());
+                }
                 if let Ok(mut g) = result.lock() {
                     *g = Some(r);
                 }

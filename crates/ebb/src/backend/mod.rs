@@ -87,6 +87,8 @@ pub struct ServerRt {
     pub check_status: Mutex<String>,
     /// `ssl`: TLS to this server.
     pub tls: Option<ServerTls>,
+    /// What `show stat` reports beyond the above (maxima, check history).
+    pub ext: crate::stats::SrvExtra,
 }
 
 /// TLS settings of a server: the client configuration and the name sent
@@ -114,15 +116,20 @@ impl ServerRt {
     /// Takes a slot if one is free.
     pub fn try_take(&self) -> bool {
         let m = self.maxconn.load(Ordering::Relaxed);
-        if m == 0 {
-            self.cur.fetch_add(1, Ordering::AcqRel);
-            return true;
-        }
-        self.cur
-            .fetch_update(Ordering::AcqRel, Ordering::Relaxed, |c| {
-                (c < m).then_some(c + 1)
-            })
-            .is_ok()
+        let now = if m == 0 {
+            self.cur.fetch_add(1, Ordering::AcqRel)
+        } else {
+            match self
+                .cur
+                .fetch_update(Ordering::AcqRel, Ordering::Relaxed, |c| {
+                    (c < m).then_some(c + 1)
+                }) {
+                Ok(c) => c,
+                Err(_) => return false,
+            }
+        };
+        self.ext.smax.fetch_max(now + 1, Ordering::Relaxed);
+        true
     }
 
     /// Weight for the load balancer, ramped after coming UP with
@@ -276,6 +283,7 @@ impl Farm {
                     queue: Mutex::new(VecDeque::new()),
                     counters: Counters::default(),
                     check_status: Mutex::new(String::new()),
+                    ext: crate::stats::SrvExtra::default(),
                     tls,
                     name: sname,
                     addr,
