@@ -1010,6 +1010,12 @@ pub fn set_weight(farm: &Farm, s: &ServerRt, arg: &str) -> Result<(), String> {
     if w > 256 {
         return Err(format!("Invalid weight '{arg}': at most 256."));
     }
+    if farm.static_weights() && w != 0 && w != s.opts.weight {
+        return Err(
+            "Backend is using a static LB algorithm and only accepts weights '0%' and '100%'."
+                .into(),
+        );
+    }
     s.weight.store(w, Ordering::Relaxed);
     if w == 0 {
         farm.redispatch_queue_of(s);

@@ -1018,3 +1018,26 @@ fn stats_page_csv_is_show_stat() {
     assert_eq!(a_row["stot"], "3");
     assert_eq!(a_row["weight"], "7");
 }
+
+#[test]
+fn map_based_hash_weights_are_static_as_in_haproxy() {
+    let a = Origin::start("a", Mode::Ok);
+    let b = Origin::start("b", Mode::Ok);
+    let backend = format!(
+        "    balance uri\n{}{}",
+        srv("a", &a, "weight 2"),
+        srv("b", &b, "")
+    );
+    let s = start(&backend, "");
+    assert!(cli(&s.admin, "set weight be/a 1").starts_with(
+        "Backend is using a static LB algorithm and only accepts weights '0%' and '100%'."
+    ));
+    assert_eq!(cli(&s.admin, "set weight be/a 0%"), "\n");
+    assert_eq!(cli(&s.user, "get weight be/a"), "0 (initial 2)\n\n");
+    // Weight 0: every key goes to b.
+    for i in 0..20 {
+        assert!(get(s.e.addr(), &format!("/k{i}")).text().starts_with("b "));
+    }
+    assert_eq!(cli(&s.admin, "set weight be/a 100%"), "\n");
+    assert_eq!(cli(&s.user, "get weight be/a"), "2 (initial 2)\n\n");
+}

@@ -83,6 +83,11 @@ impl State {
         self.table = None;
     }
 
+    /// Whether the backend hashes with `hash-type consistent`.
+    pub fn consistent(&self) -> bool {
+        self.hash.consistent
+    }
+
     /// The table for these servers and weights, rebuilt when they changed.
     fn table(&mut self, elig: &[usize], weights: &[u32]) -> &Table {
         let stale = self

@@ -312,6 +312,19 @@ impl Farm {
         st.set_hash(h, &w);
     }
 
+    /// Whether weights are static (HAProxy's map-based hashing): a weight
+    /// change while up is then only 0% or 100%.
+    pub fn static_weights(&self) -> bool {
+        matches!(
+            self.balance,
+            Balance::Source | Balance::Uri { .. } | Balance::Hdr { .. }
+        ) && !self
+            .lb
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .consistent()
+    }
+
     /// Servers the balancer may use now: the active ones, or else the
     /// first usable backup (HAProxy's default without `allbackups`).
     fn eligible(&self) -> Vec<usize> {
