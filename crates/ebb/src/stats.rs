@@ -189,8 +189,9 @@ impl SrvExtra {
     }
 
     /// A check's result, and the server's health before and after it.
+    /// `chkfail` counts the failures while UP (HAProxy's meaning).
     pub fn on_check(&self, ok: bool, was_up: bool, now_up: bool) {
-        if !ok {
+        if !ok && was_up {
             self.chkfail.fetch_add(1, Ordering::Relaxed);
         }
         if was_up != now_up {
@@ -641,6 +642,11 @@ pub fn check_code(text: &str, http: bool) -> (&'static str, Option<u64>, &'stati
     let (head, detail) = match text.split_once(": ") {
         Some((h, d)) => (h, d.to_string()),
         None => (text, String::new()),
+    };
+    // The OS error number is not part of HAProxy's detail text.
+    let detail = match detail.rfind(" (os error ") {
+        Some(i) if detail.ends_with(')') => detail[..i].to_string(),
+        _ => detail,
     };
     let tout = detail.contains("timed out") || detail.contains("temporarily unavailable");
     match head {

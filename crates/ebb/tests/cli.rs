@@ -823,7 +823,12 @@ fn show_stat_info_and_weights_as_tools_parse_them() {
     assert!(a_row["smax"].parse::<u64>().unwrap() >= 1, "{a_row:?}");
     assert!(a_row["lastchg"].parse::<u64>().is_ok());
     assert!(a_row["check_duration"].parse::<u64>().is_ok(), "{a_row:?}");
-    assert!(dead_row["chkfail"].parse::<u64>().unwrap() >= 1);
+    // Failures are counted while UP only: `fall 2` failures took it DOWN.
+    let t0 = Instant::now();
+    while checked(&s.user, "dead")["chkfail"] != "2" {
+        assert!(t0.elapsed() < Duration::from_secs(30));
+        std::thread::sleep(Duration::from_millis(50));
+    }
     // `fall 2`: the dead server went DOWN once.
     let t0 = Instant::now();
     while rows(&cli(&s.user, "show stat"))
