@@ -271,7 +271,6 @@ pub fn execute(
         ["help"] => Ok(help(level)),
         ["show", "info"] => Ok(show_info(p, "")),
         ["show", "info", form @ ("typed" | "json"), ..] => Ok(show_info(p, form)),
-        ["show", "info", "desc"] => Ok(show_info(p, "")),
         ["show", "stat", rest @ ..] => show_stat(p, rest),
         ["get", "weight", spec] => {
             let c = p.live.compiled();
@@ -495,7 +494,7 @@ fn show_stat(p: &Process, args: &[&str]) -> Result<String, String> {
         match *a {
             "typed" => typed = true,
             "json" => json = true,
-            "desc" => {}
+            "desc" => return Err("'desc' (field descriptions) is not supported by ebb.".into()),
             "up" => up = true,
             "no-maint" => no_maint = true,
             o => pos.push(o),
