@@ -363,9 +363,18 @@ impl Farm {
         if elig.is_empty() {
             return Pick::NoServer("no server available");
         }
+        let static_w = self.static_weights();
         let weights: Vec<u32> = elig
             .iter()
-            .map(|&i| self.servers[i].effective_weight())
+            // Map-based hashing is static: no slowstart ramp (HAProxy).
+            .map(|&i| {
+                let s = &self.servers[i];
+                if static_w {
+                    s.weight.load(Ordering::Relaxed)
+                } else {
+                    s.effective_weight()
+                }
+            })
             .collect();
         let cur: Vec<u32> = elig
             .iter()
