@@ -1041,8 +1041,22 @@ pub fn set_maxconn(farm: &Farm, s: &ServerRt, arg: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// Forgets the servers' `smax` (`clear counters`).
+pub fn clear_server_maxima(c: &Compiled) {
+    for be in &c.backends {
+        if let BackendKind::Servers(sv) = &be.kind {
+            for s in &sv.farm.servers {
+                s.ext
+                    .smax
+                    .store(s.cur.load(Ordering::Relaxed), Ordering::Relaxed);
+            }
+        }
+    }
+}
+
 /// Zeroes every counter (`clear counters all`).
 pub fn clear_all(c: &Compiled) {
+    clear_server_maxima(c);
     for fe in &c.frontends {
         fe.http.clear();
         fe.sessions.store(0, Ordering::Relaxed);

@@ -821,6 +821,13 @@ fn show_stat_info_and_weights_as_tools_parse_them() {
     assert_eq!(a_row["addr"], a.addr.to_string());
     assert_eq!(a_row["mode"], "http");
     assert!(a_row["smax"].parse::<u64>().unwrap() >= 1, "{a_row:?}");
+    // `clear counters` forgets maxima (no stream is running now).
+    assert_eq!(cli(&s.admin, "clear counters"), "\n");
+    let a_now = rows(&cli(&s.user, "show stat"))
+        .into_iter()
+        .find(|r| r["svname"] == "a")
+        .unwrap();
+    assert_eq!(a_now["smax"], "0");
     assert!(a_row["lastchg"].parse::<u64>().is_ok());
     assert!(a_row["check_duration"].parse::<u64>().is_ok(), "{a_row:?}");
     // Failures are counted while UP only: `fall 2` failures took it DOWN.

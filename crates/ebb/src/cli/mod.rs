@@ -374,6 +374,7 @@ pub fn execute(
         ["clear", "counters"] => {
             need(level, Operator, "clear counters")?;
             stats::clear_maxima();
+            stats::clear_server_maxima(&p.live.compiled());
             Ok(String::new())
         }
         ["clear", "counters", "all"] => {
