@@ -430,6 +430,13 @@ fn compile_servers(
     } else {
         None
     };
+    if p.hash_type.balance_factor > 0 && matches!(p.balance, crate::config::Balance::Random { .. })
+    {
+        return Err(err(
+            &p.loc,
+            "'hash-balance-factor' with 'balance random' is not supported by ebb (its random is not HAProxy's consistent-hash random)".to_string(),
+        ));
+    }
     let farm = Farm::new(
         p.name.clone(),
         list,
@@ -439,6 +446,7 @@ fn compile_servers(
         p.http_reuse,
         p.http_check.clone(),
     );
+    farm.set_hash(p.hash_type);
     if let Some(m) = state {
         for s in &farm.servers {
             if let Some(st) = m.get(&s.name) {

@@ -204,30 +204,71 @@ pub fn dump<'a>(farms: impl Iterator<Item = (usize, &'a Farm)>) -> String {
                 Some(a) => (a.ip().to_string(), a.port().to_string()),
                 None => ("-".to_string(), "0".to_string()),
             };
-            let since = s
-                .up_since
-                .lock()
-                .map(|t| t.elapsed().as_secs())
-                .unwrap_or(0);
+            let since = s.ext.ages().0;
+            let checked = s.opts.check;
+            let (code, result) = if checked {
+                let text = s.check_status.lock().map(|c| c.clone()).unwrap_or_default();
+                let code = crate::stats::check_code(&text, farm.check.enabled).0;
+                let result = match code {
+                    "INI" => 0,
+                    "L4OK" | "L7OK" => 3,
+                    _ => 2,
+                };
+                (check_status_num(code), result)
+            } else {
+                (0, 0)
+            };
+            let starting = up
+                && s.opts.slowstart.is_some()
+                && s.effective_weight() < s.weight.load(Ordering::Relaxed);
             let _ = writeln!(
                 out,
-                "{be_id} {be} {sid} {srv} {addr} {op} {adm} {uw} {iw} {since} {cs} {cr} {ch} {cst} 0 0 0 - {port} - 0 0 - - 0",
+                "{be_id} {be} {sid} {srv} {addr} {op} {adm} {uw} {iw} {since} {code} {result} {ch} {cst} 0 0 0 - {port} - {ssl} 0 - - 0",
                 be = farm.name,
                 sid = s.idx + 1,
                 srv = s.name,
-                op = if up { 2 } else { 0 },
+                op = match (up, starting) {
+                    (false, _) => 0,
+                    (true, true) => 1,
+                    (true, false) => 2,
+                },
                 adm = admin_bits(s),
                 uw = s.weight.load(Ordering::Relaxed),
                 iw = s.opts.weight,
-                // check status: 6 = L7OK when checked, 1 = none.
-                cs = if s.opts.check { 6 } else { 1 },
-                cr = if up { 3 } else { 1 },
-                ch = if up { s.opts.rise + s.opts.fall - 1 } else { 0 },
-                cst = if s.opts.check { 6 } else { 0 },
+                ch = if !checked {
+                    0
+                } else if up {
+                    s.opts.rise.max(1) + s.opts.fall.max(1) - 1
+                } else {
+                    0
+                },
+                // Check state bits: configured (2) and enabled (4).
+                cst = if checked { 6 } else { 0 },
+                ssl = u8::from(s.tls.is_some()),
             );
         }
     }
     out
+}
+
+/// HAProxy's number for a check status (its `healthcheck_status` order).
+pub fn check_status_num(code: &str) -> u32 {
+    match code {
+        "INI" => 1,
+        "SOCKERR" => 5,
+        "L4OK" => 6,
+        "L4TOUT" => 7,
+        "L4CON" => 8,
+        "L6OK" => 9,
+        "L6TOUT" => 10,
+        "L6RSP" => 11,
+        "L7TOUT" => 12,
+        "L7RSP" => 13,
+        "L7OK" => 15,
+        "L7OKC" => 16,
+        "L7STS" => 17,
+        _ => 0,
+    }
 }
 
 /// Reads and parses a state file.

@@ -75,6 +75,21 @@ pub struct Row {
     pub qtime_out: u64,
     /// Server admin state (servers only).
     pub admin: Option<u8>,
+    pub smax: Option<u64>,
+    pub chkfail: Option<u64>,
+    pub chkdown: Option<u64>,
+    pub lastchg: Option<u64>,
+    pub downtime: Option<u64>,
+    pub check_code: Option<u64>,
+    pub check_duration: Option<u64>,
+    pub last_chk: String,
+    pub check_desc: String,
+    pub check_rise: Option<u64>,
+    pub check_fall: Option<u64>,
+    pub check_health: Option<u64>,
+    pub addr: String,
+    pub algo: String,
+    pub uweight: Option<u64>,
 }
 
 impl Row {
@@ -111,7 +126,106 @@ impl Row {
             req_tot: None,
             qtime_out: 0,
             admin: None,
+            smax: None,
+            chkfail: None,
+            chkdown: None,
+            lastchg: None,
+            downtime: None,
+            check_code: None,
+            check_duration: None,
+            last_chk: String::new(),
+            check_desc: String::new(),
+            check_rise: None,
+            check_fall: None,
+            check_health: None,
+            addr: String::new(),
+            algo: String::new(),
+            uweight: None,
         }
+    }
+}
+
+/// A server's figures for `show stat` that the request path and the
+/// checks keep: the most slots used at once, failed checks, transitions to
+/// DOWN, the date of the last state change, time spent DOWN, and how long
+/// the last check took.
+pub struct SrvExtra {
+    pub smax: std::sync::atomic::AtomicU32,
+    pub chkfail: std::sync::atomic::AtomicU64,
+    pub chkdown: std::sync::atomic::AtomicU64,
+    /// Milliseconds the last check took; `u64::MAX` before the first.
+    pub check_ms: std::sync::atomic::AtomicU64,
+    times: Mutex<Times>,
+}
+
+struct Times {
+    changed: Instant,
+    down_since: Option<Instant>,
+    downtime: std::time::Duration,
+}
+
+impl Default for SrvExtra {
+    fn default() -> SrvExtra {
+        SrvExtra {
+            smax: Default::default(),
+            chkfail: Default::default(),
+            chkdown: Default::default(),
+            check_ms: std::sync::atomic::AtomicU64::new(u64::MAX),
+            times: Mutex::new(Times {
+                changed: Instant::now(),
+                down_since: None,
+                downtime: std::time::Duration::ZERO,
+            }),
+        }
+    }
+}
+
+impl SrvExtra {
+    /// A check ended after `d`.
+    pub fn check_took(&self, d: std::time::Duration) {
+        self.check_ms.store(
+            d.as_millis().min(u128::from(u32::MAX)) as u64,
+            Ordering::Relaxed,
+        );
+    }
+
+    /// A check's result, and the server's health before and after it.
+    /// `chkfail` counts the failures while UP (HAProxy's meaning).
+    pub fn on_check(&self, ok: bool, was_up: bool, now_up: bool) {
+        if !ok && was_up {
+            self.chkfail.fetch_add(1, Ordering::Relaxed);
+        }
+        if was_up != now_up {
+            if !now_up {
+                self.chkdown.fetch_add(1, Ordering::Relaxed);
+            }
+            self.changed(now_up);
+        }
+    }
+
+    /// The server changed state (health or admin); `usable` after it.
+    pub fn changed(&self, usable: bool) {
+        let mut t = self.times.lock().unwrap_or_else(|p| p.into_inner());
+        let now = Instant::now();
+        t.changed = now;
+        match (usable, t.down_since) {
+            (false, None) => t.down_since = Some(now),
+            (true, Some(d)) => {
+                t.downtime += now.duration_since(d);
+                t.down_since = None;
+            }
+            _ => {}
+        }
+    }
+
+    /// Seconds since the last change, and seconds spent down in all.
+    pub fn ages(&self) -> (u64, u64) {
+        let t = self.times.lock().unwrap_or_else(|p| p.into_inner());
+        let now = Instant::now();
+        let down = t.downtime
+            + t.down_since
+                .map_or(std::time::Duration::ZERO, |d| now.duration_since(d));
+        (now.duration_since(t.changed).as_secs(), down.as_secs())
     }
 }
 
@@ -155,6 +269,42 @@ fn rate(key: String, total: u64) -> (u64, u64) {
     (s.rate, s.max)
 }
 
+/// The highest value of a gauge seen when the statistics were read (the
+/// frontend and backend `smax`: their current count is a sum read here).
+fn peak(key: String, cur: u64) -> u64 {
+    let mut m = samples().lock().unwrap_or_else(|p| p.into_inner());
+    let now = Instant::now();
+    let s = m.entry(key).or_insert(Sample {
+        at: now,
+        total: 0,
+        rate: 0,
+        max: 0,
+    });
+    s.max = s.max.max(cur);
+    s.max
+}
+
+/// HAProxy's `algo` column.
+fn algo_name(b: &crate::config::Balance) -> &'static str {
+    use crate::config::Balance as B;
+    match b {
+        B::RoundRobin => "roundrobin",
+        B::StaticRr => "static-rr",
+        B::LeastConn => "leastconn",
+        B::First => "first",
+        B::Source => "source",
+        B::Uri { .. } => "uri",
+        B::Hdr { .. } => "hdr",
+        B::Random { .. } => "random",
+    }
+}
+
+/// The per-second rate of a process-wide total and its maximum seen
+/// (`show info`'s rates).
+pub fn sampled_rate(key: &str, total: u64) -> (u64, u64) {
+    rate(key.to_string(), total)
+}
+
 /// Forgets the maxima of rates (`clear counters`).
 pub fn clear_maxima() {
     let mut m = samples().lock().unwrap_or_else(|p| p.into_inner());
@@ -176,6 +326,7 @@ fn fe_row(i: usize, fe: &FrontendRt) -> Row {
     r.bout = ld(&fe.http.bytes_out);
     r.dreq = ld(&fe.http.denied);
     r.status = "OPEN".into();
+    r.smax = Some(peak(format!("fe/{}/c", fe.name), r.scur));
     for (k, h) in fe.http.hrsp.iter().enumerate() {
         r.hrsp[k] = ld(h);
     }
@@ -214,6 +365,32 @@ fn srv_row(i: usize, farm: &Farm, s: &ServerRt) -> Row {
     };
     r.admin = Some(s.admin.load(Ordering::Relaxed));
     (r.rate, r.rate_max) = rate(format!("sv/{}/{}", farm.name, s.name), r.stot);
+    r.smax = Some(u64::from(s.ext.smax.load(Ordering::Relaxed)));
+    r.uweight = Some(u64::from(s.weight.load(Ordering::Relaxed)));
+    r.addr = s.addr.map(|a| a.to_string()).unwrap_or_default();
+    let (lastchg, down) = s.ext.ages();
+    r.lastchg = Some(lastchg);
+    if s.opts.check {
+        let text = s.check_status.lock().map(|c| c.clone()).unwrap_or_default();
+        let (code, num, desc, last) = check_code(&text, farm.check.enabled);
+        r.check_status = code.to_string();
+        r.check_code = num;
+        r.check_desc = desc.to_string();
+        r.last_chk = last;
+        let ms = s.ext.check_ms.load(Ordering::Relaxed);
+        r.check_duration = (ms != u64::MAX).then_some(ms);
+        r.chkfail = Some(ld(&s.ext.chkfail));
+        r.chkdown = Some(ld(&s.ext.chkdown));
+        r.downtime = Some(down);
+        let (rise, fall) = (u64::from(s.opts.rise.max(1)), u64::from(s.opts.fall.max(1)));
+        r.check_rise = Some(rise);
+        r.check_fall = Some(fall);
+        r.check_health = Some(if s.up.load(Ordering::Relaxed) {
+            rise + fall - 1
+        } else {
+            0
+        });
+    }
     r
 }
 
@@ -251,6 +428,9 @@ fn be_row(i: usize, be: &BackendRt) -> Row {
                 }
             }
             r.qtime_out += ld(&f.counters.queue_timeouts);
+            r.smax = Some(peak(format!("be/{}/c", be.name), r.scur));
+            r.algo = algo_name(&f.balance).to_string();
+            r.uweight = Some(w);
             r.weight = Some(w);
             r.act = Some(act);
             r.bck = Some(bck);
@@ -292,59 +472,150 @@ pub fn rows(c: &Compiled, only: Option<&str>) -> Vec<Row> {
     out
 }
 
-/// HAProxy's `show stat` columns, up to `req_tot`, plus `qtime_out`-less
-/// order: the names are the header, in order.
-pub const CSV_COLUMNS: &[&str] = &[
-    "pxname",
-    "svname",
-    "qcur",
-    "qmax",
-    "scur",
-    "smax",
-    "slim",
-    "stot",
-    "bin",
-    "bout",
-    "dreq",
-    "dresp",
-    "ereq",
-    "econ",
-    "eresp",
-    "wretr",
-    "wredis",
-    "status",
-    "weight",
-    "act",
-    "bck",
-    "chkfail",
-    "chkdown",
-    "lastchg",
-    "downtime",
-    "qlimit",
-    "pid",
-    "iid",
-    "sid",
-    "throttle",
-    "lbtot",
-    "tracked",
-    "type",
-    "rate",
-    "rate_lim",
-    "rate_max",
-    "check_status",
-    "check_code",
-    "check_duration",
-    "hrsp_1xx",
-    "hrsp_2xx",
-    "hrsp_3xx",
-    "hrsp_4xx",
-    "hrsp_5xx",
-    "hrsp_other",
-    "hanafail",
-    "req_rate",
-    "req_rate_max",
-    "req_tot",
+/// HAProxy 2.6's `show stat` fields in order: name, typed-output tags
+/// (origin, nature, scope) and type. Position = index; the CSV adds a `-`
+/// column between the base fields and the modules' (from `ssl_sess`).
+pub const STAT_FIELDS: &[(&str, &str, &str)] = &[
+    ("pxname", "KNS", "str"),
+    ("svname", "KNS", "str"),
+    ("qcur", "MGP", "u32"),
+    ("qmax", "MMP", "u32"),
+    ("scur", "MGP", "u32"),
+    ("smax", "MMP", "u32"),
+    ("slim", "CLP", "u32"),
+    ("stot", "MCP", "u64"),
+    ("bin", "MCP", "u64"),
+    ("bout", "MCP", "u64"),
+    ("dreq", "MCP", "u64"),
+    ("dresp", "MCP", "u64"),
+    ("ereq", "MCP", "u64"),
+    ("econ", "MCP", "u64"),
+    ("eresp", "MCP", "u64"),
+    ("wretr", "MCP", "u64"),
+    ("wredis", "MCP", "u64"),
+    ("status", "SGP", "str"),
+    ("weight", "MaS", "u32"),
+    ("act", "SGP", "u32"),
+    ("bck", "SGP", "u32"),
+    ("chkfail", "MCP", "u64"),
+    ("chkdown", "MCP", "u64"),
+    ("lastchg", "MAP", "u32"),
+    ("downtime", "MCP", "u32"),
+    ("qlimit", "CLP", "u32"),
+    ("pid", "KGP", "u32"),
+    ("iid", "KGS", "u32"),
+    ("sid", "KGS", "u32"),
+    ("throttle", "MaP", "u32"),
+    ("lbtot", "MCP", "u64"),
+    ("tracked", "KNS", "str"),
+    ("type", "CGS", "u32"),
+    ("rate", "MRP", "u32"),
+    ("rate_lim", "CLP", "u32"),
+    ("rate_max", "MMP", "u32"),
+    ("check_status", "MOP", "str"),
+    ("check_code", "MOP", "u32"),
+    ("check_duration", "MDP", "u64"),
+    ("hrsp_1xx", "MCP", "u64"),
+    ("hrsp_2xx", "MCP", "u64"),
+    ("hrsp_3xx", "MCP", "u64"),
+    ("hrsp_4xx", "MCP", "u64"),
+    ("hrsp_5xx", "MCP", "u64"),
+    ("hrsp_other", "MCP", "u64"),
+    ("hanafail", "MCP", "u64"),
+    ("req_rate", "MRP", "u32"),
+    ("req_rate_max", "MMP", "u32"),
+    ("req_tot", "MCP", "u64"),
+    ("cli_abrt", "MCP", "u64"),
+    ("srv_abrt", "MCP", "u64"),
+    ("comp_in", "MCP", "u64"),
+    ("comp_out", "MCP", "u64"),
+    ("comp_byp", "MCP", "u64"),
+    ("comp_rsp", "MCP", "u64"),
+    ("lastsess", "MAP", "s32"),
+    ("last_chk", "MOP", "str"),
+    ("last_agt", "MOP", "str"),
+    ("qtime", "MaP", "u32"),
+    ("ctime", "MaP", "u32"),
+    ("rtime", "MaP", "u32"),
+    ("ttime", "MaP", "u32"),
+    ("agent_status", "MOP", "str"),
+    ("agent_code", "MOP", "u32"),
+    ("agent_duration", "MDP", "u64"),
+    ("check_desc", "MOP", "str"),
+    ("agent_desc", "MOP", "str"),
+    ("check_rise", "CGS", "u32"),
+    ("check_fall", "CGS", "u32"),
+    ("check_health", "CGS", "u32"),
+    ("agent_rise", "MaS", "u32"),
+    ("agent_fall", "MaS", "u32"),
+    ("agent_health", "SGS", "u32"),
+    ("addr", "CGS", "str"),
+    ("cookie", "CGS", "str"),
+    ("mode", "CGS", "str"),
+    ("algo", "CGS", "str"),
+    ("conn_rate", "MRP", "u32"),
+    ("conn_rate_max", "MMP", "u32"),
+    ("conn_tot", "MCP", "u64"),
+    ("intercepted", "MCP", "u64"),
+    ("dcon", "MCP", "u64"),
+    ("dses", "MCP", "u64"),
+    ("wrew", "MCP", "u64"),
+    ("connect", "MCP", "u64"),
+    ("reuse", "MCP", "u64"),
+    ("cache_lookups", "MCP", "u64"),
+    ("cache_hits", "MCP", "u64"),
+    ("srv_icur", "MGP", "u32"),
+    ("src_ilim", "CLP", "u32"),
+    ("qtime_max", "MMP", "u32"),
+    ("ctime_max", "MMP", "u32"),
+    ("rtime_max", "MMP", "u32"),
+    ("ttime_max", "MMP", "u32"),
+    ("eint", "MCP", "u64"),
+    ("idle_conn_cur", "MGP", "u32"),
+    ("safe_conn_cur", "MGP", "u32"),
+    ("used_conn_cur", "MGP", "u32"),
+    ("need_conn_est", "MGP", "u32"),
+    ("uweight", "MaS", "u32"),
+    ("agg_server_status", "MGP", "u32"),
+    ("agg_server_check_status", "MGP", "u32"),
+    ("agg_check_status", "MGP", "u32"),
+    // The statistics modules' fields (HAProxy's ssl, h2 and h1 modules).
+    ("ssl_sess", "MCP", "u64"),
+    ("ssl_reused_sess", "MCP", "u64"),
+    ("ssl_failed_handshake", "MCP", "u64"),
+    ("h2_headers_rcvd", "MCP", "u64"),
+    ("h2_data_rcvd", "MCP", "u64"),
+    ("h2_settings_rcvd", "MCP", "u64"),
+    ("h2_rst_stream_rcvd", "MCP", "u64"),
+    ("h2_goaway_rcvd", "MCP", "u64"),
+    ("h2_detected_conn_protocol_errors", "MCP", "u64"),
+    ("h2_detected_strm_protocol_errors", "MCP", "u64"),
+    ("h2_rst_stream_resp", "MCP", "u64"),
+    ("h2_goaway_resp", "MCP", "u64"),
+    ("h2_open_connections", "MGP", "u64"),
+    ("h2_backend_open_streams", "MGP", "u64"),
+    ("h2_total_connections", "MCP", "u64"),
+    ("h2_backend_total_streams", "MCP", "u64"),
+    ("h1_open_connections", "MGP", "u64"),
+    ("h1_open_streams", "MGP", "u64"),
+    ("h1_total_connections", "MCP", "u64"),
+    ("h1_total_streams", "MCP", "u64"),
+    ("h1_bytes_in", "MCP", "u64"),
+    ("h1_bytes_out", "MCP", "u64"),
+    ("h1_spliced_bytes_in", "MCP", "u64"),
+    ("h1_spliced_bytes_out", "MCP", "u64"),
 ];
+
+/// Fields before the modules' (the CSV's `-` column sits there).
+const BASE_FIELDS: usize = 103;
+
+/// The CSV header's names, `-` included.
+pub fn csv_columns() -> Vec<&'static str> {
+    let mut v: Vec<&str> = STAT_FIELDS[..BASE_FIELDS].iter().map(|f| f.0).collect();
+    v.push("-");
+    v.extend(STAT_FIELDS[BASE_FIELDS..].iter().map(|f| f.0));
+    v
+}
 
 fn opt(v: Option<u64>) -> String {
     v.map(|v| v.to_string()).unwrap_or_default()
@@ -355,111 +626,318 @@ fn csv_field(s: &str) -> String {
     s.replace([',', '\n', '\r'], " ")
 }
 
+/// HAProxy's check code and description from ebb's check result text:
+/// (`check_status`, `check_code`, `check_desc`, `last_chk`).
+pub fn check_code(text: &str, http: bool) -> (&'static str, Option<u64>, &'static str, String) {
+    let (head, detail) = match text.split_once(": ") {
+        Some((h, d)) => (h, d.to_string()),
+        None => (text, String::new()),
+    };
+    // The OS error number is not part of HAProxy's detail text.
+    let detail = match detail.rfind(" (os error ") {
+        Some(i) if detail.ends_with(')') => detail[..i].to_string(),
+        _ => detail,
+    };
+    let tout = detail.contains("timed out") || detail.contains("temporarily unavailable");
+    match head {
+        "" => ("INI", None, "Initializing", String::new()),
+        "L7OK" | "L4OK" if http => ("L7OK", None, "Layer7 check passed", String::new()),
+        "L7OK" | "L4OK" => ("L4OK", None, "Layer4 check passed", String::new()),
+        "Layer4 connection problem" if tout => ("L4TOUT", None, "Layer4 timeout", detail),
+        "Layer4 connection problem" => ("L4CON", None, "Layer4 connection problem", detail),
+        h if h.starts_with("Layer6 timeout") => ("L6TOUT", None, "Layer6 timeout", detail),
+        h if h.starts_with("Layer6") => ("L6RSP", None, "Layer6 invalid response", detail),
+        h if h.starts_with("Layer7 wrong status, code") => {
+            let code = detail.trim().parse().ok();
+            ("L7STS", code, "Layer7 wrong status", detail)
+        }
+        "Layer7 timeout or read error" if tout => ("L7TOUT", None, "Layer7 timeout", detail),
+        "Layer7 timeout or read error" | "Layer7 send failed" => {
+            ("SOCKERR", None, "Socket error", detail)
+        }
+        h if h.starts_with("Layer7 invalid response") => {
+            ("L7RSP", None, "Layer7 invalid response", detail)
+        }
+        _ => ("L7RSP", None, "Layer7 invalid response", text.to_string()),
+    }
+}
+
+/// One field's value: `None` prints empty (no such concept in ebb, or
+/// not for this kind of row, as HAProxy leaves it empty).
+#[derive(Clone, Debug, PartialEq)]
+pub enum Val {
+    U(u64),
+    S(i64),
+    Str(String),
+}
+
+impl std::fmt::Display for Val {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Val::U(v) => write!(f, "{v}"),
+            Val::S(v) => write!(f, "{v}"),
+            Val::Str(v) => f.write_str(v),
+        }
+    }
+}
+
+/// Every field of a row, by position in [`STAT_FIELDS`].
+pub fn values(r: &Row) -> Vec<Option<Val>> {
+    let mut v: Vec<Option<Val>> = vec![None; STAT_FIELDS.len()];
+    let fe = r.kind == Kind::Frontend;
+    let be = r.kind == Kind::Backend;
+    let sv = r.kind == Kind::Server;
+    let u = |x: u64| Some(Val::U(x));
+    let st = |x: &str| Some(Val::Str(x.to_string()));
+    v[0] = st(&r.pxname);
+    v[1] = st(&r.svname);
+    if !fe {
+        v[2] = u(r.qcur);
+    }
+    v[4] = u(r.scur);
+    v[5] = r.smax.map(Val::U);
+    v[6] = r.slim.map(Val::U);
+    v[7] = u(r.stot);
+    v[8] = u(r.bin);
+    v[9] = u(r.bout);
+    if !sv {
+        v[10] = u(r.dreq);
+    }
+    v[11] = u(0);
+    if fe {
+        v[12] = u(0);
+    } else {
+        v[13] = u(r.econ);
+        v[14] = u(r.eresp);
+        v[15] = u(r.wretr);
+        v[16] = u(r.wredis);
+    }
+    v[17] = st(&r.status);
+    v[18] = r.weight.map(Val::U);
+    v[19] = r.act.map(Val::U);
+    v[20] = r.bck.map(Val::U);
+    v[21] = r.chkfail.map(Val::U);
+    v[22] = r.chkdown.map(Val::U);
+    v[23] = r.lastchg.map(Val::U);
+    v[24] = r.downtime.map(Val::U);
+    v[25] = r.qlimit.map(Val::U);
+    v[26] = u(1);
+    v[27] = u(r.iid as u64);
+    v[28] = u(r.sid as u64);
+    v[30] = r.lbtot.map(Val::U);
+    v[32] = u(u64::from(r.kind.code()));
+    v[33] = u(r.rate);
+    if fe {
+        v[34] = u(0);
+    }
+    v[35] = u(r.rate_max);
+    if !r.check_status.is_empty() || r.check_code.is_some() {
+        v[36] = st(&r.check_status);
+    }
+    v[37] = r.check_code.map(Val::U);
+    v[38] = r.check_duration.map(Val::U);
+    if !sv || r.hrsp.iter().any(|&x| x > 0) {
+        for k in 0..6 {
+            v[39 + k] = u(r.hrsp[k]);
+        }
+    }
+    if fe {
+        v[46] = u(r.req_rate);
+        v[47] = u(r.req_rate_max);
+    }
+    v[48] = r.req_tot.map(Val::U);
+    if !r.last_chk.is_empty() {
+        v[56] = st(&r.last_chk);
+    }
+    if !r.check_desc.is_empty() {
+        v[65] = st(&r.check_desc);
+    }
+    v[67] = r.check_rise.map(Val::U);
+    v[68] = r.check_fall.map(Val::U);
+    v[69] = r.check_health.map(Val::U);
+    if !r.addr.is_empty() {
+        v[73] = st(&r.addr);
+    }
+    v[75] = st("http");
+    if !r.algo.is_empty() {
+        v[76] = st(&r.algo);
+    }
+    if sv || be {
+        v[99] = r.uweight.map(Val::U);
+    }
+    v
+}
+
 /// The CSV of `show stat` and `;csv`.
-pub fn csv(rows: &[Row], pid: u32) -> String {
+pub fn csv(rows: &[Row]) -> String {
     let mut s = String::from("# ");
-    s.push_str(&CSV_COLUMNS.join(","));
+    s.push_str(&csv_columns().join(","));
     s.push_str(",\n");
     for r in rows {
-        let http = r.kind != Kind::Server;
-        let h = |k: usize| {
-            if http || r.hrsp.iter().any(|&x| x > 0) {
-                r.hrsp[k].to_string()
-            } else {
-                String::new()
+        let vals = values(r);
+        for (i, x) in vals.iter().enumerate() {
+            if i == BASE_FIELDS {
+                s.push_str("-,");
             }
-        };
-        let f: Vec<String> = vec![
-            csv_field(&r.pxname),
-            csv_field(&r.svname),
-            if r.kind == Kind::Frontend {
-                String::new()
-            } else {
-                r.qcur.to_string()
-            },
-            String::new(),
-            r.scur.to_string(),
-            String::new(),
-            opt(r.slim),
-            r.stot.to_string(),
-            r.bin.to_string(),
-            r.bout.to_string(),
-            if r.kind == Kind::Server {
-                String::new()
-            } else {
-                r.dreq.to_string()
-            },
-            String::new(),
-            if r.kind == Kind::Frontend {
-                "0".into()
-            } else {
-                String::new()
-            },
-            if r.kind == Kind::Frontend {
-                String::new()
-            } else {
-                r.econ.to_string()
-            },
-            if r.kind == Kind::Frontend {
-                String::new()
-            } else {
-                r.eresp.to_string()
-            },
-            if r.kind == Kind::Frontend {
-                String::new()
-            } else {
-                r.wretr.to_string()
-            },
-            if r.kind == Kind::Frontend {
-                String::new()
-            } else {
-                r.wredis.to_string()
-            },
-            csv_field(&r.status),
-            opt(r.weight),
-            opt(r.act),
-            opt(r.bck),
-            String::new(),
-            String::new(),
-            String::new(),
-            String::new(),
-            opt(r.qlimit),
-            pid.to_string(),
-            r.iid.to_string(),
-            r.sid.to_string(),
-            String::new(),
-            opt(r.lbtot),
-            String::new(),
-            r.kind.code().to_string(),
-            r.rate.to_string(),
-            String::new(),
-            r.rate_max.to_string(),
-            csv_field(&r.check_status),
-            String::new(),
-            String::new(),
-            h(0),
-            h(1),
-            h(2),
-            h(3),
-            h(4),
-            h(5),
-            String::new(),
-            if r.kind == Kind::Frontend {
-                r.req_rate.to_string()
-            } else {
-                String::new()
-            },
-            if r.kind == Kind::Frontend {
-                r.req_rate_max.to_string()
-            } else {
-                String::new()
-            },
-            opt(r.req_tot),
-        ];
-        s.push_str(&f.join(","));
-        s.push_str(",\n");
+            if let Some(x) = x {
+                s.push_str(&csv_field(&x.to_string()));
+            }
+            s.push(',');
+        }
+        s.push('\n');
     }
     s
+}
+
+fn obj_letter(k: Kind) -> char {
+    match k {
+        Kind::Frontend => 'F',
+        Kind::Backend => 'B',
+        Kind::Server => 'S',
+    }
+}
+
+/// `show stat typed`: one line per non-empty field,
+/// `F|B|S.iid.sid.pos.name.1:tags:type:value`.
+pub fn typed(rows: &[Row]) -> String {
+    let mut s = String::new();
+    for r in rows {
+        for (i, x) in values(r).into_iter().enumerate() {
+            let Some(x) = x else { continue };
+            let (name, tags, ty) = STAT_FIELDS[i];
+            let _ = writeln!(
+                s,
+                "{}.{}.{}.{i}.{name}.1:{tags}:{ty}:{}",
+                obj_letter(r.kind),
+                r.iid,
+                r.sid,
+                x.to_string().replace('\n', " ")
+            );
+        }
+        s.push('\n');
+    }
+    s
+}
+
+/// A JSON string literal.
+pub fn json_str(v: &str) -> String {
+    let mut o = String::with_capacity(v.len() + 2);
+    o.push('"');
+    for c in v.chars() {
+        match c {
+            '"' => o.push_str("\\\""),
+            '\\' => o.push_str("\\\\"),
+            c if (c as u32) < 0x20 => {
+                let _ = write!(o, "\\u{:04x}", c as u32);
+            }
+            c => o.push(c),
+        }
+    }
+    o.push('"');
+    o
+}
+
+/// The long names of the typed tags, for JSON.
+pub fn json_tags(tags: &str) -> String {
+    let b = tags.as_bytes();
+    let origin = match b.first() {
+        Some(b'M') => "Metric",
+        Some(b'S') => "Status",
+        Some(b'K') => "Key",
+        Some(b'C') => "Config",
+        Some(b'P') => "Product",
+        _ => "Unknown",
+    };
+    let nature = match b.get(1) {
+        Some(b'A') => "Age",
+        Some(b'a') => "Avg",
+        Some(b'C') => "Counter",
+        Some(b'D') => "Duration",
+        Some(b'G') => "Gauge",
+        Some(b'L') => "Limit",
+        Some(b'M') => "Max",
+        Some(b'N') => "Name",
+        Some(b'O') => "Output",
+        Some(b'R') => "Rate",
+        Some(b'T') => "Time",
+        _ => "Unknown",
+    };
+    let scope = match b.get(2) {
+        Some(b'P') => "Process",
+        Some(b'S') => "Service",
+        Some(b's') => "System",
+        Some(b'C') => "Cluster",
+        _ => "Unknown",
+    };
+    format!("{{\"origin\":\"{origin}\",\"nature\":\"{nature}\",\"scope\":\"{scope}\"}}")
+}
+
+/// A typed value as JSON (`{"type":..,"value":..}`).
+pub fn json_val(ty: &str, x: &Val) -> String {
+    match x {
+        Val::Str(v) => format!("{{\"type\":\"str\",\"value\":{}}}", json_str(v)),
+        other => format!("{{\"type\":\"{ty}\",\"value\":{other}}}"),
+    }
+}
+
+/// `show stat json`: an array of rows, each an array of field objects.
+pub fn json(rows: &[Row]) -> String {
+    let mut out = Vec::new();
+    for r in rows {
+        let obj = match r.kind {
+            Kind::Frontend => "Frontend",
+            Kind::Backend => "Backend",
+            Kind::Server => "Server",
+        };
+        let mut fields = Vec::new();
+        for (i, x) in values(r).into_iter().enumerate() {
+            let Some(x) = x else { continue };
+            let (name, tags, ty) = STAT_FIELDS[i];
+            fields.push(format!(
+                "{{\"objType\":\"{obj}\",\"proxyId\":{},\"id\":{},\"field\":{{\"pos\":{i},\"name\":\"{name}\"}},\"processNum\":1,\"tags\":{},\"value\":{}}}",
+                r.iid,
+                r.sid,
+                json_tags(tags),
+                json_val(ty, &x)
+            ));
+        }
+        out.push(format!("[{}]", fields.join(",")));
+    }
+    format!("[{}]\n", out.join(","))
+}
+
+/// `show stat` filter: proxy (`-1` all, an id or a name), types (bits:
+/// 1 frontends, 2 backends, 4 servers; `-1` all) and server id (`-1` all).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Filter {
+    pub proxy: Option<String>,
+    pub types: Option<u32>,
+    pub sid: Option<usize>,
+}
+
+impl Filter {
+    /// Whether a row passes.
+    pub fn keep(&self, r: &Row) -> bool {
+        if let Some(p) = &self.proxy {
+            if *p != r.pxname && *p != r.iid.to_string() {
+                return false;
+            }
+        }
+        if let Some(t) = self.types {
+            let bit = match r.kind {
+                Kind::Frontend => 1,
+                Kind::Backend => 2,
+                Kind::Server => 4,
+            };
+            if t & bit == 0 {
+                return false;
+            }
+        }
+        match self.sid {
+            Some(id) if r.kind == Kind::Server => r.sid == id,
+            _ => true,
+        }
+    }
 }
 
 // ---------------------------------------------------------------------------
@@ -503,7 +981,11 @@ pub fn set_admin(farm: &Farm, s: &ServerRt, state: u8) -> Result<(), String> {
             farm.name, s.name
         ));
     }
+    let was = s.usable();
     s.admin.store(state, Ordering::Relaxed);
+    if was != s.usable() {
+        s.ext.changed(s.usable());
+    }
     if state == ADMIN_READY {
         farm.kick_backend_queue();
     } else {
@@ -524,6 +1006,12 @@ pub fn set_weight(farm: &Farm, s: &ServerRt, arg: &str) -> Result<(), String> {
     if w > 256 {
         return Err(format!("Invalid weight '{arg}': at most 256."));
     }
+    if farm.static_weights() && w != 0 && w != s.opts.weight {
+        return Err(
+            "Backend is using a static LB algorithm and only accepts weights '0%' and '100%'."
+                .into(),
+        );
+    }
     s.weight.store(w, Ordering::Relaxed);
     if w == 0 {
         farm.redispatch_queue_of(s);
@@ -543,8 +1031,22 @@ pub fn set_maxconn(farm: &Farm, s: &ServerRt, arg: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// Forgets the servers' `smax` (`clear counters`).
+pub fn clear_server_maxima(c: &Compiled) {
+    for be in &c.backends {
+        if let BackendKind::Servers(sv) = &be.kind {
+            for s in &sv.farm.servers {
+                s.ext
+                    .smax
+                    .store(s.cur.load(Ordering::Relaxed), Ordering::Relaxed);
+            }
+        }
+    }
+}
+
 /// Zeroes every counter (`clear counters all`).
 pub fn clear_all(c: &Compiled) {
+    clear_server_maxima(c);
     for fe in &c.frontends {
         fe.http.clear();
         fe.sessions.store(0, Ordering::Relaxed);
@@ -997,7 +1499,7 @@ pub fn page(st: &crate::proxy::StatsRt, path: &[u8], authz: Option<&[u8]>, admin
                 ("Content-Type", "text/plain; charset=utf-8".into()),
                 ("Cache-Control", "no-cache".into()),
             ],
-            body: csv(&rows, p.pid).into_bytes(),
+            body: csv(&rows).into_bytes(),
         };
     }
     // Links keep the modifiers in force, without the action query.
@@ -1121,6 +1623,82 @@ mod tests {
         assert!(auth_ok(&[], None));
         assert_eq!(base64_decode("aGk=").unwrap(), b"hi");
         assert!(base64_decode("a*b").is_none());
+    }
+
+    #[test]
+    fn check_codes_are_haproxys() {
+        assert_eq!(check_code("", true).0, "INI");
+        assert_eq!(check_code("L7OK", true).0, "L7OK");
+        assert_eq!(check_code("L7OK", false).0, "L4OK");
+        let c = check_code(
+            "Layer4 connection problem: Connection refused (os error 111)",
+            true,
+        );
+        assert_eq!((c.0, c.2), ("L4CON", "Layer4 connection problem"));
+        assert_eq!(
+            check_code("Layer4 connection problem: connection timed out", true).0,
+            "L4TOUT"
+        );
+        let c = check_code("Layer7 wrong status, code: 503", true);
+        assert_eq!((c.0, c.1), ("L7STS", Some(503)));
+        assert_eq!(
+            check_code("Layer7 invalid response: not HTTP", true).0,
+            "L7RSP"
+        );
+        assert_eq!(
+            check_code(
+                "Layer7 timeout or read error: Resource temporarily unavailable",
+                true
+            )
+            .0,
+            "L7TOUT"
+        );
+        assert_eq!(
+            check_code("Layer6 timeout during TLS handshake", true).0,
+            "L6TOUT"
+        );
+        assert_eq!(
+            check_code("Layer7 send failed: broken pipe", true).0,
+            "SOCKERR"
+        );
+    }
+
+    #[test]
+    fn columns_filters_and_typed() {
+        let cols = csv_columns();
+        assert_eq!(cols.len(), 128);
+        assert_eq!(cols[103], "-");
+        assert_eq!(cols[36], "check_status");
+        let mut r = Row::new("be", "s1", Kind::Server, 3, 2);
+        r.status = "UP".into();
+        r.check_status = "L7OK".into();
+        let out = csv(std::slice::from_ref(&r));
+        let line = out.lines().nth(1).unwrap();
+        assert_eq!(line.matches(',').count(), 128);
+        let f = Filter {
+            proxy: Some("3".into()),
+            types: Some(4),
+            sid: Some(2),
+        };
+        assert!(f.keep(&r));
+        assert!(!Filter {
+            sid: Some(1),
+            ..f.clone()
+        }
+        .keep(&r));
+        assert!(!Filter {
+            types: Some(3),
+            ..f.clone()
+        }
+        .keep(&r));
+        assert!(Filter {
+            proxy: Some("be".into()),
+            ..f
+        }
+        .keep(&r));
+        let t = typed(&[r]);
+        assert!(t.contains("S.3.2.36.check_status.1:MOP:str:L7OK\n"), "{t}");
+        assert!(t.contains("S.3.2.26.pid.1:KGP:u32:1\n"), "{t}");
     }
 
     #[test]

@@ -63,7 +63,8 @@ fn hit(e: &Ebb, n: usize) {
     let mut c = Client::connect(e.addr());
     for i in 0..n {
         c.send(format!("GET /x{i} HTTP/1.1\r\nHost: h\r\n\r\n").as_bytes());
-        assert_eq!(c.read_resp().status, 200);
+        let st = c.read_resp().status;
+        assert_eq!(st, 200, "{:?}", e.stderr.lock().unwrap());
     }
 }
 
@@ -752,4 +753,389 @@ fn show_activity_counts_shared_queue_lookups() {
         let one = cli(&s.user, "show activity 1");
         assert!(one.contains("sq_avg_nodes"), "{one}");
     }
+}
+
+/// HAProxy 2.6's `show stat` header (its order), for when haproxy itself
+/// is not installed to ask.
+const HAPROXY_STAT_HEADER: &str = "pxname,svname,qcur,qmax,scur,smax,slim,stot,bin,bout,dreq,dresp,ereq,econ,eresp,wretr,wredis,status,weight,act,bck,chkfail,chkdown,lastchg,downtime,qlimit,pid,iid,sid,throttle,lbtot,tracked,type,rate,rate_lim,rate_max,check_status,check_code,check_duration,hrsp_1xx,hrsp_2xx,hrsp_3xx,hrsp_4xx,hrsp_5xx,hrsp_other,hanafail,req_rate,req_rate_max,req_tot,cli_abrt,srv_abrt,comp_in,comp_out,comp_byp,comp_rsp,lastsess,last_chk,last_agt,qtime,ctime,rtime,ttime,agent_status,agent_code,agent_duration,check_desc,agent_desc,check_rise,check_fall,check_health,agent_rise,agent_fall,agent_health,addr,cookie,mode,algo,conn_rate,conn_rate_max,conn_tot,intercepted,dcon,dses,wrew,connect,reuse,cache_lookups,cache_hits,srv_icur,src_ilim,qtime_max,ctime_max,rtime_max,ttime_max,eint,idle_conn_cur,safe_conn_cur,used_conn_cur,need_conn_est,uweight,agg_server_status,agg_server_check_status,agg_check_status,-,ssl_sess,ssl_reused_sess,ssl_failed_handshake,h2_headers_rcvd,h2_data_rcvd,h2_settings_rcvd,h2_rst_stream_rcvd,h2_goaway_rcvd,h2_detected_conn_protocol_errors,h2_detected_strm_protocol_errors,h2_rst_stream_resp,h2_goaway_resp,h2_open_connections,h2_backend_open_streams,h2_total_connections,h2_backend_total_streams,h1_open_connections,h1_open_streams,h1_total_connections,h1_total_streams,h1_bytes_in,h1_bytes_out,h1_spliced_bytes_in,h1_spliced_bytes_out";
+
+fn header(csv: &str) -> Vec<String> {
+    csv.lines()
+        .next()
+        .unwrap()
+        .trim_start_matches("# ")
+        .strip_suffix(',')
+        .unwrap()
+        .split(',')
+        .map(String::from)
+        .collect()
+}
+
+/// The rows of a CSV as maps column -> value, each row checked to have
+/// exactly the header's number of fields.
+fn rows(csv: &str) -> Vec<std::collections::HashMap<String, String>> {
+    let h = header(csv);
+    csv.lines()
+        .skip(1)
+        .filter(|l| !l.is_empty())
+        .map(|l| {
+            let f: Vec<&str> = l.strip_suffix(',').unwrap_or(l).split(',').collect();
+            assert_eq!(
+                f.len(),
+                h.len(),
+                "row has {} fields, header {}: {l}",
+                f.len(),
+                h.len()
+            );
+            h.iter()
+                .cloned()
+                .zip(f.iter().map(|x| x.to_string()))
+                .collect()
+        })
+        .collect()
+}
+
+/// Polls `show stat` until `srv`'s check status is no longer `INI`.
+fn checked(sock: &Path, srv: &str) -> std::collections::HashMap<String, String> {
+    let t0 = Instant::now();
+    loop {
+        let csv = cli(sock, "show stat");
+        if let Some(r) = rows(&csv).into_iter().find(|r| r["svname"] == srv) {
+            if !r["check_status"].is_empty() && r["check_status"] != "INI" {
+                return r;
+            }
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(30),
+            "no check result for {srv}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// haproxy 2.6 with a stats socket and the same backend, when installed.
+struct Hap {
+    child: std::process::Child,
+    sock: PathBuf,
+}
+
+impl Drop for Hap {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn haproxy(backend: &str) -> Option<Hap> {
+    if !have("haproxy") {
+        println!("haproxy is not installed: comparing with HAProxy 2.6's header as recorded");
+        return None;
+    }
+    let d = scratch("cli-hap");
+    let sock = d.join("h.sock");
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let cfg = format!(
+        "global\n    stats socket {} level admin\ndefaults\n    mode http\n    timeout client 10s\n    timeout server 5s\n    timeout connect 1s\n\
+         frontend fe\n    bind 127.0.0.1:{port}\n    default_backend be\nbackend be\n{backend}",
+        sock.display()
+    );
+    std::fs::write(d.join("h.cfg"), cfg).unwrap();
+    let child = std::process::Command::new("haproxy")
+        .args(["-db", "-f", d.join("h.cfg").to_str().unwrap()])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .ok()?;
+    let t0 = Instant::now();
+    while UnixStream::connect(&sock).is_err() {
+        assert!(t0.elapsed() < Duration::from_secs(30), "haproxy's socket");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    Some(Hap { child, sock })
+}
+
+#[test]
+fn show_stat_info_and_weights_as_tools_parse_them() {
+    let a = Origin::start("a", Mode::Ok);
+    let dead = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let backend = format!(
+        "    option httpchk GET /\n    server a {} check inter 200 weight 3\n    server dead {dead} check inter 200 fall 2 rise 1\n",
+        a.addr
+    );
+    let s = start(&backend, "");
+    let hap = haproxy(&backend);
+
+    // The header: HAProxy's names, count and order.
+    let csv = cli(&s.user, "show stat");
+    let want: Vec<String> = match &hap {
+        Some(h) => header(&cli(&h.sock, "show stat")),
+        None => HAPROXY_STAT_HEADER.split(',').map(String::from).collect(),
+    };
+    assert_eq!(header(&csv), want);
+    assert!(want.len() > 120, "{}", want.len());
+
+    // Traffic only once the dead server is DOWN (its first checks have
+    // failed): a request sent to it before then would get 503, and the
+    // counters below are about `a`.
+    let t0 = Instant::now();
+    while rows(&cli(&s.user, "show stat"))
+        .iter()
+        .find(|r| r["svname"] == "dead")
+        .unwrap()["status"]
+        != "DOWN"
+    {
+        assert!(t0.elapsed() < Duration::from_secs(30));
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    hit(&s.e, 4);
+    let dead_row = checked(&s.user, "dead");
+    let a_row = checked(&s.user, "a");
+    assert_eq!(dead_row["check_status"], "L4CON");
+    assert_eq!(a_row["check_status"], "L7OK");
+    assert_eq!(a_row["pid"], "1");
+    assert_eq!(a_row["weight"], "3");
+    assert_eq!(a_row["uweight"], "3");
+    assert_eq!(a_row["check_rise"], "2");
+    assert_eq!(a_row["check_fall"], "3");
+    assert_eq!(a_row["addr"], a.addr.to_string());
+    assert_eq!(a_row["mode"], "http");
+    assert!(a_row["smax"].parse::<u64>().unwrap() >= 1, "{a_row:?}");
+    // `clear counters` forgets maxima (no stream is running now).
+    assert_eq!(cli(&s.admin, "clear counters"), "\n");
+    let a_now = rows(&cli(&s.user, "show stat"))
+        .into_iter()
+        .find(|r| r["svname"] == "a")
+        .unwrap();
+    assert_eq!(a_now["smax"], "0");
+    assert!(a_row["lastchg"].parse::<u64>().is_ok());
+    assert!(a_row["check_duration"].parse::<u64>().is_ok(), "{a_row:?}");
+    // Failures are counted while UP only: `fall 2` failures took it DOWN.
+    let t0 = Instant::now();
+    while checked(&s.user, "dead")["chkfail"] != "2" {
+        assert!(t0.elapsed() < Duration::from_secs(30));
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // `fall 2`: the dead server went DOWN once.
+    let t0 = Instant::now();
+    while rows(&cli(&s.user, "show stat"))
+        .iter()
+        .find(|r| r["svname"] == "dead")
+        .unwrap()["status"]
+        != "DOWN"
+    {
+        assert!(t0.elapsed() < Duration::from_secs(30));
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let dead_row = rows(&cli(&s.user, "show stat"))
+        .into_iter()
+        .find(|r| r["svname"] == "dead")
+        .unwrap();
+    assert_eq!(dead_row["chkdown"], "1");
+    assert_eq!(dead_row["check_desc"], "Layer4 connection problem");
+    let be_row = rows(&csv)
+        .into_iter()
+        .find(|r| r["svname"] == "BACKEND")
+        .unwrap();
+    assert_eq!(be_row["algo"], "roundrobin");
+    assert_eq!(be_row["type"], "1");
+
+    if let Some(h) = &hap {
+        // Side by side: the dead server's row reads the same in HAProxy.
+        let t0 = Instant::now();
+        let hd = loop {
+            let r = rows(&cli(&h.sock, "show stat"))
+                .into_iter()
+                .find(|r| r["svname"] == "dead")
+                .unwrap();
+            if r["status"] == "DOWN" {
+                break r;
+            }
+            assert!(t0.elapsed() < Duration::from_secs(30));
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        for k in [
+            "check_status",
+            "check_desc",
+            "status",
+            "weight",
+            "act",
+            "bck",
+            "pid",
+            "type",
+            "check_rise",
+            "check_fall",
+            "check_health",
+            "chkdown",
+            "mode",
+        ] {
+            assert_eq!(hd[k], dead_row[k], "column {k}");
+        }
+        // show servers state: the same numbers for the dead server.
+        let pick = |t: &str| {
+            t.lines()
+                .find(|l| l.split(' ').nth(3) == Some("dead"))
+                .unwrap()
+                .split(' ')
+                .skip(5)
+                .map(String::from)
+                .collect::<Vec<_>>()
+        };
+        let hs = pick(&cli(&h.sock, "show servers state"));
+        let es = pick(&cli(&s.user, "show servers state"));
+        // op, admin, uweight, iweight, (time skipped), check status, result, health, state...
+        for i in [0, 1, 2, 3, 5, 6, 7, 8, 9, 10, 11] {
+            assert_eq!(
+                hs[i], es[i],
+                "servers state column {i}: haproxy {hs:?} ebb {es:?}"
+            );
+        }
+        // show info: HAProxy's field names, in its order.
+        let names = |t: &str| -> Vec<String> {
+            t.lines()
+                .filter_map(|l| l.split_once(':'))
+                .map(|(k, _)| k.to_string())
+                .collect()
+        };
+        let hi = names(&cli(&h.sock, "show info"));
+        let ei = names(&cli(&s.user, "show info"));
+        assert_eq!(&ei[..hi.len()], &hi[..]);
+        println!("side by side with haproxy: header, dead server row, servers state, show info names agree");
+    }
+
+    // Filters: iid -1 = all; type bits; server id.
+    let only_srv = rows(&cli(&s.user, "show stat -1 4 -1"));
+    assert_eq!(only_srv.len(), 2);
+    assert!(only_srv.iter().all(|r| r["type"] == "2"));
+    let be_only = rows(&cli(&s.user, "show stat be 2 -1"));
+    assert_eq!(be_only.len(), 1);
+    assert_eq!(be_only[0]["svname"], "BACKEND");
+    let fe_be = rows(&cli(&s.user, "show stat -1 3 -1"));
+    assert_eq!(
+        fe_be
+            .iter()
+            .map(|r| r["svname"].as_str())
+            .collect::<Vec<_>>(),
+        ["FRONTEND", "BACKEND"]
+    );
+    let sid2 = rows(&cli(&s.user, "show stat -1 4 2"));
+    assert_eq!(sid2.len(), 1);
+    assert_eq!(sid2[0]["svname"], "dead");
+    let iid = &be_only[0]["iid"];
+    assert_eq!(
+        rows(&cli(&s.user, &format!("show stat {iid} 4 1")))[0]["svname"],
+        "a"
+    );
+    assert!(cli(&s.user, "show stat nope 1 -1").starts_with("No such proxy."));
+
+    // Typed: one line per non-empty field, positions and names as the header.
+    let typed = cli(&s.user, "show stat -1 4 1 typed");
+    let names: Vec<String> = want.iter().filter(|n| *n != "-").cloned().collect();
+    let mut n = 0;
+    for l in typed.lines().filter(|l| !l.is_empty()) {
+        let (key, rest) = l.split_once(':').unwrap();
+        let k: Vec<&str> = key.split('.').collect();
+        assert_eq!(k.len(), 6, "{l}");
+        assert_eq!(k[0], "S");
+        assert_eq!(k[2], "1");
+        let pos: usize = k[3].parse().unwrap();
+        assert_eq!(names[pos], k[4], "{l}");
+        assert_eq!(k[5], "1");
+        let mut r = rest.splitn(3, ':');
+        assert_eq!(r.next().unwrap().len(), 3, "{l}");
+        assert!(
+            ["u32", "u64", "s32", "s64", "str"].contains(&r.next().unwrap()),
+            "{l}"
+        );
+        n += 1;
+    }
+    assert!(n > 20, "{typed}");
+    assert!(
+        typed.contains(".36.check_status.1:MOP:str:L7OK\n"),
+        "{typed}"
+    );
+    let json = cli(&s.user, "show stat -1 4 1 json");
+    assert!(json.starts_with("[[{\"objType\":\"Server\""), "{json}");
+    assert!(
+        json.contains("\"field\":{\"pos\":36,\"name\":\"check_status\"}"),
+        "{json}"
+    );
+
+    // show info typed/json.
+    let it = cli(&s.user, "show info typed");
+    assert!(it.starts_with("0.Name.1:POS:str:ebb\n"), "{it}");
+    assert!(
+        it.contains(&format!("6.Pid.1:SGP:u32:{}\n", s.e.pid())),
+        "{it}"
+    );
+    assert!(cli(&s.user, "show info json").starts_with("[{\"field\":{\"pos\":0,\"name\":\"Name\"}"));
+
+    // get weight / set weight.
+    assert_eq!(cli(&s.user, "get weight be/a"), "3 (initial 3)\n\n");
+    assert!(cli(&s.user, "set weight be/a 5").contains("needs level admin"));
+    assert_eq!(cli(&s.admin, "set weight be/a 5"), "\n");
+    assert_eq!(cli(&s.user, "get weight be/a"), "5 (initial 3)\n\n");
+    assert_eq!(cli(&s.admin, "set weight be/a 50%"), "\n");
+    assert_eq!(cli(&s.user, "get weight be/a"), "1 (initial 3)\n\n");
+    assert!(cli(&s.user, "get weight be/zz").starts_with("No such server"));
+    assert!(cli(&s.user, "get weight be").starts_with("'be': expected BACKEND/SERVER"));
+}
+
+#[test]
+fn stats_page_csv_is_show_stat() {
+    let a = Origin::start("a", Mode::Ok);
+    let backend = format!(
+        "{}frontend page\n    bind BIND\n    stats uri /st\n    default_backend be\n",
+        srv("a", &a, "weight 7")
+    );
+    let s = start(&backend, "");
+    hit(&s.e, 3);
+    let page = get(s.e.addrs[1], "/st;csv");
+    assert_eq!(page.status, 200);
+    let page = page.text();
+    let sock = cli(&s.user, "show stat");
+    assert_eq!(header(&page), header(&sock));
+    let (pr, sr) = (rows(&page), rows(&sock));
+    assert_eq!(pr.len(), sr.len());
+    for (p, q) in pr.iter().zip(&sr) {
+        // Counters move between the two reads (the page request itself);
+        // names, kinds, ids, weights and states do not.
+        for k in [
+            "pxname", "svname", "type", "iid", "sid", "pid", "weight", "status", "addr", "algo",
+        ] {
+            assert_eq!(p[k], q[k], "{k}");
+        }
+    }
+    let a_row = sr.iter().find(|r| r["svname"] == "a").unwrap();
+    assert_eq!(a_row["stot"], "3");
+    assert_eq!(a_row["weight"], "7");
+}
+
+#[test]
+fn map_based_hash_weights_are_static_as_in_haproxy() {
+    let a = Origin::start("a", Mode::Ok);
+    let b = Origin::start("b", Mode::Ok);
+    let backend = format!(
+        "    balance uri\n{}{}",
+        srv("a", &a, "weight 2"),
+        srv("b", &b, "")
+    );
+    let s = start(&backend, "");
+    assert!(cli(&s.admin, "set weight be/a 1").starts_with(
+        "Backend is using a static LB algorithm and only accepts weights '0%' and '100%'."
+    ));
+    assert_eq!(cli(&s.admin, "set weight be/a 0%"), "\n");
+    assert_eq!(cli(&s.user, "get weight be/a"), "0 (initial 2)\n\n");
+    // Weight 0: every key goes to b.
+    for i in 0..20 {
+        assert!(get(s.e.addr(), &format!("/k{i}")).text().starts_with("b "));
+    }
+    assert_eq!(cli(&s.admin, "set weight be/a 100%"), "\n");
+    assert_eq!(cli(&s.user, "get weight be/a"), "2 (initial 2)\n\n");
 }

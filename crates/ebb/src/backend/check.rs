@@ -276,6 +276,7 @@ impl Checker {
             (true, Err(_)) | (false, Ok(())) => true,
             _ => self.streak > 0,
         };
+        let ok = r.is_ok();
         match (up, r) {
             (true, Ok(())) | (false, Err(_)) => self.streak = 0,
             (true, Err(e)) => {
@@ -316,6 +317,7 @@ impl Checker {
                 }
             }
         }
+        s.ext.on_check(ok, up, s.up.load(Ordering::Relaxed));
         if self.log_checks && (changed || moved) {
             self.log_check(s, failed);
         }
@@ -379,8 +381,13 @@ impl Checker {
             let tls = self.tls.clone();
             let timeout = self.timeout;
             let handle = self.handle.clone();
+            let srv = self.srv.clone();
             let job = move || {
+                let t0 = Instant::now();
                 let r = run_check(addr, timeout, probe.as_ref(), tls.as_ref());
+                if let Some(s) = srv.upgrade() {
+                    s.ext.check_took(t0.elapsed());
+                }
                 if let Ok(mut g) = result.lock() {
                     *g = Some(r);
                 }

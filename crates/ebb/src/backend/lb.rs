@@ -10,14 +10,23 @@
 //!   server is skipped; a weight change applies at the next pick.
 //! - `leastconn`: fewest streams per unit of weight; ties go round robin.
 //! - `first`: the first server (in declaration order) with a free slot.
-//! - `source`, `uri`, `hdr(NAME)`: a hash of the key over the weights, so
-//!   one key keeps its server while the set of servers does not change.
-//!   A full chosen server *binds* the stream: it waits in that server's
-//!   queue. `hdr` without the header falls back to round robin.
+//! - `source`, `uri`, `hdr(NAME)`: HAProxy 2.6's hashing, so a key reaches
+//!   the server it reached under HAProxy with the same servers: the same
+//!   key (the source address as the XOR of its 32-bit words; the URI up to
+//!   `?`, `len`, the `depth`+1-th slash; the header's first value, or its
+//!   main domain), the same function (`sdbm`, `djb2`, `wt6`, `crc32`, then
+//!   Bob Jenkins' avalanche when asked), and the same lookup: `map-based`
+//!   is HAProxy's server map (weights divided by their greatest common
+//!   divisor, slots laid out by its weighted-score walk, `hash % total`);
+//!   `consistent` is HAProxy's ring of `16 x weight` points per server,
+//!   each at `avalanche(id x 4096 + n)`, the closest point winning, with
+//!   `hash-balance-factor` skipping servers above their share. A full
+//!   chosen server *binds* the stream: it waits in that server's queue.
+//!   `hdr` without the header falls back to round robin.
 //! - `random [N]`: N weighted random draws, the one with the fewest streams
 //!   wins (power of two choices by default).
 
-use crate::config::Balance;
+use crate::config::{Balance, HashFunction, HashType};
 
 use super::LbInput;
 
@@ -29,6 +38,23 @@ pub struct State {
     next: usize,
     /// xorshift state for `random`.
     rng: u64,
+    /// `hash-type` of the backend.
+    hash: HashType,
+    /// Greatest common divisor of the configured weights (HAProxy divides
+    /// map-based weights by it).
+    gcd: u32,
+    /// The map or ring, built for one set of eligible servers and weights.
+    table: Option<Table>,
+}
+
+/// A hash lookup structure and what it was built from.
+struct Table {
+    elig: Vec<usize>,
+    weights: Vec<u32>,
+    /// map-based: server index per slot.
+    map: Vec<usize>,
+    /// consistent: (point, server index), sorted by point.
+    ring: Vec<(u32, usize)>,
 }
 
 impl State {
@@ -37,6 +63,55 @@ impl State {
             score: vec![0; n],
             next: 0,
             rng: 0x9e37_79b9_7f4a_7c15,
+            hash: HashType::default(),
+            gcd: 1,
+            table: None,
+        }
+    }
+
+    /// Sets the backend's `hash-type`; `conf_weights` are every server's
+    /// configured weight, in declaration order.
+    pub fn set_hash(&mut self, hash: HashType, conf_weights: &[u32]) {
+        self.hash = hash;
+        self.gcd = conf_weights
+            .iter()
+            .copied()
+            .filter(|&w| w > 0)
+            .reduce(gcd)
+            .unwrap_or(1)
+            .max(1);
+        self.table = None;
+    }
+
+    /// Whether the backend hashes with `hash-type consistent`.
+    pub fn consistent(&self) -> bool {
+        self.hash.consistent
+    }
+
+    /// The table for these servers and weights, rebuilt when they changed.
+    fn table(&mut self, elig: &[usize], weights: &[u32]) -> &Table {
+        let stale = self
+            .table
+            .as_ref()
+            .is_none_or(|t| t.elig != elig || t.weights != weights);
+        if stale {
+            let mut t = Table {
+                elig: elig.to_vec(),
+                weights: weights.to_vec(),
+                map: Vec::new(),
+                ring: Vec::new(),
+            };
+            if self.hash.consistent {
+                t.ring = build_ring(elig, weights);
+            } else {
+                let ew: Vec<u32> = weights.iter().map(|&w| w.div_ceil(self.gcd)).collect();
+                t.map = build_map(elig, &ew);
+            }
+            self.table = Some(t);
+        }
+        match &self.table {
+            Some(t) => t,
+            None => unreachable!("the table was just built"),
         }
     }
 
@@ -59,15 +134,255 @@ pub enum Choice {
     AllFull,
 }
 
-/// FNV-1a, 64-bit: stable across runs and platforms (a hash-based
-/// algorithm must map a key to the same server after a restart).
-pub fn hash(data: &[u8]) -> u64 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for &b in data {
-        h ^= u64::from(b);
-        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+fn gcd(mut a: u32, mut b: u32) -> u32 {
+    while b != 0 {
+        (a, b) = (b, a % b);
     }
-    h
+    a
+}
+
+/// sdbm: `h = c + (h << 6) + (h << 16) - h`.
+pub fn sdbm(data: &[u8]) -> u32 {
+    data.iter().fold(0u32, |h, &c| {
+        u32::from(c)
+            .wrapping_add(h << 6)
+            .wrapping_add(h << 16)
+            .wrapping_sub(h)
+    })
+}
+
+/// djb2: `h = h * 33 + c` from 5381.
+pub fn djb2(data: &[u8]) -> u32 {
+    data.iter().fold(5381u32, |h, &c| {
+        (h << 5).wrapping_add(h).wrapping_add(u32::from(c))
+    })
+}
+
+/// wt6, the function HAProxy designed: two words rotated by amounts the
+/// data itself chooses.
+pub fn wt6(data: &[u8]) -> u32 {
+    let (mut h0, mut h1): (u32, u32) = (0xa53c_965a, 0x5ca6_953a);
+    let (mut step0, mut step1) = (6u32, 18u32);
+    for &c in data {
+        let t = u32::from(c);
+        h0 = !(h0 ^ t);
+        h1 = !(h1.wrapping_add(t));
+        let t = h1.rotate_left(step0);
+        h1 = h0.rotate_left(step1);
+        h0 = t;
+        let t = ((h0 >> 16) ^ h1) & 0xffff;
+        step0 = t & 0x1f;
+        step1 = t >> 11;
+    }
+    h0 ^ h1
+}
+
+/// CRC-32 (IEEE, reflected, as Ethernet and gzip).
+pub fn crc32(data: &[u8]) -> u32 {
+    let mut h = 0xffff_ffffu32;
+    for &c in data {
+        h ^= u32::from(c);
+        for _ in 0..8 {
+            h = (h >> 1) ^ if h & 1 != 0 { 0xedb8_8320 } else { 0 };
+        }
+    }
+    !h
+}
+
+/// Bob Jenkins' 32-bit full avalanche, then a multiplication by a prime
+/// near 3/4 of the range (HAProxy's `full_hash`).
+pub fn avalanche(mut a: u32) -> u32 {
+    a = a.wrapping_add(0x7ed5_5d16).wrapping_add(a << 12);
+    a = (a ^ 0xc761_c23c) ^ (a >> 19);
+    a = a.wrapping_add(0x1656_67b1).wrapping_add(a << 5);
+    a = a.wrapping_add(0xd3a2_646c) ^ (a << 9);
+    a = a.wrapping_add(0xfd70_46c5).wrapping_add(a << 3);
+    a = (a ^ 0xb55a_4f09) ^ (a >> 16);
+    a.wrapping_mul(3_221_225_473)
+}
+
+/// A key's hash under a backend's `hash-type` (function, then avalanche).
+pub fn hash_key(h: &HashType, data: &[u8]) -> u32 {
+    let v = match h.function {
+        HashFunction::Sdbm => sdbm(data),
+        HashFunction::Djb2 => djb2(data),
+        HashFunction::Wt6 => wt6(data),
+        HashFunction::Crc32 => crc32(data),
+    };
+    if h.avalanche {
+        avalanche(v)
+    } else {
+        v
+    }
+}
+
+/// HAProxy's server map: `tot` slots (the sum of the weights); each slot
+/// goes to the server whose running score, raised by its weight, is the
+/// highest (declaration order on ties), which then pays `tot` back.
+fn build_map(elig: &[usize], ew: &[u32]) -> Vec<usize> {
+    let tot: i64 = ew.iter().map(|&w| i64::from(w)).sum();
+    if tot <= 0 {
+        return Vec::new();
+    }
+    let mut score = vec![0i64; elig.len()];
+    let mut map = Vec::with_capacity(tot as usize);
+    for _ in 0..tot {
+        let mut best: Option<usize> = None;
+        let mut max = 0i64;
+        for k in 0..elig.len() {
+            if tot == 1 {
+                best = Some(k);
+                break;
+            }
+            score[k] += i64::from(ew[k]);
+            let v = (score[k] + tot) / tot;
+            if best.is_none() || v > max {
+                max = v;
+                best = Some(k);
+            }
+        }
+        if let Some(b) = best {
+            map.push(elig[b]);
+            score[b] -= tot;
+        }
+    }
+    map
+}
+
+/// HAProxy's consistent-hash ring: `16 x weight` points per server, point
+/// `n` of server id `i` (1-based, declaration order) at
+/// `avalanche(i * 4096 + n)`.
+fn build_ring(elig: &[usize], weights: &[u32]) -> Vec<(u32, usize)> {
+    let mut ring = Vec::new();
+    for (&i, &w) in elig.iter().zip(weights) {
+        let id = (i as u32).wrapping_add(1);
+        for n in 0..w.saturating_mul(16) {
+            ring.push((avalanche(id.wrapping_mul(4096).wrapping_add(n)), i));
+        }
+    }
+    // Stable: equal points keep insertion order, as the tree's duplicates.
+    ring.sort_by_key(|&(k, _)| k);
+    ring
+}
+
+/// The slot of the ring a hash lands on: the closest point, the one
+/// before on a tie of distances.
+fn ring_slot(ring: &[(u32, usize)], h: u32) -> usize {
+    let next = ring.partition_point(|&(k, _)| k < h);
+    let next = if next == ring.len() { 0 } else { next };
+    let prev = if next == 0 { ring.len() - 1 } else { next - 1 };
+    let dp = h.wrapping_sub(ring[prev].0);
+    let dn = ring[next].0.wrapping_sub(h);
+    if dp <= dn {
+        prev
+    } else {
+        next
+    }
+}
+
+/// `hash-balance-factor`: whether server `k` (of `elig`) is under its
+/// share of the streams in use, counting the one about to start.
+fn under_share(factor: u32, k: usize, weights: &[u32], cur: &[u32]) -> bool {
+    let ew = |x: usize| u64::from(weights[x]) * 16;
+    let tot: u64 = (0..weights.len()).map(ew).sum::<u64>().max(1);
+    let served: u64 = cur.iter().map(|&c| u64::from(c)).sum();
+    let slots_tot = ((served + 1) * u64::from(factor)).div_ceil(100);
+    let per = slots_tot / tot;
+    let rem = slots_tot % tot;
+    let cum: u64 = (0..k).map(ew).sum();
+    let mut slots = ew(k) * per;
+    slots += ((cum + ew(k)) * rem) / tot - (cum * rem) / tot;
+    u64::from(cur[k]) < slots.max(1)
+}
+
+/// The server a hash names under the backend's `hash-type`.
+fn hashed(
+    st: &mut State,
+    h: u32,
+    elig: &[usize],
+    weights: &[u32],
+    cur: &[u32],
+    room: &[bool],
+) -> Choice {
+    let factor = st.hash.balance_factor;
+    let consistent = st.hash.consistent;
+    let t = st.table(elig, weights);
+    let i = if consistent {
+        if t.ring.is_empty() {
+            return Choice::AllFull;
+        }
+        let mut slot = ring_slot(&t.ring, h);
+        if factor > 0 {
+            for _ in 0..t.ring.len() {
+                let i = t.ring[slot].1;
+                let k = elig.iter().position(|&x| x == i).unwrap_or(0);
+                if under_share(factor, k, weights, cur) {
+                    break;
+                }
+                slot = (slot + 1) % t.ring.len();
+            }
+        }
+        t.ring[slot].1
+    } else {
+        if t.map.is_empty() {
+            return Choice::AllFull;
+        }
+        t.map[h as usize % t.map.len()]
+    };
+    let k = elig.iter().position(|&x| x == i).unwrap_or(0);
+    if room[k] {
+        Choice::Server(i)
+    } else {
+        Choice::Bound(i)
+    }
+}
+
+/// The key of `balance source`: the address's 32-bit words XORed.
+fn source_key(a: std::net::IpAddr) -> u32 {
+    match a {
+        std::net::IpAddr::V4(a) => u32::from_be_bytes(a.octets()),
+        std::net::IpAddr::V6(a) => a
+            .octets()
+            .chunks_exact(4)
+            .fold(0, |h, w| h ^ u32::from_be_bytes([w[0], w[1], w[2], w[3]])),
+    }
+}
+
+/// The part of the URI `balance uri` hashes: up to `len` bytes, stopping
+/// at the `depth`+1-th slash and, unless `whole`, at `?`.
+fn uri_key(u: &[u8], whole: bool, len: Option<u32>, depth: Option<u32>) -> &[u8] {
+    let u = match len {
+        Some(l) => &u[..u.len().min(l as usize)],
+        None => u,
+    };
+    let stop = depth.map(|d| d.saturating_add(1));
+    let mut slashes = 0;
+    for (i, &c) in u.iter().enumerate() {
+        if c == b'/' {
+            slashes += 1;
+            if Some(slashes) == stop {
+                return &u[..i];
+            }
+        } else if c == b'?' && !whole {
+            return &u[..i];
+        }
+    }
+    u
+}
+
+/// The value `balance hdr` hashes: the header's first comma-separated
+/// value without surrounding blanks.
+fn hdr_value(v: &[u8]) -> &[u8] {
+    let v = v.split(|&c| c == b',').next().unwrap_or(v);
+    let start = v
+        .iter()
+        .position(|c| !c.is_ascii_whitespace())
+        .unwrap_or(v.len());
+    let end = v
+        .iter()
+        .rposition(|c| !c.is_ascii_whitespace())
+        .map_or(start, |e| e + 1);
+    &v[start..end]
 }
 
 /// Maps a hash onto servers in proportion to their weights.
@@ -131,18 +446,6 @@ pub fn choose(
     if elig.is_empty() {
         return Choice::AllFull;
     }
-    let bound = |i: usize, k: usize| {
-        if room[k] {
-            Choice::Server(i)
-        } else {
-            Choice::Bound(i)
-        }
-    };
-    let hashed = |h: u64| {
-        let i = by_weight(h, elig, weights);
-        let k = elig.iter().position(|&x| x == i).unwrap_or(0);
-        bound(i, k)
-    };
     match balance {
         Balance::RoundRobin | Balance::StaticRr => smooth_rr(st, elig, weights, room),
         Balance::LeastConn => {
@@ -174,41 +477,27 @@ pub fn choose(
             None => Choice::AllFull,
         },
         Balance::Source => match input.src {
-            Some(std::net::IpAddr::V4(a)) => hashed(hash(&a.octets())),
-            Some(std::net::IpAddr::V6(a)) => hashed(hash(&a.octets())),
+            Some(a) => {
+                let mut h = source_key(a);
+                if st.hash.avalanche {
+                    h = avalanche(h);
+                }
+                hashed(st, h, elig, weights, cur, room)
+            }
             None => smooth_rr(st, elig, weights, room),
         },
         Balance::Uri { whole, len, depth } => {
-            let mut u = input.uri;
-            if !whole {
-                if let Some(q) = u.iter().position(|&c| c == b'?') {
-                    u = &u[..q];
-                }
-            }
-            if let Some(d) = depth {
-                // Keep the first `d` directory levels.
-                let mut slashes = 0;
-                if let Some(cut) = u.iter().enumerate().position(|(i, &c)| {
-                    if c == b'/' && i > 0 {
-                        slashes += 1;
-                    }
-                    slashes >= *d && c == b'/' && i > 0
-                }) {
-                    u = &u[..cut];
-                }
-            }
-            if let Some(l) = len {
-                u = &u[..u.len().min(*l as usize)];
-            }
-            hashed(hash(u))
+            let h = hash_key(&st.hash, uri_key(input.uri, *whole, *len, *depth));
+            hashed(st, h, elig, weights, cur, room)
         }
         Balance::Hdr {
             use_domain_only, ..
         } => match input.hdr {
             Some(v) => {
+                let v = hdr_value(v);
                 let v = if *use_domain_only { domain_part(v) } else { v };
-                let lower: Vec<u8> = v.iter().map(|c| c.to_ascii_lowercase()).collect();
-                hashed(hash(&lower))
+                let h = hash_key(&st.hash, v);
+                hashed(st, h, elig, weights, cur, room)
             }
             None => smooth_rr(st, elig, weights, room),
         },
@@ -238,16 +527,17 @@ pub fn choose(
     }
 }
 
-/// `use_domain_only`: the most significant label before the TLD
-/// (`www.example.com` -> `example`), as HAProxy hashes it.
+/// `use_domain_only`: the label before the last dot (`www.example.com`
+/// -> `example`), the whole value when it has no dot, as HAProxy hashes it.
 fn domain_part(v: &[u8]) -> &[u8] {
-    let host = v.split(|&c| c == b':').next().unwrap_or(v);
-    let labels: Vec<&[u8]> = host.split(|&c| c == b'.').collect();
-    if labels.len() >= 2 {
-        labels[labels.len() - 2]
-    } else {
-        host
-    }
+    let Some(end) = v.iter().rposition(|&c| c == b'.') else {
+        return v;
+    };
+    let start = v[..end]
+        .iter()
+        .rposition(|&c| c == b'.')
+        .map_or(0, |s| s + 1);
+    &v[start..end]
 }
 
 #[cfg(test)]
@@ -415,6 +705,73 @@ mod tests {
         }
         // Server 1 wins only when both draws land on it (about 1 in 4).
         assert!(zero > 120, "{zero}");
+    }
+
+    #[test]
+    fn hash_functions() {
+        assert_eq!(crc32(b"123456789"), 0xcbf4_3926);
+        assert_eq!(djb2(b""), 5381);
+        assert_eq!(djb2(b"a"), 5381 * 33 + 97);
+        assert_eq!(sdbm(b"a"), 97);
+        assert_eq!(sdbm(b"ab"), 98 + (97 << 6) + (97 << 16) - 97);
+        assert_ne!(wt6(b"a"), wt6(b"b"));
+        assert_eq!(avalanche(0), avalanche(0));
+        assert_ne!(avalanche(1), avalanche(2));
+    }
+
+    #[test]
+    fn map_lays_out_weights_in_declaration_order() {
+        // Weights 1:2: three slots; ties go to the first declared.
+        assert_eq!(build_map(&[0, 1], &[1, 2]), vec![0, 1, 1]);
+        assert_eq!(build_map(&[4], &[1]), vec![4]);
+        let m = build_map(&[0, 1, 2], &[3, 2, 1]);
+        assert_eq!(m.len(), 6);
+        assert_eq!(m.iter().filter(|&&x| x == 0).count(), 3);
+        // gcd: weights 2:4 map as 1:2.
+        let mut st = State::new(2);
+        st.set_hash(HashType::default(), &[2, 4]);
+        assert_eq!(st.table(&[0, 1], &[2, 4]).map.len(), 3);
+    }
+
+    #[test]
+    fn ring_has_sixteen_points_per_weight_and_balance_factor_spreads() {
+        let ring = build_ring(&[0, 1], &[1, 3]);
+        assert_eq!(ring.len(), 64);
+        assert!(ring.windows(2).all(|w| w[0].0 <= w[1].0));
+        let h = HashType {
+            consistent: true,
+            avalanche: true,
+            balance_factor: 125,
+            ..HashType::default()
+        };
+        let mut st = State::new(2);
+        st.set_hash(h, &[1, 1]);
+        let input = LbInput {
+            uri: b"/same",
+            ..LbInput::default()
+        };
+        let b = Balance::Uri {
+            whole: false,
+            len: None,
+            depth: None,
+        };
+        let first = choose(&b, &mut st, &[0, 1], &[1, 1], &[0, 0], &[true; 2], &input);
+        let Choice::Server(i) = first else { panic!() };
+        // The first choice is loaded far above its share: the other wins.
+        let mut cur = [0, 0];
+        cur[i] = 10;
+        let c = choose(&b, &mut st, &[0, 1], &[1, 1], &cur, &[true; 2], &input);
+        assert_eq!(c, Choice::Server(1 - i));
+    }
+
+    #[test]
+    fn keys_are_haproxys() {
+        assert_eq!(uri_key(b"/a/b/c?x", false, None, None), b"/a/b/c");
+        assert_eq!(uri_key(b"/a/b/c?x", true, None, None), b"/a/b/c?x");
+        assert_eq!(uri_key(b"/a/b/c", false, None, Some(2)), b"/a/b");
+        assert_eq!(uri_key(b"/a/b/c", false, Some(3), None), b"/a/");
+        assert_eq!(hdr_value(b"  v1 , v2"), b"v1");
+        assert_eq!(source_key("10.0.0.1".parse().unwrap()), 0x0a00_0001);
     }
 
     #[test]

@@ -88,6 +88,8 @@ pub struct ServerRt {
     pub check_status: Mutex<String>,
     /// `ssl`: TLS to this server.
     pub tls: Option<ServerTls>,
+    /// What `show stat` reports beyond the above (maxima, check history).
+    pub ext: crate::stats::SrvExtra,
 }
 
 /// TLS settings of a server: the client configuration and the name sent
@@ -115,15 +117,20 @@ impl ServerRt {
     /// Takes a slot if one is free.
     pub fn try_take(&self) -> bool {
         let m = self.maxconn.load(Ordering::Relaxed);
-        if m == 0 {
-            self.cur.fetch_add(1, Ordering::AcqRel);
-            return true;
-        }
-        self.cur
-            .fetch_update(Ordering::AcqRel, Ordering::Relaxed, |c| {
-                (c < m).then_some(c + 1)
-            })
-            .is_ok()
+        let now = if m == 0 {
+            self.cur.fetch_add(1, Ordering::AcqRel)
+        } else {
+            match self
+                .cur
+                .fetch_update(Ordering::AcqRel, Ordering::Relaxed, |c| {
+                    (c < m).then_some(c + 1)
+                }) {
+                Ok(c) => c,
+                Err(_) => return false,
+            }
+        };
+        self.ext.smax.fetch_max(now + 1, Ordering::Relaxed);
+        true
     }
 
     /// Weight for the load balancer, ramped after coming UP with
@@ -277,6 +284,7 @@ impl Farm {
                     queue: Mutex::new(VecDeque::new()),
                     counters: Counters::default(),
                     check_status: Mutex::new(String::new()),
+                    ext: crate::stats::SrvExtra::default(),
                     tls,
                     name: sname,
                     addr,
@@ -296,6 +304,26 @@ impl Farm {
             queue: Mutex::new(VecDeque::new()),
             counters: Counters::default(),
         }
+    }
+
+    /// Sets the backend's `hash-type` (the hash algorithms' lookup).
+    pub fn set_hash(&self, h: crate::config::HashType) {
+        let w: Vec<u32> = self.servers.iter().map(|s| s.opts.weight).collect();
+        let mut st = self.lb.lock().unwrap_or_else(|p| p.into_inner());
+        st.set_hash(h, &w);
+    }
+
+    /// Whether weights are static (HAProxy's map-based hashing): a weight
+    /// change while up is then only 0% or 100%.
+    pub fn static_weights(&self) -> bool {
+        matches!(
+            self.balance,
+            Balance::Source | Balance::Uri { .. } | Balance::Hdr { .. }
+        ) && !self
+            .lb
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .consistent()
     }
 
     /// Servers the balancer may use now: the active ones, or else the
@@ -336,9 +364,18 @@ impl Farm {
         if elig.is_empty() {
             return Pick::NoServer("no server available");
         }
+        let static_w = self.static_weights();
         let weights: Vec<u32> = elig
             .iter()
-            .map(|&i| self.servers[i].effective_weight())
+            // Map-based hashing is static: no slowstart ramp (HAProxy).
+            .map(|&i| {
+                let s = &self.servers[i];
+                if static_w {
+                    s.weight.load(Ordering::Relaxed)
+                } else {
+                    s.effective_weight()
+                }
+            })
             .collect();
         let cur: Vec<u32> = elig
             .iter()

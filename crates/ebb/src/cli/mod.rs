@@ -75,10 +75,15 @@ const COMMANDS: &[(&str, &str, CliLevel, &str)] = &[
         "toggle interactive mode with a prompt",
     ),
     ("quit", "", CliLevel::User, "close the connection"),
-    ("show info", "", CliLevel::User, "process information"),
+    (
+        "show info",
+        "[typed|json]",
+        CliLevel::User,
+        "process information",
+    ),
     (
         "show stat",
-        "",
+        "[{IID|PROXY} TYPE SID] [typed|json] [up|no-maint]",
         CliLevel::User,
         "statistics of frontends, backends and servers (CSV)",
     ),
@@ -264,11 +269,29 @@ pub fn execute(
     match w {
         [] => Ok(String::new()),
         ["help"] => Ok(help(level)),
-        ["show", "info"] => Ok(show_info(p)),
-        ["show", "stat", rest @ ..] => {
+        ["show", "info"] => Ok(show_info(p, "")),
+        ["show", "info", form @ ("typed" | "json"), ..] => Ok(show_info(p, form)),
+        ["show", "stat", rest @ ..] => show_stat(p, rest),
+        ["get", "weight", spec] => {
             let c = p.live.compiled();
-            let only = rest.first().copied().filter(|x| *x != "-1");
-            Ok(stats::csv(&stats::rows(&c, only), p.pid))
+            let (_, srv) = stats::find_server(&c, spec)?;
+            Ok(format!(
+                "{} (initial {})\n",
+                srv.weight.load(Ordering::Relaxed),
+                srv.opts.weight
+            ))
+        }
+        ["get", "weight", ..] => Err("Require 'backend/server'.".into()),
+        ["set", "weight", spec, wt] => {
+            need(level, Admin, "set weight")?;
+            let c = p.live.compiled();
+            let (farm, srv) = stats::find_server(&c, spec)?;
+            stats::set_weight(&farm, &srv, wt)?;
+            Ok(String::new())
+        }
+        ["set", "weight", ..] => {
+            need(level, Admin, "set weight")?;
+            Err("Require 'backend/server' and 'weight' or 'weight%'.".into())
         }
         ["show", "backend"] => {
             let c = p.live.compiled();
@@ -352,6 +375,7 @@ pub fn execute(
         ["clear", "counters"] => {
             need(level, Operator, "clear counters")?;
             stats::clear_maxima();
+            stats::clear_server_maxima(&p.live.compiled());
             Ok(String::new())
         }
         ["clear", "counters", "all"] => {
@@ -463,6 +487,66 @@ pub fn execute(
     }
 }
 
+/// `show stat [{<iid>|<proxy>} <type> <sid>] [typed|json] [desc] [up|no-maint]`.
+fn show_stat(p: &Process, args: &[&str]) -> Result<String, String> {
+    let c = p.live.compiled();
+    let (mut typed, mut json, mut up, mut no_maint) = (false, false, false, false);
+    let mut pos = Vec::new();
+    for a in args {
+        match *a {
+            "typed" => typed = true,
+            "json" => json = true,
+            "desc" => return Err("'desc' (field descriptions) is not supported by ebb.".into()),
+            "up" => up = true,
+            "no-maint" => no_maint = true,
+            o => pos.push(o),
+        }
+    }
+    let mut f = stats::Filter::default();
+    // As HAProxy: the filter needs all three; fewer are ignored.
+    if let [px, ty, sid, ..] = pos.as_slice() {
+        if *px != "-1" {
+            let nfe = c.frontends.len();
+            let exists = c
+                .frontends
+                .iter()
+                .map(|x| &x.name)
+                .chain(c.backends.iter().map(|x| &x.name))
+                .enumerate()
+                .any(|(i, n)| n == px || (i + 1).to_string() == *px);
+            let _ = nfe;
+            if !exists {
+                return Err("No such proxy.".into());
+            }
+            f.proxy = Some(px.to_string());
+        }
+        let t: i64 = ty.parse().map_err(|_| {
+            format!("'{ty}': the type is a number (1 frontends, 2 backends, 4 servers, -1 all).")
+        })?;
+        f.types = (t != -1).then_some((t & 7) as u32);
+        let sid: i64 = sid
+            .parse()
+            .map_err(|_| format!("'{sid}': the server id is a number (-1 all)."))?;
+        f.sid = (sid != -1).then_some(sid.max(0) as usize);
+    }
+    let rows: Vec<stats::Row> = stats::rows(&c, None)
+        .into_iter()
+        .filter(|r| f.keep(r))
+        .filter(|r| {
+            r.kind != stats::Kind::Server
+                || !((up && !(r.status == "UP" || r.status == "no check"))
+                    || (no_maint && r.admin == Some(ADMIN_MAINT)))
+        })
+        .collect();
+    Ok(if json {
+        stats::json(&rows)
+    } else if typed {
+        stats::typed(&rows)
+    } else {
+        stats::csv(&rows)
+    })
+}
+
 fn parse_id(s: &str) -> Option<u64> {
     match s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
         Some(h) => u64::from_str_radix(h, 16).ok(),
@@ -492,7 +576,83 @@ fn uptime(start: SystemTime) -> (u64, String) {
     )
 }
 
-fn show_info(p: &Process) -> String {
+/// HAProxy 2.6's `show info` fields in order, with typed tags and type.
+const INFO_FIELDS: &[(&str, &str, &str)] = &[
+    ("Name", "POS", "str"),
+    ("Version", "POS", "str"),
+    ("Release_date", "POS", "str"),
+    ("Nbthread", "CGS", "u32"),
+    ("Nbproc", "CGS", "u32"),
+    ("Process_num", "KGP", "u32"),
+    ("Pid", "SGP", "u32"),
+    ("Uptime", "MDP", "str"),
+    ("Uptime_sec", "MDP", "u32"),
+    ("Memmax_MB", "CLP", "u32"),
+    ("PoolAlloc_MB", "MGP", "u32"),
+    ("PoolUsed_MB", "MGP", "u32"),
+    ("PoolFailed", "MCP", "u32"),
+    ("Ulimit-n", "CLP", "u32"),
+    ("Maxsock", "CLP", "u32"),
+    ("Maxconn", "CLP", "u32"),
+    ("Hard_maxconn", "CLP", "u32"),
+    ("CurrConns", "MGP", "u32"),
+    ("CumConns", "MCP", "u32"),
+    ("CumReq", "MCP", "u32"),
+    ("MaxSslConns", "MMP", "u32"),
+    ("CurrSslConns", "MGP", "u32"),
+    ("CumSslConns", "MCP", "u32"),
+    ("Maxpipes", "CLP", "u32"),
+    ("PipesUsed", "MGP", "u32"),
+    ("PipesFree", "MGP", "u32"),
+    ("ConnRate", "MRP", "u32"),
+    ("ConnRateLimit", "CLP", "u32"),
+    ("MaxConnRate", "MMP", "u32"),
+    ("SessRate", "MRP", "u32"),
+    ("SessRateLimit", "CLP", "u32"),
+    ("MaxSessRate", "MRP", "u32"),
+    ("SslRate", "MRP", "u32"),
+    ("SslRateLimit", "CLP", "u32"),
+    ("MaxSslRate", "MMP", "u32"),
+    ("SslFrontendKeyRate", "MGP", "u32"),
+    ("SslFrontendMaxKeyRate", "MMP", "u32"),
+    ("SslFrontendSessionReuse_pct", "MGP", "u32"),
+    ("SslBackendKeyRate", "MRP", "u32"),
+    ("SslBackendMaxKeyRate", "MMP", "u32"),
+    ("SslCacheLookups", "MCP", "u32"),
+    ("SslCacheMisses", "MCP", "u32"),
+    ("CompressBpsIn", "MRP", "u32"),
+    ("CompressBpsOut", "MRP", "u32"),
+    ("CompressBpsRateLim", "CLP", "u32"),
+    ("Tasks", "MGP", "u32"),
+    ("Run_queue", "MGP", "u32"),
+    ("Idle_pct", "MaP", "u32"),
+    ("node", "COS", "str"),
+    ("Stopping", "MGP", "u32"),
+    ("Jobs", "MGP", "u32"),
+    ("Unstoppable Jobs", "MGP", "u32"),
+    ("Listeners", "MGP", "u32"),
+    ("ActivePeers", "MGP", "u32"),
+    ("ConnectedPeers", "MGP", "u32"),
+    ("DroppedLogs", "MGP", "u32"),
+    ("BusyPolling", "MGP", "u32"),
+    ("FailedResolutions", "MGP", "u32"),
+    ("TotalBytesOut", "MGP", "u64"),
+    ("TotalSplicdedBytesOut", "MGP", "u64"),
+    ("BytesOutRate", "MRP", "u64"),
+    ("DebugCommandsIssued", "MGP", "u32"),
+    ("CumRecvLogs", "MCP", "u32"),
+    ("Build info", "POS", "str"),
+    ("Memmax_bytes", "CLP", "u32"),
+    ("PoolAlloc_bytes", "MGP", "u64"),
+    ("PoolUsed_bytes", "MGP", "u64"),
+    ("Start_time_sec", "MDP", "u32"),
+    ("Tainted", "SGP", "str"),
+];
+
+/// Every `show info` value ebb has, by field name; the fields it has no
+/// such concept for (pools, pipes, SSL rates, peers, compression rates...)
+/// are absent and print empty.
+fn info_values(p: &Process) -> Vec<(&'static str, String)> {
     let c = p.live.compiled();
     let (up_s, up) = uptime(p.start);
     let req: u64 = c
@@ -500,47 +660,117 @@ fn show_info(p: &Process) -> String {
         .iter()
         .map(|f| f.http.requests.load(Ordering::Relaxed))
         .sum();
+    let out: u64 = c
+        .frontends
+        .iter()
+        .map(|f| f.http.bytes_out.load(Ordering::Relaxed))
+        .sum();
     let act = p.handle.activity();
     let n = act.len().max(1) as u64;
-    let idle = 100 - act.iter().map(|a| a.cpu_use_pct()).sum::<u64>() / n;
+    let idle = 100u64.saturating_sub(act.iter().map(|a| a.cpu_use_pct()).sum::<u64>() / n);
     let maxconn = if p.shared.maxconn == u32::MAX {
         0
     } else {
         p.shared.maxconn
     };
-    let mut s = String::new();
-    let kv: Vec<(&str, String)> = vec![
+    let cur = p.shared.actconn.load(Ordering::Relaxed);
+    let cum = p.sessions.epoch().saturating_sub(1);
+    let (conn_rate, conn_max) = stats::sampled_rate("info/conns", cum);
+    let (out_rate, _) = stats::sampled_rate("info/bytes_out", out);
+    let ulimit = crate::sys::raise_nofile(0).unwrap_or(0);
+    let node = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_string())
+        .unwrap_or_default();
+    let start = p
+        .start
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    let version = env!("CARGO_PKG_VERSION");
+    vec![
         ("Name", "ebb".into()),
-        ("Version", env!("CARGO_PKG_VERSION").into()),
+        ("Version", version.into()),
         ("Nbthread", p.nbthread.to_string()),
         ("Nbproc", "1".into()),
         ("Process_num", "1".into()),
         ("Pid", p.pid.to_string()),
         ("Uptime", up),
         ("Uptime_sec", up_s.to_string()),
+        ("Ulimit-n", ulimit.to_string()),
+        ("Maxsock", ulimit.to_string()),
         ("Maxconn", maxconn.to_string()),
-        (
-            "CurrConns",
-            p.shared.actconn.load(Ordering::Relaxed).to_string(),
-        ),
-        ("CumConns", p.sessions.epoch().saturating_sub(1).to_string()),
+        ("Hard_maxconn", maxconn.to_string()),
+        ("CurrConns", cur.to_string()),
+        ("CumConns", cum.to_string()),
         ("CumReq", req.to_string()),
-        ("Sessions", p.sessions.len().to_string()),
-        ("Frontends", c.frontends.len().to_string()),
-        ("Backends", c.backends.len().to_string()),
-        (
-            "Profiling",
-            match p.handle.profiling_mode() {
+        ("ConnRate", conn_rate.to_string()),
+        ("ConnRateLimit", "0".into()),
+        ("MaxConnRate", conn_max.to_string()),
+        ("SessRate", conn_rate.to_string()),
+        ("SessRateLimit", "0".into()),
+        ("MaxSessRate", conn_max.to_string()),
+        ("Idle_pct", idle.to_string()),
+        ("node", node),
+        ("Stopping", "0".into()),
+        ("Jobs", cur.to_string()),
+        ("Unstoppable Jobs", "0".into()),
+        ("TotalBytesOut", out.to_string()),
+        ("TotalSplicdedBytesOut", "0".into()),
+        ("BytesOutRate", out_rate.to_string()),
+        ("Build info", version.into()),
+        ("Start_time_sec", start.to_string()),
+        ("Tainted", "0".into()),
+    ]
+}
+
+/// `show info [typed|json]`: HAProxy's fields in its order, then ebb's own
+/// (sessions, frontends, backends, profiling mode) in the plain form.
+fn show_info(p: &Process, form: &str) -> String {
+    let vals = info_values(p);
+    let get = |k: &str| vals.iter().find(|(n, _)| *n == k).map(|(_, v)| v.as_str());
+    let mut s = String::new();
+    match form {
+        "typed" => {
+            for (i, (name, tags, ty)) in INFO_FIELDS.iter().enumerate() {
+                if let Some(v) = get(name) {
+                    let _ = writeln!(s, "{i}.{name}.1:{tags}:{ty}:{v}");
+                }
+            }
+        }
+        "json" => {
+            let mut items = Vec::new();
+            for (i, (name, tags, ty)) in INFO_FIELDS.iter().enumerate() {
+                if let Some(v) = get(name) {
+                    let val = if *ty == "str" {
+                        stats::Val::Str(v.to_string())
+                    } else {
+                        stats::Val::U(v.parse().unwrap_or(0))
+                    };
+                    items.push(format!(
+                        "{{\"field\":{{\"pos\":{i},\"name\":{}}},\"processNum\":1,\"tags\":{},\"value\":{}}}",
+                        stats::json_str(name),
+                        stats::json_tags(tags),
+                        stats::json_val(ty, &val)
+                    ));
+                }
+            }
+            let _ = writeln!(s, "[{}]", items.join(","));
+        }
+        _ => {
+            for (name, _, _) in INFO_FIELDS {
+                let _ = writeln!(s, "{name}: {}", get(name).unwrap_or(""));
+            }
+            let c = p.live.compiled();
+            let _ = writeln!(s, "Sessions: {}", p.sessions.len());
+            let _ = writeln!(s, "Frontends: {}", c.frontends.len());
+            let _ = writeln!(s, "Backends: {}", c.backends.len());
+            let mode = match p.handle.profiling_mode() {
                 ProfilingMode::On => "on",
                 ProfilingMode::Auto => "auto",
                 ProfilingMode::Off => "off",
-            }
-            .into(),
-        ),
-        ("Idle_pct", idle.to_string()),
-    ];
-    for (k, v) in kv {
-        let _ = writeln!(s, "{k}: {v}");
+            };
+            let _ = writeln!(s, "Profiling: {mode}");
+        }
     }
     s
 }

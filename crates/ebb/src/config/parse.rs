@@ -142,6 +142,7 @@ fn new_proxy(name: &str, kind: ProxyKind, loc: Loc) -> Proxy {
         errorfiles: Vec::new(),
         stats: Stats::default(),
         balance: Balance::RoundRobin,
+        hash_type: HashType::default(),
         retries: 3,
         http_reuse: HttpReuse::Safe,
         default_server: ServerOptions::default(),
@@ -261,6 +262,8 @@ const PROXY_KEYWORDS: &[&str] = &[
     "http-check",
     "load-server-state-from-file",
     "serve-files",
+    "hash-type",
+    "hash-balance-factor",
 ];
 
 /// HAProxy proxy keywords ebb does not implement.
@@ -268,8 +271,6 @@ const HAPROXY_PROXY_UNSUPPORTED: &[&str] = &[
     "cookie",
     "capture",
     "compression",
-    "hash-type",
-    "hash-balance-factor",
     "fullconn",
     "http-send-name-header",
     "tcp-request",
@@ -1553,6 +1554,28 @@ fn proxy_kw(px: &mut Proxy, ctx: &Ctx<'_>, words: &[String]) -> Result<(), Strin
             ctx.allow(kw, BE, true)?;
             px.balance = parse_balance(&w[1..])?;
         }
+        "hash-type" => {
+            ctx.allow(kw, BE, true)?;
+            let bf = px.hash_type.balance_factor;
+            px.hash_type = parse_hash_type(&w[1..])?;
+            px.hash_type.balance_factor = bf;
+        }
+        "hash-balance-factor" => {
+            ctx.allow(kw, BE, true)?;
+            let n = arg(w, 1, "hash-balance-factor")?;
+            let f: u32 = n
+                .parse()
+                .map_err(|_| format!("'hash-balance-factor' expects a number, not '{n}'"))?;
+            if f != 0 && f <= 100 {
+                return Err("'hash-balance-factor' must be 0 or greater than 100.".to_string());
+            }
+            if let Some(x) = w.get(2) {
+                return Err(format!(
+                    "unexpected argument '{x}' after 'hash-balance-factor'"
+                ));
+            }
+            px.hash_type.balance_factor = f;
+        }
         "retries" => {
             ctx.allow(kw, BE, true)?;
             if w.len() != 2 {
@@ -2320,6 +2343,50 @@ fn nonzero_time(what: &str, v: &str) -> Result<std::time::Duration, String> {
         return Err(format!("'{what}' must be greater than zero"));
     }
     Ok(d)
+}
+
+/// `hash-type map-based|consistent [sdbm|djb2|wt6|crc32] [avalanche]`.
+/// `consistent` without a function means sdbm with avalanche (HAProxy's
+/// rule); HAProxy 2.6 knows no `none` function, nor does ebb.
+fn parse_hash_type(w: &[String]) -> Result<HashType, String> {
+    let mut h = HashType::default();
+    match w.first().map(String::as_str) {
+        Some("map-based") => {}
+        Some("consistent") => {
+            h.consistent = true;
+            h.avalanche = w.len() == 1;
+        }
+        Some(o) => {
+            return Err(format!(
+                "'hash-type': unknown method '{o}' (expected map-based or consistent)"
+            ))
+        }
+        None => return Err("'hash-type' expects map-based or consistent".to_string()),
+    }
+    let mut rest = &w[1..];
+    if let Some(f) = rest.first() {
+        let func = match f.as_str() {
+            "sdbm" => Some(HashFunction::Sdbm),
+            "djb2" => Some(HashFunction::Djb2),
+            "wt6" => Some(HashFunction::Wt6),
+            "crc32" => Some(HashFunction::Crc32),
+            _ => None,
+        };
+        if let Some(func) = func {
+            h.function = func;
+            rest = &rest[1..];
+        }
+    }
+    match rest {
+        [] => {}
+        [a] if a == "avalanche" => h.avalanche = true,
+        [x, ..] => {
+            return Err(format!(
+                "'hash-type': unexpected '{x}' (functions: sdbm, djb2, wt6, crc32; modifier: avalanche)"
+            ))
+        }
+    }
+    Ok(h)
 }
 
 fn parse_balance(w: &[String]) -> Result<Balance, String> {

@@ -2648,3 +2648,27 @@ fn tls_policy_keywords_defaults_and_errors() {
     err1(&b(":80 ciphers HIGH"), "t.cfg:2: ", "need 'ssl'");
     err1(&b(":80 prefer-client-ciphers"), "t.cfg:2: ", "need 'ssl'");
 }
+
+#[test]
+fn hash_type_and_balance_factor() {
+    let ht = |l: &str| ok(&be(l)).proxies[0].hash_type;
+    assert_eq!(ht("    balance uri"), HashType::default());
+    let c = ht("    hash-type consistent");
+    assert!(c.consistent && c.avalanche && c.function == HashFunction::Sdbm);
+    let c = ht("    hash-type consistent djb2");
+    assert!(c.consistent && !c.avalanche && c.function == HashFunction::Djb2);
+    let c = ht("    hash-type map-based wt6 avalanche");
+    assert!(!c.consistent && c.avalanche && c.function == HashFunction::Wt6);
+    assert_eq!(ht("    hash-balance-factor 150").balance_factor, 150);
+    err1(
+        &be("    hash-type map-based none"),
+        "t.cfg:2: ",
+        "unexpected 'none'",
+    );
+    err1(&be("    hash-type ring"), "t.cfg:2: ", "unknown method");
+    err1(
+        &be("    hash-balance-factor 50"),
+        "t.cfg:2: ",
+        "greater than 100",
+    );
+}

@@ -325,6 +325,8 @@ pub struct Proxy {
     pub stats: Stats,
     // Backend side.
     pub balance: Balance,
+    /// `hash-type` and `hash-balance-factor`.
+    pub hash_type: HashType,
     /// `retries N` (HAProxy's default: 3).
     pub retries: u32,
     pub http_reuse: HttpReuse,
@@ -788,6 +790,26 @@ pub enum Balance {
     Random {
         draws: u32,
     },
+}
+
+/// `hash-type <method> [<function>] [avalanche]` and `hash-balance-factor`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct HashType {
+    pub consistent: bool,
+    pub function: HashFunction,
+    pub avalanche: bool,
+    /// `hash-balance-factor`: 0 (off) or more than 100.
+    pub balance_factor: u32,
+}
+
+/// The hash functions of `hash-type`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum HashFunction {
+    #[default]
+    Sdbm,
+    Djb2,
+    Wt6,
+    Crc32,
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
