@@ -196,6 +196,14 @@ pub struct Handle {
 }
 
 impl Handle {
+    /// A handle that names no entry of any tree (a placeholder).
+    pub const fn dangling() -> Handle {
+        Handle {
+            idx: ROOT,
+            gen: u32::MAX,
+        }
+    }
+
     /// The arena slot, for diagnostics.
     pub fn slot(self) -> u32 {
         self.idx
@@ -306,6 +314,13 @@ impl<K: Key, V, S: Scope> EbTree<K, V, S> {
     #[inline]
     pub fn is_empty(&self) -> bool {
         self.len == 0
+    }
+
+    /// Entry slots allocated (live or free for reuse): the tree's memory is
+    /// this many entries, however many inserts and deletes it saw.
+    #[inline]
+    pub fn arena_len(&self) -> usize {
+        self.slots.len() - 1
     }
 
     #[inline(always)]

@@ -1674,6 +1674,9 @@ fn parse_bind(w: &[String], ctx: &Ctx<'_>) -> Result<Bind, String> {
                     }
                 })
             }
+            "accept-proxy" => {
+                return Err("bind option 'accept-proxy' (PROXY protocol) is not supported yet: ebb parses the PROXY protocol but does not apply it on listeners".to_string())
+            }
             o => {
                 return Err(format!(
                     "unknown bind option '{o}' (supported: name, nice, v4v6, v6only, ssl, crt, key, alpn, ssl-min-ver, strict-sni, no-tls-tickets)"
@@ -1735,6 +1738,12 @@ fn parse_server_opts(w: &[String], o: &mut ServerOptions, ctx: &Ctx<'_>) -> Resu
             "no-check" => o.check = false,
             "ssl" => o.ssl = true,
             "no-ssl" => o.ssl = false,
+            "send-proxy" | "send-proxy-v2" | "send-proxy-v2-ssl" | "send-proxy-v2-ssl-cn"
+            | "check-send-proxy" => {
+                return Err(format!(
+                    "server option '{opt}' (PROXY protocol) is not supported yet: ebb does not send PROXY headers to servers"
+                ))
+            }
             _ => {
                 let v = w
                     .get(i)

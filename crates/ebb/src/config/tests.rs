@@ -610,7 +610,7 @@ fn bind_errors() {
     err1(
         &b(":80 accept-proxy"),
         "t.cfg:2: ",
-        "unknown bind option 'accept-proxy'",
+        "bind option 'accept-proxy' (PROXY protocol) is not supported yet",
     );
     err1(
         &b(":80 nice 1025"),
@@ -1252,6 +1252,13 @@ fn server_errors() {
         "t.cfg:2: ",
         "unknown server option 'cookie'",
     );
+    for o in ["send-proxy", "send-proxy-v2", "check-send-proxy"] {
+        err1(
+            &s(&format!("server s 1.2.3.4:80 {o}")),
+            "t.cfg:2: ",
+            &format!("server option '{o}' (PROXY protocol) is not supported yet"),
+        );
+    }
     err1(
         &s("default-server bogus 1"),
         "t.cfg:2: ",
