@@ -255,7 +255,6 @@ const HAPROXY_PROXY_UNSUPPORTED: &[&str] = &[
     "http-send-name-header",
     "tcp-request",
     "tcp-response",
-    "stick-table",
     "stick",
     "filter",
     "unique-id-format",
@@ -1454,6 +1453,17 @@ fn proxy_kw(px: &mut Proxy, ctx: &Ctx<'_>, words: &[String]) -> Result<(), Strin
                 value: v,
                 loc: loc.clone(),
             });
+        }
+        "stick-table" => {
+            // Parsed in full (so a wrong line gets its precise error), then
+            // refused until track-sc, the fetches and the CLI apply it.
+            ctx.allow(kw, FE | BE, false)?;
+            let words: Vec<&str> = w[1..].iter().map(String::as_str).collect();
+            let def = crate::table::parse_stick_table(&px.name, &words).map_err(|e| e.0)?;
+            return Err(format!(
+                "stick tables are parsed but not applied yet (table '{}' of {} entries): ebb would accept it and track nothing, so it refuses it",
+                def.name, def.size
+            ));
         }
         "serve-files" => {
             ctx.allow(kw, BE, false)?;

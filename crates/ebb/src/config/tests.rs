@@ -2368,3 +2368,34 @@ fn quote_makes_any_string_one_word() {
         }
     }
 }
+
+#[test]
+fn stick_table_is_parsed_then_refused_until_applied() {
+    // A valid table: parsed in full, then refused at its line.
+    err1(
+        &be("    stick-table type ip size 1m expire 10s store http_req_rate(10s),gpc0"),
+        "t.cfg:2: ",
+        "stick tables are parsed but not applied yet (table 'b' of 1048576 entries)",
+    );
+    err1(
+        &fe("    stick-table type string len 64 size 100k store conn_cur"),
+        "t.cfg:3: ",
+        "stick tables are parsed but not applied yet",
+    );
+    // A wrong one gets its own error at its line.
+    err1(
+        &be("    stick-table type ip size 1m store http_req_rate"),
+        "t.cfg:2: ",
+        "http_req_rate needs a period",
+    );
+    err1(
+        &be("    stick-table type mac size 1"),
+        "t.cfg:2: ",
+        "unknown table type 'mac'",
+    );
+    err1(
+        "defaults\n    stick-table type ip size 1\n",
+        "t.cfg:2: ",
+        "not allowed in a 'defaults' section",
+    );
+}

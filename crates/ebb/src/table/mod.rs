@@ -363,9 +363,11 @@ pub fn parse_stick_table(name: &str, w: &[&str]) -> Result<TableDef, DefError> {
                     "integer" => KeyType::Integer,
                     "string" => KeyType::String(len()?),
                     "binary" => KeyType::Binary(len()?),
-                    o => return err(format!(
+                    o => {
+                        return err(format!(
                         "unknown table type '{o}' (expected ip, ipv6, integer, string or binary)"
-                    )),
+                    ))
+                    }
                 });
                 continue;
             }

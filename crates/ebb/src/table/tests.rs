@@ -145,7 +145,7 @@ fn entries_expire_on_time_unless_referenced() {
     assert!(t.contains(a));
     assert_eq!(t.expire(11_000), Some(15_000));
     assert!(!t.contains(a));
-    assert_eq!(t.add(a, Data::Gpc0, 1, 11_000), false);
+    assert!(!t.add(a, Data::Gpc0, 1, 11_000));
     // b is referenced: requeued at now + expire instead of removed.
     assert_eq!(t.expire(15_000), Some(25_000));
     assert!(t.contains(b));
