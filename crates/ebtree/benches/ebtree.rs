@@ -10,14 +10,18 @@
 //!    one thread looks for its next entry, with the scope-aware walk and with
 //!    a naive walk that steps over foreign entries one by one. The nodes
 //!    visited per lookup are printed before criterion's timings.
+//! 4. Multi-byte keys (stick-table pattern): 100k IPv4, IPv6 and string keys
+//!    (random, as client addresses and cookies are); one lookup of a present
+//!    key, and one insert + delete of a fresh key, in ebtree, BTreeMap and
+//!    HashMap (std's SipHash, as a stick table keyed by client input needs).
 
 use std::cmp::Reverse;
-use std::collections::{BTreeMap, BinaryHeap};
+use std::collections::{BTreeMap, BinaryHeap, HashMap};
 use std::hint::black_box;
 use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
-use ebtree::{Eb32ScTree, Eb64Tree, Visits};
+use ebtree::{BytesKey, Eb32ScTree, Eb64Tree, EbTree, Key, MbKey, Visits};
 
 /// xorshift64*: cheap deterministic pseudo-random numbers.
 struct Rng(u64);
@@ -271,6 +275,79 @@ fn scoped_lookup(c: &mut Criterion) {
     g.finish();
 }
 
+/// Runs the multi-byte group for keys made by `mk` from random numbers.
+fn mb_group<K: Key + std::hash::Hash>(c: &mut Criterion, name: &str, mk: impl Fn(u64, u64) -> K) {
+    const N: usize = 100_000;
+    let mut r = Rng(7);
+    let keys: Vec<K> = (0..N).map(|_| mk(r.next(), r.next())).collect();
+    let fresh: Vec<K> = (0..N).map(|_| mk(r.next(), r.next())).collect();
+    let mut g = c.benchmark_group(name);
+    g.throughput(Throughput::Elements(1));
+    let mut t = EbTree::<K, u32>::with_capacity(N);
+    let mut bt = BTreeMap::new();
+    let mut hm = HashMap::with_capacity(N);
+    for (i, k) in keys.iter().enumerate() {
+        t.insert(k.clone(), i as u32);
+        bt.insert(k.clone(), i as u32);
+        hm.insert(k.clone(), i as u32);
+    }
+    let mut i = 0;
+    g.bench_function("ebtree_lookup", |b| {
+        b.iter(|| {
+            i = (i + 7919) % N;
+            black_box(t.lookup_ref(&keys[i]))
+        })
+    });
+    g.bench_function("btreemap_lookup", |b| {
+        b.iter(|| {
+            i = (i + 7919) % N;
+            black_box(bt.get(&keys[i]))
+        })
+    });
+    g.bench_function("hashmap_lookup", |b| {
+        b.iter(|| {
+            i = (i + 7919) % N;
+            black_box(hm.get(&keys[i]))
+        })
+    });
+    g.bench_function("ebtree_insert_delete", |b| {
+        b.iter(|| {
+            i = (i + 7919) % N;
+            let h = t.insert(fresh[i].clone(), 0);
+            black_box(t.delete(h))
+        })
+    });
+    g.bench_function("btreemap_insert_delete", |b| {
+        b.iter(|| {
+            i = (i + 7919) % N;
+            bt.insert(fresh[i].clone(), 0);
+            black_box(bt.remove(&fresh[i]))
+        })
+    });
+    g.bench_function("hashmap_insert_delete", |b| {
+        b.iter(|| {
+            i = (i + 7919) % N;
+            hm.insert(fresh[i].clone(), 0);
+            black_box(hm.remove(&fresh[i]))
+        })
+    });
+    g.finish();
+}
+
+fn multibyte(c: &mut Criterion) {
+    mb_group(c, "mb_ipv4", |a, _| MbKey((a as u32).to_be_bytes()));
+    mb_group(c, "mb_ipv6", |a, b| {
+        let mut k = [0u8; 16];
+        k[..8].copy_from_slice(&a.to_be_bytes());
+        k[8..].copy_from_slice(&b.to_be_bytes());
+        MbKey(k)
+    });
+    // Session-cookie-like strings: a shared prefix and 16 hex digits.
+    mb_group(c, "mb_string", |a, _| {
+        BytesKey(format!("sess-{a:016x}").into_bytes().into_boxed_slice())
+    });
+}
+
 fn config() -> Criterion {
     Criterion::default()
         .warm_up_time(Duration::from_millis(500))
@@ -281,6 +358,6 @@ fn config() -> Criterion {
 criterion_group! {
     name = benches;
     config = config();
-    targets = sched_pattern, random_requeue, timer_pattern, scoped_lookup
+    targets = sched_pattern, random_requeue, timer_pattern, scoped_lookup, multibyte
 }
 criterion_main!(benches);

@@ -83,7 +83,9 @@
 use std::fmt::Debug;
 
 mod key;
-pub use key::Key;
+mod prefix;
+pub use key::{BytesKey, Key, MbKey};
+pub use prefix::PrefixTree;
 
 /// Index of the root pseudo-entry in the arena. Only its left branch is used.
 const ROOT: u32 = 0;
@@ -194,6 +196,14 @@ pub struct Handle {
 }
 
 impl Handle {
+    /// A handle that names no entry of any tree (a placeholder).
+    pub const fn dangling() -> Handle {
+        Handle {
+            idx: ROOT,
+            gen: u32::MAX,
+        }
+    }
+
     /// The arena slot, for diagnostics.
     pub fn slot(self) -> u32 {
         self.idx
@@ -247,6 +257,14 @@ pub type Eb64Tree<V> = EbTree<u64, V, NoScope>;
 pub type Eb32ScTree<V> = EbTree<u32, V, u64>;
 /// Scope-aware tree keyed by `u64`.
 pub type Eb64ScTree<V> = EbTree<u64, V, u64>;
+/// Tree keyed by fixed-length byte strings (HAProxy's `ebmb`).
+pub type EbMbTree<const N: usize, V> = EbTree<MbKey<N>, V, NoScope>;
+/// Tree keyed by IPv4 addresses in network order.
+pub type EbIpv4Tree<V> = EbMbTree<4, V>;
+/// Tree keyed by IPv6 addresses in network order.
+pub type EbIpv6Tree<V> = EbMbTree<16, V>;
+/// Tree keyed by byte strings of any length (HAProxy's `ebst`, NULs allowed).
+pub type EbStTree<V> = EbTree<BytesKey, V, NoScope>;
 
 const FREE_END: u32 = u32::MAX;
 
@@ -298,6 +316,13 @@ impl<K: Key, V, S: Scope> EbTree<K, V, S> {
         self.len == 0
     }
 
+    /// Entry slots allocated (live or free for reuse): the tree's memory is
+    /// this many entries, however many inserts and deletes it saw.
+    #[inline]
+    pub fn arena_len(&self) -> usize {
+        self.slots.len() - 1
+    }
+
     #[inline(always)]
     fn at(&self, i: u32) -> &Entry<K, S> {
         &self.slots[i as usize]
@@ -334,7 +359,7 @@ impl<K: Key, V, S: Scope> EbTree<K, V, S> {
     /// Key of a live entry.
     #[inline]
     pub fn key(&self, h: Handle) -> Option<K> {
-        self.live(h).map(|i| self.at(i).key)
+        self.live(h).map(|i| self.at(i).key.clone())
     }
 
     /// Scope of a live entry.
@@ -362,7 +387,9 @@ impl<K: Key, V, S: Scope> EbTree<K, V, S> {
     #[inline]
     pub fn entry(&self, h: Handle) -> Option<(K, &V)> {
         let i = self.live(h)?;
-        self.vals[i as usize].as_ref().map(|v| (self.at(i).key, v))
+        self.vals[i as usize]
+            .as_ref()
+            .map(|v| (self.at(i).key.clone(), v))
     }
 
     /// Mask of a child link (the leaf's own scope or the node's subtree scope).
@@ -426,7 +453,16 @@ impl<K: Key, V, S: Scope> EbTree<K, V, S> {
 
     /// Links the allocated, unlinked slot `n` (key and scope set) into the tree.
     fn link(&mut self, n: u32) {
-        let key = self.at(n).key;
+        // The key is moved out for the walk (the tree is mutated on the way)
+        // and put back after; for byte keys this avoids a copy per insert.
+        let key = std::mem::take(&mut self.at_mut(n).key);
+        self.link_key(n, &key);
+        self.at_mut(n).key = key;
+    }
+
+    /// [`Self::link`] with the entry's key held apart; `n`'s own key field
+    /// must not be read meanwhile.
+    fn link_key(&mut self, n: u32, key: &K) {
         let scope = self.at(n).leaf_s;
         let troot0 = self.at(ROOT).b[LEFT];
         if troot0 == Down::NIL {
@@ -439,7 +475,7 @@ impl<K: Key, V, S: Scope> EbTree<K, V, S> {
         }
         // Equal keys go after the existing ones, so only a smaller key
         // becomes the new first entry.
-        if key < self.at(self.first).key {
+        if *key < self.at(self.first).key {
             self.first = n;
         }
 
@@ -455,7 +491,7 @@ impl<K: Key, V, S: Scope> EbTree<K, V, S> {
                 break;
             }
             let o = self.at(old);
-            if o.bit < 0 || key.differs_above(o.key, o.bit as u32) {
+            if o.bit < 0 || key.differs_above(&o.key, o.bit as u32) {
                 break;
             }
             let ob = o.bit as u32;
@@ -469,8 +505,9 @@ impl<K: Key, V, S: Scope> EbTree<K, V, S> {
         }
 
         let old = troot.idx();
-        let old_key = self.at(old).key;
-        let bit = if key == old_key {
+        let old_key = &self.at(old).key;
+        let key_ge = *key >= *old_key;
+        let bit = if *key == *old_key {
             if !troot.is_leaf() {
                 // A duplicate subtree is already there: append to it.
                 self.insert_dup(old, n);
@@ -488,7 +525,7 @@ impl<K: Key, V, S: Scope> EbTree<K, V, S> {
         let up_old;
         let e_b;
         let e_leaf_p;
-        if key >= old_key {
+        if key_ge {
             e_b = [troot, Down::leaf(n)];
             e_leaf_p = Up::new(n, RIGHT);
             up_old = Up::new(n, LEFT);
@@ -739,16 +776,32 @@ impl<K: Key, V, S: Scope> EbTree<K, V, S> {
 
     /// First (oldest) entry whose key equals `k`.
     pub fn lookup(&self, k: K) -> Option<Handle> {
-        let h = self.lookup_ge(k)?;
-        (self.at(h.idx).key == k).then_some(h)
+        self.lookup_ref(&k)
+    }
+
+    /// [`Self::lookup`] with a borrowed key (no copy of a byte key).
+    pub fn lookup_ref(&self, k: &K) -> Option<Handle> {
+        let i = self.lookup_ge_idx(k)?;
+        (self.at(i).key == *k).then(|| self.handle(i))
+    }
+
+    /// Key of a live entry, borrowed.
+    #[inline]
+    pub fn key_ref(&self, h: Handle) -> Option<&K> {
+        self.live(h).map(|i| &self.at(i).key)
     }
 
     /// First entry whose key is `>= k`.
     pub fn lookup_ge(&self, k: K) -> Option<Handle> {
+        self.lookup_ge_ref(&k)
+    }
+
+    /// [`Self::lookup_ge`] with a borrowed key.
+    pub fn lookup_ge_ref(&self, k: &K) -> Option<Handle> {
         self.lookup_ge_idx(k).map(|i| self.handle(i))
     }
 
-    fn lookup_ge_idx(&self, k: K) -> Option<u32> {
+    fn lookup_ge_idx(&self, k: &K) -> Option<u32> {
         let mut troot = self.at(ROOT).b[LEFT];
         if troot == Down::NIL {
             return None;
@@ -758,7 +811,7 @@ impl<K: Key, V, S: Scope> EbTree<K, V, S> {
             let i = troot.idx();
             let e = self.at(i);
             if troot.is_leaf() {
-                if e.key >= k {
+                if e.key >= *k {
                     return Some(i);
                 }
                 up = e.leaf_p;
@@ -766,14 +819,14 @@ impl<K: Key, V, S: Scope> EbTree<K, V, S> {
             }
             if e.bit < 0 {
                 // Top of a duplicate subtree: all of it or none of it.
-                if e.key >= k {
+                if e.key >= *k {
                     return Some(self.walk_down(troot, LEFT));
                 }
                 up = e.node_p;
                 break;
             }
             let bit = e.bit as u32;
-            if k.differs_above(e.key, bit) {
+            if k.differs_above(&e.key, bit) {
                 if e.key.prefix_gt(k, bit) {
                     return Some(self.walk_down(troot, LEFT));
                 }
@@ -787,6 +840,11 @@ impl<K: Key, V, S: Scope> EbTree<K, V, S> {
 
     /// Last (newest) entry whose key is `<= k`.
     pub fn lookup_le(&self, k: K) -> Option<Handle> {
+        self.lookup_le_ref(&k)
+    }
+
+    /// [`Self::lookup_le`] with a borrowed key.
+    pub fn lookup_le_ref(&self, k: &K) -> Option<Handle> {
         let mut troot = self.at(ROOT).b[LEFT];
         if troot == Down::NIL {
             return None;
@@ -796,22 +854,22 @@ impl<K: Key, V, S: Scope> EbTree<K, V, S> {
             let i = troot.idx();
             let e = self.at(i);
             if troot.is_leaf() {
-                if e.key <= k {
+                if e.key <= *k {
                     return Some(self.handle(i));
                 }
                 up = e.leaf_p;
                 break;
             }
             if e.bit < 0 {
-                if e.key <= k {
+                if e.key <= *k {
                     return Some(self.handle(self.walk_down(troot, RIGHT)));
                 }
                 up = e.node_p;
                 break;
             }
             let bit = e.bit as u32;
-            if k.differs_above(e.key, bit) {
-                if k.prefix_gt(e.key, bit) {
+            if k.differs_above(&e.key, bit) {
+                if k.prefix_gt(&e.key, bit) {
                     return Some(self.handle(self.walk_down(troot, RIGHT)));
                 }
                 up = e.node_p;
@@ -840,7 +898,7 @@ impl<K: Key, V, S: Scope> EbTree<K, V, S> {
     /// Removes and returns the first entry.
     pub fn pop_first(&mut self) -> Option<(K, V)> {
         let h = self.first()?;
-        let k = self.at(h.idx).key;
+        let k = self.at(h.idx).key.clone();
         self.delete(h).map(|v| (k, v))
     }
 
@@ -871,8 +929,8 @@ impl<K: Key, V, S: Scope> EbTree<K, V, S> {
         let mut prev: Option<K> = None;
         let mut count = 0;
         for (_, k, _) in self.iter() {
-            if let Some(p) = prev {
-                if k < p {
+            if let Some(p) = &prev {
+                if k < *p {
                     return Err(format!("order broken: {:?} after {:?}", k, p));
                 }
             }
@@ -904,7 +962,7 @@ impl<K: Key, V, S: Scope> EbTree<K, V, S> {
                 return Err(format!("leaf {} has no value", i));
             }
             *leaves += 1;
-            return Ok((e.key, e.key, e.leaf_s));
+            return Ok((e.key.clone(), e.key.clone(), e.leaf_s));
         }
         if e.node_p != up {
             return Err(format!("node {} has a wrong parent link", i));
@@ -926,13 +984,13 @@ impl<K: Key, V, S: Scope> EbTree<K, V, S> {
             if bit >= K::BITS {
                 return Err(format!("node {} bit {} out of range", i, bit));
             }
-            for k in [lmin, lmax] {
-                if k.bit(bit) != 0 || k.differs_above(e.key, bit) {
+            for k in [&lmin, &lmax] {
+                if k.bit(bit) != 0 || k.differs_above(&e.key, bit) {
                     return Err(format!("node {} left key {:?} misplaced", i, k));
                 }
             }
-            for k in [rmin, rmax] {
-                if k.bit(bit) != 1 || k.differs_above(e.key, bit) {
+            for k in [&rmin, &rmax] {
+                if k.bit(bit) != 1 || k.differs_above(&e.key, bit) {
                     return Err(format!("node {} right key {:?} misplaced", i, k));
                 }
             }
@@ -972,6 +1030,16 @@ impl<K: Key, V> EbTree<K, V, NoScope> {
     #[inline]
     pub fn insert(&mut self, key: K, val: V) -> Handle {
         self.insert_with_scope(key, NoScope, val)
+    }
+
+    /// Inserts `key` with `val` unless an entry with an equal key exists
+    /// (HAProxy's unique trees): `Ok(new handle)`, or `Err((existing handle,
+    /// val))` giving the value back.
+    pub fn insert_unique(&mut self, key: K, val: V) -> Result<Handle, (Handle, V)> {
+        match self.lookup_ref(&key) {
+            Some(h) => Err((h, val)),
+            None => Ok(self.insert_with_scope(key, NoScope, val)),
+        }
     }
 }
 
@@ -1052,7 +1120,7 @@ impl<K: Key, V> EbTree<K, V, u64> {
     /// First entry with key `>= k` whose scope shares a bit with `mask`.
     pub fn lookup_ge_in_scope(&self, k: K, mask: u64) -> Option<Handle> {
         let mut v = Visits::default();
-        let i = self.lookup_ge_idx(k)?;
+        let i = self.lookup_ge_idx(&k)?;
         if self.at(i).leaf_s.hits(mask) {
             return Some(self.handle(i));
         }
@@ -1081,7 +1149,9 @@ impl<'a, K: Key, V, S: Scope> Iterator for Iter<'a, K, V, S> {
         let t = self.tree;
         let e = t.at(i);
         self.cur = t.next_after(e.leaf_p);
-        t.vals[i as usize].as_ref().map(|v| (t.handle(i), e.key, v))
+        t.vals[i as usize]
+            .as_ref()
+            .map(|v| (t.handle(i), e.key.clone(), v))
     }
 }
 

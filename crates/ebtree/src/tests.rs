@@ -289,3 +289,68 @@ fn scoped_lookup_visits_stay_logarithmic() {
     assert_eq!(t.key(h), Some(n));
     assert!(v.0 <= 2 * 16 + 8, "visited {}", v.0);
 }
+
+#[test]
+fn byte_strings_with_nuls_and_prefixes_are_distinct_and_ordered() {
+    let mut t = EbStTree::new();
+    let ks: [&[u8]; 7] = [b"a\0", b"a", b"", b"ab", b"\0", b"a\0\0", b"b"];
+    for (i, k) in ks.iter().enumerate() {
+        t.insert(BytesKey::from(*k), i);
+        t.validate().unwrap();
+    }
+    let got: Vec<Vec<u8>> = t.iter().map(|(_, k, _)| k.0.to_vec()).collect();
+    let mut want: Vec<Vec<u8>> = ks.iter().map(|k| k.to_vec()).collect();
+    want.sort();
+    assert_eq!(got, want);
+    assert_eq!(
+        t.get(t.lookup_ref(&BytesKey::from(&b"a"[..])).unwrap()),
+        Some(&1)
+    );
+    assert_eq!(
+        t.get(t.lookup_ref(&BytesKey::from(&b"a\0"[..])).unwrap()),
+        Some(&0)
+    );
+    assert_eq!(t.lookup_ref(&BytesKey::from(&b"a\0\0\0"[..])), None);
+}
+
+#[test]
+fn ipv4_keys_in_network_order_and_unique_insert() {
+    let mut t = EbIpv4Tree::new();
+    for a in [[10, 0, 0, 1], [192, 168, 1, 1], [10, 0, 0, 0], [1, 2, 3, 4]] {
+        t.insert_unique(MbKey(a), ()).unwrap();
+        t.validate().unwrap();
+    }
+    let (h, ()) = t.insert_unique(MbKey([10, 0, 0, 1]), ()).unwrap_err();
+    assert_eq!(t.key(h), Some(MbKey([10, 0, 0, 1])));
+    let order: Vec<[u8; 4]> = t.iter().map(|(_, k, _)| k.0).collect();
+    assert_eq!(
+        order,
+        vec![[1, 2, 3, 4], [10, 0, 0, 0], [10, 0, 0, 1], [192, 168, 1, 1]]
+    );
+    assert_eq!(MbKey([10, 1, 255, 7]).masked(12), MbKey([10, 0, 0, 0]));
+    assert_eq!(MbKey([10, 1, 255, 7]).masked(23), MbKey([10, 1, 254, 0]));
+    assert_eq!(MbKey([10, 1, 255, 7]).masked(0), MbKey([0, 0, 0, 0]));
+}
+
+#[test]
+fn prefix_tree_longest_match() {
+    let mut p = PrefixTree::<4, &str>::new();
+    p.insert(MbKey([10, 0, 0, 0]), 8, "ten").unwrap();
+    p.insert(MbKey([10, 0, 0, 0]), 16, "ten-zero").unwrap();
+    p.insert(MbKey([10, 0, 3, 9]), 24, "ten-zero-three")
+        .unwrap();
+    p.insert(MbKey([0, 0, 0, 0]), 0, "default").unwrap();
+    assert!(p.insert(MbKey([10, 9, 9, 9]), 8, "again").is_err());
+    p.validate().unwrap();
+    fn at(p: &PrefixTree<4, &'static str>, a: [u8; 4]) -> Option<&'static str> {
+        p.get(p.lookup_longest(MbKey(a))?).copied()
+    }
+    assert_eq!(at(&p, [10, 0, 3, 200]), Some("ten-zero-three"));
+    assert_eq!(at(&p, [10, 0, 4, 1]), Some("ten-zero"));
+    assert_eq!(at(&p, [10, 7, 0, 1]), Some("ten"));
+    assert_eq!(at(&p, [11, 0, 0, 1]), Some("default"));
+    let h = p.lookup_prefix(MbKey([10, 0, 99, 1]), 16).unwrap();
+    assert_eq!(p.delete(h), Some("ten-zero"));
+    assert_eq!(at(&p, [10, 0, 4, 1]), Some("ten"));
+    p.validate().unwrap();
+}

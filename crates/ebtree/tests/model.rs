@@ -24,13 +24,13 @@ enum Op<K> {
 }
 
 /// The model: entries ordered by (key, insertion sequence).
-struct Model<K: Key> {
+struct Model<K: Key + Copy> {
     map: BTreeMap<(K, u64), (u32, u64)>, // -> (value, scope)
     live: Vec<(Handle, K, u64)>,         // handle, key, seq
     seq: u64,
 }
 
-impl<K: Key> Model<K> {
+impl<K: Key + Copy> Model<K> {
     fn val_of(&self, pos: Option<&(K, u64)>) -> Option<u32> {
         pos.map(|p| self.map[p].0)
     }
@@ -43,7 +43,7 @@ impl<K: Key> Model<K> {
     }
 }
 
-fn run<K: Key>(ops: Vec<Op<K>>, small: impl Fn(K) -> K) -> Result<(), TestCaseError> {
+fn run<K: Key + Copy>(ops: Vec<Op<K>>, small: impl Fn(K) -> K) -> Result<(), TestCaseError> {
     let mut t: EbTree<K, u32, u64> = EbTree::new();
     let mut m = Model::<K> {
         map: BTreeMap::new(),
@@ -152,7 +152,7 @@ fn run<K: Key>(ops: Vec<Op<K>>, small: impl Fn(K) -> K) -> Result<(), TestCaseEr
     Ok(())
 }
 
-fn ops<K: Key + Arbitrary + 'static>() -> impl Strategy<Value = Vec<Op<K>>> {
+fn ops<K: Key + Copy + Arbitrary + 'static>() -> impl Strategy<Value = Vec<Op<K>>> {
     let scope = prop_oneof![Just(1u64), Just(2), Just(3), Just(1 << 63), any::<u64>()];
     let op = prop_oneof![
         6 => (any::<K>(), scope.clone()).prop_map(|(k, s)| Op::Insert(k, s)),

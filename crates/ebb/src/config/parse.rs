@@ -275,7 +275,6 @@ const HAPROXY_PROXY_UNSUPPORTED: &[&str] = &[
     "http-send-name-header",
     "tcp-request",
     "tcp-response",
-    "stick-table",
     "stick",
     "filter",
     "unique-id-format",
@@ -1749,6 +1748,17 @@ fn proxy_kw(px: &mut Proxy, ctx: &Ctx<'_>, words: &[String]) -> Result<(), Strin
                 loc: loc.clone(),
             });
         }
+        "stick-table" => {
+            // Parsed in full (so a wrong line gets its precise error), then
+            // refused until track-sc, the fetches and the CLI apply it.
+            ctx.allow(kw, FE | BE, false)?;
+            let words: Vec<&str> = w[1..].iter().map(String::as_str).collect();
+            let def = crate::table::parse_stick_table(&px.name, &words).map_err(|e| e.0)?;
+            return Err(format!(
+                "stick tables are parsed but not applied yet (table '{}' of {} entries): ebb would accept it and track nothing, so it refuses it",
+                def.name, def.size
+            ));
+        }
         "serve-files" => {
             ctx.allow(kw, BE, false)?;
             px.serve_files = Some(parse_serve_files(&w[1..], ctx)?);
@@ -2136,7 +2146,7 @@ fn parse_bind(w: &[String], ctx: &Ctx<'_>) -> Result<Bind, String> {
                 });
             }
             "backlog" => backlog = Some(parse_u32_range(opt, v?, 1, i32::MAX as u32)?),
-            "expose-fd" | "accept-proxy" | "accept-netscaler-cip" | "defer-accept" | "tfo"
+            "expose-fd" | "accept-netscaler-cip" | "defer-accept" | "tfo"
             | "transparent" | "interface" | "namespace" | "mss" | "tcp-ut" | "maxconn"
             | "process" | "thread" | "shards" | "level" | "severity-output" => {
                 return Err(format!("bind option '{opt}' is not supported yet"))
@@ -2176,6 +2186,9 @@ fn parse_bind(w: &[String], ctx: &Ctx<'_>) -> Result<Bind, String> {
                 let v = v?;
                 crate::tls_policy::curves(v)?;
                 b.curves = Some(v.to_string());
+            }
+            "accept-proxy" => {
+                return Err("bind option 'accept-proxy' (PROXY protocol) is not supported yet: ebb parses the PROXY protocol but does not apply it on listeners".to_string())
             }
             o => {
                 return Err(format!(
@@ -2266,7 +2279,7 @@ fn parse_server_opts(w: &[String], o: &mut ServerOptions, ctx: &Ctx<'_>) -> Resu
             "send-proxy" | "send-proxy-v2" | "send-proxy-v2-ssl" | "send-proxy-v2-ssl-cn"
             | "check-send-proxy" => {
                 return Err(format!(
-                    "server option '{opt}' is not supported yet: ebb does not speak the PROXY protocol to servers"
+                    "server option '{opt}' (PROXY protocol) is not supported yet: ebb does not send PROXY headers to servers"
                 ))
             }
             _ if server_tls_option(opt, w.get(i).map(String::as_str), &mut o.tls)?.is_some_and(

@@ -632,7 +632,7 @@ fn bind_errors() {
     err1(
         &b(":80 accept-proxy"),
         "t.cfg:2: ",
-        "bind option 'accept-proxy' is not supported yet",
+        "bind option 'accept-proxy' (PROXY protocol) is not supported yet",
     );
     err1(
         &b(":80 nice 1025"),
@@ -1384,7 +1384,7 @@ fn server_errors() {
     err1(
         &s("server s 1.2.3.4:80 send-proxy"),
         "t.cfg:2: ",
-        "'send-proxy' is not supported yet",
+        "'send-proxy' (PROXY protocol) is not supported yet",
     );
     err1(
         &s("server s/x 1.2.3.4:80"),
@@ -1421,6 +1421,13 @@ fn server_errors() {
         "t.cfg:2: ",
         "unknown server option 'cookie'",
     );
+    for o in ["send-proxy", "send-proxy-v2", "check-send-proxy"] {
+        err1(
+            &s(&format!("server s 1.2.3.4:80 {o}")),
+            "t.cfg:2: ",
+            &format!("server option '{o}' (PROXY protocol) is not supported yet"),
+        );
+    }
     err1(
         &s("default-server bogus 1"),
         "t.cfg:2: ",
@@ -2670,5 +2677,36 @@ fn hash_type_and_balance_factor() {
         &be("    hash-balance-factor 50"),
         "t.cfg:2: ",
         "greater than 100",
+    );
+}
+
+#[test]
+fn stick_table_is_parsed_then_refused_until_applied() {
+    // A valid table: parsed in full, then refused at its line.
+    err1(
+        &be("    stick-table type ip size 1m expire 10s store http_req_rate(10s),gpc0"),
+        "t.cfg:2: ",
+        "stick tables are parsed but not applied yet (table 'b' of 1048576 entries)",
+    );
+    err1(
+        &fe("    stick-table type string len 64 size 100k store conn_cur"),
+        "t.cfg:3: ",
+        "stick tables are parsed but not applied yet",
+    );
+    // A wrong one gets its own error at its line.
+    err1(
+        &be("    stick-table type ip size 1m store http_req_rate"),
+        "t.cfg:2: ",
+        "http_req_rate needs a period",
+    );
+    err1(
+        &be("    stick-table type mac size 1"),
+        "t.cfg:2: ",
+        "unknown table type 'mac'",
+    );
+    err1(
+        "defaults\n    stick-table type ip size 1\n",
+        "t.cfg:2: ",
+        "not allowed in a 'defaults' section",
     );
 }

@@ -1,0 +1,67 @@
+//! Event rates over a sliding period, with HAProxy's `freq_ctr` semantics.
+//!
+//! A counter keeps the events of the current period (`curr`, started at
+//! `curr_tick`) and of the previous one (`prev`). The rate read at `now` is
+//! `curr + prev * (period - elapsed) / period`, where `elapsed` is the time
+//! since the current period began: the previous period's count is weighted
+//! by the share of it that still lies inside the sliding window
+//! (HAProxy's `read_freq_ctr_period`). A period with no event rotates to
+//! zero; two periods without one read as 0.
+//!
+//! Times are `sched` ticks (wrapping milliseconds); `now` is a parameter,
+//! so the arithmetic is tested without clocks.
+
+/// A rate counter over a period given at each call (the table's definition
+/// holds it, as HAProxy's stick-table data does).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FreqCtr {
+    curr_tick: u32,
+    curr: u32,
+    prev: u32,
+}
+
+impl FreqCtr {
+    /// A counter whose current period starts at `now`.
+    pub fn new(now: u32) -> Self {
+        FreqCtr {
+            curr_tick: now,
+            curr: 0,
+            prev: 0,
+        }
+    }
+
+    /// Rotates the periods so that `now` falls in the current one.
+    fn rotate(&mut self, period: u32, now: u32) {
+        let period = period.max(1);
+        let elapsed = now.wrapping_sub(self.curr_tick);
+        if elapsed < period {
+            return;
+        }
+        self.prev = if elapsed < 2 * period { self.curr } else { 0 };
+        self.curr = 0;
+        // Periods stay aligned on the first one, as HAProxy's do.
+        self.curr_tick = now.wrapping_sub(elapsed % period);
+    }
+
+    /// Adds `inc` events at `now`; returns the current period's count.
+    pub fn add(&mut self, period: u32, now: u32, inc: u32) -> u32 {
+        self.rotate(period, now);
+        self.curr = self.curr.saturating_add(inc);
+        self.curr
+    }
+
+    /// Events over the last `period` at `now`.
+    pub fn read(&self, period: u32, now: u32) -> u32 {
+        let period = period.max(1);
+        let elapsed = now.wrapping_sub(self.curr_tick);
+        let (curr, prev, elapsed) = if elapsed >= 2 * period {
+            return 0;
+        } else if elapsed >= period {
+            (0, self.curr, elapsed - period)
+        } else {
+            (self.curr, self.prev, elapsed)
+        };
+        let weighted = prev as u64 * (period - elapsed) as u64 / period as u64;
+        curr.saturating_add(weighted as u32)
+    }
+}

@@ -1,0 +1,426 @@
+//! Stick tables: per-key counters shared by every thread (HAProxy's
+//! `stick-table`), without sockets.
+//!
+//! A table is declared in a proxy section:
+//!
+//! ```text
+//! stick-table type ip|ipv6|integer|string [len N]|binary [len N]
+//!             size N [expire T] [nopurge] [store TYPE[,TYPE...]]...
+//! ```
+//!
+//! [`parse_stick_table`] turns the words into a [`TableDef`]; [`Table`]
+//! holds the entries. The parts:
+//!
+//! - **Keys** live in an elastic binary tree of the key's kind (`ebtree`'s
+//!   `MbKey<4>`, `MbKey<16>`, `u32`, `BytesKey`), unique per key. Strings are
+//!   cut to `len` bytes and binary keys cut or zero-padded to `len` bytes, as
+//!   HAProxy stores them ([`Table::key`] builds the key from a sample).
+//! - **Data**: only the stored types take room (one slot per `store` type).
+//!   Counters are `u64`; rates are [`FreqCtr`]s over the period given in
+//!   the type (`http_req_rate(10s)`), read with HAProxy's sliding-window
+//!   formula.
+//! - **Expiry**: each touch sets the entry's expiry to `now + expire`; the
+//!   entries sit in a second tree by expiry tick, and [`Table::expire`]
+//!   (given `now`, called by the runtime from a task on the scheduler's
+//!   wait queue) removes the expired unreferenced ones and returns the next
+//!   tick to wake at. A referenced (tracked) entry is never removed; an
+//!   expired one is requeued and removed when its last reference goes, if
+//!   still expired.
+//! - **Memory** is bounded by `size` entries: creating one in a full table
+//!   first evicts the unreferenced entry that expires first (the oldest
+//!   touched when there is no `expire`); with `nopurge`, or when every
+//!   entry is referenced, creation fails and the caller goes on without
+//!   tracking (HAProxy does the same).
+//! - **References**: [`Table::track`] returns an [`EntryRef`] and counts a
+//!   reference; [`Table::release`] drops it. A stream tracking a key
+//!   (`track-sc0`) holds one for its life, so its entry cannot vanish under
+//!   it.
+//!
+//! ## Threads and the lock
+//!
+//! HAProxy shares a table between threads (a table lock for the trees, an
+//! entry lock for data). ebb keeps one `Mutex` per table around both trees
+//! and the data. Every operation holds it for one tree descent or one
+//! slot access (well under a microsecond, no allocation except when an
+//! entry is created, never across I/O or a callback); a stream that tracks
+//! an entry keeps its generation-checked handle and later updates go to the
+//! slot without a descent. If contention ever shows in profiles, the table
+//! splits into shards by key hash, each with its own lock and trees,
+//! without changing this API.
+
+mod freq;
+mod store;
+
+pub use freq::FreqCtr;
+pub use store::{EntryRef, StKey, Table};
+
+use std::fmt;
+
+/// Default `len` of string and binary keys (HAProxy's: 32 bytes).
+pub const DEFAULT_KEY_LEN: usize = 32;
+
+/// The key type of a table.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum KeyType {
+    /// IPv4 address (IPv6 sources mapped to IPv4 fit; others do not).
+    Ip,
+    /// IPv6 address (IPv4 sources stored as IPv4-mapped).
+    Ipv6,
+    /// 32-bit integer (HAProxy's `integer`).
+    Integer,
+    /// String cut to `len` bytes.
+    String(usize),
+    /// Binary block cut or zero-padded to `len` bytes.
+    Binary(usize),
+}
+
+/// A stored data type; rates carry their period in milliseconds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum DataType {
+    ConnCur,
+    ConnCnt,
+    ConnRate(u32),
+    SessCnt,
+    SessRate(u32),
+    HttpReqCnt,
+    HttpReqRate(u32),
+    HttpErrCnt,
+    HttpErrRate(u32),
+    BytesInCnt,
+    BytesInRate(u32),
+    BytesOutCnt,
+    BytesOutRate(u32),
+    Gpc0,
+    Gpc0Rate(u32),
+    Gpt0,
+    ServerId,
+}
+
+/// What an event adds to, naming a data type without its period.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Data {
+    ConnCur,
+    ConnCnt,
+    ConnRate,
+    SessCnt,
+    SessRate,
+    HttpReqCnt,
+    HttpReqRate,
+    HttpErrCnt,
+    HttpErrRate,
+    BytesInCnt,
+    BytesInRate,
+    BytesOutCnt,
+    BytesOutRate,
+    Gpc0,
+    Gpc0Rate,
+    Gpt0,
+    ServerId,
+}
+
+impl DataType {
+    /// The kind, without the period.
+    pub fn data(self) -> Data {
+        match self {
+            DataType::ConnCur => Data::ConnCur,
+            DataType::ConnCnt => Data::ConnCnt,
+            DataType::ConnRate(_) => Data::ConnRate,
+            DataType::SessCnt => Data::SessCnt,
+            DataType::SessRate(_) => Data::SessRate,
+            DataType::HttpReqCnt => Data::HttpReqCnt,
+            DataType::HttpReqRate(_) => Data::HttpReqRate,
+            DataType::HttpErrCnt => Data::HttpErrCnt,
+            DataType::HttpErrRate(_) => Data::HttpErrRate,
+            DataType::BytesInCnt => Data::BytesInCnt,
+            DataType::BytesInRate(_) => Data::BytesInRate,
+            DataType::BytesOutCnt => Data::BytesOutCnt,
+            DataType::BytesOutRate(_) => Data::BytesOutRate,
+            DataType::Gpc0 => Data::Gpc0,
+            DataType::Gpc0Rate(_) => Data::Gpc0Rate,
+            DataType::Gpt0 => Data::Gpt0,
+            DataType::ServerId => Data::ServerId,
+        }
+    }
+
+    /// The period of a rate.
+    pub fn period(self) -> Option<u32> {
+        match self {
+            DataType::ConnRate(p)
+            | DataType::SessRate(p)
+            | DataType::HttpReqRate(p)
+            | DataType::HttpErrRate(p)
+            | DataType::BytesInRate(p)
+            | DataType::BytesOutRate(p)
+            | DataType::Gpc0Rate(p) => Some(p),
+            _ => None,
+        }
+    }
+}
+
+impl Data {
+    /// HAProxy's name of the type (`show table`, `store`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Data::ConnCur => "conn_cur",
+            Data::ConnCnt => "conn_cnt",
+            Data::ConnRate => "conn_rate",
+            Data::SessCnt => "sess_cnt",
+            Data::SessRate => "sess_rate",
+            Data::HttpReqCnt => "http_req_cnt",
+            Data::HttpReqRate => "http_req_rate",
+            Data::HttpErrCnt => "http_err_cnt",
+            Data::HttpErrRate => "http_err_rate",
+            Data::BytesInCnt => "bytes_in_cnt",
+            Data::BytesInRate => "bytes_in_rate",
+            Data::BytesOutCnt => "bytes_out_cnt",
+            Data::BytesOutRate => "bytes_out_rate",
+            Data::Gpc0 => "gpc0",
+            Data::Gpc0Rate => "gpc0_rate",
+            Data::Gpt0 => "gpt0",
+            Data::ServerId => "server_id",
+        }
+    }
+
+    const ALL: [Data; 17] = [
+        Data::ConnCur,
+        Data::ConnCnt,
+        Data::ConnRate,
+        Data::SessCnt,
+        Data::SessRate,
+        Data::HttpReqCnt,
+        Data::HttpReqRate,
+        Data::HttpErrCnt,
+        Data::HttpErrRate,
+        Data::BytesInCnt,
+        Data::BytesInRate,
+        Data::BytesOutCnt,
+        Data::BytesOutRate,
+        Data::Gpc0,
+        Data::Gpc0Rate,
+        Data::Gpt0,
+        Data::ServerId,
+    ];
+
+    fn is_rate(self) -> bool {
+        self.name().ends_with("_rate")
+    }
+}
+
+/// A parsed `stick-table` line.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TableDef {
+    /// The table's name: its proxy's name, as in HAProxy.
+    pub name: String,
+    pub key: KeyType,
+    /// Maximum number of entries.
+    pub size: usize,
+    /// Entry lifetime after its last touch, in ms; None: never expire.
+    pub expire: Option<u32>,
+    /// When full, refuse new entries instead of evicting the oldest.
+    pub nopurge: bool,
+    /// Stored types in declaration order, each at most once.
+    pub store: Vec<DataType>,
+}
+
+/// Why a `stick-table` line was refused.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DefError(pub String);
+
+impl fmt::Display for DefError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+fn err<T>(s: impl Into<String>) -> Result<T, DefError> {
+    Err(DefError(s.into()))
+}
+
+/// HAProxy's time syntax: a number with an optional unit (us, ms, s, m, h,
+/// d; ms by default), in ms. Periods and expiries fit a u32 (49 days), as
+/// ticks do.
+fn parse_ms(what: &str, v: &str) -> Result<u32, DefError> {
+    let split = v.find(|c: char| !c.is_ascii_digit()).unwrap_or(v.len());
+    let (num, unit) = v.split_at(split);
+    let n: u64 = match num.parse() {
+        Ok(n) => n,
+        Err(_) => return err(format!("{what}: '{v}' is not a time")),
+    };
+    let ms = match unit {
+        "us" => n / 1000,
+        "" | "ms" => n,
+        "s" => n.saturating_mul(1000),
+        "m" => n.saturating_mul(60_000),
+        "h" => n.saturating_mul(3_600_000),
+        "d" => n.saturating_mul(86_400_000),
+        _ => return err(format!("{what}: unknown time unit in '{v}'")),
+    };
+    // Ticks compare wrap-safe up to 2^31 ms (about 24.8 days).
+    if ms >= 1 << 31 {
+        return err(format!("{what}: '{v}' is too large (at most 24 days)"));
+    }
+    Ok(ms as u32)
+}
+
+/// HAProxy's size syntax: a number with an optional k, m or g suffix
+/// (powers of 1024).
+fn parse_count(what: &str, v: &str) -> Result<u64, DefError> {
+    let (num, mul) = match v.as_bytes().last() {
+        Some(b'k' | b'K') => (&v[..v.len() - 1], 1u64 << 10),
+        Some(b'm' | b'M') => (&v[..v.len() - 1], 1 << 20),
+        Some(b'g' | b'G') => (&v[..v.len() - 1], 1 << 30),
+        _ => (v, 1),
+    };
+    match num.parse::<u64>() {
+        Ok(n) if num.bytes().all(|b| b.is_ascii_digit()) => n
+            .checked_mul(mul)
+            .ok_or_else(|| DefError(format!("{what}: '{v}' is too large"))),
+        _ => err(format!("{what}: '{v}' is not a number")),
+    }
+}
+
+/// Parses one `store` type.
+fn parse_data_type(s: &str) -> Result<DataType, DefError> {
+    let (name, period) = match s.find('(') {
+        Some(i) if s.ends_with(')') => (&s[..i], Some(&s[i + 1..s.len() - 1])),
+        Some(_) => return err(format!("store: malformed data type '{s}'")),
+        None => (s, None),
+    };
+    let Some(d) = Data::ALL.into_iter().find(|d| d.name() == name) else {
+        return err(format!(
+            "store: data type '{name}' is not supported by ebb (supported: {})",
+            Data::ALL.map(|d| d.name()).join(", ")
+        ));
+    };
+    let p = match (d.is_rate(), period) {
+        (true, Some(p)) => {
+            let ms = parse_ms(&format!("store {name}"), p)?;
+            if ms == 0 {
+                return err(format!("store: {name} needs a period above zero"));
+            }
+            ms
+        }
+        (true, None) => return err(format!("store: {name} needs a period, as in {name}(10s)")),
+        (false, Some(_)) => return err(format!("store: {name} takes no period")),
+        (false, None) => 0,
+    };
+    Ok(match d {
+        Data::ConnCur => DataType::ConnCur,
+        Data::ConnCnt => DataType::ConnCnt,
+        Data::ConnRate => DataType::ConnRate(p),
+        Data::SessCnt => DataType::SessCnt,
+        Data::SessRate => DataType::SessRate(p),
+        Data::HttpReqCnt => DataType::HttpReqCnt,
+        Data::HttpReqRate => DataType::HttpReqRate(p),
+        Data::HttpErrCnt => DataType::HttpErrCnt,
+        Data::HttpErrRate => DataType::HttpErrRate(p),
+        Data::BytesInCnt => DataType::BytesInCnt,
+        Data::BytesInRate => DataType::BytesInRate(p),
+        Data::BytesOutCnt => DataType::BytesOutCnt,
+        Data::BytesOutRate => DataType::BytesOutRate(p),
+        Data::Gpc0 => DataType::Gpc0,
+        Data::Gpc0Rate => DataType::Gpc0Rate(p),
+        Data::Gpt0 => DataType::Gpt0,
+        Data::ServerId => DataType::ServerId,
+    })
+}
+
+/// Parses the words after `stick-table` for the table of proxy `name`.
+pub fn parse_stick_table(name: &str, w: &[&str]) -> Result<TableDef, DefError> {
+    let mut key = None;
+    let mut size = None;
+    let mut expire = None;
+    let mut nopurge = false;
+    let mut store: Vec<DataType> = Vec::new();
+    let mut i = 0;
+    let val = |i: usize, kw: &str| {
+        w.get(i + 1)
+            .copied()
+            .ok_or_else(|| DefError(format!("'{kw}' expects a value")))
+    };
+    while i < w.len() {
+        match w[i] {
+            "type" => {
+                let t = val(i, "type")?;
+                i += 2;
+                let mut len = || -> Result<usize, DefError> {
+                    if w.get(i) == Some(&"len") {
+                        let v = val(i, "len")?;
+                        i += 2;
+                        match v.parse::<usize>() {
+                            // HAProxy's bound: a key fits one buffer; ebb takes
+                            // at most 1024 bytes, far beyond common use.
+                            Ok(n) if (1..=1024).contains(&n) => Ok(n),
+                            _ => err(format!("'len {v}': expected 1..1024")),
+                        }
+                    } else {
+                        Ok(DEFAULT_KEY_LEN)
+                    }
+                };
+                key = Some(match t {
+                    "ip" => KeyType::Ip,
+                    "ipv6" => KeyType::Ipv6,
+                    "integer" => KeyType::Integer,
+                    "string" => KeyType::String(len()?),
+                    "binary" => KeyType::Binary(len()?),
+                    o => {
+                        return err(format!(
+                        "unknown table type '{o}' (expected ip, ipv6, integer, string or binary)"
+                    ))
+                    }
+                });
+                continue;
+            }
+            "size" => {
+                let n = parse_count("size", val(i, "size")?)?;
+                if n == 0 {
+                    return err("'size' must be greater than zero");
+                }
+                size = Some(usize::try_from(n).map_err(|_| DefError("size too large".into()))?);
+            }
+            "expire" => expire = Some(parse_ms("expire", val(i, "expire")?)?),
+            "nopurge" => {
+                nopurge = true;
+                i += 1;
+                continue;
+            }
+            "store" => {
+                for s in val(i, "store")?.split(',') {
+                    let d = parse_data_type(s)?;
+                    if store.iter().any(|x| x.data() == d.data()) {
+                        return err(format!(
+                            "store: data type '{}' is stored twice",
+                            d.data().name()
+                        ));
+                    }
+                    store.push(d);
+                }
+            }
+            "peers" | "srvkey" | "write-to" | "recv-only" => {
+                return err(format!(
+                    "stick-table option '{}' is not supported by ebb",
+                    w[i]
+                ))
+            }
+            o => return err(format!("unknown stick-table option '{o}'")),
+        }
+        i += 2;
+    }
+    let Some(key) = key else {
+        return err("stick-table: missing 'type'");
+    };
+    let Some(size) = size else {
+        return err("stick-table: missing 'size'");
+    };
+    Ok(TableDef {
+        name: name.to_string(),
+        key,
+        size,
+        expire,
+        nopurge,
+        store,
+    })
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,475 @@
+//! The table: key tree, expiry tree and data, behind one lock (see the
+//! module essay in `table/mod.rs`).
+
+use std::net::IpAddr;
+use std::sync::{Mutex, MutexGuard};
+
+use ebtree::{BytesKey, Eb32Tree, EbTree, Handle, MbKey};
+
+use super::{Data, DataType, FreqCtr, KeyType, TableDef};
+
+/// One stored value.
+#[derive(Clone, Copy, Debug)]
+enum Slot {
+    Cnt(u64),
+    Rate(FreqCtr),
+}
+
+/// An entry's state beside its key.
+struct Entry {
+    /// Stored data, in the definition's `store` order.
+    data: Box<[Slot]>,
+    /// Live references (tracking streams).
+    refs: u32,
+    /// Expiry tick, or the touch sequence when the table has no `expire`.
+    exp: u32,
+    /// This entry's node in the expiry tree.
+    exp_node: Handle,
+}
+
+/// A key tree of one of the four key kinds.
+enum Keys {
+    Ip(EbTree<MbKey<4>, Entry>),
+    Ipv6(EbTree<MbKey<16>, Entry>),
+    Int(EbTree<u32, Entry>),
+    Bytes(EbTree<BytesKey, Entry>),
+}
+
+/// A key as the table stores it; build one with [`Table::key`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum StKey {
+    Ip(MbKey<4>),
+    Ipv6(MbKey<16>),
+    Int(u32),
+    Bytes(BytesKey),
+}
+
+/// A reference to an entry (a tracked key). Generation-checked: once the
+/// entry is gone, operations through it do nothing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EntryRef(Handle);
+
+/// Runs `$body` with `$t` bound to the key tree and `$k` to the key of the
+/// same kind (None if the kinds differ).
+macro_rules! with_tree {
+    ($keys:expr, $key:expr, |$t:ident, $k:ident| $body:expr) => {
+        match ($keys, $key) {
+            (Keys::Ip($t), StKey::Ip($k)) => $body,
+            (Keys::Ipv6($t), StKey::Ipv6($k)) => $body,
+            (Keys::Int($t), StKey::Int($k)) => $body,
+            (Keys::Bytes($t), StKey::Bytes($k)) => $body,
+            _ => None,
+        }
+    };
+}
+
+/// Runs `$body` with `$t` bound to the key tree, whatever its kind.
+macro_rules! any_tree {
+    ($keys:expr, |$t:ident| $body:expr) => {
+        match $keys {
+            Keys::Ip($t) => $body,
+            Keys::Ipv6($t) => $body,
+            Keys::Int($t) => $body,
+            Keys::Bytes($t) => $body,
+        }
+    };
+}
+
+struct Inner {
+    keys: Keys,
+    /// Entries by expiry tick (or touch sequence); value: the key handle.
+    exps: Eb32Tree<Handle>,
+    /// Touch counter for tables without `expire`.
+    seq: u32,
+}
+
+/// A stick table. Shared by every thread (`Arc<Table>`); see the module
+/// essay for the lock.
+pub struct Table {
+    def: TableDef,
+    /// Where each data kind sits in an entry's slots.
+    index: [Option<u8>; 17],
+    inner: Mutex<Inner>,
+}
+
+/// Wrap-safe "a is before or at b" on ticks.
+fn tick_le(a: u32, b: u32) -> bool {
+    (b.wrapping_sub(a) as i32) >= 0
+}
+
+impl Table {
+    /// An empty table for a definition.
+    pub fn new(def: TableDef) -> Table {
+        let mut index = [None; 17];
+        for (i, d) in def.store.iter().enumerate() {
+            index[d.data() as usize] = Some(i as u8);
+        }
+        let keys = match def.key {
+            KeyType::Ip => Keys::Ip(EbTree::new()),
+            KeyType::Ipv6 => Keys::Ipv6(EbTree::new()),
+            KeyType::Integer => Keys::Int(EbTree::new()),
+            KeyType::String(_) | KeyType::Binary(_) => Keys::Bytes(EbTree::new()),
+        };
+        Table {
+            def,
+            index,
+            inner: Mutex::new(Inner {
+                keys,
+                exps: Eb32Tree::new(),
+                seq: 0,
+            }),
+        }
+    }
+
+    /// The definition.
+    pub fn def(&self) -> &TableDef {
+        &self.def
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        // A panic while holding the lock leaves consistent trees (every
+        // mutation completes before returning), so a poisoned lock is used.
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Number of entries.
+    pub fn len(&self) -> usize {
+        any_tree!(&self.lock().keys, |t| t.len())
+    }
+
+    /// Whether the table is empty.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Entry slots allocated by the key tree (live or free for reuse): the
+    /// memory bound, at most `size`.
+    pub fn allocated(&self) -> usize {
+        any_tree!(&self.lock().keys, |t| t.arena_len())
+    }
+
+    /// Key of an IP address for this table: `ip` takes IPv4 and
+    /// IPv4-mapped IPv6 addresses; `ipv6` takes both (IPv4 as mapped).
+    pub fn key_ip(&self, a: IpAddr) -> Option<StKey> {
+        match (self.def.key, a) {
+            (KeyType::Ip, IpAddr::V4(v4)) => Some(StKey::Ip(MbKey(v4.octets()))),
+            (KeyType::Ip, IpAddr::V6(v6)) => {
+                v6.to_ipv4_mapped().map(|v4| StKey::Ip(MbKey(v4.octets())))
+            }
+            (KeyType::Ipv6, a) => {
+                let v6 = match a {
+                    IpAddr::V4(v4) => v4.to_ipv6_mapped(),
+                    IpAddr::V6(v6) => v6,
+                };
+                Some(StKey::Ipv6(MbKey(v6.octets())))
+            }
+            _ => None,
+        }
+    }
+
+    /// Key of an integer (`integer` tables; HAProxy keeps 32 bits).
+    pub fn key_int(&self, n: u32) -> Option<StKey> {
+        (self.def.key == KeyType::Integer).then_some(StKey::Int(n))
+    }
+
+    /// Key of bytes: cut to `len` for `string`, cut or zero-padded to `len`
+    /// for `binary`.
+    pub fn key_bytes(&self, b: &[u8]) -> Option<StKey> {
+        match self.def.key {
+            KeyType::String(len) => Some(StKey::Bytes(BytesKey::from(&b[..b.len().min(len)]))),
+            KeyType::Binary(len) => {
+                let mut v = b[..b.len().min(len)].to_vec();
+                v.resize(len, 0);
+                Some(StKey::Bytes(BytesKey(v.into_boxed_slice())))
+            }
+            _ => None,
+        }
+    }
+
+    /// The expiry key of a touch at `now`.
+    fn exp_at(&self, inner: &mut Inner, now: u32) -> u32 {
+        match self.def.expire {
+            Some(e) => now.wrapping_add(e),
+            None => {
+                inner.seq = inner.seq.wrapping_add(1);
+                inner.seq
+            }
+        }
+    }
+
+    fn new_data(&self, now: u32) -> Box<[Slot]> {
+        self.def
+            .store
+            .iter()
+            .map(|d| match d.period() {
+                Some(_) => Slot::Rate(FreqCtr::new(now)),
+                None => Slot::Cnt(0),
+            })
+            .collect()
+    }
+
+    /// Finds or creates the entry of `key`, takes a reference on it and
+    /// refreshes its expiry. None when the key is of the wrong kind or the
+    /// table is full of entries it may not evict.
+    // One macro body serves Copy keys (addresses, integers) and byte keys.
+    #[allow(clippy::clone_on_copy)]
+    pub fn track(&self, key: &StKey, now: u32) -> Option<EntryRef> {
+        let mut g = self.lock();
+        let inner = &mut *g;
+        let exp = self.exp_at(inner, now);
+        if let Some(h) = with_tree!(&mut inner.keys, key, |t, k| t.lookup_ref(k)) {
+            let node = any_tree!(&mut inner.keys, |t| {
+                let e = t.get_mut(h)?;
+                e.refs += 1;
+                e.exp = exp;
+                Some(e.exp_node)
+            })?;
+            inner.exps.requeue(node, exp);
+            return Some(EntryRef(h));
+        }
+        let len = any_tree!(&inner.keys, |t| t.len());
+        if len >= self.def.size && (self.def.nopurge || !Self::evict_one(inner)) {
+            return None;
+        }
+        let data = self.new_data(now);
+        let node = inner.exps.insert(exp, Handle::dangling());
+        let entry = Entry {
+            data,
+            refs: 1,
+            exp,
+            exp_node: node,
+        };
+        let h = with_tree!(&mut inner.keys, key, |t, k| Some(
+            t.insert(k.clone(), entry)
+        ));
+        match h {
+            Some(h) => {
+                if let Some(v) = inner.exps.get_mut(node) {
+                    *v = h;
+                }
+                Some(EntryRef(h))
+            }
+            None => {
+                inner.exps.delete(node);
+                None
+            }
+        }
+    }
+
+    /// Removes the unreferenced entry that expires first; false if every
+    /// entry is referenced. Walks in expiry order, skipping referenced ones.
+    fn evict_one(inner: &mut Inner) -> bool {
+        let mut n = inner.exps.first();
+        while let Some(x) = n {
+            let Some(&h) = inner.exps.get(x) else {
+                return false;
+            };
+            let refs = any_tree!(&inner.keys, |t| t.get(h).map(|e| e.refs));
+            if refs == Some(0) {
+                inner.exps.delete(x);
+                any_tree!(&mut inner.keys, |t| t.delete(h));
+                return true;
+            }
+            n = inner.exps.next(x);
+        }
+        false
+    }
+
+    /// Drops a reference taken by [`Self::track`]. An entry whose last
+    /// reference goes after its expiry is removed at once.
+    pub fn release(&self, r: EntryRef, now: u32) {
+        let mut g = self.lock();
+        let inner = &mut *g;
+        let gone = any_tree!(&mut inner.keys, |t| {
+            match t.get_mut(r.0) {
+                Some(e) => {
+                    e.refs = e.refs.saturating_sub(1);
+                    (e.refs == 0 && self.def.expire.is_some() && tick_le(e.exp, now))
+                        .then_some(e.exp_node)
+                }
+                None => None,
+            }
+        });
+        if let Some(node) = gone {
+            inner.exps.delete(node);
+            any_tree!(&mut inner.keys, |t| t.delete(r.0));
+        }
+    }
+
+    /// The entry of `key`, if any (no reference taken, no expiry refresh).
+    pub fn lookup(&self, key: &StKey) -> Option<EntryRef> {
+        let g = self.lock();
+        with_tree!(&g.keys, key, |t, k| t.lookup_ref(k)).map(EntryRef)
+    }
+
+    /// Whether the entry still exists.
+    pub fn contains(&self, r: EntryRef) -> bool {
+        any_tree!(&self.lock().keys, |t| t.contains(r.0))
+    }
+
+    /// References held on an entry.
+    pub fn refs(&self, r: EntryRef) -> Option<u32> {
+        any_tree!(&self.lock().keys, |t| t.get(r.0).map(|e| e.refs))
+    }
+
+    /// Adds `n` to a stored counter or rate at `now` (a no-op for a type
+    /// the table does not store, as in HAProxy); `ConnCur` may go down with
+    /// [`Self::dec`]. `Gpt0` and `ServerId` are set with [`Self::set`].
+    /// Returns false for a stale reference.
+    pub fn add(&self, r: EntryRef, d: Data, n: u64, now: u32) -> bool {
+        self.with_slot(r, d, |s| match s {
+            Slot::Cnt(c) => *c = c.saturating_add(n),
+            Slot::Rate(f) => {
+                if let Some(p) = self.period(d) {
+                    f.add(p, now, n.min(u32::MAX as u64) as u32);
+                }
+            }
+        })
+    }
+
+    /// Subtracts `n` from a counter (conn_cur when a tracked connection ends).
+    pub fn dec(&self, r: EntryRef, d: Data, n: u64) -> bool {
+        self.with_slot(r, d, |s| {
+            if let Slot::Cnt(c) = s {
+                *c = c.saturating_sub(n)
+            }
+        })
+    }
+
+    /// Sets a counter (gpt0, server_id, or `set table` on the CLI).
+    pub fn set(&self, r: EntryRef, d: Data, v: u64) -> bool {
+        self.with_slot(r, d, |s| {
+            if let Slot::Cnt(c) = s {
+                *c = v
+            }
+        })
+    }
+
+    /// Reads a stored type at `now`: the counter, or the rate over its
+    /// period. None if not stored or the reference is stale.
+    pub fn get(&self, r: EntryRef, d: Data, now: u32) -> Option<u64> {
+        let i = self.index[d as usize]? as usize;
+        let g = self.lock();
+        any_tree!(&g.keys, |t| t.get(r.0).map(|e| match e.data[i] {
+            Slot::Cnt(c) => c,
+            Slot::Rate(f) => f.read(self.period(d).unwrap_or(1), now) as u64,
+        }))
+    }
+
+    /// Refreshes an entry's expiry to `now + expire` (HAProxy touches an
+    /// entry on every update through a tracking stream).
+    pub fn touch(&self, r: EntryRef, now: u32) -> bool {
+        let mut g = self.lock();
+        let inner = &mut *g;
+        let exp = self.exp_at(inner, now);
+        let node = any_tree!(&mut inner.keys, |t| t.get_mut(r.0).map(|e| {
+            e.exp = exp;
+            e.exp_node
+        }));
+        match node {
+            Some(n) => inner.exps.requeue(n, exp),
+            None => false,
+        }
+    }
+
+    fn period(&self, d: Data) -> Option<u32> {
+        self.def
+            .store
+            .iter()
+            .find(|x| x.data() == d)
+            .and_then(|x: &DataType| x.period())
+    }
+
+    fn with_slot(&self, r: EntryRef, d: Data, f: impl FnOnce(&mut Slot)) -> bool {
+        let Some(i) = self.index[d as usize] else {
+            return self.contains(r);
+        };
+        let mut g = self.lock();
+        any_tree!(&mut g.keys, |t| match t.get_mut(r.0) {
+            Some(e) => {
+                f(&mut e.data[i as usize]);
+                true
+            }
+            None => false,
+        })
+    }
+
+    /// Removes the expired unreferenced entries at `now` and returns the
+    /// tick of the next expiry (None: nothing to wait for). Expired entries
+    /// still referenced are requeued at `now + expire`; their release
+    /// removes them. The runtime calls this from a task queued at the
+    /// returned tick.
+    pub fn expire(&self, now: u32) -> Option<u32> {
+        let expire = self.def.expire?;
+        let mut g = self.lock();
+        let inner = &mut *g;
+        // Scan from now - 2^31 in circular order, as timer trees are.
+        let start = now.wrapping_sub(1 << 31);
+        while let Some(x) = inner.exps.lookup_ge_wrap(start) {
+            let exp = inner.exps.key(x)?;
+            if !tick_le(exp, now) {
+                return Some(exp);
+            }
+            let h = *inner.exps.get(x)?;
+            let refs = any_tree!(&inner.keys, |t| t.get(h).map(|e| e.refs));
+            if refs.unwrap_or(0) > 0 {
+                let later = now.wrapping_add(expire);
+                any_tree!(&mut inner.keys, |t| if let Some(e) = t.get_mut(h) {
+                    e.exp = later;
+                });
+                inner.exps.requeue(x, later);
+            } else {
+                inner.exps.delete(x);
+                any_tree!(&mut inner.keys, |t| t.delete(h));
+            }
+        }
+        None
+    }
+
+    /// Deletes an entry if unreferenced (`clear table ... key K`); returns
+    /// whether it was removed.
+    pub fn remove(&self, r: EntryRef) -> bool {
+        let mut g = self.lock();
+        let inner = &mut *g;
+        let node = any_tree!(&inner.keys, |t| t
+            .get(r.0)
+            .and_then(|e| (e.refs == 0).then_some(e.exp_node)));
+        match node {
+            Some(n) => {
+                inner.exps.delete(n);
+                any_tree!(&mut inner.keys, |t| t.delete(r.0));
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Checks both trees and their cross links (tests).
+    pub fn validate(&self) -> Result<(), String> {
+        let g = self.lock();
+        g.exps.validate()?;
+        any_tree!(&g.keys, |t| {
+            t.validate()?;
+            if t.len() != g.exps.len() {
+                return Err(format!(
+                    "{} keys but {} expiry nodes",
+                    t.len(),
+                    g.exps.len()
+                ));
+            }
+            if t.len() > self.def.size {
+                return Err(format!(
+                    "{} entries in a table of size {}",
+                    t.len(),
+                    self.def.size
+                ));
+            }
+            for (h, _, e) in t.iter() {
+                if g.exps.get(e.exp_node) != Some(&h) || g.exps.key(e.exp_node) != Some(e.exp) {
+                    return Err("expiry node does not point back".into());
+                }
+            }
+            Ok(())
+        })
+    }
+}

@@ -1,0 +1,275 @@
+//! Stick-table tests: definition parsing, HAProxy's rate formula, tracking
+//! and references, expiry with `now` as a parameter, the size bound (a
+//! property test and 2M keys into `size 1m`).
+
+use super::*;
+use proptest::prelude::*;
+
+fn def(words: &str) -> Result<TableDef, DefError> {
+    parse_stick_table("t", &words.split_whitespace().collect::<Vec<_>>())
+}
+
+#[test]
+fn parses_every_key_type_and_store_type() {
+    let d = def("type ip size 1m expire 30s store conn_cur,conn_cnt,conn_rate(10s),sess_cnt,sess_rate(1m) store http_req_cnt,http_req_rate(10s),http_err_cnt,http_err_rate(10s),bytes_in_cnt,bytes_in_rate(1s),bytes_out_cnt,bytes_out_rate(1s),gpc0,gpc0_rate(1h),gpt0,server_id").unwrap();
+    assert_eq!(d.key, KeyType::Ip);
+    assert_eq!(d.size, 1 << 20);
+    assert_eq!(d.expire, Some(30_000));
+    assert!(!d.nopurge);
+    assert_eq!(d.store.len(), 17);
+    assert_eq!(d.store[2], DataType::ConnRate(10_000));
+    assert_eq!(d.store[4], DataType::SessRate(60_000));
+    assert_eq!(d.store[14], DataType::Gpc0Rate(3_600_000));
+    assert_eq!(def("type ipv6 size 10").unwrap().key, KeyType::Ipv6);
+    assert_eq!(def("type integer size 10k").unwrap().size, 10 << 10);
+    assert_eq!(
+        def("type string size 1").unwrap().key,
+        KeyType::String(DEFAULT_KEY_LEN)
+    );
+    assert_eq!(
+        def("type string len 64 size 1 nopurge").unwrap(),
+        TableDef {
+            name: "t".into(),
+            key: KeyType::String(64),
+            size: 1,
+            expire: None,
+            nopurge: true,
+            store: vec![]
+        }
+    );
+    assert_eq!(
+        def("type binary len 8 size 1").unwrap().key,
+        KeyType::Binary(8)
+    );
+}
+
+#[test]
+fn refuses_bad_definitions() {
+    let e = |w: &str| def(w).unwrap_err().0;
+    assert!(e("size 10").contains("missing 'type'"));
+    assert!(e("type ip").contains("missing 'size'"));
+    assert!(e("type ip size 0").contains("greater than zero"));
+    assert!(e("type ip size x").contains("not a number"));
+    assert!(e("type mac size 1").contains("unknown table type 'mac'"));
+    assert!(e("type string len 0 size 1").contains("1..1024"));
+    assert!(e("type ip size 1 expire 10y").contains("unknown time unit"));
+    assert!(e("type ip size 1 expire 30d").contains("too large"));
+    assert!(e("type ip size 1 store http_req_rate").contains("needs a period"));
+    assert!(e("type ip size 1 store gpc0(10s)").contains("takes no period"));
+    assert!(e("type ip size 1 store gpc1").contains("'gpc1' is not supported"));
+    assert!(e("type ip size 1 store gpc0,gpc0").contains("stored twice"));
+    assert!(e("type ip size 1 store conn_rate(0)").contains("above zero"));
+    assert!(e("type ip size 1 peers p").contains("'peers' is not supported"));
+    assert!(e("type ip size 1 bogus").contains("unknown stick-table option"));
+    assert!(e("type ip size").contains("'size' expects a value"));
+}
+
+#[test]
+fn freq_ctr_follows_haproxy_formula() {
+    let p = 10_000;
+    let mut f = FreqCtr::new(1_000);
+    for _ in 0..20 {
+        f.add(p, 1_500, 1);
+    }
+    assert_eq!(f.read(p, 1_500), 20);
+    // Next period, a quarter in: 5 new events + 3/4 of the previous 20.
+    for _ in 0..5 {
+        f.add(p, 13_500, 1);
+    }
+    assert_eq!(f.read(p, 13_500), 5 + 15);
+    // Half-way into the following period, no new event: 5 weighted by 1/2.
+    assert_eq!(f.read(p, 26_000), 2);
+    // Two whole periods later: nothing.
+    assert_eq!(f.read(p, 31_000), 0);
+    // Across the u32 wrap of ticks.
+    let mut g = FreqCtr::new(u32::MAX - 100);
+    g.add(1000, u32::MAX - 50, 4);
+    // 501 ms into the period begun at MAX-100: still the current one.
+    assert_eq!(g.read(1000, 400), 4);
+    // 501 ms into the next one: 4 weighted by 499/1000, rounded down.
+    assert_eq!(g.read(1000, 1400), 1);
+}
+
+fn table(words: &str) -> Table {
+    Table::new(def(words).unwrap())
+}
+
+#[test]
+fn track_count_rate_release() {
+    let t = table("type ip size 10 expire 10s store http_req_cnt,http_req_rate(10s),conn_cur,gpt0");
+    let k = t.key_ip("192.0.2.7".parse().unwrap()).unwrap();
+    assert_eq!(
+        t.key_ip("::ffff:192.0.2.7".parse().unwrap()),
+        Some(k.clone())
+    );
+    assert_eq!(t.key_ip("2001:db8::1".parse().unwrap()), None);
+    assert_eq!(t.key_bytes(b"x"), None);
+    let r = t.track(&k, 100).unwrap();
+    for i in 0..25 {
+        assert!(t.add(r, Data::HttpReqCnt, 1, 100 + i));
+        assert!(t.add(r, Data::HttpReqRate, 1, 100 + i));
+    }
+    // Not stored: ignored, as HAProxy does.
+    assert!(t.add(r, Data::Gpc0, 1, 200));
+    assert_eq!(t.get(r, Data::Gpc0, 200), None);
+    assert_eq!(t.get(r, Data::HttpReqCnt, 200), Some(25));
+    assert_eq!(t.get(r, Data::HttpReqRate, 200), Some(25));
+    assert!(t.set(r, Data::Gpt0, 7));
+    assert_eq!(t.get(r, Data::Gpt0, 200), Some(7));
+    t.add(r, Data::ConnCur, 2, 200);
+    t.dec(r, Data::ConnCur, 1);
+    assert_eq!(t.get(r, Data::ConnCur, 200), Some(1));
+    // A second tracker of the same key shares the entry.
+    let r2 = t.track(&k, 300).unwrap();
+    assert_eq!(r, r2);
+    assert_eq!(t.refs(r), Some(2));
+    assert_eq!(t.len(), 1);
+    t.release(r, 400);
+    t.release(r2, 400);
+    assert_eq!(t.refs(r), Some(0));
+    assert_eq!(t.lookup(&k), Some(r));
+    t.validate().unwrap();
+}
+
+#[test]
+fn entries_expire_on_time_unless_referenced() {
+    let t = table("type string len 4 size 100 expire 10s store gpc0");
+    let ka = t.key_bytes(b"alpha").unwrap();
+    assert_eq!(ka, t.key_bytes(b"alph").unwrap());
+    let kb = t.key_bytes(b"beta").unwrap();
+    let a = t.track(&ka, 1_000).unwrap();
+    let b = t.track(&kb, 5_000).unwrap();
+    t.release(a, 1_000);
+    // a expires at 11_000, b (still referenced) at 15_000.
+    assert_eq!(t.expire(10_999), Some(11_000));
+    assert!(t.contains(a));
+    assert_eq!(t.expire(11_000), Some(15_000));
+    assert!(!t.contains(a));
+    assert!(!t.add(a, Data::Gpc0, 1, 11_000));
+    // b is referenced: requeued at now + expire instead of removed.
+    assert_eq!(t.expire(15_000), Some(25_000));
+    assert!(t.contains(b));
+    // Its release after that expiry removes it at once.
+    t.release(b, 26_000);
+    assert!(!t.contains(b));
+    assert!(t.is_empty());
+    assert_eq!(t.expire(26_000), None);
+    t.validate().unwrap();
+    // A touch pushes the expiry later.
+    let c = t.track(&ka, 30_000).unwrap();
+    t.release(c, 30_000);
+    t.touch(c, 35_000);
+    assert_eq!(t.expire(40_000), Some(45_000));
+    assert!(t.contains(c));
+}
+
+#[test]
+fn full_table_evicts_oldest_unreferenced_or_refuses() {
+    let t = table("type integer size 3 expire 1m");
+    let k = |n| t.key_int(n).unwrap();
+    let r1 = t.track(&k(1), 10).unwrap();
+    let r2 = t.track(&k(2), 20).unwrap();
+    let r3 = t.track(&k(3), 30).unwrap();
+    // Everyone referenced: no room.
+    assert_eq!(t.track(&k(4), 40), None);
+    t.release(r2, 40);
+    t.release(r1, 40);
+    // 1 expires first, but 2... both unreferenced: the one expiring first goes.
+    let r4 = t.track(&k(4), 50).unwrap();
+    assert!(!t.contains(r1));
+    assert!(t.contains(r2) && t.contains(r3) && t.contains(r4));
+    t.validate().unwrap();
+    let np = table("type integer size 1 nopurge");
+    let a = np.track(&np.key_int(1).unwrap(), 0).unwrap();
+    np.release(a, 0);
+    assert_eq!(np.track(&np.key_int(2).unwrap(), 0), None);
+    assert!(np.contains(a));
+}
+
+#[test]
+fn binary_keys_are_padded_and_cut() {
+    let t = table("type binary len 4 size 10");
+    assert_eq!(t.key_bytes(b"ab"), t.key_bytes(b"ab\0\0"));
+    assert_eq!(t.key_bytes(b"abcdXYZ"), t.key_bytes(b"abcd"));
+    assert_ne!(t.key_bytes(b"ab"), t.key_bytes(b"ab\0\x01"));
+    let v6 = table("type ipv6 size 10");
+    assert!(v6.key_ip("10.0.0.1".parse().unwrap()).is_some());
+    assert_eq!(v6.key_int(1), None);
+}
+
+/// 2M distinct keys into `size 1m`: the table never holds (or allocates)
+/// more than 1m entries.
+#[test]
+fn two_million_keys_into_size_1m_stay_bounded() {
+    let t = table("type ip size 1m expire 10m store http_req_rate(10s)");
+    let size = 1 << 20;
+    for i in 0..2_000_000u32 {
+        let k = StKey::Ip(ebtree::MbKey(i.to_be_bytes()));
+        let r = t.track(&k, i / 1000).unwrap();
+        t.add(r, Data::HttpReqRate, 1, i / 1000);
+        t.release(r, i / 1000);
+    }
+    assert_eq!(t.len(), size);
+    assert_eq!(t.allocated(), size);
+    // The newest keys stayed, the oldest went.
+    assert!(t
+        .lookup(&StKey::Ip(ebtree::MbKey(1_999_999u32.to_be_bytes())))
+        .is_some());
+    assert!(t
+        .lookup(&StKey::Ip(ebtree::MbKey(0u32.to_be_bytes())))
+        .is_none());
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+
+    /// Random tracks, releases and expiry scans: the table never exceeds its
+    /// size, no referenced entry disappears, no expired unreferenced entry
+    /// survives a scan, and the trees stay consistent.
+    #[test]
+    fn size_bound_and_expiry(size in 1usize..8, ops in proptest::collection::vec((0u8..4, 0u32..12, 0u32..3000), 1..200)) {
+        let t = table(&format!("type integer size {size} expire 1s store gpc0"));
+        let mut now = 0u32;
+        let mut held: Vec<(ebtree_ref::R, u32)> = vec![];
+        for (op, key, dt) in ops {
+            now = now.wrapping_add(dt);
+            match op {
+                0 | 1 => {
+                    let k = t.key_int(key).unwrap();
+                    if let Some(r) = t.track(&k, now) {
+                        held.push((ebtree_ref::R(r), key));
+                    } else {
+                        // Refused only when full of referenced entries.
+                        prop_assert_eq!(t.len(), size);
+                    }
+                }
+                2 if !held.is_empty() => {
+                    let (r, _) = held.swap_remove(key as usize % held.len());
+                    t.release(r.0, now);
+                }
+                _ => {
+                    t.expire(now);
+                    // Whatever is left is referenced or not yet expired: the
+                    // next expiry (if any) is after now.
+                    if let Some(next) = t.expire(now) {
+                        prop_assert!((next.wrapping_sub(now) as i32) > 0);
+                    }
+                }
+            }
+            prop_assert!(t.len() <= size);
+            prop_assert!(t.allocated() <= size);
+            for (r, _) in &held {
+                prop_assert!(t.contains(r.0), "a referenced entry vanished");
+            }
+            if let Err(e) = t.validate() {
+                return Err(TestCaseError::fail(e));
+            }
+        }
+    }
+}
+
+mod ebtree_ref {
+    /// An entry reference held by the property test.
+    #[derive(Debug, Clone, Copy)]
+    pub struct R(pub super::EntryRef);
+}
