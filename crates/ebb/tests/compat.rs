@@ -534,7 +534,10 @@ fn debian_stock_config_passes_the_check() {
     .unwrap();
     let (code, _, err) = run_ebb(&["-c", "-f", "sp.cfg"], &d);
     assert_eq!(code, 1);
-    assert!(err.contains("'send-proxy' is not supported yet"), "{err}");
+    assert!(
+        err.contains("'send-proxy' (PROXY protocol) is not supported yet"),
+        "{err}"
+    );
 }
 
 #[test]

@@ -28,6 +28,7 @@
 
 pub mod check;
 pub mod error;
+pub mod extra;
 pub mod lb;
 
 use std::collections::VecDeque;
@@ -89,7 +90,7 @@ pub struct ServerRt {
     /// `ssl`: TLS to this server.
     pub tls: Option<ServerTls>,
     /// What `show stat` reports beyond the above (maxima, check history).
-    pub ext: crate::stats::SrvExtra,
+    pub ext: extra::SrvExtra,
 }
 
 /// TLS settings of a server: the client configuration and the name sent
@@ -284,7 +285,7 @@ impl Farm {
                     queue: Mutex::new(VecDeque::new()),
                     counters: Counters::default(),
                     check_status: Mutex::new(String::new()),
-                    ext: crate::stats::SrvExtra::default(),
+                    ext: extra::SrvExtra::default(),
                     tls,
                     name: sname,
                     addr,

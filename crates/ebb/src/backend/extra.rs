@@ -1,0 +1,129 @@
+//! Per-server figures kept for `show stat` beside the server's own state:
+//! the most slots used at once, failed checks, transitions to DOWN, the
+//! date of the last change, time spent DOWN, the last check's duration.
+//! The request path and the checks update them; the CLI and the stats
+//! page read them.
+
+use std::sync::atomic::Ordering;
+use std::sync::Mutex;
+use std::time::Instant;
+
+/// A server's figures for `show stat` that the request path and the
+/// checks keep: the most slots used at once, failed checks, transitions to
+/// DOWN, the date of the last state change, time spent DOWN, and how long
+/// the last check took.
+pub struct SrvExtra {
+    pub smax: std::sync::atomic::AtomicU32,
+    pub chkfail: std::sync::atomic::AtomicU64,
+    pub chkdown: std::sync::atomic::AtomicU64,
+    /// Milliseconds the last check took; `u64::MAX` before the first.
+    pub check_ms: std::sync::atomic::AtomicU64,
+    times: Mutex<Times>,
+}
+
+struct Times {
+    changed: Instant,
+    down_since: Option<Instant>,
+    downtime: std::time::Duration,
+}
+
+impl Default for SrvExtra {
+    fn default() -> SrvExtra {
+        SrvExtra {
+            smax: Default::default(),
+            chkfail: Default::default(),
+            chkdown: Default::default(),
+            check_ms: std::sync::atomic::AtomicU64::new(u64::MAX),
+            times: Mutex::new(Times {
+                changed: Instant::now(),
+                down_since: None,
+                downtime: std::time::Duration::ZERO,
+            }),
+        }
+    }
+}
+
+impl SrvExtra {
+    /// A check ended after `d`.
+    pub fn check_took(&self, d: std::time::Duration) {
+        self.check_ms.store(
+            d.as_millis().min(u128::from(u32::MAX)) as u64,
+            Ordering::Relaxed,
+        );
+    }
+
+    /// A check's result, and the server's health before and after it.
+    /// `chkfail` counts the failures while UP (HAProxy's meaning).
+    pub fn on_check(&self, ok: bool, was_up: bool, now_up: bool) {
+        if !ok && was_up {
+            self.chkfail.fetch_add(1, Ordering::Relaxed);
+        }
+        if was_up != now_up {
+            if !now_up {
+                self.chkdown.fetch_add(1, Ordering::Relaxed);
+            }
+            self.changed(now_up);
+        }
+    }
+
+    /// The server changed state (health or admin); `usable` after it.
+    pub fn changed(&self, usable: bool) {
+        let mut t = self.times.lock().unwrap_or_else(|p| p.into_inner());
+        let now = Instant::now();
+        t.changed = now;
+        match (usable, t.down_since) {
+            (false, None) => t.down_since = Some(now),
+            (true, Some(d)) => {
+                t.downtime += now.duration_since(d);
+                t.down_since = None;
+            }
+            _ => {}
+        }
+    }
+
+    /// Seconds since the last change, and seconds spent down in all.
+    pub fn ages(&self) -> (u64, u64) {
+        let t = self.times.lock().unwrap_or_else(|p| p.into_inner());
+        let now = Instant::now();
+        let down = t.downtime
+            + t.down_since
+                .map_or(std::time::Duration::ZERO, |d| now.duration_since(d));
+        (now.duration_since(t.changed).as_secs(), down.as_secs())
+    }
+}
+
+/// HAProxy's check code and description from ebb's check result text:
+/// (`check_status`, `check_code`, `check_desc`, `last_chk`).
+pub fn check_code(text: &str, http: bool) -> (&'static str, Option<u64>, &'static str, String) {
+    let (head, detail) = match text.split_once(": ") {
+        Some((h, d)) => (h, d.to_string()),
+        None => (text, String::new()),
+    };
+    // The OS error number is not part of HAProxy's detail text.
+    let detail = match detail.rfind(" (os error ") {
+        Some(i) if detail.ends_with(')') => detail[..i].to_string(),
+        _ => detail,
+    };
+    let tout = detail.contains("timed out") || detail.contains("temporarily unavailable");
+    match head {
+        "" => ("INI", None, "Initializing", String::new()),
+        "L7OK" | "L4OK" if http => ("L7OK", None, "Layer7 check passed", String::new()),
+        "L7OK" | "L4OK" => ("L4OK", None, "Layer4 check passed", String::new()),
+        "Layer4 connection problem" if tout => ("L4TOUT", None, "Layer4 timeout", detail),
+        "Layer4 connection problem" => ("L4CON", None, "Layer4 connection problem", detail),
+        h if h.starts_with("Layer6 timeout") => ("L6TOUT", None, "Layer6 timeout", detail),
+        h if h.starts_with("Layer6") => ("L6RSP", None, "Layer6 invalid response", detail),
+        h if h.starts_with("Layer7 wrong status, code") => {
+            let code = detail.trim().parse().ok();
+            ("L7STS", code, "Layer7 wrong status", detail)
+        }
+        "Layer7 timeout or read error" if tout => ("L7TOUT", None, "Layer7 timeout", detail),
+        "Layer7 timeout or read error" | "Layer7 send failed" => {
+            ("SOCKERR", None, "Socket error", detail)
+        }
+        h if h.starts_with("Layer7 invalid response") => {
+            ("L7RSP", None, "Layer7 invalid response", detail)
+        }
+        _ => ("L7RSP", None, "Layer7 invalid response", text.to_string()),
+    }
+}
