@@ -16,6 +16,7 @@ pub mod metrics;
 pub mod proxy;
 pub mod registry;
 pub mod rules;
+pub mod sample;
 pub mod serve;
 pub mod server;
 pub mod statefile;

@@ -179,7 +179,7 @@ fn contains(s: &[u8], p: &[u8], icase: bool) -> bool {
 
 /// HAProxy's `dir` / `dom` matching: the pattern, stripped of delimiters at
 /// both ends, must appear in the sample bounded by delimiters (or the ends).
-fn word(s: &[u8], p: &[u8], delims: &[u8], icase: bool) -> bool {
+pub(crate) fn word(s: &[u8], p: &[u8], delims: &[u8], icase: bool) -> bool {
     let is_d = |c: u8| delims.contains(&c);
     let p = {
         let a = p.iter().position(|&c| !is_d(c)).unwrap_or(p.len());

@@ -45,6 +45,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 pub use types::*;
+pub(crate) use values::{is_token, parse_ipnet};
 
 /// Quotes `s` as one configuration word that the parser reads back exactly,
 /// whatever it holds (spaces, quotes, `#`, `$`, backslashes, newlines). For
