@@ -8,31 +8,88 @@
 //! request path except for case-insensitive comparisons, which compare
 //! byte by byte without allocating.
 
-use std::net::IpAddr;
-
 use regex::bytes::Regex;
 
 use crate::config::{
-    Acl, AclRef, AclTest, Condition, ConfigError, Fetch, MatchMethod, Pattern, Proxy,
+    Acl, AclRef, AclTest, Condition, ConfigError, EditOp, Fetch, HeaderEdit, MatchMethod, Pattern,
+    Proxy,
 };
-use crate::http1::{RequestHead, Version};
+use crate::http1::Version;
+use crate::sample::{Ctx, Scratch, Val};
 
-/// What a condition looks at: the request head over its buffer, and the
-/// client's address.
-#[derive(Clone, Copy)]
-pub struct ReqView<'a> {
-    pub buf: &'a [u8],
-    pub head: &'a RequestHead,
-    pub src: IpAddr,
+/// What a condition looks at: the sample context of the exchange (the
+/// request head over its buffer, addresses, names).
+pub type ReqView<'a> = Ctx<'a>;
+
+/// The path without its query string.
+fn path_of<'a>(r: &crate::sample::Req<'a>) -> &'a [u8] {
+    let p = r.head.path.get(r.buf);
+    match p.iter().position(|&c| c == b'?') {
+        Some(i) => &p[..i],
+        None => p,
+    }
 }
 
-impl<'a> ReqView<'a> {
-    /// The path without its query string.
-    pub fn path(&self) -> &'a [u8] {
-        let p = self.head.path.get(self.buf);
-        match p.iter().position(|&c| c == b'?') {
-            Some(i) => &p[..i],
-            None => p,
+impl HeaderEdit {
+    /// Whether this edit removes the existing fields called `name`
+    /// (`set-header` and `del-header` do).
+    pub fn removes(&self, name: &[u8]) -> bool {
+        self.op != EditOp::Add && name.eq_ignore_ascii_case(self.name.as_bytes())
+    }
+
+    /// Appends the field this edit adds (`Name: value\r\n`), if any. The
+    /// value is evaluated for `ctx`; bytes that would break the message
+    /// (CR, LF, NUL) are dropped from it.
+    pub fn write_field(&self, ctx: &Ctx<'_>, out: &mut Vec<u8>) {
+        if self.op == EditOp::Del {
+            return;
+        }
+        out.extend_from_slice(self.name.as_bytes());
+        out.extend_from_slice(b": ");
+        self.render_value(ctx, out);
+        out.extend_from_slice(b"\r\n");
+    }
+
+    /// Appends the value alone (sanitised as in [`HeaderEdit::write_field`]).
+    pub fn render_value(&self, ctx: &Ctx<'_>, out: &mut Vec<u8>) {
+        let at = out.len();
+        match self.value.as_literal() {
+            Some(v) => out.extend_from_slice(v),
+            None => self.value.render(ctx, out),
+        }
+        if out[at..].iter().any(|&c| matches!(c, b'\r' | b'\n' | 0)) {
+            let mut i = at;
+            out.retain(|&c| {
+                let keep = i < at || !matches!(c, b'\r' | b'\n' | 0);
+                i += 1;
+                keep
+            });
+        }
+        // Field values carry no leading or trailing whitespace (RFC 9110
+        // section 5.5).
+        let end = out.len();
+        let trimmed = out[at..end].trim_ascii().len();
+        if trimmed != end - at {
+            let lead = out[at..end].len() - out[at..end].trim_ascii_start().len();
+            out.drain(at..at + lead);
+            out.truncate(at + trimmed);
+        }
+    }
+
+    /// Applies this edit to a list of fields (names as written); values
+    /// added are evaluated for `ctx`.
+    pub fn apply_to_list<'a>(
+        &'a self,
+        ctx: &Ctx<'_>,
+        hdrs: &mut Vec<(&'a [u8], std::borrow::Cow<'a, [u8]>)>,
+    ) {
+        if self.op != EditOp::Add {
+            hdrs.retain(|(n, _)| !n.eq_ignore_ascii_case(self.name.as_bytes()));
+        }
+        if self.op != EditOp::Del {
+            let mut v = Vec::new();
+            self.render_value(ctx, &mut v);
+            hdrs.push((self.name.as_bytes(), std::borrow::Cow::Owned(v)));
         }
     }
 }
@@ -140,7 +197,7 @@ impl Matcher {
     }
 
     /// Evaluates a condition on a request; `None` holds.
-    pub fn holds(&self, c: Option<&Cond>, r: &ReqView<'_>) -> bool {
+    pub fn holds(&self, c: Option<&Cond>, r: &Ctx<'_>) -> bool {
         let Some(c) = c else {
             return true;
         };
@@ -204,7 +261,7 @@ fn match_str(t: &Test, s: &[u8]) -> bool {
     match t.method {
         MatchMethod::Found => true,
         MatchMethod::Reg => t.regexes.iter().any(|re| re.is_match(s)),
-        MatchMethod::Ip => false,
+        MatchMethod::Ip | MatchMethod::Int | MatchMethod::Bool => false,
         m => t.patterns.iter().any(|p| {
             let Pattern::Str(p) = p else {
                 return false;
@@ -223,36 +280,100 @@ fn match_str(t: &Test, s: &[u8]) -> bool {
     }
 }
 
-fn eval(t: &Test, r: &ReqView<'_>) -> bool {
+fn eval(t: &Test, r: &Ctx<'_>) -> bool {
+    if let Fetch::Always(b) = &t.fetch {
+        return *b;
+    }
+    if let Fetch::Sample(e) = &t.fetch {
+        return e.any(r, &mut |v, s| match_val(t, v, s));
+    }
+    if let Fetch::Src = &t.fetch {
+        return match t.method {
+            MatchMethod::Found => true,
+            _ => t.patterns.iter().any(|p| match p {
+                Pattern::Net(n) => n.contains(r.src.ip()),
+                _ => false,
+            }),
+        };
+    }
+    let Some(q) = &r.req else {
+        return false;
+    };
     match &t.fetch {
-        Fetch::Always(b) => *b,
-        Fetch::Path => match_str(t, r.path()),
-        Fetch::Url => match_str(t, r.head.target.get(r.buf)),
-        Fetch::Method => match_str(t, r.head.method_span.get(r.buf)),
+        Fetch::Path => match_str(t, path_of(q)),
+        Fetch::Url => match_str(t, q.head.target.get(q.buf)),
+        Fetch::Method => match_str(t, q.head.method_span.get(q.buf)),
         Fetch::ReqVer => match_str(
             t,
-            match r.head.version {
+            match q.head.version {
                 Version::Http10 => b"1.0",
                 Version::Http11 => b"1.1",
             },
         ),
-        Fetch::Src => match t.method {
-            MatchMethod::Found => true,
-            _ => t.patterns.iter().any(|p| match p {
-                Pattern::Net(n) => n.contains(r.src),
-                Pattern::Str(_) => false,
-            }),
-        },
         Fetch::Hdr(name) => {
             // Each comma-separated value of each occurrence, as hdr() does.
-            r.head
+            q.head
                 .headers
                 .iter()
-                .filter(|h| h.name.get(r.buf).eq_ignore_ascii_case(name.as_bytes()))
-                .flat_map(|h| h.value.get(r.buf).split(|&c| c == b','))
+                .filter(|h| h.name.get(q.buf).eq_ignore_ascii_case(name.as_bytes()))
+                .flat_map(|h| h.value.get(q.buf).split(|&c| c == b','))
                 .map(|v| v.trim_ascii())
                 .any(|v| match_str(t, v))
         }
+        Fetch::Always(_) | Fetch::Sample(_) | Fetch::Src => false,
+    }
+}
+
+/// Matches one value of a sample-expression ACL.
+fn match_val(t: &Test, v: Val, s: &Scratch) -> bool {
+    match t.method {
+        MatchMethod::Found => true,
+        MatchMethod::Bool => match v {
+            Val::Bool(b) => b,
+            Val::Int(i) => i != 0,
+            Val::Str | Val::Bin | Val::Meth => {
+                crate::sample::str_to_int(&s.cur).is_some_and(|i| i != 0)
+            }
+            Val::Ip(_) => false,
+        },
+        MatchMethod::Int => {
+            let i = match v {
+                Val::Bool(b) => b as i64,
+                Val::Int(i) => i,
+                Val::Str | Val::Bin | Val::Meth => match crate::sample::str_to_int(&s.cur) {
+                    Some(i) => i,
+                    None => return false,
+                },
+                Val::Ip(_) => return false,
+            };
+            t.patterns
+                .iter()
+                .any(|p| matches!(p, Pattern::Int(lo, hi) if *lo <= i && i <= *hi))
+        }
+        MatchMethod::Ip => {
+            let ip = match v {
+                Val::Ip(ip) => ip,
+                Val::Str => match std::str::from_utf8(&s.cur)
+                    .ok()
+                    .and_then(|x| x.parse().ok())
+                {
+                    Some(ip) => ip,
+                    None => return false,
+                },
+                _ => return false,
+            };
+            t.patterns
+                .iter()
+                .any(|p| matches!(p, Pattern::Net(n) if n.contains(ip)))
+        }
+        _ => match v {
+            Val::Str | Val::Bin | Val::Meth => match_str(t, &s.cur),
+            other => {
+                let mut text = Vec::new();
+                crate::sample::write_text(other, s, &mut text);
+                match_str(t, &text)
+            }
+        },
     }
 }
 
@@ -267,10 +388,17 @@ mod tests {
         let Status::Complete(head) = parse_request(buf, &Limits::default()).unwrap() else {
             panic!("partial");
         };
-        let v = ReqView {
-            buf,
-            head: &head,
-            src: "10.1.2.3".parse().unwrap(),
+        let dst = || None;
+        let v = Ctx {
+            src: "10.1.2.3:1234".parse().unwrap(),
+            dst: &dst,
+            fe: "f",
+            be: None,
+            srv: None,
+            tls: false,
+            sni: None,
+            req: Some(crate::sample::Req { buf, head: &head }),
+            res: None,
         };
         f(&v)
     }

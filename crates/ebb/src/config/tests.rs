@@ -1493,9 +1493,35 @@ fn acl_errors() {
     err1(&a("acl x path -f /file"), "t.cfg:3: ", "not supported");
     err1(&a("acl x path -m"), "t.cfg:3: ", "expects a match method");
     err1(
-        &a("acl x path -m int 3"),
+        &a("acl x path -m len 3"),
         "t.cfg:3: ",
         "unsupported match method",
+    );
+    err1(
+        &a("acl x path -m int 3"),
+        "t.cfg:3: ",
+        "cannot be used with",
+    );
+    err1(
+        &a("acl x nope_fetch 3"),
+        "t.cfg:3: ",
+        "unknown ACL criterion",
+    );
+    err1(
+        &a("acl x req.hdr_cnt(host) x"),
+        "t.cfg:3: ",
+        "not an integer",
+    );
+    err1(&a("acl x ssl_fc 1"), "t.cfg:3: ", "takes no value");
+    err1(
+        &a("acl x status 200"),
+        "t.cfg:3: ",
+        "ACLs on the response are not supported yet",
+    );
+    err1(
+        &a("acl x path,nope"),
+        "t.cfg:3: ",
+        "unknown converter 'nope'",
     );
     err1(
         &a("acl x path -m ip 1.2.3.4"),
@@ -1599,10 +1625,11 @@ fn condition_errors() {
     err1(&r("use_backend b a"), "t.cfg:4: ", "then 'if' or 'unless'");
     err1(&r("use_backend"), "t.cfg:4: ", "expects a backend name");
     err1(
-        &r("use_backend %[req.hdr(host)]"),
+        &r("use_backend be_%[req.hdr(host),nope]"),
         "t.cfg:4: ",
-        "dynamic backend name",
+        "unknown converter 'nope'",
     );
+    err1(&r("use_backend %[be_name]"), "t.cfg:4: ", "needs a backend");
     // HAProxy's rule: declared before use.
     err1(
         &fe("    use_backend b if late\n    acl late path /"),
@@ -1653,7 +1680,10 @@ fn http_request_return() {
         panic!()
     };
     assert_eq!(a.status, 200);
-    assert_eq!(a.body, ReturnBody::LfString("%[path]".into()));
+    let ReturnBody::LfString(f) = &a.body else {
+        panic!("{:?}", a.body)
+    };
+    assert_eq!(f.text(), "%[path]");
 }
 
 #[test]
@@ -1740,23 +1770,27 @@ fn http_request_other_actions() {
     assert_eq!(rd.kind, RedirectKind::Scheme);
     assert_eq!(
         r[6],
-        &HttpRequestAction::SetHeader {
+        &HttpRequestAction::Header(HeaderEdit {
+            op: EditOp::Set,
             name: "X-Forwarded-Proto".into(),
-            value: "https".into()
-        }
+            value: lf("https")
+        })
     );
     assert_eq!(
         r[7],
-        &HttpRequestAction::AddHeader {
+        &HttpRequestAction::Header(HeaderEdit {
+            op: EditOp::Add,
             name: "Via".into(),
-            value: "1.1 ebb".into()
-        }
+            value: lf("1.1 ebb")
+        })
     );
     assert_eq!(
         r[8],
-        &HttpRequestAction::DelHeader {
-            name: "X-Secret".into()
-        }
+        &HttpRequestAction::Header(HeaderEdit {
+            op: EditOp::Del,
+            name: "X-Secret".into(),
+            value: lf("")
+        })
     );
     assert_eq!(
         r[9],
@@ -1827,17 +1861,20 @@ fn http_response_rules() {
     assert_eq!(r.len(), 3);
     assert_eq!(
         r[0].action,
-        HttpResponseAction::SetHeader {
+        HttpResponseAction::Header(HeaderEdit {
+            op: EditOp::Set,
             name: "X-Frame-Options".into(),
-            value: "DENY".into()
-        }
+            value: lf("DENY")
+        })
     );
     assert!(r[1].cond.is_some());
     assert_eq!(
         r[2].action,
-        HttpResponseAction::DelHeader {
-            name: "Server".into()
-        }
+        HttpResponseAction::Header(HeaderEdit {
+            op: EditOp::Del,
+            name: "Server".into(),
+            value: lf("")
+        })
     );
     err1(
         &fe("    http-response deny"),
@@ -2360,4 +2397,9 @@ fn quote_makes_any_string_one_word() {
             (_, Err(e)) => panic!("{s:?}: {e:?}"),
         }
     }
+}
+
+/// A literal log-format string (compares by its text).
+fn lf(s: &str) -> crate::sample::LogFormat {
+    crate::sample::LogFormat::parse(s, crate::sample::Scope::Response).unwrap()
 }

@@ -420,6 +420,9 @@ pub enum Fetch {
     ReqVer,
     /// `always_true` / `always_false` (and the TRUE / FALSE predefined ACLs).
     Always(bool),
+    /// Any other sample expression (fetch and converters), matched by the
+    /// type it produces.
+    Sample(Box<crate::sample::Expr>),
 }
 
 /// How patterns are compared (HAProxy's `-m` methods).
@@ -443,12 +446,18 @@ pub enum MatchMethod {
     Found,
     /// IP address or network (for `src`).
     Ip,
+    /// Integer ranges (`-m int`; `eq|ne|lt|le|gt|ge N`, `A:B`).
+    Int,
+    /// The sample as a boolean (`-m bool`): true when non-zero.
+    Bool,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Pattern {
     Str(String),
     Net(IpNet),
+    /// An inclusive integer range.
+    Int(i64, i64),
 }
 
 /// One ACL test: a fetch, a match method and patterns (ORed).
@@ -496,7 +505,10 @@ pub struct Condition {
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct UseBackend {
+    /// The name as written; a log-format string when it holds `%[`
+    /// (`dynamic`), evaluated per request.
     pub backend: String,
+    pub dynamic: Option<crate::sample::LogFormat>,
     pub cond: Option<Condition>,
     pub loc: Loc,
 }
@@ -506,8 +518,8 @@ pub struct UseBackend {
 pub enum ReturnBody {
     None,
     String(String),
-    /// `lf-string`: a log-format string, kept as written.
-    LfString(String),
+    /// `lf-string`: a log-format string, evaluated per request.
+    LfString(crate::sample::LogFormat),
     /// `file F`: read at parse time.
     File {
         path: PathBuf,
@@ -555,18 +567,30 @@ pub enum HttpRequestAction {
         status: u16,
     },
     Allow,
-    SetHeader {
-        name: String,
-        value: String,
-    },
-    AddHeader {
-        name: String,
-        value: String,
-    },
-    DelHeader {
-        name: String,
-    },
+    /// `set-header`, `add-header`, `del-header`.
+    Header(HeaderEdit),
     UseService(Service),
+}
+
+/// What a header edit does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EditOp {
+    /// Remove every field of that name, then add one.
+    Set,
+    Add,
+    Del,
+}
+
+/// `set-header|add-header|del-header NAME [FMT]`, one type for
+/// `http-request` and `http-response` rules; the value is a log-format
+/// string compiled for where the rule runs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HeaderEdit {
+    pub op: EditOp,
+    /// As written.
+    pub name: String,
+    /// Empty for `del-header`.
+    pub value: crate::sample::LogFormat,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -578,9 +602,7 @@ pub struct HttpRequestRule {
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum HttpResponseAction {
-    SetHeader { name: String, value: String },
-    AddHeader { name: String, value: String },
-    DelHeader { name: String },
+    Header(HeaderEdit),
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]

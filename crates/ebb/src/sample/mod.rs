@@ -148,6 +148,19 @@ pub struct Scratch {
 
 thread_local! {
     static SCRATCH: RefCell<Scratch> = RefCell::new(Scratch::default());
+    static NAME: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Runs `f` with this thread's cleared name buffer (dynamic backend names
+/// are rendered there without allocating once warm).
+pub fn with_name_buf<R>(f: impl FnOnce(&mut Vec<u8>) -> R) -> R {
+    NAME.with(|n| match n.try_borrow_mut() {
+        Ok(mut n) => {
+            n.clear();
+            f(&mut n)
+        }
+        Err(_) => f(&mut Vec::new()),
+    })
 }
 
 /// Runs `f` with this thread's scratch buffers (a nested call, which the
