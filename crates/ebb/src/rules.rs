@@ -467,6 +467,80 @@ mod tests {
     }
 
     #[test]
+    fn sample_expression_acls() {
+        let get = "GET /A/b?x=1 HTTP/1.1\r\nHost: www.Example.com\r\nX-N: 1\r\nX-N: 2\r\nCookie: s=abc; t=2\r\n\r\n";
+        // Integers: default match is int, with operators and ranges.
+        assert!(check(" acl n req.hdr_cnt(x-n) gt 1", "n", get));
+        assert!(!check(" acl n req.hdr_cnt(x-n) gt 2", "n", get));
+        assert!(check(" acl n req.hdr_cnt(x-n) 1:3", "n", get));
+        assert!(check(" acl n req.hdr_cnt(x-n) eq 2", "n", get));
+        assert!(check(" acl n req.hdr_cnt(x-n) le 2", "n", get));
+        assert!(!check(" acl n req.hdr_cnt(x-n) lt 2", "n", get));
+        assert!(check(" acl n req.hdr_cnt(x-n) 5 2", "n", get));
+        // Booleans.
+        assert!(!check(" acl t ssl_fc", "t", get));
+        assert!(check(" acl t ssl_fc", "!t", get));
+        assert!(check(" acl t bool(1)", "t", get));
+        // Strings through converters, and -m on them.
+        assert!(check(" acl p path,lower /a/b", "p", get));
+        assert!(check(" acl p path,lower -m beg /a/", "p", get));
+        assert!(check(" acl c req.cook(s) abc", "c", get));
+        assert!(check(" acl c cook(t) -m int 2", "c", get));
+        assert!(check(
+            " acl h req.hdr(host),lower -m end .example.com",
+            "h",
+            get
+        ));
+        // Every value of a header in an ACL, as HAProxy does.
+        assert!(check(" acl h req.hdr(x-n) 1", "h", get));
+        assert!(check(" acl h req.hdr(x-n) 2", "h", get));
+        assert!(!check(" acl h req.hdr(x-n,1) 2", "h", get));
+        // Addresses.
+        assert!(check(" acl s src,ipmask(8) 10.0.0.0", "s", get));
+        assert!(check(" acl s str(10.9.9.9) -m ip 10.0.0.0/8", "s", get));
+        assert!(check(" acl q query -m sub x=", "q", get));
+        assert!(check(" acl l path,length 4", "l", get));
+        // A missing sample never matches.
+        assert!(!check(" acl m req.hdr(nope) -m found", "m", get));
+        assert!(check(" acl m req.hdr(host) -m found", "m", get));
+    }
+
+    #[test]
+    fn header_edit_values_are_sanitised() {
+        let e = HeaderEdit {
+            op: EditOp::Set,
+            name: "X".into(),
+            value: crate::sample::LogFormat::parse(
+                "%[str(YQ0KYgBj),b64dec] ",
+                crate::sample::Scope::Response,
+            )
+            .unwrap(),
+        };
+        let dst = || None;
+        let head = crate::http1::RequestHead::default();
+        let c = Ctx {
+            src: "10.1.2.3:1234".parse().unwrap(),
+            dst: &dst,
+            fe: "f",
+            be: None,
+            srv: None,
+            tls: false,
+            sni: None,
+            req: Some(crate::sample::Req {
+                buf: b"",
+                head: &head,
+            }),
+            res: None,
+        };
+        let mut out = Vec::new();
+        e.write_field(&c, &mut out);
+        // "a\r\nb\0c" decoded: CR, LF and NUL dropped, no trailing space.
+        assert_eq!(out, b"X: abc\r\n");
+        assert!(e.removes(b"x"));
+        assert!(!e.removes(b"y"));
+    }
+
+    #[test]
     fn word_matching() {
         assert!(word(b"/a/img/b", b"/img/", b"/", false));
         assert!(word(b"img", b"img", b"/", false));

@@ -22,8 +22,16 @@ pub(crate) fn parse_acl_test(words: &[String], loc: &Loc) -> Result<AclTest, Str
         Ok(x) => x,
         // Not one of the classic criteria: any sample expression, matched
         // by the type it produces (HAProxy's default match per fetch).
-        Err(e) if e.starts_with("unknown ACL criterion") => sample_criterion(criterion, e)?,
-        Err(e) => return Err(e),
+        Err(legacy) => match sample_criterion(criterion) {
+            Ok(x) => x,
+            Err(e)
+                if legacy.starts_with("unknown ACL criterion")
+                    && !e.starts_with("unknown sample fetch") =>
+            {
+                return Err(format!("ACL criterion '{criterion}': {e}"))
+            }
+            Err(_) => return Err(legacy),
+        },
     };
     let mut ignore_case = false;
     let mut i = 1;
@@ -137,14 +145,12 @@ pub(crate) fn parse_acl_test(words: &[String], loc: &Loc) -> Result<AclTest, Str
 /// A criterion that is a sample expression: its default match method by
 /// the type it produces (boolean: bool, integer: int, address: ip,
 /// otherwise exact string).
-fn sample_criterion(c: &str, unknown: String) -> Result<(Fetch, MatchMethod), String> {
+fn sample_criterion(c: &str) -> Result<(Fetch, MatchMethod), String> {
     let e = Expr::parse(c, Scope::Request { backend: true }).map_err(|e| {
-        if e.starts_with("unknown sample fetch") {
-            unknown
-        } else if e.contains("reads the response") {
-            format!("ACL criterion '{c}': ACLs on the response are not supported yet")
+        if e.contains("reads the response") {
+            "ACLs on the response are not supported yet".to_string()
         } else {
-            format!("ACL criterion '{c}': {e}")
+            e
         }
     })?;
     let m = match e.out_type() {

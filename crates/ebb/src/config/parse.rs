@@ -2195,7 +2195,11 @@ fn parse_return(args: &[String], ctx: &Ctx<'_>, scope: Scope) -> Result<ReturnAc
                         "header '{name}' cannot be set with 'hdr' (ebb sets it itself)"
                     ));
                 }
-                r.headers.push((name, header_value(value)?));
+                let value = header_value(value)?;
+                // A log-format string, checked here (compiled again with
+                // the answer).
+                LogFormat::parse(&value, scope).map_err(|e| format!("hdr {name}: {e}"))?;
+                r.headers.push((name, value));
                 i += 1;
             }
             o => {

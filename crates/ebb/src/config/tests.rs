@@ -1487,7 +1487,7 @@ fn acl_errors() {
     );
     err1(&a("acl x hdr a"), "t.cfg:3: ", "needs a header name");
     err1(&a("acl x hdr(host"), "t.cfg:3: ", "missing ')'");
-    err1(&a("acl x hdr(host,1) a"), "t.cfg:3: ", "occurrence");
+    err1(&a("acl x hdr_beg(host,1) a"), "t.cfg:3: ", "occurrence");
     err1(&a("acl x path(a) b"), "t.cfg:3: ", "takes no argument");
     err1(&a("acl x path -z /"), "t.cfg:3: ", "unknown ACL flag '-z'");
     err1(&a("acl x path -f /file"), "t.cfg:3: ", "not supported");
@@ -2402,4 +2402,78 @@ fn quote_makes_any_string_one_word() {
 /// A literal log-format string (compares by its text).
 fn lf(s: &str) -> crate::sample::LogFormat {
     crate::sample::LogFormat::parse(s, crate::sample::Scope::Response).unwrap()
+}
+
+#[test]
+fn log_format_values_are_checked_at_start() {
+    // The live defect: a sample in a header value must be evaluated, so
+    // whatever ebb cannot evaluate is refused with file:line.
+    ok(&fe("    http-request set-header X-Real-IP %[src]"));
+    ok(&fe(
+        "    http-request set-header X \"%[req.hdr(host),lower,field(1,:)] %ci:%cp\"",
+    ));
+    ok(&fe(
+        "    http-response set-header X %[status]/%[res.hdr(server)]",
+    ));
+    err1(
+        &fe("    http-request set-header X %[nope]"),
+        "t.cfg:3: ",
+        "unknown sample fetch 'nope'",
+    );
+    err1(
+        &fe("    http-request add-header X %[src,nope]"),
+        "t.cfg:3: ",
+        "unknown converter 'nope'",
+    );
+    err1(
+        &fe("    http-request set-header X %[src"),
+        "t.cfg:3: ",
+        "missing ']'",
+    );
+    err1(
+        &fe("    http-request set-header X %[str(a),add(b)]"),
+        "t.cfg:3: ",
+        "not an integer",
+    );
+    err1(
+        &fe("    http-request set-header X %[method,ipmask(8)]"),
+        "t.cfg:3: ",
+        "cannot be applied",
+    );
+    err1(
+        &fe("    http-request set-header X %[status]"),
+        "t.cfg:3: ",
+        "reads the response",
+    );
+    err1(
+        &fe("    http-request set-header X %[be_name]"),
+        "t.cfg:3: ",
+        "needs a backend",
+    );
+    err1(
+        &fe("    http-response set-header X %[path]"),
+        "t.cfg:3: ",
+        "reads the request",
+    );
+    err1(
+        &fe("    http-response set-header X %HM"),
+        "t.cfg:3: ",
+        "reads the request",
+    );
+    err1(
+        &fe("    http-request set-header X %Tq"),
+        "t.cfg:3: ",
+        "'%Tq' is not supported",
+    );
+    err1(&fe("    http-request set-header X 5%"), "t.cfg:3: ", "'%%'");
+    err1(
+        &fe("    http-request return status 200 content-type text/plain lf-string %[nope]"),
+        "t.cfg:3: ",
+        "unknown sample fetch",
+    );
+    err1(
+        &fe("    http-request return status 200 content-type text/plain string x hdr X %[nope]"),
+        "t.cfg:3: ",
+        "unknown sample fetch",
+    );
 }
