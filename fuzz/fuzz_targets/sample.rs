@@ -20,6 +20,7 @@ fuzz_target!(|data: &[u8]| {
     let Ok(Status::Complete(res)) = parse_response(RES, &Limits::default(), Method::Get) else {
         return;
     };
+    let vars = std::cell::RefCell::new(ebb::sample::VarStore::default());
     let dst = || Some(std::net::SocketAddr::from(([127, 0, 0, 1], 80)));
     for scope in [
         Scope::Request { backend: false },
@@ -39,12 +40,13 @@ fuzz_target!(|data: &[u8]| {
             sni: None,
             req: Some(Req { buf: REQ, head: &req }),
             res: Some(Res::H1 { buf: RES, head: &res }),
+            vars: Some(&vars),
         };
         let mut out = Vec::new();
         f.render(&ctx, &mut out);
     }
     let cfg = format!(
-        "frontend f\n bind :80\n acl a {text}\n http-request set-header X %[{text}]\n"
+        "frontend f\n bind :80\n acl a {text}\n http-request set-header X %[{text}]\n http-request set-var(txn.v) {text}\n"
     );
     if let Ok(c) = ebb::config::parse_str("f.cfg", &cfg) {
         let _ = ebb::proxy::compile(&c);

@@ -181,10 +181,21 @@ impl ReqRule {
 }
 
 impl RespRule {
-    /// The header edit of this rule.
+    /// The header edit of this rule, if it is one.
     pub fn edit(&self) -> Option<&HeaderEdit> {
         match &self.action {
             HttpResponseAction::Header(e) => Some(e),
+            HttpResponseAction::Var(_) => None,
+        }
+    }
+
+    /// Runs the rule on a response being written: a header edit appends
+    /// its field to `out` (the fields it removes were left out by the
+    /// caller, see [`HeaderEdit::removes`]), a variable action runs.
+    pub fn apply(&self, ctx: &Ctx<'_>, out: &mut Vec<u8>) {
+        match &self.action {
+            HttpResponseAction::Header(e) => e.write_field(ctx, out),
+            HttpResponseAction::Var(v) => v.run(ctx),
         }
     }
 }

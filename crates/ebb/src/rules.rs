@@ -399,6 +399,7 @@ mod tests {
             sni: None,
             req: Some(crate::sample::Req { buf, head: &head }),
             res: None,
+            vars: None,
         };
         f(&v)
     }
@@ -531,6 +532,7 @@ mod tests {
                 head: &head,
             }),
             res: None,
+            vars: None,
         };
         let mut out = Vec::new();
         e.write_field(&c, &mut out);

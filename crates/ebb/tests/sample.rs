@@ -29,6 +29,10 @@ frontend fe\n    bind {bind}\n\
     http-request set-header X-Cookie %[req.cook(sid)]\n\
     http-request del-header X-Secret\n\
     http-request set-header X-Tls %[ssl_fc]\n\
+    http-request set-var(txn.host) req.hdr(host),lower\n\
+    http-request set-var-fmt(txn.who) \"%[src] on %f\"\n\
+    http-request set-var(req.tmp) str(gone)\n\
+    http-response set-header X-Var \"%[var(txn.host)] %[var(txn.who)] <%[var(req.tmp)]>\"\n\
     use_backend be_%[req.hdr(x-be),lower]\n\
     default_backend be_a\n\
 backend be_a\n    http-request set-header X-Be %[be_name]\n    http-response set-header X-Status %[status]\n    http-response set-header X-Srv %[srv_name]\n    http-response add-header X-Resp \"%s via %b\"\n    server a {}\n\
@@ -91,7 +95,7 @@ fn observe(addr: SocketAddr, a: &Origin, b: &Origin) -> Vec<String> {
     ] {
         seen.push(format!("origin {n}: {:?}", header(&h, n)));
     }
-    for n in ["x-status", "x-srv", "x-resp"] {
+    for n in ["x-status", "x-srv", "x-resp", "x-var"] {
         seen.push(format!("client {n}: {:?}", header(&r, n)));
     }
     // Dynamic backend name.
@@ -141,6 +145,7 @@ fn header_values_are_evaluated_as_haproxy_does() {
         "client x-status: Some(\"200\")",
         "client x-srv: Some(\"a\")",
         "client x-resp: Some(\"a via be_a\")",
+        "client x-var: Some(\"www.example.com:8080 127.0.0.1 on fe <>\")",
         "be_b x-be: Some(\"be_b\")",
         "unknown dynamic name goes to default: true",
         "lf body: \"lf /lf/x www.example.com:8080 127.0.0.1\"",

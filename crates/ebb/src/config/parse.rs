@@ -13,7 +13,7 @@ use super::acl::{parse_acl_test, parse_condition};
 use super::lexer::{tokenize, EnvLookup, LinePos};
 use super::types::*;
 use super::values::*;
-use crate::sample::{LogFormat, Scope};
+use crate::sample::{Expr, LogFormat, Scope, VarAction, VarRef};
 
 /// Capabilities, as HAProxy's `PR_CAP_FE` / `PR_CAP_BE`.
 const FE: u8 = 1;
@@ -1236,6 +1236,9 @@ fn proxy_kw(px: &mut Proxy, ctx: &Ctx<'_>, words: &[String]) -> Result<(), Strin
                 "set-header" | "add-header" | "del-header" => HttpResponseAction::Header(
                     parse_header_edit("http-response", action, args, Scope::Response)?,
                 ),
+                a if is_var_action(a) => {
+                    HttpResponseAction::Var(parse_var_action("http-response", a, args, Scope::Response)?)
+                }
                 o => {
                     return Err(format!(
                         "unknown 'http-response' action '{o}' (supported: set-header, add-header, del-header)"
@@ -1464,10 +1467,13 @@ fn proxy_kw(px: &mut Proxy, ctx: &Ctx<'_>, words: &[String]) -> Result<(), Strin
 /// A rule after an unconditional final one (return, redirect, deny, allow,
 /// use-service) would never run; HAProxy warns and ignores it, ebb refuses.
 fn unreachable_rule(px: &Proxy) -> Result<(), String> {
-    let final_rule = px
-        .http_request
-        .iter()
-        .find(|r| r.cond.is_none() && !matches!(r.action, HttpRequestAction::Header(_)));
+    let final_rule = px.http_request.iter().find(|r| {
+        r.cond.is_none()
+            && !matches!(
+                r.action,
+                HttpRequestAction::Header(_) | HttpRequestAction::Var(_)
+            )
+    });
     match final_rule {
         Some(r) => Err(format!(
             "this rule is never reached: the 'http-request' rule at {} has no condition and ends the evaluation",
@@ -2083,6 +2089,12 @@ fn parse_http_request(px: &Proxy, ctx: &Ctx<'_>, w: &[String]) -> Result<HttpReq
         "set-header" | "add-header" | "del-header" => HttpRequestAction::Header(
             parse_header_edit("http-request", action, args, request_scope(px))?,
         ),
+        a if is_var_action(a) => HttpRequestAction::Var(parse_var_action(
+            "http-request",
+            a,
+            args,
+            request_scope(px),
+        )?),
         "use-service" => match args {
             [s] if s == "prometheus-exporter" => {
                 HttpRequestAction::UseService(Service::PrometheusExporter)
@@ -2106,6 +2118,44 @@ fn parse_http_request(px: &Proxy, ctx: &Ctx<'_>, w: &[String]) -> Result<HttpReq
         cond,
         loc: loc.clone(),
     })
+}
+
+fn is_var_action(a: &str) -> bool {
+    ["set-var(", "set-var-fmt(", "unset-var("]
+        .iter()
+        .any(|p| a.starts_with(p))
+}
+
+/// `set-var(VAR) EXPR`, `set-var-fmt(VAR) FMT`, `unset-var(VAR)`.
+fn parse_var_action(
+    kw: &str,
+    action: &str,
+    args: &[String],
+    scope: Scope,
+) -> Result<VarAction, String> {
+    let (verb, rest) = action.split_once('(').unwrap_or((action, ""));
+    let Some(var) = rest.strip_suffix(')') else {
+        return Err(format!("missing ')' in '{kw} {action}'"));
+    };
+    if var.contains(',') {
+        return Err(format!(
+            "'{kw} {action}': conditions on set-var (ifexists, ifgt...) are not supported yet"
+        ));
+    }
+    let r = VarRef::parse(var)?;
+    match (verb, args) {
+        ("set-var", [e]) => Ok(VarAction::Set(
+            r,
+            Box::new(Expr::parse(e, scope).map_err(|e| format!("'{kw} {action}': {e}"))?),
+        )),
+        ("set-var-fmt", [f]) => Ok(VarAction::SetFmt(
+            r,
+            LogFormat::parse(f, scope).map_err(|e| format!("'{kw} {action}': {e}"))?,
+        )),
+        ("unset-var", []) => Ok(VarAction::Unset(r)),
+        ("unset-var", _) => Err(format!("'{kw} {action}' takes no argument")),
+        _ => Err(format!("'{kw} {action}' expects one expression")),
+    }
 }
 
 /// Where a proxy's `http-request` rules run: a frontend's before any

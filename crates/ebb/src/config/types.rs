@@ -569,6 +569,8 @@ pub enum HttpRequestAction {
     Allow,
     /// `set-header`, `add-header`, `del-header`.
     Header(HeaderEdit),
+    /// `set-var(VAR) EXPR`, `set-var-fmt(VAR) FMT`, `unset-var(VAR)`.
+    Var(crate::sample::VarAction),
     UseService(Service),
 }
 
@@ -603,6 +605,7 @@ pub struct HttpRequestRule {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum HttpResponseAction {
     Header(HeaderEdit),
+    Var(crate::sample::VarAction),
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]

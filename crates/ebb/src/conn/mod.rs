@@ -134,6 +134,8 @@ pub struct Conn {
     resp_start: usize,
     /// `http-response` edits for the current answer.
     edits: Vec<(bool, usize)>,
+    /// Variables of the current exchange and of this connection.
+    vars: std::cell::RefCell<crate::sample::VarStore>,
     /// The server side of a proxied exchange.
     up: Option<Box<proxy::Upstream>>,
     /// An idle server connection kept for this client's next request:
@@ -212,6 +214,7 @@ impl Conn {
             keep_alive: true,
             resp_start: 0,
             edits: Vec::new(),
+            vars: Default::default(),
             up: None,
             attached: None,
             sess,
@@ -673,6 +676,7 @@ impl Conn {
                 }
                 HttpRequestAction::Deny { status } => return Some(Act::Deny(*status)),
                 HttpRequestAction::Allow => break,
+                HttpRequestAction::Var(v) => v.run(view),
                 // Header edits change what is forwarded to a server.
                 _ => edits.push((be.is_some(), i)),
             }
@@ -695,7 +699,7 @@ impl Conn {
                 buf,
                 head: &self.head,
             }),
-            ..sample_ctx(tr, self.peer, &fe.name, &dst)
+            ..sample_ctx(tr, self.peer, &fe.name, &dst, &self.vars)
         };
         let mut req_edits = Vec::new();
         if let Some(a) =
@@ -765,6 +769,7 @@ impl Conn {
             std::sync::atomic::Ordering::Relaxed,
         );
         self.resp_start = self.wbuf.len();
+        self.vars.get_mut().begin_request();
         let mut keep_alive = self.head.keep_alive && self.fe.keep_alive && !self.stopping;
         // A body we will not read: with `Expect: 100-continue` the client
         // has not sent it yet, so answer and close rather than wait for it;
@@ -814,7 +819,7 @@ impl Conn {
                             head: &self.head,
                         }),
                         be: be_arc.as_ref().map(|b| b.name.as_str()),
-                        ..sample_ctx(tr, self.peer, &fe.name, &dst)
+                        ..sample_ctx(tr, self.peer, &fe.name, &dst, &self.vars)
                     })
                 };
                 let date = *self.w.date.borrow_mut().get();
@@ -943,6 +948,7 @@ impl Conn {
         // The answer starts here: the output may have been written out
         // (and the buffer emptied) while the file was looked up.
         self.resp_start = self.wbuf.len();
+        self.vars.get_mut().begin_response();
         let version = self.head.version;
         let head_req = self.head.method == Method::Head;
         let keep_alive = self.keep_alive;
@@ -1035,7 +1041,7 @@ impl Conn {
             let dst = move || tr.tcp().local_addr().ok();
             let sctx = crate::sample::Ctx {
                 be: Some(&backend.name),
-                ..sample_ctx(tr, self.peer, &self.fe.name, &dst)
+                ..sample_ctx(tr, self.peer, &self.fe.name, &dst, &self.vars)
             };
             let edited = apply_edits(&self.fe, &backend, &self.edits, hdrs, status, &sctx);
             let mut w = ResponseWriter::new(&mut self.wbuf, status, &date);
@@ -1327,7 +1333,18 @@ fn apply_edits<'a>(
         } else {
             fe.http_response.get(i)
         };
-        let Some(e) = rule.and_then(|r| r.edit()) else {
+        let Some(rule) = rule else { continue };
+        let Some(e) = rule.edit() else {
+            // A variable action: runs on the answer as it is now.
+            let list: Vec<(&[u8], &[u8])> = out.iter().map(|(n, v)| (*n, v.as_ref())).collect();
+            let c = crate::sample::Ctx {
+                res: Some(crate::sample::Res::List {
+                    status,
+                    hdrs: &list,
+                }),
+                ..*ctx
+            };
+            rule.apply(&c, &mut Vec::new());
             continue;
         };
         let list: Vec<(&[u8], &[u8])> = out.iter().map(|(n, v)| (*n, v.as_ref())).collect();
@@ -1354,6 +1371,7 @@ pub(crate) fn sample_ctx<'a>(
     peer: SocketAddr,
     fe: &'a str,
     dst: &'a dyn Fn() -> Option<SocketAddr>,
+    vars: &'a std::cell::RefCell<crate::sample::VarStore>,
 ) -> crate::sample::Ctx<'a> {
     crate::sample::Ctx {
         src: peer,
@@ -1365,6 +1383,7 @@ pub(crate) fn sample_ctx<'a>(
         sni: tr.sni(),
         req: None,
         res: None,
+        vars: Some(vars),
     }
 }
 

@@ -188,7 +188,7 @@ impl Conn {
         let sctx = crate::sample::Ctx {
             req: Some(crate::sample::Req { buf, head: h }),
             be: Some(&be.name),
-            ..super::sample_ctx(tr, self.peer, &fe.name, &dst)
+            ..super::sample_ctx(tr, self.peer, &fe.name, &dst, &self.vars)
         };
         let mut has_host = false;
         let mut has_xff = false;
@@ -963,14 +963,15 @@ impl Conn {
         out.push(b' ');
         out.extend_from_slice(r.reason.get(buf));
         out.extend_from_slice(b"\r\n");
-        let edit = |&(is_be, i): &(bool, usize)| {
-            let r = if is_be {
+        let rule = |&(is_be, i): &(bool, usize)| {
+            if is_be {
                 be.http_response.get(i)
             } else {
                 fe.http_response.get(i)
-            };
-            r.and_then(|r| r.edit())
+            }
         };
+        let edit = |x: &(bool, usize)| rule(x).and_then(|r| r.edit());
+        self.vars.get_mut().begin_response();
         let dels = |name: &[u8]| {
             up.resp_edits
                 .iter()
@@ -982,7 +983,7 @@ impl Conn {
             res: Some(crate::sample::Res::H1 { buf, head: r }),
             be: Some(&be.name),
             srv: up.server.as_ref().map(|s| s.name.as_str()),
-            ..super::sample_ctx(tr, self.peer, &fe.name, &dst)
+            ..super::sample_ctx(tr, self.peer, &fe.name, &dst, &self.vars)
         };
         for f in forwardable(buf, &r.headers) {
             let name = f.name.get(buf);
@@ -994,8 +995,8 @@ impl Conn {
             out.extend_from_slice(f.value.get(buf));
             out.extend_from_slice(b"\r\n");
         }
-        for e in up.resp_edits.iter().filter_map(edit) {
-            e.write_field(&sctx, out);
+        for r in up.resp_edits.iter().filter_map(rule) {
+            r.apply(&sctx, out);
         }
         let left = if tunnel {
             let upg = r.header(buf, "upgrade").map(|v| v.to_vec());

@@ -57,6 +57,7 @@ pub(super) enum Fetch {
     Date(i64),
     Rand(Option<u64>),
     Uuid,
+    Var(super::VarRef),
 }
 
 fn arg_count(name: &str, args: &[String], min: usize, max: usize) -> Result<(), String> {
@@ -222,7 +223,8 @@ impl Fetch {
                     .to_string(),
             ),
             "var" => {
-                Err("fetch 'var' is not supported yet (variables are not implemented)".to_string())
+                arg_count(name, args, 1, 1)?;
+                Ok(Fetch::Var(super::VarRef::parse(&args[0])?))
             }
             _ => Err(format!("unknown sample fetch '{name}'")),
         }
@@ -239,6 +241,8 @@ impl Fetch {
             | Fetch::Date(_)
             | Fetch::Rand(_) => Type::Int,
             Fetch::SslFc | Fetch::Bool(_) => Type::Bool,
+            // Typed when set; converters cast at run time from a string.
+            Fetch::Var(_) => Type::Str,
             Fetch::Method => Type::Meth,
             _ => Type::Str,
         }
@@ -395,6 +399,7 @@ impl Fetch {
                 };
                 Some(Val::Int(v as i64))
             }
+            Fetch::Var(r) => ctx.vars?.try_borrow_mut().ok()?.get(r, s),
             Fetch::Uuid => {
                 let a = next_rand();
                 let b = next_rand();

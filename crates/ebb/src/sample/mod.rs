@@ -27,6 +27,7 @@ mod logfmt;
 mod map;
 #[cfg(test)]
 mod tests;
+pub mod vars;
 
 use std::cell::RefCell;
 use std::net::{IpAddr, SocketAddr};
@@ -34,6 +35,7 @@ use std::net::{IpAddr, SocketAddr};
 use crate::http1::{RequestHead, ResponseHead};
 
 pub use logfmt::LogFormat;
+pub use vars::{VarAction, VarRef, VarStore};
 
 /// Where an expression is evaluated: decides which fetches exist.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -84,6 +86,9 @@ pub struct Ctx<'a> {
     pub sni: Option<&'a str>,
     pub req: Option<Req<'a>>,
     pub res: Option<Res<'a>>,
+    /// The exchange's variables (`None`: `var()` finds nothing and
+    /// `set-var` does nothing).
+    pub vars: Option<&'a RefCell<VarStore>>,
 }
 
 /// A sample's type (HAProxy's SMP_T_*; IPv4 and IPv6 are one type here).

@@ -42,6 +42,7 @@ fn with_ctx<R>(raw: &str, res: Option<&str>, f: impl FnOnce(&Ctx<'_>) -> R) -> R
         sni: None,
         req: Some(Req { buf, head: &head }),
         res: resp,
+        vars: None,
     };
     f(&ctx)
 }
@@ -157,6 +158,7 @@ fn json_matches_haproxy() {
             head: &ctx_head,
         }),
         res: None,
+        vars: None,
     };
     let v = c.apply(Val::Str, &ctx, &mut s).unwrap();
     assert_eq!(v, Val::Str);
@@ -292,7 +294,8 @@ fn errors_at_compile_time() {
     assert!(err("%{+X}ci", RQ).contains("flag '+X'"));
     assert!(err("50%", RQ).contains("'%%'"));
     assert!(err("%[str(a),regsub(\\(,x)]", RQ).contains("regular expression"));
-    assert!(err("%[var(txn.x)]", RQ).contains("not supported"));
+    assert!(err("%[var(x)]", RQ).contains("needs a scope"));
+    assert!(err("%[var(foo.x)]", RQ).contains("unknown variable scope"));
     assert!(err("%[so_name]", RQ).contains("not supported"));
     assert!(err("%[str(a),json(utf8)]", RQ).contains("not supported"));
     assert!(LogFormat::parse("plain text", RQ).unwrap().as_literal() == Some(&b"plain text"[..]));
@@ -319,4 +322,53 @@ fn xxh64_reference_vectors() {
     // xxHash's own reference values.
     assert_eq!(hash::xxh64(b"", 0), 0xEF46_DB37_51D8_E999);
     assert_eq!(hash::crc32(b"123456789"), 0xCBF4_3926);
+}
+
+#[test]
+fn variables_keep_their_type_and_scope() {
+    let store = std::cell::RefCell::new(VarStore::default());
+    let set = |v: &str, e: &str| {
+        VarAction::Set(
+            VarRef::parse(v).unwrap(),
+            Box::new(Expr::parse(e, RQ).unwrap()),
+        )
+    };
+    with_ctx(REQ, None, |c| {
+        let c = Ctx {
+            vars: Some(&store),
+            ..*c
+        };
+        set("txn.host", "req.hdr(host),lower").run(&c);
+        set("sess.n", "int(41),add(1)").run(&c);
+        set("req.r", "str(r)").run(&c);
+        VarAction::SetFmt(
+            VarRef::parse("txn.f").unwrap(),
+            LogFormat::parse("%[var(txn.host)]/%ci", RQ).unwrap(),
+        )
+        .run(&c);
+        // A fetch that finds nothing leaves the variable alone.
+        set("txn.host", "req.hdr(nope)").run(&c);
+        let get = |fmt: &str| {
+            let mut o = Vec::new();
+            LogFormat::parse(fmt, RQ).unwrap().render(&c, &mut o);
+            String::from_utf8(o).unwrap()
+        };
+        assert_eq!(get("%[var(txn.host)]"), "www.example.com:8080");
+        assert_eq!(get("%[var(sess.n),add(1)]"), "43");
+        assert_eq!(get("%[var(txn.f)]"), "www.example.com:8080/127.0.0.1");
+        assert_eq!(get("%[var(req.r)]"), "r");
+        store.borrow_mut().begin_response();
+        assert_eq!(get("%[var(req.r)]"), "");
+        assert_eq!(get("%[var(txn.host)]"), "www.example.com:8080");
+        VarAction::Unset(VarRef::parse("txn.host").unwrap()).run(&c);
+        assert_eq!(get("%[var(txn.host)]"), "");
+        store.borrow_mut().begin_request();
+        assert_eq!(get("%[var(txn.f)]"), "");
+        // Session variables outlive the exchange.
+        assert_eq!(get("%[var(sess.n)]"), "42");
+        set("proc.p", "int(7)").run(&c);
+        assert_eq!(get("%[var(proc.p)]"), "7");
+    });
+    assert!(VarRef::parse("x").is_err());
+    assert!(VarRef::parse("foo.x").is_err());
 }
