@@ -1,12 +1,20 @@
-//! ACL evaluation: the conditions of `use_backend`, `http-request` and
-//! `http-response` rules, evaluated against one request.
+//! ACL evaluation and the header edits of `http-request` and
+//! `http-response` rules, evaluated against one exchange.
 //!
-//! The configuration holds ACLs as parsed text; [`Matcher`] compiles them
+//! The configuration holds ACLs as parsed tests; [`Matcher`] compiles them
 //! once at start (regular expressions included, so a bad pattern is a
-//! `file:line` error before any traffic) and evaluates them on a
-//! [`ReqView`], a borrowed view of a parsed request: nothing is copied on the
-//! request path except for case-insensitive comparisons, which compare
-//! byte by byte without allocating.
+//! `file:line` error before any traffic) and evaluates them on a sample
+//! [`Ctx`] (called [`ReqView`] here): the classic criteria (`path_beg`,
+//! `hdr(host)`, `src`...) read the request head in place; any other
+//! criterion is a sample expression (`crate::sample`) matched by its type
+//! (string methods, `-m int` ranges, `-m bool`, `-m ip`). Nothing is copied
+//! on the request path except into the sample engine's per-thread scratch
+//! buffers.
+//!
+//! [`HeaderEdit`] is the one header-edit type of request and response
+//! rules: `removes` says which existing fields a writer leaves out,
+//! `write_field` appends the field it adds, with its log-format value
+//! evaluated and made safe (no CR, LF or NUL).
 
 use regex::bytes::Regex;
 
