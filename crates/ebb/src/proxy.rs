@@ -16,11 +16,13 @@ use std::net::{SocketAddr, ToSocketAddrs};
 
 use crate::backend::check::HttpProbe;
 use crate::backend::Farm;
+use crate::config::HeaderEdit;
 use crate::config::{
     Config, ConfigError, ForwardFor, HttpConnMode, HttpRequestAction, HttpResponseAction, Loc,
     Proxy, Redirect, ReturnAction, ReturnBody,
 };
 use crate::rules::{Cond, Matcher};
+use crate::sample::{Ctx, LogFormat, Scope};
 use crate::serve::files::FilesConfig;
 use crate::statefile::SrvState;
 
@@ -38,20 +40,29 @@ pub struct Prepared {
     pub status: u16,
     /// Status line, `Server`, and `Date: ` (the date follows).
     pub before_date: Vec<u8>,
-    /// CRLF ending the date, the fields, the framing field (no final CRLF).
+    /// CRLF ending the date, the fields, the framing field (no final CRLF;
+    /// without the framing field when the body is a log-format string).
     pub after_date: Vec<u8>,
     pub body: Vec<u8>,
     /// Whether the status allows a body (not 1xx, 204, 304).
     pub has_body: bool,
+    /// `lf-string`: the body, evaluated per request.
+    pub body_fmt: Option<LogFormat>,
+    /// `hdr NAME FMT` fields whose value is a log-format string.
+    pub dyn_hdrs: Vec<(String, LogFormat)>,
 }
 
 impl Prepared {
     /// Builds the answer of an `http-request return`; refuses a field that
     /// could not be sent (bad name or value).
-    pub fn of(r: &ReturnAction) -> Result<Prepared, String> {
+    pub fn of(r: &ReturnAction, scope: Scope) -> Result<Prepared, String> {
         use crate::http1::{BodyFraming, ResponseWriter, Version};
         const MARK: &[u8] = b"\x01DATE\x01";
         let body = return_body(r).to_vec();
+        let body_fmt = match &r.body {
+            ReturnBody::LfString(f) if f.as_literal().is_none() => Some(f.clone()),
+            _ => None,
+        };
         let has_body = !(r.status < 200 || r.status == 204 || r.status == 304);
         let mut out = Vec::new();
         let mut w = ResponseWriter::new(&mut out, r.status, MARK);
@@ -59,14 +70,23 @@ impl Prepared {
             w.header(b"Content-Type", ct.as_bytes())
                 .map_err(|_| format!("invalid content-type '{ct}'"))?;
         }
+        let mut dyn_hdrs = Vec::new();
         for (n, v) in &r.headers {
-            w.header(n.as_bytes(), v.as_bytes())
-                .map_err(|_| format!("invalid header '{n}: {v}'"))?;
+            let f = LogFormat::parse(v, scope).map_err(|e| format!("hdr {n}: {e}"))?;
+            match f.as_literal() {
+                Some(lit) => w
+                    .header(n.as_bytes(), lit)
+                    .map_err(|_| format!("invalid header '{n}: {v}'"))?,
+                None => dyn_hdrs.push((n.clone(), f)),
+            }
         }
-        let framing = if has_body {
-            BodyFraming::ContentLength(body.len() as u64)
-        } else {
+        let framing = if !has_body {
             BodyFraming::None
+        } else if body_fmt.is_some() {
+            // Written per request, with the evaluated length.
+            BodyFraming::None
+        } else {
+            BodyFraming::ContentLength(body.len() as u64)
         };
         w.finish(framing, true, Version::Http11);
         let at = out
@@ -82,7 +102,65 @@ impl Prepared {
             after_date,
             body,
             has_body,
+            body_fmt,
+            dyn_hdrs,
         })
+    }
+
+    /// Evaluates what changes per request: (extra field lines, body).
+    /// `None` when the answer is wholly fixed.
+    pub fn render(&self, ctx: &Ctx<'_>) -> Option<(Vec<u8>, Vec<u8>)> {
+        if self.body_fmt.is_none() && self.dyn_hdrs.is_empty() {
+            return None;
+        }
+        let mut fields = Vec::new();
+        for (n, f) in &self.dyn_hdrs {
+            let e = HeaderEdit {
+                op: crate::config::EditOp::Add,
+                name: n.clone(),
+                value: f.clone(),
+            };
+            e.write_field(ctx, &mut fields);
+        }
+        let mut body = Vec::new();
+        if let Some(f) = &self.body_fmt {
+            f.render(ctx, &mut body);
+            if self.has_body {
+                fields.extend_from_slice(format!("Content-Length: {}\r\n", body.len()).as_bytes());
+            }
+        }
+        Some((fields, body))
+    }
+
+    /// Writes the whole answer: `dynamic` is what [`Prepared::render`]
+    /// returned for this request.
+    pub fn write(
+        &self,
+        out: &mut Vec<u8>,
+        date: &[u8],
+        dynamic: Option<&(Vec<u8>, Vec<u8>)>,
+        keep_alive: bool,
+        version: crate::http1::Version,
+        head_req: bool,
+    ) {
+        out.extend_from_slice(&self.before_date);
+        out.extend_from_slice(date);
+        out.extend_from_slice(&self.after_date);
+        if let Some((fields, _)) = dynamic {
+            out.extend_from_slice(fields);
+        }
+        if !keep_alive {
+            out.extend_from_slice(b"Connection: close\r\n");
+        } else if version == crate::http1::Version::Http10 {
+            out.extend_from_slice(b"Connection: keep-alive\r\n");
+        }
+        out.extend_from_slice(b"\r\n");
+        if self.has_body && !head_req {
+            match (dynamic, &self.body_fmt) {
+                (Some((_, b)), Some(_)) => out.extend_from_slice(b),
+                _ => out.extend_from_slice(&self.body),
+            }
+        }
     }
 }
 
@@ -90,6 +168,36 @@ impl Prepared {
 pub struct RespRule {
     pub action: HttpResponseAction,
     pub cond: Option<Cond>,
+}
+
+impl ReqRule {
+    /// The header edit of this rule, if it is one.
+    pub fn edit(&self) -> Option<&HeaderEdit> {
+        match &self.action {
+            HttpRequestAction::Header(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+impl RespRule {
+    /// The header edit of this rule, if it is one.
+    pub fn edit(&self) -> Option<&HeaderEdit> {
+        match &self.action {
+            HttpResponseAction::Header(e) => Some(e),
+            HttpResponseAction::Var(_) => None,
+        }
+    }
+
+    /// Runs the rule on a response being written: a header edit appends
+    /// its field to `out` (the fields it removes were left out by the
+    /// caller, see [`HeaderEdit::removes`]), a variable action runs.
+    pub fn apply(&self, ctx: &Ctx<'_>, out: &mut Vec<u8>) {
+        match &self.action {
+            HttpResponseAction::Header(e) => e.write_field(ctx, out),
+            HttpResponseAction::Var(v) => v.run(ctx),
+        }
+    }
 }
 
 /// What a backend does with the requests routed to it.
@@ -257,8 +365,8 @@ pub struct FrontendRt {
     pub matcher: Matcher,
     pub http_request: Vec<ReqRule>,
     pub http_response: Vec<RespRule>,
-    /// (backend index, condition) in order.
-    pub use_backends: Vec<(usize, Option<Cond>)>,
+    /// `use_backend` rules in order.
+    pub use_backends: Vec<UseBackendRt>,
     pub default_backend: Option<usize>,
     /// Full HTTP responses by status (`errorfile`).
     pub errorfiles: Vec<(u16, Vec<u8>)>,
@@ -275,7 +383,40 @@ pub struct FrontendRt {
     pub sessions: AtomicU64,
 }
 
+/// A compiled `use_backend` rule.
+pub struct UseBackendRt {
+    /// Index into the frontend's backends; unused when `dynamic`.
+    pub index: usize,
+    /// A log-format name, evaluated per request.
+    pub dynamic: Option<LogFormat>,
+    pub cond: Option<Cond>,
+}
+
 impl FrontendRt {
+    /// The backend the `use_backend` rules choose for a request, else the
+    /// default backend. A dynamic name that names no backend makes its
+    /// rule not apply (HAProxy goes on with the next rule).
+    pub fn choose_backend(&self, ctx: &Ctx<'_>) -> Option<usize> {
+        for u in &self.use_backends {
+            if !self.matcher.holds(u.cond.as_ref(), ctx) {
+                continue;
+            }
+            let Some(f) = &u.dynamic else {
+                return Some(u.index);
+            };
+            let found = crate::sample::with_name_buf(|name| {
+                f.render(ctx, name);
+                self.backends
+                    .iter()
+                    .position(|b| b.name.as_bytes() == name.as_slice())
+            });
+            if found.is_some() {
+                return found;
+            }
+        }
+        self.default_backend
+    }
+
     /// Connections open now.
     pub fn cur_conns(&self) -> u32 {
         self.conns.load(Ordering::Relaxed)
@@ -502,17 +643,14 @@ fn err(loc: &Loc, message: impl Into<String>) -> ConfigError {
 
 fn compile_req_rules(p: &Proxy, m: &Matcher) -> Result<Vec<ReqRule>, ConfigError> {
     let mut out = Vec::new();
+    let scope = Scope::Request {
+        backend: p.kind.is_backend(),
+    };
     for r in &p.http_request {
-        if let HttpRequestAction::Return(ret) = &r.action {
-            if let ReturnBody::LfString(_) = ret.body {
-                return Err(err(
-                    &r.loc,
-                    "'lf-string' bodies are not supported yet; use 'string' or 'file'",
-                ));
-            }
-        }
         let prepared = match &r.action {
-            HttpRequestAction::Return(ret) => Some(Prepared::of(ret).map_err(|e| err(&r.loc, e))?),
+            HttpRequestAction::Return(ret) => {
+                Some(Prepared::of(ret, scope).map_err(|e| err(&r.loc, e))?)
+            }
             _ => None,
         };
         out.push(ReqRule {
@@ -611,9 +749,16 @@ pub fn compile(cfg: &Config) -> Result<Compiled, Vec<ConfigError>> {
             let stats = compile_stats(p, &matcher)?;
             let mut use_backends = Vec::new();
             for u in &p.use_backends {
-                let i = index(&u.backend)
-                    .ok_or_else(|| err(&u.loc, format!("unknown backend '{}'", u.backend)))?;
-                use_backends.push((i, matcher.opt_cond(u.cond.as_ref())?));
+                let i = match &u.dynamic {
+                    Some(_) => 0,
+                    None => index(&u.backend)
+                        .ok_or_else(|| err(&u.loc, format!("unknown backend '{}'", u.backend)))?,
+                };
+                use_backends.push(UseBackendRt {
+                    index: i,
+                    dynamic: u.dynamic.clone(),
+                    cond: matcher.opt_cond(u.cond.as_ref())?,
+                });
             }
             let default_backend = match &p.default_backend {
                 Some(d) => Some(
@@ -714,7 +859,8 @@ pub fn redirect_location(r: &Redirect, path_q: &[u8], host: Option<&[u8]>) -> Ve
 pub fn return_body(r: &ReturnAction) -> &[u8] {
     match &r.body {
         ReturnBody::None => b"",
-        ReturnBody::String(s) | ReturnBody::LfString(s) => s.as_bytes(),
+        ReturnBody::String(s) => s.as_bytes(),
+        ReturnBody::LfString(f) => f.as_literal().unwrap_or(b""),
         ReturnBody::File { content, .. } => content,
     }
 }
@@ -774,7 +920,9 @@ mod tests {
         );
 
         let lf = "frontend f\n bind :8080\n http-request return status 200 content-type text/plain lf-string \"%[path]\"\n";
-        let e = compile(&parse_str("lf.cfg", lf).unwrap()).err().unwrap();
+        assert!(compile(&parse_str("lf.cfg", lf).unwrap()).is_ok());
+        let lf = "frontend f\n bind :8080\n http-request return status 200 content-type text/plain lf-string \"%[nope]\"\n";
+        let e = parse_str("lf.cfg", lf).err().unwrap();
         assert!(e[0].to_string().starts_with("lf.cfg:3:"), "{}", e[0]);
     }
 

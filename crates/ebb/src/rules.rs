@@ -1,38 +1,103 @@
-//! ACL evaluation: the conditions of `use_backend`, `http-request` and
-//! `http-response` rules, evaluated against one request.
+//! ACL evaluation and the header edits of `http-request` and
+//! `http-response` rules, evaluated against one exchange.
 //!
-//! The configuration holds ACLs as parsed text; [`Matcher`] compiles them
+//! The configuration holds ACLs as parsed tests; [`Matcher`] compiles them
 //! once at start (regular expressions included, so a bad pattern is a
-//! `file:line` error before any traffic) and evaluates them on a
-//! [`ReqView`], a borrowed view of a parsed request: nothing is copied on the
-//! request path except for case-insensitive comparisons, which compare
-//! byte by byte without allocating.
-
-use std::net::IpAddr;
+//! `file:line` error before any traffic) and evaluates them on a sample
+//! [`Ctx`] (called [`ReqView`] here): the classic criteria (`path_beg`,
+//! `hdr(host)`, `src`...) read the request head in place; any other
+//! criterion is a sample expression (`crate::sample`) matched by its type
+//! (string methods, `-m int` ranges, `-m bool`, `-m ip`). Nothing is copied
+//! on the request path except into the sample engine's per-thread scratch
+//! buffers.
+//!
+//! [`HeaderEdit`] is the one header-edit type of request and response
+//! rules: `removes` says which existing fields a writer leaves out,
+//! `write_field` appends the field it adds, with its log-format value
+//! evaluated and made safe (no CR, LF or NUL).
 
 use regex::bytes::Regex;
 
 use crate::config::{
-    Acl, AclRef, AclTest, Condition, ConfigError, Fetch, MatchMethod, Pattern, Proxy,
+    Acl, AclRef, AclTest, Condition, ConfigError, EditOp, Fetch, HeaderEdit, MatchMethod, Pattern,
+    Proxy,
 };
-use crate::http1::{RequestHead, Version};
+use crate::http1::Version;
+use crate::sample::{Ctx, Scratch, Val};
 
-/// What a condition looks at: the request head over its buffer, and the
-/// client's address.
-#[derive(Clone, Copy)]
-pub struct ReqView<'a> {
-    pub buf: &'a [u8],
-    pub head: &'a RequestHead,
-    pub src: IpAddr,
+/// What a condition looks at: the sample context of the exchange (the
+/// request head over its buffer, addresses, names).
+pub type ReqView<'a> = Ctx<'a>;
+
+/// The path without its query string.
+fn path_of<'a>(r: &crate::sample::Req<'a>) -> &'a [u8] {
+    let p = r.head.path.get(r.buf);
+    match p.iter().position(|&c| c == b'?') {
+        Some(i) => &p[..i],
+        None => p,
+    }
 }
 
-impl<'a> ReqView<'a> {
-    /// The path without its query string.
-    pub fn path(&self) -> &'a [u8] {
-        let p = self.head.path.get(self.buf);
-        match p.iter().position(|&c| c == b'?') {
-            Some(i) => &p[..i],
-            None => p,
+impl HeaderEdit {
+    /// Whether this edit removes the existing fields called `name`
+    /// (`set-header` and `del-header` do).
+    pub fn removes(&self, name: &[u8]) -> bool {
+        self.op != EditOp::Add && name.eq_ignore_ascii_case(self.name.as_bytes())
+    }
+
+    /// Appends the field this edit adds (`Name: value\r\n`), if any. The
+    /// value is evaluated for `ctx`; bytes that would break the message
+    /// (CR, LF, NUL) are dropped from it.
+    pub fn write_field(&self, ctx: &Ctx<'_>, out: &mut Vec<u8>) {
+        if self.op == EditOp::Del {
+            return;
+        }
+        out.extend_from_slice(self.name.as_bytes());
+        out.extend_from_slice(b": ");
+        self.render_value(ctx, out);
+        out.extend_from_slice(b"\r\n");
+    }
+
+    /// Appends the value alone (sanitised as in [`HeaderEdit::write_field`]).
+    pub fn render_value(&self, ctx: &Ctx<'_>, out: &mut Vec<u8>) {
+        let at = out.len();
+        match self.value.as_literal() {
+            Some(v) => out.extend_from_slice(v),
+            None => self.value.render(ctx, out),
+        }
+        if out[at..].iter().any(|&c| matches!(c, b'\r' | b'\n' | 0)) {
+            let mut i = at;
+            out.retain(|&c| {
+                let keep = i < at || !matches!(c, b'\r' | b'\n' | 0);
+                i += 1;
+                keep
+            });
+        }
+        // Field values carry no leading or trailing whitespace (RFC 9110
+        // section 5.5).
+        let end = out.len();
+        let trimmed = out[at..end].trim_ascii().len();
+        if trimmed != end - at {
+            let lead = out[at..end].len() - out[at..end].trim_ascii_start().len();
+            out.drain(at..at + lead);
+            out.truncate(at + trimmed);
+        }
+    }
+
+    /// Applies this edit to a list of fields (names as written); values
+    /// added are evaluated for `ctx`.
+    pub fn apply_to_list<'a>(
+        &'a self,
+        ctx: &Ctx<'_>,
+        hdrs: &mut Vec<(&'a [u8], std::borrow::Cow<'a, [u8]>)>,
+    ) {
+        if self.op != EditOp::Add {
+            hdrs.retain(|(n, _)| !n.eq_ignore_ascii_case(self.name.as_bytes()));
+        }
+        if self.op != EditOp::Del {
+            let mut v = Vec::new();
+            self.render_value(ctx, &mut v);
+            hdrs.push((self.name.as_bytes(), std::borrow::Cow::Owned(v)));
         }
     }
 }
@@ -140,7 +205,7 @@ impl Matcher {
     }
 
     /// Evaluates a condition on a request; `None` holds.
-    pub fn holds(&self, c: Option<&Cond>, r: &ReqView<'_>) -> bool {
+    pub fn holds(&self, c: Option<&Cond>, r: &Ctx<'_>) -> bool {
         let Some(c) = c else {
             return true;
         };
@@ -177,34 +242,13 @@ fn contains(s: &[u8], p: &[u8], icase: bool) -> bool {
     p.is_empty() || (s.len() >= p.len() && s.windows(p.len()).any(|w| eq_bytes(w, p, icase)))
 }
 
-/// HAProxy's `dir` / `dom` matching: the pattern, stripped of delimiters at
-/// both ends, must appear in the sample bounded by delimiters (or the ends).
-fn word(s: &[u8], p: &[u8], delims: &[u8], icase: bool) -> bool {
-    let is_d = |c: u8| delims.contains(&c);
-    let p = {
-        let a = p.iter().position(|&c| !is_d(c)).unwrap_or(p.len());
-        let b = p.iter().rposition(|&c| !is_d(c)).map_or(a, |i| i + 1);
-        &p[a..b]
-    };
-    if p.is_empty() {
-        return false;
-    }
-    let n = p.len();
-    if s.len() < n {
-        return false;
-    }
-    (0..=s.len() - n).any(|i| {
-        (i == 0 || is_d(s[i - 1]))
-            && (i + n == s.len() || is_d(s[i + n]))
-            && eq_bytes(&s[i..i + n], p, icase)
-    })
-}
+pub(crate) use crate::sample::map::word;
 
 fn match_str(t: &Test, s: &[u8]) -> bool {
     match t.method {
         MatchMethod::Found => true,
         MatchMethod::Reg => t.regexes.iter().any(|re| re.is_match(s)),
-        MatchMethod::Ip => false,
+        MatchMethod::Ip | MatchMethod::Int | MatchMethod::Bool => false,
         m => t.patterns.iter().any(|p| {
             let Pattern::Str(p) = p else {
                 return false;
@@ -223,36 +267,100 @@ fn match_str(t: &Test, s: &[u8]) -> bool {
     }
 }
 
-fn eval(t: &Test, r: &ReqView<'_>) -> bool {
+fn eval(t: &Test, r: &Ctx<'_>) -> bool {
+    if let Fetch::Always(b) = &t.fetch {
+        return *b;
+    }
+    if let Fetch::Sample(e) = &t.fetch {
+        return e.any(r, &mut |v, s| match_val(t, v, s));
+    }
+    if let Fetch::Src = &t.fetch {
+        return match t.method {
+            MatchMethod::Found => true,
+            _ => t.patterns.iter().any(|p| match p {
+                Pattern::Net(n) => n.contains(r.src.ip()),
+                _ => false,
+            }),
+        };
+    }
+    let Some(q) = &r.req else {
+        return false;
+    };
     match &t.fetch {
-        Fetch::Always(b) => *b,
-        Fetch::Path => match_str(t, r.path()),
-        Fetch::Url => match_str(t, r.head.target.get(r.buf)),
-        Fetch::Method => match_str(t, r.head.method_span.get(r.buf)),
+        Fetch::Path => match_str(t, path_of(q)),
+        Fetch::Url => match_str(t, q.head.target.get(q.buf)),
+        Fetch::Method => match_str(t, q.head.method_span.get(q.buf)),
         Fetch::ReqVer => match_str(
             t,
-            match r.head.version {
+            match q.head.version {
                 Version::Http10 => b"1.0",
                 Version::Http11 => b"1.1",
             },
         ),
-        Fetch::Src => match t.method {
-            MatchMethod::Found => true,
-            _ => t.patterns.iter().any(|p| match p {
-                Pattern::Net(n) => n.contains(r.src),
-                Pattern::Str(_) => false,
-            }),
-        },
         Fetch::Hdr(name) => {
             // Each comma-separated value of each occurrence, as hdr() does.
-            r.head
+            q.head
                 .headers
                 .iter()
-                .filter(|h| h.name.get(r.buf).eq_ignore_ascii_case(name.as_bytes()))
-                .flat_map(|h| h.value.get(r.buf).split(|&c| c == b','))
+                .filter(|h| h.name.get(q.buf).eq_ignore_ascii_case(name.as_bytes()))
+                .flat_map(|h| h.value.get(q.buf).split(|&c| c == b','))
                 .map(|v| v.trim_ascii())
                 .any(|v| match_str(t, v))
         }
+        Fetch::Always(_) | Fetch::Sample(_) | Fetch::Src => false,
+    }
+}
+
+/// Matches one value of a sample-expression ACL.
+fn match_val(t: &Test, v: Val, s: &Scratch) -> bool {
+    match t.method {
+        MatchMethod::Found => true,
+        MatchMethod::Bool => match v {
+            Val::Bool(b) => b,
+            Val::Int(i) => i != 0,
+            Val::Str | Val::Bin | Val::Meth => {
+                crate::sample::str_to_int(&s.cur).is_some_and(|i| i != 0)
+            }
+            Val::Ip(_) => false,
+        },
+        MatchMethod::Int => {
+            let i = match v {
+                Val::Bool(b) => b as i64,
+                Val::Int(i) => i,
+                Val::Str | Val::Bin | Val::Meth => match crate::sample::str_to_int(&s.cur) {
+                    Some(i) => i,
+                    None => return false,
+                },
+                Val::Ip(_) => return false,
+            };
+            t.patterns
+                .iter()
+                .any(|p| matches!(p, Pattern::Int(lo, hi) if *lo <= i && i <= *hi))
+        }
+        MatchMethod::Ip => {
+            let ip = match v {
+                Val::Ip(ip) => ip,
+                Val::Str => match std::str::from_utf8(&s.cur)
+                    .ok()
+                    .and_then(|x| x.parse().ok())
+                {
+                    Some(ip) => ip,
+                    None => return false,
+                },
+                _ => return false,
+            };
+            t.patterns
+                .iter()
+                .any(|p| matches!(p, Pattern::Net(n) if n.contains(ip)))
+        }
+        _ => match v {
+            Val::Str | Val::Bin | Val::Meth => match_str(t, &s.cur),
+            other => {
+                let mut text = Vec::new();
+                crate::sample::write_text(other, s, &mut text);
+                match_str(t, &text)
+            }
+        },
     }
 }
 
@@ -267,10 +375,18 @@ mod tests {
         let Status::Complete(head) = parse_request(buf, &Limits::default()).unwrap() else {
             panic!("partial");
         };
-        let v = ReqView {
-            buf,
-            head: &head,
-            src: "10.1.2.3".parse().unwrap(),
+        let dst = || None;
+        let v = Ctx {
+            src: "10.1.2.3:1234".parse().unwrap(),
+            dst: &dst,
+            fe: "f",
+            be: None,
+            srv: None,
+            tls: false,
+            sni: None,
+            req: Some(crate::sample::Req { buf, head: &head }),
+            res: None,
+            vars: None,
         };
         f(&v)
     }
@@ -336,6 +452,81 @@ mod tests {
             "a",
             GET
         ));
+    }
+
+    #[test]
+    fn sample_expression_acls() {
+        let get = "GET /A/b?x=1 HTTP/1.1\r\nHost: www.Example.com\r\nX-N: 1\r\nX-N: 2\r\nCookie: s=abc; t=2\r\n\r\n";
+        // Integers: default match is int, with operators and ranges.
+        assert!(check(" acl n req.hdr_cnt(x-n) gt 1", "n", get));
+        assert!(!check(" acl n req.hdr_cnt(x-n) gt 2", "n", get));
+        assert!(check(" acl n req.hdr_cnt(x-n) 1:3", "n", get));
+        assert!(check(" acl n req.hdr_cnt(x-n) eq 2", "n", get));
+        assert!(check(" acl n req.hdr_cnt(x-n) le 2", "n", get));
+        assert!(!check(" acl n req.hdr_cnt(x-n) lt 2", "n", get));
+        assert!(check(" acl n req.hdr_cnt(x-n) 5 2", "n", get));
+        // Booleans.
+        assert!(!check(" acl t ssl_fc", "t", get));
+        assert!(check(" acl t ssl_fc", "!t", get));
+        assert!(check(" acl t bool(1)", "t", get));
+        // Strings through converters, and -m on them.
+        assert!(check(" acl p path,lower /a/b", "p", get));
+        assert!(check(" acl p path,lower -m beg /a/", "p", get));
+        assert!(check(" acl c req.cook(s) abc", "c", get));
+        assert!(check(" acl c cook(t) -m int 2", "c", get));
+        assert!(check(
+            " acl h req.hdr(host),lower -m end .example.com",
+            "h",
+            get
+        ));
+        // Every value of a header in an ACL, as HAProxy does.
+        assert!(check(" acl h req.hdr(x-n) 1", "h", get));
+        assert!(check(" acl h req.hdr(x-n) 2", "h", get));
+        assert!(!check(" acl h req.hdr(x-n,1) 2", "h", get));
+        // Addresses.
+        assert!(check(" acl s src,ipmask(8) 10.0.0.0", "s", get));
+        assert!(check(" acl s str(10.9.9.9) -m ip 10.0.0.0/8", "s", get));
+        assert!(check(" acl q query -m sub x=", "q", get));
+        assert!(check(" acl l path,length 4", "l", get));
+        // A missing sample never matches.
+        assert!(!check(" acl m req.hdr(nope) -m found", "m", get));
+        assert!(check(" acl m req.hdr(host) -m found", "m", get));
+    }
+
+    #[test]
+    fn header_edit_values_are_sanitised() {
+        let e = HeaderEdit {
+            op: EditOp::Set,
+            name: "X".into(),
+            value: crate::sample::LogFormat::parse(
+                "%[str(YQ0KYgBj),b64dec] ",
+                crate::sample::Scope::Response,
+            )
+            .unwrap(),
+        };
+        let dst = || None;
+        let head = crate::http1::RequestHead::default();
+        let c = Ctx {
+            src: "10.1.2.3:1234".parse().unwrap(),
+            dst: &dst,
+            fe: "f",
+            be: None,
+            srv: None,
+            tls: false,
+            sni: None,
+            req: Some(crate::sample::Req {
+                buf: b"",
+                head: &head,
+            }),
+            res: None,
+            vars: None,
+        };
+        let mut out = Vec::new();
+        e.write_field(&c, &mut out);
+        // "a\r\nb\0c" decoded: CR, LF and NUL dropped, no trailing space.
+        assert_eq!(out, b"X: abc\r\n");
+        assert!(e.removes(b"x"));
+        assert!(!e.removes(b"y"));
     }
 
     #[test]

@@ -10,6 +10,7 @@ use super::types::{
     Acl, AclRef, AclTest, CondTerm, Condition, Fetch, IpNet, Loc, MatchMethod, Pattern,
 };
 use super::values::{is_token, parse_ipnet};
+use crate::sample::{Expr, Scope, Type};
 
 /// Parses the criterion, flags and values of an ACL (everything after the
 /// name in `acl NAME ...`, or inside `{ }`).
@@ -17,7 +18,21 @@ pub(crate) fn parse_acl_test(words: &[String], loc: &Loc) -> Result<AclTest, Str
     let Some(criterion) = words.first() else {
         return Err("missing ACL criterion".to_string());
     };
-    let (fetch, mut method) = parse_criterion(criterion)?;
+    let (fetch, mut method) = match parse_criterion(criterion) {
+        Ok(x) => x,
+        // Not one of the classic criteria: any sample expression, matched
+        // by the type it produces (HAProxy's default match per fetch).
+        Err(legacy) => match sample_criterion(criterion) {
+            Ok(x) => x,
+            Err(e)
+                if legacy.starts_with("unknown ACL criterion")
+                    && !e.starts_with("unknown sample fetch") =>
+            {
+                return Err(format!("ACL criterion '{criterion}': {e}"))
+            }
+            Err(_) => return Err(legacy),
+        },
+    };
     let mut ignore_case = false;
     let mut i = 1;
     // Flags come first; `--` ends them so a value may start with '-'.
@@ -44,9 +59,11 @@ pub(crate) fn parse_acl_test(words: &[String], loc: &Loc) -> Result<AclTest, Str
                     "reg" => MatchMethod::Reg,
                     "found" => MatchMethod::Found,
                     "ip" => MatchMethod::Ip,
+                    "int" => MatchMethod::Int,
+                    "bool" => MatchMethod::Bool,
                     other => {
                         return Err(format!(
-                            "unsupported match method '-m {other}' (supported: str, beg, end, sub, dir, dom, reg, found, ip)"
+                            "unsupported match method '-m {other}' (supported: str, beg, end, sub, dir, dom, reg, found, ip, int, bool)"
                         ))
                     }
                 };
@@ -61,6 +78,26 @@ pub(crate) fn parse_acl_test(words: &[String], loc: &Loc) -> Result<AclTest, Str
     }
     let values = &words[i..];
     let is_ip_fetch = fetch == Fetch::Src;
+    if let Fetch::Sample(e) = &fetch {
+        return sample_test(
+            fetch.clone(),
+            e.out_type(),
+            method,
+            ignore_case,
+            values,
+            loc,
+        );
+    }
+    if matches!(method, MatchMethod::Int | MatchMethod::Bool) {
+        return Err(format!(
+            "'-m {}' cannot be used with '{criterion}'",
+            if method == MatchMethod::Int {
+                "int"
+            } else {
+                "bool"
+            }
+        ));
+    }
     if method == MatchMethod::Ip && !is_ip_fetch {
         return Err(format!("'-m ip' cannot be used with '{criterion}'"));
     }
@@ -96,6 +133,125 @@ pub(crate) fn parse_acl_test(words: &[String], loc: &Loc) -> Result<AclTest, Str
             return Err(format!("'{criterion}' takes no value"));
         }
     }
+    Ok(AclTest {
+        fetch,
+        method,
+        ignore_case,
+        patterns,
+        loc: loc.clone(),
+    })
+}
+
+/// A criterion that is a sample expression: its default match method by
+/// the type it produces (boolean: bool, integer: int, address: ip,
+/// otherwise exact string).
+fn sample_criterion(c: &str) -> Result<(Fetch, MatchMethod), String> {
+    let e = Expr::parse(c, Scope::Request { backend: true }).map_err(|e| {
+        if e.contains("reads the response") {
+            "ACLs on the response are not supported yet".to_string()
+        } else {
+            e
+        }
+    })?;
+    let m = match e.out_type() {
+        Type::Bool => MatchMethod::Bool,
+        Type::Int => MatchMethod::Int,
+        Type::Ip => MatchMethod::Ip,
+        _ => MatchMethod::Str,
+    };
+    Ok((Fetch::Sample(Box::new(e)), m))
+}
+
+/// The patterns of a sample-expression ACL, checked against its method.
+fn sample_test(
+    fetch: Fetch,
+    ty: Type,
+    method: MatchMethod,
+    ignore_case: bool,
+    values: &[String],
+    loc: &Loc,
+) -> Result<AclTest, String> {
+    let mut patterns = Vec::new();
+    match method {
+        MatchMethod::Found | MatchMethod::Bool => {
+            if let Some(v) = values.first() {
+                return Err(format!("unexpected value '{v}': this match takes no value"));
+            }
+        }
+        MatchMethod::Int => {
+            let mut i = 0;
+            while i < values.len() {
+                let v = values[i].as_str();
+                let num = |s: &str| -> Result<i64, String> {
+                    s.parse::<i64>()
+                        .map_err(|_| format!("'{s}' is not an integer"))
+                };
+                let op_arg = || {
+                    values
+                        .get(i + 1)
+                        .ok_or_else(|| format!("'{v}' expects a number"))
+                };
+                let p = match v {
+                    "eq" => {
+                        let n = num(op_arg()?)?;
+                        i += 1;
+                        Pattern::Int(n, n)
+                    }
+                    "ge" => {
+                        let n = num(op_arg()?)?;
+                        i += 1;
+                        Pattern::Int(n, i64::MAX)
+                    }
+                    "gt" => {
+                        let n = num(op_arg()?)?;
+                        i += 1;
+                        Pattern::Int(n.saturating_add(1), i64::MAX)
+                    }
+                    "le" => {
+                        let n = num(op_arg()?)?;
+                        i += 1;
+                        Pattern::Int(i64::MIN, n)
+                    }
+                    "lt" => {
+                        let n = num(op_arg()?)?;
+                        i += 1;
+                        Pattern::Int(i64::MIN, n.saturating_sub(1))
+                    }
+                    r => match r.split_once(':') {
+                        Some((a, b)) => Pattern::Int(
+                            if a.is_empty() { i64::MIN } else { num(a)? },
+                            if b.is_empty() { i64::MAX } else { num(b)? },
+                        ),
+                        None => {
+                            let n = num(r)?;
+                            Pattern::Int(n, n)
+                        }
+                    },
+                };
+                patterns.push(p);
+                i += 1;
+            }
+        }
+        MatchMethod::Ip => {
+            for v in values {
+                patterns.push(Pattern::Net(parse_ipnet(v)?));
+            }
+        }
+        _ => {
+            for v in values {
+                patterns.push(Pattern::Str(v.clone()));
+            }
+        }
+    }
+    if ignore_case
+        && matches!(
+            method,
+            MatchMethod::Int | MatchMethod::Bool | MatchMethod::Ip
+        )
+    {
+        return Err("flag '-i' has no meaning for this match".to_string());
+    }
+    let _ = ty;
     Ok(AclTest {
         fetch,
         method,

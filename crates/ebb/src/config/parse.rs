@@ -13,6 +13,7 @@ use super::acl::{parse_acl_test, parse_condition};
 use super::lexer::{tokenize, EnvLookup, LinePos};
 use super::types::*;
 use super::values::*;
+use crate::sample::{Expr, LogFormat as LfFormat, Scope, VarAction, VarRef};
 
 /// Capabilities, as HAProxy's `PR_CAP_FE` / `PR_CAP_BE`.
 const FE: u8 = 1;
@@ -911,7 +912,7 @@ impl<'e> Parser<'e> {
             }
             let is_backend = |name: &str| px.iter().any(|b| b.kind.is_backend() && b.name == name);
             for u in &p.use_backends {
-                if !is_backend(&u.backend) {
+                if u.dynamic.is_none() && !is_backend(&u.backend) {
                     err(
                         &mut errs,
                         &u.loc,
@@ -1427,12 +1428,16 @@ fn proxy_kw(px: &mut Proxy, ctx: &Ctx<'_>, words: &[String]) -> Result<(), Strin
                     )
                 }
             };
-            if name.contains("%[") {
-                return Err(format!("dynamic backend name '{name}' is not supported"));
-            }
+            // HAProxy: a name with a log-format sequence is dynamic.
+            let dynamic = if name.contains('%') {
+                Some(LfFormat::parse(&name, Scope::Request { backend: false })?)
+            } else {
+                None
+            };
             let cond = cond_of(c, px, loc)?;
             px.use_backends.push(UseBackend {
                 backend: name,
+                dynamic,
                 cond,
                 loc: loc.clone(),
             });
@@ -1478,25 +1483,11 @@ fn proxy_kw(px: &mut Proxy, ctx: &Ctx<'_>, words: &[String]) -> Result<(), Strin
             let action = arg(w, 1, kw)?;
             let (args, c) = split_cond(&w[2..]);
             let act = match action {
-                "set-header" | "add-header" => {
-                    let [n, v] = args else {
-                        return Err(format!("'http-response {action}' expects NAME VALUE"));
-                    };
-                    let name = header_name(n)?;
-                    let value = log_format_value(v)?;
-                    if action == "set-header" {
-                        HttpResponseAction::SetHeader { name, value }
-                    } else {
-                        HttpResponseAction::AddHeader { name, value }
-                    }
-                }
-                "del-header" => {
-                    let [n] = args else {
-                        return Err("'http-response del-header' expects NAME".to_string());
-                    };
-                    HttpResponseAction::DelHeader {
-                        name: header_name(n)?,
-                    }
+                "set-header" | "add-header" | "del-header" => HttpResponseAction::Header(
+                    parse_header_edit("http-response", action, args, Scope::Response)?,
+                ),
+                a if is_var_action(a) => {
+                    HttpResponseAction::Var(parse_var_action("http-response", a, args, Scope::Response)?)
                 }
                 o => {
                     return Err(format!(
@@ -1784,9 +1775,7 @@ fn unreachable_rule(px: &Proxy) -> Result<(), String> {
         r.cond.is_none()
             && !matches!(
                 r.action,
-                HttpRequestAction::SetHeader { .. }
-                    | HttpRequestAction::AddHeader { .. }
-                    | HttpRequestAction::DelHeader { .. }
+                HttpRequestAction::Header(_) | HttpRequestAction::Var(_)
             )
     });
     match final_rule {
@@ -2683,7 +2672,11 @@ fn parse_http_request(px: &Proxy, ctx: &Ctx<'_>, w: &[String]) -> Result<HttpReq
     let (args, c) = split_cond(&w[1..]);
     let loc = ctx.loc;
     let act = match action {
-        "return" => HttpRequestAction::Return(Box::new(parse_return(args, ctx)?)),
+        "return" => HttpRequestAction::Return(Box::new(parse_return(
+            args,
+            ctx,
+            request_scope(px),
+        )?)),
         "redirect" => HttpRequestAction::Redirect(parse_redirect(args)?),
         "deny" => {
             let mut status = 403;
@@ -2706,26 +2699,15 @@ fn parse_http_request(px: &Proxy, ctx: &Ctx<'_>, w: &[String]) -> Result<HttpReq
             }
             HttpRequestAction::Allow
         }
-        "set-header" | "add-header" => {
-            let [n, v] = args else {
-                return Err(format!("'http-request {action}' expects NAME VALUE"));
-            };
-            let name = header_name(n)?;
-            let value = log_format_value(v)?;
-            if action == "set-header" {
-                HttpRequestAction::SetHeader { name, value }
-            } else {
-                HttpRequestAction::AddHeader { name, value }
-            }
-        }
-        "del-header" => {
-            let [n] = args else {
-                return Err("'http-request del-header' expects NAME".to_string());
-            };
-            HttpRequestAction::DelHeader {
-                name: header_name(n)?,
-            }
-        }
+        "set-header" | "add-header" | "del-header" => HttpRequestAction::Header(
+            parse_header_edit("http-request", action, args, request_scope(px))?,
+        ),
+        a if is_var_action(a) => HttpRequestAction::Var(parse_var_action(
+            "http-request",
+            a,
+            args,
+            request_scope(px),
+        )?),
         "use-service" => match args {
             [s] if s == "prometheus-exporter" => {
                 HttpRequestAction::UseService(Service::PrometheusExporter)
@@ -2751,7 +2733,77 @@ fn parse_http_request(px: &Proxy, ctx: &Ctx<'_>, w: &[String]) -> Result<HttpReq
     })
 }
 
-fn parse_return(args: &[String], ctx: &Ctx<'_>) -> Result<ReturnAction, String> {
+fn is_var_action(a: &str) -> bool {
+    ["set-var(", "set-var-fmt(", "unset-var("]
+        .iter()
+        .any(|p| a.starts_with(p))
+}
+
+/// `set-var(VAR) EXPR`, `set-var-fmt(VAR) FMT`, `unset-var(VAR)`.
+fn parse_var_action(
+    kw: &str,
+    action: &str,
+    args: &[String],
+    scope: Scope,
+) -> Result<VarAction, String> {
+    let (verb, rest) = action.split_once('(').unwrap_or((action, ""));
+    let Some(var) = rest.strip_suffix(')') else {
+        return Err(format!("missing ')' in '{kw} {action}'"));
+    };
+    if var.contains(',') {
+        return Err(format!(
+            "'{kw} {action}': conditions on set-var (ifexists, ifgt...) are not supported yet"
+        ));
+    }
+    let r = VarRef::parse(var)?;
+    match (verb, args) {
+        ("set-var", [e]) => Ok(VarAction::Set(
+            r,
+            Box::new(Expr::parse(e, scope).map_err(|e| format!("'{kw} {action}': {e}"))?),
+        )),
+        ("set-var-fmt", [f]) => Ok(VarAction::SetFmt(
+            r,
+            LfFormat::parse(f, scope).map_err(|e| format!("'{kw} {action}': {e}"))?,
+        )),
+        ("unset-var", []) => Ok(VarAction::Unset(r)),
+        ("unset-var", _) => Err(format!("'{kw} {action}' takes no argument")),
+        _ => Err(format!("'{kw} {action}' expects one expression")),
+    }
+}
+
+/// Where a proxy's `http-request` rules run: a frontend's before any
+/// backend is chosen, a backend's (or a listen section's) after.
+fn request_scope(px: &Proxy) -> Scope {
+    Scope::Request {
+        backend: px.kind.is_backend(),
+    }
+}
+
+/// `set-header|add-header NAME FMT`, `del-header NAME` of `http-request`
+/// and `http-response` rules: one parser for both.
+fn parse_header_edit(
+    kw: &str,
+    action: &str,
+    args: &[String],
+    scope: Scope,
+) -> Result<HeaderEdit, String> {
+    let (op, n, v) = match (action, args) {
+        ("set-header", [n, v]) => (EditOp::Set, n, Some(v)),
+        ("add-header", [n, v]) => (EditOp::Add, n, Some(v)),
+        ("del-header", [n]) => (EditOp::Del, n, None),
+        ("del-header", _) => return Err(format!("'{kw} del-header' expects NAME")),
+        _ => return Err(format!("'{kw} {action}' expects NAME VALUE")),
+    };
+    let name = header_name(n)?;
+    let value = match v {
+        Some(v) => LfFormat::parse(&header_value(v)?, scope)
+            .map_err(|e| format!("'{kw} {action} {name}': {e}"))?,
+        None => LfFormat::parse("", scope)?,
+    };
+    Ok(HeaderEdit { op, name, value })
+}
+
+fn parse_return(args: &[String], ctx: &Ctx<'_>, scope: Scope) -> Result<ReturnAction, String> {
     let mut r = ReturnAction {
         status: 200,
         content_type: None,
@@ -2784,7 +2836,13 @@ fn parse_return(args: &[String], ctx: &Ctx<'_>) -> Result<ReturnAction, String> 
             "status" => r.status = parse_status("http-request return status", v, 200, 599)?,
             "content-type" => r.content_type = Some(header_value(v)?),
             "string" => set_body(&mut r, ReturnBody::String(v.to_string()))?,
-            "lf-string" => set_body(&mut r, ReturnBody::LfString(v.to_string()))?,
+            "lf-string" => set_body(
+                &mut r,
+                ReturnBody::LfString(
+                    LfFormat::parse(v, scope)
+                        .map_err(|e| format!("'http-request return' lf-string: {e}"))?,
+                ),
+            )?,
             "file" => {
                 let path = ctx.resolve(v);
                 let content = read_file(&path)?;
@@ -2800,7 +2858,11 @@ fn parse_return(args: &[String], ctx: &Ctx<'_>) -> Result<ReturnAction, String> 
                         "header '{name}' cannot be set with 'hdr' (ebb sets it itself)"
                     ));
                 }
-                r.headers.push((name, log_format_value(value)?));
+                let value = header_value(value)?;
+                // A log-format string, checked here (compiled again with
+                // the answer).
+                LfFormat::parse(&value, scope).map_err(|e| format!("hdr {name}: {e}"))?;
+                r.headers.push((name, value));
                 i += 1;
             }
             o => {

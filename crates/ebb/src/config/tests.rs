@@ -1663,15 +1663,41 @@ fn acl_errors() {
     );
     err1(&a("acl x hdr a"), "t.cfg:3: ", "needs a header name");
     err1(&a("acl x hdr(host"), "t.cfg:3: ", "missing ')'");
-    err1(&a("acl x hdr(host,1) a"), "t.cfg:3: ", "occurrence");
+    err1(&a("acl x hdr_beg(host,1) a"), "t.cfg:3: ", "occurrence");
     err1(&a("acl x path(a) b"), "t.cfg:3: ", "takes no argument");
     err1(&a("acl x path -z /"), "t.cfg:3: ", "unknown ACL flag '-z'");
     err1(&a("acl x path -f /file"), "t.cfg:3: ", "not supported");
     err1(&a("acl x path -m"), "t.cfg:3: ", "expects a match method");
     err1(
-        &a("acl x path -m int 3"),
+        &a("acl x path -m len 3"),
         "t.cfg:3: ",
         "unsupported match method",
+    );
+    err1(
+        &a("acl x path -m int 3"),
+        "t.cfg:3: ",
+        "cannot be used with",
+    );
+    err1(
+        &a("acl x nope_fetch 3"),
+        "t.cfg:3: ",
+        "unknown ACL criterion",
+    );
+    err1(
+        &a("acl x req.hdr_cnt(host) x"),
+        "t.cfg:3: ",
+        "not an integer",
+    );
+    err1(&a("acl x ssl_fc 1"), "t.cfg:3: ", "takes no value");
+    err1(
+        &a("acl x status 200"),
+        "t.cfg:3: ",
+        "ACLs on the response are not supported yet",
+    );
+    err1(
+        &a("acl x path,nope"),
+        "t.cfg:3: ",
+        "unknown converter 'nope'",
     );
     err1(
         &a("acl x path -m ip 1.2.3.4"),
@@ -1775,10 +1801,11 @@ fn condition_errors() {
     err1(&r("use_backend b a"), "t.cfg:4: ", "then 'if' or 'unless'");
     err1(&r("use_backend"), "t.cfg:4: ", "expects a backend name");
     err1(
-        &r("use_backend %[req.hdr(host)]"),
+        &r("use_backend be_%[req.hdr(host),nope]"),
         "t.cfg:4: ",
-        "dynamic backend name",
+        "unknown converter 'nope'",
     );
+    err1(&r("use_backend %[be_name]"), "t.cfg:4: ", "needs a backend");
     // HAProxy's rule: declared before use.
     err1(
         &fe("    use_backend b if late\n    acl late path /"),
@@ -1829,7 +1856,10 @@ fn http_request_return() {
         panic!()
     };
     assert_eq!(a.status, 200);
-    assert_eq!(a.body, ReturnBody::LfString("%[path]".into()));
+    let ReturnBody::LfString(f) = &a.body else {
+        panic!("{:?}", a.body)
+    };
+    assert_eq!(f.text(), "%[path]");
 }
 
 #[test]
@@ -1916,23 +1946,27 @@ fn http_request_other_actions() {
     assert_eq!(rd.kind, RedirectKind::Scheme);
     assert_eq!(
         r[6],
-        &HttpRequestAction::SetHeader {
+        &HttpRequestAction::Header(HeaderEdit {
+            op: EditOp::Set,
             name: "X-Forwarded-Proto".into(),
-            value: "https".into()
-        }
+            value: lf("https")
+        })
     );
     assert_eq!(
         r[7],
-        &HttpRequestAction::AddHeader {
+        &HttpRequestAction::Header(HeaderEdit {
+            op: EditOp::Add,
             name: "Via".into(),
-            value: "1.1 ebb".into()
-        }
+            value: lf("1.1 ebb")
+        })
     );
     assert_eq!(
         r[8],
-        &HttpRequestAction::DelHeader {
-            name: "X-Secret".into()
-        }
+        &HttpRequestAction::Header(HeaderEdit {
+            op: EditOp::Del,
+            name: "X-Secret".into(),
+            value: lf("")
+        })
     );
     assert_eq!(
         r[9],
@@ -1960,17 +1994,13 @@ fn http_request_errors() {
     );
     err1(&r("deny bogus"), "t.cfg:3: ", "unexpected 'bogus'");
     err1(&r("allow now"), "t.cfg:3: ", "unexpected 'now'");
-    // Log-format values: sending `%[src]` as text would give an origin
-    // garbage where HAProxy gives the client's address.
-    for l in [
-        "set-header X-Real-IP %[src]",
-        "add-header X-Id %ci:%cp",
-        "set-header X-Pct 100%%",
-        "redirect location /x?from=%[path]",
-        "return status 200 hdr X-Src %[src]",
-    ] {
-        err1(&r(l), "t.cfg:3: ", "log-format expression");
-    }
+    // Redirect targets are log-format strings too, not evaluated yet:
+    // refused rather than sent as written.
+    err1(
+        &r("redirect location /x?from=%[path]"),
+        "t.cfg:3: ",
+        "log-format expression",
+    );
     err1(
         &r("redirect"),
         "t.cfg:3: ",
@@ -2014,17 +2044,20 @@ fn http_response_rules() {
     assert_eq!(r.len(), 3);
     assert_eq!(
         r[0].action,
-        HttpResponseAction::SetHeader {
+        HttpResponseAction::Header(HeaderEdit {
+            op: EditOp::Set,
             name: "X-Frame-Options".into(),
-            value: "DENY".into()
-        }
+            value: lf("DENY")
+        })
     );
     assert!(r[1].cond.is_some());
     assert_eq!(
         r[2].action,
-        HttpResponseAction::DelHeader {
-            name: "Server".into()
-        }
+        HttpResponseAction::Header(HeaderEdit {
+            op: EditOp::Del,
+            name: "Server".into(),
+            value: lf("")
+        })
     );
     err1(
         &fe("    http-response deny"),
@@ -2708,5 +2741,84 @@ fn stick_table_is_parsed_then_refused_until_applied() {
         "defaults\n    stick-table type ip size 1\n",
         "t.cfg:2: ",
         "not allowed in a 'defaults' section",
+    );
+}
+
+/// A literal log-format string (compares by its text).
+fn lf(s: &str) -> crate::sample::LogFormat {
+    crate::sample::LogFormat::parse(s, crate::sample::Scope::Response).unwrap()
+}
+
+#[test]
+fn log_format_values_are_checked_at_start() {
+    // The live defect: a sample in a header value must be evaluated, so
+    // whatever ebb cannot evaluate is refused with file:line.
+    ok(&fe("    http-request set-header X-Real-IP %[src]"));
+    ok(&fe(
+        "    http-request set-header X \"%[req.hdr(host),lower,field(1,:)] %ci:%cp\"",
+    ));
+    ok(&fe(
+        "    http-response set-header X %[status]/%[res.hdr(server)]",
+    ));
+    err1(
+        &fe("    http-request set-header X %[nope]"),
+        "t.cfg:3: ",
+        "unknown sample fetch 'nope'",
+    );
+    err1(
+        &fe("    http-request add-header X %[src,nope]"),
+        "t.cfg:3: ",
+        "unknown converter 'nope'",
+    );
+    err1(
+        &fe("    http-request set-header X %[src"),
+        "t.cfg:3: ",
+        "missing ']'",
+    );
+    err1(
+        &fe("    http-request set-header X %[str(a),add(b)]"),
+        "t.cfg:3: ",
+        "not an integer",
+    );
+    err1(
+        &fe("    http-request set-header X %[method,ipmask(8)]"),
+        "t.cfg:3: ",
+        "cannot be applied",
+    );
+    err1(
+        &fe("    http-request set-header X %[status]"),
+        "t.cfg:3: ",
+        "reads the response",
+    );
+    err1(
+        &fe("    http-request set-header X %[be_name]"),
+        "t.cfg:3: ",
+        "needs a backend",
+    );
+    err1(
+        &fe("    http-response set-header X %[path]"),
+        "t.cfg:3: ",
+        "reads the request",
+    );
+    err1(
+        &fe("    http-response set-header X %HM"),
+        "t.cfg:3: ",
+        "reads the request",
+    );
+    err1(
+        &fe("    http-request set-header X %Tq"),
+        "t.cfg:3: ",
+        "'%Tq' is not supported",
+    );
+    err1(&fe("    http-request set-header X 5%"), "t.cfg:3: ", "'%%'");
+    err1(
+        &fe("    http-request return status 200 content-type text/plain lf-string %[nope]"),
+        "t.cfg:3: ",
+        "unknown sample fetch",
+    );
+    err1(
+        &fe("    http-request return status 200 content-type text/plain string x hdr X %[nope]"),
+        "t.cfg:3: ",
+        "unknown sample fetch",
     );
 }

@@ -3,7 +3,7 @@
 //! load, a backend name) keeps the [`Loc`] of the line it came from.
 
 use std::fmt;
-use std::net::{IpAddr, SocketAddr};
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -394,45 +394,7 @@ pub struct ProxyOptions {
     pub log_health_checks: bool,
 }
 
-/// An IP network: address and prefix length.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct IpNet {
-    pub addr: IpAddr,
-    pub prefix: u8,
-}
-
-impl IpNet {
-    /// Whether `ip` is inside this network (an IPv4 network never contains
-    /// an IPv6 address and vice versa, except v4-mapped addresses).
-    pub fn contains(&self, ip: IpAddr) -> bool {
-        let ip = match ip {
-            IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
-                Some(v4) if self.addr.is_ipv4() => IpAddr::V4(v4),
-                _ => ip,
-            },
-            v4 => v4,
-        };
-        match (self.addr, ip) {
-            (IpAddr::V4(net), IpAddr::V4(a)) => {
-                let mask = if self.prefix == 0 {
-                    0
-                } else {
-                    u32::MAX << (32 - u32::from(self.prefix))
-                };
-                u32::from(net) & mask == u32::from(a) & mask
-            }
-            (IpAddr::V6(net), IpAddr::V6(a)) => {
-                let mask = if self.prefix == 0 {
-                    0
-                } else {
-                    u128::MAX << (128 - u32::from(self.prefix))
-                };
-                u128::from(net) & mask == u128::from(a) & mask
-            }
-            _ => false,
-        }
-    }
-}
+pub use crate::net::IpNet;
 
 /// `bind ADDR:PORT[,ADDR:PORT...] [name N] [ssl crt F ...]`.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -554,6 +516,9 @@ pub enum Fetch {
     ReqVer,
     /// `always_true` / `always_false` (and the TRUE / FALSE predefined ACLs).
     Always(bool),
+    /// Any other sample expression (fetch and converters), matched by the
+    /// type it produces.
+    Sample(Box<crate::sample::Expr>),
 }
 
 /// How patterns are compared (HAProxy's `-m` methods).
@@ -577,12 +542,18 @@ pub enum MatchMethod {
     Found,
     /// IP address or network (for `src`).
     Ip,
+    /// Integer ranges (`-m int`; `eq|ne|lt|le|gt|ge N`, `A:B`).
+    Int,
+    /// The sample as a boolean (`-m bool`): true when non-zero.
+    Bool,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Pattern {
     Str(String),
     Net(IpNet),
+    /// An inclusive integer range.
+    Int(i64, i64),
 }
 
 /// One ACL test: a fetch, a match method and patterns (ORed).
@@ -630,7 +601,10 @@ pub struct Condition {
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct UseBackend {
+    /// The name as written; a log-format string when it holds `%[`
+    /// (`dynamic`), evaluated per request.
     pub backend: String,
+    pub dynamic: Option<crate::sample::LogFormat>,
     pub cond: Option<Condition>,
     pub loc: Loc,
 }
@@ -640,8 +614,8 @@ pub struct UseBackend {
 pub enum ReturnBody {
     None,
     String(String),
-    /// `lf-string`: a log-format string, kept as written.
-    LfString(String),
+    /// `lf-string`: a log-format string, evaluated per request.
+    LfString(crate::sample::LogFormat),
     /// `file F`: read at parse time.
     File {
         path: PathBuf,
@@ -689,18 +663,32 @@ pub enum HttpRequestAction {
         status: u16,
     },
     Allow,
-    SetHeader {
-        name: String,
-        value: String,
-    },
-    AddHeader {
-        name: String,
-        value: String,
-    },
-    DelHeader {
-        name: String,
-    },
+    /// `set-header`, `add-header`, `del-header`.
+    Header(HeaderEdit),
+    /// `set-var(VAR) EXPR`, `set-var-fmt(VAR) FMT`, `unset-var(VAR)`.
+    Var(crate::sample::VarAction),
     UseService(Service),
+}
+
+/// What a header edit does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EditOp {
+    /// Remove every field of that name, then add one.
+    Set,
+    Add,
+    Del,
+}
+
+/// `set-header|add-header|del-header NAME [FMT]`, one type for
+/// `http-request` and `http-response` rules; the value is a log-format
+/// string compiled for where the rule runs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HeaderEdit {
+    pub op: EditOp,
+    /// As written.
+    pub name: String,
+    /// Empty for `del-header`.
+    pub value: crate::sample::LogFormat,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -712,9 +700,8 @@ pub struct HttpRequestRule {
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum HttpResponseAction {
-    SetHeader { name: String, value: String },
-    AddHeader { name: String, value: String },
-    DelHeader { name: String },
+    Header(HeaderEdit),
+    Var(crate::sample::VarAction),
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -4,8 +4,6 @@
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::time::Duration;
 
-use super::types::IpNet;
-
 /// Largest timer HAProxy accepts: ticks are milliseconds in a wrapping `u32`
 /// compared by signed difference, so a delay must stay below 2^31 ms
 /// (about 24.8 days).
@@ -243,43 +241,7 @@ pub fn parse_bind_addrs(list: &str) -> Result<Vec<SocketAddr>, String> {
     Ok(out)
 }
 
-/// An IP address or network `ADDR[/PREFIX]` (also a dotted IPv4 mask).
-pub(crate) fn parse_ipnet(s: &str) -> Result<IpNet, String> {
-    let (a, p) = match s.split_once('/') {
-        Some((a, p)) => (a, Some(p)),
-        None => (s, None),
-    };
-    let addr: IpAddr = a
-        .parse()
-        .map_err(|_| format!("invalid IP address '{a}' in '{s}'"))?;
-    let max: u8 = if addr.is_ipv4() { 32 } else { 128 };
-    let prefix = match p {
-        None => max,
-        Some(p) if p.contains('.') && addr.is_ipv4() => {
-            let m: Ipv4Addr = p
-                .parse()
-                .map_err(|_| format!("invalid network mask '{p}' in '{s}'"))?;
-            let m = u32::from(m);
-            let ones = m.leading_ones();
-            if m.checked_shl(ones).unwrap_or(0) != 0 {
-                return Err(format!("non-contiguous network mask '{p}' in '{s}'"));
-            }
-            ones as u8
-        }
-        Some(p) => match p.parse::<u8>() {
-            Ok(n) if n <= max && p.bytes().all(|b| b.is_ascii_digit()) => n,
-            _ => return Err(format!("invalid prefix length '{p}' in '{s}'")),
-        },
-    };
-    Ok(IpNet { addr, prefix })
-}
-
-/// An HTTP token (RFC 9110 `tchar`), as for header names and methods.
-pub(crate) fn is_token(s: &str) -> bool {
-    !s.is_empty()
-        && s.bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
-}
+pub(crate) use crate::net::{is_token, parse_ipnet};
 
 /// A header name, returned unchanged if valid.
 pub(crate) fn header_name(s: &str) -> Result<String, String> {

@@ -147,6 +147,8 @@ pub struct Conn {
     resp_start: usize,
     /// `http-response` edits for the current answer.
     edits: Vec<(bool, usize)>,
+    /// Variables of the current exchange and of this connection.
+    vars: std::cell::RefCell<crate::sample::VarStore>,
     /// The server side of a proxied exchange.
     up: Option<Box<proxy::Upstream>>,
     /// The server socket and its buffers, shared with `side_task`.
@@ -231,6 +233,7 @@ impl Conn {
             keep_alive: true,
             resp_start: 0,
             edits: Vec::new(),
+            vars: Default::default(),
             up: None,
             side: Rc::default(),
             side_task: None,
@@ -707,12 +710,14 @@ impl Conn {
                 HttpRequestAction::Return(_) => return Some(Act::Return(be, i)),
                 HttpRequestAction::UseService(_) => return Some(Act::Service),
                 HttpRequestAction::Redirect(rd) => {
-                    let host = self.head.host.map(|h| h.get(view.buf));
-                    let loc = redirect_location(rd, self.head.path.get(view.buf), host);
+                    let buf = &self.rbuf[self.rstart..self.rend];
+                    let host = self.head.host.map(|h| h.get(buf));
+                    let loc = redirect_location(rd, self.head.path.get(buf), host);
                     return Some(Act::Redirect(loc, rd.code));
                 }
                 HttpRequestAction::Deny { status } => return Some(Act::Deny(*status)),
                 HttpRequestAction::Allow => break,
+                HttpRequestAction::Var(v) => v.run(view),
                 // Header edits change what is forwarded to a server.
                 _ => edits.push((be.is_some(), i)),
             }
@@ -728,10 +733,14 @@ impl Conn {
         if self.head.target_form == TargetForm::Asterisk {
             return Act::Options;
         }
+        let tr = &self.tr;
+        let dst = move || tr.tcp().local_addr().ok();
         let view = ReqView {
-            buf,
-            head: &self.head,
-            src: self.peer.ip(),
+            req: Some(crate::sample::Req {
+                buf,
+                head: &self.head,
+            }),
+            ..sample_ctx(tr, self.peer, &fe.name, &dst, &self.vars)
         };
         let mut req_edits = Vec::new();
         if let Some(a) =
@@ -742,17 +751,15 @@ impl Conn {
         if let Some(a) = stats_act(fe.stats.as_ref(), &fe.matcher, &view) {
             return a;
         }
-        let be = fe
-            .use_backends
-            .iter()
-            .find(|(_, c)| fe.matcher.holds(c.as_ref(), &view))
-            .map(|(i, _)| *i)
-            .or(fe.default_backend);
-        let Some(bi) = be else {
+        let Some(bi) = fe.choose_backend(&view) else {
             return Act::NoBackend;
         };
         let Some(backend) = self.fe.backends.get(bi) else {
             return Act::NoBackend;
+        };
+        let view = ReqView {
+            be: Some(&backend.name),
+            ..view
         };
         // The backend's own http-request rules come after the frontend's.
         if let Some(a) = self.request_rules(
@@ -803,6 +810,7 @@ impl Conn {
             std::sync::atomic::Ordering::Relaxed,
         );
         self.resp_start = self.wbuf.len();
+        self.vars.get_mut().begin_request();
         let mut keep_alive = self.head.keep_alive && self.fe.keep_alive && !self.stopping;
         // A body we will not read: with `Expect: 100-continue` the client
         // has not sent it yet, so answer and close rather than wait for it;
@@ -840,20 +848,32 @@ impl Conn {
                 let Some(p) = rules.get(i).and_then(|r| r.prepared.as_ref()) else {
                     return;
                 };
-                // The prepared answer: only Date and Connection are added.
+                // The prepared answer: Date and Connection are added, and
+                // what `lf-string` / `hdr` evaluate to for this request.
+                let dynamic = {
+                    let tr = &self.tr;
+                    let dst = move || tr.tcp().local_addr().ok();
+                    let buf = &self.rbuf[self.rstart..self.rend];
+                    p.render(&ReqView {
+                        req: Some(crate::sample::Req {
+                            buf,
+                            head: &self.head,
+                        }),
+                        be: be_arc.as_ref().map(|b| b.name.as_str()),
+                        ..sample_ctx(tr, self.peer, &fe.name, &dst, &self.vars)
+                    })
+                };
                 let date = *self.w.date.borrow_mut().get();
-                self.wbuf.extend_from_slice(&p.before_date);
-                self.wbuf.extend_from_slice(&date);
-                self.wbuf.extend_from_slice(&p.after_date);
+                p.write(
+                    &mut self.wbuf,
+                    &date,
+                    dynamic.as_ref(),
+                    keep_alive,
+                    version,
+                    head_req,
+                );
                 if !keep_alive {
-                    self.wbuf.extend_from_slice(b"Connection: close\r\n");
                     self.closing = true;
-                } else if version == Version::Http10 {
-                    self.wbuf.extend_from_slice(b"Connection: keep-alive\r\n");
-                }
-                self.wbuf.extend_from_slice(b"\r\n");
-                if p.has_body && !head_req {
-                    self.wbuf.extend_from_slice(&p.body);
                 }
                 let st = p.status;
                 self.finish_request(ctx, st, None, 0);
@@ -969,6 +989,7 @@ impl Conn {
         // The answer starts here: the output may have been written out
         // (and the buffer emptied) while the file was looked up.
         self.resp_start = self.wbuf.len();
+        self.vars.get_mut().begin_response();
         let version = self.head.version;
         let head_req = self.head.method == Method::Head;
         let keep_alive = self.keep_alive;
@@ -1057,7 +1078,13 @@ impl Conn {
             if !cr.is_empty() {
                 hdrs.push((b"Content-Range", cr.as_bytes()));
             }
-            let edited = apply_edits(&self.fe, &backend, &self.edits, hdrs);
+            let tr = &self.tr;
+            let dst = move || tr.tcp().local_addr().ok();
+            let sctx = crate::sample::Ctx {
+                be: Some(&backend.name),
+                ..sample_ctx(tr, self.peer, &self.fe.name, &dst, &self.vars)
+            };
+            let edited = apply_edits(&self.fe, &backend, &self.edits, hdrs, status, &sctx);
             let mut w = ResponseWriter::new(&mut self.wbuf, status, &date);
             for (n, val) in &edited {
                 let _ = w.header(n, val);
@@ -1315,15 +1342,20 @@ impl Conn {
 }
 
 /// Applies `http-response set-header|add-header|del-header` edits (frontend
-/// rules first, then the backend's, as HAProxy orders them) to a header
-/// list.
+/// rules first, then the backend's, as HAProxy orders them) to the fields
+/// of an answer ebb builds itself; `ctx` gets the response from them.
 fn apply_edits<'a>(
     fe: &'a FrontendRt,
     be: &'a crate::proxy::BackendRt,
     edits: &[(bool, usize)],
-    mut hdrs: Vec<(&'a [u8], &'a [u8])>,
-) -> Vec<(&'a [u8], &'a [u8])> {
-    use crate::config::HttpResponseAction as A;
+    hdrs: Vec<(&'a [u8], &'a [u8])>,
+    status: u16,
+    ctx: &crate::sample::Ctx<'_>,
+) -> Vec<(&'a [u8], std::borrow::Cow<'a, [u8]>)> {
+    let mut out: Vec<_> = hdrs
+        .into_iter()
+        .map(|(n, v)| (n, std::borrow::Cow::Borrowed(v)))
+        .collect();
     for &(is_be, i) in edits {
         let rule = if is_be {
             be.http_response.get(i)
@@ -1331,16 +1363,57 @@ fn apply_edits<'a>(
             fe.http_response.get(i)
         };
         let Some(rule) = rule else { continue };
-        match &rule.action {
-            A::SetHeader { name, value } => {
-                hdrs.retain(|(n, _)| !n.eq_ignore_ascii_case(name.as_bytes()));
-                hdrs.push((name.as_bytes(), value.as_bytes()));
-            }
-            A::AddHeader { name, value } => hdrs.push((name.as_bytes(), value.as_bytes())),
-            A::DelHeader { name } => hdrs.retain(|(n, _)| !n.eq_ignore_ascii_case(name.as_bytes())),
-        }
+        let Some(e) = rule.edit() else {
+            // A variable action: runs on the answer as it is now.
+            let list: Vec<(&[u8], &[u8])> = out.iter().map(|(n, v)| (*n, v.as_ref())).collect();
+            let c = crate::sample::Ctx {
+                res: Some(crate::sample::Res::List {
+                    status,
+                    hdrs: &list,
+                }),
+                ..*ctx
+            };
+            rule.apply(&c, &mut Vec::new());
+            continue;
+        };
+        let list: Vec<(&[u8], &[u8])> = out.iter().map(|(n, v)| (*n, v.as_ref())).collect();
+        let c = crate::sample::Ctx {
+            res: Some(crate::sample::Res::List {
+                status,
+                hdrs: &list,
+            }),
+            ..*ctx
+        };
+        let mut next = out.clone();
+        e.apply_to_list(&c, &mut next);
+        drop(list);
+        out = next;
     }
-    hdrs
+    out
+}
+
+/// The sample context of an exchange on this connection, without request
+/// or response (the caller adds what it has): the one place that says
+/// what a connection gives to fetches.
+pub(crate) fn sample_ctx<'a>(
+    tr: &'a Transport,
+    peer: SocketAddr,
+    fe: &'a str,
+    dst: &'a dyn Fn() -> Option<SocketAddr>,
+    vars: &'a std::cell::RefCell<crate::sample::VarStore>,
+) -> crate::sample::Ctx<'a> {
+    crate::sample::Ctx {
+        src: peer,
+        dst,
+        fe,
+        be: None,
+        srv: None,
+        tls: tr.is_tls(),
+        sni: tr.sni(),
+        req: None,
+        res: None,
+        vars: Some(vars),
+    }
 }
 
 /// What answers a request, decided before anything is written.
@@ -1371,7 +1444,8 @@ fn stats_act(
     view: &ReqView<'_>,
 ) -> Option<Act> {
     let st = st?;
-    if !crate::stats::is_page(st, view.head.path.get(view.buf)) {
+    let req = view.req?;
+    if !crate::stats::is_page(st, req.head.path.get(req.buf)) {
         return None;
     }
     let admin = st.admin.iter().any(|c| m.holds(Some(c), view));

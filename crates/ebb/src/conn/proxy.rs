@@ -51,7 +51,7 @@ use socket2::{Domain, Protocol, Socket, Type};
 use super::{Conn, In, LogFacts};
 use crate::backend::error::ExchangeError;
 use crate::backend::{alive, Farm, LbInput, Pick, ServerRt, WaitState, Waiter};
-use crate::config::{HttpRequestAction, HttpResponseAction, HttpReuse};
+use crate::config::HttpReuse;
 use crate::http1::{
     forwardable, parse_response_into, BodyFraming, ChunkedDecoder, Method, ResponseHead,
     Status as PStatus, Version,
@@ -163,13 +163,25 @@ impl Conn {
         out.extend_from_slice(if target.is_empty() { b"/" } else { target });
         out.extend_from_slice(b" HTTP/1.1\r\n");
         let fe = Arc::clone(&self.fe);
+        let edit = |&(is_be, i): &(bool, usize)| {
+            let r = if is_be {
+                be.http_request.get(i)
+            } else {
+                fe.http_request.get(i)
+            };
+            r.and_then(|r| r.edit())
+        };
         let dels = |name: &[u8]| {
-            req_edits.iter().any(|&(is_be, i)| {
-                let r = if is_be { be.http_request.get(i) } else { fe.http_request.get(i) };
-                matches!(r.map(|r| &r.action),
-                    Some(HttpRequestAction::DelHeader { name: n }) | Some(HttpRequestAction::SetHeader { name: n, .. })
-                    if hdr_name_eq(name, n))
-            })
+            req_edits
+                .iter()
+                .any(|x| edit(x).is_some_and(|e| e.removes(name)))
+        };
+        let tr = &self.tr;
+        let dst = move || tr.tcp().local_addr().ok();
+        let sctx = crate::sample::Ctx {
+            req: Some(crate::sample::Req { buf, head: h }),
+            be: Some(&be.name),
+            ..super::sample_ctx(tr, self.peer, &fe.name, &dst, &self.vars)
         };
         let mut has_host = false;
         let mut has_xff = false;
@@ -203,22 +215,8 @@ impl Conn {
                 out.extend_from_slice(b"\r\n");
             }
         }
-        for &(is_be, i) in &req_edits {
-            let r = if is_be {
-                be.http_request.get(i)
-            } else {
-                fe.http_request.get(i)
-            };
-            match r.map(|r| &r.action) {
-                Some(HttpRequestAction::SetHeader { name, value })
-                | Some(HttpRequestAction::AddHeader { name, value }) => {
-                    out.extend_from_slice(name.as_bytes());
-                    out.extend_from_slice(b": ");
-                    out.extend_from_slice(value.as_bytes());
-                    out.extend_from_slice(b"\r\n");
-                }
-                _ => {}
-            }
+        for e in req_edits.iter().filter_map(edit) {
+            e.write_field(&sctx, &mut out);
         }
         if let Some(ff) = &sr.forwardfor {
             let ip = self.peer.ip();
@@ -934,13 +932,27 @@ impl Conn {
         out.push(b' ');
         out.extend_from_slice(r.reason.get(buf));
         out.extend_from_slice(b"\r\n");
+        let rule = |&(is_be, i): &(bool, usize)| {
+            if is_be {
+                be.http_response.get(i)
+            } else {
+                fe.http_response.get(i)
+            }
+        };
+        let edit = |x: &(bool, usize)| rule(x).and_then(|r| r.edit());
+        self.vars.get_mut().begin_response();
         let dels = |name: &[u8]| {
-            up.resp_edits.iter().any(|&(is_be, i)| {
-                let rr = if is_be { be.http_response.get(i) } else { fe.http_response.get(i) };
-                matches!(rr.map(|r| &r.action),
-                    Some(HttpResponseAction::DelHeader { name: n }) | Some(HttpResponseAction::SetHeader { name: n, .. })
-                    if hdr_name_eq(name, n))
-            })
+            up.resp_edits
+                .iter()
+                .any(|x| edit(x).is_some_and(|e| e.removes(name)))
+        };
+        let tr = &self.tr;
+        let dst = move || tr.tcp().local_addr().ok();
+        let sctx = crate::sample::Ctx {
+            res: Some(crate::sample::Res::H1 { buf, head: r }),
+            be: Some(&be.name),
+            srv: up.server.as_ref().map(|s| s.name.as_str()),
+            ..super::sample_ctx(tr, self.peer, &fe.name, &dst, &self.vars)
         };
         for f in forwardable(buf, &r.headers) {
             let name = f.name.get(buf);
@@ -952,22 +964,8 @@ impl Conn {
             out.extend_from_slice(f.value.get(buf));
             out.extend_from_slice(b"\r\n");
         }
-        for &(is_be, i) in &up.resp_edits {
-            let rr = if is_be {
-                be.http_response.get(i)
-            } else {
-                fe.http_response.get(i)
-            };
-            match rr.map(|r| &r.action) {
-                Some(HttpResponseAction::SetHeader { name, value })
-                | Some(HttpResponseAction::AddHeader { name, value }) => {
-                    out.extend_from_slice(name.as_bytes());
-                    out.extend_from_slice(b": ");
-                    out.extend_from_slice(value.as_bytes());
-                    out.extend_from_slice(b"\r\n");
-                }
-                _ => {}
-            }
+        for r in up.resp_edits.iter().filter_map(rule) {
+            r.apply(&sctx, out);
         }
         let left = if tunnel {
             let upg = r.header(buf, "upgrade").map(|v| v.to_vec());

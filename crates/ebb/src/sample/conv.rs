@@ -1,0 +1,592 @@
+//! Converters (configuration.txt 7.3.1): transformations applied after a
+//! fetch, each reading the current value and writing the next.
+
+use std::io::Write;
+use std::net::IpAddr;
+use std::sync::Arc;
+
+use regex::bytes::Regex;
+
+use super::hash;
+use super::map::Map;
+use super::{cast, Ctx, Scratch, Type, Val};
+
+#[derive(Clone, Debug)]
+pub(super) enum Conv {
+    Lower,
+    Upper,
+    Base64,
+    B64Dec,
+    Hex,
+    /// `field(n,delims[,count])` / `word(...)`.
+    Field {
+        word: bool,
+        n: i64,
+        delims: Vec<u8>,
+        count: i64,
+    },
+    Regsub {
+        re: Regex,
+        subst: Vec<u8>,
+        global: bool,
+    },
+    Json,
+    Bytes {
+        off: i64,
+        len: Option<i64>,
+    },
+    Length,
+    Arith(Op, i64),
+    Neg,
+    IpMask {
+        v4: u8,
+        v6: u8,
+    },
+    HostOnly,
+    UrlDec {
+        plus: bool,
+    },
+    Hash {
+        f: HashFn,
+        avalanche: bool,
+    },
+    Xxh64(u64),
+    Map(Arc<Map>),
+}
+
+#[derive(Clone, Copy, Debug)]
+pub(super) enum Op {
+    Add,
+    Sub,
+    Mul,
+    Div,
+    Mod,
+}
+
+#[derive(Clone, Copy, Debug)]
+pub(super) enum HashFn {
+    Sdbm,
+    Djb2,
+    Wt6,
+    Crc32,
+}
+
+fn count(name: &str, args: &[String], min: usize, max: usize) -> Result<(), String> {
+    if args.len() < min || args.len() > max {
+        return Err(format!(
+            "converter '{name}' expects {} argument(s), got {}",
+            if min == max {
+                format!("{min}")
+            } else {
+                format!("{min} to {max}")
+            },
+            args.len()
+        ));
+    }
+    Ok(())
+}
+
+fn int(name: &str, a: &str) -> Result<i64, String> {
+    a.trim()
+        .parse::<i64>()
+        .map_err(|_| format!("converter '{name}': '{a}' is not an integer"))
+}
+
+/// `ipmask`'s masks: a prefix length or a dotted IPv4 netmask.
+fn mask(name: &str, a: &str, max: u8) -> Result<u8, String> {
+    if let Ok(n) = a.parse::<u8>() {
+        if n <= max {
+            return Ok(n);
+        }
+    } else if let Ok(std::net::IpAddr::V4(m)) = a.parse::<IpAddr>() {
+        let v = u32::from(m);
+        if v.leading_ones() + v.trailing_zeros() == 32 {
+            return Ok(v.leading_ones() as u8);
+        }
+    }
+    Err(format!("converter '{name}': invalid mask '{a}'"))
+}
+
+impl Conv {
+    pub(super) fn compile(name: &str, args: &[String]) -> Result<Conv, String> {
+        let none = |c: Conv| -> Result<Conv, String> {
+            count(name, args, 0, 0)?;
+            Ok(c)
+        };
+        match name {
+            "lower" => none(Conv::Lower),
+            "upper" => none(Conv::Upper),
+            "base64" => none(Conv::Base64),
+            "b64dec" => none(Conv::B64Dec),
+            "hex" => none(Conv::Hex),
+            "length" => none(Conv::Length),
+            "neg" => none(Conv::Neg),
+            "host_only" => none(Conv::HostOnly),
+            "field" | "word" => {
+                count(name, args, 2, 3)?;
+                let n = int(name, &args[0])?;
+                if n == 0 {
+                    return Err(format!("converter '{name}': the index must not be 0"));
+                }
+                let c = match args.get(2) {
+                    Some(c) => int(name, c)?,
+                    None => 1,
+                };
+                if c < 0 {
+                    return Err(format!(
+                        "converter '{name}': the count must not be negative"
+                    ));
+                }
+                if args[1].is_empty() {
+                    return Err(format!("converter '{name}': empty delimiter list"));
+                }
+                Ok(Conv::Field {
+                    word: name == "word",
+                    n,
+                    delims: args[1].as_bytes().to_vec(),
+                    count: c,
+                })
+            }
+            "regsub" => {
+                count(name, args, 2, 3)?;
+                let mut global = false;
+                let mut icase = false;
+                for f in args.get(2).map(|s| s.as_str()).unwrap_or("").chars() {
+                    match f {
+                        'g' => global = true,
+                        'i' => icase = true,
+                        o => return Err(format!("converter 'regsub': unknown flag '{o}'")),
+                    }
+                }
+                let src = if icase {
+                    format!("(?i){}", args[0])
+                } else {
+                    args[0].clone()
+                };
+                let re = Regex::new(&src).map_err(|e| {
+                    format!(
+                        "converter 'regsub': invalid regular expression '{}': {e}",
+                        args[0]
+                    )
+                })?;
+                // HAProxy's back-references are \1..\9; the regex crate's
+                // are ${1}; `$` itself is literal in HAProxy.
+                let mut subst = Vec::new();
+                let b = args[1].as_bytes();
+                let mut i = 0;
+                while i < b.len() {
+                    if b[i] == b'\\' && i + 1 < b.len() && b[i + 1].is_ascii_digit() {
+                        subst.extend_from_slice(format!("${{{}}}", b[i + 1] - b'0').as_bytes());
+                        i += 2;
+                        continue;
+                    }
+                    if b[i] == b'$' {
+                        subst.extend_from_slice(b"$$");
+                    } else {
+                        subst.push(b[i]);
+                    }
+                    i += 1;
+                }
+                Ok(Conv::Regsub { re, subst, global })
+            }
+            "json" => {
+                count(name, args, 0, 1)?;
+                match args.first().map(|s| s.as_str()) {
+                    None | Some("") | Some("ascii") => Ok(Conv::Json),
+                    Some(m) => Err(format!(
+                        "converter 'json': input mode '{m}' is not supported (supported: ascii)"
+                    )),
+                }
+            }
+            "bytes" => {
+                count(name, args, 1, 2)?;
+                let off = int(name, &args[0])?;
+                let len = args.get(1).map(|a| int(name, a)).transpose()?;
+                if off < 0 || len.is_some_and(|l| l < 0) {
+                    return Err("converter 'bytes': offset and length must not be negative".into());
+                }
+                Ok(Conv::Bytes { off, len })
+            }
+            "add" | "sub" | "mul" | "div" | "mod" => {
+                count(name, args, 1, 1)?;
+                if args[0].contains('.') && args[0].parse::<i64>().is_err() {
+                    return Err(format!(
+                        "converter '{name}': variables as argument are not supported yet"
+                    ));
+                }
+                let op = match name {
+                    "add" => Op::Add,
+                    "sub" => Op::Sub,
+                    "mul" => Op::Mul,
+                    "div" => Op::Div,
+                    _ => Op::Mod,
+                };
+                Ok(Conv::Arith(op, int(name, &args[0])?))
+            }
+            "ipmask" => {
+                count(name, args, 1, 2)?;
+                Ok(Conv::IpMask {
+                    v4: mask(name, &args[0], 32)?,
+                    v6: match args.get(1) {
+                        Some(a) => mask(name, a, 128)?,
+                        None => 128,
+                    },
+                })
+            }
+            "url_dec" => {
+                count(name, args, 0, 1)?;
+                let plus = match args.first() {
+                    Some(a) => int(name, a)? != 0,
+                    None => false,
+                };
+                Ok(Conv::UrlDec { plus })
+            }
+            "sdbm" | "djb2" | "wt6" | "crc32" => {
+                count(name, args, 0, 1)?;
+                let avalanche = match args.first() {
+                    Some(a) => int(name, a)? != 0,
+                    None => false,
+                };
+                let f = match name {
+                    "sdbm" => HashFn::Sdbm,
+                    "djb2" => HashFn::Djb2,
+                    "wt6" => HashFn::Wt6,
+                    _ => HashFn::Crc32,
+                };
+                Ok(Conv::Hash { f, avalanche })
+            }
+            "xxh64" => {
+                count(name, args, 0, 1)?;
+                let seed = match args.first() {
+                    Some(a) => int(name, a)? as u64,
+                    None => 0,
+                };
+                Ok(Conv::Xxh64(seed))
+            }
+            n if n.starts_with("map") => Ok(Conv::Map(Arc::new(Map::compile(n, args)?))),
+            _ => Err(format!("unknown converter '{name}'")),
+        }
+    }
+
+    /// The type this converter expects (the previous step is cast to it).
+    pub(super) fn in_type(&self) -> Type {
+        match self {
+            Conv::Base64 | Conv::Hex | Conv::Bytes { .. } | Conv::Hash { .. } | Conv::Xxh64(_) => {
+                Type::Bin
+            }
+            Conv::Arith(..) | Conv::Neg => Type::Int,
+            Conv::IpMask { .. } => Type::Ip,
+            Conv::Map(m) => m.in_type(),
+            _ => Type::Str,
+        }
+    }
+
+    pub(super) fn out_type(&self, _input: Type) -> Type {
+        match self {
+            Conv::B64Dec | Conv::Bytes { .. } => Type::Bin,
+            Conv::Length | Conv::Arith(..) | Conv::Neg | Conv::Hash { .. } | Conv::Xxh64(_) => {
+                Type::Int
+            }
+            Conv::IpMask { .. } => Type::Ip,
+            Conv::Map(m) => m.out_type(),
+            _ => Type::Str,
+        }
+    }
+
+    pub(super) fn apply(&self, v: Val, ctx: &Ctx<'_>, s: &mut Scratch) -> Option<Val> {
+        let _ = ctx;
+        let v = cast(v, self.in_type(), s)?;
+        match self {
+            Conv::Lower => {
+                s.cur.make_ascii_lowercase();
+                Some(Val::Str)
+            }
+            Conv::Upper => {
+                s.cur.make_ascii_uppercase();
+                Some(Val::Str)
+            }
+            Conv::Base64 => {
+                s.tmp.clear();
+                base64_encode(&s.cur, &mut s.tmp);
+                swap(s, Val::Str)
+            }
+            Conv::B64Dec => {
+                s.tmp.clear();
+                base64_decode(&s.cur, &mut s.tmp)?;
+                swap(s, Val::Bin)
+            }
+            Conv::Hex => {
+                s.tmp.clear();
+                for b in &s.cur {
+                    let _ = write!(s.tmp, "{b:02X}");
+                }
+                swap(s, Val::Str)
+            }
+            Conv::Field {
+                word,
+                n,
+                delims,
+                count,
+            } => {
+                let (a, b) = field(&s.cur, *n, delims, *count, *word);
+                s.cur.truncate(b);
+                s.cur.drain(..a);
+                Some(Val::Str)
+            }
+            Conv::Regsub { re, subst, global } => {
+                s.tmp.clear();
+                let mut last = 0;
+                for caps in re.captures_iter(&s.cur) {
+                    let Some(m) = caps.get(0) else { continue };
+                    s.tmp.extend_from_slice(&s.cur[last..m.start()]);
+                    caps.expand(subst, &mut s.tmp);
+                    last = m.end();
+                    if !*global {
+                        break;
+                    }
+                }
+                let rest = &s.cur[last..];
+                s.tmp.extend_from_slice(rest);
+                swap(s, Val::Str)
+            }
+            Conv::Json => {
+                s.tmp.clear();
+                for &c in &s.cur {
+                    match c {
+                        b'"' => s.tmp.extend_from_slice(b"\\\""),
+                        b'\\' => s.tmp.extend_from_slice(b"\\\\"),
+                        b'/' => s.tmp.extend_from_slice(b"\\/"),
+                        b'\x08' => s.tmp.extend_from_slice(b"\\b"),
+                        b'\x0c' => s.tmp.extend_from_slice(b"\\f"),
+                        b'\r' => s.tmp.extend_from_slice(b"\\r"),
+                        b'\n' => s.tmp.extend_from_slice(b"\\n"),
+                        b'\t' => s.tmp.extend_from_slice(b"\\t"),
+                        c if !(32..=126).contains(&c) => {
+                            let _ = write!(s.tmp, "\\u{:04x}", c);
+                        }
+                        c => s.tmp.push(c),
+                    }
+                }
+                swap(s, Val::Str)
+            }
+            Conv::Bytes { off, len } => {
+                let l = s.cur.len();
+                let a = (*off as usize).min(l);
+                let b = match len {
+                    Some(n) => a.saturating_add(*n as usize).min(l),
+                    None => l,
+                };
+                s.cur.truncate(b);
+                s.cur.drain(..a);
+                Some(Val::Bin)
+            }
+            Conv::Length => Some(Val::Int(s.cur.len() as i64)),
+            Conv::Arith(op, arg) => {
+                let Val::Int(x) = v else { return None };
+                Some(Val::Int(arith(*op, x, *arg)))
+            }
+            Conv::Neg => {
+                let Val::Int(x) = v else { return None };
+                Some(Val::Int(x.wrapping_neg()))
+            }
+            Conv::IpMask { v4, v6 } => {
+                let Val::Ip(ip) = v else { return None };
+                Some(Val::Ip(match ip {
+                    IpAddr::V4(a) => {
+                        let m = if *v4 == 0 { 0 } else { u32::MAX << (32 - v4) };
+                        IpAddr::V4((u32::from(a) & m).into())
+                    }
+                    IpAddr::V6(a) => {
+                        let m = if *v6 == 0 {
+                            0
+                        } else {
+                            u128::MAX << (128 - *v6 as u32)
+                        };
+                        IpAddr::V6((u128::from(a) & m).into())
+                    }
+                }))
+            }
+            Conv::HostOnly => {
+                let end = host_end(&s.cur);
+                s.cur.truncate(end);
+                Some(Val::Str)
+            }
+            Conv::UrlDec { plus } => {
+                s.tmp.clear();
+                url_decode(&s.cur, *plus, &mut s.tmp)?;
+                swap(s, Val::Str)
+            }
+            Conv::Hash { f, avalanche } => {
+                let h = match f {
+                    HashFn::Sdbm => hash::sdbm(&s.cur),
+                    HashFn::Djb2 => hash::djb2(&s.cur),
+                    HashFn::Wt6 => hash::wt6(&s.cur),
+                    HashFn::Crc32 => hash::crc32(&s.cur),
+                };
+                let h = if *avalanche { hash::full_hash(h) } else { h };
+                Some(Val::Int(h as i64))
+            }
+            Conv::Xxh64(seed) => Some(Val::Int(hash::xxh64(&s.cur, *seed) as i64)),
+            Conv::Map(m) => m.apply(v, s),
+        }
+    }
+}
+
+fn swap(s: &mut Scratch, v: Val) -> Option<Val> {
+    std::mem::swap(&mut s.cur, &mut s.tmp);
+    Some(v)
+}
+
+/// HAProxy's integer arithmetic: saturating; division or modulo by zero
+/// gives the largest integer (div) or 0 (mod), as its converters do.
+pub(super) fn arith(op: Op, x: i64, y: i64) -> i64 {
+    match op {
+        Op::Add => x.saturating_add(y),
+        Op::Sub => x.saturating_sub(y),
+        Op::Mul => x.saturating_mul(y),
+        Op::Div => {
+            if y == 0 {
+                i64::MAX
+            } else {
+                x.checked_div(y).unwrap_or(i64::MAX)
+            }
+        }
+        Op::Mod => {
+            if y == 0 {
+                0
+            } else {
+                x.checked_rem(y).unwrap_or(0)
+            }
+        }
+    }
+}
+
+/// The byte range `field` / `word` select. Fields are split on every
+/// delimiter (empty fields count); words skip empty runs. A negative
+/// index counts from the end; `count` fields are taken (0: to the end).
+pub(super) fn field(b: &[u8], n: i64, delims: &[u8], count: i64, word: bool) -> (usize, usize) {
+    let is_d = |c: u8| delims.contains(&c);
+    // Spans of every field (or word) in order.
+    let mut spans: Vec<(usize, usize)> = Vec::new();
+    let mut start = 0;
+    for i in 0..=b.len() {
+        if i == b.len() || is_d(b[i]) {
+            if !word || i > start {
+                spans.push((start, i));
+            }
+            start = i + 1;
+        }
+    }
+    let len = spans.len() as i64;
+    let (first, last) = if n > 0 {
+        let f = n - 1;
+        let l = if count == 0 { len - 1 } else { f + count - 1 };
+        (f, l.min(len - 1))
+    } else {
+        let l = len + n;
+        let f = if count == 0 { 0 } else { l - count + 1 };
+        (f.max(0), l)
+    };
+    if first < 0 || first >= len || last < first {
+        return (0, 0);
+    }
+    (spans[first as usize].0, spans[last as usize].1)
+}
+
+/// Where the host ends in `host[:port]` (an IPv6 literal keeps its
+/// brackets).
+fn host_end(b: &[u8]) -> usize {
+    if b.first() == Some(&b'[') {
+        return b.iter().position(|&c| c == b']').map_or(b.len(), |i| i + 1);
+    }
+    b.iter().position(|&c| c == b':').unwrap_or(b.len())
+}
+
+const B64: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+pub(super) fn base64_encode(inp: &[u8], out: &mut Vec<u8>) {
+    for ch in inp.chunks(3) {
+        let n = (ch[0] as u32) << 16
+            | (*ch.get(1).unwrap_or(&0) as u32) << 8
+            | *ch.get(2).unwrap_or(&0) as u32;
+        out.push(B64[(n >> 18) as usize & 63]);
+        out.push(B64[(n >> 12) as usize & 63]);
+        out.push(if ch.len() > 1 {
+            B64[(n >> 6) as usize & 63]
+        } else {
+            b'='
+        });
+        out.push(if ch.len() > 2 {
+            B64[n as usize & 63]
+        } else {
+            b'='
+        });
+    }
+}
+
+/// Strict base64 (padding required, as HAProxy's b64dec); `None` on bad
+/// input.
+pub(super) fn base64_decode(inp: &[u8], out: &mut Vec<u8>) -> Option<()> {
+    if inp.len() % 4 != 0 {
+        return None;
+    }
+    let val = |c: u8| -> Option<u32> {
+        Some(match c {
+            b'A'..=b'Z' => c - b'A',
+            b'a'..=b'z' => c - b'a' + 26,
+            b'0'..=b'9' => c - b'0' + 52,
+            b'+' => 62,
+            b'/' => 63,
+            _ => return None,
+        } as u32)
+    };
+    let chunks = inp.len() / 4;
+    for (i, ch) in inp.chunks(4).enumerate() {
+        let pad = if i + 1 == chunks {
+            ch.iter().rev().take_while(|&&c| c == b'=').count()
+        } else {
+            0
+        };
+        if pad > 2 {
+            return None;
+        }
+        let mut n = 0u32;
+        for &c in &ch[..4 - pad] {
+            n = n << 6 | val(c)?;
+        }
+        n <<= 6 * pad as u32;
+        out.push((n >> 16) as u8);
+        if pad < 2 {
+            out.push((n >> 8) as u8);
+        }
+        if pad < 1 {
+            out.push(n as u8);
+        }
+    }
+    Some(())
+}
+
+/// `%XX` decoding (and `+` as space when `plus`); `None` on a bad escape,
+/// as HAProxy's url_dec fails.
+pub(super) fn url_decode(inp: &[u8], plus: bool, out: &mut Vec<u8>) -> Option<()> {
+    let mut i = 0;
+    while i < inp.len() {
+        match inp[i] {
+            b'%' => {
+                let h = inp.get(i + 1..i + 3)?;
+                let s = std::str::from_utf8(h).ok()?;
+                out.push(u8::from_str_radix(s, 16).ok()?);
+                i += 3;
+            }
+            b'+' if plus => {
+                out.push(b' ');
+                i += 1;
+            }
+            c => {
+                out.push(c);
+                i += 1;
+            }
+        }
+    }
+    Some(())
+}

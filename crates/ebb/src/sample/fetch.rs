@@ -1,0 +1,544 @@
+//! Sample fetches (configuration.txt 7.3.2 to 7.3.6): what a sample
+//! expression starts from.
+
+use std::cell::Cell;
+use std::io::Write;
+
+use super::{each_field, Ctx, Res, Scope, Scratch, Type, Val};
+use crate::http1::Version;
+
+/// Which occurrence of a header a fetch reads: HAProxy's `occ` argument
+/// (positive from the first, negative from the last; no argument: the
+/// last in an expression, every one in an ACL).
+#[derive(Clone, Copy, Debug)]
+pub(super) enum Occ {
+    Default,
+    Nth(i64),
+}
+
+#[derive(Clone, Debug)]
+pub(super) enum Fetch {
+    Src,
+    SrcPort,
+    Dst,
+    DstPort,
+    FeName,
+    BeName,
+    SrvName,
+    Method,
+    Path,
+    Query,
+    Url,
+    Base,
+    ReqVer,
+    /// `hdr`/`req.hdr`/`res.hdr` (comma-split values) or `req.fhdr`/
+    /// `res.fhdr` (full lines); lower-case name; response side.
+    Hdr {
+        name: String,
+        occ: Occ,
+        full: bool,
+        res: bool,
+    },
+    HdrCnt {
+        name: String,
+        full: bool,
+        res: bool,
+    },
+    Cook(String),
+    SslFc,
+    SslFcSni,
+    Status,
+    Str(String),
+    Int(i64),
+    Bool(bool),
+    /// `env(NAME)`: read once at start (the environment does not change
+    /// afterwards); `None`: not set.
+    Env(Option<String>),
+    Date(i64),
+    Rand(Option<u64>),
+    Uuid,
+    Var(super::VarRef),
+}
+
+fn arg_count(name: &str, args: &[String], min: usize, max: usize) -> Result<(), String> {
+    if args.len() < min || args.len() > max {
+        let want = if min == max {
+            format!("{min}")
+        } else {
+            format!("{min} to {max}")
+        };
+        return Err(format!(
+            "fetch '{name}' expects {want} argument(s), got {}",
+            args.len()
+        ));
+    }
+    Ok(())
+}
+
+fn int_arg(what: &str, a: &str) -> Result<i64, String> {
+    a.trim()
+        .parse::<i64>()
+        .map_err(|_| format!("{what}: '{a}' is not an integer"))
+}
+
+fn hdr_name(fetch: &str, a: &str) -> Result<String, String> {
+    if a.is_empty() || !crate::net::is_token(a) {
+        return Err(format!("fetch '{fetch}': invalid header name '{a}'"));
+    }
+    Ok(a.to_ascii_lowercase())
+}
+
+impl Fetch {
+    pub(super) fn compile(name: &str, args: &[String], scope: Scope) -> Result<Fetch, String> {
+        let req_only = |f: Fetch| -> Result<Fetch, String> {
+            match scope {
+                Scope::Request { .. } => Ok(f),
+                Scope::Response => Err(format!(
+                    "fetch '{name}' reads the request, which is not available in a response rule (store it in a variable, e.g. 'http-request set-var(txn.x) {name}')"
+                )),
+            }
+        };
+        let res_only = |f: Fetch| -> Result<Fetch, String> {
+            match scope {
+                Scope::Response => Ok(f),
+                Scope::Request { .. } => Err(format!(
+                    "fetch '{name}' reads the response, which is not available in a request rule"
+                )),
+            }
+        };
+        let none = |f: Fetch| -> Result<Fetch, String> {
+            arg_count(name, args, 0, 0)?;
+            Ok(f)
+        };
+        let hdr = |full: bool, res: bool| -> Result<Fetch, String> {
+            arg_count(name, args, 1, 2)?;
+            let occ = match args.get(1) {
+                Some(o) => Occ::Nth(int_arg(&format!("fetch '{name}' occurrence"), o)?),
+                None => Occ::Default,
+            };
+            Ok(Fetch::Hdr {
+                name: hdr_name(name, &args[0])?,
+                occ,
+                full,
+                res,
+            })
+        };
+        let cnt = |full: bool, res: bool| -> Result<Fetch, String> {
+            arg_count(name, args, 1, 1)?;
+            Ok(Fetch::HdrCnt {
+                name: hdr_name(name, &args[0])?,
+                full,
+                res,
+            })
+        };
+        match name {
+            "src" => none(Fetch::Src),
+            "src_port" => none(Fetch::SrcPort),
+            "dst" => none(Fetch::Dst),
+            "dst_port" => none(Fetch::DstPort),
+            "fe_name" => none(Fetch::FeName),
+            "be_name" => {
+                if scope == (Scope::Request { backend: false }) {
+                    return Err(
+                        "fetch 'be_name' needs a backend, which is not known yet in a frontend's http-request rules"
+                            .to_string(),
+                    );
+                }
+                none(Fetch::BeName)
+            }
+            "srv_name" => res_only(none(Fetch::SrvName)?),
+            "method" => req_only(none(Fetch::Method)?),
+            "path" => req_only(none(Fetch::Path)?),
+            "query" => req_only(none(Fetch::Query)?),
+            "url" => req_only(none(Fetch::Url)?),
+            "base" => req_only(none(Fetch::Base)?),
+            "req.ver" | "req_ver" => req_only(none(Fetch::ReqVer)?),
+            "hdr" | "req.hdr" => req_only(hdr(false, false)?),
+            "req.fhdr" => req_only(hdr(true, false)?),
+            "req.hdr_cnt" | "hdr_cnt" => req_only(cnt(false, false)?),
+            "req.fhdr_cnt" => req_only(cnt(true, false)?),
+            "res.hdr" | "shdr" => res_only(hdr(false, true)?),
+            "res.fhdr" => res_only(hdr(true, true)?),
+            "res.hdr_cnt" | "shdr_cnt" => res_only(cnt(false, true)?),
+            "res.fhdr_cnt" => res_only(cnt(true, true)?),
+            "req.cook" | "cook" => {
+                arg_count(name, args, 1, 1)?;
+                if args[0].is_empty() {
+                    return Err(format!(
+                        "fetch '{name}' without a cookie name is not supported"
+                    ));
+                }
+                req_only(Fetch::Cook(args[0].clone()))
+            }
+            "status" => res_only(none(Fetch::Status)?),
+            "ssl_fc" => none(Fetch::SslFc),
+            "ssl_fc_sni" => none(Fetch::SslFcSni),
+            "str" => {
+                arg_count(name, args, 0, 1)?;
+                Ok(Fetch::Str(args.first().cloned().unwrap_or_default()))
+            }
+            "int" => {
+                arg_count(name, args, 1, 1)?;
+                Ok(Fetch::Int(int_arg("fetch 'int'", &args[0])?))
+            }
+            "bool" => {
+                arg_count(name, args, 1, 1)?;
+                Ok(Fetch::Bool(int_arg("fetch 'bool'", &args[0])? != 0))
+            }
+            "env" => {
+                arg_count(name, args, 1, 1)?;
+                Ok(Fetch::Env(std::env::var(&args[0]).ok()))
+            }
+            "date" => {
+                arg_count(name, args, 0, 1)?;
+                let off = match args.first() {
+                    Some(a) => int_arg("fetch 'date' offset", a)?,
+                    None => 0,
+                };
+                Ok(Fetch::Date(off))
+            }
+            "rand" => {
+                arg_count(name, args, 0, 1)?;
+                let r = match args.first() {
+                    Some(a) => {
+                        let v = int_arg("fetch 'rand' range", a)?;
+                        if v <= 0 {
+                            return Err("fetch 'rand': the range must be positive".to_string());
+                        }
+                        Some(v as u64)
+                    }
+                    None => None,
+                };
+                Ok(Fetch::Rand(r))
+            }
+            "uuid" => {
+                arg_count(name, args, 0, 1)?;
+                if args.first().is_some_and(|a| a != "4") {
+                    return Err("fetch 'uuid': only version 4 is supported".to_string());
+                }
+                Ok(Fetch::Uuid)
+            }
+            "so_name" => Err(
+                "fetch 'so_name' is not supported: ebb's 'bind' lines have no 'name' yet"
+                    .to_string(),
+            ),
+            "var" => {
+                arg_count(name, args, 1, 1)?;
+                Ok(Fetch::Var(super::VarRef::parse(&args[0])?))
+            }
+            _ => Err(format!("unknown sample fetch '{name}'")),
+        }
+    }
+
+    pub(super) fn out_type(&self) -> Type {
+        match self {
+            Fetch::Src | Fetch::Dst => Type::Ip,
+            Fetch::SrcPort
+            | Fetch::DstPort
+            | Fetch::HdrCnt { .. }
+            | Fetch::Status
+            | Fetch::Int(_)
+            | Fetch::Date(_)
+            | Fetch::Rand(_) => Type::Int,
+            Fetch::SslFc | Fetch::Bool(_) => Type::Bool,
+            // Typed when set; converters cast at run time from a string.
+            Fetch::Var(_) => Type::Str,
+            Fetch::Method => Type::Meth,
+            _ => Type::Str,
+        }
+    }
+
+    pub(super) fn eval(&self, ctx: &Ctx<'_>, s: &mut Scratch) -> Option<Val> {
+        let put = |s: &mut Scratch, b: &[u8]| {
+            s.cur.clear();
+            s.cur.extend_from_slice(b);
+            Some(Val::Str)
+        };
+        match self {
+            Fetch::Src => Some(Val::Ip(ctx.src.ip())),
+            Fetch::SrcPort => Some(Val::Int(ctx.src.port() as i64)),
+            Fetch::Dst => Some(Val::Ip((ctx.dst)()?.ip())),
+            Fetch::DstPort => Some(Val::Int((ctx.dst)()?.port() as i64)),
+            Fetch::FeName => put(s, ctx.fe.as_bytes()),
+            Fetch::BeName => put(s, ctx.be?.as_bytes()),
+            Fetch::SrvName => put(s, ctx.srv?.as_bytes()),
+            Fetch::Method => {
+                let r = ctx.req?;
+                put(s, r.head.method_span.get(r.buf))?;
+                Some(Val::Meth)
+            }
+            Fetch::Path => {
+                let r = ctx.req?;
+                let p = r.head.path.get(r.buf);
+                put(s, split_q(p).0)
+            }
+            Fetch::Query => {
+                let r = ctx.req?;
+                let q = split_q(r.head.path.get(r.buf)).1?;
+                put(s, q)
+            }
+            Fetch::Url => {
+                let r = ctx.req?;
+                put(s, r.head.target.get(r.buf))
+            }
+            Fetch::Base => {
+                let r = ctx.req?;
+                let host = r.head.host.map(|h| h.get(r.buf)).unwrap_or(b"");
+                let p = split_q(r.head.path.get(r.buf)).0;
+                s.cur.clear();
+                s.cur.extend_from_slice(host);
+                s.cur.extend_from_slice(p);
+                Some(Val::Str)
+            }
+            Fetch::ReqVer => {
+                let r = ctx.req?;
+                put(
+                    s,
+                    match r.head.version {
+                        Version::Http10 => b"1.0",
+                        Version::Http11 => b"1.1",
+                    },
+                )
+            }
+            Fetch::Hdr {
+                name,
+                occ,
+                full,
+                res,
+            } => {
+                let n = match occ {
+                    Occ::Default => -1,
+                    Occ::Nth(n) => *n,
+                };
+                let mut found = false;
+                if n > 0 {
+                    let mut i = 0;
+                    values(ctx, *res, name, *full, &mut |v| {
+                        i += 1;
+                        if i == n {
+                            s.cur.clear();
+                            s.cur.extend_from_slice(v);
+                            found = true;
+                            return true;
+                        }
+                        false
+                    });
+                } else if n < 0 {
+                    let mut total = 0;
+                    values(ctx, *res, name, *full, &mut |_| {
+                        total += 1;
+                        false
+                    });
+                    let want = total + n + 1;
+                    if want >= 1 {
+                        let mut i = 0;
+                        values(ctx, *res, name, *full, &mut |v| {
+                            i += 1;
+                            if i == want {
+                                s.cur.clear();
+                                s.cur.extend_from_slice(v);
+                                found = true;
+                                return true;
+                            }
+                            false
+                        });
+                    }
+                }
+                found.then_some(Val::Str)
+            }
+            Fetch::HdrCnt { name, full, res } => {
+                let mut c = 0;
+                if !values(ctx, *res, name, *full, &mut |_| {
+                    c += 1;
+                    false
+                }) {
+                    return None;
+                }
+                Some(Val::Int(c))
+            }
+            Fetch::Cook(name) => {
+                // The last occurrence, as HAProxy's req.cook in a sample.
+                let mut found = false;
+                s.cur.clear();
+                cookies(ctx, name, &mut |v| {
+                    s.cur.clear();
+                    s.cur.extend_from_slice(v);
+                    found = true;
+                    false
+                });
+                found.then_some(Val::Str)
+            }
+            Fetch::SslFc => Some(Val::Bool(ctx.tls)),
+            Fetch::SslFcSni => {
+                if !ctx.tls {
+                    return None;
+                }
+                put(s, ctx.sni?.as_bytes())
+            }
+            Fetch::Status => Some(Val::Int(match ctx.res? {
+                Res::H1 { head, .. } => head.status as i64,
+                Res::List { status, .. } => status as i64,
+            })),
+            Fetch::Str(v) => put(s, v.as_bytes()),
+            Fetch::Int(i) => Some(Val::Int(*i)),
+            Fetch::Bool(b) => Some(Val::Bool(*b)),
+            Fetch::Env(v) => put(s, v.as_ref()?.as_bytes()),
+            Fetch::Date(off) => {
+                let now = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map(|d| d.as_secs() as i64)
+                    .unwrap_or(0);
+                Some(Val::Int(now.saturating_add(*off)))
+            }
+            Fetch::Rand(range) => {
+                let r = next_rand();
+                let v = match range {
+                    // HAProxy: (rand32 * range) >> 32.
+                    Some(n) => ((r & 0xffff_ffff) * n) >> 32,
+                    None => r & 0xffff_ffff,
+                };
+                Some(Val::Int(v as i64))
+            }
+            Fetch::Var(r) => ctx.vars?.try_borrow_mut().ok()?.get(r, s),
+            Fetch::Uuid => {
+                let a = next_rand();
+                let b = next_rand();
+                let mut bytes = [0u8; 16];
+                bytes[..8].copy_from_slice(&a.to_be_bytes());
+                bytes[8..].copy_from_slice(&b.to_be_bytes());
+                bytes[6] = (bytes[6] & 0x0f) | 0x40;
+                bytes[8] = (bytes[8] & 0x3f) | 0x80;
+                s.cur.clear();
+                for (i, x) in bytes.iter().enumerate() {
+                    if matches!(i, 4 | 6 | 8 | 10) {
+                        s.cur.push(b'-');
+                    }
+                    let _ = write!(s.cur, "{x:02x}");
+                }
+                Some(Val::Str)
+            }
+        }
+    }
+
+    /// For ACLs: every value of a multi-valued fetch (header fetches
+    /// without an occurrence, cookies); `None` for single-valued fetches.
+    pub(super) fn each(
+        &self,
+        ctx: &Ctx<'_>,
+        s: &mut Scratch,
+        f: &mut dyn FnMut(Val, &Scratch) -> bool,
+    ) -> Option<bool> {
+        match self {
+            Fetch::Hdr {
+                name,
+                occ: Occ::Default,
+                full,
+                res,
+            } => {
+                let mut hit = false;
+                values(ctx, *res, name, *full, &mut |v| {
+                    s.cur.clear();
+                    s.cur.extend_from_slice(v);
+                    hit = f(Val::Str, s);
+                    hit
+                });
+                Some(hit)
+            }
+            Fetch::Cook(name) => {
+                let mut hit = false;
+                cookies(ctx, name, &mut |v| {
+                    s.cur.clear();
+                    s.cur.extend_from_slice(v);
+                    hit = f(Val::Str, s);
+                    hit
+                });
+                Some(hit)
+            }
+            _ => None,
+        }
+    }
+}
+
+/// Path and query (after `?`) of a path-and-query.
+fn split_q(p: &[u8]) -> (&[u8], Option<&[u8]>) {
+    match p.iter().position(|&c| c == b'?') {
+        Some(i) => (&p[..i], Some(&p[i + 1..])),
+        None => (p, None),
+    }
+}
+
+/// Calls `f` on each value of header `name`: each comma-separated value
+/// (trimmed) unless `full`, where each line counts whole. `f` returns
+/// `true` to stop. Returns whether the message exists.
+fn values(
+    ctx: &Ctx<'_>,
+    res: bool,
+    name: &str,
+    full: bool,
+    f: &mut dyn FnMut(&[u8]) -> bool,
+) -> bool {
+    let mut stop = false;
+    each_field(ctx, res, &mut |n, v| {
+        if !n.eq_ignore_ascii_case(name.as_bytes()) {
+            return false;
+        }
+        if full {
+            stop = f(v);
+            return stop;
+        }
+        for part in v.split(|&c| c == b',') {
+            if f(part.trim_ascii()) {
+                stop = true;
+                return true;
+            }
+        }
+        false
+    })
+}
+
+/// Calls `f` on each value of cookie `name` in the request's Cookie
+/// fields (`a=1; b=2`); `f` returns `true` to stop.
+fn cookies(ctx: &Ctx<'_>, name: &str, f: &mut dyn FnMut(&[u8]) -> bool) {
+    each_field(ctx, false, &mut |n, v| {
+        if !n.eq_ignore_ascii_case(b"cookie") {
+            return false;
+        }
+        for pair in v.split(|&c| c == b';') {
+            let pair = pair.trim_ascii();
+            let (k, val) = match pair.iter().position(|&c| c == b'=') {
+                Some(i) => (&pair[..i], &pair[i + 1..]),
+                None => continue,
+            };
+            if k.trim_ascii() == name.as_bytes() && f(val.trim_ascii()) {
+                return true;
+            }
+        }
+        false
+    });
+}
+
+thread_local! {
+    static RNG: Cell<u64> = const { Cell::new(0) };
+}
+
+/// A per-thread xorshift64* generator seeded from the clock and the
+/// thread: `rand` and `uuid` need spread, not cryptographic strength
+/// (HAProxy uses a non-cryptographic generator too).
+pub(super) fn next_rand() -> u64 {
+    RNG.with(|c| {
+        let mut x = c.get();
+        if x == 0 {
+            let t = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_nanos() as u64)
+                .unwrap_or(0x9e37_79b9_7f4a_7c15);
+            let local = 0u8;
+            x = t ^ (&local as *const u8 as u64).rotate_left(32) | 1;
+        }
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        c.set(x);
+        x.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    })
+}

@@ -1,0 +1,314 @@
+//! Log-format strings (configuration.txt 8.2.4) as header values,
+//! `lf-string` bodies and dynamic backend names: text, `%%`, `%[expr]`,
+//! and the `%ci`-style aliases, each optionally preceded by `%{+Q}`-style
+//! flags.
+//!
+//! Where a value is missing the string gets nothing (HAProxy writes "-"
+//! only in log lines). Aliases ebb cannot evaluate where the string is used
+//! (timers, counters, captures) are refused at start.
+
+use std::io::Write;
+
+use super::{Ctx, Expr, Parser, Res, Scope};
+use crate::http1::Version;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Alias {
+    ClientIp,
+    ClientPort,
+    FrontIp,
+    FrontPort,
+    Frontend,
+    Backend,
+    Server,
+    Status,
+    Method,
+    PathNoQuery,
+    Uri,
+    Query,
+    Version,
+    RequestLine,
+    Hostname,
+    Pid,
+}
+
+#[derive(Clone, Debug)]
+enum Part {
+    Text(Vec<u8>),
+    Expr(Box<Expr>),
+    Alias { a: Alias, quote: bool },
+}
+
+/// A compiled log-format string.
+#[derive(Clone, Debug)]
+pub struct LogFormat {
+    parts: Vec<Part>,
+    src: String,
+}
+
+impl PartialEq for LogFormat {
+    fn eq(&self, o: &LogFormat) -> bool {
+        self.src == o.src
+    }
+}
+impl Eq for LogFormat {}
+
+fn alias(name: &str, scope: Scope) -> Result<Alias, String> {
+    let req = matches!(scope, Scope::Request { .. });
+    let a = match name {
+        "ci" => Alias::ClientIp,
+        "cp" => Alias::ClientPort,
+        "fi" => Alias::FrontIp,
+        "fp" => Alias::FrontPort,
+        "f" | "ft" => Alias::Frontend,
+        "b" => Alias::Backend,
+        "s" => Alias::Server,
+        "ST" => Alias::Status,
+        "HM" => Alias::Method,
+        "HP" => Alias::PathNoQuery,
+        "HU" => Alias::Uri,
+        "HQ" => Alias::Query,
+        "HV" => Alias::Version,
+        "r" => Alias::RequestLine,
+        "H" => Alias::Hostname,
+        "pid" => Alias::Pid,
+        o => {
+            return Err(format!(
+                "log-format alias '%{o}' is not supported here (supported: %ci %cp %fi %fp %f %ft %b %s %ST %HM %HP %HU %HQ %HV %r %H %pid, and %[sample])"
+            ))
+        }
+    };
+    let needs_req = matches!(
+        a,
+        Alias::Method
+            | Alias::PathNoQuery
+            | Alias::Uri
+            | Alias::Query
+            | Alias::Version
+            | Alias::RequestLine
+    );
+    if needs_req && !req {
+        return Err(format!(
+            "log-format alias '%{name}' reads the request, which is not available in a response rule"
+        ));
+    }
+    if a == Alias::Status && req {
+        return Err("log-format alias '%ST' (status) is not known in a request rule".to_string());
+    }
+    if a == Alias::Server && req {
+        return Err("log-format alias '%s' (server) is not known in a request rule".to_string());
+    }
+    if a == Alias::Backend && scope == (Scope::Request { backend: false }) {
+        return Err(
+            "log-format alias '%b' needs a backend, which is not known yet in a frontend's http-request rules"
+                .to_string(),
+        );
+    }
+    Ok(a)
+}
+
+impl LogFormat {
+    /// Parses a log-format string for use in `scope`.
+    pub fn parse(text: &str, scope: Scope) -> Result<LogFormat, String> {
+        let b = text.as_bytes();
+        let mut parts = Vec::new();
+        let mut lit = Vec::new();
+        let mut i = 0;
+        while i < b.len() {
+            if b[i] != b'%' {
+                lit.push(b[i]);
+                i += 1;
+                continue;
+            }
+            i += 1;
+            if b.get(i) == Some(&b'%') {
+                lit.push(b'%');
+                i += 1;
+                continue;
+            }
+            let mut quote = false;
+            if b.get(i) == Some(&b'{') {
+                let Some(end) = text[i..].find('}') else {
+                    return Err(format!("missing '}}' after '%{{' in '{text}'"));
+                };
+                for flag in text[i + 1..i + end].split(',') {
+                    match flag {
+                        "+Q" => quote = true,
+                        "-Q" => quote = false,
+                        "" => {}
+                        o => {
+                            return Err(format!(
+                                "log-format flag '{o}' is not supported (supported: +Q, -Q)"
+                            ))
+                        }
+                    }
+                }
+                i += end + 1;
+            }
+            if !lit.is_empty() {
+                parts.push(Part::Text(std::mem::take(&mut lit)));
+            }
+            if b.get(i) == Some(&b'[') {
+                let mut p = Parser::new(text);
+                p.pos = i + 1;
+                let e = p.expr(scope)?;
+                if b.get(p.pos) != Some(&b']') {
+                    return Err(format!(
+                        "missing ']' after sample expression '{}' in '{text}'",
+                        e.text()
+                    ));
+                }
+                i = p.pos + 1;
+                // HAProxy 2.6 applies no quoting to %[...] in these strings.
+                parts.push(Part::Expr(Box::new(e)));
+                continue;
+            }
+            let start = i;
+            while i < b.len() && b[i].is_ascii_alphanumeric() {
+                i += 1;
+            }
+            if start == i {
+                return Err(format!(
+                    "'%' must be followed by a variable name, '[' or '%' in '{text}' (write '%%' for a '%')"
+                ));
+            }
+            // Aliases are the longest known name at this point: `%cip`
+            // is not `%ci` followed by `p`, so refuse unknown names whole.
+            let name = &text[start..i];
+            parts.push(Part::Alias {
+                a: alias(name, scope)?,
+                quote,
+            });
+        }
+        if !lit.is_empty() {
+            parts.push(Part::Text(lit));
+        }
+        Ok(LogFormat {
+            parts,
+            src: text.to_string(),
+        })
+    }
+
+    pub fn text(&self) -> &str {
+        &self.src
+    }
+
+    /// A string with no `%` part: its value is known at start.
+    pub fn as_literal(&self) -> Option<&[u8]> {
+        match self.parts.as_slice() {
+            [] => Some(b""),
+            [Part::Text(t)] => Some(t),
+            _ => None,
+        }
+    }
+
+    /// Appends the string's value for this context to `out`.
+    pub fn render(&self, ctx: &Ctx<'_>, out: &mut Vec<u8>) {
+        for p in &self.parts {
+            match p {
+                Part::Text(t) => out.extend_from_slice(t),
+                Part::Expr(e) => {
+                    e.render(ctx, out);
+                }
+                Part::Alias { a, quote } => {
+                    if *quote {
+                        out.push(b'"');
+                    }
+                    render_alias(*a, ctx, out);
+                    if *quote {
+                        out.push(b'"');
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn render_alias(a: Alias, ctx: &Ctx<'_>, out: &mut Vec<u8>) {
+    match a {
+        Alias::ClientIp => {
+            let _ = write!(out, "{}", ctx.src.ip());
+        }
+        Alias::ClientPort => {
+            let _ = write!(out, "{}", ctx.src.port());
+        }
+        Alias::FrontIp => {
+            if let Some(d) = (ctx.dst)() {
+                let _ = write!(out, "{}", d.ip());
+            }
+        }
+        Alias::FrontPort => {
+            if let Some(d) = (ctx.dst)() {
+                let _ = write!(out, "{}", d.port());
+            }
+        }
+        Alias::Frontend => out.extend_from_slice(ctx.fe.as_bytes()),
+        Alias::Backend => out.extend_from_slice(ctx.be.unwrap_or(ctx.fe).as_bytes()),
+        Alias::Server => out.extend_from_slice(ctx.srv.unwrap_or("<NOSRV>").as_bytes()),
+        Alias::Status => {
+            if let Some(r) = ctx.res {
+                let st = match r {
+                    Res::H1 { head, .. } => head.status,
+                    Res::List { status, .. } => status,
+                };
+                let _ = write!(out, "{st}");
+            }
+        }
+        Alias::Method => {
+            if let Some(r) = ctx.req {
+                out.extend_from_slice(r.head.method_span.get(r.buf));
+            }
+        }
+        Alias::PathNoQuery => {
+            let p = path(ctx);
+            let end = p.iter().position(|&c| c == b'?').unwrap_or(p.len());
+            out.extend_from_slice(&p[..end]);
+        }
+        Alias::Uri => out.extend_from_slice(path(ctx)),
+        Alias::Query => {
+            let p = path(ctx);
+            if let Some(q) = p.iter().position(|&c| c == b'?') {
+                out.extend_from_slice(&p[q..]);
+            }
+        }
+        Alias::Version => {
+            if let Some(r) = ctx.req {
+                out.extend_from_slice(version(r.head.version));
+            }
+        }
+        Alias::RequestLine => {
+            if let Some(r) = ctx.req {
+                out.extend_from_slice(r.head.method_span.get(r.buf));
+                out.push(b' ');
+                out.extend_from_slice(r.head.target.get(r.buf));
+                out.push(b' ');
+                out.extend_from_slice(version(r.head.version));
+            }
+        }
+        Alias::Hostname => out.extend_from_slice(hostname().as_bytes()),
+        Alias::Pid => {
+            let _ = write!(out, "{}", std::process::id());
+        }
+    }
+}
+
+fn path<'a>(ctx: &Ctx<'a>) -> &'a [u8] {
+    ctx.req.map(|r| r.head.path.get(r.buf)).unwrap_or(b"")
+}
+
+fn version(v: Version) -> &'static [u8] {
+    match v {
+        Version::Http10 => b"HTTP/1.0",
+        Version::Http11 => b"HTTP/1.1",
+    }
+}
+
+/// The host name, read once (HAProxy's `%H`).
+fn hostname() -> &'static str {
+    static H: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    H.get_or_init(|| {
+        std::fs::read_to_string("/proc/sys/kernel/hostname")
+            .map(|s| s.trim().to_string())
+            .unwrap_or_default()
+    })
+}

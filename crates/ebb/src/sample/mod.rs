@@ -1,0 +1,514 @@
+//! The sample engine: HAProxy's fetches, converters and log-format strings
+//! (configuration.txt sections 7.3 and 8.2.4), compiled once at
+//! configuration load and evaluated per request.
+//!
+//! A *sample* is a typed value (boolean, integer, IP address, string,
+//! binary, method). An *expression* is a fetch followed by converters:
+//! `req.hdr(host),lower,field(1,:)`. A *log-format string* mixes text,
+//! expressions in `%[...]` and the `%ci`-style aliases; it is what header
+//! values, `lf-string` bodies and dynamic `use_backend` names are.
+//!
+//! Compilation checks everything it can: the fetch and converter names,
+//! their arguments, that each converter accepts what the previous step
+//! produces (HAProxy's cast table), and that the fetch is available where
+//! the expression is used (a response fetch in a request rule is refused,
+//! as HAProxy refuses it). Any error is a message the parser prefixes with
+//! `file:line`.
+//!
+//! Evaluation reads a [`Ctx`] the call site fills (addresses, the request
+//! and response heads over their buffers, proxy names). Bytes produced on
+//! the way live in two per-thread scratch buffers that keep their capacity,
+//! so a warm evaluation allocates nothing unless a value outgrows them.
+
+mod conv;
+mod fetch;
+pub mod hash;
+mod logfmt;
+pub(crate) mod map;
+#[cfg(test)]
+mod tests;
+pub mod vars;
+
+use std::cell::RefCell;
+use std::net::{IpAddr, SocketAddr};
+
+use crate::http1::{RequestHead, ResponseHead};
+
+pub use logfmt::LogFormat;
+pub use vars::{VarAction, VarRef, VarStore};
+
+/// Where an expression is evaluated: decides which fetches exist.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Scope {
+    /// `http-request` rules, `use_backend`, ACLs of request rules, `return`
+    /// bodies. `backend` says whether a backend is known (its rules).
+    Request { backend: bool },
+    /// `http-response` rules: the request head is gone.
+    Response,
+}
+
+/// The request a sample may read.
+#[derive(Clone, Copy)]
+pub struct Req<'a> {
+    pub buf: &'a [u8],
+    pub head: &'a RequestHead,
+}
+
+/// The response a sample may read.
+#[derive(Clone, Copy)]
+pub enum Res<'a> {
+    /// A server's response head over its buffer.
+    H1 {
+        buf: &'a [u8],
+        head: &'a ResponseHead,
+    },
+    /// An answer ebb builds itself (files): status and fields.
+    List {
+        status: u16,
+        hdrs: &'a [(&'a [u8], &'a [u8])],
+    },
+}
+
+/// What an evaluation may read. Call sites fill it; fields a context does
+/// not have stay `None` (a fetch that needs them finds nothing).
+#[derive(Clone, Copy)]
+pub struct Ctx<'a> {
+    /// The client's address.
+    pub src: SocketAddr,
+    /// The local address the client reached (a system call: only asked
+    /// for when `dst`/`dst_port`/`%fi`/`%fp` is evaluated).
+    pub dst: &'a dyn Fn() -> Option<SocketAddr>,
+    pub fe: &'a str,
+    pub be: Option<&'a str>,
+    pub srv: Option<&'a str>,
+    /// TLS on the client connection, and the SNI it sent.
+    pub tls: bool,
+    pub sni: Option<&'a str>,
+    pub req: Option<Req<'a>>,
+    pub res: Option<Res<'a>>,
+    /// The exchange's variables (`None`: `var()` finds nothing and
+    /// `set-var` does nothing).
+    pub vars: Option<&'a RefCell<VarStore>>,
+}
+
+/// A sample's type (HAProxy's SMP_T_*; IPv4 and IPv6 are one type here).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Type {
+    Bool,
+    Int,
+    Ip,
+    Str,
+    Bin,
+    Meth,
+}
+
+/// A value; strings, binaries and methods keep their bytes in the
+/// scratch buffer the evaluation was given.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Val {
+    Bool(bool),
+    Int(i64),
+    Ip(IpAddr),
+    Str,
+    Bin,
+    Meth,
+}
+
+impl Val {
+    pub fn ty(&self) -> Type {
+        match self {
+            Val::Bool(_) => Type::Bool,
+            Val::Int(_) => Type::Int,
+            Val::Ip(_) => Type::Ip,
+            Val::Str => Type::Str,
+            Val::Bin => Type::Bin,
+            Val::Meth => Type::Meth,
+        }
+    }
+}
+
+/// Whether a value of type `from` can be given to something expecting
+/// `to` (HAProxy's sample_casts table, IPv4/IPv6 merged).
+pub fn can_cast(from: Type, to: Type) -> bool {
+    use Type::*;
+    match (from, to) {
+        (a, b) if a == b => true,
+        (Bool | Int, Bool | Int | Str | Bin) => true,
+        (Int, Ip) => true,
+        (Ip, Int | Str | Bin) => true,
+        (Str, Bool | Int | Ip | Bin | Meth) => true,
+        (Bin, Str) => true,
+        (Meth, Str | Bin) => true,
+        _ => false,
+    }
+}
+
+/// The two buffers an evaluation writes into: `cur` holds the bytes of
+/// the current value, `tmp` receives a converter's output before the swap.
+#[derive(Default)]
+pub struct Scratch {
+    pub cur: Vec<u8>,
+    pub tmp: Vec<u8>,
+}
+
+thread_local! {
+    static SCRATCH: RefCell<Scratch> = RefCell::new(Scratch::default());
+    static NAME: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Runs `f` with this thread's cleared name buffer (dynamic backend names
+/// are rendered there without allocating once warm).
+pub fn with_name_buf<R>(f: impl FnOnce(&mut Vec<u8>) -> R) -> R {
+    NAME.with(|n| match n.try_borrow_mut() {
+        Ok(mut n) => {
+            n.clear();
+            f(&mut n)
+        }
+        Err(_) => f(&mut Vec::new()),
+    })
+}
+
+/// Runs `f` with this thread's scratch buffers (a nested call, which the
+/// engine never makes, gets fresh ones instead of panicking).
+pub fn with_scratch<R>(f: impl FnOnce(&mut Scratch) -> R) -> R {
+    SCRATCH.with(|s| match s.try_borrow_mut() {
+        Ok(mut s) => f(&mut s),
+        Err(_) => f(&mut Scratch::default()),
+    })
+}
+
+/// Converts `v` (bytes in `s.cur`) to `to`; `None` when the value does
+/// not convert (a string that is no number, an IPv6 address as integer).
+pub fn cast(v: Val, to: Type, s: &mut Scratch) -> Option<Val> {
+    use std::io::Write;
+    if v.ty() == to {
+        return Some(v);
+    }
+    Some(match (v, to) {
+        (Val::Bool(b), Type::Int) => Val::Int(b as i64),
+        (Val::Int(i), Type::Bool) => Val::Bool(i != 0),
+        (Val::Bool(_) | Val::Int(_), Type::Str | Type::Bin) => {
+            let i = match v {
+                Val::Bool(b) => b as i64,
+                Val::Int(i) => i,
+                _ => 0,
+            };
+            s.cur.clear();
+            if to == Type::Str {
+                let _ = write!(s.cur, "{i}");
+                Val::Str
+            } else {
+                // HAProxy's c_int2bin: 8 bytes, network order.
+                s.cur.extend_from_slice(&i.to_be_bytes());
+                Val::Bin
+            }
+        }
+        (Val::Int(i), Type::Ip) => Val::Ip(IpAddr::V4((i as u32).into())),
+        (Val::Ip(ip), Type::Int) => match ip {
+            IpAddr::V4(a) => Val::Int(u32::from(a) as i64),
+            IpAddr::V6(_) => return None,
+        },
+        (Val::Ip(ip), Type::Str) => {
+            s.cur.clear();
+            let _ = write!(s.cur, "{ip}");
+            Val::Str
+        }
+        (Val::Ip(ip), Type::Bin) => {
+            s.cur.clear();
+            match ip {
+                IpAddr::V4(a) => s.cur.extend_from_slice(&a.octets()),
+                IpAddr::V6(a) => s.cur.extend_from_slice(&a.octets()),
+            }
+            Val::Bin
+        }
+        (Val::Str | Val::Bin | Val::Meth, Type::Str) => Val::Str,
+        (Val::Str | Val::Bin | Val::Meth, Type::Bin) => Val::Bin,
+        (Val::Str, Type::Meth) => Val::Meth,
+        (Val::Str, Type::Int) => Val::Int(str_to_int(&s.cur)?),
+        (Val::Str, Type::Bool) => Val::Bool(str_to_int(&s.cur)? != 0),
+        (Val::Str, Type::Ip) => {
+            let t = std::str::from_utf8(&s.cur).ok()?;
+            Val::Ip(t.trim().parse().ok()?)
+        }
+        _ => return None,
+    })
+}
+
+/// HAProxy's string-to-integer cast: an optional sign and the leading
+/// digits; a string without a digit does not convert.
+pub fn str_to_int(b: &[u8]) -> Option<i64> {
+    let (neg, d) = match b.first() {
+        Some(b'-') => (true, &b[1..]),
+        Some(b'+') => (false, &b[1..]),
+        _ => (false, b),
+    };
+    let n = d.iter().take_while(|c| c.is_ascii_digit()).count();
+    if n == 0 {
+        return None;
+    }
+    let mut v: i64 = 0;
+    for &c in &d[..n] {
+        v = v.saturating_mul(10).saturating_add((c - b'0') as i64);
+    }
+    Some(if neg { -v } else { v })
+}
+
+/// Writes a value as text (what a log-format string shows).
+pub fn write_text(v: Val, s: &Scratch, out: &mut Vec<u8>) {
+    use std::io::Write;
+    match v {
+        Val::Bool(b) => out.push(if b { b'1' } else { b'0' }),
+        Val::Int(i) => {
+            let _ = write!(out, "{i}");
+        }
+        Val::Ip(ip) => {
+            let _ = write!(out, "{ip}");
+        }
+        Val::Str | Val::Bin | Val::Meth => out.extend_from_slice(&s.cur),
+    }
+}
+
+/// A compiled expression: a fetch and its converters.
+#[derive(Clone, Debug)]
+pub struct Expr {
+    fetch: fetch::Fetch,
+    convs: Vec<conv::Conv>,
+    /// The type the last step produces.
+    out: Type,
+    /// As written, for messages and equality.
+    src: String,
+}
+
+impl PartialEq for Expr {
+    fn eq(&self, o: &Expr) -> bool {
+        self.src == o.src
+    }
+}
+impl Eq for Expr {}
+
+impl Expr {
+    /// Parses and checks `fetch[(args)][,conv[(args)]]...`.
+    pub fn parse(text: &str, scope: Scope) -> Result<Expr, String> {
+        let mut p = Parser::new(text);
+        let e = p.expr(scope)?;
+        if p.pos < text.len() {
+            return Err(format!(
+                "unexpected '{}' after sample expression '{}'",
+                &text[p.pos..],
+                &text[..p.pos]
+            ));
+        }
+        Ok(e)
+    }
+
+    /// The type the expression produces.
+    pub fn out_type(&self) -> Type {
+        self.out
+    }
+
+    pub fn text(&self) -> &str {
+        &self.src
+    }
+
+    /// Evaluates the expression; `None` when the fetch finds nothing or a
+    /// converter fails (HAProxy: the sample does not exist).
+    pub fn eval(&self, ctx: &Ctx<'_>, s: &mut Scratch) -> Option<Val> {
+        let mut v = self.fetch.eval(ctx, s)?;
+        for c in &self.convs {
+            v = c.apply(v, ctx, s)?;
+        }
+        Some(v)
+    }
+
+    /// Evaluates and appends the value as text; returns whether a value
+    /// existed.
+    pub fn render(&self, ctx: &Ctx<'_>, out: &mut Vec<u8>) -> bool {
+        with_scratch(|s| match self.eval(ctx, s) {
+            Some(v) => {
+                write_text(v, s, out);
+                true
+            }
+            None => false,
+        })
+    }
+
+    /// For ACLs: calls `f` on each value the fetch yields (all comma
+    /// separated values of every occurrence for header fetches, as HAProxy
+    /// does in an ACL), after the converters; stops at the first `true`.
+    pub fn any(&self, ctx: &Ctx<'_>, f: &mut dyn FnMut(Val, &Scratch) -> bool) -> bool {
+        with_scratch(|s| {
+            if self.convs.is_empty() {
+                if let Some(r) = self.fetch.each(ctx, s, f) {
+                    return r;
+                }
+            }
+            match self.eval(ctx, s) {
+                Some(v) => f(v, s),
+                None => false,
+            }
+        })
+    }
+}
+
+/// A cursor over an expression's text.
+pub(crate) struct Parser<'t> {
+    pub text: &'t str,
+    pub pos: usize,
+}
+
+impl<'t> Parser<'t> {
+    pub fn new(text: &'t str) -> Parser<'t> {
+        Parser { text, pos: 0 }
+    }
+
+    fn peek(&self) -> Option<u8> {
+        self.text.as_bytes().get(self.pos).copied()
+    }
+
+    /// A keyword: letters, digits, `_`, `.`, `-`.
+    fn name(&mut self) -> &'t str {
+        let b = self.text.as_bytes();
+        let start = self.pos;
+        while self.pos < b.len()
+            && (b[self.pos].is_ascii_alphanumeric() || matches!(b[self.pos], b'_' | b'.' | b'-'))
+        {
+            self.pos += 1;
+        }
+        &self.text[start..self.pos]
+    }
+
+    /// `(a,b,...)` if present: arguments split on commas, with `\` escaping
+    /// the next character and parentheses nesting (as HAProxy's make_arg_list).
+    fn args(&mut self) -> Result<Vec<String>, String> {
+        if self.peek() != Some(b'(') {
+            return Ok(Vec::new());
+        }
+        self.pos += 1;
+        let b = self.text.as_bytes();
+        let mut out = Vec::new();
+        let mut cur = Vec::new();
+        let mut depth = 0;
+        loop {
+            let Some(&c) = b.get(self.pos) else {
+                return Err(format!("missing ')' in '{}'", self.text));
+            };
+            self.pos += 1;
+            match c {
+                b'\\' => {
+                    if let Some(&n) = b.get(self.pos) {
+                        cur.push(n);
+                        self.pos += 1;
+                    }
+                }
+                b'(' => {
+                    depth += 1;
+                    cur.push(c);
+                }
+                b')' if depth > 0 => {
+                    depth -= 1;
+                    cur.push(c);
+                }
+                b')' => {
+                    out.push(String::from_utf8_lossy(&cur).into_owned());
+                    break;
+                }
+                b',' if depth == 0 => {
+                    out.push(String::from_utf8_lossy(&std::mem::take(&mut cur)).into_owned());
+                }
+                _ => cur.push(c),
+            }
+        }
+        // `f()` has no argument.
+        if out.len() == 1 && out[0].is_empty() {
+            out.clear();
+        }
+        Ok(out)
+    }
+
+    /// An expression, up to the end of the text or a character that
+    /// cannot continue it (`]` in a log-format string).
+    pub fn expr(&mut self, scope: Scope) -> Result<Expr, String> {
+        let start = self.pos;
+        let name = self.name();
+        if name.is_empty() {
+            return Err(format!("missing fetch name in '{}'", self.text));
+        }
+        let args = self.args()?;
+        let fetch = fetch::Fetch::compile(name, &args, scope)?;
+        let mut ty = fetch.out_type();
+        let mut convs = Vec::new();
+        while self.peek() == Some(b',') {
+            self.pos += 1;
+            let cname = self.name();
+            if cname.is_empty() {
+                return Err(format!("missing converter name in '{}'", self.text));
+            }
+            let cargs = self.args()?;
+            let c = conv::Conv::compile(cname, &cargs)?;
+            if !can_cast(ty, c.in_type()) {
+                return Err(format!(
+                    "converter '{cname}' cannot be applied to a {} sample",
+                    type_name(ty)
+                ));
+            }
+            ty = c.out_type(ty);
+            convs.push(c);
+        }
+        Ok(Expr {
+            fetch,
+            convs,
+            out: ty,
+            src: self.text[start..self.pos].to_string(),
+        })
+    }
+}
+
+pub fn type_name(t: Type) -> &'static str {
+    match t {
+        Type::Bool => "boolean",
+        Type::Int => "integer",
+        Type::Ip => "address",
+        Type::Str => "string",
+        Type::Bin => "binary",
+        Type::Meth => "method",
+    }
+}
+
+/// Calls `f` on each (name, value) field line of the request or the
+/// response, in order; `f` returns `true` to stop. `false` when the
+/// message is not there.
+pub(crate) fn each_field(
+    ctx: &Ctx<'_>,
+    response: bool,
+    f: &mut dyn FnMut(&[u8], &[u8]) -> bool,
+) -> bool {
+    if response {
+        match ctx.res {
+            Some(Res::H1 { buf, head }) => {
+                for h in &head.headers {
+                    if f(h.name.get(buf), h.value.get(buf)) {
+                        break;
+                    }
+                }
+            }
+            Some(Res::List { hdrs, .. }) => {
+                for (n, v) in hdrs {
+                    if f(n, v) {
+                        break;
+                    }
+                }
+            }
+            None => return false,
+        }
+    } else {
+        let Some(r) = ctx.req else {
+            return false;
+        };
+        for h in &r.head.headers {
+            if f(h.name.get(r.buf), h.value.get(r.buf)) {
+                break;
+            }
+        }
+    }
+    true
+}

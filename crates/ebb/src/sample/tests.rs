@@ -1,0 +1,374 @@
+//! Unit tests of fetches, converters and log-format strings, without
+//! sockets. Expected values marked "HAProxy 2.6" were printed by
+//! `haproxy` 2.6.12 from `http-request return lf-string "..."` with the
+//! same expression and request.
+
+use super::*;
+use crate::http1::{parse_request, parse_response, Limits, Status};
+
+const REQ: &str = "GET /p/q?x=1&y HTTP/1.1\r\nHost: www.Example.com:8080\r\nx: a, b\r\nx: c\r\nCookie: d=1; c=2\r\n\r\n";
+
+fn with_ctx<R>(raw: &str, res: Option<&str>, f: impl FnOnce(&Ctx<'_>) -> R) -> R {
+    let buf = raw.as_bytes();
+    let Ok(Status::Complete(head)) = parse_request(buf, &Limits::default()) else {
+        panic!("bad request in test");
+    };
+    let rhead;
+    let rbuf;
+    let resp = match res {
+        Some(r) => {
+            rbuf = r.as_bytes();
+            let Ok(Status::Complete(h)) =
+                parse_response(rbuf, &Limits::default(), crate::http1::Method::Get)
+            else {
+                panic!("bad response in test");
+            };
+            rhead = h;
+            Some(Res::H1 {
+                buf: rbuf,
+                head: &rhead,
+            })
+        }
+        None => None,
+    };
+    let dst = || Some("127.0.0.1:18481".parse().unwrap());
+    let ctx = Ctx {
+        src: "127.0.0.1:40000".parse().unwrap(),
+        dst: &dst,
+        fe: "f",
+        be: Some("b"),
+        srv: Some("s1"),
+        tls: false,
+        sni: None,
+        req: Some(Req { buf, head: &head }),
+        res: resp,
+        vars: None,
+    };
+    f(&ctx)
+}
+
+const RQ: Scope = Scope::Request { backend: true };
+
+fn lf(fmt: &str) -> String {
+    lf_scope(fmt, RQ, None)
+}
+
+fn lf_scope(fmt: &str, scope: Scope, res: Option<&str>) -> String {
+    let l = LogFormat::parse(fmt, scope).unwrap_or_else(|e| panic!("{fmt}: {e}"));
+    with_ctx(REQ, res, |c| {
+        let mut out = Vec::new();
+        l.render(c, &mut out);
+        String::from_utf8_lossy(&out).into_owned()
+    })
+}
+
+fn err(fmt: &str, scope: Scope) -> String {
+    LogFormat::parse(fmt, scope)
+        .err()
+        .unwrap_or_else(|| panic!("{fmt} parsed"))
+}
+
+#[test]
+fn hashes_match_haproxy() {
+    // HAProxy 2.6.
+    let long = "abcdefghijklmnopqrstuvwxyz0123456789ABCDEF";
+    assert_eq!(lf("%[str(abc),djb2]"), "193485963");
+    assert_eq!(lf("%[str(abc),sdbm]"), "807794786");
+    assert_eq!(lf("%[str(abc),wt6]"), "2483038440");
+    assert_eq!(lf("%[str(abc),crc32]"), "891568578");
+    assert_eq!(lf("%[str(abc),xxh64]"), "4952883123889572249");
+    assert_eq!(lf("%[str(abc),xxh64(5)]"), "-1753195980308443340");
+    assert_eq!(lf("%[str(abc),djb2(1)]"), "2235766107");
+    assert_eq!(lf("%[str(abc),sdbm(1)]"), "659243622");
+    assert_eq!(lf("%[str(abc),wt6(1)]"), "266135527");
+    assert_eq!(lf("%[str(abc),crc32(1)]"), "930845320");
+    assert_eq!(lf("%[str(),djb2]"), "5381");
+    assert_eq!(lf("%[str(),xxh64]"), "-1205034819632174695");
+    assert_eq!(lf(&format!("%[str({long}),xxh64]")), "1539807644204849525");
+    assert_eq!(lf(&format!("%[str({long}),crc32]")), "1033159553");
+    assert_eq!(lf(&format!("%[str({long}),wt6]")), "3764726354");
+    assert_eq!(lf(&format!("%[str({long}),sdbm]")), "2854104213");
+    assert_eq!(lf(&format!("%[str({long}),djb2]")), "3899098310");
+    // An integer hashes as its 8 bytes in network order.
+    assert_eq!(lf("%[int(12345),wt6]"), "2887825986");
+    // An address hashes as its 4 bytes.
+    assert_eq!(lf("%[src,wt6]"), "2242437889");
+}
+
+#[test]
+fn converters_match_haproxy() {
+    // HAProxy 2.6.
+    assert_eq!(lf("%[str(hello),base64]"), "aGVsbG8=");
+    assert_eq!(lf("%[str(hi),hex]"), "6869");
+    assert_eq!(lf("%[int(5),add(3),mul(2),sub(1),div(4)]"), "3");
+    assert_eq!(lf("%[src,ipmask(24)]"), "127.0.0.0");
+    assert_eq!(lf("%[str(10.1.2.3),ipmask(255.255.0.0)]"), "10.1.0.0");
+    assert_eq!(lf("%[str(2001:db8::1),ipmask(24,64)]"), "2001:db8::");
+    assert_eq!(lf("%[str(AbC),lower]"), "abc");
+    assert_eq!(lf("%[str(x),upper]"), "X");
+    assert_eq!(lf("%[str(a.b.c),field(2,.)]"), "b");
+    assert_eq!(lf("%[str(a..b.c),word(2,.)]"), "b");
+    assert_eq!(lf("%[str(a..b.c),word(2,.,2)]"), "b.c");
+    assert_eq!(lf("%[str(a.b.c.d),field(2,.,2)]"), "b.c");
+    assert_eq!(lf("%[str(a.b.c.d),field(-2,.,2)]"), "b.c");
+    assert_eq!(lf("%[str(a.b.c),field(-1,.)]"), "c");
+    assert_eq!(lf("%[str(a.b.c),word(-1,.)]"), "c");
+    assert_eq!(lf("%[str(a.b),field(9,.)]"), "");
+    assert_eq!(lf("%[str(abcd),length]"), "4");
+    assert_eq!(lf("%[str(),length]"), "0");
+    assert_eq!(lf("%[str(abcdef),bytes(1,3)]"), "bcd");
+    assert_eq!(lf("%[str(abcdef),bytes(4)]"), "ef");
+    assert_eq!(lf("%[str(abc),bytes(5)]"), "");
+    assert_eq!(lf("%[str(a%2Fb+c),url_dec]"), "a/b+c");
+    assert_eq!(lf("%[str(a+b%41),url_dec(1)]"), "a bA");
+    assert_eq!(lf("%[str(aGVsbG8=),b64dec]"), "hello");
+    assert_eq!(lf("%[str(aXbXc),regsub(X,-,g)]"), "a-b-c");
+    assert_eq!(lf("%[str(aXbXc),regsub(X,-)]"), "a-bXc");
+    assert_eq!(lf("%[str(www.ex.com:80),host_only]"), "www.ex.com");
+    assert_eq!(lf("%[str([::1]:80),host_only]"), "[::1]");
+    assert_eq!(lf("%[int(5),div(0)]"), "9223372036854775807");
+    assert_eq!(lf("%[int(-7),div(2)]"), "-3");
+    assert_eq!(lf("%[int(7),mod(3)]"), "1");
+    assert_eq!(lf("%[int(-7),neg]"), "7");
+    assert_eq!(lf("%[bool(1)]"), "1");
+    assert_eq!(lf("%[int(-3),add(5)]"), "2");
+    assert_eq!(lf("%[str(12abc),add(1)]"), "13");
+    assert_eq!(lf("%[str(ab),base64,b64dec,hex]"), "6162");
+    assert_eq!(lf("%[str(é),hex]"), "C3A9");
+}
+
+#[test]
+fn json_matches_haproxy() {
+    // HAProxy 2.6 on the header value `a"b\\c/d<01>é`.
+    let mut s = Scratch::default();
+    s.cur.extend_from_slice("a\"b\\\\c/d\x01\u{e9}".as_bytes());
+    let c = conv::Conv::compile("json", &[]).unwrap();
+    let dst = || None;
+    let ctx_head = crate::http1::RequestHead::default();
+    let ctx = Ctx {
+        src: "127.0.0.1:1".parse().unwrap(),
+        dst: &dst,
+        fe: "f",
+        be: None,
+        srv: None,
+        tls: false,
+        sni: None,
+        req: Some(Req {
+            buf: b"",
+            head: &ctx_head,
+        }),
+        res: None,
+        vars: None,
+    };
+    let v = c.apply(Val::Str, &ctx, &mut s).unwrap();
+    assert_eq!(v, Val::Str);
+    assert_eq!(
+        String::from_utf8_lossy(&s.cur),
+        "a\\\"b\\\\\\\\c\\/d\\u0001\\u00c3\\u00a9"
+    );
+}
+
+#[test]
+fn request_fetches_match_haproxy() {
+    // HAProxy 2.6, request `GET /p/q?x=1&y` with `x: a, b`, `x: c`,
+    // `Cookie: d=1; c=2`.
+    assert_eq!(lf("%[req.hdr_cnt(x)]"), "3");
+    assert_eq!(lf("%[req.fhdr(x)]"), "c");
+    assert_eq!(lf("%[req.hdr(x)]"), "c");
+    assert_eq!(lf("%[hdr(x,1)]"), "a");
+    assert_eq!(lf("%[hdr(x,2)]"), "b");
+    assert_eq!(lf("%[hdr(x,-2)]"), "b");
+    assert_eq!(lf("%[req.fhdr(x,1)]"), "a, b");
+    assert_eq!(lf("%[req.fhdr_cnt(x)]"), "2");
+    assert_eq!(lf("%[req.cook(c)]"), "2");
+    assert_eq!(lf("%[cook(d)]"), "1");
+    assert_eq!(lf("%[base]"), "www.Example.com:8080/p/q");
+    assert_eq!(lf("%[url]"), "/p/q?x=1&y");
+    assert_eq!(lf("%[path]"), "/p/q");
+    assert_eq!(lf("%[query]"), "x=1&y");
+    assert_eq!(lf("%[method]"), "GET");
+    assert_eq!(lf("%[req.ver]"), "1.1");
+    assert_eq!(lf("%[ssl_fc]"), "0");
+    assert_eq!(lf("%[ssl_fc_sni]"), "");
+    assert_eq!(lf("%[dst_port]"), "18481");
+    assert_eq!(lf("%[dst]"), "127.0.0.1");
+    assert_eq!(lf("%[src]:%[src_port]"), "127.0.0.1:40000");
+    assert_eq!(lf("%[fe_name]/%[be_name]"), "f/b");
+    assert_eq!(
+        lf("a=%[req.hdr(nonexist)] b=%[req.hdr(nonexist),lower]"),
+        "a= b="
+    );
+    assert_eq!(lf("%[req.hdr(HOST),lower,field(1,:)]"), "www.example.com");
+}
+
+#[test]
+fn aliases_match_haproxy() {
+    // HAProxy 2.6.
+    assert_eq!(lf("q=%{+Q}ci r=%{+Q}[src]"), "q=\"127.0.0.1\" r=127.0.0.1");
+    assert_eq!(
+        lf("%ci:%cp %fi:%fp %f"),
+        "127.0.0.1:40000 127.0.0.1:18481 f"
+    );
+    assert_eq!(
+        lf("m=%HM u=%HU p=%HP q=%HQ v=%HV"),
+        "m=GET u=/p/q?x=1&y p=/p/q q=?x=1&y v=HTTP/1.1"
+    );
+    assert_eq!(lf("%r"), "GET /p/q?x=1&y HTTP/1.1");
+    assert_eq!(lf("100%% %{+Q}HM"), "100% \"GET\"");
+    assert_eq!(lf("%pid"), std::process::id().to_string());
+}
+
+#[test]
+fn response_fetches() {
+    let res = "HTTP/1.1 404 Not Found\r\nServer: x\r\nSet-Cookie: a=1\r\nVary: a, b\r\n\r\n";
+    let r = Scope::Response;
+    assert_eq!(lf_scope("%[status] %ST", r, Some(res)), "404 404");
+    assert_eq!(lf_scope("%[res.hdr(vary)]", r, Some(res)), "b");
+    assert_eq!(lf_scope("%[res.hdr_cnt(vary)]", r, Some(res)), "2");
+    assert_eq!(lf_scope("%[res.fhdr(vary)]", r, Some(res)), "a, b");
+    assert_eq!(lf_scope("%s %b %[srv_name]", r, Some(res)), "s1 b s1");
+}
+
+#[test]
+fn random_values_have_their_shape() {
+    let u = lf("%[uuid]");
+    assert_eq!(u.len(), 36, "{u}");
+    assert_eq!(&u[14..15], "4");
+    assert!(matches!(&u[19..20], "8" | "9" | "a" | "b"), "{u}");
+    assert_ne!(lf("%[uuid]"), u);
+    for _ in 0..50 {
+        let r: i64 = lf("%[rand(10)]").parse().unwrap();
+        assert!((0..10).contains(&r));
+    }
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64;
+    let d: i64 = lf("%[date(3600)]").parse().unwrap();
+    assert!((now + 3600..now + 3700).contains(&d));
+    std::env::set_var("EBB_SAMPLE_TEST", "v1");
+    assert_eq!(lf("%[env(EBB_SAMPLE_TEST)]"), "v1");
+    assert_eq!(lf("%[env(EBB_SAMPLE_UNSET_X)]"), "");
+}
+
+#[test]
+fn maps() {
+    let dir = std::env::temp_dir().join(format!("ebb-map-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let f = dir.join("hosts.map");
+    std::fs::write(
+        &f,
+        "# comment\nwww.example.com:8080 be_www\n\napi.example.com be_api\n",
+    )
+    .unwrap();
+    let n = dir.join("nets.map");
+    std::fs::write(&n, "10.0.0.0/8 ten\n127.0.0.0/8 local\n").unwrap();
+    let b = dir.join("beg.map");
+    std::fs::write(&b, "/static st\n/p pp\n").unwrap();
+    let f = f.display();
+    assert_eq!(lf(&format!("%[req.hdr(host),lower,map({f})]")), "be_www");
+    assert_eq!(lf(&format!("%[req.hdr(host),map_str({f},none)]")), "none");
+    assert_eq!(lf(&format!("%[req.hdr(host),map({f})]")), "");
+    assert_eq!(lf(&format!("%[src,map_ip({})]", n.display())), "local");
+    assert_eq!(lf(&format!("%[path,map_beg({})]", b.display())), "pp");
+    assert_eq!(lf(&format!("%[path,map_end({},x)]", b.display())), "x");
+    assert!(err("%[path,map(/nonexistent/x.map)]", RQ).contains("cannot read map file"));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn errors_at_compile_time() {
+    assert!(err("%[nope]", RQ).contains("unknown sample fetch 'nope'"));
+    assert!(err("%[src,nope]", RQ).contains("unknown converter 'nope'"));
+    assert!(err("%[src", RQ).contains("missing ']'"));
+    assert!(err("%[str(a),add(x)]", RQ).contains("not an integer"));
+    assert!(err("%[req.hdr()]", RQ).contains("expects 1 to 2"));
+    assert!(err("%[src(1)]", RQ).contains("expects 0 argument"));
+    assert!(err("%[str(a),ipmask(40)]", RQ).contains("invalid mask"));
+    assert!(err("%[method,ipmask(24)]", RQ).contains("cannot be applied to a method"));
+    assert!(err("%[status]", RQ).contains("reads the response"));
+    assert!(err("%[path]", Scope::Response).contains("reads the request"));
+    assert!(err("%[be_name]", Scope::Request { backend: false }).contains("needs a backend"));
+    assert!(err("%b", Scope::Request { backend: false }).contains("needs a backend"));
+    assert!(err("%Tq", RQ).contains("not supported"));
+    assert!(err("%{+X}ci", RQ).contains("flag '+X'"));
+    assert!(err("50%", RQ).contains("'%%'"));
+    assert!(err("%[str(a),regsub(\\(,x)]", RQ).contains("regular expression"));
+    assert!(err("%[var(x)]", RQ).contains("needs a scope"));
+    assert!(err("%[var(foo.x)]", RQ).contains("unknown variable scope"));
+    assert!(err("%[so_name]", RQ).contains("not supported"));
+    assert!(err("%[str(a),json(utf8)]", RQ).contains("not supported"));
+    assert!(LogFormat::parse("plain text", RQ).unwrap().as_literal() == Some(&b"plain text"[..]));
+}
+
+#[test]
+fn no_allocation_once_warm() {
+    // The scratch buffers keep their capacity: a second evaluation of the
+    // same expression does not grow them.
+    let e = Expr::parse("req.hdr(host),lower,base64,b64dec,upper", RQ).unwrap();
+    with_ctx(REQ, None, |c| {
+        let mut out = Vec::with_capacity(256);
+        e.render(c, &mut out);
+        let caps = with_scratch(|s| (s.cur.capacity(), s.tmp.capacity()));
+        out.clear();
+        e.render(c, &mut out);
+        assert_eq!(with_scratch(|s| (s.cur.capacity(), s.tmp.capacity())), caps);
+        assert_eq!(out, b"WWW.EXAMPLE.COM:8080");
+    });
+}
+
+#[test]
+fn xxh64_reference_vectors() {
+    // xxHash's own reference values.
+    assert_eq!(hash::xxh64(b"", 0), 0xEF46_DB37_51D8_E999);
+    assert_eq!(hash::crc32(b"123456789"), 0xCBF4_3926);
+}
+
+#[test]
+fn variables_keep_their_type_and_scope() {
+    let store = std::cell::RefCell::new(VarStore::default());
+    let set = |v: &str, e: &str| {
+        VarAction::Set(
+            VarRef::parse(v).unwrap(),
+            Box::new(Expr::parse(e, RQ).unwrap()),
+        )
+    };
+    with_ctx(REQ, None, |c| {
+        let c = Ctx {
+            vars: Some(&store),
+            ..*c
+        };
+        set("txn.host", "req.hdr(host),lower").run(&c);
+        set("sess.n", "int(41),add(1)").run(&c);
+        set("req.r", "str(r)").run(&c);
+        VarAction::SetFmt(
+            VarRef::parse("txn.f").unwrap(),
+            LogFormat::parse("%[var(txn.host)]/%ci", RQ).unwrap(),
+        )
+        .run(&c);
+        // A fetch that finds nothing leaves the variable alone.
+        set("txn.host", "req.hdr(nope)").run(&c);
+        let get = |fmt: &str| {
+            let mut o = Vec::new();
+            LogFormat::parse(fmt, RQ).unwrap().render(&c, &mut o);
+            String::from_utf8(o).unwrap()
+        };
+        assert_eq!(get("%[var(txn.host)]"), "www.example.com:8080");
+        assert_eq!(get("%[var(sess.n),add(1)]"), "43");
+        assert_eq!(get("%[var(txn.f)]"), "www.example.com:8080/127.0.0.1");
+        assert_eq!(get("%[var(req.r)]"), "r");
+        store.borrow_mut().begin_response();
+        assert_eq!(get("%[var(req.r)]"), "");
+        assert_eq!(get("%[var(txn.host)]"), "www.example.com:8080");
+        VarAction::Unset(VarRef::parse("txn.host").unwrap()).run(&c);
+        assert_eq!(get("%[var(txn.host)]"), "");
+        store.borrow_mut().begin_request();
+        assert_eq!(get("%[var(txn.f)]"), "");
+        // Session variables outlive the exchange.
+        assert_eq!(get("%[var(sess.n)]"), "42");
+        set("proc.p", "int(7)").run(&c);
+        assert_eq!(get("%[var(proc.p)]"), "7");
+    });
+    assert!(VarRef::parse("x").is_err());
+    assert!(VarRef::parse("foo.x").is_err());
+}

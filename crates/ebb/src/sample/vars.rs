@@ -1,0 +1,254 @@
+//! Variables (configuration.txt 2.8, `set-var`, `var()`): typed values
+//! stored by name in one of five scopes with HAProxy's lifetimes:
+//!
+//! - `proc`: the whole process (all threads; behind a lock, so use it for
+//!   rare values);
+//! - `sess`: the client connection, across its requests;
+//! - `txn`: one exchange, request and response;
+//! - `req`: while the request is processed;
+//! - `res`: while the response is processed.
+//!
+//! Names are interned at configuration load, so a store is a short list of
+//! (id, value) whose buffers are kept when a scope is cleared: setting a
+//! variable allocates nothing once the connection is warm.
+
+use std::sync::Mutex;
+
+use super::{Scratch, Val};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum VarScope {
+    Proc,
+    Sess,
+    Txn,
+    Req,
+    Res,
+}
+
+/// A variable named in the configuration: `scope.name`.
+#[derive(Clone, Debug)]
+pub struct VarRef {
+    pub scope: VarScope,
+    id: u32,
+    pub text: String,
+}
+
+impl PartialEq for VarRef {
+    fn eq(&self, o: &VarRef) -> bool {
+        self.text == o.text
+    }
+}
+impl Eq for VarRef {}
+
+static NAMES: Mutex<Vec<String>> = Mutex::new(Vec::new());
+
+impl VarRef {
+    /// Parses `scope.name` (names: letters, digits, `_`, `.`).
+    pub fn parse(text: &str) -> Result<VarRef, String> {
+        let Some((scope, name)) = text.split_once('.') else {
+            return Err(format!(
+                "variable '{text}' needs a scope: proc., sess., txn., req. or res."
+            ));
+        };
+        let scope = match scope {
+            "proc" => VarScope::Proc,
+            "sess" => VarScope::Sess,
+            "txn" => VarScope::Txn,
+            "req" => VarScope::Req,
+            "res" => VarScope::Res,
+            o => {
+                return Err(format!(
+                    "unknown variable scope '{o}' (proc, sess, txn, req, res)"
+                ))
+            }
+        };
+        if name.is_empty()
+            || !name
+                .bytes()
+                .all(|c| c.is_ascii_alphanumeric() || c == b'_' || c == b'.')
+        {
+            return Err(format!("invalid variable name '{text}'"));
+        }
+        let mut names = NAMES.lock().unwrap_or_else(|p| p.into_inner());
+        let id = match names.iter().position(|n| n == text) {
+            Some(i) => i,
+            None => {
+                names.push(text.to_string());
+                names.len() - 1
+            }
+        } as u32;
+        Ok(VarRef {
+            scope,
+            id,
+            text: text.to_string(),
+        })
+    }
+}
+
+/// A stored value (bytes of strings kept in `bytes`).
+#[derive(Clone, Debug, Default)]
+struct Slot {
+    id: u32,
+    set: bool,
+    val: Option<Val>,
+    bytes: Vec<u8>,
+}
+
+/// The variables of one scope.
+#[derive(Default, Debug)]
+pub struct Vars {
+    slots: Vec<Slot>,
+}
+
+impl Vars {
+    /// Forgets every value (buffers kept).
+    pub fn clear(&mut self) {
+        for s in &mut self.slots {
+            s.set = false;
+        }
+    }
+
+    fn set(&mut self, id: u32, v: Val, s: &Scratch) {
+        let i = match self.slots.iter().position(|x| x.id == id) {
+            Some(i) => i,
+            None => {
+                self.slots.push(Slot {
+                    id,
+                    ..Slot::default()
+                });
+                self.slots.len() - 1
+            }
+        };
+        let slot = &mut self.slots[i];
+        slot.set = true;
+        slot.val = Some(v);
+        slot.bytes.clear();
+        if matches!(v, Val::Str | Val::Bin | Val::Meth) {
+            slot.bytes.extend_from_slice(&s.cur);
+        }
+    }
+
+    fn unset(&mut self, id: u32) {
+        if let Some(x) = self.slots.iter_mut().find(|x| x.id == id) {
+            x.set = false;
+        }
+    }
+
+    fn get(&self, id: u32, s: &mut Scratch) -> Option<Val> {
+        let x = self.slots.iter().find(|x| x.id == id && x.set)?;
+        let v = x.val?;
+        if matches!(v, Val::Str | Val::Bin | Val::Meth) {
+            s.cur.clear();
+            s.cur.extend_from_slice(&x.bytes);
+        }
+        Some(v)
+    }
+}
+
+static PROC: Mutex<Vars> = Mutex::new(Vars { slots: Vec::new() });
+
+/// The variables an exchange sees (all but `proc`, which is global).
+#[derive(Default, Debug)]
+pub struct VarStore {
+    pub sess: Vars,
+    pub txn: Vars,
+    pub req: Vars,
+    pub res: Vars,
+}
+
+impl VarStore {
+    /// A new request on the connection: `txn`, `req` and `res` start empty.
+    pub fn begin_request(&mut self) {
+        self.txn.clear();
+        self.req.clear();
+        self.res.clear();
+    }
+
+    /// The response is being processed: `req` variables are gone.
+    pub fn begin_response(&mut self) {
+        self.req.clear();
+        self.res.clear();
+    }
+
+    fn scope(&mut self, s: VarScope) -> Option<&mut Vars> {
+        match s {
+            VarScope::Sess => Some(&mut self.sess),
+            VarScope::Txn => Some(&mut self.txn),
+            VarScope::Req => Some(&mut self.req),
+            VarScope::Res => Some(&mut self.res),
+            VarScope::Proc => None,
+        }
+    }
+
+    /// Stores `v` (bytes in `s.cur`).
+    pub fn set(&mut self, r: &VarRef, v: Val, s: &Scratch) {
+        match self.scope(r.scope) {
+            Some(vars) => vars.set(r.id, v, s),
+            None => PROC
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .set(r.id, v, s),
+        }
+    }
+
+    pub fn unset(&mut self, r: &VarRef) {
+        match self.scope(r.scope) {
+            Some(vars) => vars.unset(r.id),
+            None => PROC.lock().unwrap_or_else(|p| p.into_inner()).unset(r.id),
+        }
+    }
+
+    /// Reads a variable into `s.cur`; `None` when unset.
+    pub fn get(&mut self, r: &VarRef, s: &mut Scratch) -> Option<Val> {
+        match self.scope(r.scope) {
+            Some(vars) => vars.get(r.id, s),
+            None => PROC.lock().unwrap_or_else(|p| p.into_inner()).get(r.id, s),
+        }
+    }
+}
+
+/// `set-var`, `set-var-fmt`, `unset-var` of `http-request` and
+/// `http-response` rules.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum VarAction {
+    Set(VarRef, Box<super::Expr>),
+    SetFmt(VarRef, super::LogFormat),
+    Unset(VarRef),
+}
+
+impl VarAction {
+    /// Runs the action for `ctx` (a context without variables does
+    /// nothing).
+    pub fn run(&self, ctx: &super::Ctx<'_>) {
+        let Some(store) = ctx.vars else {
+            return;
+        };
+        match self {
+            VarAction::Set(r, e) => {
+                super::with_scratch(|s| {
+                    // An expression that yields nothing leaves the
+                    // variable as it was (HAProxy's rule).
+                    if let Some(v) = e.eval(ctx, s) {
+                        if let Ok(mut st) = store.try_borrow_mut() {
+                            st.set(r, v, s);
+                        }
+                    }
+                });
+            }
+            VarAction::SetFmt(r, f) => super::with_name_buf(|buf| {
+                f.render(ctx, buf);
+                let mut s = Scratch::default();
+                std::mem::swap(&mut s.cur, buf);
+                if let Ok(mut st) = store.try_borrow_mut() {
+                    st.set(r, Val::Str, &s);
+                }
+                std::mem::swap(&mut s.cur, buf);
+            }),
+            VarAction::Unset(r) => {
+                if let Ok(mut st) = store.try_borrow_mut() {
+                    st.unset(r);
+                }
+            }
+        }
+    }
+}

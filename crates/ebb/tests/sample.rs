@@ -1,0 +1,205 @@
+//! The sample engine through the real binary: what an origin receives
+//! from `http-request set-header` with log-format values, what a client
+//! gets from `http-response` edits and `lf-string` answers, dynamic
+//! `use_backend`, and ACLs over sample expressions; the same
+//! configuration run by HAProxy 2.6 side by side where it is installed.
+
+mod common;
+
+use std::net::{SocketAddr, TcpStream};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::origin::{Mode, Origin};
+use common::*;
+
+/// The frontend and backends shared by ebb and HAProxy in these tests.
+fn config(bind: &str, a: &Origin, b: &Origin) -> String {
+    format!(
+        "global\n    nbthread 1\ndefaults\n    mode http\n    timeout client 10s\n    timeout server 5s\n    timeout connect 2s\n\
+frontend fe\n    bind {bind}\n\
+    acl many_x req.hdr_cnt(x-a) gt 1\n\
+    http-request deny deny_status 429 if many_x\n\
+    http-request return status 200 content-type text/plain lf-string \"lf %[path] %[req.hdr(host),lower] %ci\" if {{ path_beg /lf }}\n\
+    http-request set-header X-Real-IP %[src]\n\
+    http-request set-header X-Path %[path,upper]\n\
+    http-request set-header X-Host %[req.hdr(host),lower,field(1,:)]\n\
+    http-request add-header X-Hash %[str(abc),djb2]/%[str(abc),wt6]/%[str(abc),xxh64]\n\
+    http-request set-header X-Mixed \"fe=%f m=%HM u=%HU 100%%\"\n\
+    http-request set-header X-Cookie %[req.cook(sid)]\n\
+    http-request del-header X-Secret\n\
+    http-request set-header X-Tls %[ssl_fc]\n\
+    http-request set-var(txn.host) req.hdr(host),lower\n\
+    http-request set-var-fmt(txn.who) \"%[src] on %f\"\n\
+    http-request set-var(req.tmp) str(gone)\n\
+    http-response set-header X-Var \"%[var(txn.host)] %[var(txn.who)] <%[var(req.tmp)]>\"\n\
+    use_backend be_%[req.hdr(x-be),lower]\n\
+    default_backend be_a\n\
+backend be_a\n    http-request set-header X-Be %[be_name]\n    http-response set-header X-Status %[status]\n    http-response set-header X-Srv %[srv_name]\n    http-response add-header X-Resp \"%s via %b\"\n    server a {}\n\
+backend be_b\n    http-request set-header X-Be %[be_name]\n    server b {}\n",
+        a.addr, b.addr
+    )
+}
+
+/// `curl -si` against `addr`; returns the whole response text.
+fn curl(addr: SocketAddr, path: &str, extra: &[&str]) -> String {
+    let url = format!("http://{addr}{path}");
+    let out = Command::new("curl")
+        .args([
+            "-si",
+            "--max-time",
+            "20",
+            "-H",
+            "Host: WWW.Example.COM:8080",
+        ])
+        .args(extra)
+        .arg(&url)
+        .output()
+        .expect("run curl");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn header<'a>(text: &'a str, name: &str) -> Option<&'a str> {
+    text.lines().find_map(|l| {
+        let (n, v) = l.split_once(':')?;
+        n.eq_ignore_ascii_case(name).then(|| v.trim())
+    })
+}
+
+/// The last head an origin received.
+fn last_head(o: &Origin) -> String {
+    o.heads.lock().unwrap().last().cloned().unwrap_or_default()
+}
+
+/// Runs the checks against a proxy (ebb or HAProxy) in front of `a` and
+/// `b`; returns the observations so two proxies can be compared.
+fn observe(addr: SocketAddr, a: &Origin, b: &Origin) -> Vec<String> {
+    let mut seen = Vec::new();
+    let r = curl(
+        addr,
+        "/some/Path?q=1",
+        &["-H", "X-Secret: s", "-H", "Cookie: a=1; sid=xyz"],
+    );
+    assert!(r.starts_with("HTTP/1.1 200"), "{r}");
+    let h = last_head(a);
+    for n in [
+        "x-real-ip",
+        "x-path",
+        "x-host",
+        "x-hash",
+        "x-mixed",
+        "x-cookie",
+        "x-tls",
+        "x-be",
+        "x-secret",
+    ] {
+        seen.push(format!("origin {n}: {:?}", header(&h, n)));
+    }
+    for n in ["x-status", "x-srv", "x-resp", "x-var"] {
+        seen.push(format!("client {n}: {:?}", header(&r, n)));
+    }
+    // Dynamic backend name.
+    let r = curl(addr, "/dyn", &["-H", "X-Be: B"]);
+    assert!(r.starts_with("HTTP/1.1 200"), "{r}");
+    seen.push(format!("be_b x-be: {:?}", header(&last_head(b), "x-be")));
+    // A name that is no backend: the default backend.
+    let before = a.requests.load(std::sync::atomic::Ordering::SeqCst);
+    let r = curl(addr, "/dyn2", &["-H", "X-Be: nope"]);
+    assert!(r.starts_with("HTTP/1.1 200"), "{r}");
+    seen.push(format!(
+        "unknown dynamic name goes to default: {}",
+        a.requests.load(std::sync::atomic::Ordering::SeqCst) == before + 1
+    ));
+    // lf-string answer.
+    let r = curl(addr, "/lf/x", &[]);
+    seen.push(format!(
+        "lf body: {:?}",
+        r.split("\r\n\r\n").nth(1).unwrap_or("")
+    ));
+    // ACL over an integer sample.
+    let r = curl(addr, "/", &["-H", "X-A: 1", "-H", "X-A: 2"]);
+    seen.push(format!("acl hdr_cnt: {}", &r[..12.min(r.len())]));
+    seen
+}
+
+#[test]
+fn header_values_are_evaluated_as_haproxy_does() {
+    if !have("curl") {
+        eprintln!("curl not installed: skipped");
+        return;
+    }
+    let a = Origin::start("a", Mode::Ok);
+    let b = Origin::start("b", Mode::Ok);
+    let e = Ebb::start(&config("BIND", &a, &b));
+    let got = observe(e.addr(), &a, &b);
+    let expect = [
+        "origin x-real-ip: Some(\"127.0.0.1\")",
+        "origin x-path: Some(\"/SOME/PATH\")",
+        "origin x-host: Some(\"www.example.com\")",
+        "origin x-hash: Some(\"193485963/2483038440/4952883123889572249\")",
+        "origin x-mixed: Some(\"fe=fe m=GET u=/some/Path?q=1 100%\")",
+        "origin x-cookie: Some(\"xyz\")",
+        "origin x-tls: Some(\"0\")",
+        "origin x-be: Some(\"be_a\")",
+        "origin x-secret: None",
+        "client x-status: Some(\"200\")",
+        "client x-srv: Some(\"a\")",
+        "client x-resp: Some(\"a via be_a\")",
+        "client x-var: Some(\"www.example.com:8080 127.0.0.1 on fe <>\")",
+        "be_b x-be: Some(\"be_b\")",
+        "unknown dynamic name goes to default: true",
+        "lf body: \"lf /lf/x www.example.com:8080 127.0.0.1\"",
+        "acl hdr_cnt: HTTP/1.1 429",
+    ];
+    assert_eq!(got, expect);
+}
+
+/// A free loopback port (bound, then released).
+fn free_port() -> SocketAddr {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    l.local_addr().unwrap()
+}
+
+struct Haproxy(Child);
+
+impl Drop for Haproxy {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn same_observations_as_haproxy() {
+    if !have("curl") || !have("haproxy") {
+        eprintln!("curl or haproxy not installed: skipped");
+        return;
+    }
+    let a = Origin::start("a", Mode::Ok);
+    let b = Origin::start("b", Mode::Ok);
+    let e = Ebb::start(&config("BIND", &a, &b));
+    let ours = observe(e.addr(), &a, &b);
+
+    let a2 = Origin::start("a", Mode::Ok);
+    let b2 = Origin::start("b", Mode::Ok);
+    let addr = free_port();
+    let dir = scratch("haproxy-sample");
+    let path = dir.join("h.cfg");
+    std::fs::write(&path, config(&addr.to_string(), &a2, &b2)).unwrap();
+    let child = Command::new("haproxy")
+        .args(["-db", "-f", path.to_str().unwrap()])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start haproxy");
+    let _h = Haproxy(child);
+    // Wait for the listener (an event: the connect succeeds).
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while TcpStream::connect(addr).is_err() {
+        assert!(Instant::now() < deadline, "haproxy did not start");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let theirs = observe(addr, &a2, &b2);
+    assert_eq!(ours, theirs);
+}
