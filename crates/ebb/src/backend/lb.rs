@@ -141,65 +141,9 @@ fn gcd(mut a: u32, mut b: u32) -> u32 {
     a
 }
 
-/// sdbm: `h = c + (h << 6) + (h << 16) - h`.
-pub fn sdbm(data: &[u8]) -> u32 {
-    data.iter().fold(0u32, |h, &c| {
-        u32::from(c)
-            .wrapping_add(h << 6)
-            .wrapping_add(h << 16)
-            .wrapping_sub(h)
-    })
-}
-
-/// djb2: `h = h * 33 + c` from 5381.
-pub fn djb2(data: &[u8]) -> u32 {
-    data.iter().fold(5381u32, |h, &c| {
-        (h << 5).wrapping_add(h).wrapping_add(u32::from(c))
-    })
-}
-
-/// wt6, the function HAProxy designed: two words rotated by amounts the
-/// data itself chooses.
-pub fn wt6(data: &[u8]) -> u32 {
-    let (mut h0, mut h1): (u32, u32) = (0xa53c_965a, 0x5ca6_953a);
-    let (mut step0, mut step1) = (6u32, 18u32);
-    for &c in data {
-        let t = u32::from(c);
-        h0 = !(h0 ^ t);
-        h1 = !(h1.wrapping_add(t));
-        let t = h1.rotate_left(step0);
-        h1 = h0.rotate_left(step1);
-        h0 = t;
-        let t = ((h0 >> 16) ^ h1) & 0xffff;
-        step0 = t & 0x1f;
-        step1 = t >> 11;
-    }
-    h0 ^ h1
-}
-
-/// CRC-32 (IEEE, reflected, as Ethernet and gzip).
-pub fn crc32(data: &[u8]) -> u32 {
-    let mut h = 0xffff_ffffu32;
-    for &c in data {
-        h ^= u32::from(c);
-        for _ in 0..8 {
-            h = (h >> 1) ^ if h & 1 != 0 { 0xedb8_8320 } else { 0 };
-        }
-    }
-    !h
-}
-
-/// Bob Jenkins' 32-bit full avalanche, then a multiplication by a prime
-/// near 3/4 of the range (HAProxy's `full_hash`).
-pub fn avalanche(mut a: u32) -> u32 {
-    a = a.wrapping_add(0x7ed5_5d16).wrapping_add(a << 12);
-    a = (a ^ 0xc761_c23c) ^ (a >> 19);
-    a = a.wrapping_add(0x1656_67b1).wrapping_add(a << 5);
-    a = a.wrapping_add(0xd3a2_646c) ^ (a << 9);
-    a = a.wrapping_add(0xfd70_46c5).wrapping_add(a << 3);
-    a = (a ^ 0xb55a_4f09) ^ (a >> 16);
-    a.wrapping_mul(3_221_225_473)
-}
+// The functions are the sample engine's (its converters and `balance`
+// hash the same way, HAProxy's `hash_*` functions and `full_hash`).
+pub use crate::sample::hash::{crc32, djb2, full_hash as avalanche, sdbm, wt6};
 
 /// A key's hash under a backend's `hash-type` (function, then avalanche).
 pub fn hash_key(h: &HashType, data: &[u8]) -> u32 {
