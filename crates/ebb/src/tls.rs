@@ -833,28 +833,31 @@ fn build(
     Ok(Current { config, names })
 }
 
+/// `base` with its cipher suites chosen and ordered by a `ciphers` (TLS 1.2)
+/// and a `ciphersuites` (TLS 1.3) string, on a bind or a server line.
+fn with_suites(
+    base: &CryptoProvider,
+    ciphers: Option<&str>,
+    ciphersuites: Option<&str>,
+) -> Result<CryptoProvider, String> {
+    let t12 = ciphers.map(crate::tls_policy::ciphers12).transpose()?;
+    let t13 = ciphersuites.map(crate::tls_policy::ciphers13).transpose()?;
+    let mut prov = base.clone();
+    prov.cipher_suites =
+        crate::tls_policy::select_suites(&base.cipher_suites, t12.as_deref(), t13.as_deref());
+    Ok(prov)
+}
+
 /// The crypto provider of a TLS policy: ring's (or aws-lc-rs') suites and
 /// groups, chosen and ordered by `ciphers`, `ciphersuites` and `curves`.
 fn bind_provider(ssl: &BindSsl) -> Result<Arc<CryptoProvider>, String> {
     let base = provider();
-    let t12 = ssl
-        .ciphers
-        .as_deref()
-        .map(crate::tls_policy::ciphers12)
-        .transpose()?;
-    let t13 = ssl
-        .ciphersuites
-        .as_deref()
-        .map(crate::tls_policy::ciphers13)
-        .transpose()?;
     let groups = ssl
         .curves
         .as_deref()
         .map(crate::tls_policy::curves)
         .transpose()?;
-    let mut prov = (*base).clone();
-    prov.cipher_suites =
-        crate::tls_policy::select_suites(&base.cipher_suites, t12.as_deref(), t13.as_deref());
+    let mut prov = with_suites(&base, ssl.ciphers.as_deref(), ssl.ciphersuites.as_deref())?;
     prov.kx_groups = crate::tls_policy::select_groups(&base.kx_groups, groups.as_deref());
     if prov.kx_groups.is_empty() {
         return Err("no curve left that ebb's TLS library implements".into());
@@ -988,21 +991,11 @@ pub fn client_config_with(
     ca_file: Option<&Path>,
     tls: &ServerTlsPolicy,
 ) -> Result<Arc<ClientConfig>, String> {
-    let base = provider();
-    let t12 = tls
-        .ciphers
-        .as_deref()
-        .map(crate::tls_policy::ciphers12)
-        .transpose()?;
-    let t13 = tls
-        .ciphersuites
-        .as_deref()
-        .map(crate::tls_policy::ciphers13)
-        .transpose()?;
-    let mut prov = (*base).clone();
-    prov.cipher_suites =
-        crate::tls_policy::select_suites(&base.cipher_suites, t12.as_deref(), t13.as_deref());
-    let provider = Arc::new(prov);
+    let provider = Arc::new(with_suites(
+        &provider(),
+        tls.ciphers.as_deref(),
+        tls.ciphersuites.as_deref(),
+    )?);
     let mut versions: Vec<&'static rustls::SupportedProtocolVersion> = Vec::new();
     for v in tls.versions().iter().rev() {
         versions.push(match v {
