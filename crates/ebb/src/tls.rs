@@ -392,10 +392,7 @@ fn crt_list_options(opts: &str, ssl: &BindSsl) -> Result<BindSsl, String> {
         match kw {
             "alpn" => {
                 let v = v?;
-                b.alpn = v.split(',').map(str::to_string).collect();
-                if b.alpn.iter().any(|p| p.is_empty() || p.len() > 255) {
-                    return Err(format!("invalid ALPN list '{v}'"));
-                }
+                b.alpn = crate::config::alpn_list(v)?;
             }
             "ciphers" => {
                 let v = v?;

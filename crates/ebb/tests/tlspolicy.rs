@@ -547,7 +547,7 @@ fn crt_dir_crt_list_bases_and_checks() {
     // crt-list: SNI filters replace the certificate's names.
     std::fs::write(
         d.join("list.txt"),
-        "# default first\ncerts/b.pem !*\n\ncerts/a.pem *.w.test !no.w.test\ncerts/c.pem [ssl-min-ver TLSv1.3 ciphersuites TLS_CHACHA20_POLY1305_SHA256 alpn h2]\n",
+        "# default first\ncerts/b.pem !*\n\ncerts/a.pem *.w.test !no.w.test\ncerts/c.pem [ssl-min-ver TLSv1.3 ciphersuites TLS_CHACHA20_POLY1305_SHA256 alpn http/1.0]\n",
     )
     .unwrap();
     let e = Ebb::start(&format!(
@@ -568,14 +568,20 @@ fn crt_dir_crt_list_bases_and_checks() {
         );
     }
     // The `[options]` of c.pem's line apply to handshakes that get it.
-    let out = s_client(port, &["-servername", "c.test", "-alpn", "h2,http/1.1"]);
+    let out = s_client(
+        port,
+        &["-servername", "c.test", "-alpn", "http/1.0,http/1.1"],
+    );
     assert_eq!(cipher(&out), "TLS_CHACHA20_POLY1305_SHA256", "{out}");
-    assert!(out.contains("ALPN protocol: h2"), "{out}");
+    assert!(out.contains("ALPN protocol: http/1.0"), "{out}");
     let out = s_client(port, &["-servername", "c.test", "-tls1_2"]);
     assert_eq!(alert(&out), Some(70), "{out}");
-    let out = s_client(port, &["-servername", "b.test", "-tls1_2", "-alpn", "h2"]);
+    let out = s_client(
+        port,
+        &["-servername", "b.test", "-tls1_2", "-alpn", "http/1.0"],
+    );
     assert_eq!(alert(&out), None, "{out}");
-    assert!(!out.contains("ALPN protocol: h2"), "{out}");
+    assert!(!out.contains("ALPN protocol: http/1.0"), "{out}");
     // ebb -c: every certificate is loaded, errors name the line.
     let check = |cfg: &str| {
         std::fs::write(
@@ -591,6 +597,18 @@ fn crt_dir_crt_list_bases_and_checks() {
         err.contains("t.cfg:7: unable to stat SSL certificate from file '/nonexistent.pem'"),
         "{err}"
     );
+    // A crt-list line cannot offer h2 either while HTTP/2 is not served.
+    std::fs::write(
+        d.join("opts.txt"),
+        "certs/a.pem [alpn h2,http/1.1] a.test\n",
+    )
+    .unwrap();
+    let (code, _, err) = check(&format!(
+        "    bind 127.0.0.1:0 ssl crt-list {}",
+        d.join("opts.txt").display()
+    ));
+    assert_eq!(code, 1);
+    assert!(err.contains("HTTP/2 is not served yet"), "{err}");
     std::fs::write(d.join("opts.txt"), "certs/a.pem [verify required] a.test\n").unwrap();
     let (code, _, err) = check(&format!(
         "    bind 127.0.0.1:0 ssl crt-list {}",

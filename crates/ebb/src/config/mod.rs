@@ -48,6 +48,7 @@ use std::sync::Arc;
 pub use types::*;
 
 pub use parse::parse_sock_spec;
+pub(crate) use values::alpn_list;
 pub use values::parse_bind_addrs;
 
 /// Quotes `s` as one configuration word that the parser reads back exactly,

@@ -2149,17 +2149,7 @@ fn parse_bind(w: &[String], ctx: &Ctx<'_>) -> Result<Bind, String> {
             "key" => b.key = Some(with_base(ctx, ctx.tls.crt_base.as_ref(), v?)),
             "alpn" => {
                 let v = v?;
-                b.alpn = v.split(',').map(str::to_string).collect();
-                if b.alpn.iter().any(|p| p.is_empty() || p.len() > 255) {
-                    return Err(format!("invalid ALPN list '{v}'"));
-                }
-                // Offering h2 and then reading the connection as HTTP/1
-                // fails every client that takes the offer (curl exits 55).
-                if b.alpn.iter().any(|p| p == "h2") {
-                    return Err(format!(
-                        "'alpn {v}' offers h2, but HTTP/2 is not served yet: use 'alpn http/1.1'"
-                    ));
-                }
+                b.alpn = alpn_list(v)?;
             }
             "ciphers" => {
                 let v = v?;

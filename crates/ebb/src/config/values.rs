@@ -265,6 +265,22 @@ pub(crate) fn header_value(s: &str) -> Result<String, String> {
     }
 }
 
+/// An `alpn` list (bind lines and crt-list lines). `h2` is refused while
+/// HTTP/2 is not served: offering it and then reading the connection as
+/// HTTP/1 fails every client that takes the offer (curl exits 55).
+pub(crate) fn alpn_list(v: &str) -> Result<Vec<String>, String> {
+    let list: Vec<String> = v.split(',').map(str::to_string).collect();
+    if list.iter().any(|p| p.is_empty() || p.len() > 255) {
+        return Err(format!("invalid ALPN list '{v}'"));
+    }
+    if list.iter().any(|p| p == "h2") {
+        return Err(format!(
+            "'alpn {v}' offers h2, but HTTP/2 is not served yet: use 'alpn http/1.1'"
+        ));
+    }
+    Ok(list)
+}
+
 /// A value HAProxy reads as a log-format string (header values of
 /// `http-request|http-response set-header|add-header`, `return ... hdr`,
 /// `http-check send ... hdr`, redirect targets): `%` starts an expression
