@@ -347,6 +347,9 @@ pub struct FeTimeouts {
     pub keep_alive: u32,
     /// Stalled reads and writes: `timeout client`.
     pub client: u32,
+    /// How long `http-request tarpit` holds a request: `timeout tarpit`,
+    /// else `timeout connect` (HAProxy's rule), else its default.
+    pub tarpit: u32,
 }
 
 /// A compiled frontend.
@@ -381,6 +384,9 @@ pub struct FrontendRt {
     pub http: HttpCounters,
     /// Connections accepted since start (or `clear counters all`).
     pub sessions: AtomicU64,
+    /// Every stick table of the configuration (track-sc and the fetches
+    /// find theirs by name).
+    pub tables: Arc<crate::table::Tables>,
 }
 
 /// A compiled `use_backend` rule.
@@ -437,6 +443,10 @@ static NEXT_BACKEND_ID: AtomicU64 = AtomicU64::new(1);
 pub struct Compiled {
     pub frontends: Vec<Arc<FrontendRt>>,
     pub backends: Vec<Arc<BackendRt>>,
+    /// The stick tables, new and empty at each start or reload (as in
+    /// HAProxy, whose new process starts with empty tables unless peers
+    /// teach it).
+    pub tables: Arc<crate::table::Tables>,
     /// Things that do not stop ebb but need saying (a server name that did
     /// not resolve).
     pub warnings: Vec<String>,
@@ -680,6 +690,13 @@ pub fn compile(cfg: &Config) -> Result<Compiled, Vec<ConfigError>> {
     let mut warn = Vec::new();
     let warnings = &mut warn;
     let states = load_states(cfg, warnings);
+    let tables = Arc::new(crate::table::Tables::new(
+        cfg.proxies
+            .iter()
+            .filter_map(|p| p.stick_table.as_ref())
+            .map(|t| Arc::new(crate::table::Table::new(t.value.clone())))
+            .collect(),
+    ));
     let mut backends = Vec::new();
     let mut names = Vec::new();
     for p in cfg.backends() {
@@ -694,8 +711,9 @@ pub fn compile(cfg: &Config) -> Result<Compiled, Vec<ConfigError>> {
                 BackendKind::Files(fc)
             } else if !p.servers.is_empty() {
                 BackendKind::Servers(Box::new(compile_servers(p, states.get(&p.name), warnings)?))
-            } else if p.kind.is_frontend() {
-                // A listen section without servers or files: a frontend only.
+            } else if p.kind.is_frontend() || p.stick_table.is_some() {
+                // A listen section without servers or files: a frontend
+                // only; a backend holding only a stick table: a table.
                 return Err(err(&p.loc, "__frontend_only__"));
             } else {
                 return Err(err(
@@ -786,6 +804,7 @@ pub fn compile(cfg: &Config) -> Result<Compiled, Vec<ConfigError>> {
                     http_request: head_ms,
                     keep_alive,
                     client,
+                    tarpit: ms(t.tarpit).or(ms(t.connect)).unwrap_or(DEFAULT_CONNECT_MS),
                 },
                 keep_alive: p.options.conn_mode != HttpConnMode::Close,
                 server_close: p.options.conn_mode != HttpConnMode::KeepAlive,
@@ -805,6 +824,7 @@ pub fn compile(cfg: &Config) -> Result<Compiled, Vec<ConfigError>> {
                 stats,
                 http: HttpCounters::default(),
                 sessions: AtomicU64::new(0),
+                tables: Arc::clone(&tables),
             })
         })();
         match r {
@@ -816,6 +836,7 @@ pub fn compile(cfg: &Config) -> Result<Compiled, Vec<ConfigError>> {
         Ok(Compiled {
             frontends,
             backends,
+            tables,
             warnings: warn,
         })
     } else {

@@ -336,6 +336,8 @@ pub struct Proxy {
     pub serve_files: Option<ServeFiles>,
     pub http_check: HttpCheck,
     pub load_server_state: Option<Spanned<LoadServerState>>,
+    /// `stick-table` (its name is the proxy's).
+    pub stick_table: Option<Spanned<crate::table::TableDef>>,
 }
 
 impl Proxy {
@@ -361,6 +363,8 @@ pub struct Timeouts {
     pub queue: Option<Duration>,
     pub tunnel: Option<Duration>,
     pub check: Option<Duration>,
+    /// `timeout tarpit` (HAProxy: `timeout connect` when unset).
+    pub tarpit: Option<Duration>,
 }
 
 /// How connections are handled after a response (`option http-keep-alive`,
@@ -668,6 +672,21 @@ pub enum HttpRequestAction {
     /// `set-var(VAR) EXPR`, `set-var-fmt(VAR) FMT`, `unset-var(VAR)`.
     Var(crate::sample::VarAction),
     UseService(Service),
+    /// `track-sc0|1|2 KEY [table T]`: `n` is the counter.
+    TrackSc {
+        n: usize,
+        key: Box<crate::sample::Expr>,
+        table: Option<String>,
+    },
+    /// `sc-inc-gpc0(N)`.
+    ScIncGpc0(usize),
+    /// `sc-set-gpt0(N) INT|EXPR`.
+    ScSetGpt0(usize, Box<crate::sample::Expr>),
+    /// `tarpit [deny_status N]` (500 by default): the answer waits
+    /// `timeout tarpit`.
+    Tarpit {
+        status: u16,
+    },
 }
 
 /// What a header edit does.

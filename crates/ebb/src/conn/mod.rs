@@ -149,6 +149,8 @@ pub struct Conn {
     edits: Vec<(bool, usize)>,
     /// Variables of the current exchange and of this connection.
     vars: std::cell::RefCell<crate::sample::VarStore>,
+    /// What this connection tracks in stick tables (`track-sc`).
+    stk: crate::table::Stk,
     /// The server side of a proxied exchange.
     up: Option<Box<proxy::Upstream>>,
     /// The server socket and its buffers, shared with `side_task`.
@@ -200,6 +202,7 @@ impl Conn {
             .add(ctx.thread_id(), peer, Arc::from(fe.name.as_str()));
         let sess2 = Arc::clone(&sess);
         let heavy = tr.is_handshaking() && w.heavy_enabled;
+        let stk = crate::table::Stk::new(Arc::clone(&fe.tables));
         let conn = Conn {
             tr,
             fd,
@@ -234,6 +237,7 @@ impl Conn {
             resp_start: 0,
             edits: Vec::new(),
             vars: Default::default(),
+            stk,
             up: None,
             side: Rc::default(),
             side_task: None,
@@ -718,6 +722,8 @@ impl Conn {
                 HttpRequestAction::Deny { status } => return Some(Act::Deny(*status)),
                 HttpRequestAction::Allow => break,
                 HttpRequestAction::Var(v) => v.run(view),
+                HttpRequestAction::Tarpit { status } => return Some(Act::Tarpit(*status)),
+                a if crate::table::run_http_action(a, view) => {}
                 // Header edits change what is forwarded to a server.
                 _ => edits.push((be.is_some(), i)),
             }
@@ -740,7 +746,7 @@ impl Conn {
                 buf,
                 head: &self.head,
             }),
-            ..sample_ctx(tr, self.peer, &fe.name, &dst, &self.vars)
+            ..sample_ctx(tr, self.peer, &fe.name, &dst, &self.vars, &self.stk)
         };
         let mut req_edits = Vec::new();
         if let Some(a) =
@@ -811,6 +817,7 @@ impl Conn {
         );
         self.resp_start = self.wbuf.len();
         self.vars.get_mut().begin_request();
+        self.stk.begin(ctx.now());
         let mut keep_alive = self.head.keep_alive && self.fe.keep_alive && !self.stopping;
         // A body we will not read: with `Expect: 100-continue` the client
         // has not sent it yet, so answer and close rather than wait for it;
@@ -860,7 +867,7 @@ impl Conn {
                             head: &self.head,
                         }),
                         be: be_arc.as_ref().map(|b| b.name.as_str()),
-                        ..sample_ctx(tr, self.peer, &fe.name, &dst, &self.vars)
+                        ..sample_ctx(tr, self.peer, &fe.name, &dst, &self.vars, &self.stk)
                     })
                 };
                 let date = *self.w.date.borrow_mut().get();
@@ -928,6 +935,25 @@ impl Conn {
                     .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 self.error_response(st, false, version, head_req, &[]);
                 self.finish_request(ctx, st, None, 0);
+            }
+            Act::Tarpit(st) => {
+                // HAProxy counts a tarpit as a denied request, holds it
+                // `timeout tarpit`, then answers and closes.
+                fe.http
+                    .denied
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                self.keep_alive = false;
+                let slot = Rc::new(std::cell::RefCell::new(None));
+                let (s2, me) = (Rc::clone(&slot), self.me);
+                let t = ctx.new_task("tarpit", move |ctx: &mut Ctx, _id, _why| {
+                    *s2.borrow_mut() = Some(crate::serve::error(st));
+                    if let Some(me) = me {
+                        ctx.tasklet_wakeup(me);
+                    }
+                    Status::Done
+                });
+                ctx.set_expire(t, ticks::add(ctx.now(), fe.timeouts.tarpit));
+                self.input = In::WaitPage(slot);
             }
             Act::NoBackend => {
                 self.error_response(503, keep_alive, version, head_req, &[]);
@@ -1082,7 +1108,7 @@ impl Conn {
             let dst = move || tr.tcp().local_addr().ok();
             let sctx = crate::sample::Ctx {
                 be: Some(&backend.name),
-                ..sample_ctx(tr, self.peer, &self.fe.name, &dst, &self.vars)
+                ..sample_ctx(tr, self.peer, &self.fe.name, &dst, &self.vars, &self.stk)
             };
             let edited = apply_edits(&self.fe, &backend, &self.edits, hdrs, status, &sctx);
             let mut w = ResponseWriter::new(&mut self.wbuf, status, &date);
@@ -1130,6 +1156,8 @@ impl Conn {
         let be = backend.and_then(|b| self.fe.backends.get(b));
         let sent = (self.wbuf.len() - self.resp_start) as u64 + body;
         crate::proxy::count_request(&self.fe, be.map(|b| &**b), status, sent);
+        let err = be.is_some() && (400..500).contains(&status);
+        self.stk.end(now, err, self.head.head_len as u64, sent);
         if self.w.logging(&self.fe) {
             let buf = &self.rbuf[self.rstart..self.rend];
             let line_end = buf
@@ -1401,6 +1429,7 @@ pub(crate) fn sample_ctx<'a>(
     fe: &'a str,
     dst: &'a dyn Fn() -> Option<SocketAddr>,
     vars: &'a std::cell::RefCell<crate::sample::VarStore>,
+    stk: &'a crate::table::Stk,
 ) -> crate::sample::Ctx<'a> {
     crate::sample::Ctx {
         src: peer,
@@ -1413,6 +1442,7 @@ pub(crate) fn sample_ctx<'a>(
         req: None,
         res: None,
         vars: Some(vars),
+        stk: Some(stk),
     }
 }
 
@@ -1427,6 +1457,8 @@ enum Act {
     Proxy(usize, Vec<(bool, usize)>, Vec<(bool, usize)>),
     Redirect(Vec<u8>, u16),
     Deny(u16),
+    /// `http-request tarpit`: this status after `timeout tarpit`.
+    Tarpit(u16),
     NoBackend,
     /// A file backend: the clean path, or the status refusing it; and the
     /// `http-response` edits that apply.

@@ -181,7 +181,7 @@ impl Conn {
         let sctx = crate::sample::Ctx {
             req: Some(crate::sample::Req { buf, head: h }),
             be: Some(&be.name),
-            ..super::sample_ctx(tr, self.peer, &fe.name, &dst, &self.vars)
+            ..super::sample_ctx(tr, self.peer, &fe.name, &dst, &self.vars, &self.stk)
         };
         let mut has_host = false;
         let mut has_xff = false;
@@ -952,7 +952,7 @@ impl Conn {
             res: Some(crate::sample::Res::H1 { buf, head: r }),
             be: Some(&be.name),
             srv: up.server.as_ref().map(|s| s.name.as_str()),
-            ..super::sample_ctx(tr, self.peer, &fe.name, &dst, &self.vars)
+            ..super::sample_ctx(tr, self.peer, &fe.name, &dst, &self.vars, &self.stk)
         };
         for f in forwardable(buf, &r.headers) {
             let name = f.name.get(buf);
@@ -1184,6 +1184,9 @@ impl Conn {
 
     fn log_proxy(&mut self, ctx: &mut Ctx, up: &Upstream, bytes: u64) {
         crate::proxy::count_request(&self.fe, Some(&up.be), up.status, bytes);
+        let err = (400..500).contains(&up.status);
+        self.stk
+            .end(ctx.now(), err, self.head.head_len as u64, bytes);
         if !self.w.logging(&self.fe) {
             return;
         }

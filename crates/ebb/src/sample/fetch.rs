@@ -58,6 +58,8 @@ pub(super) enum Fetch {
     Rand(Option<u64>),
     Uuid,
     Var(super::VarRef),
+    /// A stick-table fetch (`sc_*`, `sc0_*`, `src_*`, `table_*`).
+    Stk(crate::table::StkFetch),
 }
 
 fn arg_count(name: &str, args: &[String], min: usize, max: usize) -> Result<(), String> {
@@ -131,6 +133,9 @@ impl Fetch {
                 res,
             })
         };
+        if let Some(f) = crate::table::StkFetch::compile(name, args) {
+            return f.map(Fetch::Stk);
+        }
         match name {
             "src" => none(Fetch::Src),
             "src_port" => none(Fetch::SrcPort),
@@ -244,6 +249,7 @@ impl Fetch {
             // Typed when set; converters cast at run time from a string.
             Fetch::Var(_) => Type::Str,
             Fetch::Method => Type::Meth,
+            Fetch::Stk(f) => f.out_type(),
             _ => Type::Str,
         }
     }
@@ -255,6 +261,7 @@ impl Fetch {
             Some(Val::Str)
         };
         match self {
+            Fetch::Stk(f) => f.eval(ctx),
             Fetch::Src => Some(Val::Ip(ctx.src.ip())),
             Fetch::SrcPort => Some(Val::Int(ctx.src.port() as i64)),
             Fetch::Dst => Some(Val::Ip((ctx.dst)()?.ip())),

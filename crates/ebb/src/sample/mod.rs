@@ -89,6 +89,9 @@ pub struct Ctx<'a> {
     /// The exchange's variables (`None`: `var()` finds nothing and
     /// `set-var` does nothing).
     pub vars: Option<&'a RefCell<VarStore>>,
+    /// The connection's stick-table trackers and the tables (`None`: the
+    /// stick-table fetches find nothing).
+    pub stk: Option<&'a crate::table::Stk>,
 }
 
 /// A sample's type (HAProxy's SMP_T_*; IPv4 and IPv6 are one type here).

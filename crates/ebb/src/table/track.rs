@@ -1,0 +1,326 @@
+//! The tables of a configuration and what one connection tracks in them
+//! (HAProxy's `stkctr`s): `track-sc0|1|2`, the counters the exchange's
+//! events update, `sc-inc-gpc0` and `sc-set-gpt0`.
+//!
+//! A connection owns one [`Stk`]. Trackers come in two levels, as in
+//! HAProxy: *session* trackers (`tcp-request connection|session
+//! track-scN`, held for the connection's life, see
+//! [`Stk::track_session`]) and *stream* trackers (`http-request` and
+//! `tcp-request content track-scN`, held until the exchange ends, see
+//! [`Stk::track`]). A fetch of counter N reads the stream's tracker
+//! first, then the session's (HAProxy's `smp_fetch_sc_stkctr`).
+//!
+//! Events and what they count (each on every tracked entry that stores
+//! the type):
+//! - tracking starts: `conn_cur` +1, `conn_cnt`, `conn_rate`; for a
+//!   session tracker also `sess_cnt`, `sess_rate`; for a stream tracker
+//!   in HTTP also `http_req_cnt`, `http_req_rate` (the request being
+//!   analysed is counted when tracking starts, as HAProxy does);
+//! - a request begins ([`Stk::begin`]): `http_req_cnt`, `http_req_rate`
+//!   on the session trackers;
+//! - the exchange ends ([`Stk::end`]): `http_err_cnt`, `http_err_rate`
+//!   if a server's answer was a 4xx (ebb's own `deny`/`return` answers do
+//!   not count, as in HAProxy), `bytes_in_*`, `bytes_out_*`; then the
+//!   stream trackers are released (`conn_cur` -1);
+//! - the connection ends (drop): the session trackers are released.
+
+use std::cell::{Cell, RefCell};
+use std::sync::Arc;
+
+use super::{Data, EntryRef, KeyType, StKey, Table};
+use crate::config::HttpRequestAction;
+use crate::sample::{cast, with_scratch, Ctx, Scratch, Type, Val};
+
+/// Every stick table of a configuration, by name (a proxy's name).
+#[derive(Default)]
+pub struct Tables {
+    list: Vec<Arc<Table>>,
+}
+
+impl Tables {
+    pub fn new(list: Vec<Arc<Table>>) -> Tables {
+        Tables { list }
+    }
+
+    /// The table called `name`.
+    pub fn get(&self, name: &str) -> Option<&Arc<Table>> {
+        self.list.iter().find(|t| t.def().name == name)
+    }
+
+    pub fn iter(&self) -> std::slice::Iter<'_, Arc<Table>> {
+        self.list.iter()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.list.is_empty()
+    }
+
+    /// Runs every table's expiry at `now`; returns the tick to run again
+    /// at (None: no table expires anything). A table with nothing queued
+    /// asks to be looked at again `expire` from now: an entry created
+    /// after this call expires no sooner than that, so nothing is missed
+    /// and no entry is scanned before its time.
+    pub fn expire(&self, now: u32) -> Option<u32> {
+        let mut next: Option<u32> = None;
+        for t in &self.list {
+            let Some(e) = t.def().expire else { continue };
+            let at = t.expire(now).unwrap_or(now.wrapping_add(e));
+            next = Some(match next {
+                Some(n) if (n.wrapping_sub(at) as i32) <= 0 => n,
+                _ => at,
+            });
+        }
+        next
+    }
+}
+
+/// A tracked entry.
+struct Tracker {
+    table: Arc<Table>,
+    entry: EntryRef,
+}
+
+/// What a connection tracks, and the date of the exchange under way.
+pub struct Stk {
+    tables: Arc<Tables>,
+    now: Cell<u32>,
+    sess: RefCell<[Option<Tracker>; 3]>,
+    strm: RefCell<[Option<Tracker>; 3]>,
+}
+
+/// Adds `n` to `d` on an entry (a no-op if the table does not store it).
+fn bump(t: &Tracker, d: Data, n: u64, now: u32) {
+    t.table.add(t.entry, d, n, now);
+}
+
+fn count_start(t: &Tracker, now: u32, session: bool, http: bool) {
+    bump(t, Data::ConnCur, 1, now);
+    bump(t, Data::ConnCnt, 1, now);
+    bump(t, Data::ConnRate, 1, now);
+    if session {
+        bump(t, Data::SessCnt, 1, now);
+        bump(t, Data::SessRate, 1, now);
+    }
+    if http {
+        bump(t, Data::HttpReqCnt, 1, now);
+        bump(t, Data::HttpReqRate, 1, now);
+    }
+}
+
+fn stop(t: Tracker, now: u32) {
+    t.table.dec(t.entry, Data::ConnCur, 1);
+    t.table.touch(t.entry, now);
+    t.table.release(t.entry, now);
+}
+
+impl Stk {
+    /// A connection's trackers (none yet) over the configuration's tables.
+    pub fn new(tables: Arc<Tables>) -> Stk {
+        Stk {
+            tables,
+            now: Cell::new(0),
+            sess: RefCell::new([None, None, None]),
+            strm: RefCell::new([None, None, None]),
+        }
+    }
+
+    pub fn tables(&self) -> &Tables {
+        &self.tables
+    }
+
+    /// The date rules and fetches of the current exchange use.
+    pub fn now(&self) -> u32 {
+        self.now.get()
+    }
+
+    pub fn set_now(&self, now: u32) {
+        self.now.set(now);
+    }
+
+    /// A request begins at `now`: counts it on the session trackers.
+    pub fn begin(&self, now: u32) {
+        self.now.set(now);
+        for t in self.sess.borrow().iter().flatten() {
+            bump(t, Data::HttpReqCnt, 1, now);
+            bump(t, Data::HttpReqRate, 1, now);
+            t.table.touch(t.entry, now);
+        }
+    }
+
+    /// `track-scN KEY [table T]` of a stream (`http-request`, `tcp-request
+    /// content`): tracks `key` in `table` unless counter `n` is already
+    /// tracked by this stream (HAProxy then ignores the rule). `http`:
+    /// the stream carries an HTTP request, counted now. False when the
+    /// table is full of entries it may not evict (nothing is tracked).
+    pub fn track(&self, n: usize, table: &Arc<Table>, key: &StKey, http: bool) -> bool {
+        self.track_in(&self.strm, n, table, key, false, http)
+    }
+
+    /// `track-scN` of a session (`tcp-request connection|session`): held
+    /// until the connection ends; counts a connection and a session.
+    pub fn track_session(&self, n: usize, table: &Arc<Table>, key: &StKey) -> bool {
+        self.track_in(&self.sess, n, table, key, true, false)
+    }
+
+    fn track_in(
+        &self,
+        level: &RefCell<[Option<Tracker>; 3]>,
+        n: usize,
+        table: &Arc<Table>,
+        key: &StKey,
+        session: bool,
+        http: bool,
+    ) -> bool {
+        let mut l = level.borrow_mut();
+        let Some(slot) = l.get_mut(n) else {
+            return false;
+        };
+        if slot.is_some() {
+            return true;
+        }
+        let now = self.now.get();
+        let Some(entry) = table.track(key, now) else {
+            return false;
+        };
+        let t = Tracker {
+            table: Arc::clone(table),
+            entry,
+        };
+        count_start(&t, now, session, http);
+        *slot = Some(t);
+        true
+    }
+
+    /// The table and entry counter `n` reads: the stream's, else the
+    /// session's.
+    pub fn tracked(&self, n: usize) -> Option<(Arc<Table>, EntryRef)> {
+        let pick = |l: &RefCell<[Option<Tracker>; 3]>| {
+            l.borrow()
+                .get(n)
+                .and_then(|t| t.as_ref().map(|t| (Arc::clone(&t.table), t.entry)))
+        };
+        pick(&self.strm).or_else(|| pick(&self.sess))
+    }
+
+    /// Whether anything is tracked at either level.
+    pub fn any(&self) -> bool {
+        self.strm.borrow().iter().any(Option::is_some)
+            || self.sess.borrow().iter().any(Option::is_some)
+    }
+
+    /// The exchange ended at `now`: counts its error (a server's 4xx) and
+    /// bytes on every tracker, then releases the stream's.
+    pub fn end(&self, now: u32, server_4xx: bool, bytes_in: u64, bytes_out: u64) {
+        self.now.set(now);
+        let count = |t: &Tracker| {
+            if server_4xx {
+                bump(t, Data::HttpErrCnt, 1, now);
+                bump(t, Data::HttpErrRate, 1, now);
+            }
+            bump(t, Data::BytesInCnt, bytes_in, now);
+            bump(t, Data::BytesInRate, bytes_in, now);
+            bump(t, Data::BytesOutCnt, bytes_out, now);
+            bump(t, Data::BytesOutRate, bytes_out, now);
+        };
+        for t in self.sess.borrow().iter().flatten() {
+            count(t);
+        }
+        let mut strm = self.strm.borrow_mut();
+        for slot in strm.iter_mut() {
+            if let Some(t) = slot.take() {
+                count(&t);
+                stop(t, now);
+            }
+        }
+    }
+
+    /// `sc-inc-gpc0(N)`: increments gpc0 and gpc0_rate of counter N.
+    pub fn inc_gpc0(&self, n: usize) {
+        if let Some((t, e)) = self.tracked(n) {
+            let now = self.now.get();
+            t.add(e, Data::Gpc0, 1, now);
+            t.add(e, Data::Gpc0Rate, 1, now);
+        }
+    }
+
+    /// `sc-set-gpt0(N) V`.
+    pub fn set_gpt0(&self, n: usize, v: u64) {
+        if let Some((t, e)) = self.tracked(n) {
+            t.set(e, Data::Gpt0, v);
+        }
+    }
+}
+
+impl Drop for Stk {
+    fn drop(&mut self) {
+        let now = self.now.get();
+        for level in [&self.strm, &self.sess] {
+            for slot in level.borrow_mut().iter_mut() {
+                if let Some(t) = slot.take() {
+                    stop(t, now);
+                }
+            }
+        }
+    }
+}
+
+/// The key of a sample for table `t`, cast to the table's type as HAProxy
+/// casts it (an address for `ip`/`ipv6`, an integer, a string or binary
+/// block); None when it does not convert or fit (an IPv6 address in an
+/// `ip` table).
+pub fn sample_key(t: &Table, v: Val, s: &mut Scratch) -> Option<StKey> {
+    match t.def().key {
+        KeyType::Ip | KeyType::Ipv6 => match cast(v, Type::Ip, s)? {
+            Val::Ip(a) => t.key_ip(a),
+            _ => None,
+        },
+        KeyType::Integer => match cast(v, Type::Int, s)? {
+            Val::Int(i) => t.key_int(i as u32),
+            _ => None,
+        },
+        KeyType::String(_) => {
+            cast(v, Type::Str, s)?;
+            t.key_bytes(&s.cur)
+        }
+        KeyType::Binary(_) => {
+            cast(v, Type::Bin, s)?;
+            t.key_bytes(&s.cur)
+        }
+    }
+}
+
+/// Runs the stick-table action of an `http-request` rule (`track-scN`,
+/// `sc-inc-gpc0`, `sc-set-gpt0`) for the exchange of `ctx`; false if the
+/// action is not one of them. Without a `table`, `track-scN` uses the
+/// table of the proxy whose rule it is (`ctx.be`, else `ctx.fe`).
+pub fn run_http_action(a: &HttpRequestAction, ctx: &Ctx<'_>) -> bool {
+    let stk = ctx.stk;
+    match a {
+        HttpRequestAction::TrackSc { n, key, table } => {
+            let Some(stk) = stk else { return true };
+            let name = table.as_deref().unwrap_or(ctx.be.unwrap_or(ctx.fe));
+            let Some(t) = stk.tables().get(name) else {
+                return true;
+            };
+            let t = Arc::clone(t);
+            let k = with_scratch(|s| key.eval(ctx, s).and_then(|v| sample_key(&t, v, s)));
+            if let Some(k) = k {
+                stk.track(*n, &t, &k, true);
+            }
+        }
+        HttpRequestAction::ScIncGpc0(n) => {
+            if let Some(stk) = stk {
+                stk.inc_gpc0(*n);
+            }
+        }
+        HttpRequestAction::ScSetGpt0(n, e) => {
+            let v = with_scratch(|s| e.eval(ctx, s).and_then(|v| cast(v, Type::Int, s)));
+            if let (Some(stk), Some(Val::Int(i))) = (stk, v) {
+                // gpt0 is an unsigned 32-bit tag in HAProxy.
+                stk.set_gpt0(*n, i.clamp(0, u32::MAX as i64) as u64);
+            }
+        }
+        _ => return false,
+    }
+    true
+}
