@@ -930,6 +930,7 @@ impl Conn {
                 self.input = In::WaitPage(slot);
             }
             Act::Deny(st) => {
+                self.stk.note_error();
                 fe.http
                     .denied
                     .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -939,6 +940,7 @@ impl Conn {
             Act::Tarpit(st) => {
                 // HAProxy counts a tarpit as a denied request, holds it
                 // `timeout tarpit`, then answers and closes.
+                self.stk.note_error();
                 fe.http
                     .denied
                     .fetch_add(1, std::sync::atomic::Ordering::Relaxed);

@@ -19,9 +19,10 @@
 //! - a request begins ([`Stk::begin`]): `http_req_cnt`, `http_req_rate`
 //!   on the session trackers;
 //! - the exchange ends ([`Stk::end`]): `http_err_cnt`, `http_err_rate`
-//!   if a server's answer was a 4xx (ebb's own `deny`/`return` answers do
-//!   not count, as in HAProxy), `bytes_in_*`, `bytes_out_*`; then the
-//!   stream trackers are released (`conn_cur` -1);
+//!   if the request was denied or tarpitted ([`Stk::note_error`]) or a
+//!   server answered a 4xx (HAProxy's list; ebb's own `return` answers
+//!   do not count, whatever their status), `bytes_in_*`, `bytes_out_*`;
+//!   then the stream trackers are released (`conn_cur` -1);
 //! - the connection ends (drop): the session trackers are released.
 
 use std::cell::{Cell, RefCell};
@@ -84,6 +85,8 @@ struct Tracker {
 pub struct Stk {
     tables: Arc<Tables>,
     now: Cell<u32>,
+    /// The exchange under way was refused (deny, tarpit): an HTTP error.
+    err: Cell<bool>,
     sess: RefCell<[Option<Tracker>; 3]>,
     strm: RefCell<[Option<Tracker>; 3]>,
 }
@@ -119,6 +122,7 @@ impl Stk {
         Stk {
             tables,
             now: Cell::new(0),
+            err: Cell::new(false),
             sess: RefCell::new([None, None, None]),
             strm: RefCell::new([None, None, None]),
         }
@@ -208,10 +212,18 @@ impl Stk {
             || self.sess.borrow().iter().any(Option::is_some)
     }
 
-    /// The exchange ended at `now`: counts its error (a server's 4xx) and
-    /// bytes on every tracker, then releases the stream's.
+    /// The exchange under way is refused by a rule (`deny`, `tarpit`):
+    /// [`Stk::end`] counts it as an HTTP error.
+    pub fn note_error(&self) {
+        self.err.set(true);
+    }
+
+    /// The exchange ended at `now`: counts its error (refused, or a
+    /// server's 4xx) and bytes on every tracker, then releases the
+    /// stream's.
     pub fn end(&self, now: u32, server_4xx: bool, bytes_in: u64, bytes_out: u64) {
         self.now.set(now);
+        let server_4xx = self.err.replace(false) || server_4xx;
         let count = |t: &Tracker| {
             if server_4xx {
                 bump(t, Data::HttpErrCnt, 1, now);
