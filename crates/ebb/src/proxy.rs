@@ -334,6 +334,8 @@ pub struct BackendRt {
     /// The stats page served by this backend, if any.
     pub stats: Option<Arc<StatsRt>>,
     pub http: HttpCounters,
+    /// `stick` rules (persistence by stick table).
+    pub stick: Vec<crate::table::StickRt>,
 }
 
 /// Timeouts in force on a frontend's connections, in milliseconds.
@@ -732,7 +734,21 @@ pub fn compile(cfg: &Config) -> Result<Compiled, Vec<ConfigError>> {
             } else {
                 compile_req_rules(p, &matcher)?
             };
+            let mut stick = Vec::new();
+            for r in &p.stick_rules {
+                let name = r.table.as_deref().unwrap_or(&p.name);
+                let table = tables
+                    .get(name)
+                    .ok_or_else(|| err(&r.loc, format!("no stick-table named '{name}'")))?;
+                stick.push(crate::table::StickRt {
+                    kind: r.kind,
+                    pattern: r.pattern.clone(),
+                    table: Arc::clone(table),
+                    cond: matcher.opt_cond(r.cond.as_ref())?,
+                });
+            }
             Ok(BackendRt {
+                stick,
                 stats: if p.kind.is_frontend() {
                     None
                 } else {

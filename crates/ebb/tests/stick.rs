@@ -270,3 +270,72 @@ fn show_table_matches_haproxy_side_by_side() {
     }
     drop(e);
 }
+
+fn get_with(a: SocketAddr, path: &str, hdr: &str) -> Resp {
+    let mut c = Client::connect(a);
+    c.send(format!("GET {path} HTTP/1.1\r\nHost: t\r\n{hdr}Connection: close\r\n\r\n").as_bytes());
+    c.read_resp()
+}
+
+#[test]
+fn stick_on_keeps_a_user_on_its_server_until_it_goes_away() {
+    use common::origin::{Mode, Origin};
+    let (o1, o2) = (Origin::start("s1", Mode::Ok), Origin::start("s2", Mode::Ok));
+    let dir = scratch("stick-on");
+    let (sock, global) = sock_cfg(&dir);
+    let e = Ebb::start(&format!(
+        "{global}{DEFAULTS}frontend f\n    bind BIND\n    default_backend be\nbackend be\n    balance roundrobin\n    stick-table type string len 32 size 1k expire 1m\n    stick on req.hdr(x-user)\n    server s1 {}\n    server s2 {}\n",
+        o1.addr, o2.addr
+    ));
+    let who = |u: &str| {
+        get_with(e.addr(), "/", &format!("X-User: {u}\r\n"))
+            .text()
+            .split(' ')
+            .next()
+            .unwrap_or("")
+            .to_string()
+    };
+    let alice = who("alice");
+    let bob = who("bob");
+    // Round robin alone would alternate; the table keeps each user.
+    for _ in 0..4 {
+        assert_eq!(who("alice"), alice);
+        assert_eq!(who("bob"), bob);
+    }
+    let t = cli_cmd(&sock, "show table be");
+    let id = if alice == "s1" { 1 } else { 2 };
+    assert!(
+        t.contains("key=alice use=0 exp=") && t.contains(&format!(" server_id={id}\n")),
+        "{t}"
+    );
+    // Alice's server goes into maintenance: she moves, and stays moved.
+    assert_eq!(cli_cmd(&sock, &format!("disable server be/{alice}")), "\n");
+    let moved = who("alice");
+    assert_ne!(moved, alice);
+    assert_eq!(cli_cmd(&sock, &format!("enable server be/{alice}")), "\n");
+    for _ in 0..3 {
+        assert_eq!(who("alice"), moved);
+    }
+}
+
+#[test]
+fn stick_store_response_then_match() {
+    use common::origin::{Mode, Origin};
+    let (o1, o2) = (Origin::start("s1", Mode::Ok), Origin::start("s2", Mode::Ok));
+    let dir = scratch("stick-resp");
+    let (sock, global) = sock_cfg(&dir);
+    // The origins echo X-Forwarded-For as X-Got-XFF: the response names
+    // the client, stored as an address, matched by `src` afterwards.
+    let e = Ebb::start(&format!(
+        "{global}{DEFAULTS}frontend f\n    bind BIND\n    default_backend be\nbackend be\n    option forwardfor\n    stick-table type ip size 1k expire 1m\n    stick match src\n    stick store-response res.hdr(x-got-xff)\n    server s1 {}\n    server s2 {}\n",
+        o1.addr, o2.addr
+    ));
+    let first = get(e.addr(), "/").text();
+    let srv = first.split(' ').next().unwrap().to_string();
+    wait_until("the response's key is stored", || {
+        cli_cmd(&sock, "show table be").contains("key=127.0.0.1 ")
+    });
+    for _ in 0..4 {
+        assert!(get(e.addr(), "/").text().starts_with(&format!("{srv} ")));
+    }
+}

@@ -161,6 +161,7 @@ fn new_proxy(name: &str, kind: ProxyKind, loc: Loc) -> Proxy {
         },
         load_server_state: None,
         stick_table: None,
+        stick_rules: Vec::new(),
     }
 }
 
@@ -244,6 +245,8 @@ const HAPROXY_GLOBAL_UNSUPPORTED: &[&str] = &[
 
 /// Keywords of proxy sections, for "did you mean" hints.
 const PROXY_KEYWORDS: &[&str] = &[
+    "stick-table",
+    "stick",
     "mode",
     "timeout",
     "maxconn",
@@ -279,7 +282,6 @@ const HAPROXY_PROXY_UNSUPPORTED: &[&str] = &[
     "http-send-name-header",
     "tcp-request",
     "tcp-response",
-    "stick",
     "filter",
     "unique-id-format",
     "unique-id-header",
@@ -888,6 +890,27 @@ impl<'e> Parser<'e> {
     /// Cross-checks that need the whole configuration, then the result.
     pub(crate) fn finish(mut self) -> Result<Config, Vec<ConfigError>> {
         self.close_section();
+        // A table that stick rules use stores the server's id (HAProxy
+        // adds server_id to it).
+        let stick_tables: Vec<String> = self
+            .proxies
+            .iter()
+            .flat_map(|p| {
+                p.stick_rules
+                    .iter()
+                    .map(|r| r.table.clone().unwrap_or_else(|| p.name.clone()))
+            })
+            .collect();
+        for p in &mut self.proxies {
+            if let Some(t) = &mut p.stick_table {
+                let store = &mut t.value.store;
+                if stick_tables.contains(&p.name)
+                    && !store.contains(&crate::table::DataType::ServerId)
+                {
+                    store.push(crate::table::DataType::ServerId);
+                }
+            }
+        }
         let mut errs: Vec<ConfigError> = Vec::new();
         let err = |errs: &mut Vec<ConfigError>, loc: &Loc, m: String| {
             errs.push(ConfigError {
@@ -1797,6 +1820,47 @@ fn proxy_kw(px: &mut Proxy, ctx: &Ctx<'_>, words: &[String]) -> Result<(), Strin
             }
             px.stick_table = Some(Spanned {
                 value: def,
+                loc: ctx.loc.clone(),
+            });
+        }
+        "stick" => {
+            ctx.allow(kw, BE, false)?;
+            let (args, c) = split_cond(&w[1..]);
+            let kind = match args.first().map(String::as_str) {
+                Some("on") => StickKind::On,
+                Some("match") => StickKind::Match,
+                Some("store-request") => StickKind::StoreRequest,
+                Some("store-response") => StickKind::StoreResponse,
+                _ => {
+                    return Err(
+                        "'stick' expects on, match, store-request or store-response".to_string()
+                    )
+                }
+            };
+            let (pat, table) = match &args[1..] {
+                [p] => (p, None),
+                [p, t, name] if t == "table" => (p, Some(name.clone())),
+                _ => {
+                    return Err(format!(
+                        "'stick {}' expects a pattern and an optional 'table NAME'",
+                        args[0]
+                    ))
+                }
+            };
+            let scope = if kind == StickKind::StoreResponse {
+                Scope::Response
+            } else {
+                Scope::Request { backend: true }
+            };
+            let pattern =
+                Expr::parse(pat, scope).map_err(|e| format!("'stick {}': {e}", args[0]))?;
+            crate::table::note_table_ref(table.clone());
+            let cond = cond_of(c, px, ctx.loc)?;
+            px.stick_rules.push(StickRule {
+                kind,
+                pattern,
+                table,
+                cond,
                 loc: ctx.loc.clone(),
             });
         }

@@ -2753,6 +2753,40 @@ fn stick_tables_and_their_rules() {
         "t.cfg:3: ",
         "only one 'stick-table' per proxy",
     );
+    // Stick rules: in backends, on a table that then stores server_id.
+    let c = parse(&be(
+        "    stick-table type ip size 10\n    stick on src\n    stick store-response res.hdr(x-ip)",
+    ))
+    .unwrap();
+    let b = c.backends().next().unwrap();
+    assert_eq!(b.stick_rules.len(), 2);
+    assert!(b
+        .stick_table
+        .as_ref()
+        .unwrap()
+        .value
+        .store
+        .contains(&crate::table::DataType::ServerId));
+    err1(
+        &fe("    stick on src"),
+        "t.cfg:3: ",
+        "not allowed in a 'frontend' section",
+    );
+    err1(
+        &be("    stick-table type ip size 10\n    stick bogus src"),
+        "t.cfg:3: ",
+        "expects on, match",
+    );
+    err1(
+        &be("    stick match src table nope"),
+        "t.cfg:2: ",
+        "no stick-table named 'nope'",
+    );
+    err1(
+        &be("    stick-table type ip size 10\n    stick match res.hdr(x)"),
+        "t.cfg:3: ",
+        "reads the response",
+    );
     // Rules naming no table, or a proxy without one, are refused at their line.
     err1(
         &fe("    http-request track-sc0 src"),

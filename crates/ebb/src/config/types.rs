@@ -338,6 +338,29 @@ pub struct Proxy {
     pub load_server_state: Option<Spanned<LoadServerState>>,
     /// `stick-table` (its name is the proxy's).
     pub stick_table: Option<Spanned<crate::table::TableDef>>,
+    /// `stick on|match|store-request|store-response` rules, in order.
+    pub stick_rules: Vec<StickRule>,
+}
+
+/// What a `stick` rule does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StickKind {
+    /// `stick on`: match, then store the request's pattern.
+    On,
+    Match,
+    StoreRequest,
+    StoreResponse,
+}
+
+/// `stick on|match|store-request|store-response PATTERN [table T] [if|unless COND]`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StickRule {
+    pub kind: StickKind,
+    pub pattern: crate::sample::Expr,
+    /// `None`: the backend's own table.
+    pub table: Option<String>,
+    pub cond: Option<Condition>,
+    pub loc: Loc,
 }
 
 impl Proxy {

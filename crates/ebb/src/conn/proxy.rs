@@ -183,6 +183,9 @@ impl Conn {
             be: Some(&be.name),
             ..super::sample_ctx(tr, self.peer, &fe.name, &dst, &self.vars, &self.stk)
         };
+        let farm = &sr.farm;
+        let ok = |i: usize| farm.servers.get(i).is_some_and(|s| s.persist_ok());
+        self.stk.stick_request(&be.stick, &be.matcher, &sctx, &ok);
         let mut has_host = false;
         let mut has_xff = false;
         let xff_name = sr
@@ -336,7 +339,7 @@ impl Conn {
             uri: &up.lb_uri,
             hdr: up.lb_hdr.as_deref(),
         };
-        let pick = up.farm.pick(&input, up.avoid, me, &ctx.handle());
+        let pick = (up.farm).pick_sticky(self.stk.prefer(), &input, up.avoid, me, &ctx.handle());
         match pick {
             Pick::Server(s) => {
                 self.up = Some(up);
@@ -954,6 +957,10 @@ impl Conn {
             srv: up.server.as_ref().map(|s| s.name.as_str()),
             ..super::sample_ctx(tr, self.peer, &fe.name, &dst, &self.vars, &self.stk)
         };
+        if let Some(s) = &up.server {
+            self.stk
+                .stick_response(&be.stick, &be.matcher, &sctx, s.idx);
+        }
         for f in forwardable(buf, &r.headers) {
             let name = f.name.get(buf);
             if hdr_name_eq(name, "content-length") || dels(name) {

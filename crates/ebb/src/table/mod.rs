@@ -51,11 +51,13 @@
 pub mod cli;
 mod fetch;
 mod freq;
+mod stick;
 mod store;
 mod track;
 
 pub use fetch::{note_table_ref, take_refs, StkFetch};
 pub use freq::FreqCtr;
+pub use stick::StickRt;
 pub use store::{Dumped, EntryRef, StKey, Table};
 pub use track::{run_http_action, sample_key, Stk, Tables};
 

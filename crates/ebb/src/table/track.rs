@@ -87,6 +87,9 @@ pub struct Stk {
     now: Cell<u32>,
     /// The exchange under way was refused (deny, tarpit): an HTTP error.
     err: Cell<bool>,
+    /// `stick` rules: the server a `match` found, the keys to store.
+    prefer: Cell<Option<usize>>,
+    pending: RefCell<super::stick::Pending>,
     sess: RefCell<[Option<Tracker>; 3]>,
     strm: RefCell<[Option<Tracker>; 3]>,
 }
@@ -123,6 +126,8 @@ impl Stk {
             tables,
             now: Cell::new(0),
             err: Cell::new(false),
+            prefer: Cell::new(None),
+            pending: RefCell::default(),
             sess: RefCell::new([None, None, None]),
             strm: RefCell::new([None, None, None]),
         }
@@ -244,6 +249,40 @@ impl Stk {
                 stop(t, now);
             }
         }
+    }
+
+    /// A backend's request-side `stick` rules for the exchange of `ctx`
+    /// (see `table::stick`); `usable(i)`: whether server `i` may take a
+    /// persistent request. [`Stk::prefer`] then names the server found.
+    pub fn stick_request(
+        &self,
+        rules: &[super::StickRt],
+        m: &crate::rules::Matcher,
+        ctx: &Ctx<'_>,
+        usable: &dyn Fn(usize) -> bool,
+    ) {
+        let mut p = self.pending.borrow_mut();
+        let t = super::stick::stick_request(rules, m, ctx, self.now.get(), &mut p, usable);
+        self.prefer.set(t);
+    }
+
+    /// The server (index in its backend) the `stick match` rules chose.
+    pub fn prefer(&self) -> Option<usize> {
+        self.prefer.get()
+    }
+
+    /// The `store-response` rules on a response head of server `srv`
+    /// (index in its backend), then the stores.
+    pub fn stick_response(
+        &self,
+        rules: &[super::StickRt],
+        m: &crate::rules::Matcher,
+        ctx: &Ctx<'_>,
+        srv: usize,
+    ) {
+        let mut p = self.pending.borrow_mut();
+        super::stick::stick_response(rules, m, ctx, self.now.get(), &mut p, srv);
+        self.prefer.set(None);
     }
 
     /// `sc-inc-gpc0(N)`: increments gpc0 and gpc0_rate of counter N.
