@@ -258,7 +258,28 @@ fn show_table_matches_haproxy_side_by_side() {
         "show table nope",
         "set table f key 1.2.3.4 data.gpc0 x",
         "show table f data.nope gt 1",
+        "show table f data.gpc0 xx 1",
+        "show table f data.gpc0 gt",
+        "show table f data.gpc0 gt 1 key 1.2.3.4",
+        "show table f data.server_id gt 1",
+        "show table f key zz",
+        "show table f key",
+        "show table f foo",
+        "clear table f foo",
+        "clear table",
+        "clear table nope",
+        "set table",
+        "set table f foo",
+        "set table f key",
+        "set table f key 1.2.3.4 data.gpc0",
+        "set table f key 1.2.3.4 foo 1",
+        "set table f key 1.2.3.4 data.server_id 1",
+        "clear table f data.gpc0 gt 1",
+        "show table f",
     ];
+    // Left out on purpose: `set table f` without a key (HAProxy 2.6 then
+    // empties the table; ebb changes nothing) and a key that is no
+    // address (HAProxy stores it as 0.0.0.0; ebb ignores it).
     for c in cmds {
         let ours = cli_cmd(&esock, c);
         let theirs = cli_cmd(&hsock, c);

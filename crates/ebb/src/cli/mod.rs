@@ -398,12 +398,18 @@ pub fn execute(
             need(level, Operator, "clear table")?;
             crate::table::cli::clear(&p.live.compiled().tables, name, rest, p.handle.now())
         }
-        ["clear", "table"] => Err("Require a table name.".into()),
+        ["clear", "table"] => {
+            need(level, Operator, "clear table")?;
+            Err("Required arguments: <table> \"data.<store_data_type>\" <operator> <value> or <table> key <key>".into())
+        }
         ["set", "table", name, rest @ ..] => {
             need(level, Admin, "set table")?;
             crate::table::cli::set(&p.live.compiled().tables, name, rest, p.handle.now())
         }
-        ["set", "table"] => Err("Require a table name.".into()),
+        ["set", "table"] => {
+            need(level, Admin, "set table")?;
+            Err(crate::table::cli::SET_USAGE.into())
+        }
         ["clear", "counters"] => {
             need(level, Operator, "clear counters")?;
             stats::clear_maxima();

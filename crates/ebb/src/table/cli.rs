@@ -143,46 +143,65 @@ enum Select {
     Key(StKey),
 }
 
-fn parse_select(t: &Table, args: &[&str]) -> Result<Select, String> {
+/// HAProxy's answers to a malformed `clear table`.
+const CLEAR_USAGE: &str =
+    "Required arguments: <table> \"data.<store_data_type>\" <operator> <value> or <table> key <key>";
+const SHOW_USAGE: &str =
+    "Optional argument only supports \"data.<store_data_type>\" <operator> <value> and key <key>";
+/// HAProxy's answer to a malformed `set table`.
+pub const SET_USAGE: &str =
+    "Required arguments: <table> key <key> [data.<store_data_type> <value>]*";
+
+/// What follows the table name. `Ok(None)`: a key that does not parse
+/// for this table (HAProxy then answers nothing).
+fn parse_select(t: &Table, args: &[&str], usage: &str) -> Result<Option<Select>, String> {
     match args {
-        [] => Ok(Select::All(Vec::new())),
-        ["key", k] => Ok(Select::Key(parse_key(t, k)?)),
-        ["key", ..] => Err("Invalid key".into()),
-        _ => {
+        [] => Ok(Some(Select::All(Vec::new()))),
+        ["key"] => Err("Key value expected".into()),
+        ["key", k, ..] => Ok(parse_key(t, k).ok().map(Select::Key)),
+        [d, ..] if d.starts_with("data.") => {
             let mut filters = Vec::new();
             for (i, w) in args.chunks(3).enumerate() {
                 let n = i + 1;
-                let [d, op, v] = w else {
-                    return Err(format!("Filter entry #{n}: Require a valid filter"));
-                };
-                let data = d
-                    .strip_prefix("data.")
+                let name = w[0].strip_prefix("data.");
+                let data = name
                     .and_then(Data::by_name)
-                    .filter(|&x| t.def().store.iter().any(|s| s.data() == x))
                     .ok_or_else(|| format!("Filter entry #{n}: Unknown data type"))?;
-                let op: fn(u64, u64) -> bool = match *op {
-                    "eq" => |a, b| a == b,
-                    "ne" => |a, b| a != b,
-                    "lt" => |a, b| a < b,
-                    "le" => |a, b| a <= b,
-                    "gt" => |a, b| a > b,
-                    "ge" => |a, b| a >= b,
-                    _ => return Err(format!("Filter entry #{n}: Require a valid operator")),
+                if !t.def().store.iter().any(|s| s.data() == data) {
+                    return Err(format!(
+                        "Filter entry #{n}: Data type not stored in this table"
+                    ));
+                }
+                let op: fn(u64, u64) -> bool = match w.get(1).copied() {
+                    Some("eq") => |a, b| a == b,
+                    Some("ne") => |a, b| a != b,
+                    Some("lt") => |a, b| a < b,
+                    Some("le") => |a, b| a <= b,
+                    Some("gt") => |a, b| a > b,
+                    Some("ge") => |a, b| a >= b,
+                    _ => {
+                        return Err(format!(
+                            "Filter entry #{n}: Require and operator among \"eq\", \"ne\", \"le\", \"ge\", \"lt\", \"gt\""
+                        ))
+                    }
                 };
-                let value = v
-                    .parse()
-                    .map_err(|_| format!("Filter entry #{n}: Require a valid integer value"))?;
+                let value = w.get(2).and_then(|v| v.parse().ok()).ok_or_else(|| {
+                    format!("Filter entry #{n}: Require a valid integer value to compare against")
+                })?;
                 filters.push(Filter { data, op, value });
             }
-            Ok(Select::All(filters))
+            Ok(Some(Select::All(filters)))
         }
+        _ => Err(usage.into()),
     }
 }
 
 /// `show table NAME ...` at `now`.
 pub fn show(tables: &Tables, name: &str, args: &[&str], now: u32) -> Result<String, String> {
     let t = tables.get(name).ok_or("No such table")?;
-    let sel = parse_select(t, args)?;
+    let Some(sel) = parse_select(t, args, SHOW_USAGE)? else {
+        return Ok(String::new());
+    };
     let mut out = String::new();
     header(&mut out, t);
     let rows = match &sel {
@@ -192,6 +211,10 @@ pub fn show(tables: &Tables, name: &str, args: &[&str], now: u32) -> Result<Stri
                 .all(|f| read(f.data).is_some_and(|v| (f.op)(v, f.value)))
         }),
     };
+    if rows.is_empty() && matches!(sel, Select::Key(_)) {
+        // HAProxy answers nothing for a key it does not hold.
+        return Ok(String::new());
+    }
     for e in &rows {
         entry_line(&mut out, t, e);
     }
@@ -201,7 +224,10 @@ pub fn show(tables: &Tables, name: &str, args: &[&str], now: u32) -> Result<Stri
 /// `clear table NAME ...`: removes the unreferenced entries selected.
 pub fn clear(tables: &Tables, name: &str, args: &[&str], now: u32) -> Result<String, String> {
     let t = tables.get(name).ok_or("No such table")?;
-    match parse_select(t, args)? {
+    let Some(sel) = parse_select(t, args, CLEAR_USAGE)? else {
+        return Ok(String::new());
+    };
+    match sel {
         Select::All(f) if f.is_empty() => {
             t.clear();
         }
@@ -230,32 +256,36 @@ pub fn clear(tables: &Tables, name: &str, args: &[&str], now: u32) -> Result<Str
 pub fn set(tables: &Tables, name: &str, args: &[&str], now: u32) -> Result<String, String> {
     let t = tables.get(name).ok_or("No such table")?;
     let (k, rest) = match args {
-        ["key", k, rest @ ..] => (parse_key(t, k)?, rest),
-        _ => return Err("Require 'key' and a key.".into()),
+        [] => return Ok(String::new()),
+        ["key"] => return Err("Key value expected".into()),
+        ["key", k, rest @ ..] => match parse_key(t, k) {
+            Ok(k) => (k, rest),
+            Err(_) => return Ok(String::new()),
+        },
+        _ => return Err(SET_USAGE.into()),
     };
-    let mut sets = Vec::new();
+    // The entry is made first, then each value set in turn; a bad pair
+    // stops there with its error (HAProxy's order: what came before it
+    // stays).
+    let r = t
+        .get_or_create(&k, now)
+        .ok_or("Unable to allocate a new entry")?;
+    t.touch(r, now);
     for w in rest.chunks(2) {
-        let [d, v] = w else {
+        let Some(name) = w[0].strip_prefix("data.") else {
+            return Err("\"data.<type>\" followed by a value expected".into());
+        };
+        let Some(v) = w.get(1) else {
             return Err("Require a valid integer value to store".into());
         };
-        let data = d
-            .strip_prefix("data.")
-            .and_then(Data::by_name)
-            .ok_or("Data type not stored in this table")?;
+        let data = Data::by_name(name).ok_or("Data type not stored in this table")?;
         if !t.def().store.iter().any(|s| s.data() == data) {
             return Err("Data type not stored in this table".into());
         }
         let v: u64 = v
             .parse()
             .map_err(|_| "Require a valid integer value to store")?;
-        sets.push((data, v));
+        t.set_data(r, data, v, now);
     }
-    let r = t
-        .get_or_create(&k, now)
-        .ok_or("Unable to allocate a new entry")?;
-    for (d, v) in sets {
-        t.set_data(r, d, v, now);
-    }
-    t.touch(r, now);
     Ok(String::new())
 }

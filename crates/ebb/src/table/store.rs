@@ -344,6 +344,31 @@ impl Table {
         })
     }
 
+    /// Adds to several stored types at once (one lock for all; the types
+    /// the table does not store are skipped). False for a stale reference.
+    pub fn add_many(&self, r: EntryRef, adds: &[(Data, u64)], now: u32) -> bool {
+        let mut g = self.lock();
+        any_tree!(&mut g.keys, |t| match t.get_mut(r.0) {
+            Some(e) => {
+                for &(d, n) in adds {
+                    let Some(i) = self.index[d as usize] else {
+                        continue;
+                    };
+                    match &mut e.data[i as usize] {
+                        Slot::Cnt(c) => *c = c.saturating_add(n),
+                        Slot::Rate(f) => {
+                            if let Some(p) = self.period(d) {
+                                f.add(p, now, n.min(u32::MAX as u64) as u32);
+                            }
+                        }
+                    }
+                }
+                true
+            }
+            None => false,
+        })
+    }
+
     /// Subtracts `n` from a counter (conn_cur when a tracked connection ends).
     pub fn dec(&self, r: EntryRef, d: Data, n: u64) -> bool {
         self.with_slot(r, d, |s| {

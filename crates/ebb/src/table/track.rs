@@ -94,23 +94,19 @@ pub struct Stk {
     strm: RefCell<[Option<Tracker>; 3]>,
 }
 
-/// Adds `n` to `d` on an entry (a no-op if the table does not store it).
-fn bump(t: &Tracker, d: Data, n: u64, now: u32) {
-    t.table.add(t.entry, d, n, now);
-}
-
 fn count_start(t: &Tracker, now: u32, session: bool, http: bool) {
-    bump(t, Data::ConnCur, 1, now);
-    bump(t, Data::ConnCnt, 1, now);
-    bump(t, Data::ConnRate, 1, now);
-    if session {
-        bump(t, Data::SessCnt, 1, now);
-        bump(t, Data::SessRate, 1, now);
-    }
-    if http {
-        bump(t, Data::HttpReqCnt, 1, now);
-        bump(t, Data::HttpReqRate, 1, now);
-    }
+    // Adding 0 changes nothing: one list, one lock.
+    let (s, h) = (u64::from(session), u64::from(http));
+    let adds = [
+        (Data::ConnCur, 1),
+        (Data::ConnCnt, 1),
+        (Data::ConnRate, 1),
+        (Data::SessCnt, s),
+        (Data::SessRate, s),
+        (Data::HttpReqCnt, h),
+        (Data::HttpReqRate, h),
+    ];
+    t.table.add_many(t.entry, &adds, now);
 }
 
 fn stop(t: Tracker, now: u32) {
@@ -150,8 +146,8 @@ impl Stk {
     pub fn begin(&self, now: u32) {
         self.now.set(now);
         for t in self.sess.borrow().iter().flatten() {
-            bump(t, Data::HttpReqCnt, 1, now);
-            bump(t, Data::HttpReqRate, 1, now);
+            let adds = [(Data::HttpReqCnt, 1), (Data::HttpReqRate, 1)];
+            t.table.add_many(t.entry, &adds, now);
             t.table.touch(t.entry, now);
         }
     }
@@ -229,15 +225,17 @@ impl Stk {
     pub fn end(&self, now: u32, server_4xx: bool, bytes_in: u64, bytes_out: u64) {
         self.now.set(now);
         let server_4xx = self.err.replace(false) || server_4xx;
+        let e = u64::from(server_4xx);
+        let adds = [
+            (Data::HttpErrCnt, e),
+            (Data::HttpErrRate, e),
+            (Data::BytesInCnt, bytes_in),
+            (Data::BytesInRate, bytes_in),
+            (Data::BytesOutCnt, bytes_out),
+            (Data::BytesOutRate, bytes_out),
+        ];
         let count = |t: &Tracker| {
-            if server_4xx {
-                bump(t, Data::HttpErrCnt, 1, now);
-                bump(t, Data::HttpErrRate, 1, now);
-            }
-            bump(t, Data::BytesInCnt, bytes_in, now);
-            bump(t, Data::BytesInRate, bytes_in, now);
-            bump(t, Data::BytesOutCnt, bytes_out, now);
-            bump(t, Data::BytesOutRate, bytes_out, now);
+            t.table.add_many(t.entry, &adds, now);
         };
         for t in self.sess.borrow().iter().flatten() {
             count(t);
