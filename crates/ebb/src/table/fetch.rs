@@ -255,3 +255,65 @@ impl StkFetch {
         Some(Val::Int(v))
     }
 }
+
+/// A stick-table converter (`in_table(T)`, `table_X(T)`): looks the
+/// input sample up in table T (cast to the table's key type).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StkConv {
+    op: Op,
+    table: String,
+}
+
+impl StkConv {
+    /// Compiles `name(args)` if it is a stick-table converter; `None` if
+    /// the name is not one.
+    pub fn compile(name: &str, args: &[String]) -> Option<Result<StkConv, String>> {
+        let op = match name {
+            "in_table" => Op::Tracked,
+            "table_trackers" => Op::Trackers,
+            "table_server_id" => Op::Get(Data::ServerId),
+            "table_gpt0" => Op::Get(Data::Gpt0),
+            "table_gpc0" => Op::Get(Data::Gpc0),
+            _ => match op_of(name.strip_prefix("table_")?, Who::Src)? {
+                o @ (Op::Get(_) | Op::KBytes(_)) => o,
+                _ => return None,
+            },
+        };
+        Some(match args {
+            [t] if !t.trim().is_empty() => {
+                let table = t.trim().to_string();
+                REFS.with(|r| r.borrow_mut().push(Some(table.clone())));
+                Ok(StkConv { op, table })
+            }
+            _ => Err(format!("converter '{name}' expects a table name")),
+        })
+    }
+
+    pub fn out_type(&self) -> Type {
+        match self.op {
+            Op::Tracked => Type::Bool,
+            _ => Type::Int,
+        }
+    }
+
+    /// Looks the value (its bytes in `s` when a string) up.
+    pub fn apply(&self, v: Val, ctx: &Ctx<'_>, s: &mut crate::sample::Scratch) -> Option<Val> {
+        let stk = ctx.stk?;
+        let t = stk.tables().get(&self.table)?;
+        let k = super::sample_key(t, v, s)?;
+        let e = t.lookup(&k);
+        if self.op == Op::Tracked {
+            return Some(Val::Bool(e.is_some()));
+        }
+        let Some(e) = e else {
+            return Some(Val::Int(0));
+        };
+        let now = stk.now();
+        Some(Val::Int(match self.op {
+            Op::Get(d) => t.get(e, d, now)? as i64,
+            Op::KBytes(d) => t.get(e, d, now)? as i64 >> 10,
+            Op::Trackers => t.refs(e)? as i64,
+            _ => return None,
+        }))
+    }
+}

@@ -55,7 +55,7 @@ mod stick;
 mod store;
 mod track;
 
-pub use fetch::{note_table_ref, take_refs, StkFetch};
+pub use fetch::{note_table_ref, take_refs, StkConv, StkFetch};
 pub use freq::FreqCtr;
 pub use stick::StickRt;
 pub use store::{Dumped, EntryRef, StKey, Table};
