@@ -316,7 +316,7 @@ impl Conn {
                 }
                 Ok(n) => {
                     self.rend += n;
-                    if n < room {
+                    if n < room && !self.tr.read_pending() {
                         // Short read: the socket is drained; the next edge
                         // tells when more arrives.
                         self.rd_ready = false;

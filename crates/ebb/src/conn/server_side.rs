@@ -210,7 +210,7 @@ impl ServerSide {
                 }
                 Ok(n) => {
                     self.iend += n;
-                    if n < room {
+                    if n < room && !st.read_pending() {
                         self.rd = false;
                     }
                     return true;
