@@ -661,25 +661,37 @@ fn server_side_tls_policy() {
     // One single-threaded s_server per case, ready when it says ACCEPT.
     let page = |global: &str, opts: &str| {
         use std::io::BufRead;
-        let port = {
-            let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-            l.local_addr().unwrap().port()
-        };
-        let mut origin = Command::new("openssl")
-            .args(["s_server", "-accept", &port.to_string(), "-cert"])
-            .arg(&pem)
-            .arg("-www")
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let out = origin.stdout.take().unwrap();
-        let ready = std::io::BufReader::new(out)
-            .lines()
-            .map_while(Result::ok)
-            .any(|l| l.contains("ACCEPT"));
-        assert!(ready, "s_server did not start");
+        // A free port, found by binding and releasing it, may be taken by a
+        // concurrent test before s_server binds it: try a few.
+        let (port, mut origin) = (0..5)
+            .find_map(|_| {
+                let port = {
+                    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+                    l.local_addr().unwrap().port()
+                };
+                let mut origin = Command::new("openssl")
+                    .args(["s_server", "-accept", &port.to_string(), "-cert"])
+                    .arg(&pem)
+                    .arg("-www")
+                    .stdin(Stdio::null())
+                    .stdout(Stdio::piped())
+                    .stderr(Stdio::null())
+                    .spawn()
+                    .unwrap();
+                let out = origin.stdout.take().unwrap();
+                let ready = std::io::BufReader::new(out)
+                    .lines()
+                    .map_while(Result::ok)
+                    .any(|l| l.contains("ACCEPT"));
+                if ready {
+                    Some((port, origin))
+                } else {
+                    let _ = origin.kill();
+                    let _ = origin.wait();
+                    None
+                }
+            })
+            .expect("s_server did not start");
         // s_server -www answers without a length and ends with close_notify
         // in the same read as its last bytes: the answer must end there,
         // not at `timeout server` (an hour here, so the client's read
