@@ -30,7 +30,7 @@ fn run(t: &Arc<Table>, threads: usize, ops: u32, hot: bool) -> f64 {
                     };
                     let now = i / 100 + 1;
                     let k = StKey::Ip(ebtree::MbKey(ip.to_be_bytes()));
-                    let Some(r) = t.track(&k, now) else { continue };
+                    // As `Stk` does: three locks per request.
                     let start = [
                         (Data::ConnCur, 1),
                         (Data::ConnCnt, 1),
@@ -38,13 +38,12 @@ fn run(t: &Arc<Table>, threads: usize, ops: u32, hot: bool) -> f64 {
                         (Data::HttpReqCnt, 1),
                         (Data::HttpReqRate, 1),
                     ];
-                    t.add_many(r, &start, now);
+                    let Some(r) = t.track_add(&k, now, &start) else {
+                        continue;
+                    };
                     x = x.wrapping_add(t.get(r, Data::HttpReqRate, now).unwrap_or(0) as u32);
                     let end = [(Data::BytesInCnt, 80), (Data::BytesOutCnt, 200)];
-                    t.add_many(r, &end, now);
-                    t.dec(r, Data::ConnCur, 1);
-                    t.touch(r, now);
-                    t.release(r, now);
+                    t.finish(r, &end, true, now);
                 }
                 std::hint::black_box(x);
             });

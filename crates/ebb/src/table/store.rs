@@ -231,8 +231,38 @@ impl Table {
     // One macro body serves Copy keys (addresses, integers) and byte keys.
     #[allow(clippy::clone_on_copy)]
     pub fn track(&self, key: &StKey, now: u32) -> Option<EntryRef> {
+        self.track_in(&mut self.lock(), key, now)
+    }
+
+    /// [`Self::track`], then adds `adds` to the entry, under one lock
+    /// (a stream starting to track: its connection and request counted).
+    pub fn track_add(&self, key: &StKey, now: u32, adds: &[(Data, u64)]) -> Option<EntryRef> {
         let mut g = self.lock();
-        let inner = &mut *g;
+        let r = self.track_in(&mut g, key, now)?;
+        self.adds_in(&mut g, r, adds, now);
+        Some(r)
+    }
+
+    /// A tracker's end under one lock: adds `adds`, takes one from
+    /// `conn_cur` if `dec_cur`, refreshes the expiry, drops the reference.
+    pub fn finish(&self, r: EntryRef, adds: &[(Data, u64)], dec_cur: bool, now: u32) {
+        let mut g = self.lock();
+        self.adds_in(&mut g, r, adds, now);
+        if dec_cur {
+            if let Some(i) = self.index[Data::ConnCur as usize] {
+                any_tree!(&mut g.keys, |t| if let Some(e) = t.get_mut(r.0) {
+                    if let Slot::Cnt(c) = &mut e.data[i as usize] {
+                        *c = c.saturating_sub(1);
+                    }
+                });
+            }
+        }
+        self.touch_in(&mut g, r, now);
+        self.release_in(&mut g, r, now);
+    }
+
+    #[allow(clippy::clone_on_copy)]
+    fn track_in(&self, inner: &mut Inner, key: &StKey, now: u32) -> Option<EntryRef> {
         let exp = self.exp_at(inner, now);
         if let Some(h) = with_tree!(&mut inner.keys, key, |t, k| t.lookup_ref(k)) {
             let node = any_tree!(&mut inner.keys, |t| {
@@ -295,8 +325,10 @@ impl Table {
     /// Drops a reference taken by [`Self::track`]. An entry whose last
     /// reference goes after its expiry is removed at once.
     pub fn release(&self, r: EntryRef, now: u32) {
-        let mut g = self.lock();
-        let inner = &mut *g;
+        self.release_in(&mut self.lock(), r, now)
+    }
+
+    fn release_in(&self, inner: &mut Inner, r: EntryRef, now: u32) {
         let gone = any_tree!(&mut inner.keys, |t| {
             match t.get_mut(r.0) {
                 Some(e) => {
@@ -347,8 +379,11 @@ impl Table {
     /// Adds to several stored types at once (one lock for all; the types
     /// the table does not store are skipped). False for a stale reference.
     pub fn add_many(&self, r: EntryRef, adds: &[(Data, u64)], now: u32) -> bool {
-        let mut g = self.lock();
-        any_tree!(&mut g.keys, |t| match t.get_mut(r.0) {
+        self.adds_in(&mut self.lock(), r, adds, now)
+    }
+
+    fn adds_in(&self, inner: &mut Inner, r: EntryRef, adds: &[(Data, u64)], now: u32) -> bool {
+        any_tree!(&mut inner.keys, |t| match t.get_mut(r.0) {
             Some(e) => {
                 for &(d, n) in adds {
                     let Some(i) = self.index[d as usize] else {
@@ -401,8 +436,10 @@ impl Table {
     /// Refreshes an entry's expiry to `now + expire` (HAProxy touches an
     /// entry on every update through a tracking stream).
     pub fn touch(&self, r: EntryRef, now: u32) -> bool {
-        let mut g = self.lock();
-        let inner = &mut *g;
+        self.touch_in(&mut self.lock(), r, now)
+    }
+
+    fn touch_in(&self, inner: &mut Inner, r: EntryRef, now: u32) -> bool {
         let exp = self.exp_at(inner, now);
         let node = any_tree!(&mut inner.keys, |t| t.get_mut(r.0).map(|e| {
             e.exp = exp;

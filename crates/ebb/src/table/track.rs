@@ -94,10 +94,10 @@ pub struct Stk {
     strm: RefCell<[Option<Tracker>; 3]>,
 }
 
-fn count_start(t: &Tracker, now: u32, session: bool, http: bool) {
-    // Adding 0 changes nothing: one list, one lock.
+/// What a tracker's start counts (adding 0 changes nothing: one list).
+fn start_counts(session: bool, http: bool) -> [(Data, u64); 7] {
     let (s, h) = (u64::from(session), u64::from(http));
-    let adds = [
+    [
         (Data::ConnCur, 1),
         (Data::ConnCnt, 1),
         (Data::ConnRate, 1),
@@ -105,14 +105,11 @@ fn count_start(t: &Tracker, now: u32, session: bool, http: bool) {
         (Data::SessRate, s),
         (Data::HttpReqCnt, h),
         (Data::HttpReqRate, h),
-    ];
-    t.table.add_many(t.entry, &adds, now);
+    ]
 }
 
 fn stop(t: Tracker, now: u32) {
-    t.table.dec(t.entry, Data::ConnCur, 1);
-    t.table.touch(t.entry, now);
-    t.table.release(t.entry, now);
+    t.table.finish(t.entry, &[], true, now);
 }
 
 impl Stk {
@@ -184,15 +181,13 @@ impl Stk {
             return true;
         }
         let now = self.now.get();
-        let Some(entry) = table.track(key, now) else {
+        let Some(entry) = table.track_add(key, now, &start_counts(session, http)) else {
             return false;
         };
-        let t = Tracker {
+        *slot = Some(Tracker {
             table: Arc::clone(table),
             entry,
-        };
-        count_start(&t, now, session, http);
-        *slot = Some(t);
+        });
         true
     }
 
@@ -234,17 +229,13 @@ impl Stk {
             (Data::BytesOutCnt, bytes_out),
             (Data::BytesOutRate, bytes_out),
         ];
-        let count = |t: &Tracker| {
-            t.table.add_many(t.entry, &adds, now);
-        };
         for t in self.sess.borrow().iter().flatten() {
-            count(t);
+            t.table.add_many(t.entry, &adds, now);
         }
         let mut strm = self.strm.borrow_mut();
         for slot in strm.iter_mut() {
             if let Some(t) = slot.take() {
-                count(&t);
-                stop(t, now);
+                t.table.finish(t.entry, &adds, true, now);
             }
         }
     }
