@@ -33,17 +33,17 @@
 //!
 //! # Bounds (each has a test in `tests.rs`)
 //!
-//! | attack | bound | source |
+//! | attack | bound ([`Config`] field) | how others bound it |
 //! |---|---|---|
-//! | more streams than allowed | REFUSED_STREAM past `max_concurrent_streams` | §5.1.2; HAProxy's `tune.h2.max-concurrent-streams` 100 |
-//! | rapid reset (CVE-2023-44487) | token bucket: 1000 resets burst, 33/s refill, then GOAWAY ENHANCE_YOUR_CALM | nghttp2's `stream_reset_burst`/`rate` defaults |
-//! | CONTINUATION flood (CVE-2024-27316) | a field block over 2 x `max_header_list_size` bytes, or over 128 frames: GOAWAY ENHANCE_YOUR_CALM | the decoded list cannot fit anyway; HAProxy refuses a block larger than its buffer |
-//! | HPACK bomb, oversized lists | decoded size (§6.5.2) over `max_header_list_size`: copying stops, the table is kept in sync, the stream gets a 431 answer and ends (RST_STREAM NO_ERROR if the client still sends) | RFC 7541 §7.3, RFC 9113 §10.5.1 |
-//! | SETTINGS/PING/WINDOW_UPDATE/empty DATA/PRIORITY floods | 1000 such frames without useful work (a new stream or DATA sent or received) in between: GOAWAY ENHANCE_YOUR_CALM; and 1000 unsent control answers (peer not reading): same | RFC 9113 §10.5; nghttp2's `max_outbound_ack` 1000 |
-//! | zero-window slow reader | ebb never queues DATA beyond the windows; a stream blocked on a zero window for `stall_timeout_ms` is reset CANCEL | RFC 9113 §10.5 |
-//! | stream-id reuse/regression, even ids | connection error PROTOCOL_ERROR | §5.1.1 |
+//! | more streams than allowed | REFUSED_STREAM past `max_concurrent_streams` (100) | HAProxy `tune.h2.max-concurrent-streams` 100; nginx `http2_max_concurrent_streams` 128 |
+//! | rapid reset (CVE-2023-44487) | token bucket over resets received or sent for stream errors (431 included): `reset_burst` 1000, `reset_rate_per_s` 33, then GOAWAY ENHANCE_YOUR_CALM | nghttp2 the same bucket; nginx refuses past 2 x concurrent streams opened per read and 1000 requests per connection; HAProxy 2.6 counts an aborted stream against the concurrent limit until its work ends |
+//! | CONTINUATION flood (CVE-2024-27316) | a field block over 2 x `max_header_list_size` bytes or `max_continuations` (128) frames: GOAWAY ENHANCE_YOUR_CALM; never more than that buffered | HAProxy: the whole block must fit one buffer (`tune.bufsize`); nginx: `large_client_header_buffers` |
+//! | HPACK bomb, oversized lists | decoded size (§6.5.2) over `max_header_list_size` (16 KiB): copying stops, the table is kept in sync, the stream gets a 431 answer and ends (RST_STREAM NO_ERROR) | RFC 7541 §7.3, RFC 9113 §10.5.1; HAProxy: the decoded list must fit a buffer |
+//! | SETTINGS/PING/WINDOW_UPDATE (0 or tiny)/empty DATA/PRIORITY floods | `flood_limit` (1000) such frames without useful work (a new stream or DATA bytes) in between, or `max_pending_control` (1000) answers the peer does not read: GOAWAY ENHANCE_YOUR_CALM; a 0 increment on a stream is a stream error and spends a reset token | RFC 9113 §10.5; nghttp2 `max_outbound_ack` 1000; nginx closes when received bytes / 8 exceed payload bytes + 1 MiB |
+//! | zero-window slow reader | no DATA queued beyond the windows nor past `max_output` (64 KiB) unwritten bytes; a stream waiting that way for `stall_timeout_ms` (30 s) is reset CANCEL by [`Connection::tick`] | RFC 9113 §10.5; HAProxy and nginx: `timeout client` / `send_timeout` |
+//! | stream-id reuse/regression, even ids | connection error PROTOCOL_ERROR (STREAM_CLOSED for a recently closed id) | §5.1.1 |
 //! | frames on closed streams | DATA: stream error STREAM_CLOSED (its bytes still count for the connection window); HEADERS: connection error STREAM_CLOSED | §5.1 |
-//! | oversized frames | connection error FRAME_SIZE_ERROR, payload never buffered | §4.2 |
+//! | oversized frames | over `max_frame_size`: connection error FRAME_SIZE_ERROR, payload never buffered | §4.2 |
 //! | DATA after END_STREAM | stream error STREAM_CLOSED | §5.1 half-closed (remote) |
 
 use super::frame::{self, flag, kind, setting, ErrorCode, Frame, FrameHeader, H2Error};
@@ -72,9 +72,29 @@ pub struct Config {
     /// SETTINGS_MAX_HEADER_LIST_SIZE: 16384, HAProxy's `tune.bufsize`
     /// default, in which a whole request head must fit.
     pub max_header_list_size: u32,
-    /// How long a stream may wait on a zero send window before it is reset
-    /// (ms). 30 s, HAProxy's common `timeout client`.
+    /// How long a stream may wait on a zero send window (or a full output
+    /// buffer) before it is reset (ms). 30 s, HAProxy's common `timeout
+    /// client`.
     pub stall_timeout_ms: u32,
+    /// Frames that do no useful work (SETTINGS, PING, PRIORITY,
+    /// WINDOW_UPDATE, empty DATA or CONTINUATION, RST_STREAM on a closed
+    /// stream, unknown types) allowed in a row; past it GOAWAY
+    /// ENHANCE_YOUR_CALM. A new stream or DATA bytes reset the count.
+    pub flood_limit: u32,
+    /// Control answers (SETTINGS ACK, PING ACK, RST_STREAM) queued while
+    /// the peer does not read them; past it GOAWAY ENHANCE_YOUR_CALM.
+    pub max_pending_control: u32,
+    /// Rapid reset: resets (received, or sent for stream errors) allowed
+    /// in a burst.
+    pub reset_burst: u32,
+    /// Rapid reset: resets per second given back to the burst.
+    pub reset_rate_per_s: u32,
+    /// CONTINUATION frames allowed in one field block.
+    pub max_continuations: u32,
+    /// Output bytes past which [`Connection::send_data`] queues no more
+    /// DATA until the caller writes some: bounds the memory a client that
+    /// opens large windows but does not read can pin. 64 KiB.
+    pub max_output: usize,
 }
 
 impl Default for Config {
@@ -87,20 +107,25 @@ impl Default for Config {
             max_frame_size: frame::MIN_MAX_FRAME_SIZE,
             max_header_list_size: 16_384,
             stall_timeout_ms: 30_000,
+            flood_limit: FLOOD_LIMIT,
+            max_pending_control: MAX_PENDING_CONTROL,
+            reset_burst: RESET_BURST,
+            reset_rate_per_s: RESET_RATE_PER_S,
+            max_continuations: MAX_CONTINUATIONS,
+            max_output: 64 * 1024,
         }
     }
 }
 
-/// Control frames or glitches allowed without useful work in between (see
-/// the module doc).
+/// Default of [`Config::flood_limit`] (see the module doc).
 pub const FLOOD_LIMIT: u32 = 1000;
-/// Unsent control answers allowed (nghttp2's `max_outbound_ack`).
+/// Default of [`Config::max_pending_control`] (nghttp2's `max_outbound_ack`).
 pub const MAX_PENDING_CONTROL: u32 = 1000;
-/// Rapid reset: burst of resets allowed (nghttp2's default).
+/// Default of [`Config::reset_burst`] (nghttp2's default).
 pub const RESET_BURST: u32 = 1000;
-/// Rapid reset: resets per second refilled (nghttp2's default).
+/// Default of [`Config::reset_rate_per_s`] (nghttp2's default).
 pub const RESET_RATE_PER_S: u32 = 33;
-/// CONTINUATION frames allowed in one field block.
+/// Default of [`Config::max_continuations`].
 pub const MAX_CONTINUATIONS: u32 = 128;
 
 /// What the caller must act on.
@@ -300,7 +325,7 @@ impl Connection {
             settings_acked: false,
             idle_frames: 0,
             pending_control: 0,
-            reset_tokens: RESET_BURST,
+            reset_tokens: cfg.reset_burst,
             reset_refill_at: None,
             goaway: None,
             recent: [(0, false); 32],
@@ -397,7 +422,7 @@ impl Connection {
 
     fn control_queued(&mut self) -> Result<(), H2Error> {
         self.pending_control += 1;
-        if self.pending_control > MAX_PENDING_CONTROL {
+        if self.pending_control > self.cfg.max_pending_control {
             return Err(H2Error::Connection(ErrorCode::ENHANCE_YOUR_CALM));
         }
         Ok(())
@@ -405,7 +430,7 @@ impl Connection {
 
     fn idle_frame(&mut self) -> Result<(), H2Error> {
         self.idle_frames += 1;
-        if self.idle_frames > FLOOD_LIMIT {
+        if self.idle_frames > self.cfg.flood_limit {
             return Err(H2Error::Connection(ErrorCode::ENHANCE_YOUR_CALM));
         }
         Ok(())
@@ -418,10 +443,11 @@ impl Connection {
             Some(t) => {
                 let elapsed = now.wrapping_sub(t);
                 if (elapsed as i32) > 0 {
-                    let add = u64::from(elapsed) * u64::from(RESET_RATE_PER_S) / 1000;
+                    let add = u64::from(elapsed) * u64::from(self.cfg.reset_rate_per_s) / 1000;
                     if add > 0 {
-                        self.reset_tokens =
-                            (u64::from(self.reset_tokens) + add).min(u64::from(RESET_BURST)) as u32;
+                        self.reset_tokens = (u64::from(self.reset_tokens) + add)
+                            .min(u64::from(self.cfg.reset_burst))
+                            as u32;
                         self.reset_refill_at = Some(now);
                     }
                 }
@@ -578,7 +604,7 @@ impl Connection {
                 if fragment.is_empty() {
                     self.idle_frame()?;
                 }
-                if p.frames > MAX_CONTINUATIONS
+                if p.frames > self.cfg.max_continuations
                     || self.block.len() + fragment.len()
                         > 2 * self.cfg.max_header_list_size as usize
                 {
@@ -892,7 +918,10 @@ impl Connection {
                 if too_large {
                     // RFC 9113 §10.5.1: the list is over
                     // SETTINGS_MAX_HEADER_LIST_SIZE. ebb refuses it with a
-                    // 431 answer (as HTTP/1 does) and ends the stream.
+                    // 431 answer (as HTTP/1 does) and ends the stream. The
+                    // reset counts against the rapid-reset budget: a
+                    // client cannot make ebb answer and reset for free.
+                    self.spend_reset(now)?;
                     self.send_response(id, 431, &[], true).ok();
                     let _ = self.reset(id, ErrorCode::NO_ERROR, now);
                     return Ok(None);
@@ -1021,7 +1050,8 @@ impl Connection {
     /// Sends as much of `data` on stream `id` as the windows allow, in
     /// DATA frames of at most the client's max frame size; returns the
     /// bytes taken. `end_stream` applies only if all of `data` was taken.
-    /// 0 with data left: wait for [`Event::WindowOpened`].
+    /// 0 with data left: wait for [`Event::WindowOpened`], or, when the
+    /// output holds [`Config::max_output`] bytes, for it to be written.
     pub fn send_data(
         &mut self,
         id: u32,
@@ -1031,6 +1061,7 @@ impl Connection {
     ) -> Result<usize, SendError> {
         let conn_window = self.send_window;
         let max_frame = self.peer_max_frame as usize;
+        let room = self.cfg.max_output.saturating_sub(self.out.len());
         let s = self
             .streams
             .iter_mut()
@@ -1040,7 +1071,7 @@ impl Connection {
             return Err(SendError::BadState);
         }
         let allowed = conn_window.min(s.send_window).max(0) as usize;
-        let n = data.len().min(allowed);
+        let n = data.len().min(allowed).min(room);
         let mut sent = 0;
         while sent < n {
             let c = (n - sent).min(max_frame);
@@ -1052,10 +1083,14 @@ impl Connection {
             frame::write_data(&mut self.out, id, &[], true);
         }
         s.send_window -= n as i64;
-        s.blocked_since = if n < data.len() {
-            s.blocked_since.or(Some(now))
-        } else {
+        // The wait counts from the last progress: a slow reader that
+        // takes some bytes is not a stalled one.
+        s.blocked_since = if n == data.len() {
             None
+        } else if n > 0 {
+            Some(now)
+        } else {
+            s.blocked_since.or(Some(now))
         };
         self.send_window -= n as i64;
         if n > 0 {

@@ -1006,3 +1006,95 @@ fn after_a_connection_error_input_is_ignored() {
     assert_eq!(feed(&mut c, &cl.get(1, "/"), 3), []);
     assert!(c.output().is_empty());
 }
+
+/// WINDOW_UPDATE with a 0 increment: on stream 0 a connection error, on a
+/// stream a stream error whose RST_STREAM spends the reset budget, so a
+/// flood of them ends with GOAWAY ENHANCE_YOUR_CALM.
+#[test]
+fn zero_increment_window_update_flood() {
+    let (mut c, _) = open();
+    let mut wu = Vec::new();
+    frame::write_window_update(&mut wu, 0, 0);
+    assert_eq!(
+        feed(&mut c, &wu, 2),
+        [Ev::Closed(ErrorCode::PROTOCOL_ERROR)]
+    );
+
+    let (mut c, mut cl) = open();
+    feed(&mut c, &cl.headers(1, &req("POST", "/"), false), 2);
+    let mut wu = Vec::new();
+    frame::write_header(&mut wu, 4, kind::WINDOW_UPDATE, 0, 1);
+    wu.extend_from_slice(&[0; 4]);
+    let mut n = 0u32;
+    loop {
+        let ev = feed(&mut c, &wu, 2);
+        take(&mut c);
+        if ev.contains(&Ev::Closed(ErrorCode::ENHANCE_YOUR_CALM)) {
+            break;
+        }
+        n += 1;
+        assert!(n <= RESET_BURST, "not bounded");
+    }
+    assert_eq!(n, RESET_BURST);
+}
+
+/// Oversized header lists over and over: each one is answered 431 and
+/// reset, and the resets spend the rapid-reset budget.
+#[test]
+fn repeated_oversized_lists_end_the_connection() {
+    let cfg = Config {
+        max_header_list_size: 100,
+        reset_burst: 10,
+        ..Config::default()
+    };
+    let (mut c, mut cl) = open_with(cfg, &[]);
+    let big = "b".repeat(200);
+    let mut closed = None;
+    for i in 0..100u32 {
+        let mut fields = req("GET", "/");
+        fields.push(("x-big", &big));
+        let ev = feed(&mut c, &cl.headers(2 * i + 1, &fields, true), 2);
+        take(&mut c);
+        if ev.contains(&Ev::Closed(ErrorCode::ENHANCE_YOUR_CALM)) {
+            closed = Some(i);
+            break;
+        }
+        assert_eq!(ev, []);
+    }
+    assert_eq!(closed, Some(10));
+}
+
+/// A client that opens huge windows and never reads: DATA is queued only
+/// up to `max_output`, and the stream waiting on the output is reset once
+/// it has waited `stall_timeout_ms`.
+#[test]
+fn unread_output_is_bounded_and_reset() {
+    let cfg = Config {
+        max_output: 32 * 1024,
+        ..Config::default()
+    };
+    let (mut c, mut cl) = open_with(cfg, &[(setting::INITIAL_WINDOW_SIZE, frame::MAX_WINDOW)]);
+    let mut wu = Vec::new();
+    frame::write_window_update(&mut wu, 0, frame::MAX_WINDOW - frame::DEFAULT_WINDOW);
+    feed(&mut c, &wu, 2);
+    feed(&mut c, &cl.get(1, "/"), 2);
+    c.send_response(1, 200, &[], false).unwrap();
+    let body = vec![7u8; 1 << 20];
+    let mut sent = 0;
+    for _ in 0..100 {
+        sent += c.send_data(1, &body[sent..], true, 10).unwrap();
+    }
+    assert!(sent < 32 * 1024, "queued {sent}");
+    // Frame headers of the last DATA frames may pass it by 9 bytes each.
+    assert!(c.output().len() <= 32 * 1024 + 64);
+    let mut reset = Vec::new();
+    c.tick(10 + 29_999, &mut reset);
+    assert!(reset.is_empty());
+    // Writing some output lets more DATA in; the wait starts again.
+    c.consume_output(16 * 1024);
+    assert!(c.send_data(1, &body[sent..], true, 20_000).unwrap() > 0);
+    c.tick(20_000 + 29_999, &mut reset);
+    assert!(reset.is_empty());
+    c.tick(20_000 + 30_000, &mut reset);
+    assert_eq!(reset, [1]);
+}
