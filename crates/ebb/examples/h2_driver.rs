@@ -104,7 +104,7 @@ fn serve_inner(sock: &mut TcpStream, cfg: Config) -> std::io::Result<()> {
                 Some(Event::Trailers { id, .. }) => answer = Some(id),
                 Some(Event::Reset { id, .. }) => waiting.retain(|w| w.0 != id),
                 Some(Event::WindowOpened { .. }) => retry = true,
-                Some(Event::GoAway { .. }) => {}
+                Some(Event::GoAway { .. }) | Some(Event::Response { .. }) => {}
                 Some(Event::Closed { .. }) => break,
             }
             if let Some(id) = answer {

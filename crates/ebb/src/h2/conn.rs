@@ -1,5 +1,6 @@
-//! The server side of one HTTP/2 connection (RFC 9113 §3-§8): bytes in,
-//! events out, frames to send in a buffer. No socket, no clock of its own.
+//! One HTTP/2 connection (RFC 9113 §3-§8), server side ([`Connection::new`])
+//! or client side ([`Connection::client`]): bytes in, events out, frames to
+//! send in a buffer. No socket, no clock of its own.
 //!
 //! ```text
 //!   let mut c = Connection::new(Config::default());   // queues SETTINGS
@@ -16,6 +17,15 @@
 //!   }
 //! ```
 //!
+//! The client role (ebb talking to a server: `server ... proto h2`, gRPC)
+//! is driven the same way: [`Connection::client`] queues the preface and
+//! SETTINGS, [`Connection::send_request`] opens a stream (then
+//! `send_data`/`send_trailers`), and `recv` reports [`Event::Response`]
+//! (interim 1xx ones first, if any), `Data` and `Trailers`. Server push is
+//! refused (SETTINGS_ENABLE_PUSH 0). A GOAWAY from the server drops the
+//! streams above its last-stream-id (never processed: the caller retries
+//! them) and refuses new ones; [`Connection::is_done`] once the rest ended.
+//!
 //! [`Connection::recv`] handles at most one frame per call so that an
 //! [`Event`] can borrow the input (DATA payloads) and the decoded head
 //! without copying; frames that need no attention from the caller
@@ -30,6 +40,9 @@
 //!   any --RST_STREAM sent or received--> closed
 //! ```
 //! A closed stream leaves the table; `max_client_id` tells closed from idle.
+//! In the client role the same diagram holds with local and remote swapped
+//! (the request is sent first); stream ids are odd in both roles, as no
+//! server-initiated (pushed) stream is accepted.
 //!
 //! # Bounds (each has a test in `tests.rs`)
 //!
@@ -48,7 +61,7 @@
 
 use super::frame::{self, flag, kind, setting, ErrorCode, Frame, FrameHeader, H2Error};
 use super::hpack::{self, Decoder, Encoder, HuffmanMode};
-use super::request::{check_trailers, RequestHead};
+use super::request::{check_trailers, RequestHead, ResponseHead};
 
 /// The connection's limits. Defaults are HAProxy's where it has one.
 #[derive(Copy, Clone, Debug)]
@@ -140,7 +153,18 @@ pub enum Event<'a> {
         /// No body follows.
         end_stream: bool,
     },
-    /// Request body bytes. Call [`Connection::release`] once they are
+    /// A response head (client role): interim (1xx, more heads follow) or
+    /// final. Checked by RFC 9113 §8.3.2.
+    Response {
+        /// Stream id.
+        id: u32,
+        /// The head.
+        head: &'a ResponseHead,
+        /// No body follows.
+        end_stream: bool,
+    },
+    /// Body bytes (of the request, or in the client role of the
+    /// response). Call [`Connection::release`] once they are
     /// consumed so the client may send more.
     Data {
         /// Stream id.
@@ -203,8 +227,24 @@ pub struct Progress<'a> {
 pub enum SendError {
     /// No such stream (closed, reset or never opened).
     NoStream,
-    /// The stream's sending side is already ended, or its head not sent.
+    /// The stream's sending side is already ended, or its head not sent,
+    /// or the command is not one of this role.
     BadState,
+    /// Client role: the server's SETTINGS_MAX_CONCURRENT_STREAMS streams
+    /// are open; retry when one ends.
+    Busy,
+    /// Client role: a GOAWAY was sent or received (or stream ids ran out):
+    /// open a new connection.
+    GoingAway,
+}
+
+/// Which end of the connection this is.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum Role {
+    /// Accepts streams (ebb facing clients).
+    Server,
+    /// Opens streams (ebb facing servers).
+    Client,
 }
 
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
@@ -233,6 +273,12 @@ struct Stream {
     recv_window: i64,
     /// Bytes delivered and released, not yet returned by WINDOW_UPDATE.
     unacked: u32,
+    /// Client role: the final response head arrived (a later HEADERS is
+    /// trailers).
+    final_head: bool,
+    /// Client role: a HEAD request, whose response has no body whatever
+    /// its content-length says.
+    head_request: bool,
     content_length: Option<u64>,
     received: u64,
     /// Since when DATA waits on a zero window (tick), if it does.
@@ -252,19 +298,32 @@ struct Pending {
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 enum BlockKind {
     Request,
+    /// Client role: a response head.
+    Response,
     Trailers,
+    /// Client role: a head for a stream ebb reset; decoded for the HPACK
+    /// state only.
+    Ignore,
     /// Decode for HPACK state, then reset the stream with this code.
     Refuse(ErrorCode),
 }
 
-/// One server-side HTTP/2 connection.
+/// One HTTP/2 connection, either role.
 #[derive(Debug)]
 pub struct Connection {
     cfg: Config,
+    role: Role,
     state: State,
     streams: Vec<Stream>,
-    /// Highest stream id the client opened (§5.1.1).
+    /// Highest stream id the client opened (§5.1.1), in either role.
     max_client_id: u32,
+    /// Client role: the id the next request gets.
+    next_id: u32,
+    /// The peer's SETTINGS_MAX_CONCURRENT_STREAMS.
+    peer_max_streams: u32,
+    /// A GOAWAY received: its last-stream-id.
+    peer_goaway: Option<u32>,
+    response: ResponseHead,
     decoder: Decoder,
     encoder: Encoder,
     head: RequestHead,
@@ -300,15 +359,41 @@ pub struct Connection {
 const SHUTDOWN_PING: [u8; 8] = *b"ebb-shut";
 
 impl Connection {
-    /// A connection; ebb's SETTINGS (and the connection window's
+    /// A server connection; ebb's SETTINGS (and the connection window's
     /// WINDOW_UPDATE) are queued in the output at once (§3.4: the server
     /// preface may be sent before the client's arrives).
     pub fn new(cfg: Config) -> Connection {
+        Connection::with_role(cfg, Role::Server)
+    }
+
+    /// A client connection: the preface, SETTINGS (push disabled) and the
+    /// connection window's WINDOW_UPDATE are queued at once (§3.4: the
+    /// client may send requests before the server's SETTINGS arrive);
+    /// the server's first frame must be SETTINGS. `max_concurrent_streams`
+    /// is not used: the server's own setting bounds the streams ebb opens.
+    pub fn client(cfg: Config) -> Connection {
+        Connection::with_role(cfg, Role::Client)
+    }
+
+    /// This connection's role.
+    pub fn role(&self) -> Role {
+        self.role
+    }
+
+    fn with_role(cfg: Config, role: Role) -> Connection {
         let mut c = Connection {
             cfg,
-            state: State::Preface,
+            role,
+            state: match role {
+                Role::Server => State::Preface,
+                Role::Client => State::FirstSettings,
+            },
             streams: Vec::new(),
             max_client_id: 0,
+            next_id: 1,
+            peer_max_streams: u32::MAX,
+            peer_goaway: None,
+            response: ResponseHead::default(),
             decoder: Decoder::new(cfg.header_table_size as usize),
             encoder: Encoder::new(hpack::DEFAULT_TABLE_SIZE, HuffmanMode::Shorter),
             head: RequestHead::default(),
@@ -331,10 +416,14 @@ impl Connection {
             recent: [(0, false); 32],
             recent_pos: 0,
         };
-        let mut params = vec![
-            (setting::MAX_CONCURRENT_STREAMS, cfg.max_concurrent_streams),
-            (setting::MAX_HEADER_LIST_SIZE, cfg.max_header_list_size),
-        ];
+        let mut params = match role {
+            Role::Server => vec![(setting::MAX_CONCURRENT_STREAMS, cfg.max_concurrent_streams)],
+            Role::Client => {
+                c.out.extend_from_slice(frame::PREFACE);
+                vec![(setting::ENABLE_PUSH, 0)]
+            }
+        };
+        params.push((setting::MAX_HEADER_LIST_SIZE, cfg.max_header_list_size));
         if cfg.initial_window_size != frame::DEFAULT_WINDOW {
             params.push((setting::INITIAL_WINDOW_SIZE, cfg.initial_window_size));
         }
@@ -368,10 +457,21 @@ impl Connection {
     }
 
     /// Whether the connection is over: a connection error or GOAWAY was
-    /// sent and no stream remains. Close once the output is written.
+    /// sent (or, client role, received) and no stream remains. Close once
+    /// the output is written.
     pub fn is_done(&self) -> bool {
-        self.state == State::Closed
-            || (self.goaway.is_some_and(|(_, fin)| fin) && self.streams.is_empty())
+        let away = self.goaway.is_some_and(|(_, fin)| fin)
+            || (self.role == Role::Client && self.peer_goaway.is_some());
+        self.state == State::Closed || (away && self.streams.is_empty())
+    }
+
+    /// The last-stream-id a GOAWAY of ours carries: the highest stream the
+    /// peer opened (none in the client role, push being refused).
+    fn goaway_last(&self) -> u32 {
+        match self.role {
+            Role::Server => self.max_client_id,
+            Role::Client => 0,
+        }
     }
 
     /// Number of open streams.
@@ -411,12 +511,17 @@ impl Connection {
             .map(|e| e.1)
     }
 
+    /// Forgets stream `id` once both sides ended it; after a GOAWAY, the
+    /// last stream gone sends the final one.
     fn close_if_done(&mut self, id: u32) {
         if self
             .stream(id)
             .is_some_and(|s| s.local_done && s.remote_done)
         {
             self.remove(id);
+        }
+        if self.goaway.is_some() && self.streams.is_empty() {
+            self.final_goaway();
         }
     }
 
@@ -472,9 +577,10 @@ impl Connection {
 
     fn conn_error(&mut self, code: ErrorCode) -> Event<'static> {
         if self.state != State::Closed {
-            frame::write_goaway(&mut self.out, self.max_client_id, code);
+            let last = self.goaway_last();
+            frame::write_goaway(&mut self.out, last, code);
             self.state = State::Closed;
-            self.goaway = Some((self.max_client_id, true));
+            self.goaway = Some((last, true));
             self.streams.clear();
         }
         Event::Closed { code }
@@ -653,7 +759,8 @@ impl Connection {
                 Ok(opened.then_some(Ev::Window(0)))
             }
             Frame::PushPromise { .. } => {
-                // §8.4: a client cannot push.
+                // §8.4: a client cannot push; ebb as a client disabled push
+                // (§6.6: then PUSH_PROMISE is a PROTOCOL_ERROR).
                 Err(H2Error::Connection(ErrorCode::PROTOCOL_ERROR))
             }
             Frame::Ping { ack, data } => {
@@ -670,7 +777,25 @@ impl Connection {
             }
             Frame::GoAway {
                 last_stream, code, ..
-            } => Ok(Some(Ev::GoAway(last_stream, code))),
+            } => {
+                if self.role == Role::Client {
+                    // §6.8: streams above `last_stream` were not processed
+                    // and may be retried; no new stream is opened.
+                    self.peer_goaway =
+                        Some(self.peer_goaway.map_or(last_stream, |l| l.min(last_stream)));
+                    let gone: Vec<u32> = self
+                        .streams
+                        .iter()
+                        .map(|s| s.id)
+                        .filter(|&id| id > last_stream)
+                        .collect();
+                    for id in gone {
+                        self.remove(id);
+                        self.remember(id, true);
+                    }
+                }
+                Ok(Some(Ev::GoAway(last_stream, code)))
+            }
             Frame::WindowUpdate { stream, increment } => self.on_window_update(stream, increment),
             Frame::Unknown => {
                 self.idle_frame()?;
@@ -698,6 +823,11 @@ impl Connection {
                     }
                 }
                 setting::MAX_FRAME_SIZE => self.peer_max_frame = v,
+                setting::MAX_CONCURRENT_STREAMS => self.peer_max_streams = v,
+                // §6.5.2: a server must not enable push.
+                setting::ENABLE_PUSH if self.role == Role::Client && v != 0 => {
+                    return Err(H2Error::Connection(ErrorCode::PROTOCOL_ERROR));
+                }
                 _ => {}
             }
         }
@@ -770,6 +900,10 @@ impl Connection {
             self.flush_conn_window();
             return Err(H2Error::Stream(id, ErrorCode::STREAM_CLOSED));
         }
+        if !self.streams[i].final_head && self.role == Role::Client {
+            // §8.1: DATA before the response head.
+            return Err(H2Error::Stream(id, ErrorCode::PROTOCOL_ERROR));
+        }
         let pad = flow_len - data.len() as u32;
         let s = &mut self.streams[i];
         s.recv_window -= i64::from(flow_len);
@@ -794,6 +928,9 @@ impl Connection {
         if !data.is_empty() {
             self.idle_frames = 0;
         }
+        if end_stream {
+            self.close_if_done(id);
+        }
         // `data` follows the pad length byte when the frame is padded.
         let off = usize::from(payload.len() > data.len());
         Ok(Some(Ev::Data {
@@ -816,6 +953,56 @@ impl Connection {
         if id % 2 == 0 {
             return Err(H2Error::Connection(ErrorCode::PROTOCOL_ERROR)); // §5.1.1
         }
+        let kind = match self.role {
+            Role::Server => self.server_block_kind(id, self_dep)?,
+            Role::Client => self.client_block_kind(id)?,
+        };
+        if fragment.len() > 2 * self.cfg.max_header_list_size as usize {
+            return Err(H2Error::Connection(ErrorCode::ENHANCE_YOUR_CALM));
+        }
+        self.block.clear();
+        self.block.extend_from_slice(fragment);
+        let p = Pending {
+            id,
+            end_stream,
+            frames: 1,
+            kind,
+        };
+        if !end_headers {
+            self.pending = Some(p);
+            return Ok(None);
+        }
+        self.end_block(p, now)
+    }
+
+    /// What a HEADERS on stream `id` (odd) is to a client role: a response
+    /// head or trailers of an open stream, or a late head for a stream ebb
+    /// reset (decoded and dropped).
+    fn client_block_kind(&mut self, id: u32) -> Result<BlockKind, H2Error> {
+        if let Some(s) = self.stream(id) {
+            if s.remote_done {
+                return Err(H2Error::Connection(ErrorCode::STREAM_CLOSED));
+            }
+            return Ok(if s.final_head {
+                BlockKind::Trailers
+            } else {
+                BlockKind::Response
+            });
+        }
+        if id > self.max_client_id {
+            // §5.1: HEADERS on a stream ebb never opened.
+            return Err(H2Error::Connection(ErrorCode::PROTOCOL_ERROR));
+        }
+        // Ended normally by both sides: §5.1 STREAM_CLOSED. Reset by ebb,
+        // or forgotten: the answer may have been in flight (§5.1 closed).
+        match self.recently_closed(id) {
+            Some(false) => Err(H2Error::Connection(ErrorCode::STREAM_CLOSED)),
+            _ => Ok(BlockKind::Ignore),
+        }
+    }
+
+    /// What a HEADERS on stream `id` (odd) is to a server role.
+    fn server_block_kind(&mut self, id: u32, self_dep: bool) -> Result<BlockKind, H2Error> {
         let kind = if let Some(s) = self.stream(id) {
             if s.remote_done {
                 // §5.1: HEADERS on half-closed (remote). The block must
@@ -846,28 +1033,20 @@ impl Connection {
                 BlockKind::Request
             }
         };
-        if fragment.len() > 2 * self.cfg.max_header_list_size as usize {
-            return Err(H2Error::Connection(ErrorCode::ENHANCE_YOUR_CALM));
-        }
-        self.block.clear();
-        self.block.extend_from_slice(fragment);
-        let p = Pending {
-            id,
-            end_stream,
-            frames: 1,
-            kind,
-        };
-        if !end_headers {
-            self.pending = Some(p);
-            return Ok(None);
-        }
-        self.end_block(p, now)
+        Ok(kind)
     }
 
     fn end_block(&mut self, p: Pending, now: u32) -> Result<Option<Ev>, H2Error> {
         let max_list = self.cfg.max_header_list_size as usize;
         let id = p.id;
         match p.kind {
+            BlockKind::Ignore => {
+                self.decoder
+                    .decode(&self.block, max_list, &mut self.trailers)
+                    .map_err(|_| H2Error::Connection(ErrorCode::COMPRESSION_ERROR))?;
+                Ok(None)
+            }
+            BlockKind::Response => self.end_response(p),
             BlockKind::Refuse(code) => {
                 self.decoder
                     .decode(&self.block, max_list, &mut self.trailers)
@@ -893,6 +1072,7 @@ impl Connection {
                     return Err(H2Error::Stream(id, ErrorCode::PROTOCOL_ERROR));
                 }
                 s.remote_done = true;
+                self.close_if_done(id);
                 Ok(Some(Ev::Trailers(id)))
             }
             BlockKind::Request => {
@@ -910,6 +1090,8 @@ impl Connection {
                     send_window: i64::from(self.peer_initial_window),
                     recv_window: i64::from(self.cfg.initial_window_size),
                     unacked: 0,
+                    final_head: false,
+                    head_request: false,
                     content_length: None,
                     received: 0,
                     blocked_since: None,
@@ -939,6 +1121,52 @@ impl Connection {
                 Ok(Some(Ev::Request(id, p.end_stream)))
             }
         }
+    }
+
+    /// A response head decoded (client role).
+    fn end_response(&mut self, p: Pending) -> Result<Option<Ev>, H2Error> {
+        let id = p.id;
+        self.decoder
+            .decode(
+                &self.block,
+                self.cfg.max_header_list_size as usize,
+                &mut self.response.list,
+            )
+            .map_err(|_| H2Error::Connection(ErrorCode::COMPRESSION_ERROR))?;
+        // An oversized head cannot be passed on: the stream fails.
+        if self.response.list.too_large || self.response.check().is_err() {
+            return Err(H2Error::Stream(id, ErrorCode::PROTOCOL_ERROR));
+        }
+        let interim = self.response.interim();
+        let status = self.response.status;
+        let cl = self.response.content_length;
+        let Some(s) = self.stream(id) else {
+            return Ok(None);
+        };
+        if interim {
+            // §8.1: an interim head never ends the stream.
+            if p.end_stream {
+                return Err(H2Error::Stream(id, ErrorCode::PROTOCOL_ERROR));
+            }
+            return Ok(Some(Ev::Response(id, false)));
+        }
+        s.final_head = true;
+        // No body for HEAD, 204 and 304 (RFC 9110 §6.4.1), whatever
+        // content-length says; else DATA must match it.
+        s.content_length = if s.head_request || status == 204 || status == 304 {
+            None
+        } else {
+            cl
+        };
+        if p.end_stream && s.content_length.is_some_and(|c| c != 0) {
+            return Err(H2Error::Stream(id, ErrorCode::PROTOCOL_ERROR));
+        }
+        s.remote_done = p.end_stream;
+        self.idle_frames = 0;
+        if p.end_stream {
+            self.close_if_done(id);
+        }
+        Ok(Some(Ev::Response(id, p.end_stream)))
     }
 
     fn flush_conn_window(&mut self) {
@@ -982,31 +1210,20 @@ impl Connection {
         fields: &[(&[u8], &[u8])],
         end_stream: bool,
     ) -> Result<(), SendError> {
+        if self.role != Role::Server {
+            return Err(SendError::BadState);
+        }
         let s = self.stream(id).ok_or(SendError::NoStream)?;
         if s.head_sent || s.local_done {
             return Err(SendError::BadState);
         }
         s.head_sent = true;
-        let mut block = std::mem::take(&mut self.scratch);
-        block.clear();
-        self.encoder.begin_block(&mut block);
         let mut st = [0u8; 3];
         let status = status.clamp(100, 999);
         st[0] = b'0' + (status / 100) as u8;
         st[1] = b'0' + (status / 10 % 10) as u8;
         st[2] = b'0' + (status % 10) as u8;
-        self.encoder.encode(b":status", &st, &mut block);
-        for (n, v) in fields {
-            self.encoder.encode(n, v, &mut block);
-        }
-        frame::write_headers(
-            &mut self.out,
-            id,
-            &block,
-            end_stream,
-            self.peer_max_frame as usize,
-        );
-        self.scratch = block;
+        self.write_head(id, Some((b":status", &st)), fields, end_stream);
         if end_stream {
             self.end_local(id);
         }
@@ -1019,22 +1236,34 @@ impl Connection {
         if !s.head_sent || s.local_done {
             return Err(SendError::BadState);
         }
+        self.write_head(id, None, fields, true);
+        self.end_local(id);
+        Ok(())
+    }
+
+    /// Encodes `first` (`:status`) then `fields` into one field block
+    /// and queues it as HEADERS (+ CONTINUATION) on stream `id`.
+    fn write_head(
+        &mut self,
+        id: u32,
+        first: Option<(&[u8], &[u8])>,
+        fields: &[(&[u8], &[u8])],
+        end_stream: bool,
+    ) {
         let mut block = std::mem::take(&mut self.scratch);
         block.clear();
         self.encoder.begin_block(&mut block);
-        for (n, v) in fields {
+        for (n, v) in first.iter().chain(fields) {
             self.encoder.encode(n, v, &mut block);
         }
         frame::write_headers(
             &mut self.out,
             id,
             &block,
-            true,
+            end_stream,
             self.peer_max_frame as usize,
         );
         self.scratch = block;
-        self.end_local(id);
-        Ok(())
     }
 
     fn end_local(&mut self, id: u32) {
@@ -1042,9 +1271,48 @@ impl Connection {
             s.local_done = true;
         }
         self.close_if_done(id);
-        if self.goaway.is_some() && self.streams.is_empty() {
-            self.final_goaway();
+    }
+
+    /// Client role: opens a stream with a request head; returns its id.
+    /// `fields` are the pseudo-header fields (`:method`, `:scheme`,
+    /// `:authority`, `:path`) then the regular ones, lower-case, without
+    /// connection-specific fields (the caller builds them by §8.3.1).
+    /// Then `send_data` and `send_trailers` as a server does.
+    pub fn send_request(
+        &mut self,
+        fields: &[(&[u8], &[u8])],
+        end_stream: bool,
+    ) -> Result<u32, SendError> {
+        if self.role != Role::Client || self.state == State::Closed {
+            return Err(SendError::BadState);
         }
+        if self.goaway.is_some() || self.peer_goaway.is_some() || self.next_id > frame::MAX_WINDOW {
+            return Err(SendError::GoingAway);
+        }
+        if self.streams.len() >= self.peer_max_streams as usize {
+            return Err(SendError::Busy);
+        }
+        let id = self.next_id;
+        self.next_id += 2;
+        self.max_client_id = id;
+        let head_request = fields.contains(&(b":method".as_slice(), b"HEAD".as_slice()));
+        self.write_head(id, None, fields, end_stream);
+        self.streams.push(Stream {
+            id,
+            remote_done: false,
+            local_done: end_stream,
+            head_sent: true,
+            send_window: i64::from(self.peer_initial_window),
+            recv_window: i64::from(self.cfg.initial_window_size),
+            unacked: 0,
+            final_head: false,
+            head_request,
+            content_length: None,
+            received: 0,
+            blocked_since: None,
+        });
+        self.idle_frames = 0;
+        Ok(id)
     }
 
     /// Sends as much of `data` on stream `id` as the windows allow, in
@@ -1112,9 +1380,7 @@ impl Connection {
         frame::write_rst(&mut self.out, id, code);
         self.remove(id);
         self.remember(id, true);
-        if self.goaway.is_some() && self.streams.is_empty() {
-            self.final_goaway();
-        }
+        self.close_if_done(id);
         Ok(())
     }
 
@@ -1122,8 +1388,15 @@ impl Connection {
     /// PING; when the PING's ACK comes back (every stream the client had
     /// sent is then known), a second GOAWAY with the real last id. Streams
     /// below it finish; new ones are refused. Then [`Connection::is_done`].
+    /// Client role: GOAWAY (last-stream-id 0: no pushed stream) at once;
+    /// the streams open finish, no new one is opened.
     pub fn shutdown(&mut self) {
         if self.goaway.is_some() || self.state == State::Closed {
+            return;
+        }
+        if self.role == Role::Client {
+            frame::write_goaway(&mut self.out, 0, ErrorCode::NO_ERROR);
+            self.goaway = Some((0, true));
             return;
         }
         frame::write_goaway(&mut self.out, frame::MAX_WINDOW, ErrorCode::NO_ERROR);
@@ -1133,8 +1406,9 @@ impl Connection {
 
     fn final_goaway(&mut self) {
         if let Some((_, false)) = self.goaway {
-            frame::write_goaway(&mut self.out, self.max_client_id, ErrorCode::NO_ERROR);
-            self.goaway = Some((self.max_client_id, true));
+            let last = self.goaway_last();
+            frame::write_goaway(&mut self.out, last, ErrorCode::NO_ERROR);
+            self.goaway = Some((last, true));
         }
     }
 
@@ -1154,6 +1428,13 @@ impl Connection {
         }
     }
 
+    /// Client role, tests: the next request gets stream id `next` (odd).
+    #[cfg(test)]
+    pub(super) fn skip_ids_for_test(&mut self, next: u32) {
+        self.next_id = next;
+        self.max_client_id = next - 2;
+    }
+
     /// The smallest of the connection's and stream `id`'s send windows.
     pub fn send_window(&self, id: u32) -> i64 {
         let s = self.streams.iter().find(|s| s.id == id);
@@ -1164,6 +1445,7 @@ impl Connection {
 /// An event before it borrows anything.
 enum Ev {
     Request(u32, bool),
+    Response(u32, bool),
     Data {
         id: u32,
         off: usize,
@@ -1182,6 +1464,11 @@ impl Ev {
             Ev::Request(id, end_stream) => Event::Request {
                 id,
                 head: &c.head,
+                end_stream,
+            },
+            Ev::Response(id, end_stream) => Event::Response {
+                id,
+                head: &c.response,
                 end_stream,
             },
             Ev::Data {

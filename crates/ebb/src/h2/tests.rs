@@ -8,7 +8,7 @@ use super::hpack::{Decoder, Encoder, HeaderList, HuffmanMode, Indexing};
 use super::*;
 
 #[derive(Debug, PartialEq)]
-enum Ev {
+pub(super) enum Ev {
     Request {
         id: u32,
         method: String,
@@ -32,14 +32,20 @@ enum Ev {
     Window(u32),
     GoAway(u32, ErrorCode),
     Closed(ErrorCode),
+    /// Client role: a response head.
+    Response {
+        id: u32,
+        status: u16,
+        end: bool,
+    },
 }
 
-fn s(b: &[u8]) -> String {
+pub(super) fn s(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
 }
 
 /// Feeds `input` (all of it, frame by frame) and collects the events.
-fn feed(c: &mut Connection, input: &[u8], now: u32) -> Vec<Ev> {
+pub(super) fn feed(c: &mut Connection, input: &[u8], now: u32) -> Vec<Ev> {
     let mut evs = Vec::new();
     let mut off = 0;
     loop {
@@ -75,6 +81,15 @@ fn feed(c: &mut Connection, input: &[u8], now: u32) -> Vec<Ev> {
             Some(Event::WindowOpened { id }) => Ev::Window(id),
             Some(Event::GoAway { last_stream, code }) => Ev::GoAway(last_stream, code),
             Some(Event::Closed { code }) => Ev::Closed(code),
+            Some(Event::Response {
+                id,
+                head,
+                end_stream,
+            }) => Ev::Response {
+                id,
+                status: head.status,
+                end: end_stream,
+            },
         };
         evs.push(ev);
     }
@@ -83,7 +98,7 @@ fn feed(c: &mut Connection, input: &[u8], now: u32) -> Vec<Ev> {
 }
 
 /// The frames in `out`, as (header, payload).
-fn frames(out: &[u8]) -> Vec<(FrameHeader, Vec<u8>)> {
+pub(super) fn frames(out: &[u8]) -> Vec<(FrameHeader, Vec<u8>)> {
     let mut v = Vec::new();
     let mut off = 0;
     while let Some(h) = FrameHeader::parse(&out[off..]) {
@@ -96,20 +111,20 @@ fn frames(out: &[u8]) -> Vec<(FrameHeader, Vec<u8>)> {
 }
 
 /// Takes the output and returns its frames.
-fn take(c: &mut Connection) -> Vec<(FrameHeader, Vec<u8>)> {
+pub(super) fn take(c: &mut Connection) -> Vec<(FrameHeader, Vec<u8>)> {
     let f = frames(c.output());
     let n = c.output().len();
     c.consume_output(n);
     f
 }
 
-fn goaway(f: &[(FrameHeader, Vec<u8>)]) -> Option<ErrorCode> {
+pub(super) fn goaway(f: &[(FrameHeader, Vec<u8>)]) -> Option<ErrorCode> {
     f.iter()
         .find(|(h, _)| h.kind == kind::GOAWAY)
         .map(|(_, p)| ErrorCode(u32::from_be_bytes([p[4], p[5], p[6], p[7]])))
 }
 
-fn rsts(f: &[(FrameHeader, Vec<u8>)]) -> Vec<(u32, ErrorCode)> {
+pub(super) fn rsts(f: &[(FrameHeader, Vec<u8>)]) -> Vec<(u32, ErrorCode)> {
     f.iter()
         .filter(|(h, _)| h.kind == kind::RST_STREAM)
         .map(|(h, p)| {
@@ -162,7 +177,7 @@ fn req<'a>(method: &'a str, path: &'a str) -> Vec<(&'a str, &'a str)> {
     ]
 }
 
-fn settings(params: &[(u16, u32)]) -> Vec<u8> {
+pub(super) fn settings(params: &[(u16, u32)]) -> Vec<u8> {
     let mut v = Vec::new();
     frame::write_settings(&mut v, params);
     v
