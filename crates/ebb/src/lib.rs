@@ -28,6 +28,7 @@ pub mod serve;
 pub mod server;
 pub mod statefile;
 pub mod stats;
+pub mod stream;
 pub mod sys;
 pub mod table;
 pub mod tls;
