@@ -332,6 +332,8 @@ pub struct Connection {
     pending: Option<Pending>,
     out: Vec<u8>,
     scratch: Vec<u8>,
+    /// Lower-cased field names being encoded.
+    lower: Vec<u8>,
     // Peer settings.
     peer_initial_window: u32,
     peer_max_frame: u32,
@@ -402,6 +404,7 @@ impl Connection {
             pending: None,
             out: Vec::with_capacity(1024),
             scratch: Vec::new(),
+            lower: Vec::new(),
             peer_initial_window: frame::DEFAULT_WINDOW,
             peer_max_frame: frame::MIN_MAX_FRAME_SIZE,
             send_window: i64::from(frame::DEFAULT_WINDOW),
@@ -1081,6 +1084,7 @@ impl Connection {
                     .map_err(|_| H2Error::Connection(ErrorCode::COMPRESSION_ERROR))?;
                 let too_large = self.head.list.too_large;
                 let checked = self.head.check();
+                self.head.wire_len = self.block.len();
                 // The stream exists from here (an error resets it).
                 self.streams.push(Stream {
                     id,
@@ -1202,13 +1206,29 @@ impl Connection {
     }
 
     /// Sends the response head of stream `id`: `:status` then `fields`
-    /// (lower-case names; connection-specific fields must not be given).
+    /// (connection-specific fields must not be given).
     pub fn send_response(
         &mut self,
         id: u32,
         status: u16,
         fields: &[(&[u8], &[u8])],
         end_stream: bool,
+    ) -> Result<(), SendError> {
+        self.send_response_with(id, status, end_stream, |h| {
+            for (n, v) in fields {
+                h.field(n, v);
+            }
+        })
+    }
+
+    /// [`Connection::send_response`] with the fields given by `fill`
+    /// (names are lower-cased as HTTP/2 requires): no list to build.
+    pub fn send_response_with(
+        &mut self,
+        id: u32,
+        status: u16,
+        end_stream: bool,
+        fill: impl FnOnce(&mut HeadEncoder<'_>),
     ) -> Result<(), SendError> {
         if self.role != Role::Server {
             return Err(SendError::BadState);
@@ -1223,7 +1243,10 @@ impl Connection {
         st[0] = b'0' + (status / 100) as u8;
         st[1] = b'0' + (status / 10 % 10) as u8;
         st[2] = b'0' + (status % 10) as u8;
-        self.write_head(id, Some((b":status", &st)), fields, end_stream);
+        self.write_head(id, end_stream, |h| {
+            h.field(b":status", &st);
+            fill(h);
+        });
         if end_stream {
             self.end_local(id);
         }
@@ -1232,30 +1255,48 @@ impl Connection {
 
     /// Sends trailers, ending stream `id`.
     pub fn send_trailers(&mut self, id: u32, fields: &[(&[u8], &[u8])]) -> Result<(), SendError> {
+        self.send_trailers_with(id, |h| {
+            for (n, v) in fields {
+                h.field(n, v);
+            }
+        })
+    }
+
+    /// [`Connection::send_trailers`] with the fields given by `fill`.
+    pub fn send_trailers_with(
+        &mut self,
+        id: u32,
+        fill: impl FnOnce(&mut HeadEncoder<'_>),
+    ) -> Result<(), SendError> {
         let s = self.stream(id).ok_or(SendError::NoStream)?;
         if !s.head_sent || s.local_done {
             return Err(SendError::BadState);
         }
-        self.write_head(id, None, fields, true);
+        self.write_head(id, true, fill);
         self.end_local(id);
         Ok(())
     }
 
-    /// Encodes `first` (`:status`) then `fields` into one field block
-    /// and queues it as HEADERS (+ CONTINUATION) on stream `id`.
+    /// Encodes the fields `fill` gives into one field block and queues it
+    /// as HEADERS (+ CONTINUATION) on stream `id`; true if `:method` was
+    /// `HEAD`.
     fn write_head(
         &mut self,
         id: u32,
-        first: Option<(&[u8], &[u8])>,
-        fields: &[(&[u8], &[u8])],
         end_stream: bool,
-    ) {
+        fill: impl FnOnce(&mut HeadEncoder<'_>),
+    ) -> bool {
         let mut block = std::mem::take(&mut self.scratch);
         block.clear();
         self.encoder.begin_block(&mut block);
-        for (n, v) in first.iter().chain(fields) {
-            self.encoder.encode(n, v, &mut block);
-        }
+        let mut h = HeadEncoder {
+            enc: &mut self.encoder,
+            block: &mut block,
+            lower: &mut self.lower,
+            head_request: false,
+        };
+        fill(&mut h);
+        let head_request = h.head_request;
         frame::write_headers(
             &mut self.out,
             id,
@@ -1264,6 +1305,7 @@ impl Connection {
             self.peer_max_frame as usize,
         );
         self.scratch = block;
+        head_request
     }
 
     fn end_local(&mut self, id: u32) {
@@ -1275,13 +1317,26 @@ impl Connection {
 
     /// Client role: opens a stream with a request head; returns its id.
     /// `fields` are the pseudo-header fields (`:method`, `:scheme`,
-    /// `:authority`, `:path`) then the regular ones, lower-case, without
+    /// `:authority`, `:path`) then the regular ones, without
     /// connection-specific fields (the caller builds them by §8.3.1).
     /// Then `send_data` and `send_trailers` as a server does.
     pub fn send_request(
         &mut self,
         fields: &[(&[u8], &[u8])],
         end_stream: bool,
+    ) -> Result<u32, SendError> {
+        self.send_request_with(end_stream, |h| {
+            for (n, v) in fields {
+                h.field(n, v);
+            }
+        })
+    }
+
+    /// [`Connection::send_request`] with the fields given by `fill`.
+    pub fn send_request_with(
+        &mut self,
+        end_stream: bool,
+        fill: impl FnOnce(&mut HeadEncoder<'_>),
     ) -> Result<u32, SendError> {
         if self.role != Role::Client || self.state == State::Closed {
             return Err(SendError::BadState);
@@ -1295,8 +1350,7 @@ impl Connection {
         let id = self.next_id;
         self.next_id += 2;
         self.max_client_id = id;
-        let head_request = fields.contains(&(b":method".as_slice(), b"HEAD".as_slice()));
-        self.write_head(id, None, fields, end_stream);
+        let head_request = self.write_head(id, end_stream, fill);
         self.streams.push(Stream {
             id,
             remote_done: false,
@@ -1313,6 +1367,14 @@ impl Connection {
         });
         self.idle_frames = 0;
         Ok(id)
+    }
+
+    /// Bytes [`Connection::send_data`] would take on stream `id` now:
+    /// the smaller of its windows and the room left under
+    /// [`Config::max_output`].
+    pub fn send_room(&self, id: u32) -> usize {
+        let room = self.cfg.max_output.saturating_sub(self.out.len());
+        (self.send_window(id).max(0) as usize).min(room)
     }
 
     /// Sends as much of `data` on stream `id` as the windows allow, in
@@ -1439,6 +1501,29 @@ impl Connection {
     pub fn send_window(&self, id: u32) -> i64 {
         let s = self.streams.iter().find(|s| s.id == id);
         s.map_or(0, |s| s.send_window.min(self.send_window))
+    }
+}
+
+/// Encodes the fields of one head being sent (see
+/// [`Connection::send_response_with`]).
+pub struct HeadEncoder<'e> {
+    enc: &'e mut Encoder,
+    block: &'e mut Vec<u8>,
+    lower: &'e mut Vec<u8>,
+    head_request: bool,
+}
+
+impl HeadEncoder<'_> {
+    /// Adds a field; an upper-case name is lower-cased (RFC 9113 §8.2.1).
+    pub fn field(&mut self, name: &[u8], value: &[u8]) {
+        self.head_request |= name == b":method" && value == b"HEAD";
+        if name.iter().any(u8::is_ascii_uppercase) {
+            self.lower.clear();
+            self.lower.extend(name.iter().map(u8::to_ascii_lowercase));
+            self.enc.encode(self.lower, value, self.block);
+        } else {
+            self.enc.encode(name, value, self.block);
+        }
     }
 }
 

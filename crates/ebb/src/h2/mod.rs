@@ -9,6 +9,8 @@
 //!   GOAWAY, RST_STREAM, flow control both ways, CONTINUATION, trailers,
 //!   stream states, and the bounds against the known HTTP/2 attacks (the
 //!   table in its doc).
+//! - [`msg`]: H2 events to the stream layer's messages and back (the
+//!   sinks a `mux/h2` gives its streams).
 //! - [`request`]: RFC 9113 §8 checks of request heads and the translation
 //!   to an HTTP/1.1 head; checks of response heads for the client role.
 //!
@@ -19,13 +21,16 @@
 pub mod conn;
 pub mod frame;
 pub mod hpack;
+pub mod msg;
 pub mod request;
 
 #[cfg(test)]
 mod client_tests;
 #[cfg(test)]
+mod msg_tests;
+#[cfg(test)]
 mod tests;
 
-pub use conn::{Config, Connection, Event, Progress, Role, SendError};
+pub use conn::{Config, Connection, Event, HeadEncoder, Progress, Role, SendError};
 pub use frame::{ErrorCode, H2Error};
 pub use request::{Malformed, RequestHead, ResponseHead};

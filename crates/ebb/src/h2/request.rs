@@ -58,6 +58,9 @@ pub struct RequestHead {
     first_regular: usize,
     /// The declared body length.
     pub content_length: Option<u64>,
+    /// The size of the field block on the wire (HEADERS and CONTINUATION
+    /// payloads, padding excluded), set by the connection.
+    pub wire_len: usize,
 }
 
 fn is_tchar(b: u8) -> bool {
@@ -215,6 +218,12 @@ impl RequestHead {
     /// The regular fields, in order.
     pub fn fields(&self) -> impl Iterator<Item = (&[u8], &[u8])> + '_ {
         (self.first_regular..self.list.len()).map(|i| self.list.get(i))
+    }
+
+    /// The index in `list` of the first regular field (the pseudo-header
+    /// fields come before it).
+    pub fn first_regular(&self) -> usize {
+        self.first_regular
     }
 
     /// Writes the HTTP/1.1 request head a server behind ebb gets (RFC 9113
