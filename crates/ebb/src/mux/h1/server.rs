@@ -38,41 +38,41 @@ use crate::transport::Transport;
 /// The server socket of a client connection's current exchange, and the
 /// bytes on their way to and from it.
 #[derive(Default)]
-pub(super) struct ServerSide {
+pub(crate) struct ServerSide {
     /// The socket of the exchange under way (an idle one kept for the
-    /// client's next request lives in `Conn::attached`).
-    pub(super) sock: Option<Transport>,
+    /// client's next request lives in `Stream::attached`).
+    pub(crate) sock: Option<Transport>,
     /// A non-blocking connect is under way.
-    pub(super) connecting: bool,
+    pub(crate) connecting: bool,
     /// The connect failed (seen by `h1_srv`; the client side retries).
-    pub(super) connect_failed: bool,
+    pub(crate) connect_failed: bool,
     /// When the connect completed (for the log's `Tc`).
-    pub(super) t_conn: Option<Tick>,
-    pub(super) rd: bool,
-    pub(super) wr: bool,
-    pub(super) eof: bool,
+    pub(crate) t_conn: Option<Tick>,
+    pub(crate) rd: bool,
+    pub(crate) wr: bool,
+    pub(crate) eof: bool,
     /// A write failed: the client side decides between replay and 502.
-    pub(super) broken: bool,
+    pub(crate) broken: bool,
     /// The client side holds more to send (request body, tunnel bytes)
     /// and waits for room in `obuf` or for the connect.
-    pub(super) want_room: bool,
+    pub(crate) want_room: bool,
     /// Request bytes for the server, from `opos`.
-    pub(super) obuf: Vec<u8>,
-    pub(super) opos: usize,
+    pub(crate) obuf: Vec<u8>,
+    pub(crate) opos: usize,
     /// Response bytes from the server, `istart..iend`.
-    pub(super) ibuf: Vec<u8>,
-    pub(super) istart: usize,
-    pub(super) iend: usize,
+    pub(crate) ibuf: Vec<u8>,
+    pub(crate) istart: usize,
+    pub(crate) iend: usize,
     /// Request bytes written to the server (the stats' "bytes in").
-    pub(super) bytes_in: u64,
+    pub(crate) bytes_in: u64,
     /// An event arrived while no exchange used a socket: the idle one
-    /// kept for the client (`Conn::attached`) may have closed.
-    pub(super) idle_event: bool,
+    /// kept for the client (`Stream::attached`) may have closed.
+    pub(crate) idle_event: bool,
 }
 
 impl ServerSide {
     /// Resets the readiness and input state for a new socket.
-    pub(super) fn install(&mut self, sock: Transport, connecting: bool, now: Tick) {
+    pub(crate) fn install(&mut self, sock: Transport, connecting: bool, now: Tick) {
         self.sock = Some(sock);
         self.connecting = connecting;
         self.connect_failed = false;
@@ -88,7 +88,7 @@ impl ServerSide {
     }
 
     /// Takes the socket out (to close it or keep it), resetting the state.
-    pub(super) fn take_sock(&mut self) -> Option<Transport> {
+    pub(crate) fn take_sock(&mut self) -> Option<Transport> {
         self.connecting = false;
         self.connect_failed = false;
         self.rd = false;
@@ -100,7 +100,7 @@ impl ServerSide {
         self.sock.take()
     }
 
-    pub(super) fn out_pending(&self) -> usize {
+    pub(crate) fn out_pending(&self) -> usize {
         self.obuf.len() - self.opos
     }
 
@@ -135,7 +135,7 @@ impl ServerSide {
 
     /// Writes what `obuf` holds (and TLS records rustls keeps). Returns
     /// whether bytes left; a failure sets `broken`.
-    pub(super) fn send(&mut self) -> bool {
+    pub(crate) fn send(&mut self) -> bool {
         let mut moved = false;
         if !self.wr || self.broken {
             return false;
@@ -179,7 +179,7 @@ impl ServerSide {
 
     /// Reads once into `ibuf` (taking a pooled buffer if it has none).
     /// Returns whether bytes arrived; EOF and errors set `eof`.
-    pub(super) fn recv(&mut self, get_buf: impl FnOnce() -> Vec<u8>) -> bool {
+    pub(crate) fn recv(&mut self, get_buf: impl FnOnce() -> Vec<u8>) -> bool {
         if !self.rd || self.eof {
             return false;
         }
@@ -230,7 +230,7 @@ impl ServerSide {
 
     /// One run of `h1_srv` after an event: moves what it can and says
     /// whether the client side has something to do.
-    pub(super) fn drive(&mut self, now: Tick, get_buf: impl FnOnce() -> Vec<u8>) -> bool {
+    pub(crate) fn drive(&mut self, now: Tick, get_buf: impl FnOnce() -> Vec<u8>) -> bool {
         if self.sock.is_none() {
             // An event of a socket no longer in use, or of the idle one
             // kept for the client: its liveness is checked at reuse.
@@ -270,11 +270,11 @@ impl ServerSide {
 }
 
 /// The server-side tasklet's body: one per client connection.
-pub(super) struct SideTasklet {
-    pub(super) side: std::rc::Rc<std::cell::RefCell<ServerSide>>,
-    pub(super) w: std::rc::Rc<crate::worker::Worker>,
+pub(crate) struct SideTasklet {
+    pub(crate) side: std::rc::Rc<std::cell::RefCell<ServerSide>>,
+    pub(crate) w: std::rc::Rc<crate::worker::Worker>,
     /// The client connection's tasklet, woken when it has work.
-    pub(super) client: TaskletId,
+    pub(crate) client: TaskletId,
 }
 
 impl sched::TaskletFn for SideTasklet {
