@@ -57,7 +57,9 @@ use crate::http1::{
     Status as PStatus, Version,
 };
 use crate::mux::h1::client::{In, LogFacts};
+use crate::mux::h1::server::{write_request_head, ReqTail};
 use crate::proxy::{BackendKind, BackendRt, BeTimeouts};
+use crate::stream::msg::{BodySize, ReqHead};
 
 /// What is left of a body to move.
 pub(super) enum Left {
@@ -154,16 +156,6 @@ impl Stream {
         let buf = &c.rbuf[c.rstart..c.rend];
         let h = &c.head;
         // --- the request head for the server ---
-        let mut out = Vec::with_capacity(h.head_len + 64);
-        out.extend_from_slice(h.method_span.get(buf));
-        out.push(b' ');
-        let target = if matches!(h.target_form, crate::http1::TargetForm::Absolute) {
-            h.path.get(buf)
-        } else {
-            h.target.get(buf)
-        };
-        out.extend_from_slice(if target.is_empty() { b"/" } else { target });
-        out.extend_from_slice(b" HTTP/1.1\r\n");
         let fe = Arc::clone(&c.fe);
         let edit = |&(is_be, i): &(bool, usize)| {
             let r = if is_be {
@@ -185,85 +177,44 @@ impl Stream {
             be: Some(&be.name),
             ..super::sample_ctx(tr, c.peer, &fe.name, &dst, &c.vars)
         };
-        let mut has_host = false;
-        let mut has_xff = false;
-        let xff_name = sr
-            .forwardfor
-            .as_ref()
-            .map(|f| f.header.clone())
-            .unwrap_or_default();
-        // Absolute-form: the target's authority is the host (RFC 9112
-        // §3.2.2); the Host field gives way to it (written below).
-        let absolute = matches!(h.target_form, crate::http1::TargetForm::Absolute);
-        for f in forwardable(buf, &h.headers) {
-            let name = f.name.get(buf);
-            if hdr_name_eq(name, "content-length")
-                || dels(name)
-                || (absolute && hdr_name_eq(name, "host"))
-            {
-                continue;
-            }
-            has_host |= hdr_name_eq(name, "host");
-            has_xff |= !xff_name.is_empty() && hdr_name_eq(name, &xff_name);
-            out.extend_from_slice(name);
-            out.extend_from_slice(b": ");
-            out.extend_from_slice(f.value.get(buf));
-            out.extend_from_slice(b"\r\n");
-        }
-        if !has_host {
-            if let Some(host) = h.host {
-                out.extend_from_slice(b"Host: ");
-                out.extend_from_slice(host.get(buf));
-                out.extend_from_slice(b"\r\n");
-            }
-        }
-        for e in req_edits.iter().filter_map(edit) {
-            e.write_field(&sctx, &mut out);
-        }
-        if let Some(ff) = &sr.forwardfor {
-            let ip = c.peer.ip();
-            let skip = ff.except.is_some_and(|n| n.contains(ip)) || (ff.if_none && has_xff);
-            if !skip {
-                out.extend_from_slice(ff.header.as_bytes());
-                out.extend_from_slice(b": ");
-                out.extend_from_slice(ip.to_string().as_bytes());
-                out.extend_from_slice(b"\r\n");
-            }
-        }
-        let req_left = match h.framing {
-            BodyFraming::ContentLength(0) | BodyFraming::None | BodyFraming::UntilClose => {
-                if matches!(h.framing, BodyFraming::ContentLength(0)) {
-                    out.extend_from_slice(b"Content-Length: 0\r\n");
-                }
-                Left::Done
-            }
-            BodyFraming::ContentLength(n) => {
-                out.extend_from_slice(format!("Content-Length: {n}\r\n").as_bytes());
-                Left::Len(n)
-            }
-            BodyFraming::Chunked => {
-                out.extend_from_slice(b"Transfer-Encoding: chunked\r\n");
-                Left::Chunked(Box::default())
-            }
-        };
-        let upgrade = h.upgrade.map(|u| u.get(buf).to_vec());
-        if let Some(u) = &upgrade {
-            out.extend_from_slice(b"Connection: upgrade\r\nUpgrade: ");
-            out.extend_from_slice(u);
-            out.extend_from_slice(b"\r\n");
-        }
+        let view = ReqHead::from_h1(buf, h);
         let keep_server = !sr.server_close
             && !c.fe.server_close
             && sr.farm.reuse != HttpReuse::Never
-            && upgrade.is_none();
+            && view.upgrade.is_none();
         if sr.close {
             // `option httpclose` in the backend closes both sides.
             self.keep_alive = false;
         }
-        if !keep_server && upgrade.is_none() {
-            out.extend_from_slice(b"Connection: close\r\n");
-        }
-        out.extend_from_slice(b"\r\n");
+        let tail = ReqTail {
+            omit: Some(&dels),
+            watch: sr
+                .forwardfor
+                .as_ref()
+                .map_or(&b""[..], |f| f.header.as_bytes()),
+            keep: keep_server,
+        };
+        let mut out = Vec::with_capacity(h.head_len + 64);
+        let peer = c.peer.ip();
+        let framing = write_request_head(&mut out, &view, &tail, |out, has_xff| {
+            for e in req_edits.iter().filter_map(edit) {
+                e.write_field(&sctx, out);
+            }
+            if let Some(ff) = &sr.forwardfor {
+                let skip = ff.except.is_some_and(|n| n.contains(peer)) || (ff.if_none && has_xff);
+                if !skip {
+                    out.extend_from_slice(ff.header.as_bytes());
+                    out.extend_from_slice(b": ");
+                    out.extend_from_slice(peer.to_string().as_bytes());
+                    out.extend_from_slice(b"\r\n");
+                }
+            }
+        });
+        let req_left = match framing {
+            BodySize::Empty => Left::Done,
+            BodySize::Exact(n) => Left::Len(n),
+            BodySize::Unknown => Left::Chunked(Box::default()),
+        };
 
         // Keys for the balancer (owned: a queued stream may pick again).
         let lb_hdr = match &sr.farm.balance {
