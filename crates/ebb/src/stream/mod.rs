@@ -41,6 +41,7 @@ use crate::proxy::{redirect_location, BackendKind, FrontendRt};
 use crate::rules::ReqView;
 use crate::serve::cache::{lookup_blocking, Found};
 use crate::serve::files::{decide, normalize_path, Conditions, Decision};
+use crate::serve::Service;
 use crate::transport::Transport;
 
 pub mod msg;
@@ -401,29 +402,32 @@ impl Stream {
                 );
                 self.finish_request(c, ctx, code, None, 0);
             }
-            Act::Stats(..) | Act::Service => {
+            act @ (Act::Stats(..) | Act::Service) => {
                 // The page is built by a task at the best nice: tasks join
                 // the normal class, whose share of each turn is kept even
                 // when I/O floods the urgent one, and a nice of -1024 puts
                 // it before every other task; so the stats answer under
                 // full load (HAProxy runs its stats applet niced the same
                 // way).
-                let job: Box<dyn FnOnce() -> crate::serve::Answer> = match self.decide(c) {
-                    Act::Stats(st, admin) => {
+                let svc = match act {
+                    Act::Stats(rt, admin) => {
                         let buf = &c.rbuf[c.rstart..c.rend];
-                        let path = c.head.path.get(buf).to_vec();
-                        let authz = c.head.header(buf, "authorization").map(|v| v.to_vec());
-                        Box::new(move || crate::stats::page(&st, &path, authz.as_deref(), admin))
+                        Service::Stats {
+                            rt,
+                            path: c.head.path.get(buf).to_vec(),
+                            authz: c.head.header(buf, "authorization").map(|v| v.to_vec()),
+                            admin,
+                        }
                     }
-                    _ => Box::new(crate::metrics::answer),
+                    _ => Service::Prometheus,
                 };
+                let mut job = Some(svc);
                 let slot = Rc::new(std::cell::RefCell::new(None));
                 let s2 = Rc::clone(&slot);
                 let me = c.me;
-                let mut job = Some(job);
                 let t = ctx.new_task("stats_page", move |ctx: &mut Ctx, _id, _why| {
                     if let Some(j) = job.take() {
-                        *s2.borrow_mut() = Some(j());
+                        *s2.borrow_mut() = Some(j.answer());
                     }
                     if let Some(me) = me {
                         ctx.tasklet_wakeup(me);
@@ -785,7 +789,7 @@ fn stats_act(
 ) -> Option<Act> {
     let st = st?;
     let req = view.req?;
-    if !crate::stats::is_page(st, req.head.path.get(req.buf)) {
+    if !crate::serve::is_stats_page(st, req.head.path.get(req.buf)) {
         return None;
     }
     let admin = st.admin.iter().any(|c| m.holds(Some(c), view));

@@ -1,5 +1,8 @@
-//! The server side of a proxied exchange: the exchange's logic runs in the
-//! client connection's tasklet, the server socket's I/O in its own.
+//! The proxied exchange: a stream whose answer comes from a backend's
+//! server (queue wait, connect, retries, the request and response moving
+//! both ways, the server connection kept or pooled). Its logic runs when
+//! the client connection's tasklet drives the stream; the server socket's
+//! I/O runs in the server side's own tasklet.
 //!
 //! ```text
 //!   pick ──> Queued ──(slot handed over)──┐
@@ -18,7 +21,7 @@
 //! does the rest. Large bodies therefore cost two buffers, never their size.
 //!
 //! The server socket is registered with the server side's own tasklet
-//! (`h1_srv`, see [`super::server_side`]): it completes connects, writes
+//! (`h1_srv`, see [`crate::mux::h1::server`]): it completes connects, writes
 //! the request and reads the answer, and wakes the client connection's
 //! tasklet only when the client side has work. A server-side event never
 //! runs client-side code, and a client-side event never tries the server
