@@ -156,6 +156,8 @@ pub struct Conn<S> {
     pub(crate) input: In,
     pub(crate) head: RequestHead,
     pub(crate) rd_ready: bool,
+    /// The poller reported the peer's close (see `run`).
+    pub(crate) rd_hup: bool,
     pub(crate) wr_ready: bool,
     pub(crate) eof: bool,
     /// Close once the output is flushed.
@@ -235,6 +237,7 @@ impl<S: Exchange + Default + 'static> Conn<S> {
             input: In::Head,
             head: RequestHead::with_capacity(16),
             rd_ready: true,
+            rd_hup: false,
             wr_ready: true,
             eof: false,
             closing: false,
@@ -337,7 +340,7 @@ impl<S: Exchange + Default + 'static> Conn<S> {
                 }
                 Ok(n) => {
                     self.rend += n;
-                    if n < room {
+                    if n < room && !self.rd_hup && !self.tr.read_pending() {
                         // Short read: the socket is drained; the next edge
                         // tells when more arrives.
                         self.rd_ready = false;
@@ -857,6 +860,11 @@ impl<S: Exchange + Default + 'static> TaskletFn for Conn<S> {
             let ev = ctx.take_events(me);
             if ev.readable() || ev.hup_or_err() {
                 self.rd_ready = true;
+            }
+            if ev.hup_or_err() {
+                // The client's end of stream may sit behind the last bytes
+                // with no edge to come: read on until a read returns 0.
+                self.rd_hup = true;
             }
             if ev.writable() || ev.hup_or_err() {
                 self.wr_ready = true;
