@@ -11,6 +11,7 @@ pub mod compress;
 pub mod config;
 pub mod conn;
 pub mod dns;
+pub mod drain;
 pub mod h2;
 pub mod http1;
 #[cfg(test)]

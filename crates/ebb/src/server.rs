@@ -54,6 +54,29 @@ struct Listener {
     gen: u64,
 }
 
+impl Listener {
+    fn spawn_conn(&self, ctx: &mut Ctx, s: socket2::Socket, peer: socket2::SockAddr) {
+        ctx.count_accepts(1);
+        let peer = crate::listener::peer_of(&peer);
+        if let Err(e) = Conn::spawn(
+            ctx,
+            s.into(),
+            peer,
+            Arc::clone(&self.fe),
+            Rc::clone(&self.w),
+            self.tls.as_ref().map(|t| t.config()),
+        ) {
+            self.w.log_error(
+                format!(
+                    "{}: cannot set up a connection from {peer}: {e}",
+                    self.fe.name
+                )
+                .into_bytes(),
+            );
+        }
+    }
+}
+
 impl TaskletFn for Listener {
     fn run(&mut self, ctx: &mut Ctx, me: TaskletId, why: Reasons) -> Status {
         if why.intersects(Reasons::IO) {
@@ -63,6 +86,12 @@ impl TaskletFn for Listener {
             return Status::Done;
         };
         if why.intersects(Reasons::SIGNAL) || ctx.stopping() {
+            // Connections the kernel already completed are taken and
+            // served (their first answer closes them): closing the socket
+            // with them in its queue would reset them unanswered.
+            while let Ok((s, peer)) = sock.accept() {
+                self.spawn_conn(ctx, s, peer);
+            }
             let _ = ctx.deregister_fd(sock.as_raw_fd());
             self.sock = None;
             return Status::Done;
@@ -102,26 +131,7 @@ impl TaskletFn for Listener {
                 self.paused = false;
             }
             match sock.accept() {
-                Ok((s, peer)) => {
-                    ctx.count_accepts(1);
-                    let peer = crate::listener::peer_of(&peer);
-                    if let Err(e) = Conn::spawn(
-                        ctx,
-                        s.into(),
-                        peer,
-                        Arc::clone(&self.fe),
-                        Rc::clone(&self.w),
-                        self.tls.as_ref().map(|t| t.config()),
-                    ) {
-                        self.w.log_error(
-                            format!(
-                                "{}: cannot set up a connection from {peer}: {e}",
-                                self.fe.name
-                            )
-                            .into_bytes(),
-                        );
-                    }
-                }
+                Ok((s, peer)) => self.spawn_conn(ctx, s, peer),
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Status::Continue,
                 Err(e)
                     if matches!(
@@ -189,6 +199,7 @@ pub fn run(cfg: Config, opts: RunOptions) -> i32 {
             return 1;
         }
     };
+    crate::drain::configure(cfg.global.close_spread);
     let nbthread = cfg
         .global
         .nbthread
@@ -842,6 +853,7 @@ fn spawn_signal_thread(
                     eprintln!("ebb: signal {sig}: graceful stop");
                 }
                 sd_notify("STOPPING=1");
+                crate::drain::begin();
                 h.stop();
                 if let Some(d) = hard_stop_after {
                     let h2 = h.clone();

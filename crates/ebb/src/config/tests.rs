@@ -2822,3 +2822,32 @@ fn log_format_values_are_checked_at_start() {
         "unknown sample fetch",
     );
 }
+
+#[test]
+fn soft_stop_and_master_worker_keywords() {
+    let c = ok("global\n    close-spread-time 5s\n    master-worker\n");
+    assert_eq!(
+        c.global.close_spread,
+        Some(CloseSpread::Window(Duration::from_secs(5)))
+    );
+    assert!(c.global.master_worker);
+    let c = ok("global\n    close-spread-time infinite\n");
+    assert_eq!(c.global.close_spread, Some(CloseSpread::Infinite));
+    err1(
+        "global\n    close-spread-time soon\n",
+        "t.cfg:2: ",
+        "invalid time",
+    );
+    err1(
+        "global\n    master-worker no-exit-on-failure\n",
+        "t.cfg:2: ",
+        "not supported",
+    );
+    let c = ok(&fe("    option idle-close-on-response"));
+    assert!(c.proxies[0].options.idle_close_on_response);
+    err1(
+        &be("    option idle-close-on-response"),
+        "t.cfg:2: ",
+        "idle-close-on-response",
+    );
+}

@@ -811,7 +811,8 @@ impl Conn {
         );
         self.resp_start = self.wbuf.len();
         self.vars.get_mut().begin_request();
-        let mut keep_alive = self.head.keep_alive && self.fe.keep_alive && !self.stopping;
+        let mut keep_alive =
+            crate::drain::keep_alive(self.head.keep_alive && self.fe.keep_alive, self.stopping);
         // A body we will not read: with `Expect: 100-continue` the client
         // has not sent it yet, so answer and close rather than wait for it;
         // otherwise drop it as it comes, before the next request.
@@ -1213,11 +1214,19 @@ impl Conn {
         if self.has_output() || !matches!(self.input, In::Head) {
             return ticks::add(self.idle_since, t.client);
         }
-        match self.req_start {
-            Some(s) => ticks::add(s, t.http_request),
+        let d = match self.req_start {
+            Some(s) => return ticks::add(s, t.http_request),
             None if self.requests == 0 => ticks::add(self.idle_since, t.http_request),
             None => ticks::add(self.idle_since, t.keep_alive),
-        }
+        };
+        // Idle during a stop: closed after its grace (crate::drain).
+        ticks::first(d, self.stop_deadline())
+    }
+
+    /// When a stop closes this connection while it idles (crate::drain).
+    fn stop_deadline(&self) -> Tick {
+        let ico = self.fe.idle_close_on_response;
+        crate::drain::idle_deadline(self.stopping, self.idle_since, ico, self.fd as u64)
     }
 
     fn close(&mut self, ctx: &mut Ctx) -> Status {
@@ -1324,7 +1333,8 @@ impl Conn {
         }
         let idle = matches!(self.input, In::Head) && self.rstart == self.rend && !self.has_output();
         if idle {
-            if self.eof || self.stopping {
+            let stop_at = self.stop_deadline();
+            if self.eof || (stop_at != ticks::ETERNITY && ticks::is_expired(stop_at, ctx.now())) {
                 return self.close(ctx);
             }
             self.release_buffers();
@@ -1467,6 +1477,7 @@ impl TaskletFn for Conn {
         }
         if why.intersects(Reasons::SIGNAL) || ctx.stopping() {
             self.stopping = true;
+            crate::drain::saw_stop(ctx.now());
         }
         if self.sess.kill.load(std::sync::atomic::Ordering::Relaxed) {
             // `shutdown session` from the CLI.

@@ -925,7 +925,7 @@ impl Conn {
         up.status = r.status;
         self.resp_start = self.wbuf.len();
         let tunnel = r.tunnel && r.status == 101;
-        let mut ka = up.client_keep_alive;
+        let mut ka = crate::drain::keep_alive(up.client_keep_alive, self.stopping);
         let out = &mut self.wbuf;
         out.extend_from_slice(b"HTTP/1.1 ");
         out.extend_from_slice(r.status.to_string().as_bytes());
