@@ -13,12 +13,14 @@ pub mod conn;
 pub mod dns;
 pub mod drain;
 pub mod h2;
+pub mod handover;
 pub mod http1;
 #[cfg(test)]
 mod input_props;
 pub mod listener;
 pub mod log;
 pub mod metrics;
+pub mod mworker;
 pub mod net;
 pub mod proxy;
 pub mod proxyproto;

@@ -27,7 +27,7 @@ use crate::blocking::BlockingPool;
 use crate::config::{Config, ConfigError, LogDest, ProfilingMode};
 use crate::conn::Conn;
 use crate::http1::Limits;
-use crate::listener::{bind_per_thread, bind_spec, DEFAULT_BACKLOG};
+use crate::listener::DEFAULT_BACKLOG;
 use crate::log::{Ident, Logger, Target};
 use crate::proxy::{compile, Compiled, FrontendRt};
 use crate::registry::{Live, Process, Sessions};
@@ -166,6 +166,11 @@ pub struct RunOptions {
     /// `-D` or `daemon` (and no `-d`): fork once everything is bound; the
     /// parent writes the pidfile with the child's pid and exits 0.
     pub daemon: bool,
+    /// Forked by a master (master-worker mode): no pidfile of its own.
+    pub worker: bool,
+    /// `-sf`/`-st PID...`: processes to signal once ready, and the signal.
+    pub old_pids: Vec<u32>,
+    pub old_signal: i32,
 }
 
 /// A configuration error found at start-up (bind, files), formatted.
@@ -214,6 +219,9 @@ pub fn run(cfg: Config, opts: RunOptions) -> i32 {
     let mut acceptors: Vec<Arc<TlsAcceptor>> = Vec::new();
     let mut lines = Vec::new();
     let fe_cfgs: Vec<_> = cfg.frontends().collect();
+    // Inherited sockets first (crate::handover): a reload never closes a
+    // socket it keeps.
+    let mut binder = crate::handover::Binder::default();
     for (fe_cfg, fe) in fe_cfgs.iter().zip(&compiled.frontends) {
         for b in &fe_cfg.binds {
             let tls = match &b.ssl {
@@ -238,10 +246,11 @@ pub fn run(cfg: Config, opts: RunOptions) -> i32 {
             };
             let backlog = b.backlog.map_or(DEFAULT_BACKLOG, |n| n as i32);
             for addr in &b.addrs {
-                match bind_per_thread(*addr, nbthread, backlog) {
+                match binder.tcp(*addr, nbthread, backlog) {
                     Ok((socks, real)) => {
                         lines.push(format!("ebb: frontend {} listening on {}", fe.name, real));
                         for (t, s) in socks.into_iter().enumerate() {
+                            let t = t % nbthread;
                             per_thread[t].push((s.into(), Arc::clone(fe), tls.clone()));
                         }
                     }
@@ -260,7 +269,7 @@ pub fn run(cfg: Config, opts: RunOptions) -> i32 {
                     uid: b.unix_owner.0,
                     gid: b.unix_owner.1,
                 };
-                match bind_spec(spec, nbthread, backlog, perms) {
+                match binder.other(spec, nbthread, backlog, perms) {
                     Ok((socks, shown)) => {
                         lines.push(format!("ebb: frontend {} listening on {shown}", fe.name));
                         for (t, s) in socks.into_iter().enumerate() {
@@ -319,6 +328,8 @@ pub fn run(cfg: Config, opts: RunOptions) -> i32 {
             }
         }
     }
+    // Inherited sockets no line took: binds a reload removed.
+    crate::handover::finish();
     let cli_paths: Vec<_> = cli_socks.iter().filter_map(|c| c.path.clone()).collect();
     let cli_timeout = cfg
         .global
@@ -329,7 +340,9 @@ pub fn run(cfg: Config, opts: RunOptions) -> i32 {
     let pidfile = opts
         .pidfile
         .clone()
-        .or_else(|| cfg.global.pidfile.as_ref().map(|p| p.value.clone()));
+        .or_else(|| cfg.global.pidfile.as_ref().map(|p| p.value.clone()))
+        // A worker's pidfile is its master's.
+        .filter(|_| !opts.worker);
     // `daemon`/-D: fork now that every socket is bound (so bind errors
     // still reach the terminal and the exit status); the parent writes the
     // child's pid and leaves. No thread runs yet, as fork requires.
@@ -454,6 +467,11 @@ pub fn run(cfg: Config, opts: RunOptions) -> i32 {
         }
         let _ = writeln!(out, "ebb: ready ({nbthread} threads)");
         let _ = out.flush();
+        crate::mworker::worker_ready();
+        if !opts.old_pids.is_empty() {
+            // -sf / -st: the old processes go once this one serves.
+            crate::handover::signal_old(&opts.old_pids, opts.old_signal);
+        }
         sd_notify(&format!("READY=1\nMAINPID={}", crate::sys::pid()));
     }
 
@@ -509,7 +527,11 @@ pub fn run(cfg: Config, opts: RunOptions) -> i32 {
         });
         ctx.set_expire(purge, ticks::add(ctx.now(), 1000));
         if ctx.thread_id() == 0 {
-            let socks = cli_socks.lock().ok().and_then(|mut v| v.take());
+            let mut socks = cli_socks.lock().ok().and_then(|mut v| v.take());
+            if let (Some(v), Some(w)) = (&mut socks, crate::mworker::take_worker_cli()) {
+                // The master CLI's way to this worker (`@1 ...`).
+                v.push(w);
+            }
             for s in socks.unwrap_or_default() {
                 if let Err(e) = crate::cli::socket::start(ctx, s, Arc::clone(&process), cli_timeout)
                 {
@@ -854,6 +876,7 @@ fn spawn_signal_thread(
                 }
                 sd_notify("STOPPING=1");
                 crate::drain::begin();
+                crate::handover::release();
                 h.stop();
                 if let Some(d) = hard_stop_after {
                     let h2 = h.clone();

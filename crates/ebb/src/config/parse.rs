@@ -1244,6 +1244,7 @@ fn parse_stats_socket(w: &[String], loc: &Loc) -> Result<StatsSocket, String> {
         mode: None,
         level: CliLevel::Operator,
         nice: None,
+        expose_fd: false,
         loc: loc.clone(),
     };
     let mut i = 1;
@@ -1267,14 +1268,15 @@ fn parse_stats_socket(w: &[String], loc: &Loc) -> Result<StatsSocket, String> {
                 }
             }
             "nice" => s.nice = Some(parse_nice(arg)?),
+            "expose-fd" if arg == "listeners" => s.expose_fd = true,
             "expose-fd" => {
                 return Err(format!(
-                    "'expose-fd {arg}' is not supported yet: ebb's CLI cannot hand its listening sockets to another process (no '_getsocks'); remove it"
+                    "'expose-fd {arg}': only 'expose-fd listeners' exists"
                 ))
             }
             o => {
                 return Err(format!(
-                    "unknown 'stats socket' option '{o}' (supported: mode, level, nice)"
+                    "unknown 'stats socket' option '{o}' (supported: mode, level, nice, expose-fd)"
                 ))
             }
         }

@@ -435,8 +435,8 @@ fn global_errors() {
         ("stats socket /x mode 999", "octal"),
         ("stats socket /x level root", "unknown level"),
         (
-            "stats socket /x expose-fd listeners",
-            "'expose-fd listeners' is not supported yet",
+            "stats socket /x expose-fd everything",
+            "only 'expose-fd listeners' exists",
         ),
         ("stats socket", "expects a path"),
         ("stats socket 127.0.0.1:1-3", "one address and one port"),
@@ -2843,6 +2843,8 @@ fn soft_stop_and_master_worker_keywords() {
         "t.cfg:2: ",
         "not supported",
     );
+    let c = ok("global\n    stats socket /x level admin expose-fd listeners\n");
+    assert!(c.global.stats_sockets[0].expose_fd);
     let c = ok(&fe("    option idle-close-on-response"));
     assert!(c.proxies[0].options.idle_close_on_response);
     err1(

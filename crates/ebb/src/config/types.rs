@@ -287,6 +287,9 @@ pub struct StatsSocket {
     /// `nice N` (-1024..1024); `None`: the CLI's own default, which should
     /// be better than traffic's so the socket answers under load.
     pub nice: Option<i32>,
+    /// `expose-fd listeners`: `_getsocks` hands the listening sockets to
+    /// a new process (`-x`).
+    pub expose_fd: bool,
     pub loc: Loc,
 }
 
