@@ -38,6 +38,15 @@ pub const ENV: &str = "EBB_INHERIT_FDS";
 /// Most descriptors in one `_getsocks` message (HAProxy's MAX_SEND_FD).
 const MAX_SEND_FD: usize = 253;
 
+/// Whether `_getsocks` handed this process's sockets to another one.
+static HANDED_OVER: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Whether another process took this one's sockets (`-x`): their files
+/// are then its own and stay at exit.
+pub fn handed_over() -> bool {
+    HANDED_OVER.load(std::sync::atomic::Ordering::Relaxed)
+}
+
 /// Sockets received and not yet taken by a line.
 static POOL: Mutex<Vec<(String, Socket)>> = Mutex::new(Vec::new());
 /// Every socket this process listens on, by key (duplicates): what a
@@ -137,7 +146,15 @@ fn remember(key: &str, s: &Socket) -> io::Result<()> {
 
 /// Takes an inherited `stats socket` (by its path as written), if any.
 pub fn take_cli(path: &str) -> Option<Socket> {
-    take(&format!("cli:{path}#0")).into_iter().next()
+    let mut got = take(&format!("cli:{path}#0"));
+    if got.is_empty() {
+        // Fetched with -x: keyed by the socket's own path.
+        got = take(&format!(
+            "unix:{}#0",
+            path.strip_prefix("unix@").unwrap_or(path)
+        ));
+    }
+    got.into_iter().next()
 }
 
 /// Records a `stats socket` this process bound (a master passes it on).
@@ -333,9 +350,9 @@ pub fn serve_getsocks(sock: &std::os::unix::net::UnixStream) -> io::Result<()> {
     // Duplicates: a stop may release BOUND while they are on their way.
     let dups: Vec<OwnedFd> = lock(&BOUND)
         .iter()
-        .filter(|(k, _)| !k.starts_with("cli:"))
         .filter_map(|(_, s)| s.try_clone().ok().map(OwnedFd::from))
         .collect();
+    HANDED_OVER.store(true, std::sync::atomic::Ordering::Relaxed);
     sock.set_nonblocking(false)?;
     sock.set_read_timeout(Some(std::time::Duration::from_secs(1)))?;
     sock.set_write_timeout(Some(std::time::Duration::from_secs(1)))?;

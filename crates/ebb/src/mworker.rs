@@ -482,12 +482,12 @@ impl Master {
             let mut fds: Vec<RawFd> = vec![self.sigfd.as_raw_fd()];
             fds.extend(self.mcli.iter().map(|s| s.as_raw_fd()));
             let nm = fds.len();
-            let starting: Vec<usize> = (0..self.workers.len())
-                .filter(|&i| self.workers[i].ready.is_some())
-                .collect();
-            for &i in &starting {
-                if let Some(r) = &self.workers[i].ready {
+            // By pid: a signal handled below may reap workers first.
+            let mut starting = Vec::new();
+            for w in &self.workers {
+                if let Some(r) = &w.ready {
                     fds.push(r.as_raw_fd());
+                    starting.push(w.pid);
                 }
             }
             let ready = match crate::sys::poll_readable(&fds, 1000) {
@@ -503,9 +503,9 @@ impl Master {
                     self.on_signal(sig);
                 }
             }
-            for (k, &i) in starting.iter().enumerate() {
+            for (k, &pid) in starting.iter().enumerate() {
                 if ready[nm + k] {
-                    self.on_ready(i);
+                    self.on_ready(pid);
                 }
             }
             for (i, _) in ready[1..nm].iter().enumerate().filter(|x| *x.1) {
@@ -563,7 +563,10 @@ impl Master {
     }
 
     /// A worker wrote on its readiness pipe (or closed it).
-    fn on_ready(&mut self, i: usize) {
+    fn on_ready(&mut self, pid: u32) {
+        let Some(i) = self.workers.iter().position(|w| w.pid == pid) else {
+            return;
+        };
         let mut b = [0u8; 1];
         let got = match self.workers[i].ready.as_mut().map(|r| r.read(&mut b)) {
             Some(Ok(1)) => true,

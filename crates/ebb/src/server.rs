@@ -318,7 +318,11 @@ pub fn run(cfg: Config, opts: RunOptions) -> i32 {
     let mut cli_socks = Vec::new();
     for s in &cfg.global.stats_sockets {
         match crate::cli::socket::bind(s) {
-            Ok(c) => cli_socks.push(c),
+            Ok(c) => {
+                // Handed over by `_getsocks` with the listeners.
+                let _ = crate::handover::remember_cli(&s.path, &c.listener);
+                cli_socks.push(c)
+            }
             Err(e) => {
                 eprintln!(
                     "{}",
@@ -562,11 +566,18 @@ pub fn run(cfg: Config, opts: RunOptions) -> i32 {
     });
     drop(pool);
     drop(check_pool);
-    for p in &cli_paths {
-        let _ = std::fs::remove_file(p);
+    if !crate::handover::handed_over() {
+        // Sockets passed to a new process (-x) stay its files.
+        for p in &cli_paths {
+            let _ = std::fs::remove_file(p);
+        }
     }
     if let Some(p) = &pidfile {
-        let _ = std::fs::remove_file(p);
+        // Only our own pid: a new process (-sf) may have written its own.
+        let mine = format!("{}\n", crate::sys::pid());
+        if std::fs::read_to_string(p).is_ok_and(|c| c == mine) {
+            let _ = std::fs::remove_file(p);
+        }
     }
     match res {
         Ok(()) => 0,

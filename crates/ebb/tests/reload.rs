@@ -13,7 +13,7 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use common::origin::{Mode, Origin};
-use common::{wait_until, Ebb};
+use common::{scratch, wait_until, Ebb};
 
 /// What the clients saw.
 #[derive(Default)]
@@ -232,4 +232,164 @@ fn graceful_stop_answers_every_request_sent() {
         o.requests.load(Ordering::SeqCst),
         c.ok.load(Ordering::SeqCst)
     );
+}
+
+/// SIGHUP (in-process reload) under keep-alive load: nothing lost.
+#[test]
+fn sighup_reloads_under_load_lose_nothing() {
+    let o = Origin::start("o", Mode::Ok);
+    let e = Ebb::start(&proxy_cfg("", &["BIND"], o.addr));
+    let targets = Arc::new(RwLock::new(vec![e.addr()]));
+    let load = Load::start(targets, 8, 2, false);
+    for i in 1..=5 {
+        let before = load.ok();
+        e.signal("HUP");
+        wait_until("the reload", || {
+            e.stderr
+                .lock()
+                .unwrap()
+                .iter()
+                .filter(|l| l.contains("configuration reloaded"))
+                .count()
+                >= i
+        });
+        wait_until("traffic after the reload", || load.ok() > before + 50);
+    }
+    let c = load.finish();
+    assert_clean(&c, false);
+}
+
+/// Lines `ebb: ready` printed after start (one per worker started since).
+fn readies(e: &Ebb) -> usize {
+    e.stdout
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|l| l.starts_with("ebb: ready"))
+        .count()
+}
+
+/// The last address a worker said it listens on for `host`.
+fn last_addr(e: &Ebb, host: &str) -> Option<SocketAddr> {
+    e.stdout
+        .lock()
+        .unwrap()
+        .iter()
+        .rev()
+        .filter_map(|l| l.split(" listening on ").nth(1))
+        .filter_map(|a| a.trim().parse::<SocketAddr>().ok())
+        .find(|a| a.ip().to_string() == host)
+}
+
+fn mcli(path: &std::path::Path, cmd: &str) -> String {
+    let mut s = std::os::unix::net::UnixStream::connect(path).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    s.write_all(format!("{cmd}\n").as_bytes()).unwrap();
+    let _ = s.shutdown(std::net::Shutdown::Write);
+    let mut out = String::new();
+    let _ = s.read_to_string(&mut out);
+    out
+}
+
+/// The pids listed under `# old workers` in `show proc`.
+fn old_workers(show: &str) -> Vec<String> {
+    show.lines()
+        .skip_while(|l| !l.starts_with("# old workers"))
+        .skip(1)
+        .take_while(|l| !l.starts_with('#'))
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| l.split_whitespace().next().unwrap_or("").to_string())
+        .collect()
+}
+
+/// 100 master-worker reloads (SIGUSR2 and the master CLI's `reload` in
+/// turn) under keep-alive and new-connection load; halfway, a bind is
+/// removed and another added. No connection refused, no request lost;
+/// the old worker held by an unfinished request is gone after
+/// `hard-stop-after`, well before its `timeout http-request`.
+#[test]
+fn master_worker_reloads_under_load_lose_nothing() {
+    let o = Origin::start("o", Mode::Ok);
+    let dir = scratch("mw");
+    let cfg = dir.join("ebb.cfg");
+    let global = "    hard-stop-after 3s\n";
+    let write = |binds: &[&str]| {
+        std::fs::write(&cfg, proxy_cfg(global, binds, o.addr)).unwrap();
+    };
+    write(&["127.0.0.1:0", "127.0.0.2:0"]);
+    let sock = dir.join("master.sock");
+    let e = Ebb::start_args(
+        &[
+            "-W",
+            "-S",
+            sock.to_str().unwrap(),
+            "-f",
+            cfg.to_str().unwrap(),
+        ],
+        dir.clone(),
+    );
+    let (a, b) = (e.addrs[0], e.addrs[1]);
+    let targets = Arc::new(RwLock::new(vec![a, b]));
+    let load = Load::start(targets.clone(), 8, 4, false);
+    wait_until("traffic flows", || load.ok() > 200);
+    let mut stuck = None;
+    for i in 0..100 {
+        if i == 50 {
+            // B goes: no client connects to it any more (the write lock
+            // waits for connects under way), then the reload closes it.
+            targets.write().unwrap().retain(|x| *x != b);
+            write(&["127.0.0.1:0", "127.0.0.3:0"]);
+        }
+        if i == 99 {
+            // An unfinished request holds the last old worker: only
+            // hard-stop-after ends it.
+            let mut s = TcpStream::connect(a).unwrap();
+            s.write_all(b"GET / HTTP/1.1\r\nHost: t\r\n").unwrap();
+            stuck = Some(s);
+        }
+        let before = readies(&e);
+        if i % 2 == 0 {
+            e.signal("USR2");
+        } else {
+            mcli(&sock, "reload");
+        }
+        let t = std::time::Instant::now();
+        while readies(&e) <= before {
+            assert!(
+                t.elapsed() < Duration::from_secs(30),
+                "reload {i}: no new worker; stderr: {:?}",
+                e.stderr.lock().unwrap()
+            );
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        if i == 50 {
+            let c = last_addr(&e, "127.0.0.3").expect("the added bind");
+            targets.write().unwrap().push(c);
+        }
+    }
+    let ok_before = load.ok();
+    wait_until("traffic after the reloads", || load.ok() > ok_before + 200);
+    let c = load.finish();
+    assert_clean(&c, false);
+    assert_eq!(
+        o.requests.load(Ordering::SeqCst),
+        c.ok.load(Ordering::SeqCst)
+    );
+    // B is closed: nothing listens there any more.
+    assert!(
+        TcpStream::connect(b).is_err(),
+        "the removed bind still accepts"
+    );
+    let show = mcli(&sock, "show proc");
+    assert!(show.contains("master          100 [failed: 0]"), "{show}");
+    let t = std::time::Instant::now();
+    wait_until("old workers gone", || {
+        old_workers(&mcli(&sock, "show proc")).is_empty()
+    });
+    // Well before the unfinished request's 30 s timeout.
+    assert!(t.elapsed() < Duration::from_secs(25));
+    drop(stuck);
+    let mut e = e;
+    e.signal("USR1");
+    assert_eq!(e.wait_exit(Duration::from_secs(30)), Some(0));
 }
