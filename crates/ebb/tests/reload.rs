@@ -393,3 +393,57 @@ fn master_worker_reloads_under_load_lose_nothing() {
     e.signal("USR1");
     assert_eq!(e.wait_exit(Duration::from_secs(30)), Some(0));
 }
+
+/// A port free right now on 127.0.0.1 (for a configuration two processes
+/// must share).
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// Reload without a master: the new process takes the old one's sockets
+/// with `-x` (`_getsocks` on its `expose-fd listeners` stats socket) and
+/// stops it with `-sf` once ready. Under load: nothing refused or lost,
+/// and the stats socket carries over.
+#[test]
+fn x_and_sf_hand_over_without_a_refused_connection() {
+    let o = Origin::start("o", Mode::Ok);
+    let dir = scratch("sf");
+    let stats = dir.join("stats.sock");
+    let port = free_port();
+    let global = format!(
+        "    stats socket {} level admin expose-fd listeners\n",
+        stats.display()
+    );
+    let cfg = dir.join("ebb.cfg");
+    std::fs::write(
+        &cfg,
+        proxy_cfg(&global, &[&format!("127.0.0.1:{port}")], o.addr),
+    )
+    .unwrap();
+    let cfgs = cfg.to_str().unwrap().to_string();
+    let old = Ebb::start_args(&["-f", &cfgs], dir.clone());
+    let a = old.addr();
+    let targets = Arc::new(RwLock::new(vec![a]));
+    let load = Load::start(targets, 8, 4, false);
+    wait_until("traffic flows", || load.ok() > 200);
+    let pid = old.pid().to_string();
+    let new = Ebb::start_args(
+        &["-x", stats.to_str().unwrap(), "-sf", &pid, "-f", &cfgs],
+        dir.clone(),
+    );
+    assert_eq!(new.addr(), a);
+    let mut old = old;
+    assert_eq!(old.wait_exit(Duration::from_secs(30)), Some(0));
+    let ok = load.ok();
+    wait_until("traffic on the new process", || load.ok() > ok + 200);
+    let c = load.finish();
+    assert_clean(&c, false);
+    // The stats socket was handed over too, and the old process left its
+    // file in place.
+    let info = common::cli_cmd(&stats, "show info");
+    assert!(info.contains(&format!("Pid: {}", new.pid())), "{info}");
+}
