@@ -322,7 +322,9 @@ pub fn fetch(path: &std::path::Path) -> io::Result<usize> {
         }
         data.extend_from_slice(&buf[..len]);
         fds.extend(got);
-        s.write_all(&0i32.to_ne_bytes())?;
+        // The acknowledgment; HAProxy's sender may have closed after its
+        // last batch, so a failure here is no error.
+        let _ = s.write_all(&0i32.to_ne_bytes());
     }
     if fds.len() != total {
         return Err(io::Error::other("the old process sent too many sockets"));
