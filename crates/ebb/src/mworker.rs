@@ -432,6 +432,8 @@ impl Master {
                     w.ready = None;
                 }
                 drop(ready_m);
+                // systemd hears from the master, not from each worker.
+                std::env::remove_var("NOTIFY_SOCKET");
                 let _ = crate::sys::parent_death_signal(libc::SIGTERM);
                 let _ = crate::sys::unblock_signals(&[libc::SIGUSR2, libc::SIGCHLD]);
                 crate::handover::bound_to_pool();
@@ -532,6 +534,7 @@ impl Master {
             libc::SIGUSR2 | libc::SIGHUP => self.reload(),
             _ => {
                 if self.stopping.is_none() {
+                    sd_notify("STOPPING=1");
                     self.stopping = Some(sig);
                     self.exit_code = Some(if sig == libc::SIGUSR1 { 0 } else { 128 + sig });
                 }
@@ -577,6 +580,7 @@ impl Master {
         if !got {
             return;
         }
+        sd_notify(&format!("READY=1\nMAINPID={}", crate::sys::pid()));
         let newest = self.workers[i].pid;
         for w in &mut self.workers {
             if w.pid != newest && !w.old {
@@ -604,6 +608,7 @@ impl Master {
             }
         };
         eprintln!("ebb: master: reloading");
+        sd_notify("RELOADING=1");
         use std::os::unix::process::CommandExt;
         let prog = program(&self.opts.argv[0]);
         let err = std::process::Command::new(&prog)
@@ -761,6 +766,27 @@ impl Master {
 }
 
 const MASTER_HELP: &str = "The following commands are valid at this level:\n  help           : this message\n  quit           : leave the master CLI\n  show proc      : show the master and the workers\n  reload         : reload the configuration and start a new worker\n  @N CMD         : send CMD to the Nth worker (1: the current one)\n  @!PID CMD      : send CMD to the worker with this pid\n  @master CMD    : run CMD on the master\n";
+
+/// Tells systemd (`Type=notify` units, `$NOTIFY_SOCKET`) about the
+/// master's state; nothing elsewhere.
+fn sd_notify(msg: &str) {
+    use std::os::unix::ffi::OsStrExt;
+    let Some(path) = std::env::var_os("NOTIFY_SOCKET") else {
+        return;
+    };
+    let Ok(s) = std::os::unix::net::UnixDatagram::unbound() else {
+        return;
+    };
+    let b = path.as_bytes();
+    let _ = match b.strip_prefix(b"@") {
+        Some(name) => {
+            use std::os::linux::net::SocketAddrExt;
+            std::os::unix::net::SocketAddr::from_abstract_name(name)
+                .and_then(|a| s.send_to_addr(msg.as_bytes(), &a))
+        }
+        None => s.send_to(msg.as_bytes(), &path),
+    };
+}
 
 /// Splits a line on `;` not escaped by a backslash (the escapes stay, for
 /// the worker's CLI to read).
