@@ -118,6 +118,13 @@ pub fn release() {
     lock(&BOUND).clear();
 }
 
+/// Keeps every received socket (a reload that failed: the running
+/// workers still use them, and the next reload passes them on).
+pub fn keep_pool() {
+    let p = std::mem::take(&mut *lock(&POOL));
+    lock(&BOUND).extend(p);
+}
+
 /// Closes what no line took (binds removed by a reload).
 pub fn finish() -> usize {
     let p = std::mem::take(&mut *lock(&POOL));

@@ -304,9 +304,10 @@ pub fn run(cfg: Option<Config>, opts: MasterOptions) -> i32 {
             if reexec.is_none() {
                 return 1;
             }
-            // A reload whose binds fail: the running workers stay.
+            // A reload whose binds fail: the running workers stay, with
+            // every socket they use.
+            crate::handover::keep_pool();
             m.failed += 1;
-            m.reloads = m.reloads.saturating_sub(1);
             eprintln!("ebb: master: reload failed, the running workers stay");
             return m.serve();
         }

@@ -447,3 +447,41 @@ fn x_and_sf_hand_over_without_a_refused_connection() {
     let info = common::cli_cmd(&stats, "show info");
     assert!(info.contains(&format!("Pid: {}", new.pid())), "{info}");
 }
+
+/// A reload whose configuration does not load keeps the running worker
+/// and its sockets; the next good reload takes over from it.
+#[test]
+fn a_failed_reload_keeps_the_running_worker() {
+    let o = Origin::start("o", Mode::Ok);
+    let dir = scratch("mwfail");
+    let cfg = dir.join("ebb.cfg");
+    std::fs::write(&cfg, proxy_cfg("", &["127.0.0.1:0"], o.addr)).unwrap();
+    let sock = dir.join("master.sock");
+    let e = Ebb::start_args(
+        &[
+            "-W",
+            "-S",
+            sock.to_str().unwrap(),
+            "-f",
+            cfg.to_str().unwrap(),
+        ],
+        dir.clone(),
+    );
+    let a = e.addr();
+    std::fs::write(&cfg, "frontend broken\n    bogus keyword\n").unwrap();
+    mcli(&sock, "reload");
+    wait_until("the failed reload", || {
+        mcli(&sock, "show proc").contains("1 [failed: 1]")
+    });
+    let show = mcli(&sock, "show proc");
+    assert!(old_workers(&show).is_empty(), "{show}");
+    assert_eq!(common::get(a, "/").status, 200);
+    std::fs::write(&cfg, proxy_cfg("", &["127.0.0.1:0"], o.addr)).unwrap();
+    let before = readies(&e);
+    e.signal("USR2");
+    wait_until("the new worker", || readies(&e) > before);
+    // The same socket: the address did not change.
+    assert_eq!(last_addr(&e, "127.0.0.1"), Some(a));
+    assert_eq!(common::get(a, "/").status, 200);
+    assert!(mcli(&sock, "show proc").contains("2 [failed: 1]"));
+}
