@@ -247,9 +247,18 @@ pub fn run(cfg: Option<Config>, opts: MasterOptions) -> i32 {
     if let Err(e) = crate::handover::adopt_env() {
         eprintln!("ebb: master: inherited sockets: {e}");
     }
-    let rundir = std::env::temp_dir().join(format!("ebb-master-{}", crate::sys::pid()));
-    let _ = std::fs::create_dir_all(&rundir);
-    let _ = std::fs::set_permissions(&rundir, std::os::unix::fs::PermissionsExt::from_mode(0o700));
+    // The workers' private CLI sockets: a directory only we can enter,
+    // created afresh (never one found in place), kept over re-execs.
+    let rundir = match reexec.as_deref().and_then(|st| st.split(';').nth(5)) {
+        Some(d) if !d.is_empty() => PathBuf::from(d),
+        _ => match private_dir() {
+            Ok(d) => d,
+            Err(e) => {
+                eprintln!("ebb: master: cannot create its private directory: {e}");
+                return 1;
+            }
+        },
+    };
     let mut m = Master {
         pidfile: opts.run.pidfile.clone().or_else(|| {
             cfg.as_ref()
@@ -348,6 +357,25 @@ pub fn run(cfg: Option<Config>, opts: MasterOptions) -> i32 {
     m.serve()
 }
 
+/// A new 0700 directory under the temporary directory, with a name no
+/// one could have prepared (pid and clock); never an existing one.
+fn private_dir() -> io::Result<PathBuf> {
+    use std::os::unix::fs::DirBuilderExt;
+    let mut last = None;
+    for i in 0..16u32 {
+        let nonce = SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .map_or(0, |d| d.subsec_nanos())
+            ^ i.wrapping_mul(0x9E37_79B9);
+        let d = std::env::temp_dir().join(format!("ebb-master-{}-{nonce:08x}", crate::sys::pid()));
+        match std::fs::DirBuilder::new().mode(0o700).create(&d) {
+            Ok(()) => return Ok(d),
+            Err(e) => last = Some(e),
+        }
+    }
+    Err(last.unwrap_or_else(|| io::Error::other("no name left")))
+}
+
 fn nbthread(cfg: &Config) -> usize {
     cfg.global
         .nbthread
@@ -405,12 +433,13 @@ impl Master {
             })
             .collect();
         format!(
-            "{};{};{};{};{}",
+            "{};{};{};{};{};{}",
             self.reloads,
             self.failed,
             secs(self.started),
             self.seq,
-            ws.join(",")
+            ws.join(","),
+            self.rundir.display()
         )
     }
 
@@ -629,7 +658,7 @@ impl Master {
         let Ok((s, _)) = self.mcli[i].accept() else {
             return;
         };
-        let mut s = std::net::TcpStream::from(s);
+        let mut s = s;
         let _ = s.set_nonblocking(false);
         let _ = s.set_read_timeout(Some(Duration::from_secs(5)));
         let mut line = Vec::new();

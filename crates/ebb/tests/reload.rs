@@ -484,4 +484,9 @@ fn a_failed_reload_keeps_the_running_worker() {
     assert_eq!(last_addr(&e, "127.0.0.1"), Some(a));
     assert_eq!(common::get(a, "/").status, 200);
     assert!(mcli(&sock, "show proc").contains("2 [failed: 1]"));
+    let mut e = e;
+    e.signal("TERM");
+    // HAProxy's status for a master stopped by SIGTERM: 128 + 15.
+    assert_eq!(e.wait_exit(Duration::from_secs(30)), Some(143));
+    assert!(!sock.exists(), "the master CLI socket file stays");
 }
