@@ -88,6 +88,10 @@ struct Worker {
     ready: Option<UnixStream>,
     /// Told to stop (a newer worker took over).
     old: bool,
+    /// When it was told to stop (for the master's own `hard-stop-after`
+    /// backstop).
+    stop_sent: Option<std::time::Instant>,
+    killed: bool,
 }
 
 struct Master {
@@ -405,6 +409,8 @@ impl Master {
                         cli: self.rundir.join(format!("w{seq}.sock")),
                         ready: None,
                         old: old != 0,
+                        stop_sent: (old != 0).then(std::time::Instant::now),
+                        killed: false,
                     });
                 }
             }
@@ -495,6 +501,8 @@ impl Master {
                     cli: cli_path,
                     ready: Some(ready_m),
                     old: false,
+                    stop_sent: None,
+                    killed: false,
                 });
                 if self.opts.run.debug {
                     eprintln!("ebb: master: worker {pid} started");
@@ -544,6 +552,30 @@ impl Master {
                 self.accept_cli(i);
             }
             self.reap();
+            self.backstop();
+        }
+    }
+
+    /// An old worker still there a second after `hard-stop-after` (its
+    /// own timer should have ended it: it is stuck) is killed.
+    fn backstop(&mut self) {
+        let Some(d) = self.cfg.as_ref().and_then(|c| c.global.hard_stop_after) else {
+            return;
+        };
+        for w in &mut self.workers {
+            if w.killed {
+                continue;
+            }
+            if w.stop_sent
+                .is_some_and(|t| t.elapsed() > d + Duration::from_secs(1))
+            {
+                eprintln!(
+                    "ebb: master: worker {} still there after hard-stop-after: killed",
+                    w.pid
+                );
+                let _ = crate::sys::kill(w.pid, libc::SIGKILL);
+                w.killed = true;
+            }
         }
     }
 
@@ -568,8 +600,9 @@ impl Master {
                     self.stopping = Some(sig);
                     self.exit_code = Some(if sig == libc::SIGUSR1 { 0 } else { 128 + sig });
                 }
-                for w in &self.workers {
+                for w in &mut self.workers {
                     let _ = crate::sys::kill(w.pid, sig);
+                    w.stop_sent.get_or_insert_with(std::time::Instant::now);
                 }
             }
         }
@@ -615,6 +648,7 @@ impl Master {
         for w in &mut self.workers {
             if w.pid != newest && !w.old {
                 w.old = true;
+                w.stop_sent = Some(std::time::Instant::now());
                 let _ = crate::sys::kill(w.pid, libc::SIGUSR1);
             }
         }

@@ -490,3 +490,61 @@ fn a_failed_reload_keeps_the_running_worker() {
     assert_eq!(e.wait_exit(Duration::from_secs(30)), Some(143));
     assert!(!sock.exists(), "the master CLI socket file stays");
 }
+
+/// The pids listed under `# workers` in `show proc`.
+fn current_workers(show: &str) -> Vec<String> {
+    show.lines()
+        .skip_while(|l| !l.starts_with("# workers"))
+        .skip(1)
+        .take_while(|l| !l.starts_with('#'))
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| l.split_whitespace().next().unwrap_or("").to_string())
+        .collect()
+}
+
+/// An old worker that cannot run its own `hard-stop-after` (stopped with
+/// SIGSTOP here) is killed by the master once that time has passed.
+#[test]
+fn the_master_kills_an_old_worker_stuck_past_hard_stop_after() {
+    let o = Origin::start("o", Mode::Ok);
+    let dir = scratch("mwstuck");
+    let cfg = dir.join("ebb.cfg");
+    std::fs::write(
+        &cfg,
+        proxy_cfg("    hard-stop-after 1s\n", &["127.0.0.1:0"], o.addr),
+    )
+    .unwrap();
+    let sock = dir.join("master.sock");
+    let e = Ebb::start_args(
+        &[
+            "-W",
+            "-S",
+            sock.to_str().unwrap(),
+            "-f",
+            cfg.to_str().unwrap(),
+        ],
+        dir.clone(),
+    );
+    let w = current_workers(&mcli(&sock, "show proc"));
+    assert_eq!(w.len(), 1);
+    let ok = std::process::Command::new("kill")
+        .args(["-STOP", &w[0]])
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok);
+    let before = readies(&e);
+    mcli(&sock, "reload");
+    wait_until("the new worker", || readies(&e) > before);
+    wait_until("the stuck worker killed", || {
+        old_workers(&mcli(&sock, "show proc")).is_empty()
+    });
+    assert!(e.stderr.lock().unwrap().iter().any(|l| l.contains(&format!(
+        "worker {} still there after hard-stop-after",
+        w[0]
+    ))));
+    assert_eq!(common::get(e.addr(), "/").status, 200);
+    let mut e = e;
+    e.signal("USR1");
+    assert_eq!(e.wait_exit(Duration::from_secs(30)), Some(0));
+}
