@@ -485,6 +485,8 @@ impl Master {
                     worker: true,
                     daemon: false,
                     pidfile: None,
+                    on_ready: Some(worker_ready),
+                    worker_cli: Some(take_worker_cli),
                     ..self.opts.run.clone()
                 };
                 let code = crate::server::run(cfg, opts);

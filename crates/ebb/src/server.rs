@@ -25,10 +25,10 @@ use sched::{ticks, Ctx, Reasons, Runtime, RuntimeHandle, Status, TaskletFn, Task
 
 use crate::blocking::BlockingPool;
 use crate::config::{Config, ConfigError, LogDest, ProfilingMode};
-use crate::conn::Conn;
 use crate::http1::Limits;
 use crate::listener::DEFAULT_BACKLOG;
 use crate::log::{Ident, Logger, Target};
+use crate::mux::h1::Conn;
 use crate::proxy::{compile, Compiled, FrontendRt};
 use crate::registry::{Live, Process, Sessions};
 use crate::tls::TlsAcceptor;
@@ -58,7 +58,7 @@ impl Listener {
     fn spawn_conn(&self, ctx: &mut Ctx, s: socket2::Socket, peer: socket2::SockAddr) {
         ctx.count_accepts(1);
         let peer = crate::listener::peer_of(&peer);
-        if let Err(e) = Conn::spawn(
+        if let Err(e) = Conn::<crate::stream::Stream>::spawn(
             ctx,
             s.into(),
             peer,
@@ -171,6 +171,11 @@ pub struct RunOptions {
     /// `-sf`/`-st PID...`: processes to signal once ready, and the signal.
     pub old_pids: Vec<u32>,
     pub old_signal: i32,
+    /// Forked by a master: tells it this worker serves (the master's
+    /// `mworker` module sets it; the server does not import its caller).
+    pub on_ready: Option<fn()>,
+    /// Forked by a master: the worker's private CLI socket for it.
+    pub worker_cli: Option<fn() -> Option<crate::cli::socket::CliSocket>>,
 }
 
 /// A configuration error found at start-up (bind, files), formatted.
@@ -471,7 +476,9 @@ pub fn run(cfg: Config, opts: RunOptions) -> i32 {
         }
         let _ = writeln!(out, "ebb: ready ({nbthread} threads)");
         let _ = out.flush();
-        crate::mworker::worker_ready();
+        if let Some(ready) = opts.on_ready {
+            ready();
+        }
         if !opts.old_pids.is_empty() {
             // -sf / -st: the old processes go once this one serves.
             crate::handover::signal_old(&opts.old_pids, opts.old_signal);
@@ -532,7 +539,7 @@ pub fn run(cfg: Config, opts: RunOptions) -> i32 {
         ctx.set_expire(purge, ticks::add(ctx.now(), 1000));
         if ctx.thread_id() == 0 {
             let mut socks = cli_socks.lock().ok().and_then(|mut v| v.take());
-            if let (Some(v), Some(w)) = (&mut socks, crate::mworker::take_worker_cli()) {
+            if let (Some(v), Some(w)) = (&mut socks, opts.worker_cli.and_then(|take| take())) {
                 // The master CLI's way to this worker (`@1 ...`).
                 v.push(w);
             }

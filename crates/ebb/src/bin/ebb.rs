@@ -203,6 +203,7 @@ fn master_opts(args: &Args, files: Vec<PathBuf>, argv: Vec<String>) -> ebb::mwor
             worker: true,
             old_pids: Vec::new(),
             old_signal: 0,
+            ..RunOptions::default()
         },
     }
 }
@@ -347,6 +348,7 @@ fn main() -> ExitCode {
             worker: false,
             old_pids,
             old_signal,
+            ..RunOptions::default()
         },
     );
     ExitCode::from(code as u8)

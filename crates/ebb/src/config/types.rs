@@ -132,7 +132,7 @@ pub struct Global {
     /// to what `maxconn` needs).
     pub ulimit_n: Option<u64>,
     /// `close-spread-time T|infinite`: how a soft stop spreads the closing
-    /// of connections (see `crate::drain`).
+    /// of connections (see the `drain` module).
     pub close_spread: Option<CloseSpread>,
     /// `master-worker` (as `-W`): a master process runs the workers.
     pub master_worker: bool,
