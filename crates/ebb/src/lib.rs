@@ -10,13 +10,16 @@ pub mod cli;
 pub mod compress;
 pub mod config;
 pub mod dns;
+pub mod drain;
 pub mod h2;
+pub mod handover;
 pub mod http1;
 #[cfg(test)]
 mod input_props;
 pub mod listener;
 pub mod log;
 pub mod mux;
+pub mod mworker;
 pub mod net;
 pub mod proxy;
 pub mod proxyproto;

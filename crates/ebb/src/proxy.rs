@@ -395,6 +395,8 @@ pub struct FrontendRt {
     /// server connection is kept after a response, whatever the backend
     /// says (HAProxy: the option in either the frontend or the backend).
     pub server_close: bool,
+    /// `option idle-close-on-response` (see [`crate::drain`]).
+    pub idle_close_on_response: bool,
     pub matcher: Matcher,
     pub http_request: Vec<ReqRule>,
     pub http_response: Vec<RespRule>,
@@ -822,6 +824,7 @@ pub fn compile(cfg: &Config) -> Result<Compiled, Vec<ConfigError>> {
                 },
                 keep_alive: p.options.conn_mode != HttpConnMode::Close,
                 server_close: p.options.conn_mode != HttpConnMode::KeepAlive,
+                idle_close_on_response: p.options.idle_close_on_response,
                 matcher,
                 http_request,
                 http_response,

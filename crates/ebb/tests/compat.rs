@@ -425,10 +425,10 @@ fn condition_checks_as_haproxy() {
     assert_eq!(cc("version_atleast(1024)"), 1);
     assert_eq!(cc("feature(OPENSSL) || !feature(OPENSSL)"), 0);
     assert_eq!(cc("streq(a,\"a)"), 2);
-    // Master-worker is refused, not ignored.
-    let (code, _, err) = run_ebb(&["-W", "-f", "x.cfg"], &d);
+    // A master CLI without master-worker mode is refused, not ignored.
+    let (code, _, err) = run_ebb(&["-S", "/tmp/x.sock", "-f", "x.cfg"], &d);
     assert_eq!(code, 1);
-    assert!(err.contains("not supported yet"), "{err}");
+    assert!(err.contains("needs master-worker mode"), "{err}");
 }
 
 #[test]

@@ -210,6 +210,8 @@ const GLOBAL_KEYWORDS: &[&str] = &[
     "tune.maxrewrite",
     "tune.idle-pool.shared",
     "ulimit-n",
+    "close-spread-time",
+    "master-worker",
 ];
 
 /// HAProxy `global` keywords ebb knows of but does not implement: a clearer
@@ -218,7 +220,6 @@ const HAPROXY_GLOBAL_UNSUPPORTED: &[&str] = &[
     "nbproc",
     "ssl-server-verify",
     "tune.ssl.default-dh-param",
-    "master-worker",
     "quiet",
     "node",
     "description",
@@ -349,7 +350,6 @@ const HAPROXY_OPTIONS_UNSUPPORTED: &[&str] = &[
     "checkcache",
     "disable-h2-upgrade",
     "http-ignore-probes",
-    "idle-close-on-response",
     "contstats",
     "socket-stats",
     "originalto",
@@ -371,6 +371,7 @@ const OPTIONS: &[&str] = &[
     "httplog",
     "dontlognull",
     "log-health-checks",
+    "idle-close-on-response",
 ];
 
 const UNSUPPORTED_SECTIONS: &[&str] = &[
@@ -693,6 +694,24 @@ impl<'e> Parser<'e> {
                 }
             }
             "hard-stop-after" => g.hard_stop_after = Some(parse_time(&one(w)?)?),
+            "close-spread-time" => {
+                let v = one(w)?;
+                g.close_spread = Some(if v == "infinite" {
+                    CloseSpread::Infinite
+                } else {
+                    CloseSpread::Window(parse_time(&v)?)
+                });
+            }
+            "master-worker" => match w.get(1).map(String::as_str) {
+                None => g.master_worker = true,
+                // HAProxy's `master-worker no-exit-on-failure`: a worker
+                // that dies is not followed by the others.
+                Some(o) => {
+                    return Err(format!(
+                        "'master-worker {o}' is not supported (only 'master-worker' alone)"
+                    ))
+                }
+            },
             "log" => {
                 let t = parse_log_target(&w[1..], loc)?;
                 g.log.push(t);
@@ -1225,6 +1244,7 @@ fn parse_stats_socket(w: &[String], loc: &Loc) -> Result<StatsSocket, String> {
         mode: None,
         level: CliLevel::Operator,
         nice: None,
+        expose_fd: false,
         loc: loc.clone(),
     };
     let mut i = 1;
@@ -1248,14 +1268,15 @@ fn parse_stats_socket(w: &[String], loc: &Loc) -> Result<StatsSocket, String> {
                 }
             }
             "nice" => s.nice = Some(parse_nice(arg)?),
+            "expose-fd" if arg == "listeners" => s.expose_fd = true,
             "expose-fd" => {
                 return Err(format!(
-                    "'expose-fd {arg}' is not supported yet: ebb's CLI cannot hand its listening sockets to another process (no '_getsocks'); remove it"
+                    "'expose-fd {arg}': only 'expose-fd listeners' exists"
                 ))
             }
             o => {
                 return Err(format!(
-                    "unknown 'stats socket' option '{o}' (supported: mode, level, nice)"
+                    "unknown 'stats socket' option '{o}' (supported: mode, level, nice, expose-fd)"
                 ))
             }
         }
@@ -1792,7 +1813,7 @@ fn proxy_option(px: &mut Proxy, ctx: &Ctx<'_>, no: bool, w: &[String]) -> Result
     let caps = match name {
         "http-keep-alive" | "httpclose" | "http-server-close" | "forwardfor" => FE | BE,
         "redispatch" | "httpchk" | "log-health-checks" => BE,
-        "httplog" | "dontlognull" => FE,
+        "httplog" | "dontlognull" | "idle-close-on-response" => FE,
         o if HAPROXY_OPTIONS_UNSUPPORTED.contains(&o) => {
             return Err(format!("HAProxy option '{o}' is not supported by ebb"))
         }
@@ -1842,6 +1863,10 @@ fn proxy_option(px: &mut Proxy, ctx: &Ctx<'_>, no: bool, w: &[String]) -> Result
         "log-health-checks" => {
             no_args(rest)?;
             o.log_health_checks = !no;
+        }
+        "idle-close-on-response" => {
+            no_args(rest)?;
+            o.idle_close_on_response = !no;
         }
         "forwardfor" => {
             if no {

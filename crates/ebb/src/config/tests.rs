@@ -435,8 +435,8 @@ fn global_errors() {
         ("stats socket /x mode 999", "octal"),
         ("stats socket /x level root", "unknown level"),
         (
-            "stats socket /x expose-fd listeners",
-            "'expose-fd listeners' is not supported yet",
+            "stats socket /x expose-fd everything",
+            "only 'expose-fd listeners' exists",
         ),
         ("stats socket", "expects a path"),
         ("stats socket 127.0.0.1:1-3", "one address and one port"),
@@ -2820,5 +2820,36 @@ fn log_format_values_are_checked_at_start() {
         &fe("    http-request return status 200 content-type text/plain string x hdr X %[nope]"),
         "t.cfg:3: ",
         "unknown sample fetch",
+    );
+}
+
+#[test]
+fn soft_stop_and_master_worker_keywords() {
+    let c = ok("global\n    close-spread-time 5s\n    master-worker\n");
+    assert_eq!(
+        c.global.close_spread,
+        Some(CloseSpread::Window(Duration::from_secs(5)))
+    );
+    assert!(c.global.master_worker);
+    let c = ok("global\n    close-spread-time infinite\n");
+    assert_eq!(c.global.close_spread, Some(CloseSpread::Infinite));
+    err1(
+        "global\n    close-spread-time soon\n",
+        "t.cfg:2: ",
+        "invalid time",
+    );
+    err1(
+        "global\n    master-worker no-exit-on-failure\n",
+        "t.cfg:2: ",
+        "not supported",
+    );
+    let c = ok("global\n    stats socket /x level admin expose-fd listeners\n");
+    assert!(c.global.stats_sockets[0].expose_fd);
+    let c = ok(&fe("    option idle-close-on-response"));
+    assert!(c.proxies[0].options.idle_close_on_response);
+    err1(
+        &be("    option idle-close-on-response"),
+        "t.cfg:2: ",
+        "idle-close-on-response",
     );
 }

@@ -131,6 +131,19 @@ pub struct Global {
     /// `ulimit-n N`: the open-files limit, set at start (default: raised
     /// to what `maxconn` needs).
     pub ulimit_n: Option<u64>,
+    /// `close-spread-time T|infinite`: how a soft stop spreads the closing
+    /// of connections (see the `drain` module).
+    pub close_spread: Option<CloseSpread>,
+    /// `master-worker` (as `-W`): a master process runs the workers.
+    pub master_worker: bool,
+}
+
+/// `close-spread-time`: a window over which a soft stop closes
+/// connections, or `infinite`: it closes none itself.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CloseSpread {
+    Window(Duration),
+    Infinite,
 }
 
 impl Default for Global {
@@ -160,6 +173,8 @@ impl Default for Global {
             log_send_hostname: None,
             maxrewrite: None,
             ulimit_n: None,
+            close_spread: None,
+            master_worker: false,
         }
     }
 }
@@ -272,6 +287,9 @@ pub struct StatsSocket {
     /// `nice N` (-1024..1024); `None`: the CLI's own default, which should
     /// be better than traffic's so the socket answers under load.
     pub nice: Option<i32>,
+    /// `expose-fd listeners`: `_getsocks` hands the listening sockets to
+    /// a new process (`-x`).
+    pub expose_fd: bool,
     pub loc: Loc,
 }
 
@@ -392,6 +410,9 @@ pub struct ProxyOptions {
     /// `option log-health-checks`: log every change of a check's status,
     /// not only servers going UP or DOWN.
     pub log_health_checks: bool,
+    /// `option idle-close-on-response`: a soft stop leaves idle client
+    /// connections open until their next request, answered with close.
+    pub idle_close_on_response: bool,
 }
 
 pub use crate::net::IpNet;

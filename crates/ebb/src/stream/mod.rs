@@ -327,7 +327,8 @@ impl Stream {
             .fetch_add(c.head.head_len as u64, std::sync::atomic::Ordering::Relaxed);
         self.resp_start = c.wbuf.len();
         c.vars.get_mut().begin_request();
-        let mut keep_alive = c.head.keep_alive && c.fe.keep_alive && !c.stopping;
+        let mut keep_alive =
+            crate::drain::keep_alive(c.head.keep_alive && c.fe.keep_alive, c.stopping);
         // A body we will not read: with `Expect: 100-continue` the client
         // has not sent it yet, so answer and close rather than wait for it;
         // otherwise drop it as it comes, before the next request.

@@ -882,7 +882,7 @@ impl Stream {
         up.status = r.status;
         self.resp_start = c.wbuf.len();
         let tunnel = r.tunnel && r.status == 101;
-        let mut ka = up.client_keep_alive;
+        let mut ka = crate::drain::keep_alive(up.client_keep_alive, c.stopping);
         let out = &mut c.wbuf;
         out.extend_from_slice(b"HTTP/1.1 ");
         out.extend_from_slice(r.status.to_string().as_bytes());
