@@ -15,6 +15,7 @@ pub mod h2;
 pub mod http1;
 #[cfg(test)]
 mod input_props;
+pub mod l4rules;
 pub mod listener;
 pub mod log;
 pub mod metrics;
@@ -30,6 +31,7 @@ pub mod statefile;
 pub mod stats;
 pub mod sys;
 pub mod table;
+pub mod tcp;
 pub mod tls;
 pub mod tls_policy;
 pub mod transport;

@@ -25,7 +25,6 @@ use sched::{ticks, Ctx, Reasons, Runtime, RuntimeHandle, Status, TaskletFn, Task
 
 use crate::blocking::BlockingPool;
 use crate::config::{Config, ConfigError, LogDest, ProfilingMode};
-use crate::conn::Conn;
 use crate::http1::Limits;
 use crate::listener::{bind_per_thread, bind_spec, DEFAULT_BACKLOG};
 use crate::log::{Ident, Logger, Target};
@@ -49,6 +48,8 @@ struct Listener {
     fe: Arc<FrontendRt>,
     /// TLS settings of the bind line (`ssl crt ...`).
     tls: Option<Arc<TlsAcceptor>>,
+    /// `accept-proxy` on the bind line.
+    accept_proxy: bool,
     w: Rc<Worker>,
     live: Arc<Live>,
     gen: u64,
@@ -105,13 +106,14 @@ impl TaskletFn for Listener {
                 Ok((s, peer)) => {
                     ctx.count_accepts(1);
                     let peer = crate::listener::peer_of(&peer);
-                    if let Err(e) = Conn::spawn(
+                    if let Err(e) = crate::tcp::accepted(
                         ctx,
                         s.into(),
                         peer,
                         Arc::clone(&self.fe),
                         Rc::clone(&self.w),
                         self.tls.as_ref().map(|t| t.config()),
+                        self.accept_proxy,
                     ) {
                         self.w.log_error(
                             format!(
@@ -198,7 +200,12 @@ pub fn run(cfg: Config, opts: RunOptions) -> i32 {
         .clamp(1, 64);
 
     // Bind everything before anything runs.
-    type Bound = (socket2::Socket, Arc<FrontendRt>, Option<Arc<TlsAcceptor>>);
+    type Bound = (
+        socket2::Socket,
+        Arc<FrontendRt>,
+        Option<Arc<TlsAcceptor>>,
+        bool,
+    );
     let mut per_thread: Vec<Vec<Bound>> = (0..nbthread).map(|_| Vec::new()).collect();
     let mut acceptors: Vec<Arc<TlsAcceptor>> = Vec::new();
     let mut lines = Vec::new();
@@ -231,7 +238,12 @@ pub fn run(cfg: Config, opts: RunOptions) -> i32 {
                     Ok((socks, real)) => {
                         lines.push(format!("ebb: frontend {} listening on {}", fe.name, real));
                         for (t, s) in socks.into_iter().enumerate() {
-                            per_thread[t].push((s.into(), Arc::clone(fe), tls.clone()));
+                            per_thread[t].push((
+                                s.into(),
+                                Arc::clone(fe),
+                                tls.clone(),
+                                b.accept_proxy,
+                            ));
                         }
                     }
                     Err(e) => {
@@ -253,7 +265,7 @@ pub fn run(cfg: Config, opts: RunOptions) -> i32 {
                     Ok((socks, shown)) => {
                         lines.push(format!("ebb: frontend {} listening on {shown}", fe.name));
                         for (t, s) in socks.into_iter().enumerate() {
-                            per_thread[t].push((s, Arc::clone(fe), tls.clone()));
+                            per_thread[t].push((s, Arc::clone(fe), tls.clone(), b.accept_proxy));
                         }
                     }
                     Err(e) => {
@@ -506,13 +518,14 @@ pub fn run(cfg: Config, opts: RunOptions) -> i32 {
                 }
             }
         }
-        for (sock, fe, tls) in mine {
+        for (sock, fe, tls, accept_proxy) in mine {
             let fd = sock.as_raw_fd();
             let l = Listener {
                 paused: false,
                 sock: Some(sock),
                 fe,
                 tls,
+                accept_proxy,
                 w: Rc::clone(&w),
                 live: Arc::clone(&live),
                 gen: 0,

@@ -1413,6 +1413,7 @@ pub(crate) fn sample_ctx<'a>(
         req: None,
         res: None,
         vars: Some(vars),
+        payload: None,
     }
 }
 

@@ -39,14 +39,13 @@
 //! head, a failure can only cut the client connection.
 
 use std::io;
-use std::net::{IpAddr, SocketAddr, TcpStream};
+use std::net::IpAddr;
 
 use crate::transport::Transport;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use sched::{ticks, Ctx, Tick};
-use socket2::{Domain, Protocol, Socket, Type};
 
 use super::{Conn, In, LogFacts};
 use crate::backend::error::ExchangeError;
@@ -380,11 +379,14 @@ impl Conn {
         }
         // 2. The thread's idle pool (not for a client's first request with
         //    `http-reuse safe`: a failure there could not be told apart).
-        let may_share = match up.farm.reuse {
-            HttpReuse::Never => false,
-            HttpReuse::Safe => self.requests > 1,
-            HttpReuse::Aggressive | HttpReuse::Always => true,
-        };
+        // A connection that began with a PROXY header names its client:
+        // never another client's (HAProxy keys such connections by source).
+        let may_share = s.opts.send_proxy == 0
+            && match up.farm.reuse {
+                HttpReuse::Never => false,
+                HttpReuse::Safe => self.requests > 1,
+                HttpReuse::Aggressive | HttpReuse::Always => true,
+            };
         if sock.is_none() && may_share {
             if let Some(st) = self.w.take_idle(&s, ctx.now()) {
                 sock = Some((st, true, false));
@@ -439,7 +441,7 @@ impl Conn {
         let r = s
             .addr
             .ok_or_else(|| io::Error::from(io::ErrorKind::AddrNotAvailable))
-            .and_then(start_connect)
+            .and_then(crate::backend::connect_nb)
             .and_then(|st| match &s.tls {
                 // TLS to the server: the handshake starts once connected;
                 // the request written meanwhile waits in rustls' buffer.
@@ -460,6 +462,14 @@ impl Conn {
                     let mut sd = self.side.borrow_mut();
                     sd.install(st, true, now);
                     sd.obuf.clear();
+                    if s.opts.send_proxy > 0 {
+                        let dst = self.tr.tcp().local_addr().ok();
+                        let h = crate::proxyproto::header_for(
+                            s.opts.send_proxy,
+                            dst.map(|d| (self.peer, d)),
+                        );
+                        sd.obuf.extend_from_slice(&h);
+                    }
                     sd.obuf.extend_from_slice(&up.head);
                     sd.opos = 0;
                     // Woken at the connect if more request body follows.
@@ -1177,7 +1187,7 @@ impl Conn {
     /// An attached idle server connection goes to the thread's pool.
     pub(super) fn detach_to_pool(&mut self, ctx: &mut Ctx, srv: Arc<ServerRt>, mut st: Transport) {
         let _ = ctx.deregister_fd(st.raw_fd());
-        if alive(&mut st) {
+        if srv.opts.send_proxy == 0 && alive(&mut st) {
             self.w.put_idle(&srv, st, ctx.now());
         }
     }
@@ -1215,18 +1225,4 @@ impl Conn {
         });
         self.w.log_access(crate::log::format(&entry));
     }
-}
-
-/// A non-blocking connect.
-fn start_connect(addr: SocketAddr) -> io::Result<TcpStream> {
-    let s = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
-    s.set_nonblocking(true)?;
-    s.set_tcp_nodelay(true)?;
-    match s.connect(&addr.into()) {
-        Ok(()) => {}
-        Err(e) if e.raw_os_error() == Some(libc::EINPROGRESS) => {}
-        Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
-        Err(e) => return Err(e),
-    }
-    Ok(s.into())
 }

@@ -58,6 +58,25 @@ pub(super) enum Fetch {
     Rand(Option<u64>),
     Uuid,
     Var(super::VarRef),
+    /// `req.len`: bytes of a TCP-mode request received so far.
+    ReqLen,
+    /// `req.ssl_sni`: the SNI of the ClientHello in those bytes.
+    ReqSslSni,
+    /// `req.ssl_hello_type`: the handshake type of the first TLS record.
+    ReqSslHelloType,
+}
+
+/// What a fetch reads, for the rules that may run before a layer exists
+/// (HAProxy refuses `tcp-request connection` rules that read content,
+/// and a tcp-mode proxy's rules that read HTTP).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Layer {
+    /// Addresses, names, constants, variables: known at accept.
+    L4,
+    /// The request's first bytes (`req.len`, `req.ssl_*`).
+    Payload,
+    /// An HTTP message.
+    Http,
 }
 
 fn arg_count(name: &str, args: &[String], min: usize, max: usize) -> Result<(), String> {
@@ -226,12 +245,40 @@ impl Fetch {
                 arg_count(name, args, 1, 1)?;
                 Ok(Fetch::Var(super::VarRef::parse(&args[0])?))
             }
+            "req.len" | "req_len" => req_only(none(Fetch::ReqLen)?),
+            "req.ssl_sni" | "req_ssl_sni" => req_only(none(Fetch::ReqSslSni)?),
+            "req.ssl_hello_type" | "req_ssl_hello_type" => req_only(none(Fetch::ReqSslHelloType)?),
             _ => Err(format!("unknown sample fetch '{name}'")),
+        }
+    }
+
+    /// What this fetch reads.
+    pub(super) fn layer(&self) -> Layer {
+        match self {
+            Fetch::Src
+            | Fetch::SrcPort
+            | Fetch::Dst
+            | Fetch::DstPort
+            | Fetch::FeName
+            | Fetch::BeName
+            | Fetch::SslFc
+            | Fetch::SslFcSni
+            | Fetch::Str(_)
+            | Fetch::Int(_)
+            | Fetch::Bool(_)
+            | Fetch::Env(_)
+            | Fetch::Date(_)
+            | Fetch::Rand(_)
+            | Fetch::Uuid
+            | Fetch::Var(_) => Layer::L4,
+            Fetch::ReqLen | Fetch::ReqSslSni | Fetch::ReqSslHelloType => Layer::Payload,
+            _ => Layer::Http,
         }
     }
 
     pub(super) fn out_type(&self) -> Type {
         match self {
+            Fetch::ReqLen | Fetch::ReqSslHelloType => Type::Int,
             Fetch::Src | Fetch::Dst => Type::Ip,
             Fetch::SrcPort
             | Fetch::DstPort
@@ -400,6 +447,14 @@ impl Fetch {
                 Some(Val::Int(v as i64))
             }
             Fetch::Var(r) => ctx.vars?.try_borrow_mut().ok()?.get(r, s),
+            Fetch::ReqLen => Some(Val::Int(ctx.payload?.bytes.len() as i64)),
+            Fetch::ReqSslSni => put(s, ctx.payload?.sni?.as_bytes()),
+            Fetch::ReqSslHelloType => {
+                // A handshake record (22) of TLS or SSLv3 (major 3): the
+                // type of its first message (HAProxy's check).
+                let b = ctx.payload?.bytes;
+                (b.len() >= 6 && b[0] == 0x16 && b[1] == 3).then(|| Val::Int(b[5] as i64))
+            }
             Fetch::Uuid => {
                 let a = next_rand();
                 let b = next_rand();

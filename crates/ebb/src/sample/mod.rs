@@ -34,6 +34,7 @@ use std::net::{IpAddr, SocketAddr};
 
 use crate::http1::{RequestHead, ResponseHead};
 
+pub use fetch::Layer;
 pub use logfmt::LogFormat;
 pub use vars::{VarAction, VarRef, VarStore};
 
@@ -69,6 +70,16 @@ pub enum Res<'a> {
     },
 }
 
+/// The first bytes of a TCP-mode request, for `tcp-request content`
+/// rules and a tcp frontend's `use_backend`: `req.len`,
+/// `req.ssl_hello_type`, and the SNI of the ClientHello they hold
+/// (`req.ssl_sni`, read by the caller: the TLS layer sits above this one).
+#[derive(Clone, Copy)]
+pub struct Payload<'a> {
+    pub bytes: &'a [u8],
+    pub sni: Option<&'a str>,
+}
+
 /// What an evaluation may read. Call sites fill it; fields a context does
 /// not have stay `None` (a fetch that needs them finds nothing).
 #[derive(Clone, Copy)]
@@ -89,6 +100,8 @@ pub struct Ctx<'a> {
     /// The exchange's variables (`None`: `var()` finds nothing and
     /// `set-var` does nothing).
     pub vars: Option<&'a RefCell<VarStore>>,
+    /// TCP mode: the request's first bytes (`None` in HTTP mode).
+    pub payload: Option<Payload<'a>>,
 }
 
 /// A sample's type (HAProxy's SMP_T_*; IPv4 and IPv6 are one type here).
@@ -304,6 +317,11 @@ impl Expr {
     /// The type the expression produces.
     pub fn out_type(&self) -> Type {
         self.out
+    }
+
+    /// What the expression's fetch reads (converters read nothing more).
+    pub fn layer(&self) -> Layer {
+        self.fetch.layer()
     }
 
     pub fn text(&self) -> &str {

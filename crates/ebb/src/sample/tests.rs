@@ -43,6 +43,7 @@ fn with_ctx<R>(raw: &str, res: Option<&str>, f: impl FnOnce(&Ctx<'_>) -> R) -> R
         req: Some(Req { buf, head: &head }),
         res: resp,
         vars: None,
+        payload: None,
     };
     f(&ctx)
 }
@@ -159,6 +160,7 @@ fn json_matches_haproxy() {
         }),
         res: None,
         vars: None,
+        payload: None,
     };
     let v = c.apply(Val::Str, &ctx, &mut s).unwrap();
     assert_eq!(v, Val::Str);
