@@ -38,9 +38,11 @@ pub(super) fn parse(px: &mut Proxy, w: &[String], loc: &Loc) -> Result<(), Strin
     let accept = match action {
         "accept" => true,
         "reject" => false,
-        o => return Err(format!(
+        o => {
+            return Err(format!(
             "'tcp-request {which} {o}' is not supported by ebb (supported actions: accept, reject)"
-        )),
+        ))
+        }
     };
     let cond = match w.get(2).map(String::as_str) {
         None => None,

@@ -67,6 +67,11 @@ impl Half {
         self.end - self.start
     }
 
+    /// Whether a read could add bytes (a released buffer is room).
+    fn has_room(&self) -> bool {
+        self.buf.is_empty() || self.len() < self.buf.len()
+    }
+
     pub(super) fn data(&self) -> &[u8] {
         if self.buf.is_empty() {
             &[]
@@ -91,6 +96,10 @@ pub(super) struct Sock {
     pub(super) tr: Option<Transport>,
     pub(super) rd: bool,
     pub(super) wr: bool,
+    /// The poller said the peer closed (`EPOLLRDHUP`/`HUP`): a short read
+    /// does not mean drained, the FIN waits behind the bytes (and no
+    /// further edge will come for it).
+    pub(super) hup: bool,
     /// A FIN was read (or the read side failed).
     pub(super) eof: bool,
     /// A read or write failed (reset, broken pipe, TLS error).
@@ -139,7 +148,7 @@ impl Sock {
                     h.end += n;
                     self.bytes_read += n as u64;
                     self.last_io = now;
-                    if n < room {
+                    if n < room && !self.hup {
                         self.rd = false;
                     }
                     return true;
@@ -292,7 +301,7 @@ impl Pipe {
             let got = self.cli.read_into(&mut self.c2s, w, now);
             let sent = self.cli.write_from(&mut Vec::new(), &mut self.s2c, w, now);
             self.cli.shut_if_done(&self.s2c, self.srv.eof);
-            if s2c_was_full && self.s2c.len() < self.s2c.buf.len() {
+            if s2c_was_full && self.s2c.has_room() {
                 m.wake_other = true;
             } else if s2c_was_full {
                 self.s2c.reader_blocked = true;
@@ -339,7 +348,7 @@ impl Pipe {
                 .write_from(&mut self.srv_prefix, &mut self.c2s, w, now);
             let got = self.srv.read_into(&mut self.s2c, w, now);
             self.srv.shut_if_done(&self.c2s, self.cli.eof);
-            if c2s_was_full && self.c2s.len() < self.c2s.buf.len() {
+            if c2s_was_full && self.c2s.has_room() {
                 m.wake_other = true;
             } else if c2s_was_full {
                 self.c2s.reader_blocked = true;
@@ -409,13 +418,16 @@ pub(super) struct SrvTasklet {
 }
 
 impl sched::TaskletFn for SrvTasklet {
-    fn run(&mut self, ctx: &mut Ctx, me: TaskletId, why: Reasons) -> Status {
+    fn run(&mut self, ctx: &mut Ctx, me: TaskletId, _why: Reasons) -> Status {
         let mut p = self.pipe.borrow_mut();
-        if why.intersects(Reasons::IO) {
+        // Events are taken whatever woke us: an edge that came while we
+        // were already queued by the other side is still ours.
+        {
             let ev = ctx.take_events(me);
             if ev.readable() || ev.hup_or_err() {
                 p.srv.rd = true;
             }
+            p.srv.hup |= ev.hup_or_err();
             if ev.writable() || ev.hup_or_err() {
                 p.srv.wr = true;
             }
@@ -544,5 +556,35 @@ mod tests {
         server.set_nonblocking(false).unwrap();
         server.read_exact(&mut tmp[..5]).unwrap();
         assert_eq!(&tmp[..5], b"hello");
+    }
+
+    #[test]
+    fn a_drained_buffer_wakes_the_blocked_reader_and_a_hup_is_read_to_the_fin() {
+        let w = worker();
+        let (c, mut client) = pair();
+        let (s, mut server) = pair();
+        let mut p = Pipe::default();
+        p.cli.tr = Some(c);
+        p.srv.tr = Some(s);
+        p.forwarding = true;
+        client.write_all(&[7u8; 200]).unwrap();
+        p.cli.rd = true;
+        p.client_pass(&w, 1);
+        assert!(p.c2s.reader_blocked, "64-byte buffer full");
+        p.srv.wr = true;
+        // The server side empties it (and gives the buffer back): the
+        // client side must be told, or the session stalls.
+        let m = p.server_pass(&w, 2);
+        assert!(p.c2s.buf.is_empty());
+        assert!(m.wake_other);
+        // Bytes and a FIN behind them, reported as one edge with HUP.
+        server.write_all(b"tail").unwrap();
+        // Loopback delivers both before `shutdown` returns.
+        server.shutdown(Shutdown::Write).unwrap();
+        p.srv.rd = true;
+        p.srv.hup = true;
+        p.server_pass(&w, 3);
+        assert!(p.srv.eof, "the FIN was read without another edge");
+        assert_eq!(p.s2c.data(), b"tail");
     }
 }

@@ -697,11 +697,14 @@ impl sched::TaskletFn for Session {
         self.me = Some(me);
         {
             let mut p = self.pipe.borrow_mut();
-            if why.intersects(Reasons::IO) {
+            // Events are taken whatever woke us: an edge that came while
+            // we were already queued by the other side is still ours.
+            {
                 let ev = ctx.take_events(me);
                 if ev.readable() || ev.hup_or_err() {
                     p.cli.rd = true;
                 }
+                p.cli.hup |= ev.hup_or_err();
                 if ev.writable() || ev.hup_or_err() {
                     p.cli.wr = true;
                 }
