@@ -276,6 +276,47 @@ fn dead_server_retries_redispatch_and_no_server() {
     assert!(l.contains(" SC "), "{l}");
 }
 
+#[test]
+fn maxconn_queue_hands_the_slot_over() {
+    let (echo, _) = echo_server(false);
+    let d = scratch("tcp-queue");
+    let sock = d.join("cli.sock");
+    let e = Ebb::start(&format!(
+        "{}listen l\n    bind BIND\n    option tcplog\n    timeout queue 20s\n    server s {echo} maxconn 1\n",
+        logged(&format!("    stats socket {}\n", sock.display()))
+    ));
+    let mut a = TcpStream::connect(e.addr()).unwrap();
+    a.write_all(b"a").unwrap();
+    let mut b1 = [0u8; 1];
+    a.read_exact(&mut b1).unwrap();
+    // The only slot is held: the second session waits in the queue.
+    let mut b = TcpStream::connect(e.addr()).unwrap();
+    b.write_all(b"b").unwrap();
+    wait_until("b queued", || backend_qcur(&sock, "l") == Some(1));
+    a.shutdown(Shutdown::Write).unwrap();
+    assert_eq!(read_all(&mut a), b"");
+    // A's end hands its slot to b at once.
+    b.shutdown(Shutdown::Write).unwrap();
+    assert_eq!(read_all(&mut b), b"b");
+    let p = b.local_addr().unwrap().port();
+    let l = e.wait_stdout(&format!(":{p} ["), LONG).unwrap();
+    assert!(
+        l.contains(" l/s ") && l.contains(" -- ") && l.ends_with(" 0/0"),
+        "{l}"
+    );
+    let tw: i64 = l
+        .split(' ')
+        .nth(4)
+        .unwrap()
+        .split('/')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(tw >= 0, "{l}");
+    let _ = std::fs::remove_dir_all(&d);
+}
+
 /// A self-signed certificate for `name`: (cert.pem, cert+key.pem).
 fn cert(dir: &Path, name: &str) -> (PathBuf, PathBuf) {
     let ck = rcgen::generate_simple_self_signed(vec![name.to_string()]).unwrap();

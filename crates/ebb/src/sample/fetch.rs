@@ -64,6 +64,9 @@ pub(super) enum Fetch {
     ReqSslSni,
     /// `req.ssl_hello_type`: the handshake type of the first TLS record.
     ReqSslHelloType,
+    /// `req.payload(OFFSET,LENGTH)`: those bytes of a TCP-mode request
+    /// (length 0: to the end of what arrived).
+    ReqPayload(usize, usize),
 }
 
 /// What a fetch reads, for the rules that may run before a layer exists
@@ -248,6 +251,17 @@ impl Fetch {
             "req.len" | "req_len" => req_only(none(Fetch::ReqLen)?),
             "req.ssl_sni" | "req_ssl_sni" => req_only(none(Fetch::ReqSslSni)?),
             "req.ssl_hello_type" | "req_ssl_hello_type" => req_only(none(Fetch::ReqSslHelloType)?),
+            "req.payload" | "payload" => {
+                arg_count(name, args, 2, 2)?;
+                let n = |what: &str, a: &str| -> Result<usize, String> {
+                    let v = int_arg(&format!("fetch '{name}' {what}"), a)?;
+                    usize::try_from(v).map_err(|_| format!("fetch '{name}': negative {what}"))
+                };
+                req_only(Fetch::ReqPayload(
+                    n("offset", &args[0])?,
+                    n("length", &args[1])?,
+                ))
+            }
             _ => Err(format!("unknown sample fetch '{name}'")),
         }
     }
@@ -271,7 +285,9 @@ impl Fetch {
             | Fetch::Rand(_)
             | Fetch::Uuid
             | Fetch::Var(_) => Layer::L4,
-            Fetch::ReqLen | Fetch::ReqSslSni | Fetch::ReqSslHelloType => Layer::Payload,
+            Fetch::ReqLen | Fetch::ReqSslSni | Fetch::ReqSslHelloType | Fetch::ReqPayload(..) => {
+                Layer::Payload
+            }
             _ => Layer::Http,
         }
     }
@@ -291,6 +307,7 @@ impl Fetch {
             // Typed when set; converters cast at run time from a string.
             Fetch::Var(_) => Type::Str,
             Fetch::Method => Type::Meth,
+            Fetch::ReqPayload(..) => Type::Bin,
             _ => Type::Str,
         }
     }
@@ -454,6 +471,19 @@ impl Fetch {
                 // type of its first message (HAProxy's check).
                 let b = ctx.payload?.bytes;
                 (b.len() >= 6 && b[0] == 0x16 && b[1] == 3).then(|| Val::Int(b[5] as i64))
+            }
+            Fetch::ReqPayload(off, len) => {
+                // Not there yet: nothing (HAProxy: "may change").
+                let b = ctx.payload?.bytes;
+                let end = if *len == 0 {
+                    b.len()
+                } else {
+                    off.checked_add(*len)?
+                };
+                let v = b.get(*off..end)?;
+                s.cur.clear();
+                s.cur.extend_from_slice(v);
+                Some(Val::Bin)
             }
             Fetch::Uuid => {
                 let a = next_rand();

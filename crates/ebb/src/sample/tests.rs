@@ -374,3 +374,38 @@ fn variables_keep_their_type_and_scope() {
     assert!(VarRef::parse("x").is_err());
     assert!(VarRef::parse("foo.x").is_err());
 }
+
+#[test]
+fn tcp_payload_fetches() {
+    // A TLS 1.2 record holding the first bytes of a ClientHello.
+    let hello = [0x16u8, 0x03, 0x01, 0x00, 0x40, 0x01, 0x00, 0x00, 0x3c];
+    let render = |fmt: &str, bytes: &[u8], sni: Option<&str>| {
+        let l = LogFormat::parse(fmt, RQ).unwrap_or_else(|e| panic!("{fmt}: {e}"));
+        with_ctx(REQ, None, |c| {
+            let c = Ctx {
+                payload: Some(Payload { bytes, sni }),
+                ..*c
+            };
+            let mut out = Vec::new();
+            l.render(&c, &mut out);
+            String::from_utf8_lossy(&out).into_owned()
+        })
+    };
+    assert_eq!(render("%[req.len]", &hello, None), "9");
+    assert_eq!(render("%[req.ssl_hello_type]", &hello, None), "1");
+    assert_eq!(render("%[req.ssl_hello_type]", b"GET /", None), "");
+    assert_eq!(
+        render("%[req.ssl_sni]", &hello, Some("a.example")),
+        "a.example"
+    );
+    assert_eq!(render("%[req.payload(1,2),hex]", &hello, None), "0301");
+    assert_eq!(render("%[req.payload(7,0),hex]", &hello, None), "003C");
+    assert_eq!(
+        render("%[req.payload(8,5),hex]", &hello, None),
+        "",
+        "not arrived yet"
+    );
+    // HTTP mode: no payload, nothing found.
+    assert_eq!(lf("%[req.len]"), "");
+    assert!(err("%[req.len]", Scope::Response).contains("not available in a response rule"));
+}

@@ -295,7 +295,14 @@ impl Session {
                 self.waiter = Some(w);
                 self.st = St::Queued;
                 self.t_queued.get_or_insert(now);
-                self.queues = (0, farm.queue.lock().map(|q| q.len()).unwrap_or(0));
+                // HAProxy's %sq/%bq: how many waited before this one.
+                self.queues = (
+                    0,
+                    farm.queue
+                        .lock()
+                        .map(|q| q.len().saturating_sub(1))
+                        .unwrap_or(0),
+                );
                 self.deadline = ticks::add(now, self.timeouts.queue);
             }
             Pick::NoServer(_) => self.end_with(b"SC"),
