@@ -224,6 +224,23 @@ pub fn compile(p: &Proxy, m: &Matcher, warnings: &mut Vec<String>) -> Result<Tcp
     Ok(rt)
 }
 
+/// The balance algorithm a backend runs: in a tcp backend, the layer-7
+/// hashes (`uri`, `hdr`) fall back to round robin with a warning, as in
+/// HAProxy ("Layer 7 hash not possible ... Falling back to round robin").
+pub fn balance_for_mode(p: &Proxy, warnings: &mut Vec<String>) -> crate::config::Balance {
+    use crate::config::Balance;
+    match &p.balance {
+        Balance::Uri { .. } | Balance::Hdr { .. } if p.mode == ProxyMode::Tcp => {
+            warnings.push(format!(
+                "{}: Layer 7 hash not possible for backend '{}' (needs 'mode http'). Falling back to round robin.",
+                p.loc, p.name
+            ));
+            Balance::RoundRobin
+        }
+        b => b.clone(),
+    }
+}
+
 /// The error for a frontend using a backend of another mode, if any.
 pub fn mode_mismatch(fe: &Proxy, be: &Proxy, loc: &Loc) -> Option<ConfigError> {
     match (fe.mode, be.mode) {

@@ -585,7 +585,7 @@ fn compile_servers(
     let farm = Farm::new(
         p.name.clone(),
         list,
-        p.balance.clone(),
+        crate::l4rules::balance_for_mode(p, warnings),
         p.retries,
         p.options.redispatch,
         p.http_reuse,
