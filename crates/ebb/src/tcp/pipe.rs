@@ -148,7 +148,7 @@ impl Sock {
                     h.end += n;
                     self.bytes_read += n as u64;
                     self.last_io = now;
-                    if n < room && !self.hup {
+                    if n < room && !self.hup && !tr.read_pending() {
                         self.rd = false;
                     }
                     return true;
