@@ -405,6 +405,14 @@ fn tcp_request_rules() {
     let mut c = TcpStream::connect(e.addrs[0]).unwrap();
     let _ = c.write_all(b"x");
     assert!(closed_empty(&mut c));
+    // The same in an http frontend, and an accept rule before it wins.
+    let h = Ebb::start(
+        "defaults\n    mode http\n    timeout client 10s\nfrontend deny\n    bind BIND\n    tcp-request connection reject if { src 127.0.0.0/8 }\n    http-request return status 200 content-type text/plain string no\nfrontend allow\n    bind BIND\n    tcp-request connection accept if { src 127.0.0.1 }\n    tcp-request connection reject\n    http-request return status 200 content-type text/plain string yes\n",
+    );
+    let mut c = TcpStream::connect(h.addrs[0]).unwrap();
+    let _ = c.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n");
+    assert!(closed_empty(&mut c));
+    assert_eq!(get(h.addrs[1], "/").text(), "yes");
     // Content: a TLS hello is refused (PR), clear text goes through.
     let mut c = TcpStream::connect(e.addrs[1]).unwrap();
     c.write_all(b"\x16\x03\x01\x00\x05\x01\x00\x00\x01\x00")
