@@ -252,6 +252,25 @@ fn server_closing_early_and_client_timeout() {
 }
 
 #[test]
+fn timeout_tunnel_replaces_client_and_server_once_connected() {
+    let (echo, _) = echo_server(false);
+    // Client and server timeouts far beyond the wait below: only the
+    // tunnel timeout can end this idle session.
+    let e = Ebb::start(&format!(
+        "{}listen l\n    bind BIND\n    option tcplog\n    timeout client 1h\n    timeout server 1h\n    timeout tunnel 300ms\n    server s {echo}\n",
+        logged("")
+    ));
+    let mut c = TcpStream::connect(e.addr()).unwrap();
+    c.write_all(b"x").unwrap();
+    let mut b = [0u8; 1];
+    c.read_exact(&mut b).unwrap();
+    assert_eq!(read_all(&mut c), b"", "closed by the tunnel timeout");
+    let p = c.local_addr().unwrap().port();
+    let l = e.wait_stdout(&format!(":{p} ["), LONG).unwrap();
+    assert!(l.contains(" 1 cD ") || l.contains(" 1 sD "), "{l}");
+}
+
+#[test]
 fn dead_server_retries_redispatch_and_no_server() {
     let (echo, _) = echo_server(false);
     let dead = dead_addr();
