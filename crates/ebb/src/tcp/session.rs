@@ -63,6 +63,9 @@ pub(super) struct Session {
     /// socket's own.
     dst: Option<SocketAddr>,
     tls: bool,
+    /// The tasklet is flagged heavy while a TLS handshake runs (as the
+    /// HTTP side's), so handshakes cannot add up in one loop turn.
+    heavy: bool,
     st: St,
     me: Option<TaskletId>,
     srv_task: Option<TaskletId>,
@@ -105,6 +108,7 @@ impl Session {
         let fd = tr.raw_fd();
         let now = ctx.now();
         let tls = tr.is_tls();
+        let heavy = tr.is_handshaking() && w.heavy_enabled;
         let sess = w
             .sessions
             .add(ctx.thread_id(), peer, Arc::from(fe.name.as_str()));
@@ -126,6 +130,7 @@ impl Session {
             peer,
             dst,
             tls,
+            heavy,
             st: St::Inspect,
             me: None,
             srv_task: None,
@@ -176,6 +181,9 @@ impl Session {
             return Err(e);
         }
         ctx.on_stop_tasklet(id);
+        if heavy {
+            ctx.set_heavy(id, true);
+        }
         ctx.tasklet_wakeup(id);
         Ok(())
     }
@@ -726,6 +734,18 @@ impl sched::TaskletFn for Session {
             self.on_timer(ctx);
         }
         let m = self.pipe.borrow_mut().client_pass(&*self.w, ctx.now());
+        if self.heavy
+            && !self
+                .pipe
+                .borrow()
+                .cli
+                .tr
+                .as_ref()
+                .is_some_and(|t| t.is_handshaking())
+        {
+            self.heavy = false;
+            ctx.set_heavy(me, false);
+        }
         if m.wake_other && self.st == St::Established {
             if let Some(t) = self.srv_task {
                 ctx.tasklet_wakeup(t);
