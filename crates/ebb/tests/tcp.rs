@@ -62,6 +62,28 @@ fn echo_server(v1_header: bool) -> (SocketAddr, Arc<Mutex<Vec<Vec<u8>>>>) {
     (addr, seen)
 }
 
+/// Answers one line with itself, then closes (so a client that ignores
+/// its own end of input, as `s_client -quiet`, still ends).
+fn line_server() -> SocketAddr {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for s in l.incoming() {
+            let Ok(mut s) = s else { continue };
+            let mut line = Vec::new();
+            let mut b = [0u8; 1];
+            while !line.ends_with(b"\n") {
+                match s.read(&mut b) {
+                    Ok(1) => line.push(b[0]),
+                    _ => break,
+                }
+            }
+            let _ = s.write_all(&line);
+        }
+    });
+    addr
+}
+
 /// Reads until EOF.
 fn read_all(s: &mut TcpStream) -> Vec<u8> {
     let mut v = Vec::new();
@@ -390,7 +412,7 @@ fn sni_routing_without_termination_and_tls_termination_in_tcp_mode() {
         a.display(),
         b.display()
     ));
-    let (echo, _) = echo_server(false);
+    let echo = line_server();
     let lb = Ebb::start(&format!(
         "{}frontend sni\n    bind BIND\n    option tcplog\n    tcp-request inspect-delay 5s\n    tcp-request content accept if {{ req.ssl_hello_type 1 }}\n    use_backend a if {{ req.ssl_sni -i a.example }}\n    use_backend b if {{ req.ssl_sni -i b.example }}\nbackend a\n    server a {}\nbackend b\n    server b {}\nfrontend term\n    bind BIND ssl crt {}\n    option tcplog\n    default_backend echo\nbackend echo\n    server e {echo}\n",
         logged(""),
