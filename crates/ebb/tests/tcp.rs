@@ -663,3 +663,27 @@ fn haproxy_sends_and_receives_proxy_v2() {
     let _ = hp.wait();
     let _ = std::fs::remove_dir_all(&d);
 }
+
+/// A graceful stop (HAProxy's soft stop) closes the listeners and lets
+/// running tcp sessions finish; ebb exits after the last one.
+#[test]
+fn graceful_stop_lets_tcp_sessions_finish() {
+    let (echo, _) = echo_server(false);
+    let mut e = Ebb::start(&format!(
+        "{}listen l\n    bind BIND\n    server s {echo}\n",
+        logged("")
+    ));
+    let addr = e.addr();
+    let mut c = TcpStream::connect(addr).unwrap();
+    c.write_all(b"1").unwrap();
+    let mut b = [0u8; 1];
+    c.read_exact(&mut b).unwrap();
+    e.signal("TERM");
+    wait_until("listener closed", || TcpStream::connect(addr).is_err());
+    c.write_all(b"2").unwrap();
+    c.read_exact(&mut b).unwrap();
+    assert_eq!(&b, b"2", "the session outlives the stop");
+    c.shutdown(Shutdown::Write).unwrap();
+    assert_eq!(read_all(&mut c), b"");
+    assert_eq!(e.wait_exit(LONG), Some(0));
+}
