@@ -120,7 +120,7 @@ fn dead_addr() -> SocketAddr {
 fn echo_half_close_and_tcplog() {
     let (echo, _) = echo_server(false);
     let e = Ebb::start(&format!(
-        "{}listen l\n    bind BIND\n    option tcplog\n    server s1 {echo}\n",
+        "{}listen l\n    bind BIND\n    option tcplog\n    server s1 {echo}\nlisten plain\n    bind BIND\n    server s1 {echo}\n",
         logged("")
     ));
     let mut c = TcpStream::connect(e.addr()).unwrap();
@@ -149,6 +149,21 @@ fn echo_half_close_and_tcplog() {
     assert_eq!(f[7].split('/').count(), 5, "{l}");
     assert_eq!(f[7].split('/').nth(4), Some("0"), "{l}");
     assert_eq!(f[8], "0/0", "{l}");
+    // Without option tcplog: HAProxy's line at accept.
+    let mut c = TcpStream::connect(e.addrs[1]).unwrap();
+    let port = c.local_addr().unwrap().port();
+    let to = e.addrs[1];
+    let l = e
+        .wait_stdout(&format!("Connect from 127.0.0.1:{port} "), LONG)
+        .expect("connect line");
+    assert!(
+        l.ends_with(&format!(
+            "Connect from 127.0.0.1:{port} to {to} (plain/TCP)"
+        )),
+        "{l}"
+    );
+    c.shutdown(Shutdown::Write).unwrap();
+    assert_eq!(read_all(&mut c), b"");
 }
 
 #[test]
