@@ -558,6 +558,16 @@ fn accept_proxy_and_send_proxy_in_both_modes() {
     wait_until("server side connected", || {
         seen.lock().unwrap().len() > n_before
     });
+    // HTTP mode: fetches see the header's source and destination.
+    let h = Ebb::start(
+        "defaults\n    mode http\n    timeout client 10s\nfrontend f\n    bind BIND accept-proxy\n    http-request return status 200 content-type text/plain lf-string \"%[src]:%[src_port] %[dst]:%[dst_port]\"\n",
+    );
+    let r = raw(
+        h.addr(),
+        b"PROXY TCP4 203.0.113.9 198.51.100.7 6000 8080\r\nGET / HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n",
+    )
+    .expect("answer");
+    assert_eq!(r.text(), "203.0.113.9:6000 198.51.100.7:8080");
 }
 
 /// A raw-socket server that records the first bytes of each connection.

@@ -110,6 +110,9 @@ pub struct Conn {
     /// Whether the tasklet is flagged heavy (a TLS handshake runs).
     heavy: bool,
     peer: SocketAddr,
+    /// The address the client reached, when a PROXY header
+    /// (`accept-proxy`) said it; else the socket's own.
+    dst: Option<SocketAddr>,
     fe: Arc<FrontendRt>,
     w: Rc<Worker>,
     timer: TaskId,
@@ -175,6 +178,7 @@ impl Conn {
         ctx: &mut Ctx,
         sock: TcpStream,
         peer: SocketAddr,
+        dst: Option<SocketAddr>,
         fe: Arc<FrontendRt>,
         w: Rc<Worker>,
         tls: Option<Arc<rustls::ServerConfig>>,
@@ -207,6 +211,7 @@ impl Conn {
             fd,
             heavy,
             peer,
+            dst,
             fe,
             w,
             timer,
@@ -737,7 +742,8 @@ impl Conn {
             return Act::Options;
         }
         let tr = &self.tr;
-        let dst = move || tr.tcp().local_addr().ok();
+        let pp_dst = self.dst;
+        let dst = move || pp_dst.or_else(|| tr.tcp().local_addr().ok());
         let view = ReqView {
             req: Some(crate::sample::Req {
                 buf,
@@ -855,7 +861,8 @@ impl Conn {
                 // what `lf-string` / `hdr` evaluate to for this request.
                 let dynamic = {
                     let tr = &self.tr;
-                    let dst = move || tr.tcp().local_addr().ok();
+                    let pp_dst = self.dst;
+                    let dst = move || pp_dst.or_else(|| tr.tcp().local_addr().ok());
                     let buf = &self.rbuf[self.rstart..self.rend];
                     p.render(&ReqView {
                         req: Some(crate::sample::Req {
@@ -1082,7 +1089,8 @@ impl Conn {
                 hdrs.push((b"Content-Range", cr.as_bytes()));
             }
             let tr = &self.tr;
-            let dst = move || tr.tcp().local_addr().ok();
+            let pp_dst = self.dst;
+            let dst = move || pp_dst.or_else(|| tr.tcp().local_addr().ok());
             let sctx = crate::sample::Ctx {
                 be: Some(&backend.name),
                 ..sample_ctx(tr, self.peer, &self.fe.name, &dst, &self.vars)

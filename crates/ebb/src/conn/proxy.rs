@@ -176,7 +176,8 @@ impl Conn {
                 .any(|x| edit(x).is_some_and(|e| e.removes(name)))
         };
         let tr = &self.tr;
-        let dst = move || tr.tcp().local_addr().ok();
+        let pp_dst = self.dst;
+        let dst = move || pp_dst.or_else(|| tr.tcp().local_addr().ok());
         let sctx = crate::sample::Ctx {
             req: Some(crate::sample::Req { buf, head: h }),
             be: Some(&be.name),
@@ -463,7 +464,7 @@ impl Conn {
                     sd.install(st, true, now);
                     sd.obuf.clear();
                     if s.opts.send_proxy > 0 {
-                        let dst = self.tr.tcp().local_addr().ok();
+                        let dst = self.dst.or_else(|| self.tr.tcp().local_addr().ok());
                         let h = crate::proxyproto::header_for(
                             s.opts.send_proxy,
                             dst.map(|d| (self.peer, d)),
@@ -957,7 +958,8 @@ impl Conn {
                 .any(|x| edit(x).is_some_and(|e| e.removes(name)))
         };
         let tr = &self.tr;
-        let dst = move || tr.tcp().local_addr().ok();
+        let pp_dst = self.dst;
+        let dst = move || pp_dst.or_else(|| tr.tcp().local_addr().ok());
         let sctx = crate::sample::Ctx {
             res: Some(crate::sample::Res::H1 { buf, head: r }),
             be: Some(&be.name),

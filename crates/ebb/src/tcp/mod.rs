@@ -76,7 +76,7 @@ fn start(
     tls: Option<Arc<rustls::ServerConfig>>,
 ) -> std::io::Result<()> {
     if !fe.l4.tcp_mode {
-        return crate::conn::Conn::spawn(ctx, sock, peer, fe, w, tls);
+        return crate::conn::Conn::spawn(ctx, sock, peer, dst, fe, w, tls);
     }
     sock.set_nonblocking(true)?;
     let _ = sock.set_nodelay(true);
