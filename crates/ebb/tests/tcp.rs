@@ -454,7 +454,7 @@ fn sni_routing_without_termination_and_tls_termination_in_tcp_mode() {
 fn tcp_request_rules() {
     let (echo, _) = echo_server(false);
     let e = Ebb::start(&format!(
-        "{}frontend conn\n    bind BIND\n    tcp-request connection reject if {{ src 127.0.0.1 }}\n    default_backend echo\nfrontend content\n    bind BIND\n    option tcplog\n    tcp-request inspect-delay 10s\n    tcp-request content reject if {{ req.ssl_hello_type 1 }}\n    tcp-request content accept if {{ req.len ge 4 }}\n    default_backend echo\nbackend echo\n    server e {echo}\n",
+        "{}frontend conn\n    bind BIND\n    tcp-request connection reject if {{ src 127.0.0.1 }}\n    default_backend echo\nfrontend content\n    bind BIND\n    option tcplog\n    tcp-request inspect-delay 10s\n    tcp-request content reject if {{ req.ssl_hello_type 1 }}\n    tcp-request content accept if {{ req.len ge 4 }}\n    default_backend echo\nfrontend wait\n    bind BIND\n    tcp-request inspect-delay 20s\n    tcp-request content accept if {{ req.len ge 4 }}\n    tcp-request content reject\n    default_backend echo\nbackend echo\n    server e {echo}\n",
         logged("")
     ));
     // Rejected at accept: closed before any byte, not logged.
@@ -482,6 +482,13 @@ fn tcp_request_rules() {
     );
     let mut c = TcpStream::connect(e.addrs[1]).unwrap();
     c.write_all(b"PING").unwrap();
+    c.shutdown(Shutdown::Write).unwrap();
+    assert_eq!(read_all(&mut c), b"PING");
+    // Too short for the accept rule yet: it waits for more (within the
+    // delay) instead of rejecting on the last rule.
+    let mut c = TcpStream::connect(e.addrs[2]).unwrap();
+    c.write_all(b"PI").unwrap();
+    c.write_all(b"NG").unwrap();
     c.shutdown(Shutdown::Write).unwrap();
     assert_eq!(read_all(&mut c), b"PING");
     assert!(e.wait_stdout(" content echo/e ", LONG).is_some());

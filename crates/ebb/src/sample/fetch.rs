@@ -464,22 +464,42 @@ impl Fetch {
                 Some(Val::Int(v as i64))
             }
             Fetch::Var(r) => ctx.vars?.try_borrow_mut().ok()?.get(r, s),
-            Fetch::ReqLen => Some(Val::Int(ctx.payload?.bytes.len() as i64)),
-            Fetch::ReqSslSni => put(s, ctx.payload?.sni?.as_bytes()),
+            Fetch::ReqLen => {
+                let p = ctx.payload?;
+                p.unsure();
+                Some(Val::Int(p.bytes.len() as i64))
+            }
+            Fetch::ReqSslSni => {
+                let p = ctx.payload?;
+                if p.hello_partial {
+                    p.unsure();
+                }
+                put(s, p.sni?.as_bytes())
+            }
             Fetch::ReqSslHelloType => {
                 // A handshake record (22) of TLS or SSLv3 (major 3): the
-                // type of its first message (HAProxy's check).
-                let b = ctx.payload?.bytes;
+                // type of its first message (HAProxy's check). Fewer bytes
+                // that may still become one: not known yet.
+                let p = ctx.payload?;
+                let b = p.bytes;
+                if b.len() < 6 && b.first().is_none_or(|&c| c == 0x16) {
+                    p.unsure();
+                }
                 (b.len() >= 6 && b[0] == 0x16 && b[1] == 3).then(|| Val::Int(b[5] as i64))
             }
             Fetch::ReqPayload(off, len) => {
-                // Not there yet: nothing (HAProxy: "may change").
-                let b = ctx.payload?.bytes;
+                // Not there yet: nothing, and it may come.
+                let p = ctx.payload?;
+                let b = p.bytes;
                 let end = if *len == 0 {
+                    p.unsure();
                     b.len()
                 } else {
                     off.checked_add(*len)?
                 };
+                if end > b.len() {
+                    p.unsure();
+                }
                 let v = b.get(*off..end)?;
                 s.cur.clear();
                 s.cur.extend_from_slice(v);

@@ -71,13 +71,29 @@ pub enum Res<'a> {
 }
 
 /// The first bytes of a TCP-mode request, for `tcp-request content`
-/// rules and a tcp frontend's `use_backend`: `req.len`,
+/// rules and a tcp frontend's `use_backend`: `req.len`, `req.payload`,
 /// `req.ssl_hello_type`, and the SNI of the ClientHello they hold
 /// (`req.ssl_sni`, read by the caller: the TLS layer sits above this one).
 #[derive(Clone, Copy)]
 pub struct Payload<'a> {
     pub bytes: &'a [u8],
     pub sni: Option<&'a str>,
+    /// The ClientHello in `bytes` is not complete yet.
+    pub hello_partial: bool,
+    /// More bytes may still come (inspection under way): a fetch whose
+    /// answer could change with them says so in `may_change` (HAProxy's
+    /// `SMP_F_MAY_CHANGE`), and a rule that does not hold then waits.
+    pub partial: bool,
+    pub may_change: &'a std::cell::Cell<bool>,
+}
+
+impl Payload<'_> {
+    /// Notes that the answer being computed may change with more bytes.
+    fn unsure(&self) {
+        if self.partial {
+            self.may_change.set(true);
+        }
+    }
 }
 
 /// What an evaluation may read. Call sites fill it; fields a context does

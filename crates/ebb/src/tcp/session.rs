@@ -208,13 +208,13 @@ impl Session {
         };
         let expired = ticks::is_expired(self.inspect_until, now);
         let hello = crate::tls::hello::sniff(&payload);
-        // HAProxy evaluates on every new chunk and acts on a final answer;
-        // here a rule reading the payload waits while the ClientHello is
-        // incomplete (or nothing came), up to the delay.
-        let partial = matches!(hello, crate::tls::hello::Sniff::Need);
-        if l4.inspect_delay > 0 && l4.reads_payload && partial && !eof && !full && !expired {
-            return None;
-        }
+        // HAProxy: the content rules run on every new chunk while more may
+        // come within the delay; a rule that does not hold on an answer
+        // that may still change (`req.len` below a bound, a hello not
+        // whole yet) stops the walk and waits. At the delay, the end of
+        // the input or a full buffer, they decide on what arrived.
+        let partial = l4.inspect_delay > 0 && !eof && !full && !expired;
+        let may_change = std::cell::Cell::new(false);
         let sni = match &hello {
             crate::tls::hello::Sniff::Hello(h) => h.sni.clone(),
             _ => None,
@@ -245,14 +245,21 @@ impl Session {
             payload: Some(crate::sample::Payload {
                 bytes: &payload,
                 sni: sni.as_deref(),
+                hello_partial: matches!(hello, crate::tls::hello::Sniff::Need),
+                partial,
+                may_change: &may_change,
             }),
         };
         for r in &l4.content_rules {
+            may_change.set(false);
             if self.fe.matcher.holds(r.cond.as_ref(), &sctx) {
                 if !r.accept {
                     return Some(Err(()));
                 }
                 break;
+            }
+            if may_change.get() {
+                return None;
             }
         }
         let Some(bi) = self.fe.choose_backend(&sctx) else {
