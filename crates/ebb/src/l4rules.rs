@@ -41,8 +41,9 @@ pub struct TcpRt {
     /// `tcp-request inspect-delay`, ms; 0: content rules run on what the
     /// first read brought (HAProxy: without a delay they run at once).
     pub inspect_delay: u32,
-    /// Some condition reads `req.ssl_sni` or another payload fetch, so the
-    /// session keeps the first bytes until the rules decide.
+    /// Some content rule or `use_backend` reads the request's bytes
+    /// (`req.len`, `req.payload`, `req.ssl_*`), for `show`-style reports;
+    /// waiting is decided per rule at run time (HAProxy's may-change).
     pub reads_payload: bool,
     /// `option tcplog` (or `option httplog` in a tcp proxy).
     pub tcplog: bool,
