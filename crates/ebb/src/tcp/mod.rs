@@ -11,7 +11,7 @@
 //!                    accept-proxy? ──> pphdr: read the PROXY header
 //!                              │            (bad/missing: close + log)
 //!                              v
-//!              mode http: conn::Conn      mode tcp: session::Session
+//!           mode http: mux::h1::Conn      mode tcp: session::Session
 //!                                          (tcp_cli + tcp_srv tasklets,
 //!                                           bytes in pipe::Pipe)
 //! ```
@@ -76,7 +76,9 @@ fn start(
     tls: Option<Arc<rustls::ServerConfig>>,
 ) -> std::io::Result<()> {
     if !fe.l4.tcp_mode {
-        return crate::conn::Conn::spawn(ctx, sock, peer, dst, fe, w, tls);
+        return crate::mux::h1::Conn::<crate::stream::Stream>::spawn(
+            ctx, sock, peer, dst, fe, w, tls,
+        );
     }
     sock.set_nonblocking(true)?;
     let _ = sock.set_nodelay(true);
