@@ -16,6 +16,7 @@ pub mod handover;
 pub mod http1;
 #[cfg(test)]
 mod input_props;
+pub mod l4rules;
 pub mod listener;
 pub mod log;
 pub mod mux;
@@ -32,6 +33,7 @@ pub mod statefile;
 pub mod stream;
 pub mod sys;
 pub mod table;
+pub mod tcp;
 pub mod tls;
 pub mod tls_policy;
 pub mod transport;

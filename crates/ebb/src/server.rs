@@ -28,7 +28,6 @@ use crate::config::{Config, ConfigError, LogDest, ProfilingMode};
 use crate::http1::Limits;
 use crate::listener::DEFAULT_BACKLOG;
 use crate::log::{Ident, Logger, Target};
-use crate::mux::h1::Conn;
 use crate::proxy::{compile, Compiled, FrontendRt};
 use crate::registry::{Live, Process, Sessions};
 use crate::tls::TlsAcceptor;
@@ -49,6 +48,8 @@ struct Listener {
     fe: Arc<FrontendRt>,
     /// TLS settings of the bind line (`ssl crt ...`).
     tls: Option<Arc<TlsAcceptor>>,
+    /// `accept-proxy` on the bind line.
+    accept_proxy: bool,
     w: Rc<Worker>,
     live: Arc<Live>,
     gen: u64,
@@ -58,13 +59,14 @@ impl Listener {
     fn spawn_conn(&self, ctx: &mut Ctx, s: socket2::Socket, peer: socket2::SockAddr) {
         ctx.count_accepts(1);
         let peer = crate::listener::peer_of(&peer);
-        if let Err(e) = Conn::<crate::stream::Stream>::spawn(
+        if let Err(e) = crate::tcp::accepted(
             ctx,
             s.into(),
             peer,
             Arc::clone(&self.fe),
             Rc::clone(&self.w),
             self.tls.as_ref().map(|t| t.config()),
+            self.accept_proxy,
         ) {
             self.w.log_error(
                 format!(
@@ -219,7 +221,12 @@ pub fn run(cfg: Config, opts: RunOptions) -> i32 {
         .clamp(1, 64);
 
     // Bind everything before anything runs.
-    type Bound = (socket2::Socket, Arc<FrontendRt>, Option<Arc<TlsAcceptor>>);
+    type Bound = (
+        socket2::Socket,
+        Arc<FrontendRt>,
+        Option<Arc<TlsAcceptor>>,
+        bool,
+    );
     let mut per_thread: Vec<Vec<Bound>> = (0..nbthread).map(|_| Vec::new()).collect();
     let mut acceptors: Vec<Arc<TlsAcceptor>> = Vec::new();
     let mut lines = Vec::new();
@@ -256,7 +263,12 @@ pub fn run(cfg: Config, opts: RunOptions) -> i32 {
                         lines.push(format!("ebb: frontend {} listening on {}", fe.name, real));
                         for (t, s) in socks.into_iter().enumerate() {
                             let t = t % nbthread;
-                            per_thread[t].push((s.into(), Arc::clone(fe), tls.clone()));
+                            per_thread[t].push((
+                                s.into(),
+                                Arc::clone(fe),
+                                tls.clone(),
+                                b.accept_proxy,
+                            ));
                         }
                     }
                     Err(e) => {
@@ -278,7 +290,7 @@ pub fn run(cfg: Config, opts: RunOptions) -> i32 {
                     Ok((socks, shown)) => {
                         lines.push(format!("ebb: frontend {} listening on {shown}", fe.name));
                         for (t, s) in socks.into_iter().enumerate() {
-                            per_thread[t].push((s, Arc::clone(fe), tls.clone()));
+                            per_thread[t].push((s, Arc::clone(fe), tls.clone(), b.accept_proxy));
                         }
                     }
                     Err(e) => {
@@ -550,13 +562,14 @@ pub fn run(cfg: Config, opts: RunOptions) -> i32 {
                 }
             }
         }
-        for (sock, fe, tls) in mine {
+        for (sock, fe, tls, accept_proxy) in mine {
             let fd = sock.as_raw_fd();
             let l = Listener {
                 paused: false,
                 sock: Some(sock),
                 fe,
                 tls,
+                accept_proxy,
                 w: Rc::clone(&w),
                 live: Arc::clone(&live),
                 gen: 0,

@@ -158,6 +158,9 @@ fn new_proxy(name: &str, kind: ProxyKind, loc: Loc) -> Proxy {
             expect: None,
         },
         load_server_state: None,
+        mode: ProxyMode::Http,
+        tcp_request: Vec::new(),
+        inspect_delay: None,
     }
 }
 
@@ -266,6 +269,7 @@ const PROXY_KEYWORDS: &[&str] = &[
     "serve-files",
     "hash-type",
     "hash-balance-factor",
+    "tcp-request",
 ];
 
 /// HAProxy proxy keywords ebb does not implement.
@@ -275,7 +279,6 @@ const HAPROXY_PROXY_UNSUPPORTED: &[&str] = &[
     "compression",
     "fullconn",
     "http-send-name-header",
-    "tcp-request",
     "tcp-response",
     "stick",
     "filter",
@@ -317,7 +320,6 @@ const HAPROXY_PROXY_UNSUPPORTED: &[&str] = &[
 
 /// HAProxy `option` names ebb does not implement.
 const HAPROXY_OPTIONS_UNSUPPORTED: &[&str] = &[
-    "tcplog",
     "tcpka",
     "clitcpka",
     "srvtcpka",
@@ -369,6 +371,7 @@ const OPTIONS: &[&str] = &[
     "redispatch",
     "httpchk",
     "httplog",
+    "tcplog",
     "dontlognull",
     "log-health-checks",
     "idle-close-on-response",
@@ -612,6 +615,7 @@ impl<'e> Parser<'e> {
                             unix_mode: None,
                             unix_owner: (None, None),
                             backlog: None,
+                            accept_proxy: false,
                         });
                     }
                 }
@@ -1357,12 +1361,12 @@ fn proxy_kw(px: &mut Proxy, ctx: &Ctx<'_>, words: &[String]) -> Result<(), Strin
         "mode" => {
             ctx.allow(kw, FE | BE, true)?;
             match arg(w, 1, kw)? {
-                "http" if w.len() == 2 => {}
-                "http" => return Err("'mode' expects exactly one argument".to_string()),
-                "tcp" => {
-                    return Err("'mode tcp': only http mode is supported".to_string());
+                "http" | "tcp" if w.len() > 2 => {
+                    return Err("'mode' expects exactly one argument".to_string())
                 }
-                m => return Err(format!("unknown mode '{m}' (only http mode is supported)")),
+                "http" => px.mode = ProxyMode::Http,
+                "tcp" => px.mode = ProxyMode::Tcp,
+                m => return Err(format!("unknown mode '{m}' (expected http or tcp)")),
             }
         }
         "timeout" => {
@@ -1480,6 +1484,12 @@ fn proxy_kw(px: &mut Proxy, ctx: &Ctx<'_>, words: &[String]) -> Result<(), Strin
                     loc: loc.clone(),
                 }),
             }
+        }
+        "tcp-request" => {
+            let connection = w.get(1).is_some_and(|x| x == "connection");
+            let delay = w.get(1).is_some_and(|x| x == "inspect-delay");
+            ctx.allow(kw, if connection { FE } else { FE | BE }, delay)?;
+            super::tcpreq::parse(px, &w[1..], loc)?;
         }
         "http-request" => {
             ctx.allow(kw, FE | BE, false)?;
@@ -1813,7 +1823,7 @@ fn proxy_option(px: &mut Proxy, ctx: &Ctx<'_>, no: bool, w: &[String]) -> Result
     let caps = match name {
         "http-keep-alive" | "httpclose" | "http-server-close" | "forwardfor" => FE | BE,
         "redispatch" | "httpchk" | "log-health-checks" => BE,
-        "httplog" | "dontlognull" | "idle-close-on-response" => FE,
+        "httplog" | "tcplog" | "dontlognull" | "idle-close-on-response" => FE,
         o if HAPROXY_OPTIONS_UNSUPPORTED.contains(&o) => {
             return Err(format!("HAProxy option '{o}' is not supported by ebb"))
         }
@@ -1859,6 +1869,14 @@ fn proxy_option(px: &mut Proxy, ctx: &Ctx<'_>, no: bool, w: &[String]) -> Result
         "dontlognull" => {
             no_args(rest)?;
             o.dontlognull = !no;
+        }
+        "tcplog" => {
+            no_args(rest)?;
+            o.tcplog = !no;
+            if !no {
+                // HAProxy: the last of httplog/tcplog wins.
+                o.httplog = false;
+            }
         }
         "log-health-checks" => {
             no_args(rest)?;
@@ -2087,6 +2105,7 @@ fn parse_bind(w: &[String], ctx: &Ctx<'_>) -> Result<Bind, String> {
         None => (parse_bind_addrs(addr)?, Vec::new()),
     };
     let mut unix_mode = None;
+    let mut accept_proxy = false;
     let mut unix_owner = (None, None);
     let mut backlog = None;
     let mut name = None;
@@ -2192,7 +2211,9 @@ fn parse_bind(w: &[String], ctx: &Ctx<'_>) -> Result<Bind, String> {
                 b.curves = Some(v.to_string());
             }
             "accept-proxy" => {
-                return Err("bind option 'accept-proxy' (PROXY protocol) is not supported yet: ebb parses the PROXY protocol but does not apply it on listeners".to_string())
+                accept_proxy = true;
+                i += 1;
+                continue;
             }
             o => {
                 return Err(format!(
@@ -2262,6 +2283,7 @@ fn parse_bind(w: &[String], ctx: &Ctx<'_>) -> Result<Bind, String> {
         unix_mode,
         unix_owner,
         backlog,
+        accept_proxy,
     })
 }
 
@@ -2280,10 +2302,13 @@ fn parse_server_opts(w: &[String], o: &mut ServerOptions, ctx: &Ctx<'_>) -> Resu
             "no-check" => o.check = false,
             "ssl" => o.ssl = true,
             "no-ssl" => o.ssl = false,
-            "send-proxy" | "send-proxy-v2" | "send-proxy-v2-ssl" | "send-proxy-v2-ssl-cn"
-            | "check-send-proxy" => {
+            "send-proxy" => o.send_proxy = 1,
+            "send-proxy-v2" => o.send_proxy = 2,
+            "no-send-proxy" | "no-send-proxy-v2" => o.send_proxy = 0,
+            "check-send-proxy" => o.check_send_proxy = true,
+            "send-proxy-v2-ssl" | "send-proxy-v2-ssl-cn" => {
                 return Err(format!(
-                    "server option '{opt}' (PROXY protocol) is not supported yet: ebb does not send PROXY headers to servers"
+                    "server option '{opt}' is not supported (ebb sends 'send-proxy' and 'send-proxy-v2' headers, without SSL TLVs)"
                 ))
             }
             _ if server_tls_option(opt, w.get(i).map(String::as_str), &mut o.tls)?.is_some_and(

@@ -354,6 +354,33 @@ pub struct Proxy {
     pub serve_files: Option<ServeFiles>,
     pub http_check: HttpCheck,
     pub load_server_state: Option<Spanned<LoadServerState>>,
+    /// `mode http|tcp` (HAProxy's default: tcp; ebb's: http, which it
+    /// served alone before, so configs without `mode` keep working).
+    pub mode: ProxyMode,
+    /// `tcp-request connection|content` rules, in order.
+    pub tcp_request: Vec<TcpRequestRule>,
+    /// `tcp-request inspect-delay`.
+    pub inspect_delay: Option<Duration>,
+}
+
+/// `mode http|tcp`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ProxyMode {
+    #[default]
+    Http,
+    Tcp,
+}
+
+/// `tcp-request connection|content accept|reject [if|unless COND]`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TcpRequestRule {
+    /// `content` (evaluated on the request's first bytes); else
+    /// `connection` (at accept, before any byte is read).
+    pub content: bool,
+    /// `accept`; else `reject`.
+    pub accept: bool,
+    pub cond: Option<Condition>,
+    pub loc: Loc,
 }
 
 impl Proxy {
@@ -406,6 +433,8 @@ pub struct ProxyOptions {
     pub forwardfor: Option<ForwardFor>,
     pub redispatch: bool,
     pub httplog: bool,
+    /// `option tcplog`: HAProxy's TCP log line at the session's end.
+    pub tcplog: bool,
     pub dontlognull: bool,
     /// `option log-health-checks`: log every change of a check's status,
     /// not only servers going UP or DOWN.
@@ -440,6 +469,9 @@ pub struct Bind {
     pub unix_owner: (Option<u32>, Option<u32>),
     /// `backlog N`: the listen queue (default 1024).
     pub backlog: Option<u32>,
+    /// `accept-proxy`: every connection starts with a PROXY protocol
+    /// header (v1 or v2), whose source is then the client's address.
+    pub accept_proxy: bool,
 }
 
 /// A listening socket that is not a TCP address ebb binds itself.
@@ -865,6 +897,12 @@ pub struct ServerOptions {
     /// TLS towards the server: `ciphers`, `ciphersuites`, version options,
     /// `no-tls-tickets`, with `ssl-default-server-*` filling the rest.
     pub tls: ServerTlsPolicy,
+    /// `send-proxy` (1) / `send-proxy-v2` (2): a PROXY header before the
+    /// first byte to the server; 0: none.
+    pub send_proxy: u8,
+    /// `check-send-proxy`: health checks send one too (they also do when
+    /// `send_proxy` is set, HAProxy's rule with no `port`/`addr`).
+    pub check_send_proxy: bool,
 }
 
 /// The TLS policy of a `server ... ssl` line (the client side).
@@ -918,6 +956,8 @@ impl Default for ServerOptions {
             pool_max_conn: None,
             pool_purge_delay: Duration::from_secs(5),
             tls: ServerTlsPolicy::default(),
+            send_proxy: 0,
+            check_send_proxy: false,
         }
     }
 }

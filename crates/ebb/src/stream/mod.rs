@@ -248,7 +248,8 @@ impl Stream {
             return Act::Options;
         }
         let tr = &c.tr;
-        let dst = move || tr.tcp().local_addr().ok();
+        let pp_dst = c.dst;
+        let dst = move || pp_dst.or_else(|| tr.tcp().local_addr().ok());
         let view = ReqView {
             req: Some(crate::sample::Req { buf, head: &c.head }),
             ..sample_ctx(tr, c.peer, &fe.name, &dst, &c.vars)
@@ -369,7 +370,8 @@ impl Stream {
                 // what `lf-string` / `hdr` evaluate to for this request.
                 let dynamic = {
                     let tr = &c.tr;
-                    let dst = move || tr.tcp().local_addr().ok();
+                    let pp_dst = c.dst;
+                    let dst = move || pp_dst.or_else(|| tr.tcp().local_addr().ok());
                     let buf = &c.rbuf[c.rstart..c.rend];
                     p.render(&ReqView {
                         req: Some(crate::sample::Req { buf, head: &c.head }),
@@ -598,7 +600,8 @@ impl Stream {
                 hdrs.push((b"Content-Range", cr.as_bytes()));
             }
             let tr = &c.tr;
-            let dst = move || tr.tcp().local_addr().ok();
+            let pp_dst = c.dst;
+            let dst = move || pp_dst.or_else(|| tr.tcp().local_addr().ok());
             let sctx = crate::sample::Ctx {
                 be: Some(&backend.name),
                 ..sample_ctx(tr, c.peer, &c.fe.name, &dst, &c.vars)
@@ -758,6 +761,7 @@ pub(crate) fn sample_ctx<'a>(
         req: None,
         res: None,
         vars: Some(vars),
+        payload: None,
     }
 }
 

@@ -143,6 +143,9 @@ pub struct Conn<S> {
     /// Whether the tasklet is flagged heavy (a TLS handshake runs).
     pub(crate) heavy: bool,
     pub(crate) peer: SocketAddr,
+    /// The address the client reached, when a PROXY header
+    /// (`accept-proxy`) said it; else the socket's own.
+    pub(crate) dst: Option<SocketAddr>,
     pub(crate) fe: Arc<FrontendRt>,
     pub(crate) w: std::rc::Rc<Worker>,
     pub(crate) timer: TaskId,
@@ -191,6 +194,7 @@ impl<S: Exchange + Default + 'static> Conn<S> {
         ctx: &mut Ctx,
         sock: TcpStream,
         peer: SocketAddr,
+        dst: Option<SocketAddr>,
         fe: Arc<FrontendRt>,
         w: std::rc::Rc<Worker>,
         tls: Option<Arc<rustls::ServerConfig>>,
@@ -224,6 +228,7 @@ impl<S: Exchange + Default + 'static> Conn<S> {
             fd,
             heavy,
             peer,
+            dst,
             fe,
             w,
             timer,
