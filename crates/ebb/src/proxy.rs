@@ -23,8 +23,41 @@ use crate::config::{
 };
 use crate::rules::{Cond, Matcher};
 use crate::sample::{Ctx, LogFormat, Scope};
-use crate::serve::files::FilesConfig;
 use crate::statefile::SrvState;
+
+/// What a `serve-files` backend was configured with.
+#[derive(Debug, Clone)]
+pub struct FilesConfig {
+    /// The document root.
+    pub root: std::path::PathBuf,
+    /// Index files tried, in order, for a directory.
+    pub index: Vec<String>,
+    /// Whether a directory without index is listed (else 403).
+    pub listing: bool,
+    /// Whether symlinks may lead out of the root.
+    pub follow_symlinks: bool,
+    /// `Cache-Control: max-age=N` when set.
+    pub max_age: Option<u32>,
+    /// `dotfiles allow`: serve names starting with a dot. By default they
+    /// are 404 (`.git/`, `.env`, `.htpasswd` left in a served tree), except
+    /// `/.well-known/` (RFC 8615: ACME challenges, security.txt).
+    pub dotfiles: bool,
+}
+
+impl FilesConfig {
+    /// The defaults of `serve-files DIR`: `index.html`, no listing, symlinks
+    /// confined to the root, no max-age.
+    pub fn new(root: impl Into<std::path::PathBuf>) -> Self {
+        FilesConfig {
+            root: root.into(),
+            index: vec!["index.html".to_string()],
+            listing: false,
+            follow_symlinks: false,
+            max_age: None,
+            dotfiles: false,
+        }
+    }
+}
 
 /// A compiled `http-request` rule.
 pub struct ReqRule {
@@ -336,6 +369,8 @@ pub struct BackendRt {
     pub http: HttpCounters,
     /// `stick` rules (persistence by stick table).
     pub stick: Vec<crate::table::StickRt>,
+    /// `mode tcp`, `tcp-request content` rules.
+    pub l4: crate::l4rules::TcpRt,
 }
 
 /// Timeouts in force on a frontend's connections, in milliseconds.
@@ -367,6 +402,8 @@ pub struct FrontendRt {
     /// server connection is kept after a response, whatever the backend
     /// says (HAProxy: the option in either the frontend or the backend).
     pub server_close: bool,
+    /// `option idle-close-on-response` (see [`crate::drain`]).
+    pub idle_close_on_response: bool,
     pub matcher: Matcher,
     pub http_request: Vec<ReqRule>,
     pub http_response: Vec<RespRule>,
@@ -389,6 +426,8 @@ pub struct FrontendRt {
     /// Every stick table of the configuration (track-sc and the fetches
     /// find theirs by name).
     pub tables: Arc<crate::table::Tables>,
+    /// `mode tcp`, `tcp-request` rules, `option tcplog`.
+    pub l4: crate::l4rules::TcpRt,
 }
 
 /// A compiled `use_backend` rule.
@@ -593,7 +632,7 @@ fn compile_servers(
     let farm = Farm::new(
         p.name.clone(),
         list,
-        p.balance.clone(),
+        crate::l4rules::balance_for_mode(p, warnings),
         p.retries,
         p.options.redispatch,
         p.http_reuse,
@@ -727,6 +766,17 @@ pub fn compile(cfg: &Config) -> Result<Compiled, Vec<ConfigError>> {
                 ));
             };
             let matcher = Matcher::for_proxy(p)?;
+            // A listen section's layer-4 part is compiled (and warned
+            // about) once, as its frontend's.
+            let l4 = if p.kind.is_frontend() {
+                crate::l4rules::TcpRt {
+                    tcp_mode: p.mode == crate::config::ProxyMode::Tcp,
+                    tunnel: crate::l4rules::tunnel_ms(p),
+                    ..Default::default()
+                }
+            } else {
+                crate::l4rules::compile(p, &matcher, warnings)?
+            };
             let http_response = compile_resp_rules(p, &matcher)?;
             // A listen section's rules run once, as its frontend's.
             let http_request = if p.kind.is_frontend() {
@@ -761,6 +811,7 @@ pub fn compile(cfg: &Config) -> Result<Compiled, Vec<ConfigError>> {
                 kind,
                 matcher,
                 http_response,
+                l4,
             })
         })();
         match r {
@@ -778,9 +829,11 @@ pub fn compile(cfg: &Config) -> Result<Compiled, Vec<ConfigError>> {
     for p in cfg.frontends() {
         let r = (|| -> Result<FrontendRt, ConfigError> {
             let matcher = Matcher::for_proxy(p)?;
+            let l4 = crate::l4rules::compile(p, &matcher, warnings)?;
             let http_request = compile_req_rules(p, &matcher)?;
             let http_response = compile_resp_rules(p, &matcher)?;
             let stats = compile_stats(p, &matcher)?;
+            let be_cfg = |name: &str| cfg.backends().find(|b| b.name == name);
             let mut use_backends = Vec::new();
             for u in &p.use_backends {
                 let i = match &u.dynamic {
@@ -788,11 +841,23 @@ pub fn compile(cfg: &Config) -> Result<Compiled, Vec<ConfigError>> {
                     None => index(&u.backend)
                         .ok_or_else(|| err(&u.loc, format!("unknown backend '{}'", u.backend)))?,
                 };
+                if let Some(e) =
+                    be_cfg(&u.backend).and_then(|b| crate::l4rules::mode_mismatch(p, b, &u.loc))
+                {
+                    return Err(e);
+                }
                 use_backends.push(UseBackendRt {
                     index: i,
                     dynamic: u.dynamic.clone(),
                     cond: matcher.opt_cond(u.cond.as_ref())?,
                 });
+            }
+            if let Some(d) = &p.default_backend {
+                if let Some(e) =
+                    be_cfg(&d.value).and_then(|b| crate::l4rules::mode_mismatch(p, b, &d.loc))
+                {
+                    return Err(e);
+                }
             }
             let default_backend = match &p.default_backend {
                 Some(d) => Some(
@@ -824,6 +889,7 @@ pub fn compile(cfg: &Config) -> Result<Compiled, Vec<ConfigError>> {
                 },
                 keep_alive: p.options.conn_mode != HttpConnMode::Close,
                 server_close: p.options.conn_mode != HttpConnMode::KeepAlive,
+                idle_close_on_response: p.options.idle_close_on_response,
                 matcher,
                 http_request,
                 http_response,
@@ -841,6 +907,7 @@ pub fn compile(cfg: &Config) -> Result<Compiled, Vec<ConfigError>> {
                 http: HttpCounters::default(),
                 sessions: AtomicU64::new(0),
                 tables: Arc::clone(&tables),
+                l4,
             })
         })();
         match r {

@@ -388,6 +388,7 @@ mod tests {
             res: None,
             vars: None,
             stk: None,
+            payload: None,
         };
         f(&v)
     }
@@ -522,6 +523,7 @@ mod tests {
             res: None,
             vars: None,
             stk: None,
+            payload: None,
         };
         let mut out = Vec::new();
         e.write_field(&c, &mut out);

@@ -292,6 +292,7 @@ fn eval_with(stk: &Stk, src: &str, expr: &str) -> Option<String> {
         res: None,
         vars: None,
         stk: Some(stk),
+        payload: None,
     };
     crate::sample::with_scratch(|s| {
         e.eval(&ctx, s).map(|v| {
