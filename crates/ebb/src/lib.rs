@@ -30,6 +30,7 @@ pub mod sample;
 pub mod serve;
 pub mod server;
 pub mod statefile;
+pub mod stick;
 pub mod stream;
 pub mod sys;
 pub mod table;

@@ -368,7 +368,7 @@ pub struct BackendRt {
     pub stats: Option<Arc<StatsRt>>,
     pub http: HttpCounters,
     /// `stick` rules (persistence by stick table).
-    pub stick: Vec<crate::table::StickRt>,
+    pub stick: Vec<crate::stick::StickRt>,
     /// `mode tcp`, `tcp-request content` rules.
     pub l4: crate::l4rules::TcpRt,
 }
@@ -790,7 +790,7 @@ pub fn compile(cfg: &Config) -> Result<Compiled, Vec<ConfigError>> {
                 let table = tables
                     .get(name)
                     .ok_or_else(|| err(&r.loc, format!("no stick-table named '{name}'")))?;
-                stick.push(crate::table::StickRt {
+                stick.push(crate::stick::StickRt {
                     kind: r.kind,
                     pattern: r.pattern.clone(),
                     table: Arc::clone(table),

@@ -483,7 +483,7 @@ impl<'e> Parser<'e> {
             }
             _ => {}
         }
-        let _ = crate::table::take_refs();
+        let _ = crate::sample::take_refs();
         let result = match self.section {
             Section::None => Err(format!(
                 "unknown keyword '{kw}' out of section (expected global, defaults, frontend, backend or listen)"
@@ -525,7 +525,7 @@ impl<'e> Parser<'e> {
             Section::Proxy(i) => self.proxies.get(i).map(|p| p.name.clone()),
             _ => None,
         };
-        for r in crate::table::take_refs() {
+        for r in crate::sample::take_refs() {
             if let Some(name) = r.or_else(|| own.clone()) {
                 self.table_refs.push((name, loc.clone()));
             }
@@ -1885,7 +1885,7 @@ fn proxy_kw(px: &mut Proxy, ctx: &Ctx<'_>, words: &[String]) -> Result<(), Strin
             };
             let pattern =
                 Expr::parse(pat, scope).map_err(|e| format!("'stick {}': {e}", args[0]))?;
-            crate::table::note_table_ref(table.clone());
+            crate::sample::note_table_ref(table.clone());
             let cond = cond_of(c, px, ctx.loc)?;
             px.stick_rules.push(StickRule {
                 kind,
@@ -2894,7 +2894,7 @@ fn parse_http_request(px: &Proxy, ctx: &Ctx<'_>, w: &[String]) -> Result<HttpReq
             };
             let key = Expr::parse(key, request_scope(px))
                 .map_err(|e| format!("'http-request {a}': {e}"))?;
-            crate::table::note_table_ref(table.clone());
+            crate::sample::note_table_ref(table.clone());
             HttpRequestAction::TrackSc {
                 n,
                 key: Box::new(key),

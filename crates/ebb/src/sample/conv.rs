@@ -14,7 +14,7 @@ use super::{cast, Ctx, Scratch, Type, Val};
 #[derive(Clone, Debug)]
 pub(super) enum Conv {
     /// A stick-table converter (`in_table`, `table_*`).
-    Stk(crate::table::StkConv),
+    Stk(super::stk::StkConv),
     Lower,
     Upper,
     Base64,
@@ -115,7 +115,7 @@ impl Conv {
             count(name, args, 0, 0)?;
             Ok(c)
         };
-        if let Some(c) = crate::table::StkConv::compile(name, args) {
+        if let Some(c) = super::stk::StkConv::compile(name, args) {
             return c.map(Conv::Stk);
         }
         match name {

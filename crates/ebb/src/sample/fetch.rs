@@ -59,7 +59,7 @@ pub(super) enum Fetch {
     Uuid,
     Var(super::VarRef),
     /// A stick-table fetch (`sc_*`, `sc0_*`, `src_*`, `table_*`).
-    Stk(crate::table::StkFetch),
+    Stk(super::stk::StkFetch),
     /// `req.len`: bytes of a TCP-mode request received so far.
     ReqLen,
     /// `req.ssl_sni`: the SNI of the ClientHello in those bytes.
@@ -155,7 +155,7 @@ impl Fetch {
                 res,
             })
         };
-        if let Some(f) = crate::table::StkFetch::compile(name, args) {
+        if let Some(f) = super::stk::StkFetch::compile(name, args) {
             return f.map(Fetch::Stk);
         }
         match name {

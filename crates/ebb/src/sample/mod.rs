@@ -25,6 +25,7 @@ mod fetch;
 pub mod hash;
 mod logfmt;
 pub(crate) mod map;
+mod stk;
 #[cfg(test)]
 mod tests;
 pub mod vars;
@@ -36,6 +37,7 @@ use crate::http1::{RequestHead, ResponseHead};
 
 pub use fetch::Layer;
 pub use logfmt::LogFormat;
+pub use stk::{note_table_ref, sample_key, take_refs, StkConv, StkFetch};
 pub use vars::{VarAction, VarRef, VarStore};
 
 /// Where an expression is evaluated: decides which fetches exist.

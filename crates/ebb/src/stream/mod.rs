@@ -233,7 +233,7 @@ impl Stream {
                 HttpRequestAction::Allow => break,
                 HttpRequestAction::Var(v) => v.run(view),
                 HttpRequestAction::Tarpit { status } => return Some(Act::Tarpit(*status)),
-                a if crate::table::run_http_action(a, view) => {}
+                a if crate::stick::run_http_action(a, view) => {}
                 // Header edits change what is forwarded to a server.
                 _ => edits.push((be.is_some(), i)),
             }

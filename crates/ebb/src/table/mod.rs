@@ -49,17 +49,13 @@
 //! without changing this API.
 
 pub mod cli;
-mod fetch;
 mod freq;
-mod stick;
 mod store;
 mod track;
 
-pub use fetch::{note_table_ref, take_refs, StkConv, StkFetch};
 pub use freq::FreqCtr;
-pub use stick::StickRt;
 pub use store::{Dumped, EntryRef, StKey, Table};
-pub use track::{run_http_action, sample_key, Stk, Tables};
+pub use track::{Pending, Stk, Tables};
 
 use std::fmt;
 

@@ -28,9 +28,7 @@
 use std::cell::{Cell, RefCell};
 use std::sync::Arc;
 
-use super::{Data, EntryRef, KeyType, StKey, Table};
-use crate::config::HttpRequestAction;
-use crate::sample::{cast, with_scratch, Ctx, Scratch, Type, Val};
+use super::{Data, EntryRef, StKey, Table};
 
 /// Every stick table of a configuration, by name (a proxy's name).
 #[derive(Default)]
@@ -81,6 +79,13 @@ struct Tracker {
     entry: EntryRef,
 }
 
+/// The keys a stream stores once its server is known (HAProxy keeps up
+/// to 8); filled and stored by the `stick` rules.
+#[derive(Default)]
+pub struct Pending {
+    pub(crate) keys: Vec<(Arc<Table>, StKey)>,
+}
+
 /// What a connection tracks, and the date of the exchange under way.
 pub struct Stk {
     tables: Arc<Tables>,
@@ -88,8 +93,8 @@ pub struct Stk {
     /// The exchange under way was refused (deny, tarpit): an HTTP error.
     err: Cell<bool>,
     /// `stick` rules: the server a `match` found, the keys to store.
-    prefer: Cell<Option<usize>>,
-    pending: RefCell<super::stick::Pending>,
+    pub(crate) prefer: Cell<Option<usize>>,
+    pub(crate) pending: RefCell<Pending>,
     sess: RefCell<[Option<Tracker>; 3]>,
     strm: RefCell<[Option<Tracker>; 3]>,
 }
@@ -240,40 +245,6 @@ impl Stk {
         }
     }
 
-    /// A backend's request-side `stick` rules for the exchange of `ctx`
-    /// (see `table::stick`); `usable(i)`: whether server `i` may take a
-    /// persistent request. [`Stk::prefer`] then names the server found.
-    pub fn stick_request(
-        &self,
-        rules: &[super::StickRt],
-        m: &crate::rules::Matcher,
-        ctx: &Ctx<'_>,
-        usable: &dyn Fn(usize) -> bool,
-    ) {
-        let mut p = self.pending.borrow_mut();
-        let t = super::stick::stick_request(rules, m, ctx, self.now.get(), &mut p, usable);
-        self.prefer.set(t);
-    }
-
-    /// The server (index in its backend) the `stick match` rules chose.
-    pub fn prefer(&self) -> Option<usize> {
-        self.prefer.get()
-    }
-
-    /// The `store-response` rules on a response head of server `srv`
-    /// (index in its backend), then the stores.
-    pub fn stick_response(
-        &self,
-        rules: &[super::StickRt],
-        m: &crate::rules::Matcher,
-        ctx: &Ctx<'_>,
-        srv: usize,
-    ) {
-        let mut p = self.pending.borrow_mut();
-        super::stick::stick_response(rules, m, ctx, self.now.get(), &mut p, srv);
-        self.prefer.set(None);
-    }
-
     /// `sc-inc-gpc0(N)`: increments gpc0 and gpc0_rate of counter N.
     pub fn inc_gpc0(&self, n: usize) {
         if let Some((t, e)) = self.tracked(n) {
@@ -302,65 +273,4 @@ impl Drop for Stk {
             }
         }
     }
-}
-
-/// The key of a sample for table `t`, cast to the table's type as HAProxy
-/// casts it (an address for `ip`/`ipv6`, an integer, a string or binary
-/// block); None when it does not convert or fit (an IPv6 address in an
-/// `ip` table).
-pub fn sample_key(t: &Table, v: Val, s: &mut Scratch) -> Option<StKey> {
-    match t.def().key {
-        KeyType::Ip | KeyType::Ipv6 => match cast(v, Type::Ip, s)? {
-            Val::Ip(a) => t.key_ip(a),
-            _ => None,
-        },
-        KeyType::Integer => match cast(v, Type::Int, s)? {
-            Val::Int(i) => t.key_int(i as u32),
-            _ => None,
-        },
-        KeyType::String(_) => {
-            cast(v, Type::Str, s)?;
-            t.key_bytes(&s.cur)
-        }
-        KeyType::Binary(_) => {
-            cast(v, Type::Bin, s)?;
-            t.key_bytes(&s.cur)
-        }
-    }
-}
-
-/// Runs the stick-table action of an `http-request` rule (`track-scN`,
-/// `sc-inc-gpc0`, `sc-set-gpt0`) for the exchange of `ctx`; false if the
-/// action is not one of them. Without a `table`, `track-scN` uses the
-/// table of the proxy whose rule it is (`ctx.be`, else `ctx.fe`).
-pub fn run_http_action(a: &HttpRequestAction, ctx: &Ctx<'_>) -> bool {
-    let stk = ctx.stk;
-    match a {
-        HttpRequestAction::TrackSc { n, key, table } => {
-            let Some(stk) = stk else { return true };
-            let name = table.as_deref().unwrap_or(ctx.be.unwrap_or(ctx.fe));
-            let Some(t) = stk.tables().get(name) else {
-                return true;
-            };
-            let t = Arc::clone(t);
-            let k = with_scratch(|s| key.eval(ctx, s).and_then(|v| sample_key(&t, v, s)));
-            if let Some(k) = k {
-                stk.track(*n, &t, &k, true);
-            }
-        }
-        HttpRequestAction::ScIncGpc0(n) => {
-            if let Some(stk) = stk {
-                stk.inc_gpc0(*n);
-            }
-        }
-        HttpRequestAction::ScSetGpt0(n, e) => {
-            let v = with_scratch(|s| e.eval(ctx, s).and_then(|v| cast(v, Type::Int, s)));
-            if let (Some(stk), Some(Val::Int(i))) = (stk, v) {
-                // gpt0 is an unsigned 32-bit tag in HAProxy.
-                stk.set_gpt0(*n, i.clamp(0, u32::MAX as i64) as u64);
-            }
-        }
-        _ => return false,
-    }
-    true
 }

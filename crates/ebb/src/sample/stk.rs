@@ -17,8 +17,8 @@
 use std::cell::RefCell;
 use std::sync::Arc;
 
-use super::{Data, EntryRef, Table};
-use crate::sample::{Ctx, Type, Val};
+use super::{cast, Ctx, Scratch, Type, Val};
+use crate::table::{Data, EntryRef, KeyType, StKey, Table};
 
 /// Whose entry a fetch reads.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -300,7 +300,7 @@ impl StkConv {
     pub fn apply(&self, v: Val, ctx: &Ctx<'_>, s: &mut crate::sample::Scratch) -> Option<Val> {
         let stk = ctx.stk?;
         let t = stk.tables().get(&self.table)?;
-        let k = super::sample_key(t, v, s)?;
+        let k = sample_key(t, v, s)?;
         let e = t.lookup(&k);
         if self.op == Op::Tracked {
             return Some(Val::Bool(e.is_some()));
@@ -315,5 +315,30 @@ impl StkConv {
             Op::Trackers => t.refs(e)? as i64,
             _ => return None,
         }))
+    }
+}
+
+/// The key of a sample for table `t`, cast to the table's type as HAProxy
+/// casts it (an address for `ip`/`ipv6`, an integer, a string or binary
+/// block); None when it does not convert or fit (an IPv6 address in an
+/// `ip` table).
+pub fn sample_key(t: &Table, v: Val, s: &mut Scratch) -> Option<StKey> {
+    match t.def().key {
+        KeyType::Ip | KeyType::Ipv6 => match cast(v, Type::Ip, s)? {
+            Val::Ip(a) => t.key_ip(a),
+            _ => None,
+        },
+        KeyType::Integer => match cast(v, Type::Int, s)? {
+            Val::Int(i) => t.key_int(i as u32),
+            _ => None,
+        },
+        KeyType::String(_) => {
+            cast(v, Type::Str, s)?;
+            t.key_bytes(&s.cur)
+        }
+        KeyType::Binary(_) => {
+            cast(v, Type::Bin, s)?;
+            t.key_bytes(&s.cur)
+        }
     }
 }

@@ -17,10 +17,10 @@
 
 use std::sync::Arc;
 
-use super::{sample_key, Data, StKey, Table};
-use crate::config::StickKind;
+use crate::config::{HttpRequestAction, StickKind};
 use crate::rules::{Cond, Matcher};
-use crate::sample::{with_scratch, Ctx, Expr};
+use crate::sample::{cast, sample_key, with_scratch, Ctx, Expr, Type, Val};
+use crate::table::{Data, Pending, StKey, Stk, Table};
 
 /// A compiled `stick` rule.
 pub struct StickRt {
@@ -28,13 +28,6 @@ pub struct StickRt {
     pub pattern: Expr,
     pub table: Arc<Table>,
     pub cond: Option<Cond>,
-}
-
-/// The keys a stream stores once its server is known (HAProxy keeps up
-/// to 8).
-#[derive(Default)]
-pub struct Pending {
-    keys: Vec<(Arc<Table>, StKey)>,
 }
 
 const MAX_STORES: usize = 8;
@@ -125,4 +118,71 @@ pub fn stick_response(
             t.set(e, Data::ServerId, srv as u64 + 1);
         }
     }
+}
+
+/// `stick` rules on a connection's trackers.
+impl Stk {
+    /// A backend's request-side `stick` rules for the exchange of `ctx`
+    /// (see `table::stick`); `usable(i)`: whether server `i` may take a
+    /// persistent request. [`Stk::prefer`] then names the server found.
+    pub fn stick_request(
+        &self,
+        rules: &[StickRt],
+        m: &Matcher,
+        ctx: &Ctx<'_>,
+        usable: &dyn Fn(usize) -> bool,
+    ) {
+        let mut p = self.pending.borrow_mut();
+        let t = stick_request(rules, m, ctx, self.now(), &mut p, usable);
+        self.prefer.set(t);
+    }
+
+    /// The server (index in its backend) the `stick match` rules chose.
+    pub fn prefer(&self) -> Option<usize> {
+        self.prefer.get()
+    }
+
+    /// The `store-response` rules on a response head of server `srv`
+    /// (index in its backend), then the stores.
+    pub fn stick_response(&self, rules: &[StickRt], m: &Matcher, ctx: &Ctx<'_>, srv: usize) {
+        let mut p = self.pending.borrow_mut();
+        stick_response(rules, m, ctx, self.now(), &mut p, srv);
+        self.prefer.set(None);
+    }
+}
+
+/// Runs the stick-table action of an `http-request` rule (`track-scN`,
+/// `sc-inc-gpc0`, `sc-set-gpt0`) for the exchange of `ctx`; false if the
+/// action is not one of them. Without a `table`, `track-scN` uses the
+/// table of the proxy whose rule it is (`ctx.be`, else `ctx.fe`).
+pub fn run_http_action(a: &HttpRequestAction, ctx: &Ctx<'_>) -> bool {
+    let stk = ctx.stk;
+    match a {
+        HttpRequestAction::TrackSc { n, key, table } => {
+            let Some(stk) = stk else { return true };
+            let name = table.as_deref().unwrap_or(ctx.be.unwrap_or(ctx.fe));
+            let Some(t) = stk.tables().get(name) else {
+                return true;
+            };
+            let t = Arc::clone(t);
+            let k = with_scratch(|s| key.eval(ctx, s).and_then(|v| sample_key(&t, v, s)));
+            if let Some(k) = k {
+                stk.track(*n, &t, &k, true);
+            }
+        }
+        HttpRequestAction::ScIncGpc0(n) => {
+            if let Some(stk) = stk {
+                stk.inc_gpc0(*n);
+            }
+        }
+        HttpRequestAction::ScSetGpt0(n, e) => {
+            let v = with_scratch(|s| e.eval(ctx, s).and_then(|v| cast(v, Type::Int, s)));
+            if let (Some(stk), Some(Val::Int(i))) = (stk, v) {
+                // gpt0 is an unsigned 32-bit tag in HAProxy.
+                stk.set_gpt0(*n, i.clamp(0, u32::MAX as i64) as u64);
+            }
+        }
+        _ => return false,
+    }
+    true
 }
