@@ -123,7 +123,7 @@ pub fn stick_response(
 /// `stick` rules on a connection's trackers.
 impl Stk {
     /// A backend's request-side `stick` rules for the exchange of `ctx`
-    /// (see `table::stick`); `usable(i)`: whether server `i` may take a
+    /// (see the module doc); `usable(i)`: whether server `i` may take a
     /// persistent request. [`Stk::prefer`] then names the server found.
     pub fn stick_request(
         &self,
