@@ -255,7 +255,7 @@ pub struct Farm {
     /// The round-robin position every thread shares.
     rr: AtomicU64,
     /// Balancing state per thread: see the module's introduction.
-    slots: Box<[Padded<Mutex<Option<Box<Slot>>>>]>,
+    slots: Box<[ThreadSlot]>,
     pub queue: Mutex<VecDeque<Arc<Waiter>>>,
     /// `maxqueue` of the backend queue: the sum of the servers' when all
     /// set one, else unbounded (HAProxy bounds only per server).
@@ -433,10 +433,10 @@ impl Farm {
                     return Pick::Server(Arc::clone(s));
                 }
                 // Raced to full: queue on the backend like any full case.
-                self.enqueue_backend(&elig, me, handle)
+                self.enqueue_backend(elig, me, handle)
             }
             lb::Choice::Bound(i) => self.enqueue_server(i, me, handle),
-            lb::Choice::AllFull => self.enqueue_backend(&elig, me, handle),
+            lb::Choice::AllFull => self.enqueue_backend(elig, me, handle),
         }
     }
 
@@ -615,6 +615,9 @@ struct Slot {
     room: Vec<bool>,
     st: lb::State,
 }
+
+/// One thread's balancing slot, filled at its first pick.
+type ThreadSlot = Padded<Mutex<Option<Box<Slot>>>>;
 
 /// Keeps each thread's slot on its own cache line.
 #[repr(align(64))]
