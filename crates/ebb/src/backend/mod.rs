@@ -377,12 +377,14 @@ impl Farm {
     /// Picks a server for a stream and takes a slot, or queues the stream
     /// (`me` is woken when a slot is handed over), or refuses. `avoid`
     /// names a server not to pick again (a redispatch after it failed).
+    /// `handle` is called only to queue (a handle is a shared count the
+    /// uncontended path need not touch).
     pub fn pick(
         &self,
         input: &LbInput<'_>,
         avoid: Option<usize>,
         me: TaskletId,
-        handle: &RuntimeHandle,
+        handle: impl FnOnce() -> RuntimeHandle,
     ) -> Pick {
         let at = thread_slot();
         let mut guard = self.slots[at].0.lock().unwrap_or_else(|p| p.into_inner());
@@ -440,16 +442,21 @@ impl Farm {
         }
     }
 
-    fn waiter(me: TaskletId, handle: &RuntimeHandle) -> Arc<Waiter> {
+    fn waiter(me: TaskletId, handle: RuntimeHandle) -> Arc<Waiter> {
         Arc::new(Waiter {
             state: Mutex::new(WaitState::Waiting),
             tasklet: me,
-            handle: handle.clone(),
+            handle,
         })
     }
 
     /// Queues on one server (hash algorithms bind a stream to its server).
-    fn enqueue_server(&self, i: usize, me: TaskletId, handle: &RuntimeHandle) -> Pick {
+    fn enqueue_server(
+        &self,
+        i: usize,
+        me: TaskletId,
+        handle: impl FnOnce() -> RuntimeHandle,
+    ) -> Pick {
         let s = &self.servers[i];
         let mut q = s.queue.lock().unwrap_or_else(|p| p.into_inner());
         // Re-check under the lock a releasing stream takes.
@@ -459,14 +466,19 @@ impl Farm {
         if s.opts.maxqueue.is_some_and(|m| q.len() as u32 >= m) {
             return Pick::NoServer("server queue full");
         }
-        let w = Self::waiter(me, handle);
+        let w = Self::waiter(me, handle());
         q.push_back(Arc::clone(&w));
         s.counters.queued_total.fetch_add(1, Ordering::Relaxed);
         Pick::Queued(w)
     }
 
     /// Queues on the backend: any eligible server may hand us a slot.
-    fn enqueue_backend(&self, elig: &[usize], me: TaskletId, handle: &RuntimeHandle) -> Pick {
+    fn enqueue_backend(
+        &self,
+        elig: &[usize],
+        me: TaskletId,
+        handle: impl FnOnce() -> RuntimeHandle,
+    ) -> Pick {
         let mut q = self.queue.lock().unwrap_or_else(|p| p.into_inner());
         for &i in elig {
             if self.servers[i].try_take() {
@@ -482,7 +494,7 @@ impl Farm {
         if bound.is_some_and(|b| q.len() as u32 >= b) {
             return Pick::NoServer("backend queue full");
         }
-        let w = Self::waiter(me, handle);
+        let w = Self::waiter(me, handle());
         q.push_back(Arc::clone(&w));
         self.counters.queued_total.fetch_add(1, Ordering::Relaxed);
         Pick::Queued(w)

@@ -50,14 +50,14 @@ fn slot_is_handed_to_the_first_waiter_in_order() {
     let h = rt.handle();
     let f = farm(&[Some(1)], None, Balance::RoundRobin);
     let me = tasklet(&mut c);
-    let Pick::Server(s) = f.pick(&LbInput::default(), None, me, &h) else {
+    let Pick::Server(s) = f.pick(&LbInput::default(), None, me, || h.clone()) else {
         panic!("first pick should get the slot");
     };
-    let w1 = match f.pick(&LbInput::default(), None, me, &h) {
+    let w1 = match f.pick(&LbInput::default(), None, me, || h.clone()) {
         Pick::Queued(w) => w,
         _ => panic!("second pick should queue"),
     };
-    let w2 = match f.pick(&LbInput::default(), None, me, &h) {
+    let w2 = match f.pick(&LbInput::default(), None, me, || h.clone()) {
         Pick::Queued(w) => w,
         _ => panic!("third pick should queue"),
     };
@@ -80,15 +80,15 @@ fn cancelled_waiters_are_skipped_and_maxqueue_refuses() {
     let h = rt.handle();
     let f = farm(&[Some(1)], Some(1), Balance::RoundRobin);
     let me = tasklet(&mut c);
-    let Pick::Server(s) = f.pick(&LbInput::default(), None, me, &h) else {
+    let Pick::Server(s) = f.pick(&LbInput::default(), None, me, || h.clone()) else {
         panic!()
     };
-    let Pick::Queued(w) = f.pick(&LbInput::default(), None, me, &h) else {
+    let Pick::Queued(w) = f.pick(&LbInput::default(), None, me, || h.clone()) else {
         panic!()
     };
     // Queue bound reached: refused.
     assert!(matches!(
-        f.pick(&LbInput::default(), None, me, &h),
+        f.pick(&LbInput::default(), None, me, || h.clone()),
         Pick::NoServer(_)
     ));
     // The waiter gives up; a release then returns the slot.
@@ -104,10 +104,10 @@ fn a_waiter_that_gives_up_after_assignment_gets_the_slot_back() {
     let h = rt.handle();
     let f = farm(&[Some(1)], None, Balance::RoundRobin);
     let me = tasklet(&mut c);
-    let Pick::Server(s) = f.pick(&LbInput::default(), None, me, &h) else {
+    let Pick::Server(s) = f.pick(&LbInput::default(), None, me, || h.clone()) else {
         panic!()
     };
-    let Pick::Queued(w) = f.pick(&LbInput::default(), None, me, &h) else {
+    let Pick::Queued(w) = f.pick(&LbInput::default(), None, me, || h.clone()) else {
         panic!()
     };
     f.release(&s);
@@ -127,11 +127,11 @@ fn bound_streams_wait_on_their_server_and_move_when_it_goes_down() {
         src: Some("10.9.8.7".parse().unwrap()),
         ..LbInput::default()
     };
-    let Pick::Server(s) = f.pick(&input, None, me, &h) else {
+    let Pick::Server(s) = f.pick(&input, None, me, || h.clone()) else {
         panic!()
     };
     // Same source, server full: bound, waits in that server's queue.
-    let Pick::Queued(w) = f.pick(&input, None, me, &h) else {
+    let Pick::Queued(w) = f.pick(&input, None, me, || h.clone()) else {
         panic!()
     };
     assert_eq!(s.queue.lock().unwrap().len(), 1);
@@ -139,7 +139,7 @@ fn bound_streams_wait_on_their_server_and_move_when_it_goes_down() {
     f.redispatch_queue_of(&s);
     assert!(matches!(w.current(), WaitState::Redispatch));
     // Picking again lands on the other server.
-    let Pick::Server(s2) = f.pick(&input, None, me, &h) else {
+    let Pick::Server(s2) = f.pick(&input, None, me, || h.clone()) else {
         panic!()
     };
     assert_ne!(s2.idx, s.idx);
@@ -177,20 +177,20 @@ fn backups_only_when_all_actives_are_down() {
     );
     let me = tasklet(&mut c);
     for _ in 0..5 {
-        let Pick::Server(s) = f.pick(&LbInput::default(), None, me, &h) else {
+        let Pick::Server(s) = f.pick(&LbInput::default(), None, me, || h.clone()) else {
             panic!()
         };
         assert_eq!(s.name, "a");
         f.release(&s);
     }
     f.servers[0].admin.store(ADMIN_MAINT, Ordering::Relaxed);
-    let Pick::Server(s) = f.pick(&LbInput::default(), None, me, &h) else {
+    let Pick::Server(s) = f.pick(&LbInput::default(), None, me, || h.clone()) else {
         panic!()
     };
     assert_eq!(s.name, "b");
     f.servers[1].up.store(false, Ordering::Relaxed);
     assert!(matches!(
-        f.pick(&LbInput::default(), None, me, &h),
+        f.pick(&LbInput::default(), None, me, || h.clone()),
         Pick::NoServer(_)
     ));
 }
@@ -210,7 +210,7 @@ fn no_slot_is_lost_under_concurrent_pick_and_release() {
         let h = h.clone();
         ths.push(std::thread::spawn(move || {
             for _ in 0..2000 {
-                let s = match f.pick(&LbInput::default(), None, me, &h) {
+                let s = match f.pick(&LbInput::default(), None, me, || h.clone()) {
                     Pick::Server(s) => s,
                     Pick::Queued(w) => loop {
                         if let WaitState::Assigned(s) = w.current() {
@@ -272,7 +272,8 @@ fn picks_from_many_threads_keep_round_robin_weights_exactly() {
                 sc.spawn(|| {
                     let mut n = [0usize; 3];
                     for _ in 0..600 {
-                        let Pick::Server(s) = f.pick(&LbInput::default(), None, me, &h) else {
+                        let Pick::Server(s) = f.pick(&LbInput::default(), None, me, || h.clone())
+                        else {
                             panic!("no maxconn: every pick gets a server");
                         };
                         n[s.idx] += 1;

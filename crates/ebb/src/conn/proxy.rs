@@ -395,7 +395,7 @@ impl Conn {
             uri: &up.lb_uri,
             hdr: up.lb_hdr.as_deref(),
         };
-        let pick = up.farm.pick(&input, up.avoid, me, &ctx.handle());
+        let pick = up.farm.pick(&input, up.avoid, me, || ctx.handle());
         match pick {
             Pick::Server(s) => {
                 self.up = Some(up);
