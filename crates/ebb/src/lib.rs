@@ -4,9 +4,9 @@
 //! module per concern (see shared/DESIGN.md, "Layout").
 #![deny(unsafe_code)]
 
-pub mod backend;
-pub mod blocking;
-pub mod cli;
+pub(crate) mod backend;
+pub(crate) mod blocking;
+pub(crate) mod cli;
 pub mod compress;
 pub mod config;
 pub mod dns;
@@ -17,25 +17,25 @@ pub mod http1;
 #[cfg(test)]
 mod input_props;
 pub mod l4rules;
-pub mod listener;
-pub mod log;
-pub mod mux;
+pub(crate) mod listener;
+pub(crate) mod log;
+pub(crate) mod mux;
 pub mod mworker;
-pub mod net;
+pub(crate) mod net;
 pub mod proxy;
 pub mod proxyproto;
-pub mod registry;
-pub mod rules;
+pub(crate) mod registry;
+pub(crate) mod rules;
 pub mod sample;
-pub mod serve;
+pub(crate) mod serve;
 pub mod server;
 pub mod statefile;
 pub mod stick;
 pub mod stream;
-pub mod sys;
+pub(crate) mod sys;
 pub mod table;
 pub mod tcp;
 pub mod tls;
-pub mod tls_policy;
+pub(crate) mod tls_policy;
 pub mod transport;
-pub mod worker;
+pub(crate) mod worker;

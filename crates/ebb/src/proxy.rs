@@ -2,10 +2,10 @@
 //! request path, built once at start (and again on reload) and shared
 //! read-only through an `Arc`.
 //!
-//! Compiling checks what the parser cannot know: regular expressions build,
-//! `lf-string` bodies and reverse-proxy servers are refused until ebb
-//! supports them (an error with `file:line`, never a silent no-op), and every
-//! backend reference resolves to an index.
+//! Compiling checks what the parser cannot know: regular expressions and
+//! `lf-string` formats build, server names resolve, what ebb does not
+//! support is refused (an error with `file:line`, never a silent no-op),
+//! and every backend reference resolves to an index.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};

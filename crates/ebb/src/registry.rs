@@ -120,8 +120,10 @@ pub struct SessInfo {
     pub frontend: Arc<str>,
     pub accepted: SystemTime,
     pub requests: AtomicU64,
-    /// `backend/server` of the exchange in progress, if proxied.
-    pub target: Mutex<Option<(Arc<str>, Arc<str>)>>,
+    /// uid of the server of the exchange in progress, if proxied (0:
+    /// none); [`crate::backend::server_by_uid`] names it. An atomic: the
+    /// stream sets it twice per proxied request.
+    pub target: AtomicU64,
     /// Set by `shutdown session`: the connection closes at its next run.
     pub kill: AtomicBool,
 }
@@ -154,7 +156,7 @@ impl Sessions {
             frontend,
             accepted: SystemTime::now(),
             requests: AtomicU64::new(0),
-            target: Mutex::new(None),
+            target: AtomicU64::new(0),
             kill: AtomicBool::new(false),
         });
         if let Some(t) = self.threads.get(thread) {
@@ -203,10 +205,6 @@ impl Sessions {
             .iter()
             .map(|t| t.lock().map(|m| m.len()).unwrap_or(0))
             .sum()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
     }
 }
 

@@ -58,15 +58,6 @@ pub fn wait_signal(sigs: &[i32]) -> io::Result<i32> {
     Ok(sig)
 }
 
-/// Sends a signal to this process (tests and the CLI's `shutdown`).
-pub fn signal_self(sig: i32) -> io::Result<()> {
-    // SAFETY: kill(2) with our own pid has no memory-safety preconditions.
-    if unsafe { libc::kill(libc::getpid(), sig) } != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(())
-}
-
 /// Copies up to `count` bytes of `in_fd` from `*offset` to the socket
 /// `out_fd` in the kernel; advances `*offset` by what was sent.
 pub fn sendfile(out_fd: RawFd, in_fd: RawFd, offset: &mut u64, count: usize) -> io::Result<usize> {

@@ -216,11 +216,6 @@ impl Worker {
         n
     }
 
-    /// Idle connections held now (all servers).
-    pub fn idle_count(&self) -> usize {
-        self.idle.borrow().values().map(|l| l.len()).sum()
-    }
-
     pub fn actconn(&self) -> u32 {
         self.shared.actconn.load(Ordering::Relaxed)
     }

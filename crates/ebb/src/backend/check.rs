@@ -318,9 +318,7 @@ impl Checker {
             (false, Ok(())) => {
                 self.streak += 1;
                 if self.streak >= s.opts.rise.max(1) {
-                    if let Ok(mut t) = s.up_since.lock() {
-                        *t = Instant::now();
-                    }
+                    s.up_since.set(Instant::now());
                     s.up.store(true, Ordering::Relaxed);
                     self.streak = 0;
                     transition = Some(format!(

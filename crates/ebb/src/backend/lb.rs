@@ -6,9 +6,12 @@
 //! - `roundrobin` / `static-rr`: smooth weighted round robin (the
 //!   interleaving nginx uses: each pick adds every weight to a running
 //!   score and takes the highest, which then pays back the total), so
-//!   weights 5:1:1 give `a a b a c a a`, never five `a` in a row. A full
-//!   server is skipped; a weight change applies at the next pick.
-//! - `leastconn`: fewest streams per unit of weight; ties go round robin.
+//!   weights 5:1:1 give `a a b a c a a`, never five `a` in a row. Every
+//!   thread walks one period of that order at a position all threads
+//!   share (an atomic counter), so the interleaving holds across threads.
+//!   A full server is skipped; a weight change applies at the next pick.
+//! - `leastconn`: fewest streams per unit of weight; ties go round robin
+//!   (from the shared position).
 //! - `first`: the first server (in declaration order) with a free slot.
 //! - `source`, `uri`, `hdr(NAME)`: HAProxy 2.6's hashing, so a key reaches
 //!   the server it reached under HAProxy with the same servers: the same
@@ -26,16 +29,17 @@
 //! - `random [N]`: N weighted random draws, the one with the fewest streams
 //!   wins (power of two choices by default).
 
+use std::sync::atomic::{AtomicU64, Ordering};
+
 use crate::config::{Balance, HashFunction, HashType};
 
 use super::LbInput;
 
-/// Balancing state kept between picks.
+/// Balancing state kept between picks, one per thread (see
+/// [`super::Farm`]): nothing in it is shared, so picking takes no lock
+/// that other threads take. What must be common to every thread (the
+/// round-robin position) is an atomic the caller passes to [`choose`].
 pub struct State {
-    /// Smooth round-robin scores, by server index.
-    score: Vec<i64>,
-    /// Rotation for ties.
-    next: usize,
     /// xorshift state for `random`.
     rng: u64,
     /// `hash-type` of the backend.
@@ -45,6 +49,18 @@ pub struct State {
     gcd: u32,
     /// The map or ring, built for one set of eligible servers and weights.
     table: Option<Table>,
+    /// The smooth round-robin order, built for one set of eligible servers
+    /// and weights.
+    order: Option<Order>,
+}
+
+/// One period of smooth weighted round robin and what it was built from.
+struct Order {
+    elig: Vec<usize>,
+    weights: Vec<u32>,
+    /// Positions in `elig`, one per unit of weight (after dividing by the
+    /// weights' greatest common divisor, which leaves the order as is).
+    seq: Vec<u32>,
 }
 
 /// A hash lookup structure and what it was built from.
@@ -58,14 +74,14 @@ struct Table {
 }
 
 impl State {
-    pub fn new(n: usize) -> State {
+    /// `seed` varies the random draws between threads.
+    pub fn new(seed: u64) -> State {
         State {
-            score: vec![0; n],
-            next: 0,
-            rng: 0x9e37_79b9_7f4a_7c15,
+            rng: 0x9e37_79b9_7f4a_7c15 ^ seed.wrapping_mul(0xbf58_476d_1ce4_e5b9),
             hash: HashType::default(),
             gcd: 1,
             table: None,
+            order: None,
         }
     }
 
@@ -81,11 +97,6 @@ impl State {
             .unwrap_or(1)
             .max(1);
         self.table = None;
-    }
-
-    /// Whether the backend hashes with `hash-type consistent`.
-    pub fn consistent(&self) -> bool {
-        self.hash.consistent
     }
 
     /// The table for these servers and weights, rebuilt when they changed.
@@ -112,6 +123,31 @@ impl State {
         match &self.table {
             Some(t) => t,
             None => unreachable!("the table was just built"),
+        }
+    }
+
+    /// The round-robin order for these servers and weights, rebuilt when
+    /// they changed.
+    fn order(&mut self, elig: &[usize], weights: &[u32]) -> &[u32] {
+        let stale = self
+            .order
+            .as_ref()
+            .is_none_or(|o| o.elig != elig || o.weights != weights);
+        if stale {
+            let o = self.order.get_or_insert_with(|| Order {
+                elig: Vec::new(),
+                weights: Vec::new(),
+                seq: Vec::new(),
+            });
+            o.elig.clear();
+            o.elig.extend_from_slice(elig);
+            o.weights.clear();
+            o.weights.extend_from_slice(weights);
+            build_order(weights, &mut o.seq);
+        }
+        match &self.order {
+            Some(o) => &o.seq,
+            None => unreachable!("the order was just built"),
         }
     }
 
@@ -343,41 +379,65 @@ fn by_weight(h: u64, elig: &[usize], weights: &[u32]) -> usize {
     elig[elig.len() - 1]
 }
 
-fn smooth_rr(st: &mut State, elig: &[usize], weights: &[u32], room: &[bool]) -> Choice {
-    let total: i64 = elig
+/// One period of smooth weighted round robin: each step adds every
+/// weight to its server's score and takes the highest (the first on a
+/// tie), which pays the total back. After `total` steps every score is
+/// back to zero, so the period repeats; weights with a common divisor give
+/// the same order, so they are divided by it first.
+fn build_order(weights: &[u32], seq: &mut Vec<u32>) {
+    let g = weights
         .iter()
-        .zip(weights)
-        .zip(room)
-        .filter(|(_, &r)| r)
-        .map(|((_, &w), _)| i64::from(w.max(1)))
-        .sum();
-    if total == 0 {
-        return Choice::AllFull;
-    }
-    let mut best: Option<usize> = None;
-    for (k, &i) in elig.iter().enumerate() {
-        if !room[k] {
-            continue;
+        .map(|&w| w.max(1))
+        .reduce(gcd)
+        .unwrap_or(1)
+        .max(1);
+    let w: Vec<i64> = weights.iter().map(|&x| i64::from(x.max(1) / g)).collect();
+    let total: i64 = w.iter().sum();
+    let mut score = vec![0i64; w.len()];
+    seq.clear();
+    for _ in 0..total {
+        let mut best = 0;
+        for k in 0..w.len() {
+            score[k] += w[k];
+            if score[k] > score[best] {
+                best = k;
+            }
         }
-        if st.score.len() <= i {
-            st.score.resize(i + 1, 0);
-        }
-        st.score[i] += i64::from(weights[k].max(1));
-        if best.is_none_or(|b| st.score[i] > st.score[b]) {
-            best = Some(i);
-        }
-    }
-    match best {
-        Some(b) => {
-            st.score[b] -= total;
-            Choice::Server(b)
-        }
-        None => Choice::AllFull,
+        score[best] -= total;
+        seq.push(best as u32);
     }
 }
 
+/// Smooth weighted round robin shared by every thread: the order is each
+/// thread's copy of one period, the position in it is `rr`, which every
+/// thread advances (one atomic add, no lock). A full server is skipped:
+/// the next one in the order with a free slot is taken.
+fn smooth_rr(
+    st: &mut State,
+    elig: &[usize],
+    weights: &[u32],
+    room: &[bool],
+    rr: &AtomicU64,
+) -> Choice {
+    if !room.iter().any(|&r| r) {
+        return Choice::AllFull;
+    }
+    let seq = st.order(elig, weights);
+    let n = seq.len().max(1) as u64;
+    let at = rr.fetch_add(1, Ordering::Relaxed) % n;
+    for off in 0..n {
+        let k = seq[((at + off) % n) as usize] as usize;
+        if room[k] {
+            return Choice::Server(elig[k]);
+        }
+    }
+    Choice::AllFull
+}
+
 /// Picks among `elig` (server indices) given each one's weight, streams in
-/// use and free-slot flag (parallel slices).
+/// use and free-slot flag (parallel slices). `rr` is the backend's
+/// round-robin position, common to every thread.
+#[allow(clippy::too_many_arguments)]
 pub fn choose(
     balance: &Balance,
     st: &mut State,
@@ -386,18 +446,20 @@ pub fn choose(
     cur: &[u32],
     room: &[bool],
     input: &LbInput<'_>,
+    rr: &AtomicU64,
 ) -> Choice {
     if elig.is_empty() {
         return Choice::AllFull;
     }
     match balance {
-        Balance::RoundRobin | Balance::StaticRr => smooth_rr(st, elig, weights, room),
+        Balance::RoundRobin | Balance::StaticRr => smooth_rr(st, elig, weights, room, rr),
         Balance::LeastConn => {
             // Lowest cur/weight, compared as cur_a * w_b < cur_b * w_a.
             let n = elig.len();
+            let start = rr.fetch_add(1, Ordering::Relaxed) as usize;
             let mut best: Option<usize> = None;
             for off in 0..n {
-                let k = (st.next + off) % n;
+                let k = start.wrapping_add(off) % n;
                 if !room[k] {
                     continue;
                 }
@@ -410,7 +472,6 @@ pub fn choose(
                     }
                 };
             }
-            st.next = st.next.wrapping_add(1);
             match best {
                 Some(k) => Choice::Server(elig[k]),
                 None => Choice::AllFull,
@@ -428,7 +489,7 @@ pub fn choose(
                 }
                 hashed(st, h, elig, weights, cur, room)
             }
-            None => smooth_rr(st, elig, weights, room),
+            None => smooth_rr(st, elig, weights, room, rr),
         },
         Balance::Uri { whole, len, depth } => {
             let h = hash_key(&st.hash, uri_key(input.uri, *whole, *len, *depth));
@@ -443,7 +504,7 @@ pub fn choose(
                 let h = hash_key(&st.hash, v);
                 hashed(st, h, elig, weights, cur, room)
             }
-            None => smooth_rr(st, elig, weights, room),
+            None => smooth_rr(st, elig, weights, room, rr),
         },
         Balance::Random { draws } => {
             let mut best: Option<usize> = None;
@@ -488,19 +549,73 @@ fn domain_part(v: &[u8]) -> &[u8] {
 mod tests {
     use super::*;
 
+    /// One pick with a fresh round-robin position.
+    fn choose(
+        b: &Balance,
+        st: &mut State,
+        elig: &[usize],
+        weights: &[u32],
+        cur: &[u32],
+        room: &[bool],
+        input: &LbInput<'_>,
+    ) -> Choice {
+        super::choose(b, st, elig, weights, cur, room, input, &AtomicU64::new(0))
+    }
+
     fn run(b: &Balance, weights: &[u32], n: usize) -> Vec<usize> {
         let elig: Vec<usize> = (0..weights.len()).collect();
-        let mut st = State::new(weights.len());
+        let mut st = State::new(0);
         let cur = vec![0; weights.len()];
         let room = vec![true; weights.len()];
+        let rr = AtomicU64::new(0);
         (0..n)
-            .map(
-                |_| match choose(b, &mut st, &elig, weights, &cur, &room, &LbInput::default()) {
+            .map(|_| {
+                match super::choose(
+                    b,
+                    &mut st,
+                    &elig,
+                    weights,
+                    &cur,
+                    &room,
+                    &LbInput::default(),
+                    &rr,
+                ) {
                     Choice::Server(i) => i,
                     c => panic!("{c:?}"),
-                },
-            )
+                }
+            })
             .collect()
+    }
+
+    #[test]
+    fn order_is_smooth_and_common_divisors_do_not_change_it() {
+        let mut seq = Vec::new();
+        build_order(&[5, 1, 1], &mut seq);
+        assert_eq!(seq, vec![0, 0, 1, 0, 2, 0, 0]);
+        let mut twice = Vec::new();
+        build_order(&[10, 2, 2], &mut twice);
+        assert_eq!(seq, twice);
+        // Across weight changes the position carries on in the new order.
+        let mut st = State::new(0);
+        let rr = AtomicU64::new(0);
+        let input = LbInput::default();
+        let pick = |st: &mut State, w: &[u32]| {
+            super::choose(
+                &Balance::RoundRobin,
+                st,
+                &[0, 1],
+                w,
+                &[0, 0],
+                &[true, true],
+                &input,
+                &rr,
+            )
+        };
+        assert_eq!(pick(&mut st, &[1, 1]), Choice::Server(0));
+        assert_eq!(pick(&mut st, &[1, 1]), Choice::Server(1));
+        // 3:1 is `a a b a`: positions 2 and 3.
+        assert_eq!(pick(&mut st, &[3, 1]), Choice::Server(1));
+        assert_eq!(pick(&mut st, &[3, 1]), Choice::Server(0));
     }
 
     #[test]
@@ -517,7 +632,7 @@ mod tests {
 
     #[test]
     fn full_servers_are_skipped_and_all_full_waits() {
-        let mut st = State::new(3);
+        let mut st = State::new(0);
         let elig = [0, 1, 2];
         let c = choose(
             &Balance::RoundRobin,
@@ -553,7 +668,7 @@ mod tests {
 
     #[test]
     fn leastconn_weighs_streams() {
-        let mut st = State::new(3);
+        let mut st = State::new(0);
         let elig = [0, 1, 2];
         let c = choose(
             &Balance::LeastConn,
@@ -580,7 +695,7 @@ mod tests {
 
     #[test]
     fn hashes_are_sticky_and_bind_when_full() {
-        let mut st = State::new(4);
+        let mut st = State::new(0);
         let elig = [0, 1, 2, 3];
         let input = LbInput {
             src: Some("10.0.0.7".parse().unwrap()),
@@ -632,7 +747,7 @@ mod tests {
 
     #[test]
     fn random_prefers_the_less_loaded_of_its_draws() {
-        let mut st = State::new(2);
+        let mut st = State::new(0);
         let mut zero = 0;
         for _ in 0..200 {
             if let Choice::Server(0) = choose(
@@ -672,7 +787,7 @@ mod tests {
         assert_eq!(m.len(), 6);
         assert_eq!(m.iter().filter(|&&x| x == 0).count(), 3);
         // gcd: weights 2:4 map as 1:2.
-        let mut st = State::new(2);
+        let mut st = State::new(0);
         st.set_hash(HashType::default(), &[2, 4]);
         assert_eq!(st.table(&[0, 1], &[2, 4]).map.len(), 3);
     }
@@ -688,7 +803,7 @@ mod tests {
             balance_factor: 125,
             ..HashType::default()
         };
-        let mut st = State::new(2);
+        let mut st = State::new(0);
         st.set_hash(h, &[1, 1]);
         let input = LbInput {
             uri: b"/same",

@@ -2,10 +2,18 @@
 //! hand-over of a freed slot to the first waiting stream.
 //!
 //! A [`Farm`] is a backend's set of servers. Every thread's streams use it
-//! at once, so its state is atomics plus two kinds of short locks:
+//! at once, so its state is atomics plus two kinds of short locks, taken
+//! only when a stream waits or a waiter is served:
 //!
 //! - each server's queue (streams bound to that server: hash algorithms),
 //! - the backend's queue (streams that any server may take).
+//!
+//! **Picking takes no shared lock.** The balancing state (hash tables, the
+//! round-robin order, scratch lists of eligible servers) is per thread: a
+//! thread locks only its own slot, which no other thread touches (unless
+//! more than [`LB_SLOTS`] threads pick). What every thread must agree on
+//! is an atomic: the round-robin position, the slots in use, weights and
+//! states. A pick allocates nothing once the thread's slot is warm.
 //!
 //! **Slots.** A stream that gets a server holds one of its `maxconn` slots
 //! until its exchange ends ([`Farm::release`]). A stream that finds every
@@ -33,8 +41,10 @@ pub mod lb;
 
 use std::collections::VecDeque;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{
+    AtomicBool, AtomicI64, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering,
+};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use sched::{RuntimeHandle, TaskletId};
@@ -97,7 +107,7 @@ pub struct ServerRt {
     /// Health: true unless checks said DOWN.
     pub up: AtomicBool,
     /// When it last came UP (slowstart).
-    pub up_since: Mutex<Instant>,
+    pub up_since: AtomicInstant,
     /// Slots in use.
     pub cur: AtomicU32,
     pub queue: Mutex<VecDeque<Arc<Waiter>>>,
@@ -167,11 +177,7 @@ impl ServerRt {
         let Some(ss) = self.opts.slowstart else {
             return w;
         };
-        let since = self
-            .up_since
-            .lock()
-            .map(|t| t.elapsed())
-            .unwrap_or(Duration::MAX);
+        let since = self.up_since.elapsed();
         if since >= ss || ss.is_zero() {
             return w;
         }
@@ -270,7 +276,12 @@ pub struct Farm {
     pub redispatch: bool,
     pub reuse: HttpReuse,
     pub check: HttpCheck,
-    lb: Mutex<lb::State>,
+    /// `hash-type`, set once before the first pick.
+    hash: OnceLock<crate::config::HashType>,
+    /// The round-robin position every thread shares.
+    rr: AtomicU64,
+    /// Balancing state per thread: see the module's introduction.
+    slots: Box<[ThreadSlot]>,
     pub queue: Mutex<VecDeque<Arc<Waiter>>>,
     /// `maxqueue` of the backend queue: the sum of the servers' when all
     /// set one, else unbounded (HAProxy bounds only per server).
@@ -289,8 +300,7 @@ impl Farm {
         reuse: HttpReuse,
         check: HttpCheck,
     ) -> Farm {
-        let n = servers.len();
-        let servers = servers
+        let servers: Vec<Arc<ServerRt>> = servers
             .into_iter()
             .enumerate()
             .map(|(idx, (sname, addr, opts, tls))| {
@@ -306,7 +316,11 @@ impl Farm {
                         ADMIN_READY
                     }),
                     up: AtomicBool::new(true),
-                    up_since: Mutex::new(Instant::now() - opts.slowstart.unwrap_or_default()),
+                    up_since: AtomicInstant::new(
+                        Instant::now()
+                            .checked_sub(opts.slowstart.unwrap_or_default())
+                            .unwrap_or_else(Instant::now),
+                    ),
                     cur: AtomicU32::new(0),
                     queue: Mutex::new(VecDeque::new()),
                     counters: Counters::default(),
@@ -319,6 +333,7 @@ impl Farm {
                 })
             })
             .collect();
+        register(&servers);
         Farm {
             name,
             servers,
@@ -327,17 +342,32 @@ impl Farm {
             redispatch,
             reuse,
             check,
-            lb: Mutex::new(lb::State::new(n)),
+            hash: OnceLock::new(),
+            rr: AtomicU64::new(0),
+            slots: (0..LB_SLOTS).map(|_| Padded(Mutex::new(None))).collect(),
             queue: Mutex::new(VecDeque::new()),
             counters: Counters::default(),
         }
     }
 
-    /// Sets the backend's `hash-type` (the hash algorithms' lookup).
+    /// Sets the backend's `hash-type` (the hash algorithms' lookup), once,
+    /// before the first pick; a later call changes nothing.
     pub fn set_hash(&self, h: crate::config::HashType) {
+        let _ = self.hash.set(h);
+    }
+
+    /// A new thread's balancing state.
+    fn slot(&self, seed: usize) -> Box<Slot> {
+        let mut st = lb::State::new(seed as u64);
         let w: Vec<u32> = self.servers.iter().map(|s| s.opts.weight).collect();
-        let mut st = self.lb.lock().unwrap_or_else(|p| p.into_inner());
-        st.set_hash(h, &w);
+        st.set_hash(self.hash.get().copied().unwrap_or_default(), &w);
+        Box::new(Slot {
+            elig: Vec::with_capacity(self.servers.len()),
+            weights: Vec::with_capacity(self.servers.len()),
+            cur: Vec::with_capacity(self.servers.len()),
+            room: Vec::with_capacity(self.servers.len()),
+            st,
+        })
     }
 
     /// Whether weights are static (HAProxy's map-based hashing): a weight
@@ -346,43 +376,53 @@ impl Farm {
         matches!(
             self.balance,
             Balance::Source | Balance::Uri { .. } | Balance::Hdr { .. }
-        ) && !self
-            .lb
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .consistent()
+        ) && !self.hash.get().is_some_and(|h| h.consistent)
     }
 
-    /// Servers the balancer may use now: the active ones, or else the
-    /// first usable backup (HAProxy's default without `allbackups`).
-    fn eligible(&self) -> Vec<usize> {
-        let active: Vec<usize> = self
-            .servers
-            .iter()
-            .filter(|s| !s.opts.backup && s.usable())
-            .map(|s| s.idx)
-            .collect();
-        if !active.is_empty() {
-            return active;
+    /// Servers the balancer may use now, into `out`: the active ones, or
+    /// else the first usable backup (HAProxy's default without
+    /// `allbackups`).
+    fn eligible(&self, out: &mut Vec<usize>) {
+        out.clear();
+        out.extend(
+            self.servers
+                .iter()
+                .filter(|s| !s.opts.backup && s.usable())
+                .map(|s| s.idx),
+        );
+        if out.is_empty() {
+            out.extend(
+                self.servers
+                    .iter()
+                    .find(|s| s.opts.backup && s.usable())
+                    .map(|s| s.idx),
+            );
         }
-        self.servers
-            .iter()
-            .find(|s| s.opts.backup && s.usable())
-            .map(|s| vec![s.idx])
-            .unwrap_or_default()
     }
 
     /// Picks a server for a stream and takes a slot, or queues the stream
     /// (`me` is woken when a slot is handed over), or refuses. `avoid`
     /// names a server not to pick again (a redispatch after it failed).
+    /// `handle` is called only to queue (a handle is a shared count the
+    /// uncontended path need not touch).
     pub fn pick(
         &self,
         input: &LbInput<'_>,
         avoid: Option<usize>,
         me: TaskletId,
-        handle: &RuntimeHandle,
+        handle: impl FnOnce() -> RuntimeHandle,
     ) -> Pick {
-        let mut elig = self.eligible();
+        let at = thread_slot();
+        let mut guard = self.slots[at].0.lock().unwrap_or_else(|p| p.into_inner());
+        let slot = guard.get_or_insert_with(|| self.slot(at));
+        let Slot {
+            elig,
+            weights,
+            cur,
+            room,
+            st,
+        } = &mut **slot;
+        self.eligible(elig);
         if let Some(a) = avoid {
             if elig.len() > 1 {
                 elig.retain(|&i| i != a);
@@ -392,27 +432,28 @@ impl Farm {
             return Pick::NoServer("no server available");
         }
         let static_w = self.static_weights();
-        let weights: Vec<u32> = elig
-            .iter()
-            // Map-based hashing is static: no slowstart ramp (HAProxy).
-            .map(|&i| {
-                let s = &self.servers[i];
-                if static_w {
-                    s.weight.load(Ordering::Relaxed)
-                } else {
-                    s.effective_weight()
-                }
-            })
-            .collect();
-        let cur: Vec<u32> = elig
-            .iter()
-            .map(|&i| self.servers[i].cur.load(Ordering::Relaxed))
-            .collect();
-        let room: Vec<bool> = elig.iter().map(|&i| self.servers[i].has_room()).collect();
-        let choice = {
-            let mut st = self.lb.lock().unwrap_or_else(|p| p.into_inner());
-            lb::choose(&self.balance, &mut st, &elig, &weights, &cur, &room, input)
-        };
+        weights.clear();
+        weights.extend(
+            elig.iter()
+                // Map-based hashing is static: no slowstart ramp (HAProxy).
+                .map(|&i| {
+                    let s = &self.servers[i];
+                    if static_w {
+                        s.weight.load(Ordering::Relaxed)
+                    } else {
+                        s.effective_weight()
+                    }
+                }),
+        );
+        cur.clear();
+        cur.extend(
+            elig.iter()
+                .map(|&i| self.servers[i].cur.load(Ordering::Relaxed)),
+        );
+        room.clear();
+        room.extend(elig.iter().map(|&i| self.servers[i].has_room()));
+        let choice = lb::choose(&self.balance, st, elig, weights, cur, room, input, &self.rr);
+        let elig: &[usize] = elig;
         match choice {
             lb::Choice::Server(i) => {
                 let s = &self.servers[i];
@@ -420,10 +461,10 @@ impl Farm {
                     return Pick::Server(Arc::clone(s));
                 }
                 // Raced to full: queue on the backend like any full case.
-                self.enqueue_backend(&elig, me, handle)
+                self.enqueue_backend(elig, me, handle)
             }
             lb::Choice::Bound(i) => self.enqueue_server(i, me, handle),
-            lb::Choice::AllFull => self.enqueue_backend(&elig, me, handle),
+            lb::Choice::AllFull => self.enqueue_backend(elig, me, handle),
         }
     }
 
@@ -436,7 +477,7 @@ impl Farm {
         input: &LbInput<'_>,
         avoid: Option<usize>,
         me: TaskletId,
-        handle: &RuntimeHandle,
+        handle: impl FnOnce() -> RuntimeHandle,
     ) -> Pick {
         match prefer {
             Some(i) if avoid != Some(i) && self.servers.get(i).is_some_and(|s| s.persist_ok()) => {
@@ -446,16 +487,21 @@ impl Farm {
         }
     }
 
-    fn waiter(me: TaskletId, handle: &RuntimeHandle) -> Arc<Waiter> {
+    fn waiter(me: TaskletId, handle: RuntimeHandle) -> Arc<Waiter> {
         Arc::new(Waiter {
             state: Mutex::new(WaitState::Waiting),
             tasklet: me,
-            handle: handle.clone(),
+            handle,
         })
     }
 
     /// Queues on one server (hash algorithms bind a stream to its server).
-    fn enqueue_server(&self, i: usize, me: TaskletId, handle: &RuntimeHandle) -> Pick {
+    fn enqueue_server(
+        &self,
+        i: usize,
+        me: TaskletId,
+        handle: impl FnOnce() -> RuntimeHandle,
+    ) -> Pick {
         let s = &self.servers[i];
         let mut q = s.queue.lock().unwrap_or_else(|p| p.into_inner());
         // Re-check under the lock a releasing stream takes.
@@ -465,14 +511,19 @@ impl Farm {
         if s.opts.maxqueue.is_some_and(|m| q.len() as u32 >= m) {
             return Pick::NoServer("server queue full");
         }
-        let w = Self::waiter(me, handle);
+        let w = Self::waiter(me, handle());
         q.push_back(Arc::clone(&w));
         s.counters.queued_total.fetch_add(1, Ordering::Relaxed);
         Pick::Queued(w)
     }
 
     /// Queues on the backend: any eligible server may hand us a slot.
-    fn enqueue_backend(&self, elig: &[usize], me: TaskletId, handle: &RuntimeHandle) -> Pick {
+    fn enqueue_backend(
+        &self,
+        elig: &[usize],
+        me: TaskletId,
+        handle: impl FnOnce() -> RuntimeHandle,
+    ) -> Pick {
         let mut q = self.queue.lock().unwrap_or_else(|p| p.into_inner());
         for &i in elig {
             if self.servers[i].try_take() {
@@ -488,7 +539,7 @@ impl Farm {
         if bound.is_some_and(|b| q.len() as u32 >= b) {
             return Pick::NoServer("backend queue full");
         }
-        let w = Self::waiter(me, handle);
+        let w = Self::waiter(me, handle());
         q.push_back(Arc::clone(&w));
         self.counters.queued_total.fetch_add(1, Ordering::Relaxed);
         Pick::Queued(w)
@@ -552,7 +603,8 @@ impl Farm {
     /// backend's waiters try again.
     pub fn kick_backend_queue(&self) {
         let mut q = self.queue.lock().unwrap_or_else(|p| p.into_inner());
-        let elig = self.eligible();
+        let mut elig = Vec::new();
+        self.eligible(&mut elig);
         while !q.is_empty() {
             let Some(s) = elig
                 .iter()
@@ -583,6 +635,90 @@ impl Farm {
             .iter()
             .map(|s| s.queue.lock().map(|q| q.len()).unwrap_or(0))
             .sum::<usize>()
+    }
+}
+
+/// Every server by uid, for readers that keep only the uid (a session's
+/// current server, which the stream sets without a lock).
+static BY_UID: Mutex<std::collections::BTreeMap<u64, std::sync::Weak<ServerRt>>> =
+    Mutex::new(std::collections::BTreeMap::new());
+
+fn register(servers: &[Arc<ServerRt>]) {
+    let mut m = BY_UID.lock().unwrap_or_else(|p| p.into_inner());
+    m.retain(|_, w| w.strong_count() > 0);
+    for s in servers {
+        m.insert(s.uid, Arc::downgrade(s));
+    }
+}
+
+/// The server with this uid, while it exists (0 is none).
+pub fn server_by_uid(uid: u64) -> Option<Arc<ServerRt>> {
+    BY_UID
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .get(&uid)
+        .and_then(std::sync::Weak::upgrade)
+}
+
+/// Threads with a balancing slot of their own in every farm; more threads
+/// share slots (still correct: a slot is a lock, only not a free one).
+pub const LB_SLOTS: usize = 64;
+
+/// A thread's balancing state and scratch lists (kept for their capacity).
+struct Slot {
+    elig: Vec<usize>,
+    weights: Vec<u32>,
+    cur: Vec<u32>,
+    room: Vec<bool>,
+    st: lb::State,
+}
+
+/// One thread's balancing slot, filled at its first pick.
+type ThreadSlot = Padded<Mutex<Option<Box<Slot>>>>;
+
+/// Keeps each thread's slot on its own cache line.
+#[repr(align(64))]
+struct Padded<T>(T);
+
+/// This thread's slot index, given at its first pick.
+fn thread_slot() -> usize {
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    thread_local! {
+        static SLOT: usize = NEXT.fetch_add(1, Ordering::Relaxed) % LB_SLOTS;
+    }
+    SLOT.with(|s| *s)
+}
+
+/// An instant that threads read and set without a lock: nanoseconds from
+/// a process-wide origin (negative: before it).
+pub struct AtomicInstant(AtomicI64);
+
+fn origin() -> Instant {
+    static O: OnceLock<Instant> = OnceLock::new();
+    *O.get_or_init(Instant::now)
+}
+
+impl AtomicInstant {
+    pub fn new(t: Instant) -> AtomicInstant {
+        let a = AtomicInstant(AtomicI64::new(0));
+        a.set(t);
+        a
+    }
+
+    pub fn set(&self, t: Instant) {
+        let o = origin();
+        let n = match t.checked_duration_since(o) {
+            Some(d) => i64::try_from(d.as_nanos()).unwrap_or(i64::MAX),
+            None => -i64::try_from((o - t).as_nanos()).unwrap_or(i64::MAX),
+        };
+        self.0.store(n, Ordering::Relaxed);
+    }
+
+    /// Time since the instant (zero if it is in the future).
+    pub fn elapsed(&self) -> Duration {
+        let now = i64::try_from(origin().elapsed().as_nanos()).unwrap_or(i64::MAX);
+        let d = now.saturating_sub(self.0.load(Ordering::Relaxed));
+        Duration::from_nanos(u64::try_from(d).unwrap_or(0))
     }
 }
 

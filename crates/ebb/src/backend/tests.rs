@@ -50,14 +50,14 @@ fn slot_is_handed_to_the_first_waiter_in_order() {
     let h = rt.handle();
     let f = farm(&[Some(1)], None, Balance::RoundRobin);
     let me = tasklet(&mut c);
-    let Pick::Server(s) = f.pick(&LbInput::default(), None, me, &h) else {
+    let Pick::Server(s) = f.pick(&LbInput::default(), None, me, || h.clone()) else {
         panic!("first pick should get the slot");
     };
-    let w1 = match f.pick(&LbInput::default(), None, me, &h) {
+    let w1 = match f.pick(&LbInput::default(), None, me, || h.clone()) {
         Pick::Queued(w) => w,
         _ => panic!("second pick should queue"),
     };
-    let w2 = match f.pick(&LbInput::default(), None, me, &h) {
+    let w2 = match f.pick(&LbInput::default(), None, me, || h.clone()) {
         Pick::Queued(w) => w,
         _ => panic!("third pick should queue"),
     };
@@ -80,15 +80,15 @@ fn cancelled_waiters_are_skipped_and_maxqueue_refuses() {
     let h = rt.handle();
     let f = farm(&[Some(1)], Some(1), Balance::RoundRobin);
     let me = tasklet(&mut c);
-    let Pick::Server(s) = f.pick(&LbInput::default(), None, me, &h) else {
+    let Pick::Server(s) = f.pick(&LbInput::default(), None, me, || h.clone()) else {
         panic!()
     };
-    let Pick::Queued(w) = f.pick(&LbInput::default(), None, me, &h) else {
+    let Pick::Queued(w) = f.pick(&LbInput::default(), None, me, || h.clone()) else {
         panic!()
     };
     // Queue bound reached: refused.
     assert!(matches!(
-        f.pick(&LbInput::default(), None, me, &h),
+        f.pick(&LbInput::default(), None, me, || h.clone()),
         Pick::NoServer(_)
     ));
     // The waiter gives up; a release then returns the slot.
@@ -104,10 +104,10 @@ fn a_waiter_that_gives_up_after_assignment_gets_the_slot_back() {
     let h = rt.handle();
     let f = farm(&[Some(1)], None, Balance::RoundRobin);
     let me = tasklet(&mut c);
-    let Pick::Server(s) = f.pick(&LbInput::default(), None, me, &h) else {
+    let Pick::Server(s) = f.pick(&LbInput::default(), None, me, || h.clone()) else {
         panic!()
     };
-    let Pick::Queued(w) = f.pick(&LbInput::default(), None, me, &h) else {
+    let Pick::Queued(w) = f.pick(&LbInput::default(), None, me, || h.clone()) else {
         panic!()
     };
     f.release(&s);
@@ -127,11 +127,11 @@ fn bound_streams_wait_on_their_server_and_move_when_it_goes_down() {
         src: Some("10.9.8.7".parse().unwrap()),
         ..LbInput::default()
     };
-    let Pick::Server(s) = f.pick(&input, None, me, &h) else {
+    let Pick::Server(s) = f.pick(&input, None, me, || h.clone()) else {
         panic!()
     };
     // Same source, server full: bound, waits in that server's queue.
-    let Pick::Queued(w) = f.pick(&input, None, me, &h) else {
+    let Pick::Queued(w) = f.pick(&input, None, me, || h.clone()) else {
         panic!()
     };
     assert_eq!(s.queue.lock().unwrap().len(), 1);
@@ -139,7 +139,7 @@ fn bound_streams_wait_on_their_server_and_move_when_it_goes_down() {
     f.redispatch_queue_of(&s);
     assert!(matches!(w.current(), WaitState::Redispatch));
     // Picking again lands on the other server.
-    let Pick::Server(s2) = f.pick(&input, None, me, &h) else {
+    let Pick::Server(s2) = f.pick(&input, None, me, || h.clone()) else {
         panic!()
     };
     assert_ne!(s2.idx, s.idx);
@@ -177,20 +177,20 @@ fn backups_only_when_all_actives_are_down() {
     );
     let me = tasklet(&mut c);
     for _ in 0..5 {
-        let Pick::Server(s) = f.pick(&LbInput::default(), None, me, &h) else {
+        let Pick::Server(s) = f.pick(&LbInput::default(), None, me, || h.clone()) else {
             panic!()
         };
         assert_eq!(s.name, "a");
         f.release(&s);
     }
     f.servers[0].admin.store(ADMIN_MAINT, Ordering::Relaxed);
-    let Pick::Server(s) = f.pick(&LbInput::default(), None, me, &h) else {
+    let Pick::Server(s) = f.pick(&LbInput::default(), None, me, || h.clone()) else {
         panic!()
     };
     assert_eq!(s.name, "b");
     f.servers[1].up.store(false, Ordering::Relaxed);
     assert!(matches!(
-        f.pick(&LbInput::default(), None, me, &h),
+        f.pick(&LbInput::default(), None, me, || h.clone()),
         Pick::NoServer(_)
     ));
 }
@@ -210,7 +210,7 @@ fn no_slot_is_lost_under_concurrent_pick_and_release() {
         let h = h.clone();
         ths.push(std::thread::spawn(move || {
             for _ in 0..2000 {
-                let s = match f.pick(&LbInput::default(), None, me, &h) {
+                let s = match f.pick(&LbInput::default(), None, me, || h.clone()) {
                     Pick::Server(s) => s,
                     Pick::Queued(w) => loop {
                         if let WaitState::Assigned(s) = w.current() {
@@ -235,4 +235,72 @@ fn no_slot_is_lost_under_concurrent_pick_and_release() {
         0
     );
     assert_eq!(f.queued(), 0);
+}
+
+#[test]
+fn picks_from_many_threads_keep_round_robin_weights_exactly() {
+    // Every thread has its own balancing state, but the position in the
+    // order is one atomic: 4 threads x 601 picks over weights 3:2:1 (order
+    // a b a c b a) are 400 whole periods and the first 4 picks of one more
+    // (a b a c), whatever the interleaving. Positions kept per thread
+    // would give each thread's extra pick to a: 1204/800/400.
+    let (rt, mut c) = ctx();
+    let h = rt.handle();
+    let me = tasklet(&mut c);
+    let servers = [3u32, 2, 1]
+        .iter()
+        .enumerate()
+        .map(|(i, &weight)| {
+            let opts = ServerOptions {
+                weight,
+                ..ServerOptions::default()
+            };
+            let addr = format!("127.0.0.1:{}", 9000 + i).parse().unwrap();
+            (format!("s{i}"), Some(addr), opts, None)
+        })
+        .collect();
+    let f = Farm::new(
+        "be".into(),
+        servers,
+        Balance::RoundRobin,
+        3,
+        false,
+        HttpReuse::Safe,
+        HttpCheck::default(),
+    );
+    let counts = std::thread::scope(|sc| {
+        let joins: Vec<_> = (0..4)
+            .map(|_| {
+                sc.spawn(|| {
+                    let mut n = [0usize; 3];
+                    for _ in 0..601 {
+                        let Pick::Server(s) = f.pick(&LbInput::default(), None, me, || h.clone())
+                        else {
+                            panic!("no maxconn: every pick gets a server");
+                        };
+                        n[s.idx] += 1;
+                        f.release(&s);
+                    }
+                    n
+                })
+            })
+            .collect();
+        joins.into_iter().fold([0usize; 3], |mut acc, j| {
+            let n = j.join().unwrap();
+            (0..3).for_each(|k| acc[k] += n[k]);
+            acc
+        })
+    });
+    assert_eq!(counts, [1202, 801, 401]);
+}
+
+#[test]
+fn atomic_instant_keeps_times_before_and_after_its_origin() {
+    let now = Instant::now();
+    let a = AtomicInstant::new(now.checked_sub(Duration::from_secs(5)).unwrap_or(now));
+    assert!(a.elapsed() >= Duration::from_secs(4));
+    a.set(Instant::now());
+    assert!(a.elapsed() < Duration::from_secs(4));
+    a.set(Instant::now() + Duration::from_secs(60));
+    assert_eq!(a.elapsed(), Duration::ZERO);
 }

@@ -456,14 +456,8 @@ pub fn execute(
             let mut f = || {
                 let epoch = p.sessions.epoch();
                 for s in p.sessions.snapshot(epoch) {
-                    let hit = s
-                        .target
-                        .lock()
-                        .map(|t| {
-                            t.as_ref()
-                                .is_some_and(|(b, sv)| **b == *farm.name && **sv == *srv.name)
-                        })
-                        .unwrap_or(false);
+                    let hit = crate::backend::server_by_uid(s.target.load(Ordering::Relaxed))
+                        .is_some_and(|t| t.backend == farm.name && t.name == srv.name);
                     if hit {
                         kill(p, &s);
                         n += 1;
@@ -863,12 +857,8 @@ fn show_sess(p: &Process, all: bool, isolate: &mut dyn FnMut(&mut dyn FnMut())) 
                 .duration_since(s.accepted)
                 .map(|d| d.as_secs())
                 .unwrap_or(0);
-            let (be, srv) = s
-                .target
-                .lock()
-                .ok()
-                .and_then(|t| t.clone())
-                .map(|(b, sv)| (b.to_string(), sv.to_string()))
+            let (be, srv) = crate::backend::server_by_uid(s.target.load(Ordering::Relaxed))
+                .map(|t| (t.backend.clone(), t.name.clone()))
                 .unwrap_or_else(|| ("<NONE>".into(), "<none>".into()));
             let proto = if s.peer.is_ipv4() { "tcpv4" } else { "tcpv6" };
             let _ = write!(

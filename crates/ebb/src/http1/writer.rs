@@ -13,8 +13,44 @@ use super::head::{is_field_value_byte, is_token, BodyFraming, Version};
 /// Value of the `Server` field ebb sends.
 pub const SERVER: &[u8] = b"ebb";
 
-/// The complete interim response sent for `Expect: 100-continue`.
-pub const CONTINUE_100: &[u8] = b"HTTP/1.1 100 Continue\r\n\r\n";
+/// Up to `N` header fields (name, value) on the stack: an answer's own
+/// fields, gathered before they are written, without a vector. A field
+/// past `N` is dropped (a caller's bug, caught by a debug assertion).
+pub struct Fields<'a, const N: usize> {
+    list: [(&'a [u8], &'a [u8]); N],
+    len: usize,
+}
+
+impl<'a, const N: usize> Fields<'a, N> {
+    pub fn new() -> Self {
+        Fields {
+            list: [(&[], &[]); N],
+            len: 0,
+        }
+    }
+
+    pub fn push(&mut self, f: (&'a [u8], &'a [u8])) {
+        debug_assert!(self.len < N, "more than {N} fields");
+        if let Some(slot) = self.list.get_mut(self.len) {
+            *slot = f;
+            self.len += 1;
+        }
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = &(&'a [u8], &'a [u8])> {
+        self.list[..self.len].iter()
+    }
+
+    pub fn to_vec(&self) -> Vec<(&'a [u8], &'a [u8])> {
+        self.list[..self.len].to_vec()
+    }
+}
+
+impl<const N: usize> Default for Fields<'_, N> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
 
 /// Length of an IMF-fixdate (`Sun, 06 Nov 1994 08:49:37 GMT`).
 pub const DATE_LEN: usize = 29;
@@ -153,6 +189,12 @@ pub const fn reason_phrase(status: u16) -> &'static str {
         511 => "Network Authentication Required",
         _ => "",
     }
+}
+
+/// Appends `n` in decimal, formatted on the stack.
+pub fn push_decimal(out: &mut Vec<u8>, n: u64) {
+    let mut digits = [0u8; 20];
+    out.extend_from_slice(decimal(n, &mut digits));
 }
 
 /// Decimal digits of `n` on the stack.

@@ -12,7 +12,6 @@
 
 use std::collections::HashMap;
 use std::fs::File;
-use std::path::PathBuf;
 use std::sync::Arc;
 
 use super::files::{
@@ -38,7 +37,6 @@ pub const CACHE_ENTRIES: usize = 512;
 /// An open file ready to serve.
 #[derive(Debug)]
 pub struct OpenFile {
-    pub path: PathBuf,
     pub file: File,
     pub validators: Validators,
     pub content_type: String,
@@ -95,7 +93,6 @@ pub fn lookup_blocking(cfg: &FilesConfig, clean: &str) -> Found {
             };
             Found::File(Arc::new(OpenFile {
                 content_type: content_type(&path),
-                path,
                 file,
                 validators,
                 small,
@@ -109,8 +106,6 @@ pub struct FileCache {
     /// One map per backend (by backend id), keyed by clean path.
     maps: HashMap<u64, HashMap<String, (Found, Tick)>>,
     len: usize,
-    hits: u64,
-    misses: u64,
 }
 
 impl Default for FileCache {
@@ -124,22 +119,14 @@ impl FileCache {
         FileCache {
             maps: HashMap::new(),
             len: 0,
-            hits: 0,
-            misses: 0,
         }
     }
 
     /// A fresh entry for this path, if any.
     pub fn get(&mut self, backend: u64, clean: &str, now: Tick) -> Option<Found> {
         match self.maps.get(&backend).and_then(|m| m.get(clean)) {
-            Some((f, at)) if !ticks::is_expired(ticks::add(*at, FRESH_MS), now) => {
-                self.hits += 1;
-                Some(f.clone())
-            }
-            _ => {
-                self.misses += 1;
-                None
-            }
+            Some((f, at)) if !ticks::is_expired(ticks::add(*at, FRESH_MS), now) => Some(f.clone()),
+            _ => None,
         }
     }
 
@@ -165,11 +152,6 @@ impl FileCache {
         if m.insert(clean, (found.clone(), now)).is_none() {
             self.len += 1;
         }
-    }
-
-    /// (hits, misses) since start.
-    pub fn stats(&self) -> (u64, u64) {
-        (self.hits, self.misses)
     }
 }
 

@@ -3,7 +3,8 @@
 //!
 //! The functions here are deterministic given the file system: they take the
 //! request's pieces and the configuration and return what to answer (a
-//! [`Resolved`] file, a [`Refusal`], a [`Decision`]). Those that
+//! [`Resolved`] path, a [`Refusal`], a [`Decision`] on conditionals and
+//! ranges). Those that
 //! touch the disk (`resolve`, `read_dir_listing`) block, so the server runs
 //! them on its blocking pool unless the open-file cache already knows the
 //! answer; the event loop itself never calls them.
@@ -60,6 +61,9 @@ fn hex_val(c: u8) -> Option<u8> {
 /// Decodes and normalises the path of a request target (origin form).
 /// Returns the clean path, always starting with `/`, with a trailing `/`
 /// kept when the request had one.
+///
+/// The string comes from this thread's spare (see [`recycle_path`]), so a
+/// request whose path is given back allocates nothing here.
 pub fn normalize_path(target: &[u8]) -> Result<String, Refusal> {
     let path = match target.iter().position(|&c| c == b'?' || c == b'#') {
         Some(i) => &target[..i],
@@ -68,62 +72,88 @@ pub fn normalize_path(target: &[u8]) -> Result<String, Refusal> {
     if path.first() != Some(&b'/') {
         return Err(Refusal::BadRequest);
     }
-    // Percent-decode once, refusing what would change the path's structure.
-    let mut dec = Vec::with_capacity(path.len());
-    let mut i = 0;
-    while i < path.len() {
-        let c = path[i];
-        if c == b'%' {
-            let (Some(h), Some(l)) = (
-                path.get(i + 1).copied().and_then(hex_val),
-                path.get(i + 2).copied().and_then(hex_val),
-            ) else {
-                return Err(Refusal::BadRequest);
-            };
-            let b = h << 4 | l;
-            if b == b'/' || b == 0 {
-                return Err(Refusal::NotFound);
+    let mut out = SPARE_PATH.with(|s| s.take()).into_bytes();
+    out.clear();
+    normalize_into(path, &mut out)?;
+    String::from_utf8(out).map_err(|_| Refusal::NotFound)
+}
+
+thread_local! {
+    /// A path string given back after use, for the next request.
+    static SPARE_PATH: std::cell::Cell<String> = const { std::cell::Cell::new(String::new()) };
+}
+
+/// Gives a clean path back once used: the next [`normalize_path`] on this
+/// thread writes into it.
+pub fn recycle_path(p: String) {
+    SPARE_PATH.with(|s| s.set(p));
+}
+
+/// Percent-decodes `path` (starting with `/`) segment by segment into
+/// `out`, dropping `.` and empty segments and popping one for `..`. Every
+/// decoded segment must be UTF-8 without NUL (so the whole path is, even
+/// the parts a `..` removes). Refusals rank as when decoding came first:
+/// a bad escape (400, or 404 for `%2F`/`%00`), then text that is not UTF-8
+/// or holds NUL (404), then a `..` above the root (403).
+fn normalize_into(path: &[u8], out: &mut Vec<u8>) -> Result<(), Refusal> {
+    let trailing = path.ends_with(b"/");
+    let (mut above_root, mut bad_text) = (false, false);
+    // A decoded `/` is refused, so the raw slashes are the segments'.
+    for raw in path[1..].split(|&c| c == b'/') {
+        let start = out.len();
+        out.push(b'/');
+        let mut i = 0;
+        while i < raw.len() {
+            let c = raw[i];
+            if c == b'%' {
+                let (Some(h), Some(l)) = (
+                    raw.get(i + 1).copied().and_then(hex_val),
+                    raw.get(i + 2).copied().and_then(hex_val),
+                ) else {
+                    return Err(Refusal::BadRequest);
+                };
+                let b = h << 4 | l;
+                if b == b'/' || b == 0 {
+                    return Err(Refusal::NotFound);
+                }
+                out.push(b);
+                i += 3;
+            } else {
+                out.push(c);
+                i += 1;
             }
-            dec.push(b);
-            i += 3;
-        } else {
-            dec.push(c);
-            i += 1;
         }
-    }
-    let dec = String::from_utf8(dec).map_err(|_| Refusal::NotFound)?;
-    if dec.contains('\0') {
-        return Err(Refusal::NotFound);
-    }
-    let trailing = dec.ends_with('/');
-    let mut segs: Vec<&str> = Vec::new();
-    for seg in dec.split('/') {
+        let seg = &out[start + 1..];
+        bad_text |= std::str::from_utf8(seg).is_err() || seg.contains(&0);
         match seg {
-            "" | "." => {}
-            ".." => {
-                if segs.pop().is_none() {
-                    return Err(Refusal::Forbidden);
+            b"" | b"." => out.truncate(start),
+            b".." => {
+                out.truncate(start);
+                match out.iter().rposition(|&c| c == b'/') {
+                    Some(prev) => out.truncate(prev),
+                    None => above_root = true,
                 }
             }
-            s => segs.push(s),
+            _ => {}
         }
     }
-    let mut out = String::with_capacity(dec.len());
-    for s in &segs {
-        out.push('/');
-        out.push_str(s);
+    if bad_text {
+        return Err(Refusal::NotFound);
+    }
+    if above_root {
+        return Err(Refusal::Forbidden);
     }
     if out.is_empty() || trailing {
-        out.push('/');
+        out.push(b'/');
     }
-    Ok(out)
+    Ok(())
 }
 
 /// What a clean path maps to on disk.
 #[derive(Debug)]
 pub enum Resolved {
     /// A regular file to send.
-    File { path: PathBuf, meta: Metadata },
+    File { path: PathBuf },
     /// A directory to list (listing is on and no index file exists).
     Listing { path: PathBuf },
     /// A directory asked for without its trailing slash: 301 to `location`.
@@ -150,7 +180,7 @@ pub fn resolve(cfg: &FilesConfig, clean: &str) -> Result<Resolved, Refusal> {
             if let Ok(m) = std::fs::metadata(&p) {
                 if m.is_file() {
                     check_inside(cfg, &p)?;
-                    return Ok(Resolved::File { path: p, meta: m });
+                    return Ok(Resolved::File { path: p });
                 }
             }
         }
@@ -164,7 +194,7 @@ pub fn resolve(cfg: &FilesConfig, clean: &str) -> Result<Resolved, Refusal> {
         // Devices, sockets, fifos: never served.
         return Err(Refusal::NotFound);
     }
-    Ok(Resolved::File { path: full, meta })
+    Ok(Resolved::File { path: full })
 }
 
 /// Whether a clean path names a dot-file or goes through a dot-directory
@@ -295,6 +325,8 @@ pub fn content_type(path: &Path) -> String {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Validators {
     pub etag: String,
+    /// `mtime` as the `Last-Modified` value (formatted once, at open).
+    pub last_modified: String,
     pub mtime: SystemTime,
     pub len: u64,
 }
@@ -307,9 +339,11 @@ impl Validators {
             .duration_since(UNIX_EPOCH)
             .map(|d| d.as_secs())
             .unwrap_or(0);
+        let mtime = UNIX_EPOCH + Duration::from_secs(secs);
         Validators {
             etag: format!("\"{:x}-{:x}\"", secs, meta.len()),
-            mtime: UNIX_EPOCH + Duration::from_secs(secs),
+            last_modified: httpdate::fmt_http_date(mtime),
+            mtime,
             len: meta.len(),
         }
     }

@@ -548,7 +548,6 @@ fn csv_field(s: &str) -> String {
 #[derive(Clone, Debug, PartialEq)]
 pub enum Val {
     U(u64),
-    S(i64),
     Str(String),
 }
 
@@ -556,7 +555,6 @@ impl std::fmt::Display for Val {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Val::U(v) => write!(f, "{v}"),
-            Val::S(v) => write!(f, "{v}"),
             Val::Str(v) => f.write_str(v),
         }
     }

@@ -496,6 +496,7 @@ impl Stream {
                 let bid = c.fe.backends.get(bi).map_or(0, |b| b.id);
                 let hit = c.w.files.borrow_mut().get(bid, &clean, now);
                 if let Some(found) = hit {
+                    crate::serve::files::recycle_path(clean);
                     self.answer_found(c, ctx, bi, found);
                     return;
                 }
@@ -600,14 +601,13 @@ impl Stream {
             Decision::Unsatisfiable => (416, None),
         };
         let date = *c.w.date.borrow_mut().get();
-        let lm = httpdate::fmt_http_date(v.mtime);
         let mut cr = String::new();
         let cc = max_age.map(|a| format!("max-age={a}"));
         {
-            let mut hdrs: Vec<(&[u8], &[u8])> = Vec::with_capacity(8);
+            let mut hdrs = crate::http1::Fields::<6>::new();
             if status != 416 {
                 hdrs.push((b"Content-Type", f.content_type.as_bytes()));
-                hdrs.push((b"Last-Modified", lm.as_bytes()));
+                hdrs.push((b"Last-Modified", v.last_modified.as_bytes()));
                 hdrs.push((b"ETag", v.etag.as_bytes()));
                 hdrs.push((b"Accept-Ranges", b"bytes"));
                 if let Some(cc) = &cc {
@@ -631,10 +631,20 @@ impl Stream {
                 be: Some(&backend.name),
                 ..sample_ctx(tr, c.peer, &c.fe.name, &dst, &c.vars, &c.stk)
             };
-            let edited = apply_edits(&c.fe, &backend, &self.edits, hdrs, status, &sctx);
+            let edited = (!self.edits.is_empty())
+                .then(|| apply_edits(&c.fe, &backend, &self.edits, hdrs.to_vec(), status, &sctx));
             let mut w = ResponseWriter::new(&mut c.wbuf, status, &date);
-            for (n, val) in &edited {
-                let _ = w.header(n, val);
+            match &edited {
+                Some(e) => {
+                    for (n, val) in e {
+                        let _ = w.header(n, val);
+                    }
+                }
+                None => {
+                    for (n, val) in hdrs.iter() {
+                        let _ = w.header(n, val);
+                    }
+                }
             }
             let framing = match range {
                 Some((s, e)) => BodyFraming::ContentLength(e - s),

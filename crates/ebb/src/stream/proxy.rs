@@ -129,6 +129,59 @@ pub(super) struct Upstream {
     pub(super) term: &'static str,
 }
 
+/// An exchange's buffers, kept per thread between exchanges so that a
+/// proxied request reuses the previous one's allocations: the request
+/// head for the server, the request line for the log, the balancer's URI
+/// key and the parsed response head. Holds no reference to any backend.
+#[derive(Default)]
+struct UpBufs {
+    head: Vec<u8>,
+    req_line: Vec<u8>,
+    lb_uri: Vec<u8>,
+    resp: ResponseHead,
+}
+
+thread_local! {
+    static SPARE_BUFS: std::cell::RefCell<UpBufs> = std::cell::RefCell::default();
+}
+
+impl UpBufs {
+    /// This thread's spare buffers, emptied (fresh ones if none).
+    fn take() -> UpBufs {
+        let mut b = SPARE_BUFS.with(|s| std::mem::take(&mut *s.borrow_mut()));
+        b.head.clear();
+        b.req_line.clear();
+        b.lb_uri.clear();
+        b.resp = ResponseHead {
+            headers: std::mem::take(&mut b.resp.headers),
+            ..ResponseHead::default()
+        };
+        b.resp.headers.clear();
+        b
+    }
+}
+
+impl Drop for Upstream {
+    /// Gives the exchange's buffers back to the thread (the larger ones:
+    /// a head that grew past 64 KiB is let go).
+    fn drop(&mut self) {
+        if self.head.capacity() > 64 * 1024 {
+            return;
+        }
+        let b = UpBufs {
+            head: std::mem::take(&mut self.head),
+            req_line: std::mem::take(&mut self.req_line),
+            lb_uri: std::mem::take(&mut self.lb_uri),
+            resp: std::mem::take(&mut self.resp),
+        };
+        let _ = SPARE_BUFS.try_with(|s| {
+            if let Ok(mut s) = s.try_borrow_mut() {
+                *s = b;
+            }
+        });
+    }
+}
+
 fn hdr_name_eq(a: &[u8], b: &str) -> bool {
     a.eq_ignore_ascii_case(b.as_bytes())
 }
@@ -200,7 +253,8 @@ impl Stream {
                 .map_or(&b""[..], |f| f.header.as_bytes()),
             keep: keep_server,
         };
-        let mut out = Vec::with_capacity(h.head_len + 64);
+        let mut spare = UpBufs::take();
+        let mut out = std::mem::take(&mut spare.head);
         let peer = c.peer.ip();
         let framing = write_request_head(&mut out, &view, &tail, |out, has_xff| {
             for e in req_edits.iter().filter_map(edit) {
@@ -211,7 +265,7 @@ impl Stream {
                 if !skip {
                     out.extend_from_slice(ff.header.as_bytes());
                     out.extend_from_slice(b": ");
-                    out.extend_from_slice(peer.to_string().as_bytes());
+                    let _ = std::io::Write::write_fmt(out, format_args!("{peer}"));
                     out.extend_from_slice(b"\r\n");
                 }
             }
@@ -227,7 +281,10 @@ impl Stream {
             crate::config::Balance::Hdr { name, .. } => h.header(buf, name).map(|v| v.to_vec()),
             _ => None,
         };
-        let lb_uri = h.path.get(buf).to_vec();
+        let mut lb_uri = std::mem::take(&mut spare.lb_uri);
+        if matches!(sr.farm.balance, crate::config::Balance::Uri { .. }) {
+            lb_uri.extend_from_slice(h.path.get(buf));
+        }
         let now = ctx.now();
         let up = Upstream {
             be: Arc::clone(&be),
@@ -240,7 +297,7 @@ impl Stream {
             head: out,
             body_sent: false,
             req_left,
-            resp: ResponseHead::default(),
+            resp: std::mem::take(&mut spare.resp),
             resp_left: None,
             dechunk: false,
             status: 0,
@@ -257,11 +314,11 @@ impl Stream {
             t_start: now,
             t_queued: None,
             t_served: None,
-            req_line: buf
-                .iter()
-                .position(|&c| c == b'\r')
-                .map(|i| buf[..i].to_vec())
-                .unwrap_or_default(),
+            req_line: {
+                let mut l = std::mem::take(&mut spare.req_line);
+                l.extend_from_slice(&buf[..buf.iter().position(|&c| c == b'\r').unwrap_or(0)]);
+                l
+            },
             t_conn: None,
             t_resp: None,
             deadline: now,
@@ -298,7 +355,7 @@ impl Stream {
         };
         let pick = up
             .farm
-            .pick_sticky(c.stk.prefer(), &input, up.avoid, me, &ctx.handle());
+            .pick_sticky(c.stk.prefer(), &input, up.avoid, me, || ctx.handle());
         match pick {
             Pick::Server(s) => {
                 self.up = Some(up);
@@ -356,8 +413,7 @@ impl Stream {
             }
         }
         up.server = Some(Arc::clone(&s));
-        *c.sess.target.lock().unwrap_or_else(|p| p.into_inner()) =
-            Some((Arc::from(up.be.name.as_str()), Arc::from(s.name.as_str())));
+        c.sess.target.store(s.uid, Ordering::Relaxed);
         match sock {
             Some((st, reused, registered)) => {
                 if !registered {
@@ -573,7 +629,7 @@ impl Stream {
     }
 
     fn finish_proxy_input(&mut self, c: &mut H1) {
-        *c.sess.target.lock().unwrap_or_else(|p| p.into_inner()) = None;
+        c.sess.target.store(0, Ordering::Relaxed);
         c.input = In::Head;
         self.wait = Wait::None;
         c.req_start = None;
@@ -901,7 +957,7 @@ impl Stream {
         let mut ka = crate::drain::keep_alive(up.client_keep_alive, c.stopping);
         let out = &mut c.wbuf;
         out.extend_from_slice(b"HTTP/1.1 ");
-        out.extend_from_slice(r.status.to_string().as_bytes());
+        crate::http1::push_decimal(out, u64::from(r.status));
         out.push(b' ');
         out.extend_from_slice(r.reason.get(buf));
         out.extend_from_slice(b"\r\n");
@@ -966,7 +1022,9 @@ impl Stream {
                     Left::Done
                 }
                 BodyFraming::ContentLength(n) => {
-                    out.extend_from_slice(format!("Content-Length: {n}\r\n").as_bytes());
+                    out.extend_from_slice(b"Content-Length: ");
+                    crate::http1::push_decimal(out, n);
+                    out.extend_from_slice(b"\r\n");
                     if n == 0 {
                         Left::Done
                     } else {

@@ -304,7 +304,7 @@ impl Session {
             uri: b"",
             hdr: None,
         };
-        match farm.pick(&input, self.avoid, me, &ctx.handle()) {
+        match farm.pick(&input, self.avoid, me, || ctx.handle()) {
             Pick::Server(s) => self.use_server(ctx, s),
             Pick::Queued(w) => {
                 let now = ctx.now();
@@ -329,10 +329,7 @@ impl Session {
         self.t_served = Some(ctx.now());
         self.waiter = None;
         s.counters.sessions.fetch_add(1, Ordering::Relaxed);
-        if let Some(be) = &self.be {
-            *self.sess.target.lock().unwrap_or_else(|p| p.into_inner()) =
-                Some((Arc::from(be.name.as_str()), Arc::from(s.name.as_str())));
-        }
+        self.sess.target.store(s.uid, Ordering::Relaxed);
         self.server = Some(s);
         self.connect(ctx);
     }

@@ -350,7 +350,7 @@ pub(crate) fn write_request_head(
         }
         BodySize::Exact(n) => {
             out.extend_from_slice(b"Content-Length: ");
-            out.extend_from_slice(n.to_string().as_bytes());
+            crate::http1::push_decimal(out, n);
             out.extend_from_slice(b"\r\n");
         }
         BodySize::Unknown => out.extend_from_slice(b"Transfer-Encoding: chunked\r\n"),

@@ -21,6 +21,23 @@ fn normalize_decodes_once_and_resolves_dots() {
 }
 
 #[test]
+fn normalize_ranks_refusals_as_decoding_first_and_reuses_its_string() {
+    // A bad escape anywhere outranks a `..` above the root or bad text.
+    assert_eq!(normalize_path(b"/../%zz"), Err(Refusal::BadRequest));
+    assert_eq!(normalize_path(b"/%ff/%2f"), Err(Refusal::NotFound));
+    // Text that is not UTF-8 counts even in a segment `..` removes.
+    assert_eq!(normalize_path(b"/%ff/../a"), Err(Refusal::NotFound));
+    assert_eq!(normalize_path(b"/../%ff"), Err(Refusal::NotFound));
+    // The string given back is the next one, cleared.
+    let a = normalize_path(b"/a/long/path/name.html").unwrap();
+    let cap = a.capacity();
+    recycle_path(a);
+    let b = normalize_path(b"/b").unwrap();
+    assert_eq!(b, "/b");
+    assert_eq!(b.capacity(), cap);
+}
+
+#[test]
 fn normalize_refuses_escapes() {
     assert_eq!(normalize_path(b"/../etc/passwd"), Err(Refusal::Forbidden));
     assert_eq!(normalize_path(b"/a/../../x"), Err(Refusal::Forbidden));
@@ -49,7 +66,7 @@ fn resolve_files_dirs_and_index() {
     fs::create_dir(d.join("empty")).unwrap();
     let mut cfg = FilesConfig::new(&d);
     match resolve(&cfg, "/a.txt").unwrap() {
-        Resolved::File { meta, .. } => assert_eq!(meta.len(), 5),
+        Resolved::File { path } => assert_eq!(std::fs::metadata(path).unwrap().len(), 5),
         r => panic!("{:?}", r),
     }
     match resolve(&cfg, "/sub/").unwrap() {
@@ -123,6 +140,7 @@ fn content_types() {
 fn v() -> Validators {
     Validators {
         etag: "\"5f5e100-64\"".into(),
+        last_modified: "Sat, 03 Mar 1973 09:46:40 GMT".into(),
         mtime: UNIX_EPOCH + Duration::from_secs(100_000_000),
         len: 100,
     }
@@ -132,6 +150,7 @@ fn v() -> Validators {
 fn conditionals() {
     let v = v();
     let lm = httpdate::fmt_http_date(v.mtime);
+    assert_eq!(lm, v.last_modified);
     let c = |inm, ims| Conditions {
         if_none_match: inm,
         if_modified_since: ims,
