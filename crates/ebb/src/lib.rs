@@ -22,6 +22,7 @@ pub mod net;
 pub mod proxy;
 pub mod proxyproto;
 pub mod registry;
+pub mod rewrite;
 pub mod rules;
 pub mod sample;
 pub mod serve;

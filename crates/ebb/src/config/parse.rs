@@ -138,6 +138,7 @@ fn new_proxy(name: &str, kind: ProxyKind, loc: Loc) -> Proxy {
         acls: Vec::new(),
         http_request: Vec::new(),
         http_response: Vec::new(),
+        http_after_response: Vec::new(),
         use_backends: Vec::new(),
         default_backend: None,
         errorfiles: Vec::new(),
@@ -293,7 +294,6 @@ const HAPROXY_PROXY_UNSUPPORTED: &[&str] = &[
     "persist",
     "force-persist",
     "ignore-persist",
-    "http-after-response",
     "rate-limit",
     "source",
     "email-alert",
@@ -1478,29 +1478,39 @@ fn proxy_kw(px: &mut Proxy, ctx: &Ctx<'_>, words: &[String]) -> Result<(), Strin
                 loc: loc.clone(),
             });
         }
-        "http-response" => {
+        "http-response" | "http-after-response" => {
             ctx.allow(kw, FE | BE, false)?;
             let action = arg(w, 1, kw)?;
             let (args, c) = split_cond(&w[2..]);
             let act = match action {
-                "set-header" | "add-header" | "del-header" => HttpResponseAction::Header(
-                    parse_header_edit("http-response", action, args, Scope::Response)?,
-                ),
                 a if is_var_action(a) => {
-                    HttpResponseAction::Var(parse_var_action("http-response", a, args, Scope::Response)?)
+                    HttpResponseAction::Var(parse_var_action(kw, a, args, Scope::Response)?)
                 }
-                o => {
-                    return Err(format!(
-                        "unknown 'http-response' action '{o}' (supported: set-header, add-header, del-header)"
-                    ))
-                }
+                a => match crate::rewrite::parse(kw, a, args, Scope::Response)? {
+                    Some(r) => HttpResponseAction::Rewrite(r),
+                    None if matches!(a, "set-header" | "add-header" | "del-header") => {
+                        let e = parse_header_edit(kw, a, args, Scope::Response)?;
+                        crate::rewrite::check_response_edit(kw, &e)?;
+                        HttpResponseAction::Header(e)
+                    }
+                    None => {
+                        return Err(format!(
+                            "unknown '{kw}' action '{a}' (supported: set-header, add-header, del-header, replace-header, replace-value, set-status, set-var, set-var-fmt, unset-var)"
+                        ))
+                    }
+                },
             };
             let cond = cond_of(c, px, loc)?;
-            px.http_response.push(HttpResponseRule {
+            let rule = HttpResponseRule {
                 action: act,
                 cond,
                 loc: loc.clone(),
-            });
+            };
+            if kw == "http-response" {
+                px.http_response.push(rule);
+            } else {
+                px.http_after_response.push(rule);
+            }
         }
         "errorfile" => {
             ctx.allow(kw, FE | BE, true)?;
@@ -1775,7 +1785,9 @@ fn unreachable_rule(px: &Proxy) -> Result<(), String> {
         r.cond.is_none()
             && !matches!(
                 r.action,
-                HttpRequestAction::Header(_) | HttpRequestAction::Var(_)
+                HttpRequestAction::Header(_)
+                    | HttpRequestAction::Var(_)
+                    | HttpRequestAction::Rewrite(_)
             )
     });
     match final_rule {
@@ -2661,6 +2673,7 @@ fn parse_http_request(px: &Proxy, ctx: &Ctx<'_>, w: &[String]) -> Result<HttpReq
     let action = arg(w, 0, "http-request")?;
     let (args, c) = split_cond(&w[1..]);
     let loc = ctx.loc;
+    let rewrite = crate::rewrite::parse("http-request", action, args, request_scope(px))?;
     let act = match action {
         "return" => HttpRequestAction::Return(Box::new(parse_return(
             args,
@@ -2689,6 +2702,10 @@ fn parse_http_request(px: &Proxy, ctx: &Ctx<'_>, w: &[String]) -> Result<HttpReq
             }
             HttpRequestAction::Allow
         }
+        _ if rewrite.is_some() => match rewrite {
+            Some(r) => HttpRequestAction::Rewrite(r),
+            None => return Err("internal: rewrite action lost".to_string()),
+        },
         "set-header" | "add-header" | "del-header" => HttpRequestAction::Header(
             parse_header_edit("http-request", action, args, request_scope(px))?,
         ),
@@ -2711,7 +2728,7 @@ fn parse_http_request(px: &Proxy, ctx: &Ctx<'_>, w: &[String]) -> Result<HttpReq
         },
         o => {
             return Err(format!(
-                "unknown 'http-request' action '{o}' (supported: return, redirect, deny, allow, set-header, add-header, del-header, use-service)"
+                "unknown 'http-request' action '{o}' (supported: return, redirect, deny, allow, set-header, add-header, del-header, replace-header, replace-value, set-path, set-pathq, set-query, set-uri, set-method, replace-path, replace-pathq, replace-uri, set-var, set-var-fmt, unset-var, use-service)"
             ))
         }
     };
@@ -2781,6 +2798,7 @@ fn parse_header_edit(
         ("set-header", [n, v]) => (EditOp::Set, n, Some(v)),
         ("add-header", [n, v]) => (EditOp::Add, n, Some(v)),
         ("del-header", [n]) => (EditOp::Del, n, None),
+        ("del-header", [n, m, x]) if m == "-m" && x == "str" => (EditOp::Del, n, None),
         ("del-header", _) => return Err(format!("'{kw} del-header' expects NAME")),
         _ => return Err(format!("'{kw} {action}' expects NAME VALUE")),
     };

@@ -317,6 +317,8 @@ pub struct Proxy {
     pub acls: Vec<Acl>,
     pub http_request: Vec<HttpRequestRule>,
     pub http_response: Vec<HttpResponseRule>,
+    /// `http-after-response` rules: run on every answer, ebb's own too.
+    pub http_after_response: Vec<HttpResponseRule>,
     pub use_backends: Vec<UseBackend>,
     pub default_backend: Option<Spanned<String>>,
     /// `errorfile CODE FILE`, files already read; a later line for the same
@@ -668,6 +670,8 @@ pub enum HttpRequestAction {
     /// `set-var(VAR) EXPR`, `set-var-fmt(VAR) FMT`, `unset-var(VAR)`.
     Var(crate::sample::VarAction),
     UseService(Service),
+    /// `set-path`, `replace-header`, `del-header -m` ... (`crate::rewrite`).
+    Rewrite(crate::rewrite::Rewrite),
 }
 
 /// What a header edit does.
@@ -702,6 +706,8 @@ pub struct HttpRequestRule {
 pub enum HttpResponseAction {
     Header(HeaderEdit),
     Var(crate::sample::VarAction),
+    /// `set-status`, `replace-header`, `del-header -m` ... (`crate::rewrite`).
+    Rewrite(crate::rewrite::Rewrite),
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -145,8 +145,6 @@ pub struct Conn {
     keep_alive: bool,
     /// `wbuf` length when the current answer started (for the log).
     resp_start: usize,
-    /// `http-response` edits for the current answer.
-    edits: Vec<(bool, usize)>,
     /// Variables of the current exchange and of this connection.
     vars: std::cell::RefCell<crate::sample::VarStore>,
     /// The server side of a proxied exchange.
@@ -232,7 +230,6 @@ impl Conn {
             next_input: None,
             keep_alive: true,
             resp_start: 0,
-            edits: Vec::new(),
             vars: Default::default(),
             up: None,
             side: Rc::default(),
@@ -480,6 +477,7 @@ impl Conn {
                         return progress;
                     };
                     self.input = In::Head;
+                    self.resp_start = self.wbuf.len();
                     let version = self.head.version;
                     let head_req = self.head.method == Method::Head;
                     let hdrs: Vec<(&[u8], &[u8])> = a
@@ -690,39 +688,33 @@ impl Conn {
         }
     }
 
-    /// Runs one proxy's `http-request` rules in order: the first final
-    /// action that holds decides the answer; header edits that hold are
-    /// collected for the request forwarded to a server. `be` names the
+    /// Runs one proxy's `http-request` rules in order on the request as
+    /// it is now (`st`: rewriting rules change it, `crate::rewrite`); the
+    /// first final action that holds decides the answer. `be` names the
     /// backend whose rules these are (`None`: the frontend's).
     fn request_rules(
         &self,
         rules: &[crate::proxy::ReqRule],
         matcher: &crate::rules::Matcher,
-        view: &ReqView<'_>,
+        base: &ReqView<'_>,
+        st: &mut crate::rewrite::ReqState<'_>,
         be: Option<usize>,
-        edits: &mut Vec<(bool, usize)>,
     ) -> Option<Act> {
-        for (i, rule) in rules.iter().enumerate() {
-            if !matcher.holds(rule.cond.as_ref(), view) {
-                continue;
+        let i = match crate::rewrite::run_request(rules, matcher, base, st, &self.w.limits) {
+            Ok(Some(i)) => i,
+            Ok(None) => return None,
+            Err(_) => return Some(Act::Error(500)),
+        };
+        Some(match &rules.get(i)?.action {
+            HttpRequestAction::Return(_) => Act::Return(be, i),
+            HttpRequestAction::Redirect(rd) => {
+                let r = st.req();
+                let host = r.head.host.map(|h| h.get(r.buf));
+                Act::Redirect(redirect_location(rd, r.head.path.get(r.buf), host), rd.code)
             }
-            match &rule.action {
-                HttpRequestAction::Return(_) => return Some(Act::Return(be, i)),
-                HttpRequestAction::UseService(_) => return Some(Act::Service),
-                HttpRequestAction::Redirect(rd) => {
-                    let buf = &self.rbuf[self.rstart..self.rend];
-                    let host = self.head.host.map(|h| h.get(buf));
-                    let loc = redirect_location(rd, self.head.path.get(buf), host);
-                    return Some(Act::Redirect(loc, rd.code));
-                }
-                HttpRequestAction::Deny { status } => return Some(Act::Deny(*status)),
-                HttpRequestAction::Allow => break,
-                HttpRequestAction::Var(v) => v.run(view),
-                // Header edits change what is forwarded to a server.
-                _ => edits.push((be.is_some(), i)),
-            }
-        }
-        None
+            HttpRequestAction::Deny { status } => Act::Deny(*status),
+            _ => Act::Service,
+        })
     }
 
     /// Decides what answers the request in `head` (reading the buffer and
@@ -735,19 +727,18 @@ impl Conn {
         }
         let tr = &self.tr;
         let dst = move || tr.tcp().local_addr().ok();
-        let view = ReqView {
-            req: Some(crate::sample::Req {
-                buf,
-                head: &self.head,
-            }),
-            ..sample_ctx(tr, self.peer, &fe.name, &dst, &self.vars)
-        };
-        let mut req_edits = Vec::new();
-        if let Some(a) =
-            self.request_rules(&fe.http_request, &fe.matcher, &view, None, &mut req_edits)
-        {
+        let base = sample_ctx(tr, self.peer, &fe.name, &dst, &self.vars);
+        let mut st = crate::rewrite::ReqState::new(crate::sample::Req {
+            buf,
+            head: &self.head,
+        });
+        if let Some(a) = self.request_rules(&fe.http_request, &fe.matcher, &base, &mut st, None) {
             return a;
         }
+        let view = ReqView {
+            req: Some(st.req()),
+            ..base
+        };
         if let Some(a) = stats_act(fe.stats.as_ref(), &fe.matcher, &view) {
             return a;
         }
@@ -757,43 +748,37 @@ impl Conn {
         let Some(backend) = self.fe.backends.get(bi) else {
             return Act::NoBackend;
         };
-        let view = ReqView {
+        let base = ReqView {
             be: Some(&backend.name),
-            ..view
+            ..base
         };
         // The backend's own http-request rules come after the frontend's.
         if let Some(a) = self.request_rules(
             &backend.http_request,
             &backend.matcher,
-            &view,
+            &base,
+            &mut st,
             Some(bi),
-            &mut req_edits,
         ) {
             return a;
         }
+        let view = ReqView {
+            req: Some(st.req()),
+            ..base
+        };
         if let Some(a) = stats_act(backend.stats.as_ref(), &backend.matcher, &view) {
             return a;
         }
-        let mut edits = Vec::new();
-        for (i, r) in fe.http_response.iter().enumerate() {
-            if fe.matcher.holds(r.cond.as_ref(), &view) {
-                edits.push((false, i));
-            }
-        }
-        for (i, r) in backend.http_response.iter().enumerate() {
-            if backend.matcher.holds(r.cond.as_ref(), &view) {
-                edits.push((true, i));
-            }
-        }
         match &backend.kind {
-            BackendKind::Servers(_) => Act::Proxy(bi, req_edits, edits),
+            BackendKind::Servers(_) => Act::Proxy(bi, st.edited),
             BackendKind::Files(_) => {
-                if !matches!(self.head.method, Method::Get | Method::Head) {
-                    return Act::Files(bi, Err(405), edits);
+                let r = st.req();
+                if !matches!(r.head.method, Method::Get | Method::Head) {
+                    return Act::Files(bi, Err(405));
                 }
-                match normalize_path(self.head.path.get(buf)) {
-                    Ok(c) => Act::Files(bi, Ok(c), edits),
-                    Err(r) => Act::Files(bi, Err(r.status()), edits),
+                match normalize_path(r.head.path.get(r.buf)) {
+                    Ok(c) => Act::Files(bi, Ok(c)),
+                    Err(e) => Act::Files(bi, Err(e.status())),
                 }
             }
         }
@@ -922,6 +907,10 @@ impl Conn {
                 ctx.wakeup(t, Reasons::INIT);
                 self.input = In::WaitPage(slot);
             }
+            Act::Error(st) => {
+                self.error_response(st, false, version, head_req, &[]);
+                self.finish_request(ctx, st, None, 0);
+            }
             Act::Deny(st) => {
                 fe.http
                     .denied
@@ -933,7 +922,7 @@ impl Conn {
                 self.error_response(503, keep_alive, version, head_req, &[]);
                 self.finish_request(ctx, 503, None, 0);
             }
-            Act::Files(bi, Err(st), _) => {
+            Act::Files(bi, Err(st)) => {
                 let extra: &[(&[u8], &[u8])] = if st == 405 {
                     &[(b"Allow", b"GET, HEAD")]
                 } else {
@@ -942,11 +931,10 @@ impl Conn {
                 self.error_response(st, keep_alive, version, head_req, extra);
                 self.finish_request(ctx, st, Some(bi), 0);
             }
-            Act::Proxy(bi, req_edits, resp_edits) => {
-                self.start_proxy(ctx, bi, req_edits, resp_edits);
+            Act::Proxy(bi, edited) => {
+                self.start_proxy(ctx, bi, edited);
             }
-            Act::Files(bi, Ok(clean), edits) => {
-                self.edits = edits;
+            Act::Files(bi, Ok(clean)) => {
                 let now = ctx.now();
                 let bid = self.fe.backends.get(bi).map_or(0, |b| b.id);
                 let hit = self.w.files.borrow_mut().get(bid, &clean, now);
@@ -1084,7 +1072,7 @@ impl Conn {
                 be: Some(&backend.name),
                 ..sample_ctx(tr, self.peer, &self.fe.name, &dst, &self.vars)
             };
-            let edited = apply_edits(&self.fe, &backend, &self.edits, hdrs, status, &sctx);
+            let (edited, status) = apply_edits(&self.fe, &backend, hdrs, status, &sctx);
             let mut w = ResponseWriter::new(&mut self.wbuf, status, &date);
             for (n, val) in &edited {
                 let _ = w.header(n, val);
@@ -1127,6 +1115,7 @@ impl Conn {
     /// The answer is queued: log it and move on to what follows the head.
     fn finish_request(&mut self, ctx: &mut Ctx, status: u16, backend: Option<usize>, body: u64) {
         let now = ctx.now();
+        let status = self.after_response(backend, status);
         let be = backend.and_then(|b| self.fe.backends.get(b));
         let sent = (self.wbuf.len() - self.resp_start) as u64 + body;
         crate::proxy::count_request(&self.fe, be.map(|b| &**b), status, sent);
@@ -1156,7 +1145,24 @@ impl Conn {
         self.input = self.next_input.take().unwrap_or(In::Head);
         self.req_start = None;
         self.idle_since = now;
-        self.edits.clear();
+    }
+
+    /// Runs the `http-after-response` rules on the answer ebb wrote at
+    /// `resp_start` (still all in the buffer); returns the status to log.
+    pub(super) fn after_response(&mut self, backend: Option<usize>, status: u16) -> u16 {
+        if self.wpos > self.resp_start {
+            return status;
+        }
+        let be = backend.and_then(|b| self.fe.backends.get(b));
+        let tr = &self.tr;
+        let dst = move || tr.tcp().local_addr().ok();
+        let sctx = crate::sample::Ctx {
+            be: be.map(|b| b.name.as_str()),
+            ..sample_ctx(tr, self.peer, &self.fe.name, &dst, &self.vars)
+        };
+        let be = be.map(|b| &**b);
+        crate::rewrite::after_local(&self.fe, be, &sctx, &mut self.wbuf, self.resp_start)
+            .unwrap_or(status)
     }
 
     /// The connection's timer fired: 408 for a head that did not arrive in
@@ -1341,55 +1347,30 @@ impl Conn {
     }
 }
 
-/// Applies `http-response set-header|add-header|del-header` edits (frontend
-/// rules first, then the backend's, as HAProxy orders them) to the fields
-/// of an answer ebb builds itself; `ctx` gets the response from them.
-fn apply_edits<'a>(
-    fe: &'a FrontendRt,
-    be: &'a crate::proxy::BackendRt,
-    edits: &[(bool, usize)],
-    hdrs: Vec<(&'a [u8], &'a [u8])>,
+/// Runs the `http-response` rules (the backend's, then the frontend's, as
+/// HAProxy orders them) on the fields of a file answer ebb builds itself;
+/// returns the fields and the status they leave.
+fn apply_edits(
+    fe: &FrontendRt,
+    be: &crate::proxy::BackendRt,
+    hdrs: Vec<(&[u8], &[u8])>,
     status: u16,
     ctx: &crate::sample::Ctx<'_>,
-) -> Vec<(&'a [u8], std::borrow::Cow<'a, [u8]>)> {
-    let mut out: Vec<_> = hdrs
-        .into_iter()
-        .map(|(n, v)| (n, std::borrow::Cow::Borrowed(v)))
-        .collect();
-    for &(is_be, i) in edits {
-        let rule = if is_be {
-            be.http_response.get(i)
-        } else {
-            fe.http_response.get(i)
-        };
-        let Some(rule) = rule else { continue };
-        let Some(e) = rule.edit() else {
-            // A variable action: runs on the answer as it is now.
-            let list: Vec<(&[u8], &[u8])> = out.iter().map(|(n, v)| (*n, v.as_ref())).collect();
-            let c = crate::sample::Ctx {
-                res: Some(crate::sample::Res::List {
-                    status,
-                    hdrs: &list,
-                }),
-                ..*ctx
-            };
-            rule.apply(&c, &mut Vec::new());
-            continue;
-        };
-        let list: Vec<(&[u8], &[u8])> = out.iter().map(|(n, v)| (*n, v.as_ref())).collect();
-        let c = crate::sample::Ctx {
-            res: Some(crate::sample::Res::List {
-                status,
-                hdrs: &list,
-            }),
-            ..*ctx
-        };
-        let mut next = out.clone();
-        e.apply_to_list(&c, &mut next);
-        drop(list);
-        out = next;
-    }
-    out
+) -> (crate::rewrite::Fields, u16) {
+    let mut head = crate::rewrite::ResHead {
+        status,
+        reason: Vec::new(),
+        fields: hdrs
+            .into_iter()
+            .map(|(n, v)| (n.to_vec(), v.to_vec()))
+            .collect(),
+    };
+    let sets = [
+        (&be.http_response[..], &be.matcher),
+        (&fe.http_response[..], &fe.matcher),
+    ];
+    crate::rewrite::run_response(&sets, ctx, &mut head);
+    (head.fields, head.status)
 }
 
 /// The sample context of an exchange on this connection, without request
@@ -1422,15 +1403,16 @@ enum Act {
     /// An `http-request return` rule: (the backend's, or the frontend's
     /// when `None`; index).
     Return(Option<usize>, usize),
-    /// A server backend: the request header edits (frontend or backend
-    /// rule, index) and the response edits.
-    Proxy(usize, Vec<(bool, usize)>, Vec<(bool, usize)>),
+    /// A server backend, and the request as rules rewrote it (`None`:
+    /// unchanged).
+    Proxy(usize, Option<Box<crate::rewrite::Edited>>),
     Redirect(Vec<u8>, u16),
     Deny(u16),
     NoBackend,
-    /// A file backend: the clean path, or the status refusing it; and the
-    /// `http-response` edits that apply.
-    Files(usize, Result<String, u16>, Vec<(bool, usize)>),
+    /// A file backend: the clean path, or the status refusing it.
+    Files(usize, Result<String, u16>),
+    /// A failed rewrite (HAProxy's strict mode): 500.
+    Error(u16),
     /// The stats page (`stats uri`); whether `stats admin` allows actions.
     Stats(Arc<crate::proxy::StatsRt>, bool),
     /// `http-request use-service prometheus-exporter`.

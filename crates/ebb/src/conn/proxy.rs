@@ -118,7 +118,6 @@ pub(super) struct Upstream {
     /// The request line, for the log.
     req_line: Vec<u8>,
     pub(super) deadline: Tick,
-    resp_edits: Vec<(bool, usize)>,
     /// Whether the server connection may be kept after the answer.
     keep_server: bool,
     pub(super) term: &'static str,
@@ -142,47 +141,28 @@ impl Conn {
         &mut self,
         ctx: &mut Ctx,
         bi: usize,
-        req_edits: Vec<(bool, usize)>,
-        resp_edits: Vec<(bool, usize)>,
+        edited: Option<Box<crate::rewrite::Edited>>,
     ) {
         let be = Arc::clone(&self.fe.backends[bi]);
         let BackendKind::Servers(sr) = &be.kind else {
             return;
         };
-        let buf = &self.rbuf[self.rstart..self.rend];
-        let h = &self.head;
+        // The request as the rules left it; the log keeps the line as
+        // received (HAProxy's %r).
+        let received = &self.rbuf[self.rstart..self.rend];
+        let (buf, h) = match &edited {
+            Some(e) => (&e.buf[..], &e.head),
+            None => (received, &self.head),
+        };
         // --- the request head for the server ---
         let mut out = Vec::with_capacity(h.head_len + 64);
         out.extend_from_slice(h.method_span.get(buf));
         out.push(b' ');
-        let target = if matches!(h.target_form, crate::http1::TargetForm::Absolute) {
-            h.path.get(buf)
-        } else {
-            h.target.get(buf)
-        };
+        // The target as received (or rewritten): an absolute-form URI is
+        // sent as is, as HAProxy sends it to HTTP/1.1 servers.
+        let target = h.target.get(buf);
         out.extend_from_slice(if target.is_empty() { b"/" } else { target });
         out.extend_from_slice(b" HTTP/1.1\r\n");
-        let fe = Arc::clone(&self.fe);
-        let edit = |&(is_be, i): &(bool, usize)| {
-            let r = if is_be {
-                be.http_request.get(i)
-            } else {
-                fe.http_request.get(i)
-            };
-            r.and_then(|r| r.edit())
-        };
-        let dels = |name: &[u8]| {
-            req_edits
-                .iter()
-                .any(|x| edit(x).is_some_and(|e| e.removes(name)))
-        };
-        let tr = &self.tr;
-        let dst = move || tr.tcp().local_addr().ok();
-        let sctx = crate::sample::Ctx {
-            req: Some(crate::sample::Req { buf, head: h }),
-            be: Some(&be.name),
-            ..super::sample_ctx(tr, self.peer, &fe.name, &dst, &self.vars)
-        };
         let mut has_host = false;
         let mut has_xff = false;
         let xff_name = sr
@@ -195,10 +175,7 @@ impl Conn {
         let absolute = matches!(h.target_form, crate::http1::TargetForm::Absolute);
         for f in forwardable(buf, &h.headers) {
             let name = f.name.get(buf);
-            if hdr_name_eq(name, "content-length")
-                || dels(name)
-                || (absolute && hdr_name_eq(name, "host"))
-            {
+            if hdr_name_eq(name, "content-length") || (absolute && hdr_name_eq(name, "host")) {
                 continue;
             }
             has_host |= hdr_name_eq(name, "host");
@@ -214,9 +191,6 @@ impl Conn {
                 out.extend_from_slice(host.get(buf));
                 out.extend_from_slice(b"\r\n");
             }
-        }
-        for e in req_edits.iter().filter_map(edit) {
-            e.write_field(&sctx, &mut out);
         }
         if let Some(ff) = &sr.forwardfor {
             let ip = self.peer.ip();
@@ -298,7 +272,7 @@ impl Conn {
             t_start: now,
             t_queued: None,
             t_served: None,
-            req_line: buf
+            req_line: received
                 .iter()
                 .position(|&c| c == b'\r')
                 .map(|i| buf[..i].to_vec())
@@ -306,7 +280,6 @@ impl Conn {
             t_conn: None,
             t_resp: None,
             deadline: now,
-            resp_edits,
             keep_server,
             term: "--",
         };
@@ -591,7 +564,8 @@ impl Conn {
         let head_req = up.method == Method::Head;
         self.resp_start = self.wbuf.len();
         self.error_response(status, ka, version, head_req, &[]);
-        up.status = status;
+        let bi = self.fe.backends.iter().position(|b| Arc::ptr_eq(b, &up.be));
+        up.status = self.after_response(bi, status);
         self.log_proxy(ctx, &up, (self.wbuf.len() - self.resp_start) as u64);
         if !up.req_left.done() {
             self.closing = true;
@@ -603,7 +577,6 @@ impl Conn {
         *self.sess.target.lock().unwrap_or_else(|p| p.into_inner()) = None;
         self.input = In::Head;
         self.req_start = None;
-        self.edits.clear();
     }
 
     /// Drives the exchange. Returns whether anything moved.
@@ -932,40 +905,46 @@ impl Conn {
         out.push(b' ');
         out.extend_from_slice(r.reason.get(buf));
         out.extend_from_slice(b"\r\n");
-        let rule = |&(is_be, i): &(bool, usize)| {
-            if is_be {
-                be.http_response.get(i)
-            } else {
-                fe.http_response.get(i)
-            }
-        };
-        let edit = |x: &(bool, usize)| rule(x).and_then(|r| r.edit());
         self.vars.get_mut().begin_response();
-        let dels = |name: &[u8]| {
-            up.resp_edits
-                .iter()
-                .any(|x| edit(x).is_some_and(|e| e.removes(name)))
-        };
-        let tr = &self.tr;
-        let dst = move || tr.tcp().local_addr().ok();
-        let sctx = crate::sample::Ctx {
-            res: Some(crate::sample::Res::H1 { buf, head: r }),
-            be: Some(&be.name),
-            srv: up.server.as_ref().map(|s| s.name.as_str()),
-            ..super::sample_ctx(tr, self.peer, &fe.name, &dst, &self.vars)
-        };
-        for f in forwardable(buf, &r.headers) {
-            let name = f.name.get(buf);
-            if hdr_name_eq(name, "content-length") || dels(name) {
-                continue;
+        let sets = [
+            (&be.http_response[..], &be.matcher),
+            (&fe.http_response[..], &fe.matcher),
+            (&be.after_response[..], &be.matcher),
+            (&fe.after_response[..], &fe.matcher),
+        ];
+        if crate::rewrite::any(&sets) {
+            // Rules run on the response as a list of fields, in order
+            // (`crate::rewrite`); the status line is written again after.
+            let tr = &self.tr;
+            let dst = move || tr.tcp().local_addr().ok();
+            let sctx = crate::sample::Ctx {
+                be: Some(&be.name),
+                srv: up.server.as_ref().map(|s| s.name.as_str()),
+                ..super::sample_ctx(tr, self.peer, &fe.name, &dst, &self.vars)
+            };
+            let mut head = crate::rewrite::ResHead {
+                status: r.status,
+                reason: r.reason.get(buf).to_vec(),
+                fields: forwardable(buf, &r.headers)
+                    .filter(|f| !hdr_name_eq(f.name.get(buf), "content-length"))
+                    .map(|f| (f.name.get(buf).to_vec(), f.value.get(buf).to_vec()))
+                    .collect(),
+            };
+            crate::rewrite::run_response(&sets, &sctx, &mut head);
+            out.truncate(self.resp_start);
+            head.write(out);
+            up.status = head.status;
+        } else {
+            for f in forwardable(buf, &r.headers) {
+                let name = f.name.get(buf);
+                if hdr_name_eq(name, "content-length") {
+                    continue;
+                }
+                out.extend_from_slice(name);
+                out.extend_from_slice(b": ");
+                out.extend_from_slice(f.value.get(buf));
+                out.extend_from_slice(b"\r\n");
             }
-            out.extend_from_slice(name);
-            out.extend_from_slice(b": ");
-            out.extend_from_slice(f.value.get(buf));
-            out.extend_from_slice(b"\r\n");
-        }
-        for r in up.resp_edits.iter().filter_map(rule) {
-            r.apply(&sctx, out);
         }
         let left = if tunnel {
             let upg = r.header(buf, "upgrade").map(|v| v.to_vec());

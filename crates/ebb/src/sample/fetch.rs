@@ -27,8 +27,12 @@ pub(super) enum Fetch {
     SrvName,
     Method,
     Path,
+    /// `pathq`: the path with its query string (no scheme nor authority).
+    PathQ,
     Query,
     Url,
+    /// `http_first_req`: the first request of the connection.
+    FirstReq,
     Base,
     ReqVer,
     /// `hdr`/`req.hdr`/`res.hdr` (comma-split values) or `req.fhdr`/
@@ -149,6 +153,10 @@ impl Fetch {
             "srv_name" => res_only(none(Fetch::SrvName)?),
             "method" => req_only(none(Fetch::Method)?),
             "path" => req_only(none(Fetch::Path)?),
+            "pathq" => req_only(none(Fetch::PathQ)?),
+            // The connection's count outlives the request: HAProxy's
+            // reg-tests read it in http-after-response rules too.
+            "http_first_req" => none(Fetch::FirstReq),
             "query" => req_only(none(Fetch::Query)?),
             "url" => req_only(none(Fetch::Url)?),
             "base" => req_only(none(Fetch::Base)?),
@@ -230,6 +238,24 @@ impl Fetch {
         }
     }
 
+    /// Which message the fetch reads: `Some(false)` the request,
+    /// `Some(true)` the response, `None` neither.
+    pub(super) fn reads_response(&self) -> Option<bool> {
+        match self {
+            Fetch::Method
+            | Fetch::Path
+            | Fetch::PathQ
+            | Fetch::Query
+            | Fetch::Url
+            | Fetch::Base
+            | Fetch::ReqVer
+            | Fetch::Cook(_) => Some(false),
+            Fetch::Hdr { res, .. } | Fetch::HdrCnt { res, .. } => Some(*res),
+            Fetch::Status | Fetch::SrvName => Some(true),
+            _ => None,
+        }
+    }
+
     pub(super) fn out_type(&self) -> Type {
         match self {
             Fetch::Src | Fetch::Dst => Type::Ip,
@@ -240,7 +266,7 @@ impl Fetch {
             | Fetch::Int(_)
             | Fetch::Date(_)
             | Fetch::Rand(_) => Type::Int,
-            Fetch::SslFc | Fetch::Bool(_) => Type::Bool,
+            Fetch::SslFc | Fetch::Bool(_) | Fetch::FirstReq => Type::Bool,
             // Typed when set; converters cast at run time from a string.
             Fetch::Var(_) => Type::Str,
             Fetch::Method => Type::Meth,
@@ -271,6 +297,14 @@ impl Fetch {
                 let r = ctx.req?;
                 let p = r.head.path.get(r.buf);
                 put(s, split_q(p).0)
+            }
+            Fetch::PathQ => {
+                let r = ctx.req?;
+                put(s, r.head.path.get(r.buf))
+            }
+            Fetch::FirstReq => {
+                let n = ctx.vars?.try_borrow().ok()?.requests;
+                Some(Val::Bool(n == 1))
             }
             Fetch::Query => {
                 let r = ctx.req?;

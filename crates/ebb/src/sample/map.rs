@@ -18,6 +18,9 @@ enum Match {
     Dir,
     Dom,
     Reg,
+    /// `regm`: a regular expression whose value may name its groups
+    /// (`\1`...), replaced by what they matched.
+    Regm,
     Ip,
     Int,
 }
@@ -51,6 +54,7 @@ impl Map {
             Some("dir") => Match::Dir,
             Some("dom") => Match::Dom,
             Some("reg") => Match::Reg,
+            Some("regm") => Match::Regm,
             Some("ip") => Match::Ip,
             Some("int") => Match::Int,
             Some(o) => return Err(format!("unknown converter '{name}' (map match '{o}')")),
@@ -63,6 +67,11 @@ impl Map {
         };
         if parts.next().is_some() {
             return Err(format!("unknown converter '{name}'"));
+        }
+        if how == Match::Regm && out != Type::Str {
+            return Err(format!(
+                "converter '{name}': map_regm gives strings only (use map_regm or map_regm_str)"
+            ));
         }
         if args.is_empty() || args.len() > 2 {
             return Err(format!(
@@ -102,7 +111,7 @@ impl Map {
             let bad = |e: String| format!("map file '{}' line {}: {e}", args[0], i + 1);
             check_out(v, "value").map_err(bad)?;
             let key = match how {
-                Match::Reg => Key::Re(
+                Match::Reg | Match::Regm => Key::Re(
                     Regex::new(k)
                         .map_err(|e| bad(format!("invalid regular expression '{k}': {e}")))?,
                 ),
@@ -162,6 +171,21 @@ impl Map {
     }
 
     pub(super) fn apply(&self, v: Val, s: &mut Scratch) -> Option<Val> {
+        if self.how == Match::Regm {
+            let hit = self.entries.iter().find_map(|(k, val)| match k {
+                Key::Re(re) => re.captures(&s.cur).map(|c| (c, val)),
+                _ => None,
+            });
+            let mut out = Vec::new();
+            match hit {
+                Some((caps, val)) => crate::rewrite::expand(val, &caps, &mut out),
+                None => out.extend_from_slice(self.default.as_deref()?),
+            }
+            s.tmp.clear();
+            s.tmp.extend_from_slice(&out);
+            std::mem::swap(&mut s.cur, &mut s.tmp);
+            return Some(Val::Str);
+        }
         let out = self.find(v, &s.cur)?;
         match self.out {
             Type::Int => Some(Val::Int(

@@ -301,6 +301,12 @@ impl Expr {
         Ok(e)
     }
 
+    /// Which message the expression's fetch reads: `Some(false)` the
+    /// request, `Some(true)` the response, `None` neither.
+    pub fn reads_response(&self) -> Option<bool> {
+        self.fetch.reads_response()
+    }
+
     /// The type the expression produces.
     pub fn out_type(&self) -> Type {
         self.out

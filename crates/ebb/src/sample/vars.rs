@@ -154,11 +154,14 @@ pub struct VarStore {
     pub txn: Vars,
     pub req: Vars,
     pub res: Vars,
+    /// Requests begun on this connection (`http_first_req`).
+    pub requests: u64,
 }
 
 impl VarStore {
     /// A new request on the connection: `txn`, `req` and `res` start empty.
     pub fn begin_request(&mut self) {
+        self.requests += 1;
         self.txn.clear();
         self.req.clear();
         self.res.clear();
