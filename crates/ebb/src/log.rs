@@ -316,7 +316,7 @@ pub fn fmt_date(t: SystemTime, out: &mut Vec<u8>) {
 
 /// Days since 1970-01-01 to (year, month 1..=12, day 1..=31), Howard
 /// Hinnant's `civil_from_days`.
-fn civil_from_days(z: i64) -> (i64, u32, u32) {
+pub(crate) fn civil_from_days(z: i64) -> (i64, u32, u32) {
     let z = z + 719_468;
     let era = z.div_euclid(146_097);
     let doe = z.rem_euclid(146_097);
@@ -348,40 +348,44 @@ pub struct Entry<'a> {
     pub actconn: u32,
     pub feconn: u32,
     pub request_line: &'a [u8],
+    /// When the request started (HAProxy's %tr); `None`: the accept date.
+    pub request_date: Option<SystemTime>,
+    /// The frontend's local address, when the format reads it.
+    pub local: Option<std::net::SocketAddr>,
+    /// The client connection is TLS (`%ft` adds `~`).
+    pub tls: bool,
+    /// Persistence cookie flags of `%tsc` (`--`: no `cookie` in the backend).
+    pub cookie_flags: &'a str,
+    /// The exchange's variables and captures.
+    pub vars: Option<&'a std::cell::RefCell<crate::sample::VarStore>>,
+    /// Request and response captures configured on the frontend.
+    pub ncaps: (usize, usize),
+    /// The frontend's `log-format`; `None`: HAProxy's httplog format.
+    pub fmt: Option<&'a crate::sample::logline::LogLine>,
 }
 
-/// Formats an access-log line.
+/// Formats an access-log line: the frontend's `log-format`, else
+/// HAProxy's `option httplog` format.
 pub fn format(e: &Entry<'_>) -> Vec<u8> {
+    let fmt = match e.fmt {
+        Some(f) => f,
+        None => crate::sample::logline::httplog(),
+    };
+    let dst = || e.local;
+    let ctx = crate::sample::Ctx {
+        src: e.client,
+        dst: &dst,
+        fe: e.frontend,
+        be: Some(e.backend),
+        srv: (e.server != "<NOSRV>").then_some(e.server),
+        tls: e.tls,
+        sni: None,
+        req: None,
+        res: None,
+        vars: e.vars,
+    };
     let mut out = Vec::with_capacity(160 + e.request_line.len());
-    let _ = write!(out, "{} [", e.client);
-    fmt_date(e.accept, &mut out);
-    let _ = write!(
-        out,
-        "] {} {}/{} {}/{}/{}/{}/{} {} {} - - {}-- {}/{}/0/0/0 0/0 \"",
-        e.frontend,
-        e.backend,
-        e.server,
-        e.tq,
-        e.tw,
-        e.tc,
-        e.tr,
-        e.tt,
-        e.status,
-        e.bytes,
-        e.term,
-        e.actconn,
-        e.feconn
-    );
-    // The request line as received, with control bytes escaped so a line
-    // cannot be split or forged through the log.
-    for &b in e.request_line {
-        if b < 0x20 || b == 0x7f || b == b'"' || b == b'\\' {
-            let _ = write!(out, "#{:02X}", b);
-        } else {
-            out.push(b);
-        }
-    }
-    out.push(b'"');
+    fmt.render(e, &ctx, &mut out);
     out
 }
 
@@ -418,11 +422,24 @@ mod tests {
             term: "--",
             actconn: 3,
             feconn: 2,
-            request_line: b"GET /a\"b\r\n HTTP/1.1",
+            request_line: b"GET /a\"b\r\n\\ HTTP/1.1",
+            request_date: None,
+            local: None,
+            tls: false,
+            cookie_flags: "--",
+            vars: None,
+            ncaps: (0, 0),
+            fmt: None,
         });
+        if crate::sys::utc_offset(0) != 0 {
+            // The date below is UTC; HAProxy writes local time.
+            return;
+        }
+        // HAProxy's httplog line: '"', '#' and control bytes of the
+        // request line as #XX (its url_encode_map), the backslash kept.
         assert_eq!(
             String::from_utf8(l).unwrap(),
-            "127.0.0.1:4000 [01/Jan/1970:00:00:00.000] fe be/<files> 1/-1/-1/0/2 200 10 - - ---- 3/2/0/0/0 0/0 \"GET /a#22b#0D#0A HTTP/1.1\""
+            "127.0.0.1:4000 [01/Jan/1970:00:00:00.000] fe be/<files> 1/-1/-1/0/2 200 10 - - ---- 3/2/0/0/0 0/0 \"GET /a#22b#0D#0A\\ HTTP/1.1\""
         );
     }
 

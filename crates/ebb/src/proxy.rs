@@ -340,6 +340,10 @@ pub struct FrontendRt {
     pub http_response: Vec<RespRule>,
     /// `http-after-response` rules.
     pub after_response: Vec<RespRule>,
+    /// `log-format`; `None`: HAProxy's httplog format.
+    pub log_format: Option<crate::sample::logline::LogLine>,
+    /// `capture request|response header` lines, in order.
+    pub captures: Vec<crate::sample::logline::CaptureHdr>,
     /// `use_backend` rules in order.
     pub use_backends: Vec<UseBackendRt>,
     pub default_backend: Option<usize>,
@@ -390,6 +394,12 @@ impl FrontendRt {
             }
         }
         self.default_backend
+    }
+
+    /// How many request and response header captures are configured.
+    pub fn ncaps(&self) -> (usize, usize) {
+        let res = self.captures.iter().filter(|c| c.response).count();
+        (self.captures.len() - res, res)
     }
 
     /// Connections open now.
@@ -780,6 +790,8 @@ pub fn compile(cfg: &Config) -> Result<Compiled, Vec<ConfigError>> {
                 http_request,
                 http_response,
                 after_response,
+                log_format: p.log_format.as_ref().map(|l| l.value.clone()),
+                captures: p.captures.clone(),
                 use_backends,
                 default_backend,
                 errorfiles: p

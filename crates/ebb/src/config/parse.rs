@@ -139,6 +139,8 @@ fn new_proxy(name: &str, kind: ProxyKind, loc: Loc) -> Proxy {
         http_request: Vec::new(),
         http_response: Vec::new(),
         http_after_response: Vec::new(),
+        log_format: None,
+        captures: Vec::new(),
         use_backends: Vec::new(),
         default_backend: None,
         errorfiles: Vec::new(),
@@ -271,7 +273,6 @@ const PROXY_KEYWORDS: &[&str] = &[
 /// HAProxy proxy keywords ebb does not implement.
 const HAPROXY_PROXY_UNSUPPORTED: &[&str] = &[
     "cookie",
-    "capture",
     "compression",
     "fullconn",
     "http-send-name-header",
@@ -281,7 +282,6 @@ const HAPROXY_PROXY_UNSUPPORTED: &[&str] = &[
     "filter",
     "unique-id-format",
     "unique-id-header",
-    "log-format",
     "log-format-sd",
     "error-log-format",
     "log-tag",
@@ -1476,6 +1476,53 @@ fn proxy_kw(px: &mut Proxy, ctx: &Ctx<'_>, words: &[String]) -> Result<(), Strin
                 action: HttpRequestAction::Redirect(r),
                 cond,
                 loc: loc.clone(),
+            });
+        }
+        "log-format" => {
+            ctx.allow(kw, FE, true)?;
+            let [_, f] = w else {
+                return Err("'log-format' expects one format string (quote it)".to_string());
+            };
+            let l = crate::sample::logline::LogLine::parse(f)?;
+            px.log_format = Some(Spanned {
+                value: l,
+                loc: loc.clone(),
+            });
+        }
+        "capture" => {
+            ctx.allow(kw, FE, false)?;
+            let (response, name, len) = match &w[1..] {
+                [side, h, name, l, n] if h == "header" && l == "len" => {
+                    let response = match side.as_str() {
+                        "request" => false,
+                        "response" => true,
+                        o => {
+                            return Err(format!(
+                                "'capture {o}': expected 'capture request header' or 'capture response header'"
+                            ))
+                        }
+                    };
+                    (
+                        response,
+                        name,
+                        parse_u32_range("capture len", n, 1, 65_536)?,
+                    )
+                }
+                [c, ..] if c == "cookie" => {
+                    return Err("'capture cookie' is not supported by ebb yet".to_string())
+                }
+                _ => return Err(
+                    "'capture' expects 'request header NAME len N' or 'response header NAME len N'"
+                        .to_string(),
+                ),
+            };
+            if !crate::net::is_token(name) {
+                return Err(format!("'capture': invalid header name '{name}'"));
+            }
+            px.captures.push(crate::sample::logline::CaptureHdr {
+                response,
+                name: name.to_ascii_lowercase(),
+                len: len as usize,
             });
         }
         "http-response" | "http-after-response" => {

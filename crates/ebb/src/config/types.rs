@@ -319,6 +319,10 @@ pub struct Proxy {
     pub http_response: Vec<HttpResponseRule>,
     /// `http-after-response` rules: run on every answer, ebb's own too.
     pub http_after_response: Vec<HttpResponseRule>,
+    /// `log-format` (frontends; inherited from `defaults`).
+    pub log_format: Option<Spanned<crate::sample::logline::LogLine>>,
+    /// `capture request|response header NAME len N` (frontends).
+    pub captures: Vec<crate::sample::logline::CaptureHdr>,
     pub use_backends: Vec<UseBackend>,
     pub default_backend: Option<Spanned<String>>,
     /// `errorfile CODE FILE`, files already read; a later line for the same

@@ -906,6 +906,15 @@ impl Conn {
         out.extend_from_slice(r.reason.get(buf));
         out.extend_from_slice(b"\r\n");
         self.vars.get_mut().begin_response();
+        {
+            let tr = &self.tr;
+            let dst = move || tr.tcp().local_addr().ok();
+            let c = crate::sample::Ctx {
+                res: Some(crate::sample::Res::H1 { buf, head: r }),
+                ..super::sample_ctx(tr, self.peer, &fe.name, &dst, &self.vars)
+            };
+            crate::sample::logline::capture_headers(&fe.captures, true, &c);
+        }
         let sets = [
             (&be.http_response[..], &be.matcher),
             (&fe.http_response[..], &fe.matcher),

@@ -24,6 +24,7 @@ mod conv;
 mod fetch;
 pub mod hash;
 mod logfmt;
+pub mod logline;
 pub(crate) mod map;
 #[cfg(test)]
 mod tests;
