@@ -580,6 +580,13 @@ pub fn run_request(
                 };
                 v.run(&ctx);
             }
+            HttpRequestAction::Capture(c) => {
+                let ctx = Ctx {
+                    req: Some(st.req()),
+                    ..*base
+                };
+                c.run(&ctx);
+            }
             HttpRequestAction::Header(e) => st.apply(Act::Edit(e), base, limits)?,
             HttpRequestAction::Rewrite(r) => st.apply(Act::Rewrite(r), base, limits)?,
         }
@@ -636,6 +643,10 @@ pub fn run_response(sets: &[RuleSet<'_>], base: &Ctx<'_>, head: &mut ResHead) {
             match &rule.action {
                 HttpResponseAction::Var(v) => {
                     v.run(&ctx);
+                    continue;
+                }
+                HttpResponseAction::Capture(c) => {
+                    c.run(&ctx);
                     continue;
                 }
                 HttpResponseAction::Header(e) => apply_edit(e, &ctx, &mut fields),

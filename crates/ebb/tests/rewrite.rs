@@ -118,7 +118,7 @@ fn conditions_in_the_wrong_direction_are_refused() {
 fn log_cfg(bind: &str, origin: std::net::SocketAddr, fmt: Option<&str>) -> String {
     let lf = fmt.map_or(String::new(), |f| format!(" log-format \"{f}\"\n"));
     format!(
-        "global\n log stdout format raw local0\ndefaults\n mode http\n log global\n option httplog\n timeout client 10s\n timeout server 10s\n timeout connect 5s\nfrontend fe\n bind {bind}\n{lf} capture request header X-Req len 5\n capture request header Host len 20\n capture response header X-Got-XFF len 10\n http-request set-var(txn.m) method\n default_backend be\nbackend be\n server s1 {origin}\n"
+        "global\n log stdout format raw local0\ndefaults\n mode http\n log global\n option httplog\n timeout client 10s\n timeout server 10s\n timeout connect 5s\nfrontend fe\n bind {bind}\n{lf} capture request header X-Req len 5\n capture request header Host len 20\n capture response header X-Got-XFF len 10\n declare capture response len 4\n http-request capture path len 6\n http-response capture status id 1\n http-request set-var(txn.m) method\n default_backend be\nbackend be\n server s1 {origin}\n"
     )
 }
 
@@ -216,12 +216,12 @@ fn httplog_and_log_format_lines_match_haproxy() {
     // What ebb writes, as HAProxy 2.6.12 wrote it for this configuration
     // (recorded; checked again below when haproxy is installed).
     let want_default = [
-        "127.0.0.1:PORT [DATE] fe be/s1 T/T/T/T/T 200 BYTES - - ---- C/C/C/C/C 0/0 {last-|h.example} {-} \"GET /a?b=1 HTTP/1.1\"",
-        "127.0.0.1:PORT [DATE] fe be/s1 T/T/T/T/T 200 BYTES - - ---- C/C/C/C/C 0/0 {|h.example} {-} \"GET http://h.example/abs/p?q HTTP/1.1\"",
+        "127.0.0.1:PORT [DATE] fe be/s1 T/T/T/T/T 200 BYTES - - ---- C/C/C/C/C 0/0 {last-|h.example|/a} {-|200} \"GET /a?b=1 HTTP/1.1\"",
+        "127.0.0.1:PORT [DATE] fe be/s1 T/T/T/T/T 200 BYTES - - ---- C/C/C/C/C 0/0 {|h.example|/abs/p} {-|200} \"GET http://h.example/abs/p?q HTTP/1.1\"",
     ];
     let want_custom = [
-        "127.0.0.1 fe fe be/s1 200 ---- {last-|h.example} {-} \"GET /a?b=1 HTTP/1.1\" GET /a?b=1 /a /a ?b=1 HTTP/1.1 GET \"\" - -",
-        "127.0.0.1 fe fe be/s1 200 ---- {|h.example} {-} \"GET http://h.example/abs/p?q HTTP/1.1\" GET http://h.example/abs/p?q http://h.example/abs/p /abs/p ?q HTTP/1.1 GET \"\" - -",
+        "127.0.0.1 fe fe be/s1 200 ---- {last-|h.example|/a} {-|200} \"GET /a?b=1 HTTP/1.1\" GET /a?b=1 /a /a ?b=1 HTTP/1.1 GET \"\" - -",
+        "127.0.0.1 fe fe be/s1 200 ---- {|h.example|/abs/p} {-|200} \"GET http://h.example/abs/p?q HTTP/1.1\" GET http://h.example/abs/p?q http://h.example/abs/p /abs/p ?q HTTP/1.1 GET \"\" - -",
     ];
     let got: Vec<String> = ebb_default.iter().map(|l| mask(l)).collect();
     assert_eq!(got, want_default);

@@ -1521,8 +1521,31 @@ fn proxy_kw(px: &mut Proxy, ctx: &Ctx<'_>, words: &[String]) -> Result<(), Strin
             }
             px.captures.push(crate::sample::logline::CaptureHdr {
                 response,
-                name: name.to_ascii_lowercase(),
+                name: Some(name.to_ascii_lowercase()),
                 len: len as usize,
+            });
+        }
+        "declare" => {
+            ctx.allow(kw, FE, false)?;
+            let [_, c, side, l, n] = w else {
+                return Err("'declare' expects 'capture request|response len N'".to_string());
+            };
+            if c != "capture" || l != "len" {
+                return Err("'declare' expects 'capture request|response len N'".to_string());
+            }
+            let response = match side.as_str() {
+                "request" => false,
+                "response" => true,
+                o => {
+                    return Err(format!(
+                        "'declare capture {o}': expected request or response"
+                    ))
+                }
+            };
+            px.captures.push(crate::sample::logline::CaptureHdr {
+                response,
+                name: None,
+                len: parse_u32_range("declare capture len", n, 1, 65_536)? as usize,
             });
         }
         "http-response" | "http-after-response" => {
@@ -1532,6 +1555,9 @@ fn proxy_kw(px: &mut Proxy, ctx: &Ctx<'_>, words: &[String]) -> Result<(), Strin
             let act = match action {
                 a if is_var_action(a) => {
                     HttpResponseAction::Var(parse_var_action(kw, a, args, Scope::Response)?)
+                }
+                "capture" if kw == "http-response" => {
+                    HttpResponseAction::Capture(parse_capture_action(px, ctx, true, args)?)
                 }
                 a => match crate::rewrite::parse(kw, a, args, Scope::Response)? {
                     Some(r) => HttpResponseAction::Rewrite(r),
@@ -1835,6 +1861,7 @@ fn unreachable_rule(px: &Proxy) -> Result<(), String> {
                 HttpRequestAction::Header(_)
                     | HttpRequestAction::Var(_)
                     | HttpRequestAction::Rewrite(_)
+                    | HttpRequestAction::Capture(_)
             )
     });
     match final_rule {
@@ -2716,7 +2743,11 @@ fn parse_redirect(args: &[String]) -> Result<Redirect, String> {
     Ok(r)
 }
 
-fn parse_http_request(px: &Proxy, ctx: &Ctx<'_>, w: &[String]) -> Result<HttpRequestRule, String> {
+fn parse_http_request(
+    px: &mut Proxy,
+    ctx: &Ctx<'_>,
+    w: &[String],
+) -> Result<HttpRequestRule, String> {
     let action = arg(w, 0, "http-request")?;
     let (args, c) = split_cond(&w[1..]);
     let loc = ctx.loc;
@@ -2762,6 +2793,7 @@ fn parse_http_request(px: &Proxy, ctx: &Ctx<'_>, w: &[String]) -> Result<HttpReq
             args,
             request_scope(px),
         )?),
+        "capture" => HttpRequestAction::Capture(parse_capture_action(px, ctx, false, args)?),
         "use-service" => match args {
             [s] if s == "prometheus-exporter" => {
                 HttpRequestAction::UseService(Service::PrometheusExporter)
@@ -2785,6 +2817,77 @@ fn parse_http_request(px: &Proxy, ctx: &Ctx<'_>, w: &[String]) -> Result<HttpReq
         cond,
         loc: loc.clone(),
     })
+}
+
+/// `http-request capture SAMPLE len N|id N`, `http-response capture SAMPLE
+/// id N`: `len` adds a slot to the frontend, `id` names one declared
+/// before (with `declare capture` or a `capture ... len` rule).
+fn parse_capture_action(
+    px: &mut Proxy,
+    ctx: &Ctx<'_>,
+    response: bool,
+    args: &[String],
+) -> Result<crate::sample::logline::CaptureAction, String> {
+    let kw = if response {
+        "http-response"
+    } else {
+        "http-request"
+    };
+    ctx.allow(&format!("{kw} capture"), FE, false)?;
+    let [e, how, n] = args else {
+        return Err(format!(
+            "'{kw} capture' expects SAMPLE len N or SAMPLE id N"
+        ));
+    };
+    let scope = if response {
+        Scope::Response
+    } else {
+        request_scope(px)
+    };
+    let expr = Box::new(Expr::parse(e, scope).map_err(|x| format!("'{kw} capture': {x}"))?);
+    let side: Vec<usize> = px
+        .captures
+        .iter()
+        .enumerate()
+        .filter(|(_, c)| c.response == response)
+        .map(|(i, _)| i)
+        .collect();
+    match how.as_str() {
+        "len" if !response => {
+            let len = parse_u32_range("capture len", n, 1, 65_536)? as usize;
+            px.captures.push(crate::sample::logline::CaptureHdr {
+                response,
+                name: None,
+                len,
+            });
+            Ok(crate::sample::logline::CaptureAction {
+                expr,
+                response,
+                slot: side.len(),
+                len,
+            })
+        }
+        "id" => {
+            let id = parse_u32_range("capture id", n, 0, u32::MAX)? as usize;
+            let Some(&at) = side.get(id) else {
+                return Err(format!(
+                    "'{kw} capture ... id {id}': no {} capture slot {id} is declared before this line (use 'declare capture {} len N')",
+                    if response { "response" } else { "request" },
+                    if response { "response" } else { "request" },
+                ));
+            };
+            Ok(crate::sample::logline::CaptureAction {
+                expr,
+                response,
+                slot: id,
+                len: px.captures[at].len,
+            })
+        }
+        _ => Err(format!(
+            "'{kw} capture' expects SAMPLE {} N",
+            if response { "id" } else { "len N or SAMPLE id" }
+        )),
+    }
 }
 
 fn is_var_action(a: &str) -> bool {

@@ -676,6 +676,8 @@ pub enum HttpRequestAction {
     UseService(Service),
     /// `set-path`, `replace-header`, `del-header -m` ... (`crate::rewrite`).
     Rewrite(crate::rewrite::Rewrite),
+    /// `capture SAMPLE len N|id N`.
+    Capture(crate::sample::logline::CaptureAction),
 }
 
 /// What a header edit does.
@@ -712,6 +714,8 @@ pub enum HttpResponseAction {
     Var(crate::sample::VarAction),
     /// `set-status`, `replace-header`, `del-header -m` ... (`crate::rewrite`).
     Rewrite(crate::rewrite::Rewrite),
+    /// `capture SAMPLE id N`.
+    Capture(crate::sample::logline::CaptureAction),
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -584,21 +584,24 @@ fn render_var(v: Var, quote: bool, e: &Entry<'_>, caps: &Caps, out: &mut Vec<u8>
 /// Request and response captures, when configured.
 type Caps = (Option<Vec<Option<Vec<u8>>>>, Option<Vec<Option<Vec<u8>>>>);
 
-/// `capture request header NAME len N` / `capture response header ...`.
+/// A capture slot of a frontend: `capture request|response header NAME
+/// len N` (`name` set), `declare capture request|response len N` and
+/// `http-request capture SAMPLE len N` (no name: filled by rules).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CaptureHdr {
     pub response: bool,
-    /// Lower case.
-    pub name: String,
+    /// Lower case; `None` for a slot filled by `capture` actions.
+    pub name: Option<String>,
     pub len: usize,
 }
 
 /// Captures the configured headers of one side into the exchange's store:
 /// each capture keeps the last occurrence of its header (HAProxy's
-/// http_capture_headers), cut to its length.
+/// http_capture_headers), cut to its length. Slots filled by actions are
+/// left as they are.
 pub fn capture_headers(caps: &[CaptureHdr], response: bool, ctx: &Ctx<'_>) {
     let mine: Vec<&CaptureHdr> = caps.iter().filter(|c| c.response == response).collect();
-    if mine.is_empty() {
+    if !mine.iter().any(|c| c.name.is_some()) {
         return;
     }
     let Some(store) = ctx.vars else {
@@ -607,17 +610,61 @@ pub fn capture_headers(caps: &[CaptureHdr], response: bool, ctx: &Ctx<'_>) {
     let mut got: Vec<Option<Vec<u8>>> = vec![None; mine.len()];
     super::each_field(ctx, response, &mut |n, v| {
         for (i, c) in mine.iter().enumerate() {
-            if n.eq_ignore_ascii_case(c.name.as_bytes()) {
+            if c.name
+                .as_deref()
+                .is_some_and(|name| n.eq_ignore_ascii_case(name.as_bytes()))
+            {
                 got[i] = Some(v[..v.len().min(c.len)].to_vec());
             }
         }
         false
     });
     if let Ok(mut s) = store.try_borrow_mut() {
-        if response {
-            s.res_caps = got;
+        let slots = if response {
+            &mut s.res_caps
         } else {
-            s.req_caps = got;
+            &mut s.req_caps
+        };
+        slots.resize(mine.len(), None);
+        for (i, c) in mine.iter().enumerate() {
+            if c.name.is_some() {
+                slots[i] = got[i].take();
+            }
+        }
+    }
+}
+
+/// `http-request|http-response capture SAMPLE len N|id N`: the sample as
+/// text, cut to the slot's length, into slot `slot` of its side.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CaptureAction {
+    pub expr: Box<Expr>,
+    pub response: bool,
+    pub slot: usize,
+    pub len: usize,
+}
+
+impl CaptureAction {
+    pub fn run(&self, ctx: &Ctx<'_>) {
+        let Some(store) = ctx.vars else {
+            return;
+        };
+        let mut v = Vec::new();
+        // A sample with no value captures nothing (HAProxy's rule).
+        if !self.expr.render(ctx, &mut v) {
+            return;
+        }
+        v.truncate(self.len);
+        if let Ok(mut s) = store.try_borrow_mut() {
+            let slots = if self.response {
+                &mut s.res_caps
+            } else {
+                &mut s.req_caps
+            };
+            if slots.len() <= self.slot {
+                slots.resize(self.slot + 1, None);
+            }
+            slots[self.slot] = Some(v);
         }
     }
 }
@@ -850,25 +897,42 @@ mod tests {
         let caps = [
             CaptureHdr {
                 response: false,
-                name: "x-a".into(),
+                name: Some("x-a".into()),
                 len: 9,
             },
             CaptureHdr {
                 response: true,
-                name: "x-a".into(),
+                name: Some("x-a".into()),
                 len: 9,
             },
             CaptureHdr {
                 response: false,
-                name: "x-none".into(),
+                name: None,
+                len: 9,
+            },
+            CaptureHdr {
+                response: false,
+                name: Some("x-none".into()),
                 len: 9,
             },
         ];
+        // A slot filled by an action keeps its value.
+        vars.borrow_mut().req_caps = vec![None, Some(b"kept".to_vec())];
         capture_headers(&caps, false, &ctx);
         assert_eq!(
             vars.borrow().req_caps,
-            vec![Some(b"second-an".to_vec()), None]
+            vec![Some(b"second-an".to_vec()), Some(b"kept".to_vec()), None]
         );
+        let a = CaptureAction {
+            expr: Box::new(
+                Expr::parse("req.hdr(host),upper", Scope::Request { backend: false }).unwrap(),
+            ),
+            response: false,
+            slot: 1,
+            len: 3,
+        };
+        a.run(&ctx);
+        assert_eq!(vars.borrow().req_caps[1], Some(b"H".to_vec()));
         assert!(vars.borrow().res_caps.is_empty());
     }
 }
