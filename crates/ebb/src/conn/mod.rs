@@ -1065,6 +1065,7 @@ impl Conn {
         let date = *self.w.date.borrow_mut().get();
         let lm = httpdate::fmt_http_date(v.mtime);
         let mut cr = String::new();
+        let mut logged = status;
         let cc = max_age.map(|a| format!("max-age={a}"));
         {
             let mut hdrs: Vec<(&[u8], &[u8])> = Vec::with_capacity(8);
@@ -1093,8 +1094,11 @@ impl Conn {
                 be: Some(&backend.name),
                 ..sample_ctx(tr, self.peer, &self.fe.name, &dst, &self.vars)
             };
-            let (edited, status) = apply_edits(&self.fe, &backend, hdrs, status, &sctx);
-            let mut w = ResponseWriter::new(&mut self.wbuf, status, &date);
+            // The framing below follows the file's status; the rules'
+            // status is the one sent and logged.
+            let (edited, out_status) = apply_edits(&self.fe, &backend, hdrs, status, &sctx);
+            logged = out_status;
+            let mut w = ResponseWriter::new(&mut self.wbuf, out_status, &date);
             for (n, val) in &edited {
                 let _ = w.header(n, val);
             }
@@ -1130,7 +1134,7 @@ impl Conn {
         if !keep_alive {
             self.closing = true;
         }
-        self.finish_request(ctx, status, Some(bi), body_len);
+        self.finish_request(ctx, logged, Some(bi), body_len);
     }
 
     /// The answer is queued: log it and move on to what follows the head.

@@ -372,3 +372,17 @@ fn variables_keep_their_type_and_scope() {
     assert!(VarRef::parse("x").is_err());
     assert!(VarRef::parse("foo.x").is_err());
 }
+
+#[test]
+fn url_param_and_pathq() {
+    // REQ's target is /p/q?x=1&y.
+    assert_eq!(lf("%[pathq]"), "/p/q?x=1&y");
+    assert_eq!(lf("%[url_param(x)]"), "1");
+    assert_eq!(lf("%[urlp(x)]"), "1");
+    // No name: the first parameter; a name without '=' has no value.
+    assert_eq!(lf("%[url_param()]"), "1");
+    assert_eq!(lf("<%[url_param(y)]>"), "<>");
+    assert_eq!(lf("<%[url_param(z)]>"), "<>");
+    assert!(err("%[url_param(x,ab)]", RQ).contains("one character"));
+    assert!(err("%[pathq]", Scope::Response).contains("reads the request"));
+}
