@@ -1065,7 +1065,7 @@ impl Conn {
         let date = *self.w.date.borrow_mut().get();
         let lm = httpdate::fmt_http_date(v.mtime);
         let mut cr = String::new();
-        let mut logged = status;
+        let logged;
         let cc = max_age.map(|a| format!("max-age={a}"));
         {
             let mut hdrs: Vec<(&[u8], &[u8])> = Vec::with_capacity(8);
