@@ -23,8 +23,41 @@ use crate::config::{
 };
 use crate::rules::{Cond, Matcher};
 use crate::sample::{Ctx, LogFormat, Scope};
-use crate::serve::files::FilesConfig;
 use crate::statefile::SrvState;
+
+/// What a `serve-files` backend was configured with.
+#[derive(Debug, Clone)]
+pub struct FilesConfig {
+    /// The document root.
+    pub root: std::path::PathBuf,
+    /// Index files tried, in order, for a directory.
+    pub index: Vec<String>,
+    /// Whether a directory without index is listed (else 403).
+    pub listing: bool,
+    /// Whether symlinks may lead out of the root.
+    pub follow_symlinks: bool,
+    /// `Cache-Control: max-age=N` when set.
+    pub max_age: Option<u32>,
+    /// `dotfiles allow`: serve names starting with a dot. By default they
+    /// are 404 (`.git/`, `.env`, `.htpasswd` left in a served tree), except
+    /// `/.well-known/` (RFC 8615: ACME challenges, security.txt).
+    pub dotfiles: bool,
+}
+
+impl FilesConfig {
+    /// The defaults of `serve-files DIR`: `index.html`, no listing, symlinks
+    /// confined to the root, no max-age.
+    pub fn new(root: impl Into<std::path::PathBuf>) -> Self {
+        FilesConfig {
+            root: root.into(),
+            index: vec!["index.html".to_string()],
+            listing: false,
+            follow_symlinks: false,
+            max_age: None,
+            dotfiles: false,
+        }
+    }
+}
 
 /// A compiled `http-request` rule.
 pub struct ReqRule {
