@@ -141,6 +141,8 @@ impl Exchange for Stream {
                     return false;
                 };
                 c.input = In::Head;
+                // The page is written now: the answer starts here.
+                self.resp_start = c.wbuf.len();
                 let version = c.head.version;
                 let head_req = c.head.method == Method::Head;
                 let hdrs: Vec<(&[u8], &[u8])> = a
