@@ -203,36 +203,6 @@ pub struct RespRule {
     pub cond: Option<Cond>,
 }
 
-impl ReqRule {
-    /// The header edit of this rule, if it is one.
-    pub fn edit(&self) -> Option<&HeaderEdit> {
-        match &self.action {
-            HttpRequestAction::Header(e) => Some(e),
-            _ => None,
-        }
-    }
-}
-
-impl RespRule {
-    /// The header edit of this rule, if it is one.
-    pub fn edit(&self) -> Option<&HeaderEdit> {
-        match &self.action {
-            HttpResponseAction::Header(e) => Some(e),
-            HttpResponseAction::Var(_) => None,
-        }
-    }
-
-    /// Runs the rule on a response being written: a header edit appends
-    /// its field to `out` (the fields it removes were left out by the
-    /// caller, see [`HeaderEdit::removes`]), a variable action runs.
-    pub fn apply(&self, ctx: &Ctx<'_>, out: &mut Vec<u8>) {
-        match &self.action {
-            HttpResponseAction::Header(e) => e.write_field(ctx, out),
-            HttpResponseAction::Var(v) => v.run(ctx),
-        }
-    }
-}
-
 /// What a backend does with the requests routed to it.
 pub enum BackendKind {
     /// `serve-files DIR`.
@@ -364,6 +334,9 @@ pub struct BackendRt {
     pub matcher: Matcher,
     pub http_request: Vec<ReqRule>,
     pub http_response: Vec<RespRule>,
+    /// `http-after-response` rules (empty for a listen section: its
+    /// frontend's run).
+    pub after_response: Vec<RespRule>,
     /// The stats page served by this backend, if any.
     pub stats: Option<Arc<StatsRt>>,
     pub http: HttpCounters,
@@ -402,6 +375,12 @@ pub struct FrontendRt {
     pub matcher: Matcher,
     pub http_request: Vec<ReqRule>,
     pub http_response: Vec<RespRule>,
+    /// `http-after-response` rules.
+    pub after_response: Vec<RespRule>,
+    /// `log-format`; `None`: HAProxy's httplog format.
+    pub log_format: Option<crate::sample::logline::LogLine>,
+    /// `capture request|response header` lines, in order.
+    pub captures: Vec<crate::sample::logline::CaptureHdr>,
     /// `use_backend` rules in order.
     pub use_backends: Vec<UseBackendRt>,
     pub default_backend: Option<usize>,
@@ -454,6 +433,12 @@ impl FrontendRt {
             }
         }
         self.default_backend
+    }
+
+    /// How many request and response header captures are configured.
+    pub fn ncaps(&self) -> (usize, usize) {
+        let res = self.captures.iter().filter(|c| c.response).count();
+        (self.captures.len() - res, res)
     }
 
     /// Connections open now.
@@ -702,12 +687,19 @@ fn compile_req_rules(p: &Proxy, m: &Matcher) -> Result<Vec<ReqRule>, ConfigError
 }
 
 fn compile_resp_rules(p: &Proxy, m: &Matcher) -> Result<Vec<RespRule>, ConfigError> {
-    p.http_response
+    compile_resp_list(&p.http_response, m)
+}
+
+fn compile_resp_list(
+    rules: &[crate::config::HttpResponseRule],
+    m: &Matcher,
+) -> Result<Vec<RespRule>, ConfigError> {
+    rules
         .iter()
         .map(|r| {
             Ok(RespRule {
                 action: r.action.clone(),
-                cond: m.opt_cond(r.cond.as_ref())?,
+                cond: m.opt_cond_response(r.cond.as_ref())?,
             })
         })
         .collect()
@@ -757,12 +749,15 @@ pub fn compile(cfg: &Config) -> Result<Compiled, Vec<ConfigError>> {
             } else {
                 crate::l4rules::compile(p, &matcher, warnings)?
             };
-            let http_response = compile_resp_rules(p, &matcher)?;
             // A listen section's rules run once, as its frontend's.
-            let http_request = if p.kind.is_frontend() {
-                Vec::new()
+            let (http_request, http_response, after_response) = if p.kind.is_frontend() {
+                (Vec::new(), Vec::new(), Vec::new())
             } else {
-                compile_req_rules(p, &matcher)?
+                (
+                    compile_req_rules(p, &matcher)?,
+                    compile_resp_rules(p, &matcher)?,
+                    compile_resp_list(&p.http_after_response, &matcher)?,
+                )
             };
             Ok(BackendRt {
                 stats: if p.kind.is_frontend() {
@@ -778,6 +773,7 @@ pub fn compile(cfg: &Config) -> Result<Compiled, Vec<ConfigError>> {
                 matcher,
                 http_response,
                 l4,
+                after_response,
             })
         })();
         match r {
@@ -798,6 +794,7 @@ pub fn compile(cfg: &Config) -> Result<Compiled, Vec<ConfigError>> {
             let l4 = crate::l4rules::compile(p, &matcher, warnings)?;
             let http_request = compile_req_rules(p, &matcher)?;
             let http_response = compile_resp_rules(p, &matcher)?;
+            let after_response = compile_resp_list(&p.http_after_response, &matcher)?;
             let stats = compile_stats(p, &matcher)?;
             let be_cfg = |name: &str| cfg.backends().find(|b| b.name == name);
             let mut use_backends = Vec::new();
@@ -858,6 +855,9 @@ pub fn compile(cfg: &Config) -> Result<Compiled, Vec<ConfigError>> {
                 matcher,
                 http_request,
                 http_response,
+                after_response,
+                log_format: p.log_format.as_ref().map(|l| l.value.clone()),
+                captures: p.captures.clone(),
                 use_backends,
                 default_backend,
                 errorfiles: p

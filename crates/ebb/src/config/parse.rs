@@ -138,6 +138,9 @@ fn new_proxy(name: &str, kind: ProxyKind, loc: Loc) -> Proxy {
         acls: Vec::new(),
         http_request: Vec::new(),
         http_response: Vec::new(),
+        http_after_response: Vec::new(),
+        log_format: None,
+        captures: Vec::new(),
         use_backends: Vec::new(),
         default_backend: None,
         errorfiles: Vec::new(),
@@ -275,7 +278,6 @@ const PROXY_KEYWORDS: &[&str] = &[
 /// HAProxy proxy keywords ebb does not implement.
 const HAPROXY_PROXY_UNSUPPORTED: &[&str] = &[
     "cookie",
-    "capture",
     "compression",
     "fullconn",
     "http-send-name-header",
@@ -284,7 +286,6 @@ const HAPROXY_PROXY_UNSUPPORTED: &[&str] = &[
     "filter",
     "unique-id-format",
     "unique-id-header",
-    "log-format",
     "log-format-sd",
     "error-log-format",
     "log-tag",
@@ -297,7 +298,6 @@ const HAPROXY_PROXY_UNSUPPORTED: &[&str] = &[
     "persist",
     "force-persist",
     "ignore-persist",
-    "http-after-response",
     "rate-limit",
     "source",
     "email-alert",
@@ -1509,29 +1509,112 @@ fn proxy_kw(px: &mut Proxy, ctx: &Ctx<'_>, words: &[String]) -> Result<(), Strin
                 loc: loc.clone(),
             });
         }
-        "http-response" => {
+        "log-format" => {
+            ctx.allow(kw, FE, true)?;
+            let [_, f] = w else {
+                return Err("'log-format' expects one format string (quote it)".to_string());
+            };
+            let l = crate::sample::logline::LogLine::parse(f)?;
+            px.log_format = Some(Spanned {
+                value: l,
+                loc: loc.clone(),
+            });
+        }
+        "capture" => {
+            ctx.allow(kw, FE, false)?;
+            let (response, name, len) = match &w[1..] {
+                [side, h, name, l, n] if h == "header" && l == "len" => {
+                    let response = match side.as_str() {
+                        "request" => false,
+                        "response" => true,
+                        o => {
+                            return Err(format!(
+                                "'capture {o}': expected 'capture request header' or 'capture response header'"
+                            ))
+                        }
+                    };
+                    (
+                        response,
+                        name,
+                        parse_u32_range("capture len", n, 1, 65_536)?,
+                    )
+                }
+                [c, ..] if c == "cookie" => {
+                    return Err("'capture cookie' is not supported by ebb yet".to_string())
+                }
+                _ => return Err(
+                    "'capture' expects 'request header NAME len N' or 'response header NAME len N'"
+                        .to_string(),
+                ),
+            };
+            if !crate::net::is_token(name) {
+                return Err(format!("'capture': invalid header name '{name}'"));
+            }
+            px.captures.push(crate::sample::logline::CaptureHdr {
+                response,
+                name: Some(name.to_ascii_lowercase()),
+                len: len as usize,
+            });
+        }
+        "declare" => {
+            ctx.allow(kw, FE, false)?;
+            let [_, c, side, l, n] = w else {
+                return Err("'declare' expects 'capture request|response len N'".to_string());
+            };
+            if c != "capture" || l != "len" {
+                return Err("'declare' expects 'capture request|response len N'".to_string());
+            }
+            let response = match side.as_str() {
+                "request" => false,
+                "response" => true,
+                o => {
+                    return Err(format!(
+                        "'declare capture {o}': expected request or response"
+                    ))
+                }
+            };
+            px.captures.push(crate::sample::logline::CaptureHdr {
+                response,
+                name: None,
+                len: parse_u32_range("declare capture len", n, 1, 65_536)? as usize,
+            });
+        }
+        "http-response" | "http-after-response" => {
             ctx.allow(kw, FE | BE, false)?;
             let action = arg(w, 1, kw)?;
             let (args, c) = split_cond(&w[2..]);
             let act = match action {
-                "set-header" | "add-header" | "del-header" => HttpResponseAction::Header(
-                    parse_header_edit("http-response", action, args, Scope::Response)?,
-                ),
                 a if is_var_action(a) => {
-                    HttpResponseAction::Var(parse_var_action("http-response", a, args, Scope::Response)?)
+                    HttpResponseAction::Var(parse_var_action(kw, a, args, Scope::Response)?)
                 }
-                o => {
-                    return Err(format!(
-                        "unknown 'http-response' action '{o}' (supported: set-header, add-header, del-header)"
-                    ))
+                "capture" if kw == "http-response" => {
+                    HttpResponseAction::Capture(parse_capture_action(px, ctx, true, args)?)
                 }
+                a => match crate::config::rewrite::parse(kw, a, args, Scope::Response)? {
+                    Some(r) => HttpResponseAction::Rewrite(r),
+                    None if matches!(a, "set-header" | "add-header" | "del-header") => {
+                        let e = parse_header_edit(kw, a, args, Scope::Response)?;
+                        crate::config::rewrite::check_response_edit(kw, &e)?;
+                        HttpResponseAction::Header(e)
+                    }
+                    None => {
+                        return Err(format!(
+                            "unknown '{kw}' action '{a}' (supported: set-header, add-header, del-header, replace-header, replace-value, set-status, set-var, set-var-fmt, unset-var)"
+                        ))
+                    }
+                },
             };
             let cond = cond_of(c, px, loc)?;
-            px.http_response.push(HttpResponseRule {
+            let rule = HttpResponseRule {
                 action: act,
                 cond,
                 loc: loc.clone(),
-            });
+            };
+            if kw == "http-response" {
+                px.http_response.push(rule);
+            } else {
+                px.http_after_response.push(rule);
+            }
         }
         "errorfile" => {
             ctx.allow(kw, FE | BE, true)?;
@@ -1806,7 +1889,10 @@ fn unreachable_rule(px: &Proxy) -> Result<(), String> {
         r.cond.is_none()
             && !matches!(
                 r.action,
-                HttpRequestAction::Header(_) | HttpRequestAction::Var(_)
+                HttpRequestAction::Header(_)
+                    | HttpRequestAction::Var(_)
+                    | HttpRequestAction::Rewrite(_)
+                    | HttpRequestAction::Capture(_)
             )
     });
     match final_rule {
@@ -2707,10 +2793,15 @@ fn parse_redirect(args: &[String]) -> Result<Redirect, String> {
     Ok(r)
 }
 
-fn parse_http_request(px: &Proxy, ctx: &Ctx<'_>, w: &[String]) -> Result<HttpRequestRule, String> {
+fn parse_http_request(
+    px: &mut Proxy,
+    ctx: &Ctx<'_>,
+    w: &[String],
+) -> Result<HttpRequestRule, String> {
     let action = arg(w, 0, "http-request")?;
     let (args, c) = split_cond(&w[1..]);
     let loc = ctx.loc;
+    let rewrite = crate::config::rewrite::parse("http-request", action, args, request_scope(px))?;
     let act = match action {
         "return" => HttpRequestAction::Return(Box::new(parse_return(
             args,
@@ -2739,6 +2830,10 @@ fn parse_http_request(px: &Proxy, ctx: &Ctx<'_>, w: &[String]) -> Result<HttpReq
             }
             HttpRequestAction::Allow
         }
+        _ if rewrite.is_some() => match rewrite {
+            Some(r) => HttpRequestAction::Rewrite(r),
+            None => return Err("internal: rewrite action lost".to_string()),
+        },
         "set-header" | "add-header" | "del-header" => HttpRequestAction::Header(
             parse_header_edit("http-request", action, args, request_scope(px))?,
         ),
@@ -2748,6 +2843,7 @@ fn parse_http_request(px: &Proxy, ctx: &Ctx<'_>, w: &[String]) -> Result<HttpReq
             args,
             request_scope(px),
         )?),
+        "capture" => HttpRequestAction::Capture(parse_capture_action(px, ctx, false, args)?),
         "use-service" => match args {
             [s] if s == "prometheus-exporter" => {
                 HttpRequestAction::UseService(Service::PrometheusExporter)
@@ -2761,7 +2857,7 @@ fn parse_http_request(px: &Proxy, ctx: &Ctx<'_>, w: &[String]) -> Result<HttpReq
         },
         o => {
             return Err(format!(
-                "unknown 'http-request' action '{o}' (supported: return, redirect, deny, allow, set-header, add-header, del-header, use-service)"
+                "unknown 'http-request' action '{o}' (supported: return, redirect, deny, allow, set-header, add-header, del-header, replace-header, replace-value, set-path, set-pathq, set-query, set-uri, set-method, replace-path, replace-pathq, replace-uri, set-var, set-var-fmt, unset-var, use-service)"
             ))
         }
     };
@@ -2771,6 +2867,77 @@ fn parse_http_request(px: &Proxy, ctx: &Ctx<'_>, w: &[String]) -> Result<HttpReq
         cond,
         loc: loc.clone(),
     })
+}
+
+/// `http-request capture SAMPLE len N|id N`, `http-response capture SAMPLE
+/// id N`: `len` adds a slot to the frontend, `id` names one declared
+/// before (with `declare capture` or a `capture ... len` rule).
+fn parse_capture_action(
+    px: &mut Proxy,
+    ctx: &Ctx<'_>,
+    response: bool,
+    args: &[String],
+) -> Result<crate::sample::logline::CaptureAction, String> {
+    let kw = if response {
+        "http-response"
+    } else {
+        "http-request"
+    };
+    ctx.allow(&format!("{kw} capture"), FE, false)?;
+    let [e, how, n] = args else {
+        return Err(format!(
+            "'{kw} capture' expects SAMPLE len N or SAMPLE id N"
+        ));
+    };
+    let scope = if response {
+        Scope::Response
+    } else {
+        request_scope(px)
+    };
+    let expr = Box::new(Expr::parse(e, scope).map_err(|x| format!("'{kw} capture': {x}"))?);
+    let side: Vec<usize> = px
+        .captures
+        .iter()
+        .enumerate()
+        .filter(|(_, c)| c.response == response)
+        .map(|(i, _)| i)
+        .collect();
+    match how.as_str() {
+        "len" if !response => {
+            let len = parse_u32_range("capture len", n, 1, 65_536)? as usize;
+            px.captures.push(crate::sample::logline::CaptureHdr {
+                response,
+                name: None,
+                len,
+            });
+            Ok(crate::sample::logline::CaptureAction {
+                expr,
+                response,
+                slot: side.len(),
+                len,
+            })
+        }
+        "id" => {
+            let id = parse_u32_range("capture id", n, 0, u32::MAX)? as usize;
+            let Some(&at) = side.get(id) else {
+                return Err(format!(
+                    "'{kw} capture ... id {id}': no {} capture slot {id} is declared before this line (use 'declare capture {} len N')",
+                    if response { "response" } else { "request" },
+                    if response { "response" } else { "request" },
+                ));
+            };
+            Ok(crate::sample::logline::CaptureAction {
+                expr,
+                response,
+                slot: id,
+                len: px.captures[at].len,
+            })
+        }
+        _ => Err(format!(
+            "'{kw} capture' expects SAMPLE {} N",
+            if response { "id" } else { "len N or SAMPLE id" }
+        )),
+    }
 }
 
 fn is_var_action(a: &str) -> bool {
@@ -2831,6 +2998,7 @@ fn parse_header_edit(
         ("set-header", [n, v]) => (EditOp::Set, n, Some(v)),
         ("add-header", [n, v]) => (EditOp::Add, n, Some(v)),
         ("del-header", [n]) => (EditOp::Del, n, None),
+        ("del-header", [n, m, x]) if m == "-m" && x == "str" => (EditOp::Del, n, None),
         ("del-header", _) => return Err(format!("'{kw} del-header' expects NAME")),
         _ => return Err(format!("'{kw} {action}' expects NAME VALUE")),
     };

@@ -335,6 +335,12 @@ pub struct Proxy {
     pub acls: Vec<Acl>,
     pub http_request: Vec<HttpRequestRule>,
     pub http_response: Vec<HttpResponseRule>,
+    /// `http-after-response` rules: run on every answer, ebb's own too.
+    pub http_after_response: Vec<HttpResponseRule>,
+    /// `log-format` (frontends; inherited from `defaults`).
+    pub log_format: Option<Spanned<crate::sample::logline::LogLine>>,
+    /// `capture request|response header NAME len N` (frontends).
+    pub captures: Vec<crate::sample::logline::CaptureHdr>,
     pub use_backends: Vec<UseBackend>,
     pub default_backend: Option<Spanned<String>>,
     /// `errorfile CODE FILE`, files already read; a later line for the same
@@ -721,6 +727,10 @@ pub enum HttpRequestAction {
     /// `set-var(VAR) EXPR`, `set-var-fmt(VAR) FMT`, `unset-var(VAR)`.
     Var(crate::sample::VarAction),
     UseService(Service),
+    /// `set-path`, `replace-header`, `del-header -m` ... (executed by the `rewrite` module).
+    Rewrite(super::rewrite::Rewrite),
+    /// `capture SAMPLE len N|id N`.
+    Capture(crate::sample::logline::CaptureAction),
 }
 
 /// What a header edit does.
@@ -755,6 +765,10 @@ pub struct HttpRequestRule {
 pub enum HttpResponseAction {
     Header(HeaderEdit),
     Var(crate::sample::VarAction),
+    /// `set-status`, `replace-header`, `del-header -m` ... (executed by the `rewrite` module).
+    Rewrite(super::rewrite::Rewrite),
+    /// `capture SAMPLE id N`.
+    Capture(crate::sample::logline::CaptureAction),
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -82,8 +82,6 @@ pub struct Stream {
     /// The client's output length when the current answer started (for
     /// the log).
     resp_start: usize,
-    /// `http-response` edits for the current answer.
-    edits: Vec<(bool, usize)>,
     /// The server side of a proxied exchange.
     up: Option<Box<proxy::Upstream>>,
     /// The server socket and its buffers, shared with `side_task`.
@@ -143,6 +141,8 @@ impl Exchange for Stream {
                     return false;
                 };
                 c.input = In::Head;
+                // The page is written now: the answer starts here.
+                self.resp_start = c.wbuf.len();
                 let version = c.head.version;
                 let head_req = c.head.method == Method::Head;
                 let hdrs: Vec<(&[u8], &[u8])> = a
@@ -203,40 +203,34 @@ impl Exchange for Stream {
 }
 
 impl Stream {
-    /// Runs one proxy's `http-request` rules in order: the first final
-    /// action that holds decides the answer; header edits that hold are
-    /// collected for the request forwarded to a server. `be` names the
+    /// Runs one proxy's `http-request` rules in order on the request as
+    /// it is now (`st`: rewriting rules change it, `crate::rewrite`); the
+    /// first final action that holds decides the answer. `be` names the
     /// backend whose rules these are (`None`: the frontend's).
     fn request_rules(
         &self,
         c: &H1,
         rules: &[crate::proxy::ReqRule],
         matcher: &crate::rules::Matcher,
-        view: &ReqView<'_>,
+        base: &ReqView<'_>,
+        st: &mut crate::rewrite::ReqState<'_>,
         be: Option<usize>,
-        edits: &mut Vec<(bool, usize)>,
     ) -> Option<Act> {
-        for (i, rule) in rules.iter().enumerate() {
-            if !matcher.holds(rule.cond.as_ref(), view) {
-                continue;
+        let i = match crate::rewrite::run_request(rules, matcher, base, st, &c.w.limits) {
+            Ok(Some(i)) => i,
+            Ok(None) => return None,
+            Err(_) => return Some(Act::Error(500)),
+        };
+        Some(match &rules.get(i)?.action {
+            HttpRequestAction::Return(_) => Act::Return(be, i),
+            HttpRequestAction::Redirect(rd) => {
+                let r = st.req();
+                let host = r.head.host.map(|h| h.get(r.buf));
+                Act::Redirect(redirect_location(rd, r.head.path.get(r.buf), host), rd.code)
             }
-            match &rule.action {
-                HttpRequestAction::Return(_) => return Some(Act::Return(be, i)),
-                HttpRequestAction::UseService(_) => return Some(Act::Service),
-                HttpRequestAction::Redirect(rd) => {
-                    let buf = &c.rbuf[c.rstart..c.rend];
-                    let host = c.head.host.map(|h| h.get(buf));
-                    let loc = redirect_location(rd, c.head.path.get(buf), host);
-                    return Some(Act::Redirect(loc, rd.code));
-                }
-                HttpRequestAction::Deny { status } => return Some(Act::Deny(*status)),
-                HttpRequestAction::Allow => break,
-                HttpRequestAction::Var(v) => v.run(view),
-                // Header edits change what is forwarded to a server.
-                _ => edits.push((be.is_some(), i)),
-            }
-        }
-        None
+            HttpRequestAction::Deny { status } => Act::Deny(*status),
+            _ => Act::Service,
+        })
     }
 
     /// Decides what answers the request in `head` (reading the buffer and
@@ -250,21 +244,21 @@ impl Stream {
         let tr = &c.tr;
         let pp_dst = c.dst;
         let dst = move || pp_dst.or_else(|| tr.tcp().local_addr().ok());
-        let view = ReqView {
-            req: Some(crate::sample::Req { buf, head: &c.head }),
-            ..sample_ctx(tr, c.peer, &fe.name, &dst, &c.vars)
+        let base = sample_ctx(tr, c.peer, &fe.name, &dst, &c.vars);
+        let mut st = crate::rewrite::ReqState::new(crate::sample::Req { buf, head: &c.head });
+        let received = ReqView {
+            req: Some(st.req()),
+            ..base
         };
-        let mut req_edits = Vec::new();
-        if let Some(a) = self.request_rules(
-            c,
-            &fe.http_request,
-            &fe.matcher,
-            &view,
-            None,
-            &mut req_edits,
-        ) {
+        crate::sample::logline::capture_headers(&fe.captures, false, &received);
+        if let Some(a) = self.request_rules(c, &fe.http_request, &fe.matcher, &base, &mut st, None)
+        {
             return a;
         }
+        let view = ReqView {
+            req: Some(st.req()),
+            ..base
+        };
         if let Some(a) = stats_act(fe.stats.as_ref(), &fe.matcher, &view) {
             return a;
         }
@@ -274,44 +268,38 @@ impl Stream {
         let Some(backend) = c.fe.backends.get(bi) else {
             return Act::NoBackend;
         };
-        let view = ReqView {
+        let base = ReqView {
             be: Some(&backend.name),
-            ..view
+            ..base
         };
         // The backend's own http-request rules come after the frontend's.
         if let Some(a) = self.request_rules(
             c,
             &backend.http_request,
             &backend.matcher,
-            &view,
+            &base,
+            &mut st,
             Some(bi),
-            &mut req_edits,
         ) {
             return a;
         }
+        let view = ReqView {
+            req: Some(st.req()),
+            ..base
+        };
         if let Some(a) = stats_act(backend.stats.as_ref(), &backend.matcher, &view) {
             return a;
         }
-        let mut edits = Vec::new();
-        for (i, r) in fe.http_response.iter().enumerate() {
-            if fe.matcher.holds(r.cond.as_ref(), &view) {
-                edits.push((false, i));
-            }
-        }
-        for (i, r) in backend.http_response.iter().enumerate() {
-            if backend.matcher.holds(r.cond.as_ref(), &view) {
-                edits.push((true, i));
-            }
-        }
         match &backend.kind {
-            BackendKind::Servers(_) => Act::Proxy(bi, req_edits, edits),
+            BackendKind::Servers(_) => Act::Proxy(bi, st.edited),
             BackendKind::Files(_) => {
-                if !matches!(c.head.method, Method::Get | Method::Head) {
-                    return Act::Files(bi, Err(405), edits);
+                let r = st.req();
+                if !matches!(r.head.method, Method::Get | Method::Head) {
+                    return Act::Files(bi, Err(405));
                 }
-                match normalize_path(c.head.path.get(buf)) {
-                    Ok(c) => Act::Files(bi, Ok(c), edits),
-                    Err(r) => Act::Files(bi, Err(r.status()), edits),
+                match normalize_path(r.head.path.get(r.buf)) {
+                    Ok(p) => Act::Files(bi, Ok(p)),
+                    Err(e) => Act::Files(bi, Err(e.status())),
                 }
             }
         }
@@ -442,6 +430,10 @@ impl Stream {
                 c.input = In::Stream;
                 self.wait = Wait::Page(slot);
             }
+            Act::Error(st) => {
+                c.error_response(st, false, version, head_req, &[]);
+                self.finish_request(c, ctx, st, None, 0);
+            }
             Act::Deny(st) => {
                 fe.http
                     .denied
@@ -453,7 +445,7 @@ impl Stream {
                 c.error_response(503, keep_alive, version, head_req, &[]);
                 self.finish_request(c, ctx, 503, None, 0);
             }
-            Act::Files(bi, Err(st), _) => {
+            Act::Files(bi, Err(st)) => {
                 let extra: &[(&[u8], &[u8])] = if st == 405 {
                     &[(b"Allow", b"GET, HEAD")]
                 } else {
@@ -462,11 +454,10 @@ impl Stream {
                 c.error_response(st, keep_alive, version, head_req, extra);
                 self.finish_request(c, ctx, st, Some(bi), 0);
             }
-            Act::Proxy(bi, req_edits, resp_edits) => {
-                self.start_proxy(c, ctx, bi, req_edits, resp_edits);
+            Act::Proxy(bi, edited) => {
+                self.start_proxy(c, ctx, bi, edited);
             }
-            Act::Files(bi, Ok(clean), edits) => {
-                self.edits = edits;
+            Act::Files(bi, Ok(clean)) => {
                 let now = ctx.now();
                 let bid = c.fe.backends.get(bi).map_or(0, |b| b.id);
                 let hit = c.w.files.borrow_mut().get(bid, &clean, now);
@@ -577,6 +568,7 @@ impl Stream {
         };
         let date = *c.w.date.borrow_mut().get();
         let mut cr = String::new();
+        let logged;
         let cc = max_age.map(|a| format!("max-age={a}"));
         {
             let mut hdrs = crate::http1::Fields::<6>::new();
@@ -606,12 +598,17 @@ impl Stream {
                 be: Some(&backend.name),
                 ..sample_ctx(tr, c.peer, &c.fe.name, &dst, &c.vars)
             };
-            let edited = (!self.edits.is_empty())
-                .then(|| apply_edits(&c.fe, &backend, &self.edits, hdrs.to_vec(), status, &sctx));
-            let mut w = ResponseWriter::new(&mut c.wbuf, status, &date);
+            // The framing below follows the file's status; the rules'
+            // status is the one sent and logged.
+            // No response rule: the fields go out as they are (no copy).
+            let rules = !backend.http_response.is_empty() || !c.fe.http_response.is_empty();
+            let edited = rules.then(|| apply_edits(&c.fe, &backend, hdrs.to_vec(), status, &sctx));
+            let out_status = edited.as_ref().map_or(status, |e| e.1);
+            logged = out_status;
+            let mut w = ResponseWriter::new(&mut c.wbuf, out_status, &date);
             match &edited {
-                Some(e) => {
-                    for (n, val) in e {
+                Some((fields, _)) => {
+                    for (n, val) in fields {
                         let _ = w.header(n, val);
                     }
                 }
@@ -653,7 +650,7 @@ impl Stream {
         if !keep_alive {
             c.closing = true;
         }
-        self.finish_request(c, ctx, status, Some(bi), body_len);
+        self.finish_request(c, ctx, logged, Some(bi), body_len);
     }
 
     /// The answer is queued: log it and move on to what follows the head.
@@ -666,6 +663,7 @@ impl Stream {
         body: u64,
     ) {
         let now = ctx.now();
+        let status = self.after_response(c, backend, status);
         let be = backend.and_then(|b| c.fe.backends.get(b));
         let sent = (c.wbuf.len() - self.resp_start) as u64 + body;
         crate::proxy::count_request(&c.fe, be.map(|b| &**b), status, sent);
@@ -695,59 +693,57 @@ impl Stream {
         c.input = c.next_input.take().unwrap_or(In::Head);
         c.req_start = None;
         c.idle_since = now;
-        self.edits.clear();
+    }
+
+    /// Runs the `http-after-response` rules on the answer ebb wrote at
+    /// `resp_start` (still all in the buffer); returns the status to log.
+    pub(super) fn after_response(
+        &mut self,
+        c: &mut H1,
+        backend: Option<usize>,
+        status: u16,
+    ) -> u16 {
+        if c.wpos > self.resp_start {
+            return status;
+        }
+        let be = backend.and_then(|b| c.fe.backends.get(b));
+        let tr = &c.tr;
+        let pp_dst = c.dst;
+        let dst = move || pp_dst.or_else(|| tr.tcp().local_addr().ok());
+        let sctx = crate::sample::Ctx {
+            be: be.map(|b| b.name.as_str()),
+            ..sample_ctx(tr, c.peer, &c.fe.name, &dst, &c.vars)
+        };
+        let be = be.map(|b| &**b);
+        crate::rewrite::after_local(&c.fe, be, &sctx, &mut c.wbuf, self.resp_start)
+            .unwrap_or(status)
     }
 }
 
-/// Applies `http-response set-header|add-header|del-header` edits (frontend
-/// rules first, then the backend's, as HAProxy orders them) to the fields
-/// of an answer ebb builds itself; `ctx` gets the response from them.
-fn apply_edits<'a>(
-    fe: &'a FrontendRt,
-    be: &'a crate::proxy::BackendRt,
-    edits: &[(bool, usize)],
-    hdrs: Vec<(&'a [u8], &'a [u8])>,
+/// Runs the `http-response` rules (the backend's, then the frontend's, as
+/// HAProxy orders them) on the fields of a file answer ebb builds itself;
+/// returns the fields and the status they leave.
+fn apply_edits(
+    fe: &FrontendRt,
+    be: &crate::proxy::BackendRt,
+    hdrs: Vec<(&[u8], &[u8])>,
     status: u16,
     ctx: &crate::sample::Ctx<'_>,
-) -> Vec<(&'a [u8], std::borrow::Cow<'a, [u8]>)> {
-    let mut out: Vec<_> = hdrs
-        .into_iter()
-        .map(|(n, v)| (n, std::borrow::Cow::Borrowed(v)))
-        .collect();
-    for &(is_be, i) in edits {
-        let rule = if is_be {
-            be.http_response.get(i)
-        } else {
-            fe.http_response.get(i)
-        };
-        let Some(rule) = rule else { continue };
-        let Some(e) = rule.edit() else {
-            // A variable action: runs on the answer as it is now.
-            let list: Vec<(&[u8], &[u8])> = out.iter().map(|(n, v)| (*n, v.as_ref())).collect();
-            let c = crate::sample::Ctx {
-                res: Some(crate::sample::Res::List {
-                    status,
-                    hdrs: &list,
-                }),
-                ..*ctx
-            };
-            rule.apply(&c, &mut Vec::new());
-            continue;
-        };
-        let list: Vec<(&[u8], &[u8])> = out.iter().map(|(n, v)| (*n, v.as_ref())).collect();
-        let c = crate::sample::Ctx {
-            res: Some(crate::sample::Res::List {
-                status,
-                hdrs: &list,
-            }),
-            ..*ctx
-        };
-        let mut next = out.clone();
-        e.apply_to_list(&c, &mut next);
-        drop(list);
-        out = next;
-    }
-    out
+) -> (crate::rewrite::Fields, u16) {
+    let mut head = crate::rewrite::ResHead {
+        status,
+        reason: Vec::new(),
+        fields: hdrs
+            .into_iter()
+            .map(|(n, v)| (n.to_vec(), v.to_vec()))
+            .collect(),
+    };
+    let sets = [
+        (&be.http_response[..], &be.matcher),
+        (&fe.http_response[..], &fe.matcher),
+    ];
+    crate::rewrite::run_response(&sets, ctx, &mut head);
+    (head.fields, head.status)
 }
 
 /// The sample context of an exchange on this connection, without request
@@ -781,15 +777,16 @@ enum Act {
     /// An `http-request return` rule: (the backend's, or the frontend's
     /// when `None`; index).
     Return(Option<usize>, usize),
-    /// A server backend: the request header edits (frontend or backend
-    /// rule, index) and the response edits.
-    Proxy(usize, Vec<(bool, usize)>, Vec<(bool, usize)>),
+    /// A server backend, and the request as rules rewrote it (`None`:
+    /// unchanged).
+    Proxy(usize, Option<Box<crate::rewrite::Edited>>),
     Redirect(Vec<u8>, u16),
     Deny(u16),
     NoBackend,
-    /// A file backend: the clean path, or the status refusing it; and the
-    /// `http-response` edits that apply.
-    Files(usize, Result<String, u16>, Vec<(bool, usize)>),
+    /// A file backend: the clean path, or the status refusing it.
+    Files(usize, Result<String, u16>),
+    /// A failed rewrite (HAProxy's strict mode): 500.
+    Error(u16),
     /// The stats page (`stats uri`); whether `stats admin` allows actions.
     Stats(Arc<crate::proxy::StatsRt>, bool),
     /// `http-request use-service prometheus-exporter`.

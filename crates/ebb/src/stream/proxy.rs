@@ -123,7 +123,6 @@ pub(super) struct Upstream {
     /// The request line, for the log.
     req_line: Vec<u8>,
     pub(super) deadline: Tick,
-    resp_edits: Vec<(bool, usize)>,
     /// Whether the server connection may be kept after the answer.
     keep_server: bool,
     pub(super) term: &'static str,
@@ -201,38 +200,20 @@ impl Stream {
         c: &mut H1,
         ctx: &mut Ctx,
         bi: usize,
-        req_edits: Vec<(bool, usize)>,
-        resp_edits: Vec<(bool, usize)>,
+        edited: Option<Box<crate::rewrite::Edited>>,
     ) {
         let be = Arc::clone(&c.fe.backends[bi]);
         let BackendKind::Servers(sr) = &be.kind else {
             return;
         };
-        let buf = &c.rbuf[c.rstart..c.rend];
-        let h = &c.head;
+        // The request as the rules left it; the log keeps the line as
+        // received (HAProxy's %r).
+        let received = &c.rbuf[c.rstart..c.rend];
+        let (buf, h) = match &edited {
+            Some(e) => (&e.buf[..], &e.head),
+            None => (received, &c.head),
+        };
         // --- the request head for the server ---
-        let fe = Arc::clone(&c.fe);
-        let edit = |&(is_be, i): &(bool, usize)| {
-            let r = if is_be {
-                be.http_request.get(i)
-            } else {
-                fe.http_request.get(i)
-            };
-            r.and_then(|r| r.edit())
-        };
-        let dels = |name: &[u8]| {
-            req_edits
-                .iter()
-                .any(|x| edit(x).is_some_and(|e| e.removes(name)))
-        };
-        let tr = &c.tr;
-        let pp_dst = c.dst;
-        let dst = move || pp_dst.or_else(|| tr.tcp().local_addr().ok());
-        let sctx = crate::sample::Ctx {
-            req: Some(crate::sample::Req { buf, head: h }),
-            be: Some(&be.name),
-            ..super::sample_ctx(tr, c.peer, &fe.name, &dst, &c.vars)
-        };
         let view = ReqHead::from_h1(buf, h);
         let keep_server = !sr.server_close
             && !c.fe.server_close
@@ -243,7 +224,7 @@ impl Stream {
             self.keep_alive = false;
         }
         let tail = ReqTail {
-            omit: Some(&dels),
+            omit: None,
             watch: sr
                 .forwardfor
                 .as_ref()
@@ -254,9 +235,6 @@ impl Stream {
         let mut out = std::mem::take(&mut spare.head);
         let peer = c.peer.ip();
         let framing = write_request_head(&mut out, &view, &tail, |out, has_xff| {
-            for e in req_edits.iter().filter_map(edit) {
-                e.write_field(&sctx, out);
-            }
             if let Some(ff) = &sr.forwardfor {
                 let skip = ff.except.is_some_and(|n| n.contains(peer)) || (ff.if_none && has_xff);
                 if !skip {
@@ -313,13 +291,14 @@ impl Stream {
             t_served: None,
             req_line: {
                 let mut l = std::mem::take(&mut spare.req_line);
-                l.extend_from_slice(&buf[..buf.iter().position(|&c| c == b'\r').unwrap_or(0)]);
+                l.extend_from_slice(
+                    &received[..received.iter().position(|&c| c == b'\r').unwrap_or(0)],
+                );
                 l
             },
             t_conn: None,
             t_resp: None,
             deadline: now,
-            resp_edits,
             keep_server,
             term: "--",
         };
@@ -615,7 +594,8 @@ impl Stream {
         let head_req = up.method == Method::Head;
         self.resp_start = c.wbuf.len();
         c.error_response(status, ka, version, head_req, &[]);
-        up.status = status;
+        let bi = c.fe.backends.iter().position(|b| Arc::ptr_eq(b, &up.be));
+        up.status = self.after_response(c, bi, status);
         self.log_proxy(c, ctx, &up, (c.wbuf.len() - self.resp_start) as u64);
         if !up.req_left.done() {
             c.closing = true;
@@ -628,7 +608,6 @@ impl Stream {
         c.input = In::Head;
         self.wait = Wait::None;
         c.req_start = None;
-        self.edits.clear();
     }
 
     /// Drives the exchange. Returns whether anything moved.
@@ -956,41 +935,57 @@ impl Stream {
         out.push(b' ');
         out.extend_from_slice(r.reason.get(buf));
         out.extend_from_slice(b"\r\n");
-        let rule = |&(is_be, i): &(bool, usize)| {
-            if is_be {
-                be.http_response.get(i)
-            } else {
-                fe.http_response.get(i)
-            }
-        };
-        let edit = |x: &(bool, usize)| rule(x).and_then(|r| r.edit());
         c.vars.get_mut().begin_response();
-        let dels = |name: &[u8]| {
-            up.resp_edits
-                .iter()
-                .any(|x| edit(x).is_some_and(|e| e.removes(name)))
-        };
-        let tr = &c.tr;
-        let pp_dst = c.dst;
-        let dst = move || pp_dst.or_else(|| tr.tcp().local_addr().ok());
-        let sctx = crate::sample::Ctx {
-            res: Some(crate::sample::Res::H1 { buf, head: r }),
-            be: Some(&be.name),
-            srv: up.server.as_ref().map(|s| s.name.as_str()),
-            ..super::sample_ctx(tr, c.peer, &fe.name, &dst, &c.vars)
-        };
-        for f in forwardable(buf, &r.headers) {
-            let name = f.name.get(buf);
-            if hdr_name_eq(name, "content-length") || dels(name) {
-                continue;
-            }
-            out.extend_from_slice(name);
-            out.extend_from_slice(b": ");
-            out.extend_from_slice(f.value.get(buf));
-            out.extend_from_slice(b"\r\n");
+        {
+            let tr = &c.tr;
+            let pp_dst = c.dst;
+            let dst = move || pp_dst.or_else(|| tr.tcp().local_addr().ok());
+            let cx = crate::sample::Ctx {
+                res: Some(crate::sample::Res::H1 { buf, head: r }),
+                ..super::sample_ctx(tr, c.peer, &fe.name, &dst, &c.vars)
+            };
+            crate::sample::logline::capture_headers(&fe.captures, true, &cx);
         }
-        for r in up.resp_edits.iter().filter_map(rule) {
-            r.apply(&sctx, out);
+        let sets = [
+            (&be.http_response[..], &be.matcher),
+            (&fe.http_response[..], &fe.matcher),
+            (&be.after_response[..], &be.matcher),
+            (&fe.after_response[..], &fe.matcher),
+        ];
+        if crate::rewrite::any(&sets) {
+            // Rules run on the response as a list of fields, in order
+            // (`crate::rewrite`); the status line is written again after.
+            let tr = &c.tr;
+            let pp_dst = c.dst;
+            let dst = move || pp_dst.or_else(|| tr.tcp().local_addr().ok());
+            let sctx = crate::sample::Ctx {
+                be: Some(&be.name),
+                srv: up.server.as_ref().map(|s| s.name.as_str()),
+                ..super::sample_ctx(tr, c.peer, &fe.name, &dst, &c.vars)
+            };
+            let mut head = crate::rewrite::ResHead {
+                status: r.status,
+                reason: r.reason.get(buf).to_vec(),
+                fields: forwardable(buf, &r.headers)
+                    .filter(|f| !hdr_name_eq(f.name.get(buf), "content-length"))
+                    .map(|f| (f.name.get(buf).to_vec(), f.value.get(buf).to_vec()))
+                    .collect(),
+            };
+            crate::rewrite::run_response(&sets, &sctx, &mut head);
+            out.truncate(self.resp_start);
+            head.write(out);
+            up.status = head.status;
+        } else {
+            for f in forwardable(buf, &r.headers) {
+                let name = f.name.get(buf);
+                if hdr_name_eq(name, "content-length") {
+                    continue;
+                }
+                out.extend_from_slice(name);
+                out.extend_from_slice(b": ");
+                out.extend_from_slice(f.value.get(buf));
+                out.extend_from_slice(b"\r\n");
+            }
         }
         let left = if tunnel {
             let upg = r.header(buf, "upgrade").map(|v| v.to_vec());

@@ -614,6 +614,19 @@ impl<S: Exchange + Default + 'static> Conn<S> {
             actconn: self.w.actconn(),
             feconn: self.fe.cur_conns(),
             request_line: f.request_line,
+            request_date: std::time::SystemTime::now()
+                .checked_sub(std::time::Duration::from_millis(tt.max(0) as u64)),
+            local: self
+                .fe
+                .log_format
+                .as_ref()
+                .filter(|l| l.needs_local())
+                .and_then(|_| self.tr.tcp().local_addr().ok()),
+            tls: self.tr.is_tls(),
+            cookie_flags: "--",
+            vars: Some(&self.vars),
+            ncaps: self.fe.ncaps(),
+            fmt: self.fe.log_format.as_ref(),
         }
     }
 
