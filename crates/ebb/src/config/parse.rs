@@ -210,6 +210,8 @@ const GLOBAL_KEYWORDS: &[&str] = &[
     "tune.maxrewrite",
     "tune.idle-pool.shared",
     "ulimit-n",
+    "tune.http.drain-max",
+    "tune.comp.maxlevel",
 ];
 
 /// HAProxy `global` keywords ebb knows of but does not implement: a clearer
@@ -732,6 +734,20 @@ impl<'e> Parser<'e> {
             "tune.maxrewrite" => {
                 g.maxrewrite = Some(parse_u32_range(kw, &one(w)?, 0, 1 << 30)? as usize)
             }
+            // ebb's own: HAProxy has no keyword for it (see http1::Drain).
+            "tune.http.drain-max" => {
+                let v = one(w)?;
+                let n = parse_size(&v)?;
+                if n > 1 << 30 {
+                    return Err(format!(
+                        "'tune.http.drain-max' {v} is out of range (0 to 1g)"
+                    ));
+                }
+                g.drain_max = Some(n);
+            }
+            // HAProxy takes 1..=9 (zlib's levels); brotli and zstd get the
+            // same number, clamped to their own range.
+            "tune.comp.maxlevel" => g.comp_maxlevel = Some(parse_u32_range(kw, &one(w)?, 1, 9)?),
             // ebb's idle server connections belong to the thread that
             // made them: 'off' is what ebb does, 'on' it cannot honour.
             "tune.idle-pool.shared" => {

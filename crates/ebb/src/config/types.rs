@@ -131,6 +131,11 @@ pub struct Global {
     /// `ulimit-n N`: the open-files limit, set at start (default: raised
     /// to what `maxconn` needs).
     pub ulimit_n: Option<u64>,
+    /// `tune.http.drain-max SIZE` (ebb's): most bytes of an unread request
+    /// body dropped after an early answer (default 16k).
+    pub drain_max: Option<u64>,
+    /// `tune.comp.maxlevel N`: the compression level (HAProxy's default 1).
+    pub comp_maxlevel: Option<u32>,
 }
 
 impl Default for Global {
@@ -160,6 +165,8 @@ impl Default for Global {
             log_send_hostname: None,
             maxrewrite: None,
             ulimit_n: None,
+            drain_max: None,
+            comp_maxlevel: None,
         }
     }
 }

@@ -34,7 +34,7 @@ use sched::{ticks, Ctx, Reasons, Status, TaskId, TaskletFn, TaskletId, Tick, ETE
 
 use crate::config::HttpRequestAction;
 use crate::http1::{
-    parse_request_into, write_error_response, BodyFraming, ChunkedDecoder, HttpError, Method,
+    parse_request_into, write_error_response, BodyFraming, Drain, DrainStep, HttpError, Method,
     RequestHead, ResponseWriter, Status as PStatus, TargetForm, Version,
 };
 use crate::proxy::{redirect_location, BackendKind, FrontendRt};
@@ -64,9 +64,9 @@ const RUN_QUANTUM: usize = 256 * 1024;
 enum In {
     /// Waiting for (more of) a request head.
     Head,
-    /// Reading and dropping a request body we answered without using it.
-    DiscardLen(u64),
-    DiscardChunked(Box<ChunkedDecoder>),
+    /// Reading and dropping (a bounded part of) a request body we
+    /// answered without using it.
+    Discard(Box<Drain>),
     /// A file lookup is on the blocking pool; the head stays in the buffer.
     WaitDisk(Arc<Mutex<Option<Found>>>),
     /// A proxied exchange is under way (`up` holds its server side).
@@ -492,34 +492,16 @@ impl Conn {
                     self.finish_request(ctx, a.status, None, 0);
                     progress = true;
                 }
-                In::DiscardLen(left) => {
-                    let avail = (self.rend - self.rstart) as u64;
-                    let n = avail.min(*left);
-                    self.rstart += n as usize;
-                    *left -= n;
-                    if *left > 0 {
-                        return progress || n > 0;
-                    }
+                In::Discard(d) => {
+                    let (n, step) = d.feed(&self.rbuf[self.rstart..self.rend]);
+                    self.rstart += n;
                     progress |= n > 0;
-                    self.input = In::Head;
-                }
-                In::DiscardChunked(dec) => {
-                    let r = dec.decode(&self.rbuf[self.rstart..self.rend]);
-                    match r {
-                        Ok(d) => {
-                            self.rstart += d.consumed;
-                            if d.done {
-                                self.input = In::Head;
-                                progress = true;
-                            } else if d.consumed == 0 {
-                                return progress;
-                            } else {
-                                progress = true;
-                            }
-                        }
-                        Err(_) => {
-                            // The answer already left; a broken body only
-                            // ends the connection.
+                    match step {
+                        DrainStep::More => return progress,
+                        DrainStep::Done => self.input = In::Head,
+                        DrainStep::Stop => {
+                            // Past `tune.http.drain-max` or broken: the
+                            // answer already left; the connection ends.
                             self.closing = true;
                             self.rstart = self.rend;
                             self.input = In::Head;
@@ -815,12 +797,13 @@ impl Conn {
         // A body we will not read: with `Expect: 100-continue` the client
         // has not sent it yet, so answer and close rather than wait for it;
         // otherwise drop it as it comes, before the next request.
+        // A body past `tune.http.drain-max` is not read at all.
+        let (drain, drain_keep) = Drain::plan(self.head.framing, self.w.limits.max_drain);
         let mut next = In::Head;
-        match self.head.framing {
-            BodyFraming::None | BodyFraming::UntilClose => {}
-            _ if self.head.expect_continue => keep_alive = false,
-            BodyFraming::ContentLength(n) => next = In::DiscardLen(n),
-            BodyFraming::Chunked => next = In::DiscardChunked(Box::default()),
+        match drain {
+            Some(_) if self.head.expect_continue => keep_alive = false,
+            Some(d) => next = In::Discard(Box::new(d)),
+            None => keep_alive &= drain_keep,
         }
         self.next_input = Some(next);
         self.keep_alive = keep_alive;

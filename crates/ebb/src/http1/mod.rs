@@ -89,6 +89,7 @@
 //! read until close.
 
 mod chunked;
+mod drain;
 mod error;
 mod head;
 mod hop;
@@ -102,6 +103,7 @@ mod tests;
 pub use chunked::{
     ChunkHeader, ChunkedDecoder, ChunkedEncoder, ChunkedLimits, Decoded, CHUNK_END, LAST_CHUNK,
 };
+pub use drain::{Drain, DrainStep};
 pub use error::HttpError;
 pub use head::{BodyFraming, HeaderSpan, Limits, Span, Version, MAX_HEADERS_CAP};
 pub use hop::{
