@@ -53,8 +53,8 @@ use crate::backend::error::ExchangeError;
 use crate::backend::{alive, Farm, LbInput, Pick, ServerRt, WaitState, Waiter};
 use crate::config::HttpReuse;
 use crate::http1::{
-    forwardable, parse_response_into, BodyFraming, ChunkedDecoder, Method, ResponseHead,
-    Status as PStatus, Version,
+    forwardable, parse_response_into, BodyFraming, ChunkedDecoder, ChunkedRecoder, Method,
+    ResponseHead, Status as PStatus, Version,
 };
 use crate::proxy::{BackendKind, BackendRt, BeTimeouts};
 
@@ -63,6 +63,8 @@ pub(super) enum Left {
     Done,
     Len(u64),
     Chunked(Box<ChunkedDecoder>),
+    /// A chunked request body, re-emitted with canonical chunk sizes.
+    Recode(Box<ChunkedRecoder>),
     UntilClose,
 }
 
@@ -241,7 +243,7 @@ impl Conn {
             }
             BodyFraming::Chunked => {
                 out.extend_from_slice(b"Transfer-Encoding: chunked\r\n");
-                Left::Chunked(Box::default())
+                Left::Recode(Box::default())
             }
         };
         let upgrade = h.upgrade.map(|u| u.get(buf).to_vec());
@@ -671,15 +673,16 @@ impl Conn {
                             up.req_left = Left::Done;
                         }
                     }
-                    Left::Chunked(dec) => match dec.decode(avail) {
-                        Ok(d) => {
-                            if d.consumed > 0 {
-                                sd.obuf.extend_from_slice(&avail[..d.consumed]);
-                                self.rstart += d.consumed;
+                    // (Chunked is the response side's only.)
+                    Left::Chunked(_) => {}
+                    Left::Recode(rec) => match rec.recode(avail, &mut sd.obuf) {
+                        Ok((n, done)) => {
+                            if n > 0 {
+                                self.rstart += n;
                                 up.body_sent = true;
                                 moved = true;
                             }
-                            if d.done {
+                            if done {
                                 up.req_left = Left::Done;
                             }
                         }
@@ -830,7 +833,8 @@ impl Conn {
                     sd.istart = sd.iend;
                     moved = true;
                 }
-                Some(Left::Done) | None => {
+                // (Recode is the request side's only.)
+                Some(Left::Done | Left::Recode(_)) | None => {
                     // Bytes after the end of the answer: the server is not
                     // following HTTP; do not reuse that connection.
                     up.keep_server = false;

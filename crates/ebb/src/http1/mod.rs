@@ -101,7 +101,8 @@ mod writer;
 mod tests;
 
 pub use chunked::{
-    ChunkHeader, ChunkedDecoder, ChunkedEncoder, ChunkedLimits, Decoded, CHUNK_END, LAST_CHUNK,
+    ChunkHeader, ChunkedDecoder, ChunkedEncoder, ChunkedLimits, ChunkedRecoder, Decoded, CHUNK_END,
+    LAST_CHUNK,
 };
 pub use drain::{Drain, DrainStep};
 pub use error::HttpError;
