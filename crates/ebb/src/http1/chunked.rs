@@ -429,10 +429,11 @@ pub struct ChunkedRecoder {
 
 impl Default for ChunkedRecoder {
     fn default() -> Self {
-        let mut dec = ChunkedDecoder::default();
-        dec.stop_at_trailers = true;
         ChunkedRecoder {
-            dec,
+            dec: ChunkedDecoder {
+                stop_at_trailers: true,
+                ..ChunkedDecoder::default()
+            },
             last_written: false,
         }
     }
