@@ -289,3 +289,45 @@ fn seventeen_digit_chunk_sizes_are_refused() {
     let text = String::from_utf8_lossy(&o.got()).into_owned();
     assert!(!text.contains("0000000000000000a"), "{text}");
 }
+
+#[test]
+fn connect_is_answered_405_and_logged_not_forwarded() {
+    let o = Recorder::start(b"\r\n\r\n");
+    let cfg = proxy_cfg(o.addr).replace(
+        "defaults\n",
+        "global\n    log stdout\ndefaults\n    log global\n",
+    );
+    let e = Ebb::start(&cfg);
+    let mut c = Client::connect(e.addr());
+    c.send(b"CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n");
+    let r = c.read_resp();
+    assert_eq!(r.status, 405);
+    let allow = r.header("allow").expect("an Allow field");
+    assert!(allow.contains("GET") && !allow.contains("CONNECT"), "{allow}");
+    // The connection goes on: an ordinary request after it is proxied.
+    c.send(b"GET /next HTTP/1.1\r\nHost: t\r\n\r\n");
+    assert_eq!(c.read_resp().status, 200);
+    let l = e
+        .wait_stdout("CONNECT example.com:443", Duration::from_secs(10))
+        .expect("a log line for the CONNECT");
+    assert!(l.contains(" 405 "), "{l}");
+    let got = String::from_utf8_lossy(&o.got()).into_owned();
+    assert!(!got.contains("CONNECT"), "{got}");
+}
+
+#[test]
+fn an_h2c_upgrade_is_not_forwarded() {
+    let o = Recorder::start(b"\r\n\r\n");
+    let e = Ebb::start(&proxy_cfg(o.addr));
+    let r = raw(
+        e.addr(),
+        b"GET / HTTP/1.1\r\nHost: t\r\nConnection: Upgrade, HTTP2-Settings\r\n\
+          Upgrade: h2c\r\nHTTP2-Settings: AAMAAABkAAQAAP__\r\n\r\n",
+    )
+    .expect("an answer");
+    assert_eq!(r.status, 200);
+    let got = String::from_utf8_lossy(&o.got()).to_ascii_lowercase();
+    assert!(got.starts_with("get / http/1.1\r\n"), "{got}");
+    assert!(!got.contains("upgrade"), "{got}");
+    assert!(!got.contains("http2-settings"), "{got}");
+}

@@ -35,7 +35,7 @@ use sched::{ticks, Ctx, Reasons, Status, TaskId, TaskletFn, TaskletId, Tick, ETE
 use crate::config::HttpRequestAction;
 use crate::http1::{
     parse_request_into, write_error_response, BodyFraming, Drain, DrainStep, HttpError, Method,
-    RequestHead, ResponseWriter, Status as PStatus, TargetForm, Version,
+    RequestHead, ResponseWriter, Status as PStatus, TargetForm, Version, CONNECT_ALLOW,
 };
 use crate::proxy::{redirect_location, BackendKind, FrontendRt};
 use crate::rules::ReqView;
@@ -715,6 +715,9 @@ impl Conn {
         if self.head.target_form == TargetForm::Asterisk {
             return Act::Options;
         }
+        if self.head.method == Method::Connect {
+            return Act::Connect;
+        }
         let tr = &self.tr;
         let dst = move || tr.tcp().local_addr().ok();
         let view = ReqView {
@@ -860,6 +863,13 @@ impl Conn {
                 }
                 let st = p.status;
                 self.finish_request(ctx, st, None, 0);
+            }
+            Act::Connect => {
+                // No tunnel can be configured: CONNECT is refused, not
+                // forwarded as an ordinary request.
+                let allow: &[(&[u8], &[u8])] = &[(b"Allow", CONNECT_ALLOW)];
+                self.error_response(405, keep_alive, version, head_req, allow);
+                self.finish_request(ctx, 405, None, 0);
             }
             Act::Redirect(loc, code) => {
                 self.simple_response(
@@ -1402,6 +1412,8 @@ pub(crate) fn sample_ctx<'a>(
 /// What answers a request, decided before anything is written.
 enum Act {
     Options,
+    /// A CONNECT request: 405 (ebb has no tunnel to offer).
+    Connect,
     /// An `http-request return` rule: (the backend's, or the frontend's
     /// when `None`; index).
     Return(Option<usize>, usize),

@@ -110,7 +110,9 @@ pub use head::{BodyFraming, HeaderSpan, Limits, Span, Version, MAX_HEADERS_CAP};
 pub use hop::{
     find_header, forwardable, is_hop_by_hop, is_hop_by_hop_name, named_in_connection, HOP_BY_HOP,
 };
-pub use request::{parse_request, parse_request_into, Method, RequestHead, Status, TargetForm};
+pub use request::{
+    parse_request, parse_request_into, Method, RequestHead, Status, TargetForm, CONNECT_ALLOW,
+};
 pub use response::{parse_response, parse_response_into, ResponseHead};
 pub use writer::{
     error_page, reason_phrase, write_error_response, DateCache, ResponseWriter, CONTINUE_100,

@@ -227,6 +227,17 @@ fn upgrade_needs_connection_option_and_http11() {
         ok(b"GET / HTTP/1.0\r\nConnection: upgrade\r\nUpgrade: websocket\r\n\r\n").upgrade,
         None
     );
+    // The h2c upgrade is not one: the request is plain HTTP/1.1.
+    let h2c = ok(
+        b"GET / HTTP/1.1\r\nHost: a\r\nConnection: Upgrade, HTTP2-Settings\r\n\
+        Upgrade: H2C\r\nHTTP2-Settings: AAMAAABkAAQAAP__\r\n\r\n",
+    );
+    assert_eq!(h2c.upgrade, None);
+    let buf = b"GET / HTTP/1.1\r\nHost: a\r\nConnection: upgrade\r\nUpgrade: h2c, foo/2\r\n\r\n";
+    assert_eq!(
+        ok(buf).upgrade.map(|s| s.get(buf)),
+        Some(&b"h2c, foo/2"[..])
+    );
 }
 
 #[test]
