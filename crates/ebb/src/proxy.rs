@@ -376,6 +376,9 @@ pub struct FrontendRt {
     pub conns: AtomicU32,
     /// The backends `use_backends` and `default_backend` index into.
     pub backends: Vec<Arc<BackendRt>>,
+    /// Compression for requests this frontend sends to each backend (by
+    /// index): the two proxies' `compression` lines merged.
+    pub comp: Vec<Option<Arc<crate::compress::Policy>>>,
     /// The stats page served by this frontend, if any.
     pub stats: Option<Arc<StatsRt>>,
     pub http: HttpCounters,
@@ -682,6 +685,7 @@ pub fn compile(cfg: &Config) -> Result<Compiled, Vec<ConfigError>> {
     let states = load_states(cfg, warnings);
     let mut backends = Vec::new();
     let mut names = Vec::new();
+    let mut be_comp = Vec::new();
     for p in cfg.backends() {
         let r = (|| -> Result<BackendRt, ConfigError> {
             let kind = if let Some(sf) = &p.serve_files {
@@ -691,6 +695,7 @@ pub fn compile(cfg: &Config) -> Result<Compiled, Vec<ConfigError>> {
                 fc.follow_symlinks = sf.follow_symlinks;
                 fc.dotfiles = sf.dotfiles;
                 fc.max_age = sf.max_age;
+                fc.precompressed = sf.precompressed.clone();
                 BackendKind::Files(fc)
             } else if !p.servers.is_empty() {
                 BackendKind::Servers(Box::new(compile_servers(p, states.get(&p.name), warnings)?))
@@ -731,6 +736,7 @@ pub fn compile(cfg: &Config) -> Result<Compiled, Vec<ConfigError>> {
         })();
         match r {
             Ok(b) => {
+                be_comp.push(&p.compression);
                 names.push(p.name.clone());
                 backends.push(Arc::new(b));
             }
@@ -802,6 +808,22 @@ pub fn compile(cfg: &Config) -> Result<Compiled, Vec<ConfigError>> {
                 log: logs,
                 conns: AtomicU32::new(0),
                 backends: backends.clone(),
+                comp: be_comp
+                    .iter()
+                    .map(|b| {
+                        let f = &p.compression;
+                        crate::compress::merged(
+                            &f.algos,
+                            &f.types,
+                            f.offload,
+                            &b.algos,
+                            &b.types,
+                            b.offload,
+                            cfg.global.comp_maxlevel.unwrap_or(1),
+                        )
+                        .map(Arc::new)
+                    })
+                    .collect(),
                 stats,
                 http: HttpCounters::default(),
                 sessions: AtomicU64::new(0),

@@ -303,7 +303,10 @@ fn connect_is_answered_405_and_logged_not_forwarded() {
     let r = c.read_resp();
     assert_eq!(r.status, 405);
     let allow = r.header("allow").expect("an Allow field");
-    assert!(allow.contains("GET") && !allow.contains("CONNECT"), "{allow}");
+    assert!(
+        allow.contains("GET") && !allow.contains("CONNECT"),
+        "{allow}"
+    );
     // The connection goes on: an ordinary request after it is proxied.
     c.send(b"GET /next HTTP/1.1\r\nHost: t\r\n\r\n");
     assert_eq!(c.read_resp().status, 200);

@@ -343,6 +343,18 @@ pub struct Proxy {
     pub serve_files: Option<ServeFiles>,
     pub http_check: HttpCheck,
     pub load_server_state: Option<Spanned<LoadServerState>>,
+    /// `compression algo|type|offload`.
+    pub compression: Compression,
+}
+
+/// A proxy's `compression` lines (HAProxy's meaning: a backend's `algo`
+/// and `type` lists win over its frontend's; `offload` in either holds).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Compression {
+    pub algos: Vec<crate::compress::Coding>,
+    /// Lowercased type prefixes.
+    pub types: Vec<String>,
+    pub offload: bool,
 }
 
 impl Proxy {
@@ -933,6 +945,9 @@ pub struct ServeFiles {
     /// `dotfiles allow|deny` (default deny: 404 for dot-files and
     /// dot-directories but `/.well-known/`).
     pub dotfiles: bool,
+    /// `precompressed gzip|br|zstd ...`: codings whose sibling file
+    /// (`F.gz`, `F.br`, `F.zst`) is served to a client accepting it.
+    pub precompressed: Vec<crate::compress::Coding>,
 }
 
 /// `http-check expect [!] status|rstatus|string|rstring PATTERN`.

@@ -51,6 +51,7 @@ use socket2::{Domain, Protocol, Socket, Type};
 use super::{Conn, In, LogFacts};
 use crate::backend::error::ExchangeError;
 use crate::backend::{alive, Farm, LbInput, Pick, ServerRt, WaitState, Waiter};
+use crate::compress;
 use crate::config::HttpReuse;
 use crate::http1::{
     forwardable, parse_response_into, BodyFraming, ChunkedDecoder, ChunkedRecoder, Method,
@@ -123,6 +124,10 @@ pub(super) struct Upstream {
     resp_edits: Vec<(bool, usize)>,
     /// Whether the server connection may be kept after the answer.
     keep_server: bool,
+    /// `compression`: the policy and the coding the request chose.
+    comp_choice: Option<(Arc<compress::Policy>, Option<compress::Coding>)>,
+    /// The answer's body is being compressed.
+    comp: Option<Box<compress::BodyCompressor>>,
     pub(super) term: &'static str,
 }
 
@@ -185,6 +190,11 @@ impl Conn {
             be: Some(&be.name),
             ..super::sample_ctx(tr, self.peer, &fe.name, &dst, &self.vars)
         };
+        let comp_choice = self.fe.comp.get(bi).cloned().flatten().map(|p| {
+            let c = compress::choose_h1(&p, buf, h);
+            (p, c)
+        });
+        let offload = comp_choice.as_ref().is_some_and(|(p, _)| p.offload);
         let mut has_host = false;
         let mut has_xff = false;
         let xff_name = sr
@@ -200,6 +210,7 @@ impl Conn {
             if hdr_name_eq(name, "content-length")
                 || dels(name)
                 || (absolute && hdr_name_eq(name, "host"))
+                || (offload && hdr_name_eq(name, "accept-encoding"))
             {
                 continue;
             }
@@ -311,6 +322,8 @@ impl Conn {
             resp_edits,
             keep_server,
             term: "--",
+            comp_choice,
+            comp: None,
         };
         // The head is copied: consume it; the body (if any) follows.
         self.rstart += self.head.head_len.min(self.rend - self.rstart);
@@ -794,14 +807,25 @@ impl Conn {
             return moved;
         }
 
-        // 5. Response body to the client.
-        if self.pending_out() < bufsize && sd.istart < sd.iend {
+        // 5. Response body to the client (compressed a slice per run).
+        let over = up.comp.is_some() && self.sent_run >= super::RUN_QUANTUM;
+        if over && sd.istart < sd.iend {
+            if let Some(me) = self.me {
+                ctx.tasklet_wakeup(me);
+            }
+        }
+        if self.pending_out() < bufsize && sd.istart < sd.iend && !over {
             let avail = &sd.ibuf[sd.istart..sd.iend];
             let mut fail = false;
             match up.resp_left.as_mut() {
                 Some(Left::Len(n)) => {
                     let k = (*n).min(avail.len() as u64) as usize;
-                    self.wbuf.extend_from_slice(&avail[..k]);
+                    if let Some(c) = up.comp.as_mut() {
+                        fail |= c.push(&avail[..k], &mut self.wbuf).is_err();
+                        self.sent_run += k * compress::COST;
+                    } else {
+                        self.wbuf.extend_from_slice(&avail[..k]);
+                    }
                     sd.istart += k;
                     up.bytes_out += k as u64;
                     *n -= k as u64;
@@ -812,7 +836,10 @@ impl Conn {
                 }
                 Some(Left::Chunked(dec)) => match dec.decode(avail) {
                     Ok(d) => {
-                        if up.dechunk {
+                        if let Some(c) = up.comp.as_mut() {
+                            fail |= c.push(&avail[d.data.clone()], &mut self.wbuf).is_err();
+                            self.sent_run += d.data.len() * compress::COST;
+                        } else if up.dechunk {
                             self.wbuf.extend_from_slice(&avail[d.data.clone()]);
                             up.bytes_out += d.data.len() as u64;
                         } else {
@@ -853,6 +880,24 @@ impl Conn {
             up.deadline = ticks::add(ctx.now(), t);
         }
         let resp_done = matches!(up.resp_left, Some(Left::Done));
+        if let Some(c) = up.comp.as_mut() {
+            // The end, or a pause of the server: what was compressed so far
+            // leaves (a streamed answer is never held back).
+            let paused = sd.istart == sd.iend && !sd.rd && moved;
+            let r = if resp_done {
+                c.finish(&mut self.wbuf)
+            } else if paused {
+                c.flush(&mut self.wbuf)
+            } else {
+                Ok(())
+            };
+            if r.is_err() {
+                drop(sd);
+                self.up = Some(up);
+                self.fail(ctx, ExchangeError::body_cut());
+                return true;
+            }
+        }
         let until_close_done =
             matches!(up.resp_left, Some(Left::UntilClose)) && sd.eof && sd.istart == sd.iend;
         let cut = sd.eof && sd.istart == sd.iend;
@@ -958,9 +1003,20 @@ impl Conn {
             srv: up.server.as_ref().map(|s| s.name.as_str()),
             ..super::sample_ctx(tr, self.peer, &fe.name, &dst, &self.vars)
         };
+        let verdict = match &up.comp_choice {
+            Some((p, c)) if !tunnel => compress::verdict_h1(p, *c, buf, r),
+            _ => compress::Verdict::AsIs,
+        };
+        let coding = match verdict {
+            compress::Verdict::Compress(c) => Some(c),
+            _ => None,
+        };
         for f in forwardable(buf, &r.headers) {
             let name = f.name.get(buf);
-            if hdr_name_eq(name, "content-length") || dels(name) {
+            if hdr_name_eq(name, "content-length")
+                || dels(name)
+                || (coding.is_some() && hdr_name_eq(name, "etag"))
+            {
                 continue;
             }
             out.extend_from_slice(name);
@@ -968,6 +1024,7 @@ impl Conn {
             out.extend_from_slice(f.value.get(buf));
             out.extend_from_slice(b"\r\n");
         }
+        compress::write_h1_fields(out, verdict, r.header(buf, "etag"));
         for r in up.resp_edits.iter().filter_map(rule) {
             r.apply(&sctx, out);
         }
@@ -993,7 +1050,11 @@ impl Conn {
                     Left::Done
                 }
                 BodyFraming::ContentLength(n) => {
-                    out.extend_from_slice(format!("Content-Length: {n}\r\n").as_bytes());
+                    if coding.is_some() {
+                        out.extend_from_slice(b"Transfer-Encoding: chunked\r\n");
+                    } else {
+                        out.extend_from_slice(format!("Content-Length: {n}\r\n").as_bytes());
+                    }
                     if n == 0 {
                         Left::Done
                     } else {
@@ -1041,6 +1102,13 @@ impl Conn {
             up.deadline = ticks::add(ctx.now(), t);
             self.up = Some(up);
             return;
+        }
+        if let Some(c) = coding {
+            match compress::BodyCompressor::new(c, up.comp_choice.as_ref().map_or(1, |p| p.0.level))
+            {
+                Ok(b) => up.comp = Some(Box::new(b)),
+                Err(_) => up.keep_server = false,
+            }
         }
         up.resp_left = Some(left);
         self.up = Some(up);

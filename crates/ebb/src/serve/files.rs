@@ -38,6 +38,9 @@ pub struct FilesConfig {
     /// are 404 (`.git/`, `.env`, `.htpasswd` left in a served tree), except
     /// `/.well-known/` (RFC 8615: ACME challenges, security.txt).
     pub dotfiles: bool,
+    /// `precompressed ...`: codings whose sibling (`F.gz`, `F.br`,
+    /// `F.zst`) is looked up beside each file, in preference order.
+    pub precompressed: Vec<crate::compress::Coding>,
 }
 
 impl FilesConfig {
@@ -51,6 +54,7 @@ impl FilesConfig {
             follow_symlinks: false,
             max_age: None,
             dotfiles: false,
+            precompressed: Vec::new(),
         }
     }
 }
