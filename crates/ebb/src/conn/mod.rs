@@ -101,6 +101,13 @@ enum Body {
         off: u64,
         end: u64,
     },
+    /// A file compressed on the fly, a slice per write (serve::comp).
+    Compress {
+        file: Arc<OpenFile>,
+        pos: u64,
+        end: u64,
+        comp: Box<crate::compress::BodyCompressor>,
+    },
 }
 
 pub struct Conn {
@@ -337,6 +344,38 @@ impl Conn {
     fn flush(&mut self) -> io::Result<bool> {
         let mut moved = false;
         loop {
+            while let (
+                true,
+                Some(Body::Compress {
+                    file,
+                    pos,
+                    end,
+                    comp,
+                }),
+            ) = (self.wpos == self.wbuf.len(), &mut self.body)
+            {
+                // The next slices, once the previous ones left (an encoder
+                // may keep a slice's output back); a slice costs
+                // `compress::COST` times its size of the run's share.
+                if self.sent_run >= RUN_QUANTUM {
+                    return Ok(moved);
+                }
+                self.wbuf.clear();
+                self.wpos = 0;
+                match crate::serve::comp::compress_slice(file, pos, *end, comp, &mut self.wbuf) {
+                    Ok(n) => self.sent_run += n * crate::compress::COST,
+                    Err(_) => {
+                        // The promised body cannot be completed.
+                        self.closing = true;
+                        self.body = None;
+                        self.wbuf.clear();
+                        return Ok(moved);
+                    }
+                }
+                if comp.is_finished() {
+                    self.body = None;
+                }
+            }
             let head = &self.wbuf[self.wpos..];
             let r = match &self.body {
                 Some(Body::Mem { file, pos, end }) if !head.is_empty() || pos < end => {
@@ -1019,6 +1058,13 @@ impl Conn {
             }
             Found::File(f) => f,
         };
+        // A precompressed sibling, or compression on the fly (serve::comp).
+        let plan = {
+            let buf = &self.rbuf[self.rstart..self.rend];
+            let policy = self.fe.comp.get(bi).and_then(|p| p.as_deref());
+            crate::serve::comp::plan_file(f, policy, buf, &self.head)
+        };
+        let f = Arc::clone(&plan.file);
         let v = &f.validators;
         let decision = {
             let buf = &self.rbuf[self.rstart..self.rend];
@@ -1050,15 +1096,26 @@ impl Conn {
         let lm = httpdate::fmt_http_date(v.mtime);
         let mut cr = String::new();
         let cc = max_age.map(|a| format!("max-age={a}"));
+        let compress = plan.compress.filter(|_| status == 200);
+        let weak = compress.and_then(|_| crate::compress::weak_etag(v.etag.as_bytes()));
+        let coding = plan.sibling.or(compress).and_then(|c| c.content_encoding());
         {
             let mut hdrs: Vec<(&[u8], &[u8])> = Vec::with_capacity(8);
             if status != 416 {
                 hdrs.push((b"Content-Type", f.content_type.as_bytes()));
                 hdrs.push((b"Last-Modified", lm.as_bytes()));
-                hdrs.push((b"ETag", v.etag.as_bytes()));
-                hdrs.push((b"Accept-Ranges", b"bytes"));
+                hdrs.push((b"ETag", weak.as_deref().unwrap_or(v.etag.as_bytes())));
+                if compress.is_none() {
+                    hdrs.push((b"Accept-Ranges", b"bytes"));
+                }
                 if let Some(cc) = &cc {
                     hdrs.push((b"Cache-Control", cc.as_bytes()));
+                }
+                if let Some(ce) = coding {
+                    hdrs.push((b"Content-Encoding", ce.as_bytes()));
+                }
+                if plan.vary {
+                    hdrs.push((b"Vary", b"Accept-Encoding"));
                 }
             }
             match decision {
@@ -1083,6 +1140,7 @@ impl Conn {
                 let _ = w.header(n, val);
             }
             let framing = match range {
+                Some(_) if compress.is_some() => BodyFraming::Chunked,
                 Some((s, e)) => BodyFraming::ContentLength(e - s),
                 None if status == 416 => BodyFraming::ContentLength(0),
                 None => BodyFraming::None,
@@ -1090,7 +1148,23 @@ impl Conn {
             w.finish(framing, keep_alive, version);
         }
         let mut body_len = 0;
-        if let (Some((s, e)), false) = (range, head_req) {
+        let comp = compress.and_then(|c| {
+            let level = self
+                .fe
+                .comp
+                .get(bi)
+                .and_then(|p| p.as_ref())
+                .map_or(1, |p| p.level);
+            crate::compress::BodyCompressor::new(c, level).ok()
+        });
+        if let (Some((s, e)), false, Some(comp)) = (range, head_req, comp) {
+            self.body = Some(Body::Compress {
+                file: Arc::clone(&f),
+                pos: s,
+                end: e,
+                comp: Box::new(comp),
+            });
+        } else if let (Some((s, e)), false) = (range, head_req) {
             body_len = e - s;
             if let Some(data) = &f.small {
                 let (s, e) = (s as usize, (e as usize).min(data.len()));

@@ -2,6 +2,7 @@
 //! with the stream code, fixed responses and redirects).
 
 pub mod cache;
+pub mod comp;
 pub mod files;
 
 /// A complete answer a service gives the stream (the stats page, the
