@@ -7,8 +7,12 @@
 //!
 //! - [`Transport::read`] returns plaintext. `Ok(n)` with `n < buf.len()`
 //!   means the socket is drained *and* rustls holds no decrypted byte, so
-//!   waiting for the next read edge is safe. `Ok(0)` is the end of the
-//!   stream (a clean `close_notify`, or a TCP close after the handshake).
+//!   waiting for the next read edge is safe, unless
+//!   [`Transport::read_pending`] says the end of the stream is already
+//!   known: a `close_notify` or a TCP close that came in the same records
+//!   as the last bytes (no edge will announce it again, so read once more).
+//!   `Ok(0)` is the end of the stream (a clean `close_notify`, or a TCP
+//!   close after the handshake).
 //!   `WouldBlock` means nothing is available. A TLS protocol error (bad
 //!   record, alert, failed handshake) is `InvalidData` with rustls' text;
 //!   the alert rustls queued for the peer is sent on a best-effort basis,
@@ -84,6 +88,9 @@ pub struct TlsStream {
     /// Whether a ClientHello was read, and the SNI it named, for the log
     /// line of a failed handshake.
     hello_sni: Option<Option<String>>,
+    /// The end of the stream was seen while handing over the last bytes:
+    /// the next read returns `Ok(0)` without waiting for an edge.
+    eof_pending: bool,
 }
 
 fn tls_error(msg: &str) -> io::Error {
@@ -125,6 +132,7 @@ impl TlsStream {
             failed: None,
             sniffer: None,
             hello_sni: None,
+            eof_pending: false,
         }
     }
 
@@ -281,6 +289,10 @@ impl TlsStream {
         if buf.is_empty() {
             return Ok(0);
         }
+        if self.eof_pending {
+            self.eof_pending = false;
+            return Ok(0);
+        }
         self.drained = false;
         if self.sniffer.is_some() && self.sniff()? {
             return Err(io::ErrorKind::WouldBlock.into());
@@ -289,7 +301,11 @@ impl TlsStream {
         loop {
             // 1. Hand over what rustls has decrypted.
             match self.conn.reader().read(&mut buf[n..]) {
-                Ok(0) => return Ok(n), // close_notify received, all data read
+                Ok(0) => {
+                    // close_notify received, all data read.
+                    self.eof_pending = n > 0;
+                    return Ok(n);
+                }
                 Ok(k) => {
                     n += k;
                     if n == buf.len() {
@@ -304,6 +320,7 @@ impl TlsStream {
                     // plain end of stream (as most servers treat it); during
                     // the handshake it is a failed handshake.
                     if n > 0 || !self.conn.is_handshaking() {
+                        self.eof_pending = n > 0;
                         return Ok(n);
                     }
                     return Err(io::Error::new(
@@ -475,6 +492,16 @@ impl Transport {
         match self {
             Transport::Plain(s) => s.read(buf),
             Transport::Tls(t) => t.read(buf),
+        }
+    }
+
+    /// Whether the next [`Transport::read`] has something to return (the
+    /// end of the stream) although the last one came back short: no edge
+    /// will say so, the caller must read again.
+    pub fn read_pending(&self) -> bool {
+        match self {
+            Transport::Plain(_) => false,
+            Transport::Tls(t) => t.eof_pending,
         }
     }
 

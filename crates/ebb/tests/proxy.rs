@@ -476,3 +476,42 @@ fn http_server_close_keeps_the_client_and_closes_the_server_side() {
     assert_eq!(r.header("Connection"), Some("close"));
     assert!(c.closed());
 }
+
+/// An HTTP/1.0 origin that answers without a length and then closes: the
+/// answer ends at its close. The close often arrives with the last bytes
+/// (one poller edge for both); ebb must read on to the end of stream rather
+/// than wait for an edge that never comes (`timeout server` is an hour
+/// here, so such a wait fails the client's 60 s read).
+#[test]
+fn close_delimited_answers_end_at_the_origin_close() {
+    use std::io::{Read, Write};
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let origin = l.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for c in l.incoming() {
+            let Ok(mut c) = c else { break };
+            let mut b = [0u8; 4096];
+            let _ = c.read(&mut b);
+            let _ = c.write_all(b"HTTP/1.0 200 OK\r\nContent-Type: text/plain\r\n\r\nhello\n");
+            let _ = c.shutdown(std::net::Shutdown::Write);
+        }
+    });
+    let c = cfg(&format!("    server o {origin}\n"), "")
+        .replace("timeout server 5s", "timeout server 1h")
+        .replace("timeout client 10s", "timeout client 1h");
+    let e = Ebb::start(&c);
+    for i in 0..100 {
+        let mut s = std::net::TcpStream::connect(e.addr()).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+        s.write_all(b"GET / HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
+            .unwrap();
+        let mut all = Vec::new();
+        s.read_to_end(&mut all)
+            .unwrap_or_else(|err| panic!("request {i}: the answer did not end: {err}"));
+        let text = String::from_utf8_lossy(&all);
+        assert!(
+            text.starts_with("HTTP/1.1 200") && text.ends_with("hello\n"),
+            "{text}"
+        );
+    }
+}

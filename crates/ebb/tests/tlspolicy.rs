@@ -661,33 +661,59 @@ fn server_side_tls_policy() {
     // One single-threaded s_server per case, ready when it says ACCEPT.
     let page = |global: &str, opts: &str| {
         use std::io::BufRead;
-        let port = {
-            let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-            l.local_addr().unwrap().port()
-        };
-        let mut origin = Command::new("openssl")
-            .args(["s_server", "-accept", &port.to_string(), "-cert"])
-            .arg(&pem)
-            .arg("-www")
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let out = origin.stdout.take().unwrap();
-        let ready = std::io::BufReader::new(out)
-            .lines()
-            .map_while(Result::ok)
-            .any(|l| l.contains("ACCEPT"));
-        assert!(ready, "s_server did not start");
+        // A free port, found by binding and releasing it, may be taken by a
+        // concurrent test before s_server binds it: try a few.
+        let (port, mut origin) = (0..5)
+            .find_map(|_| {
+                let port = {
+                    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+                    l.local_addr().unwrap().port()
+                };
+                let mut origin = Command::new("openssl")
+                    .args(["s_server", "-accept", &port.to_string(), "-cert"])
+                    .arg(&pem)
+                    .arg("-www")
+                    .stdin(Stdio::null())
+                    .stdout(Stdio::piped())
+                    .stderr(Stdio::null())
+                    .spawn()
+                    .unwrap();
+                let out = origin.stdout.take().unwrap();
+                let ready = std::io::BufReader::new(out)
+                    .lines()
+                    .map_while(Result::ok)
+                    .any(|l| l.contains("ACCEPT"));
+                if ready {
+                    Some((port, origin))
+                } else {
+                    let _ = origin.kill();
+                    let _ = origin.wait();
+                    None
+                }
+            })
+            .expect("s_server did not start");
+        // s_server -www answers without a length and ends with close_notify
+        // in the same read as its last bytes: the answer must end there,
+        // not at `timeout server` (an hour here, so the client's read
+        // timeout fails the test if ebb waits for an edge that never comes).
         let e = Ebb::start(&format!(
-            "global\n{global}{DEFAULTS}frontend fe\n    bind BIND\n    default_backend be\nbackend be\n    server o 127.0.0.1:{port} ssl verify none {opts}\n"
+            "global\n{global}defaults\n    mode http\n    timeout client 1h\n    timeout connect 5s\n    timeout server 1h\nfrontend fe\n    bind BIND\n    default_backend be\nbackend be\n    server o 127.0.0.1:{port} ssl verify none {opts}\n"
         ));
-        let r = get(e.addr(), "/");
+        // Read to the end of the stream: an answer that ends only at a
+        // timeout makes `read_to_end` fail instead.
+        use std::io::{Read, Write};
+        let mut c = std::net::TcpStream::connect(e.addr()).unwrap();
+        c.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+        c.write_all(b"GET / HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
+            .unwrap();
+        let mut all = Vec::new();
+        let done = c.read_to_end(&mut all);
         let _ = origin.kill();
         let _ = origin.wait();
-        assert_eq!(r.status, 200);
-        r.text()
+        done.expect("the answer ends with the origin's close_notify");
+        let text = String::from_utf8_lossy(&all).into_owned();
+        assert!(text.starts_with("HTTP/1.1 200"), "{text}");
+        text
     };
     let p = page(
         "    ssl-default-server-ciphers ECDHE-ECDSA-AES256-GCM-SHA384\n    ssl-default-server-options ssl-max-ver TLSv1.2\n",

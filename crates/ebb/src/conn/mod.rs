@@ -130,6 +130,8 @@ pub struct Conn {
     input: In,
     head: RequestHead,
     rd_ready: bool,
+    /// The poller reported the peer's close (see `run`).
+    rd_hup: bool,
     wr_ready: bool,
     eof: bool,
     /// Close once the output is flushed.
@@ -225,6 +227,7 @@ impl Conn {
             input: In::Head,
             head: RequestHead::with_capacity(16),
             rd_ready: true,
+            rd_hup: false,
             wr_ready: true,
             eof: false,
             closing: false,
@@ -323,7 +326,7 @@ impl Conn {
                 }
                 Ok(n) => {
                     self.rend += n;
-                    if n < room {
+                    if n < room && !self.rd_hup && !self.tr.read_pending() {
                         // Short read: the socket is drained; the next edge
                         // tells when more arrives.
                         self.rd_ready = false;
@@ -1529,6 +1532,11 @@ impl TaskletFn for Conn {
             let ev = ctx.take_events(me);
             if ev.readable() || ev.hup_or_err() {
                 self.rd_ready = true;
+            }
+            if ev.hup_or_err() {
+                // The client's end of stream may sit behind the last bytes
+                // with no edge to come: read on until a read returns 0.
+                self.rd_hup = true;
             }
             if ev.writable() || ev.hup_or_err() {
                 self.wr_ready = true;

@@ -50,6 +50,10 @@ pub(super) struct ServerSide {
     pub(super) t_conn: Option<Tick>,
     pub(super) rd: bool,
     pub(super) wr: bool,
+    /// The poller said the peer closed (`EPOLLRDHUP`): its end of stream
+    /// may sit behind the last bytes, with no edge to come, so reads go on
+    /// until they return 0.
+    pub(super) hup: bool,
     pub(super) eof: bool,
     /// A write failed: the client side decides between replay and 502.
     pub(super) broken: bool,
@@ -81,6 +85,7 @@ impl ServerSide {
         // a reused one is known idle (checked alive) and writable.
         self.rd = false;
         self.wr = !connecting;
+        self.hup = false;
         self.eof = false;
         self.broken = false;
         self.istart = 0;
@@ -93,6 +98,7 @@ impl ServerSide {
         self.connect_failed = false;
         self.rd = false;
         self.wr = false;
+        self.hup = false;
         self.eof = false;
         self.broken = false;
         self.istart = 0;
@@ -210,7 +216,7 @@ impl ServerSide {
                 }
                 Ok(n) => {
                     self.iend += n;
-                    if n < room {
+                    if n < room && !self.hup && !st.read_pending() {
                         self.rd = false;
                     }
                     return true;
@@ -286,6 +292,9 @@ impl sched::TaskletFn for SideTasklet {
         let mut s = self.side.borrow_mut();
         if ev.readable() || ev.hup_or_err() {
             s.rd = true;
+        }
+        if ev.hup_or_err() && s.sock.is_some() {
+            s.hup = true;
         }
         if ev.writable() || ev.hup_or_err() {
             s.wr = true;
