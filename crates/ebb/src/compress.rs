@@ -108,13 +108,12 @@ pub struct Policy {
     pub offload: bool,
     /// `tune.comp.maxlevel` (HAProxy's default 1).
     pub level: u32,
+    /// `compression minsize-res`: answers whose known length is below it
+    /// are sent as they are (a coding's header and trailer, 18 bytes for
+    /// gzip, can outweigh what it saves). Default 0, HAProxy 2.6's
+    /// behaviour: any size; a later HAProxy's keyword and meaning.
+    pub min_size: u64,
 }
-
-/// Answers whose known length is below this are sent as they are: a
-/// coding's header and trailer (18 bytes for gzip) would outweigh what it
-/// saves, and the CPU is better spent elsewhere (nginx's
-/// `gzip_min_length` makes the same trade; HAProxy 2.6 has no such bound).
-pub const MIN_SIZE: u64 = 256;
 
 /// A compressed body costs about this many times a sent byte: the
 /// connection counts `input * COST` against its per-run quantum, so a big
@@ -126,34 +125,32 @@ pub const COST: usize = 4;
 /// merges a frontend's with its backend's: the backend's `algo` list wins
 /// when it has one, likewise `type`; `offload` in either holds. `None`
 /// when nothing is configured (no algorithm and no offload).
+/// `minsize-res` likewise (the backend's when it sets one).
 pub fn merged(
-    fe_algos: &[Coding],
-    fe_types: &[String],
-    fe_offload: bool,
-    be_algos: &[Coding],
-    be_types: &[String],
-    be_offload: bool,
+    fe: &crate::config::Compression,
+    be: &crate::config::Compression,
     level: u32,
 ) -> Option<Policy> {
-    let algos = if be_algos.is_empty() {
-        fe_algos
+    let algos = if be.algos.is_empty() {
+        &fe.algos
     } else {
-        be_algos
+        &be.algos
     };
-    let types = if be_types.is_empty() {
-        fe_types
+    let types = if be.types.is_empty() {
+        &fe.types
     } else {
-        be_types
+        &be.types
     };
-    let offload = fe_offload || be_offload;
+    let offload = fe.offload || be.offload;
     if algos.is_empty() && !offload {
         return None;
     }
     Some(Policy {
-        algos: algos.to_vec(),
-        types: types.to_vec(),
+        algos: algos.clone(),
+        types: types.clone(),
         offload,
         level,
+        min_size: be.minsize_res.or(fe.minsize_res).unwrap_or(0),
     })
 }
 
@@ -585,7 +582,8 @@ pub fn verdict_h1(
 ) -> Verdict {
     use crate::http1::{BodyFraming, Version};
     let length_known = match r.framing {
-        BodyFraming::ContentLength(n) => n >= MIN_SIZE,
+        // (An empty body is left alone: there is nothing to code.)
+        BodyFraming::ContentLength(n) => n > 0 && n >= policy.min_size,
         BodyFraming::Chunked => true,
         _ => false,
     };
@@ -718,6 +716,7 @@ mod tests {
             types: types.iter().map(|t| t.to_ascii_lowercase()).collect(),
             offload: false,
             level: 1,
+            min_size: 0,
         }
     }
 
@@ -995,19 +994,27 @@ mod tests {
 
     #[test]
     fn a_backend_list_wins_over_its_frontend() {
+        use crate::config::Compression as C;
         use Coding::*;
         let t = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
-        let p = merged(&[Gzip], &t(&["text/"]), false, &[Br], &[], false, 1).unwrap();
+        let c = |algos: &[Coding], types: &[&str], offload, min: Option<u64>| C {
+            algos: algos.to_vec(),
+            types: t(types),
+            offload,
+            minsize_res: min,
+        };
+        let fe = c(&[Gzip], &["text/"], false, Some(9));
+        let p = merged(&fe, &c(&[Br], &[], false, None), 1).unwrap();
         assert_eq!(
-            (p.algos, p.types, p.offload),
-            (vec![Br], t(&["text/"]), false)
+            (p.algos, p.types, p.offload, p.min_size),
+            (vec![Br], t(&["text/"]), false, 9)
         );
-        let p = merged(&[Gzip], &[], false, &[], &t(&["a/b"]), true, 1).unwrap();
+        let p = merged(&fe, &c(&[], &["a/b"], true, Some(5)), 1).unwrap();
         assert_eq!(
-            (p.algos, p.types, p.offload),
-            (vec![Gzip], t(&["a/b"]), true)
+            (p.algos, p.types, p.offload, p.min_size),
+            (vec![Gzip], t(&["a/b"]), true, 5)
         );
-        assert!(merged(&[], &t(&["x"]), false, &[], &[], false, 1).is_none());
+        assert!(merged(&c(&[], &["x"], false, None), &C::default(), 1).is_none());
     }
 
     #[test]

@@ -811,17 +811,8 @@ pub fn compile(cfg: &Config) -> Result<Compiled, Vec<ConfigError>> {
                 comp: be_comp
                     .iter()
                     .map(|b| {
-                        let f = &p.compression;
-                        crate::compress::merged(
-                            &f.algos,
-                            &f.types,
-                            f.offload,
-                            &b.algos,
-                            &b.types,
-                            b.offload,
-                            cfg.global.comp_maxlevel.unwrap_or(1),
-                        )
-                        .map(Arc::new)
+                        let level = cfg.global.comp_maxlevel.unwrap_or(1);
+                        crate::compress::merged(&p.compression, b, level).map(Arc::new)
                     })
                     .collect(),
                 stats,

@@ -180,6 +180,11 @@ fn proxied_answers_are_compressed_for_curl() {
         ]);
         assert!(h.contains(&format!("content-encoding: {ce}")), "{ae}: {h}");
     }
+    // Any size is compressed without `minsize-res` (HAProxy 2.6 has no
+    // minimum), even 100 bytes.
+    let (_, h, body) = curl(&["--compressed", &format!("{base}/small")]);
+    assert!(h.contains("content-encoding: gzip"), "{h}");
+    assert_eq!(body, text(100));
     // Without Accept-Encoding: as is, with Vary and the strong ETag.
     let (_, h, body) = curl(&[&format!("{base}/text")]);
     assert!(!h.contains("content-encoding"), "{h}");
@@ -195,7 +200,7 @@ fn what_is_not_compressed() {
     let o = Scripted::start(routes());
     let e = Ebb::start(&proxy_cfg(
         o.addr,
-        "    compression algo gzip\n    compression type text/\n",
+        "    compression algo gzip\n    compression type text/\n    compression minsize-res 256\n",
     ));
     let base = format!("http://{}", e.addr());
     for path in ["/small", "/image", "/encoded", "/notransform", "/partial"] {
@@ -274,6 +279,7 @@ fn compression_keywords_are_checked() {
             "unknown 'compression direction'",
         ),
         ("    compression\n", "expects algo, type or offload"),
+        ("    compression minsize-res\n", "expects a size"),
     ] {
         let p = d.join("c.cfg");
         std::fs::write(&p, format!("defaults\n    mode http\n{bad}")).unwrap();
@@ -309,7 +315,7 @@ fn files_are_compressed_on_the_fly() {
     std::fs::write(d.join("pic.png"), text(5_000)).unwrap();
     let e = Ebb::start(&files_cfg(
         &d,
-        "    compression algo gzip br\n    compression type text/\n",
+        "    compression algo gzip br\n    compression type text/\n    compression minsize-res 256\n",
         "",
     ));
     let base = format!("http://{}", e.addr());

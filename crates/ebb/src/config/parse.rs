@@ -2609,9 +2609,15 @@ fn parse_compression(c: &mut Compression, ctx: &Ctx<'_>, w: &[String]) -> Result
             }
             c.offload = true;
         }
+        Some("minsize-res") => {
+            let [_, v] = w else {
+                return Err("'compression minsize-res' expects a size".to_string());
+            };
+            c.minsize_res = Some(parse_size(v)?);
+        }
         Some(o) => {
             return Err(format!(
-                "unknown 'compression {o}' (supported: algo, type, offload)"
+                "unknown 'compression {o}' (supported: algo, type, offload, minsize-res)"
             ))
         }
         None => return Err("'compression' expects algo, type or offload".to_string()),

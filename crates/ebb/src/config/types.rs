@@ -355,6 +355,9 @@ pub struct Compression {
     /// Lowercased type prefixes.
     pub types: Vec<String>,
     pub offload: bool,
+    /// `compression minsize-res SIZE` (a later HAProxy's keyword; 2.6
+    /// compresses any size, the default here too).
+    pub minsize_res: Option<u64>,
 }
 
 impl Proxy {

@@ -84,7 +84,7 @@ pub fn plan_file(
         let facts = crate::compress::ResponseFacts {
             http11: true,
             status: 200,
-            length_known: f.validators.len >= crate::compress::MIN_SIZE,
+            length_known: f.validators.len > 0 && f.validators.len >= p.min_size,
             content_encoding: false,
             content_type: Some(f.content_type.as_bytes()),
             cache_control: &[],
