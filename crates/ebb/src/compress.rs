@@ -562,11 +562,9 @@ pub fn choose_h1(policy: &Policy, buf: &[u8], head: &crate::http1::RequestHead) 
 /// What to do with an answer, decided from its head.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Verdict {
-    /// Not compressible: sent as it is, head untouched.
+    /// Sent as it is, head untouched (HAProxy 2.6 adds no `Vary` to an
+    /// answer it does not compress: its reg-test `compression/vary.vtc`).
     AsIs,
-    /// Compressible but this client gets it as it is: add
-    /// `Vary: Accept-Encoding` (a cache must keep the variants apart).
-    Vary,
     /// Compress with this coding: drop the length, name the coding, weaken
     /// the ETag, add Vary.
     Compress(Coding),
@@ -608,13 +606,13 @@ pub fn decide(policy: &Policy, coding: Option<Coding>, facts: &ResponseFacts<'_>
     }
     match coding {
         Some(c) if c != Coding::Identity => Verdict::Compress(c),
-        _ => Verdict::Vary,
+        _ => Verdict::AsIs,
     }
 }
 
 /// Writes the fields a verdict adds to an HTTP/1 head: for a compressed
 /// answer `Content-Encoding`, the weak form of `etag` (the caller left the
-/// original out) and `Vary`; for a compressible one sent as is, `Vary`.
+/// original out) and `Vary: Accept-Encoding`.
 pub fn write_h1_fields(out: &mut Vec<u8>, v: Verdict, etag: Option<&[u8]>) {
     if let Verdict::Compress(c) = v {
         if let Some(ce) = c.content_encoding() {
@@ -627,8 +625,6 @@ pub fn write_h1_fields(out: &mut Vec<u8>, v: Verdict, etag: Option<&[u8]>) {
             out.extend_from_slice(&w);
             out.extend_from_slice(b"\r\n");
         }
-    }
-    if v != Verdict::AsIs {
         out.extend_from_slice(b"Vary: Accept-Encoding\r\n");
     }
 }

@@ -185,13 +185,11 @@ fn proxied_answers_are_compressed_for_curl() {
     let (_, h, body) = curl(&["--compressed", &format!("{base}/small")]);
     assert!(h.contains("content-encoding: gzip"), "{h}");
     assert_eq!(body, text(100));
-    // Without Accept-Encoding: as is, with Vary and the strong ETag.
+    // Without Accept-Encoding: as is, the strong ETag, and no Vary (as
+    // HAProxy 2.6: reg-test compression/vary.vtc).
     let (_, h, body) = curl(&[&format!("{base}/text")]);
     assert!(!h.contains("content-encoding"), "{h}");
-    assert!(
-        h.contains("vary: accept-encoding") && h.contains("etag: \"v1\""),
-        "{h}"
-    );
+    assert!(!h.contains("vary") && h.contains("etag: \"v1\""), "{h}");
     assert_eq!(body, text(20_000));
 }
 
@@ -354,10 +352,10 @@ fn files_are_compressed_on_the_fly() {
     assert_eq!(st, 206);
     assert!(!h.contains("content-encoding"), "{h}");
     assert_eq!(body, &text(10)[..]);
-    // Without Accept-Encoding: as is, Vary, the strong ETag, ranges offered.
+    // Without Accept-Encoding: as is, the strong ETag, ranges offered.
     let (_, h, body) = curl(&[&format!("{base}/small.txt")]);
     assert!(
-        !h.contains("content-encoding") && h.contains("vary: accept-encoding"),
+        !h.contains("content-encoding") && !h.contains("vary"),
         "{h}"
     );
     assert!(

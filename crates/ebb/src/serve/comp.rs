@@ -54,7 +54,8 @@ pub struct FilePlan {
     pub sibling: Option<Coding>,
     /// Compress the file on the fly (a full 200 answer only).
     pub compress: Option<Coding>,
-    /// The answer depends on `Accept-Encoding`: add `Vary`.
+    /// Add `Vary: Accept-Encoding`: the file has siblings (whichever is
+    /// sent), or it is compressed on the fly (as HAProxy, not otherwise).
     pub vary: bool,
 }
 
@@ -95,7 +96,6 @@ pub fn plan_file(
                 compress = Some(c);
                 vary = true;
             }
-            crate::compress::Verdict::Vary => vary = true,
             crate::compress::Verdict::AsIs => {}
         }
     }
