@@ -419,12 +419,15 @@ fn hex_value(b: u8) -> Option<u8> {
 /// the same way (its HTX layer keeps only the data).
 ///
 /// Chunk boundaries follow what was read, not what the client sent: a
-/// chunk that arrives in two reads goes out as two chunks.
+/// chunk that arrives in two reads goes out as two chunks. The last chunk
+/// and the trailer section are held until the section is complete and
+/// valid (it is bounded, 16 KiB by default): a server never sees the end
+/// of a message the client did not end properly.
 #[derive(Clone, Debug)]
 pub struct ChunkedRecoder {
     dec: ChunkedDecoder,
-    /// The last-chunk line was written.
-    last_written: bool,
+    /// The trailer section so far (from the last chunk on).
+    trailers: Vec<u8>,
 }
 
 impl Default for ChunkedRecoder {
@@ -434,7 +437,7 @@ impl Default for ChunkedRecoder {
                 stop_at_trailers: true,
                 ..ChunkedDecoder::default()
             },
-            last_written: false,
+            trailers: Vec::new(),
         }
     }
 }
@@ -447,10 +450,22 @@ impl ChunkedRecoder {
         let mut pos = 0;
         loop {
             let trailers = self.dec.in_trailers();
-            let d = self.dec.decode(&input[pos..])?;
+            let d = match self.dec.decode(&input[pos..]) {
+                Ok(d) => d,
+                // What came before the error goes first (as the decoder,
+                // the recoder then fails again on the next call).
+                Err(_) if pos > 0 => return Ok((pos, false)),
+                Err(e) => return Err(e),
+            };
             if trailers {
-                // Trailer lines and the final CRLF, as received.
-                out.extend_from_slice(&input[pos..pos + d.consumed]);
+                // Trailer lines and the final CRLF, as received, once all
+                // of them arrived.
+                self.trailers
+                    .extend_from_slice(&input[pos..pos + d.consumed]);
+                if d.done {
+                    out.extend_from_slice(b"0\r\n");
+                    out.append(&mut self.trailers);
+                }
             } else if !d.data.is_empty() {
                 let data = &input[pos + d.data.start..pos + d.data.end];
                 out.extend_from_slice(ChunkHeader::new(data.len() as u64).as_ref());
@@ -458,10 +473,6 @@ impl ChunkedRecoder {
                 out.extend_from_slice(CHUNK_END);
             }
             pos += d.consumed;
-            if self.dec.in_trailers() && !self.last_written {
-                out.extend_from_slice(b"0\r\n");
-                self.last_written = true;
-            }
             if d.done || d.consumed == 0 {
                 return Ok((pos, d.done));
             }

@@ -1695,10 +1695,27 @@ fn recoder_never_forwards_an_oversized_size_line() {
     assert!(!done);
     assert_eq!(consumed, body.len());
     assert_eq!(out, b"1d\r\nhelloGET /smuggled HTTP/1.1\r\n\r\n");
-    // Bad framing is refused as by the decoder.
+    // Bad framing is refused as by the decoder; what came before it goes
+    // first, the error on the next call.
     let mut r = ChunkedRecoder::default();
     assert!(r.recode(b"0000000000000000a\r\n", &mut Vec::new()).is_err());
     let mut r = ChunkedRecoder::default();
+    let mut out = Vec::new();
+    assert_eq!(r.recode(b"5\r\nhelloXX", &mut out).unwrap(), (8, false));
+    assert_eq!(out, b"5\r\nhello\r\n");
+    assert!(r.recode(b"XX", &mut out).is_err());
+    let mut r = ChunkedRecoder::default();
     let (_, done) = r.recode(b"0\r\n\r\n", &mut Vec::new()).unwrap();
     assert!(done);
+    // The last chunk waits for a complete, valid trailer section: a
+    // refused trailer leaves the server with an unfinished body.
+    let mut r = ChunkedRecoder::default();
+    let mut out = Vec::new();
+    let (n, done) = r
+        .recode(b"5\r\nhello\r\n0\r\nX-A: 1\r\n", &mut out)
+        .unwrap();
+    assert!(!done && n == 21);
+    assert_eq!(out, b"5\r\nhello\r\n");
+    assert!(r.recode(b"Content-Length: 5\r\n\r\n", &mut out).is_err());
+    assert_eq!(out, b"5\r\nhello\r\n");
 }
