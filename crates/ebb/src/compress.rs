@@ -555,6 +555,17 @@ pub fn choose_h1(policy: &Policy, buf: &[u8], head: &crate::http1::RequestHead) 
     if head.header(buf, "range").is_some() {
         return None;
     }
+    choose_any_h1(policy, buf, head)
+}
+
+/// [`Policy::choose`] on an HTTP/1 request's `Accept-Encoding` lines and
+/// `User-Agent`, whatever the request (see [`choose_h1`] for the rules an
+/// on-the-fly compression adds).
+pub fn choose_any_h1(
+    policy: &Policy,
+    buf: &[u8],
+    head: &crate::http1::RequestHead,
+) -> Option<Coding> {
     let ae = values(buf, &head.headers, "accept-encoding");
     policy.choose(&ae, head.header(buf, "user-agent"))
 }

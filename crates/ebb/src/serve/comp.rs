@@ -36,13 +36,7 @@ pub fn pick_sibling(
         algos: f.siblings.iter().map(|(c, _)| *c).collect(),
         ..Policy::default()
     };
-    let ae: Vec<&[u8]> = head
-        .headers
-        .iter()
-        .filter(|h| h.name.get(buf).eq_ignore_ascii_case(b"accept-encoding"))
-        .map(|h| h.value.get(buf))
-        .collect();
-    let c = p.choose(&ae, head.header(buf, "user-agent"))?;
+    let c = crate::compress::choose_any_h1(&p, buf, head)?;
     f.siblings.iter().find(|(s, _)| *s == c).cloned()
 }
 
