@@ -429,3 +429,27 @@ fn precompressed_siblings_are_served_as_they_are() {
     assert_ne!(code, 0);
     assert!(err.contains("bad.cfg:5") && err.contains("'lzma'"), "{err}");
 }
+
+#[test]
+fn directory_listings_are_compressed_but_not_return_answers() {
+    let d = scratch("comp-list");
+    std::fs::write(d.join("a-file-with-a-long-name.txt"), "x").unwrap();
+    let e = Ebb::start(&files_cfg(&d, "    compression algo gzip\n", " listing on"));
+    let (st, h, body) = curl(&["--compressed", &format!("http://{}/", e.addr())]);
+    assert_eq!(st, 200);
+    assert!(h.contains("content-encoding: gzip"), "{h}");
+    assert!(String::from_utf8_lossy(&body).contains("a-file-with-a-long-name.txt"));
+    // `http-request return` answers are sent as they are, as HAProxy 2.6
+    // sends them (its compression filter does not see them).
+    let cfg = format!(
+        "defaults\n    mode http\n    timeout client 10s\n\
+         frontend fe\n    bind BIND\n    compression algo gzip\n\
+         http-request return status 200 content-type text/plain string {}\n",
+        "x".repeat(2000)
+    );
+    let e = Ebb::start(&cfg);
+    let (st, h, body) = curl(&["--compressed", &format!("http://{}/", e.addr())]);
+    assert_eq!(st, 200);
+    assert!(!h.contains("content-encoding"), "{h}");
+    assert_eq!(body.len(), 2000);
+}

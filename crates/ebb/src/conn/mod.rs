@@ -1048,14 +1048,22 @@ impl Conn {
                 return;
             }
             Found::Listing(html) => {
-                self.simple_response(
-                    200,
-                    keep_alive,
-                    version,
-                    &[(b"Content-Type", b"text/html; charset=utf-8")],
-                    html.as_bytes(),
-                    head_req,
-                );
+                let ct: &[u8] = b"text/html; charset=utf-8";
+                let coded = {
+                    let buf = &self.rbuf[self.rstart..self.rend];
+                    let policy = self.fe.comp.get(bi).and_then(|p| p.as_deref());
+                    crate::serve::comp::whole_body(policy, buf, &self.head, ct, html.as_bytes())
+                };
+                let mut hdrs: Vec<(&[u8], &[u8])> = vec![(b"Content-Type", ct)];
+                let body = match &coded {
+                    Some((ce, b)) => {
+                        hdrs.push((b"Content-Encoding", ce.as_bytes()));
+                        hdrs.push((b"Vary", b"Accept-Encoding"));
+                        b.as_slice()
+                    }
+                    None => html.as_bytes(),
+                };
+                self.simple_response(200, keep_alive, version, &hdrs, body, head_req);
                 self.finish_request(ctx, 200, Some(bi), 0);
                 return;
             }

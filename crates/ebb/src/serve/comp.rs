@@ -101,6 +101,33 @@ pub fn plan_file(
     }
 }
 
+/// A generated body (a directory listing) compressed whole, when the
+/// policy and the request call for it: (`Content-Encoding` value, bytes).
+pub fn whole_body(
+    policy: Option<&Policy>,
+    buf: &[u8],
+    head: &crate::http1::RequestHead,
+    content_type: &[u8],
+    body: &[u8],
+) -> Option<(&'static str, Vec<u8>)> {
+    let p = policy?;
+    let coding = crate::compress::choose_h1(p, buf, head);
+    let facts = crate::compress::ResponseFacts {
+        http11: true,
+        status: 200,
+        length_known: !body.is_empty() && body.len() as u64 >= p.min_size,
+        content_type: Some(content_type),
+        ..crate::compress::ResponseFacts::default()
+    };
+    match crate::compress::decide(p, coding, &facts) {
+        crate::compress::Verdict::Compress(c) => {
+            let coded = crate::compress::compress_all(c, p.level, body).ok()?;
+            Some((c.content_encoding()?, coded))
+        }
+        crate::compress::Verdict::AsIs => None,
+    }
+}
+
 /// Compresses the next slice of `file[*pos..end]` into `out` (chunked),
 /// and finishes the body at its end. Returns the input bytes read.
 pub fn compress_slice(
