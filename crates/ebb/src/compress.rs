@@ -121,39 +121,6 @@ pub struct Policy {
 /// which the connection wakes itself) and cannot stall a loop pass.
 pub const COST: usize = 4;
 
-/// One proxy's `compression` settings merged with another's as HAProxy
-/// merges a frontend's with its backend's: the backend's `algo` list wins
-/// when it has one, likewise `type`; `offload` in either holds. `None`
-/// when nothing is configured (no algorithm and no offload).
-/// `minsize-res` likewise (the backend's when it sets one).
-pub fn merged(
-    fe: &crate::config::Compression,
-    be: &crate::config::Compression,
-    level: u32,
-) -> Option<Policy> {
-    let algos = if be.algos.is_empty() {
-        &fe.algos
-    } else {
-        &be.algos
-    };
-    let types = if be.types.is_empty() {
-        &fe.types
-    } else {
-        &be.types
-    };
-    let offload = fe.offload || be.offload;
-    if algos.is_empty() && !offload {
-        return None;
-    }
-    Some(Policy {
-        algos: algos.clone(),
-        types: types.clone(),
-        offload,
-        level,
-        min_size: be.minsize_res.or(fe.minsize_res).unwrap_or(0),
-    })
-}
-
 /// The response facts [`Policy::response_allows`] decides on; the caller
 /// fills it from the response head (HTTP/1 or a later mux's).
 #[derive(Clone, Copy, Debug, Default)]
@@ -997,31 +964,6 @@ mod tests {
         }
         let all = compress_all(Coding::Gzip, 1, &input).unwrap();
         assert_eq!(decode(Coding::Gzip, &all), input);
-    }
-
-    #[test]
-    fn a_backend_list_wins_over_its_frontend() {
-        use crate::config::Compression as C;
-        use Coding::*;
-        let t = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
-        let c = |algos: &[Coding], types: &[&str], offload, min: Option<u64>| C {
-            algos: algos.to_vec(),
-            types: t(types),
-            offload,
-            minsize_res: min,
-        };
-        let fe = c(&[Gzip], &["text/"], false, Some(9));
-        let p = merged(&fe, &c(&[Br], &[], false, None), 1).unwrap();
-        assert_eq!(
-            (p.algos, p.types, p.offload, p.min_size),
-            (vec![Br], t(&["text/"]), false, 9)
-        );
-        let p = merged(&fe, &c(&[], &["a/b"], true, Some(5)), 1).unwrap();
-        assert_eq!(
-            (p.algos, p.types, p.offload, p.min_size),
-            (vec![Gzip], t(&["a/b"]), true, 5)
-        );
-        assert!(merged(&c(&[], &["x"], false, None), &C::default(), 1).is_none());
     }
 
     #[test]

@@ -8,7 +8,7 @@
 use proptest::prelude::*;
 
 use crate::serve::files::{normalize_path, parse_range, Decision};
-use crate::stats::{auth_ok, base64_decode, parse_suffix, unpct};
+use crate::serve::stats::{auth_ok, base64_decode, parse_suffix, unpct};
 
 fn b64(data: &[u8]) -> String {
     const A: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";

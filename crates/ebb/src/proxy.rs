@@ -23,8 +23,45 @@ use crate::config::{
 };
 use crate::rules::{Cond, Matcher};
 use crate::sample::{Ctx, LogFormat, Scope};
-use crate::serve::files::FilesConfig;
 use crate::statefile::SrvState;
+
+/// What a `serve-files` backend was configured with.
+#[derive(Debug, Clone)]
+pub struct FilesConfig {
+    /// The document root.
+    pub root: std::path::PathBuf,
+    /// Index files tried, in order, for a directory.
+    pub index: Vec<String>,
+    /// Whether a directory without index is listed (else 403).
+    pub listing: bool,
+    /// Whether symlinks may lead out of the root.
+    pub follow_symlinks: bool,
+    /// `Cache-Control: max-age=N` when set.
+    pub max_age: Option<u32>,
+    /// `dotfiles allow`: serve names starting with a dot. By default they
+    /// are 404 (`.git/`, `.env`, `.htpasswd` left in a served tree), except
+    /// `/.well-known/` (RFC 8615: ACME challenges, security.txt).
+    pub dotfiles: bool,
+    /// `precompressed ...`: codings whose sibling (`F.gz`, `F.br`,
+    /// `F.zst`) is looked up beside each file, in preference order.
+    pub precompressed: Vec<crate::compress::Coding>,
+}
+
+impl FilesConfig {
+    /// The defaults of `serve-files DIR`: `index.html`, no listing, symlinks
+    /// confined to the root, no max-age.
+    pub fn new(root: impl Into<std::path::PathBuf>) -> Self {
+        FilesConfig {
+            root: root.into(),
+            index: vec!["index.html".to_string()],
+            listing: false,
+            follow_symlinks: false,
+            max_age: None,
+            dotfiles: false,
+            precompressed: Vec::new(),
+        }
+    }
+}
 
 /// A compiled `http-request` rule.
 pub struct ReqRule {
@@ -812,7 +849,7 @@ pub fn compile(cfg: &Config) -> Result<Compiled, Vec<ConfigError>> {
                     .iter()
                     .map(|b| {
                         let level = cfg.global.comp_maxlevel.unwrap_or(1);
-                        crate::compress::merged(&p.compression, b, level).map(Arc::new)
+                        merged_compression(&p.compression, b, level).map(Arc::new)
                     })
                     .collect(),
                 stats,
@@ -876,6 +913,40 @@ pub fn return_body(r: &ReturnAction) -> &[u8] {
         ReturnBody::LfString(f) => f.as_literal().unwrap_or(b""),
         ReturnBody::File { content, .. } => content,
     }
+}
+
+/// One proxy's `compression` settings merged with another's as HAProxy
+/// merges a frontend's with its backend's: the backend's `algo` list wins
+/// when it has one, likewise `type`; `offload` in either holds. `None`
+/// when nothing is configured (no algorithm and no offload).
+/// (Here, not in `compress`: the codec knows no configuration.)
+/// `minsize-res` likewise (the backend's when it sets one).
+pub fn merged_compression(
+    fe: &crate::config::Compression,
+    be: &crate::config::Compression,
+    level: u32,
+) -> Option<crate::compress::Policy> {
+    let algos = if be.algos.is_empty() {
+        &fe.algos
+    } else {
+        &be.algos
+    };
+    let types = if be.types.is_empty() {
+        &fe.types
+    } else {
+        &be.types
+    };
+    let offload = fe.offload || be.offload;
+    if algos.is_empty() && !offload {
+        return None;
+    }
+    Some(crate::compress::Policy {
+        algos: algos.clone(),
+        types: types.clone(),
+        offload,
+        level,
+        min_size: be.minsize_res.or(fe.minsize_res).unwrap_or(0),
+    })
 }
 
 #[cfg(test)]
@@ -948,5 +1019,30 @@ mod tests {
             (to.client, to.http_request, to.keep_alive),
             (5000, 2000, 2000)
         );
+    }
+
+    #[test]
+    fn a_backend_list_wins_over_its_frontend() {
+        use crate::compress::Coding::{self, *};
+        use crate::config::Compression as C;
+        let t = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let c = |algos: &[Coding], types: &[&str], offload, min: Option<u64>| C {
+            algos: algos.to_vec(),
+            types: t(types),
+            offload,
+            minsize_res: min,
+        };
+        let fe = c(&[Gzip], &["text/"], false, Some(9));
+        let p = merged_compression(&fe, &c(&[Br], &[], false, None), 1).unwrap();
+        assert_eq!(
+            (p.algos, p.types, p.offload, p.min_size),
+            (vec![Br], t(&["text/"]), false, 9)
+        );
+        let p = merged_compression(&fe, &c(&[], &["a/b"], true, Some(5)), 1).unwrap();
+        assert_eq!(
+            (p.algos, p.types, p.offload, p.min_size),
+            (vec![Gzip], t(&["a/b"]), true, 5)
+        );
+        assert!(merged_compression(&c(&[], &["x"], false, None), &C::default(), 1).is_none());
     }
 }

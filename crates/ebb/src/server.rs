@@ -25,10 +25,10 @@ use sched::{ticks, Ctx, Reasons, Runtime, RuntimeHandle, Status, TaskletFn, Task
 
 use crate::blocking::BlockingPool;
 use crate::config::{Config, ConfigError, LogDest, ProfilingMode};
-use crate::conn::Conn;
 use crate::http1::Limits;
 use crate::listener::{bind_per_thread, bind_spec, DEFAULT_BACKLOG};
 use crate::log::{Ident, Logger, Target};
+use crate::mux::h1::Conn;
 use crate::proxy::{compile, Compiled, FrontendRt};
 use crate::registry::{Live, Process, Sessions};
 use crate::tls::TlsAcceptor;
@@ -105,7 +105,7 @@ impl TaskletFn for Listener {
                 Ok((s, peer)) => {
                     ctx.count_accepts(1);
                     let peer = crate::listener::peer_of(&peer);
-                    if let Err(e) = Conn::spawn(
+                    if let Err(e) = Conn::<crate::stream::Stream>::spawn(
                         ctx,
                         s.into(),
                         peer,

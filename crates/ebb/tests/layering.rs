@@ -3,6 +3,15 @@
 //! `crate::<module>` a top-level module names outside its unit tests, and
 //! fails on a cycle among top-level modules, printing it.
 //!
+//! One submodule is a node of its own: `stream::msg`, the message
+//! interface both the stream and the muxes of either side speak. It
+//! imports only the HTTP/1 codec, so a mux may use it while the stream
+//! uses the mux (stream -> mux -> stream::msg).
+//!
+//! And the layers DESIGN.md names: `conn` and `mux` import no service
+//! (`serve`, `stats`, `metrics`) and not the stream (except its message
+//! interface).
+//!
 //! Test code (`#[cfg(test)]` onward, and `tests.rs` files) is left out:
 //! a test may reach anything.
 
@@ -20,14 +29,32 @@ fn rust_files(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
     }
 }
 
+/// Submodules that are graph nodes of their own.
+const OWN_NODES: [&str; 1] = ["stream::msg"];
+
+/// The node a path after `crate::` (or a source file's module path)
+/// names: its first segment, or one of [`OWN_NODES`] it starts with.
+fn node_of(path: &str) -> String {
+    for n in OWN_NODES {
+        if path == n || path.starts_with(&format!("{n}::")) {
+            return n.to_string();
+        }
+    }
+    path.chars()
+        .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+        .collect()
+}
+
 /// The module names after `crate::` in `src`, including those inside
 /// `use crate::{a, b::c}` groups.
 fn deps_of(src: &str) -> BTreeSet<String> {
     let mut out = BTreeSet::new();
     let word = |s: &str| -> String {
-        s.chars()
-            .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
-            .collect()
+        let p: String = s
+            .chars()
+            .take_while(|c| c.is_ascii_alphanumeric() || *c == '_' || *c == ':')
+            .collect();
+        node_of(&p)
     };
     let mut rest = src;
     while let Some(i) = rest.find("crate::") {
@@ -113,7 +140,14 @@ fn graph(src_dir: &Path) -> BTreeMap<String, BTreeSet<String>> {
         if first == "lib.rs" || first == "bin" || rel.ends_with("tests.rs") {
             continue;
         }
-        let top = first.trim_end_matches(".rs").to_string();
+        let modpath = rel
+            .with_extension("")
+            .iter()
+            .map(|c| c.to_string_lossy().into_owned())
+            .filter(|c| c != "mod")
+            .collect::<Vec<_>>()
+            .join("::");
+        let top = node_of(&modpath);
         if test_only.contains(&f) {
             continue;
         }
@@ -177,9 +211,34 @@ fn find_cycle(g: &BTreeMap<String, BTreeSet<String>>) -> Option<Vec<String>> {
 fn no_import_cycle_among_modules() {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
     let g = graph(&src);
-    assert!(g.contains_key("conn") && g.contains_key("worker"), "{g:?}");
+    assert!(
+        g.contains_key("mux") && g.contains_key("stream") && g.contains_key("stream::msg"),
+        "{g:?}"
+    );
     if let Some(c) = find_cycle(&g) {
         panic!("import cycle: {}", c.join(" -> "));
+    }
+}
+
+#[test]
+fn conn_and_mux_import_no_service_and_not_the_stream() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let g = graph(&src);
+    let banned = ["serve", "stats", "metrics", "stream"];
+    for layer in ["conn", "mux"] {
+        for d in g.get(layer).into_iter().flatten() {
+            assert!(
+                !banned.contains(&d.as_str()),
+                "{layer} imports {d} (DESIGN.md: conn and mux import no service, and reach the stream only through stream::msg)"
+            );
+        }
+    }
+    // The message interface sits below both.
+    for d in g.get("stream::msg").into_iter().flatten() {
+        assert!(
+            !["stream", "mux", "conn"].contains(&d.as_str()),
+            "stream::msg imports {d}"
+        );
     }
 }
 
@@ -200,4 +259,6 @@ fn the_checker_sees_a_cycle() {
     );
     let d = deps_of("use crate::{a, b::c};\nfn f() { crate::d::e(); }");
     assert_eq!(d, ["a", "b", "d"].map(String::from).into());
+    let d = deps_of("use crate::stream::msg::Fields;\nuse crate::{stream::msg, stream::Stream};");
+    assert_eq!(d, ["stream", "stream::msg"].map(String::from).into());
 }

@@ -31,7 +31,7 @@ use crate::backend::{ADMIN_DRAIN, ADMIN_MAINT, ADMIN_READY};
 use crate::config::CliLevel;
 use crate::proxy::BackendKind;
 use crate::registry::Process;
-use crate::stats;
+use crate::serve::stats;
 
 /// What one line produced.
 #[derive(Debug, Default, PartialEq, Eq)]

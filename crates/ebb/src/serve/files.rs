@@ -2,7 +2,8 @@
 //! decisions around it (conditionals, ranges, caching headers).
 //!
 //! The functions here are deterministic given the file system: they take the
-//! request's pieces and the configuration and return a [`Plan`]. Those that
+//! request's pieces and the configuration and return what to answer (a
+//! [`Resolved`] file, a [`Refusal`], a [`Decision`]). Those that
 //! touch the disk (`resolve`, `read_dir_listing`) block, so the server runs
 //! them on its blocking pool unless the open-file cache already knows the
 //! answer; the event loop itself never calls them.
@@ -21,43 +22,9 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-/// What a `serve-files` backend was configured with.
-#[derive(Debug, Clone)]
-pub struct FilesConfig {
-    /// The document root.
-    pub root: PathBuf,
-    /// Index files tried, in order, for a directory.
-    pub index: Vec<String>,
-    /// Whether a directory without index is listed (else 403).
-    pub listing: bool,
-    /// Whether symlinks may lead out of the root.
-    pub follow_symlinks: bool,
-    /// `Cache-Control: max-age=N` when set.
-    pub max_age: Option<u32>,
-    /// `dotfiles allow`: serve names starting with a dot. By default they
-    /// are 404 (`.git/`, `.env`, `.htpasswd` left in a served tree), except
-    /// `/.well-known/` (RFC 8615: ACME challenges, security.txt).
-    pub dotfiles: bool,
-    /// `precompressed ...`: codings whose sibling (`F.gz`, `F.br`,
-    /// `F.zst`) is looked up beside each file, in preference order.
-    pub precompressed: Vec<crate::compress::Coding>,
-}
-
-impl FilesConfig {
-    /// The defaults of `serve-files DIR`: `index.html`, no listing, symlinks
-    /// confined to the root, no max-age.
-    pub fn new(root: impl Into<PathBuf>) -> Self {
-        FilesConfig {
-            root: root.into(),
-            index: vec!["index.html".to_string()],
-            listing: false,
-            follow_symlinks: false,
-            max_age: None,
-            dotfiles: false,
-            precompressed: Vec::new(),
-        }
-    }
-}
+/// What a `serve-files` backend was configured with (compiled with the
+/// configuration, in the runtime).
+pub use crate::proxy::FilesConfig;
 
 /// Why a path was refused, with the status it earns.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -1,9 +1,53 @@
-//! What answers a request when no server is involved: static files (and,
-//! with the stream code, fixed responses and redirects).
+//! Services: what answers a request when no server is involved. A stream
+//! reaches them here and nowhere else; the muxes and connections import
+//! none of them.
+//!
+//! - static files: [`files`] (paths, conditions, ranges) over the
+//!   thread's open-file cache and the blocking pool ([`cache`]);
+//! - whole answers built off the I/O path: the stats page ([`stats`]) and
+//!   the Prometheus exporter ([`metrics`]), behind [`Service`];
+//! - fixed answers and redirects are prepared with the configuration
+//!   (`http-request return|redirect`, in the runtime) and written by the
+//!   stream.
 
 pub mod cache;
 pub mod comp;
 pub mod files;
+pub mod metrics;
+pub mod stats;
+
+pub use stats::is_page as is_stats_page;
+
+/// A service that builds a whole answer for a stream. The stream runs it
+/// in a task at the best nice (it may walk every proxy and server) and
+/// sends the [`Answer`] when it is ready.
+pub enum Service {
+    /// The stats page (`stats uri`): the request's path and
+    /// `Authorization` value, and whether `stats admin` allows actions.
+    Stats {
+        rt: std::sync::Arc<crate::proxy::StatsRt>,
+        path: Vec<u8>,
+        authz: Option<Vec<u8>>,
+        admin: bool,
+    },
+    /// `http-request use-service prometheus-exporter`.
+    Prometheus,
+}
+
+impl Service {
+    /// Builds the answer.
+    pub fn answer(self) -> Answer {
+        match self {
+            Service::Stats {
+                rt,
+                path,
+                authz,
+                admin,
+            } => stats::page(&rt, &path, authz.as_deref(), admin),
+            Service::Prometheus => metrics::answer(),
+        }
+    }
+}
 
 /// A complete answer a service gives the stream (the stats page, the
 /// metrics): status, headers and body, written by the connection.

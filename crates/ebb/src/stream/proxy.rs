@@ -1,5 +1,8 @@
-//! The server side of a proxied exchange: the exchange's logic runs in the
-//! client connection's tasklet, the server socket's I/O in its own.
+//! The proxied exchange: a stream whose answer comes from a backend's
+//! server (queue wait, connect, retries, the request and response moving
+//! both ways, the server connection kept or pooled). Its logic runs when
+//! the client connection's tasklet drives the stream; the server socket's
+//! I/O runs in the server side's own tasklet.
 //!
 //! ```text
 //!   pick ──> Queued ──(slot handed over)──┐
@@ -18,7 +21,7 @@
 //! does the rest. Large bodies therefore cost two buffers, never their size.
 //!
 //! The server socket is registered with the server side's own tasklet
-//! (`h1_srv`, see [`super::server_side`]): it completes connects, writes
+//! (`h1_srv`, see [`crate::mux::h1::server`]): it completes connects, writes
 //! the request and reads the answer, and wakes the client connection's
 //! tasklet only when the client side has work. A server-side event never
 //! runs client-side code, and a client-side event never tries the server
@@ -48,7 +51,7 @@ use std::sync::Arc;
 use sched::{ticks, Ctx, Tick};
 use socket2::{Domain, Protocol, Socket, Type};
 
-use super::{Conn, In, LogFacts};
+use super::{Stream, Wait, H1};
 use crate::backend::error::ExchangeError;
 use crate::backend::{alive, Farm, LbInput, Pick, ServerRt, WaitState, Waiter};
 use crate::compress;
@@ -57,7 +60,10 @@ use crate::http1::{
     forwardable, parse_response_into, BodyFraming, ChunkedDecoder, ChunkedRecoder, Method,
     ResponseHead, Status as PStatus, Version,
 };
+use crate::mux::h1::client::{In, LogFacts};
+use crate::mux::h1::server::{write_request_head, ReqTail};
 use crate::proxy::{BackendKind, BackendRt, BeTimeouts};
+use crate::stream::msg::{BodySize, ReqHead};
 
 /// What is left of a body to move.
 pub(super) enum Left {
@@ -142,34 +148,25 @@ impl Upstream {
     }
 }
 
-impl Conn {
+impl Stream {
     /// Builds the request for the server from the parsed head (in the
     /// buffer), consumes the head, and asks the backend for a server.
     pub(super) fn start_proxy(
         &mut self,
+        c: &mut H1,
         ctx: &mut Ctx,
         bi: usize,
         req_edits: Vec<(bool, usize)>,
         resp_edits: Vec<(bool, usize)>,
     ) {
-        let be = Arc::clone(&self.fe.backends[bi]);
+        let be = Arc::clone(&c.fe.backends[bi]);
         let BackendKind::Servers(sr) = &be.kind else {
             return;
         };
-        let buf = &self.rbuf[self.rstart..self.rend];
-        let h = &self.head;
+        let buf = &c.rbuf[c.rstart..c.rend];
+        let h = &c.head;
         // --- the request head for the server ---
-        let mut out = Vec::with_capacity(h.head_len + 64);
-        out.extend_from_slice(h.method_span.get(buf));
-        out.push(b' ');
-        let target = if matches!(h.target_form, crate::http1::TargetForm::Absolute) {
-            h.path.get(buf)
-        } else {
-            h.target.get(buf)
-        };
-        out.extend_from_slice(if target.is_empty() { b"/" } else { target });
-        out.extend_from_slice(b" HTTP/1.1\r\n");
-        let fe = Arc::clone(&self.fe);
+        let fe = Arc::clone(&c.fe);
         let edit = |&(is_be, i): &(bool, usize)| {
             let r = if is_be {
                 be.http_request.get(i)
@@ -183,98 +180,59 @@ impl Conn {
                 .iter()
                 .any(|x| edit(x).is_some_and(|e| e.removes(name)))
         };
-        let tr = &self.tr;
+        let tr = &c.tr;
         let dst = move || tr.tcp().local_addr().ok();
         let sctx = crate::sample::Ctx {
             req: Some(crate::sample::Req { buf, head: h }),
             be: Some(&be.name),
-            ..super::sample_ctx(tr, self.peer, &fe.name, &dst, &self.vars)
+            ..super::sample_ctx(tr, c.peer, &fe.name, &dst, &c.vars)
         };
-        let comp_choice = self.fe.comp.get(bi).cloned().flatten().map(|p| {
-            let c = compress::choose_h1(&p, buf, h);
-            (p, c)
+        let comp_choice = c.fe.comp.get(bi).cloned().flatten().map(|p| {
+            let k = compress::choose_h1(&p, buf, h);
+            (p, k)
         });
+        // `compression offload`: the server is not asked to compress.
         let offload = comp_choice.as_ref().is_some_and(|(p, _)| p.offload);
-        let mut has_host = false;
-        let mut has_xff = false;
-        let xff_name = sr
-            .forwardfor
-            .as_ref()
-            .map(|f| f.header.clone())
-            .unwrap_or_default();
-        // Absolute-form: the target's authority is the host (RFC 9112
-        // §3.2.2); the Host field gives way to it (written below).
-        let absolute = matches!(h.target_form, crate::http1::TargetForm::Absolute);
-        for f in forwardable(buf, &h.headers) {
-            let name = f.name.get(buf);
-            if hdr_name_eq(name, "content-length")
-                || dels(name)
-                || (absolute && hdr_name_eq(name, "host"))
-                || (offload && hdr_name_eq(name, "accept-encoding"))
-            {
-                continue;
-            }
-            has_host |= hdr_name_eq(name, "host");
-            has_xff |= !xff_name.is_empty() && hdr_name_eq(name, &xff_name);
-            out.extend_from_slice(name);
-            out.extend_from_slice(b": ");
-            out.extend_from_slice(f.value.get(buf));
-            out.extend_from_slice(b"\r\n");
-        }
-        if !has_host {
-            if let Some(host) = h.host {
-                out.extend_from_slice(b"Host: ");
-                out.extend_from_slice(host.get(buf));
-                out.extend_from_slice(b"\r\n");
-            }
-        }
-        for e in req_edits.iter().filter_map(edit) {
-            e.write_field(&sctx, &mut out);
-        }
-        if let Some(ff) = &sr.forwardfor {
-            let ip = self.peer.ip();
-            let skip = ff.except.is_some_and(|n| n.contains(ip)) || (ff.if_none && has_xff);
-            if !skip {
-                out.extend_from_slice(ff.header.as_bytes());
-                out.extend_from_slice(b": ");
-                out.extend_from_slice(ip.to_string().as_bytes());
-                out.extend_from_slice(b"\r\n");
-            }
-        }
-        let req_left = match h.framing {
-            BodyFraming::ContentLength(0) | BodyFraming::None | BodyFraming::UntilClose => {
-                if matches!(h.framing, BodyFraming::ContentLength(0)) {
-                    out.extend_from_slice(b"Content-Length: 0\r\n");
-                }
-                Left::Done
-            }
-            BodyFraming::ContentLength(n) => {
-                out.extend_from_slice(format!("Content-Length: {n}\r\n").as_bytes());
-                Left::Len(n)
-            }
-            BodyFraming::Chunked => {
-                out.extend_from_slice(b"Transfer-Encoding: chunked\r\n");
-                Left::Recode(Box::default())
-            }
-        };
-        let upgrade = h.upgrade.map(|u| u.get(buf).to_vec());
-        if let Some(u) = &upgrade {
-            out.extend_from_slice(b"Connection: upgrade\r\nUpgrade: ");
-            out.extend_from_slice(u);
-            out.extend_from_slice(b"\r\n");
-        }
+        let omit = |name: &[u8]| dels(name) || (offload && hdr_name_eq(name, "accept-encoding"));
+        let view = ReqHead::from_h1(buf, h);
         let keep_server = !sr.server_close
-            && !self.fe.server_close
+            && !c.fe.server_close
             && sr.farm.reuse != HttpReuse::Never
-            && upgrade.is_none();
+            && view.upgrade.is_none();
         if sr.close {
             // `option httpclose` in the backend closes both sides.
             self.keep_alive = false;
         }
-        if !keep_server && upgrade.is_none() {
-            out.extend_from_slice(b"Connection: close\r\n");
-        }
-        out.extend_from_slice(b"\r\n");
+        let tail = ReqTail {
+            omit: Some(&omit),
+            watch: sr
+                .forwardfor
+                .as_ref()
+                .map_or(&b""[..], |f| f.header.as_bytes()),
+            keep: keep_server,
+        };
+        let mut out = Vec::with_capacity(h.head_len + 64);
+        let peer = c.peer.ip();
+        let framing = write_request_head(&mut out, &view, &tail, |out, has_xff| {
+            for e in req_edits.iter().filter_map(edit) {
+                e.write_field(&sctx, out);
+            }
+            if let Some(ff) = &sr.forwardfor {
+                let skip = ff.except.is_some_and(|n| n.contains(peer)) || (ff.if_none && has_xff);
+                if !skip {
+                    out.extend_from_slice(ff.header.as_bytes());
+                    out.extend_from_slice(b": ");
+                    out.extend_from_slice(peer.to_string().as_bytes());
+                    out.extend_from_slice(b"\r\n");
+                }
+            }
+        });
+        let req_left = match framing {
+            BodySize::Empty => Left::Done,
+            BodySize::Exact(n) => Left::Len(n),
+            // Re-emitted with canonical chunk sizes.
+            BodySize::Unknown => Left::Recode(Box::default()),
+        };
 
         // Keys for the balancer (owned: a queued stream may pick again).
         let lb_hdr = match &sr.farm.balance {
@@ -304,10 +262,10 @@ impl Conn {
             method: h.method,
             client_version: h.version,
             client_keep_alive: self.keep_alive,
-            lb_src: Some(self.peer.ip()),
+            lb_src: Some(c.peer.ip()),
             lb_uri,
             lb_hdr,
-            t0: self.req_start.unwrap_or(now),
+            t0: c.req_start.unwrap_or(now),
             t_start: now,
             t_queued: None,
             t_served: None,
@@ -326,20 +284,21 @@ impl Conn {
             comp: None,
         };
         // The head is copied: consume it; the body (if any) follows.
-        self.rstart += self.head.head_len.min(self.rend - self.rstart);
-        self.next_input = None;
-        self.input = In::Proxy;
+        c.rstart += c.head.head_len.min(c.rend - c.rstart);
+        c.next_input = None;
+        c.input = In::Stream;
+        self.wait = Wait::Proxy;
         self.up = Some(Box::new(up));
         self.side.borrow_mut().bytes_in = 0;
-        self.pick_server(ctx);
+        self.pick_server(c, ctx);
     }
 
     /// Asks the farm for a server and acts on the answer.
-    fn pick_server(&mut self, ctx: &mut Ctx) {
+    fn pick_server(&mut self, c: &mut H1, ctx: &mut Ctx) {
         let Some(mut up) = self.up.take() else {
             return;
         };
-        let me = match self.me {
+        let me = match c.me {
             Some(m) => m,
             None => {
                 self.up = Some(up);
@@ -355,7 +314,7 @@ impl Conn {
         match pick {
             Pick::Server(s) => {
                 self.up = Some(up);
-                self.use_server(ctx, s);
+                self.use_server(c, ctx, s);
             }
             Pick::Queued(w) => {
                 up.state = UpState::Queued;
@@ -366,13 +325,13 @@ impl Conn {
             }
             Pick::NoServer(_why) => {
                 self.up = Some(up);
-                self.fail(ctx, ExchangeError::no_server());
+                self.fail(c, ctx, ExchangeError::no_server());
             }
         }
     }
 
     /// We hold a slot of `s`: reuse a connection to it or connect.
-    fn use_server(&mut self, ctx: &mut Ctx, s: Arc<ServerRt>) {
+    fn use_server(&mut self, c: &mut H1, ctx: &mut Ctx, s: Arc<ServerRt>) {
         let Some(mut up) = self.up.take() else {
             return;
         };
@@ -390,34 +349,34 @@ impl Conn {
             if srv.uid == s.uid && (quiet || alive(&mut st)) {
                 sock = Some((st, true, true));
             } else {
-                self.detach_to_pool(ctx, srv, st);
+                self.detach_to_pool(c, ctx, srv, st);
             }
         }
         // 2. The thread's idle pool (not for a client's first request with
         //    `http-reuse safe`: a failure there could not be told apart).
         let may_share = match up.farm.reuse {
             HttpReuse::Never => false,
-            HttpReuse::Safe => self.requests > 1,
+            HttpReuse::Safe => c.requests > 1,
             HttpReuse::Aggressive | HttpReuse::Always => true,
         };
         if sock.is_none() && may_share {
-            if let Some(st) = self.w.take_idle(&s, ctx.now()) {
+            if let Some(st) = c.w.take_idle(&s, ctx.now()) {
                 sock = Some((st, true, false));
             }
         }
         up.server = Some(Arc::clone(&s));
-        *self.sess.target.lock().unwrap_or_else(|p| p.into_inner()) =
+        *c.sess.target.lock().unwrap_or_else(|p| p.into_inner()) =
             Some((Arc::from(up.be.name.as_str()), Arc::from(s.name.as_str())));
         match sock {
             Some((st, reused, registered)) => {
                 if !registered {
                     let ok = self
-                        .side_tasklet(ctx)
+                        .side_tasklet(c, ctx)
                         .is_some_and(|t| ctx.register_fd(st.raw_fd(), t, true).is_ok());
                     if !ok {
                         drop(st);
                         self.up = Some(up);
-                        self.connect_new(ctx);
+                        self.connect_new(c, ctx);
                         return;
                     }
                 }
@@ -436,13 +395,13 @@ impl Conn {
             }
             None => {
                 self.up = Some(up);
-                self.connect_new(ctx);
+                self.connect_new(c, ctx);
             }
         }
     }
 
     /// Starts a non-blocking connect to the held server.
-    fn connect_new(&mut self, ctx: &mut Ctx) {
+    fn connect_new(&mut self, c: &mut H1, ctx: &mut Ctx) {
         let Some(mut up) = self.up.take() else {
             return;
         };
@@ -464,11 +423,11 @@ impl Conn {
         match r {
             Ok(st) => {
                 let registered = self
-                    .side_tasklet(ctx)
+                    .side_tasklet(c, ctx)
                     .is_some_and(|t| ctx.register_fd(st.raw_fd(), t, true).is_ok());
                 if !registered {
                     self.up = Some(up);
-                    self.connect_failed(ctx, false);
+                    self.connect_failed(c, ctx, false);
                     return;
                 }
                 {
@@ -487,13 +446,13 @@ impl Conn {
             }
             Err(_) => {
                 self.up = Some(up);
-                self.connect_failed(ctx, false);
+                self.connect_failed(c, ctx, false);
             }
         }
     }
 
     /// A connect failed or timed out: retry, redispatch, or 503.
-    fn connect_failed(&mut self, ctx: &mut Ctx, timed_out: bool) {
+    fn connect_failed(&mut self, c: &mut H1, ctx: &mut Ctx, timed_out: bool) {
         let Some(mut up) = self.up.take() else {
             return;
         };
@@ -507,7 +466,7 @@ impl Conn {
                 farm.release(&s);
             }
             self.up = Some(up);
-            self.fail(ctx, ExchangeError::connect(timed_out));
+            self.fail(c, ctx, ExchangeError::connect(timed_out));
             return;
         }
         up.retries_left -= 1;
@@ -522,11 +481,11 @@ impl Conn {
                 farm.release(&s);
             }
             self.up = Some(up);
-            self.pick_server(ctx);
+            self.pick_server(c, ctx);
             return;
         }
         self.up = Some(up);
-        self.connect_new(ctx);
+        self.connect_new(c, ctx);
     }
 
     fn drop_server_sock(&mut self, ctx: &mut Ctx) {
@@ -538,16 +497,16 @@ impl Conn {
     }
 
     /// The server side's tasklet, created at the first need.
-    fn side_tasklet(&mut self, ctx: &mut Ctx) -> Option<sched::TaskletId> {
+    fn side_tasklet(&mut self, c: &mut H1, ctx: &mut Ctx) -> Option<sched::TaskletId> {
         if let Some(t) = self.side_task {
             return Some(t);
         }
-        let client = self.me?;
+        let client = c.me?;
         let t = ctx.new_tasklet_obj(
             "h1_srv",
-            super::server_side::SideTasklet {
+            crate::mux::h1::server::SideTasklet {
                 side: std::rc::Rc::clone(&self.side),
-                w: std::rc::Rc::clone(&self.w),
+                w: std::rc::Rc::clone(&c.w),
                 client,
             },
         );
@@ -558,7 +517,7 @@ impl Conn {
     /// Takes in what the server side's tasklet saw of a connect: the
     /// exchange moves on to `Connected` (or to a retry). Returns whether
     /// the state changed.
-    pub(super) fn sync_side(&mut self, ctx: &mut Ctx) -> bool {
+    pub(super) fn sync_side(&mut self, c: &mut H1, ctx: &mut Ctx) -> bool {
         let Some(up) = self.up.as_mut() else {
             return false;
         };
@@ -570,7 +529,7 @@ impl Conn {
             (sd.connecting, sd.connect_failed, sd.t_conn)
         };
         if failed {
-            self.connect_failed(ctx, false);
+            self.connect_failed(c, ctx, false);
             return true;
         }
         if connecting {
@@ -584,7 +543,7 @@ impl Conn {
     }
 
     /// An error answer for the client (before any response byte went out).
-    fn proxy_error(&mut self, ctx: &mut Ctx, status: u16) {
+    fn proxy_error(&mut self, c: &mut H1, ctx: &mut Ctx, status: u16) {
         let Some(mut up) = self.up.take() else {
             return;
         };
@@ -604,25 +563,26 @@ impl Conn {
         let ka = self.keep_alive && up.req_left.done();
         let version = up.client_version;
         let head_req = up.method == Method::Head;
-        self.resp_start = self.wbuf.len();
-        self.error_response(status, ka, version, head_req, &[]);
+        self.resp_start = c.wbuf.len();
+        c.error_response(status, ka, version, head_req, &[]);
         up.status = status;
-        self.log_proxy(ctx, &up, (self.wbuf.len() - self.resp_start) as u64);
+        self.log_proxy(c, ctx, &up, (c.wbuf.len() - self.resp_start) as u64);
         if !up.req_left.done() {
-            self.closing = true;
+            c.closing = true;
         }
-        self.finish_proxy_input();
+        self.finish_proxy_input(c);
     }
 
-    fn finish_proxy_input(&mut self) {
-        *self.sess.target.lock().unwrap_or_else(|p| p.into_inner()) = None;
-        self.input = In::Head;
-        self.req_start = None;
+    fn finish_proxy_input(&mut self, c: &mut H1) {
+        *c.sess.target.lock().unwrap_or_else(|p| p.into_inner()) = None;
+        c.input = In::Head;
+        self.wait = Wait::None;
+        c.req_start = None;
         self.edits.clear();
     }
 
     /// Drives the exchange. Returns whether anything moved.
-    pub(super) fn proxy_step(&mut self, ctx: &mut Ctx) -> bool {
+    pub(super) fn proxy_step(&mut self, c: &mut H1, ctx: &mut Ctx) -> bool {
         let Some(up) = self.up.as_mut() else {
             return false;
         };
@@ -634,28 +594,28 @@ impl Conn {
                 match w.current() {
                     WaitState::Assigned(s) => {
                         up.waiter = None;
-                        self.use_server(ctx, s);
+                        self.use_server(c, ctx, s);
                         true
                     }
                     WaitState::Redispatch => {
                         up.waiter = None;
-                        self.pick_server(ctx);
+                        self.pick_server(c, ctx);
                         true
                     }
                     WaitState::Waiting | WaitState::Cancelled => false,
                 }
             }
-            UpState::Connecting => self.sync_side(ctx),
-            UpState::Connected | UpState::Tunnel => self.proxy_io(ctx),
+            UpState::Connecting => self.sync_side(c, ctx),
+            UpState::Connected | UpState::Tunnel => self.proxy_io(c, ctx),
         }
     }
 
     /// Moves bytes both ways once; handles completion and failures.
-    fn proxy_io(&mut self, ctx: &mut Ctx) -> bool {
+    fn proxy_io(&mut self, c: &mut H1, ctx: &mut Ctx) -> bool {
         let Some(mut up) = self.up.take() else {
             return false;
         };
-        let bufsize = self.w.bufsize;
+        let bufsize = c.w.bufsize;
         let mut moved = false;
         let tunnel = up.state == UpState::Tunnel;
         let side = std::rc::Rc::clone(&self.side);
@@ -663,11 +623,11 @@ impl Conn {
 
         // 1. Client body (or tunnel bytes) into the server-side output.
         if sd.out_pending() < bufsize {
-            let avail = &self.rbuf[self.rstart..self.rend];
+            let avail = &c.rbuf[c.rstart..c.rend];
             if tunnel {
                 if !avail.is_empty() {
                     sd.obuf.extend_from_slice(avail);
-                    self.rstart = self.rend;
+                    c.rstart = c.rend;
                     moved = true;
                 }
             } else {
@@ -677,7 +637,7 @@ impl Conn {
                         let k = (*n).min(avail.len() as u64) as usize;
                         if k > 0 {
                             sd.obuf.extend_from_slice(&avail[..k]);
-                            self.rstart += k;
+                            c.rstart += k;
                             *n -= k as u64;
                             up.body_sent = true;
                             moved = true;
@@ -691,7 +651,7 @@ impl Conn {
                     Left::Recode(rec) => match rec.recode(avail, &mut sd.obuf) {
                         Ok((n, done)) => {
                             if n > 0 {
-                                self.rstart += n;
+                                c.rstart += n;
                                 up.body_sent = true;
                                 moved = true;
                             }
@@ -706,7 +666,7 @@ impl Conn {
                             let answered = up.resp_left.is_some();
                             drop(sd);
                             self.up = Some(up);
-                            self.fail(ctx, ExchangeError::bad_request_body(answered));
+                            self.fail(c, ctx, ExchangeError::bad_request_body(answered));
                             return true;
                         }
                     },
@@ -721,20 +681,20 @@ impl Conn {
         if sd.broken {
             drop(sd);
             self.up = Some(up);
-            return self.server_broke(ctx);
+            return self.server_broke(c, ctx);
         }
 
         // 3. Server input (only after an edge the server side's tasklet
         //    saw, or while a previous read filled the buffer).
-        moved |= sd.recv(|| self.w.get_buf());
+        moved |= sd.recv(|| c.w.get_buf());
         if sd.sock.as_ref().is_some_and(|s| s.has_pending_output()) {
             // TLS: a read may have produced records to write.
             moved |= sd.send();
         }
 
         if tunnel {
-            if sd.istart < sd.iend && self.pending_out() < bufsize {
-                self.wbuf.extend_from_slice(&sd.ibuf[sd.istart..sd.iend]);
+            if sd.istart < sd.iend && c.pending_out() < bufsize {
+                c.wbuf.extend_from_slice(&sd.ibuf[sd.istart..sd.iend]);
                 up.bytes_out += (sd.iend - sd.istart) as u64;
                 sd.istart = sd.iend;
                 moved = true;
@@ -744,12 +704,12 @@ impl Conn {
                 up.deadline = ticks::add(ctx.now(), t);
             }
             let server_gone = sd.eof && sd.istart == sd.iend;
-            let client_gone = self.eof && self.rstart == self.rend && sd.out_pending() == 0;
+            let client_gone = c.eof && c.rstart == c.rend && sd.out_pending() == 0;
             drop(sd);
             self.up = Some(up);
             if server_gone || client_gone {
                 // The tunnel's normal end: both connections close.
-                self.abort_proxy(ctx);
+                self.abort_proxy(c, ctx);
                 return true;
             }
             return moved;
@@ -758,7 +718,7 @@ impl Conn {
         // 4. Response head.
         if up.resp_left.is_none() {
             if sd.istart < sd.iend {
-                let limits = self.w.limits;
+                let limits = c.w.limits;
                 let r = parse_response_into(
                     &sd.ibuf[sd.istart..sd.iend],
                     &limits,
@@ -774,8 +734,7 @@ impl Conn {
                         if up.resp.is_interim() {
                             // 1xx: forward as is, then read the final head.
                             let n = up.resp.head_len;
-                            self.wbuf
-                                .extend_from_slice(&sd.ibuf[sd.istart..sd.istart + n]);
+                            c.wbuf.extend_from_slice(&sd.ibuf[sd.istart..sd.istart + n]);
                             sd.istart += n;
                             moved = true;
                             drop(sd);
@@ -784,7 +743,7 @@ impl Conn {
                         }
                         drop(sd);
                         self.up = Some(up);
-                        self.forward_response_head(ctx);
+                        self.forward_response_head(c, ctx);
                         return true;
                     }
                     Err(_) => {
@@ -793,7 +752,7 @@ impl Conn {
                         }
                         drop(sd);
                         self.up = Some(up);
-                        self.fail(ctx, ExchangeError::bad_response_head());
+                        self.fail(c, ctx, ExchangeError::bad_response_head());
                         return true;
                     }
                 }
@@ -801,30 +760,30 @@ impl Conn {
             if sd.eof {
                 drop(sd);
                 self.up = Some(up);
-                return self.server_broke(ctx);
+                return self.server_broke(c, ctx);
             }
             self.up = Some(up);
             return moved;
         }
 
         // 5. Response body to the client (compressed a slice per run).
-        let over = up.comp.is_some() && self.sent_run >= super::RUN_QUANTUM;
+        let over = up.comp.is_some() && c.sent_run >= crate::mux::h1::client::RUN_QUANTUM;
         if over && sd.istart < sd.iend {
-            if let Some(me) = self.me {
+            if let Some(me) = c.me {
                 ctx.tasklet_wakeup(me);
             }
         }
-        if self.pending_out() < bufsize && sd.istart < sd.iend && !over {
+        if c.pending_out() < bufsize && sd.istart < sd.iend && !over {
             let avail = &sd.ibuf[sd.istart..sd.iend];
             let mut fail = false;
             match up.resp_left.as_mut() {
                 Some(Left::Len(n)) => {
                     let k = (*n).min(avail.len() as u64) as usize;
-                    if let Some(c) = up.comp.as_mut() {
-                        fail |= c.push(&avail[..k], &mut self.wbuf).is_err();
-                        self.sent_run += k * compress::COST;
+                    if let Some(z) = up.comp.as_mut() {
+                        fail |= z.push(&avail[..k], &mut c.wbuf).is_err();
+                        c.sent_run += k * compress::COST;
                     } else {
-                        self.wbuf.extend_from_slice(&avail[..k]);
+                        c.wbuf.extend_from_slice(&avail[..k]);
                     }
                     sd.istart += k;
                     up.bytes_out += k as u64;
@@ -836,14 +795,14 @@ impl Conn {
                 }
                 Some(Left::Chunked(dec)) => match dec.decode(avail) {
                     Ok(d) => {
-                        if let Some(c) = up.comp.as_mut() {
-                            fail |= c.push(&avail[d.data.clone()], &mut self.wbuf).is_err();
-                            self.sent_run += d.data.len() * compress::COST;
+                        if let Some(z) = up.comp.as_mut() {
+                            fail |= z.push(&avail[d.data.clone()], &mut c.wbuf).is_err();
+                            c.sent_run += d.data.len() * compress::COST;
                         } else if up.dechunk {
-                            self.wbuf.extend_from_slice(&avail[d.data.clone()]);
+                            c.wbuf.extend_from_slice(&avail[d.data.clone()]);
                             up.bytes_out += d.data.len() as u64;
                         } else {
-                            self.wbuf.extend_from_slice(&avail[..d.consumed]);
+                            c.wbuf.extend_from_slice(&avail[..d.consumed]);
                             up.bytes_out += d.consumed as u64;
                         }
                         sd.istart += d.consumed;
@@ -855,7 +814,7 @@ impl Conn {
                     Err(_) => fail = true,
                 },
                 Some(Left::UntilClose) => {
-                    self.wbuf.extend_from_slice(avail);
+                    c.wbuf.extend_from_slice(avail);
                     up.bytes_out += avail.len() as u64;
                     sd.istart = sd.iend;
                     moved = true;
@@ -871,7 +830,7 @@ impl Conn {
             if fail {
                 drop(sd);
                 self.up = Some(up);
-                self.fail(ctx, ExchangeError::body_cut());
+                self.fail(c, ctx, ExchangeError::body_cut());
                 return true;
             }
         }
@@ -880,21 +839,21 @@ impl Conn {
             up.deadline = ticks::add(ctx.now(), t);
         }
         let resp_done = matches!(up.resp_left, Some(Left::Done));
-        if let Some(c) = up.comp.as_mut() {
+        if let Some(z) = up.comp.as_mut() {
             // The end, or a pause of the server: what was compressed so far
             // leaves (a streamed answer is never held back).
             let paused = sd.istart == sd.iend && !sd.rd && moved;
             let r = if resp_done {
-                c.finish(&mut self.wbuf)
+                z.finish(&mut c.wbuf)
             } else if paused {
-                c.flush(&mut self.wbuf)
+                z.flush(&mut c.wbuf)
             } else {
                 Ok(())
             };
             if r.is_err() {
                 drop(sd);
                 self.up = Some(up);
-                self.fail(ctx, ExchangeError::body_cut());
+                self.fail(c, ctx, ExchangeError::body_cut());
                 return true;
             }
         }
@@ -907,13 +866,13 @@ impl Conn {
                 up.keep_server = false;
             }
             self.up = Some(up);
-            self.finish_exchange(ctx);
+            self.finish_exchange(c, ctx);
             return true;
         }
         if cut {
             // Cut in the middle of the body.
             self.up = Some(up);
-            self.fail(ctx, ExchangeError::body_cut());
+            self.fail(c, ctx, ExchangeError::body_cut());
             return true;
         }
         self.up = Some(up);
@@ -921,7 +880,7 @@ impl Conn {
     }
 
     /// The server closed or reset before a complete answer head.
-    fn server_broke(&mut self, ctx: &mut Ctx) -> bool {
+    fn server_broke(&mut self, c: &mut H1, ctx: &mut Ctx) -> bool {
         let Some(up) = self.up.take() else {
             return false;
         };
@@ -934,37 +893,37 @@ impl Conn {
             // fresh one, without counting a retry.
             self.drop_server_sock(ctx);
             self.up = Some(up);
-            self.connect_new(ctx);
+            self.connect_new(c, ctx);
             return true;
         }
         if let Some(s) = &up.server {
             s.counters.resp_errors.fetch_add(1, Ordering::Relaxed);
         }
         self.up = Some(up);
-        self.fail(ctx, e);
+        self.fail(c, ctx, e);
         true
     }
 
     /// Ends a failed exchange: the error answer if none started, else
     /// both connections cut; the log line carries the error's code.
-    fn fail(&mut self, ctx: &mut Ctx, e: ExchangeError) {
+    fn fail(&mut self, c: &mut H1, ctx: &mut Ctx, e: ExchangeError) {
         if let Some(up) = self.up.as_mut() {
             up.term = e.term();
             up.keep_server = false;
         }
         match e.status {
-            Some(status) => self.proxy_error(ctx, status),
-            None => self.abort_proxy(ctx),
+            Some(status) => self.proxy_error(c, ctx, status),
+            None => self.abort_proxy(c, ctx),
         }
     }
 
     /// Writes the client's response head from the server's.
-    fn forward_response_head(&mut self, ctx: &mut Ctx) {
+    fn forward_response_head(&mut self, c: &mut H1, ctx: &mut Ctx) {
         let Some(mut up) = self.up.take() else {
             return;
         };
         let be = Arc::clone(&up.be);
-        let fe = Arc::clone(&self.fe);
+        let fe = Arc::clone(&c.fe);
         let n = up.resp.head_len;
         let side = std::rc::Rc::clone(&self.side);
         let mut sd = side.borrow_mut();
@@ -972,10 +931,10 @@ impl Conn {
         let buf = &sd.ibuf[istart..istart + n];
         let r = &up.resp;
         up.status = r.status;
-        self.resp_start = self.wbuf.len();
+        self.resp_start = c.wbuf.len();
         let tunnel = r.tunnel && r.status == 101;
         let mut ka = up.client_keep_alive;
-        let out = &mut self.wbuf;
+        let out = &mut c.wbuf;
         out.extend_from_slice(b"HTTP/1.1 ");
         out.extend_from_slice(r.status.to_string().as_bytes());
         out.push(b' ');
@@ -989,26 +948,26 @@ impl Conn {
             }
         };
         let edit = |x: &(bool, usize)| rule(x).and_then(|r| r.edit());
-        self.vars.get_mut().begin_response();
+        c.vars.get_mut().begin_response();
         let dels = |name: &[u8]| {
             up.resp_edits
                 .iter()
                 .any(|x| edit(x).is_some_and(|e| e.removes(name)))
         };
-        let tr = &self.tr;
+        let tr = &c.tr;
         let dst = move || tr.tcp().local_addr().ok();
         let sctx = crate::sample::Ctx {
             res: Some(crate::sample::Res::H1 { buf, head: r }),
             be: Some(&be.name),
             srv: up.server.as_ref().map(|s| s.name.as_str()),
-            ..super::sample_ctx(tr, self.peer, &fe.name, &dst, &self.vars)
+            ..super::sample_ctx(tr, c.peer, &fe.name, &dst, &c.vars)
         };
         let verdict = match &up.comp_choice {
-            Some((p, c)) if !tunnel => compress::verdict_h1(p, *c, buf, r),
+            Some((p, k)) if !tunnel => compress::verdict_h1(p, *k, buf, r),
             _ => compress::Verdict::AsIs,
         };
         let coding = match verdict {
-            compress::Verdict::Compress(c) => Some(c),
+            compress::Verdict::Compress(k) => Some(k),
             _ => None,
         };
         for f in forwardable(buf, &r.headers) {
@@ -1089,7 +1048,7 @@ impl Conn {
             out.extend_from_slice(b"Connection: keep-alive\r\n");
         }
         out.extend_from_slice(b"\r\n");
-        up.bytes_out += (self.wbuf.len() - self.resp_start) as u64;
+        up.bytes_out += (c.wbuf.len() - self.resp_start) as u64;
         sd.istart += n;
         drop(sd);
         up.head.clear(); // no replay once an answer arrived
@@ -1103,9 +1062,9 @@ impl Conn {
             self.up = Some(up);
             return;
         }
-        if let Some(c) = coding {
-            match compress::BodyCompressor::new(c, up.comp_choice.as_ref().map_or(1, |p| p.0.level))
-            {
+        if let Some(k) = coding {
+            let level = up.comp_choice.as_ref().map_or(1, |p| p.0.level);
+            match compress::BodyCompressor::new(k, level) {
                 Ok(b) => up.comp = Some(Box::new(b)),
                 Err(_) => up.keep_server = false,
             }
@@ -1116,13 +1075,13 @@ impl Conn {
             self.up.as_ref().and_then(|u| u.resp_left.as_ref()),
             Some(Left::Done)
         ) {
-            self.finish_exchange(ctx);
+            self.finish_exchange(c, ctx);
         }
     }
 
     /// The answer is complete: keep or close the server connection, give
     /// the slot back (or hand it over), log, and go on with the client.
-    fn finish_exchange(&mut self, ctx: &mut Ctx) {
+    fn finish_exchange(&mut self, c: &mut H1, ctx: &mut Ctx) {
         let Some(mut up) = self.up.take() else {
             return;
         };
@@ -1131,10 +1090,10 @@ impl Conn {
         let req_done = up.req_left.done();
         if !req_done {
             up.keep_server = false;
-            self.closing = true;
+            c.closing = true;
         }
         if !up.client_keep_alive {
-            self.closing = true;
+            c.closing = true;
         }
         let keep = up.keep_server && {
             let sd = self.side.borrow();
@@ -1156,7 +1115,7 @@ impl Conn {
             // Stays attached to this client (still registered with the
             // server side's tasklet).
             if let Some((old_srv, old)) = self.attached.take() {
-                self.detach_to_pool(ctx, old_srv, old);
+                self.detach_to_pool(c, ctx, old_srv, old);
             }
             self.side.borrow_mut().idle_event = false;
             self.attached = Some(k);
@@ -1171,7 +1130,7 @@ impl Conn {
             )
         };
         if !ibuf.is_empty() {
-            self.w.put_buf(ibuf);
+            c.w.put_buf(ibuf);
         }
         if let Some(srv) = &s {
             srv.counters
@@ -1181,14 +1140,14 @@ impl Conn {
             up.farm.release(srv);
         }
         up.server = s;
-        self.log_proxy(ctx, &up, up.bytes_out);
+        self.log_proxy(c, ctx, &up, up.bytes_out);
         up.server = None;
-        self.finish_proxy_input();
-        self.idle_since = ctx.now();
+        self.finish_proxy_input(c);
+        c.idle_since = ctx.now();
     }
 
     /// A failure after the answer started, or a broken request: cut both.
-    fn abort_proxy(&mut self, ctx: &mut Ctx) {
+    fn abort_proxy(&mut self, c: &mut H1, ctx: &mut Ctx) {
         let Some(mut up) = self.up.take() else {
             return;
         };
@@ -1206,16 +1165,16 @@ impl Conn {
         }
         let ibuf = std::mem::take(&mut self.side.borrow_mut().ibuf);
         if !ibuf.is_empty() {
-            self.w.put_buf(ibuf);
+            c.w.put_buf(ibuf);
         }
         let bytes = up.bytes_out;
-        self.log_proxy(ctx, &up, bytes);
-        self.closing = true;
-        self.finish_proxy_input();
+        self.log_proxy(c, ctx, &up, bytes);
+        c.closing = true;
+        self.finish_proxy_input(c);
     }
 
     /// A deadline of the server side passed.
-    pub(super) fn proxy_timeout(&mut self, ctx: &mut Ctx) {
+    pub(super) fn proxy_timeout(&mut self, c: &mut H1, ctx: &mut Ctx) {
         let Some(state) = self.up.as_ref().map(|u| u.state) else {
             return;
         };
@@ -1230,33 +1189,39 @@ impl Conn {
                         .queue_timeouts
                         .fetch_add(1, Ordering::Relaxed);
                 }
-                self.fail(ctx, ExchangeError::queue_timeout());
+                self.fail(c, ctx, ExchangeError::queue_timeout());
             }
-            UpState::Connecting => self.connect_failed(ctx, true),
+            UpState::Connecting => self.connect_failed(c, ctx, true),
             UpState::Connected => {
                 let started = self.up.as_ref().is_some_and(|u| u.resp_left.is_some());
-                self.fail(ctx, ExchangeError::server_timeout(started));
+                self.fail(c, ctx, ExchangeError::server_timeout(started));
             }
-            UpState::Tunnel => self.fail(ctx, ExchangeError::server_timeout(true)),
+            UpState::Tunnel => self.fail(c, ctx, ExchangeError::server_timeout(true)),
         }
     }
 
     /// The client went away in the middle of an exchange.
-    pub(super) fn proxy_client_gone(&mut self, ctx: &mut Ctx) {
-        self.fail(ctx, ExchangeError::client_gone());
+    pub(super) fn proxy_client_gone(&mut self, c: &mut H1, ctx: &mut Ctx) {
+        self.fail(c, ctx, ExchangeError::client_gone());
     }
 
     /// An attached idle server connection goes to the thread's pool.
-    pub(super) fn detach_to_pool(&mut self, ctx: &mut Ctx, srv: Arc<ServerRt>, mut st: Transport) {
+    pub(super) fn detach_to_pool(
+        &mut self,
+        c: &mut H1,
+        ctx: &mut Ctx,
+        srv: Arc<ServerRt>,
+        mut st: Transport,
+    ) {
         let _ = ctx.deregister_fd(st.raw_fd());
         if alive(&mut st) {
-            self.w.put_idle(&srv, st, ctx.now());
+            c.w.put_idle(&srv, st, ctx.now());
         }
     }
 
-    fn log_proxy(&mut self, ctx: &mut Ctx, up: &Upstream, bytes: u64) {
-        crate::proxy::count_request(&self.fe, Some(&up.be), up.status, bytes);
-        if !self.w.logging(&self.fe) {
+    fn log_proxy(&mut self, c: &mut H1, ctx: &mut Ctx, up: &Upstream, bytes: u64) {
+        crate::proxy::count_request(&c.fe, Some(&up.be), up.status, bytes);
+        if !c.w.logging(&c.fe) {
             return;
         }
         let now = ctx.now();
@@ -1276,7 +1241,7 @@ impl Conn {
         };
         let tt = d(up.t0, now);
         let server = up.server.as_ref().map_or("<NOSRV>", |s| s.name.as_str());
-        let entry = self.log_entry(LogFacts {
+        let entry = c.log_entry(LogFacts {
             backend: &up.be.name,
             server,
             times: [tq, tw, tc, tr, tt],
@@ -1285,7 +1250,7 @@ impl Conn {
             term: up.term,
             request_line: &up.req_line,
         });
-        self.w.log_access(crate::log::format(&entry));
+        c.w.log_access(crate::log::format(&entry));
     }
 }
 

@@ -33,50 +33,52 @@ use std::io;
 
 use sched::{Ctx, Reasons, Status, TaskletId, Tick};
 
+use crate::http1::forwardable;
+use crate::stream::msg::{BodySize, Form, Omit, ReqHead};
 use crate::transport::Transport;
 
 /// The server socket of a client connection's current exchange, and the
 /// bytes on their way to and from it.
 #[derive(Default)]
-pub(super) struct ServerSide {
+pub(crate) struct ServerSide {
     /// The socket of the exchange under way (an idle one kept for the
-    /// client's next request lives in `Conn::attached`).
-    pub(super) sock: Option<Transport>,
+    /// client's next request lives in `Stream::attached`).
+    pub(crate) sock: Option<Transport>,
     /// A non-blocking connect is under way.
-    pub(super) connecting: bool,
+    pub(crate) connecting: bool,
     /// The connect failed (seen by `h1_srv`; the client side retries).
-    pub(super) connect_failed: bool,
+    pub(crate) connect_failed: bool,
     /// When the connect completed (for the log's `Tc`).
-    pub(super) t_conn: Option<Tick>,
-    pub(super) rd: bool,
-    pub(super) wr: bool,
+    pub(crate) t_conn: Option<Tick>,
+    pub(crate) rd: bool,
+    pub(crate) wr: bool,
     /// The poller said the peer closed (`EPOLLRDHUP`): its end of stream
     /// may sit behind the last bytes, with no edge to come, so reads go on
     /// until they return 0.
-    pub(super) hup: bool,
-    pub(super) eof: bool,
+    pub(crate) hup: bool,
+    pub(crate) eof: bool,
     /// A write failed: the client side decides between replay and 502.
-    pub(super) broken: bool,
+    pub(crate) broken: bool,
     /// The client side holds more to send (request body, tunnel bytes)
     /// and waits for room in `obuf` or for the connect.
-    pub(super) want_room: bool,
+    pub(crate) want_room: bool,
     /// Request bytes for the server, from `opos`.
-    pub(super) obuf: Vec<u8>,
-    pub(super) opos: usize,
+    pub(crate) obuf: Vec<u8>,
+    pub(crate) opos: usize,
     /// Response bytes from the server, `istart..iend`.
-    pub(super) ibuf: Vec<u8>,
-    pub(super) istart: usize,
-    pub(super) iend: usize,
+    pub(crate) ibuf: Vec<u8>,
+    pub(crate) istart: usize,
+    pub(crate) iend: usize,
     /// Request bytes written to the server (the stats' "bytes in").
-    pub(super) bytes_in: u64,
+    pub(crate) bytes_in: u64,
     /// An event arrived while no exchange used a socket: the idle one
-    /// kept for the client (`Conn::attached`) may have closed.
-    pub(super) idle_event: bool,
+    /// kept for the client (`Stream::attached`) may have closed.
+    pub(crate) idle_event: bool,
 }
 
 impl ServerSide {
     /// Resets the readiness and input state for a new socket.
-    pub(super) fn install(&mut self, sock: Transport, connecting: bool, now: Tick) {
+    pub(crate) fn install(&mut self, sock: Transport, connecting: bool, now: Tick) {
         self.sock = Some(sock);
         self.connecting = connecting;
         self.connect_failed = false;
@@ -93,7 +95,7 @@ impl ServerSide {
     }
 
     /// Takes the socket out (to close it or keep it), resetting the state.
-    pub(super) fn take_sock(&mut self) -> Option<Transport> {
+    pub(crate) fn take_sock(&mut self) -> Option<Transport> {
         self.connecting = false;
         self.connect_failed = false;
         self.rd = false;
@@ -106,7 +108,7 @@ impl ServerSide {
         self.sock.take()
     }
 
-    pub(super) fn out_pending(&self) -> usize {
+    pub(crate) fn out_pending(&self) -> usize {
         self.obuf.len() - self.opos
     }
 
@@ -141,7 +143,7 @@ impl ServerSide {
 
     /// Writes what `obuf` holds (and TLS records rustls keeps). Returns
     /// whether bytes left; a failure sets `broken`.
-    pub(super) fn send(&mut self) -> bool {
+    pub(crate) fn send(&mut self) -> bool {
         let mut moved = false;
         if !self.wr || self.broken {
             return false;
@@ -185,7 +187,7 @@ impl ServerSide {
 
     /// Reads once into `ibuf` (taking a pooled buffer if it has none).
     /// Returns whether bytes arrived; EOF and errors set `eof`.
-    pub(super) fn recv(&mut self, get_buf: impl FnOnce() -> Vec<u8>) -> bool {
+    pub(crate) fn recv(&mut self, get_buf: impl FnOnce() -> Vec<u8>) -> bool {
         if !self.rd || self.eof {
             return false;
         }
@@ -236,7 +238,7 @@ impl ServerSide {
 
     /// One run of `h1_srv` after an event: moves what it can and says
     /// whether the client side has something to do.
-    pub(super) fn drive(&mut self, now: Tick, get_buf: impl FnOnce() -> Vec<u8>) -> bool {
+    pub(crate) fn drive(&mut self, now: Tick, get_buf: impl FnOnce() -> Vec<u8>) -> bool {
         if self.sock.is_none() {
             // An event of a socket no longer in use, or of the idle one
             // kept for the client: its liveness is checked at reuse.
@@ -275,12 +277,101 @@ impl ServerSide {
     }
 }
 
+/// How a request for a server ends its head, beyond the client's fields.
+pub(crate) struct ReqTail<'a> {
+    /// Names the request rules delete.
+    pub omit: Option<Omit<'a>>,
+    /// A field name to look for among the client's (the backend's
+    /// `option forwardfor` header): [`write_request_head`] tells `extra`
+    /// whether it was there.
+    pub watch: &'a [u8],
+    /// The server connection is kept after the exchange (else
+    /// `Connection: close`).
+    pub keep: bool,
+}
+
+/// Writes the HTTP/1.1 request head a server gets (RFC 9112 §3, RFC 9110
+/// §7.6): the request line in origin form (absolute form's authority goes
+/// to `Host`), the client's fields less the connection-specific ones,
+/// `Content-Length` and `tail.omit`, a `Host` if none was sent, what
+/// `extra` writes (the rules' added fields, `X-Forwarded-For`), the
+/// framing, the upgrade or `Connection: close`, the empty line. Returns the
+/// framing of the body that follows: what the server side must send.
+pub(crate) fn write_request_head(
+    out: &mut Vec<u8>,
+    h: &ReqHead<'_>,
+    tail: &ReqTail<'_>,
+    extra: impl FnOnce(&mut Vec<u8>, bool),
+) -> BodySize {
+    out.extend_from_slice(h.method_raw);
+    out.push(b' ');
+    let target: &[u8] = match h.form {
+        Form::Origin | Form::Absolute => h.path,
+        Form::Authority => h.authority.unwrap_or(b""),
+        Form::Asterisk => b"*",
+    };
+    out.extend_from_slice(if target.is_empty() { b"/" } else { target });
+    out.extend_from_slice(b" HTTP/1.1\r\n");
+    let mut has_host = false;
+    let mut seen = false;
+    // Absolute form: the target's authority is the host (RFC 9112
+    // §3.2.2); the Host field gives way to it (written below).
+    let absolute = h.form == Form::Absolute;
+    for f in forwardable(h.fields.buf, h.fields.list) {
+        let name = f.name.get(h.fields.buf);
+        if name.eq_ignore_ascii_case(b"content-length")
+            || tail.omit.is_some_and(|o| o(name))
+            || (absolute && name.eq_ignore_ascii_case(b"host"))
+        {
+            continue;
+        }
+        has_host |= name.eq_ignore_ascii_case(b"host");
+        seen |= !tail.watch.is_empty() && name.eq_ignore_ascii_case(tail.watch);
+        out.extend_from_slice(name);
+        out.extend_from_slice(b": ");
+        out.extend_from_slice(f.value.get(h.fields.buf));
+        out.extend_from_slice(b"\r\n");
+    }
+    if !has_host {
+        if let Some(host) = h.authority {
+            out.extend_from_slice(b"Host: ");
+            out.extend_from_slice(host);
+            out.extend_from_slice(b"\r\n");
+        }
+    }
+    extra(out, seen);
+    match h.body {
+        BodySize::Empty => {
+            // An explicit zero length stays explicit (a POST without it
+            // may get a 411).
+            if h.fields.get(b"content-length").is_some() {
+                out.extend_from_slice(b"Content-Length: 0\r\n");
+            }
+        }
+        BodySize::Exact(n) => {
+            out.extend_from_slice(b"Content-Length: ");
+            out.extend_from_slice(n.to_string().as_bytes());
+            out.extend_from_slice(b"\r\n");
+        }
+        BodySize::Unknown => out.extend_from_slice(b"Transfer-Encoding: chunked\r\n"),
+    }
+    if let Some(u) = h.upgrade {
+        out.extend_from_slice(b"Connection: upgrade\r\nUpgrade: ");
+        out.extend_from_slice(u);
+        out.extend_from_slice(b"\r\n");
+    } else if !tail.keep {
+        out.extend_from_slice(b"Connection: close\r\n");
+    }
+    out.extend_from_slice(b"\r\n");
+    h.body
+}
+
 /// The server-side tasklet's body: one per client connection.
-pub(super) struct SideTasklet {
-    pub(super) side: std::rc::Rc<std::cell::RefCell<ServerSide>>,
-    pub(super) w: std::rc::Rc<crate::worker::Worker>,
+pub(crate) struct SideTasklet {
+    pub(crate) side: std::rc::Rc<std::cell::RefCell<ServerSide>>,
+    pub(crate) w: std::rc::Rc<crate::worker::Worker>,
     /// The client connection's tasklet, woken when it has work.
-    pub(super) client: TaskletId,
+    pub(crate) client: TaskletId,
 }
 
 impl sched::TaskletFn for SideTasklet {
@@ -323,6 +414,83 @@ mod tests {
         let mut side = ServerSide::default();
         side.install(Transport::plain(c), false, 1);
         (side, s)
+    }
+
+    fn to_server(raw: &[u8], tail: &ReqTail<'_>) -> (String, BodySize) {
+        let h = match crate::http1::parse_request(raw, &Default::default()).unwrap() {
+            crate::http1::Status::Complete(h) => h,
+            crate::http1::Status::Partial => panic!("partial"),
+        };
+        let mut out = Vec::new();
+        let body = write_request_head(&mut out, &ReqHead::from_h1(raw, &h), tail, |o, seen| {
+            o.extend_from_slice(if seen {
+                b"X-Seen: 1\r\n"
+            } else {
+                b"X-Seen: 0\r\n"
+            });
+        });
+        (String::from_utf8(out).unwrap(), body)
+    }
+
+    const KEEP: ReqTail<'static> = ReqTail {
+        omit: None,
+        watch: b"x-forwarded-for",
+        keep: true,
+    };
+
+    #[test]
+    fn a_request_for_a_server_drops_hop_by_hop_and_rewrites_framing() {
+        let (out, body) = to_server(
+            b"POST /a?b HTTP/1.1\r\nHost: h\r\nConnection: keep-alive, X-Hop\r\nX-Hop: 1\r\nKeep-Alive: 5\r\nContent-Length: 3\r\nX-Forwarded-For: 1.2.3.4\r\nAccept: */*\r\n\r\nabc",
+            &KEEP,
+        );
+        assert_eq!(
+            out,
+            "POST /a?b HTTP/1.1\r\nHost: h\r\nX-Forwarded-For: 1.2.3.4\r\nAccept: */*\r\nX-Seen: 1\r\nContent-Length: 3\r\n\r\n"
+        );
+        assert_eq!(body, BodySize::Exact(3));
+    }
+
+    #[test]
+    fn absolute_form_becomes_origin_form_with_its_host() {
+        let omit = |n: &[u8]| n.eq_ignore_ascii_case(b"x-drop");
+        let tail = ReqTail {
+            omit: Some(&omit),
+            watch: b"",
+            keep: false,
+        };
+        let (out, body) = to_server(
+            b"GET http://example.com:8080/p HTTP/1.1\r\nHost: other\r\nX-Drop: y\r\nTransfer-Encoding: chunked\r\n\r\n",
+            &tail,
+        );
+        assert_eq!(
+            out,
+            "GET /p HTTP/1.1\r\nHost: example.com:8080\r\nX-Seen: 0\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n"
+        );
+        assert_eq!(body, BodySize::Unknown);
+    }
+
+    #[test]
+    fn http_1_0_without_host_explicit_zero_length_and_upgrade() {
+        let (out, body) = to_server(b"GET / HTTP/1.0\r\n\r\n", &KEEP);
+        assert_eq!(out, "GET / HTTP/1.1\r\nX-Seen: 0\r\n\r\n");
+        assert_eq!(body, BodySize::Empty);
+        let (out, _) = to_server(
+            b"PUT /x HTTP/1.1\r\nHost: a\r\nContent-Length: 0\r\n\r\n",
+            &KEEP,
+        );
+        assert!(out.ends_with("Content-Length: 0\r\n\r\n"), "{out}");
+        let (out, _) = to_server(
+            b"GET /ws HTTP/1.1\r\nHost: a\r\nConnection: Upgrade\r\nUpgrade: foo/1\r\n\r\n",
+            &ReqTail {
+                keep: false,
+                ..KEEP
+            },
+        );
+        assert!(
+            out.ends_with("X-Seen: 0\r\nConnection: upgrade\r\nUpgrade: foo/1\r\n\r\n"),
+            "{out}"
+        );
     }
 
     #[test]

@@ -6,7 +6,7 @@
 //! grouped (the format requires a metric's samples to be contiguous).
 //! Names follow Prometheus' conventions: a unit suffix (`_seconds`,
 //! `_bytes`), and `_total` on counters. Values come from the same atomics
-//! as `show stat` ([`crate::stats`]) and the scheduler's counters.
+//! as `show stat` ([`super::stats`]) and the scheduler's counters.
 
 use std::fmt::Write as _;
 use std::sync::atomic::Ordering;

@@ -1,0 +1,916 @@
+//! The HTTP/1 client side: one client connection, as one tasklet
+//! (`h1_conn`, `h1_tls_conn` with TLS).
+//!
+//! It owns the client's socket (plain or TLS [`Transport`]), its pooled
+//! read and write buffers, the HTTP/1 parser state (one reused
+//! [`RequestHead`]), pipelining, keep-alive and the connection's timers;
+//! and it holds its current stream (`st`, one exchange at a time on
+//! HTTP/1), which it drives through [`Exchange`]. What answers a request
+//! (rules, files, services, servers, the log line) is the stream's
+//! business (the `stream` module); this side only reads, parses, writes.
+//!
+//! The connection's fd is registered once, edge-triggered, for reads and
+//! writes; every readiness change wakes this tasklet with the `io` reason.
+//! A second, tiny *task* carries the connection's timer (tasklets have no
+//! timer): when it expires it wakes the tasklet with the `timer` reason.
+//!
+//! One pass of the tasklet ([`Conn::pump`]) repeats, while something moves:
+//! read what the socket has (into a pooled buffer), hand each complete
+//! request head found there to the stream in order (pipelining), let the
+//! stream move (a file looked up, a server's answer), write what is
+//! pending. While the stream works, later pipelined requests stay unparsed
+//! in the buffer.
+//!
+//! Read and write readiness are remembered (`rd_ready`, `wr_ready`) and only
+//! cleared when a call comes back short or with `WouldBlock`: after a short
+//! read the socket is known to be empty and the next edge will say when
+//! data arrives, which saves the `read` returning `EAGAIN` on every request.
+//!
+//! Idle keep-alive connections give their buffers back to the thread's pool
+//! (see [`Worker::get_buf`]), so an idle connection costs its socket, this
+//! struct and two scheduler slots.
+
+use std::io::{self, IoSlice};
+use std::net::{SocketAddr, TcpStream};
+use std::os::fd::{AsRawFd, RawFd};
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use sched::{ticks, Ctx, Reasons, Status, TaskId, TaskletFn, TaskletId, Tick, ETERNITY};
+
+use crate::http1::{
+    parse_request_into, write_error_response, BodyFraming, Drain, DrainStep, HttpError,
+    RequestHead, ResponseWriter, Status as PStatus, Version,
+};
+use crate::proxy::FrontendRt;
+use crate::transport::Transport;
+use crate::worker::Worker;
+
+/// File bytes one connection sends per run before it yields to the others
+/// (it wakes itself and goes on at its next turn, in the bulk class). One
+/// `sendfile` of 1 MiB into a socket of a slow reader cost the kernel about
+/// 3 ms here (small packets); hundreds of slow readers in one loop pass
+/// then delayed new clients by seconds. 256 KiB bounds a pass's cost per
+/// connection while keeping large transfers at a few calls per megabyte.
+pub(crate) const RUN_QUANTUM: usize = 256 * 1024;
+
+/// What the connection is doing with its input.
+pub(crate) enum In {
+    /// Waiting for (more of) a request head.
+    Head,
+    /// Reading and dropping (a bounded part of) a request body we
+    /// answered without using it.
+    Discard(Box<Drain>),
+    /// The stream has the request (it waits on the disk, a page, a
+    /// server); see [`Exchange::holds_head`] for the head's bytes.
+    Stream,
+}
+
+/// What the client side asks of its stream. The stream reaches back into
+/// the connection (its buffers, its transport for the sample fetches) through
+/// the `&mut Conn` each call passes.
+pub trait Exchange: Sized {
+    /// A complete request head is in `c.head`, over
+    /// `c.rbuf[c.rstart..c.rend]`: start the exchange. The stream either
+    /// answers at once (and moves `c.input` on) or sets `c.input` to
+    /// [`In::Stream`].
+    fn start(&mut self, c: &mut Conn<Self>, ctx: &mut Ctx);
+    /// Moves an exchange under way (`c.input` is [`In::Stream`]): a lookup
+    /// finished, a page built, server bytes. Returns whether anything
+    /// moved; when the exchange ends it sets `c.input` back.
+    fn step(&mut self, c: &mut Conn<Self>, ctx: &mut Ctx) -> bool;
+    /// Whether the request head still lies in the read buffer (the buffer
+    /// must not be compacted under it).
+    fn holds_head(&self) -> bool;
+    /// The date the exchange's server side must act by, while one is
+    /// under way.
+    fn deadline(&self) -> Option<Tick>;
+    /// The timer fired: handles a deadline of the exchange's server side.
+    /// Returns whether it was one (else the client side's own date is
+    /// checked).
+    fn on_timer(&mut self, c: &mut Conn<Self>, ctx: &mut Ctx) -> bool;
+    /// Whether an exchange with a server side is under way.
+    fn active(&self) -> bool;
+    /// Whether a proxied request is still being read from the client.
+    fn reading_request(&self) -> bool;
+    /// The client went away (or the connection is closing) in the middle
+    /// of an exchange, or between two: release what it holds (server
+    /// connections, queue places, tasklets).
+    fn client_gone(&mut self, c: &mut Conn<Self>, ctx: &mut Ctx);
+}
+
+/// A file the connection sends as a body: the bytes when it is small
+/// enough to live in memory, else the open file for `sendfile`.
+pub trait FileBody {
+    /// The whole content, when kept in memory.
+    fn bytes(&self) -> Option<&[u8]>;
+    /// The open file.
+    fn file(&self) -> &std::fs::File;
+}
+
+/// A body produced a slice at a time (a file compressed on the fly): the
+/// connection asks for the next slice once the previous ones left, and
+/// counts each slice against its share of the run ([`RUN_QUANTUM`]).
+pub trait SliceBody {
+    /// Appends the next slice to `out` (the last one ends the body).
+    /// Returns what the slice costs of the run's share; an error means
+    /// the promised body cannot be completed.
+    fn next_slice(&mut self, out: &mut Vec<u8>) -> io::Result<usize>;
+    /// Whether the whole body was produced.
+    fn is_finished(&self) -> bool;
+}
+
+/// What one exchange contributes to its log line; [`Conn::log_entry`]
+/// adds the connection's part.
+pub(crate) struct LogFacts<'a> {
+    pub(crate) backend: &'a str,
+    pub(crate) server: &'a str,
+    /// Tq, Tw, Tc, Tr, Tt in ms (-1: that step did not happen).
+    pub(crate) times: [i64; 5],
+    pub(crate) status: u16,
+    pub(crate) bytes: u64,
+    pub(crate) term: &'a str,
+    pub(crate) request_line: &'a [u8],
+}
+
+/// A body still to send after the head in `wbuf`.
+pub(crate) enum Body {
+    Mem {
+        file: Arc<dyn FileBody>,
+        pos: usize,
+        end: usize,
+    },
+    Sendfile {
+        file: Arc<dyn FileBody>,
+        off: u64,
+        end: u64,
+    },
+    /// A body made a slice per write (see [`SliceBody`]).
+    Slices(Box<dyn SliceBody>),
+}
+
+/// One HTTP/1 client connection and its current stream.
+pub struct Conn<S> {
+    /// The client's stream: plain TCP or TLS.
+    pub(crate) tr: Transport,
+    pub(crate) fd: RawFd,
+    /// Whether the tasklet is flagged heavy (a TLS handshake runs).
+    pub(crate) heavy: bool,
+    pub(crate) peer: SocketAddr,
+    pub(crate) fe: Arc<FrontendRt>,
+    pub(crate) w: std::rc::Rc<Worker>,
+    pub(crate) timer: TaskId,
+    pub(crate) accept_time: SystemTime,
+    pub(crate) rbuf: Vec<u8>,
+    pub(crate) rstart: usize,
+    pub(crate) rend: usize,
+    pub(crate) wbuf: Vec<u8>,
+    pub(crate) wpos: usize,
+    pub(crate) body: Option<Body>,
+    pub(crate) input: In,
+    pub(crate) head: RequestHead,
+    pub(crate) rd_ready: bool,
+    /// The poller reported the peer's close (see `run`).
+    pub(crate) rd_hup: bool,
+    pub(crate) wr_ready: bool,
+    pub(crate) eof: bool,
+    /// Close once the output is flushed.
+    pub(crate) closing: bool,
+    pub(crate) stopping: bool,
+    pub(crate) requests: u64,
+    /// When the first byte of the current request head arrived.
+    pub(crate) req_start: Option<Tick>,
+    /// Start of the current idle or stall period.
+    pub(crate) idle_since: Tick,
+    pub(crate) deadline: Tick,
+    /// This tasklet's id (known from its first run).
+    pub(crate) me: Option<TaskletId>,
+    /// Input state after the request being answered (its body, if any).
+    pub(crate) next_input: Option<In>,
+    /// Variables of the current exchange and of this connection.
+    pub(crate) vars: std::cell::RefCell<crate::sample::VarStore>,
+    /// This connection in the CLI's session list.
+    pub(crate) sess: Arc<crate::registry::SessInfo>,
+    /// File bytes sent during the current run (see [`RUN_QUANTUM`]).
+    pub(crate) sent_run: usize,
+    /// The current stream (taken out while it runs: see
+    /// [`Conn::with_stream`]).
+    st: Option<S>,
+}
+
+impl<S: Exchange + Default + 'static> Conn<S> {
+    /// Takes an accepted socket: registers it and its timer with the thread's
+    /// scheduler and queues a first run.
+    pub fn spawn(
+        ctx: &mut Ctx,
+        sock: TcpStream,
+        peer: SocketAddr,
+        fe: Arc<FrontendRt>,
+        w: std::rc::Rc<Worker>,
+        tls: Option<Arc<rustls::ServerConfig>>,
+    ) -> io::Result<()> {
+        sock.set_nonblocking(true)?;
+        let _ = sock.set_nodelay(true);
+        let fd = sock.as_raw_fd();
+        let tr = match tls {
+            Some(cfg) => Transport::accept_tls(sock, cfg)?,
+            None => Transport::plain(sock),
+        };
+        let target: std::rc::Rc<std::cell::Cell<Option<TaskletId>>> =
+            std::rc::Rc::new(std::cell::Cell::new(None));
+        let t2 = std::rc::Rc::clone(&target);
+        let timer = ctx.new_task("h1_conn_timer", move |ctx: &mut Ctx, me, _why| {
+            ctx.set_expire(me, ETERNITY);
+            if let Some(t) = t2.get() {
+                ctx.tasklet_wakeup_why(t, Reasons::TIMER);
+            }
+            Status::Continue
+        });
+        let now = ctx.now();
+        let first_deadline = ticks::add(now, fe.timeouts.http_request);
+        let sess = w
+            .sessions
+            .add(ctx.thread_id(), peer, Arc::from(fe.name.as_str()));
+        let sess2 = Arc::clone(&sess);
+        let heavy = tr.is_handshaking() && w.heavy_enabled;
+        let conn = Conn {
+            tr,
+            fd,
+            heavy,
+            peer,
+            fe,
+            w,
+            timer,
+            accept_time: SystemTime::now(),
+            rbuf: Vec::new(),
+            rstart: 0,
+            rend: 0,
+            wbuf: Vec::new(),
+            wpos: 0,
+            body: None,
+            input: In::Head,
+            head: RequestHead::with_capacity(16),
+            rd_ready: true,
+            rd_hup: false,
+            wr_ready: true,
+            eof: false,
+            closing: false,
+            stopping: false,
+            requests: 0,
+            req_start: None,
+            idle_since: now,
+            deadline: first_deadline,
+            me: None,
+            next_input: None,
+            vars: Default::default(),
+            sess,
+            sent_run: 0,
+            st: Some(S::default()),
+        };
+        conn.w.conn_opened(&conn.fe);
+        conn.w.debug(|| {
+            format!(
+                "thread {} accepted {} on frontend {}{}",
+                ctx.thread_id(),
+                conn.peer,
+                conn.fe.name,
+                if conn.tr.is_tls() { " (TLS)" } else { "" }
+            )
+        });
+        conn.fe
+            .sessions
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        // TLS connections get their own profiling name, so `show profiling`
+        // tells handshake-heavy work from cleartext work.
+        let name = if conn.tr.is_tls() {
+            "h1_tls_conn"
+        } else {
+            "h1_conn"
+        };
+        let id = ctx.new_tasklet_obj(name, conn);
+        target.set(Some(id));
+        *sess2.tasklet.lock().unwrap_or_else(|p| p.into_inner()) = Some(id);
+        if let Err(e) = ctx.register_fd(fd, id, true) {
+            ctx.kill_tasklet(id);
+            ctx.kill(timer);
+            return Err(e);
+        }
+        ctx.on_stop_tasklet(id);
+        ctx.set_expire(timer, first_deadline);
+        if heavy {
+            // A TLS handshake is expensive: at most a few per loop turn,
+            // so it cannot add its cost to everyone's latency.
+            ctx.set_heavy(id, true);
+        }
+        ctx.tasklet_wakeup(id);
+        Ok(())
+    }
+
+    /// Runs `f` on the current stream, which reaches the connection
+    /// through its second argument. `None` if the stream is already out
+    /// (a call from within the stream's own run).
+    fn with_stream<R>(&mut self, f: impl FnOnce(&mut S, &mut Self) -> R) -> Option<R> {
+        let mut st = self.st.take()?;
+        let r = f(&mut st, self);
+        self.st = Some(st);
+        Some(r)
+    }
+
+    pub(crate) fn has_output(&self) -> bool {
+        self.wpos < self.wbuf.len() || self.body.is_some() || self.tr.has_pending_output()
+    }
+
+    pub(crate) fn pending_out(&self) -> usize {
+        self.wbuf.len() - self.wpos
+    }
+
+    /// Reads once into the buffer. Returns whether bytes arrived.
+    fn read_in(&mut self) -> io::Result<bool> {
+        if self.rbuf.is_empty() {
+            self.rbuf = self.w.get_buf();
+        }
+        if self.rstart == self.rend {
+            self.rstart = 0;
+            self.rend = 0;
+        }
+        if self.rend == self.rbuf.len() {
+            // Full: make room by moving the unread bytes down, unless a head
+            // waiting on the disk still points into them.
+            let held = matches!(self.input, In::Stream)
+                && self.st.as_ref().is_some_and(|s| s.holds_head());
+            if self.rstart == 0 || held {
+                return Ok(false);
+            }
+            self.rbuf.copy_within(self.rstart..self.rend, 0);
+            self.rend -= self.rstart;
+            self.rstart = 0;
+        }
+        let room = self.rbuf.len() - self.rend;
+        loop {
+            match self.tr.read(&mut self.rbuf[self.rend..]) {
+                Ok(0) => {
+                    self.eof = true;
+                    return Ok(false);
+                }
+                Ok(n) => {
+                    self.rend += n;
+                    if n < room && !self.rd_hup && !self.tr.read_pending() {
+                        // Short read: the socket is drained; the next edge
+                        // tells when more arrives.
+                        self.rd_ready = false;
+                    }
+                    return Ok(true);
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    self.rd_ready = false;
+                    return Ok(false);
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// Writes what is pending. Returns whether bytes left.
+    fn flush(&mut self) -> io::Result<bool> {
+        let mut moved = false;
+        loop {
+            while let (true, Some(Body::Slices(src))) =
+                (self.wpos == self.wbuf.len(), &mut self.body)
+            {
+                // The next slices, once the previous ones left (an encoder
+                // may keep a slice's output back).
+                if self.sent_run >= RUN_QUANTUM {
+                    return Ok(moved);
+                }
+                self.wbuf.clear();
+                self.wpos = 0;
+                match src.next_slice(&mut self.wbuf) {
+                    Ok(cost) => self.sent_run += cost,
+                    Err(_) => {
+                        // The promised body cannot be completed.
+                        self.closing = true;
+                        self.body = None;
+                        self.wbuf.clear();
+                        return Ok(moved);
+                    }
+                }
+                if src.is_finished() {
+                    self.body = None;
+                }
+            }
+            let head = &self.wbuf[self.wpos..];
+            let r = match &self.body {
+                Some(Body::Mem { file, pos, end }) if !head.is_empty() || pos < end => {
+                    let data = file.bytes().unwrap_or(&[]);
+                    let b = data.get(*pos..*end).unwrap_or(&[]);
+                    let want = head.len() + b.len();
+                    self.tr
+                        .write_vectored(&[IoSlice::new(head), IoSlice::new(b)])
+                        .map(|n| (n, want))
+                }
+                _ if !head.is_empty() => self.tr.write(head).map(|n| (n, head.len())),
+                Some(Body::Sendfile { file, off, end }) => {
+                    let mut o = *off;
+                    // sendfile moves up to 1 MiB per call; TLS encrypts one
+                    // record (16 KiB) per call, so a short count means a
+                    // full socket only against that size.
+                    let step = if self.tr.supports_sendfile() {
+                        RUN_QUANTUM as u64
+                    } else {
+                        16 * 1024
+                    };
+                    let count = (*end - *off).min(step) as usize;
+                    let r = self.tr.send_file(file.file(), &mut o, count);
+                    match r {
+                        Ok(0) => {
+                            // The file shrank under us: the promised length
+                            // cannot be met, so the connection must end.
+                            self.closing = true;
+                            self.body = None;
+                            self.wbuf.clear();
+                            self.wpos = 0;
+                            return Ok(moved);
+                        }
+                        Ok(n) => {
+                            if let Some(Body::Sendfile { off, end, .. }) = &mut self.body {
+                                *off = o;
+                                if *off >= *end {
+                                    self.body = None;
+                                }
+                            }
+                            moved = true;
+                            self.sent_run += n;
+                            if n < count {
+                                self.wr_ready = false;
+                                return Ok(moved);
+                            }
+                            if self.sent_run >= RUN_QUANTUM {
+                                // Our share of this run is used: the pump
+                                // yields and wakes us again.
+                                return Ok(moved);
+                            }
+                            continue;
+                        }
+                        Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                            self.wr_ready = false;
+                            return Ok(moved);
+                        }
+                        Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                        Err(e) => return Err(e),
+                    }
+                }
+                _ => {
+                    // Nothing left (an empty Mem body ends here).
+                    if matches!(self.body, Some(Body::Mem { .. })) {
+                        self.body = None;
+                    }
+                    self.wbuf.clear();
+                    self.wpos = 0;
+                    // TLS records accepted but not yet on the wire.
+                    if self.tr.has_pending_output() {
+                        match self.tr.flush_pending() {
+                            Ok(true) => moved = true,
+                            Ok(false) => self.wr_ready = false,
+                            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                                self.wr_ready = false
+                            }
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    return Ok(moved);
+                }
+            };
+            match r {
+                Ok((n, want)) => {
+                    moved |= n > 0;
+                    let hl = self.wbuf.len() - self.wpos;
+                    let from_head = n.min(hl);
+                    self.wpos += from_head;
+                    let rest = n - from_head;
+                    if let Some(Body::Mem { pos, end, .. }) = &mut self.body {
+                        *pos += rest;
+                        if *pos >= *end {
+                            self.body = None;
+                        }
+                    }
+                    if self.wpos == self.wbuf.len() {
+                        self.wbuf.clear();
+                        self.wpos = 0;
+                    }
+                    if n < want {
+                        self.wr_ready = false;
+                        return Ok(moved);
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    self.wr_ready = false;
+                    return Ok(moved);
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// Answers what the input holds, in order. Returns whether anything
+    /// was consumed or produced.
+    fn process(&mut self, ctx: &mut Ctx) -> bool {
+        let mut progress = false;
+        loop {
+            match &mut self.input {
+                In::Discard(d) => {
+                    let (n, step) = d.feed(&self.rbuf[self.rstart..self.rend]);
+                    self.rstart += n;
+                    progress |= n > 0;
+                    match step {
+                        DrainStep::More => return progress,
+                        DrainStep::Done => self.input = In::Head,
+                        DrainStep::Stop => {
+                            // Past `tune.http.drain-max` or broken: the
+                            // answer already left; the connection ends.
+                            self.closing = true;
+                            self.rstart = self.rend;
+                            self.input = In::Head;
+                            return true;
+                        }
+                    }
+                }
+                In::Stream => {
+                    // Step while bytes move (a response head, then its
+                    // body), so they leave in one write.
+                    let mut moved = self.with_stream(|st, c| st.step(c, ctx)).unwrap_or(false);
+                    progress |= moved;
+                    while moved && matches!(self.input, In::Stream) {
+                        moved = self.with_stream(|st, c| st.step(c, ctx)).unwrap_or(false);
+                    }
+                    if matches!(self.input, In::Stream) {
+                        return progress;
+                    }
+                }
+                In::Head => {
+                    if self.closing || self.body.is_some() || self.pending_out() > self.w.bufsize {
+                        return progress;
+                    }
+                    if self.rstart == self.rend {
+                        return progress;
+                    }
+                    if self.req_start.is_none() {
+                        self.req_start = Some(ctx.now());
+                    }
+                    let r = parse_request_into(
+                        &self.rbuf[self.rstart..self.rend],
+                        &self.w.limits,
+                        &mut self.head,
+                    );
+                    match r {
+                        Ok(PStatus::Partial) => return progress,
+                        Ok(PStatus::Complete(())) => {
+                            self.with_stream(|st, c| st.start(c, ctx));
+                            progress = true;
+                        }
+                        Err(e) => {
+                            self.bad_request(ctx, e);
+                            return true;
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// A request that could not be parsed: its status, a log line, close.
+    fn bad_request(&mut self, ctx: &mut Ctx, e: HttpError) {
+        let status = e.status();
+        let start = self.wbuf.len();
+        self.error_response(status, false, Version::Http11, false, &[]);
+        let bytes = (self.wbuf.len() - start) as u64;
+        let end = self.rbuf[self.rstart..self.rend]
+            .iter()
+            .position(|&c| c == b'\r' || c == b'\n')
+            .unwrap_or((self.rend - self.rstart).min(256));
+        let line = self.rbuf[self.rstart..self.rstart + end].to_vec();
+        let tq = self.elapsed(ctx, self.req_start);
+        let entry = self.log_entry(LogFacts {
+            backend: &self.fe.name,
+            server: "<NOSRV>",
+            times: [tq, -1, -1, -1, tq],
+            status,
+            bytes,
+            term: "PR",
+            request_line: &line,
+        });
+        let mut l = crate::log::format(&entry);
+        l.extend_from_slice(format!(" ({})", e.reason()).as_bytes());
+        self.w.log_error(l);
+        self.rstart = self.rend;
+        self.closing = true;
+        self.req_start = None;
+    }
+
+    /// The one place a log entry is built: the connection's facts (client,
+    /// accept date, frontend, connection counts) around the exchange's.
+    pub(crate) fn log_entry<'a>(&'a self, f: LogFacts<'a>) -> crate::log::Entry<'a> {
+        let [tq, tw, tc, tr, tt] = f.times;
+        crate::log::Entry {
+            client: self.peer,
+            accept: self.accept_time,
+            frontend: &self.fe.name,
+            backend: f.backend,
+            server: f.server,
+            tq,
+            tw,
+            tc,
+            tr,
+            tt,
+            status: f.status,
+            bytes: f.bytes,
+            term: f.term,
+            actconn: self.w.actconn(),
+            feconn: self.fe.cur_conns(),
+            request_line: f.request_line,
+        }
+    }
+
+    pub(crate) fn elapsed(&self, ctx: &Ctx, since: Option<Tick>) -> i64 {
+        match since {
+            Some(t) => ctx.now().wrapping_sub(t) as i32 as i64,
+            None => 0,
+        }
+    }
+
+    /// Writes an error response (or the frontend's errorfile for it).
+    pub(crate) fn error_response(
+        &mut self,
+        status: u16,
+        keep_alive: bool,
+        version: Version,
+        head_req: bool,
+        extra: &[(&[u8], &[u8])],
+    ) {
+        if let Some(f) = self.fe.errorfile(status) {
+            self.wbuf.extend_from_slice(f);
+            // An errorfile is sent as written; its framing is its own, so
+            // the connection ends after it.
+            self.closing = true;
+            return;
+        }
+        let date = *self.w.date.borrow_mut().get();
+        write_error_response(
+            &mut self.wbuf,
+            status,
+            &date,
+            keep_alive,
+            version,
+            head_req,
+            extra,
+        );
+        if !keep_alive {
+            self.closing = true;
+        }
+    }
+
+    /// A response with a small in-memory body (fixed responses, redirects).
+    pub(crate) fn simple_response(
+        &mut self,
+        status: u16,
+        keep_alive: bool,
+        version: Version,
+        hdrs: &[(&[u8], &[u8])],
+        body: &[u8],
+        head_req: bool,
+    ) {
+        let date = *self.w.date.borrow_mut().get();
+        let mut w = ResponseWriter::new(&mut self.wbuf, status, &date);
+        for (n, v) in hdrs {
+            let _ = w.header(n, v);
+        }
+        let framing = if status == 204 || status == 304 || (100..200).contains(&status) {
+            BodyFraming::None
+        } else {
+            BodyFraming::ContentLength(body.len() as u64)
+        };
+        w.finish(framing, keep_alive, version);
+        if !head_req && framing != BodyFraming::None {
+            self.wbuf.extend_from_slice(body);
+        }
+        if !keep_alive {
+            self.closing = true;
+        }
+    }
+
+    /// The connection's timer fired: 408 for a head that did not arrive in
+    /// time, a plain close for an idle or stalled connection.
+    fn on_timeout(&mut self, ctx: &mut Ctx) -> Status {
+        if self.wbuf.capacity() == 0 {
+            self.wbuf = self.w.get_wbuf();
+        }
+        if self.tr.is_handshaking() {
+            self.w.log_error(
+                format!(
+                    "{} [{}] {}: SSL handshake timeout{}",
+                    self.peer,
+                    self.fe.name,
+                    self.fe.name,
+                    self.tr.hello_note()
+                )
+                .into_bytes(),
+            );
+            return self.close(ctx);
+        }
+        if matches!(self.input, In::Head) && self.rstart < self.rend && !self.has_output() {
+            let status = 408;
+            self.error_response(status, false, Version::Http11, false, &[]);
+            let _ = self.flush();
+            let entry_line = b"<BADREQ>".to_vec();
+            let tq = self.elapsed(ctx, self.req_start);
+            let e = self.log_entry(LogFacts {
+                backend: &self.fe.name,
+                server: "<NOSRV>",
+                times: [tq, -1, -1, -1, tq],
+                status,
+                bytes: 0,
+                term: "cR",
+                request_line: &entry_line,
+            });
+            self.w.log_error(crate::log::format(&e));
+        }
+        self.close(ctx)
+    }
+
+    /// The next date this connection must act by, given its state.
+    fn next_deadline(&self) -> Tick {
+        let t = &self.fe.timeouts;
+        if let Some(d) = self.st.as_ref().and_then(|s| s.deadline()) {
+            // The server side's own date; the client's applies only while
+            // it holds our output back.
+            return if self.has_output() {
+                ticks::first(d, ticks::add(self.idle_since, t.client))
+            } else {
+                d
+            };
+        }
+        if self.has_output() || !matches!(self.input, In::Head) {
+            return ticks::add(self.idle_since, t.client);
+        }
+        match self.req_start {
+            Some(s) => ticks::add(s, t.http_request),
+            None if self.requests == 0 => ticks::add(self.idle_since, t.http_request),
+            None => ticks::add(self.idle_since, t.keep_alive),
+        }
+    }
+
+    fn close(&mut self, ctx: &mut Ctx) -> Status {
+        self.with_stream(|st, c| st.client_gone(c, ctx));
+        let _ = ctx.deregister_fd(self.fd);
+        ctx.kill(self.timer);
+        self.w.sessions.remove(&self.sess);
+        self.w.debug(|| {
+            format!(
+                "closed {} on frontend {} after {} requests",
+                self.peer, self.fe.name, self.requests
+            )
+        });
+        let _ = self.tr.shutdown();
+        self.release_buffers();
+        self.w.conn_closed(ctx, &self.fe);
+        Status::Done
+    }
+
+    fn release_buffers(&mut self) {
+        if !self.rbuf.is_empty() {
+            self.w.put_buf(std::mem::take(&mut self.rbuf));
+        }
+        self.rstart = 0;
+        self.rend = 0;
+        if self.wbuf.capacity() > 0 && !self.has_output() {
+            self.w.put_wbuf(std::mem::take(&mut self.wbuf));
+            self.wpos = 0;
+        }
+    }
+
+    /// One pass: read, answer, write, while anything moves.
+    fn pump(&mut self, ctx: &mut Ctx) -> Status {
+        if self.wbuf.capacity() == 0 {
+            self.wbuf = self.w.get_wbuf();
+        }
+        loop {
+            let mut moved = false;
+            if self.rd_ready && !self.eof && !self.closing {
+                match self.read_in() {
+                    Ok(m) => moved |= m,
+                    Err(e) => {
+                        if self.tr.is_tls() && e.kind() != io::ErrorKind::ConnectionReset {
+                            // A TLS failure (plaintext on a TLS port, a bad
+                            // or truncated handshake, an alert) is logged.
+                            let what = if self.tr.is_handshaking() {
+                                "SSL handshake failure"
+                            } else {
+                                "SSL error"
+                            };
+                            self.w.log_error(
+                                format!(
+                                    "{} [{}] {}: {what}: {e}",
+                                    self.peer, self.fe.name, self.fe.name
+                                )
+                                .into_bytes(),
+                            );
+                        }
+                        return self.close(ctx);
+                    }
+                }
+            }
+            moved |= self.process(ctx);
+            if self.has_output() && self.wr_ready {
+                match self.flush() {
+                    Ok(m) => moved |= m,
+                    Err(_) => return self.close(ctx),
+                }
+            }
+            if self.sent_run >= RUN_QUANTUM && self.has_output() && self.wr_ready {
+                // A large transfer used its share: let the others run and
+                // come back at the next turn.
+                if let Some(me) = self.me {
+                    ctx.tasklet_wakeup(me);
+                }
+                self.idle_since = ctx.now();
+                break;
+            }
+            if self.has_output() {
+                // Progress on the write side counts as activity for the
+                // client timeout.
+                if moved {
+                    self.idle_since = ctx.now();
+                }
+            } else if self.closing && !self.st.as_ref().is_some_and(|s| s.active()) {
+                return self.close(ctx);
+            }
+            if !moved {
+                break;
+            }
+        }
+        if self.eof && self.st.as_ref().is_some_and(|s| s.reading_request()) {
+            // The client left before its request was all sent.
+            return self.close(ctx);
+        }
+        let idle = matches!(self.input, In::Head) && self.rstart == self.rend && !self.has_output();
+        if idle {
+            if self.eof || self.stopping {
+                return self.close(ctx);
+            }
+            self.release_buffers();
+        } else if self.eof && matches!(self.input, In::Head) && !self.has_output() {
+            // The client closed in the middle of a head: nothing to answer.
+            return self.close(ctx);
+        }
+        let d = self.next_deadline();
+        if d != self.deadline {
+            self.deadline = d;
+            ctx.set_expire(self.timer, d);
+        }
+        Status::Continue
+    }
+}
+
+impl<S: Exchange + Default + 'static> TaskletFn for Conn<S> {
+    fn run(&mut self, ctx: &mut Ctx, me: TaskletId, why: Reasons) -> Status {
+        self.me = Some(me);
+        self.sent_run = 0;
+        if why.intersects(Reasons::IO) {
+            let ev = ctx.take_events(me);
+            if ev.readable() || ev.hup_or_err() {
+                self.rd_ready = true;
+            }
+            if ev.hup_or_err() {
+                // The client's end of stream may sit behind the last bytes
+                // with no edge to come: read on until a read returns 0.
+                self.rd_hup = true;
+            }
+            if ev.writable() || ev.hup_or_err() {
+                self.wr_ready = true;
+            }
+        }
+        if why.intersects(Reasons::SIGNAL) || ctx.stopping() {
+            self.stopping = true;
+        }
+        if self.sess.kill.load(std::sync::atomic::Ordering::Relaxed) {
+            // `shutdown session` from the CLI.
+            return self.close(ctx);
+        }
+        if why.intersects(Reasons::TIMER) && ticks::is_expired(self.deadline, ctx.now()) {
+            let server_side = self
+                .with_stream(|st, c| st.on_timer(c, ctx))
+                .unwrap_or(false);
+            if !server_side && ticks::is_expired(self.next_deadline(), ctx.now()) {
+                return self.on_timeout(ctx);
+            }
+        }
+        let st = self.pump(ctx);
+        if self.heavy && st == Status::Continue && !self.tr.is_handshaking() {
+            // Handshake done: back to the ordinary classes.
+            self.heavy = false;
+            ctx.set_heavy(me, false);
+        }
+        st
+    }
+}

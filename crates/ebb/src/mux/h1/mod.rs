@@ -1,0 +1,14 @@
+//! HTTP/1.1 on both sides of a stream.
+//!
+//! - [`client`]: a client connection (`h1_conn`): reading, parsing,
+//!   pipelining, keep-alive, writing; it holds its current stream.
+//! - [`server`]: the server side of a proxied exchange (`h1_srv`): the
+//!   server socket's own tasklet, connect completion, request bytes out,
+//!   response bytes in, and the request head written for a server.
+//!
+//! The parsers and writers themselves are socket-free, in [`crate::http1`].
+
+pub mod client;
+pub mod server;
+
+pub use client::{Conn, Exchange, FileBody, SliceBody};

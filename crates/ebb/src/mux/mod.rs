@@ -1,0 +1,13 @@
+//! Muxes: protocols over a connection. A mux turns one protocol's bytes
+//! into the messages of `stream::msg` and back, on either side of
+//! a stream: the client side (requests in, responses out) and the server
+//! side (requests out, responses in).
+//!
+//! - [`h1`]: HTTP/1.1, both sides (client connections, server connections).
+//!
+//! A mux owns its sockets' readiness: each socket is registered with the
+//! tasklet of the side that owns it, so a server-side event never runs
+//! client-side code and vice versa. HTTP/2 (`h2`) comes next over the
+//! socket-free core in [`crate::h2`].
+
+pub mod h1;

@@ -1,0 +1,879 @@
+//! A stream: one exchange (HAProxy's `process_stream`), whatever mux
+//! carried it.
+//!
+//! A stream receives a request from its client side, runs the frontend's
+//! and then the backend's `http-request` rules, chooses the answer (a
+//! fixed answer, a redirect, a deny, a file, a service such as the stats
+//! page or the Prometheus exporter, or a backend's server: [`proxy`]),
+//! applies the `http-response` rules, counts and logs the exchange, and
+//! keeps its timers (the server side's deadlines; the client side keeps
+//! its own).
+//!
+//! What it owns: the exchange's state ([`Stream`]): what it waits on (the
+//! disk, a page being built, a server), the response rules that apply, the
+//! server side of a proxied exchange ([`proxy::Upstream`]), the server
+//! side's socket and tasklet ([`crate::mux::h1::server`]) and an idle server
+//! connection kept for the client's next request.
+//!
+//! How it is driven: its client side calls it through
+//! [`crate::mux::h1::Exchange`] (a head arrived; move on; a timer fired;
+//! the client left), passing itself so the stream reads the request from
+//! the client's buffer and writes the answer into its output. An HTTP/1
+//! connection holds one stream and reuses it for each request (no
+//! allocation per request). The protocol-neutral messages of [`msg`] are
+//! the interface the stream is moving to, so that an HTTP/2 mux can drive
+//! the same code; today the HTTP/1 client side is the only driver and the
+//! stream still reads its parsed head and writes its output directly.
+
+use std::cell::RefCell;
+use std::net::SocketAddr;
+use std::rc::Rc;
+use std::sync::{Arc, Mutex};
+
+use sched::{Ctx, Reasons, Status, TaskletId, Tick};
+
+use crate::config::HttpRequestAction;
+use crate::http1::{BodyFraming, Drain, Method, ResponseWriter, TargetForm, CONNECT_ALLOW};
+use crate::mux::h1::client::{Body, In, LogFacts};
+use crate::mux::h1::server::ServerSide;
+use crate::mux::h1::Exchange;
+use crate::proxy::{redirect_location, BackendKind, FrontendRt};
+use crate::rules::ReqView;
+use crate::serve::cache::{lookup_blocking, Found};
+use crate::serve::files::{decide, normalize_path, Conditions, Decision};
+use crate::serve::Service;
+use crate::transport::Transport;
+
+pub mod msg;
+mod proxy;
+
+/// Bodies up to this size are copied behind their head so pipelined answers
+/// leave in one write; larger ones are written from the cached file or sent
+/// with `sendfile`.
+const COPY_BODY_MAX: usize = 4096;
+
+/// The HTTP/1 client connection that drives a stream today.
+pub(crate) type H1 = crate::mux::h1::Conn<Stream>;
+
+/// What an exchange under way waits on.
+#[derive(Default)]
+enum Wait {
+    /// Nothing: no exchange, or one answered at once.
+    #[default]
+    None,
+    /// A file lookup is on the blocking pool; the head stays in the buffer.
+    Disk(Arc<Mutex<Option<Found>>>),
+    /// A stats page or metrics answer is being built by a task at the
+    /// best nice; the head stays in the buffer.
+    Page(Rc<RefCell<Option<crate::serve::Answer>>>),
+    /// A proxied exchange is under way (`up` holds its server side).
+    Proxy,
+}
+
+/// One exchange at a time of a client connection (reused for the next).
+#[derive(Default)]
+pub struct Stream {
+    wait: Wait,
+    /// Backend index and clean path of a request waiting on the disk.
+    wait_backend: usize,
+    wait_clean: String,
+    /// Whether the client connection stays open after the current answer.
+    keep_alive: bool,
+    /// The client's output length when the current answer started (for
+    /// the log).
+    resp_start: usize,
+    /// `http-response` edits for the current answer.
+    edits: Vec<(bool, usize)>,
+    /// The server side of a proxied exchange.
+    up: Option<Box<proxy::Upstream>>,
+    /// The server socket and its buffers, shared with `side_task`.
+    side: Rc<RefCell<ServerSide>>,
+    /// The server side's tasklet (`h1_srv`), created at the first
+    /// proxied request; every server socket of this client is registered
+    /// with it.
+    side_task: Option<TaskletId>,
+    /// An idle server connection kept for this client's next request:
+    /// (server, socket), still registered with `side_task`.
+    attached: Option<(Arc<crate::backend::ServerRt>, Transport)>,
+}
+
+/// A cached file is a body the client side can send.
+impl crate::mux::h1::FileBody for crate::serve::cache::OpenFile {
+    fn bytes(&self) -> Option<&[u8]> {
+        self.small.as_deref()
+    }
+
+    fn file(&self) -> &std::fs::File {
+        &self.file
+    }
+}
+
+/// A file compressed on the fly: the client side asks for it a slice at a
+/// time (`serve::comp`).
+struct FileSlices {
+    file: Arc<crate::serve::cache::OpenFile>,
+    pos: u64,
+    end: u64,
+    comp: Box<crate::compress::BodyCompressor>,
+}
+
+impl crate::mux::h1::SliceBody for FileSlices {
+    fn next_slice(&mut self, out: &mut Vec<u8>) -> std::io::Result<usize> {
+        // A slice costs `compress::COST` times its size of the run's share.
+        let n = crate::serve::comp::compress_slice(
+            &self.file,
+            &mut self.pos,
+            self.end,
+            &mut self.comp,
+            out,
+        )?;
+        Ok(n * crate::compress::COST)
+    }
+
+    fn is_finished(&self) -> bool {
+        self.comp.is_finished()
+    }
+}
+
+impl Exchange for Stream {
+    fn start(&mut self, c: &mut H1, ctx: &mut Ctx) {
+        self.answer(c, ctx);
+    }
+
+    fn step(&mut self, c: &mut H1, ctx: &mut Ctx) -> bool {
+        match std::mem::take(&mut self.wait) {
+            Wait::None => false,
+            Wait::Proxy => {
+                self.wait = Wait::Proxy;
+                self.proxy_step(c, ctx)
+            }
+            Wait::Disk(slot) => {
+                let done = slot.lock().unwrap_or_else(|p| p.into_inner()).take();
+                let Some(found) = done else {
+                    self.wait = Wait::Disk(slot);
+                    return false;
+                };
+                let now = ctx.now();
+                let clean = std::mem::take(&mut self.wait_clean);
+                if let Some(b) = c.fe.backends.get(self.wait_backend) {
+                    c.w.files.borrow_mut().put(b.id, clean, &found, now);
+                }
+                c.input = In::Head;
+                let b = self.wait_backend;
+                self.answer_found(c, ctx, b, found);
+                true
+            }
+            Wait::Page(slot) => {
+                let done = slot.borrow_mut().take();
+                let Some(a) = done else {
+                    self.wait = Wait::Page(slot);
+                    return false;
+                };
+                c.input = In::Head;
+                let version = c.head.version;
+                let head_req = c.head.method == Method::Head;
+                let hdrs: Vec<(&[u8], &[u8])> = a
+                    .headers
+                    .iter()
+                    .map(|(n, v)| (n.as_bytes(), v.as_bytes()))
+                    .collect();
+                let ka = self.keep_alive;
+                c.simple_response(a.status, ka, version, &hdrs, &a.body, head_req);
+                self.finish_request(c, ctx, a.status, None, 0);
+                true
+            }
+        }
+    }
+
+    fn holds_head(&self) -> bool {
+        matches!(self.wait, Wait::Disk(_) | Wait::Page(_))
+    }
+
+    fn deadline(&self) -> Option<Tick> {
+        self.up.as_ref().map(|u| u.deadline)
+    }
+
+    fn active(&self) -> bool {
+        self.up.is_some()
+    }
+
+    fn on_timer(&mut self, c: &mut H1, ctx: &mut Ctx) -> bool {
+        // A connect the server side's tasklet saw complete moves the
+        // exchange's deadline on (it did not wake us for it).
+        self.sync_side(c, ctx);
+        let now = ctx.now();
+        let expired = self
+            .up
+            .as_ref()
+            .is_some_and(|u| sched::ticks::is_expired(u.deadline, now));
+        if expired {
+            self.proxy_timeout(c, ctx);
+        }
+        expired
+    }
+
+    fn reading_request(&self) -> bool {
+        self.up.as_ref().is_some_and(|u| !u.request_done())
+    }
+
+    fn client_gone(&mut self, c: &mut H1, ctx: &mut Ctx) {
+        if self.up.is_some() {
+            self.proxy_client_gone(c, ctx);
+        }
+        if let Some((srv, st)) = self.attached.take() {
+            self.detach_to_pool(c, ctx, srv, st);
+        }
+        if let Some(t) = self.side_task.take() {
+            ctx.kill_tasklet(t);
+        }
+    }
+}
+
+impl Stream {
+    /// Runs one proxy's `http-request` rules in order: the first final
+    /// action that holds decides the answer; header edits that hold are
+    /// collected for the request forwarded to a server. `be` names the
+    /// backend whose rules these are (`None`: the frontend's).
+    fn request_rules(
+        &self,
+        c: &H1,
+        rules: &[crate::proxy::ReqRule],
+        matcher: &crate::rules::Matcher,
+        view: &ReqView<'_>,
+        be: Option<usize>,
+        edits: &mut Vec<(bool, usize)>,
+    ) -> Option<Act> {
+        for (i, rule) in rules.iter().enumerate() {
+            if !matcher.holds(rule.cond.as_ref(), view) {
+                continue;
+            }
+            match &rule.action {
+                HttpRequestAction::Return(_) => return Some(Act::Return(be, i)),
+                HttpRequestAction::UseService(_) => return Some(Act::Service),
+                HttpRequestAction::Redirect(rd) => {
+                    let buf = &c.rbuf[c.rstart..c.rend];
+                    let host = c.head.host.map(|h| h.get(buf));
+                    let loc = redirect_location(rd, c.head.path.get(buf), host);
+                    return Some(Act::Redirect(loc, rd.code));
+                }
+                HttpRequestAction::Deny { status } => return Some(Act::Deny(*status)),
+                HttpRequestAction::Allow => break,
+                HttpRequestAction::Var(v) => v.run(view),
+                // Header edits change what is forwarded to a server.
+                _ => edits.push((be.is_some(), i)),
+            }
+        }
+        None
+    }
+
+    /// Decides what answers the request in `head` (reading the buffer and
+    /// the rules, changing nothing).
+    fn decide(&self, c: &H1) -> Act {
+        let buf = &c.rbuf[c.rstart..c.rend];
+        let fe = &c.fe;
+        if c.head.target_form == TargetForm::Asterisk {
+            return Act::Options;
+        }
+        if c.head.method == Method::Connect {
+            return Act::Connect;
+        }
+        let tr = &c.tr;
+        let dst = move || tr.tcp().local_addr().ok();
+        let view = ReqView {
+            req: Some(crate::sample::Req { buf, head: &c.head }),
+            ..sample_ctx(tr, c.peer, &fe.name, &dst, &c.vars)
+        };
+        let mut req_edits = Vec::new();
+        if let Some(a) = self.request_rules(
+            c,
+            &fe.http_request,
+            &fe.matcher,
+            &view,
+            None,
+            &mut req_edits,
+        ) {
+            return a;
+        }
+        if let Some(a) = stats_act(fe.stats.as_ref(), &fe.matcher, &view) {
+            return a;
+        }
+        let Some(bi) = fe.choose_backend(&view) else {
+            return Act::NoBackend;
+        };
+        let Some(backend) = c.fe.backends.get(bi) else {
+            return Act::NoBackend;
+        };
+        let view = ReqView {
+            be: Some(&backend.name),
+            ..view
+        };
+        // The backend's own http-request rules come after the frontend's.
+        if let Some(a) = self.request_rules(
+            c,
+            &backend.http_request,
+            &backend.matcher,
+            &view,
+            Some(bi),
+            &mut req_edits,
+        ) {
+            return a;
+        }
+        if let Some(a) = stats_act(backend.stats.as_ref(), &backend.matcher, &view) {
+            return a;
+        }
+        let mut edits = Vec::new();
+        for (i, r) in fe.http_response.iter().enumerate() {
+            if fe.matcher.holds(r.cond.as_ref(), &view) {
+                edits.push((false, i));
+            }
+        }
+        for (i, r) in backend.http_response.iter().enumerate() {
+            if backend.matcher.holds(r.cond.as_ref(), &view) {
+                edits.push((true, i));
+            }
+        }
+        match &backend.kind {
+            BackendKind::Servers(_) => Act::Proxy(bi, req_edits, edits),
+            BackendKind::Files(_) => {
+                if !matches!(c.head.method, Method::Get | Method::Head) {
+                    return Act::Files(bi, Err(405), edits);
+                }
+                match normalize_path(c.head.path.get(buf)) {
+                    Ok(c) => Act::Files(bi, Ok(c), edits),
+                    Err(r) => Act::Files(bi, Err(r.status()), edits),
+                }
+            }
+        }
+    }
+
+    /// A complete request head is in `head`: decide and queue the answer.
+    fn answer(&mut self, c: &mut H1, ctx: &mut Ctx) {
+        c.requests += 1;
+        c.sess
+            .requests
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        c.fe.http
+            .bytes_in
+            .fetch_add(c.head.head_len as u64, std::sync::atomic::Ordering::Relaxed);
+        self.resp_start = c.wbuf.len();
+        c.vars.get_mut().begin_request();
+        let mut keep_alive = c.head.keep_alive && c.fe.keep_alive && !c.stopping;
+        // A body we will not read: with `Expect: 100-continue` the client
+        // has not sent it yet, so answer and close rather than wait for it;
+        // otherwise drop it as it comes, before the next request.
+        // A body past `tune.http.drain-max` is not read at all.
+        let (drain, drain_keep) = Drain::plan(c.head.framing, c.w.limits.max_drain);
+        let mut next = In::Head;
+        match drain {
+            Some(_) if c.head.expect_continue => keep_alive = false,
+            Some(d) => next = In::Discard(Box::new(d)),
+            None => keep_alive &= drain_keep,
+        }
+        c.next_input = Some(next);
+        self.keep_alive = keep_alive;
+        let version = c.head.version;
+        let head_req = c.head.method == Method::Head;
+        let fe = Arc::clone(&c.fe);
+        match self.decide(c) {
+            Act::Options => {
+                c.simple_response(
+                    200,
+                    keep_alive,
+                    version,
+                    &[(b"Allow", b"GET, HEAD, OPTIONS")],
+                    b"",
+                    head_req,
+                );
+                self.finish_request(c, ctx, 200, None, 0);
+            }
+            Act::Return(be, i) => {
+                let be_arc = be.and_then(|b| c.fe.backends.get(b).cloned());
+                let rules = match &be_arc {
+                    Some(b) => &b.http_request,
+                    None => &fe.http_request,
+                };
+                let Some(p) = rules.get(i).and_then(|r| r.prepared.as_ref()) else {
+                    return;
+                };
+                // The prepared answer: Date and Connection are added, and
+                // what `lf-string` / `hdr` evaluate to for this request.
+                let dynamic = {
+                    let tr = &c.tr;
+                    let dst = move || tr.tcp().local_addr().ok();
+                    let buf = &c.rbuf[c.rstart..c.rend];
+                    p.render(&ReqView {
+                        req: Some(crate::sample::Req { buf, head: &c.head }),
+                        be: be_arc.as_ref().map(|b| b.name.as_str()),
+                        ..sample_ctx(tr, c.peer, &fe.name, &dst, &c.vars)
+                    })
+                };
+                let date = *c.w.date.borrow_mut().get();
+                p.write(
+                    &mut c.wbuf,
+                    &date,
+                    dynamic.as_ref(),
+                    keep_alive,
+                    version,
+                    head_req,
+                );
+                if !keep_alive {
+                    c.closing = true;
+                }
+                let st = p.status;
+                self.finish_request(c, ctx, st, None, 0);
+            }
+            Act::Connect => {
+                // No tunnel can be configured: CONNECT is refused, not
+                // forwarded as an ordinary request.
+                let allow: &[(&[u8], &[u8])] = &[(b"Allow", CONNECT_ALLOW)];
+                c.error_response(405, keep_alive, version, head_req, allow);
+                self.finish_request(c, ctx, 405, None, 0);
+            }
+            Act::Redirect(loc, code) => {
+                c.simple_response(
+                    code,
+                    keep_alive,
+                    version,
+                    &[(b"Location", &loc), (b"Cache-Control", b"no-cache")],
+                    b"",
+                    head_req,
+                );
+                self.finish_request(c, ctx, code, None, 0);
+            }
+            act @ (Act::Stats(..) | Act::Service) => {
+                // The page is built by a task at the best nice: tasks join
+                // the normal class, whose share of each turn is kept even
+                // when I/O floods the urgent one, and a nice of -1024 puts
+                // it before every other task; so the stats answer under
+                // full load (HAProxy runs its stats applet niced the same
+                // way).
+                let svc = match act {
+                    Act::Stats(rt, admin) => {
+                        let buf = &c.rbuf[c.rstart..c.rend];
+                        Service::Stats {
+                            rt,
+                            path: c.head.path.get(buf).to_vec(),
+                            authz: c.head.header(buf, "authorization").map(|v| v.to_vec()),
+                            admin,
+                        }
+                    }
+                    _ => Service::Prometheus,
+                };
+                let mut job = Some(svc);
+                let slot = Rc::new(std::cell::RefCell::new(None));
+                let s2 = Rc::clone(&slot);
+                let me = c.me;
+                let t = ctx.new_task("stats_page", move |ctx: &mut Ctx, _id, _why| {
+                    if let Some(j) = job.take() {
+                        *s2.borrow_mut() = Some(j.answer());
+                    }
+                    if let Some(me) = me {
+                        ctx.tasklet_wakeup(me);
+                    }
+                    Status::Done
+                });
+                ctx.set_nice(t, -1024);
+                ctx.wakeup(t, Reasons::INIT);
+                c.input = In::Stream;
+                self.wait = Wait::Page(slot);
+            }
+            Act::Deny(st) => {
+                fe.http
+                    .denied
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                c.error_response(st, false, version, head_req, &[]);
+                self.finish_request(c, ctx, st, None, 0);
+            }
+            Act::NoBackend => {
+                c.error_response(503, keep_alive, version, head_req, &[]);
+                self.finish_request(c, ctx, 503, None, 0);
+            }
+            Act::Files(bi, Err(st), _) => {
+                let extra: &[(&[u8], &[u8])] = if st == 405 {
+                    &[(b"Allow", b"GET, HEAD")]
+                } else {
+                    &[]
+                };
+                c.error_response(st, keep_alive, version, head_req, extra);
+                self.finish_request(c, ctx, st, Some(bi), 0);
+            }
+            Act::Proxy(bi, req_edits, resp_edits) => {
+                self.start_proxy(c, ctx, bi, req_edits, resp_edits);
+            }
+            Act::Files(bi, Ok(clean), edits) => {
+                self.edits = edits;
+                let now = ctx.now();
+                let bid = c.fe.backends.get(bi).map_or(0, |b| b.id);
+                let hit = c.w.files.borrow_mut().get(bid, &clean, now);
+                if let Some(found) = hit {
+                    self.answer_found(c, ctx, bi, found);
+                    return;
+                }
+                // Off to the blocking pool; the head stays in the buffer
+                // until the answer is written.
+                let BackendKind::Files(cfg) = &c.fe.backends[bi].kind else {
+                    return;
+                };
+                let slot = Arc::new(Mutex::new(None));
+                let s2 = Arc::clone(&slot);
+                let cfg = cfg.clone();
+                let c2 = clean.clone();
+                let handle = ctx.handle();
+                let me = c.me;
+                let job = move || {
+                    let f = lookup_blocking(&cfg, &c2);
+                    *s2.lock().unwrap_or_else(|p| p.into_inner()) = Some(f);
+                    if let Some(me) = me {
+                        handle.wake_tasklet(me);
+                    }
+                };
+                if c.w.pool.submit(job).is_err() {
+                    c.error_response(503, keep_alive, version, head_req, &[]);
+                    self.finish_request(c, ctx, 503, Some(bi), 0);
+                    return;
+                }
+                self.wait_backend = bi;
+                self.wait_clean = clean;
+                c.input = In::Stream;
+                self.wait = Wait::Disk(slot);
+            }
+        }
+    }
+
+    /// Writes the answer for a file lookup's result.
+    fn answer_found(&mut self, c: &mut H1, ctx: &mut Ctx, bi: usize, found: Found) {
+        // The answer starts here: the output may have been written out
+        // (and the buffer emptied) while the file was looked up.
+        self.resp_start = c.wbuf.len();
+        c.vars.get_mut().begin_response();
+        let version = c.head.version;
+        let head_req = c.head.method == Method::Head;
+        let keep_alive = self.keep_alive;
+        let f = match found {
+            Found::Refused(r) => {
+                let st = r.status();
+                c.error_response(st, keep_alive, version, head_req, &[]);
+                self.finish_request(c, ctx, st, Some(bi), 0);
+                return;
+            }
+            Found::AddSlash(loc) => {
+                c.simple_response(
+                    301,
+                    keep_alive,
+                    version,
+                    &[(b"Location", loc.as_bytes())],
+                    b"",
+                    head_req,
+                );
+                self.finish_request(c, ctx, 301, Some(bi), 0);
+                return;
+            }
+            Found::Listing(html) => {
+                let ct: &[u8] = b"text/html; charset=utf-8";
+                let coded = {
+                    let buf = &c.rbuf[c.rstart..c.rend];
+                    let policy = c.fe.comp.get(bi).and_then(|p| p.as_deref());
+                    crate::serve::comp::whole_body(policy, buf, &c.head, ct, html.as_bytes())
+                };
+                let mut hdrs: Vec<(&[u8], &[u8])> = vec![(b"Content-Type", ct)];
+                let body = match &coded {
+                    Some((ce, b)) => {
+                        hdrs.push((b"Content-Encoding", ce.as_bytes()));
+                        hdrs.push((b"Vary", b"Accept-Encoding"));
+                        b.as_slice()
+                    }
+                    None => html.as_bytes(),
+                };
+                c.simple_response(200, keep_alive, version, &hdrs, body, head_req);
+                self.finish_request(c, ctx, 200, Some(bi), 0);
+                return;
+            }
+            Found::File(f) => f,
+        };
+        // A precompressed sibling, or compression on the fly (serve::comp).
+        let plan = {
+            let buf = &c.rbuf[c.rstart..c.rend];
+            let policy = c.fe.comp.get(bi).and_then(|p| p.as_deref());
+            crate::serve::comp::plan_file(f, policy, buf, &c.head)
+        };
+        let f = Arc::clone(&plan.file);
+        let v = &f.validators;
+        let decision = {
+            let buf = &c.rbuf[c.rstart..c.rend];
+            let h = |n: &str| {
+                c.head
+                    .header(buf, n)
+                    .and_then(|v| std::str::from_utf8(v).ok())
+            };
+            let c = Conditions {
+                if_none_match: h("if-none-match"),
+                if_modified_since: h("if-modified-since"),
+                if_range: h("if-range"),
+                range: h("range"),
+            };
+            decide(&c, v)
+        };
+        let backend = Arc::clone(&c.fe.backends[bi]);
+        let max_age = match &backend.kind {
+            BackendKind::Files(c) => c.max_age,
+            BackendKind::Servers(_) => None,
+        };
+        let (status, range) = match decision {
+            Decision::Full => (200, Some((0, v.len))),
+            Decision::Partial { start, end } => (206, Some((start, end + 1))),
+            Decision::NotModified => (304, None),
+            Decision::Unsatisfiable => (416, None),
+        };
+        let date = *c.w.date.borrow_mut().get();
+        let lm = httpdate::fmt_http_date(v.mtime);
+        let mut cr = String::new();
+        let cc = max_age.map(|a| format!("max-age={a}"));
+        let compress = plan.compress.filter(|_| status == 200);
+        let weak = compress.and_then(|_| crate::compress::weak_etag(v.etag.as_bytes()));
+        let coding = plan.sibling.or(compress).and_then(|c| c.content_encoding());
+        {
+            let mut hdrs: Vec<(&[u8], &[u8])> = Vec::with_capacity(8);
+            if status != 416 {
+                hdrs.push((b"Content-Type", f.content_type.as_bytes()));
+                hdrs.push((b"Last-Modified", lm.as_bytes()));
+                hdrs.push((b"ETag", weak.as_deref().unwrap_or(v.etag.as_bytes())));
+                if compress.is_none() {
+                    hdrs.push((b"Accept-Ranges", b"bytes"));
+                }
+                if let Some(cc) = &cc {
+                    hdrs.push((b"Cache-Control", cc.as_bytes()));
+                }
+                if let Some(ce) = coding {
+                    hdrs.push((b"Content-Encoding", ce.as_bytes()));
+                }
+                if plan.vary {
+                    hdrs.push((b"Vary", b"Accept-Encoding"));
+                }
+            }
+            match decision {
+                Decision::Partial { start, end } => {
+                    cr = format!("bytes {start}-{end}/{}", v.len);
+                }
+                Decision::Unsatisfiable => cr = format!("bytes */{}", v.len),
+                _ => {}
+            }
+            if !cr.is_empty() {
+                hdrs.push((b"Content-Range", cr.as_bytes()));
+            }
+            let tr = &c.tr;
+            let dst = move || tr.tcp().local_addr().ok();
+            let sctx = crate::sample::Ctx {
+                be: Some(&backend.name),
+                ..sample_ctx(tr, c.peer, &c.fe.name, &dst, &c.vars)
+            };
+            let edited = apply_edits(&c.fe, &backend, &self.edits, hdrs, status, &sctx);
+            let mut w = ResponseWriter::new(&mut c.wbuf, status, &date);
+            for (n, val) in &edited {
+                let _ = w.header(n, val);
+            }
+            let framing = match range {
+                Some(_) if compress.is_some() => BodyFraming::Chunked,
+                Some((s, e)) => BodyFraming::ContentLength(e - s),
+                None if status == 416 => BodyFraming::ContentLength(0),
+                None => BodyFraming::None,
+            };
+            w.finish(framing, keep_alive, version);
+        }
+        let mut body_len = 0;
+        let comp = compress.and_then(|k| {
+            let level =
+                c.fe.comp
+                    .get(bi)
+                    .and_then(|p| p.as_ref())
+                    .map_or(1, |p| p.level);
+            crate::compress::BodyCompressor::new(k, level).ok()
+        });
+        if let (Some((s, e)), false, Some(comp)) = (range, head_req, comp) {
+            c.body = Some(Body::Slices(Box::new(FileSlices {
+                file: Arc::clone(&f),
+                pos: s,
+                end: e,
+                comp: Box::new(comp),
+            })));
+        } else if let (Some((s, e)), false) = (range, head_req) {
+            body_len = e - s;
+            if let Some(data) = &f.small {
+                let (s, e) = (s as usize, (e as usize).min(data.len()));
+                if e - s <= COPY_BODY_MAX {
+                    c.wbuf.extend_from_slice(&data[s..e]);
+                } else {
+                    c.body = Some(Body::Mem {
+                        file: Arc::clone(&f) as Arc<dyn crate::mux::h1::FileBody>,
+                        pos: s,
+                        end: e,
+                    });
+                }
+            } else if e > s {
+                c.body = Some(Body::Sendfile {
+                    file: Arc::clone(&f) as Arc<dyn crate::mux::h1::FileBody>,
+                    off: s,
+                    end: e,
+                });
+            }
+        }
+        if !keep_alive {
+            c.closing = true;
+        }
+        self.finish_request(c, ctx, status, Some(bi), body_len);
+    }
+
+    /// The answer is queued: log it and move on to what follows the head.
+    fn finish_request(
+        &mut self,
+        c: &mut H1,
+        ctx: &mut Ctx,
+        status: u16,
+        backend: Option<usize>,
+        body: u64,
+    ) {
+        let now = ctx.now();
+        let be = backend.and_then(|b| c.fe.backends.get(b));
+        let sent = (c.wbuf.len() - self.resp_start) as u64 + body;
+        crate::proxy::count_request(&c.fe, be.map(|b| &**b), status, sent);
+        if c.w.logging(&c.fe) {
+            let buf = &c.rbuf[c.rstart..c.rend];
+            let line_end = buf
+                .iter()
+                .position(|&c| c == b'\r' || c == b'\n')
+                .unwrap_or(0);
+            let tq = c.elapsed(ctx, c.req_start);
+            let (bname, server) = match backend.and_then(|b| c.fe.backends.get(b)) {
+                Some(b) => (b.name.as_str(), "<files>"),
+                None => (c.fe.name.as_str(), "<NOSRV>"),
+            };
+            let entry = c.log_entry(LogFacts {
+                backend: bname,
+                server,
+                times: [tq, -1, -1, 0, tq],
+                status,
+                bytes: (c.wbuf.len() - self.resp_start) as u64 + body,
+                term: "--",
+                request_line: &buf[..line_end],
+            });
+            c.w.log_access(crate::log::format(&entry));
+        }
+        c.rstart += c.head.head_len.min(c.rend - c.rstart);
+        c.input = c.next_input.take().unwrap_or(In::Head);
+        c.req_start = None;
+        c.idle_since = now;
+        self.edits.clear();
+    }
+}
+
+/// Applies `http-response set-header|add-header|del-header` edits (frontend
+/// rules first, then the backend's, as HAProxy orders them) to the fields
+/// of an answer ebb builds itself; `ctx` gets the response from them.
+fn apply_edits<'a>(
+    fe: &'a FrontendRt,
+    be: &'a crate::proxy::BackendRt,
+    edits: &[(bool, usize)],
+    hdrs: Vec<(&'a [u8], &'a [u8])>,
+    status: u16,
+    ctx: &crate::sample::Ctx<'_>,
+) -> Vec<(&'a [u8], std::borrow::Cow<'a, [u8]>)> {
+    let mut out: Vec<_> = hdrs
+        .into_iter()
+        .map(|(n, v)| (n, std::borrow::Cow::Borrowed(v)))
+        .collect();
+    for &(is_be, i) in edits {
+        let rule = if is_be {
+            be.http_response.get(i)
+        } else {
+            fe.http_response.get(i)
+        };
+        let Some(rule) = rule else { continue };
+        let Some(e) = rule.edit() else {
+            // A variable action: runs on the answer as it is now.
+            let list: Vec<(&[u8], &[u8])> = out.iter().map(|(n, v)| (*n, v.as_ref())).collect();
+            let c = crate::sample::Ctx {
+                res: Some(crate::sample::Res::List {
+                    status,
+                    hdrs: &list,
+                }),
+                ..*ctx
+            };
+            rule.apply(&c, &mut Vec::new());
+            continue;
+        };
+        let list: Vec<(&[u8], &[u8])> = out.iter().map(|(n, v)| (*n, v.as_ref())).collect();
+        let c = crate::sample::Ctx {
+            res: Some(crate::sample::Res::List {
+                status,
+                hdrs: &list,
+            }),
+            ..*ctx
+        };
+        let mut next = out.clone();
+        e.apply_to_list(&c, &mut next);
+        drop(list);
+        out = next;
+    }
+    out
+}
+
+/// The sample context of an exchange on this connection, without request
+/// or response (the caller adds what it has): the one place that says
+/// what a connection gives to fetches.
+pub(crate) fn sample_ctx<'a>(
+    tr: &'a Transport,
+    peer: SocketAddr,
+    fe: &'a str,
+    dst: &'a dyn Fn() -> Option<SocketAddr>,
+    vars: &'a std::cell::RefCell<crate::sample::VarStore>,
+) -> crate::sample::Ctx<'a> {
+    crate::sample::Ctx {
+        src: peer,
+        dst,
+        fe,
+        be: None,
+        srv: None,
+        tls: tr.is_tls(),
+        sni: tr.sni(),
+        req: None,
+        res: None,
+        vars: Some(vars),
+    }
+}
+
+/// What answers a request, decided before anything is written.
+enum Act {
+    Options,
+    /// A CONNECT request: 405 (ebb has no tunnel to offer).
+    Connect,
+    /// An `http-request return` rule: (the backend's, or the frontend's
+    /// when `None`; index).
+    Return(Option<usize>, usize),
+    /// A server backend: the request header edits (frontend or backend
+    /// rule, index) and the response edits.
+    Proxy(usize, Vec<(bool, usize)>, Vec<(bool, usize)>),
+    Redirect(Vec<u8>, u16),
+    Deny(u16),
+    NoBackend,
+    /// A file backend: the clean path, or the status refusing it; and the
+    /// `http-response` edits that apply.
+    Files(usize, Result<String, u16>, Vec<(bool, usize)>),
+    /// The stats page (`stats uri`); whether `stats admin` allows actions.
+    Stats(Arc<crate::proxy::StatsRt>, bool),
+    /// `http-request use-service prometheus-exporter`.
+    Service,
+}
+
+/// The stats page's act when the request is for it.
+fn stats_act(
+    st: Option<&Arc<crate::proxy::StatsRt>>,
+    m: &crate::rules::Matcher,
+    view: &ReqView<'_>,
+) -> Option<Act> {
+    let st = st?;
+    let req = view.req?;
+    if !crate::serve::is_stats_page(st, req.head.path.get(req.buf)) {
+        return None;
+    }
+    let admin = st.admin.iter().any(|c| m.holds(Some(c), view));
+    Some(Act::Stats(Arc::clone(st), admin))
+}
