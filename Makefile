@@ -5,6 +5,7 @@
 #   loom     loom models of the scheduler's inbox and sleep/notify handshake
 #   vtc      varnishtest conformance corpus against ebb (tests/vtc)
 #   hostile  slowhttptest attacks and a maxconn flood (tests/hostile)
+#   h2       h2spec and the HTTP/2 attack harness against the h2 core (tests/h2)
 #   soak     mixed traffic for EBB_SOAK_SECS (150 s), growth bounds checked
 #   fuzz     every cargo-fuzz target for FUZZ_SECONDS (20 s) each
 #   smoke    a 2-second run of the side-by-side benchmark harness
@@ -15,9 +16,9 @@
 APT_PKGS := curl chromium python3-prometheus-client varnish haproxy slowhttptest wrk
 CARGO ?= cargo
 
-.PHONY: test deps unit loom vtc hostile soak fuzz smoke bench
+.PHONY: test deps h2spec-deps unit loom vtc hostile h2 soak fuzz smoke bench
 
-test: deps unit loom vtc hostile soak fuzz smoke
+test: deps unit loom vtc hostile h2 soak fuzz smoke
 
 # Debian packages the tests use; installed only when missing.
 deps:
@@ -29,6 +30,19 @@ deps:
 		if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
 		$$SUDO apt-get update -qq && \
 		DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing; \
+	fi
+
+# h2spec, the Go conformance tool: Go from Debian's golang-go when no go
+# is on PATH, then `go install` into $(GOPATH)/bin (~/go/bin).
+H2SPEC := $(shell command -v h2spec 2>/dev/null || echo $${GOPATH:-$$HOME/go}/bin/h2spec)
+h2spec-deps:
+	@if [ ! -x "$(H2SPEC)" ]; then \
+		if ! command -v go >/dev/null; then \
+			if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
+			$$SUDO apt-get update -qq && \
+			DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq golang-go; \
+		fi; \
+		go install github.com/summerwind/h2spec/cmd/h2spec@latest; \
 	fi
 
 unit:
@@ -44,6 +58,12 @@ vtc:
 
 hostile:
 	tests/hostile/run.sh
+
+# Every h2spec case must pass against the h2 core (h2_driver example);
+# then every attack of tests/h2/attack.py must be ended as RFC 9113 says.
+h2: h2spec-deps
+	tests/h2/h2spec.sh
+	tests/h2/run.sh
 
 soak:
 	$(CARGO) test -p ebb --test soak -- --ignored --nocapture

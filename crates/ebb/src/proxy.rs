@@ -371,6 +371,8 @@ pub struct BackendRt {
     /// The stats page served by this backend, if any.
     pub stats: Option<Arc<StatsRt>>,
     pub http: HttpCounters,
+    /// `mode tcp`, `tcp-request content` rules.
+    pub l4: crate::l4rules::TcpRt,
 }
 
 /// Timeouts in force on a frontend's connections, in milliseconds.
@@ -399,6 +401,8 @@ pub struct FrontendRt {
     /// server connection is kept after a response, whatever the backend
     /// says (HAProxy: the option in either the frontend or the backend).
     pub server_close: bool,
+    /// `option idle-close-on-response` (see [`crate::drain`]).
+    pub idle_close_on_response: bool,
     pub matcher: Matcher,
     pub http_request: Vec<ReqRule>,
     pub http_response: Vec<RespRule>,
@@ -421,6 +425,8 @@ pub struct FrontendRt {
     pub http: HttpCounters,
     /// Connections accepted since start (or `clear counters all`).
     pub sessions: AtomicU64,
+    /// `mode tcp`, `tcp-request` rules, `option tcplog`.
+    pub l4: crate::l4rules::TcpRt,
 }
 
 /// A compiled `use_backend` rule.
@@ -621,7 +627,7 @@ fn compile_servers(
     let farm = Farm::new(
         p.name.clone(),
         list,
-        p.balance.clone(),
+        crate::l4rules::balance_for_mode(p, warnings),
         p.retries,
         p.options.redispatch,
         p.http_reuse,
@@ -749,6 +755,17 @@ pub fn compile(cfg: &Config) -> Result<Compiled, Vec<ConfigError>> {
                 ));
             };
             let matcher = Matcher::for_proxy(p)?;
+            // A listen section's layer-4 part is compiled (and warned
+            // about) once, as its frontend's.
+            let l4 = if p.kind.is_frontend() {
+                crate::l4rules::TcpRt {
+                    tcp_mode: p.mode == crate::config::ProxyMode::Tcp,
+                    tunnel: crate::l4rules::tunnel_ms(p),
+                    ..Default::default()
+                }
+            } else {
+                crate::l4rules::compile(p, &matcher, warnings)?
+            };
             let http_response = compile_resp_rules(p, &matcher)?;
             // A listen section's rules run once, as its frontend's.
             let http_request = if p.kind.is_frontend() {
@@ -769,6 +786,7 @@ pub fn compile(cfg: &Config) -> Result<Compiled, Vec<ConfigError>> {
                 kind,
                 matcher,
                 http_response,
+                l4,
             })
         })();
         match r {
@@ -787,9 +805,11 @@ pub fn compile(cfg: &Config) -> Result<Compiled, Vec<ConfigError>> {
     for p in cfg.frontends() {
         let r = (|| -> Result<FrontendRt, ConfigError> {
             let matcher = Matcher::for_proxy(p)?;
+            let l4 = crate::l4rules::compile(p, &matcher, warnings)?;
             let http_request = compile_req_rules(p, &matcher)?;
             let http_response = compile_resp_rules(p, &matcher)?;
             let stats = compile_stats(p, &matcher)?;
+            let be_cfg = |name: &str| cfg.backends().find(|b| b.name == name);
             let mut use_backends = Vec::new();
             for u in &p.use_backends {
                 let i = match &u.dynamic {
@@ -797,11 +817,23 @@ pub fn compile(cfg: &Config) -> Result<Compiled, Vec<ConfigError>> {
                     None => index(&u.backend)
                         .ok_or_else(|| err(&u.loc, format!("unknown backend '{}'", u.backend)))?,
                 };
+                if let Some(e) =
+                    be_cfg(&u.backend).and_then(|b| crate::l4rules::mode_mismatch(p, b, &u.loc))
+                {
+                    return Err(e);
+                }
                 use_backends.push(UseBackendRt {
                     index: i,
                     dynamic: u.dynamic.clone(),
                     cond: matcher.opt_cond(u.cond.as_ref())?,
                 });
+            }
+            if let Some(d) = &p.default_backend {
+                if let Some(e) =
+                    be_cfg(&d.value).and_then(|b| crate::l4rules::mode_mismatch(p, b, &d.loc))
+                {
+                    return Err(e);
+                }
             }
             let default_backend = match &p.default_backend {
                 Some(d) => Some(
@@ -832,6 +864,7 @@ pub fn compile(cfg: &Config) -> Result<Compiled, Vec<ConfigError>> {
                 },
                 keep_alive: p.options.conn_mode != HttpConnMode::Close,
                 server_close: p.options.conn_mode != HttpConnMode::KeepAlive,
+                idle_close_on_response: p.options.idle_close_on_response,
                 matcher,
                 http_request,
                 http_response,
@@ -855,6 +888,7 @@ pub fn compile(cfg: &Config) -> Result<Compiled, Vec<ConfigError>> {
                 stats,
                 http: HttpCounters::default(),
                 sessions: AtomicU64::new(0),
+                l4,
             })
         })();
         match r {

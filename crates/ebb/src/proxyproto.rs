@@ -3,9 +3,9 @@
 //! A load balancer in front of ebb (or ebb in front of a server) prepends
 //! one header to a TCP connection telling the original source and
 //! destination. This module parses it from the first bytes of a connection
-//! and encodes it for a server; it does no I/O. Wiring (`accept-proxy` on
-//! `bind`, `send-proxy[-v2]` on `server`) comes with the connection layer;
-//! until then the config parser refuses those keywords.
+//! and encodes it for a server; it does no I/O. `accept-proxy` on `bind`
+//! is read by `tcp::pphdr`, `send-proxy[-v2]` on `server` is sent by the
+//! server sides of both modes and by checks ([`header_for`]).
 //!
 //! [`parse`] looks at the bytes received so far and answers:
 //! - [`Parsed::Partial`]: the bytes are a prefix of a valid header; read more.
@@ -438,6 +438,49 @@ fn crc32c_with_hole(data: &[u8], hole: usize) -> u32 {
         }
     }
     !crc
+}
+
+/// The header a server with `send-proxy` (`version` 1) or
+/// `send-proxy-v2` (2) receives first: the client's source and the
+/// address it reached; with no addresses (a health check), v1 `UNKNOWN`
+/// and a v2 LOCAL command, as HAProxy sends. A v4/v6 mix is sent as IPv6
+/// with the IPv4 address mapped (HAProxy does the same).
+pub fn header_for(version: u8, addrs: Option<(SocketAddr, SocketAddr)>) -> Vec<u8> {
+    let six = |a: SocketAddr| match a {
+        SocketAddr::V4(v) => SocketAddrV6::new(v.ip().to_ipv6_mapped(), v.port(), 0, 0),
+        SocketAddr::V6(v) => v,
+    };
+    let (command, addrs) = match addrs {
+        None => (Command::Local, Addrs::Unknown),
+        Some((SocketAddr::V4(src), SocketAddr::V4(dst))) => (
+            Command::Proxy,
+            Addrs::V4 {
+                src,
+                dst,
+                transport: Transport::Stream,
+            },
+        ),
+        Some((src, dst)) => (
+            Command::Proxy,
+            Addrs::V6 {
+                src: six(src),
+                dst: six(dst),
+                transport: Transport::Stream,
+            },
+        ),
+    };
+    let h = Header {
+        version,
+        command,
+        addrs,
+        tlvs: Vec::new(),
+    };
+    if version == 2 {
+        // No TLV: the header always fits.
+        encode_v2(&h, false).unwrap_or_default()
+    } else {
+        encode_v1(&h)
+    }
 }
 
 /// Encodes a v1 line. `Addrs::Unix` has no v1 form and is sent as

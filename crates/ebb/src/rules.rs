@@ -387,6 +387,7 @@ mod tests {
             req: Some(crate::sample::Req { buf, head: &head }),
             res: None,
             vars: None,
+            payload: None,
         };
         f(&v)
     }
@@ -520,6 +521,7 @@ mod tests {
             }),
             res: None,
             vars: None,
+            payload: None,
         };
         let mut out = Vec::new();
         e.write_field(&c, &mut out);

@@ -26,9 +26,8 @@ use sched::{ticks, Ctx, Reasons, Runtime, RuntimeHandle, Status, TaskletFn, Task
 use crate::blocking::BlockingPool;
 use crate::config::{Config, ConfigError, LogDest, ProfilingMode};
 use crate::http1::Limits;
-use crate::listener::{bind_per_thread, bind_spec, DEFAULT_BACKLOG};
+use crate::listener::DEFAULT_BACKLOG;
 use crate::log::{Ident, Logger, Target};
-use crate::mux::h1::Conn;
 use crate::proxy::{compile, Compiled, FrontendRt};
 use crate::registry::{Live, Process, Sessions};
 use crate::tls::TlsAcceptor;
@@ -49,9 +48,35 @@ struct Listener {
     fe: Arc<FrontendRt>,
     /// TLS settings of the bind line (`ssl crt ...`).
     tls: Option<Arc<TlsAcceptor>>,
+    /// `accept-proxy` on the bind line.
+    accept_proxy: bool,
     w: Rc<Worker>,
     live: Arc<Live>,
     gen: u64,
+}
+
+impl Listener {
+    fn spawn_conn(&self, ctx: &mut Ctx, s: socket2::Socket, peer: socket2::SockAddr) {
+        ctx.count_accepts(1);
+        let peer = crate::listener::peer_of(&peer);
+        if let Err(e) = crate::tcp::accepted(
+            ctx,
+            s.into(),
+            peer,
+            Arc::clone(&self.fe),
+            Rc::clone(&self.w),
+            self.tls.as_ref().map(|t| t.config()),
+            self.accept_proxy,
+        ) {
+            self.w.log_error(
+                format!(
+                    "{}: cannot set up a connection from {peer}: {e}",
+                    self.fe.name
+                )
+                .into_bytes(),
+            );
+        }
+    }
 }
 
 impl TaskletFn for Listener {
@@ -63,6 +88,12 @@ impl TaskletFn for Listener {
             return Status::Done;
         };
         if why.intersects(Reasons::SIGNAL) || ctx.stopping() {
+            // Connections the kernel already completed are taken and
+            // served (their first answer closes them): closing the socket
+            // with them in its queue would reset them unanswered.
+            while let Ok((s, peer)) = sock.accept() {
+                self.spawn_conn(ctx, s, peer);
+            }
             let _ = ctx.deregister_fd(sock.as_raw_fd());
             self.sock = None;
             return Status::Done;
@@ -102,26 +133,7 @@ impl TaskletFn for Listener {
                 self.paused = false;
             }
             match sock.accept() {
-                Ok((s, peer)) => {
-                    ctx.count_accepts(1);
-                    let peer = crate::listener::peer_of(&peer);
-                    if let Err(e) = Conn::<crate::stream::Stream>::spawn(
-                        ctx,
-                        s.into(),
-                        peer,
-                        Arc::clone(&self.fe),
-                        Rc::clone(&self.w),
-                        self.tls.as_ref().map(|t| t.config()),
-                    ) {
-                        self.w.log_error(
-                            format!(
-                                "{}: cannot set up a connection from {peer}: {e}",
-                                self.fe.name
-                            )
-                            .into_bytes(),
-                        );
-                    }
-                }
+                Ok((s, peer)) => self.spawn_conn(ctx, s, peer),
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Status::Continue,
                 Err(e)
                     if matches!(
@@ -156,6 +168,16 @@ pub struct RunOptions {
     /// `-D` or `daemon` (and no `-d`): fork once everything is bound; the
     /// parent writes the pidfile with the child's pid and exits 0.
     pub daemon: bool,
+    /// Forked by a master (master-worker mode): no pidfile of its own.
+    pub worker: bool,
+    /// `-sf`/`-st PID...`: processes to signal once ready, and the signal.
+    pub old_pids: Vec<u32>,
+    pub old_signal: i32,
+    /// Forked by a master: tells it this worker serves (the master's
+    /// `mworker` module sets it; the server does not import its caller).
+    pub on_ready: Option<fn()>,
+    /// Forked by a master: the worker's private CLI socket for it.
+    pub worker_cli: Option<fn() -> Option<crate::cli::socket::CliSocket>>,
 }
 
 /// A configuration error found at start-up (bind, files), formatted.
@@ -189,6 +211,7 @@ pub fn run(cfg: Config, opts: RunOptions) -> i32 {
             return 1;
         }
     };
+    crate::drain::configure(cfg.global.close_spread);
     let nbthread = cfg
         .global
         .nbthread
@@ -198,11 +221,19 @@ pub fn run(cfg: Config, opts: RunOptions) -> i32 {
         .clamp(1, 64);
 
     // Bind everything before anything runs.
-    type Bound = (socket2::Socket, Arc<FrontendRt>, Option<Arc<TlsAcceptor>>);
+    type Bound = (
+        socket2::Socket,
+        Arc<FrontendRt>,
+        Option<Arc<TlsAcceptor>>,
+        bool,
+    );
     let mut per_thread: Vec<Vec<Bound>> = (0..nbthread).map(|_| Vec::new()).collect();
     let mut acceptors: Vec<Arc<TlsAcceptor>> = Vec::new();
     let mut lines = Vec::new();
     let fe_cfgs: Vec<_> = cfg.frontends().collect();
+    // Inherited sockets first (crate::handover): a reload never closes a
+    // socket it keeps.
+    let mut binder = crate::handover::Binder::default();
     for (fe_cfg, fe) in fe_cfgs.iter().zip(&compiled.frontends) {
         for b in &fe_cfg.binds {
             let tls = match &b.ssl {
@@ -227,11 +258,17 @@ pub fn run(cfg: Config, opts: RunOptions) -> i32 {
             };
             let backlog = b.backlog.map_or(DEFAULT_BACKLOG, |n| n as i32);
             for addr in &b.addrs {
-                match bind_per_thread(*addr, nbthread, backlog) {
+                match binder.tcp(*addr, nbthread, backlog) {
                     Ok((socks, real)) => {
                         lines.push(format!("ebb: frontend {} listening on {}", fe.name, real));
                         for (t, s) in socks.into_iter().enumerate() {
-                            per_thread[t].push((s.into(), Arc::clone(fe), tls.clone()));
+                            let t = t % nbthread;
+                            per_thread[t].push((
+                                s.into(),
+                                Arc::clone(fe),
+                                tls.clone(),
+                                b.accept_proxy,
+                            ));
                         }
                     }
                     Err(e) => {
@@ -249,11 +286,11 @@ pub fn run(cfg: Config, opts: RunOptions) -> i32 {
                     uid: b.unix_owner.0,
                     gid: b.unix_owner.1,
                 };
-                match bind_spec(spec, nbthread, backlog, perms) {
+                match binder.other(spec, nbthread, backlog, perms) {
                     Ok((socks, shown)) => {
                         lines.push(format!("ebb: frontend {} listening on {shown}", fe.name));
                         for (t, s) in socks.into_iter().enumerate() {
-                            per_thread[t].push((s, Arc::clone(fe), tls.clone()));
+                            per_thread[t].push((s, Arc::clone(fe), tls.clone(), b.accept_proxy));
                         }
                     }
                     Err(e) => {
@@ -298,7 +335,11 @@ pub fn run(cfg: Config, opts: RunOptions) -> i32 {
     let mut cli_socks = Vec::new();
     for s in &cfg.global.stats_sockets {
         match crate::cli::socket::bind(s) {
-            Ok(c) => cli_socks.push(c),
+            Ok(c) => {
+                // Handed over by `_getsocks` with the listeners.
+                let _ = crate::handover::remember_cli(&s.path, &c.listener);
+                cli_socks.push(c)
+            }
             Err(e) => {
                 eprintln!(
                     "{}",
@@ -308,6 +349,8 @@ pub fn run(cfg: Config, opts: RunOptions) -> i32 {
             }
         }
     }
+    // Inherited sockets no line took: binds a reload removed.
+    crate::handover::finish();
     let cli_paths: Vec<_> = cli_socks.iter().filter_map(|c| c.path.clone()).collect();
     let cli_timeout = cfg
         .global
@@ -318,7 +361,9 @@ pub fn run(cfg: Config, opts: RunOptions) -> i32 {
     let pidfile = opts
         .pidfile
         .clone()
-        .or_else(|| cfg.global.pidfile.as_ref().map(|p| p.value.clone()));
+        .or_else(|| cfg.global.pidfile.as_ref().map(|p| p.value.clone()))
+        // A worker's pidfile is its master's.
+        .filter(|_| !opts.worker);
     // `daemon`/-D: fork now that every socket is bound (so bind errors
     // still reach the terminal and the exit status); the parent writes the
     // child's pid and leaves. No thread runs yet, as fork requires.
@@ -443,6 +488,13 @@ pub fn run(cfg: Config, opts: RunOptions) -> i32 {
         }
         let _ = writeln!(out, "ebb: ready ({nbthread} threads)");
         let _ = out.flush();
+        if let Some(ready) = opts.on_ready {
+            ready();
+        }
+        if !opts.old_pids.is_empty() {
+            // -sf / -st: the old processes go once this one serves.
+            crate::handover::signal_old(&opts.old_pids, opts.old_signal);
+        }
         sd_notify(&format!("READY=1\nMAINPID={}", crate::sys::pid()));
     }
 
@@ -499,7 +551,11 @@ pub fn run(cfg: Config, opts: RunOptions) -> i32 {
         });
         ctx.set_expire(purge, ticks::add(ctx.now(), 1000));
         if ctx.thread_id() == 0 {
-            let socks = cli_socks.lock().ok().and_then(|mut v| v.take());
+            let mut socks = cli_socks.lock().ok().and_then(|mut v| v.take());
+            if let (Some(v), Some(w)) = (&mut socks, opts.worker_cli.and_then(|take| take())) {
+                // The master CLI's way to this worker (`@1 ...`).
+                v.push(w);
+            }
             for s in socks.unwrap_or_default() {
                 if let Err(e) = crate::cli::socket::start(ctx, s, Arc::clone(&process), cli_timeout)
                 {
@@ -507,13 +563,14 @@ pub fn run(cfg: Config, opts: RunOptions) -> i32 {
                 }
             }
         }
-        for (sock, fe, tls) in mine {
+        for (sock, fe, tls, accept_proxy) in mine {
             let fd = sock.as_raw_fd();
             let l = Listener {
                 paused: false,
                 sock: Some(sock),
                 fe,
                 tls,
+                accept_proxy,
                 w: Rc::clone(&w),
                 live: Arc::clone(&live),
                 gen: 0,
@@ -530,11 +587,18 @@ pub fn run(cfg: Config, opts: RunOptions) -> i32 {
     });
     drop(pool);
     drop(check_pool);
-    for p in &cli_paths {
-        let _ = std::fs::remove_file(p);
+    if !crate::handover::handed_over() {
+        // Sockets passed to a new process (-x) stay its files.
+        for p in &cli_paths {
+            let _ = std::fs::remove_file(p);
+        }
     }
     if let Some(p) = &pidfile {
-        let _ = std::fs::remove_file(p);
+        // Only our own pid: a new process (-sf) may have written its own.
+        let mine = format!("{}\n", crate::sys::pid());
+        if std::fs::read_to_string(p).is_ok_and(|c| c == mine) {
+            let _ = std::fs::remove_file(p);
+        }
     }
     match res {
         Ok(()) => 0,
@@ -843,6 +907,8 @@ fn spawn_signal_thread(
                     eprintln!("ebb: signal {sig}: graceful stop");
                 }
                 sd_notify("STOPPING=1");
+                crate::drain::begin();
+                crate::handover::release();
                 h.stop();
                 if let Some(d) = hard_stop_after {
                     let h2 = h.clone();

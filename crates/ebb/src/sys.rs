@@ -284,3 +284,249 @@ pub fn set_nofile(n: u64) -> io::Result<()> {
     }
     Ok(())
 }
+
+/// Master-worker: the master's signals (stop, reload, a worker's exit).
+pub const MASTER_SIGNALS: [i32; 6] = [
+    libc::SIGTERM,
+    libc::SIGINT,
+    libc::SIGUSR1,
+    libc::SIGUSR2,
+    libc::SIGHUP,
+    libc::SIGCHLD,
+];
+
+/// A non-blocking, close-on-exec `signalfd` for `sigs` (which must be
+/// blocked): the master polls it beside its sockets.
+pub fn signalfd(sigs: &[i32]) -> io::Result<std::os::fd::OwnedFd> {
+    use std::os::fd::FromRawFd;
+    let set = sigset(sigs)?;
+    // SAFETY: `set` is initialised; -1 asks for a new descriptor.
+    let fd = unsafe { libc::signalfd(-1, &set, libc::SFD_NONBLOCK | libc::SFD_CLOEXEC) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: `fd` was just created and is owned by nobody else.
+    Ok(unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) })
+}
+
+/// Reads one signal from a [`signalfd`]; `None` when none is pending.
+pub fn read_signal(fd: RawFd) -> io::Result<Option<i32>> {
+    // SAFETY: signalfd_siginfo is plain data.
+    let mut info: libc::signalfd_siginfo = unsafe { std::mem::zeroed() };
+    let len = std::mem::size_of::<libc::signalfd_siginfo>();
+    // SAFETY: `info` is a writable buffer of `len` bytes.
+    let n = unsafe { libc::read(fd, (&mut info as *mut libc::signalfd_siginfo).cast(), len) };
+    if n < 0 {
+        let e = io::Error::last_os_error();
+        return if e.kind() == io::ErrorKind::WouldBlock {
+            Ok(None)
+        } else {
+            Err(e)
+        };
+    }
+    Ok((n as usize == len).then_some(info.ssi_signo as i32))
+}
+
+/// Waits until one of `fds` is readable (or hung up), at most `timeout_ms`
+/// (-1: no limit). Returns which are.
+pub fn poll_readable(fds: &[RawFd], timeout_ms: i32) -> io::Result<Vec<bool>> {
+    let mut p: Vec<libc::pollfd> = fds
+        .iter()
+        .map(|&fd| libc::pollfd {
+            fd,
+            events: libc::POLLIN,
+            revents: 0,
+        })
+        .collect();
+    // SAFETY: `p` is a valid array of `p.len()` pollfd structures.
+    let n = unsafe { libc::poll(p.as_mut_ptr(), p.len() as libc::nfds_t, timeout_ms) };
+    if n < 0 {
+        let e = io::Error::last_os_error();
+        if e.kind() == io::ErrorKind::Interrupted {
+            return Ok(vec![false; fds.len()]);
+        }
+        return Err(e);
+    }
+    Ok(p.iter().map(|x| x.revents != 0).collect())
+}
+
+/// Reaps one exited child without waiting: (pid, exit code, or 128 +
+/// the signal that killed it).
+pub fn reap_child() -> Option<(u32, i32)> {
+    let mut st: libc::c_int = 0;
+    // SAFETY: `st` is a valid out-pointer; WNOHANG never blocks.
+    let pid = unsafe { libc::waitpid(-1, &mut st, libc::WNOHANG) };
+    if pid <= 0 {
+        return None;
+    }
+    let code = if libc::WIFEXITED(st) {
+        libc::WEXITSTATUS(st)
+    } else if libc::WIFSIGNALED(st) {
+        128 + libc::WTERMSIG(st)
+    } else {
+        0
+    };
+    Some((pid as u32, code))
+}
+
+/// Sends `sig` to process `pid`.
+pub fn kill(pid: u32, sig: i32) -> io::Result<()> {
+    let pid =
+        libc::pid_t::try_from(pid).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+    if pid <= 0 {
+        return Err(io::Error::from(io::ErrorKind::InvalidInput));
+    }
+    // SAFETY: kill(2) takes no pointer; a positive pid names one process.
+    if unsafe { libc::kill(pid, sig) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Sets or clears close-on-exec on a descriptor this process owns.
+pub fn set_cloexec(fd: RawFd, on: bool) -> io::Result<()> {
+    // SAFETY: F_GETFD only reads the flags of `fd`.
+    let flags = unsafe { libc::fcntl(fd, libc::F_GETFD) };
+    if flags < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let new = if on {
+        flags | libc::FD_CLOEXEC
+    } else {
+        flags & !libc::FD_CLOEXEC
+    };
+    // SAFETY: F_SETFD sets the flags of an open descriptor.
+    if unsafe { libc::fcntl(fd, libc::F_SETFD, new) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Asks the kernel to send `sig` to this process when its parent dies (a
+/// worker whose master is gone stops).
+pub fn parent_death_signal(sig: i32) -> io::Result<()> {
+    // SAFETY: PR_SET_PDEATHSIG takes a signal number, no pointer.
+    if unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, sig as libc::c_ulong) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Unblocks `sigs` in the calling thread (a worker forked by the master
+/// takes back the signals only the master waits for).
+pub fn unblock_signals(sigs: &[i32]) -> io::Result<()> {
+    let set = sigset(sigs)?;
+    // SAFETY: `set` is initialised; a null old-set pointer is allowed.
+    let rc = unsafe { libc::pthread_sigmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut()) };
+    if rc != 0 {
+        return Err(io::Error::from_raw_os_error(rc));
+    }
+    Ok(())
+}
+
+/// Sends `data` with descriptors `fds` (SCM_RIGHTS) on the UNIX stream
+/// socket `sock`, blocking until sent.
+pub fn send_fds(sock: RawFd, data: &[u8], fds: &[RawFd]) -> io::Result<usize> {
+    let space = if fds.is_empty() {
+        0
+    } else {
+        // SAFETY: CMSG_SPACE is arithmetic on a length.
+        unsafe { libc::CMSG_SPACE(std::mem::size_of_val(fds) as u32) as usize }
+    };
+    let mut cbuf = vec![0u64; space.div_ceil(8)];
+    let mut iov = libc::iovec {
+        iov_base: data.as_ptr() as *mut libc::c_void,
+        iov_len: data.len(),
+    };
+    // SAFETY: msghdr is plain data; every pointer set below stays valid
+    // for the sendmsg call.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    if !fds.is_empty() {
+        msg.msg_control = cbuf.as_mut_ptr().cast();
+        msg.msg_controllen = space as _;
+        // SAFETY: the control buffer holds one header of `space` bytes.
+        unsafe {
+            let c = libc::CMSG_FIRSTHDR(&msg);
+            (*c).cmsg_level = libc::SOL_SOCKET;
+            (*c).cmsg_type = libc::SCM_RIGHTS;
+            (*c).cmsg_len = libc::CMSG_LEN(std::mem::size_of_val(fds) as u32) as _;
+            std::ptr::copy_nonoverlapping(
+                fds.as_ptr().cast::<u8>(),
+                libc::CMSG_DATA(c),
+                std::mem::size_of_val(fds),
+            );
+        }
+    }
+    loop {
+        // SAFETY: `msg` and what it points to are valid for the call.
+        let n = unsafe { libc::sendmsg(sock, &msg, libc::MSG_NOSIGNAL) };
+        if n >= 0 {
+            return Ok(n as usize);
+        }
+        let e = io::Error::last_os_error();
+        if e.kind() != io::ErrorKind::Interrupted {
+            return Err(e);
+        }
+    }
+}
+
+/// Receives bytes into `buf` and up to `max_fds` descriptors (SCM_RIGHTS)
+/// from the UNIX stream socket `sock`; the descriptors are close-on-exec.
+pub fn recv_fds(
+    sock: RawFd,
+    buf: &mut [u8],
+    max_fds: usize,
+) -> io::Result<(usize, Vec<std::os::fd::OwnedFd>)> {
+    use std::os::fd::FromRawFd;
+    // SAFETY: CMSG_SPACE is arithmetic on a length.
+    let space = unsafe { libc::CMSG_SPACE((max_fds * std::mem::size_of::<RawFd>()) as u32) };
+    let mut cbuf = vec![0u64; (space as usize).div_ceil(8)];
+    let mut iov = libc::iovec {
+        iov_base: buf.as_mut_ptr().cast(),
+        iov_len: buf.len(),
+    };
+    // SAFETY: msghdr is plain data; its pointers stay valid for the call.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = cbuf.as_mut_ptr().cast();
+    msg.msg_controllen = space as _;
+    let n = loop {
+        // SAFETY: `msg` and its buffers are valid and writable.
+        let n = unsafe { libc::recvmsg(sock, &mut msg, libc::MSG_CMSG_CLOEXEC) };
+        if n >= 0 {
+            break n as usize;
+        }
+        let e = io::Error::last_os_error();
+        if e.kind() != io::ErrorKind::Interrupted {
+            return Err(e);
+        }
+    };
+    let mut fds = Vec::new();
+    // SAFETY: the kernel filled `msg`'s control part; CMSG_FIRSTHDR and
+    // CMSG_NXTHDR walk it within msg_controllen, and each SCM_RIGHTS
+    // payload holds whole descriptors this process now owns.
+    unsafe {
+        let mut c = libc::CMSG_FIRSTHDR(&msg);
+        while !c.is_null() {
+            if (*c).cmsg_level == libc::SOL_SOCKET && (*c).cmsg_type == libc::SCM_RIGHTS {
+                let len = (*c).cmsg_len as usize - libc::CMSG_LEN(0) as usize;
+                let count = len / std::mem::size_of::<RawFd>();
+                let data = libc::CMSG_DATA(c);
+                for i in 0..count {
+                    let mut fd: RawFd = -1;
+                    std::ptr::copy_nonoverlapping(
+                        data.add(i * std::mem::size_of::<RawFd>()),
+                        (&mut fd as *mut RawFd).cast::<u8>(),
+                        std::mem::size_of::<RawFd>(),
+                    );
+                    fds.push(std::os::fd::OwnedFd::from_raw_fd(fd));
+                }
+            }
+            c = libc::CMSG_NXTHDR(&msg, c);
+        }
+    }
+    Ok((n, fds))
+}

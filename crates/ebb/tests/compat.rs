@@ -425,10 +425,10 @@ fn condition_checks_as_haproxy() {
     assert_eq!(cc("version_atleast(1024)"), 1);
     assert_eq!(cc("feature(OPENSSL) || !feature(OPENSSL)"), 0);
     assert_eq!(cc("streq(a,\"a)"), 2);
-    // Master-worker is refused, not ignored.
-    let (code, _, err) = run_ebb(&["-W", "-f", "x.cfg"], &d);
+    // A master CLI without master-worker mode is refused, not ignored.
+    let (code, _, err) = run_ebb(&["-S", "/tmp/x.sock", "-f", "x.cfg"], &d);
     assert_eq!(code, 1);
-    assert!(err.contains("not supported yet"), "{err}");
+    assert!(err.contains("needs master-worker mode"), "{err}");
 }
 
 #[test]
@@ -526,16 +526,24 @@ fn debian_stock_config_passes_the_check() {
             "the admin socket does not answer"
         );
     }
-    // send-proxy is refused clearly until the PROXY protocol lands.
+    // send-proxy is applied; its SSL variant (TLVs ebb does not send) is
+    // refused clearly.
     std::fs::write(
         d.join("sp.cfg"),
         cfg.replace("127.0.0.1:8000 check", "127.0.0.1:8000 send-proxy"),
     )
     .unwrap();
     let (code, _, err) = run_ebb(&["-c", "-f", "sp.cfg"], &d);
+    assert_eq!(code, 0, "{err}");
+    std::fs::write(
+        d.join("sp2.cfg"),
+        cfg.replace("127.0.0.1:8000 check", "127.0.0.1:8000 send-proxy-v2-ssl"),
+    )
+    .unwrap();
+    let (code, _, err) = run_ebb(&["-c", "-f", "sp2.cfg"], &d);
     assert_eq!(code, 1);
     assert!(
-        err.contains("'send-proxy' (PROXY protocol) is not supported yet"),
+        err.contains("'send-proxy-v2-ssl' is not supported"),
         "{err}"
     );
 }

@@ -134,16 +134,28 @@ pub fn judge(resp: &[u8], expect: &Expect) -> Result<(), String> {
 /// TLS for the checks of an `ssl` server: client configuration and name.
 pub type CheckTls = (Arc<rustls::ClientConfig>, String);
 
-/// One check, blocking: connect (TLS handshake for an `ssl` server, and an
-/// HTTP exchange with a probe) within `timeout`.
+/// The PROXY header a check sends first (`check-send-proxy`, or a server
+/// with `send-proxy[-v2]`, HAProxy's rule): v1 `UNKNOWN` or a v2 LOCAL
+/// command, since a check relays no client. Empty: none.
+pub fn check_proxy_header(o: &crate::config::ServerOptions) -> Vec<u8> {
+    if o.send_proxy == 0 && !o.check_send_proxy {
+        return Vec::new();
+    }
+    crate::proxyproto::header_for(o.send_proxy.max(1), None)
+}
+
+/// One check, blocking: connect (a PROXY header first when `proxy_hdr`
+/// holds one, then a TLS handshake for an `ssl` server, and an HTTP
+/// exchange with a probe) within `timeout`.
 pub fn run_check(
     addr: SocketAddr,
     timeout: Duration,
     probe: Option<&HttpProbe>,
     tls: Option<&CheckTls>,
+    proxy_hdr: &[u8],
 ) -> Result<(), String> {
     let start = Instant::now();
-    let s = TcpStream::connect_timeout(&addr, timeout)
+    let mut s = TcpStream::connect_timeout(&addr, timeout)
         .map_err(|e| format!("Layer4 connection problem: {e}"))?;
     // Every read and write below is bounded by what is left of `timeout`.
     let left = timeout
@@ -151,6 +163,10 @@ pub fn run_check(
         .max(Duration::from_millis(1));
     let _ = s.set_read_timeout(Some(left));
     let _ = s.set_write_timeout(Some(left));
+    if !proxy_hdr.is_empty() {
+        s.write_all(proxy_hdr)
+            .map_err(|e| format!("Layer4 connection problem: PROXY header: {e}"))?;
+    }
     match tls {
         None => exchange(s, start, timeout, probe),
         Some((cfg, sni)) => {
@@ -382,9 +398,10 @@ impl Checker {
             let timeout = self.timeout;
             let handle = self.handle.clone();
             let srv = self.srv.clone();
+            let pp = check_proxy_header(&s.opts);
             let job = move || {
                 let t0 = Instant::now();
-                let r = run_check(addr, timeout, probe.as_ref(), tls.as_ref());
+                let r = run_check(addr, timeout, probe.as_ref(), tls.as_ref(), &pp);
                 if let Some(s) = srv.upgrade() {
                     s.ext.check_took(t0.elapsed());
                 }
@@ -505,18 +522,18 @@ mod tests {
                 let _ = s.write_all(b"HTTP/1.0 200 OK\r\n\r\nalive");
             }
         });
-        assert!(run_check(addr, Duration::from_secs(2), None, None).is_ok());
+        assert!(run_check(addr, Duration::from_secs(2), None, None, &[]).is_ok());
         let probe = HttpProbe {
             request: b"GET / HTTP/1.0\r\n\r\n".to_vec(),
             expect: Expect::String(b"alive".to_vec(), false),
         };
-        assert!(run_check(addr, Duration::from_secs(2), Some(&probe), None).is_ok());
+        assert!(run_check(addr, Duration::from_secs(2), Some(&probe), None, &[]).is_ok());
         // Nothing listens on a port we just released.
         let dead = {
             let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
             l.local_addr().unwrap()
         };
-        let e = run_check(dead, Duration::from_millis(500), None, None).unwrap_err();
+        let e = run_check(dead, Duration::from_millis(500), None, None, &[]).unwrap_err();
         assert!(e.starts_with("Layer4"), "{e}");
     }
 }

@@ -41,6 +41,23 @@ use sched::{RuntimeHandle, TaskletId};
 
 use crate::config::{Balance, HttpCheck, HttpReuse, ServerOptions};
 
+/// Starts a non-blocking connect to `addr` (with `TCP_NODELAY`): the
+/// socket is returned while the connect is under way; its outcome is the
+/// first write edge (`SO_ERROR`, then a peer address).
+pub fn connect_nb(addr: SocketAddr) -> std::io::Result<std::net::TcpStream> {
+    use socket2::{Domain, Protocol, Socket, Type};
+    let s = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
+    s.set_nonblocking(true)?;
+    s.set_tcp_nodelay(true)?;
+    match s.connect(&addr.into()) {
+        Ok(()) => {}
+        Err(e) if e.raw_os_error() == Some(libc::EINPROGRESS) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+        Err(e) => return Err(e),
+    }
+    Ok(s.into())
+}
+
 /// Administrative state (the CLI's `set server ... state`).
 pub const ADMIN_READY: u8 = 0;
 pub const ADMIN_DRAIN: u8 = 1;

@@ -45,19 +45,21 @@ struct Args {
     /// Run in the background (as the global `daemon` keyword); `-d` wins.
     #[arg(short = 'D')]
     daemon: bool,
-    /// HAProxy's master-worker mode: not supported yet (refused).
-    #[arg(short = 'W', hide = true)]
+    /// Master-worker mode: a master process runs the workers and reloads
+    /// on SIGUSR2 without closing a listening socket.
+    #[arg(short = 'W')]
     master_worker: bool,
-    /// HAProxy's master CLI socket: not supported yet (refused).
-    #[arg(short = 'S', value_name = "SOCKET", hide = true)]
-    master_cli: Option<String>,
+    /// Master CLI socket (with -W): ADDR[,mode,OCTAL]; several allowed.
+    #[arg(short = 'S', value_name = "SOCKET", action = ArgAction::Append)]
+    master_cli: Vec<String>,
     /// The local peer name (HAProxy's `-L`): ebb has no `peers` sections,
     /// so it only sets `HAPROXY_LOCALPEER` for the configuration to use.
     #[arg(short = 'L', value_name = "NAME")]
     local_peer: Option<String>,
-    /// HAProxy's socket transfer from an old process: not supported yet.
-    #[arg(short = 'x', value_name = "SOCKET", hide = true)]
-    transfer: Option<String>,
+    /// Take the listening sockets of a running process from its stats
+    /// socket (`expose-fd listeners`) before binding.
+    #[arg(short = 'x', value_name = "SOCKET")]
+    transfer: Option<PathBuf>,
     /// Without -f: the directory to serve (default: the current one).
     #[arg(long, value_name = "DIR")]
     root: Option<PathBuf>,
@@ -158,6 +160,54 @@ fn report<'a>(errs: impl Iterator<Item = &'a ebb::config::ConfigError>) {
     let _ = std::io::stderr().lock().write_all(out.as_bytes());
 }
 
+/// Removes `-sf PID...` / `-st PID...` from the arguments: (the rest, the
+/// pids, the signal: SIGUSR1 for -sf, SIGTERM for -st).
+fn take_old_pids(argv: &[String]) -> Result<(Vec<String>, Vec<u32>, i32), String> {
+    let mut rest = Vec::new();
+    let mut pids = Vec::new();
+    let mut sig = libc::SIGUSR1;
+    let mut i = 0;
+    while i < argv.len() {
+        let a = &argv[i];
+        if a == "-sf" || a == "-st" {
+            sig = if a == "-sf" {
+                libc::SIGUSR1
+            } else {
+                libc::SIGTERM
+            };
+            i += 1;
+            while let Some(p) = argv.get(i).and_then(|x| x.parse::<u32>().ok()) {
+                if p == 0 {
+                    return Err(format!("{a}: 0 is not a process id"));
+                }
+                pids.push(p);
+                i += 1;
+            }
+            continue;
+        }
+        rest.push(a.clone());
+        i += 1;
+    }
+    Ok((rest, pids, sig))
+}
+
+fn master_opts(args: &Args, files: Vec<PathBuf>, argv: Vec<String>) -> ebb::mworker::MasterOptions {
+    ebb::mworker::MasterOptions {
+        argv,
+        mcli: args.master_cli.clone(),
+        run: RunOptions {
+            debug: args.debug,
+            files,
+            pidfile: args.pidfile.clone(),
+            daemon: false,
+            worker: true,
+            old_pids: Vec::new(),
+            old_signal: 0,
+            ..RunOptions::default()
+        },
+    }
+}
+
 fn main() -> ExitCode {
     let argv: Vec<String> = std::env::args().collect();
     if let Some(i) = argv.iter().position(|a| a == "-cc") {
@@ -169,17 +219,18 @@ fn main() -> ExitCode {
             }
         };
     }
-    let args = Args::parse();
+    // `-sf PID...` / `-st PID...` (two-letter flags clap cannot take):
+    // the old processes to signal once this one is ready.
+    let (argv_rest, old_pids, old_signal) = match take_old_pids(&argv) {
+        Ok(x) => x,
+        Err(e) => {
+            eprintln!("ebb: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let args = Args::parse_from(&argv_rest);
     if let Some(Cmd::Cli { socket, command }) = &args.cmd {
         return cli(socket, command);
-    }
-    if args.master_worker || args.master_cli.is_some() {
-        eprintln!("ebb: -W/-S (master-worker mode) is not supported yet: run ebb as a single process (-d or -D)");
-        return ExitCode::from(1);
-    }
-    if args.transfer.is_some() {
-        eprintln!("ebb: -x (taking listening sockets from an old process) is not supported yet");
-        return ExitCode::from(1);
     }
     // HAProxy's default local peer name is the host name.
     let peer = args.local_peer.clone().or_else(|| {
@@ -198,7 +249,7 @@ fn main() -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    let cfg = if args.files.is_empty() {
+    let parsed = if args.files.is_empty() {
         let root = match args.root.clone().map_or_else(std::env::current_dir, Ok) {
             Ok(r) => r,
             Err(e) => {
@@ -212,24 +263,37 @@ fn main() -> ExitCode {
         }
         let bind = args.bind.clone().unwrap_or_else(|| "0.0.0.0:8080".into());
         let text = default_config_text(&root, &bind);
-        match ebb::config::parse_str("<command line>", &text) {
-            Ok(c) => c,
-            Err(errs) => {
-                report(errs.iter());
-                return ExitCode::from(1);
-            }
-        }
+        ebb::config::parse_str("<command line>", &text)
     } else {
         if args.root.is_some() || args.bind.is_some() {
             eprintln!("ebb: --root and --bind apply only without -f");
             return ExitCode::from(1);
         }
-        match ebb::config::parse_files(&files) {
-            Ok(c) => c,
-            Err(errs) => {
-                report(errs.iter());
-                return ExitCode::from(1);
+        ebb::config::parse_files(&files)
+    };
+    let master = args.master_worker
+        || parsed.as_ref().is_ok_and(|c| c.global.master_worker)
+        || ebb::mworker::is_reexec();
+    if !args.master_cli.is_empty() && !master {
+        eprintln!("ebb: -S (master CLI) needs master-worker mode (-W)");
+        return ExitCode::from(1);
+    }
+    if master && !args.check && (args.transfer.is_some() || !old_pids.is_empty()) {
+        eprintln!("ebb: -x, -sf and -st do not apply in master-worker mode: the master passes the sockets itself");
+        return ExitCode::from(1);
+    }
+    let cfg = match parsed {
+        Ok(c) => c,
+        Err(errs) => {
+            report(errs.iter());
+            if master && !args.check && ebb::mworker::is_reexec() {
+                // A reload whose configuration does not load: the master
+                // goes on with its running workers.
+                return ExitCode::from(
+                    ebb::mworker::run(None, master_opts(&args, files, argv)) as u8
+                );
             }
+            return ExitCode::from(1);
         }
     };
     if args.check {
@@ -255,6 +319,24 @@ fn main() -> ExitCode {
         };
     }
     let daemon = (args.daemon || cfg.global.daemon) && !args.debug;
+    if master {
+        let mut o = master_opts(&args, files, argv);
+        o.run.daemon = daemon;
+        return ExitCode::from(ebb::mworker::run(Some(cfg), o) as u8);
+    }
+    if let Some(x) = &args.transfer {
+        match ebb::handover::fetch(x) {
+            Ok(n) => {
+                if args.debug {
+                    eprintln!("ebb: -x: {n} listening sockets from {}", x.display());
+                }
+            }
+            Err(e) => {
+                // HAProxy goes on and binds (a first start has no old process).
+                eprintln!("ebb: warning: -x {}: {e}; binding anew", x.display());
+            }
+        }
+    }
     let code = run(
         cfg,
         RunOptions {
@@ -263,6 +345,10 @@ fn main() -> ExitCode {
             pidfile: args.pidfile,
             // -d keeps ebb in the foreground even with `daemon` (HAProxy).
             daemon,
+            worker: false,
+            old_pids,
+            old_signal,
+            ..RunOptions::default()
         },
     );
     ExitCode::from(code as u8)

@@ -47,11 +47,23 @@ pub struct CliSocket {
     pub path: Option<PathBuf>,
     pub level: CliLevel,
     pub nice: i32,
+    /// `expose-fd listeners`: `_getsocks` is answered.
+    pub expose_fd: bool,
 }
 
 /// Binds a `stats socket` line. A stale socket file (nobody answering on
 /// it) is replaced; a live one is an error.
 pub fn bind(s: &StatsSocket) -> io::Result<CliSocket> {
+    if let Some(listener) = crate::handover::take_cli(&s.path) {
+        // Inherited from a master: its file is the master's to remove.
+        return Ok(CliSocket {
+            listener,
+            path: None,
+            level: s.level,
+            nice: s.nice.unwrap_or(DEFAULT_NICE),
+            expose_fd: s.expose_fd,
+        });
+    }
     if let Some(Ok(spec @ crate::config::SockSpec::Fd(_))) = crate::config::parse_sock_spec(&s.path)
     {
         let (mut socks, _) = crate::listener::bind_spec(&spec, 1, 16, Default::default())?;
@@ -60,6 +72,7 @@ pub fn bind(s: &StatsSocket) -> io::Result<CliSocket> {
             path: None,
             level: s.level,
             nice: s.nice.unwrap_or(DEFAULT_NICE),
+            expose_fd: s.expose_fd,
         });
     }
     // `ipv4@ADDR:PORT`, `ipv6@...` or `ADDR:PORT`: the CLI on TCP.
@@ -86,6 +99,7 @@ pub fn bind(s: &StatsSocket) -> io::Result<CliSocket> {
             path: None,
             level: s.level,
             nice: s.nice.unwrap_or(DEFAULT_NICE),
+            expose_fd: s.expose_fd,
         });
     }
     let raw = s.path.strip_prefix("unix@").unwrap_or(&s.path);
@@ -115,6 +129,7 @@ pub fn bind(s: &StatsSocket) -> io::Result<CliSocket> {
         path: Some(path),
         level: s.level,
         nice: s.nice.unwrap_or(DEFAULT_NICE),
+        expose_fd: s.expose_fd,
     })
 }
 
@@ -144,7 +159,7 @@ impl TaskletFn for Acceptor {
                     let _ = spawn(
                         ctx,
                         st.into(),
-                        s.level,
+                        (s.level, s.expose_fd),
                         s.nice,
                         &self.process,
                         self.timeout_ms,
@@ -189,6 +204,7 @@ struct CliConn {
     sock: UnixStream,
     fd: RawFd,
     level: CliLevel,
+    expose_fd: bool,
     process: Arc<Process>,
     inbuf: Vec<u8>,
     out: Vec<u8>,
@@ -216,7 +232,7 @@ impl TaskletFn for CliIo {
 fn spawn(
     ctx: &mut Ctx,
     st: UnixStream,
-    level: CliLevel,
+    (level, expose_fd): (CliLevel, bool),
     nice: i32,
     process: &Arc<Process>,
     timeout_ms: u32,
@@ -227,6 +243,7 @@ fn spawn(
         sock: st,
         fd,
         level,
+        expose_fd,
         process: Arc::clone(process),
         inbuf: Vec::new(),
         out: Vec::new(),
@@ -299,6 +316,16 @@ impl CliConn {
             let raw: Vec<u8> = self.inbuf.drain(..=nl).collect();
             let line = String::from_utf8_lossy(&raw);
             let line = line.trim_end_matches(['\n', '\r']);
+            if line == "_getsocks" && self.expose_fd {
+                // HAProxy's socket transfer (crate::handover); the
+                // connection ends with it.
+                if let Err(e) = crate::handover::serve_getsocks(&self.sock) {
+                    eprintln!("ebb: _getsocks: {e}");
+                }
+                let _ = self.sock.set_nonblocking(true);
+                self.closing = true;
+                return;
+            }
             let process = Arc::clone(&self.process);
             let r = super::execute_line(&process, self.level, line, &mut |f| {
                 ctx.isolate(|_| f());

@@ -36,6 +36,7 @@ mod acl;
 pub mod cond;
 mod lexer;
 mod parse;
+mod tcpreq;
 mod types;
 mod values;
 

@@ -159,6 +159,9 @@ fn new_proxy(name: &str, kind: ProxyKind, loc: Loc) -> Proxy {
         },
         load_server_state: None,
         compression: Compression::default(),
+        mode: ProxyMode::Http,
+        tcp_request: Vec::new(),
+        inspect_delay: None,
     }
 }
 
@@ -213,6 +216,8 @@ const GLOBAL_KEYWORDS: &[&str] = &[
     "ulimit-n",
     "tune.http.drain-max",
     "tune.comp.maxlevel",
+    "close-spread-time",
+    "master-worker",
 ];
 
 /// HAProxy `global` keywords ebb knows of but does not implement: a clearer
@@ -221,7 +226,6 @@ const HAPROXY_GLOBAL_UNSUPPORTED: &[&str] = &[
     "nbproc",
     "ssl-server-verify",
     "tune.ssl.default-dh-param",
-    "master-worker",
     "quiet",
     "node",
     "description",
@@ -269,6 +273,7 @@ const PROXY_KEYWORDS: &[&str] = &[
     "compression",
     "hash-type",
     "hash-balance-factor",
+    "tcp-request",
 ];
 
 /// HAProxy proxy keywords ebb does not implement.
@@ -277,7 +282,6 @@ const HAPROXY_PROXY_UNSUPPORTED: &[&str] = &[
     "capture",
     "fullconn",
     "http-send-name-header",
-    "tcp-request",
     "tcp-response",
     "stick",
     "filter",
@@ -319,7 +323,6 @@ const HAPROXY_PROXY_UNSUPPORTED: &[&str] = &[
 
 /// HAProxy `option` names ebb does not implement.
 const HAPROXY_OPTIONS_UNSUPPORTED: &[&str] = &[
-    "tcplog",
     "tcpka",
     "clitcpka",
     "srvtcpka",
@@ -352,7 +355,6 @@ const HAPROXY_OPTIONS_UNSUPPORTED: &[&str] = &[
     "checkcache",
     "disable-h2-upgrade",
     "http-ignore-probes",
-    "idle-close-on-response",
     "contstats",
     "socket-stats",
     "originalto",
@@ -372,8 +374,10 @@ const OPTIONS: &[&str] = &[
     "redispatch",
     "httpchk",
     "httplog",
+    "tcplog",
     "dontlognull",
     "log-health-checks",
+    "idle-close-on-response",
 ];
 
 const UNSUPPORTED_SECTIONS: &[&str] = &[
@@ -614,6 +618,7 @@ impl<'e> Parser<'e> {
                             unix_mode: None,
                             unix_owner: (None, None),
                             backlog: None,
+                            accept_proxy: false,
                         });
                     }
                 }
@@ -696,6 +701,24 @@ impl<'e> Parser<'e> {
                 }
             }
             "hard-stop-after" => g.hard_stop_after = Some(parse_time(&one(w)?)?),
+            "close-spread-time" => {
+                let v = one(w)?;
+                g.close_spread = Some(if v == "infinite" {
+                    CloseSpread::Infinite
+                } else {
+                    CloseSpread::Window(parse_time(&v)?)
+                });
+            }
+            "master-worker" => match w.get(1).map(String::as_str) {
+                None => g.master_worker = true,
+                // HAProxy's `master-worker no-exit-on-failure`: a worker
+                // that dies is not followed by the others.
+                Some(o) => {
+                    return Err(format!(
+                        "'master-worker {o}' is not supported (only 'master-worker' alone)"
+                    ))
+                }
+            },
             "log" => {
                 let t = parse_log_target(&w[1..], loc)?;
                 g.log.push(t);
@@ -1242,6 +1265,7 @@ fn parse_stats_socket(w: &[String], loc: &Loc) -> Result<StatsSocket, String> {
         mode: None,
         level: CliLevel::Operator,
         nice: None,
+        expose_fd: false,
         loc: loc.clone(),
     };
     let mut i = 1;
@@ -1265,14 +1289,15 @@ fn parse_stats_socket(w: &[String], loc: &Loc) -> Result<StatsSocket, String> {
                 }
             }
             "nice" => s.nice = Some(parse_nice(arg)?),
+            "expose-fd" if arg == "listeners" => s.expose_fd = true,
             "expose-fd" => {
                 return Err(format!(
-                    "'expose-fd {arg}' is not supported yet: ebb's CLI cannot hand its listening sockets to another process (no '_getsocks'); remove it"
+                    "'expose-fd {arg}': only 'expose-fd listeners' exists"
                 ))
             }
             o => {
                 return Err(format!(
-                    "unknown 'stats socket' option '{o}' (supported: mode, level, nice)"
+                    "unknown 'stats socket' option '{o}' (supported: mode, level, nice, expose-fd)"
                 ))
             }
         }
@@ -1353,12 +1378,12 @@ fn proxy_kw(px: &mut Proxy, ctx: &Ctx<'_>, words: &[String]) -> Result<(), Strin
         "mode" => {
             ctx.allow(kw, FE | BE, true)?;
             match arg(w, 1, kw)? {
-                "http" if w.len() == 2 => {}
-                "http" => return Err("'mode' expects exactly one argument".to_string()),
-                "tcp" => {
-                    return Err("'mode tcp': only http mode is supported".to_string());
+                "http" | "tcp" if w.len() > 2 => {
+                    return Err("'mode' expects exactly one argument".to_string())
                 }
-                m => return Err(format!("unknown mode '{m}' (only http mode is supported)")),
+                "http" => px.mode = ProxyMode::Http,
+                "tcp" => px.mode = ProxyMode::Tcp,
+                m => return Err(format!("unknown mode '{m}' (expected http or tcp)")),
             }
         }
         "timeout" => {
@@ -1476,6 +1501,12 @@ fn proxy_kw(px: &mut Proxy, ctx: &Ctx<'_>, words: &[String]) -> Result<(), Strin
                     loc: loc.clone(),
                 }),
             }
+        }
+        "tcp-request" => {
+            let connection = w.get(1).is_some_and(|x| x == "connection");
+            let delay = w.get(1).is_some_and(|x| x == "inspect-delay");
+            ctx.allow(kw, if connection { FE } else { FE | BE }, delay)?;
+            super::tcpreq::parse(px, &w[1..], loc)?;
         }
         "http-request" => {
             ctx.allow(kw, FE | BE, false)?;
@@ -1813,7 +1844,7 @@ fn proxy_option(px: &mut Proxy, ctx: &Ctx<'_>, no: bool, w: &[String]) -> Result
     let caps = match name {
         "http-keep-alive" | "httpclose" | "http-server-close" | "forwardfor" => FE | BE,
         "redispatch" | "httpchk" | "log-health-checks" => BE,
-        "httplog" | "dontlognull" => FE,
+        "httplog" | "tcplog" | "dontlognull" | "idle-close-on-response" => FE,
         o if HAPROXY_OPTIONS_UNSUPPORTED.contains(&o) => {
             return Err(format!("HAProxy option '{o}' is not supported by ebb"))
         }
@@ -1860,9 +1891,21 @@ fn proxy_option(px: &mut Proxy, ctx: &Ctx<'_>, no: bool, w: &[String]) -> Result
             no_args(rest)?;
             o.dontlognull = !no;
         }
+        "tcplog" => {
+            no_args(rest)?;
+            o.tcplog = !no;
+            if !no {
+                // HAProxy: the last of httplog/tcplog wins.
+                o.httplog = false;
+            }
+        }
         "log-health-checks" => {
             no_args(rest)?;
             o.log_health_checks = !no;
+        }
+        "idle-close-on-response" => {
+            no_args(rest)?;
+            o.idle_close_on_response = !no;
         }
         "forwardfor" => {
             if no {
@@ -2083,6 +2126,7 @@ fn parse_bind(w: &[String], ctx: &Ctx<'_>) -> Result<Bind, String> {
         None => (parse_bind_addrs(addr)?, Vec::new()),
     };
     let mut unix_mode = None;
+    let mut accept_proxy = false;
     let mut unix_owner = (None, None);
     let mut backlog = None;
     let mut name = None;
@@ -2188,7 +2232,9 @@ fn parse_bind(w: &[String], ctx: &Ctx<'_>) -> Result<Bind, String> {
                 b.curves = Some(v.to_string());
             }
             "accept-proxy" => {
-                return Err("bind option 'accept-proxy' (PROXY protocol) is not supported yet: ebb parses the PROXY protocol but does not apply it on listeners".to_string())
+                accept_proxy = true;
+                i += 1;
+                continue;
             }
             o => {
                 return Err(format!(
@@ -2258,6 +2304,7 @@ fn parse_bind(w: &[String], ctx: &Ctx<'_>) -> Result<Bind, String> {
         unix_mode,
         unix_owner,
         backlog,
+        accept_proxy,
     })
 }
 
@@ -2276,10 +2323,13 @@ fn parse_server_opts(w: &[String], o: &mut ServerOptions, ctx: &Ctx<'_>) -> Resu
             "no-check" => o.check = false,
             "ssl" => o.ssl = true,
             "no-ssl" => o.ssl = false,
-            "send-proxy" | "send-proxy-v2" | "send-proxy-v2-ssl" | "send-proxy-v2-ssl-cn"
-            | "check-send-proxy" => {
+            "send-proxy" => o.send_proxy = 1,
+            "send-proxy-v2" => o.send_proxy = 2,
+            "no-send-proxy" | "no-send-proxy-v2" => o.send_proxy = 0,
+            "check-send-proxy" => o.check_send_proxy = true,
+            "send-proxy-v2-ssl" | "send-proxy-v2-ssl-cn" => {
                 return Err(format!(
-                    "server option '{opt}' (PROXY protocol) is not supported yet: ebb does not send PROXY headers to servers"
+                    "server option '{opt}' is not supported (ebb sends 'send-proxy' and 'send-proxy-v2' headers, without SSL TLVs)"
                 ))
             }
             _ if server_tls_option(opt, w.get(i).map(String::as_str), &mut o.tls)?.is_some_and(

@@ -435,8 +435,8 @@ fn global_errors() {
         ("stats socket /x mode 999", "octal"),
         ("stats socket /x level root", "unknown level"),
         (
-            "stats socket /x expose-fd listeners",
-            "'expose-fd listeners' is not supported yet",
+            "stats socket /x expose-fd everything",
+            "only 'expose-fd listeners' exists",
         ),
         ("stats socket", "expects a path"),
         ("stats socket 127.0.0.1:1-3", "one address and one port"),
@@ -630,11 +630,6 @@ fn bind_errors() {
     );
     err1(&b(":80 ssl crt"), "t.cfg:2: ", "expects a value");
     err1(
-        &b(":80 accept-proxy"),
-        "t.cfg:2: ",
-        "bind option 'accept-proxy' (PROXY protocol) is not supported yet",
-    );
-    err1(
         &b(":80 nice 1025"),
         "t.cfg:2: ",
         "out of range (-1024..1024)",
@@ -786,16 +781,48 @@ fn http2_binds_are_refused_until_served() {
 }
 
 #[test]
-fn mode_tcp_is_a_clear_error() {
-    err1(
-        "defaults\n    mode tcp\n",
-        "t.cfg:2: ",
-        "only http mode is supported",
-    );
+fn mode_tcp_and_its_keywords() {
+    let c = ok("defaults\n    mode tcp\n    tcp-request inspect-delay 5s\nlisten l\n    bind :80 accept-proxy\n    option tcplog\n    tcp-request connection reject if { src 10.0.0.0/8 }\n    tcp-request content accept if { req.ssl_hello_type 1 }\n    tcp-request content reject\n    server s 1.2.3.4:80 send-proxy-v2 check-send-proxy\n");
+    let l = c.frontends().next().unwrap();
+    assert_eq!(l.mode, ProxyMode::Tcp);
+    assert_eq!(l.inspect_delay, Some(Duration::from_secs(5)));
+    assert!(l.binds[0].accept_proxy && l.options.tcplog);
+    assert_eq!(l.tcp_request.len(), 3);
+    assert!(!l.tcp_request[0].content && !l.tcp_request[0].accept);
+    assert!(l.tcp_request[1].content && l.tcp_request[1].accept);
+    assert!(l.tcp_request[2].cond.is_none());
+    assert_eq!(l.servers[0].opts.send_proxy, 2);
+    assert!(l.servers[0].opts.check_send_proxy);
     err1(
         "defaults\n    mode health\n",
         "t.cfg:2: ",
-        "only http mode is supported",
+        "unknown mode 'health' (expected http or tcp)",
+    );
+    err1("defaults\n    mode tcp http\n", "t.cfg:2: ", "exactly one");
+    err1(
+        &be("    tcp-request connection accept"),
+        "t.cfg:2: ",
+        "'tcp-request' is not allowed in a 'backend' section",
+    );
+    err1(
+        &be("    tcp-request content track-sc0 src"),
+        "t.cfg:2: ",
+        "(supported actions: accept, reject)",
+    );
+    err1(
+        &be("    tcp-request content accept when x"),
+        "t.cfg:2: ",
+        "expected 'if' or 'unless'",
+    );
+    err1(
+        &be("    tcp-request inspect-delay"),
+        "t.cfg:2: ",
+        "expects one time value",
+    );
+    err1(
+        "defaults\n    tcp-request content accept\n",
+        "t.cfg:2: ",
+        "not allowed in a 'defaults' section",
     );
 }
 
@@ -945,7 +972,7 @@ fn keyword_capabilities() {
     err1(
         &be("    option tcplog"),
         "t.cfg:2: ",
-        "HAProxy option 'tcplog' is not supported",
+        "'option tcplog' is not allowed in a 'backend' section",
     );
     err1(
         &be("    option redispach"),
@@ -1382,11 +1409,6 @@ fn server_errors() {
     err1(&s("server s 1.2.3.4"), "t.cfg:2: ", "missing port");
     err1(&s("server s 1.2.3.4:0"), "t.cfg:2: ", "out of range");
     err1(
-        &s("server s 1.2.3.4:80 send-proxy"),
-        "t.cfg:2: ",
-        "'send-proxy' (PROXY protocol) is not supported yet",
-    );
-    err1(
         &s("server s/x 1.2.3.4:80"),
         "t.cfg:2: ",
         "invalid server name",
@@ -1421,11 +1443,11 @@ fn server_errors() {
         "t.cfg:2: ",
         "unknown server option 'cookie'",
     );
-    for o in ["send-proxy", "send-proxy-v2", "check-send-proxy"] {
+    for o in ["send-proxy-v2-ssl", "send-proxy-v2-ssl-cn"] {
         err1(
             &s(&format!("server s 1.2.3.4:80 {o}")),
             "t.cfg:2: ",
-            &format!("server option '{o}' (PROXY protocol) is not supported yet"),
+            &format!("server option '{o}' is not supported"),
         );
     }
     err1(
@@ -2820,5 +2842,36 @@ fn log_format_values_are_checked_at_start() {
         &fe("    http-request return status 200 content-type text/plain string x hdr X %[nope]"),
         "t.cfg:3: ",
         "unknown sample fetch",
+    );
+}
+
+#[test]
+fn soft_stop_and_master_worker_keywords() {
+    let c = ok("global\n    close-spread-time 5s\n    master-worker\n");
+    assert_eq!(
+        c.global.close_spread,
+        Some(CloseSpread::Window(Duration::from_secs(5)))
+    );
+    assert!(c.global.master_worker);
+    let c = ok("global\n    close-spread-time infinite\n");
+    assert_eq!(c.global.close_spread, Some(CloseSpread::Infinite));
+    err1(
+        "global\n    close-spread-time soon\n",
+        "t.cfg:2: ",
+        "invalid time",
+    );
+    err1(
+        "global\n    master-worker no-exit-on-failure\n",
+        "t.cfg:2: ",
+        "not supported",
+    );
+    let c = ok("global\n    stats socket /x level admin expose-fd listeners\n");
+    assert!(c.global.stats_sockets[0].expose_fd);
+    let c = ok(&fe("    option idle-close-on-response"));
+    assert!(c.proxies[0].options.idle_close_on_response);
+    err1(
+        &be("    option idle-close-on-response"),
+        "t.cfg:2: ",
+        "idle-close-on-response",
     );
 }

@@ -136,6 +136,19 @@ pub struct Global {
     pub drain_max: Option<u64>,
     /// `tune.comp.maxlevel N`: the compression level (HAProxy's default 1).
     pub comp_maxlevel: Option<u32>,
+    /// `close-spread-time T|infinite`: how a soft stop spreads the closing
+    /// of connections (see the `drain` module).
+    pub close_spread: Option<CloseSpread>,
+    /// `master-worker` (as `-W`): a master process runs the workers.
+    pub master_worker: bool,
+}
+
+/// `close-spread-time`: a window over which a soft stop closes
+/// connections, or `infinite`: it closes none itself.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CloseSpread {
+    Window(Duration),
+    Infinite,
 }
 
 impl Default for Global {
@@ -167,6 +180,8 @@ impl Default for Global {
             ulimit_n: None,
             drain_max: None,
             comp_maxlevel: None,
+            close_spread: None,
+            master_worker: false,
         }
     }
 }
@@ -279,6 +294,9 @@ pub struct StatsSocket {
     /// `nice N` (-1024..1024); `None`: the CLI's own default, which should
     /// be better than traffic's so the socket answers under load.
     pub nice: Option<i32>,
+    /// `expose-fd listeners`: `_getsocks` hands the listening sockets to
+    /// a new process (`-x`).
+    pub expose_fd: bool,
     pub loc: Loc,
 }
 
@@ -345,6 +363,13 @@ pub struct Proxy {
     pub load_server_state: Option<Spanned<LoadServerState>>,
     /// `compression algo|type|offload`.
     pub compression: Compression,
+    /// `mode http|tcp` (HAProxy's default: tcp; ebb's: http, which it
+    /// served alone before, so configs without `mode` keep working).
+    pub mode: ProxyMode,
+    /// `tcp-request connection|content` rules, in order.
+    pub tcp_request: Vec<TcpRequestRule>,
+    /// `tcp-request inspect-delay`.
+    pub inspect_delay: Option<Duration>,
 }
 
 /// A proxy's `compression` lines (HAProxy's meaning: a backend's `algo`
@@ -358,6 +383,26 @@ pub struct Compression {
     /// `compression minsize-res SIZE` (a later HAProxy's keyword; 2.6
     /// compresses any size, the default here too).
     pub minsize_res: Option<u64>,
+}
+
+/// `mode http|tcp`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ProxyMode {
+    #[default]
+    Http,
+    Tcp,
+}
+
+/// `tcp-request connection|content accept|reject [if|unless COND]`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TcpRequestRule {
+    /// `content` (evaluated on the request's first bytes); else
+    /// `connection` (at accept, before any byte is read).
+    pub content: bool,
+    /// `accept`; else `reject`.
+    pub accept: bool,
+    pub cond: Option<Condition>,
+    pub loc: Loc,
 }
 
 impl Proxy {
@@ -410,10 +455,15 @@ pub struct ProxyOptions {
     pub forwardfor: Option<ForwardFor>,
     pub redispatch: bool,
     pub httplog: bool,
+    /// `option tcplog`: HAProxy's TCP log line at the session's end.
+    pub tcplog: bool,
     pub dontlognull: bool,
     /// `option log-health-checks`: log every change of a check's status,
     /// not only servers going UP or DOWN.
     pub log_health_checks: bool,
+    /// `option idle-close-on-response`: a soft stop leaves idle client
+    /// connections open until their next request, answered with close.
+    pub idle_close_on_response: bool,
 }
 
 pub use crate::net::IpNet;
@@ -441,6 +491,9 @@ pub struct Bind {
     pub unix_owner: (Option<u32>, Option<u32>),
     /// `backlog N`: the listen queue (default 1024).
     pub backlog: Option<u32>,
+    /// `accept-proxy`: every connection starts with a PROXY protocol
+    /// header (v1 or v2), whose source is then the client's address.
+    pub accept_proxy: bool,
 }
 
 /// A listening socket that is not a TCP address ebb binds itself.
@@ -866,6 +919,12 @@ pub struct ServerOptions {
     /// TLS towards the server: `ciphers`, `ciphersuites`, version options,
     /// `no-tls-tickets`, with `ssl-default-server-*` filling the rest.
     pub tls: ServerTlsPolicy,
+    /// `send-proxy` (1) / `send-proxy-v2` (2): a PROXY header before the
+    /// first byte to the server; 0: none.
+    pub send_proxy: u8,
+    /// `check-send-proxy`: health checks send one too (they also do when
+    /// `send_proxy` is set, HAProxy's rule with no `port`/`addr`).
+    pub check_send_proxy: bool,
 }
 
 /// The TLS policy of a `server ... ssl` line (the client side).
@@ -919,6 +978,8 @@ impl Default for ServerOptions {
             pool_max_conn: None,
             pool_purge_delay: Duration::from_secs(5),
             tls: ServerTlsPolicy::default(),
+            send_proxy: 0,
+            check_send_proxy: false,
         }
     }
 }

@@ -1,5 +1,6 @@
-//! The server side of one HTTP/2 connection (RFC 9113 §3-§8): bytes in,
-//! events out, frames to send in a buffer. No socket, no clock of its own.
+//! One HTTP/2 connection (RFC 9113 §3-§8), server side ([`Connection::new`])
+//! or client side ([`Connection::client`]): bytes in, events out, frames to
+//! send in a buffer. No socket, no clock of its own.
 //!
 //! ```text
 //!   let mut c = Connection::new(Config::default());   // queues SETTINGS
@@ -16,6 +17,15 @@
 //!   }
 //! ```
 //!
+//! The client role (ebb talking to a server: `server ... proto h2`, gRPC)
+//! is driven the same way: [`Connection::client`] queues the preface and
+//! SETTINGS, [`Connection::send_request`] opens a stream (then
+//! `send_data`/`send_trailers`), and `recv` reports [`Event::Response`]
+//! (interim 1xx ones first, if any), `Data` and `Trailers`. Server push is
+//! refused (SETTINGS_ENABLE_PUSH 0). A GOAWAY from the server drops the
+//! streams above its last-stream-id (never processed: the caller retries
+//! them) and refuses new ones; [`Connection::is_done`] once the rest ended.
+//!
 //! [`Connection::recv`] handles at most one frame per call so that an
 //! [`Event`] can borrow the input (DATA payloads) and the decoded head
 //! without copying; frames that need no attention from the caller
@@ -30,25 +40,28 @@
 //!   any --RST_STREAM sent or received--> closed
 //! ```
 //! A closed stream leaves the table; `max_client_id` tells closed from idle.
+//! In the client role the same diagram holds with local and remote swapped
+//! (the request is sent first); stream ids are odd in both roles, as no
+//! server-initiated (pushed) stream is accepted.
 //!
 //! # Bounds (each has a test in `tests.rs`)
 //!
-//! | attack | bound | source |
+//! | attack | bound ([`Config`] field) | how others bound it |
 //! |---|---|---|
-//! | more streams than allowed | REFUSED_STREAM past `max_concurrent_streams` | §5.1.2; HAProxy's `tune.h2.max-concurrent-streams` 100 |
-//! | rapid reset (CVE-2023-44487) | token bucket: 1000 resets burst, 33/s refill, then GOAWAY ENHANCE_YOUR_CALM | nghttp2's `stream_reset_burst`/`rate` defaults |
-//! | CONTINUATION flood (CVE-2024-27316) | a field block over 2 x `max_header_list_size` bytes, or over 128 frames: GOAWAY ENHANCE_YOUR_CALM | the decoded list cannot fit anyway; HAProxy refuses a block larger than its buffer |
-//! | HPACK bomb, oversized lists | decoded size (§6.5.2) over `max_header_list_size`: copying stops, the table is kept in sync, the stream gets a 431 answer and ends (RST_STREAM NO_ERROR if the client still sends) | RFC 7541 §7.3, RFC 9113 §10.5.1 |
-//! | SETTINGS/PING/WINDOW_UPDATE/empty DATA/PRIORITY floods | 1000 such frames without useful work (a new stream or DATA sent or received) in between: GOAWAY ENHANCE_YOUR_CALM; and 1000 unsent control answers (peer not reading): same | RFC 9113 §10.5; nghttp2's `max_outbound_ack` 1000 |
-//! | zero-window slow reader | ebb never queues DATA beyond the windows; a stream blocked on a zero window for `stall_timeout_ms` is reset CANCEL | RFC 9113 §10.5 |
-//! | stream-id reuse/regression, even ids | connection error PROTOCOL_ERROR | §5.1.1 |
+//! | more streams than allowed | REFUSED_STREAM past `max_concurrent_streams` (100) | HAProxy `tune.h2.max-concurrent-streams` 100; nginx `http2_max_concurrent_streams` 128 |
+//! | rapid reset (CVE-2023-44487) | token bucket over resets received or sent for stream errors (431 included): `reset_burst` 1000, `reset_rate_per_s` 33, then GOAWAY ENHANCE_YOUR_CALM | nghttp2 the same bucket; nginx refuses past 2 x concurrent streams opened per read and 1000 requests per connection; HAProxy 2.6 counts an aborted stream against the concurrent limit until its work ends |
+//! | CONTINUATION flood (CVE-2024-27316) | a field block over 2 x `max_header_list_size` bytes or `max_continuations` (128) frames: GOAWAY ENHANCE_YOUR_CALM; never more than that buffered | HAProxy: the whole block must fit one buffer (`tune.bufsize`); nginx: `large_client_header_buffers` |
+//! | HPACK bomb, oversized lists | decoded size (§6.5.2) over `max_header_list_size` (16 KiB): copying stops, the table is kept in sync, the stream gets a 431 answer and ends (RST_STREAM NO_ERROR) | RFC 7541 §7.3, RFC 9113 §10.5.1; HAProxy: the decoded list must fit a buffer |
+//! | SETTINGS/PING/WINDOW_UPDATE (0 or tiny)/empty DATA/PRIORITY floods | `flood_limit` (1000) such frames without useful work (a new stream or DATA bytes) in between, or `max_pending_control` (1000) answers the peer does not read: GOAWAY ENHANCE_YOUR_CALM; a 0 increment on a stream is a stream error and spends a reset token | RFC 9113 §10.5; nghttp2 `max_outbound_ack` 1000; nginx closes when received bytes / 8 exceed payload bytes + 1 MiB |
+//! | zero-window slow reader | no DATA queued beyond the windows nor past `max_output` (64 KiB) unwritten bytes; a stream waiting that way for `stall_timeout_ms` (30 s) is reset CANCEL by [`Connection::tick`] | RFC 9113 §10.5; HAProxy and nginx: `timeout client` / `send_timeout` |
+//! | stream-id reuse/regression, even ids | connection error PROTOCOL_ERROR (STREAM_CLOSED for a recently closed id) | §5.1.1 |
 //! | frames on closed streams | DATA: stream error STREAM_CLOSED (its bytes still count for the connection window); HEADERS: connection error STREAM_CLOSED | §5.1 |
-//! | oversized frames | connection error FRAME_SIZE_ERROR, payload never buffered | §4.2 |
+//! | oversized frames | over `max_frame_size`: connection error FRAME_SIZE_ERROR, payload never buffered | §4.2 |
 //! | DATA after END_STREAM | stream error STREAM_CLOSED | §5.1 half-closed (remote) |
 
 use super::frame::{self, flag, kind, setting, ErrorCode, Frame, FrameHeader, H2Error};
 use super::hpack::{self, Decoder, Encoder, HuffmanMode};
-use super::request::{check_trailers, RequestHead};
+use super::request::{check_trailers, RequestHead, ResponseHead};
 
 /// The connection's limits. Defaults are HAProxy's where it has one.
 #[derive(Copy, Clone, Debug)]
@@ -72,9 +85,29 @@ pub struct Config {
     /// SETTINGS_MAX_HEADER_LIST_SIZE: 16384, HAProxy's `tune.bufsize`
     /// default, in which a whole request head must fit.
     pub max_header_list_size: u32,
-    /// How long a stream may wait on a zero send window before it is reset
-    /// (ms). 30 s, HAProxy's common `timeout client`.
+    /// How long a stream may wait on a zero send window (or a full output
+    /// buffer) before it is reset (ms). 30 s, HAProxy's common `timeout
+    /// client`.
     pub stall_timeout_ms: u32,
+    /// Frames that do no useful work (SETTINGS, PING, PRIORITY,
+    /// WINDOW_UPDATE, empty DATA or CONTINUATION, RST_STREAM on a closed
+    /// stream, unknown types) allowed in a row; past it GOAWAY
+    /// ENHANCE_YOUR_CALM. A new stream or DATA bytes reset the count.
+    pub flood_limit: u32,
+    /// Control answers (SETTINGS ACK, PING ACK, RST_STREAM) queued while
+    /// the peer does not read them; past it GOAWAY ENHANCE_YOUR_CALM.
+    pub max_pending_control: u32,
+    /// Rapid reset: resets (received, or sent for stream errors) allowed
+    /// in a burst.
+    pub reset_burst: u32,
+    /// Rapid reset: resets per second given back to the burst.
+    pub reset_rate_per_s: u32,
+    /// CONTINUATION frames allowed in one field block.
+    pub max_continuations: u32,
+    /// Output bytes past which [`Connection::send_data`] queues no more
+    /// DATA until the caller writes some: bounds the memory a client that
+    /// opens large windows but does not read can pin. 64 KiB.
+    pub max_output: usize,
 }
 
 impl Default for Config {
@@ -87,20 +120,25 @@ impl Default for Config {
             max_frame_size: frame::MIN_MAX_FRAME_SIZE,
             max_header_list_size: 16_384,
             stall_timeout_ms: 30_000,
+            flood_limit: FLOOD_LIMIT,
+            max_pending_control: MAX_PENDING_CONTROL,
+            reset_burst: RESET_BURST,
+            reset_rate_per_s: RESET_RATE_PER_S,
+            max_continuations: MAX_CONTINUATIONS,
+            max_output: 64 * 1024,
         }
     }
 }
 
-/// Control frames or glitches allowed without useful work in between (see
-/// the module doc).
+/// Default of [`Config::flood_limit`] (see the module doc).
 pub const FLOOD_LIMIT: u32 = 1000;
-/// Unsent control answers allowed (nghttp2's `max_outbound_ack`).
+/// Default of [`Config::max_pending_control`] (nghttp2's `max_outbound_ack`).
 pub const MAX_PENDING_CONTROL: u32 = 1000;
-/// Rapid reset: burst of resets allowed (nghttp2's default).
+/// Default of [`Config::reset_burst`] (nghttp2's default).
 pub const RESET_BURST: u32 = 1000;
-/// Rapid reset: resets per second refilled (nghttp2's default).
+/// Default of [`Config::reset_rate_per_s`] (nghttp2's default).
 pub const RESET_RATE_PER_S: u32 = 33;
-/// CONTINUATION frames allowed in one field block.
+/// Default of [`Config::max_continuations`].
 pub const MAX_CONTINUATIONS: u32 = 128;
 
 /// What the caller must act on.
@@ -115,7 +153,18 @@ pub enum Event<'a> {
         /// No body follows.
         end_stream: bool,
     },
-    /// Request body bytes. Call [`Connection::release`] once they are
+    /// A response head (client role): interim (1xx, more heads follow) or
+    /// final. Checked by RFC 9113 §8.3.2.
+    Response {
+        /// Stream id.
+        id: u32,
+        /// The head.
+        head: &'a ResponseHead,
+        /// No body follows.
+        end_stream: bool,
+    },
+    /// Body bytes (of the request, or in the client role of the
+    /// response). Call [`Connection::release`] once they are
     /// consumed so the client may send more.
     Data {
         /// Stream id.
@@ -178,8 +227,24 @@ pub struct Progress<'a> {
 pub enum SendError {
     /// No such stream (closed, reset or never opened).
     NoStream,
-    /// The stream's sending side is already ended, or its head not sent.
+    /// The stream's sending side is already ended, or its head not sent,
+    /// or the command is not one of this role.
     BadState,
+    /// Client role: the server's SETTINGS_MAX_CONCURRENT_STREAMS streams
+    /// are open; retry when one ends.
+    Busy,
+    /// Client role: a GOAWAY was sent or received (or stream ids ran out):
+    /// open a new connection.
+    GoingAway,
+}
+
+/// Which end of the connection this is.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum Role {
+    /// Accepts streams (ebb facing clients).
+    Server,
+    /// Opens streams (ebb facing servers).
+    Client,
 }
 
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
@@ -208,6 +273,12 @@ struct Stream {
     recv_window: i64,
     /// Bytes delivered and released, not yet returned by WINDOW_UPDATE.
     unacked: u32,
+    /// Client role: the final response head arrived (a later HEADERS is
+    /// trailers).
+    final_head: bool,
+    /// Client role: a HEAD request, whose response has no body whatever
+    /// its content-length says.
+    head_request: bool,
     content_length: Option<u64>,
     received: u64,
     /// Since when DATA waits on a zero window (tick), if it does.
@@ -227,19 +298,32 @@ struct Pending {
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 enum BlockKind {
     Request,
+    /// Client role: a response head.
+    Response,
     Trailers,
+    /// Client role: a head for a stream ebb reset; decoded for the HPACK
+    /// state only.
+    Ignore,
     /// Decode for HPACK state, then reset the stream with this code.
     Refuse(ErrorCode),
 }
 
-/// One server-side HTTP/2 connection.
+/// One HTTP/2 connection, either role.
 #[derive(Debug)]
 pub struct Connection {
     cfg: Config,
+    role: Role,
     state: State,
     streams: Vec<Stream>,
-    /// Highest stream id the client opened (§5.1.1).
+    /// Highest stream id the client opened (§5.1.1), in either role.
     max_client_id: u32,
+    /// Client role: the id the next request gets.
+    next_id: u32,
+    /// The peer's SETTINGS_MAX_CONCURRENT_STREAMS.
+    peer_max_streams: u32,
+    /// A GOAWAY received: its last-stream-id.
+    peer_goaway: Option<u32>,
+    response: ResponseHead,
     decoder: Decoder,
     encoder: Encoder,
     head: RequestHead,
@@ -248,6 +332,8 @@ pub struct Connection {
     pending: Option<Pending>,
     out: Vec<u8>,
     scratch: Vec<u8>,
+    /// Lower-cased field names being encoded.
+    lower: Vec<u8>,
     // Peer settings.
     peer_initial_window: u32,
     peer_max_frame: u32,
@@ -275,15 +361,41 @@ pub struct Connection {
 const SHUTDOWN_PING: [u8; 8] = *b"ebb-shut";
 
 impl Connection {
-    /// A connection; ebb's SETTINGS (and the connection window's
+    /// A server connection; ebb's SETTINGS (and the connection window's
     /// WINDOW_UPDATE) are queued in the output at once (§3.4: the server
     /// preface may be sent before the client's arrives).
     pub fn new(cfg: Config) -> Connection {
+        Connection::with_role(cfg, Role::Server)
+    }
+
+    /// A client connection: the preface, SETTINGS (push disabled) and the
+    /// connection window's WINDOW_UPDATE are queued at once (§3.4: the
+    /// client may send requests before the server's SETTINGS arrive);
+    /// the server's first frame must be SETTINGS. `max_concurrent_streams`
+    /// is not used: the server's own setting bounds the streams ebb opens.
+    pub fn client(cfg: Config) -> Connection {
+        Connection::with_role(cfg, Role::Client)
+    }
+
+    /// This connection's role.
+    pub fn role(&self) -> Role {
+        self.role
+    }
+
+    fn with_role(cfg: Config, role: Role) -> Connection {
         let mut c = Connection {
             cfg,
-            state: State::Preface,
+            role,
+            state: match role {
+                Role::Server => State::Preface,
+                Role::Client => State::FirstSettings,
+            },
             streams: Vec::new(),
             max_client_id: 0,
+            next_id: 1,
+            peer_max_streams: u32::MAX,
+            peer_goaway: None,
+            response: ResponseHead::default(),
             decoder: Decoder::new(cfg.header_table_size as usize),
             encoder: Encoder::new(hpack::DEFAULT_TABLE_SIZE, HuffmanMode::Shorter),
             head: RequestHead::default(),
@@ -292,6 +404,7 @@ impl Connection {
             pending: None,
             out: Vec::with_capacity(1024),
             scratch: Vec::new(),
+            lower: Vec::new(),
             peer_initial_window: frame::DEFAULT_WINDOW,
             peer_max_frame: frame::MIN_MAX_FRAME_SIZE,
             send_window: i64::from(frame::DEFAULT_WINDOW),
@@ -300,16 +413,20 @@ impl Connection {
             settings_acked: false,
             idle_frames: 0,
             pending_control: 0,
-            reset_tokens: RESET_BURST,
+            reset_tokens: cfg.reset_burst,
             reset_refill_at: None,
             goaway: None,
             recent: [(0, false); 32],
             recent_pos: 0,
         };
-        let mut params = vec![
-            (setting::MAX_CONCURRENT_STREAMS, cfg.max_concurrent_streams),
-            (setting::MAX_HEADER_LIST_SIZE, cfg.max_header_list_size),
-        ];
+        let mut params = match role {
+            Role::Server => vec![(setting::MAX_CONCURRENT_STREAMS, cfg.max_concurrent_streams)],
+            Role::Client => {
+                c.out.extend_from_slice(frame::PREFACE);
+                vec![(setting::ENABLE_PUSH, 0)]
+            }
+        };
+        params.push((setting::MAX_HEADER_LIST_SIZE, cfg.max_header_list_size));
         if cfg.initial_window_size != frame::DEFAULT_WINDOW {
             params.push((setting::INITIAL_WINDOW_SIZE, cfg.initial_window_size));
         }
@@ -343,10 +460,21 @@ impl Connection {
     }
 
     /// Whether the connection is over: a connection error or GOAWAY was
-    /// sent and no stream remains. Close once the output is written.
+    /// sent (or, client role, received) and no stream remains. Close once
+    /// the output is written.
     pub fn is_done(&self) -> bool {
-        self.state == State::Closed
-            || (self.goaway.is_some_and(|(_, fin)| fin) && self.streams.is_empty())
+        let away = self.goaway.is_some_and(|(_, fin)| fin)
+            || (self.role == Role::Client && self.peer_goaway.is_some());
+        self.state == State::Closed || (away && self.streams.is_empty())
+    }
+
+    /// The last-stream-id a GOAWAY of ours carries: the highest stream the
+    /// peer opened (none in the client role, push being refused).
+    fn goaway_last(&self) -> u32 {
+        match self.role {
+            Role::Server => self.max_client_id,
+            Role::Client => 0,
+        }
     }
 
     /// Number of open streams.
@@ -386,6 +514,8 @@ impl Connection {
             .map(|e| e.1)
     }
 
+    /// Forgets stream `id` once both sides ended it; after a GOAWAY, the
+    /// last stream gone sends the final one.
     fn close_if_done(&mut self, id: u32) {
         if self
             .stream(id)
@@ -393,11 +523,14 @@ impl Connection {
         {
             self.remove(id);
         }
+        if self.goaway.is_some() && self.streams.is_empty() {
+            self.final_goaway();
+        }
     }
 
     fn control_queued(&mut self) -> Result<(), H2Error> {
         self.pending_control += 1;
-        if self.pending_control > MAX_PENDING_CONTROL {
+        if self.pending_control > self.cfg.max_pending_control {
             return Err(H2Error::Connection(ErrorCode::ENHANCE_YOUR_CALM));
         }
         Ok(())
@@ -405,7 +538,7 @@ impl Connection {
 
     fn idle_frame(&mut self) -> Result<(), H2Error> {
         self.idle_frames += 1;
-        if self.idle_frames > FLOOD_LIMIT {
+        if self.idle_frames > self.cfg.flood_limit {
             return Err(H2Error::Connection(ErrorCode::ENHANCE_YOUR_CALM));
         }
         Ok(())
@@ -418,10 +551,11 @@ impl Connection {
             Some(t) => {
                 let elapsed = now.wrapping_sub(t);
                 if (elapsed as i32) > 0 {
-                    let add = u64::from(elapsed) * u64::from(RESET_RATE_PER_S) / 1000;
+                    let add = u64::from(elapsed) * u64::from(self.cfg.reset_rate_per_s) / 1000;
                     if add > 0 {
-                        self.reset_tokens =
-                            (u64::from(self.reset_tokens) + add).min(u64::from(RESET_BURST)) as u32;
+                        self.reset_tokens = (u64::from(self.reset_tokens) + add)
+                            .min(u64::from(self.cfg.reset_burst))
+                            as u32;
                         self.reset_refill_at = Some(now);
                     }
                 }
@@ -446,9 +580,10 @@ impl Connection {
 
     fn conn_error(&mut self, code: ErrorCode) -> Event<'static> {
         if self.state != State::Closed {
-            frame::write_goaway(&mut self.out, self.max_client_id, code);
+            let last = self.goaway_last();
+            frame::write_goaway(&mut self.out, last, code);
             self.state = State::Closed;
-            self.goaway = Some((self.max_client_id, true));
+            self.goaway = Some((last, true));
             self.streams.clear();
         }
         Event::Closed { code }
@@ -578,7 +713,7 @@ impl Connection {
                 if fragment.is_empty() {
                     self.idle_frame()?;
                 }
-                if p.frames > MAX_CONTINUATIONS
+                if p.frames > self.cfg.max_continuations
                     || self.block.len() + fragment.len()
                         > 2 * self.cfg.max_header_list_size as usize
                 {
@@ -627,7 +762,8 @@ impl Connection {
                 Ok(opened.then_some(Ev::Window(0)))
             }
             Frame::PushPromise { .. } => {
-                // §8.4: a client cannot push.
+                // §8.4: a client cannot push; ebb as a client disabled push
+                // (§6.6: then PUSH_PROMISE is a PROTOCOL_ERROR).
                 Err(H2Error::Connection(ErrorCode::PROTOCOL_ERROR))
             }
             Frame::Ping { ack, data } => {
@@ -644,7 +780,25 @@ impl Connection {
             }
             Frame::GoAway {
                 last_stream, code, ..
-            } => Ok(Some(Ev::GoAway(last_stream, code))),
+            } => {
+                if self.role == Role::Client {
+                    // §6.8: streams above `last_stream` were not processed
+                    // and may be retried; no new stream is opened.
+                    self.peer_goaway =
+                        Some(self.peer_goaway.map_or(last_stream, |l| l.min(last_stream)));
+                    let gone: Vec<u32> = self
+                        .streams
+                        .iter()
+                        .map(|s| s.id)
+                        .filter(|&id| id > last_stream)
+                        .collect();
+                    for id in gone {
+                        self.remove(id);
+                        self.remember(id, true);
+                    }
+                }
+                Ok(Some(Ev::GoAway(last_stream, code)))
+            }
             Frame::WindowUpdate { stream, increment } => self.on_window_update(stream, increment),
             Frame::Unknown => {
                 self.idle_frame()?;
@@ -672,6 +826,11 @@ impl Connection {
                     }
                 }
                 setting::MAX_FRAME_SIZE => self.peer_max_frame = v,
+                setting::MAX_CONCURRENT_STREAMS => self.peer_max_streams = v,
+                // §6.5.2: a server must not enable push.
+                setting::ENABLE_PUSH if self.role == Role::Client && v != 0 => {
+                    return Err(H2Error::Connection(ErrorCode::PROTOCOL_ERROR));
+                }
                 _ => {}
             }
         }
@@ -744,6 +903,10 @@ impl Connection {
             self.flush_conn_window();
             return Err(H2Error::Stream(id, ErrorCode::STREAM_CLOSED));
         }
+        if !self.streams[i].final_head && self.role == Role::Client {
+            // §8.1: DATA before the response head.
+            return Err(H2Error::Stream(id, ErrorCode::PROTOCOL_ERROR));
+        }
         let pad = flow_len - data.len() as u32;
         let s = &mut self.streams[i];
         s.recv_window -= i64::from(flow_len);
@@ -768,6 +931,9 @@ impl Connection {
         if !data.is_empty() {
             self.idle_frames = 0;
         }
+        if end_stream {
+            self.close_if_done(id);
+        }
         // `data` follows the pad length byte when the frame is padded.
         let off = usize::from(payload.len() > data.len());
         Ok(Some(Ev::Data {
@@ -790,6 +956,56 @@ impl Connection {
         if id % 2 == 0 {
             return Err(H2Error::Connection(ErrorCode::PROTOCOL_ERROR)); // §5.1.1
         }
+        let kind = match self.role {
+            Role::Server => self.server_block_kind(id, self_dep)?,
+            Role::Client => self.client_block_kind(id)?,
+        };
+        if fragment.len() > 2 * self.cfg.max_header_list_size as usize {
+            return Err(H2Error::Connection(ErrorCode::ENHANCE_YOUR_CALM));
+        }
+        self.block.clear();
+        self.block.extend_from_slice(fragment);
+        let p = Pending {
+            id,
+            end_stream,
+            frames: 1,
+            kind,
+        };
+        if !end_headers {
+            self.pending = Some(p);
+            return Ok(None);
+        }
+        self.end_block(p, now)
+    }
+
+    /// What a HEADERS on stream `id` (odd) is to a client role: a response
+    /// head or trailers of an open stream, or a late head for a stream ebb
+    /// reset (decoded and dropped).
+    fn client_block_kind(&mut self, id: u32) -> Result<BlockKind, H2Error> {
+        if let Some(s) = self.stream(id) {
+            if s.remote_done {
+                return Err(H2Error::Connection(ErrorCode::STREAM_CLOSED));
+            }
+            return Ok(if s.final_head {
+                BlockKind::Trailers
+            } else {
+                BlockKind::Response
+            });
+        }
+        if id > self.max_client_id {
+            // §5.1: HEADERS on a stream ebb never opened.
+            return Err(H2Error::Connection(ErrorCode::PROTOCOL_ERROR));
+        }
+        // Ended normally by both sides: §5.1 STREAM_CLOSED. Reset by ebb,
+        // or forgotten: the answer may have been in flight (§5.1 closed).
+        match self.recently_closed(id) {
+            Some(false) => Err(H2Error::Connection(ErrorCode::STREAM_CLOSED)),
+            _ => Ok(BlockKind::Ignore),
+        }
+    }
+
+    /// What a HEADERS on stream `id` (odd) is to a server role.
+    fn server_block_kind(&mut self, id: u32, self_dep: bool) -> Result<BlockKind, H2Error> {
         let kind = if let Some(s) = self.stream(id) {
             if s.remote_done {
                 // §5.1: HEADERS on half-closed (remote). The block must
@@ -820,28 +1036,20 @@ impl Connection {
                 BlockKind::Request
             }
         };
-        if fragment.len() > 2 * self.cfg.max_header_list_size as usize {
-            return Err(H2Error::Connection(ErrorCode::ENHANCE_YOUR_CALM));
-        }
-        self.block.clear();
-        self.block.extend_from_slice(fragment);
-        let p = Pending {
-            id,
-            end_stream,
-            frames: 1,
-            kind,
-        };
-        if !end_headers {
-            self.pending = Some(p);
-            return Ok(None);
-        }
-        self.end_block(p, now)
+        Ok(kind)
     }
 
     fn end_block(&mut self, p: Pending, now: u32) -> Result<Option<Ev>, H2Error> {
         let max_list = self.cfg.max_header_list_size as usize;
         let id = p.id;
         match p.kind {
+            BlockKind::Ignore => {
+                self.decoder
+                    .decode(&self.block, max_list, &mut self.trailers)
+                    .map_err(|_| H2Error::Connection(ErrorCode::COMPRESSION_ERROR))?;
+                Ok(None)
+            }
+            BlockKind::Response => self.end_response(p),
             BlockKind::Refuse(code) => {
                 self.decoder
                     .decode(&self.block, max_list, &mut self.trailers)
@@ -867,6 +1075,7 @@ impl Connection {
                     return Err(H2Error::Stream(id, ErrorCode::PROTOCOL_ERROR));
                 }
                 s.remote_done = true;
+                self.close_if_done(id);
                 Ok(Some(Ev::Trailers(id)))
             }
             BlockKind::Request => {
@@ -875,6 +1084,7 @@ impl Connection {
                     .map_err(|_| H2Error::Connection(ErrorCode::COMPRESSION_ERROR))?;
                 let too_large = self.head.list.too_large;
                 let checked = self.head.check();
+                self.head.wire_len = self.block.len();
                 // The stream exists from here (an error resets it).
                 self.streams.push(Stream {
                     id,
@@ -884,6 +1094,8 @@ impl Connection {
                     send_window: i64::from(self.peer_initial_window),
                     recv_window: i64::from(self.cfg.initial_window_size),
                     unacked: 0,
+                    final_head: false,
+                    head_request: false,
                     content_length: None,
                     received: 0,
                     blocked_since: None,
@@ -892,7 +1104,10 @@ impl Connection {
                 if too_large {
                     // RFC 9113 §10.5.1: the list is over
                     // SETTINGS_MAX_HEADER_LIST_SIZE. ebb refuses it with a
-                    // 431 answer (as HTTP/1 does) and ends the stream.
+                    // 431 answer (as HTTP/1 does) and ends the stream. The
+                    // reset counts against the rapid-reset budget: a
+                    // client cannot make ebb answer and reset for free.
+                    self.spend_reset(now)?;
                     self.send_response(id, 431, &[], true).ok();
                     let _ = self.reset(id, ErrorCode::NO_ERROR, now);
                     return Ok(None);
@@ -910,6 +1125,52 @@ impl Connection {
                 Ok(Some(Ev::Request(id, p.end_stream)))
             }
         }
+    }
+
+    /// A response head decoded (client role).
+    fn end_response(&mut self, p: Pending) -> Result<Option<Ev>, H2Error> {
+        let id = p.id;
+        self.decoder
+            .decode(
+                &self.block,
+                self.cfg.max_header_list_size as usize,
+                &mut self.response.list,
+            )
+            .map_err(|_| H2Error::Connection(ErrorCode::COMPRESSION_ERROR))?;
+        // An oversized head cannot be passed on: the stream fails.
+        if self.response.list.too_large || self.response.check().is_err() {
+            return Err(H2Error::Stream(id, ErrorCode::PROTOCOL_ERROR));
+        }
+        let interim = self.response.interim();
+        let status = self.response.status;
+        let cl = self.response.content_length;
+        let Some(s) = self.stream(id) else {
+            return Ok(None);
+        };
+        if interim {
+            // §8.1: an interim head never ends the stream.
+            if p.end_stream {
+                return Err(H2Error::Stream(id, ErrorCode::PROTOCOL_ERROR));
+            }
+            return Ok(Some(Ev::Response(id, false)));
+        }
+        s.final_head = true;
+        // No body for HEAD, 204 and 304 (RFC 9110 §6.4.1), whatever
+        // content-length says; else DATA must match it.
+        s.content_length = if s.head_request || status == 204 || status == 304 {
+            None
+        } else {
+            cl
+        };
+        if p.end_stream && s.content_length.is_some_and(|c| c != 0) {
+            return Err(H2Error::Stream(id, ErrorCode::PROTOCOL_ERROR));
+        }
+        s.remote_done = p.end_stream;
+        self.idle_frames = 0;
+        if p.end_stream {
+            self.close_if_done(id);
+        }
+        Ok(Some(Ev::Response(id, p.end_stream)))
     }
 
     fn flush_conn_window(&mut self) {
@@ -945,7 +1206,7 @@ impl Connection {
     }
 
     /// Sends the response head of stream `id`: `:status` then `fields`
-    /// (lower-case names; connection-specific fields must not be given).
+    /// (connection-specific fields must not be given).
     pub fn send_response(
         &mut self,
         id: u32,
@@ -953,31 +1214,39 @@ impl Connection {
         fields: &[(&[u8], &[u8])],
         end_stream: bool,
     ) -> Result<(), SendError> {
+        self.send_response_with(id, status, end_stream, |h| {
+            for (n, v) in fields {
+                h.field(n, v);
+            }
+        })
+    }
+
+    /// [`Connection::send_response`] with the fields given by `fill`
+    /// (names are lower-cased as HTTP/2 requires): no list to build.
+    pub fn send_response_with(
+        &mut self,
+        id: u32,
+        status: u16,
+        end_stream: bool,
+        fill: impl FnOnce(&mut HeadEncoder<'_>),
+    ) -> Result<(), SendError> {
+        if self.role != Role::Server {
+            return Err(SendError::BadState);
+        }
         let s = self.stream(id).ok_or(SendError::NoStream)?;
         if s.head_sent || s.local_done {
             return Err(SendError::BadState);
         }
         s.head_sent = true;
-        let mut block = std::mem::take(&mut self.scratch);
-        block.clear();
-        self.encoder.begin_block(&mut block);
         let mut st = [0u8; 3];
         let status = status.clamp(100, 999);
         st[0] = b'0' + (status / 100) as u8;
         st[1] = b'0' + (status / 10 % 10) as u8;
         st[2] = b'0' + (status % 10) as u8;
-        self.encoder.encode(b":status", &st, &mut block);
-        for (n, v) in fields {
-            self.encoder.encode(n, v, &mut block);
-        }
-        frame::write_headers(
-            &mut self.out,
-            id,
-            &block,
-            end_stream,
-            self.peer_max_frame as usize,
-        );
-        self.scratch = block;
+        self.write_head(id, end_stream, |h| {
+            h.field(b":status", &st);
+            fill(h);
+        });
         if end_stream {
             self.end_local(id);
         }
@@ -986,26 +1255,57 @@ impl Connection {
 
     /// Sends trailers, ending stream `id`.
     pub fn send_trailers(&mut self, id: u32, fields: &[(&[u8], &[u8])]) -> Result<(), SendError> {
+        self.send_trailers_with(id, |h| {
+            for (n, v) in fields {
+                h.field(n, v);
+            }
+        })
+    }
+
+    /// [`Connection::send_trailers`] with the fields given by `fill`.
+    pub fn send_trailers_with(
+        &mut self,
+        id: u32,
+        fill: impl FnOnce(&mut HeadEncoder<'_>),
+    ) -> Result<(), SendError> {
         let s = self.stream(id).ok_or(SendError::NoStream)?;
         if !s.head_sent || s.local_done {
             return Err(SendError::BadState);
         }
+        self.write_head(id, true, fill);
+        self.end_local(id);
+        Ok(())
+    }
+
+    /// Encodes the fields `fill` gives into one field block and queues it
+    /// as HEADERS (+ CONTINUATION) on stream `id`; true if `:method` was
+    /// `HEAD`.
+    fn write_head(
+        &mut self,
+        id: u32,
+        end_stream: bool,
+        fill: impl FnOnce(&mut HeadEncoder<'_>),
+    ) -> bool {
         let mut block = std::mem::take(&mut self.scratch);
         block.clear();
         self.encoder.begin_block(&mut block);
-        for (n, v) in fields {
-            self.encoder.encode(n, v, &mut block);
-        }
+        let mut h = HeadEncoder {
+            enc: &mut self.encoder,
+            block: &mut block,
+            lower: &mut self.lower,
+            head_request: false,
+        };
+        fill(&mut h);
+        let head_request = h.head_request;
         frame::write_headers(
             &mut self.out,
             id,
             &block,
-            true,
+            end_stream,
             self.peer_max_frame as usize,
         );
         self.scratch = block;
-        self.end_local(id);
-        Ok(())
+        head_request
     }
 
     fn end_local(&mut self, id: u32) {
@@ -1013,15 +1313,75 @@ impl Connection {
             s.local_done = true;
         }
         self.close_if_done(id);
-        if self.goaway.is_some() && self.streams.is_empty() {
-            self.final_goaway();
+    }
+
+    /// Client role: opens a stream with a request head; returns its id.
+    /// `fields` are the pseudo-header fields (`:method`, `:scheme`,
+    /// `:authority`, `:path`) then the regular ones, without
+    /// connection-specific fields (the caller builds them by §8.3.1).
+    /// Then `send_data` and `send_trailers` as a server does.
+    pub fn send_request(
+        &mut self,
+        fields: &[(&[u8], &[u8])],
+        end_stream: bool,
+    ) -> Result<u32, SendError> {
+        self.send_request_with(end_stream, |h| {
+            for (n, v) in fields {
+                h.field(n, v);
+            }
+        })
+    }
+
+    /// [`Connection::send_request`] with the fields given by `fill`.
+    pub fn send_request_with(
+        &mut self,
+        end_stream: bool,
+        fill: impl FnOnce(&mut HeadEncoder<'_>),
+    ) -> Result<u32, SendError> {
+        if self.role != Role::Client || self.state == State::Closed {
+            return Err(SendError::BadState);
         }
+        if self.goaway.is_some() || self.peer_goaway.is_some() || self.next_id > frame::MAX_WINDOW {
+            return Err(SendError::GoingAway);
+        }
+        if self.streams.len() >= self.peer_max_streams as usize {
+            return Err(SendError::Busy);
+        }
+        let id = self.next_id;
+        self.next_id += 2;
+        self.max_client_id = id;
+        let head_request = self.write_head(id, end_stream, fill);
+        self.streams.push(Stream {
+            id,
+            remote_done: false,
+            local_done: end_stream,
+            head_sent: true,
+            send_window: i64::from(self.peer_initial_window),
+            recv_window: i64::from(self.cfg.initial_window_size),
+            unacked: 0,
+            final_head: false,
+            head_request,
+            content_length: None,
+            received: 0,
+            blocked_since: None,
+        });
+        self.idle_frames = 0;
+        Ok(id)
+    }
+
+    /// Bytes [`Connection::send_data`] would take on stream `id` now:
+    /// the smaller of its windows and the room left under
+    /// [`Config::max_output`].
+    pub fn send_room(&self, id: u32) -> usize {
+        let room = self.cfg.max_output.saturating_sub(self.out.len());
+        (self.send_window(id).max(0) as usize).min(room)
     }
 
     /// Sends as much of `data` on stream `id` as the windows allow, in
     /// DATA frames of at most the client's max frame size; returns the
     /// bytes taken. `end_stream` applies only if all of `data` was taken.
-    /// 0 with data left: wait for [`Event::WindowOpened`].
+    /// 0 with data left: wait for [`Event::WindowOpened`], or, when the
+    /// output holds [`Config::max_output`] bytes, for it to be written.
     pub fn send_data(
         &mut self,
         id: u32,
@@ -1031,6 +1391,7 @@ impl Connection {
     ) -> Result<usize, SendError> {
         let conn_window = self.send_window;
         let max_frame = self.peer_max_frame as usize;
+        let room = self.cfg.max_output.saturating_sub(self.out.len());
         let s = self
             .streams
             .iter_mut()
@@ -1040,7 +1401,7 @@ impl Connection {
             return Err(SendError::BadState);
         }
         let allowed = conn_window.min(s.send_window).max(0) as usize;
-        let n = data.len().min(allowed);
+        let n = data.len().min(allowed).min(room);
         let mut sent = 0;
         while sent < n {
             let c = (n - sent).min(max_frame);
@@ -1052,10 +1413,14 @@ impl Connection {
             frame::write_data(&mut self.out, id, &[], true);
         }
         s.send_window -= n as i64;
-        s.blocked_since = if n < data.len() {
-            s.blocked_since.or(Some(now))
-        } else {
+        // The wait counts from the last progress: a slow reader that
+        // takes some bytes is not a stalled one.
+        s.blocked_since = if n == data.len() {
             None
+        } else if n > 0 {
+            Some(now)
+        } else {
+            s.blocked_since.or(Some(now))
         };
         self.send_window -= n as i64;
         if n > 0 {
@@ -1077,9 +1442,7 @@ impl Connection {
         frame::write_rst(&mut self.out, id, code);
         self.remove(id);
         self.remember(id, true);
-        if self.goaway.is_some() && self.streams.is_empty() {
-            self.final_goaway();
-        }
+        self.close_if_done(id);
         Ok(())
     }
 
@@ -1087,8 +1450,15 @@ impl Connection {
     /// PING; when the PING's ACK comes back (every stream the client had
     /// sent is then known), a second GOAWAY with the real last id. Streams
     /// below it finish; new ones are refused. Then [`Connection::is_done`].
+    /// Client role: GOAWAY (last-stream-id 0: no pushed stream) at once;
+    /// the streams open finish, no new one is opened.
     pub fn shutdown(&mut self) {
         if self.goaway.is_some() || self.state == State::Closed {
+            return;
+        }
+        if self.role == Role::Client {
+            frame::write_goaway(&mut self.out, 0, ErrorCode::NO_ERROR);
+            self.goaway = Some((0, true));
             return;
         }
         frame::write_goaway(&mut self.out, frame::MAX_WINDOW, ErrorCode::NO_ERROR);
@@ -1098,8 +1468,9 @@ impl Connection {
 
     fn final_goaway(&mut self) {
         if let Some((_, false)) = self.goaway {
-            frame::write_goaway(&mut self.out, self.max_client_id, ErrorCode::NO_ERROR);
-            self.goaway = Some((self.max_client_id, true));
+            let last = self.goaway_last();
+            frame::write_goaway(&mut self.out, last, ErrorCode::NO_ERROR);
+            self.goaway = Some((last, true));
         }
     }
 
@@ -1119,6 +1490,13 @@ impl Connection {
         }
     }
 
+    /// Client role, tests: the next request gets stream id `next` (odd).
+    #[cfg(test)]
+    pub(super) fn skip_ids_for_test(&mut self, next: u32) {
+        self.next_id = next;
+        self.max_client_id = next - 2;
+    }
+
     /// The smallest of the connection's and stream `id`'s send windows.
     pub fn send_window(&self, id: u32) -> i64 {
         let s = self.streams.iter().find(|s| s.id == id);
@@ -1126,9 +1504,33 @@ impl Connection {
     }
 }
 
+/// Encodes the fields of one head being sent (see
+/// [`Connection::send_response_with`]).
+pub struct HeadEncoder<'e> {
+    enc: &'e mut Encoder,
+    block: &'e mut Vec<u8>,
+    lower: &'e mut Vec<u8>,
+    head_request: bool,
+}
+
+impl HeadEncoder<'_> {
+    /// Adds a field; an upper-case name is lower-cased (RFC 9113 §8.2.1).
+    pub fn field(&mut self, name: &[u8], value: &[u8]) {
+        self.head_request |= name == b":method" && value == b"HEAD";
+        if name.iter().any(u8::is_ascii_uppercase) {
+            self.lower.clear();
+            self.lower.extend(name.iter().map(u8::to_ascii_lowercase));
+            self.enc.encode(self.lower, value, self.block);
+        } else {
+            self.enc.encode(name, value, self.block);
+        }
+    }
+}
+
 /// An event before it borrows anything.
 enum Ev {
     Request(u32, bool),
+    Response(u32, bool),
     Data {
         id: u32,
         off: usize,
@@ -1147,6 +1549,11 @@ impl Ev {
             Ev::Request(id, end_stream) => Event::Request {
                 id,
                 head: &c.head,
+                end_stream,
+            },
+            Ev::Response(id, end_stream) => Event::Response {
+                id,
+                head: &c.response,
                 end_stream,
             },
             Ev::Data {

@@ -5,12 +5,14 @@
 //!   frame-level error mapped to the RFC's connection or stream error.
 //! - [`hpack`]: the header compression, decoder and encoder, with dynamic
 //!   table and Huffman code, bounded against decompression bombs.
-//! - [`conn`]: the server side of a connection: preface, SETTINGS, PING,
+//! - [`conn`]: a connection, server or client side: preface, SETTINGS, PING,
 //!   GOAWAY, RST_STREAM, flow control both ways, CONTINUATION, trailers,
 //!   stream states, and the bounds against the known HTTP/2 attacks (the
 //!   table in its doc).
+//! - [`msg`]: H2 events to the stream layer's messages and back (the
+//!   sinks a `mux/h2` gives its streams).
 //! - [`request`]: RFC 9113 §8 checks of request heads and the translation
-//!   to an HTTP/1.1 head.
+//!   to an HTTP/1.1 head; checks of response heads for the client role.
 //!
 //! Serving HTTP/2 is not wired yet: the mux that puts this core on ebb's
 //! connections and streams comes next. Until then `bind ... alpn h2` and
@@ -19,11 +21,16 @@
 pub mod conn;
 pub mod frame;
 pub mod hpack;
+pub mod msg;
 pub mod request;
 
 #[cfg(test)]
+mod client_tests;
+#[cfg(test)]
+mod msg_tests;
+#[cfg(test)]
 mod tests;
 
-pub use conn::{Config, Connection, Event, Progress, SendError};
+pub use conn::{Config, Connection, Event, HeadEncoder, Progress, Role, SendError};
 pub use frame::{ErrorCode, H2Error};
-pub use request::{Malformed, RequestHead};
+pub use request::{Malformed, RequestHead, ResponseHead};

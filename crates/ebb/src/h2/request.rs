@@ -18,6 +18,10 @@
 //!   checked against it by the connection (§8.1.1);
 //! - `host` with `:authority` must agree (§8.3.1 SHOULD);
 //! - trailers: no pseudo-header fields (§8.1).
+//!
+//! Response heads (the client role, [`ResponseHead`]) get the same name,
+//! value, connection-specific and content-length rules, with `:status`
+//! (three digits, not 101, §8.3.2 and §8.6) as their only pseudo-header.
 
 use super::hpack::HeaderList;
 
@@ -54,6 +58,9 @@ pub struct RequestHead {
     first_regular: usize,
     /// The declared body length.
     pub content_length: Option<u64>,
+    /// The size of the field block on the wire (HEADERS and CONTINUATION
+    /// payloads, padding excluded), set by the connection.
+    pub wire_len: usize,
 }
 
 fn is_tchar(b: u8) -> bool {
@@ -74,7 +81,7 @@ pub fn valid_value(v: &[u8]) -> bool {
     !matches!(v.first(), Some(b' ' | b'\t')) && !matches!(v.last(), Some(b' ' | b'\t'))
 }
 
-fn parse_cl(v: &[u8]) -> Option<u64> {
+pub(crate) fn parse_cl(v: &[u8]) -> Option<u64> {
     if v.is_empty() || v.len() > 19 || !v.iter().all(u8::is_ascii_digit) {
         return None;
     }
@@ -137,15 +144,7 @@ impl RequestHead {
                 regular = true;
                 self.first_regular = i;
             }
-            if !valid_name(n) {
-                return Err(Malformed::BadName);
-            }
-            if !valid_value(v) {
-                return Err(Malformed::BadValue);
-            }
-            if connection_specific(n, v) {
-                return Err(Malformed::ConnectionSpecific);
-            }
+            check_regular(n, v)?;
             match n {
                 b"content-length" => {
                     let cl = parse_cl(v).ok_or(Malformed::ContentLength)?;
@@ -221,6 +220,12 @@ impl RequestHead {
         (self.first_regular..self.list.len()).map(|i| self.list.get(i))
     }
 
+    /// The index in `list` of the first regular field (the pseudo-header
+    /// fields come before it).
+    pub fn first_regular(&self) -> usize {
+        self.first_regular
+    }
+
     /// Writes the HTTP/1.1 request head a server behind ebb gets (RFC 9113
     /// §8.3.1): `METHOD SP path SP HTTP/1.1`, `host` from `:authority`
     /// (a `host` field is not repeated), the regular fields in order with
@@ -284,15 +289,79 @@ pub fn check_trailers(list: &HeaderList) -> Result<(), Malformed> {
         if n.first() == Some(&b':') {
             return Err(Malformed::PseudoHeader);
         }
-        if !valid_name(n) {
-            return Err(Malformed::BadName);
-        }
-        if !valid_value(v) {
-            return Err(Malformed::BadValue);
-        }
-        if connection_specific(n, v) {
-            return Err(Malformed::ConnectionSpecific);
-        }
+        check_regular(n, v)?;
     }
     Ok(())
+}
+
+/// §8.2 rules for a regular field: name, value, not connection-specific.
+fn check_regular(n: &[u8], v: &[u8]) -> Result<(), Malformed> {
+    if !valid_name(n) {
+        return Err(Malformed::BadName);
+    }
+    if !valid_value(v) {
+        return Err(Malformed::BadValue);
+    }
+    if connection_specific(n, v) {
+        return Err(Malformed::ConnectionSpecific);
+    }
+    Ok(())
+}
+
+/// A checked response head (the client role): `:status` and the fields.
+#[derive(Clone, Debug, Default)]
+pub struct ResponseHead {
+    /// The fields as decoded (`:status` first).
+    pub list: HeaderList,
+    /// `:status`.
+    pub status: u16,
+    /// The declared body length.
+    pub content_length: Option<u64>,
+}
+
+impl ResponseHead {
+    /// Checks `self.list` (just decoded): one `:status` of three digits,
+    /// first, not 101; then regular fields by the rules of requests.
+    pub fn check(&mut self) -> Result<(), Malformed> {
+        self.status = 0;
+        self.content_length = None;
+        for (i, (n, v)) in self.list.iter().enumerate() {
+            if n.first() == Some(&b':') {
+                if n != b":status" || i != 0 {
+                    return Err(Malformed::PseudoHeader);
+                }
+                if v.len() != 3 || !v.iter().all(u8::is_ascii_digit) || v[0] == b'0' {
+                    return Err(Malformed::BadValue);
+                }
+                self.status = v.iter().fold(0, |a, &d| a * 10 + u16::from(d - b'0'));
+                if self.status == 101 {
+                    // §8.6: no Upgrade in HTTP/2.
+                    return Err(Malformed::ConnectionSpecific);
+                }
+                continue;
+            }
+            check_regular(n, v)?;
+            if n == b"content-length" {
+                let cl = parse_cl(v).ok_or(Malformed::ContentLength)?;
+                if self.content_length.is_some_and(|c| c != cl) {
+                    return Err(Malformed::ContentLength);
+                }
+                self.content_length = Some(cl);
+            }
+        }
+        if self.status == 0 {
+            return Err(Malformed::MissingPseudo);
+        }
+        Ok(())
+    }
+
+    /// Whether this is an interim (1xx) response.
+    pub fn interim(&self) -> bool {
+        self.status < 200
+    }
+
+    /// The regular fields, in order.
+    pub fn fields(&self) -> impl Iterator<Item = (&[u8], &[u8])> + '_ {
+        self.list.iter().filter(|(n, _)| n.first() != Some(&b':'))
+    }
 }

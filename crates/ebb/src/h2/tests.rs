@@ -8,7 +8,7 @@ use super::hpack::{Decoder, Encoder, HeaderList, HuffmanMode, Indexing};
 use super::*;
 
 #[derive(Debug, PartialEq)]
-enum Ev {
+pub(super) enum Ev {
     Request {
         id: u32,
         method: String,
@@ -32,14 +32,20 @@ enum Ev {
     Window(u32),
     GoAway(u32, ErrorCode),
     Closed(ErrorCode),
+    /// Client role: a response head.
+    Response {
+        id: u32,
+        status: u16,
+        end: bool,
+    },
 }
 
-fn s(b: &[u8]) -> String {
+pub(super) fn s(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
 }
 
 /// Feeds `input` (all of it, frame by frame) and collects the events.
-fn feed(c: &mut Connection, input: &[u8], now: u32) -> Vec<Ev> {
+pub(super) fn feed(c: &mut Connection, input: &[u8], now: u32) -> Vec<Ev> {
     let mut evs = Vec::new();
     let mut off = 0;
     loop {
@@ -75,6 +81,15 @@ fn feed(c: &mut Connection, input: &[u8], now: u32) -> Vec<Ev> {
             Some(Event::WindowOpened { id }) => Ev::Window(id),
             Some(Event::GoAway { last_stream, code }) => Ev::GoAway(last_stream, code),
             Some(Event::Closed { code }) => Ev::Closed(code),
+            Some(Event::Response {
+                id,
+                head,
+                end_stream,
+            }) => Ev::Response {
+                id,
+                status: head.status,
+                end: end_stream,
+            },
         };
         evs.push(ev);
     }
@@ -83,7 +98,7 @@ fn feed(c: &mut Connection, input: &[u8], now: u32) -> Vec<Ev> {
 }
 
 /// The frames in `out`, as (header, payload).
-fn frames(out: &[u8]) -> Vec<(FrameHeader, Vec<u8>)> {
+pub(super) fn frames(out: &[u8]) -> Vec<(FrameHeader, Vec<u8>)> {
     let mut v = Vec::new();
     let mut off = 0;
     while let Some(h) = FrameHeader::parse(&out[off..]) {
@@ -96,20 +111,20 @@ fn frames(out: &[u8]) -> Vec<(FrameHeader, Vec<u8>)> {
 }
 
 /// Takes the output and returns its frames.
-fn take(c: &mut Connection) -> Vec<(FrameHeader, Vec<u8>)> {
+pub(super) fn take(c: &mut Connection) -> Vec<(FrameHeader, Vec<u8>)> {
     let f = frames(c.output());
     let n = c.output().len();
     c.consume_output(n);
     f
 }
 
-fn goaway(f: &[(FrameHeader, Vec<u8>)]) -> Option<ErrorCode> {
+pub(super) fn goaway(f: &[(FrameHeader, Vec<u8>)]) -> Option<ErrorCode> {
     f.iter()
         .find(|(h, _)| h.kind == kind::GOAWAY)
         .map(|(_, p)| ErrorCode(u32::from_be_bytes([p[4], p[5], p[6], p[7]])))
 }
 
-fn rsts(f: &[(FrameHeader, Vec<u8>)]) -> Vec<(u32, ErrorCode)> {
+pub(super) fn rsts(f: &[(FrameHeader, Vec<u8>)]) -> Vec<(u32, ErrorCode)> {
     f.iter()
         .filter(|(h, _)| h.kind == kind::RST_STREAM)
         .map(|(h, p)| {
@@ -162,7 +177,7 @@ fn req<'a>(method: &'a str, path: &'a str) -> Vec<(&'a str, &'a str)> {
     ]
 }
 
-fn settings(params: &[(u16, u32)]) -> Vec<u8> {
+pub(super) fn settings(params: &[(u16, u32)]) -> Vec<u8> {
     let mut v = Vec::new();
     frame::write_settings(&mut v, params);
     v
@@ -1005,4 +1020,96 @@ fn after_a_connection_error_input_is_ignored() {
     take(&mut c);
     assert_eq!(feed(&mut c, &cl.get(1, "/"), 3), []);
     assert!(c.output().is_empty());
+}
+
+/// WINDOW_UPDATE with a 0 increment: on stream 0 a connection error, on a
+/// stream a stream error whose RST_STREAM spends the reset budget, so a
+/// flood of them ends with GOAWAY ENHANCE_YOUR_CALM.
+#[test]
+fn zero_increment_window_update_flood() {
+    let (mut c, _) = open();
+    let mut wu = Vec::new();
+    frame::write_window_update(&mut wu, 0, 0);
+    assert_eq!(
+        feed(&mut c, &wu, 2),
+        [Ev::Closed(ErrorCode::PROTOCOL_ERROR)]
+    );
+
+    let (mut c, mut cl) = open();
+    feed(&mut c, &cl.headers(1, &req("POST", "/"), false), 2);
+    let mut wu = Vec::new();
+    frame::write_header(&mut wu, 4, kind::WINDOW_UPDATE, 0, 1);
+    wu.extend_from_slice(&[0; 4]);
+    let mut n = 0u32;
+    loop {
+        let ev = feed(&mut c, &wu, 2);
+        take(&mut c);
+        if ev.contains(&Ev::Closed(ErrorCode::ENHANCE_YOUR_CALM)) {
+            break;
+        }
+        n += 1;
+        assert!(n <= RESET_BURST, "not bounded");
+    }
+    assert_eq!(n, RESET_BURST);
+}
+
+/// Oversized header lists over and over: each one is answered 431 and
+/// reset, and the resets spend the rapid-reset budget.
+#[test]
+fn repeated_oversized_lists_end_the_connection() {
+    let cfg = Config {
+        max_header_list_size: 100,
+        reset_burst: 10,
+        ..Config::default()
+    };
+    let (mut c, mut cl) = open_with(cfg, &[]);
+    let big = "b".repeat(200);
+    let mut closed = None;
+    for i in 0..100u32 {
+        let mut fields = req("GET", "/");
+        fields.push(("x-big", &big));
+        let ev = feed(&mut c, &cl.headers(2 * i + 1, &fields, true), 2);
+        take(&mut c);
+        if ev.contains(&Ev::Closed(ErrorCode::ENHANCE_YOUR_CALM)) {
+            closed = Some(i);
+            break;
+        }
+        assert_eq!(ev, []);
+    }
+    assert_eq!(closed, Some(10));
+}
+
+/// A client that opens huge windows and never reads: DATA is queued only
+/// up to `max_output`, and the stream waiting on the output is reset once
+/// it has waited `stall_timeout_ms`.
+#[test]
+fn unread_output_is_bounded_and_reset() {
+    let cfg = Config {
+        max_output: 32 * 1024,
+        ..Config::default()
+    };
+    let (mut c, mut cl) = open_with(cfg, &[(setting::INITIAL_WINDOW_SIZE, frame::MAX_WINDOW)]);
+    let mut wu = Vec::new();
+    frame::write_window_update(&mut wu, 0, frame::MAX_WINDOW - frame::DEFAULT_WINDOW);
+    feed(&mut c, &wu, 2);
+    feed(&mut c, &cl.get(1, "/"), 2);
+    c.send_response(1, 200, &[], false).unwrap();
+    let body = vec![7u8; 1 << 20];
+    let mut sent = 0;
+    for _ in 0..100 {
+        sent += c.send_data(1, &body[sent..], true, 10).unwrap();
+    }
+    assert!(sent < 32 * 1024, "queued {sent}");
+    // Frame headers of the last DATA frames may pass it by 9 bytes each.
+    assert!(c.output().len() <= 32 * 1024 + 64);
+    let mut reset = Vec::new();
+    c.tick(10 + 29_999, &mut reset);
+    assert!(reset.is_empty());
+    // Writing some output lets more DATA in; the wait starts again.
+    c.consume_output(16 * 1024);
+    assert!(c.send_data(1, &body[sent..], true, 20_000).unwrap() > 0);
+    c.tick(20_000 + 29_999, &mut reset);
+    assert!(reset.is_empty());
+    c.tick(20_000 + 30_000, &mut reset);
+    assert_eq!(reset, [1]);
 }

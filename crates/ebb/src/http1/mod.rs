@@ -114,6 +114,7 @@ pub use request::{
     parse_request, parse_request_into, Method, RequestHead, Status, TargetForm, CONNECT_ALLOW,
 };
 pub use response::{parse_response, parse_response_into, ResponseHead};
+pub(crate) use writer::decimal;
 pub use writer::{
     error_page, reason_phrase, write_error_response, DateCache, ResponseWriter, CONTINUE_100,
     DATE_LEN, SERVER,

@@ -37,7 +37,8 @@ pub enum Method {
 }
 
 impl Method {
-    fn from_bytes(m: &[u8]) -> Method {
+    /// The method of a token (case-sensitive).
+    pub fn from_bytes(m: &[u8]) -> Method {
         match m {
             b"GET" => Method::Get,
             b"HEAD" => Method::Head,

@@ -156,7 +156,7 @@ pub const fn reason_phrase(status: u16) -> &'static str {
 }
 
 /// Decimal digits of `n` on the stack.
-fn decimal(n: u64, buf: &mut [u8; 20]) -> &[u8] {
+pub(crate) fn decimal(n: u64, buf: &mut [u8; 20]) -> &[u8] {
     let mut i = buf.len();
     let mut n = n;
     loop {

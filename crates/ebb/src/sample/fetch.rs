@@ -58,6 +58,28 @@ pub(super) enum Fetch {
     Rand(Option<u64>),
     Uuid,
     Var(super::VarRef),
+    /// `req.len`: bytes of a TCP-mode request received so far.
+    ReqLen,
+    /// `req.ssl_sni`: the SNI of the ClientHello in those bytes.
+    ReqSslSni,
+    /// `req.ssl_hello_type`: the handshake type of the first TLS record.
+    ReqSslHelloType,
+    /// `req.payload(OFFSET,LENGTH)`: those bytes of a TCP-mode request
+    /// (length 0: to the end of what arrived).
+    ReqPayload(usize, usize),
+}
+
+/// What a fetch reads, for the rules that may run before a layer exists
+/// (HAProxy refuses `tcp-request connection` rules that read content,
+/// and a tcp-mode proxy's rules that read HTTP).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Layer {
+    /// Addresses, names, constants, variables: known at accept.
+    L4,
+    /// The request's first bytes (`req.len`, `req.ssl_*`).
+    Payload,
+    /// An HTTP message.
+    Http,
 }
 
 fn arg_count(name: &str, args: &[String], min: usize, max: usize) -> Result<(), String> {
@@ -226,12 +248,53 @@ impl Fetch {
                 arg_count(name, args, 1, 1)?;
                 Ok(Fetch::Var(super::VarRef::parse(&args[0])?))
             }
+            "req.len" | "req_len" => req_only(none(Fetch::ReqLen)?),
+            "req.ssl_sni" | "req_ssl_sni" => req_only(none(Fetch::ReqSslSni)?),
+            "req.ssl_hello_type" | "req_ssl_hello_type" => req_only(none(Fetch::ReqSslHelloType)?),
+            "req.payload" | "payload" => {
+                arg_count(name, args, 2, 2)?;
+                let n = |what: &str, a: &str| -> Result<usize, String> {
+                    let v = int_arg(&format!("fetch '{name}' {what}"), a)?;
+                    usize::try_from(v).map_err(|_| format!("fetch '{name}': negative {what}"))
+                };
+                req_only(Fetch::ReqPayload(
+                    n("offset", &args[0])?,
+                    n("length", &args[1])?,
+                ))
+            }
             _ => Err(format!("unknown sample fetch '{name}'")),
+        }
+    }
+
+    /// What this fetch reads.
+    pub(super) fn layer(&self) -> Layer {
+        match self {
+            Fetch::Src
+            | Fetch::SrcPort
+            | Fetch::Dst
+            | Fetch::DstPort
+            | Fetch::FeName
+            | Fetch::BeName
+            | Fetch::SslFc
+            | Fetch::SslFcSni
+            | Fetch::Str(_)
+            | Fetch::Int(_)
+            | Fetch::Bool(_)
+            | Fetch::Env(_)
+            | Fetch::Date(_)
+            | Fetch::Rand(_)
+            | Fetch::Uuid
+            | Fetch::Var(_) => Layer::L4,
+            Fetch::ReqLen | Fetch::ReqSslSni | Fetch::ReqSslHelloType | Fetch::ReqPayload(..) => {
+                Layer::Payload
+            }
+            _ => Layer::Http,
         }
     }
 
     pub(super) fn out_type(&self) -> Type {
         match self {
+            Fetch::ReqLen | Fetch::ReqSslHelloType => Type::Int,
             Fetch::Src | Fetch::Dst => Type::Ip,
             Fetch::SrcPort
             | Fetch::DstPort
@@ -244,6 +307,7 @@ impl Fetch {
             // Typed when set; converters cast at run time from a string.
             Fetch::Var(_) => Type::Str,
             Fetch::Method => Type::Meth,
+            Fetch::ReqPayload(..) => Type::Bin,
             _ => Type::Str,
         }
     }
@@ -400,6 +464,47 @@ impl Fetch {
                 Some(Val::Int(v as i64))
             }
             Fetch::Var(r) => ctx.vars?.try_borrow_mut().ok()?.get(r, s),
+            Fetch::ReqLen => {
+                let p = ctx.payload?;
+                p.unsure();
+                Some(Val::Int(p.bytes.len() as i64))
+            }
+            Fetch::ReqSslSni => {
+                let p = ctx.payload?;
+                if p.hello_partial {
+                    p.unsure();
+                }
+                put(s, p.sni?.as_bytes())
+            }
+            Fetch::ReqSslHelloType => {
+                // A handshake record (22) of TLS or SSLv3 (major 3): the
+                // type of its first message (HAProxy's check). Fewer bytes
+                // that may still become one: not known yet.
+                let p = ctx.payload?;
+                let b = p.bytes;
+                if b.len() < 6 && b.first().is_none_or(|&c| c == 0x16) {
+                    p.unsure();
+                }
+                (b.len() >= 6 && b[0] == 0x16 && b[1] == 3).then(|| Val::Int(b[5] as i64))
+            }
+            Fetch::ReqPayload(off, len) => {
+                // Not there yet: nothing, and it may come.
+                let p = ctx.payload?;
+                let b = p.bytes;
+                let end = if *len == 0 {
+                    p.unsure();
+                    b.len()
+                } else {
+                    off.checked_add(*len)?
+                };
+                if end > b.len() {
+                    p.unsure();
+                }
+                let v = b.get(*off..end)?;
+                s.cur.clear();
+                s.cur.extend_from_slice(v);
+                Some(Val::Bin)
+            }
             Fetch::Uuid => {
                 let a = next_rand();
                 let b = next_rand();

@@ -34,6 +34,7 @@ use std::net::{IpAddr, SocketAddr};
 
 use crate::http1::{RequestHead, ResponseHead};
 
+pub use fetch::Layer;
 pub use logfmt::LogFormat;
 pub use vars::{VarAction, VarRef, VarStore};
 
@@ -69,6 +70,32 @@ pub enum Res<'a> {
     },
 }
 
+/// The first bytes of a TCP-mode request, for `tcp-request content`
+/// rules and a tcp frontend's `use_backend`: `req.len`, `req.payload`,
+/// `req.ssl_hello_type`, and the SNI of the ClientHello they hold
+/// (`req.ssl_sni`, read by the caller: the TLS layer sits above this one).
+#[derive(Clone, Copy)]
+pub struct Payload<'a> {
+    pub bytes: &'a [u8],
+    pub sni: Option<&'a str>,
+    /// The ClientHello in `bytes` is not complete yet.
+    pub hello_partial: bool,
+    /// More bytes may still come (inspection under way): a fetch whose
+    /// answer could change with them says so in `may_change` (HAProxy's
+    /// `SMP_F_MAY_CHANGE`), and a rule that does not hold then waits.
+    pub partial: bool,
+    pub may_change: &'a std::cell::Cell<bool>,
+}
+
+impl Payload<'_> {
+    /// Notes that the answer being computed may change with more bytes.
+    fn unsure(&self) {
+        if self.partial {
+            self.may_change.set(true);
+        }
+    }
+}
+
 /// What an evaluation may read. Call sites fill it; fields a context does
 /// not have stay `None` (a fetch that needs them finds nothing).
 #[derive(Clone, Copy)]
@@ -89,6 +116,8 @@ pub struct Ctx<'a> {
     /// The exchange's variables (`None`: `var()` finds nothing and
     /// `set-var` does nothing).
     pub vars: Option<&'a RefCell<VarStore>>,
+    /// TCP mode: the request's first bytes (`None` in HTTP mode).
+    pub payload: Option<Payload<'a>>,
 }
 
 /// A sample's type (HAProxy's SMP_T_*; IPv4 and IPv6 are one type here).
@@ -304,6 +333,11 @@ impl Expr {
     /// The type the expression produces.
     pub fn out_type(&self) -> Type {
         self.out
+    }
+
+    /// What the expression's fetch reads (converters read nothing more).
+    pub fn layer(&self) -> Layer {
+        self.fetch.layer()
     }
 
     pub fn text(&self) -> &str {

@@ -43,6 +43,7 @@ fn with_ctx<R>(raw: &str, res: Option<&str>, f: impl FnOnce(&Ctx<'_>) -> R) -> R
         req: Some(Req { buf, head: &head }),
         res: resp,
         vars: None,
+        payload: None,
     };
     f(&ctx)
 }
@@ -159,6 +160,7 @@ fn json_matches_haproxy() {
         }),
         res: None,
         vars: None,
+        payload: None,
     };
     let v = c.apply(Val::Str, &ctx, &mut s).unwrap();
     assert_eq!(v, Val::Str);
@@ -371,4 +373,79 @@ fn variables_keep_their_type_and_scope() {
     });
     assert!(VarRef::parse("x").is_err());
     assert!(VarRef::parse("foo.x").is_err());
+}
+
+#[test]
+fn tcp_payload_fetches() {
+    // A TLS 1.2 record holding the first bytes of a ClientHello.
+    let hello = [0x16u8, 0x03, 0x01, 0x00, 0x40, 0x01, 0x00, 0x00, 0x3c];
+    let unsure = std::cell::Cell::new(false);
+    let render = |fmt: &str, bytes: &[u8], sni: Option<&str>| {
+        let l = LogFormat::parse(fmt, RQ).unwrap_or_else(|e| panic!("{fmt}: {e}"));
+        with_ctx(REQ, None, |c| {
+            let c = Ctx {
+                payload: Some(Payload {
+                    bytes,
+                    sni,
+                    hello_partial: false,
+                    partial: false,
+                    may_change: &unsure,
+                }),
+                ..*c
+            };
+            let mut out = Vec::new();
+            l.render(&c, &mut out);
+            String::from_utf8_lossy(&out).into_owned()
+        })
+    };
+    assert_eq!(render("%[req.len]", &hello, None), "9");
+    assert_eq!(render("%[req.ssl_hello_type]", &hello, None), "1");
+    assert_eq!(render("%[req.ssl_hello_type]", b"GET /", None), "");
+    assert_eq!(
+        render("%[req.ssl_sni]", &hello, Some("a.example")),
+        "a.example"
+    );
+    assert_eq!(render("%[req.payload(1,2),hex]", &hello, None), "0301");
+    assert_eq!(render("%[req.payload(7,0),hex]", &hello, None), "003C");
+    assert_eq!(
+        render("%[req.payload(8,5),hex]", &hello, None),
+        "",
+        "not arrived yet"
+    );
+    // HTTP mode: no payload, nothing found.
+    assert_eq!(lf("%[req.len]"), "");
+    assert!(err("%[req.len]", Scope::Response).contains("not available in a response rule"));
+}
+
+#[test]
+fn tcp_payload_fetches_say_when_more_bytes_could_change_them() {
+    let unsure = std::cell::Cell::new(false);
+    let check = |fmt: &str, bytes: &[u8], hello_partial: bool| {
+        let l = LogFormat::parse(fmt, RQ).unwrap_or_else(|e| panic!("{fmt}: {e}"));
+        unsure.set(false);
+        with_ctx(REQ, None, |c| {
+            let c = Ctx {
+                payload: Some(Payload {
+                    bytes,
+                    sni: None,
+                    hello_partial,
+                    partial: true,
+                    may_change: &unsure,
+                }),
+                ..*c
+            };
+            l.render(&c, &mut Vec::new());
+        });
+        unsure.get()
+    };
+    assert!(check("%[req.len]", b"PI", false));
+    assert!(check("%[req.ssl_hello_type]", b"\x16\x03", false));
+    assert!(
+        !check("%[req.ssl_hello_type]", b"PING", false),
+        "not TLS: final"
+    );
+    assert!(check("%[req.ssl_sni]", b"\x16\x03\x01", true));
+    assert!(!check("%[req.ssl_sni]", b"PING", false));
+    assert!(check("%[req.payload(2,4)]", b"PIN", false));
+    assert!(!check("%[req.payload(0,2)]", b"PIN", false));
 }

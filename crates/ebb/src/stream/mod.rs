@@ -278,7 +278,8 @@ impl Stream {
             return Act::Connect;
         }
         let tr = &c.tr;
-        let dst = move || tr.tcp().local_addr().ok();
+        let pp_dst = c.dst;
+        let dst = move || pp_dst.or_else(|| tr.tcp().local_addr().ok());
         let view = ReqView {
             req: Some(crate::sample::Req { buf, head: &c.head }),
             ..sample_ctx(tr, c.peer, &fe.name, &dst, &c.vars)
@@ -357,7 +358,8 @@ impl Stream {
             .fetch_add(c.head.head_len as u64, std::sync::atomic::Ordering::Relaxed);
         self.resp_start = c.wbuf.len();
         c.vars.get_mut().begin_request();
-        let mut keep_alive = c.head.keep_alive && c.fe.keep_alive && !c.stopping;
+        let mut keep_alive =
+            crate::drain::keep_alive(c.head.keep_alive && c.fe.keep_alive, c.stopping);
         // A body we will not read: with `Expect: 100-continue` the client
         // has not sent it yet, so answer and close rather than wait for it;
         // otherwise drop it as it comes, before the next request.
@@ -399,7 +401,8 @@ impl Stream {
                 // what `lf-string` / `hdr` evaluate to for this request.
                 let dynamic = {
                     let tr = &c.tr;
-                    let dst = move || tr.tcp().local_addr().ok();
+                    let pp_dst = c.dst;
+                    let dst = move || pp_dst.or_else(|| tr.tcp().local_addr().ok());
                     let buf = &c.rbuf[c.rstart..c.rend];
                     p.render(&ReqView {
                         req: Some(crate::sample::Req { buf, head: &c.head }),
@@ -661,7 +664,8 @@ impl Stream {
                 hdrs.push((b"Content-Range", cr.as_bytes()));
             }
             let tr = &c.tr;
-            let dst = move || tr.tcp().local_addr().ok();
+            let pp_dst = c.dst;
+            let dst = move || pp_dst.or_else(|| tr.tcp().local_addr().ok());
             let sctx = crate::sample::Ctx {
                 be: Some(&backend.name),
                 ..sample_ctx(tr, c.peer, &c.fe.name, &dst, &c.vars)
@@ -837,6 +841,7 @@ pub(crate) fn sample_ctx<'a>(
         req: None,
         res: None,
         vars: Some(vars),
+        payload: None,
     }
 }
 

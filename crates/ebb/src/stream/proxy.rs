@@ -42,14 +42,13 @@
 //! head, a failure can only cut the client connection.
 
 use std::io;
-use std::net::{IpAddr, SocketAddr, TcpStream};
+use std::net::IpAddr;
 
 use crate::transport::Transport;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use sched::{ticks, Ctx, Tick};
-use socket2::{Domain, Protocol, Socket, Type};
 
 use super::{Stream, Wait, H1};
 use crate::backend::error::ExchangeError;
@@ -181,7 +180,8 @@ impl Stream {
                 .any(|x| edit(x).is_some_and(|e| e.removes(name)))
         };
         let tr = &c.tr;
-        let dst = move || tr.tcp().local_addr().ok();
+        let pp_dst = c.dst;
+        let dst = move || pp_dst.or_else(|| tr.tcp().local_addr().ok());
         let sctx = crate::sample::Ctx {
             req: Some(crate::sample::Req { buf, head: h }),
             be: Some(&be.name),
@@ -354,11 +354,14 @@ impl Stream {
         }
         // 2. The thread's idle pool (not for a client's first request with
         //    `http-reuse safe`: a failure there could not be told apart).
-        let may_share = match up.farm.reuse {
-            HttpReuse::Never => false,
-            HttpReuse::Safe => c.requests > 1,
-            HttpReuse::Aggressive | HttpReuse::Always => true,
-        };
+        // A connection that began with a PROXY header names its client:
+        // never another client's (HAProxy keys such connections by source).
+        let may_share = s.opts.send_proxy == 0
+            && match up.farm.reuse {
+                HttpReuse::Never => false,
+                HttpReuse::Safe => c.requests > 1,
+                HttpReuse::Aggressive | HttpReuse::Always => true,
+            };
         if sock.is_none() && may_share {
             if let Some(st) = c.w.take_idle(&s, ctx.now()) {
                 sock = Some((st, true, false));
@@ -413,7 +416,7 @@ impl Stream {
         let r = s
             .addr
             .ok_or_else(|| io::Error::from(io::ErrorKind::AddrNotAvailable))
-            .and_then(start_connect)
+            .and_then(crate::backend::connect_nb)
             .and_then(|st| match &s.tls {
                 // TLS to the server: the handshake starts once connected;
                 // the request written meanwhile waits in rustls' buffer.
@@ -434,6 +437,14 @@ impl Stream {
                     let mut sd = self.side.borrow_mut();
                     sd.install(st, true, now);
                     sd.obuf.clear();
+                    if s.opts.send_proxy > 0 {
+                        let dst = c.dst.or_else(|| c.tr.tcp().local_addr().ok());
+                        let h = crate::proxyproto::header_for(
+                            s.opts.send_proxy,
+                            dst.map(|d| (c.peer, d)),
+                        );
+                        sd.obuf.extend_from_slice(&h);
+                    }
                     sd.obuf.extend_from_slice(&up.head);
                     sd.opos = 0;
                     // Woken at the connect if more request body follows.
@@ -933,7 +944,7 @@ impl Stream {
         up.status = r.status;
         self.resp_start = c.wbuf.len();
         let tunnel = r.tunnel && r.status == 101;
-        let mut ka = up.client_keep_alive;
+        let mut ka = crate::drain::keep_alive(up.client_keep_alive, c.stopping);
         let out = &mut c.wbuf;
         out.extend_from_slice(b"HTTP/1.1 ");
         out.extend_from_slice(r.status.to_string().as_bytes());
@@ -955,7 +966,8 @@ impl Stream {
                 .any(|x| edit(x).is_some_and(|e| e.removes(name)))
         };
         let tr = &c.tr;
-        let dst = move || tr.tcp().local_addr().ok();
+        let pp_dst = c.dst;
+        let dst = move || pp_dst.or_else(|| tr.tcp().local_addr().ok());
         let sctx = crate::sample::Ctx {
             res: Some(crate::sample::Res::H1 { buf, head: r }),
             be: Some(&be.name),
@@ -1214,7 +1226,7 @@ impl Stream {
         mut st: Transport,
     ) {
         let _ = ctx.deregister_fd(st.raw_fd());
-        if alive(&mut st) {
+        if srv.opts.send_proxy == 0 && alive(&mut st) {
             c.w.put_idle(&srv, st, ctx.now());
         }
     }
@@ -1252,18 +1264,4 @@ impl Stream {
         });
         c.w.log_access(crate::log::format(&entry));
     }
-}
-
-/// A non-blocking connect.
-fn start_connect(addr: SocketAddr) -> io::Result<TcpStream> {
-    let s = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
-    s.set_nonblocking(true)?;
-    s.set_tcp_nodelay(true)?;
-    match s.connect(&addr.into()) {
-        Ok(()) => {}
-        Err(e) if e.raw_os_error() == Some(libc::EINPROGRESS) => {}
-        Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
-        Err(e) => return Err(e),
-    }
-    Ok(s.into())
 }

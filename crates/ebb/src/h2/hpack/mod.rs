@@ -52,14 +52,10 @@ pub enum HpackError {
     SizeUpdateNotFirst,
 }
 
-/// One decoded field: offsets into [`HeaderList::buf`].
-#[derive(Copy, Clone, Debug, PartialEq, Eq)]
-pub struct Field {
-    name: (u32, u32),
-    value: (u32, u32),
-    /// Sent as "never indexed" (§6.2.3): an intermediary keeps it so.
-    pub never_index: bool,
-}
+/// One decoded field: spans into [`HeaderList::bytes`], the record the
+/// HTTP/1 parser writes too, so a list is a `stream::msg::Fields` view
+/// without a copy.
+pub type Field = crate::http1::HeaderSpan;
 
 /// A decoded header list. Reuse one per connection: [`HeaderList::clear`]
 /// keeps the capacity.
@@ -67,6 +63,9 @@ pub struct Field {
 pub struct HeaderList {
     buf: Vec<u8>,
     fields: Vec<Field>,
+    /// Per field: sent as "never indexed" (§6.2.3), which an intermediary
+    /// keeps so.
+    never: Vec<bool>,
     /// RFC 9113 §6.5.2 size of the list (counted even past the limit).
     pub list_size: usize,
     /// The list exceeded `max_list`: its fields are incomplete; answer 431
@@ -79,6 +78,7 @@ impl HeaderList {
     pub fn clear(&mut self) {
         self.buf.clear();
         self.fields.clear();
+        self.never.clear();
         self.list_size = 0;
         self.too_large = false;
     }
@@ -106,13 +106,23 @@ impl HeaderList {
             .map(|f| (self.slice(f.name), self.slice(f.value)))
     }
 
-    /// The field records (for `never_index`).
+    /// The field records (spans into [`HeaderList::bytes`]).
     pub fn fields(&self) -> &[Field] {
         &self.fields
     }
 
-    fn slice(&self, (a, b): (u32, u32)) -> &[u8] {
-        &self.buf[a as usize..b as usize]
+    /// The bytes the field spans index.
+    pub fn bytes(&self) -> &[u8] {
+        &self.buf
+    }
+
+    /// Whether field `i` was sent "never indexed".
+    pub fn never_indexed(&self, i: usize) -> bool {
+        self.never.get(i).copied().unwrap_or(false)
+    }
+
+    fn slice(&self, s: crate::http1::Span) -> &[u8] {
+        &self.buf[s.start as usize..s.end as usize]
     }
 
     fn push(&mut self, name: &[u8], value: &[u8], never_index: bool, max_list: usize) {
@@ -129,10 +139,10 @@ impl HeaderList {
         self.buf.extend_from_slice(value);
         let c = self.buf.len() as u32;
         self.fields.push(Field {
-            name: (a, b),
-            value: (b, c),
-            never_index,
+            name: crate::http1::Span { start: a, end: b },
+            value: crate::http1::Span { start: b, end: c },
         });
+        self.never.push(never_index);
     }
 }
 

@@ -157,6 +157,9 @@ pub struct Conn<S> {
     /// Whether the tasklet is flagged heavy (a TLS handshake runs).
     pub(crate) heavy: bool,
     pub(crate) peer: SocketAddr,
+    /// The address the client reached, when a PROXY header
+    /// (`accept-proxy`) said it; else the socket's own.
+    pub(crate) dst: Option<SocketAddr>,
     pub(crate) fe: Arc<FrontendRt>,
     pub(crate) w: std::rc::Rc<Worker>,
     pub(crate) timer: TaskId,
@@ -205,6 +208,7 @@ impl<S: Exchange + Default + 'static> Conn<S> {
         ctx: &mut Ctx,
         sock: TcpStream,
         peer: SocketAddr,
+        dst: Option<SocketAddr>,
         fe: Arc<FrontendRt>,
         w: std::rc::Rc<Worker>,
         tls: Option<Arc<rustls::ServerConfig>>,
@@ -238,6 +242,7 @@ impl<S: Exchange + Default + 'static> Conn<S> {
             fd,
             heavy,
             peer,
+            dst,
             fe,
             w,
             timer,
@@ -753,11 +758,19 @@ impl<S: Exchange + Default + 'static> Conn<S> {
         if self.has_output() || !matches!(self.input, In::Head) {
             return ticks::add(self.idle_since, t.client);
         }
-        match self.req_start {
-            Some(s) => ticks::add(s, t.http_request),
+        let d = match self.req_start {
+            Some(s) => return ticks::add(s, t.http_request),
             None if self.requests == 0 => ticks::add(self.idle_since, t.http_request),
             None => ticks::add(self.idle_since, t.keep_alive),
-        }
+        };
+        // Idle during a stop: closed after its grace (crate::drain).
+        ticks::first(d, self.stop_deadline())
+    }
+
+    /// When a stop closes this connection while it idles (crate::drain).
+    fn stop_deadline(&self) -> Tick {
+        let ico = self.fe.idle_close_on_response;
+        crate::drain::idle_deadline(self.stopping, self.idle_since, ico, self.fd as u64)
     }
 
     fn close(&mut self, ctx: &mut Ctx) -> Status {
@@ -855,7 +868,8 @@ impl<S: Exchange + Default + 'static> Conn<S> {
         }
         let idle = matches!(self.input, In::Head) && self.rstart == self.rend && !self.has_output();
         if idle {
-            if self.eof || self.stopping {
+            let stop_at = self.stop_deadline();
+            if self.eof || (stop_at != ticks::ETERNITY && ticks::is_expired(stop_at, ctx.now())) {
                 return self.close(ctx);
             }
             self.release_buffers();
@@ -892,6 +906,7 @@ impl<S: Exchange + Default + 'static> TaskletFn for Conn<S> {
         }
         if why.intersects(Reasons::SIGNAL) || ctx.stopping() {
             self.stopping = true;
+            crate::drain::saw_stop(ctx.now());
         }
         if self.sess.kill.load(std::sync::atomic::Ordering::Relaxed) {
             // `shutdown session` from the CLI.

@@ -1,0 +1,230 @@
+//! `mode tcp`: bytes pass through between a client and a server, with the
+//! backends of HTTP mode (LB algorithms, checks, `maxconn` queues with
+//! instant hand-over, retries, redispatch) and no HTTP analysis; plus what
+//! every accepted connection goes through first whatever its mode:
+//! `tcp-request connection` rules and the PROXY protocol (`accept-proxy`).
+//!
+//! ```text
+//!   listener ── accept ──> tcp-request connection rules (real peer)
+//!                              │ reject: closed, not logged (HAProxy)
+//!                              v
+//!                    accept-proxy? ──> pphdr: read the PROXY header
+//!                              │            (bad/missing: close + log)
+//!                              v
+//!           mode http: mux::h1::Conn      mode tcp: session::Session
+//!                                          (tcp_cli + tcp_srv tasklets,
+//!                                           bytes in pipe::Pipe)
+//! ```
+//!
+//! A session has two tasklets, one per socket (see [`pipe`]): a readiness
+//! change of one socket never runs the other side's code. The client
+//! side's tasklet also runs the session's logic ([`session`]): content
+//! inspection, backend and server choice, connect and retries, timers,
+//! and the log line.
+//!
+//! Limits: no `splice` (the two-buffer copy is what runs; see README),
+//! `tcp-request content` rules only `accept`/`reject`, and a tcp frontend
+//! uses tcp backends only.
+
+mod pipe;
+mod pphdr;
+mod session;
+
+use std::io::Write as _;
+use std::net::{SocketAddr, TcpStream};
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use sched::Ctx;
+
+use crate::proxy::FrontendRt;
+use crate::transport::Transport;
+use crate::worker::Worker;
+
+/// Takes an accepted connection: runs the frontend's `tcp-request
+/// connection` rules on the real peer, then reads a PROXY header
+/// (`accept-proxy`) or starts the connection in the frontend's mode.
+pub fn accepted(
+    ctx: &mut Ctx,
+    sock: TcpStream,
+    peer: SocketAddr,
+    fe: Arc<FrontendRt>,
+    w: Rc<Worker>,
+    tls: Option<Arc<rustls::ServerConfig>>,
+    accept_proxy: bool,
+) -> std::io::Result<()> {
+    if !fe.l4.conn_rules.is_empty() && !connection_accepted(&fe, &sock, peer) {
+        // HAProxy: a rejected connection is closed at once and not logged.
+        return Ok(());
+    }
+    if accept_proxy {
+        return pphdr::spawn(ctx, sock, peer, fe, w, tls);
+    }
+    start(ctx, sock, peer, None, fe, w, tls)
+}
+
+/// Starts a connection in its frontend's mode, with the client's
+/// addresses (from a PROXY header when `dst` is set).
+fn start(
+    ctx: &mut Ctx,
+    sock: TcpStream,
+    peer: SocketAddr,
+    dst: Option<SocketAddr>,
+    fe: Arc<FrontendRt>,
+    w: Rc<Worker>,
+    tls: Option<Arc<rustls::ServerConfig>>,
+) -> std::io::Result<()> {
+    if !fe.l4.tcp_mode {
+        return crate::mux::h1::Conn::<crate::stream::Stream>::spawn(
+            ctx, sock, peer, dst, fe, w, tls,
+        );
+    }
+    sock.set_nonblocking(true)?;
+    let _ = sock.set_nodelay(true);
+    let tr = match tls {
+        Some(cfg) => Transport::accept_tls(sock, cfg)?,
+        None => Transport::plain(sock),
+    };
+    session::Session::spawn(ctx, tr, peer, dst, fe, w)
+}
+
+/// The frontend's `tcp-request connection` rules: the first whose
+/// condition holds decides; none: accepted.
+fn connection_accepted(fe: &FrontendRt, sock: &TcpStream, peer: SocketAddr) -> bool {
+    let dst = || sock.local_addr().ok();
+    let vars = std::cell::RefCell::default();
+    let ctx = crate::sample::Ctx {
+        src: peer,
+        dst: &dst,
+        fe: &fe.name,
+        be: None,
+        srv: None,
+        tls: false,
+        sni: None,
+        req: None,
+        res: None,
+        vars: Some(&vars),
+        payload: None,
+    };
+    fe.l4
+        .conn_rules
+        .iter()
+        .find(|r| fe.matcher.holds(r.cond.as_ref(), &ctx))
+        .is_none_or(|r| r.accept)
+}
+
+/// The pieces of a `tcplog` line.
+pub struct TcpLog<'a> {
+    pub client: SocketAddr,
+    pub accept: SystemTime,
+    pub frontend: &'a str,
+    /// TLS on the client side (`%ft` gets a `~`).
+    pub tls: bool,
+    pub backend: &'a str,
+    pub server: &'a str,
+    pub tw: i64,
+    pub tc: i64,
+    pub tt: i64,
+    /// Bytes from the server to the client (`%B`).
+    pub bytes: u64,
+    pub term: [u8; 2],
+    pub actconn: u32,
+    pub feconn: u32,
+    pub beconn: u32,
+    pub srvconn: u32,
+    pub retries: u32,
+    /// The retries ended on another server (`%rc` gets a `+`).
+    pub redispatched: bool,
+    /// Server and backend queue lengths when the session queued.
+    pub queues: (usize, usize),
+}
+
+/// HAProxy's `option tcplog` line:
+/// `%ci:%cp [%t] %ft %b/%s %Tw/%Tc/%Tt %B %ts %ac/%fc/%bc/%sc/%rc %sq/%bq`.
+pub fn tcplog(e: &TcpLog<'_>) -> Vec<u8> {
+    let mut out = Vec::with_capacity(160);
+    let _ = write!(out, "{}:{} [", e.client.ip(), e.client.port());
+    crate::log::fmt_date(e.accept, &mut out);
+    let _ = write!(
+        out,
+        "] {}{} {}/{} {}/{}/{} {} {}{} {}/{}/{}/{}/{}{} {}/{}",
+        e.frontend,
+        if e.tls { "~" } else { "" },
+        e.backend,
+        e.server,
+        e.tw,
+        e.tc,
+        e.tt,
+        e.bytes,
+        e.term[0] as char,
+        e.term[1] as char,
+        e.actconn,
+        e.feconn,
+        e.beconn,
+        e.srvconn,
+        if e.redispatched { "+" } else { "" },
+        e.retries,
+        e.queues.0,
+        e.queues.1,
+    );
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tcplog_has_haproxys_layout() {
+        let l = tcplog(&TcpLog {
+            client: "10.0.1.2:33313".parse().unwrap(),
+            accept: std::time::UNIX_EPOCH + std::time::Duration::from_millis(1_233_922_371_443),
+            frontend: "fnt",
+            tls: false,
+            backend: "bck",
+            server: "srv1",
+            tw: 0,
+            tc: 0,
+            tt: 5007,
+            bytes: 212,
+            term: *b"--",
+            actconn: 0,
+            feconn: 0,
+            beconn: 0,
+            srvconn: 0,
+            retries: 3,
+            redispatched: false,
+            queues: (0, 0),
+        });
+        // configuration.txt 8.2.2's example, less the syslog header.
+        assert_eq!(
+            String::from_utf8(l).unwrap(),
+            "10.0.1.2:33313 [06/Feb/2009:12:12:51.443] fnt bck/srv1 0/0/5007 212 -- 0/0/0/0/3 0/0"
+        );
+        let l = tcplog(&TcpLog {
+            client: "[::1]:80".parse().unwrap(),
+            accept: std::time::UNIX_EPOCH,
+            frontend: "f",
+            tls: true,
+            backend: "f",
+            server: "<NOSRV>",
+            tw: -1,
+            tc: -1,
+            tt: 3,
+            bytes: 0,
+            term: *b"PR",
+            actconn: 1,
+            feconn: 1,
+            beconn: 0,
+            srvconn: 0,
+            retries: 1,
+            redispatched: true,
+            queues: (0, 2),
+        });
+        assert_eq!(
+            String::from_utf8(l).unwrap(),
+            "::1:80 [01/Jan/1970:00:00:00.000] f~ f/<NOSRV> -1/-1/3 0 PR 1/1/0/0/+1 0/2"
+        );
+    }
+}

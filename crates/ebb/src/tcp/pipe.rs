@@ -1,0 +1,590 @@
+//! The bytes of a tcp-mode session: two sockets, one buffer each way, and
+//! the server side's tasklet.
+//!
+//! ```text
+//!            tcp_cli (client socket events)       tcp_srv (server socket events)
+//!  client ──read──> c2s ─────────────────────────────────write──> server
+//!  client <─write── s2c <─────────────────────────────────read─── server
+//! ```
+//!
+//! Each tasklet does system calls on its own socket only: `tcp_cli` reads
+//! the client into `c2s` and writes `s2c` to the client; `tcp_srv` writes
+//! `c2s` to the server and reads the server into `s2c`. A tasklet wakes
+//! the other only when the other has something new to do: a buffer it
+//! drains went from empty to non-empty, a buffer it fills got room after
+//! being full, or the end of a direction (FIN) or an error. Back-pressure
+//! is the buffer: a full buffer stops reading that side, TCP's window does
+//! the rest, so a session costs two buffers whatever it carries.
+//!
+//! **Half-close.** A FIN read from one side is passed on as `shutdown(WR)`
+//! to the other once the buffer towards it is empty; the other direction
+//! goes on until its own FIN. The session ends when both directions are
+//! closed this way, or at the first error.
+//!
+//! **Buffers** come from the thread's pool when a direction has bytes to
+//! hold and go back as soon as it is empty, so an idle session (say a
+//! database connection between queries) holds no buffer.
+//!
+//! Readiness (`rd`, `wr`) follows the socket's edges and is cleared only
+//! when a call comes back short or with `WouldBlock`, as on the HTTP side.
+
+use std::io;
+use std::net::Shutdown;
+
+use sched::{Ctx, Reasons, Status, TaskletId, Tick};
+
+use crate::transport::Transport;
+use crate::worker::Worker;
+
+/// Where buffers come from and go back to (the thread's pool; a plain
+/// allocator in unit tests).
+pub(super) trait Pool {
+    fn get(&self) -> Vec<u8>;
+    fn put(&self, b: Vec<u8>);
+}
+
+impl Pool for Worker {
+    fn get(&self) -> Vec<u8> {
+        self.get_buf()
+    }
+    fn put(&self, b: Vec<u8>) {
+        self.put_buf(b)
+    }
+}
+
+/// One direction's bytes, `start..end` of `buf` (empty `buf`: none held).
+#[derive(Default)]
+pub(super) struct Half {
+    pub(super) buf: Vec<u8>,
+    pub(super) start: usize,
+    pub(super) end: usize,
+    /// The reader stopped because the buffer was full: wake it on room.
+    pub(super) reader_blocked: bool,
+}
+
+impl Half {
+    pub(super) fn len(&self) -> usize {
+        self.end - self.start
+    }
+
+    /// Whether a read could add bytes (a released buffer is room).
+    fn has_room(&self) -> bool {
+        self.buf.is_empty() || self.len() < self.buf.len()
+    }
+
+    pub(super) fn data(&self) -> &[u8] {
+        if self.buf.is_empty() {
+            &[]
+        } else {
+            &self.buf[self.start..self.end]
+        }
+    }
+
+    /// Gives the buffer back to the pool when it holds nothing.
+    fn release_if_empty(&mut self, w: &dyn Pool) {
+        if self.start == self.end && !self.buf.is_empty() {
+            w.put(std::mem::take(&mut self.buf));
+            self.start = 0;
+            self.end = 0;
+        }
+    }
+}
+
+/// One socket of the session and what is known of it.
+#[derive(Default)]
+pub(super) struct Sock {
+    pub(super) tr: Option<Transport>,
+    pub(super) rd: bool,
+    pub(super) wr: bool,
+    /// The poller said the peer closed (`EPOLLRDHUP`/`HUP`): a short read
+    /// does not mean drained, the FIN waits behind the bytes (and no
+    /// further edge will come for it).
+    pub(super) hup: bool,
+    /// A FIN was read (or the read side failed).
+    pub(super) eof: bool,
+    /// A read or write failed (reset, broken pipe, TLS error).
+    pub(super) err: bool,
+    /// Our FIN was sent.
+    pub(super) shut_wr: bool,
+    /// Last read or write that moved bytes (HAProxy refreshes a socket's
+    /// timeout on any activity, `option independent-streams` off).
+    pub(super) last_io: Tick,
+    /// Bytes read from this socket.
+    pub(super) bytes_read: u64,
+}
+
+impl Sock {
+    /// Reads once into `h`. Returns whether bytes arrived.
+    fn read_into(&mut self, h: &mut Half, w: &dyn Pool, now: Tick) -> bool {
+        if !self.rd || self.eof || self.err {
+            return false;
+        }
+        let Some(tr) = self.tr.as_mut() else {
+            return false;
+        };
+        if h.buf.is_empty() {
+            h.buf = w.get();
+            h.start = 0;
+            h.end = 0;
+        }
+        if h.end == h.buf.len() && h.start > 0 {
+            h.buf.copy_within(h.start..h.end, 0);
+            h.end -= h.start;
+            h.start = 0;
+        }
+        if h.end == h.buf.len() {
+            h.reader_blocked = true;
+            return false;
+        }
+        let room = h.buf.len() - h.end;
+        loop {
+            match tr.read(&mut h.buf[h.end..]) {
+                Ok(0) => {
+                    self.eof = true;
+                    h.release_if_empty(w);
+                    return false;
+                }
+                Ok(n) => {
+                    h.end += n;
+                    self.bytes_read += n as u64;
+                    self.last_io = now;
+                    if n < room && !self.hup && !tr.read_pending() {
+                        self.rd = false;
+                    }
+                    return true;
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    self.rd = false;
+                    h.release_if_empty(w);
+                    return false;
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(_) => {
+                    self.eof = true;
+                    self.err = true;
+                    return false;
+                }
+            }
+        }
+    }
+
+    /// Writes `prefix` (a PROXY header, once) and then what `h` holds.
+    /// Returns whether bytes left.
+    fn write_from(&mut self, prefix: &mut Vec<u8>, h: &mut Half, w: &dyn Pool, now: Tick) -> bool {
+        if !self.wr || self.err {
+            return false;
+        }
+        let Some(tr) = self.tr.as_mut() else {
+            return false;
+        };
+        let mut moved = false;
+        if tr.has_pending_output() {
+            match tr.flush_pending() {
+                Ok(true) => moved = true,
+                Ok(false) => {
+                    self.wr = false;
+                    return false;
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    self.wr = false;
+                    return false;
+                }
+                Err(_) => {
+                    self.err = true;
+                    return false;
+                }
+            }
+        }
+        while !prefix.is_empty() || h.len() > 0 {
+            let src: &[u8] = if prefix.is_empty() {
+                &h.buf[h.start..h.end]
+            } else {
+                prefix
+            };
+            let want = src.len();
+            match tr.write(src) {
+                Ok(n) => {
+                    if prefix.is_empty() {
+                        h.start += n;
+                    } else {
+                        prefix.drain(..n);
+                    }
+                    moved |= n > 0;
+                    self.last_io = now;
+                    if n < want {
+                        self.wr = false;
+                        break;
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    self.wr = false;
+                    break;
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(_) => {
+                    self.err = true;
+                    break;
+                }
+            }
+        }
+        h.release_if_empty(w);
+        moved
+    }
+
+    /// Passes the other side's FIN on once nothing is left to write.
+    fn shut_if_done(&mut self, h: &Half, other_eof: bool) {
+        if self.shut_wr || !other_eof || h.len() > 0 || self.err {
+            return;
+        }
+        let Some(tr) = self.tr.as_mut() else {
+            return;
+        };
+        tr.close_notify();
+        if tr.has_pending_output() {
+            match tr.flush_pending() {
+                Ok(true) => {}
+                Ok(false) => return,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+                Err(_) => {
+                    self.err = true;
+                    return;
+                }
+            }
+        }
+        self.shut_wr = true;
+        let _ = tr.tcp().shutdown(Shutdown::Write);
+    }
+
+    /// Both ways closed: nothing more will move on this socket.
+    pub(super) fn done(&self) -> bool {
+        self.err || (self.eof && self.shut_wr)
+    }
+}
+
+/// What the two tasklets share (on one thread: never borrowed twice).
+#[derive(Default)]
+pub(super) struct Pipe {
+    pub(super) cli: Sock,
+    pub(super) srv: Sock,
+    pub(super) c2s: Half,
+    pub(super) s2c: Half,
+    /// Bytes for the server before any of `c2s` (a PROXY header).
+    pub(super) srv_prefix: Vec<u8>,
+    /// The server socket exists and its connect is under way.
+    pub(super) connecting: bool,
+    pub(super) connect_failed: bool,
+    /// When the connect completed.
+    pub(super) t_conn: Option<Tick>,
+    /// Bytes may flow to the server (a server is connected and the
+    /// content rules have decided).
+    pub(super) forwarding: bool,
+}
+
+/// What a pass of one side means for the other.
+#[derive(Default, Clone, Copy)]
+pub(super) struct Moved {
+    /// Something moved (run again).
+    pub(super) any: bool,
+    /// The other side has new work.
+    pub(super) wake_other: bool,
+}
+
+impl Pipe {
+    /// The client side's pass: read the client into `c2s`, write `s2c`
+    /// to it, pass the server's FIN on.
+    pub(super) fn client_pass(&mut self, w: &dyn Pool, now: Tick) -> Moved {
+        let mut m = Moved::default();
+        loop {
+            let c2s_was_empty = self.c2s.len() == 0;
+            let eof_before = self.cli.eof;
+            let s2c_was_full = std::mem::take(&mut self.s2c.reader_blocked);
+            let got = self.cli.read_into(&mut self.c2s, w, now);
+            let sent = self.cli.write_from(&mut Vec::new(), &mut self.s2c, w, now);
+            self.cli.shut_if_done(&self.s2c, self.srv.eof);
+            if s2c_was_full && self.s2c.has_room() {
+                m.wake_other = true;
+            } else if s2c_was_full {
+                self.s2c.reader_blocked = true;
+            }
+            if (got && c2s_was_empty) || self.cli.eof != eof_before || self.cli.err {
+                m.wake_other = true;
+            }
+            if !(got || sent) {
+                break;
+            }
+            m.any = true;
+        }
+        m
+    }
+
+    /// The server side's pass: complete a connect, write the PROXY header
+    /// and `c2s` to the server, read it into `s2c`, pass the client's FIN
+    /// on.
+    pub(super) fn server_pass(&mut self, w: &dyn Pool, now: Tick) -> Moved {
+        let mut m = Moved::default();
+        if self.srv.tr.is_none() {
+            return m;
+        }
+        if self.connecting {
+            match self.check_connect(now) {
+                None => return m,
+                Some(false) => {
+                    m.wake_other = true;
+                    return m;
+                }
+                Some(true) => m.wake_other = true,
+            }
+        }
+        if !self.forwarding {
+            return m;
+        }
+        loop {
+            let s2c_was_empty = self.s2c.len() == 0;
+            let eof_before = self.srv.eof;
+            let shut_before = self.srv.shut_wr;
+            let c2s_was_full = std::mem::take(&mut self.c2s.reader_blocked);
+            let sent = self
+                .srv
+                .write_from(&mut self.srv_prefix, &mut self.c2s, w, now);
+            let got = self.srv.read_into(&mut self.s2c, w, now);
+            self.srv.shut_if_done(&self.c2s, self.cli.eof);
+            if c2s_was_full && self.c2s.has_room() {
+                m.wake_other = true;
+            } else if c2s_was_full {
+                self.c2s.reader_blocked = true;
+            }
+            if (got && s2c_was_empty)
+                || self.srv.eof != eof_before
+                || self.srv.shut_wr != shut_before
+                || self.srv.err
+            {
+                m.wake_other = true;
+            }
+            if !(got || sent) {
+                break;
+            }
+            m.any = true;
+        }
+        m
+    }
+
+    /// Completes a connect once the socket says so: `Some(ok)` when the
+    /// outcome is known.
+    fn check_connect(&mut self, now: Tick) -> Option<bool> {
+        let st = self.srv.tr.as_ref()?;
+        if !(self.srv.rd || self.srv.wr) {
+            return None;
+        }
+        match (st.tcp().take_error(), st.tcp().peer_addr().is_ok()) {
+            (Ok(None), true) => {
+                self.connecting = false;
+                self.t_conn = Some(now);
+                self.srv.wr = true;
+                self.srv.last_io = now;
+                Some(true)
+            }
+            (Ok(None), false) => {
+                self.srv.rd = false;
+                self.srv.wr = false;
+                None
+            }
+            _ => {
+                self.connecting = false;
+                self.connect_failed = true;
+                Some(false)
+            }
+        }
+    }
+
+    /// Gives both buffers back.
+    pub(super) fn release(&mut self, w: &dyn Pool) {
+        for h in [&mut self.c2s, &mut self.s2c] {
+            if !h.buf.is_empty() {
+                w.put(std::mem::take(&mut h.buf));
+            }
+            h.start = 0;
+            h.end = 0;
+        }
+    }
+}
+
+/// The server side's tasklet: one per session, created at its first
+/// connect; every server socket of the session is registered with it.
+pub(super) struct SrvTasklet {
+    pub(super) pipe: std::rc::Rc<std::cell::RefCell<Pipe>>,
+    pub(super) w: std::rc::Rc<Worker>,
+    /// The session's (client side's) tasklet.
+    pub(super) cli: TaskletId,
+}
+
+impl sched::TaskletFn for SrvTasklet {
+    fn run(&mut self, ctx: &mut Ctx, me: TaskletId, _why: Reasons) -> Status {
+        let mut p = self.pipe.borrow_mut();
+        // Events are taken whatever woke us: an edge that came while we
+        // were already queued by the other side is still ours.
+        {
+            let ev = ctx.take_events(me);
+            if ev.readable() || ev.hup_or_err() {
+                p.srv.rd = true;
+            }
+            p.srv.hup |= ev.hup_or_err();
+            if ev.writable() || ev.hup_or_err() {
+                p.srv.wr = true;
+            }
+        }
+        let m = p.server_pass(&*self.w, ctx.now());
+        drop(p);
+        if m.wake_other {
+            ctx.tasklet_wakeup(self.cli);
+        }
+        Status::Continue
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::{Read, Write};
+    use std::net::{TcpListener, TcpStream};
+
+    /// 64-byte buffers, so a kilobyte cycles through back-pressure.
+    struct Small;
+    impl Pool for Small {
+        fn get(&self) -> Vec<u8> {
+            vec![0; 64]
+        }
+        fn put(&self, _b: Vec<u8>) {}
+    }
+
+    fn worker() -> Small {
+        Small
+    }
+
+    /// A connected pair: (our non-blocking end, the peer).
+    fn pair() -> (Transport, TcpStream) {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let c = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        c.set_nonblocking(true).unwrap();
+        let (s, _) = l.accept().unwrap();
+        (Transport::plain(c), s)
+    }
+
+    /// Runs both passes until neither moves (loopback delivers at once).
+    fn settle(p: &mut Pipe, w: &dyn Pool) {
+        for _ in 0..64 {
+            p.cli.rd = true;
+            p.cli.wr = true;
+            p.srv.rd = true;
+            p.srv.wr = true;
+            let a = p.client_pass(w, 1);
+            let b = p.server_pass(w, 1);
+            if !a.any && !b.any {
+                return;
+            }
+        }
+    }
+
+    #[test]
+    fn bytes_cross_both_ways_with_the_prefix_first_and_fins_pass_on() {
+        let w = worker();
+        let (c, mut client) = pair();
+        let (s, mut server) = pair();
+        let mut p = Pipe::default();
+        p.cli.tr = Some(c);
+        p.srv.tr = Some(s);
+        p.forwarding = true;
+        p.srv_prefix = b"PROXY UNKNOWN\r\n".to_vec();
+        // More than one 64-byte buffer each way: back-pressure cycles.
+        let up: Vec<u8> = (0..1000u32).map(|i| i as u8).collect();
+        client.write_all(&up).unwrap();
+        client.shutdown(Shutdown::Write).unwrap();
+        let mut got = Vec::new();
+        server
+            .set_read_timeout(Some(std::time::Duration::from_millis(50)))
+            .unwrap();
+        let mut tmp = [0u8; 4096];
+        while got.len() < 15 + up.len() {
+            settle(&mut p, &w);
+            if let Ok(n) = server.read(&mut tmp) {
+                got.extend_from_slice(&tmp[..n]);
+            }
+        }
+        assert_eq!(&got[..15], b"PROXY UNKNOWN\r\n");
+        assert_eq!(&got[15..], &up[..]);
+        settle(&mut p, &w);
+        assert!(p.srv.shut_wr, "the client's FIN reached the server");
+        assert_eq!(server.read(&mut tmp).unwrap(), 0);
+        // The other way still works after the half-close.
+        server.write_all(b"answer").unwrap();
+        server.shutdown(Shutdown::Write).unwrap();
+        let mut back = Vec::new();
+        client
+            .set_read_timeout(Some(std::time::Duration::from_millis(50)))
+            .unwrap();
+        loop {
+            settle(&mut p, &w);
+            match client.read(&mut tmp) {
+                Ok(0) => break,
+                Ok(n) => back.extend_from_slice(&tmp[..n]),
+                Err(_) => {}
+            }
+        }
+        assert_eq!(back, b"answer");
+        assert!(p.cli.done() && p.srv.done());
+        assert!(
+            p.c2s.buf.is_empty() && p.s2c.buf.is_empty(),
+            "buffers went back"
+        );
+    }
+
+    #[test]
+    fn nothing_moves_to_the_server_before_forwarding() {
+        let w = worker();
+        let (c, mut client) = pair();
+        let (s, mut server) = pair();
+        let mut p = Pipe::default();
+        p.cli.tr = Some(c);
+        p.srv.tr = Some(s);
+        client.write_all(b"hello").unwrap();
+        settle(&mut p, &w);
+        assert_eq!(p.c2s.data(), b"hello");
+        server.set_nonblocking(true).unwrap();
+        let mut tmp = [0u8; 16];
+        assert!(server.read(&mut tmp).is_err(), "held back");
+        p.forwarding = true;
+        settle(&mut p, &w);
+        server.set_nonblocking(false).unwrap();
+        server.read_exact(&mut tmp[..5]).unwrap();
+        assert_eq!(&tmp[..5], b"hello");
+    }
+
+    #[test]
+    fn a_drained_buffer_wakes_the_blocked_reader_and_a_hup_is_read_to_the_fin() {
+        let w = worker();
+        let (c, mut client) = pair();
+        let (s, mut server) = pair();
+        let mut p = Pipe::default();
+        p.cli.tr = Some(c);
+        p.srv.tr = Some(s);
+        p.forwarding = true;
+        client.write_all(&[7u8; 200]).unwrap();
+        p.cli.rd = true;
+        p.client_pass(&w, 1);
+        assert!(p.c2s.reader_blocked, "64-byte buffer full");
+        p.srv.wr = true;
+        // The server side empties it (and gives the buffer back): the
+        // client side must be told, or the session stalls.
+        let m = p.server_pass(&w, 2);
+        assert!(p.c2s.buf.is_empty());
+        assert!(m.wake_other);
+        // Bytes and a FIN behind them, reported as one edge with HUP.
+        server.write_all(b"tail").unwrap();
+        // Loopback delivers both before `shutdown` returns.
+        server.shutdown(Shutdown::Write).unwrap();
+        p.srv.rd = true;
+        p.srv.hup = true;
+        p.server_pass(&w, 3);
+        assert!(p.srv.eof, "the FIN was read without another edge");
+        assert_eq!(p.s2c.data(), b"tail");
+    }
+}

@@ -1,0 +1,201 @@
+//! `accept-proxy`: the PROXY protocol header (v1 or v2) every connection
+//! of the bind line starts with, read before anything else (before TLS,
+//! before HTTP), by a tasklet of its own that then hands the socket over
+//! with the addresses the header gave.
+//!
+//! The header is *peeked* ([`std::net::TcpStream::peek`]) until it is
+//! whole, then exactly its bytes are read: the payload behind it stays in
+//! the socket for the connection's own reader, so nothing is copied across
+//! the hand-over. Strict, as HAProxy: a connection whose first bytes are
+//! not a valid header, or that closes or stays silent for `timeout client`
+//! before one is whole, is closed and logged. A LOCAL (v2) or UNKNOWN (v1)
+//! header keeps the connection's real addresses (the spec's rule).
+
+use std::io::Read;
+use std::net::{SocketAddr, TcpStream};
+use std::os::fd::AsRawFd;
+use std::rc::Rc;
+use std::sync::Arc;
+
+use sched::{ticks, Ctx, Reasons, Status, TaskletId, Tick};
+
+use crate::proxy::FrontendRt;
+use crate::proxyproto::{parse, Parsed};
+use crate::worker::Worker;
+
+/// Largest header accepted: v1's 107 bytes, a v2 header with the TLVs a
+/// load balancer sends (ALPN, authority, unique id, SSL details); HAProxy
+/// reads it into one buffer as well.
+const MAX_HEADER: usize = 4096;
+
+struct Reader {
+    sock: Option<TcpStream>,
+    peer: SocketAddr,
+    fe: Arc<FrontendRt>,
+    w: Rc<Worker>,
+    tls: Option<Arc<rustls::ServerConfig>>,
+    deadline: Tick,
+}
+
+pub(super) fn spawn(
+    ctx: &mut Ctx,
+    sock: TcpStream,
+    peer: SocketAddr,
+    fe: Arc<FrontendRt>,
+    w: Rc<Worker>,
+    tls: Option<Arc<rustls::ServerConfig>>,
+) -> std::io::Result<()> {
+    sock.set_nonblocking(true)?;
+    let fd = sock.as_raw_fd();
+    let deadline = ticks::add(ctx.now(), fe.timeouts.client);
+    let r = Reader {
+        sock: Some(sock),
+        peer,
+        fe,
+        w,
+        tls,
+        deadline,
+    };
+    let id = ctx.new_tasklet_obj("proxy_hdr", r);
+    if let Err(e) = ctx.register_fd(fd, id, false) {
+        ctx.kill_tasklet(id);
+        return Err(e);
+    }
+    ctx.tasklet_set_expire(id, deadline);
+    ctx.tasklet_wakeup(id);
+    Ok(())
+}
+
+/// What the bytes received so far say.
+enum Step {
+    Wait,
+    Fail(String),
+    Done(usize, Option<(SocketAddr, SocketAddr)>),
+}
+
+/// Looks at the first bytes (sans-IO): `closed` says the peer sent its FIN.
+fn judge(buf: &[u8], closed: bool) -> Step {
+    match parse(buf) {
+        Parsed::Partial if closed => {
+            Step::Fail("connection closed before a complete PROXY header".to_string())
+        }
+        Parsed::Partial if buf.len() >= MAX_HEADER => {
+            Step::Fail(format!("PROXY header longer than {MAX_HEADER} bytes"))
+        }
+        Parsed::Partial => Step::Wait,
+        Parsed::Error(e) => Step::Fail(e.to_string()),
+        Parsed::Done(h, n) => Step::Done(n, h.addrs.socket_addrs()),
+    }
+}
+
+impl Reader {
+    fn fail(&mut self, ctx: &mut Ctx, why: &str) -> Status {
+        self.w.log_error(
+            format!(
+                "{}: {}: {why}: connection closed (accept-proxy)",
+                self.fe.name, self.peer
+            )
+            .into_bytes(),
+        );
+        self.drop_sock(ctx);
+        Status::Done
+    }
+
+    fn drop_sock(&mut self, ctx: &mut Ctx) {
+        if let Some(s) = self.sock.take() {
+            let _ = ctx.deregister_fd(s.as_raw_fd());
+        }
+    }
+}
+
+impl sched::TaskletFn for Reader {
+    fn run(&mut self, ctx: &mut Ctx, me: TaskletId, why: Reasons) -> Status {
+        if why.intersects(Reasons::IO) {
+            let _ = ctx.take_events(me);
+        }
+        let Some(sock) = self.sock.as_ref() else {
+            return Status::Done;
+        };
+        let mut buf = [0u8; MAX_HEADER];
+        let (n, closed) = match sock.peek(&mut buf) {
+            Ok(0) => (0, true),
+            Ok(n) => (n, false),
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => (0, false),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {
+                ctx.tasklet_wakeup(me);
+                return Status::Continue;
+            }
+            Err(e) => return self.fail(ctx, &format!("read error: {e}")),
+        };
+        // A FIN behind a partial header shows as a short peek followed by
+        // nothing more: ask again once more bytes or the FIN arrive.
+        match judge(&buf[..n], closed) {
+            Step::Fail(why) => self.fail(ctx, &why),
+            Step::Wait => {
+                if why.intersects(Reasons::TIMER) && ticks::is_expired(self.deadline, ctx.now()) {
+                    return self.fail(ctx, "timeout before a complete PROXY header");
+                }
+                Status::Continue
+            }
+            Step::Done(len, addrs) => {
+                let mut hdr = vec![0u8; len];
+                let mut s = match self.sock.take() {
+                    Some(s) => s,
+                    None => return Status::Done,
+                };
+                // The bytes were peeked: this read takes exactly them.
+                if let Err(e) = s.read_exact(&mut hdr) {
+                    self.sock = Some(s);
+                    return self.fail(ctx, &format!("read error: {e}"));
+                }
+                let _ = ctx.deregister_fd(s.as_raw_fd());
+                let (peer, dst) = match addrs {
+                    Some((src, dst)) => (src, Some(dst)),
+                    None => (self.peer, None),
+                };
+                let fe = Arc::clone(&self.fe);
+                if let Err(e) =
+                    super::start(ctx, s, peer, dst, fe, Rc::clone(&self.w), self.tls.take())
+                {
+                    self.w.log_error(
+                        format!(
+                            "{}: cannot set up a connection from {peer}: {e}",
+                            self.fe.name
+                        )
+                        .into_bytes(),
+                    );
+                }
+                Status::Done
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn judges_headers_as_the_spec_says() {
+        let v1 = b"PROXY TCP4 192.0.2.1 192.0.2.2 5000 80\r\nGET /";
+        match judge(v1, false) {
+            Step::Done(n, Some((s, d))) => {
+                assert_eq!(n, 40);
+                assert_eq!(s, "192.0.2.1:5000".parse().unwrap());
+                assert_eq!(d, "192.0.2.2:80".parse().unwrap());
+            }
+            _ => panic!("v1 not accepted"),
+        }
+        assert!(matches!(judge(b"PROXY TCP4 1.2", false), Step::Wait));
+        assert!(matches!(judge(b"PROXY TCP4 1.2", true), Step::Fail(_)));
+        assert!(matches!(judge(b"GET / HTTP/1.1\r\n", false), Step::Fail(_)));
+        assert!(matches!(judge(b"", false), Step::Wait));
+        assert!(matches!(judge(b"", true), Step::Fail(_)));
+        assert!(matches!(
+            judge(b"PROXY UNKNOWN\r\n", false),
+            Step::Done(15, None)
+        ));
+        let v2 = crate::proxyproto::header_for(2, None);
+        assert!(matches!(judge(&v2, false), Step::Done(16, None)));
+    }
+}

@@ -1,0 +1,776 @@
+//! A tcp-mode session: the client side's tasklet (`tcp_cli`), which also
+//! runs the session's logic (HAProxy's stream for a tcp proxy).
+//!
+//! ```text
+//!   accept ─> Inspect ─(content rules, use_backend)─> pick ─> Queued ─┐
+//!                │ reject (PR)                          │             │ slot
+//!                v                                      v             v
+//!              close            Turnaround <─ retry ─ Connecting <────┘
+//!                                    └──────────────────> │ connected
+//!                                                         v
+//!                                                    Established ─> both FINs / error ─> log, close
+//! ```
+//!
+//! Timers (one per session, the tasklet's own): `tcp-request
+//! inspect-delay` and `timeout client` while inspecting, `timeout queue`,
+//! `timeout connect`, the retry turn-around, then each socket's
+//! inactivity: `timeout client` on the client's, `timeout server` on the
+//! server's, both replaced by `timeout tunnel` when it is set (HAProxy's
+//! meaning). Activity is read from [`super::pipe::Sock::last_io`], which
+//! the server side's tasklet updates without touching the timer: a timer
+//! that fires early just recomputes the date and sleeps again.
+//!
+//! Termination codes (the log's `%ts`) are HAProxy's: who ended the
+//! session (`C` client, `S` server, `P` proxy, `c`/`s` their timeouts,
+//! `-` normal) and in which state (`R` inspecting, `Q` queue, `C`
+//! connect, `D` data).
+
+use std::cell::RefCell;
+use std::net::SocketAddr;
+use std::rc::Rc;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use sched::{ticks, Ctx, Reasons, Status, TaskletId, Tick, ETERNITY};
+
+use super::pipe::{Pipe, SrvTasklet};
+use crate::backend::{Farm, LbInput, Pick, ServerRt, WaitState, Waiter};
+use crate::proxy::{BackendKind, BackendRt, BeTimeouts, FrontendRt};
+use crate::transport::Transport;
+use crate::worker::Worker;
+
+/// HAProxy's turn-around before retrying a server that refused: at most
+/// one second (and never longer than `timeout connect`).
+const TURNAROUND_MS: u32 = 1000;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum St {
+    Inspect,
+    Queued,
+    Connecting,
+    /// Waiting before a retry, until the tick.
+    Turnaround(Tick),
+    Established,
+}
+
+pub(super) struct Session {
+    pipe: Rc<RefCell<Pipe>>,
+    fe: Arc<FrontendRt>,
+    w: Rc<Worker>,
+    peer: SocketAddr,
+    /// The address the client reached: from a PROXY header, else the
+    /// socket's own.
+    dst: Option<SocketAddr>,
+    tls: bool,
+    /// The tasklet is flagged heavy while a TLS handshake runs (as the
+    /// HTTP side's), so handshakes cannot add up in one loop turn.
+    heavy: bool,
+    st: St,
+    me: Option<TaskletId>,
+    srv_task: Option<TaskletId>,
+    be: Option<Arc<BackendRt>>,
+    farm: Option<Arc<Farm>>,
+    timeouts: BeTimeouts,
+    /// `timeout tunnel`, when set on the backend.
+    tunnel: Option<u32>,
+    server: Option<Arc<ServerRt>>,
+    waiter: Option<Arc<Waiter>>,
+    retries_left: u32,
+    retries_done: u32,
+    redispatched: bool,
+    avoid: Option<usize>,
+    /// Ticks: accept, inspection's end, queue entry, slot obtained,
+    /// deadline of the current state.
+    t_accept: Tick,
+    inspect_until: Tick,
+    t_queued: Option<Tick>,
+    t_served: Option<Tick>,
+    deadline: Tick,
+    /// Queue lengths when this session queued (`%sq/%bq`).
+    queues: (usize, usize),
+    accept_time: SystemTime,
+    vars: RefCell<crate::sample::VarStore>,
+    sess: Arc<crate::registry::SessInfo>,
+    term: [u8; 2],
+}
+
+impl Session {
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn spawn(
+        ctx: &mut Ctx,
+        tr: Transport,
+        peer: SocketAddr,
+        dst: Option<SocketAddr>,
+        fe: Arc<FrontendRt>,
+        w: Rc<Worker>,
+    ) -> std::io::Result<()> {
+        let fd = tr.raw_fd();
+        let now = ctx.now();
+        let tls = tr.is_tls();
+        let heavy = tr.is_handshaking() && w.heavy_enabled;
+        let sess = w
+            .sessions
+            .add(ctx.thread_id(), peer, Arc::from(fe.name.as_str()));
+        let pipe = Pipe {
+            cli: super::pipe::Sock {
+                tr: Some(tr),
+                rd: true,
+                wr: true,
+                last_io: now,
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        let s = Session {
+            pipe: Rc::new(RefCell::new(pipe)),
+            inspect_until: ticks::add(now, fe.l4.inspect_delay),
+            fe,
+            w,
+            peer,
+            dst,
+            tls,
+            heavy,
+            st: St::Inspect,
+            me: None,
+            srv_task: None,
+            be: None,
+            farm: None,
+            timeouts: BeTimeouts {
+                connect: 0,
+                server: 0,
+                queue: 0,
+                tunnel: 0,
+            },
+            tunnel: None,
+            server: None,
+            waiter: None,
+            retries_left: 0,
+            retries_done: 0,
+            redispatched: false,
+            avoid: None,
+            t_accept: now,
+            t_queued: None,
+            t_served: None,
+            deadline: ETERNITY,
+            queues: (0, 0),
+            accept_time: SystemTime::now(),
+            vars: Default::default(),
+            sess: Arc::clone(&sess),
+            term: *b"--",
+        };
+        s.w.conn_opened(&s.fe);
+        s.fe.sessions.fetch_add(1, Ordering::Relaxed);
+        if s.fe.log && !s.fe.l4.tcplog && s.w.logging(&s.fe) {
+            // HAProxy's default TCP log: one line at accept.
+            let line = format!(
+                "Connect from {} to {} ({}/TCP)",
+                s.peer,
+                s.dst
+                    .or_else(|| s.local_addr())
+                    .map_or("-".to_string(), |a| a.to_string()),
+                s.fe.name
+            );
+            s.w.log_access(line.into_bytes());
+        }
+        let name = if tls { "tcp_tls_cli" } else { "tcp_cli" };
+        let id = ctx.new_tasklet_obj(name, s);
+        *sess.tasklet.lock().unwrap_or_else(|p| p.into_inner()) = Some(id);
+        if let Err(e) = ctx.register_fd(fd, id, true) {
+            ctx.kill_tasklet(id);
+            return Err(e);
+        }
+        ctx.on_stop_tasklet(id);
+        if heavy {
+            ctx.set_heavy(id, true);
+        }
+        ctx.tasklet_wakeup(id);
+        Ok(())
+    }
+
+    fn local_addr(&self) -> Option<SocketAddr> {
+        let p = self.pipe.borrow();
+        p.cli.tr.as_ref().and_then(|t| t.tcp().local_addr().ok())
+    }
+
+    fn client_timeout(&self) -> u32 {
+        self.fe.timeouts.client
+    }
+
+    /// Evaluates the content rules and `use_backend` once the inspection
+    /// may decide. Returns `None` while it must wait for more bytes.
+    fn inspect(&mut self, ctx: &mut Ctx) -> Option<Result<usize, ()>> {
+        let now = ctx.now();
+        let l4 = &self.fe.l4;
+        let (payload, eof, full) = {
+            let p = self.pipe.borrow();
+            (p.c2s.data().to_vec(), p.cli.eof, p.c2s.reader_blocked)
+        };
+        let expired = ticks::is_expired(self.inspect_until, now);
+        let hello = crate::tls::hello::sniff(&payload);
+        // HAProxy: the content rules run on every new chunk while more may
+        // come within the delay; a rule that does not hold on an answer
+        // that may still change (`req.len` below a bound, a hello not
+        // whole yet) stops the walk and waits. At the delay, the end of
+        // the input or a full buffer, they decide on what arrived.
+        let partial = l4.inspect_delay > 0 && !eof && !full && !expired;
+        let may_change = std::cell::Cell::new(false);
+        let sni = match &hello {
+            crate::tls::hello::Sniff::Hello(h) => h.sni.clone(),
+            _ => None,
+        };
+        let dst = self.dst;
+        let local = move || dst;
+        let p = self.pipe.borrow();
+        let Some(tr) = p.cli.tr.as_ref() else {
+            return Some(Err(()));
+        };
+        let local_sock = || tr.tcp().local_addr().ok();
+        let dstf: &dyn Fn() -> Option<SocketAddr> = if self.dst.is_some() {
+            &local
+        } else {
+            &local_sock
+        };
+        let mut sctx = crate::sample::Ctx {
+            src: self.peer,
+            dst: dstf,
+            fe: &self.fe.name,
+            be: None,
+            srv: None,
+            tls: tr.is_tls(),
+            sni: tr.sni(),
+            req: None,
+            res: None,
+            vars: Some(&self.vars),
+            payload: Some(crate::sample::Payload {
+                bytes: &payload,
+                sni: sni.as_deref(),
+                hello_partial: matches!(hello, crate::tls::hello::Sniff::Need),
+                partial,
+                may_change: &may_change,
+            }),
+        };
+        for r in &l4.content_rules {
+            may_change.set(false);
+            if self.fe.matcher.holds(r.cond.as_ref(), &sctx) {
+                if !r.accept {
+                    return Some(Err(()));
+                }
+                break;
+            }
+            if may_change.get() {
+                return None;
+            }
+        }
+        let Some(bi) = self.fe.choose_backend(&sctx) else {
+            return Some(Err(()));
+        };
+        let be = Arc::clone(&self.fe.backends[bi]);
+        sctx.be = Some(&be.name);
+        // A backend's own content rules run on the same bytes.
+        for r in &be.l4.content_rules {
+            if be.matcher.holds(r.cond.as_ref(), &sctx) {
+                if !r.accept {
+                    return Some(Err(()));
+                }
+                break;
+            }
+        }
+        Some(Ok(bi))
+    }
+
+    /// Routes to backend `bi` and asks for a server.
+    fn start_backend(&mut self, ctx: &mut Ctx, bi: usize) {
+        let be = Arc::clone(&self.fe.backends[bi]);
+        let BackendKind::Servers(sr) = &be.kind else {
+            self.end_with(b"PR");
+            return;
+        };
+        self.farm = Some(Arc::clone(&sr.farm));
+        self.timeouts = sr.timeouts;
+        self.tunnel = be.l4.tunnel;
+        self.retries_left = sr.farm.retries;
+        self.be = Some(be);
+        self.pick(ctx);
+    }
+
+    fn pick(&mut self, ctx: &mut Ctx) {
+        let (Some(farm), Some(me)) = (self.farm.clone(), self.me) else {
+            return;
+        };
+        let input = LbInput {
+            src: Some(self.peer.ip()),
+            uri: b"",
+            hdr: None,
+        };
+        match farm.pick(&input, self.avoid, me, &ctx.handle()) {
+            Pick::Server(s) => self.use_server(ctx, s),
+            Pick::Queued(w) => {
+                let now = ctx.now();
+                self.waiter = Some(w);
+                self.st = St::Queued;
+                self.t_queued.get_or_insert(now);
+                // HAProxy's %sq/%bq: how many waited before this one.
+                self.queues = (
+                    0,
+                    farm.queue
+                        .lock()
+                        .map(|q| q.len().saturating_sub(1))
+                        .unwrap_or(0),
+                );
+                self.deadline = ticks::add(now, self.timeouts.queue);
+            }
+            Pick::NoServer(_) => self.end_with(b"SC"),
+        }
+    }
+
+    fn use_server(&mut self, ctx: &mut Ctx, s: Arc<ServerRt>) {
+        self.t_served = Some(ctx.now());
+        self.waiter = None;
+        s.counters.sessions.fetch_add(1, Ordering::Relaxed);
+        if let Some(be) = &self.be {
+            *self.sess.target.lock().unwrap_or_else(|p| p.into_inner()) =
+                Some((Arc::from(be.name.as_str()), Arc::from(s.name.as_str())));
+        }
+        self.server = Some(s);
+        self.connect(ctx);
+    }
+
+    /// Starts a non-blocking connect to the held server.
+    fn connect(&mut self, ctx: &mut Ctx) {
+        let Some(s) = self.server.clone() else {
+            return;
+        };
+        let now = ctx.now();
+        let r = s
+            .addr
+            .ok_or_else(|| std::io::Error::from(std::io::ErrorKind::AddrNotAvailable))
+            .and_then(crate::backend::connect_nb)
+            .and_then(|st| match &s.tls {
+                Some(t) => Transport::connect_tls(st, Arc::clone(&t.config), &t.sni),
+                None => Ok(Transport::plain(st)),
+            });
+        let Ok(st) = r else {
+            self.connect_failed(ctx, false);
+            return;
+        };
+        let Some(task) = self.srv_tasklet(ctx) else {
+            return;
+        };
+        if ctx.register_fd(st.raw_fd(), task, true).is_err() {
+            self.connect_failed(ctx, false);
+            return;
+        }
+        {
+            let mut p = self.pipe.borrow_mut();
+            p.srv = super::pipe::Sock {
+                tr: Some(st),
+                last_io: now,
+                ..Default::default()
+            };
+            p.connecting = true;
+            p.connect_failed = false;
+            p.t_conn = None;
+            p.srv_prefix = if s.opts.send_proxy > 0 {
+                let dst = self
+                    .dst
+                    .or_else(|| p.cli.tr.as_ref().and_then(|t| t.tcp().local_addr().ok()));
+                crate::proxyproto::header_for(s.opts.send_proxy, dst.map(|d| (self.peer, d)))
+            } else {
+                Vec::new()
+            };
+        }
+        self.st = St::Connecting;
+        self.deadline = ticks::add(now, self.timeouts.connect);
+    }
+
+    fn srv_tasklet(&mut self, ctx: &mut Ctx) -> Option<TaskletId> {
+        if let Some(t) = self.srv_task {
+            return Some(t);
+        }
+        let cli = self.me?;
+        let t = ctx.new_tasklet_obj(
+            "tcp_srv",
+            SrvTasklet {
+                pipe: Rc::clone(&self.pipe),
+                w: Rc::clone(&self.w),
+                cli,
+            },
+        );
+        self.srv_task = Some(t);
+        Some(t)
+    }
+
+    fn drop_server_sock(&mut self, ctx: &mut Ctx) {
+        let st = {
+            let mut p = self.pipe.borrow_mut();
+            p.connecting = false;
+            p.srv.tr.take()
+        };
+        if let Some(mut st) = st {
+            let _ = ctx.deregister_fd(st.raw_fd());
+            let _ = st.shutdown();
+        }
+    }
+
+    /// A connect failed or timed out: retry (after the turn-around for a
+    /// refusal), redispatch on the last retry, or give up (`SC`/`sC`).
+    fn connect_failed(&mut self, ctx: &mut Ctx, timed_out: bool) {
+        self.drop_server_sock(ctx);
+        let Some(farm) = self.farm.clone() else {
+            return;
+        };
+        if let Some(s) = &self.server {
+            s.counters.conn_errors.fetch_add(1, Ordering::Relaxed);
+        }
+        if self.retries_left == 0 {
+            self.end_with(if timed_out { b"sC" } else { b"SC" });
+            return;
+        }
+        self.retries_left -= 1;
+        self.retries_done += 1;
+        if let Some(s) = &self.server {
+            s.counters.retries.fetch_add(1, Ordering::Relaxed);
+        }
+        if farm.redispatch && self.retries_left == 0 {
+            if let Some(s) = self.server.take() {
+                s.counters.redispatches.fetch_add(1, Ordering::Relaxed);
+                self.avoid = Some(s.idx);
+                farm.release(&s);
+            }
+            self.redispatched = true;
+            self.pick(ctx);
+            return;
+        }
+        if timed_out {
+            self.connect(ctx);
+        } else {
+            let wait = TURNAROUND_MS.min(self.timeouts.connect.max(1));
+            let at = ticks::add(ctx.now(), wait);
+            self.st = St::Turnaround(at);
+            self.deadline = at;
+        }
+    }
+
+    /// Ends the session with a termination code.
+    fn end_with(&mut self, code: &[u8; 2]) {
+        if self.term == *b"--" {
+            self.term = *code;
+        }
+    }
+
+    fn ended(&self) -> bool {
+        self.term != *b"--"
+    }
+
+    /// Both directions finished, or a side failed: the code for it.
+    fn data_end(&self) -> Option<[u8; 2]> {
+        let p = self.pipe.borrow();
+        let state = match self.st {
+            St::Established => b'D',
+            St::Inspect => b'R',
+            St::Queued => b'Q',
+            _ => b'C',
+        };
+        if p.cli.err {
+            return Some([b'C', state]);
+        }
+        if p.srv.err {
+            return Some([b'S', state]);
+        }
+        if self.st == St::Established && p.cli.done() && p.srv.done() {
+            return Some(*b"--");
+        }
+        None
+    }
+
+    /// The date the session's timer should fire, and what fires then.
+    fn next_timer(&self) -> Tick {
+        let p = self.pipe.borrow();
+        let side = |last: Tick, t: u32, active: bool| {
+            if active {
+                ticks::add(last, t)
+            } else {
+                ETERNITY
+            }
+        };
+        match self.st {
+            St::Inspect => {
+                let c = side(p.cli.last_io, self.client_timeout(), !p.cli.eof);
+                if self.fe.l4.inspect_delay > 0 {
+                    ticks::first(c, self.inspect_until)
+                } else {
+                    c
+                }
+            }
+            St::Queued | St::Connecting | St::Turnaround(_) => self.deadline,
+            St::Established => {
+                let (ct, stt) = match self.tunnel {
+                    Some(t) => (t, t),
+                    None => (self.client_timeout(), self.timeouts.server),
+                };
+                ticks::first(
+                    side(p.cli.last_io, ct, !p.cli.done()),
+                    side(p.srv.last_io, stt, !p.srv.done()),
+                )
+            }
+        }
+    }
+
+    /// The timer fired: which timeout, if any, is really due.
+    fn on_timer(&mut self, ctx: &mut Ctx) {
+        let now = ctx.now();
+        match self.st {
+            St::Inspect => {
+                let last = self.pipe.borrow().cli.last_io;
+                if ticks::is_expired(ticks::add(last, self.client_timeout()), now) {
+                    self.end_with(b"cR");
+                }
+            }
+            St::Queued if ticks::is_expired(self.deadline, now) => {
+                if let (Some(w), Some(farm)) = (self.waiter.take(), self.farm.clone()) {
+                    farm.unqueue(&w);
+                    if let Some(s) = w.cancel() {
+                        farm.release(&s);
+                    }
+                }
+                if let Some(s) = farm_first(&self.farm) {
+                    s.counters.queue_timeouts.fetch_add(1, Ordering::Relaxed);
+                }
+                self.end_with(b"sQ");
+            }
+            St::Connecting if ticks::is_expired(self.deadline, now) => {
+                self.connect_failed(ctx, true)
+            }
+            St::Turnaround(at) if ticks::is_expired(at, now) => self.connect(ctx),
+            St::Established => {
+                let p = self.pipe.borrow();
+                let (ct, stt) = match self.tunnel {
+                    Some(t) => (t, t),
+                    None => (self.client_timeout(), self.timeouts.server),
+                };
+                let c = !p.cli.done() && ticks::is_expired(ticks::add(p.cli.last_io, ct), now);
+                let s = !p.srv.done() && ticks::is_expired(ticks::add(p.srv.last_io, stt), now);
+                drop(p);
+                if c {
+                    self.end_with(b"cD");
+                } else if s {
+                    self.end_with(b"sD");
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// One run's logic after the I/O: moves the state machine on.
+    fn step(&mut self, ctx: &mut Ctx) {
+        loop {
+            if self.ended() {
+                return;
+            }
+            match self.st {
+                St::Inspect => match self.inspect(ctx) {
+                    None => return,
+                    Some(Err(())) => {
+                        self.end_with(b"PR");
+                        return;
+                    }
+                    Some(Ok(bi)) => self.start_backend(ctx, bi),
+                },
+                St::Queued => {
+                    let Some(w) = self.waiter.clone() else {
+                        return;
+                    };
+                    match w.current() {
+                        WaitState::Assigned(s) => self.use_server(ctx, s),
+                        WaitState::Redispatch => {
+                            self.waiter = None;
+                            self.pick(ctx);
+                        }
+                        WaitState::Waiting | WaitState::Cancelled => return,
+                    }
+                }
+                St::Connecting => {
+                    let (connecting, failed) = {
+                        let p = self.pipe.borrow();
+                        (p.connecting, p.connect_failed)
+                    };
+                    if failed {
+                        self.connect_failed(ctx, false);
+                        continue;
+                    }
+                    if connecting {
+                        return;
+                    }
+                    self.st = St::Established;
+                    self.pipe.borrow_mut().forwarding = true;
+                    // The server side writes what waited in `c2s`.
+                    if let Some(t) = self.srv_task {
+                        ctx.tasklet_wakeup(t);
+                    }
+                    return;
+                }
+                St::Turnaround(_) | St::Established => return,
+            }
+        }
+    }
+
+    /// Closes everything, logs, and frees the server's slot.
+    fn close(&mut self, ctx: &mut Ctx) -> Status {
+        if let (Some(w), Some(farm)) = (self.waiter.take(), self.farm.clone()) {
+            farm.unqueue(&w);
+            if let Some(s) = w.cancel() {
+                farm.release(&s);
+            }
+        }
+        self.drop_server_sock(ctx);
+        if let Some(t) = self.srv_task.take() {
+            ctx.kill_tasklet(t);
+        }
+        let (bytes_in, bytes_out) = {
+            let p = self.pipe.borrow();
+            (p.cli.bytes_read, p.srv.bytes_read)
+        };
+        if let Some(s) = &self.server {
+            s.counters.bytes_in.fetch_add(bytes_in, Ordering::Relaxed);
+            s.counters.bytes_out.fetch_add(bytes_out, Ordering::Relaxed);
+        }
+        for c in std::iter::once(&self.fe.http).chain(self.be.as_ref().map(|b| &b.http)) {
+            c.bytes_in.fetch_add(bytes_in, Ordering::Relaxed);
+            c.bytes_out.fetch_add(bytes_out, Ordering::Relaxed);
+        }
+        self.log(ctx, bytes_in, bytes_out);
+        if let (Some(s), Some(farm)) = (self.server.take(), self.farm.as_ref()) {
+            farm.release(&s);
+        }
+        let cli = self.pipe.borrow_mut().cli.tr.take();
+        if let Some(mut t) = cli {
+            let _ = ctx.deregister_fd(t.raw_fd());
+            let _ = t.shutdown();
+        }
+        self.pipe.borrow_mut().release(&*self.w);
+        self.w.sessions.remove(&self.sess);
+        self.w.conn_closed(ctx, &self.fe);
+        Status::Done
+    }
+
+    fn log(&self, ctx: &Ctx, bytes_in: u64, bytes_out: u64) {
+        let l4 = &self.fe.l4;
+        if !l4.tcplog || !self.fe.log {
+            return;
+        }
+        if l4.dontlognull && bytes_in == 0 && bytes_out == 0 && self.term == *b"--" {
+            return;
+        }
+        if !self.w.logging(&self.fe) {
+            return;
+        }
+        let now = ctx.now();
+        let d = |a: Tick, b: Tick| b.wrapping_sub(a) as i32 as i64;
+        let tw = match (self.t_queued, self.t_served) {
+            (Some(q), Some(s)) => d(q, s),
+            (None, Some(_)) => 0,
+            _ => -1,
+        };
+        let tc = match (self.t_served, self.pipe.borrow().t_conn) {
+            (Some(s), Some(c)) => d(s, c),
+            _ => -1,
+        };
+        let srv_cur = self
+            .server
+            .as_ref()
+            .map_or(0, |s| s.cur.load(Ordering::Relaxed));
+        let be_cur: u32 = self.farm.as_ref().map_or(0, |f| {
+            f.servers
+                .iter()
+                .map(|s| s.cur.load(Ordering::Relaxed))
+                .sum()
+        });
+        let line = super::tcplog(&super::TcpLog {
+            client: self.peer,
+            accept: self.accept_time,
+            frontend: &self.fe.name,
+            tls: self.tls,
+            backend: self.be.as_ref().map_or(self.fe.name.as_str(), |b| &b.name),
+            server: self.server.as_ref().map_or("<NOSRV>", |s| &s.name),
+            tw,
+            tc,
+            tt: d(self.t_accept, now),
+            bytes: bytes_out,
+            term: self.term,
+            actconn: self.w.actconn(),
+            feconn: self.fe.cur_conns(),
+            beconn: be_cur,
+            srvconn: srv_cur,
+            retries: self.retries_done,
+            redispatched: self.redispatched,
+            queues: self.queues,
+        });
+        self.w.log_access(line);
+    }
+}
+
+fn farm_first(f: &Option<Arc<Farm>>) -> Option<Arc<ServerRt>> {
+    f.as_ref().and_then(|f| f.servers.first().cloned())
+}
+
+impl sched::TaskletFn for Session {
+    fn run(&mut self, ctx: &mut Ctx, me: TaskletId, why: Reasons) -> Status {
+        self.me = Some(me);
+        {
+            let mut p = self.pipe.borrow_mut();
+            // Events are taken whatever woke us: an edge that came while
+            // we were already queued by the other side is still ours.
+            {
+                let ev = ctx.take_events(me);
+                if ev.readable() || ev.hup_or_err() {
+                    p.cli.rd = true;
+                }
+                p.cli.hup |= ev.hup_or_err();
+                if ev.writable() || ev.hup_or_err() {
+                    p.cli.wr = true;
+                }
+            }
+        }
+        if self.sess.kill.load(Ordering::Relaxed) {
+            // `shutdown session` from the CLI.
+            self.end_with(b"PD");
+            return self.close(ctx);
+        }
+        if why.intersects(Reasons::TIMER) {
+            self.on_timer(ctx);
+        }
+        let m = self.pipe.borrow_mut().client_pass(&*self.w, ctx.now());
+        if self.heavy
+            && !self
+                .pipe
+                .borrow()
+                .cli
+                .tr
+                .as_ref()
+                .is_some_and(|t| t.is_handshaking())
+        {
+            self.heavy = false;
+            ctx.set_heavy(me, false);
+        }
+        if m.wake_other && self.st == St::Established {
+            if let Some(t) = self.srv_task {
+                ctx.tasklet_wakeup(t);
+            }
+        }
+        self.step(ctx);
+        if !self.ended() {
+            if let Some(code) = self.data_end() {
+                self.term = code;
+                if code == *b"--" {
+                    return self.close(ctx);
+                }
+            }
+        }
+        if self.ended() {
+            return self.close(ctx);
+        }
+        ctx.tasklet_set_expire(me, self.next_timer());
+        Status::Continue
+    }
+}

@@ -1,0 +1,550 @@
+//! Stops and reloads under load lose nothing: graceful stop, master-worker
+//! reloads (SIGUSR2 and the master CLI), `-sf` and `-x` hand-overs. Real
+//! binary, loopback, keep-alive and new-connection clients counting every
+//! request that went unanswered.
+
+mod common;
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use common::origin::{Mode, Origin};
+use common::{scratch, wait_until, Ebb};
+
+/// What the clients saw.
+#[derive(Default)]
+struct Counts {
+    ok: AtomicUsize,
+    /// A request was sent and the connection ended before its answer.
+    unanswered: AtomicUsize,
+    /// A connect failed.
+    refused: AtomicUsize,
+    /// An answer that was not the origin's 200.
+    bad: AtomicUsize,
+    errors: Mutex<Vec<String>>,
+}
+
+impl Counts {
+    fn note(&self, what: String) {
+        let mut e = self.errors.lock().unwrap();
+        if e.len() < 10 {
+            e.push(what);
+        }
+    }
+}
+
+/// Client threads sending GETs until told to stop: `keep` threads reuse
+/// their connection while the server allows it, `fresh` threads open one
+/// per request. Targets are read under a lock held while connecting, so
+/// the test can take an address away and know no connect to it is under
+/// way once the write lock is held.
+struct Load {
+    stop: Arc<AtomicBool>,
+    counts: Arc<Counts>,
+    threads: Vec<JoinHandle<()>>,
+}
+
+impl Load {
+    fn start(
+        targets: Arc<RwLock<Vec<SocketAddr>>>,
+        keep: usize,
+        fresh: usize,
+        end_on_refusal: bool,
+    ) -> Load {
+        let stop = Arc::new(AtomicBool::new(false));
+        let counts = Arc::new(Counts::default());
+        let mut threads = Vec::new();
+        for i in 0..keep + fresh {
+            let (stop, counts, targets) = (stop.clone(), counts.clone(), targets.clone());
+            let reuse = i < keep;
+            threads.push(std::thread::spawn(move || {
+                client(i, reuse, &targets, &stop, &counts, end_on_refusal)
+            }));
+        }
+        Load {
+            stop,
+            counts,
+            threads,
+        }
+    }
+
+    fn ok(&self) -> usize {
+        self.counts.ok.load(Ordering::SeqCst)
+    }
+
+    /// Stops the clients; returns the counts.
+    fn finish(self) -> Arc<Counts> {
+        self.stop.store(true, Ordering::SeqCst);
+        for t in self.threads {
+            t.join().unwrap();
+        }
+        self.counts
+    }
+}
+
+fn client(
+    i: usize,
+    reuse: bool,
+    targets: &RwLock<Vec<SocketAddr>>,
+    stop: &AtomicBool,
+    c: &Counts,
+    end_on_refusal: bool,
+) {
+    let mut n = i;
+    let req: &[u8] = if reuse {
+        b"GET /k HTTP/1.1\r\nHost: t\r\n\r\n"
+    } else {
+        b"GET /f HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n"
+    };
+    'conn: while !stop.load(Ordering::SeqCst) {
+        let s = {
+            let t = targets.read().unwrap();
+            n += 1;
+            let a = t[n % t.len()];
+            TcpStream::connect(a).map_err(|e| (a, e))
+        };
+        let mut s = match s {
+            Ok(s) => s,
+            Err((a, e)) => {
+                if end_on_refusal {
+                    return;
+                }
+                c.refused.fetch_add(1, Ordering::SeqCst);
+                c.note(format!("connect {a}: {e}"));
+                std::thread::sleep(Duration::from_millis(5));
+                continue;
+            }
+        };
+        let _ = s.set_read_timeout(Some(Duration::from_secs(30)));
+        let mut buf = Vec::new();
+        loop {
+            if let Err(e) = s.write_all(req) {
+                c.unanswered.fetch_add(1, Ordering::SeqCst);
+                c.note(format!("write: {e}"));
+                continue 'conn;
+            }
+            match read_answer(&mut s, &mut buf) {
+                Ok((200, close)) => {
+                    c.ok.fetch_add(1, Ordering::SeqCst);
+                    if close || !reuse || stop.load(Ordering::SeqCst) {
+                        continue 'conn;
+                    }
+                }
+                Ok((st, _)) => {
+                    c.bad.fetch_add(1, Ordering::SeqCst);
+                    c.note(format!("status {st}"));
+                    continue 'conn;
+                }
+                Err(e) => {
+                    c.unanswered.fetch_add(1, Ordering::SeqCst);
+                    c.note(format!("read: {e}"));
+                    continue 'conn;
+                }
+            }
+        }
+    }
+}
+
+/// Reads one answer with a Content-Length body: (status, whether it says
+/// `Connection: close`).
+fn read_answer(s: &mut TcpStream, buf: &mut Vec<u8>) -> Result<(u16, bool), String> {
+    let mut tmp = [0u8; 16384];
+    let end = loop {
+        if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            break i + 4;
+        }
+        match s.read(&mut tmp) {
+            Ok(0) => return Err(format!("EOF after {} bytes", buf.len())),
+            Ok(n) => buf.extend_from_slice(&tmp[..n]),
+            Err(e) => return Err(e.to_string()),
+        }
+    };
+    let head = String::from_utf8_lossy(&buf[..end]).to_ascii_lowercase();
+    let status: u16 = head
+        .split(' ')
+        .nth(1)
+        .and_then(|x| x.parse().ok())
+        .ok_or("no status")?;
+    let len: usize = head
+        .lines()
+        .find_map(|l| l.strip_prefix("content-length:"))
+        .and_then(|v| v.trim().parse().ok())
+        .ok_or("no content-length")?;
+    let close = head.lines().any(|l| l == "connection: close");
+    while buf.len() < end + len {
+        match s.read(&mut tmp) {
+            Ok(0) => return Err("EOF in body".into()),
+            Ok(n) => buf.extend_from_slice(&tmp[..n]),
+            Err(e) => return Err(e.to_string()),
+        }
+    }
+    buf.drain(..end + len);
+    Ok((status, close))
+}
+
+fn assert_clean(c: &Counts, refused_ok: bool) {
+    let (un, bad, refused) = (
+        c.unanswered.load(Ordering::SeqCst),
+        c.bad.load(Ordering::SeqCst),
+        c.refused.load(Ordering::SeqCst),
+    );
+    let errs = c.errors.lock().unwrap().clone();
+    assert_eq!(un, 0, "unanswered requests: {errs:?}");
+    assert_eq!(bad, 0, "wrong answers: {errs:?}");
+    if !refused_ok {
+        assert_eq!(refused, 0, "refused connections: {errs:?}");
+    }
+}
+
+fn proxy_cfg(global: &str, binds: &[&str], origin: SocketAddr) -> String {
+    let mut s = format!(
+        "global\n    nbthread 2\n{global}defaults\n    mode http\n    timeout client 30s\n    timeout server 30s\n    timeout connect 5s\n    timeout http-keep-alive 30s\nfrontend fe\n"
+    );
+    for b in binds {
+        s.push_str(&format!("    bind {b}\n"));
+    }
+    s.push_str(&format!(
+        "    default_backend be\nbackend be\n    server s1 {origin}\n"
+    ));
+    s
+}
+
+/// SIGUSR1 under keep-alive load through the proxy: every request sent
+/// gets its answer (the last one on each connection with `Connection:
+/// close`); only connects after the listener closed fail.
+#[test]
+fn graceful_stop_answers_every_request_sent() {
+    let o = Origin::start("o", Mode::Ok);
+    let e = Ebb::start(&proxy_cfg("", &["BIND"], o.addr));
+    let targets = Arc::new(RwLock::new(vec![e.addr()]));
+    let load = Load::start(targets, 16, 4, true);
+    wait_until("traffic flows", || load.ok() > 500);
+    e.signal("USR1");
+    let mut e = e;
+    assert_eq!(e.wait_exit(Duration::from_secs(30)), Some(0));
+    let c = load.finish();
+    assert_clean(&c, true);
+    assert_eq!(
+        o.requests.load(Ordering::SeqCst),
+        c.ok.load(Ordering::SeqCst)
+    );
+}
+
+/// SIGHUP (in-process reload) under keep-alive load: nothing lost.
+#[test]
+fn sighup_reloads_under_load_lose_nothing() {
+    let o = Origin::start("o", Mode::Ok);
+    let e = Ebb::start(&proxy_cfg("", &["BIND"], o.addr));
+    let targets = Arc::new(RwLock::new(vec![e.addr()]));
+    let load = Load::start(targets, 8, 2, false);
+    for i in 1..=5 {
+        let before = load.ok();
+        e.signal("HUP");
+        wait_until("the reload", || {
+            e.stderr
+                .lock()
+                .unwrap()
+                .iter()
+                .filter(|l| l.contains("configuration reloaded"))
+                .count()
+                >= i
+        });
+        wait_until("traffic after the reload", || load.ok() > before + 50);
+    }
+    let c = load.finish();
+    assert_clean(&c, false);
+}
+
+/// Lines `ebb: ready` printed after start (one per worker started since).
+fn readies(e: &Ebb) -> usize {
+    e.stdout
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|l| l.starts_with("ebb: ready"))
+        .count()
+}
+
+/// The last address a worker said it listens on for `host`.
+fn last_addr(e: &Ebb, host: &str) -> Option<SocketAddr> {
+    e.stdout
+        .lock()
+        .unwrap()
+        .iter()
+        .rev()
+        .filter_map(|l| l.split(" listening on ").nth(1))
+        .filter_map(|a| a.trim().parse::<SocketAddr>().ok())
+        .find(|a| a.ip().to_string() == host)
+}
+
+fn mcli(path: &std::path::Path, cmd: &str) -> String {
+    let mut s = std::os::unix::net::UnixStream::connect(path).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    s.write_all(format!("{cmd}\n").as_bytes()).unwrap();
+    let _ = s.shutdown(std::net::Shutdown::Write);
+    let mut out = String::new();
+    let _ = s.read_to_string(&mut out);
+    out
+}
+
+/// The pids listed under `# old workers` in `show proc`.
+fn old_workers(show: &str) -> Vec<String> {
+    show.lines()
+        .skip_while(|l| !l.starts_with("# old workers"))
+        .skip(1)
+        .take_while(|l| !l.starts_with('#'))
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| l.split_whitespace().next().unwrap_or("").to_string())
+        .collect()
+}
+
+/// 100 master-worker reloads (SIGUSR2 and the master CLI's `reload` in
+/// turn) under keep-alive and new-connection load; halfway, a bind is
+/// removed and another added. No connection refused, no request lost;
+/// the old worker held by an unfinished request is gone after
+/// `hard-stop-after`, well before its `timeout http-request`.
+#[test]
+fn master_worker_reloads_under_load_lose_nothing() {
+    let o = Origin::start("o", Mode::Ok);
+    let dir = scratch("mw");
+    let cfg = dir.join("ebb.cfg");
+    let global = "    hard-stop-after 3s\n";
+    let write = |binds: &[&str]| {
+        std::fs::write(&cfg, proxy_cfg(global, binds, o.addr)).unwrap();
+    };
+    write(&["127.0.0.1:0", "127.0.0.2:0"]);
+    let sock = dir.join("master.sock");
+    let e = Ebb::start_args(
+        &[
+            "-W",
+            "-S",
+            sock.to_str().unwrap(),
+            "-f",
+            cfg.to_str().unwrap(),
+        ],
+        dir.clone(),
+    );
+    let (a, b) = (e.addrs[0], e.addrs[1]);
+    let targets = Arc::new(RwLock::new(vec![a, b]));
+    let load = Load::start(targets.clone(), 8, 4, false);
+    wait_until("traffic flows", || load.ok() > 200);
+    let mut stuck = None;
+    for i in 0..100 {
+        if i == 50 {
+            // B goes: no client connects to it any more (the write lock
+            // waits for connects under way), then the reload closes it.
+            targets.write().unwrap().retain(|x| *x != b);
+            write(&["127.0.0.1:0", "127.0.0.3:0"]);
+        }
+        if i == 99 {
+            // An unfinished request holds the last old worker: only
+            // hard-stop-after ends it.
+            let mut s = TcpStream::connect(a).unwrap();
+            s.write_all(b"GET / HTTP/1.1\r\nHost: t\r\n").unwrap();
+            stuck = Some(s);
+        }
+        let before = readies(&e);
+        if i % 2 == 0 {
+            e.signal("USR2");
+        } else {
+            mcli(&sock, "reload");
+        }
+        let t = std::time::Instant::now();
+        while readies(&e) <= before {
+            assert!(
+                t.elapsed() < Duration::from_secs(30),
+                "reload {i}: no new worker; stderr: {:?}",
+                e.stderr.lock().unwrap()
+            );
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        if i == 50 {
+            let c = last_addr(&e, "127.0.0.3").expect("the added bind");
+            targets.write().unwrap().push(c);
+        }
+    }
+    let ok_before = load.ok();
+    wait_until("traffic after the reloads", || load.ok() > ok_before + 200);
+    let c = load.finish();
+    assert_clean(&c, false);
+    assert_eq!(
+        o.requests.load(Ordering::SeqCst),
+        c.ok.load(Ordering::SeqCst)
+    );
+    // B is closed: nothing listens there any more.
+    assert!(
+        TcpStream::connect(b).is_err(),
+        "the removed bind still accepts"
+    );
+    let show = mcli(&sock, "show proc");
+    assert!(show.contains("master          100 [failed: 0]"), "{show}");
+    let t = std::time::Instant::now();
+    wait_until("old workers gone", || {
+        old_workers(&mcli(&sock, "show proc")).is_empty()
+    });
+    // Well before the unfinished request's 30 s timeout.
+    assert!(t.elapsed() < Duration::from_secs(25));
+    drop(stuck);
+    let mut e = e;
+    e.signal("USR1");
+    assert_eq!(e.wait_exit(Duration::from_secs(30)), Some(0));
+}
+
+/// A port free right now on 127.0.0.1 (for a configuration two processes
+/// must share).
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// Reload without a master: the new process takes the old one's sockets
+/// with `-x` (`_getsocks` on its `expose-fd listeners` stats socket) and
+/// stops it with `-sf` once ready. Under load: nothing refused or lost,
+/// and the stats socket carries over.
+#[test]
+fn x_and_sf_hand_over_without_a_refused_connection() {
+    let o = Origin::start("o", Mode::Ok);
+    let dir = scratch("sf");
+    let stats = dir.join("stats.sock");
+    let port = free_port();
+    let global = format!(
+        "    stats socket {} level admin expose-fd listeners\n",
+        stats.display()
+    );
+    let cfg = dir.join("ebb.cfg");
+    std::fs::write(
+        &cfg,
+        proxy_cfg(&global, &[&format!("127.0.0.1:{port}")], o.addr),
+    )
+    .unwrap();
+    let cfgs = cfg.to_str().unwrap().to_string();
+    let old = Ebb::start_args(&["-f", &cfgs], dir.clone());
+    let a = old.addr();
+    let targets = Arc::new(RwLock::new(vec![a]));
+    let load = Load::start(targets, 8, 4, false);
+    wait_until("traffic flows", || load.ok() > 200);
+    let pid = old.pid().to_string();
+    let new = Ebb::start_args(
+        &["-x", stats.to_str().unwrap(), "-sf", &pid, "-f", &cfgs],
+        dir.clone(),
+    );
+    assert_eq!(new.addr(), a);
+    let mut old = old;
+    assert_eq!(old.wait_exit(Duration::from_secs(30)), Some(0));
+    let ok = load.ok();
+    wait_until("traffic on the new process", || load.ok() > ok + 200);
+    let c = load.finish();
+    assert_clean(&c, false);
+    // The stats socket was handed over too, and the old process left its
+    // file in place.
+    let info = common::cli_cmd(&stats, "show info");
+    assert!(info.contains(&format!("Pid: {}", new.pid())), "{info}");
+}
+
+/// A reload whose configuration does not load keeps the running worker
+/// and its sockets; the next good reload takes over from it.
+#[test]
+fn a_failed_reload_keeps_the_running_worker() {
+    let o = Origin::start("o", Mode::Ok);
+    let dir = scratch("mwfail");
+    let cfg = dir.join("ebb.cfg");
+    std::fs::write(&cfg, proxy_cfg("", &["127.0.0.1:0"], o.addr)).unwrap();
+    let sock = dir.join("master.sock");
+    let e = Ebb::start_args(
+        &[
+            "-W",
+            "-S",
+            sock.to_str().unwrap(),
+            "-f",
+            cfg.to_str().unwrap(),
+        ],
+        dir.clone(),
+    );
+    let a = e.addr();
+    std::fs::write(&cfg, "frontend broken\n    bogus keyword\n").unwrap();
+    mcli(&sock, "reload");
+    wait_until("the failed reload", || {
+        mcli(&sock, "show proc").contains("1 [failed: 1]")
+    });
+    let show = mcli(&sock, "show proc");
+    assert!(old_workers(&show).is_empty(), "{show}");
+    assert_eq!(common::get(a, "/").status, 200);
+    std::fs::write(&cfg, proxy_cfg("", &["127.0.0.1:0"], o.addr)).unwrap();
+    let before = readies(&e);
+    e.signal("USR2");
+    wait_until("the new worker", || readies(&e) > before);
+    // The same socket: the address did not change.
+    assert_eq!(last_addr(&e, "127.0.0.1"), Some(a));
+    assert_eq!(common::get(a, "/").status, 200);
+    assert!(mcli(&sock, "show proc").contains("2 [failed: 1]"));
+    let mut e = e;
+    e.signal("TERM");
+    // HAProxy's status for a master stopped by SIGTERM: 128 + 15.
+    assert_eq!(e.wait_exit(Duration::from_secs(30)), Some(143));
+    assert!(!sock.exists(), "the master CLI socket file stays");
+}
+
+/// The pids listed under `# workers` in `show proc`.
+fn current_workers(show: &str) -> Vec<String> {
+    show.lines()
+        .skip_while(|l| !l.starts_with("# workers"))
+        .skip(1)
+        .take_while(|l| !l.starts_with('#'))
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| l.split_whitespace().next().unwrap_or("").to_string())
+        .collect()
+}
+
+/// An old worker that cannot run its own `hard-stop-after` (stopped with
+/// SIGSTOP here) is killed by the master once that time has passed.
+#[test]
+fn the_master_kills_an_old_worker_stuck_past_hard_stop_after() {
+    let o = Origin::start("o", Mode::Ok);
+    let dir = scratch("mwstuck");
+    let cfg = dir.join("ebb.cfg");
+    std::fs::write(
+        &cfg,
+        proxy_cfg("    hard-stop-after 1s\n", &["127.0.0.1:0"], o.addr),
+    )
+    .unwrap();
+    let sock = dir.join("master.sock");
+    let e = Ebb::start_args(
+        &[
+            "-W",
+            "-S",
+            sock.to_str().unwrap(),
+            "-f",
+            cfg.to_str().unwrap(),
+        ],
+        dir.clone(),
+    );
+    let w = current_workers(&mcli(&sock, "show proc"));
+    assert_eq!(w.len(), 1);
+    let ok = std::process::Command::new("kill")
+        .args(["-STOP", &w[0]])
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok);
+    let before = readies(&e);
+    mcli(&sock, "reload");
+    wait_until("the new worker", || readies(&e) > before);
+    wait_until("the stuck worker killed", || {
+        old_workers(&mcli(&sock, "show proc")).is_empty()
+    });
+    assert!(e.stderr.lock().unwrap().iter().any(|l| l.contains(&format!(
+        "worker {} still there after hard-stop-after",
+        w[0]
+    ))));
+    assert_eq!(common::get(e.addr(), "/").status, 200);
+    let mut e = e;
+    e.signal("USR1");
+    assert_eq!(e.wait_exit(Duration::from_secs(30)), Some(0));
+}

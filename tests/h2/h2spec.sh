@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# h2spec (RFC 7540/9113 and RFC 7541 conformance, the Go tool) against
+# ebb's HTTP/2 core served by the h2_driver example, or against HAProxy 2.6
+# (`bind ... proto h2`) for the side-by-side figure in the README.
+#
+#   tests/h2/h2spec.sh            h2_driver; fails unless every case passes
+#   tests/h2/h2spec.sh haproxy    HAProxy 2.6; prints its figure, fails only
+#                                 when h2spec could not run
+#   tests/h2/h2spec.sh HOST:PORT  a server already running (fails on any
+#                                 failed case)
+#
+# Prints h2spec's failures and its summary line, then `h2spec TARGET:
+# N passed, N failed of N`. Needs h2spec on PATH or in ~/go/bin (`make
+# h2spec-deps` installs it), and haproxy for the second form.
+set -uo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../.." && pwd)
+export PATH="$PATH:${GOPATH:-$HOME/go}/bin"
+command -v h2spec > /dev/null || { echo "h2spec missing (make h2spec-deps)"; exit 2; }
+what=${1:-driver}
+work=$(mktemp -d /tmp/ebb-h2spec.XXXXXX)
+pid=
+cleanup() {
+    [ -n "$pid" ] && kill "$pid" 2> /dev/null && wait "$pid" 2> /dev/null
+    rm -rf "$work"
+}
+trap cleanup EXIT
+free_port() {
+    python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
+}
+# wait_listen PORT: until something accepts on 127.0.0.1:PORT (or $pid exits).
+wait_listen() {
+    until python3 -c "import socket,sys; socket.create_connection(('127.0.0.1',$1)).close()" 2> /dev/null; do
+        kill -0 "$pid" 2> /dev/null || { cat "$work"/log 2> /dev/null; echo "server did not start"; exit 2; }
+        read -r -t 0.2 < /dev/zero 2> /dev/null || true
+    done
+}
+strict=1
+case $what in
+driver)
+    (cd "$root" && cargo build -q -p ebb --example h2_driver) || exit 2
+    port=$(free_port)
+    "${CARGO_TARGET_DIR:-$root/target}/debug/examples/h2_driver" "127.0.0.1:$port" 2> "$work/log" &
+    pid=$!
+    host=127.0.0.1
+    wait_listen "$port"
+    ;;
+haproxy)
+    command -v haproxy > /dev/null || { echo "haproxy missing"; exit 2; }
+    port=$(free_port)
+    cat > "$work/haproxy.cfg" <<CFG
+global
+    log stderr format raw local0 err
+defaults
+    mode http
+    timeout client 10s
+    timeout server 10s
+    timeout connect 5s
+frontend h2
+    bind 127.0.0.1:$port proto h2
+    http-request return status 200 content-type text/plain string "hello from haproxy"
+CFG
+    haproxy -db -f "$work/haproxy.cfg" 2> "$work/log" &
+    pid=$!
+    host=127.0.0.1
+    wait_listen "$port"
+    strict=0
+    ;;
+*:*)
+    host=${what%:*} port=${what##*:}
+    ;;
+*)
+    sed -n '2,13p' "$0"; exit 2
+    ;;
+esac
+h2spec -h "$host" -p "$port" -o 5 > "$work/out" 2>&1
+rc=$?
+sed -n '/^Failures:/,$p' "$work/out" | grep -E '^ *([0-9]|×)' | grep -v ' tests, '
+summary=$(grep -E '^[0-9]+ tests, [0-9]+ passed' "$work/out" | tail -1)
+if [ -z "$summary" ]; then
+    tail -20 "$work/out"; echo "h2spec $what: did not run to the end (exit $rc)"; exit 2
+fi
+read -r total _ passed _ skipped _ failed _ <<< "${summary//,/}"
+echo "h2spec $what: $passed passed, $failed failed of $total"
+[ "$strict" = 0 ] || [ "$failed" = 0 ]

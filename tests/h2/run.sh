@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# The HTTP/2 attack harness (attack.py) against a running server, or
+# against ebb's HTTP/2 core served by the h2_driver example (started here).
+#
+#   tests/h2/run.sh                       build and start h2_driver, attack it
+#   tests/h2/run.sh HOST:PORT PID [STALL_MS]   attack a server already running
+#                                         (PID: its process, for the RSS check;
+#                                         STALL_MS: its stall timeout)
+#   H2_ATTACKS=rapid_reset,ping_flood tests/h2/run.sh   some attacks only
+#
+# Needs python3 (stdlib only). Exits non-zero when an attack is not ended
+# as RFC 9113 and ebb's bounds say, or the server's memory grows too much.
+set -uo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../.." && pwd)
+only=()
+[ -n "${H2_ATTACKS:-}" ] && only=(--only "$H2_ATTACKS")
+if [ $# -ge 2 ]; then
+    exec python3 "$here/attack.py" "$1" --pid "$2" --stall-ms "${3:-30000}" "${only[@]}"
+fi
+(cd "$root" && cargo build -q -p ebb --example h2_driver) || exit 2
+driver=${CARGO_TARGET_DIR:-$root/target}/debug/examples/h2_driver
+port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+stall=2000
+log=$(mktemp /tmp/ebb-h2-driver.XXXXXX)
+"$driver" "127.0.0.1:$port" "$stall" 2> "$log" &
+pid=$!
+trap 'kill "$pid" 2> /dev/null; wait "$pid" 2> /dev/null; rm -f "$log"' EXIT
+# Wait for the driver's "listening" line (or its exit).
+while ! grep -q listening "$log"; do
+    kill -0 "$pid" 2> /dev/null || { cat "$log"; echo "h2_driver did not start"; exit 2; }
+    read -r -t 0.2 < /dev/zero 2> /dev/null || true
+done
+python3 "$here/attack.py" "127.0.0.1:$port" --pid "$pid" --stall-ms "$stall" "${only[@]}"
