@@ -42,6 +42,9 @@ pub struct FilesConfig {
     /// are 404 (`.git/`, `.env`, `.htpasswd` left in a served tree), except
     /// `/.well-known/` (RFC 8615: ACME challenges, security.txt).
     pub dotfiles: bool,
+    /// `precompressed ...`: codings whose sibling (`F.gz`, `F.br`,
+    /// `F.zst`) is looked up beside each file, in preference order.
+    pub precompressed: Vec<crate::compress::Coding>,
 }
 
 impl FilesConfig {
@@ -55,6 +58,7 @@ impl FilesConfig {
             follow_symlinks: false,
             max_age: None,
             dotfiles: false,
+            precompressed: Vec::new(),
         }
     }
 }
@@ -392,6 +396,9 @@ pub struct FrontendRt {
     pub conns: AtomicU32,
     /// The backends `use_backends` and `default_backend` index into.
     pub backends: Vec<Arc<BackendRt>>,
+    /// Compression for requests this frontend sends to each backend (by
+    /// index): the two proxies' `compression` lines merged.
+    pub comp: Vec<Option<Arc<crate::compress::Policy>>>,
     /// The stats page served by this frontend, if any.
     pub stats: Option<Arc<StatsRt>>,
     pub http: HttpCounters,
@@ -713,6 +720,7 @@ pub fn compile(cfg: &Config) -> Result<Compiled, Vec<ConfigError>> {
     let states = load_states(cfg, warnings);
     let mut backends = Vec::new();
     let mut names = Vec::new();
+    let mut be_comp = Vec::new();
     for p in cfg.backends() {
         let r = (|| -> Result<BackendRt, ConfigError> {
             let kind = if let Some(sf) = &p.serve_files {
@@ -722,6 +730,7 @@ pub fn compile(cfg: &Config) -> Result<Compiled, Vec<ConfigError>> {
                 fc.follow_symlinks = sf.follow_symlinks;
                 fc.dotfiles = sf.dotfiles;
                 fc.max_age = sf.max_age;
+                fc.precompressed = sf.precompressed.clone();
                 BackendKind::Files(fc)
             } else if !p.servers.is_empty() {
                 BackendKind::Servers(Box::new(compile_servers(p, states.get(&p.name), warnings)?))
@@ -778,6 +787,7 @@ pub fn compile(cfg: &Config) -> Result<Compiled, Vec<ConfigError>> {
         })();
         match r {
             Ok(b) => {
+                be_comp.push(&p.compression);
                 names.push(p.name.clone());
                 backends.push(Arc::new(b));
             }
@@ -868,6 +878,13 @@ pub fn compile(cfg: &Config) -> Result<Compiled, Vec<ConfigError>> {
                 log: logs,
                 conns: AtomicU32::new(0),
                 backends: backends.clone(),
+                comp: be_comp
+                    .iter()
+                    .map(|b| {
+                        let level = cfg.global.comp_maxlevel.unwrap_or(1);
+                        merged_compression(&p.compression, b, level).map(Arc::new)
+                    })
+                    .collect(),
                 stats,
                 http: HttpCounters::default(),
                 sessions: AtomicU64::new(0),
@@ -930,6 +947,40 @@ pub fn return_body(r: &ReturnAction) -> &[u8] {
         ReturnBody::LfString(f) => f.as_literal().unwrap_or(b""),
         ReturnBody::File { content, .. } => content,
     }
+}
+
+/// One proxy's `compression` settings merged with another's as HAProxy
+/// merges a frontend's with its backend's: the backend's `algo` list wins
+/// when it has one, likewise `type`; `offload` in either holds. `None`
+/// when nothing is configured (no algorithm and no offload).
+/// (Here, not in `compress`: the codec knows no configuration.)
+/// `minsize-res` likewise (the backend's when it sets one).
+pub fn merged_compression(
+    fe: &crate::config::Compression,
+    be: &crate::config::Compression,
+    level: u32,
+) -> Option<crate::compress::Policy> {
+    let algos = if be.algos.is_empty() {
+        &fe.algos
+    } else {
+        &be.algos
+    };
+    let types = if be.types.is_empty() {
+        &fe.types
+    } else {
+        &be.types
+    };
+    let offload = fe.offload || be.offload;
+    if algos.is_empty() && !offload {
+        return None;
+    }
+    Some(crate::compress::Policy {
+        algos: algos.clone(),
+        types: types.clone(),
+        offload,
+        level,
+        min_size: be.minsize_res.or(fe.minsize_res).unwrap_or(0),
+    })
 }
 
 #[cfg(test)]
@@ -1002,5 +1053,30 @@ mod tests {
             (to.client, to.http_request, to.keep_alive),
             (5000, 2000, 2000)
         );
+    }
+
+    #[test]
+    fn a_backend_list_wins_over_its_frontend() {
+        use crate::compress::Coding::{self, *};
+        use crate::config::Compression as C;
+        let t = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let c = |algos: &[Coding], types: &[&str], offload, min: Option<u64>| C {
+            algos: algos.to_vec(),
+            types: t(types),
+            offload,
+            minsize_res: min,
+        };
+        let fe = c(&[Gzip], &["text/"], false, Some(9));
+        let p = merged_compression(&fe, &c(&[Br], &[], false, None), 1).unwrap();
+        assert_eq!(
+            (p.algos, p.types, p.offload, p.min_size),
+            (vec![Br], t(&["text/"]), false, 9)
+        );
+        let p = merged_compression(&fe, &c(&[], &["a/b"], true, Some(5)), 1).unwrap();
+        assert_eq!(
+            (p.algos, p.types, p.offload, p.min_size),
+            (vec![Gzip], t(&["a/b"]), true, 5)
+        );
+        assert!(merged_compression(&c(&[], &["x"], false, None), &C::default(), 1).is_none());
     }
 }

@@ -161,6 +161,7 @@ fn new_proxy(name: &str, kind: ProxyKind, loc: Loc) -> Proxy {
             expect: None,
         },
         load_server_state: None,
+        compression: Compression::default(),
         mode: ProxyMode::Http,
         tcp_request: Vec::new(),
         inspect_delay: None,
@@ -216,6 +217,8 @@ const GLOBAL_KEYWORDS: &[&str] = &[
     "tune.maxrewrite",
     "tune.idle-pool.shared",
     "ulimit-n",
+    "tune.http.drain-max",
+    "tune.comp.maxlevel",
     "close-spread-time",
     "master-worker",
 ];
@@ -270,6 +273,7 @@ const PROXY_KEYWORDS: &[&str] = &[
     "http-check",
     "load-server-state-from-file",
     "serve-files",
+    "compression",
     "hash-type",
     "hash-balance-factor",
     "tcp-request",
@@ -278,7 +282,6 @@ const PROXY_KEYWORDS: &[&str] = &[
 /// HAProxy proxy keywords ebb does not implement.
 const HAPROXY_PROXY_UNSUPPORTED: &[&str] = &[
     "cookie",
-    "compression",
     "fullconn",
     "http-send-name-header",
     "tcp-response",
@@ -755,6 +758,20 @@ impl<'e> Parser<'e> {
             "tune.maxrewrite" => {
                 g.maxrewrite = Some(parse_u32_range(kw, &one(w)?, 0, 1 << 30)? as usize)
             }
+            // ebb's own: HAProxy has no keyword for it (see http1::Drain).
+            "tune.http.drain-max" => {
+                let v = one(w)?;
+                let n = parse_size(&v)?;
+                if n > 1 << 30 {
+                    return Err(format!(
+                        "'tune.http.drain-max' {v} is out of range (0 to 1g)"
+                    ));
+                }
+                g.drain_max = Some(n);
+            }
+            // HAProxy takes 1..=9 (zlib's levels); brotli and zstd get the
+            // same number, clamped to their own range.
+            "tune.comp.maxlevel" => g.comp_maxlevel = Some(parse_u32_range(kw, &one(w)?, 1, 9)?),
             // ebb's idle server connections belong to the thread that
             // made them: 'off' is what ebb does, 'on' it cannot honour.
             "tune.idle-pool.shared" => {
@@ -1864,6 +1881,10 @@ fn proxy_kw(px: &mut Proxy, ctx: &Ctx<'_>, words: &[String]) -> Result<(), Strin
                 def.name, def.size
             ));
         }
+        "compression" => {
+            ctx.allow(kw, FE | BE, true)?;
+            parse_compression(&mut px.compression, ctx, &w[1..])?;
+        }
         "serve-files" => {
             ctx.allow(kw, BE, false)?;
             px.serve_files = Some(parse_serve_files(&w[1..], ctx)?);
@@ -2676,6 +2697,70 @@ fn parse_stats(px: &mut Proxy, ctx: &Ctx<'_>, w: &[String]) -> Result<(), String
     Ok(())
 }
 
+/// `compression algo NAME...`, `compression type TYPE...` (each line adds
+/// to the list, as in HAProxy), `compression offload`. HAProxy 2.6 has no
+/// `compression direction`: it is refused like any other word.
+fn parse_compression(c: &mut Compression, ctx: &Ctx<'_>, w: &[String]) -> Result<(), String> {
+    use crate::compress::Coding;
+    match w.first().map(String::as_str) {
+        Some("algo") => {
+            if w.len() < 2 {
+                return Err("'compression algo' expects at least one algorithm".to_string());
+            }
+            for name in &w[1..] {
+                let c2 = Coding::parse(name).ok_or_else(|| {
+                    format!(
+                        "unknown compression algorithm '{name}' (supported: identity, gzip, deflate, raw-deflate, br, zstd)"
+                    )
+                })?;
+                if !c.algos.contains(&c2) {
+                    c.algos.push(c2);
+                }
+            }
+            if c.algos.contains(&Coding::Deflate) && c.algos.contains(&Coding::RawDeflate) {
+                // Both answer to the token "deflate": one would never run.
+                return Err(
+                    "'compression algo' cannot take both 'deflate' and 'raw-deflate' (both answer to 'deflate')"
+                        .to_string(),
+                );
+            }
+        }
+        Some("type") => {
+            if w.len() < 2 {
+                return Err("'compression type' expects at least one MIME type".to_string());
+            }
+            c.types
+                .extend(w[1..].iter().map(|t| t.to_ascii_lowercase()));
+        }
+        Some("offload") => {
+            if w.len() > 1 {
+                return Err("'compression offload' takes no argument".to_string());
+            }
+            if ctx.defaults {
+                // HAProxy warns and ignores it there; ebb refuses.
+                return Err(
+                    "'compression offload' is not allowed in a 'defaults' section (HAProxy ignores it there)"
+                        .to_string(),
+                );
+            }
+            c.offload = true;
+        }
+        Some("minsize-res") => {
+            let [_, v] = w else {
+                return Err("'compression minsize-res' expects a size".to_string());
+            };
+            c.minsize_res = Some(parse_size(v)?);
+        }
+        Some(o) => {
+            return Err(format!(
+                "unknown 'compression {o}' (supported: algo, type, offload, minsize-res)"
+            ))
+        }
+        None => return Err("'compression' expects algo, type or offload".to_string()),
+    }
+    Ok(())
+}
+
 fn parse_serve_files(w: &[String], ctx: &Ctx<'_>) -> Result<ServeFiles, String> {
     let Some(dir) = w.first() else {
         return Err("'serve-files' expects a directory".to_string());
@@ -2688,11 +2773,37 @@ fn parse_serve_files(w: &[String], ctx: &Ctx<'_>) -> Result<ServeFiles, String> 
         max_age: None,
         loc: ctx.loc.clone(),
         dotfiles: false,
+        precompressed: Vec::new(),
     };
     let mut custom_index = false;
     let mut i = 1;
     while i < w.len() {
         let opt = w[i].as_str();
+        if opt == "precompressed" {
+            // Codings up to the next option or the end of the line.
+            i += 1;
+            while let Some(name) = w.get(i) {
+                use crate::compress::Coding;
+                match Coding::parse(name) {
+                    Some(c @ (Coding::Gzip | Coding::Br | Coding::Zstd)) => {
+                        if !sf.precompressed.contains(&c) {
+                            sf.precompressed.push(c);
+                        }
+                    }
+                    _ if SERVE_FILES_OPTIONS.contains(&name.as_str()) => break,
+                    _ => {
+                        return Err(format!(
+                            "'precompressed' takes gzip, br and zstd (the .gz, .br and .zst siblings), got '{name}'"
+                        ))
+                    }
+                }
+                i += 1;
+            }
+            if sf.precompressed.is_empty() {
+                return Err("'precompressed' expects gzip, br or zstd".to_string());
+            }
+            continue;
+        }
         let v = w
             .get(i + 1)
             .map(String::as_str)
@@ -2730,7 +2841,7 @@ fn parse_serve_files(w: &[String], ctx: &Ctx<'_>) -> Result<ServeFiles, String> 
             }
             o => {
                 return Err(format!(
-                    "unknown 'serve-files' option '{o}' (supported: index, listing, dotfiles, follow-symlinks, max-age)"
+                    "unknown 'serve-files' option '{o}' (supported: index, listing, dotfiles, follow-symlinks, max-age, precompressed)"
                 ))
             }
         }
@@ -2738,6 +2849,15 @@ fn parse_serve_files(w: &[String], ctx: &Ctx<'_>) -> Result<ServeFiles, String> 
     }
     Ok(sf)
 }
+
+const SERVE_FILES_OPTIONS: &[&str] = &[
+    "index",
+    "listing",
+    "dotfiles",
+    "follow-symlinks",
+    "max-age",
+    "precompressed",
+];
 
 fn parse_redirect(args: &[String]) -> Result<Redirect, String> {
     let kind = match args.first().map(String::as_str) {

@@ -131,6 +131,11 @@ pub struct Global {
     /// `ulimit-n N`: the open-files limit, set at start (default: raised
     /// to what `maxconn` needs).
     pub ulimit_n: Option<u64>,
+    /// `tune.http.drain-max SIZE` (ebb's): most bytes of an unread request
+    /// body dropped after an early answer (default 16k).
+    pub drain_max: Option<u64>,
+    /// `tune.comp.maxlevel N`: the compression level (HAProxy's default 1).
+    pub comp_maxlevel: Option<u32>,
     /// `close-spread-time T|infinite`: how a soft stop spreads the closing
     /// of connections (see the `drain` module).
     pub close_spread: Option<CloseSpread>,
@@ -173,6 +178,8 @@ impl Default for Global {
             log_send_hostname: None,
             maxrewrite: None,
             ulimit_n: None,
+            drain_max: None,
+            comp_maxlevel: None,
             close_spread: None,
             master_worker: false,
         }
@@ -360,6 +367,8 @@ pub struct Proxy {
     pub serve_files: Option<ServeFiles>,
     pub http_check: HttpCheck,
     pub load_server_state: Option<Spanned<LoadServerState>>,
+    /// `compression algo|type|offload`.
+    pub compression: Compression,
     /// `mode http|tcp` (HAProxy's default: tcp; ebb's: http, which it
     /// served alone before, so configs without `mode` keep working).
     pub mode: ProxyMode,
@@ -367,6 +376,19 @@ pub struct Proxy {
     pub tcp_request: Vec<TcpRequestRule>,
     /// `tcp-request inspect-delay`.
     pub inspect_delay: Option<Duration>,
+}
+
+/// A proxy's `compression` lines (HAProxy's meaning: a backend's `algo`
+/// and `type` lists win over its frontend's; `offload` in either holds).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Compression {
+    pub algos: Vec<crate::compress::Coding>,
+    /// Lowercased type prefixes.
+    pub types: Vec<String>,
+    pub offload: bool,
+    /// `compression minsize-res SIZE` (a later HAProxy's keyword; 2.6
+    /// compresses any size, the default here too).
+    pub minsize_res: Option<u64>,
 }
 
 /// `mode http|tcp`.
@@ -1001,6 +1023,9 @@ pub struct ServeFiles {
     /// `dotfiles allow|deny` (default deny: 404 for dot-files and
     /// dot-directories but `/.well-known/`).
     pub dotfiles: bool,
+    /// `precompressed gzip|br|zstd ...`: codings whose sibling file
+    /// (`F.gz`, `F.br`, `F.zst`) is served to a client accepting it.
+    pub precompressed: Vec<crate::compress::Coding>,
 }
 
 /// `http-check expect [!] status|rstatus|string|rstring PATTERN`.

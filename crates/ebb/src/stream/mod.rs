@@ -33,7 +33,7 @@ use std::sync::{Arc, Mutex};
 use sched::{Ctx, Reasons, Status, TaskletId, Tick};
 
 use crate::config::HttpRequestAction;
-use crate::http1::{BodyFraming, Method, ResponseWriter, TargetForm};
+use crate::http1::{BodyFraming, Drain, Method, ResponseWriter, TargetForm, CONNECT_ALLOW};
 use crate::mux::h1::client::{Body, In, LogFacts};
 use crate::mux::h1::server::ServerSide;
 use crate::mux::h1::Exchange;
@@ -103,6 +103,33 @@ impl crate::mux::h1::FileBody for crate::serve::cache::OpenFile {
 
     fn file(&self) -> &std::fs::File {
         &self.file
+    }
+}
+
+/// A file compressed on the fly: the client side asks for it a slice at a
+/// time (`serve::comp`).
+struct FileSlices {
+    file: Arc<crate::serve::cache::OpenFile>,
+    pos: u64,
+    end: u64,
+    comp: Box<crate::compress::BodyCompressor>,
+}
+
+impl crate::mux::h1::SliceBody for FileSlices {
+    fn next_slice(&mut self, out: &mut Vec<u8>) -> std::io::Result<usize> {
+        // A slice costs `compress::COST` times its size of the run's share.
+        let n = crate::serve::comp::compress_slice(
+            &self.file,
+            &mut self.pos,
+            self.end,
+            &mut self.comp,
+            out,
+        )?;
+        Ok(n * crate::compress::COST)
+    }
+
+    fn is_finished(&self) -> bool {
+        self.comp.is_finished()
     }
 }
 
@@ -241,6 +268,9 @@ impl Stream {
         if c.head.target_form == TargetForm::Asterisk {
             return Act::Options;
         }
+        if c.head.method == Method::Connect {
+            return Act::Connect;
+        }
         let tr = &c.tr;
         let pp_dst = c.dst;
         let dst = move || pp_dst.or_else(|| tr.tcp().local_addr().ok());
@@ -321,12 +351,13 @@ impl Stream {
         // A body we will not read: with `Expect: 100-continue` the client
         // has not sent it yet, so answer and close rather than wait for it;
         // otherwise drop it as it comes, before the next request.
+        // A body past `tune.http.drain-max` is not read at all.
+        let (drain, drain_keep) = Drain::plan(c.head.framing, c.w.limits.max_drain);
         let mut next = In::Head;
-        match c.head.framing {
-            BodyFraming::None | BodyFraming::UntilClose => {}
-            _ if c.head.expect_continue => keep_alive = false,
-            BodyFraming::ContentLength(n) => next = In::DiscardLen(n),
-            BodyFraming::Chunked => next = In::DiscardChunked(Box::default()),
+        match drain {
+            Some(_) if c.head.expect_continue => keep_alive = false,
+            Some(d) => next = In::Discard(Box::new(d)),
+            None => keep_alive &= drain_keep,
         }
         c.next_input = Some(next);
         self.keep_alive = keep_alive;
@@ -381,6 +412,13 @@ impl Stream {
                 }
                 let st = p.status;
                 self.finish_request(c, ctx, st, None, 0);
+            }
+            Act::Connect => {
+                // No tunnel can be configured: CONNECT is refused, not
+                // forwarded as an ordinary request.
+                let allow: &[(&[u8], &[u8])] = &[(b"Allow", CONNECT_ALLOW)];
+                c.error_response(405, keep_alive, version, head_req, allow);
+                self.finish_request(c, ctx, 405, None, 0);
             }
             Act::Redirect(loc, code) => {
                 c.simple_response(
@@ -526,19 +564,34 @@ impl Stream {
                 return;
             }
             Found::Listing(html) => {
-                c.simple_response(
-                    200,
-                    keep_alive,
-                    version,
-                    &[(b"Content-Type", b"text/html; charset=utf-8")],
-                    html.as_bytes(),
-                    head_req,
-                );
+                let ct: &[u8] = b"text/html; charset=utf-8";
+                let coded = {
+                    let buf = &c.rbuf[c.rstart..c.rend];
+                    let policy = c.fe.comp.get(bi).and_then(|p| p.as_deref());
+                    crate::serve::comp::whole_body(policy, buf, &c.head, ct, html.as_bytes())
+                };
+                let mut hdrs: Vec<(&[u8], &[u8])> = vec![(b"Content-Type", ct)];
+                let body = match &coded {
+                    Some((ce, b)) => {
+                        hdrs.push((b"Content-Encoding", ce.as_bytes()));
+                        hdrs.push((b"Vary", b"Accept-Encoding"));
+                        b.as_slice()
+                    }
+                    None => html.as_bytes(),
+                };
+                c.simple_response(200, keep_alive, version, &hdrs, body, head_req);
                 self.finish_request(c, ctx, 200, Some(bi), 0);
                 return;
             }
             Found::File(f) => f,
         };
+        // A precompressed sibling, or compression on the fly (serve::comp).
+        let plan = {
+            let buf = &c.rbuf[c.rstart..c.rend];
+            let policy = c.fe.comp.get(bi).and_then(|p| p.as_deref());
+            crate::serve::comp::plan_file(f, policy, buf, &c.head)
+        };
+        let f = Arc::clone(&plan.file);
         let v = &f.validators;
         let decision = {
             let buf = &c.rbuf[c.rstart..c.rend];
@@ -570,15 +623,26 @@ impl Stream {
         let mut cr = String::new();
         let logged;
         let cc = max_age.map(|a| format!("max-age={a}"));
+        let compress = plan.compress.filter(|_| status == 200);
+        let weak = compress.and_then(|_| crate::compress::weak_etag(v.etag.as_bytes()));
+        let coding = plan.sibling.or(compress).and_then(|c| c.content_encoding());
         {
-            let mut hdrs = crate::http1::Fields::<6>::new();
+            let mut hdrs = crate::http1::Fields::<8>::new();
             if status != 416 {
                 hdrs.push((b"Content-Type", f.content_type.as_bytes()));
                 hdrs.push((b"Last-Modified", v.last_modified.as_bytes()));
-                hdrs.push((b"ETag", v.etag.as_bytes()));
-                hdrs.push((b"Accept-Ranges", b"bytes"));
+                hdrs.push((b"ETag", weak.as_deref().unwrap_or(v.etag.as_bytes())));
+                if compress.is_none() {
+                    hdrs.push((b"Accept-Ranges", b"bytes"));
+                }
                 if let Some(cc) = &cc {
                     hdrs.push((b"Cache-Control", cc.as_bytes()));
+                }
+                if let Some(ce) = coding {
+                    hdrs.push((b"Content-Encoding", ce.as_bytes()));
+                }
+                if plan.vary {
+                    hdrs.push((b"Vary", b"Accept-Encoding"));
                 }
             }
             match decision {
@@ -619,6 +683,7 @@ impl Stream {
                 }
             }
             let framing = match range {
+                Some(_) if compress.is_some() => BodyFraming::Chunked,
                 Some((s, e)) => BodyFraming::ContentLength(e - s),
                 None if status == 416 => BodyFraming::ContentLength(0),
                 None => BodyFraming::None,
@@ -626,7 +691,22 @@ impl Stream {
             w.finish(framing, keep_alive, version);
         }
         let mut body_len = 0;
-        if let (Some((s, e)), false) = (range, head_req) {
+        let comp = compress.and_then(|k| {
+            let level =
+                c.fe.comp
+                    .get(bi)
+                    .and_then(|p| p.as_ref())
+                    .map_or(1, |p| p.level);
+            crate::compress::BodyCompressor::new(k, level).ok()
+        });
+        if let (Some((s, e)), false, Some(comp)) = (range, head_req, comp) {
+            c.body = Some(Body::Slices(Box::new(FileSlices {
+                file: Arc::clone(&f),
+                pos: s,
+                end: e,
+                comp: Box::new(comp),
+            })));
+        } else if let (Some((s, e)), false) = (range, head_req) {
             body_len = e - s;
             if let Some(data) = &f.small {
                 let (s, e) = (s as usize, (e as usize).min(data.len()));
@@ -774,6 +854,8 @@ pub(crate) fn sample_ctx<'a>(
 /// What answers a request, decided before anything is written.
 enum Act {
     Options,
+    /// A CONNECT request: 405 (ebb has no tunnel to offer).
+    Connect,
     /// An `http-request return` rule: (the backend's, or the frontend's
     /// when `None`; index).
     Return(Option<usize>, usize),

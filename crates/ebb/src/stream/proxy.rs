@@ -53,10 +53,11 @@ use sched::{ticks, Ctx, Tick};
 use super::{Stream, Wait, H1};
 use crate::backend::error::ExchangeError;
 use crate::backend::{alive, Farm, LbInput, Pick, ServerRt, WaitState, Waiter};
+use crate::compress;
 use crate::config::HttpReuse;
 use crate::http1::{
-    forwardable, parse_response_into, BodyFraming, ChunkedDecoder, Method, ResponseHead,
-    Status as PStatus, Version,
+    forwardable, parse_response_into, BodyFraming, ChunkedDecoder, ChunkedRecoder, Method,
+    ResponseHead, Status as PStatus, Version,
 };
 use crate::mux::h1::client::{In, LogFacts};
 use crate::mux::h1::server::{write_request_head, ReqTail};
@@ -68,6 +69,8 @@ pub(super) enum Left {
     Done,
     Len(u64),
     Chunked(Box<ChunkedDecoder>),
+    /// A chunked request body, re-emitted with canonical chunk sizes.
+    Recode(Box<ChunkedRecoder>),
     UntilClose,
 }
 
@@ -125,6 +128,10 @@ pub(super) struct Upstream {
     pub(super) deadline: Tick,
     /// Whether the server connection may be kept after the answer.
     keep_server: bool,
+    /// `compression`: the policy and the coding the request chose.
+    comp_choice: Option<(Arc<compress::Policy>, Option<compress::Coding>)>,
+    /// The answer's body is being compressed.
+    comp: Option<Box<compress::BodyCompressor>>,
     pub(super) term: &'static str,
 }
 
@@ -214,6 +221,13 @@ impl Stream {
             None => (received, &c.head),
         };
         // --- the request head for the server ---
+        let comp_choice = c.fe.comp.get(bi).cloned().flatten().map(|p| {
+            let k = compress::choose_h1(&p, buf, h);
+            (p, k)
+        });
+        // `compression offload`: the server is not asked to compress.
+        let offload = comp_choice.as_ref().is_some_and(|(p, _)| p.offload);
+        let omit = |name: &[u8]| offload && hdr_name_eq(name, "accept-encoding");
         let view = ReqHead::from_h1(buf, h);
         let keep_server = !sr.server_close
             && !c.fe.server_close
@@ -224,7 +238,7 @@ impl Stream {
             self.keep_alive = false;
         }
         let tail = ReqTail {
-            omit: None,
+            omit: Some(&omit),
             watch: sr
                 .forwardfor
                 .as_ref()
@@ -248,7 +262,8 @@ impl Stream {
         let req_left = match framing {
             BodySize::Empty => Left::Done,
             BodySize::Exact(n) => Left::Len(n),
-            BodySize::Unknown => Left::Chunked(Box::default()),
+            // Re-emitted with canonical chunk sizes.
+            BodySize::Unknown => Left::Recode(Box::default()),
         };
 
         // Keys for the balancer (owned: a queued stream may pick again).
@@ -301,6 +316,8 @@ impl Stream {
             deadline: now,
             keep_server,
             term: "--",
+            comp_choice,
+            comp: None,
         };
         // The head is copied: consume it; the body (if any) follows.
         c.rstart += c.head.head_len.min(c.rend - c.rstart);
@@ -675,15 +692,16 @@ impl Stream {
                             up.req_left = Left::Done;
                         }
                     }
-                    Left::Chunked(dec) => match dec.decode(avail) {
-                        Ok(d) => {
-                            if d.consumed > 0 {
-                                sd.obuf.extend_from_slice(&avail[..d.consumed]);
-                                c.rstart += d.consumed;
+                    // (Chunked is the response side's only.)
+                    Left::Chunked(_) => {}
+                    Left::Recode(rec) => match rec.recode(avail, &mut sd.obuf) {
+                        Ok((n, done)) => {
+                            if n > 0 {
+                                c.rstart += n;
                                 up.body_sent = true;
                                 moved = true;
                             }
-                            if d.done {
+                            if done {
                                 up.req_left = Left::Done;
                             }
                         }
@@ -794,14 +812,25 @@ impl Stream {
             return moved;
         }
 
-        // 5. Response body to the client.
-        if c.pending_out() < bufsize && sd.istart < sd.iend {
+        // 5. Response body to the client (compressed a slice per run).
+        let over = up.comp.is_some() && c.sent_run >= crate::mux::h1::client::RUN_QUANTUM;
+        if over && sd.istart < sd.iend {
+            if let Some(me) = c.me {
+                ctx.tasklet_wakeup(me);
+            }
+        }
+        if c.pending_out() < bufsize && sd.istart < sd.iend && !over {
             let avail = &sd.ibuf[sd.istart..sd.iend];
             let mut fail = false;
             match up.resp_left.as_mut() {
                 Some(Left::Len(n)) => {
                     let k = (*n).min(avail.len() as u64) as usize;
-                    c.wbuf.extend_from_slice(&avail[..k]);
+                    if let Some(z) = up.comp.as_mut() {
+                        fail |= z.push(&avail[..k], &mut c.wbuf).is_err();
+                        c.sent_run += k * compress::COST;
+                    } else {
+                        c.wbuf.extend_from_slice(&avail[..k]);
+                    }
                     sd.istart += k;
                     up.bytes_out += k as u64;
                     *n -= k as u64;
@@ -812,7 +841,10 @@ impl Stream {
                 }
                 Some(Left::Chunked(dec)) => match dec.decode(avail) {
                     Ok(d) => {
-                        if up.dechunk {
+                        if let Some(z) = up.comp.as_mut() {
+                            fail |= z.push(&avail[d.data.clone()], &mut c.wbuf).is_err();
+                            c.sent_run += d.data.len() * compress::COST;
+                        } else if up.dechunk {
                             c.wbuf.extend_from_slice(&avail[d.data.clone()]);
                             up.bytes_out += d.data.len() as u64;
                         } else {
@@ -833,7 +865,8 @@ impl Stream {
                     sd.istart = sd.iend;
                     moved = true;
                 }
-                Some(Left::Done) | None => {
+                // (Recode is the request side's only.)
+                Some(Left::Done | Left::Recode(_)) | None => {
                     // Bytes after the end of the answer: the server is not
                     // following HTTP; do not reuse that connection.
                     up.keep_server = false;
@@ -852,6 +885,24 @@ impl Stream {
             up.deadline = ticks::add(ctx.now(), t);
         }
         let resp_done = matches!(up.resp_left, Some(Left::Done));
+        if let Some(z) = up.comp.as_mut() {
+            // The end, or a pause of the server: what was compressed so far
+            // leaves (a streamed answer is never held back).
+            let paused = sd.istart == sd.iend && !sd.rd && moved;
+            let r = if resp_done {
+                z.finish(&mut c.wbuf)
+            } else if paused {
+                z.flush(&mut c.wbuf)
+            } else {
+                Ok(())
+            };
+            if r.is_err() {
+                drop(sd);
+                self.up = Some(up);
+                self.fail(c, ctx, ExchangeError::body_cut());
+                return true;
+            }
+        }
         let until_close_done =
             matches!(up.resp_left, Some(Left::UntilClose)) && sd.eof && sd.istart == sd.iend;
         let cut = sd.eof && sd.istart == sd.iend;
@@ -946,6 +997,18 @@ impl Stream {
             };
             crate::sample::logline::capture_headers(&fe.captures, true, &cx);
         }
+        let verdict = match &up.comp_choice {
+            Some((p, k)) if !tunnel => compress::verdict_h1(p, *k, buf, r),
+            _ => compress::Verdict::AsIs,
+        };
+        let coding = match verdict {
+            compress::Verdict::Compress(k) => Some(k),
+            _ => None,
+        };
+        // A compressed answer gets a weak ETag (written below).
+        let skip = |name: &[u8]| {
+            hdr_name_eq(name, "content-length") || (coding.is_some() && hdr_name_eq(name, "etag"))
+        };
         let sets = [
             (&be.http_response[..], &be.matcher),
             (&fe.http_response[..], &fe.matcher),
@@ -967,7 +1030,7 @@ impl Stream {
                 status: r.status,
                 reason: r.reason.get(buf).to_vec(),
                 fields: forwardable(buf, &r.headers)
-                    .filter(|f| !hdr_name_eq(f.name.get(buf), "content-length"))
+                    .filter(|f| !skip(f.name.get(buf)))
                     .map(|f| (f.name.get(buf).to_vec(), f.value.get(buf).to_vec()))
                     .collect(),
             };
@@ -978,7 +1041,7 @@ impl Stream {
         } else {
             for f in forwardable(buf, &r.headers) {
                 let name = f.name.get(buf);
-                if hdr_name_eq(name, "content-length") {
+                if skip(name) {
                     continue;
                 }
                 out.extend_from_slice(name);
@@ -987,6 +1050,7 @@ impl Stream {
                 out.extend_from_slice(b"\r\n");
             }
         }
+        compress::write_h1_fields(out, verdict, r.header(buf, "etag"));
         let left = if tunnel {
             let upg = r.header(buf, "upgrade").map(|v| v.to_vec());
             out.extend_from_slice(b"Connection: upgrade\r\n");
@@ -1009,9 +1073,13 @@ impl Stream {
                     Left::Done
                 }
                 BodyFraming::ContentLength(n) => {
-                    out.extend_from_slice(b"Content-Length: ");
-                    crate::http1::push_decimal(out, n);
-                    out.extend_from_slice(b"\r\n");
+                    if coding.is_some() {
+                        out.extend_from_slice(b"Transfer-Encoding: chunked\r\n");
+                    } else {
+                        out.extend_from_slice(b"Content-Length: ");
+                        crate::http1::push_decimal(out, n);
+                        out.extend_from_slice(b"\r\n");
+                    }
                     if n == 0 {
                         Left::Done
                     } else {
@@ -1059,6 +1127,13 @@ impl Stream {
             up.deadline = ticks::add(ctx.now(), t);
             self.up = Some(up);
             return;
+        }
+        if let Some(k) = coding {
+            let level = up.comp_choice.as_ref().map_or(1, |p| p.0.level);
+            match compress::BodyCompressor::new(k, level) {
+                Ok(b) => up.comp = Some(Box::new(b)),
+                Err(_) => up.keep_server = false,
+            }
         }
         up.resp_left = Some(left);
         self.up = Some(up);
