@@ -106,7 +106,20 @@ pub struct Policy {
     /// `compression offload`: remove `Accept-Encoding` from the request
     /// forwarded to the server, so only ebb compresses.
     pub offload: bool,
+    /// `tune.comp.maxlevel` (HAProxy's default 1).
+    pub level: u32,
+    /// `compression minsize-res`: answers whose known length is below it
+    /// are sent as they are (a coding's header and trailer, 18 bytes for
+    /// gzip, can outweigh what it saves). Default 0, HAProxy 2.6's
+    /// behaviour: any size; a later HAProxy's keyword and meaning.
+    pub min_size: u64,
 }
+
+/// A compressed body costs about this many times a sent byte: the
+/// connection counts `input * COST` against its per-run quantum, so a big
+/// answer is compressed a slice per scheduler run (as bulk work, after
+/// which the connection wakes itself) and cannot stall a loop pass.
+pub const COST: usize = 4;
 
 /// The response facts [`Policy::response_allows`] decides on; the caller
 /// fills it from the response head (HTTP/1 or a later mux's).
@@ -484,6 +497,188 @@ impl Encoder {
     }
 }
 
+// --- HTTP/1 heads -------------------------------------------------------------
+
+/// Values of every `name` field of a head, in order.
+fn values<'b>(buf: &'b [u8], headers: &[crate::http1::HeaderSpan], name: &str) -> Vec<&'b [u8]> {
+    headers
+        .iter()
+        .filter(|h| h.name.get(buf).eq_ignore_ascii_case(name.as_bytes()))
+        .map(|h| h.value.get(buf))
+        .collect()
+}
+
+/// The coding an HTTP/1 request's answer may get under `policy`, decided
+/// when the request arrives (its head is gone by the time the answer
+/// does). `None`: the answer goes as it is. Never for HEAD (no body),
+/// for a request with `Range` (ranges count in the uncompressed bytes),
+/// or for an HTTP/1.0 client (the coded length is unknown until the end,
+/// and 1.0 cannot read chunked).
+pub fn choose_h1(policy: &Policy, buf: &[u8], head: &crate::http1::RequestHead) -> Option<Coding> {
+    use crate::http1::{Method, Version};
+    if head.method == Method::Head || head.version != Version::Http11 {
+        return None;
+    }
+    if head.header(buf, "range").is_some() {
+        return None;
+    }
+    choose_any_h1(policy, buf, head)
+}
+
+/// [`Policy::choose`] on an HTTP/1 request's `Accept-Encoding` lines and
+/// `User-Agent`, whatever the request (see [`choose_h1`] for the rules an
+/// on-the-fly compression adds).
+pub fn choose_any_h1(
+    policy: &Policy,
+    buf: &[u8],
+    head: &crate::http1::RequestHead,
+) -> Option<Coding> {
+    let ae = values(buf, &head.headers, "accept-encoding");
+    policy.choose(&ae, head.header(buf, "user-agent"))
+}
+
+/// What to do with an answer, decided from its head.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Verdict {
+    /// Sent as it is, head untouched (HAProxy 2.6 adds no `Vary` to an
+    /// answer it does not compress: its reg-test `compression/vary.vtc`).
+    AsIs,
+    /// Compress with this coding: drop the length, name the coding, weaken
+    /// the ETag, add Vary.
+    Compress(Coding),
+}
+
+/// The verdict for an HTTP/1 response head under `policy` for a request
+/// that chose `coding` (see [`choose_h1`]).
+pub fn verdict_h1(
+    policy: &Policy,
+    coding: Option<Coding>,
+    buf: &[u8],
+    r: &crate::http1::ResponseHead,
+) -> Verdict {
+    use crate::http1::{BodyFraming, Version};
+    let length_known = match r.framing {
+        // (An empty body is left alone: there is nothing to code.)
+        BodyFraming::ContentLength(n) => n > 0 && n >= policy.min_size,
+        BodyFraming::Chunked => true,
+        _ => false,
+    };
+    let cc = values(buf, &r.headers, "cache-control");
+    let etags = values(buf, &r.headers, "etag");
+    let facts = ResponseFacts {
+        http11: r.version != Version::Http10,
+        status: r.status,
+        length_known,
+        content_encoding: r.header(buf, "content-encoding").is_some(),
+        content_type: r.header(buf, "content-type"),
+        cache_control: &cc,
+        etags: &etags,
+    };
+    decide(policy, coding, &facts)
+}
+
+/// The verdict from response facts (for answers ebb builds itself).
+pub fn decide(policy: &Policy, coding: Option<Coding>, facts: &ResponseFacts<'_>) -> Verdict {
+    if policy.algos.is_empty() || !policy.response_allows(facts) {
+        return Verdict::AsIs;
+    }
+    match coding {
+        Some(c) if c != Coding::Identity => Verdict::Compress(c),
+        _ => Verdict::AsIs,
+    }
+}
+
+/// Writes the fields a verdict adds to an HTTP/1 head: for a compressed
+/// answer `Content-Encoding`, the weak form of `etag` (the caller left the
+/// original out) and `Vary: Accept-Encoding`.
+pub fn write_h1_fields(out: &mut Vec<u8>, v: Verdict, etag: Option<&[u8]>) {
+    if let Verdict::Compress(c) = v {
+        if let Some(ce) = c.content_encoding() {
+            out.extend_from_slice(b"Content-Encoding: ");
+            out.extend_from_slice(ce.as_bytes());
+            out.extend_from_slice(b"\r\n");
+        }
+        if let Some(w) = etag.and_then(weak_etag) {
+            out.extend_from_slice(b"ETag: ");
+            out.extend_from_slice(&w);
+            out.extend_from_slice(b"\r\n");
+        }
+        out.extend_from_slice(b"Vary: Accept-Encoding\r\n");
+    }
+}
+
+/// Compresses one answer's body into chunked framing (RFC 9112 §7.1), a
+/// slice at a time: each [`push`](Self::push) emits what the encoder gave
+/// as one chunk, [`finish`](Self::finish) the rest and the last chunk.
+pub struct BodyCompressor {
+    enc: Encoder,
+    scratch: Vec<u8>,
+    finished: bool,
+}
+
+impl BodyCompressor {
+    pub fn new(coding: Coding, level: u32) -> io::Result<BodyCompressor> {
+        Ok(BodyCompressor {
+            enc: Encoder::new(coding, level)?,
+            scratch: Vec::new(),
+            finished: false,
+        })
+    }
+
+    /// Compresses `input`, appending a chunk to `out` when the encoder
+    /// emitted bytes.
+    pub fn push(&mut self, input: &[u8], out: &mut Vec<u8>) -> io::Result<()> {
+        self.scratch.clear();
+        self.enc.compress(input, &mut self.scratch)?;
+        self.emit(out);
+        Ok(())
+    }
+
+    /// Makes everything pushed so far decodable (the origin paused).
+    pub fn flush(&mut self, out: &mut Vec<u8>) -> io::Result<()> {
+        self.scratch.clear();
+        self.enc.flush(&mut self.scratch)?;
+        self.emit(out);
+        Ok(())
+    }
+
+    /// Ends the body: the encoder's trailer and the last chunk.
+    pub fn finish(&mut self, out: &mut Vec<u8>) -> io::Result<()> {
+        if self.finished {
+            return Ok(());
+        }
+        self.scratch.clear();
+        self.enc.finish(&mut self.scratch)?;
+        self.emit(out);
+        out.extend_from_slice(crate::http1::LAST_CHUNK);
+        self.finished = true;
+        Ok(())
+    }
+
+    pub fn is_finished(&self) -> bool {
+        self.finished
+    }
+
+    fn emit(&mut self, out: &mut Vec<u8>) {
+        if self.scratch.is_empty() {
+            return;
+        }
+        out.extend_from_slice(crate::http1::ChunkHeader::new(self.scratch.len() as u64).as_ref());
+        out.extend_from_slice(&self.scratch);
+        out.extend_from_slice(crate::http1::CHUNK_END);
+    }
+}
+
+/// Compresses a whole small body at once (a fixed answer): the coded
+/// bytes, to send with their Content-Length.
+pub fn compress_all(coding: Coding, level: u32, body: &[u8]) -> io::Result<Vec<u8>> {
+    let mut e = Encoder::new(coding, level)?;
+    let mut out = Vec::with_capacity(body.len() / 2 + 64);
+    e.compress(body, &mut out)?;
+    e.finish(&mut out)?;
+    Ok(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -494,6 +689,8 @@ mod tests {
             algos: algos.to_vec(),
             types: types.iter().map(|t| t.to_ascii_lowercase()).collect(),
             offload: false,
+            level: 1,
+            min_size: 0,
         }
     }
 
@@ -745,6 +942,28 @@ mod tests {
             e.finish(&mut out).unwrap();
             assert_eq!(decode(c, &out), b"hello, world");
         }
+    }
+
+    #[test]
+    fn body_compressor_writes_chunks_that_decode_to_the_input() {
+        let input = text(100_000);
+        for c in [Coding::Gzip, Coding::Br, Coding::Zstd] {
+            let mut b = BodyCompressor::new(c, 1).unwrap();
+            let mut out = Vec::new();
+            for piece in input.chunks(7_000) {
+                b.push(piece, &mut out).unwrap();
+            }
+            b.finish(&mut out).unwrap();
+            b.finish(&mut out).unwrap(); // once only
+            assert!(b.is_finished());
+            let mut dec = crate::http1::ChunkedDecoder::default();
+            let mut coded = Vec::new();
+            let (n, done) = dec.decode_to_vec(&out, &mut coded).unwrap();
+            assert!(done && n == out.len(), "{c:?}");
+            assert_eq!(decode(c, &coded), input, "{c:?}");
+        }
+        let all = compress_all(Coding::Gzip, 1, &input).unwrap();
+        assert_eq!(decode(Coding::Gzip, &all), input);
     }
 
     #[test]

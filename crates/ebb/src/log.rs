@@ -313,74 +313,33 @@ pub fn fmt_date(t: SystemTime, out: &mut Vec<u8>) {
     );
 }
 
-/// Days since 1970-01-01 to (year, month 1..=12, day 1..=31), Howard
-/// Hinnant's `civil_from_days`.
-fn civil_from_days(z: i64) -> (i64, u32, u32) {
-    let z = z + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let y = yoe + era * 400;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    (if m <= 2 { y + 1 } else { y }, m, d)
-}
+use crate::sample::logline::civil_from_days;
+pub use crate::sample::logline::Entry;
 
-/// The pieces of one access-log line.
-pub struct Entry<'a> {
-    pub client: std::net::SocketAddr,
-    pub accept: SystemTime,
-    pub frontend: &'a str,
-    pub backend: &'a str,
-    pub server: &'a str,
-    pub tq: i64,
-    pub tw: i64,
-    pub tc: i64,
-    pub tr: i64,
-    pub tt: i64,
-    pub status: u16,
-    pub bytes: u64,
-    /// Two letters: who ended the session and in which state; `--`.
-    pub term: &'a str,
-    pub actconn: u32,
-    pub feconn: u32,
-    pub request_line: &'a [u8],
-}
-
-/// Formats an access-log line.
+/// Formats an access-log line: the frontend's `log-format`, else
+/// HAProxy's `option httplog` format.
 pub fn format(e: &Entry<'_>) -> Vec<u8> {
+    let fmt = match e.fmt {
+        Some(f) => f,
+        None => crate::sample::logline::httplog(),
+    };
+    let dst = || e.local;
+    let ctx = crate::sample::Ctx {
+        src: e.client,
+        dst: &dst,
+        fe: e.frontend,
+        be: Some(e.backend),
+        srv: (e.server != "<NOSRV>").then_some(e.server),
+        tls: e.tls,
+        sni: None,
+        req: None,
+        res: None,
+        vars: e.vars,
+        payload: None,
+        stk: None,
+    };
     let mut out = Vec::with_capacity(160 + e.request_line.len());
-    let _ = write!(out, "{} [", e.client);
-    fmt_date(e.accept, &mut out);
-    let _ = write!(
-        out,
-        "] {} {}/{} {}/{}/{}/{}/{} {} {} - - {}-- {}/{}/0/0/0 0/0 \"",
-        e.frontend,
-        e.backend,
-        e.server,
-        e.tq,
-        e.tw,
-        e.tc,
-        e.tr,
-        e.tt,
-        e.status,
-        e.bytes,
-        e.term,
-        e.actconn,
-        e.feconn
-    );
-    // The request line as received, with control bytes escaped so a line
-    // cannot be split or forged through the log.
-    for &b in e.request_line {
-        if b < 0x20 || b == 0x7f || b == b'"' || b == b'\\' {
-            let _ = write!(out, "#{:02X}", b);
-        } else {
-            out.push(b);
-        }
-    }
-    out.push(b'"');
+    fmt.render(e, &ctx, &mut out);
     out
 }
 
@@ -417,11 +376,24 @@ mod tests {
             term: "--",
             actconn: 3,
             feconn: 2,
-            request_line: b"GET /a\"b\r\n HTTP/1.1",
+            request_line: b"GET /a\"b\r\n\\ HTTP/1.1",
+            request_date: None,
+            local: None,
+            tls: false,
+            cookie_flags: "--",
+            vars: None,
+            ncaps: (0, 0),
+            fmt: None,
         });
+        if crate::sys::utc_offset(0) != 0 {
+            // The date below is UTC; HAProxy writes local time.
+            return;
+        }
+        // HAProxy's httplog line: '"', '#' and control bytes of the
+        // request line as #XX (its url_encode_map), the backslash kept.
         assert_eq!(
             String::from_utf8(l).unwrap(),
-            "127.0.0.1:4000 [01/Jan/1970:00:00:00.000] fe be/<files> 1/-1/-1/0/2 200 10 - - ---- 3/2/0/0/0 0/0 \"GET /a#22b#0D#0A HTTP/1.1\""
+            "127.0.0.1:4000 [01/Jan/1970:00:00:00.000] fe be/<files> 1/-1/-1/0/2 200 10 - - ---- 3/2/0/0/0 0/0 \"GET /a#22b#0D#0A\\ HTTP/1.1\""
         );
     }
 

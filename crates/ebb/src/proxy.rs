@@ -42,6 +42,9 @@ pub struct FilesConfig {
     /// are 404 (`.git/`, `.env`, `.htpasswd` left in a served tree), except
     /// `/.well-known/` (RFC 8615: ACME challenges, security.txt).
     pub dotfiles: bool,
+    /// `precompressed ...`: codings whose sibling (`F.gz`, `F.br`,
+    /// `F.zst`) is looked up beside each file, in preference order.
+    pub precompressed: Vec<crate::compress::Coding>,
 }
 
 impl FilesConfig {
@@ -55,6 +58,7 @@ impl FilesConfig {
             follow_symlinks: false,
             max_age: None,
             dotfiles: false,
+            precompressed: Vec::new(),
         }
     }
 }
@@ -203,36 +207,6 @@ pub struct RespRule {
     pub cond: Option<Cond>,
 }
 
-impl ReqRule {
-    /// The header edit of this rule, if it is one.
-    pub fn edit(&self) -> Option<&HeaderEdit> {
-        match &self.action {
-            HttpRequestAction::Header(e) => Some(e),
-            _ => None,
-        }
-    }
-}
-
-impl RespRule {
-    /// The header edit of this rule, if it is one.
-    pub fn edit(&self) -> Option<&HeaderEdit> {
-        match &self.action {
-            HttpResponseAction::Header(e) => Some(e),
-            HttpResponseAction::Var(_) => None,
-        }
-    }
-
-    /// Runs the rule on a response being written: a header edit appends
-    /// its field to `out` (the fields it removes were left out by the
-    /// caller, see [`HeaderEdit::removes`]), a variable action runs.
-    pub fn apply(&self, ctx: &Ctx<'_>, out: &mut Vec<u8>) {
-        match &self.action {
-            HttpResponseAction::Header(e) => e.write_field(ctx, out),
-            HttpResponseAction::Var(v) => v.run(ctx),
-        }
-    }
-}
-
 /// What a backend does with the requests routed to it.
 pub enum BackendKind {
     /// `serve-files DIR`.
@@ -364,6 +338,9 @@ pub struct BackendRt {
     pub matcher: Matcher,
     pub http_request: Vec<ReqRule>,
     pub http_response: Vec<RespRule>,
+    /// `http-after-response` rules (empty for a listen section: its
+    /// frontend's run).
+    pub after_response: Vec<RespRule>,
     /// The stats page served by this backend, if any.
     pub stats: Option<Arc<StatsRt>>,
     pub http: HttpCounters,
@@ -407,6 +384,12 @@ pub struct FrontendRt {
     pub matcher: Matcher,
     pub http_request: Vec<ReqRule>,
     pub http_response: Vec<RespRule>,
+    /// `http-after-response` rules.
+    pub after_response: Vec<RespRule>,
+    /// `log-format`; `None`: HAProxy's httplog format.
+    pub log_format: Option<crate::sample::logline::LogLine>,
+    /// `capture request|response header` lines, in order.
+    pub captures: Vec<crate::sample::logline::CaptureHdr>,
     /// `use_backend` rules in order.
     pub use_backends: Vec<UseBackendRt>,
     pub default_backend: Option<usize>,
@@ -418,6 +401,9 @@ pub struct FrontendRt {
     pub conns: AtomicU32,
     /// The backends `use_backends` and `default_backend` index into.
     pub backends: Vec<Arc<BackendRt>>,
+    /// Compression for requests this frontend sends to each backend (by
+    /// index): the two proxies' `compression` lines merged.
+    pub comp: Vec<Option<Arc<crate::compress::Policy>>>,
     /// The stats page served by this frontend, if any.
     pub stats: Option<Arc<StatsRt>>,
     pub http: HttpCounters,
@@ -462,6 +448,12 @@ impl FrontendRt {
             }
         }
         self.default_backend
+    }
+
+    /// How many request and response header captures are configured.
+    pub fn ncaps(&self) -> (usize, usize) {
+        let res = self.captures.iter().filter(|c| c.response).count();
+        (self.captures.len() - res, res)
     }
 
     /// Connections open now.
@@ -714,12 +706,19 @@ fn compile_req_rules(p: &Proxy, m: &Matcher) -> Result<Vec<ReqRule>, ConfigError
 }
 
 fn compile_resp_rules(p: &Proxy, m: &Matcher) -> Result<Vec<RespRule>, ConfigError> {
-    p.http_response
+    compile_resp_list(&p.http_response, m)
+}
+
+fn compile_resp_list(
+    rules: &[crate::config::HttpResponseRule],
+    m: &Matcher,
+) -> Result<Vec<RespRule>, ConfigError> {
+    rules
         .iter()
         .map(|r| {
             Ok(RespRule {
                 action: r.action.clone(),
-                cond: m.opt_cond(r.cond.as_ref())?,
+                cond: m.opt_cond_response(r.cond.as_ref())?,
             })
         })
         .collect()
@@ -740,6 +739,7 @@ pub fn compile(cfg: &Config) -> Result<Compiled, Vec<ConfigError>> {
     ));
     let mut backends = Vec::new();
     let mut names = Vec::new();
+    let mut be_comp = Vec::new();
     for p in cfg.backends() {
         let r = (|| -> Result<BackendRt, ConfigError> {
             let kind = if let Some(sf) = &p.serve_files {
@@ -749,6 +749,7 @@ pub fn compile(cfg: &Config) -> Result<Compiled, Vec<ConfigError>> {
                 fc.follow_symlinks = sf.follow_symlinks;
                 fc.dotfiles = sf.dotfiles;
                 fc.max_age = sf.max_age;
+                fc.precompressed = sf.precompressed.clone();
                 BackendKind::Files(fc)
             } else if !p.servers.is_empty() {
                 BackendKind::Servers(Box::new(compile_servers(p, states.get(&p.name), warnings)?))
@@ -777,12 +778,15 @@ pub fn compile(cfg: &Config) -> Result<Compiled, Vec<ConfigError>> {
             } else {
                 crate::l4rules::compile(p, &matcher, warnings)?
             };
-            let http_response = compile_resp_rules(p, &matcher)?;
             // A listen section's rules run once, as its frontend's.
-            let http_request = if p.kind.is_frontend() {
-                Vec::new()
+            let (http_request, http_response, after_response) = if p.kind.is_frontend() {
+                (Vec::new(), Vec::new(), Vec::new())
             } else {
-                compile_req_rules(p, &matcher)?
+                (
+                    compile_req_rules(p, &matcher)?,
+                    compile_resp_rules(p, &matcher)?,
+                    compile_resp_list(&p.http_after_response, &matcher)?,
+                )
             };
             let mut stick = Vec::new();
             for r in &p.stick_rules {
@@ -812,10 +816,12 @@ pub fn compile(cfg: &Config) -> Result<Compiled, Vec<ConfigError>> {
                 matcher,
                 http_response,
                 l4,
+                after_response,
             })
         })();
         match r {
             Ok(b) => {
+                be_comp.push(&p.compression);
                 names.push(p.name.clone());
                 backends.push(Arc::new(b));
             }
@@ -832,6 +838,7 @@ pub fn compile(cfg: &Config) -> Result<Compiled, Vec<ConfigError>> {
             let l4 = crate::l4rules::compile(p, &matcher, warnings)?;
             let http_request = compile_req_rules(p, &matcher)?;
             let http_response = compile_resp_rules(p, &matcher)?;
+            let after_response = compile_resp_list(&p.http_after_response, &matcher)?;
             let stats = compile_stats(p, &matcher)?;
             let be_cfg = |name: &str| cfg.backends().find(|b| b.name == name);
             let mut use_backends = Vec::new();
@@ -893,6 +900,9 @@ pub fn compile(cfg: &Config) -> Result<Compiled, Vec<ConfigError>> {
                 matcher,
                 http_request,
                 http_response,
+                after_response,
+                log_format: p.log_format.as_ref().map(|l| l.value.clone()),
+                captures: p.captures.clone(),
                 use_backends,
                 default_backend,
                 errorfiles: p
@@ -903,6 +913,13 @@ pub fn compile(cfg: &Config) -> Result<Compiled, Vec<ConfigError>> {
                 log: logs,
                 conns: AtomicU32::new(0),
                 backends: backends.clone(),
+                comp: be_comp
+                    .iter()
+                    .map(|b| {
+                        let level = cfg.global.comp_maxlevel.unwrap_or(1);
+                        merged_compression(&p.compression, b, level).map(Arc::new)
+                    })
+                    .collect(),
                 stats,
                 http: HttpCounters::default(),
                 sessions: AtomicU64::new(0),
@@ -967,6 +984,40 @@ pub fn return_body(r: &ReturnAction) -> &[u8] {
         ReturnBody::LfString(f) => f.as_literal().unwrap_or(b""),
         ReturnBody::File { content, .. } => content,
     }
+}
+
+/// One proxy's `compression` settings merged with another's as HAProxy
+/// merges a frontend's with its backend's: the backend's `algo` list wins
+/// when it has one, likewise `type`; `offload` in either holds. `None`
+/// when nothing is configured (no algorithm and no offload).
+/// (Here, not in `compress`: the codec knows no configuration.)
+/// `minsize-res` likewise (the backend's when it sets one).
+pub fn merged_compression(
+    fe: &crate::config::Compression,
+    be: &crate::config::Compression,
+    level: u32,
+) -> Option<crate::compress::Policy> {
+    let algos = if be.algos.is_empty() {
+        &fe.algos
+    } else {
+        &be.algos
+    };
+    let types = if be.types.is_empty() {
+        &fe.types
+    } else {
+        &be.types
+    };
+    let offload = fe.offload || be.offload;
+    if algos.is_empty() && !offload {
+        return None;
+    }
+    Some(crate::compress::Policy {
+        algos: algos.clone(),
+        types: types.clone(),
+        offload,
+        level,
+        min_size: be.minsize_res.or(fe.minsize_res).unwrap_or(0),
+    })
 }
 
 #[cfg(test)]
@@ -1039,5 +1090,30 @@ mod tests {
             (to.client, to.http_request, to.keep_alive),
             (5000, 2000, 2000)
         );
+    }
+
+    #[test]
+    fn a_backend_list_wins_over_its_frontend() {
+        use crate::compress::Coding::{self, *};
+        use crate::config::Compression as C;
+        let t = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let c = |algos: &[Coding], types: &[&str], offload, min: Option<u64>| C {
+            algos: algos.to_vec(),
+            types: t(types),
+            offload,
+            minsize_res: min,
+        };
+        let fe = c(&[Gzip], &["text/"], false, Some(9));
+        let p = merged_compression(&fe, &c(&[Br], &[], false, None), 1).unwrap();
+        assert_eq!(
+            (p.algos, p.types, p.offload, p.min_size),
+            (vec![Br], t(&["text/"]), false, 9)
+        );
+        let p = merged_compression(&fe, &c(&[], &["a/b"], true, Some(5)), 1).unwrap();
+        assert_eq!(
+            (p.algos, p.types, p.offload, p.min_size),
+            (vec![Gzip], t(&["a/b"]), true, 5)
+        );
+        assert!(merged_compression(&c(&[], &["x"], false, None), &C::default(), 1).is_none());
     }
 }

@@ -12,9 +12,8 @@
 //! buffers.
 //!
 //! [`HeaderEdit`] is the one header-edit type of request and response
-//! rules: `removes` says which existing fields a writer leaves out,
-//! `write_field` appends the field it adds, with its log-format value
-//! evaluated and made safe (no CR, LF or NUL).
+//! rules: `render_value` evaluates its log-format value and makes it safe
+//! (no CR, LF or NUL); the `rewrite` module applies edits in rule order.
 
 use regex::bytes::Regex;
 
@@ -39,12 +38,6 @@ fn path_of<'a>(r: &crate::sample::Req<'a>) -> &'a [u8] {
 }
 
 impl HeaderEdit {
-    /// Whether this edit removes the existing fields called `name`
-    /// (`set-header` and `del-header` do).
-    pub fn removes(&self, name: &[u8]) -> bool {
-        self.op != EditOp::Add && name.eq_ignore_ascii_case(self.name.as_bytes())
-    }
-
     /// Appends the field this edit adds (`Name: value\r\n`), if any. The
     /// value is evaluated for `ctx`; bytes that would break the message
     /// (CR, LF, NUL) are dropped from it.
@@ -81,23 +74,6 @@ impl HeaderEdit {
             let lead = out[at..end].len() - out[at..end].trim_ascii_start().len();
             out.drain(at..at + lead);
             out.truncate(at + trimmed);
-        }
-    }
-
-    /// Applies this edit to a list of fields (names as written); values
-    /// added are evaluated for `ctx`.
-    pub fn apply_to_list<'a>(
-        &'a self,
-        ctx: &Ctx<'_>,
-        hdrs: &mut Vec<(&'a [u8], std::borrow::Cow<'a, [u8]>)>,
-    ) {
-        if self.op != EditOp::Add {
-            hdrs.retain(|(n, _)| !n.eq_ignore_ascii_case(self.name.as_bytes()));
-        }
-        if self.op != EditOp::Del {
-            let mut v = Vec::new();
-            self.render_value(ctx, &mut v);
-            hdrs.push((self.name.as_bytes(), std::borrow::Cow::Owned(v)));
         }
     }
 }
@@ -171,23 +147,61 @@ impl Matcher {
         Matcher::new(&p.acls)
     }
 
-    /// Compiles a condition of this proxy.
+    /// Compiles a condition of a request rule (or `use_backend`...): an
+    /// ACL reading the response is refused.
     pub fn cond(&self, c: &Condition) -> Result<Cond, ConfigError> {
+        self.cond_at(c, false)
+    }
+
+    /// Compiles a condition of a response rule: an ACL reading the request
+    /// is refused (HAProxy: it would never match there).
+    pub fn cond_response(&self, c: &Condition) -> Result<Cond, ConfigError> {
+        self.cond_at(c, true)
+    }
+
+    /// [`Matcher::cond_response`] of an optional condition.
+    pub fn opt_cond_response(&self, c: Option<&Condition>) -> Result<Option<Cond>, ConfigError> {
+        c.map(|c| self.cond_response(c)).transpose()
+    }
+
+    fn cond_at(&self, c: &Condition, response: bool) -> Result<Cond, ConfigError> {
+        let wrong = |t: &Test| match &t.fetch {
+            Fetch::Path | Fetch::Url | Fetch::Method | Fetch::Hdr(_) | Fetch::ReqVer => response,
+            Fetch::Sample(e) => e.reads_response().is_some_and(|r| r != response),
+            Fetch::Src | Fetch::Always(_) => false,
+        };
+        let refuse = |what: &str| ConfigError {
+            loc: c.loc.clone(),
+            message: format!(
+                "{what} reads the {}, which a{} rule does not see (it would never match)",
+                if response { "request" } else { "response" },
+                if response { " response" } else { " request" }
+            ),
+        };
         let mut terms = Vec::with_capacity(c.terms.len());
         for and in &c.terms {
             let mut v = Vec::with_capacity(and.len());
             for t in and {
                 let term = match &t.acl {
                     AclRef::Named { index, name } => {
-                        if *index >= self.named.len() {
+                        let Some(tests) = self.named.get(*index) else {
                             return Err(ConfigError {
                                 loc: c.loc.clone(),
                                 message: format!("unknown ACL '{name}'"),
                             });
+                        };
+                        if tests.iter().any(wrong) {
+                            return Err(refuse(&format!("ACL '{name}'")));
                         }
                         Term::Named(*index)
                     }
-                    AclRef::Inline(test) => Term::Inline(compile_test(test)?),
+                    AclRef::Inline(test) => {
+                        let t = compile_test(test)?;
+                        if wrong(&t) {
+                            return Err(refuse("this condition"));
+                        }
+                        Term::Inline(t)
+                    }
                 };
                 v.push((t.negate, term));
             }
@@ -529,8 +543,35 @@ mod tests {
         e.write_field(&c, &mut out);
         // "a\r\nb\0c" decoded: CR, LF and NUL dropped, no trailing space.
         assert_eq!(out, b"X: abc\r\n");
-        assert!(e.removes(b"x"));
-        assert!(!e.removes(b"y"));
+    }
+
+    #[test]
+    fn acls_are_checked_against_where_they_are_used() {
+        let text = "defaults\n mode http\nfrontend f\n bind :8080\n acl st status 200\n acl p path /a\n use_backend b if st\nbackend b\n serve-files /tmp\n";
+        let cfg = parse_str("t.cfg", text).unwrap();
+        let fe = cfg.frontend("f").unwrap();
+        let m = Matcher::for_proxy(fe).unwrap();
+        let c = fe.use_backends[0].cond.as_ref().unwrap();
+        let e = m.cond(c).err().unwrap();
+        assert!(
+            e.message.contains("ACL 'st' reads the response"),
+            "{}",
+            e.message
+        );
+        assert!(m.cond_response(c).is_ok());
+        let p = Condition {
+            terms: vec![vec![crate::config::CondTerm {
+                negate: false,
+                acl: AclRef::Named {
+                    name: "p".into(),
+                    index: 1,
+                },
+            }]],
+            ..c.clone()
+        };
+        assert!(m.cond(&p).is_ok());
+        let e = m.cond_response(&p).err().unwrap();
+        assert!(e.message.contains("reads the request"), "{}", e.message);
     }
 
     #[test]

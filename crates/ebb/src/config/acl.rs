@@ -146,13 +146,12 @@ pub(crate) fn parse_acl_test(words: &[String], loc: &Loc) -> Result<AclTest, Str
 /// the type it produces (boolean: bool, integer: int, address: ip,
 /// otherwise exact string).
 fn sample_criterion(c: &str) -> Result<(Fetch, MatchMethod), String> {
-    let e = Expr::parse(c, Scope::Request { backend: true }).map_err(|e| {
-        if e.contains("reads the response") {
-            "ACLs on the response are not supported yet".to_string()
-        } else {
-            e
-        }
-    })?;
+    // An ACL may read the request or the response; where it is used is
+    // checked when the condition is compiled (`rules::Matcher`).
+    let e = match Expr::parse(c, Scope::Request { backend: true }) {
+        Err(e) if e.contains("reads the response") => Expr::parse(c, Scope::Response)?,
+        r => r?,
+    };
     let m = match e.out_type() {
         Type::Bool => MatchMethod::Bool,
         Type::Int => MatchMethod::Int,

@@ -140,6 +140,9 @@ fn new_proxy(name: &str, kind: ProxyKind, loc: Loc) -> Proxy {
         acls: Vec::new(),
         http_request: Vec::new(),
         http_response: Vec::new(),
+        http_after_response: Vec::new(),
+        log_format: None,
+        captures: Vec::new(),
         use_backends: Vec::new(),
         default_backend: None,
         errorfiles: Vec::new(),
@@ -162,6 +165,7 @@ fn new_proxy(name: &str, kind: ProxyKind, loc: Loc) -> Proxy {
         load_server_state: None,
         stick_table: None,
         stick_rules: Vec::new(),
+        compression: Compression::default(),
         mode: ProxyMode::Http,
         tcp_request: Vec::new(),
         inspect_delay: None,
@@ -217,6 +221,8 @@ const GLOBAL_KEYWORDS: &[&str] = &[
     "tune.maxrewrite",
     "tune.idle-pool.shared",
     "ulimit-n",
+    "tune.http.drain-max",
+    "tune.comp.maxlevel",
     "close-spread-time",
     "master-worker",
 ];
@@ -273,6 +279,7 @@ const PROXY_KEYWORDS: &[&str] = &[
     "http-check",
     "load-server-state-from-file",
     "serve-files",
+    "compression",
     "hash-type",
     "hash-balance-factor",
     "tcp-request",
@@ -281,15 +288,12 @@ const PROXY_KEYWORDS: &[&str] = &[
 /// HAProxy proxy keywords ebb does not implement.
 const HAPROXY_PROXY_UNSUPPORTED: &[&str] = &[
     "cookie",
-    "capture",
-    "compression",
     "fullconn",
     "http-send-name-header",
     "tcp-response",
     "filter",
     "unique-id-format",
     "unique-id-header",
-    "log-format",
     "log-format-sd",
     "error-log-format",
     "log-tag",
@@ -302,7 +306,6 @@ const HAPROXY_PROXY_UNSUPPORTED: &[&str] = &[
     "persist",
     "force-persist",
     "ignore-persist",
-    "http-after-response",
     "rate-limit",
     "source",
     "email-alert",
@@ -771,6 +774,20 @@ impl<'e> Parser<'e> {
             "tune.maxrewrite" => {
                 g.maxrewrite = Some(parse_u32_range(kw, &one(w)?, 0, 1 << 30)? as usize)
             }
+            // ebb's own: HAProxy has no keyword for it (see http1::Drain).
+            "tune.http.drain-max" => {
+                let v = one(w)?;
+                let n = parse_size(&v)?;
+                if n > 1 << 30 {
+                    return Err(format!(
+                        "'tune.http.drain-max' {v} is out of range (0 to 1g)"
+                    ));
+                }
+                g.drain_max = Some(n);
+            }
+            // HAProxy takes 1..=9 (zlib's levels); brotli and zstd get the
+            // same number, clamped to their own range.
+            "tune.comp.maxlevel" => g.comp_maxlevel = Some(parse_u32_range(kw, &one(w)?, 1, 9)?),
             // ebb's idle server connections belong to the thread that
             // made them: 'off' is what ebb does, 'on' it cannot honour.
             "tune.idle-pool.shared" => {
@@ -1578,29 +1595,112 @@ fn proxy_kw(px: &mut Proxy, ctx: &Ctx<'_>, words: &[String]) -> Result<(), Strin
                 loc: loc.clone(),
             });
         }
-        "http-response" => {
+        "log-format" => {
+            ctx.allow(kw, FE, true)?;
+            let [_, f] = w else {
+                return Err("'log-format' expects one format string (quote it)".to_string());
+            };
+            let l = crate::sample::logline::LogLine::parse(f)?;
+            px.log_format = Some(Spanned {
+                value: l,
+                loc: loc.clone(),
+            });
+        }
+        "capture" => {
+            ctx.allow(kw, FE, false)?;
+            let (response, name, len) = match &w[1..] {
+                [side, h, name, l, n] if h == "header" && l == "len" => {
+                    let response = match side.as_str() {
+                        "request" => false,
+                        "response" => true,
+                        o => {
+                            return Err(format!(
+                                "'capture {o}': expected 'capture request header' or 'capture response header'"
+                            ))
+                        }
+                    };
+                    (
+                        response,
+                        name,
+                        parse_u32_range("capture len", n, 1, 65_536)?,
+                    )
+                }
+                [c, ..] if c == "cookie" => {
+                    return Err("'capture cookie' is not supported by ebb yet".to_string())
+                }
+                _ => return Err(
+                    "'capture' expects 'request header NAME len N' or 'response header NAME len N'"
+                        .to_string(),
+                ),
+            };
+            if !crate::net::is_token(name) {
+                return Err(format!("'capture': invalid header name '{name}'"));
+            }
+            px.captures.push(crate::sample::logline::CaptureHdr {
+                response,
+                name: Some(name.to_ascii_lowercase()),
+                len: len as usize,
+            });
+        }
+        "declare" => {
+            ctx.allow(kw, FE, false)?;
+            let [_, c, side, l, n] = w else {
+                return Err("'declare' expects 'capture request|response len N'".to_string());
+            };
+            if c != "capture" || l != "len" {
+                return Err("'declare' expects 'capture request|response len N'".to_string());
+            }
+            let response = match side.as_str() {
+                "request" => false,
+                "response" => true,
+                o => {
+                    return Err(format!(
+                        "'declare capture {o}': expected request or response"
+                    ))
+                }
+            };
+            px.captures.push(crate::sample::logline::CaptureHdr {
+                response,
+                name: None,
+                len: parse_u32_range("declare capture len", n, 1, 65_536)? as usize,
+            });
+        }
+        "http-response" | "http-after-response" => {
             ctx.allow(kw, FE | BE, false)?;
             let action = arg(w, 1, kw)?;
             let (args, c) = split_cond(&w[2..]);
             let act = match action {
-                "set-header" | "add-header" | "del-header" => HttpResponseAction::Header(
-                    parse_header_edit("http-response", action, args, Scope::Response)?,
-                ),
                 a if is_var_action(a) => {
-                    HttpResponseAction::Var(parse_var_action("http-response", a, args, Scope::Response)?)
+                    HttpResponseAction::Var(parse_var_action(kw, a, args, Scope::Response)?)
                 }
-                o => {
-                    return Err(format!(
-                        "unknown 'http-response' action '{o}' (supported: set-header, add-header, del-header)"
-                    ))
+                "capture" if kw == "http-response" => {
+                    HttpResponseAction::Capture(parse_capture_action(px, ctx, true, args)?)
                 }
+                a => match crate::config::rewrite::parse(kw, a, args, Scope::Response)? {
+                    Some(r) => HttpResponseAction::Rewrite(r),
+                    None if matches!(a, "set-header" | "add-header" | "del-header") => {
+                        let e = parse_header_edit(kw, a, args, Scope::Response)?;
+                        crate::config::rewrite::check_response_edit(kw, &e)?;
+                        HttpResponseAction::Header(e)
+                    }
+                    None => {
+                        return Err(format!(
+                            "unknown '{kw}' action '{a}' (supported: set-header, add-header, del-header, replace-header, replace-value, set-status, set-var, set-var-fmt, unset-var)"
+                        ))
+                    }
+                },
             };
             let cond = cond_of(c, px, loc)?;
-            px.http_response.push(HttpResponseRule {
+            let rule = HttpResponseRule {
                 action: act,
                 cond,
                 loc: loc.clone(),
-            });
+            };
+            if kw == "http-response" {
+                px.http_response.push(rule);
+            } else {
+                px.http_after_response.push(rule);
+            }
         }
         "errorfile" => {
             ctx.allow(kw, FE | BE, true)?;
@@ -1895,6 +1995,10 @@ fn proxy_kw(px: &mut Proxy, ctx: &Ctx<'_>, words: &[String]) -> Result<(), Strin
                 loc: ctx.loc.clone(),
             });
         }
+        "compression" => {
+            ctx.allow(kw, FE | BE, true)?;
+            parse_compression(&mut px.compression, ctx, &w[1..])?;
+        }
         "serve-files" => {
             ctx.allow(kw, BE, false)?;
             px.serve_files = Some(parse_serve_files(&w[1..], ctx)?);
@@ -1925,6 +2029,8 @@ fn unreachable_rule(px: &Proxy) -> Result<(), String> {
                     | HttpRequestAction::TrackSc { .. }
                     | HttpRequestAction::ScIncGpc0(_)
                     | HttpRequestAction::ScSetGpt0(..)
+                    | HttpRequestAction::Rewrite(_)
+                    | HttpRequestAction::Capture(_)
             )
     });
     match final_rule {
@@ -2708,6 +2814,70 @@ fn parse_stats(px: &mut Proxy, ctx: &Ctx<'_>, w: &[String]) -> Result<(), String
     Ok(())
 }
 
+/// `compression algo NAME...`, `compression type TYPE...` (each line adds
+/// to the list, as in HAProxy), `compression offload`. HAProxy 2.6 has no
+/// `compression direction`: it is refused like any other word.
+fn parse_compression(c: &mut Compression, ctx: &Ctx<'_>, w: &[String]) -> Result<(), String> {
+    use crate::compress::Coding;
+    match w.first().map(String::as_str) {
+        Some("algo") => {
+            if w.len() < 2 {
+                return Err("'compression algo' expects at least one algorithm".to_string());
+            }
+            for name in &w[1..] {
+                let c2 = Coding::parse(name).ok_or_else(|| {
+                    format!(
+                        "unknown compression algorithm '{name}' (supported: identity, gzip, deflate, raw-deflate, br, zstd)"
+                    )
+                })?;
+                if !c.algos.contains(&c2) {
+                    c.algos.push(c2);
+                }
+            }
+            if c.algos.contains(&Coding::Deflate) && c.algos.contains(&Coding::RawDeflate) {
+                // Both answer to the token "deflate": one would never run.
+                return Err(
+                    "'compression algo' cannot take both 'deflate' and 'raw-deflate' (both answer to 'deflate')"
+                        .to_string(),
+                );
+            }
+        }
+        Some("type") => {
+            if w.len() < 2 {
+                return Err("'compression type' expects at least one MIME type".to_string());
+            }
+            c.types
+                .extend(w[1..].iter().map(|t| t.to_ascii_lowercase()));
+        }
+        Some("offload") => {
+            if w.len() > 1 {
+                return Err("'compression offload' takes no argument".to_string());
+            }
+            if ctx.defaults {
+                // HAProxy warns and ignores it there; ebb refuses.
+                return Err(
+                    "'compression offload' is not allowed in a 'defaults' section (HAProxy ignores it there)"
+                        .to_string(),
+                );
+            }
+            c.offload = true;
+        }
+        Some("minsize-res") => {
+            let [_, v] = w else {
+                return Err("'compression minsize-res' expects a size".to_string());
+            };
+            c.minsize_res = Some(parse_size(v)?);
+        }
+        Some(o) => {
+            return Err(format!(
+                "unknown 'compression {o}' (supported: algo, type, offload, minsize-res)"
+            ))
+        }
+        None => return Err("'compression' expects algo, type or offload".to_string()),
+    }
+    Ok(())
+}
+
 fn parse_serve_files(w: &[String], ctx: &Ctx<'_>) -> Result<ServeFiles, String> {
     let Some(dir) = w.first() else {
         return Err("'serve-files' expects a directory".to_string());
@@ -2720,11 +2890,37 @@ fn parse_serve_files(w: &[String], ctx: &Ctx<'_>) -> Result<ServeFiles, String> 
         max_age: None,
         loc: ctx.loc.clone(),
         dotfiles: false,
+        precompressed: Vec::new(),
     };
     let mut custom_index = false;
     let mut i = 1;
     while i < w.len() {
         let opt = w[i].as_str();
+        if opt == "precompressed" {
+            // Codings up to the next option or the end of the line.
+            i += 1;
+            while let Some(name) = w.get(i) {
+                use crate::compress::Coding;
+                match Coding::parse(name) {
+                    Some(c @ (Coding::Gzip | Coding::Br | Coding::Zstd)) => {
+                        if !sf.precompressed.contains(&c) {
+                            sf.precompressed.push(c);
+                        }
+                    }
+                    _ if SERVE_FILES_OPTIONS.contains(&name.as_str()) => break,
+                    _ => {
+                        return Err(format!(
+                            "'precompressed' takes gzip, br and zstd (the .gz, .br and .zst siblings), got '{name}'"
+                        ))
+                    }
+                }
+                i += 1;
+            }
+            if sf.precompressed.is_empty() {
+                return Err("'precompressed' expects gzip, br or zstd".to_string());
+            }
+            continue;
+        }
         let v = w
             .get(i + 1)
             .map(String::as_str)
@@ -2762,7 +2958,7 @@ fn parse_serve_files(w: &[String], ctx: &Ctx<'_>) -> Result<ServeFiles, String> 
             }
             o => {
                 return Err(format!(
-                    "unknown 'serve-files' option '{o}' (supported: index, listing, dotfiles, follow-symlinks, max-age)"
+                    "unknown 'serve-files' option '{o}' (supported: index, listing, dotfiles, follow-symlinks, max-age, precompressed)"
                 ))
             }
         }
@@ -2770,6 +2966,15 @@ fn parse_serve_files(w: &[String], ctx: &Ctx<'_>) -> Result<ServeFiles, String> 
     }
     Ok(sf)
 }
+
+const SERVE_FILES_OPTIONS: &[&str] = &[
+    "index",
+    "listing",
+    "dotfiles",
+    "follow-symlinks",
+    "max-age",
+    "precompressed",
+];
 
 fn parse_redirect(args: &[String]) -> Result<Redirect, String> {
     let kind = match args.first().map(String::as_str) {
@@ -2825,10 +3030,15 @@ fn parse_redirect(args: &[String]) -> Result<Redirect, String> {
     Ok(r)
 }
 
-fn parse_http_request(px: &Proxy, ctx: &Ctx<'_>, w: &[String]) -> Result<HttpRequestRule, String> {
+fn parse_http_request(
+    px: &mut Proxy,
+    ctx: &Ctx<'_>,
+    w: &[String],
+) -> Result<HttpRequestRule, String> {
     let action = arg(w, 0, "http-request")?;
     let (args, c) = split_cond(&w[1..]);
     let loc = ctx.loc;
+    let rewrite = crate::config::rewrite::parse("http-request", action, args, request_scope(px))?;
     let act = match action {
         "return" => HttpRequestAction::Return(Box::new(parse_return(
             args,
@@ -2857,6 +3067,10 @@ fn parse_http_request(px: &Proxy, ctx: &Ctx<'_>, w: &[String]) -> Result<HttpReq
             }
             HttpRequestAction::Allow
         }
+        _ if rewrite.is_some() => match rewrite {
+            Some(r) => HttpRequestAction::Rewrite(r),
+            None => return Err("internal: rewrite action lost".to_string()),
+        },
         "set-header" | "add-header" | "del-header" => HttpRequestAction::Header(
             parse_header_edit("http-request", action, args, request_scope(px))?,
         ),
@@ -2923,6 +3137,7 @@ fn parse_http_request(px: &Proxy, ctx: &Ctx<'_>, w: &[String]) -> Result<HttpReq
             }
             HttpRequestAction::ScSetGpt0(n, Box::new(e))
         }
+        "capture" => HttpRequestAction::Capture(parse_capture_action(px, ctx, false, args)?),
         "use-service" => match args {
             [s] if s == "prometheus-exporter" => {
                 HttpRequestAction::UseService(Service::PrometheusExporter)
@@ -2936,7 +3151,7 @@ fn parse_http_request(px: &Proxy, ctx: &Ctx<'_>, w: &[String]) -> Result<HttpReq
         },
         o => {
             return Err(format!(
-                "unknown 'http-request' action '{o}' (supported: return, redirect, deny, allow, tarpit, set-header, add-header, del-header, set-var, unset-var, use-service, track-sc0, track-sc1, track-sc2, sc-inc-gpc0, sc-set-gpt0)"
+                "unknown 'http-request' action '{o}' (supported: return, redirect, deny, allow, set-header, add-header, del-header, replace-header, replace-value, set-path, set-pathq, set-query, set-uri, set-method, replace-path, replace-pathq, replace-uri, set-var, set-var-fmt, unset-var, use-service, capture, tarpit, track-sc0, track-sc1, track-sc2, sc-inc-gpc0, sc-set-gpt0)"
             ))
         }
     };
@@ -2956,6 +3171,77 @@ fn sc_index(a: &str, prefix: &str) -> Result<usize, String> {
         Some("2") => Ok(2),
         _ => Err(format!(
             "'{a}': ebb has the tracked counters {prefix}0, {prefix}1 and {prefix}2 (HAProxy's default)"
+        )),
+    }
+}
+
+/// `http-request capture SAMPLE len N|id N`, `http-response capture SAMPLE
+/// id N`: `len` adds a slot to the frontend, `id` names one declared
+/// before (with `declare capture` or a `capture ... len` rule).
+fn parse_capture_action(
+    px: &mut Proxy,
+    ctx: &Ctx<'_>,
+    response: bool,
+    args: &[String],
+) -> Result<crate::sample::logline::CaptureAction, String> {
+    let kw = if response {
+        "http-response"
+    } else {
+        "http-request"
+    };
+    ctx.allow(&format!("{kw} capture"), FE, false)?;
+    let [e, how, n] = args else {
+        return Err(format!(
+            "'{kw} capture' expects SAMPLE len N or SAMPLE id N"
+        ));
+    };
+    let scope = if response {
+        Scope::Response
+    } else {
+        request_scope(px)
+    };
+    let expr = Box::new(Expr::parse(e, scope).map_err(|x| format!("'{kw} capture': {x}"))?);
+    let side: Vec<usize> = px
+        .captures
+        .iter()
+        .enumerate()
+        .filter(|(_, c)| c.response == response)
+        .map(|(i, _)| i)
+        .collect();
+    match how.as_str() {
+        "len" if !response => {
+            let len = parse_u32_range("capture len", n, 1, 65_536)? as usize;
+            px.captures.push(crate::sample::logline::CaptureHdr {
+                response,
+                name: None,
+                len,
+            });
+            Ok(crate::sample::logline::CaptureAction {
+                expr,
+                response,
+                slot: side.len(),
+                len,
+            })
+        }
+        "id" => {
+            let id = parse_u32_range("capture id", n, 0, u32::MAX)? as usize;
+            let Some(&at) = side.get(id) else {
+                return Err(format!(
+                    "'{kw} capture ... id {id}': no {} capture slot {id} is declared before this line (use 'declare capture {} len N')",
+                    if response { "response" } else { "request" },
+                    if response { "response" } else { "request" },
+                ));
+            };
+            Ok(crate::sample::logline::CaptureAction {
+                expr,
+                response,
+                slot: id,
+                len: px.captures[at].len,
+            })
+        }
+        _ => Err(format!(
+            "'{kw} capture' expects SAMPLE {} N",
+            if response { "id" } else { "len N or SAMPLE id" }
         )),
     }
 }
@@ -3031,6 +3317,7 @@ fn parse_header_edit(
         ("set-header", [n, v]) => (EditOp::Set, n, Some(v)),
         ("add-header", [n, v]) => (EditOp::Add, n, Some(v)),
         ("del-header", [n]) => (EditOp::Del, n, None),
+        ("del-header", [n, m, x]) if m == "-m" && x == "str" => (EditOp::Del, n, None),
         ("del-header", _) => return Err(format!("'{kw} del-header' expects NAME")),
         _ => return Err(format!("'{kw} {action}' expects NAME VALUE")),
     };

@@ -1712,11 +1712,6 @@ fn acl_errors() {
     );
     err1(&a("acl x ssl_fc 1"), "t.cfg:3: ", "takes no value");
     err1(
-        &a("acl x status 200"),
-        "t.cfg:3: ",
-        "ACLs on the response are not supported yet",
-    );
-    err1(
         &a("acl x path,nope"),
         "t.cfg:3: ",
         "unknown converter 'nope'",

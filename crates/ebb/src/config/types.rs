@@ -131,6 +131,11 @@ pub struct Global {
     /// `ulimit-n N`: the open-files limit, set at start (default: raised
     /// to what `maxconn` needs).
     pub ulimit_n: Option<u64>,
+    /// `tune.http.drain-max SIZE` (ebb's): most bytes of an unread request
+    /// body dropped after an early answer (default 16k).
+    pub drain_max: Option<u64>,
+    /// `tune.comp.maxlevel N`: the compression level (HAProxy's default 1).
+    pub comp_maxlevel: Option<u32>,
     /// `close-spread-time T|infinite`: how a soft stop spreads the closing
     /// of connections (see the `drain` module).
     pub close_spread: Option<CloseSpread>,
@@ -173,6 +178,8 @@ impl Default for Global {
             log_send_hostname: None,
             maxrewrite: None,
             ulimit_n: None,
+            drain_max: None,
+            comp_maxlevel: None,
             close_spread: None,
             master_worker: false,
         }
@@ -335,6 +342,12 @@ pub struct Proxy {
     pub acls: Vec<Acl>,
     pub http_request: Vec<HttpRequestRule>,
     pub http_response: Vec<HttpResponseRule>,
+    /// `http-after-response` rules: run on every answer, ebb's own too.
+    pub http_after_response: Vec<HttpResponseRule>,
+    /// `log-format` (frontends; inherited from `defaults`).
+    pub log_format: Option<Spanned<crate::sample::logline::LogLine>>,
+    /// `capture request|response header NAME len N` (frontends).
+    pub captures: Vec<crate::sample::logline::CaptureHdr>,
     pub use_backends: Vec<UseBackend>,
     pub default_backend: Option<Spanned<String>>,
     /// `errorfile CODE FILE`, files already read; a later line for the same
@@ -358,6 +371,8 @@ pub struct Proxy {
     pub stick_table: Option<Spanned<crate::table::TableDef>>,
     /// `stick on|match|store-request|store-response` rules, in order.
     pub stick_rules: Vec<StickRule>,
+    /// `compression algo|type|offload`.
+    pub compression: Compression,
     /// `mode http|tcp` (HAProxy's default: tcp; ebb's: http, which it
     /// served alone before, so configs without `mode` keep working).
     pub mode: ProxyMode,
@@ -365,6 +380,19 @@ pub struct Proxy {
     pub tcp_request: Vec<TcpRequestRule>,
     /// `tcp-request inspect-delay`.
     pub inspect_delay: Option<Duration>,
+}
+
+/// A proxy's `compression` lines (HAProxy's meaning: a backend's `algo`
+/// and `type` lists win over its frontend's; `offload` in either holds).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Compression {
+    pub algos: Vec<crate::compress::Coding>,
+    /// Lowercased type prefixes.
+    pub types: Vec<String>,
+    pub offload: bool,
+    /// `compression minsize-res SIZE` (a later HAProxy's keyword; 2.6
+    /// compresses any size, the default here too).
+    pub minsize_res: Option<u64>,
 }
 
 /// `mode http|tcp`.
@@ -763,6 +791,10 @@ pub enum HttpRequestAction {
     Tarpit {
         status: u16,
     },
+    /// `set-path`, `replace-header`, `del-header -m` ... (executed by the `rewrite` module).
+    Rewrite(super::rewrite::Rewrite),
+    /// `capture SAMPLE len N|id N`.
+    Capture(crate::sample::logline::CaptureAction),
 }
 
 /// What a header edit does.
@@ -797,6 +829,10 @@ pub struct HttpRequestRule {
 pub enum HttpResponseAction {
     Header(HeaderEdit),
     Var(crate::sample::VarAction),
+    /// `set-status`, `replace-header`, `del-header -m` ... (executed by the `rewrite` module).
+    Rewrite(super::rewrite::Rewrite),
+    /// `capture SAMPLE id N`.
+    Capture(crate::sample::logline::CaptureAction),
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -1029,6 +1065,9 @@ pub struct ServeFiles {
     /// `dotfiles allow|deny` (default deny: 404 for dot-files and
     /// dot-directories but `/.well-known/`).
     pub dotfiles: bool,
+    /// `precompressed gzip|br|zstd ...`: codings whose sibling file
+    /// (`F.gz`, `F.br`, `F.zst`) is served to a client accepting it.
+    pub precompressed: Vec<crate::compress::Coding>,
 }
 
 /// `http-check expect [!] status|rstatus|string|rstring PATTERN`.

@@ -115,6 +115,9 @@ pub struct ChunkedDecoder {
     name: [u8; 17],
     name_len: usize,
     limits: ChunkedLimits,
+    /// Return from `decode` when the last chunk's size line is read, so a
+    /// re-encoder knows where the trailer section starts.
+    stop_at_trailers: bool,
 }
 
 impl Default for ChunkedDecoder {
@@ -139,12 +142,29 @@ impl ChunkedDecoder {
             name: [0; 17],
             name_len: 0,
             limits,
+            stop_at_trailers: false,
         }
     }
 
     /// Back to the start of a new body (same limits).
     pub fn reset(&mut self) {
+        let stop = self.stop_at_trailers;
         *self = ChunkedDecoder::new(self.limits);
+        self.stop_at_trailers = stop;
+    }
+
+    /// Whether the last chunk was read: what `decode` consumes from now on
+    /// is the trailer section and the final empty line.
+    pub fn in_trailers(&self) -> bool {
+        matches!(
+            self.state,
+            State::TrailerStart
+                | State::TrailerName
+                | State::TrailerValue
+                | State::TrailerLf
+                | State::EndLf
+                | State::Done
+        )
     }
 
     /// True once the whole body, trailers included, was consumed.
@@ -200,7 +220,10 @@ impl ChunkedDecoder {
             if let Err(e) = self.step(b) {
                 return self.fail(e);
             }
-            if self.state == State::Done {
+            // Just past the last chunk's size line (no trailer byte yet).
+            let at_trailers =
+                self.stop_at_trailers && self.state == State::TrailerStart && self.trailer_len == 0;
+            if self.state == State::Done || at_trailers {
                 break;
             }
         }
@@ -381,6 +404,79 @@ fn hex_value(b: u8) -> Option<u8> {
         b'a'..=b'f' => Some(b - b'a' + 10),
         b'A'..=b'F' => Some(b - b'A' + 10),
         _ => None,
+    }
+}
+
+// --- canonical re-encoding ---------------------------------------------------
+
+/// Re-emits a chunked body toward a server with canonical framing: each
+/// piece of data as a chunk whose size is lowercase hex without leading
+/// zeros, no chunk extensions, and the trailer section as received (it was
+/// validated). A size the client wrote as `000000000000000a` or
+/// `100000005` therefore never reaches a server that might read it
+/// differently (one truncating sizes to 32 bits would see 5), and an
+/// extension cannot carry bytes a server parses. HAProxy re-emits chunks
+/// the same way (its HTX layer keeps only the data).
+///
+/// Chunk boundaries follow what was read, not what the client sent: a
+/// chunk that arrives in two reads goes out as two chunks. The last chunk
+/// and the trailer section are held until the section is complete and
+/// valid (it is bounded, 16 KiB by default): a server never sees the end
+/// of a message the client did not end properly.
+#[derive(Clone, Debug)]
+pub struct ChunkedRecoder {
+    dec: ChunkedDecoder,
+    /// The trailer section so far (from the last chunk on).
+    trailers: Vec<u8>,
+}
+
+impl Default for ChunkedRecoder {
+    fn default() -> Self {
+        ChunkedRecoder {
+            dec: ChunkedDecoder {
+                stop_at_trailers: true,
+                ..ChunkedDecoder::default()
+            },
+            trailers: Vec::new(),
+        }
+    }
+}
+
+impl ChunkedRecoder {
+    /// Reads what of the body `input` holds and appends its canonical form
+    /// to `out`. Returns the input bytes consumed and whether the body
+    /// (trailers included) is complete; bytes after its end are left.
+    pub fn recode(&mut self, input: &[u8], out: &mut Vec<u8>) -> Result<(usize, bool), HttpError> {
+        let mut pos = 0;
+        loop {
+            let trailers = self.dec.in_trailers();
+            let d = match self.dec.decode(&input[pos..]) {
+                Ok(d) => d,
+                // What came before the error goes first (as the decoder,
+                // the recoder then fails again on the next call).
+                Err(_) if pos > 0 => return Ok((pos, false)),
+                Err(e) => return Err(e),
+            };
+            if trailers {
+                // Trailer lines and the final CRLF, as received, once all
+                // of them arrived.
+                self.trailers
+                    .extend_from_slice(&input[pos..pos + d.consumed]);
+                if d.done {
+                    out.extend_from_slice(b"0\r\n");
+                    out.append(&mut self.trailers);
+                }
+            } else if !d.data.is_empty() {
+                let data = &input[pos + d.data.start..pos + d.data.end];
+                out.extend_from_slice(ChunkHeader::new(data.len() as u64).as_ref());
+                out.extend_from_slice(data);
+                out.extend_from_slice(CHUNK_END);
+            }
+            pos += d.consumed;
+            if d.done || d.consumed == 0 {
+                return Ok((pos, d.done));
+            }
+        }
     }
 }
 

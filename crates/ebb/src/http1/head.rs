@@ -125,6 +125,11 @@ pub struct Limits {
     /// recipient that disagrees with a peer about line ends is a smuggling
     /// vector, and no real client sends bare LF.
     pub allow_bare_lf: bool,
+    /// Most bytes of a request body read and dropped after an early answer
+    /// (`tune.http.drain-max`, see [`super::Drain`]). Default 16 KiB:
+    /// HAProxy's buffer size, about what HAProxy 2.6 takes in before it
+    /// closes such a connection.
+    pub max_drain: u64,
 }
 
 /// Hard ceiling on [`Limits::max_headers`]: the parser keeps that many
@@ -138,6 +143,7 @@ impl Default for Limits {
             max_head_bytes: 15 * 1024,
             max_headers: 101,
             allow_bare_lf: false,
+            max_drain: 16 * 1024,
         }
     }
 }

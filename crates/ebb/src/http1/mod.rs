@@ -89,6 +89,7 @@
 //! read until close.
 
 mod chunked;
+mod drain;
 mod error;
 mod head;
 mod hop;
@@ -100,14 +101,18 @@ mod writer;
 mod tests;
 
 pub use chunked::{
-    ChunkHeader, ChunkedDecoder, ChunkedEncoder, ChunkedLimits, Decoded, CHUNK_END, LAST_CHUNK,
+    ChunkHeader, ChunkedDecoder, ChunkedEncoder, ChunkedLimits, ChunkedRecoder, Decoded, CHUNK_END,
+    LAST_CHUNK,
 };
+pub use drain::{Drain, DrainStep};
 pub use error::HttpError;
 pub use head::{BodyFraming, HeaderSpan, Limits, Span, Version, MAX_HEADERS_CAP};
 pub use hop::{
     find_header, forwardable, is_hop_by_hop, is_hop_by_hop_name, named_in_connection, HOP_BY_HOP,
 };
-pub use request::{parse_request, parse_request_into, Method, RequestHead, Status, TargetForm};
+pub use request::{
+    parse_request, parse_request_into, Method, RequestHead, Status, TargetForm, CONNECT_ALLOW,
+};
 pub use response::{parse_response, parse_response_into, ResponseHead};
 pub(crate) use writer::decimal;
 pub use writer::{

@@ -286,15 +286,30 @@ pub fn parse_request_into(
     };
     if let Some(u) = head.upgrade {
         let mut websocket = false;
+        let mut only_h2c = true;
         for_each_member(u.get(buf), |m, _| {
             websocket |= m.eq_ignore_ascii_case(b"websocket");
+            only_h2c &= m.eq_ignore_ascii_case(b"h2c");
         });
+        if only_h2c {
+            // RFC 9113 §3.1 removed the h2c upgrade; a server still doing
+            // it would switch to HTTP/2 inside a tunnel no rule sees. The
+            // request goes on as plain HTTP/1.1 (Upgrade, Connection and
+            // the HTTP2-Settings they name are hop-by-hop: not forwarded).
+            head.upgrade = None;
+            return Ok(Status::Complete(()));
+        }
         if websocket && !websocket_handshake_ok(buf, &f) {
             return Err(HttpError::BadWebSocketHandshake);
         }
     }
     Ok(Status::Complete(()))
 }
+
+/// The `Allow` value of the 405 answering a CONNECT: ebb opens no tunnel
+/// (HAProxy neither, without a configuration that routes CONNECT), and
+/// these are the methods it answers or forwards.
+pub const CONNECT_ALLOW: &[u8] = b"GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS";
 
 /// RFC 6455 §4.1 and §11.3: a websocket opening handshake carries exactly
 /// one `Sec-WebSocket-Key`, the base64 form of 16 bytes (24 characters,

@@ -227,6 +227,17 @@ fn upgrade_needs_connection_option_and_http11() {
         ok(b"GET / HTTP/1.0\r\nConnection: upgrade\r\nUpgrade: websocket\r\n\r\n").upgrade,
         None
     );
+    // The h2c upgrade is not one: the request is plain HTTP/1.1.
+    let h2c = ok(
+        b"GET / HTTP/1.1\r\nHost: a\r\nConnection: Upgrade, HTTP2-Settings\r\n\
+        Upgrade: H2C\r\nHTTP2-Settings: AAMAAABkAAQAAP__\r\n\r\n",
+    );
+    assert_eq!(h2c.upgrade, None);
+    let buf = b"GET / HTTP/1.1\r\nHost: a\r\nConnection: upgrade\r\nUpgrade: h2c, foo/2\r\n\r\n";
+    assert_eq!(
+        ok(buf).upgrade.map(|s| s.get(buf)),
+        Some(&b"h2c, foo/2"[..])
+    );
 }
 
 #[test]
@@ -1614,4 +1625,96 @@ fn timing_parse_and_write() {
          (httparse alone: {raw_ns:.0} ns); response head write: {write_ns:.0} ns",
         buf.len()
     );
+}
+
+// --- canonical chunk re-encoding --------------------------------------------------
+
+/// Re-encodes `body` fed in pieces of `step` bytes; (output, consumed, done).
+fn recode_in(body: &[u8], step: usize) -> (Vec<u8>, usize, bool) {
+    let mut r = ChunkedRecoder::default();
+    let mut out = Vec::new();
+    let mut pos = 0;
+    let mut done = false;
+    // Each call sees what has arrived and not been consumed yet.
+    let mut end = 0;
+    while !done && end < body.len() {
+        end = (end + step).min(body.len());
+        let (n, d) = r.recode(&body[pos..end], &mut out).unwrap();
+        pos += n;
+        done = d;
+    }
+    (out, pos, done)
+}
+
+#[test]
+fn recoder_writes_canonical_sizes_and_keeps_data_and_trailers() {
+    let body: &[u8] = b"000000000000000A\r\n0123456789\r\n5;a=b;c=\"d e\"\r\nhello\r\n\
+        00000;x\r\nX-T: 1\r\n\r\nGET /next";
+    for step in [1, 2, 3, 7, body.len()] {
+        let (out, consumed, done) = recode_in(body, step);
+        assert!(done, "step {step}");
+        assert_eq!(&body[consumed..], b"GET /next", "step {step}");
+        // The result decodes to the same data and is itself canonical.
+        let mut d = ChunkedDecoder::default();
+        let mut data = Vec::new();
+        let (n, ok) = d.decode_to_vec(&out, &mut data).unwrap();
+        assert!(ok && n == out.len(), "step {step}");
+        assert_eq!(data, b"0123456789hello");
+        let text = String::from_utf8(out.clone()).unwrap();
+        assert!(text.ends_with("\r\n0\r\nX-T: 1\r\n\r\n"), "{text:?}");
+        assert!(!text.contains(';'), "{text:?}");
+        // Walk the size lines: each canonical.
+        let mut rest = &out[..];
+        loop {
+            let le = rest.windows(2).position(|w| w == b"\r\n").unwrap();
+            let line = std::str::from_utf8(&rest[..le]).unwrap();
+            assert!(
+                line == "0" || !line.starts_with('0'),
+                "{line:?} in {text:?}"
+            );
+            assert_eq!(line, line.to_ascii_lowercase());
+            let n = usize::from_str_radix(line, 16).unwrap();
+            if n == 0 {
+                break;
+            }
+            rest = &rest[le + 2 + n + 2..];
+        }
+    }
+    // Whole, the 10-byte chunk goes out as `a`.
+    let (out, _, _) = recode_in(body, body.len());
+    assert!(out.starts_with(b"a\r\n0123456789\r\n5\r\nhello\r\n0\r\n"));
+}
+
+#[test]
+fn recoder_never_forwards_an_oversized_size_line() {
+    // A size past 32 bits: the data that came is sent as a chunk of its
+    // real size; the body is not complete.
+    let body = b"100000005\r\nhelloGET /smuggled HTTP/1.1\r\n";
+    let (out, consumed, done) = recode_in(body, body.len());
+    assert!(!done);
+    assert_eq!(consumed, body.len());
+    assert_eq!(out, b"1d\r\nhelloGET /smuggled HTTP/1.1\r\n\r\n");
+    // Bad framing is refused as by the decoder; what came before it goes
+    // first, the error on the next call.
+    let mut r = ChunkedRecoder::default();
+    assert!(r.recode(b"0000000000000000a\r\n", &mut Vec::new()).is_err());
+    let mut r = ChunkedRecoder::default();
+    let mut out = Vec::new();
+    assert_eq!(r.recode(b"5\r\nhelloXX", &mut out).unwrap(), (8, false));
+    assert_eq!(out, b"5\r\nhello\r\n");
+    assert!(r.recode(b"XX", &mut out).is_err());
+    let mut r = ChunkedRecoder::default();
+    let (_, done) = r.recode(b"0\r\n\r\n", &mut Vec::new()).unwrap();
+    assert!(done);
+    // The last chunk waits for a complete, valid trailer section: a
+    // refused trailer leaves the server with an unfinished body.
+    let mut r = ChunkedRecoder::default();
+    let mut out = Vec::new();
+    let (n, done) = r
+        .recode(b"5\r\nhello\r\n0\r\nX-A: 1\r\n", &mut out)
+        .unwrap();
+    assert!(!done && n == 21);
+    assert_eq!(out, b"5\r\nhello\r\n");
+    assert!(r.recode(b"Content-Length: 5\r\n\r\n", &mut out).is_err());
+    assert_eq!(out, b"5\r\nhello\r\n");
 }

@@ -27,8 +27,18 @@ pub(super) enum Fetch {
     SrvName,
     Method,
     Path,
+    /// `pathq`: the path with its query string (no scheme nor authority).
+    PathQ,
     Query,
     Url,
+    /// `http_first_req`: the first request of the connection.
+    FirstReq,
+    /// `url_param(NAME[,DELIM])`: a query-string parameter's value
+    /// (`None`: the first parameter's).
+    UrlParam {
+        name: Option<String>,
+        delim: u8,
+    },
     Base,
     ReqVer,
     /// `hdr`/`req.hdr`/`res.hdr` (comma-split values) or `req.fhdr`/
@@ -176,6 +186,24 @@ impl Fetch {
             "srv_name" => res_only(none(Fetch::SrvName)?),
             "method" => req_only(none(Fetch::Method)?),
             "path" => req_only(none(Fetch::Path)?),
+            "pathq" => req_only(none(Fetch::PathQ)?),
+            "url_param" | "urlp" => {
+                arg_count(name, args, 0, 2)?;
+                let delim = match args.get(1).map(String::as_bytes) {
+                    None | Some(b"") => b'&',
+                    Some([d]) => *d,
+                    Some(_) => {
+                        return Err(format!("fetch '{name}': the delimiter is one character"))
+                    }
+                };
+                req_only(Fetch::UrlParam {
+                    name: args.first().filter(|n| !n.is_empty()).cloned(),
+                    delim,
+                })
+            }
+            // The connection's count outlives the request: HAProxy's
+            // reg-tests read it in http-after-response rules too.
+            "http_first_req" => none(Fetch::FirstReq),
             "query" => req_only(none(Fetch::Query)?),
             "url" => req_only(none(Fetch::Url)?),
             "base" => req_only(none(Fetch::Base)?),
@@ -297,6 +325,25 @@ impl Fetch {
         }
     }
 
+    /// Which message the fetch reads: `Some(false)` the request,
+    /// `Some(true)` the response, `None` neither.
+    pub(super) fn reads_response(&self) -> Option<bool> {
+        match self {
+            Fetch::Method
+            | Fetch::Path
+            | Fetch::PathQ
+            | Fetch::Query
+            | Fetch::Url
+            | Fetch::Base
+            | Fetch::ReqVer
+            | Fetch::UrlParam { .. }
+            | Fetch::Cook(_) => Some(false),
+            Fetch::Hdr { res, .. } | Fetch::HdrCnt { res, .. } => Some(*res),
+            Fetch::Status | Fetch::SrvName => Some(true),
+            _ => None,
+        }
+    }
+
     pub(super) fn out_type(&self) -> Type {
         match self {
             Fetch::ReqLen | Fetch::ReqSslHelloType => Type::Int,
@@ -308,7 +355,7 @@ impl Fetch {
             | Fetch::Int(_)
             | Fetch::Date(_)
             | Fetch::Rand(_) => Type::Int,
-            Fetch::SslFc | Fetch::Bool(_) => Type::Bool,
+            Fetch::SslFc | Fetch::Bool(_) | Fetch::FirstReq => Type::Bool,
             // Typed when set; converters cast at run time from a string.
             Fetch::Var(_) => Type::Str,
             Fetch::Method => Type::Meth,
@@ -342,6 +389,27 @@ impl Fetch {
                 let r = ctx.req?;
                 let p = r.head.path.get(r.buf);
                 put(s, split_q(p).0)
+            }
+            Fetch::PathQ => {
+                let r = ctx.req?;
+                put(s, r.head.path.get(r.buf))
+            }
+            Fetch::UrlParam { name, delim } => {
+                let r = ctx.req?;
+                let q = split_q(r.head.path.get(r.buf)).1?;
+                // HAProxy's find_url_param_pos: the first `NAME=`, or the
+                // first parameter when no name is given.
+                let v = q.split(|c| c == delim).find_map(|p| match name {
+                    None => Some(p.splitn(2, |&c| c == b'=').nth(1).unwrap_or(b"")),
+                    Some(n) => p
+                        .strip_prefix(n.as_bytes())
+                        .and_then(|rest| rest.strip_prefix(b"=")),
+                })?;
+                put(s, v)
+            }
+            Fetch::FirstReq => {
+                let n = ctx.vars?.try_borrow().ok()?.requests;
+                Some(Val::Bool(n == 1))
             }
             Fetch::Query => {
                 let r = ctx.req?;

@@ -107,6 +107,66 @@ fn alias(name: &str, scope: Scope) -> Result<Alias, String> {
     Ok(a)
 }
 
+/// What follows a `%` in a log-format string (other than `%%`).
+pub(super) enum Item<'t> {
+    /// `%[expr]`.
+    Expr(Expr),
+    /// `%name`: a variable or alias name (letters and digits).
+    Name(&'t str),
+}
+
+/// Reads the item after the `%` at `text[i - 1]`: optional `{+Q,-Q}`
+/// flags, then `[expr]` or a name. Returns it, whether `+Q` was given,
+/// and where the text goes on.
+pub(super) fn item(
+    text: &str,
+    mut i: usize,
+    scope: Scope,
+) -> Result<(Item<'_>, bool, usize), String> {
+    let b = text.as_bytes();
+    let mut quote = false;
+    if b.get(i) == Some(&b'{') {
+        let Some(end) = text[i..].find('}') else {
+            return Err(format!("missing '}}' after '%{{' in '{text}'"));
+        };
+        for flag in text[i + 1..i + end].split(',') {
+            match flag {
+                "+Q" => quote = true,
+                "-Q" => quote = false,
+                "" => {}
+                o => {
+                    return Err(format!(
+                        "log-format flag '{o}' is not supported (supported: +Q, -Q)"
+                    ))
+                }
+            }
+        }
+        i += end + 1;
+    }
+    if b.get(i) == Some(&b'[') {
+        let mut p = Parser::new(text);
+        p.pos = i + 1;
+        let e = p.expr(scope)?;
+        if b.get(p.pos) != Some(&b']') {
+            return Err(format!(
+                "missing ']' after sample expression '{}' in '{text}'",
+                e.text()
+            ));
+        }
+        return Ok((Item::Expr(e), quote, p.pos + 1));
+    }
+    let start = i;
+    while i < b.len() && b[i].is_ascii_alphanumeric() {
+        i += 1;
+    }
+    if start == i {
+        return Err(format!(
+            "'%' must be followed by a variable name, '[' or '%' in '{text}' (write '%%' for a '%')"
+        ));
+    }
+    Ok((Item::Name(&text[start..i]), quote, i))
+}
+
 impl LogFormat {
     /// Parses a log-format string for use in `scope`.
     pub fn parse(text: &str, scope: Scope) -> Result<LogFormat, String> {
@@ -126,55 +186,21 @@ impl LogFormat {
                 i += 1;
                 continue;
             }
-            let mut quote = false;
-            if b.get(i) == Some(&b'{') {
-                let Some(end) = text[i..].find('}') else {
-                    return Err(format!("missing '}}' after '%{{' in '{text}'"));
-                };
-                for flag in text[i + 1..i + end].split(',') {
-                    match flag {
-                        "+Q" => quote = true,
-                        "-Q" => quote = false,
-                        "" => {}
-                        o => {
-                            return Err(format!(
-                                "log-format flag '{o}' is not supported (supported: +Q, -Q)"
-                            ))
-                        }
-                    }
-                }
-                i += end + 1;
-            }
+            let (it, quote, next) = item(text, i, scope)?;
+            i = next;
             if !lit.is_empty() {
                 parts.push(Part::Text(std::mem::take(&mut lit)));
             }
-            if b.get(i) == Some(&b'[') {
-                let mut p = Parser::new(text);
-                p.pos = i + 1;
-                let e = p.expr(scope)?;
-                if b.get(p.pos) != Some(&b']') {
-                    return Err(format!(
-                        "missing ']' after sample expression '{}' in '{text}'",
-                        e.text()
-                    ));
-                }
-                i = p.pos + 1;
+            let name = match it {
                 // HAProxy 2.6 applies no quoting to %[...] in these strings.
-                parts.push(Part::Expr(Box::new(e)));
-                continue;
-            }
-            let start = i;
-            while i < b.len() && b[i].is_ascii_alphanumeric() {
-                i += 1;
-            }
-            if start == i {
-                return Err(format!(
-                    "'%' must be followed by a variable name, '[' or '%' in '{text}' (write '%%' for a '%')"
-                ));
-            }
+                Item::Expr(e) => {
+                    parts.push(Part::Expr(Box::new(e)));
+                    continue;
+                }
+                Item::Name(n) => n,
+            };
             // Aliases are the longest known name at this point: `%cip`
             // is not `%ci` followed by `p`, so refuse unknown names whole.
-            let name = &text[start..i];
             parts.push(Part::Alias {
                 a: alias(name, scope)?,
                 quote,
@@ -304,7 +330,7 @@ fn version(v: Version) -> &'static [u8] {
 }
 
 /// The host name, read once (HAProxy's `%H`).
-fn hostname() -> &'static str {
+pub(super) fn hostname() -> &'static str {
     static H: std::sync::OnceLock<String> = std::sync::OnceLock::new();
     H.get_or_init(|| {
         std::fs::read_to_string("/proc/sys/kernel/hostname")

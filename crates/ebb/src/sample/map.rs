@@ -18,6 +18,9 @@ enum Match {
     Dir,
     Dom,
     Reg,
+    /// `regm`: a regular expression whose value may name its groups
+    /// (`\1`...), replaced by what they matched.
+    Regm,
     Ip,
     Int,
 }
@@ -51,6 +54,7 @@ impl Map {
             Some("dir") => Match::Dir,
             Some("dom") => Match::Dom,
             Some("reg") => Match::Reg,
+            Some("regm") => Match::Regm,
             Some("ip") => Match::Ip,
             Some("int") => Match::Int,
             Some(o) => return Err(format!("unknown converter '{name}' (map match '{o}')")),
@@ -63,6 +67,11 @@ impl Map {
         };
         if parts.next().is_some() {
             return Err(format!("unknown converter '{name}'"));
+        }
+        if how == Match::Regm && out != Type::Str {
+            return Err(format!(
+                "converter '{name}': map_regm gives strings only (use map_regm or map_regm_str)"
+            ));
         }
         if args.is_empty() || args.len() > 2 {
             return Err(format!(
@@ -102,7 +111,7 @@ impl Map {
             let bad = |e: String| format!("map file '{}' line {}: {e}", args[0], i + 1);
             check_out(v, "value").map_err(bad)?;
             let key = match how {
-                Match::Reg => Key::Re(
+                Match::Reg | Match::Regm => Key::Re(
                     Regex::new(k)
                         .map_err(|e| bad(format!("invalid regular expression '{k}': {e}")))?,
                 ),
@@ -162,6 +171,21 @@ impl Map {
     }
 
     pub(super) fn apply(&self, v: Val, s: &mut Scratch) -> Option<Val> {
+        if self.how == Match::Regm {
+            let hit = self.entries.iter().find_map(|(k, val)| match k {
+                Key::Re(re) => re.captures(&s.cur).map(|c| (c, val)),
+                _ => None,
+            });
+            let mut out = Vec::new();
+            match hit {
+                Some((caps, val)) => expand(val, &caps, &mut out),
+                None => out.extend_from_slice(self.default.as_deref()?),
+            }
+            s.tmp.clear();
+            s.tmp.extend_from_slice(&out);
+            std::mem::swap(&mut s.cur, &mut s.tmp);
+            return Some(Val::Str);
+        }
         let out = self.find(v, &s.cur)?;
         match self.out {
             Type::Int => Some(Val::Int(
@@ -203,4 +227,37 @@ pub(crate) fn word(s: &[u8], p: &[u8], delims: &[u8], icase: bool) -> bool {
                 &s[i..i + n] == p
             }
     })
+}
+
+/// HAProxy's `exp_replace`: `\N` is the Nth group (empty if it did not
+/// take part), `\xHH` a byte, `\` before anything else that character.
+pub(crate) fn expand(tpl: &[u8], caps: &regex::bytes::Captures<'_>, out: &mut Vec<u8>) {
+    let mut i = 0;
+    while i < tpl.len() {
+        let c = tpl[i];
+        if c != b'\\' || i + 1 >= tpl.len() {
+            out.push(c);
+            i += 1;
+            continue;
+        }
+        let n = tpl[i + 1];
+        if n.is_ascii_digit() {
+            if let Some(m) = caps.get((n - b'0') as usize) {
+                out.extend_from_slice(m.as_bytes());
+            }
+            i += 2;
+        } else if n == b'x'
+            && i + 3 < tpl.len() + 1
+            && tpl
+                .get(i + 2..i + 4)
+                .is_some_and(|h| h.iter().all(u8::is_ascii_hexdigit))
+        {
+            let h = std::str::from_utf8(&tpl[i + 2..i + 4]).unwrap_or("00");
+            out.push(u8::from_str_radix(h, 16).unwrap_or(0));
+            i += 4;
+        } else {
+            out.push(n);
+            i += 2;
+        }
+    }
 }

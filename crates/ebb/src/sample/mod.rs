@@ -24,6 +24,7 @@ mod conv;
 mod fetch;
 pub mod hash;
 mod logfmt;
+pub mod logline;
 pub(crate) mod map;
 mod stk;
 #[cfg(test)]
@@ -333,6 +334,12 @@ impl Expr {
             ));
         }
         Ok(e)
+    }
+
+    /// Which message the expression's fetch reads: `Some(false)` the
+    /// request, `Some(true)` the response, `None` neither.
+    pub fn reads_response(&self) -> Option<bool> {
+        self.fetch.reads_response()
     }
 
     /// The type the expression produces.

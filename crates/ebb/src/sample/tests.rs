@@ -452,3 +452,17 @@ fn tcp_payload_fetches_say_when_more_bytes_could_change_them() {
     assert!(check("%[req.payload(2,4)]", b"PIN", false));
     assert!(!check("%[req.payload(0,2)]", b"PIN", false));
 }
+
+#[test]
+fn url_param_and_pathq() {
+    // REQ's target is /p/q?x=1&y.
+    assert_eq!(lf("%[pathq]"), "/p/q?x=1&y");
+    assert_eq!(lf("%[url_param(x)]"), "1");
+    assert_eq!(lf("%[urlp(x)]"), "1");
+    // No name: the first parameter; a name without '=' has no value.
+    assert_eq!(lf("%[url_param()]"), "1");
+    assert_eq!(lf("<%[url_param(y)]>"), "<>");
+    assert_eq!(lf("<%[url_param(z)]>"), "<>");
+    assert!(err("%[url_param(x,ab)]", RQ).contains("one character"));
+    assert!(err("%[pathq]", Scope::Response).contains("reads the request"));
+}

@@ -154,11 +154,19 @@ pub struct VarStore {
     pub txn: Vars,
     pub req: Vars,
     pub res: Vars,
+    /// Requests begun on this connection (`http_first_req`).
+    pub requests: u64,
+    /// `capture request|response header` values of the exchange.
+    pub req_caps: Vec<Option<Vec<u8>>>,
+    pub res_caps: Vec<Option<Vec<u8>>>,
 }
 
 impl VarStore {
     /// A new request on the connection: `txn`, `req` and `res` start empty.
     pub fn begin_request(&mut self) {
+        self.requests += 1;
+        self.req_caps.clear();
+        self.res_caps.clear();
         self.txn.clear();
         self.req.clear();
         self.res.clear();

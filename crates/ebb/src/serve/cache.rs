@@ -42,6 +42,9 @@ pub struct OpenFile {
     pub content_type: String,
     /// The whole content when the file is small.
     pub small: Option<Vec<u8>>,
+    /// `precompressed`: the siblings found beside it (`F.gz`, `F.br`,
+    /// `F.zst`), in the configured order.
+    pub siblings: Vec<(crate::compress::Coding, Arc<OpenFile>)>,
 }
 
 /// What a path maps to, as the connection needs it.
@@ -65,40 +68,66 @@ pub fn lookup_blocking(cfg: &FilesConfig, clean: &str) -> Found {
             Err(_) => Found::Refused(Refusal::Forbidden),
         },
         Ok(Resolved::File { path, .. }) => {
-            let file = match File::open(&path) {
+            let ct = content_type(&path);
+            let mut f = match open_file(path.clone(), ct.clone()) {
                 Ok(f) => f,
-                Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
-                    return Found::Refused(Refusal::Forbidden)
+                Err(r) => return Found::Refused(r),
+            };
+            for &c in &cfg.precompressed {
+                let mut p = path.clone().into_os_string();
+                p.push(super::comp::sibling_ext(c));
+                let p = std::path::PathBuf::from(p);
+                // A symlinked sibling could lead out of the root: only
+                // with `follow-symlinks on`.
+                let link = std::fs::symlink_metadata(&p).is_ok_and(|m| m.file_type().is_symlink());
+                if link && !cfg.follow_symlinks {
+                    continue;
                 }
-                Err(_) => return Found::Refused(Refusal::NotFound),
-            };
-            // Stat the opened file, not the path: the two may differ if the
-            // file was replaced in between.
-            let meta = match file.metadata() {
-                Ok(m) if m.is_file() => m,
-                _ => return Found::Refused(Refusal::NotFound),
-            };
-            let validators = Validators::of(&meta);
-            let small = if meta.len() <= SMALL_FILE {
-                let mut v = Vec::with_capacity(meta.len() as usize);
-                use std::io::Read;
-                match (&file).take(SMALL_FILE + 1).read_to_end(&mut v) {
-                    // A file that changed size under us: serve what the
-                    // validators say, or refuse.
-                    Ok(n) if n as u64 == meta.len() => Some(v),
-                    _ => return Found::Refused(Refusal::NotFound),
+                // A sibling that cannot be opened is simply not there.
+                if let Ok(s) = open_file(p, ct.clone()) {
+                    f.siblings.push((c, Arc::new(s)));
                 }
-            } else {
-                None
-            };
-            Found::File(Arc::new(OpenFile {
-                content_type: content_type(&path),
-                file,
-                validators,
-                small,
-            }))
+            }
+            Found::File(Arc::new(f))
         }
     }
+}
+
+/// Opens, stats and (when small) reads one file.
+fn open_file(path: std::path::PathBuf, content_type: String) -> Result<OpenFile, Refusal> {
+    let file = match File::open(&path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
+            return Err(Refusal::Forbidden)
+        }
+        Err(_) => return Err(Refusal::NotFound),
+    };
+    // Stat the opened file, not the path: the two may differ if the file
+    // was replaced in between.
+    let meta = match file.metadata() {
+        Ok(m) if m.is_file() => m,
+        _ => return Err(Refusal::NotFound),
+    };
+    let validators = Validators::of(&meta);
+    let small = if meta.len() <= SMALL_FILE {
+        let mut v = Vec::with_capacity(meta.len() as usize);
+        use std::io::Read;
+        match (&file).take(SMALL_FILE + 1).read_to_end(&mut v) {
+            // A file that changed size under us: serve what the
+            // validators say, or refuse.
+            Ok(n) if n as u64 == meta.len() => Some(v),
+            _ => return Err(Refusal::NotFound),
+        }
+    } else {
+        None
+    };
+    Ok(OpenFile {
+        content_type,
+        file,
+        validators,
+        small,
+        siblings: Vec::new(),
+    })
 }
 
 /// A per-thread map from (backend, clean path) to a recent lookup.

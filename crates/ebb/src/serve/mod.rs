@@ -11,6 +11,7 @@
 //!   stream.
 
 pub mod cache;
+pub mod comp;
 pub mod files;
 pub mod metrics;
 pub mod stats;

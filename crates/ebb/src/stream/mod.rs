@@ -33,7 +33,7 @@ use std::sync::{Arc, Mutex};
 use sched::{Ctx, Reasons, Status, TaskletId, Tick};
 
 use crate::config::HttpRequestAction;
-use crate::http1::{BodyFraming, Method, ResponseWriter, TargetForm};
+use crate::http1::{BodyFraming, Drain, Method, ResponseWriter, TargetForm, CONNECT_ALLOW};
 use crate::mux::h1::client::{Body, In, LogFacts};
 use crate::mux::h1::server::ServerSide;
 use crate::mux::h1::Exchange;
@@ -82,8 +82,6 @@ pub struct Stream {
     /// The client's output length when the current answer started (for
     /// the log).
     resp_start: usize,
-    /// `http-response` edits for the current answer.
-    edits: Vec<(bool, usize)>,
     /// The server side of a proxied exchange.
     up: Option<Box<proxy::Upstream>>,
     /// The server socket and its buffers, shared with `side_task`.
@@ -105,6 +103,33 @@ impl crate::mux::h1::FileBody for crate::serve::cache::OpenFile {
 
     fn file(&self) -> &std::fs::File {
         &self.file
+    }
+}
+
+/// A file compressed on the fly: the client side asks for it a slice at a
+/// time (`serve::comp`).
+struct FileSlices {
+    file: Arc<crate::serve::cache::OpenFile>,
+    pos: u64,
+    end: u64,
+    comp: Box<crate::compress::BodyCompressor>,
+}
+
+impl crate::mux::h1::SliceBody for FileSlices {
+    fn next_slice(&mut self, out: &mut Vec<u8>) -> std::io::Result<usize> {
+        // A slice costs `compress::COST` times its size of the run's share.
+        let n = crate::serve::comp::compress_slice(
+            &self.file,
+            &mut self.pos,
+            self.end,
+            &mut self.comp,
+            out,
+        )?;
+        Ok(n * crate::compress::COST)
+    }
+
+    fn is_finished(&self) -> bool {
+        self.comp.is_finished()
     }
 }
 
@@ -143,6 +168,8 @@ impl Exchange for Stream {
                     return false;
                 };
                 c.input = In::Head;
+                // The page is written now: the answer starts here.
+                self.resp_start = c.wbuf.len();
                 let version = c.head.version;
                 let head_req = c.head.method == Method::Head;
                 let hdrs: Vec<(&[u8], &[u8])> = a
@@ -203,42 +230,35 @@ impl Exchange for Stream {
 }
 
 impl Stream {
-    /// Runs one proxy's `http-request` rules in order: the first final
-    /// action that holds decides the answer; header edits that hold are
-    /// collected for the request forwarded to a server. `be` names the
+    /// Runs one proxy's `http-request` rules in order on the request as
+    /// it is now (`st`: rewriting rules change it, `crate::rewrite`); the
+    /// first final action that holds decides the answer. `be` names the
     /// backend whose rules these are (`None`: the frontend's).
     fn request_rules(
         &self,
         c: &H1,
         rules: &[crate::proxy::ReqRule],
         matcher: &crate::rules::Matcher,
-        view: &ReqView<'_>,
+        base: &ReqView<'_>,
+        st: &mut crate::rewrite::ReqState<'_>,
         be: Option<usize>,
-        edits: &mut Vec<(bool, usize)>,
     ) -> Option<Act> {
-        for (i, rule) in rules.iter().enumerate() {
-            if !matcher.holds(rule.cond.as_ref(), view) {
-                continue;
+        let i = match crate::rewrite::run_request(rules, matcher, base, st, &c.w.limits) {
+            Ok(Some(i)) => i,
+            Ok(None) => return None,
+            Err(_) => return Some(Act::Error(500)),
+        };
+        Some(match &rules.get(i)?.action {
+            HttpRequestAction::Return(_) => Act::Return(be, i),
+            HttpRequestAction::Redirect(rd) => {
+                let r = st.req();
+                let host = r.head.host.map(|h| h.get(r.buf));
+                Act::Redirect(redirect_location(rd, r.head.path.get(r.buf), host), rd.code)
             }
-            match &rule.action {
-                HttpRequestAction::Return(_) => return Some(Act::Return(be, i)),
-                HttpRequestAction::UseService(_) => return Some(Act::Service),
-                HttpRequestAction::Redirect(rd) => {
-                    let buf = &c.rbuf[c.rstart..c.rend];
-                    let host = c.head.host.map(|h| h.get(buf));
-                    let loc = redirect_location(rd, c.head.path.get(buf), host);
-                    return Some(Act::Redirect(loc, rd.code));
-                }
-                HttpRequestAction::Deny { status } => return Some(Act::Deny(*status)),
-                HttpRequestAction::Allow => break,
-                HttpRequestAction::Var(v) => v.run(view),
-                HttpRequestAction::Tarpit { status } => return Some(Act::Tarpit(*status)),
-                a if crate::stick::run_http_action(a, view) => {}
-                // Header edits change what is forwarded to a server.
-                _ => edits.push((be.is_some(), i)),
-            }
-        }
-        None
+            HttpRequestAction::Deny { status } => Act::Deny(*status),
+            HttpRequestAction::Tarpit { status } => Act::Tarpit(*status),
+            _ => Act::Service,
+        })
     }
 
     /// Decides what answers the request in `head` (reading the buffer and
@@ -249,24 +269,27 @@ impl Stream {
         if c.head.target_form == TargetForm::Asterisk {
             return Act::Options;
         }
+        if c.head.method == Method::Connect {
+            return Act::Connect;
+        }
         let tr = &c.tr;
         let pp_dst = c.dst;
         let dst = move || pp_dst.or_else(|| tr.tcp().local_addr().ok());
-        let view = ReqView {
-            req: Some(crate::sample::Req { buf, head: &c.head }),
-            ..sample_ctx(tr, c.peer, &fe.name, &dst, &c.vars, &c.stk)
+        let base = sample_ctx(tr, c.peer, &fe.name, &dst, &c.vars, &c.stk);
+        let mut st = crate::rewrite::ReqState::new(crate::sample::Req { buf, head: &c.head });
+        let received = ReqView {
+            req: Some(st.req()),
+            ..base
         };
-        let mut req_edits = Vec::new();
-        if let Some(a) = self.request_rules(
-            c,
-            &fe.http_request,
-            &fe.matcher,
-            &view,
-            None,
-            &mut req_edits,
-        ) {
+        crate::sample::logline::capture_headers(&fe.captures, false, &received);
+        if let Some(a) = self.request_rules(c, &fe.http_request, &fe.matcher, &base, &mut st, None)
+        {
             return a;
         }
+        let view = ReqView {
+            req: Some(st.req()),
+            ..base
+        };
         if let Some(a) = stats_act(fe.stats.as_ref(), &fe.matcher, &view) {
             return a;
         }
@@ -276,44 +299,38 @@ impl Stream {
         let Some(backend) = c.fe.backends.get(bi) else {
             return Act::NoBackend;
         };
-        let view = ReqView {
+        let base = ReqView {
             be: Some(&backend.name),
-            ..view
+            ..base
         };
         // The backend's own http-request rules come after the frontend's.
         if let Some(a) = self.request_rules(
             c,
             &backend.http_request,
             &backend.matcher,
-            &view,
+            &base,
+            &mut st,
             Some(bi),
-            &mut req_edits,
         ) {
             return a;
         }
+        let view = ReqView {
+            req: Some(st.req()),
+            ..base
+        };
         if let Some(a) = stats_act(backend.stats.as_ref(), &backend.matcher, &view) {
             return a;
         }
-        let mut edits = Vec::new();
-        for (i, r) in fe.http_response.iter().enumerate() {
-            if fe.matcher.holds(r.cond.as_ref(), &view) {
-                edits.push((false, i));
-            }
-        }
-        for (i, r) in backend.http_response.iter().enumerate() {
-            if backend.matcher.holds(r.cond.as_ref(), &view) {
-                edits.push((true, i));
-            }
-        }
         match &backend.kind {
-            BackendKind::Servers(_) => Act::Proxy(bi, req_edits, edits),
+            BackendKind::Servers(_) => Act::Proxy(bi, st.edited),
             BackendKind::Files(_) => {
-                if !matches!(c.head.method, Method::Get | Method::Head) {
-                    return Act::Files(bi, Err(405), edits);
+                let r = st.req();
+                if !matches!(r.head.method, Method::Get | Method::Head) {
+                    return Act::Files(bi, Err(405));
                 }
-                match normalize_path(c.head.path.get(buf)) {
-                    Ok(c) => Act::Files(bi, Ok(c), edits),
-                    Err(r) => Act::Files(bi, Err(r.status()), edits),
+                match normalize_path(r.head.path.get(r.buf)) {
+                    Ok(p) => Act::Files(bi, Ok(p)),
+                    Err(e) => Act::Files(bi, Err(e.status())),
                 }
             }
         }
@@ -336,12 +353,13 @@ impl Stream {
         // A body we will not read: with `Expect: 100-continue` the client
         // has not sent it yet, so answer and close rather than wait for it;
         // otherwise drop it as it comes, before the next request.
+        // A body past `tune.http.drain-max` is not read at all.
+        let (drain, drain_keep) = Drain::plan(c.head.framing, c.w.limits.max_drain);
         let mut next = In::Head;
-        match c.head.framing {
-            BodyFraming::None | BodyFraming::UntilClose => {}
-            _ if c.head.expect_continue => keep_alive = false,
-            BodyFraming::ContentLength(n) => next = In::DiscardLen(n),
-            BodyFraming::Chunked => next = In::DiscardChunked(Box::default()),
+        match drain {
+            Some(_) if c.head.expect_continue => keep_alive = false,
+            Some(d) => next = In::Discard(Box::new(d)),
+            None => keep_alive &= drain_keep,
         }
         c.next_input = Some(next);
         self.keep_alive = keep_alive;
@@ -397,6 +415,13 @@ impl Stream {
                 let st = p.status;
                 self.finish_request(c, ctx, st, None, 0);
             }
+            Act::Connect => {
+                // No tunnel can be configured: CONNECT is refused, not
+                // forwarded as an ordinary request.
+                let allow: &[(&[u8], &[u8])] = &[(b"Allow", CONNECT_ALLOW)];
+                c.error_response(405, keep_alive, version, head_req, allow);
+                self.finish_request(c, ctx, 405, None, 0);
+            }
             Act::Redirect(loc, code) => {
                 c.simple_response(
                     code,
@@ -445,6 +470,10 @@ impl Stream {
                 c.input = In::Stream;
                 self.wait = Wait::Page(slot);
             }
+            Act::Error(st) => {
+                c.error_response(st, false, version, head_req, &[]);
+                self.finish_request(c, ctx, st, None, 0);
+            }
             Act::Deny(st) => {
                 c.stk.note_error();
                 fe.http
@@ -478,7 +507,7 @@ impl Stream {
                 c.error_response(503, keep_alive, version, head_req, &[]);
                 self.finish_request(c, ctx, 503, None, 0);
             }
-            Act::Files(bi, Err(st), _) => {
+            Act::Files(bi, Err(st)) => {
                 let extra: &[(&[u8], &[u8])] = if st == 405 {
                     &[(b"Allow", b"GET, HEAD")]
                 } else {
@@ -487,11 +516,10 @@ impl Stream {
                 c.error_response(st, keep_alive, version, head_req, extra);
                 self.finish_request(c, ctx, st, Some(bi), 0);
             }
-            Act::Proxy(bi, req_edits, resp_edits) => {
-                self.start_proxy(c, ctx, bi, req_edits, resp_edits);
+            Act::Proxy(bi, edited) => {
+                self.start_proxy(c, ctx, bi, edited);
             }
-            Act::Files(bi, Ok(clean), edits) => {
-                self.edits = edits;
+            Act::Files(bi, Ok(clean)) => {
                 let now = ctx.now();
                 let bid = c.fe.backends.get(bi).map_or(0, |b| b.id);
                 let hit = c.w.files.borrow_mut().get(bid, &clean, now);
@@ -560,19 +588,34 @@ impl Stream {
                 return;
             }
             Found::Listing(html) => {
-                c.simple_response(
-                    200,
-                    keep_alive,
-                    version,
-                    &[(b"Content-Type", b"text/html; charset=utf-8")],
-                    html.as_bytes(),
-                    head_req,
-                );
+                let ct: &[u8] = b"text/html; charset=utf-8";
+                let coded = {
+                    let buf = &c.rbuf[c.rstart..c.rend];
+                    let policy = c.fe.comp.get(bi).and_then(|p| p.as_deref());
+                    crate::serve::comp::whole_body(policy, buf, &c.head, ct, html.as_bytes())
+                };
+                let mut hdrs: Vec<(&[u8], &[u8])> = vec![(b"Content-Type", ct)];
+                let body = match &coded {
+                    Some((ce, b)) => {
+                        hdrs.push((b"Content-Encoding", ce.as_bytes()));
+                        hdrs.push((b"Vary", b"Accept-Encoding"));
+                        b.as_slice()
+                    }
+                    None => html.as_bytes(),
+                };
+                c.simple_response(200, keep_alive, version, &hdrs, body, head_req);
                 self.finish_request(c, ctx, 200, Some(bi), 0);
                 return;
             }
             Found::File(f) => f,
         };
+        // A precompressed sibling, or compression on the fly (serve::comp).
+        let plan = {
+            let buf = &c.rbuf[c.rstart..c.rend];
+            let policy = c.fe.comp.get(bi).and_then(|p| p.as_deref());
+            crate::serve::comp::plan_file(f, policy, buf, &c.head)
+        };
+        let f = Arc::clone(&plan.file);
         let v = &f.validators;
         let decision = {
             let buf = &c.rbuf[c.rstart..c.rend];
@@ -602,16 +645,28 @@ impl Stream {
         };
         let date = *c.w.date.borrow_mut().get();
         let mut cr = String::new();
+        let logged;
         let cc = max_age.map(|a| format!("max-age={a}"));
+        let compress = plan.compress.filter(|_| status == 200);
+        let weak = compress.and_then(|_| crate::compress::weak_etag(v.etag.as_bytes()));
+        let coding = plan.sibling.or(compress).and_then(|c| c.content_encoding());
         {
-            let mut hdrs = crate::http1::Fields::<6>::new();
+            let mut hdrs = crate::http1::Fields::<8>::new();
             if status != 416 {
                 hdrs.push((b"Content-Type", f.content_type.as_bytes()));
                 hdrs.push((b"Last-Modified", v.last_modified.as_bytes()));
-                hdrs.push((b"ETag", v.etag.as_bytes()));
-                hdrs.push((b"Accept-Ranges", b"bytes"));
+                hdrs.push((b"ETag", weak.as_deref().unwrap_or(v.etag.as_bytes())));
+                if compress.is_none() {
+                    hdrs.push((b"Accept-Ranges", b"bytes"));
+                }
                 if let Some(cc) = &cc {
                     hdrs.push((b"Cache-Control", cc.as_bytes()));
+                }
+                if let Some(ce) = coding {
+                    hdrs.push((b"Content-Encoding", ce.as_bytes()));
+                }
+                if plan.vary {
+                    hdrs.push((b"Vary", b"Accept-Encoding"));
                 }
             }
             match decision {
@@ -631,12 +686,17 @@ impl Stream {
                 be: Some(&backend.name),
                 ..sample_ctx(tr, c.peer, &c.fe.name, &dst, &c.vars, &c.stk)
             };
-            let edited = (!self.edits.is_empty())
-                .then(|| apply_edits(&c.fe, &backend, &self.edits, hdrs.to_vec(), status, &sctx));
-            let mut w = ResponseWriter::new(&mut c.wbuf, status, &date);
+            // The framing below follows the file's status; the rules'
+            // status is the one sent and logged.
+            // No response rule: the fields go out as they are (no copy).
+            let rules = !backend.http_response.is_empty() || !c.fe.http_response.is_empty();
+            let edited = rules.then(|| apply_edits(&c.fe, &backend, hdrs.to_vec(), status, &sctx));
+            let out_status = edited.as_ref().map_or(status, |e| e.1);
+            logged = out_status;
+            let mut w = ResponseWriter::new(&mut c.wbuf, out_status, &date);
             match &edited {
-                Some(e) => {
-                    for (n, val) in e {
+                Some((fields, _)) => {
+                    for (n, val) in fields {
                         let _ = w.header(n, val);
                     }
                 }
@@ -647,6 +707,7 @@ impl Stream {
                 }
             }
             let framing = match range {
+                Some(_) if compress.is_some() => BodyFraming::Chunked,
                 Some((s, e)) => BodyFraming::ContentLength(e - s),
                 None if status == 416 => BodyFraming::ContentLength(0),
                 None => BodyFraming::None,
@@ -654,7 +715,22 @@ impl Stream {
             w.finish(framing, keep_alive, version);
         }
         let mut body_len = 0;
-        if let (Some((s, e)), false) = (range, head_req) {
+        let comp = compress.and_then(|k| {
+            let level =
+                c.fe.comp
+                    .get(bi)
+                    .and_then(|p| p.as_ref())
+                    .map_or(1, |p| p.level);
+            crate::compress::BodyCompressor::new(k, level).ok()
+        });
+        if let (Some((s, e)), false, Some(comp)) = (range, head_req, comp) {
+            c.body = Some(Body::Slices(Box::new(FileSlices {
+                file: Arc::clone(&f),
+                pos: s,
+                end: e,
+                comp: Box::new(comp),
+            })));
+        } else if let (Some((s, e)), false) = (range, head_req) {
             body_len = e - s;
             if let Some(data) = &f.small {
                 let (s, e) = (s as usize, (e as usize).min(data.len()));
@@ -678,7 +754,7 @@ impl Stream {
         if !keep_alive {
             c.closing = true;
         }
-        self.finish_request(c, ctx, status, Some(bi), body_len);
+        self.finish_request(c, ctx, logged, Some(bi), body_len);
     }
 
     /// The answer is queued: log it and move on to what follows the head.
@@ -691,6 +767,7 @@ impl Stream {
         body: u64,
     ) {
         let now = ctx.now();
+        let status = self.after_response(c, backend, status);
         let be = backend.and_then(|b| c.fe.backends.get(b));
         let sent = (c.wbuf.len() - self.resp_start) as u64 + body;
         crate::proxy::count_request(&c.fe, be.map(|b| &**b), status, sent);
@@ -722,59 +799,57 @@ impl Stream {
         c.input = c.next_input.take().unwrap_or(In::Head);
         c.req_start = None;
         c.idle_since = now;
-        self.edits.clear();
+    }
+
+    /// Runs the `http-after-response` rules on the answer ebb wrote at
+    /// `resp_start` (still all in the buffer); returns the status to log.
+    pub(super) fn after_response(
+        &mut self,
+        c: &mut H1,
+        backend: Option<usize>,
+        status: u16,
+    ) -> u16 {
+        if c.wpos > self.resp_start {
+            return status;
+        }
+        let be = backend.and_then(|b| c.fe.backends.get(b));
+        let tr = &c.tr;
+        let pp_dst = c.dst;
+        let dst = move || pp_dst.or_else(|| tr.tcp().local_addr().ok());
+        let sctx = crate::sample::Ctx {
+            be: be.map(|b| b.name.as_str()),
+            ..sample_ctx(tr, c.peer, &c.fe.name, &dst, &c.vars, &c.stk)
+        };
+        let be = be.map(|b| &**b);
+        crate::rewrite::after_local(&c.fe, be, &sctx, &mut c.wbuf, self.resp_start)
+            .unwrap_or(status)
     }
 }
 
-/// Applies `http-response set-header|add-header|del-header` edits (frontend
-/// rules first, then the backend's, as HAProxy orders them) to the fields
-/// of an answer ebb builds itself; `ctx` gets the response from them.
-fn apply_edits<'a>(
-    fe: &'a FrontendRt,
-    be: &'a crate::proxy::BackendRt,
-    edits: &[(bool, usize)],
-    hdrs: Vec<(&'a [u8], &'a [u8])>,
+/// Runs the `http-response` rules (the backend's, then the frontend's, as
+/// HAProxy orders them) on the fields of a file answer ebb builds itself;
+/// returns the fields and the status they leave.
+fn apply_edits(
+    fe: &FrontendRt,
+    be: &crate::proxy::BackendRt,
+    hdrs: Vec<(&[u8], &[u8])>,
     status: u16,
     ctx: &crate::sample::Ctx<'_>,
-) -> Vec<(&'a [u8], std::borrow::Cow<'a, [u8]>)> {
-    let mut out: Vec<_> = hdrs
-        .into_iter()
-        .map(|(n, v)| (n, std::borrow::Cow::Borrowed(v)))
-        .collect();
-    for &(is_be, i) in edits {
-        let rule = if is_be {
-            be.http_response.get(i)
-        } else {
-            fe.http_response.get(i)
-        };
-        let Some(rule) = rule else { continue };
-        let Some(e) = rule.edit() else {
-            // A variable action: runs on the answer as it is now.
-            let list: Vec<(&[u8], &[u8])> = out.iter().map(|(n, v)| (*n, v.as_ref())).collect();
-            let c = crate::sample::Ctx {
-                res: Some(crate::sample::Res::List {
-                    status,
-                    hdrs: &list,
-                }),
-                ..*ctx
-            };
-            rule.apply(&c, &mut Vec::new());
-            continue;
-        };
-        let list: Vec<(&[u8], &[u8])> = out.iter().map(|(n, v)| (*n, v.as_ref())).collect();
-        let c = crate::sample::Ctx {
-            res: Some(crate::sample::Res::List {
-                status,
-                hdrs: &list,
-            }),
-            ..*ctx
-        };
-        let mut next = out.clone();
-        e.apply_to_list(&c, &mut next);
-        drop(list);
-        out = next;
-    }
-    out
+) -> (crate::rewrite::Fields, u16) {
+    let mut head = crate::rewrite::ResHead {
+        status,
+        reason: Vec::new(),
+        fields: hdrs
+            .into_iter()
+            .map(|(n, v)| (n.to_vec(), v.to_vec()))
+            .collect(),
+    };
+    let sets = [
+        (&be.http_response[..], &be.matcher),
+        (&fe.http_response[..], &fe.matcher),
+    ];
+    crate::rewrite::run_response(&sets, ctx, &mut head);
+    (head.fields, head.status)
 }
 
 /// The sample context of an exchange on this connection, without request
@@ -807,20 +882,23 @@ pub(crate) fn sample_ctx<'a>(
 /// What answers a request, decided before anything is written.
 enum Act {
     Options,
+    /// A CONNECT request: 405 (ebb has no tunnel to offer).
+    Connect,
     /// An `http-request return` rule: (the backend's, or the frontend's
     /// when `None`; index).
     Return(Option<usize>, usize),
-    /// A server backend: the request header edits (frontend or backend
-    /// rule, index) and the response edits.
-    Proxy(usize, Vec<(bool, usize)>, Vec<(bool, usize)>),
+    /// A server backend, and the request as rules rewrote it (`None`:
+    /// unchanged).
+    Proxy(usize, Option<Box<crate::rewrite::Edited>>),
     Redirect(Vec<u8>, u16),
     Deny(u16),
     /// `http-request tarpit`: this status after `timeout tarpit`.
     Tarpit(u16),
     NoBackend,
-    /// A file backend: the clean path, or the status refusing it; and the
-    /// `http-response` edits that apply.
-    Files(usize, Result<String, u16>, Vec<(bool, usize)>),
+    /// A file backend: the clean path, or the status refusing it.
+    Files(usize, Result<String, u16>),
+    /// A failed rewrite (HAProxy's strict mode): 500.
+    Error(u16),
     /// The stats page (`stats uri`); whether `stats admin` allows actions.
     Stats(Arc<crate::proxy::StatsRt>, bool),
     /// `http-request use-service prometheus-exporter`.

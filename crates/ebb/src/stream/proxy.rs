@@ -53,10 +53,11 @@ use sched::{ticks, Ctx, Tick};
 use super::{Stream, Wait, H1};
 use crate::backend::error::ExchangeError;
 use crate::backend::{alive, Farm, LbInput, Pick, ServerRt, WaitState, Waiter};
+use crate::compress;
 use crate::config::HttpReuse;
 use crate::http1::{
-    forwardable, parse_response_into, BodyFraming, ChunkedDecoder, Method, ResponseHead,
-    Status as PStatus, Version,
+    forwardable, parse_response_into, BodyFraming, ChunkedDecoder, ChunkedRecoder, Method,
+    ResponseHead, Status as PStatus, Version,
 };
 use crate::mux::h1::client::{In, LogFacts};
 use crate::mux::h1::server::{write_request_head, ReqTail};
@@ -68,6 +69,8 @@ pub(super) enum Left {
     Done,
     Len(u64),
     Chunked(Box<ChunkedDecoder>),
+    /// A chunked request body, re-emitted with canonical chunk sizes.
+    Recode(Box<ChunkedRecoder>),
     UntilClose,
 }
 
@@ -123,9 +126,12 @@ pub(super) struct Upstream {
     /// The request line, for the log.
     req_line: Vec<u8>,
     pub(super) deadline: Tick,
-    resp_edits: Vec<(bool, usize)>,
     /// Whether the server connection may be kept after the answer.
     keep_server: bool,
+    /// `compression`: the policy and the coding the request chose.
+    comp_choice: Option<(Arc<compress::Policy>, Option<compress::Coding>)>,
+    /// The answer's body is being compressed.
+    comp: Option<Box<compress::BodyCompressor>>,
     pub(super) term: &'static str,
 }
 
@@ -201,41 +207,38 @@ impl Stream {
         c: &mut H1,
         ctx: &mut Ctx,
         bi: usize,
-        req_edits: Vec<(bool, usize)>,
-        resp_edits: Vec<(bool, usize)>,
+        edited: Option<Box<crate::rewrite::Edited>>,
     ) {
         let be = Arc::clone(&c.fe.backends[bi]);
         let BackendKind::Servers(sr) = &be.kind else {
             return;
         };
-        let buf = &c.rbuf[c.rstart..c.rend];
-        let h = &c.head;
+        // The request as the rules left it; the log keeps the line as
+        // received (HAProxy's %r).
+        let received = &c.rbuf[c.rstart..c.rend];
+        let (buf, h) = match &edited {
+            Some(e) => (&e.buf[..], &e.head),
+            None => (received, &c.head),
+        };
         // --- the request head for the server ---
-        let fe = Arc::clone(&c.fe);
-        let edit = |&(is_be, i): &(bool, usize)| {
-            let r = if is_be {
-                be.http_request.get(i)
-            } else {
-                fe.http_request.get(i)
-            };
-            r.and_then(|r| r.edit())
-        };
-        let dels = |name: &[u8]| {
-            req_edits
-                .iter()
-                .any(|x| edit(x).is_some_and(|e| e.removes(name)))
-        };
         let tr = &c.tr;
         let pp_dst = c.dst;
         let dst = move || pp_dst.or_else(|| tr.tcp().local_addr().ok());
         let sctx = crate::sample::Ctx {
             req: Some(crate::sample::Req { buf, head: h }),
             be: Some(&be.name),
-            ..super::sample_ctx(tr, c.peer, &fe.name, &dst, &c.vars, &c.stk)
+            ..super::sample_ctx(tr, c.peer, &c.fe.name, &dst, &c.vars, &c.stk)
         };
         let farm = &sr.farm;
         let ok = |i: usize| farm.servers.get(i).is_some_and(|s| s.persist_ok());
         c.stk.stick_request(&be.stick, &be.matcher, &sctx, &ok);
+        let comp_choice = c.fe.comp.get(bi).cloned().flatten().map(|p| {
+            let k = compress::choose_h1(&p, buf, h);
+            (p, k)
+        });
+        // `compression offload`: the server is not asked to compress.
+        let offload = comp_choice.as_ref().is_some_and(|(p, _)| p.offload);
+        let omit = |name: &[u8]| offload && hdr_name_eq(name, "accept-encoding");
         let view = ReqHead::from_h1(buf, h);
         let keep_server = !sr.server_close
             && !c.fe.server_close
@@ -246,7 +249,7 @@ impl Stream {
             self.keep_alive = false;
         }
         let tail = ReqTail {
-            omit: Some(&dels),
+            omit: Some(&omit),
             watch: sr
                 .forwardfor
                 .as_ref()
@@ -257,9 +260,6 @@ impl Stream {
         let mut out = std::mem::take(&mut spare.head);
         let peer = c.peer.ip();
         let framing = write_request_head(&mut out, &view, &tail, |out, has_xff| {
-            for e in req_edits.iter().filter_map(edit) {
-                e.write_field(&sctx, out);
-            }
             if let Some(ff) = &sr.forwardfor {
                 let skip = ff.except.is_some_and(|n| n.contains(peer)) || (ff.if_none && has_xff);
                 if !skip {
@@ -273,7 +273,8 @@ impl Stream {
         let req_left = match framing {
             BodySize::Empty => Left::Done,
             BodySize::Exact(n) => Left::Len(n),
-            BodySize::Unknown => Left::Chunked(Box::default()),
+            // Re-emitted with canonical chunk sizes.
+            BodySize::Unknown => Left::Recode(Box::default()),
         };
 
         // Keys for the balancer (owned: a queued stream may pick again).
@@ -316,15 +317,18 @@ impl Stream {
             t_served: None,
             req_line: {
                 let mut l = std::mem::take(&mut spare.req_line);
-                l.extend_from_slice(&buf[..buf.iter().position(|&c| c == b'\r').unwrap_or(0)]);
+                l.extend_from_slice(
+                    &received[..received.iter().position(|&c| c == b'\r').unwrap_or(0)],
+                );
                 l
             },
             t_conn: None,
             t_resp: None,
             deadline: now,
-            resp_edits,
             keep_server,
             term: "--",
+            comp_choice,
+            comp: None,
         };
         // The head is copied: consume it; the body (if any) follows.
         c.rstart += c.head.head_len.min(c.rend - c.rstart);
@@ -620,7 +624,8 @@ impl Stream {
         let head_req = up.method == Method::Head;
         self.resp_start = c.wbuf.len();
         c.error_response(status, ka, version, head_req, &[]);
-        up.status = status;
+        let bi = c.fe.backends.iter().position(|b| Arc::ptr_eq(b, &up.be));
+        up.status = self.after_response(c, bi, status);
         self.log_proxy(c, ctx, &up, (c.wbuf.len() - self.resp_start) as u64);
         if !up.req_left.done() {
             c.closing = true;
@@ -633,7 +638,6 @@ impl Stream {
         c.input = In::Head;
         self.wait = Wait::None;
         c.req_start = None;
-        self.edits.clear();
     }
 
     /// Drives the exchange. Returns whether anything moved.
@@ -701,15 +705,16 @@ impl Stream {
                             up.req_left = Left::Done;
                         }
                     }
-                    Left::Chunked(dec) => match dec.decode(avail) {
-                        Ok(d) => {
-                            if d.consumed > 0 {
-                                sd.obuf.extend_from_slice(&avail[..d.consumed]);
-                                c.rstart += d.consumed;
+                    // (Chunked is the response side's only.)
+                    Left::Chunked(_) => {}
+                    Left::Recode(rec) => match rec.recode(avail, &mut sd.obuf) {
+                        Ok((n, done)) => {
+                            if n > 0 {
+                                c.rstart += n;
                                 up.body_sent = true;
                                 moved = true;
                             }
-                            if d.done {
+                            if done {
                                 up.req_left = Left::Done;
                             }
                         }
@@ -820,14 +825,25 @@ impl Stream {
             return moved;
         }
 
-        // 5. Response body to the client.
-        if c.pending_out() < bufsize && sd.istart < sd.iend {
+        // 5. Response body to the client (compressed a slice per run).
+        let over = up.comp.is_some() && c.sent_run >= crate::mux::h1::client::RUN_QUANTUM;
+        if over && sd.istart < sd.iend {
+            if let Some(me) = c.me {
+                ctx.tasklet_wakeup(me);
+            }
+        }
+        if c.pending_out() < bufsize && sd.istart < sd.iend && !over {
             let avail = &sd.ibuf[sd.istart..sd.iend];
             let mut fail = false;
             match up.resp_left.as_mut() {
                 Some(Left::Len(n)) => {
                     let k = (*n).min(avail.len() as u64) as usize;
-                    c.wbuf.extend_from_slice(&avail[..k]);
+                    if let Some(z) = up.comp.as_mut() {
+                        fail |= z.push(&avail[..k], &mut c.wbuf).is_err();
+                        c.sent_run += k * compress::COST;
+                    } else {
+                        c.wbuf.extend_from_slice(&avail[..k]);
+                    }
                     sd.istart += k;
                     up.bytes_out += k as u64;
                     *n -= k as u64;
@@ -838,7 +854,10 @@ impl Stream {
                 }
                 Some(Left::Chunked(dec)) => match dec.decode(avail) {
                     Ok(d) => {
-                        if up.dechunk {
+                        if let Some(z) = up.comp.as_mut() {
+                            fail |= z.push(&avail[d.data.clone()], &mut c.wbuf).is_err();
+                            c.sent_run += d.data.len() * compress::COST;
+                        } else if up.dechunk {
                             c.wbuf.extend_from_slice(&avail[d.data.clone()]);
                             up.bytes_out += d.data.len() as u64;
                         } else {
@@ -859,7 +878,8 @@ impl Stream {
                     sd.istart = sd.iend;
                     moved = true;
                 }
-                Some(Left::Done) | None => {
+                // (Recode is the request side's only.)
+                Some(Left::Done | Left::Recode(_)) | None => {
                     // Bytes after the end of the answer: the server is not
                     // following HTTP; do not reuse that connection.
                     up.keep_server = false;
@@ -878,6 +898,24 @@ impl Stream {
             up.deadline = ticks::add(ctx.now(), t);
         }
         let resp_done = matches!(up.resp_left, Some(Left::Done));
+        if let Some(z) = up.comp.as_mut() {
+            // The end, or a pause of the server: what was compressed so far
+            // leaves (a streamed answer is never held back).
+            let paused = sd.istart == sd.iend && !sd.rd && moved;
+            let r = if resp_done {
+                z.finish(&mut c.wbuf)
+            } else if paused {
+                z.flush(&mut c.wbuf)
+            } else {
+                Ok(())
+            };
+            if r.is_err() {
+                drop(sd);
+                self.up = Some(up);
+                self.fail(c, ctx, ExchangeError::body_cut());
+                return true;
+            }
+        }
         let until_close_done =
             matches!(up.resp_left, Some(Left::UntilClose)) && sd.eof && sd.istart == sd.iend;
         let cut = sd.eof && sd.istart == sd.iend;
@@ -961,45 +999,83 @@ impl Stream {
         out.push(b' ');
         out.extend_from_slice(r.reason.get(buf));
         out.extend_from_slice(b"\r\n");
-        let rule = |&(is_be, i): &(bool, usize)| {
-            if is_be {
-                be.http_response.get(i)
-            } else {
-                fe.http_response.get(i)
-            }
-        };
-        let edit = |x: &(bool, usize)| rule(x).and_then(|r| r.edit());
         c.vars.get_mut().begin_response();
-        let dels = |name: &[u8]| {
-            up.resp_edits
-                .iter()
-                .any(|x| edit(x).is_some_and(|e| e.removes(name)))
-        };
-        let tr = &c.tr;
-        let pp_dst = c.dst;
-        let dst = move || pp_dst.or_else(|| tr.tcp().local_addr().ok());
-        let sctx = crate::sample::Ctx {
-            res: Some(crate::sample::Res::H1 { buf, head: r }),
-            be: Some(&be.name),
-            srv: up.server.as_ref().map(|s| s.name.as_str()),
-            ..super::sample_ctx(tr, c.peer, &fe.name, &dst, &c.vars, &c.stk)
+        {
+            let tr = &c.tr;
+            let pp_dst = c.dst;
+            let dst = move || pp_dst.or_else(|| tr.tcp().local_addr().ok());
+            let cx = crate::sample::Ctx {
+                res: Some(crate::sample::Res::H1 { buf, head: r }),
+                ..super::sample_ctx(tr, c.peer, &fe.name, &dst, &c.vars, &c.stk)
+            };
+            crate::sample::logline::capture_headers(&fe.captures, true, &cx);
+        }
+        let verdict = match &up.comp_choice {
+            Some((p, k)) if !tunnel => compress::verdict_h1(p, *k, buf, r),
+            _ => compress::Verdict::AsIs,
         };
         if let Some(s) = &up.server {
+            let tr = &c.tr;
+            let pp_dst = c.dst;
+            let dst = move || pp_dst.or_else(|| tr.tcp().local_addr().ok());
+            let sctx = crate::sample::Ctx {
+                res: Some(crate::sample::Res::H1 { buf, head: r }),
+                be: Some(&be.name),
+                srv: Some(s.name.as_str()),
+                ..super::sample_ctx(tr, c.peer, &fe.name, &dst, &c.vars, &c.stk)
+            };
             c.stk.stick_response(&be.stick, &be.matcher, &sctx, s.idx);
         }
-        for f in forwardable(buf, &r.headers) {
-            let name = f.name.get(buf);
-            if hdr_name_eq(name, "content-length") || dels(name) {
-                continue;
+        let coding = match verdict {
+            compress::Verdict::Compress(k) => Some(k),
+            _ => None,
+        };
+        // A compressed answer gets a weak ETag (written below).
+        let skip = |name: &[u8]| {
+            hdr_name_eq(name, "content-length") || (coding.is_some() && hdr_name_eq(name, "etag"))
+        };
+        let sets = [
+            (&be.http_response[..], &be.matcher),
+            (&fe.http_response[..], &fe.matcher),
+            (&be.after_response[..], &be.matcher),
+            (&fe.after_response[..], &fe.matcher),
+        ];
+        if crate::rewrite::any(&sets) {
+            // Rules run on the response as a list of fields, in order
+            // (`crate::rewrite`); the status line is written again after.
+            let tr = &c.tr;
+            let pp_dst = c.dst;
+            let dst = move || pp_dst.or_else(|| tr.tcp().local_addr().ok());
+            let sctx = crate::sample::Ctx {
+                be: Some(&be.name),
+                srv: up.server.as_ref().map(|s| s.name.as_str()),
+                ..super::sample_ctx(tr, c.peer, &fe.name, &dst, &c.vars, &c.stk)
+            };
+            let mut head = crate::rewrite::ResHead {
+                status: r.status,
+                reason: r.reason.get(buf).to_vec(),
+                fields: forwardable(buf, &r.headers)
+                    .filter(|f| !skip(f.name.get(buf)))
+                    .map(|f| (f.name.get(buf).to_vec(), f.value.get(buf).to_vec()))
+                    .collect(),
+            };
+            crate::rewrite::run_response(&sets, &sctx, &mut head);
+            out.truncate(self.resp_start);
+            head.write(out);
+            up.status = head.status;
+        } else {
+            for f in forwardable(buf, &r.headers) {
+                let name = f.name.get(buf);
+                if skip(name) {
+                    continue;
+                }
+                out.extend_from_slice(name);
+                out.extend_from_slice(b": ");
+                out.extend_from_slice(f.value.get(buf));
+                out.extend_from_slice(b"\r\n");
             }
-            out.extend_from_slice(name);
-            out.extend_from_slice(b": ");
-            out.extend_from_slice(f.value.get(buf));
-            out.extend_from_slice(b"\r\n");
         }
-        for r in up.resp_edits.iter().filter_map(rule) {
-            r.apply(&sctx, out);
-        }
+        compress::write_h1_fields(out, verdict, r.header(buf, "etag"));
         let left = if tunnel {
             let upg = r.header(buf, "upgrade").map(|v| v.to_vec());
             out.extend_from_slice(b"Connection: upgrade\r\n");
@@ -1022,9 +1098,13 @@ impl Stream {
                     Left::Done
                 }
                 BodyFraming::ContentLength(n) => {
-                    out.extend_from_slice(b"Content-Length: ");
-                    crate::http1::push_decimal(out, n);
-                    out.extend_from_slice(b"\r\n");
+                    if coding.is_some() {
+                        out.extend_from_slice(b"Transfer-Encoding: chunked\r\n");
+                    } else {
+                        out.extend_from_slice(b"Content-Length: ");
+                        crate::http1::push_decimal(out, n);
+                        out.extend_from_slice(b"\r\n");
+                    }
                     if n == 0 {
                         Left::Done
                     } else {
@@ -1072,6 +1152,13 @@ impl Stream {
             up.deadline = ticks::add(ctx.now(), t);
             self.up = Some(up);
             return;
+        }
+        if let Some(k) = coding {
+            let level = up.comp_choice.as_ref().map_or(1, |p| p.0.level);
+            match compress::BodyCompressor::new(k, level) {
+                Ok(b) => up.comp = Some(Box::new(b)),
+                Err(_) => up.keep_server = false,
+            }
         }
         up.resp_left = Some(left);
         self.up = Some(up);

@@ -39,8 +39,8 @@ use std::time::SystemTime;
 use sched::{ticks, Ctx, Reasons, Status, TaskId, TaskletFn, TaskletId, Tick, ETERNITY};
 
 use crate::http1::{
-    parse_request_into, write_error_response, BodyFraming, ChunkedDecoder, HttpError, RequestHead,
-    ResponseWriter, Status as PStatus, Version,
+    parse_request_into, write_error_response, BodyFraming, Drain, DrainStep, HttpError,
+    RequestHead, ResponseWriter, Status as PStatus, Version,
 };
 use crate::proxy::FrontendRt;
 use crate::transport::Transport;
@@ -52,15 +52,15 @@ use crate::worker::Worker;
 /// 3 ms here (small packets); hundreds of slow readers in one loop pass
 /// then delayed new clients by seconds. 256 KiB bounds a pass's cost per
 /// connection while keeping large transfers at a few calls per megabyte.
-const RUN_QUANTUM: usize = 256 * 1024;
+pub(crate) const RUN_QUANTUM: usize = 256 * 1024;
 
 /// What the connection is doing with its input.
 pub(crate) enum In {
     /// Waiting for (more of) a request head.
     Head,
-    /// Reading and dropping a request body we answered without using it.
-    DiscardLen(u64),
-    DiscardChunked(Box<ChunkedDecoder>),
+    /// Reading and dropping (a bounded part of) a request body we
+    /// answered without using it.
+    Discard(Box<Drain>),
     /// The stream has the request (it waits on the disk, a page, a
     /// server); see [`Exchange::holds_head`] for the head's bytes.
     Stream,
@@ -108,6 +108,18 @@ pub trait FileBody {
     fn file(&self) -> &std::fs::File;
 }
 
+/// A body produced a slice at a time (a file compressed on the fly): the
+/// connection asks for the next slice once the previous ones left, and
+/// counts each slice against its share of the run ([`RUN_QUANTUM`]).
+pub trait SliceBody {
+    /// Appends the next slice to `out` (the last one ends the body).
+    /// Returns what the slice costs of the run's share; an error means
+    /// the promised body cannot be completed.
+    fn next_slice(&mut self, out: &mut Vec<u8>) -> io::Result<usize>;
+    /// Whether the whole body was produced.
+    fn is_finished(&self) -> bool;
+}
+
 /// What one exchange contributes to its log line; [`Conn::log_entry`]
 /// adds the connection's part.
 pub(crate) struct LogFacts<'a> {
@@ -133,6 +145,8 @@ pub(crate) enum Body {
         off: u64,
         end: u64,
     },
+    /// A body made a slice per write (see [`SliceBody`]).
+    Slices(Box<dyn SliceBody>),
 }
 
 /// One HTTP/1 client connection and its current stream.
@@ -370,6 +384,30 @@ impl<S: Exchange + Default + 'static> Conn<S> {
     fn flush(&mut self) -> io::Result<bool> {
         let mut moved = false;
         loop {
+            while let (true, Some(Body::Slices(src))) =
+                (self.wpos == self.wbuf.len(), &mut self.body)
+            {
+                // The next slices, once the previous ones left (an encoder
+                // may keep a slice's output back).
+                if self.sent_run >= RUN_QUANTUM {
+                    return Ok(moved);
+                }
+                self.wbuf.clear();
+                self.wpos = 0;
+                match src.next_slice(&mut self.wbuf) {
+                    Ok(cost) => self.sent_run += cost,
+                    Err(_) => {
+                        // The promised body cannot be completed.
+                        self.closing = true;
+                        self.body = None;
+                        self.wbuf.clear();
+                        return Ok(moved);
+                    }
+                }
+                if src.is_finished() {
+                    self.body = None;
+                }
+            }
             let head = &self.wbuf[self.wpos..];
             let r = match &self.body {
                 Some(Body::Mem { file, pos, end }) if !head.is_empty() || pos < end => {
@@ -490,34 +528,16 @@ impl<S: Exchange + Default + 'static> Conn<S> {
         let mut progress = false;
         loop {
             match &mut self.input {
-                In::DiscardLen(left) => {
-                    let avail = (self.rend - self.rstart) as u64;
-                    let n = avail.min(*left);
-                    self.rstart += n as usize;
-                    *left -= n;
-                    if *left > 0 {
-                        return progress || n > 0;
-                    }
+                In::Discard(d) => {
+                    let (n, step) = d.feed(&self.rbuf[self.rstart..self.rend]);
+                    self.rstart += n;
                     progress |= n > 0;
-                    self.input = In::Head;
-                }
-                In::DiscardChunked(dec) => {
-                    let r = dec.decode(&self.rbuf[self.rstart..self.rend]);
-                    match r {
-                        Ok(d) => {
-                            self.rstart += d.consumed;
-                            if d.done {
-                                self.input = In::Head;
-                                progress = true;
-                            } else if d.consumed == 0 {
-                                return progress;
-                            } else {
-                                progress = true;
-                            }
-                        }
-                        Err(_) => {
-                            // The answer already left; a broken body only
-                            // ends the connection.
+                    match step {
+                        DrainStep::More => return progress,
+                        DrainStep::Done => self.input = In::Head,
+                        DrainStep::Stop => {
+                            // Past `tune.http.drain-max` or broken: the
+                            // answer already left; the connection ends.
                             self.closing = true;
                             self.rstart = self.rend;
                             self.input = In::Head;
@@ -618,6 +638,19 @@ impl<S: Exchange + Default + 'static> Conn<S> {
             actconn: self.w.actconn(),
             feconn: self.fe.cur_conns(),
             request_line: f.request_line,
+            request_date: std::time::SystemTime::now()
+                .checked_sub(std::time::Duration::from_millis(tt.max(0) as u64)),
+            local: self
+                .fe
+                .log_format
+                .as_ref()
+                .filter(|l| l.needs_local())
+                .and_then(|_| self.tr.tcp().local_addr().ok()),
+            tls: self.tr.is_tls(),
+            cookie_flags: "--",
+            vars: Some(&self.vars),
+            ncaps: self.fe.ncaps(),
+            fmt: self.fe.log_format.as_ref(),
         }
     }
 

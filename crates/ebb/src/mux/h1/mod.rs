@@ -11,4 +11,4 @@
 pub mod client;
 pub mod server;
 
-pub use client::{Conn, Exchange, FileBody};
+pub use client::{Conn, Exchange, FileBody, SliceBody};

@@ -291,8 +291,8 @@ pub(crate) struct ReqTail<'a> {
 }
 
 /// Writes the HTTP/1.1 request head a server gets (RFC 9112 §3, RFC 9110
-/// §7.6): the request line in origin form (absolute form's authority goes
-/// to `Host`), the client's fields less the connection-specific ones,
+/// §7.6): the request line (an absolute-form target as received, its
+/// authority also as `Host`), the client's fields less the connection-specific ones,
 /// `Content-Length` and `tail.omit`, a `Host` if none was sent, what
 /// `extra` writes (the rules' added fields, `X-Forwarded-For`), the
 /// framing, the upgrade or `Connection: close`, the empty line. Returns the
@@ -305,6 +305,13 @@ pub(crate) fn write_request_head(
 ) -> BodySize {
     out.extend_from_slice(h.method_raw);
     out.push(b' ');
+    // An absolute-form URI is sent as received (scheme, authority, path),
+    // as HAProxy sends it to HTTP/1.1 servers.
+    if let (Form::Absolute, Some(scheme), Some(auth)) = (h.form, h.scheme, h.authority) {
+        out.extend_from_slice(scheme);
+        out.extend_from_slice(b"://");
+        out.extend_from_slice(auth);
+    }
     let target: &[u8] = match h.form {
         Form::Origin | Form::Absolute => h.path,
         Form::Authority => h.authority.unwrap_or(b""),
@@ -452,7 +459,7 @@ mod tests {
     }
 
     #[test]
-    fn absolute_form_becomes_origin_form_with_its_host() {
+    fn absolute_form_is_kept_with_its_authority_as_host() {
         let omit = |n: &[u8]| n.eq_ignore_ascii_case(b"x-drop");
         let tail = ReqTail {
             omit: Some(&omit),
@@ -465,7 +472,7 @@ mod tests {
         );
         assert_eq!(
             out,
-            "GET /p HTTP/1.1\r\nHost: example.com:8080\r\nX-Seen: 0\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n"
+            "GET http://example.com:8080/p HTTP/1.1\r\nHost: example.com:8080\r\nX-Seen: 0\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n"
         );
         assert_eq!(body, BodySize::Unknown);
     }

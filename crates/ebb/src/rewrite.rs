@@ -1,0 +1,526 @@
+//! Rewriting actions of `http-request`, `http-response` and
+//! `http-after-response` rules, and the rules' execution in order.
+//!
+//! HAProxy runs a proxy's rules one after the other, each seeing what the
+//! ones before it changed: `set-path /fe%[path]` followed by `replace-path`
+//! rewrites the path already prefixed, and `set-var(txn.host) req.hdr(host)`
+//! after `replace-value Host ...` stores the replaced value. ebb does the
+//! same:
+//!
+//! - A request is read in place until a rule changes it. A change writes a
+//!   new head (request line and every field line, in order) into an owned
+//!   buffer and parses it again, so fetches, ACLs, `use_backend` and the
+//!   server side read an edited request exactly as they read a received
+//!   one. A change that leaves no valid head (a method that is not a
+//!   token, a path with a space, a head past the size limits) or that would
+//!   change how the body is framed is a *failed rewrite*: the request is
+//!   answered 500, as HAProxy does in its default `strict-mode on`.
+//! - A response is held as status, reason and a list of fields while its
+//!   rules run (conditions and fetches see it through
+//!   [`crate::sample::Res::List`]), then written. The framing fields
+//!   (`Content-Length`, `Transfer-Encoding`) and `Connection` are ebb's to
+//!   write and stay out of the rules' reach; rules naming them are refused
+//!   at start.
+//!
+//! Rules run in HAProxy's order: a request's frontend rules, then its
+//! backend's; a response's backend rules, then its frontend's, then the
+//! `http-after-response` rules (backend, then frontend) on every answer,
+//! ebb's own included.
+
+use crate::config::{EditOp, HeaderEdit, HttpRequestAction, HttpResponseAction};
+use crate::http1::{parse_request_into, Limits, RequestHead, Status, Version};
+use crate::proxy::{ReqRule, RespRule};
+use crate::rules::Matcher;
+use crate::sample::{Ctx, LogFormat, Req, Res};
+
+use crate::config::rewrite::reserved;
+pub use crate::config::rewrite::{Re, Rewrite, UriPart};
+pub(crate) use crate::sample::map::expand;
+
+/// `value` replaced by the template when `re` matches it (the whole value
+/// is replaced, as HAProxy does); `None` when it does not match.
+fn replace_whole(re: &Re, value: &[u8], tpl: &[u8]) -> Option<Vec<u8>> {
+    let caps = re.re.captures(value)?;
+    let mut out = Vec::with_capacity(tpl.len() + value.len());
+    expand(tpl, &caps, &mut out);
+    Some(out)
+}
+
+/// `replace-value`: each comma-separated value matched on its own, the
+/// separators and surrounding spaces kept.
+fn replace_values(re: &Re, value: &[u8], tpl: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(value.len() + tpl.len());
+    for (k, part) in value.split(|&c| c == b',').enumerate() {
+        if k > 0 {
+            out.push(b',');
+        }
+        let lead = part.len() - part.trim_ascii_start().len();
+        let core = part.trim_ascii();
+        let trail = part.len() - lead - core.len();
+        out.extend_from_slice(&part[..lead]);
+        match replace_whole(re, core, tpl) {
+            Some(r) => out.extend_from_slice(&r),
+            None => out.extend_from_slice(core),
+        }
+        out.extend_from_slice(&part[part.len() - trail..]);
+    }
+    out
+}
+
+/// Removes CR, LF and NUL (they would end or break a field line).
+fn clean(v: &mut Vec<u8>) {
+    v.retain(|&c| !matches!(c, b'\r' | b'\n' | 0));
+}
+
+/// Owned fields, as rules edit them.
+pub type Fields = Vec<(Vec<u8>, Vec<u8>)>;
+
+/// Fields borrowed from a head.
+pub type FieldRefs<'b> = Vec<(&'b [u8], &'b [u8])>;
+
+/// The fields as a borrowed list (what `Res::List` reads).
+fn borrowed(f: &Fields) -> FieldRefs<'_> {
+    f.iter().map(|(n, v)| (&n[..], &v[..])).collect()
+}
+
+/// Applies a header edit to `fields`; the value is evaluated before any
+/// field is removed (HAProxy's order).
+fn apply_edit(e: &HeaderEdit, ctx: &Ctx<'_>, fields: &mut Fields) {
+    let mut v = Vec::new();
+    if e.op != EditOp::Del {
+        e.render_value(ctx, &mut v);
+    }
+    if e.op != EditOp::Add {
+        fields.retain(|(n, _)| !n.eq_ignore_ascii_case(e.name.as_bytes()));
+    }
+    if e.op != EditOp::Del {
+        fields.push((e.name.as_bytes().to_vec(), v));
+    }
+}
+
+/// Applies a field action (`DelMatching`, `Replace`) to `fields`; returns
+/// `false` for actions that are not about fields.
+fn apply_fields(r: &Rewrite, ctx: &Ctx<'_>, fields: &mut Fields) -> bool {
+    match r {
+        Rewrite::DelMatching(m) => fields.retain(|(n, _)| !m.matches(n)),
+        Rewrite::Replace {
+            name,
+            re,
+            fmt,
+            each_value,
+        } => {
+            let mut tpl = Vec::new();
+            fmt.render(ctx, &mut tpl);
+            for (n, v) in fields.iter_mut() {
+                if !n.eq_ignore_ascii_case(name.as_bytes()) {
+                    continue;
+                }
+                let new = if *each_value {
+                    Some(replace_values(re, v, &tpl))
+                } else {
+                    replace_whole(re, v, &tpl)
+                };
+                if let Some(mut new) = new {
+                    clean(&mut new);
+                    let t = new.trim_ascii().to_vec();
+                    *v = t;
+                }
+            }
+        }
+        _ => return false,
+    }
+    true
+}
+
+// ---------------------------------------------------------------- requests
+
+/// A request head rewritten by rules: its own buffer, parsed.
+#[derive(Debug)]
+pub struct Edited {
+    pub buf: Vec<u8>,
+    pub head: RequestHead,
+}
+
+/// A request as the rules see it: the received head until a rule changes
+/// it, then the edited one.
+pub struct ReqState<'a> {
+    orig: Req<'a>,
+    pub edited: Option<Box<Edited>>,
+}
+
+/// A rewrite left no valid request (HAProxy: a failed rewrite, 500).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RewriteFailed;
+
+impl<'a> ReqState<'a> {
+    pub fn new(orig: Req<'a>) -> ReqState<'a> {
+        ReqState { orig, edited: None }
+    }
+
+    /// The request as it is now.
+    pub fn req(&self) -> Req<'_> {
+        match &self.edited {
+            Some(e) => Req {
+                buf: &e.buf,
+                head: &e.head,
+            },
+            None => self.orig,
+        }
+    }
+
+    /// Applies a request action (header edit or rewrite) evaluated in
+    /// `base` (which has no request: the current one is added here).
+    fn apply(
+        &mut self,
+        act: Act<'_>,
+        base: &Ctx<'_>,
+        limits: &Limits,
+    ) -> Result<(), RewriteFailed> {
+        let cur = self.req();
+        let ctx = Ctx {
+            req: Some(cur),
+            ..*base
+        };
+        let buf = cur.buf;
+        let h = cur.head;
+        let mut method = h.method_span.get(buf).to_vec();
+        let mut target = h.target.get(buf).to_vec();
+        let mut fields: Fields = h
+            .headers
+            .iter()
+            .map(|f| (f.name.get(buf).to_vec(), f.value.get(buf).to_vec()))
+            .collect();
+        // Where the path starts in the target (after scheme and authority).
+        let pstart = (h.path.start.saturating_sub(h.target.start) as usize).min(target.len());
+        let pq = target[pstart..].to_vec();
+        let qpos = pq.iter().position(|&c| c == b'?');
+        let (path, query) = match qpos {
+            Some(q) => (&pq[..q], Some(&pq[q + 1..])),
+            None => (&pq[..], None),
+        };
+        let render = |f: &LogFormat| {
+            let mut v = Vec::new();
+            f.render(&ctx, &mut v);
+            v
+        };
+        match act {
+            Act::Edit(e) => apply_edit(e, &ctx, &mut fields),
+            Act::Rewrite(r) => match r {
+                Rewrite::SetMethod(f) => method = render(f),
+                Rewrite::SetUri { part, fmt } => {
+                    let v = render(fmt);
+                    target = match part {
+                        UriPart::Uri => v,
+                        UriPart::PathQ => [&target[..pstart], &v[..]].concat(),
+                        UriPart::Path => {
+                            let mut t = [&target[..pstart], &v[..]].concat();
+                            if let Some(q) = query {
+                                t.push(b'?');
+                                t.extend_from_slice(q);
+                            }
+                            t
+                        }
+                        UriPart::Query => {
+                            if query.is_none() && v.is_empty() {
+                                target
+                            } else {
+                                let mut t = [&target[..pstart], path].concat();
+                                t.push(b'?');
+                                t.extend_from_slice(&v);
+                                t
+                            }
+                        }
+                    };
+                }
+                Rewrite::ReplaceUri { part, re, fmt } => {
+                    let tpl = render(fmt);
+                    let subject: &[u8] = match part {
+                        UriPart::Path => path,
+                        UriPart::PathQ => &pq,
+                        _ => &target,
+                    };
+                    let Some(new) = replace_whole(re, subject, &tpl) else {
+                        return Ok(());
+                    };
+                    target = match part {
+                        UriPart::Path => {
+                            let mut t = [&target[..pstart], &new[..]].concat();
+                            if let Some(q) = query {
+                                t.push(b'?');
+                                t.extend_from_slice(q);
+                            }
+                            t
+                        }
+                        UriPart::PathQ => [&target[..pstart], &new[..]].concat(),
+                        _ => new,
+                    };
+                }
+                other => {
+                    if !apply_fields(other, &ctx, &mut fields) {
+                        return Ok(());
+                    }
+                }
+            },
+        }
+        let mut out = Vec::with_capacity(h.head_len + 64);
+        out.extend_from_slice(&method);
+        out.push(b' ');
+        out.extend_from_slice(&target);
+        out.extend_from_slice(match h.version {
+            Version::Http10 => b" HTTP/1.0\r\n",
+            Version::Http11 => b" HTTP/1.1\r\n",
+        });
+        for (n, v) in &fields {
+            out.extend_from_slice(n);
+            out.extend_from_slice(b": ");
+            out.extend_from_slice(v);
+            out.extend_from_slice(b"\r\n");
+        }
+        out.extend_from_slice(b"\r\n");
+        let mut head = RequestHead::default();
+        match parse_request_into(&out, limits, &mut head) {
+            Ok(Status::Complete(())) if head.head_len == out.len() => {}
+            _ => return Err(RewriteFailed),
+        }
+        // The body's framing was decided by the received head: a rule may
+        // not change it (the server would read the body differently).
+        if head.framing != h.framing || head.expect_continue != h.expect_continue {
+            return Err(RewriteFailed);
+        }
+        self.edited = Some(Box::new(Edited { buf: out, head }));
+        Ok(())
+    }
+}
+
+enum Act<'r> {
+    Edit(&'r HeaderEdit),
+    Rewrite(&'r Rewrite),
+}
+
+/// Runs one proxy's `http-request` rules on `st` in order. Returns the
+/// index of the first final rule that holds (return, redirect, deny,
+/// use-service), `None` when the rules ran out or `allow` stopped them.
+/// `base` is the exchange's context without request.
+pub fn run_request(
+    rules: &[ReqRule],
+    m: &Matcher,
+    base: &Ctx<'_>,
+    st: &mut ReqState<'_>,
+    limits: &Limits,
+) -> Result<Option<usize>, RewriteFailed> {
+    for (i, rule) in rules.iter().enumerate() {
+        let holds = {
+            let ctx = Ctx {
+                req: Some(st.req()),
+                ..*base
+            };
+            m.holds(rule.cond.as_ref(), &ctx)
+        };
+        if !holds {
+            continue;
+        }
+        match &rule.action {
+            HttpRequestAction::Return(_)
+            | HttpRequestAction::UseService(_)
+            | HttpRequestAction::Redirect(_)
+            | HttpRequestAction::Deny { .. } => return Ok(Some(i)),
+            HttpRequestAction::Allow => return Ok(None),
+            HttpRequestAction::Var(v) => {
+                let ctx = Ctx {
+                    req: Some(st.req()),
+                    ..*base
+                };
+                v.run(&ctx);
+            }
+            HttpRequestAction::Capture(c) => {
+                let ctx = Ctx {
+                    req: Some(st.req()),
+                    ..*base
+                };
+                c.run(&ctx);
+            }
+            HttpRequestAction::Tarpit { .. } => return Ok(Some(i)),
+            a @ (HttpRequestAction::TrackSc { .. }
+            | HttpRequestAction::ScIncGpc0(_)
+            | HttpRequestAction::ScSetGpt0(..)) => {
+                let ctx = Ctx {
+                    req: Some(st.req()),
+                    ..*base
+                };
+                crate::stick::run_http_action(a, &ctx);
+            }
+            HttpRequestAction::Header(e) => st.apply(Act::Edit(e), base, limits)?,
+            HttpRequestAction::Rewrite(r) => st.apply(Act::Rewrite(r), base, limits)?,
+        }
+    }
+    Ok(None)
+}
+
+// --------------------------------------------------------------- responses
+
+/// A response head as rules edit it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ResHead {
+    pub status: u16,
+    pub reason: Vec<u8>,
+    pub fields: Fields,
+}
+
+impl ResHead {
+    /// Writes the status line and the fields (no final empty line).
+    pub fn write(&self, out: &mut Vec<u8>) {
+        use std::io::Write;
+        let _ = write!(out, "HTTP/1.1 {} ", self.status);
+        out.extend_from_slice(&self.reason);
+        out.extend_from_slice(b"\r\n");
+        for (n, v) in &self.fields {
+            out.extend_from_slice(n);
+            out.extend_from_slice(b": ");
+            out.extend_from_slice(v);
+            out.extend_from_slice(b"\r\n");
+        }
+    }
+}
+
+/// A proxy's response rules and the matcher of their conditions.
+pub type RuleSet<'a> = (&'a [RespRule], &'a Matcher);
+
+/// Runs response rule sets in order on `head`. `base` is the exchange's
+/// context (request, names...) without response.
+pub fn run_response(sets: &[RuleSet<'_>], base: &Ctx<'_>, head: &mut ResHead) {
+    for (rules, m) in sets {
+        for rule in rules.iter() {
+            let list = borrowed(&head.fields);
+            let ctx = Ctx {
+                res: Some(Res::List {
+                    status: head.status,
+                    hdrs: &list,
+                }),
+                ..*base
+            };
+            if !m.holds(rule.cond.as_ref(), &ctx) {
+                continue;
+            }
+            let mut fields = head.fields.clone();
+            match &rule.action {
+                HttpResponseAction::Var(v) => {
+                    v.run(&ctx);
+                    continue;
+                }
+                HttpResponseAction::Capture(c) => {
+                    c.run(&ctx);
+                    continue;
+                }
+                HttpResponseAction::Header(e) => apply_edit(e, &ctx, &mut fields),
+                HttpResponseAction::Rewrite(Rewrite::SetStatus { code, reason }) => {
+                    let r = match reason {
+                        Some(r) => r.as_bytes().to_vec(),
+                        // HAProxy's http_get_reason: "Other" for codes
+                        // without a registered phrase.
+                        None => match crate::http1::reason_phrase(*code) {
+                            "" => b"Other".to_vec(),
+                            p => p.as_bytes().to_vec(),
+                        },
+                    };
+                    drop(list);
+                    head.status = *code;
+                    head.reason = r;
+                    continue;
+                }
+                HttpResponseAction::Rewrite(r) => {
+                    apply_fields(r, &ctx, &mut fields);
+                }
+            }
+            drop(list);
+            head.fields = fields;
+        }
+    }
+}
+
+/// Whether the response rules of `sets` would do anything.
+pub fn any(sets: &[RuleSet<'_>]) -> bool {
+    sets.iter().any(|(r, _)| !r.is_empty())
+}
+
+/// The forwardable, non-framing fields of a parsed response as an owned
+/// list, and the framing/connection fields kept aside.
+pub fn split_fields<'b>(
+    buf: &'b [u8],
+    headers: &[crate::http1::HeaderSpan],
+) -> (Fields, FieldRefs<'b>) {
+    let mut edit = Vec::new();
+    let mut keep = Vec::new();
+    for f in headers {
+        let n = f.name.get(buf);
+        let v = f.value.get(buf);
+        if std::str::from_utf8(n).is_ok_and(reserved) {
+            keep.push((n, v));
+        } else {
+            edit.push((n.to_vec(), v.to_vec()));
+        }
+    }
+    (edit, keep)
+}
+
+/// Runs `sets` on a response ebb wrote itself into `out[start..]` (an
+/// error, a `return`, a redirect, a file, the stats page): parses its
+/// head, runs the rules, and writes the head again in place. An answer
+/// whose head does not parse (a hand-written errorfile) is left as is.
+pub fn rewrite_in_place(
+    sets: &[RuleSet<'_>],
+    base: &Ctx<'_>,
+    out: &mut Vec<u8>,
+    start: usize,
+) -> Option<u16> {
+    if !any(sets) || start > out.len() {
+        return None;
+    }
+    let limits = Limits {
+        max_head_bytes: 1 << 20,
+        ..Limits::default()
+    };
+    let parsed = crate::http1::parse_response(&out[start..], &limits, crate::http1::Method::Get);
+    let Ok(Status::Complete(h)) = parsed else {
+        return None;
+    };
+    let buf = &out[start..start + h.head_len];
+    let (fields, keep) = split_fields(buf, &h.headers);
+    let mut head = ResHead {
+        status: h.status,
+        reason: h.reason.get(buf).to_vec(),
+        fields,
+    };
+    run_response(sets, base, &mut head);
+    let mut new = Vec::with_capacity(h.head_len + 64);
+    head.write(&mut new);
+    for (n, v) in keep {
+        new.extend_from_slice(n);
+        new.extend_from_slice(b": ");
+        new.extend_from_slice(v);
+        new.extend_from_slice(b"\r\n");
+    }
+    new.extend_from_slice(b"\r\n");
+    out.splice(start..start + h.head_len, new);
+    Some(head.status)
+}
+
+/// The `http-after-response` rules (the backend's, then the frontend's) on
+/// an answer ebb wrote itself at `out[start..]`; returns the status they
+/// leave when they ran.
+pub fn after_local(
+    fe: &crate::proxy::FrontendRt,
+    be: Option<&crate::proxy::BackendRt>,
+    base: &Ctx<'_>,
+    out: &mut Vec<u8>,
+    start: usize,
+) -> Option<u16> {
+    let none: &[RespRule] = &[];
+    let sets = [
+        be.map_or((none, &fe.matcher), |b| (&b.after_response[..], &b.matcher)),
+        (&fe.after_response[..], &fe.matcher),
+    ];
+    rewrite_in_place(&sets, base, out, start)
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,991 @@
+//! Log lines: `log-format` strings with HAProxy's `%` variables
+//! (configuration.txt 8.2.4), and the formats HAProxy uses when none is
+//! given (`option httplog`).
+//!
+//! A log line differs from the log-format strings of header values
+//! (`super::LogFormat`) in three ways, all HAProxy's: a variable or sample
+//! with no value writes `-` (`""` when quoted with `%{+Q}`); runs of spaces
+//! in the format are separators, written once and only after something
+//! was written, so an empty `%hr` leaves no double space; and values come
+//! from the finished exchange (timers, status, bytes, captures), given as
+//! an [`Entry`].
+//!
+//! Variables ebb does not measure are refused at start with their name
+//! (`%Th`, `%Ti`, `%Tq`, `%Tt`, `%Tu` need the idle and handshake times,
+//! `%U` the bytes received, `%bi %bp %si %sp` the server-side addresses).
+//! `%[...]` samples are evaluated at log time, when the request and the
+//! response heads are gone: they read variables, names, addresses and
+//! constants (a request value is kept for the log with `set-var` or a
+//! capture).
+
+use std::io::Write;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use super::{Ctx, Expr, Scope};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Var {
+    ClientIp,
+    ClientPort,
+    FrontIp,
+    FrontPort,
+    AcceptDate,
+    RequestDate,
+    AcceptGmt,
+    RequestGmt,
+    AcceptLocal,
+    RequestLocal,
+    AcceptTs,
+    AcceptMs,
+    Frontend,
+    FrontendXprt,
+    Backend,
+    Server,
+    TR,
+    Tw,
+    Tc,
+    Tr,
+    Td,
+    Ta,
+    Status,
+    Bytes,
+    CookieClient,
+    CookieServer,
+    Term,
+    TermCookie,
+    ActConn,
+    FeConn,
+    BeConn,
+    SrvConn,
+    Retries,
+    SrvQueue,
+    BeQueue,
+    HdrReq,
+    HdrReqList,
+    HdrRes,
+    HdrResList,
+    Request,
+    HttpPath,
+    HttpPathOnly,
+    HttpQuery,
+    HttpUri,
+    HttpMethod,
+    HttpVersion,
+    Hostname,
+    Pid,
+    UniqueId,
+}
+
+fn var(name: &str) -> Result<Var, String> {
+    use Var::*;
+    Ok(match name {
+        "ci" => ClientIp,
+        "cp" => ClientPort,
+        "fi" => FrontIp,
+        "fp" => FrontPort,
+        "t" => AcceptDate,
+        "tr" => RequestDate,
+        "T" => AcceptGmt,
+        "trg" => RequestGmt,
+        "Tl" => AcceptLocal,
+        "trl" => RequestLocal,
+        "Ts" => AcceptTs,
+        "ms" => AcceptMs,
+        "f" => Frontend,
+        "ft" => FrontendXprt,
+        "b" => Backend,
+        "s" => Server,
+        "TR" => TR,
+        "Tw" => Tw,
+        "Tc" => Tc,
+        "Tr" => Tr,
+        "Td" => Td,
+        "Ta" => Ta,
+        "ST" => Status,
+        "B" => Bytes,
+        "CC" => CookieClient,
+        "CS" => CookieServer,
+        "ts" => Term,
+        "tsc" => TermCookie,
+        "ac" => ActConn,
+        "fc" => FeConn,
+        "bc" => BeConn,
+        "sc" => SrvConn,
+        "rc" => Retries,
+        "sq" => SrvQueue,
+        "bq" => BeQueue,
+        "hr" => HdrReq,
+        "hrl" => HdrReqList,
+        "hs" => HdrRes,
+        "hsl" => HdrResList,
+        "r" => Request,
+        "HP" => HttpPath,
+        "HPO" => HttpPathOnly,
+        "HQ" => HttpQuery,
+        "HU" => HttpUri,
+        "HM" => HttpMethod,
+        "HV" => HttpVersion,
+        "H" => Hostname,
+        "pid" => Pid,
+        "ID" => UniqueId,
+        "Th" | "Ti" | "Tq" | "Tt" | "Tu" => {
+            return Err(format!(
+                "log-format variable '%{name}' is not supported: ebb does not measure the idle and handshake times before a request yet (use %TR, %Tw, %Tc, %Tr, %Td, %Ta)"
+            ))
+        }
+        "U" => {
+            return Err(
+                "log-format variable '%U' (bytes received) is not supported by ebb yet".to_string(),
+            )
+        }
+        "bi" | "bp" | "si" | "sp" => {
+            return Err(format!(
+                "log-format variable '%{name}' (server-side address) is not supported by ebb yet"
+            ))
+        }
+        o => {
+            return Err(format!(
+                "unknown log-format variable '%{o}' (supported: %ci %cp %fi %fp %t %tr %T %trg %Tl %trl %Ts %ms %f %ft %b %s %TR %Tw %Tc %Tr %Td %Ta %ST %B %CC %CS %ts %tsc %ac %fc %bc %sc %rc %sq %bq %hr %hrl %hs %hsl %r %HP %HPO %HQ %HU %HM %HV %H %pid %ID, and %[sample])"
+            ))
+        }
+    })
+}
+
+#[derive(Clone, Debug)]
+enum Part {
+    Text(Vec<u8>),
+    /// One or more spaces of the format.
+    Sep,
+    Var {
+        v: Var,
+        quote: bool,
+    },
+    Expr {
+        e: Box<Expr>,
+        quote: bool,
+    },
+}
+
+/// A compiled log line format.
+#[derive(Clone, Debug)]
+pub struct LogLine {
+    parts: Vec<Part>,
+    src: String,
+}
+
+impl PartialEq for LogLine {
+    fn eq(&self, o: &LogLine) -> bool {
+        self.src == o.src
+    }
+}
+impl Eq for LogLine {}
+
+/// HAProxy 2.6's `option httplog` format (log.c, default_http_log_format).
+pub const HTTPLOG: &str = "%ci:%cp [%tr] %ft %b/%s %TR/%Tw/%Tc/%Tr/%Ta %ST %B %CC %CS %tsc %ac/%fc/%bc/%sc/%rc %sq/%bq %hr %hs %{+Q}r";
+
+impl LogLine {
+    /// Parses a `log-format` string.
+    pub fn parse(text: &str) -> Result<LogLine, String> {
+        let b = text.as_bytes();
+        let mut parts = Vec::new();
+        let mut lit = Vec::new();
+        let mut i = 0;
+        let flush = |lit: &mut Vec<u8>, parts: &mut Vec<Part>| {
+            if !lit.is_empty() {
+                parts.push(Part::Text(std::mem::take(lit)));
+            }
+        };
+        while i < b.len() {
+            match b[i] {
+                b' ' => {
+                    flush(&mut lit, &mut parts);
+                    if !matches!(parts.last(), Some(Part::Sep)) {
+                        parts.push(Part::Sep);
+                    }
+                    i += 1;
+                    continue;
+                }
+                b'%' => {}
+                c => {
+                    lit.push(c);
+                    i += 1;
+                    continue;
+                }
+            }
+            i += 1;
+            if b.get(i) == Some(&b'%') {
+                lit.push(b'%');
+                i += 1;
+                continue;
+            }
+            let (it, quote, next) = super::logfmt::item(text, i, Scope::Response).map_err(|e| {
+                if e.contains("reads the request") {
+                    format!("{e}; in a log line, keep the value with 'http-request set-var' or a capture")
+                } else {
+                    e
+                }
+            })?;
+            i = next;
+            flush(&mut lit, &mut parts);
+            parts.push(match it {
+                super::logfmt::Item::Expr(e) => Part::Expr {
+                    e: Box::new(e),
+                    quote,
+                },
+                super::logfmt::Item::Name(n) => Part::Var { v: var(n)?, quote },
+            });
+        }
+        flush(&mut lit, &mut parts);
+        Ok(LogLine {
+            parts,
+            src: text.to_string(),
+        })
+    }
+
+    pub fn text(&self) -> &str {
+        &self.src
+    }
+
+    /// Whether the format reads the frontend's local address (a system
+    /// call, made only then).
+    pub fn needs_local(&self) -> bool {
+        self.parts.iter().any(|p| {
+            matches!(
+                p,
+                Part::Var {
+                    v: Var::FrontIp | Var::FrontPort,
+                    ..
+                }
+            )
+        })
+    }
+
+    /// The captured headers of the exchange, one slot per configured
+    /// capture (`None` when no capture of that side is configured).
+    fn captures(&self, e: &Entry<'_>) -> Caps {
+        let uses = self.parts.iter().any(|p| {
+            matches!(
+                p,
+                Part::Var {
+                    v: Var::HdrReq | Var::HdrReqList | Var::HdrRes | Var::HdrResList,
+                    ..
+                }
+            )
+        });
+        if !uses {
+            return (None, None);
+        }
+        let store = e.vars.and_then(|v| v.try_borrow().ok());
+        let side = |n: usize, got: Option<&Vec<Option<Vec<u8>>>>| {
+            (n > 0).then(|| {
+                let mut v = got.cloned().unwrap_or_default();
+                v.resize(n, None);
+                v
+            })
+        };
+        (
+            side(e.ncaps.0, store.as_ref().map(|s| &s.req_caps)),
+            side(e.ncaps.1, store.as_ref().map(|s| &s.res_caps)),
+        )
+    }
+
+    /// The line for one exchange; `ctx` evaluates `%[...]` samples.
+    pub fn render(&self, e: &Entry<'_>, ctx: &Ctx<'_>, out: &mut Vec<u8>) {
+        // HAProxy's last_isspace: a separator is written only after data.
+        let mut last_space = true;
+        let caps = self.captures(e);
+        for p in &self.parts {
+            match p {
+                Part::Sep => {
+                    if !last_space {
+                        out.push(b' ');
+                        last_space = true;
+                    }
+                }
+                Part::Text(t) => {
+                    out.extend_from_slice(t);
+                    last_space = false;
+                }
+                Part::Expr { e: x, quote } => {
+                    let mut v = Vec::new();
+                    let found = x.render(ctx, &mut v);
+                    // Control bytes would split or forge a line in a file
+                    // or on a terminal: escaped as '#XX'.
+                    let v = escape(&v, |c| c < 0x20 || c == 0x7f);
+                    text(out, found.then_some(&v[..]), *quote);
+                    last_space = false;
+                }
+                Part::Var { v, quote } => {
+                    if render_var(*v, *quote, e, &caps, out) {
+                        last_space = false;
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Writes a text value as HAProxy's lf_text does in a log line: `-` when
+/// missing or empty, `""` when quoted.
+fn text(out: &mut Vec<u8>, v: Option<&[u8]>, quote: bool) {
+    if quote {
+        out.push(b'"');
+    }
+    match v {
+        Some(v) if !v.is_empty() => out.extend_from_slice(v),
+        _ if !quote => out.push(b'-'),
+        _ => {}
+    }
+    if quote {
+        out.push(b'"');
+    }
+}
+
+/// `#XX` for each byte `esc` selects (HAProxy's encode_string).
+fn escape(v: &[u8], esc: impl Fn(u8) -> bool) -> Vec<u8> {
+    let mut out = Vec::with_capacity(v.len());
+    for &c in v {
+        if esc(c) {
+            let _ = write!(out, "#{c:02X}");
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// HAProxy's url_encode_map (request line): controls, 8-bit, `"` and `#`.
+fn url_esc(c: u8) -> bool {
+    !(0x20..0x7f).contains(&c) || c == b'"' || c == b'#'
+}
+
+/// HAProxy's hdr_encode_map (captures): controls, 8-bit, `"#{|}`.
+fn hdr_esc(c: u8) -> bool {
+    url_esc(c) || matches!(c, b'{' | b'|' | b'}')
+}
+
+fn num(out: &mut Vec<u8>, n: i64, quote: bool) {
+    if quote {
+        let _ = write!(out, "\"{n}\"");
+    } else {
+        let _ = write!(out, "{n}");
+    }
+}
+
+/// The parts of the request line: method, URI, version (HAProxy splits
+/// its captured line the same way, on spaces).
+fn split_line(l: &[u8]) -> (&[u8], Option<&[u8]>, Option<&[u8]>) {
+    let mut it = l
+        .split(|&c| c == b' ' || c == b'\t')
+        .filter(|p| !p.is_empty());
+    let m = it.next().unwrap_or(b"");
+    (m, it.next(), it.next())
+}
+
+/// Writes a chunk of the request line, quoted if asked, `<BADREQ>` when
+/// there is no request.
+fn req_part(out: &mut Vec<u8>, v: Option<&[u8]>, quote: bool) {
+    if quote {
+        out.push(b'"');
+    }
+    match v {
+        Some(v) => out.extend_from_slice(&escape(v, url_esc)),
+        None => out.extend_from_slice(b"<BADREQ>"),
+    }
+    if quote {
+        out.push(b'"');
+    }
+}
+
+/// The path of a URI without its query (`%HPO`): after the scheme and
+/// authority of an absolute URI.
+fn path_only(uri: &[u8]) -> &[u8] {
+    let p = if uri.first().is_some_and(u8::is_ascii_alphabetic) {
+        match uri.windows(3).position(|w| w == b"://") {
+            Some(s) => {
+                let after = &uri[s + 3..];
+                match after.iter().position(|&c| c == b'/') {
+                    Some(i) => &after[i..],
+                    None => b"",
+                }
+            }
+            None => uri,
+        }
+    } else {
+        uri
+    };
+    let end = p.iter().position(|&c| c == b'?').unwrap_or(p.len());
+    &p[..end]
+}
+
+fn captures(out: &mut Vec<u8>, caps: &[Option<Vec<u8>>], quote: bool, list: bool) {
+    for (i, c) in caps.iter().enumerate() {
+        if list {
+            if i > 0 {
+                out.push(b' ');
+            }
+            if quote {
+                out.push(b'"');
+            }
+            match c {
+                Some(v) => out.extend_from_slice(&escape(v, hdr_esc)),
+                None if !quote => out.push(b'-'),
+                None => {}
+            }
+            if quote {
+                out.push(b'"');
+            }
+        } else {
+            if i > 0 {
+                out.push(b'|');
+            }
+            if let Some(v) = c {
+                out.extend_from_slice(&escape(v, hdr_esc));
+            }
+        }
+    }
+}
+
+/// Writes one variable; returns whether anything was written.
+fn render_var(v: Var, quote: bool, e: &Entry<'_>, caps: &Caps, out: &mut Vec<u8>) -> bool {
+    let at = out.len();
+    let date = |t: SystemTime, out: &mut Vec<u8>, zone: Zone| {
+        if quote {
+            out.push(b'"');
+        }
+        fmt_date(t, zone, out);
+        if quote {
+            out.push(b'"');
+        }
+    };
+    let req_date = e.request_date.unwrap_or(e.accept);
+    let td = if e.tw < 0 || e.tc < 0 || e.tr < 0 {
+        -1
+    } else {
+        e.tt - (e.tq + e.tw + e.tc + e.tr)
+    };
+    let line = Some(e.request_line).filter(|l| *l != b"<BADREQ>");
+    let (m, uri, ver) = match line {
+        Some(l) => {
+            let (m, u, v) = split_line(l);
+            (Some(m), u, v)
+        }
+        None => (None, None, None),
+    };
+    match v {
+        Var::ClientIp => text(out, Some(e.client.ip().to_string().as_bytes()), quote),
+        Var::ClientPort => num(out, i64::from(e.client.port()), quote),
+        Var::FrontIp => match e.local {
+            Some(a) => text(out, Some(a.ip().to_string().as_bytes()), quote),
+            None => text(out, None, quote),
+        },
+        Var::FrontPort => match e.local {
+            Some(a) => num(out, i64::from(a.port()), quote),
+            None => text(out, None, quote),
+        },
+        Var::AcceptDate => date(e.accept, out, Zone::LocalPlain),
+        Var::RequestDate => date(req_date, out, Zone::LocalPlain),
+        Var::AcceptGmt => date(e.accept, out, Zone::Gmt),
+        Var::RequestGmt => date(req_date, out, Zone::Gmt),
+        Var::AcceptLocal => date(e.accept, out, Zone::LocalOffset),
+        Var::RequestLocal => date(req_date, out, Zone::LocalOffset),
+        Var::AcceptTs => {
+            let s = e.accept.duration_since(UNIX_EPOCH).unwrap_or_default();
+            num(out, s.as_secs() as i64, quote)
+        }
+        Var::AcceptMs => {
+            let s = e.accept.duration_since(UNIX_EPOCH).unwrap_or_default();
+            let _ = write!(out, "{:03}", s.subsec_millis());
+        }
+        Var::Frontend => text(out, Some(e.frontend.as_bytes()), quote),
+        Var::FrontendXprt => {
+            let mut f = e.frontend.as_bytes().to_vec();
+            if e.tls {
+                f.push(b'~');
+            }
+            text(out, Some(&f), quote)
+        }
+        Var::Backend => text(out, Some(e.backend.as_bytes()), quote),
+        Var::Server => text(out, Some(e.server.as_bytes()), quote),
+        Var::TR => num(out, e.tq, quote),
+        Var::Tw => num(out, e.tw, quote),
+        Var::Tc => num(out, e.tc, quote),
+        Var::Tr => num(out, e.tr, quote),
+        Var::Td => num(out, td, quote),
+        Var::Ta => num(out, e.tt, quote),
+        Var::Status => num(out, i64::from(e.status), quote),
+        Var::Bytes => num(out, e.bytes as i64, quote),
+        // `capture cookie` is not supported: HAProxy writes '-' then.
+        Var::CookieClient | Var::CookieServer => text(out, None, quote),
+        Var::Term => out.extend_from_slice(e.term.as_bytes()),
+        Var::TermCookie => {
+            out.extend_from_slice(e.term.as_bytes());
+            out.extend_from_slice(e.cookie_flags.as_bytes());
+        }
+        Var::ActConn => num(out, i64::from(e.actconn), quote),
+        Var::FeConn => num(out, i64::from(e.feconn), quote),
+        Var::BeConn | Var::SrvConn | Var::Retries | Var::SrvQueue | Var::BeQueue => {
+            num(out, 0, quote)
+        }
+        Var::HdrReq | Var::HdrRes => {
+            let caps = if v == Var::HdrReq { &caps.0 } else { &caps.1 };
+            if let Some(caps) = caps {
+                if quote {
+                    out.push(b'"');
+                }
+                out.push(b'{');
+                captures(out, caps, false, false);
+                out.push(b'}');
+                if quote {
+                    out.push(b'"');
+                }
+            }
+        }
+        Var::HdrReqList | Var::HdrResList => {
+            let caps = if v == Var::HdrReqList {
+                &caps.0
+            } else {
+                &caps.1
+            };
+            if let Some(caps) = caps {
+                captures(out, caps, quote, true);
+            }
+        }
+        Var::Request => req_part(out, line, quote),
+        Var::HttpMethod => req_part(out, m.filter(|_| uri.is_some()), quote),
+        Var::HttpUri => req_part(out, uri, quote),
+        Var::HttpPath => req_part(
+            out,
+            uri.map(|u| &u[..u.iter().position(|&c| c == b'?').unwrap_or(u.len())]),
+            quote,
+        ),
+        Var::HttpPathOnly => req_part(out, uri.map(path_only), quote),
+        Var::HttpQuery => req_part(
+            out,
+            line.map(|l| {
+                let u = uri.unwrap_or(b"");
+                match u.iter().position(|&c| c == b'?') {
+                    Some(q) => &u[q..],
+                    None => &l[..0],
+                }
+            }),
+            quote,
+        ),
+        Var::HttpVersion => req_part(out, uri.map(|_| ver.unwrap_or(b"HTTP/0.9")), quote),
+        Var::Hostname => text(out, Some(super::logfmt::hostname().as_bytes()), quote),
+        Var::Pid => num(out, i64::from(crate::sys::pid()), quote),
+        // `unique-id-format` is refused: HAProxy writes '-' without it.
+        Var::UniqueId => text(out, None, quote),
+    }
+    out.len() > at
+}
+
+/// Request and response captures, when configured.
+type Caps = (Option<Vec<Option<Vec<u8>>>>, Option<Vec<Option<Vec<u8>>>>);
+
+/// A capture slot of a frontend: `capture request|response header NAME
+/// len N` (`name` set), `declare capture request|response len N` and
+/// `http-request capture SAMPLE len N` (no name: filled by rules).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CaptureHdr {
+    pub response: bool,
+    /// Lower case; `None` for a slot filled by `capture` actions.
+    pub name: Option<String>,
+    pub len: usize,
+}
+
+/// Captures the configured headers of one side into the exchange's store:
+/// each capture keeps the last occurrence of its header (HAProxy's
+/// http_capture_headers), cut to its length. Slots filled by actions are
+/// left as they are.
+pub fn capture_headers(caps: &[CaptureHdr], response: bool, ctx: &Ctx<'_>) {
+    let mine: Vec<&CaptureHdr> = caps.iter().filter(|c| c.response == response).collect();
+    if !mine.iter().any(|c| c.name.is_some()) {
+        return;
+    }
+    let Some(store) = ctx.vars else {
+        return;
+    };
+    let mut got: Vec<Option<Vec<u8>>> = vec![None; mine.len()];
+    super::each_field(ctx, response, &mut |n, v| {
+        for (i, c) in mine.iter().enumerate() {
+            if c.name
+                .as_deref()
+                .is_some_and(|name| n.eq_ignore_ascii_case(name.as_bytes()))
+            {
+                got[i] = Some(v[..v.len().min(c.len)].to_vec());
+            }
+        }
+        false
+    });
+    if let Ok(mut s) = store.try_borrow_mut() {
+        let slots = if response {
+            &mut s.res_caps
+        } else {
+            &mut s.req_caps
+        };
+        slots.resize(mine.len(), None);
+        for (i, c) in mine.iter().enumerate() {
+            if c.name.is_some() {
+                slots[i] = got[i].take();
+            }
+        }
+    }
+}
+
+/// `http-request|http-response capture SAMPLE len N|id N`: the sample as
+/// text, cut to the slot's length, into slot `slot` of its side.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CaptureAction {
+    pub expr: Box<Expr>,
+    pub response: bool,
+    pub slot: usize,
+    pub len: usize,
+}
+
+impl CaptureAction {
+    pub fn run(&self, ctx: &Ctx<'_>) {
+        let Some(store) = ctx.vars else {
+            return;
+        };
+        let mut v = Vec::new();
+        // A sample with no value captures nothing (HAProxy's rule).
+        if !self.expr.render(ctx, &mut v) {
+            return;
+        }
+        v.truncate(self.len);
+        if let Ok(mut s) = store.try_borrow_mut() {
+            let slots = if self.response {
+                &mut s.res_caps
+            } else {
+                &mut s.req_caps
+            };
+            if slots.len() <= self.slot {
+                slots.resize(self.slot + 1, None);
+            }
+            slots[self.slot] = Some(v);
+        }
+    }
+}
+
+#[derive(Clone, Copy)]
+enum Zone {
+    /// `dd/Mon/yyyy:HH:MM:SS.mmm`, local time (HAProxy's %t, %tr).
+    LocalPlain,
+    /// `dd/Mon/yyyy:HH:MM:SS +0000` (%T, %trg).
+    Gmt,
+    /// `dd/Mon/yyyy:HH:MM:SS +hhmm`, local time (%Tl, %trl).
+    LocalOffset,
+}
+
+fn fmt_date(t: SystemTime, zone: Zone, out: &mut Vec<u8>) {
+    const MON: [&str; 12] = [
+        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
+    ];
+    let d = t.duration_since(UNIX_EPOCH).unwrap_or_default();
+    let secs = d.as_secs() as i64;
+    let off = match zone {
+        Zone::Gmt => 0,
+        _ => i64::from(crate::sys::utc_offset(secs)),
+    };
+    let local = secs + off;
+    let (y, m, day) = civil_from_days(local.div_euclid(86_400));
+    let sod = local.rem_euclid(86_400);
+    let _ = write!(
+        out,
+        "{:02}/{}/{}:{:02}:{:02}:{:02}",
+        day,
+        MON[(m.clamp(1, 12) - 1) as usize],
+        y,
+        sod / 3600,
+        sod / 60 % 60,
+        sod % 60
+    );
+    match zone {
+        Zone::LocalPlain => {
+            let _ = write!(out, ".{:03}", d.subsec_millis());
+        }
+        _ => {
+            let sign = if off < 0 { '-' } else { '+' };
+            let a = off.unsigned_abs();
+            let _ = write!(out, " {sign}{:02}{:02}", a / 3600, a / 60 % 60);
+        }
+    }
+}
+
+/// The default format's compiled form (parsed once).
+pub fn httplog() -> &'static LogLine {
+    static F: std::sync::OnceLock<LogLine> = std::sync::OnceLock::new();
+    F.get_or_init(|| match LogLine::parse(HTTPLOG) {
+        Ok(l) => l,
+        // The constant above parses (a unit test says so); an empty
+        // format would only lose the line.
+        Err(_) => LogLine {
+            parts: Vec::new(),
+            src: String::new(),
+        },
+    })
+}
+
+/// Days since 1970-01-01 to (year, month 1..=12, day 1..=31), Howard
+/// Hinnant's `civil_from_days`.
+pub(crate) fn civil_from_days(z: i64) -> (i64, u32, u32) {
+    let z = z + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let y = yoe + era * 400;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    (if m <= 2 { y + 1 } else { y }, m, d)
+}
+
+/// The pieces of one access-log line.
+pub struct Entry<'a> {
+    pub client: std::net::SocketAddr,
+    pub accept: std::time::SystemTime,
+    pub frontend: &'a str,
+    pub backend: &'a str,
+    pub server: &'a str,
+    pub tq: i64,
+    pub tw: i64,
+    pub tc: i64,
+    pub tr: i64,
+    pub tt: i64,
+    pub status: u16,
+    pub bytes: u64,
+    /// Two letters: who ended the session and in which state; `--`.
+    pub term: &'a str,
+    pub actconn: u32,
+    pub feconn: u32,
+    pub request_line: &'a [u8],
+    /// When the request started (HAProxy's %tr); `None`: the accept date.
+    pub request_date: Option<std::time::SystemTime>,
+    /// The frontend's local address, when the format reads it.
+    pub local: Option<std::net::SocketAddr>,
+    /// The client connection is TLS (`%ft` adds `~`).
+    pub tls: bool,
+    /// Persistence cookie flags of `%tsc` (`--`: no `cookie` in the backend).
+    pub cookie_flags: &'a str,
+    /// The exchange's variables and captures.
+    pub vars: Option<&'a std::cell::RefCell<crate::sample::VarStore>>,
+    /// Request and response captures configured on the frontend.
+    pub ncaps: (usize, usize),
+    /// The frontend's `log-format`; `None`: HAProxy's httplog format.
+    pub fmt: Option<&'a LogLine>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    fn entry<'a>(
+        line: &'a [u8],
+        vars: Option<&'a std::cell::RefCell<super::super::VarStore>>,
+    ) -> Entry<'a> {
+        Entry {
+            client: "127.0.0.1:4000".parse().unwrap(),
+            accept: UNIX_EPOCH + Duration::from_millis(1_000_123),
+            frontend: "fe",
+            backend: "be",
+            server: "s1",
+            tq: 1,
+            tw: 0,
+            tc: 2,
+            tr: 3,
+            tt: 10,
+            status: 200,
+            bytes: 42,
+            term: "--",
+            actconn: 1,
+            feconn: 1,
+            request_line: line,
+            request_date: None,
+            local: Some("127.0.0.2:8080".parse().unwrap()),
+            tls: true,
+            cookie_flags: "--",
+            vars,
+            ncaps: (2, 0),
+            fmt: None,
+        }
+    }
+
+    fn render(fmt: &str, e: &Entry<'_>) -> String {
+        let l = LogLine::parse(fmt).unwrap_or_else(|x| panic!("{fmt}: {x}"));
+        let dst = || e.local;
+        let ctx = Ctx {
+            src: e.client,
+            dst: &dst,
+            fe: e.frontend,
+            be: Some(e.backend),
+            srv: Some(e.server),
+            tls: e.tls,
+            sni: None,
+            req: None,
+            res: None,
+            vars: e.vars,
+            payload: None,
+            stk: None,
+        };
+        let mut out = Vec::new();
+        l.render(e, &ctx, &mut out);
+        String::from_utf8(out).unwrap()
+    }
+
+    #[test]
+    fn uri_parts_as_haproxy_logs_them() {
+        // HAProxy's reg-test log/log_uri.
+        let f = "hpo=%HPO hp=%HP hu=%HU hq=%HQ hm=%HM hv=%HV";
+        let e = entry(b"GET /r/2?q=2 HTTP/1.1", None);
+        assert_eq!(
+            render(f, &e),
+            "hpo=/r/2 hp=/r/2 hu=/r/2?q=2 hq=?q=2 hm=GET hv=HTTP/1.1"
+        );
+        let e = entry(b"GET http://localhost/r/4?q=4 HTTP/1.1", None);
+        assert_eq!(
+            render(f, &e),
+            "hpo=/r/4 hp=http://localhost/r/4 hu=http://localhost/r/4?q=4 hq=?q=4 hm=GET hv=HTTP/1.1"
+        );
+        let e = entry(b"<BADREQ>", None);
+        assert_eq!(
+            render("%r %HU %{+Q}r", &e),
+            "<BADREQ> <BADREQ> \"<BADREQ>\""
+        );
+    }
+
+    #[test]
+    fn values_timers_and_separators() {
+        let e = entry(b"GET / HTTP/1.1", None);
+        assert_eq!(
+            render("%ci:%cp %fi:%fp %ft %f %b/%s %TR/%Tw/%Tc/%Tr/%Td/%Ta %ST %B %CC %tsc %ac/%fc %ID %Ts.%ms", &e),
+            "127.0.0.1:4000 127.0.0.2:8080 fe~ fe be/s1 1/0/2/3/4/10 200 42 - ---- 1/1 - 1000.123"
+        );
+        // A missing sample writes '-', quoted '""'; no value at all leaves
+        // one separator, not two.
+        assert_eq!(
+            render("a %[var(txn.nope)] %{+Q}[var(txn.nope)] b", &e),
+            "a - \"\" b"
+        );
+        assert_eq!(render("a   %hs  b", &e), "a b");
+        assert_eq!(render("%{+Q}ST", &e), "\"200\"");
+        assert_eq!(render("100%% %%", &e), "100% %");
+    }
+
+    #[test]
+    fn captures_and_variables() {
+        let vars = std::cell::RefCell::new(super::super::VarStore::default());
+        vars.borrow_mut().req_caps = vec![Some(b"a|b\"c".to_vec())];
+        let e = entry(b"GET / HTTP/1.1", Some(&vars));
+        // Two request captures configured, the second saw nothing.
+        // A separator is written after data even when nothing follows
+        // (HAProxy's last_isspace rule).
+        assert_eq!(render("%hr %hrl %hs", &e), "{a#7Cb#22c|} a#7Cb#22c - ");
+        let v = super::super::VarRef::parse("txn.x").unwrap();
+        let s = super::super::Scratch {
+            cur: b"v\n1".to_vec(),
+            tmp: Vec::new(),
+        };
+        vars.borrow_mut().set(&v, super::super::Val::Str, &s);
+        assert_eq!(render("x=%[var(txn.x)]", &e), "x=v#0A1");
+    }
+
+    #[test]
+    fn httplog_is_haproxy_s_default() {
+        let mut e = entry(b"GET /a HTTP/1.1", None);
+        e.ncaps = (0, 0);
+        let l = render(HTTPLOG, &e);
+        let date_end = l.find(']').unwrap();
+        assert_eq!(
+            &l[date_end..],
+            "] fe~ be/s1 1/0/2/3/10 200 42 - - ---- 1/1/0/0/0 0/0 \"GET /a HTTP/1.1\""
+        );
+    }
+
+    #[test]
+    fn unmeasured_variables_and_request_samples_are_refused() {
+        for (f, why) in [
+            ("%Tt", "idle and handshake"),
+            ("%Tq", "idle and handshake"),
+            ("%U", "bytes received"),
+            ("%si", "server-side address"),
+            ("%zz", "unknown log-format variable"),
+            ("%[path]", "set-var"),
+            ("%{+X}r", "not supported"),
+        ] {
+            let e = LogLine::parse(f).unwrap_err();
+            assert!(e.contains(why), "{f}: {e}");
+        }
+    }
+
+    #[test]
+    fn captures_keep_the_last_occurrence_cut_to_len() {
+        let raw = b"GET / HTTP/1.1\r\nHost: h\r\nX-A: first\r\nx-a: second-and-long\r\n\r\n";
+        let Ok(crate::http1::Status::Complete(head)) =
+            crate::http1::parse_request(raw, &crate::http1::Limits::default())
+        else {
+            panic!("bad request");
+        };
+        let vars = std::cell::RefCell::new(super::super::VarStore::default());
+        let dst = || None;
+        let ctx = Ctx {
+            src: "127.0.0.1:1".parse().unwrap(),
+            dst: &dst,
+            fe: "f",
+            be: None,
+            srv: None,
+            tls: false,
+            sni: None,
+            req: Some(super::super::Req {
+                buf: raw,
+                head: &head,
+            }),
+            res: None,
+            vars: Some(&vars),
+            payload: None,
+            stk: None,
+        };
+        let caps = [
+            CaptureHdr {
+                response: false,
+                name: Some("x-a".into()),
+                len: 9,
+            },
+            CaptureHdr {
+                response: true,
+                name: Some("x-a".into()),
+                len: 9,
+            },
+            CaptureHdr {
+                response: false,
+                name: None,
+                len: 9,
+            },
+            CaptureHdr {
+                response: false,
+                name: Some("x-none".into()),
+                len: 9,
+            },
+        ];
+        // A slot filled by an action keeps its value.
+        vars.borrow_mut().req_caps = vec![None, Some(b"kept".to_vec())];
+        capture_headers(&caps, false, &ctx);
+        assert_eq!(
+            vars.borrow().req_caps,
+            vec![Some(b"second-an".to_vec()), Some(b"kept".to_vec()), None]
+        );
+        let a = CaptureAction {
+            expr: Box::new(
+                Expr::parse("req.hdr(host),upper", Scope::Request { backend: false }).unwrap(),
+            ),
+            response: false,
+            slot: 1,
+            len: 3,
+        };
+        a.run(&ctx);
+        assert_eq!(vars.borrow().req_caps[1], Some(b"H".to_vec()));
+        assert!(vars.borrow().res_caps.is_empty());
+    }
+}

@@ -1,0 +1,455 @@
+//! Compression (`compression algo|type|offload`, `serve-files ...
+//! precompressed`) end to end with curl and raw clients: what is
+//! compressed, what is not, and the fields that come with it.
+
+mod common;
+
+use std::collections::HashMap;
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener};
+use std::process::Command;
+use std::sync::{Arc, Mutex};
+
+use common::*;
+
+/// Text that compresses well, `n` bytes.
+fn text(n: usize) -> Vec<u8> {
+    (0..n)
+        .map(|i| b"lorem ipsum dolor sit amet, consectetur adipiscing elit. "[i % 57])
+        .collect()
+}
+
+/// An origin answering each path with a fixed raw response; it records
+/// the request heads it received.
+struct Scripted {
+    addr: SocketAddr,
+    heads: Arc<Mutex<Vec<String>>>,
+}
+
+fn resp(fields: &str, body: &[u8]) -> Vec<u8> {
+    let mut r = format!(
+        "HTTP/1.1 200 OK\r\n{fields}Content-Length: {}\r\n\r\n",
+        body.len()
+    )
+    .into_bytes();
+    r.extend_from_slice(body);
+    r
+}
+
+fn chunked_resp(fields: &str, body: &[u8]) -> Vec<u8> {
+    let mut r =
+        format!("HTTP/1.1 200 OK\r\n{fields}Transfer-Encoding: chunked\r\n\r\n").into_bytes();
+    for c in body.chunks(3000) {
+        r.extend_from_slice(format!("{:x}\r\n", c.len()).as_bytes());
+        r.extend_from_slice(c);
+        r.extend_from_slice(b"\r\n");
+    }
+    r.extend_from_slice(b"0\r\n\r\n");
+    r
+}
+
+impl Scripted {
+    fn start(routes: HashMap<&'static str, Vec<u8>>) -> Scripted {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap();
+        let heads: Arc<Mutex<Vec<String>>> = Arc::default();
+        let h2 = Arc::clone(&heads);
+        let routes = Arc::new(routes);
+        std::thread::spawn(move || {
+            for s in l.incoming() {
+                let Ok(mut s) = s else { return };
+                let (h, routes) = (Arc::clone(&h2), Arc::clone(&routes));
+                std::thread::spawn(move || {
+                    let mut buf = Vec::new();
+                    let mut tmp = [0u8; 8192];
+                    loop {
+                        while let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                            let head = String::from_utf8_lossy(&buf[..end + 4]).into_owned();
+                            buf.drain(..end + 4);
+                            let path = head.split(' ').nth(1).unwrap_or("/").to_string();
+                            h.lock().unwrap().push(head);
+                            let r = routes.get(path.as_str()).cloned().unwrap_or_else(|| {
+                                b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n".to_vec()
+                            });
+                            if s.write_all(&r).is_err() {
+                                return;
+                            }
+                        }
+                        match s.read(&mut tmp) {
+                            Ok(0) | Err(_) => return,
+                            Ok(n) => buf.extend_from_slice(&tmp[..n]),
+                        }
+                    }
+                });
+            }
+        });
+        Scripted { addr, heads }
+    }
+}
+
+fn routes() -> HashMap<&'static str, Vec<u8>> {
+    let big = text(20_000);
+    let mut m = HashMap::new();
+    m.insert(
+        "/text",
+        resp("Content-Type: text/plain\r\nETag: \"v1\"\r\n", &big),
+    );
+    m.insert(
+        "/chunked",
+        chunked_resp("Content-Type: text/html\r\n", &big),
+    );
+    m.insert("/small", resp("Content-Type: text/plain\r\n", &text(100)));
+    m.insert("/image", resp("Content-Type: image/png\r\n", &big));
+    m.insert(
+        "/encoded",
+        resp("Content-Type: text/plain\r\nContent-Encoding: br\r\n", &big),
+    );
+    m.insert(
+        "/notransform",
+        resp(
+            "Content-Type: text/plain\r\nCache-Control: public, no-transform\r\n",
+            &big,
+        ),
+    );
+    m.insert(
+        "/partial",
+        {
+            let mut r = b"HTTP/1.1 206 Partial Content\r\nContent-Type: text/plain\r\nContent-Range: bytes 0-999/20000\r\nContent-Length: 1000\r\n\r\n"
+                .to_vec();
+            r.extend_from_slice(&big[..1000]);
+            r
+        },
+    );
+    m.insert("/big", resp("Content-Type: text/plain\r\n", &text(3 << 20)));
+    m
+}
+
+fn proxy_cfg(origin: SocketAddr, extra: &str) -> String {
+    format!(
+        "defaults\n    mode http\n    timeout client 10s\n    timeout server 10s\n    timeout connect 5s\n\
+         frontend fe\n    bind BIND\n    default_backend be\n\
+         backend be\n{extra}    server s1 {origin}\n"
+    )
+}
+
+/// curl with `args`; (status, headers lowercased, body).
+fn curl(args: &[&str]) -> (u16, String, Vec<u8>) {
+    let d = scratch("curl");
+    let hf = d.join("h");
+    let out = Command::new("curl")
+        .args(["-s", "-D", hf.to_str().unwrap()])
+        .args(args)
+        .output()
+        .expect("curl");
+    let h = std::fs::read_to_string(&hf).unwrap_or_default();
+    let status = h
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    (status, h.to_ascii_lowercase(), out.stdout)
+}
+
+#[test]
+fn proxied_answers_are_compressed_for_curl() {
+    let o = Scripted::start(routes());
+    let e = Ebb::start(&proxy_cfg(o.addr, "    compression algo gzip br zstd\n"));
+    let base = format!("http://{}", e.addr());
+    for path in ["/text", "/chunked"] {
+        let (st, h, body) = curl(&["--compressed", &format!("{base}{path}")]);
+        assert_eq!(st, 200, "{path}");
+        assert!(h.contains("content-encoding: "), "{path}: {h}");
+        assert!(h.contains("vary: accept-encoding"), "{path}: {h}");
+        assert!(!h.contains("content-length"), "{path}: {h}");
+        assert_eq!(body, text(20_000), "{path}");
+    }
+    // The strong ETag becomes weak.
+    let (_, h, _) = curl(&["-H", "Accept-Encoding: gzip", &format!("{base}/text")]);
+    assert!(h.contains("content-encoding: gzip"), "{h}");
+    assert!(h.contains("etag: w/\"v1\""), "{h}");
+    // Each coding, by the client's choice.
+    for (ae, ce) in [
+        ("br", "br"),
+        ("zstd", "zstd"),
+        ("gzip;q=0.5, zstd;q=0.9", "zstd"),
+    ] {
+        let (_, h, _) = curl(&[
+            "-H",
+            &format!("Accept-Encoding: {ae}"),
+            &format!("{base}/text"),
+        ]);
+        assert!(h.contains(&format!("content-encoding: {ce}")), "{ae}: {h}");
+    }
+    // Any size is compressed without `minsize-res` (HAProxy 2.6 has no
+    // minimum), even 100 bytes.
+    let (_, h, body) = curl(&["--compressed", &format!("{base}/small")]);
+    assert!(h.contains("content-encoding: gzip"), "{h}");
+    assert_eq!(body, text(100));
+    // Without Accept-Encoding: as is, the strong ETag, and no Vary (as
+    // HAProxy 2.6: reg-test compression/vary.vtc).
+    let (_, h, body) = curl(&[&format!("{base}/text")]);
+    assert!(!h.contains("content-encoding"), "{h}");
+    assert!(!h.contains("vary") && h.contains("etag: \"v1\""), "{h}");
+    assert_eq!(body, text(20_000));
+}
+
+#[test]
+fn what_is_not_compressed() {
+    let o = Scripted::start(routes());
+    let e = Ebb::start(&proxy_cfg(
+        o.addr,
+        "    compression algo gzip\n    compression type text/\n    compression minsize-res 256\n",
+    ));
+    let base = format!("http://{}", e.addr());
+    for path in ["/small", "/image", "/encoded", "/notransform", "/partial"] {
+        let (_, h, _) = curl(&["-H", "Accept-Encoding: gzip", &format!("{base}{path}")]);
+        let ce = h.lines().find(|l| l.starts_with("content-encoding"));
+        let want = if path == "/encoded" {
+            Some("content-encoding: br")
+        } else {
+            None
+        };
+        assert_eq!(ce.map(str::trim), want, "{path}: {h}");
+    }
+    // HEAD, a Range request, an HTTP/1.0 client: as is.
+    let (_, h, _) = curl(&["-I", "-H", "Accept-Encoding: gzip", &format!("{base}/text")]);
+    assert!(!h.contains("content-encoding"), "{h}");
+    let (_, h, _) = curl(&[
+        "-H",
+        "Accept-Encoding: gzip",
+        "-H",
+        "Range: bytes=0-9",
+        &format!("{base}/text"),
+    ]);
+    assert!(!h.contains("content-encoding"), "{h}");
+    let (_, h, body) = curl(&["-0", "-H", "Accept-Encoding: gzip", &format!("{base}/text")]);
+    assert!(!h.contains("content-encoding"), "{h}");
+    assert_eq!(body.len(), 20_000);
+}
+
+#[test]
+fn offload_removes_accept_encoding_toward_the_server() {
+    let o = Scripted::start(routes());
+    let e = Ebb::start(&proxy_cfg(
+        o.addr,
+        "    compression algo gzip\n    compression offload\n",
+    ));
+    let (_, h, body) = curl(&["--compressed", &format!("http://{}/text", e.addr())]);
+    assert!(h.contains("content-encoding: gzip"), "{h}");
+    assert_eq!(body, text(20_000));
+    let heads = o.heads.lock().unwrap().clone();
+    assert!(!heads.is_empty());
+    assert!(
+        heads
+            .iter()
+            .all(|h| !h.to_ascii_lowercase().contains("accept-encoding")),
+        "{heads:?}"
+    );
+}
+
+#[test]
+fn a_big_answer_is_compressed_in_slices() {
+    // 3 MiB of text, compressed a slice per scheduler run (the
+    // connection wakes itself between slices): all of it arrives, whole.
+    let o = Scripted::start(routes());
+    let e = Ebb::start(&proxy_cfg(o.addr, "    compression algo gzip\n"));
+    let base = format!("http://{}", e.addr());
+    let (st, h, body) = curl(&["--compressed", &format!("{base}/big")]);
+    assert_eq!(st, 200);
+    assert!(h.contains("content-encoding: gzip"), "{h}");
+    assert_eq!(body, text(3 << 20));
+}
+
+#[test]
+fn compression_keywords_are_checked() {
+    let d = scratch("comp-cfg");
+    for (bad, want) in [
+        (
+            "    compression algo lzma\n",
+            "unknown compression algorithm 'lzma'",
+        ),
+        (
+            "    compression algo deflate raw-deflate\n",
+            "both answer to 'deflate'",
+        ),
+        (
+            "    compression direction both\n",
+            "unknown 'compression direction'",
+        ),
+        ("    compression\n", "expects algo, type or offload"),
+        ("    compression minsize-res\n", "expects a size"),
+    ] {
+        let p = d.join("c.cfg");
+        std::fs::write(&p, format!("defaults\n    mode http\n{bad}")).unwrap();
+        let (code, _, err) = run_ebb(&["-c", "-f", p.to_str().unwrap()], &d);
+        assert_ne!(code, 0, "{bad}");
+        assert!(
+            err.contains("c.cfg:3") && err.contains(want),
+            "{bad}: {err}"
+        );
+    }
+    let p = d.join("c.cfg");
+    std::fs::write(&p, "defaults\n    mode http\n    compression offload\n").unwrap();
+    let (code, _, err) = run_ebb(&["-c", "-f", p.to_str().unwrap()], &d);
+    assert_ne!(code, 0);
+    assert!(err.contains("c.cfg:3"), "{err}");
+}
+
+fn files_cfg(dir: &std::path::Path, fe_extra: &str, sf_extra: &str) -> String {
+    format!(
+        "defaults\n    mode http\n    timeout client 10s\n\
+         frontend fe\n    bind BIND\n{fe_extra}    default_backend files\n\
+         backend files\n    serve-files {}{sf_extra}\n",
+        dir.display()
+    )
+}
+
+#[test]
+fn files_are_compressed_on_the_fly() {
+    let d = scratch("comp-files");
+    std::fs::write(d.join("small.txt"), text(5_000)).unwrap();
+    std::fs::write(d.join("big.html"), text(300_000)).unwrap();
+    std::fs::write(d.join("tiny.txt"), text(100)).unwrap();
+    std::fs::write(d.join("pic.png"), text(5_000)).unwrap();
+    let e = Ebb::start(&files_cfg(
+        &d,
+        "    compression algo gzip br\n    compression type text/\n    compression minsize-res 256\n",
+        "",
+    ));
+    let base = format!("http://{}", e.addr());
+    for (path, n) in [("/small.txt", 5_000), ("/big.html", 300_000)] {
+        let (st, h, body) = curl(&["--compressed", &format!("{base}{path}")]);
+        assert_eq!(st, 200);
+        assert!(h.contains("content-encoding: "), "{path}: {h}");
+        assert!(h.contains("transfer-encoding: chunked"), "{path}: {h}");
+        assert!(h.contains("vary: accept-encoding"), "{path}: {h}");
+        assert!(h.contains("etag: w/\""), "{path}: {h}");
+        assert_eq!(body, text(n), "{path}");
+    }
+    // Keep-alive goes on after a compressed file: two on one connection.
+    let url = format!("{base}/big.html");
+    let (_, _, both) = curl(&["--compressed", &url, &url]);
+    assert_eq!(both.len(), 600_000);
+    // Not compressed: too small, a type not listed, HEAD, a Range.
+    for path in ["/tiny.txt", "/pic.png"] {
+        let (_, h, _) = curl(&["-H", "Accept-Encoding: gzip", &format!("{base}{path}")]);
+        assert!(!h.contains("content-encoding"), "{path}: {h}");
+    }
+    let (_, h, _) = curl(&[
+        "-I",
+        "-H",
+        "Accept-Encoding: gzip",
+        &format!("{base}/small.txt"),
+    ]);
+    assert!(!h.contains("content-encoding"), "{h}");
+    let (st, h, body) = curl(&[
+        "-H",
+        "Accept-Encoding: gzip",
+        "-r",
+        "0-9",
+        &format!("{base}/small.txt"),
+    ]);
+    assert_eq!(st, 206);
+    assert!(!h.contains("content-encoding"), "{h}");
+    assert_eq!(body, &text(10)[..]);
+    // Without Accept-Encoding: as is, the strong ETag, ranges offered.
+    let (_, h, body) = curl(&[&format!("{base}/small.txt")]);
+    assert!(
+        !h.contains("content-encoding") && !h.contains("vary"),
+        "{h}"
+    );
+    assert!(
+        h.contains("etag: \"") && h.contains("accept-ranges: bytes"),
+        "{h}"
+    );
+    assert_eq!(body, text(5_000));
+}
+
+#[test]
+fn precompressed_siblings_are_served_as_they_are() {
+    let d = scratch("comp-pre");
+    let plain = text(100_000);
+    std::fs::write(d.join("app.js"), &plain).unwrap();
+    // Siblings with recognisable bytes: served byte for byte, never
+    // compressed again.
+    let gz = {
+        let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
+        e.write_all(&plain).unwrap();
+        e.finish().unwrap()
+    };
+    std::fs::write(d.join("app.js.gz"), &gz).unwrap();
+    let zst = zstd::stream::encode_all(&plain[..], 19).unwrap();
+    std::fs::write(d.join("app.js.zst"), &zst).unwrap();
+    std::fs::write(d.join("only.css"), text(1_000)).unwrap();
+    let e = Ebb::start(&files_cfg(
+        &d,
+        "    compression algo gzip\n",
+        " precompressed br zstd gzip",
+    ));
+    let url = format!("http://{}/app.js", e.addr());
+    let (st, h, body) = curl(&["-H", "Accept-Encoding: gzip", &url]);
+    assert_eq!(st, 200);
+    assert!(h.contains("content-encoding: gzip"), "{h}");
+    assert!(h.contains(&format!("content-length: {}", gz.len())), "{h}");
+    assert!(h.contains("vary: accept-encoding"), "{h}");
+    assert_eq!(body, gz);
+    // The client's weights, then its order, choose among the siblings
+    // present (br has none); `*` takes the first configured one present.
+    for ae in ["br, zstd, gzip", "gzip;q=0.5, zstd", "*"] {
+        let (_, h, body) = curl(&["-H", &format!("Accept-Encoding: {ae}"), &url]);
+        assert!(h.contains("content-encoding: zstd"), "{ae}: {h}");
+        assert_eq!(body, zst, "{ae}");
+    }
+    // No sibling accepted: the file itself (compressed on the fly by the
+    // frontend's policy for gzip only, so here as is).
+    let (_, h, body) = curl(&["-H", "Accept-Encoding: br", &url]);
+    assert!(!h.contains("content-encoding"), "{h}");
+    assert!(h.contains("vary: accept-encoding"), "{h}");
+    assert_eq!(body, plain);
+    // A file without siblings is compressed on the fly.
+    let (_, h, body) = curl(&["--compressed", &format!("http://{}/only.css", e.addr())]);
+    assert!(h.contains("content-encoding: gzip"), "{h}");
+    assert_eq!(body, text(1_000));
+    // A large sibling (past the 32 KiB kept in memory) goes by sendfile,
+    // byte for byte: ebb does not read or check what it holds.
+    let big: Vec<u8> = (0..200_000u32).map(|i| (i * 7919 % 251) as u8).collect();
+    std::fs::write(d.join("big.txt"), text(1_000)).unwrap();
+    std::fs::write(d.join("big.txt.gz"), &big).unwrap();
+    let (_, h, body) = curl(&[
+        "-H",
+        "Accept-Encoding: gzip",
+        &format!("http://{}/big.txt", e.addr()),
+    ]);
+    assert!(h.contains("content-encoding: gzip"), "{h}");
+    assert!(body == big, "{} bytes", body.len());
+    // A bad coding name is refused at start.
+    let p = d.join("bad.cfg");
+    std::fs::write(&p, files_cfg(&d, "", " precompressed lzma")).unwrap();
+    let (code, _, err) = run_ebb(&["-c", "-f", p.to_str().unwrap()], &d);
+    assert_ne!(code, 0);
+    assert!(err.contains("bad.cfg:5") && err.contains("'lzma'"), "{err}");
+}
+
+#[test]
+fn directory_listings_are_compressed_but_not_return_answers() {
+    let d = scratch("comp-list");
+    std::fs::write(d.join("a-file-with-a-long-name.txt"), "x").unwrap();
+    let e = Ebb::start(&files_cfg(&d, "    compression algo gzip\n", " listing on"));
+    let (st, h, body) = curl(&["--compressed", &format!("http://{}/", e.addr())]);
+    assert_eq!(st, 200);
+    assert!(h.contains("content-encoding: gzip"), "{h}");
+    assert!(String::from_utf8_lossy(&body).contains("a-file-with-a-long-name.txt"));
+    // `http-request return` answers are sent as they are, as HAProxy 2.6
+    // sends them (its compression filter does not see them).
+    let cfg = format!(
+        "defaults\n    mode http\n    timeout client 10s\n\
+         frontend fe\n    bind BIND\n    compression algo gzip\n\
+         http-request return status 200 content-type text/plain string {}\n",
+        "x".repeat(2000)
+    );
+    let e = Ebb::start(&cfg);
+    let (st, h, body) = curl(&["--compressed", &format!("http://{}/", e.addr())]);
+    assert_eq!(st, 200);
+    assert!(!h.contains("content-encoding"), "{h}");
+    assert_eq!(body.len(), 2000);
+}
