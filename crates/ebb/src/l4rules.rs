@@ -178,6 +178,17 @@ pub fn compile(p: &Proxy, m: &Matcher, warnings: &mut Vec<String>) -> Result<Tcp
     if p.serve_files.is_some() {
         return refuse("'serve-files'", &p.loc);
     }
+    if let Some(r) = p.stick_rules.first() {
+        // HAProxy sticks tcp sessions too; ebb's tcp sessions do not use
+        // stick tables yet, so the rule is refused rather than ignored.
+        return Err(err(
+            &r.loc,
+            format!(
+                "'stick' rules in proxy '{}' (mode tcp) are not supported by ebb yet: tcp sessions do not use stick tables",
+                p.name
+            ),
+        ));
+    }
     if p.stats.effective_uri().is_some() {
         warnings.push(format!(
             "{}: the stats page of proxy '{}' is not served as it requires HTTP mode.",
@@ -299,6 +310,26 @@ mod tests {
             e.starts_with("t.cfg:4: ") && e.contains("does not upgrade"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn tcp_sessions_refuse_stick_tables_they_do_not_use() {
+        let e = compile_err(
+            "listen l\n    mode tcp\n    bind :80\n    stick-table type ip size 1k\n    stick on src\n    server s 127.0.0.1:1\n",
+        );
+        assert!(
+            e.starts_with("t.cfg:5: ") && e.contains("'stick' rules") && e.contains("mode tcp"),
+            "{e}"
+        );
+        // The counters of a stick table are read on HTTP exchanges only.
+        let e = compile_err(
+            "frontend f\n    bind :80\n    stick-table type ip size 1k store conn_rate(10s)\n    tcp-request connection reject if { src_conn_rate gt 10 }\n    default_backend b\nbackend b\n    server s 127.0.0.1:1\n",
+        );
+        assert!(e.starts_with("t.cfg:4: "), "{e}");
+        let e = compile_err(
+            "listen l\n    mode tcp\n    bind :80\n    stick-table type ip size 1k store gpc0\n    tcp-request content reject if { sc0_get_gpc0 gt 0 }\n    server s 127.0.0.1:1\n",
+        );
+        assert!(e.starts_with("t.cfg:5: "), "{e}");
     }
 
     #[test]

@@ -31,6 +31,7 @@ pub mod sample;
 pub(crate) mod serve;
 pub mod server;
 pub mod statefile;
+pub mod stick;
 pub mod stream;
 pub(crate) mod sys;
 pub mod table;

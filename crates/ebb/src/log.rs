@@ -336,6 +336,7 @@ pub fn format(e: &Entry<'_>) -> Vec<u8> {
         res: None,
         vars: e.vars,
         payload: None,
+        stk: None,
     };
     let mut out = Vec::with_capacity(160 + e.request_line.len());
     fmt.render(e, &ctx, &mut out);

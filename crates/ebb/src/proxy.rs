@@ -344,6 +344,8 @@ pub struct BackendRt {
     /// The stats page served by this backend, if any.
     pub stats: Option<Arc<StatsRt>>,
     pub http: HttpCounters,
+    /// `stick` rules (persistence by stick table).
+    pub stick: Vec<crate::stick::StickRt>,
     /// `mode tcp`, `tcp-request content` rules.
     pub l4: crate::l4rules::TcpRt,
 }
@@ -359,6 +361,9 @@ pub struct FeTimeouts {
     pub keep_alive: u32,
     /// Stalled reads and writes: `timeout client`.
     pub client: u32,
+    /// How long `http-request tarpit` holds a request: `timeout tarpit`,
+    /// else `timeout connect` (HAProxy's rule), else its default.
+    pub tarpit: u32,
 }
 
 /// A compiled frontend.
@@ -404,6 +409,9 @@ pub struct FrontendRt {
     pub http: HttpCounters,
     /// Connections accepted since start (or `clear counters all`).
     pub sessions: AtomicU64,
+    /// Every stick table of the configuration (track-sc and the fetches
+    /// find theirs by name).
+    pub tables: Arc<crate::table::Tables>,
     /// `mode tcp`, `tcp-request` rules, `option tcplog`.
     pub l4: crate::l4rules::TcpRt,
 }
@@ -468,6 +476,10 @@ static NEXT_BACKEND_ID: AtomicU64 = AtomicU64::new(1);
 pub struct Compiled {
     pub frontends: Vec<Arc<FrontendRt>>,
     pub backends: Vec<Arc<BackendRt>>,
+    /// The stick tables, new and empty at each start or reload (as in
+    /// HAProxy, whose new process starts with empty tables unless peers
+    /// teach it).
+    pub tables: Arc<crate::table::Tables>,
     /// Things that do not stop ebb but need saying (a server name that did
     /// not resolve).
     pub warnings: Vec<String>,
@@ -718,6 +730,13 @@ pub fn compile(cfg: &Config) -> Result<Compiled, Vec<ConfigError>> {
     let mut warn = Vec::new();
     let warnings = &mut warn;
     let states = load_states(cfg, warnings);
+    let tables = Arc::new(crate::table::Tables::new(
+        cfg.proxies
+            .iter()
+            .filter_map(|p| p.stick_table.as_ref())
+            .map(|t| Arc::new(crate::table::Table::new(t.value.clone())))
+            .collect(),
+    ));
     let mut backends = Vec::new();
     let mut names = Vec::new();
     let mut be_comp = Vec::new();
@@ -734,8 +753,9 @@ pub fn compile(cfg: &Config) -> Result<Compiled, Vec<ConfigError>> {
                 BackendKind::Files(fc)
             } else if !p.servers.is_empty() {
                 BackendKind::Servers(Box::new(compile_servers(p, states.get(&p.name), warnings)?))
-            } else if p.kind.is_frontend() {
-                // A listen section without servers or files: a frontend only.
+            } else if p.kind.is_frontend() || p.stick_table.is_some() {
+                // A listen section without servers or files: a frontend
+                // only; a backend holding only a stick table: a table.
                 return Err(err(&p.loc, "__frontend_only__"));
             } else {
                 return Err(err(
@@ -768,7 +788,21 @@ pub fn compile(cfg: &Config) -> Result<Compiled, Vec<ConfigError>> {
                     compile_resp_list(&p.http_after_response, &matcher)?,
                 )
             };
+            let mut stick = Vec::new();
+            for r in &p.stick_rules {
+                let name = r.table.as_deref().unwrap_or(&p.name);
+                let table = tables
+                    .get(name)
+                    .ok_or_else(|| err(&r.loc, format!("no stick-table named '{name}'")))?;
+                stick.push(crate::stick::StickRt {
+                    kind: r.kind,
+                    pattern: r.pattern.clone(),
+                    table: Arc::clone(table),
+                    cond: matcher.opt_cond(r.cond.as_ref())?,
+                });
+            }
             Ok(BackendRt {
+                stick,
                 stats: if p.kind.is_frontend() {
                     None
                 } else {
@@ -858,6 +892,7 @@ pub fn compile(cfg: &Config) -> Result<Compiled, Vec<ConfigError>> {
                     http_request: head_ms,
                     keep_alive,
                     client,
+                    tarpit: ms(t.tarpit).or(ms(t.connect)).unwrap_or(DEFAULT_CONNECT_MS),
                 },
                 keep_alive: p.options.conn_mode != HttpConnMode::Close,
                 server_close: p.options.conn_mode != HttpConnMode::KeepAlive,
@@ -888,6 +923,7 @@ pub fn compile(cfg: &Config) -> Result<Compiled, Vec<ConfigError>> {
                 stats,
                 http: HttpCounters::default(),
                 sessions: AtomicU64::new(0),
+                tables: Arc::clone(&tables),
                 l4,
             })
         })();
@@ -900,6 +936,7 @@ pub fn compile(cfg: &Config) -> Result<Compiled, Vec<ConfigError>> {
         Ok(Compiled {
             frontends,
             backends,
+            tables,
             warnings: warn,
         })
     } else {

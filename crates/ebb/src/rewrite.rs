@@ -339,6 +339,16 @@ pub fn run_request(
                 };
                 c.run(&ctx);
             }
+            HttpRequestAction::Tarpit { .. } => return Ok(Some(i)),
+            a @ (HttpRequestAction::TrackSc { .. }
+            | HttpRequestAction::ScIncGpc0(_)
+            | HttpRequestAction::ScSetGpt0(..)) => {
+                let ctx = Ctx {
+                    req: Some(st.req()),
+                    ..*base
+                };
+                crate::stick::run_http_action(a, &ctx);
+            }
             HttpRequestAction::Header(e) => st.apply(Act::Edit(e), base, limits)?,
             HttpRequestAction::Rewrite(r) => st.apply(Act::Rewrite(r), base, limits)?,
         }

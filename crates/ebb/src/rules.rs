@@ -401,6 +401,7 @@ mod tests {
             req: Some(crate::sample::Req { buf, head: &head }),
             res: None,
             vars: None,
+            stk: None,
             payload: None,
         };
         f(&v)
@@ -535,6 +536,7 @@ mod tests {
             }),
             res: None,
             vars: None,
+            stk: None,
             payload: None,
         };
         let mut out = Vec::new();

@@ -551,6 +551,22 @@ pub fn run(cfg: Config, opts: RunOptions) -> i32 {
         });
         ctx.set_expire(purge, ticks::add(ctx.now(), 1000));
         if ctx.thread_id() == 0 {
+            // Stick-table expiry: one task on the wait queue, woken at the
+            // next entry's expiry (the tables of the running configuration).
+            let lv = Arc::clone(&live);
+            let exp = ctx.new_task("stktable_expire", move |ctx: &mut Ctx, me, _why| {
+                if ctx.stopping() {
+                    return Status::Done;
+                }
+                let now = ctx.now();
+                let next = lv.compiled().tables.expire(now);
+                // Without an expiring table, look again after a second (a
+                // reload may bring one).
+                let at = next.unwrap_or_else(|| ticks::add(now, 1000));
+                ctx.set_expire(me, if ticks::is_set(at) { at } else { 1 });
+                Status::Continue
+            });
+            ctx.wakeup(exp, Reasons::INIT);
             let mut socks = cli_socks.lock().ok().and_then(|mut v| v.take());
             if let (Some(v), Some(w)) = (&mut socks, opts.worker_cli.and_then(|take| take())) {
                 // The master CLI's way to this worker (`@1 ...`).

@@ -136,6 +136,15 @@ impl ServerRt {
             && self.weight.load(Ordering::Relaxed) > 0
     }
 
+    /// Whether a persistent request (`stick match`) may go to this
+    /// server: it is not down and not in maintenance (HAProxy sends such
+    /// requests to a draining server too).
+    pub fn persist_ok(&self) -> bool {
+        self.addr.is_some()
+            && self.up.load(Ordering::Relaxed)
+            && self.admin.load(Ordering::Relaxed) != ADMIN_MAINT
+    }
+
     /// Whether a slot is free.
     pub fn has_room(&self) -> bool {
         let m = self.maxconn.load(Ordering::Relaxed);
@@ -456,6 +465,25 @@ impl Farm {
             }
             lb::Choice::Bound(i) => self.enqueue_server(i, me, handle),
             lb::Choice::AllFull => self.enqueue_backend(elig, me, handle),
+        }
+    }
+
+    /// Like [`Farm::pick`], but server `prefer` (a `stick match`) takes
+    /// the stream, or queues it, when it may (not the server to avoid,
+    /// not down or in maintenance); else the balancer picks.
+    pub fn pick_sticky(
+        &self,
+        prefer: Option<usize>,
+        input: &LbInput<'_>,
+        avoid: Option<usize>,
+        me: TaskletId,
+        handle: impl FnOnce() -> RuntimeHandle,
+    ) -> Pick {
+        match prefer {
+            Some(i) if avoid != Some(i) && self.servers.get(i).is_some_and(|s| s.persist_ok()) => {
+                self.enqueue_server(i, me, handle)
+            }
+            _ => self.pick(input, avoid, me, handle),
         }
     }
 

@@ -119,6 +119,24 @@ const COMMANDS: &[(&str, &str, CliLevel, &str)] = &[
         "client sessions that exist now",
     ),
     (
+        "show table",
+        "[NAME [data.TYPE OP VALUE]... | [key KEY]]",
+        CliLevel::User,
+        "stick tables, or one table's entries",
+    ),
+    (
+        "clear table",
+        "NAME [data.TYPE OP VALUE]... | [key KEY]",
+        CliLevel::Operator,
+        "remove a table's unreferenced entries",
+    ),
+    (
+        "set table",
+        "NAME key KEY [data.TYPE VALUE]...",
+        CliLevel::Admin,
+        "create or update a table entry",
+    ),
+    (
         "clear counters",
         "[all]",
         CliLevel::Operator,
@@ -371,6 +389,26 @@ pub fn execute(
                 _ => return Err("'show sess' takes nothing or 'all'.".into()),
             };
             Ok(show_sess(p, all, isolate))
+        }
+        ["show", "table"] => Ok(crate::table::cli::show_all(&p.live.compiled().tables)),
+        ["show", "table", name, rest @ ..] => {
+            crate::table::cli::show(&p.live.compiled().tables, name, rest, p.handle.now())
+        }
+        ["clear", "table", name, rest @ ..] => {
+            need(level, Operator, "clear table")?;
+            crate::table::cli::clear(&p.live.compiled().tables, name, rest, p.handle.now())
+        }
+        ["clear", "table"] => {
+            need(level, Operator, "clear table")?;
+            Err("Required arguments: <table> \"data.<store_data_type>\" <operator> <value> or <table> key <key>".into())
+        }
+        ["set", "table", name, rest @ ..] => {
+            need(level, Admin, "set table")?;
+            crate::table::cli::set(&p.live.compiled().tables, name, rest, p.handle.now())
+        }
+        ["set", "table"] => {
+            need(level, Admin, "set table")?;
+            Err(crate::table::cli::SET_USAGE.into())
         }
         ["clear", "counters"] => {
             need(level, Operator, "clear counters")?;

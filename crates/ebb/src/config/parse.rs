@@ -123,6 +123,8 @@ pub(crate) struct Parser<'e> {
     /// Proxies (by index) with a `bind` line in error: no "has no bind"
     /// error is added for them, it would only repeat the first one.
     bad_binds: Vec<usize>,
+    /// Stick tables the rules name: (table, line), checked at the end.
+    table_refs: Vec<(String, Loc)>,
 }
 
 fn new_proxy(name: &str, kind: ProxyKind, loc: Loc) -> Proxy {
@@ -161,6 +163,8 @@ fn new_proxy(name: &str, kind: ProxyKind, loc: Loc) -> Proxy {
             expect: None,
         },
         load_server_state: None,
+        stick_table: None,
+        stick_rules: Vec::new(),
         compression: Compression::default(),
         mode: ProxyMode::Http,
         tcp_request: Vec::new(),
@@ -251,6 +255,8 @@ const HAPROXY_GLOBAL_UNSUPPORTED: &[&str] = &[
 
 /// Keywords of proxy sections, for "did you mean" hints.
 const PROXY_KEYWORDS: &[&str] = &[
+    "stick-table",
+    "stick",
     "mode",
     "timeout",
     "maxconn",
@@ -285,7 +291,6 @@ const HAPROXY_PROXY_UNSUPPORTED: &[&str] = &[
     "fullconn",
     "http-send-name-header",
     "tcp-response",
-    "stick",
     "filter",
     "unique-id-format",
     "unique-id-header",
@@ -408,6 +413,7 @@ impl<'e> Parser<'e> {
             section: Section::None,
             default_path: DefaultPath::Current,
             bad_binds: Vec::new(),
+            table_refs: Vec::new(),
             tls: TlsDefaults::default(),
         }
     }
@@ -480,6 +486,7 @@ impl<'e> Parser<'e> {
             }
             _ => {}
         }
+        let _ = crate::sample::take_refs();
         let result = match self.section {
             Section::None => Err(format!(
                 "unknown keyword '{kw}' out of section (expected global, defaults, frontend, backend or listen)"
@@ -517,6 +524,15 @@ impl<'e> Parser<'e> {
                 None => Ok(()),
             },
         };
+        let own = match self.section {
+            Section::Proxy(i) => self.proxies.get(i).map(|p| p.name.clone()),
+            _ => None,
+        };
+        for r in crate::sample::take_refs() {
+            if let Some(name) = r.or_else(|| own.clone()) {
+                self.table_refs.push((name, loc.clone()));
+            }
+        }
         if let Err(e) = result {
             if let Section::Proxy(i) = self.section {
                 if kw == "bind" {
@@ -914,6 +930,27 @@ impl<'e> Parser<'e> {
     /// Cross-checks that need the whole configuration, then the result.
     pub(crate) fn finish(mut self) -> Result<Config, Vec<ConfigError>> {
         self.close_section();
+        // A table that stick rules use stores the server's id (HAProxy
+        // adds server_id to it).
+        let stick_tables: Vec<String> = self
+            .proxies
+            .iter()
+            .flat_map(|p| {
+                p.stick_rules
+                    .iter()
+                    .map(|r| r.table.clone().unwrap_or_else(|| p.name.clone()))
+            })
+            .collect();
+        for p in &mut self.proxies {
+            if let Some(t) = &mut p.stick_table {
+                let store = &mut t.value.store;
+                if stick_tables.contains(&p.name)
+                    && !store.contains(&crate::table::DataType::ServerId)
+                {
+                    store.push(crate::table::DataType::ServerId);
+                }
+            }
+        }
         let mut errs: Vec<ConfigError> = Vec::new();
         let err = |errs: &mut Vec<ConfigError>, loc: &Loc, m: String| {
             errs.push(ConfigError {
@@ -1022,6 +1059,37 @@ impl<'e> Parser<'e> {
                             );
                         }
                     }
+                }
+            }
+        }
+        for (name, loc) in &self.table_refs {
+            if !px
+                .iter()
+                .any(|p| &p.name == name && p.stick_table.is_some())
+            {
+                err(
+                    &mut errs,
+                    loc,
+                    format!("no stick-table named '{name}' (a table is named after the proxy that declares it)"),
+                );
+            }
+        }
+        for (i, p) in px.iter().enumerate() {
+            if let Some(t) = &p.stick_table {
+                if let Some(q) = px[..i]
+                    .iter()
+                    .find(|q| q.name == p.name && q.stick_table.is_some())
+                {
+                    err(
+                        &mut errs,
+                        &t.loc,
+                        format!(
+                            "a stick-table named '{}' is already declared by {} '{}'",
+                            p.name,
+                            q.kind.name(),
+                            q.name
+                        ),
+                    );
                 }
             }
         }
@@ -1391,10 +1459,10 @@ fn proxy_kw(px: &mut Proxy, ctx: &Ctx<'_>, words: &[String]) -> Result<(), Strin
             let caps = match which {
                 "client" => FE,
                 "server" | "connect" | "queue" | "tunnel" | "check" => BE,
-                "http-request" | "http-keep-alive" => FE | BE,
+                "http-request" | "http-keep-alive" | "tarpit" => FE | BE,
                 o => {
                     return Err(format!(
-                        "unknown timeout '{o}' (supported: client, server, connect, http-request, http-keep-alive, queue, tunnel, check)"
+                        "unknown timeout '{o}' (supported: client, server, connect, http-request, http-keep-alive, queue, tunnel, check, tarpit)"
                     ))
                 }
             };
@@ -1415,6 +1483,7 @@ fn proxy_kw(px: &mut Proxy, ctx: &Ctx<'_>, words: &[String]) -> Result<(), Strin
                 "tunnel" => t.tunnel = d,
                 "check" => t.check = d,
                 "http-request" => t.http_request = d,
+                "tarpit" => t.tarpit = d,
                 _ => t.http_keep_alive = d,
             }
         }
@@ -1871,15 +1940,60 @@ fn proxy_kw(px: &mut Proxy, ctx: &Ctx<'_>, words: &[String]) -> Result<(), Strin
             });
         }
         "stick-table" => {
-            // Parsed in full (so a wrong line gets its precise error), then
-            // refused until track-sc, the fetches and the CLI apply it.
             ctx.allow(kw, FE | BE, false)?;
             let words: Vec<&str> = w[1..].iter().map(String::as_str).collect();
             let def = crate::table::parse_stick_table(&px.name, &words).map_err(|e| e.0)?;
-            return Err(format!(
-                "stick tables are parsed but not applied yet (table '{}' of {} entries): ebb would accept it and track nothing, so it refuses it",
-                def.name, def.size
-            ));
+            if let Some(t) = &px.stick_table {
+                return Err(format!(
+                    "only one 'stick-table' per proxy (the first is at {})",
+                    t.loc
+                ));
+            }
+            px.stick_table = Some(Spanned {
+                value: def,
+                loc: ctx.loc.clone(),
+            });
+        }
+        "stick" => {
+            ctx.allow(kw, BE, false)?;
+            let (args, c) = split_cond(&w[1..]);
+            let kind = match args.first().map(String::as_str) {
+                Some("on") => StickKind::On,
+                Some("match") => StickKind::Match,
+                Some("store-request") => StickKind::StoreRequest,
+                Some("store-response") => StickKind::StoreResponse,
+                _ => {
+                    return Err(
+                        "'stick' expects on, match, store-request or store-response".to_string()
+                    )
+                }
+            };
+            let (pat, table) = match &args[1..] {
+                [p] => (p, None),
+                [p, t, name] if t == "table" => (p, Some(name.clone())),
+                _ => {
+                    return Err(format!(
+                        "'stick {}' expects a pattern and an optional 'table NAME'",
+                        args[0]
+                    ))
+                }
+            };
+            let scope = if kind == StickKind::StoreResponse {
+                Scope::Response
+            } else {
+                Scope::Request { backend: true }
+            };
+            let pattern =
+                Expr::parse(pat, scope).map_err(|e| format!("'stick {}': {e}", args[0]))?;
+            crate::sample::note_table_ref(table.clone());
+            let cond = cond_of(c, px, ctx.loc)?;
+            px.stick_rules.push(StickRule {
+                kind,
+                pattern,
+                table,
+                cond,
+                loc: ctx.loc.clone(),
+            });
         }
         "compression" => {
             ctx.allow(kw, FE | BE, true)?;
@@ -1912,6 +2026,9 @@ fn unreachable_rule(px: &Proxy) -> Result<(), String> {
                 r.action,
                 HttpRequestAction::Header(_)
                     | HttpRequestAction::Var(_)
+                    | HttpRequestAction::TrackSc { .. }
+                    | HttpRequestAction::ScIncGpc0(_)
+                    | HttpRequestAction::ScSetGpt0(..)
                     | HttpRequestAction::Rewrite(_)
                     | HttpRequestAction::Capture(_)
             )
@@ -2963,6 +3080,63 @@ fn parse_http_request(
             args,
             request_scope(px),
         )?),
+        "tarpit" => {
+            let mut status = 500;
+            match args {
+                [] => {}
+                [k, s] if k == "deny_status" || k == "status" => {
+                    status = parse_status("deny_status", s, 200, 599)?;
+                }
+                [x, ..] => {
+                    return Err(format!(
+                        "unexpected '{x}' after 'http-request tarpit' (supported: deny_status N)"
+                    ))
+                }
+            }
+            HttpRequestAction::Tarpit { status }
+        }
+        a if a.starts_with("track-sc") => {
+            let n = sc_index(a, "track-sc")?;
+            let (key, table) = match args {
+                [k] => (k, None),
+                [k, t, name] if t == "table" => (k, Some(name.clone())),
+                _ => {
+                    return Err(format!(
+                        "'http-request {a}' expects a key expression and an optional 'table NAME'"
+                    ))
+                }
+            };
+            let key = Expr::parse(key, request_scope(px))
+                .map_err(|e| format!("'http-request {a}': {e}"))?;
+            crate::sample::note_table_ref(table.clone());
+            HttpRequestAction::TrackSc {
+                n,
+                key: Box::new(key),
+                table,
+            }
+        }
+        a if a.starts_with("sc-inc-gpc0(") => {
+            if !args.is_empty() {
+                return Err(format!("'http-request {a}' takes no argument"));
+            }
+            HttpRequestAction::ScIncGpc0(sc_paren(a, "sc-inc-gpc0")?)
+        }
+        a if a.starts_with("sc-set-gpt0(") => {
+            let n = sc_paren(a, "sc-set-gpt0")?;
+            let [v] = args else {
+                return Err(format!(
+                    "'http-request {a}' expects an integer or a sample expression"
+                ));
+            };
+            let e = Expr::parse(v, request_scope(px))
+                .map_err(|e| format!("'http-request {a}': {e}"))?;
+            if !crate::sample::can_cast(e.out_type(), crate::sample::Type::Int) {
+                return Err(format!(
+                    "'http-request {a}': '{v}' does not give an integer"
+                ));
+            }
+            HttpRequestAction::ScSetGpt0(n, Box::new(e))
+        }
         "capture" => HttpRequestAction::Capture(parse_capture_action(px, ctx, false, args)?),
         "use-service" => match args {
             [s] if s == "prometheus-exporter" => {
@@ -2977,7 +3151,7 @@ fn parse_http_request(
         },
         o => {
             return Err(format!(
-                "unknown 'http-request' action '{o}' (supported: return, redirect, deny, allow, set-header, add-header, del-header, replace-header, replace-value, set-path, set-pathq, set-query, set-uri, set-method, replace-path, replace-pathq, replace-uri, set-var, set-var-fmt, unset-var, use-service)"
+                "unknown 'http-request' action '{o}' (supported: return, redirect, deny, allow, set-header, add-header, del-header, replace-header, replace-value, set-path, set-pathq, set-query, set-uri, set-method, replace-path, replace-pathq, replace-uri, set-var, set-var-fmt, unset-var, use-service, capture, tarpit, track-sc0, track-sc1, track-sc2, sc-inc-gpc0, sc-set-gpt0)"
             ))
         }
     };
@@ -2987,6 +3161,18 @@ fn parse_http_request(
         cond,
         loc: loc.clone(),
     })
+}
+
+/// The counter of `track-scN`: 0, 1 or 2.
+fn sc_index(a: &str, prefix: &str) -> Result<usize, String> {
+    match a.strip_prefix(prefix) {
+        Some("0") => Ok(0),
+        Some("1") => Ok(1),
+        Some("2") => Ok(2),
+        _ => Err(format!(
+            "'{a}': ebb has the tracked counters {prefix}0, {prefix}1 and {prefix}2 (HAProxy's default)"
+        )),
+    }
 }
 
 /// `http-request capture SAMPLE len N|id N`, `http-response capture SAMPLE
@@ -3057,6 +3243,19 @@ fn parse_capture_action(
             "'{kw} capture' expects SAMPLE {} N",
             if response { "id" } else { "len N or SAMPLE id" }
         )),
+    }
+}
+
+/// The counter of `sc-inc-gpc0(N)`: 0, 1 or 2.
+fn sc_paren(a: &str, name: &str) -> Result<usize, String> {
+    match a
+        .strip_prefix(name)
+        .and_then(|r| r.strip_prefix('(')?.strip_suffix(')'))
+    {
+        Some("0") => Ok(0),
+        Some("1") => Ok(1),
+        Some("2") => Ok(2),
+        _ => Err(format!("'{a}': expected {name}(0), {name}(1) or {name}(2)")),
     }
 }
 

@@ -1999,11 +1999,7 @@ fn http_request_other_actions() {
 fn http_request_errors() {
     let r = |l: &str| fe(&format!("    http-request {l}"));
     err1(&r(""), "t.cfg:3: ", "expects an argument");
-    err1(
-        &r("tarpit"),
-        "t.cfg:3: ",
-        "unknown 'http-request' action 'tarpit'",
-    );
+    err1(&r("tarpit x"), "t.cfg:3: ", "unexpected 'x'");
     err1(
         &r("deny deny_status 42"),
         "t.cfg:3: ",
@@ -2731,19 +2727,24 @@ fn hash_type_and_balance_factor() {
 }
 
 #[test]
-fn stick_table_is_parsed_then_refused_until_applied() {
-    // A valid table: parsed in full, then refused at its line.
-    err1(
-        &be("    stick-table type ip size 1m expire 10s store http_req_rate(10s),gpc0"),
-        "t.cfg:2: ",
-        "stick tables are parsed but not applied yet (table 'b' of 1048576 entries)",
-    );
-    err1(
-        &fe("    stick-table type string len 64 size 100k store conn_cur"),
-        "t.cfg:3: ",
-        "stick tables are parsed but not applied yet",
-    );
-    // A wrong one gets its own error at its line.
+fn stick_tables_and_their_rules() {
+    let c = parse(&(fe("    stick-table type ip size 1m expire 10s store http_req_rate(10s),gpc0\n    http-request track-sc0 src\n    http-request track-sc1 req.hdr(host) table st\n    http-request sc-inc-gpc0(0)\n    http-request sc-set-gpt0(1) int(3)\n    http-request tarpit deny_status 429 if { sc_http_req_rate(0) gt 20 }\n    http-request deny if { src_get_gpc0(st) gt 1 } || { sc0_conn_cur gt 5 } || { table_cnt lt 0 }") + "backend st\n    stick-table type string len 64 size 1k store gpc0\n")).unwrap();
+    let f = c.frontend("f").unwrap();
+    let t = &f.stick_table.as_ref().unwrap().value;
+    assert_eq!((t.name.as_str(), t.size), ("f", 1 << 20));
+    assert!(matches!(
+        &f.http_request[1].action,
+        HttpRequestAction::TrackSc { n: 1, table: Some(t), .. } if t == "st"
+    ));
+    assert!(matches!(
+        f.http_request[4].action,
+        HttpRequestAction::Tarpit { status: 429 }
+    ));
+    // A table-only backend is a backend.
+    assert!(c
+        .backends()
+        .any(|b| b.name == "st" && b.stick_table.is_some()));
+    // A wrong table gets its own error at its line.
     err1(
         &be("    stick-table type ip size 1m store http_req_rate"),
         "t.cfg:2: ",
@@ -2755,9 +2756,94 @@ fn stick_table_is_parsed_then_refused_until_applied() {
         "unknown table type 'mac'",
     );
     err1(
+        &be("    stick-table type ip size 1 peers p"),
+        "t.cfg:2: ",
+        "'peers' is not supported",
+    );
+    err1(
         "defaults\n    stick-table type ip size 1\n",
         "t.cfg:2: ",
         "not allowed in a 'defaults' section",
+    );
+    err1(
+        &be("    stick-table type ip size 1\n    stick-table type ip size 2"),
+        "t.cfg:3: ",
+        "only one 'stick-table' per proxy",
+    );
+    // Stick rules: in backends, on a table that then stores server_id.
+    let c = parse(&be(
+        "    stick-table type ip size 10\n    stick on src\n    stick store-response res.hdr(x-ip)",
+    ))
+    .unwrap();
+    let b = c.backends().next().unwrap();
+    assert_eq!(b.stick_rules.len(), 2);
+    assert!(b
+        .stick_table
+        .as_ref()
+        .unwrap()
+        .value
+        .store
+        .contains(&crate::table::DataType::ServerId));
+    err1(
+        &fe("    stick on src"),
+        "t.cfg:3: ",
+        "not allowed in a 'frontend' section",
+    );
+    err1(
+        &be("    stick-table type ip size 10\n    stick bogus src"),
+        "t.cfg:3: ",
+        "expects on, match",
+    );
+    err1(
+        &be("    stick match src table nope"),
+        "t.cfg:2: ",
+        "no stick-table named 'nope'",
+    );
+    err1(
+        &be("    stick-table type ip size 10\n    stick match res.hdr(x)"),
+        "t.cfg:3: ",
+        "reads the response",
+    );
+    // Rules naming no table, or a proxy without one, are refused at their line.
+    err1(
+        &fe("    http-request track-sc0 src"),
+        "t.cfg:3: ",
+        "no stick-table named 'f'",
+    );
+    err1(
+        &fe("    http-request track-sc0 src table nope"),
+        "t.cfg:3: ",
+        "no stick-table named 'nope'",
+    );
+    err1(
+        &fe("    http-request deny if { src_http_req_rate(nope) gt 1 }"),
+        "t.cfg:3: ",
+        "no stick-table named 'nope'",
+    );
+    err1(
+        &fe("    http-request deny if { src_conn_cur gt 1 }"),
+        "t.cfg:3: ",
+        "no stick-table named 'f'",
+    );
+    err1(
+        &fe("    http-request track-sc3 src"),
+        "t.cfg:3: ",
+        "track-sc0, track-sc1 and track-sc2",
+    );
+    err1(
+        &fe("    http-request sc-inc-gpc0(5)"),
+        "t.cfg:3: ",
+        "sc-inc-gpc0(0)",
+    );
+    err1(
+        &fe("    http-request deny if { sc_http_req_rate(4) gt 1 }"),
+        "t.cfg:3: ",
+        "not a tracked counter",
+    );
+    err1(
+        &fe("    http-request sc-set-gpt0(0) req.hdr(x),bogus"),
+        "t.cfg:3: ",
+        "bogus",
     );
 }
 

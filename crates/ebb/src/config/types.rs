@@ -367,6 +367,10 @@ pub struct Proxy {
     pub serve_files: Option<ServeFiles>,
     pub http_check: HttpCheck,
     pub load_server_state: Option<Spanned<LoadServerState>>,
+    /// `stick-table` (its name is the proxy's).
+    pub stick_table: Option<Spanned<crate::table::TableDef>>,
+    /// `stick on|match|store-request|store-response` rules, in order.
+    pub stick_rules: Vec<StickRule>,
     /// `compression algo|type|offload`.
     pub compression: Compression,
     /// `mode http|tcp` (HAProxy's default: tcp; ebb's: http, which it
@@ -411,6 +415,27 @@ pub struct TcpRequestRule {
     pub loc: Loc,
 }
 
+/// What a `stick` rule does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StickKind {
+    /// `stick on`: match, then store the request's pattern.
+    On,
+    Match,
+    StoreRequest,
+    StoreResponse,
+}
+
+/// `stick on|match|store-request|store-response PATTERN [table T] [if|unless COND]`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StickRule {
+    pub kind: StickKind,
+    pub pattern: crate::sample::Expr,
+    /// `None`: the backend's own table.
+    pub table: Option<String>,
+    pub cond: Option<Condition>,
+    pub loc: Loc,
+}
+
 impl Proxy {
     /// The named ACL, if declared in this proxy.
     pub fn acl(&self, name: &str) -> Option<&Acl> {
@@ -434,6 +459,8 @@ pub struct Timeouts {
     pub queue: Option<Duration>,
     pub tunnel: Option<Duration>,
     pub check: Option<Duration>,
+    /// `timeout tarpit` (HAProxy: `timeout connect` when unset).
+    pub tarpit: Option<Duration>,
 }
 
 /// How connections are handled after a response (`option http-keep-alive`,
@@ -749,6 +776,21 @@ pub enum HttpRequestAction {
     /// `set-var(VAR) EXPR`, `set-var-fmt(VAR) FMT`, `unset-var(VAR)`.
     Var(crate::sample::VarAction),
     UseService(Service),
+    /// `track-sc0|1|2 KEY [table T]`: `n` is the counter.
+    TrackSc {
+        n: usize,
+        key: Box<crate::sample::Expr>,
+        table: Option<String>,
+    },
+    /// `sc-inc-gpc0(N)`.
+    ScIncGpc0(usize),
+    /// `sc-set-gpt0(N) INT|EXPR`.
+    ScSetGpt0(usize, Box<crate::sample::Expr>),
+    /// `tarpit [deny_status N]` (500 by default): the answer waits
+    /// `timeout tarpit`.
+    Tarpit {
+        status: u16,
+    },
     /// `set-path`, `replace-header`, `del-header -m` ... (executed by the `rewrite` module).
     Rewrite(super::rewrite::Rewrite),
     /// `capture SAMPLE len N|id N`.

@@ -13,6 +13,8 @@ use super::{cast, Ctx, Scratch, Type, Val};
 
 #[derive(Clone, Debug)]
 pub(super) enum Conv {
+    /// A stick-table converter (`in_table`, `table_*`).
+    Stk(super::stk::StkConv),
     Lower,
     Upper,
     Base64,
@@ -113,6 +115,9 @@ impl Conv {
             count(name, args, 0, 0)?;
             Ok(c)
         };
+        if let Some(c) = super::stk::StkConv::compile(name, args) {
+            return c.map(Conv::Stk);
+        }
         match name {
             "lower" => none(Conv::Lower),
             "upper" => none(Conv::Upper),
@@ -289,14 +294,20 @@ impl Conv {
             }
             Conv::IpMask { .. } => Type::Ip,
             Conv::Map(m) => m.out_type(),
+            Conv::Stk(c) => c.out_type(),
             _ => Type::Str,
         }
     }
 
     pub(super) fn apply(&self, v: Val, ctx: &Ctx<'_>, s: &mut Scratch) -> Option<Val> {
         let _ = ctx;
+        if let Conv::Stk(c) = self {
+            // Any type: the table casts the sample to its key type.
+            return c.apply(v, ctx, s);
+        }
         let v = cast(v, self.in_type(), s)?;
         match self {
+            Conv::Stk(_) => None,
             Conv::Lower => {
                 s.cur.make_ascii_lowercase();
                 Some(Val::Str)

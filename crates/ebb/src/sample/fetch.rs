@@ -68,6 +68,8 @@ pub(super) enum Fetch {
     Rand(Option<u64>),
     Uuid,
     Var(super::VarRef),
+    /// A stick-table fetch (`sc_*`, `sc0_*`, `src_*`, `table_*`).
+    Stk(super::stk::StkFetch),
     /// `req.len`: bytes of a TCP-mode request received so far.
     ReqLen,
     /// `req.ssl_sni`: the SNI of the ClientHello in those bytes.
@@ -163,6 +165,9 @@ impl Fetch {
                 res,
             })
         };
+        if let Some(f) = super::stk::StkFetch::compile(name, args) {
+            return f.map(Fetch::Stk);
+        }
         match name {
             "src" => none(Fetch::Src),
             "src_port" => none(Fetch::SrcPort),
@@ -354,6 +359,7 @@ impl Fetch {
             // Typed when set; converters cast at run time from a string.
             Fetch::Var(_) => Type::Str,
             Fetch::Method => Type::Meth,
+            Fetch::Stk(f) => f.out_type(),
             Fetch::ReqPayload(..) => Type::Bin,
             _ => Type::Str,
         }
@@ -366,6 +372,7 @@ impl Fetch {
             Some(Val::Str)
         };
         match self {
+            Fetch::Stk(f) => f.eval(ctx),
             Fetch::Src => Some(Val::Ip(ctx.src.ip())),
             Fetch::SrcPort => Some(Val::Int(ctx.src.port() as i64)),
             Fetch::Dst => Some(Val::Ip((ctx.dst)()?.ip())),

@@ -828,6 +828,7 @@ mod tests {
             res: None,
             vars: e.vars,
             payload: None,
+            stk: None,
         };
         let mut out = Vec::new();
         l.render(e, &ctx, &mut out);
@@ -944,6 +945,7 @@ mod tests {
             res: None,
             vars: Some(&vars),
             payload: None,
+            stk: None,
         };
         let caps = [
             CaptureHdr {

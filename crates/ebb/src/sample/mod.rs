@@ -26,6 +26,7 @@ pub mod hash;
 mod logfmt;
 pub mod logline;
 pub(crate) mod map;
+mod stk;
 #[cfg(test)]
 mod tests;
 pub mod vars;
@@ -37,6 +38,7 @@ use crate::http1::{RequestHead, ResponseHead};
 
 pub use fetch::Layer;
 pub use logfmt::LogFormat;
+pub use stk::{note_table_ref, sample_key, take_refs, StkConv, StkFetch};
 pub use vars::{VarAction, VarRef, VarStore};
 
 /// Where an expression is evaluated: decides which fetches exist.
@@ -117,6 +119,9 @@ pub struct Ctx<'a> {
     /// The exchange's variables (`None`: `var()` finds nothing and
     /// `set-var` does nothing).
     pub vars: Option<&'a RefCell<VarStore>>,
+    /// The connection's stick-table trackers and the tables (`None`: the
+    /// stick-table fetches find nothing).
+    pub stk: Option<&'a crate::table::Stk>,
     /// TCP mode: the request's first bytes (`None` in HTTP mode).
     pub payload: Option<Payload<'a>>,
 }

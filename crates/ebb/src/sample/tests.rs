@@ -43,6 +43,7 @@ fn with_ctx<R>(raw: &str, res: Option<&str>, f: impl FnOnce(&Ctx<'_>) -> R) -> R
         req: Some(Req { buf, head: &head }),
         res: resp,
         vars: None,
+        stk: None,
         payload: None,
     };
     f(&ctx)
@@ -160,6 +161,7 @@ fn json_matches_haproxy() {
         }),
         res: None,
         vars: None,
+        stk: None,
         payload: None,
     };
     let v = c.apply(Val::Str, &ctx, &mut s).unwrap();
@@ -338,6 +340,7 @@ fn variables_keep_their_type_and_scope() {
     with_ctx(REQ, None, |c| {
         let c = Ctx {
             vars: Some(&store),
+            stk: None,
             ..*c
         };
         set("txn.host", "req.hdr(host),lower").run(&c);

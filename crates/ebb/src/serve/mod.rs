@@ -57,6 +57,21 @@ pub struct Answer {
     pub body: Vec<u8>,
 }
 
+/// ebb's error page for `status` as an answer (a `tarpit` gives it when
+/// its delay ends).
+pub fn error(status: u16) -> Answer {
+    let (pre, post) = crate::http1::error_page(status);
+    let body = format!("{pre}{}{post}", crate::http1::reason_phrase(status));
+    Answer {
+        status,
+        headers: vec![
+            ("Content-Type", "text/html".into()),
+            ("Cache-Control", "no-cache".into()),
+        ],
+        body: body.into_bytes(),
+    }
+}
+
 /// A plain-text answer.
 pub fn plain(status: u16, msg: &str) -> Answer {
     Answer {

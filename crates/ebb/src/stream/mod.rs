@@ -256,6 +256,7 @@ impl Stream {
                 Act::Redirect(redirect_location(rd, r.head.path.get(r.buf), host), rd.code)
             }
             HttpRequestAction::Deny { status } => Act::Deny(*status),
+            HttpRequestAction::Tarpit { status } => Act::Tarpit(*status),
             _ => Act::Service,
         })
     }
@@ -274,7 +275,7 @@ impl Stream {
         let tr = &c.tr;
         let pp_dst = c.dst;
         let dst = move || pp_dst.or_else(|| tr.tcp().local_addr().ok());
-        let base = sample_ctx(tr, c.peer, &fe.name, &dst, &c.vars);
+        let base = sample_ctx(tr, c.peer, &fe.name, &dst, &c.vars, &c.stk);
         let mut st = crate::rewrite::ReqState::new(crate::sample::Req { buf, head: &c.head });
         let received = ReqView {
             req: Some(st.req()),
@@ -346,6 +347,7 @@ impl Stream {
             .fetch_add(c.head.head_len as u64, std::sync::atomic::Ordering::Relaxed);
         self.resp_start = c.wbuf.len();
         c.vars.get_mut().begin_request();
+        c.stk.begin(ctx.now());
         let mut keep_alive =
             crate::drain::keep_alive(c.head.keep_alive && c.fe.keep_alive, c.stopping);
         // A body we will not read: with `Expect: 100-continue` the client
@@ -395,7 +397,7 @@ impl Stream {
                     p.render(&ReqView {
                         req: Some(crate::sample::Req { buf, head: &c.head }),
                         be: be_arc.as_ref().map(|b| b.name.as_str()),
-                        ..sample_ctx(tr, c.peer, &fe.name, &dst, &c.vars)
+                        ..sample_ctx(tr, c.peer, &fe.name, &dst, &c.vars, &c.stk)
                     })
                 };
                 let date = *c.w.date.borrow_mut().get();
@@ -473,11 +475,33 @@ impl Stream {
                 self.finish_request(c, ctx, st, None, 0);
             }
             Act::Deny(st) => {
+                c.stk.note_error();
                 fe.http
                     .denied
                     .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 c.error_response(st, false, version, head_req, &[]);
                 self.finish_request(c, ctx, st, None, 0);
+            }
+            Act::Tarpit(st) => {
+                // HAProxy counts a tarpit as a denied request, holds it
+                // `timeout tarpit`, then answers and closes.
+                c.stk.note_error();
+                fe.http
+                    .denied
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                self.keep_alive = false;
+                let slot = Rc::new(std::cell::RefCell::new(None));
+                let (s2, me) = (Rc::clone(&slot), c.me);
+                let t = ctx.new_task("tarpit", move |ctx: &mut Ctx, _id, _why| {
+                    *s2.borrow_mut() = Some(crate::serve::error(st));
+                    if let Some(me) = me {
+                        ctx.tasklet_wakeup(me);
+                    }
+                    Status::Done
+                });
+                ctx.set_expire(t, sched::ticks::add(ctx.now(), fe.timeouts.tarpit));
+                c.input = In::Stream;
+                self.wait = Wait::Page(slot);
             }
             Act::NoBackend => {
                 c.error_response(503, keep_alive, version, head_req, &[]);
@@ -660,7 +684,7 @@ impl Stream {
             let dst = move || pp_dst.or_else(|| tr.tcp().local_addr().ok());
             let sctx = crate::sample::Ctx {
                 be: Some(&backend.name),
-                ..sample_ctx(tr, c.peer, &c.fe.name, &dst, &c.vars)
+                ..sample_ctx(tr, c.peer, &c.fe.name, &dst, &c.vars, &c.stk)
             };
             // The framing below follows the file's status; the rules'
             // status is the one sent and logged.
@@ -747,6 +771,8 @@ impl Stream {
         let be = backend.and_then(|b| c.fe.backends.get(b));
         let sent = (c.wbuf.len() - self.resp_start) as u64 + body;
         crate::proxy::count_request(&c.fe, be.map(|b| &**b), status, sent);
+        let err = be.is_some() && (400..500).contains(&status);
+        c.stk.end(now, err, c.head.head_len as u64, sent);
         if c.w.logging(&c.fe) {
             let buf = &c.rbuf[c.rstart..c.rend];
             let line_end = buf
@@ -792,7 +818,7 @@ impl Stream {
         let dst = move || pp_dst.or_else(|| tr.tcp().local_addr().ok());
         let sctx = crate::sample::Ctx {
             be: be.map(|b| b.name.as_str()),
-            ..sample_ctx(tr, c.peer, &c.fe.name, &dst, &c.vars)
+            ..sample_ctx(tr, c.peer, &c.fe.name, &dst, &c.vars, &c.stk)
         };
         let be = be.map(|b| &**b);
         crate::rewrite::after_local(&c.fe, be, &sctx, &mut c.wbuf, self.resp_start)
@@ -835,6 +861,7 @@ pub(crate) fn sample_ctx<'a>(
     fe: &'a str,
     dst: &'a dyn Fn() -> Option<SocketAddr>,
     vars: &'a std::cell::RefCell<crate::sample::VarStore>,
+    stk: &'a crate::table::Stk,
 ) -> crate::sample::Ctx<'a> {
     crate::sample::Ctx {
         src: peer,
@@ -847,6 +874,7 @@ pub(crate) fn sample_ctx<'a>(
         req: None,
         res: None,
         vars: Some(vars),
+        stk: Some(stk),
         payload: None,
     }
 }
@@ -864,6 +892,8 @@ enum Act {
     Proxy(usize, Option<Box<crate::rewrite::Edited>>),
     Redirect(Vec<u8>, u16),
     Deny(u16),
+    /// `http-request tarpit`: this status after `timeout tarpit`.
+    Tarpit(u16),
     NoBackend,
     /// A file backend: the clean path, or the status refusing it.
     Files(usize, Result<String, u16>),

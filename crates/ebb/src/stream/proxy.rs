@@ -221,6 +221,17 @@ impl Stream {
             None => (received, &c.head),
         };
         // --- the request head for the server ---
+        let tr = &c.tr;
+        let pp_dst = c.dst;
+        let dst = move || pp_dst.or_else(|| tr.tcp().local_addr().ok());
+        let sctx = crate::sample::Ctx {
+            req: Some(crate::sample::Req { buf, head: h }),
+            be: Some(&be.name),
+            ..super::sample_ctx(tr, c.peer, &c.fe.name, &dst, &c.vars, &c.stk)
+        };
+        let farm = &sr.farm;
+        let ok = |i: usize| farm.servers.get(i).is_some_and(|s| s.persist_ok());
+        c.stk.stick_request(&be.stick, &be.matcher, &sctx, &ok);
         let comp_choice = c.fe.comp.get(bi).cloned().flatten().map(|p| {
             let k = compress::choose_h1(&p, buf, h);
             (p, k)
@@ -346,7 +357,9 @@ impl Stream {
             uri: &up.lb_uri,
             hdr: up.lb_hdr.as_deref(),
         };
-        let pick = up.farm.pick(&input, up.avoid, me, || ctx.handle());
+        let pick = up
+            .farm
+            .pick_sticky(c.stk.prefer(), &input, up.avoid, me, || ctx.handle());
         match pick {
             Pick::Server(s) => {
                 self.up = Some(up);
@@ -993,7 +1006,7 @@ impl Stream {
             let dst = move || pp_dst.or_else(|| tr.tcp().local_addr().ok());
             let cx = crate::sample::Ctx {
                 res: Some(crate::sample::Res::H1 { buf, head: r }),
-                ..super::sample_ctx(tr, c.peer, &fe.name, &dst, &c.vars)
+                ..super::sample_ctx(tr, c.peer, &fe.name, &dst, &c.vars, &c.stk)
             };
             crate::sample::logline::capture_headers(&fe.captures, true, &cx);
         }
@@ -1001,6 +1014,18 @@ impl Stream {
             Some((p, k)) if !tunnel => compress::verdict_h1(p, *k, buf, r),
             _ => compress::Verdict::AsIs,
         };
+        if let Some(s) = &up.server {
+            let tr = &c.tr;
+            let pp_dst = c.dst;
+            let dst = move || pp_dst.or_else(|| tr.tcp().local_addr().ok());
+            let sctx = crate::sample::Ctx {
+                res: Some(crate::sample::Res::H1 { buf, head: r }),
+                be: Some(&be.name),
+                srv: Some(s.name.as_str()),
+                ..super::sample_ctx(tr, c.peer, &fe.name, &dst, &c.vars, &c.stk)
+            };
+            c.stk.stick_response(&be.stick, &be.matcher, &sctx, s.idx);
+        }
         let coding = match verdict {
             compress::Verdict::Compress(k) => Some(k),
             _ => None,
@@ -1024,7 +1049,7 @@ impl Stream {
             let sctx = crate::sample::Ctx {
                 be: Some(&be.name),
                 srv: up.server.as_ref().map(|s| s.name.as_str()),
-                ..super::sample_ctx(tr, c.peer, &fe.name, &dst, &c.vars)
+                ..super::sample_ctx(tr, c.peer, &fe.name, &dst, &c.vars, &c.stk)
             };
             let mut head = crate::rewrite::ResHead {
                 status: r.status,
@@ -1287,6 +1312,8 @@ impl Stream {
 
     fn log_proxy(&mut self, c: &mut H1, ctx: &mut Ctx, up: &Upstream, bytes: u64) {
         crate::proxy::count_request(&c.fe, Some(&up.be), up.status, bytes);
+        let err = (400..500).contains(&up.status);
+        c.stk.end(ctx.now(), err, c.head.head_len as u64, bytes);
         if !c.w.logging(&c.fe) {
             return;
         }

@@ -64,4 +64,14 @@ impl FreqCtr {
         let weighted = prev as u64 * (period - elapsed) as u64 / period as u64;
         curr.saturating_add(weighted as u32)
     }
+
+    /// Sets the count of a period starting at `now` (`set table ...
+    /// data.X_rate V`): the rate reads `v` until the period turns.
+    pub fn set(&mut self, now: u32, v: u32) {
+        *self = FreqCtr {
+            curr_tick: now,
+            curr: v,
+            prev: 0,
+        };
+    }
 }

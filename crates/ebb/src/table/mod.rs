@@ -48,11 +48,14 @@
 //! splits into shards by key hash, each with its own lock and trees,
 //! without changing this API.
 
+pub mod cli;
 mod freq;
 mod store;
+mod track;
 
 pub use freq::FreqCtr;
-pub use store::{EntryRef, StKey, Table};
+pub use store::{Dumped, EntryRef, StKey, Table};
+pub use track::{Pending, Stk, Tables};
 
 use std::fmt;
 
@@ -203,6 +206,34 @@ impl Data {
 
     fn is_rate(self) -> bool {
         self.name().ends_with("_rate")
+    }
+}
+
+/// The order in which HAProxy lists an entry's data (its data type ids).
+pub const SHOW_ORDER: [Data; 17] = [
+    Data::ServerId,
+    Data::Gpt0,
+    Data::Gpc0,
+    Data::Gpc0Rate,
+    Data::ConnCnt,
+    Data::ConnRate,
+    Data::ConnCur,
+    Data::SessCnt,
+    Data::SessRate,
+    Data::HttpReqCnt,
+    Data::HttpReqRate,
+    Data::HttpErrCnt,
+    Data::HttpErrRate,
+    Data::BytesInCnt,
+    Data::BytesInRate,
+    Data::BytesOutCnt,
+    Data::BytesOutRate,
+];
+
+impl Data {
+    /// The data type called `name` (`data.NAME` on the CLI).
+    pub fn by_name(name: &str) -> Option<Data> {
+        Data::ALL.into_iter().find(|d| d.name() == name)
     }
 }
 

@@ -44,6 +44,23 @@ pub enum StKey {
     Bytes(BytesKey),
 }
 
+/// A `show table` filter: given a reader of an entry's values, whether
+/// the entry is shown.
+pub type KeepFn<'a> = dyn Fn(&dyn Fn(Data) -> Option<u64>) -> bool + 'a;
+
+/// One entry as `show table` prints it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Dumped {
+    /// The entry's slot (printed where HAProxy prints its address).
+    pub id: u32,
+    pub key: StKey,
+    pub refs: u32,
+    /// Milliseconds left before expiry (0 without `expire`).
+    pub exp: u32,
+    /// Stored values in HAProxy's order, rates read at `now`.
+    pub data: Vec<(DataType, u64)>,
+}
+
 /// A reference to an entry (a tracked key). Generation-checked: once the
 /// entry is gone, operations through it do nothing.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -214,8 +231,38 @@ impl Table {
     // One macro body serves Copy keys (addresses, integers) and byte keys.
     #[allow(clippy::clone_on_copy)]
     pub fn track(&self, key: &StKey, now: u32) -> Option<EntryRef> {
+        self.track_in(&mut self.lock(), key, now)
+    }
+
+    /// [`Self::track`], then adds `adds` to the entry, under one lock
+    /// (a stream starting to track: its connection and request counted).
+    pub fn track_add(&self, key: &StKey, now: u32, adds: &[(Data, u64)]) -> Option<EntryRef> {
         let mut g = self.lock();
-        let inner = &mut *g;
+        let r = self.track_in(&mut g, key, now)?;
+        self.adds_in(&mut g, r, adds, now);
+        Some(r)
+    }
+
+    /// A tracker's end under one lock: adds `adds`, takes one from
+    /// `conn_cur` if `dec_cur`, refreshes the expiry, drops the reference.
+    pub fn finish(&self, r: EntryRef, adds: &[(Data, u64)], dec_cur: bool, now: u32) {
+        let mut g = self.lock();
+        self.adds_in(&mut g, r, adds, now);
+        if dec_cur {
+            if let Some(i) = self.index[Data::ConnCur as usize] {
+                any_tree!(&mut g.keys, |t| if let Some(e) = t.get_mut(r.0) {
+                    if let Slot::Cnt(c) = &mut e.data[i as usize] {
+                        *c = c.saturating_sub(1);
+                    }
+                });
+            }
+        }
+        self.touch_in(&mut g, r, now);
+        self.release_in(&mut g, r, now);
+    }
+
+    #[allow(clippy::clone_on_copy)]
+    fn track_in(&self, inner: &mut Inner, key: &StKey, now: u32) -> Option<EntryRef> {
         let exp = self.exp_at(inner, now);
         if let Some(h) = with_tree!(&mut inner.keys, key, |t, k| t.lookup_ref(k)) {
             let node = any_tree!(&mut inner.keys, |t| {
@@ -278,8 +325,10 @@ impl Table {
     /// Drops a reference taken by [`Self::track`]. An entry whose last
     /// reference goes after its expiry is removed at once.
     pub fn release(&self, r: EntryRef, now: u32) {
-        let mut g = self.lock();
-        let inner = &mut *g;
+        self.release_in(&mut self.lock(), r, now)
+    }
+
+    fn release_in(&self, inner: &mut Inner, r: EntryRef, now: u32) {
         let gone = any_tree!(&mut inner.keys, |t| {
             match t.get_mut(r.0) {
                 Some(e) => {
@@ -327,6 +376,34 @@ impl Table {
         })
     }
 
+    /// Adds to several stored types at once (one lock for all; the types
+    /// the table does not store are skipped). False for a stale reference.
+    pub fn add_many(&self, r: EntryRef, adds: &[(Data, u64)], now: u32) -> bool {
+        self.adds_in(&mut self.lock(), r, adds, now)
+    }
+
+    fn adds_in(&self, inner: &mut Inner, r: EntryRef, adds: &[(Data, u64)], now: u32) -> bool {
+        any_tree!(&mut inner.keys, |t| match t.get_mut(r.0) {
+            Some(e) => {
+                for &(d, n) in adds {
+                    let Some(i) = self.index[d as usize] else {
+                        continue;
+                    };
+                    match &mut e.data[i as usize] {
+                        Slot::Cnt(c) => *c = c.saturating_add(n),
+                        Slot::Rate(f) => {
+                            if let Some(p) = self.period(d) {
+                                f.add(p, now, n.min(u32::MAX as u64) as u32);
+                            }
+                        }
+                    }
+                }
+                true
+            }
+            None => false,
+        })
+    }
+
     /// Subtracts `n` from a counter (conn_cur when a tracked connection ends).
     pub fn dec(&self, r: EntryRef, d: Data, n: u64) -> bool {
         self.with_slot(r, d, |s| {
@@ -359,8 +436,10 @@ impl Table {
     /// Refreshes an entry's expiry to `now + expire` (HAProxy touches an
     /// entry on every update through a tracking stream).
     pub fn touch(&self, r: EntryRef, now: u32) -> bool {
-        let mut g = self.lock();
-        let inner = &mut *g;
+        self.touch_in(&mut self.lock(), r, now)
+    }
+
+    fn touch_in(&self, inner: &mut Inner, r: EntryRef, now: u32) -> bool {
         let exp = self.exp_at(inner, now);
         let node = any_tree!(&mut inner.keys, |t| t.get_mut(r.0).map(|e| {
             e.exp = exp;
@@ -442,6 +521,125 @@ impl Table {
             }
             None => false,
         }
+    }
+
+    /// The key of an entry (to look it up in another table).
+    // One macro body serves Copy keys and byte keys.
+    #[allow(clippy::clone_on_copy)]
+    pub fn key_of(&self, r: EntryRef) -> Option<StKey> {
+        let g = self.lock();
+        match &g.keys {
+            Keys::Ip(t) => t.key_ref(r.0).map(|k| StKey::Ip(k.clone())),
+            Keys::Ipv6(t) => t.key_ref(r.0).map(|k| StKey::Ipv6(k.clone())),
+            Keys::Int(t) => t.key_ref(r.0).map(|k| StKey::Int(*k)),
+            Keys::Bytes(t) => t.key_ref(r.0).map(|k| StKey::Bytes(k.clone())),
+        }
+    }
+
+    /// Finds or creates the entry of `key` without taking a reference
+    /// (`set table`, `src_inc_gpc0`), refreshing its expiry. None when full
+    /// of entries it may not evict.
+    pub fn get_or_create(&self, key: &StKey, now: u32) -> Option<EntryRef> {
+        let r = self.track(key, now)?;
+        let mut g = self.lock();
+        any_tree!(&mut g.keys, |t| if let Some(e) = t.get_mut(r.0) {
+            e.refs = e.refs.saturating_sub(1);
+        });
+        Some(r)
+    }
+
+    /// Sets a stored type to `v` (`set table`): a counter takes the value,
+    /// a rate counts `v` events in a period starting now. False if the
+    /// type is not stored or the reference is stale.
+    pub fn set_data(&self, r: EntryRef, d: Data, v: u64, now: u32) -> bool {
+        if self.index[d as usize].is_none() {
+            return false;
+        }
+        self.with_slot(r, d, |s| match s {
+            Slot::Cnt(c) => *c = v,
+            Slot::Rate(f) => f.set(now, v.min(u32::MAX as u64) as u32),
+        })
+    }
+
+    /// Removes every unreferenced entry (`clear table NAME`); referenced
+    /// ones stay, as in HAProxy. Returns how many went.
+    pub fn clear(&self) -> usize {
+        let mut g = self.lock();
+        let inner = &mut *g;
+        let gone: Vec<(Handle, Handle)> = any_tree!(&inner.keys, |t| t
+            .iter()
+            .filter(|(_, _, e)| e.refs == 0)
+            .map(|(h, _, e)| (h, e.exp_node))
+            .collect());
+        for (h, node) in &gone {
+            inner.exps.delete(*node);
+            any_tree!(&mut inner.keys, |t| t.delete(*h));
+        }
+        gone.len()
+    }
+
+    /// The entries for `show table`, in key order: those passing `keep`
+    /// (given a reader of the entry's values at `now`), at most `max`.
+    // One macro body serves Copy keys and byte keys.
+    #[allow(clippy::clone_on_copy)]
+    pub fn dump(&self, now: u32, only: Option<&StKey>, keep: &KeepFn<'_>) -> Vec<Dumped> {
+        let g = self.lock();
+        let mut out = Vec::new();
+        let mut one = |h: Handle, key: StKey, e: &Entry| {
+            let read = |d: Data| -> Option<u64> {
+                let i = self.index[d as usize]? as usize;
+                Some(match e.data[i] {
+                    Slot::Cnt(c) => c,
+                    Slot::Rate(f) => f.read(self.period(d).unwrap_or(1), now) as u64,
+                })
+            };
+            if !keep(&read) {
+                return;
+            }
+            let data = super::SHOW_ORDER
+                .iter()
+                .filter_map(|&d| {
+                    let dt = self.def.store.iter().find(|x| x.data() == d)?;
+                    Some((*dt, read(d)?))
+                })
+                .collect();
+            let exp = match self.def.expire {
+                Some(_) => (e.exp.wrapping_sub(now) as i32).max(0) as u32,
+                None => 0,
+            };
+            out.push(Dumped {
+                id: h.slot(),
+                key,
+                refs: e.refs,
+                exp,
+                data,
+            });
+        };
+        macro_rules! walk {
+            ($t:expr, $wrap:expr) => {
+                match only {
+                    Some(k) => {
+                        if let Some(h) = with_tree!(&g.keys, k, |t, k| t.lookup_ref(k)) {
+                            if let (Some(kk), Some(e)) = ($t.key_ref(h), $t.get(h)) {
+                                one(h, $wrap(kk.clone()), e);
+                            }
+                        }
+                    }
+                    None => {
+                        for (h, k, e) in $t.iter() {
+                            one(h, $wrap(k), e);
+                        }
+                    }
+                }
+            };
+        }
+        match &g.keys {
+            Keys::Ip(t) => walk!(t, StKey::Ip),
+            Keys::Ipv6(t) => walk!(t, StKey::Ipv6),
+            Keys::Int(t) => walk!(t, StKey::Int),
+            Keys::Bytes(t) => walk!(t, StKey::Bytes),
+        }
+        out
     }
 
     /// Checks both trees and their cross links (tests).

@@ -273,3 +273,102 @@ mod ebtree_ref {
     #[derive(Debug, Clone, Copy)]
     pub struct R(pub super::EntryRef);
 }
+
+/// Evaluates `expr` as a sample for a client at `src`, with `stk`'s
+/// trackers, in the rules of proxy `f`.
+fn eval_with(stk: &Stk, src: &str, expr: &str) -> Option<String> {
+    let e = crate::sample::Expr::parse(expr, crate::sample::Scope::Request { backend: false })
+        .unwrap_or_else(|e| panic!("{expr}: {e}"));
+    let dst = || None;
+    let ctx = crate::sample::Ctx {
+        src: format!("{src}:1000").parse().unwrap(),
+        dst: &dst,
+        fe: "f",
+        be: None,
+        srv: None,
+        tls: false,
+        sni: None,
+        req: None,
+        res: None,
+        vars: None,
+        stk: Some(stk),
+        payload: None,
+    };
+    crate::sample::with_scratch(|s| {
+        e.eval(&ctx, s).map(|v| {
+            let mut out = Vec::new();
+            crate::sample::write_text(v, s, &mut out);
+            String::from_utf8(out).unwrap()
+        })
+    })
+}
+
+#[test]
+fn fetches_and_converters_follow_haproxy() {
+    let other = std::sync::Arc::new(Table::new(
+        parse_stick_table("o", &["type", "ip", "size", "10", "store", "gpc0"]).unwrap(),
+    ));
+    let tables = std::sync::Arc::new(Tables::new(vec![
+        std::sync::Arc::new(Table::new(
+            parse_stick_table(
+                "f",
+                &[
+                    "type",
+                    "ip",
+                    "size",
+                    "10",
+                    "expire",
+                    "10s",
+                    "store",
+                    "http_req_cnt,http_req_rate(10s),conn_cur,gpc0",
+                ],
+            )
+            .unwrap(),
+        )),
+        std::sync::Arc::clone(&other),
+    ]));
+    let stk = Stk::new(std::sync::Arc::clone(&tables));
+    stk.begin(1000);
+    let ev = |e: &str| eval_with(&stk, "10.0.0.1", e);
+    // Nothing tracked: sc fetches find nothing, src fetches read 0.
+    assert_eq!(ev("sc0_tracked"), Some("0".into()));
+    assert_eq!(ev("sc_http_req_rate(0)"), None);
+    assert_eq!(ev("src_http_req_rate"), Some("0".into()));
+    assert_eq!(ev("src,in_table(f)"), Some("0".into()));
+    assert_eq!(ev("table_cnt"), Some("0".into()));
+    // Track: one connection and one request counted.
+    let t = std::sync::Arc::clone(tables.get("f").unwrap());
+    let k = t.key_ip("10.0.0.1".parse().unwrap()).unwrap();
+    assert!(stk.track(0, &t, &k, true));
+    assert_eq!(ev("sc0_tracked"), Some("1".into()));
+    assert_eq!(ev("sc_http_req_rate(0)"), Some("1".into()));
+    assert_eq!(ev("sc0_conn_cur"), Some("1".into()));
+    assert_eq!(ev("sc_trackers(0)"), Some("1".into()));
+    assert_eq!(ev("src_http_req_cnt(f)"), Some("1".into()));
+    assert_eq!(ev("src,table_http_req_cnt(f)"), Some("1".into()));
+    assert_eq!(ev("src,in_table(f)"), Some("1".into()));
+    assert_eq!(ev("table_avl(f)"), Some("9".into()));
+    // Not stored: nothing, even with an entry.
+    assert_eq!(ev("sc0_sess_cnt"), None);
+    // gpc0: inc returns the new value, clr the old one.
+    assert_eq!(ev("sc_inc_gpc0(0)"), Some("1".into()));
+    assert_eq!(ev("sc0_inc_gpc0"), Some("2".into()));
+    assert_eq!(ev("sc0_get_gpc0"), Some("2".into()));
+    assert_eq!(ev("sc0_clr_gpc0"), Some("2".into()));
+    assert_eq!(ev("sc0_get_gpc0"), Some("0".into()));
+    // sc fetch with another table: the tracked key looked up there.
+    assert_eq!(ev("sc0_get_gpc0(o)"), Some("0".into()));
+    assert_eq!(ev("src_inc_gpc0(o)"), Some("1".into()));
+    assert_eq!(ev("sc0_get_gpc0(o)"), Some("1".into()));
+    // Another client has nothing.
+    assert_eq!(
+        eval_with(&stk, "10.0.0.2", "src_get_gpc0(f)"),
+        Some("0".into())
+    );
+    // The exchange ends: conn_cur back to 0, the reference dropped.
+    stk.end(1100, true, 10, 20);
+    assert_eq!(ev("sc0_tracked"), Some("0".into()));
+    let r = t.lookup(&k).unwrap();
+    assert_eq!(t.get(r, Data::ConnCur, 1100), Some(0));
+    assert_eq!(t.refs(r), Some(0));
+}

@@ -105,6 +105,7 @@ fn connection_accepted(fe: &FrontendRt, sock: &TcpStream, peer: SocketAddr) -> b
         req: None,
         res: None,
         vars: Some(&vars),
+        stk: None,
         payload: None,
     };
     fe.l4

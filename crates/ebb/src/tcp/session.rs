@@ -242,6 +242,7 @@ impl Session {
             req: None,
             res: None,
             vars: Some(&self.vars),
+            stk: None,
             payload: Some(crate::sample::Payload {
                 bytes: &payload,
                 sni: sni.as_deref(),

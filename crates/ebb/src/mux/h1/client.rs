@@ -192,6 +192,8 @@ pub struct Conn<S> {
     pub(crate) next_input: Option<In>,
     /// Variables of the current exchange and of this connection.
     pub(crate) vars: std::cell::RefCell<crate::sample::VarStore>,
+    /// What this connection tracks in stick tables (`track-sc`).
+    pub(crate) stk: crate::table::Stk,
     /// This connection in the CLI's session list.
     pub(crate) sess: Arc<crate::registry::SessInfo>,
     /// File bytes sent during the current run (see [`RUN_QUANTUM`]).
@@ -237,6 +239,7 @@ impl<S: Exchange + Default + 'static> Conn<S> {
             .add(ctx.thread_id(), peer, Arc::from(fe.name.as_str()));
         let sess2 = Arc::clone(&sess);
         let heavy = tr.is_handshaking() && w.heavy_enabled;
+        let stk = crate::table::Stk::new(Arc::clone(&fe.tables));
         let conn = Conn {
             tr,
             fd,
@@ -268,6 +271,7 @@ impl<S: Exchange + Default + 'static> Conn<S> {
             me: None,
             next_input: None,
             vars: Default::default(),
+            stk,
             sess,
             sent_run: 0,
             st: Some(S::default()),

@@ -1,0 +1,188 @@
+//! Persistence by stick table (HAProxy's `stick on|match|store-request|
+//! store-response`), in a backend:
+//!
+//! - before the load balancer runs ([`stick_request`]), each `match` (or
+//!   `on`) rule whose condition holds looks its pattern up; the first
+//!   entry found names the server (its `server_id`), which takes the
+//!   request if it is not down or in maintenance; a found entry is
+//!   touched. Each `store-request` (or `on`) rule whose condition holds
+//!   keeps its pattern's key, the first such rule per table only;
+//! - when the server's response head arrives ([`stick_response`]), the
+//!   `store-response` rules add their keys the same way, then every key
+//!   kept is stored with the id of the server that answered (created or
+//!   overwritten, as HAProxy does).
+//!
+//! A server's id is its position in the backend, from 1 (HAProxy's
+//! default `id`; ebb has no `id` keyword).
+
+use std::sync::Arc;
+
+use crate::config::{HttpRequestAction, StickKind};
+use crate::rules::{Cond, Matcher};
+use crate::sample::{cast, sample_key, with_scratch, Ctx, Expr, Type, Val};
+use crate::table::{Data, Pending, StKey, Stk, Table};
+
+/// A compiled `stick` rule.
+pub struct StickRt {
+    pub kind: StickKind,
+    pub pattern: Expr,
+    pub table: Arc<Table>,
+    pub cond: Option<Cond>,
+}
+
+const MAX_STORES: usize = 8;
+
+fn key_of(r: &StickRt, ctx: &Ctx<'_>) -> Option<StKey> {
+    with_scratch(|s| {
+        r.pattern
+            .eval(ctx, s)
+            .and_then(|v| sample_key(&r.table, v, s))
+    })
+}
+
+fn keep(p: &mut Pending, r: &StickRt, ctx: &Ctx<'_>) {
+    if p.keys.len() >= MAX_STORES || p.keys.iter().any(|(t, _)| Arc::ptr_eq(t, &r.table)) {
+        return;
+    }
+    if let Some(k) = key_of(r, ctx) {
+        p.keys.push((Arc::clone(&r.table), k));
+    }
+}
+
+/// Runs the request-side rules of a backend: returns the server index a
+/// `match` found (if any) and keeps the `store-request` keys in `p`.
+/// `usable(i)`: whether server `i` may take a persistent request.
+pub fn stick_request(
+    rules: &[StickRt],
+    m: &Matcher,
+    ctx: &Ctx<'_>,
+    now: u32,
+    p: &mut Pending,
+    usable: &dyn Fn(usize) -> bool,
+) -> Option<usize> {
+    p.keys.clear();
+    let mut target = None;
+    for r in rules {
+        if r.kind == StickKind::StoreResponse {
+            continue;
+        }
+        let stores = matches!(r.kind, StickKind::On | StickKind::StoreRequest);
+        // Only the first store rule of each table applies.
+        if stores && p.keys.iter().any(|(t, _)| Arc::ptr_eq(t, &r.table)) {
+            continue;
+        }
+        if !m.holds(r.cond.as_ref(), ctx) {
+            continue;
+        }
+        if matches!(r.kind, StickKind::On | StickKind::Match) {
+            if let Some(k) = key_of(r, ctx) {
+                if let Some(e) = r.table.lookup(&k) {
+                    if target.is_none() {
+                        let id = r.table.get(e, Data::ServerId, now).unwrap_or(0);
+                        let i = (id as usize).wrapping_sub(1);
+                        if id > 0 && usable(i) {
+                            target = Some(i);
+                        }
+                    }
+                    r.table.touch(e, now);
+                }
+            }
+        }
+        if stores {
+            keep(p, r, ctx);
+        }
+    }
+    target
+}
+
+/// Runs the `store-response` rules on a response head, then stores every
+/// kept key with server `srv` (its index in the backend).
+pub fn stick_response(
+    rules: &[StickRt],
+    m: &Matcher,
+    ctx: &Ctx<'_>,
+    now: u32,
+    p: &mut Pending,
+    srv: usize,
+) {
+    for r in rules.iter().filter(|r| r.kind == StickKind::StoreResponse) {
+        if p.keys.iter().any(|(t, _)| Arc::ptr_eq(t, &r.table)) {
+            continue;
+        }
+        if m.holds(r.cond.as_ref(), ctx) {
+            keep(p, r, ctx);
+        }
+    }
+    for (t, k) in p.keys.drain(..) {
+        if let Some(e) = t.get_or_create(&k, now) {
+            t.set(e, Data::ServerId, srv as u64 + 1);
+        }
+    }
+}
+
+/// `stick` rules on a connection's trackers.
+impl Stk {
+    /// A backend's request-side `stick` rules for the exchange of `ctx`
+    /// (see the module doc); `usable(i)`: whether server `i` may take a
+    /// persistent request. [`Stk::prefer`] then names the server found.
+    pub fn stick_request(
+        &self,
+        rules: &[StickRt],
+        m: &Matcher,
+        ctx: &Ctx<'_>,
+        usable: &dyn Fn(usize) -> bool,
+    ) {
+        let mut p = self.pending.borrow_mut();
+        let t = stick_request(rules, m, ctx, self.now(), &mut p, usable);
+        self.prefer.set(t);
+    }
+
+    /// The server (index in its backend) the `stick match` rules chose.
+    pub fn prefer(&self) -> Option<usize> {
+        self.prefer.get()
+    }
+
+    /// The `store-response` rules on a response head of server `srv`
+    /// (index in its backend), then the stores.
+    pub fn stick_response(&self, rules: &[StickRt], m: &Matcher, ctx: &Ctx<'_>, srv: usize) {
+        let mut p = self.pending.borrow_mut();
+        stick_response(rules, m, ctx, self.now(), &mut p, srv);
+        self.prefer.set(None);
+    }
+}
+
+/// Runs the stick-table action of an `http-request` rule (`track-scN`,
+/// `sc-inc-gpc0`, `sc-set-gpt0`) for the exchange of `ctx`; false if the
+/// action is not one of them. Without a `table`, `track-scN` uses the
+/// table of the proxy whose rule it is (`ctx.be`, else `ctx.fe`).
+pub fn run_http_action(a: &HttpRequestAction, ctx: &Ctx<'_>) -> bool {
+    let stk = ctx.stk;
+    match a {
+        HttpRequestAction::TrackSc { n, key, table } => {
+            let Some(stk) = stk else { return true };
+            let name = table.as_deref().unwrap_or(ctx.be.unwrap_or(ctx.fe));
+            let Some(t) = stk.tables().get(name) else {
+                return true;
+            };
+            let t = Arc::clone(t);
+            let k = with_scratch(|s| key.eval(ctx, s).and_then(|v| sample_key(&t, v, s)));
+            if let Some(k) = k {
+                stk.track(*n, &t, &k, true);
+            }
+        }
+        HttpRequestAction::ScIncGpc0(n) => {
+            if let Some(stk) = stk {
+                stk.inc_gpc0(*n);
+            }
+        }
+        HttpRequestAction::ScSetGpt0(n, e) => {
+            let v = with_scratch(|s| e.eval(ctx, s).and_then(|v| cast(v, Type::Int, s)));
+            if let (Some(stk), Some(Val::Int(i))) = (stk, v) {
+                // gpt0 is an unsigned 32-bit tag in HAProxy.
+                stk.set_gpt0(*n, i.clamp(0, u32::MAX as i64) as u64);
+            }
+        }
+        _ => return false,
+    }
+    true
+}

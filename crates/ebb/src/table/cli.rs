@@ -1,0 +1,291 @@
+//! The stick-table commands of the runtime socket, with HAProxy 2.6's
+//! syntax and output:
+//!
+//! ```text
+//! show table
+//! show table NAME [data.TYPE OP VALUE]... | [key KEY]
+//! clear table NAME [data.TYPE OP VALUE]... | [key KEY]
+//! set table NAME key KEY [data.TYPE VALUE]...
+//! ```
+//!
+//! `OP` is one of eq, ne, lt, le, gt, ge. An entry prints as
+//! `0xID: key=KEY use=REFS exp=MS TYPE=V...` in HAProxy's data order, a
+//! rate as `TYPE(PERIOD)=V`; `0xID` is the entry's slot where HAProxy
+//! prints its address.
+
+use std::fmt::Write;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+
+use super::{Data, Dumped, KeyType, StKey, Table, Tables};
+
+fn key_type_name(k: KeyType) -> &'static str {
+    match k {
+        KeyType::Ip => "ip",
+        KeyType::Ipv6 => "ipv6",
+        KeyType::Integer => "integer",
+        KeyType::String(_) => "string",
+        KeyType::Binary(_) => "binary",
+    }
+}
+
+fn header(out: &mut String, t: &Table) {
+    let d = t.def();
+    let _ = writeln!(
+        out,
+        "# table: {}, type: {}, size:{}, used:{}",
+        d.name,
+        key_type_name(d.key),
+        d.size,
+        t.len()
+    );
+}
+
+/// `show table`: one header line per table, the last declared first (as
+/// HAProxy lists them).
+pub fn show_all(tables: &Tables) -> String {
+    let mut out = String::new();
+    for t in tables.iter().rev() {
+        header(&mut out, t);
+    }
+    out
+}
+
+/// A key as HAProxy prints it.
+pub fn key_text(k: &StKey, kt: KeyType) -> String {
+    match k {
+        StKey::Ip(a) => Ipv4Addr::from(a.0).to_string(),
+        StKey::Ipv6(a) => Ipv6Addr::from(a.0).to_string(),
+        StKey::Int(n) => n.to_string(),
+        StKey::Bytes(b) => match kt {
+            KeyType::Binary(_) => b.0.iter().fold(String::new(), |mut s, c| {
+                let _ = write!(s, "{c:02X}");
+                s
+            }),
+            _ => {
+                let end = b.0.iter().position(|&c| c == 0).unwrap_or(b.0.len());
+                let mut s = String::new();
+                for &c in &b.0[..end] {
+                    if c.is_ascii_graphic() || c == b' ' {
+                        s.push(c as char);
+                    } else {
+                        let _ = write!(s, "\\x{c:02x}");
+                    }
+                }
+                s
+            }
+        },
+    }
+}
+
+/// A key typed on the CLI, for table `t`.
+fn parse_key(t: &Table, text: &str) -> Result<StKey, String> {
+    let bad = || "Invalid key".to_string();
+    match t.def().key {
+        KeyType::Ip => {
+            let a: Ipv4Addr = text.parse().map_err(|_| bad())?;
+            t.key_ip(IpAddr::V4(a)).ok_or_else(bad)
+        }
+        KeyType::Ipv6 => {
+            let a: IpAddr = text.parse().map_err(|_| bad())?;
+            t.key_ip(a).ok_or_else(bad)
+        }
+        KeyType::Integer => {
+            let n: u32 = text.parse().map_err(|_| bad())?;
+            t.key_int(n).ok_or_else(bad)
+        }
+        KeyType::String(_) => t.key_bytes(text.as_bytes()).ok_or_else(bad),
+        KeyType::Binary(_) => {
+            if text.len() % 2 != 0 {
+                return Err(bad());
+            }
+            let bytes = (0..text.len())
+                .step_by(2)
+                .map(|i| u8::from_str_radix(text.get(i..i + 2).unwrap_or("x"), 16))
+                .collect::<Result<Vec<u8>, _>>()
+                .map_err(|_| bad())?;
+            t.key_bytes(&bytes).ok_or_else(bad)
+        }
+    }
+}
+
+fn entry_line(out: &mut String, t: &Table, e: &Dumped) {
+    let _ = write!(
+        out,
+        "0x{:x}: key={} use={} exp={}",
+        e.id,
+        key_text(&e.key, t.def().key),
+        e.refs,
+        e.exp
+    );
+    for (dt, v) in &e.data {
+        match dt.period() {
+            Some(p) => {
+                let _ = write!(out, " {}({p})={v}", dt.data().name());
+            }
+            None => {
+                let _ = write!(out, " {}={v}", dt.data().name());
+            }
+        }
+    }
+    out.push('\n');
+}
+
+/// A `data.TYPE OP VALUE` filter.
+struct Filter {
+    data: Data,
+    op: fn(u64, u64) -> bool,
+    value: u64,
+}
+
+/// What follows the table name: filters or a key.
+enum Select {
+    All(Vec<Filter>),
+    Key(StKey),
+}
+
+/// HAProxy's answers to a malformed `clear table`.
+const CLEAR_USAGE: &str =
+    "Required arguments: <table> \"data.<store_data_type>\" <operator> <value> or <table> key <key>";
+const SHOW_USAGE: &str =
+    "Optional argument only supports \"data.<store_data_type>\" <operator> <value> and key <key>";
+/// HAProxy's answer to a malformed `set table`.
+pub const SET_USAGE: &str =
+    "Required arguments: <table> key <key> [data.<store_data_type> <value>]*";
+
+/// What follows the table name. `Ok(None)`: a key that does not parse
+/// for this table (HAProxy then answers nothing).
+fn parse_select(t: &Table, args: &[&str], usage: &str) -> Result<Option<Select>, String> {
+    match args {
+        [] => Ok(Some(Select::All(Vec::new()))),
+        ["key"] => Err("Key value expected".into()),
+        ["key", k, ..] => Ok(parse_key(t, k).ok().map(Select::Key)),
+        [d, ..] if d.starts_with("data.") => {
+            let mut filters = Vec::new();
+            for (i, w) in args.chunks(3).enumerate() {
+                let n = i + 1;
+                let name = w[0].strip_prefix("data.");
+                let data = name
+                    .and_then(Data::by_name)
+                    .ok_or_else(|| format!("Filter entry #{n}: Unknown data type"))?;
+                if !t.def().store.iter().any(|s| s.data() == data) {
+                    return Err(format!(
+                        "Filter entry #{n}: Data type not stored in this table"
+                    ));
+                }
+                let op: fn(u64, u64) -> bool = match w.get(1).copied() {
+                    Some("eq") => |a, b| a == b,
+                    Some("ne") => |a, b| a != b,
+                    Some("lt") => |a, b| a < b,
+                    Some("le") => |a, b| a <= b,
+                    Some("gt") => |a, b| a > b,
+                    Some("ge") => |a, b| a >= b,
+                    _ => {
+                        return Err(format!(
+                            "Filter entry #{n}: Require and operator among \"eq\", \"ne\", \"le\", \"ge\", \"lt\", \"gt\""
+                        ))
+                    }
+                };
+                let value = w.get(2).and_then(|v| v.parse().ok()).ok_or_else(|| {
+                    format!("Filter entry #{n}: Require a valid integer value to compare against")
+                })?;
+                filters.push(Filter { data, op, value });
+            }
+            Ok(Some(Select::All(filters)))
+        }
+        _ => Err(usage.into()),
+    }
+}
+
+/// `show table NAME ...` at `now`.
+pub fn show(tables: &Tables, name: &str, args: &[&str], now: u32) -> Result<String, String> {
+    let t = tables.get(name).ok_or("No such table")?;
+    let Some(sel) = parse_select(t, args, SHOW_USAGE)? else {
+        return Ok(String::new());
+    };
+    let mut out = String::new();
+    header(&mut out, t);
+    let rows = match &sel {
+        Select::Key(k) => t.dump(now, Some(k), &|_| true),
+        Select::All(f) => t.dump(now, None, &|read| {
+            f.iter()
+                .all(|f| read(f.data).is_some_and(|v| (f.op)(v, f.value)))
+        }),
+    };
+    if rows.is_empty() && matches!(sel, Select::Key(_)) {
+        // HAProxy answers nothing for a key it does not hold.
+        return Ok(String::new());
+    }
+    for e in &rows {
+        entry_line(&mut out, t, e);
+    }
+    Ok(out)
+}
+
+/// `clear table NAME ...`: removes the unreferenced entries selected.
+pub fn clear(tables: &Tables, name: &str, args: &[&str], now: u32) -> Result<String, String> {
+    let t = tables.get(name).ok_or("No such table")?;
+    let Some(sel) = parse_select(t, args, CLEAR_USAGE)? else {
+        return Ok(String::new());
+    };
+    match sel {
+        Select::All(f) if f.is_empty() => {
+            t.clear();
+        }
+        Select::Key(k) => {
+            if let Some(r) = t.lookup(&k) {
+                t.remove(r);
+            }
+        }
+        Select::All(f) => {
+            let rows = t.dump(now, None, &|read| {
+                f.iter()
+                    .all(|f| read(f.data).is_some_and(|v| (f.op)(v, f.value)))
+            });
+            for e in rows {
+                if let Some(r) = t.lookup(&e.key) {
+                    t.remove(r);
+                }
+            }
+        }
+    }
+    Ok(String::new())
+}
+
+/// `set table NAME key KEY [data.TYPE VALUE]...`: creates the entry if
+/// needed and sets the values (a rate counts VALUE events from now).
+pub fn set(tables: &Tables, name: &str, args: &[&str], now: u32) -> Result<String, String> {
+    let t = tables.get(name).ok_or("No such table")?;
+    let (k, rest) = match args {
+        [] => return Ok(String::new()),
+        ["key"] => return Err("Key value expected".into()),
+        ["key", k, rest @ ..] => match parse_key(t, k) {
+            Ok(k) => (k, rest),
+            Err(_) => return Ok(String::new()),
+        },
+        _ => return Err(SET_USAGE.into()),
+    };
+    // The entry is made first, then each value set in turn; a bad pair
+    // stops there with its error (HAProxy's order: what came before it
+    // stays).
+    let r = t
+        .get_or_create(&k, now)
+        .ok_or("Unable to allocate a new entry")?;
+    t.touch(r, now);
+    for w in rest.chunks(2) {
+        let Some(name) = w[0].strip_prefix("data.") else {
+            return Err("\"data.<type>\" followed by a value expected".into());
+        };
+        let Some(v) = w.get(1) else {
+            return Err("Require a valid integer value to store".into());
+        };
+        let data = Data::by_name(name).ok_or("Data type not stored in this table")?;
+        if !t.def().store.iter().any(|s| s.data() == data) {
+            return Err("Data type not stored in this table".into());
+        }
+        let v: u64 = v
+            .parse()
+            .map_err(|_| "Require a valid integer value to store")?;
+        t.set_data(r, data, v, now);
+    }
+    Ok(String::new())
+}

@@ -1,0 +1,276 @@
+//! The tables of a configuration and what one connection tracks in them
+//! (HAProxy's `stkctr`s): `track-sc0|1|2`, the counters the exchange's
+//! events update, `sc-inc-gpc0` and `sc-set-gpt0`.
+//!
+//! A connection owns one [`Stk`]. Trackers come in two levels, as in
+//! HAProxy: *session* trackers (`tcp-request connection|session
+//! track-scN`, held for the connection's life, see
+//! [`Stk::track_session`]) and *stream* trackers (`http-request` and
+//! `tcp-request content track-scN`, held until the exchange ends, see
+//! [`Stk::track`]). A fetch of counter N reads the stream's tracker
+//! first, then the session's (HAProxy's `smp_fetch_sc_stkctr`).
+//!
+//! Events and what they count (each on every tracked entry that stores
+//! the type):
+//! - tracking starts: `conn_cur` +1, `conn_cnt`, `conn_rate`; for a
+//!   session tracker also `sess_cnt`, `sess_rate`; for a stream tracker
+//!   in HTTP also `http_req_cnt`, `http_req_rate` (the request being
+//!   analysed is counted when tracking starts, as HAProxy does);
+//! - a request begins ([`Stk::begin`]): `http_req_cnt`, `http_req_rate`
+//!   on the session trackers;
+//! - the exchange ends ([`Stk::end`]): `http_err_cnt`, `http_err_rate`
+//!   if the request was denied or tarpitted ([`Stk::note_error`]) or a
+//!   server answered a 4xx (HAProxy's list; ebb's own `return` answers
+//!   do not count, whatever their status), `bytes_in_*`, `bytes_out_*`;
+//!   then the stream trackers are released (`conn_cur` -1);
+//! - the connection ends (drop): the session trackers are released.
+
+use std::cell::{Cell, RefCell};
+use std::sync::Arc;
+
+use super::{Data, EntryRef, StKey, Table};
+
+/// Every stick table of a configuration, by name (a proxy's name).
+#[derive(Default)]
+pub struct Tables {
+    list: Vec<Arc<Table>>,
+}
+
+impl Tables {
+    pub fn new(list: Vec<Arc<Table>>) -> Tables {
+        Tables { list }
+    }
+
+    /// The table called `name`.
+    pub fn get(&self, name: &str) -> Option<&Arc<Table>> {
+        self.list.iter().find(|t| t.def().name == name)
+    }
+
+    pub fn iter(&self) -> std::slice::Iter<'_, Arc<Table>> {
+        self.list.iter()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.list.is_empty()
+    }
+
+    /// Runs every table's expiry at `now`; returns the tick to run again
+    /// at (None: no table expires anything). A table with nothing queued
+    /// asks to be looked at again `expire` from now: an entry created
+    /// after this call expires no sooner than that, so nothing is missed
+    /// and no entry is scanned before its time.
+    pub fn expire(&self, now: u32) -> Option<u32> {
+        let mut next: Option<u32> = None;
+        for t in &self.list {
+            let Some(e) = t.def().expire else { continue };
+            let at = t.expire(now).unwrap_or(now.wrapping_add(e));
+            next = Some(match next {
+                Some(n) if (n.wrapping_sub(at) as i32) <= 0 => n,
+                _ => at,
+            });
+        }
+        next
+    }
+}
+
+/// A tracked entry.
+struct Tracker {
+    table: Arc<Table>,
+    entry: EntryRef,
+}
+
+/// The keys a stream stores once its server is known (HAProxy keeps up
+/// to 8); filled and stored by the `stick` rules.
+#[derive(Default)]
+pub struct Pending {
+    pub(crate) keys: Vec<(Arc<Table>, StKey)>,
+}
+
+/// What a connection tracks, and the date of the exchange under way.
+pub struct Stk {
+    tables: Arc<Tables>,
+    now: Cell<u32>,
+    /// The exchange under way was refused (deny, tarpit): an HTTP error.
+    err: Cell<bool>,
+    /// `stick` rules: the server a `match` found, the keys to store.
+    pub(crate) prefer: Cell<Option<usize>>,
+    pub(crate) pending: RefCell<Pending>,
+    sess: RefCell<[Option<Tracker>; 3]>,
+    strm: RefCell<[Option<Tracker>; 3]>,
+}
+
+/// What a tracker's start counts (adding 0 changes nothing: one list).
+fn start_counts(session: bool, http: bool) -> [(Data, u64); 7] {
+    let (s, h) = (u64::from(session), u64::from(http));
+    [
+        (Data::ConnCur, 1),
+        (Data::ConnCnt, 1),
+        (Data::ConnRate, 1),
+        (Data::SessCnt, s),
+        (Data::SessRate, s),
+        (Data::HttpReqCnt, h),
+        (Data::HttpReqRate, h),
+    ]
+}
+
+fn stop(t: Tracker, now: u32) {
+    t.table.finish(t.entry, &[], true, now);
+}
+
+impl Stk {
+    /// A connection's trackers (none yet) over the configuration's tables.
+    pub fn new(tables: Arc<Tables>) -> Stk {
+        Stk {
+            tables,
+            now: Cell::new(0),
+            err: Cell::new(false),
+            prefer: Cell::new(None),
+            pending: RefCell::default(),
+            sess: RefCell::new([None, None, None]),
+            strm: RefCell::new([None, None, None]),
+        }
+    }
+
+    pub fn tables(&self) -> &Tables {
+        &self.tables
+    }
+
+    /// The date rules and fetches of the current exchange use.
+    pub fn now(&self) -> u32 {
+        self.now.get()
+    }
+
+    pub fn set_now(&self, now: u32) {
+        self.now.set(now);
+    }
+
+    /// A request begins at `now`: counts it on the session trackers.
+    pub fn begin(&self, now: u32) {
+        self.now.set(now);
+        for t in self.sess.borrow().iter().flatten() {
+            let adds = [(Data::HttpReqCnt, 1), (Data::HttpReqRate, 1)];
+            t.table.add_many(t.entry, &adds, now);
+            t.table.touch(t.entry, now);
+        }
+    }
+
+    /// `track-scN KEY [table T]` of a stream (`http-request`, `tcp-request
+    /// content`): tracks `key` in `table` unless counter `n` is already
+    /// tracked by this stream (HAProxy then ignores the rule). `http`:
+    /// the stream carries an HTTP request, counted now. False when the
+    /// table is full of entries it may not evict (nothing is tracked).
+    pub fn track(&self, n: usize, table: &Arc<Table>, key: &StKey, http: bool) -> bool {
+        self.track_in(&self.strm, n, table, key, false, http)
+    }
+
+    /// `track-scN` of a session (`tcp-request connection|session`): held
+    /// until the connection ends; counts a connection and a session.
+    pub fn track_session(&self, n: usize, table: &Arc<Table>, key: &StKey) -> bool {
+        self.track_in(&self.sess, n, table, key, true, false)
+    }
+
+    fn track_in(
+        &self,
+        level: &RefCell<[Option<Tracker>; 3]>,
+        n: usize,
+        table: &Arc<Table>,
+        key: &StKey,
+        session: bool,
+        http: bool,
+    ) -> bool {
+        let mut l = level.borrow_mut();
+        let Some(slot) = l.get_mut(n) else {
+            return false;
+        };
+        if slot.is_some() {
+            return true;
+        }
+        let now = self.now.get();
+        let Some(entry) = table.track_add(key, now, &start_counts(session, http)) else {
+            return false;
+        };
+        *slot = Some(Tracker {
+            table: Arc::clone(table),
+            entry,
+        });
+        true
+    }
+
+    /// The table and entry counter `n` reads: the stream's, else the
+    /// session's.
+    pub fn tracked(&self, n: usize) -> Option<(Arc<Table>, EntryRef)> {
+        let pick = |l: &RefCell<[Option<Tracker>; 3]>| {
+            l.borrow()
+                .get(n)
+                .and_then(|t| t.as_ref().map(|t| (Arc::clone(&t.table), t.entry)))
+        };
+        pick(&self.strm).or_else(|| pick(&self.sess))
+    }
+
+    /// Whether anything is tracked at either level.
+    pub fn any(&self) -> bool {
+        self.strm.borrow().iter().any(Option::is_some)
+            || self.sess.borrow().iter().any(Option::is_some)
+    }
+
+    /// The exchange under way is refused by a rule (`deny`, `tarpit`):
+    /// [`Stk::end`] counts it as an HTTP error.
+    pub fn note_error(&self) {
+        self.err.set(true);
+    }
+
+    /// The exchange ended at `now`: counts its error (refused, or a
+    /// server's 4xx) and bytes on every tracker, then releases the
+    /// stream's.
+    pub fn end(&self, now: u32, server_4xx: bool, bytes_in: u64, bytes_out: u64) {
+        self.now.set(now);
+        let server_4xx = self.err.replace(false) || server_4xx;
+        let e = u64::from(server_4xx);
+        let adds = [
+            (Data::HttpErrCnt, e),
+            (Data::HttpErrRate, e),
+            (Data::BytesInCnt, bytes_in),
+            (Data::BytesInRate, bytes_in),
+            (Data::BytesOutCnt, bytes_out),
+            (Data::BytesOutRate, bytes_out),
+        ];
+        for t in self.sess.borrow().iter().flatten() {
+            t.table.add_many(t.entry, &adds, now);
+        }
+        let mut strm = self.strm.borrow_mut();
+        for slot in strm.iter_mut() {
+            if let Some(t) = slot.take() {
+                t.table.finish(t.entry, &adds, true, now);
+            }
+        }
+    }
+
+    /// `sc-inc-gpc0(N)`: increments gpc0 and gpc0_rate of counter N.
+    pub fn inc_gpc0(&self, n: usize) {
+        if let Some((t, e)) = self.tracked(n) {
+            let now = self.now.get();
+            t.add(e, Data::Gpc0, 1, now);
+            t.add(e, Data::Gpc0Rate, 1, now);
+        }
+    }
+
+    /// `sc-set-gpt0(N) V`.
+    pub fn set_gpt0(&self, n: usize, v: u64) {
+        if let Some((t, e)) = self.tracked(n) {
+            t.set(e, Data::Gpt0, v);
+        }
+    }
+}
+
+impl Drop for Stk {
+    fn drop(&mut self) {
+        let now = self.now.get();
+        for level in [&self.strm, &self.sess] {
+            for slot in level.borrow_mut().iter_mut() {
+                if let Some(t) = slot.take() {
+                    stop(t, now);
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,362 @@
+//! Stick tables through the real binary: a client above a request rate is
+//! denied while another is not (two source addresses), entries expire
+//! (waiting on the CLI showing the table empty), `tarpit`, the counters
+//! and the `show table` output side by side with HAProxy 2.6.
+
+mod common;
+
+use std::net::{SocketAddr, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+
+use common::*;
+
+/// A client connection from a chosen loopback source address.
+fn connect_from(src: &str, to: SocketAddr) -> Client {
+    let s = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+    let from: SocketAddr = format!("{src}:0").parse().unwrap();
+    s.bind(&from.into()).unwrap();
+    s.connect(&to.into()).unwrap();
+    Client::from_stream(TcpStream::from(s))
+}
+
+fn request(c: &mut Client, path: &str) -> Option<Resp> {
+    c.send(format!("GET {path} HTTP/1.1\r\nHost: t\r\n\r\n").as_bytes());
+    c.read_resp_opt(false)
+}
+
+fn sock_cfg(dir: &Path) -> (PathBuf, String) {
+    let sock = dir.join("admin.sock");
+    let g = format!("global\n    stats socket {} level admin\n", sock.display());
+    (sock, g)
+}
+
+const DEFAULTS: &str =
+    "defaults\n    mode http\n    timeout client 10s\n    timeout server 10s\n    timeout connect 5s\n";
+
+/// The entry line of `key` in a `show table` answer.
+fn entry<'a>(table: &'a str, key: &str) -> Option<&'a str> {
+    table.lines().find(|l| l.contains(&format!(" key={key} ")))
+}
+
+#[test]
+fn a_client_above_the_rate_is_denied_while_another_is_not() {
+    let dir = scratch("stick-rate");
+    let (sock, global) = sock_cfg(&dir);
+    let e = Ebb::start(&format!(
+        "{global}{DEFAULTS}frontend f\n    bind BIND\n    stick-table type ip size 1m expire 30s store http_req_rate(10s),http_req_cnt,conn_cur\n    http-request track-sc0 src\n    http-request deny deny_status 429 if {{ sc_http_req_rate(0) gt 20 }}\n    http-request return status 200 content-type text/plain string ok\n"
+    ));
+    // Client A, keep-alive from 127.0.0.1: its first 20 requests pass; the
+    // 21st is above the rate and refused (the rate may only fall if the
+    // machine stalls for seconds, so A goes on until refused).
+    let mut a = connect_from("127.0.0.1", e.addr());
+    for i in 1..=20 {
+        let r = request(&mut a, "/").expect("answer");
+        assert_eq!(r.status, 200, "request {i} of A");
+    }
+    let mut refused = None;
+    for i in 21..200 {
+        let r = request(&mut a, "/").expect("answer");
+        if r.status == 429 {
+            refused = Some(i);
+            break;
+        }
+        assert_eq!(r.status, 200);
+        // A deny closes the connection; an accepted request keeps it.
+    }
+    assert!(refused.is_some(), "A was never refused");
+    // Client B, from 127.0.0.2, is not concerned.
+    let mut b = connect_from("127.0.0.2", e.addr());
+    for _ in 0..3 {
+        assert_eq!(request(&mut b, "/").unwrap().status, 200);
+    }
+    // A again, on a new connection: still refused.
+    let mut a2 = connect_from("127.0.0.1", e.addr());
+    assert_eq!(request(&mut a2, "/").unwrap().status, 429);
+    drop((a, a2, b));
+    let t = cli_cmd(&sock, "show table f");
+    assert!(
+        t.starts_with("# table: f, type: ip, size:1048576, used:2\n"),
+        "{t}"
+    );
+    let la = entry(&t, "127.0.0.1").expect("A's entry");
+    let lb = entry(&t, "127.0.0.2").expect("B's entry");
+    assert!(lb.contains(" http_req_cnt=3"), "{lb}");
+    assert!(lb.contains(" http_req_rate(10000)=3"), "{lb}");
+    let n = refused.unwrap() + 1;
+    assert!(la.contains(&format!(" http_req_cnt={n}")), "{la}");
+    // Filters select entries by value.
+    let hot = cli_cmd(&sock, "show table f data.http_req_cnt gt 10");
+    assert!(entry(&hot, "127.0.0.1").is_some() && entry(&hot, "127.0.0.2").is_none());
+    // The connections are closed: nobody holds an entry any more.
+    wait_until("conn_cur back to 0", || {
+        let t = cli_cmd(&sock, "show table f");
+        let rows: Vec<&str> = t.lines().filter(|l| l.starts_with("0x")).collect();
+        rows.len() == 2
+            && rows
+                .iter()
+                .all(|l| l.contains(" use=0 ") && l.contains(" conn_cur=0"))
+    });
+    // `clear table ... key` forgets A: it passes again.
+    assert_eq!(cli_cmd(&sock, "clear table f key 127.0.0.1"), "\n");
+    let mut a3 = connect_from("127.0.0.1", e.addr());
+    assert_eq!(request(&mut a3, "/").unwrap().status, 200);
+}
+
+#[test]
+fn entries_expire_and_the_table_empties() {
+    let dir = scratch("stick-exp");
+    let (sock, global) = sock_cfg(&dir);
+    let e = Ebb::start(&format!(
+        "{global}{DEFAULTS}frontend f\n    bind BIND\n    stick-table type ip size 100 expire 500ms store gpc0\n    http-request track-sc1 src\n    http-request sc-inc-gpc0(1)\n    http-request return status 200 content-type text/plain string ok\n"
+    ));
+    for _ in 0..3 {
+        assert_eq!(get(e.addr(), "/").status, 200);
+    }
+    let t = cli_cmd(&sock, "show table f");
+    // Still there right after (unless the machine stalled 500 ms: then
+    // it may be gone already, which the wait below accepts too).
+    assert!(t.contains("gpc0=3") || t.contains("used:0"), "{t}");
+    // Expired by the table's task: the CLI shows it empty.
+    wait_until("the entry expires", || {
+        cli_cmd(&sock, "show table f") == "# table: f, type: ip, size:100, used:0\n\n"
+    });
+    // `set table` creates an entry, which expires as well.
+    assert_eq!(
+        cli_cmd(&sock, "set table f key 192.0.2.1 data.gpc0 9"),
+        "\n"
+    );
+    assert!(cli_cmd(&sock, "show table f key 192.0.2.1").contains("key=192.0.2.1 use=0 exp="));
+    wait_until("the set entry expires", || {
+        cli_cmd(&sock, "show table f").contains("used:0")
+    });
+}
+
+#[test]
+fn tarpit_answers_after_its_timeout_and_counts_gpc0() {
+    let dir = scratch("stick-tarpit");
+    let (sock, global) = sock_cfg(&dir);
+    let e = Ebb::start(&format!(
+        "{global}{DEFAULTS}frontend f\n    bind BIND\n    timeout tarpit 300ms\n    stick-table type ip size 10 expire 1m store gpc0,gpt0\n    http-request track-sc0 src\n    http-request sc-set-gpt0(0) int(7)\n    http-request tarpit if {{ sc_get_gpc0(0) gt 0 }}\n    http-request sc-inc-gpc0(0) if {{ path /bad }}\n    http-request return status 200 content-type text/plain string ok\n"
+    ));
+    assert_eq!(get(e.addr(), "/bad").status, 200);
+    let t0 = std::time::Instant::now();
+    let r = get(e.addr(), "/");
+    assert_eq!(r.status, 500);
+    // Held at least `timeout tarpit` (a lower bound only).
+    assert!(t0.elapsed() >= std::time::Duration::from_millis(300));
+    let t = cli_cmd(&sock, "show table f");
+    assert!(t.contains(" gpt0=7 gpc0=1\n"), "{t}");
+}
+
+/// A HAProxy 2.6 process on a configuration; killed on drop.
+struct Haproxy(Child);
+
+impl Drop for Haproxy {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// `show table` with what differs by nature blanked: the entry's address
+/// and the milliseconds left.
+fn normalize(t: &str) -> String {
+    t.lines()
+        .map(|l| {
+            l.split(' ')
+                .map(|w| {
+                    if w.starts_with("0x") && w.ends_with(':') {
+                        "ADDR:".to_string()
+                    } else if w.starts_with("exp=") {
+                        "exp=X".to_string()
+                    } else {
+                        w.to_string()
+                    }
+                })
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+#[test]
+fn show_table_matches_haproxy_side_by_side() {
+    if !have("haproxy") {
+        eprintln!("haproxy not installed: skipped");
+        return;
+    }
+    let rules = "    stick-table type ip size 1m expire 30s store gpc0,gpt0,conn_cnt,conn_cur,conn_rate(10s),sess_cnt,http_req_cnt,http_req_rate(10s),http_err_cnt\n    http-request track-sc0 src\n    http-request sc-inc-gpc0(0) if { path /inc }\n    http-request sc-set-gpt0(0) int(3) if { path /gpt }\n    http-request deny deny_status 429 if { sc_http_req_rate(0) gt 4 }\n    http-request return status 200 content-type text/plain string ok\nbackend strings\n    stick-table type string len 8 size 10 expire 1m store gpc0,http_req_cnt\n";
+    let dir = scratch("stick-side");
+    let hsock = dir.join("h.sock");
+    let hport = free_port();
+    let hcfg = dir.join("h.cfg");
+    std::fs::write(
+        &hcfg,
+        format!(
+            "global\n    stats socket {} level admin\n{DEFAULTS}frontend f\n    bind 127.0.0.1:{hport}\n{rules}",
+            hsock.display()
+        ),
+    )
+    .unwrap();
+    let _h = Haproxy(
+        Command::new("haproxy")
+            .args(["-db", "-f", hcfg.to_str().unwrap()])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let (esock, global) = sock_cfg(&dir);
+    let e = Ebb::start(&format!(
+        "{global}{DEFAULTS}frontend f\n    bind BIND\n{rules}"
+    ));
+    wait_until("haproxy's socket", || {
+        std::os::unix::net::UnixStream::connect(&hsock).is_ok()
+    });
+    let haddr: SocketAddr = format!("127.0.0.1:{hport}").parse().unwrap();
+    // The same traffic to both: A (127.0.0.1) 5 requests on one
+    // connection (refused at its 5th; HAProxy keeps the connection after
+    // a deny, ebb closes it), B (127.0.0.3) two on two.
+    let mut statuses = Vec::new();
+    for addr in [e.addr(), haddr] {
+        let mut seen = Vec::new();
+        let mut a = connect_from("127.0.0.1", addr);
+        for p in ["/inc", "/inc", "/gpt", "/", "/"] {
+            match request(&mut a, p) {
+                Some(r) => seen.push(r.status),
+                None => break,
+            }
+        }
+        for p in ["/gpt", "/inc"] {
+            let mut b = connect_from("127.0.0.3", addr);
+            seen.push(request(&mut b, p).unwrap().status);
+        }
+        statuses.push(seen);
+    }
+    assert_eq!(statuses[0], statuses[1], "ebb vs haproxy statuses");
+    let cmds = [
+        "set table strings key abc data.gpc0 5",
+        "set table strings key abcdefghijk data.http_req_cnt 2",
+        "show table",
+        "show table f",
+        "show table f data.gpc0 gt 1",
+        "show table f data.http_req_cnt le 2",
+        "show table f key 127.0.0.3",
+        "show table strings",
+        "clear table strings key abc",
+        "show table strings",
+        "show table nope",
+        "set table f key 1.2.3.4 data.gpc0 x",
+        "show table f data.nope gt 1",
+        "show table f data.gpc0 xx 1",
+        "show table f data.gpc0 gt",
+        "show table f data.gpc0 gt 1 key 1.2.3.4",
+        "show table f data.server_id gt 1",
+        "show table f key zz",
+        "show table f key",
+        "show table f foo",
+        "clear table f foo",
+        "clear table",
+        "clear table nope",
+        "set table",
+        "set table f foo",
+        "set table f key",
+        "set table f key 1.2.3.4 data.gpc0",
+        "set table f key 1.2.3.4 foo 1",
+        "set table f key 1.2.3.4 data.server_id 1",
+        "clear table f data.gpc0 gt 1",
+        "show table f",
+    ];
+    // Left out on purpose: `set table f` without a key (HAProxy 2.6 then
+    // empties the table; ebb changes nothing) and a key that is no
+    // address (HAProxy stores it as 0.0.0.0; ebb ignores it).
+    for c in cmds {
+        let ours = cli_cmd(&esock, c);
+        let theirs = cli_cmd(&hsock, c);
+        assert_eq!(
+            normalize(&ours),
+            normalize(&theirs),
+            "'{c}'\nebb:\n{ours}\nhaproxy:\n{theirs}"
+        );
+    }
+    drop(e);
+}
+
+fn get_with(a: SocketAddr, path: &str, hdr: &str) -> Resp {
+    let mut c = Client::connect(a);
+    c.send(format!("GET {path} HTTP/1.1\r\nHost: t\r\n{hdr}Connection: close\r\n\r\n").as_bytes());
+    c.read_resp()
+}
+
+#[test]
+fn stick_on_keeps_a_user_on_its_server_until_it_goes_away() {
+    use common::origin::{Mode, Origin};
+    let (o1, o2) = (Origin::start("s1", Mode::Ok), Origin::start("s2", Mode::Ok));
+    let dir = scratch("stick-on");
+    let (sock, global) = sock_cfg(&dir);
+    let e = Ebb::start(&format!(
+        "{global}{DEFAULTS}frontend f\n    bind BIND\n    default_backend be\nbackend be\n    balance roundrobin\n    stick-table type string len 32 size 1k expire 1m\n    stick on req.hdr(x-user)\n    server s1 {}\n    server s2 {}\n",
+        o1.addr, o2.addr
+    ));
+    let who = |u: &str| {
+        get_with(e.addr(), "/", &format!("X-User: {u}\r\n"))
+            .text()
+            .split(' ')
+            .next()
+            .unwrap_or("")
+            .to_string()
+    };
+    let alice = who("alice");
+    let bob = who("bob");
+    // Round robin alone would alternate; the table keeps each user.
+    for _ in 0..4 {
+        assert_eq!(who("alice"), alice);
+        assert_eq!(who("bob"), bob);
+    }
+    let t = cli_cmd(&sock, "show table be");
+    let id = if alice == "s1" { 1 } else { 2 };
+    assert!(
+        t.contains("key=alice use=0 exp=") && t.contains(&format!(" server_id={id}\n")),
+        "{t}"
+    );
+    // Alice's server goes into maintenance: she moves, and stays moved.
+    assert_eq!(cli_cmd(&sock, &format!("disable server be/{alice}")), "\n");
+    let moved = who("alice");
+    assert_ne!(moved, alice);
+    assert_eq!(cli_cmd(&sock, &format!("enable server be/{alice}")), "\n");
+    for _ in 0..3 {
+        assert_eq!(who("alice"), moved);
+    }
+}
+
+#[test]
+fn stick_store_response_then_match() {
+    use common::origin::{Mode, Origin};
+    let (o1, o2) = (Origin::start("s1", Mode::Ok), Origin::start("s2", Mode::Ok));
+    let dir = scratch("stick-resp");
+    let (sock, global) = sock_cfg(&dir);
+    // The origins echo X-Forwarded-For as X-Got-XFF: the response names
+    // the client, stored as an address, matched by `src` afterwards.
+    let e = Ebb::start(&format!(
+        "{global}{DEFAULTS}frontend f\n    bind BIND\n    default_backend be\nbackend be\n    option forwardfor\n    stick-table type ip size 1k expire 1m\n    stick match src\n    stick store-response res.hdr(x-got-xff)\n    server s1 {}\n    server s2 {}\n",
+        o1.addr, o2.addr
+    ));
+    let first = get(e.addr(), "/").text();
+    let srv = first.split(' ').next().unwrap().to_string();
+    wait_until("the response's key is stored", || {
+        cli_cmd(&sock, "show table be").contains("key=127.0.0.1 ")
+    });
+    for _ in 0..4 {
+        assert!(get(e.addr(), "/").text().starts_with(&format!("{srv} ")));
+    }
+}
