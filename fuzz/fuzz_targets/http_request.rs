@@ -15,6 +15,7 @@ fn limits_from(cfg: u8) -> Limits {
         max_uri: if cfg & 2 != 0 { 24 } else { 8 * 1024 },
         max_headers: if cfg & 4 != 0 { 4 } else { 101 },
         max_head_bytes: if cfg & 8 != 0 { 128 } else { 15 * 1024 },
+        ..Limits::default()
     }
 }
 

@@ -41,6 +41,8 @@ fuzz_target!(|data: &[u8]| {
             req: Some(Req { buf: REQ, head: &req }),
             res: Some(Res::H1 { buf: RES, head: &res }),
             vars: Some(&vars),
+            payload: None,
+            stk: None,
         };
         let mut out = Vec::new();
         f.render(&ctx, &mut out);
