@@ -869,19 +869,12 @@ impl<'e> Parser<'e> {
                 self.tls.bind.curves = Some(v);
             }
             "ssl-default-bind-options" => {
-                let mut i = 1;
-                while i < w.len() {
-                    let next = w.get(i + 1).map(String::as_str);
-                    match ssl_option(&w[i], next, &mut self.tls.bind)? {
-                        Some(n) => i += 1 + n,
-                        None => {
-                            return Err(format!(
-                                "unknown option '{}' in 'ssl-default-bind-options' (supported: ssl-min-ver, ssl-max-ver, no-sslv3, no-tlsv10, no-tlsv11, no-tlsv12, no-tlsv13, force-tlsv12, force-tlsv13, no-tls-tickets, prefer-client-ciphers)",
-                                w[i]
-                            ))
-                        }
-                    }
-                }
+                option_words(
+                    kw,
+                    w,
+                    "ssl-min-ver, ssl-max-ver, no-sslv3, no-tlsv10, no-tlsv11, no-tlsv12, no-tlsv13, force-tlsv12, force-tlsv13, no-tls-tickets, prefer-client-ciphers",
+                    |o, next| ssl_option(o, next, &mut self.tls.bind),
+                )?;
                 if self.tls.bind.versions().is_empty() {
                     return Err("'ssl-default-bind-options' leaves no TLS version ebb speaks (TLSv1.2, TLSv1.3)".to_string());
                 }
@@ -897,19 +890,12 @@ impl<'e> Parser<'e> {
                 self.tls.server.ciphersuites = Some(v);
             }
             "ssl-default-server-options" => {
-                let mut i = 1;
-                while i < w.len() {
-                    let next = w.get(i + 1).map(String::as_str);
-                    match server_tls_option(&w[i], next, &mut self.tls.server)? {
-                        Some(n) => i += 1 + n,
-                        None => {
-                            return Err(format!(
-                                "unknown option '{}' in 'ssl-default-server-options' (supported: ssl-min-ver, ssl-max-ver, no-sslv3, no-tlsv10, no-tlsv11, no-tlsv12, no-tlsv13, force-tlsv12, force-tlsv13, no-tls-tickets)",
-                                w[i]
-                            ))
-                        }
-                    }
-                }
+                option_words(
+                    kw,
+                    w,
+                    "ssl-min-ver, ssl-max-ver, no-sslv3, no-tlsv10, no-tlsv11, no-tlsv12, no-tlsv13, force-tlsv12, force-tlsv13, no-tls-tickets",
+                    |o, next| server_tls_option(o, next, &mut self.tls.server),
+                )?;
                 if self.tls.server.versions().is_empty() {
                     return Err("'ssl-default-server-options' leaves no TLS version ebb speaks (TLSv1.2, TLSv1.3)".to_string());
                 }
@@ -2247,6 +2233,31 @@ fn tls_version(kw: &str, v: &str) -> Result<TlsVersion, String> {
             "unknown TLS version '{o}' in '{kw}' (expected SSLv3, TLSv1.0, TLSv1.1, TLSv1.2 or TLSv1.3)"
         )),
     }
+}
+
+/// Runs `one` over the option words of a `global` line (`w[1..]`): it
+/// says how many following words an option took (`Some(n)`) or that the
+/// word is not an option (`None`: refused, naming the supported ones).
+fn option_words(
+    kw: &str,
+    w: &[String],
+    supported: &str,
+    mut one: impl FnMut(&str, Option<&str>) -> Result<Option<usize>, String>,
+) -> Result<(), String> {
+    let mut i = 1;
+    while i < w.len() {
+        let next = w.get(i + 1).map(String::as_str);
+        match one(&w[i], next)? {
+            Some(n) => i += 1 + n,
+            None => {
+                return Err(format!(
+                    "unknown option '{}' in '{kw}' (supported: {supported})",
+                    w[i]
+                ))
+            }
+        }
+    }
+    Ok(())
 }
 
 /// The version and order options shared by `bind` lines and
