@@ -239,6 +239,8 @@ pub struct ServersRt {
     /// `option httpclose` on the backend: the client connection closes
     /// after the response too.
     pub close: bool,
+    /// `cookie NAME ...`: the persistence cookie.
+    pub cookie: Option<crate::config::cookie::CookieCfg>,
 }
 
 /// Server-side defaults when the configuration sets none, in ms: connect
@@ -390,6 +392,8 @@ pub struct FrontendRt {
     pub log_format: Option<crate::sample::logline::LogLine>,
     /// `capture request|response header` lines, in order.
     pub captures: Vec<crate::sample::logline::CaptureHdr>,
+    /// `capture cookie`, `unique-id-format`, `unique-id-header`.
+    pub txn: crate::config::cookie::FrontTxn,
     /// `use_backend` rules in order.
     pub use_backends: Vec<UseBackendRt>,
     pub default_backend: Option<usize>,
@@ -663,6 +667,7 @@ fn compile_servers(
         forwardfor: p.options.forwardfor.clone(),
         server_close: p.options.conn_mode != HttpConnMode::KeepAlive,
         close: p.options.conn_mode == HttpConnMode::Close,
+        cookie: p.cookie.clone(),
     })
 }
 
@@ -903,6 +908,7 @@ pub fn compile(cfg: &Config) -> Result<Compiled, Vec<ConfigError>> {
                 after_response,
                 log_format: p.log_format.as_ref().map(|l| l.value.clone()),
                 captures: p.captures.clone(),
+                txn: crate::config::cookie::FrontTxn::of(p),
                 use_backends,
                 default_backend,
                 errorfiles: p

@@ -169,6 +169,10 @@ fn new_proxy(name: &str, kind: ProxyKind, loc: Loc) -> Proxy {
         mode: ProxyMode::Http,
         tcp_request: Vec::new(),
         inspect_delay: None,
+        cookie: None,
+        capture_cookie: None,
+        unique_id_format: None,
+        unique_id_header: None,
     }
 }
 
@@ -283,17 +287,17 @@ const PROXY_KEYWORDS: &[&str] = &[
     "hash-type",
     "hash-balance-factor",
     "tcp-request",
+    "cookie",
+    "unique-id-format",
+    "unique-id-header",
 ];
 
 /// HAProxy proxy keywords ebb does not implement.
 const HAPROXY_PROXY_UNSUPPORTED: &[&str] = &[
-    "cookie",
     "fullconn",
     "http-send-name-header",
     "tcp-response",
     "filter",
-    "unique-id-format",
-    "unique-id-header",
     "log-format-sd",
     "error-log-format",
     "log-tag",
@@ -1581,6 +1585,28 @@ fn proxy_kw(px: &mut Proxy, ctx: &Ctx<'_>, words: &[String]) -> Result<(), Strin
                 loc: loc.clone(),
             });
         }
+        "cookie" => {
+            ctx.allow(kw, BE, true)?;
+            px.cookie = Some(super::cookie::parse(&w[1..])?);
+        }
+        "unique-id-format" => {
+            ctx.allow(kw, FE, true)?;
+            let [_, f] = w else {
+                return Err("'unique-id-format' expects one format string (quote it)".to_string());
+            };
+            let scope = crate::sample::Scope::Request { backend: false };
+            px.unique_id_format = Some(crate::sample::LogFormat::parse(f, scope)?);
+        }
+        "unique-id-header" => {
+            ctx.allow(kw, FE, true)?;
+            let [_, h] = w else {
+                return Err("'unique-id-header' expects a header name".to_string());
+            };
+            if !crate::net::is_token(h) {
+                return Err(format!("'unique-id-header': invalid header name '{h}'"));
+            }
+            px.unique_id_header = Some(h.clone());
+        }
         "log-format" => {
             ctx.allow(kw, FE, true)?;
             let [_, f] = w else {
@@ -1611,8 +1637,15 @@ fn proxy_kw(px: &mut Proxy, ctx: &Ctx<'_>, words: &[String]) -> Result<(), Strin
                         parse_u32_range("capture len", n, 1, 65_536)?,
                     )
                 }
-                [c, ..] if c == "cookie" => {
-                    return Err("'capture cookie' is not supported by ebb yet".to_string())
+                [c, name, l, n] if c == "cookie" && l == "len" => {
+                    if px.capture_cookie.is_some() {
+                        return Err("only one 'capture cookie' is allowed per frontend".to_string());
+                    }
+                    px.capture_cookie = Some(super::cookie::CaptureCookie {
+                        name: name.clone(),
+                        len: parse_u32_range("capture cookie len", n, 1, 65_536)? as usize,
+                    });
+                    return Ok(());
                 }
                 _ => return Err(
                     "'capture' expects 'request header NAME len N' or 'response header NAME len N'"
@@ -2602,9 +2635,10 @@ fn parse_server_opts(w: &[String], o: &mut ServerOptions, ctx: &Ctx<'_>) -> Resu
                         }
                     }
                     "pool-purge-delay" => o.pool_purge_delay = parse_time(v)?,
+                    "cookie" => o.cookie = Some(v.to_string()),
                     _ => {
                         return Err(format!(
-                            "unknown server option '{opt}' (supported: weight, maxconn, maxqueue, backup, disabled, check, inter, fastinter, downinter, rise, fall, slowstart, ssl, verify, ca-file, sni, ciphers, ciphersuites, ssl-min-ver, ssl-max-ver, no-tlsv12, no-tlsv13, force-tlsv12, force-tlsv13, no-tls-tickets, pool-max-conn, pool-purge-delay)"
+                            "unknown server option '{opt}' (supported: weight, maxconn, maxqueue, backup, disabled, check, inter, fastinter, downinter, rise, fall, slowstart, ssl, verify, ca-file, sni, cookie, ciphers, ciphersuites, ssl-min-ver, ssl-max-ver, no-tlsv12, no-tlsv13, force-tlsv12, force-tlsv13, no-tls-tickets, pool-max-conn, pool-purge-delay)"
                         ))
                     }
                 }
@@ -3420,8 +3454,10 @@ fn parse_return(args: &[String], ctx: &Ctx<'_>, scope: Scope) -> Result<ReturnAc
     if has_body && r.content_type.is_none() {
         return Err("'http-request return' with a body needs a 'content-type'".to_string());
     }
-    if r.content_type.is_some() && r.body == ReturnBody::None {
-        return Err("'content-type' without a body (string, lf-string or file)".to_string());
+    // HAProxy's meaning: without a payload, 'content-type' is ignored (a
+    // dummy answer with only the status is sent).
+    if !has_body {
+        r.content_type = None;
     }
     if has_body && matches!(r.status, 204 | 304) {
         return Err(format!("status {} must not have a body", r.status));

@@ -380,6 +380,13 @@ pub struct Proxy {
     pub tcp_request: Vec<TcpRequestRule>,
     /// `tcp-request inspect-delay`.
     pub inspect_delay: Option<Duration>,
+    /// `cookie NAME ...` (backends): the persistence cookie.
+    pub cookie: Option<super::cookie::CookieCfg>,
+    /// `capture cookie NAME len N` (frontends).
+    pub capture_cookie: Option<super::cookie::CaptureCookie>,
+    /// `unique-id-format FMT` and `unique-id-header NAME` (frontends).
+    pub unique_id_format: Option<crate::sample::LogFormat>,
+    pub unique_id_header: Option<String>,
 }
 
 /// A proxy's `compression` lines (HAProxy's meaning: a backend's `algo`
@@ -672,6 +679,8 @@ pub struct AclTest {
     /// `-i`.
     pub ignore_case: bool,
     pub patterns: Vec<Pattern>,
+    /// `-f FILE`: the patterns of these files too.
+    pub files: Vec<crate::sample::patref::PatFile>,
     pub loc: Loc,
 }
 
@@ -978,6 +987,8 @@ pub struct ServerOptions {
     /// `send-proxy` (1) / `send-proxy-v2` (2): a PROXY header before the
     /// first byte to the server; 0: none.
     pub send_proxy: u8,
+    /// `cookie VALUE`: the server's persistence cookie value.
+    pub cookie: Option<String>,
     /// `check-send-proxy`: health checks send one too (they also do when
     /// `send_proxy` is set, HAProxy's rule with no `port`/`addr`).
     pub check_send_proxy: bool,
@@ -1036,6 +1047,7 @@ impl Default for ServerOptions {
             tls: ServerTlsPolicy::default(),
             send_proxy: 0,
             check_send_proxy: false,
+            cookie: None,
         }
     }
 }

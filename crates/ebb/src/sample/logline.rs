@@ -465,6 +465,8 @@ fn render_var(v: Var, quote: bool, e: &Entry<'_>, caps: &Caps, out: &mut Vec<u8>
         e.tt - (e.tq + e.tw + e.tc + e.tr)
     };
     let line = Some(e.request_line).filter(|l| *l != b"<BADREQ>");
+    let store = e.vars.and_then(|v| v.try_borrow().ok());
+    let info = store.as_ref().map(|s| &s.info);
     let (m, uri, ver) = match line {
         Some(l) => {
             let (m, u, v) = split_line(l);
@@ -515,12 +517,23 @@ fn render_var(v: Var, quote: bool, e: &Entry<'_>, caps: &Caps, out: &mut Vec<u8>
         Var::Ta => num(out, e.tt, quote),
         Var::Status => num(out, i64::from(e.status), quote),
         Var::Bytes => num(out, e.bytes as i64, quote),
-        // `capture cookie` is not supported: HAProxy writes '-' then.
-        Var::CookieClient | Var::CookieServer => text(out, None, quote),
+        Var::CookieClient | Var::CookieServer => {
+            let v = info.and_then(|i| {
+                if v == Var::CookieClient {
+                    i.cap_cc.clone()
+                } else {
+                    i.cap_cs.clone()
+                }
+            });
+            text(out, v.map(|v| escape(&v, hdr_esc)).as_deref(), quote)
+        }
         Var::Term => out.extend_from_slice(e.term.as_bytes()),
         Var::TermCookie => {
             out.extend_from_slice(e.term.as_bytes());
-            out.extend_from_slice(e.cookie_flags.as_bytes());
+            match info.filter(|i| i.ck_client != 0) {
+                Some(i) => out.extend_from_slice(&[i.ck_client, i.ck_server]),
+                None => out.extend_from_slice(e.cookie_flags.as_bytes()),
+            }
         }
         Var::ActConn => num(out, i64::from(e.actconn), quote),
         Var::FeConn => num(out, i64::from(e.feconn), quote),
@@ -574,8 +587,15 @@ fn render_var(v: Var, quote: bool, e: &Entry<'_>, caps: &Caps, out: &mut Vec<u8>
         Var::HttpVersion => req_part(out, uri.map(|_| ver.unwrap_or(b"HTTP/0.9")), quote),
         Var::Hostname => text(out, Some(super::logfmt::hostname().as_bytes()), quote),
         Var::Pid => num(out, i64::from(crate::sys::pid()), quote),
-        // `unique-id-format` is refused: HAProxy writes '-' without it.
-        Var::UniqueId => text(out, None, quote),
+        // '-' without `unique-id-format`, as HAProxy.
+        Var::UniqueId => {
+            let v = info.and_then(|i| i.unique_id.clone());
+            text(
+                out,
+                v.map(|v| escape(&v, |c| c < 0x20 || c == 0x7f)).as_deref(),
+                quote,
+            )
+        }
     }
     out.len() > at
 }

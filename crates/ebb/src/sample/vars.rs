@@ -159,6 +159,40 @@ pub struct VarStore {
     /// `capture request|response header` values of the exchange.
     pub req_caps: Vec<Option<Vec<u8>>>,
     pub res_caps: Vec<Option<Vec<u8>>>,
+    /// What the exchange learnt for its log line besides the timers.
+    pub info: TxnInfo,
+}
+
+/// Facts of one exchange the log line reports (HAProxy keeps them in its
+/// transaction): persistence cookie flags, captured cookies, the unique
+/// id, retries and queue positions.
+#[derive(Default, Debug)]
+pub struct TxnInfo {
+    /// `%tsc`'s two cookie characters (HAProxy's sess_cookie and
+    /// sess_set_cookie letters); 0: `-`, the backend has no cookie.
+    pub ck_client: u8,
+    pub ck_server: u8,
+    /// The server (index in its backend) the persistence cookie named,
+    /// when it was used to choose the server.
+    pub ck_direct: Option<usize>,
+    /// `maxidle`/`maxlife` dates read from the cookie (seconds since the
+    /// epoch; 0: none).
+    pub ck_last: u64,
+    pub ck_first: u64,
+    /// `capture cookie` values (`%CC`, `%CS`).
+    pub cap_cc: Option<Vec<u8>>,
+    pub cap_cs: Option<Vec<u8>>,
+    /// `unique-id-format`'s value for this exchange.
+    pub unique_id: Option<Vec<u8>>,
+    /// Connection retries made (`%rc`), queue positions (`%sq`, `%bq`)
+    /// and the server side's addresses (`%bi:%bp`, `%si:%sp`).
+    pub retries: u32,
+    pub srv_queue: u32,
+    pub be_queue: u32,
+    pub srv_local: Option<std::net::SocketAddr>,
+    pub srv_addr: Option<std::net::SocketAddr>,
+    /// Bytes received from the client (`%U`).
+    pub bytes_in: u64,
 }
 
 impl VarStore {
@@ -168,6 +202,7 @@ impl VarStore {
         self.req_caps.clear();
         self.res_caps.clear();
         self.txn.clear();
+        self.info = TxnInfo::default();
         self.req.clear();
         self.res.clear();
     }

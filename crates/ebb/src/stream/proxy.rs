@@ -229,6 +229,13 @@ impl Stream {
             be: Some(&be.name),
             ..super::sample_ctx(tr, c.peer, &c.fe.name, &dst, &c.vars, &c.stk)
         };
+        // Unique id, persistence cookie, `capture cookie` (crate::rewrite).
+        let more = crate::rewrite::before_server(&c.fe, sr, &sctx, &c.w.limits);
+        let (buf, h) = more.as_ref().map_or((buf, h), |e| (&e.buf[..], &e.head));
+        let sctx = crate::sample::Ctx {
+            req: Some(crate::sample::Req { buf, head: h }),
+            ..sctx
+        };
         let farm = &sr.farm;
         let ok = |i: usize| farm.servers.get(i).is_some_and(|s| s.persist_ok());
         c.stk.stick_request(&be.stick, &be.matcher, &sctx, &ok);
@@ -357,9 +364,13 @@ impl Stream {
             uri: &up.lb_uri,
             hdr: up.lb_hdr.as_deref(),
         };
-        let pick = up
-            .farm
-            .pick_sticky(c.stk.prefer(), &input, up.avoid, me, || ctx.handle());
+        let pick = up.farm.pick_sticky(
+            c.vars.borrow().info.ck_direct.or(c.stk.prefer()),
+            &input,
+            up.avoid,
+            me,
+            || ctx.handle(),
+        );
         match pick {
             Pick::Server(s) => {
                 self.up = Some(up);
@@ -1040,7 +1051,7 @@ impl Stream {
             (&be.after_response[..], &be.matcher),
             (&fe.after_response[..], &fe.matcher),
         ];
-        if crate::rewrite::any(&sets) {
+        if crate::rewrite::any(&sets) || crate::rewrite::cookie_on_response(&fe, &be) {
             // Rules run on the response as a list of fields, in order
             // (`crate::rewrite`); the status line is written again after.
             let tr = &c.tr;
@@ -1059,6 +1070,8 @@ impl Stream {
                     .map(|f| (f.name.get(buf).to_vec(), f.value.get(buf).to_vec()))
                     .collect(),
             };
+            let srv = up.server.as_deref();
+            crate::rewrite::cookie_response(&fe, &be, srv, up.method, &mut head, &c.vars);
             crate::rewrite::run_response(&sets, &sctx, &mut head);
             out.truncate(self.resp_start);
             head.write(out);
