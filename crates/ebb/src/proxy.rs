@@ -950,24 +950,38 @@ pub fn compile(cfg: &Config) -> Result<Compiled, Vec<ConfigError>> {
     }
 }
 
-/// The Location of a redirect for a request's path (with query) and host.
-pub fn redirect_location(r: &Redirect, path_q: &[u8], host: Option<&[u8]>) -> Vec<u8> {
+/// The Location of a redirect for a request's path (with query) and host;
+/// `ctx` (the request's) evaluates a log-format target.
+pub fn redirect_location(
+    r: &Redirect,
+    path_q: &[u8],
+    host: Option<&[u8]>,
+    ctx: Option<&crate::sample::Ctx<'_>>,
+) -> Vec<u8> {
     let (path, query) = match path_q.iter().position(|&c| c == b'?') {
         Some(i) => (&path_q[..i], &path_q[i..]),
         None => (path_q, &b""[..]),
     };
-    let mut out = Vec::with_capacity(r.target.len() + path_q.len() + 16);
+    let mut target = Vec::new();
+    match (&r.fmt, ctx) {
+        (Some(f), Some(c)) => f.render(c, &mut target),
+        _ => target.extend_from_slice(r.target.as_bytes()),
+    }
+    let mut out = Vec::with_capacity(target.len() + path_q.len() + 16);
     match r.kind {
         crate::config::RedirectKind::Location => {
-            out.extend_from_slice(r.target.as_bytes());
+            out.extend_from_slice(&target);
             return out;
         }
+        // HAProxy's rule: the prefix as written (a trailing '/' kept),
+        // except exactly "/", which inserts nothing (checked side by side).
         crate::config::RedirectKind::Prefix => {
-            let t = r.target.trim_end_matches('/');
-            out.extend_from_slice(t.as_bytes());
+            if target != b"/" {
+                out.extend_from_slice(&target);
+            }
         }
         crate::config::RedirectKind::Scheme => {
-            out.extend_from_slice(r.target.as_bytes());
+            out.extend_from_slice(&target);
             out.extend_from_slice(b"://");
             out.extend_from_slice(host.unwrap_or(b"localhost"));
         }
@@ -1040,6 +1054,7 @@ mod tests {
         Redirect {
             kind,
             target: target.into(),
+            fmt: None,
             code: 302,
             drop_query,
             append_slash,
@@ -1049,17 +1064,19 @@ mod tests {
     #[test]
     fn redirect_locations() {
         let loc = redirect(RedirectKind::Location, "https://x/", false, false);
-        assert_eq!(redirect_location(&loc, b"/a?b", None), b"https://x/");
+        assert_eq!(redirect_location(&loc, b"/a?b", None, None), b"https://x/");
         let pre = redirect(RedirectKind::Prefix, "https://new.example", false, false);
         assert_eq!(
-            redirect_location(&pre, b"/a?b=1", None),
+            redirect_location(&pre, b"/a?b=1", None, None),
             b"https://new.example/a?b=1"
         );
         let pre = redirect(RedirectKind::Prefix, "/v2/", true, true);
-        assert_eq!(redirect_location(&pre, b"/a?b=1", None), b"/v2/a/");
+        assert_eq!(redirect_location(&pre, b"/a?b=1", None, None), b"/v2//a/");
+        let root = redirect(RedirectKind::Prefix, "/", false, false);
+        assert_eq!(redirect_location(&root, b"/a", None, None), b"/a");
         let sch = redirect(RedirectKind::Scheme, "https", false, false);
         assert_eq!(
-            redirect_location(&sch, b"/p?q", Some(b"h.example:8080")),
+            redirect_location(&sch, b"/p?q", Some(b"h.example:8080"), None),
             b"https://h.example:8080/p?q"
         );
     }

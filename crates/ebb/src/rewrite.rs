@@ -409,6 +409,34 @@ pub fn cookie_response(
     }
 }
 
+/// Notes for the log line what the backend knew at the exchange's end:
+/// `%bc` (streams on the backend), `%sc` (on the server; HAProxy counts
+/// them once this exchange gave its slot back, as here), `%rc` (retries: `retries` less those left), `%si:%sp`.
+pub fn note_for_log(
+    vars: &std::cell::RefCell<crate::sample::VarStore>,
+    farm: &crate::backend::Farm,
+    srv: Option<&crate::backend::ServerRt>,
+    retries_left: u32,
+) {
+    use std::sync::atomic::Ordering::Relaxed;
+    let queued = |q: &std::sync::Mutex<std::collections::VecDeque<_>>| {
+        q.lock().map_or(0, |q| q.len() as u32)
+    };
+    let be: u32 = farm
+        .servers
+        .iter()
+        .map(|s| s.cur.load(Relaxed) + queued(&s.queue))
+        .sum::<u32>()
+        + queued(&farm.queue);
+    if let Ok(mut v) = vars.try_borrow_mut() {
+        let i = &mut v.info;
+        i.be_conns = be;
+        i.srv_conns = srv.map_or(0, |s| s.cur.load(Relaxed));
+        i.retries = farm.retries.saturating_sub(retries_left);
+        i.srv_addr = srv.and_then(|s| s.addr);
+    }
+}
+
 /// Whether responses of this exchange go through [`cookie_response`].
 pub fn cookie_on_response(fe: &crate::proxy::FrontendRt, be: &crate::proxy::BackendRt) -> bool {
     fe.txn.capture_cookie.is_some()

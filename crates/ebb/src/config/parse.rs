@@ -1576,7 +1576,7 @@ fn proxy_kw(px: &mut Proxy, ctx: &Ctx<'_>, words: &[String]) -> Result<(), Strin
         "redirect" => {
             ctx.allow(kw, FE | BE, false)?;
             let (args, c) = split_cond(&w[1..]);
-            let r = parse_redirect(args)?;
+            let r = parse_redirect(args, request_scope(px))?;
             let cond = cond_of(c, px, loc)?;
             unreachable_rule(px)?;
             px.http_request.push(HttpRequestRule {
@@ -3021,7 +3021,7 @@ const SERVE_FILES_OPTIONS: &[&str] = &[
     "precompressed",
 ];
 
-fn parse_redirect(args: &[String]) -> Result<Redirect, String> {
+fn parse_redirect(args: &[String], scope: Scope) -> Result<Redirect, String> {
     let kind = match args.first().map(String::as_str) {
         Some("location") => RedirectKind::Location,
         Some("prefix") => RedirectKind::Prefix,
@@ -3034,10 +3034,19 @@ fn parse_redirect(args: &[String]) -> Result<Redirect, String> {
         None => return Err("'redirect' expects location, prefix or scheme".to_string()),
     };
     let target = arg(args, 1, "redirect")?;
-    log_format_value(target)?;
+    let target = header_value(target)?;
+    let fmt = if target.contains('%') {
+        Some(
+            crate::sample::LogFormat::parse(&target, scope)
+                .map_err(|e| format!("redirect target: {e}"))?,
+        )
+    } else {
+        None
+    };
     let mut r = Redirect {
         kind,
-        target: target.to_string(),
+        target,
+        fmt,
         code: 302,
         drop_query: false,
         append_slash: false,
@@ -3090,7 +3099,7 @@ fn parse_http_request(
             ctx,
             request_scope(px),
         )?)),
-        "redirect" => HttpRequestAction::Redirect(parse_redirect(args)?),
+        "redirect" => HttpRequestAction::Redirect(parse_redirect(args, request_scope(px))?),
         "deny" => {
             let mut status = 403;
             match args {

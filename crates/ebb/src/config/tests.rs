@@ -1956,6 +1956,7 @@ fn http_request_other_actions() {
         &HttpRequestAction::Redirect(Redirect {
             kind: RedirectKind::Location,
             target: "https://example.com/".into(),
+            fmt: None,
             code: 301,
             drop_query: false,
             append_slash: false
@@ -2018,12 +2019,12 @@ fn http_request_errors() {
     );
     err1(&r("deny bogus"), "t.cfg:3: ", "unexpected 'bogus'");
     err1(&r("allow now"), "t.cfg:3: ", "unexpected 'now'");
-    // Redirect targets are log-format strings too, not evaluated yet:
-    // refused rather than sent as written.
+    // Redirect targets are log-format strings, checked at start.
+    ok(&r("redirect location /x?from=%[path]"));
     err1(
-        &r("redirect location /x?from=%[path]"),
+        &r("redirect location /x?from=%[nope]"),
         "t.cfg:3: ",
-        "log-format expression",
+        "unknown sample fetch 'nope'",
     );
     err1(
         &r("redirect"),

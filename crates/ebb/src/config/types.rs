@@ -760,6 +760,9 @@ pub enum RedirectKind {
 pub struct Redirect {
     pub kind: RedirectKind,
     pub target: String,
+    /// The target as a log-format string, when it holds `%` (evaluated
+    /// for each request, as HAProxy does).
+    pub fmt: Option<crate::sample::LogFormat>,
     /// 301, 302 (default), 303, 307 or 308.
     pub code: u16,
     pub drop_query: bool,

@@ -294,7 +294,7 @@ fn errors_at_compile_time() {
     assert!(err("%[path]", Scope::Response).contains("reads the request"));
     assert!(err("%[be_name]", Scope::Request { backend: false }).contains("needs a backend"));
     assert!(err("%b", Scope::Request { backend: false }).contains("needs a backend"));
-    assert!(err("%Tq", RQ).contains("not supported"));
+    assert!(err("%bp", RQ).contains("not supported"));
     assert!(err("%{+X}ci", RQ).contains("flag '+X'"));
     assert!(err("50%", RQ).contains("'%%'"));
     assert!(err("%[str(a),regsub(\\(,x)]", RQ).contains("regular expression"));

@@ -161,6 +161,9 @@ pub struct VarStore {
     pub res_caps: Vec<Option<Vec<u8>>>,
     /// What the exchange learnt for its log line besides the timers.
     pub info: TxnInfo,
+    /// When the previous exchange of the connection was logged (`%Ti`
+    /// counts the idle time from there).
+    pub last_log: Option<std::time::SystemTime>,
 }
 
 /// Facts of one exchange the log line reports (HAProxy keeps them in its
@@ -184,15 +187,13 @@ pub struct TxnInfo {
     pub cap_cs: Option<Vec<u8>>,
     /// `unique-id-format`'s value for this exchange.
     pub unique_id: Option<Vec<u8>>,
-    /// Connection retries made (`%rc`), queue positions (`%sq`, `%bq`)
-    /// and the server side's addresses (`%bi:%bp`, `%si:%sp`).
+    /// Connection retries made (`%rc`), the backend's and the server's
+    /// concurrent streams (`%bc`, `%sc`), and the server's address
+    /// (`%si:%sp`).
     pub retries: u32,
-    pub srv_queue: u32,
-    pub be_queue: u32,
-    pub srv_local: Option<std::net::SocketAddr>,
+    pub be_conns: u32,
+    pub srv_conns: u32,
     pub srv_addr: Option<std::net::SocketAddr>,
-    /// Bytes received from the client (`%U`).
-    pub bytes_in: u64,
 }
 
 impl VarStore {

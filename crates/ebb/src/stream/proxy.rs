@@ -1346,6 +1346,7 @@ impl Stream {
             _ => -1,
         };
         let tt = d(up.t0, now);
+        crate::rewrite::note_for_log(&c.vars, &up.farm, up.server.as_deref(), up.retries_left);
         let server = up.server.as_ref().map_or("<NOSRV>", |s| s.name.as_str());
         let entry = c.log_entry(LogFacts {
             backend: &up.be.name,
