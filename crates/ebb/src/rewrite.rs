@@ -375,7 +375,7 @@ pub fn before_server(
 
 /// The persistence cookie and `capture cookie` on a response head from
 /// server `srv` (`crate::backend::cookie::response`), before the
-/// response rules run. `get_or_head` and `post` describe the request.
+/// response rules run; notes the server's id for `srv_id`. `get_or_head` and `post` describe the request.
 pub fn cookie_response(
     fe: &crate::proxy::FrontendRt,
     be: &crate::proxy::BackendRt,
@@ -385,6 +385,9 @@ pub fn cookie_response(
     vars: &std::cell::RefCell<crate::sample::VarStore>,
 ) {
     use crate::http1::Method;
+    if let (Some(s), Ok(mut v)) = (srv, vars.try_borrow_mut()) {
+        v.info.srv_id = Some(s.idx as u32 + 1);
+    }
     let crate::proxy::BackendKind::Servers(sr) = &be.kind else {
         return;
     };
@@ -434,6 +437,7 @@ pub fn note_for_log(
         i.srv_conns = srv.map_or(0, |s| s.cur.load(Relaxed));
         i.retries = farm.retries.saturating_sub(retries_left);
         i.srv_addr = srv.and_then(|s| s.addr);
+        i.srv_id = srv.map(|s| s.idx as u32 + 1);
     }
 }
 

@@ -2,7 +2,8 @@
 //! `set map`, `del map`, `clear map`, `add acl`, `del acl`, `show ...`,
 //! `get ...`), seen by the `map_*` converters and `-f` ACLs of every
 //! thread; log-format targets of `redirect`; the log's idle and total
-//! timers and server fields. Through the real binary.
+//! timers and server fields; `srv_id`, `return ... lf-file`. Through the
+//! real binary.
 
 mod common;
 
@@ -151,4 +152,31 @@ fn redirect_targets_and_log_timers() {
     // The slot is given back before the line, as HAProxy logs it.
     assert_eq!(w[7], "0/0/0", "{line}");
     assert_eq!(w[8], o.addr.to_string(), "{line}");
+}
+
+#[test]
+fn srv_id_and_lf_file_answers() {
+    let a = Origin::start("a", Mode::Ok);
+    let b = Origin::start("b", Mode::Ok);
+    let d = scratch("lffile");
+    let f = d.join("body.txt");
+    std::fs::write(&f, "path is %[path]\n").unwrap();
+    let ebb = Ebb::start(&format!(
+        "defaults\n mode http\nfrontend fe\n bind BIND\n http-request return content-type text/plain lf-file {} if {{ path_beg /lf }}\n http-request return content-type text/plain if {{ path /ct }}\n default_backend be\nbackend be\n http-response set-header X-Srv-Id %[srv_id]\n server a {}\n server b {}\n",
+        f.display(),
+        a.addr,
+        b.addr
+    ));
+    let r = raw(ebb.addr(), b"GET /lf/x HTTP/1.1\r\nHost: h\r\n\r\n").unwrap();
+    assert_eq!(r.text(), "path is /lf/x\n");
+    // HAProxy ignores 'content-type' on an answer without payload.
+    let r = raw(ebb.addr(), b"GET /ct HTTP/1.1\r\nHost: h\r\n\r\n").unwrap();
+    assert_eq!(r.status, 200);
+    let ids: std::collections::BTreeSet<String> = (0..4)
+        .map(|_| {
+            let r = raw(ebb.addr(), b"GET / HTTP/1.1\r\nHost: h\r\n\r\n").unwrap();
+            r.header("x-srv-id").unwrap_or("-").to_string()
+        })
+        .collect();
+    assert_eq!(ids, ["1".to_string(), "2".to_string()].into());
 }

@@ -3394,12 +3394,9 @@ fn parse_return(args: &[String], ctx: &Ctx<'_>, scope: Scope) -> Result<ReturnAc
     let mut i = 0;
     while i < args.len() {
         let opt = args[i].as_str();
-        if matches!(
-            opt,
-            "errorfile" | "errorfiles" | "default-errorfiles" | "lf-file"
-        ) {
+        if matches!(opt, "errorfile" | "errorfiles" | "default-errorfiles") {
             return Err(format!(
-                "'http-request return ... {opt}' is not supported (use string, lf-string or file)"
+                "'http-request return ... {opt}' is not supported (use string, lf-string, file or lf-file)"
             ));
         }
         let v = arg(args, i + 1, opt)
@@ -3429,6 +3426,20 @@ fn parse_return(args: &[String], ctx: &Ctx<'_>, scope: Scope) -> Result<ReturnAc
                 let content = read_file(&path)?;
                 set_body(&mut r, ReturnBody::File { path, content })?;
             }
+            // The file's content is a log-format string (an empty file is
+            // no body, as for `file`).
+            "lf-file" => {
+                let path = ctx.resolve(v);
+                let content = read_file(&path)?;
+                if !content.is_empty() {
+                    let text = String::from_utf8(content).map_err(|_| {
+                        format!("'http-request return' lf-file '{v}' is not UTF-8 text")
+                    })?;
+                    let f = LfFormat::parse(&text, scope)
+                        .map_err(|e| format!("'http-request return' lf-file '{v}': {e}"))?;
+                    set_body(&mut r, ReturnBody::LfString(f))?;
+                }
+            }
             "hdr" => {
                 let value = arg(args, i + 2, "hdr")
                     .map_err(|_| "'hdr' expects NAME VALUE".to_string())?;
@@ -3448,7 +3459,7 @@ fn parse_return(args: &[String], ctx: &Ctx<'_>, scope: Scope) -> Result<ReturnAc
             }
             o => {
                 return Err(format!(
-                    "unknown 'http-request return' option '{o}' (supported: status, content-type, string, lf-string, file, hdr)"
+                    "unknown 'http-request return' option '{o}' (supported: status, content-type, string, lf-string, file, lf-file, hdr)"
                 ))
             }
         }

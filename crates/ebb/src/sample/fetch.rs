@@ -25,6 +25,8 @@ pub(super) enum Fetch {
     FeName,
     BeName,
     SrvName,
+    /// `srv_id`: the server's id (noted in the exchange's `TxnInfo`).
+    SrvId,
     Method,
     Path,
     /// `pathq`: the path with its query string (no scheme nor authority).
@@ -192,6 +194,7 @@ impl Fetch {
                 none(Fetch::BeName)
             }
             "srv_name" => res_only(none(Fetch::SrvName)?),
+            "srv_id" => res_only(none(Fetch::SrvId)?),
             "method" => req_only(none(Fetch::Method)?),
             "path" => req_only(none(Fetch::Path)?),
             "pathq" => req_only(none(Fetch::PathQ)?),
@@ -381,7 +384,7 @@ impl Fetch {
             | Fetch::CookCnt(_)
             | Fetch::CookVal(_) => Some(false),
             Fetch::Hdr { res, .. } | Fetch::HdrCnt { res, .. } => Some(*res),
-            Fetch::Status | Fetch::SrvName => Some(true),
+            Fetch::Status | Fetch::SrvName | Fetch::SrvId => Some(true),
             _ => None,
         }
     }
@@ -396,6 +399,7 @@ impl Fetch {
             | Fetch::CookCnt(_)
             | Fetch::CookVal(_)
             | Fetch::Status
+            | Fetch::SrvId
             | Fetch::Int(_)
             | Fetch::Date(_)
             | Fetch::Rand(_) => Type::Int,
@@ -424,6 +428,11 @@ impl Fetch {
             Fetch::FeName => put(s, ctx.fe.as_bytes()),
             Fetch::BeName => put(s, ctx.be?.as_bytes()),
             Fetch::SrvName => put(s, ctx.srv?.as_bytes()),
+            Fetch::SrvId => {
+                ctx.srv?;
+                let st = ctx.vars?.try_borrow().ok()?;
+                Some(Val::Int(i64::from(st.info.srv_id?)))
+            }
             Fetch::Method => {
                 let r = ctx.req?;
                 put(s, r.head.method_span.get(r.buf))?;

@@ -194,6 +194,9 @@ pub struct TxnInfo {
     pub be_conns: u32,
     pub srv_conns: u32,
     pub srv_addr: Option<std::net::SocketAddr>,
+    /// The server's id in its backend (`srv_id`: its position from 1, as
+    /// HAProxy numbers servers without an `id`).
+    pub srv_id: Option<u32>,
 }
 
 impl VarStore {
