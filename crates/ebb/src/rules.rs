@@ -263,22 +263,12 @@ fn contains(s: &[u8], p: &[u8], icase: bool) -> bool {
 
 pub(crate) use crate::sample::map::word;
 
-/// How a test's method reads a pattern file.
-fn file_how(m: MatchMethod) -> Option<How> {
-    Some(match m {
-        MatchMethod::Str => How::Str,
-        MatchMethod::Beg => How::Beg,
-        MatchMethod::End => How::End,
-        MatchMethod::Sub => How::Sub,
-        MatchMethod::Dir => How::Dir,
-        MatchMethod::Dom => How::Dom,
-        MatchMethod::Reg => How::Reg,
-        _ => return None,
-    })
-}
-
 fn match_str(t: &Test, s: &[u8]) -> bool {
-    if let Some(how) = file_how(t.method) {
+    if let Some(how) = t
+        .method
+        .file_how()
+        .filter(|h| !matches!(h, How::Ip | How::Int))
+    {
         if t.files
             .iter()
             .any(|f| find_str(&f.snapshot(), how, t.icase, s).is_some())

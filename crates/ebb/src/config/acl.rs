@@ -49,21 +49,10 @@ pub(crate) fn parse_acl_test(words: &[String], loc: &Loc) -> Result<AclTest, Str
     }
     let mut t = parse_test(&rest, loc)?;
     for f in files {
-        use crate::sample::patref::How;
-        let how = match t.method {
-            MatchMethod::Str => How::Str,
-            MatchMethod::Beg => How::Beg,
-            MatchMethod::End => How::End,
-            MatchMethod::Sub => How::Sub,
-            MatchMethod::Dir => How::Dir,
-            MatchMethod::Dom => How::Dom,
-            MatchMethod::Reg => How::Reg,
-            MatchMethod::Ip => How::Ip,
-            MatchMethod::Int => How::Int,
-            MatchMethod::Found | MatchMethod::Bool => {
-                return Err("flag '-f' needs a match method that reads patterns".to_string())
-            }
-        };
+        let how = t
+            .method
+            .file_how()
+            .ok_or_else(|| "flag '-f' needs a match method that reads patterns".to_string())?;
         let user = crate::sample::patref::User {
             how,
             icase: t.ignore_case,

@@ -663,6 +663,26 @@ pub enum MatchMethod {
     Bool,
 }
 
+impl MatchMethod {
+    /// How this method reads a pattern file (`-f`); `None` for the
+    /// methods that take no pattern.
+    pub fn file_how(self) -> Option<crate::sample::patref::How> {
+        use crate::sample::patref::How;
+        Some(match self {
+            MatchMethod::Str => How::Str,
+            MatchMethod::Beg => How::Beg,
+            MatchMethod::End => How::End,
+            MatchMethod::Sub => How::Sub,
+            MatchMethod::Dir => How::Dir,
+            MatchMethod::Dom => How::Dom,
+            MatchMethod::Reg => How::Reg,
+            MatchMethod::Ip => How::Ip,
+            MatchMethod::Int => How::Int,
+            MatchMethod::Found | MatchMethod::Bool => return None,
+        })
+    }
+}
+
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Pattern {
     Str(String),

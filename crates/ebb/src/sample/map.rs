@@ -25,6 +25,23 @@ enum Match {
     Int,
 }
 
+impl Match {
+    /// How the file's keys are read (`regm` reads them as `reg`).
+    fn file_how(self) -> How {
+        match self {
+            Match::Str => How::Str,
+            Match::Beg => How::Beg,
+            Match::End => How::End,
+            Match::Sub => How::Sub,
+            Match::Dir => How::Dir,
+            Match::Dom => How::Dom,
+            Match::Reg | Match::Regm => How::Reg,
+            Match::Ip => How::Ip,
+            Match::Int => How::Int,
+        }
+    }
+}
+
 #[derive(Debug)]
 pub(crate) struct Map {
     how: Match,
@@ -77,17 +94,7 @@ impl Map {
             _ => "str",
         };
         let user = User {
-            how: match how {
-                Match::Str => How::Str,
-                Match::Beg => How::Beg,
-                Match::End => How::End,
-                Match::Sub => How::Sub,
-                Match::Dir => How::Dir,
-                Match::Dom => How::Dom,
-                Match::Reg | Match::Regm => How::Reg,
-                Match::Ip => How::Ip,
-                Match::Int => How::Int,
-            },
+            how: how.file_how(),
             icase: false,
             out: Some(out_name),
             at: format!("map ({name})"),
@@ -148,15 +155,7 @@ impl Map {
                 .position(|r| r.is_some_and(|(lo, hi)| lo <= x && x <= hi)),
             (Match::Ip | Match::Int, _) => None,
             (m, _) => {
-                let how = match m {
-                    Match::Str => How::Str,
-                    Match::Beg => How::Beg,
-                    Match::End => How::End,
-                    Match::Sub => How::Sub,
-                    Match::Dir => How::Dir,
-                    Match::Dom => How::Dom,
-                    _ => How::Reg,
-                };
+                let how = m.file_how();
                 find_str(snap, how, false, s)
             }
         }
