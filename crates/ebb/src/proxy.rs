@@ -667,7 +667,10 @@ fn compile_servers(
         forwardfor: p.options.forwardfor.clone(),
         server_close: p.options.conn_mode != HttpConnMode::KeepAlive,
         close: p.options.conn_mode == HttpConnMode::Close,
-        cookie: p.cookie.clone(),
+        cookie: p.cookie.clone().map(|mut c| {
+            c.persist = p.options.persist;
+            c
+        }),
     })
 }
 

@@ -420,6 +420,7 @@ pub fn note_for_log(
     farm: &crate::backend::Farm,
     srv: Option<&crate::backend::ServerRt>,
     retries_left: u32,
+    redispatched: bool,
 ) {
     use std::sync::atomic::Ordering::Relaxed;
     let queued = |q: &std::sync::Mutex<std::collections::VecDeque<_>>| {
@@ -436,6 +437,7 @@ pub fn note_for_log(
         i.be_conns = be;
         i.srv_conns = srv.map_or(0, |s| s.cur.load(Relaxed));
         i.retries = farm.retries.saturating_sub(retries_left);
+        i.redispatched = redispatched;
         i.srv_addr = srv.and_then(|s| s.addr);
         i.srv_id = srv.map(|s| s.idx as u32 + 1);
     }

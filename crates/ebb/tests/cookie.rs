@@ -264,3 +264,106 @@ fn cookie_lines_ebb_cannot_honour_are_refused() {
         );
     }
 }
+
+/// A request whose cookie names a DOWN server, with and without `option
+/// persist` (and `option redispatch`): where it goes, what the client
+/// gets and the log line, with haproxy 2.6's (when installed) beside.
+fn persist_run(haproxy: bool, opts: &str, dead: SocketAddr, s2: SocketAddr) -> String {
+    let cfg = |bind: &str| {
+        format!(
+            "global\n log stdout format raw local0\ndefaults\n mode http\n log global\n timeout client 10s\n timeout server 10s\n timeout connect 5s\nfrontend fe\n bind {bind}\n log-format \"%b/%s %ST %tsc %rc\"\n default_backend be\nbackend be\n cookie SRV insert indirect\n{opts} server s1 {dead} cookie one check inter 100ms fall 1 rise 1\n server s2 {s2} cookie two\n"
+        )
+    };
+    let req = b"GET / HTTP/1.1\r\nHost: h\r\nCookie: SRV=one\r\n\r\n";
+    let answer = |r: common::Resp| {
+        format!(
+            "{} srv={} set={}",
+            r.status,
+            r.header("x-srv").unwrap_or("-"),
+            r.header("set-cookie").unwrap_or("-")
+        )
+    };
+    if !haproxy {
+        let ebb = Ebb::start(&cfg("BIND"));
+        wait_until("s1 DOWN", || {
+            ebb.stdout
+                .lock()
+                .unwrap()
+                .iter()
+                .any(|l| l.contains("is DOWN"))
+        });
+        let a = answer(raw(ebb.addr(), req).expect("an answer"));
+        wait_until("the log line", || {
+            ebb.stdout
+                .lock()
+                .unwrap()
+                .iter()
+                .any(|l| l.starts_with("be/"))
+        });
+        let l = ebb.stdout.lock().unwrap().clone();
+        let line = l.iter().find(|l| l.starts_with("be/")).unwrap().clone();
+        return format!("{a} | {line}");
+    }
+    let dir = scratch("ck-persist");
+    let port = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let p = dir.join("h.cfg");
+    std::fs::write(&p, cfg(&format!("127.0.0.1:{port}"))).unwrap();
+    let mut child = Command::new("haproxy")
+        .args(["-db", "-f", p.to_str().unwrap()])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("haproxy");
+    let lines = Arc::new(Mutex::new(Vec::new()));
+    let l2 = Arc::clone(&lines);
+    let out = child.stdout.take().unwrap();
+    std::thread::spawn(move || {
+        for l in BufReader::new(out).lines().map_while(Result::ok) {
+            l2.lock().unwrap().push(l);
+        }
+    });
+    wait_until("haproxy: s1 DOWN", || {
+        lines.lock().unwrap().iter().any(|l| l.contains("is DOWN"))
+    });
+    let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    let a = answer(raw(addr, req).expect("an answer"));
+    wait_until("haproxy's log line", || {
+        lines.lock().unwrap().iter().any(|l| l.starts_with("be/"))
+    });
+    let _ = child.kill();
+    let _ = child.wait();
+    let l = lines.lock().unwrap().clone();
+    let line = l.iter().find(|l| l.starts_with("be/")).unwrap().clone();
+    format!("{a} | {line}")
+}
+
+#[test]
+fn a_cookie_naming_a_down_server_with_and_without_option_persist() {
+    let dead = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let s2 = origin("s2");
+    let cases = [
+        ("", "200 srv=s2 set=SRV=two; path=/ | be/s2 200 --DI 0"),
+        (
+            " option persist\n option redispatch\n retries 1\n",
+            "200 srv=s2 set=SRV=two; path=/ | be/s2 200 --DI +1",
+        ),
+    ];
+    for (opts, want) in cases {
+        let got = persist_run(false, opts, dead, s2);
+        assert_eq!(got, want, "ebb with {opts:?}");
+        if have("haproxy") {
+            assert_eq!(
+                persist_run(true, opts, dead, s2),
+                got,
+                "haproxy with {opts:?}"
+            );
+        }
+    }
+}

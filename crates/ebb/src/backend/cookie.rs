@@ -202,7 +202,40 @@ fn judge(c: &CookieCfg, servers: &[Arc<ServerRt>], id: &[u8], info: &mut TxnInfo
         info.ck_direct = Some(s.idx);
         b'V'
     } else {
+        // HAProxy: a down (or maintenance) server takes the request with
+        // `option persist`; else the balancer picks another one.
+        if c.persist && s.addr.is_some() {
+            info.ck_direct = Some(s.idx);
+            info.ck_force = true;
+        }
         b'D'
+    }
+}
+
+impl super::Farm {
+    /// [`super::Farm::pick_sticky`] for the server a persistence cookie
+    /// designates: with `force` (`option persist`) it takes the stream
+    /// even when down, unless it is the server to avoid (`option
+    /// redispatch` after failed connects).
+    pub fn pick_cookie(
+        &self,
+        prefer: Option<usize>,
+        force: bool,
+        input: &super::LbInput<'_>,
+        avoid: Option<usize>,
+        me: sched::TaskletId,
+        handle: impl FnOnce() -> sched::RuntimeHandle,
+    ) -> super::Pick {
+        match prefer {
+            Some(i)
+                if force
+                    && avoid != Some(i)
+                    && self.servers.get(i).is_some_and(|s| s.addr.is_some()) =>
+            {
+                self.enqueue_server(i, me, handle)
+            }
+            _ => self.pick_sticky(prefer, input, avoid, me, handle),
+        }
     }
 }
 

@@ -34,6 +34,8 @@ pub struct CookieCfg {
     pub maxidle: Option<Duration>,
     pub maxlife: Option<Duration>,
     pub attrs: Vec<String>,
+    /// The backend's `option persist` (set when the backend is built).
+    pub persist: bool,
 }
 
 /// Parses the words after `cookie`.
@@ -57,6 +59,7 @@ pub fn parse(w: &[String]) -> Result<CookieCfg, String> {
         maxidle: None,
         maxlife: None,
         attrs: Vec::new(),
+        persist: false,
     };
     let mut i = 1;
     while i < w.len() {

@@ -344,7 +344,6 @@ const HAPROXY_OPTIONS_UNSUPPORTED: &[&str] = &[
     "log-separate-errors",
     "logasap",
     "nolinger",
-    "persist",
     "prefer-last-server",
     "splice-auto",
     "splice-request",
@@ -376,6 +375,7 @@ const HAPROXY_OPTIONS_UNSUPPORTED: &[&str] = &[
 ];
 
 const OPTIONS: &[&str] = &[
+    "persist",
     "http-keep-alive",
     "http-server-close",
     "httpclose",
@@ -2065,7 +2065,7 @@ fn proxy_option(px: &mut Proxy, ctx: &Ctx<'_>, no: bool, w: &[String]) -> Result
     let name = arg(w, 1, "option")?;
     let caps = match name {
         "http-keep-alive" | "httpclose" | "http-server-close" | "forwardfor" => FE | BE,
-        "redispatch" | "httpchk" | "log-health-checks" => BE,
+        "redispatch" | "httpchk" | "log-health-checks" | "persist" => BE,
         "httplog" | "tcplog" | "dontlognull" | "idle-close-on-response" => FE,
         o if HAPROXY_OPTIONS_UNSUPPORTED.contains(&o) => {
             return Err(format!("HAProxy option '{o}' is not supported by ebb"))
@@ -2104,6 +2104,10 @@ fn proxy_option(px: &mut Proxy, ctx: &Ctx<'_>, no: bool, w: &[String]) -> Result
         "redispatch" => {
             no_args(rest)?;
             o.redispatch = !no;
+        }
+        "persist" => {
+            no_args(rest)?;
+            o.persist = !no;
         }
         "httplog" => {
             no_args(rest)?;

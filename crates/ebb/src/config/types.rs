@@ -494,6 +494,9 @@ pub struct ProxyOptions {
     pub conn_mode: HttpConnMode,
     pub forwardfor: Option<ForwardFor>,
     pub redispatch: bool,
+    /// `option persist`: a persistence cookie naming a down server still
+    /// sends the request there.
+    pub persist: bool,
     pub httplog: bool,
     /// `option tcplog`: HAProxy's TCP log line at the session's end.
     pub tcplog: bool,

@@ -565,7 +565,21 @@ fn render_var(v: Var, quote: bool, e: &Entry<'_>, caps: &Caps, out: &mut Vec<u8>
         Var::FeConn => num(out, i64::from(e.feconn), quote),
         Var::BeConn => num(out, info.map_or(0, |i| i64::from(i.be_conns)), quote),
         Var::SrvConn => num(out, info.map_or(0, |i| i64::from(i.srv_conns)), quote),
-        Var::Retries => num(out, info.map_or(0, |i| i64::from(i.retries)), quote),
+        Var::Retries => {
+            // HAProxy writes '+' before the count after a redispatch.
+            if info.is_some_and(|i| i.redispatched) {
+                if quote {
+                    out.push(b'"');
+                }
+                out.push(b'+');
+                let _ = write!(out, "{}", info.map_or(0, |i| i.retries));
+                if quote {
+                    out.push(b'"');
+                }
+            } else {
+                num(out, info.map_or(0, |i| i64::from(i.retries)), quote)
+            }
+        }
         // Queue positions are not measured: 0, as HAProxy writes for an
         // exchange that did not wait.
         Var::SrvQueue | Var::BeQueue => num(out, 0, quote),

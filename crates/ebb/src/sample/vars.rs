@@ -178,6 +178,9 @@ pub struct TxnInfo {
     /// The server (index in its backend) the persistence cookie named,
     /// when it was used to choose the server.
     pub ck_direct: Option<usize>,
+    /// `option persist`: `ck_direct` names a down server that must still
+    /// take the stream.
+    pub ck_force: bool,
     /// `maxidle`/`maxlife` dates read from the cookie (seconds since the
     /// epoch; 0: none).
     pub ck_last: u64,
@@ -191,6 +194,8 @@ pub struct TxnInfo {
     /// concurrent streams (`%bc`, `%sc`), and the server's address
     /// (`%si:%sp`).
     pub retries: u32,
+    /// The exchange went to another server after failed connects.
+    pub redispatched: bool,
     pub be_conns: u32,
     pub srv_conns: u32,
     pub srv_addr: Option<std::net::SocketAddr>,

@@ -364,13 +364,15 @@ impl Stream {
             uri: &up.lb_uri,
             hdr: up.lb_hdr.as_deref(),
         };
-        let pick = up.farm.pick_sticky(
-            c.vars.borrow().info.ck_direct.or(c.stk.prefer()),
-            &input,
-            up.avoid,
-            me,
-            || ctx.handle(),
-        );
+        let (ck, force) = {
+            let i = &c.vars.borrow().info;
+            (i.ck_direct, i.ck_force)
+        };
+        let pick = up
+            .farm
+            .pick_cookie(ck.or(c.stk.prefer()), force, &input, up.avoid, me, || {
+                ctx.handle()
+            });
         match pick {
             Pick::Server(s) => {
                 self.up = Some(up);
@@ -1346,7 +1348,8 @@ impl Stream {
             _ => -1,
         };
         let tt = d(up.t0, now);
-        crate::rewrite::note_for_log(&c.vars, &up.farm, up.server.as_deref(), up.retries_left);
+        let (srv, left, redisp) = (up.server.as_deref(), up.retries_left, up.avoid.is_some());
+        crate::rewrite::note_for_log(&c.vars, &up.farm, srv, left, redisp);
         let server = up.server.as_ref().map_or("<NOSRV>", |s| s.name.as_str());
         let entry = c.log_entry(LogFacts {
             backend: &up.be.name,
