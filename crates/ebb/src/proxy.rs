@@ -241,6 +241,9 @@ pub struct ServersRt {
     pub close: bool,
     /// `cookie NAME ...`: the persistence cookie.
     pub cookie: Option<crate::config::cookie::CookieCfg>,
+    /// `force-persist` (true) / `ignore-persist` (false) rules, compiled
+    /// with the backend's matcher.
+    pub persist_rules: Vec<(bool, Cond)>,
 }
 
 /// Server-side defaults when the configuration sets none, in ms: connect
@@ -671,6 +674,7 @@ fn compile_servers(
             c.persist = p.options.persist;
             c
         }),
+        persist_rules: Vec::new(),
     })
 }
 
@@ -775,6 +779,12 @@ pub fn compile(cfg: &Config) -> Result<Compiled, Vec<ConfigError>> {
                 ));
             };
             let matcher = Matcher::for_proxy(p)?;
+            let mut kind = kind;
+            if let BackendKind::Servers(sr) = &mut kind {
+                for (force, c) in &p.persist_rules {
+                    sr.persist_rules.push((*force, matcher.cond(c)?));
+                }
+            }
             // A listen section's layer-4 part is compiled (and warned
             // about) once, as its frontend's.
             let l4 = if p.kind.is_frontend() {

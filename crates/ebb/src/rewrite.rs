@@ -320,10 +320,13 @@ fn now_secs() -> u64 {
 /// cookie designates is left in the exchange's `TxnInfo::ck_direct`.
 pub fn before_server(
     fe: &crate::proxy::FrontendRt,
-    sr: &crate::proxy::ServersRt,
+    be: &crate::proxy::BackendRt,
     ctx: &Ctx<'_>,
     limits: &Limits,
 ) -> Option<Box<Edited>> {
+    let crate::proxy::BackendKind::Servers(sr) = &be.kind else {
+        return None;
+    };
     let t = &fe.txn;
     if t.unique_id.is_none() && sr.cookie.is_none() && t.capture_cookie.is_none() {
         return None;
@@ -342,7 +345,20 @@ pub fn before_server(
         .map(|f| (f.name.get(req.buf).to_vec(), f.value.get(req.buf).to_vec()))
         .collect();
     let mut changed = false;
+    // The first `force-persist` / `ignore-persist` rule that holds.
+    let persist = sr
+        .persist_rules
+        .iter()
+        .find(|(_, c)| be.matcher.holds(Some(c), ctx));
     let mut st = store.try_borrow_mut().ok()?;
+    match persist {
+        Some((true, _)) => {
+            st.info.ck_force = true;
+            st.info.ck_force_rule = true;
+        }
+        Some((false, _)) => st.info.ck_ignore = true,
+        None => {}
+    }
     if let Some(v) = uid {
         if let Some(name) = &t.unique_id_header {
             fields.push((name.as_bytes().to_vec(), v.clone()));
@@ -437,7 +453,8 @@ pub fn note_for_log(
         i.be_conns = be;
         i.srv_conns = srv.map_or(0, |s| s.cur.load(Relaxed));
         i.retries = farm.retries.saturating_sub(retries_left);
-        i.redispatched = redispatched;
+        // After `force-persist` the same server is tried again instead.
+        i.redispatched = redispatched && !i.ck_force_rule;
         i.srv_addr = srv.and_then(|s| s.addr);
         i.srv_id = srv.map(|s| s.idx as u32 + 1);
     }

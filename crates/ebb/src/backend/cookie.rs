@@ -133,7 +133,13 @@ pub fn request(
             };
             if !seen {
                 seen = true;
-                let j = judge(c, servers, id, info, now);
+                let mut j = judge(c, servers, id, info, now);
+                if info.ck_ignore && matches!(j, b'V' | b'D') {
+                    // HAProxy: found, but unused.
+                    j = b'U';
+                    info.ck_direct = None;
+                    info.ck_force = false;
+                }
                 if c.mode != CookieMode::Passive {
                     info.ck_client = j;
                 }
@@ -158,6 +164,11 @@ pub fn request(
     }
     if changed {
         fields.retain(|(n, v)| !(n.eq_ignore_ascii_case(b"cookie") && v.is_empty()));
+    }
+    // Forcing applies to the server the cookie named, nothing else.
+    if info.ck_direct.is_none() {
+        info.ck_force = false;
+        info.ck_force_rule = false;
     }
     changed
 }
@@ -203,8 +214,9 @@ fn judge(c: &CookieCfg, servers: &[Arc<ServerRt>], id: &[u8], info: &mut TxnInfo
         b'V'
     } else {
         // HAProxy: a down (or maintenance) server takes the request with
-        // `option persist`; else the balancer picks another one.
-        if c.persist && s.addr.is_some() {
+        // `option persist` or `force-persist`; else the balancer picks
+        // another one.
+        if (c.persist || info.ck_force) && s.addr.is_some() {
             info.ck_direct = Some(s.idx);
             info.ck_force = true;
         }
@@ -216,11 +228,14 @@ impl super::Farm {
     /// [`super::Farm::pick_sticky`] for the server a persistence cookie
     /// designates: with `force` (`option persist`) it takes the stream
     /// even when down, unless it is the server to avoid (`option
-    /// redispatch` after failed connects).
+    /// redispatch` after failed connects); with `stay` (`force-persist`)
+    /// even then, as HAProxy does not redispatch such a request.
+    #[allow(clippy::too_many_arguments)]
     pub fn pick_cookie(
         &self,
         prefer: Option<usize>,
         force: bool,
+        stay: bool,
         input: &super::LbInput<'_>,
         avoid: Option<usize>,
         me: sched::TaskletId,
@@ -229,7 +244,7 @@ impl super::Farm {
         match prefer {
             Some(i)
                 if force
-                    && avoid != Some(i)
+                    && (stay || avoid != Some(i))
                     && self.servers.get(i).is_some_and(|s| s.addr.is_some()) =>
             {
                 self.enqueue_server(i, me, handle)
@@ -325,7 +340,7 @@ pub fn response(
         && (info.ck_last == 0 || info.ck_last < now)
         || (c.maxlife.is_some() && info.ck_first == 0)
         || (c.maxlife.is_none() && info.ck_first != 0);
-    if (found && c.preserve) || (direct && !dates) || (c.postonly && !r.post) {
+    if (found && c.preserve) || (direct && !dates) || (c.postonly && !r.post) || info.ck_ignore {
         return;
     }
     let mut v = Vec::with_capacity(64);

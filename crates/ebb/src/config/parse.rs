@@ -170,6 +170,7 @@ fn new_proxy(name: &str, kind: ProxyKind, loc: Loc) -> Proxy {
         tcp_request: Vec::new(),
         inspect_delay: None,
         cookie: None,
+        persist_rules: Vec::new(),
         capture_cookie: None,
         unique_id_format: None,
         unique_id_header: None,
@@ -290,6 +291,8 @@ const PROXY_KEYWORDS: &[&str] = &[
     "cookie",
     "unique-id-format",
     "unique-id-header",
+    "force-persist",
+    "ignore-persist",
 ];
 
 /// HAProxy proxy keywords ebb does not implement.
@@ -307,9 +310,6 @@ const HAPROXY_PROXY_UNSUPPORTED: &[&str] = &[
     "enabled",
     "monitor-uri",
     "monitor",
-    "persist",
-    "force-persist",
-    "ignore-persist",
     "rate-limit",
     "source",
     "email-alert",
@@ -1588,6 +1588,17 @@ fn proxy_kw(px: &mut Proxy, ctx: &Ctx<'_>, words: &[String]) -> Result<(), Strin
         "cookie" => {
             ctx.allow(kw, BE, true)?;
             px.cookie = Some(super::cookie::parse(&w[1..])?);
+        }
+        "force-persist" | "ignore-persist" => {
+            // HAProxy evaluates the backend's rules only.
+            ctx.allow(kw, BE, false)?;
+            let (args, c) = split_cond(&w[1..]);
+            if !args.is_empty() || c.is_none() {
+                return Err(format!("'{kw}' expects 'if' or 'unless' and a condition"));
+            }
+            let cond =
+                cond_of(c, px, ctx.loc)?.ok_or_else(|| format!("'{kw}' needs a condition"))?;
+            px.persist_rules.push((kw == "force-persist", cond));
         }
         "unique-id-format" => {
             ctx.allow(kw, FE, true)?;

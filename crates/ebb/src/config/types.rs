@@ -382,6 +382,8 @@ pub struct Proxy {
     pub inspect_delay: Option<Duration>,
     /// `cookie NAME ...` (backends): the persistence cookie.
     pub cookie: Option<super::cookie::CookieCfg>,
+    /// `force-persist` (true) / `ignore-persist` (false) rules, in order.
+    pub persist_rules: Vec<(bool, Condition)>,
     /// `capture cookie NAME len N` (frontends).
     pub capture_cookie: Option<super::cookie::CaptureCookie>,
     /// `unique-id-format FMT` and `unique-id-header NAME` (frontends).

@@ -181,6 +181,12 @@ pub struct TxnInfo {
     /// `option persist`: `ck_direct` names a down server that must still
     /// take the stream.
     pub ck_force: bool,
+    /// The forcing came from a `force-persist` rule: no redispatch then
+    /// (HAProxy's SF_FORCE_PRST).
+    pub ck_force_rule: bool,
+    /// `ignore-persist`: the cookie does not choose the server and none is
+    /// inserted.
+    pub ck_ignore: bool,
     /// `maxidle`/`maxlife` dates read from the cookie (seconds since the
     /// epoch; 0: none).
     pub ck_last: u64,

@@ -230,7 +230,7 @@ impl Stream {
             ..super::sample_ctx(tr, c.peer, &c.fe.name, &dst, &c.vars, &c.stk)
         };
         // Unique id, persistence cookie, `capture cookie` (crate::rewrite).
-        let more = crate::rewrite::before_server(&c.fe, sr, &sctx, &c.w.limits);
+        let more = crate::rewrite::before_server(&c.fe, &be, &sctx, &c.w.limits);
         let (buf, h) = more.as_ref().map_or((buf, h), |e| (&e.buf[..], &e.head));
         let sctx = crate::sample::Ctx {
             req: Some(crate::sample::Req { buf, head: h }),
@@ -364,15 +364,13 @@ impl Stream {
             uri: &up.lb_uri,
             hdr: up.lb_hdr.as_deref(),
         };
-        let (ck, force) = {
+        let (ck, force, stay) = {
             let i = &c.vars.borrow().info;
-            (i.ck_direct, i.ck_force)
+            (i.ck_direct, i.ck_force, i.ck_force_rule)
         };
-        let pick = up
-            .farm
-            .pick_cookie(ck.or(c.stk.prefer()), force, &input, up.avoid, me, || {
-                ctx.handle()
-            });
+        let prefer = ck.or(c.stk.prefer());
+        let h = || ctx.handle();
+        let pick = (up.farm).pick_cookie(prefer, force, stay, &input, up.avoid, me, h);
         match pick {
             Pick::Server(s) => {
                 self.up = Some(up);
