@@ -128,14 +128,20 @@ fn ebb_run(mode: &str, s1: SocketAddr, s2: SocketAddr) -> (Seen, Vec<String>) {
     (seen, l)
 }
 
-fn haproxy_run(mode: &str, s1: SocketAddr, s2: SocketAddr) -> (Seen, Vec<String>) {
-    let dir = scratch("ck-hap");
-    let port = {
-        let l = TcpListener::bind("127.0.0.1:0").unwrap();
-        l.local_addr().unwrap().port()
-    };
+/// haproxy 2.6 running `cfg` (given its listening address) with its
+/// stdout lines collected; its address.
+fn spawn_haproxy(
+    name: &str,
+    cfg: impl Fn(&str) -> String,
+) -> (std::process::Child, Arc<Mutex<Vec<String>>>, SocketAddr) {
+    let dir = scratch(name);
+    let port = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
     let p = dir.join("h.cfg");
-    std::fs::write(&p, cfg(&format!("127.0.0.1:{port}"), mode, s1, s2)).unwrap();
+    std::fs::write(&p, cfg(&format!("127.0.0.1:{port}"))).unwrap();
     let mut child = Command::new("haproxy")
         .args(["-db", "-f", p.to_str().unwrap()])
         .stdout(Stdio::piped())
@@ -151,6 +157,11 @@ fn haproxy_run(mode: &str, s1: SocketAddr, s2: SocketAddr) -> (Seen, Vec<String>
         }
     });
     let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    (child, lines, addr)
+}
+
+fn haproxy_run(mode: &str, s1: SocketAddr, s2: SocketAddr) -> (Seen, Vec<String>) {
+    let (mut child, lines, addr) = spawn_haproxy("ck-hap", |bind| cfg(bind, mode, s1, s2));
     wait_until("haproxy listening", || {
         TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok()
     });
@@ -304,32 +315,10 @@ fn persist_run(haproxy: bool, opts: &str, dead: SocketAddr, s2: SocketAddr) -> S
         let line = l.iter().find(|l| l.starts_with("be/")).unwrap().clone();
         return format!("{a} | {line}");
     }
-    let dir = scratch("ck-persist");
-    let port = TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let p = dir.join("h.cfg");
-    std::fs::write(&p, cfg(&format!("127.0.0.1:{port}"))).unwrap();
-    let mut child = Command::new("haproxy")
-        .args(["-db", "-f", p.to_str().unwrap()])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("haproxy");
-    let lines = Arc::new(Mutex::new(Vec::new()));
-    let l2 = Arc::clone(&lines);
-    let out = child.stdout.take().unwrap();
-    std::thread::spawn(move || {
-        for l in BufReader::new(out).lines().map_while(Result::ok) {
-            l2.lock().unwrap().push(l);
-        }
-    });
+    let (mut child, lines, addr) = spawn_haproxy("ck-persist", cfg);
     wait_until("haproxy: s1 DOWN", || {
         lines.lock().unwrap().iter().any(|l| l.contains("is DOWN"))
     });
-    let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
     let a = answer(raw(addr, req).expect("an answer"));
     wait_until("haproxy's log line", || {
         lines.lock().unwrap().iter().any(|l| l.starts_with("be/"))
