@@ -1,0 +1,344 @@
+//! `peers` sections through the real binaries on loopback: two ebb
+//! instances share a table (a rate counted on one denies on the other),
+//! ebb and HAProxy 2.6 share a table both ways (each one's `show table`),
+//! a restarted peer learns the table again (resync), and a malformed peer
+//! message closes that connection with a log line while ebb goes on.
+//! Every wait is on an event (the CLI showing the entry), never a sleep.
+
+mod common;
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::*;
+
+const DEFAULTS: &str =
+    "defaults\n    mode http\n    timeout client 10s\n    timeout server 10s\n    timeout connect 5s\n";
+
+/// A port free right now (for the peers lines, which must name each
+/// other's address before either starts).
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// Waits for `cond` up to 60 s (resyncs run on HAProxy's 5 s timers).
+fn wait_for(what: &str, mut cond: impl FnMut() -> bool) {
+    let until = Instant::now() + Duration::from_secs(60);
+    while !cond() {
+        assert!(Instant::now() < until, "never happened: {what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// A client connection from a chosen loopback source address.
+fn connect_from(src: &str, to: SocketAddr) -> Client {
+    let s = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+    let from: SocketAddr = format!("{src}:0").parse().unwrap();
+    s.bind(&from.into()).unwrap();
+    s.connect(&to.into()).unwrap();
+    Client::from_stream(TcpStream::from(s))
+}
+
+/// One request from `src`; the status.
+fn get_from(src: &str, to: SocketAddr) -> u16 {
+    let mut c = connect_from(src, to);
+    c.send(b"GET / HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n");
+    c.read_resp_opt(false).map_or(0, |r| r.status)
+}
+
+/// A value of the entry of `key` in a `show table` answer.
+fn value(table: &str, key: &str, data: &str) -> Option<u64> {
+    let line = table
+        .lines()
+        .find(|l| l.contains(&format!(" key={key} ")))?;
+    line.split(' ')
+        .find_map(|w| {
+            let (n, v) = w.split_once('=')?;
+            let n = n.split('(').next()?;
+            (n == data).then(|| v.parse().ok())
+        })
+        .flatten()
+}
+
+/// The common configuration of every instance: a peers section, a
+/// frontend tracking the source in its table shared with the peers, a
+/// rate rule and a counter.
+fn config(sock: &Path, peers: &[(&str, u16)], http: u16) -> String {
+    let mut c = format!(
+        "global\n    stats socket {} level admin\n{DEFAULTS}peers mesh\n",
+        sock.display()
+    );
+    for (n, p) in peers {
+        c.push_str(&format!("    peer {n} 127.0.0.1:{p}\n"));
+    }
+    c.push_str(&format!(
+        "frontend web\n    bind 127.0.0.1:{http}\n    stick-table type ip size 1m expire 60s store conn_cnt,conn_cur,http_req_cnt,http_req_rate(10s),gpc0 peers mesh\n    http-request track-sc0 src\n    http-request deny deny_status 429 if {{ src_http_req_rate gt 5 }}\n    http-request sc-inc-gpc0(0)\n    http-request return status 200 content-type text/plain string ok\n"
+    ));
+    c
+}
+
+fn start_ebb(dir: &Path, name: &str, cfg: &str) -> Ebb {
+    let path = dir.join(format!("{name}.cfg"));
+    std::fs::write(&path, cfg).unwrap();
+    let d = scratch(&format!("peers-{name}"));
+    Ebb::start_args(&["-f", path.to_str().unwrap(), "-L", name], d)
+}
+
+#[test]
+fn two_ebb_share_a_rate_and_the_second_denies() {
+    let dir = scratch("peers-two");
+    let (pa, pb, ha, hb) = (free_port(), free_port(), free_port(), free_port());
+    let peers = [("a", pa), ("b", pb)];
+    let (sa, sb) = (dir.join("a.sock"), dir.join("b.sock"));
+    let a = start_ebb(&dir, "a", &config(&sa, &peers, ha));
+    let b = start_ebb(&dir, "b", &config(&sb, &peers, hb));
+    let (wa, wb) = (a.addrs[0], b.addrs[0]);
+    // Six requests on A from 127.0.0.1: the rate there is 6 (the sixth is
+    // already above 5 and denied by A itself).
+    for _ in 0..6 {
+        get_from("127.0.0.1", wa);
+    }
+    // B learns the entry with its counters.
+    wait_for("B shows A's counters", || {
+        value(&cli_cmd(&sb, "show table web"), "127.0.0.1", "http_req_cnt") == Some(6)
+    });
+    let tb = cli_cmd(&sb, "show table web");
+    assert!(
+        value(&tb, "127.0.0.1", "http_req_rate").unwrap() >= 6,
+        "{tb}"
+    );
+    // The sixth request was denied before its sc-inc-gpc0.
+    assert_eq!(value(&tb, "127.0.0.1", "gpc0"), Some(5), "{tb}");
+    // conn_cur is never learned (HAProxy's rule): 0 on B.
+    assert_eq!(value(&tb, "127.0.0.1", "conn_cur"), Some(0), "{tb}");
+    // B never saw this client, yet denies it on the learned rate; another
+    // source passes.
+    assert_eq!(get_from("127.0.0.1", wb), 429);
+    assert_eq!(get_from("127.0.0.2", wb), 200);
+    // And back: B's entry for 127.0.0.2 reaches A.
+    wait_for("A shows B's entry", || {
+        value(&cli_cmd(&sa, "show table web"), "127.0.0.2", "http_req_cnt") == Some(1)
+    });
+    let tb = cli_cmd(&sb, "show table web");
+    assert!(
+        value(&tb, "127.0.0.1", "http_req_cnt").unwrap() >= 7,
+        "{tb}"
+    );
+}
+
+/// A running HAProxy, killed on drop.
+struct Haproxy(Child);
+
+impl Drop for Haproxy {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn start_haproxy(dir: &Path, name: &str, cfg: &str, sock: &Path) -> Haproxy {
+    let path = dir.join(format!("{name}.cfg"));
+    std::fs::write(&path, cfg).unwrap();
+    let h = Haproxy(
+        Command::new("haproxy")
+            .args(["-f", path.to_str().unwrap(), "-L", name, "-db"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start haproxy"),
+    );
+    wait_for("haproxy's socket", || {
+        std::os::unix::net::UnixStream::connect(sock).is_ok()
+    });
+    h
+}
+
+#[test]
+fn ebb_and_haproxy_share_a_table_both_ways() {
+    if !have("haproxy") {
+        eprintln!("haproxy not installed: skipped");
+        return;
+    }
+    let dir = scratch("peers-haproxy");
+    let (pe, ph, he, hh) = (free_port(), free_port(), free_port(), free_port());
+    let peers = [("ebb1", pe), ("hap1", ph)];
+    let (se, sh) = (dir.join("e.sock"), dir.join("h.sock"));
+    let e = start_ebb(&dir, "ebb1", &config(&se, &peers, he));
+    let _h = start_haproxy(&dir, "hap1", &config(&sh, &peers, hh), &sh);
+    let we = e.addrs[0];
+    let wh: SocketAddr = format!("127.0.0.1:{hh}").parse().unwrap();
+    // Three requests on ebb from .1, two on HAProxy from .2.
+    for _ in 0..3 {
+        assert_eq!(get_from("127.0.0.1", we), 200);
+    }
+    wait_for("haproxy accepting", || TcpStream::connect(wh).is_ok());
+    for _ in 0..2 {
+        assert_eq!(get_from("127.0.0.2", wh), 200);
+    }
+    // HAProxy learns ebb's entry, ebb learns HAProxy's.
+    wait_for("haproxy shows ebb's entry", || {
+        value(&cli_cmd(&sh, "show table web"), "127.0.0.1", "http_req_cnt") == Some(3)
+    });
+    wait_for("ebb shows haproxy's entry", || {
+        value(&cli_cmd(&se, "show table web"), "127.0.0.2", "http_req_cnt") == Some(2)
+    });
+    let (te, th) = (
+        cli_cmd(&se, "show table web"),
+        cli_cmd(&sh, "show table web"),
+    );
+    for (key, data) in [
+        ("127.0.0.1", "gpc0"),
+        ("127.0.0.1", "conn_cnt"),
+        ("127.0.0.2", "gpc0"),
+        ("127.0.0.2", "conn_cnt"),
+    ] {
+        assert_eq!(
+            value(&te, key, data),
+            value(&th, key, data),
+            "{key} {data}\nebb:\n{te}\nhaproxy:\n{th}"
+        );
+    }
+    // The rate travels too: HAProxy denies .1 once ebb counted above 5.
+    for _ in 0..4 {
+        get_from("127.0.0.1", we);
+    }
+    wait_for("haproxy shows the rate", || {
+        value(
+            &cli_cmd(&sh, "show table web"),
+            "127.0.0.1",
+            "http_req_rate",
+        )
+        .unwrap_or(0)
+            > 5
+    });
+    assert_eq!(get_from("127.0.0.1", wh), 429);
+}
+
+#[test]
+fn a_restarted_peer_learns_the_table_again() {
+    let dir = scratch("peers-restart");
+    let (pa, pb, ha, hb) = (free_port(), free_port(), free_port(), free_port());
+    let peers = [("a", pa), ("b", pb)];
+    let (sa, sb) = (dir.join("a.sock"), dir.join("b.sock"));
+    let a = start_ebb(&dir, "a", &config(&sa, &peers, ha));
+    let cfg_b = config(&sb, &peers, hb);
+    let b = start_ebb(&dir, "b", &cfg_b);
+    for _ in 0..3 {
+        get_from("127.0.0.1", a.addrs[0]);
+    }
+    wait_for("B shows the entry", || {
+        value(&cli_cmd(&sb, "show table web"), "127.0.0.1", "http_req_cnt") == Some(3)
+    });
+    // B goes away (killed: nothing handed over) and comes back empty: it
+    // asks A for a full resync and learns the entry.
+    drop(b);
+    get_from("127.0.0.3", a.addrs[0]);
+    let b = start_ebb(&dir, "b", &cfg_b);
+    wait_for("the new B learns the table", || {
+        let t = cli_cmd(&sb, "show table web");
+        value(&t, "127.0.0.1", "http_req_cnt") == Some(3)
+            && value(&t, "127.0.0.3", "http_req_cnt") == Some(1)
+    });
+    // The connection is live again: a new update flows at once.
+    get_from("127.0.0.4", a.addrs[0]);
+    wait_for("the new B gets new updates", || {
+        value(&cli_cmd(&sb, "show table web"), "127.0.0.4", "http_req_cnt") == Some(1)
+    });
+    drop(b);
+}
+
+/// A peer's handshake on `addr` as `me` (for `them`); the status line.
+fn handshake(addr: SocketAddr, them: &str, me: &str) -> (TcpStream, String) {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    s.write_all(format!("HAProxyS 2.1\n{them}\n{me} 1234 1\n").as_bytes())
+        .unwrap();
+    let mut line = Vec::new();
+    let mut b = [0u8; 1];
+    while s.read(&mut b).unwrap_or(0) == 1 && b[0] != b'\n' {
+        line.push(b[0]);
+    }
+    (s, String::from_utf8_lossy(&line).into_owned())
+}
+
+/// Sends `msg` on an established session; what comes back until close
+/// (HAProxy and ebb answer a protocol error with class 1, type 0).
+fn send_bad(mut s: TcpStream, msg: &[u8]) -> Vec<u8> {
+    s.write_all(msg).unwrap();
+    let mut out = Vec::new();
+    let _ = s.read_to_end(&mut out);
+    out
+}
+
+#[test]
+fn a_malformed_message_closes_that_peer_and_ebb_goes_on() {
+    let dir = scratch("peers-bad");
+    let (pa, pb, ha) = (free_port(), free_port(), free_port());
+    let peers = [("a", pa), ("b", pb)];
+    let sa = dir.join("a.sock");
+    let a = start_ebb(&dir, "a", &config(&sa, &peers, ha));
+    let peer: SocketAddr = format!("127.0.0.1:{pa}").parse().unwrap();
+    // Handshake refusals, with HAProxy's codes.
+    assert_eq!(handshake(peer, "x", "b").1, "503");
+    assert_eq!(handshake(peer, "a", "nobody").1, "504");
+    // A good handshake, then a stick-table message whose length encoding
+    // never ends.
+    let (s, st) = handshake(peer, "a", "b");
+    assert_eq!(st, "200");
+    let back = send_bad(s, &[10, 0x80, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff]);
+    assert!(back.ends_with(&[1, 0]), "{back:?}");
+    a.wait_stderr("peer b: protocol error", Duration::from_secs(60))
+        .expect("a log line");
+    // An update cut short after a valid definition: closed too.
+    let (s, st) = handshake(peer, "a", "b");
+    assert_eq!(st, "200");
+    // Definition of table "web" (id 1): ipv4 keys of 4 bytes, gpc0 (bit
+    // 2); then a timed update of 3 bytes, short of its 4-byte number.
+    let mut msg = vec![10, 0x82, 8, 1, 3];
+    msg.extend_from_slice(b"web");
+    msg.extend_from_slice(&[4, 4, 4]);
+    msg.extend_from_slice(&[10, 0x85, 3, 0, 0, 0]);
+    let back = send_bad(s, &msg);
+    assert!(back.ends_with(&[1, 0]), "{back:?}");
+    // ebb still serves, and its peer port still takes a good peer.
+    assert_eq!(get_from("127.0.0.9", a.addrs[0]), 200);
+    let (_s, st) = handshake(peer, "a", "b");
+    assert_eq!(st, "200");
+    // HAProxy answers the same malformed message the same way.
+    if have("haproxy") {
+        let hd = scratch("peers-bad-h");
+        let (ph, hh) = (free_port(), free_port());
+        let sh = hd.join("h.sock");
+        let _h = start_haproxy(&hd, "h", &config(&sh, &[("h", ph), ("b", pb)], hh), &sh);
+        let hp: SocketAddr = format!("127.0.0.1:{ph}").parse().unwrap();
+        wait_for("haproxy's peer port", || TcpStream::connect(hp).is_ok());
+        let (s, st) = handshake(hp, "h", "b");
+        assert_eq!(st, "200");
+        let back = send_bad(s, &[10, 0x80, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff]);
+        assert!(back.ends_with(&[1, 0]), "haproxy: {back:?}");
+    }
+}
+
+#[test]
+fn peers_lines_are_checked_at_start() {
+    let dir = scratch("peers-check");
+    let cfg = format!(
+        "{DEFAULTS}peers mesh\n    peer other 127.0.0.1:1\nfrontend web\n    bind 127.0.0.1:0\n    stick-table type ip size 1 peers mesh\n    http-request return status 200\n"
+    );
+    let path: PathBuf = dir.join("t.cfg");
+    std::fs::write(&path, cfg).unwrap();
+    let (code, _, err) = run_ebb(&["-c", "-f", path.to_str().unwrap(), "-L", "me"], &dir);
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains("t.cfg:10: ") && err.contains("unable to find local peer 'me'"),
+        "{err}"
+    );
+}
