@@ -342,3 +342,50 @@ fn peers_lines_are_checked_at_start() {
         "{err}"
     );
 }
+
+#[test]
+fn a_reload_hands_the_table_to_the_new_process() {
+    // HAProxy's reload: the old process, once stopping, connects to the
+    // local peer's address (now the new process's) and teaches it every
+    // entry. The only remote peer is absent, so nothing else could.
+    let dir = scratch("peers-reload");
+    let (pa, pz, ha) = (free_port(), free_port(), free_port());
+    let sa = dir.join("a.sock");
+    let cfg = config(&sa, &[("a", pa), ("z", pz)], ha)
+        .replace(" level admin\n", " level admin expose-fd listeners\n");
+    let path = dir.join("a.cfg");
+    std::fs::write(&path, &cfg).unwrap();
+    let mut old = Ebb::start_args(
+        &["-f", path.to_str().unwrap(), "-L", "a"],
+        scratch("peers-old"),
+    );
+    for _ in 0..3 {
+        assert_eq!(get_from("127.0.0.1", old.addrs[0]), 200);
+    }
+    assert_eq!(
+        value(&cli_cmd(&sa, "show table web"), "127.0.0.1", "http_req_cnt"),
+        Some(3)
+    );
+    let pid = old.pid().to_string();
+    let new = Ebb::start_args(
+        &[
+            "-x",
+            sa.to_str().unwrap(),
+            "-sf",
+            &pid,
+            "-f",
+            path.to_str().unwrap(),
+            "-L",
+            "a",
+        ],
+        scratch("peers-new"),
+    );
+    assert_eq!(old.wait_exit(Duration::from_secs(60)), Some(0));
+    let t = cli_cmd(&sa, "show table web");
+    assert_eq!(value(&t, "127.0.0.1", "http_req_cnt"), Some(3), "{t}");
+    // "finished", or "partial" when the old process had not finished its
+    // own start-up resync (its remote peer is absent), as HAProxy says.
+    new.wait_stderr("peer a: ", Duration::from_secs(60))
+        .and_then(|_| new.wait_stderr("resync", Duration::from_secs(60)))
+        .expect("the new process logs the lesson");
+}

@@ -161,6 +161,9 @@ struct Section {
     sync_task: Option<TaskId>,
     log: LogFn,
     rng: u64,
+    /// The listener still accepts (a stopping process teaches the new one
+    /// once its own listener is closed, so the connection reaches it).
+    listening: bool,
 }
 
 /// A peer's state beyond its connection.
@@ -174,8 +177,11 @@ struct PeerState {
     acked: Vec<u64>,
     /// It said it was not up to date itself: not asked again.
     not_up2date: bool,
-    /// The last status code, for `show peers`-like logs.
+    /// A connection is established.
     established: bool,
+    /// This is the local peer: the old process of a reload teaching us,
+    /// or (when we stop) the new process we teach.
+    local: bool,
 }
 
 type Shared = Rc<RefCell<Section>>;
@@ -204,7 +210,7 @@ impl Section {
         if let Some(i) = self
             .peers
             .iter()
-            .position(|p| p.established && !p.not_up2date)
+            .position(|p| p.established && !p.not_up2date && !p.local)
         {
             self.learning_from = Some(i);
             if let Some(t) = self.peers[i].task {
@@ -225,7 +231,7 @@ pub fn start(ctx: &mut Ctx, bound: Vec<Bound>, old_process: bool, log: LogFn) {
     let now = ctx.now();
     for b in bound {
         let ntables = b.rt.tables.len();
-        let peers =
+        let mut peers: Vec<PeerState> =
             b.rt.remotes
                 .iter()
                 .map(|(n, a)| PeerState {
@@ -236,8 +242,20 @@ pub fn start(ctx: &mut Ctx, bound: Vec<Bound>, old_process: bool, log: LogFn) {
                     acked: vec![0; ntables],
                     not_up2date: false,
                     established: false,
+                    local: false,
                 })
                 .collect();
+        // The local peer: the other process of a reload, on our address.
+        peers.push(PeerState {
+            name: b.rt.local.clone(),
+            addr: b.rt.listen,
+            task: None,
+            incoming: None,
+            acked: vec![0; ntables],
+            not_up2date: false,
+            established: false,
+            local: true,
+        });
         let resync = if old_process {
             Resync::FromLocal(ticks::add(now, RESYNC_MS))
         } else {
@@ -252,6 +270,7 @@ pub fn start(ctx: &mut Ctx, bound: Vec<Bound>, old_process: bool, log: LogFn) {
             sync_task: None,
             log: Arc::clone(&log),
             rng: seed,
+            listening: true,
         }));
         let st = ctx.new_task_obj(
             "peers_sync",
@@ -353,6 +372,14 @@ impl TaskletFn for Acceptor {
         if why.intersects(Reasons::SIGNAL) || ctx.stopping() {
             let _ = ctx.deregister_fd(sock.as_raw_fd());
             self.sock = None;
+            // The local peer's task may now teach the new process.
+            let mut s = self.sec.borrow_mut();
+            s.listening = false;
+            for p in s.peers.iter().filter(|p| p.local) {
+                if let Some(t) = p.task {
+                    ctx.wakeup(t, Reasons::MSG);
+                }
+            }
             return Status::Done;
         }
         for _ in 0..16 {
@@ -520,7 +547,19 @@ impl TaskFn for Hello {
             // The old local process of a reload (ebb takes no teaching
             // from it yet): try again later, as HAProxy answers a busy
             // local peer.
-            Ok(name) if *name == local => Err(ST_TRYAGAIN),
+            // The old process of a reload: taken while we wait for it.
+            Ok(name) if *name == local => {
+                let busy = s.learning_from.is_some()
+                    || !matches!(s.resync, Resync::FromLocal(_))
+                    || s.peers
+                        .iter()
+                        .any(|p| p.local && (p.established || p.incoming.is_some()));
+                if busy {
+                    Err(ST_TRYAGAIN)
+                } else {
+                    Ok(name.clone())
+                }
+            }
             Ok(name) => Ok(name.clone()),
             Err(code) => Err(*code),
         };
@@ -595,6 +634,8 @@ struct Conn {
     confirm: u32,
     /// A resync request was sent to this peer.
     asked: bool,
+    /// Our teaching was confirmed (a stopping process may leave).
+    confirmed: bool,
     /// A message arrived in the current reconnect period.
     alive: bool,
     check_at: u32,
@@ -613,6 +654,10 @@ struct PeerTask {
     conn: Option<Conn>,
     /// When to try again without a connection.
     retry_at: u32,
+    /// Stopping: the date to give up teaching the new process, and
+    /// whether a connection was tried.
+    stop_deadline: u32,
+    stop_tried: bool,
 }
 
 impl PeerTask {
@@ -622,6 +667,8 @@ impl PeerTask {
             idx,
             conn: None,
             retry_at: ticks::ETERNITY,
+            stop_deadline: ticks::ETERNITY,
+            stop_tried: false,
         }
     }
 
@@ -641,6 +688,7 @@ impl PeerTask {
             teach: None,
             confirm: 0,
             asked: false,
+            confirmed: false,
             alive: false,
             check_at: ticks::add(now, RECONNECT_MS),
             last_tx: now,
@@ -722,6 +770,26 @@ impl PeerTask {
             c.pushed = acked;
             c.check_at = ticks::add(now, RECONNECT_MS);
             c.last_tx = now;
+            if s.peers[idx].local {
+                c.asked = true;
+                if ctx.stopping() {
+                    // We stop: teach the new process everything.
+                    let mut left = std::collections::VecDeque::new();
+                    for (i, t) in s.rt.tables.iter().enumerate() {
+                        for e in t.wire_all(now) {
+                            left.push_back((i, e));
+                        }
+                    }
+                    c.teach = Some(Teach {
+                        left,
+                        origin: vec![0; s.rt.tables.len()],
+                        finished_sent: false,
+                    });
+                } else {
+                    // The old process teaches us without being asked.
+                    s.learning_from = Some(idx);
+                }
+            }
         }
         s.assign(ctx);
     }
@@ -786,6 +854,7 @@ impl PeerTask {
             // Local updates, unless this peer teaches us right now.
             if c.teach.is_none()
                 && s.learning_from != Some(self.idx)
+                && !s.peers[self.idx].local
                 && c.pushed[i] < t.local_update()
             {
                 let ups = t.updates_after(c.pushed[i], PUSH_BATCH, now);
@@ -894,6 +963,7 @@ fn handle_msg(
         }
         (CLASS_CONTROL, CTRL_RESYNCCONFIRM) => {
             if let Some(t) = c.teach.take() {
+                c.confirmed = true;
                 // Back to pushing from where the peer had acknowledged.
                 c.pushed = t.origin;
             }
@@ -965,13 +1035,40 @@ fn handle_msg(
 
 impl TaskFn for PeerTask {
     fn run(&mut self, ctx: &mut Ctx, me: TaskId, _why: Reasons) -> Status {
-        if ctx.stopping() {
-            if let Some(mut c) = self.conn.take() {
-                c.io.close(ctx);
-            }
-            return Status::Done;
-        }
         let now = ctx.now();
+        let local = self.sec.borrow().peers[self.idx].local;
+        if ctx.stopping() {
+            // A stopping process teaches its tables to the new one on the
+            // local peer's address (HAProxy's reload), for at most 10 s.
+            if !ticks::is_set(self.stop_deadline) {
+                self.stop_deadline = ticks::add(now, 2 * RECONNECT_MS);
+            }
+            let done = self.conn.as_ref().is_some_and(|c| c.confirmed)
+                || (self.stop_tried && self.conn.is_none())
+                || ticks::is_expired(self.stop_deadline, now)
+                || self.sec.borrow().rt.tables.is_empty();
+            if !local || done {
+                if let Some(mut c) = self.conn.take() {
+                    c.io.close(ctx);
+                }
+                return Status::Done;
+            }
+            if self.sec.borrow().listening {
+                ctx.set_expire(me, self.stop_deadline);
+                return Status::Continue;
+            }
+            if self.conn.is_none() {
+                self.stop_tried = true;
+                self.retry_at = ticks::ETERNITY;
+                self.connect(ctx, me);
+                if self.conn.is_none() {
+                    return Status::Done;
+                }
+            }
+        } else if local && self.conn.is_none() {
+            // The local peer is never connected to while we run.
+            self.retry_at = ticks::ETERNITY;
+        }
         // A connection accepted for this peer replaces ours (HAProxy's
         // rule; ours then retries after a random delay).
         let incoming = self.sec.borrow_mut().peers[self.idx].incoming.take();
@@ -997,6 +1094,9 @@ impl TaskFn for PeerTask {
             }
         }
         if self.conn.is_none() {
+            if local && self.sec.borrow().peers[self.idx].incoming.is_none() {
+                return Status::Continue;
+            }
             if !ticks::is_set(self.retry_at) || ticks::is_expired(self.retry_at, now) {
                 self.connect(ctx, me);
             }
