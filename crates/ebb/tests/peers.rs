@@ -220,6 +220,25 @@ fn ebb_and_haproxy_share_a_table_both_ways() {
             > 5
     });
     assert_eq!(get_from("127.0.0.1", wh), 429);
+    // HAProxy restarts empty and asks ebb for a full resync: it learns
+    // both entries from ebb (its own .2 included).
+    drop(_h);
+    let n1 = value(&cli_cmd(&se, "show table web"), "127.0.0.1", "http_req_cnt");
+    let _h = start_haproxy(&dir, "hap1", &config(&sh, &peers, hh), &sh);
+    wait_for("the new haproxy learns the table from ebb", || {
+        let t = cli_cmd(&sh, "show table web");
+        value(&t, "127.0.0.1", "http_req_cnt") == n1
+            && value(&t, "127.0.0.2", "http_req_cnt") == Some(2)
+    });
+    // And ebb restarts empty and learns the table back from HAProxy.
+    drop(e);
+    let e = start_ebb(&dir, "ebb1", &config(&se, &peers, he));
+    wait_for("the new ebb learns the table from haproxy", || {
+        let t = cli_cmd(&se, "show table web");
+        value(&t, "127.0.0.1", "http_req_cnt") == n1
+            && value(&t, "127.0.0.2", "http_req_cnt") == Some(2)
+    });
+    drop(e);
 }
 
 #[test]
