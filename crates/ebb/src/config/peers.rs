@@ -1,5 +1,5 @@
 //! `peers` sections (HAProxy 2.6's section 3.5): the instances that share
-//! stick tables over the peers protocol (`crate::peers` runs them).
+//! stick tables over the peers protocol (the `peers` module runs them).
 //!
 //! ```text
 //! peers NAME

@@ -26,6 +26,13 @@
 //!   resync (another one if it was not up to date itself), give up 5 s
 //!   after the last try, as HAProxy.
 //!
+//! - **the local peer's task**: idle while ebb runs (an old process of
+//!   a reload may connect to it and teach the tables; ebb takes that
+//!   lesson during its first 5 s after `-sf`/`-st`); once ebb stops, it
+//!   waits for the listener to close, connects to the local peer's
+//!   address (the new process's by then), teaches every entry and leaves
+//!   on the new process's confirm (at most 10 s), as HAProxy's reload.
+//!
 //! What a peer acknowledged survives reconnections: a new connection
 //! pushes from the last acknowledged update, as HAProxy does.
 

@@ -337,11 +337,11 @@ pub fn put_update(out: &mut Vec<u8>, id: Option<u32>, e: &WireEntry, def: &crate
         (StKey::Ipv6(a), _) => d.extend_from_slice(&a.0),
         (StKey::Int(n), _) => d.extend_from_slice(&n.to_be_bytes()),
         (StKey::Bytes(b), KeyType::String(_)) => {
-            // A string goes without its padding (HAProxy's strlen).
+            // A string goes without its padding (HAProxy's strlen); the
+            // receiver cuts it to its own length.
             let n = b.0.iter().position(|&c| c == 0).unwrap_or(b.0.len());
-            let n = n.min(def.key_size.saturating_sub(1).max(1));
             put_int(&mut d, n as u64);
-            d.extend_from_slice(&b.0[..n.min(b.0.len())]);
+            d.extend_from_slice(&b.0[..n]);
         }
         (StKey::Bytes(b), _) => {
             let mut k = b.0.to_vec();
