@@ -8,7 +8,7 @@
 mod common;
 
 use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -18,16 +18,6 @@ use common::*;
 const DEFAULTS: &str =
     "defaults\n    mode http\n    timeout client 10s\n    timeout server 10s\n    timeout connect 5s\n";
 
-/// A port free right now (for the peers lines, which must name each
-/// other's address before either starts).
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 /// Waits for `cond` up to 60 s (resyncs run on HAProxy's 5 s timers).
 fn wait_for(what: &str, mut cond: impl FnMut() -> bool) {
     let until = Instant::now() + Duration::from_secs(60);
@@ -35,15 +25,6 @@ fn wait_for(what: &str, mut cond: impl FnMut() -> bool) {
         assert!(Instant::now() < until, "never happened: {what}");
         std::thread::sleep(Duration::from_millis(20));
     }
-}
-
-/// A client connection from a chosen loopback source address.
-fn connect_from(src: &str, to: SocketAddr) -> Client {
-    let s = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
-    let from: SocketAddr = format!("{src}:0").parse().unwrap();
-    s.bind(&from.into()).unwrap();
-    s.connect(&to.into()).unwrap();
-    Client::from_stream(TcpStream::from(s))
 }
 
 /// One request from `src`; the status.

@@ -655,6 +655,24 @@ struct Teach {
     finished_sent: bool,
 }
 
+impl Teach {
+    /// A lesson of every entry of `tables` at `now`; pushing resumes at
+    /// `origin` once the peer confirms.
+    fn all(tables: &[Arc<Table>], now: u32, origin: Vec<u64>) -> Teach {
+        let mut left = std::collections::VecDeque::new();
+        for (i, t) in tables.iter().enumerate() {
+            for e in t.wire_all(now) {
+                left.push_back((i, e));
+            }
+        }
+        Teach {
+            left,
+            origin,
+            finished_sent: false,
+        }
+    }
+}
+
 struct PeerTask {
     sec: Shared,
     idx: usize,
@@ -781,17 +799,7 @@ impl PeerTask {
                 c.asked = true;
                 if ctx.stopping() {
                     // We stop: teach the new process everything.
-                    let mut left = std::collections::VecDeque::new();
-                    for (i, t) in s.rt.tables.iter().enumerate() {
-                        for e in t.wire_all(now) {
-                            left.push_back((i, e));
-                        }
-                    }
-                    c.teach = Some(Teach {
-                        left,
-                        origin: vec![0; s.rt.tables.len()],
-                        finished_sent: false,
-                    });
+                    c.teach = Some(Teach::all(&s.rt.tables, now, vec![0; s.rt.tables.len()]));
                 } else {
                     // The old process teaches us without being asked.
                     s.learning_from = Some(idx);
@@ -937,17 +945,7 @@ fn handle_msg(
     match (class, kind) {
         (CLASS_CONTROL, CTRL_RESYNCREQ) => {
             let s = sec.borrow();
-            let mut left = std::collections::VecDeque::new();
-            for (i, t) in s.rt.tables.iter().enumerate() {
-                for e in t.wire_all(now) {
-                    left.push_back((i, e));
-                }
-            }
-            c.teach = Some(Teach {
-                left,
-                origin: s.peers[idx].acked.clone(),
-                finished_sent: false,
-            });
+            c.teach = Some(Teach::all(&s.rt.tables, now, s.peers[idx].acked.clone()));
         }
         (CLASS_CONTROL, CTRL_RESYNCFINISHED | CTRL_RESYNCPARTIAL) => {
             let mut s = sec.borrow_mut();
