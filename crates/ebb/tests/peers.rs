@@ -389,3 +389,51 @@ fn a_reload_hands_the_table_to_the_new_process() {
         .and_then(|_| new.wait_stderr("resync", Duration::from_secs(60)))
         .expect("the new process logs the lesson");
 }
+
+#[test]
+fn two_ebb_and_one_haproxy_see_each_others_counters() {
+    if !have("haproxy") {
+        eprintln!("haproxy not installed: skipped");
+        return;
+    }
+    let dir = scratch("peers-three");
+    let (pa, pb, ph) = (free_port(), free_port(), free_port());
+    let (ha, hb, hh) = (free_port(), free_port(), free_port());
+    let peers = [("a", pa), ("b", pb), ("h", ph)];
+    let (sa, sb, sh) = (dir.join("a.sock"), dir.join("b.sock"), dir.join("h.sock"));
+    let a = start_ebb(&dir, "a", &config(&sa, &peers, ha));
+    let b = start_ebb(&dir, "b", &config(&sb, &peers, hb));
+    let _h = start_haproxy(&dir, "h", &config(&sh, &peers, hh), &sh);
+    let wh: SocketAddr = format!("127.0.0.1:{hh}").parse().unwrap();
+    wait_for("haproxy accepting", || TcpStream::connect(wh).is_ok());
+    // One counter per instance, each seen by the two others.
+    get_from("127.0.0.1", a.addrs[0]);
+    get_from("127.0.0.2", b.addrs[0]);
+    get_from("127.0.0.3", wh);
+    for (sock, who) in [(&sa, "a"), (&sb, "b"), (&sh, "h")] {
+        wait_for(&format!("{who} sees the three counters"), || {
+            let t = cli_cmd(sock, "show table web");
+            ["127.0.0.1", "127.0.0.2", "127.0.0.3"]
+                .iter()
+                .all(|k| value(&t, k, "gpc0") == Some(1))
+        });
+    }
+}
+
+#[test]
+fn a_sighup_reload_keeps_the_shared_table() {
+    let dir = scratch("peers-hup");
+    let (pa, pz, ha) = (free_port(), free_port(), free_port());
+    let sa = dir.join("a.sock");
+    let a = start_ebb(&dir, "a", &config(&sa, &[("a", pa), ("z", pz)], ha));
+    for _ in 0..2 {
+        get_from("127.0.0.1", a.addrs[0]);
+    }
+    a.signal("HUP");
+    a.wait_stderr("configuration reloaded", Duration::from_secs(60))
+        .expect("reloaded");
+    // The rules of the new configuration count in the same table.
+    get_from("127.0.0.1", a.addrs[0]);
+    let t = cli_cmd(&sa, "show table web");
+    assert_eq!(value(&t, "127.0.0.1", "http_req_cnt"), Some(3), "{t}");
+}
