@@ -547,14 +547,13 @@ impl TaskFn for Hello {
         let l: Vec<String> = (0..3).filter_map(|_| c.line()).collect();
         let mut s = self.sec.borrow_mut();
         let local = s.rt.local.clone();
-        let r = check_hello([&l[0], &l[1], &l[2]], &local, &|n: &str| {
+        let [l0, l1, l2] = [0, 1, 2].map(|i| l.get(i).map_or("", String::as_str));
+        let r = check_hello([l0, l1, l2], &local, &|n: &str| {
             n == local || s.peers.iter().any(|p| p.name == n)
         });
         let code = match &r {
-            // The old local process of a reload (ebb takes no teaching
-            // from it yet): try again later, as HAProxy answers a busy
-            // local peer.
-            // The old process of a reload: taken while we wait for it.
+            // The old process of a reload: taken while we wait for it,
+            // else "try again later", as HAProxy answers a busy local peer.
             Ok(name) if *name == local => {
                 let busy = s.learning_from.is_some()
                     || !matches!(s.resync, Resync::FromLocal(_))
