@@ -449,3 +449,57 @@ fn a_sighup_reload_keeps_the_shared_table() {
     let t = cli_cmd(&sa, "show table web");
     assert_eq!(value(&t, "127.0.0.1", "http_req_cnt"), Some(3), "{t}");
 }
+
+/// The `used:N` of a `show table NAME` header.
+fn used(table: &str) -> Option<usize> {
+    table
+        .lines()
+        .next()?
+        .split("used:")
+        .nth(1)?
+        .trim()
+        .parse()
+        .ok()
+}
+
+#[test]
+fn thousands_of_entries_cross_in_batches() {
+    let dir = scratch("peers-many");
+    let (pa, pb, ha, hb) = (free_port(), free_port(), free_port(), free_port());
+    let peers = [("a", pa), ("b", pb)];
+    let (sa, sb) = (dir.join("a.sock"), dir.join("b.sock"));
+    let _a = start_ebb(&dir, "a", &config(&sa, &peers, ha));
+    let cfg_b = config(&sb, &peers, hb);
+    let b = start_ebb(&dir, "b", &cfg_b);
+    // 5000 entries set on A's CLI (more than one push batch of 2000).
+    for chunk in 0..10 {
+        let line: Vec<String> = (0..500)
+            .map(|i| {
+                let n = chunk * 500 + i;
+                format!(
+                    "set table web key 10.1.{}.{} data.gpc0 {}",
+                    n / 256,
+                    n % 256,
+                    n
+                )
+            })
+            .collect();
+        cli_cmd(&sa, &line.join(";"));
+    }
+    assert_eq!(used(&cli_cmd(&sa, "show table web")), Some(5000));
+    wait_for("B has the 5000 entries", || {
+        used(&cli_cmd(&sb, "show table web")) == Some(5000)
+    });
+    let t = cli_cmd(&sb, "show table web key 10.1.19.135");
+    assert_eq!(
+        value(&t, "10.1.19.135", "gpc0"),
+        Some(19 * 256 + 135),
+        "{t}"
+    );
+    // A restarted B learns them all by a full resync.
+    drop(b);
+    let _b = start_ebb(&dir, "b", &cfg_b);
+    wait_for("the new B learns the 5000 entries", || {
+        used(&cli_cmd(&sb, "show table web")) == Some(5000)
+    });
+}

@@ -60,6 +60,9 @@ const RESYNC_MS: u32 = 5000;
 const HELLO_TIMEOUT_MS: u32 = 5000;
 /// Updates sent per table per run, so one peer never holds the thread.
 const PUSH_BATCH: usize = 2000;
+/// Bytes queued for a peer beyond which nothing more is queued until the
+/// socket takes them.
+const OUT_MAX: usize = 256 * 1024;
 
 /// Where peers events go (a log line without the prefix).
 pub type LogFn = Arc<dyn Fn(String) + Send + Sync>;
@@ -642,6 +645,8 @@ struct Conn {
     asked: bool,
     /// Our teaching was confirmed (a stopping process may leave).
     confirmed: bool,
+    /// Updates were left for the next run (a full batch).
+    more: bool,
     /// A message arrived in the current reconnect period.
     alive: bool,
     check_at: u32,
@@ -713,6 +718,7 @@ impl PeerTask {
             confirm: 0,
             asked: false,
             confirmed: false,
+            more: false,
             alive: false,
             check_at: ticks::add(now, RECONNECT_MS),
             last_tx: now,
@@ -852,6 +858,7 @@ impl PeerTask {
         let Some(c) = &mut self.conn else { return };
         let s = self.sec.borrow();
         let start_len = c.io.out.len();
+        c.more = false;
         // A resync request to the peer assigned to teach us.
         if s.learning_from == Some(self.idx) && !c.asked {
             put_ctrl(&mut c.io.out, CLASS_CONTROL, CTRL_RESYNCREQ);
@@ -867,11 +874,13 @@ impl PeerTask {
             }
             // Local updates, unless this peer teaches us right now.
             if c.teach.is_none()
+                && c.io.out.len() < OUT_MAX
                 && s.learning_from != Some(self.idx)
                 && !s.peers[self.idx].local
                 && c.pushed[i] < t.local_update()
             {
                 let ups = t.updates_after(c.pushed[i], PUSH_BATCH, now);
+                c.more |= ups.len() == PUSH_BATCH;
                 for (n, e) in &ups {
                     if c.sent_table != Some(i) {
                         put_define(&mut c.io.out, i as u64 + 1, t.def());
@@ -887,7 +896,7 @@ impl PeerTask {
             }
         }
         // A full resync being taught.
-        if let Some(teach) = &mut c.teach {
+        if let Some(teach) = c.teach.as_mut().filter(|_| c.io.out.len() < OUT_MAX) {
             let mut sent = 0;
             while let Some((i, e)) = teach.left.pop_front() {
                 let Some(t) = s.rt.tables.get(i) else {
@@ -1202,8 +1211,9 @@ impl TaskFn for PeerTask {
         }
         // More to teach or push: run again soon; else wake for the next
         // heartbeat or liveness check.
-        let more = c.teach.as_ref().is_some_and(|t| !t.left.is_empty());
-        if more {
+        let more = c.teach.as_ref().is_some_and(|t| !t.left.is_empty()) || c.more;
+        // Unless the socket is full: its writability wakes us.
+        if more && c.io.out.len() < OUT_MAX {
             ctx.wakeup(me, Reasons::OTHER);
         }
         let next = match c.phase {
