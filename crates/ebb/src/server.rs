@@ -178,6 +178,9 @@ pub struct RunOptions {
     pub on_ready: Option<fn()>,
     /// Forked by a master: the worker's private CLI socket for it.
     pub worker_cli: Option<fn() -> Option<crate::cli::socket::CliSocket>>,
+    /// Forked by a master's reload: an older worker still runs (the
+    /// peers wait for it to teach the tables, as with `-sf`).
+    pub replaces: bool,
 }
 
 /// A configuration error found at start-up (bind, files), formatted.
@@ -363,7 +366,7 @@ pub fn run(cfg: Config, opts: RunOptions) -> i32 {
         }
     }
     let peers_bound = Mutex::new(Some(peers_bound));
-    let old_process = !opts.old_pids.is_empty();
+    let old_process = !opts.old_pids.is_empty() || opts.replaces;
     // Inherited sockets no line took: binds a reload removed.
     crate::handover::finish();
     let cli_paths: Vec<_> = cli_socks.iter().filter_map(|c| c.path.clone()).collect();

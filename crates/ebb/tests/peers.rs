@@ -503,3 +503,34 @@ fn thousands_of_entries_cross_in_batches() {
         used(&cli_cmd(&sb, "show table web")) == Some(5000)
     });
 }
+
+#[test]
+fn a_master_worker_reload_hands_the_table_to_the_new_worker() {
+    let dir = scratch("peers-mw");
+    let (pw, pz, hw) = (free_port(), free_port(), free_port());
+    let sw = dir.join("w.sock");
+    let cfg = config(&sw, &[("w", pw), ("z", pz)], hw);
+    let path = dir.join("w.cfg");
+    std::fs::write(&path, &cfg).unwrap();
+    let m = Ebb::start_args(
+        &["-W", "-f", path.to_str().unwrap(), "-L", "w"],
+        scratch("peers-mw-run"),
+    );
+    for _ in 0..3 {
+        assert_eq!(get_from("127.0.0.1", m.addrs[0]), 200);
+    }
+    m.signal("USR2");
+    m.wait_stdout("ebb: ready", Duration::from_secs(60))
+        .expect("the new worker is ready");
+    // The new worker logs its lesson (the old one teaches only once
+    // stopping, its listeners closed): the next request reaches the new
+    // worker, whose count goes on from the taught 3. The CLI may still
+    // reach the old worker (3) for a moment; the new one says 4 (it would
+    // say 1 had it learned nothing).
+    m.wait_stderr("resync", Duration::from_secs(60))
+        .expect("the lesson is logged");
+    assert_eq!(get_from("127.0.0.1", m.addrs[0]), 200);
+    wait_for("the new worker counts on from the taught entry", || {
+        value(&cli_cmd(&sw, "show table web"), "127.0.0.1", "http_req_cnt") == Some(4)
+    });
+}
