@@ -213,12 +213,15 @@ class Reloader(threading.Thread):
         self.stop_ev = threading.Event()
         self.sent = 0
         self.workers = set()
+        self.most_live = 0  # the most workers alive at once (old ones still draining + the new one)
 
     def run(self):
         t0 = time.monotonic()
         next_at = t0 + self.start_after
         while not self.stop_ev.is_set():
-            self.workers |= children_of(self.master)
+            live = children_of(self.master)
+            self.workers |= live
+            self.most_live = max(self.most_live, len(live))
             now = time.monotonic()
             if now >= next_at:
                 try:
@@ -307,7 +310,7 @@ def one_run(br, name, variant, env, opts):
         foreign = max(0.0, (b1 - b0) - measured)
         all_requests = sum(res["ok"]) + sum(res["errors"]["non2xx"])
         return {
-            "reloads": reloader.sent, "workers": len(reloader.workers),
+            "reloads": reloader.sent, "workers": len(reloader.workers), "most_live": reloader.most_live,
             "requests": requests, "rps": requests / max(len(ok), 1),
             "sec_median": statistics.median(ok) if ok else 0, "sec_min": min(ok) if ok else 0,
             "series": res["ok"],
@@ -342,14 +345,15 @@ def write_markdown(path, rows, meta):
              "request could not be sent; **timeout** = no answer in 10 s; **non-2xx** = an answer other than "
              "2xx. A connection the server closed after an answer with `Connection: close` is no error (the "
              "client reconnects). **Dip** = the slowest second's answers as a share of the median second's. "
-             "Workers = distinct worker processes seen under the master (reloads that took effect + 1). Machine "
+             "Workers = distinct worker processes seen under the master (reloads that took effect + 1), and the "
+             "most alive at once (old ones still finishing + the current one). Machine "
              "CPU µs per request = the whole machine's CPU minus the client's (origin included, as in bench/run); "
              "foreign = other processes' share of both CPUs during the run.")
     if meta["shared"]:
         L.append("")
         L.append(f"**Shared machine**: {meta['shared']}")
     L.append("")
-    L.append("| server | variant | reloads sent | workers seen | answers | req/s | median second | slowest second "
+    L.append("| server | variant | reloads sent | workers seen (most at once) | answers | req/s | median second | slowest second "
              "(dip) | p50 ms | p99 ms | worst second's p99 ms | connect err | read err | write err | timeouts | "
              "non-2xx | machine CPU µs/req | foreign CPU % |")
     L.append("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
@@ -359,7 +363,7 @@ def write_markdown(path, rows, meta):
             continue
         e = r["errors"]
         dip = 100.0 * r["sec_min"] / r["sec_median"] if r["sec_median"] else 0.0
-        L.append(f"| {name} | {variant} | {r['reloads']} | {r['workers']} | {r['requests']:,} | {r['rps']:,.0f} | "
+        L.append(f"| {name} | {variant} | {r['reloads']} | {r['workers']} ({r['most_live']}) | {r['requests']:,} | {r['rps']:,.0f} | "
                  f"{r['sec_median']:,.0f} | {r['sec_min']:,} ({dip:.0f}%) | {fmt_ms(r['p50'])} | {fmt_ms(r['p99'])} | "
                  f"{fmt_ms(r['p99_worst'])} | {e['connect']} | {e['read']} | {e['write']} | {e['timeout']} | "
                  f"{e['non2xx']} | {r['machine_us']:.1f} | {r['foreign_pct']:.0f} |")
