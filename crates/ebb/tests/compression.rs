@@ -206,7 +206,9 @@ fn what_is_not_compressed() {
         "    compression algo gzip\n    compression type text/\n    compression minsize-res 256\n",
     ));
     let base = format!("http://{}", e.addr());
-    // ("/http10": an HTTP/1.0 answer; HAProxy 2.6 compresses only 1.1.)
+    // ("/http10": an HTTP/1.0 answer. HAProxy 2.6, checked side by side
+    // with curl: neither an HTTP/1.0 answer nor an HTTP/1.0 request
+    // (`curl -0` below) gets compressed.)
     for path in [
         "/small",
         "/image",
