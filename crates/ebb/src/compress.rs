@@ -815,6 +815,23 @@ pub fn compress_all(coding: Coding, level: u32, body: &[u8]) -> io::Result<Vec<u
     Ok(out)
 }
 
+/// A whole chunked body holding one gzip stream, decoded (for tests).
+#[cfg(test)]
+pub(crate) fn gunzip_chunked(body: &[u8]) -> Vec<u8> {
+    use std::io::Read;
+    let mut dec = crate::http1::ChunkedDecoder::default();
+    let mut coded = Vec::new();
+    assert!(
+        dec.decode_to_vec(body, &mut coded).unwrap().1,
+        "a whole chunked body"
+    );
+    let mut plain = Vec::new();
+    flate2::read::GzDecoder::new(&coded[..])
+        .read_to_end(&mut plain)
+        .unwrap();
+    plain
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1157,14 +1174,7 @@ mod tests {
                     &input[pos..],
                     if length.is_some() { &b""[..] } else { b"NEXT" }
                 );
-                let mut dec = crate::http1::ChunkedDecoder::default();
-                let mut coded = Vec::new();
-                assert!(dec.decode_to_vec(&out, &mut coded).unwrap().1);
-                let mut back = Vec::new();
-                flate2::read::GzDecoder::new(&coded[..])
-                    .read_to_end(&mut back)
-                    .unwrap();
-                assert_eq!(back, plain, "piece {piece}");
+                assert_eq!(gunzip_chunked(&out), plain, "piece {piece}");
             }
         }
         // Broken chunked framing is an error, not a guess.
