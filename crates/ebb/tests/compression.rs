@@ -723,3 +723,32 @@ fn both_directions_and_frontend_backend_merge() {
         );
     }
 }
+
+/// A broken chunked body on its way to be compressed: the client gets a
+/// 400 (nothing sane can be coded and sent on), ebb goes on serving, and
+/// the server never sees a coded body that ends in garbage.
+#[test]
+fn a_broken_chunked_body_to_compress_is_a_400() {
+    let o = Recorder::start();
+    let e = Ebb::start(&proxy_cfg(
+        o.addr,
+        "    compression direction request\n    compression algo-req gzip\n",
+    ));
+    let r = raw(
+        e.addr(),
+        b"POST /x HTTP/1.1\r\nHost: t\r\nContent-Type: text/plain\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\nzz\r\n",
+    )
+    .expect("an answer");
+    assert_eq!(r.status, 400);
+    // Still serving, and the next good body is coded whole.
+    let (st, _, _) = curl(&[
+        "--data-binary",
+        "fine text",
+        &format!("http://{}/ok", e.addr()),
+    ]);
+    assert_eq!(st, 200);
+    // (The recorder numbers only whole requests: the cut one is not one.)
+    let (head, got) = o.request(1);
+    assert!(head.contains("post /ok"), "{head}");
+    assert_eq!(gunzip(&got), b"fine text");
+}
