@@ -276,8 +276,14 @@ def one_run(br, name, variant, env, opts):
         case = br.Case("reload", 0, "", [name], "reload")
         br.check_answer(port, case)
 
-        client_argv = br.pinned([sys.executable, str(Path(__file__).resolve()), "--client", str(port),
-                                 str(opts.conns), str(opts.duration), variant], br.CLIENT_CPU)
+        if opts.wrk:
+            close = ["-H", "Connection: close"] if variant == "newconn" else []
+            client_argv = ["wrk", "-t1", f"-c{opts.conns}", f"-d{opts.duration}s", "--latency", "--timeout", "10s",
+                           *close, f"http://127.0.0.1:{port}/"]
+        else:
+            client_argv = [sys.executable, str(Path(__file__).resolve()), "--client", str(port), str(opts.conns),
+                           str(opts.duration), variant]
+        client_argv = br.pinned(client_argv, br.CLIENT_CPU)
         reloader = Reloader(server.pid, 1.0, opts.warmup)
         s0 = br.group_cpu(server.pid)
         o0 = br.group_cpu(origin.pid)
@@ -295,34 +301,44 @@ def one_run(br, name, variant, env, opts):
             raise RuntimeError(f"client exited with status {rc}: {text.strip()[-300:]}")
         if server.poll() is not None:
             raise br.Unavailable(f"master exited with status {server.returncode} during the run")
-        res = json.loads(text)
         br.check_answer(port, case)  # still right after the reloads
-        # Seconds before the first reload are warm-up: the figures cover the reloading part.
-        w = opts.warmup
-        ok = res["ok"][w:]
-        errors = {k: sum(v[w:]) for k, v in res["errors"].items()}
-        lat = [x for sec in res["lat"][w:] for x in sec]
-        per_sec_p99 = [percentile(sec, 99) for sec in res["lat"][w:] if sec]
-        requests = sum(ok) + errors["non2xx"]
+        r = from_wrk(br.parse_wrk(text)) if opts.wrk else from_client(json.loads(text), opts.warmup)
         client_cpu = client_cpu or 0.0
         machine = max((m1 - m0) - client_cpu, 0.0)
         measured = (s1 - s0) + (o1 - o0) + client_cpu
         foreign = max(0.0, (b1 - b0) - measured)
-        all_requests = sum(res["ok"]) + sum(res["errors"]["non2xx"])
-        return {
-            "reloads": reloader.sent, "workers": len(reloader.workers), "most_live": reloader.most_live,
-            "requests": requests, "rps": requests / max(len(ok), 1),
-            "sec_median": statistics.median(ok) if ok else 0, "sec_min": min(ok) if ok else 0,
-            "series": res["ok"],
-            "p50": percentile(lat, 50), "p99": percentile(lat, 99),
-            "p99_worst": max(per_sec_p99) if per_sec_p99 else None,
-            "errors": errors,
-            "machine_us": machine / max(all_requests, 1) * 1e6,
-            "foreign_pct": 100.0 * foreign / max(t1 - t0, 1e-9),
-        }
+        r.update(reloads=reloader.sent, workers=len(reloader.workers), most_live=reloader.most_live,
+                 machine_us=machine / max(r.pop("all_requests"), 1) * 1e6,
+                 foreign_pct=100.0 * foreign / max(t1 - t0, 1e-9))
+        return r
     finally:
         br.PROCS.stop(server)
         br.PROCS.stop(origin)
+
+
+def from_client(res, w):
+    """The Python client's per-second counts, over the seconds after the first reload (the `w`
+    seconds before it are warm-up)."""
+    ok = res["ok"][w:]
+    errors = {k: sum(v[w:]) for k, v in res["errors"].items()}
+    lat = [x for sec in res["lat"][w:] for x in sec]
+    per_sec_p99 = [percentile(sec, 99) for sec in res["lat"][w:] if sec]
+    requests = sum(ok) + errors["non2xx"]
+    return {"requests": requests, "rps": requests / max(len(ok), 1),
+            "sec_median": statistics.median(ok) if ok else 0, "sec_min": min(ok) if ok else 0,
+            "series": res["ok"], "p50": percentile(lat, 50), "p99": percentile(lat, 99),
+            "p99_worst": max(per_sec_p99) if per_sec_p99 else None, "errors": errors,
+            "all_requests": sum(res["ok"]) + sum(res["errors"]["non2xx"])}
+
+
+def from_wrk(w):
+    """wrk's totals (`--wrk`): the whole run, warm-up included; no second-by-second figures."""
+    e = w["errors"] or {}
+    errors = {"connect": e.get("connect", 0), "read": e.get("read", 0), "write": e.get("write", 0),
+              "timeout": e.get("timeout", 0), "non2xx": w["non2xx"]}
+    return {"requests": w["requests"], "rps": w["rps"], "sec_median": None, "sec_min": None,
+            "p50": w["p50_ms"], "p99": w["p99_ms"], "p99_worst": None, "errors": errors,
+            "all_requests": w["requests"]}
 
 
 def fmt_ms(x):
@@ -339,8 +355,9 @@ def write_markdown(path, rows, meta):
              f"second from second {meta['warmup']} on; figures cover the seconds after the first reload. "
              f"`hard-stop-after {meta['hard_stop']}s` in both configurations.")
     L.append("")
-    L.append("Proxy and origin (nginx, `return 200 \"hello\"`) pinned to CPU 0, the Python client (`bench/reload.py "
-             "--client`) to CPU 1. Errors: **connect** = a connection refused or not established; **read** = the "
+    client = ("wrk (`--wrk`: one thread; its totals cover the whole run, warm-up included, and it gives no "
+              "second-by-second figures)" if meta["wrk"] else "the Python client (`bench/reload.py --client`)")
+    L.append("Proxy and origin (nginx, `return 200 \"hello\"`) pinned to CPU 0, " + client + " to CPU 1. Errors: **connect** = a connection refused or not established; **read** = the "
              "connection closed or reset while a request was in flight (the request is lost); **write** = the "
              "request could not be sent; **timeout** = no answer in 10 s; **non-2xx** = an answer other than "
              "2xx. A connection the server closed after an answer with `Connection: close` is no error (the "
@@ -362,11 +379,18 @@ def write_markdown(path, rows, meta):
             L.append(f"| {name} | {variant} | not available ({r['unavailable']}) |" + " |" * 15)
             continue
         e = r["errors"]
-        dip = 100.0 * r["sec_min"] / r["sec_median"] if r["sec_median"] else 0.0
+        if r["sec_median"] is None:
+            seconds = "– | –"
+        else:
+            dip = 100.0 * r["sec_min"] / r["sec_median"] if r["sec_median"] else 0.0
+            seconds = f"{r['sec_median']:,.0f} | {r['sec_min']:,} ({dip:.0f}%)"
         L.append(f"| {name} | {variant} | {r['reloads']} | {r['workers']} ({r['most_live']}) | {r['requests']:,} | {r['rps']:,.0f} | "
-                 f"{r['sec_median']:,.0f} | {r['sec_min']:,} ({dip:.0f}%) | {fmt_ms(r['p50'])} | {fmt_ms(r['p99'])} | "
+                 f"{seconds} | {fmt_ms(r['p50'])} | {fmt_ms(r['p99'])} | "
                  f"{fmt_ms(r['p99_worst'])} | {e['connect']} | {e['read']} | {e['write']} | {e['timeout']} | "
                  f"{e['non2xx']} | {r['machine_us']:.1f} | {r['foreign_pct']:.0f} |")
+    if meta["wrk"]:
+        path.write_text("\n".join(L + [""]))
+        return
     L.append("")
     L.append("Answers per second, second by second (the first "
              f"{meta['warmup']} before any reload):")
@@ -390,6 +414,8 @@ def parse_args():
     ap.add_argument("--ebb", default=None, help="the ebb binary (default target/release/ebb)")
     ap.add_argument("--out", default=None, help="result name in bench/results (default reload, "
                     "reload-quick for --quick)")
+    ap.add_argument("--wrk", action="store_true", help="load with wrk instead of the Python client (totals for "
+                    "the whole run, warm-up included; no second-by-second figures)")
     ap.add_argument("--shared", default="", help="a note that the machine was shared, printed above the table")
     ap.add_argument("--client", nargs=4, metavar=("PORT", "CONNS", "SECONDS", "VARIANT"),
                     help=argparse.SUPPRESS)
@@ -425,7 +451,7 @@ def main():
             for name in [s.strip() for s in opts.servers.split(",") if s.strip()]:
                 try:
                     r = one_run(br, name, variant, env, opts)
-                    br.log(f"{name} {variant}: {r['rps']:.0f} req/s, slowest second {r['sec_min']}, "
+                    br.log(f"{name} {variant}: {r['rps']:.0f} req/s, slowest second {r['sec_min'] or '–'}, "
                            f"p99 {fmt_ms(r['p99'])} ms, errors {r['errors']}, reloads {r['reloads']}, "
                            f"workers {r['workers']}")
                 except (br.Unavailable, RuntimeError) as e:
@@ -445,7 +471,7 @@ def main():
                 "elapsed": f"{elapsed:.0f} s", "machine": br.machine_facts(), "loadavg": loadavg,
                 "command": "bench/reload.py " + shlex.join(sys.argv[1:]), "versions": versions,
                 "conns": opts.conns, "duration": opts.duration, "warmup": opts.warmup,
-                "hard_stop": opts.hard_stop, "shared": opts.shared}
+                "hard_stop": opts.hard_stop, "shared": opts.shared, "wrk": opts.wrk}
         br.RESULTS.mkdir(exist_ok=True)
         md = br.RESULTS / f"{opts.out}.md"
         write_markdown(md, rows, meta)
