@@ -411,7 +411,7 @@ def parse_args():
     ap.add_argument("--variants", default="keepalive,newconn")
     ap.add_argument("--servers", default="ebb,haproxy")
     ap.add_argument("--hard-stop", type=int, default=5, help="hard-stop-after, seconds")
-    ap.add_argument("--ebb", default=None, help="the ebb binary (default target/release/ebb)")
+    ap.add_argument("--ebb", default=None, help="the ebb binary (default target/release/ebb, as bench/run builds it)")
     ap.add_argument("--out", default=None, help="result name in bench/results (default reload, "
                     "reload-quick for --quick)")
     ap.add_argument("--wrk", action="store_true", help="load with wrk instead of the Python client (totals for "
@@ -439,7 +439,9 @@ def main():
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, br.on_signal)
     br.raise_nofile()
-    ebb = Path(opts.ebb) if opts.ebb else REPO / "target" / "release" / "ebb"
+    # Where bench/run builds it (CARGO_TARGET_DIR honoured), unless --ebb says.
+    target = Path(os.environ.get("CARGO_TARGET_DIR", REPO / "target"))
+    ebb = Path(opts.ebb) if opts.ebb else (target if target.is_absolute() else REPO / target) / "release" / "ebb"
     env = {"ebb": ebb if ebb.exists() else None, "ebb_reason": f"no binary at {ebb}"}
     rundir = br.WORK / "reload"
     rundir.mkdir(parents=True, exist_ok=True)
