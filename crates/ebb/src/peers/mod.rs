@@ -441,6 +441,9 @@ struct Io {
     inbuf: Vec<u8>,
     out: Vec<u8>,
     eof: bool,
+    /// The last read stopped at the buffer's bound: more may wait in the
+    /// socket (edge-triggered: no new event tells).
+    full: bool,
 }
 
 impl Io {
@@ -452,6 +455,7 @@ impl Io {
             inbuf: Vec::new(),
             out: Vec::new(),
             eof: false,
+            full: false,
         }
     }
 
@@ -477,6 +481,7 @@ impl Io {
     /// read error.
     fn fill(&mut self) -> bool {
         let mut tmp = [0u8; 16384];
+        self.full = false;
         while self.inbuf.len() < MAX_MSG * 4 {
             match self.sock.read(&mut tmp) {
                 Ok(0) => {
@@ -489,6 +494,7 @@ impl Io {
                 Err(_) => return false,
             }
         }
+        self.full = true;
         true
     }
 
@@ -1211,7 +1217,7 @@ impl TaskFn for PeerTask {
         }
         // More to teach or push: run again soon; else wake for the next
         // heartbeat or liveness check.
-        let more = c.teach.as_ref().is_some_and(|t| !t.left.is_empty()) || c.more;
+        let more = c.teach.as_ref().is_some_and(|t| !t.left.is_empty()) || c.more || c.io.full;
         // Unless the socket is full: its writability wakes us.
         if more && c.io.out.len() < OUT_MAX {
             ctx.wakeup(me, Reasons::OTHER);
