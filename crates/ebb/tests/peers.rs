@@ -471,8 +471,9 @@ fn thousands_of_entries_cross_in_batches() {
     let _a = start_ebb(&dir, "a", &config(&sa, &peers, ha));
     let cfg_b = config(&sb, &peers, hb);
     let b = start_ebb(&dir, "b", &cfg_b);
-    // 5000 entries set on A's CLI (more than one push batch of 2000).
-    for chunk in 0..10 {
+    // 20000 entries set on A's CLI: several push batches of 2000, over
+    // 1 MB on the wire (beyond the 256 kB read and write bounds).
+    for chunk in 0..40 {
         let line: Vec<String> = (0..500)
             .map(|i| {
                 let n = chunk * 500 + i;
@@ -486,9 +487,9 @@ fn thousands_of_entries_cross_in_batches() {
             .collect();
         cli_cmd(&sa, &line.join(";"));
     }
-    assert_eq!(used(&cli_cmd(&sa, "show table web")), Some(5000));
-    wait_for("B has the 5000 entries", || {
-        used(&cli_cmd(&sb, "show table web")) == Some(5000)
+    assert_eq!(used(&cli_cmd(&sa, "show table web")), Some(20000));
+    wait_for("B has the 20000 entries", || {
+        used(&cli_cmd(&sb, "show table web")) == Some(20000)
     });
     let t = cli_cmd(&sb, "show table web key 10.1.19.135");
     assert_eq!(
@@ -499,8 +500,8 @@ fn thousands_of_entries_cross_in_batches() {
     // A restarted B learns them all by a full resync.
     drop(b);
     let _b = start_ebb(&dir, "b", &cfg_b);
-    wait_for("the new B learns the 5000 entries", || {
-        used(&cli_cmd(&sb, "show table web")) == Some(5000)
+    wait_for("the new B learns the 20000 entries", || {
+        used(&cli_cmd(&sb, "show table web")) == Some(20000)
     });
 }
 
