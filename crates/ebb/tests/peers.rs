@@ -72,14 +72,38 @@ fn start_ebb(dir: &Path, name: &str, cfg: &str) -> Ebb {
     Ebb::start_args(&["-f", path.to_str().unwrap(), "-L", name], d)
 }
 
-#[test]
-fn two_ebb_share_a_rate_and_the_second_denies() {
-    let dir = scratch("peers-two");
+/// Two ebb, "a" and "b", peers of each other.
+struct Pair {
+    dir: PathBuf,
+    a: Ebb,
+    b: Ebb,
+    sa: PathBuf,
+    sb: PathBuf,
+    /// B's configuration, to start it again.
+    cfg_b: String,
+}
+
+fn pair(name: &str) -> Pair {
+    let dir = scratch(name);
     let (pa, pb, ha, hb) = (free_port(), free_port(), free_port(), free_port());
     let peers = [("a", pa), ("b", pb)];
     let (sa, sb) = (dir.join("a.sock"), dir.join("b.sock"));
     let a = start_ebb(&dir, "a", &config(&sa, &peers, ha));
-    let b = start_ebb(&dir, "b", &config(&sb, &peers, hb));
+    let cfg_b = config(&sb, &peers, hb);
+    let b = start_ebb(&dir, "b", &cfg_b);
+    Pair {
+        dir,
+        a,
+        b,
+        sa,
+        sb,
+        cfg_b,
+    }
+}
+
+#[test]
+fn two_ebb_share_a_rate_and_the_second_denies() {
+    let Pair { a, b, sa, sb, .. } = pair("peers-two");
     let (wa, wb) = (a.addrs[0], b.addrs[0]);
     // Six requests on A from 127.0.0.1: the rate there is 6 (the sixth is
     // already above 5 and denied by A itself).
@@ -236,13 +260,14 @@ fn ebb_and_haproxy_share_a_table_both_ways() {
 
 #[test]
 fn a_restarted_peer_learns_the_table_again() {
-    let dir = scratch("peers-restart");
-    let (pa, pb, ha, hb) = (free_port(), free_port(), free_port(), free_port());
-    let peers = [("a", pa), ("b", pb)];
-    let (sa, sb) = (dir.join("a.sock"), dir.join("b.sock"));
-    let a = start_ebb(&dir, "a", &config(&sa, &peers, ha));
-    let cfg_b = config(&sb, &peers, hb);
-    let b = start_ebb(&dir, "b", &cfg_b);
+    let Pair {
+        dir,
+        a,
+        b,
+        sb,
+        cfg_b,
+        ..
+    } = pair("peers-restart");
     for _ in 0..3 {
         get_from("127.0.0.1", a.addrs[0]);
     }
@@ -464,13 +489,14 @@ fn used(table: &str) -> Option<usize> {
 
 #[test]
 fn thousands_of_entries_cross_in_batches() {
-    let dir = scratch("peers-many");
-    let (pa, pb, ha, hb) = (free_port(), free_port(), free_port(), free_port());
-    let peers = [("a", pa), ("b", pb)];
-    let (sa, sb) = (dir.join("a.sock"), dir.join("b.sock"));
-    let _a = start_ebb(&dir, "a", &config(&sa, &peers, ha));
-    let cfg_b = config(&sb, &peers, hb);
-    let b = start_ebb(&dir, "b", &cfg_b);
+    let Pair {
+        dir,
+        a: _a,
+        b,
+        sa,
+        sb,
+        cfg_b,
+    } = pair("peers-many");
     // 20000 entries set on A's CLI: several push batches of 2000, over
     // 1 MB on the wire (beyond the 256 kB read and write bounds).
     for chunk in 0..40 {
