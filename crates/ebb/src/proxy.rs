@@ -726,6 +726,16 @@ fn compile_resp_list(
 
 /// Compiles a parsed configuration; returns every error found.
 pub fn compile(cfg: &Config) -> Result<Compiled, Vec<ConfigError>> {
+    compile_keeping(cfg, None)
+}
+
+/// [`compile`], keeping the tables of `prev` (the running configuration)
+/// that are shared with peers and declared the same: a reload keeps
+/// their entries, as HAProxy's old process teaches them to the new one.
+pub fn compile_keeping(
+    cfg: &Config,
+    prev: Option<&crate::table::Tables>,
+) -> Result<Compiled, Vec<ConfigError>> {
     let mut errors = Vec::new();
     let mut warn = Vec::new();
     let warnings = &mut warn;
@@ -734,7 +744,12 @@ pub fn compile(cfg: &Config) -> Result<Compiled, Vec<ConfigError>> {
         cfg.proxies
             .iter()
             .filter_map(|p| p.stick_table.as_ref())
-            .map(|t| Arc::new(crate::table::Table::new(t.value.clone())))
+            .map(|t| {
+                prev.and_then(|old| old.get(&t.value.name))
+                    .filter(|o| t.value.peers.is_some() && *o.def() == t.value)
+                    .cloned()
+                    .unwrap_or_else(|| Arc::new(crate::table::Table::new(t.value.clone())))
+            })
             .collect(),
     ));
     let mut backends = Vec::new();

@@ -40,6 +40,8 @@ enum Section {
         name: Option<String>,
     },
     Proxy(usize),
+    /// A `peers` section (index in `Parser::peers`).
+    Peers(usize),
     /// A section ebb does not implement; its header got one error and its
     /// body is skipped (reporting every line would bury the real message).
     Unsupported,
@@ -125,6 +127,7 @@ pub(crate) struct Parser<'e> {
     bad_binds: Vec<usize>,
     /// Stick tables the rules name: (table, line), checked at the end.
     table_refs: Vec<(String, Loc)>,
+    peers: Vec<super::peers::PeersSection>,
 }
 
 fn new_proxy(name: &str, kind: ProxyKind, loc: Loc) -> Proxy {
@@ -386,7 +389,6 @@ const OPTIONS: &[&str] = &[
 ];
 
 const UNSUPPORTED_SECTIONS: &[&str] = &[
-    "peers",
     "resolvers",
     "userlist",
     "cache",
@@ -415,6 +417,7 @@ impl<'e> Parser<'e> {
             bad_binds: Vec::new(),
             table_refs: Vec::new(),
             tls: TlsDefaults::default(),
+            peers: Vec::new(),
         }
     }
 
@@ -478,6 +481,23 @@ impl<'e> Parser<'e> {
                 }
                 return;
             }
+            "peers" => {
+                self.close_section();
+                self.section = Section::Unsupported;
+                match words.get(1) {
+                    Some(n) if words.len() == 2 && valid_name(n) => {
+                        self.peers
+                            .push(super::peers::PeersSection::new(n, loc.clone()));
+                        self.section = Section::Peers(self.peers.len() - 1);
+                    }
+                    Some(n) if words.len() == 2 => {
+                        self.error(loc, format!("invalid peers section name '{n}'"))
+                    }
+                    Some(_) => self.error(loc, "'peers' takes one name"),
+                    None => self.error(loc, "'peers' needs a name"),
+                }
+                return;
+            }
             _ if UNSUPPORTED_SECTIONS.contains(&kw) => {
                 self.close_section();
                 self.section = Section::Unsupported;
@@ -493,6 +513,10 @@ impl<'e> Parser<'e> {
             )),
             Section::Unsupported => Ok(()),
             Section::Global => self.global_kw(words, &loc),
+            Section::Peers(i) => match self.peers.get_mut(i) {
+                Some(s) => super::peers::peers_kw(s, words, &loc),
+                None => Ok(()),
+            },
             Section::Defaults { .. } => {
                 let ctx = Ctx {
                     loc: &loc,
@@ -739,6 +763,7 @@ impl<'e> Parser<'e> {
                 let t = parse_log_target(&w[1..], loc)?;
                 g.log.push(t);
             }
+            "localpeer" => g.localpeer = Some(one(w)?),
             "pidfile" => {
                 g.pidfile = Some(Spanned {
                     value: PathBuf::from(one(w)?),
@@ -1079,11 +1104,25 @@ impl<'e> Parser<'e> {
                 }
             }
         }
+        let local_peer = super::peers::local_peer_name(self.global.localpeer.as_deref());
+        let mut tables: Vec<_> = self
+            .proxies
+            .iter_mut()
+            .filter_map(|p| {
+                let n = p.name.as_str();
+                p.stick_table.as_mut().map(|t| (n, t))
+            })
+            .collect();
+        for (loc, m) in super::peers::check(&self.peers, &mut tables, &local_peer) {
+            err(&mut errs, &loc, m);
+        }
         self.errors.extend(errs);
         if self.errors.is_empty() {
             Ok(Config {
                 global: self.global,
                 proxies: self.proxies,
+                peers: self.peers,
+                local_peer,
             })
         } else {
             // Report in file order, then line order, as a reader expects.

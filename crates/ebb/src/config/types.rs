@@ -55,6 +55,10 @@ pub struct Config {
     /// Frontends, backends and listens in declaration order. A `listen` is one
     /// proxy with both capabilities, as in HAProxy.
     pub proxies: Vec<Proxy>,
+    /// `peers` sections, in declaration order.
+    pub peers: Vec<super::peers::PeersSection>,
+    /// This instance's peer name (`-L`, `localpeer`, or the host name).
+    pub local_peer: String,
 }
 
 impl Config {
@@ -79,6 +83,8 @@ impl Config {
 /// The `global` section.
 #[derive(Clone, Debug)]
 pub struct Global {
+    /// `localpeer NAME` (`-L` beats it).
+    pub localpeer: Option<String>,
     /// `nbthread N`; `None`: one per CPU.
     pub nbthread: Option<Spanned<u32>>,
     /// `maxconn N`: process-wide connection limit.
@@ -154,6 +160,7 @@ pub enum CloseSpread {
 impl Default for Global {
     fn default() -> Self {
         Global {
+            localpeer: None,
             nbthread: None,
             maxconn: None,
             bufsize: 16384,
