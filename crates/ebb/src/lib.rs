@@ -25,6 +25,7 @@ pub(crate) mod net;
 pub mod proxy;
 pub mod proxyproto;
 pub(crate) mod registry;
+pub mod resolvers;
 pub(crate) mod rewrite;
 pub(crate) mod rules;
 pub mod sample;

@@ -389,7 +389,7 @@ impl Checker {
                     return Status::Continue;
                 }
             }
-        } else if let Some(addr) = s.addr {
+        } else if let Some(addr) = s.addr() {
             let result = Arc::clone(&self.result);
             let probe = self.probe.clone();
             let tls = self.tls.clone();
@@ -439,7 +439,9 @@ pub fn start(
 ) -> Vec<TaskId> {
     let mut out = Vec::new();
     for s in &farm.servers {
-        if !s.opts.check || s.addr.is_none() {
+        // A server without an address yet (resolvers, `set server
+        // ... addr`) is checked once it has one.
+        if !s.opts.check {
             continue;
         }
         // HAProxy bounds a check by `timeout check`, else by `inter`.

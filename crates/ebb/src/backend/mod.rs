@@ -42,7 +42,7 @@ pub mod lb;
 use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::sync::atomic::{
-    AtomicBool, AtomicI64, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering,
+    AtomicBool, AtomicI64, AtomicU16, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering,
 };
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
@@ -95,9 +95,22 @@ pub struct ServerRt {
     pub uid: u64,
     pub name: String,
     pub backend: String,
-    /// Resolved at start; `None` when the name did not resolve (the server
-    /// then stays in maintenance).
-    pub addr: Option<SocketAddr>,
+    /// Where connections go: resolved at start, changed at run time by
+    /// DNS answers and `set server ... addr` ([`ServerRt::addr`]).
+    addr: AtomicAddr,
+    /// The name its `resolvers` section resolves while ebb runs (`None`:
+    /// an IP address, or no `resolvers`); `set server ... fqdn` changes it.
+    pub fqdn: Mutex<Option<String>>,
+    /// A `server-template` SRV slot's target host name (`srv_fqdn`).
+    pub hostname: Mutex<Option<String>>,
+    /// In maintenance because resolution gave no address (HAProxy's
+    /// `MAINT (resolution)`, admin bit 0x20).
+    pub rmaint: AtomicBool,
+    /// The port connections go to (the configured one until an SRV
+    /// record or `set server ... port` changes it).
+    pub port: AtomicU16,
+    /// The address changed at run time at least once.
+    moved: AtomicBool,
     pub opts: ServerOptions,
     /// Weight in force (`set server ... weight` changes it).
     pub weight: AtomicU32,
@@ -128,9 +141,36 @@ pub struct ServerTls {
 }
 
 impl ServerRt {
+    /// The address new connections (and health checks) go to now.
+    pub fn addr(&self) -> Option<SocketAddr> {
+        self.addr.get()
+    }
+
+    /// Changes the address: the next connection and check use it;
+    /// connections already open stay where they are (an idle one to the
+    /// old address is not reused: [`ServerRt::still_there`]).
+    pub fn set_addr(&self, a: Option<SocketAddr>) {
+        if let Some(a) = a {
+            self.port.store(a.port(), Ordering::Relaxed);
+        }
+        self.moved.store(true, Ordering::Relaxed);
+        self.addr.set(a);
+    }
+
+    /// Whether a server connection still goes to this server's address:
+    /// always, unless the address changed at run time (then its peer is
+    /// compared, one `getpeername`, for servers that moved only).
+    pub fn still_there(&self, st: &crate::transport::Transport) -> bool {
+        if !self.moved.load(Ordering::Relaxed) {
+            return true;
+        }
+        st.tcp().peer_addr().ok() == self.addr()
+    }
+
     /// Whether the load balancer may pick this server now.
     pub fn usable(&self) -> bool {
-        self.addr.is_some()
+        self.addr().is_some()
+            && !self.rmaint.load(Ordering::Relaxed)
             && self.up.load(Ordering::Relaxed)
             && self.admin.load(Ordering::Relaxed) == ADMIN_READY
             && self.weight.load(Ordering::Relaxed) > 0
@@ -140,7 +180,8 @@ impl ServerRt {
     /// server: it is not down and not in maintenance (HAProxy sends such
     /// requests to a draining server too).
     pub fn persist_ok(&self) -> bool {
-        self.addr.is_some()
+        self.addr().is_some()
+            && !self.rmaint.load(Ordering::Relaxed)
             && self.up.load(Ordering::Relaxed)
             && self.admin.load(Ordering::Relaxed) != ADMIN_MAINT
     }
@@ -310,11 +351,20 @@ impl Farm {
                     backend: name.clone(),
                     weight: AtomicU32::new(opts.weight),
                     maxconn: AtomicU32::new(opts.maxconn.unwrap_or(0)),
-                    admin: AtomicU8::new(if opts.disabled || addr.is_none() {
-                        ADMIN_MAINT
-                    } else {
-                        ADMIN_READY
-                    }),
+                    // A server without address that resolvers will look
+                    // up waits in resolution maintenance, not forced.
+                    admin: AtomicU8::new(
+                        if opts.disabled || (addr.is_none() && opts.resolvers.is_none()) {
+                            ADMIN_MAINT
+                        } else {
+                            ADMIN_READY
+                        },
+                    ),
+                    rmaint: AtomicBool::new(addr.is_none() && opts.resolvers.is_some()),
+                    fqdn: Mutex::new(None),
+                    hostname: Mutex::new(None),
+                    moved: AtomicBool::new(false),
+                    port: AtomicU16::new(addr.map_or(0, |a| a.port())),
                     up: AtomicBool::new(true),
                     up_since: AtomicInstant::new(
                         Instant::now()
@@ -328,7 +378,7 @@ impl Farm {
                     ext: extra::SrvExtra::default(),
                     tls,
                     name: sname,
-                    addr,
+                    addr: AtomicAddr::new(addr),
                     opts,
                 })
             })
@@ -741,9 +791,93 @@ pub(crate) fn alive(s: &mut crate::transport::Transport) -> bool {
 pub fn server_status(s: &ServerRt) -> &'static str {
     match s.admin.load(Ordering::Relaxed) {
         ADMIN_MAINT => "MAINT",
+        _ if s.rmaint.load(Ordering::Relaxed) => "MAINT (resolution)",
         ADMIN_DRAIN if s.up.load(Ordering::Relaxed) => "DRAIN",
         _ if !s.up.load(Ordering::Relaxed) => "DOWN",
         _ if !s.opts.check => "no check",
         _ => "UP",
+    }
+}
+
+/// A socket address that threads read without a lock while a rare writer
+/// (a DNS answer, the CLI) changes it: a sequence lock over atomics. A
+/// reader retries only if it raced a write.
+pub struct AtomicAddr {
+    seq: AtomicU64,
+    /// IPv6 address bits, or the IPv4 address in `lo`.
+    hi: AtomicU64,
+    lo: AtomicU64,
+    /// bit 0: present; bit 1: IPv6; bits 16..32: port.
+    meta: AtomicU64,
+    writer: Mutex<()>,
+}
+
+impl AtomicAddr {
+    pub fn new(a: Option<SocketAddr>) -> AtomicAddr {
+        let x = AtomicAddr {
+            seq: AtomicU64::new(0),
+            hi: AtomicU64::new(0),
+            lo: AtomicU64::new(0),
+            meta: AtomicU64::new(0),
+            writer: Mutex::new(()),
+        };
+        x.set(a);
+        x
+    }
+
+    pub fn get(&self) -> Option<SocketAddr> {
+        use std::sync::atomic::fence;
+        loop {
+            let s1 = self.seq.load(Ordering::Acquire);
+            if s1 & 1 == 1 {
+                std::hint::spin_loop();
+                continue;
+            }
+            let (hi, lo, meta) = (
+                self.hi.load(Ordering::Relaxed),
+                self.lo.load(Ordering::Relaxed),
+                self.meta.load(Ordering::Relaxed),
+            );
+            fence(Ordering::Acquire);
+            if self.seq.load(Ordering::Relaxed) != s1 {
+                continue;
+            }
+            if meta & 1 == 0 {
+                return None;
+            }
+            let port = (meta >> 16) as u16;
+            let ip = if meta & 2 != 0 {
+                std::net::IpAddr::V6(std::net::Ipv6Addr::from(
+                    (u128::from(hi) << 64) | u128::from(lo),
+                ))
+            } else {
+                std::net::IpAddr::V4(std::net::Ipv4Addr::from(lo as u32))
+            };
+            return Some(SocketAddr::new(ip, port));
+        }
+    }
+
+    pub fn set(&self, a: Option<SocketAddr>) {
+        use std::sync::atomic::fence;
+        let _w = self.writer.lock().unwrap_or_else(|p| p.into_inner());
+        let (hi, lo, meta) = match a {
+            None => (0, 0, 0),
+            Some(SocketAddr::V4(v)) => (
+                0,
+                u64::from(u32::from(*v.ip())),
+                1 | (u64::from(v.port()) << 16),
+            ),
+            Some(SocketAddr::V6(v)) => {
+                let b = u128::from(*v.ip());
+                ((b >> 64) as u64, b as u64, 3 | (u64::from(v.port()) << 16))
+            }
+        };
+        let s = self.seq.load(Ordering::Relaxed);
+        self.seq.store(s.wrapping_add(1), Ordering::Relaxed);
+        fence(Ordering::Release);
+        self.hi.store(hi, Ordering::Relaxed);
+        self.lo.store(lo, Ordering::Relaxed);
+        self.meta.store(meta, Ordering::Relaxed);
+        self.seq.store(s.wrapping_add(2), Ordering::Release);
     }
 }

@@ -19,6 +19,7 @@
 //!
 //! This module only parses and executes; [`socket`] carries the bytes.
 
+mod servers;
 pub mod socket;
 
 use std::fmt::Write as _;
@@ -88,6 +89,12 @@ const COMMANDS: &[(&str, &str, CliLevel, &str)] = &[
         "statistics of frontends, backends and servers (CSV)",
     ),
     ("show backend", "", CliLevel::User, "list the backends"),
+    (
+        "show resolvers",
+        "[NAME]",
+        CliLevel::User,
+        "nameservers' counters of the resolvers sections",
+    ),
     (
         "show servers state",
         "[BACKEND]",
@@ -488,9 +495,17 @@ pub fn execute(
             stats::set_weight(&farm, &srv, wt)?;
             Ok(String::new())
         }
+        ["set", "server", spec, kw @ ("addr" | "fqdn"), rest @ ..] => {
+            need(level, Admin, "set server")?;
+            let c = p.live.compiled();
+            let (farm, srv) = stats::find_server(&c, spec)?;
+            servers::set(&farm, &srv, kw, rest)
+        }
+        ["show", "resolvers"] => crate::resolvers::show(None),
+        ["show", "resolvers", name] => crate::resolvers::show(Some(name)),
         ["set", "server", ..] => {
             need(level, Admin, "set server")?;
-            Err("Usage: set server BACKEND/SERVER state ready|drain|maint, or weight N[%]".into())
+            Err("Usage: set server BACKEND/SERVER state ready|drain|maint, weight N[%], addr IP [port P] or fqdn NAME".into())
         }
         [verb @ ("enable" | "disable"), "server", spec] => {
             need(level, Admin, &format!("{verb} server"))?;

@@ -36,6 +36,7 @@ mod acl;
 pub mod cond;
 mod lexer;
 mod parse;
+mod resolvers;
 pub(crate) mod rewrite;
 mod tcpreq;
 mod types;

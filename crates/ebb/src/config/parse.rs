@@ -40,6 +40,8 @@ enum Section {
         name: Option<String>,
     },
     Proxy(usize),
+    /// A `resolvers` section (index in `Parser::resolvers`).
+    Resolvers(usize),
     /// A section ebb does not implement; its header got one error and its
     /// body is skipped (reporting every line would bury the real message).
     Unsupported,
@@ -125,6 +127,7 @@ pub(crate) struct Parser<'e> {
     bad_binds: Vec<usize>,
     /// Stick tables the rules name: (table, line), checked at the end.
     table_refs: Vec<(String, Loc)>,
+    resolvers: Vec<Resolvers>,
 }
 
 fn new_proxy(name: &str, kind: ProxyKind, loc: Loc) -> Proxy {
@@ -315,7 +318,6 @@ const HAPROXY_PROXY_UNSUPPORTED: &[&str] = &[
     "errorloc",
     "errorloc302",
     "errorloc303",
-    "server-template",
     "server-state-file-name",
     "tcp-check",
     "external-check",
@@ -387,7 +389,6 @@ const OPTIONS: &[&str] = &[
 
 const UNSUPPORTED_SECTIONS: &[&str] = &[
     "peers",
-    "resolvers",
     "userlist",
     "cache",
     "program",
@@ -414,6 +415,7 @@ impl<'e> Parser<'e> {
             default_path: DefaultPath::Current,
             bad_binds: Vec::new(),
             table_refs: Vec::new(),
+            resolvers: Vec::new(),
             tls: TlsDefaults::default(),
         }
     }
@@ -466,7 +468,7 @@ impl<'e> Parser<'e> {
     fn line(&mut self, words: &[String], loc: Loc) {
         let kw = words[0].as_str();
         match kw {
-            "global" | "defaults" | "frontend" | "backend" | "listen" => {
+            "global" | "defaults" | "frontend" | "backend" | "listen" | "resolvers" => {
                 self.close_section();
                 if let Err(e) = self.section_header(words, &loc) {
                     // A header too broken to open its section: skip the body
@@ -493,6 +495,10 @@ impl<'e> Parser<'e> {
             )),
             Section::Unsupported => Ok(()),
             Section::Global => self.global_kw(words, &loc),
+            Section::Resolvers(i) => match self.resolvers.get_mut(i) {
+                Some(r) => super::resolvers::resolvers_kw(r, words, &loc),
+                None => Ok(()),
+            },
             Section::Defaults { .. } => {
                 let ctx = Ctx {
                     loc: &loc,
@@ -551,6 +557,26 @@ impl<'e> Parser<'e> {
                 if words.len() > 1 {
                     return Err("'global' takes no argument".to_string());
                 }
+                Ok(())
+            }
+            "resolvers" => {
+                let Some(name) = words.get(1).filter(|n| valid_name(n)) else {
+                    self.section = Section::Unsupported;
+                    return Err("'resolvers' needs a valid name".to_string());
+                };
+                if words.len() > 2 {
+                    self.section = Section::Unsupported;
+                    return Err(format!("'resolvers {name}' takes no other argument"));
+                }
+                if let Some(r) = self.resolvers.iter().find(|r| &r.name == name) {
+                    self.section = Section::Unsupported;
+                    return Err(format!(
+                        "resolvers section '{name}' already declared at {}",
+                        r.loc
+                    ));
+                }
+                self.resolvers.push(Resolvers::new(name, loc.clone()));
+                self.section = Section::Resolvers(self.resolvers.len() - 1);
                 Ok(())
             }
             "defaults" => {
@@ -1079,11 +1105,16 @@ impl<'e> Parser<'e> {
                 }
             }
         }
+        errs.extend(super::resolvers::cross_check(
+            &self.resolvers,
+            &self.proxies,
+        ));
         self.errors.extend(errs);
         if self.errors.is_empty() {
             Ok(Config {
                 global: self.global,
                 proxies: self.proxies,
+                resolvers: self.resolvers,
             })
         } else {
             // Report in file order, then line order, as a reader expects.
@@ -1816,7 +1847,23 @@ fn proxy_kw(px: &mut Proxy, ctx: &Ctx<'_>, words: &[String]) -> Result<(), Strin
                 port,
                 opts,
                 loc: loc.clone(),
+                srv: false,
             });
+        }
+        "server-template" => {
+            ctx.allow(kw, BE, false)?;
+            let mut opts = px.default_server.clone();
+            parse_server_opts(w.get(4..).unwrap_or(&[]), &mut opts, ctx)?;
+            let slots = super::resolvers::server_template(w, opts, loc)?;
+            for s in &slots {
+                if px.servers.iter().any(|x| x.name == s.name) {
+                    return Err(format!(
+                        "server-template: server '{}' already exists",
+                        s.name
+                    ));
+                }
+            }
+            px.servers.extend(slots);
         }
         "http-check" => {
             ctx.allow(kw, BE, true)?;
@@ -2602,9 +2649,11 @@ fn parse_server_opts(w: &[String], o: &mut ServerOptions, ctx: &Ctx<'_>) -> Resu
                         }
                     }
                     "pool-purge-delay" => o.pool_purge_delay = parse_time(v)?,
+                    "resolvers" | "resolve-prefer" | "init-addr" | "resolve-opts"
+                    | "resolve-net" => super::resolvers::server_opt(opt, v, o)?,
                     _ => {
                         return Err(format!(
-                            "unknown server option '{opt}' (supported: weight, maxconn, maxqueue, backup, disabled, check, inter, fastinter, downinter, rise, fall, slowstart, ssl, verify, ca-file, sni, ciphers, ciphersuites, ssl-min-ver, ssl-max-ver, no-tlsv12, no-tlsv13, force-tlsv12, force-tlsv13, no-tls-tickets, pool-max-conn, pool-purge-delay)"
+                            "unknown server option '{opt}' (supported: weight, maxconn, maxqueue, backup, disabled, check, inter, fastinter, downinter, rise, fall, slowstart, ssl, verify, ca-file, sni, ciphers, ciphersuites, ssl-min-ver, ssl-max-ver, no-tlsv12, no-tlsv13, force-tlsv12, force-tlsv13, no-tls-tickets, pool-max-conn, pool-purge-delay, resolvers, resolve-prefer, resolve-opts, init-addr)"
                         ))
                     }
                 }

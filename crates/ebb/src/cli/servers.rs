@@ -1,0 +1,73 @@
+//! CLI commands that change where servers are: `set server B/S addr`,
+//! `set server B/S fqdn`, and `show resolvers`.
+
+use std::net::{IpAddr, SocketAddr};
+use std::sync::atomic::Ordering;
+
+use crate::backend::{Farm, ServerRt};
+
+/// `set server B/S addr IP [port P]`: new connections and checks go to
+/// the new address; open connections stay. HAProxy's answer text.
+pub fn set_addr(s: &ServerRt, args: &[&str]) -> Result<String, String> {
+    let usage = || "Usage: set server BACKEND/SERVER addr IP [port PORT]".to_string();
+    let (ip, port) = match args {
+        [ip] => (*ip, None),
+        [ip, "port", p] => (*ip, Some(*p)),
+        _ => return Err(usage()),
+    };
+    let ip: IpAddr = ip
+        .parse()
+        .map_err(|_| format!("Invalid addr '{ip}': expected an IPv4 or IPv6 address."))?;
+    let port = match port {
+        None => s.port.load(Ordering::Relaxed),
+        Some(p) => p
+            .parse::<u16>()
+            .ok()
+            .filter(|p| *p > 0)
+            .ok_or_else(|| format!("Invalid port '{p}'."))?,
+    };
+    let old = s.addr();
+    s.set_addr(Some(SocketAddr::new(ip, port)));
+    let mut msg = match old {
+        Some(o) if o.ip() == ip => "no need to change the addr".to_string(),
+        Some(o) => format!("IP changed from '{}' to '{ip}'", o.ip()),
+        None => format!("IP changed from '(none)' to '{ip}'"),
+    };
+    match old.map(|o| o.port()) {
+        Some(p) if p != port => msg.push_str(&format!(", port changed from '{p}' to '{port}'")),
+        None => msg.push_str(&format!(", port changed from '0' to '{port}'")),
+        _ => msg.push_str(", no need to change the port"),
+    }
+    msg.push_str(" by 'stats socket command'\n");
+    Ok(msg)
+}
+
+/// `set server B/S fqdn NAME`: the server's resolvers look the new name up
+/// from their next round.
+pub fn set_fqdn(s: &ServerRt, name: &str) -> Result<String, String> {
+    if s.opts.resolvers.is_none() {
+        return Err("set server <b>/<s> fqdn failed because no resolution is configured.".into());
+    }
+    let n = name.trim_end_matches('.');
+    if crate::dns::encode_query(0, n, crate::dns::QType::A, 512).is_err() {
+        return Err(format!(
+            "could not update {}/{} FQDN by 'stats socket command'",
+            s.backend, s.name
+        ));
+    }
+    let mut g = s.fqdn.lock().unwrap_or_else(|p| p.into_inner());
+    let old = g.replace(n.to_ascii_lowercase()).unwrap_or_default();
+    Ok(format!(
+        "{}/{} changed its FQDN from {old} to {n} by 'stats socket command'\n",
+        s.backend, s.name
+    ))
+}
+
+/// Dispatches `set server B/S addr|fqdn ...`.
+pub fn set(_farm: &Farm, s: &ServerRt, kw: &str, rest: &[&str]) -> Result<String, String> {
+    match (kw, rest) {
+        ("addr", a) => set_addr(s, a),
+        ("fqdn", [n]) => set_fqdn(s, n),
+        _ => Err("Usage: set server BACKEND/SERVER fqdn NAME".into()),
+    }
+}
