@@ -560,6 +560,22 @@ fn load_states(
     out
 }
 
+/// TLS towards a server with `ssl` (its client configuration and SNI).
+pub fn server_tls(
+    o: &crate::config::ServerOptions,
+    host: &str,
+) -> Result<Option<crate::backend::ServerTls>, String> {
+    if !o.ssl {
+        return Ok(None);
+    }
+    let config = crate::tls::client_config_with(o.verify, o.ca_file.as_deref(), &o.tls)
+        .map_err(|e| e.to_string())?;
+    Ok(Some(crate::backend::ServerTls {
+        config,
+        sni: o.sni.clone().unwrap_or_else(|| host.to_string()),
+    }))
+}
+
 /// A server's address at start by its `init-addr` methods, the first that
 /// gives one; `none` gives none (the server waits for its resolvers, or
 /// stays in maintenance); none of them working is an error (HAProxy's).
@@ -609,20 +625,8 @@ fn compile_servers(
 ) -> Result<ServersRt, ConfigError> {
     let mut list = Vec::with_capacity(p.servers.len());
     for s in &p.servers {
-        let tls = if s.opts.ssl {
-            let config = crate::tls::client_config_with(
-                s.opts.verify,
-                s.opts.ca_file.as_deref(),
-                &s.opts.tls,
-            )
+        let tls = server_tls(&s.opts, &s.host)
             .map_err(|e| err(&s.loc, format!("server {}: {e}", s.name)))?;
-            Some(crate::backend::ServerTls {
-                config,
-                sni: s.opts.sni.clone().unwrap_or_else(|| s.host.clone()),
-            })
-        } else {
-            None
-        };
         let saved = state.and_then(|m| m.get(&s.name));
         let addr = match &s.opts.init_addr {
             // HAProxy's default `last,libc` (libc: once, here, at start).
@@ -812,13 +816,9 @@ pub fn compile(cfg: &Config) -> Result<Compiled, Vec<ConfigError>> {
                 // only; a backend holding only a stick table: a table.
                 return Err(err(&p.loc, "__frontend_only__"));
             } else {
-                return Err(err(
-                    &p.loc,
-                    format!(
-                        "backend '{}' has neither 'serve-files' nor a server",
-                        p.name
-                    ),
-                ));
+                // A backend without servers answers 503 until `add server`
+                // gives it one (HAProxy accepts it too).
+                BackendKind::Servers(Box::new(compile_servers(p, states.get(&p.name), warnings)?))
             };
             let matcher = Matcher::for_proxy(p)?;
             // A listen section's layer-4 part is compiled (and warned

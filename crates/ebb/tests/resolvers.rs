@@ -658,3 +658,155 @@ fn configuration_errors_name_their_line() {
         "c.cfg:7: server s: could not resolve address 'a.invalid'",
     );
 }
+
+/// `add server` / `del server` while clients keep coming: a new server
+/// starts in maintenance, takes traffic once enabled, leaves only from
+/// maintenance and without connections, and no request fails meanwhile.
+/// haproxy 2.6 gives the same answers to the same commands.
+#[test]
+fn runtime_servers_added_and_deleted_under_load() {
+    let dir = scratch("dyn");
+    let (o2, o3, port) = two_origins();
+    let gate = common::origin::Gate::default();
+    let og = Origin::start_on("127.0.0.2:0", "gated", Mode::Gate(gate.clone()));
+    let backends = format!(
+        "backend be\n    balance roundrobin\n    server s1 127.0.0.2:{port}\n\
+         backend gated\n    balance leastconn\n\
+         backend st\n    balance source\n    server s1 127.0.0.2:{port}\n"
+    );
+    let cfg = config(&dir, "", &backends).replace(
+        "    default_backend be\n",
+        "    use_backend gated if { path_beg /g }\n    default_backend be\n",
+    );
+    let e = Ebb::start(&cfg);
+    let sock = sock(&e, &dir);
+
+    // Answers that must be HAProxy's, compared with haproxy itself below.
+    let refusals = [
+        format!("add server st/s2 127.0.0.3:{port}"),
+        format!("add server be/s1 127.0.0.3:{port}"),
+        format!("add server be/x 127.0.0.3:{port} cookie c"),
+        format!("add server be/x 127.0.0.3:{port} resolvers dns"),
+        "add server be/x".to_string(),
+        "del server be/s1".to_string(),
+        "enable health be/s1".to_string(),
+        "enable agent be/s1".to_string(),
+    ];
+    let ebb_answers: Vec<String> = refusals.iter().map(|c| cli_cmd(&sock, c)).collect();
+    if have("haproxy") {
+        let hdir = scratch("dyn-ha");
+        let free = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap();
+        let hcfg = config(&hdir, "", &backends).replace("BIND", &free.to_string());
+        let path = hdir.join("h.cfg");
+        std::fs::write(&path, hcfg).unwrap();
+        let mut h = Command::new("haproxy")
+            .arg("-f")
+            .arg(&path)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let hs = hdir.join("admin.sock");
+        wait_until("haproxy up", || {
+            std::os::unix::net::UnixStream::connect(&hs).is_ok()
+        });
+        let ha: Vec<String> = refusals.iter().map(|c| cli_cmd(&hs, c)).collect();
+        let _ = h.kill();
+        let _ = h.wait();
+        for ((c, a), b) in refusals.iter().zip(&ebb_answers).zip(&ha) {
+            assert_eq!(a.trim_end(), b.trim_end(), "{c}: ebb vs haproxy");
+        }
+    }
+    assert!(
+        ebb_answers[0].contains("dynamic load balancing"),
+        "{}",
+        ebb_answers[0]
+    );
+    assert!(cli_cmd(
+        &sock,
+        &format!("add server be/x 127.0.0.3:{port} track be/s1")
+    )
+    .contains("'track' option is not supported by ebb"));
+
+    let load = Load::start(e.addr(), 4);
+    load.wait_ok(100);
+    // A new server: registered in maintenance, no traffic yet.
+    assert_eq!(
+        cli_cmd(
+            &sock,
+            &format!("add server be/s2 127.0.0.3:{port} weight 2 check inter 100ms")
+        ),
+        "New server registered.\n\n"
+    );
+    assert_eq!(stat(&sock, "s2", 17), "MAINT");
+    let st = state(&sock, "s2");
+    assert_eq!(
+        (st[4].as_str(), st[6].as_str(), st[7].as_str()),
+        ("127.0.0.3", "1", "2")
+    );
+    load.wait_ok(100);
+    assert_eq!(o3.requests.load(Ordering::SeqCst), 0);
+    // In service: every thread picks it from its next request.
+    assert_eq!(cli_cmd(&sock, "enable server be/s2"), "\n");
+    assert_eq!(cli_cmd(&sock, "enable health be/s2"), "\n");
+    wait_until("traffic to s2", || o3.requests.load(Ordering::SeqCst) > 100);
+    wait_until("s2 checked", || stat(&sock, "s2", 36) == "L4OK");
+    assert_eq!(
+        cli_cmd(&sock, "del server be/s2"),
+        "Only servers in maintenance mode can be deleted.\n\n"
+    );
+    // Out: maintenance, then delete once its last stream ended.
+    assert_eq!(cli_cmd(&sock, "disable server be/s2"), "\n");
+    wait_until("s2 deleted", || {
+        cli_cmd(&sock, "del server be/s2") == "Server deleted.\n\n"
+    });
+    let on_s2 = o3.requests.load(Ordering::SeqCst);
+    load.wait_ok(200);
+    assert_eq!(
+        o3.requests.load(Ordering::SeqCst),
+        on_s2,
+        "traffic to a deleted server"
+    );
+    assert!(!cli_cmd(&sock, "show stat").contains("be,s2,"));
+    assert!(!cli_cmd(&sock, "show servers state be").contains(" s2 "));
+    assert_eq!(
+        cli_cmd(&sock, "disable server be/s2"),
+        "No such server 's2' in backend 'be'.\n\n"
+    );
+    // The name is free again.
+    assert_eq!(
+        cli_cmd(&sock, &format!("add server be/s2 127.0.0.3:{port}")),
+        "New server registered.\n\n"
+    );
+    let (ok, failed) = load.finish();
+    assert!(
+        failed.is_empty(),
+        "{} failed of {ok}: {failed:?}",
+        failed.len()
+    );
+    assert!(o2.requests.load(Ordering::SeqCst) > 0);
+
+    // A server with a stream under way cannot be deleted.
+    assert_eq!(
+        cli_cmd(&sock, &format!("add server gated/g1 {}", og.addr)),
+        "New server registered.\n\n"
+    );
+    assert_eq!(cli_cmd(&sock, "enable server gated/g1"), "\n");
+    let a = e.addr();
+    let pending = std::thread::spawn(move || get(a, "/g").status);
+    wait_until("request held", || og.busy.load(Ordering::SeqCst) == 1);
+    assert_eq!(cli_cmd(&sock, "disable server gated/g1"), "\n");
+    assert_eq!(
+        cli_cmd(&sock, "del server gated/g1"),
+        "Server still has connections attached to it, cannot remove it.\n\n"
+    );
+    gate.open();
+    assert_eq!(pending.join().unwrap(), 200);
+    wait_until("g1 deleted", || {
+        cli_cmd(&sock, "del server gated/g1") == "Server deleted.\n\n"
+    });
+    assert_eq!(get(e.addr(), "/g").status, 503);
+}

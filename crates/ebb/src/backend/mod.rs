@@ -35,6 +35,7 @@
 //! Lock order: a server's queue, then the backend's queue.
 
 pub mod check;
+pub mod dynamic;
 pub mod error;
 pub mod extra;
 pub mod lb;
@@ -50,6 +51,56 @@ use std::time::{Duration, Instant};
 use sched::{RuntimeHandle, TaskletId};
 
 use crate::config::{Balance, HttpCheck, HttpReuse, ServerOptions};
+pub use dynamic::ServerList;
+
+/// A server as a `server` line or `add server` makes it.
+pub fn new_server(
+    idx: usize,
+    backend: &str,
+    name: String,
+    addr: Option<SocketAddr>,
+    opts: ServerOptions,
+    tls: Option<ServerTls>,
+) -> Arc<ServerRt> {
+    Arc::new(ServerRt {
+        idx,
+        uid: NEXT_SERVER_UID.fetch_add(1, Ordering::Relaxed),
+        backend: backend.to_string(),
+        weight: AtomicU32::new(opts.weight),
+        maxconn: AtomicU32::new(opts.maxconn.unwrap_or(0)),
+        // A server without address that resolvers will look up waits in
+        // resolution maintenance, not forced.
+        admin: AtomicU8::new(
+            if opts.disabled || (addr.is_none() && opts.resolvers.is_none()) {
+                ADMIN_MAINT
+            } else {
+                ADMIN_READY
+            },
+        ),
+        rmaint: AtomicBool::new(addr.is_none() && opts.resolvers.is_some()),
+        fqdn: Mutex::new(None),
+        hostname: Mutex::new(None),
+        moved: AtomicBool::new(false),
+        deleted: AtomicBool::new(false),
+        check_on: AtomicBool::new(opts.check),
+        port: AtomicU16::new(addr.map_or(0, |a| a.port())),
+        up: AtomicBool::new(true),
+        up_since: AtomicInstant::new(
+            Instant::now()
+                .checked_sub(opts.slowstart.unwrap_or_default())
+                .unwrap_or_else(Instant::now),
+        ),
+        cur: AtomicU32::new(0),
+        queue: Mutex::new(VecDeque::new()),
+        counters: Counters::default(),
+        check_status: Mutex::new(String::new()),
+        ext: extra::SrvExtra::default(),
+        tls,
+        name,
+        addr: AtomicAddr::new(addr),
+        opts,
+    })
+}
 
 /// Starts a non-blocking connect to `addr` (with `TCP_NODELAY`): the
 /// socket is returned while the connect is under way; its outcome is the
@@ -111,6 +162,10 @@ pub struct ServerRt {
     pub port: AtomicU16,
     /// The address changed at run time at least once.
     moved: AtomicBool,
+    /// Removed by `del server`: never picked, never listed again.
+    pub(crate) deleted: AtomicBool,
+    /// Health checks run (`check`, and not `disable health`).
+    pub check_on: AtomicBool,
     pub opts: ServerOptions,
     /// Weight in force (`set server ... weight` changes it).
     pub weight: AtomicU32,
@@ -167,9 +222,14 @@ impl ServerRt {
         st.tcp().peer_addr().ok() == self.addr()
     }
 
+    pub fn is_deleted(&self) -> bool {
+        self.deleted.load(Ordering::Acquire)
+    }
+
     /// Whether the load balancer may pick this server now.
     pub fn usable(&self) -> bool {
-        self.addr().is_some()
+        !self.is_deleted()
+            && self.addr().is_some()
             && !self.rmaint.load(Ordering::Relaxed)
             && self.up.load(Ordering::Relaxed)
             && self.admin.load(Ordering::Relaxed) == ADMIN_READY
@@ -180,7 +240,8 @@ impl ServerRt {
     /// server: it is not down and not in maintenance (HAProxy sends such
     /// requests to a draining server too).
     pub fn persist_ok(&self) -> bool {
-        self.addr().is_some()
+        !self.is_deleted()
+            && self.addr().is_some()
             && !self.rmaint.load(Ordering::Relaxed)
             && self.up.load(Ordering::Relaxed)
             && self.admin.load(Ordering::Relaxed) != ADMIN_MAINT
@@ -311,7 +372,12 @@ pub struct LbInput<'a> {
 /// A backend's servers, balancing state and queue.
 pub struct Farm {
     pub name: String,
-    pub servers: Vec<Arc<ServerRt>>,
+    pub servers: ServerList,
+    /// Bumped when a server joins or leaves: threads rebuild their
+    /// balancing state ([`dynamic`]).
+    pub(crate) gen: AtomicU64,
+    /// What the health checks of servers added at run time need.
+    pub check_ctx: OnceLock<check::CheckCtx>,
     pub balance: Balance,
     pub retries: u32,
     pub redispatch: bool,
@@ -344,49 +410,14 @@ impl Farm {
         let servers: Vec<Arc<ServerRt>> = servers
             .into_iter()
             .enumerate()
-            .map(|(idx, (sname, addr, opts, tls))| {
-                Arc::new(ServerRt {
-                    idx,
-                    uid: NEXT_SERVER_UID.fetch_add(1, Ordering::Relaxed),
-                    backend: name.clone(),
-                    weight: AtomicU32::new(opts.weight),
-                    maxconn: AtomicU32::new(opts.maxconn.unwrap_or(0)),
-                    // A server without address that resolvers will look
-                    // up waits in resolution maintenance, not forced.
-                    admin: AtomicU8::new(
-                        if opts.disabled || (addr.is_none() && opts.resolvers.is_none()) {
-                            ADMIN_MAINT
-                        } else {
-                            ADMIN_READY
-                        },
-                    ),
-                    rmaint: AtomicBool::new(addr.is_none() && opts.resolvers.is_some()),
-                    fqdn: Mutex::new(None),
-                    hostname: Mutex::new(None),
-                    moved: AtomicBool::new(false),
-                    port: AtomicU16::new(addr.map_or(0, |a| a.port())),
-                    up: AtomicBool::new(true),
-                    up_since: AtomicInstant::new(
-                        Instant::now()
-                            .checked_sub(opts.slowstart.unwrap_or_default())
-                            .unwrap_or_else(Instant::now),
-                    ),
-                    cur: AtomicU32::new(0),
-                    queue: Mutex::new(VecDeque::new()),
-                    counters: Counters::default(),
-                    check_status: Mutex::new(String::new()),
-                    ext: extra::SrvExtra::default(),
-                    tls,
-                    name: sname,
-                    addr: AtomicAddr::new(addr),
-                    opts,
-                })
-            })
+            .map(|(idx, (sname, addr, opts, tls))| new_server(idx, &name, sname, addr, opts, tls))
             .collect();
         register(&servers);
         Farm {
             name,
-            servers,
+            servers: ServerList::new(servers),
+            gen: AtomicU64::new(0),
+            check_ctx: OnceLock::new(),
             balance,
             retries,
             redispatch,
@@ -409,9 +440,10 @@ impl Farm {
     /// A new thread's balancing state.
     fn slot(&self, seed: usize) -> Box<Slot> {
         let mut st = lb::State::new(seed as u64);
-        let w: Vec<u32> = self.servers.iter().map(|s| s.opts.weight).collect();
+        let w: Vec<u32> = self.servers.all().map(|s| s.opts.weight).collect();
         st.set_hash(self.hash.get().copied().unwrap_or_default(), &w);
         Box::new(Slot {
+            gen: self.gen.load(Ordering::Acquire),
             elig: Vec::with_capacity(self.servers.len()),
             weights: Vec::with_capacity(self.servers.len()),
             cur: Vec::with_capacity(self.servers.len()),
@@ -464,8 +496,16 @@ impl Farm {
     ) -> Pick {
         let at = thread_slot();
         let mut guard = self.slots[at].0.lock().unwrap_or_else(|p| p.into_inner());
+        // A server joined or left since: rebuild (one atomic load a pick).
+        if guard
+            .as_ref()
+            .is_some_and(|s| s.gen != self.gen.load(Ordering::Acquire))
+        {
+            *guard = None;
+        }
         let slot = guard.get_or_insert_with(|| self.slot(at));
         let Slot {
+            gen: _,
             elig,
             weights,
             cur,
@@ -693,7 +733,7 @@ impl Farm {
 static BY_UID: Mutex<std::collections::BTreeMap<u64, std::sync::Weak<ServerRt>>> =
     Mutex::new(std::collections::BTreeMap::new());
 
-fn register(servers: &[Arc<ServerRt>]) {
+pub(crate) fn register(servers: &[Arc<ServerRt>]) {
     let mut m = BY_UID.lock().unwrap_or_else(|p| p.into_inner());
     m.retain(|_, w| w.strong_count() > 0);
     for s in servers {
@@ -716,6 +756,8 @@ pub const LB_SLOTS: usize = 64;
 
 /// A thread's balancing state and scratch lists (kept for their capacity).
 struct Slot {
+    /// The farm's generation it was built for.
+    gen: u64,
     elig: Vec<usize>,
     weights: Vec<u32>,
     cur: Vec<u32>,

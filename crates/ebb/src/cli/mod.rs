@@ -90,6 +90,30 @@ const COMMANDS: &[(&str, &str, CliLevel, &str)] = &[
     ),
     ("show backend", "", CliLevel::User, "list the backends"),
     (
+        "add server",
+        "BACKEND/NAME ADDR:PORT [options]",
+        CliLevel::Admin,
+        "add a server (in maintenance; 'enable server' starts it)",
+    ),
+    (
+        "del server",
+        "BACKEND/NAME",
+        CliLevel::Admin,
+        "remove a server in maintenance without connections",
+    ),
+    (
+        "enable health",
+        "BACKEND/NAME",
+        CliLevel::Admin,
+        "resume a server's health checks",
+    ),
+    (
+        "disable health",
+        "BACKEND/NAME",
+        CliLevel::Admin,
+        "stop a server's health checks (it counts as UP)",
+    ),
+    (
         "show resolvers",
         "[NAME]",
         CliLevel::User,
@@ -506,6 +530,22 @@ pub fn execute(
         ["set", "server", ..] => {
             need(level, Admin, "set server")?;
             Err("Usage: set server BACKEND/SERVER state ready|drain|maint, weight N[%], addr IP [port P] or fqdn NAME".into())
+        }
+        ["add", "server", spec, rest @ ..] => {
+            need(level, Admin, "add server")?;
+            servers::add(&p.live.compiled(), spec, rest)
+        }
+        ["del", "server", spec] => {
+            need(level, Admin, "del server")?;
+            let c = p.live.compiled();
+            let (farm, srv) = stats::find_server(&c, spec)?;
+            servers::del(&farm, &srv)
+        }
+        [verb @ ("enable" | "disable"), what @ ("health" | "agent"), spec] => {
+            need(level, Admin, &format!("{verb} {what}"))?;
+            let c = p.live.compiled();
+            let (farm, srv) = stats::find_server(&c, spec)?;
+            servers::check_switch(&farm, &srv, *verb == "enable", *what == "agent")
         }
         [verb @ ("enable" | "disable"), "server", spec] => {
             need(level, Admin, &format!("{verb} server"))?;

@@ -71,3 +71,64 @@ pub fn set(_farm: &Farm, s: &ServerRt, kw: &str, rest: &[&str]) -> Result<String
         _ => Err("Usage: set server BACKEND/SERVER fqdn NAME".into()),
     }
 }
+
+/// `add server BACKEND/NAME ADDR:PORT [options]`.
+pub fn add(c: &crate::proxy::Compiled, spec: &str, rest: &[&str]) -> Result<String, String> {
+    let (b, name) = spec
+        .split_once('/')
+        .filter(|(b, n)| !b.is_empty() && !n.is_empty())
+        .ok_or("Require 'backend/server'.")?;
+    let be = c
+        .backends
+        .iter()
+        .find(|x| x.name == b)
+        .ok_or("No such backend.")?;
+    let crate::proxy::BackendKind::Servers(sv) = &be.kind else {
+        return Err("Backend has no servers (it serves files).".into());
+    };
+    if !name
+        .bytes()
+        .all(|x| x.is_ascii_alphanumeric() || b"-_.:".contains(&x))
+    {
+        return Err(format!("Invalid server name '{name}'."));
+    }
+    let words: Vec<String> = rest.iter().map(|w| w.to_string()).collect();
+    let (host, port, opts) = crate::config::parse_dynamic_server(&words)?;
+    // HAProxy's `init-addr none`: a name is not resolved.
+    let addr = host
+        .parse::<IpAddr>()
+        .ok()
+        .map(|ip| SocketAddr::new(ip, port));
+    let tls = crate::proxy::server_tls(&opts, &host)?;
+    let s = sv.farm.add_server(name, addr, opts, tls)?;
+    s.port.store(port, Ordering::Relaxed);
+    Ok("New server registered.\n".into())
+}
+
+/// `del server BACKEND/NAME`.
+pub fn del(farm: &Farm, s: &ServerRt) -> Result<String, String> {
+    farm.del_server(s)?;
+    Ok("Server deleted.\n".into())
+}
+
+/// `enable|disable health|agent BACKEND/NAME`.
+pub fn check_switch(farm: &Farm, s: &ServerRt, on: bool, agent: bool) -> Result<String, String> {
+    if agent {
+        // ebb has no agent checks: none is ever configured.
+        return if on {
+            Err("Agent was not configured on this server, cannot enable.\n".into())
+        } else {
+            Ok(String::new())
+        };
+    }
+    if on && !s.opts.check {
+        return Err("Health check was not configured on this server, cannot enable.\n".into());
+    }
+    s.check_on.store(on, Ordering::Relaxed);
+    if !on && !s.up.swap(true, Ordering::AcqRel) {
+        // Unchecked: considered UP (HAProxy's `disable health`).
+        s.ext.changed(s.usable());
+        farm.kick_backend_queue();
+    }
+    Ok(String::new())
+}

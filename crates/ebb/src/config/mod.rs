@@ -50,7 +50,7 @@ use std::sync::Arc;
 
 pub use types::*;
 
-pub use parse::parse_sock_spec;
+pub use parse::{parse_dynamic_server, parse_sock_spec};
 pub(crate) use values::alpn_list;
 pub use values::parse_bind_addrs;
 

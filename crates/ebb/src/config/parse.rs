@@ -2569,6 +2569,35 @@ fn parse_bind(w: &[String], ctx: &Ctx<'_>) -> Result<Bind, String> {
     })
 }
 
+/// `add server BACKEND/NAME ADDR[:PORT] [options]` after the name: the
+/// host, port and options of a dynamic server (HAProxy: no `default-server`
+/// settings apply; only the options its list allows).
+pub fn parse_dynamic_server(w: &[String]) -> Result<(String, u16, ServerOptions), String> {
+    let addr = w
+        .first()
+        .ok_or("'server' expects <name> and <addr>[:<port>] as arguments.")?;
+    // A missing port is the client's destination port in HAProxy; ebb
+    // connects to port 0 never: refuse it.
+    let (host, port) = parse_host_port(addr)?;
+    super::resolvers::dynamic_server_words(&w[1..])?;
+    let loc = Loc {
+        file: Arc::from("cli"),
+        line: 0,
+    };
+    let tls = TlsDefaults::default();
+    let ctx = Ctx {
+        loc: &loc,
+        default_path: &DefaultPath::Current,
+        tls: &tls,
+        caps: BE,
+        defaults: false,
+        section_name: "backend",
+    };
+    let mut o = ServerOptions::default();
+    parse_server_opts(&w[1..], &mut o, &ctx)?;
+    Ok((host, port, o))
+}
+
 fn parse_server_opts(w: &[String], o: &mut ServerOptions, ctx: &Ctx<'_>) -> Result<(), String> {
     let mut i = 0;
     while i < w.len() {

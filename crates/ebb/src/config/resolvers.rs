@@ -278,3 +278,107 @@ pub(super) fn cross_check(res: &[Resolvers], proxies: &[Proxy]) -> Vec<ConfigErr
     }
     errs
 }
+
+/// Options `add server` takes: HAProxy 2.6's list for dynamic servers
+/// that ebb implements (flags, then keywords with a value).
+const DYNAMIC_FLAGS: &[&str] = &[
+    "backup",
+    "check",
+    "check-send-proxy",
+    "disabled",
+    "enabled",
+    "send-proxy",
+    "send-proxy-v2",
+    "ssl",
+    "no-tlsv12",
+    "no-tlsv13",
+    "force-tlsv12",
+    "force-tlsv13",
+    "no-tls-tickets",
+];
+const DYNAMIC_VALUED: &[&str] = &[
+    "ca-file",
+    "ciphers",
+    "ciphersuites",
+    "downinter",
+    "fall",
+    "fastinter",
+    "inter",
+    "maxconn",
+    "maxqueue",
+    "pool-max-conn",
+    "pool-purge-delay",
+    "rise",
+    "slowstart",
+    "sni",
+    "ssl-max-ver",
+    "ssl-min-ver",
+    "verify",
+    "weight",
+];
+/// HAProxy 2.6 accepts these on a dynamic server; ebb does not implement
+/// them on any server.
+const DYNAMIC_UNSUPPORTED: &[&str] = &[
+    "agent-addr",
+    "agent-check",
+    "agent-inter",
+    "agent-port",
+    "agent-send",
+    "allow-0rtt",
+    "alpn",
+    "addr",
+    "check-alpn",
+    "check-proto",
+    "check-sni",
+    "check-ssl",
+    "check-via-socks4",
+    "crl-file",
+    "crt",
+    "error-limit",
+    "id",
+    "minconn",
+    "no-ssl-reuse",
+    "npn",
+    "observe",
+    "on-error",
+    "on-marked-down",
+    "on-marked-up",
+    "pool-low-conn",
+    "port",
+    "proto",
+    "proxy-v2-options",
+    "send-proxy-v2-ssl",
+    "send-proxy-v2-ssl-cn",
+    "source",
+    "tfo",
+    "tls-tickets",
+    "track",
+    "usesrc",
+    "verifyhost",
+    "ws",
+    "force-sslv3",
+    "force-tlsv10",
+    "force-tlsv11",
+    "no-sslv3",
+    "no-tlsv10",
+    "no-tlsv11",
+];
+
+/// Checks the words of `add server B/S ADDR [options]` after the address
+/// against the options a dynamic server may have (HAProxy's messages).
+pub(crate) fn dynamic_server_words(w: &[String]) -> Result<(), String> {
+    let mut i = 0;
+    while i < w.len() {
+        let o = w[i].as_str();
+        if DYNAMIC_FLAGS.contains(&o) {
+            i += 1;
+        } else if DYNAMIC_VALUED.contains(&o) {
+            i += 2;
+        } else if DYNAMIC_UNSUPPORTED.contains(&o) {
+            return Err(format!("'{o}' option is not supported by ebb"));
+        } else {
+            return Err(format!("'{o}' option is not accepted for dynamic server"));
+        }
+    }
+    Ok(())
+}
