@@ -132,7 +132,7 @@ fn config(dir: &Path, resolvers: &str, backend: &str) -> String {
         "global\n    nbthread 2\n    stats socket {} level admin\n\
          {resolvers}\
          defaults\n    mode http\n    timeout client 10s\n    timeout server 10s\n    timeout connect 2s\n\
-         frontend fe\n    bind BIND\n    default_backend be\n\
+         frontend fe\n    bind BIND\n    http-request use-service prometheus-exporter if {{ path /metrics }}\n    default_backend be\n\
          {backend}",
         dir.join("admin.sock").display()
     )
@@ -286,6 +286,18 @@ fn server_follows_its_address_while_traffic_flows() {
         .and_then(|v| v.trim().parse().ok())
         .unwrap();
     assert!(valid >= 2, "{res}");
+    let m = get(e.addr(), "/metrics").text();
+    let line = m
+        .lines()
+        .find(|l| l.starts_with("ebb_resolver_valid_total{resolvers=\"dns\",nameserver=\"ns1\"} "))
+        .unwrap_or_else(|| panic!("{m}"));
+    assert!(
+        line.rsplit(' ')
+            .next()
+            .and_then(|v| v.parse::<f64>().ok())
+            .unwrap()
+            >= 2.0
+    );
     assert!(cli_cmd(&sock, "show resolvers nope").contains("Can't find that resolvers section"));
 }
 
