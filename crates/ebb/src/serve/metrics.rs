@@ -544,19 +544,6 @@ pub fn answer() -> Answer {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn label_escaping_and_values() {
-        assert_eq!(labels(&[("a", "x\"y\\z\n")]), "{a=\"x\\\"y\\\\z\\n\"}");
-        assert_eq!(labels(&[]), "");
-        assert_eq!(fmt_value(3.0), "3");
-        assert_eq!(fmt_value(0.25), "0.25");
-    }
-}
-
 /// The metric of a nameserver counter (`show resolvers` names).
 fn resolver_metric(field: &str) -> (&'static str, &'static str) {
     match field {
@@ -596,5 +583,18 @@ fn resolver_metric(field: &str) -> (&'static str, &'static str) {
             "ebb_resolver_outdated_total",
             "Answers to no query in flight (late or foreign).",
         ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn label_escaping_and_values() {
+        assert_eq!(labels(&[("a", "x\"y\\z\n")]), "{a=\"x\\\"y\\\\z\\n\"}");
+        assert_eq!(labels(&[]), "");
+        assert_eq!(fmt_value(3.0), "3");
+        assert_eq!(fmt_value(0.25), "0.25");
     }
 }
