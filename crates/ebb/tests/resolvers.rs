@@ -114,6 +114,51 @@ fn a_zone(name: &str, ips: &[&str]) -> String {
     )
 }
 
+/// haproxy 2.6 on a configuration made for its directory (its stats
+/// socket is `admin.sock` there); stopped when dropped.
+struct Haproxy {
+    child: Child,
+    sock: PathBuf,
+}
+
+impl Haproxy {
+    fn start(name: &str, cfg: impl FnOnce(&Path) -> String) -> Haproxy {
+        let dir = scratch(name);
+        // haproxy binds no port 0: a free one.
+        let free = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap();
+        let path = dir.join("h.cfg");
+        std::fs::write(&path, cfg(&dir).replace("BIND", &free.to_string())).unwrap();
+        let child = Command::new("haproxy")
+            .arg("-f")
+            .arg(&path)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        Haproxy {
+            child,
+            sock: dir.join("admin.sock"),
+        }
+    }
+}
+
+impl Drop for Haproxy {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// One origin on 127.0.0.2 and a DNS server that names it `app.test`.
+fn origin_and_dns(dir: &Path) -> (Origin, Dnsd) {
+    let o = Origin::start_on("127.0.0.2:0", "two", Mode::Ok);
+    let dns = Dnsd::start(dir, &a_zone("app.test", &["127.0.0.2"]));
+    (o, dns)
+}
+
 /// Two origins on 127.0.0.2 and 127.0.0.3 with the same port.
 fn two_origins() -> (Origin, Origin, u16) {
     for _ in 0..50 {
@@ -217,6 +262,27 @@ impl Load {
     }
 }
 
+/// After a move from `old` to `new`: requests started before it may still
+/// end on `old`; after a few rounds nothing more goes there, `n` more
+/// reach `new`, and no request failed.
+fn moved_without_loss(load: Load, old: &Origin, new: &Origin, n: usize) {
+    load.wait_ok(20);
+    let on_old = old.requests.load(Ordering::SeqCst);
+    load.wait_ok(n);
+    assert_eq!(
+        old.requests.load(Ordering::SeqCst),
+        on_old,
+        "a new connection went to the old address"
+    );
+    assert!(new.requests.load(Ordering::SeqCst) >= n);
+    let (ok, failed) = load.finish();
+    assert!(
+        failed.is_empty(),
+        "{} failed of {ok}: {failed:?}",
+        failed.len()
+    );
+}
+
 #[test]
 fn server_follows_its_address_while_traffic_flows() {
     if !have("python3") {
@@ -254,23 +320,7 @@ fn server_follows_its_address_while_traffic_flows() {
         Duration::from_secs(30),
     )
     .expect("address change applied");
-    // Requests started before the change may still end on .2; after a
-    // few rounds of requests nothing more goes there.
-    load.wait_ok(20);
-    let on_old = o2.requests.load(Ordering::SeqCst);
-    load.wait_ok(200);
-    assert_eq!(
-        o2.requests.load(Ordering::SeqCst),
-        on_old,
-        "a new connection went to the old address"
-    );
-    assert!(o3.requests.load(Ordering::SeqCst) >= 200);
-    let (ok, failed) = load.finish();
-    assert!(
-        failed.is_empty(),
-        "{} failed of {ok}: {failed:?}",
-        failed.len()
-    );
+    moved_without_loss(load, &o2, &o3, 200);
     let st = state(&sock, "s1");
     assert_eq!(st[4], "127.0.0.3");
     assert_eq!(st[17], "app.test", "srv_fqdn");
@@ -307,9 +357,8 @@ fn hold_keeps_a_server_through_nx_then_maintenance() {
         return;
     }
     let dir = scratch("res-hold");
-    let o = Origin::start_on("127.0.0.2:0", "two", Mode::Ok);
+    let (o, dns) = origin_and_dns(&dir);
     let port = o.addr.port();
-    let dns = Dnsd::start(&dir, &a_zone("app.test", &["127.0.0.2"]));
     // The same name through two sections: `long` holds an NX answer for
     // ten minutes, `short` for 100 ms.
     let cfg = config(
@@ -374,9 +423,8 @@ fn silence_costs_retries_then_timeout_status() {
         return;
     }
     let dir = scratch("res-silent");
-    let o = Origin::start_on("127.0.0.2:0", "two", Mode::Ok);
+    let (o, dns) = origin_and_dns(&dir);
     let port = o.addr.port();
-    let dns = Dnsd::start(&dir, &a_zone("app.test", &["127.0.0.2"]));
     let cfg = config(
         &dir,
         &format!(
@@ -480,23 +528,8 @@ fn server_template_fills_slots_from_srv_with_weights() {
     // statuses, addresses and weights (slots may be filled in another
     // order).
     if have("haproxy") {
-        let hdir = scratch("res-srv-ha");
-        // haproxy binds no port 0: a free one.
-        let free = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap();
-        let hcfg = config(&hdir, &resolvers, backend).replace("BIND", &free.to_string());
-        let path = hdir.join("h.cfg");
-        std::fs::write(&path, hcfg).unwrap();
-        let mut h = Command::new("haproxy")
-            .arg("-f")
-            .arg(&path)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let hs = hdir.join("admin.sock");
+        let h = Haproxy::start("res-srv-ha", |d| config(d, &resolvers, backend));
+        let hs = h.sock.clone();
         wait_until("haproxy filled its slots", || {
             hs.exists()
                 && std::os::unix::net::UnixStream::connect(&hs).is_ok()
@@ -507,8 +540,7 @@ fn server_template_fills_slots_from_srv_with_weights() {
             .map(|s| (stat(&hs, s, 73), stat(&hs, s, 18), stat(&hs, s, 17)))
             .collect();
         hrows.sort();
-        let _ = h.kill();
-        let _ = h.wait();
+        drop(h);
         assert_eq!(rows, hrows, "ebb vs haproxy");
     }
 
@@ -594,21 +626,7 @@ fn cli_moves_servers_under_load() {
         Duration::from_secs(30),
     )
     .expect("new name resolved");
-    load.wait_ok(20);
-    let on_old = o2.requests.load(Ordering::SeqCst);
-    load.wait_ok(300);
-    assert_eq!(
-        o2.requests.load(Ordering::SeqCst),
-        on_old,
-        "traffic to the old address"
-    );
-    assert!(o3.requests.load(Ordering::SeqCst) >= 300);
-    let (ok, failed) = load.finish();
-    assert!(
-        failed.is_empty(),
-        "{} failed of {ok}: {failed:?}",
-        failed.len()
-    );
+    moved_without_loss(load, &o2, &o3, 300);
     assert_eq!(state(&sock, "s1")[17], "other.test");
     // Refusals, with HAProxy's texts where it has one.
     assert!(cli_cmd(&sock, "set server be/s2 fqdn x.test").contains("no resolution is configured"));
@@ -706,28 +724,13 @@ fn runtime_servers_added_and_deleted_under_load() {
     ];
     let ebb_answers: Vec<String> = refusals.iter().map(|c| cli_cmd(&sock, c)).collect();
     if have("haproxy") {
-        let hdir = scratch("dyn-ha");
-        let free = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap();
-        let hcfg = config(&hdir, "", &backends).replace("BIND", &free.to_string());
-        let path = hdir.join("h.cfg");
-        std::fs::write(&path, hcfg).unwrap();
-        let mut h = Command::new("haproxy")
-            .arg("-f")
-            .arg(&path)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let hs = hdir.join("admin.sock");
+        let h = Haproxy::start("dyn-ha", |d| config(d, "", &backends));
+        let hs = h.sock.clone();
         wait_until("haproxy up", || {
             std::os::unix::net::UnixStream::connect(&hs).is_ok()
         });
         let ha: Vec<String> = refusals.iter().map(|c| cli_cmd(&hs, c)).collect();
-        let _ = h.kill();
-        let _ = h.wait();
+        drop(h);
         for ((c, a), b) in refusals.iter().zip(&ebb_answers).zip(&ha) {
             assert_eq!(a.trim_end(), b.trim_end(), "{c}: ebb vs haproxy");
         }
