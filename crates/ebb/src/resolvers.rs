@@ -14,7 +14,9 @@
 //! AAAA), then the preferred family again, `resolve_retries` queries in
 //! all; `timeout retry` without answer costs one query. After a valid
 //! answer the next round comes `hold valid` later, after a failure
-//! `timeout resolve` later.
+//! `timeout resolve` later. The tasklet runs at least every `timeout
+//! resolve` (HAProxy's period) and resolves at once the names of servers
+//! it has not seen before (a reload, `set server fqdn`).
 //!
 //! Applying an answer (HAProxy's rules):
 //! - A/AAAA: each server keeps its address while it is listed, else takes
@@ -141,6 +143,7 @@ pub fn start(ctx: &mut Ctx, cfgs: &[Cfg], farms: Farms, log: LogFn) -> std::io::
             log: Arc::clone(&log),
             res: HashMap::new(),
             targets: HashMap::new(),
+            known: std::collections::HashSet::new(),
             rng: seed | 1,
             buf: vec![0u8; 65535],
         };
@@ -201,6 +204,9 @@ struct Runner {
     /// SRV slots whose target came without an address in the additional
     /// section: resolved on their own (server uid, target).
     targets: HashMap<u64, String>,
+    /// Servers seen at the last run: a new one (a reload, `set server
+    /// fqdn`) has its name resolved at once, not after `hold valid`.
+    known: std::collections::HashSet<u64>,
     rng: u64,
     buf: Vec<u8>,
 }
@@ -216,9 +222,20 @@ impl sched::TaskletFn for Runner {
         let members = self.members();
         // Resolutions no server needs any more go.
         self.res.retain(|k, _| members.contains_key(k));
+        let mut seen = std::collections::HashSet::new();
+        for (k, m) in &members {
+            let fresh = m.iter().any(|(_, s)| !self.known.contains(&s.uid));
+            seen.extend(m.iter().map(|(_, s)| s.uid));
+            if let Some(r) = self.res.get_mut(k).filter(|r| fresh && r.pending.is_none()) {
+                r.last_run = None;
+            }
+        }
+        self.known = seen;
         let now = Instant::now();
         self.receive(&members, now);
-        let mut next = now + Duration::from_secs(3600);
+        // At least every `timeout resolve` (HAProxy's resolvers task
+        // period): servers a reload or `set server fqdn` brought are seen.
+        let mut next = now + self.sec.cfg.timeout_resolve;
         let keys: Vec<Key> = members.keys().cloned().collect();
         for k in keys {
             let at = self.step(&k, &members[&k], now);

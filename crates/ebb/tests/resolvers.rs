@@ -825,3 +825,33 @@ fn runtime_servers_added_and_deleted_under_load() {
     });
     assert_eq!(get(e.addr(), "/g").status, 503);
 }
+
+/// A reload (SIGHUP) makes new server objects: they are resolved at once,
+/// not `hold valid` (ten minutes here) after the last answer.
+#[test]
+fn a_reload_resolves_its_new_servers_at_once() {
+    if !have("python3") {
+        return;
+    }
+    let dir = scratch("res-reload");
+    let (o, dns) = origin_and_dns(&dir);
+    let port = o.addr.port();
+    let cfg = config(
+        &dir,
+        &format!(
+            "resolvers dns\n    nameserver ns1 127.0.0.1:{}\n    hold valid 600s\n",
+            dns.port
+        ),
+        &format!(
+            "backend be\n    server s1 app.test:{port} resolvers dns resolve-prefer ipv4 init-addr none\n"
+        ),
+    );
+    let e = Ebb::start(&cfg);
+    let sock = sock(&e, &dir);
+    wait_logged(&e, "be/s1 changed its IP from (none) to 127.0.0.2", 1);
+    assert_eq!(get(e.addr(), "/").status, 200);
+    e.signal("HUP");
+    wait_logged(&e, "be/s1 changed its IP from (none) to 127.0.0.2", 2);
+    assert_eq!(state(&sock, "s1")[4], "127.0.0.2");
+    assert_eq!(get(e.addr(), "/").status, 200);
+}
