@@ -57,8 +57,8 @@ impl ServerList {
     }
 
     /// The servers in service (not deleted), in order.
-    pub fn iter(&self) -> impl Iterator<Item = &Arc<ServerRt>> {
-        self.all().filter(|s| !s.is_deleted())
+    pub fn iter(&self) -> Iter<'_> {
+        Iter(self.slots[..self.len()].iter())
     }
 
     /// The server at this index (it may be deleted).
@@ -108,12 +108,23 @@ impl std::ops::Index<usize> for ServerList {
     }
 }
 
+/// The servers in service of a [`ServerList`].
+pub struct Iter<'a>(std::slice::Iter<'a, OnceLock<Arc<ServerRt>>>);
+
+impl<'a> Iterator for Iter<'a> {
+    type Item = &'a Arc<ServerRt>;
+
+    fn next(&mut self) -> Option<&'a Arc<ServerRt>> {
+        self.0.by_ref().filter_map(OnceLock::get).find(|s| !s.is_deleted())
+    }
+}
+
 impl<'a> IntoIterator for &'a ServerList {
     type Item = &'a Arc<ServerRt>;
-    type IntoIter = Box<dyn Iterator<Item = &'a Arc<ServerRt>> + 'a>;
+    type IntoIter = Iter<'a>;
 
-    fn into_iter(self) -> Self::IntoIter {
-        Box::new(self.iter())
+    fn into_iter(self) -> Iter<'a> {
+        self.iter()
     }
 }
 
