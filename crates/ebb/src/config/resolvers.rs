@@ -382,3 +382,101 @@ pub(crate) fn dynamic_server_words(w: &[String]) -> Result<(), String> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::config::{parse_str, InitAddr};
+    use std::time::Duration;
+
+    const BE: &str = "defaults\n    mode http\nfrontend fe\n    bind 127.0.0.1:0\n    default_backend be\nbackend be\n";
+
+    #[test]
+    fn a_resolvers_section_and_its_servers() {
+        let cfg = parse_str(
+            "t.cfg",
+            &format!(
+                "resolvers dns\n    nameserver a 127.0.0.1:5353\n    nameserver b udp@[::1]:53\n    resolve_retries 5\n    timeout resolve 2s\n    timeout retry 300ms\n    hold nx 7s\n    hold obsolete 1s\n    accepted_payload_size 8192\n\
+                 {BE}    server s api.test:80 resolvers dns resolve-prefer ipv4 init-addr last,10.0.0.1,none resolve-opts allow-dup-ip,ignore-weight\n\
+                 \x20   server-template web 3-5 _http._tcp.svc.test resolvers dns\n"
+            ),
+        )
+        .unwrap();
+        let r = &cfg.resolvers[0];
+        assert_eq!(r.name, "dns");
+        assert_eq!(r.nameservers.len(), 2);
+        assert_eq!(r.nameservers[1].1, "[::1]:53".parse().unwrap());
+        assert_eq!(r.resolve_retries, 5);
+        assert_eq!(r.timeout_resolve, Duration::from_secs(2));
+        assert_eq!(r.timeout_retry, Duration::from_millis(300));
+        assert_eq!(r.holds.nx, Duration::from_secs(7));
+        assert_eq!(r.holds.obsolete, Duration::from_secs(1));
+        assert_eq!(r.holds.valid, Duration::from_secs(10), "default");
+        assert_eq!(r.accepted_payload_size, 8192);
+        let be = cfg.backend("be").unwrap();
+        let s = &be.servers[0];
+        assert_eq!(s.opts.resolvers.as_deref(), Some("dns"));
+        assert!(s.opts.resolve_prefer_v4 && s.opts.allow_dup_ip && s.opts.ignore_weight);
+        assert_eq!(
+            s.opts.init_addr,
+            Some(vec![
+                InitAddr::Last,
+                InitAddr::Ip("10.0.0.1".parse().unwrap()),
+                InitAddr::None
+            ])
+        );
+        let names: Vec<&str> = be.servers[1..].iter().map(|s| s.name.as_str()).collect();
+        assert_eq!(names, ["web3", "web4", "web5"]);
+        assert!(be.servers[1..].iter().all(|s| s.srv && s.port == 0));
+    }
+
+    #[test]
+    fn refusals() {
+        for (text, want) in [
+            (
+                "resolvers dns\n    nameserver a 127.0.0.1:53\n    timeout resolve 0\n",
+                "t.cfg:3:",
+            ),
+            (
+                "resolvers dns\n    nameserver a 127.0.0.1:53\n    nameserver a 127.0.0.2:53\n",
+                "t.cfg:3: nameserver 'a' already exists",
+            ),
+            (
+                "resolvers dns\n    nameserver a 127.0.0.1:53\nresolvers dns\n",
+                "t.cfg:3: resolvers section 'dns' already declared",
+            ),
+            (
+                "resolvers dns\n    nameserver a 127.0.0.1:53\n    bogus 1\n",
+                "t.cfg:3: unknown keyword 'bogus'",
+            ),
+        ] {
+            let e =
+                parse_str("t.cfg", &format!("{text}{BE}    server s 127.0.0.1:80\n")).unwrap_err();
+            let all: Vec<String> = e.iter().map(|x| x.to_string()).collect();
+            assert!(all.iter().any(|m| m.contains(want)), "{text}: {all:?}");
+        }
+        for (line, want) in [
+            ("server-template w 0 a.test:80", "t.cfg:7:"),
+            ("server-template w 5-2 a.test:80", "invalid range"),
+            (
+                "server-template w 2 _http._tcp.a.test:80",
+                "its ports come from the SRV records",
+            ),
+            (
+                "server s a.test:80 init-addr libc,libc",
+                "lists a method twice",
+            ),
+            (
+                "server s a.test:80 resolve-prefer ipv5",
+                "expects ipv4 or ipv6",
+            ),
+            (
+                "server s a.test:80 resolve-opts nope",
+                "unknown option 'nope'",
+            ),
+        ] {
+            let e = parse_str("t.cfg", &format!("{BE}    {line}\n")).unwrap_err();
+            let all: Vec<String> = e.iter().map(|x| x.to_string()).collect();
+            assert!(all.iter().any(|m| m.contains(want)), "{line}: {all:?}");
+        }
+    }
+}
