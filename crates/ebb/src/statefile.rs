@@ -260,7 +260,13 @@ pub fn dump<'a>(farms: impl Iterator<Item = (usize, &'a Farm)>) -> String {
                     0
                 },
                 // Check state bits: configured (2) and enabled (4).
-                cst = if checked { 6 } else { 0 },
+                // (enabled: `enable|disable health`; a server added at
+                // run time starts with 2, as in HAProxy).
+                cst = match (checked, s.check_on.load(Ordering::Relaxed)) {
+                    (false, _) => 0,
+                    (true, true) => 6,
+                    (true, false) => 2,
+                },
                 ssl = u8::from(s.tls.is_some()),
             );
         }

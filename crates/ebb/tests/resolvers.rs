@@ -762,11 +762,14 @@ fn runtime_servers_added_and_deleted_under_load() {
         (st[4].as_str(), st[6].as_str(), st[7].as_str()),
         ("127.0.0.3", "1", "2")
     );
+    // Its check is configured, not enabled (HAProxy's check state 2).
+    assert_eq!(st[13], "2");
     load.wait_ok(100);
     assert_eq!(o3.requests.load(Ordering::SeqCst), 0);
     // In service: every thread picks it from its next request.
     assert_eq!(cli_cmd(&sock, "enable server be/s2"), "\n");
     assert_eq!(cli_cmd(&sock, "enable health be/s2"), "\n");
+    assert_eq!(state(&sock, "s2")[13], "6");
     wait_until("traffic to s2", || o3.requests.load(Ordering::SeqCst) > 100);
     wait_until("s2 checked", || stat(&sock, "s2", 36) == "L4OK");
     assert_eq!(
