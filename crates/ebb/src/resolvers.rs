@@ -12,9 +12,11 @@
 //! to every nameserver; the first valid answer is applied; when every
 //! nameserver answered with an error, the other family is tried (A and
 //! AAAA), then the preferred family again, `resolve_retries` queries in
-//! all; `timeout retry` without answer costs one query. After a valid
-//! answer the next round comes `hold valid` later, after a failure
-//! `timeout resolve` later. The tasklet runs at least every `timeout
+//! all; `timeout retry` without answer costs one query. The next round
+//! comes `timeout resolve` after the end of the last one (HAProxy 2.6's
+//! period, whatever the status); `hold valid` is how long the last valid
+//! answer serves a server that joins the resolution (a reload, `set
+//! server fqdn`) without a new query. The tasklet runs at least every `timeout
 //! resolve` (HAProxy's period) and resolves at once the names of servers
 //! it has not seen before (a reload, `set server fqdn`).
 //!
@@ -94,6 +96,18 @@ pub struct Section {
     pub cfg: Cfg,
     /// One per nameserver, in `cfg.nameservers` order.
     pub ns: Vec<NsCounters>,
+    /// The section's tasklet, woken by [`kick`].
+    wake: std::sync::OnceLock<(sched::RuntimeHandle, TaskletId)>,
+}
+
+/// Wakes every section's tasklet: servers changed (a reload swapped the
+/// configuration in, `set server fqdn`), their names are looked at now.
+pub fn kick() {
+    for s in sections() {
+        if let Some((h, id)) = s.wake.get() {
+            h.wake_tasklet(*id);
+        }
+    }
 }
 
 static SECTIONS: Mutex<Vec<Arc<Section>>> = Mutex::new(Vec::new());
@@ -121,6 +135,7 @@ pub fn start(ctx: &mut Ctx, cfgs: &[Cfg], farms: Farms, log: LogFn) -> std::io::
                 .map(|_| NsCounters::default())
                 .collect(),
             cfg: cfg.clone(),
+            wake: std::sync::OnceLock::new(),
         });
         all.push(Arc::clone(&sec));
         let mut socks = Vec::new();
@@ -137,7 +152,7 @@ pub fn start(ctx: &mut Ctx, cfgs: &[Cfg], farms: Farms, log: LogFn) -> std::io::
             ^ u64::from(crate::sys::pid())
             ^ (std::ptr::addr_of!(*sec) as u64);
         let r = Runner {
-            sec,
+            sec: Arc::clone(&sec),
             socks,
             farms: Arc::clone(&farms),
             log: Arc::clone(&log),
@@ -148,6 +163,7 @@ pub fn start(ctx: &mut Ctx, cfgs: &[Cfg], farms: Farms, log: LogFn) -> std::io::
             buf: vec![0u8; 65535],
         };
         let id = ctx.new_tasklet_obj("resolvers", r);
+        let _ = sec.wake.set((ctx.handle(), id));
         for fd in fds {
             if let Err(e) = ctx.register_fd(fd, id, false) {
                 ctx.kill_tasklet(id);
@@ -193,6 +209,9 @@ struct Resolution {
     /// SRV slots (one per template server, in order).
     slots: Vec<Option<dns::Slot>>,
     last_srv: Option<Instant>,
+    /// The last valid answer (addresses, SRV records, who gave it): a new
+    /// server takes it while it is within `hold valid`.
+    cached: Option<(Vec<(IpAddr, u32)>, Vec<SrvTarget>, String)>,
 }
 
 struct Runner {
@@ -222,16 +241,30 @@ impl sched::TaskletFn for Runner {
         let members = self.members();
         // Resolutions no server needs any more go.
         self.res.retain(|k, _| members.contains_key(k));
+        let now = Instant::now();
         let mut seen = std::collections::HashSet::new();
+        let hold_valid = self.sec.cfg.holds.valid;
         for (k, m) in &members {
             let fresh = m.iter().any(|(_, s)| !self.known.contains(&s.uid));
             seen.extend(m.iter().map(|(_, s)| s.uid));
-            if let Some(r) = self.res.get_mut(k).filter(|r| fresh && r.pending.is_none()) {
-                r.last_run = None;
+            let Some(r) = self.res.get_mut(k).filter(|_| fresh) else {
+                continue;
+            };
+            // HAProxy's trigger: the cached answer while `hold valid`
+            // lasts, else a resolution now.
+            let cache = r.cached.clone().filter(|_| {
+                r.last_valid
+                    .is_some_and(|t| now.duration_since(t) <= hold_valid)
+            });
+            match cache {
+                Some((addrs, srv, by)) => {
+                    self.apply(k, m, &addrs, &srv, now, &by);
+                }
+                None if r.pending.is_none() => r.last_run = None,
+                None => {}
             }
         }
         self.known = seen;
-        let now = Instant::now();
         self.receive(&members, now);
         // At least every `timeout resolve` (HAProxy's resolvers task
         // period): servers a reload or `set server fqdn` brought are seen.
@@ -355,7 +388,7 @@ impl Runner {
     /// resolution next needs the tasklet.
     fn step(&mut self, k: &Key, members: &Members, now: Instant) -> Instant {
         let cfg = &self.sec.cfg;
-        let (retry, resolve, valid) = (cfg.timeout_retry, cfg.timeout_resolve, cfg.holds.valid);
+        let (retry, resolve) = (cfg.timeout_retry, cfg.timeout_resolve);
         let r = self.res.entry(k.clone()).or_insert_with(|| Resolution {
             pending: None,
             last_run: None,
@@ -363,6 +396,7 @@ impl Runner {
             addrs: Vec::new(),
             slots: Vec::new(),
             last_srv: None,
+            cached: None,
         });
         match &mut r.pending {
             Some(p) => {
@@ -386,11 +420,9 @@ impl Runner {
                 now + resolve
             }
             None => {
-                let due = match r.last_run {
-                    None => now,
-                    Some((t, true)) => t + valid,
-                    Some((t, false)) => t + resolve,
-                };
+                // HAProxy 2.6 resolves a server's name every `timeout
+                // resolve`, whatever the last status.
+                let due = r.last_run.map_or(now, |(t, _)| t + resolve);
                 if now < due {
                     return due;
                 }
@@ -463,6 +495,9 @@ impl Runner {
                     r.last_valid = Some(now);
                 }
                 let by = format!("{}/{}", sec.cfg.name, sec.cfg.nameservers[ns].0);
+                if let Some(r) = self.res.get_mut(&k) {
+                    r.cached = Some((resp.addrs.clone(), resp.srv.clone(), by.clone()));
+                }
                 if self.apply(&k, m, &resp.addrs, &resp.srv, now, &by) {
                     c.update.fetch_add(1, Ordering::Relaxed);
                 }

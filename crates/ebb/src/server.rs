@@ -903,6 +903,8 @@ impl Reload {
         }
         start_checks(&compiled, &self.checks.0, &self.handle, &self.checks.1);
         self.live.swap(Arc::new(compiled));
+        // The new servers' names: resolved (or served from the cache) now.
+        crate::resolvers::kick();
         Ok(())
     }
 }

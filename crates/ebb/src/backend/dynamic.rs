@@ -115,7 +115,10 @@ impl<'a> Iterator for Iter<'a> {
     type Item = &'a Arc<ServerRt>;
 
     fn next(&mut self) -> Option<&'a Arc<ServerRt>> {
-        self.0.by_ref().filter_map(OnceLock::get).find(|s| !s.is_deleted())
+        self.0
+            .by_ref()
+            .filter_map(OnceLock::get)
+            .find(|s| !s.is_deleted())
     }
 }
 

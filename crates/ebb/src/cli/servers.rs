@@ -57,6 +57,8 @@ pub fn set_fqdn(s: &ServerRt, name: &str) -> Result<String, String> {
     }
     let mut g = s.fqdn.lock().unwrap_or_else(|p| p.into_inner());
     let old = g.replace(n.to_ascii_lowercase()).unwrap_or_default();
+    drop(g);
+    crate::resolvers::kick();
     Ok(format!(
         "{}/{} changed its FQDN from {old} to {n} by 'stats socket command'\n",
         s.backend, s.name
