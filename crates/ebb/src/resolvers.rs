@@ -199,6 +199,9 @@ struct Pending {
     fell_back: bool,
 }
 
+/// A valid answer kept: addresses with TTLs, SRV records, who gave it.
+type Cached = (Vec<(IpAddr, u32)>, Vec<SrvTarget>, String);
+
 struct Resolution {
     pending: Option<Pending>,
     /// End of the last round, and whether it was valid.
@@ -211,7 +214,7 @@ struct Resolution {
     last_srv: Option<Instant>,
     /// The last valid answer (addresses, SRV records, who gave it): a new
     /// server takes it while it is within `hold valid`.
-    cached: Option<(Vec<(IpAddr, u32)>, Vec<SrvTarget>, String)>,
+    cached: Option<Cached>,
 }
 
 struct Runner {
