@@ -36,6 +36,7 @@ mod acl;
 pub mod cond;
 mod lexer;
 mod parse;
+mod peers;
 mod resolvers;
 pub(crate) mod rewrite;
 mod tcpreq;
@@ -51,6 +52,7 @@ use std::sync::Arc;
 pub use types::*;
 
 pub use parse::{parse_dynamic_server, parse_sock_spec};
+pub use peers::{local_peer_name, set_local_peer_arg, PeerDef, PeersSection};
 pub(crate) use values::alpn_list;
 pub use values::parse_bind_addrs;
 
