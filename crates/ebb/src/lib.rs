@@ -26,6 +26,7 @@ pub mod peers;
 pub mod proxy;
 pub mod proxyproto;
 pub(crate) mod registry;
+pub mod resolvers;
 pub(crate) mod rewrite;
 pub(crate) mod rules;
 pub mod sample;

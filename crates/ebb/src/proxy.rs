@@ -567,6 +567,56 @@ fn load_states(
     out
 }
 
+/// TLS towards a server with `ssl` (its client configuration and SNI).
+pub fn server_tls(
+    o: &crate::config::ServerOptions,
+    host: &str,
+) -> Result<Option<crate::backend::ServerTls>, String> {
+    if !o.ssl {
+        return Ok(None);
+    }
+    let config = crate::tls::client_config_with(o.verify, o.ca_file.as_deref(), &o.tls)
+        .map_err(|e| e.to_string())?;
+    Ok(Some(crate::backend::ServerTls {
+        config,
+        sni: o.sni.clone().unwrap_or_else(|| host.to_string()),
+    }))
+}
+
+/// A server's address at start by its `init-addr` methods, the first that
+/// gives one; `none` gives none (the server waits for its resolvers, or
+/// stays in maintenance); none of them working is an error (HAProxy's).
+fn init_addr(
+    s: &crate::config::Server,
+    methods: &[crate::config::InitAddr],
+    saved: Option<&SrvState>,
+) -> Result<Option<SocketAddr>, ConfigError> {
+    use crate::config::InitAddr as M;
+    let literal = s.host.parse::<std::net::IpAddr>().ok();
+    if let Some(ip) = literal {
+        return Ok(Some(SocketAddr::new(ip, s.port)));
+    }
+    for m in methods {
+        let a = match m {
+            M::Last => saved.and_then(|st| crate::statefile::saved_addr(st, None)),
+            M::Libc if !s.srv => resolve(&s.host, s.port),
+            M::Libc => None,
+            M::None => return Ok(None),
+            M::Ip(ip) => Some(SocketAddr::new(*ip, s.port)),
+        };
+        if a.is_some() {
+            return Ok(a);
+        }
+    }
+    Err(err(
+        &s.loc,
+        format!(
+            "server {}: could not resolve address '{}' with init-addr",
+            s.name, s.host
+        ),
+    ))
+}
+
 /// Resolves `host:port` once (at start or reload).
 fn resolve(host: &str, port: u16) -> Option<SocketAddr> {
     if let Ok(ip) = host.parse::<std::net::IpAddr>() {
@@ -582,28 +632,28 @@ fn compile_servers(
 ) -> Result<ServersRt, ConfigError> {
     let mut list = Vec::with_capacity(p.servers.len());
     for s in &p.servers {
-        let tls = if s.opts.ssl {
-            let config = crate::tls::client_config_with(
-                s.opts.verify,
-                s.opts.ca_file.as_deref(),
-                &s.opts.tls,
-            )
+        let tls = server_tls(&s.opts, &s.host)
             .map_err(|e| err(&s.loc, format!("server {}: {e}", s.name)))?;
-            Some(crate::backend::ServerTls {
-                config,
-                sni: s.opts.sni.clone().unwrap_or_else(|| s.host.clone()),
-            })
-        } else {
-            None
-        };
-        let mut addr = resolve(&s.host, s.port);
-        if let Some(st) = state.and_then(|m| m.get(&s.name)) {
-            // An address changed at run time survives the restart.
-            if let Some(a) = crate::statefile::saved_addr(st, addr) {
-                addr = Some(a);
+        let saved = state.and_then(|m| m.get(&s.name));
+        let addr = match &s.opts.init_addr {
+            // HAProxy's default `last,libc` (libc: once, here, at start).
+            None => {
+                let mut addr = if s.srv {
+                    None
+                } else {
+                    resolve(&s.host, s.port)
+                };
+                if let Some(st) = saved {
+                    // An address changed at run time survives the restart.
+                    if let Some(a) = crate::statefile::saved_addr(st, addr) {
+                        addr = Some(a);
+                    }
+                }
+                addr
             }
-        }
-        if addr.is_none() {
+            Some(methods) => init_addr(s, methods, saved)?,
+        };
+        if addr.is_none() && s.opts.resolvers.is_none() {
             warnings.push(format!(
                 "{}: server {}/{}: cannot resolve '{}': the server stays in maintenance",
                 s.loc, p.name, s.name, s.host
@@ -638,6 +688,14 @@ fn compile_servers(
         p.http_check.clone(),
     );
     farm.set_hash(p.hash_type);
+    for (rt, s) in farm.servers.iter().zip(&p.servers) {
+        rt.port.store(s.port, std::sync::atomic::Ordering::Relaxed);
+        if s.opts.resolvers.is_some() && s.host.parse::<std::net::IpAddr>().is_err() {
+            if let Ok(mut g) = rt.fqdn.lock() {
+                *g = Some(s.host.clone());
+            }
+        }
+    }
     if let Some(m) = state {
         for s in &farm.servers {
             if let Some(st) = m.get(&s.name) {
@@ -785,13 +843,9 @@ pub fn compile_keeping(
                 // only; a backend holding only a stick table: a table.
                 return Err(err(&p.loc, "__frontend_only__"));
             } else {
-                return Err(err(
-                    &p.loc,
-                    format!(
-                        "backend '{}' has neither 'serve-files' nor a server",
-                        p.name
-                    ),
-                ));
+                // A backend without servers answers 503 until `add server`
+                // gives it one (HAProxy accepts it too).
+                BackendKind::Servers(Box::new(compile_servers(p, states.get(&p.name), warnings)?))
             };
             let matcher = Matcher::for_proxy(p)?;
             let mut kind = kind;

@@ -455,7 +455,7 @@ pub fn note_for_log(
         i.retries = farm.retries.saturating_sub(retries_left);
         // After `force-persist` the same server is tried again instead.
         i.redispatched = redispatched && !i.ck_force_rule;
-        i.srv_addr = srv.and_then(|s| s.addr);
+        i.srv_addr = srv.and_then(|s| s.addr());
         i.srv_id = srv.map(|s| s.idx as u32 + 1);
     }
 }

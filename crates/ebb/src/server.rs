@@ -529,6 +529,7 @@ pub fn run(cfg: Config, opts: RunOptions) -> i32 {
     Process::set_global(&process);
     let cli_socks = Mutex::new(Some(cli_socks));
     let heavy_tasklets = cfg.global.heavy_tasklets;
+    let resolvers_cfg = cfg.resolvers.clone();
     let per_thread = Mutex::new(per_thread.into_iter().map(Some).collect::<Vec<_>>());
     let submitter = pool.submitter();
     let bufsize = cfg.global.bufsize.max(1024);
@@ -602,6 +603,25 @@ pub fn run(cfg: Config, opts: RunOptions) -> i32 {
             if let (Some(v), Some(w)) = (&mut socks, opts.worker_cli.and_then(|take| take())) {
                 // The master CLI's way to this worker (`@1 ...`).
                 v.push(w);
+            }
+            // `resolvers` sections: their tasklets and sockets live here.
+            let lv = Arc::clone(&live);
+            let farms: crate::resolvers::Farms = Arc::new(move || {
+                lv.compiled()
+                    .backends
+                    .iter()
+                    .filter_map(|b| match &b.kind {
+                        crate::proxy::BackendKind::Servers(s) => Some(Arc::clone(&s.farm)),
+                        _ => None,
+                    })
+                    .collect()
+            });
+            let rl = Arc::clone(&check_log);
+            let rlog: crate::resolvers::LogFn = Arc::new(move |b: &str, l: String| rl(b, l));
+            if let Err(e) = crate::resolvers::start(ctx, &resolvers_cfg, farms, rlog) {
+                eprintln!("ebb: cannot start the resolvers: {e}");
+                ctx.handle().hard_stop();
+                return;
             }
             for s in socks.unwrap_or_default() {
                 if let Err(e) = crate::cli::socket::start(ctx, s, Arc::clone(&process), cli_timeout)
@@ -846,6 +866,14 @@ fn process_signature(cfg: &Config) -> String {
             g.chroot.as_ref().map(|c| c.value.clone()),
             (g.uid, g.gid, g.daemon, g.ulimit_n),
             (&g.log_tag, &g.log_send_hostname),
+            cfg.resolvers
+                .iter()
+                .map(|r| {
+                    let mut r = r.clone();
+                    r.loc.line = 0;
+                    r
+                })
+                .collect::<Vec<_>>(),
             peers_signature(cfg),
         )
     )
@@ -918,7 +946,7 @@ impl Reload {
             crate::proxy::compile_keeping(&cfg, Some(&old.tables)).map_err(join_errors)?;
         if process_signature(&cfg) != self.process {
             return Err(
-                "log targets, stats sockets, chroot, user, group, daemon, ulimit-n, peers sections or shared stick tables changed: that needs a restart"
+                "log targets, stats sockets, chroot, user, group, daemon, ulimit-n, resolvers sections, peers sections or shared stick tables changed: that needs a restart"
                     .into(),
             );
         }
@@ -930,6 +958,8 @@ impl Reload {
         }
         start_checks(&compiled, &self.checks.0, &self.handle, &self.checks.1);
         self.live.swap(Arc::new(compiled));
+        // The new servers' names: resolved (or served from the cache) now.
+        crate::resolvers::kick();
         Ok(())
     }
 }

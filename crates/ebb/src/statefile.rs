@@ -183,12 +183,18 @@ pub fn parse(text: &str) -> Result<Tree, ParseError> {
 
 /// The `srv_admin_state` ebb writes for a server.
 pub fn admin_bits(s: &ServerRt) -> u32 {
-    match s.admin.load(Ordering::Relaxed) {
-        ADMIN_MAINT if s.opts.disabled || s.addr.is_none() => ADMF_CMAINT,
-        ADMIN_MAINT => ADMF_FMAINT,
-        ADMIN_DRAIN => ADMF_FDRAIN,
-        _ => 0,
-    }
+    let rmaint = if s.rmaint.load(Ordering::Relaxed) {
+        ADMF_RMAINT
+    } else {
+        0
+    };
+    rmaint
+        | match s.admin.load(Ordering::Relaxed) {
+            ADMIN_MAINT if s.opts.disabled || s.addr().is_none() => ADMF_CMAINT,
+            ADMIN_MAINT => ADMF_FMAINT,
+            ADMIN_DRAIN => ADMF_FDRAIN,
+            _ => 0,
+        }
 }
 
 /// `show servers state [BACKEND]` for the given backends (with their
@@ -200,11 +206,13 @@ pub fn dump<'a>(farms: impl Iterator<Item = (usize, &'a Farm)>) -> String {
     for (be_id, farm) in farms {
         for s in &farm.servers {
             let up = s.up.load(Ordering::Relaxed);
-            let (addr, port) = match s.addr {
+            let (addr, port) = match s.addr() {
                 Some(a) => (a.ip().to_string(), a.port().to_string()),
-                None => ("-".to_string(), "0".to_string()),
+                None => ("-".to_string(), s.port.load(Ordering::Relaxed).to_string()),
             };
             let since = s.ext.ages().0;
+            let fqdn = s.fqdn.lock().ok().and_then(|g| g.clone());
+            let host = s.hostname.lock().ok().and_then(|g| g.clone());
             let checked = s.opts.check;
             let (code, result) = if checked {
                 let text = s.check_status.lock().map(|c| c.clone()).unwrap_or_default();
@@ -223,11 +231,20 @@ pub fn dump<'a>(farms: impl Iterator<Item = (usize, &'a Farm)>) -> String {
                 && s.effective_weight() < s.weight.load(Ordering::Relaxed);
             let _ = writeln!(
                 out,
-                "{be_id} {be} {sid} {srv} {addr} {op} {adm} {uw} {iw} {since} {code} {result} {ch} {cst} 0 0 0 - {port} - {ssl} 0 - - 0",
+                "{be_id} {be} {sid} {srv} {addr} {op} {adm} {uw} {iw} {since} {code} {result} {ch} {cst} 0 0 0 {fqdn} {port} {srvrec} {ssl} 0 - - 0",
                 be = farm.name,
                 sid = s.idx + 1,
                 srv = s.name,
-                op = match (up, starting) {
+                fqdn = match (&fqdn, &host) {
+                    (Some(f), _) if !f.starts_with('_') => f.as_str(),
+                    (_, Some(h)) => h.as_str(),
+                    _ => "-",
+                },
+                srvrec = match &fqdn {
+                    Some(f) if f.starts_with('_') => f.as_str(),
+                    _ => "-",
+                },
+                op = match (up && !s.rmaint.load(Ordering::Relaxed), starting) {
                     (false, _) => 0,
                     (true, true) => 1,
                     (true, false) => 2,
@@ -243,7 +260,13 @@ pub fn dump<'a>(farms: impl Iterator<Item = (usize, &'a Farm)>) -> String {
                     0
                 },
                 // Check state bits: configured (2) and enabled (4).
-                cst = if checked { 6 } else { 0 },
+                // (enabled: `enable|disable health`; a server added at
+                // run time starts with 2, as in HAProxy).
+                cst = match (checked, s.check_on.load(Ordering::Relaxed)) {
+                    (false, _) => 0,
+                    (true, true) => 6,
+                    (true, false) => 2,
+                },
                 ssl = u8::from(s.tls.is_some()),
             );
         }
@@ -302,7 +325,7 @@ pub fn saved_addr(
 
 /// Applies a saved admin state and weight to a running server.
 pub fn apply(s: &ServerRt, st: &SrvState) {
-    if s.addr.is_some() && !s.opts.disabled {
+    if s.addr().is_some() && !s.opts.disabled {
         s.admin.store(st.admin_state(), Ordering::Relaxed);
     }
     s.weight.store(st.weight, Ordering::Relaxed);

@@ -173,7 +173,7 @@ impl Worker {
             if ticks::is_expired(ticks::add(since, purge), now) {
                 continue;
             }
-            if crate::backend::alive(&mut st) {
+            if crate::backend::alive(&mut st) && s.still_there(&st) {
                 return Some(st);
             }
         }
@@ -186,7 +186,7 @@ impl Worker {
             .opts
             .pool_max_conn
             .map_or(DEFAULT_POOL_MAX, |m| m as usize);
-        if max == 0 {
+        if max == 0 || !s.still_there(&st) {
             return;
         }
         let mut idle = self.idle.borrow_mut();

@@ -376,12 +376,19 @@ impl Checker {
         let Some(s) = self.srv.upgrade() else {
             return Status::Done; // the configuration it belonged to is gone
         };
+        if s.is_deleted() {
+            return Status::Done;
+        }
+        let on = s.check_on.load(Ordering::Relaxed);
         if self.in_flight {
             let r = self.result.lock().ok().and_then(|mut g| g.take());
             match r {
                 Some(r) => {
                     self.in_flight = false;
-                    self.apply(&s, r);
+                    // `disable health` meanwhile: the result is ignored.
+                    if on {
+                        self.apply(&s, r);
+                    }
                 }
                 None => {
                     // Woken by the timer while the check runs: wait for it.
@@ -389,7 +396,7 @@ impl Checker {
                     return Status::Continue;
                 }
             }
-        } else if let Some(addr) = s.addr {
+        } else if let Some(addr) = s.addr().filter(|_| on) {
             let result = Arc::clone(&self.result);
             let probe = self.probe.clone();
             let tls = self.tls.clone();
@@ -426,6 +433,16 @@ impl Checker {
     }
 }
 
+/// What checks of a farm need, kept for servers added at run time.
+pub struct CheckCtx {
+    probe: Option<HttpProbe>,
+    timeout: Option<Duration>,
+    pool: Submitter,
+    handle: RuntimeHandle,
+    log: LogFn,
+    log_checks: bool,
+}
+
 /// Starts the checks of a farm's servers that have `check`. Returns the
 /// tasks (for tests and stats).
 pub fn start(
@@ -437,40 +454,59 @@ pub fn start(
     log: LogFn,
     log_checks: bool,
 ) -> Vec<TaskId> {
-    let mut out = Vec::new();
-    for s in &farm.servers {
-        if !s.opts.check || s.addr.is_none() {
-            continue;
-        }
-        // HAProxy bounds a check by `timeout check`, else by `inter`.
-        let t = timeout
-            .unwrap_or(s.opts.inter)
-            .max(Duration::from_millis(10));
-        let mut c = Checker {
-            srv: Arc::downgrade(s),
-            farm: Arc::downgrade(farm),
-            probe: probe.clone(),
-            tls: s
-                .tls
-                .as_ref()
-                .map(|t| (Arc::clone(&t.config), t.sni.clone())),
-            timeout: t,
-            pool: pool.clone(),
-            handle: handle.clone(),
-            result: Arc::new(Mutex::new(None)),
-            in_flight: false,
-            streak: 0,
-            log: Arc::clone(&log),
-            log_checks,
-            started: Instant::now(),
-        };
-        let id = handle.new_shared_task("health_check", u64::MAX, move |ctx: &mut Ctx, me, why| {
+    let _ = farm.check_ctx.set(CheckCtx {
+        probe,
+        timeout,
+        pool: pool.clone(),
+        handle: handle.clone(),
+        log,
+        log_checks,
+    });
+    farm.servers
+        .iter()
+        .filter_map(|s| start_server(farm, s))
+        .collect()
+}
+
+/// Starts the check task of one server with `check` (a server added at
+/// run time: once the farm's checks started).
+pub fn start_server(farm: &Arc<Farm>, s: &Arc<ServerRt>) -> Option<TaskId> {
+    let cx = farm.check_ctx.get()?;
+    // A server without an address yet (resolvers, `set server ... addr`)
+    // is checked once it has one.
+    if !s.opts.check {
+        return None;
+    }
+    // HAProxy bounds a check by `timeout check`, else by `inter`.
+    let t = cx
+        .timeout
+        .unwrap_or(s.opts.inter)
+        .max(Duration::from_millis(10));
+    let mut c = Checker {
+        srv: Arc::downgrade(s),
+        farm: Arc::downgrade(farm),
+        probe: cx.probe.clone(),
+        tls: s
+            .tls
+            .as_ref()
+            .map(|t| (Arc::clone(&t.config), t.sni.clone())),
+        timeout: t,
+        pool: cx.pool.clone(),
+        handle: cx.handle.clone(),
+        result: Arc::new(Mutex::new(None)),
+        in_flight: false,
+        streak: 0,
+        log: Arc::clone(&cx.log),
+        log_checks: cx.log_checks,
+        started: Instant::now(),
+    };
+    let id = cx
+        .handle
+        .new_shared_task("health_check", u64::MAX, move |ctx: &mut Ctx, me, why| {
             c.run(ctx, me, why)
         });
-        handle.wake_task(id, Reasons::INIT);
-        out.push(id);
-    }
-    out
+    cx.handle.wake_task(id, Reasons::INIT);
+    Some(id)
 }
 
 #[cfg(test)]

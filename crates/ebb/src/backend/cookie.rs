@@ -21,7 +21,6 @@ use crate::config::cookie::{CaptureCookie, CookieCfg, CookieMode};
 use crate::sample::vars::TxnInfo;
 
 use super::ServerRt;
-use std::sync::Arc;
 
 /// The separator of `prefix` mode (`SRV~value`) and of the dates of
 /// `maxidle`/`maxlife` (`SRV|LAST|FIRST`), HAProxy's COOKIE_DELIM and
@@ -82,7 +81,7 @@ fn capture(cap: &CaptureCookie, slot: &mut Option<Vec<u8>>, n: &[u8], v: &[u8]) 
 pub fn request(
     cfg: Option<&CookieCfg>,
     cap: Option<&CaptureCookie>,
-    servers: &[Arc<ServerRt>],
+    servers: &super::ServerList,
     fields: &mut Vec<(Vec<u8>, Vec<u8>)>,
     info: &mut TxnInfo,
     now: u64,
@@ -189,7 +188,7 @@ fn push_pair(out: &mut Vec<u8>, p: &[u8]) {
 
 /// The client-side letter for a cookie naming `id`, and the server it
 /// designates when it may be used.
-fn judge(c: &CookieCfg, servers: &[Arc<ServerRt>], id: &[u8], info: &mut TxnInfo, now: u64) -> u8 {
+fn judge(c: &CookieCfg, servers: &super::ServerList, id: &[u8], info: &mut TxnInfo, now: u64) -> u8 {
     // Dates more than a day in the future are refused, as HAProxy does.
     let bad = |d: u64, max: Option<std::time::Duration>| -> bool {
         match max {
@@ -216,7 +215,7 @@ fn judge(c: &CookieCfg, servers: &[Arc<ServerRt>], id: &[u8], info: &mut TxnInfo
         // HAProxy: a down (or maintenance) server takes the request with
         // `option persist` or `force-persist`; else the balancer picks
         // another one.
-        if (c.persist || info.ck_force) && s.addr.is_some() {
+        if (c.persist || info.ck_force) && s.addr().is_some() {
             info.ck_direct = Some(s.idx);
             info.ck_force = true;
         }
@@ -245,7 +244,7 @@ impl super::Farm {
             Some(i)
                 if force
                     && (stay || avoid != Some(i))
-                    && self.servers.get(i).is_some_and(|s| s.addr.is_some()) =>
+                    && self.servers.get(i).is_some_and(|s| s.addr().is_some()) =>
             {
                 self.enqueue_server(i, me, handle)
             }

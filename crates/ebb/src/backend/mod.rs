@@ -36,6 +36,7 @@
 
 pub mod check;
 pub mod cookie;
+pub mod dynamic;
 pub mod error;
 pub mod extra;
 pub mod lb;
@@ -43,7 +44,7 @@ pub mod lb;
 use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::sync::atomic::{
-    AtomicBool, AtomicI64, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering,
+    AtomicBool, AtomicI64, AtomicU16, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering,
 };
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
@@ -51,6 +52,56 @@ use std::time::{Duration, Instant};
 use sched::{RuntimeHandle, TaskletId};
 
 use crate::config::{Balance, HttpCheck, HttpReuse, ServerOptions};
+pub use dynamic::ServerList;
+
+/// A server as a `server` line or `add server` makes it.
+pub fn new_server(
+    idx: usize,
+    backend: &str,
+    name: String,
+    addr: Option<SocketAddr>,
+    opts: ServerOptions,
+    tls: Option<ServerTls>,
+) -> Arc<ServerRt> {
+    Arc::new(ServerRt {
+        idx,
+        uid: NEXT_SERVER_UID.fetch_add(1, Ordering::Relaxed),
+        backend: backend.to_string(),
+        weight: AtomicU32::new(opts.weight),
+        maxconn: AtomicU32::new(opts.maxconn.unwrap_or(0)),
+        // A server without address that resolvers will look up waits in
+        // resolution maintenance, not forced.
+        admin: AtomicU8::new(
+            if opts.disabled || (addr.is_none() && opts.resolvers.is_none()) {
+                ADMIN_MAINT
+            } else {
+                ADMIN_READY
+            },
+        ),
+        rmaint: AtomicBool::new(addr.is_none() && opts.resolvers.is_some()),
+        fqdn: Mutex::new(None),
+        hostname: Mutex::new(None),
+        moved: AtomicBool::new(false),
+        deleted: AtomicBool::new(false),
+        check_on: AtomicBool::new(opts.check),
+        port: AtomicU16::new(addr.map_or(0, |a| a.port())),
+        up: AtomicBool::new(true),
+        up_since: AtomicInstant::new(
+            Instant::now()
+                .checked_sub(opts.slowstart.unwrap_or_default())
+                .unwrap_or_else(Instant::now),
+        ),
+        cur: AtomicU32::new(0),
+        queue: Mutex::new(VecDeque::new()),
+        counters: Counters::default(),
+        check_status: Mutex::new(String::new()),
+        ext: extra::SrvExtra::default(),
+        tls,
+        name,
+        addr: AtomicAddr::new(addr),
+        opts,
+    })
+}
 
 /// Starts a non-blocking connect to `addr` (with `TCP_NODELAY`): the
 /// socket is returned while the connect is under way; its outcome is the
@@ -96,9 +147,26 @@ pub struct ServerRt {
     pub uid: u64,
     pub name: String,
     pub backend: String,
-    /// Resolved at start; `None` when the name did not resolve (the server
-    /// then stays in maintenance).
-    pub addr: Option<SocketAddr>,
+    /// Where connections go: resolved at start, changed at run time by
+    /// DNS answers and `set server ... addr` ([`ServerRt::addr`]).
+    addr: AtomicAddr,
+    /// The name its `resolvers` section resolves while ebb runs (`None`:
+    /// an IP address, or no `resolvers`); `set server ... fqdn` changes it.
+    pub fqdn: Mutex<Option<String>>,
+    /// A `server-template` SRV slot's target host name (`srv_fqdn`).
+    pub hostname: Mutex<Option<String>>,
+    /// In maintenance because resolution gave no address (HAProxy's
+    /// `MAINT (resolution)`, admin bit 0x20).
+    pub rmaint: AtomicBool,
+    /// The port connections go to (the configured one until an SRV
+    /// record or `set server ... port` changes it).
+    pub port: AtomicU16,
+    /// The address changed at run time at least once.
+    moved: AtomicBool,
+    /// Removed by `del server`: never picked, never listed again.
+    pub(crate) deleted: AtomicBool,
+    /// Health checks run (`check`, and not `disable health`).
+    pub check_on: AtomicBool,
     pub opts: ServerOptions,
     /// Weight in force (`set server ... weight` changes it).
     pub weight: AtomicU32,
@@ -129,9 +197,41 @@ pub struct ServerTls {
 }
 
 impl ServerRt {
+    /// The address new connections (and health checks) go to now.
+    pub fn addr(&self) -> Option<SocketAddr> {
+        self.addr.get()
+    }
+
+    /// Changes the address: the next connection and check use it;
+    /// connections already open stay where they are (an idle one to the
+    /// old address is not reused: [`ServerRt::still_there`]).
+    pub fn set_addr(&self, a: Option<SocketAddr>) {
+        if let Some(a) = a {
+            self.port.store(a.port(), Ordering::Relaxed);
+        }
+        self.moved.store(true, Ordering::Relaxed);
+        self.addr.set(a);
+    }
+
+    /// Whether a server connection still goes to this server's address:
+    /// always, unless the address changed at run time (then its peer is
+    /// compared, one `getpeername`, for servers that moved only).
+    pub fn still_there(&self, st: &crate::transport::Transport) -> bool {
+        if !self.moved.load(Ordering::Relaxed) {
+            return true;
+        }
+        st.tcp().peer_addr().ok() == self.addr()
+    }
+
+    pub fn is_deleted(&self) -> bool {
+        self.deleted.load(Ordering::Acquire)
+    }
+
     /// Whether the load balancer may pick this server now.
     pub fn usable(&self) -> bool {
-        self.addr.is_some()
+        !self.is_deleted()
+            && self.addr().is_some()
+            && !self.rmaint.load(Ordering::Relaxed)
             && self.up.load(Ordering::Relaxed)
             && self.admin.load(Ordering::Relaxed) == ADMIN_READY
             && self.weight.load(Ordering::Relaxed) > 0
@@ -141,7 +241,9 @@ impl ServerRt {
     /// server: it is not down and not in maintenance (HAProxy sends such
     /// requests to a draining server too).
     pub fn persist_ok(&self) -> bool {
-        self.addr.is_some()
+        !self.is_deleted()
+            && self.addr().is_some()
+            && !self.rmaint.load(Ordering::Relaxed)
             && self.up.load(Ordering::Relaxed)
             && self.admin.load(Ordering::Relaxed) != ADMIN_MAINT
     }
@@ -271,7 +373,12 @@ pub struct LbInput<'a> {
 /// A backend's servers, balancing state and queue.
 pub struct Farm {
     pub name: String,
-    pub servers: Vec<Arc<ServerRt>>,
+    pub servers: ServerList,
+    /// Bumped when a server joins or leaves: threads rebuild their
+    /// balancing state ([`dynamic`]).
+    pub(crate) gen: AtomicU64,
+    /// What the health checks of servers added at run time need.
+    pub check_ctx: OnceLock<check::CheckCtx>,
     pub balance: Balance,
     pub retries: u32,
     pub redispatch: bool,
@@ -304,40 +411,14 @@ impl Farm {
         let servers: Vec<Arc<ServerRt>> = servers
             .into_iter()
             .enumerate()
-            .map(|(idx, (sname, addr, opts, tls))| {
-                Arc::new(ServerRt {
-                    idx,
-                    uid: NEXT_SERVER_UID.fetch_add(1, Ordering::Relaxed),
-                    backend: name.clone(),
-                    weight: AtomicU32::new(opts.weight),
-                    maxconn: AtomicU32::new(opts.maxconn.unwrap_or(0)),
-                    admin: AtomicU8::new(if opts.disabled || addr.is_none() {
-                        ADMIN_MAINT
-                    } else {
-                        ADMIN_READY
-                    }),
-                    up: AtomicBool::new(true),
-                    up_since: AtomicInstant::new(
-                        Instant::now()
-                            .checked_sub(opts.slowstart.unwrap_or_default())
-                            .unwrap_or_else(Instant::now),
-                    ),
-                    cur: AtomicU32::new(0),
-                    queue: Mutex::new(VecDeque::new()),
-                    counters: Counters::default(),
-                    check_status: Mutex::new(String::new()),
-                    ext: extra::SrvExtra::default(),
-                    tls,
-                    name: sname,
-                    addr,
-                    opts,
-                })
-            })
+            .map(|(idx, (sname, addr, opts, tls))| new_server(idx, &name, sname, addr, opts, tls))
             .collect();
         register(&servers);
         Farm {
             name,
-            servers,
+            servers: ServerList::new(servers),
+            gen: AtomicU64::new(0),
+            check_ctx: OnceLock::new(),
             balance,
             retries,
             redispatch,
@@ -360,9 +441,10 @@ impl Farm {
     /// A new thread's balancing state.
     fn slot(&self, seed: usize) -> Box<Slot> {
         let mut st = lb::State::new(seed as u64);
-        let w: Vec<u32> = self.servers.iter().map(|s| s.opts.weight).collect();
+        let w: Vec<u32> = self.servers.all().map(|s| s.opts.weight).collect();
         st.set_hash(self.hash.get().copied().unwrap_or_default(), &w);
         Box::new(Slot {
+            gen: self.gen.load(Ordering::Acquire),
             elig: Vec::with_capacity(self.servers.len()),
             weights: Vec::with_capacity(self.servers.len()),
             cur: Vec::with_capacity(self.servers.len()),
@@ -415,8 +497,16 @@ impl Farm {
     ) -> Pick {
         let at = thread_slot();
         let mut guard = self.slots[at].0.lock().unwrap_or_else(|p| p.into_inner());
+        // A server joined or left since: rebuild (one atomic load a pick).
+        if guard
+            .as_ref()
+            .is_some_and(|s| s.gen != self.gen.load(Ordering::Acquire))
+        {
+            *guard = None;
+        }
         let slot = guard.get_or_insert_with(|| self.slot(at));
         let Slot {
+            gen: _,
             elig,
             weights,
             cur,
@@ -644,7 +734,7 @@ impl Farm {
 static BY_UID: Mutex<std::collections::BTreeMap<u64, std::sync::Weak<ServerRt>>> =
     Mutex::new(std::collections::BTreeMap::new());
 
-fn register(servers: &[Arc<ServerRt>]) {
+pub(crate) fn register(servers: &[Arc<ServerRt>]) {
     let mut m = BY_UID.lock().unwrap_or_else(|p| p.into_inner());
     m.retain(|_, w| w.strong_count() > 0);
     for s in servers {
@@ -667,6 +757,8 @@ pub const LB_SLOTS: usize = 64;
 
 /// A thread's balancing state and scratch lists (kept for their capacity).
 struct Slot {
+    /// The farm's generation it was built for.
+    gen: u64,
     elig: Vec<usize>,
     weights: Vec<u32>,
     cur: Vec<u32>,
@@ -742,9 +834,93 @@ pub(crate) fn alive(s: &mut crate::transport::Transport) -> bool {
 pub fn server_status(s: &ServerRt) -> &'static str {
     match s.admin.load(Ordering::Relaxed) {
         ADMIN_MAINT => "MAINT",
+        _ if s.rmaint.load(Ordering::Relaxed) => "MAINT (resolution)",
         ADMIN_DRAIN if s.up.load(Ordering::Relaxed) => "DRAIN",
         _ if !s.up.load(Ordering::Relaxed) => "DOWN",
         _ if !s.opts.check => "no check",
         _ => "UP",
+    }
+}
+
+/// A socket address that threads read without a lock while a rare writer
+/// (a DNS answer, the CLI) changes it: a sequence lock over atomics. A
+/// reader retries only if it raced a write.
+pub struct AtomicAddr {
+    seq: AtomicU64,
+    /// IPv6 address bits, or the IPv4 address in `lo`.
+    hi: AtomicU64,
+    lo: AtomicU64,
+    /// bit 0: present; bit 1: IPv6; bits 16..32: port.
+    meta: AtomicU64,
+    writer: Mutex<()>,
+}
+
+impl AtomicAddr {
+    pub fn new(a: Option<SocketAddr>) -> AtomicAddr {
+        let x = AtomicAddr {
+            seq: AtomicU64::new(0),
+            hi: AtomicU64::new(0),
+            lo: AtomicU64::new(0),
+            meta: AtomicU64::new(0),
+            writer: Mutex::new(()),
+        };
+        x.set(a);
+        x
+    }
+
+    pub fn get(&self) -> Option<SocketAddr> {
+        use std::sync::atomic::fence;
+        loop {
+            let s1 = self.seq.load(Ordering::Acquire);
+            if s1 & 1 == 1 {
+                std::hint::spin_loop();
+                continue;
+            }
+            let (hi, lo, meta) = (
+                self.hi.load(Ordering::Relaxed),
+                self.lo.load(Ordering::Relaxed),
+                self.meta.load(Ordering::Relaxed),
+            );
+            fence(Ordering::Acquire);
+            if self.seq.load(Ordering::Relaxed) != s1 {
+                continue;
+            }
+            if meta & 1 == 0 {
+                return None;
+            }
+            let port = (meta >> 16) as u16;
+            let ip = if meta & 2 != 0 {
+                std::net::IpAddr::V6(std::net::Ipv6Addr::from(
+                    (u128::from(hi) << 64) | u128::from(lo),
+                ))
+            } else {
+                std::net::IpAddr::V4(std::net::Ipv4Addr::from(lo as u32))
+            };
+            return Some(SocketAddr::new(ip, port));
+        }
+    }
+
+    pub fn set(&self, a: Option<SocketAddr>) {
+        use std::sync::atomic::fence;
+        let _w = self.writer.lock().unwrap_or_else(|p| p.into_inner());
+        let (hi, lo, meta) = match a {
+            None => (0, 0, 0),
+            Some(SocketAddr::V4(v)) => (
+                0,
+                u64::from(u32::from(*v.ip())),
+                1 | (u64::from(v.port()) << 16),
+            ),
+            Some(SocketAddr::V6(v)) => {
+                let b = u128::from(*v.ip());
+                ((b >> 64) as u64, b as u64, 3 | (u64::from(v.port()) << 16))
+            }
+        };
+        let s = self.seq.load(Ordering::Relaxed);
+        self.seq.store(s.wrapping_add(1), Ordering::Relaxed);
+        fence(Ordering::Release);
+        self.hi.store(hi, Ordering::Relaxed);
+        self.lo.store(lo, Ordering::Relaxed);
+        self.meta.store(meta, Ordering::Relaxed);
+        self.seq.store(s.wrapping_add(2), Ordering::Release);
     }
 }

@@ -304,3 +304,79 @@ fn atomic_instant_keeps_times_before_and_after_its_origin() {
     a.set(Instant::now() + Duration::from_secs(60));
     assert_eq!(a.elapsed(), Duration::ZERO);
 }
+
+#[test]
+fn an_address_changes_under_concurrent_readers() {
+    // Readers never see a torn address: only one of the two written.
+    let a: SocketAddr = "10.1.2.3:80".parse().unwrap();
+    let b: SocketAddr = "[2001:db8::1:2:3]:8443".parse().unwrap();
+    let cell = Arc::new(AtomicAddr::new(Some(a)));
+    let stop = Arc::new(AtomicBool::new(false));
+    let reads = Arc::new(AtomicU64::new(0));
+    let readers: Vec<_> = (0..2)
+        .map(|_| {
+            let (cell, stop, reads) = (Arc::clone(&cell), Arc::clone(&stop), Arc::clone(&reads));
+            std::thread::spawn(move || {
+                while !stop.load(Ordering::Relaxed) {
+                    let got = cell.get();
+                    assert!(got == Some(a) || got == Some(b) || got.is_none(), "{got:?}");
+                    reads.fetch_add(1, Ordering::Relaxed);
+                }
+            })
+        })
+        .collect();
+    // Writes go on until the readers have read a good many times.
+    let mut i = 0u64;
+    while reads.load(Ordering::Relaxed) < 200_000 || i < 20_000 {
+        cell.set(match i % 3 {
+            0 => Some(b),
+            1 => None,
+            _ => Some(a),
+        });
+        i += 1;
+    }
+    cell.set(Some(a));
+    stop.store(true, Ordering::Relaxed);
+    for r in readers {
+        r.join().unwrap();
+    }
+    assert_eq!(cell.get(), Some(a));
+}
+
+#[test]
+fn servers_join_and_leave_and_picks_follow() {
+    let (_rt, mut c) = ctx();
+    let me = c.new_tasklet("t", |_c: &mut Ctx, _id, _w| Status::Continue);
+    let f = Arc::new(farm(&[None], None, Balance::RoundRobin));
+    let addr = Some("127.0.0.1:9100".parse().unwrap());
+    let s = f
+        .add_server("dyn", addr, ServerOptions::default(), None)
+        .unwrap();
+    assert_eq!(s.idx, 1);
+    assert!(f
+        .add_server("dyn", addr, ServerOptions::default(), None)
+        .is_err());
+    // Added in maintenance: not picked until enabled.
+    let pick = |f: &Farm| match f.pick(&LbInput::default(), None, me, || c.handle()) {
+        Pick::Server(s) => {
+            f.release(&s);
+            s.name.clone()
+        }
+        _ => String::new(),
+    };
+    assert!((0..4).all(|_| pick(&f) == "s0"));
+    s.admin.store(ADMIN_READY, Ordering::Relaxed);
+    let names: Vec<String> = (0..4).map(|_| pick(&f)).collect();
+    assert_eq!(names.iter().filter(|n| *n == "dyn").count(), 2, "{names:?}");
+    assert!(f.del_server(&s).is_err(), "in service");
+    s.admin.store(ADMIN_MAINT, Ordering::Relaxed);
+    f.del_server(&s).unwrap();
+    assert!((0..4).all(|_| pick(&f) == "s0"));
+    assert_eq!(f.servers.iter().count(), 1);
+    assert_eq!(f.servers.all().count(), 2);
+    // The name is free again; the index is new.
+    let s2 = f
+        .add_server("dyn", addr, ServerOptions::default(), None)
+        .unwrap();
+    assert_eq!(s2.idx, 2);
+}

@@ -20,6 +20,7 @@
 //! This module only parses and executes; [`socket`] carries the bytes.
 
 mod maps;
+mod servers;
 pub mod socket;
 
 use std::fmt::Write as _;
@@ -89,6 +90,36 @@ const COMMANDS: &[(&str, &str, CliLevel, &str)] = &[
         "statistics of frontends, backends and servers (CSV)",
     ),
     ("show backend", "", CliLevel::User, "list the backends"),
+    (
+        "add server",
+        "BACKEND/NAME ADDR:PORT [options]",
+        CliLevel::Admin,
+        "add a server (in maintenance; 'enable server' starts it)",
+    ),
+    (
+        "del server",
+        "BACKEND/NAME",
+        CliLevel::Admin,
+        "remove a server in maintenance without connections",
+    ),
+    (
+        "enable health",
+        "BACKEND/NAME",
+        CliLevel::Admin,
+        "resume a server's health checks",
+    ),
+    (
+        "disable health",
+        "BACKEND/NAME",
+        CliLevel::Admin,
+        "stop a server's health checks (it counts as UP)",
+    ),
+    (
+        "show resolvers",
+        "[NAME]",
+        CliLevel::User,
+        "nameservers' counters of the resolvers sections",
+    ),
     (
         "show servers state",
         "[BACKEND]",
@@ -526,9 +557,33 @@ pub fn execute(
             stats::set_weight(&farm, &srv, wt)?;
             Ok(String::new())
         }
+        ["set", "server", spec, kw @ ("addr" | "fqdn"), rest @ ..] => {
+            need(level, Admin, "set server")?;
+            let c = p.live.compiled();
+            let (farm, srv) = stats::find_server(&c, spec)?;
+            servers::set(&farm, &srv, kw, rest)
+        }
+        ["show", "resolvers"] => crate::resolvers::show(None),
+        ["show", "resolvers", name] => crate::resolvers::show(Some(name)),
         ["set", "server", ..] => {
             need(level, Admin, "set server")?;
-            Err("Usage: set server BACKEND/SERVER state ready|drain|maint, or weight N[%]".into())
+            Err("Usage: set server BACKEND/SERVER state ready|drain|maint, weight N[%], addr IP [port P] or fqdn NAME".into())
+        }
+        ["add", "server", spec, rest @ ..] => {
+            need(level, Admin, "add server")?;
+            servers::add(&p.live.compiled(), spec, rest)
+        }
+        ["del", "server", spec] => {
+            need(level, Admin, "del server")?;
+            let c = p.live.compiled();
+            let (farm, srv) = stats::find_server(&c, spec)?;
+            servers::del(&farm, &srv)
+        }
+        [verb @ ("enable" | "disable"), what @ ("health" | "agent"), spec] => {
+            need(level, Admin, &format!("{verb} {what}"))?;
+            let c = p.live.compiled();
+            let (farm, srv) = stats::find_server(&c, spec)?;
+            servers::check_switch(&farm, &srv, *verb == "enable", *what == "agent")
         }
         [verb @ ("enable" | "disable"), "server", spec] => {
             need(level, Admin, &format!("{verb} server"))?;

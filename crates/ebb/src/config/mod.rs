@@ -38,6 +38,7 @@ pub mod cookie;
 mod lexer;
 mod parse;
 mod peers;
+mod resolvers;
 pub(crate) mod rewrite;
 mod tcpreq;
 mod types;
@@ -51,7 +52,7 @@ use std::sync::Arc;
 
 pub use types::*;
 
-pub use parse::parse_sock_spec;
+pub use parse::{parse_dynamic_server, parse_sock_spec};
 pub use peers::{local_peer_name, set_local_peer_arg, PeerDef, PeersSection};
 pub(crate) use values::alpn_list;
 pub use values::parse_bind_addrs;

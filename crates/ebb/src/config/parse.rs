@@ -40,6 +40,8 @@ enum Section {
         name: Option<String>,
     },
     Proxy(usize),
+    /// A `resolvers` section (index in `Parser::resolvers`).
+    Resolvers(usize),
     /// A `peers` section (index in `Parser::peers`).
     Peers(usize),
     /// A section ebb does not implement; its header got one error and its
@@ -127,6 +129,7 @@ pub(crate) struct Parser<'e> {
     bad_binds: Vec<usize>,
     /// Stick tables the rules name: (table, line), checked at the end.
     table_refs: Vec<(String, Loc)>,
+    resolvers: Vec<Resolvers>,
     peers: Vec<super::peers::PeersSection>,
 }
 
@@ -322,7 +325,6 @@ const HAPROXY_PROXY_UNSUPPORTED: &[&str] = &[
     "errorloc",
     "errorloc302",
     "errorloc303",
-    "server-template",
     "server-state-file-name",
     "tcp-check",
     "external-check",
@@ -393,7 +395,6 @@ const OPTIONS: &[&str] = &[
 ];
 
 const UNSUPPORTED_SECTIONS: &[&str] = &[
-    "resolvers",
     "userlist",
     "cache",
     "program",
@@ -420,6 +421,7 @@ impl<'e> Parser<'e> {
             default_path: DefaultPath::Current,
             bad_binds: Vec::new(),
             table_refs: Vec::new(),
+            resolvers: Vec::new(),
             tls: TlsDefaults::default(),
             peers: Vec::new(),
         }
@@ -473,7 +475,7 @@ impl<'e> Parser<'e> {
     fn line(&mut self, words: &[String], loc: Loc) {
         let kw = words[0].as_str();
         match kw {
-            "global" | "defaults" | "frontend" | "backend" | "listen" => {
+            "global" | "defaults" | "frontend" | "backend" | "listen" | "resolvers" => {
                 self.close_section();
                 if let Err(e) = self.section_header(words, &loc) {
                     // A header too broken to open its section: skip the body
@@ -517,6 +519,10 @@ impl<'e> Parser<'e> {
             )),
             Section::Unsupported => Ok(()),
             Section::Global => self.global_kw(words, &loc),
+            Section::Resolvers(i) => match self.resolvers.get_mut(i) {
+                Some(r) => super::resolvers::resolvers_kw(r, words, &loc),
+                None => Ok(()),
+            },
             Section::Peers(i) => match self.peers.get_mut(i) {
                 Some(s) => super::peers::peers_kw(s, words, &loc),
                 None => Ok(()),
@@ -579,6 +585,26 @@ impl<'e> Parser<'e> {
                 if words.len() > 1 {
                     return Err("'global' takes no argument".to_string());
                 }
+                Ok(())
+            }
+            "resolvers" => {
+                let Some(name) = words.get(1).filter(|n| valid_name(n)) else {
+                    self.section = Section::Unsupported;
+                    return Err("'resolvers' needs a valid name".to_string());
+                };
+                if words.len() > 2 {
+                    self.section = Section::Unsupported;
+                    return Err(format!("'resolvers {name}' takes no other argument"));
+                }
+                if let Some(r) = self.resolvers.iter().find(|r| &r.name == name) {
+                    self.section = Section::Unsupported;
+                    return Err(format!(
+                        "resolvers section '{name}' already declared at {}",
+                        r.loc
+                    ));
+                }
+                self.resolvers.push(Resolvers::new(name, loc.clone()));
+                self.section = Section::Resolvers(self.resolvers.len() - 1);
                 Ok(())
             }
             "defaults" => {
@@ -1108,6 +1134,10 @@ impl<'e> Parser<'e> {
                 }
             }
         }
+        errs.extend(super::resolvers::cross_check(
+            &self.resolvers,
+            &self.proxies,
+        ));
         let local_peer = super::peers::local_peer_name(self.global.localpeer.as_deref());
         let mut tables: Vec<_> = self
             .proxies
@@ -1125,6 +1155,7 @@ impl<'e> Parser<'e> {
             Ok(Config {
                 global: self.global,
                 proxies: self.proxies,
+                resolvers: self.resolvers,
                 peers: self.peers,
                 local_peer,
             })
@@ -1899,7 +1930,23 @@ fn proxy_kw(px: &mut Proxy, ctx: &Ctx<'_>, words: &[String]) -> Result<(), Strin
                 port,
                 opts,
                 loc: loc.clone(),
+                srv: false,
             });
+        }
+        "server-template" => {
+            ctx.allow(kw, BE, false)?;
+            let mut opts = px.default_server.clone();
+            parse_server_opts(w.get(4..).unwrap_or(&[]), &mut opts, ctx)?;
+            let slots = super::resolvers::server_template(w, opts, loc)?;
+            for s in &slots {
+                if px.servers.iter().any(|x| x.name == s.name) {
+                    return Err(format!(
+                        "server-template: server '{}' already exists",
+                        s.name
+                    ));
+                }
+            }
+            px.servers.extend(slots);
         }
         "http-check" => {
             ctx.allow(kw, BE, true)?;
@@ -2609,6 +2656,35 @@ fn parse_bind(w: &[String], ctx: &Ctx<'_>) -> Result<Bind, String> {
     })
 }
 
+/// `add server BACKEND/NAME ADDR[:PORT] [options]` after the name: the
+/// host, port and options of a dynamic server (HAProxy: no `default-server`
+/// settings apply; only the options its list allows).
+pub fn parse_dynamic_server(w: &[String]) -> Result<(String, u16, ServerOptions), String> {
+    let addr = w
+        .first()
+        .ok_or("'server' expects <name> and <addr>[:<port>] as arguments.")?;
+    // A missing port is the client's destination port in HAProxy; ebb
+    // connects to port 0 never: refuse it.
+    let (host, port) = parse_host_port(addr)?;
+    super::resolvers::dynamic_server_words(&w[1..])?;
+    let loc = Loc {
+        file: Arc::from("cli"),
+        line: 0,
+    };
+    let tls = TlsDefaults::default();
+    let ctx = Ctx {
+        loc: &loc,
+        default_path: &DefaultPath::Current,
+        tls: &tls,
+        caps: BE,
+        defaults: false,
+        section_name: "backend",
+    };
+    let mut o = ServerOptions::default();
+    parse_server_opts(&w[1..], &mut o, &ctx)?;
+    Ok((host, port, o))
+}
+
 fn parse_server_opts(w: &[String], o: &mut ServerOptions, ctx: &Ctx<'_>) -> Result<(), String> {
     let mut i = 0;
     while i < w.len() {
@@ -2690,9 +2766,11 @@ fn parse_server_opts(w: &[String], o: &mut ServerOptions, ctx: &Ctx<'_>) -> Resu
                     }
                     "pool-purge-delay" => o.pool_purge_delay = parse_time(v)?,
                     "cookie" => o.cookie = Some(v.to_string()),
+                    "resolvers" | "resolve-prefer" | "init-addr" | "resolve-opts"
+                    | "resolve-net" => super::resolvers::server_opt(opt, v, o)?,
                     _ => {
                         return Err(format!(
-                            "unknown server option '{opt}' (supported: weight, maxconn, maxqueue, backup, disabled, check, inter, fastinter, downinter, rise, fall, slowstart, ssl, verify, ca-file, sni, cookie, ciphers, ciphersuites, ssl-min-ver, ssl-max-ver, no-tlsv12, no-tlsv13, force-tlsv12, force-tlsv13, no-tls-tickets, pool-max-conn, pool-purge-delay)"
+                            "unknown server option '{opt}' (supported: weight, maxconn, maxqueue, backup, disabled, check, inter, fastinter, downinter, rise, fall, slowstart, ssl, verify, ca-file, sni, cookie, ciphers, ciphersuites, ssl-min-ver, ssl-max-ver, no-tlsv12, no-tlsv13, force-tlsv12, force-tlsv13, no-tls-tickets, pool-max-conn, pool-purge-delay, resolvers, resolve-prefer, resolve-opts, init-addr)"
                         ))
                     }
                 }

@@ -55,10 +55,63 @@ pub struct Config {
     /// Frontends, backends and listens in declaration order. A `listen` is one
     /// proxy with both capabilities, as in HAProxy.
     pub proxies: Vec<Proxy>,
+    /// `resolvers` sections, in declaration order.
+    pub resolvers: Vec<Resolvers>,
     /// `peers` sections, in declaration order.
     pub peers: Vec<super::peers::PeersSection>,
     /// This instance's peer name (`-L`, `localpeer`, or the host name).
     pub local_peer: String,
+}
+
+/// A `resolvers NAME` section: where and how server names are resolved
+/// while ebb runs (HAProxy's section 5.3.2).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Resolvers {
+    pub name: String,
+    /// `nameserver NAME ADDR:PORT` (UDP), and those `parse-resolv-conf`
+    /// read, in order.
+    pub nameservers: Vec<(String, SocketAddr)>,
+    /// `resolve_retries`: queries sent for one resolution before giving up
+    /// (3).
+    pub resolve_retries: u32,
+    /// `timeout resolve`: time between two resolutions of a name whose
+    /// last answer was not valid (1 s).
+    pub timeout_resolve: Duration,
+    /// `timeout retry`: time to wait for an answer before asking again (1 s).
+    pub timeout_retry: Duration,
+    /// `hold STATUS PERIOD`.
+    pub holds: crate::dns::Holds,
+    /// `accepted_payload_size` (512, at most 65535).
+    pub accepted_payload_size: u16,
+    pub loc: Loc,
+}
+
+impl Resolvers {
+    pub fn new(name: &str, loc: Loc) -> Resolvers {
+        Resolvers {
+            name: name.to_string(),
+            nameservers: Vec::new(),
+            resolve_retries: 3,
+            timeout_resolve: Duration::from_secs(1),
+            timeout_retry: Duration::from_secs(1),
+            holds: crate::dns::Holds::default(),
+            accepted_payload_size: 512,
+            loc,
+        }
+    }
+}
+
+/// One method of `init-addr`: where a server's address comes from at start.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum InitAddr {
+    /// The address saved in the server-state file.
+    Last,
+    /// The system resolver, once, at start.
+    Libc,
+    /// No address: the server starts in maintenance until resolved.
+    None,
+    /// This address.
+    Ip(std::net::IpAddr),
 }
 
 impl Config {
@@ -1047,6 +1100,18 @@ pub struct ServerOptions {
     /// `check-send-proxy`: health checks send one too (they also do when
     /// `send_proxy` is set, HAProxy's rule with no `port`/`addr`).
     pub check_send_proxy: bool,
+    /// `resolvers NAME`: the section that resolves this server's name
+    /// while ebb runs.
+    pub resolvers: Option<String>,
+    /// `resolve-prefer ipv4|ipv6` (HAProxy's default: ipv6).
+    pub resolve_prefer_v4: bool,
+    /// `init-addr`; `None`: HAProxy's default `last,libc`.
+    pub init_addr: Option<Vec<InitAddr>>,
+    /// `resolve-opts allow-dup-ip`: an address another server of the
+    /// backend has may be used (by default it is skipped).
+    pub allow_dup_ip: bool,
+    /// `resolve-opts ignore-weight`: an SRV record's weight is not applied.
+    pub ignore_weight: bool,
 }
 
 /// The TLS policy of a `server ... ssl` line (the client side).
@@ -1103,6 +1168,11 @@ impl Default for ServerOptions {
             send_proxy: 0,
             check_send_proxy: false,
             cookie: None,
+            resolvers: None,
+            resolve_prefer_v4: false,
+            init_addr: None,
+            allow_dup_ip: false,
+            ignore_weight: false,
         }
     }
 }
@@ -1116,6 +1186,10 @@ pub struct Server {
     pub port: u16,
     pub opts: ServerOptions,
     pub loc: Loc,
+    /// A slot of `server-template` whose name is an SRV name
+    /// (`_service._proto.name`): address, port and weight come from the
+    /// SRV records.
+    pub srv: bool,
 }
 
 /// `serve-files DIR [index FILE] [listing on|off] [follow-symlinks on|off] [max-age N]`.

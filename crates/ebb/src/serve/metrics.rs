@@ -234,7 +234,14 @@ pub fn render(p: &Process) -> String {
             let sl = labels(&[("proxy", &be.name), ("server", &s.name)]);
             let sc = &s.counters;
             let state = crate::backend::server_status(s);
-            for st in ["UP", "DOWN", "MAINT", "DRAIN", "no check"] {
+            for st in [
+                "UP",
+                "DOWN",
+                "MAINT",
+                "MAINT (resolution)",
+                "DRAIN",
+                "no check",
+            ] {
                 o.gauge(
                     "ebb_server_status",
                     "The server's state: 1 for the state it is in.",
@@ -407,6 +414,17 @@ pub fn render(p: &Process) -> String {
         );
     }
 
+    // `resolvers` sections: each nameserver's counters (`show resolvers`).
+    for sec in crate::resolvers::sections() {
+        for ((ns, _), c) in sec.cfg.nameservers.iter().zip(&sec.ns) {
+            let l = labels(&[("resolvers", &sec.cfg.name), ("nameserver", ns)]);
+            for (field, v) in c.fields() {
+                let (name, help) = resolver_metric(field);
+                o.counter(name, help, l.clone(), v as f64);
+            }
+        }
+    }
+
     for (t, a) in p.handle.activity().iter().enumerate() {
         let ts = t.to_string();
         let l = labels(&[("thread", &ts)]);
@@ -523,6 +541,48 @@ pub fn answer() -> Answer {
         status: 200,
         headers: vec![("Content-Type", CONTENT_TYPE.into())],
         body: render(p).into_bytes(),
+    }
+}
+
+/// The metric of a nameserver counter (`show resolvers` names).
+fn resolver_metric(field: &str) -> (&'static str, &'static str) {
+    match field {
+        "sent" => ("ebb_resolver_sent_total", "DNS queries sent."),
+        "snd_error" => (
+            "ebb_resolver_send_errors_total",
+            "DNS queries that could not be sent.",
+        ),
+        "valid" => ("ebb_resolver_valid_total", "Valid DNS answers."),
+        "update" => (
+            "ebb_resolver_updates_total",
+            "Valid answers that changed a server.",
+        ),
+        "cname" => ("ebb_resolver_cname_total", "Answers through a CNAME."),
+        "cname_error" => (
+            "ebb_resolver_cname_errors_total",
+            "CNAME chains that led nowhere.",
+        ),
+        "any_err" => ("ebb_resolver_errors_total", "Answers in error, all kinds."),
+        "nx" => ("ebb_resolver_nx_total", "NXDOMAIN answers."),
+        "timeout" => ("ebb_resolver_timeouts_total", "Queries left unanswered."),
+        "refused" => ("ebb_resolver_refused_total", "REFUSED answers."),
+        "other" => (
+            "ebb_resolver_other_errors_total",
+            "Other errors (SERVFAIL, empty answers).",
+        ),
+        "invalid" => (
+            "ebb_resolver_invalid_total",
+            "Datagrams that are not DNS answers.",
+        ),
+        "too_big" => (
+            "ebb_resolver_too_big_total",
+            "Answers over the accepted payload size.",
+        ),
+        "truncated" => ("ebb_resolver_truncated_total", "Truncated answers."),
+        _ => (
+            "ebb_resolver_outdated_total",
+            "Answers to no query in flight (late or foreign).",
+        ),
     }
 }
 

@@ -284,7 +284,7 @@ fn srv_row(i: usize, farm: &Farm, s: &ServerRt) -> Row {
     (r.rate, r.rate_max) = rate(format!("sv/{}/{}", farm.name, s.name), r.stot);
     r.smax = Some(u64::from(s.ext.smax.load(Ordering::Relaxed)));
     r.uweight = Some(u64::from(s.weight.load(Ordering::Relaxed)));
-    r.addr = s.addr.map(|a| a.to_string()).unwrap_or_default();
+    r.addr = s.addr().map(|a| a.to_string()).unwrap_or_default();
     let (lastchg, down) = s.ext.ages();
     r.lastchg = Some(lastchg);
     if s.opts.check {
@@ -854,7 +854,7 @@ pub fn find_server2(c: &Compiled, b: &str, s: &str) -> Result<(Arc<Farm>, Arc<Se
 /// server that leaves service pick again; when one comes back, the
 /// backend's queue is served.
 pub fn set_admin(farm: &Farm, s: &ServerRt, state: u8) -> Result<(), String> {
-    if state == ADMIN_READY && s.addr.is_none() {
+    if state == ADMIN_READY && s.addr().is_none() && s.opts.resolvers.is_none() {
         return Err(format!(
             "Server {}/{} has no address: it stays in maintenance.",
             farm.name, s.name

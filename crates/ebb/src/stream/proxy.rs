@@ -494,7 +494,7 @@ impl Stream {
         };
         let now = ctx.now();
         let r = s
-            .addr
+            .addr()
             .ok_or_else(|| io::Error::from(io::ErrorKind::AddrNotAvailable))
             .and_then(crate::backend::connect_nb)
             .and_then(|st| match &s.tls {

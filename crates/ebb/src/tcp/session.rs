@@ -341,7 +341,7 @@ impl Session {
         };
         let now = ctx.now();
         let r = s
-            .addr
+            .addr()
             .ok_or_else(|| std::io::Error::from(std::io::ErrorKind::AddrNotAvailable))
             .and_then(crate::backend::connect_nb)
             .and_then(|st| match &s.tls {

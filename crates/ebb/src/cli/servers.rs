@@ -1,0 +1,136 @@
+//! CLI commands that change where servers are: `set server B/S addr`,
+//! `set server B/S fqdn`, and `show resolvers`.
+
+use std::net::{IpAddr, SocketAddr};
+use std::sync::atomic::Ordering;
+
+use crate::backend::{Farm, ServerRt};
+
+/// `set server B/S addr IP [port P]`: new connections and checks go to
+/// the new address; open connections stay. HAProxy's answer text.
+pub fn set_addr(s: &ServerRt, args: &[&str]) -> Result<String, String> {
+    let usage = || "Usage: set server BACKEND/SERVER addr IP [port PORT]".to_string();
+    let (ip, port) = match args {
+        [ip] => (*ip, None),
+        [ip, "port", p] => (*ip, Some(*p)),
+        _ => return Err(usage()),
+    };
+    let ip: IpAddr = ip
+        .parse()
+        .map_err(|_| format!("Invalid addr '{ip}': expected an IPv4 or IPv6 address."))?;
+    let port = match port {
+        None => s.port.load(Ordering::Relaxed),
+        Some(p) => p
+            .parse::<u16>()
+            .ok()
+            .filter(|p| *p > 0)
+            .ok_or_else(|| format!("Invalid port '{p}'."))?,
+    };
+    let old = s.addr();
+    s.set_addr(Some(SocketAddr::new(ip, port)));
+    let mut msg = match old {
+        Some(o) if o.ip() == ip => "no need to change the addr".to_string(),
+        Some(o) => format!("IP changed from '{}' to '{ip}'", o.ip()),
+        None => format!("IP changed from '(none)' to '{ip}'"),
+    };
+    match old.map(|o| o.port()) {
+        Some(p) if p != port => msg.push_str(&format!(", port changed from '{p}' to '{port}'")),
+        None => msg.push_str(&format!(", port changed from '0' to '{port}'")),
+        _ => msg.push_str(", no need to change the port"),
+    }
+    msg.push_str(" by 'stats socket command'\n");
+    Ok(msg)
+}
+
+/// `set server B/S fqdn NAME`: the server's resolvers look the new name up
+/// from their next round.
+pub fn set_fqdn(s: &ServerRt, name: &str) -> Result<String, String> {
+    if s.opts.resolvers.is_none() {
+        return Err("set server <b>/<s> fqdn failed because no resolution is configured.".into());
+    }
+    let n = name.trim_end_matches('.');
+    if crate::dns::encode_query(0, n, crate::dns::QType::A, 512).is_err() {
+        return Err(format!(
+            "could not update {}/{} FQDN by 'stats socket command'",
+            s.backend, s.name
+        ));
+    }
+    let mut g = s.fqdn.lock().unwrap_or_else(|p| p.into_inner());
+    let old = g.replace(n.to_ascii_lowercase()).unwrap_or_default();
+    drop(g);
+    crate::resolvers::kick();
+    Ok(format!(
+        "{}/{} changed its FQDN from {old} to {n} by 'stats socket command'\n",
+        s.backend, s.name
+    ))
+}
+
+/// Dispatches `set server B/S addr|fqdn ...`.
+pub fn set(_farm: &Farm, s: &ServerRt, kw: &str, rest: &[&str]) -> Result<String, String> {
+    match (kw, rest) {
+        ("addr", a) => set_addr(s, a),
+        ("fqdn", [n]) => set_fqdn(s, n),
+        _ => Err("Usage: set server BACKEND/SERVER fqdn NAME".into()),
+    }
+}
+
+/// `add server BACKEND/NAME ADDR:PORT [options]`.
+pub fn add(c: &crate::proxy::Compiled, spec: &str, rest: &[&str]) -> Result<String, String> {
+    let (b, name) = spec
+        .split_once('/')
+        .filter(|(b, n)| !b.is_empty() && !n.is_empty())
+        .ok_or("Require 'backend/server'.")?;
+    let be = c
+        .backends
+        .iter()
+        .find(|x| x.name == b)
+        .ok_or("No such backend.")?;
+    let crate::proxy::BackendKind::Servers(sv) = &be.kind else {
+        return Err("Backend has no servers (it serves files).".into());
+    };
+    if !name
+        .bytes()
+        .all(|x| x.is_ascii_alphanumeric() || b"-_.:".contains(&x))
+    {
+        return Err(format!("Invalid server name '{name}'."));
+    }
+    let words: Vec<String> = rest.iter().map(|w| w.to_string()).collect();
+    let (host, port, opts) = crate::config::parse_dynamic_server(&words)?;
+    // HAProxy's `init-addr none`: a name is not resolved.
+    let addr = host
+        .parse::<IpAddr>()
+        .ok()
+        .map(|ip| SocketAddr::new(ip, port));
+    let tls = crate::proxy::server_tls(&opts, &host)?;
+    let s = sv.farm.add_server(name, addr, opts, tls)?;
+    s.port.store(port, Ordering::Relaxed);
+    Ok("New server registered.\n".into())
+}
+
+/// `del server BACKEND/NAME`.
+pub fn del(farm: &Farm, s: &ServerRt) -> Result<String, String> {
+    farm.del_server(s)?;
+    Ok("Server deleted.\n".into())
+}
+
+/// `enable|disable health|agent BACKEND/NAME`.
+pub fn check_switch(farm: &Farm, s: &ServerRt, on: bool, agent: bool) -> Result<String, String> {
+    if agent {
+        // ebb has no agent checks: none is ever configured.
+        return if on {
+            Err("Agent was not configured on this server, cannot enable.\n".into())
+        } else {
+            Ok(String::new())
+        };
+    }
+    if on && !s.opts.check {
+        return Err("Health check was not configured on this server, cannot enable.\n".into());
+    }
+    s.check_on.store(on, Ordering::Relaxed);
+    if !on && !s.up.swap(true, Ordering::AcqRel) {
+        // Unchecked: considered UP (HAProxy's `disable health`).
+        s.ext.changed(s.usable());
+        farm.kick_backend_queue();
+    }
+    Ok(String::new())
+}

@@ -1,0 +1,863 @@
+//! `resolvers` sections through the real binary, against a scripted DNS
+//! server on loopback (`tests/dnsd.py`, Python's standard library only)
+//! whose answers the tests rewrite while traffic flows: a server follows
+//! its name's address, `server-template` fills and empties slots from SRV
+//! records with their weights, `hold` periods keep a server through NX
+//! answers and silence, and the CLI moves servers (`set server ... addr`,
+//! `fqdn`) under load without a failed request. Where cheap, haproxy 2.6
+//! runs the same configuration against the same DNS server and the
+//! observable state is compared.
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use common::origin::{Mode, Origin};
+use common::*;
+
+/// The scripted DNS server.
+struct Dnsd {
+    child: Child,
+    port: u16,
+    zone: PathBuf,
+    lines: Arc<Mutex<Vec<String>>>,
+}
+
+impl Dnsd {
+    fn start(dir: &Path, zone: &str) -> Dnsd {
+        let path = dir.join("zone.json");
+        std::fs::write(&path, zone).unwrap();
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/dnsd.py");
+        let mut child = Command::new("python3")
+            .arg(&script)
+            .arg(&path)
+            .arg("0")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("python3 for the DNS server");
+        let out = child.stdout.take().unwrap();
+        let lines = Arc::new(Mutex::new(Vec::new()));
+        let l2 = Arc::clone(&lines);
+        std::thread::spawn(move || {
+            for l in BufReader::new(out).lines().map_while(Result::ok) {
+                l2.lock().unwrap().push(l);
+            }
+        });
+        let mut port = 0;
+        wait_until("dnsd listening", || {
+            port = lines
+                .lock()
+                .unwrap()
+                .iter()
+                .find_map(|l| l.strip_prefix("dnsd: listening ")?.parse().ok())
+                .unwrap_or(0);
+            port != 0
+        });
+        Dnsd {
+            child,
+            port,
+            zone: path,
+            lines,
+        }
+    }
+
+    /// Replaces the zone atomically (the server reads it at its next query).
+    fn set(&self, zone: &str) {
+        let tmp = self.zone.with_extension("tmp");
+        std::fs::write(&tmp, zone).unwrap();
+        std::fs::rename(&tmp, &self.zone).unwrap();
+    }
+
+    /// Queries logged so far that contain `what`.
+    fn count(&self, what: &str) -> usize {
+        self.lines
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|l| l.starts_with("dnsd: query") && l.contains(what))
+            .count()
+    }
+}
+
+impl Drop for Dnsd {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Waits until ebb has logged `needle` `n` times.
+fn wait_logged(e: &Ebb, needle: &str, n: usize) {
+    wait_until(&format!("{n} x '{needle}'"), || {
+        e.stderr
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|l| l.contains(needle))
+            .count()
+            >= n
+    });
+}
+
+fn a_zone(name: &str, ips: &[&str]) -> String {
+    let ips: Vec<String> = ips.iter().map(|i| format!("\"{i}\"")).collect();
+    format!(
+        "{{\"names\": {{\"{name}\": {{\"A\": [{}]}}}}}}",
+        ips.join(",")
+    )
+}
+
+/// haproxy 2.6 on a configuration made for its directory (its stats
+/// socket is `admin.sock` there); stopped when dropped.
+struct Haproxy {
+    child: Child,
+    sock: PathBuf,
+}
+
+impl Haproxy {
+    fn start(name: &str, cfg: impl FnOnce(&Path) -> String) -> Haproxy {
+        let dir = scratch(name);
+        // haproxy binds no port 0: a free one.
+        let free = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap();
+        let path = dir.join("h.cfg");
+        std::fs::write(&path, cfg(&dir).replace("BIND", &free.to_string())).unwrap();
+        let child = Command::new("haproxy")
+            .arg("-f")
+            .arg(&path)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        Haproxy {
+            child,
+            sock: dir.join("admin.sock"),
+        }
+    }
+}
+
+impl Drop for Haproxy {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// One origin on 127.0.0.2 and a DNS server that names it `app.test`.
+fn origin_and_dns(dir: &Path) -> (Origin, Dnsd) {
+    let o = Origin::start_on("127.0.0.2:0", "two", Mode::Ok);
+    let dns = Dnsd::start(dir, &a_zone("app.test", &["127.0.0.2"]));
+    (o, dns)
+}
+
+/// Two origins on 127.0.0.2 and 127.0.0.3 with the same port.
+fn two_origins() -> (Origin, Origin, u16) {
+    for _ in 0..50 {
+        let o2 = Origin::start_on("127.0.0.2:0", "two", Mode::Ok);
+        let port = o2.addr.port();
+        if std::net::TcpListener::bind(("127.0.0.3", port)).is_ok() {
+            let o3 = Origin::start_on(&format!("127.0.0.3:{port}"), "three", Mode::Ok);
+            return (o2, o3, port);
+        }
+    }
+    panic!("no common free port on 127.0.0.2 and 127.0.0.3");
+}
+
+fn config(dir: &Path, resolvers: &str, backend: &str) -> String {
+    format!(
+        "global\n    nbthread 2\n    stats socket {} level admin\n\
+         {resolvers}\
+         defaults\n    mode http\n    timeout client 10s\n    timeout server 10s\n    timeout connect 2s\n\
+         frontend fe\n    bind BIND\n    http-request use-service prometheus-exporter if {{ path /metrics }}\n    default_backend be\n\
+         {backend}",
+        dir.join("admin.sock").display()
+    )
+}
+
+fn sock(e: &Ebb, dir: &Path) -> PathBuf {
+    let _ = e;
+    dir.join("admin.sock")
+}
+
+/// The `show servers state` line of one server, split in fields.
+fn state(sock: &Path, srv: &str) -> Vec<String> {
+    let out = cli_cmd(sock, "show servers state");
+    out.lines()
+        .map(|l| l.split(' ').map(str::to_string).collect::<Vec<_>>())
+        .find(|f| f.len() > 5 && f[3] == srv)
+        .unwrap_or_else(|| panic!("no {srv} in {out}"))
+}
+
+/// `show stat` column `col` (0-based) of server `srv`.
+fn stat(sock: &Path, srv: &str, col: usize) -> String {
+    let out = cli_cmd(sock, "show stat");
+    out.lines()
+        .map(|l| l.split(',').map(str::to_string).collect::<Vec<_>>())
+        .find(|f| f.len() > col && f[1] == srv)
+        .map(|f| f[col].clone())
+        .unwrap_or_else(|| panic!("no {srv} in {out}"))
+}
+
+/// Clients sending one request per connection until stopped; counts
+/// answers that are not 200.
+struct Load {
+    stop: Arc<AtomicBool>,
+    ok: Arc<AtomicUsize>,
+    failed: Arc<Mutex<Vec<String>>>,
+    threads: Vec<std::thread::JoinHandle<()>>,
+}
+
+impl Load {
+    fn start(a: SocketAddr, clients: usize) -> Load {
+        let stop = Arc::new(AtomicBool::new(false));
+        let ok = Arc::new(AtomicUsize::new(0));
+        let failed = Arc::new(Mutex::new(Vec::new()));
+        let threads = (0..clients)
+            .map(|_| {
+                let (stop, ok, failed) = (stop.clone(), ok.clone(), failed.clone());
+                std::thread::spawn(move || {
+                    while !stop.load(Ordering::Relaxed) {
+                        match raw(a, b"GET / HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n") {
+                            Some(r) if r.status == 200 => {
+                                ok.fetch_add(1, Ordering::Relaxed);
+                            }
+                            Some(r) => failed.lock().unwrap().push(format!("{}", r.status)),
+                            None => failed.lock().unwrap().push("no answer".into()),
+                        }
+                    }
+                })
+            })
+            .collect();
+        Load {
+            stop,
+            ok,
+            failed,
+            threads,
+        }
+    }
+
+    fn wait_ok(&self, more: usize) {
+        let base = self.ok.load(Ordering::Relaxed);
+        wait_until("requests answered", || {
+            self.ok.load(Ordering::Relaxed) >= base + more
+        });
+    }
+
+    fn finish(self) -> (usize, Vec<String>) {
+        self.stop.store(true, Ordering::Relaxed);
+        for t in self.threads {
+            t.join().unwrap();
+        }
+        let f = self.failed.lock().unwrap().clone();
+        (self.ok.load(Ordering::Relaxed), f)
+    }
+}
+
+/// After a move from `old` to `new`: requests started before it may still
+/// end on `old`; after a few rounds nothing more goes there, `n` more
+/// reach `new`, and no request failed.
+fn moved_without_loss(load: Load, old: &Origin, new: &Origin, n: usize) {
+    load.wait_ok(20);
+    let on_old = old.requests.load(Ordering::SeqCst);
+    load.wait_ok(n);
+    assert_eq!(
+        old.requests.load(Ordering::SeqCst),
+        on_old,
+        "a new connection went to the old address"
+    );
+    assert!(new.requests.load(Ordering::SeqCst) >= n);
+    let (ok, failed) = load.finish();
+    assert!(
+        failed.is_empty(),
+        "{} failed of {ok}: {failed:?}",
+        failed.len()
+    );
+}
+
+#[test]
+fn server_follows_its_address_while_traffic_flows() {
+    if !have("python3") {
+        return;
+    }
+    let dir = scratch("res-follow");
+    let (o2, o3, port) = two_origins();
+    let dns = Dnsd::start(&dir, &a_zone("app.test", &["127.0.0.2"]));
+    let cfg = config(
+        &dir,
+        &format!(
+            "resolvers dns\n    nameserver ns1 127.0.0.1:{}\n    hold valid 100ms\n    timeout retry 500ms\n",
+            dns.port
+        ),
+        &format!(
+            "backend be\n    server s1 app.test:{port} resolvers dns resolve-prefer ipv4 init-addr none\n"
+        ),
+    );
+    let e = Ebb::start(&cfg);
+    let sock = sock(&e, &dir);
+    // init-addr none: in resolution maintenance until the first answer.
+    e.wait_stderr(
+        "be/s1 changed its IP from (none) to 127.0.0.2 by dns/ns1",
+        Duration::from_secs(30),
+    )
+    .expect("first address applied");
+    let load = Load::start(e.addr(), 4);
+    wait_until("traffic on 127.0.0.2", || {
+        o2.requests.load(Ordering::SeqCst) > 50
+    });
+    assert_eq!(o3.requests.load(Ordering::SeqCst), 0);
+    dns.set(&a_zone("app.test", &["127.0.0.3"]));
+    e.wait_stderr(
+        "be/s1 changed its IP from 127.0.0.2 to 127.0.0.3 by dns/ns1",
+        Duration::from_secs(30),
+    )
+    .expect("address change applied");
+    moved_without_loss(load, &o2, &o3, 200);
+    let st = state(&sock, "s1");
+    assert_eq!(st[4], "127.0.0.3");
+    assert_eq!(st[17], "app.test", "srv_fqdn");
+    assert_eq!(st[18], port.to_string());
+    let res = cli_cmd(&sock, "show resolvers");
+    assert!(
+        res.starts_with("Resolvers section dns\n nameserver ns1:\n  sent:"),
+        "{res}"
+    );
+    let valid: u64 = res
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("valid:"))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap();
+    assert!(valid >= 2, "{res}");
+    let m = get(e.addr(), "/metrics").text();
+    let line = m
+        .lines()
+        .find(|l| l.starts_with("ebb_resolver_valid_total{resolvers=\"dns\",nameserver=\"ns1\"} "))
+        .unwrap_or_else(|| panic!("{m}"));
+    assert!(
+        line.rsplit(' ')
+            .next()
+            .and_then(|v| v.parse::<f64>().ok())
+            .unwrap()
+            >= 2.0
+    );
+    assert!(cli_cmd(&sock, "show resolvers nope").contains("Can't find that resolvers section"));
+}
+
+#[test]
+fn hold_keeps_a_server_through_nx_then_maintenance() {
+    if !have("python3") {
+        return;
+    }
+    let dir = scratch("res-hold");
+    let (o, dns) = origin_and_dns(&dir);
+    let port = o.addr.port();
+    // The same name through two sections: `long` holds an NX answer for
+    // ten minutes, `short` for 100 ms.
+    let cfg = config(
+        &dir,
+        &format!(
+            "resolvers long\n    nameserver ns1 127.0.0.1:{p}\n    hold valid 100ms\n    hold nx 600s\n    timeout resolve 100ms\n    timeout retry 500ms\n\
+             resolvers short\n    nameserver ns1 127.0.0.1:{p}\n    hold valid 100ms\n    hold nx 100ms\n    timeout resolve 100ms\n    timeout retry 500ms\n",
+            p = dns.port
+        ),
+        &format!(
+            "backend be\n    server keep app.test:{port} resolvers long resolve-prefer ipv4 init-addr none\n    server drop app.test:{port} resolvers short resolve-prefer ipv4 init-addr none\n"
+        ),
+    );
+    let e = Ebb::start(&cfg);
+    let sock = sock(&e, &dir);
+    for s in ["keep", "drop"] {
+        e.wait_stderr(
+            &format!("be/{s} changed its IP from (none) to 127.0.0.2"),
+            Duration::from_secs(30),
+        )
+        .expect("resolved");
+    }
+    assert_eq!(stat(&sock, "keep", 17), "no check");
+    dns.set("{\"names\": {}}");
+    e.wait_stderr(
+        "Server be/drop is going DOWN for maintenance (DNS NX status)",
+        Duration::from_secs(30),
+    )
+    .expect("short hold expired");
+    assert_eq!(stat(&sock, "drop", 17), "MAINT (resolution)");
+    let st = state(&sock, "drop");
+    assert_eq!(
+        (st[4].as_str(), st[5].as_str(), st[6].as_str()),
+        ("-", "0", "32"),
+        "{st:?}"
+    );
+    // `keep` is within its hold: still in use, still its address.
+    assert_eq!(stat(&sock, "keep", 17), "no check");
+    assert_eq!(state(&sock, "keep")[4], "127.0.0.2");
+    for _ in 0..20 {
+        assert_eq!(get(e.addr(), "/").status, 200);
+    }
+    assert!(!e
+        .stderr
+        .lock()
+        .unwrap()
+        .iter()
+        .any(|l| l.contains("be/keep is going DOWN")));
+    // The name comes back: `drop` resolves again.
+    dns.set(&a_zone("app.test", &["127.0.0.2"]));
+    wait_logged(
+        &e,
+        "Server be/drop ('app.test') is UP/READY (resolves again)",
+        2,
+    );
+    assert_eq!(stat(&sock, "drop", 17), "no check");
+}
+
+#[test]
+fn silence_costs_retries_then_timeout_status() {
+    if !have("python3") {
+        return;
+    }
+    let dir = scratch("res-silent");
+    let (o, dns) = origin_and_dns(&dir);
+    let port = o.addr.port();
+    let cfg = config(
+        &dir,
+        &format!(
+            "resolvers dns\n    nameserver ns1 127.0.0.1:{}\n    resolve_retries 3\n    hold valid 100ms\n    hold timeout 100ms\n    timeout resolve 100ms\n    timeout retry 200ms\n",
+            dns.port
+        ),
+        &format!("backend be\n    server s1 app.test:{port} resolvers dns resolve-prefer ipv4 init-addr none\n"),
+    );
+    let e = Ebb::start(&cfg);
+    let sock = sock(&e, &dir);
+    e.wait_stderr(
+        "changed its IP from (none) to 127.0.0.2",
+        Duration::from_secs(30),
+    )
+    .expect("resolved");
+    dns.set("{\"silent\": true, \"names\": {}}");
+    e.wait_stderr(
+        "Server be/s1 is going DOWN for maintenance (DNS timeout status)",
+        Duration::from_secs(30),
+    )
+    .expect("timeout status after the retries");
+    let res = cli_cmd(&sock, "show resolvers dns");
+    let field = |n: &str| -> u64 {
+        res.lines()
+            .find_map(|l| l.trim().strip_prefix(&format!("{n}:")))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap()
+    };
+    // One round of silence: resolve_retries queries, each unanswered.
+    assert!(field("timeout") >= 3, "{res}");
+    // The DNS server saw them: the preferred type, retried.
+    assert!(dns.count("app.test A -> silent") >= 3);
+    assert!(field("sent") >= field("valid") + 3, "{res}");
+    assert_eq!(get(e.addr(), "/").status, 503);
+    dns.set(&a_zone("app.test", &["127.0.0.2"]));
+    wait_logged(&e, "is UP/READY (resolves again)", 2);
+    wait_until("served again", || get(e.addr(), "/").status == 200);
+}
+
+const SRV2: &str = r#"{"names": {
+  "_http._tcp.svc.test": {"SRV": [[0, 256, PORT, "a.svc.test"], [0, 768, PORT, "b.svc.test"]]},
+  "a.svc.test": {"A": ["127.0.0.2"]}, "b.svc.test": {"A": ["127.0.0.3"]}}}"#;
+
+#[test]
+fn server_template_fills_slots_from_srv_with_weights() {
+    if !have("python3") {
+        return;
+    }
+    let dir = scratch("res-srv");
+    let (o2, o3, port) = two_origins();
+    let zone = SRV2.replace("PORT", &port.to_string());
+    let dns = Dnsd::start(&dir, &zone);
+    let resolvers = format!(
+        "resolvers dns\n    nameserver ns1 127.0.0.1:{}\n    hold valid 100ms\n    timeout retry 500ms\n",
+        dns.port
+    );
+    let backend = "backend be\n    balance roundrobin\n    server-template web 3 _http._tcp.svc.test resolvers dns init-addr none\n";
+    let cfg = config(&dir, &resolvers, backend);
+    let e = Ebb::start(&cfg);
+    let sock = sock(&e, &dir);
+    wait_until("two slots filled", || {
+        e.stderr
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|l| l.contains("administratively READY"))
+            .count()
+            >= 2
+    });
+    // Weights 256 and 768 become 1 and 3 (HAProxy 2.6: (w + 255) / 256);
+    // the third slot has no record.
+    let mut rows: Vec<(String, String, String)> = ["web1", "web2", "web3"]
+        .iter()
+        .map(|s| (stat(&sock, s, 73), stat(&sock, s, 18), stat(&sock, s, 17)))
+        .collect();
+    rows.sort();
+    let a = |ip: &str| format!("{ip}:{port}");
+    assert_eq!(
+        rows,
+        vec![
+            (String::new(), "1".into(), "MAINT (resolution)".into()),
+            (a("127.0.0.2"), "1".into(), "no check".into()),
+            (a("127.0.0.3"), "3".into(), "no check".into()),
+        ]
+    );
+    // The split follows the weights: smooth round robin over 1 and 3.
+    let (b2, b3) = (
+        o2.requests.load(Ordering::SeqCst),
+        o3.requests.load(Ordering::SeqCst),
+    );
+    for _ in 0..400 {
+        assert_eq!(get(e.addr(), "/").status, 200);
+    }
+    let (n2, n3) = (
+        o2.requests.load(Ordering::SeqCst) - b2,
+        o3.requests.load(Ordering::SeqCst) - b3,
+    );
+    assert_eq!((n2, n3), (100, 300));
+
+    // haproxy 2.6 on the same configuration and DNS server: the same
+    // statuses, addresses and weights (slots may be filled in another
+    // order).
+    if have("haproxy") {
+        let h = Haproxy::start("res-srv-ha", |d| config(d, &resolvers, backend));
+        let hs = h.sock.clone();
+        wait_until("haproxy filled its slots", || {
+            hs.exists()
+                && std::os::unix::net::UnixStream::connect(&hs).is_ok()
+                && cli_cmd(&hs, "show stat").matches("no check").count() == 2
+        });
+        let mut hrows: Vec<(String, String, String)> = ["web1", "web2", "web3"]
+            .iter()
+            .map(|s| (stat(&hs, s, 73), stat(&hs, s, 18), stat(&hs, s, 17)))
+            .collect();
+        hrows.sort();
+        drop(h);
+        assert_eq!(rows, hrows, "ebb vs haproxy");
+    }
+
+    // One record leaves: its slot goes to maintenance (hold obsolete 0).
+    dns.set(&zone.replace(&format!(", [0, 768, {port}, \"b.svc.test\"]"), ""));
+    wait_until("slot emptied", || {
+        cli_cmd(&sock, "show stat")
+            .matches("MAINT (resolution)")
+            .count()
+            == 2
+    });
+    let b3 = o3.requests.load(Ordering::SeqCst);
+    for _ in 0..50 {
+        assert_eq!(get(e.addr(), "/").status, 200);
+    }
+    assert_eq!(
+        o3.requests.load(Ordering::SeqCst),
+        b3,
+        "traffic to a removed record"
+    );
+    // A new record takes a free slot, through a target resolved on its own
+    // (no additional record).
+    dns.set(
+        &r#"{"names": {
+  "_http._tcp.svc.test": {"no_additional": true, "SRV": [[0, 256, PORT, "a.svc.test"], [0, 256, PORT, "c.svc.test"]]},
+  "a.svc.test": {"A": ["127.0.0.2"]}, "c.svc.test": {"A": ["127.0.0.3"]}}}"#
+            .replace("PORT", &port.to_string()),
+    );
+    wait_until("new record served", || {
+        cli_cmd(&sock, "show servers state").contains(" c.svc.test ")
+            && cli_cmd(&sock, "show stat")
+                .matches("MAINT (resolution)")
+                .count()
+                == 1
+    });
+    wait_until("traffic to the new record", || {
+        get(e.addr(), "/").status == 200 && o3.requests.load(Ordering::SeqCst) > b3
+    });
+}
+
+#[test]
+fn cli_moves_servers_under_load() {
+    if !have("python3") {
+        return;
+    }
+    let dir = scratch("res-cli");
+    let (o2, o3, port) = two_origins();
+    let dns = Dnsd::start(
+        &dir,
+        r#"{"names": {"one.test": {"A": ["127.0.0.2"]}, "other.test": {"A": ["127.0.0.3"]}}}"#,
+    );
+    let cfg = config(
+        &dir,
+        &format!(
+            "resolvers dns\n    nameserver ns1 127.0.0.1:{}\n    hold valid 100ms\n",
+            dns.port
+        ),
+        &format!(
+            "backend be\n    server s1 one.test:{port} resolvers dns resolve-prefer ipv4\n    server s2 127.0.0.2:{port}\n"
+        ),
+    );
+    let e = Ebb::start(&cfg);
+    let sock = sock(&e, &dir);
+    let load = Load::start(e.addr(), 4);
+    load.wait_ok(100);
+    // s2 has no resolvers: `set server addr` moves it for good.
+    let out = cli_cmd(
+        &sock,
+        &format!("set server be/s2 addr 127.0.0.3 port {port}"),
+    );
+    assert_eq!(
+        out,
+        "IP changed from '127.0.0.2' to '127.0.0.3', no need to change the port by 'stats socket command'\n\n"
+    );
+    // s1 resolves another name from now on.
+    let out = cli_cmd(&sock, "set server be/s1 fqdn other.test");
+    assert_eq!(
+        out,
+        "be/s1 changed its FQDN from one.test to other.test by 'stats socket command'\n\n"
+    );
+    e.wait_stderr(
+        "be/s1 changed its IP from 127.0.0.2 to 127.0.0.3",
+        Duration::from_secs(30),
+    )
+    .expect("new name resolved");
+    moved_without_loss(load, &o2, &o3, 300);
+    assert_eq!(state(&sock, "s1")[17], "other.test");
+    // Refusals, with HAProxy's texts where it has one.
+    assert!(cli_cmd(&sock, "set server be/s2 fqdn x.test").contains("no resolution is configured"));
+    assert!(
+        cli_cmd(&sock, "set server be/s1 fqdn bad..name").contains("could not update be/s1 FQDN")
+    );
+    assert!(cli_cmd(&sock, "set server be/s1 addr nope").contains("Invalid addr"));
+    assert!(cli_cmd(&sock, "set server be/s1 addr 127.0.0.3 port 0").contains("Invalid port"));
+}
+
+#[test]
+fn configuration_errors_name_their_line() {
+    let dir = scratch("res-cfg");
+    let check = |body: &str, want: &str| {
+        let p = dir.join("c.cfg");
+        std::fs::write(&p, body).unwrap();
+        let (code, out, err) = run_ebb(&["-c", "-f", p.to_str().unwrap()], &dir);
+        assert_ne!(code, 0, "{body}");
+        let all = format!("{out}{err}");
+        assert!(all.contains(want), "{body}\n---\n{all}");
+    };
+    let be = "defaults\n    mode http\nfrontend fe\n    bind 127.0.0.1:0\n    default_backend be\nbackend be\n";
+    check(
+        &format!("resolvers dns\n    nameserver a tcp@127.0.0.1:53\n{be}"),
+        "c.cfg:2: nameserver 'tcp@127.0.0.1:53': DNS over TCP is not supported",
+    );
+    check(
+        &format!("resolvers dns\n    nameserver a 127.0.0.1\n{be}"),
+        "c.cfg:2: nameserver '127.0.0.1': missing port",
+    );
+    check(
+        &format!("resolvers dns\n    nameserver a 127.0.0.1:53\n    hold sometimes 1s\n{be}"),
+        "c.cfg:3: unknown hold status 'sometimes'",
+    );
+    check(
+        &format!(
+            "resolvers dns\n    nameserver a 127.0.0.1:53\n    accepted_payload_size 100\n{be}"
+        ),
+        "c.cfg:3:",
+    );
+    check(
+        &format!("resolvers dns\n{be}"),
+        "c.cfg:1: resolvers 'dns' has no nameserver",
+    );
+    check(
+        &format!("{be}    server s a.test:80 resolvers nope\n"),
+        "c.cfg:7: server be/s: no resolvers section named 'nope'",
+    );
+    check(
+        &format!("{be}    server-template s 2 _http._tcp.x.test\n"),
+        "c.cfg:7: server be/s1: the SRV name '_http._tcp.x.test' needs 'resolvers NAME'",
+    );
+    check(
+        &format!("resolvers dns\n    nameserver a 127.0.0.1:53\n{be}    server s a.test:80 resolvers dns resolve-net 10.0.0.0/8\n"),
+        "c.cfg:9: server option 'resolve-net' is not supported",
+    );
+    check(
+        &format!("{be}    server s a.invalid:80 init-addr libc\n"),
+        "c.cfg:7: server s: could not resolve address 'a.invalid'",
+    );
+}
+
+/// `add server` / `del server` while clients keep coming: a new server
+/// starts in maintenance, takes traffic once enabled, leaves only from
+/// maintenance and without connections, and no request fails meanwhile.
+/// haproxy 2.6 gives the same answers to the same commands.
+#[test]
+fn runtime_servers_added_and_deleted_under_load() {
+    let dir = scratch("dyn");
+    let (o2, o3, port) = two_origins();
+    let gate = common::origin::Gate::default();
+    let og = Origin::start_on("127.0.0.2:0", "gated", Mode::Gate(gate.clone()));
+    let backends = format!(
+        "backend be\n    balance roundrobin\n    server s1 127.0.0.2:{port}\n\
+         backend gated\n    balance leastconn\n\
+         backend st\n    balance source\n    server s1 127.0.0.2:{port}\n"
+    );
+    let cfg = config(&dir, "", &backends).replace(
+        "    default_backend be\n",
+        "    use_backend gated if { path_beg /g }\n    default_backend be\n",
+    );
+    let e = Ebb::start(&cfg);
+    let sock = sock(&e, &dir);
+
+    // Answers that must be HAProxy's, compared with haproxy itself below.
+    let refusals = [
+        format!("add server st/s2 127.0.0.3:{port}"),
+        format!("add server be/s1 127.0.0.3:{port}"),
+        format!("add server be/x 127.0.0.3:{port} cookie c"),
+        format!("add server be/x 127.0.0.3:{port} resolvers dns"),
+        "add server be/x".to_string(),
+        "del server be/s1".to_string(),
+        "enable health be/s1".to_string(),
+        "enable agent be/s1".to_string(),
+    ];
+    let ebb_answers: Vec<String> = refusals.iter().map(|c| cli_cmd(&sock, c)).collect();
+    if have("haproxy") {
+        let h = Haproxy::start("dyn-ha", |d| config(d, "", &backends));
+        let hs = h.sock.clone();
+        wait_until("haproxy up", || {
+            std::os::unix::net::UnixStream::connect(&hs).is_ok()
+        });
+        let ha: Vec<String> = refusals.iter().map(|c| cli_cmd(&hs, c)).collect();
+        drop(h);
+        for ((c, a), b) in refusals.iter().zip(&ebb_answers).zip(&ha) {
+            assert_eq!(a.trim_end(), b.trim_end(), "{c}: ebb vs haproxy");
+        }
+    }
+    assert!(
+        ebb_answers[0].contains("dynamic load balancing"),
+        "{}",
+        ebb_answers[0]
+    );
+    assert!(cli_cmd(
+        &sock,
+        &format!("add server be/x 127.0.0.3:{port} track be/s1")
+    )
+    .contains("'track' option is not supported by ebb"));
+
+    let load = Load::start(e.addr(), 4);
+    load.wait_ok(100);
+    // A new server: registered in maintenance, no traffic yet.
+    assert_eq!(
+        cli_cmd(
+            &sock,
+            &format!("add server be/s2 127.0.0.3:{port} weight 2 check inter 100ms")
+        ),
+        "New server registered.\n\n"
+    );
+    assert_eq!(stat(&sock, "s2", 17), "MAINT");
+    let st = state(&sock, "s2");
+    assert_eq!(
+        (st[4].as_str(), st[6].as_str(), st[7].as_str()),
+        ("127.0.0.3", "1", "2")
+    );
+    // Its check is configured, not enabled (HAProxy's check state 2).
+    assert_eq!(st[13], "2");
+    load.wait_ok(100);
+    assert_eq!(o3.requests.load(Ordering::SeqCst), 0);
+    // In service: every thread picks it from its next request.
+    assert_eq!(cli_cmd(&sock, "enable server be/s2"), "\n");
+    assert_eq!(cli_cmd(&sock, "enable health be/s2"), "\n");
+    assert_eq!(state(&sock, "s2")[13], "6");
+    wait_until("traffic to s2", || o3.requests.load(Ordering::SeqCst) > 100);
+    wait_until("s2 checked", || stat(&sock, "s2", 36) == "L4OK");
+    assert_eq!(
+        cli_cmd(&sock, "del server be/s2"),
+        "Only servers in maintenance mode can be deleted.\n\n"
+    );
+    // Out: maintenance, then delete once its last stream ended.
+    assert_eq!(cli_cmd(&sock, "disable server be/s2"), "\n");
+    wait_until("s2 deleted", || {
+        cli_cmd(&sock, "del server be/s2") == "Server deleted.\n\n"
+    });
+    let on_s2 = o3.requests.load(Ordering::SeqCst);
+    load.wait_ok(200);
+    assert_eq!(
+        o3.requests.load(Ordering::SeqCst),
+        on_s2,
+        "traffic to a deleted server"
+    );
+    assert!(!cli_cmd(&sock, "show stat").contains("be,s2,"));
+    assert!(!cli_cmd(&sock, "show servers state be").contains(" s2 "));
+    assert_eq!(
+        cli_cmd(&sock, "disable server be/s2"),
+        "No such server 's2' in backend 'be'.\n\n"
+    );
+    // The name is free again.
+    assert_eq!(
+        cli_cmd(&sock, &format!("add server be/s2 127.0.0.3:{port}")),
+        "New server registered.\n\n"
+    );
+    let (ok, failed) = load.finish();
+    assert!(
+        failed.is_empty(),
+        "{} failed of {ok}: {failed:?}",
+        failed.len()
+    );
+    assert!(o2.requests.load(Ordering::SeqCst) > 0);
+
+    // A server with a stream under way cannot be deleted.
+    assert_eq!(
+        cli_cmd(&sock, &format!("add server gated/g1 {}", og.addr)),
+        "New server registered.\n\n"
+    );
+    assert_eq!(cli_cmd(&sock, "enable server gated/g1"), "\n");
+    let a = e.addr();
+    let pending = std::thread::spawn(move || get(a, "/g").status);
+    wait_until("request held", || og.busy.load(Ordering::SeqCst) == 1);
+    assert_eq!(cli_cmd(&sock, "disable server gated/g1"), "\n");
+    assert_eq!(
+        cli_cmd(&sock, "del server gated/g1"),
+        "Server still has connections attached to it, cannot remove it.\n\n"
+    );
+    gate.open();
+    assert_eq!(pending.join().unwrap(), 200);
+    wait_until("g1 deleted", || {
+        cli_cmd(&sock, "del server gated/g1") == "Server deleted.\n\n"
+    });
+    assert_eq!(get(e.addr(), "/g").status, 503);
+}
+
+/// A reload (SIGHUP) makes new server objects: within `hold valid` they
+/// take the cached answer at once, without a query (`timeout resolve` of
+/// ten minutes here: nothing else would give them an address).
+#[test]
+fn a_reload_gives_new_servers_the_cached_answer() {
+    if !have("python3") {
+        return;
+    }
+    let dir = scratch("res-reload");
+    let (o, dns) = origin_and_dns(&dir);
+    let port = o.addr.port();
+    let cfg = config(
+        &dir,
+        &format!(
+            "resolvers dns\n    nameserver ns1 127.0.0.1:{}\n    hold valid 600s\n    timeout resolve 600s\n",
+            dns.port
+        ),
+        &format!(
+            "backend be\n    server s1 app.test:{port} resolvers dns resolve-prefer ipv4 init-addr none\n"
+        ),
+    );
+    let e = Ebb::start(&cfg);
+    let sock = sock(&e, &dir);
+    wait_logged(&e, "be/s1 changed its IP from (none) to 127.0.0.2", 1);
+    assert_eq!(get(e.addr(), "/").status, 200);
+    let queries = dns.count("app.test");
+    e.signal("HUP");
+    wait_logged(&e, "be/s1 changed its IP from (none) to 127.0.0.2", 2);
+    assert_eq!(state(&sock, "s1")[4], "127.0.0.2");
+    assert_eq!(get(e.addr(), "/").status, 200);
+    assert_eq!(dns.count("app.test"), queries, "the cache served");
+}
