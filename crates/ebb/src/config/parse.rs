@@ -1361,14 +1361,14 @@ fn parse_stats_socket(w: &[String], loc: &Loc) -> Result<StatsSocket, String> {
 }
 
 /// Splits rule arguments from a trailing `if|unless COND`.
-fn split_cond(w: &[String]) -> (&[String], Option<(bool, &[String])>) {
+pub(super) fn split_cond(w: &[String]) -> (&[String], Option<(bool, &[String])>) {
     match w.iter().position(|x| x == "if" || x == "unless") {
         Some(i) => (&w[..i], Some((w[i] == "unless", &w[i + 1..]))),
         None => (w, None),
     }
 }
 
-fn cond_of(
+pub(super) fn cond_of(
     c: Option<(bool, &[String])>,
     px: &Proxy,
     loc: &Loc,
@@ -1558,7 +1558,9 @@ fn proxy_kw(px: &mut Proxy, ctx: &Ctx<'_>, words: &[String]) -> Result<(), Strin
             }
         }
         "tcp-request" => {
-            let connection = w.get(1).is_some_and(|x| x == "connection");
+            let connection = w
+                .get(1)
+                .is_some_and(|x| x == "connection" || x == "session");
             let delay = w.get(1).is_some_and(|x| x == "inspect-delay");
             ctx.allow(kw, if connection { FE } else { FE | BE }, delay)?;
             super::tcpreq::parse(px, &w[1..], loc)?;
@@ -3085,12 +3087,6 @@ fn parse_http_request(
         "set-header" | "add-header" | "del-header" => HttpRequestAction::Header(
             parse_header_edit("http-request", action, args, request_scope(px))?,
         ),
-        a if is_var_action(a) => HttpRequestAction::Var(parse_var_action(
-            "http-request",
-            a,
-            args,
-            request_scope(px),
-        )?),
         "tarpit" => {
             let mut status = 500;
             match args {
@@ -3106,48 +3102,7 @@ fn parse_http_request(
             }
             HttpRequestAction::Tarpit { status }
         }
-        a if a.starts_with("track-sc") => {
-            let n = sc_index(a, "track-sc")?;
-            let (key, table) = match args {
-                [k] => (k, None),
-                [k, t, name] if t == "table" => (k, Some(name.clone())),
-                _ => {
-                    return Err(format!(
-                        "'http-request {a}' expects a key expression and an optional 'table NAME'"
-                    ))
-                }
-            };
-            let key = Expr::parse(key, request_scope(px))
-                .map_err(|e| format!("'http-request {a}': {e}"))?;
-            crate::sample::note_table_ref(table.clone());
-            HttpRequestAction::TrackSc {
-                n,
-                key: Box::new(key),
-                table,
-            }
-        }
-        a if a.starts_with("sc-inc-gpc0(") => {
-            if !args.is_empty() {
-                return Err(format!("'http-request {a}' takes no argument"));
-            }
-            HttpRequestAction::ScIncGpc0(sc_paren(a, "sc-inc-gpc0")?)
-        }
-        a if a.starts_with("sc-set-gpt0(") => {
-            let n = sc_paren(a, "sc-set-gpt0")?;
-            let [v] = args else {
-                return Err(format!(
-                    "'http-request {a}' expects an integer or a sample expression"
-                ));
-            };
-            let e = Expr::parse(v, request_scope(px))
-                .map_err(|e| format!("'http-request {a}': {e}"))?;
-            if !crate::sample::can_cast(e.out_type(), crate::sample::Type::Int) {
-                return Err(format!(
-                    "'http-request {a}': '{v}' does not give an integer"
-                ));
-            }
-            HttpRequestAction::ScSetGpt0(n, Box::new(e))
-        }
+        a if is_shared_action(a) => shared_action("http-request", a, args, request_scope(px))?,
         "capture" => HttpRequestAction::Capture(parse_capture_action(px, ctx, false, args)?),
         "use-service" => match args {
             [s] if s == "prometheus-exporter" => {
@@ -3171,6 +3126,72 @@ fn parse_http_request(
         action: act,
         cond,
         loc: loc.clone(),
+    })
+}
+
+/// Whether `a` names an action `http-request` and `tcp-request` share.
+pub(super) fn is_shared_action(a: &str) -> bool {
+    is_var_action(a)
+        || a.starts_with("track-sc")
+        || a.starts_with("sc-inc-gpc0(")
+        || a.starts_with("sc-set-gpt0(")
+}
+
+/// The actions `http-request` and `tcp-request` rules share: `set-var`,
+/// `set-var-fmt`, `unset-var`, `track-scN KEY [table T]`,
+/// `sc-inc-gpc0(N)`, `sc-set-gpt0(N) INT|EXPR`; `kw` names the rule.
+pub(super) fn shared_action(
+    kw: &str,
+    a: &str,
+    args: &[String],
+    scope: Scope,
+) -> Result<HttpRequestAction, String> {
+    Ok(match a {
+        a if is_var_action(a) => HttpRequestAction::Var(parse_var_action(kw, a, args, scope)?),
+        a if a.starts_with("track-sc") => {
+            let n = sc_index(a, "track-sc")?;
+            let (key, table) = match args {
+                [k] => (k, None),
+                [k, t, name] if t == "table" => (k, Some(name.clone())),
+                _ => {
+                    return Err(format!(
+                        "'{kw} {a}' expects a key expression and an optional 'table NAME'"
+                    ))
+                }
+            };
+            let key = Expr::parse(key, scope).map_err(|e| format!("'{kw} {a}': {e}"))?;
+            crate::sample::note_table_ref(table.clone());
+            HttpRequestAction::TrackSc {
+                n,
+                key: Box::new(key),
+                table,
+            }
+        }
+        a if a.starts_with("sc-inc-gpc0(") => {
+            if !args.is_empty() {
+                return Err(format!("'{kw} {a}' takes no argument"));
+            }
+            HttpRequestAction::ScIncGpc0(sc_paren(a, "sc-inc-gpc0")?)
+        }
+        a if a.starts_with("sc-set-gpt0(") => {
+            let n = sc_paren(a, "sc-set-gpt0")?;
+            let [v] = args else {
+                return Err(format!(
+                    "'{kw} {a}' expects an integer or a sample expression"
+                ));
+            };
+            // HAProxy takes an integer or an expression.
+            let text = match v.parse::<i64>() {
+                Ok(i) => format!("int({i})"),
+                Err(_) => v.clone(),
+            };
+            let e = Expr::parse(&text, scope).map_err(|e| format!("'{kw} {a}': {e}"))?;
+            if !crate::sample::can_cast(e.out_type(), crate::sample::Type::Int) {
+                return Err(format!("'{kw} {a}': '{v}' does not give an integer"));
+            }
+            HttpRequestAction::ScSetGpt0(n, Box::new(e))
+        }
+        o => return Err(format!("unknown '{kw}' action '{o}'")),
     })
 }
 
@@ -3310,7 +3331,7 @@ fn parse_var_action(
 
 /// Where a proxy's `http-request` rules run: a frontend's before any
 /// backend is chosen, a backend's (or a listen section's) after.
-fn request_scope(px: &Proxy) -> Scope {
+pub(super) fn request_scope(px: &Proxy) -> Scope {
     Scope::Request {
         backend: px.kind.is_backend(),
     }

@@ -403,14 +403,39 @@ pub enum ProxyMode {
     Tcp,
 }
 
-/// `tcp-request connection|content accept|reject [if|unless COND]`.
+/// When a `tcp-request` rule runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum TcpWhen {
+    /// `connection`: at accept, before any byte is read (and before a
+    /// PROXY header).
+    Connection,
+    /// `session`: once the connection is a session (after the PROXY
+    /// header), before any byte of content.
+    Session,
+    /// `content`: on the request's first bytes, within `inspect-delay`.
+    Content,
+}
+
+/// What a `tcp-request` rule does.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum TcpAction {
+    Accept,
+    Reject,
+    /// `silent-drop`: the connection is reset and forgotten (no log).
+    SilentDrop,
+    /// `expect-proxy layer4` (connection rules): a PROXY header must come
+    /// first, as with `accept-proxy` on the bind.
+    ExpectProxy,
+    /// An action shared with `http-request`: `track-scN`, `sc-inc-gpc0`,
+    /// `sc-set-gpt0`, `set-var`, `set-var-fmt`, `unset-var`.
+    Common(HttpRequestAction),
+}
+
+/// `tcp-request connection|session|content ACTION [if|unless COND]`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TcpRequestRule {
-    /// `content` (evaluated on the request's first bytes); else
-    /// `connection` (at accept, before any byte is read).
-    pub content: bool,
-    /// `accept`; else `reject`.
-    pub accept: bool,
+    pub when: TcpWhen,
+    pub action: TcpAction,
     pub cond: Option<Condition>,
     pub loc: Loc,
 }

@@ -317,7 +317,9 @@ impl Fetch {
             | Fetch::Date(_)
             | Fetch::Rand(_)
             | Fetch::Uuid
-            | Fetch::Var(_) => Layer::L4,
+            | Fetch::Var(_)
+            // Stick-table counters: known without reading the connection.
+            | Fetch::Stk(_) => Layer::L4,
             Fetch::ReqLen | Fetch::ReqSslSni | Fetch::ReqSslHelloType | Fetch::ReqPayload(..) => {
                 Layer::Payload
             }

@@ -36,6 +36,7 @@ use sched::{ticks, Ctx, Reasons, Status, TaskletId, Tick, ETERNITY};
 
 use super::pipe::{Pipe, SrvTasklet};
 use crate::backend::{Farm, LbInput, Pick, ServerRt, WaitState, Waiter};
+use crate::l4rules::{run_rules, Verdict};
 use crate::proxy::{BackendKind, BackendRt, BeTimeouts, FrontendRt};
 use crate::transport::Transport;
 use crate::worker::Worker;
@@ -91,6 +92,14 @@ pub(super) struct Session {
     queues: (usize, usize),
     accept_time: SystemTime,
     vars: RefCell<crate::sample::VarStore>,
+    /// The session's trackers (`tcp-request ... track-scN`).
+    stk: crate::table::Stk,
+    /// The content rule to resume at (HAProxy's `current_rule`): a rule
+    /// that waited for more bytes is evaluated again, those before it
+    /// are not run twice.
+    content_pos: usize,
+    /// `silent-drop`: close with a reset and no log.
+    silent: bool,
     sess: Arc<crate::registry::SessInfo>,
     term: [u8; 2],
 }
@@ -104,6 +113,7 @@ impl Session {
         dst: Option<SocketAddr>,
         fe: Arc<FrontendRt>,
         w: Rc<Worker>,
+        early: super::Early,
     ) -> std::io::Result<()> {
         let fd = tr.raw_fd();
         let now = ctx.now();
@@ -155,7 +165,10 @@ impl Session {
             deadline: ETERNITY,
             queues: (0, 0),
             accept_time: SystemTime::now(),
-            vars: Default::default(),
+            vars: early.vars,
+            stk: early.stk,
+            content_pos: 0,
+            silent: false,
             sess: Arc::clone(&sess),
             term: *b"--",
         };
@@ -198,10 +211,14 @@ impl Session {
     }
 
     /// Evaluates the content rules and `use_backend` once the inspection
-    /// may decide. Returns `None` while it must wait for more bytes.
-    fn inspect(&mut self, ctx: &mut Ctx) -> Option<Result<usize, ()>> {
+    /// may decide, then the chosen backend's content and `stick` rules.
+    /// Returns `None` while it must wait for more bytes, `Err(verdict)`
+    /// when a rule refuses the session.
+    fn inspect(&mut self, ctx: &mut Ctx) -> Option<Result<usize, Verdict>> {
         let now = ctx.now();
-        let l4 = &self.fe.l4;
+        self.stk.set_now(now);
+        let fe = Arc::clone(&self.fe);
+        let l4 = &fe.l4;
         let (payload, eof, full) = {
             let p = self.pipe.borrow();
             (p.c2s.data().to_vec(), p.cli.eof, p.c2s.reader_blocked)
@@ -211,19 +228,94 @@ impl Session {
         // HAProxy: the content rules run on every new chunk while more may
         // come within the delay; a rule that does not hold on an answer
         // that may still change (`req.len` below a bound, a hello not
-        // whole yet) stops the walk and waits. At the delay, the end of
-        // the input or a full buffer, they decide on what arrived.
+        // whole yet) stops the walk and waits, and the walk resumes at
+        // that rule. At the delay, the end of the input or a full buffer,
+        // they decide on what arrived.
         let partial = l4.inspect_delay > 0 && !eof && !full && !expired;
         let may_change = std::cell::Cell::new(false);
         let sni = match &hello {
             crate::tls::hello::Sniff::Hello(h) => h.sni.clone(),
             _ => None,
         };
+        let pay = crate::sample::Payload {
+            bytes: &payload,
+            sni: sni.as_deref(),
+            hello_partial: matches!(hello, crate::tls::hello::Sniff::Need),
+            partial,
+            may_change: &may_change,
+        };
+        let from = self.content_pos;
+        let r = self.with_ctx(Some(pay), None, |sctx| {
+            let mut xp = false;
+            let v = run_rules(
+                &l4.content_rules,
+                from,
+                &fe.matcher,
+                sctx,
+                false,
+                Some(&may_change),
+                &mut xp,
+            );
+            match v {
+                Verdict::Wait(i) => return Err(Some(i)),
+                Verdict::Reject | Verdict::SilentDrop => return Ok(Err(v)),
+                Verdict::Accept | Verdict::Continue => {}
+            }
+            let Some(bi) = fe.choose_backend(sctx) else {
+                return Ok(Err(Verdict::Reject));
+            };
+            let be = &fe.backends[bi];
+            let sctx = crate::sample::Ctx {
+                be: Some(&be.name),
+                ..*sctx
+            };
+            // A backend's own content rules run on the same bytes, once.
+            may_change.set(false);
+            let v = run_rules(
+                &be.l4.content_rules,
+                0,
+                &be.matcher,
+                &sctx,
+                false,
+                None,
+                &mut xp,
+            );
+            if matches!(v, Verdict::Reject | Verdict::SilentDrop) {
+                return Ok(Err(v));
+            }
+            if !be.stick.is_empty() {
+                if let BackendKind::Servers(sr) = &be.kind {
+                    let farm = &sr.farm;
+                    let ok = |i: usize| farm.servers.get(i).is_some_and(|s| s.persist_ok());
+                    self.stk.stick_request(&be.stick, &be.matcher, &sctx, &ok);
+                }
+            }
+            Ok(Ok(bi))
+        });
+        match r {
+            Err(Some(i)) => {
+                self.content_pos = i;
+                None
+            }
+            Err(None) => Some(Err(Verdict::Reject)),
+            Ok(v) => Some(v),
+        }
+    }
+
+    /// Runs `f` with the session's sample context (`payload`: the request
+    /// bytes under inspection; `be`: the backend's name). `Err(None)` when
+    /// the client socket is gone.
+    fn with_ctx<R>(
+        &self,
+        payload: Option<crate::sample::Payload<'_>>,
+        be: Option<&str>,
+        f: impl FnOnce(&crate::sample::Ctx<'_>) -> Result<R, Option<usize>>,
+    ) -> Result<R, Option<usize>> {
         let dst = self.dst;
         let local = move || dst;
         let p = self.pipe.borrow();
         let Some(tr) = p.cli.tr.as_ref() else {
-            return Some(Err(()));
+            return Err(None);
         };
         let local_sock = || tr.tcp().local_addr().ok();
         let dstf: &dyn Fn() -> Option<SocketAddr> = if self.dst.is_some() {
@@ -231,53 +323,21 @@ impl Session {
         } else {
             &local_sock
         };
-        let mut sctx = crate::sample::Ctx {
+        let sctx = crate::sample::Ctx {
             src: self.peer,
             dst: dstf,
             fe: &self.fe.name,
-            be: None,
+            be,
             srv: None,
             tls: tr.is_tls(),
             sni: tr.sni(),
             req: None,
             res: None,
             vars: Some(&self.vars),
-            stk: None,
-            payload: Some(crate::sample::Payload {
-                bytes: &payload,
-                sni: sni.as_deref(),
-                hello_partial: matches!(hello, crate::tls::hello::Sniff::Need),
-                partial,
-                may_change: &may_change,
-            }),
+            stk: Some(&self.stk),
+            payload,
         };
-        for r in &l4.content_rules {
-            may_change.set(false);
-            if self.fe.matcher.holds(r.cond.as_ref(), &sctx) {
-                if !r.accept {
-                    return Some(Err(()));
-                }
-                break;
-            }
-            if may_change.get() {
-                return None;
-            }
-        }
-        let Some(bi) = self.fe.choose_backend(&sctx) else {
-            return Some(Err(()));
-        };
-        let be = Arc::clone(&self.fe.backends[bi]);
-        sctx.be = Some(&be.name);
-        // A backend's own content rules run on the same bytes.
-        for r in &be.l4.content_rules {
-            if be.matcher.holds(r.cond.as_ref(), &sctx) {
-                if !r.accept {
-                    return Some(Err(()));
-                }
-                break;
-            }
-        }
-        Some(Ok(bi))
+        f(&sctx)
     }
 
     /// Routes to backend `bi` and asks for a server.
@@ -304,7 +364,7 @@ impl Session {
             uri: b"",
             hdr: None,
         };
-        match farm.pick(&input, self.avoid, me, || ctx.handle()) {
+        match farm.pick_sticky(self.stk.prefer(), &input, self.avoid, me, || ctx.handle()) {
             Pick::Server(s) => self.use_server(ctx, s),
             Pick::Queued(w) => {
                 let now = ctx.now();
@@ -569,7 +629,8 @@ impl Session {
             match self.st {
                 St::Inspect => match self.inspect(ctx) {
                     None => return,
-                    Some(Err(())) => {
+                    Some(Err(v)) => {
+                        self.silent = v == Verdict::SilentDrop;
                         self.end_with(b"PR");
                         return;
                     }
@@ -601,6 +662,7 @@ impl Session {
                         return;
                     }
                     self.st = St::Established;
+                    self.stick_store();
                     self.pipe.borrow_mut().forwarding = true;
                     // The server side writes what waited in `c2s`.
                     if let Some(t) = self.srv_task {
@@ -611,6 +673,21 @@ impl Session {
                 St::Turnaround(_) | St::Established => return,
             }
         }
+    }
+
+    /// The server is connected: the `stick` rules store what they kept
+    /// (and the `store-response` patterns) with its id.
+    fn stick_store(&mut self) {
+        let (Some(be), Some(srv)) = (self.be.clone(), self.server.clone()) else {
+            return;
+        };
+        if be.stick.is_empty() {
+            return;
+        }
+        let _ = self.with_ctx(None, Some(&be.name), |c| {
+            self.stk.stick_response(&be.stick, &be.matcher, c, srv.idx);
+            Ok(())
+        });
     }
 
     /// Closes everything, logs, and frees the server's slot.
@@ -637,14 +714,22 @@ impl Session {
             c.bytes_in.fetch_add(bytes_in, Ordering::Relaxed);
             c.bytes_out.fetch_add(bytes_out, Ordering::Relaxed);
         }
-        self.log(ctx, bytes_in, bytes_out);
+        // The trackers count the session's bytes, then let go.
+        self.stk.end(ctx.now(), false, bytes_in, bytes_out);
+        if !self.silent {
+            self.log(ctx, bytes_in, bytes_out);
+        }
         if let (Some(s), Some(farm)) = (self.server.take(), self.farm.as_ref()) {
             farm.release(&s);
         }
         let cli = self.pipe.borrow_mut().cli.tr.take();
         if let Some(mut t) = cli {
             let _ = ctx.deregister_fd(t.raw_fd());
-            let _ = t.shutdown();
+            if self.silent {
+                super::silent_drop(t.tcp());
+            } else {
+                let _ = t.shutdown();
+            }
         }
         self.pipe.borrow_mut().release(&*self.w);
         self.w.sessions.remove(&self.sess);
