@@ -283,3 +283,107 @@ fn stick_on_src_keeps_a_tcp_client_on_one_server() {
         assert!(r.iter().all(|x| *x == r[0]), "{r:?}");
     }
 }
+
+/// A line server: each connection gets `answer` once it sent a line
+/// (or at once when `greet`), then is closed.
+fn line_answerer(answer: &'static [u8], greet: bool) -> SocketAddr {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for s in l.incoming() {
+            let Ok(mut s) = s else { continue };
+            std::thread::spawn(move || {
+                if !greet {
+                    let mut line = Vec::new();
+                    let mut b = [0u8; 1];
+                    while !line.ends_with(b"\n") {
+                        match s.read(&mut b) {
+                            Ok(1) => line.push(b[0]),
+                            _ => return,
+                        }
+                    }
+                }
+                let _ = s.write_all(answer);
+            });
+        }
+    });
+    addr
+}
+
+/// A server's columns of `show stat`, by name.
+fn stat_row(sock: &Path, be: &str, srv: &str) -> std::collections::HashMap<String, String> {
+    let csv = cli_cmd(sock, "show stat");
+    let mut lines = csv.lines();
+    let head: Vec<String> = lines
+        .next()
+        .unwrap_or("")
+        .trim_start_matches("# ")
+        .split(',')
+        .map(String::from)
+        .collect();
+    let row = lines
+        .find(|l| l.starts_with(&format!("{be},{srv},")))
+        .unwrap_or("");
+    head.into_iter()
+        .zip(row.split(',').map(String::from))
+        .collect()
+}
+
+/// `option tcp-check` with `send` and `expect`: a server that answers
+/// right is L7OK, one that answers wrong goes DOWN with L7RSP, one that
+/// is not there L4CON, a connect-only sequence reports L4OK; the same
+/// codes as HAProxy's in `show stat`.
+#[test]
+fn tcp_check_sequences_report_haproxys_codes() {
+    let right = line_answerer(b"+PONG\r\n", false);
+    let wrong = line_answerer(b"-ERR unknown\r\n", false);
+    let banner = line_answerer(b"220 ready\r\n", true);
+    let dead = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let dir = scratch("tcp-check");
+    let backends = format!(
+        "backend redis\n    option tcp-check\n    tcp-check comment ping\n    tcp-check send PING\\r\\n\n    tcp-check expect comment pong string +PONG\n    server right {right} check inter 200ms fall 1 rise 1\n    server wrong {wrong} check inter 200ms fall 1 rise 1\n    server dead {dead} check inter 200ms fall 1 rise 1\nbackend smtp\n    option tcp-check\n    tcp-check connect\n    tcp-check expect rstring ^220\n    tcp-check expect ! string 554\n    server banner {banner} check inter 200ms fall 1 rise 1\nbackend plain\n    option tcp-check\n    server s {right} check inter 200ms\n"
+    );
+    let esock = dir.join("e.sock");
+    let _e = Ebb::start(&format!(
+        "global\n    stats socket {} level admin\n{DEFAULTS}frontend f\n    bind BIND\n    default_backend redis\n{backends}",
+        esock.display()
+    ));
+    let mut socks = vec![esock];
+    let _h = if have("haproxy") {
+        let (h, _, s) = haproxy(
+            &dir,
+            &format!(
+                "global\n    stats socket SOCK level admin\n{DEFAULTS}frontend f\n    bind 127.0.0.1:HPORT\n    default_backend redis\n{backends}"
+            ),
+        );
+        socks.push(s);
+        Some(h)
+    } else {
+        None
+    };
+    let want = [
+        ("redis", "right", "UP", "L7OK"),
+        ("redis", "wrong", "DOWN", "L7RSP"),
+        ("redis", "dead", "DOWN", "L4CON"),
+        ("smtp", "banner", "UP", "L7OK"),
+        ("plain", "s", "UP", "L4OK"),
+    ];
+    for sock in &socks {
+        for (be, srv, status, code) in want {
+            wait_until(&format!("{be}/{srv} {status} {code}"), || {
+                let r = stat_row(sock, be, srv);
+                r.get("status").map(String::as_str) == Some(status)
+                    && r.get("check_status").map(String::as_str) == Some(code)
+            });
+        }
+        let r = stat_row(sock, "redis", "wrong");
+        assert_eq!(
+            r.get("last_chk").map(String::as_str),
+            Some("TCPCHK did not match content '+PONG' at step 3 comment: pong"),
+            "{sock:?}"
+        );
+    }
+}

@@ -37,6 +37,7 @@ pub mod cond;
 mod lexer;
 mod parse;
 pub(crate) mod rewrite;
+mod tcpcheck;
 mod tcpreq;
 mod types;
 mod values;
@@ -47,6 +48,7 @@ mod tests;
 use std::path::PathBuf;
 use std::sync::Arc;
 
+pub use tcpcheck::{ExpectMatch, TcpCheck, TcpCheckRule, TcpCheckStep};
 pub use types::*;
 
 pub use parse::parse_sock_spec;

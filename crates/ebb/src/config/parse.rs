@@ -162,6 +162,7 @@ fn new_proxy(name: &str, kind: ProxyKind, loc: Loc) -> Proxy {
             headers: Vec::new(),
             expect: None,
         },
+        tcp_check: Default::default(),
         load_server_state: None,
         stick_table: None,
         stick_rules: Vec::new(),
@@ -283,6 +284,7 @@ const PROXY_KEYWORDS: &[&str] = &[
     "hash-type",
     "hash-balance-factor",
     "tcp-request",
+    "tcp-check",
 ];
 
 /// HAProxy proxy keywords ebb does not implement.
@@ -317,7 +319,6 @@ const HAPROXY_PROXY_UNSUPPORTED: &[&str] = &[
     "errorloc303",
     "server-template",
     "server-state-file-name",
-    "tcp-check",
     "external-check",
     "backlog",
     "grace",
@@ -346,7 +347,6 @@ const HAPROXY_OPTIONS_UNSUPPORTED: &[&str] = &[
     "splice-request",
     "splice-response",
     "ssl-hello-chk",
-    "tcp-check",
     "mysql-check",
     "redis-check",
     "ldap-check",
@@ -378,6 +378,7 @@ const OPTIONS: &[&str] = &[
     "forwardfor",
     "redispatch",
     "httpchk",
+    "tcp-check",
     "httplog",
     "tcplog",
     "dontlognull",
@@ -1820,6 +1821,10 @@ fn proxy_kw(px: &mut Proxy, ctx: &Ctx<'_>, words: &[String]) -> Result<(), Strin
                 loc: loc.clone(),
             });
         }
+        "tcp-check" => {
+            ctx.allow(kw, BE, true)?;
+            super::tcpcheck::parse(&mut px.tcp_check, &w[1..], loc)?;
+        }
         "http-check" => {
             ctx.allow(kw, BE, true)?;
             match w.get(1).map(String::as_str) {
@@ -2034,7 +2039,7 @@ fn proxy_option(px: &mut Proxy, ctx: &Ctx<'_>, no: bool, w: &[String]) -> Result
     let name = arg(w, 1, "option")?;
     let caps = match name {
         "http-keep-alive" | "httpclose" | "http-server-close" | "forwardfor" => FE | BE,
-        "redispatch" | "httpchk" | "log-health-checks" => BE,
+        "redispatch" | "httpchk" | "tcp-check" | "log-health-checks" => BE,
         "httplog" | "tcplog" | "dontlognull" | "idle-close-on-response" => FE,
         o if HAPROXY_OPTIONS_UNSUPPORTED.contains(&o) => {
             return Err(format!("HAProxy option '{o}' is not supported by ebb"))
@@ -2073,6 +2078,14 @@ fn proxy_option(px: &mut Proxy, ctx: &Ctx<'_>, no: bool, w: &[String]) -> Result
         "redispatch" => {
             no_args(rest)?;
             o.redispatch = !no;
+        }
+        "tcp-check" => {
+            if no {
+                return Err("'no option tcp-check' is not supported".to_string());
+            }
+            super::tcpcheck::enable(&mut px.tcp_check, rest)?;
+            // The last of `option httpchk` / `option tcp-check` wins.
+            px.http_check.enabled = false;
         }
         "httplog" => {
             no_args(rest)?;
@@ -2136,6 +2149,8 @@ fn proxy_option(px: &mut Proxy, ctx: &Ctx<'_>, no: bool, w: &[String]) -> Result
             if no {
                 return Err("'no option httpchk' is not supported".to_string());
             }
+            // The last of `option httpchk` / `option tcp-check` wins.
+            px.tcp_check.enabled = false;
             let hc = &mut px.http_check;
             hc.enabled = true;
             match rest {

@@ -366,6 +366,8 @@ pub struct Proxy {
     pub servers: Vec<Server>,
     pub serve_files: Option<ServeFiles>,
     pub http_check: HttpCheck,
+    /// `option tcp-check` and the `tcp-check` rules.
+    pub tcp_check: super::TcpCheck,
     pub load_server_state: Option<Spanned<LoadServerState>>,
     /// `stick-table` (its name is the proxy's).
     pub stick_table: Option<Spanned<crate::table::TableDef>>,
