@@ -48,6 +48,8 @@ pub enum Verdict {
     Reject,
     /// `silent-drop`: reset, not logged.
     SilentDrop,
+    /// `tcp-response content close`: the server connection is closed.
+    Close,
     /// Rule N does not hold on bytes that may still change: wait for
     /// more, then resume the walk at N (HAProxy's `current_rule`).
     Wait(usize),
@@ -82,6 +84,7 @@ pub fn run_rules(
             TcpAction::Accept => return Verdict::Accept,
             TcpAction::Reject => return Verdict::Reject,
             TcpAction::SilentDrop => return Verdict::SilentDrop,
+            TcpAction::Close => return Verdict::Close,
             TcpAction::ExpectProxy => *expect_proxy = true,
             TcpAction::Common(a) => run_common(a, ctx, session),
         }
@@ -134,6 +137,10 @@ pub struct TcpRt {
     /// `option tcplog` (or `option httplog` in a tcp proxy).
     pub tcplog: bool,
     pub dontlognull: bool,
+    /// `tcp-response content` rules (a tcp backend's).
+    pub res_rules: Vec<TcpRuleRt>,
+    /// `tcp-response inspect-delay`, ms.
+    pub res_inspect_delay: u32,
     /// `timeout tunnel` when set (ms): it replaces `timeout client` and
     /// `timeout server` once a tcp session is connected.
     pub tunnel: Option<u32>,
@@ -263,6 +270,51 @@ fn compile_rule(
     })
 }
 
+/// The `tcp-response` part of a proxy (a backend's, or a listen
+/// section's backend side): its rules and inspect delay.
+pub fn response_part(p: &Proxy, m: &Matcher) -> Result<TcpRt, ConfigError> {
+    let tcp = p.mode == ProxyMode::Tcp;
+    let mut rt = TcpRt::default();
+    if let Some(r) = p.tcp_response.first() {
+        if !tcp {
+            return Err(err(
+                &r.loc,
+                format!(
+                    "'tcp-response content' in proxy '{}' (mode http) is not supported by ebb: its rules run in 'mode tcp' only (use 'http-response' rules)",
+                    p.name
+                ),
+            ));
+        }
+    }
+    for r in &p.tcp_response {
+        let layer = r.cond.as_ref().map_or(Layer::L4, |c| cond_layer(p, c)).max(
+            action_exprs(&r.action)
+                .iter()
+                .map(|e| e.layer())
+                .max()
+                .unwrap_or(Layer::L4),
+        );
+        if layer == Layer::Http {
+            return Err(err(
+                &r.loc,
+                format!(
+                    "proxy '{}' is in 'mode tcp': this rule reads HTTP, which a tcp-mode proxy never parses",
+                    p.name
+                ),
+            ));
+        }
+        rt.res_rules.push(TcpRuleRt {
+            act: r.action.clone(),
+            cond: m.opt_cond_response(r.cond.as_ref())?,
+        });
+    }
+    rt.res_inspect_delay = p
+        .res_inspect_delay
+        .map(|d| d.as_millis().min(u32::MAX as u128 / 2) as u32)
+        .unwrap_or(0);
+    Ok(rt)
+}
+
 /// Compiles a proxy's layer-4 part, with HAProxy's start-time checks.
 /// `warnings` receives what HAProxy warns about and ignores.
 pub fn compile(p: &Proxy, m: &Matcher, warnings: &mut Vec<String>) -> Result<TcpRt, ConfigError> {
@@ -304,6 +356,9 @@ pub fn compile(p: &Proxy, m: &Matcher, warnings: &mut Vec<String>) -> Result<Tcp
             TcpWhen::Connection => rt.conn_rules.push(c),
         }
     }
+    let res = response_part(p, m)?;
+    rt.res_rules = res.res_rules;
+    rt.res_inspect_delay = res.res_inspect_delay;
     if !tcp {
         return Ok(rt);
     }
@@ -487,6 +542,14 @@ mod tests {
         );
         assert!(
             e.starts_with("t.cfg:3: ") && e.contains("ssl_fc_sni"),
+            "{e}"
+        );
+        // A response rule reading the request would never match.
+        let e = compile_err(
+            "listen l\n    mode tcp\n    bind :80\n    tcp-response content reject if { req.len gt 0 }\n    server s 127.0.0.1:1\n",
+        );
+        assert!(
+            e.starts_with("t.cfg:4: ") && e.contains("reads the request"),
             "{e}"
         );
         // Stick rules in a tcp backend compile.

@@ -768,7 +768,7 @@ pub fn compile(cfg: &Config) -> Result<Compiled, Vec<ConfigError>> {
                 crate::l4rules::TcpRt {
                     tcp_mode: p.mode == crate::config::ProxyMode::Tcp,
                     tunnel: crate::l4rules::tunnel_ms(p),
-                    ..Default::default()
+                    ..crate::l4rules::response_part(p, &matcher)?
                 }
             } else {
                 crate::l4rules::compile(p, &matcher, warnings)?

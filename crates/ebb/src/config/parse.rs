@@ -170,6 +170,8 @@ fn new_proxy(name: &str, kind: ProxyKind, loc: Loc) -> Proxy {
         mode: ProxyMode::Http,
         tcp_request: Vec::new(),
         inspect_delay: None,
+        tcp_response: Vec::new(),
+        res_inspect_delay: None,
     }
 }
 
@@ -284,6 +286,7 @@ const PROXY_KEYWORDS: &[&str] = &[
     "hash-type",
     "hash-balance-factor",
     "tcp-request",
+    "tcp-response",
     "tcp-check",
 ];
 
@@ -292,7 +295,6 @@ const HAPROXY_PROXY_UNSUPPORTED: &[&str] = &[
     "cookie",
     "fullconn",
     "http-send-name-header",
-    "tcp-response",
     "filter",
     "unique-id-format",
     "unique-id-header",
@@ -1565,6 +1567,11 @@ fn proxy_kw(px: &mut Proxy, ctx: &Ctx<'_>, words: &[String]) -> Result<(), Strin
             let delay = w.get(1).is_some_and(|x| x == "inspect-delay");
             ctx.allow(kw, if connection { FE } else { FE | BE }, delay)?;
             super::tcpreq::parse(px, &w[1..], loc)?;
+        }
+        "tcp-response" => {
+            let delay = w.get(1).is_some_and(|x| x == "inspect-delay");
+            ctx.allow(kw, BE, delay)?;
+            super::tcpreq::parse_response(px, &w[1..], loc)?;
         }
         "http-request" => {
             ctx.allow(kw, FE | BE, false)?;

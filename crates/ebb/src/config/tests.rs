@@ -835,6 +835,16 @@ fn mode_tcp_and_its_keywords() {
         "t.cfg:3: ",
         "track-sc0, track-sc1 and track-sc2",
     );
+    err1(
+        "frontend f\n    bind :80\n    tcp-response content accept\n",
+        "t.cfg:3: ",
+        "'tcp-response' is not allowed in a 'frontend' section",
+    );
+    err1(
+        &be("    tcp-response content track-sc0 src"),
+        "t.cfg:2: ",
+        "(supported actions: accept, reject, close",
+    );
     // Every action of HAProxy's list that ebb has.
     let c = ok("frontend f\n    mode tcp\n    bind :80\n    stick-table type ip size 1k store gpc0,gpt0,conn_rate(10s)\n    tcp-request connection expect-proxy layer4 if { src 10.0.0.0/8 }\n    tcp-request connection track-sc0 src\n    tcp-request connection sc-inc-gpc0(0)\n    tcp-request connection set-var(sess.x) src\n    tcp-request session sc-set-gpt0(0) 7\n    tcp-request session silent-drop if { sc0_conn_rate gt 100 }\n    tcp-request content track-sc1 src table f\n    tcp-request content unset-var(sess.x)\n    default_backend b\nbackend b\n    mode tcp\n    server s 127.0.0.1:1\n");
     let f = c.frontends().next().unwrap();

@@ -382,6 +382,10 @@ pub struct Proxy {
     pub tcp_request: Vec<TcpRequestRule>,
     /// `tcp-request inspect-delay`.
     pub inspect_delay: Option<Duration>,
+    /// `tcp-response content` rules (their `when` is `Content`).
+    pub tcp_response: Vec<TcpRequestRule>,
+    /// `tcp-response inspect-delay`.
+    pub res_inspect_delay: Option<Duration>,
 }
 
 /// A proxy's `compression` lines (HAProxy's meaning: a backend's `algo`
@@ -425,6 +429,9 @@ pub enum TcpAction {
     Reject,
     /// `silent-drop`: the connection is reset and forgotten (no log).
     SilentDrop,
+    /// `close` (`tcp-response content`): the server connection is closed
+    /// at once; what it sent still reaches the client.
+    Close,
     /// `expect-proxy layer4` (connection rules): a PROXY header must come
     /// first, as with `accept-proxy` on the bind.
     ExpectProxy,

@@ -100,6 +100,9 @@ pub(super) struct Session {
     content_pos: usize,
     /// `silent-drop`: close with a reset and no log.
     silent: bool,
+    /// `tcp-response content` inspection under way: the rule to resume
+    /// at and the end of `tcp-response inspect-delay`.
+    res_inspect: Option<(usize, Tick)>,
     sess: Arc<crate::registry::SessInfo>,
     term: [u8; 2],
 }
@@ -169,6 +172,7 @@ impl Session {
             stk: early.stk,
             content_pos: 0,
             silent: false,
+            res_inspect: None,
             sess: Arc::clone(&sess),
             term: *b"--",
         };
@@ -243,6 +247,7 @@ impl Session {
             hello_partial: matches!(hello, crate::tls::hello::Sniff::Need),
             partial,
             may_change: &may_change,
+            response: false,
         };
         let from = self.content_pos;
         let r = self.with_ctx(Some(pay), None, |sctx| {
@@ -259,7 +264,7 @@ impl Session {
             match v {
                 Verdict::Wait(i) => return Err(Some(i)),
                 Verdict::Reject | Verdict::SilentDrop => return Ok(Err(v)),
-                Verdict::Accept | Verdict::Continue => {}
+                Verdict::Accept | Verdict::Continue | Verdict::Close => {}
             }
             let Some(bi) = fe.choose_backend(sctx) else {
                 return Ok(Err(Verdict::Reject));
@@ -567,10 +572,16 @@ impl Session {
                     Some(t) => (t, t),
                     None => (self.client_timeout(), self.timeouts.server),
                 };
-                ticks::first(
+                let t = ticks::first(
                     side(p.cli.last_io, ct, !p.cli.done()),
                     side(p.srv.last_io, stt, !p.srv.done()),
-                )
+                );
+                match (self.res_inspect, &self.be) {
+                    (Some((_, until)), Some(be)) if be.l4.res_inspect_delay > 0 => {
+                        ticks::first(t, until)
+                    }
+                    _ => t,
+                }
             }
         }
     }
@@ -663,6 +674,12 @@ impl Session {
                     }
                     self.st = St::Established;
                     self.stick_store();
+                    if let Some(be) = self.be.as_ref().filter(|b| !b.l4.res_rules.is_empty()) {
+                        // The server's bytes wait for the response rules.
+                        let until = ticks::add(ctx.now(), be.l4.res_inspect_delay);
+                        self.res_inspect = Some((0, until));
+                        self.pipe.borrow_mut().res_hold = true;
+                    }
                     self.pipe.borrow_mut().forwarding = true;
                     // The server side writes what waited in `c2s`.
                     if let Some(t) = self.srv_task {
@@ -672,6 +689,91 @@ impl Session {
                 }
                 St::Turnaround(_) | St::Established => return,
             }
+        }
+    }
+
+    /// Runs the backend's `tcp-response content` rules on what the server
+    /// sent, as HAProxy: each time more arrives, resuming at a rule that
+    /// waited, until a rule decides, the server's input ends, the buffer
+    /// is full or `tcp-response inspect-delay` expires. No rule deciding
+    /// accepts.
+    fn inspect_response(&mut self, ctx: &mut Ctx) {
+        let Some((from, until)) = self.res_inspect else {
+            return;
+        };
+        let Some(be) = self.be.clone() else { return };
+        let now = ctx.now();
+        self.stk.set_now(now);
+        let (bytes, eof, full) = {
+            let p = self.pipe.borrow();
+            (p.s2c.data().to_vec(), p.srv.eof, p.s2c.reader_blocked)
+        };
+        let expired = ticks::is_expired(until, now);
+        // As HAProxy: without a delay the rules run at once, on what is
+        // there when the server connects (often nothing); with one, on
+        // each arrival until it expires.
+        let delay = be.l4.res_inspect_delay > 0;
+        if bytes.is_empty() && !eof && !expired {
+            return;
+        }
+        let partial = delay && !eof && !full && !expired;
+        let may_change = std::cell::Cell::new(false);
+        let pay = crate::sample::Payload {
+            bytes: &bytes,
+            sni: None,
+            hello_partial: false,
+            partial,
+            may_change: &may_change,
+            response: true,
+        };
+        let srv = self.server.as_ref().map(|s| s.name.clone());
+        let v = self
+            .with_ctx(Some(pay), Some(&be.name), |c| {
+                let c = crate::sample::Ctx {
+                    srv: srv.as_deref(),
+                    ..*c
+                };
+                let mut xp = false;
+                Ok(run_rules(
+                    &be.l4.res_rules,
+                    from,
+                    &be.matcher,
+                    &c,
+                    false,
+                    Some(&may_change),
+                    &mut xp,
+                ))
+            })
+            .unwrap_or(Verdict::Reject);
+        match v {
+            Verdict::Wait(i) => {
+                self.res_inspect = Some((i, until));
+                return;
+            }
+            Verdict::Reject | Verdict::SilentDrop => {
+                self.silent = v == Verdict::SilentDrop;
+                self.end_with(b"PD");
+            }
+            Verdict::Close => {
+                // HAProxy kills the server connection (no lingering) and
+                // lets what it sent reach the client.
+                let st = self.pipe.borrow_mut().srv.tr.take();
+                if let Some(st) = st {
+                    let _ = ctx.deregister_fd(st.raw_fd());
+                    let _ = socket2::SockRef::from(st.tcp())
+                        .set_linger(Some(std::time::Duration::ZERO));
+                }
+                let mut p = self.pipe.borrow_mut();
+                p.srv.eof = true;
+                p.srv.shut_wr = true;
+            }
+            Verdict::Accept | Verdict::Continue => {}
+        }
+        self.res_inspect = None;
+        self.pipe.borrow_mut().res_hold = false;
+        // The client side writes what waited.
+        if let Some(me) = self.me {
+            ctx.tasklet_wakeup(me);
         }
     }
 
@@ -842,6 +944,9 @@ impl sched::TaskletFn for Session {
             }
         }
         self.step(ctx);
+        if self.res_inspect.is_some() && !self.ended() {
+            self.inspect_response(ctx);
+        }
         if !self.ended() {
             if let Some(code) = self.data_end() {
                 self.term = code;
