@@ -3,8 +3,9 @@
 //! makes on them at start.
 //!
 //! What HAProxy checks, and ebb with it:
-//! - a `tcp-request connection` rule runs before any byte is read, so its
-//!   condition may read only addresses, names, constants and variables;
+//! - a `tcp-request connection|session` rule runs before any byte is
+//!   read, so its condition and action may read only addresses, names,
+//!   constants, variables and stick-table counters;
 //! - a tcp-mode proxy has no HTTP message: conditions reading HTTP,
 //!   `http-request`/`http-response` rules and `serve-files` are refused
 //!   there (HAProxy ignores rules with a warning; ebb refuses them); a

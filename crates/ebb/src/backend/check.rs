@@ -229,7 +229,7 @@ fn open(
     proxy_hdr: &[u8],
 ) -> Result<Box<dyn Wire>, String> {
     let mut s = TcpStream::connect_timeout(&addr, timeout)
-        .map_err(|e| format!("Layer4 connection problem: {e}"))?;
+        .map_err(|e| format!("Layer4 connection problem: {}", os_text(&e)))?;
     // Every read and write below is bounded by what is left of `timeout`.
     let left = timeout
         .saturating_sub(start.elapsed())
@@ -257,6 +257,16 @@ fn open(
             .map_err(|e| format!("Layer6 invalid response: TLS handshake: {e}"))?;
     }
     Ok(Box::new(t))
+}
+
+/// An I/O error as HAProxy words it: the system's text without Rust's
+/// ` (os error N)`.
+fn os_text(e: &std::io::Error) -> String {
+    let t = e.to_string();
+    match t.rfind(" (os error ") {
+        Some(i) if t.ends_with(')') => t[..i].to_string(),
+        _ => t,
+    }
 }
 
 fn timed_out(e: &std::io::Error) -> bool {

@@ -204,11 +204,30 @@ pub(super) fn parse(tc: &mut TcpCheck, w: &[String], loc: &Loc) -> Result<(), St
                         };
                         let p = args
                             .get(i + 1)
-                            .ok_or_else(|| format!("'tcp-check expect {m}' expects a pattern"))?;
-                        if let Some(x) = args.get(i + 2) {
-                            return Err(format!("unexpected '{x}' after 'tcp-check expect {m} {p}'"));
+                            .ok_or_else(|| format!("'tcp-check expect {m}' expects a pattern"))?
+                            .clone();
+                        // HAProxy takes the options after the pattern too.
+                        let mut j = i + 2;
+                        while let Some(x) = args.get(j) {
+                            let v = args.get(j + 1).ok_or_else(|| format!("'{x}' expects a value"));
+                            match x.as_str() {
+                                "comment" => comment = Some(v?.clone()),
+                                "min-recv" => {
+                                    let v = v?;
+                                    let n: i64 = v
+                                        .parse()
+                                        .map_err(|_| format!("'min-recv': invalid number '{v}'"))?;
+                                    min_recv = usize::try_from(n).ok();
+                                }
+                                _ => {
+                                    return Err(format!(
+                                        "unexpected '{x}' after 'tcp-check expect {m} {p}' (ebb supports min-recv and comment)"
+                                    ))
+                                }
+                            }
+                            j += 2;
                         }
-                        break (kind, p.clone());
+                        break (kind, p);
                     }
                 }
             };

@@ -2,7 +2,8 @@
 //! backends of HTTP mode (LB algorithms, checks, `maxconn` queues with
 //! instant hand-over, retries, redispatch) and no HTTP analysis; plus what
 //! every accepted connection goes through first whatever its mode:
-//! `tcp-request connection` rules and the PROXY protocol (`accept-proxy`).
+//! `tcp-request connection` rules, the PROXY protocol (`accept-proxy`,
+//! `expect-proxy layer4`) and `tcp-request session` rules.
 //!
 //! ```text
 //!   listener ── accept ──> tcp-request connection rules (real peer)
@@ -23,8 +24,7 @@
 //! and the log line.
 //!
 //! Limits: no `splice` (the two-buffer copy is what runs; see README),
-//! `tcp-request content` rules only `accept`/`reject`, and a tcp frontend
-//! uses tcp backends only.
+//! and a tcp frontend uses tcp backends only.
 
 mod pipe;
 mod pphdr;
