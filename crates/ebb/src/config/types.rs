@@ -399,6 +399,26 @@ pub struct Compression {
     /// `compression minsize-res SIZE` (a later HAProxy's keyword; 2.6
     /// compresses any size, the default here too).
     pub minsize_res: Option<u64>,
+    /// `compression algo-req NAME` (HAProxy 2.8+): the one coding a
+    /// request body gets toward the server; the last line wins.
+    pub algo_req: Option<crate::compress::Coding>,
+    /// `compression type-req TYPE...` (HAProxy 2.8+), lowercased.
+    pub types_req: Vec<String>,
+    /// `compression direction request|response|both` (HAProxy 2.8+):
+    /// (requests, responses); `None`: HAProxy's default, responses only.
+    pub direction: Option<(bool, bool)>,
+}
+
+impl Compression {
+    /// The directions this proxy compresses in, as HAProxy keeps them:
+    /// a proxy with any `compression` line compresses responses unless
+    /// `direction` says otherwise; one with none adds no direction.
+    pub fn directions(&self) -> (bool, bool) {
+        if *self == Compression::default() {
+            return (false, false);
+        }
+        self.direction.unwrap_or((false, true))
+    }
 }
 
 /// `mode http|tcp`.
