@@ -90,6 +90,34 @@ fn haproxy(dir: &Path, cfg: &str) -> (Haproxy, SocketAddr, std::path::PathBuf) {
     (h, addr, sock)
 }
 
+/// ebb and, when it is installed, HAProxy on the same sections `body`
+/// (`BIND`: the listening address), each with an admin stats socket:
+/// their first listening address and socket, ebb first.
+fn side_by_side(
+    dir: &Path,
+    body: &str,
+) -> (Ebb, Option<Haproxy>, Vec<(SocketAddr, std::path::PathBuf)>) {
+    let esock = dir.join("e.sock");
+    let e = Ebb::start(&format!(
+        "global\n    stats socket {} level admin\n{DEFAULTS}{body}",
+        esock.display()
+    ));
+    let mut targets = vec![(e.addr(), esock)];
+    if !have("haproxy") {
+        eprintln!("haproxy missing: ebb alone");
+        return (e, None, targets);
+    }
+    let (h, a, s) = haproxy(
+        dir,
+        &format!(
+            "global\n    stats socket SOCK level admin\n{DEFAULTS}{}",
+            body.replace("BIND", "127.0.0.1:HPORT")
+        ),
+    );
+    targets.push((a, s));
+    (e, Some(h), targets)
+}
+
 /// The data part of `show table T`'s entry lines (what follows `exp=`).
 fn table_data(t: &str) -> Vec<String> {
     t.lines()
@@ -113,26 +141,7 @@ fn content_tracking_refuses_the_fourth_connection_as_haproxy() {
     let rules = format!(
         "listen l\n    bind BIND\n    stick-table type ip size 1k expire 60s store conn_cnt,conn_cur,conn_rate(60s),sess_cnt,bytes_in_cnt,bytes_out_cnt\n    tcp-request content track-sc0 src\n    tcp-request content reject if {{ sc0_conn_rate gt 3 }}\n    server e {echo}\n"
     );
-    let esock = dir.join("e.sock");
-    let e = Ebb::start(&format!(
-        "global\n    stats socket {} level admin\n{DEFAULTS}{rules}",
-        esock.display()
-    ));
-    let mut targets = vec![(e.addr(), esock.clone())];
-    let _h = if have("haproxy") {
-        let (h, a, s) = haproxy(
-            &dir,
-            &format!(
-                "global\n    stats socket SOCK level admin\n{DEFAULTS}{}",
-                rules.replace("BIND", "127.0.0.1:HPORT")
-            ),
-        );
-        targets.push((a, s));
-        Some(h)
-    } else {
-        eprintln!("haproxy missing: ebb alone");
-        None
-    };
+    let (_e, _h, targets) = side_by_side(&dir, &rules);
     let mut tables = Vec::new();
     for (addr, sock) in &targets {
         for i in 0..3 {
@@ -346,24 +355,11 @@ fn tcp_check_sequences_report_haproxys_codes() {
     let backends = format!(
         "backend redis\n    option tcp-check\n    tcp-check comment ping\n    tcp-check send PING\\r\\n\n    tcp-check expect comment pong string +PONG\n    server right {right} check inter 200ms fall 1 rise 1\n    server wrong {wrong} check inter 200ms fall 1 rise 1\n    server dead {dead} check inter 200ms fall 1 rise 1\nbackend smtp\n    option tcp-check\n    tcp-check connect\n    tcp-check expect rstring ^220\n    tcp-check expect ! string 554\n    server banner {banner} check inter 200ms fall 1 rise 1\nbackend plain\n    option tcp-check\n    server s {right} check inter 200ms\n"
     );
-    let esock = dir.join("e.sock");
-    let _e = Ebb::start(&format!(
-        "global\n    stats socket {} level admin\n{DEFAULTS}frontend f\n    bind BIND\n    default_backend redis\n{backends}",
-        esock.display()
-    ));
-    let mut socks = vec![esock];
-    let _h = if have("haproxy") {
-        let (h, _, s) = haproxy(
-            &dir,
-            &format!(
-                "global\n    stats socket SOCK level admin\n{DEFAULTS}frontend f\n    bind 127.0.0.1:HPORT\n    default_backend redis\n{backends}"
-            ),
-        );
-        socks.push(s);
-        Some(h)
-    } else {
-        None
-    };
+    let (_e, _h, targets) = side_by_side(
+        &dir,
+        &format!("frontend f\n    bind BIND\n    default_backend redis\n{backends}"),
+    );
+    let socks: Vec<_> = targets.into_iter().map(|(_, s)| s).collect();
     let want = [
         ("redis", "right", "UP", "L7OK"),
         ("redis", "wrong", "DOWN", "L7RSP"),
