@@ -19,21 +19,26 @@ const LONG: Duration = Duration::from_secs(30);
 
 const DEFAULTS: &str = "defaults\n    mode tcp\n    timeout client 30s\n    timeout server 30s\n    timeout connect 2s\n";
 
-/// Answers each connection with `name`, once the client's FIN came.
-fn name_server(name: &'static str) -> SocketAddr {
+/// A test server on a free port: `f` runs on each connection, in a
+/// thread of its own.
+fn serve(f: impl Fn(TcpStream) + Send + Sync + Copy + 'static) -> SocketAddr {
     let l = TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = l.local_addr().unwrap();
     std::thread::spawn(move || {
-        for s in l.incoming() {
-            let Ok(mut s) = s else { continue };
-            std::thread::spawn(move || {
-                let mut sink = Vec::new();
-                let _ = s.read_to_end(&mut sink);
-                let _ = s.write_all(name.as_bytes());
-            });
+        for s in l.incoming().flatten() {
+            std::thread::spawn(move || f(s));
         }
     });
     addr
+}
+
+/// Answers each connection with `name`, once the client's FIN came.
+fn name_server(name: &'static str) -> SocketAddr {
+    serve(move |mut s| {
+        let mut sink = Vec::new();
+        let _ = s.read_to_end(&mut sink);
+        let _ = s.write_all(name.as_bytes());
+    })
 }
 
 /// One session: sends `msg`, half-closes, reads the answer to EOF. An
@@ -296,27 +301,19 @@ fn stick_on_src_keeps_a_tcp_client_on_one_server() {
 /// A line server: each connection gets `answer` once it sent a line
 /// (or at once when `greet`), then is closed.
 fn line_answerer(answer: &'static [u8], greet: bool) -> SocketAddr {
-    let l = TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = l.local_addr().unwrap();
-    std::thread::spawn(move || {
-        for s in l.incoming() {
-            let Ok(mut s) = s else { continue };
-            std::thread::spawn(move || {
-                if !greet {
-                    let mut line = Vec::new();
-                    let mut b = [0u8; 1];
-                    while !line.ends_with(b"\n") {
-                        match s.read(&mut b) {
-                            Ok(1) => line.push(b[0]),
-                            _ => return,
-                        }
-                    }
+    serve(move |mut s| {
+        if !greet {
+            let mut line = Vec::new();
+            let mut b = [0u8; 1];
+            while !line.ends_with(b"\n") {
+                match s.read(&mut b) {
+                    Ok(1) => line.push(b[0]),
+                    _ => return,
                 }
-                let _ = s.write_all(answer);
-            });
+            }
         }
-    });
-    addr
+        let _ = s.write_all(answer);
+    })
 }
 
 /// A server's columns of `show stat`, by name.
@@ -388,28 +385,20 @@ fn tcp_check_sequences_report_haproxys_codes() {
 /// apart), then waits for the client's FIN and closes; with `hold`, it
 /// neither reads nor closes (only a proxy closing ends the session).
 fn chunk_server(chunks: &'static [&'static [u8]], hold: bool) -> SocketAddr {
-    let l = TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = l.local_addr().unwrap();
-    std::thread::spawn(move || {
-        for s in l.incoming() {
-            let Ok(mut s) = s else { continue };
-            std::thread::spawn(move || {
-                let _ = s.set_nodelay(true);
-                for c in chunks {
-                    if s.write_all(c).is_err() {
-                        return;
-                    }
-                    std::thread::sleep(Duration::from_millis(20));
-                }
-                if hold {
-                    std::thread::sleep(Duration::from_secs(120));
-                }
-                let mut sink = Vec::new();
-                let _ = s.read_to_end(&mut sink);
-            });
+    serve(move |mut s| {
+        let _ = s.set_nodelay(true);
+        for c in chunks {
+            if s.write_all(c).is_err() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
         }
-    });
-    addr
+        if hold {
+            std::thread::sleep(Duration::from_secs(120));
+        }
+        let mut sink = Vec::new();
+        let _ = s.read_to_end(&mut sink);
+    })
 }
 
 /// What a client reads until EOF (or a reset) after sending its FIN.
