@@ -34,8 +34,10 @@
 
 mod acl;
 pub mod cond;
+pub mod cookie;
 mod lexer;
 mod parse;
+mod peers;
 pub(crate) mod rewrite;
 mod tcpcheck;
 mod tcpreq;
@@ -52,6 +54,7 @@ pub use tcpcheck::{ExpectMatch, TcpCheck, TcpCheckRule, TcpCheckStep};
 pub use types::*;
 
 pub use parse::parse_sock_spec;
+pub use peers::{local_peer_name, set_local_peer_arg, PeerDef, PeersSection};
 pub(crate) use values::alpn_list;
 pub use values::parse_bind_addrs;
 

@@ -40,6 +40,8 @@ enum Section {
         name: Option<String>,
     },
     Proxy(usize),
+    /// A `peers` section (index in `Parser::peers`).
+    Peers(usize),
     /// A section ebb does not implement; its header got one error and its
     /// body is skipped (reporting every line would bury the real message).
     Unsupported,
@@ -125,6 +127,7 @@ pub(crate) struct Parser<'e> {
     bad_binds: Vec<usize>,
     /// Stick tables the rules name: (table, line), checked at the end.
     table_refs: Vec<(String, Loc)>,
+    peers: Vec<super::peers::PeersSection>,
 }
 
 fn new_proxy(name: &str, kind: ProxyKind, loc: Loc) -> Proxy {
@@ -172,6 +175,11 @@ fn new_proxy(name: &str, kind: ProxyKind, loc: Loc) -> Proxy {
         inspect_delay: None,
         tcp_response: Vec::new(),
         res_inspect_delay: None,
+        cookie: None,
+        persist_rules: Vec::new(),
+        capture_cookie: None,
+        unique_id_format: None,
+        unique_id_header: None,
     }
 }
 
@@ -288,16 +296,18 @@ const PROXY_KEYWORDS: &[&str] = &[
     "tcp-request",
     "tcp-response",
     "tcp-check",
+    "cookie",
+    "unique-id-format",
+    "unique-id-header",
+    "force-persist",
+    "ignore-persist",
 ];
 
 /// HAProxy proxy keywords ebb does not implement.
 const HAPROXY_PROXY_UNSUPPORTED: &[&str] = &[
-    "cookie",
     "fullconn",
     "http-send-name-header",
     "filter",
-    "unique-id-format",
-    "unique-id-header",
     "log-format-sd",
     "error-log-format",
     "log-tag",
@@ -307,9 +317,6 @@ const HAPROXY_PROXY_UNSUPPORTED: &[&str] = &[
     "enabled",
     "monitor-uri",
     "monitor",
-    "persist",
-    "force-persist",
-    "ignore-persist",
     "rate-limit",
     "source",
     "email-alert",
@@ -343,7 +350,6 @@ const HAPROXY_OPTIONS_UNSUPPORTED: &[&str] = &[
     "log-separate-errors",
     "logasap",
     "nolinger",
-    "persist",
     "prefer-last-server",
     "splice-auto",
     "splice-request",
@@ -374,6 +380,7 @@ const HAPROXY_OPTIONS_UNSUPPORTED: &[&str] = &[
 ];
 
 const OPTIONS: &[&str] = &[
+    "persist",
     "http-keep-alive",
     "http-server-close",
     "httpclose",
@@ -389,7 +396,6 @@ const OPTIONS: &[&str] = &[
 ];
 
 const UNSUPPORTED_SECTIONS: &[&str] = &[
-    "peers",
     "resolvers",
     "userlist",
     "cache",
@@ -418,6 +424,7 @@ impl<'e> Parser<'e> {
             bad_binds: Vec::new(),
             table_refs: Vec::new(),
             tls: TlsDefaults::default(),
+            peers: Vec::new(),
         }
     }
 
@@ -481,6 +488,23 @@ impl<'e> Parser<'e> {
                 }
                 return;
             }
+            "peers" => {
+                self.close_section();
+                self.section = Section::Unsupported;
+                match words.get(1) {
+                    Some(n) if words.len() == 2 && valid_name(n) => {
+                        self.peers
+                            .push(super::peers::PeersSection::new(n, loc.clone()));
+                        self.section = Section::Peers(self.peers.len() - 1);
+                    }
+                    Some(n) if words.len() == 2 => {
+                        self.error(loc, format!("invalid peers section name '{n}'"))
+                    }
+                    Some(_) => self.error(loc, "'peers' takes one name"),
+                    None => self.error(loc, "'peers' needs a name"),
+                }
+                return;
+            }
             _ if UNSUPPORTED_SECTIONS.contains(&kw) => {
                 self.close_section();
                 self.section = Section::Unsupported;
@@ -496,6 +520,10 @@ impl<'e> Parser<'e> {
             )),
             Section::Unsupported => Ok(()),
             Section::Global => self.global_kw(words, &loc),
+            Section::Peers(i) => match self.peers.get_mut(i) {
+                Some(s) => super::peers::peers_kw(s, words, &loc),
+                None => Ok(()),
+            },
             Section::Defaults { .. } => {
                 let ctx = Ctx {
                     loc: &loc,
@@ -742,6 +770,7 @@ impl<'e> Parser<'e> {
                 let t = parse_log_target(&w[1..], loc)?;
                 g.log.push(t);
             }
+            "localpeer" => g.localpeer = Some(one(w)?),
             "pidfile" => {
                 g.pidfile = Some(Spanned {
                     value: PathBuf::from(one(w)?),
@@ -1082,11 +1111,25 @@ impl<'e> Parser<'e> {
                 }
             }
         }
+        let local_peer = super::peers::local_peer_name(self.global.localpeer.as_deref());
+        let mut tables: Vec<_> = self
+            .proxies
+            .iter_mut()
+            .filter_map(|p| {
+                let n = p.name.as_str();
+                p.stick_table.as_mut().map(|t| (n, t))
+            })
+            .collect();
+        for (loc, m) in super::peers::check(&self.peers, &mut tables, &local_peer) {
+            err(&mut errs, &loc, m);
+        }
         self.errors.extend(errs);
         if self.errors.is_empty() {
             Ok(Config {
                 global: self.global,
                 proxies: self.proxies,
+                peers: self.peers,
+                local_peer,
             })
         } else {
             // Report in file order, then line order, as a reader expects.
@@ -1582,7 +1625,7 @@ fn proxy_kw(px: &mut Proxy, ctx: &Ctx<'_>, words: &[String]) -> Result<(), Strin
         "redirect" => {
             ctx.allow(kw, FE | BE, false)?;
             let (args, c) = split_cond(&w[1..]);
-            let r = parse_redirect(args)?;
+            let r = parse_redirect(args, request_scope(px))?;
             let cond = cond_of(c, px, loc)?;
             unreachable_rule(px)?;
             px.http_request.push(HttpRequestRule {
@@ -1590,6 +1633,39 @@ fn proxy_kw(px: &mut Proxy, ctx: &Ctx<'_>, words: &[String]) -> Result<(), Strin
                 cond,
                 loc: loc.clone(),
             });
+        }
+        "cookie" => {
+            ctx.allow(kw, BE, true)?;
+            px.cookie = Some(super::cookie::parse(&w[1..])?);
+        }
+        "force-persist" | "ignore-persist" => {
+            // HAProxy evaluates the backend's rules only.
+            ctx.allow(kw, BE, false)?;
+            let (args, c) = split_cond(&w[1..]);
+            if !args.is_empty() || c.is_none() {
+                return Err(format!("'{kw}' expects 'if' or 'unless' and a condition"));
+            }
+            let cond =
+                cond_of(c, px, ctx.loc)?.ok_or_else(|| format!("'{kw}' needs a condition"))?;
+            px.persist_rules.push((kw == "force-persist", cond));
+        }
+        "unique-id-format" => {
+            ctx.allow(kw, FE, true)?;
+            let [_, f] = w else {
+                return Err("'unique-id-format' expects one format string (quote it)".to_string());
+            };
+            let scope = crate::sample::Scope::Request { backend: false };
+            px.unique_id_format = Some(crate::sample::LogFormat::parse(f, scope)?);
+        }
+        "unique-id-header" => {
+            ctx.allow(kw, FE, true)?;
+            let [_, h] = w else {
+                return Err("'unique-id-header' expects a header name".to_string());
+            };
+            if !crate::net::is_token(h) {
+                return Err(format!("'unique-id-header': invalid header name '{h}'"));
+            }
+            px.unique_id_header = Some(h.clone());
         }
         "log-format" => {
             ctx.allow(kw, FE, true)?;
@@ -1621,8 +1697,15 @@ fn proxy_kw(px: &mut Proxy, ctx: &Ctx<'_>, words: &[String]) -> Result<(), Strin
                         parse_u32_range("capture len", n, 1, 65_536)?,
                     )
                 }
-                [c, ..] if c == "cookie" => {
-                    return Err("'capture cookie' is not supported by ebb yet".to_string())
+                [c, name, l, n] if c == "cookie" && l == "len" => {
+                    if px.capture_cookie.is_some() {
+                        return Err("only one 'capture cookie' is allowed per frontend".to_string());
+                    }
+                    px.capture_cookie = Some(super::cookie::CaptureCookie {
+                        name: name.clone(),
+                        len: parse_u32_range("capture cookie len", n, 1, 65_536)? as usize,
+                    });
+                    return Ok(());
                 }
                 _ => return Err(
                     "'capture' expects 'request header NAME len N' or 'response header NAME len N'"
@@ -2046,7 +2129,7 @@ fn proxy_option(px: &mut Proxy, ctx: &Ctx<'_>, no: bool, w: &[String]) -> Result
     let name = arg(w, 1, "option")?;
     let caps = match name {
         "http-keep-alive" | "httpclose" | "http-server-close" | "forwardfor" => FE | BE,
-        "redispatch" | "httpchk" | "tcp-check" | "log-health-checks" => BE,
+        "redispatch" | "httpchk" | "tcp-check" | "log-health-checks" | "persist" => BE,
         "httplog" | "tcplog" | "dontlognull" | "idle-close-on-response" => FE,
         o if HAPROXY_OPTIONS_UNSUPPORTED.contains(&o) => {
             return Err(format!("HAProxy option '{o}' is not supported by ebb"))
@@ -2093,6 +2176,10 @@ fn proxy_option(px: &mut Proxy, ctx: &Ctx<'_>, no: bool, w: &[String]) -> Result
             super::tcpcheck::enable(&mut px.tcp_check, rest)?;
             // The last of `option httpchk` / `option tcp-check` wins.
             px.http_check.enabled = false;
+        }
+        "persist" => {
+            no_args(rest)?;
+            o.persist = !no;
         }
         "httplog" => {
             no_args(rest)?;
@@ -2626,9 +2713,10 @@ fn parse_server_opts(w: &[String], o: &mut ServerOptions, ctx: &Ctx<'_>) -> Resu
                         }
                     }
                     "pool-purge-delay" => o.pool_purge_delay = parse_time(v)?,
+                    "cookie" => o.cookie = Some(v.to_string()),
                     _ => {
                         return Err(format!(
-                            "unknown server option '{opt}' (supported: weight, maxconn, maxqueue, backup, disabled, check, inter, fastinter, downinter, rise, fall, slowstart, ssl, verify, ca-file, sni, ciphers, ciphersuites, ssl-min-ver, ssl-max-ver, no-tlsv12, no-tlsv13, force-tlsv12, force-tlsv13, no-tls-tickets, pool-max-conn, pool-purge-delay)"
+                            "unknown server option '{opt}' (supported: weight, maxconn, maxqueue, backup, disabled, check, inter, fastinter, downinter, rise, fall, slowstart, ssl, verify, ca-file, sni, cookie, ciphers, ciphersuites, ssl-min-ver, ssl-max-ver, no-tlsv12, no-tlsv13, force-tlsv12, force-tlsv13, no-tls-tickets, pool-max-conn, pool-purge-delay)"
                         ))
                     }
                 }
@@ -3044,7 +3132,7 @@ const SERVE_FILES_OPTIONS: &[&str] = &[
     "precompressed",
 ];
 
-fn parse_redirect(args: &[String]) -> Result<Redirect, String> {
+fn parse_redirect(args: &[String], scope: Scope) -> Result<Redirect, String> {
     let kind = match args.first().map(String::as_str) {
         Some("location") => RedirectKind::Location,
         Some("prefix") => RedirectKind::Prefix,
@@ -3057,10 +3145,19 @@ fn parse_redirect(args: &[String]) -> Result<Redirect, String> {
         None => return Err("'redirect' expects location, prefix or scheme".to_string()),
     };
     let target = arg(args, 1, "redirect")?;
-    log_format_value(target)?;
+    let target = header_value(target)?;
+    let fmt = if target.contains('%') {
+        Some(
+            crate::sample::LogFormat::parse(&target, scope)
+                .map_err(|e| format!("redirect target: {e}"))?,
+        )
+    } else {
+        None
+    };
     let mut r = Redirect {
         kind,
-        target: target.to_string(),
+        target,
+        fmt,
         code: 302,
         drop_query: false,
         append_slash: false,
@@ -3113,7 +3210,7 @@ fn parse_http_request(
             ctx,
             request_scope(px),
         )?)),
-        "redirect" => HttpRequestAction::Redirect(parse_redirect(args)?),
+        "redirect" => HttpRequestAction::Redirect(parse_redirect(args, request_scope(px))?),
         "deny" => {
             let mut status = 403;
             match args {
@@ -3427,12 +3524,9 @@ fn parse_return(args: &[String], ctx: &Ctx<'_>, scope: Scope) -> Result<ReturnAc
     let mut i = 0;
     while i < args.len() {
         let opt = args[i].as_str();
-        if matches!(
-            opt,
-            "errorfile" | "errorfiles" | "default-errorfiles" | "lf-file"
-        ) {
+        if matches!(opt, "errorfile" | "errorfiles" | "default-errorfiles") {
             return Err(format!(
-                "'http-request return ... {opt}' is not supported (use string, lf-string or file)"
+                "'http-request return ... {opt}' is not supported (use string, lf-string, file or lf-file)"
             ));
         }
         let v = arg(args, i + 1, opt)
@@ -3462,6 +3556,20 @@ fn parse_return(args: &[String], ctx: &Ctx<'_>, scope: Scope) -> Result<ReturnAc
                 let content = read_file(&path)?;
                 set_body(&mut r, ReturnBody::File { path, content })?;
             }
+            // The file's content is a log-format string (an empty file is
+            // no body, as for `file`).
+            "lf-file" => {
+                let path = ctx.resolve(v);
+                let content = read_file(&path)?;
+                if !content.is_empty() {
+                    let text = String::from_utf8(content).map_err(|_| {
+                        format!("'http-request return' lf-file '{v}' is not UTF-8 text")
+                    })?;
+                    let f = LfFormat::parse(&text, scope)
+                        .map_err(|e| format!("'http-request return' lf-file '{v}': {e}"))?;
+                    set_body(&mut r, ReturnBody::LfString(f))?;
+                }
+            }
             "hdr" => {
                 let value = arg(args, i + 2, "hdr")
                     .map_err(|_| "'hdr' expects NAME VALUE".to_string())?;
@@ -3481,7 +3589,7 @@ fn parse_return(args: &[String], ctx: &Ctx<'_>, scope: Scope) -> Result<ReturnAc
             }
             o => {
                 return Err(format!(
-                    "unknown 'http-request return' option '{o}' (supported: status, content-type, string, lf-string, file, hdr)"
+                    "unknown 'http-request return' option '{o}' (supported: status, content-type, string, lf-string, file, lf-file, hdr)"
                 ))
             }
         }
@@ -3496,8 +3604,10 @@ fn parse_return(args: &[String], ctx: &Ctx<'_>, scope: Scope) -> Result<ReturnAc
     if has_body && r.content_type.is_none() {
         return Err("'http-request return' with a body needs a 'content-type'".to_string());
     }
-    if r.content_type.is_some() && r.body == ReturnBody::None {
-        return Err("'content-type' without a body (string, lf-string or file)".to_string());
+    // HAProxy's meaning: without a payload, 'content-type' is ignored (a
+    // dummy answer with only the status is sent).
+    if !has_body {
+        r.content_type = None;
     }
     if has_body && matches!(r.status, 204 | 304) {
         return Err(format!("status {} must not have a body", r.status));
