@@ -4,8 +4,10 @@
 Two measurements per proxy, each proxy with one thread on one CPU
 (`taskset`), the origin and the client on the other CPUs:
 
-  bulk   one session carries SIZE MiB client -> proxy -> sink; figures: MB/s
-         and the proxy's CPU time per GiB (user + system, /proc/PID/stat).
+  bulk   one session carries SIZE MiB client -> proxy -> sink; figures: MB/s,
+         the proxy's CPU time per GiB (user + system, /proc/PID/stat) and
+         the whole machine's (/proc/stat: every CPU's non-idle time, so the
+         kernel's share of a splice and the client's and origin's count).
   conns  COUNT short sessions one after the other (connect, 1 byte there and
          back, close); figures: sessions/s and the proxy's CPU time per
          session.
@@ -49,6 +51,14 @@ def cpu_seconds(pid):
     return (int(fields[11]) + int(fields[12])) / CLK
 
 
+def machine_busy():
+    """Non-idle CPU seconds of the whole machine since boot (/proc/stat)."""
+    with open("/proc/stat") as f:
+        v = [int(x) for x in f.readline().split()[1:]]
+    idle = v[3] + (v[4] if len(v) > 4 else 0)
+    return (sum(v[:8]) - idle) / CLK
+
+
 def origin(port):
     """Sink and echo: a connection whose first byte is 'B' is drained and
     answered with its byte count; any other is echoed byte for byte."""
@@ -90,12 +100,15 @@ def wait_port(port, limit=10.0):
 
 def start_proxy(name, binary, port, origin_port, cpu, tmp):
     cfg = os.path.join(tmp, f"{name}.cfg")
+    # "haproxy+splice": HAProxy with `option splice-auto` (splice(2) through
+    # a pipe), to see whether splicing pays on this machine.
+    splice = "    option splice-auto\n" if name.endswith("+splice") else ""
     with open(cfg, "w") as f:
         f.write(
             "global\n    nbthread 1\n"
             "defaults\n    mode tcp\n    timeout client 60s\n    timeout server 60s\n"
             "    timeout connect 5s\n"
-            f"listen relay\n    bind 127.0.0.1:{port}\n"
+            f"listen relay\n    bind 127.0.0.1:{port}\n{splice}"
             f"    server origin 127.0.0.1:{origin_port}\n"
         )
     argv = [binary, "-f", cfg] if name == "ebb" else [binary, "-db", "-f", cfg]
@@ -140,9 +153,9 @@ def conns(port, count):
 
 
 def measure(p, fn, *args):
-    c0, t0 = cpu_seconds(p.pid), time.monotonic()
+    c0, m0, t0 = cpu_seconds(p.pid), machine_busy(), time.monotonic()
     ok = fn(*args)
-    return ok, time.monotonic() - t0, cpu_seconds(p.pid) - c0
+    return ok, time.monotonic() - t0, cpu_seconds(p.pid) - c0, machine_busy() - m0
 
 
 def main():
@@ -167,7 +180,8 @@ def main():
         sys.exit("origin did not start")
     rows = []
     try:
-        for name, binary in (("ebb", a.ebb), ("haproxy", a.haproxy)):
+        for name, binary in (("ebb", a.ebb), ("haproxy", a.haproxy),
+                             ("haproxy+splice", a.haproxy)):
             if not (os.path.exists(binary) or shutil.which(binary)):
                 rows.append((name, "not available (no binary)"))
                 continue
@@ -179,12 +193,13 @@ def main():
             try:
                 b, c = [], []
                 for _ in range(a.rounds):
-                    ok, wall, cpu = measure(p, bulk, port, a.size)
+                    ok, wall, cpu, box = measure(p, bulk, port, a.size)
                     if not ok:
                         b = None
                         break
-                    b.append((a.size * 1.048576 / wall, cpu * 1000 * 1024 / a.size))
-                    ok, wall, cpu = measure(p, conns, port, a.count)
+                    b.append((a.size * 1.048576 / wall, cpu * 1000 * 1024 / a.size,
+                              box * 1000 * 1024 / a.size))
+                    ok, wall, cpu, _ = measure(p, conns, port, a.count)
                     if not ok:
                         c = None
                         break
@@ -194,6 +209,7 @@ def main():
                     continue
                 med = lambda v, i: sorted(x[i] for x in v)[len(v) // 2]
                 rows.append((name, f"{med(b, 0):.0f} MB/s | {med(b, 1):.0f} ms/GiB | "
+                                   f"{med(b, 2):.0f} ms/GiB | "
                                    f"{med(c, 0):.0f}/s | {med(c, 1):.0f} µs"))
             finally:
                 p.terminate()
@@ -207,11 +223,12 @@ def main():
         shutil.rmtree(tmp, ignore_errors=True)
     print(f"tcp mode, 1 proxy thread, {a.size} MiB bulk, {a.count} sessions, "
           f"{a.rounds} round(s), medians; ebb = {a.ebb}")
-    print("| proxy | bulk | proxy CPU per GiB | sessions | proxy CPU per session |")
-    print("|---|---|---|---|---|")
+    print("| proxy | bulk | proxy CPU per GiB | machine CPU per GiB | sessions "
+          "| proxy CPU per session |")
+    print("|---|---|---|---|---|---|")
     for name, text in rows:
         cells = text.split(" | ")
-        cells += [""] * (4 - len(cells))
+        cells += [""] * (5 - len(cells))
         print(f"| {name} | " + " | ".join(cells) + " |")
 
 

@@ -3,8 +3,9 @@
 //! makes on them at start.
 //!
 //! What HAProxy checks, and ebb with it:
-//! - a `tcp-request connection` rule runs before any byte is read, so its
-//!   condition may read only addresses, names, constants and variables;
+//! - a `tcp-request connection|session` rule runs before any byte is
+//!   read, so its condition and action may read only addresses, names,
+//!   constants, variables and stick-table counters;
 //! - a tcp-mode proxy has no HTTP message: conditions reading HTTP,
 //!   `http-request`/`http-response` rules and `serve-files` are refused
 //!   there (HAProxy ignores rules with a warning; ebb refuses them); a
@@ -21,14 +22,101 @@
 //! Evaluation lives with the connections that use it; this module only
 //! compiles.
 
-use crate::config::{AclRef, Condition, ConfigError, Fetch, Loc, Proxy, ProxyMode, TcpRequestRule};
-use crate::rules::{Cond, Matcher};
-use crate::sample::Layer;
+use std::cell::Cell;
+use std::sync::Arc;
 
-/// A compiled `tcp-request connection|content accept|reject` rule.
+use crate::config::{
+    AclRef, Condition, ConfigError, Fetch, HttpRequestAction, Loc, Proxy, ProxyMode, TcpAction,
+    TcpRequestRule, TcpWhen,
+};
+use crate::rules::{Cond, Matcher};
+use crate::sample::vars::VarScope;
+use crate::sample::{sample_key, with_scratch, Ctx, Expr, Layer, VarAction};
+
+/// A compiled `tcp-request` rule.
 pub struct TcpRuleRt {
-    pub accept: bool,
+    pub act: TcpAction,
     pub cond: Option<Cond>,
+}
+
+/// What a walk of `tcp-request` rules decided.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Verdict {
+    /// No rule ended the walk: the connection goes on (HAProxy's
+    /// default is to accept).
+    Continue,
+    Accept,
+    Reject,
+    /// `silent-drop`: reset, not logged.
+    SilentDrop,
+    /// `tcp-response content close`: the server connection is closed.
+    Close,
+    /// Rule N does not hold on bytes that may still change: wait for
+    /// more, then resume the walk at N (HAProxy's `current_rule`).
+    Wait(usize),
+}
+
+/// Runs `rules` from rule `from` for a connection (`ctx.stk`, `ctx.vars`
+/// hold its trackers and variables). `session`: the rules are
+/// `connection`/`session` ones (their `track-scN` holds the entry for the
+/// connection's life) rather than `content`. `may_change` (content
+/// rules): set by a fetch whose answer may still change. `expect_proxy`
+/// is set by `expect-proxy layer4`.
+pub fn run_rules(
+    rules: &[TcpRuleRt],
+    from: usize,
+    m: &Matcher,
+    ctx: &Ctx<'_>,
+    session: bool,
+    may_change: Option<&Cell<bool>>,
+    expect_proxy: &mut bool,
+) -> Verdict {
+    for (i, r) in rules.iter().enumerate().skip(from) {
+        if let Some(c) = may_change {
+            c.set(false);
+        }
+        if !m.holds(r.cond.as_ref(), ctx) {
+            if may_change.is_some_and(Cell::get) {
+                return Verdict::Wait(i);
+            }
+            continue;
+        }
+        match &r.act {
+            TcpAction::Accept => return Verdict::Accept,
+            TcpAction::Reject => return Verdict::Reject,
+            TcpAction::SilentDrop => return Verdict::SilentDrop,
+            TcpAction::Close => return Verdict::Close,
+            TcpAction::ExpectProxy => *expect_proxy = true,
+            TcpAction::Common(a) => run_common(a, ctx, session),
+        }
+    }
+    Verdict::Continue
+}
+
+/// A `track-scN`, `sc-*` or variable action of a `tcp-request` rule.
+fn run_common(a: &HttpRequestAction, ctx: &Ctx<'_>, session: bool) {
+    match a {
+        HttpRequestAction::TrackSc { n, key, table } => {
+            let Some(stk) = ctx.stk else { return };
+            // HAProxy: the table of the rule's proxy unless named.
+            let name = table.as_deref().unwrap_or(ctx.be.unwrap_or(ctx.fe));
+            let Some(t) = stk.tables().get(name).map(Arc::clone) else {
+                return;
+            };
+            let k = with_scratch(|s| key.eval(ctx, s).and_then(|v| sample_key(&t, v, s)));
+            if let Some(k) = k {
+                if session {
+                    stk.track_session(*n, &t, &k);
+                } else {
+                    stk.track(*n, &t, &k, false);
+                }
+            }
+        }
+        HttpRequestAction::Var(v) => v.run(ctx),
+        other => {
+            crate::stick::run_http_action(other, ctx);
+        }
+    }
 }
 
 /// The layer-4 part of a compiled proxy.
@@ -37,6 +125,8 @@ pub struct TcpRt {
     /// `mode tcp`.
     pub tcp_mode: bool,
     pub conn_rules: Vec<TcpRuleRt>,
+    /// `tcp-request session` rules.
+    pub sess_rules: Vec<TcpRuleRt>,
     pub content_rules: Vec<TcpRuleRt>,
     /// `tcp-request inspect-delay`, ms; 0: content rules run on what the
     /// first read brought (HAProxy: without a delay they run at once).
@@ -48,6 +138,10 @@ pub struct TcpRt {
     /// `option tcplog` (or `option httplog` in a tcp proxy).
     pub tcplog: bool,
     pub dontlognull: bool,
+    /// `tcp-response content` rules (a tcp backend's).
+    pub res_rules: Vec<TcpRuleRt>,
+    /// `tcp-response inspect-delay`, ms.
+    pub res_inspect_delay: u32,
     /// `timeout tunnel` when set (ms): it replaces `timeout client` and
     /// `timeout server` once a tcp session is connected.
     pub tunnel: Option<u32>,
@@ -90,34 +184,136 @@ pub fn cond_layer(p: &Proxy, c: &Condition) -> Layer {
         .unwrap_or(Layer::L4)
 }
 
+/// The expressions an action evaluates.
+fn action_exprs(a: &TcpAction) -> Vec<&Expr> {
+    match a {
+        TcpAction::Common(HttpRequestAction::TrackSc { key, .. }) => vec![&**key],
+        TcpAction::Common(HttpRequestAction::ScSetGpt0(_, e)) => vec![&**e],
+        TcpAction::Common(HttpRequestAction::Var(VarAction::Set(_, e))) => vec![&**e],
+        _ => Vec::new(),
+    }
+}
+
+/// Whether a condition reads `ssl_fc_sni` (known after the handshake).
+fn cond_reads_sni(p: &Proxy, c: &Condition) -> bool {
+    let sni = |f: &Fetch| matches!(f, Fetch::Sample(e) if e.text().starts_with("ssl_fc_sni"));
+    c.terms.iter().flatten().any(|t| match &t.acl {
+        AclRef::Inline(test) => sni(&test.fetch),
+        AclRef::Named { index, .. } => p
+            .acls
+            .get(*index)
+            .is_some_and(|a| a.tests.iter().any(|t| sni(&t.fetch))),
+    })
+}
+
 fn compile_rule(
     p: &Proxy,
     m: &Matcher,
     r: &TcpRequestRule,
     tcp: bool,
 ) -> Result<TcpRuleRt, ConfigError> {
+    let early = r.when != TcpWhen::Content;
+    let which = match r.when {
+        TcpWhen::Connection => "connection",
+        TcpWhen::Session => "session",
+        TcpWhen::Content => "content",
+    };
+    let exprs = action_exprs(&r.action);
+    let mut layer = exprs.iter().map(|e| e.layer()).max().unwrap_or(Layer::L4);
     if let Some(c) = &r.cond {
-        let layer = cond_layer(p, c);
-        if !r.content && layer > Layer::L4 {
+        layer = layer.max(cond_layer(p, c));
+        if r.when == TcpWhen::Session && cond_reads_sni(p, c) {
             return Err(err(
                 &r.loc,
-                "'tcp-request connection' runs before any byte is read: its condition may only use addresses, names and variables (use 'tcp-request content' with 'tcp-request inspect-delay')",
+                "'tcp-request session' rules run before ebb's TLS handshake: 'ssl_fc_sni' is not known there (use 'tcp-request content' rules)",
             ));
         }
-        if tcp && layer == Layer::Http {
+    }
+    if early && layer > Layer::L4 {
+        return Err(err(
+            &r.loc,
+            format!("'tcp-request {which}' runs before any byte is read: its condition and action may only use addresses, names, counters and variables (use 'tcp-request content' with 'tcp-request inspect-delay')"),
+        ));
+    }
+    if tcp && layer == Layer::Http {
+        return Err(err(
+            &r.loc,
+            format!(
+                "proxy '{}' is in 'mode tcp': this rule reads HTTP, which a tcp-mode proxy never parses",
+                p.name
+            ),
+        ));
+    }
+    if let TcpAction::Common(HttpRequestAction::Var(v)) = &r.action {
+        let (VarAction::Set(vr, _) | VarAction::SetFmt(vr, _) | VarAction::Unset(vr)) = v;
+        if matches!(v, VarAction::SetFmt(..)) {
+            return Err(err(
+                &r.loc,
+                "'set-var-fmt' in 'tcp-request' rules is not supported by ebb (use 'set-var' with an expression)",
+            ));
+        }
+        if early && !matches!(vr.scope, VarScope::Proc | VarScope::Sess) {
+            return Err(err(
+                &r.loc,
+                format!("'tcp-request {which}' rules run before any transaction exists: only 'sess' and 'proc' variables can be set there (HAProxy drops the others)"),
+            ));
+        }
+        if matches!(vr.scope, VarScope::Res) {
+            return Err(err(
+                &r.loc,
+                "'res' variables cannot be set by 'tcp-request' rules",
+            ));
+        }
+    }
+    Ok(TcpRuleRt {
+        act: r.action.clone(),
+        cond: m.opt_cond(r.cond.as_ref())?,
+    })
+}
+
+/// The `tcp-response` part of a proxy (a backend's, or a listen
+/// section's backend side): its rules and inspect delay.
+pub fn response_part(p: &Proxy, m: &Matcher) -> Result<TcpRt, ConfigError> {
+    let tcp = p.mode == ProxyMode::Tcp;
+    let mut rt = TcpRt::default();
+    if let Some(r) = p.tcp_response.first() {
+        if !tcp {
             return Err(err(
                 &r.loc,
                 format!(
-                    "proxy '{}' is in 'mode tcp': this condition reads HTTP, which a tcp-mode proxy never parses",
+                    "'tcp-response content' in proxy '{}' (mode http) is not supported by ebb: its rules run in 'mode tcp' only (use 'http-response' rules)",
                     p.name
                 ),
             ));
         }
     }
-    Ok(TcpRuleRt {
-        accept: r.accept,
-        cond: m.opt_cond(r.cond.as_ref())?,
-    })
+    for r in &p.tcp_response {
+        let layer = r.cond.as_ref().map_or(Layer::L4, |c| cond_layer(p, c)).max(
+            action_exprs(&r.action)
+                .iter()
+                .map(|e| e.layer())
+                .max()
+                .unwrap_or(Layer::L4),
+        );
+        if layer == Layer::Http {
+            return Err(err(
+                &r.loc,
+                format!(
+                    "proxy '{}' is in 'mode tcp': this rule reads HTTP, which a tcp-mode proxy never parses",
+                    p.name
+                ),
+            ));
+        }
+        rt.res_rules.push(TcpRuleRt {
+            act: r.action.clone(),
+            cond: m.opt_cond_response(r.cond.as_ref())?,
+        });
+    }
+    rt.res_inspect_delay = p
+        .res_inspect_delay
+        .map(|d| d.as_millis().min(u32::MAX as u128 / 2) as u32)
+        .unwrap_or(0);
+    Ok(rt)
 }
 
 /// Compiles a proxy's layer-4 part, with HAProxy's start-time checks.
@@ -136,7 +332,7 @@ pub fn compile(p: &Proxy, m: &Matcher, warnings: &mut Vec<String>) -> Result<Tcp
         ..TcpRt::default()
     };
     for r in &p.tcp_request {
-        if r.content && !tcp {
+        if r.when == TcpWhen::Content && !tcp {
             return Err(err(
                 &r.loc,
                 format!(
@@ -146,16 +342,24 @@ pub fn compile(p: &Proxy, m: &Matcher, warnings: &mut Vec<String>) -> Result<Tcp
             ));
         }
         let c = compile_rule(p, m, r, tcp)?;
-        if r.content {
-            rt.reads_payload |= r
-                .cond
-                .as_ref()
-                .is_some_and(|c| cond_layer(p, c) == Layer::Payload);
-            rt.content_rules.push(c);
-        } else {
-            rt.conn_rules.push(c);
+        match r.when {
+            TcpWhen::Content => {
+                rt.reads_payload |= r
+                    .cond
+                    .as_ref()
+                    .is_some_and(|c| cond_layer(p, c) == Layer::Payload)
+                    || action_exprs(&r.action)
+                        .iter()
+                        .any(|e| e.layer() == Layer::Payload);
+                rt.content_rules.push(c);
+            }
+            TcpWhen::Session => rt.sess_rules.push(c),
+            TcpWhen::Connection => rt.conn_rules.push(c),
         }
     }
+    let res = response_part(p, m)?;
+    rt.res_rules = res.res_rules;
+    rt.res_inspect_delay = res.res_inspect_delay;
     if !tcp {
         return Ok(rt);
     }
@@ -177,17 +381,6 @@ pub fn compile(p: &Proxy, m: &Matcher, warnings: &mut Vec<String>) -> Result<Tcp
     }
     if p.serve_files.is_some() {
         return refuse("'serve-files'", &p.loc);
-    }
-    if let Some(r) = p.stick_rules.first() {
-        // HAProxy sticks tcp sessions too; ebb's tcp sessions do not use
-        // stick tables yet, so the rule is refused rather than ignored.
-        return Err(err(
-            &r.loc,
-            format!(
-                "'stick' rules in proxy '{}' (mode tcp) are not supported by ebb yet: tcp sessions do not use stick tables",
-                p.name
-            ),
-        ));
     }
     if p.stats.effective_uri().is_some() {
         warnings.push(format!(
@@ -313,23 +506,58 @@ mod tests {
     }
 
     #[test]
-    fn tcp_sessions_refuse_stick_tables_they_do_not_use() {
+    fn counters_and_actions_at_each_level() {
+        // Counters are known at accept: connection rules may read them.
+        let c = compiles(
+            "frontend f\n    bind :80\n    stick-table type ip size 1k store conn_rate(10s)\n    tcp-request connection track-sc0 src\n    tcp-request connection reject if { sc0_conn_rate gt 10 }\n    tcp-request session set-var(sess.n) sc0_conn_rate\n    default_backend b\nbackend b\n    server s 127.0.0.1:1\n",
+        );
+        assert_eq!(c.frontends[0].l4.conn_rules.len(), 2);
+        assert_eq!(c.frontends[0].l4.sess_rules.len(), 1);
+        // A key read from the payload needs content rules.
         let e = compile_err(
-            "listen l\n    mode tcp\n    bind :80\n    stick-table type ip size 1k\n    stick on src\n    server s 127.0.0.1:1\n",
+            "listen l\n    mode tcp\n    bind :80\n    stick-table type string len 32 size 1k\n    tcp-request connection track-sc0 req.ssl_sni\n    server s 127.0.0.1:1\n",
         );
         assert!(
-            e.starts_with("t.cfg:5: ") && e.contains("'stick' rules") && e.contains("mode tcp"),
+            e.starts_with("t.cfg:5: ") && e.contains("before any byte"),
             "{e}"
         );
-        // The counters of a stick table are read on HTTP exchanges only.
+        // No transaction exists at connection time.
         let e = compile_err(
-            "frontend f\n    bind :80\n    stick-table type ip size 1k store conn_rate(10s)\n    tcp-request connection reject if { src_conn_rate gt 10 }\n    default_backend b\nbackend b\n    server s 127.0.0.1:1\n",
+            "listen l\n    mode tcp\n    bind :80\n    tcp-request connection set-var(txn.x) src\n    server s 127.0.0.1:1\n",
         );
-        assert!(e.starts_with("t.cfg:4: "), "{e}");
+        assert!(
+            e.starts_with("t.cfg:4: ") && e.contains("'sess' and 'proc'"),
+            "{e}"
+        );
+        // An HTTP key in a tcp proxy.
         let e = compile_err(
-            "listen l\n    mode tcp\n    bind :80\n    stick-table type ip size 1k store gpc0\n    tcp-request content reject if { sc0_get_gpc0 gt 0 }\n    server s 127.0.0.1:1\n",
+            "listen l\n    mode tcp\n    bind :80\n    stick-table type string len 32 size 1k\n    tcp-request content track-sc0 hdr(host)\n    server s 127.0.0.1:1\n",
         );
-        assert!(e.starts_with("t.cfg:5: "), "{e}");
+        assert!(
+            e.starts_with("t.cfg:5: ") && e.contains("reads HTTP"),
+            "{e}"
+        );
+        // ssl_fc_sni is not known before ebb's handshake.
+        let e = compile_err(
+            "frontend f\n    bind :80\n    tcp-request session reject if { ssl_fc_sni -m found }\n    default_backend b\nbackend b\n    server s 127.0.0.1:1\n",
+        );
+        assert!(
+            e.starts_with("t.cfg:3: ") && e.contains("ssl_fc_sni"),
+            "{e}"
+        );
+        // A response rule reading the request would never match.
+        let e = compile_err(
+            "listen l\n    mode tcp\n    bind :80\n    tcp-response content reject if { req.len gt 0 }\n    server s 127.0.0.1:1\n",
+        );
+        assert!(
+            e.starts_with("t.cfg:4: ") && e.contains("reads the request"),
+            "{e}"
+        );
+        // Stick rules in a tcp backend compile.
+        let c = compiles(
+            "listen l\n    mode tcp\n    bind :80\n    stick-table type ip size 1k\n    stick on src\n    server s 127.0.0.1:1\n",
+        );
+        assert_eq!(c.backends[0].stick.len(), 1);
     }
 
     #[test]

@@ -14,7 +14,6 @@ use std::time::Duration;
 
 use std::net::{SocketAddr, ToSocketAddrs};
 
-use crate::backend::check::HttpProbe;
 use crate::backend::Farm;
 use crate::config::HeaderEdit;
 use crate::config::{
@@ -227,7 +226,7 @@ pub struct BeTimeouts {
 /// A backend of servers.
 pub struct ServersRt {
     pub farm: Arc<Farm>,
-    pub probe: Option<HttpProbe>,
+    pub probe: Option<crate::backend::check::Probe>,
     pub check_timeout: Option<Duration>,
     /// `option log-health-checks`.
     pub log_checks: bool,
@@ -666,11 +665,7 @@ fn compile_servers(
         .first()
         .map(|s| s.host.clone())
         .unwrap_or_default();
-    let probe = if p.http_check.enabled {
-        Some(HttpProbe::new(&p.http_check, &host).map_err(|e| err(&p.loc, e))?)
-    } else {
-        None
-    };
+    let probe = crate::backend::check::probe_for(p, &host).map_err(|(l, e)| err(l, e))?;
     if p.hash_type.balance_factor > 0 && matches!(p.balance, crate::config::Balance::Random { .. })
     {
         return Err(err(
@@ -860,7 +855,7 @@ pub fn compile_keeping(
                 crate::l4rules::TcpRt {
                     tcp_mode: p.mode == crate::config::ProxyMode::Tcp,
                     tunnel: crate::l4rules::tunnel_ms(p),
-                    ..Default::default()
+                    ..crate::l4rules::response_part(p, &matcher)?
                 }
             } else {
                 crate::l4rules::compile(p, &matcher, warnings)?

@@ -93,6 +93,390 @@ impl HttpProbe {
     }
 }
 
+/// What a check does after its connect: an HTTP exchange (`option
+/// httpchk`) or a `tcp-check` sequence (`option tcp-check`).
+#[derive(Clone)]
+pub enum Probe {
+    Http(HttpProbe),
+    Tcp(Arc<TcpProbe>),
+}
+
+/// A compiled `tcp-check` sequence.
+pub struct TcpProbe {
+    steps: Vec<TcpStep>,
+}
+
+struct TcpStep {
+    /// HAProxy's step number (`at step N`): the rule's position from 1;
+    /// 0 for the implicit connect.
+    id: usize,
+    kind: StepKind,
+    comment: Option<String>,
+}
+
+enum StepKind {
+    Comment,
+    Connect {
+        /// The server's check settings (implicit connect, `default`).
+        default: bool,
+        port: Option<u16>,
+        addr: Option<std::net::IpAddr>,
+        send_proxy: bool,
+    },
+    Send(Vec<u8>),
+    Expect {
+        m: TcpMatch,
+        /// The pattern as HAProxy reports it (`'OK'`, ` (binary)`...).
+        text: String,
+        negate: bool,
+        min_recv: Option<usize>,
+    },
+}
+
+enum TcpMatch {
+    Bytes(Vec<u8>),
+    Regex(Regex),
+}
+
+/// The largest answer a tcp-check reads (HAProxy's buffer size).
+const CHECK_BUF: usize = 16 * 1024;
+
+impl TcpProbe {
+    /// Compiles `tcp-check` rules; without a `connect` first (comments
+    /// aside) an implicit one opens the sequence, as in HAProxy.
+    pub fn new(c: &crate::config::TcpCheck) -> Result<TcpProbe, String> {
+        use crate::config::{ExpectMatch, TcpCheckStep};
+        let mut steps = Vec::new();
+        let first = c.rules.iter().find(|r| r.step != TcpCheckStep::Comment);
+        if !matches!(first, Some(r) if matches!(r.step, TcpCheckStep::Connect { .. })) {
+            steps.push(TcpStep {
+                id: 0,
+                kind: StepKind::Connect {
+                    default: true,
+                    port: None,
+                    addr: None,
+                    send_proxy: false,
+                },
+                comment: None,
+            });
+        }
+        for (i, r) in c.rules.iter().enumerate() {
+            let kind = match &r.step {
+                TcpCheckStep::Comment => StepKind::Comment,
+                TcpCheckStep::Connect {
+                    default,
+                    port,
+                    addr,
+                    send_proxy,
+                } => StepKind::Connect {
+                    default: *default,
+                    port: *port,
+                    addr: *addr,
+                    send_proxy: *send_proxy,
+                },
+                TcpCheckStep::Send(d) => StepKind::Send(d.clone()),
+                TcpCheckStep::Expect {
+                    kind,
+                    pattern,
+                    negate,
+                    min_recv,
+                } => {
+                    let (m, text) = match kind {
+                        ExpectMatch::String => (
+                            TcpMatch::Bytes(pattern.clone()),
+                            format!(" '{}'", String::from_utf8_lossy(pattern)),
+                        ),
+                        ExpectMatch::Binary => {
+                            (TcpMatch::Bytes(pattern.clone()), " (binary)".to_string())
+                        }
+                        ExpectMatch::RString => {
+                            let src = String::from_utf8_lossy(pattern);
+                            let re = Regex::new(&src)
+                                .map_err(|e| format!("invalid rstring '{src}': {e}"))?;
+                            (TcpMatch::Regex(re), " (regex)".to_string())
+                        }
+                    };
+                    StepKind::Expect {
+                        m,
+                        text,
+                        negate: *negate,
+                        min_recv: *min_recv,
+                    }
+                }
+            };
+            steps.push(TcpStep {
+                id: i + 1,
+                kind,
+                comment: r.comment.clone(),
+            });
+        }
+        Ok(TcpProbe { steps })
+    }
+}
+
+/// A check's connection, clear or TLS.
+trait Wire: Read + Write {}
+impl<T: Read + Write> Wire for T {}
+
+/// Connects for a check: TCP, a PROXY header first when `proxy_hdr`
+/// holds one, then a TLS handshake when `tls` is set; everything within
+/// `timeout` from `start`.
+fn open(
+    addr: SocketAddr,
+    start: Instant,
+    timeout: Duration,
+    tls: Option<&CheckTls>,
+    proxy_hdr: &[u8],
+) -> Result<Box<dyn Wire>, String> {
+    let mut s = TcpStream::connect_timeout(&addr, timeout)
+        .map_err(|e| format!("Layer4 connection problem: {}", os_text(&e)))?;
+    // Every read and write below is bounded by what is left of `timeout`.
+    let left = timeout
+        .saturating_sub(start.elapsed())
+        .max(Duration::from_millis(1));
+    let _ = s.set_read_timeout(Some(left));
+    let _ = s.set_write_timeout(Some(left));
+    if !proxy_hdr.is_empty() {
+        s.write_all(proxy_hdr)
+            .map_err(|e| format!("Layer4 connection problem: PROXY header: {e}"))?;
+    }
+    let Some((cfg, sni)) = tls else {
+        return Ok(Box::new(s));
+    };
+    let name = rustls::pki_types::ServerName::try_from(sni.clone())
+        .map_err(|e| format!("Layer6 invalid server name: {e}"))?;
+    let conn = rustls::ClientConnection::new(Arc::clone(cfg), name)
+        .map_err(|e| format!("Layer6 TLS setup: {e}"))?;
+    let mut t = rustls::StreamOwned::new(conn, s);
+    while t.conn.is_handshaking() {
+        if start.elapsed() > timeout {
+            return Err("Layer6 timeout during TLS handshake".into());
+        }
+        t.conn
+            .complete_io(&mut t.sock)
+            .map_err(|e| format!("Layer6 invalid response: TLS handshake: {e}"))?;
+    }
+    Ok(Box::new(t))
+}
+
+/// An I/O error as HAProxy words it: the system's text without Rust's
+/// ` (os error N)`.
+fn os_text(e: &std::io::Error) -> String {
+    let t = e.to_string();
+    match t.rfind(" (os error ") {
+        Some(i) if t.ends_with(')') => t[..i].to_string(),
+        _ => t,
+    }
+}
+
+fn timed_out(e: &std::io::Error) -> bool {
+    matches!(
+        e.kind(),
+        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+    )
+}
+
+/// Runs a `tcp-check` sequence against `addr` within `timeout`. Ok: the
+/// status text HAProxy reports (`L7OK` after an expect or a send, `L4OK`
+/// when the last step is a connect, each with `(tcp-check)`). Err: the
+/// failure, as `Layer4 connection problem: ...`, `Layer7 invalid
+/// response: TCPCHK did not match content 'X' at step N` and the like.
+pub fn run_tcp_check(
+    addr: SocketAddr,
+    timeout: Duration,
+    probe: &TcpProbe,
+    tls: Option<&CheckTls>,
+    proxy_hdr: &[u8],
+) -> Result<String, String> {
+    let start = Instant::now();
+    let mut conn: Option<Box<dyn Wire>> = None;
+    let mut buf: Vec<u8> = Vec::new();
+    let mut must_read = true;
+    let mut closed = false;
+    let mut last = "L7OK";
+    for st in &probe.steps {
+        let at = |what: &str| {
+            let mut m = if st.id == 0 {
+                " at initial connection step of tcp-check".to_string()
+            } else {
+                format!(" at step {} of tcp-check{what}", st.id)
+            };
+            if let Some(c) = &st.comment {
+                m.push_str(&format!(" comment: '{c}'"));
+            }
+            m
+        };
+        match &st.kind {
+            StepKind::Comment => continue,
+            StepKind::Connect {
+                default,
+                port,
+                addr: a,
+                send_proxy,
+            } => {
+                drop(conn.take());
+                let mut target = addr;
+                if let Some(a) = a {
+                    target.set_ip(*a);
+                }
+                if let Some(p) = port {
+                    target.set_port(*p);
+                }
+                let hdr: Vec<u8> = if *send_proxy {
+                    crate::proxyproto::header_for(1, None)
+                } else if *default {
+                    proxy_hdr.to_vec()
+                } else {
+                    Vec::new()
+                };
+                let tls = if *default { tls } else { None };
+                let what = match port {
+                    Some(p) => format!(" (connect port {p})"),
+                    None => " (connect)".to_string(),
+                };
+                conn = Some(open(target, start, timeout, tls, &hdr).map_err(|e| e + &at(&what))?);
+                buf.clear();
+                must_read = true;
+                closed = false;
+                last = "L4OK";
+            }
+            StepKind::Send(d) => {
+                let Some(c) = conn.as_mut() else {
+                    return Err(format!(
+                        "Layer7 send failed: no connection{}",
+                        at(" (send)")
+                    ));
+                };
+                c.write_all(d)
+                    .and_then(|()| c.flush())
+                    .map_err(|e| format!("Layer7 send failed: {e}{}", at(" (send)")))?;
+                buf.clear();
+                must_read = true;
+                closed = false;
+                last = "L7OK";
+            }
+            StepKind::Expect {
+                m,
+                text,
+                negate,
+                min_recv,
+            } => {
+                let Some(c) = conn.as_mut() else {
+                    return Err(format!("Layer7 invalid response: no connection{}", at("")));
+                };
+                let what = match m {
+                    TcpMatch::Bytes(_) if text.starts_with(" '") => {
+                        format!(" (expect string{text})")
+                    }
+                    TcpMatch::Bytes(_) => " (expect binary)".to_string(),
+                    TcpMatch::Regex(_) => " (expect regex)".to_string(),
+                };
+                loop {
+                    if must_read && !closed {
+                        if start.elapsed() > timeout {
+                            return Err(format!(
+                                "Layer7 timeout or read error: timed out{}",
+                                at(&what)
+                            ));
+                        }
+                        let mut tmp = [0u8; 4096];
+                        match c.read(&mut tmp) {
+                            Ok(0) => closed = true,
+                            Ok(n) => buf.extend_from_slice(&tmp[..n]),
+                            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                            Err(e) if timed_out(&e) => {
+                                return Err(format!(
+                                    "Layer7 timeout or read error: timed out{}",
+                                    at(&what)
+                                ))
+                            }
+                            Err(e) => {
+                                return Err(format!(
+                                    "Layer7 timeout or read error: {e}{}",
+                                    at(&what)
+                                ))
+                            }
+                        }
+                        must_read = false;
+                    }
+                    let final_read = closed || buf.len() >= CHECK_BUF;
+                    let need = match m {
+                        TcpMatch::Bytes(p) => p.len(),
+                        TcpMatch::Regex(_) => 0,
+                    };
+                    if !final_read && (buf.len() < need || min_recv.is_some_and(|n| buf.len() < n))
+                    {
+                        must_read = true;
+                        continue;
+                    }
+                    let found = match m {
+                        TcpMatch::Bytes(p) => {
+                            !p.is_empty() && buf.windows(p.len()).any(|w| w == p.as_slice())
+                        }
+                        TcpMatch::Regex(re) => re.is_match(&buf),
+                    };
+                    if !found && !final_read && min_recv.is_none() {
+                        must_read = true;
+                        continue;
+                    }
+                    if found != *negate {
+                        break;
+                    }
+                    let mut msg = if buf.is_empty() {
+                        format!("TCPCHK got an empty response at step {}", st.id)
+                    } else {
+                        format!(
+                            "{}{text} at step {}",
+                            if found {
+                                "TCPCHK matched unwanted content"
+                            } else {
+                                "TCPCHK did not match content"
+                            },
+                            st.id
+                        )
+                    };
+                    if let Some(cm) = &st.comment {
+                        msg.push_str(&format!(" comment: {cm}"));
+                    }
+                    return Err(format!("Layer7 invalid response: {msg}"));
+                }
+                last = "L7OK";
+            }
+        }
+    }
+    Ok(format!("{last}: (tcp-check)"))
+}
+
+/// The probe of a backend's checks: `option httpchk`, `option
+/// tcp-check` (the last given wins), or none (a plain connect). `tcp-check`
+/// rules without `option tcp-check` are refused (HAProxy would not run
+/// them).
+pub fn probe_for<'a>(
+    p: &'a crate::config::Proxy,
+    host: &str,
+) -> Result<Option<Probe>, (&'a crate::config::Loc, String)> {
+    if p.http_check.enabled {
+        return HttpProbe::new(&p.http_check, host)
+            .map(|h| Some(Probe::Http(h)))
+            .map_err(|e| (&p.loc, e));
+    }
+    if p.tcp_check.enabled {
+        return TcpProbe::new(&p.tcp_check)
+            .map(|t| Some(Probe::Tcp(Arc::new(t))))
+            .map_err(|e| (&p.loc, e));
+    }
+    match p.tcp_check.rules.first() {
+        Some(r) => Err((
+            &r.loc,
+            format!(
+                "'tcp-check' rules in backend '{}' need 'option tcp-check' (checks would not run them)",
+                p.name
+            ),
+        )),
+        None => Ok(None),
+    }
+}
+
 /// Judges an HTTP check response (status line, and body for strings).
 pub fn judge(resp: &[u8], expect: &Expect) -> Result<(), String> {
     let line_end = resp
@@ -145,47 +529,26 @@ pub fn check_proxy_header(o: &crate::config::ServerOptions) -> Vec<u8> {
 }
 
 /// One check, blocking: connect (a PROXY header first when `proxy_hdr`
-/// holds one, then a TLS handshake for an `ssl` server, and an HTTP
-/// exchange with a probe) within `timeout`.
+/// holds one, then a TLS handshake for an `ssl` server), then the probe
+/// (an HTTP exchange or a `tcp-check` sequence) within `timeout`. Ok:
+/// the status text to report.
 pub fn run_check(
     addr: SocketAddr,
     timeout: Duration,
-    probe: Option<&HttpProbe>,
+    probe: Option<&Probe>,
     tls: Option<&CheckTls>,
     proxy_hdr: &[u8],
-) -> Result<(), String> {
+) -> Result<String, String> {
+    if let Some(Probe::Tcp(t)) = probe {
+        return run_tcp_check(addr, timeout, t, tls, proxy_hdr);
+    }
     let start = Instant::now();
-    let mut s = TcpStream::connect_timeout(&addr, timeout)
-        .map_err(|e| format!("Layer4 connection problem: {e}"))?;
-    // Every read and write below is bounded by what is left of `timeout`.
-    let left = timeout
-        .saturating_sub(start.elapsed())
-        .max(Duration::from_millis(1));
-    let _ = s.set_read_timeout(Some(left));
-    let _ = s.set_write_timeout(Some(left));
-    if !proxy_hdr.is_empty() {
-        s.write_all(proxy_hdr)
-            .map_err(|e| format!("Layer4 connection problem: PROXY header: {e}"))?;
-    }
-    match tls {
-        None => exchange(s, start, timeout, probe),
-        Some((cfg, sni)) => {
-            let name = rustls::pki_types::ServerName::try_from(sni.clone())
-                .map_err(|e| format!("Layer6 invalid server name: {e}"))?;
-            let conn = rustls::ClientConnection::new(Arc::clone(cfg), name)
-                .map_err(|e| format!("Layer6 TLS setup: {e}"))?;
-            let mut t = rustls::StreamOwned::new(conn, s);
-            while t.conn.is_handshaking() {
-                if start.elapsed() > timeout {
-                    return Err("Layer6 timeout during TLS handshake".into());
-                }
-                t.conn
-                    .complete_io(&mut t.sock)
-                    .map_err(|e| format!("Layer6 invalid response: TLS handshake: {e}"))?;
-            }
-            exchange(t, start, timeout, probe)
-        }
-    }
+    let s = open(addr, start, timeout, tls, proxy_hdr)?;
+    let http = match probe {
+        Some(Probe::Http(p)) => Some(p),
+        _ => None,
+    };
+    exchange(s, start, timeout, http).map(|()| "L7OK".to_string())
 }
 
 /// The HTTP part of a check, over TCP or TLS.
@@ -236,12 +599,12 @@ pub type LogFn = Arc<dyn Fn(String) + Send + Sync>;
 struct Checker {
     srv: Weak<ServerRt>,
     farm: Weak<Farm>,
-    probe: Option<HttpProbe>,
+    probe: Option<Probe>,
     tls: Option<CheckTls>,
     timeout: Duration,
     pool: Submitter,
     handle: RuntimeHandle,
-    result: Arc<Mutex<Option<Result<(), String>>>>,
+    result: Arc<Mutex<Option<Result<String, String>>>>,
     in_flight: bool,
     /// Consecutive successes while DOWN / failures while UP.
     streak: u32,
@@ -268,12 +631,13 @@ impl Checker {
         }
     }
 
-    fn apply(&mut self, s: &Arc<ServerRt>, r: Result<(), String>) {
+    fn apply(&mut self, s: &Arc<ServerRt>, r: Result<String, String>) {
         let up = s.up.load(Ordering::Relaxed);
         let status = match &r {
-            Ok(()) => "L7OK".to_string(),
+            Ok(t) => t.clone(),
             Err(e) => e.clone(),
         };
+        let l4_only = status.starts_with("L4OK");
         let changed = match s.check_status.lock() {
             Ok(mut cs) => {
                 let changed = *cs != status;
@@ -289,12 +653,12 @@ impl Checker {
         // Whether HAProxy's health counter moves: a failure while any
         // health is left, a success while not at full health.
         let moved = match (up, &r) {
-            (true, Err(_)) | (false, Ok(())) => true,
+            (true, Err(_)) | (false, Ok(_)) => true,
             _ => self.streak > 0,
         };
         let ok = r.is_ok();
         match (up, r) {
-            (true, Ok(())) | (false, Err(_)) => self.streak = 0,
+            (true, Ok(_)) | (false, Err(_)) => self.streak = 0,
             (true, Err(e)) => {
                 self.streak += 1;
                 if self.streak >= s.opts.fall.max(1) {
@@ -315,7 +679,7 @@ impl Checker {
                     }
                 }
             }
-            (false, Ok(())) => {
+            (false, Ok(_)) => {
                 self.streak += 1;
                 if self.streak >= s.opts.rise.max(1) {
                     s.up_since.set(Instant::now());
@@ -333,7 +697,7 @@ impl Checker {
         }
         s.ext.on_check(ok, up, s.up.load(Ordering::Relaxed));
         if self.log_checks && (changed || moved) {
-            self.log_check(s, failed);
+            self.log_check(s, failed, l4_only);
         }
         if let Some(t) = transition {
             (self.log)(t);
@@ -343,7 +707,7 @@ impl Checker {
     /// HAProxy's `option log-health-checks` line: the result, its reason
     /// and the health counter as `a/b UP|DOWN` (successes needed to come
     /// up while DOWN; failures left before going down while UP).
-    fn log_check(&self, s: &ServerRt, failed: Option<String>) {
+    fn log_check(&self, s: &ServerRt, failed: Option<String>, l4_only: bool) {
         let o = &s.opts;
         let (rise, fall) = (o.rise.max(1), o.fall.max(1));
         let up = s.up.load(Ordering::Relaxed);
@@ -354,7 +718,7 @@ impl Checker {
         };
         let reason = match &failed {
             Some(e) => e.clone(),
-            None if self.probe.is_some() => "Layer7 check passed".to_string(),
+            None if self.probe.is_some() && !l4_only => "Layer7 check passed".to_string(),
             None => "Layer4 check passed".to_string(),
         };
         (self.log)(format!(
@@ -435,7 +799,7 @@ impl Checker {
 
 /// What checks of a farm need, kept for servers added at run time.
 pub struct CheckCtx {
-    probe: Option<HttpProbe>,
+    probe: Option<Probe>,
     timeout: Option<Duration>,
     pool: Submitter,
     handle: RuntimeHandle,
@@ -447,7 +811,7 @@ pub struct CheckCtx {
 /// tasks (for tests and stats).
 pub fn start(
     farm: &Arc<Farm>,
-    probe: Option<HttpProbe>,
+    probe: Option<Probe>,
     timeout: Option<Duration>,
     pool: &Submitter,
     handle: &RuntimeHandle,
@@ -557,10 +921,10 @@ mod tests {
             }
         });
         assert!(run_check(addr, Duration::from_secs(2), None, None, &[]).is_ok());
-        let probe = HttpProbe {
+        let probe = Probe::Http(HttpProbe {
             request: b"GET / HTTP/1.0\r\n\r\n".to_vec(),
             expect: Expect::String(b"alive".to_vec(), false),
-        };
+        });
         assert!(run_check(addr, Duration::from_secs(2), Some(&probe), None, &[]).is_ok());
         // Nothing listens on a port we just released.
         let dead = {

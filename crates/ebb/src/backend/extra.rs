@@ -107,6 +107,9 @@ pub fn check_code(text: &str, http: bool) -> (&'static str, Option<u64>, &'stati
     let tout = detail.contains("timed out") || detail.contains("temporarily unavailable");
     match head {
         "" => ("INI", None, "Initializing", String::new()),
+        // A `tcp-check` result says its layer itself: `L7OK: (tcp-check)`.
+        "L7OK" if !detail.is_empty() => ("L7OK", None, "Layer7 check passed", detail),
+        "L4OK" if !detail.is_empty() => ("L4OK", None, "Layer4 check passed", detail),
         "L7OK" | "L4OK" if http => ("L7OK", None, "Layer7 check passed", String::new()),
         "L7OK" | "L4OK" => ("L4OK", None, "Layer4 check passed", String::new()),
         "Layer4 connection problem" if tout => ("L4TOUT", None, "Layer4 timeout", detail),

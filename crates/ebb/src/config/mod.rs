@@ -40,6 +40,7 @@ mod parse;
 mod peers;
 mod resolvers;
 pub(crate) mod rewrite;
+mod tcpcheck;
 mod tcpreq;
 mod types;
 mod values;
@@ -50,6 +51,7 @@ mod tests;
 use std::path::PathBuf;
 use std::sync::Arc;
 
+pub use tcpcheck::{ExpectMatch, TcpCheck, TcpCheckRule, TcpCheckStep};
 pub use types::*;
 
 pub use parse::{parse_dynamic_server, parse_sock_spec};

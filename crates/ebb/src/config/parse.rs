@@ -168,6 +168,7 @@ fn new_proxy(name: &str, kind: ProxyKind, loc: Loc) -> Proxy {
             headers: Vec::new(),
             expect: None,
         },
+        tcp_check: Default::default(),
         load_server_state: None,
         stick_table: None,
         stick_rules: Vec::new(),
@@ -175,6 +176,8 @@ fn new_proxy(name: &str, kind: ProxyKind, loc: Loc) -> Proxy {
         mode: ProxyMode::Http,
         tcp_request: Vec::new(),
         inspect_delay: None,
+        tcp_response: Vec::new(),
+        res_inspect_delay: None,
         cookie: None,
         persist_rules: Vec::new(),
         capture_cookie: None,
@@ -294,6 +297,8 @@ const PROXY_KEYWORDS: &[&str] = &[
     "hash-type",
     "hash-balance-factor",
     "tcp-request",
+    "tcp-response",
+    "tcp-check",
     "cookie",
     "unique-id-format",
     "unique-id-header",
@@ -305,7 +310,6 @@ const PROXY_KEYWORDS: &[&str] = &[
 const HAPROXY_PROXY_UNSUPPORTED: &[&str] = &[
     "fullconn",
     "http-send-name-header",
-    "tcp-response",
     "filter",
     "log-format-sd",
     "error-log-format",
@@ -326,7 +330,6 @@ const HAPROXY_PROXY_UNSUPPORTED: &[&str] = &[
     "errorloc302",
     "errorloc303",
     "server-state-file-name",
-    "tcp-check",
     "external-check",
     "backlog",
     "grace",
@@ -354,7 +357,6 @@ const HAPROXY_OPTIONS_UNSUPPORTED: &[&str] = &[
     "splice-request",
     "splice-response",
     "ssl-hello-chk",
-    "tcp-check",
     "mysql-check",
     "redis-check",
     "ldap-check",
@@ -387,6 +389,7 @@ const OPTIONS: &[&str] = &[
     "forwardfor",
     "redispatch",
     "httpchk",
+    "tcp-check",
     "httplog",
     "tcplog",
     "dontlognull",
@@ -1435,14 +1438,14 @@ fn parse_stats_socket(w: &[String], loc: &Loc) -> Result<StatsSocket, String> {
 }
 
 /// Splits rule arguments from a trailing `if|unless COND`.
-fn split_cond(w: &[String]) -> (&[String], Option<(bool, &[String])>) {
+pub(super) fn split_cond(w: &[String]) -> (&[String], Option<(bool, &[String])>) {
     match w.iter().position(|x| x == "if" || x == "unless") {
         Some(i) => (&w[..i], Some((w[i] == "unless", &w[i + 1..]))),
         None => (w, None),
     }
 }
 
-fn cond_of(
+pub(super) fn cond_of(
     c: Option<(bool, &[String])>,
     px: &Proxy,
     loc: &Loc,
@@ -1632,10 +1635,17 @@ fn proxy_kw(px: &mut Proxy, ctx: &Ctx<'_>, words: &[String]) -> Result<(), Strin
             }
         }
         "tcp-request" => {
-            let connection = w.get(1).is_some_and(|x| x == "connection");
+            let connection = w
+                .get(1)
+                .is_some_and(|x| x == "connection" || x == "session");
             let delay = w.get(1).is_some_and(|x| x == "inspect-delay");
             ctx.allow(kw, if connection { FE } else { FE | BE }, delay)?;
             super::tcpreq::parse(px, &w[1..], loc)?;
+        }
+        "tcp-response" => {
+            let delay = w.get(1).is_some_and(|x| x == "inspect-delay");
+            ctx.allow(kw, BE, delay)?;
+            super::tcpreq::parse_response(px, &w[1..], loc)?;
         }
         "http-request" => {
             ctx.allow(kw, FE | BE, false)?;
@@ -1948,6 +1958,10 @@ fn proxy_kw(px: &mut Proxy, ctx: &Ctx<'_>, words: &[String]) -> Result<(), Strin
             }
             px.servers.extend(slots);
         }
+        "tcp-check" => {
+            ctx.allow(kw, BE, true)?;
+            super::tcpcheck::parse(&mut px.tcp_check, &w[1..], loc)?;
+        }
         "http-check" => {
             ctx.allow(kw, BE, true)?;
             match w.get(1).map(String::as_str) {
@@ -2162,7 +2176,7 @@ fn proxy_option(px: &mut Proxy, ctx: &Ctx<'_>, no: bool, w: &[String]) -> Result
     let name = arg(w, 1, "option")?;
     let caps = match name {
         "http-keep-alive" | "httpclose" | "http-server-close" | "forwardfor" => FE | BE,
-        "redispatch" | "httpchk" | "log-health-checks" | "persist" => BE,
+        "redispatch" | "httpchk" | "tcp-check" | "log-health-checks" | "persist" => BE,
         "httplog" | "tcplog" | "dontlognull" | "idle-close-on-response" => FE,
         o if HAPROXY_OPTIONS_UNSUPPORTED.contains(&o) => {
             return Err(format!("HAProxy option '{o}' is not supported by ebb"))
@@ -2201,6 +2215,14 @@ fn proxy_option(px: &mut Proxy, ctx: &Ctx<'_>, no: bool, w: &[String]) -> Result
         "redispatch" => {
             no_args(rest)?;
             o.redispatch = !no;
+        }
+        "tcp-check" => {
+            if no {
+                return Err("'no option tcp-check' is not supported".to_string());
+            }
+            super::tcpcheck::enable(&mut px.tcp_check, rest)?;
+            // The last of `option httpchk` / `option tcp-check` wins.
+            px.http_check.enabled = false;
         }
         "persist" => {
             no_args(rest)?;
@@ -2268,6 +2290,8 @@ fn proxy_option(px: &mut Proxy, ctx: &Ctx<'_>, no: bool, w: &[String]) -> Result
             if no {
                 return Err("'no option httpchk' is not supported".to_string());
             }
+            // The last of `option httpchk` / `option tcp-check` wins.
+            px.tcp_check.enabled = false;
             let hc = &mut px.http_check;
             hc.enabled = true;
             match rest {
@@ -3293,12 +3317,6 @@ fn parse_http_request(
         "set-header" | "add-header" | "del-header" => HttpRequestAction::Header(
             parse_header_edit("http-request", action, args, request_scope(px))?,
         ),
-        a if is_var_action(a) => HttpRequestAction::Var(parse_var_action(
-            "http-request",
-            a,
-            args,
-            request_scope(px),
-        )?),
         "tarpit" => {
             let mut status = 500;
             match args {
@@ -3314,48 +3332,7 @@ fn parse_http_request(
             }
             HttpRequestAction::Tarpit { status }
         }
-        a if a.starts_with("track-sc") => {
-            let n = sc_index(a, "track-sc")?;
-            let (key, table) = match args {
-                [k] => (k, None),
-                [k, t, name] if t == "table" => (k, Some(name.clone())),
-                _ => {
-                    return Err(format!(
-                        "'http-request {a}' expects a key expression and an optional 'table NAME'"
-                    ))
-                }
-            };
-            let key = Expr::parse(key, request_scope(px))
-                .map_err(|e| format!("'http-request {a}': {e}"))?;
-            crate::sample::note_table_ref(table.clone());
-            HttpRequestAction::TrackSc {
-                n,
-                key: Box::new(key),
-                table,
-            }
-        }
-        a if a.starts_with("sc-inc-gpc0(") => {
-            if !args.is_empty() {
-                return Err(format!("'http-request {a}' takes no argument"));
-            }
-            HttpRequestAction::ScIncGpc0(sc_paren(a, "sc-inc-gpc0")?)
-        }
-        a if a.starts_with("sc-set-gpt0(") => {
-            let n = sc_paren(a, "sc-set-gpt0")?;
-            let [v] = args else {
-                return Err(format!(
-                    "'http-request {a}' expects an integer or a sample expression"
-                ));
-            };
-            let e = Expr::parse(v, request_scope(px))
-                .map_err(|e| format!("'http-request {a}': {e}"))?;
-            if !crate::sample::can_cast(e.out_type(), crate::sample::Type::Int) {
-                return Err(format!(
-                    "'http-request {a}': '{v}' does not give an integer"
-                ));
-            }
-            HttpRequestAction::ScSetGpt0(n, Box::new(e))
-        }
+        a if is_shared_action(a) => shared_action("http-request", a, args, request_scope(px))?,
         "capture" => HttpRequestAction::Capture(parse_capture_action(px, ctx, false, args)?),
         "use-service" => match args {
             [s] if s == "prometheus-exporter" => {
@@ -3379,6 +3356,72 @@ fn parse_http_request(
         action: act,
         cond,
         loc: loc.clone(),
+    })
+}
+
+/// Whether `a` names an action `http-request` and `tcp-request` share.
+pub(super) fn is_shared_action(a: &str) -> bool {
+    is_var_action(a)
+        || a.starts_with("track-sc")
+        || a.starts_with("sc-inc-gpc0(")
+        || a.starts_with("sc-set-gpt0(")
+}
+
+/// The actions `http-request` and `tcp-request` rules share: `set-var`,
+/// `set-var-fmt`, `unset-var`, `track-scN KEY [table T]`,
+/// `sc-inc-gpc0(N)`, `sc-set-gpt0(N) INT|EXPR`; `kw` names the rule.
+pub(super) fn shared_action(
+    kw: &str,
+    a: &str,
+    args: &[String],
+    scope: Scope,
+) -> Result<HttpRequestAction, String> {
+    Ok(match a {
+        a if is_var_action(a) => HttpRequestAction::Var(parse_var_action(kw, a, args, scope)?),
+        a if a.starts_with("track-sc") => {
+            let n = sc_index(a, "track-sc")?;
+            let (key, table) = match args {
+                [k] => (k, None),
+                [k, t, name] if t == "table" => (k, Some(name.clone())),
+                _ => {
+                    return Err(format!(
+                        "'{kw} {a}' expects a key expression and an optional 'table NAME'"
+                    ))
+                }
+            };
+            let key = Expr::parse(key, scope).map_err(|e| format!("'{kw} {a}': {e}"))?;
+            crate::sample::note_table_ref(table.clone());
+            HttpRequestAction::TrackSc {
+                n,
+                key: Box::new(key),
+                table,
+            }
+        }
+        a if a.starts_with("sc-inc-gpc0(") => {
+            if !args.is_empty() {
+                return Err(format!("'{kw} {a}' takes no argument"));
+            }
+            HttpRequestAction::ScIncGpc0(sc_paren(a, "sc-inc-gpc0")?)
+        }
+        a if a.starts_with("sc-set-gpt0(") => {
+            let n = sc_paren(a, "sc-set-gpt0")?;
+            let [v] = args else {
+                return Err(format!(
+                    "'{kw} {a}' expects an integer or a sample expression"
+                ));
+            };
+            // HAProxy takes an integer or an expression.
+            let text = match v.parse::<i64>() {
+                Ok(i) => format!("int({i})"),
+                Err(_) => v.clone(),
+            };
+            let e = Expr::parse(&text, scope).map_err(|e| format!("'{kw} {a}': {e}"))?;
+            if !crate::sample::can_cast(e.out_type(), crate::sample::Type::Int) {
+                return Err(format!("'{kw} {a}': '{v}' does not give an integer"));
+            }
+            HttpRequestAction::ScSetGpt0(n, Box::new(e))
+        }
+        o => return Err(format!("unknown '{kw}' action '{o}'")),
     })
 }
 
@@ -3518,7 +3561,7 @@ fn parse_var_action(
 
 /// Where a proxy's `http-request` rules run: a frontend's before any
 /// backend is chosen, a backend's (or a listen section's) after.
-fn request_scope(px: &Proxy) -> Scope {
+pub(super) fn request_scope(px: &Proxy) -> Scope {
     Scope::Request {
         backend: px.kind.is_backend(),
     }

@@ -788,8 +788,14 @@ fn mode_tcp_and_its_keywords() {
     assert_eq!(l.inspect_delay, Some(Duration::from_secs(5)));
     assert!(l.binds[0].accept_proxy && l.options.tcplog);
     assert_eq!(l.tcp_request.len(), 3);
-    assert!(!l.tcp_request[0].content && !l.tcp_request[0].accept);
-    assert!(l.tcp_request[1].content && l.tcp_request[1].accept);
+    assert_eq!(
+        (l.tcp_request[0].when, &l.tcp_request[0].action),
+        (TcpWhen::Connection, &TcpAction::Reject)
+    );
+    assert_eq!(
+        (l.tcp_request[1].when, &l.tcp_request[1].action),
+        (TcpWhen::Content, &TcpAction::Accept)
+    );
     assert!(l.tcp_request[2].cond.is_none());
     assert_eq!(l.servers[0].opts.send_proxy, 2);
     assert!(l.servers[0].opts.check_send_proxy);
@@ -805,15 +811,46 @@ fn mode_tcp_and_its_keywords() {
         "'tcp-request' is not allowed in a 'backend' section",
     );
     err1(
-        &be("    tcp-request content track-sc0 src"),
+        &be("    tcp-request content capture src len 4"),
         "t.cfg:2: ",
-        "(supported actions: accept, reject)",
+        "(supported actions: accept, reject, silent-drop",
     );
     err1(
         &be("    tcp-request content accept when x"),
         "t.cfg:2: ",
-        "expected 'if' or 'unless'",
+        "unexpected 'when' after 'tcp-request content accept'",
     );
+    err1(
+        &be("    tcp-request session accept"),
+        "t.cfg:2: ",
+        "'tcp-request' is not allowed in a 'backend' section",
+    );
+    err1(
+        "frontend f\n    bind :80\n    tcp-request content expect-proxy layer4\n",
+        "t.cfg:3: ",
+        "only valid in 'tcp-request connection'",
+    );
+    err1(
+        "frontend f\n    bind :80\n    tcp-request connection track-sc3 src\n",
+        "t.cfg:3: ",
+        "track-sc0, track-sc1 and track-sc2",
+    );
+    err1(
+        "frontend f\n    bind :80\n    tcp-response content accept\n",
+        "t.cfg:3: ",
+        "'tcp-response' is not allowed in a 'frontend' section",
+    );
+    err1(
+        &be("    tcp-response content track-sc0 src"),
+        "t.cfg:2: ",
+        "(supported actions: accept, reject, close",
+    );
+    // Every action of HAProxy's list that ebb has.
+    let c = ok("frontend f\n    mode tcp\n    bind :80\n    stick-table type ip size 1k store gpc0,gpt0,conn_rate(10s)\n    tcp-request connection expect-proxy layer4 if { src 10.0.0.0/8 }\n    tcp-request connection track-sc0 src\n    tcp-request connection sc-inc-gpc0(0)\n    tcp-request connection set-var(sess.x) src\n    tcp-request session sc-set-gpt0(0) 7\n    tcp-request session silent-drop if { sc0_conn_rate gt 100 }\n    tcp-request content track-sc1 src table f\n    tcp-request content unset-var(sess.x)\n    default_backend b\nbackend b\n    mode tcp\n    server s 127.0.0.1:1\n");
+    let f = c.frontends().next().unwrap();
+    assert_eq!(f.tcp_request.len(), 8);
+    assert_eq!(f.tcp_request[0].action, TcpAction::ExpectProxy);
+    assert_eq!(f.tcp_request[4].when, TcpWhen::Session);
     err1(
         &be("    tcp-request inspect-delay"),
         "t.cfg:2: ",

@@ -426,6 +426,8 @@ pub struct Proxy {
     pub servers: Vec<Server>,
     pub serve_files: Option<ServeFiles>,
     pub http_check: HttpCheck,
+    /// `option tcp-check` and the `tcp-check` rules.
+    pub tcp_check: super::TcpCheck,
     pub load_server_state: Option<Spanned<LoadServerState>>,
     /// `stick-table` (its name is the proxy's).
     pub stick_table: Option<Spanned<crate::table::TableDef>>,
@@ -440,6 +442,10 @@ pub struct Proxy {
     pub tcp_request: Vec<TcpRequestRule>,
     /// `tcp-request inspect-delay`.
     pub inspect_delay: Option<Duration>,
+    /// `tcp-response content` rules (their `when` is `Content`).
+    pub tcp_response: Vec<TcpRequestRule>,
+    /// `tcp-response inspect-delay`.
+    pub res_inspect_delay: Option<Duration>,
     /// `cookie NAME ...` (backends): the persistence cookie.
     pub cookie: Option<super::cookie::CookieCfg>,
     /// `force-persist` (true) / `ignore-persist` (false) rules, in order.
@@ -492,14 +498,42 @@ pub enum ProxyMode {
     Tcp,
 }
 
-/// `tcp-request connection|content accept|reject [if|unless COND]`.
+/// When a `tcp-request` rule runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum TcpWhen {
+    /// `connection`: at accept, before any byte is read (and before a
+    /// PROXY header).
+    Connection,
+    /// `session`: once the connection is a session (after the PROXY
+    /// header), before any byte of content.
+    Session,
+    /// `content`: on the request's first bytes, within `inspect-delay`.
+    Content,
+}
+
+/// What a `tcp-request` rule does.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum TcpAction {
+    Accept,
+    Reject,
+    /// `silent-drop`: the connection is reset and forgotten (no log).
+    SilentDrop,
+    /// `close` (`tcp-response content`): the server connection is closed
+    /// at once; what it sent still reaches the client.
+    Close,
+    /// `expect-proxy layer4` (connection rules): a PROXY header must come
+    /// first, as with `accept-proxy` on the bind.
+    ExpectProxy,
+    /// An action shared with `http-request`: `track-scN`, `sc-inc-gpc0`,
+    /// `sc-set-gpt0`, `set-var`, `set-var-fmt`, `unset-var`.
+    Common(HttpRequestAction),
+}
+
+/// `tcp-request connection|session|content ACTION [if|unless COND]`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TcpRequestRule {
-    /// `content` (evaluated on the request's first bytes); else
-    /// `connection` (at accept, before any byte is read).
-    pub content: bool,
-    /// `accept`; else `reject`.
-    pub accept: bool,
+    pub when: TcpWhen,
+    pub action: TcpAction,
     pub cond: Option<Condition>,
     pub loc: Loc,
 }

@@ -89,6 +89,10 @@ pub(super) enum Fetch {
     /// `req.payload(OFFSET,LENGTH)`: those bytes of a TCP-mode request
     /// (length 0: to the end of what arrived).
     ReqPayload(usize, usize),
+    /// `res.len`, `res.payload(OFFSET,LENGTH)`: the server's first bytes
+    /// (`tcp-response content` rules).
+    ResLen,
+    ResPayload(usize, usize),
 }
 
 /// What a fetch reads, for the rules that may run before a layer exists
@@ -325,17 +329,20 @@ impl Fetch {
             "req.len" | "req_len" => req_only(none(Fetch::ReqLen)?),
             "req.ssl_sni" | "req_ssl_sni" => req_only(none(Fetch::ReqSslSni)?),
             "req.ssl_hello_type" | "req_ssl_hello_type" => req_only(none(Fetch::ReqSslHelloType)?),
-            "req.payload" | "payload" => {
+            "req.payload" | "payload" | "res.payload" => {
                 arg_count(name, args, 2, 2)?;
                 let n = |what: &str, a: &str| -> Result<usize, String> {
                     let v = int_arg(&format!("fetch '{name}' {what}"), a)?;
                     usize::try_from(v).map_err(|_| format!("fetch '{name}': negative {what}"))
                 };
-                req_only(Fetch::ReqPayload(
-                    n("offset", &args[0])?,
-                    n("length", &args[1])?,
-                ))
+                let (off, len) = (n("offset", &args[0])?, n("length", &args[1])?);
+                if name == "res.payload" {
+                    res_only(Fetch::ResPayload(off, len))
+                } else {
+                    req_only(Fetch::ReqPayload(off, len))
+                }
             }
+            "res.len" => res_only(none(Fetch::ResLen)?),
             _ => Err(format!("unknown sample fetch '{name}'")),
         }
     }
@@ -360,10 +367,15 @@ impl Fetch {
             | Fetch::Rand(_)
             | Fetch::Uuid
             | Fetch::UniqueId
-            | Fetch::Var(_) => Layer::L4,
-            Fetch::ReqLen | Fetch::ReqSslSni | Fetch::ReqSslHelloType | Fetch::ReqPayload(..) => {
-                Layer::Payload
-            }
+            | Fetch::Var(_)
+            // Stick-table counters: known without reading the connection.
+            | Fetch::Stk(_) => Layer::L4,
+            Fetch::ReqLen
+            | Fetch::ReqSslSni
+            | Fetch::ReqSslHelloType
+            | Fetch::ReqPayload(..)
+            | Fetch::ResLen
+            | Fetch::ResPayload(..) => Layer::Payload,
             _ => Layer::Http,
         }
     }
@@ -384,14 +396,21 @@ impl Fetch {
             | Fetch::CookCnt(_)
             | Fetch::CookVal(_) => Some(false),
             Fetch::Hdr { res, .. } | Fetch::HdrCnt { res, .. } => Some(*res),
-            Fetch::Status | Fetch::SrvName | Fetch::SrvId => Some(true),
+            Fetch::Status
+            | Fetch::SrvName
+            | Fetch::SrvId
+            | Fetch::ResLen
+            | Fetch::ResPayload(..) => Some(true),
+            Fetch::ReqLen | Fetch::ReqSslSni | Fetch::ReqSslHelloType | Fetch::ReqPayload(..) => {
+                Some(false)
+            }
             _ => None,
         }
     }
 
     pub(super) fn out_type(&self) -> Type {
         match self {
-            Fetch::ReqLen | Fetch::ReqSslHelloType => Type::Int,
+            Fetch::ReqLen | Fetch::ReqSslHelloType | Fetch::ResLen => Type::Int,
             Fetch::Src | Fetch::Dst => Type::Ip,
             Fetch::SrcPort
             | Fetch::DstPort
@@ -408,7 +427,7 @@ impl Fetch {
             Fetch::Var(_) => Type::Str,
             Fetch::Method => Type::Meth,
             Fetch::Stk(f) => f.out_type(),
-            Fetch::ReqPayload(..) | Fetch::Bin(_) => Type::Bin,
+            Fetch::ReqPayload(..) | Fetch::ResPayload(..) | Fetch::Bin(_) => Type::Bin,
             _ => Type::Str,
         }
     }
@@ -618,13 +637,15 @@ impl Fetch {
                 s.cur.extend_from_slice(v);
                 Some(Val::Str)
             }
-            Fetch::ReqLen => {
-                let p = ctx.payload?;
+            Fetch::ReqLen | Fetch::ResLen => {
+                let p = ctx
+                    .payload
+                    .filter(|p| p.response == matches!(self, Fetch::ResLen))?;
                 p.unsure();
                 Some(Val::Int(p.bytes.len() as i64))
             }
             Fetch::ReqSslSni => {
-                let p = ctx.payload?;
+                let p = ctx.payload.filter(|p| !p.response)?;
                 if p.hello_partial {
                     p.unsure();
                 }
@@ -634,16 +655,17 @@ impl Fetch {
                 // A handshake record (22) of TLS or SSLv3 (major 3): the
                 // type of its first message (HAProxy's check). Fewer bytes
                 // that may still become one: not known yet.
-                let p = ctx.payload?;
+                let p = ctx.payload.filter(|p| !p.response)?;
                 let b = p.bytes;
                 if b.len() < 6 && b.first().is_none_or(|&c| c == 0x16) {
                     p.unsure();
                 }
                 (b.len() >= 6 && b[0] == 0x16 && b[1] == 3).then(|| Val::Int(b[5] as i64))
             }
-            Fetch::ReqPayload(off, len) => {
+            Fetch::ReqPayload(off, len) | Fetch::ResPayload(off, len) => {
                 // Not there yet: nothing, and it may come.
-                let p = ctx.payload?;
+                let res = matches!(self, Fetch::ResPayload(..));
+                let p = ctx.payload.filter(|p| p.response == res)?;
                 let b = p.bytes;
                 let end = if *len == 0 {
                     p.unsure();

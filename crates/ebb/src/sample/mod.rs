@@ -89,6 +89,9 @@ pub struct Payload<'a> {
     /// `SMP_F_MAY_CHANGE`), and a rule that does not hold then waits.
     pub partial: bool,
     pub may_change: &'a std::cell::Cell<bool>,
+    /// The bytes are the server's (`tcp-response content` rules: `res.len`,
+    /// `res.payload`), not the client's.
+    pub response: bool,
 }
 
 impl Payload<'_> {

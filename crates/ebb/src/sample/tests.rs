@@ -393,6 +393,7 @@ fn tcp_payload_fetches() {
                     hello_partial: false,
                     partial: false,
                     may_change: &unsure,
+                    response: false,
                 }),
                 ..*c
             };
@@ -434,6 +435,7 @@ fn tcp_payload_fetches_say_when_more_bytes_could_change_them() {
                     hello_partial,
                     partial: true,
                     may_change: &unsure,
+                    response: false,
                 }),
                 ..*c
             };

@@ -164,9 +164,21 @@ impl Stk {
     }
 
     /// `track-scN` of a session (`tcp-request connection|session`): held
-    /// until the connection ends; counts a connection and a session.
+    /// until the connection ends; counts a connection (the session is
+    /// counted by [`Stk::count_session`]).
     pub fn track_session(&self, n: usize, table: &Arc<Table>, key: &StKey) -> bool {
-        self.track_in(&self.sess, n, table, key, true, false)
+        self.track_in(&self.sess, n, table, key, false, false)
+    }
+
+    /// The connection became a session (its `tcp-request connection` and
+    /// `session` rules let it through): `sess_cnt`, `sess_rate` on the
+    /// session trackers held now (HAProxy's `session_count_new`).
+    pub fn count_session(&self) {
+        let now = self.now.get();
+        for t in self.sess.borrow().iter().flatten() {
+            t.table
+                .add_many(t.entry, &[(Data::SessCnt, 1), (Data::SessRate, 1)], now);
+        }
     }
 
     fn track_in(

@@ -2,7 +2,8 @@
 //! backends of HTTP mode (LB algorithms, checks, `maxconn` queues with
 //! instant hand-over, retries, redispatch) and no HTTP analysis; plus what
 //! every accepted connection goes through first whatever its mode:
-//! `tcp-request connection` rules and the PROXY protocol (`accept-proxy`).
+//! `tcp-request connection` rules, the PROXY protocol (`accept-proxy`,
+//! `expect-proxy layer4`) and `tcp-request session` rules.
 //!
 //! ```text
 //!   listener ── accept ──> tcp-request connection rules (real peer)
@@ -23,28 +24,47 @@
 //! and the log line.
 //!
 //! Limits: no `splice` (the two-buffer copy is what runs; see README),
-//! `tcp-request content` rules only `accept`/`reject`, and a tcp frontend
-//! uses tcp backends only.
+//! and a tcp frontend uses tcp backends only.
 
 mod pipe;
 mod pphdr;
 mod session;
 
+use std::cell::RefCell;
 use std::io::Write as _;
 use std::net::{SocketAddr, TcpStream};
 use std::rc::Rc;
 use std::sync::Arc;
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
 use sched::Ctx;
 
+use crate::l4rules::Verdict;
 use crate::proxy::FrontendRt;
 use crate::transport::Transport;
 use crate::worker::Worker;
 
+/// What a connection carries from its first rules to its mode's code:
+/// the trackers (`tcp-request connection|session track-scN`) and the
+/// variables (`sess.*`) those rules set.
+pub struct Early {
+    pub stk: crate::table::Stk,
+    pub vars: RefCell<crate::sample::VarStore>,
+}
+
+impl Early {
+    fn new(fe: &FrontendRt) -> Early {
+        Early {
+            stk: crate::table::Stk::new(Arc::clone(&fe.tables)),
+            vars: RefCell::default(),
+        }
+    }
+}
+
 /// Takes an accepted connection: runs the frontend's `tcp-request
 /// connection` rules on the real peer, then reads a PROXY header
-/// (`accept-proxy`) or starts the connection in the frontend's mode.
+/// (`accept-proxy`, or `expect-proxy layer4`) or starts the connection
+/// in the frontend's mode.
 pub fn accepted(
     ctx: &mut Ctx,
     sock: TcpStream,
@@ -54,18 +74,34 @@ pub fn accepted(
     tls: Option<Arc<rustls::ServerConfig>>,
     accept_proxy: bool,
 ) -> std::io::Result<()> {
-    if !fe.l4.conn_rules.is_empty() && !connection_accepted(&fe, &sock, peer) {
-        // HAProxy: a rejected connection is closed at once and not logged.
-        return Ok(());
+    let early = Early::new(&fe);
+    let mut expect_proxy = false;
+    if !fe.l4.conn_rules.is_empty() {
+        early.stk.set_now(ctx.now());
+        let dst = sock.local_addr().ok();
+        let v = run_early(
+            &fe,
+            &fe.l4.conn_rules,
+            &early,
+            peer,
+            dst,
+            false,
+            &mut expect_proxy,
+        );
+        if refused(v, &sock) {
+            return Ok(());
+        }
     }
-    if accept_proxy {
-        return pphdr::spawn(ctx, sock, peer, fe, w, tls);
+    if accept_proxy || expect_proxy {
+        return pphdr::spawn(ctx, sock, peer, fe, w, tls, early);
     }
-    start(ctx, sock, peer, None, fe, w, tls)
+    start(ctx, sock, peer, None, fe, w, tls, early)
 }
 
 /// Starts a connection in its frontend's mode, with the client's
-/// addresses (from a PROXY header when `dst` is set).
+/// addresses (from a PROXY header when `dst` is set), once its
+/// `tcp-request session` rules let it through.
+#[allow(clippy::too_many_arguments)]
 fn start(
     ctx: &mut Ctx,
     sock: TcpStream,
@@ -74,10 +110,36 @@ fn start(
     fe: Arc<FrontendRt>,
     w: Rc<Worker>,
     tls: Option<Arc<rustls::ServerConfig>>,
+    early: Early,
 ) -> std::io::Result<()> {
+    if !fe.l4.sess_rules.is_empty() {
+        early.stk.set_now(ctx.now());
+        let d = dst.or_else(|| sock.local_addr().ok());
+        let v = run_early(
+            &fe,
+            &fe.l4.sess_rules,
+            &early,
+            peer,
+            d,
+            tls.is_some(),
+            &mut false,
+        );
+        if refused(v, &sock) {
+            return Ok(());
+        }
+    }
+    early.stk.set_now(ctx.now());
+    early.stk.count_session();
     if !fe.l4.tcp_mode {
         return crate::mux::h1::Conn::<crate::stream::Stream>::spawn(
-            ctx, sock, peer, dst, fe, w, tls,
+            ctx,
+            sock,
+            peer,
+            dst,
+            fe,
+            w,
+            tls,
+            Some((early.stk, early.vars)),
         );
     }
     sock.set_nonblocking(true)?;
@@ -86,33 +148,61 @@ fn start(
         Some(cfg) => Transport::accept_tls(sock, cfg)?,
         None => Transport::plain(sock),
     };
-    session::Session::spawn(ctx, tr, peer, dst, fe, w)
+    session::Session::spawn(ctx, tr, peer, dst, fe, w, early)
 }
 
-/// The frontend's `tcp-request connection` rules: the first whose
-/// condition holds decides; none: accepted.
-fn connection_accepted(fe: &FrontendRt, sock: &TcpStream, peer: SocketAddr) -> bool {
-    let dst = || sock.local_addr().ok();
-    let vars = std::cell::RefCell::default();
+/// Whether a verdict refuses the connection: HAProxy closes a rejected
+/// connection at once and does not log it; `silent-drop` drops it.
+fn refused(v: Verdict, sock: &TcpStream) -> bool {
+    match v {
+        Verdict::Reject => true,
+        Verdict::SilentDrop => {
+            silent_drop(sock);
+            true
+        }
+        _ => false,
+    }
+}
+
+/// `silent-drop` on a socket about to be closed, as HAProxy does without
+/// `CAP_NET_ADMIN` (no `TCP_REPAIR`): no lingering, so the close sends a
+/// reset and no FIN, with a TTL (hop limit) of 1 so that the reset does
+/// not pass the first router.
+pub(crate) fn silent_drop(sock: &TcpStream) {
+    let s = socket2::SockRef::from(sock);
+    let _ = match sock.peer_addr() {
+        Ok(SocketAddr::V6(_)) => s.set_unicast_hops_v6(1),
+        _ => s.set_ttl_v4(1),
+    };
+    let _ = s.set_linger(Some(Duration::ZERO));
+}
+
+/// Runs connection or session rules.
+fn run_early(
+    fe: &FrontendRt,
+    rules: &[crate::l4rules::TcpRuleRt],
+    early: &Early,
+    peer: SocketAddr,
+    dst: Option<SocketAddr>,
+    tls: bool,
+    expect_proxy: &mut bool,
+) -> Verdict {
+    let dst = move || dst;
     let ctx = crate::sample::Ctx {
         src: peer,
         dst: &dst,
         fe: &fe.name,
         be: None,
         srv: None,
-        tls: false,
+        tls,
         sni: None,
         req: None,
         res: None,
-        vars: Some(&vars),
-        stk: None,
+        vars: Some(&early.vars),
+        stk: Some(&early.stk),
         payload: None,
     };
-    fe.l4
-        .conn_rules
-        .iter()
-        .find(|r| fe.matcher.holds(r.cond.as_ref(), &ctx))
-        .is_none_or(|r| r.accept)
+    crate::l4rules::run_rules(rules, 0, &fe.matcher, &ctx, true, None, expect_proxy)
 }
 
 /// The pieces of a `tcplog` line.

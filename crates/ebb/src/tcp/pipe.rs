@@ -278,6 +278,8 @@ pub(super) struct Pipe {
     /// Bytes may flow to the server (a server is connected and the
     /// content rules have decided).
     pub(super) forwarding: bool,
+    /// The server's bytes wait in `s2c` for the `tcp-response` rules.
+    pub(super) res_hold: bool,
 }
 
 /// What a pass of one side means for the other.
@@ -299,8 +301,11 @@ impl Pipe {
             let eof_before = self.cli.eof;
             let s2c_was_full = std::mem::take(&mut self.s2c.reader_blocked);
             let got = self.cli.read_into(&mut self.c2s, w, now);
-            let sent = self.cli.write_from(&mut Vec::new(), &mut self.s2c, w, now);
-            self.cli.shut_if_done(&self.s2c, self.srv.eof);
+            let sent =
+                !self.res_hold && self.cli.write_from(&mut Vec::new(), &mut self.s2c, w, now);
+            if !self.res_hold {
+                self.cli.shut_if_done(&self.s2c, self.srv.eof);
+            }
             if s2c_was_full && self.s2c.has_room() {
                 m.wake_other = true;
             } else if s2c_was_full {
@@ -353,7 +358,8 @@ impl Pipe {
             } else if c2s_was_full {
                 self.c2s.reader_blocked = true;
             }
-            if (got && s2c_was_empty)
+            // Held bytes are inspected again on each arrival.
+            if (got && (s2c_was_empty || self.res_hold))
                 || self.srv.eof != eof_before
                 || self.srv.shut_wr != shut_before
                 || self.srv.err

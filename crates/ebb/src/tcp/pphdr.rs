@@ -34,6 +34,7 @@ struct Reader {
     fe: Arc<FrontendRt>,
     w: Rc<Worker>,
     tls: Option<Arc<rustls::ServerConfig>>,
+    early: Option<super::Early>,
     deadline: Tick,
 }
 
@@ -44,6 +45,7 @@ pub(super) fn spawn(
     fe: Arc<FrontendRt>,
     w: Rc<Worker>,
     tls: Option<Arc<rustls::ServerConfig>>,
+    early: super::Early,
 ) -> std::io::Result<()> {
     sock.set_nonblocking(true)?;
     let fd = sock.as_raw_fd();
@@ -54,6 +56,7 @@ pub(super) fn spawn(
         fe,
         w,
         tls,
+        early: Some(early),
         deadline,
     };
     let id = ctx.new_tasklet_obj("proxy_hdr", r);
@@ -154,9 +157,11 @@ impl sched::TaskletFn for Reader {
                     None => (self.peer, None),
                 };
                 let fe = Arc::clone(&self.fe);
-                if let Err(e) =
-                    super::start(ctx, s, peer, dst, fe, Rc::clone(&self.w), self.tls.take())
-                {
+                let Some(early) = self.early.take() else {
+                    return Status::Done;
+                };
+                let w = Rc::clone(&self.w);
+                if let Err(e) = super::start(ctx, s, peer, dst, fe, w, self.tls.take(), early) {
                     self.w.log_error(
                         format!(
                             "{}: cannot set up a connection from {peer}: {e}",

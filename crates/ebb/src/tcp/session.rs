@@ -36,6 +36,7 @@ use sched::{ticks, Ctx, Reasons, Status, TaskletId, Tick, ETERNITY};
 
 use super::pipe::{Pipe, SrvTasklet};
 use crate::backend::{Farm, LbInput, Pick, ServerRt, WaitState, Waiter};
+use crate::l4rules::{run_rules, Verdict};
 use crate::proxy::{BackendKind, BackendRt, BeTimeouts, FrontendRt};
 use crate::transport::Transport;
 use crate::worker::Worker;
@@ -91,6 +92,17 @@ pub(super) struct Session {
     queues: (usize, usize),
     accept_time: SystemTime,
     vars: RefCell<crate::sample::VarStore>,
+    /// The session's trackers (`tcp-request ... track-scN`).
+    stk: crate::table::Stk,
+    /// The content rule to resume at (HAProxy's `current_rule`): a rule
+    /// that waited for more bytes is evaluated again, those before it
+    /// are not run twice.
+    content_pos: usize,
+    /// `silent-drop`: close with a reset and no log.
+    silent: bool,
+    /// `tcp-response content` inspection under way: the rule to resume
+    /// at and the end of `tcp-response inspect-delay`.
+    res_inspect: Option<(usize, Tick)>,
     sess: Arc<crate::registry::SessInfo>,
     term: [u8; 2],
 }
@@ -104,6 +116,7 @@ impl Session {
         dst: Option<SocketAddr>,
         fe: Arc<FrontendRt>,
         w: Rc<Worker>,
+        early: super::Early,
     ) -> std::io::Result<()> {
         let fd = tr.raw_fd();
         let now = ctx.now();
@@ -155,7 +168,11 @@ impl Session {
             deadline: ETERNITY,
             queues: (0, 0),
             accept_time: SystemTime::now(),
-            vars: Default::default(),
+            vars: early.vars,
+            stk: early.stk,
+            content_pos: 0,
+            silent: false,
+            res_inspect: None,
             sess: Arc::clone(&sess),
             term: *b"--",
         };
@@ -198,10 +215,14 @@ impl Session {
     }
 
     /// Evaluates the content rules and `use_backend` once the inspection
-    /// may decide. Returns `None` while it must wait for more bytes.
-    fn inspect(&mut self, ctx: &mut Ctx) -> Option<Result<usize, ()>> {
+    /// may decide, then the chosen backend's content and `stick` rules.
+    /// Returns `None` while it must wait for more bytes, `Err(verdict)`
+    /// when a rule refuses the session.
+    fn inspect(&mut self, ctx: &mut Ctx) -> Option<Result<usize, Verdict>> {
         let now = ctx.now();
-        let l4 = &self.fe.l4;
+        self.stk.set_now(now);
+        let fe = Arc::clone(&self.fe);
+        let l4 = &fe.l4;
         let (payload, eof, full) = {
             let p = self.pipe.borrow();
             (p.c2s.data().to_vec(), p.cli.eof, p.c2s.reader_blocked)
@@ -211,19 +232,95 @@ impl Session {
         // HAProxy: the content rules run on every new chunk while more may
         // come within the delay; a rule that does not hold on an answer
         // that may still change (`req.len` below a bound, a hello not
-        // whole yet) stops the walk and waits. At the delay, the end of
-        // the input or a full buffer, they decide on what arrived.
+        // whole yet) stops the walk and waits, and the walk resumes at
+        // that rule. At the delay, the end of the input or a full buffer,
+        // they decide on what arrived.
         let partial = l4.inspect_delay > 0 && !eof && !full && !expired;
         let may_change = std::cell::Cell::new(false);
         let sni = match &hello {
             crate::tls::hello::Sniff::Hello(h) => h.sni.clone(),
             _ => None,
         };
+        let pay = crate::sample::Payload {
+            bytes: &payload,
+            sni: sni.as_deref(),
+            hello_partial: matches!(hello, crate::tls::hello::Sniff::Need),
+            partial,
+            may_change: &may_change,
+            response: false,
+        };
+        let from = self.content_pos;
+        let r = self.with_ctx(Some(pay), None, |sctx| {
+            let mut xp = false;
+            let v = run_rules(
+                &l4.content_rules,
+                from,
+                &fe.matcher,
+                sctx,
+                false,
+                Some(&may_change),
+                &mut xp,
+            );
+            match v {
+                Verdict::Wait(i) => return Err(Some(i)),
+                Verdict::Reject | Verdict::SilentDrop => return Ok(Err(v)),
+                Verdict::Accept | Verdict::Continue | Verdict::Close => {}
+            }
+            let Some(bi) = fe.choose_backend(sctx) else {
+                return Ok(Err(Verdict::Reject));
+            };
+            let be = &fe.backends[bi];
+            let sctx = crate::sample::Ctx {
+                be: Some(&be.name),
+                ..*sctx
+            };
+            // A backend's own content rules run on the same bytes, once.
+            may_change.set(false);
+            let v = run_rules(
+                &be.l4.content_rules,
+                0,
+                &be.matcher,
+                &sctx,
+                false,
+                None,
+                &mut xp,
+            );
+            if matches!(v, Verdict::Reject | Verdict::SilentDrop) {
+                return Ok(Err(v));
+            }
+            if !be.stick.is_empty() {
+                if let BackendKind::Servers(sr) = &be.kind {
+                    let farm = &sr.farm;
+                    let ok = |i: usize| farm.servers.get(i).is_some_and(|s| s.persist_ok());
+                    self.stk.stick_request(&be.stick, &be.matcher, &sctx, &ok);
+                }
+            }
+            Ok(Ok(bi))
+        });
+        match r {
+            Err(Some(i)) => {
+                self.content_pos = i;
+                None
+            }
+            Err(None) => Some(Err(Verdict::Reject)),
+            Ok(v) => Some(v),
+        }
+    }
+
+    /// Runs `f` with the session's sample context (`payload`: the request
+    /// bytes under inspection; `be`: the backend's name). `Err(None)` when
+    /// the client socket is gone.
+    fn with_ctx<R>(
+        &self,
+        payload: Option<crate::sample::Payload<'_>>,
+        be: Option<&str>,
+        f: impl FnOnce(&crate::sample::Ctx<'_>) -> Result<R, Option<usize>>,
+    ) -> Result<R, Option<usize>> {
         let dst = self.dst;
         let local = move || dst;
         let p = self.pipe.borrow();
         let Some(tr) = p.cli.tr.as_ref() else {
-            return Some(Err(()));
+            return Err(None);
         };
         let local_sock = || tr.tcp().local_addr().ok();
         let dstf: &dyn Fn() -> Option<SocketAddr> = if self.dst.is_some() {
@@ -231,53 +328,21 @@ impl Session {
         } else {
             &local_sock
         };
-        let mut sctx = crate::sample::Ctx {
+        let sctx = crate::sample::Ctx {
             src: self.peer,
             dst: dstf,
             fe: &self.fe.name,
-            be: None,
+            be,
             srv: None,
             tls: tr.is_tls(),
             sni: tr.sni(),
             req: None,
             res: None,
             vars: Some(&self.vars),
-            stk: None,
-            payload: Some(crate::sample::Payload {
-                bytes: &payload,
-                sni: sni.as_deref(),
-                hello_partial: matches!(hello, crate::tls::hello::Sniff::Need),
-                partial,
-                may_change: &may_change,
-            }),
+            stk: Some(&self.stk),
+            payload,
         };
-        for r in &l4.content_rules {
-            may_change.set(false);
-            if self.fe.matcher.holds(r.cond.as_ref(), &sctx) {
-                if !r.accept {
-                    return Some(Err(()));
-                }
-                break;
-            }
-            if may_change.get() {
-                return None;
-            }
-        }
-        let Some(bi) = self.fe.choose_backend(&sctx) else {
-            return Some(Err(()));
-        };
-        let be = Arc::clone(&self.fe.backends[bi]);
-        sctx.be = Some(&be.name);
-        // A backend's own content rules run on the same bytes.
-        for r in &be.l4.content_rules {
-            if be.matcher.holds(r.cond.as_ref(), &sctx) {
-                if !r.accept {
-                    return Some(Err(()));
-                }
-                break;
-            }
-        }
-        Some(Ok(bi))
+        f(&sctx)
     }
 
     /// Routes to backend `bi` and asks for a server.
@@ -304,7 +369,7 @@ impl Session {
             uri: b"",
             hdr: None,
         };
-        match farm.pick(&input, self.avoid, me, || ctx.handle()) {
+        match farm.pick_sticky(self.stk.prefer(), &input, self.avoid, me, || ctx.handle()) {
             Pick::Server(s) => self.use_server(ctx, s),
             Pick::Queued(w) => {
                 let now = ctx.now();
@@ -507,10 +572,16 @@ impl Session {
                     Some(t) => (t, t),
                     None => (self.client_timeout(), self.timeouts.server),
                 };
-                ticks::first(
+                let t = ticks::first(
                     side(p.cli.last_io, ct, !p.cli.done()),
                     side(p.srv.last_io, stt, !p.srv.done()),
-                )
+                );
+                match (self.res_inspect, &self.be) {
+                    (Some((_, until)), Some(be)) if be.l4.res_inspect_delay > 0 => {
+                        ticks::first(t, until)
+                    }
+                    _ => t,
+                }
             }
         }
     }
@@ -569,7 +640,8 @@ impl Session {
             match self.st {
                 St::Inspect => match self.inspect(ctx) {
                     None => return,
-                    Some(Err(())) => {
+                    Some(Err(v)) => {
+                        self.silent = v == Verdict::SilentDrop;
                         self.end_with(b"PR");
                         return;
                     }
@@ -601,6 +673,13 @@ impl Session {
                         return;
                     }
                     self.st = St::Established;
+                    self.stick_store();
+                    if let Some(be) = self.be.as_ref().filter(|b| !b.l4.res_rules.is_empty()) {
+                        // The server's bytes wait for the response rules.
+                        let until = ticks::add(ctx.now(), be.l4.res_inspect_delay);
+                        self.res_inspect = Some((0, until));
+                        self.pipe.borrow_mut().res_hold = true;
+                    }
                     self.pipe.borrow_mut().forwarding = true;
                     // The server side writes what waited in `c2s`.
                     if let Some(t) = self.srv_task {
@@ -611,6 +690,106 @@ impl Session {
                 St::Turnaround(_) | St::Established => return,
             }
         }
+    }
+
+    /// Runs the backend's `tcp-response content` rules on what the server
+    /// sent, as HAProxy: each time more arrives, resuming at a rule that
+    /// waited, until a rule decides, the server's input ends, the buffer
+    /// is full or `tcp-response inspect-delay` expires. No rule deciding
+    /// accepts.
+    fn inspect_response(&mut self, ctx: &mut Ctx) {
+        let Some((from, until)) = self.res_inspect else {
+            return;
+        };
+        let Some(be) = self.be.clone() else { return };
+        let now = ctx.now();
+        self.stk.set_now(now);
+        let (bytes, eof, full) = {
+            let p = self.pipe.borrow();
+            (p.s2c.data().to_vec(), p.srv.eof, p.s2c.reader_blocked)
+        };
+        let expired = ticks::is_expired(until, now);
+        // As HAProxy: without a delay the rules run at once, on what is
+        // there when the server connects (often nothing); with one, on
+        // each arrival until it expires.
+        let delay = be.l4.res_inspect_delay > 0;
+        if bytes.is_empty() && !eof && !expired {
+            return;
+        }
+        let partial = delay && !eof && !full && !expired;
+        let may_change = std::cell::Cell::new(false);
+        let pay = crate::sample::Payload {
+            bytes: &bytes,
+            sni: None,
+            hello_partial: false,
+            partial,
+            may_change: &may_change,
+            response: true,
+        };
+        let srv = self.server.as_ref().map(|s| s.name.clone());
+        let v = self
+            .with_ctx(Some(pay), Some(&be.name), |c| {
+                let c = crate::sample::Ctx {
+                    srv: srv.as_deref(),
+                    ..*c
+                };
+                let mut xp = false;
+                Ok(run_rules(
+                    &be.l4.res_rules,
+                    from,
+                    &be.matcher,
+                    &c,
+                    false,
+                    Some(&may_change),
+                    &mut xp,
+                ))
+            })
+            .unwrap_or(Verdict::Reject);
+        match v {
+            Verdict::Wait(i) => {
+                self.res_inspect = Some((i, until));
+                return;
+            }
+            Verdict::Reject | Verdict::SilentDrop => {
+                self.silent = v == Verdict::SilentDrop;
+                self.end_with(b"PD");
+            }
+            Verdict::Close => {
+                // HAProxy kills the server connection (no lingering) and
+                // lets what it sent reach the client.
+                let st = self.pipe.borrow_mut().srv.tr.take();
+                if let Some(st) = st {
+                    let _ = ctx.deregister_fd(st.raw_fd());
+                    let _ = socket2::SockRef::from(st.tcp())
+                        .set_linger(Some(std::time::Duration::ZERO));
+                }
+                let mut p = self.pipe.borrow_mut();
+                p.srv.eof = true;
+                p.srv.shut_wr = true;
+            }
+            Verdict::Accept | Verdict::Continue => {}
+        }
+        self.res_inspect = None;
+        self.pipe.borrow_mut().res_hold = false;
+        // The client side writes what waited.
+        if let Some(me) = self.me {
+            ctx.tasklet_wakeup(me);
+        }
+    }
+
+    /// The server is connected: the `stick` rules store what they kept
+    /// (and the `store-response` patterns) with its id.
+    fn stick_store(&mut self) {
+        let (Some(be), Some(srv)) = (self.be.clone(), self.server.clone()) else {
+            return;
+        };
+        if be.stick.is_empty() {
+            return;
+        }
+        let _ = self.with_ctx(None, Some(&be.name), |c| {
+            self.stk.stick_response(&be.stick, &be.matcher, c, srv.idx);
+            Ok(())
+        });
     }
 
     /// Closes everything, logs, and frees the server's slot.
@@ -637,14 +816,22 @@ impl Session {
             c.bytes_in.fetch_add(bytes_in, Ordering::Relaxed);
             c.bytes_out.fetch_add(bytes_out, Ordering::Relaxed);
         }
-        self.log(ctx, bytes_in, bytes_out);
+        // The trackers count the session's bytes, then let go.
+        self.stk.end(ctx.now(), false, bytes_in, bytes_out);
+        if !self.silent {
+            self.log(ctx, bytes_in, bytes_out);
+        }
         if let (Some(s), Some(farm)) = (self.server.take(), self.farm.as_ref()) {
             farm.release(&s);
         }
         let cli = self.pipe.borrow_mut().cli.tr.take();
         if let Some(mut t) = cli {
             let _ = ctx.deregister_fd(t.raw_fd());
-            let _ = t.shutdown();
+            if self.silent {
+                super::silent_drop(t.tcp());
+            } else {
+                let _ = t.shutdown();
+            }
         }
         self.pipe.borrow_mut().release(&*self.w);
         self.w.sessions.remove(&self.sess);
@@ -757,6 +944,9 @@ impl sched::TaskletFn for Session {
             }
         }
         self.step(ctx);
+        if self.res_inspect.is_some() && !self.ended() {
+            self.inspect_response(ctx);
+        }
         if !self.ended() {
             if let Some(code) = self.data_end() {
                 self.term = code;

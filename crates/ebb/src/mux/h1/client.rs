@@ -206,6 +206,7 @@ pub struct Conn<S> {
 impl<S: Exchange + Default + 'static> Conn<S> {
     /// Takes an accepted socket: registers it and its timer with the thread's
     /// scheduler and queues a first run.
+    #[allow(clippy::too_many_arguments)]
     pub fn spawn(
         ctx: &mut Ctx,
         sock: TcpStream,
@@ -214,6 +215,11 @@ impl<S: Exchange + Default + 'static> Conn<S> {
         fe: Arc<FrontendRt>,
         w: std::rc::Rc<Worker>,
         tls: Option<Arc<rustls::ServerConfig>>,
+        // Trackers and variables of the `tcp-request connection|session` rules.
+        early: Option<(
+            crate::table::Stk,
+            std::cell::RefCell<crate::sample::VarStore>,
+        )>,
     ) -> io::Result<()> {
         sock.set_nonblocking(true)?;
         let _ = sock.set_nodelay(true);
@@ -239,7 +245,12 @@ impl<S: Exchange + Default + 'static> Conn<S> {
             .add(ctx.thread_id(), peer, Arc::from(fe.name.as_str()));
         let sess2 = Arc::clone(&sess);
         let heavy = tr.is_handshaking() && w.heavy_enabled;
-        let stk = crate::table::Stk::new(Arc::clone(&fe.tables));
+        let (stk, vars) = early.unwrap_or_else(|| {
+            (
+                crate::table::Stk::new(Arc::clone(&fe.tables)),
+                Default::default(),
+            )
+        });
         let conn = Conn {
             tr,
             fd,
@@ -270,7 +281,7 @@ impl<S: Exchange + Default + 'static> Conn<S> {
             deadline: first_deadline,
             me: None,
             next_input: None,
-            vars: Default::default(),
+            vars,
             stk,
             sess,
             sent_run: 0,

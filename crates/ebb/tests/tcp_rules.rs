@@ -1,0 +1,475 @@
+//! `tcp-request connection|session|content` actions beyond accept and
+//! reject (track-sc, sc-inc-gpc0, sc-set-gpt0, set-var, silent-drop,
+//! expect-proxy), stick tables counting tcp sessions, `stick on` in a tcp
+//! backend, through the real binary, side by side with HAProxy 2.6 where
+//! it is installed. Every wait ends on an event (a read, a line, a
+//! socket); none is a sleep.
+
+mod common;
+
+use std::io::{Read, Write};
+use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use common::*;
+
+const LONG: Duration = Duration::from_secs(30);
+
+const DEFAULTS: &str = "defaults\n    mode tcp\n    timeout client 30s\n    timeout server 30s\n    timeout connect 2s\n";
+
+/// A test server on a free port: `f` runs on each connection, in a
+/// thread of its own.
+fn serve(f: impl Fn(TcpStream) + Send + Sync + Copy + 'static) -> SocketAddr {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for s in l.incoming().flatten() {
+            std::thread::spawn(move || f(s));
+        }
+    });
+    addr
+}
+
+/// Answers each connection with `name`, once the client's FIN came.
+fn name_server(name: &'static str) -> SocketAddr {
+    serve(move |mut s| {
+        let mut sink = Vec::new();
+        let _ = s.read_to_end(&mut sink);
+        let _ = s.write_all(name.as_bytes());
+    })
+}
+
+/// One session: sends `msg`, half-closes, reads the answer to EOF. An
+/// error (a reset) reads as `None`.
+fn session(addr: SocketAddr, msg: &[u8]) -> Option<Vec<u8>> {
+    let mut c = TcpStream::connect(addr).ok()?;
+    c.set_read_timeout(Some(LONG)).unwrap();
+    let _ = c.write_all(msg);
+    let _ = c.shutdown(Shutdown::Write);
+    let mut v = Vec::new();
+    c.read_to_end(&mut v).ok()?;
+    Some(v)
+}
+
+/// A HAProxy 2.6 process; killed on drop.
+struct Haproxy(Child);
+
+impl Drop for Haproxy {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Starts HAProxy on `cfg` (with `HPORT` replaced by a free port and
+/// `SOCK` by a stats socket in `dir`); returns it, its address and its
+/// socket once both answer.
+fn haproxy(dir: &Path, cfg: &str) -> (Haproxy, SocketAddr, std::path::PathBuf) {
+    let port = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let sock = dir.join("h.sock");
+    let path = dir.join("h.cfg");
+    std::fs::write(
+        &path,
+        cfg.replace("HPORT", &port.to_string())
+            .replace("SOCK", &sock.display().to_string()),
+    )
+    .unwrap();
+    let h = Haproxy(
+        Command::new("haproxy")
+            .args(["-db", "-f", path.to_str().unwrap()])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    wait_until("haproxy's socket", || {
+        std::os::unix::net::UnixStream::connect(&sock).is_ok()
+    });
+    (h, addr, sock)
+}
+
+/// ebb and, when it is installed, HAProxy on the same sections `body`
+/// (`BIND`: the listening address), each with an admin stats socket:
+/// their first listening address and socket, ebb first.
+fn side_by_side(
+    dir: &Path,
+    body: &str,
+) -> (Ebb, Option<Haproxy>, Vec<(SocketAddr, std::path::PathBuf)>) {
+    let esock = dir.join("e.sock");
+    let e = Ebb::start(&format!(
+        "global\n    stats socket {} level admin\n{DEFAULTS}{body}",
+        esock.display()
+    ));
+    let mut targets = vec![(e.addr(), esock)];
+    if !have("haproxy") {
+        eprintln!("haproxy missing: ebb alone");
+        return (e, None, targets);
+    }
+    let (h, a, s) = haproxy(
+        dir,
+        &format!(
+            "global\n    stats socket SOCK level admin\n{DEFAULTS}{}",
+            body.replace("BIND", "127.0.0.1:HPORT")
+        ),
+    );
+    targets.push((a, s));
+    (e, Some(h), targets)
+}
+
+/// The data part of `show table T`'s entry lines (what follows `exp=`).
+fn table_data(t: &str) -> Vec<String> {
+    t.lines()
+        .filter(|l| l.starts_with("0x"))
+        .map(|l| {
+            l.split(' ')
+                .filter(|w| !w.starts_with("0x") && !w.starts_with("exp="))
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
+        .collect()
+}
+
+/// `tcp-request content track-sc0 src` + `reject if { sc0_conn_rate gt 3
+/// }`: the 4th connection is refused, as HAProxy does; the table counts
+/// the sessions and their bytes the same way in both.
+#[test]
+fn content_tracking_refuses_the_fourth_connection_as_haproxy() {
+    let echo = name_server("pong");
+    let dir = scratch("tcp-rules-rate");
+    let rules = format!(
+        "listen l\n    bind BIND\n    stick-table type ip size 1k expire 60s store conn_cnt,conn_cur,conn_rate(60s),sess_cnt,bytes_in_cnt,bytes_out_cnt\n    tcp-request content track-sc0 src\n    tcp-request content reject if {{ sc0_conn_rate gt 3 }}\n    server e {echo}\n"
+    );
+    let (_e, _h, targets) = side_by_side(&dir, &rules);
+    let mut tables = Vec::new();
+    for (addr, sock) in &targets {
+        for i in 0..3 {
+            assert_eq!(
+                session(*addr, b"ping").as_deref(),
+                Some(&b"pong"[..]),
+                "session {i} on {addr}"
+            );
+        }
+        // The 4th: closed before reaching the server. (It sends nothing:
+        // HAProxy counts the bytes it read before the rule ran, which
+        // depends on timing.)
+        assert_eq!(session(*addr, b"").unwrap_or_default(), b"");
+        // Ended sessions release their entry (conn_cur back to 0).
+        let mut t = String::new();
+        wait_until("the sessions end", || {
+            t = cli_cmd(sock, "show table l");
+            t.contains(" conn_cur=0 ")
+        });
+        tables.push(table_data(&t));
+    }
+    assert_eq!(
+        tables[0],
+        vec!["key=127.0.0.1 use=0 conn_cnt=4 conn_rate(60000)=4 conn_cur=0 sess_cnt=0 bytes_in_cnt=12 bytes_out_cnt=12".to_string()],
+    );
+    if tables.len() == 2 {
+        assert_eq!(tables[0], tables[1], "ebb vs HAProxy");
+    }
+}
+
+/// Connection-level tracking in an http frontend: the counters hold for
+/// the connection's life (sess_cnt, http_req_cnt of each request) and a
+/// `reject` on them runs before the HTTP layer.
+#[test]
+fn connection_tracking_in_an_http_frontend() {
+    let dir = scratch("tcp-rules-http");
+    let sock = dir.join("e.sock");
+    let e = Ebb::start(&format!(
+        "global\n    stats socket {} level admin\ndefaults\n    mode http\n    timeout client 30s\nfrontend f\n    bind BIND\n    stick-table type ip size 1k expire 60s store conn_cnt,conn_rate(60s),sess_cnt,http_req_cnt,gpc0\n    tcp-request connection track-sc1 src\n    tcp-request connection reject if {{ sc1_conn_rate gt 2 }}\n    tcp-request session sc-inc-gpc0(1)\n    tcp-request session set-var(sess.gpc) sc1_get_gpc0\n    http-request return status 200 content-type text/plain lf-string \"gpc=%[var(sess.gpc)]\"\n",
+        sock.display()
+    ));
+    // Two requests on one connection, then one on a second.
+    let mut c = Client::connect(e.addr());
+    for _ in 0..2 {
+        c.send(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n");
+        assert_eq!(c.read_resp().text(), "gpc=1");
+    }
+    drop(c);
+    assert_eq!(get(e.addr(), "/").text(), "gpc=2");
+    // The third connection is refused at accept.
+    let mut c = TcpStream::connect(e.addr()).unwrap();
+    c.set_read_timeout(Some(LONG)).unwrap();
+    let mut b = [0u8; 16];
+    assert!(matches!(c.read(&mut b), Ok(0) | Err(_)));
+    let t = cli_cmd(&sock, "show table f");
+    assert!(
+        t.contains(" gpc0=2 conn_cnt=3 conn_rate(60000)=3 sess_cnt=2 http_req_cnt=3\n"),
+        "{t}"
+    );
+}
+
+/// `silent-drop` resets the connection (no FIN, no log); `reject`
+/// closes it; `expect-proxy layer4` makes a PROXY header required for the
+/// sources it names, whose address then counts.
+#[test]
+fn silent_drop_reject_and_expect_proxy() {
+    let echo = name_server("pong");
+    let e = Ebb::start(&format!(
+        "global\n    log stdout format raw local0\n{DEFAULTS}    log global\n    option tcplog\nlisten drop\n    bind BIND\n    tcp-request connection silent-drop if {{ src 127.0.0.1 }}\n    server e {echo}\nlisten content_drop\n    bind BIND\n    tcp-request inspect-delay 10s\n    tcp-request content silent-drop if {{ req.payload(0,4) -m str drop }}\n    server e {echo}\nlisten pp\n    bind BIND\n    tcp-request connection expect-proxy layer4 if {{ src 127.0.0.1 }}\n    server e {echo}\n"
+    ));
+    // Dropped at accept: a reset, not an orderly close.
+    let mut c = TcpStream::connect(e.addrs[0]).unwrap();
+    c.set_read_timeout(Some(LONG)).unwrap();
+    let mut b = [0u8; 8];
+    let r = c.read(&mut b);
+    assert!(
+        matches!(&r, Err(x) if x.kind() == std::io::ErrorKind::ConnectionReset),
+        "{r:?}"
+    );
+    // Dropped on content: a reset too, and no log line.
+    let mut c = TcpStream::connect(e.addrs[1]).unwrap();
+    c.set_read_timeout(Some(LONG)).unwrap();
+    let port = c.local_addr().unwrap().port();
+    c.write_all(b"drop").unwrap();
+    let r = c.read(&mut b);
+    assert!(
+        matches!(&r, Err(x) if x.kind() == std::io::ErrorKind::ConnectionReset),
+        "{r:?}"
+    );
+    assert_eq!(session(e.addrs[1], b"keep").as_deref(), Some(&b"pong"[..]));
+    // The PROXY header is now required: its source is logged.
+    let mut c = TcpStream::connect(e.addrs[2]).unwrap();
+    c.write_all(b"PROXY TCP4 192.0.2.7 127.0.0.1 5555 80\r\nhello")
+        .unwrap();
+    c.shutdown(Shutdown::Write).unwrap();
+    c.set_read_timeout(Some(LONG)).unwrap();
+    let mut v = Vec::new();
+    c.read_to_end(&mut v).unwrap();
+    assert_eq!(v, b"pong");
+    let l = e.wait_stdout("192.0.2.7:5555 [", LONG).unwrap();
+    assert!(l.contains(" pp pp/e "), "{l}");
+    // Without a header: closed, and logged as a bad PROXY header.
+    assert_eq!(session(e.addrs[2], b"hello").unwrap_or_default(), b"");
+    // The content drop left no line; the kept session did.
+    assert!(e
+        .wait_stdout(" content_drop content_drop/e ", LONG)
+        .is_some());
+    assert!(!e
+        .stdout
+        .lock()
+        .unwrap()
+        .iter()
+        .any(|l| l.contains(&format!(":{port} ["))));
+}
+
+/// `stick on src` in a tcp backend keeps a client on one server, where
+/// round robin alone alternates; as HAProxy.
+#[test]
+fn stick_on_src_keeps_a_tcp_client_on_one_server() {
+    let a = name_server("A");
+    let b = name_server("B");
+    let dir = scratch("tcp-rules-stick");
+    let body = format!("    balance roundrobin\n    server a {a}\n    server b {b}\n");
+    let e = Ebb::start(&format!(
+        "{DEFAULTS}listen rr\n    bind BIND\n{body}listen sticky\n    bind BIND\n    stick-table type ip size 1k expire 60s\n    stick on src\n{body}"
+    ));
+    let seen = |addr| {
+        (0..6)
+            .map(|_| String::from_utf8(session(addr, b"x").unwrap()).unwrap())
+            .collect::<Vec<_>>()
+    };
+    let rr = seen(e.addrs[0]);
+    assert!(rr.contains(&"A".to_string()) && rr.contains(&"B".to_string()));
+    let mut runs = vec![seen(e.addrs[1])];
+    let _h = if have("haproxy") {
+        let (h, addr, _) = haproxy(
+            &dir,
+            &format!(
+                "global\n    stats socket SOCK\n{DEFAULTS}listen sticky\n    bind 127.0.0.1:HPORT\n    stick-table type ip size 1k expire 60s\n    stick on src\n{body}"
+            ),
+        );
+        runs.push(seen(addr));
+        Some(h)
+    } else {
+        None
+    };
+    for r in &runs {
+        assert!(r.iter().all(|x| *x == r[0]), "{r:?}");
+    }
+}
+
+/// A line server: each connection gets `answer` once it sent a line
+/// (or at once when `greet`), then is closed.
+fn line_answerer(answer: &'static [u8], greet: bool) -> SocketAddr {
+    serve(move |mut s| {
+        if !greet {
+            let mut line = Vec::new();
+            let mut b = [0u8; 1];
+            while !line.ends_with(b"\n") {
+                match s.read(&mut b) {
+                    Ok(1) => line.push(b[0]),
+                    _ => return,
+                }
+            }
+        }
+        let _ = s.write_all(answer);
+    })
+}
+
+/// A server's columns of `show stat`, by name.
+fn stat_row(sock: &Path, be: &str, srv: &str) -> std::collections::HashMap<String, String> {
+    let csv = cli_cmd(sock, "show stat");
+    let mut lines = csv.lines();
+    let head: Vec<String> = lines
+        .next()
+        .unwrap_or("")
+        .trim_start_matches("# ")
+        .split(',')
+        .map(String::from)
+        .collect();
+    let row = lines
+        .find(|l| l.starts_with(&format!("{be},{srv},")))
+        .unwrap_or("");
+    head.into_iter()
+        .zip(row.split(',').map(String::from))
+        .collect()
+}
+
+/// `option tcp-check` with `send` and `expect`: a server that answers
+/// right is L7OK, one that answers wrong goes DOWN with L7RSP, one that
+/// is not there L4CON, a connect-only sequence reports L4OK; the same
+/// codes as HAProxy's in `show stat`.
+#[test]
+fn tcp_check_sequences_report_haproxys_codes() {
+    let right = line_answerer(b"+PONG\r\n", false);
+    let wrong = line_answerer(b"-ERR unknown\r\n", false);
+    let banner = line_answerer(b"220 ready\r\n", true);
+    let dead = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let dir = scratch("tcp-check");
+    let backends = format!(
+        "backend redis\n    option tcp-check\n    tcp-check comment ping\n    tcp-check send PING\\r\\n\n    tcp-check expect comment pong string +PONG\n    server right {right} check inter 200ms fall 1 rise 1\n    server wrong {wrong} check inter 200ms fall 1 rise 1\n    server dead {dead} check inter 200ms fall 1 rise 1\nbackend smtp\n    option tcp-check\n    tcp-check connect\n    tcp-check expect rstring ^220\n    tcp-check expect ! string 554\n    server banner {banner} check inter 200ms fall 1 rise 1\nbackend plain\n    option tcp-check\n    server s {right} check inter 200ms\n"
+    );
+    let (_e, _h, targets) = side_by_side(
+        &dir,
+        &format!("frontend f\n    bind BIND\n    default_backend redis\n{backends}"),
+    );
+    let socks: Vec<_> = targets.into_iter().map(|(_, s)| s).collect();
+    let want = [
+        ("redis", "right", "UP", "L7OK"),
+        ("redis", "wrong", "DOWN", "L7RSP"),
+        ("redis", "dead", "DOWN", "L4CON"),
+        ("smtp", "banner", "UP", "L7OK"),
+        ("plain", "s", "UP", "L4OK"),
+    ];
+    for sock in &socks {
+        for (be, srv, status, code) in want {
+            wait_until(&format!("{be}/{srv} {status} {code}"), || {
+                let r = stat_row(sock, be, srv);
+                r.get("status").map(String::as_str) == Some(status)
+                    && r.get("check_status").map(String::as_str) == Some(code)
+            });
+        }
+        let r = stat_row(sock, "redis", "wrong");
+        assert_eq!(
+            r.get("last_chk").map(String::as_str),
+            Some("TCPCHK did not match content '+PONG' at step 3 comment: pong"),
+            "{sock:?}"
+        );
+    }
+}
+
+/// A server that sends `chunks` (each flushed on its own, a little
+/// apart), then waits for the client's FIN and closes; with `hold`, it
+/// neither reads nor closes (only a proxy closing ends the session).
+fn chunk_server(chunks: &'static [&'static [u8]], hold: bool) -> SocketAddr {
+    serve(move |mut s| {
+        let _ = s.set_nodelay(true);
+        for c in chunks {
+            if s.write_all(c).is_err() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        if hold {
+            std::thread::sleep(Duration::from_secs(120));
+        }
+        let mut sink = Vec::new();
+        let _ = s.read_to_end(&mut sink);
+    })
+}
+
+/// What a client reads until EOF (or a reset) after sending its FIN.
+fn read_answer(addr: SocketAddr) -> Vec<u8> {
+    let mut c = TcpStream::connect(addr).unwrap();
+    c.set_read_timeout(Some(LONG)).unwrap();
+    c.shutdown(Shutdown::Write).unwrap();
+    let mut v = Vec::new();
+    let mut b = [0u8; 256];
+    loop {
+        match c.read(&mut b) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => v.extend_from_slice(&b[..n]),
+        }
+    }
+    v
+}
+
+/// `tcp-response content accept|reject|close` with `tcp-response
+/// inspect-delay` and `res.len`/`res.payload`: the same answers as
+/// HAProxy's.
+#[test]
+fn tcp_response_rules_as_haproxy() {
+    let bad = chunk_server(&[b"BAD stuff"], false);
+    let split = chunk_server(&[b"ab", b"cdef", b"gh"], false);
+    let short = chunk_server(&[b"xy"], false);
+    let bye = chunk_server(&[b"bye"], true);
+    let dir = scratch("tcp-response");
+    let body = format!(
+        "listen reject\n    bind BIND\n    tcp-response inspect-delay 10s\n    tcp-response content reject if {{ res.payload(0,3) -m str BAD }}\n    server s {bad}\nlisten wait\n    bind BIND\n    tcp-response inspect-delay 10s\n    tcp-response content accept if {{ res.len ge 6 }}\n    tcp-response content reject\n    server s {split}\nlisten short\n    bind BIND\n    tcp-response inspect-delay 300ms\n    tcp-response content accept if {{ res.len ge 6 }}\n    tcp-response content reject\n    server s {short}\nlisten close\n    bind BIND\n    tcp-response inspect-delay 10s\n    tcp-response content close if {{ res.len gt 0 }}\n    server s {bye}\n"
+    );
+    let e = Ebb::start(&format!("{DEFAULTS}{body}"));
+    let mut runs = vec![e.addrs.clone()];
+    let _h = if have("haproxy") {
+        // One port per listen section, in order.
+        let mut cfg = format!("global\n    stats socket SOCK\n{DEFAULTS}");
+        let mut addrs = Vec::new();
+        for sec in body.split("listen ").filter(|x| !x.is_empty()) {
+            let a = TcpListener::bind("127.0.0.1:0")
+                .unwrap()
+                .local_addr()
+                .unwrap();
+            addrs.push(a);
+            cfg.push_str(&format!("listen {}", sec.replace("BIND", &a.to_string())));
+        }
+        let (h, _, _) = haproxy(&dir, &cfg);
+        for a in &addrs {
+            wait_until("haproxy listens", || TcpStream::connect(a).is_ok());
+        }
+        runs.push(addrs);
+        Some(h)
+    } else {
+        None
+    };
+    for (i, addrs) in runs.iter().enumerate() {
+        let r: Vec<Vec<u8>> = addrs.iter().map(|a| read_answer(*a)).collect();
+        // reject: nothing reaches the client; short: the delay expires,
+        // the last rule rejects.
+        assert_eq!(
+            (&r[0][..], &r[2][..]),
+            (&b""[..], &b""[..]),
+            "run {i} (0: ebb, 1: haproxy)"
+        );
+        if i == 1 {
+            // HAProxy 2.6's other answers here depend on when the client's
+            // early FIN reaches it (seen varying run to run): shown only.
+            eprintln!("haproxy: {r:?}");
+            continue;
+        }
+        // wait: 6 bytes, then the whole answer passes; close: the server
+        // never closes, `close` ends it and its bytes still pass.
+        assert_eq!((&r[1][..], &r[3][..]), (&b"abcdefgh"[..], &b"bye"[..]));
+    }
+}
