@@ -45,6 +45,7 @@ use crate::worker::Worker;
 /// Takes an accepted connection: runs the frontend's `tcp-request
 /// connection` rules on the real peer, then reads a PROXY header
 /// (`accept-proxy`) or starts the connection in the frontend's mode.
+#[allow(clippy::too_many_arguments)]
 pub fn accepted(
     ctx: &mut Ctx,
     sock: TcpStream,
@@ -53,19 +54,22 @@ pub fn accepted(
     w: Rc<Worker>,
     tls: Option<Arc<rustls::ServerConfig>>,
     accept_proxy: bool,
+    h2: bool,
 ) -> std::io::Result<()> {
     if !fe.l4.conn_rules.is_empty() && !connection_accepted(&fe, &sock, peer) {
         // HAProxy: a rejected connection is closed at once and not logged.
         return Ok(());
     }
     if accept_proxy {
-        return pphdr::spawn(ctx, sock, peer, fe, w, tls);
+        return pphdr::spawn(ctx, sock, peer, fe, w, tls, h2);
     }
-    start(ctx, sock, peer, None, fe, w, tls)
+    start(ctx, sock, peer, None, fe, w, tls, h2)
 }
 
 /// Starts a connection in its frontend's mode, with the client's
-/// addresses (from a PROXY header when `dst` is set).
+/// addresses (from a PROXY header when `dst` is set); `h2`: HTTP/2 from
+/// the first byte (`bind ... proto h2`).
+#[allow(clippy::too_many_arguments)]
 fn start(
     ctx: &mut Ctx,
     sock: TcpStream,
@@ -74,7 +78,13 @@ fn start(
     fe: Arc<FrontendRt>,
     w: Rc<Worker>,
     tls: Option<Arc<rustls::ServerConfig>>,
+    h2: bool,
 ) -> std::io::Result<()> {
+    if h2 && !fe.l4.tcp_mode {
+        return crate::mux::h2::H2Conn::<crate::stream::Stream>::accept(
+            ctx, sock, peer, dst, fe, w, tls,
+        );
+    }
     if !fe.l4.tcp_mode {
         return crate::mux::h1::Conn::<crate::stream::Stream>::spawn(
             ctx, sock, peer, dst, fe, w, tls,

@@ -34,6 +34,8 @@ struct Reader {
     fe: Arc<FrontendRt>,
     w: Rc<Worker>,
     tls: Option<Arc<rustls::ServerConfig>>,
+    /// `proto h2` on the bind line.
+    h2: bool,
     deadline: Tick,
 }
 
@@ -44,6 +46,7 @@ pub(super) fn spawn(
     fe: Arc<FrontendRt>,
     w: Rc<Worker>,
     tls: Option<Arc<rustls::ServerConfig>>,
+    h2: bool,
 ) -> std::io::Result<()> {
     sock.set_nonblocking(true)?;
     let fd = sock.as_raw_fd();
@@ -54,6 +57,7 @@ pub(super) fn spawn(
         fe,
         w,
         tls,
+        h2,
         deadline,
     };
     let id = ctx.new_tasklet_obj("proxy_hdr", r);
@@ -154,9 +158,16 @@ impl sched::TaskletFn for Reader {
                     None => (self.peer, None),
                 };
                 let fe = Arc::clone(&self.fe);
-                if let Err(e) =
-                    super::start(ctx, s, peer, dst, fe, Rc::clone(&self.w), self.tls.take())
-                {
+                if let Err(e) = super::start(
+                    ctx,
+                    s,
+                    peer,
+                    dst,
+                    fe,
+                    Rc::clone(&self.w),
+                    self.tls.take(),
+                    self.h2,
+                ) {
                     self.w.log_error(
                         format!(
                             "{}: cannot set up a connection from {peer}: {e}",

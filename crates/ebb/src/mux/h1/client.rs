@@ -201,6 +201,10 @@ pub struct Conn<S> {
     /// The current stream (taken out while it runs: see
     /// [`Conn::with_stream`]).
     st: Option<S>,
+    /// This connection is a lane of an HTTP/2 connection (its transport
+    /// is a [`Transport::Lane`]): the tasklet of that connection, woken
+    /// when the lane moved bytes or ended.
+    pub(crate) lane_of: Option<TaskletId>,
 }
 
 impl<S: Exchange + Default + 'static> Conn<S> {
@@ -222,10 +226,65 @@ impl<S: Exchange + Default + 'static> Conn<S> {
             Some(cfg) => Transport::accept_tls(sock, cfg)?,
             None => Transport::plain(sock),
         };
+        let (conn, target) = Self::make(ctx, tr, fd, peer, dst, fe, w, "h1_conn_timer");
+        conn.w.conn_opened(&conn.fe);
+        conn.w.debug(|| {
+            format!(
+                "thread {} accepted {} on frontend {}{}",
+                ctx.thread_id(),
+                conn.peer,
+                conn.fe.name,
+                if conn.tr.is_tls() { " (TLS)" } else { "" }
+            )
+        });
+        conn.fe
+            .sessions
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        // TLS connections get their own profiling name, so `show profiling`
+        // tells handshake-heavy work from cleartext work.
+        let name = if conn.tr.is_tls() {
+            "h1_tls_conn"
+        } else {
+            "h1_conn"
+        };
+        let (timer, first_deadline, heavy) = (conn.timer, conn.deadline, conn.heavy);
+        let sess2 = Arc::clone(&conn.sess);
+        let id = ctx.new_tasklet_obj(name, conn);
+        target.set(Some(id));
+        *sess2.tasklet.lock().unwrap_or_else(|p| p.into_inner()) = Some(id);
+        if let Err(e) = ctx.register_fd(fd, id, true) {
+            ctx.kill_tasklet(id);
+            ctx.kill(timer);
+            return Err(e);
+        }
+        ctx.on_stop_tasklet(id);
+        ctx.set_expire(timer, first_deadline);
+        if heavy {
+            // A TLS handshake is expensive: at most a few per loop turn,
+            // so it cannot add its cost to everyone's latency.
+            ctx.set_heavy(id, true);
+        }
+        ctx.tasklet_wakeup(id);
+        Ok(())
+    }
+
+    /// The connection's state and its timer task (which wakes the tasklet
+    /// named by the returned cell once that exists).
+    #[allow(clippy::too_many_arguments)]
+    fn make(
+        ctx: &mut Ctx,
+        tr: Transport,
+        fd: RawFd,
+        peer: SocketAddr,
+        dst: Option<SocketAddr>,
+        fe: Arc<FrontendRt>,
+        w: std::rc::Rc<Worker>,
+        timer_name: &'static str,
+    ) -> (Self, std::rc::Rc<std::cell::Cell<Option<TaskletId>>>) {
         let target: std::rc::Rc<std::cell::Cell<Option<TaskletId>>> =
             std::rc::Rc::new(std::cell::Cell::new(None));
         let t2 = std::rc::Rc::clone(&target);
-        let timer = ctx.new_task("h1_conn_timer", move |ctx: &mut Ctx, me, _why| {
+        let timer = ctx.new_task(timer_name, move |ctx: &mut Ctx, me, _why| {
             ctx.set_expire(me, ETERNITY);
             if let Some(t) = t2.get() {
                 ctx.tasklet_wakeup_why(t, Reasons::TIMER);
@@ -237,7 +296,6 @@ impl<S: Exchange + Default + 'static> Conn<S> {
         let sess = w
             .sessions
             .add(ctx.thread_id(), peer, Arc::from(fe.name.as_str()));
-        let sess2 = Arc::clone(&sess);
         let heavy = tr.is_handshaking() && w.heavy_enabled;
         let stk = crate::table::Stk::new(Arc::clone(&fe.tables));
         let conn = Conn {
@@ -275,44 +333,76 @@ impl<S: Exchange + Default + 'static> Conn<S> {
             sess,
             sent_run: 0,
             st: Some(S::default()),
+            lane_of: None,
         };
-        conn.w.conn_opened(&conn.fe);
-        conn.w.debug(|| {
-            format!(
-                "thread {} accepted {} on frontend {}{}",
-                ctx.thread_id(),
-                conn.peer,
-                conn.fe.name,
-                if conn.tr.is_tls() { " (TLS)" } else { "" }
-            )
-        });
-        conn.fe
-            .sessions
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        // TLS connections get their own profiling name, so `show profiling`
-        // tells handshake-heavy work from cleartext work.
-        let name = if conn.tr.is_tls() {
-            "h1_tls_conn"
-        } else {
-            "h1_conn"
-        };
-        let id = ctx.new_tasklet_obj(name, conn);
+        (conn, target)
+    }
+
+    /// Starts a lane of the HTTP/2 connection whose tasklet is `mux`: an
+    /// HTTP/1 client side over `tr` (a [`Transport::Lane`]) running one
+    /// stream per HTTP/2 stream, one after the other. Returns its tasklet.
+    pub(crate) fn spawn_lane(
+        ctx: &mut Ctx,
+        tr: Transport,
+        peer: SocketAddr,
+        dst: Option<SocketAddr>,
+        fe: Arc<FrontendRt>,
+        w: std::rc::Rc<Worker>,
+        mux: TaskletId,
+    ) -> TaskletId {
+        let (mut conn, target) = Self::make(ctx, tr, -1, peer, dst, fe, w, "h2_stream_timer");
+        conn.lane_of = Some(mux);
+        let timer = conn.timer;
+        let first_deadline = conn.deadline;
+        let sess = std::sync::Arc::clone(&conn.sess);
+        let id = ctx.new_tasklet_obj("h2_stream", conn);
         target.set(Some(id));
-        *sess2.tasklet.lock().unwrap_or_else(|p| p.into_inner()) = Some(id);
-        if let Err(e) = ctx.register_fd(fd, id, true) {
-            ctx.kill_tasklet(id);
-            ctx.kill(timer);
-            return Err(e);
-        }
+        *sess.tasklet.lock().unwrap_or_else(|p| p.into_inner()) = Some(id);
         ctx.on_stop_tasklet(id);
         ctx.set_expire(timer, first_deadline);
-        if heavy {
-            // A TLS handshake is expensive: at most a few per loop turn,
-            // so it cannot add its cost to everyone's latency.
-            ctx.set_heavy(id, true);
+        id
+    }
+
+    /// The TLS handshake chose `h2` (ALPN): hands the transport and the
+    /// bytes already read to an HTTP/2 connection, and this tasklet ends.
+    fn hand_to_h2(&mut self, ctx: &mut Ctx) -> Status {
+        let Ok(dup) = self.tr.tcp().try_clone() else {
+            return self.close(ctx);
+        };
+        let placeholder = Transport::Lane(Box::new(crate::transport::LaneEnd {
+            pipe: Default::default(),
+            sock: dup,
+            tls: false,
+            sni: None,
+            alpn: None,
+        }));
+        let tr = std::mem::replace(&mut self.tr, placeholder);
+        let _ = ctx.deregister_fd(self.fd);
+        ctx.kill(self.timer);
+        self.w.sessions.remove(&self.sess);
+        let early = self
+            .rbuf
+            .get(self.rstart..self.rend)
+            .unwrap_or(&[])
+            .to_vec();
+        self.rstart = self.rend;
+        self.release_buffers();
+        let fe = Arc::clone(&self.fe);
+        let w = std::rc::Rc::clone(&self.w);
+        let started = crate::mux::h2::H2Conn::<S>::spawn(
+            ctx,
+            tr,
+            self.peer,
+            self.dst,
+            fe,
+            w,
+            early,
+            self.accept_time,
+        );
+        if started.is_err() {
+            self.w.conn_closed(ctx, &self.fe);
         }
-        ctx.tasklet_wakeup(id);
-        Ok(())
+        Status::Done
     }
 
     /// Runs `f` on the current stream, which reaches the connection
@@ -648,6 +738,7 @@ impl<S: Exchange + Default + 'static> Conn<S> {
                 .and_then(|_| self.tr.tcp().local_addr().ok()),
             tls: self.tr.is_tls(),
             cookie_flags: "--",
+            h2: self.lane_of.is_some(),
             vars: Some(&self.vars),
             ncaps: self.fe.ncaps(),
             fmt: self.fe.log_format.as_ref(),
@@ -792,6 +883,16 @@ impl<S: Exchange + Default + 'static> Conn<S> {
 
     fn close(&mut self, ctx: &mut Ctx) -> Status {
         self.with_stream(|st, c| st.client_gone(c, ctx));
+        if let Some(mux) = self.lane_of {
+            // A lane: its HTTP/2 connection holds the socket and counts
+            // the connection; it learns of the end through the pipe.
+            ctx.kill(self.timer);
+            self.w.sessions.remove(&self.sess);
+            let _ = self.tr.shutdown();
+            self.release_buffers();
+            ctx.tasklet_wakeup(mux);
+            return Status::Done;
+        }
         let _ = ctx.deregister_fd(self.fd);
         ctx.kill(self.timer);
         self.w.sessions.remove(&self.sess);
@@ -828,6 +929,13 @@ impl<S: Exchange + Default + 'static> Conn<S> {
             let mut moved = false;
             if self.rd_ready && !self.eof && !self.closing {
                 match self.read_in() {
+                    Ok(m) if self.requests == 0 && self.tr.alpn() == Some(b"h2") => {
+                        if !self.tr.is_handshaking() && self.lane_of.is_none() {
+                            // The client took the `h2` offer.
+                            return self.hand_to_h2(ctx);
+                        }
+                        moved |= m;
+                    }
                     Ok(m) => moved |= m,
                     Err(e) => {
                         if self.tr.is_tls() && e.kind() != io::ErrorKind::ConnectionReset {
@@ -907,7 +1015,30 @@ impl<S: Exchange + Default + 'static> TaskletFn for Conn<S> {
     fn run(&mut self, ctx: &mut Ctx, me: TaskletId, why: Reasons) -> Status {
         self.me = Some(me);
         self.sent_run = 0;
-        if why.intersects(Reasons::IO) {
+        if let Some(mux) = self.lane_of {
+            // A lane has no socket: every wake-up may bring request bytes
+            // or room for the answer.
+            self.rd_ready = true;
+            self.wr_ready = true;
+            let st = self.run_inner(ctx, me, why);
+            if st == Status::Continue {
+                let dirty = self
+                    .tr
+                    .lane_pipe()
+                    .is_some_and(|p| std::mem::take(&mut p.borrow_mut().dirty));
+                if dirty {
+                    ctx.tasklet_wakeup(mux);
+                }
+            }
+            return st;
+        }
+        self.run_inner(ctx, me, why)
+    }
+}
+
+impl<S: Exchange + Default + 'static> Conn<S> {
+    fn run_inner(&mut self, ctx: &mut Ctx, me: TaskletId, why: Reasons) -> Status {
+        if why.intersects(Reasons::IO) && self.lane_of.is_none() {
             let ev = ctx.take_events(me);
             if ev.readable() || ev.hup_or_err() {
                 self.rd_ready = true;
