@@ -515,8 +515,15 @@ impl<S: Exchange + Default + 'static> H2Conn<S> {
                     }
                 }
                 if l.id != 0 && l.pipe.borrow().closed {
-                    // The lane ended before its answer did.
-                    let _ = self.h2.reset(l.id, ErrorCode::INTERNAL_ERROR, now);
+                    // The lane ended before its answer did: its timeout
+                    // while the client read nothing (CANCEL), or a
+                    // failure (INTERNAL_ERROR).
+                    let code = if self.h2.send_window(l.id) <= 0 {
+                        ErrorCode::CANCEL
+                    } else {
+                        ErrorCode::INTERNAL_ERROR
+                    };
+                    let _ = self.h2.reset(l.id, code, now);
                     abort(ctx, l);
                     lane_moved = true;
                 }
@@ -736,7 +743,7 @@ fn drain_answer(
                     return Err(ErrorCode::INTERNAL_ERROR);
                 }
                 if end {
-                    finish(h2, l, now);
+                    finish(h2, l, &mut p, now);
                     return Ok(true);
                 }
                 l.resp = match head.framing {
@@ -746,8 +753,9 @@ fn drain_answer(
                 };
             }
             Resp::Length(left) => {
-                let room = h2.send_room(id);
-                let n = (*left).min(p.output.len() as u64).min(room as u64) as usize;
+                // Offered even with no window: the core dates the stall
+                // (its `stall_timeout_ms` bound).
+                let n = (*left).min(p.output.len() as u64) as usize;
                 if n == 0 {
                     return Ok(moved);
                 }
@@ -757,9 +765,9 @@ fn drain_answer(
                     .map_err(|_| ErrorCode::INTERNAL_ERROR)?;
                 p.output.drain(..sent);
                 *left -= sent as u64;
-                moved = true;
+                moved |= sent > 0;
                 if *left == 0 {
-                    finish(h2, l, now);
+                    finish(h2, l, &mut p, now);
                     return Ok(true);
                 }
                 if sent < n {
@@ -792,7 +800,7 @@ fn drain_answer(
                         .map_err(|_| ErrorCode::INTERNAL_ERROR)?;
                     if sent == l.stage.len() {
                         l.stage.clear();
-                        finish(h2, l, now);
+                        finish(h2, l, &mut p, now);
                         return Ok(true);
                     }
                     // Window short of the end: the rest leaves as plain
@@ -808,8 +816,7 @@ fn drain_answer(
                 }
             }
             Resp::UntilClose => {
-                let room = h2.send_room(id);
-                let n = p.output.len().min(room);
+                let n = p.output.len();
                 if n > 0 {
                     let sent = h2
                         .send_data(id, &p.output[..n], false, now)
@@ -819,7 +826,7 @@ fn drain_answer(
                 }
                 if p.closed && p.output.is_empty() {
                     let _ = h2.send_data(id, &[], true, now);
-                    finish(h2, l, now);
+                    finish(h2, l, &mut p, now);
                     return Ok(true);
                 }
                 return Ok(moved);
@@ -831,10 +838,10 @@ fn drain_answer(
 /// The answer of lane `l`'s stream is complete. If the client is still
 /// sending the request, the stream is reset NO_ERROR (RFC 9113 §8.1) and
 /// the lane, which would read the rest as a body to drop, is given up.
-fn finish(h2: &mut Connection, l: &mut Lane, now: u32) {
+fn finish(h2: &mut Connection, l: &mut Lane, p: &mut LanePipe, now: u32) {
     if l.req_open {
         let _ = h2.reset(l.id, ErrorCode::NO_ERROR, now);
-        l.pipe.borrow_mut().abort = true;
+        p.abort = true;
         l.gone = true;
     }
     l.id = 0;
