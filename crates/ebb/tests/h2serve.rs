@@ -56,6 +56,7 @@ fn config(dir: &Path, origin: &Origin, echo: &Origin, slow: &Origin) -> String {
          defaults\n    mode http\n    log global\n    option httplog\n    timeout client 30s\n\
          \x20   timeout server 30s\n    timeout connect 5s\n\
          frontend fe\n    bind BIND proto h2\n    bind BIND ssl crt {pem} alpn h2,http/1.1\n\
+             bind BIND\n\
          \x20   stats uri /stats\n\
          \x20   http-request deny status 403 if {{ path /denied }}\n\
          \x20   http-request return status 200 content-type text/plain string \"fixed\" if {{ path /fixed }}\n\
@@ -134,6 +135,24 @@ fn prior_knowledge_runs_rules_files_stats_and_proxy() {
         .wait_stdout("\"GET /some/path HTTP/2.0\"", LONG)
         .expect("log line");
     assert!(l.contains(" 200 "), "{l}");
+}
+
+/// HAProxy's implicit upgrade: on an HTTP/1 bind, a client that starts
+/// with the HTTP/2 preface (prior knowledge) is served HTTP/2; others
+/// HTTP/1.1 as before.
+#[test]
+fn http1_bind_upgrades_on_the_h2_preface() {
+    let Some((e, _o, _echo, _slow)) = start() else {
+        return;
+    };
+    let url = format!("http://{}/fixed", e.addrs[2]);
+    let w = "%{http_version} %{http_code}";
+    let (ok, out, err) = curl(&["--http2-prior-knowledge", "-w", w, &url]);
+    assert!(ok, "{err}");
+    assert_eq!(out, "fixed2 200");
+    let (ok, out, err) = curl(&["-w", w, &url]);
+    assert!(ok, "{err}");
+    assert_eq!(out, "fixed1.1 200");
 }
 
 #[test]

@@ -54,6 +54,10 @@ use crate::worker::Worker;
 /// connection while keeping large transfers at a few calls per megabyte.
 pub(crate) const RUN_QUANTUM: usize = 256 * 1024;
 
+/// The HTTP/2 connection preface (RFC 9113 §3.4): on an HTTP/1 bind, the
+/// client speaks HTTP/2 with prior knowledge (HAProxy's implicit upgrade).
+const H2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+
 /// What the connection is doing with its input.
 pub(crate) enum In {
     /// Waiting for (more of) a request head.
@@ -363,7 +367,18 @@ impl<S: Exchange + Default + 'static> Conn<S> {
         id
     }
 
-    /// The TLS handshake chose `h2` (ALPN): hands the transport and the
+    /// Whether the first bytes read are the HTTP/2 connection preface
+    /// (RFC 9113 §3.4), whole.
+    fn h2_preface(&self) -> bool {
+        self.rstart == 0
+            && self
+                .rbuf
+                .get(..self.rend)
+                .is_some_and(|b| b.starts_with(H2_PREFACE))
+    }
+
+    /// The TLS handshake chose `h2` (ALPN), or the client sent the HTTP/2
+    /// preface on an HTTP/1 bind: hands the transport and the
     /// bytes already read to an HTTP/2 connection, and this tasklet ends.
     fn hand_to_h2(&mut self, ctx: &mut Ctx) -> Status {
         let Ok(dup) = self.tr.tcp().try_clone() else {
@@ -654,6 +669,15 @@ impl<S: Exchange + Default + 'static> Conn<S> {
                     if self.rstart == self.rend {
                         return progress;
                     }
+                    if self.requests == 0
+                        && self.lane_of.is_none()
+                        && self.rstart == 0
+                        && self.rend < H2_PREFACE.len()
+                        && H2_PREFACE.starts_with(&self.rbuf[..self.rend])
+                    {
+                        // Maybe the HTTP/2 preface: wait for all of it.
+                        return progress;
+                    }
                     if self.req_start.is_none() {
                         self.req_start = Some(ctx.now());
                     }
@@ -935,6 +959,13 @@ impl<S: Exchange + Default + 'static> Conn<S> {
                             return self.hand_to_h2(ctx);
                         }
                         moved |= m;
+                    }
+                    Ok(m) if self.requests == 0 && self.lane_of.is_none() && self.h2_preface() => {
+                        // HAProxy's implicit upgrade: an HTTP/1 connection
+                        // whose first bytes are the HTTP/2 preface (prior
+                        // knowledge) is served HTTP/2.
+                        let _ = m;
+                        return self.hand_to_h2(ctx);
                     }
                     Ok(m) => moved |= m,
                     Err(e) => {
