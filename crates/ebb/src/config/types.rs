@@ -568,7 +568,7 @@ pub struct BindSsl {
     pub crts: Vec<PathBuf>,
     /// `key FILE` when the key is not in the `crt` file.
     pub key: Option<PathBuf>,
-    /// `alpn http/1.1` (a list naming h2 is refused until HTTP/2 is served).
+    /// `alpn h2,http/1.1`: a client that picks h2 is served HTTP/2.
     pub alpn: Vec<String>,
     pub min_ver: Option<TlsVersion>,
     /// `strict-sni`: refuse a handshake whose SNI names no certificate
