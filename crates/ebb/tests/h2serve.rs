@@ -51,6 +51,18 @@ fn config(dir: &Path, origin: &Origin, echo: &Origin, slow: &Origin) -> String {
     let files = dir.join("www");
     std::fs::create_dir_all(&files).unwrap();
     std::fs::write(files.join("hello.txt"), "hello file\n").unwrap();
+    // A page with 50 scripts, each adding a line to it (for Chromium).
+    let mut page = String::from("<!doctype html><html><body>\n");
+    for i in 0..50 {
+        page.push_str(&format!("<script src=\"/hello-a{i}.js\"></script>\n"));
+        std::fs::write(
+            files.join(format!("hello-a{i}.js")),
+            format!("document.write('<p>asset {i} loaded</p>');\n"),
+        )
+        .unwrap();
+    }
+    page.push_str("</body></html>\n");
+    std::fs::write(files.join("hello-page.html"), page).unwrap();
     format!(
         "global\n    log stdout format raw local0\n    tune.h2.max-concurrent-streams 128\n\
          defaults\n    mode http\n    log global\n    option httplog\n    timeout client 30s\n\
@@ -386,4 +398,94 @@ fn h2spec_passes_every_case() {
             "tls {tls}: {text}"
         );
     }
+}
+
+/// Headless Chromium loads a page and its 50 scripts over TLS: every
+/// request is HTTP/2 (ALPN), as the log lines say, and every script ran.
+#[test]
+fn chromium_loads_a_page_over_h2() {
+    let Some(bin) = ["chromium", "chromium-browser"]
+        .into_iter()
+        .find(|c| have(c))
+    else {
+        eprintln!("SKIP: chromium is not installed (Debian: apt-get install chromium)");
+        return;
+    };
+    let Some((e, _o, _echo, _slow)) = start() else {
+        return;
+    };
+    let profile = scratch("h2chromium");
+    let url = format!("https://localhost:{}/hello-page.html", e.addrs[1].port());
+    let o = Command::new(bin)
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-quic",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--ignore-certificate-errors",
+            "--host-resolver-rules=MAP localhost 127.0.0.1",
+        ])
+        .arg(format!("--user-data-dir={}", profile.display()))
+        .arg("--dump-dom")
+        .arg(&url)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let dom = String::from_utf8_lossy(&o.stdout);
+    for i in 0..50 {
+        assert!(
+            dom.contains(&format!("<p>asset {i} loaded</p>")),
+            "asset {i}: {dom}"
+        );
+    }
+    e.wait_stdout("\"GET /hello-a49.js HTTP/2.0\"", LONG)
+        .expect("log line of the last asset");
+    let lines = e.stdout.lock().unwrap().clone();
+    let h2 = lines
+        .iter()
+        .filter(|l| l.contains("GET /hello-") && l.contains(" HTTP/2.0\""))
+        .count();
+    let h1 = lines.iter().filter(|l| l.contains(" HTTP/1.1\"")).count();
+    assert!(h2 >= 51 && h1 == 0, "{lines:?}");
+}
+
+/// An HTTP/2 connection with no stream open is closed after `timeout
+/// http-keep-alive` with a GOAWAY (NO_ERROR), as HAProxy closes its idle
+/// HTTP/2 connections.
+#[test]
+fn idle_connection_gets_goaway_after_keep_alive_timeout() {
+    use std::io::{Read, Write};
+    let e = Ebb::start(
+        "defaults\n    mode http\n    timeout client 60s\n    timeout http-keep-alive 1s\n\
+         frontend fe\n    bind BIND proto h2\n    http-request return status 200\n",
+    );
+    let mut s = std::net::TcpStream::connect(e.addr()).unwrap();
+    s.write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\x00\x00\x00\x04\x00\x00\x00\x00\x00")
+        .unwrap();
+    s.set_read_timeout(Some(LONG)).unwrap();
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        match s.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => got.extend_from_slice(&buf[..n]),
+            Err(e) => panic!("no close after the idle timeout: {e}"),
+        }
+    }
+    // Walk the frames: SETTINGS, SETTINGS ACK, ... then a GOAWAY.
+    let mut i = 0;
+    let mut goaway = None;
+    while i + 9 <= got.len() {
+        let len = u32::from_be_bytes([0, got[i], got[i + 1], got[i + 2]]) as usize;
+        if got[i + 3] == 7 && i + 9 + 8 <= got.len() {
+            let code = u32::from_be_bytes(got[i + 13..i + 17].try_into().unwrap());
+            goaway = Some(code);
+        }
+        i += 9 + len;
+    }
+    assert_eq!(goaway, Some(0), "{got:?}");
 }

@@ -656,7 +656,7 @@ impl<S: Exchange + Default + 'static> H2Conn<S> {
             self.resets = reset;
         } else if ticks::is_expired(ticks::add(self.idle_since, t.keep_alive), now) {
             // Idle past `timeout http-keep-alive`: GOAWAY, then close.
-            self.h2.shutdown();
+            self.h2.goaway_now();
             self.stopping = true;
         }
         self.pump(ctx)
