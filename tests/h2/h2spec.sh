@@ -41,7 +41,23 @@ wait_listen() {
 }
 strict=1
 path=/
-tls=()
+# run_spec LABEL PORT [ARGS...]: one h2spec run against $host:PORT; prints
+# its failures and summary; fails when it did not run to the end, or (when
+# strict) on any failed case.
+run_spec() {
+    local label=$1 p=$2 rc summary total passed skipped failed
+    shift 2
+    h2spec -h "$host" -p "$p" -P "$path" -o 10 "$@" > "$work/out" 2>&1
+    rc=$?
+    sed -n '/^Failures:/,$p' "$work/out" | grep -E '^ *([0-9]|×)' | grep -v ' tests, '
+    summary=$(grep -E '^[0-9]+ tests, [0-9]+ passed' "$work/out" | tail -1)
+    if [ -z "$summary" ]; then
+        tail -20 "$work/out"; echo "h2spec $label: did not run to the end (exit $rc)"; return 2
+    fi
+    read -r total _ passed _ skipped _ failed _ <<< "${summary//,/}"
+    echo "h2spec $label: $passed passed, $failed failed, $skipped skipped of $total"
+    [ "$strict" = 0 ] || [ "$failed" = 0 ]
+}
 case $what in
 ebb)
     ebb=${EBB:-${CARGO_TARGET_DIR:-$root/target}/debug/ebb}
@@ -89,11 +105,7 @@ CFG
     wait_listen "$port"
     wait_listen "$oport"
     # TLS first (its own run), then cleartext below.
-    h2spec -h "$host" -p "$tport" -t -k -o 10 > "$work/out" 2>&1
-    tsum=$(grep -E '^[0-9]+ tests, [0-9]+ passed' "$work/out" | tail -1)
-    echo "h2spec ebb (TLS): ${tsum:-did not run to the end}"
-    case $tsum in *" 0 failed") ;; *) sed -n '/^Failures:/,$p' "$work/out" | head -40; exit 1 ;; esac
-    tls=()
+    run_spec "ebb (TLS)" "$tport" -t -k || exit $?
     ;;
 driver)
     (cd "$root" && cargo build -q -p ebb --example h2_driver) || exit 2
@@ -131,13 +143,4 @@ CFG
     sed -n '2,13p' "$0"; exit 2
     ;;
 esac
-h2spec -h "$host" -p "$port" -P "$path" -o 10 "${tls[@]}" > "$work/out" 2>&1
-rc=$?
-sed -n '/^Failures:/,$p' "$work/out" | grep -E '^ *([0-9]|×)' | grep -v ' tests, '
-summary=$(grep -E '^[0-9]+ tests, [0-9]+ passed' "$work/out" | tail -1)
-if [ -z "$summary" ]; then
-    tail -20 "$work/out"; echo "h2spec $what: did not run to the end (exit $rc)"; exit 2
-fi
-read -r total _ passed _ skipped _ failed _ <<< "${summary//,/}"
-echo "h2spec $what: $passed passed, $failed failed of $total"
-[ "$strict" = 0 ] || [ "$failed" = 0 ]
+run_spec "$what" "$port"

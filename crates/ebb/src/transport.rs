@@ -512,7 +512,44 @@ fn remaining_slices<'a>(bufs: &'a [IoSlice<'a>], mut skip: usize) -> Vec<IoSlice
     out
 }
 
+/// Reads up to one record's worth (at most `count` bytes) of `file` at
+/// `*off` and writes it with `write`; advances `*off` by what `write`
+/// took. `Ok(0)`: the file ended before `*off`.
+fn copy_file_chunk(
+    file: &File,
+    off: &mut u64,
+    count: usize,
+    write: impl FnOnce(&[IoSlice<'_>]) -> io::Result<usize>,
+) -> io::Result<usize> {
+    if count == 0 {
+        return Ok(0);
+    }
+    let mut chunk = [0u8; TLS_FILE_CHUNK];
+    let want = count.min(TLS_FILE_CHUNK);
+    let got = loop {
+        match file.read_at(&mut chunk[..want], *off) {
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            r => break r?,
+        }
+    };
+    if got == 0 {
+        return Ok(0);
+    }
+    let n = write(&[IoSlice::new(&chunk[..got])])?;
+    *off += n as u64;
+    Ok(n)
+}
+
 impl Transport {
+    /// A cleartext connection, or the server side of TLS when `tls` is
+    /// given (see [`Transport::accept_tls`]).
+    pub fn accept(sock: TcpStream, tls: Option<Arc<ServerConfig>>) -> io::Result<Transport> {
+        match tls {
+            Some(cfg) => Transport::accept_tls(sock, cfg),
+            None => Ok(Transport::plain(sock)),
+        }
+    }
+
     /// A cleartext connection.
     pub fn plain(sock: TcpStream) -> Transport {
         Transport::Plain(sock)
@@ -691,47 +728,17 @@ impl Transport {
                 if !t.flush_tls()? {
                     return Err(io::ErrorKind::WouldBlock.into());
                 }
-                let mut chunk = [0u8; TLS_FILE_CHUNK];
-                let want = count.min(TLS_FILE_CHUNK);
-                let got = loop {
-                    match file.read_at(&mut chunk[..want], *off) {
-                        Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                        r => break r?,
-                    }
-                };
-                if got == 0 {
-                    return Ok(0);
-                }
-                let n = t.write_vectored(&[IoSlice::new(&chunk[..got])])?;
-                *off += n as u64;
-                Ok(n)
+                copy_file_chunk(file, off, count, |b| t.write_vectored(b))
             }
             Transport::Lane(l) => {
                 let room = {
                     let p = l.pipe.borrow();
                     p.out_max.saturating_sub(p.output.len())
                 };
-                let want = count.min(TLS_FILE_CHUNK).min(room);
-                if want == 0 {
-                    return if count == 0 {
-                        Ok(0)
-                    } else {
-                        Err(io::ErrorKind::WouldBlock.into())
-                    };
+                if room == 0 && count > 0 {
+                    return Err(io::ErrorKind::WouldBlock.into());
                 }
-                let mut chunk = [0u8; TLS_FILE_CHUNK];
-                let got = loop {
-                    match file.read_at(&mut chunk[..want], *off) {
-                        Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                        r => break r?,
-                    }
-                };
-                if got == 0 {
-                    return Ok(0);
-                }
-                let n = l.write_vectored(&[IoSlice::new(&chunk[..got])])?;
-                *off += n as u64;
-                Ok(n)
+                copy_file_chunk(file, off, count.min(room), |b| l.write_vectored(b))
             }
         }
     }

@@ -404,10 +404,7 @@ fn h2spec_passes_every_case() {
 /// request is HTTP/2 (ALPN), as the log lines say, and every script ran.
 #[test]
 fn chromium_loads_a_page_over_h2() {
-    let Some(bin) = ["chromium", "chromium-browser"]
-        .into_iter()
-        .find(|c| have(c))
-    else {
+    let Some(bin) = chromium() else {
         eprintln!("SKIP: chromium is not installed (Debian: apt-get install chromium)");
         return;
     };
@@ -416,22 +413,13 @@ fn chromium_loads_a_page_over_h2() {
     };
     let profile = scratch("h2chromium");
     let url = format!("https://localhost:{}/hello-page.html", e.addrs[1].port());
-    let o = Command::new(bin)
+    let o = chromium_cmd(bin, &profile)
         .args([
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--disable-quic",
-            "--no-first-run",
-            "--disable-background-networking",
-            "--disable-component-update",
-            "--disable-sync",
             "--ignore-certificate-errors",
             "--host-resolver-rules=MAP localhost 127.0.0.1",
+            "--dump-dom",
+            &url,
         ])
-        .arg(format!("--user-data-dir={}", profile.display()))
-        .arg("--dump-dom")
-        .arg(&url)
         .output()
         .unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));

@@ -92,10 +92,7 @@ fn start(
     }
     sock.set_nonblocking(true)?;
     let _ = sock.set_nodelay(true);
-    let tr = match tls {
-        Some(cfg) => Transport::accept_tls(sock, cfg)?,
-        None => Transport::plain(sock),
-    };
+    let tr = Transport::accept(sock, tls)?;
     session::Session::spawn(ctx, tr, peer, dst, fe, w)
 }
 

@@ -36,7 +36,7 @@ use std::os::fd::{AsRawFd, RawFd};
 use std::sync::Arc;
 use std::time::SystemTime;
 
-use sched::{ticks, Ctx, Reasons, Status, TaskId, TaskletFn, TaskletId, Tick, ETERNITY};
+use sched::{ticks, Ctx, Reasons, Status, TaskId, TaskletFn, TaskletId, Tick};
 
 use crate::http1::{
     parse_request_into, write_error_response, BodyFraming, Drain, DrainStep, HttpError,
@@ -226,10 +226,7 @@ impl<S: Exchange + Default + 'static> Conn<S> {
         sock.set_nonblocking(true)?;
         let _ = sock.set_nodelay(true);
         let fd = sock.as_raw_fd();
-        let tr = match tls {
-            Some(cfg) => Transport::accept_tls(sock, cfg)?,
-            None => Transport::plain(sock),
-        };
+        let tr = Transport::accept(sock, tls)?;
         let (conn, target) = Self::make(ctx, tr, fd, peer, dst, fe, w, "h1_conn_timer");
         conn.w.conn_opened(&conn.fe);
         conn.w.debug(|| {
@@ -285,16 +282,7 @@ impl<S: Exchange + Default + 'static> Conn<S> {
         w: std::rc::Rc<Worker>,
         timer_name: &'static str,
     ) -> (Self, std::rc::Rc<std::cell::Cell<Option<TaskletId>>>) {
-        let target: std::rc::Rc<std::cell::Cell<Option<TaskletId>>> =
-            std::rc::Rc::new(std::cell::Cell::new(None));
-        let t2 = std::rc::Rc::clone(&target);
-        let timer = ctx.new_task(timer_name, move |ctx: &mut Ctx, me, _why| {
-            ctx.set_expire(me, ETERNITY);
-            if let Some(t) = t2.get() {
-                ctx.tasklet_wakeup_why(t, Reasons::TIMER);
-            }
-            Status::Continue
-        });
+        let (timer, target) = crate::mux::timer_task(ctx, timer_name);
         let now = ctx.now();
         let first_deadline = ticks::add(now, fe.timeouts.http_request);
         let sess = w

@@ -45,7 +45,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::SystemTime;
 
-use sched::{ticks, Ctx, Reasons, Status, TaskId, TaskletFn, TaskletId, Tick, ETERNITY};
+use sched::{ticks, Ctx, Reasons, Status, TaskId, TaskletFn, TaskletId, Tick};
 
 use crate::h2::{Connection, ErrorCode, Event};
 use crate::http1::{parse_response_into, BodyFraming, ChunkedDecoder, Method, ResponseHead};
@@ -143,15 +143,7 @@ impl<S: Exchange + Default + 'static> H2Conn<S> {
         _accepted: SystemTime,
     ) -> io::Result<()> {
         let fd = tr.raw_fd();
-        let target: Rc<std::cell::Cell<Option<TaskletId>>> = Rc::new(std::cell::Cell::new(None));
-        let t2 = Rc::clone(&target);
-        let timer = ctx.new_task("h2_conn_timer", move |ctx: &mut Ctx, me, _why| {
-            ctx.set_expire(me, ETERNITY);
-            if let Some(t) = t2.get() {
-                ctx.tasklet_wakeup_why(t, Reasons::TIMER);
-            }
-            Status::Continue
-        });
+        let (timer, target) = super::timer_task(ctx, "h2_conn_timer");
         let now = ctx.now();
         let mut rbuf = vec![0u8; fe.h2.max_frame_size as usize + 9 + 1024];
         let rlen = early.len().min(rbuf.len());
@@ -210,10 +202,7 @@ impl<S: Exchange + Default + 'static> H2Conn<S> {
     ) -> io::Result<()> {
         sock.set_nonblocking(true)?;
         let _ = sock.set_nodelay(true);
-        let tr = match tls {
-            Some(cfg) => Transport::accept_tls(sock, cfg)?,
-            None => Transport::plain(sock),
-        };
+        let tr = Transport::accept(sock, tls)?;
         w.conn_opened(&fe);
         fe.sessions.fetch_add(1, Ordering::Relaxed);
         let r = Self::spawn(
