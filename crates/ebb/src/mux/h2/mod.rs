@@ -145,9 +145,12 @@ impl<S: Exchange + Default + 'static> H2Conn<S> {
         let fd = tr.raw_fd();
         let (timer, target) = super::timer_task(ctx, "h2_conn_timer");
         let now = ctx.now();
-        let mut rbuf = vec![0u8; fe.h2.max_frame_size as usize + 9 + 1024];
-        let rlen = early.len().min(rbuf.len());
-        rbuf[..rlen].copy_from_slice(&early[..rlen]);
+        // One whole frame fits (the core reads a frame at a time), and
+        // whatever the HTTP/1 side had read already.
+        let size = (fe.h2.max_frame_size as usize + 9 + 1024).max(early.len());
+        let mut rbuf = vec![0u8; size];
+        let rlen = early.len();
+        rbuf[..rlen].copy_from_slice(&early);
         let deadline = ticks::add(now, fe.timeouts.http_request);
         let h2 = Connection::new(fe.h2);
         let conn = H2Conn::<S> {
