@@ -8,7 +8,8 @@
 #   h2       h2spec and the HTTP/2 attack harness against the h2 core (tests/h2)
 #   soak     mixed traffic for EBB_SOAK_SECS (150 s), growth bounds checked
 #   fuzz     every cargo-fuzz target for FUZZ_SECONDS (20 s) each
-#   smoke    a 2-second run of the side-by-side benchmark harness
+#   smoke    a 2-second run of the side-by-side benchmark harness and a 20-second
+#            reload-under-load run (bench/reload.py --quick)
 
 # curl: TLS and file tests; chromium: the stats page rendered headless;
 # python3-prometheus-client: the metrics parsed by a real Prometheus parser;
@@ -76,6 +77,7 @@ fuzz:
 
 smoke:
 	bench/run --quick
+	bench/reload.py --quick
 
 bench:
 	$(CARGO) bench -p ebtree

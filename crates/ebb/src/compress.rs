@@ -113,6 +113,15 @@ pub struct Policy {
     /// gzip, can outweigh what it saves). Default 0, HAProxy 2.6's
     /// behaviour: any size; a later HAProxy's keyword and meaning.
     pub min_size: u64,
+    /// `compression direction request`: answers are not compressed
+    /// (no coding is chosen for them).
+    pub request_only: bool,
+    /// `compression algo-req` under `direction request|both`: the coding
+    /// of request bodies toward the server (see [`request_coding`]).
+    pub algo_req: Option<Coding>,
+    /// `compression type-req`: request Content-Type prefixes compressed,
+    /// lowercased; empty: every type.
+    pub types_req: Vec<String>,
 }
 
 /// A compressed body costs about this many times a sent byte: the
@@ -145,7 +154,7 @@ impl Policy {
     /// (one per header line, in order) and `User-Agent`; `None`: send the
     /// answer as it is.
     pub fn choose(&self, accept_encoding: &[&[u8]], user_agent: Option<&[u8]>) -> Option<Coding> {
-        if self.algos.is_empty() || user_agent.is_some_and(old_mozilla) {
+        if self.request_only || self.algos.is_empty() || user_agent.is_some_and(old_mozilla) {
             return None;
         }
         let mut best: Option<(u16, Coding)> = None;
@@ -196,20 +205,147 @@ impl Policy {
             [one] if valid_etag(trim(one)) => {}
             _ => return false,
         }
-        match r.content_type {
-            Some(ct) => {
-                let ct = trim(ct);
-                if starts_with_icase(ct, b"multipart") {
-                    return false;
-                }
-                self.types.is_empty()
-                    || self
-                        .types
-                        .iter()
-                        .any(|t| starts_with_icase(ct, t.as_bytes()))
-            }
-            None => self.types.is_empty(),
+        if r.content_type
+            .is_some_and(|ct| starts_with_icase(trim(ct), b"multipart"))
+        {
+            return false;
         }
+        type_listed(&self.types, r.content_type)
+    }
+}
+
+/// Whether a message's Content-Type is one `compression type` (or
+/// `type-req`) lists as a case-insensitive prefix; an empty list takes
+/// every message, a list takes none without a Content-Type (HAProxy).
+fn type_listed(types: &[String], content_type: Option<&[u8]>) -> bool {
+    match content_type {
+        Some(ct) => {
+            let ct = trim(ct);
+            types.is_empty() || types.iter().any(|t| starts_with_icase(ct, t.as_bytes()))
+        }
+        None => types.is_empty(),
+    }
+}
+
+/// The coding an HTTP/1 request's body gets toward the server under
+/// `compression direction request|both` (HAProxy 2.8's rules): the
+/// policy has an `algo-req`, the request is HTTP/1.1 and not HEAD, has no
+/// `Content-Encoding`, and its Content-Type is one `type-req` lists (any,
+/// without `type-req`). ebb's one addition: only a request with a body is
+/// coded (HAProxy 2.8 would turn a bodyless GET into an empty coded
+/// stream). Unlike answers, `Accept-Encoding` plays no part: the server's
+/// support is the configuration's promise.
+pub fn request_coding(
+    policy: &Policy,
+    buf: &[u8],
+    head: &crate::http1::RequestHead,
+) -> Option<Coding> {
+    use crate::http1::{BodyFraming, Method, Version};
+    let coding = policy.algo_req?;
+    let has_body = matches!(
+        head.framing,
+        BodyFraming::Chunked | BodyFraming::ContentLength(1..)
+    );
+    if !has_body || head.method == Method::Head || head.version != Version::Http11 {
+        return None;
+    }
+    if head.header(buf, "content-encoding").is_some() {
+        return None;
+    }
+    type_listed(&policy.types_req, head.header(buf, "content-type")).then_some(coding)
+}
+
+/// The field a coded request body is named by (none for `identity`).
+pub fn write_request_fields(out: &mut Vec<u8>, coding: Option<Coding>) {
+    if let Some(ce) = coding.and_then(Coding::content_encoding) {
+        out.extend_from_slice(b"Content-Encoding: ");
+        out.extend_from_slice(ce.as_bytes());
+        out.extend_from_slice(b"\r\n");
+    }
+}
+
+/// A request body compressed on its way to the server: the client's body
+/// (a Content-Length or chunked) is read, coded and sent chunked (the
+/// coded length is unknown until the end). What the client sent so far
+/// is flushed each time its bytes run out, so a slow upload reaches the
+/// server as it comes (HAProxy flushes likewise). Request trailers are
+/// not forwarded (the coded body ends with the last chunk).
+pub struct RequestBody {
+    coding: Coding,
+    comp: BodyCompressor,
+    /// Bytes still to read of a Content-Length body; `None`: chunked.
+    left: Option<u64>,
+    dec: crate::http1::ChunkedDecoder,
+}
+
+impl RequestBody {
+    /// The coded body of this request when [`request_coding`] picks a
+    /// coding (and the encoder starts).
+    pub fn for_request(
+        policy: &Policy,
+        buf: &[u8],
+        head: &crate::http1::RequestHead,
+    ) -> Option<Box<RequestBody>> {
+        let coding = request_coding(policy, buf, head)?;
+        let length = match head.framing {
+            crate::http1::BodyFraming::ContentLength(n) => Some(n),
+            _ => None,
+        };
+        RequestBody::new(coding, policy.level, length)
+            .ok()
+            .map(Box::new)
+    }
+
+    /// For a body of `length` bytes (`None`: chunked).
+    pub fn new(coding: Coding, level: u32, length: Option<u64>) -> io::Result<RequestBody> {
+        Ok(RequestBody {
+            coding,
+            comp: BodyCompressor::new(coding, level)?,
+            left: length,
+            dec: crate::http1::ChunkedDecoder::default(),
+        })
+    }
+
+    /// The coding applied.
+    pub fn coding(&self) -> Coding {
+        self.coding
+    }
+
+    /// Reads what of the body `input` holds and appends its coded form to
+    /// `out`. Returns the input bytes consumed and whether the body is
+    /// complete (bytes after its end are left). An error: the chunked
+    /// framing is broken, or the encoder failed.
+    pub fn feed(&mut self, input: &[u8], out: &mut Vec<u8>) -> io::Result<(usize, bool)> {
+        let (used, done) = match &mut self.left {
+            Some(n) => {
+                let k = (*n).min(input.len() as u64) as usize;
+                self.comp.push(&input[..k], out)?;
+                *n -= k as u64;
+                (k, *n == 0)
+            }
+            None => {
+                let mut pos = 0;
+                loop {
+                    let d = self.dec.decode(&input[pos..]).map_err(|e| {
+                        io::Error::new(io::ErrorKind::InvalidData, format!("{e:?}"))
+                    })?;
+                    let data = &input[pos..][d.data.clone()];
+                    if !data.is_empty() {
+                        self.comp.push(data, out)?;
+                    }
+                    pos += d.consumed;
+                    if d.done || d.consumed == 0 || pos == input.len() {
+                        break (pos, d.done);
+                    }
+                }
+            }
+        };
+        if done {
+            self.comp.finish(out)?;
+        } else if used > 0 {
+            self.comp.flush(out)?;
+        }
+        Ok((used, done))
     }
 }
 
@@ -679,6 +815,23 @@ pub fn compress_all(coding: Coding, level: u32, body: &[u8]) -> io::Result<Vec<u
     Ok(out)
 }
 
+/// A whole chunked body holding one gzip stream, decoded (for tests).
+#[cfg(test)]
+pub(crate) fn gunzip_chunked(body: &[u8]) -> Vec<u8> {
+    use std::io::Read;
+    let mut dec = crate::http1::ChunkedDecoder::default();
+    let mut coded = Vec::new();
+    assert!(
+        dec.decode_to_vec(body, &mut coded).unwrap().1,
+        "a whole chunked body"
+    );
+    let mut plain = Vec::new();
+    flate2::read::GzDecoder::new(&coded[..])
+        .read_to_end(&mut plain)
+        .unwrap();
+    plain
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -691,6 +844,7 @@ mod tests {
             offload: false,
             level: 1,
             min_size: 0,
+            ..Policy::default()
         }
     }
 
@@ -991,5 +1145,40 @@ mod tests {
         assert_eq!(parse_qvalue(b"0.1234"), None);
         assert_eq!(parse_qvalue(b""), None);
         assert_eq!(parse_qvalue(b"0.x"), None);
+    }
+
+    #[test]
+    fn a_request_body_is_coded_whatever_its_framing_and_pieces() {
+        let plain: Vec<u8> = (0..50_000u32)
+            .map(|i| b"request body "[i as usize % 13])
+            .collect();
+        let mut chunked = Vec::new();
+        for c in plain.chunks(7_000) {
+            chunked.extend_from_slice(format!("{:x}\r\n", c.len()).as_bytes());
+            chunked.extend_from_slice(c);
+            chunked.extend_from_slice(b"\r\n");
+        }
+        chunked.extend_from_slice(b"0\r\nx-t: 1\r\n\r\nNEXT");
+        for (input, length) in [(&plain[..], Some(plain.len() as u64)), (&chunked[..], None)] {
+            for piece in [1usize, 997, 1 << 20] {
+                let mut rb = RequestBody::new(Coding::Gzip, 1, length).unwrap();
+                let (mut pos, mut out, mut done) = (0, Vec::new(), false);
+                while !done {
+                    let end = (pos + piece).min(input.len());
+                    let (n, d) = rb.feed(&input[pos..end], &mut out).unwrap();
+                    pos += n;
+                    done = d;
+                }
+                // The bytes after the body's end are left for the next request.
+                assert_eq!(
+                    &input[pos..],
+                    if length.is_some() { &b""[..] } else { b"NEXT" }
+                );
+                assert_eq!(gunzip_chunked(&out), plain, "piece {piece}");
+            }
+        }
+        // Broken chunked framing is an error, not a guess.
+        let mut rb = RequestBody::new(Coding::Gzip, 1, None).unwrap();
+        assert!(rb.feed(b"zz\r\n", &mut Vec::new()).is_err());
     }
 }

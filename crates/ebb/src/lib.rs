@@ -22,6 +22,7 @@ pub(crate) mod log;
 pub(crate) mod mux;
 pub mod mworker;
 pub(crate) mod net;
+pub mod peers;
 pub mod proxy;
 pub mod proxyproto;
 pub(crate) mod registry;

@@ -483,6 +483,9 @@ impl Master {
                 });
                 let opts = RunOptions {
                     worker: true,
+                    // A reload: the running worker may teach its peers
+                    // tables to this one (HAProxy's local peer).
+                    replaces: !self.workers.is_empty(),
                     daemon: false,
                     pidfile: None,
                     on_ready: Some(worker_ready),

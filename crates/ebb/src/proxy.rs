@@ -749,6 +749,16 @@ fn compile_resp_list(
 
 /// Compiles a parsed configuration; returns every error found.
 pub fn compile(cfg: &Config) -> Result<Compiled, Vec<ConfigError>> {
+    compile_keeping(cfg, None)
+}
+
+/// [`compile`], keeping the tables of `prev` (the running configuration)
+/// that are shared with peers and declared the same: a reload keeps
+/// their entries, as HAProxy's old process teaches them to the new one.
+pub fn compile_keeping(
+    cfg: &Config,
+    prev: Option<&crate::table::Tables>,
+) -> Result<Compiled, Vec<ConfigError>> {
     let mut errors = Vec::new();
     let mut warn = Vec::new();
     let warnings = &mut warn;
@@ -757,7 +767,12 @@ pub fn compile(cfg: &Config) -> Result<Compiled, Vec<ConfigError>> {
         cfg.proxies
             .iter()
             .filter_map(|p| p.stick_table.as_ref())
-            .map(|t| Arc::new(crate::table::Table::new(t.value.clone())))
+            .map(|t| {
+                prev.and_then(|old| old.get(&t.value.name))
+                    .filter(|o| t.value.peers.is_some() && *o.def() == t.value)
+                    .cloned()
+                    .unwrap_or_else(|| Arc::new(crate::table::Table::new(t.value.clone())))
+            })
             .collect(),
     ));
     let mut backends = Vec::new();
@@ -1014,8 +1029,10 @@ pub fn return_body(r: &ReturnAction) -> &[u8] {
 
 /// One proxy's `compression` settings merged with another's as HAProxy
 /// merges a frontend's with its backend's: the backend's `algo` list wins
-/// when it has one, likewise `type`; `offload` in either holds. `None`
-/// when nothing is configured (no algorithm and no offload).
+/// when it has one, likewise `type`, `algo-req` and `type-req`; `offload`
+/// in either holds; the directions add up (HAProxy ORs the two proxies'
+/// flags). `None` when nothing is to be done (no algorithm and no
+/// offload for answers, no `algo-req` for requests).
 /// (Here, not in `compress`: the codec knows no configuration.)
 /// `minsize-res` likewise (the backend's when it sets one).
 pub fn merged_compression(
@@ -1023,26 +1040,32 @@ pub fn merged_compression(
     be: &crate::config::Compression,
     level: u32,
 ) -> Option<crate::compress::Policy> {
-    let algos = if be.algos.is_empty() {
-        &fe.algos
+    fn pick<T: Clone>(b: &[T], f: &[T]) -> Vec<T> {
+        if b.is_empty() { f } else { b }.to_vec()
+    }
+    let ((fq, fs), (bq, bs)) = (fe.directions(), be.directions());
+    let (req, res) = (fq || bq, fs || bs);
+    let algos = if res {
+        pick(&be.algos, &fe.algos)
     } else {
-        &be.algos
+        Vec::new()
     };
-    let types = if be.types.is_empty() {
-        &fe.types
-    } else {
-        &be.types
-    };
-    let offload = fe.offload || be.offload;
-    if algos.is_empty() && !offload {
+    // (HAProxy strips Accept-Encoding only while choosing an answer's
+    // coding, which it does only for the response direction.)
+    let offload = res && (fe.offload || be.offload);
+    let algo_req = be.algo_req.or(fe.algo_req).filter(|_| req);
+    if algos.is_empty() && !offload && algo_req.is_none() {
         return None;
     }
     Some(crate::compress::Policy {
-        algos: algos.clone(),
-        types: types.clone(),
+        algos,
+        types: pick(&be.types, &fe.types),
         offload,
         level,
         min_size: be.minsize_res.or(fe.minsize_res).unwrap_or(0),
+        request_only: !res,
+        algo_req,
+        types_req: pick(&be.types_req, &fe.types_req),
     })
 }
 
@@ -1128,6 +1151,7 @@ mod tests {
             types: t(types),
             offload,
             minsize_res: min,
+            ..C::default()
         };
         let fe = c(&[Gzip], &["text/"], false, Some(9));
         let p = merged_compression(&fe, &c(&[Br], &[], false, None), 1).unwrap();
@@ -1141,5 +1165,37 @@ mod tests {
             (vec![Gzip], t(&["a/b"]), true, 5)
         );
         assert!(merged_compression(&c(&[], &["x"], false, None), &C::default(), 1).is_none());
+    }
+
+    #[test]
+    fn directions_add_up_across_frontend_and_backend() {
+        use crate::compress::Coding::*;
+        use crate::config::Compression as C;
+        let req_only = C {
+            algos: vec![Gzip],
+            algo_req: Some(Br),
+            direction: Some((true, false)),
+            offload: true,
+            ..C::default()
+        };
+        // Requests only: no answer coding, no offload, the request coding.
+        let p = merged_compression(&req_only, &C::default(), 1).unwrap();
+        assert!(p.request_only && p.algos.is_empty() && !p.offload);
+        assert_eq!(p.algo_req, Some(Br));
+        // A backend with any compression line adds the response side
+        // (HAProxy ORs the directions of both proxies).
+        let be = C {
+            types: vec!["text/".into()],
+            ..C::default()
+        };
+        let p = merged_compression(&req_only, &be, 1).unwrap();
+        assert!(!p.request_only && p.offload);
+        assert_eq!((p.algos, p.algo_req), (vec![Gzip], Some(Br)));
+        // `algo-req` without the request direction does nothing.
+        let res_only = C {
+            algo_req: Some(Gzip),
+            ..C::default()
+        };
+        assert!(merged_compression(&res_only, &C::default(), 1).is_none());
     }
 }

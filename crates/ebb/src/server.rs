@@ -181,6 +181,9 @@ pub struct RunOptions {
     pub on_ready: Option<fn()>,
     /// Forked by a master: the worker's private CLI socket for it.
     pub worker_cli: Option<fn() -> Option<crate::cli::socket::CliSocket>>,
+    /// Forked by a master's reload: an older worker still runs (the
+    /// peers wait for it to teach the tables, as with `-sf`).
+    pub replaces: bool,
 }
 
 /// A configuration error found at start-up (bind, files), formatted.
@@ -360,6 +363,21 @@ pub fn run(cfg: Config, opts: RunOptions) -> i32 {
             }
         }
     }
+    // The peers sections' local addresses, bound before `ready` too.
+    let peers_bound = match crate::peers::bind(crate::peers::build(&cfg, &compiled.tables)) {
+        Ok(b) => b,
+        Err(e) => {
+            eprintln!("ebb: {e}");
+            return 1;
+        }
+    };
+    for b in &peers_bound {
+        if let Some(a) = b.local_addr() {
+            lines.push(format!("ebb: peers {} listening on {a}", b.name()));
+        }
+    }
+    let peers_bound = Mutex::new(Some(peers_bound));
+    let old_process = !opts.old_pids.is_empty() || opts.replaces;
     // Inherited sockets no line took: binds a reload removed.
     crate::handover::finish();
     let cli_paths: Vec<_> = cli_socks.iter().filter_map(|c| c.path.clone()).collect();
@@ -578,6 +596,19 @@ pub fn run(cfg: Config, opts: RunOptions) -> i32 {
                 Status::Continue
             });
             ctx.wakeup(exp, Reasons::INIT);
+            if let Some(b) = peers_bound.lock().ok().and_then(|mut v| v.take()) {
+                let shared = Arc::clone(&shared);
+                let log: crate::peers::LogFn = Arc::new(move |line: String| {
+                    if shared.logger.is_empty() {
+                        let _ = io::stderr()
+                            .lock()
+                            .write_all(format!("ebb: {line}\n").as_bytes());
+                    } else {
+                        shared.logger.send(crate::log::LOG_NOTICE, line.as_bytes());
+                    }
+                });
+                crate::peers::start(ctx, b, old_process, log);
+            }
             let mut socks = cli_socks.lock().ok().and_then(|mut v| v.take());
             if let (Some(v), Some(w)) = (&mut socks, opts.worker_cli.and_then(|take| take())) {
                 // The master CLI's way to this worker (`@1 ...`).
@@ -827,8 +858,30 @@ fn process_signature(cfg: &Config) -> String {
             g.chroot.as_ref().map(|c| c.value.clone()),
             (g.uid, g.gid, g.daemon, g.ulimit_n),
             (&g.log_tag, &g.log_send_hostname),
+            peers_signature(cfg),
         )
     )
+}
+
+/// The peers sections and the tables shared with peers, without line
+/// numbers: the peers runtime keeps them from the start.
+fn peers_signature(cfg: &Config) -> String {
+    let sections: Vec<_> = cfg
+        .peers
+        .iter()
+        .map(|s| {
+            let peers: Vec<_> = s.peers.iter().map(|p| (&p.name, p.addr)).collect();
+            (&s.name, s.disabled, peers, s.bind.as_ref().map(|b| b.value))
+        })
+        .collect();
+    let tables: Vec<_> = cfg
+        .proxies
+        .iter()
+        .filter_map(|p| p.stick_table.as_ref())
+        .filter(|t| t.value.peers.is_some())
+        .map(|t| &t.value)
+        .collect();
+    format!("{:?}", (&cfg.local_peer, sections, tables))
 }
 
 /// A frontend's name, its TCP addresses and its other sockets.
@@ -872,10 +925,12 @@ impl Reload {
             return Err("ebb runs without a configuration file: nothing to reload".into());
         }
         let cfg = crate::config::parse_files(&self.files).map_err(join_errors)?;
-        let compiled = compile(&cfg).map_err(join_errors)?;
+        let old = self.live.compiled();
+        let compiled =
+            crate::proxy::compile_keeping(&cfg, Some(&old.tables)).map_err(join_errors)?;
         if process_signature(&cfg) != self.process {
             return Err(
-                "log targets, stats sockets, chroot, user, group, daemon or ulimit-n changed: that needs a restart"
+                "log targets, stats sockets, chroot, user, group, daemon, ulimit-n, peers sections or shared stick tables changed: that needs a restart"
                     .into(),
             );
         }

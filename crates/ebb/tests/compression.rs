@@ -99,6 +99,11 @@ fn routes() -> HashMap<&'static str, Vec<u8>> {
         chunked_resp("Content-Type: text/html\r\n", &big),
     );
     m.insert("/small", resp("Content-Type: text/plain\r\n", &text(100)));
+    m.insert("/http10", {
+        let mut r = resp("Content-Type: text/plain\r\n", &big);
+        r[..8].copy_from_slice(b"HTTP/1.0");
+        r
+    });
     m.insert("/image", resp("Content-Type: image/png\r\n", &big));
     m.insert(
         "/encoded",
@@ -201,7 +206,17 @@ fn what_is_not_compressed() {
         "    compression algo gzip\n    compression type text/\n    compression minsize-res 256\n",
     ));
     let base = format!("http://{}", e.addr());
-    for path in ["/small", "/image", "/encoded", "/notransform", "/partial"] {
+    // ("/http10": an HTTP/1.0 answer. HAProxy 2.6, checked side by side
+    // with curl: neither an HTTP/1.0 answer nor an HTTP/1.0 request
+    // (`curl -0` below) gets compressed.)
+    for path in [
+        "/small",
+        "/image",
+        "/encoded",
+        "/notransform",
+        "/partial",
+        "/http10",
+    ] {
         let (_, h, _) = curl(&["-H", "Accept-Encoding: gzip", &format!("{base}{path}")]);
         let ce = h.lines().find(|l| l.starts_with("content-encoding"));
         let want = if path == "/encoded" {
@@ -273,10 +288,18 @@ fn compression_keywords_are_checked() {
             "both answer to 'deflate'",
         ),
         (
-            "    compression direction both\n",
-            "unknown 'compression direction'",
+            "    compression direction sideways\n",
+            "expects 'request', 'response', or 'both'",
         ),
-        ("    compression\n", "expects algo, type or offload"),
+        (
+            "    compression algo-req gzip br\n",
+            "expects exactly one algorithm",
+        ),
+        (
+            "    compression type-req\n",
+            "expects at least one MIME type",
+        ),
+        ("    compression\n", "expects algo, algo-req, type"),
         ("    compression minsize-res\n", "expects a size"),
     ] {
         let p = d.join("c.cfg");
@@ -452,4 +475,280 @@ fn directory_listings_are_compressed_but_not_return_answers() {
     assert_eq!(st, 200);
     assert!(!h.contains("content-encoding"), "{h}");
     assert_eq!(body.len(), 2000);
+}
+
+/// A Python origin that records every request it gets: `N.head` (the
+/// head as received) and `N.body` (the body with its chunked framing
+/// removed, still coded), then answers 200 with 5,000 bytes of text. It
+/// prints its port on its first line.
+const RECORDER: &str = r#"
+import socket, sys, threading, os
+out = sys.argv[1]
+lock = threading.Lock()
+count = [0]
+def read_line(f):
+    line = f.readline()
+    if not line:
+        raise EOFError
+    return line
+def serve(conn):
+    f = conn.makefile("rb")
+    try:
+        while True:
+            head = b""
+            while not head.endswith(b"\r\n\r\n"):
+                head += read_line(f)
+            fields = {}
+            for l in head.split(b"\r\n")[1:]:
+                if b":" in l:
+                    k, v = l.split(b":", 1)
+                    fields[k.strip().lower()] = v.strip()
+            body = b""
+            if fields.get(b"transfer-encoding", b"").lower() == b"chunked":
+                while True:
+                    size = int(read_line(f).split(b";")[0], 16)
+                    if size == 0:
+                        while read_line(f) != b"\r\n":
+                            pass
+                        break
+                    body += f.read(size)
+                    f.read(2)
+            elif b"content-length" in fields:
+                body = f.read(int(fields[b"content-length"]))
+            with lock:
+                count[0] += 1
+                n = count[0]
+            with open(os.path.join(out, "%d.body" % n), "wb") as w:
+                w.write(body)
+            with open(os.path.join(out, "%d.head" % n), "wb") as w:
+                w.write(head)
+            text = b"recorded request body and answered with text " * 110
+            conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: %d\r\n\r\n" % len(text) + text)
+    except (EOFError, OSError, ValueError):
+        pass
+    finally:
+        conn.close()
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("127.0.0.1", 0))
+s.listen(64)
+print(s.getsockname()[1], flush=True)
+while True:
+    c, _ = s.accept()
+    threading.Thread(target=serve, args=(c,), daemon=True).start()
+"#;
+
+struct Recorder {
+    child: std::process::Child,
+    addr: SocketAddr,
+    dir: std::path::PathBuf,
+}
+
+impl Drop for Recorder {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Recorder {
+    fn start() -> Recorder {
+        use std::io::BufRead;
+        let dir = scratch("recorder");
+        let mut child = Command::new("python3")
+            .args(["-c", RECORDER, dir.to_str().unwrap()])
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .expect("python3");
+        let mut line = String::new();
+        std::io::BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let port: u16 = line.trim().parse().expect("the recorder's port");
+        Recorder {
+            child,
+            addr: SocketAddr::from(([127, 0, 0, 1], port)),
+            dir,
+        }
+    }
+
+    /// Head (lowercased) and body of the n-th request (from 1); waits for
+    /// the files (the answer is sent after they are written).
+    fn request(&self, n: usize) -> (String, Vec<u8>) {
+        let h = self.dir.join(format!("{n}.head"));
+        wait_until(&format!("request {n} at the recorder"), || h.exists());
+        let head = std::fs::read_to_string(&h).unwrap().to_ascii_lowercase();
+        (
+            head,
+            std::fs::read(self.dir.join(format!("{n}.body"))).unwrap(),
+        )
+    }
+}
+
+fn gunzip(b: &[u8]) -> Vec<u8> {
+    let mut plain = Vec::new();
+    flate2::read::GzDecoder::new(b)
+        .read_to_end(&mut plain)
+        .expect("a gzip body");
+    plain
+}
+
+/// `compression direction request` (HAProxy 2.8's keyword; 2.6 has
+/// none): curl's request body reaches the server gzip-coded and chunked,
+/// with `Content-Encoding: gzip` and no Content-Length, whether curl sent
+/// a length or chunks; requests that do not qualify go as they are, and
+/// answers are not compressed (responses are not in the direction).
+#[test]
+fn request_bodies_are_compressed_toward_the_server() {
+    let o = Recorder::start();
+    let e = Ebb::start(&proxy_cfg(
+        o.addr,
+        "    compression direction request\n    compression algo-req gzip\n    \
+         compression type-req text/ application/json\n    compression algo gzip\n",
+    ));
+    let d = scratch("req-body");
+    let file = d.join("body.txt");
+    std::fs::write(&file, text(70_000)).unwrap();
+    let data = format!("@{}", file.display());
+    let url = format!("http://{}/up", e.addr());
+    let post = |extra: &[&str]| {
+        let mut a = vec!["--data-binary", &data, "-H", "Accept-Encoding: gzip"];
+        a.extend_from_slice(extra);
+        a.push(&url);
+        curl(&a)
+    };
+    // 1. With a Content-Length.
+    let (st, h, body) = post(&["-H", "Content-Type: text/plain"]);
+    assert_eq!(st, 200, "{h}");
+    // Not compressed back: `direction request` leaves answers alone.
+    assert!(!h.contains("content-encoding"), "{h}");
+    assert_eq!(body.len(), 4950);
+    let (head, got) = o.request(1);
+    assert!(head.contains("content-encoding: gzip\r\n"), "{head}");
+    assert!(head.contains("transfer-encoding: chunked\r\n"), "{head}");
+    assert!(!head.contains("content-length"), "{head}");
+    assert!(got.len() < 70_000 / 4, "coded: {} bytes", got.len());
+    assert_eq!(gunzip(&got), text(70_000));
+    // 2. Chunked from the client.
+    let (st, _, _) = post(&[
+        "-H",
+        "Content-Type: application/json",
+        "-H",
+        "Transfer-Encoding: chunked",
+    ]);
+    assert_eq!(st, 200);
+    let (head, got) = o.request(2);
+    assert!(head.contains("content-encoding: gzip\r\n"), "{head}");
+    assert_eq!(gunzip(&got), text(70_000));
+    // 3. What goes as it is: a type not in `type-req`, no Content-Type,
+    //    a body already coded, an HTTP/1.0 request (HAProxy: only 1.1).
+    let cases: [&[&str]; 4] = [
+        &["-H", "Content-Type: image/png"],
+        &["-H", "Content-Type:"],
+        &[
+            "-H",
+            "Content-Type: text/plain",
+            "-H",
+            "Content-Encoding: br",
+        ],
+        &["-0", "-H", "Content-Type: text/plain"],
+    ];
+    for (i, extra) in cases.iter().enumerate() {
+        let (st, _, _) = post(extra);
+        assert_eq!(st, 200, "{extra:?}");
+        let (head, got) = o.request(3 + i);
+        assert!(
+            head.contains("content-length: 70000\r\n"),
+            "{extra:?}: {head}"
+        );
+        assert!(
+            !head.contains("content-encoding: gzip"),
+            "{extra:?}: {head}"
+        );
+        assert_eq!(got, text(70_000), "{extra:?}");
+    }
+    // 4. A request without a body is not touched.
+    let (st, _, _) = curl(&["-H", "Content-Type: text/plain", &url]);
+    assert_eq!(st, 200);
+    let (head, got) = o.request(7);
+    assert!(
+        !head.contains("content-encoding") && !head.contains("transfer-encoding"),
+        "{head}"
+    );
+    assert!(got.is_empty());
+}
+
+/// `compression direction both`: the request body coded toward the
+/// server (with `algo-req br`, ebb's addition) and the answer coded
+/// toward the client; a frontend's `direction request` and a backend's
+/// response-side lines add up (HAProxy ORs the two proxies' directions).
+#[test]
+fn both_directions_and_frontend_backend_merge() {
+    let o = Recorder::start();
+    for (fe, be) in [
+        (
+            "",
+            "    compression direction both\n    compression algo-req br\n    compression algo gzip\n",
+        ),
+        (
+            "    compression direction request\n    compression algo-req br\n",
+            "    compression algo gzip\n",
+        ),
+    ] {
+        let cfg = format!(
+            "defaults\n    mode http\n    timeout client 10s\n    timeout server 10s\n    timeout connect 5s\n\
+             frontend fe\n    bind BIND\n{fe}    default_backend be\n\
+             backend be\n{be}    server s1 {}\n",
+            o.addr
+        );
+        let e = Ebb::start(&cfg);
+        let (st, h, body) = curl(&[
+            "--compressed",
+            "--data-binary",
+            "some text to code, some text to code, some text to code",
+            &format!("http://{}/both", e.addr()),
+        ]);
+        assert_eq!(st, 200, "{h}");
+        assert!(h.contains("content-encoding: gzip"), "{fe}{be}: {h}");
+        assert_eq!(body.len(), 4950);
+    }
+    for n in [1, 2] {
+        let (head, got) = o.request(n);
+        assert!(head.contains("content-encoding: br\r\n"), "{head}");
+        let mut plain = Vec::new();
+        brotli::BrotliDecompress(&mut &got[..], &mut plain).expect("a brotli body");
+        assert_eq!(
+            plain,
+            b"some text to code, some text to code, some text to code"
+        );
+    }
+}
+
+/// A broken chunked body on its way to be compressed: the client gets a
+/// 400 (nothing sane can be coded and sent on), ebb goes on serving, and
+/// the server never sees a coded body that ends in garbage.
+#[test]
+fn a_broken_chunked_body_to_compress_is_a_400() {
+    let o = Recorder::start();
+    let e = Ebb::start(&proxy_cfg(
+        o.addr,
+        "    compression direction request\n    compression algo-req gzip\n",
+    ));
+    let r = raw(
+        e.addr(),
+        b"POST /x HTTP/1.1\r\nHost: t\r\nContent-Type: text/plain\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\nzz\r\n",
+    )
+    .expect("an answer");
+    assert_eq!(r.status, 400);
+    // Still serving, and the next good body is coded whole.
+    let (st, _, _) = curl(&[
+        "--data-binary",
+        "fine text",
+        &format!("http://{}/ok", e.addr()),
+    ]);
+    assert_eq!(st, 200);
+    // (The recorder numbers only whole requests: the cut one is not one.)
+    let (head, got) = o.request(1);
+    assert!(head.contains("post /ok"), "{head}");
+    assert_eq!(gunzip(&got), b"fine text");
 }

@@ -9,7 +9,7 @@
 
 mod common;
 
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpStream};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -102,14 +102,6 @@ const CASES: &[Case] = &[
 /// Weights of the servers, in declaration order (a common divisor of 2 is
 /// there on purpose: map-based divides it out).
 const WEIGHTS: &[u32] = &[2, 4, 6, 2, 10];
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
 
 struct Haproxy(Child);
 

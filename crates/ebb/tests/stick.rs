@@ -5,20 +5,11 @@
 
 mod common;
 
-use std::net::{SocketAddr, TcpStream};
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
 use common::*;
-
-/// A client connection from a chosen loopback source address.
-fn connect_from(src: &str, to: SocketAddr) -> Client {
-    let s = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
-    let from: SocketAddr = format!("{src}:0").parse().unwrap();
-    s.bind(&from.into()).unwrap();
-    s.connect(&to.into()).unwrap();
-    Client::from_stream(TcpStream::from(s))
-}
 
 fn request(c: &mut Client, path: &str) -> Option<Resp> {
     c.send(format!("GET {path} HTTP/1.1\r\nHost: t\r\n\r\n").as_bytes());

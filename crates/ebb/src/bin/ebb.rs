@@ -52,8 +52,9 @@ struct Args {
     /// Master CLI socket (with -W): ADDR[,mode,OCTAL]; several allowed.
     #[arg(short = 'S', value_name = "SOCKET", action = ArgAction::Append)]
     master_cli: Vec<String>,
-    /// The local peer name (HAProxy's `-L`): ebb has no `peers` sections,
-    /// so it only sets `HAPROXY_LOCALPEER` for the configuration to use.
+    /// The local peer name (HAProxy's `-L`): which `peer` of a `peers`
+    /// section is this process (default: `localpeer`, else the host
+    /// name); also set as `HAPROXY_LOCALPEER`.
     #[arg(short = 'L', value_name = "NAME")]
     local_peer: Option<String>,
     /// Take the listening sockets of a running process from its stats
@@ -232,16 +233,14 @@ fn main() -> ExitCode {
     if let Some(Cmd::Cli { socket, command }) = &args.cmd {
         return cli(socket, command);
     }
-    // HAProxy's default local peer name is the host name.
-    let peer = args.local_peer.clone().or_else(|| {
-        std::fs::read_to_string("/proc/sys/kernel/hostname")
-            .ok()
-            .map(|h| h.trim().to_string())
-    });
-    if let Some(p) = peer {
-        // Single-threaded still: nothing reads the environment concurrently.
-        std::env::set_var("HAPROXY_LOCALPEER", p);
+    // The local peer: -L, else `localpeer`, else the host name (HAProxy's
+    // order); $HAPROXY_LOCALPEER names it in the configuration.
+    if let Some(p) = &args.local_peer {
+        ebb::config::set_local_peer_arg(p);
     }
+    let peer = ebb::config::local_peer_name(None);
+    // Single-threaded still: nothing reads the environment concurrently.
+    std::env::set_var("HAPROXY_LOCALPEER", peer);
     let files = match expand_dirs(&args.files) {
         Ok(f) => f,
         Err(e) => {

@@ -36,6 +36,7 @@ mod acl;
 pub mod cond;
 mod lexer;
 mod parse;
+mod peers;
 pub(crate) mod rewrite;
 mod tcpreq;
 mod types;
@@ -50,6 +51,7 @@ use std::sync::Arc;
 pub use types::*;
 
 pub use parse::parse_sock_spec;
+pub use peers::{local_peer_name, set_local_peer_arg, PeerDef, PeersSection};
 pub(crate) use values::alpn_list;
 pub use values::parse_bind_addrs;
 

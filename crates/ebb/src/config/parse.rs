@@ -40,6 +40,8 @@ enum Section {
         name: Option<String>,
     },
     Proxy(usize),
+    /// A `peers` section (index in `Parser::peers`).
+    Peers(usize),
     /// A section ebb does not implement; its header got one error and its
     /// body is skipped (reporting every line would bury the real message).
     Unsupported,
@@ -125,6 +127,7 @@ pub(crate) struct Parser<'e> {
     bad_binds: Vec<usize>,
     /// Stick tables the rules name: (table, line), checked at the end.
     table_refs: Vec<(String, Loc)>,
+    peers: Vec<super::peers::PeersSection>,
 }
 
 fn new_proxy(name: &str, kind: ProxyKind, loc: Loc) -> Proxy {
@@ -389,7 +392,6 @@ const OPTIONS: &[&str] = &[
 ];
 
 const UNSUPPORTED_SECTIONS: &[&str] = &[
-    "peers",
     "resolvers",
     "userlist",
     "cache",
@@ -418,6 +420,7 @@ impl<'e> Parser<'e> {
             bad_binds: Vec::new(),
             table_refs: Vec::new(),
             tls: TlsDefaults::default(),
+            peers: Vec::new(),
         }
     }
 
@@ -481,6 +484,23 @@ impl<'e> Parser<'e> {
                 }
                 return;
             }
+            "peers" => {
+                self.close_section();
+                self.section = Section::Unsupported;
+                match words.get(1) {
+                    Some(n) if words.len() == 2 && valid_name(n) => {
+                        self.peers
+                            .push(super::peers::PeersSection::new(n, loc.clone()));
+                        self.section = Section::Peers(self.peers.len() - 1);
+                    }
+                    Some(n) if words.len() == 2 => {
+                        self.error(loc, format!("invalid peers section name '{n}'"))
+                    }
+                    Some(_) => self.error(loc, "'peers' takes one name"),
+                    None => self.error(loc, "'peers' needs a name"),
+                }
+                return;
+            }
             _ if UNSUPPORTED_SECTIONS.contains(&kw) => {
                 self.close_section();
                 self.section = Section::Unsupported;
@@ -496,6 +516,10 @@ impl<'e> Parser<'e> {
             )),
             Section::Unsupported => Ok(()),
             Section::Global => self.global_kw(words, &loc),
+            Section::Peers(i) => match self.peers.get_mut(i) {
+                Some(s) => super::peers::peers_kw(s, words, &loc),
+                None => Ok(()),
+            },
             Section::Defaults { .. } => {
                 let ctx = Ctx {
                     loc: &loc,
@@ -743,6 +767,7 @@ impl<'e> Parser<'e> {
                 let t = parse_log_target(&w[1..], loc)?;
                 g.log.push(t);
             }
+            "localpeer" => g.localpeer = Some(one(w)?),
             "pidfile" => {
                 g.pidfile = Some(Spanned {
                     value: PathBuf::from(one(w)?),
@@ -1093,11 +1118,25 @@ impl<'e> Parser<'e> {
                 }
             }
         }
+        let local_peer = super::peers::local_peer_name(self.global.localpeer.as_deref());
+        let mut tables: Vec<_> = self
+            .proxies
+            .iter_mut()
+            .filter_map(|p| {
+                let n = p.name.as_str();
+                p.stick_table.as_mut().map(|t| (n, t))
+            })
+            .collect();
+        for (loc, m) in super::peers::check(&self.peers, &mut tables, &local_peer) {
+            err(&mut errs, &loc, m);
+        }
         self.errors.extend(errs);
         if self.errors.is_empty() {
             Ok(Config {
                 global: self.global,
                 proxies: self.proxies,
+                peers: self.peers,
+                local_peer,
             })
         } else {
             // Report in file order, then line order, as a reader expects.
@@ -2842,42 +2881,70 @@ fn parse_stats(px: &mut Proxy, ctx: &Ctx<'_>, w: &[String]) -> Result<(), String
     Ok(())
 }
 
-/// `compression algo NAME...`, `compression type TYPE...` (each line adds
-/// to the list, as in HAProxy), `compression offload`. HAProxy 2.6 has no
-/// `compression direction`: it is refused like any other word.
+/// `compression algo|algo-res NAME...`, `compression type|type-res
+/// TYPE...` (each line adds to the list, as in HAProxy), `compression
+/// offload`, and HAProxy 2.8's request side: `algo-req NAME`, `type-req
+/// TYPE...`, `direction request|response|both` (HAProxy 2.6 has none of
+/// these three; ebb follows 2.8's documented meaning).
 fn parse_compression(c: &mut Compression, ctx: &Ctx<'_>, w: &[String]) -> Result<(), String> {
     use crate::compress::Coding;
-    match w.first().map(String::as_str) {
-        Some("algo") => {
+    let algo = |name: &String| {
+        Coding::parse(name).ok_or_else(|| {
+            format!(
+                "unknown compression algorithm '{name}' (supported: identity, gzip, deflate, raw-deflate, br, zstd)"
+            )
+        })
+    };
+    let kw = w.first().map_or("", String::as_str);
+    match kw {
+        "algo" | "algo-res" => {
             if w.len() < 2 {
-                return Err("'compression algo' expects at least one algorithm".to_string());
+                return Err(format!("'compression {kw}' expects at least one algorithm"));
             }
             for name in &w[1..] {
-                let c2 = Coding::parse(name).ok_or_else(|| {
-                    format!(
-                        "unknown compression algorithm '{name}' (supported: identity, gzip, deflate, raw-deflate, br, zstd)"
-                    )
-                })?;
+                let c2 = algo(name)?;
                 if !c.algos.contains(&c2) {
                     c.algos.push(c2);
                 }
             }
             if c.algos.contains(&Coding::Deflate) && c.algos.contains(&Coding::RawDeflate) {
                 // Both answer to the token "deflate": one would never run.
-                return Err(
-                    "'compression algo' cannot take both 'deflate' and 'raw-deflate' (both answer to 'deflate')"
-                        .to_string(),
-                );
+                return Err(format!(
+                    "'compression {kw}' cannot take both 'deflate' and 'raw-deflate' (both answer to 'deflate')"
+                ));
             }
         }
-        Some("type") => {
+        "algo-req" => {
+            let [_, name] = w else {
+                return Err("'compression algo-req' expects exactly one algorithm".to_string());
+            };
+            c.algo_req = Some(algo(name)?);
+        }
+        "type" | "type-res" | "type-req" => {
             if w.len() < 2 {
-                return Err("'compression type' expects at least one MIME type".to_string());
+                return Err(format!("'compression {kw}' expects at least one MIME type"));
             }
-            c.types
-                .extend(w[1..].iter().map(|t| t.to_ascii_lowercase()));
+            let list = if kw == "type-req" {
+                &mut c.types_req
+            } else {
+                &mut c.types
+            };
+            list.extend(w[1..].iter().map(|t| t.to_ascii_lowercase()));
         }
-        Some("offload") => {
+        "direction" => {
+            c.direction = Some(match w.get(1..).unwrap_or_default() {
+                [d] if d == "request" => (true, false),
+                [d] if d == "response" => (false, true),
+                [d] if d == "both" => (true, true),
+                _ => {
+                    return Err(
+                        "'compression direction' expects 'request', 'response', or 'both'"
+                            .to_string(),
+                    )
+                }
+            });
+        }
+        "offload" => {
             if w.len() > 1 {
                 return Err("'compression offload' takes no argument".to_string());
             }
@@ -2890,18 +2957,23 @@ fn parse_compression(c: &mut Compression, ctx: &Ctx<'_>, w: &[String]) -> Result
             }
             c.offload = true;
         }
-        Some("minsize-res") => {
+        "minsize-res" => {
             let [_, v] = w else {
                 return Err("'compression minsize-res' expects a size".to_string());
             };
             c.minsize_res = Some(parse_size(v)?);
         }
-        Some(o) => {
+        "" => {
+            return Err(
+                "'compression' expects algo, algo-req, type, type-req, direction or offload"
+                    .to_string(),
+            )
+        }
+        o => {
             return Err(format!(
-                "unknown 'compression {o}' (supported: algo, type, offload, minsize-res)"
+                "unknown 'compression {o}' (supported: algo, algo-res, algo-req, type, type-res, type-req, direction, offload, minsize-res)"
             ))
         }
-        None => return Err("'compression' expects algo, type or offload".to_string()),
     }
     Ok(())
 }

@@ -2757,7 +2757,7 @@ fn stick_tables_and_their_rules() {
     err1(
         &be("    stick-table type ip size 1 peers p"),
         "t.cfg:2: ",
-        "'peers' is not supported",
+        "unknown peers section 'p'",
     );
     err1(
         "defaults\n    stick-table type ip size 1\n",
@@ -2953,5 +2953,86 @@ fn soft_stop_and_master_worker_keywords() {
         &be("    option idle-close-on-response"),
         "t.cfg:2: ",
         "idle-close-on-response",
+    );
+}
+
+#[test]
+fn peers_sections() {
+    let g = "global\n    localpeer me\n";
+    let c = ok(&format!(
+        "{g}peers p\n    peer me 127.0.0.1:1000\n    peer other 127.0.0.1:1001\n{}",
+        be("    stick-table type ip size 1 peers p")
+    ));
+    assert_eq!(c.local_peer, "me");
+    let s = &c.peers[0];
+    assert_eq!(s.listen_addr("me"), Some("127.0.0.1:1000".parse().unwrap()));
+    assert_eq!(s.peers[1].name, "other");
+    assert_eq!(
+        c.proxies[0]
+            .stick_table
+            .as_ref()
+            .unwrap()
+            .value
+            .peers
+            .as_deref(),
+        Some("p")
+    );
+    // 2.x form: server lines and a bind line for the local one.
+    let c = ok(&format!(
+        "{g}peers p\n    bind 127.0.0.1:1000\n    server me\n    server other 127.0.0.1:1001\n"
+    ));
+    assert_eq!(
+        c.peers[0].listen_addr("me"),
+        Some("127.0.0.1:1000".parse().unwrap())
+    );
+    // A disabled section silently unshares its tables (HAProxy).
+    let c = ok(&format!(
+        "{g}peers p\n    disabled\n    peer me 127.0.0.1:1000\n{}",
+        be("    stick-table type ip size 1 peers p")
+    ));
+    assert_eq!(c.proxies[0].stick_table.as_ref().unwrap().value.peers, None);
+    // The local peer must be in a section a table names.
+    err1(
+        &format!(
+            "{g}peers p\n    peer x 127.0.0.1:1000\n{}",
+            be("    stick-table type ip size 1 peers p")
+        ),
+        "t.cfg:6: ",
+        "unable to find local peer 'me' in peers section 'p'",
+    );
+    err1(
+        &format!("{g}peers p\n    peer x\n"),
+        "t.cfg:4: ",
+        "needs an address",
+    );
+    err1(
+        &format!("{g}peers p\n    peer x 127.0.0.1:1 ssl\n"),
+        "t.cfg:4: ",
+        "'ssl' is not supported",
+    );
+    err1(
+        &format!("{g}peers p\n    table t type ip size 1\n"),
+        "t.cfg:4: ",
+        "not supported by ebb",
+    );
+    err1(
+        &format!("{g}peers p\n    peer me 127.0.0.1:1\n    peer me 127.0.0.1:2\n"),
+        "t.cfg:5: ",
+        "already declared",
+    );
+    err1(
+        &format!("{g}peers p\n    peer me 127.0.0.1:1\n    bind 127.0.0.1:2\n"),
+        "t.cfg:5: ",
+        "not supported with the 'peer' line",
+    );
+    err1(
+        &format!("{g}peers p\n    server me\n"),
+        "t.cfg:4: ",
+        "has no address",
+    );
+    err1(
+        &format!("{g}peers p\n    bogus\n"),
+        "t.cfg:4: ",
+        "unknown keyword 'bogus' in peers section",
     );
 }

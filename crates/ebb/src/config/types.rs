@@ -55,6 +55,10 @@ pub struct Config {
     /// Frontends, backends and listens in declaration order. A `listen` is one
     /// proxy with both capabilities, as in HAProxy.
     pub proxies: Vec<Proxy>,
+    /// `peers` sections, in declaration order.
+    pub peers: Vec<super::peers::PeersSection>,
+    /// This instance's peer name (`-L`, `localpeer`, or the host name).
+    pub local_peer: String,
 }
 
 impl Config {
@@ -79,6 +83,8 @@ impl Config {
 /// The `global` section.
 #[derive(Clone, Debug)]
 pub struct Global {
+    /// `localpeer NAME` (`-L` beats it).
+    pub localpeer: Option<String>,
     /// `nbthread N`; `None`: one per CPU.
     pub nbthread: Option<Spanned<u32>>,
     /// `maxconn N`: process-wide connection limit.
@@ -161,6 +167,7 @@ pub enum CloseSpread {
 impl Default for Global {
     fn default() -> Self {
         Global {
+            localpeer: None,
             nbthread: None,
             maxconn: None,
             bufsize: 16384,
@@ -403,6 +410,26 @@ pub struct Compression {
     /// `compression minsize-res SIZE` (a later HAProxy's keyword; 2.6
     /// compresses any size, the default here too).
     pub minsize_res: Option<u64>,
+    /// `compression algo-req NAME` (HAProxy 2.8+): the one coding a
+    /// request body gets toward the server; the last line wins.
+    pub algo_req: Option<crate::compress::Coding>,
+    /// `compression type-req TYPE...` (HAProxy 2.8+), lowercased.
+    pub types_req: Vec<String>,
+    /// `compression direction request|response|both` (HAProxy 2.8+):
+    /// (requests, responses); `None`: HAProxy's default, responses only.
+    pub direction: Option<(bool, bool)>,
+}
+
+impl Compression {
+    /// The directions this proxy compresses in, as HAProxy keeps them:
+    /// a proxy with any `compression` line compresses responses unless
+    /// `direction` says otherwise; one with none adds no direction.
+    pub fn directions(&self) -> (bool, bool) {
+        if *self == Compression::default() {
+            return (false, false);
+        }
+        self.direction.unwrap_or((false, true))
+    }
 }
 
 /// `mode http|tcp`.

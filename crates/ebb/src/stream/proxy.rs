@@ -71,12 +71,24 @@ pub(super) enum Left {
     Chunked(Box<ChunkedDecoder>),
     /// A chunked request body, re-emitted with canonical chunk sizes.
     Recode(Box<ChunkedRecoder>),
+    /// A request body compressed toward the server (`compression
+    /// direction request`; the logic is in [`compress::RequestBody`]).
+    Compress(Box<compress::RequestBody>),
     UntilClose,
 }
 
 impl Left {
     fn done(&self) -> bool {
         matches!(self, Left::Done)
+    }
+
+    /// A request body re-framed on its way (recoded or compressed).
+    fn reframe(&mut self, input: &[u8], out: &mut Vec<u8>) -> Result<(usize, bool), ()> {
+        match self {
+            Left::Recode(r) => r.recode(input, out).map_err(drop),
+            Left::Compress(b) => b.feed(input, out).map_err(drop),
+            _ => Ok((0, false)),
+        }
     }
 }
 
@@ -239,7 +251,14 @@ impl Stream {
         // `compression offload`: the server is not asked to compress.
         let offload = comp_choice.as_ref().is_some_and(|(p, _)| p.offload);
         let omit = |name: &[u8]| offload && hdr_name_eq(name, "accept-encoding");
-        let view = ReqHead::from_h1(buf, h);
+        let mut view = ReqHead::from_h1(buf, h);
+        // `compression direction request`: the body goes coded, chunked.
+        let req_comp = comp_choice
+            .as_ref()
+            .and_then(|(p, _)| compress::RequestBody::for_request(p, buf, h));
+        if req_comp.is_some() {
+            view.body = BodySize::Unknown;
+        }
         let keep_server = !sr.server_close
             && !c.fe.server_close
             && sr.farm.reuse != HttpReuse::Never
@@ -260,6 +279,7 @@ impl Stream {
         let mut out = std::mem::take(&mut spare.head);
         let peer = c.peer.ip();
         let framing = write_request_head(&mut out, &view, &tail, |out, has_xff| {
+            compress::write_request_fields(out, req_comp.as_ref().map(|b| b.coding()));
             if let Some(ff) = &sr.forwardfor {
                 let skip = ff.except.is_some_and(|n| n.contains(peer)) || (ff.if_none && has_xff);
                 if !skip {
@@ -270,11 +290,12 @@ impl Stream {
                 }
             }
         });
-        let req_left = match framing {
-            BodySize::Empty => Left::Done,
-            BodySize::Exact(n) => Left::Len(n),
+        let req_left = match (framing, req_comp) {
+            (_, Some(b)) => Left::Compress(b),
+            (BodySize::Empty, None) => Left::Done,
+            (BodySize::Exact(n), None) => Left::Len(n),
             // Re-emitted with canonical chunk sizes.
-            BodySize::Unknown => Left::Recode(Box::default()),
+            (BodySize::Unknown, None) => Left::Recode(Box::default()),
         };
 
         // Keys for the balancer (owned: a queued stream may pick again).
@@ -707,7 +728,8 @@ impl Stream {
                     }
                     // (Chunked is the response side's only.)
                     Left::Chunked(_) => {}
-                    Left::Recode(rec) => match rec.recode(avail, &mut sd.obuf) {
+                    // Recoded or compressed (`Left::reframe`).
+                    l => match l.reframe(avail, &mut sd.obuf) {
                         Ok((n, done)) => {
                             if n > 0 {
                                 c.rstart += n;
@@ -879,7 +901,7 @@ impl Stream {
                     moved = true;
                 }
                 // (Recode is the request side's only.)
-                Some(Left::Done | Left::Recode(_)) | None => {
+                Some(Left::Done | Left::Recode(_) | Left::Compress(_)) | None => {
                     // Bytes after the end of the answer: the server is not
                     // following HTTP; do not reuse that connection.
                     up.keep_server = false;

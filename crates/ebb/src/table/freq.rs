@@ -74,4 +74,20 @@ impl FreqCtr {
             prev: 0,
         };
     }
+
+    /// The counter as the peers protocol carries it: milliseconds since
+    /// the current period began (at `now`), its count, the previous one's.
+    pub fn to_wire(&self, now: u32) -> (u32, u32, u32) {
+        (now.wrapping_sub(self.curr_tick), self.curr, self.prev)
+    }
+
+    /// A counter received from a peer: its current period began
+    /// `elapsed` ms before `now`.
+    pub fn from_wire(now: u32, elapsed: u32, curr: u32, prev: u32) -> FreqCtr {
+        FreqCtr {
+            curr_tick: now.wrapping_sub(elapsed),
+            curr,
+            prev,
+        }
+    }
 }

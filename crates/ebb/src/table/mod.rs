@@ -54,7 +54,7 @@ mod store;
 mod track;
 
 pub use freq::FreqCtr;
-pub use store::{Dumped, EntryRef, StKey, Table};
+pub use store::{Dumped, EntryRef, StKey, Table, WireEntry, WireVal};
 pub use track::{Pending, Stk, Tables};
 
 use std::fmt;
@@ -231,6 +231,22 @@ pub const SHOW_ORDER: [Data; 17] = [
 ];
 
 impl Data {
+    /// HAProxy's id of the type (`STKTABLE_DT_*`, the bit of the peers
+    /// protocol's data field).
+    pub fn wire_id(self) -> u32 {
+        SHOW_ORDER.iter().position(|&d| d == self).unwrap_or(0) as u32
+    }
+
+    /// The type of HAProxy id `id`, if ebb stores it.
+    pub fn from_wire_id(id: u32) -> Option<Data> {
+        SHOW_ORDER.get(id as usize).copied()
+    }
+
+    /// Whether the type is a rate (a frequency counter).
+    pub fn rate(self) -> bool {
+        self.is_rate()
+    }
+
     /// The data type called `name` (`data.NAME` on the CLI).
     pub fn by_name(name: &str) -> Option<Data> {
         Data::ALL.into_iter().find(|d| d.name() == name)
@@ -251,6 +267,12 @@ pub struct TableDef {
     pub nopurge: bool,
     /// Stored types in declaration order, each at most once.
     pub store: Vec<DataType>,
+    /// `peers NAME`: the peers section that shares this table.
+    pub peers: Option<String>,
+    /// HAProxy's key size (the table definition's key length on the
+    /// peers protocol): 4 for ip and integer, 16 for ipv6, `len + 1` for
+    /// a string with `len` (32 without), `len` for binary.
+    pub key_size: usize,
 }
 
 /// Why a `stick-table` line was refused.
@@ -363,6 +385,8 @@ pub fn parse_stick_table(name: &str, w: &[&str]) -> Result<TableDef, DefError> {
     let mut expire = None;
     let mut nopurge = false;
     let mut store: Vec<DataType> = Vec::new();
+    let mut peers = None;
+    let mut key_size = 0;
     let mut i = 0;
     let val = |i: usize, kw: &str| {
         w.get(i + 1)
@@ -374,26 +398,44 @@ pub fn parse_stick_table(name: &str, w: &[&str]) -> Result<TableDef, DefError> {
             "type" => {
                 let t = val(i, "type")?;
                 i += 2;
-                let mut len = || -> Result<usize, DefError> {
+                let mut len = || -> Result<(usize, bool), DefError> {
                     if w.get(i) == Some(&"len") {
                         let v = val(i, "len")?;
                         i += 2;
                         match v.parse::<usize>() {
                             // HAProxy's bound: a key fits one buffer; ebb takes
                             // at most 1024 bytes, far beyond common use.
-                            Ok(n) if (1..=1024).contains(&n) => Ok(n),
+                            Ok(n) if (1..=1024).contains(&n) => Ok((n, true)),
                             _ => err(format!("'len {v}': expected 1..1024")),
                         }
                     } else {
-                        Ok(DEFAULT_KEY_LEN)
+                        Ok((DEFAULT_KEY_LEN, false))
                     }
                 };
                 key = Some(match t {
-                    "ip" => KeyType::Ip,
-                    "ipv6" => KeyType::Ipv6,
-                    "integer" => KeyType::Integer,
-                    "string" => KeyType::String(len()?),
-                    "binary" => KeyType::Binary(len()?),
+                    "ip" => {
+                        key_size = 4;
+                        KeyType::Ip
+                    }
+                    "ipv6" => {
+                        key_size = 16;
+                        KeyType::Ipv6
+                    }
+                    "integer" => {
+                        key_size = 4;
+                        KeyType::Integer
+                    }
+                    "string" => {
+                        let (n, given) = len()?;
+                        // HAProxy counts the string's NUL when `len` is given.
+                        key_size = if given { n + 1 } else { n };
+                        KeyType::String(n)
+                    }
+                    "binary" => {
+                        let (n, _) = len()?;
+                        key_size = n;
+                        KeyType::Binary(n)
+                    }
                     o => {
                         return err(format!(
                         "unknown table type '{o}' (expected ip, ipv6, integer, string or binary)"
@@ -427,7 +469,14 @@ pub fn parse_stick_table(name: &str, w: &[&str]) -> Result<TableDef, DefError> {
                     store.push(d);
                 }
             }
-            "peers" | "srvkey" | "write-to" | "recv-only" => {
+            "peers" => {
+                let v = val(i, "peers")?;
+                if peers.is_some() {
+                    return err("'peers' is given twice");
+                }
+                peers = Some(v.to_string());
+            }
+            "srvkey" | "write-to" | "recv-only" => {
                 return err(format!(
                     "stick-table option '{}' is not supported by ebb",
                     w[i]
@@ -450,6 +499,8 @@ pub fn parse_stick_table(name: &str, w: &[&str]) -> Result<TableDef, DefError> {
         expire,
         nopurge,
         store,
+        peers,
+        key_size,
     })
 }
 

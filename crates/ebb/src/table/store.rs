@@ -1,8 +1,10 @@
 //! The table: key tree, expiry tree and data, behind one lock (see the
 //! module essay in `table/mod.rs`).
 
+use std::collections::BTreeMap;
 use std::net::IpAddr;
-use std::sync::{Mutex, MutexGuard};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Mutex, MutexGuard, OnceLock};
 
 use ebtree::{BytesKey, Eb32Tree, EbTree, Handle, MbKey};
 
@@ -25,6 +27,8 @@ struct Entry {
     exp: u32,
     /// This entry's node in the expiry tree.
     exp_node: Handle,
+    /// Its last local update's number (0: none), for the peers.
+    upd: u64,
 }
 
 /// A key tree of one of the four key kinds.
@@ -98,6 +102,35 @@ struct Inner {
     exps: Eb32Tree<Handle>,
     /// Touch counter for tables without `expire`.
     seq: u32,
+    /// Tables with `peers`: entries by their last local update number
+    /// (HAProxy's update tree), and the last number given.
+    upd: BTreeMap<u64, Handle>,
+    upd_seq: u64,
+}
+
+/// What a table shared with peers tells its peers task: a local update
+/// is waiting (set once per batch; the task clears it and pushes).
+struct SyncHook {
+    dirty: AtomicBool,
+    wake: OnceLock<Box<dyn Fn() + Send + Sync>>,
+}
+
+/// A stored value as the peers protocol carries it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WireVal {
+    Cnt(u64),
+    /// A rate: ms since its period began, its count, the previous count.
+    Freq(u32, u32, u32),
+}
+
+/// An entry as the peers protocol carries it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WireEntry {
+    pub key: StKey,
+    /// Milliseconds before expiry.
+    pub exp: u32,
+    /// Values in HAProxy's type order.
+    pub data: Vec<(Data, WireVal)>,
 }
 
 /// A stick table. Shared by every thread (`Arc<Table>`); see the module
@@ -107,6 +140,8 @@ pub struct Table {
     /// Where each data kind sits in an entry's slots.
     index: [Option<u8>; 17],
     inner: Mutex<Inner>,
+    /// Set for tables with `peers`.
+    sync: Option<SyncHook>,
 }
 
 /// Wrap-safe "a is before or at b" on ticks.
@@ -127,6 +162,10 @@ impl Table {
             KeyType::Integer => Keys::Int(EbTree::new()),
             KeyType::String(_) | KeyType::Binary(_) => Keys::Bytes(EbTree::new()),
         };
+        let sync = def.peers.as_ref().map(|_| SyncHook {
+            dirty: AtomicBool::new(false),
+            wake: OnceLock::new(),
+        });
         Table {
             def,
             index,
@@ -134,7 +173,10 @@ impl Table {
                 keys,
                 exps: Eb32Tree::new(),
                 seq: 0,
+                upd: BTreeMap::new(),
+                upd_seq: 0,
             }),
+            sync,
         }
     }
 
@@ -272,6 +314,7 @@ impl Table {
                 Some(e.exp_node)
             })?;
             inner.exps.requeue(node, exp);
+            self.mark(inner, h);
             return Some(EntryRef(h));
         }
         let len = any_tree!(&inner.keys, |t| t.len());
@@ -285,6 +328,7 @@ impl Table {
             refs: 1,
             exp,
             exp_node: node,
+            upd: 0,
         };
         let h = with_tree!(&mut inner.keys, key, |t, k| Some(
             t.insert(k.clone(), entry)
@@ -294,6 +338,7 @@ impl Table {
                 if let Some(v) = inner.exps.get_mut(node) {
                     *v = h;
                 }
+                self.mark(inner, h);
                 Some(EntryRef(h))
             }
             None => {
@@ -314,7 +359,7 @@ impl Table {
             let refs = any_tree!(&inner.keys, |t| t.get(h).map(|e| e.refs));
             if refs == Some(0) {
                 inner.exps.delete(x);
-                any_tree!(&mut inner.keys, |t| t.delete(h));
+                Self::delete_entry(inner, h);
                 return true;
             }
             n = inner.exps.next(x);
@@ -341,7 +386,7 @@ impl Table {
         });
         if let Some(node) = gone {
             inner.exps.delete(node);
-            any_tree!(&mut inner.keys, |t| t.delete(r.0));
+            Self::delete_entry(inner, r.0);
         }
     }
 
@@ -401,7 +446,10 @@ impl Table {
                 true
             }
             None => false,
-        })
+        }) && {
+            self.mark(inner, r.0);
+            true
+        }
     }
 
     /// Subtracts `n` from a counter (conn_cur when a tracked connection ends).
@@ -446,7 +494,10 @@ impl Table {
             e.exp_node
         }));
         match node {
-            Some(n) => inner.exps.requeue(n, exp),
+            Some(n) => {
+                self.mark(inner, r.0);
+                inner.exps.requeue(n, exp)
+            }
             None => false,
         }
     }
@@ -464,13 +515,17 @@ impl Table {
             return self.contains(r);
         };
         let mut g = self.lock();
-        any_tree!(&mut g.keys, |t| match t.get_mut(r.0) {
+        let ok = any_tree!(&mut g.keys, |t| match t.get_mut(r.0) {
             Some(e) => {
                 f(&mut e.data[i as usize]);
                 true
             }
             None => false,
-        })
+        });
+        if ok {
+            self.mark(&mut g, r.0);
+        }
+        ok
     }
 
     /// Removes the expired unreferenced entries at `now` and returns the
@@ -499,7 +554,7 @@ impl Table {
                 inner.exps.requeue(x, later);
             } else {
                 inner.exps.delete(x);
-                any_tree!(&mut inner.keys, |t| t.delete(h));
+                Self::delete_entry(inner, h);
             }
         }
         None
@@ -516,7 +571,7 @@ impl Table {
         match node {
             Some(n) => {
                 inner.exps.delete(n);
-                any_tree!(&mut inner.keys, |t| t.delete(r.0));
+                Self::delete_entry(inner, r.0);
                 true
             }
             None => false,
@@ -561,6 +616,222 @@ impl Table {
         })
     }
 
+    /// Deletes an entry from the key tree and the update list (the
+    /// caller removes its expiry node).
+    fn delete_entry(inner: &mut Inner, h: Handle) {
+        if let Some(e) = any_tree!(&mut inner.keys, |t| t.delete(h)) {
+            if e.upd != 0 {
+                inner.upd.remove(&e.upd);
+            }
+        }
+    }
+
+    /// A local change to entry `h`: for a table shared with peers, the
+    /// entry takes the next update number and the peers task is told
+    /// (once per batch).
+    fn mark(&self, inner: &mut Inner, h: Handle) {
+        let Some(sync) = &self.sync else { return };
+        let Some(e) = any_tree!(&mut inner.keys, |t| t.get_mut(h)) else {
+            return;
+        };
+        if e.upd != 0 {
+            inner.upd.remove(&e.upd);
+        }
+        inner.upd_seq += 1;
+        e.upd = inner.upd_seq;
+        inner.upd.insert(inner.upd_seq, h);
+        if !sync.dirty.swap(true, Ordering::AcqRel) {
+            if let Some(w) = sync.wake.get() {
+                w();
+            }
+        }
+    }
+
+    /// Sets what a local update of this table (shared with peers) calls,
+    /// once per batch: the peers task's wakeup. False if already set or
+    /// the table has no `peers`.
+    pub fn set_sync_waker(&self, f: Box<dyn Fn() + Send + Sync>) -> bool {
+        self.sync.as_ref().is_some_and(|s| s.wake.set(f).is_ok())
+    }
+
+    /// Takes the "local updates waiting" flag (the peers task, before it
+    /// pushes).
+    pub fn take_dirty(&self) -> bool {
+        self.sync
+            .as_ref()
+            .is_some_and(|s| s.dirty.swap(false, Ordering::AcqRel))
+    }
+
+    /// The number of the last local update (0: none yet).
+    pub fn local_update(&self) -> u64 {
+        self.lock().upd_seq
+    }
+
+    fn wire_of(&self, e: &Entry, key: StKey, now: u32) -> WireEntry {
+        let data = super::SHOW_ORDER
+            .iter()
+            .filter_map(|&d| {
+                let i = self.index[d as usize]? as usize;
+                Some((
+                    d,
+                    match e.data[i] {
+                        Slot::Cnt(c) => WireVal::Cnt(c),
+                        Slot::Rate(f) => {
+                            let (a, b, c) = f.to_wire(now);
+                            WireVal::Freq(a, b, c)
+                        }
+                    },
+                ))
+            })
+            .collect();
+        let exp = match self.def.expire {
+            Some(_) => (e.exp.wrapping_sub(now) as i32).max(0) as u32,
+            None => 0,
+        };
+        WireEntry { key, exp, data }
+    }
+
+    /// The entries updated locally after update `after`, in update order,
+    /// at most `max`, each with its update number.
+    // One macro body serves Copy keys and byte keys.
+    #[allow(clippy::clone_on_copy)]
+    pub fn updates_after(&self, after: u64, max: usize, now: u32) -> Vec<(u64, WireEntry)> {
+        let g = self.lock();
+        let mut out = Vec::new();
+        for (&n, &h) in g.upd.range(after.saturating_add(1)..) {
+            if out.len() >= max {
+                break;
+            }
+            macro_rules! one {
+                ($t:expr, $wrap:expr) => {
+                    if let (Some(k), Some(e)) = ($t.key_ref(h), $t.get(h)) {
+                        out.push((n, self.wire_of(e, $wrap(k.clone()), now)));
+                    }
+                };
+            }
+            match &g.keys {
+                Keys::Ip(t) => one!(t, StKey::Ip),
+                Keys::Ipv6(t) => one!(t, StKey::Ipv6),
+                Keys::Int(t) => one!(t, StKey::Int),
+                Keys::Bytes(t) => one!(t, StKey::Bytes),
+            }
+        }
+        out
+    }
+
+    /// Every entry, in key order (a full resync taught to a peer).
+    pub fn wire_all(&self, now: u32) -> Vec<WireEntry> {
+        let g = self.lock();
+        let mut out = Vec::new();
+        macro_rules! all {
+            ($t:expr, $wrap:expr) => {
+                for (_, k, e) in $t.iter() {
+                    out.push(self.wire_of(e, $wrap(k), now));
+                }
+            };
+        }
+        match &g.keys {
+            Keys::Ip(t) => all!(t, StKey::Ip),
+            Keys::Ipv6(t) => all!(t, StKey::Ipv6),
+            Keys::Int(t) => all!(t, StKey::Int),
+            Keys::Bytes(t) => all!(t, StKey::Bytes),
+        }
+        out
+    }
+
+    /// Applies an entry learned from a peer at `now`: creates it if
+    /// needed, overwrites the values it carries that this table stores
+    /// (never `conn_cur`, which stays local, as in HAProxy), and sets its
+    /// expiry to `exp` ms from now (the table's `expire` when None). Not
+    /// a local update: nothing is pushed back. False when the key is of
+    /// the wrong kind or the table is full.
+    pub fn apply_remote(
+        &self,
+        key: &StKey,
+        exp: Option<u32>,
+        data: &[(Data, WireVal)],
+        now: u32,
+    ) -> bool {
+        let mut g = self.lock();
+        let inner = &mut *g;
+        let existing = with_tree!(&inner.keys, key, |t, k| t.lookup_ref(k));
+        let h = match existing {
+            Some(h) => h,
+            None => {
+                let Some(r) = self.create_unmarked(inner, key, now) else {
+                    return false;
+                };
+                r
+            }
+        };
+        let periods: Vec<Option<u32>> = data.iter().map(|(d, _)| self.period(*d)).collect();
+        let exp_at = match (exp, self.def.expire) {
+            (Some(ms), Some(_)) => now.wrapping_add(ms.min((1 << 31) - 1)),
+            (None, Some(e)) => now.wrapping_add(e),
+            (_, None) => {
+                inner.seq = inner.seq.wrapping_add(1);
+                inner.seq
+            }
+        };
+        let node = any_tree!(&mut inner.keys, |t| t.get_mut(h).map(|e| {
+            for (&(d, v), p) in data.iter().zip(&periods) {
+                if d == Data::ConnCur {
+                    continue;
+                }
+                let Some(i) = self.index[d as usize] else {
+                    continue;
+                };
+                match (&mut e.data[i as usize], v) {
+                    (Slot::Cnt(c), WireVal::Cnt(n)) => *c = n,
+                    (Slot::Rate(f), WireVal::Freq(el, cur, prev)) if p.is_some() => {
+                        *f = super::FreqCtr::from_wire(now, el, cur, prev)
+                    }
+                    _ => {}
+                }
+            }
+            e.exp = exp_at;
+            e.exp_node
+        }));
+        match node {
+            Some(n) => inner.exps.requeue(n, exp_at),
+            None => false,
+        }
+    }
+
+    /// Creates the entry of `key` without a reference or a local update
+    /// mark (an entry learned from a peer). Evicts as [`Self::track`].
+    // One macro body serves Copy keys and byte keys.
+    #[allow(clippy::clone_on_copy)]
+    fn create_unmarked(&self, inner: &mut Inner, key: &StKey, now: u32) -> Option<Handle> {
+        let len = any_tree!(&inner.keys, |t| t.len());
+        if len >= self.def.size && (self.def.nopurge || !Self::evict_one(inner)) {
+            return None;
+        }
+        let exp = self.exp_at(inner, now);
+        let node = inner.exps.insert(exp, Handle::dangling());
+        let entry = Entry {
+            data: self.new_data(now),
+            refs: 0,
+            exp,
+            exp_node: node,
+            upd: 0,
+        };
+        match with_tree!(&mut inner.keys, key, |t, k| Some(
+            t.insert(k.clone(), entry)
+        )) {
+            Some(h) => {
+                if let Some(v) = inner.exps.get_mut(node) {
+                    *v = h;
+                }
+                Some(h)
+            }
+            None => {
+                inner.exps.delete(node);
+                None
+            }
+        }
+    }
+
     /// Removes every unreferenced entry (`clear table NAME`); referenced
     /// ones stay, as in HAProxy. Returns how many went.
     pub fn clear(&self) -> usize {
@@ -573,7 +844,7 @@ impl Table {
             .collect());
         for (h, node) in &gone {
             inner.exps.delete(*node);
-            any_tree!(&mut inner.keys, |t| t.delete(*h));
+            Self::delete_entry(inner, *h);
         }
         gone.len()
     }

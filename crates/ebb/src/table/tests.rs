@@ -34,7 +34,9 @@ fn parses_every_key_type_and_store_type() {
             size: 1,
             expire: None,
             nopurge: true,
-            store: vec![]
+            store: vec![],
+            peers: None,
+            key_size: 65,
         }
     );
     assert_eq!(
@@ -59,7 +61,14 @@ fn refuses_bad_definitions() {
     assert!(e("type ip size 1 store gpc1").contains("'gpc1' is not supported"));
     assert!(e("type ip size 1 store gpc0,gpc0").contains("stored twice"));
     assert!(e("type ip size 1 store conn_rate(0)").contains("above zero"));
-    assert!(e("type ip size 1 peers p").contains("'peers' is not supported"));
+    assert!(e("type ip size 1 peers").contains("'peers' expects a value"));
+    assert_eq!(
+        def("type ip size 1 peers p").unwrap().peers.as_deref(),
+        Some("p")
+    );
+    assert_eq!(def("type string size 1").unwrap().key_size, 32);
+    assert_eq!(def("type string len 32 size 1").unwrap().key_size, 33);
+    assert_eq!(def("type ipv6 size 1").unwrap().key_size, 16);
     assert!(e("type ip size 1 bogus").contains("unknown stick-table option"));
     assert!(e("type ip size").contains("'size' expects a value"));
 }

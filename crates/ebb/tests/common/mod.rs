@@ -371,3 +371,22 @@ pub fn chromium_cmd(bin: &str, profile: &Path) -> Command {
     .arg(format!("--user-data-dir={}", profile.display()));
     c
 }
+
+/// A client connection from a chosen loopback source address.
+pub fn connect_from(src: &str, to: SocketAddr) -> Client {
+    let s = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+    let from: SocketAddr = format!("{src}:0").parse().unwrap();
+    s.bind(&from.into()).unwrap();
+    s.connect(&to.into()).unwrap();
+    Client::from_stream(TcpStream::from(s))
+}
+
+/// A loopback port free right now (for configurations that must name an
+/// address before the process starts).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}

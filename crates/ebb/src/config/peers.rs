@@ -1,0 +1,250 @@
+//! `peers` sections (HAProxy 2.6's section 3.5): the instances that share
+//! stick tables over the peers protocol (the `peers` module runs them).
+//!
+//! ```text
+//! peers NAME
+//!     peer NAME IP:PORT          # the local one: where to listen
+//!     server NAME [IP:PORT]      # 2.x form; the local one has no address...
+//!     bind IP:PORT               # ...and listens on this line's address
+//!     disabled | enabled
+//! ```
+//!
+//! The local peer is the one named as `-L`, else `localpeer`, else the
+//! host name. Transport parameters on `peer`/`server`/`bind` (ssl...),
+//! `default-bind`, `default-server`, `log` and `table` lines are refused
+//! with `file:line`.
+
+use std::net::SocketAddr;
+use std::sync::OnceLock;
+
+use super::types::{Loc, Spanned};
+
+/// One `peer` (or `server`) line.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PeerDef {
+    pub name: String,
+    /// Where to reach it (None: a `server` line without address, the
+    /// local peer listening on the `bind` line).
+    pub addr: Option<SocketAddr>,
+    pub loc: Loc,
+}
+
+/// A `peers` section.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PeersSection {
+    pub name: String,
+    pub loc: Loc,
+    /// `disabled`: no listening, no synchronisation.
+    pub disabled: bool,
+    pub peers: Vec<PeerDef>,
+    /// The `bind` line's address (2.x form).
+    pub bind: Option<Spanned<SocketAddr>>,
+    /// Whether `peer` lines (not `server` lines) were used: HAProxy
+    /// refuses `bind` with them.
+    pub(crate) old_style: Option<Loc>,
+}
+
+impl PeersSection {
+    pub fn new(name: &str, loc: Loc) -> PeersSection {
+        PeersSection {
+            name: name.to_string(),
+            loc,
+            disabled: false,
+            peers: Vec::new(),
+            bind: None,
+            old_style: None,
+        }
+    }
+
+    /// The peer called `name`.
+    pub fn peer(&self, name: &str) -> Option<&PeerDef> {
+        self.peers.iter().find(|p| p.name == name)
+    }
+
+    /// The address the local peer `local` listens on, if it is in this
+    /// section.
+    pub fn listen_addr(&self, local: &str) -> Option<SocketAddr> {
+        let p = self.peer(local)?;
+        p.addr.or(self.bind.as_ref().map(|b| b.value))
+    }
+}
+
+/// `-L NAME` from the command line, which beats `localpeer` (set once by
+/// the program before the configuration is read).
+static LOCAL_PEER_ARG: OnceLock<String> = OnceLock::new();
+
+/// Records `-L NAME`.
+pub fn set_local_peer_arg(name: &str) {
+    let _ = LOCAL_PEER_ARG.set(name.to_string());
+}
+
+/// The local peer name: `-L`, else `localpeer`, else the host name (as
+/// HAProxy).
+pub fn local_peer_name(localpeer: Option<&str>) -> String {
+    if let Some(n) = LOCAL_PEER_ARG.get() {
+        return n.clone();
+    }
+    if let Some(n) = localpeer {
+        return n.to_string();
+    }
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_string())
+        .unwrap_or_else(|_| "localhost".to_string())
+}
+
+fn addr(s: &str) -> Result<SocketAddr, String> {
+    let a = super::parse_bind_addrs(s)?;
+    match a.as_slice() {
+        [one] if one.port() != 0 => Ok(*one),
+        [_] => Err(format!("'{s}': a peer address needs a port")),
+        _ => Err(format!("'{s}': one address and one port expected")),
+    }
+}
+
+/// One line of a `peers` section.
+pub(crate) fn peers_kw(s: &mut PeersSection, w: &[String], loc: &Loc) -> Result<(), String> {
+    let kw = w[0].as_str();
+    let name_ok = |n: &str| {
+        !n.is_empty()
+            && n.bytes()
+                .all(|c| c.is_ascii_alphanumeric() || b"-_.:".contains(&c))
+    };
+    match kw {
+        "peer" | "server" => {
+            let Some(name) = w.get(1) else {
+                return Err(format!("'{kw}' needs a peer name"));
+            };
+            if !name_ok(name) {
+                return Err(format!("invalid peer name '{name}'"));
+            }
+            if let Some(p) = s.peer(name) {
+                return Err(format!(
+                    "peer '{name}' is already declared in peers section '{}' at {}",
+                    s.name, p.loc
+                ));
+            }
+            let a = match (kw, w.get(2)) {
+                ("peer", None) => return Err("'peer' needs an address (IP:PORT)".into()),
+                (_, Some(a)) => Some(addr(a)?),
+                ("server", None) => None,
+                _ => None,
+            };
+            if let Some(x) = w.get(3) {
+                return Err(format!(
+                    "'{kw}' parameter '{x}' is not supported by ebb (peers use plain TCP)"
+                ));
+            }
+            if kw == "peer" {
+                if let Some(b) = &s.bind {
+                    return Err(format!(
+                        "'peer' lines cannot be mixed with the 'bind' line at {} (use 'server')",
+                        b.loc
+                    ));
+                }
+                s.old_style.get_or_insert_with(|| loc.clone());
+            }
+            s.peers.push(PeerDef {
+                name: name.clone(),
+                addr: a,
+                loc: loc.clone(),
+            });
+            Ok(())
+        }
+        "bind" => {
+            let Some(a) = w.get(1) else {
+                return Err("'bind' needs an address (IP:PORT)".into());
+            };
+            if let Some(x) = w.get(2) {
+                return Err(format!(
+                    "'bind' parameter '{x}' is not supported by ebb in a peers section"
+                ));
+            }
+            if let Some(o) = &s.old_style {
+                return Err(format!(
+                    "'bind' is not supported with the 'peer' line at {o} (use 'server')"
+                ));
+            }
+            if let Some(b) = &s.bind {
+                return Err(format!("only one 'bind' line (the first is at {})", b.loc));
+            }
+            s.bind = Some(Spanned {
+                value: addr(a)?,
+                loc: loc.clone(),
+            });
+            Ok(())
+        }
+        "disabled" | "enabled" => {
+            if w.len() > 1 {
+                return Err(format!("'{kw}' takes no argument"));
+            }
+            s.disabled = kw == "disabled";
+            Ok(())
+        }
+        "table" => Err(
+            "'table' in a peers section is not supported by ebb (declare the table with 'stick-table ... peers NAME' in a backend)"
+                .into(),
+        ),
+        "default-bind" | "default-server" | "log" | "shards" => {
+            Err(format!("'{kw}' in a peers section is not supported by ebb"))
+        }
+        _ => Err(format!("unknown keyword '{kw}' in peers section")),
+    }
+}
+
+/// Checks the sections against the tables that name them, once the whole
+/// configuration is read; `local` is the local peer name. Tables of a
+/// `disabled` section lose their `peers` (HAProxy disables them silently).
+pub(crate) fn check(
+    sections: &[PeersSection],
+    tables: &mut [(&str, &mut Spanned<crate::table::TableDef>)],
+    local: &str,
+) -> Vec<(Loc, String)> {
+    let mut errs = Vec::new();
+    for (i, s) in sections.iter().enumerate() {
+        if let Some(q) = sections[..i].iter().find(|q| q.name == s.name) {
+            errs.push((
+                s.loc.clone(),
+                format!(
+                    "peers section '{}' is already declared at {}",
+                    s.name, q.loc
+                ),
+            ));
+        }
+        if let Some(p) = s.peer(local) {
+            if p.addr.is_none() && s.bind.is_none() {
+                errs.push((
+                    p.loc.clone(),
+                    format!("local peer '{local}' has no address: give one or add a 'bind' line"),
+                ));
+            }
+        }
+        for p in &s.peers {
+            if p.name != local && p.addr.is_none() {
+                errs.push((
+                    p.loc.clone(),
+                    format!("remote peer '{}' needs an address (IP:PORT)", p.name),
+                ));
+            }
+        }
+    }
+    for (proxy, t) in tables.iter_mut() {
+        let Some(name) = t.value.peers.clone() else {
+            continue;
+        };
+        match sections.iter().find(|s| s.name == name) {
+            None => errs.push((
+                t.loc.clone(),
+                format!("stick-table of '{proxy}': unknown peers section '{name}'"),
+            )),
+            Some(s) if s.disabled => t.value.peers = None,
+            Some(s) if s.peer(local).is_none() => errs.push((
+                t.loc.clone(),
+                format!(
+                    "stick-table of '{proxy}': unable to find local peer '{local}' in peers section '{name}' (the local peer is named by -L, 'localpeer' or the host name)"
+                ),
+            )),
+            Some(_) => {}
+        }
+    }
+    errs
+}

@@ -1,0 +1,563 @@
+//! `peers` sections through the real binaries on loopback: two ebb
+//! instances share a table (a rate counted on one denies on the other),
+//! ebb and HAProxy 2.6 share a table both ways (each one's `show table`),
+//! a restarted peer learns the table again (resync), and a malformed peer
+//! message closes that connection with a log line while ebb goes on.
+//! Every wait is on an event (the CLI showing the entry), never a sleep.
+
+mod common;
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::*;
+
+const DEFAULTS: &str =
+    "defaults\n    mode http\n    timeout client 10s\n    timeout server 10s\n    timeout connect 5s\n";
+
+/// Waits for `cond` up to 60 s (resyncs run on HAProxy's 5 s timers).
+fn wait_for(what: &str, mut cond: impl FnMut() -> bool) {
+    let until = Instant::now() + Duration::from_secs(60);
+    while !cond() {
+        assert!(Instant::now() < until, "never happened: {what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// One request from `src`; the status.
+fn get_from(src: &str, to: SocketAddr) -> u16 {
+    let mut c = connect_from(src, to);
+    c.send(b"GET / HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n");
+    c.read_resp_opt(false).map_or(0, |r| r.status)
+}
+
+/// A value of the entry of `key` in a `show table` answer.
+fn value(table: &str, key: &str, data: &str) -> Option<u64> {
+    let line = table
+        .lines()
+        .find(|l| l.contains(&format!(" key={key} ")))?;
+    line.split(' ')
+        .find_map(|w| {
+            let (n, v) = w.split_once('=')?;
+            let n = n.split('(').next()?;
+            (n == data).then(|| v.parse().ok())
+        })
+        .flatten()
+}
+
+/// The common configuration of every instance: a peers section, a
+/// frontend tracking the source in its table shared with the peers, a
+/// rate rule and a counter.
+fn config(sock: &Path, peers: &[(&str, u16)], http: u16) -> String {
+    let mut c = format!(
+        "global\n    stats socket {} level admin\n{DEFAULTS}peers mesh\n",
+        sock.display()
+    );
+    for (n, p) in peers {
+        c.push_str(&format!("    peer {n} 127.0.0.1:{p}\n"));
+    }
+    c.push_str(&format!(
+        "frontend web\n    bind 127.0.0.1:{http}\n    stick-table type ip size 1m expire 60s store gpt0,gpc0,gpc0_rate(10s),conn_cnt,conn_rate(10s),conn_cur,sess_cnt,sess_rate(10s),http_req_cnt,http_req_rate(10s),http_err_cnt,http_err_rate(10s),bytes_in_cnt,bytes_in_rate(10s),bytes_out_cnt,bytes_out_rate(10s),server_id peers mesh\n    http-request track-sc0 src\n    http-request deny deny_status 429 if {{ src_http_req_rate gt 5 }}\n    http-request sc-inc-gpc0(0)\n    http-request return status 200 content-type text/plain string ok\n"
+    ));
+    c
+}
+
+fn start_ebb(dir: &Path, name: &str, cfg: &str) -> Ebb {
+    let path = dir.join(format!("{name}.cfg"));
+    std::fs::write(&path, cfg).unwrap();
+    let d = scratch(&format!("peers-{name}"));
+    Ebb::start_args(&["-f", path.to_str().unwrap(), "-L", name], d)
+}
+
+/// Two ebb, "a" and "b", peers of each other.
+struct Pair {
+    dir: PathBuf,
+    a: Ebb,
+    b: Ebb,
+    sa: PathBuf,
+    sb: PathBuf,
+    /// B's configuration, to start it again.
+    cfg_b: String,
+}
+
+fn pair(name: &str) -> Pair {
+    let dir = scratch(name);
+    let (pa, pb, ha, hb) = (free_port(), free_port(), free_port(), free_port());
+    let peers = [("a", pa), ("b", pb)];
+    let (sa, sb) = (dir.join("a.sock"), dir.join("b.sock"));
+    let a = start_ebb(&dir, "a", &config(&sa, &peers, ha));
+    let cfg_b = config(&sb, &peers, hb);
+    let b = start_ebb(&dir, "b", &cfg_b);
+    Pair {
+        dir,
+        a,
+        b,
+        sa,
+        sb,
+        cfg_b,
+    }
+}
+
+#[test]
+fn two_ebb_share_a_rate_and_the_second_denies() {
+    let Pair { a, b, sa, sb, .. } = pair("peers-two");
+    let (wa, wb) = (a.addrs[0], b.addrs[0]);
+    // Six requests on A from 127.0.0.1: the rate there is 6 (the sixth is
+    // already above 5 and denied by A itself).
+    for _ in 0..6 {
+        get_from("127.0.0.1", wa);
+    }
+    // B learns the entry with its counters.
+    wait_for("B shows A's counters", || {
+        value(&cli_cmd(&sb, "show table web"), "127.0.0.1", "http_req_cnt") == Some(6)
+    });
+    let tb = cli_cmd(&sb, "show table web");
+    assert!(
+        value(&tb, "127.0.0.1", "http_req_rate").unwrap() >= 6,
+        "{tb}"
+    );
+    // The sixth request was denied before its sc-inc-gpc0.
+    assert_eq!(value(&tb, "127.0.0.1", "gpc0"), Some(5), "{tb}");
+    // conn_cur is never learned (HAProxy's rule): 0 on B.
+    assert_eq!(value(&tb, "127.0.0.1", "conn_cur"), Some(0), "{tb}");
+    // B never saw this client, yet denies it on the learned rate; another
+    // source passes.
+    assert_eq!(get_from("127.0.0.1", wb), 429);
+    assert_eq!(get_from("127.0.0.2", wb), 200);
+    // And back: B's entry for 127.0.0.2 reaches A.
+    wait_for("A shows B's entry", || {
+        value(&cli_cmd(&sa, "show table web"), "127.0.0.2", "http_req_cnt") == Some(1)
+    });
+    let tb = cli_cmd(&sb, "show table web");
+    assert!(
+        value(&tb, "127.0.0.1", "http_req_cnt").unwrap() >= 7,
+        "{tb}"
+    );
+}
+
+/// A running HAProxy, killed on drop.
+struct Haproxy(Child);
+
+impl Drop for Haproxy {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn start_haproxy(dir: &Path, name: &str, cfg: &str, sock: &Path) -> Haproxy {
+    let path = dir.join(format!("{name}.cfg"));
+    std::fs::write(&path, cfg).unwrap();
+    let h = Haproxy(
+        Command::new("haproxy")
+            .args(["-f", path.to_str().unwrap(), "-L", name, "-db"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start haproxy"),
+    );
+    wait_for("haproxy's socket", || {
+        std::os::unix::net::UnixStream::connect(sock).is_ok()
+    });
+    h
+}
+
+#[test]
+fn ebb_and_haproxy_share_a_table_both_ways() {
+    if !have("haproxy") {
+        eprintln!("haproxy not installed: skipped");
+        return;
+    }
+    let dir = scratch("peers-haproxy");
+    let (pe, ph, he, hh) = (free_port(), free_port(), free_port(), free_port());
+    let peers = [("ebb1", pe), ("hap1", ph)];
+    let (se, sh) = (dir.join("e.sock"), dir.join("h.sock"));
+    let e = start_ebb(&dir, "ebb1", &config(&se, &peers, he));
+    let _h = start_haproxy(&dir, "hap1", &config(&sh, &peers, hh), &sh);
+    let we = e.addrs[0];
+    let wh: SocketAddr = format!("127.0.0.1:{hh}").parse().unwrap();
+    // Three requests on ebb from .1, two on HAProxy from .2.
+    for _ in 0..3 {
+        assert_eq!(get_from("127.0.0.1", we), 200);
+    }
+    wait_for("haproxy accepting", || TcpStream::connect(wh).is_ok());
+    for _ in 0..2 {
+        assert_eq!(get_from("127.0.0.2", wh), 200);
+    }
+    // HAProxy learns ebb's entry, ebb learns HAProxy's.
+    wait_for("haproxy shows ebb's entry", || {
+        value(&cli_cmd(&sh, "show table web"), "127.0.0.1", "http_req_cnt") == Some(3)
+    });
+    wait_for("ebb shows haproxy's entry", || {
+        value(&cli_cmd(&se, "show table web"), "127.0.0.2", "http_req_cnt") == Some(2)
+    });
+    let (te, th) = (
+        cli_cmd(&se, "show table web"),
+        cli_cmd(&sh, "show table web"),
+    );
+    // Every counter crossed as it was (rates move with time; conn_cur
+    // stays local).
+    let counters = [
+        "gpt0",
+        "gpc0",
+        "conn_cnt",
+        "sess_cnt",
+        "http_req_cnt",
+        "http_err_cnt",
+        "bytes_in_cnt",
+        "bytes_out_cnt",
+        "server_id",
+    ];
+    for (key, data) in ["127.0.0.1", "127.0.0.2"]
+        .iter()
+        .flat_map(|k| counters.iter().map(move |d| (*k, *d)))
+    {
+        assert!(value(&te, key, data).is_some(), "{key} {data}\n{te}");
+        assert_eq!(
+            value(&te, key, data),
+            value(&th, key, data),
+            "{key} {data}\nebb:\n{te}\nhaproxy:\n{th}"
+        );
+    }
+    // The rate travels too: HAProxy denies .1 once ebb counted above 5.
+    for _ in 0..4 {
+        get_from("127.0.0.1", we);
+    }
+    wait_for("haproxy shows the rate", || {
+        value(
+            &cli_cmd(&sh, "show table web"),
+            "127.0.0.1",
+            "http_req_rate",
+        )
+        .unwrap_or(0)
+            > 5
+    });
+    assert_eq!(get_from("127.0.0.1", wh), 429);
+    // HAProxy restarts empty and asks ebb for a full resync: it learns
+    // both entries from ebb (its own .2 included).
+    drop(_h);
+    let n1 = value(&cli_cmd(&se, "show table web"), "127.0.0.1", "http_req_cnt");
+    let _h = start_haproxy(&dir, "hap1", &config(&sh, &peers, hh), &sh);
+    wait_for("the new haproxy learns the table from ebb", || {
+        let t = cli_cmd(&sh, "show table web");
+        value(&t, "127.0.0.1", "http_req_cnt") == n1
+            && value(&t, "127.0.0.2", "http_req_cnt") == Some(2)
+    });
+    // And ebb restarts empty and learns the table back from HAProxy.
+    drop(e);
+    let e = start_ebb(&dir, "ebb1", &config(&se, &peers, he));
+    wait_for("the new ebb learns the table from haproxy", || {
+        let t = cli_cmd(&se, "show table web");
+        value(&t, "127.0.0.1", "http_req_cnt") == n1
+            && value(&t, "127.0.0.2", "http_req_cnt") == Some(2)
+    });
+    drop(e);
+}
+
+#[test]
+fn a_restarted_peer_learns_the_table_again() {
+    let Pair {
+        dir,
+        a,
+        b,
+        sb,
+        cfg_b,
+        ..
+    } = pair("peers-restart");
+    for _ in 0..3 {
+        get_from("127.0.0.1", a.addrs[0]);
+    }
+    wait_for("B shows the entry", || {
+        value(&cli_cmd(&sb, "show table web"), "127.0.0.1", "http_req_cnt") == Some(3)
+    });
+    // B goes away (killed: nothing handed over) and comes back empty: it
+    // asks A for a full resync and learns the entry.
+    drop(b);
+    get_from("127.0.0.3", a.addrs[0]);
+    let b = start_ebb(&dir, "b", &cfg_b);
+    wait_for("the new B learns the table", || {
+        let t = cli_cmd(&sb, "show table web");
+        value(&t, "127.0.0.1", "http_req_cnt") == Some(3)
+            && value(&t, "127.0.0.3", "http_req_cnt") == Some(1)
+    });
+    // The connection is live again: a new update flows at once.
+    get_from("127.0.0.4", a.addrs[0]);
+    wait_for("the new B gets new updates", || {
+        value(&cli_cmd(&sb, "show table web"), "127.0.0.4", "http_req_cnt") == Some(1)
+    });
+    drop(b);
+}
+
+/// A peer's handshake on `addr` as `me` (for `them`); the status line.
+fn handshake(addr: SocketAddr, them: &str, me: &str) -> (TcpStream, String) {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    s.write_all(format!("HAProxyS 2.1\n{them}\n{me} 1234 1\n").as_bytes())
+        .unwrap();
+    let mut line = Vec::new();
+    let mut b = [0u8; 1];
+    while s.read(&mut b).unwrap_or(0) == 1 && b[0] != b'\n' {
+        line.push(b[0]);
+    }
+    (s, String::from_utf8_lossy(&line).into_owned())
+}
+
+/// Sends `msg` on an established session; what comes back until close
+/// (HAProxy and ebb answer a protocol error with class 1, type 0).
+fn send_bad(mut s: TcpStream, msg: &[u8]) -> Vec<u8> {
+    s.write_all(msg).unwrap();
+    let mut out = Vec::new();
+    let _ = s.read_to_end(&mut out);
+    out
+}
+
+#[test]
+fn a_malformed_message_closes_that_peer_and_ebb_goes_on() {
+    let dir = scratch("peers-bad");
+    let (pa, pb, ha) = (free_port(), free_port(), free_port());
+    let peers = [("a", pa), ("b", pb)];
+    let sa = dir.join("a.sock");
+    let a = start_ebb(&dir, "a", &config(&sa, &peers, ha));
+    let peer: SocketAddr = format!("127.0.0.1:{pa}").parse().unwrap();
+    // Handshake refusals, with HAProxy's codes.
+    assert_eq!(handshake(peer, "x", "b").1, "503");
+    assert_eq!(handshake(peer, "a", "nobody").1, "504");
+    // A good handshake, then a stick-table message whose length encoding
+    // never ends.
+    let (s, st) = handshake(peer, "a", "b");
+    assert_eq!(st, "200");
+    let back = send_bad(s, &[10, 0x80, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff]);
+    assert!(back.ends_with(&[1, 0]), "{back:?}");
+    a.wait_stderr("peer b: protocol error", Duration::from_secs(60))
+        .expect("a log line");
+    // An update cut short after a valid definition: closed too.
+    let (s, st) = handshake(peer, "a", "b");
+    assert_eq!(st, "200");
+    // Definition of table "web" (id 1): ipv4 keys of 4 bytes, gpc0 (bit
+    // 2); then a timed update of 3 bytes, short of its 4-byte number.
+    let mut msg = vec![10, 0x82, 8, 1, 3];
+    msg.extend_from_slice(b"web");
+    msg.extend_from_slice(&[4, 4, 4]);
+    msg.extend_from_slice(&[10, 0x85, 3, 0, 0, 0]);
+    let back = send_bad(s, &msg);
+    assert!(back.ends_with(&[1, 0]), "{back:?}");
+    // ebb still serves, and its peer port still takes a good peer.
+    assert_eq!(get_from("127.0.0.9", a.addrs[0]), 200);
+    let (_s, st) = handshake(peer, "a", "b");
+    assert_eq!(st, "200");
+    // HAProxy answers the same malformed message the same way.
+    if have("haproxy") {
+        let hd = scratch("peers-bad-h");
+        let (ph, hh) = (free_port(), free_port());
+        let sh = hd.join("h.sock");
+        let _h = start_haproxy(&hd, "h", &config(&sh, &[("h", ph), ("b", pb)], hh), &sh);
+        let hp: SocketAddr = format!("127.0.0.1:{ph}").parse().unwrap();
+        wait_for("haproxy's peer port", || TcpStream::connect(hp).is_ok());
+        let (s, st) = handshake(hp, "h", "b");
+        assert_eq!(st, "200");
+        let back = send_bad(s, &[10, 0x80, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff]);
+        assert!(back.ends_with(&[1, 0]), "haproxy: {back:?}");
+    }
+}
+
+#[test]
+fn peers_lines_are_checked_at_start() {
+    let dir = scratch("peers-check");
+    let cfg = format!(
+        "{DEFAULTS}peers mesh\n    peer other 127.0.0.1:1\nfrontend web\n    bind 127.0.0.1:0\n    stick-table type ip size 1 peers mesh\n    http-request return status 200\n"
+    );
+    let path: PathBuf = dir.join("t.cfg");
+    std::fs::write(&path, cfg).unwrap();
+    let (code, _, err) = run_ebb(&["-c", "-f", path.to_str().unwrap(), "-L", "me"], &dir);
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains("t.cfg:10: ") && err.contains("unable to find local peer 'me'"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_reload_hands_the_table_to_the_new_process() {
+    // HAProxy's reload: the old process, once stopping, connects to the
+    // local peer's address (now the new process's) and teaches it every
+    // entry. The only remote peer is absent, so nothing else could.
+    let dir = scratch("peers-reload");
+    let (pa, pz, ha) = (free_port(), free_port(), free_port());
+    let sa = dir.join("a.sock");
+    let cfg = config(&sa, &[("a", pa), ("z", pz)], ha)
+        .replace(" level admin\n", " level admin expose-fd listeners\n");
+    let path = dir.join("a.cfg");
+    std::fs::write(&path, &cfg).unwrap();
+    let mut old = Ebb::start_args(
+        &["-f", path.to_str().unwrap(), "-L", "a"],
+        scratch("peers-old"),
+    );
+    for _ in 0..3 {
+        assert_eq!(get_from("127.0.0.1", old.addrs[0]), 200);
+    }
+    assert_eq!(
+        value(&cli_cmd(&sa, "show table web"), "127.0.0.1", "http_req_cnt"),
+        Some(3)
+    );
+    let pid = old.pid().to_string();
+    let new = Ebb::start_args(
+        &[
+            "-x",
+            sa.to_str().unwrap(),
+            "-sf",
+            &pid,
+            "-f",
+            path.to_str().unwrap(),
+            "-L",
+            "a",
+        ],
+        scratch("peers-new"),
+    );
+    assert_eq!(old.wait_exit(Duration::from_secs(60)), Some(0));
+    let t = cli_cmd(&sa, "show table web");
+    assert_eq!(value(&t, "127.0.0.1", "http_req_cnt"), Some(3), "{t}");
+    // "finished", or "partial" when the old process had not finished its
+    // own start-up resync (its remote peer is absent), as HAProxy says.
+    new.wait_stderr("peer a: ", Duration::from_secs(60))
+        .and_then(|_| new.wait_stderr("resync", Duration::from_secs(60)))
+        .expect("the new process logs the lesson");
+}
+
+#[test]
+fn two_ebb_and_one_haproxy_see_each_others_counters() {
+    if !have("haproxy") {
+        eprintln!("haproxy not installed: skipped");
+        return;
+    }
+    let dir = scratch("peers-three");
+    let (pa, pb, ph) = (free_port(), free_port(), free_port());
+    let (ha, hb, hh) = (free_port(), free_port(), free_port());
+    let peers = [("a", pa), ("b", pb), ("h", ph)];
+    let (sa, sb, sh) = (dir.join("a.sock"), dir.join("b.sock"), dir.join("h.sock"));
+    let a = start_ebb(&dir, "a", &config(&sa, &peers, ha));
+    let b = start_ebb(&dir, "b", &config(&sb, &peers, hb));
+    let _h = start_haproxy(&dir, "h", &config(&sh, &peers, hh), &sh);
+    let wh: SocketAddr = format!("127.0.0.1:{hh}").parse().unwrap();
+    wait_for("haproxy accepting", || TcpStream::connect(wh).is_ok());
+    // One counter per instance, each seen by the two others.
+    get_from("127.0.0.1", a.addrs[0]);
+    get_from("127.0.0.2", b.addrs[0]);
+    get_from("127.0.0.3", wh);
+    for (sock, who) in [(&sa, "a"), (&sb, "b"), (&sh, "h")] {
+        wait_for(&format!("{who} sees the three counters"), || {
+            let t = cli_cmd(sock, "show table web");
+            ["127.0.0.1", "127.0.0.2", "127.0.0.3"]
+                .iter()
+                .all(|k| value(&t, k, "gpc0") == Some(1))
+        });
+    }
+}
+
+#[test]
+fn a_sighup_reload_keeps_the_shared_table() {
+    let dir = scratch("peers-hup");
+    let (pa, pz, ha) = (free_port(), free_port(), free_port());
+    let sa = dir.join("a.sock");
+    let a = start_ebb(&dir, "a", &config(&sa, &[("a", pa), ("z", pz)], ha));
+    for _ in 0..2 {
+        get_from("127.0.0.1", a.addrs[0]);
+    }
+    a.signal("HUP");
+    a.wait_stderr("configuration reloaded", Duration::from_secs(60))
+        .expect("reloaded");
+    // The rules of the new configuration count in the same table.
+    get_from("127.0.0.1", a.addrs[0]);
+    let t = cli_cmd(&sa, "show table web");
+    assert_eq!(value(&t, "127.0.0.1", "http_req_cnt"), Some(3), "{t}");
+}
+
+/// The `used:N` of a `show table NAME` header.
+fn used(table: &str) -> Option<usize> {
+    table
+        .lines()
+        .next()?
+        .split("used:")
+        .nth(1)?
+        .trim()
+        .parse()
+        .ok()
+}
+
+#[test]
+fn thousands_of_entries_cross_in_batches() {
+    let Pair {
+        dir,
+        a: _a,
+        b,
+        sa,
+        sb,
+        cfg_b,
+    } = pair("peers-many");
+    // 20000 entries set on A's CLI: several push batches of 2000, over
+    // 1 MB on the wire (beyond the 256 kB read and write bounds).
+    for chunk in 0..40 {
+        let line: Vec<String> = (0..500)
+            .map(|i| {
+                let n = chunk * 500 + i;
+                format!(
+                    "set table web key 10.1.{}.{} data.gpc0 {}",
+                    n / 256,
+                    n % 256,
+                    n
+                )
+            })
+            .collect();
+        cli_cmd(&sa, &line.join(";"));
+    }
+    assert_eq!(used(&cli_cmd(&sa, "show table web")), Some(20000));
+    wait_for("B has the 20000 entries", || {
+        used(&cli_cmd(&sb, "show table web")) == Some(20000)
+    });
+    let t = cli_cmd(&sb, "show table web key 10.1.19.135");
+    assert_eq!(
+        value(&t, "10.1.19.135", "gpc0"),
+        Some(19 * 256 + 135),
+        "{t}"
+    );
+    // A restarted B learns them all by a full resync.
+    drop(b);
+    let _b = start_ebb(&dir, "b", &cfg_b);
+    wait_for("the new B learns the 20000 entries", || {
+        used(&cli_cmd(&sb, "show table web")) == Some(20000)
+    });
+}
+
+#[test]
+fn a_master_worker_reload_hands_the_table_to_the_new_worker() {
+    let dir = scratch("peers-mw");
+    let (pw, pz, hw) = (free_port(), free_port(), free_port());
+    let sw = dir.join("w.sock");
+    let cfg = config(&sw, &[("w", pw), ("z", pz)], hw);
+    let path = dir.join("w.cfg");
+    std::fs::write(&path, &cfg).unwrap();
+    let m = Ebb::start_args(
+        &["-W", "-f", path.to_str().unwrap(), "-L", "w"],
+        scratch("peers-mw-run"),
+    );
+    for _ in 0..3 {
+        assert_eq!(get_from("127.0.0.1", m.addrs[0]), 200);
+    }
+    m.signal("USR2");
+    m.wait_stdout("ebb: ready", Duration::from_secs(60))
+        .expect("the new worker is ready");
+    // The new worker logs its lesson (the old one teaches only once
+    // stopping, its listeners closed): the next request reaches the new
+    // worker, whose count goes on from the taught 3. The CLI may still
+    // reach the old worker (3) for a moment; the new one says 4 (it would
+    // say 1 had it learned nothing).
+    m.wait_stderr("resync", Duration::from_secs(60))
+        .expect("the lesson is logged");
+    assert_eq!(get_from("127.0.0.1", m.addrs[0]), 200);
+    wait_for("the new worker counts on from the taught entry", || {
+        value(&cli_cmd(&sw, "show table web"), "127.0.0.1", "http_req_cnt") == Some(4)
+    });
+}
