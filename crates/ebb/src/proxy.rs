@@ -239,6 +239,11 @@ pub struct ServersRt {
     /// `option httpclose` on the backend: the client connection closes
     /// after the response too.
     pub close: bool,
+    /// `cookie NAME ...`: the persistence cookie.
+    pub cookie: Option<crate::config::cookie::CookieCfg>,
+    /// `force-persist` (true) / `ignore-persist` (false) rules, compiled
+    /// with the backend's matcher.
+    pub persist_rules: Vec<(bool, Cond)>,
 }
 
 /// Server-side defaults when the configuration sets none, in ms: connect
@@ -390,6 +395,8 @@ pub struct FrontendRt {
     pub log_format: Option<crate::sample::logline::LogLine>,
     /// `capture request|response header` lines, in order.
     pub captures: Vec<crate::sample::logline::CaptureHdr>,
+    /// `capture cookie`, `unique-id-format`, `unique-id-header`.
+    pub txn: crate::config::cookie::FrontTxn,
     /// `use_backend` rules in order.
     pub use_backends: Vec<UseBackendRt>,
     pub default_backend: Option<usize>,
@@ -686,6 +693,11 @@ fn compile_servers(
         forwardfor: p.options.forwardfor.clone(),
         server_close: p.options.conn_mode != HttpConnMode::KeepAlive,
         close: p.options.conn_mode == HttpConnMode::Close,
+        cookie: p.cookie.clone().map(|mut c| {
+            c.persist = p.options.persist;
+            c
+        }),
+        persist_rules: Vec::new(),
     })
 }
 
@@ -805,6 +817,12 @@ pub fn compile_keeping(
                 ));
             };
             let matcher = Matcher::for_proxy(p)?;
+            let mut kind = kind;
+            if let BackendKind::Servers(sr) = &mut kind {
+                for (force, c) in &p.persist_rules {
+                    sr.persist_rules.push((*force, matcher.cond(c)?));
+                }
+            }
             // A listen section's layer-4 part is compiled (and warned
             // about) once, as its frontend's.
             let l4 = if p.kind.is_frontend() {
@@ -941,6 +959,7 @@ pub fn compile_keeping(
                 after_response,
                 log_format: p.log_format.as_ref().map(|l| l.value.clone()),
                 captures: p.captures.clone(),
+                txn: crate::config::cookie::FrontTxn::of(p),
                 use_backends,
                 default_backend,
                 errorfiles: p
@@ -985,24 +1004,38 @@ pub fn compile_keeping(
     }
 }
 
-/// The Location of a redirect for a request's path (with query) and host.
-pub fn redirect_location(r: &Redirect, path_q: &[u8], host: Option<&[u8]>) -> Vec<u8> {
+/// The Location of a redirect for a request's path (with query) and host;
+/// `ctx` (the request's) evaluates a log-format target.
+pub fn redirect_location(
+    r: &Redirect,
+    path_q: &[u8],
+    host: Option<&[u8]>,
+    ctx: Option<&crate::sample::Ctx<'_>>,
+) -> Vec<u8> {
     let (path, query) = match path_q.iter().position(|&c| c == b'?') {
         Some(i) => (&path_q[..i], &path_q[i..]),
         None => (path_q, &b""[..]),
     };
-    let mut out = Vec::with_capacity(r.target.len() + path_q.len() + 16);
+    let mut target = Vec::new();
+    match (&r.fmt, ctx) {
+        (Some(f), Some(c)) => f.render(c, &mut target),
+        _ => target.extend_from_slice(r.target.as_bytes()),
+    }
+    let mut out = Vec::with_capacity(target.len() + path_q.len() + 16);
     match r.kind {
         crate::config::RedirectKind::Location => {
-            out.extend_from_slice(r.target.as_bytes());
+            out.extend_from_slice(&target);
             return out;
         }
+        // HAProxy's rule: the prefix as written (a trailing '/' kept),
+        // except exactly "/", which inserts nothing (checked side by side).
         crate::config::RedirectKind::Prefix => {
-            let t = r.target.trim_end_matches('/');
-            out.extend_from_slice(t.as_bytes());
+            if target != b"/" {
+                out.extend_from_slice(&target);
+            }
         }
         crate::config::RedirectKind::Scheme => {
-            out.extend_from_slice(r.target.as_bytes());
+            out.extend_from_slice(&target);
             out.extend_from_slice(b"://");
             out.extend_from_slice(host.unwrap_or(b"localhost"));
         }
@@ -1083,6 +1116,7 @@ mod tests {
         Redirect {
             kind,
             target: target.into(),
+            fmt: None,
             code: 302,
             drop_query,
             append_slash,
@@ -1092,17 +1126,19 @@ mod tests {
     #[test]
     fn redirect_locations() {
         let loc = redirect(RedirectKind::Location, "https://x/", false, false);
-        assert_eq!(redirect_location(&loc, b"/a?b", None), b"https://x/");
+        assert_eq!(redirect_location(&loc, b"/a?b", None, None), b"https://x/");
         let pre = redirect(RedirectKind::Prefix, "https://new.example", false, false);
         assert_eq!(
-            redirect_location(&pre, b"/a?b=1", None),
+            redirect_location(&pre, b"/a?b=1", None, None),
             b"https://new.example/a?b=1"
         );
         let pre = redirect(RedirectKind::Prefix, "/v2/", true, true);
-        assert_eq!(redirect_location(&pre, b"/a?b=1", None), b"/v2/a/");
+        assert_eq!(redirect_location(&pre, b"/a?b=1", None, None), b"/v2//a/");
+        let root = redirect(RedirectKind::Prefix, "/", false, false);
+        assert_eq!(redirect_location(&root, b"/a", None, None), b"/a");
         let sch = redirect(RedirectKind::Scheme, "https", false, false);
         assert_eq!(
-            redirect_location(&sch, b"/p?q", Some(b"h.example:8080")),
+            redirect_location(&sch, b"/p?q", Some(b"h.example:8080"), None),
             b"https://h.example:8080/p?q"
         );
     }

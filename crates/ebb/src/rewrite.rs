@@ -262,34 +262,208 @@ impl<'a> ReqState<'a> {
                 }
             },
         }
-        let mut out = Vec::with_capacity(h.head_len + 64);
-        out.extend_from_slice(&method);
-        out.push(b' ');
-        out.extend_from_slice(&target);
-        out.extend_from_slice(match h.version {
-            Version::Http10 => b" HTTP/1.0\r\n",
-            Version::Http11 => b" HTTP/1.1\r\n",
-        });
-        for (n, v) in &fields {
-            out.extend_from_slice(n);
-            out.extend_from_slice(b": ");
-            out.extend_from_slice(v);
-            out.extend_from_slice(b"\r\n");
-        }
-        out.extend_from_slice(b"\r\n");
-        let mut head = RequestHead::default();
-        match parse_request_into(&out, limits, &mut head) {
-            Ok(Status::Complete(())) if head.head_len == out.len() => {}
-            _ => return Err(RewriteFailed),
-        }
-        // The body's framing was decided by the received head: a rule may
-        // not change it (the server would read the body differently).
-        if head.framing != h.framing || head.expect_continue != h.expect_continue {
-            return Err(RewriteFailed);
-        }
-        self.edited = Some(Box::new(Edited { buf: out, head }));
+        let e = build(&method, &target, h, &fields, limits)?;
+        self.edited = Some(Box::new(e));
         Ok(())
     }
+}
+
+/// Writes a request head from its parts and parses it back; the body's
+/// framing must stay what the received head `h` decided.
+fn build(
+    method: &[u8],
+    target: &[u8],
+    h: &RequestHead,
+    fields: &Fields,
+    limits: &Limits,
+) -> Result<Edited, RewriteFailed> {
+    let mut out = Vec::with_capacity(h.head_len + 64);
+    out.extend_from_slice(method);
+    out.push(b' ');
+    out.extend_from_slice(target);
+    out.extend_from_slice(match h.version {
+        Version::Http10 => b" HTTP/1.0\r\n",
+        Version::Http11 => b" HTTP/1.1\r\n",
+    });
+    for (n, v) in fields {
+        out.extend_from_slice(n);
+        out.extend_from_slice(b": ");
+        out.extend_from_slice(v);
+        out.extend_from_slice(b"\r\n");
+    }
+    out.extend_from_slice(b"\r\n");
+    let mut head = RequestHead::default();
+    match parse_request_into(&out, limits, &mut head) {
+        Ok(Status::Complete(())) if head.head_len == out.len() => {}
+        _ => return Err(RewriteFailed),
+    }
+    // The body's framing was decided by the received head: a rule may
+    // not change it (the server would read the body differently).
+    if head.framing != h.framing || head.expect_continue != h.expect_continue {
+        return Err(RewriteFailed);
+    }
+    Ok(Edited { buf: out, head })
+}
+
+/// Seconds since the epoch (cookie dates).
+fn now_secs() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+/// The exchange's last steps before its request goes to a server of the
+/// backend `sr`, once its rules ran: the unique id (`unique-id-format`,
+/// sent in `unique-id-header`), then the persistence cookie and `capture
+/// cookie` (`crate::backend::cookie`). `ctx` holds the request as it is
+/// now; returns that request edited when its head changed. The server the
+/// cookie designates is left in the exchange's `TxnInfo::ck_direct`.
+pub fn before_server(
+    fe: &crate::proxy::FrontendRt,
+    be: &crate::proxy::BackendRt,
+    ctx: &Ctx<'_>,
+    limits: &Limits,
+) -> Option<Box<Edited>> {
+    let crate::proxy::BackendKind::Servers(sr) = &be.kind else {
+        return None;
+    };
+    let t = &fe.txn;
+    if t.unique_id.is_none() && sr.cookie.is_none() && t.capture_cookie.is_none() {
+        return None;
+    }
+    let req = ctx.req?;
+    let store = ctx.vars?;
+    let uid = t.unique_id.as_ref().map(|f| {
+        let mut v = Vec::new();
+        f.render(ctx, &mut v);
+        v
+    });
+    let h = req.head;
+    let mut fields: Fields = h
+        .headers
+        .iter()
+        .map(|f| (f.name.get(req.buf).to_vec(), f.value.get(req.buf).to_vec()))
+        .collect();
+    let mut changed = false;
+    // The first `force-persist` / `ignore-persist` rule that holds.
+    let persist = sr
+        .persist_rules
+        .iter()
+        .find(|(_, c)| be.matcher.holds(Some(c), ctx));
+    let mut st = store.try_borrow_mut().ok()?;
+    match persist {
+        Some((true, _)) => {
+            st.info.ck_force = true;
+            st.info.ck_force_rule = true;
+        }
+        Some((false, _)) => st.info.ck_ignore = true,
+        None => {}
+    }
+    if let Some(v) = uid {
+        if let Some(name) = &t.unique_id_header {
+            fields.push((name.as_bytes().to_vec(), v.clone()));
+            changed = true;
+        }
+        st.info.unique_id = Some(v);
+    }
+    changed |= crate::backend::cookie::request(
+        sr.cookie.as_ref(),
+        t.capture_cookie.as_ref(),
+        &sr.farm.servers,
+        &mut fields,
+        &mut st.info,
+        now_secs(),
+    );
+    drop(st);
+    if !changed {
+        return None;
+    }
+    build(
+        h.method_span.get(req.buf),
+        h.target.get(req.buf),
+        h,
+        &fields,
+        limits,
+    )
+    .ok()
+    .map(Box::new)
+}
+
+/// The persistence cookie and `capture cookie` on a response head from
+/// server `srv` (`crate::backend::cookie::response`), before the
+/// response rules run; notes the server's id for `srv_id`. `get_or_head` and `post` describe the request.
+pub fn cookie_response(
+    fe: &crate::proxy::FrontendRt,
+    be: &crate::proxy::BackendRt,
+    srv: Option<&crate::backend::ServerRt>,
+    method: crate::http1::Method,
+    head: &mut ResHead,
+    vars: &std::cell::RefCell<crate::sample::VarStore>,
+) {
+    use crate::http1::Method;
+    if let (Some(s), Ok(mut v)) = (srv, vars.try_borrow_mut()) {
+        v.info.srv_id = Some(s.idx as u32 + 1);
+    }
+    let crate::proxy::BackendKind::Servers(sr) = &be.kind else {
+        return;
+    };
+    if !cookie_on_response(fe, be) {
+        return;
+    }
+    let get = matches!(method, Method::Get | Method::Head);
+    let cacheable = crate::backend::cookie::cacheable(get, head.status, &head.fields);
+    if let Ok(mut st) = vars.try_borrow_mut() {
+        crate::backend::cookie::response(
+            sr.cookie.as_ref(),
+            fe.txn.capture_cookie.as_ref(),
+            srv,
+            &crate::backend::cookie::RespFacts {
+                post: method == Method::Post,
+                cacheable,
+                now: now_secs(),
+            },
+            &mut head.fields,
+            &mut st.info,
+        );
+    }
+}
+
+/// Notes for the log line what the backend knew at the exchange's end:
+/// `%bc` (streams on the backend), `%sc` (on the server; HAProxy counts
+/// them once this exchange gave its slot back, as here), `%rc` (retries: `retries` less those left), `%si:%sp`.
+pub fn note_for_log(
+    vars: &std::cell::RefCell<crate::sample::VarStore>,
+    farm: &crate::backend::Farm,
+    srv: Option<&crate::backend::ServerRt>,
+    retries_left: u32,
+    redispatched: bool,
+) {
+    use std::sync::atomic::Ordering::Relaxed;
+    let queued = |q: &std::sync::Mutex<std::collections::VecDeque<_>>| {
+        q.lock().map_or(0, |q| q.len() as u32)
+    };
+    let be: u32 = farm
+        .servers
+        .iter()
+        .map(|s| s.cur.load(Relaxed) + queued(&s.queue))
+        .sum::<u32>()
+        + queued(&farm.queue);
+    if let Ok(mut v) = vars.try_borrow_mut() {
+        let i = &mut v.info;
+        i.be_conns = be;
+        i.srv_conns = srv.map_or(0, |s| s.cur.load(Relaxed));
+        i.retries = farm.retries.saturating_sub(retries_left);
+        // After `force-persist` the same server is tried again instead.
+        i.redispatched = redispatched && !i.ck_force_rule;
+        i.srv_addr = srv.and_then(|s| s.addr);
+        i.srv_id = srv.map(|s| s.idx as u32 + 1);
+    }
+}
+
+/// Whether responses of this exchange go through [`cookie_response`].
+pub fn cookie_on_response(fe: &crate::proxy::FrontendRt, be: &crate::proxy::BackendRt) -> bool {
+    fe.txn.capture_cookie.is_some()
+        || matches!(&be.kind, crate::proxy::BackendKind::Servers(sr) if sr.cookie.is_some())
 }
 
 enum Act<'r> {

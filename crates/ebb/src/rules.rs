@@ -22,7 +22,9 @@ use crate::config::{
     Proxy,
 };
 use crate::http1::Version;
+use crate::sample::patref::{find_str, How, PatRef};
 use crate::sample::{Ctx, Scratch, Val};
+use std::sync::Arc;
 
 /// What a condition looks at: the sample context of the exchange (the
 /// request head over its buffer, addresses, names).
@@ -85,6 +87,8 @@ struct Test {
     icase: bool,
     patterns: Vec<Pattern>,
     regexes: Vec<Regex>,
+    /// `-f FILE` patterns (`crate::sample::patref`).
+    files: Vec<Arc<PatRef>>,
 }
 
 /// The compiled ACLs of one proxy: named ones by index, inline ones kept in
@@ -129,6 +133,7 @@ fn compile_test(t: &AclTest) -> Result<Test, ConfigError> {
         icase: t.ignore_case,
         patterns: t.patterns.clone(),
         regexes,
+        files: t.files.iter().map(|f| Arc::clone(&f.0)).collect(),
     })
 }
 
@@ -259,6 +264,18 @@ fn contains(s: &[u8], p: &[u8], icase: bool) -> bool {
 pub(crate) use crate::sample::map::word;
 
 fn match_str(t: &Test, s: &[u8]) -> bool {
+    if let Some(how) = t
+        .method
+        .file_how()
+        .filter(|h| !matches!(h, How::Ip | How::Int))
+    {
+        if t.files
+            .iter()
+            .any(|f| find_str(&f.snapshot(), how, t.icase, s).is_some())
+        {
+            return true;
+        }
+    }
     match t.method {
         MatchMethod::Found => true,
         MatchMethod::Reg => t.regexes.iter().any(|re| re.is_match(s)),
@@ -291,10 +308,13 @@ fn eval(t: &Test, r: &Ctx<'_>) -> bool {
     if let Fetch::Src = &t.fetch {
         return match t.method {
             MatchMethod::Found => true,
-            _ => t.patterns.iter().any(|p| match p {
-                Pattern::Net(n) => n.contains(r.src.ip()),
-                _ => false,
-            }),
+            _ => {
+                file_ip(t, r.src.ip())
+                    || t.patterns.iter().any(|p| match p {
+                        Pattern::Net(n) => n.contains(r.src.ip()),
+                        _ => false,
+                    })
+            }
         };
     }
     let Some(q) = &r.req else {
@@ -325,6 +345,15 @@ fn eval(t: &Test, r: &Ctx<'_>) -> bool {
     }
 }
 
+fn file_ip(t: &Test, ip: std::net::IpAddr) -> bool {
+    t.files.iter().any(|f| {
+        f.snapshot()
+            .nets()
+            .iter()
+            .any(|n| n.as_ref().is_some_and(|n| n.contains(ip)))
+    })
+}
+
 /// Matches one value of a sample-expression ACL.
 fn match_val(t: &Test, v: Val, s: &Scratch) -> bool {
     match t.method {
@@ -347,7 +376,13 @@ fn match_val(t: &Test, v: Val, s: &Scratch) -> bool {
                 },
                 Val::Ip(_) => return false,
             };
-            t.patterns
+            t.files.iter().any(|f| {
+                f.snapshot()
+                    .ints()
+                    .iter()
+                    .any(|r| r.is_some_and(|(lo, hi)| lo <= i && i <= hi))
+            }) || t
+                .patterns
                 .iter()
                 .any(|p| matches!(p, Pattern::Int(lo, hi) if *lo <= i && i <= *hi))
         }
@@ -363,9 +398,10 @@ fn match_val(t: &Test, v: Val, s: &Scratch) -> bool {
                 },
                 _ => return false,
             };
-            t.patterns
-                .iter()
-                .any(|p| matches!(p, Pattern::Net(n) if n.contains(ip)))
+            file_ip(t, ip)
+                || t.patterns
+                    .iter()
+                    .any(|p| matches!(p, Pattern::Net(n) if n.contains(ip)))
         }
         _ => match v {
             Val::Str | Val::Bin | Val::Meth => match_str(t, &s.cur),

@@ -35,6 +35,7 @@
 //! Lock order: a server's queue, then the backend's queue.
 
 pub mod check;
+pub mod cookie;
 pub mod error;
 pub mod extra;
 pub mod lb;

@@ -19,6 +19,7 @@
 //!
 //! This module only parses and executes; [`socket`] carries the bytes.
 
+mod maps;
 pub mod socket;
 
 use std::fmt::Write as _;
@@ -117,6 +118,42 @@ const COMMANDS: &[(&str, &str, CliLevel, &str)] = &[
         "[all]",
         CliLevel::Operator,
         "client sessions that exist now",
+    ),
+    (
+        "show map|acl",
+        "[MAP|#ID]",
+        CliLevel::User,
+        "the map or ACL files, or one file's entries",
+    ),
+    (
+        "get map|acl",
+        "MAP|#ID VALUE",
+        CliLevel::User,
+        "what each use of the file finds for VALUE",
+    ),
+    (
+        "add map|acl",
+        "MAP|#ID KEY [VALUE]",
+        CliLevel::Operator,
+        "add an entry to a map or ACL file",
+    ),
+    (
+        "set map",
+        "MAP|#ID KEY|#ENTRY VALUE",
+        CliLevel::Operator,
+        "change the value of a map's entries",
+    ),
+    (
+        "del map|acl",
+        "MAP|#ID KEY|#ENTRY",
+        CliLevel::Operator,
+        "remove entries",
+    ),
+    (
+        "clear map|acl",
+        "MAP|#ID",
+        CliLevel::Operator,
+        "remove every entry",
     ),
     (
         "show table",
@@ -236,7 +273,8 @@ pub fn execute_line(
             }
             _ => {}
         }
-        let mut out = match execute(p, level, &words, isolate) {
+        let res = maps::execute(level, &cmd).unwrap_or_else(|| execute(p, level, &words, isolate));
+        let mut out = match res {
             Ok(s) => s,
             Err(e) => e,
         };

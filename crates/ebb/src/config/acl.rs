@@ -13,8 +13,63 @@ use super::values::{is_token, parse_ipnet};
 use crate::sample::{Expr, Scope, Type};
 
 /// Parses the criterion, flags and values of an ACL (everything after the
-/// name in `acl NAME ...`, or inside `{ }`).
+/// name in `acl NAME ...`, or inside `{ }`). `-f FILE` adds the patterns
+/// of a file, shared with its other users and changed by the CLI's `add
+/// acl`/`del acl` (`crate::sample::patref`).
 pub(crate) fn parse_acl_test(words: &[String], loc: &Loc) -> Result<AclTest, String> {
+    let mut rest = Vec::with_capacity(words.len());
+    let mut files = Vec::new();
+    let mut i = 0;
+    while i < words.len() {
+        let w = &words[i];
+        if i > 0 && !w.starts_with('-') {
+            rest.extend_from_slice(&words[i..]);
+            break;
+        }
+        if w == "--" {
+            rest.extend_from_slice(&words[i..]);
+            break;
+        }
+        if w == "-f" {
+            let f = words
+                .get(i + 1)
+                .ok_or_else(|| "flag '-f' expects a file name".to_string())?;
+            files.push(f.clone());
+            i += 2;
+            continue;
+        }
+        rest.push(w.clone());
+        if w == "-m" {
+            if let Some(m) = words.get(i + 1) {
+                rest.push(m.clone());
+                i += 1;
+            }
+        }
+        i += 1;
+    }
+    let mut t = parse_test(&rest, loc)?;
+    for f in files {
+        let how = t
+            .method
+            .file_how()
+            .ok_or_else(|| "flag '-f' needs a match method that reads patterns".to_string())?;
+        let user = crate::sample::patref::User {
+            how,
+            icase: t.ignore_case,
+            out: None,
+            at: format!("acl at file '{}' line {}", loc.file, loc.line),
+        };
+        let r = crate::sample::patref::load(&f, false, user)?;
+        for e in r.snapshot().entries.iter() {
+            r.check(&e.key, None)
+                .map_err(|x| format!("pattern file '{f}': {x}"))?;
+        }
+        t.files.push(crate::sample::patref::PatFile(r));
+    }
+    Ok(t)
+}
+
+fn parse_test(words: &[String], loc: &Loc) -> Result<AclTest, String> {
     let Some(criterion) = words.first() else {
         return Err("missing ACL criterion".to_string());
     };
@@ -68,10 +123,10 @@ pub(crate) fn parse_acl_test(words: &[String], loc: &Loc) -> Result<AclTest, Str
                     }
                 };
             }
-            "-f" | "-M" => {
-                return Err(format!(
-                    "ACL flag '{w}' (patterns from a file) is not supported"
-                ))
+            "-M" => {
+                return Err(
+                    "ACL flag '-M' (a map file's keys as patterns) is not supported".to_string(),
+                )
             }
             other => return Err(format!("unknown ACL flag '{other}'")),
         }
@@ -138,6 +193,7 @@ pub(crate) fn parse_acl_test(words: &[String], loc: &Loc) -> Result<AclTest, Str
         method,
         ignore_case,
         patterns,
+        files: Vec::new(),
         loc: loc.clone(),
     })
 }
@@ -256,6 +312,7 @@ fn sample_test(
         method,
         ignore_case,
         patterns,
+        files: Vec::new(),
         loc: loc.clone(),
     })
 }
@@ -338,6 +395,7 @@ fn predefined(name: &str, loc: &Loc) -> Option<AclTest> {
         method,
         ignore_case: false,
         patterns,
+        files: Vec::new(),
         loc: loc.clone(),
     };
     let meth = |v: &[&str]| t(Fetch::Method, MatchMethod::Str, s(v));

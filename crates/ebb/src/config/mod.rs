@@ -34,6 +34,7 @@
 
 mod acl;
 pub mod cond;
+pub mod cookie;
 mod lexer;
 mod parse;
 mod peers;

@@ -172,6 +172,11 @@ fn new_proxy(name: &str, kind: ProxyKind, loc: Loc) -> Proxy {
         mode: ProxyMode::Http,
         tcp_request: Vec::new(),
         inspect_delay: None,
+        cookie: None,
+        persist_rules: Vec::new(),
+        capture_cookie: None,
+        unique_id_format: None,
+        unique_id_header: None,
     }
 }
 
@@ -289,17 +294,19 @@ const PROXY_KEYWORDS: &[&str] = &[
     "hash-type",
     "hash-balance-factor",
     "tcp-request",
+    "cookie",
+    "unique-id-format",
+    "unique-id-header",
+    "force-persist",
+    "ignore-persist",
 ];
 
 /// HAProxy proxy keywords ebb does not implement.
 const HAPROXY_PROXY_UNSUPPORTED: &[&str] = &[
-    "cookie",
     "fullconn",
     "http-send-name-header",
     "tcp-response",
     "filter",
-    "unique-id-format",
-    "unique-id-header",
     "log-format-sd",
     "error-log-format",
     "log-tag",
@@ -309,9 +316,6 @@ const HAPROXY_PROXY_UNSUPPORTED: &[&str] = &[
     "enabled",
     "monitor-uri",
     "monitor",
-    "persist",
-    "force-persist",
-    "ignore-persist",
     "rate-limit",
     "source",
     "email-alert",
@@ -346,7 +350,6 @@ const HAPROXY_OPTIONS_UNSUPPORTED: &[&str] = &[
     "log-separate-errors",
     "logasap",
     "nolinger",
-    "persist",
     "prefer-last-server",
     "splice-auto",
     "splice-request",
@@ -378,6 +381,7 @@ const HAPROXY_OPTIONS_UNSUPPORTED: &[&str] = &[
 ];
 
 const OPTIONS: &[&str] = &[
+    "persist",
     "http-keep-alive",
     "http-server-close",
     "httpclose",
@@ -1625,7 +1629,7 @@ fn proxy_kw(px: &mut Proxy, ctx: &Ctx<'_>, words: &[String]) -> Result<(), Strin
         "redirect" => {
             ctx.allow(kw, FE | BE, false)?;
             let (args, c) = split_cond(&w[1..]);
-            let r = parse_redirect(args)?;
+            let r = parse_redirect(args, request_scope(px))?;
             let cond = cond_of(c, px, loc)?;
             unreachable_rule(px)?;
             px.http_request.push(HttpRequestRule {
@@ -1633,6 +1637,39 @@ fn proxy_kw(px: &mut Proxy, ctx: &Ctx<'_>, words: &[String]) -> Result<(), Strin
                 cond,
                 loc: loc.clone(),
             });
+        }
+        "cookie" => {
+            ctx.allow(kw, BE, true)?;
+            px.cookie = Some(super::cookie::parse(&w[1..])?);
+        }
+        "force-persist" | "ignore-persist" => {
+            // HAProxy evaluates the backend's rules only.
+            ctx.allow(kw, BE, false)?;
+            let (args, c) = split_cond(&w[1..]);
+            if !args.is_empty() || c.is_none() {
+                return Err(format!("'{kw}' expects 'if' or 'unless' and a condition"));
+            }
+            let cond =
+                cond_of(c, px, ctx.loc)?.ok_or_else(|| format!("'{kw}' needs a condition"))?;
+            px.persist_rules.push((kw == "force-persist", cond));
+        }
+        "unique-id-format" => {
+            ctx.allow(kw, FE, true)?;
+            let [_, f] = w else {
+                return Err("'unique-id-format' expects one format string (quote it)".to_string());
+            };
+            let scope = crate::sample::Scope::Request { backend: false };
+            px.unique_id_format = Some(crate::sample::LogFormat::parse(f, scope)?);
+        }
+        "unique-id-header" => {
+            ctx.allow(kw, FE, true)?;
+            let [_, h] = w else {
+                return Err("'unique-id-header' expects a header name".to_string());
+            };
+            if !crate::net::is_token(h) {
+                return Err(format!("'unique-id-header': invalid header name '{h}'"));
+            }
+            px.unique_id_header = Some(h.clone());
         }
         "log-format" => {
             ctx.allow(kw, FE, true)?;
@@ -1664,8 +1701,15 @@ fn proxy_kw(px: &mut Proxy, ctx: &Ctx<'_>, words: &[String]) -> Result<(), Strin
                         parse_u32_range("capture len", n, 1, 65_536)?,
                     )
                 }
-                [c, ..] if c == "cookie" => {
-                    return Err("'capture cookie' is not supported by ebb yet".to_string())
+                [c, name, l, n] if c == "cookie" && l == "len" => {
+                    if px.capture_cookie.is_some() {
+                        return Err("only one 'capture cookie' is allowed per frontend".to_string());
+                    }
+                    px.capture_cookie = Some(super::cookie::CaptureCookie {
+                        name: name.clone(),
+                        len: parse_u32_range("capture cookie len", n, 1, 65_536)? as usize,
+                    });
+                    return Ok(());
                 }
                 _ => return Err(
                     "'capture' expects 'request header NAME len N' or 'response header NAME len N'"
@@ -2085,7 +2129,7 @@ fn proxy_option(px: &mut Proxy, ctx: &Ctx<'_>, no: bool, w: &[String]) -> Result
     let name = arg(w, 1, "option")?;
     let caps = match name {
         "http-keep-alive" | "httpclose" | "http-server-close" | "forwardfor" => FE | BE,
-        "redispatch" | "httpchk" | "log-health-checks" => BE,
+        "redispatch" | "httpchk" | "log-health-checks" | "persist" => BE,
         "httplog" | "tcplog" | "dontlognull" | "idle-close-on-response" => FE,
         o if HAPROXY_OPTIONS_UNSUPPORTED.contains(&o) => {
             return Err(format!("HAProxy option '{o}' is not supported by ebb"))
@@ -2124,6 +2168,10 @@ fn proxy_option(px: &mut Proxy, ctx: &Ctx<'_>, no: bool, w: &[String]) -> Result
         "redispatch" => {
             no_args(rest)?;
             o.redispatch = !no;
+        }
+        "persist" => {
+            no_args(rest)?;
+            o.persist = !no;
         }
         "httplog" => {
             no_args(rest)?;
@@ -2658,9 +2706,10 @@ fn parse_server_opts(w: &[String], o: &mut ServerOptions, ctx: &Ctx<'_>) -> Resu
                         }
                     }
                     "pool-purge-delay" => o.pool_purge_delay = parse_time(v)?,
+                    "cookie" => o.cookie = Some(v.to_string()),
                     _ => {
                         return Err(format!(
-                            "unknown server option '{opt}' (supported: weight, maxconn, maxqueue, backup, disabled, check, inter, fastinter, downinter, rise, fall, slowstart, ssl, verify, ca-file, sni, ciphers, ciphersuites, ssl-min-ver, ssl-max-ver, no-tlsv12, no-tlsv13, force-tlsv12, force-tlsv13, no-tls-tickets, pool-max-conn, pool-purge-delay)"
+                            "unknown server option '{opt}' (supported: weight, maxconn, maxqueue, backup, disabled, check, inter, fastinter, downinter, rise, fall, slowstart, ssl, verify, ca-file, sni, cookie, ciphers, ciphersuites, ssl-min-ver, ssl-max-ver, no-tlsv12, no-tlsv13, force-tlsv12, force-tlsv13, no-tls-tickets, pool-max-conn, pool-purge-delay)"
                         ))
                     }
                 }
@@ -3076,7 +3125,7 @@ const SERVE_FILES_OPTIONS: &[&str] = &[
     "precompressed",
 ];
 
-fn parse_redirect(args: &[String]) -> Result<Redirect, String> {
+fn parse_redirect(args: &[String], scope: Scope) -> Result<Redirect, String> {
     let kind = match args.first().map(String::as_str) {
         Some("location") => RedirectKind::Location,
         Some("prefix") => RedirectKind::Prefix,
@@ -3089,10 +3138,19 @@ fn parse_redirect(args: &[String]) -> Result<Redirect, String> {
         None => return Err("'redirect' expects location, prefix or scheme".to_string()),
     };
     let target = arg(args, 1, "redirect")?;
-    log_format_value(target)?;
+    let target = header_value(target)?;
+    let fmt = if target.contains('%') {
+        Some(
+            crate::sample::LogFormat::parse(&target, scope)
+                .map_err(|e| format!("redirect target: {e}"))?,
+        )
+    } else {
+        None
+    };
     let mut r = Redirect {
         kind,
-        target: target.to_string(),
+        target,
+        fmt,
         code: 302,
         drop_query: false,
         append_slash: false,
@@ -3145,7 +3203,7 @@ fn parse_http_request(
             ctx,
             request_scope(px),
         )?)),
-        "redirect" => HttpRequestAction::Redirect(parse_redirect(args)?),
+        "redirect" => HttpRequestAction::Redirect(parse_redirect(args, request_scope(px))?),
         "deny" => {
             let mut status = 403;
             match args {
@@ -3440,12 +3498,9 @@ fn parse_return(args: &[String], ctx: &Ctx<'_>, scope: Scope) -> Result<ReturnAc
     let mut i = 0;
     while i < args.len() {
         let opt = args[i].as_str();
-        if matches!(
-            opt,
-            "errorfile" | "errorfiles" | "default-errorfiles" | "lf-file"
-        ) {
+        if matches!(opt, "errorfile" | "errorfiles" | "default-errorfiles") {
             return Err(format!(
-                "'http-request return ... {opt}' is not supported (use string, lf-string or file)"
+                "'http-request return ... {opt}' is not supported (use string, lf-string, file or lf-file)"
             ));
         }
         let v = arg(args, i + 1, opt)
@@ -3475,6 +3530,20 @@ fn parse_return(args: &[String], ctx: &Ctx<'_>, scope: Scope) -> Result<ReturnAc
                 let content = read_file(&path)?;
                 set_body(&mut r, ReturnBody::File { path, content })?;
             }
+            // The file's content is a log-format string (an empty file is
+            // no body, as for `file`).
+            "lf-file" => {
+                let path = ctx.resolve(v);
+                let content = read_file(&path)?;
+                if !content.is_empty() {
+                    let text = String::from_utf8(content).map_err(|_| {
+                        format!("'http-request return' lf-file '{v}' is not UTF-8 text")
+                    })?;
+                    let f = LfFormat::parse(&text, scope)
+                        .map_err(|e| format!("'http-request return' lf-file '{v}': {e}"))?;
+                    set_body(&mut r, ReturnBody::LfString(f))?;
+                }
+            }
             "hdr" => {
                 let value = arg(args, i + 2, "hdr")
                     .map_err(|_| "'hdr' expects NAME VALUE".to_string())?;
@@ -3494,7 +3563,7 @@ fn parse_return(args: &[String], ctx: &Ctx<'_>, scope: Scope) -> Result<ReturnAc
             }
             o => {
                 return Err(format!(
-                    "unknown 'http-request return' option '{o}' (supported: status, content-type, string, lf-string, file, hdr)"
+                    "unknown 'http-request return' option '{o}' (supported: status, content-type, string, lf-string, file, lf-file, hdr)"
                 ))
             }
         }
@@ -3509,8 +3578,10 @@ fn parse_return(args: &[String], ctx: &Ctx<'_>, scope: Scope) -> Result<ReturnAc
     if has_body && r.content_type.is_none() {
         return Err("'http-request return' with a body needs a 'content-type'".to_string());
     }
-    if r.content_type.is_some() && r.body == ReturnBody::None {
-        return Err("'content-type' without a body (string, lf-string or file)".to_string());
+    // HAProxy's meaning: without a payload, 'content-type' is ignored (a
+    // dummy answer with only the status is sent).
+    if !has_body {
+        r.content_type = None;
     }
     if has_body && matches!(r.status, 204 | 304) {
         return Err(format!("status {} must not have a body", r.status));

@@ -397,6 +397,15 @@ pub struct Proxy {
     pub tcp_request: Vec<TcpRequestRule>,
     /// `tcp-request inspect-delay`.
     pub inspect_delay: Option<Duration>,
+    /// `cookie NAME ...` (backends): the persistence cookie.
+    pub cookie: Option<super::cookie::CookieCfg>,
+    /// `force-persist` (true) / `ignore-persist` (false) rules, in order.
+    pub persist_rules: Vec<(bool, Condition)>,
+    /// `capture cookie NAME len N` (frontends).
+    pub capture_cookie: Option<super::cookie::CaptureCookie>,
+    /// `unique-id-format FMT` and `unique-id-header NAME` (frontends).
+    pub unique_id_format: Option<crate::sample::LogFormat>,
+    pub unique_id_header: Option<String>,
 }
 
 /// A proxy's `compression` lines (HAProxy's meaning: a backend's `algo`
@@ -524,6 +533,9 @@ pub struct ProxyOptions {
     pub conn_mode: HttpConnMode,
     pub forwardfor: Option<ForwardFor>,
     pub redispatch: bool,
+    /// `option persist`: a persistence cookie naming a down server still
+    /// sends the request there.
+    pub persist: bool,
     pub httplog: bool,
     /// `option tcplog`: HAProxy's TCP log line at the session's end.
     pub tcplog: bool,
@@ -696,6 +708,26 @@ pub enum MatchMethod {
     Bool,
 }
 
+impl MatchMethod {
+    /// How this method reads a pattern file (`-f`); `None` for the
+    /// methods that take no pattern.
+    pub fn file_how(self) -> Option<crate::sample::patref::How> {
+        use crate::sample::patref::How;
+        Some(match self {
+            MatchMethod::Str => How::Str,
+            MatchMethod::Beg => How::Beg,
+            MatchMethod::End => How::End,
+            MatchMethod::Sub => How::Sub,
+            MatchMethod::Dir => How::Dir,
+            MatchMethod::Dom => How::Dom,
+            MatchMethod::Reg => How::Reg,
+            MatchMethod::Ip => How::Ip,
+            MatchMethod::Int => How::Int,
+            MatchMethod::Found | MatchMethod::Bool => return None,
+        })
+    }
+}
+
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Pattern {
     Str(String),
@@ -712,6 +744,8 @@ pub struct AclTest {
     /// `-i`.
     pub ignore_case: bool,
     pub patterns: Vec<Pattern>,
+    /// `-f FILE`: the patterns of these files too.
+    pub files: Vec<crate::sample::patref::PatFile>,
     pub loc: Loc,
 }
 
@@ -791,6 +825,9 @@ pub enum RedirectKind {
 pub struct Redirect {
     pub kind: RedirectKind,
     pub target: String,
+    /// The target as a log-format string, when it holds `%` (evaluated
+    /// for each request, as HAProxy does).
+    pub fmt: Option<crate::sample::LogFormat>,
     /// 301, 302 (default), 303, 307 or 308.
     pub code: u16,
     pub drop_query: bool,
@@ -1018,6 +1055,8 @@ pub struct ServerOptions {
     /// `send-proxy` (1) / `send-proxy-v2` (2): a PROXY header before the
     /// first byte to the server; 0: none.
     pub send_proxy: u8,
+    /// `cookie VALUE`: the server's persistence cookie value.
+    pub cookie: Option<String>,
     /// `check-send-proxy`: health checks send one too (they also do when
     /// `send_proxy` is set, HAProxy's rule with no `port`/`addr`).
     pub check_send_proxy: bool,
@@ -1076,6 +1115,7 @@ impl Default for ServerOptions {
             tls: ServerTlsPolicy::default(),
             send_proxy: 0,
             check_send_proxy: false,
+            cookie: None,
         }
     }
 }

@@ -54,6 +54,28 @@ pub(super) enum Conv {
     },
     Xxh64(u64),
     Map(Arc<Map>),
+    /// `add_item(delim[,var][,suffix])`.
+    AddItem {
+        delim: Vec<u8>,
+        var: Option<super::VarRef>,
+        suffix: Vec<u8>,
+    },
+    /// `be2dec(sep,chunk[,truncate])` / `be2hex([sep][,chunk][,truncate])`.
+    Be2 {
+        hex: bool,
+        sep: Vec<u8>,
+        chunk: usize,
+        truncate: bool,
+    },
+    /// `iif(true,false)`.
+    Iif(Vec<u8>, Vec<u8>),
+    /// `url_enc([query])`.
+    UrlEnc,
+    /// `ub64enc` / `ub64dec`: base64url without padding.
+    Ub64Enc,
+    Ub64Dec,
+    /// `sha1`, `sha2([224|256|384|512])`.
+    Digest(&'static ring::digest::Algorithm),
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -269,6 +291,88 @@ impl Conv {
                 Ok(Conv::Xxh64(seed))
             }
             n if n.starts_with("map") => Ok(Conv::Map(Arc::new(Map::compile(n, args)?))),
+            "add_item" => {
+                count(name, args, 2, 3)?;
+                let var = match args[1].as_str() {
+                    "" => None,
+                    v => Some(super::VarRef::parse(v)?),
+                };
+                let suffix = args.get(2).cloned().unwrap_or_default();
+                if var.is_none() && suffix.is_empty() {
+                    return Err(
+                        "converter 'add_item': a variable or a suffix is required".to_string()
+                    );
+                }
+                Ok(Conv::AddItem {
+                    delim: args[0].as_bytes().to_vec(),
+                    var,
+                    suffix: suffix.into_bytes(),
+                })
+            }
+            "be2dec" | "be2hex" => {
+                let hex = name == "be2hex";
+                if hex {
+                    count(name, args, 0, 3)?;
+                } else {
+                    count(name, args, 2, 3)?;
+                }
+                let chunk = match args.get(1).filter(|a| !a.is_empty()) {
+                    Some(a) => int(name, a)?,
+                    None => 1,
+                };
+                if chunk < 1 || (!hex && chunk > 8) {
+                    return Err(format!(
+                        "converter '{name}': chunk size '{chunk}' out of range (1 to {})",
+                        if hex { "any" } else { "8" }
+                    ));
+                }
+                let truncate = match args.get(2) {
+                    Some(a) => int(name, a)? != 0,
+                    None => false,
+                };
+                Ok(Conv::Be2 {
+                    hex,
+                    sep: args.first().cloned().unwrap_or_default().into_bytes(),
+                    chunk: chunk as usize,
+                    truncate,
+                })
+            }
+            "iif" => {
+                count(name, args, 2, 2)?;
+                Ok(Conv::Iif(
+                    args[0].as_bytes().to_vec(),
+                    args[1].as_bytes().to_vec(),
+                ))
+            }
+            "url_enc" => {
+                count(name, args, 0, 1)?;
+                match args.first().map(String::as_str) {
+                    None | Some("") | Some("query") => Ok(Conv::UrlEnc),
+                    Some(o) => Err(format!(
+                        "converter 'url_enc': unknown encoding type '{o}' (supported: query)"
+                    )),
+                }
+            }
+            "ub64enc" => none(Conv::Ub64Enc),
+            "ub64dec" => none(Conv::Ub64Dec),
+            "sha1" => none(Conv::Digest(&ring::digest::SHA1_FOR_LEGACY_USE_ONLY)),
+            "sha2" => {
+                count(name, args, 0, 1)?;
+                let bits = match args.first().filter(|a| !a.is_empty()) {
+                    Some(a) => int(name, a)?,
+                    None => 256,
+                };
+                Ok(Conv::Digest(match bits {
+                    256 => &ring::digest::SHA256,
+                    384 => &ring::digest::SHA384,
+                    512 => &ring::digest::SHA512,
+                    o => {
+                        return Err(format!(
+                        "converter 'sha2': unsupported size '{o}' (ebb computes 256, 384 and 512)"
+                    ))
+                    }
+                }))
+            }
             _ => Err(format!("unknown converter '{name}'")),
         }
     }
@@ -276,9 +380,15 @@ impl Conv {
     /// The type this converter expects (the previous step is cast to it).
     pub(super) fn in_type(&self) -> Type {
         match self {
-            Conv::Base64 | Conv::Hex | Conv::Bytes { .. } | Conv::Hash { .. } | Conv::Xxh64(_) => {
-                Type::Bin
-            }
+            Conv::Base64
+            | Conv::Hex
+            | Conv::Bytes { .. }
+            | Conv::Hash { .. }
+            | Conv::Xxh64(_)
+            | Conv::Be2 { .. }
+            | Conv::Ub64Enc
+            | Conv::Digest(_) => Type::Bin,
+            Conv::Iif(..) => Type::Bool,
             Conv::Arith(..) | Conv::Neg => Type::Int,
             Conv::IpMask { .. } => Type::Ip,
             Conv::Map(m) => m.in_type(),
@@ -288,7 +398,7 @@ impl Conv {
 
     pub(super) fn out_type(&self, _input: Type) -> Type {
         match self {
-            Conv::B64Dec | Conv::Bytes { .. } => Type::Bin,
+            Conv::B64Dec | Conv::Bytes { .. } | Conv::Ub64Dec | Conv::Digest(_) => Type::Bin,
             Conv::Length | Conv::Arith(..) | Conv::Neg | Conv::Hash { .. } | Conv::Xxh64(_) => {
                 Type::Int
             }
@@ -339,7 +449,7 @@ impl Conv {
                 delims,
                 count,
             } => {
-                let (a, b) = field(&s.cur, *n, delims, *count, *word);
+                let (a, b) = field(&s.cur, *n, delims, *count, *word)?;
                 s.cur.truncate(b);
                 s.cur.drain(..a);
                 Some(Val::Str)
@@ -439,6 +549,111 @@ impl Conv {
             }
             Conv::Xxh64(seed) => Some(Val::Int(hash::xxh64(&s.cur, *seed) as i64)),
             Conv::Map(m) => m.apply(v, s),
+            Conv::AddItem { delim, var, suffix } => {
+                let mut tail = Scratch::default();
+                if let (Some(r), Some(store)) = (var, ctx.vars) {
+                    if let Some(x) = store
+                        .try_borrow_mut()
+                        .ok()
+                        .and_then(|mut st| st.get(r, &mut tail))
+                    {
+                        if cast(x, Type::Str, &mut tail).is_none() {
+                            tail.cur.clear();
+                        }
+                    }
+                }
+                tail.cur.extend_from_slice(suffix);
+                // The delimiter only between two non-empty parts.
+                if !s.cur.is_empty() && !tail.cur.is_empty() {
+                    s.cur.extend_from_slice(delim);
+                }
+                s.cur.extend_from_slice(&tail.cur);
+                Some(Val::Str)
+            }
+            Conv::Be2 {
+                hex,
+                sep,
+                chunk,
+                truncate,
+            } => {
+                s.tmp.clear();
+                for (i, ch) in s.cur.chunks(*chunk).enumerate() {
+                    if *truncate && ch.len() < *chunk {
+                        break;
+                    }
+                    if i > 0 {
+                        s.tmp.extend_from_slice(sep);
+                    }
+                    if *hex {
+                        for b in ch {
+                            let _ = write!(s.tmp, "{b:02X}");
+                        }
+                    } else {
+                        let n = ch.iter().fold(0u64, |n, &b| n << 8 | u64::from(b));
+                        let _ = write!(s.tmp, "{n}");
+                    }
+                }
+                swap(s, Val::Str)
+            }
+            Conv::Iif(t, f) => {
+                let Val::Bool(b) = v else { return None };
+                s.cur.clear();
+                s.cur.extend_from_slice(if b { t } else { f });
+                Some(Val::Str)
+            }
+            Conv::UrlEnc => {
+                s.tmp.clear();
+                for &c in &s.cur {
+                    if c.is_ascii_alphanumeric() || matches!(c, b'-' | b'.' | b'_' | b'~') {
+                        s.tmp.push(c);
+                    } else {
+                        let _ = write!(s.tmp, "%{c:02X}");
+                    }
+                }
+                swap(s, Val::Str)
+            }
+            Conv::Ub64Enc => {
+                s.tmp.clear();
+                base64_encode(&s.cur, &mut s.tmp);
+                while s.tmp.last() == Some(&b'=') {
+                    s.tmp.pop();
+                }
+                for c in &mut s.tmp {
+                    match *c {
+                        b'+' => *c = b'-',
+                        b'/' => *c = b'_',
+                        _ => {}
+                    }
+                }
+                swap(s, Val::Str)
+            }
+            Conv::Ub64Dec => {
+                // Back to standard base64 with its padding.
+                s.tmp.clear();
+                for &c in &s.cur {
+                    s.tmp.push(match c {
+                        b'-' => b'+',
+                        b'_' => b'/',
+                        b'+' | b'/' | b'=' => return None,
+                        c => c,
+                    });
+                }
+                match s.tmp.len() % 4 {
+                    0 => {}
+                    1 => return None,
+                    n => s.tmp.extend(std::iter::repeat_n(b'=', 4 - n)),
+                }
+                std::mem::swap(&mut s.cur, &mut s.tmp);
+                s.tmp.clear();
+                base64_decode(&s.cur, &mut s.tmp)?;
+                swap(s, Val::Bin)
+            }
+            Conv::Digest(alg) => {
+                let d = ring::digest::digest(alg, &s.cur);
+                s.cur.clear();
+                s.cur.extend_from_slice(d.as_ref());
+                Some(Val::Bin)
+            }
         }
     }
 }
@@ -475,7 +690,13 @@ pub(super) fn arith(op: Op, x: i64, y: i64) -> i64 {
 /// The byte range `field` / `word` select. Fields are split on every
 /// delimiter (empty fields count); words skip empty runs. A negative
 /// index counts from the end; `count` fields are taken (0: to the end).
-pub(super) fn field(b: &[u8], n: i64, delims: &[u8], count: i64, word: bool) -> (usize, usize) {
+pub(super) fn field(
+    b: &[u8],
+    n: i64,
+    delims: &[u8],
+    count: i64,
+    word: bool,
+) -> Option<(usize, usize)> {
     let is_d = |c: u8| delims.contains(&c);
     // Spans of every field (or word) in order.
     let mut spans: Vec<(usize, usize)> = Vec::new();
@@ -498,10 +719,12 @@ pub(super) fn field(b: &[u8], n: i64, delims: &[u8], count: i64, word: bool) -> 
         let f = if count == 0 { 0 } else { l - count + 1 };
         (f.max(0), l)
     };
+    // A field that does not exist gives no value (HAProxy's field and
+    // word fail then: `-m found` sees nothing).
     if first < 0 || first >= len || last < first {
-        return (0, 0);
+        return None;
     }
-    (spans[first as usize].0, spans[last as usize].1)
+    Some((spans[first as usize].0, spans[last as usize].1))
 }
 
 /// Where the host ends in `host[:port]` (an IPv6 literal keeps its
@@ -579,7 +802,7 @@ pub(super) fn base64_decode(inp: &[u8], out: &mut Vec<u8>) -> Option<()> {
 
 /// `%XX` decoding (and `+` as space when `plus`); `None` on a bad escape,
 /// as HAProxy's url_dec fails.
-pub(super) fn url_decode(inp: &[u8], plus: bool, out: &mut Vec<u8>) -> Option<()> {
+pub(super) fn url_decode(inp: &[u8], mut plus: bool, out: &mut Vec<u8>) -> Option<()> {
     let mut i = 0;
     while i < inp.len() {
         match inp[i] {
@@ -591,6 +814,12 @@ pub(super) fn url_decode(inp: &[u8], plus: bool, out: &mut Vec<u8>) -> Option<()
             }
             b'+' if plus => {
                 out.push(b' ');
+                i += 1;
+            }
+            // HAProxy: without the flag, '+' is a space in the query only.
+            b'?' => {
+                out.push(b'?');
+                plus = true;
                 i += 1;
             }
             c => {

@@ -25,6 +25,8 @@ pub(super) enum Fetch {
     FeName,
     BeName,
     SrvName,
+    /// `srv_id`: the server's id (noted in the exchange's `TxnInfo`).
+    SrvId,
     Method,
     Path,
     /// `pathq`: the path with its query string (no scheme nor authority).
@@ -54,11 +56,17 @@ pub(super) enum Fetch {
         full: bool,
         res: bool,
     },
-    Cook(String),
+    /// `req.cook([NAME])` (`None`: the first cookie); `req.cook_cnt`,
+    /// `req.cook_val` (its value as an integer).
+    Cook(Option<String>),
+    CookCnt(Option<String>),
+    CookVal(Option<String>),
     SslFc,
     SslFcSni,
     Status,
     Str(String),
+    /// `bin(HEX)`: a binary constant.
+    Bin(Vec<u8>),
     Int(i64),
     Bool(bool),
     /// `env(NAME)`: read once at start (the environment does not change
@@ -70,6 +78,8 @@ pub(super) enum Fetch {
     Var(super::VarRef),
     /// A stick-table fetch (`sc_*`, `sc0_*`, `src_*`, `table_*`).
     Stk(super::stk::StkFetch),
+    /// `unique-id`: the exchange's `unique-id-format` value.
+    UniqueId,
     /// `req.len`: bytes of a TCP-mode request received so far.
     ReqLen,
     /// `req.ssl_sni`: the SNI of the ClientHello in those bytes.
@@ -184,6 +194,7 @@ impl Fetch {
                 none(Fetch::BeName)
             }
             "srv_name" => res_only(none(Fetch::SrvName)?),
+            "srv_id" => res_only(none(Fetch::SrvId)?),
             "method" => req_only(none(Fetch::Method)?),
             "path" => req_only(none(Fetch::Path)?),
             "pathq" => req_only(none(Fetch::PathQ)?),
@@ -216,14 +227,16 @@ impl Fetch {
             "res.fhdr" => res_only(hdr(true, true)?),
             "res.hdr_cnt" | "shdr_cnt" => res_only(cnt(false, true)?),
             "res.fhdr_cnt" => res_only(cnt(true, true)?),
-            "req.cook" | "cook" => {
-                arg_count(name, args, 1, 1)?;
-                if args[0].is_empty() {
-                    return Err(format!(
-                        "fetch '{name}' without a cookie name is not supported"
-                    ));
-                }
-                req_only(Fetch::Cook(args[0].clone()))
+            "req.cook" | "cook" | "req.cook_cnt" | "cook_cnt" | "req.cook_val" | "cook_val" => {
+                arg_count(name, args, 0, 1)?;
+                let n = args.first().filter(|a| !a.is_empty()).cloned();
+                req_only(if name.ends_with("_cnt") {
+                    Fetch::CookCnt(n)
+                } else if name.ends_with("_val") {
+                    Fetch::CookVal(n)
+                } else {
+                    Fetch::Cook(n)
+                })
             }
             "status" => res_only(none(Fetch::Status)?),
             "ssl_fc" => none(Fetch::SslFc),
@@ -231,6 +244,25 @@ impl Fetch {
             "str" => {
                 arg_count(name, args, 0, 1)?;
                 Ok(Fetch::Str(args.first().cloned().unwrap_or_default()))
+            }
+            "bin" => {
+                arg_count(name, args, 1, 1)?;
+                let h = args[0].as_bytes();
+                let bad = || {
+                    format!(
+                        "fetch 'bin': '{}' is not an even number of hex digits",
+                        args[0]
+                    )
+                };
+                if h.len() % 2 != 0 {
+                    return Err(bad());
+                }
+                let mut v = Vec::with_capacity(h.len() / 2);
+                for p in h.chunks(2) {
+                    let t = std::str::from_utf8(p).map_err(|_| bad())?;
+                    v.push(u8::from_str_radix(t, 16).map_err(|_| bad())?);
+                }
+                Ok(Fetch::Bin(v))
             }
             "int" => {
                 arg_count(name, args, 1, 1)?;
@@ -281,6 +313,15 @@ impl Fetch {
                 arg_count(name, args, 1, 1)?;
                 Ok(Fetch::Var(super::VarRef::parse(&args[0])?))
             }
+            "unique-id" => {
+                if matches!(scope, Scope::Request { .. }) {
+                    return Err(
+                        "fetch 'unique-id' is not supported in request rules: ebb computes the id once the request goes to a server (it may be read in response rules and log formats)"
+                            .to_string(),
+                    );
+                }
+                none(Fetch::UniqueId)
+            }
             "req.len" | "req_len" => req_only(none(Fetch::ReqLen)?),
             "req.ssl_sni" | "req_ssl_sni" => req_only(none(Fetch::ReqSslSni)?),
             "req.ssl_hello_type" | "req_ssl_hello_type" => req_only(none(Fetch::ReqSslHelloType)?),
@@ -311,12 +352,14 @@ impl Fetch {
             | Fetch::SslFc
             | Fetch::SslFcSni
             | Fetch::Str(_)
+            | Fetch::Bin(_)
             | Fetch::Int(_)
             | Fetch::Bool(_)
             | Fetch::Env(_)
             | Fetch::Date(_)
             | Fetch::Rand(_)
             | Fetch::Uuid
+            | Fetch::UniqueId
             | Fetch::Var(_) => Layer::L4,
             Fetch::ReqLen | Fetch::ReqSslSni | Fetch::ReqSslHelloType | Fetch::ReqPayload(..) => {
                 Layer::Payload
@@ -337,9 +380,11 @@ impl Fetch {
             | Fetch::Base
             | Fetch::ReqVer
             | Fetch::UrlParam { .. }
-            | Fetch::Cook(_) => Some(false),
+            | Fetch::Cook(_)
+            | Fetch::CookCnt(_)
+            | Fetch::CookVal(_) => Some(false),
             Fetch::Hdr { res, .. } | Fetch::HdrCnt { res, .. } => Some(*res),
-            Fetch::Status | Fetch::SrvName => Some(true),
+            Fetch::Status | Fetch::SrvName | Fetch::SrvId => Some(true),
             _ => None,
         }
     }
@@ -351,7 +396,10 @@ impl Fetch {
             Fetch::SrcPort
             | Fetch::DstPort
             | Fetch::HdrCnt { .. }
+            | Fetch::CookCnt(_)
+            | Fetch::CookVal(_)
             | Fetch::Status
+            | Fetch::SrvId
             | Fetch::Int(_)
             | Fetch::Date(_)
             | Fetch::Rand(_) => Type::Int,
@@ -360,7 +408,7 @@ impl Fetch {
             Fetch::Var(_) => Type::Str,
             Fetch::Method => Type::Meth,
             Fetch::Stk(f) => f.out_type(),
-            Fetch::ReqPayload(..) => Type::Bin,
+            Fetch::ReqPayload(..) | Fetch::Bin(_) => Type::Bin,
             _ => Type::Str,
         }
     }
@@ -380,6 +428,11 @@ impl Fetch {
             Fetch::FeName => put(s, ctx.fe.as_bytes()),
             Fetch::BeName => put(s, ctx.be?.as_bytes()),
             Fetch::SrvName => put(s, ctx.srv?.as_bytes()),
+            Fetch::SrvId => {
+                ctx.srv?;
+                let st = ctx.vars?.try_borrow().ok()?;
+                Some(Val::Int(i64::from(st.info.srv_id?)))
+            }
             Fetch::Method => {
                 let r = ctx.req?;
                 put(s, r.head.method_span.get(r.buf))?;
@@ -495,17 +548,32 @@ impl Fetch {
                 }
                 Some(Val::Int(c))
             }
-            Fetch::Cook(name) => {
-                // The last occurrence, as HAProxy's req.cook in a sample.
+            Fetch::Cook(name) | Fetch::CookVal(name) => {
+                // The last occurrence, as HAProxy's req.cook in a sample
+                // (without a name: the first cookie).
                 let mut found = false;
                 s.cur.clear();
-                cookies(ctx, name, &mut |v| {
+                cookies(ctx, name.as_deref(), &mut |v| {
                     s.cur.clear();
                     s.cur.extend_from_slice(v);
                     found = true;
+                    name.is_none()
+                });
+                if !found {
+                    return None;
+                }
+                match self {
+                    Fetch::CookVal(_) => Some(Val::Int(super::str_to_int(&s.cur)?)),
+                    _ => Some(Val::Str),
+                }
+            }
+            Fetch::CookCnt(name) => {
+                let mut n = 0;
+                cookies(ctx, name.as_deref(), &mut |_| {
+                    n += 1;
                     false
                 });
-                found.then_some(Val::Str)
+                Some(Val::Int(n))
             }
             Fetch::SslFc => Some(Val::Bool(ctx.tls)),
             Fetch::SslFcSni => {
@@ -519,6 +587,10 @@ impl Fetch {
                 Res::List { status, .. } => status as i64,
             })),
             Fetch::Str(v) => put(s, v.as_bytes()),
+            Fetch::Bin(v) => {
+                put(s, v);
+                Some(Val::Bin)
+            }
             Fetch::Int(i) => Some(Val::Int(*i)),
             Fetch::Bool(b) => Some(Val::Bool(*b)),
             Fetch::Env(v) => put(s, v.as_ref()?.as_bytes()),
@@ -539,6 +611,13 @@ impl Fetch {
                 Some(Val::Int(v as i64))
             }
             Fetch::Var(r) => ctx.vars?.try_borrow_mut().ok()?.get(r, s),
+            Fetch::UniqueId => {
+                let st = ctx.vars?.try_borrow().ok()?;
+                let v = st.info.unique_id.as_deref()?;
+                s.cur.clear();
+                s.cur.extend_from_slice(v);
+                Some(Val::Str)
+            }
             Fetch::ReqLen => {
                 let p = ctx.payload?;
                 p.unsure();
@@ -626,7 +705,7 @@ impl Fetch {
             }
             Fetch::Cook(name) => {
                 let mut hit = false;
-                cookies(ctx, name, &mut |v| {
+                cookies(ctx, name.as_deref(), &mut |v| {
                     s.cur.clear();
                     s.cur.extend_from_slice(v);
                     hit = f(Val::Str, s);
@@ -677,8 +756,9 @@ fn values(
 }
 
 /// Calls `f` on each value of cookie `name` in the request's Cookie
-/// fields (`a=1; b=2`); `f` returns `true` to stop.
-fn cookies(ctx: &Ctx<'_>, name: &str, f: &mut dyn FnMut(&[u8]) -> bool) {
+/// fields (`a=1; b=2`), or of every cookie without a name; `f` returns
+/// `true` to stop.
+fn cookies(ctx: &Ctx<'_>, name: Option<&str>, f: &mut dyn FnMut(&[u8]) -> bool) {
     each_field(ctx, false, &mut |n, v| {
         if !n.eq_ignore_ascii_case(b"cookie") {
             return false;
@@ -689,7 +769,7 @@ fn cookies(ctx: &Ctx<'_>, name: &str, f: &mut dyn FnMut(&[u8]) -> bool) {
                 Some(i) => (&pair[..i], &pair[i + 1..]),
                 None => continue,
             };
-            if k.trim_ascii() == name.as_bytes() && f(val.trim_ascii()) {
+            if name.is_none_or(|n| k.trim_ascii() == n.as_bytes()) && f(val.trim_ascii()) {
                 return true;
             }
         }

@@ -11,8 +11,8 @@
 //! an [`Entry`].
 //!
 //! Variables ebb does not measure are refused at start with their name
-//! (`%Th`, `%Ti`, `%Tq`, `%Tt`, `%Tu` need the idle and handshake times,
-//! `%U` the bytes received, `%bi %bp %si %sp` the server-side addresses).
+//! (`%U` the bytes received, `%bi %bp` the server connection's local
+//! address).
 //! `%[...]` samples are evaluated at log time, when the request and the
 //! response heads are gone: they read variables, names, addresses and
 //! constants (a request value is kept for the log with `set-var` or a
@@ -74,6 +74,13 @@ enum Var {
     Hostname,
     Pid,
     UniqueId,
+    Th,
+    Ti,
+    Tq,
+    Tt,
+    Tu,
+    SrvIp,
+    SrvPort,
 }
 
 fn var(name: &str) -> Result<Var, String> {
@@ -128,24 +135,26 @@ fn var(name: &str) -> Result<Var, String> {
         "H" => Hostname,
         "pid" => Pid,
         "ID" => UniqueId,
-        "Th" | "Ti" | "Tq" | "Tt" | "Tu" => {
-            return Err(format!(
-                "log-format variable '%{name}' is not supported: ebb does not measure the idle and handshake times before a request yet (use %TR, %Tw, %Tc, %Tr, %Td, %Ta)"
-            ))
-        }
+        "Th" => Th,
+        "Ti" => Ti,
+        "Tq" => Tq,
+        "Tt" => Tt,
+        "Tu" => Tu,
+        "si" => SrvIp,
+        "sp" => SrvPort,
         "U" => {
             return Err(
                 "log-format variable '%U' (bytes received) is not supported by ebb yet".to_string(),
             )
         }
-        "bi" | "bp" | "si" | "sp" => {
+        "bi" | "bp" => {
             return Err(format!(
-                "log-format variable '%{name}' (server-side address) is not supported by ebb yet"
+                "log-format variable '%{name}' (the local address of the server connection) is not supported by ebb yet"
             ))
         }
         o => {
             return Err(format!(
-                "unknown log-format variable '%{o}' (supported: %ci %cp %fi %fp %t %tr %T %trg %Tl %trl %Ts %ms %f %ft %b %s %TR %Tw %Tc %Tr %Td %Ta %ST %B %CC %CS %ts %tsc %ac %fc %bc %sc %rc %sq %bq %hr %hrl %hs %hsl %r %HP %HPO %HQ %HU %HM %HV %H %pid %ID, and %[sample])"
+                "unknown log-format variable '%{o}' (supported: %ci %cp %fi %fp %si %sp %t %tr %T %trg %Tl %trl %Ts %ms %f %ft %b %s %Th %Ti %TR %Tq %Tw %Tc %Tr %Td %Ta %Tt %Tu %ST %B %CC %CS %ts %tsc %ac %fc %bc %sc %rc %sq %bq %hr %hrl %hs %hsl %r %HP %HPO %HQ %HU %HM %HV %H %pid %ID, and %[sample])"
             ))
         }
     })
@@ -289,8 +298,16 @@ impl LogLine {
         )
     }
 
-    /// The line for one exchange; `ctx` evaluates `%[...]` samples.
+    /// The line for one exchange; `ctx` evaluates `%[...]` samples. The
+    /// exchange's end is noted for the next one's `%Ti`.
     pub fn render(&self, e: &Entry<'_>, ctx: &Ctx<'_>, out: &mut Vec<u8>) {
+        self.render_parts(e, ctx, out);
+        if let Some(Ok(mut v)) = e.vars.map(|v| v.try_borrow_mut()) {
+            v.last_log = Some(SystemTime::now());
+        }
+    }
+
+    fn render_parts(&self, e: &Entry<'_>, ctx: &Ctx<'_>, out: &mut Vec<u8>) {
         // HAProxy's last_isspace: a separator is written only after data.
         let mut last_space = true;
         let caps = self.captures(e);
@@ -465,6 +482,17 @@ fn render_var(v: Var, quote: bool, e: &Entry<'_>, caps: &Caps, out: &mut Vec<u8>
         e.tt - (e.tq + e.tw + e.tc + e.tr)
     };
     let line = Some(e.request_line).filter(|l| *l != b"<BADREQ>");
+    let store = e.vars.and_then(|v| v.try_borrow().ok());
+    let info = store.as_ref().map(|s| &s.info);
+    // HAProxy's Ti: from the accept (or the previous exchange's end) to
+    // the request's first byte.
+    let idle_from = store
+        .as_ref()
+        .and_then(|s| s.last_log)
+        .map_or(e.accept, |l| l.max(e.accept));
+    let ti = req_date
+        .duration_since(idle_from)
+        .map_or(0, |d| d.as_millis() as i64);
     let (m, uri, ver) = match line {
         Some(l) => {
             let (m, u, v) = split_line(l);
@@ -515,18 +543,60 @@ fn render_var(v: Var, quote: bool, e: &Entry<'_>, caps: &Caps, out: &mut Vec<u8>
         Var::Ta => num(out, e.tt, quote),
         Var::Status => num(out, i64::from(e.status), quote),
         Var::Bytes => num(out, e.bytes as i64, quote),
-        // `capture cookie` is not supported: HAProxy writes '-' then.
-        Var::CookieClient | Var::CookieServer => text(out, None, quote),
+        Var::CookieClient | Var::CookieServer => {
+            let v = info.and_then(|i| {
+                if v == Var::CookieClient {
+                    i.cap_cc.clone()
+                } else {
+                    i.cap_cs.clone()
+                }
+            });
+            text(out, v.map(|v| escape(&v, hdr_esc)).as_deref(), quote)
+        }
         Var::Term => out.extend_from_slice(e.term.as_bytes()),
         Var::TermCookie => {
             out.extend_from_slice(e.term.as_bytes());
-            out.extend_from_slice(e.cookie_flags.as_bytes());
+            match info.filter(|i| i.ck_client != 0) {
+                Some(i) => out.extend_from_slice(&[i.ck_client, i.ck_server]),
+                None => out.extend_from_slice(e.cookie_flags.as_bytes()),
+            }
         }
         Var::ActConn => num(out, i64::from(e.actconn), quote),
         Var::FeConn => num(out, i64::from(e.feconn), quote),
-        Var::BeConn | Var::SrvConn | Var::Retries | Var::SrvQueue | Var::BeQueue => {
-            num(out, 0, quote)
+        Var::BeConn => num(out, info.map_or(0, |i| i64::from(i.be_conns)), quote),
+        Var::SrvConn => num(out, info.map_or(0, |i| i64::from(i.srv_conns)), quote),
+        Var::Retries => {
+            // HAProxy writes '+' before the count after a redispatch.
+            if info.is_some_and(|i| i.redispatched) {
+                if quote {
+                    out.push(b'"');
+                }
+                out.push(b'+');
+                let _ = write!(out, "{}", info.map_or(0, |i| i.retries));
+                if quote {
+                    out.push(b'"');
+                }
+            } else {
+                num(out, info.map_or(0, |i| i64::from(i.retries)), quote)
+            }
         }
+        // Queue positions are not measured: 0, as HAProxy writes for an
+        // exchange that did not wait.
+        Var::SrvQueue | Var::BeQueue => num(out, 0, quote),
+        // Handshake: ebb counts a TLS handshake in the idle time.
+        Var::Th => num(out, 0, quote),
+        Var::Ti => num(out, ti, quote),
+        Var::Tq => num(out, ti + e.tq, quote),
+        Var::Tt => num(out, ti + e.tt, quote),
+        Var::Tu => num(out, e.tt, quote),
+        Var::SrvIp => match info.and_then(|i| i.srv_addr) {
+            Some(a) => text(out, Some(a.ip().to_string().as_bytes()), quote),
+            None => text(out, None, quote),
+        },
+        Var::SrvPort => match info.and_then(|i| i.srv_addr) {
+            Some(a) => num(out, i64::from(a.port()), quote),
+            None => text(out, None, quote),
+        },
         Var::HdrReq | Var::HdrRes => {
             let caps = if v == Var::HdrReq { &caps.0 } else { &caps.1 };
             if let Some(caps) = caps {
@@ -583,8 +653,15 @@ fn render_var(v: Var, quote: bool, e: &Entry<'_>, caps: &Caps, out: &mut Vec<u8>
         Var::HttpVersion => req_part(out, uri.map(|_| ver.unwrap_or(b"HTTP/0.9")), quote),
         Var::Hostname => text(out, Some(super::logfmt::hostname().as_bytes()), quote),
         Var::Pid => num(out, i64::from(crate::sys::pid()), quote),
-        // `unique-id-format` is refused: HAProxy writes '-' without it.
-        Var::UniqueId => text(out, None, quote),
+        // '-' without `unique-id-format`, as HAProxy.
+        Var::UniqueId => {
+            let v = info.and_then(|i| i.unique_id.clone());
+            text(
+                out,
+                v.map(|v| escape(&v, |c| c < 0x20 || c == 0x7f)).as_deref(),
+                quote,
+            )
+        }
     }
     out.len() > at
 }
@@ -920,10 +997,8 @@ mod tests {
     #[test]
     fn unmeasured_variables_and_request_samples_are_refused() {
         for (f, why) in [
-            ("%Tt", "idle and handshake"),
-            ("%Tq", "idle and handshake"),
             ("%U", "bytes received"),
-            ("%si", "server-side address"),
+            ("%bi", "local address"),
             ("%zz", "unknown log-format variable"),
             ("%[path]", "set-var"),
             ("%{+X}r", "not supported"),

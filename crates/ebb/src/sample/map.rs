@@ -1,13 +1,13 @@
 //! Maps (configuration.txt 7.3.1, `map_<match>_<output>(file[,default])`):
-//! a file of `key value` lines read at start, looked up by a converter.
-//! The first matching line wins, in file order, as in HAProxy.
+//! a file of `key value` lines read at start (shared with its other users
+//! and changed by the CLI, `super::patref`), looked up by a converter. The
+//! first matching line wins, in file order, as in HAProxy.
 
 use std::net::IpAddr;
+use std::sync::Arc;
 
-use regex::bytes::Regex;
-
+use super::patref::{find_str, How, PatRef, Snapshot, User};
 use super::{Scratch, Type, Val};
-use crate::net::IpNet;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Match {
@@ -25,19 +25,29 @@ enum Match {
     Int,
 }
 
-#[derive(Debug)]
-enum Key {
-    Bytes(Vec<u8>),
-    Re(Regex),
-    Net(IpNet),
-    Int(i64),
+impl Match {
+    /// How the file's keys are read (`regm` reads them as `reg`).
+    fn file_how(self) -> How {
+        match self {
+            Match::Str => How::Str,
+            Match::Beg => How::Beg,
+            Match::End => How::End,
+            Match::Sub => How::Sub,
+            Match::Dir => How::Dir,
+            Match::Dom => How::Dom,
+            Match::Reg | Match::Regm => How::Reg,
+            Match::Ip => How::Ip,
+            Match::Int => How::Int,
+        }
+    }
 }
 
 #[derive(Debug)]
 pub(crate) struct Map {
     how: Match,
     out: Type,
-    entries: Vec<(Key, Vec<u8>)>,
+    /// The file's entries, shared with its other users and the CLI.
+    file: Arc<PatRef>,
     /// Output value when no key matches.
     default: Option<Vec<u8>>,
 }
@@ -78,55 +88,36 @@ impl Map {
                 "converter '{name}' expects a file and an optional default value"
             ));
         }
-        let text = std::fs::read_to_string(&args[0]).map_err(|e| {
-            format!(
-                "converter '{name}': cannot read map file '{}': {e}",
-                args[0]
-            )
-        })?;
-        let check_out = |v: &str, what: &str| -> Result<(), String> {
-            let ok = match out {
-                Type::Int => v.trim().parse::<i64>().is_ok(),
-                Type::Ip => v.trim().parse::<IpAddr>().is_ok(),
-                _ => true,
-            };
-            if ok {
-                Ok(())
-            } else {
-                Err(format!(
-                    "converter '{name}': {what} '{v}' is not a valid output value"
-                ))
-            }
+        let out_name = match out {
+            Type::Int => "int",
+            Type::Ip => "ip",
+            _ => "str",
         };
-        let mut entries = Vec::new();
-        for (i, line) in text.lines().enumerate() {
-            let line = line.trim();
-            if line.is_empty() || line.starts_with('#') {
-                continue;
-            }
-            let (k, v) = match line.find([' ', '\t']) {
-                Some(p) => (&line[..p], line[p..].trim()),
-                None => (line, ""),
-            };
-            let bad = |e: String| format!("map file '{}' line {}: {e}", args[0], i + 1);
-            check_out(v, "value").map_err(bad)?;
-            let key = match how {
-                Match::Reg | Match::Regm => Key::Re(
-                    Regex::new(k)
-                        .map_err(|e| bad(format!("invalid regular expression '{k}': {e}")))?,
-                ),
-                Match::Ip => Key::Net(crate::net::parse_ipnet(k).map_err(bad)?),
-                Match::Int => Key::Int(
-                    k.parse()
-                        .map_err(|_| bad(format!("'{k}' is not an integer")))?,
-                ),
-                _ => Key::Bytes(k.as_bytes().to_vec()),
-            };
-            entries.push((key, v.as_bytes().to_vec()));
+        let user = User {
+            how: how.file_how(),
+            icase: false,
+            out: Some(out_name),
+            at: format!("map ({name})"),
+        };
+        let file = super::patref::load(&args[0], true, user)
+            .map_err(|e| format!("converter '{name}': {e}"))?;
+        // Every line must suit this map (HAProxy refuses the file).
+        for (i, e) in file.snapshot().entries.iter().enumerate() {
+            file.check(&e.key, Some(&e.value))
+                .map_err(|x| format!("map file '{}' entry {}: {x}", args[0], i + 1))?;
         }
         let default = match args.get(1) {
             Some(d) => {
-                check_out(d, "default value")?;
+                let ok = match out {
+                    Type::Int => d.trim().parse::<i64>().is_ok(),
+                    Type::Ip => d.trim().parse::<IpAddr>().is_ok(),
+                    _ => true,
+                };
+                if !ok {
+                    return Err(format!(
+                        "converter '{name}': default value '{d}' is not a valid output value"
+                    ));
+                }
                 Some(d.as_bytes().to_vec())
             }
             None => None,
@@ -134,7 +125,7 @@ impl Map {
         Ok(Map {
             how,
             out,
-            entries,
+            file,
             default,
         })
     }
@@ -151,31 +142,37 @@ impl Map {
         self.out
     }
 
-    fn find(&self, v: Val, s: &[u8]) -> Option<&[u8]> {
-        let hit = self.entries.iter().find(|(k, _)| match (k, v) {
-            (Key::Net(n), Val::Ip(ip)) => n.contains(ip),
-            (Key::Int(i), Val::Int(x)) => *i == x,
-            (Key::Re(re), _) => re.is_match(s),
-            (Key::Bytes(p), _) => match self.how {
-                Match::Str => s == p.as_slice(),
-                Match::Beg => s.starts_with(p),
-                Match::End => s.ends_with(p),
-                Match::Sub => p.is_empty() || s.windows(p.len()).any(|w| w == p.as_slice()),
-                Match::Dir => word(s, p, b"/", false),
-                Match::Dom => word(s, p, b"/.", false),
-                _ => false,
-            },
-            _ => false,
-        });
-        hit.map(|(_, v)| v.as_slice()).or(self.default.as_deref())
+    /// The index of the first entry `v` (bytes in `s`) matches.
+    fn find(&self, snap: &Snapshot, v: Val, s: &[u8]) -> Option<usize> {
+        match (self.how, v) {
+            (Match::Ip, Val::Ip(ip)) => snap
+                .nets()
+                .iter()
+                .position(|n| n.as_ref().is_some_and(|n| n.contains(ip))),
+            (Match::Int, Val::Int(x)) => snap
+                .ints()
+                .iter()
+                .position(|r| r.is_some_and(|(lo, hi)| lo <= x && x <= hi)),
+            (Match::Ip | Match::Int, _) => None,
+            (m, _) => {
+                let how = m.file_how();
+                find_str(snap, how, false, s)
+            }
+        }
     }
 
     pub(super) fn apply(&self, v: Val, s: &mut Scratch) -> Option<Val> {
+        let snap = self.file.snapshot();
         if self.how == Match::Regm {
-            let hit = self.entries.iter().find_map(|(k, val)| match k {
-                Key::Re(re) => re.captures(&s.cur).map(|c| (c, val)),
-                _ => None,
-            });
+            let hit = snap
+                .regexes(false)
+                .iter()
+                .zip(&snap.entries)
+                .find_map(|(re, e)| {
+                    re.as_ref()
+                        .and_then(|re| re.captures(&s.cur))
+                        .map(|c| (c, e.value.as_bytes()))
+                });
             let mut out = Vec::new();
             match hit {
                 Some((caps, val)) => expand(val, &caps, &mut out),
@@ -186,7 +183,10 @@ impl Map {
             std::mem::swap(&mut s.cur, &mut s.tmp);
             return Some(Val::Str);
         }
-        let out = self.find(v, &s.cur)?;
+        let out = match self.find(&snap, v, &s.cur) {
+            Some(i) => snap.entries[i].value.as_bytes(),
+            None => self.default.as_deref()?,
+        };
         match self.out {
             Type::Int => Some(Val::Int(
                 std::str::from_utf8(out).ok()?.trim().parse().ok()?,

@@ -26,6 +26,7 @@ pub mod hash;
 mod logfmt;
 pub mod logline;
 pub(crate) mod map;
+pub mod patref;
 mod stk;
 #[cfg(test)]
 mod tests;
@@ -434,12 +435,29 @@ impl<'t> Parser<'t> {
         let mut out = Vec::new();
         let mut cur = Vec::new();
         let mut depth = 0;
+        // HAProxy's make_arg_list: single or double quotes group an
+        // argument's text (commas and parentheses inside are literal).
+        let mut quote: Option<u8> = None;
         loop {
             let Some(&c) = b.get(self.pos) else {
                 return Err(format!("missing ')' in '{}'", self.text));
             };
             self.pos += 1;
+            if let Some(q) = quote {
+                match c {
+                    b'\\' => {
+                        if let Some(&n) = b.get(self.pos) {
+                            cur.push(n);
+                            self.pos += 1;
+                        }
+                    }
+                    c if c == q => quote = None,
+                    c => cur.push(c),
+                }
+                continue;
+            }
             match c {
+                b'\'' | b'"' if depth == 0 => quote = Some(c),
                 b'\\' => {
                     if let Some(&n) = b.get(self.pos) {
                         cur.push(n);

@@ -276,7 +276,7 @@ fn maps() {
     assert_eq!(lf(&format!("%[src,map_ip({})]", n.display())), "local");
     assert_eq!(lf(&format!("%[path,map_beg({})]", b.display())), "pp");
     assert_eq!(lf(&format!("%[path,map_end({},x)]", b.display())), "x");
-    assert!(err("%[path,map(/nonexistent/x.map)]", RQ).contains("cannot read map file"));
+    assert!(err("%[path,map(/nonexistent/x.map)]", RQ).contains("cannot read file"));
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
@@ -294,7 +294,7 @@ fn errors_at_compile_time() {
     assert!(err("%[path]", Scope::Response).contains("reads the request"));
     assert!(err("%[be_name]", Scope::Request { backend: false }).contains("needs a backend"));
     assert!(err("%b", Scope::Request { backend: false }).contains("needs a backend"));
-    assert!(err("%Tq", RQ).contains("not supported"));
+    assert!(err("%bp", RQ).contains("not supported"));
     assert!(err("%{+X}ci", RQ).contains("flag '+X'"));
     assert!(err("50%", RQ).contains("'%%'"));
     assert!(err("%[str(a),regsub(\\(,x)]", RQ).contains("regular expression"));
@@ -465,4 +465,72 @@ fn url_param_and_pathq() {
     assert_eq!(lf("<%[url_param(z)]>"), "<>");
     assert!(err("%[url_param(x,ab)]", RQ).contains("one character"));
     assert!(err("%[pathq]", Scope::Response).contains("reads the request"));
+}
+
+#[test]
+fn converters_of_haproxy_s_reg_tests() {
+    // converter/be2dec, be2hex, iif, url_enc, url_dec, field,
+    // sample_fetches/ubase64 and hashes: the values HAProxy 2.6 gives.
+    assert_eq!(
+        lf("%[str(0123456789),be2dec(-,3)]"),
+        "3158322-3355701-3553080-57"
+    );
+    assert_eq!(
+        lf("%[str(0123456789),be2dec(::,3,1)]"),
+        "3158322::3355701::3553080"
+    );
+    assert_eq!(
+        lf("%[str(0123456789),be2hex(--,3),lower]"),
+        "303132--333435--363738--39"
+    );
+    assert_eq!(
+        lf("%[str(0123456789),be2hex(.,3,1)]"),
+        "303132.333435.363738"
+    );
+    assert_eq!(lf("%[str(ab),be2hex]"), "6162");
+    assert_eq!(lf("%[int(0),iif(ok,ko)]|%[int(2),iif(ok,ko)]"), "ko|ok");
+    assert_eq!(
+        lf("%[str(foo=bar+42 42 ),url_enc]"),
+        "foo%3Dbar%2B42%2042%20"
+    );
+    assert_eq!(lf("%[str(/a+%20?b+c),url_dec]"), "/a+ ?b c");
+    assert_eq!(lf("%[str(/a+%20?b+c),url_dec(1)]"), "/a  ?b c");
+    assert_eq!(lf("%[str(/foo),field(3,/)]"), "");
+    assert_eq!(lf("%[str(foob),ub64enc]"), "Zm9vYg");
+    assert_eq!(lf("%[str(Zm9vYg),ub64dec]"), "foob");
+    assert_eq!(lf("%[bin(14fb9c03d97f12d97e),ub64enc]"), "FPucA9l_Etl-");
+    assert_eq!(
+        lf("%[str(abc),sha1,hex,lower]"),
+        "a9993e364706816aba3e25717850c26c9cd0d89d"
+    );
+    assert_eq!(
+        lf("%[str(abc),sha2,hex,lower]"),
+        "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+    );
+    // Quoted arguments (HAProxy's make_arg_list).
+    assert_eq!(lf("%[str(a),add_item(',',,'s,x')]"), "a,s,x");
+    assert_eq!(lf("%[str(),add_item(',',,_suff_)]"), "_suff_");
+    assert!(err("%[str(a),add_item(-)]", RQ).contains("expects 2 to 3"));
+    assert!(err("%[str(a),be2dec(:,9)]", RQ).contains("out of range"));
+    assert!(err("%[str(a),sha2(224)]", RQ).contains("256, 384 and 512"));
+    assert!(err("%[bin(abc)]", RQ).contains("hex digits"));
+}
+
+#[test]
+fn cookie_fetches_without_a_name() {
+    let f = |x: &str| -> String {
+        let l = LogFormat::parse(x, RQ).unwrap();
+        let raw = "GET / HTTP/1.1\r\nHost: h\r\nCookie: cook1=0; cook2=123; cook3=22\r\n\r\n";
+        with_ctx(raw, None, |c| {
+            let mut out = Vec::new();
+            l.render(c, &mut out);
+            String::from_utf8(out).unwrap()
+        })
+    };
+    // sample_fetches/cook.
+    assert_eq!(f("%[req.cook_cnt()]"), "3");
+    assert_eq!(f("%[req.cook_val()]"), "0");
+    assert_eq!(f("%[req.cook_val(cook2)]"), "123");
+    assert_eq!(f("%[req.cook_cnt(cook3)]"), "1");
+    assert_eq!(f("%[req.cook()]"), "0");
 }

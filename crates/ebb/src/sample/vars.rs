@@ -159,6 +159,55 @@ pub struct VarStore {
     /// `capture request|response header` values of the exchange.
     pub req_caps: Vec<Option<Vec<u8>>>,
     pub res_caps: Vec<Option<Vec<u8>>>,
+    /// What the exchange learnt for its log line besides the timers.
+    pub info: TxnInfo,
+    /// When the previous exchange of the connection was logged (`%Ti`
+    /// counts the idle time from there).
+    pub last_log: Option<std::time::SystemTime>,
+}
+
+/// Facts of one exchange the log line reports (HAProxy keeps them in its
+/// transaction): persistence cookie flags, captured cookies, the unique
+/// id, retries and queue positions.
+#[derive(Default, Debug)]
+pub struct TxnInfo {
+    /// `%tsc`'s two cookie characters (HAProxy's sess_cookie and
+    /// sess_set_cookie letters); 0: `-`, the backend has no cookie.
+    pub ck_client: u8,
+    pub ck_server: u8,
+    /// The server (index in its backend) the persistence cookie named,
+    /// when it was used to choose the server.
+    pub ck_direct: Option<usize>,
+    /// `option persist`: `ck_direct` names a down server that must still
+    /// take the stream.
+    pub ck_force: bool,
+    /// The forcing came from a `force-persist` rule: no redispatch then
+    /// (HAProxy's SF_FORCE_PRST).
+    pub ck_force_rule: bool,
+    /// `ignore-persist`: the cookie does not choose the server and none is
+    /// inserted.
+    pub ck_ignore: bool,
+    /// `maxidle`/`maxlife` dates read from the cookie (seconds since the
+    /// epoch; 0: none).
+    pub ck_last: u64,
+    pub ck_first: u64,
+    /// `capture cookie` values (`%CC`, `%CS`).
+    pub cap_cc: Option<Vec<u8>>,
+    pub cap_cs: Option<Vec<u8>>,
+    /// `unique-id-format`'s value for this exchange.
+    pub unique_id: Option<Vec<u8>>,
+    /// Connection retries made (`%rc`), the backend's and the server's
+    /// concurrent streams (`%bc`, `%sc`), and the server's address
+    /// (`%si:%sp`).
+    pub retries: u32,
+    /// The exchange went to another server after failed connects.
+    pub redispatched: bool,
+    pub be_conns: u32,
+    pub srv_conns: u32,
+    pub srv_addr: Option<std::net::SocketAddr>,
+    /// The server's id in its backend (`srv_id`: its position from 1, as
+    /// HAProxy numbers servers without an `id`).
+    pub srv_id: Option<u32>,
 }
 
 impl VarStore {
@@ -168,6 +217,7 @@ impl VarStore {
         self.req_caps.clear();
         self.res_caps.clear();
         self.txn.clear();
+        self.info = TxnInfo::default();
         self.req.clear();
         self.res.clear();
     }

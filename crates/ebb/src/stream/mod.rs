@@ -255,7 +255,12 @@ impl Stream {
             HttpRequestAction::Redirect(rd) => {
                 let r = st.req();
                 let host = r.head.host.map(|h| h.get(r.buf));
-                Act::Redirect(redirect_location(rd, r.head.path.get(r.buf), host), rd.code)
+                let cx = crate::sample::Ctx {
+                    req: Some(r),
+                    ..*base
+                };
+                let loc = redirect_location(rd, r.head.path.get(r.buf), host, Some(&cx));
+                Act::Redirect(loc, rd.code)
             }
             HttpRequestAction::Deny { status } => Act::Deny(*status),
             HttpRequestAction::Tarpit { status } => Act::Tarpit(*status),

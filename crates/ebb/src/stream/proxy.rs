@@ -241,6 +241,13 @@ impl Stream {
             be: Some(&be.name),
             ..super::sample_ctx(tr, c.peer, &c.fe.name, &dst, &c.vars, &c.stk)
         };
+        // Unique id, persistence cookie, `capture cookie` (crate::rewrite).
+        let more = crate::rewrite::before_server(&c.fe, &be, &sctx, &c.w.limits);
+        let (buf, h) = more.as_ref().map_or((buf, h), |e| (&e.buf[..], &e.head));
+        let sctx = crate::sample::Ctx {
+            req: Some(crate::sample::Req { buf, head: h }),
+            ..sctx
+        };
         let farm = &sr.farm;
         let ok = |i: usize| farm.servers.get(i).is_some_and(|s| s.persist_ok());
         c.stk.stick_request(&be.stick, &be.matcher, &sctx, &ok);
@@ -378,9 +385,13 @@ impl Stream {
             uri: &up.lb_uri,
             hdr: up.lb_hdr.as_deref(),
         };
-        let pick = up
-            .farm
-            .pick_sticky(c.stk.prefer(), &input, up.avoid, me, || ctx.handle());
+        let (ck, force, stay) = {
+            let i = &c.vars.borrow().info;
+            (i.ck_direct, i.ck_force, i.ck_force_rule)
+        };
+        let prefer = ck.or(c.stk.prefer());
+        let h = || ctx.handle();
+        let pick = (up.farm).pick_cookie(prefer, force, stay, &input, up.avoid, me, h);
         match pick {
             Pick::Server(s) => {
                 self.up = Some(up);
@@ -1062,7 +1073,7 @@ impl Stream {
             (&be.after_response[..], &be.matcher),
             (&fe.after_response[..], &fe.matcher),
         ];
-        if crate::rewrite::any(&sets) {
+        if crate::rewrite::any(&sets) || crate::rewrite::cookie_on_response(&fe, &be) {
             // Rules run on the response as a list of fields, in order
             // (`crate::rewrite`); the status line is written again after.
             let tr = &c.tr;
@@ -1081,6 +1092,8 @@ impl Stream {
                     .map(|f| (f.name.get(buf).to_vec(), f.value.get(buf).to_vec()))
                     .collect(),
             };
+            let srv = up.server.as_deref();
+            crate::rewrite::cookie_response(&fe, &be, srv, up.method, &mut head, &c.vars);
             crate::rewrite::run_response(&sets, &sctx, &mut head);
             out.truncate(self.resp_start);
             head.write(out);
@@ -1355,6 +1368,8 @@ impl Stream {
             _ => -1,
         };
         let tt = d(up.t0, now);
+        let (srv, left, redisp) = (up.server.as_deref(), up.retries_left, up.avoid.is_some());
+        crate::rewrite::note_for_log(&c.vars, &up.farm, srv, left, redisp);
         let server = up.server.as_ref().map_or("<NOSRV>", |s| s.name.as_str());
         let entry = c.log_entry(LogFacts {
             backend: &up.be.name,

@@ -1,0 +1,397 @@
+//! Pattern files shared by maps and ACLs (HAProxy's `pat_ref`): one per
+//! file name, whoever reads it (`map_*(FILE)` converters, `-f FILE` ACLs),
+//! changed at run time by the CLI (`add map`, `set map`, `del map`,
+//! `clear map`, `add acl`, `del acl`, `clear acl`).
+//!
+//! Readers never take a lock in the steady state: a file's entries are an
+//! immutable [`Snapshot`] behind an `Arc`; a change builds a new snapshot,
+//! stores it under the file's mutex and bumps the file's version. Each
+//! thread keeps the last snapshot it saw per file with its version, and
+//! only takes the mutex (once) when the version moved: every thread sees
+//! a change at its next lookup, and a lookup in progress finishes on the
+//! snapshot it started with.
+
+use std::cell::RefCell;
+use std::net::IpAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+
+use regex::bytes::Regex;
+
+use crate::net::IpNet;
+
+/// One line of a pattern file: a key, and for maps a value.
+#[derive(Debug, Clone)]
+pub struct RefEntry {
+    /// The entry's identifier (`#0x...` in the CLI).
+    pub id: u64,
+    pub key: String,
+    pub value: String,
+}
+
+/// The entries of a file at one moment, with the forms of the keys the
+/// match methods need, computed at their first use.
+#[derive(Debug, Default)]
+pub struct Snapshot {
+    pub entries: Vec<RefEntry>,
+    re: OnceLock<Vec<Option<Regex>>>,
+    re_icase: OnceLock<Vec<Option<Regex>>>,
+    nets: OnceLock<Vec<Option<IpNet>>>,
+    ints: OnceLock<Vec<Option<(i64, i64)>>>,
+}
+
+impl Snapshot {
+    fn new(entries: Vec<RefEntry>) -> Snapshot {
+        Snapshot {
+            entries,
+            ..Snapshot::default()
+        }
+    }
+
+    /// The keys as regular expressions (`None`: the key does not compile).
+    pub fn regexes(&self, icase: bool) -> &[Option<Regex>] {
+        let cell = if icase { &self.re_icase } else { &self.re };
+        cell.get_or_init(|| {
+            self.entries
+                .iter()
+                .map(|e| compile_re(&e.key, icase).ok())
+                .collect()
+        })
+    }
+
+    /// The keys as networks.
+    pub fn nets(&self) -> &[Option<IpNet>] {
+        self.nets.get_or_init(|| {
+            self.entries
+                .iter()
+                .map(|e| crate::net::parse_ipnet(&e.key).ok())
+                .collect()
+        })
+    }
+
+    /// The keys as integer ranges (`N`, `N:M`, `:M`, `N:`).
+    pub fn ints(&self) -> &[Option<(i64, i64)>] {
+        self.ints
+            .get_or_init(|| self.entries.iter().map(|e| int_range(&e.key)).collect())
+    }
+}
+
+fn compile_re(k: &str, icase: bool) -> Result<Regex, regex::Error> {
+    if icase {
+        Regex::new(&format!("(?i){k}"))
+    } else {
+        Regex::new(k)
+    }
+}
+
+/// HAProxy's integer patterns: `N`, or a range `N:M` with open ends.
+pub fn int_range(k: &str) -> Option<(i64, i64)> {
+    match k.split_once(':') {
+        None => k.trim().parse().ok().map(|n| (n, n)),
+        Some((a, b)) => {
+            let lo = if a.is_empty() {
+                i64::MIN
+            } else {
+                a.parse().ok()?
+            };
+            let hi = if b.is_empty() {
+                i64::MAX
+            } else {
+                b.parse().ok()?
+            };
+            Some((lo, hi))
+        }
+    }
+}
+
+/// How one user (a converter or an ACL test) matches a file's keys.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum How {
+    Str,
+    Beg,
+    End,
+    Sub,
+    Dir,
+    Dom,
+    Reg,
+    Ip,
+    Int,
+}
+
+impl How {
+    pub fn name(self) -> &'static str {
+        match self {
+            How::Str => "str",
+            How::Beg => "beg",
+            How::End => "end",
+            How::Sub => "sub",
+            How::Dir => "dir",
+            How::Dom => "dom",
+            How::Reg => "reg",
+            How::Ip => "ip",
+            How::Int => "int",
+        }
+    }
+}
+
+/// A user of a file, for `get map|acl` and for checking new entries.
+#[derive(Debug, Clone)]
+pub struct User {
+    pub how: How,
+    pub icase: bool,
+    /// Maps: the output type's name (`str`, `int`, `ip`); `None`: an ACL.
+    pub out: Option<&'static str>,
+    /// `map at file 'F' line N` / `acl at file 'F' line N`.
+    pub at: String,
+}
+
+/// A pattern file.
+#[derive(Debug)]
+pub struct PatRef {
+    /// HAProxy's unique id (`#N`), in the order files are first named.
+    pub uid: u32,
+    pub file: String,
+    version: AtomicU64,
+    cur: Mutex<Arc<Snapshot>>,
+    users: Mutex<Vec<User>>,
+}
+
+/// A file as a configuration item holds it (equal when it is the same
+/// file).
+#[derive(Debug, Clone)]
+pub struct PatFile(pub Arc<PatRef>);
+
+impl PartialEq for PatFile {
+    fn eq(&self, o: &PatFile) -> bool {
+        Arc::ptr_eq(&self.0, &o.0)
+    }
+}
+impl Eq for PatFile {}
+
+static REFS: Mutex<Vec<Arc<PatRef>>> = Mutex::new(Vec::new());
+static NEXT_ID: AtomicU64 = AtomicU64::new(0x1000);
+
+fn next_id() -> u64 {
+    NEXT_ID.fetch_add(0x50, Ordering::Relaxed)
+}
+
+/// Parses a pattern file's text: one entry per line, `#` comments and
+/// blank lines skipped; for maps the key ends at the first blank and the
+/// value is the rest of the line.
+fn parse_lines(text: &str, map: bool) -> Vec<RefEntry> {
+    let mut out = Vec::new();
+    for line in text.lines() {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let (k, v) = if map {
+            match line.find([' ', '\t']) {
+                Some(p) => (&line[..p], line[p..].trim()),
+                None => (line, ""),
+            }
+        } else {
+            (line, "")
+        };
+        out.push(RefEntry {
+            id: next_id(),
+            key: k.to_string(),
+            value: v.to_string(),
+        });
+    }
+    out
+}
+
+/// The file `path`, read at its first use by the configuration (later
+/// users share it). `map`: lines are `key value`.
+pub fn load(path: &str, map: bool, user: User) -> Result<Arc<PatRef>, String> {
+    let mut refs = REFS.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some(r) = refs.iter().find(|r| r.file == path) {
+        r.users.lock().unwrap_or_else(|p| p.into_inner()).push(user);
+        return Ok(Arc::clone(r));
+    }
+    let text =
+        std::fs::read_to_string(path).map_err(|e| format!("cannot read file '{path}': {e}"))?;
+    let r = Arc::new(PatRef {
+        uid: refs.len() as u32,
+        file: path.to_string(),
+        version: AtomicU64::new(0),
+        cur: Mutex::new(Arc::new(Snapshot::new(parse_lines(&text, map)))),
+        users: Mutex::new(vec![user]),
+    });
+    refs.push(Arc::clone(&r));
+    Ok(r)
+}
+
+/// Forgets every file (a configuration is about to be loaded again).
+pub fn reset() {
+    REFS.lock().unwrap_or_else(|p| p.into_inner()).clear();
+}
+
+/// Every file, in id order.
+pub fn all() -> Vec<Arc<PatRef>> {
+    REFS.lock().unwrap_or_else(|p| p.into_inner()).clone()
+}
+
+/// The file named by `#ID` or by its path, among those `maps` (or ACLs)
+/// use.
+pub fn find(name: &str, maps: bool) -> Option<Arc<PatRef>> {
+    let refs = REFS.lock().unwrap_or_else(|p| p.into_inner());
+    let by_id = name.strip_prefix('#').and_then(|n| n.parse::<u32>().ok());
+    refs.iter()
+        .find(|r| (by_id == Some(r.uid) || (by_id.is_none() && r.file == name)) && r.used_by(maps))
+        .cloned()
+}
+
+thread_local! {
+    /// The last snapshot this thread saw of each file: (file address,
+    /// version, snapshot).
+    static SEEN: RefCell<Vec<(usize, u64, Arc<Snapshot>)>> = const { RefCell::new(Vec::new()) };
+}
+
+impl PatRef {
+    pub fn used_by(&self, maps: bool) -> bool {
+        self.users
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .any(|u| u.out.is_some() == maps)
+    }
+
+    pub fn users(&self) -> Vec<User> {
+        self.users.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// The entries as they are now (see the module's introduction).
+    pub fn snapshot(&self) -> Arc<Snapshot> {
+        let v = self.version.load(Ordering::Acquire);
+        let me = self as *const PatRef as usize;
+        SEEN.with(|s| {
+            let mut s = s.borrow_mut();
+            if let Some(e) = s.iter_mut().find(|e| e.0 == me) {
+                if e.1 != v {
+                    let cur = self.load();
+                    *e = (me, v, cur);
+                }
+                return Arc::clone(&e.2);
+            }
+            let cur = self.load();
+            s.push((me, v, Arc::clone(&cur)));
+            cur
+        })
+    }
+
+    fn load(&self) -> Arc<Snapshot> {
+        Arc::clone(&self.cur.lock().unwrap_or_else(|p| p.into_inner()))
+    }
+
+    /// Applies `f` to a copy of the entries and publishes the result; `f`
+    /// returns an error to leave the file as it was.
+    pub fn update<T>(
+        &self,
+        f: impl FnOnce(&mut Vec<RefEntry>) -> Result<T, String>,
+    ) -> Result<T, String> {
+        let mut cur = self.cur.lock().unwrap_or_else(|p| p.into_inner());
+        let mut entries = cur.entries.clone();
+        let r = f(&mut entries)?;
+        *cur = Arc::new(Snapshot::new(entries));
+        // Under the mutex: a reader seeing the new version loads the new
+        // snapshot.
+        self.version.fetch_add(1, Ordering::Release);
+        Ok(r)
+    }
+
+    /// Whether `key` (and for maps `value`) suit every user of the file:
+    /// a regular expression that compiles, an address, an integer, an
+    /// output value of the map's type.
+    pub fn check(&self, key: &str, value: Option<&str>) -> Result<(), String> {
+        for u in self.users() {
+            match u.how {
+                How::Reg => {
+                    compile_re(key, u.icase).map_err(|e| format!("'{key}': {e}"))?;
+                }
+                How::Ip => {
+                    crate::net::parse_ipnet(key)?;
+                }
+                How::Int => {
+                    int_range(key).ok_or_else(|| format!("'{key}' is not an integer"))?;
+                }
+                _ => {}
+            }
+            if let Some(v) = value {
+                let ok = match u.out {
+                    Some("int") => v.trim().parse::<i64>().is_ok(),
+                    Some("ip") => v.trim().parse::<IpAddr>().is_ok(),
+                    _ => true,
+                };
+                if !ok {
+                    return Err(format!(
+                        "'{v}' is not a valid {} value",
+                        u.out.unwrap_or("")
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// `show map|acl`'s description of the file.
+    pub fn describe(&self) -> String {
+        let users = self.users();
+        let by: Vec<String> = users.iter().map(|u| format!("by {}", u.at)).collect();
+        let n = self.snapshot().entries.len() * users.len().max(1);
+        format!(
+            "{} ({}) pattern loaded from file '{}' used {}. curr_ver=0 next_ver=0 entry_cnt={n}",
+            self.uid,
+            self.file,
+            self.file,
+            by.join(", ")
+        )
+    }
+
+    /// Adds an entry at the end.
+    pub fn add(&self, key: &str, value: &str) -> Result<(), String> {
+        self.check(key, Some(value))?;
+        self.update(|e| {
+            e.push(RefEntry {
+                id: next_id(),
+                key: key.to_string(),
+                value: value.to_string(),
+            });
+            Ok(())
+        })
+    }
+}
+
+/// Matches `s` against the keys of `snap` with method `how`: the index of
+/// the first matching entry, in file order.
+pub fn find_str(snap: &Snapshot, how: How, icase: bool, s: &[u8]) -> Option<usize> {
+    use crate::sample::map::word;
+    let eq = |a: &[u8], b: &[u8]| {
+        if icase {
+            a.eq_ignore_ascii_case(b)
+        } else {
+            a == b
+        }
+    };
+    if how == How::Reg {
+        return snap
+            .regexes(icase)
+            .iter()
+            .position(|r| r.as_ref().is_some_and(|r| r.is_match(s)));
+    }
+    snap.entries.iter().position(|e| {
+        let p = e.key.as_bytes();
+        match how {
+            How::Str => eq(s, p),
+            How::Beg => s.len() >= p.len() && eq(&s[..p.len()], p),
+            How::End => s.len() >= p.len() && eq(&s[s.len() - p.len()..], p),
+            How::Sub => {
+                p.is_empty() || (s.len() >= p.len() && s.windows(p.len()).any(|w| eq(w, p)))
+            }
+            How::Dir => word(s, p, b"/", icase),
+            How::Dom => word(s, p, b"/.", icase),
+            _ => false,
+        }
+    })
+}
