@@ -60,11 +60,14 @@ vtc:
 hostile:
 	tests/hostile/run.sh
 
-# Every h2spec case must pass against the h2 core (h2_driver example);
-# then every attack of tests/h2/attack.py must be ended as RFC 9113 says.
+# Every h2spec case must pass against the h2 core (h2_driver example) and
+# against the ebb binary (cleartext and TLS); then every attack of
+# tests/h2/attack.py must be ended as RFC 9113 says, by both.
 h2: h2spec-deps
 	tests/h2/h2spec.sh
+	tests/h2/h2spec.sh ebb
 	tests/h2/run.sh
+	tests/h2/run.sh ebb
 
 soak:
 	$(CARGO) test -p ebb --test soak -- --ignored --nocapture

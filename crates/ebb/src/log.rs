@@ -381,6 +381,7 @@ mod tests {
             local: None,
             tls: false,
             cookie_flags: "--",
+            h2: false,
             vars: None,
             ncaps: (0, 0),
             fmt: None,

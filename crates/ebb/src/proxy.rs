@@ -420,6 +420,29 @@ pub struct FrontendRt {
     pub tables: Arc<crate::table::Tables>,
     /// `mode tcp`, `tcp-request` rules, `option tcplog`.
     pub l4: crate::l4rules::TcpRt,
+    /// The HTTP/2 limits of this frontend's connections (`tune.h2.*`).
+    pub h2: crate::h2::Config,
+    /// HTTP/2 connections open now, all threads together.
+    pub h2_conns: AtomicU32,
+    /// HTTP/2 streams started since start.
+    pub h2_streams: AtomicU64,
+}
+
+/// The HTTP/2 limits from `tune.h2.*` (HAProxy 2.6's keywords; the
+/// rest are `h2::Config`'s defaults). `tune.h2.max-concurrent-streams 0`
+/// lifts the limit, as in HAProxy.
+fn h2_config(g: &crate::config::Global) -> crate::h2::Config {
+    let mut c = crate::h2::Config::default();
+    if let Some(n) = g.h2_max_concurrent_streams {
+        c.max_concurrent_streams = if n == 0 { u32::MAX } else { n };
+    }
+    if let Some(n) = g.h2_initial_window_size {
+        c.initial_window_size = n;
+    }
+    if let Some(n) = g.h2_header_table_size {
+        c.header_table_size = n;
+    }
+    c
 }
 
 /// A compiled `use_backend` rule.
@@ -1008,6 +1031,9 @@ pub fn compile_keeping(
                 sessions: AtomicU64::new(0),
                 tables: Arc::clone(&tables),
                 l4,
+                h2: h2_config(&cfg.global),
+                h2_conns: AtomicU32::new(0),
+                h2_streams: AtomicU64::new(0),
             })
         })();
         match r {

@@ -50,6 +50,8 @@ struct Listener {
     tls: Option<Arc<TlsAcceptor>>,
     /// `accept-proxy` on the bind line.
     accept_proxy: bool,
+    /// `proto h2` on the bind line.
+    h2: bool,
     w: Rc<Worker>,
     live: Arc<Live>,
     gen: u64,
@@ -67,6 +69,7 @@ impl Listener {
             Rc::clone(&self.w),
             self.tls.as_ref().map(|t| t.config()),
             self.accept_proxy,
+            self.h2,
         ) {
             self.w.log_error(
                 format!(
@@ -229,6 +232,7 @@ pub fn run(cfg: Config, opts: RunOptions) -> i32 {
         Arc<FrontendRt>,
         Option<Arc<TlsAcceptor>>,
         bool,
+        bool,
     );
     let mut per_thread: Vec<Vec<Bound>> = (0..nbthread).map(|_| Vec::new()).collect();
     let mut acceptors: Vec<Arc<TlsAcceptor>> = Vec::new();
@@ -271,6 +275,7 @@ pub fn run(cfg: Config, opts: RunOptions) -> i32 {
                                 Arc::clone(fe),
                                 tls.clone(),
                                 b.accept_proxy,
+                                b.proto_h2,
                             ));
                         }
                     }
@@ -293,7 +298,13 @@ pub fn run(cfg: Config, opts: RunOptions) -> i32 {
                     Ok((socks, shown)) => {
                         lines.push(format!("ebb: frontend {} listening on {shown}", fe.name));
                         for (t, s) in socks.into_iter().enumerate() {
-                            per_thread[t].push((s, Arc::clone(fe), tls.clone(), b.accept_proxy));
+                            per_thread[t].push((
+                                s,
+                                Arc::clone(fe),
+                                tls.clone(),
+                                b.accept_proxy,
+                                b.proto_h2,
+                            ));
                         }
                     }
                     Err(e) => {
@@ -630,7 +641,7 @@ pub fn run(cfg: Config, opts: RunOptions) -> i32 {
                 }
             }
         }
-        for (sock, fe, tls, accept_proxy) in mine {
+        for (sock, fe, tls, accept_proxy, h2) in mine {
             let fd = sock.as_raw_fd();
             let l = Listener {
                 paused: false,
@@ -638,6 +649,7 @@ pub fn run(cfg: Config, opts: RunOptions) -> i32 {
                 fe,
                 tls,
                 accept_proxy,
+                h2,
                 w: Rc::clone(&w),
                 live: Arc::clone(&live),
                 gen: 0,

@@ -58,6 +58,91 @@ const TLS_FILE_CHUNK: usize = 16 * 1024;
 pub enum Transport {
     Plain(TcpStream),
     Tls(Box<TlsStream>),
+    /// One HTTP/2 stream's exchange seen as an HTTP/1 connection (a
+    /// *lane* of `mux::h2`): bytes go through a [`LanePipe`] shared with
+    /// the HTTP/2 connection's tasklet, never to a socket.
+    Lane(Box<LaneEnd>),
+}
+
+/// The buffers between an HTTP/2 connection and one of its lanes (an
+/// HTTP/1 client side running a stream). The HTTP/2 side writes a
+/// request's head and body into `input` and takes the answer from
+/// `output`; the lane reads and writes them through its [`Transport`].
+#[derive(Default)]
+pub struct LanePipe {
+    /// Request bytes for the lane, from `in_pos` on.
+    pub input: Vec<u8>,
+    pub in_pos: usize,
+    /// Request bytes the lane read since the HTTP/2 side last looked
+    /// (granted back to the client as flow-control credit).
+    pub read_count: usize,
+    /// Answer bytes the lane wrote, not yet taken by the HTTP/2 side.
+    pub output: Vec<u8>,
+    /// Most bytes `output` holds: a full pipe is a full socket
+    /// (`WouldBlock`), so the lane waits for the HTTP/2 send window.
+    pub out_max: usize,
+    /// The HTTP/2 side dropped the exchange (the client reset the stream
+    /// or left): the lane's next read fails, and it closes.
+    pub abort: bool,
+    /// The lane shut its connection down.
+    pub closed: bool,
+    /// The lane moved bytes since the HTTP/2 side last looked.
+    pub dirty: bool,
+}
+
+/// The lane's end of a [`LanePipe`], with the facts of the HTTP/2
+/// connection that carries it (for sample fetches and the log line).
+pub struct LaneEnd {
+    pub pipe: std::rc::Rc<std::cell::RefCell<LanePipe>>,
+    /// A duplicate of the client's socket, only for its addresses.
+    pub sock: TcpStream,
+    pub tls: bool,
+    pub sni: Option<String>,
+    pub alpn: Option<Vec<u8>>,
+}
+
+impl LaneEnd {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let mut p = self.pipe.borrow_mut();
+        if p.abort {
+            return Err(io::ErrorKind::ConnectionReset.into());
+        }
+        let avail = p.input.len() - p.in_pos;
+        if avail == 0 {
+            return Err(io::ErrorKind::WouldBlock.into());
+        }
+        let n = avail.min(buf.len());
+        let at = p.in_pos;
+        buf[..n].copy_from_slice(&p.input[at..at + n]);
+        p.in_pos += n;
+        p.read_count += n;
+        if p.in_pos == p.input.len() {
+            p.input.clear();
+            p.in_pos = 0;
+        }
+        p.dirty = true;
+        Ok(n)
+    }
+
+    fn write_vectored(&mut self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
+        let mut p = self.pipe.borrow_mut();
+        if p.abort {
+            return Err(io::ErrorKind::BrokenPipe.into());
+        }
+        let mut room = p.out_max.saturating_sub(p.output.len());
+        if room == 0 && bufs.iter().any(|b| !b.is_empty()) {
+            return Err(io::ErrorKind::WouldBlock.into());
+        }
+        let mut n = 0;
+        for b in bufs {
+            let k = b.len().min(room);
+            p.output.extend_from_slice(&b[..k]);
+            room -= k;
+            n += k;
+        }
+        p.dirty = true;
+        Ok(n)
+    }
 }
 
 /// Largest first flight held back from rustls while the hello is read.
@@ -427,7 +512,44 @@ fn remaining_slices<'a>(bufs: &'a [IoSlice<'a>], mut skip: usize) -> Vec<IoSlice
     out
 }
 
+/// Reads up to one record's worth (at most `count` bytes) of `file` at
+/// `*off` and writes it with `write`; advances `*off` by what `write`
+/// took. `Ok(0)`: the file ended before `*off`.
+fn copy_file_chunk(
+    file: &File,
+    off: &mut u64,
+    count: usize,
+    write: impl FnOnce(&[IoSlice<'_>]) -> io::Result<usize>,
+) -> io::Result<usize> {
+    if count == 0 {
+        return Ok(0);
+    }
+    let mut chunk = [0u8; TLS_FILE_CHUNK];
+    let want = count.min(TLS_FILE_CHUNK);
+    let got = loop {
+        match file.read_at(&mut chunk[..want], *off) {
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            r => break r?,
+        }
+    };
+    if got == 0 {
+        return Ok(0);
+    }
+    let n = write(&[IoSlice::new(&chunk[..got])])?;
+    *off += n as u64;
+    Ok(n)
+}
+
 impl Transport {
+    /// A cleartext connection, or the server side of TLS when `tls` is
+    /// given (see [`Transport::accept_tls`]).
+    pub fn accept(sock: TcpStream, tls: Option<Arc<ServerConfig>>) -> io::Result<Transport> {
+        match tls {
+            Some(cfg) => Transport::accept_tls(sock, cfg),
+            None => Ok(Transport::plain(sock)),
+        }
+    }
+
     /// A cleartext connection.
     pub fn plain(sock: TcpStream) -> Transport {
         Transport::Plain(sock)
@@ -492,6 +614,7 @@ impl Transport {
         match self {
             Transport::Plain(s) => s.read(buf),
             Transport::Tls(t) => t.read(buf),
+            Transport::Lane(l) => l.read(buf),
         }
     }
 
@@ -500,7 +623,7 @@ impl Transport {
     /// will say so, the caller must read again.
     pub fn read_pending(&self) -> bool {
         match self {
-            Transport::Plain(_) => false,
+            Transport::Plain(_) | Transport::Lane(_) => false,
             Transport::Tls(t) => t.eof_pending,
         }
     }
@@ -511,6 +634,7 @@ impl Transport {
         match self {
             Transport::Plain(s) => s.write(buf),
             Transport::Tls(t) => t.write_vectored(&[IoSlice::new(buf)]),
+            Transport::Lane(l) => l.write_vectored(&[IoSlice::new(buf)]),
         }
     }
 
@@ -520,6 +644,7 @@ impl Transport {
         match self {
             Transport::Plain(s) => s.write_vectored(bufs),
             Transport::Tls(t) => t.write_vectored(bufs),
+            Transport::Lane(l) => l.write_vectored(bufs),
         }
     }
 
@@ -527,7 +652,7 @@ impl Transport {
     /// for plain TCP); `Ok(false)` when the socket is full.
     pub fn flush_pending(&mut self) -> io::Result<bool> {
         match self {
-            Transport::Plain(_) => Ok(true),
+            Transport::Plain(_) | Transport::Lane(_) => Ok(true),
             Transport::Tls(t) => {
                 // After a failure the alert may still be pending: flushing
                 // it is allowed (and wanted).
@@ -541,7 +666,7 @@ impl Transport {
     /// this is false.
     pub fn has_pending_output(&self) -> bool {
         match self {
-            Transport::Plain(_) => false,
+            Transport::Plain(_) | Transport::Lane(_) => false,
             Transport::Tls(t) => t.conn.wants_write(),
         }
     }
@@ -552,14 +677,30 @@ impl Transport {
     /// heavy.
     pub fn is_handshaking(&self) -> bool {
         match self {
-            Transport::Plain(_) => false,
+            Transport::Plain(_) | Transport::Lane(_) => false,
             Transport::Tls(t) => t.conn.is_handshaking(),
         }
     }
 
     /// Whether this is a TLS stream.
     pub fn is_tls(&self) -> bool {
-        matches!(self, Transport::Tls(_))
+        match self {
+            Transport::Lane(l) => l.tls,
+            t => matches!(t, Transport::Tls(_)),
+        }
+    }
+
+    /// Whether this is a lane of an HTTP/2 connection.
+    pub fn is_lane(&self) -> bool {
+        matches!(self, Transport::Lane(_))
+    }
+
+    /// The pipe of a lane.
+    pub fn lane_pipe(&self) -> Option<&std::rc::Rc<std::cell::RefCell<LanePipe>>> {
+        match self {
+            Transport::Lane(l) => Some(&l.pipe),
+            _ => None,
+        }
     }
 
     /// Whether `sendfile` may write to the fd (false for TLS: the kernel
@@ -587,20 +728,17 @@ impl Transport {
                 if !t.flush_tls()? {
                     return Err(io::ErrorKind::WouldBlock.into());
                 }
-                let mut chunk = [0u8; TLS_FILE_CHUNK];
-                let want = count.min(TLS_FILE_CHUNK);
-                let got = loop {
-                    match file.read_at(&mut chunk[..want], *off) {
-                        Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                        r => break r?,
-                    }
+                copy_file_chunk(file, off, count, |b| t.write_vectored(b))
+            }
+            Transport::Lane(l) => {
+                let room = {
+                    let p = l.pipe.borrow();
+                    p.out_max.saturating_sub(p.output.len())
                 };
-                if got == 0 {
-                    return Ok(0);
+                if room == 0 && count > 0 {
+                    return Err(io::ErrorKind::WouldBlock.into());
                 }
-                let n = t.write_vectored(&[IoSlice::new(&chunk[..got])])?;
-                *off += n as u64;
-                Ok(n)
+                copy_file_chunk(file, off, count.min(room), |b| l.write_vectored(b))
             }
         }
     }
@@ -615,6 +753,7 @@ impl Transport {
         match self {
             Transport::Plain(s) => s,
             Transport::Tls(t) => &t.sock,
+            Transport::Lane(l) => &l.sock,
         }
     }
 
@@ -636,6 +775,13 @@ impl Transport {
     /// [`Transport::close_notify`] and [`Transport::flush_pending`] first
     /// when that matters.
     pub fn shutdown(&mut self) -> io::Result<()> {
+        if let Transport::Lane(l) = self {
+            // The lane ends; the HTTP/2 connection's socket stays open.
+            let mut p = l.pipe.borrow_mut();
+            p.closed = true;
+            p.dirty = true;
+            return Ok(());
+        }
         if let Transport::Tls(t) = self {
             if t.failed.is_none() {
                 t.conn.send_close_notify();
@@ -650,6 +796,7 @@ impl Transport {
         match self {
             Transport::Plain(_) => None,
             Transport::Tls(t) => t.conn.alpn_protocol(),
+            Transport::Lane(l) => l.alpn.as_deref(),
         }
     }
 
@@ -662,7 +809,7 @@ impl Transport {
                 Some(None) => " (no SNI)".to_string(),
                 None => String::new(),
             },
-            Transport::Plain(_) => String::new(),
+            Transport::Plain(_) | Transport::Lane(_) => String::new(),
         }
     }
 
@@ -674,6 +821,7 @@ impl Transport {
                 Connection::Server(s) => s.server_name(),
                 Connection::Client(_) => None,
             },
+            Transport::Lane(l) => l.sni.as_deref(),
             Transport::Plain(_) => None,
         }
     }
@@ -682,7 +830,7 @@ impl Transport {
     /// resumed), for logs and tests. `None` before the handshake ends.
     pub fn tls_info(&self) -> Option<(rustls::ProtocolVersion, rustls::HandshakeKind)> {
         match self {
-            Transport::Plain(_) => None,
+            Transport::Plain(_) | Transport::Lane(_) => None,
             Transport::Tls(t) => Some((t.conn.protocol_version()?, t.conn.handshake_kind()?)),
         }
     }
@@ -725,6 +873,7 @@ impl std::fmt::Debug for Transport {
                 .field("handshaking", &t.conn.is_handshaking())
                 .field("failed", &t.failed)
                 .finish(),
+            Transport::Lane(l) => f.debug_tuple("Lane").field(&l.sock).finish(),
         }
     }
 }

@@ -165,29 +165,6 @@ fn page_auth_modifiers_and_admin() {
     let _ = Duration::ZERO;
 }
 
-fn chromium() -> Option<&'static str> {
-    ["chromium", "chromium-browser"]
-        .into_iter()
-        .find(|c| have(c))
-}
-
-fn chromium_cmd(bin: &str, profile: &std::path::Path) -> Command {
-    let mut c = Command::new(bin);
-    c.args([
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-quic",
-        "--no-first-run",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        "--hide-scrollbars",
-    ])
-    .arg(format!("--user-data-dir={}", profile.display()));
-    c
-}
-
 /// Counts the pixels of an RGB colour in a PNG (decoded by the system
 /// Python: zlib and the five PNG filters, no imaging library needed).
 fn count_color(png: &std::path::Path, rgb: (u8, u8, u8)) -> usize {

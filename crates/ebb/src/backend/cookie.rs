@@ -188,7 +188,13 @@ fn push_pair(out: &mut Vec<u8>, p: &[u8]) {
 
 /// The client-side letter for a cookie naming `id`, and the server it
 /// designates when it may be used.
-fn judge(c: &CookieCfg, servers: &super::ServerList, id: &[u8], info: &mut TxnInfo, now: u64) -> u8 {
+fn judge(
+    c: &CookieCfg,
+    servers: &super::ServerList,
+    id: &[u8],
+    info: &mut TxnInfo,
+    now: u64,
+) -> u8 {
     // Dates more than a day in the future are refused, as HAProxy does.
     let bad = |d: u64, max: Option<std::time::Duration>| -> bool {
         match max {

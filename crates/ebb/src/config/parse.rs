@@ -236,6 +236,9 @@ const GLOBAL_KEYWORDS: &[&str] = &[
     "tune.idle-pool.shared",
     "ulimit-n",
     "tune.http.drain-max",
+    "tune.h2.max-concurrent-streams",
+    "tune.h2.initial-window-size",
+    "tune.h2.header-table-size",
     "tune.comp.maxlevel",
     "close-spread-time",
     "master-worker",
@@ -692,6 +695,7 @@ impl<'e> Parser<'e> {
                             unix_owner: (None, None),
                             backlog: None,
                             accept_proxy: false,
+                            proto_h2: false,
                         });
                     }
                 }
@@ -831,6 +835,16 @@ impl<'e> Parser<'e> {
             "ulimit-n" => g.ulimit_n = Some(u64::from(parse_u32_range(kw, &one(w)?, 1, u32::MAX)?)),
             "tune.maxrewrite" => {
                 g.maxrewrite = Some(parse_u32_range(kw, &one(w)?, 0, 1 << 30)? as usize)
+            }
+            "tune.h2.max-concurrent-streams" => {
+                g.h2_max_concurrent_streams = Some(parse_u32_range(kw, &one(w)?, 0, u32::MAX)?)
+            }
+            // RFC 9113 §6.5.2: at most 2^31-1.
+            "tune.h2.initial-window-size" => {
+                g.h2_initial_window_size = Some(parse_u32_range(kw, &one(w)?, 0, (1 << 31) - 1)?)
+            }
+            "tune.h2.header-table-size" => {
+                g.h2_header_table_size = Some(parse_u32_range(kw, &one(w)?, 0, 65536)?)
             }
             // ebb's own: HAProxy has no keyword for it (see http1::Drain).
             "tune.http.drain-max" => {
@@ -2499,6 +2513,7 @@ fn parse_bind(w: &[String], ctx: &Ctx<'_>) -> Result<Bind, String> {
     };
     let mut unix_mode = None;
     let mut accept_proxy = false;
+    let mut proto_h2 = false;
     let mut unix_owner = (None, None);
     let mut backlog = None;
     let mut name = None;
@@ -2565,11 +2580,12 @@ fn parse_bind(w: &[String], ctx: &Ctx<'_>) -> Result<Bind, String> {
             }
             "proto" => {
                 let v = v?;
-                return Err(if v == "h2" {
-                    "'proto h2': HTTP/2 is not served yet".to_string()
-                } else {
-                    format!("'proto {v}' is not supported (ebb serves HTTP/1.x on every bind)")
-                });
+                if v != "h2" {
+                    return Err(format!(
+                        "'proto {v}' is not supported (ebb serves HTTP/1.x, and h2 with 'proto h2' or ALPN)"
+                    ));
+                }
+                proto_h2 = true;
             }
             "backlog" => backlog = Some(parse_u32_range(opt, v?, 1, i32::MAX as u32)?),
             "expose-fd" | "accept-netscaler-cip" | "defer-accept" | "tfo"
@@ -2677,6 +2693,7 @@ fn parse_bind(w: &[String], ctx: &Ctx<'_>) -> Result<Bind, String> {
         unix_owner,
         backlog,
         accept_proxy,
+        proto_h2,
     })
 }
 

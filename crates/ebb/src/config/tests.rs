@@ -636,13 +636,6 @@ fn bind_errors() {
     );
     err1(&b(":80 nice"), "t.cfg:2: ", "expects a value");
     err1(&b(":80 ssl crt /x alpn h2,,x"), "t.cfg:2: ", "invalid ALPN");
-    // Until HTTP/2 is served, offering it would fail every client that
-    // takes the offer.
-    err1(
-        &b(":80 ssl crt /x alpn h2,http/1.1"),
-        "t.cfg:2: ",
-        "HTTP/2 is not served yet",
-    );
     err1(
         &b("fd@x"),
         "t.cfg:2: ",
@@ -753,31 +746,37 @@ fn tune_keywords_honoured_or_refused() {
     );
 }
 
-/// Until the HTTP/2 mux is wired, a bind offering h2 is refused at start.
+/// HTTP/2 is served: `alpn h2,...` and `proto h2` are accepted, other
+/// `proto` values refused; the `tune.h2.*` keywords take HAProxy's ranges.
 #[test]
-fn http2_binds_are_refused_until_served() {
+fn http2_binds_and_tune_h2() {
     let b = |opts: &str| format!("frontend f\n    bind {opts}\n");
-    err1(
-        &b(":443 ssl crt /x.pem alpn h2,http/1.1"),
-        "t.cfg:2: ",
-        "HTTP/2 is not served yet",
-    );
-    err1(
-        &b(":443 ssl crt /x.pem alpn http/1.1,h2"),
-        "t.cfg:2: ",
-        "HTTP/2 is not served yet",
-    );
-    err1(
-        &b(":80 proto h2"),
-        "t.cfg:2: ",
-        "'proto h2': HTTP/2 is not served yet",
-    );
+    let tail = "    default_backend b\nbackend b\n    server s 127.0.0.1:80\n";
+    let c = ok(&format!("frontend f\n    bind :80 proto h2\n{tail}"));
+    assert!(c.frontends().next().unwrap().binds[0].proto_h2);
+    let c = ok(&format!("frontend f\n    bind :80\n{tail}"));
+    assert!(!c.frontends().next().unwrap().binds[0].proto_h2);
     err1(
         &b(":80 proto h1"),
         "t.cfg:2: ",
         "'proto h1' is not supported",
     );
-    ok("frontend f\n    bind :443 ssl crt /x.pem alpn http/1.1\n    default_backend b\nbackend b\n    server s 127.0.0.1:80\n");
+    let c = ok(&format!(
+        "global\n    tune.h2.max-concurrent-streams 0\n    tune.h2.initial-window-size 1048576\n    tune.h2.header-table-size 65536\nfrontend f\n    bind :80\n{tail}"
+    ));
+    assert_eq!(c.global.h2_max_concurrent_streams, Some(0));
+    assert_eq!(c.global.h2_initial_window_size, Some(1 << 20));
+    assert_eq!(c.global.h2_header_table_size, Some(65536));
+    err1(
+        "global\n    tune.h2.header-table-size 65537\n",
+        "t.cfg:2: ",
+        "out of range",
+    );
+    err1(
+        "global\n    tune.h2.initial-window-size 2147483648\n",
+        "t.cfg:2: ",
+        "out of range",
+    );
 }
 
 #[test]

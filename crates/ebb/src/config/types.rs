@@ -195,6 +195,13 @@ pub struct Global {
     pub drain_max: Option<u64>,
     /// `tune.comp.maxlevel N`: the compression level (HAProxy's default 1).
     pub comp_maxlevel: Option<u32>,
+    /// `tune.h2.max-concurrent-streams N` (HAProxy's default 100; 0: no
+    /// limit).
+    pub h2_max_concurrent_streams: Option<u32>,
+    /// `tune.h2.initial-window-size N` (default 65535).
+    pub h2_initial_window_size: Option<u32>,
+    /// `tune.h2.header-table-size N` (default 4096, at most 65536).
+    pub h2_header_table_size: Option<u32>,
     /// `close-spread-time T|infinite`: how a soft stop spreads the closing
     /// of connections (see the `drain` module).
     pub close_spread: Option<CloseSpread>,
@@ -239,6 +246,9 @@ impl Default for Global {
             maxrewrite: None,
             ulimit_n: None,
             drain_max: None,
+            h2_max_concurrent_streams: None,
+            h2_initial_window_size: None,
+            h2_header_table_size: None,
             comp_maxlevel: None,
             close_spread: None,
             master_worker: false,
@@ -653,6 +663,9 @@ pub struct Bind {
     /// `accept-proxy`: every connection starts with a PROXY protocol
     /// header (v1 or v2), whose source is then the client's address.
     pub accept_proxy: bool,
+    /// `proto h2`: connections speak HTTP/2 from their first byte
+    /// (cleartext with prior knowledge, or TLS whatever ALPN chose).
+    pub proto_h2: bool,
 }
 
 /// A listening socket that is not a TCP address ebb binds itself.
@@ -681,7 +694,7 @@ pub struct BindSsl {
     pub crts: Vec<PathBuf>,
     /// `key FILE` when the key is not in the `crt` file.
     pub key: Option<PathBuf>,
-    /// `alpn http/1.1` (a list naming h2 is refused until HTTP/2 is served).
+    /// `alpn h2,http/1.1`: a client that picks h2 is served HTTP/2.
     pub alpn: Vec<String>,
     pub min_ver: Option<TlsVersion>,
     /// `strict-sni`: refuse a handshake whose SNI names no certificate

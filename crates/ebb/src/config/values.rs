@@ -265,18 +265,12 @@ pub(crate) fn header_value(s: &str) -> Result<String, String> {
     }
 }
 
-/// An `alpn` list (bind lines and crt-list lines). `h2` is refused while
-/// HTTP/2 is not served: offering it and then reading the connection as
-/// HTTP/1 fails every client that takes the offer (curl exits 55).
+/// An `alpn` list (bind lines and crt-list lines). A client that takes
+/// `h2` is served HTTP/2 (`mux::h2`).
 pub(crate) fn alpn_list(v: &str) -> Result<Vec<String>, String> {
     let list: Vec<String> = v.split(',').map(str::to_string).collect();
     if list.iter().any(|p| p.is_empty() || p.len() > 255) {
         return Err(format!("invalid ALPN list '{v}'"));
-    }
-    if list.iter().any(|p| p == "h2") {
-        return Err(format!(
-            "'alpn {v}' offers h2, but HTTP/2 is not served yet: use 'alpn http/1.1'"
-        ));
     }
     Ok(list)
 }

@@ -1466,6 +1466,19 @@ impl Connection {
         self.goaway = Some((frame::MAX_WINDOW, false));
     }
 
+    /// Ends the connection without the PING round trip (an idle
+    /// connection past its timeout, RFC 9113 §6.8): GOAWAY with the real
+    /// last-stream-id at once; streams still open finish, then
+    /// [`Connection::is_done`].
+    pub fn goaway_now(&mut self) {
+        if self.state == State::Closed || matches!(self.goaway, Some((_, true))) {
+            return;
+        }
+        let last = self.goaway_last();
+        frame::write_goaway(&mut self.out, last, ErrorCode::NO_ERROR);
+        self.goaway = Some((last, true));
+    }
+
     fn final_goaway(&mut self) {
         if let Some((_, false)) = self.goaway {
             let last = self.goaway_last();

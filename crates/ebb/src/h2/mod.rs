@@ -14,9 +14,8 @@
 //! - [`request`]: RFC 9113 §8 checks of request heads and the translation
 //!   to an HTTP/1.1 head; checks of response heads for the client role.
 //!
-//! Serving HTTP/2 is not wired yet: the mux that puts this core on ebb's
-//! connections and streams comes next. Until then `bind ... alpn h2` and
-//! `proto h2` are refused at start.
+//! `mux/h2` drives this core on client connections (ALPN `h2`,
+//! `bind ... proto h2`); the client role is not wired to servers yet.
 
 pub mod conn;
 pub mod frame;

@@ -528,6 +528,24 @@ fn graceful_goaway_drains_then_is_done() {
 }
 
 #[test]
+fn goaway_now_names_the_last_stream_at_once() {
+    let (mut c, mut cl) = open();
+    feed(&mut c, &cl.get(1, "/"), 2);
+    let _ = take(&mut c);
+    c.goaway_now();
+    let f = take(&mut c);
+    let (_, p) = f.iter().find(|(h, _)| h.kind == kind::GOAWAY).unwrap();
+    assert_eq!(u32::from_be_bytes([p[0], p[1], p[2], p[3]]), 1);
+    assert!(f.iter().all(|(h, _)| h.kind != kind::PING));
+    // Stream 1 finishes; a later one is not served.
+    let ev = feed(&mut c, &cl.get(3, "/"), 3);
+    assert!(!ev.iter().any(|e| matches!(e, Ev::Request { id: 3, .. })));
+    assert!(!c.is_done());
+    c.send_response(1, 204, &[], true).unwrap();
+    assert!(c.is_done());
+}
+
+#[test]
 fn client_goaway_and_reset_are_events() {
     let (mut c, mut cl) = open();
     feed(&mut c, &cl.get(1, "/"), 2);

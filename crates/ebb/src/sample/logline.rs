@@ -496,7 +496,7 @@ fn render_var(v: Var, quote: bool, e: &Entry<'_>, caps: &Caps, out: &mut Vec<u8>
     let (m, uri, ver) = match line {
         Some(l) => {
             let (m, u, v) = split_line(l);
-            (Some(m), u, v)
+            (Some(m), u, if e.h2 { Some(&b"HTTP/2.0"[..]) } else { v })
         }
         None => (None, None, None),
     };
@@ -620,6 +620,15 @@ fn render_var(v: Var, quote: bool, e: &Entry<'_>, caps: &Caps, out: &mut Vec<u8>
             if let Some(caps) = caps {
                 captures(out, caps, quote, true);
             }
+        }
+        Var::Request if e.h2 && uri.is_some() => {
+            // `METHOD URI HTTP/2.0`, as HAProxy logs an HTTP/2 request.
+            let l = line.unwrap_or(b"");
+            let cut = l.len() - l.rsplit(|&c| c == b' ').next().map_or(0, <[u8]>::len);
+            let mut v = Vec::with_capacity(cut + 8);
+            v.extend_from_slice(&l[..cut]);
+            v.extend_from_slice(b"HTTP/2.0");
+            req_part(out, Some(&v), quote)
         }
         Var::Request => req_part(out, line, quote),
         Var::HttpMethod => req_part(out, m.filter(|_| uri.is_some()), quote),
@@ -846,6 +855,9 @@ pub struct Entry<'a> {
     pub tls: bool,
     /// Persistence cookie flags of `%tsc` (`--`: no `cookie` in the backend).
     pub cookie_flags: &'a str,
+    /// The request came over HTTP/2 (its line, kept as HTTP/1.1 by the
+    /// lane that ran it, is logged with `HTTP/2.0` as HAProxy does).
+    pub h2: bool,
     /// The exchange's variables and captures.
     pub vars: Option<&'a std::cell::RefCell<crate::sample::VarStore>>,
     /// Request and response captures configured on the frontend.
@@ -884,6 +896,7 @@ mod tests {
             local: Some("127.0.0.2:8080".parse().unwrap()),
             tls: true,
             cookie_flags: "--",
+            h2: false,
             vars,
             ncaps: (2, 0),
             fmt: None,

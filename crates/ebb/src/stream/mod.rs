@@ -20,10 +20,12 @@
 //! the client left), passing itself so the stream reads the request from
 //! the client's buffer and writes the answer into its output. An HTTP/1
 //! connection holds one stream and reuses it for each request (no
-//! allocation per request). The protocol-neutral messages of [`msg`] are
-//! the interface the stream is moving to, so that an HTTP/2 mux can drive
-//! the same code; today the HTTP/1 client side is the only driver and the
-//! stream still reads its parsed head and writes its output directly.
+//! allocation per request). An HTTP/2 connection runs each of its streams
+//! on a *lane*: an HTTP/1 client side over buffers shared with it (see
+//! `mux/h2`), so this code serves both protocols. The protocol-neutral
+//! messages of [`msg`] are the interface the stream is moving to, so that
+//! muxes drive it without HTTP/1 bytes in between; today the stream still
+//! reads its parsed HTTP/1 head and writes its output directly.
 
 use std::cell::RefCell;
 use std::net::SocketAddr;

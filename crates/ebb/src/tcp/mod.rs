@@ -65,6 +65,7 @@ impl Early {
 /// connection` rules on the real peer, then reads a PROXY header
 /// (`accept-proxy`, or `expect-proxy layer4`) or starts the connection
 /// in the frontend's mode.
+#[allow(clippy::too_many_arguments)]
 pub fn accepted(
     ctx: &mut Ctx,
     sock: TcpStream,
@@ -73,6 +74,7 @@ pub fn accepted(
     w: Rc<Worker>,
     tls: Option<Arc<rustls::ServerConfig>>,
     accept_proxy: bool,
+    h2: bool,
 ) -> std::io::Result<()> {
     let early = Early::new(&fe);
     let mut expect_proxy = false;
@@ -93,14 +95,15 @@ pub fn accepted(
         }
     }
     if accept_proxy || expect_proxy {
-        return pphdr::spawn(ctx, sock, peer, fe, w, tls, early);
+        return pphdr::spawn(ctx, sock, peer, fe, w, tls, early, h2);
     }
-    start(ctx, sock, peer, None, fe, w, tls, early)
+    start(ctx, sock, peer, None, fe, w, tls, early, h2)
 }
 
 /// Starts a connection in its frontend's mode, with the client's
 /// addresses (from a PROXY header when `dst` is set), once its
-/// `tcp-request session` rules let it through.
+/// `tcp-request session` rules let it through; `h2`: HTTP/2 from the
+/// first byte (`bind ... proto h2`).
 #[allow(clippy::too_many_arguments)]
 fn start(
     ctx: &mut Ctx,
@@ -111,6 +114,7 @@ fn start(
     w: Rc<Worker>,
     tls: Option<Arc<rustls::ServerConfig>>,
     early: Early,
+    h2: bool,
 ) -> std::io::Result<()> {
     if !fe.l4.sess_rules.is_empty() {
         early.stk.set_now(ctx.now());
@@ -130,6 +134,18 @@ fn start(
     }
     early.stk.set_now(ctx.now());
     early.stk.count_session();
+    if h2 && !fe.l4.tcp_mode {
+        return crate::mux::h2::H2Conn::<crate::stream::Stream>::accept(
+            ctx,
+            sock,
+            peer,
+            dst,
+            fe,
+            w,
+            tls,
+            (early.stk, early.vars),
+        );
+    }
     if !fe.l4.tcp_mode {
         return crate::mux::h1::Conn::<crate::stream::Stream>::spawn(
             ctx,
@@ -144,10 +160,7 @@ fn start(
     }
     sock.set_nonblocking(true)?;
     let _ = sock.set_nodelay(true);
-    let tr = match tls {
-        Some(cfg) => Transport::accept_tls(sock, cfg)?,
-        None => Transport::plain(sock),
-    };
+    let tr = Transport::accept(sock, tls)?;
     session::Session::spawn(ctx, tr, peer, dst, fe, w, early)
 }
 

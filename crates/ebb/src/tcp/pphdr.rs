@@ -35,9 +35,12 @@ struct Reader {
     w: Rc<Worker>,
     tls: Option<Arc<rustls::ServerConfig>>,
     early: Option<super::Early>,
+    /// `proto h2` on the bind line.
+    h2: bool,
     deadline: Tick,
 }
 
+#[allow(clippy::too_many_arguments)]
 pub(super) fn spawn(
     ctx: &mut Ctx,
     sock: TcpStream,
@@ -46,6 +49,7 @@ pub(super) fn spawn(
     w: Rc<Worker>,
     tls: Option<Arc<rustls::ServerConfig>>,
     early: super::Early,
+    h2: bool,
 ) -> std::io::Result<()> {
     sock.set_nonblocking(true)?;
     let fd = sock.as_raw_fd();
@@ -57,6 +61,7 @@ pub(super) fn spawn(
         w,
         tls,
         early: Some(early),
+        h2,
         deadline,
     };
     let id = ctx.new_tasklet_obj("proxy_hdr", r);
@@ -161,7 +166,9 @@ impl sched::TaskletFn for Reader {
                     return Status::Done;
                 };
                 let w = Rc::clone(&self.w);
-                if let Err(e) = super::start(ctx, s, peer, dst, fe, w, self.tls.take(), early) {
+                if let Err(e) =
+                    super::start(ctx, s, peer, dst, fe, w, self.tls.take(), early, self.h2)
+                {
                     self.w.log_error(
                         format!(
                             "{}: cannot set up a connection from {peer}: {e}",

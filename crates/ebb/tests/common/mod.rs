@@ -346,6 +346,32 @@ pub fn backend_qcur(sock: &Path, be: &str) -> Option<u64> {
     row.split(',').nth(2)?.parse().ok()
 }
 
+/// The headless Chromium on PATH, if any (Debian's `chromium`).
+pub fn chromium() -> Option<&'static str> {
+    ["chromium", "chromium-browser"]
+        .into_iter()
+        .find(|c| have(c))
+}
+
+/// Headless Chromium with a fresh profile in `profile`, nothing running
+/// in the background.
+pub fn chromium_cmd(bin: &str, profile: &Path) -> Command {
+    let mut c = Command::new(bin);
+    c.args([
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--hide-scrollbars",
+    ])
+    .arg(format!("--user-data-dir={}", profile.display()));
+    c
+}
+
 /// A client connection from a chosen loopback source address.
 pub fn connect_from(src: &str, to: SocketAddr) -> Client {
     let s = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();

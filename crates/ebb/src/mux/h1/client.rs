@@ -36,7 +36,7 @@ use std::os::fd::{AsRawFd, RawFd};
 use std::sync::Arc;
 use std::time::SystemTime;
 
-use sched::{ticks, Ctx, Reasons, Status, TaskId, TaskletFn, TaskletId, Tick, ETERNITY};
+use sched::{ticks, Ctx, Reasons, Status, TaskId, TaskletFn, TaskletId, Tick};
 
 use crate::http1::{
     parse_request_into, write_error_response, BodyFraming, Drain, DrainStep, HttpError,
@@ -53,6 +53,10 @@ use crate::worker::Worker;
 /// then delayed new clients by seconds. 256 KiB bounds a pass's cost per
 /// connection while keeping large transfers at a few calls per megabyte.
 pub(crate) const RUN_QUANTUM: usize = 256 * 1024;
+
+/// The HTTP/2 connection preface (RFC 9113 §3.4): on an HTTP/1 bind, the
+/// client speaks HTTP/2 with prior knowledge (HAProxy's implicit upgrade).
+const H2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 
 /// What the connection is doing with its input.
 pub(crate) enum In {
@@ -201,6 +205,10 @@ pub struct Conn<S> {
     /// The current stream (taken out while it runs: see
     /// [`Conn::with_stream`]).
     st: Option<S>,
+    /// This connection is a lane of an HTTP/2 connection (its transport
+    /// is a [`Transport::Lane`]): the tasklet of that connection, woken
+    /// when the lane moved bytes or ended.
+    pub(crate) lane_of: Option<TaskletId>,
 }
 
 impl<S: Exchange + Default + 'static> Conn<S> {
@@ -224,26 +232,72 @@ impl<S: Exchange + Default + 'static> Conn<S> {
         sock.set_nonblocking(true)?;
         let _ = sock.set_nodelay(true);
         let fd = sock.as_raw_fd();
-        let tr = match tls {
-            Some(cfg) => Transport::accept_tls(sock, cfg)?,
-            None => Transport::plain(sock),
-        };
-        let target: std::rc::Rc<std::cell::Cell<Option<TaskletId>>> =
-            std::rc::Rc::new(std::cell::Cell::new(None));
-        let t2 = std::rc::Rc::clone(&target);
-        let timer = ctx.new_task("h1_conn_timer", move |ctx: &mut Ctx, me, _why| {
-            ctx.set_expire(me, ETERNITY);
-            if let Some(t) = t2.get() {
-                ctx.tasklet_wakeup_why(t, Reasons::TIMER);
-            }
-            Status::Continue
+        let tr = Transport::accept(sock, tls)?;
+        let (conn, target) = Self::make(ctx, tr, fd, peer, dst, fe, w, "h1_conn_timer", early);
+        conn.w.conn_opened(&conn.fe);
+        conn.w.debug(|| {
+            format!(
+                "thread {} accepted {} on frontend {}{}",
+                ctx.thread_id(),
+                conn.peer,
+                conn.fe.name,
+                if conn.tr.is_tls() { " (TLS)" } else { "" }
+            )
         });
+        conn.fe
+            .sessions
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        // TLS connections get their own profiling name, so `show profiling`
+        // tells handshake-heavy work from cleartext work.
+        let name = if conn.tr.is_tls() {
+            "h1_tls_conn"
+        } else {
+            "h1_conn"
+        };
+        let (timer, first_deadline, heavy) = (conn.timer, conn.deadline, conn.heavy);
+        let sess2 = Arc::clone(&conn.sess);
+        let id = ctx.new_tasklet_obj(name, conn);
+        target.set(Some(id));
+        *sess2.tasklet.lock().unwrap_or_else(|p| p.into_inner()) = Some(id);
+        if let Err(e) = ctx.register_fd(fd, id, true) {
+            ctx.kill_tasklet(id);
+            ctx.kill(timer);
+            return Err(e);
+        }
+        ctx.on_stop_tasklet(id);
+        ctx.set_expire(timer, first_deadline);
+        if heavy {
+            // A TLS handshake is expensive: at most a few per loop turn,
+            // so it cannot add its cost to everyone's latency.
+            ctx.set_heavy(id, true);
+        }
+        ctx.tasklet_wakeup(id);
+        Ok(())
+    }
+
+    /// The connection's state and its timer task (which wakes the tasklet
+    /// named by the returned cell once that exists).
+    #[allow(clippy::too_many_arguments)]
+    fn make(
+        ctx: &mut Ctx,
+        tr: Transport,
+        fd: RawFd,
+        peer: SocketAddr,
+        dst: Option<SocketAddr>,
+        fe: Arc<FrontendRt>,
+        w: std::rc::Rc<Worker>,
+        timer_name: &'static str,
+        early: Option<(
+            crate::table::Stk,
+            std::cell::RefCell<crate::sample::VarStore>,
+        )>,
+    ) -> (Self, std::rc::Rc<std::cell::Cell<Option<TaskletId>>>) {
+        let (timer, target) = crate::mux::timer_task(ctx, timer_name);
         let now = ctx.now();
         let first_deadline = ticks::add(now, fe.timeouts.http_request);
         let sess = w
             .sessions
             .add(ctx.thread_id(), peer, Arc::from(fe.name.as_str()));
-        let sess2 = Arc::clone(&sess);
         let heavy = tr.is_handshaking() && w.heavy_enabled;
         let (stk, vars) = early.unwrap_or_else(|| {
             (
@@ -286,44 +340,93 @@ impl<S: Exchange + Default + 'static> Conn<S> {
             sess,
             sent_run: 0,
             st: Some(S::default()),
+            lane_of: None,
         };
-        conn.w.conn_opened(&conn.fe);
-        conn.w.debug(|| {
-            format!(
-                "thread {} accepted {} on frontend {}{}",
-                ctx.thread_id(),
-                conn.peer,
-                conn.fe.name,
-                if conn.tr.is_tls() { " (TLS)" } else { "" }
-            )
-        });
-        conn.fe
-            .sessions
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        // TLS connections get their own profiling name, so `show profiling`
-        // tells handshake-heavy work from cleartext work.
-        let name = if conn.tr.is_tls() {
-            "h1_tls_conn"
-        } else {
-            "h1_conn"
-        };
-        let id = ctx.new_tasklet_obj(name, conn);
+        (conn, target)
+    }
+
+    /// Starts a lane of the HTTP/2 connection whose tasklet is `mux`: an
+    /// HTTP/1 client side over `tr` (a [`Transport::Lane`]) running one
+    /// stream per HTTP/2 stream, one after the other. Returns its tasklet.
+    pub(crate) fn spawn_lane(
+        ctx: &mut Ctx,
+        tr: Transport,
+        peer: SocketAddr,
+        dst: Option<SocketAddr>,
+        fe: Arc<FrontendRt>,
+        w: std::rc::Rc<Worker>,
+        mux: TaskletId,
+    ) -> TaskletId {
+        let (mut conn, target) = Self::make(ctx, tr, -1, peer, dst, fe, w, "h2_stream_timer", None);
+        conn.lane_of = Some(mux);
+        let timer = conn.timer;
+        let first_deadline = conn.deadline;
+        let sess = std::sync::Arc::clone(&conn.sess);
+        let id = ctx.new_tasklet_obj("h2_stream", conn);
         target.set(Some(id));
-        *sess2.tasklet.lock().unwrap_or_else(|p| p.into_inner()) = Some(id);
-        if let Err(e) = ctx.register_fd(fd, id, true) {
-            ctx.kill_tasklet(id);
-            ctx.kill(timer);
-            return Err(e);
-        }
+        *sess.tasklet.lock().unwrap_or_else(|p| p.into_inner()) = Some(id);
         ctx.on_stop_tasklet(id);
         ctx.set_expire(timer, first_deadline);
-        if heavy {
-            // A TLS handshake is expensive: at most a few per loop turn,
-            // so it cannot add its cost to everyone's latency.
-            ctx.set_heavy(id, true);
+        id
+    }
+
+    /// Whether the first bytes read are the HTTP/2 connection preface
+    /// (RFC 9113 §3.4), whole.
+    fn h2_preface(&self) -> bool {
+        self.rstart == 0
+            && self
+                .rbuf
+                .get(..self.rend)
+                .is_some_and(|b| b.starts_with(H2_PREFACE))
+    }
+
+    /// The TLS handshake chose `h2` (ALPN), or the client sent the HTTP/2
+    /// preface on an HTTP/1 bind: hands the transport and the
+    /// bytes already read to an HTTP/2 connection, and this tasklet ends.
+    fn hand_to_h2(&mut self, ctx: &mut Ctx) -> Status {
+        let Ok(dup) = self.tr.tcp().try_clone() else {
+            return self.close(ctx);
+        };
+        let placeholder = Transport::Lane(Box::new(crate::transport::LaneEnd {
+            pipe: Default::default(),
+            sock: dup,
+            tls: false,
+            sni: None,
+            alpn: None,
+        }));
+        let tr = std::mem::replace(&mut self.tr, placeholder);
+        let _ = ctx.deregister_fd(self.fd);
+        ctx.kill(self.timer);
+        self.w.sessions.remove(&self.sess);
+        let early = self
+            .rbuf
+            .get(self.rstart..self.rend)
+            .unwrap_or(&[])
+            .to_vec();
+        self.rstart = self.rend;
+        self.release_buffers();
+        let fe = Arc::clone(&self.fe);
+        let w = std::rc::Rc::clone(&self.w);
+        let fresh = crate::table::Stk::new(Arc::clone(&self.fe.tables));
+        let session = (
+            std::mem::replace(&mut self.stk, fresh),
+            std::mem::take(&mut self.vars),
+        );
+        let started = crate::mux::h2::H2Conn::<S>::spawn(
+            ctx,
+            tr,
+            self.peer,
+            self.dst,
+            fe,
+            w,
+            early,
+            self.accept_time,
+            session,
+        );
+        if started.is_err() {
+            self.w.conn_closed(ctx, &self.fe);
         }
-        ctx.tasklet_wakeup(id);
-        Ok(())
+        Status::Done
     }
 
     /// Runs `f` on the current stream, which reaches the connection
@@ -575,6 +678,15 @@ impl<S: Exchange + Default + 'static> Conn<S> {
                     if self.rstart == self.rend {
                         return progress;
                     }
+                    if self.requests == 0
+                        && self.lane_of.is_none()
+                        && self.rstart == 0
+                        && self.rend < H2_PREFACE.len()
+                        && H2_PREFACE.starts_with(&self.rbuf[..self.rend])
+                    {
+                        // Maybe the HTTP/2 preface: wait for all of it.
+                        return progress;
+                    }
                     if self.req_start.is_none() {
                         self.req_start = Some(ctx.now());
                     }
@@ -659,6 +771,7 @@ impl<S: Exchange + Default + 'static> Conn<S> {
                 .and_then(|_| self.tr.tcp().local_addr().ok()),
             tls: self.tr.is_tls(),
             cookie_flags: "--",
+            h2: self.lane_of.is_some(),
             vars: Some(&self.vars),
             ncaps: self.fe.ncaps(),
             fmt: self.fe.log_format.as_ref(),
@@ -803,6 +916,16 @@ impl<S: Exchange + Default + 'static> Conn<S> {
 
     fn close(&mut self, ctx: &mut Ctx) -> Status {
         self.with_stream(|st, c| st.client_gone(c, ctx));
+        if let Some(mux) = self.lane_of {
+            // A lane: its HTTP/2 connection holds the socket and counts
+            // the connection; it learns of the end through the pipe.
+            ctx.kill(self.timer);
+            self.w.sessions.remove(&self.sess);
+            let _ = self.tr.shutdown();
+            self.release_buffers();
+            ctx.tasklet_wakeup(mux);
+            return Status::Done;
+        }
         let _ = ctx.deregister_fd(self.fd);
         ctx.kill(self.timer);
         self.w.sessions.remove(&self.sess);
@@ -839,6 +962,20 @@ impl<S: Exchange + Default + 'static> Conn<S> {
             let mut moved = false;
             if self.rd_ready && !self.eof && !self.closing {
                 match self.read_in() {
+                    Ok(m) if self.requests == 0 && self.tr.alpn() == Some(b"h2") => {
+                        if !self.tr.is_handshaking() && self.lane_of.is_none() {
+                            // The client took the `h2` offer.
+                            return self.hand_to_h2(ctx);
+                        }
+                        moved |= m;
+                    }
+                    Ok(m) if self.requests == 0 && self.lane_of.is_none() && self.h2_preface() => {
+                        // HAProxy's implicit upgrade: an HTTP/1 connection
+                        // whose first bytes are the HTTP/2 preface (prior
+                        // knowledge) is served HTTP/2.
+                        let _ = m;
+                        return self.hand_to_h2(ctx);
+                    }
                     Ok(m) => moved |= m,
                     Err(e) => {
                         if self.tr.is_tls() && e.kind() != io::ErrorKind::ConnectionReset {
@@ -918,7 +1055,30 @@ impl<S: Exchange + Default + 'static> TaskletFn for Conn<S> {
     fn run(&mut self, ctx: &mut Ctx, me: TaskletId, why: Reasons) -> Status {
         self.me = Some(me);
         self.sent_run = 0;
-        if why.intersects(Reasons::IO) {
+        if let Some(mux) = self.lane_of {
+            // A lane has no socket: every wake-up may bring request bytes
+            // or room for the answer.
+            self.rd_ready = true;
+            self.wr_ready = true;
+            let st = self.run_inner(ctx, me, why);
+            if st == Status::Continue {
+                let dirty = self
+                    .tr
+                    .lane_pipe()
+                    .is_some_and(|p| std::mem::take(&mut p.borrow_mut().dirty));
+                if dirty {
+                    ctx.tasklet_wakeup(mux);
+                }
+            }
+            return st;
+        }
+        self.run_inner(ctx, me, why)
+    }
+}
+
+impl<S: Exchange + Default + 'static> Conn<S> {
+    fn run_inner(&mut self, ctx: &mut Ctx, me: TaskletId, why: Reasons) -> Status {
+        if why.intersects(Reasons::IO) && self.lane_of.is_none() {
             let ev = ctx.take_events(me);
             if ev.readable() || ev.hup_or_err() {
                 self.rd_ready = true;

@@ -1,0 +1,884 @@
+//! The HTTP/2 client side: one client connection speaking HTTP/2 (ALPN
+//! `h2` over TLS, or `bind ... proto h2` in cleartext), as one tasklet
+//! (`h2_conn`).
+//!
+//! It owns the socket (the same [`Transport`] as HTTP/1) and an
+//! [`h2::Connection`](crate::h2::Connection), the socket-free protocol
+//! core: bytes read go into it, frames it queues go out. Each HTTP/2
+//! stream is run by a *lane*: an HTTP/1 client side
+//! ([`Conn`](crate::mux::h1::Conn), tasklet `h2_stream`) whose transport
+//! is a pair of buffers shared with this tasklet
+//! ([`crate::transport::LanePipe`]) instead of a socket. The stream of
+//! that lane is the very stream an HTTP/1 connection runs: rules, files,
+//! services, servers, the log line (which says `HTTP/2.0`). This is
+//! HAProxy 1.8's design (its H2 mux spoke HTTP/1 to its streams); the
+//! protocol-neutral interface of `stream::msg` is to replace the lane's
+//! HTTP/1 bytes later, leaving this connection's code as it is.
+//!
+//! Per stream, this side writes the request as an HTTP/1.1 head by RFC
+//! 9113 §8.3.1 (`h2::RequestHead::write_h1`: request line, `host` from
+//! `:authority`, cookie crumbs joined), its DATA as the declared length or
+//! chunks, trailers as the last chunk's; it reads the lane's answer back
+//! (head, then a body by length, chunks or until the lane closes) into
+//! HEADERS and DATA frames, as the stream's send window allows: a lane
+//! whose buffer is full waits, as on a full socket. Request DATA is
+//! granted back to the client (WINDOW_UPDATE) as the lane reads it. A
+//! reset stream aborts its lane (its server side is released as when an
+//! HTTP/1 client leaves). Lanes are reused from one stream to the next
+//! (their buffers and tasklets stay), up to the number of concurrent
+//! streams; one that closed (an answer with `Connection: close`, a
+//! timeout) is dropped.
+//!
+//! Timers: `timeout client` while output waits for the client, `timeout
+//! http-keep-alive` while no stream is open (then GOAWAY and close), and a
+//! one-second tick while streams are open for the core's stalled-stream
+//! bound. A soft stop or reload sends the graceful GOAWAY (RFC 9113 §6.8):
+//! streams the client sent before it finish, then the connection closes.
+
+use std::cell::RefCell;
+use std::io;
+use std::marker::PhantomData;
+use std::net::{SocketAddr, TcpStream};
+use std::os::fd::RawFd;
+use std::rc::Rc;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use sched::{ticks, Ctx, Reasons, Status, TaskId, TaskletFn, TaskletId, Tick};
+
+use crate::h2::{Connection, ErrorCode, Event};
+use crate::http1::{parse_response_into, BodyFraming, ChunkedDecoder, Method, ResponseHead};
+use crate::mux::h1::{Conn, Exchange};
+use crate::proxy::FrontendRt;
+use crate::transport::{LaneEnd, LanePipe, Transport};
+use crate::worker::Worker;
+
+/// Answer bytes a lane may buffer before it waits for the client.
+const LANE_OUT_MAX: usize = 32 * 1024;
+/// How long a closing connection keeps reading (and dropping) the
+/// client's bytes after its GOAWAY, so the client reads it before the
+/// socket closes (a close with unread input would reset it).
+const LINGER_MS: u32 = 1000;
+/// Period of the core's timer while streams are open.
+const TICK_MS: u32 = 1000;
+
+/// How the answer of a lane's current stream is read.
+enum Resp {
+    Head,
+    Length(u64),
+    Chunked(Box<ChunkedDecoder>),
+    UntilClose,
+}
+
+/// One lane: an HTTP/1 client side running the exchanges of this
+/// connection's streams, one at a time.
+struct Lane {
+    pipe: Rc<RefCell<LanePipe>>,
+    task: TaskletId,
+    /// The HTTP/2 stream it serves (0: idle).
+    id: u32,
+    head_req: bool,
+    /// The request body goes chunked (no content-length was declared).
+    chunked: bool,
+    /// The request body is not all written yet.
+    req_open: bool,
+    /// Request bytes given to the lane and not yet granted back.
+    unreleased: usize,
+    resp: Resp,
+    /// Decoded chunk data waiting for send window.
+    stage: Vec<u8>,
+    /// The lane was aborted or closed: dropped once seen closed.
+    gone: bool,
+}
+
+/// One HTTP/2 client connection.
+pub struct H2Conn<S> {
+    tr: Transport,
+    fd: RawFd,
+    peer: SocketAddr,
+    dst: Option<SocketAddr>,
+    fe: Arc<FrontendRt>,
+    w: Rc<Worker>,
+    timer: TaskId,
+    me: Option<TaskletId>,
+    h2: Connection,
+    rbuf: Vec<u8>,
+    rlen: usize,
+    lanes: Vec<Lane>,
+    rd_ready: bool,
+    wr_ready: bool,
+    eof: bool,
+    stopping: bool,
+    /// Closing: our side is shut, the client's bytes are dropped until
+    /// its end or this date.
+    linger_until: Option<Tick>,
+    idle_since: Tick,
+    deadline: Tick,
+    resp: ResponseHead,
+    resets: Vec<u32>,
+    /// The session's trackers and variables from `tcp-request
+    /// connection|session` rules (or the HTTP/1 side it came from), kept
+    /// for the connection's life so its counters (`conn_cur`) stay right.
+    _session: (
+        crate::table::Stk,
+        std::cell::RefCell<crate::sample::VarStore>,
+    ),
+    _s: PhantomData<fn() -> S>,
+}
+
+/// What to do once the event that borrowed the core is handled.
+enum After {
+    Nothing,
+    Release(u32, usize),
+    Serve,
+    Close,
+}
+
+impl<S: Exchange + Default + 'static> H2Conn<S> {
+    /// Starts an HTTP/2 connection on `tr` (already counted as a
+    /// connection of `fe`), with `early` bytes already read from it.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn spawn(
+        ctx: &mut Ctx,
+        tr: Transport,
+        peer: SocketAddr,
+        dst: Option<SocketAddr>,
+        fe: Arc<FrontendRt>,
+        w: Rc<Worker>,
+        early: Vec<u8>,
+        _accepted: SystemTime,
+        session: (
+            crate::table::Stk,
+            std::cell::RefCell<crate::sample::VarStore>,
+        ),
+    ) -> io::Result<()> {
+        let fd = tr.raw_fd();
+        let (timer, target) = super::timer_task(ctx, "h2_conn_timer");
+        let now = ctx.now();
+        // One whole frame fits (the core reads a frame at a time), and
+        // whatever the HTTP/1 side had read already.
+        let size = (fe.h2.max_frame_size as usize + 9 + 1024).max(early.len());
+        let mut rbuf = vec![0u8; size];
+        let rlen = early.len();
+        rbuf[..rlen].copy_from_slice(&early);
+        let deadline = ticks::add(now, fe.timeouts.http_request);
+        let h2 = Connection::new(fe.h2);
+        let conn = H2Conn::<S> {
+            tr,
+            fd,
+            peer,
+            dst,
+            fe,
+            w,
+            timer,
+            me: None,
+            h2,
+            rbuf,
+            rlen,
+            lanes: Vec::new(),
+            rd_ready: true,
+            wr_ready: true,
+            eof: false,
+            stopping: false,
+            linger_until: None,
+            idle_since: now,
+            deadline,
+            resp: ResponseHead::default(),
+            resets: Vec::new(),
+            _session: session,
+            _s: PhantomData,
+        };
+        conn.fe.h2_conns.fetch_add(1, Ordering::Relaxed);
+        let id = ctx.new_tasklet_obj("h2_conn", conn);
+        target.set(Some(id));
+        if let Err(e) = ctx.register_fd(fd, id, true) {
+            ctx.kill_tasklet(id);
+            ctx.kill(timer);
+            return Err(e);
+        }
+        ctx.on_stop_tasklet(id);
+        ctx.set_expire(timer, deadline);
+        ctx.tasklet_wakeup(id);
+        Ok(())
+    }
+
+    /// A new connection of `fe` speaking HTTP/2 from its first byte
+    /// (`bind ... proto h2`; with `ssl`, after the handshake whatever
+    /// ALPN chose, as HAProxy).
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn accept(
+        ctx: &mut Ctx,
+        sock: TcpStream,
+        peer: SocketAddr,
+        dst: Option<SocketAddr>,
+        fe: Arc<FrontendRt>,
+        w: Rc<Worker>,
+        tls: Option<Arc<rustls::ServerConfig>>,
+        session: (
+            crate::table::Stk,
+            std::cell::RefCell<crate::sample::VarStore>,
+        ),
+    ) -> io::Result<()> {
+        sock.set_nonblocking(true)?;
+        let _ = sock.set_nodelay(true);
+        let tr = Transport::accept(sock, tls)?;
+        w.conn_opened(&fe);
+        fe.sessions.fetch_add(1, Ordering::Relaxed);
+        let r = Self::spawn(
+            ctx,
+            tr,
+            peer,
+            dst,
+            Arc::clone(&fe),
+            Rc::clone(&w),
+            Vec::new(),
+            SystemTime::now(),
+            session,
+        );
+        if r.is_err() {
+            w.conn_closed(ctx, &fe);
+        }
+        r
+    }
+
+    fn now(ctx: &Ctx) -> u32 {
+        ctx.now() | 1
+    }
+
+    /// Reads once. Returns whether bytes arrived.
+    fn read_in(&mut self) -> io::Result<bool> {
+        if self.rlen == self.rbuf.len() {
+            return Ok(false);
+        }
+        let room = self.rbuf.len() - self.rlen;
+        loop {
+            match self.tr.read(&mut self.rbuf[self.rlen..]) {
+                Ok(0) => {
+                    self.eof = true;
+                    return Ok(false);
+                }
+                Ok(n) => {
+                    if self.linger_until.is_some() {
+                        // Closing: the client's bytes are dropped.
+                        continue;
+                    }
+                    self.rlen += n;
+                    if n < room && !self.tr.read_pending() {
+                        self.rd_ready = false;
+                    }
+                    return Ok(true);
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    self.rd_ready = false;
+                    return Ok(false);
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// Writes the core's output. Returns whether bytes left.
+    fn flush(&mut self) -> io::Result<bool> {
+        let mut moved = false;
+        while !self.h2.output().is_empty() {
+            match self.tr.write(self.h2.output()) {
+                Ok(0) => {
+                    self.wr_ready = false;
+                    break;
+                }
+                Ok(n) => {
+                    self.h2.consume_output(n);
+                    moved = true;
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    self.wr_ready = false;
+                    break;
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        if self.tr.has_pending_output() {
+            match self.tr.flush_pending() {
+                Ok(true) => {}
+                Ok(false) => self.wr_ready = false,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => self.wr_ready = false,
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(moved)
+    }
+
+    fn has_output(&self) -> bool {
+        !self.h2.output().is_empty() || self.tr.has_pending_output()
+    }
+
+    /// A lane for a new stream: an idle one, else a new one.
+    fn lane_for(&mut self, ctx: &mut Ctx) -> Option<usize> {
+        if let Some(i) = self
+            .lanes
+            .iter()
+            .position(|l| l.id == 0 && !l.gone && !l.pipe.borrow().closed)
+        {
+            return Some(i);
+        }
+        let me = self.me?;
+        let sock = self.tr.tcp().try_clone().ok()?;
+        let pipe = Rc::new(RefCell::new(LanePipe {
+            out_max: LANE_OUT_MAX,
+            ..Default::default()
+        }));
+        let tr = Transport::Lane(Box::new(LaneEnd {
+            pipe: Rc::clone(&pipe),
+            sock,
+            tls: self.tr.is_tls(),
+            sni: self.tr.sni().map(str::to_string),
+            alpn: self.tr.alpn().map(<[u8]>::to_vec),
+        }));
+        let task = Conn::<S>::spawn_lane(
+            ctx,
+            tr,
+            self.peer,
+            self.dst,
+            Arc::clone(&self.fe),
+            Rc::clone(&self.w),
+            me,
+        );
+        self.lanes.push(Lane {
+            pipe,
+            task,
+            id: 0,
+            head_req: false,
+            chunked: false,
+            req_open: false,
+            unreleased: 0,
+            resp: Resp::Head,
+            stage: Vec::new(),
+            gone: false,
+        });
+        Some(self.lanes.len() - 1)
+    }
+
+    /// Feeds the core what was read and acts on its events.
+    fn process(&mut self, ctx: &mut Ctx) -> bool {
+        let mut off = 0;
+        let mut serve = false;
+        let now = Self::now(ctx);
+        loop {
+            // A new stream needs a lane before the event borrows the core:
+            // made when the next frame is HEADERS or CONTINUATION.
+            let next = self
+                .rbuf
+                .get(off + 3)
+                .copied()
+                .filter(|_| self.rlen - off >= 9);
+            let free = if matches!(next, Some(0x1 | 0x9)) {
+                self.lane_for(ctx)
+            } else {
+                None
+            };
+            let p = self.h2.recv(&self.rbuf[off..self.rlen], now);
+            off += p.consumed;
+            let after = match p.event {
+                None if p.consumed == 0 => break,
+                None => After::Nothing,
+                Some(Event::Request {
+                    id,
+                    head,
+                    end_stream,
+                }) => match free {
+                    Some(i) => {
+                        let l = &mut self.lanes[i];
+                        l.id = id;
+                        l.head_req = head.method() == b"HEAD";
+                        l.chunked = !end_stream && head.content_length.is_none();
+                        l.req_open = !end_stream;
+                        l.resp = Resp::Head;
+                        l.stage.clear();
+                        let mut pp = l.pipe.borrow_mut();
+                        let extra: &[(&[u8], &[u8])] = if l.chunked {
+                            &[(b"transfer-encoding", b"chunked")]
+                        } else {
+                            &[]
+                        };
+                        head.write_h1(extra, &mut pp.input);
+                        drop(pp);
+                        ctx.tasklet_wakeup(l.task);
+                        self.fe.h2_streams.fetch_add(1, Ordering::Relaxed);
+                        After::Nothing
+                    }
+                    None => {
+                        // No lane could be made (out of fds): refused, so
+                        // the client may retry it (RFC 9113 §8.7).
+                        self.resets.push(id);
+                        After::Nothing
+                    }
+                },
+                Some(Event::Data {
+                    id,
+                    data,
+                    end_stream,
+                }) => match self.lanes.iter_mut().find(|l| l.id == id && l.req_open) {
+                    Some(l) => {
+                        let mut pp = l.pipe.borrow_mut();
+                        if l.chunked {
+                            if !data.is_empty() {
+                                pp.input
+                                    .extend_from_slice(format!("{:x}\r\n", data.len()).as_bytes());
+                                pp.input.extend_from_slice(data);
+                                pp.input.extend_from_slice(b"\r\n");
+                            }
+                            if end_stream {
+                                pp.input.extend_from_slice(b"0\r\n\r\n");
+                            }
+                        } else {
+                            pp.input.extend_from_slice(data);
+                        }
+                        drop(pp);
+                        l.unreleased += data.len();
+                        l.req_open = !end_stream;
+                        ctx.tasklet_wakeup(l.task);
+                        After::Nothing
+                    }
+                    None => After::Release(id, data.len()),
+                },
+                Some(Event::Trailers { id, fields }) => {
+                    if let Some(l) = self.lanes.iter_mut().find(|l| l.id == id && l.req_open) {
+                        let mut pp = l.pipe.borrow_mut();
+                        if l.chunked {
+                            pp.input.extend_from_slice(b"0\r\n");
+                            for (n, v) in fields.iter() {
+                                pp.input.extend_from_slice(n);
+                                pp.input.extend_from_slice(b": ");
+                                pp.input.extend_from_slice(v);
+                                pp.input.extend_from_slice(b"\r\n");
+                            }
+                            pp.input.extend_from_slice(b"\r\n");
+                        }
+                        drop(pp);
+                        l.req_open = false;
+                        ctx.tasklet_wakeup(l.task);
+                    }
+                    After::Nothing
+                }
+                Some(Event::Reset { id, .. }) => {
+                    if let Some(l) = self.lanes.iter_mut().find(|l| l.id == id) {
+                        abort(ctx, l);
+                    }
+                    After::Nothing
+                }
+                Some(Event::WindowOpened { .. }) => After::Serve,
+                Some(Event::GoAway { .. }) | Some(Event::Response { .. }) => After::Nothing,
+                Some(Event::Closed { .. }) => After::Close,
+            };
+            match after {
+                After::Nothing => {}
+                After::Release(id, n) => self.h2.release(id, n),
+                After::Serve => serve = true,
+                After::Close => {
+                    for l in &mut self.lanes {
+                        abort(ctx, l);
+                    }
+                    off = self.rlen;
+                    break;
+                }
+            }
+        }
+        for id in std::mem::take(&mut self.resets) {
+            let _ = self.h2.reset(id, ErrorCode::REFUSED_STREAM, now);
+        }
+        self.rbuf.copy_within(off..self.rlen, 0);
+        self.rlen -= off;
+        serve | (off > 0)
+    }
+
+    /// Moves every lane's answer into the core as its windows allow, and
+    /// grants consumed request bytes back. Returns whether anything moved.
+    fn serve_lanes(&mut self, ctx: &mut Ctx) -> bool {
+        let now = Self::now(ctx);
+        let mut moved = false;
+        let limits = self.w.limits;
+        for l in &mut self.lanes {
+            let closed = l.pipe.borrow().closed;
+            let mut lane_moved = false;
+            if l.id != 0 {
+                // Flow-control credit for what the lane read.
+                let read = std::mem::take(&mut l.pipe.borrow_mut().read_count);
+                let empty = l.pipe.borrow().input.is_empty();
+                let n = if empty {
+                    l.unreleased
+                } else {
+                    read.min(l.unreleased)
+                };
+                if n > 0 {
+                    l.unreleased -= n;
+                    self.h2.release(l.id, n);
+                }
+                match drain_answer(&mut self.h2, l, &mut self.resp, &limits, now) {
+                    Ok(m) => lane_moved |= m,
+                    Err(code) => {
+                        let _ = self.h2.reset(l.id, code, now);
+                        abort(ctx, l);
+                        lane_moved = true;
+                    }
+                }
+                if l.id != 0 && l.pipe.borrow().closed {
+                    // The lane ended before its answer did: its timeout
+                    // while the client read nothing (CANCEL), or a
+                    // failure (INTERNAL_ERROR).
+                    let code = if self.h2.send_window(l.id) <= 0 {
+                        ErrorCode::CANCEL
+                    } else {
+                        ErrorCode::INTERNAL_ERROR
+                    };
+                    let _ = self.h2.reset(l.id, code, now);
+                    abort(ctx, l);
+                    lane_moved = true;
+                }
+            }
+            if closed {
+                l.gone = true;
+            }
+            if lane_moved && !l.gone {
+                // Room in its buffer again, or its stream done.
+                ctx.tasklet_wakeup(l.task);
+            }
+            moved |= lane_moved;
+        }
+        self.lanes.retain(|l| !(l.gone && l.pipe.borrow().closed));
+        moved
+    }
+
+    fn streams_open(&self) -> bool {
+        self.lanes.iter().any(|l| l.id != 0)
+    }
+
+    fn next_deadline(&self, now: Tick) -> Tick {
+        let t = &self.fe.timeouts;
+        if let Some(d) = self.linger_until {
+            return d;
+        }
+        if self.has_output() {
+            return ticks::add(self.idle_since, t.client);
+        }
+        if self.streams_open() || self.h2.open_streams() > 0 {
+            return ticks::add(now, TICK_MS);
+        }
+        ticks::add(self.idle_since, t.keep_alive)
+    }
+
+    fn close(&mut self, ctx: &mut Ctx) -> Status {
+        for l in &mut self.lanes {
+            abort(ctx, l);
+        }
+        self.lanes.clear();
+        let _ = ctx.deregister_fd(self.fd);
+        ctx.kill(self.timer);
+        let _ = self.tr.shutdown();
+        self.fe.h2_conns.fetch_sub(1, Ordering::Relaxed);
+        self.w.conn_closed(ctx, &self.fe);
+        Status::Done
+    }
+
+    /// GOAWAY is out and nothing remains: shut our side and drop the
+    /// client's bytes for a moment (see [`LINGER_MS`]).
+    fn linger(&mut self, ctx: &mut Ctx) {
+        if self.linger_until.is_none() {
+            self.tr.close_notify();
+            let _ = self.tr.flush_pending();
+            let _ = self.tr.tcp().shutdown(std::net::Shutdown::Write);
+            self.linger_until = Some(ticks::add(ctx.now(), LINGER_MS));
+            self.rlen = 0;
+        }
+    }
+
+    fn pump(&mut self, ctx: &mut Ctx) -> Status {
+        loop {
+            let mut moved = false;
+            if self.rd_ready && !self.eof {
+                match self.read_in() {
+                    Ok(m) => moved |= m,
+                    Err(_) => return self.close(ctx),
+                }
+            }
+            if self.linger_until.is_some() {
+                if self.eof {
+                    return self.close(ctx);
+                }
+                if !moved {
+                    break;
+                }
+                self.rlen = 0;
+                continue;
+            }
+            moved |= self.process(ctx);
+            moved |= self.serve_lanes(ctx);
+            if self.has_output() && self.wr_ready {
+                match self.flush() {
+                    Ok(m) => moved |= m,
+                    Err(_) => return self.close(ctx),
+                }
+            }
+            if moved {
+                self.idle_since = ctx.now();
+            }
+            if self.h2.is_done() && !self.has_output() {
+                self.linger(ctx);
+                continue;
+            }
+            if !moved {
+                break;
+            }
+        }
+        if self.eof && self.linger_until.is_none() {
+            // The client left: its streams end with it.
+            return self.close(ctx);
+        }
+        let d = self.next_deadline(ctx.now());
+        if d != self.deadline {
+            self.deadline = d;
+            ctx.set_expire(self.timer, d);
+        }
+        Status::Continue
+    }
+
+    fn on_timer(&mut self, ctx: &mut Ctx) -> Status {
+        let now = ctx.now();
+        if self.linger_until.is_some() {
+            return self.close(ctx);
+        }
+        let t = &self.fe.timeouts;
+        if self.has_output() && ticks::is_expired(ticks::add(self.idle_since, t.client), now) {
+            // The client reads nothing of what we send.
+            return self.close(ctx);
+        }
+        if self.streams_open() || self.h2.open_streams() > 0 {
+            let mut reset = std::mem::take(&mut self.resets);
+            reset.clear();
+            self.h2.tick(Self::now(ctx), &mut reset);
+            for id in reset.drain(..) {
+                if let Some(l) = self.lanes.iter_mut().find(|l| l.id == id) {
+                    abort(ctx, l);
+                }
+            }
+            self.resets = reset;
+        } else if ticks::is_expired(ticks::add(self.idle_since, t.keep_alive), now) {
+            // Idle past `timeout http-keep-alive`: GOAWAY, then close.
+            self.h2.goaway_now();
+            self.stopping = true;
+        }
+        self.pump(ctx)
+    }
+}
+
+/// Drops the exchange of lane `l`: its stream was reset or the
+/// connection ends. The lane reads an error and closes.
+fn abort(ctx: &mut Ctx, l: &mut Lane) {
+    if !l.gone {
+        l.pipe.borrow_mut().abort = true;
+        l.gone = true;
+        ctx.tasklet_wakeup(l.task);
+    }
+    l.id = 0;
+}
+
+/// Fields of an HTTP/1 answer that HTTP/2 must not carry (RFC 9113
+/// §8.2.2).
+fn connection_specific(name: &[u8]) -> bool {
+    [
+        &b"connection"[..],
+        b"keep-alive",
+        b"proxy-connection",
+        b"transfer-encoding",
+        b"upgrade",
+    ]
+    .iter()
+    .any(|c| c.eq_ignore_ascii_case(name))
+}
+
+/// Moves lane `l`'s answer into the core: its head once whole, then body
+/// bytes as the stream's window allows. The stream's end frees the lane
+/// (`l.id` 0). An error is the code to reset the stream with.
+fn drain_answer(
+    h2: &mut Connection,
+    l: &mut Lane,
+    head: &mut ResponseHead,
+    limits: &crate::http1::Limits,
+    now: u32,
+) -> Result<bool, ErrorCode> {
+    let id = l.id;
+    let mut moved = false;
+    let pipe = Rc::clone(&l.pipe);
+    let mut p = pipe.borrow_mut();
+    loop {
+        match &mut l.resp {
+            Resp::Head => {
+                if p.output.is_empty() {
+                    return Ok(moved);
+                }
+                let method = if l.head_req {
+                    Method::Head
+                } else {
+                    Method::Get
+                };
+                match parse_response_into(&p.output, limits, method, head) {
+                    Ok(httparse::Status::Partial) => return Ok(moved),
+                    Err(_) => return Err(ErrorCode::INTERNAL_ERROR),
+                    Ok(httparse::Status::Complete(())) => {}
+                }
+                let n = head.head_len;
+                moved = true;
+                if head.is_interim() || head.status == 101 {
+                    // 100-continue and the like: the client needs none.
+                    p.output.drain(..n);
+                    continue;
+                }
+                let end = matches!(
+                    head.framing,
+                    BodyFraming::None | BodyFraming::ContentLength(0)
+                );
+                let buf = &p.output[..n];
+                let r = h2.send_response_with(id, head.status, end, |h| {
+                    for f in &head.headers {
+                        let name = f.name.get(buf);
+                        if !connection_specific(name) {
+                            h.field(name, f.value.get(buf));
+                        }
+                    }
+                });
+                p.output.drain(..n);
+                if r.is_err() {
+                    return Err(ErrorCode::INTERNAL_ERROR);
+                }
+                if end {
+                    finish(h2, l, &mut p, now);
+                    return Ok(true);
+                }
+                l.resp = match head.framing {
+                    BodyFraming::ContentLength(n) => Resp::Length(n),
+                    BodyFraming::Chunked => Resp::Chunked(Box::default()),
+                    _ => Resp::UntilClose,
+                };
+            }
+            Resp::Length(left) => {
+                // Offered even with no window: the core dates the stall
+                // (its `stall_timeout_ms` bound).
+                let n = (*left).min(p.output.len() as u64) as usize;
+                if n == 0 {
+                    return Ok(moved);
+                }
+                let last = n as u64 == *left;
+                let sent = h2
+                    .send_data(id, &p.output[..n], last, now)
+                    .map_err(|_| ErrorCode::INTERNAL_ERROR)?;
+                p.output.drain(..sent);
+                *left -= sent as u64;
+                moved |= sent > 0;
+                if *left == 0 {
+                    finish(h2, l, &mut p, now);
+                    return Ok(true);
+                }
+                if sent < n {
+                    return Ok(moved);
+                }
+            }
+            Resp::Chunked(dec) => {
+                if !l.stage.is_empty() {
+                    let sent = h2
+                        .send_data(id, &l.stage, false, now)
+                        .map_err(|_| ErrorCode::INTERNAL_ERROR)?;
+                    l.stage.drain(..sent);
+                    moved |= sent > 0;
+                    if !l.stage.is_empty() {
+                        return Ok(moved);
+                    }
+                }
+                if p.output.is_empty() {
+                    return Ok(moved);
+                }
+                let d = dec
+                    .decode(&p.output)
+                    .map_err(|_| ErrorCode::INTERNAL_ERROR)?;
+                l.stage.extend_from_slice(&p.output[d.data.clone()]);
+                p.output.drain(..d.consumed);
+                moved = true;
+                if d.done {
+                    let sent = h2
+                        .send_data(id, &l.stage, true, now)
+                        .map_err(|_| ErrorCode::INTERNAL_ERROR)?;
+                    if sent == l.stage.len() {
+                        l.stage.clear();
+                        finish(h2, l, &mut p, now);
+                        return Ok(true);
+                    }
+                    // Window short of the end: the rest leaves as plain
+                    // bytes once it opens.
+                    l.stage.drain(..sent);
+                    let rest = std::mem::take(&mut l.stage);
+                    p.output.splice(0..0, rest);
+                    l.resp = Resp::Length(p.output.len() as u64);
+                    continue;
+                }
+                if d.consumed == 0 {
+                    return Ok(moved);
+                }
+            }
+            Resp::UntilClose => {
+                let n = p.output.len();
+                if n > 0 {
+                    let sent = h2
+                        .send_data(id, &p.output[..n], false, now)
+                        .map_err(|_| ErrorCode::INTERNAL_ERROR)?;
+                    p.output.drain(..sent);
+                    moved |= sent > 0;
+                }
+                if p.closed && p.output.is_empty() {
+                    let _ = h2.send_data(id, &[], true, now);
+                    finish(h2, l, &mut p, now);
+                    return Ok(true);
+                }
+                return Ok(moved);
+            }
+        }
+    }
+}
+
+/// The answer of lane `l`'s stream is complete. If the client is still
+/// sending the request, the stream is reset NO_ERROR (RFC 9113 §8.1) and
+/// the lane, which would read the rest as a body to drop, is given up.
+fn finish(h2: &mut Connection, l: &mut Lane, p: &mut LanePipe, now: u32) {
+    if l.req_open {
+        let _ = h2.reset(l.id, ErrorCode::NO_ERROR, now);
+        p.abort = true;
+        l.gone = true;
+    }
+    l.id = 0;
+    l.resp = Resp::Head;
+}
+
+impl<S: Exchange + Default + 'static> TaskletFn for H2Conn<S> {
+    fn run(&mut self, ctx: &mut Ctx, me: TaskletId, why: Reasons) -> Status {
+        self.me = Some(me);
+        if why.intersects(Reasons::IO) {
+            let ev = ctx.take_events(me);
+            if ev.readable() || ev.hup_or_err() {
+                self.rd_ready = true;
+            }
+            if ev.writable() || ev.hup_or_err() {
+                self.wr_ready = true;
+            }
+        }
+        if (why.intersects(Reasons::SIGNAL) || ctx.stopping()) && !self.stopping {
+            // Soft stop or reload: the graceful GOAWAY (§6.8).
+            self.stopping = true;
+            crate::drain::saw_stop(ctx.now());
+            self.h2.shutdown();
+        }
+        if why.intersects(Reasons::TIMER) && ticks::is_expired(self.deadline, ctx.now()) {
+            return self.on_timer(ctx);
+        }
+        self.pump(ctx)
+    }
+}

@@ -1,0 +1,479 @@
+//! HTTP/2 served by the real binary (`mux::h2`), with real clients: curl
+//! over TLS (ALPN `h2`) and with prior knowledge (`bind ... proto h2`),
+//! nghttp with 100 concurrent streams, h2load, h2spec, and a soft stop
+//! under load. Every stream runs the same stream code as HTTP/1: rules,
+//! redirects, files, the stats page, the proxy, the log line (which says
+//! `HTTP/2.0`, as HAProxy's does).
+//!
+//! Before `mux::h2`, `proto h2` and `alpn h2` were refused at start, so
+//! every test here failed at `Ebb::start`.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use common::origin::{Mode, Origin};
+use common::*;
+
+const LONG: Duration = Duration::from_secs(60);
+
+fn cert(dir: &Path) -> PathBuf {
+    let ck = rcgen::generate_simple_self_signed(vec!["localhost".to_string()]).unwrap();
+    let both = dir.join("localhost.pem");
+    std::fs::write(
+        &both,
+        format!("{}{}", ck.cert.pem(), ck.key_pair.serialize_pem()),
+    )
+    .unwrap();
+    both
+}
+
+/// Runs curl; returns (success, stdout, stderr).
+fn curl(args: &[&str]) -> (bool, String, String) {
+    let o = Command::new("curl")
+        .args(["-sS", "--max-time", "60"])
+        .args(args)
+        .output()
+        .unwrap();
+    (
+        o.status.success(),
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
+/// A frontend with a cleartext `proto h2` bind, a TLS bind offering h2
+/// and http/1.1, rules, a stats page, files and a proxied backend.
+fn config(dir: &Path, origin: &Origin, echo: &Origin, slow: &Origin) -> String {
+    let pem = cert(dir);
+    let files = dir.join("www");
+    std::fs::create_dir_all(&files).unwrap();
+    std::fs::write(files.join("hello.txt"), "hello file\n").unwrap();
+    // A page with 50 scripts, each adding a line to it (for Chromium).
+    let mut page = String::from("<!doctype html><html><body>\n");
+    for i in 0..50 {
+        page.push_str(&format!("<script src=\"/hello-a{i}.js\"></script>\n"));
+        std::fs::write(
+            files.join(format!("hello-a{i}.js")),
+            format!("document.write('<p>asset {i} loaded</p>');\n"),
+        )
+        .unwrap();
+    }
+    page.push_str("</body></html>\n");
+    std::fs::write(files.join("hello-page.html"), page).unwrap();
+    format!(
+        "global\n    log stdout format raw local0\n    tune.h2.max-concurrent-streams 128\n\
+         defaults\n    mode http\n    log global\n    option httplog\n    timeout client 30s\n\
+         \x20   timeout server 30s\n    timeout connect 5s\n\
+         frontend fe\n    bind BIND proto h2\n    bind BIND ssl crt {pem} alpn h2,http/1.1\n\
+             bind BIND\n\
+         \x20   stats uri /stats\n\
+         \x20   http-request deny status 403 if {{ path /denied }}\n\
+         \x20   http-request return status 200 content-type text/plain string \"fixed\" if {{ path /fixed }}\n\
+         \x20   http-request redirect location /moved code 301 if {{ path /old }}\n\
+         \x20   use_backend files if {{ path_beg /hello }}\n\
+         \x20   use_backend echo if {{ path_beg /echo }}\n\
+         \x20   default_backend app\n\
+         backend app\n    server o {}\n\
+         backend echo\n    server e {}\n\
+         backend slow\n    server s {}\n\
+         backend files\n    serve-files \"{}\"\n",
+        origin.addr,
+        echo.addr,
+        slow.addr,
+        files.display(),
+        pem = pem.display()
+    )
+}
+
+fn start() -> Option<(Ebb, Origin, Origin, Origin)> {
+    if !have("curl") {
+        eprintln!("SKIP: curl missing");
+        return None;
+    }
+    let o = Origin::start("app", Mode::Ok);
+    let echo = Origin::start("echo", Mode::Echo);
+    let slow = Origin::start("slow", Mode::Slow(Duration::from_millis(300)));
+    let dir = scratch("h2serve");
+    let cfg = config(&dir, &o, &echo, &slow);
+    let e = Ebb::start(&cfg);
+    Some((e, o, echo, slow))
+}
+
+#[test]
+fn prior_knowledge_runs_rules_files_stats_and_proxy() {
+    let Some((e, _o, _echo, _slow)) = start() else {
+        return;
+    };
+    let h2c = e.addrs[0];
+    let url = |p: &str| format!("http://{h2c}{p}");
+    let w = "%{http_version} %{http_code}";
+    let (ok, out, err) = curl(&["--http2-prior-knowledge", "-w", w, &url("/fixed")]);
+    assert!(ok, "{err}");
+    assert_eq!(out, "fixed2 200");
+    let (_, out, _) = curl(&[
+        "--http2-prior-knowledge",
+        "-w",
+        w,
+        "-o",
+        "/dev/null",
+        &url("/denied"),
+    ]);
+    assert_eq!(out, "2 403");
+    let (_, out, _) = curl(&[
+        "--http2-prior-knowledge",
+        "-w",
+        "%{http_version} %{http_code} %{redirect_url}",
+        "-o",
+        "/dev/null",
+        &url("/old"),
+    ]);
+    assert_eq!(out, format!("2 301 http://{h2c}/moved"));
+    let (_, out, _) = curl(&["--http2-prior-knowledge", &url("/hello.txt")]);
+    assert_eq!(out, "hello file\n");
+    let (_, out, _) = curl(&["--http2-prior-knowledge", &url("/some/path")]);
+    assert_eq!(out, "app /some/path");
+    let (_, out, _) = curl(&["--http2-prior-knowledge", &url("/stats;csv")]);
+    assert!(out.starts_with("# pxname,svname,"), "{out}");
+    // HEAD: the head only.
+    let (_, out, _) = curl(&["--http2-prior-knowledge", "-I", &url("/hello.txt")]);
+    assert!(out.starts_with("HTTP/2 200"), "{out}");
+    assert!(out.contains("content-length: 11"), "{out}");
+    assert!(!out.contains("connection:"), "{out}");
+    // The log line names the request as HTTP/2.0, as HAProxy's does.
+    let l = e
+        .wait_stdout("\"GET /some/path HTTP/2.0\"", LONG)
+        .expect("log line");
+    assert!(l.contains(" 200 "), "{l}");
+}
+
+/// HAProxy's implicit upgrade: on an HTTP/1 bind, a client that starts
+/// with the HTTP/2 preface (prior knowledge) is served HTTP/2; others
+/// HTTP/1.1 as before.
+#[test]
+fn http1_bind_upgrades_on_the_h2_preface() {
+    let Some((e, _o, _echo, _slow)) = start() else {
+        return;
+    };
+    let url = format!("http://{}/fixed", e.addrs[2]);
+    let w = "%{http_version} %{http_code}";
+    let (ok, out, err) = curl(&["--http2-prior-knowledge", "-w", w, &url]);
+    assert!(ok, "{err}");
+    assert_eq!(out, "fixed2 200");
+    let (ok, out, err) = curl(&["-w", w, &url]);
+    assert!(ok, "{err}");
+    assert_eq!(out, "fixed1.1 200");
+}
+
+#[test]
+fn tls_alpn_h2_and_http11_side_by_side() {
+    let Some((e, _o, _echo, _slow)) = start() else {
+        return;
+    };
+    let tls = e.addrs[1];
+    let url = format!("https://localhost:{}/fixed", tls.port());
+    let resolve = format!("localhost:{}:127.0.0.1", tls.port());
+    let w = "%{http_version} %{http_code}";
+    let (ok, out, err) = curl(&["-k", "--resolve", &resolve, "-w", w, &url]);
+    assert!(ok, "{err}");
+    assert_eq!(out, "fixed2 200");
+    let (ok, out, err) = curl(&["-k", "--http1.1", "--resolve", &resolve, "-w", w, &url]);
+    assert!(ok, "{err}");
+    assert_eq!(out, "fixed1.1 200");
+    e.wait_stdout("~ fe/<NOSRV>", LONG).expect("log line");
+    let lines = e.stdout.lock().unwrap().clone();
+    assert!(
+        lines.iter().any(|l| l.contains("\"GET /fixed HTTP/2.0\"")),
+        "{lines:?}"
+    );
+    assert!(
+        lines.iter().any(|l| l.contains("\"GET /fixed HTTP/1.1\"")),
+        "{lines:?}"
+    );
+}
+
+#[test]
+fn upload_of_megabytes_reaches_the_origin_intact() {
+    let Some((e, _o, _echo, _slow)) = start() else {
+        return;
+    };
+    let dir = scratch("h2upload");
+    let body: Vec<u8> = (0..6 * 1024 * 1024u32)
+        .map(|i| (i.wrapping_mul(2_654_435_761) >> 24) as u8)
+        .collect();
+    let f = dir.join("up.bin");
+    std::fs::write(&f, &body).unwrap();
+    let back = dir.join("back.bin");
+    let data = format!("@{}", f.display());
+    // With a content-length (curl sends one), and over TLS too.
+    let h2c = format!("http://{}/echo", e.addrs[0]);
+    let (ok, _, err) = curl(&[
+        "--http2-prior-knowledge",
+        "--data-binary",
+        &data,
+        "-o",
+        back.to_str().unwrap(),
+        &h2c,
+    ]);
+    assert!(ok, "{err}");
+    assert!(std::fs::read(&back).unwrap() == body, "h2c body changed");
+    let tls = format!("https://127.0.0.1:{}/echo", e.addrs[1].port());
+    let (ok, _, err) = curl(&[
+        "-k",
+        "--http2",
+        "--data-binary",
+        &data,
+        "-o",
+        back.to_str().unwrap(),
+        &tls,
+    ]);
+    assert!(ok, "{err}");
+    assert!(std::fs::read(&back).unwrap() == body, "TLS body changed");
+    // Without a length: the lane sends it chunked.
+    let (ok, _, err) = curl(&[
+        "--http2-prior-knowledge",
+        "-H",
+        "Transfer-Encoding: chunked",
+        "--data-binary",
+        &data,
+        "-o",
+        back.to_str().unwrap(),
+        &h2c,
+    ]);
+    assert!(ok, "{err}");
+    assert!(
+        std::fs::read(&back).unwrap() == body,
+        "chunked body changed"
+    );
+}
+
+#[test]
+fn nghttp_100_concurrent_streams() {
+    if !have("nghttp") {
+        eprintln!("SKIP: nghttp missing (nghttp2-client)");
+        return;
+    }
+    let Some((e, o, _echo, _slow)) = start() else {
+        return;
+    };
+    let base = format!("http://{}", e.addrs[0]);
+    let mut args = vec![
+        "-n".to_string(),
+        "-s".to_string(),
+        "-m".into(),
+        "100".into(),
+    ];
+    args.push(format!("{base}/p"));
+    let out = Command::new("nghttp").args(&args).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    // One statistics line per stream, each 200.
+    let ok = text.lines().filter(|l| l.contains(" 200 ")).count();
+    assert_eq!(ok, 100, "{text}");
+    assert!(o.requests.load(std::sync::atomic::Ordering::SeqCst) >= 100);
+}
+
+#[test]
+fn h2load_10_connections_100_streams_all_2xx() {
+    if !have("h2load") {
+        eprintln!("SKIP: h2load missing (nghttp2-client)");
+        return;
+    }
+    let Some((e, _o, _echo, _slow)) = start() else {
+        return;
+    };
+    for path in ["/fixed", "/hello.txt", "/proxied"] {
+        let url = format!("http://{}{path}", e.addrs[0]);
+        let out = Command::new("h2load")
+            .args(["-n", "20000", "-c", "10", "-m", "100", &url])
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            text.contains("status codes: 20000 2xx, 0 3xx, 0 4xx, 0 5xx"),
+            "{path}: {text}"
+        );
+    }
+}
+
+/// A soft stop (SIGUSR1) while h2load runs: the connections get the
+/// graceful GOAWAY, every request started is answered, and ebb exits.
+#[test]
+fn soft_stop_under_h2load_loses_no_request() {
+    if !have("h2load") {
+        eprintln!("SKIP: h2load missing (nghttp2-client)");
+        return;
+    }
+    let Some((mut e, o, _echo, _slow)) = start() else {
+        return;
+    };
+    let url = format!("http://{}/proxied", e.addrs[0]);
+    let child = Command::new("h2load")
+        .args(["-n", "200000", "-c", "10", "-m", "50", &url])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Stop once some requests went through.
+    wait_until("requests reach the origin", || {
+        o.requests.load(std::sync::atomic::Ordering::SeqCst) > 2000
+    });
+    e.signal("USR1");
+    let out = child.wait_with_output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(e.wait_exit(LONG), Some(0), "ebb did not stop");
+    // Every request h2load counts as done came back 2xx; none errored
+    // (a stream dropped by the stop would count as failed or errored).
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("requests:"))
+        .unwrap_or_else(|| panic!("{text}"));
+    let field = |name: &str| -> u64 {
+        line.split(", ")
+            .find_map(|f| f.trim_start_matches("requests: ").strip_suffix(name))
+            .and_then(|n| n.trim().parse().ok())
+            .unwrap_or_else(|| panic!("{name} in {line}"))
+    };
+    // h2load counts the requests it could not start after the GOAWAY
+    // as failed; every one it started must have been answered 2xx.
+    let started = field(" started");
+    let done = field(" done");
+    let ok = field(" succeeded");
+    assert!(started > 2000 && started < 200_000, "{line}");
+    assert_eq!(started, done, "{text}");
+    assert_eq!(done, ok, "{text}");
+    assert!(text.contains(&format!("status codes: {ok} 2xx")), "{text}");
+    // The stop was graceful: GOAWAY, not a reset connection.
+    assert!(!text.contains("Connection reset"), "{text}");
+}
+
+/// h2spec (every case of RFC 9113 and RFC 7541's suite) against the
+/// real binary, cleartext and TLS. The path answers after 300 ms: some
+/// cases send HEADERS, then RST_STREAM or more frames, and expect the
+/// error for those before any answer; a fixed answer sent in between
+/// (allowed: the server may answer before the rest arrives) would fail
+/// them on a loaded machine.
+#[test]
+fn h2spec_passes_every_case() {
+    let h2spec = [
+        "h2spec".to_string(),
+        format!(
+            "{}/go/bin/h2spec",
+            std::env::var("HOME").unwrap_or_default()
+        ),
+    ]
+    .into_iter()
+    .find(|p| Command::new(p).arg("--version").output().is_ok());
+    let Some(h2spec) = h2spec else {
+        eprintln!("SKIP: h2spec missing (make h2spec-deps)");
+        return;
+    };
+    let Some((e, _o, _echo, _slow)) = start() else {
+        return;
+    };
+    for (port, tls) in [(e.addrs[0].port(), false), (e.addrs[1].port(), true)] {
+        let mut c = Command::new(&h2spec);
+        c.args([
+            "-h",
+            "127.0.0.1",
+            "-p",
+            &port.to_string(),
+            "-P",
+            "/slow",
+            "-o",
+            "10",
+        ]);
+        if tls {
+            c.args(["-t", "-k"]);
+        }
+        let out = c.output().unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            text.contains("145 tests, 145 passed, 0 skipped, 0 failed"),
+            "tls {tls}: {text}"
+        );
+    }
+}
+
+/// Headless Chromium loads a page and its 50 scripts over TLS: every
+/// request is HTTP/2 (ALPN), as the log lines say, and every script ran.
+#[test]
+fn chromium_loads_a_page_over_h2() {
+    let Some(bin) = chromium() else {
+        eprintln!("SKIP: chromium is not installed (Debian: apt-get install chromium)");
+        return;
+    };
+    let Some((e, _o, _echo, _slow)) = start() else {
+        return;
+    };
+    let profile = scratch("h2chromium");
+    let url = format!("https://localhost:{}/hello-page.html", e.addrs[1].port());
+    let o = chromium_cmd(bin, &profile)
+        .args([
+            "--ignore-certificate-errors",
+            "--host-resolver-rules=MAP localhost 127.0.0.1",
+            "--dump-dom",
+            &url,
+        ])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let dom = String::from_utf8_lossy(&o.stdout);
+    for i in 0..50 {
+        assert!(
+            dom.contains(&format!("<p>asset {i} loaded</p>")),
+            "asset {i}: {dom}"
+        );
+    }
+    e.wait_stdout("\"GET /hello-a49.js HTTP/2.0\"", LONG)
+        .expect("log line of the last asset");
+    let lines = e.stdout.lock().unwrap().clone();
+    let h2 = lines
+        .iter()
+        .filter(|l| l.contains("GET /hello-") && l.contains(" HTTP/2.0\""))
+        .count();
+    let h1 = lines.iter().filter(|l| l.contains(" HTTP/1.1\"")).count();
+    assert!(h2 >= 51 && h1 == 0, "{lines:?}");
+}
+
+/// An HTTP/2 connection with no stream open is closed after `timeout
+/// http-keep-alive` with a GOAWAY (NO_ERROR), as HAProxy closes its idle
+/// HTTP/2 connections.
+#[test]
+fn idle_connection_gets_goaway_after_keep_alive_timeout() {
+    use std::io::{Read, Write};
+    let e = Ebb::start(
+        "defaults\n    mode http\n    timeout client 60s\n    timeout http-keep-alive 1s\n\
+         frontend fe\n    bind BIND proto h2\n    http-request return status 200\n",
+    );
+    let mut s = std::net::TcpStream::connect(e.addr()).unwrap();
+    s.write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\x00\x00\x00\x04\x00\x00\x00\x00\x00")
+        .unwrap();
+    s.set_read_timeout(Some(LONG)).unwrap();
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        match s.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => got.extend_from_slice(&buf[..n]),
+            Err(e) => panic!("no close after the idle timeout: {e}"),
+        }
+    }
+    // Walk the frames: SETTINGS, SETTINGS ACK, ... then a GOAWAY.
+    let mut i = 0;
+    let mut goaway = None;
+    while i + 9 <= got.len() {
+        let len = u32::from_be_bytes([0, got[i], got[i + 1], got[i + 2]]) as usize;
+        if got[i + 3] == 7 && i + 9 + 8 <= got.len() {
+            let code = u32::from_be_bytes(got[i + 13..i + 17].try_into().unwrap());
+            goaway = Some(code);
+        }
+        i += 9 + len;
+    }
+    assert_eq!(goaway, Some(0), "{got:?}");
+}
