@@ -477,3 +477,73 @@ fn idle_connection_gets_goaway_after_keep_alive_timeout() {
     }
     assert_eq!(goaway, Some(0), "{got:?}");
 }
+
+/// Session trackers and variables of `tcp-request connection` rules are
+/// the HTTP/2 streams' too, as in HAProxy: a rate rule on `sc0` denies the
+/// fifth and later requests of one HTTP/2 connection, and a `sess`
+/// variable set at connection time is seen by every stream. (Each stream
+/// used to start with no tracker and no variable: the rule never matched
+/// over HTTP/2.) Then, once the clients are gone, every connection is
+/// released: `conn_cur` back to 0 and no session left (the connection used
+/// to miss the client's close when it came with the last bytes, and kept
+/// its streams, descriptors and counters forever).
+#[test]
+fn connection_trackers_reach_every_stream_and_closed_connections_release_them() {
+    if !have("nghttp") {
+        eprintln!("SKIP: nghttp missing");
+        return;
+    }
+    let dir = scratch("h2track");
+    let sock = dir.join("cli.sock");
+    let e = Ebb::start(&format!(
+        "global\n    stats socket {} level admin\n\
+         defaults\n    mode http\n    timeout client 60s\n    timeout server 60s\n    timeout connect 5s\n\
+         frontend fe\n    bind BIND proto h2\n\
+         \x20   stick-table type ip size 1k expire 10m store http_req_cnt,conn_cur\n\
+         \x20   tcp-request connection track-sc0 src\n\
+         \x20   tcp-request connection set-var(sess.who) str(early)\n\
+         \x20   http-request deny status 429 if {{ sc0_http_req_cnt gt 4 }}\n\
+         \x20   http-request return status 200 content-type text/plain lf-string \"%[var(sess.who)]-%[sc0_conn_cur]\"\n",
+        sock.display()
+    ));
+    // Seven streams on one connection (nghttp asks each URI once: seven
+    // paths).
+    let urls: Vec<String> = (0..7).map(|i| format!("http://{}/{i}", e.addr())).collect();
+    let o = Command::new("nghttp")
+        .arg("-v")
+        .args(&urls)
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert_eq!(out.matches(":status: 200").count(), 4, "{out}");
+    assert_eq!(out.matches(":status: 429").count(), 3, "{out}");
+    assert_eq!(out.matches("early-1").count(), 4, "{out}");
+    // More connections, each closed by its client after its answer.
+    for i in 0..5 {
+        let o = Command::new("nghttp")
+            .arg(format!("http://{}/again{i}", e.addr()))
+            .output()
+            .unwrap();
+        assert!(o.status.success());
+    }
+    let released = || {
+        let t = cli_cmd(&sock, "show table fe");
+        let s = cli_cmd(&sock, "show sess");
+        (
+            t.contains("conn_cur=0") && s.trim().is_empty(),
+            format!("{t}\n{s}"),
+        )
+    };
+    let deadline = std::time::Instant::now() + LONG;
+    loop {
+        let (done, what) = released();
+        if done {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "closed HTTP/2 connections still held:\n{what}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}

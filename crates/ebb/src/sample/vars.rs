@@ -95,7 +95,7 @@ struct Slot {
 }
 
 /// The variables of one scope.
-#[derive(Default, Debug)]
+#[derive(Clone, Default, Debug)]
 pub struct Vars {
     slots: Vec<Slot>,
 }

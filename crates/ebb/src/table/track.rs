@@ -97,6 +97,9 @@ pub struct Stk {
     pub(crate) pending: RefCell<Pending>,
     sess: RefCell<[Option<Tracker>; 3]>,
     strm: RefCell<[Option<Tracker>; 3]>,
+    /// The session trackers are another `Stk`'s (see [`Stk::share_session`]):
+    /// counted on, never released here.
+    sess_shared: bool,
 }
 
 /// What a tracker's start counts (adding 0 changes nothing: one list).
@@ -128,7 +131,25 @@ impl Stk {
             pending: RefCell::default(),
             sess: RefCell::new([None, None, None]),
             strm: RefCell::new([None, None, None]),
+            sess_shared: false,
         }
+    }
+
+    /// The trackers of one stream of a connection that carries several
+    /// (an HTTP/2 stream's lane): the connection's session trackers, read
+    /// and counted on as HAProxy's streams do, and stream trackers of its
+    /// own. The connection's `Stk` holds the session trackers' references
+    /// and releases them when the connection ends; it must outlive this one.
+    pub fn share_session(&self) -> Stk {
+        let mut s = Stk::new(Arc::clone(&self.tables));
+        *s.sess.get_mut() = self.sess.borrow().each_ref().map(|t| {
+            t.as_ref().map(|t| Tracker {
+                table: Arc::clone(&t.table),
+                entry: t.entry,
+            })
+        });
+        s.sess_shared = true;
+        s
     }
 
     pub fn tables(&self) -> &Tables {
@@ -277,7 +298,12 @@ impl Stk {
 impl Drop for Stk {
     fn drop(&mut self) {
         let now = self.now.get();
-        for level in [&self.strm, &self.sess] {
+        let levels: &[&RefCell<[Option<Tracker>; 3]>] = if self.sess_shared {
+            &[&self.strm]
+        } else {
+            &[&self.strm, &self.sess]
+        };
+        for level in levels {
             for slot in level.borrow_mut().iter_mut() {
                 if let Some(t) = slot.take() {
                     stop(t, now);

@@ -348,6 +348,7 @@ impl<S: Exchange + Default + 'static> Conn<S> {
     /// Starts a lane of the HTTP/2 connection whose tasklet is `mux`: an
     /// HTTP/1 client side over `tr` (a [`Transport::Lane`]) running one
     /// stream per HTTP/2 stream, one after the other. Returns its tasklet.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn spawn_lane(
         ctx: &mut Ctx,
         tr: Transport,
@@ -356,8 +357,22 @@ impl<S: Exchange + Default + 'static> Conn<S> {
         fe: Arc<FrontendRt>,
         w: std::rc::Rc<Worker>,
         mux: TaskletId,
+        session: (
+            crate::table::Stk,
+            std::cell::RefCell<crate::sample::VarStore>,
+        ),
     ) -> TaskletId {
-        let (mut conn, target) = Self::make(ctx, tr, -1, peer, dst, fe, w, "h2_stream_timer", None);
+        let (mut conn, target) = Self::make(
+            ctx,
+            tr,
+            -1,
+            peer,
+            dst,
+            fe,
+            w,
+            "h2_stream_timer",
+            Some(session),
+        );
         conn.lane_of = Some(mux);
         let timer = conn.timer;
         let first_deadline = conn.deadline;

@@ -107,6 +107,9 @@ pub struct H2Conn<S> {
     rlen: usize,
     lanes: Vec<Lane>,
     rd_ready: bool,
+    /// The poller reported the client's close (RDHUP/HUP): it may come with
+    /// the last bytes and no edge follows, so read on until a read says 0.
+    rd_hup: bool,
     wr_ready: bool,
     eof: bool,
     stopping: bool,
@@ -119,8 +122,10 @@ pub struct H2Conn<S> {
     resets: Vec<u32>,
     /// The session's trackers and variables from `tcp-request
     /// connection|session` rules (or the HTTP/1 side it came from), kept
-    /// for the connection's life so its counters (`conn_cur`) stay right.
-    _session: (
+    /// for the connection's life so its counters (`conn_cur`) stay right;
+    /// each lane counts on the same session trackers and starts with a
+    /// copy of the `sess` variables.
+    session: (
         crate::table::Stk,
         std::cell::RefCell<crate::sample::VarStore>,
     ),
@@ -178,6 +183,7 @@ impl<S: Exchange + Default + 'static> H2Conn<S> {
             rlen,
             lanes: Vec::new(),
             rd_ready: true,
+            rd_hup: false,
             wr_ready: true,
             eof: false,
             stopping: false,
@@ -186,7 +192,7 @@ impl<S: Exchange + Default + 'static> H2Conn<S> {
             deadline,
             resp: ResponseHead::default(),
             resets: Vec::new(),
-            _session: session,
+            session,
             _s: PhantomData,
         };
         conn.fe.h2_conns.fetch_add(1, Ordering::Relaxed);
@@ -264,7 +270,9 @@ impl<S: Exchange + Default + 'static> H2Conn<S> {
                         continue;
                     }
                     self.rlen += n;
-                    if n < room && !self.tr.read_pending() {
+                    if n < room && !self.rd_hup && !self.tr.read_pending() {
+                        // Short read: the socket is drained; the next edge
+                        // tells when more arrives.
                         self.rd_ready = false;
                     }
                     return Ok(true);
@@ -315,6 +323,25 @@ impl<S: Exchange + Default + 'static> H2Conn<S> {
         !self.h2.output().is_empty() || self.tr.has_pending_output()
     }
 
+    /// What a new lane starts with: the connection's session trackers and
+    /// a copy of its `sess` variables (HAProxy's streams of one session
+    /// share them).
+    fn lane_session(
+        &self,
+    ) -> (
+        crate::table::Stk,
+        std::cell::RefCell<crate::sample::VarStore>,
+    ) {
+        let vars = crate::sample::VarStore {
+            sess: self.session.1.borrow().sess.clone(),
+            ..Default::default()
+        };
+        (
+            self.session.0.share_session(),
+            std::cell::RefCell::new(vars),
+        )
+    }
+
     /// A lane for a new stream: an idle one, else a new one.
     fn lane_for(&mut self, ctx: &mut Ctx) -> Option<usize> {
         if let Some(i) = self
@@ -345,6 +372,7 @@ impl<S: Exchange + Default + 'static> H2Conn<S> {
             Arc::clone(&self.fe),
             Rc::clone(&self.w),
             me,
+            self.lane_session(),
         );
         self.lanes.push(Lane {
             pipe,
@@ -865,6 +893,9 @@ impl<S: Exchange + Default + 'static> TaskletFn for H2Conn<S> {
             let ev = ctx.take_events(me);
             if ev.readable() || ev.hup_or_err() {
                 self.rd_ready = true;
+            }
+            if ev.hup_or_err() {
+                self.rd_hup = true;
             }
             if ev.writable() || ev.hup_or_err() {
                 self.wr_ready = true;
