@@ -80,7 +80,10 @@ fn with_cli(backend: &str, extra_defaults: &str) -> (Ebb, std::path::PathBuf) {
     let sock = scratch("proxy-cli").join("admin.sock");
     let c = cfg(backend, extra_defaults).replacen(
         "global\n",
-        &format!("global\n    stats socket {} level admin\n", sock.display()),
+        &format!(
+            "global\n    stats socket {} level admin\n    log stdout format raw local0\n",
+            sock.display()
+        ),
         1,
     );
     (Ebb::start(&c), sock)
@@ -129,6 +132,51 @@ fn maxconn_queues_in_order_and_hands_over() {
         .map(|h| h.split(' ').nth(1).unwrap().to_string())
         .collect();
     assert_eq!(paths, vec!["/q0", "/q1", "/q2", "/q3", "/q4"]);
+}
+
+/// The log's `%sq`/`%bq`: how many streams were ahead in the server's or
+/// the backend's queue when this one joined (HAProxy's definition; 0 for
+/// a stream that did not wait). One server with `maxconn 1` under
+/// `roundrobin`: streams wait in the backend's queue. (Both were always 0.)
+#[test]
+fn queue_positions_in_the_log() {
+    let gate = Gate::default();
+    let s = Origin::start("s", Mode::Gate(gate.clone()));
+    let be = srv("s", &s, "maxconn 1");
+    let (e, sock) = with_cli(
+        &be,
+        "    timeout queue 30s\n    log global\n    log-format \"%{+Q}r sq=%sq bq=%bq\"\n",
+    );
+    let addr = e.addr();
+    let mut ths = Vec::new();
+    for i in 0..4usize {
+        ths.push(std::thread::spawn(move || {
+            get(addr, &format!("/p{i}")).status
+        }));
+        if i == 0 {
+            wait_until("first request at the server", || {
+                s.busy.load(Ordering::SeqCst) == 1
+            });
+        } else {
+            wait_until(&format!("{i} queued"), || {
+                backend_qcur(&sock, "be") == Some(i as u64)
+            });
+        }
+    }
+    gate.open();
+    for t in ths {
+        assert_eq!(t.join().unwrap(), 200);
+    }
+    for (i, want) in ["sq=0 bq=0", "sq=0 bq=0", "sq=0 bq=1", "sq=0 bq=2"]
+        .iter()
+        .enumerate()
+    {
+        let line = format!("\"GET /p{i} HTTP/1.1\" {want}");
+        assert!(
+            e.wait_stdout(&line, Duration::from_secs(60)).is_some(),
+            "no log line {line}"
+        );
+    }
 }
 
 #[test]

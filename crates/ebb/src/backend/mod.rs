@@ -312,6 +312,11 @@ pub struct Waiter {
     pub state: Mutex<WaitState>,
     pub tasklet: TaskletId,
     pub handle: RuntimeHandle,
+    /// Streams ahead of this one in its queue when it joined (the log's
+    /// `%sq` or `%bq`).
+    pub ahead: u32,
+    /// It waits in the backend's queue (`%bq`), not a server's (`%sq`).
+    pub on_backend: bool,
 }
 
 impl Waiter {
@@ -578,11 +583,13 @@ impl Farm {
         }
     }
 
-    fn waiter(me: TaskletId, handle: RuntimeHandle) -> Arc<Waiter> {
+    fn waiter(me: TaskletId, handle: RuntimeHandle, ahead: usize, on_backend: bool) -> Arc<Waiter> {
         Arc::new(Waiter {
             state: Mutex::new(WaitState::Waiting),
             tasklet: me,
             handle,
+            ahead: u32::try_from(ahead).unwrap_or(u32::MAX),
+            on_backend,
         })
     }
 
@@ -602,7 +609,7 @@ impl Farm {
         if s.opts.maxqueue.is_some_and(|m| q.len() as u32 >= m) {
             return Pick::NoServer("server queue full");
         }
-        let w = Self::waiter(me, handle());
+        let w = Self::waiter(me, handle(), q.len(), false);
         q.push_back(Arc::clone(&w));
         s.counters.queued_total.fetch_add(1, Ordering::Relaxed);
         Pick::Queued(w)
@@ -630,7 +637,7 @@ impl Farm {
         if bound.is_some_and(|b| q.len() as u32 >= b) {
             return Pick::NoServer("backend queue full");
         }
-        let w = Self::waiter(me, handle());
+        let w = Self::waiter(me, handle(), q.len(), true);
         q.push_back(Arc::clone(&w));
         self.counters.queued_total.fetch_add(1, Ordering::Relaxed);
         Pick::Queued(w)

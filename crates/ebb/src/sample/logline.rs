@@ -580,9 +580,8 @@ fn render_var(v: Var, quote: bool, e: &Entry<'_>, caps: &Caps, out: &mut Vec<u8>
                 num(out, info.map_or(0, |i| i64::from(i.retries)), quote)
             }
         }
-        // Queue positions are not measured: 0, as HAProxy writes for an
-        // exchange that did not wait.
-        Var::SrvQueue | Var::BeQueue => num(out, 0, quote),
+        Var::SrvQueue => num(out, info.map_or(0, |i| i64::from(i.srv_queue)), quote),
+        Var::BeQueue => num(out, info.map_or(0, |i| i64::from(i.be_queue)), quote),
         // Handshake: ebb counts a TLS handshake in the idle time.
         Var::Th => num(out, 0, quote),
         Var::Ti => num(out, ti, quote),

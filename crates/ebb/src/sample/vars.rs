@@ -204,6 +204,10 @@ pub struct TxnInfo {
     pub redispatched: bool,
     pub be_conns: u32,
     pub srv_conns: u32,
+    /// Streams that were ahead of this one in the server's or the
+    /// backend's queue when it joined (`%sq`, `%bq`; 0 if it did not wait).
+    pub srv_queue: u32,
+    pub be_queue: u32,
     pub srv_addr: Option<std::net::SocketAddr>,
     /// The server's id in its backend (`srv_id`: its position from 1, as
     /// HAProxy numbers servers without an `id`).

@@ -398,6 +398,14 @@ impl Stream {
                 self.use_server(c, ctx, s);
             }
             Pick::Queued(w) => {
+                if let Ok(mut v) = c.vars.try_borrow_mut() {
+                    let at = if w.on_backend {
+                        &mut v.info.be_queue
+                    } else {
+                        &mut v.info.srv_queue
+                    };
+                    *at = w.ahead;
+                }
                 up.state = UpState::Queued;
                 up.waiter = Some(w);
                 up.t_queued.get_or_insert(ctx.now());
