@@ -94,8 +94,9 @@ pub struct LanePipe {
 /// connection that carries it (for sample fetches and the log line).
 pub struct LaneEnd {
     pub pipe: std::rc::Rc<std::cell::RefCell<LanePipe>>,
-    /// A duplicate of the client's socket, only for its addresses.
-    pub sock: TcpStream,
+    /// A duplicate of the client's socket, only for its addresses (one
+    /// per HTTP/2 connection, shared by its lanes).
+    pub sock: std::rc::Rc<TcpStream>,
     pub tls: bool,
     pub sni: Option<String>,
     pub alpn: Option<Vec<u8>>,

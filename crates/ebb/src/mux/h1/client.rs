@@ -404,7 +404,7 @@ impl<S: Exchange + Default + 'static> Conn<S> {
         };
         let placeholder = Transport::Lane(Box::new(crate::transport::LaneEnd {
             pipe: Default::default(),
-            sock: dup,
+            sock: std::rc::Rc::new(dup),
             tls: false,
             sni: None,
             alpn: None,

@@ -106,6 +106,8 @@ pub struct H2Conn<S> {
     rbuf: Vec<u8>,
     rlen: usize,
     lanes: Vec<Lane>,
+    /// A duplicate of the socket its lanes share, for their addresses.
+    lane_sock: Option<Rc<TcpStream>>,
     rd_ready: bool,
     /// The poller reported the client's close (RDHUP/HUP): it may come with
     /// the last bytes and no edge follows, so read on until a read says 0.
@@ -182,6 +184,7 @@ impl<S: Exchange + Default + 'static> H2Conn<S> {
             rbuf,
             rlen,
             lanes: Vec::new(),
+            lane_sock: None,
             rd_ready: true,
             rd_hup: false,
             wr_ready: true,
@@ -352,7 +355,14 @@ impl<S: Exchange + Default + 'static> H2Conn<S> {
             return Some(i);
         }
         let me = self.me?;
-        let sock = self.tr.tcp().try_clone().ok()?;
+        let sock = match &self.lane_sock {
+            Some(s) => Rc::clone(s),
+            None => {
+                let s = Rc::new(self.tr.tcp().try_clone().ok()?);
+                self.lane_sock = Some(Rc::clone(&s));
+                s
+            }
+        };
         let pipe = Rc::new(RefCell::new(LanePipe {
             out_max: LANE_OUT_MAX,
             ..Default::default()
