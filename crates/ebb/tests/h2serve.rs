@@ -481,7 +481,8 @@ fn idle_connection_gets_goaway_after_keep_alive_timeout() {
 /// Session trackers and variables of `tcp-request connection` rules are
 /// the HTTP/2 streams' too, as in HAProxy: a rate rule on `sc0` denies the
 /// fifth and later requests of one HTTP/2 connection, and a `sess`
-/// variable set at connection time is seen by every stream. (Each stream
+/// variable set at connection time is seen by every stream, and `req.ver`
+/// says 2.0 as HAProxy's does. (Each stream
 /// used to start with no tracker and no variable: the rule never matched
 /// over HTTP/2.) Then, once the clients are gone, every connection is
 /// released: `conn_cur` back to 0 and no session left (the connection used
@@ -503,7 +504,7 @@ fn connection_trackers_reach_every_stream_and_closed_connections_release_them() 
          \x20   tcp-request connection track-sc0 src\n\
          \x20   tcp-request connection set-var(sess.who) str(early)\n\
          \x20   http-request deny status 429 if {{ sc0_http_req_cnt gt 4 }}\n\
-         \x20   http-request return status 200 content-type text/plain lf-string \"%[var(sess.who)]-%[sc0_conn_cur]\"\n",
+         \x20   http-request return status 200 content-type text/plain lf-string \"%[var(sess.who)]-%[sc0_conn_cur]-%[req.ver]\"\n",
         sock.display()
     ));
     // Seven streams on one connection (nghttp asks each URI once: seven
@@ -517,7 +518,7 @@ fn connection_trackers_reach_every_stream_and_closed_connections_release_them() 
     let out = String::from_utf8_lossy(&o.stdout).into_owned();
     assert_eq!(out.matches(":status: 200").count(), 4, "{out}");
     assert_eq!(out.matches(":status: 429").count(), 3, "{out}");
-    assert_eq!(out.matches("early-1").count(), 4, "{out}");
+    assert_eq!(out.matches("early-1-2.0").count(), 4, "{out}");
     // More connections, each closed by its client after its answer.
     for i in 0..5 {
         let o = Command::new("nghttp")

@@ -503,9 +503,13 @@ impl Fetch {
             }
             Fetch::ReqVer => {
                 let r = ctx.req?;
+                // An HTTP/2 stream reaches the rules as HTTP/1.1 (its lane);
+                // HAProxy says 2.0 for it.
+                let h2 = ctx.vars.is_some_and(|v| v.borrow().h2);
                 put(
                     s,
                     match r.head.version {
+                        _ if h2 => b"2.0",
                         Version::Http10 => b"1.0",
                         Version::Http11 => b"1.1",
                     },

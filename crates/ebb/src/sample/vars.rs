@@ -156,6 +156,8 @@ pub struct VarStore {
     pub res: Vars,
     /// Requests begun on this connection (`http_first_req`).
     pub requests: u64,
+    /// The exchanges are HTTP/2 streams (`req.ver` says 2.0).
+    pub h2: bool,
     /// `capture request|response header` values of the exchange.
     pub req_caps: Vec<Option<Vec<u8>>>,
     pub res_caps: Vec<Option<Vec<u8>>>,

@@ -337,6 +337,7 @@ impl<S: Exchange + Default + 'static> H2Conn<S> {
     ) {
         let vars = crate::sample::VarStore {
             sess: self.session.1.borrow().sess.clone(),
+            h2: true,
             ..Default::default()
         };
         (
