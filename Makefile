@@ -13,8 +13,9 @@
 
 # curl: TLS and file tests; chromium: the stats page rendered headless;
 # python3-prometheus-client: the metrics parsed by a real Prometheus parser;
-# varnish (varnishtest), haproxy, slowhttptest, wrk: the reliability suites.
-APT_PKGS := curl chromium python3-prometheus-client varnish haproxy slowhttptest wrk
+# varnish (varnishtest), haproxy, slowhttptest, wrk: the reliability suites;
+# nghttp2-client (nghttp, h2load): the HTTP/2 tests of the real binary.
+APT_PKGS := curl chromium python3-prometheus-client varnish haproxy slowhttptest wrk nghttp2-client
 CARGO ?= cargo
 
 .PHONY: test deps h2spec-deps unit loom vtc hostile h2 soak fuzz smoke bench
