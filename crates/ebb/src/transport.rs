@@ -619,36 +619,6 @@ impl Transport {
         }
     }
 
-    /// One read of an edge-triggered socket into `buf`: `Some(n)` bytes
-    /// (`Some(0)`: end of stream), `None` when nothing is there. Clears
-    /// `*ready` once the socket is drained, that is after `WouldBlock` or
-    /// a short read, unless the poller reported the peer's close (`hup`:
-    /// it may come with the last bytes and no edge follows) or TLS holds
-    /// an end of stream to return ([`Transport::read_pending`]).
-    pub fn read_edge(
-        &mut self,
-        buf: &mut [u8],
-        hup: bool,
-        ready: &mut bool,
-    ) -> io::Result<Option<usize>> {
-        loop {
-            match self.read(buf) {
-                Ok(n) => {
-                    if n > 0 && n < buf.len() && !hup && !self.read_pending() {
-                        *ready = false;
-                    }
-                    return Ok(Some(n));
-                }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                    *ready = false;
-                    return Ok(None);
-                }
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) => return Err(e),
-            }
-        }
-    }
-
     /// Whether the next [`Transport::read`] has something to return (the
     /// end of the stream) although the last one came back short: no edge
     /// will say so, the caller must read again.

@@ -483,19 +483,28 @@ impl<S: Exchange + Default + 'static> Conn<S> {
             self.rend -= self.rstart;
             self.rstart = 0;
         }
-        let at = self.rend;
-        match self
-            .tr
-            .read_edge(&mut self.rbuf[at..], self.rd_hup, &mut self.rd_ready)?
-        {
-            None => Ok(false),
-            Some(0) => {
-                self.eof = true;
-                Ok(false)
-            }
-            Some(n) => {
-                self.rend += n;
-                Ok(true)
+        let room = self.rbuf.len() - self.rend;
+        loop {
+            match self.tr.read(&mut self.rbuf[self.rend..]) {
+                Ok(0) => {
+                    self.eof = true;
+                    return Ok(false);
+                }
+                Ok(n) => {
+                    self.rend += n;
+                    if n < room && !self.rd_hup && !self.tr.read_pending() {
+                        // Short read: the socket is drained; the next edge
+                        // tells when more arrives.
+                        self.rd_ready = false;
+                    }
+                    return Ok(true);
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    self.rd_ready = false;
+                    return Ok(false);
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e),
             }
         }
     }

@@ -260,23 +260,32 @@ impl<S: Exchange + Default + 'static> H2Conn<S> {
         if self.rlen == self.rbuf.len() {
             return Ok(false);
         }
+        let room = self.rbuf.len() - self.rlen;
         loop {
-            let at = self.rlen;
-            let got = self
-                .tr
-                .read_edge(&mut self.rbuf[at..], self.rd_hup, &mut self.rd_ready)?;
-            match got {
-                None => return Ok(false),
-                Some(0) => {
+            match self.tr.read(&mut self.rbuf[self.rlen..]) {
+                Ok(0) => {
                     self.eof = true;
                     return Ok(false);
                 }
-                // Closing: the client's bytes are dropped.
-                Some(_) if self.linger_until.is_some() => continue,
-                Some(n) => {
+                Ok(n) => {
+                    if self.linger_until.is_some() {
+                        // Closing: the client's bytes are dropped.
+                        continue;
+                    }
                     self.rlen += n;
+                    if n < room && !self.rd_hup && !self.tr.read_pending() {
+                        // Short read: the socket is drained; the next edge
+                        // tells when more arrives.
+                        self.rd_ready = false;
+                    }
                     return Ok(true);
                 }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    self.rd_ready = false;
+                    return Ok(false);
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e),
             }
         }
     }
