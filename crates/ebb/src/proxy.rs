@@ -23,6 +23,7 @@ use crate::config::{
 use crate::rules::{Cond, Matcher};
 use crate::sample::{Ctx, LogFormat, Scope};
 use crate::statefile::SrvState;
+use crate::stream::msg::FieldBuf;
 
 /// What a `serve-files` backend was configured with.
 #[derive(Debug, Clone)]
@@ -71,71 +72,59 @@ pub struct ReqRule {
     pub prepared: Option<Prepared>,
 }
 
-/// A fixed answer with everything but `Date` and `Connection` ready.
+/// A fixed answer, its fields checked once: what varies per request is
+/// only `Date`, `Connection` (the client side writes them) and what
+/// log-format `hdr` values and an `lf-string` body evaluate to.
 pub struct Prepared {
     pub status: u16,
-    /// Status line, `Server`, and `Date: ` (the date follows).
-    pub before_date: Vec<u8>,
-    /// CRLF ending the date, the fields, the framing field (no final CRLF;
-    /// without the framing field when the body is a log-format string).
-    pub after_date: Vec<u8>,
+    /// `Content-Type` and the `hdr` fields whose value is literal.
+    pub fields: FieldBuf,
     pub body: Vec<u8>,
     /// Whether the status allows a body (not 1xx, 204, 304).
     pub has_body: bool,
     /// `lf-string`: the body, evaluated per request.
     pub body_fmt: Option<LogFormat>,
     /// `hdr NAME FMT` fields whose value is a log-format string.
-    pub dyn_hdrs: Vec<(String, LogFormat)>,
+    pub dyn_hdrs: Vec<HeaderEdit>,
 }
 
 impl Prepared {
     /// Builds the answer of an `http-request return`; refuses a field that
     /// could not be sent (bad name or value).
     pub fn of(r: &ReturnAction, scope: Scope) -> Result<Prepared, String> {
-        use crate::http1::{BodyFraming, ResponseWriter, Version};
-        const MARK: &[u8] = b"\x01DATE\x01";
+        use crate::http1::{is_field_value_byte, is_token};
+        let sendable =
+            |n: &[u8], v: &[u8]| is_token(n) && v.iter().all(|&b| is_field_value_byte(b));
         let body = return_body(r).to_vec();
         let body_fmt = match &r.body {
             ReturnBody::LfString(f) if f.as_literal().is_none() => Some(f.clone()),
             _ => None,
         };
         let has_body = !(r.status < 200 || r.status == 204 || r.status == 304);
-        let mut out = Vec::new();
-        let mut w = ResponseWriter::new(&mut out, r.status, MARK);
+        let mut fields = FieldBuf::default();
         if let Some(ct) = &r.content_type {
-            w.header(b"Content-Type", ct.as_bytes())
-                .map_err(|_| format!("invalid content-type '{ct}'"))?;
+            if !sendable(b"Content-Type", ct.as_bytes()) {
+                return Err(format!("invalid content-type '{ct}'"));
+            }
+            fields.push(b"Content-Type", ct.as_bytes());
         }
         let mut dyn_hdrs = Vec::new();
         for (n, v) in &r.headers {
             let f = LogFormat::parse(v, scope).map_err(|e| format!("hdr {n}: {e}"))?;
             match f.as_literal() {
-                Some(lit) => w
-                    .header(n.as_bytes(), lit)
-                    .map_err(|_| format!("invalid header '{n}: {v}'"))?,
-                None => dyn_hdrs.push((n.clone(), f)),
+                Some(lit) if sendable(n.as_bytes(), lit) => fields.push(n.as_bytes(), lit),
+                Some(_) => return Err(format!("invalid header '{n}: {v}'")),
+                None if is_token(n.as_bytes()) => dyn_hdrs.push(HeaderEdit {
+                    op: crate::config::EditOp::Add,
+                    name: n.clone(),
+                    value: f,
+                }),
+                None => return Err(format!("invalid header '{n}: {v}'")),
             }
         }
-        let framing = if !has_body {
-            BodyFraming::None
-        } else if body_fmt.is_some() {
-            // Written per request, with the evaluated length.
-            BodyFraming::None
-        } else {
-            BodyFraming::ContentLength(body.len() as u64)
-        };
-        w.finish(framing, true, Version::Http11);
-        let at = out
-            .windows(MARK.len())
-            .position(|x| x == MARK)
-            .ok_or("internal: no date mark")?;
-        let before_date = out[..at].to_vec();
-        // Drop the final CRLF: Connection may come before it.
-        let after_date = out[at + MARK.len()..out.len() - 2].to_vec();
         Ok(Prepared {
             status: r.status,
-            before_date,
-            after_date,
+            fields,
             body,
             has_body,
             body_fmt,
@@ -143,59 +132,26 @@ impl Prepared {
         })
     }
 
-    /// Evaluates what changes per request: (extra field lines, body).
-    /// `None` when the answer is wholly fixed.
-    pub fn render(&self, ctx: &Ctx<'_>) -> Option<(Vec<u8>, Vec<u8>)> {
-        if self.body_fmt.is_none() && self.dyn_hdrs.is_empty() {
-            return None;
+    /// The answer for one request: its fields into `fields` (the fixed
+    /// ones, then the evaluated ones), and its body (evaluated into
+    /// `scratch` for an `lf-string`).
+    pub fn render<'s>(
+        &'s self,
+        ctx: &Ctx<'_>,
+        fields: &mut FieldBuf,
+        scratch: &'s mut Vec<u8>,
+    ) -> &'s [u8] {
+        fields.extend(self.fields.fields());
+        for e in &self.dyn_hdrs {
+            fields.push_with(e.name.as_bytes(), |out| e.render_value(ctx, out));
         }
-        let mut fields = Vec::new();
-        for (n, f) in &self.dyn_hdrs {
-            let e = HeaderEdit {
-                op: crate::config::EditOp::Add,
-                name: n.clone(),
-                value: f.clone(),
-            };
-            e.write_field(ctx, &mut fields);
-        }
-        let mut body = Vec::new();
-        if let Some(f) = &self.body_fmt {
-            f.render(ctx, &mut body);
-            if self.has_body {
-                fields.extend_from_slice(format!("Content-Length: {}\r\n", body.len()).as_bytes());
+        match &self.body_fmt {
+            Some(f) => {
+                scratch.clear();
+                f.render(ctx, scratch);
+                scratch
             }
-        }
-        Some((fields, body))
-    }
-
-    /// Writes the whole answer: `dynamic` is what [`Prepared::render`]
-    /// returned for this request.
-    pub fn write(
-        &self,
-        out: &mut Vec<u8>,
-        date: &[u8],
-        dynamic: Option<&(Vec<u8>, Vec<u8>)>,
-        keep_alive: bool,
-        version: crate::http1::Version,
-        head_req: bool,
-    ) {
-        out.extend_from_slice(&self.before_date);
-        out.extend_from_slice(date);
-        out.extend_from_slice(&self.after_date);
-        if let Some((fields, _)) = dynamic {
-            out.extend_from_slice(fields);
-        }
-        if !keep_alive {
-            out.extend_from_slice(b"Connection: close\r\n");
-        } else if version == crate::http1::Version::Http10 {
-            out.extend_from_slice(b"Connection: keep-alive\r\n");
-        }
-        out.extend_from_slice(b"\r\n");
-        if self.has_body && !head_req {
-            match (dynamic, &self.body_fmt) {
-                (Some((_, b)), Some(_)) => out.extend_from_slice(b),
-                _ => out.extend_from_slice(&self.body),
-            }
+            None => &self.body,
         }
     }
 }

@@ -35,7 +35,7 @@ use std::sync::{Arc, Mutex};
 use sched::{Ctx, Reasons, Status, TaskletId, Tick};
 
 use crate::config::HttpRequestAction;
-use crate::http1::{BodyFraming, Drain, Method, ResponseWriter, TargetForm, CONNECT_ALLOW};
+use crate::http1::{Drain, Method, TargetForm, CONNECT_ALLOW};
 use crate::mux::h1::client::{Body, In, LogFacts};
 use crate::mux::h1::server::ServerSide;
 use crate::mux::h1::Exchange;
@@ -48,6 +48,8 @@ use crate::transport::Transport;
 
 pub mod msg;
 mod proxy;
+
+use msg::{BodySize, FieldBuf, RespHead};
 
 /// Bodies up to this size are copied behind their head so pipelined answers
 /// leave in one write; larger ones are written from the cached file or sent
@@ -95,6 +97,11 @@ pub struct Stream {
     /// An idle server connection kept for this client's next request:
     /// (server, socket), still registered with `side_task`.
     attached: Option<(Arc<crate::backend::ServerRt>, Transport)>,
+    /// The fields of the answers the stream builds (fixed answers, pages,
+    /// files), reused from one answer to the next.
+    fields: FieldBuf,
+    /// A body evaluated per request (`return ... lf-string`), reused.
+    scratch: Vec<u8>,
 }
 
 /// A cached file is a body the client side can send.
@@ -172,15 +179,11 @@ impl Exchange for Stream {
                 c.input = In::Head;
                 // The page is written now: the answer starts here.
                 self.resp_start = c.wbuf.len();
-                let version = c.head.version;
-                let head_req = c.head.method == Method::Head;
-                let hdrs: Vec<(&[u8], &[u8])> = a
-                    .headers
-                    .iter()
-                    .map(|(n, v)| (n.as_bytes(), v.as_bytes()))
-                    .collect();
-                let ka = self.keep_alive;
-                c.simple_response(a.status, ka, version, &hdrs, &a.body, head_req);
+                self.fields.clear();
+                for (n, v) in &a.headers {
+                    self.fields.push(n.as_bytes(), v.as_bytes());
+                }
+                self.reply(c, a.status, &[], &a.body);
                 self.finish_request(c, ctx, a.status, None, 0);
                 true
             }
@@ -375,14 +378,8 @@ impl Stream {
         let fe = Arc::clone(&c.fe);
         match self.decide(c) {
             Act::Options => {
-                c.simple_response(
-                    200,
-                    keep_alive,
-                    version,
-                    &[(b"Allow", b"GET, HEAD, OPTIONS")],
-                    b"",
-                    head_req,
-                );
+                self.fields.clear();
+                self.reply(c, 200, &[(b"Allow", b"GET, HEAD, OPTIONS")], b"");
                 self.finish_request(c, ctx, 200, None, 0);
             }
             Act::Return(be, i) => {
@@ -394,31 +391,28 @@ impl Stream {
                 let Some(p) = rules.get(i).and_then(|r| r.prepared.as_ref()) else {
                     return;
                 };
-                // The prepared answer: Date and Connection are added, and
-                // what `lf-string` / `hdr` evaluate to for this request.
-                let dynamic = {
+                // The prepared answer, with what `lf-string` / `hdr`
+                // evaluate to for this request.
+                self.fields.clear();
+                let mut scratch = std::mem::take(&mut self.scratch);
+                let body = {
                     let tr = &c.tr;
                     let pp_dst = c.dst;
                     let dst = move || pp_dst.or_else(|| tr.tcp().local_addr().ok());
                     let buf = &c.rbuf[c.rstart..c.rend];
-                    p.render(&ReqView {
+                    let cx = ReqView {
                         req: Some(crate::sample::Req { buf, head: &c.head }),
                         be: be_arc.as_ref().map(|b| b.name.as_str()),
                         ..sample_ctx(tr, c.peer, &fe.name, &dst, &c.vars, &c.stk)
-                    })
+                    };
+                    p.render(&cx, &mut self.fields, &mut scratch)
                 };
-                let date = *c.w.date.borrow_mut().get();
-                p.write(
-                    &mut c.wbuf,
-                    &date,
-                    dynamic.as_ref(),
-                    keep_alive,
-                    version,
-                    head_req,
-                );
-                if !keep_alive {
-                    c.closing = true;
-                }
+                let head = RespHead {
+                    extra: self.fields.fields(),
+                    ..RespHead::new(p.status, BodySize::Exact(body.len() as u64))
+                };
+                c.respond(head, &[body], keep_alive, version, head_req);
+                self.scratch = scratch;
                 let st = p.status;
                 self.finish_request(c, ctx, st, None, 0);
             }
@@ -430,14 +424,10 @@ impl Stream {
                 self.finish_request(c, ctx, 405, None, 0);
             }
             Act::Redirect(loc, code) => {
-                c.simple_response(
-                    code,
-                    keep_alive,
-                    version,
-                    &[(b"Location", &loc), (b"Cache-Control", b"no-cache")],
-                    b"",
-                    head_req,
-                );
+                self.fields.clear();
+                let hdrs: [(&[u8], &[u8]); 2] =
+                    [(b"Location", &loc[..]), (b"Cache-Control", b"no-cache")];
+                self.reply(c, code, &hdrs, b"");
                 self.finish_request(c, ctx, code, None, 0);
             }
             act @ (Act::Stats(..) | Act::Service) => {
@@ -583,14 +573,8 @@ impl Stream {
                 return;
             }
             Found::AddSlash(loc) => {
-                c.simple_response(
-                    301,
-                    keep_alive,
-                    version,
-                    &[(b"Location", loc.as_bytes())],
-                    b"",
-                    head_req,
-                );
+                self.fields.clear();
+                self.reply(c, 301, &[(b"Location", loc.as_bytes())], b"");
                 self.finish_request(c, ctx, 301, Some(bi), 0);
                 return;
             }
@@ -601,16 +585,17 @@ impl Stream {
                     let policy = c.fe.comp.get(bi).and_then(|p| p.as_deref());
                     crate::serve::comp::whole_body(policy, buf, &c.head, ct, html.as_bytes())
                 };
-                let mut hdrs: Vec<(&[u8], &[u8])> = vec![(b"Content-Type", ct)];
+                self.fields.clear();
+                self.fields.push(b"Content-Type", ct);
                 let body = match &coded {
                     Some((ce, b)) => {
-                        hdrs.push((b"Content-Encoding", ce.as_bytes()));
-                        hdrs.push((b"Vary", b"Accept-Encoding"));
+                        self.fields.push(b"Content-Encoding", ce.as_bytes());
+                        self.fields.push(b"Vary", b"Accept-Encoding");
                         b.as_slice()
                     }
                     None => html.as_bytes(),
                 };
-                c.simple_response(200, keep_alive, version, &hdrs, body, head_req);
+                self.reply(c, 200, &[], body);
                 self.finish_request(c, ctx, 200, Some(bi), 0);
                 return;
             }
@@ -650,7 +635,6 @@ impl Stream {
             Decision::NotModified => (304, None),
             Decision::Unsatisfiable => (416, None),
         };
-        let date = *c.w.date.borrow_mut().get();
         let mut cr = String::new();
         let logged;
         let cc = max_age.map(|a| format!("max-age={a}"));
@@ -693,34 +677,38 @@ impl Stream {
                 be: Some(&backend.name),
                 ..sample_ctx(tr, c.peer, &c.fe.name, &dst, &c.vars, &c.stk)
             };
-            // The framing below follows the file's status; the rules'
-            // status is the one sent and logged.
-            // No response rule: the fields go out as they are (no copy).
+            // No response rule: the fields go out as they are.
             let rules = !backend.http_response.is_empty() || !c.fe.http_response.is_empty();
             let edited = rules.then(|| apply_edits(&c.fe, &backend, hdrs.to_vec(), status, &sctx));
-            let out_status = edited.as_ref().map_or(status, |e| e.1);
-            logged = out_status;
-            let mut w = ResponseWriter::new(&mut c.wbuf, out_status, &date);
+            logged = edited.as_ref().map_or(status, |e| e.1);
+            self.fields.clear();
             match &edited {
                 Some((fields, _)) => {
                     for (n, val) in fields {
-                        let _ = w.header(n, val);
+                        self.fields.push(n, val);
                     }
                 }
                 None => {
                     for (n, val) in hdrs.iter() {
-                        let _ = w.header(n, val);
+                        self.fields.push(n, val);
                     }
                 }
             }
-            let framing = match range {
-                Some(_) if compress.is_some() => BodyFraming::Chunked,
-                Some((s, e)) => BodyFraming::ContentLength(e - s),
-                None if status == 416 => BodyFraming::ContentLength(0),
-                None => BodyFraming::None,
-            };
-            w.finish(framing, keep_alive, version);
         }
+        // The body's size follows the file's status (a 304 has none); the
+        // rules' status is the one sent and logged. A compressed body is
+        // produced chunked by its slices (`serve::comp`), so its size is
+        // unknown (compression is for HTTP/1.1 clients only).
+        let size = match range {
+            Some(_) if compress.is_some() => BodySize::Unknown,
+            Some((s, e)) => BodySize::Exact(e - s),
+            None => BodySize::Empty,
+        };
+        let head = RespHead {
+            extra: self.fields.fields(),
+            ..RespHead::new(logged, size)
+        };
+        c.respond_head(head, keep_alive, version, head_req);
         let mut body_len = 0;
         let comp = compress.and_then(|k| {
             let level =
@@ -758,10 +746,26 @@ impl Stream {
                 });
             }
         }
-        if !keep_alive {
-            c.closing = true;
-        }
         self.finish_request(c, ctx, logged, Some(bi), body_len);
+    }
+
+    /// A small answer the stream makes itself (fixed answers, redirects,
+    /// pages): the fields already in `self.fields`, then `hdrs`, then the
+    /// body, through the client side's one output path.
+    fn reply(&mut self, c: &mut H1, status: u16, hdrs: &[(&[u8], &[u8])], body: &[u8]) {
+        for (n, v) in hdrs {
+            self.fields.push(n, v);
+        }
+        let size = match body.len() {
+            0 => BodySize::Empty,
+            n => BodySize::Exact(n as u64),
+        };
+        let head = RespHead {
+            extra: self.fields.fields(),
+            ..RespHead::new(status, size)
+        };
+        let (version, head_req) = (c.head.version, c.head.method == Method::Head);
+        c.respond(head, &[body], self.keep_alive, version, head_req);
     }
 
     /// The answer is queued: log it and move on to what follows the head.

@@ -180,6 +180,25 @@ impl FieldBuf {
         self.list.push(Field { name, value });
     }
 
+    /// Appends a field whose value `value` writes (an evaluated format).
+    pub fn push_with(&mut self, name: &[u8], value: impl FnOnce(&mut Vec<u8>)) {
+        let name = self.put(name);
+        let start = self.buf.len() as u32;
+        value(&mut self.buf);
+        let value = crate::http1::Span {
+            start,
+            end: self.buf.len() as u32,
+        };
+        self.list.push(Field { name, value });
+    }
+
+    /// Appends every field of `f`.
+    pub fn extend(&mut self, f: Fields<'_>) {
+        for (n, v) in f.iter() {
+            self.push(n, v);
+        }
+    }
+
     /// Stores bytes that are not a field (an H2 head's pseudo-header
     /// values, say) and returns where they are: [`FieldBuf::bytes`]
     /// indexed by the span gives them back.

@@ -39,10 +39,12 @@ use std::time::SystemTime;
 use sched::{ticks, Ctx, Reasons, Status, TaskId, TaskletFn, TaskletId, Tick};
 
 use crate::http1::{
-    parse_request_into, write_error_response, BodyFraming, Drain, DrainStep, HttpError,
-    RequestHead, ResponseWriter, Status as PStatus, Version,
+    error_page, parse_request_into, reason_phrase, Drain, DrainStep, HttpError, RequestHead,
+    Status as PStatus, Version,
 };
+use crate::mux::h1::out::H1Out;
 use crate::proxy::FrontendRt;
+use crate::stream::msg::{BodySize, FieldBuf, Msg, MsgSink, RespHead};
 use crate::transport::Transport;
 use crate::worker::Worker;
 
@@ -205,6 +207,8 @@ pub struct Conn<S> {
     /// The current stream (taken out while it runs: see
     /// [`Conn::with_stream`]).
     st: Option<S>,
+    /// Fields of the answers this side builds itself (errors), reused.
+    fields: FieldBuf,
     /// This connection is a lane of an HTTP/2 connection (its transport
     /// is a [`Transport::Lane`]): the tasklet of that connection, woken
     /// when the lane moved bytes or ended.
@@ -340,6 +344,7 @@ impl<S: Exchange + Default + 'static> Conn<S> {
             sess,
             sent_run: 0,
             st: Some(S::default()),
+            fields: FieldBuf::default(),
             lane_of: None,
         };
         (conn, target)
@@ -800,7 +805,49 @@ impl<S: Exchange + Default + 'static> Conn<S> {
         }
     }
 
-    /// Writes an error response (or the frontend's errorfile for it).
+    /// The one output path of this client side: writes an answer given as
+    /// messages (a head view, its body parts, its end) as HTTP/1 into the
+    /// output buffer ([`H1Out`]); the connection closes after it when the
+    /// stream or the framing says so.
+    pub(crate) fn respond(
+        &mut self,
+        head: RespHead<'_>,
+        body: &[&[u8]],
+        keep_alive: bool,
+        version: Version,
+        head_req: bool,
+    ) {
+        let mut o = self.out(keep_alive, version, head_req);
+        o.whole(head, body);
+        if o.closing() {
+            self.closing = true;
+        }
+    }
+
+    /// Writes only the head of an answer whose body the client side sends
+    /// from [`Conn::body`] (a file).
+    pub(crate) fn respond_head(
+        &mut self,
+        head: RespHead<'_>,
+        keep_alive: bool,
+        version: Version,
+        head_req: bool,
+    ) {
+        let mut o = self.out(keep_alive, version, head_req);
+        o.put(Msg::Head(head));
+        if o.closing() {
+            self.closing = true;
+        }
+    }
+
+    fn out(&mut self, keep_alive: bool, version: Version, head_req: bool) -> H1Out<'_> {
+        let date = *self.w.date.borrow_mut().get();
+        H1Out::new(&mut self.wbuf, date, version, head_req, keep_alive)
+    }
+
+    /// Writes ebb's error answer for `status` (or the frontend's errorfile
+    /// for it): an HTML page naming the status, `Content-Type: text/html`,
+    /// `Cache-Control: no-cache`, then `extra` (`Allow` for 405, say).
     pub(crate) fn error_response(
         &mut self,
         status: u16,
@@ -810,54 +857,29 @@ impl<S: Exchange + Default + 'static> Conn<S> {
         extra: &[(&[u8], &[u8])],
     ) {
         if let Some(f) = self.fe.errorfile(status) {
+            // An errorfile is a whole HTTP/1 answer, sent as written; its
+            // framing is its own, so the connection ends after it.
             self.wbuf.extend_from_slice(f);
-            // An errorfile is sent as written; its framing is its own, so
-            // the connection ends after it.
             self.closing = true;
             return;
         }
-        let date = *self.w.date.borrow_mut().get();
-        write_error_response(
-            &mut self.wbuf,
-            status,
-            &date,
-            keep_alive,
-            version,
-            head_req,
-            extra,
-        );
-        if !keep_alive {
-            self.closing = true;
+        let (pre, post) = error_page(status);
+        let reason = reason_phrase(status);
+        let len = (pre.len() + reason.len() + post.len()) as u64;
+        let mut fields = std::mem::take(&mut self.fields);
+        fields.clear();
+        fields.push(b"Content-Type", b"text/html");
+        fields.push(b"Cache-Control", b"no-cache");
+        for (n, v) in extra {
+            fields.push(n, v);
         }
-    }
-
-    /// A response with a small in-memory body (fixed responses, redirects).
-    pub(crate) fn simple_response(
-        &mut self,
-        status: u16,
-        keep_alive: bool,
-        version: Version,
-        hdrs: &[(&[u8], &[u8])],
-        body: &[u8],
-        head_req: bool,
-    ) {
-        let date = *self.w.date.borrow_mut().get();
-        let mut w = ResponseWriter::new(&mut self.wbuf, status, &date);
-        for (n, v) in hdrs {
-            let _ = w.header(n, v);
-        }
-        let framing = if status == 204 || status == 304 || (100..200).contains(&status) {
-            BodyFraming::None
-        } else {
-            BodyFraming::ContentLength(body.len() as u64)
+        let head = RespHead {
+            extra: fields.fields(),
+            ..RespHead::new(status, BodySize::Exact(len))
         };
-        w.finish(framing, keep_alive, version);
-        if !head_req && framing != BodyFraming::None {
-            self.wbuf.extend_from_slice(body);
-        }
-        if !keep_alive {
-            self.closing = true;
-        }
+        let body = [pre.as_bytes(), reason.as_bytes(), post.as_bytes()];
+        self.respond(head, &body, keep_alive, version, head_req);
+        self.fields = fields;
     }
 
     /// The connection's timer fired: 408 for a head that did not arrive in
