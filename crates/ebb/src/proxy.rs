@@ -1129,6 +1129,33 @@ mod tests {
     }
 
     #[test]
+    fn a_prepared_answer_keeps_checked_fields_and_refuses_unsendable_ones() {
+        let scope = Scope::Request { backend: false };
+        let ret = |headers: &[(&str, &str)]| ReturnAction {
+            status: 200,
+            content_type: Some("text/plain".into()),
+            body: ReturnBody::String("hi".into()),
+            headers: headers
+                .iter()
+                .map(|(n, v)| (n.to_string(), v.to_string()))
+                .collect(),
+        };
+        let p = Prepared::of(&ret(&[("X-A", "1"), ("X-Src", "%[src]")]), scope).unwrap();
+        let fields: Vec<_> = p.fields.fields().iter().collect();
+        assert_eq!(
+            fields,
+            [(&b"Content-Type"[..], &b"text/plain"[..]), (b"X-A", b"1")]
+        );
+        assert_eq!(p.dyn_hdrs.len(), 1);
+        assert_eq!(p.body, b"hi");
+        // A name that is not a token could split the answer: refused at
+        // start, whether its value is literal or a log-format string (the
+        // latter used to be written as it was, per request).
+        assert!(Prepared::of(&ret(&[("X A", "1")]), scope).is_err());
+        assert!(Prepared::of(&ret(&[("X A", "%[src]")]), scope).is_err());
+    }
+
+    #[test]
     fn redirect_locations() {
         let loc = redirect(RedirectKind::Location, "https://x/", false, false);
         assert_eq!(redirect_location(&loc, b"/a?b", None, None), b"https://x/");

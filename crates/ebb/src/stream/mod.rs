@@ -409,9 +409,10 @@ impl Stream {
                 };
                 let head = RespHead {
                     extra: self.fields.fields(),
+                    close: !keep_alive,
                     ..RespHead::new(p.status, BodySize::Exact(body.len() as u64))
                 };
-                c.respond(head, &[body], keep_alive, version, head_req);
+                c.respond(head, &[body]);
                 self.scratch = scratch;
                 let st = p.status;
                 self.finish_request(c, ctx, st, None, 0);
@@ -706,9 +707,10 @@ impl Stream {
         };
         let head = RespHead {
             extra: self.fields.fields(),
+            close: !keep_alive,
             ..RespHead::new(logged, size)
         };
-        c.respond_head(head, keep_alive, version, head_req);
+        c.respond_head(head);
         let mut body_len = 0;
         let comp = compress.and_then(|k| {
             let level =
@@ -762,10 +764,10 @@ impl Stream {
         };
         let head = RespHead {
             extra: self.fields.fields(),
+            close: !self.keep_alive,
             ..RespHead::new(status, size)
         };
-        let (version, head_req) = (c.head.version, c.head.method == Method::Head);
-        c.respond(head, &[body], self.keep_alive, version, head_req);
+        c.respond(head, &[body]);
     }
 
     /// The answer is queued: log it and move on to what follows the head.

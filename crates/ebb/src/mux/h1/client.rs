@@ -39,8 +39,8 @@ use std::time::SystemTime;
 use sched::{ticks, Ctx, Reasons, Status, TaskId, TaskletFn, TaskletId, Tick};
 
 use crate::http1::{
-    error_page, parse_request_into, reason_phrase, Drain, DrainStep, HttpError, RequestHead,
-    Status as PStatus, Version,
+    error_page, parse_request_into, reason_phrase, Drain, DrainStep, HttpError, Method,
+    RequestHead, Status as PStatus, Version,
 };
 use crate::mux::h1::out::H1Out;
 use crate::proxy::FrontendRt;
@@ -805,43 +805,40 @@ impl<S: Exchange + Default + 'static> Conn<S> {
         }
     }
 
-    /// The one output path of this client side: writes an answer given as
-    /// messages (a head view, its body parts, its end) as HTTP/1 into the
-    /// output buffer ([`H1Out`]); the connection closes after it when the
-    /// stream or the framing says so.
-    pub(crate) fn respond(
-        &mut self,
-        head: RespHead<'_>,
-        body: &[&[u8]],
-        keep_alive: bool,
-        version: Version,
-        head_req: bool,
-    ) {
-        let mut o = self.out(keep_alive, version, head_req);
-        o.whole(head, body);
-        if o.closing() {
-            self.closing = true;
-        }
+    /// The one output path of this client side: writes an answer to the
+    /// current request (`head`), given as messages (a head view, its body
+    /// parts, its end), as HTTP/1 into the output buffer ([`H1Out`]). The
+    /// framing and the `Connection:` field follow the request's version
+    /// and method; the connection closes after the answer when the head
+    /// asks to ([`RespHead::close`]) or the framing needs it.
+    pub(crate) fn respond(&mut self, head: RespHead<'_>, body: &[&[u8]]) {
+        let (version, head_req) = (self.head.version, self.head.method == Method::Head);
+        self.respond_to(head, body, version, head_req);
     }
 
-    /// Writes only the head of an answer whose body the client side sends
-    /// from [`Conn::body`] (a file).
-    pub(crate) fn respond_head(
-        &mut self,
-        head: RespHead<'_>,
-        keep_alive: bool,
-        version: Version,
-        head_req: bool,
-    ) {
-        let mut o = self.out(keep_alive, version, head_req);
+    /// Writes only the head of an answer to the current request; its body
+    /// leaves from [`Conn::body`] (a file, with `sendfile`).
+    pub(crate) fn respond_head(&mut self, head: RespHead<'_>) {
+        let (version, head_req) = (self.head.version, self.head.method == Method::Head);
+        let mut o = self.out(version, head_req);
         o.put(Msg::Head(head));
         if o.closing() {
             self.closing = true;
         }
     }
 
-    fn out(&mut self, keep_alive: bool, version: Version, head_req: bool) -> H1Out<'_> {
+    /// [`Conn::respond`] for a request of `version` (`head_req`: a HEAD).
+    fn respond_to(&mut self, head: RespHead<'_>, body: &[&[u8]], version: Version, head_req: bool) {
+        let mut o = self.out(version, head_req);
+        o.whole(head, body);
+        if o.closing() {
+            self.closing = true;
+        }
+    }
+
+    fn out(&mut self, version: Version, head_req: bool) -> H1Out<'_> {
         let date = *self.w.date.borrow_mut().get();
+        let keep_alive = !self.closing;
         H1Out::new(&mut self.wbuf, date, version, head_req, keep_alive)
     }
 
@@ -875,10 +872,11 @@ impl<S: Exchange + Default + 'static> Conn<S> {
         }
         let head = RespHead {
             extra: fields.fields(),
+            close: !keep_alive,
             ..RespHead::new(status, BodySize::Exact(len))
         };
         let body = [pre.as_bytes(), reason.as_bytes(), post.as_bytes()];
-        self.respond(head, &body, keep_alive, version, head_req);
+        self.respond_to(head, &body, version, head_req);
         self.fields = fields;
     }
 
