@@ -427,6 +427,17 @@ pub fn compile(p: &Proxy, m: &Matcher, warnings: &mut Vec<String>) -> Result<Tcp
     if p.serve_files.is_some() {
         return refuse("'serve-files'", &p.loc);
     }
+    if let Some(f) = p.log_format.as_ref().filter(|_| p.kind.is_frontend()) {
+        // HAProxy logs a tcp session with it; ebb's tcp sessions write
+        // the `option tcplog` line only, so it would be ignored.
+        return Err(err(
+            &f.loc,
+            format!(
+                "proxy '{}' is in 'mode tcp': 'log-format' is not supported there by ebb (its tcp sessions log HAProxy's 'option tcplog' line; a log-format set in 'defaults' applies here too)",
+                p.name
+            ),
+        ));
+    }
     if p.stats.effective_uri().is_some() {
         warnings.push(format!(
             "{}: the stats page of proxy '{}' is not served as it requires HTTP mode.",
@@ -679,6 +690,22 @@ mod tests {
         assert_eq!(f.l4.conn_rules.len(), 1);
         assert_eq!(c.backends[1].l4.tunnel, Some(3_600_000));
         assert_eq!(c.backends[0].l4.tunnel, None);
+    }
+
+    #[test]
+    fn log_format_in_a_tcp_proxy_is_refused_not_ignored() {
+        let e = compile_err(
+            "defaults\n    mode tcp\n    log-format \"%ci %b\"\nlisten l\n    bind :80\n    server s 127.0.0.1:1\n",
+        );
+        assert!(
+            e.starts_with("t.cfg:3: ") && e.contains("'log-format' is not supported"),
+            "{e}"
+        );
+        // A backend writes no log line of its own: a log-format it
+        // inherits is unused in HAProxy too.
+        compiles(
+            "defaults fmt\n    log-format \"%ci %b\"\nfrontend f\n    bind :80\n    default_backend b\nbackend b\n    server s 127.0.0.1:1\ndefaults\nfrontend t\n    mode tcp\n    bind :81\n    option tcplog\n    default_backend tb\nbackend tb from fmt\n    mode tcp\n    server s 127.0.0.1:1\n",
+        );
     }
 
     #[test]
