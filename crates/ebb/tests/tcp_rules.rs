@@ -492,7 +492,7 @@ fn content_rules_in_http_proxies_from_named_defaults_as_haproxy() {
     let body = format!(
         "defaults front\n    mode http\n    log global\n    option httplog\n{timeouts}    tcp-request inspect-delay 5s\n    tcp-request content set-var(txn.x) str(def)\n    tcp-request content reject if {{ path /rej }}\n    tcp-request content accept if {{ path /acc }}\n\
 defaults back\n    mode http\n{timeouts}    tcp-request content reject if {{ path /brej }}\n    tcp-response content reject if {{ var(txn.bad) -m found }}\n    tcp-response content close if {{ var(txn.cl) -m found }}\n    tcp-response content set-var(txn.r) str(resp)\n\
-frontend fe from front\n    bind BIND\n    stick-table type ip size 1k expire 60s store http_req_cnt\n    tcp-request content capture req.hdr(host) len 10\n    tcp-request content track-sc1 src\n    tcp-request content set-var(txn.x) str(fe)\n    http-request return status 200 content-type text/plain lf-string \"x=%[var(txn.x)] n=%[sc1_http_req_cnt]\" if {{ path /ret }} || {{ path /acc }}\n    default_backend be\n\
+frontend fe from front\n    bind BIND\n    stick-table type ip size 1k expire 60s store http_req_cnt\n    tcp-request content silent-drop if {{ path /drop }}\n    tcp-request content capture req.hdr(host) len 10\n    tcp-request content track-sc1 src\n    tcp-request content set-var(txn.x) str(fe)\n    http-request return status 200 content-type text/plain lf-string \"x=%[var(txn.x)] n=%[sc1_http_req_cnt]\" if {{ path /ret }} || {{ path /acc }}\n    default_backend be\n\
 backend be from back\n    http-request set-var(txn.bad) int(1) if {{ path /bad }}\n    http-request set-var(txn.cl) int(1) if {{ path /close }}\n    http-response set-header x-r %[var(txn.r)]\n    server o {}\n",
         o.addr
     );
@@ -527,6 +527,16 @@ backend be from back\n    http-request set-var(txn.bad) int(1) if {{ path /bad }
         let r = get(*a, "/ok");
         assert_eq!((r.status, r.header("x-r")), (200, Some("resp")), "{a}");
     }
+    // `silent-drop`: a reset, no answer (ebb only: HAProxy running as
+    // root uses TCP_REPAIR, so its client would hear nothing at all).
+    let mut c = Client::connect(e.addr());
+    c.send(&req("/drop"));
+    let mut b = [0u8; 16];
+    let r = c.s.read(&mut b);
+    assert!(
+        matches!(&r, Err(x) if x.kind() == std::io::ErrorKind::ConnectionReset),
+        "{r:?}"
+    );
     let l = e.wait_stdout("\"<BADREQ>\"", LONG).unwrap();
     assert!(
         l.contains(" fe fe/<NOSRV> -1/-1/-1/-1/") && l.contains(" -1 0 - - PR-- "),

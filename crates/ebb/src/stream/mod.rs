@@ -531,6 +531,7 @@ impl Stream {
                     .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 if silent {
                     crate::transport::silent_drop(c.tr.tcp());
+                    c.silent = true;
                 }
                 self.keep_alive = false;
                 c.closing = true;
