@@ -373,6 +373,9 @@ pub struct FeTimeouts {
 /// A compiled frontend.
 pub struct FrontendRt {
     pub name: String,
+    /// The name again, shared by every session's registry entry (no
+    /// allocation per connection).
+    pub name_arc: Arc<str>,
     pub maxconn: Option<u32>,
     pub timeouts: FeTimeouts,
     /// Whether client connections are kept between requests: only
@@ -992,6 +995,7 @@ pub fn compile_keeping(
                     .any(|l| matches!(l, crate::config::ProxyLog::Target(_)));
             Ok(FrontendRt {
                 name: p.name.clone(),
+                name_arc: Arc::from(p.name.as_str()),
                 maxconn: p.maxconn,
                 timeouts: FeTimeouts {
                     http_request: head_ms,

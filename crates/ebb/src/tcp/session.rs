@@ -124,7 +124,7 @@ impl Session {
         let heavy = tr.is_handshaking() && w.heavy_enabled;
         let sess = w
             .sessions
-            .add(ctx.thread_id(), peer, Arc::from(fe.name.as_str()));
+            .add(ctx.thread_id(), peer, Arc::clone(&fe.name_arc));
         let pipe = Pipe {
             cli: super::pipe::Sock {
                 tr: Some(tr),

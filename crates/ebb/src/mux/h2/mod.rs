@@ -229,7 +229,7 @@ impl<S: Exchange + Default + 'static> H2Conn<S> {
             std::cell::RefCell<crate::sample::VarStore>,
         ),
     ) -> io::Result<()> {
-        sock.set_nonblocking(true)?;
+        // Non-blocking since `accept4` (the listener).
         let _ = sock.set_nodelay(true);
         let tr = Transport::accept(sock, tls)?;
         w.conn_opened(&fe);
