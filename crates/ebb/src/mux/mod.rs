@@ -6,6 +6,8 @@
 //! - [`h1`]: HTTP/1.1, both sides (client connections, server connections).
 //! - [`h2`]: HTTP/2, the client side, over the socket-free core in
 //!   [`crate::h2`]; each stream runs on a lane of the HTTP/1 client side.
+//!   Its `server` module is the server side (`server ... proto h2`): the
+//!   streams of several exchanges on one connection to a server.
 //!
 //! A mux owns its sockets' readiness: each socket is registered with the
 //! tasklet of the side that owns it, so a server-side event never runs
