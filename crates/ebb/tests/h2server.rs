@@ -449,3 +449,59 @@ fn max_frame_size_is_announced() {
     assert_ne!(code, 0);
     assert!(err.contains("bad.cfg:2"), "{err}");
 }
+
+/// The scripted HTTP/2 server of `h2srvd.py` in `mode`: its process, its
+/// address, and the lines it prints after the port ("conn N").
+fn scripted(mode: &str) -> (Proc, SocketAddr, std::sync::mpsc::Receiver<String>) {
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/h2srvd.py");
+    let mut child = Command::new(PY)
+        .args([script, mode])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    out.read_line(&mut line).unwrap();
+    let port: u16 = line.trim().strip_prefix("port ").unwrap().parse().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for l in out.lines().map_while(Result::ok) {
+            let _ = tx.send(l);
+        }
+    });
+    (Proc(child), SocketAddr::from(([127, 0, 0, 1], port)), rx)
+}
+
+/// What the server does to a stream reaches the client: a stream it
+/// refuses on a fresh connection is a 502 (HAProxy 2.6's answer too,
+/// checked by hand with the same script); a request above the
+/// last-stream-id of its GOAWAY on a reused connection is sent again on
+/// a new connection (it was not processed, and GET is safe); a server
+/// that never answers is a 504 after `timeout server`.
+#[test]
+fn server_resets_goaway_and_silence() {
+    let (_p, a, _rx) = scripted("refuse");
+    let e = ebb_to(a, "", "");
+    let r = get(e.addrs[0], "/refused");
+    assert_eq!(r.status, 502);
+
+    let (_p, a, rx) = scripted("second");
+    let e = ebb_to(a, "", "");
+    let mut c = Client::connect(e.addrs[0]);
+    for path in ["/one", "/two"] {
+        c.send(format!("GET {path} HTTP/1.1\r\nHost: x\r\n\r\n").as_bytes());
+        assert_eq!(c.read_resp().status, 200, "{path}");
+    }
+    // The first went on the client's connection to the server, the
+    // second (refused by the GOAWAY there) on a new one.
+    let next = || rx.recv_timeout(Duration::from_secs(60)).unwrap();
+    assert_eq!([next(), next()], ["conn 1", "conn 2"]);
+
+    let (_p, a, _rx) = scripted("stall");
+    let e = Ebb::start(&format!(
+        "defaults\n    mode http\n    timeout client 60s\n    timeout server 1s\n    timeout connect 5s\n\
+         frontend fe\n    bind BIND\n    default_backend be\nbackend be\n    server s {a} proto h2\n"
+    ));
+    assert_eq!(get(e.addrs[0], "/silent").status, 504);
+}
