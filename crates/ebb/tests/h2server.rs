@@ -505,3 +505,50 @@ fn server_resets_goaway_and_silence() {
     ));
     assert_eq!(get(e.addrs[0], "/silent").status, 504);
 }
+
+/// `proto h2` over `ssl`: HTTP/2 inside TLS (whatever ALPN says, as
+/// HAProxy), to HAProxy 2.6 as the origin (`bind ... ssl crt ... proto
+/// h2`), `:scheme https`; and a TCP health check (`check`) marks the
+/// server UP as for any server.
+#[test]
+fn tls_to_an_http2_server_and_a_tcp_check() {
+    if !tools(&["curl", "haproxy"]) {
+        return;
+    }
+    let dir = scratch("h2server-tls");
+    let ck = rcgen::generate_simple_self_signed(vec!["localhost".to_string()]).unwrap();
+    let pem = dir.join("o.pem");
+    std::fs::write(
+        &pem,
+        format!("{}{}", ck.cert.pem(), ck.key_pair.serialize_pem()),
+    )
+    .unwrap();
+    let echo = Origin::start("echo", Mode::Echo);
+    let a = free_addr();
+    let cfg = format!(
+        "frontend o\n    bind {a} ssl crt {} proto h2\n\
+         \x20   http-request set-var(txn.v) req.ver\n\
+         \x20   http-response set-header x-ver %[var(txn.v)]\n\
+         \x20   default_backend b\nbackend b\n    server s {}\n",
+        pem.display(),
+        echo.addr
+    );
+    let _hap = haproxy(&dir, "tls", &cfg, a);
+    let e = ebb_to(a, "ssl verify none check inter 200", "");
+    let (ok, out, err) = curl(&[
+        "--http1.1",
+        "-i",
+        "--data-binary",
+        "inside tls",
+        &format!("http://{}/tls", e.addrs[0]),
+    ]);
+    assert!(ok, "{err}");
+    assert!(out.starts_with("HTTP/1.1 200"), "{out}");
+    assert!(out.to_ascii_lowercase().contains("x-ver: 2.0"), "{out}");
+    assert!(out.ends_with("\r\n\r\ninside tls"), "{out}");
+    wait_until("the check marks the server UP", || {
+        let (_, csv, _) = curl(&[&format!("http://{}/stats;csv", e.addrs[0])]);
+        csv.lines()
+            .any(|l| l.starts_with("be,s,") && l.contains(",UP,"))
+    });
+}
