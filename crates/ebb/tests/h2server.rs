@@ -85,19 +85,6 @@ fn h2_origin(dir: &Path, o: &Origin) -> (Proc, SocketAddr) {
     (haproxy(dir, "origin", &cfg, a), a)
 }
 
-fn curl(args: &[&str]) -> (bool, String, String) {
-    let o = Command::new("curl")
-        .args(["-sS", "--max-time", "60"])
-        .args(args)
-        .output()
-        .unwrap();
-    (
-        o.status.success(),
-        String::from_utf8_lossy(&o.stdout).into_owned(),
-        String::from_utf8_lossy(&o.stderr).into_owned(),
-    )
-}
-
 fn tools(list: &[&str]) -> bool {
     for t in list {
         if !have(t) {

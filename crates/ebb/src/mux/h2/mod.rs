@@ -263,67 +263,36 @@ impl<S: Exchange + Default + 'static> H2Conn<S> {
 
     /// Reads once. Returns whether bytes arrived.
     fn read_in(&mut self) -> io::Result<bool> {
-        if self.rlen == self.rbuf.len() {
-            return Ok(false);
-        }
-        let room = self.rbuf.len() - self.rlen;
         loop {
-            match self.tr.read(&mut self.rbuf[self.rlen..]) {
-                Ok(0) => {
-                    self.eof = true;
-                    return Ok(false);
-                }
-                Ok(n) => {
-                    if self.linger_until.is_some() {
-                        // Closing: the client's bytes are dropped.
-                        continue;
-                    }
-                    self.rlen += n;
-                    if n < room && !self.rd_hup && !self.tr.read_pending() {
-                        // Short read: the socket is drained; the next edge
-                        // tells when more arrives.
-                        self.rd_ready = false;
-                    }
-                    return Ok(true);
-                }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                    self.rd_ready = false;
-                    return Ok(false);
-                }
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) => return Err(e),
+            let mut r = super::Ready {
+                rd: true,
+                hup: self.rd_hup,
+                ..Default::default()
+            };
+            let before = self.rlen;
+            let got = super::read_once(&mut self.tr, &mut self.rbuf, &mut self.rlen, &mut r)?;
+            self.eof |= r.eof;
+            if !r.rd {
+                self.rd_ready = false;
             }
+            if got && self.linger_until.is_some() {
+                // Closing: the client's bytes are dropped.
+                self.rlen = before;
+                continue;
+            }
+            return Ok(got);
         }
     }
 
     /// Writes the core's output. Returns whether bytes left.
     fn flush(&mut self) -> io::Result<bool> {
-        let mut moved = false;
-        while !self.h2.output().is_empty() {
-            match self.tr.write(self.h2.output()) {
-                Ok(0) => {
-                    self.wr_ready = false;
-                    break;
-                }
-                Ok(n) => {
-                    self.h2.consume_output(n);
-                    moved = true;
-                }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                    self.wr_ready = false;
-                    break;
-                }
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(e),
-            }
-        }
-        if self.tr.has_pending_output() {
-            match self.tr.flush_pending() {
-                Ok(true) => {}
-                Ok(false) => self.wr_ready = false,
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => self.wr_ready = false,
-                Err(e) => return Err(e),
-            }
+        let mut r = super::Ready {
+            wr: true,
+            ..Default::default()
+        };
+        let moved = super::write_h2(&mut self.tr, &mut self.h2, &mut r)?;
+        if !r.wr {
+            self.wr_ready = false;
         }
         Ok(moved)
     }

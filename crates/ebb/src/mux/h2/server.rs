@@ -164,10 +164,7 @@ pub(crate) struct SrvConn {
     rlen: usize,
     connected: bool,
     dead: bool,
-    rd: bool,
-    wr: bool,
-    hup: bool,
-    eof: bool,
+    io: super::super::Ready,
     streams: Vec<SrvStream>,
     key: u64,
     /// Takes new streams (not with `http-reuse never`, nor after a
@@ -293,10 +290,7 @@ fn new_conn(
         rlen: 0,
         connected: false,
         dead: false,
-        rd: false,
-        wr: false,
-        hup: false,
-        eof: false,
+        io: super::super::Ready::default(),
         streams: Vec::new(),
         key: t.key,
         shared: reuse != Reuse::Never,
@@ -363,23 +357,23 @@ impl SrvConn {
 
     /// Whether the connect completed (or failed: `dead`).
     fn check_connect(&mut self, ctx: &mut Ctx) -> bool {
-        if !(self.rd || self.wr || self.hup) {
+        if !(self.io.rd || self.io.wr || self.io.hup) {
             return false;
         }
         let tcp = self.tr.tcp();
         match (tcp.take_error(), tcp.peer_addr().is_ok()) {
             (Ok(None), true) => {
                 self.connected = true;
-                self.wr = true;
+                self.io.wr = true;
                 for s in &self.streams {
                     s.pipe.borrow_mut().connected = true;
                     wake(ctx, s.side);
                 }
                 true
             }
-            (Ok(None), false) if !self.hup => {
-                self.rd = false;
-                self.wr = false;
+            (Ok(None), false) if !self.io.hup => {
+                self.io.rd = false;
+                self.io.wr = false;
                 false
             }
             _ => {
@@ -393,56 +387,11 @@ impl SrvConn {
     }
 
     fn read_in(&mut self) -> io::Result<bool> {
-        if self.rlen == self.rbuf.len() {
-            return Ok(false);
-        }
-        let room = self.rbuf.len() - self.rlen;
-        loop {
-            match self.tr.read(&mut self.rbuf[self.rlen..]) {
-                Ok(0) => {
-                    self.eof = true;
-                    return Ok(false);
-                }
-                Ok(n) => {
-                    self.rlen += n;
-                    if n < room && !self.hup && !self.tr.read_pending() {
-                        self.rd = false;
-                    }
-                    return Ok(true);
-                }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                    self.rd = false;
-                    return Ok(false);
-                }
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) => return Err(e),
-            }
-        }
+        super::super::read_once(&mut self.tr, &mut self.rbuf, &mut self.rlen, &mut self.io)
     }
 
     fn flush(&mut self) -> io::Result<bool> {
-        let mut moved = false;
-        while !self.h2.output().is_empty() && self.wr {
-            match self.tr.write(self.h2.output()) {
-                Ok(0) => self.wr = false,
-                Ok(n) => {
-                    self.h2.consume_output(n);
-                    moved = true;
-                }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => self.wr = false,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(e),
-            }
-        }
-        if self.tr.has_pending_output() {
-            match self.tr.flush_pending() {
-                Ok(true) => {}
-                Ok(false) => self.wr = false,
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => self.wr = false,
-                Err(e) => return Err(e),
-            }
-        }
-        Ok(moved)
+        super::super::write_h2(&mut self.tr, &mut self.h2, &mut self.io)
     }
 
     /// Feeds the core what was read; answers go into the streams' pipes.
@@ -791,7 +740,7 @@ impl SrvConn {
         }
         loop {
             let mut moved = false;
-            if self.rd && !self.eof {
+            if self.io.rd && !self.io.eof {
                 match self.read_in() {
                     Ok(m) => moved |= m,
                     Err(_) => return self.close(ctx),
@@ -803,7 +752,7 @@ impl SrvConn {
                 return self.close(ctx);
             }
             moved |= self.serve(ctx);
-            if self.has_output() && self.wr {
+            if self.has_output() && self.io.wr {
                 match self.flush() {
                     Ok(m) => moved |= m,
                     Err(_) => return self.close(ctx),
@@ -813,7 +762,7 @@ impl SrvConn {
                 break;
             }
         }
-        if self.eof || (self.h2.is_done() && !self.has_output()) {
+        if self.io.eof || (self.h2.is_done() && !self.has_output()) {
             return self.close(ctx);
         }
         let now = ctx.now();
@@ -869,13 +818,13 @@ impl TaskletFn for SrvTask {
         if why.intersects(Reasons::IO) {
             let ev = ctx.take_events(me);
             if ev.readable() || ev.hup_or_err() {
-                c.rd = true;
+                c.io.rd = true;
             }
             if ev.hup_or_err() {
-                c.hup = true;
+                c.io.hup = true;
             }
             if ev.writable() || ev.hup_or_err() {
-                c.wr = true;
+                c.io.wr = true;
             }
         }
         if (why.intersects(Reasons::SIGNAL) || ctx.stopping()) && !c.dead {
