@@ -178,7 +178,7 @@ fn streams_of_a_client_share_one_server_connection() {
     let dir = scratch("h2server-share");
     let o = Origin::start("app", Mode::Slow(Duration::from_millis(20)));
     let (_hap, a) = h2_origin(&dir, &o);
-    let e = ebb_to(a, "", "");
+    let e = ebb_to(a, "pool-purge-delay 300", "");
     let base = format!("http://{}", e.addrs[1]);
     let mut args = vec!["-n".to_string(), "-v".to_string(), "-m".into(), "40".into()];
     args.push(format!("{base}/a"));
@@ -231,6 +231,33 @@ fn streams_of_a_client_share_one_server_connection() {
         "40",
         "{csv}"
     );
+    // Idle past `pool-purge-delay`, the server connection closes (GOAWAY):
+    // the counters say nothing is open, and the socket is gone.
+    wait_until("the idle server connection closes", || {
+        let (_, csv, _) = curl(&[&format!("http://{}/stats;csv", e.addrs[0])]);
+        let head: Vec<&str> = csv.lines().next().unwrap().split(',').collect();
+        let i = head
+            .iter()
+            .position(|h| *h == "h2_open_connections")
+            .unwrap();
+        let row: Vec<&str> = csv
+            .lines()
+            .find(|l| l.starts_with("be,BACKEND,"))
+            .unwrap()
+            .split(',')
+            .collect();
+        row[i] == "0" && row[i + 1] == "0"
+    });
+    // No established TCP connection toward the server's port is left
+    // (the `rem_address` column of /proc/net/tcp, state 01).
+    let port = format!(":{:04X}", a.port());
+    wait_until("no connection to the server", || {
+        let tcp = std::fs::read_to_string("/proc/net/tcp").unwrap();
+        !tcp.lines().any(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            f.len() > 3 && f[2].ends_with(&port) && f[3] == "01"
+        })
+    });
 }
 
 /// h2load through ebb to the HTTP/2 server: every request answered.
