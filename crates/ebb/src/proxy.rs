@@ -623,8 +623,13 @@ pub fn server_tls(
     if !o.ssl {
         return Ok(None);
     }
-    let config = crate::tls::client_config_with(o.verify, o.ca_file.as_deref(), &o.tls)
+    let mut config = crate::tls::client_config_with(o.verify, o.ca_file.as_deref(), &o.tls)
         .map_err(|e| e.to_string())?;
+    if !o.alpn.is_empty() {
+        let mut c = (*config).clone();
+        c.alpn_protocols = o.alpn.iter().map(|p| p.as_bytes().to_vec()).collect();
+        config = Arc::new(c);
+    }
     Ok(Some(crate::backend::ServerTls {
         config,
         sni: o.sni.clone().unwrap_or_else(|| host.to_string()),

@@ -566,3 +566,72 @@ fn tls_to_an_http2_server_and_a_tcp_check() {
             .any(|l| l.starts_with("be,s,") && l.contains(",UP,"))
     });
 }
+
+/// `server ... ssl alpn h2,http/1.1`: the server's ALPN choice decides
+/// (HAProxy's mux choice): HAProxy 2.6 as the origin offering `h2` gets
+/// HTTP/2, one offering only `http/1.1` gets HTTP/1.1 on the same
+/// connection for a client's next request. `alpn` without `ssl` is
+/// refused.
+#[test]
+fn alpn_on_a_server_picks_the_protocol() {
+    if !tools(&["curl", "haproxy"]) {
+        return;
+    }
+    let dir = scratch("h2server-alpn");
+    let ck = rcgen::generate_simple_self_signed(vec!["localhost".to_string()]).unwrap();
+    let pem = dir.join("o.pem");
+    std::fs::write(
+        &pem,
+        format!("{}{}", ck.cert.pem(), ck.key_pair.serialize_pem()),
+    )
+    .unwrap();
+    let echo = Origin::start("echo", Mode::Echo);
+    for (offer, want) in [("h2,http/1.1", "2.0"), ("http/1.1", "1.1")] {
+        let a = free_addr();
+        let cfg = format!(
+            "frontend o\n    bind {a} ssl crt {} alpn {offer}\n\
+             \x20   http-request set-var(txn.v) req.ver\n\
+             \x20   http-request set-var(txn.p) src_port\n\
+             \x20   http-response set-header x-ver %[var(txn.v)]\n\
+             \x20   http-response set-header x-port %[var(txn.p)]\n\
+             \x20   default_backend b\nbackend b\n    server s {}\n",
+            pem.display(),
+            echo.addr
+        );
+        let _hap = haproxy(&dir, "alpn", &cfg, a);
+        let ebb = Ebb::start(&format!(
+            "defaults\n    mode http\n    timeout client 60s\n    timeout server 60s\n    timeout connect 5s\n\
+             frontend fe\n    bind BIND\n    default_backend be\n\
+             backend be\n    server s {a} ssl verify none alpn h2,http/1.1\n"
+        ));
+        let mut c = Client::connect(ebb.addrs[0]);
+        let mut ports = Vec::new();
+        for body in ["first", "second"] {
+            c.send(
+                format!(
+                    "POST /a HTTP/1.1\r\nHost: x\r\nContent-Length: {}\r\n\r\n{body}",
+                    body.len()
+                )
+                .as_bytes(),
+            );
+            let r = c.read_resp();
+            assert_eq!(r.status, 200);
+            assert_eq!(r.header("x-ver"), Some(want), "offer {offer}");
+            assert_eq!(r.text(), body);
+            ports.push(r.header("x-port").unwrap().to_string());
+        }
+        assert_eq!(ports[0], ports[1], "one connection to the server ({offer})");
+    }
+    let p = dir.join("noss.cfg");
+    std::fs::write(
+        &p,
+        "defaults\n    mode http\nfrontend f\n    bind 127.0.0.1:0\n    default_backend be\nbackend be\n    server s 127.0.0.1:1 alpn h2\n",
+    )
+    .unwrap();
+    let (code, _, err) = run_ebb(&["-c", "-f", p.to_str().unwrap()], &dir);
+    assert_ne!(code, 0);
+    assert!(
+        err.contains("'alpn' needs 'ssl'") && err.contains("noss.cfg:"),
+        "{err}"
+    );
+}

@@ -1083,16 +1083,31 @@ impl<'e> Parser<'e> {
                     );
                 }
             }
-            for s in p.servers.iter().filter(|s| s.opts.proto_h2) {
+            for s in p
+                .servers
+                .iter()
+                .filter(|s| !s.opts.alpn.is_empty() && !s.opts.ssl)
+            {
+                err(
+                    &mut errs,
+                    &s.loc,
+                    format!("server '{}': 'alpn' needs 'ssl'", s.name),
+                );
+            }
+            for s in p
+                .servers
+                .iter()
+                .filter(|s| s.opts.proto_h2 || s.opts.alpn.iter().any(|a| a == "h2"))
+            {
                 // HAProxy: the h2 mux is an HTTP one; its health checks
                 // use the server's protocol unless `check-proto` says
                 // otherwise, and ebb's HTTP checks speak HTTP/1.1 only.
                 let why = if p.mode == ProxyMode::Tcp {
                     Some("'proto h2' needs 'mode http'")
                 } else if s.opts.check && p.http_check.enabled {
-                    Some("HTTP/2 health checks ('option httpchk' on a 'proto h2' server) are not supported by ebb")
+                    Some("HTTP/2 health checks ('option httpchk' on a 'proto h2' or 'alpn h2' server) are not supported by ebb")
                 } else if s.opts.send_proxy > 0 {
-                    Some("'send-proxy' on a 'proto h2' server is not supported by ebb")
+                    Some("'send-proxy' on a 'proto h2' or 'alpn h2' server is not supported by ebb")
                 } else {
                     None
                 };
@@ -2836,6 +2851,7 @@ fn parse_server_opts(w: &[String], o: &mut ServerOptions, ctx: &Ctx<'_>) -> Resu
                             ))
                         }
                     },
+                    "alpn" => o.alpn = alpn_list(v)?,
                     "pool-max-conn" => {
                         o.pool_max_conn = if v == "-1" {
                             None
@@ -2849,7 +2865,7 @@ fn parse_server_opts(w: &[String], o: &mut ServerOptions, ctx: &Ctx<'_>) -> Resu
                     | "resolve-net" => super::resolvers::server_opt(opt, v, o)?,
                     _ => {
                         return Err(format!(
-                            "unknown server option '{opt}' (supported: weight, maxconn, maxqueue, backup, disabled, check, inter, fastinter, downinter, rise, fall, slowstart, ssl, verify, ca-file, sni, cookie, ciphers, ciphersuites, ssl-min-ver, ssl-max-ver, no-tlsv12, no-tlsv13, force-tlsv12, force-tlsv13, no-tls-tickets, pool-max-conn, pool-purge-delay, resolvers, resolve-prefer, resolve-opts, init-addr, proto)"
+                            "unknown server option '{opt}' (supported: weight, maxconn, maxqueue, backup, disabled, check, inter, fastinter, downinter, rise, fall, slowstart, ssl, verify, ca-file, sni, cookie, ciphers, ciphersuites, ssl-min-ver, ssl-max-ver, no-tlsv12, no-tlsv13, force-tlsv12, force-tlsv13, no-tls-tickets, pool-max-conn, pool-purge-delay, resolvers, resolve-prefer, resolve-opts, init-addr, proto, alpn)"
                         ))
                     }
                 }

@@ -1169,6 +1169,9 @@ pub struct ServerOptions {
     /// `proto h2`: requests go to this server over HTTP/2 (prior
     /// knowledge, cleartext or over `ssl`), several streams per connection.
     pub proto_h2: bool,
+    /// `alpn h2,http/1.1`: the protocols offered in the TLS handshake; the
+    /// server's choice decides HTTP/2 or HTTP/1.1 (HAProxy's mux choice).
+    pub alpn: Vec<String>,
 }
 
 /// The TLS policy of a `server ... ssl` line (the client side).
@@ -1231,6 +1234,7 @@ impl Default for ServerOptions {
             allow_dup_ip: false,
             ignore_weight: false,
             proto_h2: false,
+            alpn: Vec::new(),
         }
     }
 }

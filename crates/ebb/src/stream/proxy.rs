@@ -507,7 +507,7 @@ impl Stream {
             self.up = Some(up);
             return;
         };
-        if s.opts.proto_h2 {
+        if s.opts.proto_h2 || s.opts.alpn.iter().any(|p| p == "h2") {
             self.up = Some(up);
             self.connect_h2(c, ctx);
             return;
@@ -578,6 +578,7 @@ impl Stream {
         let target = Target {
             key: s.uid,
             tls: s.tls.is_some(),
+            negotiate: !s.opts.proto_h2,
             purge: s.opts.pool_purge_delay,
             limits: c.w.limits,
             counters: Arc::clone(&up.be.h2),

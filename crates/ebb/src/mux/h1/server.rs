@@ -539,6 +539,19 @@ impl sched::TaskletFn for SideTasklet {
             // Woken by its HTTP/2 connection: the pipe has news.
             s.rd = true;
             s.wr = true;
+            // `alpn`: the server chose HTTP/1.1; the connection is ours.
+            let h1 = s.h2.as_ref().and_then(|p| p.borrow_mut().h1.take());
+            if let Some(st) = h1 {
+                if ctx.register_fd(st.raw_fd(), me, true).is_ok() {
+                    s.install(st, false, ctx.now());
+                } else {
+                    s.connecting = false;
+                    s.connect_failed = true;
+                }
+                drop(s);
+                ctx.tasklet_wakeup(self.client);
+                return Status::Continue;
+            }
         }
         let w = &self.w;
         let wake = s.drive(ctx.now(), || w.get_buf());

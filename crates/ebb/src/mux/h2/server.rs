@@ -87,6 +87,9 @@ pub(crate) struct Pipe {
     pub(crate) want_room: bool,
     /// The stream let go of its exchange (done, failed or aborted).
     pub(crate) closed: bool,
+    /// `alpn`: the server chose HTTP/1.1 (or nothing): the connection,
+    /// handshake done, for the stream's server side to use as HTTP/1.1.
+    pub(crate) h1: Option<Transport>,
 }
 
 /// How a stream may share connections: `http-reuse`, as HAProxy 2.6
@@ -123,6 +126,10 @@ pub(crate) struct Target {
     pub(crate) key: u64,
     /// TLS to the server (`:scheme` https).
     pub(crate) tls: bool,
+    /// `alpn` without `proto h2`: HTTP/2 only if the server picks `h2`
+    /// in the handshake, else the connection goes to the first stream as
+    /// HTTP/1.1.
+    pub(crate) negotiate: bool,
     /// `pool-purge-delay`: how long a connection with no stream stays.
     pub(crate) purge: Duration,
     pub(crate) limits: Limits,
@@ -162,7 +169,14 @@ pub(crate) struct SrvConn {
     h2: Connection,
     rbuf: Vec<u8>,
     rlen: usize,
+    /// The TCP connect completed.
     connected: bool,
+    /// HTTP/2 is spoken (after the connect, and the ALPN choice if any).
+    ready: bool,
+    /// Waiting for the TLS handshake's ALPN choice.
+    negotiating: bool,
+    /// `http-reuse never`.
+    never: bool,
     dead: bool,
     io: super::super::Ready,
     streams: Vec<SrvStream>,
@@ -251,7 +265,7 @@ pub(crate) fn attach(
     };
     let mut c = conn.borrow_mut();
     let pipe = Rc::new(RefCell::new(Pipe {
-        connected: c.connected,
+        connected: c.ready,
         ..Pipe::default()
     }));
     c.streams.push(SrvStream {
@@ -289,11 +303,14 @@ fn new_conn(
         rbuf: vec![0u8; cfg.max_frame_size as usize + 9 + 1024],
         rlen: 0,
         connected: false,
+        ready: false,
+        negotiating: t.negotiate,
+        never: reuse == Reuse::Never,
         dead: false,
         io: super::super::Ready::default(),
         streams: Vec::new(),
         key: t.key,
-        shared: reuse != Reuse::Never,
+        shared: reuse != Reuse::Never && !t.negotiate,
         proven: false,
         owner,
         release: Vec::new(),
@@ -365,9 +382,8 @@ impl SrvConn {
             (Ok(None), true) => {
                 self.connected = true;
                 self.io.wr = true;
-                for s in &self.streams {
-                    s.pipe.borrow_mut().connected = true;
-                    wake(ctx, s.side);
+                if !self.negotiating {
+                    self.set_ready(ctx);
                 }
                 true
             }
@@ -384,6 +400,75 @@ impl SrvConn {
                 false
             }
         }
+    }
+
+    /// HTTP/2 is spoken: the streams waiting for the connection go on.
+    fn set_ready(&mut self, ctx: &mut Ctx) {
+        self.ready = true;
+        for s in &self.streams {
+            s.pipe.borrow_mut().connected = true;
+            wake(ctx, s.side);
+        }
+    }
+
+    /// `alpn`: drives the TLS handshake until the server's choice. `h2`:
+    /// None, the connection goes on as HTTP/2 (and may be shared).
+    /// Otherwise the connection is handed, as it is, to its first stream
+    /// (HTTP/1.1; the others connect again) and this tasklet ends.
+    fn negotiate(&mut self, ctx: &mut Ctx) -> Option<Status> {
+        loop {
+            if self.tr.has_pending_output() {
+                match self.tr.flush_pending() {
+                    Ok(_) => {}
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                    Err(_) => return Some(self.close(ctx)),
+                }
+            }
+            if !self.tr.is_handshaking() {
+                break;
+            }
+            if !self.io.rd {
+                return Some(Status::Continue);
+            }
+            let r =
+                super::super::read_once(&mut self.tr, &mut self.rbuf, &mut self.rlen, &mut self.io);
+            if r.is_err() || self.io.eof {
+                return Some(self.close(ctx));
+            }
+        }
+        self.negotiating = false;
+        if self.tr.alpn() == Some(b"h2") {
+            self.shared = !self.never;
+            self.set_ready(ctx);
+            return None;
+        }
+        // HTTP/1.1: the connection leaves this tasklet.
+        let _ = ctx.deregister_fd(self.fd);
+        ctx.kill(self.timer);
+        self.dead = true;
+        bump(&self.counters.open_conns, false);
+        POOL.with(|p| {
+            if let Ok(mut p) = p.try_borrow_mut() {
+                p.retain(|c| c.try_borrow().is_ok_and(|c| !c.dead));
+            }
+        });
+        let first = self.streams.iter().position(|s| !s.pipe.borrow().closed);
+        let dup = self.tr.tcp().try_clone();
+        let mut taker = None;
+        if let (Some(i), Ok(d), 0) = (first, dup, self.rlen) {
+            let tr = std::mem::replace(&mut self.tr, Transport::plain(d));
+            self.streams[i].pipe.borrow_mut().h1 = Some(tr);
+            taker = Some(i);
+        } else {
+            let _ = self.tr.shutdown();
+        }
+        for (i, s) in self.streams.drain(..).enumerate() {
+            if Some(i) != taker {
+                s.pipe.borrow_mut().failed = true;
+            }
+            wake(ctx, s.side);
+        }
+        Some(Status::Done)
     }
 
     fn read_in(&mut self) -> io::Result<bool> {
@@ -696,7 +781,7 @@ impl SrvConn {
         self.dead = true;
         for s in self.streams.drain(..) {
             let mut p = s.pipe.borrow_mut();
-            if !self.connected {
+            if !self.ready {
                 p.failed = true;
             }
             p.end = true;
@@ -725,7 +810,12 @@ impl SrvConn {
         if self.dead {
             return self.close(ctx);
         }
-        if !self.connected {
+        if self.connected && self.negotiating {
+            if let Some(st) = self.negotiate(ctx) {
+                return st;
+            }
+        }
+        if !self.ready {
             // A stream that gave up waiting (its connect timeout) makes
             // this connection take no other; with none left it closes.
             let before = self.streams.len();
