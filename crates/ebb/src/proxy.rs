@@ -352,6 +352,21 @@ pub struct BackendRt {
     pub stick: Vec<crate::stick::StickRt>,
     /// `mode tcp`, `tcp-request content` rules.
     pub l4: crate::l4rules::TcpRt,
+    /// HTTP/2 toward this backend's `proto h2` servers (shared with the
+    /// connections, which may outlive a reload).
+    pub h2: Arc<H2Counters>,
+}
+
+/// HTTP/2 connections and streams toward servers, all threads together:
+/// HAProxy's h2 statistics module on a backend (`h2_open_connections`,
+/// `h2_total_connections`, `h2_backend_open_streams`,
+/// `h2_backend_total_streams`).
+#[derive(Default, Debug)]
+pub struct H2Counters {
+    pub open_conns: AtomicU64,
+    pub total_conns: AtomicU64,
+    pub open_streams: AtomicU64,
+    pub total_streams: AtomicU64,
 }
 
 /// Timeouts in force on a frontend's connections, in milliseconds.
@@ -388,6 +403,8 @@ pub struct FrontendRt {
     pub server_close: bool,
     /// `option idle-close-on-response` (see [`crate::drain`]).
     pub idle_close_on_response: bool,
+    /// `option disable-h2-upgrade`: no implicit HTTP/2 on HTTP/1 binds.
+    pub disable_h2_upgrade: bool,
     pub matcher: Matcher,
     pub http_request: Vec<ReqRule>,
     pub http_response: Vec<RespRule>,
@@ -427,6 +444,8 @@ pub struct FrontendRt {
     pub h2: crate::h2::Config,
     /// HTTP/2 connections open now, all threads together.
     pub h2_conns: AtomicU32,
+    /// HTTP/2 connections accepted since start.
+    pub h2_conns_total: AtomicU64,
     /// HTTP/2 streams started since start.
     pub h2_streams: AtomicU64,
 }
@@ -445,6 +464,13 @@ fn h2_config(g: &crate::config::Global) -> crate::h2::Config {
     if let Some(n) = g.h2_header_table_size {
         c.header_table_size = n;
     }
+    // HAProxy 2.6: `tune.h2.max-frame-size`, else the buffer size, and
+    // never more than a buffer (nor less than the RFC's 16384).
+    let buf = u32::try_from(g.bufsize).unwrap_or(u32::MAX);
+    c.max_frame_size = g
+        .h2_max_frame_size
+        .map_or(buf, |n| n.min(buf))
+        .clamp(16_384, 16_777_215);
     c
 }
 
@@ -600,8 +626,13 @@ pub fn server_tls(
     if !o.ssl {
         return Ok(None);
     }
-    let config = crate::tls::client_config_with(o.verify, o.ca_file.as_deref(), &o.tls)
+    let mut config = crate::tls::client_config_with(o.verify, o.ca_file.as_deref(), &o.tls)
         .map_err(|e| e.to_string())?;
+    if !o.alpn.is_empty() {
+        let mut c = (*config).clone();
+        c.alpn_protocols = o.alpn.iter().map(|p| p.as_bytes().to_vec()).collect();
+        config = Arc::new(c);
+    }
     Ok(Some(crate::backend::ServerTls {
         config,
         sni: o.sni.clone().unwrap_or_else(|| host.to_string()),
@@ -925,6 +956,7 @@ pub fn compile_keeping(
                 http_response,
                 l4,
                 after_response,
+                h2: Arc::default(),
             })
         })();
         match r {
@@ -1006,6 +1038,7 @@ pub fn compile_keeping(
                 keep_alive: p.options.conn_mode != HttpConnMode::Close,
                 server_close: p.options.conn_mode != HttpConnMode::KeepAlive,
                 idle_close_on_response: p.options.idle_close_on_response,
+                disable_h2_upgrade: p.options.disable_h2_upgrade,
                 matcher,
                 http_request,
                 http_response,
@@ -1037,6 +1070,7 @@ pub fn compile_keeping(
                 l4,
                 h2: h2_config(&cfg.global),
                 h2_conns: AtomicU32::new(0),
+                h2_conns_total: AtomicU64::new(0),
                 h2_streams: AtomicU64::new(0),
             })
         })();

@@ -251,6 +251,7 @@ const GLOBAL_KEYWORDS: &[&str] = &[
     "tune.h2.max-concurrent-streams",
     "tune.h2.initial-window-size",
     "tune.h2.header-table-size",
+    "tune.h2.max-frame-size",
     "tune.comp.maxlevel",
     "close-spread-time",
     "master-worker",
@@ -383,7 +384,6 @@ const HAPROXY_OPTIONS_UNSUPPORTED: &[&str] = &[
     "accept-invalid-http-request",
     "accept-invalid-http-response",
     "checkcache",
-    "disable-h2-upgrade",
     "http-ignore-probes",
     "contstats",
     "socket-stats",
@@ -410,6 +410,7 @@ const OPTIONS: &[&str] = &[
     "dontlognull",
     "log-health-checks",
     "idle-close-on-response",
+    "disable-h2-upgrade",
 ];
 
 const UNSUPPORTED_SECTIONS: &[&str] = &[
@@ -917,6 +918,10 @@ impl<'e> Parser<'e> {
             "tune.h2.header-table-size" => {
                 g.h2_header_table_size = Some(parse_u32_range(kw, &one(w)?, 0, 65536)?)
             }
+            // RFC 9113 §6.5.2, and HAProxy's check.
+            "tune.h2.max-frame-size" => {
+                g.h2_max_frame_size = Some(parse_u32_range(kw, &one(w)?, 16384, 16_777_215)?)
+            }
             // ebb's own: HAProxy has no keyword for it (see http1::Drain).
             "tune.http.drain-max" => {
                 let v = one(w)?;
@@ -1147,6 +1152,38 @@ impl<'e> Parser<'e> {
                             s.name, p.name, f.loc
                         ),
                     );
+                }
+            }
+            for s in p
+                .servers
+                .iter()
+                .filter(|s| !s.opts.alpn.is_empty() && !s.opts.ssl)
+            {
+                err(
+                    &mut errs,
+                    &s.loc,
+                    format!("server '{}': 'alpn' needs 'ssl'", s.name),
+                );
+            }
+            for s in p
+                .servers
+                .iter()
+                .filter(|s| s.opts.proto_h2 || s.opts.alpn.iter().any(|a| a == "h2"))
+            {
+                // HAProxy: the h2 mux is an HTTP one; its health checks
+                // use the server's protocol unless `check-proto` says
+                // otherwise, and ebb's HTTP checks speak HTTP/1.1 only.
+                let why = if p.mode == ProxyMode::Tcp {
+                    Some("'proto h2' needs 'mode http'")
+                } else if s.opts.check && p.http_check.enabled {
+                    Some("HTTP/2 health checks ('option httpchk' on a 'proto h2' or 'alpn h2' server) are not supported by ebb")
+                } else if s.opts.send_proxy > 0 {
+                    Some("'send-proxy' on a 'proto h2' or 'alpn h2' server is not supported by ebb")
+                } else {
+                    None
+                };
+                if let Some(why) = why {
+                    err(&mut errs, &s.loc, format!("server '{}': {why}", s.name));
                 }
             }
             if let (Some(sf), Some(s)) = (&p.serve_files, p.servers.first()) {
@@ -2271,7 +2308,9 @@ fn proxy_option(px: &mut Proxy, ctx: &Ctx<'_>, no: bool, w: &[String]) -> Result
     let caps = match name {
         "http-keep-alive" | "httpclose" | "http-server-close" | "forwardfor" => FE | BE,
         "redispatch" | "httpchk" | "tcp-check" | "log-health-checks" | "persist" => BE,
-        "httplog" | "tcplog" | "dontlognull" | "idle-close-on-response" => FE,
+        "httplog" | "tcplog" | "dontlognull" | "idle-close-on-response" | "disable-h2-upgrade" => {
+            FE
+        }
         o if HAPROXY_OPTIONS_UNSUPPORTED.contains(&o) => {
             return Err(format!("HAProxy option '{o}' is not supported by ebb"))
         }
@@ -2345,6 +2384,10 @@ fn proxy_option(px: &mut Proxy, ctx: &Ctx<'_>, no: bool, w: &[String]) -> Result
         "idle-close-on-response" => {
             no_args(rest)?;
             o.idle_close_on_response = !no;
+        }
+        "disable-h2-upgrade" => {
+            no_args(rest)?;
+            o.disable_h2_upgrade = !no;
         }
         "forwardfor" => {
             if no {
@@ -2879,6 +2922,17 @@ fn parse_server_opts(w: &[String], o: &mut ServerOptions, ctx: &Ctx<'_>) -> Resu
                         o.tls.ciphersuites = Some(v.to_string());
                     }
                     "sni" => o.sni = Some(v.to_string()),
+                    // HAProxy's muxes: h2, h1, fcgi, none. ebb speaks
+                    // HTTP/1.1 to servers by default, HTTP/2 with `h2`.
+                    "proto" => match v {
+                        "h2" => o.proto_h2 = true,
+                        x => {
+                            return Err(format!(
+                                "server option 'proto {x}' is not supported (ebb supports 'proto h2')"
+                            ))
+                        }
+                    },
+                    "alpn" => o.alpn = alpn_list(v)?,
                     "pool-max-conn" => {
                         o.pool_max_conn = if v == "-1" {
                             None
@@ -2892,7 +2946,7 @@ fn parse_server_opts(w: &[String], o: &mut ServerOptions, ctx: &Ctx<'_>) -> Resu
                     | "resolve-net" => super::resolvers::server_opt(opt, v, o)?,
                     _ => {
                         return Err(format!(
-                            "unknown server option '{opt}' (supported: weight, maxconn, maxqueue, backup, disabled, check, inter, fastinter, downinter, rise, fall, slowstart, ssl, verify, ca-file, sni, cookie, ciphers, ciphersuites, ssl-min-ver, ssl-max-ver, no-tlsv12, no-tlsv13, force-tlsv12, force-tlsv13, no-tls-tickets, pool-max-conn, pool-purge-delay, resolvers, resolve-prefer, resolve-opts, init-addr)"
+                            "unknown server option '{opt}' (supported: weight, maxconn, maxqueue, backup, disabled, check, inter, fastinter, downinter, rise, fall, slowstart, ssl, verify, ca-file, sni, cookie, ciphers, ciphersuites, ssl-min-ver, ssl-max-ver, no-tlsv12, no-tlsv13, force-tlsv12, force-tlsv13, no-tls-tickets, pool-max-conn, pool-purge-delay, resolvers, resolve-prefer, resolve-opts, init-addr, proto, alpn)"
                         ))
                     }
                 }

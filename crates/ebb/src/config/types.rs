@@ -202,6 +202,9 @@ pub struct Global {
     pub h2_initial_window_size: Option<u32>,
     /// `tune.h2.header-table-size N` (default 4096, at most 65536).
     pub h2_header_table_size: Option<u32>,
+    /// `tune.h2.max-frame-size N` (16384 to 16777215): the largest frame
+    /// ebb announces it receives, at most `tune.bufsize` (the default).
+    pub h2_max_frame_size: Option<u32>,
     /// `close-spread-time T|infinite`: how a soft stop spreads the closing
     /// of connections (see the `drain` module).
     pub close_spread: Option<CloseSpread>,
@@ -249,6 +252,7 @@ impl Default for Global {
             h2_max_concurrent_streams: None,
             h2_initial_window_size: None,
             h2_header_table_size: None,
+            h2_max_frame_size: None,
             comp_maxlevel: None,
             close_spread: None,
             master_worker: false,
@@ -633,6 +637,9 @@ pub struct ProxyOptions {
     /// `option idle-close-on-response`: a soft stop leaves idle client
     /// connections open until their next request, answered with close.
     pub idle_close_on_response: bool,
+    /// `option disable-h2-upgrade`: an HTTP/1 bind does not serve a
+    /// client that starts with the HTTP/2 preface as HTTP/2.
+    pub disable_h2_upgrade: bool,
 }
 
 pub use crate::net::IpNet;
@@ -1161,6 +1168,12 @@ pub struct ServerOptions {
     pub allow_dup_ip: bool,
     /// `resolve-opts ignore-weight`: an SRV record's weight is not applied.
     pub ignore_weight: bool,
+    /// `proto h2`: requests go to this server over HTTP/2 (prior
+    /// knowledge, cleartext or over `ssl`), several streams per connection.
+    pub proto_h2: bool,
+    /// `alpn h2,http/1.1`: the protocols offered in the TLS handshake; the
+    /// server's choice decides HTTP/2 or HTTP/1.1 (HAProxy's mux choice).
+    pub alpn: Vec<String>,
 }
 
 /// The TLS policy of a `server ... ssl` line (the client side).
@@ -1222,6 +1235,8 @@ impl Default for ServerOptions {
             init_addr: None,
             allow_dup_ip: false,
             ignore_weight: false,
+            proto_h2: false,
+            alpn: Vec::new(),
         }
     }
 }

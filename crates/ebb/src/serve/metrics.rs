@@ -194,6 +194,25 @@ pub fn render(p: &Process) -> String {
                 ld(&fe.http.hrsp[i]),
             );
         }
+        // HAProxy's h2 statistics module (its field names).
+        o.gauge(
+            "ebb_frontend_h2_open_connections",
+            "HTTP/2 client connections open now.",
+            l.clone(),
+            f64::from(fe.h2_conns.load(Ordering::Relaxed)),
+        );
+        o.counter(
+            "ebb_frontend_h2_total_connections",
+            "HTTP/2 client connections since start.",
+            l.clone(),
+            ld(&fe.h2_conns_total),
+        );
+        o.counter(
+            "ebb_frontend_h2_backend_total_streams",
+            "HTTP/2 streams clients opened since start.",
+            l.clone(),
+            ld(&fe.h2_streams),
+        );
     }
 
     for be in &c.backends {
@@ -218,6 +237,31 @@ pub fn render(p: &Process) -> String {
                 ld(&be.http.hrsp[i]),
             );
         }
+        let h = &be.h2;
+        o.gauge(
+            "ebb_backend_h2_open_connections",
+            "HTTP/2 connections to the backend's servers open now.",
+            l.clone(),
+            ld(&h.open_conns),
+        );
+        o.counter(
+            "ebb_backend_h2_total_connections",
+            "HTTP/2 connections to the backend's servers since start.",
+            l.clone(),
+            ld(&h.total_conns),
+        );
+        o.gauge(
+            "ebb_backend_h2_backend_open_streams",
+            "HTTP/2 streams to the backend's servers open now.",
+            l.clone(),
+            ld(&h.open_streams),
+        );
+        o.counter(
+            "ebb_backend_h2_backend_total_streams",
+            "HTTP/2 streams to the backend's servers since start.",
+            l.clone(),
+            ld(&h.total_streams),
+        );
         let BackendKind::Servers(sv) = &be.kind else {
             o.gauge(
                 "ebb_backend_status",

@@ -91,6 +91,10 @@ pub struct Row {
     pub addr: String,
     pub algo: String,
     pub uweight: Option<u64>,
+    /// HAProxy's h2 module, from `h2_open_connections` on:
+    /// open connections, open streams, total connections, total streams
+    /// (what ebb counts; the frame counters stay empty).
+    pub h2: [Option<u64>; 4],
 }
 
 impl Row {
@@ -142,6 +146,7 @@ impl Row {
             addr: String::new(),
             algo: String::new(),
             uweight: None,
+            h2: [None; 4],
         }
     }
 }
@@ -251,6 +256,13 @@ fn fe_row(i: usize, fe: &FrontendRt) -> Row {
     r.req_tot = Some(req);
     (r.rate, r.rate_max) = rate(format!("fe/{}/s", fe.name), r.stot);
     (r.req_rate, r.req_rate_max) = rate(format!("fe/{}/r", fe.name), req);
+    // Open streams are not counted on the client side.
+    r.h2 = [
+        Some(u64::from(fe.h2_conns.load(Ordering::Relaxed))),
+        None,
+        Some(ld(&fe.h2_conns_total)),
+        Some(ld(&fe.h2_streams)),
+    ];
     r
 }
 
@@ -313,6 +325,13 @@ fn srv_row(i: usize, farm: &Farm, s: &ServerRt) -> Row {
 
 fn be_row(i: usize, be: &BackendRt) -> Row {
     let mut r = Row::new(&be.name, "BACKEND", Kind::Backend, i + 1, 0);
+    let h = &be.h2;
+    r.h2 = [
+        Some(ld(&h.open_conns)),
+        Some(ld(&h.open_streams)),
+        Some(ld(&h.total_conns)),
+        Some(ld(&h.total_streams)),
+    ];
     r.bout = ld(&be.http.bytes_out);
     r.bin = ld(&be.http.bytes_in);
     let req = ld(&be.http.requests);
@@ -643,6 +662,11 @@ pub fn values(r: &Row) -> Vec<Option<Val>> {
     }
     if sv || be {
         v[99] = r.uweight.map(Val::U);
+    }
+    // `h2_open_connections` is the 13th field of the modules' (after the
+    // ssl module's three and nine h2 frame counters).
+    for (k, x) in r.h2.iter().enumerate() {
+        v[BASE_FIELDS + 12 + k] = x.map(Val::U);
     }
     v
 }

@@ -146,6 +146,9 @@ pub(super) struct Upstream {
     /// The answer's body is being compressed.
     comp: Option<Box<compress::BodyCompressor>>,
     pub(super) term: &'static str,
+    /// The client accepts trailers (`TE: trailers`): said to HTTP/2
+    /// servers, which may require it (gRPC).
+    te_trailers: bool,
 }
 
 /// An exchange's buffers, kept per thread between exchanges so that a
@@ -358,6 +361,10 @@ impl Stream {
             term: "--",
             comp_choice,
             comp: None,
+            te_trailers: h.header(buf, "te").is_some_and(|v| {
+                v.split(|&b| b == b',')
+                    .any(|t| t.trim_ascii().eq_ignore_ascii_case(b"trailers"))
+            }),
         };
         // The head is copied: consume it; the body (if any) follows.
         c.rstart += c.head.head_len.min(c.rend - c.rstart);
@@ -501,18 +508,13 @@ impl Stream {
             self.up = Some(up);
             return;
         };
+        if s.opts.proto_h2 || s.opts.alpn.iter().any(|p| p == "h2") {
+            self.up = Some(up);
+            self.connect_h2(c, ctx);
+            return;
+        }
         let now = ctx.now();
-        let r = s
-            .addr()
-            .ok_or_else(|| io::Error::from(io::ErrorKind::AddrNotAvailable))
-            .and_then(crate::backend::connect_nb)
-            .and_then(|st| match &s.tls {
-                // TLS to the server: the handshake starts once connected;
-                // the request written meanwhile waits in rustls' buffer.
-                Some(t) => Transport::connect_tls(st, Arc::clone(&t.config), &t.sni),
-                None => Ok(Transport::plain(st)),
-            });
-        match r {
+        match open_transport(&s) {
             Ok(st) => {
                 let registered = self
                     .side_tasklet(c, ctx)
@@ -549,6 +551,70 @@ impl Stream {
                 self.connect_failed(c, ctx, false);
             }
         }
+    }
+
+    /// `server ... proto h2`: the exchange goes on a stream of an HTTP/2
+    /// connection to the server ([`crate::mux::h2::server`]), one of this
+    /// thread's as `http-reuse` allows, else a new one. The request goes
+    /// into its pipe as it would go to a socket.
+    fn connect_h2(&mut self, c: &mut H1, ctx: &mut Ctx) {
+        use crate::mux::h2::server::{attach, Reuse, Target};
+        let Some(mut up) = self.up.take() else {
+            return;
+        };
+        let Some(s) = up.server.clone() else {
+            self.up = Some(up);
+            return;
+        };
+        let reuse = match up.farm.reuse {
+            HttpReuse::Never => Reuse::Never,
+            HttpReuse::Safe => Reuse::Safe {
+                first: c.requests <= 1,
+            },
+            HttpReuse::Aggressive => Reuse::Aggressive,
+            HttpReuse::Always => Reuse::Always,
+        };
+        // The session: an HTTP/2 client connection for its streams' lanes.
+        let owner = c.lane_of.or(c.me);
+        let target = Target {
+            key: s.uid,
+            tls: s.tls.is_some(),
+            negotiate: !s.opts.proto_h2,
+            purge: s.opts.pool_purge_delay,
+            limits: c.w.limits,
+            counters: Arc::clone(&up.be.h2),
+        };
+        let r = match self.side_tasklet(c, ctx) {
+            Some(t) => attach(ctx, &target, reuse, owner, t, up.te_trailers, || {
+                open_transport(&s)
+            }),
+            None => Err(io::ErrorKind::NotConnected.into()),
+        };
+        let Ok(a) = r else {
+            self.up = Some(up);
+            self.connect_failed(c, ctx, false);
+            return;
+        };
+        let now = ctx.now();
+        up.reused = a.reused;
+        let mut sd = self.side.borrow_mut();
+        sd.install_h2(a, now);
+        sd.obuf.clear();
+        sd.obuf.extend_from_slice(&up.head);
+        sd.opos = 0;
+        sd.want_room = !up.req_left.done();
+        if sd.connecting {
+            up.state = UpState::Connecting;
+            up.deadline = ticks::add(now, up.timeouts.connect);
+        } else {
+            up.state = UpState::Connected;
+            up.t_conn = Some(now);
+            up.deadline = ticks::add(now, up.timeouts.server);
+            sd.send();
+        }
+        sd.wake_mux(ctx);
+        drop(sd);
+        self.up = Some(up);
     }
 
     /// A connect failed or timed out: retry, redispatch, or 503.
@@ -589,7 +655,12 @@ impl Stream {
     }
 
     fn drop_server_sock(&mut self, ctx: &mut Ctx) {
-        let st = self.side.borrow_mut().take_sock();
+        let st = {
+            let mut sd = self.side.borrow_mut();
+            let st = sd.take_sock();
+            sd.wake_mux(ctx);
+            st
+        };
         if let Some(mut st) = st {
             let _ = ctx.deregister_fd(st.raw_fd());
             let _ = st.shutdown();
@@ -779,6 +850,7 @@ impl Stream {
 
         // 2. Server-side output to the server (and TLS records pending).
         moved |= sd.send();
+        sd.wake_mux(ctx);
         if sd.broken {
             drop(sd);
             self.up = Some(up);
@@ -1432,5 +1504,18 @@ impl Stream {
             request_line: &up.req_line,
         });
         c.w.log_access(crate::log::format(&entry));
+    }
+}
+
+/// A new connection to `s` (non-blocking connect; TLS starts its handshake
+/// once connected, what is written meanwhile waits in rustls' buffer).
+fn open_transport(s: &ServerRt) -> io::Result<Transport> {
+    let addr = s
+        .addr()
+        .ok_or_else(|| io::Error::from(io::ErrorKind::AddrNotAvailable))?;
+    let st = crate::backend::connect_nb(addr)?;
+    match &s.tls {
+        Some(t) => Transport::connect_tls(st, Arc::clone(&t.config), &t.sni),
+        None => Ok(Transport::plain(st)),
     }
 }

@@ -983,7 +983,12 @@ impl<S: Exchange + Default + 'static> Conn<S> {
                         }
                         moved |= m;
                     }
-                    Ok(m) if self.requests == 0 && self.lane_of.is_none() && self.h2_preface() => {
+                    Ok(m)
+                        if self.requests == 0
+                            && self.lane_of.is_none()
+                            && !self.fe.disable_h2_upgrade
+                            && self.h2_preface() =>
+                    {
                         // HAProxy's implicit upgrade: an HTTP/1 connection
                         // whose first bytes are the HTTP/2 preface (prior
                         // knowledge) is served HTTP/2.
