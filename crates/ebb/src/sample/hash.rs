@@ -53,6 +53,23 @@ pub fn crc32(b: &[u8]) -> u32 {
     !c
 }
 
+/// CRC-32C (Castagnoli, reflected polynomial 0x82F63B78, RFC 4960
+/// appendix B), as HAProxy's `hash_crc32c`.
+pub fn crc32c(b: &[u8]) -> u32 {
+    let mut c = !0u32;
+    for &x in b {
+        c ^= x as u32;
+        for _ in 0..8 {
+            c = if c & 1 != 0 {
+                (c >> 1) ^ 0x82f6_3b78
+            } else {
+                c >> 1
+            };
+        }
+    }
+    !c
+}
+
 /// Bob Jenkins' 32-bit full-avalanche integer hash (HAProxy's
 /// `full_hash`), applied by the hash converters' `avalanche` argument.
 pub fn full_hash(mut a: u32) -> u32 {

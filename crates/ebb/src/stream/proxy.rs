@@ -445,7 +445,10 @@ impl Stream {
         //    `http-reuse safe`: a failure there could not be told apart).
         // A connection that began with a PROXY header names its client:
         // never another client's (HAProxy keys such connections by source).
+        // Nor one of a server without a port: it went to another client's
+        // destination port.
         let may_share = s.opts.send_proxy == 0
+            && !s.map_ports.load(Ordering::Relaxed)
             && match up.farm.reuse {
                 HttpReuse::Never => false,
                 HttpReuse::Safe => c.requests > 1,
@@ -501,8 +504,9 @@ impl Stream {
             return;
         };
         let now = ctx.now();
+        let dst = c.dst.or_else(|| c.tr.tcp().local_addr().ok());
         let r = s
-            .addr()
+            .dest(dst)
             .ok_or_else(|| io::Error::from(io::ErrorKind::AddrNotAvailable))
             .and_then(crate::backend::connect_nb)
             .and_then(|st| match &s.tls {
