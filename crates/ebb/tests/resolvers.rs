@@ -124,8 +124,10 @@ struct Haproxy {
 impl Haproxy {
     fn start(name: &str, cfg: impl FnOnce(&Path) -> String) -> Haproxy {
         let dir = scratch(name);
-        // haproxy binds no port 0: a free one.
-        let free = std::net::TcpListener::bind("127.0.0.1:0")
+        // haproxy binds no port 0: a free one, on an address no ebb of
+        // these tests listens on (haproxy binds with SO_REUSEPORT: on a
+        // port an ebb took meanwhile, it would share that ebb's clients).
+        let free = std::net::TcpListener::bind("127.0.0.5:0")
             .unwrap()
             .local_addr()
             .unwrap();

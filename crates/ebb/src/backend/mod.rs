@@ -213,13 +213,14 @@ impl ServerRt {
         self.addr.get()
     }
 
-    /// Where a connection for a client that connected to `dst` goes: the
-    /// server's address, with the client's destination port for a server
-    /// without a port of its own (none without `dst`).
-    pub fn dest(&self, dst: Option<SocketAddr>) -> Option<SocketAddr> {
+    /// Where a connection for a client that connected to `dst()` goes:
+    /// the server's address, with the client's destination port for a
+    /// server without a port of its own (`dst` is only asked then: a
+    /// system call).
+    pub fn dest(&self, dst: impl FnOnce() -> Option<SocketAddr>) -> Option<SocketAddr> {
         let a = self.addr()?;
         if self.map_ports.load(Ordering::Relaxed) {
-            Some(SocketAddr::new(a.ip(), dst?.port()))
+            Some(SocketAddr::new(a.ip(), dst()?.port()))
         } else {
             Some(a)
         }

@@ -504,9 +504,8 @@ impl Stream {
             return;
         };
         let now = ctx.now();
-        let dst = c.dst.or_else(|| c.tr.tcp().local_addr().ok());
         let r = s
-            .dest(dst)
+            .dest(|| c.dst.or_else(|| c.tr.tcp().local_addr().ok()))
             .ok_or_else(|| io::Error::from(io::ErrorKind::AddrNotAvailable))
             .and_then(crate::backend::connect_nb)
             .and_then(|st| match &s.tls {
