@@ -402,7 +402,7 @@ pub fn cookie_response(
 ) {
     use crate::http1::Method;
     if let (Some(s), Ok(mut v)) = (srv, vars.try_borrow_mut()) {
-        v.info.srv_id = Some(s.idx as u32 + 1);
+        v.info.srv_id = Some(s.id);
     }
     let crate::proxy::BackendKind::Servers(sr) = &be.kind else {
         return;
@@ -456,7 +456,7 @@ pub fn note_for_log(
         // After `force-persist` the same server is tried again instead.
         i.redispatched = redispatched && !i.ck_force_rule;
         i.srv_addr = srv.and_then(|s| s.addr());
-        i.srv_id = srv.map(|s| s.idx as u32 + 1);
+        i.srv_id = srv.map(|s| s.id);
     }
 }
 

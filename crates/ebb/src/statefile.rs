@@ -233,7 +233,7 @@ pub fn dump<'a>(farms: impl Iterator<Item = (usize, &'a Farm)>) -> String {
                 out,
                 "{be_id} {be} {sid} {srv} {addr} {op} {adm} {uw} {iw} {since} {code} {result} {ch} {cst} 0 0 0 {fqdn} {port} {srvrec} {ssl} 0 - - 0",
                 be = farm.name,
-                sid = s.idx + 1,
+                sid = s.id,
                 srv = s.name,
                 fqdn = match (&fqdn, &host) {
                     (Some(f), _) if !f.starts_with('_') => f.as_str(),

@@ -57,6 +57,7 @@ pub use dynamic::ServerList;
 /// A server as a `server` line or `add server` makes it.
 pub fn new_server(
     idx: usize,
+    id: u32,
     backend: &str,
     name: String,
     addr: Option<SocketAddr>,
@@ -65,6 +66,7 @@ pub fn new_server(
 ) -> Arc<ServerRt> {
     Arc::new(ServerRt {
         idx,
+        id,
         uid: NEXT_SERVER_UID.fetch_add(1, Ordering::Relaxed),
         backend: backend.to_string(),
         weight: AtomicU32::new(opts.weight),
@@ -82,6 +84,7 @@ pub fn new_server(
         fqdn: Mutex::new(None),
         hostname: Mutex::new(None),
         moved: AtomicBool::new(false),
+        map_ports: AtomicBool::new(opts.map_ports),
         deleted: AtomicBool::new(false),
         check_on: AtomicBool::new(opts.check),
         port: AtomicU16::new(addr.map_or(0, |a| a.port())),
@@ -143,6 +146,10 @@ pub struct Counters {
 pub struct ServerRt {
     /// Index in its farm.
     pub idx: usize,
+    /// HAProxy's server id (`srv_id`, the stats' `sid`): the position in
+    /// the configuration, or the lowest free one for `add server` (the id
+    /// of a deleted server is used again).
+    pub id: u32,
     /// Unique in the process (idle-pool key).
     pub uid: u64,
     pub name: String,
@@ -163,6 +170,10 @@ pub struct ServerRt {
     pub port: AtomicU16,
     /// The address changed at run time at least once.
     moved: AtomicBool,
+    /// No port of its own (`server s 10.0.0.1`): connections go to the
+    /// port the client connected to (HAProxy's `SRV_F_MAPPORTS`, offset
+    /// 0); `set server ... addr IP port P` gives it one.
+    pub map_ports: AtomicBool,
     /// Removed by `del server`: never picked, never listed again.
     pub(crate) deleted: AtomicBool,
     /// Health checks run (`check`, and not `disable health`).
@@ -200,6 +211,19 @@ impl ServerRt {
     /// The address new connections (and health checks) go to now.
     pub fn addr(&self) -> Option<SocketAddr> {
         self.addr.get()
+    }
+
+    /// Where a connection for a client that connected to `dst()` goes:
+    /// the server's address, with the client's destination port for a
+    /// server without a port of its own (`dst` is only asked then: a
+    /// system call).
+    pub fn dest(&self, dst: impl FnOnce() -> Option<SocketAddr>) -> Option<SocketAddr> {
+        let a = self.addr()?;
+        if self.map_ports.load(Ordering::Relaxed) {
+            Some(SocketAddr::new(a.ip(), dst()?.port()))
+        } else {
+            Some(a)
+        }
     }
 
     /// Changes the address: the next connection and check use it;
@@ -416,7 +440,10 @@ impl Farm {
         let servers: Vec<Arc<ServerRt>> = servers
             .into_iter()
             .enumerate()
-            .map(|(idx, (sname, addr, opts, tls))| new_server(idx, &name, sname, addr, opts, tls))
+            .map(|(idx, (sname, addr, opts, tls))| {
+                let id = u32::try_from(idx + 1).unwrap_or(u32::MAX);
+                new_server(idx, id, &name, sname, addr, opts, tls)
+            })
             .collect();
         register(&servers);
         Farm {

@@ -2044,9 +2044,11 @@ fn proxy_kw(px: &mut Proxy, ctx: &Ctx<'_>, words: &[String]) -> Result<(), Strin
             let addr = w
                 .get(2)
                 .ok_or_else(|| format!("server '{name}' needs an address (ADDR:PORT)"))?;
-            let (host, port) = parse_host_port(addr)?;
+            let (host, port) = super::values::parse_server_addr(addr)?;
             let mut opts = px.default_server.clone();
             parse_server_opts(&w[3..], &mut opts, ctx)?;
+            opts.map_ports = port == 0;
+            no_check_port(name, &opts)?;
             if opts.ssl {
                 // `ssl-default-server-*` fill what the line does not set.
                 let d = &ctx.tls.server;
@@ -2827,9 +2829,8 @@ pub fn parse_dynamic_server(w: &[String]) -> Result<(String, u16, ServerOptions)
     let addr = w
         .first()
         .ok_or("'server' expects <name> and <addr>[:<port>] as arguments.")?;
-    // A missing port is the client's destination port in HAProxy; ebb
-    // connects to port 0 never: refuse it.
-    let (host, port) = parse_host_port(addr)?;
+    // A missing port is the client's destination port (HAProxy's).
+    let (host, port) = super::values::parse_server_addr(addr)?;
     super::resolvers::dynamic_server_words(&w[1..])?;
     let loc = Loc {
         file: Arc::from("cli"),
@@ -2847,7 +2848,20 @@ pub fn parse_dynamic_server(w: &[String]) -> Result<(String, u16, ServerOptions)
     };
     let mut o = ServerOptions::default();
     parse_server_opts(&w[1..], &mut o, &ctx)?;
+    o.map_ports = port == 0;
     Ok((host, port, o))
+}
+
+/// A server without a port cannot be checked: ebb's checks have no port
+/// of their own (HAProxy's alert, which it lifts with `port` or a
+/// `tcp-check connect port`, both refused on such a server here).
+pub(crate) fn no_check_port(name: &str, o: &ServerOptions) -> Result<(), String> {
+    if o.map_ports && o.check {
+        return Err(format!(
+            "server '{name}' has neither service port nor check port (ebb takes no check port: give the server a port)"
+        ));
+    }
+    Ok(())
 }
 
 fn parse_server_opts(w: &[String], o: &mut ServerOptions, ctx: &Ctx<'_>) -> Result<(), String> {

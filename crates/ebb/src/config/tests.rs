@@ -530,7 +530,7 @@ frontend f
     option nope
     default_backend b
 backend b
-    server s1 10.0.0.1
+    server s1 10.0.0.1:0
 ",
     );
     assert_eq!(e.len(), 5, "{e:#?}");
@@ -538,7 +538,10 @@ backend b
     assert!(e[1].starts_with("t.cfg:3: unknown keyword 'bogus'"));
     assert!(e[2].starts_with("t.cfg:6: invalid time"));
     assert!(e[3].starts_with("t.cfg:7: unknown option 'nope'"));
-    assert!(e[4].starts_with("t.cfg:10: missing port"));
+    assert!(
+        e[4].starts_with("t.cfg:10: port '0' out of range"),
+        "{e:#?}"
+    );
 }
 
 #[test]
@@ -1515,7 +1518,20 @@ fn server_errors() {
     let s = |l: &str| be(&format!("    {l}"));
     err1(&s("server"), "t.cfg:2: ", "expects an argument");
     err1(&s("server s"), "t.cfg:2: ", "needs an address");
-    err1(&s("server s 1.2.3.4"), "t.cfg:2: ", "missing port");
+    // No port: the client's destination port (HAProxy's), so no check.
+    err1(
+        &s("server s 1.2.3.4 check"),
+        "t.cfg:2: ",
+        "server 's' has neither service port nor check port",
+    );
+    for a in ["1.2.3.4", "1.2.3.4:", "[::1]", "ipv4@1.2.3.4", "app.test"] {
+        let c = parse_str("t.cfg", &be(&format!("    server s {a}"))).unwrap();
+        let s = &c.backends().next().unwrap().servers[0];
+        assert_eq!(s.port, 0, "{a}");
+        assert!(s.opts.map_ports, "{a}");
+    }
+    let c = parse_str("t.cfg", &be("    server s 1.2.3.4:80")).unwrap();
+    assert!(!c.backends().next().unwrap().servers[0].opts.map_ports);
     err1(&s("server s 1.2.3.4:0"), "t.cfg:2: ", "out of range");
     err1(
         &s("server s/x 1.2.3.4:80"),

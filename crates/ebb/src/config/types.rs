@@ -63,14 +63,23 @@ pub struct Config {
     pub local_peer: String,
 }
 
+/// A `nameserver` line of a `resolvers` section.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Nameserver {
+    pub name: String,
+    pub addr: SocketAddr,
+    /// `tcp@`: DNS over TCP (RFC 7766), else over UDP.
+    pub tcp: bool,
+}
+
 /// A `resolvers NAME` section: where and how server names are resolved
 /// while ebb runs (HAProxy's section 5.3.2).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Resolvers {
     pub name: String,
-    /// `nameserver NAME ADDR:PORT` (UDP), and those `parse-resolv-conf`
-    /// read, in order.
-    pub nameservers: Vec<(String, SocketAddr)>,
+    /// `nameserver NAME [udp@|tcp@]ADDR:PORT`, and those
+    /// `parse-resolv-conf` read, in order.
+    pub nameservers: Vec<Nameserver>,
     /// `resolve_retries`: queries sent for one resolution before giving up
     /// (3).
     pub resolve_retries: u32,
@@ -1174,6 +1183,13 @@ pub struct ServerOptions {
     /// `alpn h2,http/1.1`: the protocols offered in the TLS handshake; the
     /// server's choice decides HTTP/2 or HTTP/1.1 (HAProxy's mux choice).
     pub alpn: Vec<String>,
+    /// `resolve-net NET[,NET...]` (at most 5): among the answers, an
+    /// address in one of these networks is preferred (after the family).
+    pub resolve_net: Vec<IpNet>,
+    /// The address had no port (`server s 10.0.0.1`, `add server B/S
+    /// 10.0.0.1`): connections go to the port the client connected to
+    /// (HAProxy's mapped ports, offset 0).
+    pub map_ports: bool,
 }
 
 /// The TLS policy of a `server ... ssl` line (the client side).
@@ -1237,6 +1253,8 @@ impl Default for ServerOptions {
             ignore_weight: false,
             proto_h2: false,
             alpn: Vec::new(),
+            resolve_net: Vec::new(),
+            map_ports: false,
         }
     }
 }

@@ -76,6 +76,14 @@ pub(super) enum Conv {
     Ub64Dec,
     /// `sha1`, `sha2([224|256|384|512])`.
     Digest(&'static ring::digest::Algorithm),
+    /// `concat([start],[var],[end])`.
+    Concat {
+        start: Vec<u8>,
+        var: Option<super::VarRef>,
+        end: Vec<u8>,
+    },
+    /// `strcmp(var)`.
+    StrCmp(super::VarRef),
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -93,6 +101,7 @@ pub(super) enum HashFn {
     Djb2,
     Wt6,
     Crc32,
+    Crc32c,
 }
 
 fn count(name: &str, args: &[String], min: usize, max: usize) -> Result<(), String> {
@@ -268,7 +277,7 @@ impl Conv {
                 };
                 Ok(Conv::UrlDec { plus })
             }
-            "sdbm" | "djb2" | "wt6" | "crc32" => {
+            "sdbm" | "djb2" | "wt6" | "crc32" | "crc32c" => {
                 count(name, args, 0, 1)?;
                 let avalanche = match args.first() {
                     Some(a) => int(name, a)? != 0,
@@ -278,6 +287,7 @@ impl Conv {
                     "sdbm" => HashFn::Sdbm,
                     "djb2" => HashFn::Djb2,
                     "wt6" => HashFn::Wt6,
+                    "crc32c" => HashFn::Crc32c,
                     _ => HashFn::Crc32,
                 };
                 Ok(Conv::Hash { f, avalanche })
@@ -353,6 +363,22 @@ impl Conv {
                     )),
                 }
             }
+            "concat" => {
+                count(name, args, 0, 3)?;
+                let var = match args.get(1).map(String::as_str) {
+                    None | Some("") => None,
+                    Some(v) => Some(super::VarRef::parse(v)?),
+                };
+                Ok(Conv::Concat {
+                    start: args.first().cloned().unwrap_or_default().into_bytes(),
+                    var,
+                    end: args.get(2).cloned().unwrap_or_default().into_bytes(),
+                })
+            }
+            "strcmp" => {
+                count(name, args, 1, 1)?;
+                Ok(Conv::StrCmp(super::VarRef::parse(&args[0])?))
+            }
             "ub64enc" => none(Conv::Ub64Enc),
             "ub64dec" => none(Conv::Ub64Dec),
             "sha1" => none(Conv::Digest(&ring::digest::SHA1_FOR_LEGACY_USE_ONLY)),
@@ -399,9 +425,12 @@ impl Conv {
     pub(super) fn out_type(&self, _input: Type) -> Type {
         match self {
             Conv::B64Dec | Conv::Bytes { .. } | Conv::Ub64Dec | Conv::Digest(_) => Type::Bin,
-            Conv::Length | Conv::Arith(..) | Conv::Neg | Conv::Hash { .. } | Conv::Xxh64(_) => {
-                Type::Int
-            }
+            Conv::Length
+            | Conv::Arith(..)
+            | Conv::Neg
+            | Conv::Hash { .. }
+            | Conv::Xxh64(_)
+            | Conv::StrCmp(_) => Type::Int,
             Conv::IpMask { .. } => Type::Ip,
             Conv::Map(m) => m.out_type(),
             Conv::Stk(c) => c.out_type(),
@@ -543,6 +572,7 @@ impl Conv {
                     HashFn::Djb2 => hash::djb2(&s.cur),
                     HashFn::Wt6 => hash::wt6(&s.cur),
                     HashFn::Crc32 => hash::crc32(&s.cur),
+                    HashFn::Crc32c => hash::crc32c(&s.cur),
                 };
                 let h = if *avalanche { hash::full_hash(h) } else { h };
                 Some(Val::Int(h as i64))
@@ -551,16 +581,8 @@ impl Conv {
             Conv::Map(m) => m.apply(v, s),
             Conv::AddItem { delim, var, suffix } => {
                 let mut tail = Scratch::default();
-                if let (Some(r), Some(store)) = (var, ctx.vars) {
-                    if let Some(x) = store
-                        .try_borrow_mut()
-                        .ok()
-                        .and_then(|mut st| st.get(r, &mut tail))
-                    {
-                        if cast(x, Type::Str, &mut tail).is_none() {
-                            tail.cur.clear();
-                        }
-                    }
+                if let Some(r) = var {
+                    var_str(ctx, r, &mut tail);
                 }
                 tail.cur.extend_from_slice(suffix);
                 // The delimiter only between two non-empty parts.
@@ -654,6 +676,63 @@ impl Conv {
                 s.cur.extend_from_slice(d.as_ref());
                 Some(Val::Bin)
             }
+            Conv::Concat { start, var, end } => {
+                s.cur.extend_from_slice(start);
+                if let Some(r) = var {
+                    let mut x = Scratch::default();
+                    if var_str(ctx, r, &mut x) {
+                        s.cur.extend_from_slice(&x.cur);
+                    }
+                }
+                s.cur.extend_from_slice(end);
+                Some(Val::Str)
+            }
+            Conv::StrCmp(r) => {
+                let mut x = Scratch::default();
+                if !var_str(ctx, r, &mut x) {
+                    return None;
+                }
+                // HAProxy 2.6's: strncmp over the shorter length (the
+                // difference of the first bytes that differ, up to a NUL
+                // in both), then -1 or 1 for the shorter or longer one.
+                let mut d = 0;
+                for (a, b) in s.cur.iter().zip(&x.cur) {
+                    if a != b {
+                        d = i64::from(*a) - i64::from(*b);
+                        break;
+                    }
+                    if *a == 0 {
+                        break;
+                    }
+                }
+                if d == 0 {
+                    d = match s.cur.len().cmp(&x.cur.len()) {
+                        std::cmp::Ordering::Less => -1,
+                        std::cmp::Ordering::Equal => 0,
+                        std::cmp::Ordering::Greater => 1,
+                    };
+                }
+                Some(Val::Int(d))
+            }
+        }
+    }
+}
+
+/// The value of variable `r` as a string in `out.cur`; false when it is
+/// not set (or cannot be a string).
+fn var_str(ctx: &Ctx<'_>, r: &super::VarRef, out: &mut Scratch) -> bool {
+    let Some(store) = ctx.vars else {
+        return false;
+    };
+    let got = store
+        .try_borrow_mut()
+        .ok()
+        .and_then(|mut st| st.get(r, out));
+    match got.and_then(|x| cast(x, Type::Str, out)) {
+        Some(_) => true,
+        None => {
+            out.cur.clear();
+            false
         }
     }
 }

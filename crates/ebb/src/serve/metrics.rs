@@ -460,8 +460,8 @@ pub fn render(p: &Process) -> String {
 
     // `resolvers` sections: each nameserver's counters (`show resolvers`).
     for sec in crate::resolvers::sections() {
-        for ((ns, _), c) in sec.cfg.nameservers.iter().zip(&sec.ns) {
-            let l = labels(&[("resolvers", &sec.cfg.name), ("nameserver", ns)]);
+        for (ns, c) in sec.cfg.nameservers.iter().zip(&sec.ns) {
+            let l = labels(&[("resolvers", &sec.cfg.name), ("nameserver", &ns.name)]);
             for (field, v) in c.fields() {
                 let (name, help) = resolver_metric(field);
                 o.counter(name, help, l.clone(), v as f64);
@@ -601,22 +601,25 @@ fn resolver_metric(field: &str) -> (&'static str, &'static str) {
             "ebb_resolver_updates_total",
             "Valid answers that changed a server.",
         ),
-        "cname" => ("ebb_resolver_cname_total", "Answers through a CNAME."),
+        "cname" => ("ebb_resolver_cname_total", "Valid answers through a CNAME."),
         "cname_error" => (
             "ebb_resolver_cname_errors_total",
             "CNAME chains that led nowhere.",
         ),
-        "any_err" => ("ebb_resolver_errors_total", "Answers in error, all kinds."),
+        "any_err" => (
+            "ebb_resolver_errors_total",
+            "NOERROR answers with an empty answer section.",
+        ),
         "nx" => ("ebb_resolver_nx_total", "NXDOMAIN answers."),
         "timeout" => ("ebb_resolver_timeouts_total", "Queries left unanswered."),
         "refused" => ("ebb_resolver_refused_total", "REFUSED answers."),
         "other" => (
             "ebb_resolver_other_errors_total",
-            "Other errors (SERVFAIL, empty answers).",
+            "Other errors (SERVFAIL, no record of the type asked).",
         ),
         "invalid" => (
             "ebb_resolver_invalid_total",
-            "Datagrams that are not DNS answers.",
+            "Messages that are not DNS answers.",
         ),
         "too_big" => (
             "ebb_resolver_too_big_total",

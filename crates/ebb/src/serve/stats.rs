@@ -267,7 +267,7 @@ fn fe_row(i: usize, fe: &FrontendRt) -> Row {
 }
 
 fn srv_row(i: usize, farm: &Farm, s: &ServerRt) -> Row {
-    let mut r = Row::new(&farm.name, &s.name, Kind::Server, i + 1, s.idx + 1);
+    let mut r = Row::new(&farm.name, &s.name, Kind::Server, i + 1, s.id as usize);
     let c = &s.counters;
     r.qcur = s.queue.lock().map(|q| q.len() as u64).unwrap_or(0);
     r.scur = u64::from(s.cur.load(Ordering::Relaxed));

@@ -42,7 +42,7 @@
 //! head, a failure can only cut the client connection.
 
 use std::io;
-use std::net::IpAddr;
+use std::net::{IpAddr, SocketAddr};
 
 use crate::transport::Transport;
 use std::sync::atomic::Ordering;
@@ -453,7 +453,10 @@ impl Stream {
         //    `http-reuse safe`: a failure there could not be told apart).
         // A connection that began with a PROXY header names its client:
         // never another client's (HAProxy keys such connections by source).
+        // Nor one of a server without a port: it went to another client's
+        // destination port.
         let may_share = s.opts.send_proxy == 0
+            && !s.map_ports.load(Ordering::Relaxed)
             && match up.farm.reuse {
                 HttpReuse::Never => false,
                 HttpReuse::Safe => c.requests > 1,
@@ -514,7 +517,8 @@ impl Stream {
             return;
         }
         let now = ctx.now();
-        match open_transport(&s) {
+        let client_dst = client_dst(c, &s);
+        match open_transport(&s, client_dst) {
             Ok(st) => {
                 let registered = self
                     .side_tasklet(c, ctx)
@@ -585,9 +589,12 @@ impl Stream {
             counters: Arc::clone(&up.be.h2),
         };
         let r = match self.side_tasklet(c, ctx) {
-            Some(t) => attach(ctx, &target, reuse, owner, t, up.te_trailers, || {
-                open_transport(&s)
-            }),
+            Some(t) => {
+                let client_dst = client_dst(c, &s);
+                attach(ctx, &target, reuse, owner, t, up.te_trailers, || {
+                    open_transport(&s, client_dst)
+                })
+            }
             None => Err(io::ErrorKind::NotConnected.into()),
         };
         let Ok(a) = r else {
@@ -1509,12 +1516,25 @@ impl Stream {
 
 /// A new connection to `s` (non-blocking connect; TLS starts its handshake
 /// once connected, what is written meanwhile waits in rustls' buffer).
-fn open_transport(s: &ServerRt) -> io::Result<Transport> {
+/// The address the client connected to, asked of the socket only for a
+/// server without a port of its own (it takes the client's).
+fn client_dst(c: &H1, s: &ServerRt) -> Option<SocketAddr> {
+    if s.map_ports.load(Ordering::Relaxed) {
+        c.dst.or_else(|| c.tr.tcp().local_addr().ok())
+    } else {
+        None
+    }
+}
+
+fn open_transport(s: &ServerRt, client_dst: Option<SocketAddr>) -> io::Result<Transport> {
+    // A server without a port takes the port the client connected to.
     let addr = s
-        .addr()
+        .dest(|| client_dst)
         .ok_or_else(|| io::Error::from(io::ErrorKind::AddrNotAvailable))?;
     let st = crate::backend::connect_nb(addr)?;
     match &s.tls {
+        // TLS to the server: the handshake starts once connected; the
+        // request written meanwhile waits in rustls' buffer.
         Some(t) => Transport::connect_tls(st, Arc::clone(&t.config), &t.sni),
         None => Ok(Transport::plain(st)),
     }

@@ -406,7 +406,7 @@ impl Session {
         };
         let now = ctx.now();
         let r = s
-            .addr()
+            .dest(|| self.dst.or_else(|| self.local_addr()))
             .ok_or_else(|| std::io::Error::from(std::io::ErrorKind::AddrNotAvailable))
             .and_then(crate::backend::connect_nb)
             .and_then(|st| match &s.tls {
