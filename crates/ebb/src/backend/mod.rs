@@ -40,6 +40,7 @@ pub mod dynamic;
 pub mod error;
 pub mod extra;
 pub mod lb;
+pub mod tcpcheck;
 
 use std::collections::VecDeque;
 use std::net::SocketAddr;
@@ -94,7 +95,7 @@ pub fn new_server(
         cur: AtomicU32::new(0),
         queue: Mutex::new(VecDeque::new()),
         counters: Counters::default(),
-        check_status: Mutex::new(String::new()),
+        check_status: Mutex::new(check::Verdict::default()),
         ext: extra::SrvExtra::default(),
         tls,
         name,
@@ -182,7 +183,7 @@ pub struct ServerRt {
     pub queue: Mutex<VecDeque<Arc<Waiter>>>,
     pub counters: Counters,
     /// Last check result, for logs and stats.
-    pub check_status: Mutex<String>,
+    pub check_status: Mutex<check::Verdict>,
     /// `ssl`: TLS to this server.
     pub tls: Option<ServerTls>,
     /// What `show stat` reports beyond the above (maxima, check history).

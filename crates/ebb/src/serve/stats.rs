@@ -235,7 +235,7 @@ fn ld(a: &std::sync::atomic::AtomicU64) -> u64 {
 }
 
 fn fe_row(i: usize, fe: &FrontendRt) -> Row {
-    let mut r = Row::new(&fe.name, "FRONTEND", Kind::Frontend, i + 1, 0);
+    let mut r = Row::new(&fe.name, "FRONTEND", Kind::Frontend, i, 0);
     r.scur = u64::from(fe.cur_conns());
     r.slim = fe.maxconn.map(u64::from);
     r.stot = ld(&fe.sessions);
@@ -255,7 +255,7 @@ fn fe_row(i: usize, fe: &FrontendRt) -> Row {
 }
 
 fn srv_row(i: usize, farm: &Farm, s: &ServerRt) -> Row {
-    let mut r = Row::new(&farm.name, &s.name, Kind::Server, i + 1, s.idx + 1);
+    let mut r = Row::new(&farm.name, &s.name, Kind::Server, i, s.idx + 1);
     let c = &s.counters;
     r.qcur = s.queue.lock().map(|q| q.len() as u64).unwrap_or(0);
     r.scur = u64::from(s.cur.load(Ordering::Relaxed));
@@ -275,11 +275,6 @@ fn srv_row(i: usize, farm: &Farm, s: &ServerRt) -> Row {
     r.act = Some(u64::from(!s.opts.backup));
     r.bck = Some(u64::from(s.opts.backup));
     r.qlimit = s.opts.maxqueue.map(u64::from);
-    r.check_status = if s.opts.check {
-        s.check_status.lock().map(|c| c.clone()).unwrap_or_default()
-    } else {
-        String::new()
-    };
     r.admin = Some(s.admin.load(Ordering::Relaxed));
     (r.rate, r.rate_max) = rate(format!("sv/{}/{}", farm.name, s.name), r.stot);
     r.smax = Some(u64::from(s.ext.smax.load(Ordering::Relaxed)));
@@ -288,8 +283,8 @@ fn srv_row(i: usize, farm: &Farm, s: &ServerRt) -> Row {
     let (lastchg, down) = s.ext.ages();
     r.lastchg = Some(lastchg);
     if s.opts.check {
-        let text = s.check_status.lock().map(|c| c.clone()).unwrap_or_default();
-        let (code, num, desc, last) = check_code(&text, farm.check.enabled);
+        let v = s.check_status.lock().map(|c| c.clone()).unwrap_or_default();
+        let (code, num, desc, last) = check_code(&v);
         r.check_status = code.to_string();
         r.check_code = num;
         r.check_desc = desc.to_string();
@@ -312,7 +307,7 @@ fn srv_row(i: usize, farm: &Farm, s: &ServerRt) -> Row {
 }
 
 fn be_row(i: usize, be: &BackendRt) -> Row {
-    let mut r = Row::new(&be.name, "BACKEND", Kind::Backend, i + 1, 0);
+    let mut r = Row::new(&be.name, "BACKEND", Kind::Backend, i, 0);
     r.bout = ld(&be.http.bytes_out);
     r.bin = ld(&be.http.bytes_in);
     let req = ld(&be.http.requests);
@@ -369,22 +364,21 @@ fn be_row(i: usize, be: &BackendRt) -> Row {
 pub fn rows(c: &Compiled, only: Option<&str>) -> Vec<Row> {
     let mut out = Vec::new();
     let keep = |n: &str| only.is_none_or(|o| o == n);
-    for (i, fe) in c.frontends.iter().enumerate() {
+    for fe in &c.frontends {
         if keep(&fe.name) {
-            out.push(fe_row(i, fe));
+            out.push(fe_row(fe.uuid, fe));
         }
     }
-    let nfe = c.frontends.len();
-    for (i, be) in c.backends.iter().enumerate() {
+    for be in &c.backends {
         if !keep(&be.name) {
             continue;
         }
         if let BackendKind::Servers(sv) = &be.kind {
             for s in &sv.farm.servers {
-                out.push(srv_row(nfe + i, &sv.farm, s));
+                out.push(srv_row(be.uuid, &sv.farm, s));
             }
         }
-        out.push(be_row(nfe + i, be));
+        out.push(be_row(be.uuid, be));
     }
     out
 }
@@ -1506,40 +1500,23 @@ mod tests {
 
     #[test]
     fn check_codes_are_haproxys() {
-        assert_eq!(check_code("", true).0, "INI");
-        assert_eq!(check_code("L7OK", true).0, "L7OK");
-        assert_eq!(check_code("L7OK", false).0, "L4OK");
-        let c = check_code(
-            "Layer4 connection problem: Connection refused (os error 111)",
-            true,
-        );
-        assert_eq!((c.0, c.2), ("L4CON", "Layer4 connection problem"));
+        use crate::backend::check::Verdict;
+        use crate::config::CheckStatus;
+        assert_eq!(check_code(&Verdict::default()).0, "INI");
+        let c = check_code(&Verdict::new(CheckStatus::L4Con, "Connection refused"));
         assert_eq!(
-            check_code("Layer4 connection problem: connection timed out", true).0,
-            "L4TOUT"
-        );
-        let c = check_code("Layer7 wrong status, code: 503", true);
-        assert_eq!((c.0, c.1), ("L7STS", Some(503)));
-        assert_eq!(
-            check_code("Layer7 invalid response: not HTTP", true).0,
-            "L7RSP"
-        );
-        assert_eq!(
-            check_code(
-                "Layer7 timeout or read error: Resource temporarily unavailable",
-                true
+            c,
+            (
+                "L4CON",
+                None,
+                "Layer4 connection problem",
+                "Connection refused".into()
             )
-            .0,
-            "L7TOUT"
         );
-        assert_eq!(
-            check_code("Layer6 timeout during TLS handshake", true).0,
-            "L6TOUT"
-        );
-        assert_eq!(
-            check_code("Layer7 send failed: broken pipe", true).0,
-            "SOCKERR"
-        );
+        let mut v = Verdict::new(CheckStatus::L7Sts, "Service Unavailable");
+        v.code = 503;
+        assert_eq!(check_code(&v).1, Some(503));
+        assert_eq!(check_code(&Verdict::new(CheckStatus::L7Ok, "")).1, Some(0));
     }
 
     #[test]
