@@ -275,7 +275,7 @@ impl Info {
 }
 
 /// A hex string (`send-binary`, `expect binary`).
-fn unhex(s: &str) -> Result<Vec<u8>, String> {
+pub(super) fn unhex(s: &str) -> Result<Vec<u8>, String> {
     let b = s.as_bytes();
     if b.is_empty() || b.len() % 2 != 0 {
         return Err(format!("'{s}' is not an even-length hex string"));

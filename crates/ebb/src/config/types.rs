@@ -796,6 +796,8 @@ pub enum MatchMethod {
     Ip,
     /// Integer ranges (`-m int`; `eq|ne|lt|le|gt|ge N`, `A:B`).
     Int,
+    /// Hex-string patterns equal to the sample's bytes (`-m bin`).
+    Bin,
     /// The sample as a boolean (`-m bool`): true when non-zero.
     Bool,
 }
@@ -815,7 +817,7 @@ impl MatchMethod {
             MatchMethod::Reg => How::Reg,
             MatchMethod::Ip => How::Ip,
             MatchMethod::Int => How::Int,
-            MatchMethod::Found | MatchMethod::Bool => return None,
+            MatchMethod::Found | MatchMethod::Bool | MatchMethod::Bin => return None,
         })
     }
 }
@@ -823,6 +825,8 @@ impl MatchMethod {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Pattern {
     Str(String),
+    /// `-m bin`: the bytes of a hex string.
+    Bin(Vec<u8>),
     Net(IpNet),
     /// An inclusive integer range.
     Int(i64, i64),
