@@ -226,6 +226,7 @@ pub fn dump<'a>(farms: impl Iterator<Item = (usize, &'a Farm)>) -> String {
                 // HAProxy: an unchecked server's check stays at INI.
                 (1, 0)
             };
+            let maint = s.admin.load(Ordering::Relaxed) == ADMIN_MAINT;
             let starting = up
                 && s.opts.slowstart.is_some()
                 && s.effective_weight() < s.weight.load(Ordering::Relaxed);
@@ -244,7 +245,8 @@ pub fn dump<'a>(farms: impl Iterator<Item = (usize, &'a Farm)>) -> String {
                     Some(f) if f.starts_with('_') => f.as_str(),
                     _ => "-",
                 },
-                op = match (up && !s.rmaint.load(Ordering::Relaxed), starting) {
+                // In maintenance a server is stopped (HAProxy's op state 0).
+                op = match (up && !s.rmaint.load(Ordering::Relaxed) && !maint, starting) {
                     (false, _) => 0,
                     (true, true) => 1,
                     (true, false) => 2,
@@ -263,8 +265,10 @@ pub fn dump<'a>(farms: impl Iterator<Item = (usize, &'a Farm)>) -> String {
                 // Check state bits: configured (2) and enabled (4).
                 // (enabled: `enable|disable health`; a server added at
                 // run time starts with 2, as in HAProxy).
+                // Running checks are paused (8) in maintenance.
                 cst = match (checked, s.check_on.load(Ordering::Relaxed)) {
                     (false, _) => 0,
+                    (true, true) if maint => 14,
                     (true, true) => 6,
                     (true, false) => 2,
                 },

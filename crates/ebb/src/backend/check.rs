@@ -550,6 +550,9 @@ impl Checker {
         }
         if let Some(t) = transition {
             (self.log)(t);
+            if let Some(f) = self.farm.upgrade() {
+                log_if_none_left(&f);
+            }
         }
     }
 
@@ -638,6 +641,24 @@ impl Checker {
             ticks::add(ctx.now(), next.as_millis().min(u32::MAX as u128 / 2) as u32),
         );
         Status::Continue
+    }
+}
+
+/// Logs an event of a farm's servers where its checks log (the
+/// backend's log targets).
+pub fn log_event(farm: &Farm, line: String) {
+    if let Some(cx) = farm.check_ctx.get() {
+        (cx.log)(line);
+    }
+}
+
+/// HAProxy's alert when a backend's last usable server leaves.
+pub fn log_if_none_left(farm: &Farm) {
+    if !farm.servers.iter().any(|x| x.usable()) {
+        log_event(
+            farm,
+            format!("backend {} has no server available!", farm.name),
+        );
     }
 }
 

@@ -855,9 +855,42 @@ pub fn set_admin(farm: &Farm, s: &ServerRt, state: u8) -> Result<(), String> {
         ));
     }
     let was = s.usable();
-    s.admin.store(state, Ordering::Relaxed);
+    let before = s.admin.swap(state, Ordering::Relaxed);
     if was != s.usable() {
         s.ext.changed(s.usable());
+    }
+    // HAProxy's alert on entering maintenance and notice on leaving it.
+    if state == ADMIN_MAINT && before != ADMIN_MAINT {
+        let (act, bck) = farm
+            .servers
+            .iter()
+            .filter(|x| x.usable())
+            .fold((0, 0), |(a, b), x| {
+                if x.opts.backup {
+                    (a, b + 1)
+                } else {
+                    (a + 1, b)
+                }
+            });
+        crate::backend::check::log_event(
+            farm,
+            format!(
+                "Server {}/{} is going DOWN for maintenance. {act} active and {bck} backup servers left. {} sessions active, 0 requeued, {} remaining in queue.",
+                farm.name,
+                s.name,
+                s.cur.load(Ordering::Relaxed),
+                farm.queued()
+            ),
+        );
+        crate::backend::check::log_if_none_left(farm);
+    } else if before == ADMIN_MAINT && state != ADMIN_MAINT {
+        crate::backend::check::log_event(
+            farm,
+            format!(
+                "Server {}/{} is UP/READY (leaving forced maintenance).",
+                farm.name, s.name
+            ),
+        );
     }
     if state == ADMIN_READY {
         farm.kick_backend_queue();
