@@ -727,6 +727,21 @@ impl Farm {
     }
 
     /// Streams waiting now, all queues together.
+    /// Usable (active, backup) servers, as HAProxy's state-change logs
+    /// count them.
+    pub fn usable_counts(&self) -> (usize, usize) {
+        self.servers
+            .iter()
+            .filter(|x| x.usable())
+            .fold((0, 0), |(a, b), x| {
+                if x.opts.backup {
+                    (a, b + 1)
+                } else {
+                    (a + 1, b)
+                }
+            })
+    }
+
     pub fn queued(&self) -> usize {
         let b = self.queue.lock().map(|q| q.len()).unwrap_or(0);
         b + self

@@ -861,17 +861,7 @@ pub fn set_admin(farm: &Farm, s: &ServerRt, state: u8) -> Result<(), String> {
     }
     // HAProxy's alert on entering maintenance and notice on leaving it.
     if state == ADMIN_MAINT && before != ADMIN_MAINT {
-        let (act, bck) = farm
-            .servers
-            .iter()
-            .filter(|x| x.usable())
-            .fold((0, 0), |(a, b), x| {
-                if x.opts.backup {
-                    (a, b + 1)
-                } else {
-                    (a + 1, b)
-                }
-            });
+        let (act, bck) = farm.usable_counts();
         crate::backend::check::log_event(
             farm,
             format!(
