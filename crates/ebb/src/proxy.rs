@@ -337,6 +337,8 @@ pub struct BackendRt {
     /// Unique for the life of the process (a reload compiles new ones), so
     /// per-thread caches can key on it across reloads.
     pub id: u64,
+    /// HAProxy's proxy id (`iid`, `be_id`): see [`proxy_uuid`].
+    pub uuid: usize,
     pub name: String,
     pub kind: BackendKind,
     pub matcher: Matcher,
@@ -387,6 +389,8 @@ pub struct FeTimeouts {
 
 /// A compiled frontend.
 pub struct FrontendRt {
+    /// HAProxy's proxy id (`iid`): see [`proxy_uuid`].
+    pub uuid: usize,
     pub name: String,
     /// The name again, shared by every session's registry entry (no
     /// allocation per connection).
@@ -432,6 +436,8 @@ pub struct FrontendRt {
     pub comp: Vec<Option<Arc<crate::compress::Policy>>>,
     /// The stats page served by this frontend, if any.
     pub stats: Option<Arc<StatsRt>>,
+    /// `monitor-uri` and its `monitor fail` conditions.
+    pub monitor: Option<(String, Vec<Cond>)>,
     pub http: HttpCounters,
     /// Connections accepted since start (or `clear counters all`).
     pub sessions: AtomicU64,
@@ -854,6 +860,15 @@ pub fn compile(cfg: &Config) -> Result<Compiled, Vec<ConfigError>> {
 /// [`compile`], keeping the tables of `prev` (the running configuration)
 /// that are shared with peers and declared the same: a reload keeps
 /// their entries, as HAProxy's old process teaches them to the new one.
+/// The id HAProxy gives a proxy: its rank in the configuration, frontends,
+/// backends and listens together, from 2 (HAProxy's CLI proxy is 1).
+pub fn proxy_uuid(cfg: &Config, p: &crate::config::Proxy) -> usize {
+    cfg.proxies
+        .iter()
+        .position(|x| std::ptr::eq(x, p))
+        .map_or(0, |i| i + 2)
+}
+
 pub fn compile_keeping(
     cfg: &Config,
     prev: Option<&crate::table::Tables>,
@@ -950,6 +965,7 @@ pub fn compile_keeping(
                 http: HttpCounters::default(),
                 http_request,
                 id: NEXT_BACKEND_ID.fetch_add(1, Ordering::Relaxed),
+                uuid: proxy_uuid(cfg, p),
                 name: p.name.clone(),
                 kind,
                 matcher,
@@ -1025,7 +1041,18 @@ pub fn compile_keeping(
                 || p.log
                     .iter()
                     .any(|l| matches!(l, crate::config::ProxyLog::Target(_)));
+            let monitor = match &p.monitor_uri {
+                Some(u) => Some((
+                    u.clone(),
+                    p.monitor_fail
+                        .iter()
+                        .map(|c| matcher.cond(c))
+                        .collect::<Result<Vec<_>, _>>()?,
+                )),
+                None => None,
+            };
             Ok(FrontendRt {
+                uuid: proxy_uuid(cfg, p),
                 name: p.name.clone(),
                 name_arc: Arc::from(p.name.as_str()),
                 maxconn: p.maxconn,
@@ -1064,6 +1091,7 @@ pub fn compile_keeping(
                     })
                     .collect(),
                 stats,
+                monitor,
                 http: HttpCounters::default(),
                 sessions: AtomicU64::new(0),
                 tables: Arc::clone(&tables),

@@ -759,17 +759,7 @@ impl Runner {
         if on {
             let queued = s.queue.lock().map(|q| q.len()).unwrap_or(0);
             farm.redispatch_queue_of(s);
-            let (act, bck) =
-                farm.servers
-                    .iter()
-                    .filter(|x| x.usable())
-                    .fold((0, 0), |(a, b), x| {
-                        if x.opts.backup {
-                            (a, b + 1)
-                        } else {
-                            (a + 1, b)
-                        }
-                    });
+            let (act, bck) = farm.usable_counts();
             (self.log)(
                 &s.backend,
                 format!(

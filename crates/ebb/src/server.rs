@@ -490,7 +490,9 @@ pub fn run(cfg: Config, opts: RunOptions) -> i32 {
         Arc::new(move |backend: &str, line: String| {
             // HAProxy's levels: a server going down is an alert, the rest
             // (coming up, `log-health-checks` lines) notices.
-            let level = if line.contains(" is DOWN") {
+            let level = if line.contains(" has no server available!") {
+                crate::log::LOG_EMERG
+            } else if line.contains(" is DOWN") || line.contains(" is going DOWN") {
                 crate::log::LOG_ALERT
             } else {
                 crate::log::LOG_NOTICE

@@ -40,6 +40,7 @@ pub mod dynamic;
 pub mod error;
 pub mod extra;
 pub mod lb;
+pub mod tcpcheck;
 
 use std::collections::VecDeque;
 use std::net::SocketAddr;
@@ -97,7 +98,7 @@ pub fn new_server(
         cur: AtomicU32::new(0),
         queue: Mutex::new(VecDeque::new()),
         counters: Counters::default(),
-        check_status: Mutex::new(String::new()),
+        check_status: Mutex::new(check::Verdict::default()),
         ext: extra::SrvExtra::default(),
         tls,
         name,
@@ -193,7 +194,7 @@ pub struct ServerRt {
     pub queue: Mutex<VecDeque<Arc<Waiter>>>,
     pub counters: Counters,
     /// Last check result, for logs and stats.
-    pub check_status: Mutex<String>,
+    pub check_status: Mutex<check::Verdict>,
     /// `ssl`: TLS to this server.
     pub tls: Option<ServerTls>,
     /// What `show stat` reports beyond the above (maxima, check history).
@@ -753,6 +754,21 @@ impl Farm {
     }
 
     /// Streams waiting now, all queues together.
+    /// Usable (active, backup) servers, as HAProxy's state-change logs
+    /// count them.
+    pub fn usable_counts(&self) -> (usize, usize) {
+        self.servers
+            .iter()
+            .filter(|x| x.usable())
+            .fold((0, 0), |(a, b), x| {
+                if x.opts.backup {
+                    (a, b + 1)
+                } else {
+                    (a + 1, b)
+                }
+            })
+    }
+
     pub fn queued(&self) -> usize {
         let b = self.queue.lock().map(|q| q.len()).unwrap_or(0);
         b + self

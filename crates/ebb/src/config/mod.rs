@@ -51,7 +51,10 @@ mod tests;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-pub use tcpcheck::{ExpectMatch, TcpCheck, TcpCheckRule, TcpCheckStep};
+pub use tcpcheck::{
+    CheckStatus, CustomExpect, ExpectMatch, ExpectOpts, Info, Payload, TcpCheck, TcpCheckRule,
+    TcpCheckStep,
+};
 pub use types::*;
 
 pub use parse::{parse_dynamic_server, parse_sock_spec};

@@ -166,12 +166,17 @@ fn new_proxy(name: &str, kind: ProxyKind, loc: Loc) -> Proxy {
         default_server: ServerOptions::default(),
         servers: Vec::new(),
         serve_files: None,
+        monitor_uri: None,
+        monitor_fail: Vec::new(),
         http_check: HttpCheck {
             enabled: false,
             method: "OPTIONS".to_string(),
             uri: "/".to_string(),
             version: "HTTP/1.0".to_string(),
             headers: Vec::new(),
+            body: None,
+            explicit_send: false,
+            own: true,
             expect: None,
         },
         tcp_check: Default::default(),
@@ -318,6 +323,8 @@ const PROXY_KEYWORDS: &[&str] = &[
     "cookie",
     "unique-id-format",
     "unique-id-header",
+    "monitor-uri",
+    "monitor",
     "force-persist",
     "ignore-persist",
 ];
@@ -334,8 +341,6 @@ const HAPROXY_PROXY_UNSUPPORTED: &[&str] = &[
     "id",
     "disabled",
     "enabled",
-    "monitor-uri",
-    "monitor",
     "rate-limit",
     "source",
     "email-alert",
@@ -373,12 +378,6 @@ const HAPROXY_OPTIONS_UNSUPPORTED: &[&str] = &[
     "splice-request",
     "splice-response",
     "ssl-hello-chk",
-    "mysql-check",
-    "redis-check",
-    "ldap-check",
-    "smtpchk",
-    "pgsql-check",
-    "spop-check",
     "external-check",
     "independent-streams",
     "accept-invalid-http-request",
@@ -405,6 +404,12 @@ const OPTIONS: &[&str] = &[
     "redispatch",
     "httpchk",
     "tcp-check",
+    "redis-check",
+    "smtpchk",
+    "pgsql-check",
+    "mysql-check",
+    "ldap-check",
+    "spop-check",
     "httplog",
     "tcplog",
     "dontlognull",
@@ -660,6 +665,8 @@ impl<'e> Parser<'e> {
                     ));
                 }
                 self.defaults = base.unwrap_or_else(fresh_defaults);
+                // Health check rules of a section's own start a new set.
+                self.defaults.http_check.own = false;
                 self.defaults.loc = loc.clone();
                 self.section = Section::Defaults { name };
                 Ok(())
@@ -697,6 +704,8 @@ impl<'e> Parser<'e> {
                     }
                 };
                 let mut px = base.unwrap_or_else(|| self.defaults.clone());
+                // Health check rules of a section's own start a new set.
+                px.http_check.own = false;
                 let inherited = self.check_rule_defaults(&px, kind);
                 px.name = name.clone();
                 px.kind = kind;
@@ -1818,6 +1827,25 @@ fn proxy_kw(px: &mut Proxy, ctx: &Ctx<'_>, words: &[String]) -> Result<(), Strin
             let scope = crate::sample::Scope::Request { backend: false };
             px.unique_id_format = Some(crate::sample::LogFormat::parse(f, scope)?);
         }
+        "monitor-uri" => {
+            ctx.allow(kw, FE, true)?;
+            let [_, u] = w else {
+                return Err("'monitor-uri' expects an URI".to_string());
+            };
+            px.monitor_uri = Some(u.clone());
+        }
+        "monitor" => {
+            ctx.allow(kw, FE, false)?;
+            let (args, c) = split_cond(&w[1..]);
+            if args != ["fail"] || c.is_none() {
+                return Err(
+                    "'monitor' expects 'fail' followed by 'if' or 'unless' and a condition"
+                        .to_string(),
+                );
+            }
+            let cond = cond_of(c, px, ctx.loc)?.ok_or("'monitor fail' needs a condition")?;
+            px.monitor_fail.push(cond);
+        }
         "unique-id-header" => {
             ctx.allow(kw, FE, true)?;
             let [_, h] = w else {
@@ -2122,6 +2150,7 @@ fn proxy_kw(px: &mut Proxy, ctx: &Ctx<'_>, words: &[String]) -> Result<(), Strin
                             ))
                         }
                     };
+                    px.http_check.own_rules();
                     px.http_check.expect = Some(HttpExpect {
                         negate,
                         kind,
@@ -2130,9 +2159,16 @@ fn proxy_kw(px: &mut Proxy, ctx: &Ctx<'_>, words: &[String]) -> Result<(), Strin
                 }
                 Some("send") => {
                     // http-check send [meth M] [uri U] [ver V] [hdr N V]*
-                    // (HAProxy 2.2+); the same request `option httpchk`
-                    // describes, which it also enables.
+                    // [body STR] (HAProxy 2.2+). It completes the request
+                    // of this section's `option httpchk` (its method, URI
+                    // and version unless given here; its headers and body
+                    // replaced), which it also enables.
                     let hc = &mut px.http_check;
+                    hc.own_rules();
+                    if hc.explicit_send {
+                        return Err("a second 'http-check send' is not supported by ebb (one request per check)".to_string());
+                    }
+                    hc.headers.clear();
                     let mut i = 2;
                     while i < w.len() {
                         let opt = w[i].as_str();
@@ -2159,14 +2195,16 @@ fn proxy_kw(px: &mut Proxy, ctx: &Ctx<'_>, words: &[String]) -> Result<(), Strin
                                 hc.headers.push((header_name(v)?, log_format_value(value)?));
                                 i += 1;
                             }
+                            "body" => hc.body = Some(super::tcpcheck::plain_format(v, "http-check send body")?),
                             o => {
                                 return Err(format!(
-                                    "unsupported 'http-check send' option '{o}' (supported: meth, uri, ver, hdr)"
+                                    "unsupported 'http-check send' option '{o}' (supported: meth, uri, ver, hdr, body)"
                                 ))
                             }
                         }
                         i += 2;
                     }
+                    hc.explicit_send = true;
                     hc.enabled = true;
                 }
                 Some(o) => {
@@ -2309,7 +2347,9 @@ fn proxy_option(px: &mut Proxy, ctx: &Ctx<'_>, no: bool, w: &[String]) -> Result
     let name = arg(w, 1, "option")?;
     let caps = match name {
         "http-keep-alive" | "httpclose" | "http-server-close" | "forwardfor" => FE | BE,
-        "redispatch" | "httpchk" | "tcp-check" | "log-health-checks" | "persist" => BE,
+        "redispatch" | "httpchk" | "tcp-check" | "log-health-checks" | "persist"
+        | "redis-check" | "smtpchk" | "pgsql-check" | "mysql-check" | "ldap-check"
+        | "spop-check" => BE,
         "httplog" | "tcplog" | "dontlognull" | "idle-close-on-response" | "disable-h2-upgrade" => {
             FE
         }
@@ -2357,6 +2397,13 @@ fn proxy_option(px: &mut Proxy, ctx: &Ctx<'_>, no: bool, w: &[String]) -> Result
             }
             super::tcpcheck::enable(&mut px.tcp_check, rest)?;
             // The last of `option httpchk` / `option tcp-check` wins.
+            px.http_check.enabled = false;
+        }
+        "redis-check" | "smtpchk" | "pgsql-check" | "mysql-check" | "ldap-check" | "spop-check" => {
+            if no {
+                return Err(format!("'no option {name}' is not supported"));
+            }
+            super::tcpcheck::builtin(&mut px.tcp_check, name, rest, ctx.loc)?;
             px.http_check.enabled = false;
         }
         "persist" => {
@@ -2431,28 +2478,69 @@ fn proxy_option(px: &mut Proxy, ctx: &Ctx<'_>, no: bool, w: &[String]) -> Result
             }
             // The last of `option httpchk` / `option tcp-check` wins.
             px.tcp_check.enabled = false;
+            px.tcp_check.builtin = None;
             let hc = &mut px.http_check;
             hc.enabled = true;
+            hc.own_rules();
+            // The version may carry headers after CRLFs (HAProxy's old
+            // form: `HTTP/1.1\r\nHost:\ www`); a blank line starts a body.
+            let (mut meth, mut uri, mut ver) = (None, None, None);
             match rest {
                 [] => {}
-                [uri] => hc.uri = uri.clone(),
-                [m, uri] | [m, uri, _] => {
+                [u] => uri = Some(u.clone()),
+                [m, u] | [m, u, _] => {
                     if !is_token(m) {
                         return Err(format!("invalid HTTP method '{m}' in 'option httpchk'"));
                     }
-                    hc.method = m.clone();
-                    hc.uri = uri.clone();
-                    if let Some(v) = rest.get(2) {
-                        hc.version = v.clone();
-                    }
+                    meth = Some(m.clone());
+                    uri = Some(u.clone());
+                    ver = rest.get(2).cloned();
                 }
                 _ => return Err("'option httpchk' expects at most METHOD URI VERSION".to_string()),
             }
-            if !hc.uri.starts_with('/') && hc.uri != "*" {
-                return Err(format!(
-                    "'option httpchk' URI '{}' must start with '/'",
-                    hc.uri
-                ));
+            if let Some(u) = &uri {
+                if !u.starts_with('/') && u != "*" {
+                    return Err(format!("'option httpchk' URI '{u}' must start with '/'"));
+                }
+            }
+            let mut headers = Vec::new();
+            let mut body = None;
+            if let Some(v) = ver.take() {
+                let (head, b) = match v.split_once("\r\n\r\n") {
+                    Some((h, b)) => (h.to_string(), Some(b.to_string())),
+                    None => (v.clone(), None),
+                };
+                let mut lines = head.split("\r\n");
+                ver = lines.next().map(String::from);
+                for l in lines {
+                    let (n, val) = l
+                        .split_once(':')
+                        .ok_or_else(|| format!("'option httpchk': invalid header line '{l}'"))?;
+                    headers.push((header_name(n.trim())?, val.trim().to_string()));
+                }
+                body = b;
+            }
+            if hc.explicit_send {
+                // Merged into this section's `http-check send`.
+                if let Some(m) = meth {
+                    hc.method = m;
+                }
+                if let Some(u) = uri {
+                    hc.uri = u;
+                }
+                if let Some(v) = ver {
+                    hc.version = v;
+                }
+                hc.headers = headers;
+                if body.is_some() {
+                    hc.body = body;
+                }
+            } else {
+                hc.method = meth.unwrap_or_else(|| "OPTIONS".into());
+                hc.uri = uri.unwrap_or_else(|| "/".into());
+                hc.version = ver.unwrap_or_else(|| "HTTP/1.0".into());
+                hc.headers = headers;
+                hc.body = body;
             }
         }
     }

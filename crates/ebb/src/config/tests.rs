@@ -1185,6 +1185,32 @@ fn httpchk_forms() {
     assert!(!ok(&be("")).proxies[0].http_check.enabled);
 }
 
+/// `option httpchk` and `http-check send` merge as in HAProxy 2.6 (the
+/// reg-test checks/http-check-send): within a section the send line keeps
+/// the option's method, URI and version and replaces its headers; a
+/// section's own line drops what `defaults` gave.
+#[test]
+fn http_check_send_merges_with_option_httpchk() {
+    let c = ok("defaults\n    option httpchk GET /status HTTP/1.1\\r\\nHdr:\\ gone\n    http-check send hdr Host h body test\nbackend inherits\n    server s 127.0.0.1:1 check\nbackend own\n    http-check send hdr Host other\n    server s 127.0.0.1:1 check\nbackend reset\n    option httpchk\n    server s 127.0.0.1:1 check\n");
+    let h = &proxy(&c, "inherits").http_check;
+    assert_eq!(
+        (h.method.as_str(), h.uri.as_str(), h.version.as_str()),
+        ("GET", "/status", "HTTP/1.1")
+    );
+    assert_eq!(h.headers, vec![("Host".to_string(), "h".to_string())]);
+    assert_eq!(h.body.as_deref(), Some("test"));
+    let h = &proxy(&c, "own").http_check;
+    assert_eq!(
+        (h.method.as_str(), h.uri.as_str(), h.version.as_str()),
+        ("OPTIONS", "/", "HTTP/1.0")
+    );
+    assert_eq!(h.headers, vec![("Host".to_string(), "other".to_string())]);
+    assert_eq!(h.body, None);
+    let h = &proxy(&c, "reset").http_check;
+    assert!(h.enabled && h.headers.is_empty() && h.body.is_none());
+    assert_eq!(h.method, "OPTIONS");
+}
+
 #[test]
 fn http_check_expect() {
     let ex = |args: &str| {
@@ -1224,9 +1250,9 @@ fn http_check_expect() {
         "expects an argument",
     );
     err1(
-        &be("    http-check send body x"),
+        &be("    http-check send body-lf x"),
         "t.cfg:2: ",
-        "unsupported 'http-check send' option 'body'",
+        "unsupported 'http-check send' option 'body-lf'",
     );
     err1(
         &be("    http-check send meth"),

@@ -410,6 +410,11 @@ impl ProxyKind {
 /// already applied.
 #[derive(Clone, Debug)]
 pub struct Proxy {
+    /// `monitor-uri`: the URI answered 200 (or 503 when a `monitor fail`
+    /// condition holds) without rules, logs or backend.
+    pub monitor_uri: Option<String>,
+    /// `monitor fail if|unless COND`.
+    pub monitor_fail: Vec<Condition>,
     pub name: String,
     pub kind: ProxyKind,
     /// The section header line.
@@ -807,6 +812,8 @@ pub enum MatchMethod {
     Ip,
     /// Integer ranges (`-m int`; `eq|ne|lt|le|gt|ge N`, `A:B`).
     Int,
+    /// Hex-string patterns equal to the sample's bytes (`-m bin`).
+    Bin,
     /// The sample as a boolean (`-m bool`): true when non-zero.
     Bool,
 }
@@ -826,7 +833,7 @@ impl MatchMethod {
             MatchMethod::Reg => How::Reg,
             MatchMethod::Ip => How::Ip,
             MatchMethod::Int => How::Int,
-            MatchMethod::Found | MatchMethod::Bool => return None,
+            MatchMethod::Found | MatchMethod::Bool | MatchMethod::Bin => return None,
         })
     }
 }
@@ -834,6 +841,8 @@ impl MatchMethod {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Pattern {
     Str(String),
+    /// `-m bin`: the bytes of a hex string.
+    Bin(Vec<u8>),
     Net(IpNet),
     /// An inclusive integer range.
     Int(i64, i64),
@@ -1323,7 +1332,32 @@ pub struct HttpCheck {
     pub version: String,
     /// `http-check send ... hdr NAME VALUE` headers, in order.
     pub headers: Vec<(String, String)>,
+    /// `http-check send ... body STR`.
+    pub body: Option<String>,
+    /// An `http-check send` line is in this section's rules.
+    pub explicit_send: bool,
+    /// The rules are this section's own, not inherited from `defaults`:
+    /// HAProxy starts a new rule set at a section's first `option
+    /// httpchk` or `http-check` line.
+    pub own: bool,
     pub expect: Option<HttpExpect>,
+}
+
+impl HttpCheck {
+    /// Starts this section's own rules (dropping inherited ones) if it
+    /// has not yet.
+    pub fn own_rules(&mut self) {
+        if !self.own {
+            *self = HttpCheck {
+                enabled: self.enabled,
+                method: "OPTIONS".into(),
+                uri: "/".into(),
+                version: "HTTP/1.0".into(),
+                own: true,
+                ..HttpCheck::default()
+            };
+        }
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

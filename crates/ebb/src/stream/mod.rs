@@ -95,6 +95,8 @@ pub struct Stream {
     /// An idle server connection kept for this client's next request:
     /// (server, socket), still registered with `side_task`.
     attached: Option<(Arc<crate::backend::ServerRt>, Transport)>,
+    /// The answer being finished is not logged (`monitor-uri`).
+    quiet: bool,
 }
 
 /// A cached file is a body the client side can send.
@@ -288,6 +290,19 @@ impl Stream {
             req: Some(st.req()),
             ..base
         };
+        // `monitor-uri`: before any rule (HAProxy's order). A URI from
+        // `/` is compared with the path, another with the whole target.
+        if let Some((uri, fail)) = &fe.monitor {
+            let target = if uri.starts_with('/') {
+                c.head.path.get(buf)
+            } else {
+                c.head.target.get(buf)
+            };
+            if target == uri.as_bytes() {
+                let failed = fail.iter().any(|f| fe.matcher.holds(Some(f), &received));
+                return Act::Monitor(failed);
+            }
+        }
         crate::sample::logline::capture_headers(&fe.captures, false, &received);
         // HAProxy runs `tcp-request content` rules before the HTTP ones.
         if let Some(a) = content_rules(&fe.l4.content_rules, &fe.matcher, &received, None) {
@@ -387,6 +402,24 @@ impl Stream {
         let head_req = c.head.method == Method::Head;
         let fe = Arc::clone(&c.fe);
         match self.decide(c) {
+            Act::Monitor(failed) => {
+                // Not logged: HAProxy's monitor requests never are.
+                if failed {
+                    c.error_response(503, keep_alive, version, head_req, &[]);
+                } else {
+                    c.simple_response(
+                        200,
+                        keep_alive,
+                        version,
+                        &[(b"Content-Type", b"text/html")],
+                        b"<html><body><h1>200 OK</h1>\nService ready.\n</body></html>\n",
+                        head_req,
+                    );
+                }
+                self.quiet = true;
+                self.finish_request(c, ctx, if failed { 503 } else { 200 }, None, 0);
+                self.quiet = false;
+            }
             Act::Options => {
                 c.simple_response(
                     200,
@@ -822,7 +855,7 @@ impl Stream {
         let now = ctx.now();
         let err = backend.is_some() && (400..500).contains(&status);
         c.stk.end(now, err, c.head.head_len as u64, sent);
-        if c.w.logging(&c.fe) {
+        if !self.quiet && c.w.logging(&c.fe) {
             let buf = &c.rbuf[c.rstart..c.rend];
             let line_end = buf
                 .iter()
@@ -939,6 +972,8 @@ pub(crate) fn sample_ctx<'a>(
 
 /// What answers a request, decided before anything is written.
 enum Act {
+    /// `monitor-uri`: whether a `monitor fail` condition holds (503).
+    Monitor(bool),
     Options,
     /// A CONNECT request: 405 (ebb has no tunnel to offer).
     Connect,
