@@ -44,6 +44,10 @@ enum Section {
     Resolvers(usize),
     /// A `peers` section (index in `Parser::peers`).
     Peers(usize),
+    /// A `cache` section (index in `Parser::caches`).
+    Cache(usize),
+    /// An `http-errors` section (index in `Parser::http_errors`).
+    HttpErrors(usize),
     /// A section ebb does not implement; its header got one error and its
     /// body is skipped (reporting every line would bury the real message).
     Unsupported,
@@ -60,6 +64,8 @@ struct Ctx<'a> {
     caps: u8,
     defaults: bool,
     section_name: &'static str,
+    /// The `http-errors` sections declared so far (`errorfiles NAME`).
+    http_errors: &'a [HttpErrorsSection],
 }
 
 impl Ctx<'_> {
@@ -131,6 +137,8 @@ pub(crate) struct Parser<'e> {
     table_refs: Vec<(String, Loc)>,
     resolvers: Vec<Resolvers>,
     peers: Vec<super::peers::PeersSection>,
+    caches: Vec<CacheSection>,
+    http_errors: Vec<HttpErrorsSection>,
 }
 
 fn new_proxy(name: &str, kind: ProxyKind, loc: Loc) -> Proxy {
@@ -152,6 +160,7 @@ fn new_proxy(name: &str, kind: ProxyKind, loc: Loc) -> Proxy {
         use_backends: Vec::new(),
         default_backend: None,
         errorfiles: Vec::new(),
+        error_replies: Vec::new(),
         stats: Stats::default(),
         balance: Balance::RoundRobin,
         hash_type: HashType::default(),
@@ -287,6 +296,8 @@ const PROXY_KEYWORDS: &[&str] = &[
     "redirect",
     "http-response",
     "errorfile",
+    "errorfiles",
+    "http-error",
     "stats",
     "balance",
     "retries",
@@ -402,9 +413,7 @@ const OPTIONS: &[&str] = &[
 
 const UNSUPPORTED_SECTIONS: &[&str] = &[
     "userlist",
-    "cache",
     "program",
-    "http-errors",
     "ring",
     "mailers",
     "log-forward",
@@ -430,6 +439,8 @@ impl<'e> Parser<'e> {
             resolvers: Vec::new(),
             tls: TlsDefaults::default(),
             peers: Vec::new(),
+            caches: Vec::new(),
+            http_errors: Vec::new(),
         }
     }
 
@@ -510,6 +521,41 @@ impl<'e> Parser<'e> {
                 }
                 return;
             }
+            "http-errors" => {
+                self.close_section();
+                self.section = Section::Unsupported;
+                match words {
+                    [_, n] if valid_name(n) => {
+                        if let Some(o) = self.http_errors.iter().find(|s| &s.name == n) {
+                            let m =
+                                format!("http-errors section '{n}' already declared at {}", o.loc);
+                            self.error(loc, m);
+                        } else {
+                            self.http_errors.push(HttpErrorsSection {
+                                name: n.clone(),
+                                files: Vec::new(),
+                                loc: loc.clone(),
+                            });
+                            self.section = Section::HttpErrors(self.http_errors.len() - 1);
+                        }
+                    }
+                    [_, n] => self.error(loc, format!("invalid http-errors section name '{n}'")),
+                    _ => self.error(loc, "'http-errors' takes one name"),
+                }
+                return;
+            }
+            "cache" => {
+                self.close_section();
+                self.section = Section::Unsupported;
+                match super::cache::open(&self.caches, words, &loc) {
+                    Ok(c) => {
+                        self.caches.push(c);
+                        self.section = Section::Cache(self.caches.len() - 1);
+                    }
+                    Err(e) => self.error(loc, e),
+                }
+                return;
+            }
             _ if UNSUPPORTED_SECTIONS.contains(&kw) => {
                 self.close_section();
                 self.section = Section::Unsupported;
@@ -533,6 +579,11 @@ impl<'e> Parser<'e> {
                 Some(s) => super::peers::peers_kw(s, words, &loc),
                 None => Ok(()),
             },
+            Section::HttpErrors(i) => self.http_errors_kw(i, words, &loc),
+            Section::Cache(i) => match self.caches.get_mut(i) {
+                Some(c) => super::cache::cache_kw(c, words),
+                None => Ok(()),
+            },
             Section::Defaults { .. } => {
                 let ctx = Ctx {
                     loc: &loc,
@@ -541,6 +592,7 @@ impl<'e> Parser<'e> {
                     caps: FE | BE,
                     defaults: true,
                     section_name: "defaults",
+                    http_errors: &self.http_errors,
                 };
                 proxy_kw(&mut self.defaults, &ctx, words)
             }
@@ -558,6 +610,7 @@ impl<'e> Parser<'e> {
                         caps,
                         defaults: false,
                         section_name: px.kind.name(),
+                        http_errors: &self.http_errors,
                     };
                     proxy_kw(px, &ctx, words)
                 }
@@ -702,6 +755,37 @@ impl<'e> Parser<'e> {
                 Ok(())
             }
         }
+    }
+
+    /// A line of an `http-errors` section: `errorfile CODE FILE`.
+    fn http_errors_kw(&mut self, i: usize, w: &[String], loc: &Loc) -> Result<(), String> {
+        let [kw, code, file] = w else {
+            return match w[0].as_str() {
+                "errorfile" => Err("'errorfile' expects CODE FILE".to_string()),
+                o => Err(format!(
+                    "unknown keyword '{o}' in an http-errors section (supported: errorfile)"
+                )),
+            };
+        };
+        if kw != "errorfile" {
+            return Err(format!(
+                "unknown keyword '{kw}' in an http-errors section (supported: errorfile)"
+            ));
+        }
+        let ctx = Ctx {
+            loc,
+            default_path: &self.default_path,
+            tls: &self.tls,
+            caps: 0,
+            defaults: false,
+            section_name: "http-errors",
+            http_errors: &[],
+        };
+        let e = read_errorfile(&ctx, code, file)?;
+        if let Some(s) = self.http_errors.get_mut(i) {
+            set_errorfile(&mut s.files, e);
+        }
+        Ok(())
     }
 
     /// Handles an optional `from NAME` at the end of a section header.
@@ -1151,6 +1235,7 @@ impl<'e> Parser<'e> {
                 }
             }
         }
+        errs.extend(super::cache::check(&self.caches, &self.proxies));
         errs.extend(super::resolvers::cross_check(
             &self.resolvers,
             &self.proxies,
@@ -1174,6 +1259,7 @@ impl<'e> Parser<'e> {
                 proxies: self.proxies,
                 resolvers: self.resolvers,
                 peers: self.peers,
+                caches: self.caches,
                 local_peer,
             })
         } else {
@@ -1478,6 +1564,81 @@ fn arg<'a>(w: &'a [String], i: usize, kw: &str) -> Result<&'a str, String> {
 }
 
 /// Reads a file at parse time, with an error naming it.
+/// An errorfile's status code (one HAProxy can answer with).
+pub(super) fn errorfile_code(kw: &str, code: &str) -> Result<u16, String> {
+    code.parse::<u16>()
+        .ok()
+        .filter(|c| ERRORFILE_CODES.contains(c))
+        .ok_or_else(|| {
+            format!(
+                "'{kw}' status code '{code}' is not one of {}",
+                ERRORFILE_CODES
+                    .iter()
+                    .map(u16::to_string)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )
+        })
+}
+
+/// `errorfile CODE FILE` (in a proxy or an http-errors section): reads and
+/// checks the file.
+fn read_errorfile(ctx: &Ctx<'_>, code: &str, file: &str) -> Result<ErrorFile, String> {
+    let status = errorfile_code("errorfile", code)?;
+    let path = ctx.resolve(file);
+    let content = read_file(&path)?;
+    // An empty file (`errorfile 408 /dev/null`, HAProxy's documented
+    // idiom) closes the connection without an answer.
+    if !content.is_empty() {
+        check_http_response(&content, &path)?;
+    }
+    Ok(ErrorFile {
+        status,
+        path,
+        content,
+        loc: ctx.loc.clone(),
+    })
+}
+
+/// An `http-error` answer without log-format parts, as the whole HTTP
+/// response an errorfile holds (`None` when it has such parts).
+fn static_reply(r: &ReturnAction) -> Option<Vec<u8>> {
+    let body: &[u8] = match &r.body {
+        ReturnBody::None => b"",
+        ReturnBody::String(s) => s.as_bytes(),
+        ReturnBody::File { content, .. } => content,
+        ReturnBody::LfString(f) => f.as_literal()?,
+        ReturnBody::Errorfile(_) => return None,
+    };
+    let mut out = format!(
+        "HTTP/1.1 {} {}\r\n",
+        r.status,
+        crate::http1::reason_phrase(r.status)
+    )
+    .into_bytes();
+    if let Some(ct) = &r.content_type {
+        out.extend_from_slice(format!("content-type: {ct}\r\n").as_bytes());
+    }
+    for (n, v) in &r.headers {
+        let f = LfFormat::parse(v, Scope::Request { backend: false }).ok()?;
+        out.extend_from_slice(n.as_bytes());
+        out.extend_from_slice(b": ");
+        out.extend_from_slice(f.as_literal()?);
+        out.extend_from_slice(b"\r\n");
+    }
+    out.extend_from_slice(format!("content-length: {}\r\n\r\n", body.len()).as_bytes());
+    out.extend_from_slice(body);
+    Some(out)
+}
+
+/// A later errorfile for a status replaces the earlier one.
+pub(super) fn set_errorfile(list: &mut Vec<ErrorFile>, e: ErrorFile) {
+    match list.iter_mut().find(|x| x.status == e.status) {
+        Some(x) => *x = e,
+        None => list.push(e),
+    }
+}
+
 fn read_file(path: &Path) -> Result<Vec<u8>, String> {
     std::fs::read(path).map_err(|e| format!("cannot read '{}': {e}", path.display()))
 }
@@ -1800,6 +1961,13 @@ fn proxy_kw(px: &mut Proxy, ctx: &Ctx<'_>, words: &[String]) -> Result<(), Strin
                 "capture" if kw == "http-response" => {
                     HttpResponseAction::Capture(parse_capture_action(px, ctx, true, args)?)
                 }
+                "cache-store" if kw == "http-response" => match args {
+                    [n] => HttpResponseAction::CacheStore(n.clone()),
+                    [] => return Err("'http-response cache-store' expects a cache name".to_string()),
+                    [_, x, ..] => {
+                        return Err(format!("unexpected '{x}' after 'http-response cache-store NAME'"))
+                    }
+                },
                 a => match crate::config::rewrite::parse(kw, a, args, Scope::Response)? {
                     Some(r) => HttpResponseAction::Rewrite(r),
                     None if matches!(a, "set-header" | "add-header" | "del-header") => {
@@ -1809,7 +1977,7 @@ fn proxy_kw(px: &mut Proxy, ctx: &Ctx<'_>, words: &[String]) -> Result<(), Strin
                     }
                     None => {
                         return Err(format!(
-                            "unknown '{kw}' action '{a}' (supported: set-header, add-header, del-header, replace-header, replace-value, set-status, set-var, set-var-fmt, unset-var)"
+                            "unknown '{kw}' action '{a}' (supported: set-header, add-header, del-header, replace-header, replace-value, set-status, set-var, set-var-fmt, unset-var, capture, cache-store)"
                         ))
                     }
                 },
@@ -1831,36 +1999,67 @@ fn proxy_kw(px: &mut Proxy, ctx: &Ctx<'_>, words: &[String]) -> Result<(), Strin
             let [_, code, file] = w else {
                 return Err("'errorfile' expects CODE FILE".to_string());
             };
-            let status = code
-                .parse::<u16>()
-                .ok()
-                .filter(|c| ERRORFILE_CODES.contains(c))
-                .ok_or_else(|| {
-                    format!(
-                        "'errorfile' status code '{code}' is not one of {}",
-                        ERRORFILE_CODES
-                            .iter()
-                            .map(u16::to_string)
-                            .collect::<Vec<_>>()
-                            .join(", ")
-                    )
-                })?;
-            let path = ctx.resolve(file);
-            let content = read_file(&path)?;
-            // An empty file (`errorfile 408 /dev/null`, HAProxy's documented
-            // idiom) closes the connection without an answer.
-            if !content.is_empty() {
-                check_http_response(&content, &path)?;
+            let e = read_errorfile(ctx, code, file)?;
+            px.error_replies.retain(|(s, _)| *s != e.status);
+            set_errorfile(&mut px.errorfiles, e);
+        }
+        "http-error" => {
+            ctx.allow(kw, FE | BE, true)?;
+            if w.get(1).map(String::as_str) != Some("status") {
+                return Err("'http-error' expects 'status CODE' first".to_string());
             }
-            let e = ErrorFile {
-                status,
-                path,
-                content,
-                loc: loc.clone(),
+            let code = arg(w, 2, "http-error status")?;
+            let status = errorfile_code("http-error", code)?;
+            let r = parse_reply("http-error", &w[1..], ctx, request_scope(px), false)?;
+            px.error_replies.retain(|(s, _)| *s != status);
+            match &r.body {
+                ReturnBody::Errorfile(Some(raw)) => set_errorfile(
+                    &mut px.errorfiles,
+                    ErrorFile {
+                        status,
+                        path: PathBuf::new(),
+                        content: raw.clone(),
+                        loc: ctx.loc.clone(),
+                    },
+                ),
+                // The proxy's errorfile for the status goes: ebb's page.
+                ReturnBody::Errorfile(None) => px.errorfiles.retain(|e| e.status != status),
+                _ => match static_reply(&r) {
+                    Some(raw) => set_errorfile(
+                        &mut px.errorfiles,
+                        ErrorFile {
+                            status,
+                            path: PathBuf::new(),
+                            content: raw,
+                            loc: ctx.loc.clone(),
+                        },
+                    ),
+                    None => {
+                        px.errorfiles.retain(|e| e.status != status);
+                        px.error_replies.push((status, r));
+                    }
+                },
+            }
+        }
+        "errorfiles" => {
+            ctx.allow(kw, FE | BE, true)?;
+            let Some(name) = w.get(1) else {
+                return Err("'errorfiles' expects the name of an http-errors section".to_string());
             };
-            match px.errorfiles.iter_mut().find(|x| x.status == status) {
-                Some(x) => *x = e,
-                None => px.errorfiles.push(e),
+            let Some(sec) = ctx.http_errors.iter().find(|s| &s.name == name) else {
+                return Err(format!(
+                    "'errorfiles {name}': no http-errors section '{name}' declared before this line"
+                ));
+            };
+            let mut codes = Vec::new();
+            for c in &w[2..] {
+                codes.push(errorfile_code("errorfiles", c)?);
+            }
+            for e in &sec.files {
+                if codes.is_empty() || codes.contains(&e.status) {
+                    px.error_replies.retain(|(s, _)| *s != e.status);
+                    set_errorfile(&mut px.errorfiles, e.clone());
+                }
             }
         }
         "stats" => parse_stats(px, ctx, w)?,
@@ -2720,6 +2919,7 @@ pub fn parse_dynamic_server(w: &[String]) -> Result<(String, u16, ServerOptions)
         caps: BE,
         defaults: false,
         section_name: "backend",
+        http_errors: &[],
     };
     let mut o = ServerOptions::default();
     parse_server_opts(&w[1..], &mut o, &ctx)?;
@@ -3309,17 +3509,20 @@ fn parse_http_request(
         "deny" => {
             let mut status = 403;
             match args {
-                [] => {}
+                [] => HttpRequestAction::Deny { status },
                 [k, s] if k == "deny_status" || k == "status" => {
                     status = parse_status("deny_status", s, 200, 599)?;
+                    HttpRequestAction::Deny { status }
                 }
-                [x, ..] => {
-                    return Err(format!(
-                        "unexpected '{x}' after 'http-request deny' (supported: deny_status N)"
-                    ))
-                }
+                // An answer of its own, as `return` takes it.
+                _ => HttpRequestAction::Return(Box::new(parse_reply(
+                    "http-request deny",
+                    args,
+                    ctx,
+                    request_scope(px),
+                    true,
+                )?)),
             }
-            HttpRequestAction::Deny { status }
         }
         "allow" => {
             if let Some(x) = args.first() {
@@ -3351,6 +3554,11 @@ fn parse_http_request(
         }
         a if is_shared_action(a) => shared_action("http-request", a, args, request_scope(px))?,
         "capture" => HttpRequestAction::Capture(parse_capture_action(px, ctx, false, args)?),
+        "cache-use" => match args {
+            [n] => HttpRequestAction::CacheUse(n.clone()),
+            [] => return Err("'http-request cache-use' expects a cache name".to_string()),
+            [_, x, ..] => return Err(format!("unexpected '{x}' after 'http-request cache-use NAME'")),
+        },
         "use-service" => match args {
             [s] if s == "prometheus-exporter" => {
                 HttpRequestAction::UseService(Service::PrometheusExporter)
@@ -3364,7 +3572,7 @@ fn parse_http_request(
         },
         o => {
             return Err(format!(
-                "unknown 'http-request' action '{o}' (supported: return, redirect, deny, allow, set-header, add-header, del-header, replace-header, replace-value, set-path, set-pathq, set-query, set-uri, set-method, replace-path, replace-pathq, replace-uri, set-var, set-var-fmt, unset-var, use-service, capture, tarpit, track-sc0, track-sc1, track-sc2, sc-inc-gpc0, sc-set-gpt0)"
+                "unknown 'http-request' action '{o}' (supported: return, redirect, deny, allow, set-header, add-header, del-header, replace-header, replace-value, set-path, set-pathq, set-query, set-uri, set-method, replace-path, replace-pathq, replace-uri, set-var, set-var-fmt, unset-var, use-service, cache-use, capture, tarpit, track-sc0, track-sc1, track-sc2, sc-inc-gpc0, sc-set-gpt0)"
             ))
         }
     };
@@ -3610,20 +3818,63 @@ fn parse_header_edit(
 }
 
 fn parse_return(args: &[String], ctx: &Ctx<'_>, scope: Scope) -> Result<ReturnAction, String> {
+    parse_reply("http-request return", args, ctx, scope, false)
+}
+
+/// The answer of `http-request return` or of an `http-request deny` that
+/// has one (`deny`: `deny_status` is the status' other name, 403 by
+/// default). `kw` names the rule in messages.
+fn parse_reply(
+    kw: &str,
+    args: &[String],
+    ctx: &Ctx<'_>,
+    scope: Scope,
+    deny: bool,
+) -> Result<ReturnAction, String> {
     let mut r = ReturnAction {
-        status: 200,
+        status: if deny { 403 } else { 200 },
         content_type: None,
         body: ReturnBody::None,
         headers: Vec::new(),
+        deny,
     };
+    // `errorfile`, `errorfiles` (resolved once the status is known) and
+    // `default-errorfiles` send an error answer instead of a built one.
+    let mut errors: Option<Option<&str>> = None;
+    let mut errorfile: Option<Vec<u8>> = None;
     let mut i = 0;
     while i < args.len() {
         let opt = args[i].as_str();
-        if matches!(opt, "errorfile" | "errorfiles" | "default-errorfiles") {
-            return Err(format!(
-                "'http-request return ... {opt}' is not supported (use string, lf-string, file or lf-file)"
-            ));
+        if opt == "default-errorfiles" {
+            errors = Some(None);
+            i += 1;
+            continue;
         }
+        if opt == "errorfiles" || opt == "errorfile" {
+            let v = arg(args, i + 1, opt)
+                .map_err(|_| format!("'{kw}' option '{opt}' expects a value"))?;
+            if opt == "errorfiles" {
+                if !ctx.http_errors.iter().any(|s| s.name == *v) {
+                    return Err(format!("'{kw} ... errorfiles {v}': no http-errors section '{v}' declared before this line"));
+                }
+                errors = Some(Some(v));
+            } else {
+                let path = ctx.resolve(v);
+                let content = read_file(&path)?;
+                if !content.is_empty() {
+                    check_http_response(&content, &path)?;
+                }
+                errorfile = Some(content);
+                errors = Some(None);
+            }
+            i += 2;
+            continue;
+        }
+        let opt = if deny && opt == "deny_status" {
+            "status"
+        } else {
+            opt
+        };
         let v = arg(args, i + 1, opt)
             .map_err(|_| format!("'http-request return' option '{opt}' expects a value"))?;
         let set_body = |r: &mut ReturnAction, b: ReturnBody| -> Result<(), String> {
@@ -3689,6 +3940,25 @@ fn parse_return(args: &[String], ctx: &Ctx<'_>, scope: Scope) -> Result<ReturnAc
             }
         }
         i += 2;
+    }
+    if let Some(from) = errors {
+        if r.body != ReturnBody::None || r.content_type.is_some() || !r.headers.is_empty() {
+            return Err(format!(
+                "'{kw}': errorfile, errorfiles and default-errorfiles exclude content-type, hdr and a body"
+            ));
+        }
+        let raw = match (errorfile, from) {
+            (Some(c), _) => Some(c),
+            (None, Some(name)) => ctx
+                .http_errors
+                .iter()
+                .find(|s| s.name == name)
+                .and_then(|s| s.files.iter().find(|e| e.status == r.status))
+                .map(|e| e.content.clone()),
+            (None, None) => None,
+        };
+        r.body = ReturnBody::Errorfile(raw);
+        return Ok(r);
     }
     // An empty file is no body (HAProxy's rule: no content-type needed).
     let has_body = match &r.body {
