@@ -3875,26 +3875,26 @@ fn parse_reply(
         } else {
             opt
         };
-        let v = arg(args, i + 1, opt)
-            .map_err(|_| format!("'http-request return' option '{opt}' expects a value"))?;
+        let v =
+            arg(args, i + 1, opt).map_err(|_| format!("'{kw}' option '{opt}' expects a value"))?;
         let set_body = |r: &mut ReturnAction, b: ReturnBody| -> Result<(), String> {
             if r.body != ReturnBody::None {
-                return Err(
-                    "'http-request return' accepts only one of string, lf-string, file".to_string(),
-                );
+                return Err(format!(
+                    "'{kw}' accepts only one of string, lf-string, file"
+                ));
             }
             r.body = b;
             Ok(())
         };
         match opt {
-            "status" => r.status = parse_status("http-request return status", v, 200, 599)?,
+            "status" => r.status = parse_status(&format!("{kw} status"), v, 200, 599)?,
             "content-type" => r.content_type = Some(header_value(v)?),
             "string" => set_body(&mut r, ReturnBody::String(v.to_string()))?,
             "lf-string" => set_body(
                 &mut r,
                 ReturnBody::LfString(
                     LfFormat::parse(v, scope)
-                        .map_err(|e| format!("'http-request return' lf-string: {e}"))?,
+                        .map_err(|e| format!("'{kw}' lf-string: {e}"))?,
                 ),
             )?,
             "file" => {
@@ -3909,10 +3909,10 @@ fn parse_reply(
                 let content = read_file(&path)?;
                 if !content.is_empty() {
                     let text = String::from_utf8(content).map_err(|_| {
-                        format!("'http-request return' lf-file '{v}' is not UTF-8 text")
+                        format!("'{kw}' lf-file '{v}' is not UTF-8 text")
                     })?;
                     let f = LfFormat::parse(&text, scope)
-                        .map_err(|e| format!("'http-request return' lf-file '{v}': {e}"))?;
+                        .map_err(|e| format!("'{kw}' lf-file '{v}': {e}"))?;
                     set_body(&mut r, ReturnBody::LfString(f))?;
                 }
             }
@@ -3935,7 +3935,7 @@ fn parse_reply(
             }
             o => {
                 return Err(format!(
-                    "unknown 'http-request return' option '{o}' (supported: status, content-type, string, lf-string, file, lf-file, hdr)"
+                    "unknown '{kw}' option '{o}' (supported: status, content-type, string, lf-string, file, lf-file, hdr, errorfile, errorfiles, default-errorfiles)"
                 ))
             }
         }
@@ -3967,7 +3967,7 @@ fn parse_reply(
         _ => true,
     };
     if has_body && r.content_type.is_none() {
-        return Err("'http-request return' with a body needs a 'content-type'".to_string());
+        return Err(format!("'{kw}' with a body needs a 'content-type'"));
     }
     // HAProxy's meaning: without a payload, 'content-type' is ignored (a
     // dummy answer with only the status is sent).

@@ -66,7 +66,7 @@ pub struct Config {
 }
 
 /// A `cache NAME` section (HAProxy's section 6.2; run by
-/// `crate::httpcache`).
+/// the `httpcache` module).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CacheSection {
     pub name: String,

@@ -215,7 +215,7 @@ pub struct TxnInfo {
     /// HAProxy numbers servers without an `id`).
     pub srv_id: Option<u32>,
     /// What `http-request cache-use` learnt of the request, for
-    /// `http-response cache-store` (`crate::httpcache`).
+    /// `http-response cache-store` (the `httpcache` module).
     pub cache: CacheFacts,
     /// The cache that answered (`res.cache_hit`, `res.cache_name`).
     pub cache_hit: Option<std::sync::Arc<str>>,
