@@ -66,9 +66,23 @@ struct Ctx<'a> {
     section_name: &'static str,
     /// The `http-errors` sections declared so far (`errorfiles NAME`).
     http_errors: &'a [HttpErrorsSection],
+    /// A named defaults section (rules are allowed there, HAProxy 2.5+).
+    named_defaults: bool,
 }
 
 impl Ctx<'_> {
+    /// `http-request`, `http-response`, `http-after-response`: in proxies
+    /// and in named defaults sections (whose rules run before those of the
+    /// proxies using them, HAProxy 2.5+), not in anonymous ones.
+    fn allow_rules(&self, kw: &str) -> Result<(), String> {
+        if self.defaults && !self.named_defaults {
+            return Err(format!(
+                "'{kw}' rules are only allowed in a named defaults section, not an anonymous one"
+            ));
+        }
+        self.allow(kw, FE | BE, true)
+    }
+
     /// Checks that `kw` belongs in this section.
     fn allow(&self, kw: &str, caps: u8, in_defaults: bool) -> Result<(), String> {
         if self.defaults {
@@ -139,6 +153,11 @@ pub(crate) struct Parser<'e> {
     peers: Vec<super::peers::PeersSection>,
     caches: Vec<CacheSection>,
     http_errors: Vec<HttpErrorsSection>,
+    /// The name of the defaults section in effect (`None`: anonymous).
+    defaults_name: Option<String>,
+    /// Proxies initialised from a defaults section with rules: (its name,
+    /// the proxy's kind, the proxy's line), checked at the end.
+    rule_defaults_users: Vec<(String, ProxyKind, Loc)>,
 }
 
 fn new_proxy(name: &str, kind: ProxyKind, loc: Loc) -> Proxy {
@@ -441,6 +460,8 @@ impl<'e> Parser<'e> {
             peers: Vec::new(),
             caches: Vec::new(),
             http_errors: Vec::new(),
+            defaults_name: None,
+            rule_defaults_users: Vec::new(),
         }
     }
 
@@ -584,7 +605,8 @@ impl<'e> Parser<'e> {
                 Some(c) => super::cache::cache_kw(c, words),
                 None => Ok(()),
             },
-            Section::Defaults { .. } => {
+            Section::Defaults { ref name } => {
+                let named_defaults = name.is_some();
                 let ctx = Ctx {
                     loc: &loc,
                     default_path: &self.default_path,
@@ -593,6 +615,7 @@ impl<'e> Parser<'e> {
                     defaults: true,
                     section_name: "defaults",
                     http_errors: &self.http_errors,
+                    named_defaults,
                 };
                 proxy_kw(&mut self.defaults, &ctx, words)
             }
@@ -611,6 +634,7 @@ impl<'e> Parser<'e> {
                         defaults: false,
                         section_name: px.kind.name(),
                         http_errors: &self.http_errors,
+                        named_defaults: false,
                     };
                     proxy_kw(px, &ctx, words)
                 }
@@ -680,6 +704,14 @@ impl<'e> Parser<'e> {
                 }
                 // Each defaults section starts afresh (or from `from NAME`).
                 let base = self.take_from(rest)?;
+                if let (Some(b), [_, from]) = (&base, rest) {
+                    if has_rules(b) {
+                        return Err(format!(
+                            "defaults section '{from}' defines rules: it cannot be used to init another defaults section"
+                        ));
+                    }
+                }
+                self.defaults_name = name.clone();
                 self.defaults = base.unwrap_or_else(fresh_defaults);
                 self.defaults.loc = loc.clone();
                 self.section = Section::Defaults { name };
@@ -717,7 +749,20 @@ impl<'e> Parser<'e> {
                         return Err(e);
                     }
                 };
+                // Which defaults section this proxy takes its settings
+                // (and its rules) from.
+                let from = match rest {
+                    [_, n] => Some(n.clone()),
+                    _ => self.defaults_name.clone(),
+                };
                 let mut px = base.unwrap_or_else(|| self.defaults.clone());
+                if has_rules(&px) {
+                    self.rule_defaults_users.push((
+                        from.unwrap_or_else(|| "(anonymous)".to_string()),
+                        kind,
+                        loc.clone(),
+                    ));
+                }
                 px.name = name.clone();
                 px.kind = kind;
                 px.loc = loc.clone();
@@ -780,6 +825,7 @@ impl<'e> Parser<'e> {
             defaults: false,
             section_name: "http-errors",
             http_errors: &[],
+            named_defaults: false,
         };
         let e = read_errorfile(&ctx, code, file)?;
         if let Some(s) = self.http_errors.get_mut(i) {
@@ -1236,6 +1282,7 @@ impl<'e> Parser<'e> {
             }
         }
         errs.extend(super::cache::check(&self.caches, &self.proxies));
+        errs.extend(check_rule_defaults(&self.rule_defaults_users));
         errs.extend(super::resolvers::cross_check(
             &self.resolvers,
             &self.proxies,
@@ -1600,6 +1647,42 @@ fn read_errorfile(ctx: &Ctx<'_>, code: &str, file: &str) -> Result<ErrorFile, St
     })
 }
 
+/// Whether a defaults section defines rules (HAProxy 2.5+: they run
+/// before the rules of each proxy using it).
+pub(super) fn has_rules(d: &Proxy) -> bool {
+    !d.http_request.is_empty() || !d.http_response.is_empty() || !d.http_after_response.is_empty()
+}
+
+/// HAProxy's limits on a defaults section with rules: a listen section
+/// cannot use it, nor proxies of both sides at once (its rules would run
+/// twice on one exchange).
+fn check_rule_defaults(users: &[(String, ProxyKind, Loc)]) -> Vec<ConfigError> {
+    let mut out = Vec::new();
+    for (i, (name, kind, loc)) in users.iter().enumerate() {
+        let msg = if *kind == ProxyKind::Listen {
+            Some(format!(
+                "listen section cannot use defaults section '{name}', which defines rules (use a frontend and a backend)"
+            ))
+        } else {
+            users[..i]
+                .iter()
+                .find(|(n, k, _)| n == name && *k != *kind && *k != ProxyKind::Listen)
+                .map(|(_, _, first)| {
+                    format!(
+                        "defaults section '{name}' defines rules: it cannot be used by frontends and backends at once (also used at {first})"
+                    )
+                })
+        };
+        if let Some(m) = msg {
+            out.push(ConfigError {
+                loc: loc.clone(),
+                message: m,
+            });
+        }
+    }
+    out
+}
+
 /// An `http-error` answer without log-format parts, as the whole HTTP
 /// response an errorfile holds (`None` when it has such parts).
 fn static_reply(r: &ReturnAction) -> Option<Vec<u8>> {
@@ -1823,7 +1906,7 @@ fn proxy_kw(px: &mut Proxy, ctx: &Ctx<'_>, words: &[String]) -> Result<(), Strin
             super::tcpreq::parse_response(px, &w[1..], loc)?;
         }
         "http-request" => {
-            ctx.allow(kw, FE | BE, false)?;
+            ctx.allow_rules(kw)?;
             let rule = parse_http_request(px, ctx, &w[1..])?;
             unreachable_rule(px)?;
             px.http_request.push(rule);
@@ -1951,7 +2034,7 @@ fn proxy_kw(px: &mut Proxy, ctx: &Ctx<'_>, words: &[String]) -> Result<(), Strin
             });
         }
         "http-response" | "http-after-response" => {
-            ctx.allow(kw, FE | BE, false)?;
+            ctx.allow_rules(kw)?;
             let action = arg(w, 1, kw)?;
             let (args, c) = split_cond(&w[2..]);
             let act = match action {
@@ -2920,6 +3003,7 @@ pub fn parse_dynamic_server(w: &[String]) -> Result<(String, u16, ServerOptions)
         defaults: false,
         section_name: "backend",
         http_errors: &[],
+        named_defaults: false,
     };
     let mut o = ServerOptions::default();
     parse_server_opts(&w[1..], &mut o, &ctx)?;
@@ -3676,7 +3760,7 @@ fn parse_capture_action(
     } else {
         "http-request"
     };
-    ctx.allow(&format!("{kw} capture"), FE, false)?;
+    ctx.allow(&format!("{kw} capture"), FE, ctx.named_defaults)?;
     let [e, how, n] = args else {
         return Err(format!(
             "'{kw} capture' expects SAMPLE len N or SAMPLE id N"

@@ -973,7 +973,7 @@ fn keyword_capabilities() {
     err1(
         "defaults\n    http-request deny\n",
         "t.cfg:2: ",
-        "not allowed in a 'defaults'",
+        "only allowed in a named defaults section",
     );
     err1(
         "defaults\n    stats admin if TRUE\n",
