@@ -67,17 +67,17 @@ fn defaults_rules_are_refused_where_haproxy_refuses_them() {
         (
             "defaults invalid\n mode http\n http-request set-header X 1\ndefaults from invalid\n mode http\n",
             "ebb.cfg:4: ",
-            "cannot be used to init another defaults section",
+            "cannot inherit from a defaults section defining rules",
         ),
         (
             "defaults invalid\n mode http\n http-request set-header X 1\nlisten li from invalid\n bind 127.0.0.1:0\n server www 127.0.0.1:80\n",
             "ebb.cfg:4: ",
-            "listen section cannot use defaults section 'invalid'",
+            "a listen section cannot inherit from a defaults section defining rules",
         ),
         (
             "defaults invalid\n mode http\n http-request set-header X 1\nfrontend fe from invalid\n bind 127.0.0.1:0\n default_backend be\nbackend be from invalid\n server www 127.0.0.1:80\n",
             "ebb.cfg:7: ",
-            "cannot be used by frontends and backends at once",
+            "frontends and backends cannot inherit from the same defaults section",
         ),
     ];
     for (cfg, at, what) in cases {

@@ -63,6 +63,9 @@ struct Ctx<'a> {
     /// Capabilities of the section: FE, BE or both.
     caps: u8,
     defaults: bool,
+    /// An anonymous `defaults` section (HAProxy refuses `tcp-request` and
+    /// `tcp-response` there).
+    anon_defaults: bool,
     section_name: &'static str,
     /// The `http-errors` sections declared so far (`errorfiles NAME`).
     http_errors: &'a [HttpErrorsSection],
@@ -153,11 +156,9 @@ pub(crate) struct Parser<'e> {
     peers: Vec<super::peers::PeersSection>,
     caches: Vec<CacheSection>,
     http_errors: Vec<HttpErrorsSection>,
-    /// The name of the defaults section in effect (`None`: anonymous).
-    defaults_name: Option<String>,
-    /// Proxies initialised from a defaults section with rules: (its name,
-    /// the proxy's kind, the proxy's line), checked at the end.
-    rule_defaults_users: Vec<(String, ProxyKind, Loc)>,
+    /// Defaults sections defining `tcp-request`/`tcp-response` rules (by
+    /// header line) and the kind of proxy that first used each one.
+    rule_defaults: Vec<(Loc, ProxyKind)>,
 }
 
 fn new_proxy(name: &str, kind: ProxyKind, loc: Loc) -> Proxy {
@@ -212,6 +213,19 @@ fn new_proxy(name: &str, kind: ProxyKind, loc: Loc) -> Proxy {
         unique_id_format: None,
         unique_id_header: None,
     }
+}
+
+/// Whether a defaults section defines rules (`tcp-request`,
+/// `tcp-response`, `http-request`, `http-response`,
+/// `http-after-response`; its `inspect-delay`s are plain settings): they
+/// run before those of each proxy using it, so HAProxy limits its users
+/// ([`Parser::check_rule_defaults`]).
+fn has_rules(d: &Proxy) -> bool {
+    !d.tcp_request.is_empty()
+        || !d.tcp_response.is_empty()
+        || !d.http_request.is_empty()
+        || !d.http_response.is_empty()
+        || !d.http_after_response.is_empty()
 }
 
 fn fresh_defaults() -> Proxy {
@@ -451,6 +465,7 @@ impl<'e> Parser<'e> {
             proxies: Vec::new(),
             defaults: fresh_defaults(),
             named_defaults: Vec::new(),
+            rule_defaults: Vec::new(),
             section: Section::None,
             default_path: DefaultPath::Current,
             bad_binds: Vec::new(),
@@ -460,8 +475,6 @@ impl<'e> Parser<'e> {
             peers: Vec::new(),
             caches: Vec::new(),
             http_errors: Vec::new(),
-            defaults_name: None,
-            rule_defaults_users: Vec::new(),
         }
     }
 
@@ -613,6 +626,7 @@ impl<'e> Parser<'e> {
                     tls: &self.tls,
                     caps: FE | BE,
                     defaults: true,
+                    anon_defaults: matches!(self.section, Section::Defaults { name: None }),
                     section_name: "defaults",
                     http_errors: &self.http_errors,
                     named_defaults,
@@ -632,6 +646,7 @@ impl<'e> Parser<'e> {
                         tls: &self.tls,
                         caps,
                         defaults: false,
+                        anon_defaults: false,
                         section_name: px.kind.name(),
                         http_errors: &self.http_errors,
                         named_defaults: false,
@@ -645,7 +660,17 @@ impl<'e> Parser<'e> {
             Section::Proxy(i) => self.proxies.get(i).map(|p| p.name.clone()),
             _ => None,
         };
+        let in_defaults = matches!(self.section, Section::Defaults { .. });
+        let mut result = result;
         for r in crate::sample::take_refs() {
+            if r.is_none() && in_defaults && result.is_ok() {
+                // HAProxy resolves it against the defaults section, which
+                // has no table.
+                result = Err(
+                    "a 'defaults' section has no stick table: name one with 'table NAME' (or the fetch's table argument)"
+                        .to_string(),
+                );
+            }
             if let Some(name) = r.or_else(|| own.clone()) {
                 self.table_refs.push((name, loc.clone()));
             }
@@ -704,14 +729,12 @@ impl<'e> Parser<'e> {
                 }
                 // Each defaults section starts afresh (or from `from NAME`).
                 let base = self.take_from(rest)?;
-                if let (Some(b), [_, from]) = (&base, rest) {
-                    if has_rules(b) {
-                        return Err(format!(
-                            "defaults section '{from}' defines rules: it cannot be used to init another defaults section"
-                        ));
-                    }
+                if let Some(d) = base.as_ref().filter(|d| has_rules(d)) {
+                    return Err(format!(
+                        "a defaults section cannot inherit from a defaults section defining rules (defaults section at {})",
+                        d.loc
+                    ));
                 }
-                self.defaults_name = name.clone();
                 self.defaults = base.unwrap_or_else(fresh_defaults);
                 self.defaults.loc = loc.clone();
                 self.section = Section::Defaults { name };
@@ -749,26 +772,15 @@ impl<'e> Parser<'e> {
                         return Err(e);
                     }
                 };
-                // Which defaults section this proxy takes its settings
-                // (and its rules) from.
-                let from = match rest {
-                    [_, n] => Some(n.clone()),
-                    _ => self.defaults_name.clone(),
-                };
                 let mut px = base.unwrap_or_else(|| self.defaults.clone());
-                if has_rules(&px) {
-                    self.rule_defaults_users.push((
-                        from.unwrap_or_else(|| "(anonymous)".to_string()),
-                        kind,
-                        loc.clone(),
-                    ));
-                }
+                let inherited = self.check_rule_defaults(&px, kind);
                 px.name = name.clone();
                 px.kind = kind;
                 px.loc = loc.clone();
                 self.proxies.push(px);
                 let idx = self.proxies.len() - 1;
                 self.section = Section::Proxy(idx);
+                inherited?;
                 if let Some(addr) = legacy_bind {
                     if !kind.is_frontend() {
                         return Err(format!("unexpected argument '{addr}' after backend name"));
@@ -826,10 +838,49 @@ impl<'e> Parser<'e> {
             section_name: "http-errors",
             http_errors: &[],
             named_defaults: false,
+            anon_defaults: false,
         };
         let e = read_errorfile(&ctx, code, file)?;
         if let Some(s) = self.http_errors.get_mut(i) {
             set_errorfile(&mut s.files, e);
+        }
+        Ok(())
+    }
+
+    /// HAProxy's checks on a proxy taking its settings from a defaults
+    /// section `d` that defines `tcp-request`/`tcp-response` rules: no
+    /// listen section, not frontends and backends both, no connection or
+    /// session rules for a backend, no response rules for a frontend.
+    fn check_rule_defaults(&mut self, d: &Proxy, kind: ProxyKind) -> Result<(), String> {
+        if !has_rules(d) {
+            return Ok(());
+        }
+        let at = &d.loc;
+        if kind == ProxyKind::Listen {
+            return Err(format!(
+                "a listen section cannot inherit from a defaults section defining rules (defaults section at {at})"
+            ));
+        }
+        if let Some((_, k)) = self.rule_defaults.iter().find(|(l, _)| l == at) {
+            if *k != kind {
+                return Err(format!(
+                    "frontends and backends cannot inherit from the same defaults section if it defines rules (defaults section at {at})"
+                ));
+            }
+        }
+        let early = d.tcp_request.iter().any(|r| r.when != TcpWhen::Content);
+        if kind == ProxyKind::Backend && early {
+            return Err(format!(
+                "a backend section cannot inherit from a defaults section defining 'tcp-request connection' or 'tcp-request session' rules (defaults section at {at})"
+            ));
+        }
+        if kind == ProxyKind::Frontend && !d.tcp_response.is_empty() {
+            return Err(format!(
+                "a frontend section cannot inherit from a defaults section defining 'tcp-response content' rules (defaults section at {at})"
+            ));
+        }
+        if !self.rule_defaults.iter().any(|(l, _)| l == at) {
+            self.rule_defaults.push((at.clone(), kind));
         }
         Ok(())
     }
@@ -1282,7 +1333,6 @@ impl<'e> Parser<'e> {
             }
         }
         errs.extend(super::cache::check(&self.caches, &self.proxies));
-        errs.extend(check_rule_defaults(&self.rule_defaults_users));
         errs.extend(super::resolvers::cross_check(
             &self.resolvers,
             &self.proxies,
@@ -1647,42 +1697,6 @@ fn read_errorfile(ctx: &Ctx<'_>, code: &str, file: &str) -> Result<ErrorFile, St
     })
 }
 
-/// Whether a defaults section defines rules (HAProxy 2.5+: they run
-/// before the rules of each proxy using it).
-pub(super) fn has_rules(d: &Proxy) -> bool {
-    !d.http_request.is_empty() || !d.http_response.is_empty() || !d.http_after_response.is_empty()
-}
-
-/// HAProxy's limits on a defaults section with rules: a listen section
-/// cannot use it, nor proxies of both sides at once (its rules would run
-/// twice on one exchange).
-fn check_rule_defaults(users: &[(String, ProxyKind, Loc)]) -> Vec<ConfigError> {
-    let mut out = Vec::new();
-    for (i, (name, kind, loc)) in users.iter().enumerate() {
-        let msg = if *kind == ProxyKind::Listen {
-            Some(format!(
-                "listen section cannot use defaults section '{name}', which defines rules (use a frontend and a backend)"
-            ))
-        } else {
-            users[..i]
-                .iter()
-                .find(|(n, k, _)| n == name && *k != *kind && *k != ProxyKind::Listen)
-                .map(|(_, _, first)| {
-                    format!(
-                        "defaults section '{name}' defines rules: it cannot be used by frontends and backends at once (also used at {first})"
-                    )
-                })
-        };
-        if let Some(m) = msg {
-            out.push(ConfigError {
-                loc: loc.clone(),
-                message: m,
-            });
-        }
-    }
-    out
-}
-
 /// An `http-error` answer without log-format parts, as the whole HTTP
 /// response an errorfile holds (`None` when it has such parts).
 fn static_reply(r: &ReturnAction) -> Option<Vec<u8>> {
@@ -1892,18 +1906,26 @@ fn proxy_kw(px: &mut Proxy, ctx: &Ctx<'_>, words: &[String]) -> Result<(), Strin
                 }),
             }
         }
-        "tcp-request" => {
-            let connection = w
-                .get(1)
-                .is_some_and(|x| x == "connection" || x == "session");
-            let delay = w.get(1).is_some_and(|x| x == "inspect-delay");
-            ctx.allow(kw, if connection { FE } else { FE | BE }, delay)?;
-            super::tcpreq::parse(px, &w[1..], loc)?;
-        }
-        "tcp-response" => {
-            let delay = w.get(1).is_some_and(|x| x == "inspect-delay");
-            ctx.allow(kw, BE, delay)?;
-            super::tcpreq::parse_response(px, &w[1..], loc)?;
+        "tcp-request" | "tcp-response" => {
+            let which = w.get(1).map_or("", String::as_str);
+            let caps = match (kw, which) {
+                ("tcp-response", _) => BE,
+                (_, "connection" | "session") => FE,
+                _ => FE | BE,
+            };
+            // HAProxy 2.5+: in named defaults sections only; the rules
+            // run before the inheriting proxy's own.
+            ctx.allow(kw, caps, true)?;
+            if ctx.anon_defaults {
+                return Err(format!(
+                    "'{kw} {which}' is not allowed in anonymous 'defaults' sections (name the section, as HAProxy requires)"
+                ));
+            }
+            if kw == "tcp-request" {
+                super::tcpreq::parse(px, &w[1..], loc)?;
+            } else {
+                super::tcpreq::parse_response(px, &w[1..], loc)?;
+            }
         }
         "http-request" => {
             ctx.allow_rules(kw)?;
@@ -2454,6 +2476,7 @@ fn unreachable_rule(px: &Proxy) -> Result<(), String> {
                     | HttpRequestAction::Var(_)
                     | HttpRequestAction::TrackSc { .. }
                     | HttpRequestAction::ScIncGpc0(_)
+                    | HttpRequestAction::ScIncGpc1(_)
                     | HttpRequestAction::ScSetGpt0(..)
                     | HttpRequestAction::Rewrite(_)
                     | HttpRequestAction::Capture(_)
@@ -3001,6 +3024,7 @@ pub fn parse_dynamic_server(w: &[String]) -> Result<(String, u16, ServerOptions)
         tls: &tls,
         caps: BE,
         defaults: false,
+        anon_defaults: false,
         section_name: "backend",
         http_errors: &[],
         named_defaults: false,
@@ -3656,7 +3680,7 @@ fn parse_http_request(
         },
         o => {
             return Err(format!(
-                "unknown 'http-request' action '{o}' (supported: return, redirect, deny, allow, set-header, add-header, del-header, replace-header, replace-value, set-path, set-pathq, set-query, set-uri, set-method, replace-path, replace-pathq, replace-uri, set-var, set-var-fmt, unset-var, use-service, cache-use, capture, tarpit, track-sc0, track-sc1, track-sc2, sc-inc-gpc0, sc-set-gpt0)"
+                "unknown 'http-request' action '{o}' (supported: return, redirect, deny, allow, set-header, add-header, del-header, replace-header, replace-value, set-path, set-pathq, set-query, set-uri, set-method, replace-path, replace-pathq, replace-uri, set-var, set-var-fmt, unset-var, use-service, cache-use, capture, tarpit, track-sc0, track-sc1, track-sc2, sc-inc-gpc0, sc-inc-gpc1, sc-set-gpt0)"
             ))
         }
     };
@@ -3673,6 +3697,7 @@ pub(super) fn is_shared_action(a: &str) -> bool {
     is_var_action(a)
         || a.starts_with("track-sc")
         || a.starts_with("sc-inc-gpc0(")
+        || a.starts_with("sc-inc-gpc1(")
         || a.starts_with("sc-set-gpt0(")
 }
 
@@ -3711,6 +3736,12 @@ pub(super) fn shared_action(
                 return Err(format!("'{kw} {a}' takes no argument"));
             }
             HttpRequestAction::ScIncGpc0(sc_paren(a, "sc-inc-gpc0")?)
+        }
+        a if a.starts_with("sc-inc-gpc1(") => {
+            if !args.is_empty() {
+                return Err(format!("'{kw} {a}' takes no argument"));
+            }
+            HttpRequestAction::ScIncGpc1(sc_paren(a, "sc-inc-gpc1")?)
         }
         a if a.starts_with("sc-set-gpt0(") => {
             let n = sc_paren(a, "sc-set-gpt0")?;
