@@ -69,6 +69,8 @@ pub struct ReqRule {
     /// For `return`: the answer built once (DESIGN.md: heads of fixed
     /// answers are prepared once).
     pub prepared: Option<Prepared>,
+    /// For `cache-use`: the cache it names.
+    pub cache: Option<Arc<crate::httpcache::Cache>>,
 }
 
 /// A fixed answer with everything but `Date` and `Connection` ready.
@@ -204,6 +206,8 @@ impl Prepared {
 pub struct RespRule {
     pub action: HttpResponseAction,
     pub cond: Option<Cond>,
+    /// For `cache-store`: the cache it names.
+    pub cache: Option<Arc<crate::httpcache::Cache>>,
 }
 
 /// What a backend does with the requests routed to it.
@@ -425,6 +429,8 @@ pub struct FrontendRt {
     pub default_backend: Option<usize>,
     /// Full HTTP responses by status (`errorfile`).
     pub errorfiles: Vec<(u16, Vec<u8>)>,
+    /// `http-error` answers built per request, by status.
+    pub error_replies: Vec<(u16, Prepared)>,
     /// Whether requests are logged (`log` lines present, globally or here).
     pub log: bool,
     /// Connections open on this frontend, all threads together.
@@ -544,6 +550,9 @@ pub struct Compiled {
     /// HAProxy, whose new process starts with empty tables unless peers
     /// teach it).
     pub tables: Arc<crate::table::Tables>,
+    /// The `cache` sections (new and empty at each start or reload, as
+    /// HAProxy's).
+    pub caches: Vec<Arc<crate::httpcache::Cache>>,
     /// Things that do not stop ebb but need saying (a server name that did
     /// not resolve).
     pub warnings: Vec<String>,
@@ -812,7 +821,20 @@ fn err(loc: &Loc, message: impl Into<String>) -> ConfigError {
     }
 }
 
-fn compile_req_rules(p: &Proxy, m: &Matcher) -> Result<Vec<ReqRule>, ConfigError> {
+/// The cache a `cache-use`/`cache-store` rule names (checked to exist
+/// when the configuration was parsed).
+fn cache_named(
+    caches: &[Arc<crate::httpcache::Cache>],
+    n: &str,
+) -> Option<Arc<crate::httpcache::Cache>> {
+    caches.iter().find(|c| &*c.name == n).cloned()
+}
+
+fn compile_req_rules(
+    p: &Proxy,
+    m: &Matcher,
+    caches: &[Arc<crate::httpcache::Cache>],
+) -> Result<Vec<ReqRule>, ConfigError> {
     let mut out = Vec::new();
     let scope = Scope::Request {
         backend: p.kind.is_backend(),
@@ -824,22 +846,32 @@ fn compile_req_rules(p: &Proxy, m: &Matcher) -> Result<Vec<ReqRule>, ConfigError
             }
             _ => None,
         };
+        let cache = match &r.action {
+            HttpRequestAction::CacheUse(n) => cache_named(caches, n),
+            _ => None,
+        };
         out.push(ReqRule {
             action: r.action.clone(),
             cond: m.opt_cond(r.cond.as_ref())?,
             prepared,
+            cache,
         });
     }
     Ok(out)
 }
 
-fn compile_resp_rules(p: &Proxy, m: &Matcher) -> Result<Vec<RespRule>, ConfigError> {
-    compile_resp_list(&p.http_response, m)
+fn compile_resp_rules(
+    p: &Proxy,
+    m: &Matcher,
+    caches: &[Arc<crate::httpcache::Cache>],
+) -> Result<Vec<RespRule>, ConfigError> {
+    compile_resp_list(&p.http_response, m, caches)
 }
 
 fn compile_resp_list(
     rules: &[crate::config::HttpResponseRule],
     m: &Matcher,
+    caches: &[Arc<crate::httpcache::Cache>],
 ) -> Result<Vec<RespRule>, ConfigError> {
     rules
         .iter()
@@ -847,6 +879,10 @@ fn compile_resp_list(
             Ok(RespRule {
                 action: r.action.clone(),
                 cond: m.opt_cond_response(r.cond.as_ref())?,
+                cache: match &r.action {
+                    HttpResponseAction::CacheStore(n) => cache_named(caches, n),
+                    _ => None,
+                },
             })
         })
         .collect()
@@ -889,6 +925,11 @@ pub fn compile_keeping(
             })
             .collect(),
     ));
+    let caches: Vec<Arc<crate::httpcache::Cache>> = cfg
+        .caches
+        .iter()
+        .map(crate::httpcache::Cache::new)
+        .collect();
     let mut backends = Vec::new();
     let mut names = Vec::new();
     let mut be_comp = Vec::new();
@@ -937,9 +978,9 @@ pub fn compile_keeping(
                 (Vec::new(), Vec::new(), Vec::new())
             } else {
                 (
-                    compile_req_rules(p, &matcher)?,
-                    compile_resp_rules(p, &matcher)?,
-                    compile_resp_list(&p.http_after_response, &matcher)?,
+                    compile_req_rules(p, &matcher, &caches)?,
+                    compile_resp_rules(p, &matcher, &caches)?,
+                    compile_resp_list(&p.http_after_response, &matcher, &caches)?,
                 )
             };
             let mut stick = Vec::new();
@@ -992,9 +1033,9 @@ pub fn compile_keeping(
         let r = (|| -> Result<FrontendRt, ConfigError> {
             let matcher = Matcher::for_proxy(p)?;
             let l4 = crate::l4rules::compile(p, &matcher, warnings)?;
-            let http_request = compile_req_rules(p, &matcher)?;
-            let http_response = compile_resp_rules(p, &matcher)?;
-            let after_response = compile_resp_list(&p.http_after_response, &matcher)?;
+            let http_request = compile_req_rules(p, &matcher, &caches)?;
+            let http_response = compile_resp_rules(p, &matcher, &caches)?;
+            let after_response = compile_resp_list(&p.http_after_response, &matcher, &caches)?;
             let stats = compile_stats(p, &matcher)?;
             let be_cfg = |name: &str| cfg.backends().find(|b| b.name == name);
             let mut use_backends = Vec::new();
@@ -1080,6 +1121,16 @@ pub fn compile_keeping(
                     .iter()
                     .map(|e| (e.status, e.content.clone()))
                     .collect(),
+                error_replies: p
+                    .error_replies
+                    .iter()
+                    .map(|(s, r)| {
+                        let scope = Scope::Request { backend: false };
+                        Prepared::of(r, scope)
+                            .map(|pr| (*s, pr))
+                            .map_err(|e| err(&p.loc, e))
+                    })
+                    .collect::<Result<_, _>>()?,
                 log: logs,
                 conns: AtomicU32::new(0),
                 backends: backends.clone(),
@@ -1112,6 +1163,7 @@ pub fn compile_keeping(
             frontends,
             backends,
             tables,
+            caches,
             warnings: warn,
         })
     } else {
@@ -1172,6 +1224,7 @@ pub fn return_body(r: &ReturnAction) -> &[u8] {
         ReturnBody::String(s) => s.as_bytes(),
         ReturnBody::LfString(f) => f.as_literal().unwrap_or(b""),
         ReturnBody::File { content, .. } => content,
+        ReturnBody::Errorfile(_) => b"",
     }
 }
 

@@ -193,6 +193,12 @@ const COMMANDS: &[(&str, &str, CliLevel, &str)] = &[
         "stick tables, or one table's entries",
     ),
     (
+        "show cache",
+        "",
+        CliLevel::Admin,
+        "the caches and their entries",
+    ),
+    (
         "clear table",
         "NAME [data.TYPE OP VALUE]... | [key KEY]",
         CliLevel::Operator,
@@ -459,6 +465,10 @@ pub fn execute(
             Ok(show_sess(p, all, isolate))
         }
         ["show", "table"] => Ok(crate::table::cli::show_all(&p.live.compiled().tables)),
+        ["show", "cache"] => {
+            need(level, Admin, "show cache")?;
+            Ok(crate::httpcache::show(&p.live.compiled().caches))
+        }
         ["show", "table", name, rest @ ..] => {
             crate::table::cli::show(&p.live.compiled().tables, name, rest, p.handle.now())
         }

@@ -33,6 +33,7 @@
 //! - No panics on any input; the proptest in `tests.rs` feeds it noise.
 
 mod acl;
+mod cache;
 pub mod cond;
 pub mod cookie;
 mod lexer;

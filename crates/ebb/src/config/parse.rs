@@ -44,6 +44,10 @@ enum Section {
     Resolvers(usize),
     /// A `peers` section (index in `Parser::peers`).
     Peers(usize),
+    /// A `cache` section (index in `Parser::caches`).
+    Cache(usize),
+    /// An `http-errors` section (index in `Parser::http_errors`).
+    HttpErrors(usize),
     /// A section ebb does not implement; its header got one error and its
     /// body is skipped (reporting every line would bury the real message).
     Unsupported,
@@ -63,9 +67,25 @@ struct Ctx<'a> {
     /// `tcp-response` there).
     anon_defaults: bool,
     section_name: &'static str,
+    /// The `http-errors` sections declared so far (`errorfiles NAME`).
+    http_errors: &'a [HttpErrorsSection],
+    /// A named defaults section (rules are allowed there, HAProxy 2.5+).
+    named_defaults: bool,
 }
 
 impl Ctx<'_> {
+    /// `http-request`, `http-response`, `http-after-response`: in proxies
+    /// and in named defaults sections (whose rules run before those of the
+    /// proxies using them, HAProxy 2.5+), not in anonymous ones.
+    fn allow_rules(&self, kw: &str) -> Result<(), String> {
+        if self.defaults && !self.named_defaults {
+            return Err(format!(
+                "'{kw}' rules are only allowed in a named defaults section, not an anonymous one"
+            ));
+        }
+        self.allow(kw, FE | BE, true)
+    }
+
     /// Checks that `kw` belongs in this section.
     fn allow(&self, kw: &str, caps: u8, in_defaults: bool) -> Result<(), String> {
         if self.defaults {
@@ -134,6 +154,8 @@ pub(crate) struct Parser<'e> {
     table_refs: Vec<(String, Loc)>,
     resolvers: Vec<Resolvers>,
     peers: Vec<super::peers::PeersSection>,
+    caches: Vec<CacheSection>,
+    http_errors: Vec<HttpErrorsSection>,
     /// Defaults sections defining `tcp-request`/`tcp-response` rules (by
     /// header line) and the kind of proxy that first used each one.
     rule_defaults: Vec<(Loc, ProxyKind)>,
@@ -158,6 +180,7 @@ fn new_proxy(name: &str, kind: ProxyKind, loc: Loc) -> Proxy {
         use_backends: Vec::new(),
         default_backend: None,
         errorfiles: Vec::new(),
+        error_replies: Vec::new(),
         stats: Stats::default(),
         balance: Balance::RoundRobin,
         hash_type: HashType::default(),
@@ -197,10 +220,17 @@ fn new_proxy(name: &str, kind: ProxyKind, loc: Loc) -> Proxy {
     }
 }
 
-/// Whether a defaults section defines `tcp-request` or `tcp-response`
-/// rules (its `inspect-delay`s are plain settings).
-fn has_tcp_rules(d: &Proxy) -> bool {
-    !d.tcp_request.is_empty() || !d.tcp_response.is_empty()
+/// Whether a defaults section defines rules (`tcp-request`,
+/// `tcp-response`, `http-request`, `http-response`,
+/// `http-after-response`; its `inspect-delay`s are plain settings): they
+/// run before those of each proxy using it, so HAProxy limits its users
+/// ([`Parser::check_rule_defaults`]).
+fn has_rules(d: &Proxy) -> bool {
+    !d.tcp_request.is_empty()
+        || !d.tcp_response.is_empty()
+        || !d.http_request.is_empty()
+        || !d.http_response.is_empty()
+        || !d.http_after_response.is_empty()
 }
 
 fn fresh_defaults() -> Proxy {
@@ -305,6 +335,8 @@ const PROXY_KEYWORDS: &[&str] = &[
     "redirect",
     "http-response",
     "errorfile",
+    "errorfiles",
+    "http-error",
     "stats",
     "balance",
     "retries",
@@ -420,9 +452,7 @@ const OPTIONS: &[&str] = &[
 
 const UNSUPPORTED_SECTIONS: &[&str] = &[
     "userlist",
-    "cache",
     "program",
-    "http-errors",
     "ring",
     "mailers",
     "log-forward",
@@ -449,6 +479,8 @@ impl<'e> Parser<'e> {
             resolvers: Vec::new(),
             tls: TlsDefaults::default(),
             peers: Vec::new(),
+            caches: Vec::new(),
+            http_errors: Vec::new(),
         }
     }
 
@@ -529,6 +561,41 @@ impl<'e> Parser<'e> {
                 }
                 return;
             }
+            "http-errors" => {
+                self.close_section();
+                self.section = Section::Unsupported;
+                match words {
+                    [_, n] if valid_name(n) => {
+                        if let Some(o) = self.http_errors.iter().find(|s| &s.name == n) {
+                            let m =
+                                format!("http-errors section '{n}' already declared at {}", o.loc);
+                            self.error(loc, m);
+                        } else {
+                            self.http_errors.push(HttpErrorsSection {
+                                name: n.clone(),
+                                files: Vec::new(),
+                                loc: loc.clone(),
+                            });
+                            self.section = Section::HttpErrors(self.http_errors.len() - 1);
+                        }
+                    }
+                    [_, n] => self.error(loc, format!("invalid http-errors section name '{n}'")),
+                    _ => self.error(loc, "'http-errors' takes one name"),
+                }
+                return;
+            }
+            "cache" => {
+                self.close_section();
+                self.section = Section::Unsupported;
+                match super::cache::open(&self.caches, words, &loc) {
+                    Ok(c) => {
+                        self.caches.push(c);
+                        self.section = Section::Cache(self.caches.len() - 1);
+                    }
+                    Err(e) => self.error(loc, e),
+                }
+                return;
+            }
             _ if UNSUPPORTED_SECTIONS.contains(&kw) => {
                 self.close_section();
                 self.section = Section::Unsupported;
@@ -552,7 +619,13 @@ impl<'e> Parser<'e> {
                 Some(s) => super::peers::peers_kw(s, words, &loc),
                 None => Ok(()),
             },
-            Section::Defaults { .. } => {
+            Section::HttpErrors(i) => self.http_errors_kw(i, words, &loc),
+            Section::Cache(i) => match self.caches.get_mut(i) {
+                Some(c) => super::cache::cache_kw(c, words),
+                None => Ok(()),
+            },
+            Section::Defaults { ref name } => {
+                let named_defaults = name.is_some();
                 let ctx = Ctx {
                     loc: &loc,
                     default_path: &self.default_path,
@@ -561,6 +634,8 @@ impl<'e> Parser<'e> {
                     defaults: true,
                     anon_defaults: matches!(self.section, Section::Defaults { name: None }),
                     section_name: "defaults",
+                    http_errors: &self.http_errors,
+                    named_defaults,
                 };
                 proxy_kw(&mut self.defaults, &ctx, words)
             }
@@ -579,6 +654,8 @@ impl<'e> Parser<'e> {
                         defaults: false,
                         anon_defaults: false,
                         section_name: px.kind.name(),
+                        http_errors: &self.http_errors,
+                        named_defaults: false,
                     };
                     proxy_kw(px, &ctx, words)
                 }
@@ -658,9 +735,9 @@ impl<'e> Parser<'e> {
                 }
                 // Each defaults section starts afresh (or from `from NAME`).
                 let base = self.take_from(rest)?;
-                if let Some(d) = base.as_ref().filter(|d| has_tcp_rules(d)) {
+                if let Some(d) = base.as_ref().filter(|d| has_rules(d)) {
                     return Err(format!(
-                        "a defaults section cannot inherit from a defaults section defining TCP rules (defaults section at {})",
+                        "a defaults section cannot inherit from a defaults section defining rules (defaults section at {})",
                         d.loc
                     ));
                 }
@@ -747,24 +824,57 @@ impl<'e> Parser<'e> {
         }
     }
 
+    /// A line of an `http-errors` section: `errorfile CODE FILE`.
+    fn http_errors_kw(&mut self, i: usize, w: &[String], loc: &Loc) -> Result<(), String> {
+        let [kw, code, file] = w else {
+            return match w[0].as_str() {
+                "errorfile" => Err("'errorfile' expects CODE FILE".to_string()),
+                o => Err(format!(
+                    "unknown keyword '{o}' in an http-errors section (supported: errorfile)"
+                )),
+            };
+        };
+        if kw != "errorfile" {
+            return Err(format!(
+                "unknown keyword '{kw}' in an http-errors section (supported: errorfile)"
+            ));
+        }
+        let ctx = Ctx {
+            loc,
+            default_path: &self.default_path,
+            tls: &self.tls,
+            caps: 0,
+            defaults: false,
+            section_name: "http-errors",
+            http_errors: &[],
+            named_defaults: false,
+            anon_defaults: false,
+        };
+        let e = read_errorfile(&ctx, code, file)?;
+        if let Some(s) = self.http_errors.get_mut(i) {
+            set_errorfile(&mut s.files, e);
+        }
+        Ok(())
+    }
+
     /// HAProxy's checks on a proxy taking its settings from a defaults
     /// section `d` that defines `tcp-request`/`tcp-response` rules: no
     /// listen section, not frontends and backends both, no connection or
     /// session rules for a backend, no response rules for a frontend.
     fn check_rule_defaults(&mut self, d: &Proxy, kind: ProxyKind) -> Result<(), String> {
-        if !has_tcp_rules(d) {
+        if !has_rules(d) {
             return Ok(());
         }
         let at = &d.loc;
         if kind == ProxyKind::Listen {
             return Err(format!(
-                "a listen section cannot inherit from a defaults section defining TCP rules (defaults section at {at})"
+                "a listen section cannot inherit from a defaults section defining rules (defaults section at {at})"
             ));
         }
         if let Some((_, k)) = self.rule_defaults.iter().find(|(l, _)| l == at) {
             if *k != kind {
                 return Err(format!(
-                    "frontends and backends cannot inherit from the same defaults section if it defines TCP rules (defaults section at {at})"
+                    "frontends and backends cannot inherit from the same defaults section if it defines rules (defaults section at {at})"
                 ));
             }
         }
@@ -1268,6 +1378,7 @@ impl<'e> Parser<'e> {
                 }
             }
         }
+        errs.extend(super::cache::check(&self.caches, &self.proxies));
         errs.extend(super::resolvers::cross_check(
             &self.resolvers,
             &self.proxies,
@@ -1291,6 +1402,7 @@ impl<'e> Parser<'e> {
                 proxies: self.proxies,
                 resolvers: self.resolvers,
                 peers: self.peers,
+                caches: self.caches,
                 local_peer,
             })
         } else {
@@ -1595,6 +1707,81 @@ fn arg<'a>(w: &'a [String], i: usize, kw: &str) -> Result<&'a str, String> {
 }
 
 /// Reads a file at parse time, with an error naming it.
+/// An errorfile's status code (one HAProxy can answer with).
+pub(super) fn errorfile_code(kw: &str, code: &str) -> Result<u16, String> {
+    code.parse::<u16>()
+        .ok()
+        .filter(|c| ERRORFILE_CODES.contains(c))
+        .ok_or_else(|| {
+            format!(
+                "'{kw}' status code '{code}' is not one of {}",
+                ERRORFILE_CODES
+                    .iter()
+                    .map(u16::to_string)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )
+        })
+}
+
+/// `errorfile CODE FILE` (in a proxy or an http-errors section): reads and
+/// checks the file.
+fn read_errorfile(ctx: &Ctx<'_>, code: &str, file: &str) -> Result<ErrorFile, String> {
+    let status = errorfile_code("errorfile", code)?;
+    let path = ctx.resolve(file);
+    let content = read_file(&path)?;
+    // An empty file (`errorfile 408 /dev/null`, HAProxy's documented
+    // idiom) closes the connection without an answer.
+    if !content.is_empty() {
+        check_http_response(&content, &path)?;
+    }
+    Ok(ErrorFile {
+        status,
+        path,
+        content,
+        loc: ctx.loc.clone(),
+    })
+}
+
+/// An `http-error` answer without log-format parts, as the whole HTTP
+/// response an errorfile holds (`None` when it has such parts).
+fn static_reply(r: &ReturnAction) -> Option<Vec<u8>> {
+    let body: &[u8] = match &r.body {
+        ReturnBody::None => b"",
+        ReturnBody::String(s) => s.as_bytes(),
+        ReturnBody::File { content, .. } => content,
+        ReturnBody::LfString(f) => f.as_literal()?,
+        ReturnBody::Errorfile(_) => return None,
+    };
+    let mut out = format!(
+        "HTTP/1.1 {} {}\r\n",
+        r.status,
+        crate::http1::reason_phrase(r.status)
+    )
+    .into_bytes();
+    if let Some(ct) = &r.content_type {
+        out.extend_from_slice(format!("content-type: {ct}\r\n").as_bytes());
+    }
+    for (n, v) in &r.headers {
+        let f = LfFormat::parse(v, Scope::Request { backend: false }).ok()?;
+        out.extend_from_slice(n.as_bytes());
+        out.extend_from_slice(b": ");
+        out.extend_from_slice(f.as_literal()?);
+        out.extend_from_slice(b"\r\n");
+    }
+    out.extend_from_slice(format!("content-length: {}\r\n\r\n", body.len()).as_bytes());
+    out.extend_from_slice(body);
+    Some(out)
+}
+
+/// A later errorfile for a status replaces the earlier one.
+pub(super) fn set_errorfile(list: &mut Vec<ErrorFile>, e: ErrorFile) {
+    match list.iter_mut().find(|x| x.status == e.status) {
+        Some(x) => *x = e,
+        None => list.push(e),
+    }
+}
+
 fn read_file(path: &Path) -> Result<Vec<u8>, String> {
     std::fs::read(path).map_err(|e| format!("cannot read '{}': {e}", path.display()))
 }
@@ -1787,7 +1974,7 @@ fn proxy_kw(px: &mut Proxy, ctx: &Ctx<'_>, words: &[String]) -> Result<(), Strin
             }
         }
         "http-request" => {
-            ctx.allow(kw, FE | BE, false)?;
+            ctx.allow_rules(kw)?;
             let rule = parse_http_request(px, ctx, &w[1..])?;
             unreachable_rule(px)?;
             px.http_request.push(rule);
@@ -1934,7 +2121,7 @@ fn proxy_kw(px: &mut Proxy, ctx: &Ctx<'_>, words: &[String]) -> Result<(), Strin
             });
         }
         "http-response" | "http-after-response" => {
-            ctx.allow(kw, FE | BE, false)?;
+            ctx.allow_rules(kw)?;
             let action = arg(w, 1, kw)?;
             let (args, c) = split_cond(&w[2..]);
             let act = match action {
@@ -1944,6 +2131,13 @@ fn proxy_kw(px: &mut Proxy, ctx: &Ctx<'_>, words: &[String]) -> Result<(), Strin
                 "capture" if kw == "http-response" => {
                     HttpResponseAction::Capture(parse_capture_action(px, ctx, true, args)?)
                 }
+                "cache-store" if kw == "http-response" => match args {
+                    [n] => HttpResponseAction::CacheStore(n.clone()),
+                    [] => return Err("'http-response cache-store' expects a cache name".to_string()),
+                    [_, x, ..] => {
+                        return Err(format!("unexpected '{x}' after 'http-response cache-store NAME'"))
+                    }
+                },
                 a => match crate::config::rewrite::parse(kw, a, args, Scope::Response)? {
                     Some(r) => HttpResponseAction::Rewrite(r),
                     None if matches!(a, "set-header" | "add-header" | "del-header") => {
@@ -1953,7 +2147,7 @@ fn proxy_kw(px: &mut Proxy, ctx: &Ctx<'_>, words: &[String]) -> Result<(), Strin
                     }
                     None => {
                         return Err(format!(
-                            "unknown '{kw}' action '{a}' (supported: set-header, add-header, del-header, replace-header, replace-value, set-status, set-var, set-var-fmt, unset-var)"
+                            "unknown '{kw}' action '{a}' (supported: set-header, add-header, del-header, replace-header, replace-value, set-status, set-var, set-var-fmt, unset-var, capture, cache-store)"
                         ))
                     }
                 },
@@ -1975,36 +2169,67 @@ fn proxy_kw(px: &mut Proxy, ctx: &Ctx<'_>, words: &[String]) -> Result<(), Strin
             let [_, code, file] = w else {
                 return Err("'errorfile' expects CODE FILE".to_string());
             };
-            let status = code
-                .parse::<u16>()
-                .ok()
-                .filter(|c| ERRORFILE_CODES.contains(c))
-                .ok_or_else(|| {
-                    format!(
-                        "'errorfile' status code '{code}' is not one of {}",
-                        ERRORFILE_CODES
-                            .iter()
-                            .map(u16::to_string)
-                            .collect::<Vec<_>>()
-                            .join(", ")
-                    )
-                })?;
-            let path = ctx.resolve(file);
-            let content = read_file(&path)?;
-            // An empty file (`errorfile 408 /dev/null`, HAProxy's documented
-            // idiom) closes the connection without an answer.
-            if !content.is_empty() {
-                check_http_response(&content, &path)?;
+            let e = read_errorfile(ctx, code, file)?;
+            px.error_replies.retain(|(s, _)| *s != e.status);
+            set_errorfile(&mut px.errorfiles, e);
+        }
+        "http-error" => {
+            ctx.allow(kw, FE | BE, true)?;
+            if w.get(1).map(String::as_str) != Some("status") {
+                return Err("'http-error' expects 'status CODE' first".to_string());
             }
-            let e = ErrorFile {
-                status,
-                path,
-                content,
-                loc: loc.clone(),
+            let code = arg(w, 2, "http-error status")?;
+            let status = errorfile_code("http-error", code)?;
+            let r = parse_reply("http-error", &w[1..], ctx, request_scope(px), false)?;
+            px.error_replies.retain(|(s, _)| *s != status);
+            match &r.body {
+                ReturnBody::Errorfile(Some(raw)) => set_errorfile(
+                    &mut px.errorfiles,
+                    ErrorFile {
+                        status,
+                        path: PathBuf::new(),
+                        content: raw.clone(),
+                        loc: ctx.loc.clone(),
+                    },
+                ),
+                // The proxy's errorfile for the status goes: ebb's page.
+                ReturnBody::Errorfile(None) => px.errorfiles.retain(|e| e.status != status),
+                _ => match static_reply(&r) {
+                    Some(raw) => set_errorfile(
+                        &mut px.errorfiles,
+                        ErrorFile {
+                            status,
+                            path: PathBuf::new(),
+                            content: raw,
+                            loc: ctx.loc.clone(),
+                        },
+                    ),
+                    None => {
+                        px.errorfiles.retain(|e| e.status != status);
+                        px.error_replies.push((status, r));
+                    }
+                },
+            }
+        }
+        "errorfiles" => {
+            ctx.allow(kw, FE | BE, true)?;
+            let Some(name) = w.get(1) else {
+                return Err("'errorfiles' expects the name of an http-errors section".to_string());
             };
-            match px.errorfiles.iter_mut().find(|x| x.status == status) {
-                Some(x) => *x = e,
-                None => px.errorfiles.push(e),
+            let Some(sec) = ctx.http_errors.iter().find(|s| &s.name == name) else {
+                return Err(format!(
+                    "'errorfiles {name}': no http-errors section '{name}' declared before this line"
+                ));
+            };
+            let mut codes = Vec::new();
+            for c in &w[2..] {
+                codes.push(errorfile_code("errorfiles", c)?);
+            }
+            for e in &sec.files {
+                if codes.is_empty() || codes.contains(&e.status) {
+                    px.error_replies.retain(|(s, _)| *s != e.status);
+                    set_errorfile(&mut px.errorfiles, e.clone());
+                }
             }
         }
         "stats" => parse_stats(px, ctx, w)?,
@@ -2933,6 +3158,8 @@ pub fn parse_dynamic_server(w: &[String]) -> Result<(String, u16, ServerOptions)
         defaults: false,
         anon_defaults: false,
         section_name: "backend",
+        http_errors: &[],
+        named_defaults: false,
     };
     let mut o = ServerOptions::default();
     parse_server_opts(&w[1..], &mut o, &ctx)?;
@@ -3546,17 +3773,20 @@ fn parse_http_request(
         "deny" => {
             let mut status = 403;
             match args {
-                [] => {}
+                [] => HttpRequestAction::Deny { status },
                 [k, s] if k == "deny_status" || k == "status" => {
                     status = parse_status("deny_status", s, 200, 599)?;
+                    HttpRequestAction::Deny { status }
                 }
-                [x, ..] => {
-                    return Err(format!(
-                        "unexpected '{x}' after 'http-request deny' (supported: deny_status N)"
-                    ))
-                }
+                // An answer of its own, as `return` takes it.
+                _ => HttpRequestAction::Return(Box::new(parse_reply(
+                    "http-request deny",
+                    args,
+                    ctx,
+                    request_scope(px),
+                    true,
+                )?)),
             }
-            HttpRequestAction::Deny { status }
         }
         "allow" => {
             if let Some(x) = args.first() {
@@ -3588,6 +3818,11 @@ fn parse_http_request(
         }
         a if is_shared_action(a) => shared_action("http-request", a, args, request_scope(px))?,
         "capture" => HttpRequestAction::Capture(parse_capture_action(px, ctx, false, args)?),
+        "cache-use" => match args {
+            [n] => HttpRequestAction::CacheUse(n.clone()),
+            [] => return Err("'http-request cache-use' expects a cache name".to_string()),
+            [_, x, ..] => return Err(format!("unexpected '{x}' after 'http-request cache-use NAME'")),
+        },
         "use-service" => match args {
             [s] if s == "prometheus-exporter" => {
                 HttpRequestAction::UseService(Service::PrometheusExporter)
@@ -3601,7 +3836,7 @@ fn parse_http_request(
         },
         o => {
             return Err(format!(
-                "unknown 'http-request' action '{o}' (supported: return, redirect, deny, allow, set-header, add-header, del-header, replace-header, replace-value, set-path, set-pathq, set-query, set-uri, set-method, replace-path, replace-pathq, replace-uri, set-var, set-var-fmt, unset-var, use-service, capture, tarpit, track-sc0, track-sc1, track-sc2, sc-inc-gpc0, sc-inc-gpc1, sc-set-gpt0)"
+                "unknown 'http-request' action '{o}' (supported: return, redirect, deny, allow, set-header, add-header, del-header, replace-header, replace-value, set-path, set-pathq, set-query, set-uri, set-method, replace-path, replace-pathq, replace-uri, set-var, set-var-fmt, unset-var, use-service, cache-use, capture, tarpit, track-sc0, track-sc1, track-sc2, sc-inc-gpc0, sc-inc-gpc1, sc-set-gpt0)"
             ))
         }
     };
@@ -3712,7 +3947,7 @@ fn parse_capture_action(
     } else {
         "http-request"
     };
-    ctx.allow(&format!("{kw} capture"), FE, false)?;
+    ctx.allow(&format!("{kw} capture"), FE, ctx.named_defaults)?;
     let [e, how, n] = args else {
         return Err(format!(
             "'{kw} capture' expects SAMPLE len N or SAMPLE id N"
@@ -3854,40 +4089,83 @@ fn parse_header_edit(
 }
 
 fn parse_return(args: &[String], ctx: &Ctx<'_>, scope: Scope) -> Result<ReturnAction, String> {
+    parse_reply("http-request return", args, ctx, scope, false)
+}
+
+/// The answer of `http-request return` or of an `http-request deny` that
+/// has one (`deny`: `deny_status` is the status' other name, 403 by
+/// default). `kw` names the rule in messages.
+fn parse_reply(
+    kw: &str,
+    args: &[String],
+    ctx: &Ctx<'_>,
+    scope: Scope,
+    deny: bool,
+) -> Result<ReturnAction, String> {
     let mut r = ReturnAction {
-        status: 200,
+        status: if deny { 403 } else { 200 },
         content_type: None,
         body: ReturnBody::None,
         headers: Vec::new(),
+        deny,
     };
+    // `errorfile`, `errorfiles` (resolved once the status is known) and
+    // `default-errorfiles` send an error answer instead of a built one.
+    let mut errors: Option<Option<&str>> = None;
+    let mut errorfile: Option<Vec<u8>> = None;
     let mut i = 0;
     while i < args.len() {
         let opt = args[i].as_str();
-        if matches!(opt, "errorfile" | "errorfiles" | "default-errorfiles") {
-            return Err(format!(
-                "'http-request return ... {opt}' is not supported (use string, lf-string, file or lf-file)"
-            ));
+        if opt == "default-errorfiles" {
+            errors = Some(None);
+            i += 1;
+            continue;
         }
-        let v = arg(args, i + 1, opt)
-            .map_err(|_| format!("'http-request return' option '{opt}' expects a value"))?;
+        if opt == "errorfiles" || opt == "errorfile" {
+            let v = arg(args, i + 1, opt)
+                .map_err(|_| format!("'{kw}' option '{opt}' expects a value"))?;
+            if opt == "errorfiles" {
+                if !ctx.http_errors.iter().any(|s| s.name == *v) {
+                    return Err(format!("'{kw} ... errorfiles {v}': no http-errors section '{v}' declared before this line"));
+                }
+                errors = Some(Some(v));
+            } else {
+                let path = ctx.resolve(v);
+                let content = read_file(&path)?;
+                if !content.is_empty() {
+                    check_http_response(&content, &path)?;
+                }
+                errorfile = Some(content);
+                errors = Some(None);
+            }
+            i += 2;
+            continue;
+        }
+        let opt = if deny && opt == "deny_status" {
+            "status"
+        } else {
+            opt
+        };
+        let v =
+            arg(args, i + 1, opt).map_err(|_| format!("'{kw}' option '{opt}' expects a value"))?;
         let set_body = |r: &mut ReturnAction, b: ReturnBody| -> Result<(), String> {
             if r.body != ReturnBody::None {
-                return Err(
-                    "'http-request return' accepts only one of string, lf-string, file".to_string(),
-                );
+                return Err(format!(
+                    "'{kw}' accepts only one of string, lf-string, file"
+                ));
             }
             r.body = b;
             Ok(())
         };
         match opt {
-            "status" => r.status = parse_status("http-request return status", v, 200, 599)?,
+            "status" => r.status = parse_status(&format!("{kw} status"), v, 200, 599)?,
             "content-type" => r.content_type = Some(header_value(v)?),
             "string" => set_body(&mut r, ReturnBody::String(v.to_string()))?,
             "lf-string" => set_body(
                 &mut r,
                 ReturnBody::LfString(
                     LfFormat::parse(v, scope)
-                        .map_err(|e| format!("'http-request return' lf-string: {e}"))?,
+                        .map_err(|e| format!("'{kw}' lf-string: {e}"))?,
                 ),
             )?,
             "file" => {
@@ -3902,10 +4180,10 @@ fn parse_return(args: &[String], ctx: &Ctx<'_>, scope: Scope) -> Result<ReturnAc
                 let content = read_file(&path)?;
                 if !content.is_empty() {
                     let text = String::from_utf8(content).map_err(|_| {
-                        format!("'http-request return' lf-file '{v}' is not UTF-8 text")
+                        format!("'{kw}' lf-file '{v}' is not UTF-8 text")
                     })?;
                     let f = LfFormat::parse(&text, scope)
-                        .map_err(|e| format!("'http-request return' lf-file '{v}': {e}"))?;
+                        .map_err(|e| format!("'{kw}' lf-file '{v}': {e}"))?;
                     set_body(&mut r, ReturnBody::LfString(f))?;
                 }
             }
@@ -3928,11 +4206,30 @@ fn parse_return(args: &[String], ctx: &Ctx<'_>, scope: Scope) -> Result<ReturnAc
             }
             o => {
                 return Err(format!(
-                    "unknown 'http-request return' option '{o}' (supported: status, content-type, string, lf-string, file, lf-file, hdr)"
+                    "unknown '{kw}' option '{o}' (supported: status, content-type, string, lf-string, file, lf-file, hdr, errorfile, errorfiles, default-errorfiles)"
                 ))
             }
         }
         i += 2;
+    }
+    if let Some(from) = errors {
+        if r.body != ReturnBody::None || r.content_type.is_some() || !r.headers.is_empty() {
+            return Err(format!(
+                "'{kw}': errorfile, errorfiles and default-errorfiles exclude content-type, hdr and a body"
+            ));
+        }
+        let raw = match (errorfile, from) {
+            (Some(c), _) => Some(c),
+            (None, Some(name)) => ctx
+                .http_errors
+                .iter()
+                .find(|s| s.name == name)
+                .and_then(|s| s.files.iter().find(|e| e.status == r.status))
+                .map(|e| e.content.clone()),
+            (None, None) => None,
+        };
+        r.body = ReturnBody::Errorfile(raw);
+        return Ok(r);
     }
     // An empty file is no body (HAProxy's rule: no content-type needed).
     let has_body = match &r.body {
@@ -3941,7 +4238,7 @@ fn parse_return(args: &[String], ctx: &Ctx<'_>, scope: Scope) -> Result<ReturnAc
         _ => true,
     };
     if has_body && r.content_type.is_none() {
-        return Err("'http-request return' with a body needs a 'content-type'".to_string());
+        return Err(format!("'{kw}' with a body needs a 'content-type'"));
     }
     // HAProxy's meaning: without a payload, 'content-type' is ignored (a
     // dummy answer with only the status is sent).

@@ -904,7 +904,7 @@ fn tcp_rules_in_named_defaults() {
         (
             "defaults d\n    tcp-response content accept\ndefaults from d\n    mode tcp\n",
             3,
-            "cannot inherit from a defaults section defining TCP rules",
+            "cannot inherit from a defaults section defining rules",
         ),
         (
             "defaults d\n    tcp-request content accept\nlisten l from d\n    bind :80\n    server s 127.0.0.1:1\n",
@@ -1049,7 +1049,7 @@ fn keyword_capabilities() {
     err1(
         "defaults\n    http-request deny\n",
         "t.cfg:2: ",
-        "not allowed in a 'defaults'",
+        "only allowed in a named defaults section",
     );
     err1(
         "defaults\n    stats admin if TRUE\n",
@@ -2076,7 +2076,7 @@ fn http_request_return_errors() {
     err1(
         &r("errorfiles x"),
         "t.cfg:3: ",
-        "'http-request return ... errorfiles' is not supported",
+        "no http-errors section 'x'",
     );
 }
 
@@ -2168,7 +2168,11 @@ fn http_request_errors() {
         "t.cfg:3: ",
         "invalid status code",
     );
-    err1(&r("deny bogus"), "t.cfg:3: ", "unexpected 'bogus'");
+    err1(
+        &r("deny bogus"),
+        "t.cfg:3: ",
+        "'http-request deny' option 'bogus' expects a value",
+    );
     err1(&r("allow now"), "t.cfg:3: ", "unexpected 'now'");
     // Redirect targets are log-format strings, checked at start.
     ok(&r("redirect location /x?from=%[path]"));
@@ -2674,11 +2678,12 @@ fn return_with_an_empty_file_needs_no_content_type() {
         panic!()
     };
     assert!(matches!(&r.body, ReturnBody::File { content, .. } if content.is_empty()));
-    err1(
-        &fe("    http-request return status 503 default-errorfiles"),
-        "t.cfg:3: ",
-        "'http-request return ... default-errorfiles' is not supported",
-    );
+    // `default-errorfiles`: the proxy's own error answer for the status.
+    let c = ok(&fe("    http-request return status 503 default-errorfiles"));
+    let HttpRequestAction::Return(r) = &c.proxies[0].http_request[0].action else {
+        panic!()
+    };
+    assert!(matches!(&r.body, ReturnBody::Errorfile(None)));
 }
 
 /// A configuration that HAProxy 2.6 accepts (`haproxy -c` says valid) and

@@ -59,6 +59,8 @@ pub struct Config {
     pub resolvers: Vec<Resolvers>,
     /// `peers` sections, in declaration order.
     pub peers: Vec<super::peers::PeersSection>,
+    /// `cache` sections, in declaration order.
+    pub caches: Vec<CacheSection>,
     /// This instance's peer name (`-L`, `localpeer`, or the host name).
     pub local_peer: String,
 }
@@ -70,6 +72,24 @@ pub struct Nameserver {
     pub addr: SocketAddr,
     /// `tcp@`: DNS over TCP (RFC 7766), else over UDP.
     pub tcp: bool,
+}
+
+/// A `cache NAME` section (HAProxy's section 6.2; run by
+/// the `httpcache` module).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CacheSection {
+    pub name: String,
+    /// `total-max-size` in megabytes (required, 1 to 4095).
+    pub total_max_size_mb: u32,
+    /// `max-age` in seconds (60).
+    pub max_age: u32,
+    /// `max-object-size` in bytes (0: a 256th of the total).
+    pub max_object_size: u32,
+    /// `process-vary on|off` (off).
+    pub process_vary: bool,
+    /// `max-secondary-entries` (10).
+    pub max_secondary_entries: u32,
+    pub loc: Loc,
 }
 
 /// A `resolvers NAME` section: where and how server names are resolved
@@ -441,6 +461,9 @@ pub struct Proxy {
     /// `errorfile CODE FILE`, files already read; a later line for the same
     /// code replaces the earlier one.
     pub errorfiles: Vec<ErrorFile>,
+    /// `http-error status N ...` answers evaluated per request (with a
+    /// log-format body or field); the others become `errorfiles` entries.
+    pub error_replies: Vec<(u16, ReturnAction)>,
     pub stats: Stats,
     // Backend side.
     pub balance: Balance,
@@ -915,6 +938,11 @@ pub enum ReturnBody {
         path: PathBuf,
         content: Vec<u8>,
     },
+    /// `errorfile F` or `errorfiles NAME`: a whole HTTP answer sent as
+    /// written (empty: the connection closes without one); `None` for
+    /// `default-errorfiles` (or a section without that status): the
+    /// proxy's own error answer for the status.
+    Errorfile(Option<Vec<u8>>),
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -924,6 +952,9 @@ pub struct ReturnAction {
     pub body: ReturnBody,
     /// Extra headers, names in the case written.
     pub headers: Vec<(String, String)>,
+    /// An `http-request deny` with an answer of its own: counted as
+    /// denied, and the connection closes after it.
+    pub deny: bool,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -986,6 +1017,8 @@ pub enum HttpRequestAction {
     Rewrite(super::rewrite::Rewrite),
     /// `capture SAMPLE len N|id N`.
     Capture(crate::sample::logline::CaptureAction),
+    /// `cache-use NAME`.
+    CacheUse(String),
 }
 
 /// What a header edit does.
@@ -1024,12 +1057,23 @@ pub enum HttpResponseAction {
     Rewrite(super::rewrite::Rewrite),
     /// `capture SAMPLE id N`.
     Capture(crate::sample::logline::CaptureAction),
+    /// `cache-store NAME`.
+    CacheStore(String),
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct HttpResponseRule {
     pub action: HttpResponseAction,
     pub cond: Option<Condition>,
+    pub loc: Loc,
+}
+
+/// An `http-errors NAME` section: errorfiles a proxy imports with
+/// `errorfiles NAME [CODE...]`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HttpErrorsSection {
+    pub name: String,
+    pub files: Vec<ErrorFile>,
     pub loc: Loc,
 }
 

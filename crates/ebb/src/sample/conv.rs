@@ -69,6 +69,13 @@ pub(super) enum Conv {
     },
     /// `iif(true,false)`.
     Iif(Vec<u8>, Vec<u8>),
+    /// `http_date([OFFSET[,UNIT]])`: an integer date since the epoch
+    /// (plus OFFSET, in UNIT: 1 for seconds, 1000 ms, 1000000 us) as an
+    /// HTTP date (IMF-fixdate).
+    HttpDate {
+        offset: i64,
+        per_sec: i64,
+    },
     /// `url_enc([query])`.
     UrlEnc,
     /// `ub64enc` / `ub64dec`: base64url without padding.
@@ -347,6 +354,24 @@ impl Conv {
                     truncate,
                 })
             }
+            "http_date" => {
+                count(name, args, 0, 2)?;
+                let offset = match args.first().filter(|a| !a.is_empty()) {
+                    Some(a) => int(name, a)?,
+                    None => 0,
+                };
+                let per_sec = match args.get(1).map(String::as_str) {
+                    None | Some("") | Some("s") => 1,
+                    Some("ms") => 1000,
+                    Some("us") => 1_000_000,
+                    Some(o) => {
+                        return Err(format!(
+                            "converter 'http_date': unknown unit '{o}' (supported: s, ms, us)"
+                        ))
+                    }
+                };
+                Ok(Conv::HttpDate { offset, per_sec })
+            }
             "iif" => {
                 count(name, args, 2, 2)?;
                 Ok(Conv::Iif(
@@ -415,7 +440,7 @@ impl Conv {
             | Conv::Ub64Enc
             | Conv::Digest(_) => Type::Bin,
             Conv::Iif(..) => Type::Bool,
-            Conv::Arith(..) | Conv::Neg => Type::Int,
+            Conv::Arith(..) | Conv::Neg | Conv::HttpDate { .. } => Type::Int,
             Conv::IpMask { .. } => Type::Ip,
             Conv::Map(m) => m.in_type(),
             _ => Type::Str,
@@ -616,6 +641,19 @@ impl Conv {
                     }
                 }
                 swap(s, Val::Str)
+            }
+            Conv::HttpDate { offset, per_sec } => {
+                let Val::Int(n) = v else { return None };
+                let secs = n.checked_add(*offset)?.div_euclid(*per_sec);
+                // httpdate writes four-digit years from 1970 on.
+                if !(0..253_402_300_800).contains(&secs) {
+                    return None;
+                }
+                let t = std::time::UNIX_EPOCH + std::time::Duration::from_secs(secs as u64);
+                s.cur.clear();
+                s.cur
+                    .extend_from_slice(httpdate::fmt_http_date(t).as_bytes());
+                Some(Val::Str)
             }
             Conv::Iif(t, f) => {
                 let Val::Bool(b) = v else { return None };

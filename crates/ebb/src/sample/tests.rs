@@ -78,6 +78,15 @@ fn hashes_match_haproxy() {
     assert_eq!(lf("%[str(abc),sdbm]"), "807794786");
     assert_eq!(lf("%[str(abc),wt6]"), "2483038440");
     assert_eq!(lf("%[str(abc),crc32]"), "891568578");
+    // http_date: HAProxy's IMF-fixdate, with an offset and a unit.
+    assert_eq!(
+        lf("%[int(1603385472),http_date]"),
+        "Thu, 22 Oct 2020 16:51:12 GMT"
+    );
+    assert_eq!(
+        lf("%[int(1603385472000),http_date(-1000,ms)]"),
+        "Thu, 22 Oct 2020 16:51:11 GMT"
+    );
     assert_eq!(lf("%[str(abc),xxh64]"), "4952883123889572249");
     assert_eq!(lf("%[str(abc),xxh64(5)]"), "-1753195980308443340");
     assert_eq!(lf("%[str(abc),djb2(1)]"), "2235766107");

@@ -97,6 +97,9 @@ pub struct Stream {
     attached: Option<(Arc<crate::backend::ServerRt>, Transport)>,
     /// The answer being finished is not logged (`monitor-uri`).
     quiet: bool,
+    /// The server name the log gives an answer ebb built itself for a
+    /// backend (`<CACHE>` for a cache's; `<files>` when none).
+    local_server: Option<&'static str>,
 }
 
 /// A cached file is a body the client side can send.
@@ -356,6 +359,11 @@ impl Stream {
         if let Some(a) = stats_act(backend.stats.as_ref(), &backend.matcher, &view) {
             return a;
         }
+        // A `cache-use` rule found the answer: the cache answers instead of
+        // the backend (HAProxy's cache applet).
+        if let Some(hit) = st.cache_hit.take() {
+            return Act::Cache(bi, Box::new(hit));
+        }
         match &backend.kind {
             BackendKind::Servers(_) => Act::Proxy(bi, st.edited),
             BackendKind::Files(_) => {
@@ -440,31 +448,36 @@ impl Stream {
                 let Some(p) = rules.get(i).and_then(|r| r.prepared.as_ref()) else {
                     return;
                 };
-                // The prepared answer: Date and Connection are added, and
-                // what `lf-string` / `hdr` evaluate to for this request.
-                let dynamic = {
-                    let tr = &c.tr;
-                    let pp_dst = c.dst;
-                    let dst = move || pp_dst.or_else(|| tr.tcp().local_addr().ok());
-                    let buf = &c.rbuf[c.rstart..c.rend];
-                    p.render(&ReqView {
-                        req: Some(crate::sample::Req { buf, head: &c.head }),
-                        be: be_arc.as_ref().map(|b| b.name.as_str()),
-                        ..sample_ctx(tr, c.peer, &fe.name, &dst, &c.vars, &c.stk)
-                    })
+                let reply = match rules.get(i).map(|r| &r.action) {
+                    Some(HttpRequestAction::Return(r)) => r,
+                    _ => return,
                 };
-                let date = *c.w.date.borrow_mut().get();
-                p.write(
-                    &mut c.wbuf,
-                    &date,
-                    dynamic.as_ref(),
-                    keep_alive,
-                    version,
-                    head_req,
-                );
-                if !keep_alive {
-                    c.closing = true;
+                let mut keep_alive = keep_alive;
+                if reply.deny {
+                    // A deny with its own answer: counted, and the
+                    // connection closes after it.
+                    c.stk.note_error();
+                    fe.http
+                        .denied
+                        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    keep_alive = false;
+                    self.keep_alive = false;
                 }
+                let be_name = be_arc.as_ref().map(|b| b.name.as_str());
+                if let crate::config::ReturnBody::Errorfile(raw) = &reply.body {
+                    let st = p.status;
+                    match raw {
+                        // Sent as written: its framing is its own.
+                        Some(bytes) => {
+                            c.wbuf.extend_from_slice(bytes);
+                            c.closing = true;
+                        }
+                        None => error_answer(c, &fe, st, keep_alive, be_name),
+                    }
+                    self.finish_request(c, ctx, st, None, 0);
+                    return;
+                }
+                write_prepared(c, &fe, p, keep_alive, be_name);
                 let st = p.status;
                 self.finish_request(c, ctx, st, None, 0);
             }
@@ -532,7 +545,8 @@ impl Stream {
                 fe.http
                     .denied
                     .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                c.error_response(st, false, version, head_req, &[]);
+                self.keep_alive = false;
+                error_answer(c, &fe, st, false, None);
                 self.finish_request(c, ctx, st, None, 0);
             }
             Act::Tarpit(st) => {
@@ -586,6 +600,7 @@ impl Stream {
             Act::Proxy(bi, edited) => {
                 self.start_proxy(c, ctx, bi, edited);
             }
+            Act::Cache(bi, hit) => self.answer_cached(c, ctx, bi, &hit),
             Act::Files(bi, Ok(clean)) => {
                 let now = ctx.now();
                 let bid = c.fe.backends.get(bi).map_or(0, |b| b.id);
@@ -824,6 +839,80 @@ impl Stream {
         self.finish_request(c, ctx, logged, Some(bi), body_len);
     }
 
+    /// Writes an answer from a cache: the stored head (or `304 Not
+    /// Modified` for a conditional request it satisfies) with its `Age`,
+    /// through the backend's and the frontend's `http-response` rules as
+    /// a server's answer would go, then the body (none for HEAD or 304).
+    fn answer_cached(&mut self, c: &mut H1, ctx: &mut Ctx, bi: usize, hit: &crate::httpcache::Hit) {
+        self.resp_start = c.wbuf.len();
+        {
+            let v = c.vars.get_mut();
+            v.begin_response();
+            v.info.cache_hit = Some(Arc::clone(&hit.cache.name));
+        }
+        let e = &hit.entry;
+        let version = c.head.version;
+        let head_req = c.head.method == Method::Head;
+        let ka = self.keep_alive;
+        let out = &mut c.wbuf;
+        let status = if hit.not_modified { 304 } else { e.status };
+        out.extend_from_slice(b"HTTP/1.1 ");
+        crate::http1::push_decimal(out, u64::from(status));
+        out.push(b' ');
+        if hit.not_modified {
+            out.extend_from_slice(b"Not Modified");
+        } else {
+            out.extend_from_slice(&e.reason);
+        }
+        out.extend_from_slice(b"\r\n");
+        for (n, v) in &e.fields {
+            out.extend_from_slice(n);
+            out.extend_from_slice(b": ");
+            out.extend_from_slice(v);
+            out.extend_from_slice(b"\r\n");
+        }
+        out.extend_from_slice(b"Age: ");
+        crate::http1::push_decimal(out, crate::httpcache::age_of(e));
+        out.extend_from_slice(b"\r\n");
+        if !hit.not_modified {
+            out.extend_from_slice(b"Content-Length: ");
+            crate::http1::push_decimal(out, e.body.len() as u64);
+            out.extend_from_slice(b"\r\n");
+        }
+        if !ka {
+            out.extend_from_slice(b"Connection: close\r\n");
+        } else if version == crate::http1::Version::Http10 {
+            out.extend_from_slice(b"Connection: keep-alive\r\n");
+        }
+        out.extend_from_slice(b"\r\n");
+        let backend = Arc::clone(&c.fe.backends[bi]);
+        let logged = {
+            let tr = &c.tr;
+            let pp_dst = c.dst;
+            let dst = move || pp_dst.or_else(|| tr.tcp().local_addr().ok());
+            let buf = &c.rbuf[c.rstart..c.rend];
+            let sctx = crate::sample::Ctx {
+                req: Some(crate::sample::Req { buf, head: &c.head }),
+                be: Some(&backend.name),
+                ..sample_ctx(tr, c.peer, &c.fe.name, &dst, &c.vars, &c.stk)
+            };
+            let sets = [
+                (&backend.http_response[..], &backend.matcher),
+                (&c.fe.http_response[..], &c.fe.matcher),
+            ];
+            crate::rewrite::rewrite_in_place(&sets, &sctx, &mut c.wbuf, self.resp_start)
+                .unwrap_or(status)
+        };
+        if !hit.not_modified && !head_req {
+            c.wbuf.extend_from_slice(&e.body);
+        }
+        if !ka {
+            c.closing = true;
+        }
+        self.local_server = Some("<CACHE>");
+        self.finish_request(c, ctx, logged, Some(bi), 0);
+    }
+
     /// The answer is queued: log it and move on to what follows the head.
     fn finish_request(
         &mut self,
@@ -862,8 +951,9 @@ impl Stream {
                 .position(|&c| c == b'\r' || c == b'\n')
                 .unwrap_or(0);
             let tq = c.elapsed(ctx, c.req_start);
+            let local = self.local_server.take().unwrap_or("<files>");
             let (bname, server) = match backend.and_then(|b| c.fe.backends.get(b)) {
-                Some(b) if !rejected => (b.name.as_str(), "<files>"),
+                Some(b) if !rejected => (b.name.as_str(), local),
                 Some(b) => (b.name.as_str(), "<NOSRV>"),
                 None => (c.fe.name.as_str(), "<NOSRV>"),
             };
@@ -914,6 +1004,55 @@ impl Stream {
         let be = be.map(|b| &**b);
         crate::rewrite::after_local(&c.fe, be, &sctx, &mut c.wbuf, self.resp_start)
             .unwrap_or(status)
+    }
+}
+
+/// Writes a prepared answer (`http-request return`, an `http-error`
+/// reply): Date and Connection are added, and what `lf-string` / `hdr`
+/// evaluate to for this request.
+fn write_prepared(
+    c: &mut H1,
+    fe: &FrontendRt,
+    p: &crate::proxy::Prepared,
+    keep_alive: bool,
+    be: Option<&str>,
+) {
+    let version = c.head.version;
+    let head_req = c.head.method == Method::Head;
+    let dynamic = {
+        let tr = &c.tr;
+        let pp_dst = c.dst;
+        let dst = move || pp_dst.or_else(|| tr.tcp().local_addr().ok());
+        let buf = &c.rbuf[c.rstart..c.rend];
+        p.render(&ReqView {
+            req: Some(crate::sample::Req { buf, head: &c.head }),
+            be,
+            ..sample_ctx(tr, c.peer, &fe.name, &dst, &c.vars, &c.stk)
+        })
+    };
+    let date = *c.w.date.borrow_mut().get();
+    p.write(
+        &mut c.wbuf,
+        &date,
+        dynamic.as_ref(),
+        keep_alive,
+        version,
+        head_req,
+    );
+    if !keep_alive {
+        c.closing = true;
+    }
+}
+
+/// The frontend's error answer for `status`: its `http-error` reply, its
+/// errorfile, or ebb's page.
+fn error_answer(c: &mut H1, fe: &FrontendRt, status: u16, keep_alive: bool, be: Option<&str>) {
+    match fe.error_replies.iter().find(|(s, _)| *s == status) {
+        Some((_, p)) => write_prepared(c, fe, p, keep_alive, be),
+        None => {
+            let (version, head_req) = (c.head.version, c.head.method == Method::Head);
+            c.error_response(status, keep_alive, version, head_req, &[]);
+        }
     }
 }
 
@@ -996,6 +1135,8 @@ enum Act {
     Stats(Arc<crate::proxy::StatsRt>, bool),
     /// `http-request use-service prometheus-exporter`.
     Service,
+    /// An answer from a cache (`http-request cache-use`).
+    Cache(usize, Box<crate::httpcache::Hit>),
     /// A `tcp-request content reject` (true: `silent-drop`) of the
     /// frontend (`None`) or of a backend: the connection closes without
     /// an answer.

@@ -145,6 +145,9 @@ pub(super) struct Upstream {
     comp_choice: Option<(Arc<compress::Policy>, Option<compress::Coding>)>,
     /// The answer's body is being compressed.
     comp: Option<Box<compress::BodyCompressor>>,
+    /// An answer a `cache-store` rule is storing (its body joins it as it
+    /// passes; stored when complete).
+    store: Option<Box<crate::httpcache::Pending>>,
     pub(super) term: &'static str,
     /// The client accepts trailers (`TE: trailers`): said to HTTP/2
     /// servers, which may require it (gRPC).
@@ -201,6 +204,15 @@ impl Drop for Upstream {
                 *s = b;
             }
         });
+    }
+}
+
+/// Adds body bytes to an answer being stored; drops it once too big.
+fn keep_stored(store: &mut Option<Box<crate::httpcache::Pending>>, data: &[u8]) {
+    if let Some(p) = store.as_mut() {
+        if !p.push(data) {
+            *store = None;
+        }
     }
 }
 
@@ -365,6 +377,7 @@ impl Stream {
                 v.split(|&b| b == b',')
                     .any(|t| t.trim_ascii().eq_ignore_ascii_case(b"trailers"))
             }),
+            store: None,
         };
         // The head is copied: consume it; the body (if any) follows.
         c.rstart += c.head.head_len.min(c.rend - c.rstart);
@@ -959,6 +972,7 @@ impl Stream {
             match up.resp_left.as_mut() {
                 Some(Left::Len(n)) => {
                     let k = (*n).min(avail.len() as u64) as usize;
+                    keep_stored(&mut up.store, &avail[..k]);
                     if let Some(z) = up.comp.as_mut() {
                         fail |= z.push(&avail[..k], &mut c.wbuf).is_err();
                         c.sent_run += k * compress::COST;
@@ -975,6 +989,7 @@ impl Stream {
                 }
                 Some(Left::Chunked(dec)) => match dec.decode(avail) {
                     Ok(d) => {
+                        keep_stored(&mut up.store, &avail[d.data.clone()]);
                         if let Some(z) = up.comp.as_mut() {
                             fail |= z.push(&avail[d.data.clone()], &mut c.wbuf).is_err();
                             c.sent_run += d.data.len() * compress::COST;
@@ -994,6 +1009,7 @@ impl Stream {
                     Err(_) => fail = true,
                 },
                 Some(Left::UntilClose) => {
+                    keep_stored(&mut up.store, avail);
                     c.wbuf.extend_from_slice(avail);
                     up.bytes_out += avail.len() as u64;
                     sd.istart = sd.iend;
@@ -1224,7 +1240,17 @@ impl Stream {
             };
             let srv = up.server.as_deref();
             crate::rewrite::cookie_response(&fe, &be, srv, up.method, &mut head, &c.vars);
-            crate::rewrite::run_response(&sets, &sctx, &mut head);
+            let mut sc = crate::rewrite::StoreCtx {
+                method: up.method,
+                content_length: match r.framing {
+                    BodyFraming::ContentLength(n) => Some(n),
+                    BodyFraming::None => Some(0),
+                    _ => None,
+                },
+                pending: None,
+            };
+            crate::rewrite::run_response_with(&sets, &sctx, &mut head, Some(&mut sc));
+            up.store = sc.pending.map(Box::new);
             out.truncate(self.resp_start);
             head.write(out);
             up.status = head.status;
@@ -1343,6 +1369,9 @@ impl Stream {
         };
         // A request body still on its way is abandoned with the server
         // connection; the client connection cannot be reused either.
+        if let Some(p) = up.store.take() {
+            p.finish();
+        }
         let req_done = up.req_left.done();
         if !req_done {
             up.keep_server = false;
