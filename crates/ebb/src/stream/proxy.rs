@@ -144,8 +144,16 @@ pub(super) struct Upstream {
     comp_choice: Option<(Arc<compress::Policy>, Option<compress::Coding>)>,
     /// The answer's body is being compressed.
     comp: Option<Box<compress::BodyCompressor>>,
+    /// The server paused mid-body after bytes were compressed: unless it
+    /// sends more by this date, the encoder flushes (see `proxy_io`).
+    pub(super) flush_at: Option<Tick>,
     pub(super) term: &'static str,
 }
+
+/// How long a compressed answer's server may pause (its read drained)
+/// before what was compressed is flushed to the client, in ticks
+/// (milliseconds).
+const FLUSH_DELAY: Tick = 1;
 
 /// An exchange's buffers, kept per thread between exchanges so that a
 /// proxied request reuses the previous one's allocations: the request
@@ -357,6 +365,7 @@ impl Stream {
             term: "--",
             comp_choice,
             comp: None,
+            flush_at: None,
         };
         // The head is copied: consume it; the body (if any) follows.
         c.rstart += c.head.head_len.min(c.rend - c.rstart);
@@ -873,14 +882,16 @@ impl Stream {
                 ctx.tasklet_wakeup(me);
             }
         }
+        // Input to compress this run (a range of `sd.ibuf`).
+        let mut to_comp = 0..0;
         if c.pending_out() < bufsize && sd.istart < sd.iend && !over {
             let avail = &sd.ibuf[sd.istart..sd.iend];
             let mut fail = false;
             match up.resp_left.as_mut() {
                 Some(Left::Len(n)) => {
                     let k = (*n).min(avail.len() as u64) as usize;
-                    if let Some(z) = up.comp.as_mut() {
-                        fail |= z.push(&avail[..k], &mut c.wbuf).is_err();
+                    if up.comp.is_some() {
+                        to_comp = sd.istart..sd.istart + k;
                         c.sent_run += k * compress::COST;
                     } else {
                         c.wbuf.extend_from_slice(&avail[..k]);
@@ -895,8 +906,8 @@ impl Stream {
                 }
                 Some(Left::Chunked(dec)) => match dec.decode(avail) {
                     Ok(d) => {
-                        if let Some(z) = up.comp.as_mut() {
-                            fail |= z.push(&avail[d.data.clone()], &mut c.wbuf).is_err();
+                        if up.comp.is_some() {
+                            to_comp = sd.istart + d.data.start..sd.istart + d.data.end;
                             c.sent_run += d.data.len() * compress::COST;
                         } else if up.dechunk {
                             c.wbuf.extend_from_slice(&avail[d.data.clone()]);
@@ -940,21 +951,45 @@ impl Stream {
         }
         let resp_done = matches!(up.resp_left, Some(Left::Done));
         if let Some(z) = up.comp.as_mut() {
-            // The end, or a pause of the server: what was compressed so far
-            // leaves (a streamed answer is never held back).
-            let paused = sd.istart == sd.iend && !sd.rd && moved;
-            let r = if resp_done {
-                z.finish(&mut c.wbuf)
-            } else if paused {
-                z.flush(&mut c.wbuf)
+            // The end, or a pause of the server. A pause is not flushed at
+            // once: only if the server stays silent for a tick after its
+            // read drained does what was compressed so far leave (a
+            // streamed answer is not held back, by more than a
+            // millisecond; a bulk one is not cut into flushed pieces each
+            // time a read drains the socket). Bytes still waiting in the
+            // input (the client is slow) or arriving drop the date: the
+            // next drained read sets it again.
+            let drained = sd.istart == sd.iend && !sd.rd;
+            let then = if resp_done {
+                compress::Then::End
+            } else if !drained {
+                up.flush_at = None;
+                compress::Then::More
+            } else if let Some(t) = up.flush_at {
+                if !ticks::is_expired(t, ctx.now()) {
+                    compress::Then::More
+                } else {
+                    up.flush_at = None;
+                    if z.unflushed() {
+                        compress::Then::Flush
+                    } else {
+                        compress::Then::More
+                    }
+                }
             } else {
-                Ok(())
+                if !to_comp.is_empty() || z.unflushed() {
+                    up.flush_at = Some(ticks::add(ctx.now(), FLUSH_DELAY));
+                }
+                compress::Then::More
             };
-            if r.is_err() {
-                drop(sd);
-                self.up = Some(up);
-                self.fail(c, ctx, ExchangeError::body_cut());
-                return true;
+            if then != compress::Then::More || !to_comp.is_empty() {
+                if z.write(&sd.ibuf[to_comp], then, &mut c.wbuf).is_err() {
+                    drop(sd);
+                    self.up = Some(up);
+                    self.fail(c, ctx, ExchangeError::body_cut());
+                    return true;
+                }
+                moved = true;
             }
         }
         let until_close_done =
