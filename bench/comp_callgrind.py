@@ -106,7 +106,7 @@ def fetch(port, path, n, want):
             s.sendall(req)
             total, head, body = read_answer(f)
             if head.get("content-encoding") != "gzip" or gzip.decompress(body) != want:
-                raise RuntimeError("an answer did not gunzip to the content")
+                raise RuntimeError(f"an answer did not gunzip to the content: {head}")
             totals.append(total)
             bodies.append(len(body))
     return sum(totals) / n, sum(bodies) / n
@@ -167,7 +167,7 @@ def main():
     ocfg = work / "origin.conf"
     tmpl = (BENCH / "configs" / "s8-compress" / "origin-nginx.conf").read_text()
     ocfg.write_text(tmpl.replace("@PORT@", str(oport)).replace("@NOFILE@", "4096").replace("@MAXCONN@", "1024")
-                    .replace("@RUNDIR@", str(work)).replace("@WWW@", str(www)).replace("user root;", ""))
+                    .replace("@RUNDIR@", str(work)).replace("@WWW@", str(www)))
     origin = subprocess.Popen(["nginx", "-p", str(work), "-e", str(work / "origin-error.log"), "-c", str(ocfg)],
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     try:
