@@ -1,16 +1,23 @@
 #!/usr/bin/env python3
 """tcp-mode side by side: ebb and HAProxy 2.6 relaying bytes.
 
-Two measurements per proxy, each proxy with one thread on one CPU
-(`taskset`), the origin and the client on the other CPUs:
+Two measurements per proxy, each proxy with one thread pinned to CPU 0
+(`taskset`), the client (this process) on CPU 1 and the origin on CPU 2 (or
+beside the client on a 2-CPU machine):
 
   bulk   one session carries SIZE MiB client -> proxy -> sink; figures: MB/s,
          the proxy's CPU time per GiB (user + system, /proc/PID/stat) and
-         the whole machine's (/proc/stat: every CPU's non-idle time, so the
-         kernel's share of a splice and the client's and origin's count).
+         the whole machine's minus the client's own (/proc/stat: every CPU's
+         non-idle time, so the kernel's share of a splice, softirq and the
+         origin's count), as bench/run ranks servers.
   conns  COUNT short sessions one after the other (connect, 1 byte there and
-         back, close); figures: sessions/s and the proxy's CPU time per
-         session.
+         back, close); figures: sessions/s, the proxy's CPU and the
+         machine's (minus the client's) per session.
+
+The proxies run side by side: each starts once, and the rounds alternate
+them in a rotated order. Foreign CPU (machine minus client, proxy and
+origin) says how far to trust a row. The last line gives ebb's efficiency
+relative to HAProxy's (the issue's goal: >= 1.2).
 
 CPU per unit of work is the figure that compares proxies on a loaded or
 small machine; throughput is bounded by the Python origin and client here.
@@ -152,10 +159,25 @@ def conns(port, count):
     return True
 
 
-def measure(p, fn, *args):
-    c0, m0, t0 = cpu_seconds(p.pid), machine_busy(), time.monotonic()
+def measure(p, origin_pid, fn, *args):
+    """Runs `fn`; returns (ok, wall s, proxy CPU s, machine CPU s minus the
+    client's, foreign CPU s). The client is this process (its CPU:
+    time.process_time, every thread); foreign = machine - client - proxy -
+    origin, the load of anything else (it is inside the machine figure)."""
+    c0, o0, m0, k0 = cpu_seconds(p.pid), cpu_seconds(origin_pid), machine_busy(), time.process_time()
+    t0 = time.monotonic()
     ok = fn(*args)
-    return ok, time.monotonic() - t0, cpu_seconds(p.pid) - c0, machine_busy() - m0
+    wall = time.monotonic() - t0
+    proxy = cpu_seconds(p.pid) - c0
+    client = time.process_time() - k0
+    machine = machine_busy() - m0 - client
+    foreign = max(0.0, machine - proxy - (cpu_seconds(origin_pid) - o0))
+    return ok, wall, proxy, machine, foreign
+
+
+def median(v):
+    v = sorted(v)
+    return v[len(v) // 2] if v else None
 
 
 def main():
@@ -167,69 +189,99 @@ def main():
     ap.add_argument("--size", type=int, default=1024, help="bulk MiB")
     ap.add_argument("--count", type=int, default=5000, help="short sessions")
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--no-splice", action="store_true", help="leave out the haproxy+splice row")
     ap.add_argument("--quick", action="store_true", help="64 MiB, 300 sessions, 1 round")
     a = ap.parse_args()
     if a.quick:
         a.size, a.count, a.rounds = 64, 300, 1
     ncpu = os.cpu_count() or 1
+    # The proxies on CPU 0; the client (this process) on CPU 1 and the
+    # origin on CPU 2 when there is one (else beside the client).
+    proxy_cpu = 0
+    client_cpus = {1 % ncpu}
+    origin_cpus = {2 % ncpu} if ncpu > 2 else client_cpus
     tmp = tempfile.mkdtemp(prefix="ebb-tcpbench-")
     oport = free_port()
     o = Process(target=origin, args=(oport,), daemon=True)
     o.start()
+    if hasattr(os, "sched_setaffinity") and ncpu > 1:
+        os.sched_setaffinity(o.pid, origin_cpus)
+        os.sched_setaffinity(0, client_cpus)
     if not wait_port(oport):
         sys.exit("origin did not start")
-    rows = []
+    names = [("ebb", a.ebb), ("haproxy", a.haproxy)]
+    if not a.no_splice:
+        names.append(("haproxy+splice", a.haproxy))
+    procs, runs, why = {}, {}, {}
     try:
-        for name, binary in (("ebb", a.ebb), ("haproxy", a.haproxy),
-                             ("haproxy+splice", a.haproxy)):
+        # Every proxy is started once and idles while the others run; the
+        # rounds alternate them (order rotated each round), so a change in
+        # the machine's other load hits them alike.
+        for name, binary in names:
             if not (os.path.exists(binary) or shutil.which(binary)):
-                rows.append((name, "not available (no binary)"))
+                why[name] = "not available (no binary)"
                 continue
             port = free_port()
-            p = start_proxy(name, binary, port, oport, ncpu - 1, tmp)
+            p = start_proxy(name, binary, port, oport, proxy_cpu, tmp)
             if p is None:
-                rows.append((name, "not available (did not start)"))
+                why[name] = "not available (did not start)"
                 continue
-            try:
-                b, c = [], []
-                for _ in range(a.rounds):
-                    ok, wall, cpu, box = measure(p, bulk, port, a.size)
-                    if not ok:
-                        b = None
-                        break
-                    b.append((a.size * 1.048576 / wall, cpu * 1000 * 1024 / a.size,
-                              box * 1000 * 1024 / a.size))
-                    ok, wall, cpu, _ = measure(p, conns, port, a.count)
-                    if not ok:
-                        c = None
-                        break
-                    c.append((a.count / wall, cpu * 1e6 / a.count))
-                if b is None or c is None:
-                    rows.append((name, "not available (wrong bytes relayed)"))
+            procs[name] = (p, port)
+            runs[name] = []
+        for rnd in range(a.rounds):
+            order = list(procs)
+            k = rnd % max(len(order), 1)
+            for name in order[k:] + order[:k]:
+                if name in why:
                     continue
-                med = lambda v, i: sorted(x[i] for x in v)[len(v) // 2]
-                rows.append((name, f"{med(b, 0):.0f} MB/s | {med(b, 1):.0f} ms/GiB | "
-                                   f"{med(b, 2):.0f} ms/GiB | "
-                                   f"{med(c, 0):.0f}/s | {med(c, 1):.0f} µs"))
-            finally:
-                p.terminate()
-                try:
-                    p.wait(timeout=5)
-                except subprocess.TimeoutExpired:
-                    p.kill()
-                    p.wait()
+                p, port = procs[name]
+                ok, wall, cpu, box, fb = measure(p, o.pid, bulk, port, a.size)
+                ok2, wall2, cpu2, box2, fc = measure(p, o.pid, conns, port, a.count) if ok else (False,) * 5
+                if not (ok and ok2):
+                    why[name] = "not available (wrong bytes relayed)"
+                    continue
+                gib = a.size / 1024
+                runs[name].append({
+                    "mbs": a.size * 1.048576 / wall, "proxy_ms_gib": cpu * 1000 / gib,
+                    "machine_ms_gib": box * 1000 / gib,
+                    "foreign_bulk": 100 * fb / (wall * ncpu),
+                    "sps": a.count / wall2, "proxy_us_sess": cpu2 * 1e6 / a.count,
+                    "machine_us_sess": box2 * 1e6 / a.count,
+                    "foreign_conns": 100 * fc / (wall2 * ncpu),
+                })
     finally:
+        for p, _ in procs.values():
+            p.terminate()
+            try:
+                p.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
         o.terminate()
         shutil.rmtree(tmp, ignore_errors=True)
-    print(f"tcp mode, 1 proxy thread, {a.size} MiB bulk, {a.count} sessions, "
+    print(f"tcp mode, 1 proxy thread on CPU {proxy_cpu}, {a.size} MiB bulk, {a.count} sessions, "
           f"{a.rounds} round(s), medians; ebb = {a.ebb}")
-    print("| proxy | bulk | proxy CPU per GiB | machine CPU per GiB | sessions "
-          "| proxy CPU per session |")
-    print("|---|---|---|---|---|---|")
-    for name, text in rows:
-        cells = text.split(" | ")
-        cells += [""] * (5 - len(cells))
-        print(f"| {name} | " + " | ".join(cells) + " |")
+    print("Machine CPU = every CPU's non-idle time (/proc/stat) minus the client's own; "
+          "it includes the origin's and any foreign load (last columns).")
+    print("| proxy | bulk MB/s | proxy CPU ms/GiB | machine CPU ms/GiB | sessions/s "
+          "| proxy CPU µs/session | machine CPU µs/session | foreign % (bulk, sessions) |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|")
+    med = {}
+    for name, _ in names:
+        if name in why or not runs.get(name):
+            print(f"| {name} | {why.get(name, 'not run')} | | | | | | |")
+            continue
+        m = {k: median([r[k] for r in runs[name]]) for k in runs[name][0]}
+        med[name] = m
+        print(f"| {name} | {m['mbs']:.0f} | {m['proxy_ms_gib']:.0f} | {m['machine_ms_gib']:.0f} | "
+              f"{m['sps']:.0f} | {m['proxy_us_sess']:.0f} | {m['machine_us_sess']:.0f} | "
+              f"{m['foreign_bulk']:.0f}, {m['foreign_conns']:.0f} |")
+    if "ebb" in med and "haproxy" in med:
+        e, h = med["ebb"], med["haproxy"]
+        ratio = lambda k: h[k] / e[k] if e[k] else float("nan")
+        print(f"\nebb's efficiency relative to HAProxy (HAProxy's CPU / ebb's; the issue's goal is >= 1.2): "
+              f"bulk {ratio('machine_ms_gib'):.2f} (machine), {ratio('proxy_ms_gib'):.2f} (proxy); "
+              f"sessions {ratio('machine_us_sess'):.2f} (machine), {ratio('proxy_us_sess'):.2f} (proxy)")
 
 
 if __name__ == "__main__":

@@ -7,7 +7,7 @@
 #   the reference; it is not kept in this repository).
 # VTEST_BIN:    the vtest binary (github.com/vtest/VTest, `make`).
 # PROGRAM:      the program to test (default: target/debug/ebb).
-# TEST...:      tests to run, relative to REGTESTS_DIR (default: every
+# TEST...:      tests to run, relative to REGTESTS_DIR, ".vtc" optional (default: every
 #               line of tests/regtests/in-scope.txt).
 #
 # Prints one line per test (PASS, FAIL or SKIP, the test, and for a
@@ -44,10 +44,15 @@ tmo=${VTEST_TIMEOUT:-20}
 # One test: prints its result line.
 run_one() {
     t=$1
+    # A name given without its extension (tcp-rules/default_rules) is the
+    # .vtc file: VTest would find no file, run nothing and exit 0.
+    case $t in *.vtc) ;; *) t=$t.vtc ;; esac
     log="$work/$(echo "$t" | tr / _).log"
     (cd "$work" && "$vtest" -b $((2 << 20)) -k -t "$tmo" -v "$dir/$t") >"$log" 2>&1
     rc=$?
-    if [ $rc -eq 0 ] && ! grep -q "SKIPPING test" "$log"; then
+    if [ $rc -eq 0 ] && grep -qE "(^|[^0-9])0 tests passed" "$log"; then
+        echo "FAIL $t: VTest ran nothing ($(grep -m1 'Cannot stat' "$log" || echo 'no test'))"
+    elif [ $rc -eq 0 ] && ! grep -q "SKIPPING test" "$log"; then
         echo "PASS $t"
     elif [ $rc -eq 77 ] || grep -q "SKIPPING test" "$log"; then
         echo "SKIP $t: $(grep -m1 -o 'SKIPPING test.*' "$log")"

@@ -108,15 +108,28 @@ fn run_common(a: &HttpRequestAction, ctx: &Ctx<'_>, session: bool) {
                 if session {
                     stk.track_session(*n, &t, &k);
                 } else {
-                    stk.track(*n, &t, &k, false);
+                    // An HTTP frontend's content rules run before HAProxy
+                    // counts the request (`http_wait_for_request`), so
+                    // their entries count it; a backend's run after.
+                    let http = ctx.req.is_some() && ctx.be.is_none();
+                    stk.track(*n, &t, &k, http);
                 }
             }
         }
         HttpRequestAction::Var(v) => v.run(ctx),
+        HttpRequestAction::Capture(c) => c.run(ctx),
         other => {
             crate::stick::run_http_action(other, ctx);
         }
     }
+}
+
+/// Why a content rule of an http-mode proxy may not read raw bytes.
+fn raw_bytes_in_http(p: &Proxy, kw: &str) -> String {
+    format!(
+        "proxy '{}' is in 'mode http': ebb runs its '{kw}' rules once on the parsed message head, so fetches of raw bytes ('req.len', 'req.payload', 'res.len', 'req.ssl_*', ...) are not supported there (use HTTP fetches)",
+        p.name
+    )
 }
 
 /// The layer-4 part of a compiled proxy.
@@ -190,20 +203,44 @@ fn action_exprs(a: &TcpAction) -> Vec<&Expr> {
         TcpAction::Common(HttpRequestAction::TrackSc { key, .. }) => vec![&**key],
         TcpAction::Common(HttpRequestAction::ScSetGpt0(_, e)) => vec![&**e],
         TcpAction::Common(HttpRequestAction::Var(VarAction::Set(_, e))) => vec![&**e],
+        TcpAction::Common(HttpRequestAction::Capture(c)) => vec![&*c.expr],
         _ => Vec::new(),
     }
 }
 
-/// Whether a condition reads `ssl_fc_sni` (known after the handshake).
-fn cond_reads_sni(p: &Proxy, c: &Condition) -> bool {
-    let sni = |f: &Fetch| matches!(f, Fetch::Sample(e) if e.text().starts_with("ssl_fc_sni"));
+/// Whether a condition has a fetch `hit` says yes to.
+fn cond_any(p: &Proxy, c: &Condition, hit: impl Fn(&Fetch) -> bool) -> bool {
     c.terms.iter().flatten().any(|t| match &t.acl {
-        AclRef::Inline(test) => sni(&test.fetch),
+        AclRef::Inline(test) => hit(&test.fetch),
         AclRef::Named { index, .. } => p
             .acls
             .get(*index)
-            .is_some_and(|a| a.tests.iter().any(|t| sni(&t.fetch))),
+            .is_some_and(|a| a.tests.iter().any(|t| hit(&t.fetch))),
     })
+}
+
+/// Whether a condition reads `ssl_fc_sni` (known after the handshake).
+fn cond_reads_sni(p: &Proxy, c: &Condition) -> bool {
+    cond_any(
+        p,
+        c,
+        |f| matches!(f, Fetch::Sample(e) if e.text().starts_with("ssl_fc_sni")),
+    )
+}
+
+/// Whether a rule reads the raw bytes of the message (`req.len`,
+/// `res.payload`, ...) in its condition or its action.
+fn reads_raw(p: &Proxy, r: &TcpRequestRule) -> bool {
+    action_exprs(&r.action)
+        .iter()
+        .any(|e| e.layer() == Layer::Payload)
+        || r.cond.as_ref().is_some_and(|c| {
+            cond_any(
+                p,
+                c,
+                |f| matches!(f, Fetch::Sample(e) if e.layer() == Layer::Payload),
+            )
+        })
 }
 
 fn compile_rule(
@@ -235,6 +272,9 @@ fn compile_rule(
             format!("'tcp-request {which}' runs before any byte is read: its condition and action may only use addresses, names, counters and variables (use 'tcp-request content' with 'tcp-request inspect-delay')"),
         ));
     }
+    if !tcp && reads_raw(p, r) {
+        return Err(err(&r.loc, raw_bytes_in_http(p, "tcp-request content")));
+    }
     if tcp && layer == Layer::Http {
         return Err(err(
             &r.loc,
@@ -243,6 +283,22 @@ fn compile_rule(
                 p.name
             ),
         ));
+    }
+    if let TcpAction::Common(HttpRequestAction::Capture(_)) = &r.action {
+        // The slot is the frontend's, shown by `%hr` in an HTTP log line;
+        // ebb's tcp sessions log `option tcplog`'s fixed line only.
+        if tcp {
+            return Err(err(
+                &r.loc,
+                format!("proxy '{}' is in 'mode tcp': 'tcp-request content capture' is supported in 'mode http' only (ebb's tcp log line has no captures)", p.name),
+            ));
+        }
+        if !p.kind.is_frontend() {
+            return Err(err(
+                &r.loc,
+                format!("'tcp-request content capture': proxy '{}' has no frontend capability (captures are a frontend's)", p.name),
+            ));
+        }
     }
     if let TcpAction::Common(HttpRequestAction::Var(v)) = &r.action {
         let (VarAction::Set(vr, _) | VarAction::SetFmt(vr, _) | VarAction::Unset(vr)) = v;
@@ -276,17 +332,6 @@ fn compile_rule(
 pub fn response_part(p: &Proxy, m: &Matcher) -> Result<TcpRt, ConfigError> {
     let tcp = p.mode == ProxyMode::Tcp;
     let mut rt = TcpRt::default();
-    if let Some(r) = p.tcp_response.first() {
-        if !tcp {
-            return Err(err(
-                &r.loc,
-                format!(
-                    "'tcp-response content' in proxy '{}' (mode http) is not supported by ebb: its rules run in 'mode tcp' only (use 'http-response' rules)",
-                    p.name
-                ),
-            ));
-        }
-    }
     for r in &p.tcp_response {
         let layer = r.cond.as_ref().map_or(Layer::L4, |c| cond_layer(p, c)).max(
             action_exprs(&r.action)
@@ -295,11 +340,20 @@ pub fn response_part(p: &Proxy, m: &Matcher) -> Result<TcpRt, ConfigError> {
                 .max()
                 .unwrap_or(Layer::L4),
         );
-        if layer == Layer::Http {
+        if tcp && layer == Layer::Http {
             return Err(err(
                 &r.loc,
                 format!(
                     "proxy '{}' is in 'mode tcp': this rule reads HTTP, which a tcp-mode proxy never parses",
+                    p.name
+                ),
+            ));
+        }
+        if !tcp && layer > Layer::L4 {
+            return Err(err(
+                &r.loc,
+                format!(
+                    "proxy '{}' is in 'mode http': HAProxy runs 'tcp-response content' rules there before the response head is parsed, so HTTP and payload fetches never match in them; ebb refuses them (use 'http-response' rules)",
                     p.name
                 ),
             ));
@@ -332,15 +386,6 @@ pub fn compile(p: &Proxy, m: &Matcher, warnings: &mut Vec<String>) -> Result<Tcp
         ..TcpRt::default()
     };
     for r in &p.tcp_request {
-        if r.when == TcpWhen::Content && !tcp {
-            return Err(err(
-                &r.loc,
-                format!(
-                    "'tcp-request content' in proxy '{}' (mode http) is not supported by ebb: its rules run in 'mode tcp' only (use 'http-request' rules)",
-                    p.name
-                ),
-            ));
-        }
         let c = compile_rule(p, m, r, tcp)?;
         match r.when {
             TcpWhen::Content => {
@@ -381,6 +426,17 @@ pub fn compile(p: &Proxy, m: &Matcher, warnings: &mut Vec<String>) -> Result<Tcp
     }
     if p.serve_files.is_some() {
         return refuse("'serve-files'", &p.loc);
+    }
+    if let Some(f) = p.log_format.as_ref().filter(|_| p.kind.is_frontend()) {
+        // HAProxy logs a tcp session with it; ebb's tcp sessions write
+        // the `option tcplog` line only, so it would be ignored.
+        return Err(err(
+            &f.loc,
+            format!(
+                "proxy '{}' is in 'mode tcp': 'log-format' is not supported there by ebb (its tcp sessions log HAProxy's 'option tcplog' line; a log-format set in 'defaults' applies here too)",
+                p.name
+            ),
+        ));
     }
     if p.stats.effective_uri().is_some() {
         warnings.push(format!(
@@ -583,10 +639,48 @@ mod tests {
             e.starts_with("t.cfg:4: ") && e.contains("needs 'mode http'"),
             "{e}"
         );
-        let e = compile_err(
-            "frontend f\n    bind :80\n    tcp-request content reject\n    default_backend b\nbackend b\n    server s 127.0.0.1:1\n",
+        // In mode http, content rules run once on the parsed head: raw
+        // bytes are refused there; response rules read no HTTP (HAProxy
+        // runs them before the head is analysed).
+        let c = compiles(
+            "frontend f\n    bind :80\n    tcp-request content reject if { path /x }\n    default_backend b\nbackend b\n    tcp-request content accept if { hdr(host) a }\n    tcp-response content reject if { var(txn.x) -m found }\n    server s 127.0.0.1:1\n",
         );
-        assert!(e.starts_with("t.cfg:3: ") && e.contains("mode tcp"), "{e}");
+        assert_eq!(c.frontends[0].l4.content_rules.len(), 1);
+        assert_eq!(c.backends[0].l4.content_rules.len(), 1);
+        assert_eq!(c.backends[0].l4.res_rules.len(), 1);
+        let e = compile_err(
+            "frontend f\n    bind :80\n    tcp-request content reject if { path /x } || { req.len gt 3 }\n    default_backend b\nbackend b\n    server s 127.0.0.1:1\n",
+        );
+        assert!(
+            e.starts_with("t.cfg:3: ") && e.contains("'mode http'"),
+            "{e}"
+        );
+        // A capture slot is a frontend's, logged in HTTP only.
+        let c = compiles(
+            "frontend f\n    bind :80\n    tcp-request content capture req.hdr(host) len 8\n    default_backend b\nbackend b\n    server s 127.0.0.1:1\n",
+        );
+        assert_eq!(c.frontends[0].l4.content_rules.len(), 1);
+        let e = compile_err(
+            "listen l\n    mode tcp\n    bind :80\n    tcp-request content capture src len 8\n    server s 127.0.0.1:1\n",
+        );
+        assert!(
+            e.starts_with("t.cfg:4: ") && e.contains("'mode http' only"),
+            "{e}"
+        );
+        let e = compile_err(
+            "frontend f\n    bind :80\n    default_backend b\nbackend b\n    tcp-request content capture src len 8\n    server s 127.0.0.1:1\n",
+        );
+        assert!(
+            e.starts_with("t.cfg:5: ") && e.contains("no frontend capability"),
+            "{e}"
+        );
+        let e = compile_err(
+            "frontend f\n    bind :80\n    default_backend b\nbackend b\n    tcp-response content reject if { res.hdr(x) -m found }\n    server s 127.0.0.1:1\n",
+        );
+        assert!(
+            e.starts_with("t.cfg:5: ") && e.contains("before the response head"),
+            "{e}"
+        );
         // Connection rules work in HTTP mode too; SNI routing compiles.
         let c = compiles(
             "frontend f\n    mode tcp\n    bind :443\n    tcp-request inspect-delay 5s\n    tcp-request connection accept if { src 127.0.0.1 }\n    use_backend a if { req.ssl_sni -i a.example }\n    default_backend b\nbackend a\n    mode tcp\n    server s 127.0.0.1:1\nbackend b\n    mode tcp\n    timeout tunnel 1h\n    server s 127.0.0.1:2\n",
@@ -596,6 +690,22 @@ mod tests {
         assert_eq!(f.l4.conn_rules.len(), 1);
         assert_eq!(c.backends[1].l4.tunnel, Some(3_600_000));
         assert_eq!(c.backends[0].l4.tunnel, None);
+    }
+
+    #[test]
+    fn log_format_in_a_tcp_proxy_is_refused_not_ignored() {
+        let e = compile_err(
+            "defaults\n    mode tcp\n    log-format \"%ci %b\"\nlisten l\n    bind :80\n    server s 127.0.0.1:1\n",
+        );
+        assert!(
+            e.starts_with("t.cfg:3: ") && e.contains("'log-format' is not supported"),
+            "{e}"
+        );
+        // A backend writes no log line of its own: a log-format it
+        // inherits is unused in HAProxy too.
+        compiles(
+            "defaults fmt\n    log-format \"%ci %b\"\nfrontend f\n    bind :80\n    default_backend b\nbackend b\n    server s 127.0.0.1:1\ndefaults\nfrontend t\n    mode tcp\n    bind :81\n    option tcplog\n    default_backend tb\nbackend tb from fmt\n    mode tcp\n    server s 127.0.0.1:1\n",
+        );
     }
 
     #[test]

@@ -516,6 +516,7 @@ pub fn run_request(
             HttpRequestAction::Tarpit { .. } => return Ok(Some(i)),
             a @ (HttpRequestAction::TrackSc { .. }
             | HttpRequestAction::ScIncGpc0(_)
+            | HttpRequestAction::ScIncGpc1(_)
             | HttpRequestAction::ScSetGpt0(..)) => {
                 let ctx = Ctx {
                     req: Some(st.req()),

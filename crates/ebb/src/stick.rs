@@ -175,6 +175,11 @@ pub fn run_http_action(a: &HttpRequestAction, ctx: &Ctx<'_>) -> bool {
                 stk.inc_gpc0(*n);
             }
         }
+        HttpRequestAction::ScIncGpc1(n) => {
+            if let Some(stk) = stk {
+                stk.inc_gpc1(*n);
+            }
+        }
         HttpRequestAction::ScSetGpt0(n, e) => {
             let v = with_scratch(|s| e.eval(ctx, s).and_then(|v| cast(v, Type::Int, s)));
             if let (Some(stk), Some(Val::Int(i))) = (stk, v) {

@@ -879,6 +879,19 @@ impl std::fmt::Debug for Transport {
     }
 }
 
+/// `silent-drop` on a socket about to be closed, as HAProxy does without
+/// `CAP_NET_ADMIN` (no `TCP_REPAIR`): no lingering, so the close sends a
+/// reset and no FIN, with a TTL (hop limit) of 1 so that the reset does
+/// not pass the first router.
+pub(crate) fn silent_drop(sock: &TcpStream) {
+    let s = socket2::SockRef::from(sock);
+    let _ = match sock.peer_addr() {
+        Ok(std::net::SocketAddr::V6(_)) => s.set_unicast_hops_v6(1),
+        _ => s.set_ttl_v4(1),
+    };
+    let _ = s.set_linger(Some(std::time::Duration::ZERO));
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -60,7 +60,7 @@ fn config(sock: &Path, peers: &[(&str, u16)], http: u16) -> String {
         c.push_str(&format!("    peer {n} 127.0.0.1:{p}\n"));
     }
     c.push_str(&format!(
-        "frontend web\n    bind 127.0.0.1:{http}\n    stick-table type ip size 1m expire 60s store gpt0,gpc0,gpc0_rate(10s),conn_cnt,conn_rate(10s),conn_cur,sess_cnt,sess_rate(10s),http_req_cnt,http_req_rate(10s),http_err_cnt,http_err_rate(10s),bytes_in_cnt,bytes_in_rate(10s),bytes_out_cnt,bytes_out_rate(10s),server_id peers mesh\n    http-request track-sc0 src\n    http-request deny deny_status 429 if {{ src_http_req_rate gt 5 }}\n    http-request sc-inc-gpc0(0)\n    http-request return status 200 content-type text/plain string ok\n"
+        "frontend web\n    bind 127.0.0.1:{http}\n    stick-table type ip size 1m expire 60s store gpt0,gpc0,gpc0_rate(10s),conn_cnt,conn_rate(10s),conn_cur,sess_cnt,sess_rate(10s),http_req_cnt,http_req_rate(10s),http_err_cnt,http_err_rate(10s),bytes_in_cnt,bytes_in_rate(10s),bytes_out_cnt,bytes_out_rate(10s),server_id,gpc1,gpc1_rate(10s) peers mesh\n    http-request track-sc0 src\n    http-request deny deny_status 429 if {{ src_http_req_rate gt 5 }}\n    http-request sc-inc-gpc0(0)\n    http-request sc-inc-gpc1(0)\n    http-request return status 200 content-type text/plain string ok\n"
     ));
     c
 }
@@ -204,6 +204,7 @@ fn ebb_and_haproxy_share_a_table_both_ways() {
     let counters = [
         "gpt0",
         "gpc0",
+        "gpc1",
         "conn_cnt",
         "sess_cnt",
         "http_req_cnt",

@@ -186,7 +186,7 @@ fn show_table_matches_haproxy_side_by_side() {
         eprintln!("haproxy not installed: skipped");
         return;
     }
-    let rules = "    stick-table type ip size 1m expire 30s store gpc0,gpt0,conn_cnt,conn_cur,conn_rate(10s),sess_cnt,http_req_cnt,http_req_rate(10s),http_err_cnt\n    http-request track-sc0 src\n    http-request sc-inc-gpc0(0) if { path /inc }\n    http-request sc-set-gpt0(0) int(3) if { path /gpt }\n    http-request deny deny_status 429 if { sc_http_req_rate(0) gt 4 }\n    http-request return status 200 content-type text/plain string ok\nbackend strings\n    stick-table type string len 8 size 10 expire 1m store gpc0,http_req_cnt\n";
+    let rules = "    stick-table type ip size 1m expire 30s store gpc0,gpt0,conn_cnt,conn_cur,conn_rate(10s),sess_cnt,http_req_cnt,http_req_rate(10s),http_err_cnt,gpc1,gpc1_rate(10s)\n    http-request track-sc0 src\n    http-request sc-inc-gpc0(0) if { path /inc }\n    http-request sc-inc-gpc1(0) if { path /inc } || { path /gpt }\n    http-request sc-set-gpt0(0) int(3) if { path /gpt }\n    http-request deny deny_status 429 if { sc_http_req_rate(0) gt 4 }\n    http-request return status 200 content-type text/plain string ok\nbackend strings\n    stick-table type string len 8 size 10 expire 1m store gpc0,http_req_cnt\n";
     let dir = scratch("stick-side");
     let hsock = dir.join("h.sock");
     let hport = free_port();
@@ -241,6 +241,9 @@ fn show_table_matches_haproxy_side_by_side() {
         "show table",
         "show table f",
         "show table f data.gpc0 gt 1",
+        "show table f data.gpc1 gt 2",
+        "set table f key 127.0.0.3 data.gpc1 7",
+        "show table f data.gpc1 eq 7",
         "show table f data.http_req_cnt le 2",
         "show table f key 127.0.0.3",
         "show table strings",

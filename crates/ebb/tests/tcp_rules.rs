@@ -473,3 +473,88 @@ fn tcp_response_rules_as_haproxy() {
         assert_eq!((&r[1][..], &r[3][..]), (&b"abcdefgh"[..], &b"bye"[..]));
     }
 }
+
+/// `tcp-request content` rules in http proxies (the frontend's before its
+/// `http-request` rules, the backend's once it is chosen) and
+/// `tcp-response content` rules in an http backend, inherited from named
+/// defaults sections and run before the proxies' own rules: the same
+/// answers from ebb and HAProxy 2.6. ebb's log lines are HAProxy's (seen
+/// with Debian's 2.6: a frontend reject logs `fe/<NOSRV>
+/// -1/-1/-1/-1/0 -1 0 - - PR--` and `"<BADREQ>"`, a backend one
+/// `be/<NOSRV>` with the request line, a response reject `-1 0 - - PD--`,
+/// a response `close` a 502 with `SH--`).
+#[test]
+fn content_rules_in_http_proxies_from_named_defaults_as_haproxy() {
+    use common::origin::{Mode, Origin};
+    let o = Origin::start("o", Mode::Ok);
+    let dir = scratch("tcp-rules-http-content");
+    let timeouts = "    timeout client 30s\n    timeout server 30s\n    timeout connect 2s\n";
+    let body = format!(
+        "defaults front\n    mode http\n    log global\n    option httplog\n{timeouts}    tcp-request inspect-delay 5s\n    tcp-request content set-var(txn.x) str(def)\n    tcp-request content reject if {{ path /rej }}\n    tcp-request content accept if {{ path /acc }}\n\
+defaults back\n    mode http\n{timeouts}    tcp-request content reject if {{ path /brej }}\n    tcp-response content reject if {{ var(txn.bad) -m found }}\n    tcp-response content close if {{ var(txn.cl) -m found }}\n    tcp-response content set-var(txn.r) str(resp)\n\
+frontend fe from front\n    bind BIND\n    stick-table type ip size 1k expire 60s store http_req_cnt\n    tcp-request content silent-drop if {{ path /drop }}\n    tcp-request content capture req.hdr(host) len 10\n    tcp-request content track-sc1 src\n    tcp-request content set-var(txn.x) str(fe)\n    http-request return status 200 content-type text/plain lf-string \"x=%[var(txn.x)] n=%[sc1_http_req_cnt]\" if {{ path /ret }} || {{ path /acc }}\n    default_backend be\n\
+backend be from back\n    http-request set-var(txn.bad) int(1) if {{ path /bad }}\n    http-request set-var(txn.cl) int(1) if {{ path /close }}\n    http-response set-header x-r %[var(txn.r)]\n    server o {}\n",
+        o.addr
+    );
+    let e = Ebb::start(&format!("global\n    log stdout format raw local0\n{body}"));
+    let mut targets = vec![e.addr()];
+    let _h = have("haproxy").then(|| {
+        let (h, a, _) = haproxy(
+            &dir,
+            &format!(
+                "global\n    stats socket SOCK\n{}",
+                body.replace("BIND", "127.0.0.1:HPORT")
+            ),
+        );
+        targets.push(a);
+        h
+    });
+    let req = |p: &str| format!("GET {p} HTTP/1.1\r\nHost: t\r\n\r\n").into_bytes();
+    for a in &targets {
+        // The content tracker is taken again for each request of a
+        // connection; it counts the request being analysed.
+        let mut c = Client::connect(*a);
+        for n in 1..=2 {
+            c.send(&req("/ret"));
+            assert_eq!(c.read_resp().text(), format!("x=fe n={n}"), "{a}");
+        }
+        // `accept` ends the content rules: the frontend's never ran.
+        assert_eq!(get(*a, "/acc").text(), "x=def n=", "{a}");
+        for p in ["/rej", "/brej", "/bad"] {
+            assert!(raw(*a, &req(p)).is_none(), "{p} on {a}: no answer");
+        }
+        assert_eq!(get(*a, "/close").status, 502, "{a}");
+        let r = get(*a, "/ok");
+        assert_eq!((r.status, r.header("x-r")), (200, Some("resp")), "{a}");
+    }
+    // `silent-drop`: a reset, no answer (ebb only: HAProxy running as
+    // root uses TCP_REPAIR, so its client would hear nothing at all).
+    let mut c = Client::connect(e.addr());
+    c.send(&req("/drop"));
+    let mut b = [0u8; 16];
+    let r = c.s.read(&mut b);
+    assert!(
+        matches!(&r, Err(x) if x.kind() == std::io::ErrorKind::ConnectionReset),
+        "{r:?}"
+    );
+    let l = e.wait_stdout("\"<BADREQ>\"", LONG).unwrap();
+    assert!(
+        l.contains(" fe fe/<NOSRV> -1/-1/-1/-1/") && l.contains(" -1 0 - - PR-- "),
+        "{l}"
+    );
+    let l = e.wait_stdout("\"GET /brej HTTP/1.1\"", LONG).unwrap();
+    assert!(
+        l.contains(" fe be/<NOSRV> -1/-1/-1/-1/") && l.contains(" -1 0 - - PR-- "),
+        "{l}"
+    );
+    let l = e.wait_stdout("\"GET /bad HTTP/1.1\"", LONG).unwrap();
+    assert!(
+        l.contains(" fe be/o ") && l.contains(" -1 0 - - PD-- "),
+        "{l}"
+    );
+    let l = e.wait_stdout("\"GET /close HTTP/1.1\"", LONG).unwrap();
+    assert!(l.contains(" 502 ") && l.contains(" SH-- "), "{l}");
+    // `capture` fills a request slot, shown by `%hr`.
+    let l = e.wait_stdout("\"GET /ok HTTP/1.1\"", LONG).unwrap();
+    assert!(l.contains(" 200 ") && l.contains(" {t} "), "{l}");
+}

@@ -59,6 +59,9 @@ struct Ctx<'a> {
     /// Capabilities of the section: FE, BE or both.
     caps: u8,
     defaults: bool,
+    /// An anonymous `defaults` section (HAProxy refuses `tcp-request` and
+    /// `tcp-response` there).
+    anon_defaults: bool,
     section_name: &'static str,
 }
 
@@ -131,6 +134,9 @@ pub(crate) struct Parser<'e> {
     table_refs: Vec<(String, Loc)>,
     resolvers: Vec<Resolvers>,
     peers: Vec<super::peers::PeersSection>,
+    /// Defaults sections defining `tcp-request`/`tcp-response` rules (by
+    /// header line) and the kind of proxy that first used each one.
+    rule_defaults: Vec<(Loc, ProxyKind)>,
 }
 
 fn new_proxy(name: &str, kind: ProxyKind, loc: Loc) -> Proxy {
@@ -184,6 +190,12 @@ fn new_proxy(name: &str, kind: ProxyKind, loc: Loc) -> Proxy {
         unique_id_format: None,
         unique_id_header: None,
     }
+}
+
+/// Whether a defaults section defines `tcp-request` or `tcp-response`
+/// rules (its `inspect-delay`s are plain settings).
+fn has_tcp_rules(d: &Proxy) -> bool {
+    !d.tcp_request.is_empty() || !d.tcp_response.is_empty()
 }
 
 fn fresh_defaults() -> Proxy {
@@ -423,6 +435,7 @@ impl<'e> Parser<'e> {
             proxies: Vec::new(),
             defaults: fresh_defaults(),
             named_defaults: Vec::new(),
+            rule_defaults: Vec::new(),
             section: Section::None,
             default_path: DefaultPath::Current,
             bad_binds: Vec::new(),
@@ -540,6 +553,7 @@ impl<'e> Parser<'e> {
                     tls: &self.tls,
                     caps: FE | BE,
                     defaults: true,
+                    anon_defaults: matches!(self.section, Section::Defaults { name: None }),
                     section_name: "defaults",
                 };
                 proxy_kw(&mut self.defaults, &ctx, words)
@@ -557,6 +571,7 @@ impl<'e> Parser<'e> {
                         tls: &self.tls,
                         caps,
                         defaults: false,
+                        anon_defaults: false,
                         section_name: px.kind.name(),
                     };
                     proxy_kw(px, &ctx, words)
@@ -568,7 +583,17 @@ impl<'e> Parser<'e> {
             Section::Proxy(i) => self.proxies.get(i).map(|p| p.name.clone()),
             _ => None,
         };
+        let in_defaults = matches!(self.section, Section::Defaults { .. });
+        let mut result = result;
         for r in crate::sample::take_refs() {
+            if r.is_none() && in_defaults && result.is_ok() {
+                // HAProxy resolves it against the defaults section, which
+                // has no table.
+                result = Err(
+                    "a 'defaults' section has no stick table: name one with 'table NAME' (or the fetch's table argument)"
+                        .to_string(),
+                );
+            }
             if let Some(name) = r.or_else(|| own.clone()) {
                 self.table_refs.push((name, loc.clone()));
             }
@@ -627,6 +652,12 @@ impl<'e> Parser<'e> {
                 }
                 // Each defaults section starts afresh (or from `from NAME`).
                 let base = self.take_from(rest)?;
+                if let Some(d) = base.as_ref().filter(|d| has_tcp_rules(d)) {
+                    return Err(format!(
+                        "a defaults section cannot inherit from a defaults section defining TCP rules (defaults section at {})",
+                        d.loc
+                    ));
+                }
                 self.defaults = base.unwrap_or_else(fresh_defaults);
                 self.defaults.loc = loc.clone();
                 self.section = Section::Defaults { name };
@@ -665,12 +696,14 @@ impl<'e> Parser<'e> {
                     }
                 };
                 let mut px = base.unwrap_or_else(|| self.defaults.clone());
+                let inherited = self.check_rule_defaults(&px, kind);
                 px.name = name.clone();
                 px.kind = kind;
                 px.loc = loc.clone();
                 self.proxies.push(px);
                 let idx = self.proxies.len() - 1;
                 self.section = Section::Proxy(idx);
+                inherited?;
                 if let Some(addr) = legacy_bind {
                     if !kind.is_frontend() {
                         return Err(format!("unexpected argument '{addr}' after backend name"));
@@ -702,6 +735,44 @@ impl<'e> Parser<'e> {
                 Ok(())
             }
         }
+    }
+
+    /// HAProxy's checks on a proxy taking its settings from a defaults
+    /// section `d` that defines `tcp-request`/`tcp-response` rules: no
+    /// listen section, not frontends and backends both, no connection or
+    /// session rules for a backend, no response rules for a frontend.
+    fn check_rule_defaults(&mut self, d: &Proxy, kind: ProxyKind) -> Result<(), String> {
+        if !has_tcp_rules(d) {
+            return Ok(());
+        }
+        let at = &d.loc;
+        if kind == ProxyKind::Listen {
+            return Err(format!(
+                "a listen section cannot inherit from a defaults section defining TCP rules (defaults section at {at})"
+            ));
+        }
+        if let Some((_, k)) = self.rule_defaults.iter().find(|(l, _)| l == at) {
+            if *k != kind {
+                return Err(format!(
+                    "frontends and backends cannot inherit from the same defaults section if it defines TCP rules (defaults section at {at})"
+                ));
+            }
+        }
+        let early = d.tcp_request.iter().any(|r| r.when != TcpWhen::Content);
+        if kind == ProxyKind::Backend && early {
+            return Err(format!(
+                "a backend section cannot inherit from a defaults section defining 'tcp-request connection' or 'tcp-request session' rules (defaults section at {at})"
+            ));
+        }
+        if kind == ProxyKind::Frontend && !d.tcp_response.is_empty() {
+            return Err(format!(
+                "a frontend section cannot inherit from a defaults section defining 'tcp-response content' rules (defaults section at {at})"
+            ));
+        }
+        if !self.rule_defaults.iter().any(|(l, _)| l == at) {
+            self.rule_defaults.push((at.clone(), kind));
+        }
+        Ok(())
     }
 
     /// Handles an optional `from NAME` at the end of a section header.
@@ -1648,18 +1719,26 @@ fn proxy_kw(px: &mut Proxy, ctx: &Ctx<'_>, words: &[String]) -> Result<(), Strin
                 }),
             }
         }
-        "tcp-request" => {
-            let connection = w
-                .get(1)
-                .is_some_and(|x| x == "connection" || x == "session");
-            let delay = w.get(1).is_some_and(|x| x == "inspect-delay");
-            ctx.allow(kw, if connection { FE } else { FE | BE }, delay)?;
-            super::tcpreq::parse(px, &w[1..], loc)?;
-        }
-        "tcp-response" => {
-            let delay = w.get(1).is_some_and(|x| x == "inspect-delay");
-            ctx.allow(kw, BE, delay)?;
-            super::tcpreq::parse_response(px, &w[1..], loc)?;
+        "tcp-request" | "tcp-response" => {
+            let which = w.get(1).map_or("", String::as_str);
+            let caps = match (kw, which) {
+                ("tcp-response", _) => BE,
+                (_, "connection" | "session") => FE,
+                _ => FE | BE,
+            };
+            // HAProxy 2.5+: in named defaults sections only; the rules
+            // run before the inheriting proxy's own.
+            ctx.allow(kw, caps, true)?;
+            if ctx.anon_defaults {
+                return Err(format!(
+                    "'{kw} {which}' is not allowed in anonymous 'defaults' sections (name the section, as HAProxy requires)"
+                ));
+            }
+            if kw == "tcp-request" {
+                super::tcpreq::parse(px, &w[1..], loc)?;
+            } else {
+                super::tcpreq::parse_response(px, &w[1..], loc)?;
+            }
         }
         "http-request" => {
             ctx.allow(kw, FE | BE, false)?;
@@ -2172,6 +2251,7 @@ fn unreachable_rule(px: &Proxy) -> Result<(), String> {
                     | HttpRequestAction::Var(_)
                     | HttpRequestAction::TrackSc { .. }
                     | HttpRequestAction::ScIncGpc0(_)
+                    | HttpRequestAction::ScIncGpc1(_)
                     | HttpRequestAction::ScSetGpt0(..)
                     | HttpRequestAction::Rewrite(_)
                     | HttpRequestAction::Capture(_)
@@ -2719,6 +2799,7 @@ pub fn parse_dynamic_server(w: &[String]) -> Result<(String, u16, ServerOptions)
         tls: &tls,
         caps: BE,
         defaults: false,
+        anon_defaults: false,
         section_name: "backend",
     };
     let mut o = ServerOptions::default();
@@ -3364,7 +3445,7 @@ fn parse_http_request(
         },
         o => {
             return Err(format!(
-                "unknown 'http-request' action '{o}' (supported: return, redirect, deny, allow, set-header, add-header, del-header, replace-header, replace-value, set-path, set-pathq, set-query, set-uri, set-method, replace-path, replace-pathq, replace-uri, set-var, set-var-fmt, unset-var, use-service, capture, tarpit, track-sc0, track-sc1, track-sc2, sc-inc-gpc0, sc-set-gpt0)"
+                "unknown 'http-request' action '{o}' (supported: return, redirect, deny, allow, set-header, add-header, del-header, replace-header, replace-value, set-path, set-pathq, set-query, set-uri, set-method, replace-path, replace-pathq, replace-uri, set-var, set-var-fmt, unset-var, use-service, capture, tarpit, track-sc0, track-sc1, track-sc2, sc-inc-gpc0, sc-inc-gpc1, sc-set-gpt0)"
             ))
         }
     };
@@ -3381,6 +3462,7 @@ pub(super) fn is_shared_action(a: &str) -> bool {
     is_var_action(a)
         || a.starts_with("track-sc")
         || a.starts_with("sc-inc-gpc0(")
+        || a.starts_with("sc-inc-gpc1(")
         || a.starts_with("sc-set-gpt0(")
 }
 
@@ -3419,6 +3501,12 @@ pub(super) fn shared_action(
                 return Err(format!("'{kw} {a}' takes no argument"));
             }
             HttpRequestAction::ScIncGpc0(sc_paren(a, "sc-inc-gpc0")?)
+        }
+        a if a.starts_with("sc-inc-gpc1(") => {
+            if !args.is_empty() {
+                return Err(format!("'{kw} {a}' takes no argument"));
+            }
+            HttpRequestAction::ScIncGpc1(sc_paren(a, "sc-inc-gpc1")?)
         }
         a if a.starts_with("sc-set-gpt0(") => {
             let n = sc_paren(a, "sc-set-gpt0")?;

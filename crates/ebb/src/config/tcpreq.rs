@@ -4,13 +4,15 @@
 //! Actions: `accept`, `reject`, `silent-drop`, `expect-proxy layer4`
 //! (connection rules only), and those shared with `http-request`:
 //! `track-sc0|1|2 KEY [table T]`, `sc-inc-gpc0(N)`, `sc-set-gpt0(N)`,
-//! `set-var(V)`, `set-var-fmt(V)`, `unset-var(V)`. Any other action is
-//! refused at its line, never ignored.
+//! `set-var(V)`, `set-var-fmt(V)`, `unset-var(V)`; and `capture SAMPLE
+//! len N` in content rules. Any other action is refused at its line,
+//! never ignored.
 
 use super::parse::{cond_of, is_shared_action, request_scope, shared_action, split_cond};
-use super::values::parse_time;
-use super::{Loc, Proxy, TcpAction, TcpRequestRule, TcpWhen};
-use crate::sample::Scope;
+use super::values::{parse_time, parse_u32_range};
+use super::{HttpRequestAction, Loc, Proxy, TcpAction, TcpRequestRule, TcpWhen};
+use crate::sample::logline::{CaptureAction, CaptureHdr};
+use crate::sample::{Expr, Scope};
 
 /// Parses the words after `tcp-request`.
 pub(super) fn parse(px: &mut Proxy, w: &[String], loc: &Loc) -> Result<(), String> {
@@ -62,12 +64,15 @@ pub(super) fn parse(px: &mut Proxy, w: &[String], loc: &Loc) -> Result<(), Strin
                 _ => return Err(format!("'{kw} expect-proxy' expects 'layer4'")),
             }
         }
+        "capture" if when == TcpWhen::Content => {
+            TcpAction::Common(HttpRequestAction::Capture(capture(px, args)?))
+        }
         a if is_shared_action(a) => {
             TcpAction::Common(shared_action(&kw, a, args, request_scope(px))?)
         }
         o => {
             return Err(format!(
-                "'{kw} {o}' is not supported by ebb (supported actions: accept, reject, silent-drop, expect-proxy layer4, track-sc0, track-sc1, track-sc2, sc-inc-gpc0, sc-set-gpt0, set-var, set-var-fmt, unset-var)"
+                "'{kw} {o}' is not supported by ebb (supported actions: accept, reject, silent-drop, expect-proxy layer4, track-sc0, track-sc1, track-sc2, sc-inc-gpc0, sc-inc-gpc1, sc-set-gpt0, set-var, set-var-fmt, unset-var; and capture in content rules)"
             ))
         }
     };
@@ -79,6 +84,36 @@ pub(super) fn parse(px: &mut Proxy, w: &[String], loc: &Loc) -> Result<(), Strin
         loc: loc.clone(),
     });
     Ok(())
+}
+
+/// `tcp-request content capture SAMPLE len N`: a new request capture slot
+/// of the frontend (HAProxy's, shown by `%hr` in the log), filled with the
+/// sample cut to N bytes. Where it may run is checked at compile time
+/// (the layer-4 compile step).
+fn capture(px: &mut Proxy, args: &[String]) -> Result<CaptureAction, String> {
+    let [e, l, n] = args else {
+        return Err("'tcp-request content capture' expects SAMPLE len N".to_string());
+    };
+    if l != "len" {
+        return Err(format!(
+            "'tcp-request content capture' expects 'len' after the sample, not '{l}'"
+        ));
+    }
+    let expr = Expr::parse(e, request_scope(px))
+        .map_err(|x| format!("'tcp-request content capture': {x}"))?;
+    let len = parse_u32_range("capture len", n, 1, 65_536)? as usize;
+    let slot = px.captures.iter().filter(|c| !c.response).count();
+    px.captures.push(CaptureHdr {
+        response: false,
+        name: None,
+        len,
+    });
+    Ok(CaptureAction {
+        expr: Box::new(expr),
+        response: false,
+        slot,
+        len,
+    })
 }
 
 /// Parses the words after `tcp-response`: `inspect-delay TIME`, or
@@ -123,7 +158,7 @@ pub(super) fn parse_response(px: &mut Proxy, w: &[String], loc: &Loc) -> Result<
         }
         o => {
             return Err(format!(
-                "'tcp-response content {o}' is not supported by ebb (supported actions: accept, reject, close, silent-drop, sc-inc-gpc0, sc-set-gpt0, set-var, unset-var)"
+                "'tcp-response content {o}' is not supported by ebb (supported actions: accept, reject, close, silent-drop, sc-inc-gpc0, sc-inc-gpc1, sc-set-gpt0, set-var, unset-var)"
             ))
         }
     };

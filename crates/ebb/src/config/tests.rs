@@ -781,7 +781,7 @@ fn http2_binds_and_tune_h2() {
 
 #[test]
 fn mode_tcp_and_its_keywords() {
-    let c = ok("defaults\n    mode tcp\n    tcp-request inspect-delay 5s\nlisten l\n    bind :80 accept-proxy\n    option tcplog\n    tcp-request connection reject if { src 10.0.0.0/8 }\n    tcp-request content accept if { req.ssl_hello_type 1 }\n    tcp-request content reject\n    server s 1.2.3.4:80 send-proxy-v2 check-send-proxy\n");
+    let c = ok("defaults tcp\n    mode tcp\n    tcp-request inspect-delay 5s\nlisten l\n    bind :80 accept-proxy\n    option tcplog\n    tcp-request connection reject if { src 10.0.0.0/8 }\n    tcp-request content accept if { req.ssl_hello_type 1 }\n    tcp-request content reject\n    server s 1.2.3.4:80 send-proxy-v2 check-send-proxy\n");
     let l = c.frontends().next().unwrap();
     assert_eq!(l.mode, ProxyMode::Tcp);
     assert_eq!(l.inspect_delay, Some(Duration::from_secs(5)));
@@ -810,9 +810,19 @@ fn mode_tcp_and_its_keywords() {
         "'tcp-request' is not allowed in a 'backend' section",
     );
     err1(
-        &be("    tcp-request content capture src len 4"),
+        &be("    tcp-request content do-resolve(txn.ip,r) src"),
         "t.cfg:2: ",
         "(supported actions: accept, reject, silent-drop",
+    );
+    err1(
+        &be("    tcp-request content capture src"),
+        "t.cfg:2: ",
+        "expects SAMPLE len N",
+    );
+    err1(
+        "frontend f\n    bind :80\n    tcp-request connection capture src len 4\n",
+        "t.cfg:3: ",
+        "is not supported by ebb",
     );
     err1(
         &be("    tcp-request content accept when x"),
@@ -858,8 +868,71 @@ fn mode_tcp_and_its_keywords() {
     err1(
         "defaults\n    tcp-request content accept\n",
         "t.cfg:2: ",
-        "not allowed in a 'defaults' section",
+        "not allowed in anonymous 'defaults' sections",
     );
+}
+
+/// `tcp-request`/`tcp-response` in named defaults sections (HAProxy 2.5+):
+/// the rules come before the proxy's own, and HAProxy's misuses are
+/// refused with its reasons (reg-test startup/default_rules, h4 to h14).
+#[test]
+fn tcp_rules_in_named_defaults() {
+    let c = ok("defaults front\n    mode http\n    tcp-request connection accept\n    tcp-request inspect-delay 5s\n    tcp-request content set-var(txn.a) str(d)\ndefaults back\n    mode http\n    tcp-request content accept\n    tcp-response inspect-delay 1s\n    tcp-response content accept\nfrontend f from front\n    bind :80\n    tcp-request connection reject\n    tcp-request content reject\n    default_backend b\nfrontend g from front\n    bind :81\n    default_backend b\nbackend b from back\n    tcp-response content reject\n");
+    let f = c.frontends().next().unwrap();
+    let order: Vec<(TcpWhen, u32)> = f.tcp_request.iter().map(|r| (r.when, r.loc.line)).collect();
+    assert_eq!(
+        order,
+        [
+            (TcpWhen::Connection, 3),
+            (TcpWhen::Content, 5),
+            (TcpWhen::Connection, 13),
+            (TcpWhen::Content, 14)
+        ]
+    );
+    assert_eq!(f.inspect_delay, Some(Duration::from_secs(5)));
+    let b = c.backends().find(|b| b.name == "b").unwrap();
+    assert_eq!(b.tcp_response.len(), 2);
+    assert_eq!(b.res_inspect_delay, Some(Duration::from_secs(1)));
+    for (cfg, line, msg) in [
+        ("defaults\n    tcp-request connection accept\n", 2, "anonymous"),
+        ("defaults\n    tcp-request session accept\n", 2, "anonymous"),
+        ("defaults\n    tcp-request inspect-delay 5s\n", 2, "anonymous"),
+        ("defaults\n    tcp-response content accept\n", 2, "anonymous"),
+        (
+            "defaults d\n    tcp-response content accept\ndefaults from d\n    mode tcp\n",
+            3,
+            "cannot inherit from a defaults section defining TCP rules",
+        ),
+        (
+            "defaults d\n    tcp-request content accept\nlisten l from d\n    bind :80\n    server s 127.0.0.1:1\n",
+            3,
+            "a listen section cannot inherit",
+        ),
+        (
+            "defaults d\n    tcp-request content accept\nfrontend f from d\n    bind :80\n    default_backend b\nbackend b from d\n    server s 127.0.0.1:1\n",
+            6,
+            "frontends and backends cannot inherit from the same defaults section",
+        ),
+        (
+            "defaults d\n    tcp-request session accept\nbackend b from d\n    server s 127.0.0.1:1\n",
+            3,
+            "a backend section cannot inherit",
+        ),
+        (
+            "defaults d\n    tcp-response content accept\nfrontend f\n    bind :80\n",
+            3,
+            "a frontend section cannot inherit",
+        ),
+        (
+            "defaults d\n    tcp-request content track-sc0 src\n",
+            2,
+            "has no stick table",
+        ),
+    ] {
+        err1(cfg, &format!("t.cfg:{line}: "), msg);
+    }
+    // Named tables are fine in defaults.
+    ok("backend t\n    stick-table type ip size 1k\ndefaults d\n    tcp-request content track-sc0 src table t\nfrontend f from d\n    bind :80\n    default_backend t\n");
 }
 
 #[test]

@@ -948,6 +948,8 @@ pub enum HttpRequestAction {
     },
     /// `sc-inc-gpc0(N)`.
     ScIncGpc0(usize),
+    /// `sc-inc-gpc1(N)`.
+    ScIncGpc1(usize),
     /// `sc-set-gpt0(N) INT|EXPR`.
     ScSetGpt0(usize, Box<crate::sample::Expr>),
     /// `tarpit [deny_status N]` (500 by default): the answer waits

@@ -541,7 +541,11 @@ fn render_var(v: Var, quote: bool, e: &Entry<'_>, caps: &Caps, out: &mut Vec<u8>
         Var::Tr => num(out, e.tr, quote),
         Var::Td => num(out, td, quote),
         Var::Ta => num(out, e.tt, quote),
-        Var::Status => num(out, i64::from(e.status), quote),
+        // No answer: HAProxy's -1.
+        Var::Status => match e.status {
+            0 => num(out, -1, quote),
+            st => num(out, i64::from(st), quote),
+        },
         Var::Bytes => num(out, e.bytes as i64, quote),
         Var::CookieClient | Var::CookieServer => {
             let v = info.and_then(|i| {

@@ -37,8 +37,10 @@ enum Op {
     Get(Data),
     /// A byte counter in KiB (`kbytes_in`, `kbytes_out`).
     KBytes(Data),
-    IncGpc0,
-    ClrGpc0,
+    /// `inc_gpc0`/`inc_gpc1`: the counter and its rate.
+    IncGpc(Data, Data),
+    /// `clr_gpc0`/`clr_gpc1`.
+    ClrGpc(Data),
     UpdtConnCnt,
     Tracked,
     Trackers,
@@ -83,6 +85,8 @@ fn op_of(x: &str, who: Who) -> Option<Op> {
         "get_gpc0" => Op::Get(Data::Gpc0),
         "get_gpt0" => Op::Get(Data::Gpt0),
         "gpc0_rate" => Op::Get(Data::Gpc0Rate),
+        "get_gpc1" => Op::Get(Data::Gpc1),
+        "gpc1_rate" => Op::Get(Data::Gpc1Rate),
         "http_err_cnt" => Op::Get(Data::HttpErrCnt),
         "http_err_rate" => Op::Get(Data::HttpErrRate),
         "http_req_cnt" => Op::Get(Data::HttpReqCnt),
@@ -91,8 +95,10 @@ fn op_of(x: &str, who: Who) -> Option<Op> {
         "sess_rate" => Op::Get(Data::SessRate),
         "kbytes_in" => Op::KBytes(Data::BytesInCnt),
         "kbytes_out" => Op::KBytes(Data::BytesOutCnt),
-        "inc_gpc0" => Op::IncGpc0,
-        "clr_gpc0" => Op::ClrGpc0,
+        "inc_gpc0" => Op::IncGpc(Data::Gpc0, Data::Gpc0Rate),
+        "clr_gpc0" => Op::ClrGpc(Data::Gpc0),
+        "inc_gpc1" => Op::IncGpc(Data::Gpc1, Data::Gpc1Rate),
+        "clr_gpc1" => Op::ClrGpc(Data::Gpc1),
         "tracked" if matches!(who, Who::Sc(_)) => Op::Tracked,
         "trackers" if matches!(who, Who::Sc(_)) => Op::Trackers,
         "updt_conn_cnt" if who == Who::Src => Op::UpdtConnCnt,
@@ -208,7 +214,7 @@ impl StkFetch {
             Who::Src => {
                 let t = Arc::clone(stk.tables().get(own())?);
                 let k = t.key_ip(ctx.src.ip())?;
-                let creates = matches!(self.op, Op::IncGpc0 | Op::ClrGpc0 | Op::UpdtConnCnt);
+                let creates = matches!(self.op, Op::IncGpc(..) | Op::ClrGpc(_) | Op::UpdtConnCnt);
                 let e = if creates {
                     t.get_or_create(&k, now)
                 } else {
@@ -229,17 +235,17 @@ impl StkFetch {
         let v = match self.op {
             Op::Get(d) => get(d)?,
             Op::KBytes(d) => get(d)? >> 10,
-            Op::IncGpc0 => {
-                if !stored(Data::Gpc0) && !stored(Data::Gpc0Rate) {
+            Op::IncGpc(cnt, rate) => {
+                if !stored(cnt) && !stored(rate) {
                     return None;
                 }
-                table.add(e, Data::Gpc0Rate, 1, now);
-                table.add(e, Data::Gpc0, 1, now);
-                get(Data::Gpc0).unwrap_or(0)
+                table.add(e, rate, 1, now);
+                table.add(e, cnt, 1, now);
+                get(cnt).unwrap_or(0)
             }
-            Op::ClrGpc0 => {
-                let old = get(Data::Gpc0)?;
-                table.set(e, Data::Gpc0, 0);
+            Op::ClrGpc(cnt) => {
+                let old = get(cnt)?;
+                table.set(e, cnt, 0);
                 old
             }
             Op::UpdtConnCnt => {
@@ -274,6 +280,7 @@ impl StkConv {
             "table_server_id" => Op::Get(Data::ServerId),
             "table_gpt0" => Op::Get(Data::Gpt0),
             "table_gpc0" => Op::Get(Data::Gpc0),
+            "table_gpc1" => Op::Get(Data::Gpc1),
             _ => match op_of(name.strip_prefix("table_")?, Who::Src)? {
                 o @ (Op::Get(_) | Op::KBytes(_)) => o,
                 _ => return None,

@@ -298,6 +298,10 @@ impl Stream {
             ..base
         };
         crate::sample::logline::capture_headers(&fe.captures, false, &received);
+        // HAProxy runs `tcp-request content` rules before the HTTP ones.
+        if let Some(a) = content_rules(&fe.l4.content_rules, &fe.matcher, &received, None) {
+            return a;
+        }
         if let Some(a) = self.request_rules(c, &fe.http_request, &fe.matcher, &base, &mut st, None)
         {
             return a;
@@ -319,7 +323,16 @@ impl Stream {
             be: Some(&backend.name),
             ..base
         };
-        // The backend's own http-request rules come after the frontend's.
+        // The backend's content rules, then its own http-request rules,
+        // come after the frontend's.
+        let view = ReqView {
+            req: Some(st.req()),
+            ..base
+        };
+        if let Some(a) = content_rules(&backend.l4.content_rules, &backend.matcher, &view, Some(bi))
+        {
+            return a;
+        }
         if let Some(a) = self.request_rules(
             c,
             &backend.http_request,
@@ -518,6 +531,20 @@ impl Stream {
                 ctx.set_expire(t, sched::ticks::add(ctx.now(), fe.timeouts.tarpit));
                 c.input = In::Stream;
                 self.wait = Wait::Page(slot);
+            }
+            Act::Reject(silent, bi) => {
+                // HAProxy counts it as a denied request and logs it with
+                // `PR` and no status; nothing is sent.
+                fe.http
+                    .denied
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                if silent {
+                    crate::transport::silent_drop(c.tr.tcp());
+                    c.silent = true;
+                }
+                self.keep_alive = false;
+                c.closing = true;
+                self.end_exchange(c, ctx, 0, bi, 0, true);
             }
             Act::NoBackend => {
                 c.error_response(503, keep_alive, version, head_req, &[]);
@@ -782,12 +809,27 @@ impl Stream {
         backend: Option<usize>,
         body: u64,
     ) {
-        let now = ctx.now();
         let status = self.after_response(c, backend, status);
         let be = backend.and_then(|b| c.fe.backends.get(b));
         let sent = (c.wbuf.len() - self.resp_start) as u64 + body;
         crate::proxy::count_request(&c.fe, be.map(|b| &**b), status, sent);
-        let err = be.is_some() && (400..500).contains(&status);
+        self.end_exchange(c, ctx, status, backend, sent, false);
+    }
+
+    /// Ends an exchange ebb answered itself (`rejected`: a `tcp-request
+    /// content` rule refused it, nothing was sent): counters, log line,
+    /// and on to what follows the head.
+    fn end_exchange(
+        &mut self,
+        c: &mut H1,
+        ctx: &mut Ctx,
+        status: u16,
+        backend: Option<usize>,
+        sent: u64,
+        rejected: bool,
+    ) {
+        let now = ctx.now();
+        let err = backend.is_some() && (400..500).contains(&status);
         c.stk.end(now, err, c.head.head_len as u64, sent);
         if c.w.logging(&c.fe) {
             let buf = &c.rbuf[c.rstart..c.rend];
@@ -797,17 +839,26 @@ impl Stream {
                 .unwrap_or(0);
             let tq = c.elapsed(ctx, c.req_start);
             let (bname, server) = match backend.and_then(|b| c.fe.backends.get(b)) {
-                Some(b) => (b.name.as_str(), "<files>"),
+                Some(b) if !rejected => (b.name.as_str(), "<files>"),
+                Some(b) => (b.name.as_str(), "<NOSRV>"),
                 None => (c.fe.name.as_str(), "<NOSRV>"),
+            };
+            // HAProxy's line for a request its content rules refused: no
+            // timer but Tt, status -1, and "<BADREQ>" when the frontend's
+            // rules refused it (they run before it notes the request).
+            let (times, term, line) = match (rejected, backend) {
+                (false, _) => ([tq, -1, -1, 0, tq], "--", &buf[..line_end]),
+                (true, Some(_)) => ([-1, -1, -1, -1, tq], "PR", &buf[..line_end]),
+                (true, None) => ([-1, -1, -1, -1, tq], "PR", &b"<BADREQ>"[..]),
             };
             let entry = c.log_entry(LogFacts {
                 backend: bname,
                 server,
-                times: [tq, -1, -1, 0, tq],
+                times,
                 status,
-                bytes: (c.wbuf.len() - self.resp_start) as u64 + body,
-                term: "--",
-                request_line: &buf[..line_end],
+                bytes: sent,
+                term,
+                request_line: line,
             });
             c.w.log_access(crate::log::format(&entry));
         }
@@ -919,6 +970,29 @@ enum Act {
     Stats(Arc<crate::proxy::StatsRt>, bool),
     /// `http-request use-service prometheus-exporter`.
     Service,
+    /// A `tcp-request content reject` (true: `silent-drop`) of the
+    /// frontend (`None`) or of a backend: the connection closes without
+    /// an answer.
+    Reject(bool, Option<usize>),
+}
+
+/// Runs `tcp-request content` rules on a parsed request (HAProxy: in an
+/// HTTP proxy they see the whole head at once, so they never wait): a
+/// `reject` or `silent-drop` closes the connection without an answer.
+fn content_rules(
+    rules: &[crate::l4rules::TcpRuleRt],
+    m: &crate::rules::Matcher,
+    view: &ReqView<'_>,
+    be: Option<usize>,
+) -> Option<Act> {
+    if rules.is_empty() {
+        return None;
+    }
+    match crate::l4rules::run_rules(rules, 0, m, view, false, None, &mut false) {
+        crate::l4rules::Verdict::Reject => Some(Act::Reject(false, be)),
+        crate::l4rules::Verdict::SilentDrop => Some(Act::Reject(true, be)),
+        _ => None,
+    }
 }
 
 /// The stats page's act when the request is for it.

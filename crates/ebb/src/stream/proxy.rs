@@ -59,6 +59,7 @@ use crate::http1::{
     forwardable, parse_response_into, BodyFraming, ChunkedDecoder, ChunkedRecoder, Method,
     ResponseHead, Status as PStatus, Version,
 };
+use crate::l4rules::Verdict;
 use crate::mux::h1::client::{In, LogFacts};
 use crate::mux::h1::server::{write_request_head, ReqTail};
 use crate::proxy::{BackendKind, BackendRt, BeTimeouts};
@@ -1059,6 +1060,49 @@ impl Stream {
         };
         let be = Arc::clone(&up.be);
         let fe = Arc::clone(&c.fe);
+        c.vars.get_mut().begin_response();
+        if !be.l4.res_rules.is_empty() {
+            // `tcp-response content` rules run before the response head is
+            // analysed (HAProxy): they read no HTTP, see l4rules.
+            let tr = &c.tr;
+            let pp_dst = c.dst;
+            let dst = move || pp_dst.or_else(|| tr.tcp().local_addr().ok());
+            let cx = crate::sample::Ctx {
+                be: Some(&be.name),
+                srv: up.server.as_ref().map(|s| s.name.as_str()),
+                ..super::sample_ctx(tr, c.peer, &fe.name, &dst, &c.vars, &c.stk)
+            };
+            let v = crate::l4rules::run_rules(
+                &be.l4.res_rules,
+                0,
+                &be.matcher,
+                &cx,
+                false,
+                None,
+                &mut false,
+            );
+            match v {
+                // HAProxy: nothing reaches the client, logged `PD`, -1.
+                Verdict::Reject | Verdict::SilentDrop => {
+                    if v == Verdict::SilentDrop {
+                        crate::transport::silent_drop(c.tr.tcp());
+                    }
+                    up.term = "PD";
+                    up.keep_server = false;
+                    self.up = Some(up);
+                    self.abort_proxy(c, ctx);
+                    return;
+                }
+                // HAProxy: the server connection closes, the client gets
+                // a 502 (`SH`).
+                Verdict::Close => {
+                    self.up = Some(up);
+                    self.fail(c, ctx, ExchangeError::closed_before_head(false));
+                    return;
+                }
+                _ => {}
+            }
+        }
         let n = up.resp.head_len;
         let side = std::rc::Rc::clone(&self.side);
         let mut sd = side.borrow_mut();
@@ -1075,7 +1119,6 @@ impl Stream {
         out.push(b' ');
         out.extend_from_slice(r.reason.get(buf));
         out.extend_from_slice(b"\r\n");
-        c.vars.get_mut().begin_response();
         {
             let tr = &c.tr;
             let pp_dst = c.dst;

@@ -97,6 +97,8 @@ pub enum DataType {
     Gpc0Rate(u32),
     Gpt0,
     ServerId,
+    Gpc1,
+    Gpc1Rate(u32),
 }
 
 /// What an event adds to, naming a data type without its period.
@@ -119,6 +121,8 @@ pub enum Data {
     Gpc0Rate,
     Gpt0,
     ServerId,
+    Gpc1,
+    Gpc1Rate,
 }
 
 impl DataType {
@@ -142,6 +146,8 @@ impl DataType {
             DataType::Gpc0Rate(_) => Data::Gpc0Rate,
             DataType::Gpt0 => Data::Gpt0,
             DataType::ServerId => Data::ServerId,
+            DataType::Gpc1 => Data::Gpc1,
+            DataType::Gpc1Rate(_) => Data::Gpc1Rate,
         }
     }
 
@@ -154,7 +160,8 @@ impl DataType {
             | DataType::HttpErrRate(p)
             | DataType::BytesInRate(p)
             | DataType::BytesOutRate(p)
-            | DataType::Gpc0Rate(p) => Some(p),
+            | DataType::Gpc0Rate(p)
+            | DataType::Gpc1Rate(p) => Some(p),
             _ => None,
         }
     }
@@ -181,10 +188,12 @@ impl Data {
             Data::Gpc0Rate => "gpc0_rate",
             Data::Gpt0 => "gpt0",
             Data::ServerId => "server_id",
+            Data::Gpc1 => "gpc1",
+            Data::Gpc1Rate => "gpc1_rate",
         }
     }
 
-    const ALL: [Data; 17] = [
+    const ALL: [Data; 19] = [
         Data::ConnCur,
         Data::ConnCnt,
         Data::ConnRate,
@@ -202,6 +211,8 @@ impl Data {
         Data::Gpc0Rate,
         Data::Gpt0,
         Data::ServerId,
+        Data::Gpc1,
+        Data::Gpc1Rate,
     ];
 
     fn is_rate(self) -> bool {
@@ -210,7 +221,7 @@ impl Data {
 }
 
 /// The order in which HAProxy lists an entry's data (its data type ids).
-pub const SHOW_ORDER: [Data; 17] = [
+pub const SHOW_ORDER: [Data; 19] = [
     Data::ServerId,
     Data::Gpt0,
     Data::Gpc0,
@@ -228,6 +239,8 @@ pub const SHOW_ORDER: [Data; 17] = [
     Data::BytesInRate,
     Data::BytesOutCnt,
     Data::BytesOutRate,
+    Data::Gpc1,
+    Data::Gpc1Rate,
 ];
 
 impl Data {
@@ -375,6 +388,8 @@ fn parse_data_type(s: &str) -> Result<DataType, DefError> {
         Data::Gpc0Rate => DataType::Gpc0Rate(p),
         Data::Gpt0 => DataType::Gpt0,
         Data::ServerId => DataType::ServerId,
+        Data::Gpc1 => DataType::Gpc1,
+        Data::Gpc1Rate => DataType::Gpc1Rate(p),
     })
 }
 

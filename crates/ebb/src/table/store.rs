@@ -138,7 +138,7 @@ pub struct WireEntry {
 pub struct Table {
     def: TableDef,
     /// Where each data kind sits in an entry's slots.
-    index: [Option<u8>; 17],
+    index: [Option<u8>; 19],
     inner: Mutex<Inner>,
     /// Set for tables with `peers`.
     sync: Option<SyncHook>,
@@ -152,7 +152,7 @@ fn tick_le(a: u32, b: u32) -> bool {
 impl Table {
     /// An empty table for a definition.
     pub fn new(def: TableDef) -> Table {
-        let mut index = [None; 17];
+        let mut index = [None; 19];
         for (i, d) in def.store.iter().enumerate() {
             index[d.data() as usize] = Some(i as u8);
         }

@@ -11,12 +11,15 @@ fn def(words: &str) -> Result<TableDef, DefError> {
 
 #[test]
 fn parses_every_key_type_and_store_type() {
-    let d = def("type ip size 1m expire 30s store conn_cur,conn_cnt,conn_rate(10s),sess_cnt,sess_rate(1m) store http_req_cnt,http_req_rate(10s),http_err_cnt,http_err_rate(10s),bytes_in_cnt,bytes_in_rate(1s),bytes_out_cnt,bytes_out_rate(1s),gpc0,gpc0_rate(1h),gpt0,server_id").unwrap();
+    let d = def("type ip size 1m expire 30s store conn_cur,conn_cnt,conn_rate(10s),sess_cnt,sess_rate(1m) store http_req_cnt,http_req_rate(10s),http_err_cnt,http_err_rate(10s),bytes_in_cnt,bytes_in_rate(1s),bytes_out_cnt,bytes_out_rate(1s),gpc0,gpc0_rate(1h),gpt0,server_id,gpc1,gpc1_rate(1m)").unwrap();
     assert_eq!(d.key, KeyType::Ip);
     assert_eq!(d.size, 1 << 20);
     assert_eq!(d.expire, Some(30_000));
     assert!(!d.nopurge);
-    assert_eq!(d.store.len(), 17);
+    assert_eq!(d.store.len(), 19);
+    assert_eq!(d.store[18], DataType::Gpc1Rate(60_000));
+    // HAProxy's ids (the peers protocol's data bits): gpc1 17, gpc1_rate 18.
+    assert_eq!((Data::Gpc1.wire_id(), Data::Gpc1Rate.wire_id()), (17, 18));
     assert_eq!(d.store[2], DataType::ConnRate(10_000));
     assert_eq!(d.store[4], DataType::SessRate(60_000));
     assert_eq!(d.store[14], DataType::Gpc0Rate(3_600_000));
@@ -58,7 +61,7 @@ fn refuses_bad_definitions() {
     assert!(e("type ip size 1 expire 30d").contains("too large"));
     assert!(e("type ip size 1 store http_req_rate").contains("needs a period"));
     assert!(e("type ip size 1 store gpc0(10s)").contains("takes no period"));
-    assert!(e("type ip size 1 store gpc1").contains("'gpc1' is not supported"));
+    assert!(e("type ip size 1 store http_fail_cnt").contains("'http_fail_cnt' is not supported"));
     assert!(e("type ip size 1 store gpc0,gpc0").contains("stored twice"));
     assert!(e("type ip size 1 store conn_rate(0)").contains("above zero"));
     assert!(e("type ip size 1 peers").contains("'peers' expects a value"));

@@ -280,10 +280,19 @@ impl Stk {
 
     /// `sc-inc-gpc0(N)`: increments gpc0 and gpc0_rate of counter N.
     pub fn inc_gpc0(&self, n: usize) {
+        self.inc_gpc(n, Data::Gpc0, Data::Gpc0Rate);
+    }
+
+    /// `sc-inc-gpc1(N)`: increments gpc1 and gpc1_rate of counter N.
+    pub fn inc_gpc1(&self, n: usize) {
+        self.inc_gpc(n, Data::Gpc1, Data::Gpc1Rate);
+    }
+
+    fn inc_gpc(&self, n: usize, cnt: Data, rate: Data) {
         if let Some((t, e)) = self.tracked(n) {
             let now = self.now.get();
-            t.add(e, Data::Gpc0, 1, now);
-            t.add(e, Data::Gpc0Rate, 1, now);
+            t.add(e, cnt, 1, now);
+            t.add(e, rate, 1, now);
         }
     }
 

@@ -35,7 +35,7 @@ use std::io::Write as _;
 use std::net::{SocketAddr, TcpStream};
 use std::rc::Rc;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::SystemTime;
 
 use sched::Ctx;
 
@@ -170,24 +170,11 @@ fn refused(v: Verdict, sock: &TcpStream) -> bool {
     match v {
         Verdict::Reject => true,
         Verdict::SilentDrop => {
-            silent_drop(sock);
+            crate::transport::silent_drop(sock);
             true
         }
         _ => false,
     }
-}
-
-/// `silent-drop` on a socket about to be closed, as HAProxy does without
-/// `CAP_NET_ADMIN` (no `TCP_REPAIR`): no lingering, so the close sends a
-/// reset and no FIN, with a TTL (hop limit) of 1 so that the reset does
-/// not pass the first router.
-pub(crate) fn silent_drop(sock: &TcpStream) {
-    let s = socket2::SockRef::from(sock);
-    let _ = match sock.peer_addr() {
-        Ok(SocketAddr::V6(_)) => s.set_unicast_hops_v6(1),
-        _ => s.set_ttl_v4(1),
-    };
-    let _ = s.set_linger(Some(Duration::ZERO));
 }
 
 /// Runs connection or session rules.

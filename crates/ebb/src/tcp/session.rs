@@ -828,7 +828,7 @@ impl Session {
         if let Some(mut t) = cli {
             let _ = ctx.deregister_fd(t.raw_fd());
             if self.silent {
-                super::silent_drop(t.tcp());
+                crate::transport::silent_drop(t.tcp());
             } else {
                 let _ = t.shutdown();
             }

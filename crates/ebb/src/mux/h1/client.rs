@@ -183,6 +183,9 @@ pub struct Conn<S> {
     pub(crate) eof: bool,
     /// Close once the output is flushed.
     pub(crate) closing: bool,
+    /// Close with a reset, without shutting the socket down first (a
+    /// `silent-drop` rule set its lingering off).
+    pub(crate) silent: bool,
     pub(crate) stopping: bool,
     pub(crate) requests: u64,
     /// When the first byte of the current request head arrived.
@@ -328,6 +331,7 @@ impl<S: Exchange + Default + 'static> Conn<S> {
             wr_ready: true,
             eof: false,
             closing: false,
+            silent: false,
             stopping: false,
             requests: 0,
             req_start: None,
@@ -950,7 +954,9 @@ impl<S: Exchange + Default + 'static> Conn<S> {
                 self.peer, self.fe.name, self.requests
             )
         });
-        let _ = self.tr.shutdown();
+        if !self.silent {
+            let _ = self.tr.shutdown();
+        }
         self.release_buffers();
         self.w.conn_closed(ctx, &self.fe);
         Status::Done
