@@ -544,7 +544,9 @@ mod tests {
         for wrap in [Wrap::Raw, Wrap::Zlib, Wrap::Gzip] {
             let out = encode(wrap, &input, &[16384, 32768, 100_000], 0);
             assert_eq!(decode(wrap, &out).unwrap(), input, "{wrap:?}");
-            assert!(out.len() < input.len() / 3, "{wrap:?}: {}", out.len());
+            // Fixed codes spend 8 bits on a text literal: about 2.7x on
+            // this text (zlib's level 1, dynamic codes, does better).
+            assert!(out.len() < input.len() / 2, "{wrap:?}: {}", out.len());
         }
         // Empty input: a valid empty stream.
         for wrap in [Wrap::Raw, Wrap::Zlib, Wrap::Gzip] {
