@@ -197,7 +197,11 @@ impl Exchange for Stream {
     }
 
     fn deadline(&self) -> Option<Tick> {
-        self.up.as_ref().map(|u| u.deadline)
+        // A compressed answer's owed flush (`proxy::FLUSH_DELAY`) is a date too.
+        self.up.as_ref().map(|u| match u.flush_at {
+            Some(f) => sched::ticks::first(u.deadline, f),
+            None => u.deadline,
+        })
     }
 
     fn active(&self) -> bool {
@@ -215,8 +219,13 @@ impl Exchange for Stream {
             .is_some_and(|u| sched::ticks::is_expired(u.deadline, now));
         if expired {
             self.proxy_timeout(c, ctx);
+            return true;
         }
-        expired
+        // An owed flush: the run that follows the timer does it.
+        self.up
+            .as_ref()
+            .and_then(|u| u.flush_at)
+            .is_some_and(|f| sched::ticks::is_expired(f, now))
     }
 
     fn reading_request(&self) -> bool {

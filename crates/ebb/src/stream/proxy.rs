@@ -148,11 +148,19 @@ pub(super) struct Upstream {
     /// An answer a `cache-store` rule is storing (its body joins it as it
     /// passes; stored when complete).
     store: Option<Box<crate::httpcache::Pending>>,
+    /// The server paused mid-body after bytes were compressed: unless it
+    /// sends more by this date, the encoder flushes (see `proxy_io`).
+    pub(super) flush_at: Option<Tick>,
     pub(super) term: &'static str,
     /// The client accepts trailers (`TE: trailers`): said to HTTP/2
     /// servers, which may require it (gRPC).
     te_trailers: bool,
 }
+
+/// How long a compressed answer's server may pause (its read drained)
+/// before what was compressed is flushed to the client, in ticks
+/// (milliseconds).
+const FLUSH_DELAY: Tick = 1;
 
 /// An exchange's buffers, kept per thread between exchanges so that a
 /// proxied request reuses the previous one's allocations: the request
@@ -378,6 +386,7 @@ impl Stream {
                     .any(|t| t.trim_ascii().eq_ignore_ascii_case(b"trailers"))
             }),
             store: None,
+            flush_at: None,
         };
         // The head is copied: consume it; the body (if any) follows.
         c.rstart += c.head.head_len.min(c.rend - c.rstart);
@@ -966,6 +975,8 @@ impl Stream {
                 ctx.tasklet_wakeup(me);
             }
         }
+        // Input to compress this run (a range of `sd.ibuf`).
+        let mut to_comp = 0..0;
         if c.pending_out() < bufsize && sd.istart < sd.iend && !over {
             let avail = &sd.ibuf[sd.istart..sd.iend];
             let mut fail = false;
@@ -973,8 +984,8 @@ impl Stream {
                 Some(Left::Len(n)) => {
                     let k = (*n).min(avail.len() as u64) as usize;
                     keep_stored(&mut up.store, &avail[..k]);
-                    if let Some(z) = up.comp.as_mut() {
-                        fail |= z.push(&avail[..k], &mut c.wbuf).is_err();
+                    if up.comp.is_some() {
+                        to_comp = sd.istart..sd.istart + k;
                         c.sent_run += k * compress::COST;
                     } else {
                         c.wbuf.extend_from_slice(&avail[..k]);
@@ -990,8 +1001,8 @@ impl Stream {
                 Some(Left::Chunked(dec)) => match dec.decode(avail) {
                     Ok(d) => {
                         keep_stored(&mut up.store, &avail[d.data.clone()]);
-                        if let Some(z) = up.comp.as_mut() {
-                            fail |= z.push(&avail[d.data.clone()], &mut c.wbuf).is_err();
+                        if up.comp.is_some() {
+                            to_comp = sd.istart + d.data.start..sd.istart + d.data.end;
                             c.sent_run += d.data.len() * compress::COST;
                         } else if up.dechunk {
                             c.wbuf.extend_from_slice(&avail[d.data.clone()]);
@@ -1036,21 +1047,45 @@ impl Stream {
         }
         let resp_done = matches!(up.resp_left, Some(Left::Done));
         if let Some(z) = up.comp.as_mut() {
-            // The end, or a pause of the server: what was compressed so far
-            // leaves (a streamed answer is never held back).
-            let paused = sd.istart == sd.iend && !sd.rd && moved;
-            let r = if resp_done {
-                z.finish(&mut c.wbuf)
-            } else if paused {
-                z.flush(&mut c.wbuf)
+            // The end, or a pause of the server. A pause is not flushed at
+            // once: only if the server stays silent for a tick after its
+            // read drained does what was compressed so far leave (a
+            // streamed answer is not held back, by more than a
+            // millisecond; a bulk one is not cut into flushed pieces each
+            // time a read drains the socket). Bytes still waiting in the
+            // input (the client is slow) or arriving drop the date: the
+            // next drained read sets it again.
+            let drained = sd.istart == sd.iend && !sd.rd;
+            let then = if resp_done {
+                compress::Then::End
+            } else if !drained {
+                up.flush_at = None;
+                compress::Then::More
+            } else if let Some(t) = up.flush_at {
+                if !ticks::is_expired(t, ctx.now()) {
+                    compress::Then::More
+                } else {
+                    up.flush_at = None;
+                    if z.unflushed() {
+                        compress::Then::Flush
+                    } else {
+                        compress::Then::More
+                    }
+                }
             } else {
-                Ok(())
+                if !to_comp.is_empty() || z.unflushed() {
+                    up.flush_at = Some(ticks::add(ctx.now(), FLUSH_DELAY));
+                }
+                compress::Then::More
             };
-            if r.is_err() {
-                drop(sd);
-                self.up = Some(up);
-                self.fail(c, ctx, ExchangeError::body_cut());
-                return true;
+            if then != compress::Then::More || !to_comp.is_empty() {
+                if z.write(&sd.ibuf[to_comp], then, &mut c.wbuf).is_err() {
+                    drop(sd);
+                    self.up = Some(up);
+                    self.fail(c, ctx, ExchangeError::body_cut());
+                    return true;
+                }
+                moved = true;
             }
         }
         let until_close_done =
