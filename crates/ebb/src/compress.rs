@@ -35,9 +35,14 @@
 //! everything given so far decodable (sent when the origin pauses, so a
 //! streamed answer is not held back), `finish` ends the stream. The level
 //! is `tune.comp.maxlevel` (HAProxy's default 1: compression costs CPU on
-//! the one box in front of many servers).
+//! the one box in front of many servers). At level 1, gzip, deflate and
+//! raw-deflate run ebb's own stateless encoder ([`fast`]: one hash probe,
+//! fixed Huffman codes, about HAProxy's libslz's trade of ratio for
+//! speed); levels 2 to 9 run zlib-rs.
 
 use std::io;
+
+pub mod fast;
 
 /// A content coding ebb can apply.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -469,6 +474,8 @@ pub struct Encoder {
 
 enum Kind {
     Identity,
+    /// Level 1 deflate: ebb's own encoder.
+    Fast(fast::FastDeflate),
     Flate(flate2::Compress),
     Br(Box<brotli::enc::encode::BrotliEncoderStateStruct<brotli::enc::StandardAlloc>>),
     Zstd(zstd::stream::raw::Encoder<'static>),
@@ -483,10 +490,14 @@ enum Step {
 
 impl Encoder {
     /// An encoder for `coding` at `level` (clamped to what each coding
-    /// takes: deflate 0..=9, brotli 0..=11, zstd 1..=19).
+    /// takes: deflate 0..=9, brotli 0..=11, zstd 1..=19). Deflate at
+    /// level 1 is ebb's own fast encoder ([`fast`]), above it zlib-rs.
     pub fn new(coding: Coding, level: u32) -> io::Result<Encoder> {
         let kind = match coding {
             Coding::Identity => Kind::Identity,
+            Coding::Gzip if level == 1 => Kind::Fast(fast::FastDeflate::new(fast::Wrap::Gzip)),
+            Coding::Deflate if level == 1 => Kind::Fast(fast::FastDeflate::new(fast::Wrap::Zlib)),
+            Coding::RawDeflate if level == 1 => Kind::Fast(fast::FastDeflate::new(fast::Wrap::Raw)),
             Coding::Gzip => Kind::Flate(flate2::Compress::new_gzip(
                 flate2::Compression::new(level.min(9)),
                 15,
@@ -539,6 +550,14 @@ impl Encoder {
         match &mut self.kind {
             Kind::Identity => {
                 out.extend_from_slice(input);
+                Ok(())
+            }
+            Kind::Fast(f) => {
+                match step {
+                    Step::Data => f.compress(input, out),
+                    Step::Flush => f.flush(out),
+                    Step::Finish => f.finish(out),
+                }
                 Ok(())
             }
             Kind::Flate(c) => {
@@ -743,51 +762,98 @@ pub fn write_h1_fields(out: &mut Vec<u8>, v: Verdict, etag: Option<&[u8]>) {
     }
 }
 
+/// What a [`BodyCompressor::write`] ends with.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Then {
+    /// More input follows; the encoder may hold some back.
+    More,
+    /// Everything given so far leaves in decodable form (the origin
+    /// paused).
+    Flush,
+    /// The body ends: the encoder's trailer and the last chunk.
+    End,
+}
+
 /// Compresses one answer's body into chunked framing (RFC 9112 §7.1), a
-/// slice at a time: each [`push`](Self::push) emits what the encoder gave
-/// as one chunk, [`finish`](Self::finish) the rest and the last chunk.
+/// slice at a time: each [`write`](Self::write) emits what the encoder
+/// gave as one chunk (the encoder writes straight after a chunk-size
+/// field sized for its worst case, filled in afterwards: no copy), and
+/// its end the last chunk.
 pub struct BodyCompressor {
     enc: Encoder,
-    scratch: Vec<u8>,
     finished: bool,
+    /// Input was given since the last flush.
+    unflushed: bool,
 }
 
 impl BodyCompressor {
     pub fn new(coding: Coding, level: u32) -> io::Result<BodyCompressor> {
         Ok(BodyCompressor {
             enc: Encoder::new(coding, level)?,
-            scratch: Vec::new(),
             finished: false,
+            unflushed: false,
         })
     }
 
     /// Compresses `input`, appending a chunk to `out` when the encoder
     /// emitted bytes.
     pub fn push(&mut self, input: &[u8], out: &mut Vec<u8>) -> io::Result<()> {
-        self.scratch.clear();
-        self.enc.compress(input, &mut self.scratch)?;
-        self.emit(out);
-        Ok(())
+        self.write(input, Then::More, out)
     }
 
     /// Makes everything pushed so far decodable (the origin paused).
     pub fn flush(&mut self, out: &mut Vec<u8>) -> io::Result<()> {
-        self.scratch.clear();
-        self.enc.flush(&mut self.scratch)?;
-        self.emit(out);
-        Ok(())
+        self.write(&[], Then::Flush, out)
     }
 
     /// Ends the body: the encoder's trailer and the last chunk.
     pub fn finish(&mut self, out: &mut Vec<u8>) -> io::Result<()> {
+        self.write(&[], Then::End, out)
+    }
+
+    /// Compresses `input`, then flushes or ends as `then` says, all in one
+    /// chunk appended to `out` (none when the encoder emitted nothing).
+    pub fn write(&mut self, input: &[u8], then: Then, out: &mut Vec<u8>) -> io::Result<()> {
         if self.finished {
             return Ok(());
         }
-        self.scratch.clear();
-        self.enc.finish(&mut self.scratch)?;
-        self.emit(out);
-        out.extend_from_slice(crate::http1::LAST_CHUNK);
-        self.finished = true;
+        // Deflate's worst case (stored blocks) plus a trailer; a bigger
+        // chunk (another encoder's buffered bytes) widens the field.
+        let width = hex_digits(input.len() + input.len() / 8 + 1024);
+        let mark = out.len();
+        out.resize(mark + width + 2, b'0');
+        let start = out.len();
+        self.enc.compress(input, out)?;
+        match then {
+            Then::More => {}
+            Then::Flush => self.enc.flush(out)?,
+            Then::End => self.enc.finish(out)?,
+        }
+        let n = out.len() - start;
+        if n == 0 {
+            out.truncate(mark);
+        } else {
+            let need = hex_digits(n);
+            let width = if need > width {
+                out.splice(mark..mark, std::iter::repeat_n(b'0', need - width))
+                    .for_each(drop);
+                need
+            } else {
+                width
+            };
+            let mut v = n;
+            for slot in out[mark..mark + width].iter_mut().rev() {
+                *slot = b"0123456789abcdef"[v & 0xf];
+                v >>= 4;
+            }
+            out[mark + width..mark + width + 2].copy_from_slice(b"\r\n");
+            out.extend_from_slice(crate::http1::CHUNK_END);
+        }
+        if then == Then::End {
+            out.extend_from_slice(crate::http1::LAST_CHUNK);
+            self.finished = true;
+        }
+        self.unflushed = then == Then::More && (self.unflushed || !input.is_empty());
         Ok(())
     }
 
@@ -795,14 +861,16 @@ impl BodyCompressor {
         self.finished
     }
 
-    fn emit(&mut self, out: &mut Vec<u8>) {
-        if self.scratch.is_empty() {
-            return;
-        }
-        out.extend_from_slice(crate::http1::ChunkHeader::new(self.scratch.len() as u64).as_ref());
-        out.extend_from_slice(&self.scratch);
-        out.extend_from_slice(crate::http1::CHUNK_END);
+    /// Whether input was given since the last flush (a flush would send
+    /// something the client is waiting for).
+    pub fn unflushed(&self) -> bool {
+        self.unflushed
     }
+}
+
+/// Hex digits of `n` (at least one).
+fn hex_digits(n: usize) -> usize {
+    ((usize::BITS - n.leading_zeros()).div_ceil(4) as usize).max(1)
 }
 
 /// Compresses a whole small body at once (a fixed answer): the coded

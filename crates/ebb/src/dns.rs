@@ -109,6 +109,12 @@ pub struct Response {
     pub addrs: Vec<(IpAddr, u32)>,
     /// SRV answers, in the order received.
     pub srv: Vec<SrvTarget>,
+    /// The question's name is an alias: a CNAME chain was followed (the
+    /// `cname` counter when the answer is valid, `cname_error` when the
+    /// chain ends without a record of the type asked).
+    pub cname: bool,
+    /// NOERROR with an empty answer section (HAProxy's `any_err`).
+    pub no_answer: bool,
 }
 
 fn dns_name(name: &str) -> Result<Name, DnsError> {
@@ -169,6 +175,8 @@ pub fn decode_response(
         truncated,
         addrs: Vec::new(),
         srv: Vec::new(),
+        cname: false,
+        no_answer: false,
     };
     match md.response_code {
         ResponseCode::NoError => {}
@@ -182,6 +190,7 @@ pub fn decode_response(
         }
         _ => return Ok(r),
     }
+    r.no_answer = m.answers.is_empty();
     // Follow the CNAME chain from the question's name (bounded: a loop
     // or a chain longer than the answer section ends it).
     let mut owner = want;
@@ -191,7 +200,10 @@ pub fn decode_response(
             _ => None,
         });
         match next {
-            Some(n) => owner = n,
+            Some(n) => {
+                owner = n;
+                r.cname = true;
+            }
             None => break,
         }
     }
@@ -497,7 +509,32 @@ mod tests {
         });
         let d = decode_response(&r, 7, "www.example.org", QType::A).unwrap();
         assert_eq!(d.status, Status::Valid);
+        assert!(d.cname);
         assert_eq!(d.addrs, vec![(IpAddr::V4(Ipv4Addr::new(192, 0, 2, 7)), 60)]);
+        // A chain that ends on a CNAME: an error, through a CNAME.
+        let r = answer(&q, |m| {
+            m.add_answer(Record::from_rdata(
+                name("www.example.org"),
+                300,
+                RData::CNAME(CNAME(name("web.example.net"))),
+            ));
+        });
+        let d = decode_response(&r, 7, "www.example.org", QType::A).unwrap();
+        assert_eq!(d.status, Status::Other);
+        assert!(d.cname && d.addrs.is_empty());
+        // No alias: not counted as one.
+        let r = answer(&q, |m| {
+            m.add_answer(Record::from_rdata(
+                name("www.example.org"),
+                60,
+                RData::A(A(Ipv4Addr::new(192, 0, 2, 8))),
+            ));
+        });
+        assert!(
+            !decode_response(&r, 7, "www.example.org", QType::A)
+                .unwrap()
+                .cname
+        );
     }
 
     #[test]

@@ -14,6 +14,7 @@ pub mod drain;
 pub mod h2;
 pub mod handover;
 pub mod http1;
+pub mod httpcache;
 #[cfg(test)]
 mod input_props;
 pub mod l4rules;

@@ -70,6 +70,8 @@ pub struct ReqRule {
     /// For `return`: the answer built once (DESIGN.md: heads of fixed
     /// answers are prepared once).
     pub prepared: Option<Prepared>,
+    /// For `cache-use`: the cache it names.
+    pub cache: Option<Arc<crate::httpcache::Cache>>,
 }
 
 /// A fixed answer, its fields checked once: what varies per request is
@@ -160,6 +162,8 @@ impl Prepared {
 pub struct RespRule {
     pub action: HttpResponseAction,
     pub cond: Option<Cond>,
+    /// For `cache-store`: the cache it names.
+    pub cache: Option<Arc<crate::httpcache::Cache>>,
 }
 
 /// What a backend does with the requests routed to it.
@@ -293,6 +297,8 @@ pub struct BackendRt {
     /// Unique for the life of the process (a reload compiles new ones), so
     /// per-thread caches can key on it across reloads.
     pub id: u64,
+    /// HAProxy's proxy id (`iid`, `be_id`): see [`proxy_uuid`].
+    pub uuid: usize,
     pub name: String,
     pub kind: BackendKind,
     pub matcher: Matcher,
@@ -308,6 +314,21 @@ pub struct BackendRt {
     pub stick: Vec<crate::stick::StickRt>,
     /// `mode tcp`, `tcp-request content` rules.
     pub l4: crate::l4rules::TcpRt,
+    /// HTTP/2 toward this backend's `proto h2` servers (shared with the
+    /// connections, which may outlive a reload).
+    pub h2: Arc<H2Counters>,
+}
+
+/// HTTP/2 connections and streams toward servers, all threads together:
+/// HAProxy's h2 statistics module on a backend (`h2_open_connections`,
+/// `h2_total_connections`, `h2_backend_open_streams`,
+/// `h2_backend_total_streams`).
+#[derive(Default, Debug)]
+pub struct H2Counters {
+    pub open_conns: AtomicU64,
+    pub total_conns: AtomicU64,
+    pub open_streams: AtomicU64,
+    pub total_streams: AtomicU64,
 }
 
 /// Timeouts in force on a frontend's connections, in milliseconds.
@@ -328,7 +349,12 @@ pub struct FeTimeouts {
 
 /// A compiled frontend.
 pub struct FrontendRt {
+    /// HAProxy's proxy id (`iid`): see [`proxy_uuid`].
+    pub uuid: usize,
     pub name: String,
+    /// The name again, shared by every session's registry entry (no
+    /// allocation per connection).
+    pub name_arc: Arc<str>,
     pub maxconn: Option<u32>,
     pub timeouts: FeTimeouts,
     /// Whether client connections are kept between requests: only
@@ -341,6 +367,8 @@ pub struct FrontendRt {
     pub server_close: bool,
     /// `option idle-close-on-response` (see [`crate::drain`]).
     pub idle_close_on_response: bool,
+    /// `option disable-h2-upgrade`: no implicit HTTP/2 on HTTP/1 binds.
+    pub disable_h2_upgrade: bool,
     pub matcher: Matcher,
     pub http_request: Vec<ReqRule>,
     pub http_response: Vec<RespRule>,
@@ -357,6 +385,8 @@ pub struct FrontendRt {
     pub default_backend: Option<usize>,
     /// Full HTTP responses by status (`errorfile`).
     pub errorfiles: Vec<(u16, Vec<u8>)>,
+    /// `http-error` answers built per request, by status.
+    pub error_replies: Vec<(u16, Prepared)>,
     /// Whether requests are logged (`log` lines present, globally or here).
     pub log: bool,
     /// Connections open on this frontend, all threads together.
@@ -368,6 +398,8 @@ pub struct FrontendRt {
     pub comp: Vec<Option<Arc<crate::compress::Policy>>>,
     /// The stats page served by this frontend, if any.
     pub stats: Option<Arc<StatsRt>>,
+    /// `monitor-uri` and its `monitor fail` conditions.
+    pub monitor: Option<(String, Vec<Cond>)>,
     pub http: HttpCounters,
     /// Connections accepted since start (or `clear counters all`).
     pub sessions: AtomicU64,
@@ -380,6 +412,8 @@ pub struct FrontendRt {
     pub h2: crate::h2::Config,
     /// HTTP/2 connections open now, all threads together.
     pub h2_conns: AtomicU32,
+    /// HTTP/2 connections accepted since start.
+    pub h2_conns_total: AtomicU64,
     /// HTTP/2 streams started since start.
     pub h2_streams: AtomicU64,
 }
@@ -398,6 +432,13 @@ fn h2_config(g: &crate::config::Global) -> crate::h2::Config {
     if let Some(n) = g.h2_header_table_size {
         c.header_table_size = n;
     }
+    // HAProxy 2.6: `tune.h2.max-frame-size`, else the buffer size, and
+    // never more than a buffer (nor less than the RFC's 16384).
+    let buf = u32::try_from(g.bufsize).unwrap_or(u32::MAX);
+    c.max_frame_size = g
+        .h2_max_frame_size
+        .map_or(buf, |n| n.min(buf))
+        .clamp(16_384, 16_777_215);
     c
 }
 
@@ -465,6 +506,9 @@ pub struct Compiled {
     /// HAProxy, whose new process starts with empty tables unless peers
     /// teach it).
     pub tables: Arc<crate::table::Tables>,
+    /// The `cache` sections (new and empty at each start or reload, as
+    /// HAProxy's).
+    pub caches: Vec<Arc<crate::httpcache::Cache>>,
     /// Things that do not stop ebb but need saying (a server name that did
     /// not resolve).
     pub warnings: Vec<String>,
@@ -553,8 +597,13 @@ pub fn server_tls(
     if !o.ssl {
         return Ok(None);
     }
-    let config = crate::tls::client_config_with(o.verify, o.ca_file.as_deref(), &o.tls)
+    let mut config = crate::tls::client_config_with(o.verify, o.ca_file.as_deref(), &o.tls)
         .map_err(|e| e.to_string())?;
+    if !o.alpn.is_empty() {
+        let mut c = (*config).clone();
+        c.alpn_protocols = o.alpn.iter().map(|p| p.as_bytes().to_vec()).collect();
+        config = Arc::new(c);
+    }
     Ok(Some(crate::backend::ServerTls {
         config,
         sni: o.sni.clone().unwrap_or_else(|| host.to_string()),
@@ -728,7 +777,20 @@ fn err(loc: &Loc, message: impl Into<String>) -> ConfigError {
     }
 }
 
-fn compile_req_rules(p: &Proxy, m: &Matcher) -> Result<Vec<ReqRule>, ConfigError> {
+/// The cache a `cache-use`/`cache-store` rule names (checked to exist
+/// when the configuration was parsed).
+fn cache_named(
+    caches: &[Arc<crate::httpcache::Cache>],
+    n: &str,
+) -> Option<Arc<crate::httpcache::Cache>> {
+    caches.iter().find(|c| &*c.name == n).cloned()
+}
+
+fn compile_req_rules(
+    p: &Proxy,
+    m: &Matcher,
+    caches: &[Arc<crate::httpcache::Cache>],
+) -> Result<Vec<ReqRule>, ConfigError> {
     let mut out = Vec::new();
     let scope = Scope::Request {
         backend: p.kind.is_backend(),
@@ -740,22 +802,32 @@ fn compile_req_rules(p: &Proxy, m: &Matcher) -> Result<Vec<ReqRule>, ConfigError
             }
             _ => None,
         };
+        let cache = match &r.action {
+            HttpRequestAction::CacheUse(n) => cache_named(caches, n),
+            _ => None,
+        };
         out.push(ReqRule {
             action: r.action.clone(),
             cond: m.opt_cond(r.cond.as_ref())?,
             prepared,
+            cache,
         });
     }
     Ok(out)
 }
 
-fn compile_resp_rules(p: &Proxy, m: &Matcher) -> Result<Vec<RespRule>, ConfigError> {
-    compile_resp_list(&p.http_response, m)
+fn compile_resp_rules(
+    p: &Proxy,
+    m: &Matcher,
+    caches: &[Arc<crate::httpcache::Cache>],
+) -> Result<Vec<RespRule>, ConfigError> {
+    compile_resp_list(&p.http_response, m, caches)
 }
 
 fn compile_resp_list(
     rules: &[crate::config::HttpResponseRule],
     m: &Matcher,
+    caches: &[Arc<crate::httpcache::Cache>],
 ) -> Result<Vec<RespRule>, ConfigError> {
     rules
         .iter()
@@ -763,6 +835,10 @@ fn compile_resp_list(
             Ok(RespRule {
                 action: r.action.clone(),
                 cond: m.opt_cond_response(r.cond.as_ref())?,
+                cache: match &r.action {
+                    HttpResponseAction::CacheStore(n) => cache_named(caches, n),
+                    _ => None,
+                },
             })
         })
         .collect()
@@ -776,6 +852,15 @@ pub fn compile(cfg: &Config) -> Result<Compiled, Vec<ConfigError>> {
 /// [`compile`], keeping the tables of `prev` (the running configuration)
 /// that are shared with peers and declared the same: a reload keeps
 /// their entries, as HAProxy's old process teaches them to the new one.
+/// The id HAProxy gives a proxy: its rank in the configuration, frontends,
+/// backends and listens together, from 2 (HAProxy's CLI proxy is 1).
+pub fn proxy_uuid(cfg: &Config, p: &crate::config::Proxy) -> usize {
+    cfg.proxies
+        .iter()
+        .position(|x| std::ptr::eq(x, p))
+        .map_or(0, |i| i + 2)
+}
+
 pub fn compile_keeping(
     cfg: &Config,
     prev: Option<&crate::table::Tables>,
@@ -796,6 +881,11 @@ pub fn compile_keeping(
             })
             .collect(),
     ));
+    let caches: Vec<Arc<crate::httpcache::Cache>> = cfg
+        .caches
+        .iter()
+        .map(crate::httpcache::Cache::new)
+        .collect();
     let mut backends = Vec::new();
     let mut names = Vec::new();
     let mut be_comp = Vec::new();
@@ -844,9 +934,9 @@ pub fn compile_keeping(
                 (Vec::new(), Vec::new(), Vec::new())
             } else {
                 (
-                    compile_req_rules(p, &matcher)?,
-                    compile_resp_rules(p, &matcher)?,
-                    compile_resp_list(&p.http_after_response, &matcher)?,
+                    compile_req_rules(p, &matcher, &caches)?,
+                    compile_resp_rules(p, &matcher, &caches)?,
+                    compile_resp_list(&p.http_after_response, &matcher, &caches)?,
                 )
             };
             let mut stick = Vec::new();
@@ -872,12 +962,14 @@ pub fn compile_keeping(
                 http: HttpCounters::default(),
                 http_request,
                 id: NEXT_BACKEND_ID.fetch_add(1, Ordering::Relaxed),
+                uuid: proxy_uuid(cfg, p),
                 name: p.name.clone(),
                 kind,
                 matcher,
                 http_response,
                 l4,
                 after_response,
+                h2: Arc::default(),
             })
         })();
         match r {
@@ -897,9 +989,9 @@ pub fn compile_keeping(
         let r = (|| -> Result<FrontendRt, ConfigError> {
             let matcher = Matcher::for_proxy(p)?;
             let l4 = crate::l4rules::compile(p, &matcher, warnings)?;
-            let http_request = compile_req_rules(p, &matcher)?;
-            let http_response = compile_resp_rules(p, &matcher)?;
-            let after_response = compile_resp_list(&p.http_after_response, &matcher)?;
+            let http_request = compile_req_rules(p, &matcher, &caches)?;
+            let http_response = compile_resp_rules(p, &matcher, &caches)?;
+            let after_response = compile_resp_list(&p.http_after_response, &matcher, &caches)?;
             let stats = compile_stats(p, &matcher)?;
             let be_cfg = |name: &str| cfg.backends().find(|b| b.name == name);
             let mut use_backends = Vec::new();
@@ -946,8 +1038,20 @@ pub fn compile_keeping(
                 || p.log
                     .iter()
                     .any(|l| matches!(l, crate::config::ProxyLog::Target(_)));
+            let monitor = match &p.monitor_uri {
+                Some(u) => Some((
+                    u.clone(),
+                    p.monitor_fail
+                        .iter()
+                        .map(|c| matcher.cond(c))
+                        .collect::<Result<Vec<_>, _>>()?,
+                )),
+                None => None,
+            };
             Ok(FrontendRt {
+                uuid: proxy_uuid(cfg, p),
                 name: p.name.clone(),
+                name_arc: Arc::from(p.name.as_str()),
                 maxconn: p.maxconn,
                 timeouts: FeTimeouts {
                     http_request: head_ms,
@@ -958,6 +1062,7 @@ pub fn compile_keeping(
                 keep_alive: p.options.conn_mode != HttpConnMode::Close,
                 server_close: p.options.conn_mode != HttpConnMode::KeepAlive,
                 idle_close_on_response: p.options.idle_close_on_response,
+                disable_h2_upgrade: p.options.disable_h2_upgrade,
                 matcher,
                 http_request,
                 http_response,
@@ -972,6 +1077,16 @@ pub fn compile_keeping(
                     .iter()
                     .map(|e| (e.status, e.content.clone()))
                     .collect(),
+                error_replies: p
+                    .error_replies
+                    .iter()
+                    .map(|(s, r)| {
+                        let scope = Scope::Request { backend: false };
+                        Prepared::of(r, scope)
+                            .map(|pr| (*s, pr))
+                            .map_err(|e| err(&p.loc, e))
+                    })
+                    .collect::<Result<_, _>>()?,
                 log: logs,
                 conns: AtomicU32::new(0),
                 backends: backends.clone(),
@@ -983,12 +1098,14 @@ pub fn compile_keeping(
                     })
                     .collect(),
                 stats,
+                monitor,
                 http: HttpCounters::default(),
                 sessions: AtomicU64::new(0),
                 tables: Arc::clone(&tables),
                 l4,
                 h2: h2_config(&cfg.global),
                 h2_conns: AtomicU32::new(0),
+                h2_conns_total: AtomicU64::new(0),
                 h2_streams: AtomicU64::new(0),
             })
         })();
@@ -1002,6 +1119,7 @@ pub fn compile_keeping(
             frontends,
             backends,
             tables,
+            caches,
             warnings: warn,
         })
     } else {
@@ -1062,6 +1180,7 @@ pub fn return_body(r: &ReturnAction) -> &[u8] {
         ReturnBody::String(s) => s.as_bytes(),
         ReturnBody::LfString(f) => f.as_literal().unwrap_or(b""),
         ReturnBody::File { content, .. } => content,
+        ReturnBody::Errorfile(_) => b"",
     }
 }
 
@@ -1139,6 +1258,7 @@ mod tests {
                 .iter()
                 .map(|(n, v)| (n.to_string(), v.to_string()))
                 .collect(),
+            deny: false,
         };
         let p = Prepared::of(&ret(&[("X-A", "1"), ("X-Src", "%[src]")]), scope).unwrap();
         let fields: Vec<_> = p.fields.fields().iter().collect();

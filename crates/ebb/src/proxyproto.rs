@@ -425,19 +425,11 @@ fn parse_v2(buf: &[u8]) -> Parsed {
 /// CRC32C (Castagnoli, reflected polynomial 0x82F63B78) of `data` with the
 /// four bytes at `hole` read as zeros, as the spec computes the checksum.
 fn crc32c_with_hole(data: &[u8], hole: usize) -> u32 {
-    let mut crc = !0u32;
-    for (i, &b) in data.iter().enumerate() {
-        let b = if (hole..hole + 4).contains(&i) { 0 } else { b };
-        crc ^= b as u32;
-        for _ in 0..8 {
-            crc = if crc & 1 != 0 {
-                (crc >> 1) ^ 0x82F6_3B78
-            } else {
-                crc >> 1
-            };
-        }
-    }
-    !crc
+    let bytes = data
+        .iter()
+        .enumerate()
+        .map(|(i, &b)| if (hole..hole + 4).contains(&i) { 0 } else { b });
+    crate::sample::hash::crc32_reflected(crate::sample::hash::CASTAGNOLI, bytes)
 }
 
 /// The header a server with `send-proxy` (`version` 1) or

@@ -1,10 +1,15 @@
 //! `resolvers` sections at run time: server names resolved while ebb runs.
 //!
 //! Each section is one tasklet on thread 0 with its own non-blocking UDP
-//! socket (one per address family its nameservers use), registered with
-//! that thread's poller like any other socket; retries and timeouts are the
+//! socket (one per address family its UDP nameservers use), and for each
+//! `tcp@` nameserver one TCP connection (RFC 7766: each message preceded by
+//! its length in two bytes, queries pipelined, opened when a query is to be
+//! sent, closed after [`TCP_IDLE`] with no query under way, opened again
+//! at the next query after the server closed it), all registered with that
+//! thread's poller like any other socket; retries and timeouts are the
 //! tasklet's timer on the wait queue. Nothing blocks: no `getaddrinfo`
-//! after start.
+//! after start. A message longer than `accepted_payload_size` is dropped
+//! and counted `too_big`, over TCP too (HAProxy 2.6's rule).
 //!
 //! A *resolution* is one name (and for A/AAAA, the family preferred):
 //! every server that resolves the same name shares it, as in HAProxy, so
@@ -34,8 +39,9 @@
 //! - A failure (NX, refused, timeout, other) takes the servers down only
 //!   when no valid answer came within that status' `hold` period.
 
-use std::collections::HashMap;
-use std::net::{IpAddr, SocketAddr, UdpSocket};
+use std::collections::{HashMap, VecDeque};
+use std::io::{Read, Write};
+use std::net::{IpAddr, SocketAddr, TcpStream, UdpSocket};
 use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -140,7 +146,11 @@ pub fn start(ctx: &mut Ctx, cfgs: &[Cfg], farms: Farms, log: LogFn) -> std::io::
         all.push(Arc::clone(&sec));
         let mut socks = Vec::new();
         for v6 in [false, true] {
-            if cfg.nameservers.iter().any(|(_, a)| a.is_ipv6() == v6) {
+            if cfg
+                .nameservers
+                .iter()
+                .any(|n| !n.tcp && n.addr.is_ipv6() == v6)
+            {
                 let bind = SocketAddr::new(dns::unspecified(v6), 0);
                 let s = UdpSocket::bind(bind)?;
                 s.set_nonblocking(true)?;
@@ -154,6 +164,7 @@ pub fn start(ctx: &mut Ctx, cfgs: &[Cfg], farms: Farms, log: LogFn) -> std::io::
         let r = Runner {
             sec: Arc::clone(&sec),
             socks,
+            streams: cfg.nameservers.iter().map(|_| TcpNs::default()).collect(),
             farms: Arc::clone(&farms),
             log: Arc::clone(&log),
             res: HashMap::new(),
@@ -217,9 +228,29 @@ struct Resolution {
     cached: Option<Cached>,
 }
 
+/// How long a TCP nameserver's connection stays open with no query under
+/// way (HAProxy closes idle DNS sessions in batches every 5 s).
+pub const TCP_IDLE: Duration = Duration::from_secs(5);
+
+/// A `tcp@` nameserver's connection.
+#[derive(Default)]
+struct TcpNs {
+    sock: Option<TcpStream>,
+    /// Framed queries not written yet; `pos` bytes of the first are.
+    out: VecDeque<Vec<u8>>,
+    pos: usize,
+    /// Bytes read, up to a whole framed message.
+    inp: Vec<u8>,
+    /// Last query queued or answer read.
+    last: Option<Instant>,
+}
+
 struct Runner {
     sec: Arc<Section>,
     socks: Vec<UdpSocket>,
+    /// One per nameserver, in `cfg.nameservers` order (used for `tcp@`
+    /// ones only).
+    streams: Vec<TcpNs>,
     farms: Farms,
     log: LogFn,
     res: HashMap<Key, Resolution>,
@@ -269,12 +300,16 @@ impl sched::TaskletFn for Runner {
         }
         self.known = seen;
         self.receive(&members, now);
+        self.receive_tcp(ctx, &members, now);
         // At least every `timeout resolve` (HAProxy's resolvers task
         // period): servers a reload or `set server fqdn` brought are seen.
         let mut next = now + self.sec.cfg.timeout_resolve;
         let keys: Vec<Key> = members.keys().cloned().collect();
         for k in keys {
             let at = self.step(&k, &members[&k], now);
+            next = next.min(at);
+        }
+        if let Some(at) = self.flush_tcp(ctx, me, now) {
             next = next.min(at);
         }
         let wait = next.saturating_duration_since(Instant::now());
@@ -346,8 +381,25 @@ impl Runner {
         else {
             return;
         };
-        for (i, (_, a)) in self.sec.cfg.nameservers.iter().enumerate() {
+        let now = Instant::now();
+        for (i, ns) in self.sec.cfg.nameservers.iter().enumerate() {
             let c = &self.sec.ns[i];
+            if ns.tcp {
+                // Written by `flush_tcp` at the end of this run.
+                let t = &mut self.streams[i];
+                let Ok(len) = u16::try_from(q.len()) else {
+                    c.snd_error.fetch_add(1, Ordering::Relaxed);
+                    continue;
+                };
+                let mut frame = Vec::with_capacity(2 + q.len());
+                frame.extend_from_slice(&len.to_be_bytes());
+                frame.extend_from_slice(&q);
+                t.out.push_back(frame);
+                t.last = Some(now);
+                c.sent.fetch_add(1, Ordering::Relaxed);
+                continue;
+            }
+            let a = &ns.addr;
             let sock = self
                 .socks
                 .iter()
@@ -445,7 +497,7 @@ impl Runner {
                     .cfg
                     .nameservers
                     .iter()
-                    .position(|(_, a)| *a == from)
+                    .position(|n| !n.tcp && n.addr == from)
                 else {
                     continue; // not from one of our nameservers
                 };
@@ -455,9 +507,141 @@ impl Runner {
         }
     }
 
+    /// Reads what the TCP nameservers sent and answers each whole message.
+    fn receive_tcp(&mut self, ctx: &mut Ctx, members: &HashMap<Key, Members>, now: Instant) {
+        for i in 0..self.streams.len() {
+            let mut closed = false;
+            let t = &mut self.streams[i];
+            if let Some(sock) = t.sock.as_mut() {
+                loop {
+                    match sock.read(&mut self.buf) {
+                        Ok(0) => {
+                            closed = true;
+                            break;
+                        }
+                        // A message is at most 65537 bytes with its length:
+                        // a server that sends more without our reading it
+                        // is cut off.
+                        Ok(n) if t.inp.len() + n > 4 * 65537 => {
+                            closed = true;
+                            break;
+                        }
+                        Ok(n) => t.inp.extend_from_slice(&self.buf[..n]),
+                        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+                        Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                        Err(_) => {
+                            closed = true;
+                            break;
+                        }
+                    }
+                }
+            }
+            loop {
+                let t = &mut self.streams[i];
+                let (Some(&a), Some(&b)) = (t.inp.first(), t.inp.get(1)) else {
+                    break;
+                };
+                let len = usize::from(u16::from_be_bytes([a, b]));
+                if t.inp.len() < 2 + len {
+                    break;
+                }
+                let msg: Vec<u8> = t.inp.drain(..2 + len).skip(2).collect();
+                t.last = Some(now);
+                self.answer(i, &msg, members, now);
+            }
+            if closed {
+                self.close_tcp(ctx, i);
+            }
+        }
+    }
+
+    /// Drops a TCP nameserver's connection: its queries under way are lost
+    /// (they time out as over UDP); the next query opens a new one.
+    fn close_tcp(&mut self, ctx: &mut Ctx, i: usize) {
+        let t = &mut self.streams[i];
+        if let Some(s) = t.sock.take() {
+            let _ = ctx.deregister_fd(s.as_raw_fd());
+        }
+        // Queries that never (wholly) left: a send error each.
+        let unsent = t.out.len() as u64;
+        t.out.clear();
+        t.pos = 0;
+        t.inp.clear();
+        self.sec.ns[i]
+            .snd_error
+            .fetch_add(unsent, Ordering::Relaxed);
+    }
+
+    /// Connects the TCP nameservers that have queries to send, writes what
+    /// the sockets take, closes idle connections; returns when an idle
+    /// connection is due to close.
+    fn flush_tcp(&mut self, ctx: &mut Ctx, me: TaskletId, now: Instant) -> Option<Instant> {
+        let mut next: Option<Instant> = None;
+        for i in 0..self.streams.len() {
+            let addr = self.sec.cfg.nameservers[i].addr;
+            let t = &mut self.streams[i];
+            if t.sock.is_none() && !t.out.is_empty() {
+                match crate::backend::connect_nb(addr) {
+                    Ok(s) if ctx.register_fd(s.as_raw_fd(), me, true).is_ok() => t.sock = Some(s),
+                    _ => {
+                        self.close_tcp(ctx, i);
+                        continue;
+                    }
+                }
+            }
+            let t = &mut self.streams[i];
+            let Some(sock) = t.sock.as_mut() else {
+                continue;
+            };
+            let mut failed = false;
+            while let Some(f) = t.out.front() {
+                match sock.write(&f[t.pos..]) {
+                    Ok(0) => {
+                        failed = true;
+                        break;
+                    }
+                    Ok(n) => {
+                        t.pos += n;
+                        if t.pos == f.len() {
+                            t.out.pop_front();
+                            t.pos = 0;
+                        }
+                    }
+                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                    Err(_) => {
+                        failed = true;
+                        break;
+                    }
+                }
+            }
+            if failed {
+                self.close_tcp(ctx, i);
+                continue;
+            }
+            // Idle: nothing to write, nothing heard for TCP_IDLE (and for
+            // longer than `timeout retry`: queries still unanswered by then
+            // were given up).
+            if t.out.is_empty() {
+                let idle = TCP_IDLE.max(self.sec.cfg.timeout_retry);
+                let due = t.last.map_or(now, |l| l + idle);
+                if now >= due {
+                    self.close_tcp(ctx, i);
+                } else {
+                    next = Some(next.map_or(due, |n| n.min(due)));
+                }
+            }
+        }
+        next
+    }
+
     fn answer(&mut self, ns: usize, msg: &[u8], members: &HashMap<Key, Members>, now: Instant) {
         let sec = Arc::clone(&self.sec);
         let c = &sec.ns[ns];
+        if msg.len() > usize::from(sec.cfg.accepted_payload_size) {
+            c.too_big.fetch_add(1, Ordering::Relaxed);
+            return;
+        }
         if msg.len() < 2 {
             c.invalid.fetch_add(1, Ordering::Relaxed);
             return;
@@ -485,19 +669,19 @@ impl Runner {
             }
         };
         let Some(m) = members.get(&k) else { return };
-        if resp.truncated {
-            c.truncated.fetch_add(1, Ordering::Relaxed);
-        }
         let failure: Option<Failure> = resp.status.into();
         match failure {
             None => {
                 c.valid.fetch_add(1, Ordering::Relaxed);
+                if resp.cname {
+                    c.cname.fetch_add(1, Ordering::Relaxed);
+                }
                 if let Some(r) = self.res.get_mut(&k) {
                     r.pending = None;
                     r.last_run = Some((now, true));
                     r.last_valid = Some(now);
                 }
-                let by = format!("{}/{}", sec.cfg.name, sec.cfg.nameservers[ns].0);
+                let by = format!("{}/{}", sec.cfg.name, sec.cfg.nameservers[ns].name);
                 if let Some(r) = self.res.get_mut(&k) {
                     r.cached = Some((resp.addrs.clone(), resp.srv.clone(), by.clone()));
                 }
@@ -506,13 +690,18 @@ impl Runner {
                 }
             }
             Some(f) => {
+                // One counter per answer, HAProxy 2.6's, in its order of
+                // checks.
                 let ctr = match f {
                     Failure::Nx => &c.nx,
                     Failure::Refused => &c.refused,
+                    _ if resp.no_answer => &c.any_err,
+                    _ if resp.truncated => &c.truncated,
+                    // An alias that leads to no record of the type asked.
+                    _ if resp.cname => &c.cname_error,
                     _ => &c.other,
                 };
                 ctr.fetch_add(1, Ordering::Relaxed);
-                c.any_err.fetch_add(1, Ordering::Relaxed);
                 let Some(p) = self.res.get_mut(&k).and_then(|r| r.pending.as_mut()) else {
                     return;
                 };
@@ -570,17 +759,7 @@ impl Runner {
         if on {
             let queued = s.queue.lock().map(|q| q.len()).unwrap_or(0);
             farm.redispatch_queue_of(s);
-            let (act, bck) =
-                farm.servers
-                    .iter()
-                    .filter(|x| x.usable())
-                    .fold((0, 0), |(a, b), x| {
-                        if x.opts.backup {
-                            (a, b + 1)
-                        } else {
-                            (a + 1, b)
-                        }
-                    });
+            let (act, bck) = farm.usable_counts();
             (self.log)(
                 &s.backend,
                 format!(
@@ -694,8 +873,9 @@ impl Runner {
         for (farm, s) in members {
             let cur = s.addr();
             let prefer_v6 = !s.opts.resolve_prefer_v4;
-            // HAProxy's score: preferred family 8, not held by another
-            // server of the name 2, the current address 1.
+            // HAProxy's score: preferred family 8, in a `resolve-net`
+            // network 4, not held by another server of the name 2, the
+            // current address 1.
             let mut best: Option<(u32, IpAddr)> = None;
             for ip in &known {
                 let held = members
@@ -705,6 +885,7 @@ impl Runner {
                     continue;
                 }
                 let score = 8 * u32::from(ip.is_ipv6() == prefer_v6)
+                    + 4 * u32::from(s.opts.resolve_net.iter().any(|n| n.contains(*ip)))
                     + 2 * u32::from(!held)
                     + u32::from(cur.is_some_and(|a| a.ip() == *ip));
                 if best.is_none_or(|(b, _)| score > b) {
@@ -766,8 +947,8 @@ pub fn show(name: Option<&str>) -> Result<String, String> {
     let mut out = String::new();
     for s in secs.iter().filter(|s| name.is_none_or(|n| s.cfg.name == n)) {
         out.push_str(&format!("Resolvers section {}\n", s.cfg.name));
-        for ((ns, _), c) in s.cfg.nameservers.iter().zip(&s.ns) {
-            out.push_str(&format!(" nameserver {ns}:\n"));
+        for (ns, c) in s.cfg.nameservers.iter().zip(&s.ns) {
+            out.push_str(&format!(" nameserver {}:\n", ns.name));
             for (f, v) in c.fields() {
                 out.push_str(&format!("  {:<13}{v}\n", format!("{f}:")));
             }

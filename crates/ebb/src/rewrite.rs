@@ -146,6 +146,9 @@ pub struct Edited {
 pub struct ReqState<'a> {
     orig: Req<'a>,
     pub edited: Option<Box<Edited>>,
+    /// The answer a `cache-use` rule found (the exchange is answered from
+    /// it unless a later rule decides otherwise).
+    pub cache_hit: Option<crate::httpcache::Hit>,
 }
 
 /// A rewrite left no valid request (HAProxy: a failed rewrite, 500).
@@ -154,7 +157,11 @@ pub struct RewriteFailed;
 
 impl<'a> ReqState<'a> {
     pub fn new(orig: Req<'a>) -> ReqState<'a> {
-        ReqState { orig, edited: None }
+        ReqState {
+            orig,
+            edited: None,
+            cache_hit: None,
+        }
     }
 
     /// The request as it is now.
@@ -402,7 +409,7 @@ pub fn cookie_response(
 ) {
     use crate::http1::Method;
     if let (Some(s), Ok(mut v)) = (srv, vars.try_borrow_mut()) {
-        v.info.srv_id = Some(s.idx as u32 + 1);
+        v.info.srv_id = Some(s.id);
     }
     let crate::proxy::BackendKind::Servers(sr) = &be.kind else {
         return;
@@ -456,7 +463,7 @@ pub fn note_for_log(
         // After `force-persist` the same server is tried again instead.
         i.redispatched = redispatched && !i.ck_force_rule;
         i.srv_addr = srv.and_then(|s| s.addr());
-        i.srv_id = srv.map(|s| s.idx as u32 + 1);
+        i.srv_id = srv.map(|s| s.id);
     }
 }
 
@@ -526,9 +533,55 @@ pub fn run_request(
             }
             HttpRequestAction::Header(e) => st.apply(Act::Edit(e), base, limits)?,
             HttpRequestAction::Rewrite(r) => st.apply(Act::Rewrite(r), base, limits)?,
+            HttpRequestAction::CacheUse(_) => {
+                if let Some(cache) = &rule.cache {
+                    cache_use(cache, base, st);
+                }
+            }
         }
     }
     Ok(None)
+}
+
+/// `http-request cache-use`: keys the request for a later `cache-store`
+/// (in the exchange's `TxnInfo`) and notes a hit in `st`.
+fn cache_use(
+    cache: &std::sync::Arc<crate::httpcache::Cache>,
+    base: &Ctx<'_>,
+    st: &mut ReqState<'_>,
+) {
+    use crate::httpcache as hc;
+    let r = st.req();
+    let fields: Vec<(&[u8], &[u8])> = r
+        .head
+        .headers
+        .iter()
+        .map(|f| (f.name.get(r.buf), f.value.get(r.buf)))
+        .collect();
+    let req = hc::Request {
+        method: r.head.method,
+        version: r.head.version,
+        target: r.head.target.get(r.buf),
+        absolute: r.head.target_form == crate::http1::TargetForm::Absolute,
+        fields: &fields,
+    };
+    let mut facts = hc::ReqFacts::for_request(r.head.method);
+    let hit = hc::use_cache(cache, &req, &mut facts);
+    if let Some(Ok(mut v)) = base.vars.map(|v| v.try_borrow_mut()) {
+        v.info.cache = facts;
+    }
+    if st.cache_hit.is_none() {
+        st.cache_hit = hit;
+    }
+}
+
+/// What a response's `cache-store` rules need besides the head, and the
+/// answer one of them decided to store.
+pub struct StoreCtx {
+    pub method: crate::http1::Method,
+    /// The body's length when announced.
+    pub content_length: Option<u64>,
+    pub pending: Option<crate::httpcache::Pending>,
 }
 
 // --------------------------------------------------------------- responses
@@ -563,6 +616,17 @@ pub type RuleSet<'a> = (&'a [RespRule], &'a Matcher);
 /// Runs response rule sets in order on `head`. `base` is the exchange's
 /// context (request, names...) without response.
 pub fn run_response(sets: &[RuleSet<'_>], base: &Ctx<'_>, head: &mut ResHead) {
+    run_response_with(sets, base, head, None);
+}
+
+/// [`run_response`] on an answer from a server: `cache-store` rules may
+/// store it (`store`). On answers ebb builds itself they do nothing.
+pub fn run_response_with(
+    sets: &[RuleSet<'_>],
+    base: &Ctx<'_>,
+    head: &mut ResHead,
+    mut store: Option<&mut StoreCtx>,
+) {
     for (rules, m) in sets {
         for rule in rules.iter() {
             let list = borrowed(&head.fields);
@@ -584,6 +648,28 @@ pub fn run_response(sets: &[RuleSet<'_>], base: &Ctx<'_>, head: &mut ResHead) {
                 }
                 HttpResponseAction::Capture(c) => {
                     c.run(&ctx);
+                    continue;
+                }
+                HttpResponseAction::CacheStore(_) => {
+                    if let (Some(sc), Some(cache)) = (store.as_deref_mut(), &rule.cache) {
+                        let (facts, from_cache) = base
+                            .vars
+                            .and_then(|v| v.try_borrow().ok())
+                            .map(|v| (v.info.cache, v.info.cache_hit.is_some()))
+                            .unwrap_or_default();
+                        let input = crate::httpcache::StoreInput {
+                            method: sc.method,
+                            from_cache,
+                            facts,
+                            status: head.status,
+                            reason: &head.reason,
+                            fields: &head.fields,
+                            content_length: sc.content_length,
+                        };
+                        if let Some(p) = crate::httpcache::store(cache, &input) {
+                            sc.pending = Some(p);
+                        }
+                    }
                     continue;
                 }
                 HttpResponseAction::Header(e) => apply_edit(e, &ctx, &mut fields),

@@ -279,6 +279,10 @@ fn match_str(t: &Test, s: &[u8]) -> bool {
     match t.method {
         MatchMethod::Found => true,
         MatchMethod::Reg => t.regexes.iter().any(|re| re.is_match(s)),
+        MatchMethod::Bin => t
+            .patterns
+            .iter()
+            .any(|p| matches!(p, Pattern::Bin(b) if b.as_slice() == s)),
         MatchMethod::Ip | MatchMethod::Int | MatchMethod::Bool => false,
         m => t.patterns.iter().any(|p| {
             let Pattern::Str(p) = p else {
@@ -457,6 +461,25 @@ mod tests {
 
     const GET: &str =
         "GET /img/logo.PNG?x=1 HTTP/1.1\r\nHost: www.Example.com\r\nX-A: one, two\r\n\r\n";
+
+    /// `-m bin`: hex patterns equal to the sample's bytes (the whole of
+    /// them, as HAProxy's `pat_match_bin`).
+    #[test]
+    fn binary_match() {
+        assert!(check(
+            "",
+            "{ req.hdr(host),lower -m bin 7777772E6578616D706C652E636F6D }",
+            GET
+        ));
+        assert!(check("", "{ path -m bin 2F696D672F6C6F676F2E504E47 }", GET));
+        assert!(!check("", "{ path -m bin 2F696D67 }", GET));
+        for bad in ["{ path -m bin 6G }", "{ path -i -m bin 41 }"] {
+            let text = format!(
+                "defaults\n mode http\nfrontend f\n bind :8080\n use_backend b if {bad}\nbackend b\n serve-files /tmp\n"
+            );
+            assert!(parse_str("t.cfg", &text).is_err(), "{bad}");
+        }
+    }
 
     #[test]
     fn path_methods() {

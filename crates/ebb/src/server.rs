@@ -82,6 +82,10 @@ impl Listener {
     }
 }
 
+/// Accepted sockets are non-blocking and close-on-exec from the start
+/// (`accept4`), so a connection costs no `ioctl(FIONBIO)`.
+const ACCEPT_FLAGS: i32 = libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC;
+
 impl TaskletFn for Listener {
     fn run(&mut self, ctx: &mut Ctx, me: TaskletId, why: Reasons) -> Status {
         if why.intersects(Reasons::IO) {
@@ -94,7 +98,7 @@ impl TaskletFn for Listener {
             // Connections the kernel already completed are taken and
             // served (their first answer closes them): closing the socket
             // with them in its queue would reset them unanswered.
-            while let Ok((s, peer)) = sock.accept() {
+            while let Ok((s, peer)) = sock.accept4(ACCEPT_FLAGS) {
                 self.spawn_conn(ctx, s, peer);
             }
             let _ = ctx.deregister_fd(sock.as_raw_fd());
@@ -135,7 +139,7 @@ impl TaskletFn for Listener {
                 ctx.tasklet_unqueue(me);
                 self.paused = false;
             }
-            match sock.accept() {
+            match sock.accept4(ACCEPT_FLAGS) {
                 Ok((s, peer)) => self.spawn_conn(ctx, s, peer),
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Status::Continue,
                 Err(e)
@@ -486,7 +490,9 @@ pub fn run(cfg: Config, opts: RunOptions) -> i32 {
         Arc::new(move |backend: &str, line: String| {
             // HAProxy's levels: a server going down is an alert, the rest
             // (coming up, `log-health-checks` lines) notices.
-            let level = if line.contains(" is DOWN") {
+            let level = if line.contains(" has no server available!") {
+                crate::log::LOG_EMERG
+            } else if line.contains(" is DOWN") || line.contains(" is going DOWN") {
                 crate::log::LOG_ALERT
             } else {
                 crate::log::LOG_NOTICE

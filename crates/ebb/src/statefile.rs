@@ -215,17 +215,18 @@ pub fn dump<'a>(farms: impl Iterator<Item = (usize, &'a Farm)>) -> String {
             let host = s.hostname.lock().ok().and_then(|g| g.clone());
             let checked = s.opts.check;
             let (code, result) = if checked {
-                let text = s.check_status.lock().map(|c| c.clone()).unwrap_or_default();
-                let code = crate::backend::extra::check_code(&text, farm.check.enabled).0;
-                let result = match code {
-                    "INI" => 0,
-                    "L4OK" | "L7OK" => 3,
+                let v = s.check_status.lock().map(|c| c.clone()).unwrap_or_default();
+                let result = match v.st {
+                    crate::config::CheckStatus::Ini => 0,
+                    st if st.passed() => 3,
                     _ => 2,
                 };
-                (check_status_num(code), result)
+                (v.st.num(), result)
             } else {
-                (0, 0)
+                // HAProxy: an unchecked server's check stays at INI.
+                (1, 0)
             };
+            let maint = s.admin.load(Ordering::Relaxed) == ADMIN_MAINT;
             let starting = up
                 && s.opts.slowstart.is_some()
                 && s.effective_weight() < s.weight.load(Ordering::Relaxed);
@@ -233,7 +234,7 @@ pub fn dump<'a>(farms: impl Iterator<Item = (usize, &'a Farm)>) -> String {
                 out,
                 "{be_id} {be} {sid} {srv} {addr} {op} {adm} {uw} {iw} {since} {code} {result} {ch} {cst} 0 0 0 {fqdn} {port} {srvrec} {ssl} 0 - - 0",
                 be = farm.name,
-                sid = s.idx + 1,
+                sid = s.id,
                 srv = s.name,
                 fqdn = match (&fqdn, &host) {
                     (Some(f), _) if !f.starts_with('_') => f.as_str(),
@@ -244,7 +245,8 @@ pub fn dump<'a>(farms: impl Iterator<Item = (usize, &'a Farm)>) -> String {
                     Some(f) if f.starts_with('_') => f.as_str(),
                     _ => "-",
                 },
-                op = match (up && !s.rmaint.load(Ordering::Relaxed), starting) {
+                // In maintenance a server is stopped (HAProxy's op state 0).
+                op = match (up && !s.rmaint.load(Ordering::Relaxed) && !maint, starting) {
                     (false, _) => 0,
                     (true, true) => 1,
                     (true, false) => 2,
@@ -253,7 +255,8 @@ pub fn dump<'a>(farms: impl Iterator<Item = (usize, &'a Farm)>) -> String {
                 uw = s.weight.load(Ordering::Relaxed),
                 iw = s.opts.weight,
                 ch = if !checked {
-                    0
+                    // HAProxy's initial health: `rise`.
+                    s.opts.rise.max(1)
                 } else if up {
                     s.opts.rise.max(1) + s.opts.fall.max(1) - 1
                 } else {
@@ -262,8 +265,10 @@ pub fn dump<'a>(farms: impl Iterator<Item = (usize, &'a Farm)>) -> String {
                 // Check state bits: configured (2) and enabled (4).
                 // (enabled: `enable|disable health`; a server added at
                 // run time starts with 2, as in HAProxy).
+                // Running checks are paused (8) in maintenance.
                 cst = match (checked, s.check_on.load(Ordering::Relaxed)) {
                     (false, _) => 0,
+                    (true, true) if maint => 14,
                     (true, true) => 6,
                     (true, false) => 2,
                 },
@@ -272,26 +277,6 @@ pub fn dump<'a>(farms: impl Iterator<Item = (usize, &'a Farm)>) -> String {
         }
     }
     out
-}
-
-/// HAProxy's number for a check status (its `healthcheck_status` order).
-pub fn check_status_num(code: &str) -> u32 {
-    match code {
-        "INI" => 1,
-        "SOCKERR" => 5,
-        "L4OK" => 6,
-        "L4TOUT" => 7,
-        "L4CON" => 8,
-        "L6OK" => 9,
-        "L6TOUT" => 10,
-        "L6RSP" => 11,
-        "L7TOUT" => 12,
-        "L7RSP" => 13,
-        "L7OK" => 15,
-        "L7OKC" => 16,
-        "L7STS" => 17,
-        _ => 0,
-    }
 }
 
 /// Reads and parses a state file.

@@ -159,7 +159,8 @@ fn levels_are_refused_with_a_message() {
         st.lines()
             .nth(2)
             .unwrap()
-            .starts_with("2 be 1 a 127.0.0.1 2 0 1 1 "),
+            // HAProxy numbers its CLI proxy 1, then fe 2, be 3.
+            .starts_with("3 be 1 a 127.0.0.1 2 0 1 1 "),
         "{st}"
     );
     // Operator may do operator things.
@@ -217,7 +218,8 @@ fn maint_drain_weight_and_maxconn_steer_traffic() {
     let b0 = n(&b);
     hit(&s.e, 6);
     assert_eq!(n(&b), b0);
-    assert!(cli(&s.admin, "show servers state be").contains(" b 127.0.0.1 2 1 1 1 "));
+    // In maintenance a server is stopped: op state 0, as in HAProxy.
+    assert!(cli(&s.admin, "show servers state be").contains(" b 127.0.0.1 0 1 1 1 "));
 
     // Errors name what is wrong.
     assert!(cli(&s.admin, "set server be/zz state maint").starts_with("No such server 'zz'"));

@@ -735,3 +735,52 @@ fn reload_refuses_what_only_a_restart_applies() {
     assert!(l.contains("log targets"), "{l}");
     assert_eq!(get(e.addr(), "/").status, 200);
 }
+
+/// `monitor-uri`: answered 200 before any rule (the path of an
+/// absolute-form target counts, case matters), 503 when a `monitor fail`
+/// condition holds, never logged, as HAProxy 2.6 does.
+#[test]
+fn monitor_uri_answers_before_rules_and_is_not_logged() {
+    let udp = UdpSocket::bind("127.0.0.1:0").unwrap();
+    udp.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    let cfg = format!(
+        "global\n    log {} format raw daemon\n\
+         defaults\n    mode http\n    log global\n    timeout client 10s\n\
+         frontend fe\n    bind BIND\n    monitor-uri /health\n    monitor fail if {{ req.hdr(x-fail) -m found }}\n    http-request deny\n",
+        udp.local_addr().unwrap()
+    );
+    let e = common::Ebb::start(&cfg);
+    let a = e.addr();
+    let r = get(a, "/health");
+    assert_eq!(r.status, 200);
+    assert!(r.text().contains("Service ready."), "{}", r.text());
+    let r = common::raw(
+        a,
+        b"GET http://www.haproxy.org/health HTTP/1.1\r\nHost: www.haproxy.org\r\nConnection: close\r\n\r\n",
+    )
+    .unwrap();
+    assert_eq!(r.status, 200);
+    let r = common::raw(
+        a,
+        b"GET /health HTTP/1.1\r\nHost: t\r\nX-Fail: 1\r\nConnection: close\r\n\r\n",
+    )
+    .unwrap();
+    assert_eq!(r.status, 503);
+    // Another path goes through the rules (denied) and is logged; the
+    // monitor requests before it were not.
+    assert_eq!(get(a, "/hEAlth").status, 403);
+    let line = recv_udp(&udp);
+    assert!(line.contains("GET /hEAlth"), "{line}");
+    // `monitor fail` needs a condition; `monitor-uri` has no place in a
+    // backend.
+    let d = scratch("monitor-bad");
+    for bad in [
+        "frontend fe\n    bind 127.0.0.1:0\n    monitor fail\n",
+        "backend be\n    monitor-uri /x\n",
+    ] {
+        std::fs::write(d.join("m.cfg"), format!("defaults\n    mode http\n{bad}")).unwrap();
+        let (code, _, err) = run_ebb(&["-c", "-f", "m.cfg"], &d);
+        assert_eq!(code, 1, "{bad}: {err}");
+        assert!(err.contains("m.cfg:"), "{err}");
+    }
+}

@@ -752,3 +752,102 @@ fn a_broken_chunked_body_to_compress_is_a_400() {
     assert!(head.contains("post /ok"), "{head}");
     assert_eq!(gunzip(&got), b"fine text");
 }
+
+/// Reads a chunked gzip answer from `s` (appending to `raw`) until what
+/// its chunks hold so far decodes to text containing `want`; a read that
+/// times out fails the test.
+fn read_until_decoded(s: &mut std::net::TcpStream, raw: &mut Vec<u8>, want: &[u8]) {
+    let mut tmp = [0u8; 4096];
+    loop {
+        if let Some(p) = raw.windows(4).position(|w| w == b"\r\n\r\n") {
+            let mut coded = Vec::new();
+            let mut cd = ebb::http1::ChunkedDecoder::default();
+            let _ = cd.decode_to_vec(&raw[p + 4..], &mut coded);
+            let mut d = flate2::Decompress::new_gzip(15);
+            let mut plain = Vec::with_capacity(1 << 16);
+            let _ = d.decompress_vec(&coded, &mut plain, flate2::FlushDecompress::Sync);
+            if plain.windows(want.len()).any(|w| w == want) {
+                return;
+            }
+        }
+        let n = s
+            .read(&mut tmp)
+            .expect("the compressed bytes before the read timeout");
+        assert!(
+            n > 0,
+            "closed early after {:?}",
+            String::from_utf8_lossy(raw)
+        );
+        raw.extend_from_slice(&tmp[..n]);
+    }
+}
+
+#[test]
+fn a_paused_answer_is_flushed_to_the_client() {
+    // The server sends a head and a first event, then waits until the
+    // client has decoded that event before it sends the rest: ebb must
+    // flush what it compressed when the server pauses (a streamed answer
+    // is never held back by the encoder), and the stream goes on after.
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let origin = l.local_addr().unwrap();
+    let (go_tx, go_rx) = std::sync::mpsc::channel::<()>();
+    std::thread::spawn(move || {
+        let Ok((mut s, _)) = l.accept() else { return };
+        let mut buf = [0u8; 4096];
+        let mut head = Vec::new();
+        while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+            match s.read(&mut buf) {
+                Ok(0) | Err(_) => return,
+                Ok(n) => head.extend_from_slice(&buf[..n]),
+            }
+        }
+        let first = b"event: one\ndata: hello hello hello\n\n";
+        let mut r = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n".to_vec();
+        r.extend_from_slice(format!("{:x}\r\n", first.len()).as_bytes());
+        r.extend_from_slice(first);
+        r.extend_from_slice(b"\r\n");
+        let _ = s.write_all(&r);
+        // Wait for the test's word (it has decoded the first event).
+        if go_rx.recv().is_err() {
+            return;
+        }
+        let second = b"event: two\ndata: world\n\n";
+        let mut r = format!("{:x}\r\n", second.len()).into_bytes();
+        r.extend_from_slice(second);
+        r.extend_from_slice(b"\r\n0\r\n\r\n");
+        let _ = s.write_all(&r);
+    });
+    let e = Ebb::start(&proxy_cfg(origin, "    compression algo gzip\n"));
+    let mut s = std::net::TcpStream::connect(e.addr()).unwrap();
+    s.set_read_timeout(Some(std::time::Duration::from_secs(60)))
+        .unwrap();
+    s.write_all(b"GET /events HTTP/1.1\r\nHost: x\r\nAccept-Encoding: gzip\r\n\r\n")
+        .unwrap();
+    let mut raw = Vec::new();
+    read_until_decoded(&mut s, &mut raw, b"hello hello hello\n\n");
+    let head = String::from_utf8_lossy(&raw).to_ascii_lowercase();
+    assert!(head.contains("content-encoding: gzip"), "{head}");
+    go_tx.send(()).unwrap();
+    read_until_decoded(&mut s, &mut raw, b"data: world\n\n");
+    // The whole body, to its last chunk, decodes to both events.
+    while !raw.ends_with(b"0\r\n\r\n") {
+        let mut tmp = [0u8; 4096];
+        let n = s.read(&mut tmp).unwrap();
+        assert!(n > 0, "closed early");
+        raw.extend_from_slice(&tmp[..n]);
+    }
+    let start = raw.windows(4).position(|w| w == b"\r\n\r\n").unwrap() + 4;
+    assert_eq!(
+        gunzip_chunked(&raw[start..]),
+        b"event: one\ndata: hello hello hello\n\nevent: two\ndata: world\n\n"
+    );
+}
+
+/// A whole chunked body holding one gzip stream, decoded.
+fn gunzip_chunked(body: &[u8]) -> Vec<u8> {
+    let mut coded = Vec::new();
+    let mut cd = ebb::http1::ChunkedDecoder::default();
+    let (_, done) = cd.decode_to_vec(body, &mut coded).unwrap();
+    assert!(done, "a whole chunked body");
+    gunzip(&coded)
+}

@@ -3,9 +3,11 @@
 
     dnsd.py ZONE.json [PORT]
 
-Listens on UDP 127.0.0.1:PORT (0: any free port), prints
-`dnsd: listening PORT`, then answers from ZONE.json, which it reads again
-whenever the file changes, so a test rewrites it to change answers:
+Listens on UDP and TCP 127.0.0.1:PORT (0: any free port, the same for
+both), prints `dnsd: listening PORT`, then answers from ZONE.json, which it
+reads again whenever the file changes, so a test rewrites it to change
+answers. Over TCP each message is preceded by its length in two bytes
+(RFC 7766) and a connection may carry many queries:
 
     {
       "silent": false,              # true: answer nothing at all
@@ -13,16 +15,22 @@ whenever the file changes, so a test rewrites it to change answers:
         "app.test": {"A": ["127.0.0.2"], "AAAA": ["::1"], "ttl": 1},
         "gone.test": {"rcode": "NXDOMAIN"},
         "_http._tcp.svc.test": {"SRV": [[0, 10, 8080, "a.svc.test"]]},
-        "a.svc.test": {"A": ["127.0.0.3"]}
+        "a.svc.test": {"A": ["127.0.0.3"]},
+        "www.test": {"CNAME": "app.test"},
+        "big.test": {"A": ["127.0.0.2", "..."], "tc": true}
       }
     }
 
 A name may also say "rcode" (NOERROR, NXDOMAIN, SERVFAIL, REFUSED) or
-"silent": true. An SRV answer carries the targets' A/AAAA records in the
+"silent": true. "CNAME": TARGET answers an alias and then TARGET's
+records of the type asked (as a recursive server does), the chain followed
+up to 8 names. "tc": true answers over UDP with the TC bit set and only
+the first record (the rest would not fit); over TCP the whole answer. An SRV answer carries the targets' A/AAAA records in the
 additional section when the zone has them (unless the SRV name says
 "no_additional": true). A name absent from the zone
 gets NXDOMAIN; a type the name has no record of gets NOERROR without
-records. Each query is logged as `dnsd: query NAME TYPE -> WHAT`.
+records. Each query is logged as `dnsd: query NAME TYPE -> WHAT`, with
+` (tcp)` at the end when it came over TCP.
 """
 
 import json
@@ -30,8 +38,9 @@ import os
 import socket
 import struct
 import sys
+import threading
 
-TYPES = {1: "A", 28: "AAAA", 33: "SRV"}
+TYPES = {1: "A", 28: "AAAA", 33: "SRV", 5: "CNAME"}
 RCODES = {"NOERROR": 0, "SERVFAIL": 2, "NXDOMAIN": 3, "REFUSED": 5}
 
 
@@ -82,7 +91,7 @@ class Zone:
         return self.data
 
 
-def answer(zone, msg):
+def answer(zone, msg, tcp=False):
     qid, flags, qd = struct.unpack(">HHH", msg[:6])
     if flags & 0x8000 or qd != 1:
         return None, "not a query"
@@ -103,6 +112,14 @@ def answer(zone, msg):
         rcode = RCODES[entry.get("rcode", "NOERROR")]
         ttl = int(entry.get("ttl", 1))
         ptr = b"\xc0\x0c"
+        # Aliases: each CNAME record, then the target's records.
+        hops = 0
+        while rcode == 0 and "CNAME" in entry and hops < 8 and qtype != 5:
+            target = entry["CNAME"].lower().strip(".")
+            answers.append(rr(ptr, 5, ttl, encode_name(target)))
+            ptr = encode_name(target)
+            entry = z.get("names", {}).get(target, {})
+            hops += 1
         if rcode == 0 and qtype in (1, 28):
             for ip in entry.get(TYPES[qtype], []):
                 answers.append(rr(ptr, qtype, ttl, addr_rdata(qtype, ip)))
@@ -118,24 +135,87 @@ def answer(zone, msg):
                         additional.append(
                             rr(encode_name(target), at, ttl, addr_rdata(at, ip))
                         )
-    flags = 0x8000 | (flags & 0x0100) | 0x0080 | rcode
+    tc = 0
+    if entry is not None and entry.get("tc") and not tcp:
+        answers, additional, tc = answers[:1], [], 0x0200
+    flags = 0x8000 | tc | (flags & 0x0100) | 0x0080 | rcode
     head = struct.pack(
         ">HHHHHH", qid, flags, 1, len(answers), 0, len(additional)
     )
     what = f"{name} {tname} -> rcode {rcode}, {len(answers)} answers"
+    if tc:
+        what += ", truncated"
     return head + question + b"".join(answers) + b"".join(additional), what
+
+
+def recv_exact(c, n):
+    out = b""
+    while len(out) < n:
+        got = c.recv(n - len(out))
+        if not got:
+            return None
+        out += got
+    return out
+
+
+def serve_tcp(zone, c, lock):
+    with c:
+        while True:
+            head = recv_exact(c, 2)
+            if head is None:
+                return
+            msg = recv_exact(c, struct.unpack(">H", head)[0])
+            if msg is None:
+                return
+            try:
+                with lock:
+                    out, what = answer(zone, msg, tcp=True)
+            except (ValueError, IndexError, struct.error, KeyError) as e:
+                print(f"dnsd: bad query: {e} (tcp)", flush=True)
+                continue
+            print(f"dnsd: query {what} (tcp)", flush=True)
+            if out is not None:
+                c.sendall(struct.pack(">H", len(out)) + out)
+
+
+def accept_tcp(zone, t, lock):
+    while True:
+        c, _ = t.accept()
+        threading.Thread(target=serve_tcp, args=(zone, c, lock), daemon=True).start()
+
+
+def bind_both(port):
+    """A UDP and a TCP socket on the same port (any free one for 0)."""
+    for _ in range(100):
+        s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        s.bind(("127.0.0.1", port))
+        t = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        t.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            t.bind(("127.0.0.1", s.getsockname()[1]))
+        except OSError:
+            s.close()
+            t.close()
+            if port:
+                raise
+            continue
+        t.listen(16)
+        return s, t
+    raise OSError("no port free for both UDP and TCP")
 
 
 def main():
     zone = Zone(sys.argv[1])
     port = int(sys.argv[2]) if len(sys.argv) > 2 else 0
-    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    s.bind(("127.0.0.1", port))
+    s, t = bind_both(port)
+    lock = threading.Lock()
+    threading.Thread(target=accept_tcp, args=(zone, t, lock), daemon=True).start()
     print(f"dnsd: listening {s.getsockname()[1]}", flush=True)
     while True:
         msg, peer = s.recvfrom(65535)
         try:
-            out, what = answer(zone, msg)
+            with lock:
+                out, what = answer(zone, msg)
         except (ValueError, IndexError, struct.error, KeyError) as e:
             print(f"dnsd: bad query: {e}", flush=True)
             continue

@@ -30,20 +30,6 @@ fn cert(dir: &Path) -> PathBuf {
     both
 }
 
-/// Runs curl; returns (success, stdout, stderr).
-fn curl(args: &[&str]) -> (bool, String, String) {
-    let o = Command::new("curl")
-        .args(["-sS", "--max-time", "60"])
-        .args(args)
-        .output()
-        .unwrap();
-    (
-        o.status.success(),
-        String::from_utf8_lossy(&o.stdout).into_owned(),
-        String::from_utf8_lossy(&o.stderr).into_owned(),
-    )
-}
-
 /// A frontend with a cleartext `proto h2` bind, a TLS bind offering h2
 /// and http/1.1, rules, a stats page, files and a proxied backend.
 fn config(dir: &Path, origin: &Origin, echo: &Origin, slow: &Origin) -> String {

@@ -124,8 +124,10 @@ struct Haproxy {
 impl Haproxy {
     fn start(name: &str, cfg: impl FnOnce(&Path) -> String) -> Haproxy {
         let dir = scratch(name);
-        // haproxy binds no port 0: a free one.
-        let free = std::net::TcpListener::bind("127.0.0.1:0")
+        // haproxy binds no port 0: a free one, on an address no ebb of
+        // these tests listens on (haproxy binds with SO_REUSEPORT: on a
+        // port an ebb took meanwhile, it would share that ebb's clients).
+        let free = std::net::TcpListener::bind("127.0.0.5:0")
             .unwrap()
             .local_addr()
             .unwrap();
@@ -650,8 +652,8 @@ fn configuration_errors_name_their_line() {
     };
     let be = "defaults\n    mode http\nfrontend fe\n    bind 127.0.0.1:0\n    default_backend be\nbackend be\n";
     check(
-        &format!("resolvers dns\n    nameserver a tcp@127.0.0.1:53\n{be}"),
-        "c.cfg:2: nameserver 'tcp@127.0.0.1:53': DNS over TCP is not supported",
+        &format!("resolvers dns\n    nameserver a tcp6@127.0.0.1:53\n{be}"),
+        "c.cfg:2: nameserver 'tcp6@127.0.0.1:53': the address is not of the family",
     );
     check(
         &format!("resolvers dns\n    nameserver a 127.0.0.1\n{be}"),
@@ -680,8 +682,12 @@ fn configuration_errors_name_their_line() {
         "c.cfg:7: server be/s1: the SRV name '_http._tcp.x.test' needs 'resolvers NAME'",
     );
     check(
-        &format!("resolvers dns\n    nameserver a 127.0.0.1:53\n{be}    server s a.test:80 resolvers dns resolve-net 10.0.0.0/8\n"),
-        "c.cfg:9: server option 'resolve-net' is not supported",
+        &format!("resolvers dns\n    nameserver a 127.0.0.1:53\n{be}    server s a.test:80 resolvers dns resolve-net 10.0.0.0/8,nope\n"),
+        "c.cfg:9: 'resolve-net' invalid network 'nope'.",
+    );
+    check(
+        &format!("{be}    server s 127.0.0.1 check\n"),
+        "c.cfg:7: server 's' has neither service port nor check port",
     );
     check(
         &format!("{be}    server s a.invalid:80 init-addr libc\n"),
@@ -860,4 +866,232 @@ fn a_reload_gives_new_servers_the_cached_answer() {
     assert_eq!(state(&sock, "s1")[4], "127.0.0.2");
     assert_eq!(get(e.addr(), "/").status, 200);
     assert_eq!(dns.count("app.test"), queries, "the cache served");
+}
+
+/// A `show resolvers` counter of one section's first nameserver.
+fn counter(sock: &Path, section: &str, field: &str) -> u64 {
+    let res = cli_cmd(sock, &format!("show resolvers {section}"));
+    res.lines()
+        .find_map(|l| l.trim().strip_prefix(&format!("{field}:")))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no {field} in {res}"))
+}
+
+/// Forty addresses, the one on loopback last: an answer of 700 bytes,
+/// more than the 512 of a default `accepted_payload_size`.
+fn big_zone(port_note: &str) -> String {
+    let mut ips: Vec<String> = (1..40).map(|i| format!("\"10.0.0.{i}\"")).collect();
+    ips.push("\"127.0.0.2\"".into());
+    format!(
+        r#"{{"note": "{port_note}", "names": {{
+  "big.test": {{"A": [{}]}},
+  "tc.test": {{"A": ["127.0.0.2"], "tc": true}},
+  "www.test": {{"CNAME": "app.test"}},
+  "app.test": {{"A": ["127.0.0.2"]}},
+  "dead.test": {{"CNAME": "nowhere.test"}}}}}}"#,
+        ips.join(",")
+    )
+}
+
+/// `nameserver tcp@`: queries over TCP (RFC 7766 framing, several on one
+/// connection) get answers UDP cannot carry: a 700-byte answer (too big
+/// for a 512-byte UDP section: dropped and counted `too_big`, HAProxy's
+/// rule) and one a UDP server truncates (counted `truncated`). Aliases
+/// count `cname`, an alias to nothing `cname_error`. `resolve-net` picks
+/// the loopback address among forty. haproxy 2.6 on the same
+/// configuration and DNS server gives the same addresses and counts.
+#[test]
+fn tcp_nameservers_big_answers_aliases_and_resolve_net() {
+    if !have("python3") {
+        return;
+    }
+    let dir = scratch("res-tcp");
+    let (o, dns) = origin_and_dns(&dir);
+    dns.set(&big_zone("v1"));
+    let port = o.addr.port();
+    let resolvers = format!(
+        "resolvers tcpdns\n    nameserver ns1 tcp@127.0.0.1:{p}\n    accepted_payload_size 8192\n    hold valid 100ms\n    timeout resolve 200ms\n    timeout retry 1s\n\
+         resolvers udpdns\n    nameserver ns1 127.0.0.1:{p}\n    hold valid 100ms\n    timeout resolve 200ms\n    timeout retry 1s\n",
+        p = dns.port
+    );
+    let opts = "resolve-prefer ipv4 init-addr none";
+    let backends = format!(
+        "backend be\n    balance roundrobin\n\
+         \x20   server big big.test:{port} resolvers tcpdns {opts} resolve-net 127.0.0.0/8\n\
+         \x20   server www www.test:{port} resolvers tcpdns {opts}\n\
+         \x20   server tc tc.test:{port} resolvers tcpdns {opts}\n\
+         backend other\n\
+         \x20   server ubig big.test:{port} resolvers udpdns {opts}\n\
+         \x20   server utc tc.test:{port} resolvers udpdns {opts}\n\
+         \x20   server dead dead.test:{port} resolvers udpdns {opts}\n"
+    );
+    let cfg = config(&dir, &resolvers, &backends);
+    let e = Ebb::start(&cfg);
+    let sock = sock(&e, &dir);
+    for s in ["big", "www", "tc"] {
+        e.wait_stderr(
+            &format!("be/{s} changed its IP from (none) to 127.0.0.2 by tcpdns/ns1"),
+            Duration::from_secs(30),
+        )
+        .unwrap_or_else(|| panic!("{s} resolved over TCP"));
+    }
+    assert!(dns.count("big.test A -> rcode 0, 40 answers (tcp)") >= 1);
+    wait_until("UDP answers refused", || {
+        counter(&sock, "udpdns", "too_big") >= 1
+            && counter(&sock, "udpdns", "truncated") >= 1
+            && counter(&sock, "udpdns", "cname_error") >= 1
+    });
+    // Over UDP neither name got an address.
+    for s in ["ubig", "utc", "dead"] {
+        assert_eq!(state(&sock, s)[4], "-", "{s}");
+    }
+    wait_until("more rounds over TCP", || {
+        counter(&sock, "tcpdns", "valid") >= 6 && counter(&sock, "tcpdns", "cname") >= 2
+    });
+    assert_eq!(counter(&sock, "tcpdns", "too_big"), 0);
+    assert_eq!(counter(&sock, "tcpdns", "truncated"), 0);
+    for _ in 0..30 {
+        assert_eq!(get(e.addr(), "/").status, 200);
+    }
+    let m = get(e.addr(), "/metrics").text();
+    assert!(
+        m.lines().any(|l| l
+            .starts_with("ebb_resolver_too_big_total{resolvers=\"udpdns\",nameserver=\"ns1\"} ")
+            && !l.ends_with(" 0")),
+        "{m}"
+    );
+    // The alias' target moves: followed over TCP too.
+    dns.set(&big_zone("v2").replace(
+        "\"app.test\": {\"A\": [\"127.0.0.2\"]}",
+        "\"app.test\": {\"A\": [\"127.0.0.3\"]}",
+    ));
+    e.wait_stderr(
+        "be/www changed its IP from 127.0.0.2 to 127.0.0.3 by tcpdns/ns1",
+        Duration::from_secs(30),
+    )
+    .expect("new alias followed");
+
+    if have("haproxy") {
+        dns.set(&big_zone("v3"));
+        let h = Haproxy::start("res-tcp-ha", |d| config(d, &resolvers, &backends));
+        let hs = h.sock.clone();
+        wait_until("haproxy resolved and refused the same", || {
+            hs.exists()
+                && std::os::unix::net::UnixStream::connect(&hs).is_ok()
+                && ["big", "www", "tc"]
+                    .iter()
+                    .all(|s| state(&hs, s)[4] == "127.0.0.2")
+                && counter(&hs, "udpdns", "too_big") >= 1
+                && counter(&hs, "udpdns", "truncated") >= 1
+                && counter(&hs, "udpdns", "cname_error") >= 1
+        });
+        for s in ["ubig", "utc", "dead"] {
+            assert_eq!(state(&hs, s)[4], "-", "haproxy {s}");
+        }
+    }
+}
+
+/// `add server` without a port (connections go to the port the client
+/// connected to), server ids used again after `del server`, and no fixed
+/// room for added servers; haproxy 2.6 answers the same and numbers the
+/// same.
+#[test]
+fn runtime_servers_without_port_reused_ids_and_no_room_limit() {
+    let dir = scratch("dyn-port");
+    let backends = "backend be\n    balance roundrobin\n    server s1 127.0.0.9:1 disabled\n";
+    let e = Ebb::start(&config(&dir, "", backends));
+    let sock = sock(&e, &dir);
+    // The origin listens on 127.0.0.2 at ebb's own port.
+    let o = Origin::start_on(&format!("127.0.0.2:{}", e.addr().port()), "np", Mode::Ok);
+    let cmds = [
+        "add server be/np 127.0.0.2 check",
+        "add server be/np 127.0.0.2",
+        "add server be/s2 127.0.0.3:81",
+        "add server be/s3 127.0.0.3:82",
+        "del server be/s2",
+        "add server be/s4 127.0.0.3:83",
+        "add server be/s5 127.0.0.3:",
+    ];
+    let run = |sock: &Path| -> (Vec<String>, Vec<(String, String, String)>) {
+        let answers = cmds
+            .iter()
+            .map(|c| {
+                if c.starts_with("del ") {
+                    cli_cmd(sock, &c.replace("del", "disable"));
+                }
+                cli_cmd(sock, c).trim_end().to_string()
+            })
+            .collect();
+        let ids = ["s1", "np", "s3", "s4", "s5"]
+            .iter()
+            .map(|s| {
+                let st = state(sock, s);
+                (st[3].clone(), st[2].clone(), st[18].clone())
+            })
+            .collect();
+        (answers, ids)
+    };
+    let (answers, ids) = run(&sock);
+    assert_eq!(
+        answers[0],
+        "config: backend 'be': server 'np' has neither service port nor check port nor tcp_check rule 'connect' with port information."
+    );
+    assert_eq!(answers[1], "New server registered.");
+    let id = |s: &str| ids.iter().find(|x| x.0 == s).unwrap().1.clone();
+    // s2 had id 3, deleted: s4 takes it.
+    assert_eq!(
+        ["s1", "np", "s3", "s4", "s5"].map(id),
+        ["1", "2", "4", "3", "5"]
+    );
+    assert_eq!(ids[1].2, "0", "no port of its own");
+    if have("haproxy") {
+        let h = Haproxy::start("dyn-port-ha", |d| config(d, "", backends));
+        let hs = h.sock.clone();
+        wait_until("haproxy up", || {
+            std::os::unix::net::UnixStream::connect(&hs).is_ok()
+        });
+        let (ha, hids) = run(&hs);
+        drop(h);
+        assert_eq!(answers, ha, "ebb vs haproxy");
+        assert_eq!(ids, hids, "ebb vs haproxy");
+    }
+    // In service: each request goes to 127.0.0.2 at the port the client
+    // connected to.
+    assert_eq!(cli_cmd(&sock, "enable server be/np"), "\n");
+    for _ in 0..10 {
+        assert_eq!(get(e.addr(), "/").status, 200);
+    }
+    assert_eq!(o.requests.load(Ordering::SeqCst), 10);
+    // A port of its own moves it.
+    let o2 = Origin::start_on("127.0.0.2:0", "own", Mode::Ok);
+    cli_cmd(
+        &sock,
+        &format!("set server be/np addr 127.0.0.2 port {}", o2.addr.port()),
+    );
+    assert_eq!(get(e.addr(), "/").status, 200);
+    assert_eq!(o2.requests.load(Ordering::SeqCst), 1);
+    assert_eq!(o.requests.load(Ordering::SeqCst), 10);
+
+    // Past the 1024 servers an earlier ebb had room for; the last one is
+    // the origin's, and takes traffic once the others are out.
+    for i in 0..1100 {
+        let a = if i == 1099 {
+            o2.addr.to_string()
+        } else {
+            format!("127.0.0.3:{}", 1000 + i)
+        };
+        assert_eq!(
+            cli_cmd(&sock, &format!("add server be/m{i} {a}")),
+            "New server registered.\n\n",
+            "m{i}"
+        );
+    }
+    assert_eq!(state(&sock, "m1099")[2], "1105");
+    assert_eq!(cli_cmd(&sock, "disable server be/np"), "\n");
+    assert_eq!(cli_cmd(&sock, "enable server be/m1099"), "\n");
+    for _ in 0..5 {
+        assert_eq!(get(e.addr(), "/").status, 200);
+    }
+    assert_eq!(o2.requests.load(Ordering::SeqCst), 6);
+    assert_eq!(stat(&sock, "m1099", 17), "no check");
 }

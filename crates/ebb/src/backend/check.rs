@@ -24,9 +24,10 @@ use std::time::{Duration, Instant};
 use regex::bytes::Regex;
 use sched::{ticks, Ctx, Reasons, RuntimeHandle, Status, TaskId};
 
+use super::tcpcheck::TcpProbe;
 use super::{Farm, ServerRt};
 use crate::blocking::Submitter;
-use crate::config::{ExpectKind, HttpCheck};
+use crate::config::{CheckStatus, ExpectKind, HttpCheck};
 
 /// What an HTTP check sends and expects, prepared once.
 #[derive(Clone)]
@@ -62,15 +63,27 @@ impl HttpProbe {
                 &c.version
             }
         );
-        let mut has_host = false;
+        let (mut has_host, mut has_conn) = (false, false);
         for (n, v) in &c.headers {
+            if n.eq_ignore_ascii_case("content-length") {
+                continue; // set from the body, as HAProxy does
+            }
             has_host |= n.eq_ignore_ascii_case("host");
+            has_conn |= n.eq_ignore_ascii_case("connection");
             req.push_str(&format!("{n}: {v}\r\n"));
         }
         if !has_host && c.version.eq_ignore_ascii_case("HTTP/1.1") {
             req.push_str(&format!("Host: {host}\r\n"));
         }
-        req.push_str("Connection: close\r\n\r\n");
+        if !has_conn {
+            req.push_str("Connection: close\r\n");
+        }
+        let body = c.body.as_deref().unwrap_or("");
+        if !body.is_empty() {
+            req.push_str(&format!("Content-Length: {}\r\n", body.len()));
+        }
+        req.push_str("\r\n");
+        req.push_str(body);
         let expect = match &c.expect {
             None => Expect::Default,
             Some(e) => match &e.kind {
@@ -94,142 +107,110 @@ impl HttpProbe {
 }
 
 /// What a check does after its connect: an HTTP exchange (`option
-/// httpchk`) or a `tcp-check` sequence (`option tcp-check`).
+/// httpchk`) or a `tcp-check` sequence (`option tcp-check`, a protocol
+/// check).
 #[derive(Clone)]
 pub enum Probe {
     Http(HttpProbe),
     Tcp(Arc<TcpProbe>),
 }
 
-/// A compiled `tcp-check` sequence.
-pub struct TcpProbe {
-    steps: Vec<TcpStep>,
+/// A check's report, as HAProxy keeps it: the status, the code (HTTP,
+/// SMTP, LDAP, MySQL...; reported from `L7OK` on) and the description.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Verdict {
+    pub st: CheckStatus,
+    pub code: i64,
+    pub desc: String,
+    /// What the log line says instead of `desc`: a protocol check's
+    /// parser reports the server's version or "Success" in the log, then
+    /// HAProxy's end of sequence empties the stored description.
+    pub note: Option<String>,
 }
 
-struct TcpStep {
-    /// HAProxy's step number (`at step N`): the rule's position from 1;
-    /// 0 for the implicit connect.
-    id: usize,
-    kind: StepKind,
-    comment: Option<String>,
-}
-
-enum StepKind {
-    Comment,
-    Connect {
-        /// The server's check settings (implicit connect, `default`).
-        default: bool,
-        port: Option<u16>,
-        addr: Option<std::net::IpAddr>,
-        send_proxy: bool,
-    },
-    Send(Vec<u8>),
-    Expect {
-        m: TcpMatch,
-        /// The pattern as HAProxy reports it (`'OK'`, ` (binary)`...).
-        text: String,
-        negate: bool,
-        min_recv: Option<usize>,
-    },
-}
-
-enum TcpMatch {
-    Bytes(Vec<u8>),
-    Regex(Regex),
-}
-
-/// The largest answer a tcp-check reads (HAProxy's buffer size).
-const CHECK_BUF: usize = 16 * 1024;
-
-impl TcpProbe {
-    /// Compiles `tcp-check` rules; without a `connect` first (comments
-    /// aside) an implicit one opens the sequence, as in HAProxy.
-    pub fn new(c: &crate::config::TcpCheck) -> Result<TcpProbe, String> {
-        use crate::config::{ExpectMatch, TcpCheckStep};
-        let mut steps = Vec::new();
-        let first = c.rules.iter().find(|r| r.step != TcpCheckStep::Comment);
-        if !matches!(first, Some(r) if matches!(r.step, TcpCheckStep::Connect { .. })) {
-            steps.push(TcpStep {
-                id: 0,
-                kind: StepKind::Connect {
-                    default: true,
-                    port: None,
-                    addr: None,
-                    send_proxy: false,
-                },
-                comment: None,
-            });
+impl Verdict {
+    pub fn new(st: CheckStatus, desc: impl Into<String>) -> Verdict {
+        Verdict {
+            st,
+            code: 0,
+            desc: desc.into(),
+            note: None,
         }
-        for (i, r) in c.rules.iter().enumerate() {
-            let kind = match &r.step {
-                TcpCheckStep::Comment => StepKind::Comment,
-                TcpCheckStep::Connect {
-                    default,
-                    port,
-                    addr,
-                    send_proxy,
-                } => StepKind::Connect {
-                    default: *default,
-                    port: *port,
-                    addr: *addr,
-                    send_proxy: *send_proxy,
-                },
-                TcpCheckStep::Send(d) => StepKind::Send(d.clone()),
-                TcpCheckStep::Expect {
-                    kind,
-                    pattern,
-                    negate,
-                    min_recv,
-                } => {
-                    let (m, text) = match kind {
-                        ExpectMatch::String => (
-                            TcpMatch::Bytes(pattern.clone()),
-                            format!(" '{}'", String::from_utf8_lossy(pattern)),
-                        ),
-                        ExpectMatch::Binary => {
-                            (TcpMatch::Bytes(pattern.clone()), " (binary)".to_string())
-                        }
-                        ExpectMatch::RString => {
-                            let src = String::from_utf8_lossy(pattern);
-                            let re = Regex::new(&src)
-                                .map_err(|e| format!("invalid rstring '{src}': {e}"))?;
-                            (TcpMatch::Regex(re), " (regex)".to_string())
-                        }
-                    };
-                    StepKind::Expect {
-                        m,
-                        text,
-                        negate: *negate,
-                        min_recv: *min_recv,
-                    }
+    }
+
+    pub fn passed(&self) -> bool {
+        self.st.passed()
+    }
+
+    /// HAProxy's `reason: ...` text (`srv_append_status`): the
+    /// description of the status, `, code: N` from `L7OK` on, `, info:
+    /// "..."` with the description (non-printable bytes, `<`, `>` and
+    /// `"` as `<XX>`).
+    pub fn reason(&self) -> String {
+        let mut r = self.st.text().to_string();
+        if self.st.has_code() {
+            r.push_str(&format!(", code: {}", self.code));
+        }
+        let desc = self.note.as_deref().unwrap_or(&self.desc);
+        if !desc.is_empty() {
+            r.push_str(", info: \"");
+            for b in desc.bytes() {
+                if (0x20..0x7f).contains(&b) && !matches!(b, b'<' | b'>' | b'"') {
+                    r.push(b as char);
+                } else {
+                    r.push_str(&format!("<{b:02X}>"));
                 }
-            };
-            steps.push(TcpStep {
-                id: i + 1,
-                kind,
-                comment: r.comment.clone(),
-            });
+            }
+            r.push('"');
         }
-        Ok(TcpProbe { steps })
+        r
     }
 }
 
 /// A check's connection, clear or TLS.
-trait Wire: Read + Write {}
+pub(super) trait Wire: Read + Write {}
 impl<T: Read + Write> Wire for T {}
+
+/// A connect error as HAProxy reports it: an error of the `connect()`
+/// call itself (no route, no permission, no local address) is a
+/// "General socket error (...)"; a refusal or a timeout reported later on
+/// the socket is the system's text alone.
+fn connect_error(e: &std::io::Error) -> Verdict {
+    if timed_out(e) {
+        return Verdict::new(CheckStatus::L4Tout, "");
+    }
+    let sync = matches!(
+        e.raw_os_error(),
+        Some(libc::ENETUNREACH | libc::EACCES | libc::EPERM | libc::EAFNOSUPPORT | libc::EINVAL)
+    );
+    if sync {
+        Verdict::new(
+            CheckStatus::L4Con,
+            format!("General socket error ({})", os_text(e)),
+        )
+    } else if e.raw_os_error() == Some(libc::EADDRNOTAVAIL) {
+        Verdict::new(CheckStatus::L4Con, "Can't connect to server: no free ports")
+    } else {
+        Verdict::new(CheckStatus::L4Con, os_text(e))
+    }
+}
 
 /// Connects for a check: TCP, a PROXY header first when `proxy_hdr`
 /// holds one, then a TLS handshake when `tls` is set; everything within
-/// `timeout` from `start`.
-fn open(
+/// `timeout` from `start`. `linger`: the connection is reset when
+/// dropped, not closed (`tcp-check connect linger`).
+pub(super) fn open(
     addr: SocketAddr,
     start: Instant,
     timeout: Duration,
     tls: Option<&CheckTls>,
     proxy_hdr: &[u8],
-) -> Result<Box<dyn Wire>, String> {
-    let mut s = TcpStream::connect_timeout(&addr, timeout)
-        .map_err(|e| format!("Layer4 connection problem: {}", os_text(&e)))?;
+    linger: bool,
+) -> Result<Box<dyn Wire>, Verdict> {
+    let mut s = TcpStream::connect_timeout(&addr, timeout).map_err(|e| connect_error(&e))?;
+    if linger {
+        let _ = socket2::SockRef::from(&s).set_linger(Some(Duration::ZERO));
+    }
     // Every read and write below is bounded by what is left of `timeout`.
     let left = timeout
         .saturating_sub(start.elapsed())
@@ -237,31 +218,40 @@ fn open(
     let _ = s.set_read_timeout(Some(left));
     let _ = s.set_write_timeout(Some(left));
     if !proxy_hdr.is_empty() {
-        s.write_all(proxy_hdr)
-            .map_err(|e| format!("Layer4 connection problem: PROXY header: {e}"))?;
+        s.write_all(proxy_hdr).map_err(|e| {
+            Verdict::new(CheckStatus::L4Con, format!("PROXY header: {}", os_text(&e)))
+        })?;
     }
     let Some((cfg, sni)) = tls else {
         return Ok(Box::new(s));
     };
+    let l6 = |e: String| Verdict::new(CheckStatus::L6Rsp, e);
     let name = rustls::pki_types::ServerName::try_from(sni.clone())
-        .map_err(|e| format!("Layer6 invalid server name: {e}"))?;
+        .map_err(|e| l6(format!("invalid server name: {e}")))?;
     let conn = rustls::ClientConnection::new(Arc::clone(cfg), name)
-        .map_err(|e| format!("Layer6 TLS setup: {e}"))?;
+        .map_err(|e| l6(format!("TLS setup: {e}")))?;
     let mut t = rustls::StreamOwned::new(conn, s);
     while t.conn.is_handshaking() {
         if start.elapsed() > timeout {
-            return Err("Layer6 timeout during TLS handshake".into());
+            return Err(Verdict::new(
+                CheckStatus::L6Tout,
+                "timeout during TLS handshake",
+            ));
         }
-        t.conn
-            .complete_io(&mut t.sock)
-            .map_err(|e| format!("Layer6 invalid response: TLS handshake: {e}"))?;
+        if let Err(e) = t.conn.complete_io(&mut t.sock) {
+            return Err(if timed_out(&e) {
+                Verdict::new(CheckStatus::L6Tout, "timeout during TLS handshake")
+            } else {
+                l6(format!("TLS handshake: {e}"))
+            });
+        }
     }
     Ok(Box::new(t))
 }
 
 /// An I/O error as HAProxy words it: the system's text without Rust's
 /// ` (os error N)`.
-fn os_text(e: &std::io::Error) -> String {
+pub(super) fn os_text(e: &std::io::Error) -> String {
     let t = e.to_string();
     match t.rfind(" (os error ") {
         Some(i) if t.ends_with(')') => t[..i].to_string(),
@@ -269,182 +259,11 @@ fn os_text(e: &std::io::Error) -> String {
     }
 }
 
-fn timed_out(e: &std::io::Error) -> bool {
+pub(super) fn timed_out(e: &std::io::Error) -> bool {
     matches!(
         e.kind(),
         std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
     )
-}
-
-/// Runs a `tcp-check` sequence against `addr` within `timeout`. Ok: the
-/// status text HAProxy reports (`L7OK` after an expect or a send, `L4OK`
-/// when the last step is a connect, each with `(tcp-check)`). Err: the
-/// failure, as `Layer4 connection problem: ...`, `Layer7 invalid
-/// response: TCPCHK did not match content 'X' at step N` and the like.
-pub fn run_tcp_check(
-    addr: SocketAddr,
-    timeout: Duration,
-    probe: &TcpProbe,
-    tls: Option<&CheckTls>,
-    proxy_hdr: &[u8],
-) -> Result<String, String> {
-    let start = Instant::now();
-    let mut conn: Option<Box<dyn Wire>> = None;
-    let mut buf: Vec<u8> = Vec::new();
-    let mut must_read = true;
-    let mut closed = false;
-    let mut last = "L7OK";
-    for st in &probe.steps {
-        let at = |what: &str| {
-            let mut m = if st.id == 0 {
-                " at initial connection step of tcp-check".to_string()
-            } else {
-                format!(" at step {} of tcp-check{what}", st.id)
-            };
-            if let Some(c) = &st.comment {
-                m.push_str(&format!(" comment: '{c}'"));
-            }
-            m
-        };
-        match &st.kind {
-            StepKind::Comment => continue,
-            StepKind::Connect {
-                default,
-                port,
-                addr: a,
-                send_proxy,
-            } => {
-                drop(conn.take());
-                let mut target = addr;
-                if let Some(a) = a {
-                    target.set_ip(*a);
-                }
-                if let Some(p) = port {
-                    target.set_port(*p);
-                }
-                let hdr: Vec<u8> = if *send_proxy {
-                    crate::proxyproto::header_for(1, None)
-                } else if *default {
-                    proxy_hdr.to_vec()
-                } else {
-                    Vec::new()
-                };
-                let tls = if *default { tls } else { None };
-                let what = match port {
-                    Some(p) => format!(" (connect port {p})"),
-                    None => " (connect)".to_string(),
-                };
-                conn = Some(open(target, start, timeout, tls, &hdr).map_err(|e| e + &at(&what))?);
-                buf.clear();
-                must_read = true;
-                closed = false;
-                last = "L4OK";
-            }
-            StepKind::Send(d) => {
-                let Some(c) = conn.as_mut() else {
-                    return Err(format!(
-                        "Layer7 send failed: no connection{}",
-                        at(" (send)")
-                    ));
-                };
-                c.write_all(d)
-                    .and_then(|()| c.flush())
-                    .map_err(|e| format!("Layer7 send failed: {e}{}", at(" (send)")))?;
-                buf.clear();
-                must_read = true;
-                closed = false;
-                last = "L7OK";
-            }
-            StepKind::Expect {
-                m,
-                text,
-                negate,
-                min_recv,
-            } => {
-                let Some(c) = conn.as_mut() else {
-                    return Err(format!("Layer7 invalid response: no connection{}", at("")));
-                };
-                let what = match m {
-                    TcpMatch::Bytes(_) if text.starts_with(" '") => {
-                        format!(" (expect string{text})")
-                    }
-                    TcpMatch::Bytes(_) => " (expect binary)".to_string(),
-                    TcpMatch::Regex(_) => " (expect regex)".to_string(),
-                };
-                loop {
-                    if must_read && !closed {
-                        if start.elapsed() > timeout {
-                            return Err(format!(
-                                "Layer7 timeout or read error: timed out{}",
-                                at(&what)
-                            ));
-                        }
-                        let mut tmp = [0u8; 4096];
-                        match c.read(&mut tmp) {
-                            Ok(0) => closed = true,
-                            Ok(n) => buf.extend_from_slice(&tmp[..n]),
-                            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-                            Err(e) if timed_out(&e) => {
-                                return Err(format!(
-                                    "Layer7 timeout or read error: timed out{}",
-                                    at(&what)
-                                ))
-                            }
-                            Err(e) => {
-                                return Err(format!(
-                                    "Layer7 timeout or read error: {e}{}",
-                                    at(&what)
-                                ))
-                            }
-                        }
-                        must_read = false;
-                    }
-                    let final_read = closed || buf.len() >= CHECK_BUF;
-                    let need = match m {
-                        TcpMatch::Bytes(p) => p.len(),
-                        TcpMatch::Regex(_) => 0,
-                    };
-                    if !final_read && (buf.len() < need || min_recv.is_some_and(|n| buf.len() < n))
-                    {
-                        must_read = true;
-                        continue;
-                    }
-                    let found = match m {
-                        TcpMatch::Bytes(p) => {
-                            !p.is_empty() && buf.windows(p.len()).any(|w| w == p.as_slice())
-                        }
-                        TcpMatch::Regex(re) => re.is_match(&buf),
-                    };
-                    if !found && !final_read && min_recv.is_none() {
-                        must_read = true;
-                        continue;
-                    }
-                    if found != *negate {
-                        break;
-                    }
-                    let mut msg = if buf.is_empty() {
-                        format!("TCPCHK got an empty response at step {}", st.id)
-                    } else {
-                        format!(
-                            "{}{text} at step {}",
-                            if found {
-                                "TCPCHK matched unwanted content"
-                            } else {
-                                "TCPCHK did not match content"
-                            },
-                            st.id
-                        )
-                    };
-                    if let Some(cm) = &st.comment {
-                        msg.push_str(&format!(" comment: {cm}"));
-                    }
-                    return Err(format!("Layer7 invalid response: {msg}"));
-                }
-                last = "L7OK";
-            }
-        }
-    }
-    Ok(format!("{last}: (tcp-check)"))
 }
 
 /// The probe of a backend's checks: `option httpchk`, `option
@@ -459,6 +278,15 @@ pub fn probe_for<'a>(
         return HttpProbe::new(&p.http_check, host)
             .map(|h| Some(Probe::Http(h)))
             .map_err(|e| (&p.loc, e));
+    }
+    if let (Some((name, _)), Some(r)) = (&p.tcp_check.builtin, p.tcp_check.rules.first()) {
+        return Err((
+            &r.loc,
+            format!(
+                "'tcp-check' rules in backend '{}' would not run: 'option {name}' has its own sequence",
+                p.name
+            ),
+        ));
     }
     if p.tcp_check.enabled {
         return TcpProbe::new(&p.tcp_check)
@@ -478,41 +306,58 @@ pub fn probe_for<'a>(
 }
 
 /// Judges an HTTP check response (status line, and body for strings).
-pub fn judge(resp: &[u8], expect: &Expect) -> Result<(), String> {
-    let line_end = resp
-        .windows(2)
-        .position(|w| w == b"\r\n")
-        .ok_or("Layer7 invalid response: no status line")?;
+pub fn judge(resp: &[u8], expect: &Expect) -> Verdict {
+    let rsp = |d: &str| Verdict::new(CheckStatus::L7Rsp, d);
+    let Some(line_end) = resp.windows(2).position(|w| w == b"\r\n") else {
+        return rsp("no status line");
+    };
     let line = &resp[..line_end];
     let mut parts = line.splitn(3, |&c| c == b' ');
     let ver = parts.next().unwrap_or(b"");
     if !ver.starts_with(b"HTTP/1.") {
-        return Err("Layer7 invalid response: not HTTP".into());
+        return rsp("not HTTP");
     }
     let code_b = parts.next().unwrap_or(b"");
-    let code: u16 = std::str::from_utf8(code_b)
+    let Some(code) = std::str::from_utf8(code_b)
         .ok()
-        .and_then(|s| s.parse().ok())
-        .ok_or("Layer7 invalid response: bad status")?;
+        .and_then(|s| s.parse::<u16>().ok())
+    else {
+        return rsp("bad status");
+    };
+    let reason = String::from_utf8_lossy(parts.next().unwrap_or(b"")).into_owned();
     let body = resp
         .windows(4)
         .position(|w| w == b"\r\n\r\n")
         .map(|i| &resp[i + 4..])
         .unwrap_or(b"");
-    let ok = match expect {
-        Expect::Default => (200..400).contains(&code),
-        Expect::Status(r, neg) => r.iter().any(|(a, b)| (*a..=*b).contains(&code)) != *neg,
-        Expect::RStatus(re, neg) => re.is_match(code_b) != *neg,
-        Expect::String(s, neg) => {
-            (!s.is_empty() && body.windows(s.len()).any(|w| w == s.as_slice())) != *neg
-        }
-        Expect::RString(re, neg) => re.is_match(body) != *neg,
+    // A status rule fails with L7STS and the reason phrase; a content
+    // rule with L7RSP and HAProxy's text.
+    let (ok, content, neg) = match expect {
+        Expect::Default => ((200..400).contains(&code), false, false),
+        Expect::Status(r, neg) => (
+            r.iter().any(|(a, b)| (*a..=*b).contains(&code)) != *neg,
+            false,
+            *neg,
+        ),
+        Expect::RStatus(re, neg) => (re.is_match(code_b) != *neg, false, *neg),
+        Expect::String(s, neg) => (
+            (!s.is_empty() && body.windows(s.len()).any(|w| w == s.as_slice())) != *neg,
+            true,
+            *neg,
+        ),
+        Expect::RString(re, neg) => (re.is_match(body) != *neg, true, *neg),
     };
-    if ok {
-        Ok(())
+    let mut v = if ok {
+        Verdict::new(CheckStatus::L7Ok, "")
+    } else if !content {
+        Verdict::new(CheckStatus::L7Sts, reason)
+    } else if neg {
+        rsp("HTTP check matched unwanted content")
     } else {
-        Err(format!("Layer7 wrong status, code: {code}"))
-    }
+        rsp("HTTP content check did not match")
+    };
+    v.code = i64::from(code);
+    v
 }
 
 /// TLS for the checks of an `ssl` server: client configuration and name.
@@ -530,25 +375,27 @@ pub fn check_proxy_header(o: &crate::config::ServerOptions) -> Vec<u8> {
 
 /// One check, blocking: connect (a PROXY header first when `proxy_hdr`
 /// holds one, then a TLS handshake for an `ssl` server), then the probe
-/// (an HTTP exchange or a `tcp-check` sequence) within `timeout`. Ok:
-/// the status text to report.
+/// (an HTTP exchange or a `tcp-check` sequence) within `timeout`.
 pub fn run_check(
     addr: SocketAddr,
     timeout: Duration,
     probe: Option<&Probe>,
     tls: Option<&CheckTls>,
     proxy_hdr: &[u8],
-) -> Result<String, String> {
+) -> Verdict {
     if let Some(Probe::Tcp(t)) = probe {
-        return run_tcp_check(addr, timeout, t, tls, proxy_hdr);
+        return super::tcpcheck::run_tcp_check(addr, timeout, t, tls, proxy_hdr);
     }
     let start = Instant::now();
-    let s = open(addr, start, timeout, tls, proxy_hdr)?;
-    let http = match probe {
-        Some(Probe::Http(p)) => Some(p),
-        _ => None,
+    let s = match open(addr, start, timeout, tls, proxy_hdr, false) {
+        Ok(s) => s,
+        Err(v) => return v,
     };
-    exchange(s, start, timeout, http).map(|()| "L7OK".to_string())
+    match probe {
+        Some(Probe::Http(p)) => exchange(s, start, timeout, p),
+        _ if tls.is_some() => Verdict::new(CheckStatus::L6Ok, ""),
+        _ => Verdict::new(CheckStatus::L4Ok, ""),
+    }
 }
 
 /// The HTTP part of a check, over TCP or TLS.
@@ -556,14 +403,11 @@ fn exchange<S: Read + Write>(
     mut s: S,
     start: Instant,
     timeout: Duration,
-    probe: Option<&HttpProbe>,
-) -> Result<(), String> {
-    let Some(p) = probe else {
-        return Ok(());
-    };
-    s.write_all(&p.request)
-        .and_then(|()| s.flush())
-        .map_err(|e| format!("Layer7 send failed: {e}"))?;
+    p: &HttpProbe,
+) -> Verdict {
+    if let Err(e) = s.write_all(&p.request).and_then(|()| s.flush()) {
+        return Verdict::new(CheckStatus::SockErr, os_text(&e));
+    }
     let mut buf = Vec::with_capacity(1024);
     let mut tmp = [0u8; 4096];
     // Read until the server closes (we asked it to), the head is complete
@@ -584,11 +428,18 @@ fn exchange<S: Read + Write>(
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
             Err(e) => {
                 if buf.is_empty() {
-                    return Err(format!("Layer7 timeout or read error: {e}"));
+                    return if timed_out(&e) {
+                        Verdict::new(CheckStatus::L7Tout, "")
+                    } else {
+                        Verdict::new(CheckStatus::SockErr, os_text(&e))
+                    };
                 }
                 break;
             }
         }
+    }
+    if buf.is_empty() && start.elapsed() > timeout {
+        return Verdict::new(CheckStatus::L7Tout, "");
     }
     judge(&buf, &p.expect)
 }
@@ -604,7 +455,7 @@ struct Checker {
     timeout: Duration,
     pool: Submitter,
     handle: RuntimeHandle,
-    result: Arc<Mutex<Option<Result<String, String>>>>,
+    result: Arc<Mutex<Option<Verdict>>>,
     in_flight: bool,
     /// Consecutive successes while DOWN / failures while UP.
     streak: u32,
@@ -631,43 +482,39 @@ impl Checker {
         }
     }
 
-    fn apply(&mut self, s: &Arc<ServerRt>, r: Result<String, String>) {
+    fn apply(&mut self, s: &Arc<ServerRt>, v: Verdict) {
         let up = s.up.load(Ordering::Relaxed);
-        let status = match &r {
-            Ok(t) => t.clone(),
-            Err(e) => e.clone(),
-        };
-        let l4_only = status.starts_with("L4OK");
         let changed = match s.check_status.lock() {
             Ok(mut cs) => {
-                let changed = *cs != status;
-                *cs = status;
+                let changed = cs.st != v.st;
+                *cs = v.clone();
                 changed
             }
             Err(_) => false,
         };
-        let failed = r.as_ref().err().cloned();
+        let ok = v.passed();
+        let took = self.started.elapsed().as_millis();
         // A server's change of state is logged after the check line that
         // caused it, in HAProxy's order.
         let mut transition = None;
         // Whether HAProxy's health counter moves: a failure while any
         // health is left, a success while not at full health.
-        let moved = match (up, &r) {
-            (true, Err(_)) | (false, Ok(_)) => true,
+        let moved = match (up, ok) {
+            (true, false) | (false, true) => true,
             _ => self.streak > 0,
         };
-        let ok = r.is_ok();
-        match (up, r) {
-            (true, Ok(_)) | (false, Err(_)) => self.streak = 0,
-            (true, Err(e)) => {
+        match (up, ok) {
+            (true, true) | (false, false) => self.streak = 0,
+            (true, false) => {
                 self.streak += 1;
                 if self.streak >= s.opts.fall.max(1) {
                     s.up.store(false, Ordering::Relaxed);
                     self.streak = 0;
                     transition = Some(format!(
-                        "Server {}/{} is DOWN, reason: {e}. {} active servers left.",
+                        "Server {}/{} is DOWN, reason: {}, check duration: {took}ms. {} active servers left.",
                         s.backend,
                         s.name,
+                        v.reason(),
                         self.farm.upgrade().map_or(0, |f| f
                             .servers
                             .iter()
@@ -679,15 +526,17 @@ impl Checker {
                     }
                 }
             }
-            (false, Ok(_)) => {
+            (false, true) => {
                 self.streak += 1;
                 if self.streak >= s.opts.rise.max(1) {
                     s.up_since.set(Instant::now());
                     s.up.store(true, Ordering::Relaxed);
                     self.streak = 0;
                     transition = Some(format!(
-                        "Server {}/{} is UP, reason: check passed.",
-                        s.backend, s.name
+                        "Server {}/{} is UP, reason: {}, check duration: {took}ms.",
+                        s.backend,
+                        s.name,
+                        v.reason()
                     ));
                     if let Some(f) = self.farm.upgrade() {
                         f.kick_backend_queue();
@@ -697,17 +546,20 @@ impl Checker {
         }
         s.ext.on_check(ok, up, s.up.load(Ordering::Relaxed));
         if self.log_checks && (changed || moved) {
-            self.log_check(s, failed, l4_only);
+            self.log_check(s, &v, took);
         }
         if let Some(t) = transition {
             (self.log)(t);
+            if let Some(f) = self.farm.upgrade() {
+                log_if_none_left(&f);
+            }
         }
     }
 
     /// HAProxy's `option log-health-checks` line: the result, its reason
     /// and the health counter as `a/b UP|DOWN` (successes needed to come
     /// up while DOWN; failures left before going down while UP).
-    fn log_check(&self, s: &ServerRt, failed: Option<String>, l4_only: bool) {
+    fn log_check(&self, s: &ServerRt, v: &Verdict, took: u128) {
         let o = &s.opts;
         let (rise, fall) = (o.rise.max(1), o.fall.max(1));
         let up = s.up.load(Ordering::Relaxed);
@@ -716,22 +568,17 @@ impl Checker {
         } else {
             (self.streak, rise)
         };
-        let reason = match &failed {
-            Some(e) => e.clone(),
-            None if self.probe.is_some() && !l4_only => "Layer7 check passed".to_string(),
-            None => "Layer4 check passed".to_string(),
-        };
         (self.log)(format!(
-            "Health check for {}server {}/{} {}, reason: {reason}, check duration: {}ms, status: {a}/{b} {}.",
+            "Health check for {}server {}/{} {}, reason: {}, check duration: {took}ms, status: {a}/{b} {}.",
             if o.backup { "backup " } else { "" },
             s.backend,
             s.name,
-            if failed.is_some() {
-                "failed"
-            } else {
-                "succeeded"
+            match v.st {
+                CheckStatus::L7OkC => "conditionally succeeded",
+                st if st.passed() => "succeeded",
+                _ => "failed",
             },
-            self.started.elapsed().as_millis(),
+            v.reason(),
             if up { "UP" } else { "DOWN" }
         ));
     }
@@ -794,6 +641,24 @@ impl Checker {
             ticks::add(ctx.now(), next.as_millis().min(u32::MAX as u128 / 2) as u32),
         );
         Status::Continue
+    }
+}
+
+/// Logs an event of a farm's servers where its checks log (the
+/// backend's log targets).
+pub fn log_event(farm: &Farm, line: String) {
+    if let Some(cx) = farm.check_ctx.get() {
+        (cx.log)(line);
+    }
+}
+
+/// HAProxy's alert when a backend's last usable server leaves.
+pub fn log_if_none_left(farm: &Farm) {
+    if !farm.servers.iter().any(|x| x.usable()) {
+        log_event(
+            farm,
+            format!("backend {} has no server available!", farm.name),
+        );
     }
 }
 
@@ -881,15 +746,42 @@ mod tests {
     fn judging_http_answers() {
         let ok = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok";
         let bad = b"HTTP/1.1 503 Service Unavailable\r\n\r\n";
-        assert!(judge(ok, &Expect::Default).is_ok());
-        assert!(judge(bad, &Expect::Default).unwrap_err().contains("503"));
-        assert!(judge(bad, &Expect::Status(vec![(500, 599)], false)).is_ok());
-        assert!(judge(ok, &Expect::Status(vec![(200, 200)], true)).is_err());
-        assert!(judge(ok, &Expect::RStatus(Regex::new("^2").unwrap(), false)).is_ok());
-        assert!(judge(ok, &Expect::String(b"ok".to_vec(), false)).is_ok());
-        assert!(judge(ok, &Expect::String(b"nope".to_vec(), false)).is_err());
-        assert!(judge(b"garbage", &Expect::Default).is_err());
-        assert!(judge(b"SSH-2.0\r\n", &Expect::Default).is_err());
+        let v = judge(ok, &Expect::Default);
+        assert_eq!((v.st, v.code), (CheckStatus::L7Ok, 200));
+        let v = judge(bad, &Expect::Default);
+        assert_eq!((v.st, v.code), (CheckStatus::L7Sts, 503));
+        assert_eq!(
+            v.reason(),
+            "Layer7 wrong status, code: 503, info: \"Service Unavailable\""
+        );
+        assert!(judge(bad, &Expect::Status(vec![(500, 599)], false)).passed());
+        assert!(!judge(ok, &Expect::Status(vec![(200, 200)], true)).passed());
+        assert!(judge(ok, &Expect::RStatus(Regex::new("^2").unwrap(), false)).passed());
+        assert!(judge(ok, &Expect::String(b"ok".to_vec(), false)).passed());
+        let v = judge(ok, &Expect::String(b"nope".to_vec(), false));
+        assert_eq!(v.st, CheckStatus::L7Rsp);
+        assert_eq!(v.desc, "HTTP content check did not match");
+        assert!(!judge(b"garbage", &Expect::Default).passed());
+        assert!(!judge(b"SSH-2.0\r\n", &Expect::Default).passed());
+    }
+
+    /// HAProxy's `info` text escapes what is not printable.
+    #[test]
+    fn reasons_are_haproxys() {
+        let v = Verdict::new(CheckStatus::L4Con, "Connection refused");
+        assert_eq!(
+            v.reason(),
+            "Layer4 connection problem, info: \"Connection refused\""
+        );
+        let v = Verdict::new(CheckStatus::L7Ok, "a\"b<\x01");
+        assert_eq!(
+            v.reason(),
+            "Layer7 check passed, code: 0, info: \"a<22>b<3C><01>\""
+        );
+        assert_eq!(
+            Verdict::new(CheckStatus::L4Ok, "").reason(),
+            "Layer4 check passed"
+        );
     }
 
     #[test]
@@ -900,6 +792,9 @@ mod tests {
             uri: "/health".into(),
             version: "HTTP/1.1".into(),
             headers: vec![],
+            body: None,
+            explicit_send: false,
+            own: true,
             expect: None,
         };
         let p = HttpProbe::new(&c, "10.0.0.1:80").unwrap();
@@ -920,18 +815,19 @@ mod tests {
                 let _ = s.write_all(b"HTTP/1.0 200 OK\r\n\r\nalive");
             }
         });
-        assert!(run_check(addr, Duration::from_secs(2), None, None, &[]).is_ok());
+        assert!(run_check(addr, Duration::from_secs(2), None, None, &[]).passed());
         let probe = Probe::Http(HttpProbe {
             request: b"GET / HTTP/1.0\r\n\r\n".to_vec(),
             expect: Expect::String(b"alive".to_vec(), false),
         });
-        assert!(run_check(addr, Duration::from_secs(2), Some(&probe), None, &[]).is_ok());
+        assert!(run_check(addr, Duration::from_secs(2), Some(&probe), None, &[]).passed());
         // Nothing listens on a port we just released.
         let dead = {
             let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
             l.local_addr().unwrap()
         };
-        let e = run_check(dead, Duration::from_millis(500), None, None, &[]).unwrap_err();
-        assert!(e.starts_with("Layer4"), "{e}");
+        let e = run_check(dead, Duration::from_millis(500), None, None, &[]);
+        assert_eq!(e.st, CheckStatus::L4Con, "{e:?}");
+        assert_eq!(e.desc, "Connection refused");
     }
 }

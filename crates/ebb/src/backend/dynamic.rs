@@ -1,45 +1,75 @@
 //! A backend's server list, which servers join (`add server`) and leave
 //! (`del server`) while every thread balances over it.
 //!
-//! The list is append-only storage of fixed capacity: slots filled once,
-//! and a published length. A reader (every pick) loads the length and
-//! reads filled slots: no lock, no reference count touched. A server that
-//! leaves stays in its slot, marked deleted (never usable, never listed):
-//! indexes stay stable, so the per-thread balancing state, queued streams
-//! and stick-table entries that hold an index never point at another
-//! server. Each change bumps the farm's generation; a thread rebuilds its
-//! balancing state at its next pick when the generation moved.
+//! The list is append-only storage: slots filled once, and a published
+//! length. A reader (every pick) loads the length and reads filled slots:
+//! no lock, no reference count touched. The slots live in segments that
+//! double in size, allocated when the previous ones are full and never
+//! moved, so the list has no fixed room (HAProxy has no limit either but
+//! its 32-bit server ids). A server that leaves stays in its slot, marked
+//! deleted (never usable, never listed): indexes stay stable, so the
+//! per-thread balancing state, queued streams and stick-table entries that
+//! hold an index never point at another server. Its *id* (`srv_id`, the
+//! `sid` of the stats) is free again: the next `add server` takes the
+//! lowest free id, as HAProxy 2.6 does. Each change bumps the farm's
+//! generation; a thread rebuilds its balancing state at its next pick when
+//! the generation moved.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use super::ServerRt;
 
-/// Servers `add server` may add to one backend over the process' life
-/// (beyond those of the configuration).
-pub const DYNAMIC_ROOM: usize = 1024;
+type Segment = Box<[OnceLock<Arc<ServerRt>>]>;
+
+/// Segments: the first holds `base` slots, each next one twice the
+/// previous one's.
+const SEGMENTS: usize = 40;
 
 pub struct ServerList {
-    slots: Box<[OnceLock<Arc<ServerRt>>]>,
+    base: usize,
+    segs: [OnceLock<Segment>; SEGMENTS],
     len: AtomicUsize,
     /// Serializes writers (`add server`).
     writer: Mutex<()>,
 }
 
+fn segment(n: usize) -> Segment {
+    (0..n).map(|_| OnceLock::new()).collect()
+}
+
 impl ServerList {
     pub fn new(servers: Vec<Arc<ServerRt>>) -> ServerList {
-        let slots: Box<[OnceLock<Arc<ServerRt>>]> = (0..servers.len() + DYNAMIC_ROOM)
-            .map(|_| OnceLock::new())
-            .collect();
+        // Room for the configuration's servers and as many added ones
+        // before the first new segment.
+        let base = (servers.len() * 2).max(16);
+        let segs: [OnceLock<Segment>; SEGMENTS] = std::array::from_fn(|_| OnceLock::new());
+        let first = segment(base);
         let len = servers.len();
-        for (c, s) in slots.iter().zip(servers) {
+        for (c, s) in first.iter().zip(servers) {
             let _ = c.set(s);
         }
+        let _ = segs[0].set(first);
         ServerList {
-            slots,
+            base,
+            segs,
             len: AtomicUsize::new(len),
             writer: Mutex::new(()),
         }
+    }
+
+    /// The segment and the offset in it of index `i`: segment k starts at
+    /// base * (2^k - 1).
+    fn place(&self, i: usize) -> (usize, usize) {
+        let q = i / self.base + 1;
+        let k = (usize::BITS - 1 - q.leading_zeros()) as usize;
+        let start = self.base * ((1usize << k) - 1);
+        (k, i - start)
+    }
+
+    fn slot(&self, i: usize) -> Option<&OnceLock<Arc<ServerRt>>> {
+        let (k, off) = self.place(i);
+        self.segs.get(k)?.get()?.get(off)
     }
 
     /// Slots in use, deleted servers included (the bound of indexes).
@@ -53,18 +83,22 @@ impl ServerList {
 
     /// Every server by index, deleted ones included.
     pub fn all(&self) -> impl Iterator<Item = &Arc<ServerRt>> {
-        self.slots[..self.len()].iter().filter_map(OnceLock::get)
+        (0..self.len()).filter_map(move |i| self.slot(i).and_then(OnceLock::get))
     }
 
     /// The servers in service (not deleted), in order.
     pub fn iter(&self) -> Iter<'_> {
-        Iter(self.slots[..self.len()].iter())
+        Iter {
+            list: self,
+            next: 0,
+            len: self.len(),
+        }
     }
 
     /// The server at this index (it may be deleted).
     pub fn get(&self, i: usize) -> Option<&Arc<ServerRt>> {
         if i < self.len() {
-            self.slots[i].get()
+            self.slot(i)?.get()
         } else {
             None
         }
@@ -74,21 +108,44 @@ impl ServerList {
         self.iter().next()
     }
 
-    /// Appends a server made by `make(index)`; `None` when the list is
-    /// full, or `check` refuses (run under the writer lock, so two adds of
-    /// one name cannot both pass it).
+    /// The lowest server id no server in service has (HAProxy's
+    /// `get_next_id()` over the backend's used ids).
+    pub fn free_id(&self) -> u32 {
+        let mut used: Vec<u32> = self.iter().map(|s| s.id).collect();
+        used.sort_unstable();
+        let mut id = 1;
+        for u in used {
+            if u == id {
+                id += 1;
+            } else if u > id {
+                break;
+            }
+        }
+        id
+    }
+
+    /// Appends a server made by `make(index, id)`, `id` the lowest free
+    /// one; refused when `check` refuses (run under the writer lock, so two
+    /// adds of one name cannot both pass it).
     pub fn push(
         &self,
         check: impl FnOnce(&ServerList) -> Result<(), String>,
-        make: impl FnOnce(usize) -> Arc<ServerRt>,
+        make: impl FnOnce(usize, u32) -> Arc<ServerRt>,
     ) -> Result<Arc<ServerRt>, String> {
         let _w = self.writer.lock().unwrap_or_else(|p| p.into_inner());
         check(self)?;
         let i = self.len();
-        let slot = self.slots.get(i).ok_or_else(|| {
-            format!("No room for another server ({DYNAMIC_ROOM} may be added to a backend).")
-        })?;
-        let s = make(i);
+        let (k, off) = self.place(i);
+        let seg = self
+            .segs
+            .get(k)
+            .ok_or("No room for another server in this backend.")?
+            .get_or_init(|| segment(self.base << k));
+        let slot = seg
+            .get(off)
+            .ok_or("No room for another server in this backend.")?;
+        let id = self.free_id();
+        let s = make(i, id);
         let _ = slot.set(Arc::clone(&s));
         self.len.store(i + 1, Ordering::Release);
         Ok(s)
@@ -109,16 +166,25 @@ impl std::ops::Index<usize> for ServerList {
 }
 
 /// The servers in service of a [`ServerList`].
-pub struct Iter<'a>(std::slice::Iter<'a, OnceLock<Arc<ServerRt>>>);
+pub struct Iter<'a> {
+    list: &'a ServerList,
+    next: usize,
+    len: usize,
+}
 
 impl<'a> Iterator for Iter<'a> {
     type Item = &'a Arc<ServerRt>;
 
     fn next(&mut self) -> Option<&'a Arc<ServerRt>> {
-        self.0
-            .by_ref()
-            .filter_map(OnceLock::get)
-            .find(|s| !s.is_deleted())
+        while self.next < self.len {
+            let i = self.next;
+            self.next += 1;
+            match self.list.slot(i).and_then(OnceLock::get) {
+                Some(s) if !s.is_deleted() => return Some(s),
+                _ => {}
+            }
+        }
+        None
     }
 }
 
@@ -162,8 +228,8 @@ impl super::Farm {
                     Ok(())
                 }
             },
-            |idx| {
-                let s = super::new_server(idx, &self.name, name.to_string(), addr, opts, tls);
+            |idx, id| {
+                let s = super::new_server(idx, id, &self.name, name.to_string(), addr, opts, tls);
                 s.admin.store(super::ADMIN_MAINT, Ordering::Relaxed);
                 // Checks of a dynamic server start disabled (`enable
                 // health`), as in HAProxy.

@@ -92,41 +92,9 @@ impl SrvExtra {
     }
 }
 
-/// HAProxy's check code and description from ebb's check result text:
-/// (`check_status`, `check_code`, `check_desc`, `last_chk`).
-pub fn check_code(text: &str, http: bool) -> (&'static str, Option<u64>, &'static str, String) {
-    let (head, detail) = match text.split_once(": ") {
-        Some((h, d)) => (h, d.to_string()),
-        None => (text, String::new()),
-    };
-    // The OS error number is not part of HAProxy's detail text.
-    let detail = match detail.rfind(" (os error ") {
-        Some(i) if detail.ends_with(')') => detail[..i].to_string(),
-        _ => detail,
-    };
-    let tout = detail.contains("timed out") || detail.contains("temporarily unavailable");
-    match head {
-        "" => ("INI", None, "Initializing", String::new()),
-        // A `tcp-check` result says its layer itself: `L7OK: (tcp-check)`.
-        "L7OK" if !detail.is_empty() => ("L7OK", None, "Layer7 check passed", detail),
-        "L4OK" if !detail.is_empty() => ("L4OK", None, "Layer4 check passed", detail),
-        "L7OK" | "L4OK" if http => ("L7OK", None, "Layer7 check passed", String::new()),
-        "L7OK" | "L4OK" => ("L4OK", None, "Layer4 check passed", String::new()),
-        "Layer4 connection problem" if tout => ("L4TOUT", None, "Layer4 timeout", detail),
-        "Layer4 connection problem" => ("L4CON", None, "Layer4 connection problem", detail),
-        h if h.starts_with("Layer6 timeout") => ("L6TOUT", None, "Layer6 timeout", detail),
-        h if h.starts_with("Layer6") => ("L6RSP", None, "Layer6 invalid response", detail),
-        h if h.starts_with("Layer7 wrong status, code") => {
-            let code = detail.trim().parse().ok();
-            ("L7STS", code, "Layer7 wrong status", detail)
-        }
-        "Layer7 timeout or read error" if tout => ("L7TOUT", None, "Layer7 timeout", detail),
-        "Layer7 timeout or read error" | "Layer7 send failed" => {
-            ("SOCKERR", None, "Socket error", detail)
-        }
-        h if h.starts_with("Layer7 invalid response") => {
-            ("L7RSP", None, "Layer7 invalid response", detail)
-        }
-        _ => ("L7RSP", None, "Layer7 invalid response", text.to_string()),
-    }
+/// HAProxy's check fields of a server's last report: (`check_status`,
+/// `check_code`, `check_desc`, `last_chk`); the code from `L7OK` on.
+pub fn check_code(v: &super::check::Verdict) -> (&'static str, Option<u64>, &'static str, String) {
+    let code = v.st.has_code().then(|| u64::try_from(v.code).unwrap_or(0));
+    (v.st.short(), code, v.st.text(), v.desc.clone())
 }

@@ -40,6 +40,7 @@ pub mod dynamic;
 pub mod error;
 pub mod extra;
 pub mod lb;
+pub mod tcpcheck;
 
 use std::collections::VecDeque;
 use std::net::SocketAddr;
@@ -57,6 +58,7 @@ pub use dynamic::ServerList;
 /// A server as a `server` line or `add server` makes it.
 pub fn new_server(
     idx: usize,
+    id: u32,
     backend: &str,
     name: String,
     addr: Option<SocketAddr>,
@@ -65,6 +67,7 @@ pub fn new_server(
 ) -> Arc<ServerRt> {
     Arc::new(ServerRt {
         idx,
+        id,
         uid: NEXT_SERVER_UID.fetch_add(1, Ordering::Relaxed),
         backend: backend.to_string(),
         weight: AtomicU32::new(opts.weight),
@@ -82,6 +85,7 @@ pub fn new_server(
         fqdn: Mutex::new(None),
         hostname: Mutex::new(None),
         moved: AtomicBool::new(false),
+        map_ports: AtomicBool::new(opts.map_ports),
         deleted: AtomicBool::new(false),
         check_on: AtomicBool::new(opts.check),
         port: AtomicU16::new(addr.map_or(0, |a| a.port())),
@@ -94,7 +98,7 @@ pub fn new_server(
         cur: AtomicU32::new(0),
         queue: Mutex::new(VecDeque::new()),
         counters: Counters::default(),
-        check_status: Mutex::new(String::new()),
+        check_status: Mutex::new(check::Verdict::default()),
         ext: extra::SrvExtra::default(),
         tls,
         name,
@@ -143,6 +147,10 @@ pub struct Counters {
 pub struct ServerRt {
     /// Index in its farm.
     pub idx: usize,
+    /// HAProxy's server id (`srv_id`, the stats' `sid`): the position in
+    /// the configuration, or the lowest free one for `add server` (the id
+    /// of a deleted server is used again).
+    pub id: u32,
     /// Unique in the process (idle-pool key).
     pub uid: u64,
     pub name: String,
@@ -163,6 +171,10 @@ pub struct ServerRt {
     pub port: AtomicU16,
     /// The address changed at run time at least once.
     moved: AtomicBool,
+    /// No port of its own (`server s 10.0.0.1`): connections go to the
+    /// port the client connected to (HAProxy's `SRV_F_MAPPORTS`, offset
+    /// 0); `set server ... addr IP port P` gives it one.
+    pub map_ports: AtomicBool,
     /// Removed by `del server`: never picked, never listed again.
     pub(crate) deleted: AtomicBool,
     /// Health checks run (`check`, and not `disable health`).
@@ -182,7 +194,7 @@ pub struct ServerRt {
     pub queue: Mutex<VecDeque<Arc<Waiter>>>,
     pub counters: Counters,
     /// Last check result, for logs and stats.
-    pub check_status: Mutex<String>,
+    pub check_status: Mutex<check::Verdict>,
     /// `ssl`: TLS to this server.
     pub tls: Option<ServerTls>,
     /// What `show stat` reports beyond the above (maxima, check history).
@@ -200,6 +212,19 @@ impl ServerRt {
     /// The address new connections (and health checks) go to now.
     pub fn addr(&self) -> Option<SocketAddr> {
         self.addr.get()
+    }
+
+    /// Where a connection for a client that connected to `dst()` goes:
+    /// the server's address, with the client's destination port for a
+    /// server without a port of its own (`dst` is only asked then: a
+    /// system call).
+    pub fn dest(&self, dst: impl FnOnce() -> Option<SocketAddr>) -> Option<SocketAddr> {
+        let a = self.addr()?;
+        if self.map_ports.load(Ordering::Relaxed) {
+            Some(SocketAddr::new(a.ip(), dst()?.port()))
+        } else {
+            Some(a)
+        }
     }
 
     /// Changes the address: the next connection and check use it;
@@ -416,7 +441,10 @@ impl Farm {
         let servers: Vec<Arc<ServerRt>> = servers
             .into_iter()
             .enumerate()
-            .map(|(idx, (sname, addr, opts, tls))| new_server(idx, &name, sname, addr, opts, tls))
+            .map(|(idx, (sname, addr, opts, tls))| {
+                let id = u32::try_from(idx + 1).unwrap_or(u32::MAX);
+                new_server(idx, id, &name, sname, addr, opts, tls)
+            })
             .collect();
         register(&servers);
         Farm {
@@ -726,6 +754,21 @@ impl Farm {
     }
 
     /// Streams waiting now, all queues together.
+    /// Usable (active, backup) servers, as HAProxy's state-change logs
+    /// count them.
+    pub fn usable_counts(&self) -> (usize, usize) {
+        self.servers
+            .iter()
+            .filter(|x| x.usable())
+            .fold((0, 0), |(a, b), x| {
+                if x.opts.backup {
+                    (a, b + 1)
+                } else {
+                    (a + 1, b)
+                }
+            })
+    }
+
     pub fn queued(&self) -> usize {
         let b = self.queue.lock().map(|q| q.len()).unwrap_or(0);
         b + self

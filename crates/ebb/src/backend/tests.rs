@@ -374,9 +374,27 @@ fn servers_join_and_leave_and_picks_follow() {
     assert!((0..4).all(|_| pick(&f) == "s0"));
     assert_eq!(f.servers.iter().count(), 1);
     assert_eq!(f.servers.all().count(), 2);
-    // The name is free again; the index is new.
+    // The name is free again; the index is new, the id the deleted one's
+    // (HAProxy 2.6 takes the lowest free id).
+    assert_eq!((s.idx, s.id), (1, 2));
     let s2 = f
         .add_server("dyn", addr, ServerOptions::default(), None)
         .unwrap();
-    assert_eq!(s2.idx, 2);
+    assert_eq!((s2.idx, s2.id), (2, 2));
+    // No fixed room: segments are added as the list grows, and every
+    // server stays where it was.
+    for i in 0..3000 {
+        let s = f
+            .add_server(&format!("m{i}"), addr, ServerOptions::default(), None)
+            .unwrap();
+        assert_eq!((s.idx, s.id), (3 + i, 3 + i as u32));
+    }
+    assert_eq!(f.servers.len(), 3003);
+    assert_eq!(f.servers.iter().count(), 3002);
+    for (i, s) in f.servers.all().enumerate() {
+        assert_eq!(s.idx, i);
+        assert!(std::ptr::eq(&**s, &*f.servers[i]));
+    }
+    assert_eq!(f.servers.get(3002).map(|s| s.name.as_str()), Some("m2999"));
+    assert!(f.servers.get(3003).is_none());
 }

@@ -193,6 +193,12 @@ const COMMANDS: &[(&str, &str, CliLevel, &str)] = &[
         "stick tables, or one table's entries",
     ),
     (
+        "show cache",
+        "",
+        CliLevel::Admin,
+        "the caches and their entries",
+    ),
+    (
         "clear table",
         "NAME [data.TYPE OP VALUE]... | [key KEY]",
         CliLevel::Operator,
@@ -395,13 +401,12 @@ pub fn execute(
                     return Err(format!("Can't find backend '{b}'."));
                 }
             }
-            let nfe = c.frontends.len();
-            let farms = c.backends.iter().enumerate().filter_map(|(i, b)| {
+            let farms = c.backends.iter().filter_map(|b| {
                 if rest.first().is_some_and(|x| *x != b.name) {
                     return None;
                 }
                 match &b.kind {
-                    BackendKind::Servers(s) => Some((nfe + i + 1, &*s.farm)),
+                    BackendKind::Servers(s) => Some((b.uuid, &*s.farm)),
                     BackendKind::Files(_) => None,
                 }
             });
@@ -460,6 +465,10 @@ pub fn execute(
             Ok(show_sess(p, all, isolate))
         }
         ["show", "table"] => Ok(crate::table::cli::show_all(&p.live.compiled().tables)),
+        ["show", "cache"] => {
+            need(level, Admin, "show cache")?;
+            Ok(crate::httpcache::show(&p.live.compiled().caches))
+        }
         ["show", "table", name, rest @ ..] => {
             crate::table::cli::show(&p.live.compiled().tables, name, rest, p.handle.now())
         }
@@ -631,15 +640,12 @@ fn show_stat(p: &Process, args: &[&str]) -> Result<String, String> {
     // As HAProxy: the filter needs all three; fewer are ignored.
     if let [px, ty, sid, ..] = pos.as_slice() {
         if *px != "-1" {
-            let nfe = c.frontends.len();
             let exists = c
                 .frontends
                 .iter()
-                .map(|x| &x.name)
-                .chain(c.backends.iter().map(|x| &x.name))
-                .enumerate()
-                .any(|(i, n)| n == px || (i + 1).to_string() == *px);
-            let _ = nfe;
+                .map(|x| (&x.name, x.uuid))
+                .chain(c.backends.iter().map(|x| (&x.name, x.uuid)))
+                .any(|(n, id)| n == px || id.to_string() == *px);
             if !exists {
                 return Err("No such proxy.".into());
             }

@@ -18,6 +18,7 @@ pub fn set_addr(s: &ServerRt, args: &[&str]) -> Result<String, String> {
     let ip: IpAddr = ip
         .parse()
         .map_err(|_| format!("Invalid addr '{ip}': expected an IPv4 or IPv6 address."))?;
+    let own_port = port.is_some();
     let port = match port {
         None => s.port.load(Ordering::Relaxed),
         Some(p) => p
@@ -27,6 +28,10 @@ pub fn set_addr(s: &ServerRt, args: &[&str]) -> Result<String, String> {
             .ok_or_else(|| format!("Invalid port '{p}'."))?,
     };
     let old = s.addr();
+    if own_port {
+        // A port of its own from now on (HAProxy drops the mapped ports).
+        s.map_ports.store(false, Ordering::Relaxed);
+    }
     s.set_addr(Some(SocketAddr::new(ip, port)));
     let mut msg = match old {
         Some(o) if o.ip() == ip => "no need to change the addr".to_string(),
@@ -74,7 +79,8 @@ pub fn set(_farm: &Farm, s: &ServerRt, kw: &str, rest: &[&str]) -> Result<String
     }
 }
 
-/// `add server BACKEND/NAME ADDR:PORT [options]`.
+/// `add server BACKEND/NAME ADDR[:PORT] [options]` (no port: the client's
+/// destination port, as HAProxy).
 pub fn add(c: &crate::proxy::Compiled, spec: &str, rest: &[&str]) -> Result<String, String> {
     let (b, name) = spec
         .split_once('/')
@@ -96,6 +102,12 @@ pub fn add(c: &crate::proxy::Compiled, spec: &str, rest: &[&str]) -> Result<Stri
     }
     let words: Vec<String> = rest.iter().map(|w| w.to_string()).collect();
     let (host, port, opts) = crate::config::parse_dynamic_server(&words)?;
+    if opts.map_ports && opts.check {
+        // HAProxy 2.6's answer (ebb has no check port to give).
+        return Err(format!(
+            "config: backend '{b}': server '{name}' has neither service port nor check port nor tcp_check rule 'connect' with port information."
+        ));
+    }
     // HAProxy's `init-addr none`: a name is not resolved.
     let addr = host
         .parse::<IpAddr>()

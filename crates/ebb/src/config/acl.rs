@@ -69,6 +69,21 @@ pub(crate) fn parse_acl_test(words: &[String], loc: &Loc) -> Result<AclTest, Str
     Ok(t)
 }
 
+/// `-m bin` patterns: hex strings, compared with the sample's bytes.
+fn bin_patterns(values: &[String], ignore_case: bool) -> Result<Vec<Pattern>, String> {
+    if ignore_case {
+        return Err("flag '-i' has no meaning for '-m bin'".to_string());
+    }
+    values
+        .iter()
+        .map(|v| {
+            super::tcpcheck::unhex(v)
+                .map(Pattern::Bin)
+                .map_err(|e| format!("'-m bin': {e}"))
+        })
+        .collect()
+}
+
 fn parse_test(words: &[String], loc: &Loc) -> Result<AclTest, String> {
     let Some(criterion) = words.first() else {
         return Err("missing ACL criterion".to_string());
@@ -116,9 +131,10 @@ fn parse_test(words: &[String], loc: &Loc) -> Result<AclTest, String> {
                     "ip" => MatchMethod::Ip,
                     "int" => MatchMethod::Int,
                     "bool" => MatchMethod::Bool,
+                    "bin" => MatchMethod::Bin,
                     other => {
                         return Err(format!(
-                            "unsupported match method '-m {other}' (supported: str, beg, end, sub, dir, dom, reg, found, ip, int, bool)"
+                            "unsupported match method '-m {other}' (supported: str, beg, end, sub, dir, dom, reg, found, ip, int, bool, bin)"
                         ))
                     }
                 };
@@ -174,6 +190,7 @@ fn parse_test(words: &[String], loc: &Loc) -> Result<AclTest, String> {
                 patterns.push(Pattern::Net(parse_ipnet(v)?));
             }
         }
+        MatchMethod::Bin => patterns = bin_patterns(values, ignore_case)?,
         _ => {
             for v in values {
                 if fetch == Fetch::Method && method == MatchMethod::Str && !is_token(v) {
@@ -292,6 +309,7 @@ fn sample_test(
                 patterns.push(Pattern::Net(parse_ipnet(v)?));
             }
         }
+        MatchMethod::Bin => patterns = bin_patterns(values, ignore_case)?,
         _ => {
             for v in values {
                 patterns.push(Pattern::Str(v.clone()));

@@ -33,6 +33,7 @@
 //! - No panics on any input; the proptest in `tests.rs` feeds it noise.
 
 mod acl;
+mod cache;
 pub mod cond;
 pub mod cookie;
 mod lexer;
@@ -51,7 +52,10 @@ mod tests;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-pub use tcpcheck::{ExpectMatch, TcpCheck, TcpCheckRule, TcpCheckStep};
+pub use tcpcheck::{
+    CheckStatus, CustomExpect, ExpectMatch, ExpectOpts, Info, Payload, TcpCheck, TcpCheckRule,
+    TcpCheckStep,
+};
 pub use types::*;
 
 pub use parse::{parse_dynamic_server, parse_sock_spec};

@@ -44,6 +44,10 @@ enum Section {
     Resolvers(usize),
     /// A `peers` section (index in `Parser::peers`).
     Peers(usize),
+    /// A `cache` section (index in `Parser::caches`).
+    Cache(usize),
+    /// An `http-errors` section (index in `Parser::http_errors`).
+    HttpErrors(usize),
     /// A section ebb does not implement; its header got one error and its
     /// body is skipped (reporting every line would bury the real message).
     Unsupported,
@@ -63,9 +67,25 @@ struct Ctx<'a> {
     /// `tcp-response` there).
     anon_defaults: bool,
     section_name: &'static str,
+    /// The `http-errors` sections declared so far (`errorfiles NAME`).
+    http_errors: &'a [HttpErrorsSection],
+    /// A named defaults section (rules are allowed there, HAProxy 2.5+).
+    named_defaults: bool,
 }
 
 impl Ctx<'_> {
+    /// `http-request`, `http-response`, `http-after-response`: in proxies
+    /// and in named defaults sections (whose rules run before those of the
+    /// proxies using them, HAProxy 2.5+), not in anonymous ones.
+    fn allow_rules(&self, kw: &str) -> Result<(), String> {
+        if self.defaults && !self.named_defaults {
+            return Err(format!(
+                "'{kw}' rules are only allowed in a named defaults section, not an anonymous one"
+            ));
+        }
+        self.allow(kw, FE | BE, true)
+    }
+
     /// Checks that `kw` belongs in this section.
     fn allow(&self, kw: &str, caps: u8, in_defaults: bool) -> Result<(), String> {
         if self.defaults {
@@ -134,6 +154,8 @@ pub(crate) struct Parser<'e> {
     table_refs: Vec<(String, Loc)>,
     resolvers: Vec<Resolvers>,
     peers: Vec<super::peers::PeersSection>,
+    caches: Vec<CacheSection>,
+    http_errors: Vec<HttpErrorsSection>,
     /// Defaults sections defining `tcp-request`/`tcp-response` rules (by
     /// header line) and the kind of proxy that first used each one.
     rule_defaults: Vec<(Loc, ProxyKind)>,
@@ -158,6 +180,7 @@ fn new_proxy(name: &str, kind: ProxyKind, loc: Loc) -> Proxy {
         use_backends: Vec::new(),
         default_backend: None,
         errorfiles: Vec::new(),
+        error_replies: Vec::new(),
         stats: Stats::default(),
         balance: Balance::RoundRobin,
         hash_type: HashType::default(),
@@ -166,12 +189,17 @@ fn new_proxy(name: &str, kind: ProxyKind, loc: Loc) -> Proxy {
         default_server: ServerOptions::default(),
         servers: Vec::new(),
         serve_files: None,
+        monitor_uri: None,
+        monitor_fail: Vec::new(),
         http_check: HttpCheck {
             enabled: false,
             method: "OPTIONS".to_string(),
             uri: "/".to_string(),
             version: "HTTP/1.0".to_string(),
             headers: Vec::new(),
+            body: None,
+            explicit_send: false,
+            own: true,
             expect: None,
         },
         tcp_check: Default::default(),
@@ -192,10 +220,17 @@ fn new_proxy(name: &str, kind: ProxyKind, loc: Loc) -> Proxy {
     }
 }
 
-/// Whether a defaults section defines `tcp-request` or `tcp-response`
-/// rules (its `inspect-delay`s are plain settings).
-fn has_tcp_rules(d: &Proxy) -> bool {
-    !d.tcp_request.is_empty() || !d.tcp_response.is_empty()
+/// Whether a defaults section defines rules (`tcp-request`,
+/// `tcp-response`, `http-request`, `http-response`,
+/// `http-after-response`; its `inspect-delay`s are plain settings): they
+/// run before those of each proxy using it, so HAProxy limits its users
+/// ([`Parser::check_rule_defaults`]).
+fn has_rules(d: &Proxy) -> bool {
+    !d.tcp_request.is_empty()
+        || !d.tcp_response.is_empty()
+        || !d.http_request.is_empty()
+        || !d.http_response.is_empty()
+        || !d.http_after_response.is_empty()
 }
 
 fn fresh_defaults() -> Proxy {
@@ -251,6 +286,7 @@ const GLOBAL_KEYWORDS: &[&str] = &[
     "tune.h2.max-concurrent-streams",
     "tune.h2.initial-window-size",
     "tune.h2.header-table-size",
+    "tune.h2.max-frame-size",
     "tune.comp.maxlevel",
     "close-spread-time",
     "master-worker",
@@ -299,6 +335,8 @@ const PROXY_KEYWORDS: &[&str] = &[
     "redirect",
     "http-response",
     "errorfile",
+    "errorfiles",
+    "http-error",
     "stats",
     "balance",
     "retries",
@@ -317,6 +355,8 @@ const PROXY_KEYWORDS: &[&str] = &[
     "cookie",
     "unique-id-format",
     "unique-id-header",
+    "monitor-uri",
+    "monitor",
     "force-persist",
     "ignore-persist",
 ];
@@ -333,8 +373,6 @@ const HAPROXY_PROXY_UNSUPPORTED: &[&str] = &[
     "id",
     "disabled",
     "enabled",
-    "monitor-uri",
-    "monitor",
     "rate-limit",
     "source",
     "email-alert",
@@ -372,18 +410,11 @@ const HAPROXY_OPTIONS_UNSUPPORTED: &[&str] = &[
     "splice-request",
     "splice-response",
     "ssl-hello-chk",
-    "mysql-check",
-    "redis-check",
-    "ldap-check",
-    "smtpchk",
-    "pgsql-check",
-    "spop-check",
     "external-check",
     "independent-streams",
     "accept-invalid-http-request",
     "accept-invalid-http-response",
     "checkcache",
-    "disable-h2-upgrade",
     "http-ignore-probes",
     "contstats",
     "socket-stats",
@@ -405,18 +436,23 @@ const OPTIONS: &[&str] = &[
     "redispatch",
     "httpchk",
     "tcp-check",
+    "redis-check",
+    "smtpchk",
+    "pgsql-check",
+    "mysql-check",
+    "ldap-check",
+    "spop-check",
     "httplog",
     "tcplog",
     "dontlognull",
     "log-health-checks",
     "idle-close-on-response",
+    "disable-h2-upgrade",
 ];
 
 const UNSUPPORTED_SECTIONS: &[&str] = &[
     "userlist",
-    "cache",
     "program",
-    "http-errors",
     "ring",
     "mailers",
     "log-forward",
@@ -443,6 +479,8 @@ impl<'e> Parser<'e> {
             resolvers: Vec::new(),
             tls: TlsDefaults::default(),
             peers: Vec::new(),
+            caches: Vec::new(),
+            http_errors: Vec::new(),
         }
     }
 
@@ -523,6 +561,41 @@ impl<'e> Parser<'e> {
                 }
                 return;
             }
+            "http-errors" => {
+                self.close_section();
+                self.section = Section::Unsupported;
+                match words {
+                    [_, n] if valid_name(n) => {
+                        if let Some(o) = self.http_errors.iter().find(|s| &s.name == n) {
+                            let m =
+                                format!("http-errors section '{n}' already declared at {}", o.loc);
+                            self.error(loc, m);
+                        } else {
+                            self.http_errors.push(HttpErrorsSection {
+                                name: n.clone(),
+                                files: Vec::new(),
+                                loc: loc.clone(),
+                            });
+                            self.section = Section::HttpErrors(self.http_errors.len() - 1);
+                        }
+                    }
+                    [_, n] => self.error(loc, format!("invalid http-errors section name '{n}'")),
+                    _ => self.error(loc, "'http-errors' takes one name"),
+                }
+                return;
+            }
+            "cache" => {
+                self.close_section();
+                self.section = Section::Unsupported;
+                match super::cache::open(&self.caches, words, &loc) {
+                    Ok(c) => {
+                        self.caches.push(c);
+                        self.section = Section::Cache(self.caches.len() - 1);
+                    }
+                    Err(e) => self.error(loc, e),
+                }
+                return;
+            }
             _ if UNSUPPORTED_SECTIONS.contains(&kw) => {
                 self.close_section();
                 self.section = Section::Unsupported;
@@ -546,7 +619,13 @@ impl<'e> Parser<'e> {
                 Some(s) => super::peers::peers_kw(s, words, &loc),
                 None => Ok(()),
             },
-            Section::Defaults { .. } => {
+            Section::HttpErrors(i) => self.http_errors_kw(i, words, &loc),
+            Section::Cache(i) => match self.caches.get_mut(i) {
+                Some(c) => super::cache::cache_kw(c, words),
+                None => Ok(()),
+            },
+            Section::Defaults { ref name } => {
+                let named_defaults = name.is_some();
                 let ctx = Ctx {
                     loc: &loc,
                     default_path: &self.default_path,
@@ -555,6 +634,8 @@ impl<'e> Parser<'e> {
                     defaults: true,
                     anon_defaults: matches!(self.section, Section::Defaults { name: None }),
                     section_name: "defaults",
+                    http_errors: &self.http_errors,
+                    named_defaults,
                 };
                 proxy_kw(&mut self.defaults, &ctx, words)
             }
@@ -573,6 +654,8 @@ impl<'e> Parser<'e> {
                         defaults: false,
                         anon_defaults: false,
                         section_name: px.kind.name(),
+                        http_errors: &self.http_errors,
+                        named_defaults: false,
                     };
                     proxy_kw(px, &ctx, words)
                 }
@@ -652,13 +735,15 @@ impl<'e> Parser<'e> {
                 }
                 // Each defaults section starts afresh (or from `from NAME`).
                 let base = self.take_from(rest)?;
-                if let Some(d) = base.as_ref().filter(|d| has_tcp_rules(d)) {
+                if let Some(d) = base.as_ref().filter(|d| has_rules(d)) {
                     return Err(format!(
-                        "a defaults section cannot inherit from a defaults section defining TCP rules (defaults section at {})",
+                        "a defaults section cannot inherit from a defaults section defining rules (defaults section at {})",
                         d.loc
                     ));
                 }
                 self.defaults = base.unwrap_or_else(fresh_defaults);
+                // Health check rules of a section's own start a new set.
+                self.defaults.http_check.own = false;
                 self.defaults.loc = loc.clone();
                 self.section = Section::Defaults { name };
                 Ok(())
@@ -696,6 +781,8 @@ impl<'e> Parser<'e> {
                     }
                 };
                 let mut px = base.unwrap_or_else(|| self.defaults.clone());
+                // Health check rules of a section's own start a new set.
+                px.http_check.own = false;
                 let inherited = self.check_rule_defaults(&px, kind);
                 px.name = name.clone();
                 px.kind = kind;
@@ -737,24 +824,57 @@ impl<'e> Parser<'e> {
         }
     }
 
+    /// A line of an `http-errors` section: `errorfile CODE FILE`.
+    fn http_errors_kw(&mut self, i: usize, w: &[String], loc: &Loc) -> Result<(), String> {
+        let [kw, code, file] = w else {
+            return match w[0].as_str() {
+                "errorfile" => Err("'errorfile' expects CODE FILE".to_string()),
+                o => Err(format!(
+                    "unknown keyword '{o}' in an http-errors section (supported: errorfile)"
+                )),
+            };
+        };
+        if kw != "errorfile" {
+            return Err(format!(
+                "unknown keyword '{kw}' in an http-errors section (supported: errorfile)"
+            ));
+        }
+        let ctx = Ctx {
+            loc,
+            default_path: &self.default_path,
+            tls: &self.tls,
+            caps: 0,
+            defaults: false,
+            section_name: "http-errors",
+            http_errors: &[],
+            named_defaults: false,
+            anon_defaults: false,
+        };
+        let e = read_errorfile(&ctx, code, file)?;
+        if let Some(s) = self.http_errors.get_mut(i) {
+            set_errorfile(&mut s.files, e);
+        }
+        Ok(())
+    }
+
     /// HAProxy's checks on a proxy taking its settings from a defaults
     /// section `d` that defines `tcp-request`/`tcp-response` rules: no
     /// listen section, not frontends and backends both, no connection or
     /// session rules for a backend, no response rules for a frontend.
     fn check_rule_defaults(&mut self, d: &Proxy, kind: ProxyKind) -> Result<(), String> {
-        if !has_tcp_rules(d) {
+        if !has_rules(d) {
             return Ok(());
         }
         let at = &d.loc;
         if kind == ProxyKind::Listen {
             return Err(format!(
-                "a listen section cannot inherit from a defaults section defining TCP rules (defaults section at {at})"
+                "a listen section cannot inherit from a defaults section defining rules (defaults section at {at})"
             ));
         }
         if let Some((_, k)) = self.rule_defaults.iter().find(|(l, _)| l == at) {
             if *k != kind {
                 return Err(format!(
-                    "frontends and backends cannot inherit from the same defaults section if it defines TCP rules (defaults section at {at})"
+                    "frontends and backends cannot inherit from the same defaults section if it defines rules (defaults section at {at})"
                 ));
             }
         }
@@ -916,6 +1036,10 @@ impl<'e> Parser<'e> {
             }
             "tune.h2.header-table-size" => {
                 g.h2_header_table_size = Some(parse_u32_range(kw, &one(w)?, 0, 65536)?)
+            }
+            // RFC 9113 §6.5.2, and HAProxy's check.
+            "tune.h2.max-frame-size" => {
+                g.h2_max_frame_size = Some(parse_u32_range(kw, &one(w)?, 16384, 16_777_215)?)
             }
             // ebb's own: HAProxy has no keyword for it (see http1::Drain).
             "tune.http.drain-max" => {
@@ -1149,6 +1273,38 @@ impl<'e> Parser<'e> {
                     );
                 }
             }
+            for s in p
+                .servers
+                .iter()
+                .filter(|s| !s.opts.alpn.is_empty() && !s.opts.ssl)
+            {
+                err(
+                    &mut errs,
+                    &s.loc,
+                    format!("server '{}': 'alpn' needs 'ssl'", s.name),
+                );
+            }
+            for s in p
+                .servers
+                .iter()
+                .filter(|s| s.opts.proto_h2 || s.opts.alpn.iter().any(|a| a == "h2"))
+            {
+                // HAProxy: the h2 mux is an HTTP one; its health checks
+                // use the server's protocol unless `check-proto` says
+                // otherwise, and ebb's HTTP checks speak HTTP/1.1 only.
+                let why = if p.mode == ProxyMode::Tcp {
+                    Some("'proto h2' needs 'mode http'")
+                } else if s.opts.check && p.http_check.enabled {
+                    Some("HTTP/2 health checks ('option httpchk' on a 'proto h2' or 'alpn h2' server) are not supported by ebb")
+                } else if s.opts.send_proxy > 0 {
+                    Some("'send-proxy' on a 'proto h2' or 'alpn h2' server is not supported by ebb")
+                } else {
+                    None
+                };
+                if let Some(why) = why {
+                    err(&mut errs, &s.loc, format!("server '{}': {why}", s.name));
+                }
+            }
             if let (Some(sf), Some(s)) = (&p.serve_files, p.servers.first()) {
                 err(
                     &mut errs,
@@ -1222,6 +1378,7 @@ impl<'e> Parser<'e> {
                 }
             }
         }
+        errs.extend(super::cache::check(&self.caches, &self.proxies));
         errs.extend(super::resolvers::cross_check(
             &self.resolvers,
             &self.proxies,
@@ -1245,6 +1402,7 @@ impl<'e> Parser<'e> {
                 proxies: self.proxies,
                 resolvers: self.resolvers,
                 peers: self.peers,
+                caches: self.caches,
                 local_peer,
             })
         } else {
@@ -1549,6 +1707,81 @@ fn arg<'a>(w: &'a [String], i: usize, kw: &str) -> Result<&'a str, String> {
 }
 
 /// Reads a file at parse time, with an error naming it.
+/// An errorfile's status code (one HAProxy can answer with).
+pub(super) fn errorfile_code(kw: &str, code: &str) -> Result<u16, String> {
+    code.parse::<u16>()
+        .ok()
+        .filter(|c| ERRORFILE_CODES.contains(c))
+        .ok_or_else(|| {
+            format!(
+                "'{kw}' status code '{code}' is not one of {}",
+                ERRORFILE_CODES
+                    .iter()
+                    .map(u16::to_string)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )
+        })
+}
+
+/// `errorfile CODE FILE` (in a proxy or an http-errors section): reads and
+/// checks the file.
+fn read_errorfile(ctx: &Ctx<'_>, code: &str, file: &str) -> Result<ErrorFile, String> {
+    let status = errorfile_code("errorfile", code)?;
+    let path = ctx.resolve(file);
+    let content = read_file(&path)?;
+    // An empty file (`errorfile 408 /dev/null`, HAProxy's documented
+    // idiom) closes the connection without an answer.
+    if !content.is_empty() {
+        check_http_response(&content, &path)?;
+    }
+    Ok(ErrorFile {
+        status,
+        path,
+        content,
+        loc: ctx.loc.clone(),
+    })
+}
+
+/// An `http-error` answer without log-format parts, as the whole HTTP
+/// response an errorfile holds (`None` when it has such parts).
+fn static_reply(r: &ReturnAction) -> Option<Vec<u8>> {
+    let body: &[u8] = match &r.body {
+        ReturnBody::None => b"",
+        ReturnBody::String(s) => s.as_bytes(),
+        ReturnBody::File { content, .. } => content,
+        ReturnBody::LfString(f) => f.as_literal()?,
+        ReturnBody::Errorfile(_) => return None,
+    };
+    let mut out = format!(
+        "HTTP/1.1 {} {}\r\n",
+        r.status,
+        crate::http1::reason_phrase(r.status)
+    )
+    .into_bytes();
+    if let Some(ct) = &r.content_type {
+        out.extend_from_slice(format!("content-type: {ct}\r\n").as_bytes());
+    }
+    for (n, v) in &r.headers {
+        let f = LfFormat::parse(v, Scope::Request { backend: false }).ok()?;
+        out.extend_from_slice(n.as_bytes());
+        out.extend_from_slice(b": ");
+        out.extend_from_slice(f.as_literal()?);
+        out.extend_from_slice(b"\r\n");
+    }
+    out.extend_from_slice(format!("content-length: {}\r\n\r\n", body.len()).as_bytes());
+    out.extend_from_slice(body);
+    Some(out)
+}
+
+/// A later errorfile for a status replaces the earlier one.
+pub(super) fn set_errorfile(list: &mut Vec<ErrorFile>, e: ErrorFile) {
+    match list.iter_mut().find(|x| x.status == e.status) {
+        Some(x) => *x = e,
+        None => list.push(e),
+    }
+}
+
 fn read_file(path: &Path) -> Result<Vec<u8>, String> {
     std::fs::read(path).map_err(|e| format!("cannot read '{}': {e}", path.display()))
 }
@@ -1741,7 +1974,7 @@ fn proxy_kw(px: &mut Proxy, ctx: &Ctx<'_>, words: &[String]) -> Result<(), Strin
             }
         }
         "http-request" => {
-            ctx.allow(kw, FE | BE, false)?;
+            ctx.allow_rules(kw)?;
             let rule = parse_http_request(px, ctx, &w[1..])?;
             unreachable_rule(px)?;
             px.http_request.push(rule);
@@ -1780,6 +2013,25 @@ fn proxy_kw(px: &mut Proxy, ctx: &Ctx<'_>, words: &[String]) -> Result<(), Strin
             };
             let scope = crate::sample::Scope::Request { backend: false };
             px.unique_id_format = Some(crate::sample::LogFormat::parse(f, scope)?);
+        }
+        "monitor-uri" => {
+            ctx.allow(kw, FE, true)?;
+            let [_, u] = w else {
+                return Err("'monitor-uri' expects an URI".to_string());
+            };
+            px.monitor_uri = Some(u.clone());
+        }
+        "monitor" => {
+            ctx.allow(kw, FE, false)?;
+            let (args, c) = split_cond(&w[1..]);
+            if args != ["fail"] || c.is_none() {
+                return Err(
+                    "'monitor' expects 'fail' followed by 'if' or 'unless' and a condition"
+                        .to_string(),
+                );
+            }
+            let cond = cond_of(c, px, ctx.loc)?.ok_or("'monitor fail' needs a condition")?;
+            px.monitor_fail.push(cond);
         }
         "unique-id-header" => {
             ctx.allow(kw, FE, true)?;
@@ -1869,7 +2121,7 @@ fn proxy_kw(px: &mut Proxy, ctx: &Ctx<'_>, words: &[String]) -> Result<(), Strin
             });
         }
         "http-response" | "http-after-response" => {
-            ctx.allow(kw, FE | BE, false)?;
+            ctx.allow_rules(kw)?;
             let action = arg(w, 1, kw)?;
             let (args, c) = split_cond(&w[2..]);
             let act = match action {
@@ -1879,6 +2131,13 @@ fn proxy_kw(px: &mut Proxy, ctx: &Ctx<'_>, words: &[String]) -> Result<(), Strin
                 "capture" if kw == "http-response" => {
                     HttpResponseAction::Capture(parse_capture_action(px, ctx, true, args)?)
                 }
+                "cache-store" if kw == "http-response" => match args {
+                    [n] => HttpResponseAction::CacheStore(n.clone()),
+                    [] => return Err("'http-response cache-store' expects a cache name".to_string()),
+                    [_, x, ..] => {
+                        return Err(format!("unexpected '{x}' after 'http-response cache-store NAME'"))
+                    }
+                },
                 a => match crate::config::rewrite::parse(kw, a, args, Scope::Response)? {
                     Some(r) => HttpResponseAction::Rewrite(r),
                     None if matches!(a, "set-header" | "add-header" | "del-header") => {
@@ -1888,7 +2147,7 @@ fn proxy_kw(px: &mut Proxy, ctx: &Ctx<'_>, words: &[String]) -> Result<(), Strin
                     }
                     None => {
                         return Err(format!(
-                            "unknown '{kw}' action '{a}' (supported: set-header, add-header, del-header, replace-header, replace-value, set-status, set-var, set-var-fmt, unset-var)"
+                            "unknown '{kw}' action '{a}' (supported: set-header, add-header, del-header, replace-header, replace-value, set-status, set-var, set-var-fmt, unset-var, capture, cache-store)"
                         ))
                     }
                 },
@@ -1910,36 +2169,67 @@ fn proxy_kw(px: &mut Proxy, ctx: &Ctx<'_>, words: &[String]) -> Result<(), Strin
             let [_, code, file] = w else {
                 return Err("'errorfile' expects CODE FILE".to_string());
             };
-            let status = code
-                .parse::<u16>()
-                .ok()
-                .filter(|c| ERRORFILE_CODES.contains(c))
-                .ok_or_else(|| {
-                    format!(
-                        "'errorfile' status code '{code}' is not one of {}",
-                        ERRORFILE_CODES
-                            .iter()
-                            .map(u16::to_string)
-                            .collect::<Vec<_>>()
-                            .join(", ")
-                    )
-                })?;
-            let path = ctx.resolve(file);
-            let content = read_file(&path)?;
-            // An empty file (`errorfile 408 /dev/null`, HAProxy's documented
-            // idiom) closes the connection without an answer.
-            if !content.is_empty() {
-                check_http_response(&content, &path)?;
+            let e = read_errorfile(ctx, code, file)?;
+            px.error_replies.retain(|(s, _)| *s != e.status);
+            set_errorfile(&mut px.errorfiles, e);
+        }
+        "http-error" => {
+            ctx.allow(kw, FE | BE, true)?;
+            if w.get(1).map(String::as_str) != Some("status") {
+                return Err("'http-error' expects 'status CODE' first".to_string());
             }
-            let e = ErrorFile {
-                status,
-                path,
-                content,
-                loc: loc.clone(),
+            let code = arg(w, 2, "http-error status")?;
+            let status = errorfile_code("http-error", code)?;
+            let r = parse_reply("http-error", &w[1..], ctx, request_scope(px), false)?;
+            px.error_replies.retain(|(s, _)| *s != status);
+            match &r.body {
+                ReturnBody::Errorfile(Some(raw)) => set_errorfile(
+                    &mut px.errorfiles,
+                    ErrorFile {
+                        status,
+                        path: PathBuf::new(),
+                        content: raw.clone(),
+                        loc: ctx.loc.clone(),
+                    },
+                ),
+                // The proxy's errorfile for the status goes: ebb's page.
+                ReturnBody::Errorfile(None) => px.errorfiles.retain(|e| e.status != status),
+                _ => match static_reply(&r) {
+                    Some(raw) => set_errorfile(
+                        &mut px.errorfiles,
+                        ErrorFile {
+                            status,
+                            path: PathBuf::new(),
+                            content: raw,
+                            loc: ctx.loc.clone(),
+                        },
+                    ),
+                    None => {
+                        px.errorfiles.retain(|e| e.status != status);
+                        px.error_replies.push((status, r));
+                    }
+                },
+            }
+        }
+        "errorfiles" => {
+            ctx.allow(kw, FE | BE, true)?;
+            let Some(name) = w.get(1) else {
+                return Err("'errorfiles' expects the name of an http-errors section".to_string());
             };
-            match px.errorfiles.iter_mut().find(|x| x.status == status) {
-                Some(x) => *x = e,
-                None => px.errorfiles.push(e),
+            let Some(sec) = ctx.http_errors.iter().find(|s| &s.name == name) else {
+                return Err(format!(
+                    "'errorfiles {name}': no http-errors section '{name}' declared before this line"
+                ));
+            };
+            let mut codes = Vec::new();
+            for c in &w[2..] {
+                codes.push(errorfile_code("errorfiles", c)?);
+            }
+            for e in &sec.files {
+                if codes.is_empty() || codes.contains(&e.status) {
+                    px.error_replies.retain(|(s, _)| *s != e.status);
+                    set_errorfile(&mut px.errorfiles, e.clone());
+                }
             }
         }
         "stats" => parse_stats(px, ctx, w)?,
@@ -2007,9 +2297,11 @@ fn proxy_kw(px: &mut Proxy, ctx: &Ctx<'_>, words: &[String]) -> Result<(), Strin
             let addr = w
                 .get(2)
                 .ok_or_else(|| format!("server '{name}' needs an address (ADDR:PORT)"))?;
-            let (host, port) = parse_host_port(addr)?;
+            let (host, port) = super::values::parse_server_addr(addr)?;
             let mut opts = px.default_server.clone();
             parse_server_opts(&w[3..], &mut opts, ctx)?;
+            opts.map_ports = port == 0;
+            no_check_port(name, &opts)?;
             if opts.ssl {
                 // `ssl-default-server-*` fill what the line does not set.
                 let d = &ctx.tls.server;
@@ -2083,6 +2375,7 @@ fn proxy_kw(px: &mut Proxy, ctx: &Ctx<'_>, words: &[String]) -> Result<(), Strin
                             ))
                         }
                     };
+                    px.http_check.own_rules();
                     px.http_check.expect = Some(HttpExpect {
                         negate,
                         kind,
@@ -2091,9 +2384,16 @@ fn proxy_kw(px: &mut Proxy, ctx: &Ctx<'_>, words: &[String]) -> Result<(), Strin
                 }
                 Some("send") => {
                     // http-check send [meth M] [uri U] [ver V] [hdr N V]*
-                    // (HAProxy 2.2+); the same request `option httpchk`
-                    // describes, which it also enables.
+                    // [body STR] (HAProxy 2.2+). It completes the request
+                    // of this section's `option httpchk` (its method, URI
+                    // and version unless given here; its headers and body
+                    // replaced), which it also enables.
                     let hc = &mut px.http_check;
+                    hc.own_rules();
+                    if hc.explicit_send {
+                        return Err("a second 'http-check send' is not supported by ebb (one request per check)".to_string());
+                    }
+                    hc.headers.clear();
                     let mut i = 2;
                     while i < w.len() {
                         let opt = w[i].as_str();
@@ -2120,14 +2420,16 @@ fn proxy_kw(px: &mut Proxy, ctx: &Ctx<'_>, words: &[String]) -> Result<(), Strin
                                 hc.headers.push((header_name(v)?, log_format_value(value)?));
                                 i += 1;
                             }
+                            "body" => hc.body = Some(super::tcpcheck::plain_format(v, "http-check send body")?),
                             o => {
                                 return Err(format!(
-                                    "unsupported 'http-check send' option '{o}' (supported: meth, uri, ver, hdr)"
+                                    "unsupported 'http-check send' option '{o}' (supported: meth, uri, ver, hdr, body)"
                                 ))
                             }
                         }
                         i += 2;
                     }
+                    hc.explicit_send = true;
                     hc.enabled = true;
                 }
                 Some(o) => {
@@ -2270,8 +2572,12 @@ fn proxy_option(px: &mut Proxy, ctx: &Ctx<'_>, no: bool, w: &[String]) -> Result
     let name = arg(w, 1, "option")?;
     let caps = match name {
         "http-keep-alive" | "httpclose" | "http-server-close" | "forwardfor" => FE | BE,
-        "redispatch" | "httpchk" | "tcp-check" | "log-health-checks" | "persist" => BE,
-        "httplog" | "tcplog" | "dontlognull" | "idle-close-on-response" => FE,
+        "redispatch" | "httpchk" | "tcp-check" | "log-health-checks" | "persist"
+        | "redis-check" | "smtpchk" | "pgsql-check" | "mysql-check" | "ldap-check"
+        | "spop-check" => BE,
+        "httplog" | "tcplog" | "dontlognull" | "idle-close-on-response" | "disable-h2-upgrade" => {
+            FE
+        }
         o if HAPROXY_OPTIONS_UNSUPPORTED.contains(&o) => {
             return Err(format!("HAProxy option '{o}' is not supported by ebb"))
         }
@@ -2318,6 +2624,13 @@ fn proxy_option(px: &mut Proxy, ctx: &Ctx<'_>, no: bool, w: &[String]) -> Result
             // The last of `option httpchk` / `option tcp-check` wins.
             px.http_check.enabled = false;
         }
+        "redis-check" | "smtpchk" | "pgsql-check" | "mysql-check" | "ldap-check" | "spop-check" => {
+            if no {
+                return Err(format!("'no option {name}' is not supported"));
+            }
+            super::tcpcheck::builtin(&mut px.tcp_check, name, rest, ctx.loc)?;
+            px.http_check.enabled = false;
+        }
         "persist" => {
             no_args(rest)?;
             o.persist = !no;
@@ -2345,6 +2658,10 @@ fn proxy_option(px: &mut Proxy, ctx: &Ctx<'_>, no: bool, w: &[String]) -> Result
         "idle-close-on-response" => {
             no_args(rest)?;
             o.idle_close_on_response = !no;
+        }
+        "disable-h2-upgrade" => {
+            no_args(rest)?;
+            o.disable_h2_upgrade = !no;
         }
         "forwardfor" => {
             if no {
@@ -2386,28 +2703,69 @@ fn proxy_option(px: &mut Proxy, ctx: &Ctx<'_>, no: bool, w: &[String]) -> Result
             }
             // The last of `option httpchk` / `option tcp-check` wins.
             px.tcp_check.enabled = false;
+            px.tcp_check.builtin = None;
             let hc = &mut px.http_check;
             hc.enabled = true;
+            hc.own_rules();
+            // The version may carry headers after CRLFs (HAProxy's old
+            // form: `HTTP/1.1\r\nHost:\ www`); a blank line starts a body.
+            let (mut meth, mut uri, mut ver) = (None, None, None);
             match rest {
                 [] => {}
-                [uri] => hc.uri = uri.clone(),
-                [m, uri] | [m, uri, _] => {
+                [u] => uri = Some(u.clone()),
+                [m, u] | [m, u, _] => {
                     if !is_token(m) {
                         return Err(format!("invalid HTTP method '{m}' in 'option httpchk'"));
                     }
-                    hc.method = m.clone();
-                    hc.uri = uri.clone();
-                    if let Some(v) = rest.get(2) {
-                        hc.version = v.clone();
-                    }
+                    meth = Some(m.clone());
+                    uri = Some(u.clone());
+                    ver = rest.get(2).cloned();
                 }
                 _ => return Err("'option httpchk' expects at most METHOD URI VERSION".to_string()),
             }
-            if !hc.uri.starts_with('/') && hc.uri != "*" {
-                return Err(format!(
-                    "'option httpchk' URI '{}' must start with '/'",
-                    hc.uri
-                ));
+            if let Some(u) = &uri {
+                if !u.starts_with('/') && u != "*" {
+                    return Err(format!("'option httpchk' URI '{u}' must start with '/'"));
+                }
+            }
+            let mut headers = Vec::new();
+            let mut body = None;
+            if let Some(v) = ver.take() {
+                let (head, b) = match v.split_once("\r\n\r\n") {
+                    Some((h, b)) => (h.to_string(), Some(b.to_string())),
+                    None => (v.clone(), None),
+                };
+                let mut lines = head.split("\r\n");
+                ver = lines.next().map(String::from);
+                for l in lines {
+                    let (n, val) = l
+                        .split_once(':')
+                        .ok_or_else(|| format!("'option httpchk': invalid header line '{l}'"))?;
+                    headers.push((header_name(n.trim())?, val.trim().to_string()));
+                }
+                body = b;
+            }
+            if hc.explicit_send {
+                // Merged into this section's `http-check send`.
+                if let Some(m) = meth {
+                    hc.method = m;
+                }
+                if let Some(u) = uri {
+                    hc.uri = u;
+                }
+                if let Some(v) = ver {
+                    hc.version = v;
+                }
+                hc.headers = headers;
+                if body.is_some() {
+                    hc.body = body;
+                }
+            } else {
+                hc.method = meth.unwrap_or_else(|| "OPTIONS".into());
+                hc.uri = uri.unwrap_or_else(|| "/".into());
+                hc.version = ver.unwrap_or_else(|| "HTTP/1.0".into());
+                hc.headers = headers;
+                hc.body = body;
             }
         }
     }
@@ -2784,9 +3142,8 @@ pub fn parse_dynamic_server(w: &[String]) -> Result<(String, u16, ServerOptions)
     let addr = w
         .first()
         .ok_or("'server' expects <name> and <addr>[:<port>] as arguments.")?;
-    // A missing port is the client's destination port in HAProxy; ebb
-    // connects to port 0 never: refuse it.
-    let (host, port) = parse_host_port(addr)?;
+    // A missing port is the client's destination port (HAProxy's).
+    let (host, port) = super::values::parse_server_addr(addr)?;
     super::resolvers::dynamic_server_words(&w[1..])?;
     let loc = Loc {
         file: Arc::from("cli"),
@@ -2801,10 +3158,25 @@ pub fn parse_dynamic_server(w: &[String]) -> Result<(String, u16, ServerOptions)
         defaults: false,
         anon_defaults: false,
         section_name: "backend",
+        http_errors: &[],
+        named_defaults: false,
     };
     let mut o = ServerOptions::default();
     parse_server_opts(&w[1..], &mut o, &ctx)?;
+    o.map_ports = port == 0;
     Ok((host, port, o))
+}
+
+/// A server without a port cannot be checked: ebb's checks have no port
+/// of their own (HAProxy's alert, which it lifts with `port` or a
+/// `tcp-check connect port`, both refused on such a server here).
+pub(crate) fn no_check_port(name: &str, o: &ServerOptions) -> Result<(), String> {
+    if o.map_ports && o.check {
+        return Err(format!(
+            "server '{name}' has neither service port nor check port (ebb takes no check port: give the server a port)"
+        ));
+    }
+    Ok(())
 }
 
 fn parse_server_opts(w: &[String], o: &mut ServerOptions, ctx: &Ctx<'_>) -> Result<(), String> {
@@ -2879,6 +3251,17 @@ fn parse_server_opts(w: &[String], o: &mut ServerOptions, ctx: &Ctx<'_>) -> Resu
                         o.tls.ciphersuites = Some(v.to_string());
                     }
                     "sni" => o.sni = Some(v.to_string()),
+                    // HAProxy's muxes: h2, h1, fcgi, none. ebb speaks
+                    // HTTP/1.1 to servers by default, HTTP/2 with `h2`.
+                    "proto" => match v {
+                        "h2" => o.proto_h2 = true,
+                        x => {
+                            return Err(format!(
+                                "server option 'proto {x}' is not supported (ebb supports 'proto h2')"
+                            ))
+                        }
+                    },
+                    "alpn" => o.alpn = alpn_list(v)?,
                     "pool-max-conn" => {
                         o.pool_max_conn = if v == "-1" {
                             None
@@ -2892,7 +3275,7 @@ fn parse_server_opts(w: &[String], o: &mut ServerOptions, ctx: &Ctx<'_>) -> Resu
                     | "resolve-net" => super::resolvers::server_opt(opt, v, o)?,
                     _ => {
                         return Err(format!(
-                            "unknown server option '{opt}' (supported: weight, maxconn, maxqueue, backup, disabled, check, inter, fastinter, downinter, rise, fall, slowstart, ssl, verify, ca-file, sni, cookie, ciphers, ciphersuites, ssl-min-ver, ssl-max-ver, no-tlsv12, no-tlsv13, force-tlsv12, force-tlsv13, no-tls-tickets, pool-max-conn, pool-purge-delay, resolvers, resolve-prefer, resolve-opts, init-addr)"
+                            "unknown server option '{opt}' (supported: weight, maxconn, maxqueue, backup, disabled, check, inter, fastinter, downinter, rise, fall, slowstart, ssl, verify, ca-file, sni, cookie, ciphers, ciphersuites, ssl-min-ver, ssl-max-ver, no-tlsv12, no-tlsv13, force-tlsv12, force-tlsv13, no-tls-tickets, pool-max-conn, pool-purge-delay, resolvers, resolve-prefer, resolve-opts, init-addr, proto, alpn)"
                         ))
                     }
                 }
@@ -3390,17 +3773,20 @@ fn parse_http_request(
         "deny" => {
             let mut status = 403;
             match args {
-                [] => {}
+                [] => HttpRequestAction::Deny { status },
                 [k, s] if k == "deny_status" || k == "status" => {
                     status = parse_status("deny_status", s, 200, 599)?;
+                    HttpRequestAction::Deny { status }
                 }
-                [x, ..] => {
-                    return Err(format!(
-                        "unexpected '{x}' after 'http-request deny' (supported: deny_status N)"
-                    ))
-                }
+                // An answer of its own, as `return` takes it.
+                _ => HttpRequestAction::Return(Box::new(parse_reply(
+                    "http-request deny",
+                    args,
+                    ctx,
+                    request_scope(px),
+                    true,
+                )?)),
             }
-            HttpRequestAction::Deny { status }
         }
         "allow" => {
             if let Some(x) = args.first() {
@@ -3432,6 +3818,11 @@ fn parse_http_request(
         }
         a if is_shared_action(a) => shared_action("http-request", a, args, request_scope(px))?,
         "capture" => HttpRequestAction::Capture(parse_capture_action(px, ctx, false, args)?),
+        "cache-use" => match args {
+            [n] => HttpRequestAction::CacheUse(n.clone()),
+            [] => return Err("'http-request cache-use' expects a cache name".to_string()),
+            [_, x, ..] => return Err(format!("unexpected '{x}' after 'http-request cache-use NAME'")),
+        },
         "use-service" => match args {
             [s] if s == "prometheus-exporter" => {
                 HttpRequestAction::UseService(Service::PrometheusExporter)
@@ -3445,7 +3836,7 @@ fn parse_http_request(
         },
         o => {
             return Err(format!(
-                "unknown 'http-request' action '{o}' (supported: return, redirect, deny, allow, set-header, add-header, del-header, replace-header, replace-value, set-path, set-pathq, set-query, set-uri, set-method, replace-path, replace-pathq, replace-uri, set-var, set-var-fmt, unset-var, use-service, capture, tarpit, track-sc0, track-sc1, track-sc2, sc-inc-gpc0, sc-inc-gpc1, sc-set-gpt0)"
+                "unknown 'http-request' action '{o}' (supported: return, redirect, deny, allow, set-header, add-header, del-header, replace-header, replace-value, set-path, set-pathq, set-query, set-uri, set-method, replace-path, replace-pathq, replace-uri, set-var, set-var-fmt, unset-var, use-service, cache-use, capture, tarpit, track-sc0, track-sc1, track-sc2, sc-inc-gpc0, sc-inc-gpc1, sc-set-gpt0)"
             ))
         }
     };
@@ -3556,7 +3947,7 @@ fn parse_capture_action(
     } else {
         "http-request"
     };
-    ctx.allow(&format!("{kw} capture"), FE, false)?;
+    ctx.allow(&format!("{kw} capture"), FE, ctx.named_defaults)?;
     let [e, how, n] = args else {
         return Err(format!(
             "'{kw} capture' expects SAMPLE len N or SAMPLE id N"
@@ -3698,40 +4089,83 @@ fn parse_header_edit(
 }
 
 fn parse_return(args: &[String], ctx: &Ctx<'_>, scope: Scope) -> Result<ReturnAction, String> {
+    parse_reply("http-request return", args, ctx, scope, false)
+}
+
+/// The answer of `http-request return` or of an `http-request deny` that
+/// has one (`deny`: `deny_status` is the status' other name, 403 by
+/// default). `kw` names the rule in messages.
+fn parse_reply(
+    kw: &str,
+    args: &[String],
+    ctx: &Ctx<'_>,
+    scope: Scope,
+    deny: bool,
+) -> Result<ReturnAction, String> {
     let mut r = ReturnAction {
-        status: 200,
+        status: if deny { 403 } else { 200 },
         content_type: None,
         body: ReturnBody::None,
         headers: Vec::new(),
+        deny,
     };
+    // `errorfile`, `errorfiles` (resolved once the status is known) and
+    // `default-errorfiles` send an error answer instead of a built one.
+    let mut errors: Option<Option<&str>> = None;
+    let mut errorfile: Option<Vec<u8>> = None;
     let mut i = 0;
     while i < args.len() {
         let opt = args[i].as_str();
-        if matches!(opt, "errorfile" | "errorfiles" | "default-errorfiles") {
-            return Err(format!(
-                "'http-request return ... {opt}' is not supported (use string, lf-string, file or lf-file)"
-            ));
+        if opt == "default-errorfiles" {
+            errors = Some(None);
+            i += 1;
+            continue;
         }
-        let v = arg(args, i + 1, opt)
-            .map_err(|_| format!("'http-request return' option '{opt}' expects a value"))?;
+        if opt == "errorfiles" || opt == "errorfile" {
+            let v = arg(args, i + 1, opt)
+                .map_err(|_| format!("'{kw}' option '{opt}' expects a value"))?;
+            if opt == "errorfiles" {
+                if !ctx.http_errors.iter().any(|s| s.name == *v) {
+                    return Err(format!("'{kw} ... errorfiles {v}': no http-errors section '{v}' declared before this line"));
+                }
+                errors = Some(Some(v));
+            } else {
+                let path = ctx.resolve(v);
+                let content = read_file(&path)?;
+                if !content.is_empty() {
+                    check_http_response(&content, &path)?;
+                }
+                errorfile = Some(content);
+                errors = Some(None);
+            }
+            i += 2;
+            continue;
+        }
+        let opt = if deny && opt == "deny_status" {
+            "status"
+        } else {
+            opt
+        };
+        let v =
+            arg(args, i + 1, opt).map_err(|_| format!("'{kw}' option '{opt}' expects a value"))?;
         let set_body = |r: &mut ReturnAction, b: ReturnBody| -> Result<(), String> {
             if r.body != ReturnBody::None {
-                return Err(
-                    "'http-request return' accepts only one of string, lf-string, file".to_string(),
-                );
+                return Err(format!(
+                    "'{kw}' accepts only one of string, lf-string, file"
+                ));
             }
             r.body = b;
             Ok(())
         };
         match opt {
-            "status" => r.status = parse_status("http-request return status", v, 200, 599)?,
+            "status" => r.status = parse_status(&format!("{kw} status"), v, 200, 599)?,
             "content-type" => r.content_type = Some(header_value(v)?),
             "string" => set_body(&mut r, ReturnBody::String(v.to_string()))?,
             "lf-string" => set_body(
                 &mut r,
                 ReturnBody::LfString(
                     LfFormat::parse(v, scope)
-                        .map_err(|e| format!("'http-request return' lf-string: {e}"))?,
+                        .map_err(|e| format!("'{kw}' lf-string: {e}"))?,
                 ),
             )?,
             "file" => {
@@ -3746,10 +4180,10 @@ fn parse_return(args: &[String], ctx: &Ctx<'_>, scope: Scope) -> Result<ReturnAc
                 let content = read_file(&path)?;
                 if !content.is_empty() {
                     let text = String::from_utf8(content).map_err(|_| {
-                        format!("'http-request return' lf-file '{v}' is not UTF-8 text")
+                        format!("'{kw}' lf-file '{v}' is not UTF-8 text")
                     })?;
                     let f = LfFormat::parse(&text, scope)
-                        .map_err(|e| format!("'http-request return' lf-file '{v}': {e}"))?;
+                        .map_err(|e| format!("'{kw}' lf-file '{v}': {e}"))?;
                     set_body(&mut r, ReturnBody::LfString(f))?;
                 }
             }
@@ -3772,11 +4206,30 @@ fn parse_return(args: &[String], ctx: &Ctx<'_>, scope: Scope) -> Result<ReturnAc
             }
             o => {
                 return Err(format!(
-                    "unknown 'http-request return' option '{o}' (supported: status, content-type, string, lf-string, file, lf-file, hdr)"
+                    "unknown '{kw}' option '{o}' (supported: status, content-type, string, lf-string, file, lf-file, hdr, errorfile, errorfiles, default-errorfiles)"
                 ))
             }
         }
         i += 2;
+    }
+    if let Some(from) = errors {
+        if r.body != ReturnBody::None || r.content_type.is_some() || !r.headers.is_empty() {
+            return Err(format!(
+                "'{kw}': errorfile, errorfiles and default-errorfiles exclude content-type, hdr and a body"
+            ));
+        }
+        let raw = match (errorfile, from) {
+            (Some(c), _) => Some(c),
+            (None, Some(name)) => ctx
+                .http_errors
+                .iter()
+                .find(|s| s.name == name)
+                .and_then(|s| s.files.iter().find(|e| e.status == r.status))
+                .map(|e| e.content.clone()),
+            (None, None) => None,
+        };
+        r.body = ReturnBody::Errorfile(raw);
+        return Ok(r);
     }
     // An empty file is no body (HAProxy's rule: no content-type needed).
     let has_body = match &r.body {
@@ -3785,7 +4238,7 @@ fn parse_return(args: &[String], ctx: &Ctx<'_>, scope: Scope) -> Result<ReturnAc
         _ => true,
     };
     if has_body && r.content_type.is_none() {
-        return Err("'http-request return' with a body needs a 'content-type'".to_string());
+        return Err(format!("'{kw}' with a body needs a 'content-type'"));
     }
     // HAProxy's meaning: without a payload, 'content-type' is ignored (a
     // dummy answer with only the status is sent).

@@ -26,14 +26,18 @@ pub(super) fn resolvers_kw(r: &mut Resolvers, w: &[String], loc: &Loc) -> Result
                     w[3]
                 ));
             }
-            if r.nameservers.iter().any(|(n, _)| n == name) {
+            if r.nameservers.iter().any(|n| n.name == *name) {
                 return Err(format!(
                     "nameserver '{name}' already exists in resolvers '{}'",
                     r.name
                 ));
             }
-            let a = nameserver_addr(addr)?;
-            r.nameservers.push((name.clone(), a));
+            let (addr, tcp) = nameserver_addr(addr)?;
+            r.nameservers.push(Nameserver {
+                name: name.clone(),
+                addr,
+                tcp,
+            });
         }
         "parse-resolv-conf" => {
             if w.len() > 1 {
@@ -45,8 +49,12 @@ pub(super) fn resolvers_kw(r: &mut Resolvers, w: &[String], loc: &Loc) -> Result
                 // HAProxy names them after the file and its line; ebb after
                 // the file and the address.
                 let name = format!("resolvconf/{a}");
-                if !r.nameservers.iter().any(|(n, _)| *n == name) {
-                    r.nameservers.push((name, a));
+                if !r.nameservers.iter().any(|n| n.name == name) {
+                    r.nameservers.push(Nameserver {
+                        name,
+                        addr: a,
+                        tcp: false,
+                    });
                 }
             }
         }
@@ -90,28 +98,39 @@ pub(super) fn resolvers_kw(r: &mut Resolvers, w: &[String], loc: &Loc) -> Result
     Ok(())
 }
 
-/// `[udp@|ipv4@|ipv6@]IP:PORT`.
-fn nameserver_addr(a: &str) -> Result<SocketAddr, String> {
-    let rest = if let Some(r) = a.strip_prefix("tcp@").or_else(|| a.strip_prefix("tcp4@")) {
-        let _ = r;
-        return Err(format!(
-            "nameserver '{a}': DNS over TCP is not supported by ebb (use a UDP nameserver)"
-        ));
-    } else if let Some(r) = ["udp@", "udp4@", "udp6@", "ipv4@", "ipv6@"]
+/// The first of `prefixes` `a` starts with, and the rest of `a`.
+fn strip_any<'a>(a: &'a str, prefixes: &[&'static str]) -> Option<(&'static str, &'a str)> {
+    prefixes
         .iter()
-        .find_map(|p| a.strip_prefix(p))
-    {
-        r
+        .find_map(|p| a.strip_prefix(*p).map(|r| (*p, r)))
+}
+
+/// `[udp@|udp4@|udp6@|ipv4@|ipv6@|tcp@|tcp4@|tcp6@]IP:PORT`: the address,
+/// and whether it is a stream (TCP) nameserver.
+fn nameserver_addr(a: &str) -> Result<(SocketAddr, bool), String> {
+    let (family, rest, tcp) = if let Some((p, r)) = strip_any(a, &["tcp@", "tcp4@", "tcp6@"]) {
+        (p, r, true)
+    } else if let Some((p, r)) = strip_any(a, &["udp@", "udp4@", "udp6@", "ipv4@", "ipv6@"]) {
+        (p, r, false)
     } else if let Some(at) = a.find('@') {
         return Err(format!(
-            "nameserver '{a}': address family '{}' is not supported (udp@, ipv4@, ipv6@)",
+            "nameserver '{a}': address family '{}' is not supported (udp@, tcp@, ipv4@, ipv6@)",
             &a[..=at]
         ));
     } else {
-        a
+        ("", a, false)
     };
     match rest.parse::<SocketAddr>() {
-        Ok(sa) if sa.port() > 0 => Ok(sa),
+        Ok(sa) if sa.port() > 0 => {
+            let v6 = family.contains('6');
+            let v4 = family.contains('4');
+            if (v6 && !sa.is_ipv6()) || (v4 && !sa.is_ipv4()) {
+                return Err(format!(
+                    "nameserver '{a}': the address is not of the family '{family}' names"
+                ));
+            }
+            Ok((sa, tcp))
+        }
         // HAProxy 2.6 wants the port too.
         _ if rest
             .trim_start_matches('[')
@@ -177,11 +196,21 @@ pub(super) fn server_opt(opt: &str, v: &str, o: &mut ServerOptions) -> Result<()
                 }
             }
         }
-        _ => {
-            return Err(format!(
-                "server option '{opt}' is not supported by ebb (resolve-prefer chooses the family; no network preference)"
-            ))
+        "resolve-net" => {
+            if v.is_empty() {
+                return Err("'resolve-net' expects a list of networks.".to_string());
+            }
+            for n in v.split(',') {
+                // HAProxy's limit.
+                if o.resolve_net.len() >= 5 {
+                    return Err("'resolve-net' exceed 5 networks.".to_string());
+                }
+                let net = crate::net::parse_ipnet(n)
+                    .map_err(|_| format!("'resolve-net' invalid network '{n}'."))?;
+                o.resolve_net.push(net);
+            }
         }
+        _ => return Err(format!("server option '{opt}' is not supported by ebb")),
     }
     Ok(())
 }
@@ -228,6 +257,10 @@ pub(super) fn server_template(
     } else {
         (fqdn.clone(), 0)
     };
+    let mut opts = opts;
+    // No port: the client's destination port (an SRV record gives one).
+    opts.map_ports = port == 0 && !srv;
+    super::parse::no_check_port(prefix, &opts)?;
     Ok((lo..=hi)
         .map(|i| Server {
             name: format!("{prefix}{i}"),
@@ -395,16 +428,19 @@ mod tests {
         let cfg = parse_str(
             "t.cfg",
             &format!(
-                "resolvers dns\n    nameserver a 127.0.0.1:5353\n    nameserver b udp@[::1]:53\n    resolve_retries 5\n    timeout resolve 2s\n    timeout retry 300ms\n    hold nx 7s\n    hold obsolete 1s\n    accepted_payload_size 8192\n\
-                 {BE}    server s api.test:80 resolvers dns resolve-prefer ipv4 init-addr last,10.0.0.1,none resolve-opts allow-dup-ip,ignore-weight\n\
+                "resolvers dns\n    nameserver a 127.0.0.1:5353\n    nameserver b udp@[::1]:53\n    nameserver c tcp@127.0.0.1:53\n    resolve_retries 5\n    timeout resolve 2s\n    timeout retry 300ms\n    hold nx 7s\n    hold obsolete 1s\n    accepted_payload_size 8192\n\
+                 {BE}    server s api.test:80 resolvers dns resolve-prefer ipv4 init-addr last,10.0.0.1,none resolve-opts allow-dup-ip,ignore-weight resolve-net 10.0.0.0/8,fd00::/8\n\
                  \x20   server-template web 3-5 _http._tcp.svc.test resolvers dns\n"
             ),
         )
         .unwrap();
         let r = &cfg.resolvers[0];
         assert_eq!(r.name, "dns");
-        assert_eq!(r.nameservers.len(), 2);
-        assert_eq!(r.nameservers[1].1, "[::1]:53".parse().unwrap());
+        assert_eq!(r.nameservers.len(), 3);
+        assert_eq!(r.nameservers[1].addr, "[::1]:53".parse().unwrap());
+        assert!(!r.nameservers[1].tcp);
+        assert!(r.nameservers[2].tcp);
+        assert_eq!(r.nameservers[2].addr, "127.0.0.1:53".parse().unwrap());
         assert_eq!(r.resolve_retries, 5);
         assert_eq!(r.timeout_resolve, Duration::from_secs(2));
         assert_eq!(r.timeout_retry, Duration::from_millis(300));
@@ -416,6 +452,9 @@ mod tests {
         let s = &be.servers[0];
         assert_eq!(s.opts.resolvers.as_deref(), Some("dns"));
         assert!(s.opts.resolve_prefer_v4 && s.opts.allow_dup_ip && s.opts.ignore_weight);
+        assert_eq!(s.opts.resolve_net.len(), 2);
+        assert!(s.opts.resolve_net[0].contains("10.1.2.3".parse().unwrap()));
+        assert!(s.opts.resolve_net[1].contains("fd00::1".parse().unwrap()));
         assert_eq!(
             s.opts.init_addr,
             Some(vec![
@@ -448,6 +487,14 @@ mod tests {
                 "resolvers dns\n    nameserver a 127.0.0.1:53\n    bogus 1\n",
                 "t.cfg:3: unknown keyword 'bogus'",
             ),
+            (
+                "resolvers dns\n    nameserver a tcp6@127.0.0.1:53\n",
+                "t.cfg:2: nameserver 'tcp6@127.0.0.1:53': the address is not of the family",
+            ),
+            (
+                "resolvers dns\n    nameserver a sctp@127.0.0.1:53\n",
+                "t.cfg:2: nameserver 'sctp@127.0.0.1:53': address family 'sctp@'",
+            ),
         ] {
             let e =
                 parse_str("t.cfg", &format!("{text}{BE}    server s 127.0.0.1:80\n")).unwrap_err();
@@ -472,6 +519,14 @@ mod tests {
             (
                 "server s a.test:80 resolve-opts nope",
                 "unknown option 'nope'",
+            ),
+            (
+                "server s a.test:80 resolve-net 10.0.0.0/33",
+                "'resolve-net' invalid network '10.0.0.0/33'",
+            ),
+            (
+                "server s a.test:80 resolve-net 1.0.0.0/8,2.0.0.0/8,3.0.0.0/8,4.0.0.0/8,5.0.0.0/8,6.0.0.0/8",
+                "'resolve-net' exceed 5 networks",
             ),
         ] {
             let e = parse_str("t.cfg", &format!("{BE}    {line}\n")).unwrap_err();

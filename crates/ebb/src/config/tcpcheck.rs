@@ -8,12 +8,15 @@ use std::net::IpAddr;
 use super::Loc;
 
 /// The `tcp-check` rules of a backend and whether `option tcp-check` is
-/// set (the last of `option httpchk` / `option tcp-check` wins, as in
-/// HAProxy).
+/// set (the last of `option httpchk` / `option tcp-check` / a protocol
+/// check wins, as in HAProxy).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct TcpCheck {
     pub enabled: bool,
     pub rules: Vec<TcpCheckRule>,
+    /// A protocol check (`option redis-check`, `smtpchk`...): its name
+    /// and its built-in sequence, which replaces `rules` when it runs.
+    pub builtin: Option<(&'static str, Vec<TcpCheckRule>)>,
 }
 
 /// One `tcp-check` line.
@@ -25,11 +28,116 @@ pub struct TcpCheckRule {
     pub loc: Loc,
 }
 
+/// HAProxy's health check statuses (its `healthcheck_status`, in its
+/// order).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord)]
+pub enum CheckStatus {
+    #[default]
+    Ini,
+    SockErr,
+    L4Ok,
+    L4Tout,
+    L4Con,
+    L6Ok,
+    L6Tout,
+    L6Rsp,
+    L7Tout,
+    L7Rsp,
+    L7Ok,
+    L7OkC,
+    L7Sts,
+}
+
+impl CheckStatus {
+    /// The short name (`show stat`'s `check_status`, `ok-status` values).
+    pub fn short(self) -> &'static str {
+        use CheckStatus::*;
+        match self {
+            Ini => "INI",
+            SockErr => "SOCKERR",
+            L4Ok => "L4OK",
+            L4Tout => "L4TOUT",
+            L4Con => "L4CON",
+            L6Ok => "L6OK",
+            L6Tout => "L6TOUT",
+            L6Rsp => "L6RSP",
+            L7Tout => "L7TOUT",
+            L7Rsp => "L7RSP",
+            L7Ok => "L7OK",
+            L7OkC => "L7OKC",
+            L7Sts => "L7STS",
+        }
+    }
+
+    /// The description (`check_desc`, the logs' `reason:`).
+    pub fn text(self) -> &'static str {
+        use CheckStatus::*;
+        match self {
+            Ini => "Initializing",
+            SockErr => "Socket error",
+            L4Ok => "Layer4 check passed",
+            L4Tout => "Layer4 timeout",
+            L4Con => "Layer4 connection problem",
+            L6Ok => "Layer6 check passed",
+            L6Tout => "Layer6 timeout",
+            L6Rsp => "Layer6 invalid response",
+            L7Tout => "Layer7 timeout",
+            L7Rsp => "Layer7 invalid response",
+            L7Ok => "Layer7 check passed",
+            L7OkC => "Layer7 check conditionally passed",
+            L7Sts => "Layer7 wrong status",
+        }
+    }
+
+    /// HAProxy's number (`show servers state`'s `srv_check_status`).
+    pub fn num(self) -> u32 {
+        use CheckStatus::*;
+        match self {
+            Ini => 1,
+            SockErr => 5,
+            L4Ok => 6,
+            L4Tout => 7,
+            L4Con => 8,
+            L6Ok => 9,
+            L6Tout => 10,
+            L6Rsp => 11,
+            L7Tout => 12,
+            L7Rsp => 13,
+            L7Ok => 15,
+            L7OkC => 16,
+            L7Sts => 17,
+        }
+    }
+
+    /// A passing status (the server's health counts up).
+    pub fn passed(self) -> bool {
+        use CheckStatus::*;
+        matches!(self, L4Ok | L6Ok | L7Ok | L7OkC)
+    }
+
+    /// Whether the status carries a code (HAProxy's `>= L57DATA`).
+    pub fn has_code(self) -> bool {
+        self >= CheckStatus::L7Ok
+    }
+
+    fn parse(s: &str, allowed: &[CheckStatus], what: &str) -> Result<CheckStatus, String> {
+        allowed
+            .iter()
+            .copied()
+            .find(|c| c.short() == s)
+            .ok_or_else(|| {
+                let names: Vec<&str> = allowed.iter().map(|c| c.short()).collect();
+                format!("'{what}' expects one of {} (got '{s}')", names.join(", "))
+            })
+    }
+}
+
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum TcpCheckStep {
     /// `tcp-check comment <msg>`.
     Comment,
-    /// `tcp-check connect [default] [port N] [addr IP] [send-proxy]`.
+    /// `tcp-check connect [default] [port N] [addr IP] [send-proxy]
+    /// [linger]`.
     Connect {
         /// `default`: the server's check settings (its PROXY header and
         /// TLS) unless overridden.
@@ -37,10 +145,14 @@ pub enum TcpCheckStep {
         port: Option<u16>,
         addr: Option<IpAddr>,
         send_proxy: bool,
+        /// `linger`: close with a reset rather than a FIN.
+        linger: bool,
     },
-    /// `send <string>` or `send-binary <hex>`.
+    /// `send <string>` or `send-binary <hex>` (and their `-lf` forms when
+    /// the format is plain text).
     Send(Vec<u8>),
-    /// `expect [min-recv N] [!] string|rstring|binary PATTERN`.
+    /// `expect [min-recv N] [!] string|rstring|binary|rbinary PATTERN`
+    /// and its options.
     Expect {
         kind: ExpectMatch,
         /// The bytes to find (`string`, `binary`), or the regex.
@@ -49,6 +161,7 @@ pub enum TcpCheckStep {
         /// `min-recv`: `None` (-1, the default) waits for more data on a
         /// mismatch; `Some(n)` waits for n bytes, then concludes.
         min_recv: Option<usize>,
+        opts: Box<ExpectOpts>,
     },
 }
 
@@ -57,10 +170,112 @@ pub enum ExpectMatch {
     String,
     Binary,
     RString,
+    /// A regex over the hex dump of the answer (upper case).
+    RBinary,
+    /// A protocol check's own parser (HAProxy's `expect custom`).
+    Custom(CustomExpect),
+}
+
+/// The answers the protocol checks parse themselves.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CustomExpect {
+    /// MySQL's initial handshake packet.
+    MysqlHandshake,
+    /// MySQL's OK packet after the handshake.
+    MysqlOk,
+    /// An LDAPv3 bind response.
+    LdapBind,
+    /// An SPOP AGENT-HELLO frame.
+    SpopHello,
+}
+
+/// What an `expect` reports: the status on success, on failure and on a
+/// timeout, the message (`on-success`, `on-error`) and the code
+/// (`status-code`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ExpectOpts {
+    pub ok_status: CheckStatus,
+    pub error_status: CheckStatus,
+    pub tout_status: CheckStatus,
+    pub on_success: Option<Info>,
+    pub on_error: Option<Info>,
+    pub status_code: Option<Payload>,
+}
+
+impl Default for ExpectOpts {
+    fn default() -> Self {
+        ExpectOpts {
+            ok_status: CheckStatus::L7Ok,
+            error_status: CheckStatus::L7Rsp,
+            tout_status: CheckStatus::L7Tout,
+            on_success: None,
+            on_error: None,
+            status_code: None,
+        }
+    }
+}
+
+/// The message of an expect: a plain log-format string, or the answer's
+/// bytes from an offset as the protocol checks take them
+/// (`%[res.payload(N,0),ltrim(' '),cut_crlf]`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Info {
+    Text(String),
+    Answer {
+        from: usize,
+        ltrim_space: bool,
+        cut_crlf: bool,
+    },
+}
+
+/// `res.payload(offset,length)` (length 0: to the end).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Payload {
+    pub offset: usize,
+    pub len: usize,
+}
+
+impl Payload {
+    /// The bytes of `buf` it designates (none if the answer is too short,
+    /// as HAProxy's fetch fails).
+    pub fn of<'a>(&self, buf: &'a [u8]) -> Option<&'a [u8]> {
+        let rest = buf.get(self.offset..)?;
+        if self.len == 0 {
+            Some(rest)
+        } else {
+            rest.get(..self.len)
+        }
+    }
+}
+
+impl Info {
+    /// The message for the answer `buf`.
+    pub fn render(&self, buf: &[u8]) -> String {
+        match self {
+            Info::Text(t) => t.clone(),
+            Info::Answer {
+                from,
+                ltrim_space,
+                cut_crlf,
+            } => {
+                let mut b = buf.get(*from..).unwrap_or(b"");
+                if *ltrim_space {
+                    while let [b' ', r @ ..] = b {
+                        b = r;
+                    }
+                }
+                if *cut_crlf {
+                    let end = b.iter().position(|c| *c == b'\r' || *c == b'\n');
+                    b = &b[..end.unwrap_or(b.len())];
+                }
+                String::from_utf8_lossy(b).into_owned()
+            }
+        }
+    }
 }
 
 /// A hex string (`send-binary`, `expect binary`).
-fn unhex(s: &str) -> Result<Vec<u8>, String> {
+pub(super) fn unhex(s: &str) -> Result<Vec<u8>, String> {
     let b = s.as_bytes();
     if b.is_empty() || b.len() % 2 != 0 {
         return Err(format!("'{s}' is not an even-length hex string"));
@@ -96,13 +311,42 @@ pub(super) fn enable(tc: &mut TcpCheck, rest: &[String]) -> Result<(), String> {
         ));
     }
     tc.enabled = true;
+    tc.builtin = None;
     Ok(())
+}
+
+/// A log-format string ebb can evaluate: plain text (`%%` is a `%`).
+/// Formats with `%` fields are refused, never sent unevaluated.
+pub(super) fn plain_format(s: &str, what: &str) -> Result<String, String> {
+    let t = s.replace("%%", "\u{0}");
+    if t.contains('%') {
+        return Err(format!(
+            "'{what}': ebb takes plain text here, not log-format fields ('{s}')"
+        ));
+    }
+    Ok(t.replace('\u{0}', "%"))
+}
+
+/// `status-code res.payload(O,L)`: the sample expression ebb evaluates
+/// on a check's answer.
+fn payload_expr(s: &str) -> Result<Payload, String> {
+    let err =
+        || format!("'status-code': ebb supports only 'res.payload(OFFSET,LENGTH)' (got '{s}')");
+    let inner = s
+        .strip_prefix("res.payload(")
+        .and_then(|r| r.strip_suffix(')'))
+        .ok_or_else(err)?;
+    let (o, l) = inner.split_once(',').ok_or_else(err)?;
+    Ok(Payload {
+        offset: o.trim().parse().map_err(|_| err())?,
+        len: l.trim().parse().map_err(|_| err())?,
+    })
 }
 
 /// Parses the words after `tcp-check`.
 pub(super) fn parse(tc: &mut TcpCheck, w: &[String], loc: &Loc) -> Result<(), String> {
     let Some(verb) = w.first().map(String::as_str) else {
-        return Err("'tcp-check' expects comment, connect, send, send-binary or expect".into());
+        return Err("'tcp-check' expects comment, connect, send, send-binary, send-lf, send-binary-lf or expect".into());
     };
     let mut args: Vec<String> = w[1..].to_vec();
     let (step, comment) = match verb {
@@ -114,12 +358,14 @@ pub(super) fn parse(tc: &mut TcpCheck, w: &[String], loc: &Loc) -> Result<(), St
         }
         "connect" => {
             let comment = take_comment(&mut args)?;
-            let (mut default, mut port, mut addr, mut send_proxy) = (false, None, None, false);
+            let (mut default, mut port, mut addr, mut send_proxy, mut linger) =
+                (false, None, None, false, false);
             let mut it = args.iter();
             while let Some(a) = it.next() {
                 match a.as_str() {
                     "default" => default = true,
                     "send-proxy" => send_proxy = true,
+                    "linger" => linger = true,
                     "port" => {
                         let v = it.next().ok_or("'tcp-check connect port' expects a port")?;
                         port = Some(
@@ -137,7 +383,7 @@ pub(super) fn parse(tc: &mut TcpCheck, w: &[String], loc: &Loc) -> Result<(), St
                     }
                     o => {
                         return Err(format!(
-                            "'tcp-check connect {o}' is not supported by ebb (supported: default, port, addr, send-proxy, comment)"
+                            "'tcp-check connect {o}' is not supported by ebb (supported: default, port, addr, send-proxy, linger, comment)"
                         ))
                     }
                 }
@@ -147,112 +393,34 @@ pub(super) fn parse(tc: &mut TcpCheck, w: &[String], loc: &Loc) -> Result<(), St
                 port,
                 addr,
                 send_proxy,
+                linger,
             };
             (step, comment)
         }
-        "send" | "send-binary" => {
+        "send" | "send-binary" | "send-lf" | "send-binary-lf" => {
             let comment = take_comment(&mut args)?;
             let [d] = args.as_slice() else {
                 return Err(format!("'tcp-check {verb}' expects one data argument"));
             };
-            let data = if verb == "send" {
-                d.as_bytes().to_vec()
+            let d = if verb.ends_with("-lf") {
+                plain_format(d, &format!("tcp-check {verb}"))?
             } else {
-                unhex(d).map_err(|e| format!("'tcp-check send-binary': {e}"))?
+                d.clone()
+            };
+            let data = if verb.starts_with("send-binary") {
+                unhex(&d).map_err(|e| format!("'tcp-check {verb}': {e}"))?
+            } else {
+                d.into_bytes()
             };
             (TcpCheckStep::Send(data), comment)
         }
         "expect" => {
-            let (mut min_recv, mut comment, mut negate) = (None, None, false);
-            let mut i = 0;
-            let (kind, pat) = loop {
-                let a = args.get(i).map(String::as_str).ok_or(
-                    "'tcp-check expect' expects a match (string, rstring, binary) and a pattern",
-                )?;
-                match a {
-                    "min-recv" => {
-                        let v = args.get(i + 1).ok_or("'min-recv' expects a number")?;
-                        let n: i64 = v
-                            .parse()
-                            .map_err(|_| format!("'min-recv': invalid number '{v}'"))?;
-                        min_recv = usize::try_from(n).ok();
-                        i += 2;
-                    }
-                    "comment" => {
-                        comment = Some(args.get(i + 1).ok_or("'comment' expects a message")?.clone());
-                        i += 2;
-                    }
-                    "!" => {
-                        negate = true;
-                        i += 1;
-                    }
-                    m => {
-                        let (neg2, m) = match m.strip_prefix('!') {
-                            Some(r) => (true, r),
-                            None => (false, m),
-                        };
-                        negate |= neg2;
-                        let kind = match m {
-                            "string" => ExpectMatch::String,
-                            "binary" => ExpectMatch::Binary,
-                            "rstring" => ExpectMatch::RString,
-                            o => {
-                                return Err(format!(
-                                    "'tcp-check expect {o}' is not supported by ebb (supported: min-recv, comment, !, string, rstring, binary)"
-                                ))
-                            }
-                        };
-                        let p = args
-                            .get(i + 1)
-                            .ok_or_else(|| format!("'tcp-check expect {m}' expects a pattern"))?
-                            .clone();
-                        // HAProxy takes the options after the pattern too.
-                        let mut j = i + 2;
-                        while let Some(x) = args.get(j) {
-                            let v = args.get(j + 1).ok_or_else(|| format!("'{x}' expects a value"));
-                            match x.as_str() {
-                                "comment" => comment = Some(v?.clone()),
-                                "min-recv" => {
-                                    let v = v?;
-                                    let n: i64 = v
-                                        .parse()
-                                        .map_err(|_| format!("'min-recv': invalid number '{v}'"))?;
-                                    min_recv = usize::try_from(n).ok();
-                                }
-                                _ => {
-                                    return Err(format!(
-                                        "unexpected '{x}' after 'tcp-check expect {m} {p}' (ebb supports min-recv and comment)"
-                                    ))
-                                }
-                            }
-                            j += 2;
-                        }
-                        break (kind, p);
-                    }
-                }
-            };
-            let pattern = match kind {
-                ExpectMatch::String => pat.into_bytes(),
-                ExpectMatch::Binary => {
-                    unhex(&pat).map_err(|e| format!("'tcp-check expect binary': {e}"))?
-                }
-                ExpectMatch::RString => {
-                    regex::bytes::Regex::new(&pat)
-                        .map_err(|e| format!("'tcp-check expect rstring': invalid regex: {e}"))?;
-                    pat.into_bytes()
-                }
-            };
-            let step = TcpCheckStep::Expect {
-                kind,
-                pattern,
-                negate,
-                min_recv,
-            };
+            let (step, comment) = parse_expect(&args)?;
             (step, comment)
         }
         o => {
             return Err(format!(
-                "'tcp-check {o}' is not supported by ebb (supported: comment, connect, send, send-binary, expect)"
+                "'tcp-check {o}' is not supported by ebb (supported: comment, connect, send, send-binary, send-lf, send-binary-lf, expect)"
             ))
         }
     };
@@ -261,6 +429,412 @@ pub(super) fn parse(tc: &mut TcpCheck, w: &[String], loc: &Loc) -> Result<(), St
         comment,
         loc: loc.clone(),
     });
+    Ok(())
+}
+
+/// `tcp-check expect` and its options, in any order around the match.
+fn parse_expect(args: &[String]) -> Result<(TcpCheckStep, Option<String>), String> {
+    use CheckStatus::*;
+    let (mut min_recv, mut comment, mut negate) = (None, None, false);
+    let mut opts = ExpectOpts::default();
+    let mut matched: Option<(ExpectMatch, String)> = None;
+    let mut i = 0;
+    while let Some(a) = args.get(i).map(String::as_str) {
+        let val = |what: &str| {
+            args.get(i + 1)
+                .map(String::as_str)
+                .ok_or_else(|| format!("'{what}' expects a value"))
+        };
+        match a {
+            "min-recv" => {
+                let v = val(a)?;
+                let n: i64 = v
+                    .parse()
+                    .map_err(|_| format!("'min-recv': invalid number '{v}'"))?;
+                min_recv = usize::try_from(n).ok();
+            }
+            "comment" => comment = Some(val(a)?.to_string()),
+            // L7OKC (HAProxy: the server goes NOLB) is not supported.
+            "ok-status" => opts.ok_status = CheckStatus::parse(val(a)?, &[L7Ok, L6Ok, L4Ok], a)?,
+            "error-status" => {
+                opts.error_status = CheckStatus::parse(val(a)?, &[L7Rsp, L7Sts, L6Rsp, L4Con], a)?
+            }
+            "tout-status" => {
+                opts.tout_status = CheckStatus::parse(val(a)?, &[L7Tout, L6Tout, L4Tout], a)?
+            }
+            "on-success" => opts.on_success = Some(Info::Text(plain_format(val(a)?, a)?)),
+            "on-error" => opts.on_error = Some(Info::Text(plain_format(val(a)?, a)?)),
+            "status-code" => opts.status_code = Some(payload_expr(val(a)?)?),
+            "!" => {
+                negate = true;
+                i += 1;
+                continue;
+            }
+            m => {
+                if matched.is_some() {
+                    return Err(format!("unexpected '{m}' in 'tcp-check expect'"));
+                }
+                let (neg2, m) = match m.strip_prefix('!') {
+                    Some(r) => (true, r),
+                    None => (false, m),
+                };
+                negate |= neg2;
+                let kind = match m {
+                    "string" => ExpectMatch::String,
+                    "binary" => ExpectMatch::Binary,
+                    "rstring" => ExpectMatch::RString,
+                    "rbinary" => ExpectMatch::RBinary,
+                    o => {
+                        return Err(format!(
+                            "'tcp-check expect {o}' is not supported by ebb (supported: string, rstring, binary, rbinary; options min-recv, comment, ok-status, error-status, tout-status, on-success, on-error, status-code, !)"
+                        ))
+                    }
+                };
+                let p = args
+                    .get(i + 1)
+                    .ok_or_else(|| format!("'tcp-check expect {m}' expects a pattern"))?;
+                matched = Some((kind, p.clone()));
+            }
+        }
+        i += 2;
+    }
+    let (kind, pat) = matched.ok_or(
+        "'tcp-check expect' expects a match (string, rstring, binary, rbinary) and a pattern",
+    )?;
+    let pattern = match kind {
+        ExpectMatch::String => pat.into_bytes(),
+        ExpectMatch::Binary => {
+            unhex(&pat).map_err(|e| format!("'tcp-check expect binary': {e}"))?
+        }
+        _ => {
+            regex::bytes::Regex::new(&pat)
+                .map_err(|e| format!("'tcp-check expect': invalid regex: {e}"))?;
+            pat.into_bytes()
+        }
+    };
+    let step = TcpCheckStep::Expect {
+        kind,
+        pattern,
+        negate,
+        min_recv,
+        opts: Box::new(opts),
+    };
+    Ok((step, comment))
+}
+
+/// The words of a protocol check's rule, parsed like a `tcp-check` line.
+fn rule(line: &[&str], loc: &Loc) -> TcpCheckRule {
+    let w: Vec<String> = line.iter().map(|s| s.to_string()).collect();
+    let mut tc = TcpCheck::default();
+    // The built-in lines below are fixed and valid.
+    if let Err(e) = parse(&mut tc, &w, loc) {
+        debug_assert!(false, "{line:?}: {e}");
+    }
+    tc.rules.pop().unwrap_or(TcpCheckRule {
+        step: TcpCheckStep::Comment,
+        comment: None,
+        loc: loc.clone(),
+    })
+}
+
+/// An expect rule with a protocol check's messages and code.
+fn expect(
+    line: &[&str],
+    loc: &Loc,
+    on_error: Option<Info>,
+    on_success: Option<Info>,
+    code: Option<Payload>,
+) -> TcpCheckRule {
+    let mut r = rule(line, loc);
+    if let TcpCheckStep::Expect { opts, .. } = &mut r.step {
+        opts.on_error = on_error;
+        opts.on_success = on_success;
+        opts.status_code = code;
+    }
+    r
+}
+
+fn custom(c: CustomExpect, min_recv: Option<usize>, loc: &Loc) -> TcpCheckRule {
+    TcpCheckRule {
+        step: TcpCheckStep::Expect {
+            kind: ExpectMatch::Custom(c),
+            pattern: Vec::new(),
+            negate: false,
+            min_recv,
+            opts: Box::default(),
+        },
+        comment: None,
+        loc: loc.clone(),
+    }
+}
+
+/// The answer from `from`, left-trimmed and cut at its first line end.
+fn answer(from: usize, ltrim_space: bool) -> Option<Info> {
+    Some(Info::Answer {
+        from,
+        ltrim_space,
+        cut_crlf: true,
+    })
+}
+
+/// SPOP's HAPROXY-HELLO frame of a health check (SPOE 2.0): supported
+/// version 2.0, max-frame-size 16380, no capabilities, healthcheck true.
+pub fn spop_hello() -> Vec<u8> {
+    fn kv(out: &mut Vec<u8>, k: &str) {
+        out.push(k.len() as u8);
+        out.extend_from_slice(k.as_bytes());
+    }
+    let mut f = vec![1u8, 0, 0, 0, 1, 0, 0];
+    kv(&mut f, "supported-versions");
+    f.push(8); // string
+    kv(&mut f, "2.0");
+    kv(&mut f, "max-frame-size");
+    f.push(3); // uint32
+    let mut n: u64 = 16380;
+    f.push((n as u8) | 240);
+    n = (n - 240) >> 4;
+    while n >= 128 {
+        f.push((n as u8) | 128);
+        n = (n - 128) >> 7;
+    }
+    f.push(n as u8);
+    kv(&mut f, "capabilities");
+    f.push(8);
+    f.push(0);
+    kv(&mut f, "healthcheck");
+    f.push(1 | 0x10); // boolean true
+    let mut out = (f.len() as u32).to_be_bytes().to_vec();
+    out.extend_from_slice(&f);
+    out
+}
+
+fn hex(b: &[u8]) -> String {
+    b.iter().map(|c| format!("{c:02X}")).collect()
+}
+
+/// `option redis-check|smtpchk|pgsql-check|mysql-check|ldap-check|
+/// spop-check ARGS`: HAProxy 2.6's built-in tcp-check sequences.
+pub(super) fn builtin(
+    tc: &mut TcpCheck,
+    name: &str,
+    rest: &[String],
+    loc: &Loc,
+) -> Result<(), String> {
+    let r: Vec<&str> = rest.iter().map(String::as_str).collect();
+    let too_many = |n: usize| -> Result<(), String> {
+        match r.get(n) {
+            Some(x) => Err(format!("unexpected argument '{x}' after 'option {name}'")),
+            None => Ok(()),
+        }
+    };
+    let rules = match name {
+        "redis-check" => {
+            too_many(0)?;
+            vec![
+                rule(&["send", "*1\r\n$4\r\nPING\r\n"], loc),
+                expect(
+                    &["expect", "string", "+PONG\r\n", "error-status", "L7STS"],
+                    loc,
+                    answer(0, false),
+                    Some(Info::Text("Redis server is ok".into())),
+                    None,
+                ),
+            ]
+        }
+        "smtpchk" => {
+            too_many(2)?;
+            let cmd = match r.as_slice() {
+                [v @ ("EHLO" | "HELO"), host, ..] => format!("{v} {host}\r\n"),
+                _ => "HELO localhost\r\n".to_string(),
+            };
+            let code = Some(Payload { offset: 0, len: 3 });
+            vec![
+                rule(&["connect", "default", "linger"], loc),
+                expect(
+                    &[
+                        "expect",
+                        "rstring",
+                        "^[0-9]{3}[ \r]",
+                        "min-recv",
+                        "4",
+                        "error-status",
+                        "L7RSP",
+                    ],
+                    loc,
+                    answer(0, false),
+                    None,
+                    None,
+                ),
+                expect(
+                    &[
+                        "expect",
+                        "rstring",
+                        "^2[0-9]{2}[ \r]",
+                        "min-recv",
+                        "4",
+                        "error-status",
+                        "L7STS",
+                    ],
+                    loc,
+                    answer(4, true),
+                    None,
+                    code,
+                ),
+                rule(&["send", &cmd], loc),
+                expect(
+                    &[
+                        "expect",
+                        "rstring",
+                        "^2[0-9]{2}[- \r]",
+                        "min-recv",
+                        "4",
+                        "error-status",
+                        "L7STS",
+                    ],
+                    loc,
+                    answer(4, true),
+                    answer(4, true),
+                    code,
+                ),
+            ]
+        }
+        "pgsql-check" => {
+            let user = match r.as_slice() {
+                ["user", u] => *u,
+                ["user", _, x, ..] => {
+                    return Err(format!("unexpected argument '{x}' after 'option {name}'"))
+                }
+                [] | [_] => {
+                    return Err(format!(
+                        "'option {name}' expects 'user <username>' as argument"
+                    ))
+                }
+                _ => {
+                    return Err(format!(
+                        "'option {name}' only supports optional values: 'user'"
+                    ))
+                }
+            };
+            let mut req = ((15 + user.len()) as u32).to_be_bytes().to_vec();
+            req.extend_from_slice(b"\x00\x03\x00\x00user\x00");
+            req.extend_from_slice(user.as_bytes());
+            req.extend_from_slice(b"\x00\x00");
+            vec![
+                rule(&["connect", "default", "linger"], loc),
+                rule(&["send-binary", &hex(&req)], loc),
+                expect(
+                    &[
+                        "expect",
+                        "!rstring",
+                        "^E",
+                        "min-recv",
+                        "5",
+                        "error-status",
+                        "L7RSP",
+                    ],
+                    loc,
+                    Some(Info::Answer {
+                        from: 6,
+                        ltrim_space: false,
+                        cut_crlf: false,
+                    }),
+                    None,
+                    None,
+                ),
+                expect(
+                    &[
+                        "expect",
+                        "rbinary",
+                        "^52000000(08|0A|0C)000000(00|02|03|04|05|06)",
+                        "min-recv",
+                        "9",
+                        "error-status",
+                        "L7STS",
+                    ],
+                    loc,
+                    Some(Info::Text("PostgreSQL unknown error".into())),
+                    Some(Info::Text("PostgreSQL server is ok".into())),
+                    None,
+                ),
+            ]
+        }
+        "mysql-check" => {
+            let (user, post41) = match r.as_slice() {
+                [] => (None, true),
+                ["user"] => {
+                    return Err(format!(
+                        "'option {name} user' expects <username> as argument"
+                    ))
+                }
+                ["user", u] | ["user", u, "post-41"] => (Some(*u), true),
+                ["user", u, "pre-41"] => (Some(*u), false),
+                ["user", _, x] => {
+                    return Err(format!(
+                        "keyword 'user' only supports 'post-41' and 'pre-41' (got '{x}')"
+                    ))
+                }
+                ["user", _, _, x, ..] => {
+                    return Err(format!("unexpected argument '{x}' after 'option {name}'"))
+                }
+                [x, ..] => {
+                    return Err(format!(
+                        "'option {name}' only supports optional values: 'user' (got '{x}')"
+                    ))
+                }
+            };
+            let mut rules = vec![rule(&["connect", "default", "linger"], loc)];
+            if let Some(u) = user {
+                let len = u.len() + 7 + if post41 { 27 } else { 0 };
+                let mut req = vec![len as u8, (len >> 8) as u8, (len >> 16) as u8, 1];
+                if post41 {
+                    req.extend_from_slice(&[0x00, 0x82, 0x00, 0x00, 0x00, 0x80, 0x00, 0x01, 0x21]);
+                    req.extend_from_slice(&[0u8; 23]);
+                } else {
+                    req.extend_from_slice(&[0x00, 0x80, 0x00, 0x00, 0x01]);
+                }
+                req.extend_from_slice(u.as_bytes());
+                req.extend_from_slice(&[0, 0, 1, 0, 0, 0, 1]);
+                rules.push(rule(&["send-binary", &hex(&req)], loc));
+                rules.push(custom(CustomExpect::MysqlHandshake, None, loc));
+                rules.push(custom(CustomExpect::MysqlOk, None, loc));
+            } else {
+                rules.push(custom(CustomExpect::MysqlHandshake, None, loc));
+            }
+            rules
+        }
+        "ldap-check" => {
+            too_many(0)?;
+            vec![
+                rule(&["send-binary", "300C020101600702010304008000"], loc),
+                expect(
+                    &["expect", "rbinary", "^30", "min-recv", "14"],
+                    loc,
+                    Some(Info::Text("Not LDAPv3 protocol".into())),
+                    None,
+                    None,
+                ),
+                custom(CustomExpect::LdapBind, None, loc),
+            ]
+        }
+        "spop-check" => {
+            too_many(0)?;
+            vec![
+                rule(&["send-binary", &hex(&spop_hello())], loc),
+                custom(CustomExpect::SpopHello, Some(4), loc),
+            ]
+        }
+        o => return Err(format!("HAProxy option '{o}' is not supported by ebb")),
+    };
+    let name: &'static str = match name {
+        "redis-check" => "redis-check",
+        "smtpchk" => "smtpchk",
+        "pgsql-check" => "pgsql-check",
+        "mysql-check" => "mysql-check",
+        "ldap-check" => "ldap-check",
+        _ => "spop-check",
+    };
+    tc.enabled = true;
+    tc.builtin = Some((name, rules));
     Ok(())
 }
 
@@ -291,6 +865,24 @@ mod tests {
             parse(&mut tc, &words(l), &loc).unwrap();
         }
         assert_eq!(tc.rules.len(), 7);
+        parse(
+            &mut tc,
+            &words("expect string 250 ok-status L4OK error-status L7STS tout-status L4TOUT on-success fine on-error bad status-code res.payload(0,3) comment c"),
+            &loc,
+        )
+        .unwrap();
+        let TcpCheckStep::Expect { opts, .. } = &tc.rules[7].step else {
+            panic!("{:?}", tc.rules[7]);
+        };
+        assert_eq!(opts.ok_status, CheckStatus::L4Ok);
+        assert_eq!(opts.error_status, CheckStatus::L7Sts);
+        assert_eq!(opts.tout_status, CheckStatus::L4Tout);
+        assert_eq!(opts.on_success, Some(Info::Text("fine".into())));
+        assert_eq!(opts.status_code, Some(Payload { offset: 0, len: 3 }));
+        assert_eq!(tc.rules[7].comment.as_deref(), Some("c"));
+        parse(&mut tc, &words("send-lf 100%%"), &loc).unwrap();
+        assert_eq!(tc.rules[8].step, TcpCheckStep::Send(b"100%".to_vec()));
+        tc.rules.truncate(7);
         assert_eq!(tc.rules[2].step, TcpCheckStep::Send(b"PING\r\n".to_vec()));
         assert_eq!(
             tc.rules[4].step,
@@ -298,21 +890,86 @@ mod tests {
                 kind: ExpectMatch::String,
                 pattern: b"-ERR".to_vec(),
                 negate: true,
-                min_recv: Some(4)
+                min_recv: Some(4),
+                opts: Box::default(),
             }
         );
         assert_eq!(tc.rules[5].comment.as_deref(), Some("pong"));
         assert_eq!(tc.rules[1].comment.as_deref(), Some("redis"));
         for (l, e) in [
-            ("send-lf %[src]", "not supported"),
+            ("send-lf %[src]", "plain text"),
+            ("expect string x on-error %[res.payload(0,0)]", "plain text"),
+            ("expect string x status-code res.len", "res.payload"),
+            ("expect string x ok-status L7STS", "ok-status"),
             ("expect string-lf x", "not supported"),
             ("expect rstring (", "invalid regex"),
             ("send-binary 0g", "hex"),
             ("connect ssl", "not supported"),
+            ("expect custom x", "not supported"),
             ("expect string", "expects a pattern"),
         ] {
             let r = parse(&mut tc, &words(l), &loc).unwrap_err();
             assert!(r.contains(e), "{l}: {r}");
+        }
+    }
+}
+
+#[cfg(test)]
+mod builtin_tests {
+    use super::*;
+
+    fn loc() -> Loc {
+        Loc {
+            file: "t.cfg".into(),
+            line: 1,
+        }
+    }
+
+    fn sent(tc: &TcpCheck) -> Vec<u8> {
+        let (_, rules) = tc.builtin.as_ref().unwrap();
+        rules
+            .iter()
+            .filter_map(|r| match &r.step {
+                TcpCheckStep::Send(d) => Some(d.clone()),
+                _ => None,
+            })
+            .flatten()
+            .collect()
+    }
+
+    /// The requests are the bytes HAProxy 2.6 sends (the reg-tests'
+    /// intermediate listeners match them).
+    #[test]
+    fn protocol_checks_send_haproxys_requests() {
+        let mut tc = TcpCheck::default();
+        let w = |s: &str| -> Vec<String> { s.split_whitespace().map(String::from).collect() };
+        builtin(&mut tc, "mysql-check", &w("user user pre-41"), &loc()).unwrap();
+        assert_eq!(hex(&sent(&tc)), "0B00000100800000017573657200000100000001");
+        builtin(&mut tc, "mysql-check", &w("user user"), &loc()).unwrap();
+        assert_eq!(
+            hex(&sent(&tc)),
+            "2600000100820000008000012100000000000000000000000000000000000000000000007573657200000100000001"
+        );
+        builtin(&mut tc, "pgsql-check", &w("user postgres"), &loc()).unwrap();
+        assert_eq!(
+            hex(&sent(&tc)),
+            "00000017000300007573657200706F7374677265730000"
+        );
+        builtin(&mut tc, "spop-check", &[], &loc()).unwrap();
+        let s = sent(&tc);
+        assert_eq!(s.len(), 82);
+        assert_eq!(&s[..4], &[0, 0, 0, 0x4e]);
+        builtin(&mut tc, "smtpchk", &w("EHLO domain.tld"), &loc()).unwrap();
+        assert_eq!(sent(&tc), b"EHLO domain.tld\r\n");
+        builtin(&mut tc, "redis-check", &[], &loc()).unwrap();
+        assert_eq!(sent(&tc), b"*1\r\n$4\r\nPING\r\n");
+        for (n, a, e) in [
+            ("pgsql-check", "", "expects 'user <username>'"),
+            ("mysql-check", "user u post-42", "only supports 'post-41'"),
+            ("redis-check", "x", "unexpected argument"),
+        ] {
+            let r = builtin(&mut tc, n, &w(a), &loc()).unwrap_err();
+            assert!(r.contains(e), "{n} {a}: {r}");
         }
     }
 }

@@ -530,7 +530,7 @@ frontend f
     option nope
     default_backend b
 backend b
-    server s1 10.0.0.1
+    server s1 10.0.0.1:0
 ",
     );
     assert_eq!(e.len(), 5, "{e:#?}");
@@ -538,7 +538,10 @@ backend b
     assert!(e[1].starts_with("t.cfg:3: unknown keyword 'bogus'"));
     assert!(e[2].starts_with("t.cfg:6: invalid time"));
     assert!(e[3].starts_with("t.cfg:7: unknown option 'nope'"));
-    assert!(e[4].starts_with("t.cfg:10: missing port"));
+    assert!(
+        e[4].starts_with("t.cfg:10: port '0' out of range"),
+        "{e:#?}"
+    );
 }
 
 #[test]
@@ -901,7 +904,7 @@ fn tcp_rules_in_named_defaults() {
         (
             "defaults d\n    tcp-response content accept\ndefaults from d\n    mode tcp\n",
             3,
-            "cannot inherit from a defaults section defining TCP rules",
+            "cannot inherit from a defaults section defining rules",
         ),
         (
             "defaults d\n    tcp-request content accept\nlisten l from d\n    bind :80\n    server s 127.0.0.1:1\n",
@@ -1046,7 +1049,7 @@ fn keyword_capabilities() {
     err1(
         "defaults\n    http-request deny\n",
         "t.cfg:2: ",
-        "not allowed in a 'defaults'",
+        "only allowed in a named defaults section",
     );
     err1(
         "defaults\n    stats admin if TRUE\n",
@@ -1182,6 +1185,32 @@ fn httpchk_forms() {
     assert!(!ok(&be("")).proxies[0].http_check.enabled);
 }
 
+/// `option httpchk` and `http-check send` merge as in HAProxy 2.6 (the
+/// reg-test checks/http-check-send): within a section the send line keeps
+/// the option's method, URI and version and replaces its headers; a
+/// section's own line drops what `defaults` gave.
+#[test]
+fn http_check_send_merges_with_option_httpchk() {
+    let c = ok("defaults\n    option httpchk GET /status HTTP/1.1\\r\\nHdr:\\ gone\n    http-check send hdr Host h body test\nbackend inherits\n    server s 127.0.0.1:1 check\nbackend own\n    http-check send hdr Host other\n    server s 127.0.0.1:1 check\nbackend reset\n    option httpchk\n    server s 127.0.0.1:1 check\n");
+    let h = &proxy(&c, "inherits").http_check;
+    assert_eq!(
+        (h.method.as_str(), h.uri.as_str(), h.version.as_str()),
+        ("GET", "/status", "HTTP/1.1")
+    );
+    assert_eq!(h.headers, vec![("Host".to_string(), "h".to_string())]);
+    assert_eq!(h.body.as_deref(), Some("test"));
+    let h = &proxy(&c, "own").http_check;
+    assert_eq!(
+        (h.method.as_str(), h.uri.as_str(), h.version.as_str()),
+        ("OPTIONS", "/", "HTTP/1.0")
+    );
+    assert_eq!(h.headers, vec![("Host".to_string(), "other".to_string())]);
+    assert_eq!(h.body, None);
+    let h = &proxy(&c, "reset").http_check;
+    assert!(h.enabled && h.headers.is_empty() && h.body.is_none());
+    assert_eq!(h.method, "OPTIONS");
+}
+
 #[test]
 fn http_check_expect() {
     let ex = |args: &str| {
@@ -1221,9 +1250,9 @@ fn http_check_expect() {
         "expects an argument",
     );
     err1(
-        &be("    http-check send body x"),
+        &be("    http-check send body-lf x"),
         "t.cfg:2: ",
-        "unsupported 'http-check send' option 'body'",
+        "unsupported 'http-check send' option 'body-lf'",
     );
     err1(
         &be("    http-check send meth"),
@@ -1515,7 +1544,20 @@ fn server_errors() {
     let s = |l: &str| be(&format!("    {l}"));
     err1(&s("server"), "t.cfg:2: ", "expects an argument");
     err1(&s("server s"), "t.cfg:2: ", "needs an address");
-    err1(&s("server s 1.2.3.4"), "t.cfg:2: ", "missing port");
+    // No port: the client's destination port (HAProxy's), so no check.
+    err1(
+        &s("server s 1.2.3.4 check"),
+        "t.cfg:2: ",
+        "server 's' has neither service port nor check port",
+    );
+    for a in ["1.2.3.4", "1.2.3.4:", "[::1]", "ipv4@1.2.3.4", "app.test"] {
+        let c = parse_str("t.cfg", &be(&format!("    server s {a}"))).unwrap();
+        let s = &c.backends().next().unwrap().servers[0];
+        assert_eq!(s.port, 0, "{a}");
+        assert!(s.opts.map_ports, "{a}");
+    }
+    let c = parse_str("t.cfg", &be("    server s 1.2.3.4:80")).unwrap();
+    assert!(!c.backends().next().unwrap().servers[0].opts.map_ports);
     err1(&s("server s 1.2.3.4:0"), "t.cfg:2: ", "out of range");
     err1(
         &s("server s/x 1.2.3.4:80"),
@@ -2034,7 +2076,7 @@ fn http_request_return_errors() {
     err1(
         &r("errorfiles x"),
         "t.cfg:3: ",
-        "'http-request return ... errorfiles' is not supported",
+        "no http-errors section 'x'",
     );
 }
 
@@ -2126,7 +2168,11 @@ fn http_request_errors() {
         "t.cfg:3: ",
         "invalid status code",
     );
-    err1(&r("deny bogus"), "t.cfg:3: ", "unexpected 'bogus'");
+    err1(
+        &r("deny bogus"),
+        "t.cfg:3: ",
+        "'http-request deny' option 'bogus' expects a value",
+    );
     err1(&r("allow now"), "t.cfg:3: ", "unexpected 'now'");
     // Redirect targets are log-format strings, checked at start.
     ok(&r("redirect location /x?from=%[path]"));
@@ -2632,11 +2678,12 @@ fn return_with_an_empty_file_needs_no_content_type() {
         panic!()
     };
     assert!(matches!(&r.body, ReturnBody::File { content, .. } if content.is_empty()));
-    err1(
-        &fe("    http-request return status 503 default-errorfiles"),
-        "t.cfg:3: ",
-        "'http-request return ... default-errorfiles' is not supported",
-    );
+    // `default-errorfiles`: the proxy's own error answer for the status.
+    let c = ok(&fe("    http-request return status 503 default-errorfiles"));
+    let HttpRequestAction::Return(r) = &c.proxies[0].http_request[0].action else {
+        panic!()
+    };
+    assert!(matches!(&r.body, ReturnBody::Errorfile(None)));
 }
 
 /// A configuration that HAProxy 2.6 accepts (`haproxy -c` says valid) and

@@ -59,8 +59,37 @@ pub struct Config {
     pub resolvers: Vec<Resolvers>,
     /// `peers` sections, in declaration order.
     pub peers: Vec<super::peers::PeersSection>,
+    /// `cache` sections, in declaration order.
+    pub caches: Vec<CacheSection>,
     /// This instance's peer name (`-L`, `localpeer`, or the host name).
     pub local_peer: String,
+}
+
+/// A `nameserver` line of a `resolvers` section.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Nameserver {
+    pub name: String,
+    pub addr: SocketAddr,
+    /// `tcp@`: DNS over TCP (RFC 7766), else over UDP.
+    pub tcp: bool,
+}
+
+/// A `cache NAME` section (HAProxy's section 6.2; run by
+/// the `httpcache` module).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CacheSection {
+    pub name: String,
+    /// `total-max-size` in megabytes (required, 1 to 4095).
+    pub total_max_size_mb: u32,
+    /// `max-age` in seconds (60).
+    pub max_age: u32,
+    /// `max-object-size` in bytes (0: a 256th of the total).
+    pub max_object_size: u32,
+    /// `process-vary on|off` (off).
+    pub process_vary: bool,
+    /// `max-secondary-entries` (10).
+    pub max_secondary_entries: u32,
+    pub loc: Loc,
 }
 
 /// A `resolvers NAME` section: where and how server names are resolved
@@ -68,9 +97,9 @@ pub struct Config {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Resolvers {
     pub name: String,
-    /// `nameserver NAME ADDR:PORT` (UDP), and those `parse-resolv-conf`
-    /// read, in order.
-    pub nameservers: Vec<(String, SocketAddr)>,
+    /// `nameserver NAME [udp@|tcp@]ADDR:PORT`, and those
+    /// `parse-resolv-conf` read, in order.
+    pub nameservers: Vec<Nameserver>,
     /// `resolve_retries`: queries sent for one resolution before giving up
     /// (3).
     pub resolve_retries: u32,
@@ -202,6 +231,9 @@ pub struct Global {
     pub h2_initial_window_size: Option<u32>,
     /// `tune.h2.header-table-size N` (default 4096, at most 65536).
     pub h2_header_table_size: Option<u32>,
+    /// `tune.h2.max-frame-size N` (16384 to 16777215): the largest frame
+    /// ebb announces it receives, at most `tune.bufsize` (the default).
+    pub h2_max_frame_size: Option<u32>,
     /// `close-spread-time T|infinite`: how a soft stop spreads the closing
     /// of connections (see the `drain` module).
     pub close_spread: Option<CloseSpread>,
@@ -249,6 +281,7 @@ impl Default for Global {
             h2_max_concurrent_streams: None,
             h2_initial_window_size: None,
             h2_header_table_size: None,
+            h2_max_frame_size: None,
             comp_maxlevel: None,
             close_spread: None,
             master_worker: false,
@@ -397,6 +430,11 @@ impl ProxyKind {
 /// already applied.
 #[derive(Clone, Debug)]
 pub struct Proxy {
+    /// `monitor-uri`: the URI answered 200 (or 503 when a `monitor fail`
+    /// condition holds) without rules, logs or backend.
+    pub monitor_uri: Option<String>,
+    /// `monitor fail if|unless COND`.
+    pub monitor_fail: Vec<Condition>,
     pub name: String,
     pub kind: ProxyKind,
     /// The section header line.
@@ -423,6 +461,9 @@ pub struct Proxy {
     /// `errorfile CODE FILE`, files already read; a later line for the same
     /// code replaces the earlier one.
     pub errorfiles: Vec<ErrorFile>,
+    /// `http-error status N ...` answers evaluated per request (with a
+    /// log-format body or field); the others become `errorfiles` entries.
+    pub error_replies: Vec<(u16, ReturnAction)>,
     pub stats: Stats,
     // Backend side.
     pub balance: Balance,
@@ -633,6 +674,9 @@ pub struct ProxyOptions {
     /// `option idle-close-on-response`: a soft stop leaves idle client
     /// connections open until their next request, answered with close.
     pub idle_close_on_response: bool,
+    /// `option disable-h2-upgrade`: an HTTP/1 bind does not serve a
+    /// client that starts with the HTTP/2 preface as HTTP/2.
+    pub disable_h2_upgrade: bool,
 }
 
 pub use crate::net::IpNet;
@@ -791,6 +835,8 @@ pub enum MatchMethod {
     Ip,
     /// Integer ranges (`-m int`; `eq|ne|lt|le|gt|ge N`, `A:B`).
     Int,
+    /// Hex-string patterns equal to the sample's bytes (`-m bin`).
+    Bin,
     /// The sample as a boolean (`-m bool`): true when non-zero.
     Bool,
 }
@@ -810,7 +856,7 @@ impl MatchMethod {
             MatchMethod::Reg => How::Reg,
             MatchMethod::Ip => How::Ip,
             MatchMethod::Int => How::Int,
-            MatchMethod::Found | MatchMethod::Bool => return None,
+            MatchMethod::Found | MatchMethod::Bool | MatchMethod::Bin => return None,
         })
     }
 }
@@ -818,6 +864,8 @@ impl MatchMethod {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Pattern {
     Str(String),
+    /// `-m bin`: the bytes of a hex string.
+    Bin(Vec<u8>),
     Net(IpNet),
     /// An inclusive integer range.
     Int(i64, i64),
@@ -890,6 +938,11 @@ pub enum ReturnBody {
         path: PathBuf,
         content: Vec<u8>,
     },
+    /// `errorfile F` or `errorfiles NAME`: a whole HTTP answer sent as
+    /// written (empty: the connection closes without one); `None` for
+    /// `default-errorfiles` (or a section without that status): the
+    /// proxy's own error answer for the status.
+    Errorfile(Option<Vec<u8>>),
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -899,6 +952,9 @@ pub struct ReturnAction {
     pub body: ReturnBody,
     /// Extra headers, names in the case written.
     pub headers: Vec<(String, String)>,
+    /// An `http-request deny` with an answer of its own: counted as
+    /// denied, and the connection closes after it.
+    pub deny: bool,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -961,6 +1017,8 @@ pub enum HttpRequestAction {
     Rewrite(super::rewrite::Rewrite),
     /// `capture SAMPLE len N|id N`.
     Capture(crate::sample::logline::CaptureAction),
+    /// `cache-use NAME`.
+    CacheUse(String),
 }
 
 /// What a header edit does.
@@ -999,12 +1057,23 @@ pub enum HttpResponseAction {
     Rewrite(super::rewrite::Rewrite),
     /// `capture SAMPLE id N`.
     Capture(crate::sample::logline::CaptureAction),
+    /// `cache-store NAME`.
+    CacheStore(String),
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct HttpResponseRule {
     pub action: HttpResponseAction,
     pub cond: Option<Condition>,
+    pub loc: Loc,
+}
+
+/// An `http-errors NAME` section: errorfiles a proxy imports with
+/// `errorfiles NAME [CODE...]`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HttpErrorsSection {
+    pub name: String,
+    pub files: Vec<ErrorFile>,
     pub loc: Loc,
 }
 
@@ -1161,6 +1230,19 @@ pub struct ServerOptions {
     pub allow_dup_ip: bool,
     /// `resolve-opts ignore-weight`: an SRV record's weight is not applied.
     pub ignore_weight: bool,
+    /// `proto h2`: requests go to this server over HTTP/2 (prior
+    /// knowledge, cleartext or over `ssl`), several streams per connection.
+    pub proto_h2: bool,
+    /// `alpn h2,http/1.1`: the protocols offered in the TLS handshake; the
+    /// server's choice decides HTTP/2 or HTTP/1.1 (HAProxy's mux choice).
+    pub alpn: Vec<String>,
+    /// `resolve-net NET[,NET...]` (at most 5): among the answers, an
+    /// address in one of these networks is preferred (after the family).
+    pub resolve_net: Vec<IpNet>,
+    /// The address had no port (`server s 10.0.0.1`, `add server B/S
+    /// 10.0.0.1`): connections go to the port the client connected to
+    /// (HAProxy's mapped ports, offset 0).
+    pub map_ports: bool,
 }
 
 /// The TLS policy of a `server ... ssl` line (the client side).
@@ -1222,6 +1304,10 @@ impl Default for ServerOptions {
             init_addr: None,
             allow_dup_ip: false,
             ignore_weight: false,
+            proto_h2: false,
+            alpn: Vec::new(),
+            resolve_net: Vec::new(),
+            map_ports: false,
         }
     }
 }
@@ -1290,7 +1376,32 @@ pub struct HttpCheck {
     pub version: String,
     /// `http-check send ... hdr NAME VALUE` headers, in order.
     pub headers: Vec<(String, String)>,
+    /// `http-check send ... body STR`.
+    pub body: Option<String>,
+    /// An `http-check send` line is in this section's rules.
+    pub explicit_send: bool,
+    /// The rules are this section's own, not inherited from `defaults`:
+    /// HAProxy starts a new rule set at a section's first `option
+    /// httpchk` or `http-check` line.
+    pub own: bool,
     pub expect: Option<HttpExpect>,
+}
+
+impl HttpCheck {
+    /// Starts this section's own rules (dropping inherited ones) if it
+    /// has not yet.
+    pub fn own_rules(&mut self) {
+        if !self.own {
+            *self = HttpCheck {
+                enabled: self.enabled,
+                method: "OPTIONS".into(),
+                uri: "/".into(),
+                version: "HTTP/1.0".into(),
+                own: true,
+                ..HttpCheck::default()
+            };
+        }
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

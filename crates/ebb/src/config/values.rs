@@ -179,6 +179,30 @@ pub(crate) fn parse_host_port(addr: &str) -> Result<(String, u16), String> {
     Ok((host, port))
 }
 
+/// A server address whose port may be missing (`10.0.0.1`, `10.0.0.1:`,
+/// `[::1]`, `name`): HAProxy then connects to the port the client
+/// connected to. Returns the host and the port, 0 when missing.
+pub(crate) fn parse_server_addr(addr: &str) -> Result<(String, u16), String> {
+    let bare = addr
+        .strip_prefix("ipv4@")
+        .or_else(|| addr.strip_prefix("ipv6@"))
+        .unwrap_or(addr);
+    let no_port = if bare.starts_with('[') {
+        bare.ends_with(']') || bare.ends_with("]:")
+    } else {
+        // One colon at most, last: `IP:`; none: `IP`. More colons are an
+        // IPv6 address whose last group is the port, as HAProxy reads it.
+        let colons = bare.matches(':').count();
+        colons == 0 || (colons == 1 && bare.ends_with(':'))
+    };
+    if !no_port {
+        return parse_host_port(addr);
+    }
+    let a = addr.strip_suffix(':').unwrap_or(addr);
+    let (host, _) = parse_host_port(&format!("{a}:1"))?;
+    Ok((host, 0))
+}
+
 /// Largest number of ports one bind line may expand to, so a typo such as
 /// `1-65535` cannot make the server open tens of thousands of sockets.
 const MAX_BIND_PORTS: usize = 1024;

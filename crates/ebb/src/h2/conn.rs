@@ -482,6 +482,17 @@ impl Connection {
         self.streams.len()
     }
 
+    /// Client role: the server's SETTINGS_MAX_CONCURRENT_STREAMS
+    /// (`u32::MAX` until it says).
+    pub fn peer_max_streams(&self) -> u32 {
+        self.peer_max_streams
+    }
+
+    /// A GOAWAY was sent or received: no new stream may open.
+    pub fn going_away(&self) -> bool {
+        self.goaway.is_some() || self.peer_goaway.is_some() || self.state == State::Closed
+    }
+
     /// The highest stream id the client opened.
     pub fn last_stream_id(&self) -> u32 {
         self.max_client_id

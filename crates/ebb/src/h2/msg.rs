@@ -242,6 +242,9 @@ pub struct ClientSink<'c> {
     /// Why the head could not be sent (the server's stream limit, or a
     /// GOAWAY): the stream waits or goes elsewhere.
     pub refused: Option<super::SendError>,
+    /// The client accepts trailers: `te: trailers` goes to the server (the
+    /// only `te` HTTP/2 allows, §8.2.2; gRPC servers require it).
+    pub te_trailers: bool,
 }
 
 impl<'c> ClientSink<'c> {
@@ -253,6 +256,7 @@ impl<'c> ClientSink<'c> {
             scheme,
             now,
             refused: None,
+            te_trailers: false,
         }
     }
 }
@@ -271,6 +275,7 @@ impl MsgSink<ReqHead<'_>> for ClientSink<'_> {
             }
         };
         let scheme = self.scheme;
+        let te = self.te_trailers;
         // RFC 9113 §8.3.1: the authority goes in `:authority`, not `host`.
         let r = self.conn.send_request_with(false, |enc| {
             enc.field(b":method", h.method_raw);
@@ -289,6 +294,9 @@ impl MsgSink<ReqHead<'_>> for ClientSink<'_> {
                 if !crate::stream::msg::is_framing_field(n) && !n.eq_ignore_ascii_case(b"host") {
                     enc.field(n, v);
                 }
+            }
+            if te {
+                enc.field(b"te", b"trailers");
             }
             add_length(enc, h.body);
         });

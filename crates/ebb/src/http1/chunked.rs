@@ -146,6 +146,16 @@ impl ChunkedDecoder {
         }
     }
 
+    /// A decoder that returns from `decode` once the last chunk's size
+    /// line is read (see [`ChunkedDecoder::in_trailers`]): what follows is
+    /// the trailer section, for a caller that forwards it apart.
+    pub fn stopping_at_trailers() -> Self {
+        ChunkedDecoder {
+            stop_at_trailers: true,
+            ..ChunkedDecoder::default()
+        }
+    }
+
     /// Back to the start of a new body (same limits).
     pub fn reset(&mut self) {
         let stop = self.stop_at_trailers;

@@ -69,6 +69,13 @@ pub(super) enum Conv {
     },
     /// `iif(true,false)`.
     Iif(Vec<u8>, Vec<u8>),
+    /// `http_date([OFFSET[,UNIT]])`: an integer date since the epoch
+    /// (plus OFFSET, in UNIT: 1 for seconds, 1000 ms, 1000000 us) as an
+    /// HTTP date (IMF-fixdate).
+    HttpDate {
+        offset: i64,
+        per_sec: i64,
+    },
     /// `url_enc([query])`.
     UrlEnc,
     /// `ub64enc` / `ub64dec`: base64url without padding.
@@ -76,6 +83,14 @@ pub(super) enum Conv {
     Ub64Dec,
     /// `sha1`, `sha2([224|256|384|512])`.
     Digest(&'static ring::digest::Algorithm),
+    /// `concat([start],[var],[end])`.
+    Concat {
+        start: Vec<u8>,
+        var: Option<super::VarRef>,
+        end: Vec<u8>,
+    },
+    /// `strcmp(var)`.
+    StrCmp(super::VarRef),
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -93,6 +108,7 @@ pub(super) enum HashFn {
     Djb2,
     Wt6,
     Crc32,
+    Crc32c,
 }
 
 fn count(name: &str, args: &[String], min: usize, max: usize) -> Result<(), String> {
@@ -268,7 +284,7 @@ impl Conv {
                 };
                 Ok(Conv::UrlDec { plus })
             }
-            "sdbm" | "djb2" | "wt6" | "crc32" => {
+            "sdbm" | "djb2" | "wt6" | "crc32" | "crc32c" => {
                 count(name, args, 0, 1)?;
                 let avalanche = match args.first() {
                     Some(a) => int(name, a)? != 0,
@@ -278,6 +294,7 @@ impl Conv {
                     "sdbm" => HashFn::Sdbm,
                     "djb2" => HashFn::Djb2,
                     "wt6" => HashFn::Wt6,
+                    "crc32c" => HashFn::Crc32c,
                     _ => HashFn::Crc32,
                 };
                 Ok(Conv::Hash { f, avalanche })
@@ -337,6 +354,24 @@ impl Conv {
                     truncate,
                 })
             }
+            "http_date" => {
+                count(name, args, 0, 2)?;
+                let offset = match args.first().filter(|a| !a.is_empty()) {
+                    Some(a) => int(name, a)?,
+                    None => 0,
+                };
+                let per_sec = match args.get(1).map(String::as_str) {
+                    None | Some("") | Some("s") => 1,
+                    Some("ms") => 1000,
+                    Some("us") => 1_000_000,
+                    Some(o) => {
+                        return Err(format!(
+                            "converter 'http_date': unknown unit '{o}' (supported: s, ms, us)"
+                        ))
+                    }
+                };
+                Ok(Conv::HttpDate { offset, per_sec })
+            }
             "iif" => {
                 count(name, args, 2, 2)?;
                 Ok(Conv::Iif(
@@ -352,6 +387,22 @@ impl Conv {
                         "converter 'url_enc': unknown encoding type '{o}' (supported: query)"
                     )),
                 }
+            }
+            "concat" => {
+                count(name, args, 0, 3)?;
+                let var = match args.get(1).map(String::as_str) {
+                    None | Some("") => None,
+                    Some(v) => Some(super::VarRef::parse(v)?),
+                };
+                Ok(Conv::Concat {
+                    start: args.first().cloned().unwrap_or_default().into_bytes(),
+                    var,
+                    end: args.get(2).cloned().unwrap_or_default().into_bytes(),
+                })
+            }
+            "strcmp" => {
+                count(name, args, 1, 1)?;
+                Ok(Conv::StrCmp(super::VarRef::parse(&args[0])?))
             }
             "ub64enc" => none(Conv::Ub64Enc),
             "ub64dec" => none(Conv::Ub64Dec),
@@ -389,7 +440,7 @@ impl Conv {
             | Conv::Ub64Enc
             | Conv::Digest(_) => Type::Bin,
             Conv::Iif(..) => Type::Bool,
-            Conv::Arith(..) | Conv::Neg => Type::Int,
+            Conv::Arith(..) | Conv::Neg | Conv::HttpDate { .. } => Type::Int,
             Conv::IpMask { .. } => Type::Ip,
             Conv::Map(m) => m.in_type(),
             _ => Type::Str,
@@ -399,9 +450,12 @@ impl Conv {
     pub(super) fn out_type(&self, _input: Type) -> Type {
         match self {
             Conv::B64Dec | Conv::Bytes { .. } | Conv::Ub64Dec | Conv::Digest(_) => Type::Bin,
-            Conv::Length | Conv::Arith(..) | Conv::Neg | Conv::Hash { .. } | Conv::Xxh64(_) => {
-                Type::Int
-            }
+            Conv::Length
+            | Conv::Arith(..)
+            | Conv::Neg
+            | Conv::Hash { .. }
+            | Conv::Xxh64(_)
+            | Conv::StrCmp(_) => Type::Int,
             Conv::IpMask { .. } => Type::Ip,
             Conv::Map(m) => m.out_type(),
             Conv::Stk(c) => c.out_type(),
@@ -543,6 +597,7 @@ impl Conv {
                     HashFn::Djb2 => hash::djb2(&s.cur),
                     HashFn::Wt6 => hash::wt6(&s.cur),
                     HashFn::Crc32 => hash::crc32(&s.cur),
+                    HashFn::Crc32c => hash::crc32c(&s.cur),
                 };
                 let h = if *avalanche { hash::full_hash(h) } else { h };
                 Some(Val::Int(h as i64))
@@ -551,16 +606,8 @@ impl Conv {
             Conv::Map(m) => m.apply(v, s),
             Conv::AddItem { delim, var, suffix } => {
                 let mut tail = Scratch::default();
-                if let (Some(r), Some(store)) = (var, ctx.vars) {
-                    if let Some(x) = store
-                        .try_borrow_mut()
-                        .ok()
-                        .and_then(|mut st| st.get(r, &mut tail))
-                    {
-                        if cast(x, Type::Str, &mut tail).is_none() {
-                            tail.cur.clear();
-                        }
-                    }
+                if let Some(r) = var {
+                    var_str(ctx, r, &mut tail);
                 }
                 tail.cur.extend_from_slice(suffix);
                 // The delimiter only between two non-empty parts.
@@ -594,6 +641,19 @@ impl Conv {
                     }
                 }
                 swap(s, Val::Str)
+            }
+            Conv::HttpDate { offset, per_sec } => {
+                let Val::Int(n) = v else { return None };
+                let secs = n.checked_add(*offset)?.div_euclid(*per_sec);
+                // httpdate writes four-digit years from 1970 on.
+                if !(0..253_402_300_800).contains(&secs) {
+                    return None;
+                }
+                let t = std::time::UNIX_EPOCH + std::time::Duration::from_secs(secs as u64);
+                s.cur.clear();
+                s.cur
+                    .extend_from_slice(httpdate::fmt_http_date(t).as_bytes());
+                Some(Val::Str)
             }
             Conv::Iif(t, f) => {
                 let Val::Bool(b) = v else { return None };
@@ -654,6 +714,63 @@ impl Conv {
                 s.cur.extend_from_slice(d.as_ref());
                 Some(Val::Bin)
             }
+            Conv::Concat { start, var, end } => {
+                s.cur.extend_from_slice(start);
+                if let Some(r) = var {
+                    let mut x = Scratch::default();
+                    if var_str(ctx, r, &mut x) {
+                        s.cur.extend_from_slice(&x.cur);
+                    }
+                }
+                s.cur.extend_from_slice(end);
+                Some(Val::Str)
+            }
+            Conv::StrCmp(r) => {
+                let mut x = Scratch::default();
+                if !var_str(ctx, r, &mut x) {
+                    return None;
+                }
+                // HAProxy 2.6's: strncmp over the shorter length (the
+                // difference of the first bytes that differ, up to a NUL
+                // in both), then -1 or 1 for the shorter or longer one.
+                let mut d = 0;
+                for (a, b) in s.cur.iter().zip(&x.cur) {
+                    if a != b {
+                        d = i64::from(*a) - i64::from(*b);
+                        break;
+                    }
+                    if *a == 0 {
+                        break;
+                    }
+                }
+                if d == 0 {
+                    d = match s.cur.len().cmp(&x.cur.len()) {
+                        std::cmp::Ordering::Less => -1,
+                        std::cmp::Ordering::Equal => 0,
+                        std::cmp::Ordering::Greater => 1,
+                    };
+                }
+                Some(Val::Int(d))
+            }
+        }
+    }
+}
+
+/// The value of variable `r` as a string in `out.cur`; false when it is
+/// not set (or cannot be a string).
+fn var_str(ctx: &Ctx<'_>, r: &super::VarRef, out: &mut Scratch) -> bool {
+    let Some(store) = ctx.vars else {
+        return false;
+    };
+    let got = store
+        .try_borrow_mut()
+        .ok()
+        .and_then(|mut st| st.get(r, out));
+    match got.and_then(|x| cast(x, Type::Str, out)) {
+        Some(_) => true,
+        None => {
+            out.cur.clear();
+            false
         }
     }
 }

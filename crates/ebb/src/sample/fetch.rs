@@ -93,6 +93,10 @@ pub(super) enum Fetch {
     /// (`tcp-response content` rules).
     ResLen,
     ResPayload(usize, usize),
+    /// `res.cache_hit`, `res.cache_name`: the answer came from a cache
+    /// (noted in the exchange's `TxnInfo`).
+    CacheHit,
+    CacheName,
 }
 
 /// What a fetch reads, for the rules that may run before a layer exists
@@ -243,6 +247,8 @@ impl Fetch {
                 })
             }
             "status" => res_only(none(Fetch::Status)?),
+            "res.cache_hit" => res_only(none(Fetch::CacheHit)?),
+            "res.cache_name" => res_only(none(Fetch::CacheName)?),
             "ssl_fc" => none(Fetch::SslFc),
             "ssl_fc_sni" => none(Fetch::SslFcSni),
             "str" => {
@@ -399,6 +405,8 @@ impl Fetch {
             Fetch::Status
             | Fetch::SrvName
             | Fetch::SrvId
+            | Fetch::CacheHit
+            | Fetch::CacheName
             | Fetch::ResLen
             | Fetch::ResPayload(..) => Some(true),
             Fetch::ReqLen | Fetch::ReqSslSni | Fetch::ReqSslHelloType | Fetch::ReqPayload(..) => {
@@ -422,7 +430,7 @@ impl Fetch {
             | Fetch::Int(_)
             | Fetch::Date(_)
             | Fetch::Rand(_) => Type::Int,
-            Fetch::SslFc | Fetch::Bool(_) | Fetch::FirstReq => Type::Bool,
+            Fetch::SslFc | Fetch::Bool(_) | Fetch::FirstReq | Fetch::CacheHit => Type::Bool,
             // Typed when set; converters cast at run time from a string.
             Fetch::Var(_) => Type::Str,
             Fetch::Method => Type::Meth,
@@ -451,6 +459,17 @@ impl Fetch {
                 ctx.srv?;
                 let st = ctx.vars?.try_borrow().ok()?;
                 Some(Val::Int(i64::from(st.info.srv_id?)))
+            }
+            Fetch::CacheHit => {
+                let st = ctx.vars?.try_borrow().ok()?;
+                Some(Val::Bool(st.info.cache_hit.is_some()))
+            }
+            Fetch::CacheName => {
+                let name = {
+                    let st = ctx.vars?.try_borrow().ok()?;
+                    st.info.cache_hit.clone()?
+                };
+                put(s, name.as_bytes())
             }
             Fetch::Method => {
                 let r = ctx.req?;

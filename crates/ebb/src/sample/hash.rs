@@ -37,20 +37,30 @@ pub fn wt6(b: &[u8]) -> u32 {
     h0 ^ h1
 }
 
-/// CRC-32 (IEEE 802.3, reflected polynomial 0xEDB88320).
-pub fn crc32(b: &[u8]) -> u32 {
+/// A reflected CRC-32 with polynomial `poly` (initial value and final
+/// XOR all ones) over `bytes`.
+pub fn crc32_reflected(poly: u32, bytes: impl IntoIterator<Item = u8>) -> u32 {
     let mut c = !0u32;
-    for &x in b {
+    for x in bytes {
         c ^= x as u32;
         for _ in 0..8 {
-            c = if c & 1 != 0 {
-                (c >> 1) ^ 0xedb8_8320
-            } else {
-                c >> 1
-            };
+            c = if c & 1 != 0 { (c >> 1) ^ poly } else { c >> 1 };
         }
     }
     !c
+}
+
+/// The CRC-32C polynomial (Castagnoli, reflected; RFC 4960 appendix B).
+pub const CASTAGNOLI: u32 = 0x82f6_3b78;
+
+/// CRC-32 (IEEE 802.3, reflected polynomial 0xEDB88320).
+pub fn crc32(b: &[u8]) -> u32 {
+    crc32_reflected(0xedb8_8320, b.iter().copied())
+}
+
+/// CRC-32C, as HAProxy's `hash_crc32c`.
+pub fn crc32c(b: &[u8]) -> u32 {
+    crc32_reflected(CASTAGNOLI, b.iter().copied())
 }
 
 /// Bob Jenkins' 32-bit full-avalanche integer hash (HAProxy's

@@ -40,7 +40,7 @@ use crate::http1::{RequestHead, ResponseHead};
 pub use fetch::Layer;
 pub use logfmt::LogFormat;
 pub use stk::{note_table_ref, sample_key, take_refs, StkConv, StkFetch};
-pub use vars::{VarAction, VarRef, VarStore};
+pub use vars::{CacheFacts, VarAction, VarRef, VarStore};
 
 /// Where an expression is evaluated: decides which fetches exist.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -78,12 +78,23 @@ fn hashes_match_haproxy() {
     assert_eq!(lf("%[str(abc),sdbm]"), "807794786");
     assert_eq!(lf("%[str(abc),wt6]"), "2483038440");
     assert_eq!(lf("%[str(abc),crc32]"), "891568578");
+    // http_date: HAProxy's IMF-fixdate, with an offset and a unit.
+    assert_eq!(
+        lf("%[int(1603385472),http_date]"),
+        "Thu, 22 Oct 2020 16:51:12 GMT"
+    );
+    assert_eq!(
+        lf("%[int(1603385472000),http_date(-1000,ms)]"),
+        "Thu, 22 Oct 2020 16:51:11 GMT"
+    );
     assert_eq!(lf("%[str(abc),xxh64]"), "4952883123889572249");
     assert_eq!(lf("%[str(abc),xxh64(5)]"), "-1753195980308443340");
     assert_eq!(lf("%[str(abc),djb2(1)]"), "2235766107");
     assert_eq!(lf("%[str(abc),sdbm(1)]"), "659243622");
     assert_eq!(lf("%[str(abc),wt6(1)]"), "266135527");
     assert_eq!(lf("%[str(abc),crc32(1)]"), "930845320");
+    assert_eq!(lf("%[str(abc),crc32c]"), "910901175");
+    assert_eq!(lf("%[str(abc),crc32c(1)]"), "1285784220");
     assert_eq!(lf("%[str(),djb2]"), "5381");
     assert_eq!(lf("%[str(),xxh64]"), "-1205034819632174695");
     assert_eq!(lf(&format!("%[str({long}),xxh64]")), "1539807644204849525");
@@ -326,6 +337,10 @@ fn xxh64_reference_vectors() {
     // xxHash's own reference values.
     assert_eq!(hash::xxh64(b"", 0), 0xEF46_DB37_51D8_E999);
     assert_eq!(hash::crc32(b"123456789"), 0xCBF4_3926);
+    assert_eq!(hash::crc32c(b"123456789"), 0xE306_9283);
+    // HAProxy's reg-test sample_fetches/hashes: bytes 0 to 255.
+    let all: Vec<u8> = (0..=255).collect();
+    assert_eq!(hash::crc32c(&all), 2_621_708_363);
 }
 
 #[test]
@@ -376,6 +391,52 @@ fn variables_keep_their_type_and_scope() {
     });
     assert!(VarRef::parse("x").is_err());
     assert!(VarRef::parse("foo.x").is_err());
+}
+
+/// `concat` and `strcmp` give what HAProxy 2.6 gave for the same
+/// expressions (run side by side, `http-request return ... lf-string`).
+#[test]
+fn concat_and_strcmp_as_haproxy() {
+    let store = std::cell::RefCell::new(VarStore::default());
+    with_ctx(REQ, None, |c| {
+        let c = Ctx {
+            vars: Some(&store),
+            stk: None,
+            ..*c
+        };
+        for (v, e) in [("txn.a", "str(abd)"), ("txn.n", "int(42)")] {
+            VarAction::Set(
+                VarRef::parse(v).unwrap(),
+                Box::new(Expr::parse(e, RQ).unwrap()),
+            )
+            .run(&c);
+        }
+        let get = |fmt: &str| {
+            let mut o = Vec::new();
+            LogFormat::parse(fmt, RQ)
+                .unwrap_or_else(|e| panic!("{fmt}: {e}"))
+                .render(&c, &mut o);
+            String::from_utf8(o).unwrap()
+        };
+        for (fmt, want) in [
+            ("%[str(x),concat(<,txn.a,>)]", "x<abd>"),
+            ("%[str(x),concat(<,txn.none,>)]", "x<>"),
+            ("%[str(x),concat(,txn.n)]", "x42"),
+            ("%[str(x),concat()]", "x"),
+            ("%[str(abc),strcmp(txn.a)]", "-1"),
+            ("%[str(abd),strcmp(txn.a)]", "0"),
+            ("%[str(abdz),strcmp(txn.a)]", "1"),
+            ("%[str(abdxyz),strcmp(txn.a)]", "1"),
+            ("%[str(ab),strcmp(txn.a)]", "-1"),
+            ("%[str(abc),strcmp(txn.none)]", ""),
+            ("%[str(z),strcmp(txn.a)]", "25"),
+            ("%[str(A),strcmp(txn.a)]", "-32"),
+        ] {
+            assert_eq!(get(fmt), want, "{fmt}");
+        }
+    });
+    assert!(LogFormat::parse("%[str(x),strcmp()]", RQ).is_err());
+    assert!(LogFormat::parse("%[str(x),concat(a,b,c,d)]", RQ).is_err());
 }
 
 #[test]

@@ -214,6 +214,26 @@ pub struct TxnInfo {
     /// The server's id in its backend (`srv_id`: its position from 1, as
     /// HAProxy numbers servers without an `id`).
     pub srv_id: Option<u32>,
+    /// What `http-request cache-use` learnt of the request, for
+    /// `http-response cache-store` (the `httpcache` module).
+    pub cache: CacheFacts,
+    /// The cache that answered (`res.cache_hit`, `res.cache_name`).
+    pub cache_hit: Option<std::sync::Arc<str>>,
+}
+
+/// HAProxy's cache flags and keys of a transaction (`txn->cache_hash`,
+/// `cache_secondary_hash`, TX_CACHEABLE, TX_CACHE_COOK, TX_CACHE_IGNORE).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CacheFacts {
+    /// The primary key (SHA-1 of the URI), once computed.
+    pub hash: Option<[u8; 20]>,
+    /// The secondary key, when it could be built (TX_CACHE_HAS_SEC_KEY).
+    pub sec: Option<[u8; 8]>,
+    pub cacheable: bool,
+    pub cook: bool,
+    pub ignore: bool,
+    /// The request is HTTP/1.1.
+    pub http11: bool,
 }
 
 impl VarStore {

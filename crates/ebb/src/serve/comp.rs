@@ -138,19 +138,30 @@ pub fn compress_slice(
     out: &mut Vec<u8>,
 ) -> io::Result<usize> {
     let want = (end.saturating_sub(*pos)).min(SLICE as u64) as usize;
+    let last = |n: usize| {
+        if *pos + n as u64 >= end {
+            crate::compress::Then::End
+        } else {
+            crate::compress::Then::More
+        }
+    };
     let mut n = 0;
     if want > 0 {
         match &file.small {
             Some(data) => {
                 let s = (*pos as usize).min(data.len());
                 let e = (s + want).min(data.len());
-                comp.push(&data[s..e], out)?;
                 n = e - s;
+                if n > 0 {
+                    comp.write(&data[s..e], last(n), out)?;
+                }
             }
             None => {
                 let mut buf = vec![0u8; want];
                 n = file.file.read_at(&mut buf, *pos)?;
-                comp.push(&buf[..n], out)?;
+                if n > 0 {
+                    comp.write(&buf[..n], last(n), out)?;
+                }
             }
         }
         if n == 0 {
@@ -160,6 +171,7 @@ pub fn compress_slice(
         *pos += n as u64;
     }
     if *pos >= end {
+        // (Already done when the last slice ended it; an empty body here.)
         comp.finish(out)?;
     }
     Ok(n)

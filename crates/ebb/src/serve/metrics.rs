@@ -194,6 +194,25 @@ pub fn render(p: &Process) -> String {
                 ld(&fe.http.hrsp[i]),
             );
         }
+        // HAProxy's h2 statistics module (its field names).
+        o.gauge(
+            "ebb_frontend_h2_open_connections",
+            "HTTP/2 client connections open now.",
+            l.clone(),
+            f64::from(fe.h2_conns.load(Ordering::Relaxed)),
+        );
+        o.counter(
+            "ebb_frontend_h2_total_connections",
+            "HTTP/2 client connections since start.",
+            l.clone(),
+            ld(&fe.h2_conns_total),
+        );
+        o.counter(
+            "ebb_frontend_h2_backend_total_streams",
+            "HTTP/2 streams clients opened since start.",
+            l.clone(),
+            ld(&fe.h2_streams),
+        );
     }
 
     for be in &c.backends {
@@ -218,6 +237,31 @@ pub fn render(p: &Process) -> String {
                 ld(&be.http.hrsp[i]),
             );
         }
+        let h = &be.h2;
+        o.gauge(
+            "ebb_backend_h2_open_connections",
+            "HTTP/2 connections to the backend's servers open now.",
+            l.clone(),
+            ld(&h.open_conns),
+        );
+        o.counter(
+            "ebb_backend_h2_total_connections",
+            "HTTP/2 connections to the backend's servers since start.",
+            l.clone(),
+            ld(&h.total_conns),
+        );
+        o.gauge(
+            "ebb_backend_h2_backend_open_streams",
+            "HTTP/2 streams to the backend's servers open now.",
+            l.clone(),
+            ld(&h.open_streams),
+        );
+        o.counter(
+            "ebb_backend_h2_backend_total_streams",
+            "HTTP/2 streams to the backend's servers since start.",
+            l.clone(),
+            ld(&h.total_streams),
+        );
         let BackendKind::Servers(sv) = &be.kind else {
             o.gauge(
                 "ebb_backend_status",
@@ -416,8 +460,8 @@ pub fn render(p: &Process) -> String {
 
     // `resolvers` sections: each nameserver's counters (`show resolvers`).
     for sec in crate::resolvers::sections() {
-        for ((ns, _), c) in sec.cfg.nameservers.iter().zip(&sec.ns) {
-            let l = labels(&[("resolvers", &sec.cfg.name), ("nameserver", ns)]);
+        for (ns, c) in sec.cfg.nameservers.iter().zip(&sec.ns) {
+            let l = labels(&[("resolvers", &sec.cfg.name), ("nameserver", &ns.name)]);
             for (field, v) in c.fields() {
                 let (name, help) = resolver_metric(field);
                 o.counter(name, help, l.clone(), v as f64);
@@ -557,22 +601,25 @@ fn resolver_metric(field: &str) -> (&'static str, &'static str) {
             "ebb_resolver_updates_total",
             "Valid answers that changed a server.",
         ),
-        "cname" => ("ebb_resolver_cname_total", "Answers through a CNAME."),
+        "cname" => ("ebb_resolver_cname_total", "Valid answers through a CNAME."),
         "cname_error" => (
             "ebb_resolver_cname_errors_total",
             "CNAME chains that led nowhere.",
         ),
-        "any_err" => ("ebb_resolver_errors_total", "Answers in error, all kinds."),
+        "any_err" => (
+            "ebb_resolver_errors_total",
+            "NOERROR answers with an empty answer section.",
+        ),
         "nx" => ("ebb_resolver_nx_total", "NXDOMAIN answers."),
         "timeout" => ("ebb_resolver_timeouts_total", "Queries left unanswered."),
         "refused" => ("ebb_resolver_refused_total", "REFUSED answers."),
         "other" => (
             "ebb_resolver_other_errors_total",
-            "Other errors (SERVFAIL, empty answers).",
+            "Other errors (SERVFAIL, no record of the type asked).",
         ),
         "invalid" => (
             "ebb_resolver_invalid_total",
-            "Datagrams that are not DNS answers.",
+            "Messages that are not DNS answers.",
         ),
         "too_big" => (
             "ebb_resolver_too_big_total",

@@ -91,6 +91,10 @@ pub struct Row {
     pub addr: String,
     pub algo: String,
     pub uweight: Option<u64>,
+    /// HAProxy's h2 module, from `h2_open_connections` on:
+    /// open connections, open streams, total connections, total streams
+    /// (what ebb counts; the frame counters stay empty).
+    pub h2: [Option<u64>; 4],
 }
 
 impl Row {
@@ -142,6 +146,7 @@ impl Row {
             addr: String::new(),
             algo: String::new(),
             uweight: None,
+            h2: [None; 4],
         }
     }
 }
@@ -235,7 +240,7 @@ fn ld(a: &std::sync::atomic::AtomicU64) -> u64 {
 }
 
 fn fe_row(i: usize, fe: &FrontendRt) -> Row {
-    let mut r = Row::new(&fe.name, "FRONTEND", Kind::Frontend, i + 1, 0);
+    let mut r = Row::new(&fe.name, "FRONTEND", Kind::Frontend, i, 0);
     r.scur = u64::from(fe.cur_conns());
     r.slim = fe.maxconn.map(u64::from);
     r.stot = ld(&fe.sessions);
@@ -251,11 +256,18 @@ fn fe_row(i: usize, fe: &FrontendRt) -> Row {
     r.req_tot = Some(req);
     (r.rate, r.rate_max) = rate(format!("fe/{}/s", fe.name), r.stot);
     (r.req_rate, r.req_rate_max) = rate(format!("fe/{}/r", fe.name), req);
+    // Open streams are not counted on the client side.
+    r.h2 = [
+        Some(u64::from(fe.h2_conns.load(Ordering::Relaxed))),
+        None,
+        Some(ld(&fe.h2_conns_total)),
+        Some(ld(&fe.h2_streams)),
+    ];
     r
 }
 
 fn srv_row(i: usize, farm: &Farm, s: &ServerRt) -> Row {
-    let mut r = Row::new(&farm.name, &s.name, Kind::Server, i + 1, s.idx + 1);
+    let mut r = Row::new(&farm.name, &s.name, Kind::Server, i, s.id as usize);
     let c = &s.counters;
     r.qcur = s.queue.lock().map(|q| q.len() as u64).unwrap_or(0);
     r.scur = u64::from(s.cur.load(Ordering::Relaxed));
@@ -275,11 +287,6 @@ fn srv_row(i: usize, farm: &Farm, s: &ServerRt) -> Row {
     r.act = Some(u64::from(!s.opts.backup));
     r.bck = Some(u64::from(s.opts.backup));
     r.qlimit = s.opts.maxqueue.map(u64::from);
-    r.check_status = if s.opts.check {
-        s.check_status.lock().map(|c| c.clone()).unwrap_or_default()
-    } else {
-        String::new()
-    };
     r.admin = Some(s.admin.load(Ordering::Relaxed));
     (r.rate, r.rate_max) = rate(format!("sv/{}/{}", farm.name, s.name), r.stot);
     r.smax = Some(u64::from(s.ext.smax.load(Ordering::Relaxed)));
@@ -288,8 +295,8 @@ fn srv_row(i: usize, farm: &Farm, s: &ServerRt) -> Row {
     let (lastchg, down) = s.ext.ages();
     r.lastchg = Some(lastchg);
     if s.opts.check {
-        let text = s.check_status.lock().map(|c| c.clone()).unwrap_or_default();
-        let (code, num, desc, last) = check_code(&text, farm.check.enabled);
+        let v = s.check_status.lock().map(|c| c.clone()).unwrap_or_default();
+        let (code, num, desc, last) = check_code(&v);
         r.check_status = code.to_string();
         r.check_code = num;
         r.check_desc = desc.to_string();
@@ -312,7 +319,14 @@ fn srv_row(i: usize, farm: &Farm, s: &ServerRt) -> Row {
 }
 
 fn be_row(i: usize, be: &BackendRt) -> Row {
-    let mut r = Row::new(&be.name, "BACKEND", Kind::Backend, i + 1, 0);
+    let mut r = Row::new(&be.name, "BACKEND", Kind::Backend, i, 0);
+    let h = &be.h2;
+    r.h2 = [
+        Some(ld(&h.open_conns)),
+        Some(ld(&h.open_streams)),
+        Some(ld(&h.total_conns)),
+        Some(ld(&h.total_streams)),
+    ];
     r.bout = ld(&be.http.bytes_out);
     r.bin = ld(&be.http.bytes_in);
     let req = ld(&be.http.requests);
@@ -369,22 +383,21 @@ fn be_row(i: usize, be: &BackendRt) -> Row {
 pub fn rows(c: &Compiled, only: Option<&str>) -> Vec<Row> {
     let mut out = Vec::new();
     let keep = |n: &str| only.is_none_or(|o| o == n);
-    for (i, fe) in c.frontends.iter().enumerate() {
+    for fe in &c.frontends {
         if keep(&fe.name) {
-            out.push(fe_row(i, fe));
+            out.push(fe_row(fe.uuid, fe));
         }
     }
-    let nfe = c.frontends.len();
-    for (i, be) in c.backends.iter().enumerate() {
+    for be in &c.backends {
         if !keep(&be.name) {
             continue;
         }
         if let BackendKind::Servers(sv) = &be.kind {
             for s in &sv.farm.servers {
-                out.push(srv_row(nfe + i, &sv.farm, s));
+                out.push(srv_row(be.uuid, &sv.farm, s));
             }
         }
-        out.push(be_row(nfe + i, be));
+        out.push(be_row(be.uuid, be));
     }
     out
 }
@@ -644,6 +657,11 @@ pub fn values(r: &Row) -> Vec<Option<Val>> {
     if sv || be {
         v[99] = r.uweight.map(Val::U);
     }
+    // `h2_open_connections` is the 13th field of the modules' (after the
+    // ssl module's three and nine h2 frame counters).
+    for (k, x) in r.h2.iter().enumerate() {
+        v[BASE_FIELDS + 12 + k] = x.map(Val::U);
+    }
     v
 }
 
@@ -861,9 +879,32 @@ pub fn set_admin(farm: &Farm, s: &ServerRt, state: u8) -> Result<(), String> {
         ));
     }
     let was = s.usable();
-    s.admin.store(state, Ordering::Relaxed);
+    let before = s.admin.swap(state, Ordering::Relaxed);
     if was != s.usable() {
         s.ext.changed(s.usable());
+    }
+    // HAProxy's alert on entering maintenance and notice on leaving it.
+    if state == ADMIN_MAINT && before != ADMIN_MAINT {
+        let (act, bck) = farm.usable_counts();
+        crate::backend::check::log_event(
+            farm,
+            format!(
+                "Server {}/{} is going DOWN for maintenance. {act} active and {bck} backup servers left. {} sessions active, 0 requeued, {} remaining in queue.",
+                farm.name,
+                s.name,
+                s.cur.load(Ordering::Relaxed),
+                farm.queued()
+            ),
+        );
+        crate::backend::check::log_if_none_left(farm);
+    } else if before == ADMIN_MAINT && state != ADMIN_MAINT {
+        crate::backend::check::log_event(
+            farm,
+            format!(
+                "Server {}/{} is UP/READY (leaving forced maintenance).",
+                farm.name, s.name
+            ),
+        );
     }
     if state == ADMIN_READY {
         farm.kick_backend_queue();
@@ -1506,40 +1547,23 @@ mod tests {
 
     #[test]
     fn check_codes_are_haproxys() {
-        assert_eq!(check_code("", true).0, "INI");
-        assert_eq!(check_code("L7OK", true).0, "L7OK");
-        assert_eq!(check_code("L7OK", false).0, "L4OK");
-        let c = check_code(
-            "Layer4 connection problem: Connection refused (os error 111)",
-            true,
-        );
-        assert_eq!((c.0, c.2), ("L4CON", "Layer4 connection problem"));
+        use crate::backend::check::Verdict;
+        use crate::config::CheckStatus;
+        assert_eq!(check_code(&Verdict::default()).0, "INI");
+        let c = check_code(&Verdict::new(CheckStatus::L4Con, "Connection refused"));
         assert_eq!(
-            check_code("Layer4 connection problem: connection timed out", true).0,
-            "L4TOUT"
-        );
-        let c = check_code("Layer7 wrong status, code: 503", true);
-        assert_eq!((c.0, c.1), ("L7STS", Some(503)));
-        assert_eq!(
-            check_code("Layer7 invalid response: not HTTP", true).0,
-            "L7RSP"
-        );
-        assert_eq!(
-            check_code(
-                "Layer7 timeout or read error: Resource temporarily unavailable",
-                true
+            c,
+            (
+                "L4CON",
+                None,
+                "Layer4 connection problem",
+                "Connection refused".into()
             )
-            .0,
-            "L7TOUT"
         );
-        assert_eq!(
-            check_code("Layer6 timeout during TLS handshake", true).0,
-            "L6TOUT"
-        );
-        assert_eq!(
-            check_code("Layer7 send failed: broken pipe", true).0,
-            "SOCKERR"
-        );
+        let mut v = Verdict::new(CheckStatus::L7Sts, "Service Unavailable");
+        v.code = 503;
+        assert_eq!(check_code(&v).1, Some(503));
+        assert_eq!(check_code(&Verdict::new(CheckStatus::L7Ok, "")).1, Some(0));
     }
 
     #[test]

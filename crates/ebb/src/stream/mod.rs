@@ -102,6 +102,11 @@ pub struct Stream {
     fields: FieldBuf,
     /// A body evaluated per request (`return ... lf-string`), reused.
     scratch: Vec<u8>,
+    /// The answer being finished is not logged (`monitor-uri`).
+    quiet: bool,
+    /// The server name the log gives an answer ebb built itself for a
+    /// backend (`<CACHE>` for a cache's; `<files>` when none).
+    local_server: Option<&'static str>,
 }
 
 /// A cached file is a body the client side can send.
@@ -195,7 +200,11 @@ impl Exchange for Stream {
     }
 
     fn deadline(&self) -> Option<Tick> {
-        self.up.as_ref().map(|u| u.deadline)
+        // A compressed answer's owed flush (`proxy::FLUSH_DELAY`) is a date too.
+        self.up.as_ref().map(|u| match u.flush_at {
+            Some(f) => sched::ticks::first(u.deadline, f),
+            None => u.deadline,
+        })
     }
 
     fn active(&self) -> bool {
@@ -213,8 +222,13 @@ impl Exchange for Stream {
             .is_some_and(|u| sched::ticks::is_expired(u.deadline, now));
         if expired {
             self.proxy_timeout(c, ctx);
+            return true;
         }
-        expired
+        // An owed flush: the run that follows the timer does it.
+        self.up
+            .as_ref()
+            .and_then(|u| u.flush_at)
+            .is_some_and(|f| sched::ticks::is_expired(f, now))
     }
 
     fn reading_request(&self) -> bool {
@@ -291,6 +305,19 @@ impl Stream {
             req: Some(st.req()),
             ..base
         };
+        // `monitor-uri`: before any rule (HAProxy's order). A URI from
+        // `/` is compared with the path, another with the whole target.
+        if let Some((uri, fail)) = &fe.monitor {
+            let target = if uri.starts_with('/') {
+                c.head.path.get(buf)
+            } else {
+                c.head.target.get(buf)
+            };
+            if target == uri.as_bytes() {
+                let failed = fail.iter().any(|f| fe.matcher.holds(Some(f), &received));
+                return Act::Monitor(failed);
+            }
+        }
         crate::sample::logline::capture_headers(&fe.captures, false, &received);
         // HAProxy runs `tcp-request content` rules before the HTTP ones.
         if let Some(a) = content_rules(&fe.l4.content_rules, &fe.matcher, &received, None) {
@@ -344,6 +371,11 @@ impl Stream {
         if let Some(a) = stats_act(backend.stats.as_ref(), &backend.matcher, &view) {
             return a;
         }
+        // A `cache-use` rule found the answer: the cache answers instead of
+        // the backend (HAProxy's cache applet).
+        if let Some(hit) = st.cache_hit.take() {
+            return Act::Cache(bi, Box::new(hit));
+        }
         match &backend.kind {
             BackendKind::Servers(_) => Act::Proxy(bi, st.edited),
             BackendKind::Files(_) => {
@@ -390,6 +422,23 @@ impl Stream {
         let head_req = c.head.method == Method::Head;
         let fe = Arc::clone(&c.fe);
         match self.decide(c) {
+            Act::Monitor(failed) => {
+                // Not logged: HAProxy's monitor requests never are.
+                if failed {
+                    c.error_response(503, keep_alive, version, head_req, &[]);
+                } else {
+                    self.fields.clear();
+                    self.reply(
+                        c,
+                        200,
+                        &[(b"Content-Type", b"text/html")],
+                        b"<html><body><h1>200 OK</h1>\nService ready.\n</body></html>\n",
+                    );
+                }
+                self.quiet = true;
+                self.finish_request(c, ctx, if failed { 503 } else { 200 }, None, 0);
+                self.quiet = false;
+            }
             Act::Options => {
                 self.fields.clear();
                 self.reply(c, 200, &[(b"Allow", b"GET, HEAD, OPTIONS")], b"");
@@ -404,29 +453,36 @@ impl Stream {
                 let Some(p) = rules.get(i).and_then(|r| r.prepared.as_ref()) else {
                     return;
                 };
-                // The prepared answer, with what `lf-string` / `hdr`
-                // evaluate to for this request.
-                self.fields.clear();
-                let mut scratch = std::mem::take(&mut self.scratch);
-                let body = {
-                    let tr = &c.tr;
-                    let pp_dst = c.dst;
-                    let dst = move || pp_dst.or_else(|| tr.tcp().local_addr().ok());
-                    let buf = &c.rbuf[c.rstart..c.rend];
-                    let cx = ReqView {
-                        req: Some(crate::sample::Req { buf, head: &c.head }),
-                        be: be_arc.as_ref().map(|b| b.name.as_str()),
-                        ..sample_ctx(tr, c.peer, &fe.name, &dst, &c.vars, &c.stk)
-                    };
-                    p.render(&cx, &mut self.fields, &mut scratch)
+                let reply = match rules.get(i).map(|r| &r.action) {
+                    Some(HttpRequestAction::Return(r)) => r,
+                    _ => return,
                 };
-                let head = RespHead {
-                    extra: self.fields.fields(),
-                    close: !keep_alive,
-                    ..RespHead::new(p.status, BodySize::Exact(body.len() as u64))
-                };
-                c.respond(head, &[body]);
-                self.scratch = scratch;
+                let mut keep_alive = keep_alive;
+                if reply.deny {
+                    // A deny with its own answer: counted, and the
+                    // connection closes after it.
+                    c.stk.note_error();
+                    fe.http
+                        .denied
+                        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    keep_alive = false;
+                    self.keep_alive = false;
+                }
+                let be_name = be_arc.as_ref().map(|b| b.name.as_str());
+                if let crate::config::ReturnBody::Errorfile(raw) = &reply.body {
+                    let st = p.status;
+                    match raw {
+                        // Sent as written: its framing is its own.
+                        Some(bytes) => {
+                            c.wbuf.extend_from_slice(bytes);
+                            c.closing = true;
+                        }
+                        None => self.error_answer(c, &fe, st, keep_alive, be_name),
+                    }
+                    self.finish_request(c, ctx, st, None, 0);
+                    return;
+                }
+                self.answer_prepared(c, &fe, p, keep_alive, be_name);
                 let st = p.status;
                 self.finish_request(c, ctx, st, None, 0);
             }
@@ -490,7 +546,8 @@ impl Stream {
                 fe.http
                     .denied
                     .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                c.error_response(st, false, version, head_req, &[]);
+                self.keep_alive = false;
+                self.error_answer(c, &fe, st, false, None);
                 self.finish_request(c, ctx, st, None, 0);
             }
             Act::Tarpit(st) => {
@@ -544,6 +601,7 @@ impl Stream {
             Act::Proxy(bi, edited) => {
                 self.start_proxy(c, ctx, bi, edited);
             }
+            Act::Cache(bi, hit) => self.answer_cached(c, ctx, bi, &hit),
             Act::Files(bi, Ok(clean)) => {
                 let now = ctx.now();
                 let bid = c.fe.backends.get(bi).map_or(0, |b| b.id);
@@ -797,6 +855,80 @@ impl Stream {
         c.respond(head, &[body]);
     }
 
+    /// Writes an answer from a cache: the stored head (or `304 Not
+    /// Modified` for a conditional request it satisfies) with its `Age`,
+    /// through the backend's and the frontend's `http-response` rules as
+    /// a server's answer would go, then the body (none for HEAD or 304).
+    fn answer_cached(&mut self, c: &mut H1, ctx: &mut Ctx, bi: usize, hit: &crate::httpcache::Hit) {
+        self.resp_start = c.wbuf.len();
+        {
+            let v = c.vars.get_mut();
+            v.begin_response();
+            v.info.cache_hit = Some(Arc::clone(&hit.cache.name));
+        }
+        let e = &hit.entry;
+        let version = c.head.version;
+        let head_req = c.head.method == Method::Head;
+        let ka = self.keep_alive;
+        let out = &mut c.wbuf;
+        let status = if hit.not_modified { 304 } else { e.status };
+        out.extend_from_slice(b"HTTP/1.1 ");
+        crate::http1::push_decimal(out, u64::from(status));
+        out.push(b' ');
+        if hit.not_modified {
+            out.extend_from_slice(b"Not Modified");
+        } else {
+            out.extend_from_slice(&e.reason);
+        }
+        out.extend_from_slice(b"\r\n");
+        for (n, v) in &e.fields {
+            out.extend_from_slice(n);
+            out.extend_from_slice(b": ");
+            out.extend_from_slice(v);
+            out.extend_from_slice(b"\r\n");
+        }
+        out.extend_from_slice(b"Age: ");
+        crate::http1::push_decimal(out, crate::httpcache::age_of(e));
+        out.extend_from_slice(b"\r\n");
+        if !hit.not_modified {
+            out.extend_from_slice(b"Content-Length: ");
+            crate::http1::push_decimal(out, e.body.len() as u64);
+            out.extend_from_slice(b"\r\n");
+        }
+        if !ka {
+            out.extend_from_slice(b"Connection: close\r\n");
+        } else if version == crate::http1::Version::Http10 {
+            out.extend_from_slice(b"Connection: keep-alive\r\n");
+        }
+        out.extend_from_slice(b"\r\n");
+        let backend = Arc::clone(&c.fe.backends[bi]);
+        let logged = {
+            let tr = &c.tr;
+            let pp_dst = c.dst;
+            let dst = move || pp_dst.or_else(|| tr.tcp().local_addr().ok());
+            let buf = &c.rbuf[c.rstart..c.rend];
+            let sctx = crate::sample::Ctx {
+                req: Some(crate::sample::Req { buf, head: &c.head }),
+                be: Some(&backend.name),
+                ..sample_ctx(tr, c.peer, &c.fe.name, &dst, &c.vars, &c.stk)
+            };
+            let sets = [
+                (&backend.http_response[..], &backend.matcher),
+                (&c.fe.http_response[..], &c.fe.matcher),
+            ];
+            crate::rewrite::rewrite_in_place(&sets, &sctx, &mut c.wbuf, self.resp_start)
+                .unwrap_or(status)
+        };
+        if !hit.not_modified && !head_req {
+            c.wbuf.extend_from_slice(&e.body);
+        }
+        if !ka {
+            c.closing = true;
+        }
+        self.local_server = Some("<CACHE>");
+        self.finish_request(c, ctx, logged, Some(bi), 0);
+    }
+
     /// The answer is queued: log it and move on to what follows the head.
     fn finish_request(
         &mut self,
@@ -828,15 +960,16 @@ impl Stream {
         let now = ctx.now();
         let err = backend.is_some() && (400..500).contains(&status);
         c.stk.end(now, err, c.head.head_len as u64, sent);
-        if c.w.logging(&c.fe) {
+        if !self.quiet && c.w.logging(&c.fe) {
             let buf = &c.rbuf[c.rstart..c.rend];
             let line_end = buf
                 .iter()
                 .position(|&c| c == b'\r' || c == b'\n')
                 .unwrap_or(0);
             let tq = c.elapsed(ctx, c.req_start);
+            let local = self.local_server.take().unwrap_or("<files>");
             let (bname, server) = match backend.and_then(|b| c.fe.backends.get(b)) {
-                Some(b) if !rejected => (b.name.as_str(), "<files>"),
+                Some(b) if !rejected => (b.name.as_str(), local),
                 Some(b) => (b.name.as_str(), "<NOSRV>"),
                 None => (c.fe.name.as_str(), "<NOSRV>"),
             };
@@ -887,6 +1020,61 @@ impl Stream {
         let be = be.map(|b| &**b);
         crate::rewrite::after_local(&c.fe, be, &sctx, &mut c.wbuf, self.resp_start)
             .unwrap_or(status)
+    }
+}
+
+impl Stream {
+    /// Writes a prepared answer (`http-request return`, an `http-error`
+    /// reply) through the client side's one output path, with what
+    /// `lf-string` / `hdr` evaluate to for this request.
+    fn answer_prepared(
+        &mut self,
+        c: &mut H1,
+        fe: &FrontendRt,
+        p: &crate::proxy::Prepared,
+        keep_alive: bool,
+        be: Option<&str>,
+    ) {
+        self.fields.clear();
+        let mut scratch = std::mem::take(&mut self.scratch);
+        let body = {
+            let tr = &c.tr;
+            let pp_dst = c.dst;
+            let dst = move || pp_dst.or_else(|| tr.tcp().local_addr().ok());
+            let buf = &c.rbuf[c.rstart..c.rend];
+            let cx = ReqView {
+                req: Some(crate::sample::Req { buf, head: &c.head }),
+                be,
+                ..sample_ctx(tr, c.peer, &fe.name, &dst, &c.vars, &c.stk)
+            };
+            p.render(&cx, &mut self.fields, &mut scratch)
+        };
+        let head = RespHead {
+            extra: self.fields.fields(),
+            close: !keep_alive,
+            ..RespHead::new(p.status, BodySize::Exact(body.len() as u64))
+        };
+        c.respond(head, &[body]);
+        self.scratch = scratch;
+    }
+
+    /// The frontend's error answer for `status`: its `http-error` reply,
+    /// its errorfile, or ebb's page.
+    fn error_answer(
+        &mut self,
+        c: &mut H1,
+        fe: &FrontendRt,
+        status: u16,
+        keep_alive: bool,
+        be: Option<&str>,
+    ) {
+        match fe.error_replies.iter().find(|(s, _)| *s == status) {
+            Some((_, p)) => self.answer_prepared(c, fe, p, keep_alive, be),
+            None => {
+                let (version, head_req) = (c.head.version, c.head.method == Method::Head);
+                c.error_response(status, keep_alive, version, head_req, &[]);
+            }
+        }
     }
 }
 
@@ -945,6 +1133,8 @@ pub(crate) fn sample_ctx<'a>(
 
 /// What answers a request, decided before anything is written.
 enum Act {
+    /// `monitor-uri`: whether a `monitor fail` condition holds (503).
+    Monitor(bool),
     Options,
     /// A CONNECT request: 405 (ebb has no tunnel to offer).
     Connect,
@@ -967,6 +1157,8 @@ enum Act {
     Stats(Arc<crate::proxy::StatsRt>, bool),
     /// `http-request use-service prometheus-exporter`.
     Service,
+    /// An answer from a cache (`http-request cache-use`).
+    Cache(usize, Box<crate::httpcache::Hit>),
     /// A `tcp-request content reject` (true: `silent-drop`) of the
     /// frontend (`None`) or of a backend: the connection closes without
     /// an answer.

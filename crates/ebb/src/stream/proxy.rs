@@ -42,7 +42,7 @@
 //! head, a failure can only cut the client connection.
 
 use std::io;
-use std::net::IpAddr;
+use std::net::{IpAddr, SocketAddr};
 
 use crate::transport::Transport;
 use std::sync::atomic::Ordering;
@@ -145,8 +145,22 @@ pub(super) struct Upstream {
     comp_choice: Option<(Arc<compress::Policy>, Option<compress::Coding>)>,
     /// The answer's body is being compressed.
     comp: Option<Box<compress::BodyCompressor>>,
+    /// An answer a `cache-store` rule is storing (its body joins it as it
+    /// passes; stored when complete).
+    store: Option<Box<crate::httpcache::Pending>>,
+    /// The server paused mid-body after bytes were compressed: unless it
+    /// sends more by this date, the encoder flushes (see `proxy_io`).
+    pub(super) flush_at: Option<Tick>,
     pub(super) term: &'static str,
+    /// The client accepts trailers (`TE: trailers`): said to HTTP/2
+    /// servers, which may require it (gRPC).
+    te_trailers: bool,
 }
+
+/// How long a compressed answer's server may pause (its read drained)
+/// before what was compressed is flushed to the client, in ticks
+/// (milliseconds).
+const FLUSH_DELAY: Tick = 1;
 
 /// An exchange's buffers, kept per thread between exchanges so that a
 /// proxied request reuses the previous one's allocations: the request
@@ -198,6 +212,15 @@ impl Drop for Upstream {
                 *s = b;
             }
         });
+    }
+}
+
+/// Adds body bytes to an answer being stored; drops it once too big.
+fn keep_stored(store: &mut Option<Box<crate::httpcache::Pending>>, data: &[u8]) {
+    if let Some(p) = store.as_mut() {
+        if !p.push(data) {
+            *store = None;
+        }
     }
 }
 
@@ -358,6 +381,12 @@ impl Stream {
             term: "--",
             comp_choice,
             comp: None,
+            te_trailers: h.header(buf, "te").is_some_and(|v| {
+                v.split(|&b| b == b',')
+                    .any(|t| t.trim_ascii().eq_ignore_ascii_case(b"trailers"))
+            }),
+            store: None,
+            flush_at: None,
         };
         // The head is copied: consume it; the body (if any) follows.
         c.rstart += c.head.head_len.min(c.rend - c.rstart);
@@ -446,7 +475,10 @@ impl Stream {
         //    `http-reuse safe`: a failure there could not be told apart).
         // A connection that began with a PROXY header names its client:
         // never another client's (HAProxy keys such connections by source).
+        // Nor one of a server without a port: it went to another client's
+        // destination port.
         let may_share = s.opts.send_proxy == 0
+            && !s.map_ports.load(Ordering::Relaxed)
             && match up.farm.reuse {
                 HttpReuse::Never => false,
                 HttpReuse::Safe => c.requests > 1,
@@ -501,18 +533,14 @@ impl Stream {
             self.up = Some(up);
             return;
         };
+        if s.opts.proto_h2 || s.opts.alpn.iter().any(|p| p == "h2") {
+            self.up = Some(up);
+            self.connect_h2(c, ctx);
+            return;
+        }
         let now = ctx.now();
-        let r = s
-            .addr()
-            .ok_or_else(|| io::Error::from(io::ErrorKind::AddrNotAvailable))
-            .and_then(crate::backend::connect_nb)
-            .and_then(|st| match &s.tls {
-                // TLS to the server: the handshake starts once connected;
-                // the request written meanwhile waits in rustls' buffer.
-                Some(t) => Transport::connect_tls(st, Arc::clone(&t.config), &t.sni),
-                None => Ok(Transport::plain(st)),
-            });
-        match r {
+        let client_dst = client_dst(c, &s);
+        match open_transport(&s, client_dst) {
             Ok(st) => {
                 let registered = self
                     .side_tasklet(c, ctx)
@@ -549,6 +577,73 @@ impl Stream {
                 self.connect_failed(c, ctx, false);
             }
         }
+    }
+
+    /// `server ... proto h2`: the exchange goes on a stream of an HTTP/2
+    /// connection to the server ([`crate::mux::h2::server`]), one of this
+    /// thread's as `http-reuse` allows, else a new one. The request goes
+    /// into its pipe as it would go to a socket.
+    fn connect_h2(&mut self, c: &mut H1, ctx: &mut Ctx) {
+        use crate::mux::h2::server::{attach, Reuse, Target};
+        let Some(mut up) = self.up.take() else {
+            return;
+        };
+        let Some(s) = up.server.clone() else {
+            self.up = Some(up);
+            return;
+        };
+        let reuse = match up.farm.reuse {
+            HttpReuse::Never => Reuse::Never,
+            HttpReuse::Safe => Reuse::Safe {
+                first: c.requests <= 1,
+            },
+            HttpReuse::Aggressive => Reuse::Aggressive,
+            HttpReuse::Always => Reuse::Always,
+        };
+        // The session: an HTTP/2 client connection for its streams' lanes.
+        let owner = c.lane_of.or(c.me);
+        let target = Target {
+            key: s.uid,
+            tls: s.tls.is_some(),
+            negotiate: !s.opts.proto_h2,
+            purge: s.opts.pool_purge_delay,
+            limits: c.w.limits,
+            counters: Arc::clone(&up.be.h2),
+        };
+        let r = match self.side_tasklet(c, ctx) {
+            Some(t) => {
+                let client_dst = client_dst(c, &s);
+                attach(ctx, &target, reuse, owner, t, up.te_trailers, || {
+                    open_transport(&s, client_dst)
+                })
+            }
+            None => Err(io::ErrorKind::NotConnected.into()),
+        };
+        let Ok(a) = r else {
+            self.up = Some(up);
+            self.connect_failed(c, ctx, false);
+            return;
+        };
+        let now = ctx.now();
+        up.reused = a.reused;
+        let mut sd = self.side.borrow_mut();
+        sd.install_h2(a, now);
+        sd.obuf.clear();
+        sd.obuf.extend_from_slice(&up.head);
+        sd.opos = 0;
+        sd.want_room = !up.req_left.done();
+        if sd.connecting {
+            up.state = UpState::Connecting;
+            up.deadline = ticks::add(now, up.timeouts.connect);
+        } else {
+            up.state = UpState::Connected;
+            up.t_conn = Some(now);
+            up.deadline = ticks::add(now, up.timeouts.server);
+            sd.send();
+        }
+        sd.wake_mux(ctx);
+        drop(sd);
+        self.up = Some(up);
     }
 
     /// A connect failed or timed out: retry, redispatch, or 503.
@@ -589,7 +684,12 @@ impl Stream {
     }
 
     fn drop_server_sock(&mut self, ctx: &mut Ctx) {
-        let st = self.side.borrow_mut().take_sock();
+        let st = {
+            let mut sd = self.side.borrow_mut();
+            let st = sd.take_sock();
+            sd.wake_mux(ctx);
+            st
+        };
         if let Some(mut st) = st {
             let _ = ctx.deregister_fd(st.raw_fd());
             let _ = st.shutdown();
@@ -779,6 +879,7 @@ impl Stream {
 
         // 2. Server-side output to the server (and TLS records pending).
         moved |= sd.send();
+        sd.wake_mux(ctx);
         if sd.broken {
             drop(sd);
             self.up = Some(up);
@@ -874,14 +975,17 @@ impl Stream {
                 ctx.tasklet_wakeup(me);
             }
         }
+        // Input to compress this run (a range of `sd.ibuf`).
+        let mut to_comp = 0..0;
         if c.pending_out() < bufsize && sd.istart < sd.iend && !over {
             let avail = &sd.ibuf[sd.istart..sd.iend];
             let mut fail = false;
             match up.resp_left.as_mut() {
                 Some(Left::Len(n)) => {
                     let k = (*n).min(avail.len() as u64) as usize;
-                    if let Some(z) = up.comp.as_mut() {
-                        fail |= z.push(&avail[..k], &mut c.wbuf).is_err();
+                    keep_stored(&mut up.store, &avail[..k]);
+                    if up.comp.is_some() {
+                        to_comp = sd.istart..sd.istart + k;
                         c.sent_run += k * compress::COST;
                     } else {
                         c.wbuf.extend_from_slice(&avail[..k]);
@@ -896,8 +1000,9 @@ impl Stream {
                 }
                 Some(Left::Chunked(dec)) => match dec.decode(avail) {
                     Ok(d) => {
-                        if let Some(z) = up.comp.as_mut() {
-                            fail |= z.push(&avail[d.data.clone()], &mut c.wbuf).is_err();
+                        keep_stored(&mut up.store, &avail[d.data.clone()]);
+                        if up.comp.is_some() {
+                            to_comp = sd.istart + d.data.start..sd.istart + d.data.end;
                             c.sent_run += d.data.len() * compress::COST;
                         } else if up.dechunk {
                             c.wbuf.extend_from_slice(&avail[d.data.clone()]);
@@ -915,6 +1020,7 @@ impl Stream {
                     Err(_) => fail = true,
                 },
                 Some(Left::UntilClose) => {
+                    keep_stored(&mut up.store, avail);
                     c.wbuf.extend_from_slice(avail);
                     up.bytes_out += avail.len() as u64;
                     sd.istart = sd.iend;
@@ -941,21 +1047,45 @@ impl Stream {
         }
         let resp_done = matches!(up.resp_left, Some(Left::Done));
         if let Some(z) = up.comp.as_mut() {
-            // The end, or a pause of the server: what was compressed so far
-            // leaves (a streamed answer is never held back).
-            let paused = sd.istart == sd.iend && !sd.rd && moved;
-            let r = if resp_done {
-                z.finish(&mut c.wbuf)
-            } else if paused {
-                z.flush(&mut c.wbuf)
+            // The end, or a pause of the server. A pause is not flushed at
+            // once: only if the server stays silent for a tick after its
+            // read drained does what was compressed so far leave (a
+            // streamed answer is not held back, by more than a
+            // millisecond; a bulk one is not cut into flushed pieces each
+            // time a read drains the socket). Bytes still waiting in the
+            // input (the client is slow) or arriving drop the date: the
+            // next drained read sets it again.
+            let drained = sd.istart == sd.iend && !sd.rd;
+            let then = if resp_done {
+                compress::Then::End
+            } else if !drained {
+                up.flush_at = None;
+                compress::Then::More
+            } else if let Some(t) = up.flush_at {
+                if !ticks::is_expired(t, ctx.now()) {
+                    compress::Then::More
+                } else {
+                    up.flush_at = None;
+                    if z.unflushed() {
+                        compress::Then::Flush
+                    } else {
+                        compress::Then::More
+                    }
+                }
             } else {
-                Ok(())
+                if !to_comp.is_empty() || z.unflushed() {
+                    up.flush_at = Some(ticks::add(ctx.now(), FLUSH_DELAY));
+                }
+                compress::Then::More
             };
-            if r.is_err() {
-                drop(sd);
-                self.up = Some(up);
-                self.fail(c, ctx, ExchangeError::body_cut());
-                return true;
+            if then != compress::Then::More || !to_comp.is_empty() {
+                if z.write(&sd.ibuf[to_comp], then, &mut c.wbuf).is_err() {
+                    drop(sd);
+                    self.up = Some(up);
+                    self.fail(c, ctx, ExchangeError::body_cut());
+                    return true;
+                }
+                moved = true;
             }
         }
         let until_close_done =
@@ -1145,7 +1275,17 @@ impl Stream {
             };
             let srv = up.server.as_deref();
             crate::rewrite::cookie_response(&fe, &be, srv, up.method, &mut head, &c.vars);
-            crate::rewrite::run_response(&sets, &sctx, &mut head);
+            let mut sc = crate::rewrite::StoreCtx {
+                method: up.method,
+                content_length: match r.framing {
+                    BodyFraming::ContentLength(n) => Some(n),
+                    BodyFraming::None => Some(0),
+                    _ => None,
+                },
+                pending: None,
+            };
+            crate::rewrite::run_response_with(&sets, &sctx, &mut head, Some(&mut sc));
+            up.store = sc.pending.map(Box::new);
             out.truncate(self.resp_start);
             head.write(out);
             up.status = head.status;
@@ -1264,6 +1404,9 @@ impl Stream {
         };
         // A request body still on its way is abandoned with the server
         // connection; the client connection cannot be reused either.
+        if let Some(p) = up.store.take() {
+            p.finish();
+        }
         let req_done = up.req_left.done();
         if !req_done {
             up.keep_server = false;
@@ -1432,5 +1575,31 @@ impl Stream {
             request_line: &up.req_line,
         });
         c.w.log_access(crate::log::format(&entry));
+    }
+}
+
+/// A new connection to `s` (non-blocking connect; TLS starts its handshake
+/// once connected, what is written meanwhile waits in rustls' buffer).
+/// The address the client connected to, asked of the socket only for a
+/// server without a port of its own (it takes the client's).
+fn client_dst(c: &H1, s: &ServerRt) -> Option<SocketAddr> {
+    if s.map_ports.load(Ordering::Relaxed) {
+        c.dst.or_else(|| c.tr.tcp().local_addr().ok())
+    } else {
+        None
+    }
+}
+
+fn open_transport(s: &ServerRt, client_dst: Option<SocketAddr>) -> io::Result<Transport> {
+    // A server without a port takes the port the client connected to.
+    let addr = s
+        .dest(|| client_dst)
+        .ok_or_else(|| io::Error::from(io::ErrorKind::AddrNotAvailable))?;
+    let st = crate::backend::connect_nb(addr)?;
+    match &s.tls {
+        // TLS to the server: the handshake starts once connected; the
+        // request written meanwhile waits in rustls' buffer.
+        Some(t) => Transport::connect_tls(st, Arc::clone(&t.config), &t.sni),
+        None => Ok(Transport::plain(st)),
     }
 }

@@ -158,7 +158,7 @@ fn start(
             Some((early.stk, early.vars)),
         );
     }
-    sock.set_nonblocking(true)?;
+    // Non-blocking since `accept4` (the listener).
     let _ = sock.set_nodelay(true);
     let tr = Transport::accept(sock, tls)?;
     session::Session::spawn(ctx, tr, peer, dst, fe, w, early)

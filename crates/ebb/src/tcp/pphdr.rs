@@ -51,7 +51,7 @@ pub(super) fn spawn(
     early: super::Early,
     h2: bool,
 ) -> std::io::Result<()> {
-    sock.set_nonblocking(true)?;
+    // Non-blocking since `accept4` (the listener).
     let fd = sock.as_raw_fd();
     let deadline = ticks::add(ctx.now(), fe.timeouts.client);
     let r = Reader {

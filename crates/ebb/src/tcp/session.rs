@@ -124,7 +124,7 @@ impl Session {
         let heavy = tr.is_handshaking() && w.heavy_enabled;
         let sess = w
             .sessions
-            .add(ctx.thread_id(), peer, Arc::from(fe.name.as_str()));
+            .add(ctx.thread_id(), peer, Arc::clone(&fe.name_arc));
         let pipe = Pipe {
             cli: super::pipe::Sock {
                 tr: Some(tr),
@@ -406,7 +406,7 @@ impl Session {
         };
         let now = ctx.now();
         let r = s
-            .addr()
+            .dest(|| self.dst.or_else(|| self.local_addr()))
             .ok_or_else(|| std::io::Error::from(std::io::ErrorKind::AddrNotAvailable))
             .and_then(crate::backend::connect_nb)
             .and_then(|st| match &s.tls {

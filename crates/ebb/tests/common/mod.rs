@@ -307,6 +307,21 @@ pub fn raw(a: SocketAddr, req: &[u8]) -> Option<Resp> {
     c.read_resp_opt(false)
 }
 
+/// Runs curl (silent, errors shown, 60 s at most); returns (success,
+/// stdout, stderr).
+pub fn curl(args: &[&str]) -> (bool, String, String) {
+    let o = Command::new("curl")
+        .args(["-sS", "--max-time", "60"])
+        .args(args)
+        .output()
+        .unwrap();
+    (
+        o.status.success(),
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
 /// Whether a command is available.
 pub fn have(cmd: &str) -> bool {
     Command::new("sh")

@@ -10,9 +10,12 @@
 //! business (the `stream` module); this side only reads, parses, writes.
 //!
 //! The connection's fd is registered once, edge-triggered, for reads and
-//! writes; every readiness change wakes this tasklet with the `io` reason.
-//! A second, tiny *task* carries the connection's timer (tasklets have no
-//! timer): when it expires it wakes the tasklet with the `timer` reason.
+//! writes, at the end of the first run that leaves the connection open (a
+//! request answered at once with `Connection: close` never touches the
+//! poller); every readiness change wakes this tasklet with the `io` reason.
+//! The connection's deadline is the tasklet's own timer
+//! (`Ctx::tasklet_set_expire`): when it expires the tasklet runs with the
+//! `timer` reason. No second task and no shared cell per connection.
 //!
 //! One pass of the tasklet ([`Conn::pump`]) repeats, while something moves:
 //! read what the socket has (into a pooled buffer), hand each complete
@@ -36,7 +39,7 @@ use std::os::fd::{AsRawFd, RawFd};
 use std::sync::Arc;
 use std::time::SystemTime;
 
-use sched::{ticks, Ctx, Reasons, Status, TaskId, TaskletFn, TaskletId, Tick};
+use sched::{ticks, Ctx, Reasons, Status, TaskletFn, TaskletId, Tick};
 
 use crate::http1::{
     error_page, parse_request_into, reason_phrase, Drain, DrainStep, HttpError, Method,
@@ -168,7 +171,6 @@ pub struct Conn<S> {
     pub(crate) dst: Option<SocketAddr>,
     pub(crate) fe: Arc<FrontendRt>,
     pub(crate) w: std::rc::Rc<Worker>,
-    pub(crate) timer: TaskId,
     pub(crate) accept_time: SystemTime,
     pub(crate) rbuf: Vec<u8>,
     pub(crate) rstart: usize,
@@ -216,11 +218,19 @@ pub struct Conn<S> {
     /// is a [`Transport::Lane`]): the tasklet of that connection, woken
     /// when the lane moved bytes or ended.
     pub(crate) lane_of: Option<TaskletId>,
+    /// The socket is in the thread's poller. A new connection is not
+    /// registered until a run ends with it still open: a request that
+    /// arrived with the connection and an answer that fit in the socket's
+    /// buffer (a connection per request) then cost no `epoll_ctl` at all
+    /// (adding an fd that is already ready reports it at once, so nothing
+    /// is missed by registering late).
+    registered: bool,
 }
 
 impl<S: Exchange + Default + 'static> Conn<S> {
-    /// Takes an accepted socket: registers it and its timer with the thread's
-    /// scheduler and queues a first run.
+    /// Takes an accepted socket: makes its tasklet, arms the tasklet's
+    /// timer and queues a first run (the socket joins the poller when a run
+    /// leaves the connection open).
     #[allow(clippy::too_many_arguments)]
     pub fn spawn(
         ctx: &mut Ctx,
@@ -236,11 +246,11 @@ impl<S: Exchange + Default + 'static> Conn<S> {
             std::cell::RefCell<crate::sample::VarStore>,
         )>,
     ) -> io::Result<()> {
-        sock.set_nonblocking(true)?;
+        // The listener accepts with SOCK_NONBLOCK (no `ioctl` here).
         let _ = sock.set_nodelay(true);
         let fd = sock.as_raw_fd();
         let tr = Transport::accept(sock, tls)?;
-        let (conn, target) = Self::make(ctx, tr, fd, peer, dst, fe, w, "h1_conn_timer", early);
+        let conn = Self::make(ctx, tr, fd, peer, dst, fe, w, early);
         conn.w.conn_opened(&conn.fe);
         conn.w.debug(|| {
             format!(
@@ -261,18 +271,14 @@ impl<S: Exchange + Default + 'static> Conn<S> {
         } else {
             "h1_conn"
         };
-        let (timer, first_deadline, heavy) = (conn.timer, conn.deadline, conn.heavy);
+        let (first_deadline, heavy) = (conn.deadline, conn.heavy);
         let sess2 = Arc::clone(&conn.sess);
         let id = ctx.new_tasklet_obj(name, conn);
-        target.set(Some(id));
         *sess2.tasklet.lock().unwrap_or_else(|p| p.into_inner()) = Some(id);
-        if let Err(e) = ctx.register_fd(fd, id, true) {
-            ctx.kill_tasklet(id);
-            ctx.kill(timer);
-            return Err(e);
-        }
+        // Registered with the poller at the end of its first run that
+        // leaves it open (see `registered`).
         ctx.on_stop_tasklet(id);
-        ctx.set_expire(timer, first_deadline);
+        ctx.tasklet_set_expire(id, first_deadline);
         if heavy {
             // A TLS handshake is expensive: at most a few per loop turn,
             // so it cannot add its cost to everyone's latency.
@@ -282,8 +288,8 @@ impl<S: Exchange + Default + 'static> Conn<S> {
         Ok(())
     }
 
-    /// The connection's state and its timer task (which wakes the tasklet
-    /// named by the returned cell once that exists).
+    /// The connection's state, its first deadline in `deadline` (the
+    /// caller arms the tasklet's timer with it).
     #[allow(clippy::too_many_arguments)]
     fn make(
         ctx: &mut Ctx,
@@ -293,18 +299,16 @@ impl<S: Exchange + Default + 'static> Conn<S> {
         dst: Option<SocketAddr>,
         fe: Arc<FrontendRt>,
         w: std::rc::Rc<Worker>,
-        timer_name: &'static str,
         early: Option<(
             crate::table::Stk,
             std::cell::RefCell<crate::sample::VarStore>,
         )>,
-    ) -> (Self, std::rc::Rc<std::cell::Cell<Option<TaskletId>>>) {
-        let (timer, target) = crate::mux::timer_task(ctx, timer_name);
+    ) -> Self {
         let now = ctx.now();
         let first_deadline = ticks::add(now, fe.timeouts.http_request);
         let sess = w
             .sessions
-            .add(ctx.thread_id(), peer, Arc::from(fe.name.as_str()));
+            .add(ctx.thread_id(), peer, Arc::clone(&fe.name_arc));
         let heavy = tr.is_handshaking() && w.heavy_enabled;
         let (stk, vars) = early.unwrap_or_else(|| {
             (
@@ -312,7 +316,7 @@ impl<S: Exchange + Default + 'static> Conn<S> {
                 Default::default(),
             )
         });
-        let conn = Conn {
+        Conn {
             tr,
             fd,
             heavy,
@@ -320,7 +324,6 @@ impl<S: Exchange + Default + 'static> Conn<S> {
             dst,
             fe,
             w,
-            timer,
             accept_time: SystemTime::now(),
             rbuf: Vec::new(),
             rstart: 0,
@@ -350,8 +353,8 @@ impl<S: Exchange + Default + 'static> Conn<S> {
             st: Some(S::default()),
             fields: FieldBuf::default(),
             lane_of: None,
-        };
-        (conn, target)
+            registered: false,
+        }
     }
 
     /// Starts a lane of the HTTP/2 connection whose tasklet is `mux`: an
@@ -371,26 +374,14 @@ impl<S: Exchange + Default + 'static> Conn<S> {
             std::cell::RefCell<crate::sample::VarStore>,
         ),
     ) -> TaskletId {
-        let (mut conn, target) = Self::make(
-            ctx,
-            tr,
-            -1,
-            peer,
-            dst,
-            fe,
-            w,
-            "h2_stream_timer",
-            Some(session),
-        );
+        let mut conn = Self::make(ctx, tr, -1, peer, dst, fe, w, Some(session));
         conn.lane_of = Some(mux);
-        let timer = conn.timer;
         let first_deadline = conn.deadline;
         let sess = std::sync::Arc::clone(&conn.sess);
         let id = ctx.new_tasklet_obj("h2_stream", conn);
-        target.set(Some(id));
         *sess.tasklet.lock().unwrap_or_else(|p| p.into_inner()) = Some(id);
         ctx.on_stop_tasklet(id);
-        ctx.set_expire(timer, first_deadline);
+        ctx.tasklet_set_expire(id, first_deadline);
         id
     }
 
@@ -419,8 +410,9 @@ impl<S: Exchange + Default + 'static> Conn<S> {
             alpn: None,
         }));
         let tr = std::mem::replace(&mut self.tr, placeholder);
-        let _ = ctx.deregister_fd(self.fd);
-        ctx.kill(self.timer);
+        if std::mem::take(&mut self.registered) {
+            let _ = ctx.deregister_fd(self.fd);
+        }
         self.w.sessions.remove(&self.sess);
         let early = self
             .rbuf
@@ -958,15 +950,16 @@ impl<S: Exchange + Default + 'static> Conn<S> {
         if let Some(mux) = self.lane_of {
             // A lane: its HTTP/2 connection holds the socket and counts
             // the connection; it learns of the end through the pipe.
-            ctx.kill(self.timer);
             self.w.sessions.remove(&self.sess);
             let _ = self.tr.shutdown();
             self.release_buffers();
             ctx.tasklet_wakeup(mux);
             return Status::Done;
         }
-        let _ = ctx.deregister_fd(self.fd);
-        ctx.kill(self.timer);
+        // No `epoll_ctl(DEL)`: the socket is closed when this tasklet's
+        // state is dropped (no other descriptor shares it), which takes it
+        // out of the poller; an event in between finds a freed tasklet
+        // slot and is ignored.
         self.w.sessions.remove(&self.sess);
         self.w.debug(|| {
             format!(
@@ -1010,7 +1003,12 @@ impl<S: Exchange + Default + 'static> Conn<S> {
                         }
                         moved |= m;
                     }
-                    Ok(m) if self.requests == 0 && self.lane_of.is_none() && self.h2_preface() => {
+                    Ok(m)
+                        if self.requests == 0
+                            && self.lane_of.is_none()
+                            && !self.fe.disable_h2_upgrade
+                            && self.h2_preface() =>
+                    {
                         // HAProxy's implicit upgrade: an HTTP/1 connection
                         // whose first bytes are the HTTP/2 preface (prior
                         // knowledge) is served HTTP/2.
@@ -1086,7 +1084,9 @@ impl<S: Exchange + Default + 'static> Conn<S> {
         let d = self.next_deadline();
         if d != self.deadline {
             self.deadline = d;
-            ctx.set_expire(self.timer, d);
+            if let Some(me) = self.me {
+                ctx.tasklet_set_expire(me, d);
+            }
         }
         Status::Continue
     }
@@ -1113,7 +1113,21 @@ impl<S: Exchange + Default + 'static> TaskletFn for Conn<S> {
             }
             return st;
         }
-        self.run_inner(ctx, me, why)
+        let st = self.run_inner(ctx, me, why);
+        if st == Status::Continue && !self.registered {
+            if let Err(e) = ctx.register_fd(self.fd, me, true) {
+                self.w.log_error(
+                    format!(
+                        "{}: cannot poll a connection from {}: {e}",
+                        self.fe.name, self.peer
+                    )
+                    .into_bytes(),
+                );
+                return self.close(ctx);
+            }
+            self.registered = true;
+        }
+        st
     }
 }
 

@@ -74,19 +74,54 @@ pub(crate) struct ServerSide {
     /// An event arrived while no exchange used a socket: the idle one
     /// kept for the client (`Stream::attached`) may have closed.
     pub(crate) idle_event: bool,
+    /// `proto h2` servers: the exchange goes through a stream of an
+    /// HTTP/2 connection ([`crate::mux::h2::server`]) instead of `sock`.
+    pub(crate) h2: Option<std::rc::Rc<std::cell::RefCell<crate::mux::h2::server::Pipe>>>,
+    /// That connection's tasklet, woken by [`ServerSide::wake_mux`].
+    pub(crate) mux: Option<TaskletId>,
+}
+
+impl Drop for ServerSide {
+    /// A client connection that ends without its exchange's usual end
+    /// lets go of its HTTP/2 stream too (its connection sees it at its
+    /// next run, at most a second later).
+    fn drop(&mut self) {
+        if let Some(p) = self.h2.take() {
+            p.borrow_mut().closed = true;
+        }
+    }
 }
 
 impl ServerSide {
     /// Resets the readiness and input state for a new socket.
     pub(crate) fn install(&mut self, sock: Transport, connecting: bool, now: Tick) {
+        if let Some(p) = self.h2.take() {
+            p.borrow_mut().closed = true;
+        }
         self.sock = Some(sock);
-        self.connecting = connecting;
-        self.connect_failed = false;
-        self.t_conn = if connecting { None } else { Some(now) };
+        self.install_common(connecting, now);
         // A fresh registration reports the socket's state as a first edge;
         // a reused one is known idle (checked alive) and writable.
         self.rd = false;
         self.wr = !connecting;
+    }
+
+    /// Puts the exchange on a stream of an HTTP/2 connection
+    /// (`connecting` until that connection is established).
+    pub(crate) fn install_h2(&mut self, a: crate::mux::h2::server::Attached, now: Tick) {
+        let connecting = !a.pipe.borrow().connected;
+        self.install_common(connecting, now);
+        self.sock = None;
+        self.h2 = Some(a.pipe);
+        self.mux = Some(a.mux);
+        self.rd = true;
+        self.wr = true;
+    }
+
+    fn install_common(&mut self, connecting: bool, now: Tick) {
+        self.connecting = connecting;
+        self.connect_failed = false;
+        self.t_conn = if connecting { None } else { Some(now) };
         self.hup = false;
         self.eof = false;
         self.broken = false;
@@ -94,8 +129,24 @@ impl ServerSide {
         self.iend = 0;
     }
 
+    /// After the server side wrote into or let go of an HTTP/2 stream:
+    /// its connection's tasklet runs.
+    pub(crate) fn wake_mux(&mut self, ctx: &mut Ctx) {
+        if let Some(t) = self.mux {
+            ctx.tasklet_wakeup(t);
+            if self.h2.is_none() {
+                self.mux = None;
+            }
+        }
+    }
+
     /// Takes the socket out (to close it or keep it), resetting the state.
     pub(crate) fn take_sock(&mut self) -> Option<Transport> {
+        if let Some(p) = self.h2.take() {
+            // The HTTP/2 stream is let go (its connection resets it if
+            // the server is not done with it).
+            p.borrow_mut().closed = true;
+        }
         self.connecting = false;
         self.connect_failed = false;
         self.rd = false;
@@ -115,6 +166,21 @@ impl ServerSide {
     /// Completes a connect once the socket says so. Returns `Some(ok)`
     /// when the outcome is known.
     fn check_connect(&mut self, now: Tick) -> Option<bool> {
+        if let Some(p) = &self.h2 {
+            let p = p.borrow();
+            let ok = match (p.failed, p.connected) {
+                (true, _) => false,
+                (false, true) => true,
+                (false, false) => return None,
+            };
+            drop(p);
+            self.connecting = false;
+            self.connect_failed = !ok;
+            if ok {
+                self.t_conn = Some(now);
+            }
+            return Some(ok);
+        }
         let st = self.sock.as_ref()?;
         if !(self.rd || self.wr) {
             return None;
@@ -145,6 +211,9 @@ impl ServerSide {
     /// whether bytes left; a failure sets `broken`.
     pub(crate) fn send(&mut self) -> bool {
         let mut moved = false;
+        if let Some(p) = &self.h2 {
+            return self.send_h2(&std::rc::Rc::clone(p));
+        }
         if !self.wr || self.broken {
             return false;
         }
@@ -185,15 +254,42 @@ impl ServerSide {
         moved
     }
 
-    /// Reads once into `ibuf` (taking a pooled buffer if it has none).
-    /// Returns whether bytes arrived; EOF and errors set `eof`.
-    pub(crate) fn recv(&mut self, get_buf: impl FnOnce() -> Vec<u8>) -> bool {
-        if !self.rd || self.eof {
+    /// Request bytes into the HTTP/2 stream's pipe, as its room allows
+    /// (after the answer ended they are dropped: the server needs none).
+    fn send_h2(
+        &mut self,
+        p: &std::rc::Rc<std::cell::RefCell<crate::mux::h2::server::Pipe>>,
+    ) -> bool {
+        let mut p = p.borrow_mut();
+        let pending = self.obuf.len() - self.opos;
+        if pending == 0 || self.connecting {
             return false;
         }
-        let Some(st) = self.sock.as_mut() else {
-            return false;
+        let n = if p.end {
+            pending
+        } else {
+            let room = crate::mux::h2::server::REQ_MAX.saturating_sub(p.req.len());
+            let n = pending.min(room);
+            p.req
+                .extend_from_slice(&self.obuf[self.opos..self.opos + n]);
+            n
         };
+        self.opos += n;
+        self.bytes_in += n as u64;
+        if n < pending {
+            p.want_room = true;
+            self.wr = false;
+        }
+        if self.opos == self.obuf.len() {
+            self.obuf.clear();
+            self.opos = 0;
+        }
+        n > 0
+    }
+
+    /// Makes room in `ibuf` (a pooled buffer if it has none); false when
+    /// it is full.
+    fn ibuf_room(&mut self, get_buf: impl FnOnce() -> Vec<u8>) -> bool {
         if self.ibuf.is_empty() {
             self.ibuf = get_buf();
         }
@@ -205,10 +301,52 @@ impl ServerSide {
             self.iend -= self.istart;
             self.istart = 0;
         }
-        if self.iend == self.ibuf.len() {
+        self.iend < self.ibuf.len()
+    }
+
+    /// Answer bytes from the HTTP/2 stream's pipe; its end is the EOF.
+    fn recv_h2(&mut self, get_buf: impl FnOnce() -> Vec<u8>) -> bool {
+        let Some(p) = self.h2.clone() else {
+            return false;
+        };
+        if self.eof || !self.ibuf_room(get_buf) {
+            return false;
+        }
+        let mut p = p.borrow_mut();
+        let avail = p.resp.len() - p.resp_pos;
+        if avail == 0 {
+            self.eof = p.end;
+            return false;
+        }
+        let n = avail.min(self.ibuf.len() - self.iend);
+        let at = p.resp_pos;
+        self.ibuf[self.iend..self.iend + n].copy_from_slice(&p.resp[at..at + n]);
+        self.iend += n;
+        p.resp_pos += n;
+        p.read_count += n;
+        if p.resp_pos == p.resp.len() {
+            p.resp.clear();
+            p.resp_pos = 0;
+        }
+        true
+    }
+
+    /// Reads once into `ibuf` (taking a pooled buffer if it has none).
+    /// Returns whether bytes arrived; EOF and errors set `eof`.
+    pub(crate) fn recv(&mut self, get_buf: impl FnOnce() -> Vec<u8>) -> bool {
+        if self.h2.is_some() {
+            return self.recv_h2(get_buf);
+        }
+        if !self.rd || self.eof || self.sock.is_none() {
+            return false;
+        }
+        if !self.ibuf_room(get_buf) {
             // Full: the client side must take some first.
             return false;
         }
+        let Some(st) = self.sock.as_mut() else {
+            return false;
+        };
         let room = self.ibuf.len() - self.iend;
         loop {
             match st.read(&mut self.ibuf[self.iend..]) {
@@ -239,7 +377,7 @@ impl ServerSide {
     /// One run of `h1_srv` after an event: moves what it can and says
     /// whether the client side has something to do.
     pub(crate) fn drive(&mut self, now: Tick, get_buf: impl FnOnce() -> Vec<u8>) -> bool {
-        if self.sock.is_none() {
+        if self.sock.is_none() && self.h2.is_none() {
             // An event of a socket no longer in use, or of the idle one
             // kept for the client: its liveness is checked at reuse.
             self.idle_event = true;
@@ -397,8 +535,28 @@ impl sched::TaskletFn for SideTasklet {
         if ev.writable() || ev.hup_or_err() {
             s.wr = true;
         }
+        if s.h2.is_some() {
+            // Woken by its HTTP/2 connection: the pipe has news.
+            s.rd = true;
+            s.wr = true;
+            // `alpn`: the server chose HTTP/1.1; the connection is ours.
+            let h1 = s.h2.as_ref().and_then(|p| p.borrow_mut().h1.take());
+            if let Some(st) = h1 {
+                if ctx.register_fd(st.raw_fd(), me, true).is_ok() {
+                    s.install(st, false, ctx.now());
+                } else {
+                    s.connecting = false;
+                    s.connect_failed = true;
+                }
+                drop(s);
+                ctx.tasklet_wakeup(self.client);
+                return Status::Continue;
+            }
+        }
         let w = &self.w;
-        if s.drive(ctx.now(), || w.get_buf()) {
+        let wake = s.drive(ctx.now(), || w.get_buf());
+        s.wake_mux(ctx);
+        if wake {
             s.want_room = false;
             drop(s);
             ctx.tasklet_wakeup(self.client);

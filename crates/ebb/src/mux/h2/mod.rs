@@ -35,6 +35,8 @@
 //! bound. A soft stop or reload sends the graceful GOAWAY (RFC 9113 §6.8):
 //! streams the client sent before it finish, then the connection closes.
 
+pub(crate) mod server;
+
 use std::cell::RefCell;
 use std::io;
 use std::marker::PhantomData;
@@ -88,6 +90,9 @@ struct Lane {
     resp: Resp,
     /// Decoded chunk data waiting for send window.
     stage: Vec<u8>,
+    /// The answer's trailer section (HTTP/1.1 lines after the last
+    /// chunk), sent as HEADERS ending the stream after the data.
+    trailers: Vec<u8>,
     /// The lane was aborted or closed: dropped once seen closed.
     gone: bool,
 }
@@ -199,6 +204,7 @@ impl<S: Exchange + Default + 'static> H2Conn<S> {
             _s: PhantomData,
         };
         conn.fe.h2_conns.fetch_add(1, Ordering::Relaxed);
+        conn.fe.h2_conns_total.fetch_add(1, Ordering::Relaxed);
         let id = ctx.new_tasklet_obj("h2_conn", conn);
         target.set(Some(id));
         if let Err(e) = ctx.register_fd(fd, id, true) {
@@ -229,7 +235,7 @@ impl<S: Exchange + Default + 'static> H2Conn<S> {
             std::cell::RefCell<crate::sample::VarStore>,
         ),
     ) -> io::Result<()> {
-        sock.set_nonblocking(true)?;
+        // Non-blocking since `accept4` (the listener).
         let _ = sock.set_nodelay(true);
         let tr = Transport::accept(sock, tls)?;
         w.conn_opened(&fe);
@@ -257,67 +263,36 @@ impl<S: Exchange + Default + 'static> H2Conn<S> {
 
     /// Reads once. Returns whether bytes arrived.
     fn read_in(&mut self) -> io::Result<bool> {
-        if self.rlen == self.rbuf.len() {
-            return Ok(false);
-        }
-        let room = self.rbuf.len() - self.rlen;
         loop {
-            match self.tr.read(&mut self.rbuf[self.rlen..]) {
-                Ok(0) => {
-                    self.eof = true;
-                    return Ok(false);
-                }
-                Ok(n) => {
-                    if self.linger_until.is_some() {
-                        // Closing: the client's bytes are dropped.
-                        continue;
-                    }
-                    self.rlen += n;
-                    if n < room && !self.rd_hup && !self.tr.read_pending() {
-                        // Short read: the socket is drained; the next edge
-                        // tells when more arrives.
-                        self.rd_ready = false;
-                    }
-                    return Ok(true);
-                }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                    self.rd_ready = false;
-                    return Ok(false);
-                }
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) => return Err(e),
+            let mut r = super::Ready {
+                rd: true,
+                hup: self.rd_hup,
+                ..Default::default()
+            };
+            let before = self.rlen;
+            let got = super::read_once(&mut self.tr, &mut self.rbuf, &mut self.rlen, &mut r)?;
+            self.eof |= r.eof;
+            if !r.rd {
+                self.rd_ready = false;
             }
+            if got && self.linger_until.is_some() {
+                // Closing: the client's bytes are dropped.
+                self.rlen = before;
+                continue;
+            }
+            return Ok(got);
         }
     }
 
     /// Writes the core's output. Returns whether bytes left.
     fn flush(&mut self) -> io::Result<bool> {
-        let mut moved = false;
-        while !self.h2.output().is_empty() {
-            match self.tr.write(self.h2.output()) {
-                Ok(0) => {
-                    self.wr_ready = false;
-                    break;
-                }
-                Ok(n) => {
-                    self.h2.consume_output(n);
-                    moved = true;
-                }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                    self.wr_ready = false;
-                    break;
-                }
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(e),
-            }
-        }
-        if self.tr.has_pending_output() {
-            match self.tr.flush_pending() {
-                Ok(true) => {}
-                Ok(false) => self.wr_ready = false,
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => self.wr_ready = false,
-                Err(e) => return Err(e),
-            }
+        let mut r = super::Ready {
+            wr: true,
+            ..Default::default()
+        };
+        let moved = super::write_h2(&mut self.tr, &mut self.h2, &mut r)?;
+        if !r.wr {
+            self.wr_ready = false;
         }
         Ok(moved)
     }
@@ -395,6 +370,7 @@ impl<S: Exchange + Default + 'static> H2Conn<S> {
             unreleased: 0,
             resp: Resp::Head,
             stage: Vec::new(),
+            trailers: Vec::new(),
             gone: false,
         });
         Some(self.lanes.len() - 1)
@@ -436,11 +412,18 @@ impl<S: Exchange + Default + 'static> H2Conn<S> {
                         l.req_open = !end_stream;
                         l.resp = Resp::Head;
                         l.stage.clear();
+                        l.trailers.clear();
                         let mut pp = l.pipe.borrow_mut();
-                        let extra: &[(&[u8], &[u8])] = if l.chunked {
-                            &[(b"transfer-encoding", b"chunked")]
-                        } else {
-                            &[]
+                        // `te: trailers` (the only `te` HTTP/2 allows) tells
+                        // an HTTP/2 server the client takes trailers.
+                        let te = head.fields().any(|(n, _)| n == b"te");
+                        const CHUNKED: (&[u8], &[u8]) = (b"transfer-encoding", b"chunked");
+                        const TE: (&[u8], &[u8]) = (b"te", b"trailers");
+                        let extra: &[(&[u8], &[u8])] = match (l.chunked, te) {
+                            (true, true) => &[CHUNKED, TE],
+                            (true, false) => &[CHUNKED],
+                            (false, true) => &[TE],
+                            (false, false) => &[],
                         };
                         head.write_h1(extra, &mut pp.input);
                         drop(pp);
@@ -797,7 +780,9 @@ fn drain_answer(
                 }
                 l.resp = match head.framing {
                     BodyFraming::ContentLength(n) => Resp::Length(n),
-                    BodyFraming::Chunked => Resp::Chunked(Box::default()),
+                    BodyFraming::Chunked => {
+                        Resp::Chunked(Box::new(ChunkedDecoder::stopping_at_trailers()))
+                    }
                     _ => Resp::UntilClose,
                 };
             }
@@ -805,10 +790,10 @@ fn drain_answer(
                 // Offered even with no window: the core dates the stall
                 // (its `stall_timeout_ms` bound).
                 let n = (*left).min(p.output.len() as u64) as usize;
-                if n == 0 {
+                if n == 0 && *left > 0 {
                     return Ok(moved);
                 }
-                let last = n as u64 == *left;
+                let last = n as u64 == *left && l.trailers.is_empty();
                 let sent = h2
                     .send_data(id, &p.output[..n], last, now)
                     .map_err(|_| ErrorCode::INTERNAL_ERROR)?;
@@ -816,6 +801,7 @@ fn drain_answer(
                 *left -= sent as u64;
                 moved |= sent > 0;
                 if *left == 0 {
+                    send_trailers(h2, id, &mut l.trailers)?;
                     finish(h2, l, &mut p, now);
                     return Ok(true);
                 }
@@ -837,18 +823,29 @@ fn drain_answer(
                 if p.output.is_empty() {
                     return Ok(moved);
                 }
+                let in_trailers = dec.in_trailers();
                 let d = dec
                     .decode(&p.output)
                     .map_err(|_| ErrorCode::INTERNAL_ERROR)?;
-                l.stage.extend_from_slice(&p.output[d.data.clone()]);
+                if in_trailers {
+                    l.trailers.extend_from_slice(&p.output[..d.consumed]);
+                } else {
+                    l.stage.extend_from_slice(&p.output[d.data.clone()]);
+                }
                 p.output.drain(..d.consumed);
                 moved = true;
                 if d.done {
+                    // Trailers end the stream; without, the last DATA does.
+                    let bare = trailer_lines(&l.trailers).next().is_none();
+                    if bare {
+                        l.trailers.clear();
+                    }
                     let sent = h2
-                        .send_data(id, &l.stage, true, now)
+                        .send_data(id, &l.stage, bare, now)
                         .map_err(|_| ErrorCode::INTERNAL_ERROR)?;
                     if sent == l.stage.len() {
                         l.stage.clear();
+                        send_trailers(h2, id, &mut l.trailers)?;
                         finish(h2, l, &mut p, now);
                         return Ok(true);
                     }
@@ -882,6 +879,32 @@ fn drain_answer(
             }
         }
     }
+}
+
+/// The `name: value` lines of an HTTP/1.1 trailer section.
+fn trailer_lines(section: &[u8]) -> impl Iterator<Item = (&[u8], &[u8])> {
+    section.split(|&b| b == b'\n').filter_map(|line| {
+        let line = line.strip_suffix(b"\r").unwrap_or(line);
+        let colon = line.iter().position(|&b| b == b':')?;
+        Some((&line[..colon], line[colon + 1..].trim_ascii()))
+    })
+}
+
+/// Sends the trailer section `t` holds (if any) as the HEADERS that end
+/// stream `id` (RFC 9113 §8.1), less the fields HTTP/2 forbids.
+fn send_trailers(h2: &mut Connection, id: u32, t: &mut Vec<u8>) -> Result<(), ErrorCode> {
+    if t.is_empty() {
+        return Ok(());
+    }
+    let r = h2.send_trailers_with(id, |h| {
+        for (n, v) in trailer_lines(t) {
+            if !connection_specific(n) && !n.eq_ignore_ascii_case(b"te") {
+                h.field(n, v);
+            }
+        }
+    });
+    t.clear();
+    r.map_err(|_| ErrorCode::INTERNAL_ERROR)
 }
 
 /// The answer of lane `l`'s stream is complete. If the client is still

@@ -1,0 +1,750 @@
+//! The `tcp-check` engine: a compiled sequence of connect, send and
+//! expect steps run over one blocking connection (on the checks' thread
+//! pool), reporting HAProxy's status, code and description.
+//!
+//! The protocol checks (`option redis-check`, `smtpchk`, `pgsql-check`,
+//! `mysql-check`, `ldap-check`, `spop-check`) are sequences of the same
+//! steps, as in HAProxy 2.x; MySQL, LDAP and SPOP answers are parsed by
+//! their own expect functions (`CustomExpect`).
+
+use std::io::{Read, Write};
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use regex::bytes::Regex;
+
+use super::check::{open, timed_out, CheckTls, Verdict, Wire};
+use crate::config::{CheckStatus, CustomExpect, ExpectMatch, ExpectOpts, TcpCheckStep};
+
+/// A compiled `tcp-check` sequence.
+pub struct TcpProbe {
+    steps: Vec<TcpStep>,
+    /// A protocol check: failures carry no `at step N` text (HAProxy's
+    /// rule for its built-in sequences).
+    proto: bool,
+}
+
+struct TcpStep {
+    /// HAProxy's step number (`at step N`): the rule's position from 1;
+    /// 0 for the implicit connect.
+    id: usize,
+    kind: StepKind,
+    comment: Option<String>,
+}
+
+enum StepKind {
+    Comment,
+    Connect {
+        /// The server's check settings (implicit connect, `default`).
+        default: bool,
+        port: Option<u16>,
+        addr: Option<std::net::IpAddr>,
+        send_proxy: bool,
+        linger: bool,
+    },
+    Send(Vec<u8>),
+    Expect {
+        m: TcpMatch,
+        negate: bool,
+        min_recv: Option<usize>,
+        opts: ExpectOpts,
+    },
+}
+
+enum TcpMatch {
+    String(Vec<u8>),
+    Binary(Vec<u8>),
+    Regex(Regex),
+    /// A regex over the upper-case hex dump of the answer.
+    RBinary(Regex),
+    Custom(CustomExpect),
+}
+
+impl TcpMatch {
+    /// How HAProxy names the match in a timeout's report.
+    fn what(&self) -> String {
+        match self {
+            TcpMatch::String(p) => format!(" (expect string '{}')", String::from_utf8_lossy(p)),
+            TcpMatch::Binary(p) => format!(" (expect binary '{}')", hex(p)),
+            TcpMatch::Regex(_) => " (expect regex)".into(),
+            TcpMatch::RBinary(_) => " (expect binary regex)".into(),
+            TcpMatch::Custom(_) => " (expect custom function)".into(),
+        }
+    }
+
+    /// How HAProxy names the pattern in a mismatch's report.
+    fn pattern(&self) -> String {
+        match self {
+            TcpMatch::String(p) => format!(" '{}'", String::from_utf8_lossy(p)),
+            TcpMatch::Binary(_) => " (binary)".into(),
+            TcpMatch::Regex(_) => " (regex)".into(),
+            TcpMatch::RBinary(_) => " (binary regex)".into(),
+            TcpMatch::Custom(_) => " (custom function)".into(),
+        }
+    }
+}
+
+fn hex(b: &[u8]) -> String {
+    b.iter().map(|c| format!("{c:02X}")).collect()
+}
+
+/// The largest answer a tcp-check reads (HAProxy's buffer size).
+const CHECK_BUF: usize = 16 * 1024;
+
+impl TcpProbe {
+    /// Compiles `tcp-check` rules (or a protocol check's); without a
+    /// `connect` first (comments aside) an implicit one opens the
+    /// sequence, as in HAProxy.
+    pub fn new(c: &crate::config::TcpCheck) -> Result<TcpProbe, String> {
+        let (rules, proto) = match &c.builtin {
+            Some((_, r)) => (r, true),
+            None => (&c.rules, false),
+        };
+        let mut steps = Vec::new();
+        let first = rules.iter().find(|r| r.step != TcpCheckStep::Comment);
+        if !matches!(first, Some(r) if matches!(r.step, TcpCheckStep::Connect { .. })) {
+            steps.push(TcpStep {
+                id: 0,
+                kind: StepKind::Connect {
+                    default: true,
+                    port: None,
+                    addr: None,
+                    send_proxy: false,
+                    linger: false,
+                },
+                comment: None,
+            });
+        }
+        for (i, r) in rules.iter().enumerate() {
+            let kind = match &r.step {
+                TcpCheckStep::Comment => StepKind::Comment,
+                TcpCheckStep::Connect {
+                    default,
+                    port,
+                    addr,
+                    send_proxy,
+                    linger,
+                } => StepKind::Connect {
+                    default: *default,
+                    port: *port,
+                    addr: *addr,
+                    send_proxy: *send_proxy,
+                    linger: *linger,
+                },
+                TcpCheckStep::Send(d) => StepKind::Send(d.clone()),
+                TcpCheckStep::Expect {
+                    kind,
+                    pattern,
+                    negate,
+                    min_recv,
+                    opts,
+                } => {
+                    let re = || {
+                        let src = String::from_utf8_lossy(pattern);
+                        Regex::new(&src).map_err(|e| format!("invalid regex '{src}': {e}"))
+                    };
+                    let m = match kind {
+                        ExpectMatch::String => TcpMatch::String(pattern.clone()),
+                        ExpectMatch::Binary => TcpMatch::Binary(pattern.clone()),
+                        ExpectMatch::RString => TcpMatch::Regex(re()?),
+                        ExpectMatch::RBinary => TcpMatch::RBinary(re()?),
+                        ExpectMatch::Custom(c) => TcpMatch::Custom(*c),
+                    };
+                    StepKind::Expect {
+                        m,
+                        negate: *negate,
+                        min_recv: *min_recv,
+                        opts: (**opts).clone(),
+                    }
+                }
+            };
+            steps.push(TcpStep {
+                id: i + 1,
+                kind,
+                comment: r.comment.clone(),
+            });
+        }
+        Ok(TcpProbe { steps, proto })
+    }
+}
+
+/// What an expect step concluded.
+enum Eval {
+    /// Matched: go on (a custom parser may set the report if it is last).
+    Next(Option<Verdict>),
+    /// More bytes are needed.
+    Wait,
+    /// Failed: the report.
+    Stop(Verdict),
+}
+
+/// A C string's view of bytes: up to the first NUL (HAProxy's messages
+/// are C strings).
+fn cstr(b: &[u8]) -> String {
+    let end = b.iter().position(|c| *c == 0).unwrap_or(b.len());
+    String::from_utf8_lossy(&b[..end]).into_owned()
+}
+
+/// `res.payload(...)` as an integer (HAProxy's string-to-integer cast:
+/// leading digits).
+fn code_of(opts: &ExpectOpts, buf: &[u8]) -> i64 {
+    opts.status_code
+        .and_then(|p| p.of(buf))
+        .and_then(|b| {
+            let s = String::from_utf8_lossy(b);
+            let t = s.trim_start();
+            let end = t
+                .char_indices()
+                .find(|(i, c)| !(c.is_ascii_digit() || (*i == 0 && (*c == '-' || *c == '+'))))
+                .map_or(t.len(), |(i, _)| i);
+            t[..end].parse().ok()
+        })
+        .unwrap_or(0)
+}
+
+/// Runs a `tcp-check` sequence against `addr` within `timeout`.
+pub fn run_tcp_check(
+    addr: SocketAddr,
+    timeout: Duration,
+    probe: &TcpProbe,
+    tls: Option<&CheckTls>,
+    proxy_hdr: &[u8],
+) -> Verdict {
+    let start = Instant::now();
+    let mut conn: Option<Box<dyn Wire>> = None;
+    let mut buf: Vec<u8> = Vec::new();
+    let mut must_read = true;
+    let mut closed = false;
+    // The last step that ran and what a custom parser reported.
+    let mut last: Option<&TcpStep> = None;
+    let mut custom_ok: Option<Verdict> = None;
+    let proto = probe.proto;
+    // The ` at step N of tcp-check (...)` part of a report.
+    let at = |st: &TcpStep, what: &str| -> String {
+        if proto {
+            return String::new();
+        }
+        let mut m = if st.id == 0 {
+            " at initial connection step of tcp-check".to_string()
+        } else {
+            format!(" at step {} of tcp-check{what}", st.id)
+        };
+        if let Some(c) = &st.comment {
+            m.push_str(&format!(" comment: '{c}'"));
+        }
+        m
+    };
+    let last_rule = probe
+        .steps
+        .iter()
+        .rposition(|s| !matches!(s.kind, StepKind::Comment));
+    for (idx, st) in probe.steps.iter().enumerate() {
+        match &st.kind {
+            StepKind::Comment => continue,
+            StepKind::Connect {
+                default,
+                port,
+                addr: a,
+                send_proxy,
+                linger,
+            } => {
+                drop(conn.take());
+                let mut target = addr;
+                if let Some(a) = a {
+                    target.set_ip(*a);
+                }
+                if let Some(p) = port {
+                    target.set_port(*p);
+                }
+                let hdr: Vec<u8> = if *send_proxy {
+                    crate::proxyproto::header_for(1, None)
+                } else if *default {
+                    proxy_hdr.to_vec()
+                } else {
+                    Vec::new()
+                };
+                let tls = if *default { tls } else { None };
+                let what = match port {
+                    Some(p) => format!(" (connect port {p})"),
+                    None => " (connect)".to_string(),
+                };
+                match open(target, start, timeout, tls, &hdr, *linger) {
+                    Ok(c) => conn = Some(c),
+                    Err(mut v) => {
+                        v.desc.push_str(&at(st, &what));
+                        return v;
+                    }
+                }
+                buf.clear();
+                must_read = true;
+                closed = false;
+            }
+            StepKind::Send(d) => {
+                let Some(c) = conn.as_mut() else {
+                    return Verdict::new(
+                        CheckStatus::SockErr,
+                        format!("no connection{}", at(st, " (send)")),
+                    );
+                };
+                if let Err(e) = c.write_all(d).and_then(|()| c.flush()) {
+                    return Verdict::new(
+                        CheckStatus::SockErr,
+                        format!("{}{}", super::check::os_text(&e), at(st, " (send)")),
+                    );
+                }
+                buf.clear();
+                must_read = true;
+                closed = false;
+            }
+            StepKind::Expect {
+                m,
+                negate,
+                min_recv,
+                opts,
+            } => {
+                let Some(c) = conn.as_mut() else {
+                    return Verdict::new(
+                        CheckStatus::SockErr,
+                        format!("no connection{}", at(st, &m.what())),
+                    );
+                };
+                let is_last = last_rule == Some(idx);
+                loop {
+                    if must_read && !closed {
+                        let tout = || Verdict::new(opts.tout_status, at(st, &m.what()).to_string());
+                        if start.elapsed() > timeout {
+                            return tout();
+                        }
+                        let mut tmp = [0u8; 4096];
+                        match c.read(&mut tmp) {
+                            Ok(0) => closed = true,
+                            Ok(n) => buf.extend_from_slice(&tmp[..n]),
+                            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                            Err(e) if timed_out(&e) => return tout(),
+                            Err(e) => {
+                                return Verdict::new(
+                                    CheckStatus::SockErr,
+                                    format!("{}{}", super::check::os_text(&e), at(st, &m.what())),
+                                )
+                            }
+                        }
+                        must_read = false;
+                        if closed && buf.is_empty() {
+                            let mut d = format!("TCPCHK got an empty response at step {}", st.id);
+                            if let Some(cm) = &st.comment {
+                                d.push_str(&format!(" comment: '{cm}'"));
+                            }
+                            return Verdict::new(opts.error_status, d);
+                        }
+                    }
+                    let last_read = closed || buf.len() >= CHECK_BUF;
+                    match expect(
+                        m, *negate, *min_recv, opts, st, &buf, last_read, is_last, proto,
+                    ) {
+                        Eval::Wait => must_read = true,
+                        Eval::Stop(v) => return v,
+                        Eval::Next(v) => {
+                            if v.is_some() {
+                                custom_ok = v;
+                            }
+                            break;
+                        }
+                    }
+                }
+            }
+        }
+        last = Some(st);
+    }
+    if let Some(mut v) = custom_ok {
+        // HAProxy logs the parser's text, then its end of sequence
+        // stores an empty description.
+        v.note = Some(std::mem::take(&mut v.desc));
+        return v;
+    }
+    match last.map(|s| &s.kind) {
+        Some(StepKind::Expect { opts, .. }) => {
+            let desc = match &opts.on_success {
+                Some(i) => cstr(i.render(&buf).as_bytes()),
+                None if proto => String::new(),
+                None => "(tcp-check)".to_string(),
+            };
+            Verdict {
+                code: code_of(opts, &buf),
+                ..Verdict::new(opts.ok_status, desc)
+            }
+        }
+        Some(StepKind::Connect { .. }) if last.is_some_and(|s| s.id == 0) => {
+            Verdict::new(CheckStatus::L4Ok, "")
+        }
+        Some(StepKind::Connect { .. }) => {
+            let st = if tls.is_some() {
+                CheckStatus::L6Ok
+            } else {
+                CheckStatus::L4Ok
+            };
+            Verdict::new(st, "(tcp-check)")
+        }
+        _ => Verdict::new(CheckStatus::L7Ok, "(tcp-check)"),
+    }
+}
+
+/// Evaluates one expect step on the bytes read so far.
+#[allow(clippy::too_many_arguments)]
+fn expect(
+    m: &TcpMatch,
+    negate: bool,
+    min_recv: Option<usize>,
+    opts: &ExpectOpts,
+    st: &TcpStep,
+    buf: &[u8],
+    last_read: bool,
+    is_last: bool,
+    proto: bool,
+) -> Eval {
+    if !last_read {
+        let need = match m {
+            TcpMatch::String(p) | TcpMatch::Binary(p) => p.len(),
+            _ => 0,
+        };
+        if buf.len() < need || min_recv.is_some_and(|n| buf.len() < n) {
+            return Eval::Wait;
+        }
+    }
+    let found = match m {
+        TcpMatch::String(p) | TcpMatch::Binary(p) => {
+            !p.is_empty() && buf.windows(p.len()).any(|w| w == p.as_slice())
+        }
+        TcpMatch::Regex(re) => re.is_match(buf),
+        TcpMatch::RBinary(re) => re.is_match(hex(buf).as_bytes()),
+        TcpMatch::Custom(c) => return custom(*c, opts, buf, last_read, is_last),
+    };
+    if !found && !last_read && min_recv.is_none() {
+        return Eval::Wait;
+    }
+    if found != negate {
+        return Eval::Next(None);
+    }
+    let mut desc = match &opts.on_error {
+        Some(i) => cstr(i.render(buf).as_bytes()),
+        None if proto => String::new(),
+        None => format!(
+            "{}{} at step {}",
+            if found {
+                "TCPCHK matched unwanted content"
+            } else {
+                "TCPCHK did not match content"
+            },
+            m.pattern(),
+            st.id
+        ),
+    };
+    if let Some(cm) = &st.comment {
+        desc.push_str(&format!(" comment: {cm}"));
+    }
+    Eval::Stop(Verdict {
+        code: code_of(opts, buf),
+        ..Verdict::new(opts.error_status, desc)
+    })
+}
+
+/// The protocol checks' own answer parsers (HAProxy's
+/// `tcpcheck_*_expect_*` functions).
+fn custom(c: CustomExpect, opts: &ExpectOpts, buf: &[u8], last_read: bool, is_last: bool) -> Eval {
+    let fail = |st: CheckStatus, code: i64, desc: String| {
+        Eval::Stop(Verdict {
+            code,
+            ..Verdict::new(st, desc)
+        })
+    };
+    let ok = |desc: String| Eval::Next(Some(Verdict::new(opts.ok_status, desc)));
+    let short = |last_read: bool| {
+        if last_read {
+            fail(CheckStatus::L7Rsp, 0, String::new())
+        } else {
+            Eval::Wait
+        }
+    };
+    match c {
+        CustomExpect::MysqlHandshake | CustomExpect::MysqlOk => {
+            // The OK packet follows the handshake packet.
+            let offset = if c == CustomExpect::MysqlOk {
+                match buf.get(..3) {
+                    Some(h) => 4 + (h[0] as usize | (h[1] as usize) << 8 | (h[2] as usize) << 16),
+                    None => return short(last_read),
+                }
+            } else {
+                0
+            };
+            let Some(h) = buf.get(offset..offset + 4) else {
+                return short(last_read);
+            };
+            let plen = h[0] as usize | (h[1] as usize) << 8 | (h[2] as usize) << 16;
+            if buf.len() < offset + plen + 4 {
+                return short(last_read);
+            }
+            if buf.get(offset + 4) == Some(&0xff) {
+                let err = buf
+                    .get(offset + 5..offset + 7)
+                    .map_or(0, |e| i64::from(e[0]) | i64::from(e[1]) << 8);
+                let desc = cstr(buf.get(offset + 7..).unwrap_or(b""));
+                return fail(CheckStatus::L7Sts, err, desc);
+            }
+            if !is_last {
+                return Eval::Next(None);
+            }
+            // The server's version, from the handshake packet.
+            ok(cstr(buf.get(5..).unwrap_or(b"")))
+        }
+        CustomExpect::LdapBind => ldap(buf, last_read, opts),
+        CustomExpect::SpopHello => {
+            let Some(h) = buf.get(..4) else {
+                return short(last_read);
+            };
+            let size = u32::from_be_bytes([h[0], h[1], h[2], h[3]]) as usize;
+            if !last_read && buf.len() < 4 + size {
+                return Eval::Wait;
+            }
+            let frame = &buf[4..buf.len().min(4 + size)];
+            match spop_hello(frame) {
+                Ok(()) => ok("SPOA server is ok".into()),
+                Err(e) => fail(CheckStatus::L7Rsp, 0, e.into()),
+            }
+        }
+    }
+}
+
+/// An LDAPv3 bind response (RFC 4511 4.2.2): `resultCode` 0 passes.
+fn ldap(buf: &[u8], last_read: bool, opts: &ExpectOpts) -> Eval {
+    let not_ldap = || Eval::Stop(Verdict::new(CheckStatus::L7Rsp, "Not LDAPv3 protocol"));
+    let short = || {
+        if last_read {
+            Eval::Stop(Verdict::new(CheckStatus::L7Rsp, ""))
+        } else {
+            Eval::Wait
+        }
+    };
+    let Some(&lb) = buf.get(1) else {
+        return short();
+    };
+    let (nbytes, msglen) = if lb & 0x80 != 0 {
+        let n = (lb & 0x7f) as usize;
+        let Some(v) = buf.get(2..2 + n) else {
+            return short();
+        };
+        let len = match n {
+            4 => u32::from_be_bytes([v[0], v[1], v[2], v[3]]) as usize,
+            2 => u16::from_be_bytes([v[0], v[1]]) as usize,
+            _ => return not_ldap(),
+        };
+        (n, len)
+    } else {
+        (0, lb as usize)
+    };
+    if buf.len() < 2 + nbytes + msglen {
+        return short();
+    }
+    let mut p = 2 + nbytes;
+    // messageID 1, then protocolOp bindResponse (0x61).
+    if buf.get(p..p + 4) != Some(b"\x02\x01\x01\x61") {
+        return not_ldap();
+    }
+    p += 4;
+    let n = match buf.get(p) {
+        Some(b) if b & 0x80 != 0 => (b & 0x7f) as usize,
+        Some(_) => 0,
+        None => return not_ldap(),
+    };
+    p += 1 + n;
+    // ldapResult: ENUMERATED resultCode.
+    if buf.get(p..p + 2) != Some(b"\x0a\x01") {
+        return not_ldap();
+    }
+    let code = buf.get(p + 2).copied().unwrap_or(0);
+    if code != 0 {
+        return Eval::Stop(Verdict {
+            code: i64::from(code),
+            ..Verdict::new(
+                CheckStatus::L7Sts,
+                "See RFC: http://tools.ietf.org/html/rfc4511#section-4.1.9",
+            )
+        });
+    }
+    Eval::Next(Some(Verdict::new(opts.ok_status, "Success")))
+}
+
+/// SPOP's variable-length integer.
+fn varint(b: &[u8], p: &mut usize) -> Option<u64> {
+    let mut v = u64::from(*b.get(*p)?);
+    *p += 1;
+    if v < 240 {
+        return Some(v);
+    }
+    let mut r = 4;
+    loop {
+        let c = *b.get(*p)?;
+        *p += 1;
+        v = v.checked_add(u64::from(c).checked_shl(r)?)?;
+        r += 7;
+        if c < 128 || r > 63 {
+            return Some(v);
+        }
+    }
+}
+
+/// A length-prefixed SPOP string.
+fn spop_str<'a>(b: &'a [u8], p: &mut usize) -> Option<&'a [u8]> {
+    let n = usize::try_from(varint(b, p)?).ok()?;
+    let s = b.get(*p..p.checked_add(n)?)?;
+    *p += n;
+    Some(s)
+}
+
+/// Skips one typed SPOP value.
+fn spop_skip(b: &[u8], p: &mut usize) -> Option<()> {
+    let t = *b.get(*p)?;
+    *p += 1;
+    match t & 0x0f {
+        2..=5 => {
+            varint(b, p)?;
+        }
+        6 => *p += 4,
+        7 => *p += 16,
+        8 | 9 => {
+            spop_str(b, p)?;
+        }
+        _ => {}
+    }
+    (*p <= b.len()).then_some(())
+}
+
+/// HAProxy's reading of an agent's answer to a health check HELLO:
+/// Ok, or the SPOE error text.
+fn spop_hello(f: &[u8]) -> Result<(), &'static str> {
+    const INVALID: &str = "invalid frame received";
+    // AGENT-DISCONNECT (102) and anything but AGENT-HELLO (101).
+    if f.first() != Some(&101) || f.len() < 7 {
+        return Err(INVALID);
+    }
+    let flags = u32::from_be_bytes([f[1], f[2], f[3], f[4]]);
+    if flags & 1 == 0 {
+        return Err("fragmentation not supported");
+    }
+    if f[5] != 0 || f[6] != 0 {
+        return Err(INVALID);
+    }
+    let mut p = 7;
+    let (mut vsn, mut mfs) = (false, false);
+    while p < f.len() {
+        let key = spop_str(f, &mut p)
+            .filter(|k| !k.is_empty())
+            .ok_or(INVALID)?;
+        if key.starts_with(b"version") {
+            if f.get(p).map(|t| t & 0x0f) != Some(8) {
+                return Err(INVALID);
+            }
+            p += 1;
+            let v = spop_str(f, &mut p).ok_or(INVALID)?;
+            if spop_version(v) != Some(2000) {
+                return Err("unsupported version");
+            }
+            vsn = true;
+        } else if key.starts_with(b"max-frame-size") {
+            if !matches!(f.get(p).map(|t| t & 0x0f), Some(2..=5)) {
+                return Err(INVALID);
+            }
+            p += 1;
+            let n = varint(f, &mut p).ok_or(INVALID)?;
+            if !(256..=16380).contains(&n) {
+                return Err("max-frame-size too big or too small");
+            }
+            mfs = true;
+        } else if key.starts_with(b"capabilities") {
+            if f.get(p).map(|t| t & 0x0f) != Some(8) {
+                return Err(INVALID);
+            }
+            p += 1;
+            spop_str(f, &mut p).ok_or(INVALID)?;
+        } else {
+            spop_skip(f, &mut p).ok_or(INVALID)?;
+        }
+    }
+    if !vsn {
+        return Err("version value not found");
+    }
+    if !mfs {
+        return Err("max-frame-size value not found");
+    }
+    Ok(())
+}
+
+/// `MAJOR.MINOR` as HAProxy numbers SPOP versions (2.0 is 2000); None
+/// when malformed.
+fn spop_version(v: &[u8]) -> Option<u32> {
+    let s = std::str::from_utf8(v).ok()?.trim();
+    let (maj, min) = s.split_once('.')?;
+    let maj: u32 = maj.parse().ok().filter(|m| *m > 0)?;
+    let digits: String = min.chars().take_while(char::is_ascii_digit).collect();
+    if digits.is_empty() || digits.len() != min.len() {
+        return None;
+    }
+    let min: u32 = digits.parse().ok().filter(|m| *m <= 999)?;
+    Some(maj * 1000 + min)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn unhex(s: &str) -> Vec<u8> {
+        let s: String = s.split_whitespace().collect();
+        (0..s.len())
+            .step_by(2)
+            .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
+            .collect()
+    }
+
+    /// The answers of HAProxy's spop-check reg-test, and their reports.
+    #[test]
+    fn spop_answers() {
+        let f = |s: &str| spop_hello(&unhex(s)[4..]);
+        assert_eq!(f("00000036 65 00000001 0000 0776657273696F6E 0803322E30 0E6D61782D6672616D652D73697A65 03FCF0 060C6361706162696C6974696573 0800"), Ok(()));
+        assert_eq!(f("00000000"), Err("invalid frame received"));
+        assert_eq!(
+            f("00000007 65 00000000 0000"),
+            Err("fragmentation not supported")
+        );
+        assert_eq!(
+            f("00000014 65 00000001 0000 0776657273696F6E 0803312E30"),
+            Err("unsupported version")
+        );
+        assert_eq!(
+            f("00000007 65 00000001 0000"),
+            Err("version value not found")
+        );
+    }
+
+    #[test]
+    fn ldap_answers() {
+        let o = ExpectOpts::default();
+        let v = |s: &str| match ldap(&unhex(s), true, &o) {
+            Eval::Next(Some(v)) | Eval::Stop(v) => v,
+            _ => panic!("{s}"),
+        };
+        assert_eq!(v("300C020101 61 070A01 00 04000400").desc, "Success");
+        assert_eq!(
+            v("300C020101 60 070A01 00 04000400").desc,
+            "Not LDAPv3 protocol"
+        );
+        let e = v("300C020101 61 070A01 01 04000400");
+        assert_eq!((e.st, e.code), (CheckStatus::L7Sts, 1));
+        assert_eq!(
+            v("308400000010020101 61 84000000070A01 00 04000400").desc,
+            "Success"
+        );
+        // Cut short: waits for more unless the server closed.
+        assert!(matches!(
+            ldap(&unhex("308400000010020101 61 84000000070A01"), false, &o),
+            Eval::Wait
+        ));
+    }
+}

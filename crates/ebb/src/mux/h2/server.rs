@@ -1,0 +1,930 @@
+//! HTTP/2 toward servers (`server ... proto h2`): one connection to a
+//! server carries the exchanges of several streams, as HAProxy's H2 mux
+//! does on its backend side.
+//!
+//! A connection is one tasklet (`h2_srv`) owning the socket and an
+//! [`h2::Connection`](crate::h2::Connection) in the client role. A stream
+//! of ebb that picked such a server does not get a socket: its server side
+//! ([`crate::mux::h1::server::ServerSide`]) gets a [`Pipe`] to one of these
+//! connections instead. The stream writes its request into the pipe as it
+//! writes it for any server (an HTTP/1.1 head, then the body by length or
+//! chunks) and reads the answer back as HTTP/1.1 bytes; this side turns
+//! the request into HEADERS and DATA by RFC 9113 §8.3.1 (through
+//! [`ClientSink`]: `:authority` from `Host`, the connection-specific
+//! fields left out, `te: trailers` kept when the client sent it) and the
+//! response events of the core ([`response_msgs`]) into a head, a body
+//! (by `content-length`, else chunked) and the trailers as the last
+//! chunk's.
+//!
+//! ```text
+//!   stream (h1_conn / lane)     ServerSide        h2_srv (this)         server
+//!   request head + body  ──>  obuf ──> Pipe.req ──> HEADERS, DATA  ──>  socket
+//!   response via proxy_io <── ibuf <── Pipe.resp <── HEADERS, DATA, trailers
+//! ```
+//!
+//! Flow control: the server's answer is granted back (WINDOW_UPDATE) as
+//! the stream reads it from the pipe, so a slow client slows only its own
+//! stream; request bytes wait in the pipe (bounded by [`REQ_MAX`]) for the
+//! server's window.
+//!
+//! Sharing follows `http-reuse` as HAProxy applies it to multiplexed
+//! connections (see [`Reuse`]): connections are per thread and per
+//! server, and one with a free stream (under the server's SETTINGS_MAX_CONCURRENT_STREAMS, 100
+//! until it says) takes new streams. A connection with no stream left
+//! closes after the server's `pool-purge-delay`, at once with
+//! `http-reuse never`.
+//!
+//! Failures: a connect that fails is the stream's connect failure (the
+//! proxy retries it); a stream the server refused (RST_STREAM
+//! REFUSED_STREAM, or above the last-stream-id of its GOAWAY) or a
+//! connection that closed ends the stream's answer: the proxy sends a safe
+//! request again on a connection that was reused, and answers 502
+//! otherwise (502 or a cut body once the answer started).
+
+use std::cell::RefCell;
+use std::io;
+use std::os::fd::RawFd;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::Duration;
+
+use sched::{ticks, Ctx, Reasons, Status, TaskId, TaskletFn, TaskletId, Tick, ETERNITY};
+
+use crate::h2::msg::{response_msgs, ClientSink};
+use crate::h2::{Config, Connection, ErrorCode, Event, SendError};
+use crate::http1::{parse_request, ChunkedDecoder, Limits, Status as PStatus};
+use crate::proxy::H2Counters;
+use crate::stream::msg::{BodySize, Msg, MsgSink, ReqHead};
+use crate::transport::Transport;
+
+/// Request bytes a pipe holds before the stream waits for the server's
+/// window.
+pub(crate) const REQ_MAX: usize = 64 * 1024;
+/// Period of the core's timer while streams are open (stalled windows).
+const TICK_MS: u32 = 1000;
+/// Streams per connection until the server's SETTINGS say (HAProxy's
+/// `tune.h2.max-concurrent-streams` default).
+const DEFAULT_STREAMS: usize = 100;
+
+/// What a stream's server side and the HTTP/2 connection share.
+#[derive(Default)]
+pub(crate) struct Pipe {
+    /// HTTP/1.1 request bytes from the stream, not yet sent.
+    pub(crate) req: Vec<u8>,
+    /// HTTP/1.1 answer bytes for the stream, from `resp_pos` on.
+    pub(crate) resp: Vec<u8>,
+    pub(crate) resp_pos: usize,
+    /// Answer bytes the stream took since the connection last looked.
+    pub(crate) read_count: usize,
+    /// The connection is established (the stream's connect is done).
+    pub(crate) connected: bool,
+    /// The connection could not be established.
+    pub(crate) failed: bool,
+    /// No more answer bytes will come: the answer ended, or the stream
+    /// was reset or refused, or the connection closed.
+    pub(crate) end: bool,
+    /// The stream waits for room in `req`.
+    pub(crate) want_room: bool,
+    /// The stream let go of its exchange (done, failed or aborted).
+    pub(crate) closed: bool,
+    /// `alpn`: the server chose HTTP/1.1 (or nothing): the connection,
+    /// handshake done, for the stream's server side to use as HTTP/1.1.
+    pub(crate) h1: Option<Transport>,
+}
+
+/// How a stream may share connections: `http-reuse`, as HAProxy 2.6
+/// applies it to a multiplexed server connection (`connect_server()`):
+/// every mode but `never` first takes a connection its own session (the
+/// client connection) opened; then `always` takes any connection with a
+/// free stream, even one still connecting; `aggressive` one that already
+/// completed an exchange; `safe` the same, but not for a session's first
+/// request. Otherwise a new connection.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Reuse {
+    /// A connection of its own, closed after the exchange.
+    Never,
+    Safe {
+        /// The session's first request.
+        first: bool,
+    },
+    Aggressive,
+    Always,
+}
+
+/// A stream's hold on a connection.
+pub(crate) struct Attached {
+    pub(crate) pipe: Rc<RefCell<Pipe>>,
+    /// The connection's tasklet: woken when the stream wrote or let go.
+    pub(crate) mux: TaskletId,
+    /// The connection existed before this stream.
+    pub(crate) reused: bool,
+}
+
+/// What a new connection needs.
+pub(crate) struct Target {
+    /// Per-server key (the server's uid).
+    pub(crate) key: u64,
+    /// TLS to the server (`:scheme` https).
+    pub(crate) tls: bool,
+    /// `alpn` without `proto h2`: HTTP/2 only if the server picks `h2`
+    /// in the handshake, else the connection goes to the first stream as
+    /// HTTP/1.1.
+    pub(crate) negotiate: bool,
+    /// `pool-purge-delay`: how long a connection with no stream stays.
+    pub(crate) purge: Duration,
+    pub(crate) limits: Limits,
+    /// The backend's HTTP/2 counters.
+    pub(crate) counters: Arc<H2Counters>,
+}
+
+/// How the request of a stream goes out.
+enum Req {
+    Head,
+    Len(u64),
+    Chunked(Box<ChunkedDecoder>),
+    Done,
+}
+
+struct SrvStream {
+    pipe: Rc<RefCell<Pipe>>,
+    /// The stream's server-side tasklet.
+    side: TaskletId,
+    /// The H2 stream, once its head went out.
+    id: Option<u32>,
+    /// The client accepts trailers (`te: trailers` to the server).
+    te: bool,
+    req: Req,
+    /// Decoded request chunk data waiting for window.
+    stage: Vec<u8>,
+    /// The answer is written chunked (no content-length).
+    chunked: bool,
+    /// Answer bytes given to the stream, not yet granted back.
+    unreleased: usize,
+}
+
+/// One HTTP/2 connection to a server.
+pub(crate) struct SrvConn {
+    tr: Transport,
+    fd: RawFd,
+    h2: Connection,
+    rbuf: Vec<u8>,
+    rlen: usize,
+    /// The TCP connect completed.
+    connected: bool,
+    /// HTTP/2 is spoken (after the connect, and the ALPN choice if any).
+    ready: bool,
+    /// Waiting for the TLS handshake's ALPN choice.
+    negotiating: bool,
+    /// `http-reuse never`.
+    never: bool,
+    dead: bool,
+    io: super::super::Ready,
+    streams: Vec<SrvStream>,
+    key: u64,
+    /// Takes new streams (not with `http-reuse never`, nor after a
+    /// GOAWAY, a soft stop or a stalled connect); closes when it has none.
+    shared: bool,
+    /// Completed an exchange.
+    proven: bool,
+    /// The session (client connection tasklet) that opened it.
+    owner: Option<TaskletId>,
+    /// DATA nobody reads, to grant back after the event.
+    release: Vec<(u32, usize)>,
+    tls: bool,
+    purge_ms: u32,
+    limits: Limits,
+    counters: Arc<H2Counters>,
+    me: Option<TaskletId>,
+    timer: TaskId,
+    idle_since: Tick,
+    deadline: Tick,
+}
+
+thread_local! {
+    /// This thread's connections that may take more streams.
+    static POOL: RefCell<Vec<Rc<RefCell<SrvConn>>>> = const { RefCell::new(Vec::new()) };
+}
+
+fn bump(c: &std::sync::atomic::AtomicU64, up: bool) {
+    use std::sync::atomic::Ordering::Relaxed;
+    if up {
+        c.fetch_add(1, Relaxed);
+    } else {
+        c.fetch_sub(1, Relaxed);
+    }
+}
+
+impl SrvConn {
+    fn limit(&self) -> usize {
+        match self.h2.peer_max_streams() {
+            u32::MAX => DEFAULT_STREAMS,
+            n => n as usize,
+        }
+    }
+
+    fn takes(&self, key: u64, reuse: Reuse, owner: Option<TaskletId>) -> bool {
+        let mine = owner.is_some() && self.owner == owner;
+        !self.dead
+            && self.shared
+            && self.key == key
+            && !self.h2.going_away()
+            && self.streams.len() < self.limit()
+            && match reuse {
+                Reuse::Never => false,
+                Reuse::Safe { first } => mine || (!first && self.proven),
+                Reuse::Aggressive => mine || self.proven,
+                Reuse::Always => true,
+            }
+    }
+}
+
+/// Gives a stream a connection to the server `t` names: one of this
+/// thread's with a free stream when `reuse` allows, else a new one that
+/// `open` connects (non-blocking). `owner` is the stream's session (its
+/// client connection's tasklet); `side` is the stream's server-side
+/// tasklet, woken when the pipe has news; `te` says whether the client
+/// accepts trailers.
+pub(crate) fn attach(
+    ctx: &mut Ctx,
+    t: &Target,
+    reuse: Reuse,
+    owner: Option<TaskletId>,
+    side: TaskletId,
+    te: bool,
+    open: impl FnOnce() -> io::Result<Transport>,
+) -> io::Result<Attached> {
+    let found = POOL.with(|p| {
+        p.borrow()
+            .iter()
+            .find(|c| c.try_borrow().is_ok_and(|c| c.takes(t.key, reuse, owner)))
+            .cloned()
+    });
+    let (conn, reused) = match found {
+        Some(c) => (c, true),
+        None => (new_conn(ctx, t, reuse, owner, open)?, false),
+    };
+    let mut c = conn.borrow_mut();
+    let pipe = Rc::new(RefCell::new(Pipe {
+        connected: c.ready,
+        ..Pipe::default()
+    }));
+    c.streams.push(SrvStream {
+        pipe: Rc::clone(&pipe),
+        side,
+        id: None,
+        te,
+        req: Req::Head,
+        stage: Vec::new(),
+        chunked: false,
+        unreleased: 0,
+    });
+    let mux =
+        c.me.ok_or_else(|| io::Error::from(io::ErrorKind::NotConnected))?;
+    ctx.tasklet_wakeup(mux);
+    Ok(Attached { pipe, mux, reused })
+}
+
+fn new_conn(
+    ctx: &mut Ctx,
+    t: &Target,
+    reuse: Reuse,
+    owner: Option<TaskletId>,
+    open: impl FnOnce() -> io::Result<Transport>,
+) -> io::Result<Rc<RefCell<SrvConn>>> {
+    let tr = open()?;
+    let fd = tr.raw_fd();
+    let (timer, target) = super::super::timer_task(ctx, "h2_srv_timer");
+    let now = ctx.now();
+    let cfg = Config::default();
+    let conn = Rc::new(RefCell::new(SrvConn {
+        tr,
+        fd,
+        h2: Connection::client(cfg),
+        rbuf: vec![0u8; cfg.max_frame_size as usize + 9 + 1024],
+        rlen: 0,
+        connected: false,
+        ready: false,
+        negotiating: t.negotiate,
+        never: reuse == Reuse::Never,
+        dead: false,
+        io: super::super::Ready::default(),
+        streams: Vec::new(),
+        key: t.key,
+        shared: reuse != Reuse::Never && !t.negotiate,
+        proven: false,
+        owner,
+        release: Vec::new(),
+        tls: t.tls,
+        purge_ms: u32::try_from(t.purge.as_millis()).unwrap_or(u32::MAX),
+        limits: t.limits,
+        counters: Arc::clone(&t.counters),
+        me: None,
+        timer,
+        idle_since: now,
+        deadline: ETERNITY,
+    }));
+    let id = ctx.new_tasklet_obj(
+        "h2_srv",
+        SrvTask {
+            conn: Rc::clone(&conn),
+        },
+    );
+    target.set(Some(id));
+    if let Err(e) = ctx.register_fd(fd, id, true) {
+        ctx.kill_tasklet(id);
+        ctx.kill(timer);
+        return Err(e);
+    }
+    ctx.on_stop_tasklet(id);
+    conn.borrow_mut().me = Some(id);
+    {
+        let c = &conn.borrow().counters;
+        bump(&c.open_conns, true);
+        bump(&c.total_conns, true);
+    }
+    if reuse != Reuse::Never {
+        POOL.with(|p| p.borrow_mut().push(Rc::clone(&conn)));
+    }
+    Ok(conn)
+}
+
+/// Wakes a stream's server side with the I/O reason (it then looks at
+/// its pipe).
+fn wake(ctx: &mut Ctx, side: TaskletId) {
+    ctx.tasklet_wakeup_why(side, Reasons::IO);
+}
+
+/// Appends an HTTP/1.1 status line.
+fn status_line(out: &mut Vec<u8>, status: u16) {
+    out.extend_from_slice(b"HTTP/1.1 ");
+    crate::http1::push_decimal(out, u64::from(status));
+    out.push(b' ');
+    out.extend_from_slice(crate::http1::reason_phrase(status).as_bytes());
+    out.extend_from_slice(b"\r\n");
+}
+
+impl SrvConn {
+    fn now(ctx: &Ctx) -> u32 {
+        ctx.now() | 1
+    }
+
+    fn has_output(&self) -> bool {
+        !self.h2.output().is_empty() || self.tr.has_pending_output()
+    }
+
+    /// Whether the connect completed (or failed: `dead`).
+    fn check_connect(&mut self, ctx: &mut Ctx) -> bool {
+        if !(self.io.rd || self.io.wr || self.io.hup) {
+            return false;
+        }
+        let tcp = self.tr.tcp();
+        match (tcp.take_error(), tcp.peer_addr().is_ok()) {
+            (Ok(None), true) => {
+                self.connected = true;
+                self.io.wr = true;
+                if !self.negotiating {
+                    self.set_ready(ctx);
+                }
+                true
+            }
+            (Ok(None), false) if !self.io.hup => {
+                self.io.rd = false;
+                self.io.wr = false;
+                false
+            }
+            _ => {
+                for s in &self.streams {
+                    s.pipe.borrow_mut().failed = true;
+                }
+                self.dead = true;
+                false
+            }
+        }
+    }
+
+    /// HTTP/2 is spoken: the streams waiting for the connection go on.
+    fn set_ready(&mut self, ctx: &mut Ctx) {
+        self.ready = true;
+        for s in &self.streams {
+            s.pipe.borrow_mut().connected = true;
+            wake(ctx, s.side);
+        }
+    }
+
+    /// `alpn`: drives the TLS handshake until the server's choice. `h2`:
+    /// None, the connection goes on as HTTP/2 (and may be shared).
+    /// Otherwise the connection is handed, as it is, to its first stream
+    /// (HTTP/1.1; the others connect again) and this tasklet ends.
+    fn negotiate(&mut self, ctx: &mut Ctx) -> Option<Status> {
+        loop {
+            if self.tr.has_pending_output() {
+                match self.tr.flush_pending() {
+                    Ok(_) => {}
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                    Err(_) => return Some(self.close(ctx)),
+                }
+            }
+            if !self.tr.is_handshaking() {
+                break;
+            }
+            if !self.io.rd {
+                return Some(Status::Continue);
+            }
+            let r =
+                super::super::read_once(&mut self.tr, &mut self.rbuf, &mut self.rlen, &mut self.io);
+            if r.is_err() || self.io.eof {
+                return Some(self.close(ctx));
+            }
+        }
+        self.negotiating = false;
+        if self.tr.alpn() == Some(b"h2") {
+            self.shared = !self.never;
+            self.set_ready(ctx);
+            return None;
+        }
+        // HTTP/1.1: the connection leaves this tasklet.
+        let _ = ctx.deregister_fd(self.fd);
+        ctx.kill(self.timer);
+        self.dead = true;
+        bump(&self.counters.open_conns, false);
+        POOL.with(|p| {
+            if let Ok(mut p) = p.try_borrow_mut() {
+                p.retain(|c| c.try_borrow().is_ok_and(|c| !c.dead));
+            }
+        });
+        let first = self.streams.iter().position(|s| !s.pipe.borrow().closed);
+        let dup = self.tr.tcp().try_clone();
+        let mut taker = None;
+        if let (Some(i), Ok(d), 0) = (first, dup, self.rlen) {
+            let tr = std::mem::replace(&mut self.tr, Transport::plain(d));
+            self.streams[i].pipe.borrow_mut().h1 = Some(tr);
+            taker = Some(i);
+        } else {
+            let _ = self.tr.shutdown();
+        }
+        for (i, s) in self.streams.drain(..).enumerate() {
+            if Some(i) != taker {
+                s.pipe.borrow_mut().failed = true;
+            }
+            wake(ctx, s.side);
+        }
+        Some(Status::Done)
+    }
+
+    fn read_in(&mut self) -> io::Result<bool> {
+        super::super::read_once(&mut self.tr, &mut self.rbuf, &mut self.rlen, &mut self.io)
+    }
+
+    fn flush(&mut self) -> io::Result<bool> {
+        super::super::write_h2(&mut self.tr, &mut self.h2, &mut self.io)
+    }
+
+    /// Feeds the core what was read; answers go into the streams' pipes.
+    fn process(&mut self, ctx: &mut Ctx) -> bool {
+        let now = Self::now(ctx);
+        let mut off = 0;
+        let mut goaway: Option<u32> = None;
+        let mut closed = false;
+        loop {
+            let p = self.h2.recv(&self.rbuf[off..self.rlen], now);
+            off += p.consumed;
+            let Some(ev) = p.event else {
+                if p.consumed == 0 {
+                    break;
+                }
+                continue;
+            };
+            let streams = &mut self.streams;
+            let mut proven = false;
+            let release = &mut self.release;
+            let stream_ev = response_msgs(&ev, |id, m| {
+                let s = streams.iter_mut().find(|s| s.id == Some(id));
+                let Some(s) = s.filter(|s| !s.pipe.borrow().end) else {
+                    // Nobody reads it: the window is granted back at once.
+                    if let Msg::Data(d) = m {
+                        release.push((id, d.len()));
+                    }
+                    return;
+                };
+                let mut pg = s.pipe.borrow_mut();
+                let p = &mut *pg;
+                let out = &mut p.resp;
+                match m {
+                    Msg::Head(h) => {
+                        status_line(out, h.status);
+                        let mut cl = None;
+                        for (n, v) in h.fields.iter() {
+                            if n.eq_ignore_ascii_case(b"content-length") {
+                                cl = Some(v);
+                                continue;
+                            }
+                            out.extend_from_slice(n);
+                            out.extend_from_slice(b": ");
+                            out.extend_from_slice(v);
+                            out.extend_from_slice(b"\r\n");
+                        }
+                        if h.status >= 200 {
+                            match h.body {
+                                BodySize::Exact(n) => {
+                                    out.extend_from_slice(b"content-length: ");
+                                    crate::http1::push_decimal(out, n);
+                                    out.extend_from_slice(b"\r\n");
+                                }
+                                BodySize::Unknown => {
+                                    s.chunked = true;
+                                    out.extend_from_slice(b"transfer-encoding: chunked\r\n");
+                                }
+                                BodySize::Empty => {
+                                    // A HEAD or 304 answer keeps the length
+                                    // it declared; others say 0.
+                                    let v = cl.unwrap_or(&b"0"[..]);
+                                    if cl.is_some() || !matches!(h.status, 204 | 304) {
+                                        out.extend_from_slice(b"content-length: ");
+                                        out.extend_from_slice(v);
+                                        out.extend_from_slice(b"\r\n");
+                                    }
+                                }
+                            }
+                        }
+                        out.extend_from_slice(b"\r\n");
+                    }
+                    Msg::Data(d) => {
+                        if s.chunked {
+                            out.extend_from_slice(format!("{:x}\r\n", d.len()).as_bytes());
+                            out.extend_from_slice(d);
+                            out.extend_from_slice(b"\r\n");
+                        } else {
+                            out.extend_from_slice(d);
+                        }
+                        s.unreleased += d.len();
+                    }
+                    Msg::Trailers(t) => {
+                        // HTTP/1.1 carries trailers only after chunks.
+                        if s.chunked {
+                            out.extend_from_slice(b"0\r\n");
+                            for (n, v) in t.iter() {
+                                out.extend_from_slice(n);
+                                out.extend_from_slice(b": ");
+                                out.extend_from_slice(v);
+                                out.extend_from_slice(b"\r\n");
+                            }
+                            out.extend_from_slice(b"\r\n");
+                            s.chunked = false;
+                        }
+                    }
+                    Msg::End => {
+                        if s.chunked {
+                            out.extend_from_slice(b"0\r\n\r\n");
+                        }
+                        p.end = true;
+                        proven = true;
+                    }
+                    Msg::Abort(_) => p.end = true,
+                }
+                drop(pg);
+                wake(ctx, s.side);
+            });
+            self.proven |= proven;
+            // Connection-level events (the stream ones were handled).
+            let conn_ev = match ev {
+                _ if stream_ev => None,
+                Event::GoAway { last_stream, .. } => Some(Some(last_stream)),
+                Event::Closed { .. } => Some(None),
+                _ => None,
+            };
+            for (id, n) in self.release.drain(..) {
+                self.h2.release(id, n);
+            }
+            match conn_ev {
+                Some(Some(last)) => {
+                    // Streams above `last` were not processed; those not
+                    // opened yet never will be here.
+                    goaway = Some(goaway.map_or(last, |l| l.min(last)));
+                    self.shared = false;
+                }
+                Some(None) => {
+                    closed = true;
+                    off = self.rlen;
+                    break;
+                }
+                None => {}
+            }
+        }
+        let moved = off > 0;
+        self.rbuf.copy_within(off..self.rlen, 0);
+        self.rlen -= off;
+        if let Some(last) = goaway {
+            for s in &mut self.streams {
+                if s.id.is_none_or(|id| id > last) {
+                    s.pipe.borrow_mut().end = true;
+                    wake(ctx, s.side);
+                }
+            }
+        }
+        if closed {
+            self.dead = true;
+        }
+        moved
+    }
+
+    /// Moves every stream's request into the core and grants consumed
+    /// answer bytes back; drops the streams that let go.
+    fn serve(&mut self, ctx: &mut Ctx) -> bool {
+        let now = Self::now(ctx);
+        let mut moved = false;
+        let limits = self.limits;
+        let scheme: &'static [u8] = if self.tls { b"https" } else { b"http" };
+        let mut i = 0;
+        while i < self.streams.len() {
+            let s = &mut self.streams[i];
+            let pipe = Rc::clone(&s.pipe);
+            let mut p = pipe.borrow_mut();
+            if p.closed {
+                if let Some(id) = s.id {
+                    // Still open on the server's side: no more interest.
+                    self.h2.release(id, s.unreleased);
+                    let _ = self.h2.reset(id, ErrorCode::CANCEL, now);
+                }
+                drop(p);
+                let opened = self.streams.swap_remove(i).id.is_some();
+                if opened {
+                    bump(&self.counters.open_streams, false);
+                }
+                moved = true;
+                continue;
+            }
+            i += 1;
+            if p.end {
+                // Answer over (or refused): request bytes have no use.
+                p.req.clear();
+                s.req = Req::Done;
+                continue;
+            }
+            // Flow-control credit for the answer bytes the stream took.
+            if let Some(id) = s.id {
+                let read = std::mem::take(&mut p.read_count);
+                let n = if p.resp_pos >= p.resp.len() {
+                    s.unreleased
+                } else {
+                    read.min(s.unreleased)
+                };
+                if n > 0 {
+                    s.unreleased -= n;
+                    self.h2.release(id, n);
+                }
+            }
+            let before = p.req.len();
+            if matches!(s.req, Req::Head) {
+                let head = match parse_request(&p.req, &limits) {
+                    Ok(PStatus::Complete(h)) => h,
+                    Ok(PStatus::Partial) => continue,
+                    Err(_) => {
+                        // ebb wrote it: cannot happen; end the exchange.
+                        p.end = true;
+                        wake(ctx, s.side);
+                        continue;
+                    }
+                };
+                let view = ReqHead::from_h1(&p.req, &head);
+                let body = view.body;
+                let mut sink = ClientSink::new(&mut self.h2, scheme, now);
+                sink.te_trailers = s.te;
+                sink.put(Msg::Head(view));
+                match (sink.id, sink.refused) {
+                    (Some(id), _) => {
+                        s.id = Some(id);
+                        bump(&self.counters.open_streams, true);
+                        bump(&self.counters.total_streams, true);
+                        s.req = match body {
+                            BodySize::Empty => {
+                                let _ = self.h2.send_data(id, &[], true, now);
+                                Req::Done
+                            }
+                            BodySize::Exact(n) => Req::Len(n),
+                            BodySize::Unknown => Req::Chunked(Box::default()),
+                        };
+                        let n = head.head_len;
+                        p.req.drain(..n);
+                        moved = true;
+                    }
+                    (None, Some(SendError::Busy)) => continue,
+                    (None, _) => {
+                        // GOAWAY: not sent; the proxy may send it again.
+                        p.end = true;
+                        wake(ctx, s.side);
+                        continue;
+                    }
+                }
+            }
+            let Some(id) = s.id else { continue };
+            loop {
+                match &mut s.req {
+                    Req::Head | Req::Done => break,
+                    Req::Len(left) => {
+                        let n = (*left).min(p.req.len() as u64) as usize;
+                        if n == 0 {
+                            break;
+                        }
+                        let last = n as u64 == *left;
+                        let sent = self.h2.send_data(id, &p.req[..n], last, now).unwrap_or(0);
+                        p.req.drain(..sent);
+                        *left -= sent as u64;
+                        if *left == 0 {
+                            s.req = Req::Done;
+                        }
+                        break;
+                    }
+                    Req::Chunked(dec) => {
+                        if !s.stage.is_empty() {
+                            let sent = self.h2.send_data(id, &s.stage, false, now).unwrap_or(0);
+                            s.stage.drain(..sent);
+                            if !s.stage.is_empty() {
+                                break;
+                            }
+                        }
+                        if p.req.is_empty() {
+                            break;
+                        }
+                        let Ok(d) = dec.decode(&p.req) else {
+                            let _ = self.h2.reset(id, ErrorCode::CANCEL, now);
+                            p.end = true;
+                            wake(ctx, s.side);
+                            break;
+                        };
+                        s.stage.extend_from_slice(&p.req[d.data.clone()]);
+                        p.req.drain(..d.consumed);
+                        if d.done {
+                            let _ = self.h2.send_data(id, &s.stage, false, now);
+                            s.stage.clear();
+                            let _ = self.h2.send_data(id, &[], true, now);
+                            s.req = Req::Done;
+                            break;
+                        }
+                        if d.consumed == 0 {
+                            break;
+                        }
+                    }
+                }
+            }
+            if p.req.len() < before {
+                moved = true;
+                if p.want_room && p.req.len() < REQ_MAX {
+                    p.want_room = false;
+                    wake(ctx, s.side);
+                }
+            }
+        }
+        moved
+    }
+
+    fn close(&mut self, ctx: &mut Ctx) -> Status {
+        self.dead = true;
+        for s in self.streams.drain(..) {
+            let mut p = s.pipe.borrow_mut();
+            if !self.ready {
+                p.failed = true;
+            }
+            p.end = true;
+            drop(p);
+            wake(ctx, s.side);
+            if s.id.is_some() {
+                bump(&self.counters.open_streams, false);
+            }
+        }
+        let _ = ctx.deregister_fd(self.fd);
+        ctx.kill(self.timer);
+        let _ = self.tr.shutdown();
+        bump(&self.counters.open_conns, false);
+        POOL.with(|p| {
+            if let Ok(mut p) = p.try_borrow_mut() {
+                p.retain(|c| c.try_borrow().is_ok_and(|c| !c.dead));
+            }
+        });
+        Status::Done
+    }
+
+    fn pump(&mut self, ctx: &mut Ctx) -> Status {
+        if !self.connected && !self.dead {
+            self.check_connect(ctx);
+        }
+        if self.dead {
+            return self.close(ctx);
+        }
+        if self.connected && self.negotiating {
+            if let Some(st) = self.negotiate(ctx) {
+                return st;
+            }
+        }
+        if !self.ready {
+            // A stream that gave up waiting (its connect timeout) makes
+            // this connection take no other; with none left it closes.
+            let before = self.streams.len();
+            self.streams.retain(|s| !s.pipe.borrow().closed);
+            if self.streams.len() < before {
+                self.shared = false;
+            }
+            if self.streams.is_empty() && !self.shared {
+                return self.close(ctx);
+            }
+            return Status::Continue;
+        }
+        loop {
+            let mut moved = false;
+            if self.io.rd && !self.io.eof {
+                match self.read_in() {
+                    Ok(m) => moved |= m,
+                    Err(_) => return self.close(ctx),
+                }
+            }
+            moved |= self.process(ctx);
+            if self.dead {
+                let _ = self.flush();
+                return self.close(ctx);
+            }
+            moved |= self.serve(ctx);
+            if self.has_output() && self.io.wr {
+                match self.flush() {
+                    Ok(m) => moved |= m,
+                    Err(_) => return self.close(ctx),
+                }
+            }
+            if !moved {
+                break;
+            }
+        }
+        if self.io.eof || (self.h2.is_done() && !self.has_output()) {
+            return self.close(ctx);
+        }
+        let now = ctx.now();
+        if !self.streams.is_empty() {
+            self.idle_since = now;
+        } else if !self.shared {
+            // No stream will come: `http-reuse never` (the connection was
+            // its stream's), a GOAWAY, a soft stop.
+            self.h2.shutdown();
+            let _ = self.flush();
+            return self.close(ctx);
+        }
+        let d = if self.streams.is_empty() {
+            ticks::add(self.idle_since, self.purge_ms)
+        } else {
+            ticks::add(now, TICK_MS)
+        };
+        if d != self.deadline {
+            self.deadline = d;
+            ctx.set_expire(self.timer, d);
+        }
+        Status::Continue
+    }
+
+    fn on_timer(&mut self, ctx: &mut Ctx) -> Status {
+        if self.streams.is_empty() {
+            // Idle past `pool-purge-delay`: GOAWAY and close.
+            self.h2.shutdown();
+            let _ = self.flush();
+            return self.close(ctx);
+        }
+        let mut reset = Vec::new();
+        self.h2.tick(Self::now(ctx), &mut reset);
+        for s in &self.streams {
+            if s.id.is_some_and(|id| reset.contains(&id)) {
+                s.pipe.borrow_mut().end = true;
+                wake(ctx, s.side);
+            }
+        }
+        self.pump(ctx)
+    }
+}
+
+/// The connection's tasklet.
+struct SrvTask {
+    conn: Rc<RefCell<SrvConn>>,
+}
+
+impl TaskletFn for SrvTask {
+    fn run(&mut self, ctx: &mut Ctx, me: TaskletId, why: Reasons) -> Status {
+        let conn = Rc::clone(&self.conn);
+        let mut c = conn.borrow_mut();
+        if why.intersects(Reasons::IO) {
+            let ev = ctx.take_events(me);
+            if ev.readable() || ev.hup_or_err() {
+                c.io.rd = true;
+            }
+            if ev.hup_or_err() {
+                c.io.hup = true;
+            }
+            if ev.writable() || ev.hup_or_err() {
+                c.io.wr = true;
+            }
+        }
+        if (why.intersects(Reasons::SIGNAL) || ctx.stopping()) && !c.dead {
+            // Soft stop: no new stream here; those open finish, then it
+            // closes.
+            c.shared = false;
+        }
+        if why.intersects(Reasons::TIMER) && ticks::is_expired(c.deadline, ctx.now()) {
+            return c.on_timer(ctx);
+        }
+        c.pump(ctx)
+    }
+}

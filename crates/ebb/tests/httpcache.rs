@@ -1,0 +1,238 @@
+//! The HTTP cache (`cache` sections, `cache-use`, `cache-store`, `show
+//! cache`) and `http-errors` sections through the real binary, for what
+//! HAProxy's reg-tests do not pin: the memory bound, request directives
+//! that bypass the cache, HEAD on a stored GET, the `Age` field, the CLI
+//! listing, and the configuration errors. HAProxy 2.6 behaves the same on
+//! each point (cache.c, http_ana.c); its answers are not compared here
+//! because the assertions are on counts of requests reaching the origin.
+
+mod common;
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use common::{cli_cmd, raw, run_ebb, scratch, Client, Ebb};
+
+/// An origin answering every request with a body of the size asked in the
+/// path (`/N/anything`), `Cache-Control: max-age=60` and the request
+/// count in `X-N`; counts the requests it got.
+struct Origin {
+    addr: SocketAddr,
+    hits: Arc<AtomicUsize>,
+}
+
+fn origin() -> Origin {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap();
+    let hits = Arc::new(AtomicUsize::new(0));
+    let h2 = Arc::clone(&hits);
+    std::thread::spawn(move || {
+        for s in l.incoming() {
+            let Ok(s) = s else { continue };
+            let h3 = Arc::clone(&h2);
+            std::thread::spawn(move || serve(s, &h3));
+        }
+    });
+    Origin { addr, hits }
+}
+
+fn serve(s: TcpStream, hits: &AtomicUsize) {
+    let mut w = s.try_clone().unwrap();
+    let mut r = BufReader::new(s);
+    loop {
+        let mut line = String::new();
+        if r.read_line(&mut line).unwrap_or(0) == 0 {
+            return;
+        }
+        let mut len = 0usize;
+        loop {
+            let mut h = String::new();
+            if r.read_line(&mut h).unwrap_or(0) == 0 {
+                return;
+            }
+            if h == "\r\n" {
+                break;
+            }
+            if let Some(v) = h.to_ascii_lowercase().strip_prefix("content-length:") {
+                len = v.trim().parse().unwrap_or(0);
+            }
+        }
+        let mut body = vec![0; len];
+        if r.read_exact(&mut body).is_err() {
+            return;
+        }
+        let n = hits.fetch_add(1, Ordering::SeqCst) + 1;
+        let path = line.split(' ').nth(1).unwrap_or("/");
+        let size: usize = path
+            .trim_start_matches('/')
+            .split('/')
+            .next()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(10);
+        let head = format!(
+            "HTTP/1.1 200 OK\r\nCache-Control: max-age=60\r\nX-N: {n}\r\nContent-Length: {size}\r\n\r\n"
+        );
+        let mut out = head.into_bytes();
+        out.extend(vec![b'x'; size]);
+        if w.write_all(&out).is_err() {
+            return;
+        }
+    }
+}
+
+fn config(o: &Origin, cache: &str, sock: &std::path::Path) -> String {
+    format!(
+        "global\n stats socket {} level admin\ndefaults\n mode http\n timeout client 10s\n timeout server 10s\n timeout connect 5s\nfrontend fe\n bind BIND\n default_backend be\nbackend be\n http-request cache-use c\n http-response cache-store c\n http-response set-header X-Hit %[res.cache_hit]\n server o {}\ncache c\n{cache}",
+        sock.display(),
+        o.addr
+    )
+}
+
+fn get(c: &mut Client, path: &str, extra: &str) -> common::Resp {
+    c.send(format!("GET {path} HTTP/1.1\r\nHost: h\r\n{extra}\r\n").as_bytes());
+    c.read_resp()
+}
+
+#[test]
+fn hits_come_from_the_cache_with_an_age_and_head_gets_no_body() {
+    let o = origin();
+    let dir = scratch("cache-hit");
+    let sock = dir.join("cli.sock");
+    let ebb = Ebb::start(&config(&o, " total-max-size 4\n max-age 60\n", &sock));
+    let mut c = Client::connect(ebb.addr());
+    let r = get(&mut c, "/100/a", "");
+    assert_eq!((r.status, r.body.len()), (200, 100));
+    assert_eq!(r.header("x-hit"), Some("0"));
+    let r = get(&mut c, "/100/a", "");
+    assert_eq!((r.status, r.body.len()), (200, 100));
+    assert_eq!(r.header("x-hit"), Some("1"));
+    assert_eq!(r.header("x-n"), Some("1"));
+    assert!(r.header("age").is_some(), "a hit carries Age");
+    assert_eq!(o.hits.load(Ordering::SeqCst), 1);
+    // HEAD is answered from the stored GET, without its body.
+    c.send(b"HEAD /100/a HTTP/1.1\r\nHost: h\r\n\r\n");
+    let r = c.read_resp_opt(true).expect("an answer to HEAD");
+    assert_eq!(r.status, 200);
+    assert_eq!(r.header("content-length"), Some("100"));
+    assert_eq!(r.header("x-hit"), Some("1"));
+    // Request directives that bypass the cache (HAProxy's
+    // http_check_request_for_cacheability), and Authorization.
+    for extra in [
+        "Cache-Control: no-cache\r\n",
+        "Cache-Control: max-age=0\r\n",
+        "Pragma: no-cache\r\n",
+        "Authorization: Basic eDp5\r\n",
+    ] {
+        let r = get(&mut c, "/100/a", extra);
+        assert_eq!(r.header("x-hit"), Some("0"), "{extra}");
+    }
+    assert_eq!(o.hits.load(Ordering::SeqCst), 5);
+    // The CLI lists the entry.
+    let out = cli_cmd(&sock, "show cache");
+    assert!(out.contains(": c (shctx:"), "{out}");
+    assert_eq!(out.matches(" hash:").count(), 1, "{out}");
+}
+
+#[test]
+fn the_cache_stays_within_total_max_size() {
+    let o = origin();
+    let dir = scratch("cache-size");
+    let sock = dir.join("cli.sock");
+    // 1 MB; objects up to 300,000 bytes: at most three 250,000-byte
+    // answers fit at once.
+    let ebb = Ebb::start(&config(
+        &o,
+        " total-max-size 1\n max-object-size 300000\n",
+        &sock,
+    ));
+    let mut c = Client::connect(ebb.addr());
+    for i in 0..10 {
+        let r = get(&mut c, &format!("/250000/{i}"), "");
+        assert_eq!((r.status, r.body.len()), (200, 250_000));
+    }
+    assert_eq!(o.hits.load(Ordering::SeqCst), 10);
+    let out = cli_cmd(&sock, "show cache");
+    let sizes: Vec<usize> = out
+        .lines()
+        .filter_map(|l| l.split(" size:").nth(1))
+        .filter_map(|s| s.split(' ').next()?.parse().ok())
+        .collect();
+    assert!(!sizes.is_empty() && sizes.len() <= 4, "{out}");
+    assert!(sizes.iter().sum::<usize>() <= 1024 * 1024, "{out}");
+    // The last one stored is a hit; the first was evicted.
+    let r = get(&mut c, "/250000/9", "");
+    assert_eq!(r.header("x-hit"), Some("1"));
+    let r = get(&mut c, "/250000/0", "");
+    assert_eq!(r.header("x-hit"), Some("0"));
+    // Larger than max-object-size: never stored.
+    get(&mut c, "/400000/big", "");
+    let r = get(&mut c, "/400000/big", "");
+    assert_eq!(r.header("x-hit"), Some("0"));
+}
+
+#[test]
+fn cache_configuration_errors_name_their_line() {
+    let dir = scratch("cache-cfg");
+    let cases = [
+        (
+            "defaults\n mode http\nfrontend fe\n bind 127.0.0.1:0\n http-request cache-use nope\n default_backend be\nbackend be\n server s 127.0.0.1:1\n",
+            "ebb.cfg:5: ",
+            "unable to find the cache 'nope'",
+        ),
+        (
+            "cache c\n max-age 10\ndefaults\n mode http\n",
+            "ebb.cfg:1: ",
+            "Size not specified",
+        ),
+        (
+            "cache c\n total-max-size 1\n max-object-size 900000\n",
+            "ebb.cfg:1: ",
+            "limited to half",
+        ),
+        (
+            "cache c\n total-max-size 1\n process-vary maybe\n",
+            "ebb.cfg:3: ",
+            "expects \"on\" or \"off\"",
+        ),
+        (
+            "cache c\n total-max-size 1\n bogus 1\n",
+            "ebb.cfg:3: ",
+            "unknown keyword 'bogus'",
+        ),
+        (
+            "defaults\n mode http\n errorfiles nope\n",
+            "ebb.cfg:3: ",
+            "no http-errors section 'nope'",
+        ),
+    ];
+    for (cfg, at, what) in cases {
+        let p = dir.join("ebb.cfg");
+        std::fs::write(&p, cfg).unwrap();
+        let (code, _, err) = run_ebb(&["-c", "-f", p.to_str().unwrap()], &dir);
+        assert_ne!(code, 0, "{cfg}");
+        assert!(err.contains(at) && err.contains(what), "{cfg}\n{err}");
+    }
+}
+
+#[test]
+fn http_errors_sections_answer_deny_and_return() {
+    let dir = scratch("errors");
+    let f = dir.join("403.http");
+    std::fs::write(
+        &f,
+        "HTTP/1.1 403 Forbidden\r\nContent-Type: text/plain\r\nContent-Length: 5\r\nX-From: section\r\n\r\nnope\n",
+    )
+    .unwrap();
+    let ebb = Ebb::start(&format!(
+        "http-errors e\n errorfile 403 {}\ndefaults\n mode http\nfrontend fe\n bind BIND\n http-request deny errorfiles e if {{ path /deny }}\n http-request return status 403 errorfiles e if {{ path /ret }}\n http-request deny status 500 content-type text/plain string oops if {{ path /oops }}\n http-request return status 200 content-type text/plain string ok\n",
+        f.display()
+    ));
+    let r = raw(ebb.addr(), b"GET /deny HTTP/1.1\r\nHost: h\r\n\r\n").expect("an answer");
+    assert_eq!((r.status, r.header("x-from")), (403, Some("section")));
+    let r = raw(ebb.addr(), b"GET /ret HTTP/1.1\r\nHost: h\r\n\r\n").expect("an answer");
+    assert_eq!((r.status, r.header("x-from")), (403, Some("section")));
+    let r = raw(ebb.addr(), b"GET /oops HTTP/1.1\r\nHost: h\r\n\r\n").expect("an answer");
+    assert_eq!((r.status, r.text()), (500, "oops".to_string()));
+}
