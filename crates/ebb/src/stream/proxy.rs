@@ -725,7 +725,8 @@ impl Stream {
             return false;
         }
         let (connecting, failed, t_conn) = {
-            let sd = self.side.borrow();
+            let mut sd = self.side.borrow_mut();
+            sd.refresh_h2_connect(ctx.now());
             (sd.connecting, sd.connect_failed, sd.t_conn)
         };
         if failed {

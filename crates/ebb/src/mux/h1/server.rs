@@ -163,6 +163,15 @@ impl ServerSide {
         self.obuf.len() - self.opos
     }
 
+    /// An HTTP/2 stream's connection may have come up (or failed) without
+    /// this side's tasklet having run since: takes the outcome from the
+    /// pipe, so the exchange's deadline moves on from the connect timeout.
+    pub(crate) fn refresh_h2_connect(&mut self, now: Tick) {
+        if self.connecting && self.h2.is_some() {
+            let _ = self.check_connect(now);
+        }
+    }
+
     /// Completes a connect once the socket says so. Returns `Some(ok)`
     /// when the outcome is known.
     fn check_connect(&mut self, now: Tick) -> Option<bool> {
