@@ -562,3 +562,114 @@ fn a_master_worker_reload_hands_the_table_to_the_new_worker() {
         value(&cli_cmd(&sw, "show table web"), "127.0.0.1", "http_req_cnt") == Some(4)
     });
 }
+
+/// A configuration storing HAProxy 2.6's arrays and `http_fail_*`: the
+/// frontend counts `gpc[2]` (`sc-inc-gpc(2,0)`), `gpc[0]` through the
+/// legacy `sc-inc-gpc0` (which falls back on the array), sets `gpt[1]`,
+/// and proxies to an origin in the same process answering the status
+/// the path names; `/dead` goes to a server that refuses connections.
+fn array_config(sock: &Path, peers: &[(&str, u16)], http: u16, origin: u16) -> String {
+    let mut c = format!(
+        "global\n    stats socket {} level admin\n{DEFAULTS}peers mesh\n",
+        sock.display()
+    );
+    for (n, p) in peers {
+        c.push_str(&format!("    peer {n} 127.0.0.1:{p}\n"));
+    }
+    c.push_str(&format!(
+        "frontend web\n    bind 127.0.0.1:{http}\n    stick-table type ip size 1m expire 60s store http_req_cnt,gpt(2),gpc(3),gpc_rate(3,10s),http_fail_cnt,http_fail_rate(10s) peers mesh\n    http-request track-sc0 src\n    http-request sc-inc-gpc(2,0)\n    http-request sc-inc-gpc0(0)\n    http-request sc-set-gpt(1,0) 42\n    use_backend dead if {{ path /dead }}\n    default_backend app\n\
+         backend app\n    server o 127.0.0.1:{origin}\n\
+         backend dead\n    retries 0\n    server d 127.0.0.1:1\n\
+         listen origin\n    bind 127.0.0.1:{origin}\n    http-request return status 500 if {{ path /500 }}\n    http-request return status 501 if {{ path /501 }}\n    http-request return status 503 if {{ path /503 }}\n    http-request return status 200\n"
+    ));
+    c
+}
+
+fn get_path_from(src: &str, to: SocketAddr, path: &str) -> u16 {
+    let mut c = connect_from(src, to);
+    c.send(format!("GET {path} HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n").as_bytes());
+    c.read_resp_opt(false).map_or(0, |r| r.status)
+}
+
+/// HAProxy 2.6 and ebb in one peers section with the array types and
+/// `http_fail_*`: the same requests on each (from its own source) give
+/// the same counters, and each learns the other's entry with every
+/// element (gpc0..gpc2, gpt0..gpt1) as it is. What counts as an HTTP
+/// failure is HAProxy's: a server's 500 and 503, not its 501, not the 503
+/// of a refused connection.
+#[test]
+fn ebb_and_haproxy_share_arrays_and_http_failures() {
+    if !have("haproxy") {
+        eprintln!("haproxy not installed: skipped");
+        return;
+    }
+    let dir = scratch("peers-arrays");
+    let (pe, ph, he, hh, oe, oh) = (
+        free_port(),
+        free_port(),
+        free_port(),
+        free_port(),
+        free_port(),
+        free_port(),
+    );
+    let peers = [("ebb1", pe), ("hap1", ph)];
+    let (se, sh) = (dir.join("e.sock"), dir.join("h.sock"));
+    let _e = start_ebb(&dir, "ebb1", &array_config(&se, &peers, he, oe));
+    let _h = start_haproxy(&dir, "hap1", &array_config(&sh, &peers, hh, oh), &sh);
+    let we: SocketAddr = format!("127.0.0.1:{he}").parse().unwrap();
+    let wh: SocketAddr = format!("127.0.0.1:{hh}").parse().unwrap();
+    wait_for("ebb accepting", || TcpStream::connect(we).is_ok());
+    wait_for("haproxy accepting", || TcpStream::connect(wh).is_ok());
+    let expect = [
+        ("/", 200),
+        ("/500", 500),
+        ("/501", 501),
+        ("/503", 503),
+        ("/dead", 503),
+    ];
+    for (path, status) in expect {
+        assert_eq!(get_path_from("127.0.0.1", we, path), status, "ebb {path}");
+        assert_eq!(
+            get_path_from("127.0.0.2", wh, path),
+            status,
+            "haproxy {path}"
+        );
+    }
+    let done = |t: &str, key: &str| value(t, key, "http_req_cnt") == Some(5);
+    wait_for("each shows both entries", || {
+        let (te, th) = (
+            cli_cmd(&se, "show table web"),
+            cli_cmd(&sh, "show table web"),
+        );
+        ["127.0.0.1", "127.0.0.2"].iter().all(|k| {
+            done(&te, k)
+                && done(&th, k)
+                && value(&te, k, "http_fail_cnt") == Some(2)
+                && value(&th, k, "http_fail_cnt") == Some(2)
+        })
+    });
+    let (te, th) = (
+        cli_cmd(&se, "show table web"),
+        cli_cmd(&sh, "show table web"),
+    );
+    for key in ["127.0.0.1", "127.0.0.2"] {
+        for (data, want) in [
+            ("gpc0", 5),
+            ("gpc1", 0),
+            ("gpc2", 5),
+            ("gpt0", 0),
+            ("gpt1", 42),
+            ("http_fail_cnt", 2),
+        ] {
+            assert_eq!(value(&te, key, data), Some(want), "ebb {key} {data}\n{te}");
+            assert_eq!(
+                value(&th, key, data),
+                Some(want),
+                "haproxy {key} {data}\n{th}"
+            );
+        }
+        for rate in ["gpc0_rate", "gpc2_rate", "http_fail_rate"] {
+            assert!(value(&te, key, rate).is_some(), "ebb {key} {rate}\n{te}");
+        }
+    }
+}

@@ -2916,7 +2916,7 @@ fn stick_tables_and_their_rules() {
     err1(
         &be("    stick-table type ip size 1m store http_req_rate"),
         "t.cfg:2: ",
-        "http_req_rate needs a period",
+        "missing argument to store option 'http_req_rate'",
     );
     err1(
         &be("    stick-table type mac size 1"),
