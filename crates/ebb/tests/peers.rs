@@ -673,3 +673,47 @@ fn ebb_and_haproxy_share_arrays_and_http_failures() {
         }
     }
 }
+
+/// A `table` line in the peers section (HAProxy 2.6's form): the table is
+/// `mesh/t` in the configuration and `t` on the wire; ebb and HAProxy
+/// share it both ways.
+#[test]
+fn a_table_declared_in_the_peers_section_is_shared_with_haproxy() {
+    let cfg = |sock: &Path, peers: &[(&str, u16)], http: u16| {
+        let mut c = format!(
+            "global\n    stats socket {} level admin\n{DEFAULTS}peers mesh\n",
+            sock.display()
+        );
+        for (n, p) in peers {
+            c.push_str(&format!("    peer {n} 127.0.0.1:{p}\n"));
+        }
+        c.push_str(&format!(
+            "    table t type ip size 1m expire 60s store http_req_cnt,gpc0\nfrontend web\n    bind 127.0.0.1:{http}\n    http-request track-sc0 src table mesh/t\n    http-request sc-inc-gpc0(0)\n    http-request return status 200 content-type text/plain lf-string \"%[sc0_get_gpc0]\"\n"
+        ));
+        c
+    };
+    let dir = scratch("peers-table-line");
+    let (pe, ph, he, hh) = (free_port(), free_port(), free_port(), free_port());
+    let peers = [("ebb1", pe), ("hap1", ph)];
+    let (se, sh) = (dir.join("e.sock"), dir.join("h.sock"));
+    let e = start_ebb(&dir, "ebb1", &cfg(&se, &peers, he));
+    assert_eq!(get_from("127.0.0.1", e.addrs[0]), 200);
+    assert_eq!(get_from("127.0.0.1", e.addrs[0]), 200);
+    let te = cli_cmd(&se, "show table mesh/t");
+    assert!(te.starts_with("# table: mesh/t, type: ip,"), "{te}");
+    assert_eq!(value(&te, "127.0.0.1", "gpc0"), Some(2), "{te}");
+    if !have("haproxy") {
+        eprintln!("haproxy not installed: the HAProxy half is skipped");
+        return;
+    }
+    let _h = start_haproxy(&dir, "hap1", &cfg(&sh, &peers, hh), &sh);
+    let wh: SocketAddr = format!("127.0.0.1:{hh}").parse().unwrap();
+    wait_for("haproxy accepting", || TcpStream::connect(wh).is_ok());
+    assert_eq!(get_from("127.0.0.2", wh), 200);
+    wait_for("haproxy learns ebb's entry", || {
+        value(&cli_cmd(&sh, "show table mesh/t"), "127.0.0.1", "gpc0") == Some(2)
+    });
+    wait_for("ebb learns haproxy's entry", || {
+        value(&cli_cmd(&se, "show table mesh/t"), "127.0.0.2", "gpc0") == Some(1)
+    });
+}

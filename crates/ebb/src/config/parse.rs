@@ -1194,14 +1194,18 @@ impl<'e> Parser<'e> {
                     .map(|r| r.table.clone().unwrap_or_else(|| p.name.clone()))
             })
             .collect();
-        for p in &mut self.proxies {
-            if let Some(t) = &mut p.stick_table {
-                let store = &mut t.value.store;
-                if stick_tables.contains(&p.name)
-                    && !store.contains(&crate::table::DataType::ServerId)
-                {
-                    store.push(crate::table::DataType::ServerId);
-                }
+        let peer_tables = self.peers.iter_mut().flat_map(|s| s.tables.iter_mut());
+        for t in self
+            .proxies
+            .iter_mut()
+            .filter_map(|p| p.stick_table.as_mut())
+            .chain(peer_tables)
+        {
+            let store = &mut t.value.store;
+            if stick_tables.contains(&t.value.name)
+                && !store.contains(&crate::table::DataType::ServerId)
+            {
+                store.push(crate::table::DataType::ServerId);
             }
         }
         let mut errs: Vec<ConfigError> = Vec::new();
@@ -1351,6 +1355,10 @@ impl<'e> Parser<'e> {
             if !px
                 .iter()
                 .any(|p| &p.name == name && p.stick_table.is_some())
+                && !self
+                    .peers
+                    .iter()
+                    .any(|s| s.tables.iter().any(|t| &t.value.name == name))
             {
                 err(
                     &mut errs,
@@ -1384,6 +1392,15 @@ impl<'e> Parser<'e> {
             &self.proxies,
         ));
         let local_peer = super::peers::local_peer_name(self.global.localpeer.as_deref());
+        let px_table_names: Vec<(String, Loc)> = self
+            .proxies
+            .iter()
+            .filter_map(|p| {
+                p.stick_table
+                    .as_ref()
+                    .map(|t| (p.name.clone(), t.loc.clone()))
+            })
+            .collect();
         let mut tables: Vec<_> = self
             .proxies
             .iter_mut()
@@ -1393,6 +1410,9 @@ impl<'e> Parser<'e> {
             })
             .collect();
         for (loc, m) in super::peers::check(&self.peers, &mut tables, &local_peer) {
+            err(&mut errs, &loc, m);
+        }
+        for (loc, m) in super::peers::check_tables(&mut self.peers, &px_table_names, &local_peer) {
             err(&mut errs, &loc, m);
         }
         self.errors.extend(errs);

@@ -65,6 +65,17 @@ pub struct Config {
     pub local_peer: String,
 }
 
+impl Config {
+    /// Every stick table: the proxies' (named after them), then the
+    /// `table` lines of the peers sections (named `SECTION/T`).
+    pub fn stick_tables(&self) -> impl Iterator<Item = &Spanned<crate::table::TableDef>> {
+        self.proxies
+            .iter()
+            .filter_map(|p| p.stick_table.as_ref())
+            .chain(self.peers.iter().flat_map(|s| s.tables.iter()))
+    }
+}
+
 /// A `nameserver` line of a `resolvers` section.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Nameserver {

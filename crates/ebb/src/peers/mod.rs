@@ -994,7 +994,7 @@ fn handle_msg(
             let d = parse_define(data).map_err(|m| m.0)?;
             let s = sec.borrow();
             let local = s.rt.tables.iter().position(|t| {
-                t.def().name == d.name
+                t.def().wire_name() == d.name
                     && wire_key_type(t.def().key) == d.key_type
                     && t.def().key_size as u64 == d.key_len
             });

@@ -214,8 +214,8 @@ pub fn wire_key_type(k: KeyType) -> u64 {
 pub fn put_define(out: &mut Vec<u8>, id: u64, def: &crate::table::TableDef) {
     let mut d = Vec::new();
     put_int(&mut d, id);
-    put_int(&mut d, def.name.len() as u64);
-    d.extend_from_slice(def.name.as_bytes());
+    put_int(&mut d, def.wire_name().len() as u64);
+    d.extend_from_slice(def.wire_name().as_bytes());
     put_int(&mut d, wire_key_type(def.key));
     put_int(&mut d, def.key_size as u64);
     let mut bits = 0u64;

@@ -365,6 +365,17 @@ pub struct TableDef {
     /// peers protocol): 4 for ip and integer, 16 for ipv6, `len + 1` for
     /// a string with `len` (32 without), `len` for binary.
     pub key_size: usize,
+    /// The name on the peers protocol when it is not `name`: a `table T`
+    /// line of peers section P is called `P/T` locally and `/T` on the
+    /// wire (HAProxy 2.6's `nid`, slash included).
+    pub wire_name: Option<String>,
+}
+
+impl TableDef {
+    /// The name the peers protocol carries.
+    pub fn wire_name(&self) -> &str {
+        self.wire_name.as_deref().unwrap_or(&self.name)
+    }
 }
 
 /// Why a `stick-table` line was refused.
@@ -658,6 +669,7 @@ pub fn parse_stick_table(name: &str, w: &[&str]) -> Result<TableDef, DefError> {
         store,
         peers,
         key_size,
+        wire_name: None,
     })
 }
 

@@ -40,6 +40,7 @@ fn parses_every_key_type_and_store_type() {
             store: vec![],
             peers: None,
             key_size: 65,
+            wire_name: None,
         }
     );
     assert_eq!(
