@@ -717,3 +717,64 @@ fn a_table_declared_in_the_peers_section_is_shared_with_haproxy() {
         value(&cli_cmd(&se, "show table mesh/t"), "127.0.0.2", "gpc0") == Some(1)
     });
 }
+
+/// The names (what precedes `=`) of a `show peers` line, in order.
+fn keys(line: &str) -> Vec<String> {
+    line.split_whitespace()
+        .filter_map(|w| w.split_once('=').map(|(k, _)| k.to_string()))
+        .collect()
+}
+
+/// `show peers` in HAProxy 2.6's layout: the section line, each peer's
+/// two first lines with the same fields as HAProxy's, and the shared
+/// tables with their ids; compared with HAProxy's own output.
+#[test]
+fn show_peers_has_haproxys_layout() {
+    let dir = scratch("peers-show");
+    let (pe, ph, he, hh) = (free_port(), free_port(), free_port(), free_port());
+    let peers = [("ebb1", pe), ("hap1", ph)];
+    let (se, sh) = (dir.join("e.sock"), dir.join("h.sock"));
+    let e = start_ebb(&dir, "ebb1", &config(&se, &peers, he));
+    let out = cli_cmd(&se, "show peers");
+    let first = out.lines().next().unwrap_or("");
+    assert!(
+        first.starts_with("0x1: [") && first.contains("] id=mesh disabled=0 resync_timeout="),
+        "{out}"
+    );
+    assert!(out.contains(": id=hap1(remote,"), "{out}");
+    assert!(out.contains(": id=ebb1(local,inactive)"), "{out}");
+    assert!(cli_cmd(&se, "show peers nope").starts_with("No such peers\n"));
+    if !have("haproxy") {
+        eprintln!("haproxy not installed: the comparison is skipped");
+        return;
+    }
+    let _h = start_haproxy(&dir, "hap1", &config(&sh, &peers, hh), &sh);
+    get_from("127.0.0.1", e.addrs[0]);
+    let line_of = |out: &str, who: &str| -> Vec<String> {
+        let mut it = out
+            .lines()
+            .skip_while(|l| !l.contains(&format!(": id={who}(")));
+        [it.next(), it.next()]
+            .iter()
+            .map(|l| l.unwrap_or("").to_string())
+            .collect()
+    };
+    wait_for("each shows the other established", || {
+        line_of(&cli_cmd(&se, "show peers mesh"), "hap1")[0].contains("(remote,active) ")
+            && line_of(&cli_cmd(&se, "show peers"), "hap1")[0].contains("last_status=ESTA")
+            && line_of(&cli_cmd(&sh, "show peers"), "ebb1")[0].contains("last_status=ESTA")
+    });
+    let (oe, oh) = (cli_cmd(&se, "show peers"), cli_cmd(&sh, "show peers"));
+    let (le, lh) = (line_of(&oe, "hap1"), line_of(&oh, "ebb1"));
+    for i in 0..2 {
+        assert_eq!(keys(&le[i]), keys(&lh[i]), "ebb:\n{oe}\nhaproxy:\n{oh}");
+    }
+    // The shared table, by its name, in both.
+    assert!(oe.contains(" id=web update="), "{oe}");
+    assert!(oh.contains(" id=web update="), "{oh}");
+    // The section line has HAProxy's fields but its internal ones.
+    let head = |o: &str| keys(o.lines().next().unwrap_or(""));
+    let mut hk = head(&oh);
+    hk.retain(|k| k != "flags" && k != "task_calls");
+    assert_eq!(head(&oe), hk, "ebb:\n{oe}\nhaproxy:\n{oh}");
+}
