@@ -48,10 +48,9 @@ fn value(table: &str, key: &str, data: &str) -> Option<u64> {
         .flatten()
 }
 
-/// The common configuration of every instance: a peers section, a
-/// frontend tracking the source in its table shared with the peers, a
-/// rate rule and a counter.
-fn config(sock: &Path, peers: &[(&str, u16)], http: u16) -> String {
+/// An instance's start: its admin socket, the defaults and the `mesh`
+/// peers section with `peers` on 127.0.0.1.
+fn peers_head(sock: &Path, peers: &[(&str, u16)]) -> String {
     let mut c = format!(
         "global\n    stats socket {} level admin\n{DEFAULTS}peers mesh\n",
         sock.display()
@@ -59,6 +58,14 @@ fn config(sock: &Path, peers: &[(&str, u16)], http: u16) -> String {
     for (n, p) in peers {
         c.push_str(&format!("    peer {n} 127.0.0.1:{p}\n"));
     }
+    c
+}
+
+/// The common configuration of every instance: a peers section, a
+/// frontend tracking the source in its table shared with the peers, a
+/// rate rule and a counter.
+fn config(sock: &Path, peers: &[(&str, u16)], http: u16) -> String {
+    let mut c = peers_head(sock, peers);
     c.push_str(&format!(
         "frontend web\n    bind 127.0.0.1:{http}\n    stick-table type ip size 1m expire 60s store gpt0,gpc0,gpc0_rate(10s),conn_cnt,conn_rate(10s),conn_cur,sess_cnt,sess_rate(10s),http_req_cnt,http_req_rate(10s),http_err_cnt,http_err_rate(10s),bytes_in_cnt,bytes_in_rate(10s),bytes_out_cnt,bytes_out_rate(10s),server_id,gpc1,gpc1_rate(10s) peers mesh\n    http-request track-sc0 src\n    http-request deny deny_status 429 if {{ src_http_req_rate gt 5 }}\n    http-request sc-inc-gpc0(0)\n    http-request sc-inc-gpc1(0)\n    http-request return status 200 content-type text/plain string ok\n"
     ));
@@ -569,13 +576,7 @@ fn a_master_worker_reload_hands_the_table_to_the_new_worker() {
 /// and proxies to an origin in the same process answering the status
 /// the path names; `/dead` goes to a server that refuses connections.
 fn array_config(sock: &Path, peers: &[(&str, u16)], http: u16, origin: u16) -> String {
-    let mut c = format!(
-        "global\n    stats socket {} level admin\n{DEFAULTS}peers mesh\n",
-        sock.display()
-    );
-    for (n, p) in peers {
-        c.push_str(&format!("    peer {n} 127.0.0.1:{p}\n"));
-    }
+    let mut c = peers_head(sock, peers);
     c.push_str(&format!(
         "frontend web\n    bind 127.0.0.1:{http}\n    stick-table type ip size 1m expire 60s store http_req_cnt,gpt(2),gpc(3),gpc_rate(3,10s),http_fail_cnt,http_fail_rate(10s) peers mesh\n    http-request track-sc0 src\n    http-request sc-inc-gpc(2,0)\n    http-request sc-inc-gpc0(0)\n    http-request sc-set-gpt(1,0) 42\n    use_backend dead if {{ path /dead }}\n    default_backend app\n\
          backend app\n    server o 127.0.0.1:{origin}\n\
@@ -680,13 +681,7 @@ fn ebb_and_haproxy_share_arrays_and_http_failures() {
 #[test]
 fn a_table_declared_in_the_peers_section_is_shared_with_haproxy() {
     let cfg = |sock: &Path, peers: &[(&str, u16)], http: u16| {
-        let mut c = format!(
-            "global\n    stats socket {} level admin\n{DEFAULTS}peers mesh\n",
-            sock.display()
-        );
-        for (n, p) in peers {
-            c.push_str(&format!("    peer {n} 127.0.0.1:{p}\n"));
-        }
+        let mut c = peers_head(sock, peers);
         c.push_str(&format!(
             "    table t type ip size 1m expire 60s store http_req_cnt,gpc0\nfrontend web\n    bind 127.0.0.1:{http}\n    http-request track-sc0 src table mesh/t\n    http-request sc-inc-gpc0(0)\n    http-request return status 200 content-type text/plain lf-string \"%[sc0_get_gpc0]\"\n"
         ));
