@@ -956,7 +956,7 @@ impl Stream {
     ) {
         let now = ctx.now();
         let err = backend.is_some() && (400..500).contains(&status);
-        c.stk.end(now, err, c.head.head_len as u64, sent);
+        c.stk.end(now, err, false, c.head.head_len as u64, sent);
         if !self.quiet && c.w.logging(&c.fe) {
             let buf = &c.rbuf[c.rstart..c.rend];
             let line_end = buf

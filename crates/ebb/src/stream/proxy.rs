@@ -1538,7 +1538,9 @@ impl Stream {
     fn log_proxy(&mut self, c: &mut H1, ctx: &mut Ctx, up: &Upstream, bytes: u64) {
         crate::proxy::count_request(&c.fe, Some(&up.be), up.status, bytes);
         let err = (400..500).contains(&up.status);
-        c.stk.end(ctx.now(), err, c.head.head_len as u64, bytes);
+        let fail = crate::table::http_failure(up.status, up.term);
+        c.stk
+            .end(ctx.now(), err, fail, c.head.head_len as u64, bytes);
         if !c.w.logging(&c.fe) {
             return;
         }
