@@ -29,6 +29,9 @@ use crate::serve::cache::FileCache;
 /// moving data at once without touching the allocator.
 const MAX_FREE_BUFS: usize = 256;
 
+/// Fields a pooled header index has room for before it grows.
+const HEAD_FIELDS: usize = 16;
+
 /// One thread's shared state.
 pub struct Worker {
     pub date: RefCell<DateCache>,
@@ -36,6 +39,8 @@ pub struct Worker {
     bufs: RefCell<Vec<Vec<u8>>>,
     /// Output vectors (length 0, capacity `bufsize`) for reuse.
     wbufs: RefCell<Vec<Vec<u8>>>,
+    /// Header indexes of request heads, kept while their connections idle.
+    heads: RefCell<Vec<Vec<crate::http1::HeaderSpan>>>,
     pub files: RefCell<FileCache>,
     pub pool: Submitter,
     pub limits: Limits,
@@ -76,6 +81,7 @@ impl Worker {
             bufsize,
             bufs: RefCell::new(Vec::new()),
             wbufs: RefCell::new(Vec::new()),
+            heads: RefCell::new(Vec::new()),
             files: RefCell::new(FileCache::new()),
             pool,
             limits,
@@ -119,6 +125,24 @@ impl Worker {
         if v.len() < MAX_FREE_BUFS && b.capacity() <= 4 * self.bufsize {
             b.clear();
             v.push(b);
+        }
+    }
+
+    /// An empty header index with room for a typical request's fields.
+    pub fn get_head_index(&self) -> Vec<crate::http1::HeaderSpan> {
+        self.heads
+            .borrow_mut()
+            .pop()
+            .unwrap_or_else(|| Vec::with_capacity(HEAD_FIELDS))
+    }
+
+    /// Gives a header index back (one grown for a request with many
+    /// fields is freed instead).
+    pub fn put_head_index(&self, mut h: Vec<crate::http1::HeaderSpan>) {
+        let mut v = self.heads.borrow_mut();
+        if v.len() < MAX_FREE_BUFS && h.capacity() <= 4 * HEAD_FIELDS {
+            h.clear();
+            v.push(h);
         }
     }
 

@@ -354,7 +354,9 @@ impl<S: Exchange + Default + 'static> Conn<S> {
             wpos: 0,
             body: None,
             input: In::Head,
-            head: RequestHead::with_capacity(16),
+            // Its header index comes from the thread's pool with the read
+            // buffer, and goes back to it while the connection idles.
+            head: RequestHead::default(),
             rd_ready: true,
             rd_hup: false,
             wr_ready: true,
@@ -490,6 +492,9 @@ impl<S: Exchange + Default + 'static> Conn<S> {
     fn read_in(&mut self) -> io::Result<bool> {
         if self.rbuf.is_empty() {
             self.rbuf = self.w.get_buf();
+        }
+        if self.head.headers.capacity() == 0 {
+            self.head.headers = self.w.get_head_index();
         }
         if self.rstart == self.rend {
             self.rstart = 0;
@@ -1001,6 +1006,9 @@ impl<S: Exchange + Default + 'static> Conn<S> {
     fn release_buffers(&mut self) {
         if !self.rbuf.is_empty() {
             self.w.put_buf(std::mem::take(&mut self.rbuf));
+            // The head's index points into that buffer: it goes too.
+            self.w
+                .put_head_index(std::mem::take(&mut self.head.headers));
         }
         self.rstart = 0;
         self.rend = 0;
