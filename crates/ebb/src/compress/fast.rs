@@ -295,11 +295,17 @@ impl Bits {
     }
 }
 
-/// The bit writer of the LZ77 loop: an LSB-first accumulator over a
-/// slice sized beforehand ([`Sink::bound`]), written 8 bytes at a time.
+/// Bytes the LZ77 loop's sink gathers before it appends them to the
+/// output (under glibc's size for `rep movsb`, which callgrind counts a
+/// byte at a time; a zeroed output of the worst case's size cost more).
+const SPILL: usize = 1024;
+
+/// The bit writer of the LZ77 loop: an LSB-first accumulator stored 8
+/// bytes at a time into a small buffer, appended to the output when full.
 struct Sink<'a> {
-    buf: &'a mut [u8],
-    /// Bytes written.
+    out: &'a mut Vec<u8>,
+    buf: [u8; SPILL + 8],
+    /// Bytes in `buf` (under `SPILL` between writes).
     pos: usize,
     acc: u64,
     /// Bits in `acc` (under 32 between writes).
@@ -307,20 +313,13 @@ struct Sink<'a> {
 }
 
 impl Sink<'_> {
-    /// The room `n` input bytes may need: 9 bits a byte at worst (a
-    /// literal; a match costs at most 31 bits for 3 bytes or more), the
-    /// bits held on entry, and the 8 bytes a store writes past the end.
-    fn bound(n: usize) -> usize {
-        n + n / 8 + 16
-    }
-
     /// Appends `count` bits (at most 32).
     #[inline(always)]
     fn put(&mut self, bits: u64, count: u32) {
         self.acc |= bits << self.count;
         self.count += count;
         if self.count >= 32 {
-            // All 8 bytes are stored; the whole ones count.
+            // All 8 bytes are stored (`pos` < SPILL); the whole ones count.
             if let Some(w) = self.buf.get_mut(self.pos..self.pos + 8) {
                 w.copy_from_slice(&self.acc.to_le_bytes());
             }
@@ -328,7 +327,17 @@ impl Sink<'_> {
             self.pos += whole as usize;
             self.acc >>= whole * 8;
             self.count &= 7;
+            if self.pos >= SPILL {
+                self.spill();
+            }
         }
+    }
+
+    /// Appends the whole bytes gathered to the output.
+    #[inline(never)]
+    fn spill(&mut self) {
+        self.out.extend_from_slice(&self.buf[..self.pos]);
+        self.pos = 0;
     }
 
     #[inline(always)]
@@ -445,12 +454,9 @@ impl FastDeflate {
 
     /// Greedy LZ77 over `input` with one probe per position.
     fn lz77(&mut self, input: &[u8], table: &mut [u32; TABLE], base: u32, out: &mut Vec<u8>) {
-        // The codes go to a sink sized for the worst case (9 bits a
-        // literal, and matches cost less), so a write is a plain store.
-        let start = out.len();
-        out.resize(start + Sink::bound(input.len()), 0);
         let mut sink = Sink {
-            buf: &mut out[start..],
+            out,
+            buf: [0; SPILL + 8],
             pos: 0,
             acc: self.bits.acc,
             count: self.bits.count,
@@ -461,16 +467,20 @@ impl FastDeflate {
         while i + 4 <= n {
             let word = read32(input, i);
             let h = hash(word);
+            let here = base + i as u32 + 1;
             let cand = table[h];
-            table[h] = base + i as u32 + 1;
-            if cand > base {
-                let c = (cand - base - 1) as usize;
-                if i - c <= WINDOW && read32(input, c) == word {
+            table[h] = here;
+            // The candidate's distance: 1..=i (in this call; 0 in the
+            // table is never) and within the window, in one comparison.
+            let dist = here.wrapping_sub(cand) as usize;
+            if dist.wrapping_sub(1) < i.min(WINDOW) {
+                let c = i - dist;
+                if read32(input, c) == word {
                     let len = match_len(input, c, i);
                     // Length and distance codes in one write (at most
                     // 13 + 18 bits).
                     let l = LENGTHS[len];
-                    let d = distance(i - c);
+                    let d = distance(dist);
                     sink.put(
                         u64::from(l & 0x00ff_ffff) | (u64::from(d & 0x00ff_ffff) << (l >> 24)),
                         (l >> 24) + (d >> 24),
@@ -481,23 +491,26 @@ impl FastDeflate {
                 }
             }
             // No match: one literal, or a few after many misses in a row.
-            let step = 1 + (misses >> 5);
             misses += 1;
-            if step == 1 {
+            if misses <= 32 {
                 sink.literal(input[i]);
+                i += 1;
             } else {
+                let step = 1 + ((misses - 1) >> 5);
                 for &b in &input[i..(i + step).min(n)] {
                     sink.literal(b);
                 }
+                i += step;
             }
-            i += step;
         }
         for &b in &input[i.min(n)..] {
             sink.literal(b);
         }
-        let (pos, acc, count) = (sink.pos, sink.acc, sink.count);
-        out.truncate(start + pos);
-        self.bits = Bits { acc, count };
+        sink.spill();
+        self.bits = Bits {
+            acc: sink.acc,
+            count: sink.count,
+        };
     }
 
     /// Sends `input` in stored blocks (after ending an open block).
