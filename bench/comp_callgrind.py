@@ -11,13 +11,15 @@ divided by N2 - N1 is the figure (start-up and stop cancel out). It also prints 
 one answer on the wire (head, chunk framing and coded body) and of the coded body.
 
     bench/comp_callgrind.py --ebb target/release/ebb [--haproxy /usr/sbin/haproxy]
-                            [--sizes 16KiB,256KiB] [--n1 20 --n2 120] [--top 12]
+                            [--sizes 16KiB,256KiB] [--coding gzip|deflate] [--n1 20 --n2 120]
+                            [--top 12]
 
 With --top, the functions with the most instructions in the N2 run are listed (from
 callgrind_annotate). Needs valgrind, nginx and haproxy (Debian packages).
 """
 import argparse
 import gzip
+import zlib
 import importlib.machinery
 import importlib.util
 import os
@@ -96,17 +98,19 @@ def read_answer(f):
     return total, head, bytes(body)
 
 
-def fetch(port, path, n, want):
+def fetch(port, path, n, want, coding):
     """n answers on one keep-alive connection; checks each; returns (wire bytes, body bytes) means."""
-    req = f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nAccept-Encoding: gzip\r\n\r\n".encode()
+    req = f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nAccept-Encoding: {coding}\r\n\r\n".encode()
+    # HTTP's deflate is the zlib format (RFC 9110 8.4.1.2).
+    unpack = gzip.decompress if coding == "gzip" else zlib.decompress
     totals, bodies = [], []
     with socket.create_connection(("127.0.0.1", port), timeout=300) as s:
         f = s.makefile("rb")
         for _ in range(n):
             s.sendall(req)
             total, head, body = read_answer(f)
-            if head.get("content-encoding") != "gzip" or gzip.decompress(body) != want:
-                raise RuntimeError(f"an answer did not gunzip to the content: {head}")
+            if head.get("content-encoding") != coding or unpack(body) != want:
+                raise RuntimeError(f"an answer did not decode to the content: {head}")
             totals.append(total)
             bodies.append(len(body))
     return sum(totals) / n, sum(bodies) / n
@@ -120,7 +124,7 @@ def total_ir(outfile):
     return int(m.group(1))
 
 
-def run_once(name, argv_of, path, n, want, work, tag):
+def run_once(name, argv_of, path, n, want, coding, work, tag):
     out = work / f"cg-{name}-{tag}.out"
     port = free_port()
     argv = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}"] + argv_of(port)
@@ -128,7 +132,7 @@ def run_once(name, argv_of, path, n, want, work, tag):
     p = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     try:
         wait_port(port, p)
-        wire = fetch(port, path, n, want)
+        wire = fetch(port, path, n, want, coding)
         # Soft stop (SIGUSR1 for both): the process exits and callgrind writes its counts.
         p.send_signal(signal.SIGUSR1)
         try:
@@ -152,6 +156,7 @@ def main():
     ap.add_argument("--sizes", default="16KiB,256KiB")
     ap.add_argument("--n1", type=int, default=20)
     ap.add_argument("--n2", type=int, default=120)
+    ap.add_argument("--coding", default="gzip", choices=["gzip", "deflate"])
     ap.add_argument("--top", type=int, default=0)
     opts = ap.parse_args()
     br = load_bench_run()
@@ -175,6 +180,7 @@ def main():
 
         def cfg(name, port):
             t = (BENCH / "configs" / "s8-compress" / f"{name}.cfg").read_text()
+            t = t.replace("compression algo gzip", f"compression algo {opts.coding}")
             path = work / f"{name}-{port}.cfg"
             path.write_text(t.replace("@THREADS@", "1").replace("@MAXCONN@", "1024").replace("@PORT@", str(port))
                             .replace("@ORIGIN_PORT@", str(oport)))
@@ -184,13 +190,15 @@ def main():
             "ebb": lambda port: [opts.ebb, "-f", str(cfg("ebb", port))],
             "haproxy": lambda port: [opts.haproxy, "-db", "-f", str(cfg("haproxy", port))],
         }
+        print(f"coding {opts.coding}")
         print(f"{'server':8} {'size':7} {'Ir per answer':>14} {'wire bytes':>11} {'coded body':>11}")
         for size in opts.sizes.split(","):
             path = f"/t{size.lower()}.txt"
             for name in opts.servers.split(","):
-                ir1, _, _ = run_once(name, argv[name], path, opts.n1, contents[size], work, f"{size}-n1")
-                ir2, wire, out2 = run_once(name, argv[name], path, opts.n2, contents[size], work,
-                                           f"{size}-n2")
+                ir1, _, _ = run_once(name, argv[name], path, opts.n1, contents[size], opts.coding,
+                                    work, f"{size}-n1")
+                ir2, wire, out2 = run_once(name, argv[name], path, opts.n2, contents[size], opts.coding,
+                                           work, f"{size}-n2")
                 per = (ir2 - ir1) / (opts.n2 - opts.n1)
                 print(f"{name:8} {size:7} {per:14,.0f} {wire[0]:11,.0f} {wire[1]:11,.0f}", flush=True)
                 if opts.top:

@@ -271,10 +271,13 @@ pub fn write_request_fields(out: &mut Vec<u8>, coding: Option<Coding>) {
 
 /// A request body compressed on its way to the server: the client's body
 /// (a Content-Length or chunked) is read, coded and sent chunked (the
-/// coded length is unknown until the end). What the client sent so far
-/// is flushed each time its bytes run out, so a slow upload reaches the
-/// server as it comes (HAProxy flushes likewise). Request trailers are
-/// not forwarded (the coded body ends with the last chunk).
+/// coded length is unknown until the end). [`feed`](Self::feed) does
+/// not flush: as for answers, the stream flushes what the client sent so
+/// far ([`flush`](Self::flush)) only when the client pauses (its bytes
+/// ran out and none came for a tick), so a slow upload reaches the
+/// server as it comes while a fast one is not cut into flushed pieces at
+/// every read. Request trailers are not forwarded (the coded body ends
+/// with the last chunk).
 pub struct RequestBody {
     coding: Coding,
     comp: BodyCompressor,
@@ -317,9 +320,10 @@ impl RequestBody {
     }
 
     /// Reads what of the body `input` holds and appends its coded form to
-    /// `out`. Returns the input bytes consumed and whether the body is
-    /// complete (bytes after its end are left). An error: the chunked
-    /// framing is broken, or the encoder failed.
+    /// `out` (ended at the body's end; never flushed). Returns the input
+    /// bytes consumed and whether the body is complete (bytes after its
+    /// end are left). An error: the chunked framing is broken, or the
+    /// encoder failed.
     pub fn feed(&mut self, input: &[u8], out: &mut Vec<u8>) -> io::Result<(usize, bool)> {
         let (used, done) = match &mut self.left {
             Some(n) => {
@@ -347,10 +351,18 @@ impl RequestBody {
         };
         if done {
             self.comp.finish(out)?;
-        } else if used > 0 {
-            self.comp.flush(out)?;
         }
         Ok((used, done))
+    }
+
+    /// Makes everything fed so far decodable (the client paused).
+    pub fn flush(&mut self, out: &mut Vec<u8>) -> io::Result<()> {
+        self.comp.flush(out)
+    }
+
+    /// Bytes were fed since the last flush.
+    pub fn unflushed(&self) -> bool {
+        self.comp.unflushed()
     }
 }
 

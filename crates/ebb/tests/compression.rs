@@ -851,3 +851,91 @@ fn gunzip_chunked(body: &[u8]) -> Vec<u8> {
     assert!(done, "a whole chunked body");
     gunzip(&coded)
 }
+
+/// `compression direction request` flushes a coded upload as it does an
+/// answer: when the client pauses (its bytes ran out and none came for a
+/// tick), not at every read. The client sends a first part and waits
+/// until the server has decoded it (the pause was flushed), then the
+/// rest, 2 MiB in one write: read by ebb 16 KiB at a time, it used to be
+/// flushed at every read, each flush an empty stored block (bytes 00 00
+/// ff ff) in the coded body, at least 128 of them; now only pauses are
+/// (a few at most on a loaded machine, where the sender may stall).
+#[test]
+fn a_compressed_upload_is_flushed_at_pauses_only() {
+    let first = b"first part of the upload, then a pause. ".repeat(20);
+    let rest = text(2 << 20);
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let origin = l.local_addr().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel::<Vec<u8>>();
+    let want = first.clone();
+    std::thread::spawn(move || {
+        let Ok((mut s, _)) = l.accept() else { return };
+        let mut raw = Vec::new();
+        let mut buf = vec![0u8; 1 << 16];
+        let mut told = false;
+        loop {
+            let n = match s.read(&mut buf) {
+                Ok(0) | Err(_) => return,
+                Ok(n) => n,
+            };
+            raw.extend_from_slice(&buf[..n]);
+            let Some(p) = raw.windows(4).position(|w| w == b"\r\n\r\n") else {
+                continue;
+            };
+            let mut coded = Vec::new();
+            let mut cd = ebb::http1::ChunkedDecoder::default();
+            let done = matches!(cd.decode_to_vec(&raw[p + 4..], &mut coded), Ok((_, true)));
+            if !told {
+                let mut d = flate2::Decompress::new_gzip(15);
+                let mut plain = Vec::with_capacity(1 << 16);
+                let _ = d.decompress_vec(&coded, &mut plain, flate2::FlushDecompress::Sync);
+                if plain == want {
+                    told = true;
+                    let _ = tx.send(Vec::new());
+                }
+            }
+            if done {
+                let _ = s.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n");
+                let _ = tx.send(coded);
+                return;
+            }
+        }
+    });
+    let e = Ebb::start(&proxy_cfg(
+        origin,
+        "    compression direction request\n    compression algo-req gzip\n",
+    ));
+    let mut s = std::net::TcpStream::connect(e.addr()).unwrap();
+    s.set_read_timeout(Some(std::time::Duration::from_secs(120)))
+        .unwrap();
+    let head = format!(
+        "POST /up HTTP/1.1\r\nHost: x\r\nContent-Type: text/plain\r\nContent-Length: {}\r\n\r\n",
+        first.len() + rest.len()
+    );
+    s.write_all(head.as_bytes()).unwrap();
+    s.write_all(&first).unwrap();
+    // The first part reaches the server decodable while the client waits.
+    let got = rx
+        .recv_timeout(std::time::Duration::from_secs(120))
+        .expect("the first part, flushed, at the server");
+    assert!(got.is_empty());
+    s.write_all(&rest).unwrap();
+    let coded = rx
+        .recv_timeout(std::time::Duration::from_secs(300))
+        .expect("the whole coded body at the server");
+    let mut answer = [0u8; 256];
+    let n = s.read(&mut answer).unwrap();
+    assert!(answer[..n].starts_with(b"HTTP/1.1 200"));
+    let mut whole = first.clone();
+    whole.extend_from_slice(&rest);
+    assert_eq!(gunzip(&coded), whole);
+    let flushes = coded
+        .windows(4)
+        .filter(|w| *w == [0, 0, 0xff, 0xff])
+        .count();
+    assert!(
+        (1..=32).contains(&flushes),
+        "{flushes} flushes in {} coded bytes",
+        coded.len()
+    );
+}

@@ -142,34 +142,96 @@ const DISTANCES: [u32; 30] = {
     t
 };
 
+/// Extra bits of distance code `c` (RFC 1951 §3.2.5).
+const fn dist_extra(c: u32) -> u32 {
+    if c < 4 {
+        0
+    } else {
+        c / 2 - 1
+    }
+}
+
+/// Distance code `c`'s first distance minus one.
+const fn dist_base(c: u32) -> u32 {
+    if c < 4 {
+        c
+    } else {
+        (2 + (c & 1)) << dist_extra(c)
+    }
+}
+
+/// The code of `d - 1` (`n`): `DIST_CODE[n]` below 256, else
+/// `DIST_CODE[256 + (n >> 7)]` (from code 16 on, the codes start on
+/// multiples of 128), as zlib tabulates it.
+const DIST_CODE: [u8; 512] = {
+    let mut t = [0u8; 512];
+    let mut c = 0;
+    while c < 30 {
+        let mut n = dist_base(c);
+        while n < dist_base(c) + (1 << dist_extra(c)) {
+            if n < 256 {
+                t[n as usize] = c as u8;
+            } else {
+                t[256 + (n as usize >> 7)] = c as u8;
+            }
+            n += 1;
+        }
+        c += 1;
+    }
+    t
+};
+
+/// Each distance code as sent with its bit count, packed (the extra bits
+/// are added above the five).
+const DIST_PACKED: [u32; 30] = {
+    let mut t = [0u32; 30];
+    let mut c = 0;
+    while c < 30 {
+        t[c] = pack(DISTANCES[c], 5 + dist_extra(c as u32));
+        c += 1;
+    }
+    t
+};
+
+/// Each distance code's first distance minus one.
+const DIST_BASE: [u32; 30] = {
+    let mut t = [0u32; 30];
+    let mut c = 0;
+    while c < 30 {
+        t[c] = dist_base(c as u32);
+        c += 1;
+    }
+    t
+};
+
 /// A distance 1..=32768: its code and extra bits, packed.
 #[inline]
 fn distance(d: usize) -> u32 {
-    let n = (d - 1) as u32;
-    if n < 4 {
-        return pack(DISTANCES[n as usize], 5);
-    }
-    // The top bit and the one below it pick the code; the rest are extra.
-    let top = 31 - n.leading_zeros();
-    let extra = top - 1;
-    let code = 2 * top + ((n >> extra) & 1);
-    pack(
-        DISTANCES[code as usize] | ((n & ((1 << extra) - 1)) << 5),
-        5 + extra,
-    )
+    let n = (d - 1) & (WINDOW - 1);
+    let code = if n < 256 {
+        DIST_CODE[n]
+    } else {
+        DIST_CODE[256 + (n >> 7)]
+    } as usize;
+    // The extra bits land above the code's five, below the count.
+    DIST_PACKED[code] + ((n as u32 - DIST_BASE[code]) << 5)
 }
+
+/// Entries of the hash table.
+const TABLE: usize = 1 << HASH_BITS;
 
 /// The per-thread table of recent positions (see the module essay).
 struct Positions {
-    /// Position + 1 of the last 4 bytes that hashed here (0: none).
-    table: Box<[u32]>,
+    /// Position + 1 of the last 4 bytes that hashed here (0: none). (An
+    /// array: a hash, shifted under `HASH_BITS`, needs no bounds check.)
+    table: Box<[u32; TABLE]>,
     /// The thread's position counter: the next call starts here.
     next: u32,
 }
 
 thread_local! {
     static POSITIONS: RefCell<Positions> = RefCell::new(Positions {
-        table: vec![0; 1 << HASH_BITS].into_boxed_slice(),
+        table: Box::new([0; TABLE]),
         next: 0,
     });
 }
@@ -213,11 +275,6 @@ impl Bits {
         }
     }
 
-    #[inline]
-    fn put_packed(&mut self, out: &mut Vec<u8>, p: u32) {
-        self.put(out, p & 0x00ff_ffff, p >> 24);
-    }
-
     /// Writes the whole bytes held (fewer than 8 bits stay).
     fn bytes(&mut self, out: &mut Vec<u8>) {
         while self.count >= 8 {
@@ -235,6 +292,58 @@ impl Bits {
             self.acc = 0;
             self.count = 0;
         }
+    }
+}
+
+/// Bytes the LZ77 loop's sink gathers before it appends them to the
+/// output (under glibc's size for `rep movsb`, which callgrind counts a
+/// byte at a time; a zeroed output of the worst case's size cost more).
+const SPILL: usize = 1024;
+
+/// The bit writer of the LZ77 loop: an LSB-first accumulator stored 8
+/// bytes at a time into a small buffer, appended to the output when full.
+struct Sink<'a> {
+    out: &'a mut Vec<u8>,
+    buf: [u8; SPILL + 8],
+    /// Bytes in `buf` (under `SPILL` between writes).
+    pos: usize,
+    acc: u64,
+    /// Bits in `acc` (under 32 between writes).
+    count: u32,
+}
+
+impl Sink<'_> {
+    /// Appends `count` bits (at most 32).
+    #[inline(always)]
+    fn put(&mut self, bits: u64, count: u32) {
+        self.acc |= bits << self.count;
+        self.count += count;
+        if self.count >= 32 {
+            // All 8 bytes are stored (`pos` < SPILL); the whole ones count.
+            if let Some(w) = self.buf.get_mut(self.pos..self.pos + 8) {
+                w.copy_from_slice(&self.acc.to_le_bytes());
+            }
+            let whole = self.count >> 3;
+            self.pos += whole as usize;
+            self.acc >>= whole * 8;
+            self.count &= 7;
+            if self.pos >= SPILL {
+                self.spill();
+            }
+        }
+    }
+
+    /// Appends the whole bytes gathered to the output.
+    #[inline(never)]
+    fn spill(&mut self) {
+        self.out.extend_from_slice(&self.buf[..self.pos]);
+        self.pos = 0;
+    }
+
+    #[inline(always)]
+    fn literal(&mut self, b: u8) {
+        let p = LITERALS[usize::from(b)];
+        self.put(u64::from(p & 0x00ff_ffff), p >> 24);
     }
 }
 
@@ -344,40 +453,64 @@ impl FastDeflate {
     }
 
     /// Greedy LZ77 over `input` with one probe per position.
-    fn lz77(&mut self, input: &[u8], table: &mut [u32], base: u32, out: &mut Vec<u8>) {
-        // (A local bit writer: it stays in registers.)
-        let mut bits = self.bits;
+    fn lz77(&mut self, input: &[u8], table: &mut [u32; TABLE], base: u32, out: &mut Vec<u8>) {
+        let mut sink = Sink {
+            out,
+            buf: [0; SPILL + 8],
+            pos: 0,
+            acc: self.bits.acc,
+            count: self.bits.count,
+        };
         let n = input.len();
         let mut i = 0;
         let mut misses = 0usize;
         while i + 4 <= n {
             let word = read32(input, i);
             let h = hash(word);
+            let here = base + i as u32 + 1;
             let cand = table[h];
-            table[h] = base + i as u32 + 1;
-            if cand > base {
-                let c = (cand - base - 1) as usize;
-                if i - c <= WINDOW && read32(input, c) == word {
+            table[h] = here;
+            // The candidate's distance: 1..=i (in this call; 0 in the
+            // table is never) and within the window, in one comparison.
+            let dist = here.wrapping_sub(cand) as usize;
+            if dist.wrapping_sub(1) < i.min(WINDOW) {
+                let c = i - dist;
+                if read32(input, c) == word {
                     let len = match_len(input, c, i);
-                    bits.put_packed(out, LENGTHS[len]);
-                    bits.put_packed(out, distance(i - c));
+                    // Length and distance codes in one write (at most
+                    // 13 + 18 bits).
+                    let l = LENGTHS[len];
+                    let d = distance(dist);
+                    sink.put(
+                        u64::from(l & 0x00ff_ffff) | (u64::from(d & 0x00ff_ffff) << (l >> 24)),
+                        (l >> 24) + (d >> 24),
+                    );
                     i += len;
                     misses = 0;
                     continue;
                 }
             }
             // No match: one literal, or a few after many misses in a row.
-            let step = 1 + (misses >> 5);
             misses += 1;
-            for &b in &input[i..(i + step).min(n)] {
-                bits.put_packed(out, LITERALS[usize::from(b)]);
+            if misses <= 32 {
+                sink.literal(input[i]);
+                i += 1;
+            } else {
+                let step = 1 + ((misses - 1) >> 5);
+                for &b in &input[i..(i + step).min(n)] {
+                    sink.literal(b);
+                }
+                i += step;
             }
-            i += step;
         }
         for &b in &input[i.min(n)..] {
-            bits.put_packed(out, LITERALS[usize::from(b)]);
+            sink.literal(b);
         }
-        self.bits = bits;
+        sink.spill();
+        self.bits = Bits {
+            acc: sink.acc,
+            count: sink.count,
+        };
     }
 
     /// Sends `input` in stored blocks (after ending an open block).
@@ -536,6 +669,23 @@ mod tests {
         assert_eq!(distance(5), pack(reverse(4, 5), 6));
         assert_eq!(distance(6), pack(reverse(4, 5) | (1 << 5), 6));
         assert_eq!(distance(32768), pack(reverse(29, 5) | (0x1fff << 5), 18));
+        // Every distance against the rule: the top bit of d - 1 and the
+        // one below it pick the code, the bits under them are extra.
+        for d in 1..=WINDOW {
+            let n = (d - 1) as u32;
+            let want = if n < 4 {
+                pack(DISTANCES[n as usize], 5)
+            } else {
+                let top = 31 - n.leading_zeros();
+                let extra = top - 1;
+                let code = 2 * top + ((n >> extra) & 1);
+                pack(
+                    DISTANCES[code as usize] | ((n & ((1 << extra) - 1)) << 5),
+                    5 + extra,
+                )
+            };
+            assert_eq!(distance(d), want, "{d}");
+        }
     }
 
     #[test]

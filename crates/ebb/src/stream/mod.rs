@@ -200,10 +200,13 @@ impl Exchange for Stream {
     }
 
     fn deadline(&self) -> Option<Tick> {
-        // A compressed answer's owed flush (`proxy::FLUSH_DELAY`) is a date too.
-        self.up.as_ref().map(|u| match u.flush_at {
-            Some(f) => sched::ticks::first(u.deadline, f),
-            None => u.deadline,
+        // A compressed body's owed flush (`proxy::FLUSH_DELAY`, either
+        // way) is a date too.
+        self.up.as_ref().map(|u| {
+            [u.flush_at, u.req_flush_at]
+                .into_iter()
+                .flatten()
+                .fold(u.deadline, sched::ticks::first)
         })
     }
 
@@ -225,10 +228,12 @@ impl Exchange for Stream {
             return true;
         }
         // An owed flush: the run that follows the timer does it.
-        self.up
-            .as_ref()
-            .and_then(|u| u.flush_at)
-            .is_some_and(|f| sched::ticks::is_expired(f, now))
+        self.up.as_ref().is_some_and(|u| {
+            [u.flush_at, u.req_flush_at]
+                .into_iter()
+                .flatten()
+                .any(|f| sched::ticks::is_expired(f, now))
+        })
     }
 
     fn reading_request(&self) -> bool {

@@ -83,6 +83,12 @@ impl Left {
         matches!(self, Left::Done)
     }
 
+    /// A request body being compressed whose client paused since bytes
+    /// were fed: what it sent so far is owed a flush.
+    fn compress_unflushed(&self) -> bool {
+        matches!(self, Left::Compress(b) if b.unflushed())
+    }
+
     /// A request body re-framed on its way (recoded or compressed).
     fn reframe(&mut self, input: &[u8], out: &mut Vec<u8>) -> Result<(usize, bool), ()> {
         match self {
@@ -151,6 +157,9 @@ pub(super) struct Upstream {
     /// The server paused mid-body after bytes were compressed: unless it
     /// sends more by this date, the encoder flushes (see `proxy_io`).
     pub(super) flush_at: Option<Tick>,
+    /// The same for a request body compressed toward the server: the
+    /// client paused (see `proxy_io`).
+    pub(super) req_flush_at: Option<Tick>,
     pub(super) term: &'static str,
     /// The client accepts trailers (`TE: trailers`): said to HTTP/2
     /// servers, which may require it (gRPC).
@@ -386,6 +395,7 @@ impl Stream {
             }),
             store: None,
             flush_at: None,
+            req_flush_at: None,
         };
         // The head is copied: consume it; the body (if any) follows.
         c.rstart += c.head.head_len.min(c.rend - c.rstart);
@@ -872,6 +882,31 @@ impl Stream {
                         }
                     },
                 }
+            }
+        }
+        // A compressed request body is flushed as an answer is (below):
+        // only when the client stays silent for a tick after its bytes ran
+        // out, not at every read.
+        if !tunnel {
+            let drained = c.rstart == c.rend;
+            if !drained || !up.req_left.compress_unflushed() {
+                up.req_flush_at = None;
+            } else if let Some(t) = up.req_flush_at {
+                if ticks::is_expired(t, ctx.now()) {
+                    up.req_flush_at = None;
+                    if let Left::Compress(b) = &mut up.req_left {
+                        if b.flush(&mut sd.obuf).is_err() {
+                            let answered = up.resp_left.is_some();
+                            drop(sd);
+                            self.up = Some(up);
+                            self.fail(c, ctx, ExchangeError::bad_request_body(answered));
+                            return true;
+                        }
+                        moved = true;
+                    }
+                }
+            } else {
+                up.req_flush_at = Some(ticks::add(ctx.now(), FLUSH_DELAY));
             }
         }
 
