@@ -469,7 +469,7 @@ struct Checker {
 impl Checker {
     fn interval(&self, s: &ServerRt) -> Duration {
         let o = &s.opts;
-        if !s.up.load(Ordering::Relaxed) {
+        if !s.check_ok.load(Ordering::Relaxed) {
             if self.streak > 0 {
                 o.fastinter.unwrap_or(o.inter)
             } else {
@@ -483,7 +483,9 @@ impl Checker {
     }
 
     fn apply(&mut self, s: &Arc<ServerRt>, v: Verdict) {
-        let up = s.up.load(Ordering::Relaxed);
+        // The health check's own view (HAProxy's `check.health >= rise`);
+        // the server's state also depends on its agent.
+        let ok_before = s.check_ok.load(Ordering::Relaxed);
         let changed = match s.check_status.lock() {
             Ok(mut cs) => {
                 let changed = cs.st != v.st;
@@ -494,65 +496,40 @@ impl Checker {
         };
         let ok = v.passed();
         let took = self.started.elapsed().as_millis();
-        // A server's change of state is logged after the check line that
-        // caused it, in HAProxy's order.
-        let mut transition = None;
         // Whether HAProxy's health counter moves: a failure while any
         // health is left, a success while not at full health.
-        let moved = match (up, ok) {
+        let moved = match (ok_before, ok) {
             (true, false) | (false, true) => true,
             _ => self.streak > 0,
         };
-        match (up, ok) {
+        match (ok_before, ok) {
             (true, true) | (false, false) => self.streak = 0,
             (true, false) => {
                 self.streak += 1;
                 if self.streak >= s.opts.fall.max(1) {
-                    s.up.store(false, Ordering::Relaxed);
+                    s.check_ok.store(false, Ordering::Relaxed);
                     self.streak = 0;
-                    transition = Some(format!(
-                        "Server {}/{} is DOWN, reason: {}, check duration: {took}ms. {} active servers left.",
-                        s.backend,
-                        s.name,
-                        v.reason(),
-                        self.farm.upgrade().map_or(0, |f| f
-                            .servers
-                            .iter()
-                            .filter(|x| x.usable())
-                            .count())
-                    ));
-                    if let Some(f) = self.farm.upgrade() {
-                        f.redispatch_queue_of(s);
-                    }
                 }
             }
             (false, true) => {
                 self.streak += 1;
                 if self.streak >= s.opts.rise.max(1) {
-                    s.up_since.set(Instant::now());
-                    s.up.store(true, Ordering::Relaxed);
+                    s.check_ok.store(true, Ordering::Relaxed);
                     self.streak = 0;
-                    transition = Some(format!(
-                        "Server {}/{} is UP, reason: {}, check duration: {took}ms.",
-                        s.backend,
-                        s.name,
-                        v.reason()
-                    ));
-                    if let Some(f) = self.farm.upgrade() {
-                        f.kick_backend_queue();
-                    }
                 }
             }
         }
-        s.ext.on_check(ok, up, s.up.load(Ordering::Relaxed));
+        let up = s.up.load(Ordering::Relaxed);
+        s.ext.on_check(ok, up, up);
         if self.log_checks && (changed || moved) {
             self.log_check(s, &v, took);
         }
-        if let Some(t) = transition {
-            (self.log)(t);
-            if let Some(f) = self.farm.upgrade() {
-                log_if_none_left(&f);
-            }
+        // A server's change of state is logged after the check line that
+        // caused it, in HAProxy's order.
+        if let Some(f) = self.farm.upgrade() {
+            refresh_up(&f, s, || {
+                format!("reason: {}, check duration: {took}ms", v.reason())
+            });
         }
     }
 
@@ -562,7 +539,7 @@ impl Checker {
     fn log_check(&self, s: &ServerRt, v: &Verdict, took: u128) {
         let o = &s.opts;
         let (rise, fall) = (o.rise.max(1), o.fall.max(1));
-        let up = s.up.load(Ordering::Relaxed);
+        let up = s.check_ok.load(Ordering::Relaxed);
         let (a, b) = if up {
             (fall.saturating_sub(self.streak), fall)
         } else {
@@ -579,7 +556,11 @@ impl Checker {
                 _ => "failed",
             },
             v.reason(),
-            if up { "UP" } else { "DOWN" }
+            match (up, s.weight.load(Ordering::Relaxed)) {
+                (false, _) => "DOWN",
+                (true, 0) => "DRAIN",
+                _ => "UP",
+            }
         ));
     }
 
@@ -652,6 +633,45 @@ pub fn log_event(farm: &Farm, line: String) {
     }
 }
 
+/// Sets a server's operational state from its checks, as HAProxy's
+/// `check_notify_*`: UP while its health check (when configured and
+/// enabled) and its agent (when enabled) both say so. A change is logged
+/// with `why` (`reason: ..., check duration: ...` or `changed from CLI`)
+/// and moves the queues. Returns whether the state changed.
+pub fn refresh_up(farm: &Farm, s: &ServerRt, why: impl FnOnce() -> String) -> bool {
+    let check =
+        !s.opts.check || !s.check_on.load(Ordering::Relaxed) || s.check_ok.load(Ordering::Relaxed);
+    let agent = !s.agent.enabled() || s.agent.healthy.load(Ordering::Relaxed);
+    let up = check && agent;
+    let was = s.up.swap(up, Ordering::AcqRel);
+    if was == up {
+        return false;
+    }
+    s.ext.on_check(true, was, up);
+    if up {
+        s.up_since.set(Instant::now());
+        log_event(
+            farm,
+            format!("Server {}/{} is UP, {}.", s.backend, s.name, why()),
+        );
+        farm.kick_backend_queue();
+    } else {
+        log_event(
+            farm,
+            format!(
+                "Server {}/{} is DOWN, {}. {} active servers left.",
+                s.backend,
+                s.name,
+                why(),
+                farm.servers.iter().filter(|x| x.usable()).count()
+            ),
+        );
+        farm.redispatch_queue_of(s);
+        log_if_none_left(farm);
+    }
+    true
+}
+
 /// HAProxy's alert when a backend's last usable server leaves.
 pub fn log_if_none_left(farm: &Farm) {
     if !farm.servers.iter().any(|x| x.usable()) {
@@ -665,11 +685,11 @@ pub fn log_if_none_left(farm: &Farm) {
 /// What checks of a farm need, kept for servers added at run time.
 pub struct CheckCtx {
     probe: Option<Probe>,
-    timeout: Option<Duration>,
-    pool: Submitter,
-    handle: RuntimeHandle,
-    log: LogFn,
-    log_checks: bool,
+    pub(super) timeout: Option<Duration>,
+    pub(super) pool: Submitter,
+    pub(super) handle: RuntimeHandle,
+    pub(super) log: LogFn,
+    pub(super) log_checks: bool,
 }
 
 /// Starts the checks of a farm's servers that have `check`. Returns the
@@ -693,8 +713,14 @@ pub fn start(
     });
     farm.servers
         .iter()
-        .filter_map(|s| start_server(farm, s))
+        .flat_map(|s| [start_server(farm, s), start_agent(farm, s)])
+        .flatten()
         .collect()
+}
+
+/// Starts the agent task of a server with `agent-check`.
+pub fn start_agent(farm: &Arc<Farm>, s: &Arc<ServerRt>) -> Option<TaskId> {
+    super::agent::start_server(farm, s, farm.check_ctx.get()?)
 }
 
 /// Starts the check task of one server with `check` (a server added at

@@ -3164,6 +3164,11 @@ pub fn parse_dynamic_server(w: &[String]) -> Result<(String, u16, ServerOptions)
     let mut o = ServerOptions::default();
     parse_server_opts(&w[1..], &mut o, &ctx)?;
     o.map_ports = port == 0;
+    if o.agent_check && o.agent_port.is_none_or(|p| p == 0) {
+        return Err(
+            "'agent-check' needs 'agent-port' (the server would have no agent port)".into(),
+        );
+    }
     Ok((host, port, o))
 }
 
@@ -3171,6 +3176,12 @@ pub fn parse_dynamic_server(w: &[String]) -> Result<(String, u16, ServerOptions)
 /// of their own (HAProxy's alert, which it lifts with `port` or a
 /// `tcp-check connect port`, both refused on such a server here).
 pub(crate) fn no_check_port(name: &str, o: &ServerOptions) -> Result<(), String> {
+    if o.agent_check && o.agent_port.is_none_or(|p| p == 0) {
+        // HAProxy's alert.
+        return Err(format!(
+            "server {name} does not have agent port. Agent check has been disabled."
+        ));
+    }
     if o.map_ports && o.check {
         return Err(format!(
             "server '{name}' has neither service port nor check port (ebb takes no check port: give the server a port)"
@@ -3198,6 +3209,8 @@ fn parse_server_opts(w: &[String], o: &mut ServerOptions, ctx: &Ctx<'_>) -> Resu
             "send-proxy-v2" => o.send_proxy = 2,
             "no-send-proxy" | "no-send-proxy-v2" => o.send_proxy = 0,
             "check-send-proxy" => o.check_send_proxy = true,
+            "agent-check" => o.agent_check = true,
+            "no-agent-check" => o.agent_check = false,
             "send-proxy-v2-ssl" | "send-proxy-v2-ssl-cn" => {
                 return Err(format!(
                     "server option '{opt}' is not supported (ebb sends 'send-proxy' and 'send-proxy-v2' headers, without SSL TLVs)"
@@ -3271,11 +3284,19 @@ fn parse_server_opts(w: &[String], o: &mut ServerOptions, ctx: &Ctx<'_>) -> Resu
                     }
                     "pool-purge-delay" => o.pool_purge_delay = parse_time(v)?,
                     "cookie" => o.cookie = Some(v.to_string()),
+                    "agent-port" => {
+                        o.agent_port = Some(v.parse::<u16>().map_err(|_| {
+                            format!("'agent-port' expects a port number (0..65535), got '{v}'")
+                        })?)
+                    }
+                    "agent-addr" => o.agent_addr = Some(agent_addr(v)?),
+                    "agent-inter" => o.agent_inter = nonzero_time(opt, v)?,
+                    "agent-send" => o.agent_send = v.as_bytes().to_vec(),
                     "resolvers" | "resolve-prefer" | "init-addr" | "resolve-opts"
                     | "resolve-net" => super::resolvers::server_opt(opt, v, o)?,
                     _ => {
                         return Err(format!(
-                            "unknown server option '{opt}' (supported: weight, maxconn, maxqueue, backup, disabled, check, inter, fastinter, downinter, rise, fall, slowstart, ssl, verify, ca-file, sni, cookie, ciphers, ciphersuites, ssl-min-ver, ssl-max-ver, no-tlsv12, no-tlsv13, force-tlsv12, force-tlsv13, no-tls-tickets, pool-max-conn, pool-purge-delay, resolvers, resolve-prefer, resolve-opts, init-addr, proto, alpn)"
+                            "unknown server option '{opt}' (supported: weight, maxconn, maxqueue, backup, disabled, check, inter, fastinter, downinter, rise, fall, slowstart, agent-check, agent-port, agent-addr, agent-inter, agent-send, ssl, verify, ca-file, sni, cookie, ciphers, ciphersuites, ssl-min-ver, ssl-max-ver, no-tlsv12, no-tlsv13, force-tlsv12, force-tlsv13, no-tls-tickets, pool-max-conn, pool-purge-delay, resolvers, resolve-prefer, resolve-opts, init-addr, proto, alpn)"
                         ))
                     }
                 }
@@ -3283,6 +3304,21 @@ fn parse_server_opts(w: &[String], o: &mut ServerOptions, ctx: &Ctx<'_>) -> Resu
         }
     }
     Ok(())
+}
+
+/// `agent-addr ADDR`: an IP address, or a name resolved once here (as
+/// HAProxy resolves it when it reads the line).
+pub fn agent_addr(v: &str) -> Result<std::net::IpAddr, String> {
+    if let Ok(ip) = v.parse() {
+        return Ok(ip);
+    }
+    use std::net::ToSocketAddrs;
+    (v, 0)
+        .to_socket_addrs()
+        .ok()
+        .and_then(|mut a| a.next())
+        .map(|a| a.ip())
+        .ok_or_else(|| format!("parsing agent-addr failed. Check if '{v}' is correct address."))
 }
 
 fn nonzero_time(what: &str, v: &str) -> Result<std::time::Duration, String> {

@@ -34,6 +34,8 @@ pub struct TcpCheckRule {
 pub enum CheckStatus {
     #[default]
     Ini,
+    /// An agent's answer that changes no health (HAProxy's `CHECKED`).
+    Checked,
     SockErr,
     L4Ok,
     L4Tout,
@@ -54,6 +56,7 @@ impl CheckStatus {
         use CheckStatus::*;
         match self {
             Ini => "INI",
+            Checked => "CHECKED",
             SockErr => "SOCKERR",
             L4Ok => "L4OK",
             L4Tout => "L4TOUT",
@@ -74,6 +77,7 @@ impl CheckStatus {
         use CheckStatus::*;
         match self {
             Ini => "Initializing",
+            Checked => "No status change",
             SockErr => "Socket error",
             L4Ok => "Layer4 check passed",
             L4Tout => "Layer4 timeout",
@@ -94,6 +98,7 @@ impl CheckStatus {
         use CheckStatus::*;
         match self {
             Ini => 1,
+            Checked => 3,
             SockErr => 5,
             L4Ok => 6,
             L4Tout => 7,

@@ -1243,6 +1243,19 @@ pub struct ServerOptions {
     /// 10.0.0.1`): connections go to the port the client connected to
     /// (HAProxy's mapped ports, offset 0).
     pub map_ports: bool,
+    /// `agent-check` (`no-agent-check` clears it): an auxiliary agent
+    /// check runs beside the health check.
+    pub agent_check: bool,
+    /// `agent-port`: the agent's TCP port (required with `agent-check`).
+    pub agent_port: Option<u16>,
+    /// `agent-addr`: where the agent listens (the server's address when
+    /// unset).
+    pub agent_addr: Option<std::net::IpAddr>,
+    /// `agent-inter`: the agent's interval, 2 s by default (HAProxy's);
+    /// also its timeout when `timeout check` is not set.
+    pub agent_inter: Duration,
+    /// `agent-send`: sent verbatim to the agent once connected.
+    pub agent_send: Vec<u8>,
 }
 
 /// The TLS policy of a `server ... ssl` line (the client side).
@@ -1308,6 +1321,11 @@ impl Default for ServerOptions {
             alpn: Vec::new(),
             resolve_net: Vec::new(),
             map_ports: false,
+            agent_check: false,
+            agent_port: None,
+            agent_addr: None,
+            agent_inter: Duration::from_secs(2),
+            agent_send: Vec::new(),
         }
     }
 }
