@@ -1372,12 +1372,79 @@ pub enum ExpectKind {
     RStatus(String),
     String(String),
     RString(String),
+    /// `hdr|fhdr name [-m M] NAME [value [-m M] VALUE]`: a header whose
+    /// name matches (case-insensitively) and, if given, one of whose
+    /// values matches (`hdr`: each comma-separated value; `fhdr`: the
+    /// whole value).
+    Hdr {
+        full: bool,
+        name: HdrMatch,
+        value: Option<HdrMatch>,
+    },
+}
+
+/// How `http-check expect hdr` compares a header name or value (`-m`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum HdrMatch {
+    Str(String),
+    Beg(String),
+    End(String),
+    Sub(String),
+    Reg(String),
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct HttpExpect {
     pub negate: bool,
     pub kind: ExpectKind,
+    pub loc: Loc,
+    /// `min-recv N` (None: -1, HAProxy's default).
+    pub min_recv: Option<usize>,
+    /// `ok-status`, L7OK by default.
+    pub ok_status: super::CheckStatus,
+    /// `error-status`; None: HAProxy's default for the match (L7STS for
+    /// status and header matches, L7RSP for the body).
+    pub error_status: Option<super::CheckStatus>,
+    /// `tout-status`, L7TOUT by default.
+    pub tout_status: super::CheckStatus,
+}
+
+/// One step of an HTTP check's sequence.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum HttpCheckStep {
+    /// `http-check comment MSG`: the comment of the rule that follows.
+    Comment,
+    /// `http-check connect [default] [port N] [addr IP] [send-proxy]
+    /// [linger]`.
+    Connect {
+        default: bool,
+        port: Option<u16>,
+        addr: Option<std::net::IpAddr>,
+        send_proxy: bool,
+        linger: bool,
+    },
+    /// `http-check send ...`: None for the first, which is the section's
+    /// request (`option httpchk` merged with it); later ones carry their
+    /// own.
+    Send(Option<HttpSend>),
+    Expect(HttpExpect),
+}
+
+/// A request of a later `http-check send` (HAProxy's defaults: OPTIONS,
+/// `/`, HTTP/1.0).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HttpSend {
+    pub method: String,
+    pub uri: String,
+    pub version: String,
+    pub headers: Vec<(String, String)>,
+    pub body: Option<String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HttpCheckRule {
+    pub step: HttpCheckStep,
+    pub comment: Option<String>,
     pub loc: Loc,
 }
 
@@ -1402,7 +1469,8 @@ pub struct HttpCheck {
     /// HAProxy starts a new rule set at a section's first `option
     /// httpchk` or `http-check` line.
     pub own: bool,
-    pub expect: Option<HttpExpect>,
+    /// The `http-check connect|send|expect|comment` rules in order.
+    pub rules: Vec<HttpCheckRule>,
 }
 
 impl HttpCheck {
