@@ -223,3 +223,81 @@ fn header_rules_and_sequences_report_as_haproxy() {
         }
     }
 }
+
+/// A listener that keeps the first bytes of each connection and answers
+/// `answer` once 5 bytes arrived.
+fn raw_server(answer: &'static [u8]) -> (SocketAddr, Arc<Mutex<Vec<Vec<u8>>>>) {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap();
+    let got = Arc::new(Mutex::new(Vec::new()));
+    let g2 = Arc::clone(&got);
+    std::thread::spawn(move || {
+        for c in l.incoming().flatten() {
+            let got = Arc::clone(&g2);
+            std::thread::spawn(move || {
+                let mut c = c;
+                let mut buf = Vec::new();
+                let mut tmp = [0u8; 512];
+                // The whole hello (5-byte header + its length).
+                while buf.len() < 5
+                    || buf.len() < 5 + usize::from(u16::from_be_bytes([buf[3], buf[4]]))
+                {
+                    match c.read(&mut tmp) {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => buf.extend_from_slice(&tmp[..n]),
+                    }
+                }
+                got.lock().unwrap().push(buf);
+                let _ = c.write_all(answer);
+            });
+        }
+    });
+    (addr, got)
+}
+
+#[test]
+fn ssl_hello_chk_sends_haproxys_hello() {
+    // A TLS server refusing SSLv3 answers an alert record (0x15): the
+    // server speaks SSL, L6OK. An HTTP server's answer is not: L6RSP.
+    let (tls, hellos) = raw_server(b"\x15\x03\x00\x00\x02\x02\x46");
+    let (plain, _) = raw_server(b"HTTP/1.1 400 Bad Request\r\n\r\n");
+    let backends = format!(
+        "backend ok\n    option ssl-hello-chk\n    server srv {tls} check inter 100ms rise 1 fall 1\n\
+         backend plain\n    option ssl-hello-chk\n    server srv {plain} check inter 100ms rise 1 fall 1\n"
+    );
+    let d = scratch("sslhello-ebb");
+    let sock = d.join("admin.sock");
+    let e = Ebb::start(&format!(
+        "global\n    stats socket {} level admin\n{}",
+        sock.display(),
+        common_cfg(&backends, free_port())
+    ));
+    let settled = |s: &Path| {
+        let c = checks(s);
+        c.get("ok").is_some_and(|x| x.0 == "L6OK") && c.get("plain").is_some_and(|x| x.0 == "L6RSP")
+    };
+    wait_until("ebb's checks", || settled(&sock));
+    let ours = checks(&sock);
+    let hello = hellos.lock().unwrap()[0].clone();
+    drop(e);
+    assert_eq!(hello.len(), 126);
+    assert_eq!(hello[..11], [0x16, 3, 0, 0, 0x79, 1, 0, 0, 0x75, 3, 0]);
+    assert_eq!(&hello[15..43], b"HAPROXYSSLCHK\nHAPROXYSSLCHK\n");
+    // The time, within a day of now.
+    let t = u32::from_be_bytes([hello[11], hello[12], hello[13], hello[14]]);
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as u32;
+    assert!(now.abs_diff(t) < 86_400, "{t} vs {now}");
+    if let Some(h) = haproxy(&backends) {
+        hellos.lock().unwrap().clear();
+        wait_until("haproxy's checks", || settled(&h.sock));
+        let theirs = checks(&h.sock);
+        assert_eq!(ours["ok"], theirs["ok"]);
+        assert_eq!(ours["plain"], theirs["plain"]);
+        let hs = hellos.lock().unwrap()[0].clone();
+        // The same bytes but the time.
+        assert_eq!((&hs[..11], &hs[15..]), (&hello[..11], &hello[15..]));
+    }
+}

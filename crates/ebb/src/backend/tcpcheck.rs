@@ -22,6 +22,8 @@ pub struct TcpProbe {
     /// A protocol check: failures carry no `at step N` text (HAProxy's
     /// rule for its built-in sequences).
     proto: bool,
+    /// `option ssl-hello-chk`: its CLIENT HELLO carries the time.
+    ssl3: bool,
 }
 
 struct TcpStep {
@@ -100,6 +102,7 @@ impl TcpProbe {
             Some((_, r)) => (r, true),
             None => (&c.rules, false),
         };
+        let ssl3 = matches!(&c.builtin, Some((n, _)) if *n == "ssl-hello-chk");
         let mut steps = Vec::new();
         let first = rules.iter().find(|r| r.step != TcpCheckStep::Comment);
         if !matches!(first, Some(r) if matches!(r.step, TcpCheckStep::Connect { .. })) {
@@ -164,7 +167,7 @@ impl TcpProbe {
                 comment: r.comment.clone(),
             });
         }
-        Ok(TcpProbe { steps, proto })
+        Ok(TcpProbe { steps, proto, ssl3 })
     }
 }
 
@@ -286,7 +289,16 @@ pub fn run_tcp_check(
                         format!("no connection{}", at(st, " (send)")),
                     );
                 };
-                if let Err(e) = c.write_all(d).and_then(|()| c.flush()) {
+                let mut d = std::borrow::Cow::Borrowed(d.as_slice());
+                let t = crate::config::SSL3_HELLO_TIME_AT;
+                if probe.ssl3 && d.len() >= t + 4 {
+                    // HAProxy's `%[date(),htonl,hex]`.
+                    let now = std::time::SystemTime::now()
+                        .duration_since(std::time::UNIX_EPOCH)
+                        .map_or(0, |t| t.as_secs() as u32);
+                    d.to_mut()[t..t + 4].copy_from_slice(&now.to_be_bytes());
+                }
+                if let Err(e) = c.write_all(&d).and_then(|()| c.flush()) {
                     return Verdict::new(
                         CheckStatus::SockErr,
                         format!("{}{}", super::check::os_text(&e), at(st, " (send)")),

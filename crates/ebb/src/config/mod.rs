@@ -54,7 +54,7 @@ use std::sync::Arc;
 
 pub use tcpcheck::{
     CheckStatus, CustomExpect, ExpectMatch, ExpectOpts, Info, Payload, TcpCheck, TcpCheckRule,
-    TcpCheckStep,
+    TcpCheckStep, SSL3_HELLO_TIME_AT,
 };
 pub use types::*;
 

@@ -409,7 +409,6 @@ const HAPROXY_OPTIONS_UNSUPPORTED: &[&str] = &[
     "splice-auto",
     "splice-request",
     "splice-response",
-    "ssl-hello-chk",
     "external-check",
     "independent-streams",
     "accept-invalid-http-request",
@@ -442,6 +441,7 @@ const OPTIONS: &[&str] = &[
     "mysql-check",
     "ldap-check",
     "spop-check",
+    "ssl-hello-chk",
     "httplog",
     "tcplog",
     "dontlognull",
@@ -2590,7 +2590,7 @@ fn proxy_option(px: &mut Proxy, ctx: &Ctx<'_>, no: bool, w: &[String]) -> Result
         "http-keep-alive" | "httpclose" | "http-server-close" | "forwardfor" => FE | BE,
         "redispatch" | "httpchk" | "tcp-check" | "log-health-checks" | "persist"
         | "redis-check" | "smtpchk" | "pgsql-check" | "mysql-check" | "ldap-check"
-        | "spop-check" => BE,
+        | "spop-check" | "ssl-hello-chk" => BE,
         "httplog" | "tcplog" | "dontlognull" | "idle-close-on-response" | "disable-h2-upgrade" => {
             FE
         }
@@ -2640,7 +2640,8 @@ fn proxy_option(px: &mut Proxy, ctx: &Ctx<'_>, no: bool, w: &[String]) -> Result
             // The last of `option httpchk` / `option tcp-check` wins.
             px.http_check.enabled = false;
         }
-        "redis-check" | "smtpchk" | "pgsql-check" | "mysql-check" | "ldap-check" | "spop-check" => {
+        "redis-check" | "smtpchk" | "pgsql-check" | "mysql-check" | "ldap-check" | "spop-check"
+        | "ssl-hello-chk" => {
             if no {
                 return Err(format!("'no option {name}' is not supported"));
             }
@@ -3668,9 +3669,11 @@ fn parse_hdr_expect(w: &[String], full: bool) -> Result<(ExpectKind, usize), Str
                 regex::Regex::new(&p).map_err(|x| format!("invalid regex '{p}': {x}"))?;
                 HdrMatch::Reg(p)
             }
-            o => return Err(format!(
+            o => {
+                return Err(format!(
                 "'http-check expect hdr': unknown matching method '{o}' (str, beg, end, sub, reg)"
-            )),
+            ))
+            }
         };
         Ok((m, at + 1))
     };
