@@ -8,7 +8,6 @@
 mod common;
 
 use std::collections::HashMap;
-use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
@@ -93,59 +92,20 @@ impl Agent {
 }
 
 /// haproxy 2.6 with an admin socket and the same backend.
-struct Hap {
-    child: Child,
-    sock: PathBuf,
-}
-
-impl Drop for Hap {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 fn haproxy(backend: &str) -> Option<Hap> {
-    if !have("haproxy") {
-        println!("haproxy is not installed: ebb is checked on its own");
-        return None;
-    }
-    let d = scratch("agent-hap");
-    let sock = d.join("h.sock");
-    let cfg = format!(
-        "global\n    stats socket {} level admin\ndefaults\n    mode http\n    timeout client 10s\n    timeout server 5s\n    timeout connect 1s\n\
-         frontend fe\n    bind 127.0.0.1:{}\n    default_backend be\nbackend be\n{backend}",
-        sock.display(),
-        free_port()
-    );
-    std::fs::write(d.join("h.cfg"), cfg).unwrap();
-    let child = Command::new("haproxy")
-        .args(["-db", "-f", d.join("h.cfg").to_str().unwrap()])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .ok()?;
-    wait_until("haproxy's socket", || UnixStream::connect(&sock).is_ok());
-    Some(Hap { child, sock })
+    haproxy_with(
+        "agent-hap",
+        &format!(
+            "defaults\n    mode http\n    timeout client 10s\n    timeout server 5s\n    timeout connect 1s\n\
+             frontend fe\n    bind 127.0.0.1:{}\n    default_backend be\nbackend be\n{backend}",
+            free_port()
+        ),
+    )
 }
 
 /// The row of `be/NAME` in `show stat`, by column name.
 fn row(sock: &Path, name: &str) -> HashMap<String, String> {
-    let csv = cli_cmd(sock, "show stat");
-    let mut lines = csv.lines();
-    let head: Vec<String> = lines
-        .next()
-        .unwrap_or("")
-        .trim_start_matches("# ")
-        .split(',')
-        .map(str::to_string)
-        .collect();
-    let line = lines
-        .find(|l| l.starts_with(&format!("be,{name},")))
-        .unwrap_or("");
-    head.into_iter()
-        .zip(line.split(',').map(str::to_string))
-        .collect()
+    stat_row(sock, "be", name)
 }
 
 /// The fields an agent check sets (the duration aside); a `* ` (check

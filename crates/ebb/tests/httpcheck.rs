@@ -9,9 +9,7 @@ mod common;
 use std::collections::HashMap;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener};
-use std::os::unix::net::UnixStream;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::Path;
 use std::sync::{Arc, Mutex};
 
 use common::*;
@@ -54,39 +52,8 @@ const ANSWER: &str = "HTTP/1.1 202 Accepted\r\nx-test1: true, next value\r\nx-te
 const SECOND: &str =
     "HTTP/1.1 200 OK\r\nx-second: yes\r\nContent-Length: 6\r\nConnection: close\r\n\r\nsecond";
 
-struct Hap {
-    child: Child,
-    sock: PathBuf,
-}
-
-impl Drop for Hap {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 fn haproxy(backends: &str) -> Option<Hap> {
-    if !have("haproxy") {
-        println!("haproxy is not installed: ebb is checked on its own");
-        return None;
-    }
-    let d = scratch("httpcheck-hap");
-    let sock = d.join("h.sock");
-    let cfg = format!(
-        "global\n    stats socket {} level admin\n{}",
-        sock.display(),
-        common_cfg(backends, free_port())
-    );
-    std::fs::write(d.join("h.cfg"), cfg).unwrap();
-    let child = Command::new("haproxy")
-        .args(["-db", "-f", d.join("h.cfg").to_str().unwrap()])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .ok()?;
-    wait_until("haproxy's socket", || UnixStream::connect(&sock).is_ok());
-    Some(Hap { child, sock })
+    haproxy_with("httpcheck-hap", &common_cfg(backends, free_port()))
 }
 
 fn common_cfg(backends: &str, port: u16) -> String {

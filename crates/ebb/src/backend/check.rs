@@ -27,7 +27,7 @@ use sched::{ticks, Ctx, Reasons, RuntimeHandle, Status, TaskId};
 use super::tcpcheck::TcpProbe;
 use super::{Farm, ServerRt};
 use crate::blocking::Submitter;
-use crate::config::{CheckStatus, ExpectKind, HttpCheck};
+use crate::config::{CheckConnect, CheckStatus, ExpectKind, HttpCheck};
 
 /// An HTTP check's sequence, prepared once: connects, requests and
 /// expect rules (HAProxy's `http-check` ruleset).
@@ -38,13 +38,7 @@ pub struct HttpProbe {
 
 #[derive(Clone)]
 pub enum HttpStep {
-    Connect {
-        default: bool,
-        port: Option<u16>,
-        addr: Option<std::net::IpAddr>,
-        send_proxy: bool,
-        linger: bool,
-    },
+    Connect(CheckConnect),
     Send(Vec<u8>),
     Expect(HttpRule),
 }
@@ -224,14 +218,11 @@ impl HttpProbe {
         };
         let mut steps = Vec::new();
         let first = c.rules.iter().find(|r| r.step != S::Comment);
-        if !matches!(first, Some(r) if matches!(r.step, S::Connect { .. })) {
-            steps.push(HttpStep::Connect {
+        if !matches!(first, Some(r) if matches!(r.step, S::Connect(_))) {
+            steps.push(HttpStep::Connect(CheckConnect {
                 default: true,
-                port: None,
-                addr: None,
-                send_proxy: false,
-                linger: false,
-            });
+                ..CheckConnect::default()
+            }));
         }
         let has_send = c.rules.iter().any(|r| matches!(r.step, S::Send(_)));
         let mut sent = false;
@@ -243,19 +234,7 @@ impl HttpProbe {
                     comment = r.comment.clone();
                     continue;
                 }
-                S::Connect {
-                    default,
-                    port,
-                    addr,
-                    send_proxy,
-                    linger,
-                } => steps.push(HttpStep::Connect {
-                    default: *default,
-                    port: *port,
-                    addr: *addr,
-                    send_proxy: *send_proxy,
-                    linger: *linger,
-                }),
+                S::Connect(c) => steps.push(HttpStep::Connect(c.clone())),
                 S::Send(None) => steps.push(HttpStep::Send(main())),
                 S::Send(Some(q)) => steps.push(HttpStep::Send(request_bytes(
                     &q.method,
@@ -436,6 +415,35 @@ pub(super) fn open(
         }
     }
     Ok(Box::new(t))
+}
+
+/// A `connect` step of a check: to the server's address unless the step
+/// names its own address or port; the server's PROXY header and TLS with
+/// `default`, a v1 PROXY header with `send-proxy`.
+pub(super) fn connect_step(
+    cc: &CheckConnect,
+    addr: SocketAddr,
+    start: Instant,
+    timeout: Duration,
+    tls: Option<&CheckTls>,
+    proxy_hdr: &[u8],
+) -> Result<Box<dyn Wire>, Verdict> {
+    let mut target = addr;
+    if let Some(a) = cc.addr {
+        target.set_ip(a);
+    }
+    if let Some(p) = cc.port {
+        target.set_port(p);
+    }
+    let hdr: Vec<u8> = if cc.send_proxy {
+        crate::proxyproto::header_for(1, None)
+    } else if cc.default {
+        proxy_hdr.to_vec()
+    } else {
+        Vec::new()
+    };
+    let tls = if cc.default { tls } else { None };
+    open(target, start, timeout, tls, &hdr, cc.linger)
 }
 
 /// An I/O error as HAProxy words it: the system's text without Rust's
@@ -713,30 +721,9 @@ fn run_http(
     let mut last: Option<Verdict> = None;
     for st in &p.steps {
         match st {
-            HttpStep::Connect {
-                default,
-                port,
-                addr: a,
-                send_proxy,
-                linger,
-            } => {
+            HttpStep::Connect(cc) => {
                 drop(conn.take());
-                let mut target = addr;
-                if let Some(a) = a {
-                    target.set_ip(*a);
-                }
-                if let Some(p) = port {
-                    target.set_port(*p);
-                }
-                let hdr: Vec<u8> = if *send_proxy {
-                    crate::proxyproto::header_for(1, None)
-                } else if *default {
-                    proxy_hdr.to_vec()
-                } else {
-                    Vec::new()
-                };
-                let tls = if *default { tls } else { None };
-                match open(target, start, timeout, tls, &hdr, *linger) {
+                match connect_step(cc, addr, start, timeout, tls, proxy_hdr) {
                     Ok(c) => conn = Some(c),
                     Err(v) => return v,
                 }
@@ -1307,13 +1294,10 @@ mod tests {
         assert!(run_check(addr, Duration::from_secs(2), None, None, &[]).passed());
         let probe = Probe::Http(HttpProbe {
             steps: vec![
-                HttpStep::Connect {
+                HttpStep::Connect(CheckConnect {
                     default: true,
-                    port: None,
-                    addr: None,
-                    send_proxy: false,
-                    linger: false,
-                },
+                    ..CheckConnect::default()
+                }),
                 HttpStep::Send(b"GET / HTTP/1.0\r\n\r\n".to_vec()),
                 HttpStep::Expect(HttpRule::plain(Expect::String(b"alive".to_vec(), false))),
             ],

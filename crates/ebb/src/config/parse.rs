@@ -2378,13 +2378,13 @@ fn proxy_kw(px: &mut Proxy, ctx: &Ctx<'_>, words: &[String]) -> Result<(), Strin
                     px.http_check.own_rules();
                     push_http_rule(
                         &mut px.http_check,
-                        HttpCheckStep::Connect {
+                        HttpCheckStep::Connect(CheckConnect {
                             default,
                             port,
                             addr,
                             send_proxy,
                             linger,
-                        },
+                        }),
                         r.comment,
                         loc,
                     )?;
@@ -3476,8 +3476,8 @@ fn push_http_rule(
         .rules
         .iter()
         .find(|r| !matches!(r.step, HttpCheckStep::Comment));
-    if matches!(step, HttpCheckStep::Connect { .. })
-        && first.is_some_and(|r| !matches!(r.step, HttpCheckStep::Connect { .. }))
+    if matches!(step, HttpCheckStep::Connect(_))
+        && first.is_some_and(|r| !matches!(r.step, HttpCheckStep::Connect(_)))
     {
         return Err(
             "first step MUST also be a 'connect' when there is a 'connect' step in the http-check ruleset"
@@ -3488,7 +3488,7 @@ fn push_http_rule(
         .rules
         .iter()
         .rfind(|r| !matches!(r.step, HttpCheckStep::Comment));
-    if matches!(step, HttpCheckStep::Connect { .. })
+    if matches!(step, HttpCheckStep::Connect(_))
         && last.is_some_and(|r| matches!(r.step, HttpCheckStep::Send(_)))
     {
         // HAProxy's refusal: the answer to that request would be read by

@@ -1272,11 +1272,11 @@ fn http_check_expect() {
     assert!(matches!(r[1].step, HttpCheckStep::Send(None)));
     assert!(matches!(
         &r[4].step,
-        HttpCheckStep::Connect {
+        HttpCheckStep::Connect(CheckConnect {
             port: Some(8080),
             linger: true,
             ..
-        }
+        })
     ));
     assert!(
         matches!(&r[5].step, HttpCheckStep::Send(Some(q)) if q.uri == "/b" && q.method == "OPTIONS")

@@ -1409,6 +1409,18 @@ pub struct HttpExpect {
     pub tout_status: super::CheckStatus,
 }
 
+/// A check's `connect` step (`tcp-check connect`, `http-check connect`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CheckConnect {
+    /// `default`: the server's check settings (its PROXY header and TLS).
+    pub default: bool,
+    pub port: Option<u16>,
+    pub addr: Option<std::net::IpAddr>,
+    pub send_proxy: bool,
+    /// `linger`: close with a reset rather than a FIN.
+    pub linger: bool,
+}
+
 /// One step of an HTTP check's sequence.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum HttpCheckStep {
@@ -1416,13 +1428,7 @@ pub enum HttpCheckStep {
     Comment,
     /// `http-check connect [default] [port N] [addr IP] [send-proxy]
     /// [linger]`.
-    Connect {
-        default: bool,
-        port: Option<u16>,
-        addr: Option<std::net::IpAddr>,
-        send_proxy: bool,
-        linger: bool,
-    },
+    Connect(CheckConnect),
     /// `http-check send ...`: None for the first, which is the section's
     /// request (`option httpchk` merged with it); later ones carry their
     /// own.
