@@ -870,9 +870,7 @@ pub fn compile_keeping(
     let warnings = &mut warn;
     let states = load_states(cfg, warnings);
     let tables = Arc::new(crate::table::Tables::new(
-        cfg.proxies
-            .iter()
-            .filter_map(|p| p.stick_table.as_ref())
+        cfg.stick_tables()
             .map(|t| {
                 prev.and_then(|old| old.get(&t.value.name))
                     .filter(|o| t.value.peers.is_some() && *o.def() == t.value)
