@@ -263,6 +263,8 @@ fn ssl_hello_chk_sends_haproxys_hello() {
         let theirs = checks(&h.sock);
         assert_eq!(ours["ok"], theirs["ok"]);
         assert_eq!(ours["plain"], theirs["plain"]);
+        // A hello of haproxy's (its checks run every 100 ms).
+        wait_until("haproxy's hello", || !hellos.lock().unwrap().is_empty());
         let hs = hellos.lock().unwrap()[0].clone();
         // The same bytes but the time.
         assert_eq!((&hs[..11], &hs[15..]), (&hello[..11], &hello[15..]));
