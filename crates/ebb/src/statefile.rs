@@ -232,7 +232,7 @@ pub fn dump<'a>(farms: impl Iterator<Item = (usize, &'a Farm)>) -> String {
                 && s.effective_weight() < s.weight.load(Ordering::Relaxed);
             let _ = writeln!(
                 out,
-                "{be_id} {be} {sid} {srv} {addr} {op} {adm} {uw} {iw} {since} {code} {result} {ch} {cst} 0 0 0 {fqdn} {port} {srvrec} {ssl} 0 - - 0",
+                "{be_id} {be} {sid} {srv} {addr} {op} {adm} {uw} {iw} {since} {code} {result} {ch} {cst} {ast} 0 0 {fqdn} {port} {srvrec} {ssl} 0 - {aaddr} {aport}",
                 be = farm.name,
                 sid = s.id,
                 srv = s.name,
@@ -273,6 +273,15 @@ pub fn dump<'a>(farms: impl Iterator<Item = (usize, &'a Farm)>) -> String {
                     (true, false) => 2,
                 },
                 ssl = u8::from(s.tls.is_some()),
+                ast = s.agent.state_bits(),
+                aaddr = s
+                    .agent
+                    .addr
+                    .lock()
+                    .ok()
+                    .and_then(|g| *g)
+                    .map_or("-".to_string(), |a| a.to_string()),
+                aport = s.agent.port.load(Ordering::Relaxed),
             );
         }
     }

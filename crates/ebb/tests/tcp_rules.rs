@@ -316,25 +316,6 @@ fn line_answerer(answer: &'static [u8], greet: bool) -> SocketAddr {
     })
 }
 
-/// A server's columns of `show stat`, by name.
-fn stat_row(sock: &Path, be: &str, srv: &str) -> std::collections::HashMap<String, String> {
-    let csv = cli_cmd(sock, "show stat");
-    let mut lines = csv.lines();
-    let head: Vec<String> = lines
-        .next()
-        .unwrap_or("")
-        .trim_start_matches("# ")
-        .split(',')
-        .map(String::from)
-        .collect();
-    let row = lines
-        .find(|l| l.starts_with(&format!("{be},{srv},")))
-        .unwrap_or("");
-    head.into_iter()
-        .zip(row.split(',').map(String::from))
-        .collect()
-}
-
 /// `option tcp-check` with `send` and `expect`: a server that answers
 /// right is L7OK, one that answers wrong goes DOWN with L7RSP, one that
 /// is not there L4CON, a connect-only sequence reports L4OK; the same

@@ -27,13 +27,44 @@ use sched::{ticks, Ctx, Reasons, RuntimeHandle, Status, TaskId};
 use super::tcpcheck::TcpProbe;
 use super::{Farm, ServerRt};
 use crate::blocking::Submitter;
-use crate::config::{CheckStatus, ExpectKind, HttpCheck};
+use crate::config::{CheckConnect, CheckStatus, ExpectKind, HttpCheck};
 
-/// What an HTTP check sends and expects, prepared once.
+/// An HTTP check's sequence, prepared once: connects, requests and
+/// expect rules (HAProxy's `http-check` ruleset).
 #[derive(Clone)]
 pub struct HttpProbe {
-    pub request: Vec<u8>,
+    pub steps: Vec<HttpStep>,
+}
+
+#[derive(Clone)]
+pub enum HttpStep {
+    Connect(CheckConnect),
+    Send(Vec<u8>),
+    Expect(HttpRule),
+}
+
+/// An expect rule with its reporting options.
+#[derive(Clone)]
+pub struct HttpRule {
     pub expect: Expect,
+    pub min_recv: Option<usize>,
+    pub ok_status: CheckStatus,
+    pub error_status: Option<CheckStatus>,
+    pub tout_status: CheckStatus,
+    pub comment: Option<String>,
+}
+
+impl HttpRule {
+    fn plain(expect: Expect) -> HttpRule {
+        HttpRule {
+            expect,
+            min_recv: None,
+            ok_status: CheckStatus::L7Ok,
+            error_status: None,
+            tout_status: CheckStatus::L7Tout,
+            comment: None,
+        }
+    }
 }
 
 #[derive(Clone)]
@@ -44,65 +75,202 @@ pub enum Expect {
     RStatus(Regex, bool),
     String(Vec<u8>, bool),
     RString(Regex, bool),
+    /// `hdr` / `fhdr` (`full`), negated or not.
+    Hdr {
+        full: bool,
+        name: NameMatch,
+        value: Option<NameMatch>,
+        neg: bool,
+    },
+}
+
+/// A compiled `-m` match of `http-check expect hdr`.
+#[derive(Clone)]
+pub enum NameMatch {
+    Str(Vec<u8>),
+    Beg(Vec<u8>),
+    End(Vec<u8>),
+    Sub(Vec<u8>),
+    Reg(Regex),
+}
+
+impl NameMatch {
+    /// `ci`: a header name's pattern (a regex then ignores case too).
+    fn new(m: &crate::config::HdrMatch, ci: bool) -> Result<NameMatch, String> {
+        use crate::config::HdrMatch as H;
+        Ok(match m {
+            H::Str(s) => NameMatch::Str(s.as_bytes().to_vec()),
+            H::Beg(s) => NameMatch::Beg(s.as_bytes().to_vec()),
+            H::End(s) => NameMatch::End(s.as_bytes().to_vec()),
+            H::Sub(s) => NameMatch::Sub(s.as_bytes().to_vec()),
+            H::Reg(p) => NameMatch::Reg(
+                regex::bytes::RegexBuilder::new(p)
+                    .case_insensitive(ci)
+                    .build()
+                    .map_err(|x| format!("invalid regex '{p}': {x}"))?,
+            ),
+        })
+    }
+
+    /// Whether `v` matches; `ci`: case-insensitively (header names).
+    fn matches(&self, v: &[u8], ci: bool) -> bool {
+        let eq = |a: &[u8], b: &[u8]| {
+            if ci {
+                a.eq_ignore_ascii_case(b)
+            } else {
+                a == b
+            }
+        };
+        match self {
+            NameMatch::Str(p) => eq(v, p),
+            NameMatch::Beg(p) => v.len() >= p.len() && eq(&v[..p.len()], p),
+            NameMatch::End(p) => v.len() >= p.len() && eq(&v[v.len() - p.len()..], p),
+            NameMatch::Sub(p) => p.is_empty() || v.windows(p.len()).any(|w| eq(w, p)),
+            NameMatch::Reg(re) => re.is_match(v),
+        }
+    }
+}
+
+/// One request of an HTTP check.
+fn request_bytes(
+    method: &str,
+    uri: &str,
+    version: &str,
+    headers: &[(String, String)],
+    body: Option<&str>,
+    host: &str,
+) -> Vec<u8> {
+    let mut req = format!(
+        "{} {} {}\r\n",
+        if method.is_empty() { "OPTIONS" } else { method },
+        if uri.is_empty() { "/" } else { uri },
+        if version.is_empty() {
+            "HTTP/1.0"
+        } else {
+            version
+        }
+    );
+    let (mut has_host, mut has_conn) = (false, false);
+    for (n, v) in headers {
+        if n.eq_ignore_ascii_case("content-length") {
+            continue; // set from the body, as HAProxy does
+        }
+        has_host |= n.eq_ignore_ascii_case("host");
+        has_conn |= n.eq_ignore_ascii_case("connection");
+        req.push_str(&format!("{n}: {v}\r\n"));
+    }
+    if !has_host && version.eq_ignore_ascii_case("HTTP/1.1") {
+        req.push_str(&format!("Host: {host}\r\n"));
+    }
+    if !has_conn {
+        req.push_str("Connection: close\r\n");
+    }
+    let body = body.unwrap_or("");
+    if !body.is_empty() {
+        req.push_str(&format!("Content-Length: {}\r\n", body.len()));
+    }
+    req.push_str("\r\n");
+    req.push_str(body);
+    req.into_bytes()
+}
+
+fn compile_expect(e: &crate::config::HttpExpect) -> Result<Expect, String> {
+    Ok(match &e.kind {
+        ExpectKind::Status(r) => Expect::Status(r.clone(), e.negate),
+        ExpectKind::RStatus(p) => Expect::RStatus(
+            Regex::new(p).map_err(|x| format!("invalid rstatus '{p}': {x}"))?,
+            e.negate,
+        ),
+        ExpectKind::String(s) => Expect::String(s.as_bytes().to_vec(), e.negate),
+        ExpectKind::RString(p) => Expect::RString(
+            Regex::new(p).map_err(|x| format!("invalid rstring '{p}': {x}"))?,
+            e.negate,
+        ),
+        ExpectKind::Hdr { full, name, value } => Expect::Hdr {
+            full: *full,
+            name: NameMatch::new(name, true)?,
+            value: value
+                .as_ref()
+                .map(|v| NameMatch::new(v, false))
+                .transpose()?,
+            neg: e.negate,
+        },
+    })
 }
 
 impl HttpProbe {
-    /// Builds the probe of `option httpchk` / `http-check` lines.
+    /// Builds the sequence of `option httpchk` / `http-check` lines:
+    /// an implicit connect first unless the rules start with one, the
+    /// section's request where no `http-check send` is given, and the
+    /// default expect (2xx/3xx) after the last request if no expect
+    /// follows it.
     pub fn new(c: &HttpCheck, host: &str) -> Result<HttpProbe, String> {
-        let mut req = format!(
-            "{} {} {}\r\n",
-            if c.method.is_empty() {
-                "OPTIONS"
-            } else {
-                &c.method
-            },
-            if c.uri.is_empty() { "/" } else { &c.uri },
-            if c.version.is_empty() {
-                "HTTP/1.0"
-            } else {
-                &c.version
-            }
-        );
-        let (mut has_host, mut has_conn) = (false, false);
-        for (n, v) in &c.headers {
-            if n.eq_ignore_ascii_case("content-length") {
-                continue; // set from the body, as HAProxy does
-            }
-            has_host |= n.eq_ignore_ascii_case("host");
-            has_conn |= n.eq_ignore_ascii_case("connection");
-            req.push_str(&format!("{n}: {v}\r\n"));
-        }
-        if !has_host && c.version.eq_ignore_ascii_case("HTTP/1.1") {
-            req.push_str(&format!("Host: {host}\r\n"));
-        }
-        if !has_conn {
-            req.push_str("Connection: close\r\n");
-        }
-        let body = c.body.as_deref().unwrap_or("");
-        if !body.is_empty() {
-            req.push_str(&format!("Content-Length: {}\r\n", body.len()));
-        }
-        req.push_str("\r\n");
-        req.push_str(body);
-        let expect = match &c.expect {
-            None => Expect::Default,
-            Some(e) => match &e.kind {
-                ExpectKind::Status(r) => Expect::Status(r.clone(), e.negate),
-                ExpectKind::RStatus(p) => Expect::RStatus(
-                    Regex::new(p).map_err(|x| format!("invalid rstatus '{p}': {x}"))?,
-                    e.negate,
-                ),
-                ExpectKind::String(s) => Expect::String(s.as_bytes().to_vec(), e.negate),
-                ExpectKind::RString(p) => Expect::RString(
-                    Regex::new(p).map_err(|x| format!("invalid rstring '{p}': {x}"))?,
-                    e.negate,
-                ),
-            },
+        use crate::config::HttpCheckStep as S;
+        let main = || {
+            request_bytes(
+                &c.method,
+                &c.uri,
+                &c.version,
+                &c.headers,
+                c.body.as_deref(),
+                host,
+            )
         };
-        Ok(HttpProbe {
-            request: req.into_bytes(),
-            expect,
-        })
+        let mut steps = Vec::new();
+        let first = c.rules.iter().find(|r| r.step != S::Comment);
+        if !matches!(first, Some(r) if matches!(r.step, S::Connect(_))) {
+            steps.push(HttpStep::Connect(CheckConnect {
+                default: true,
+                ..CheckConnect::default()
+            }));
+        }
+        let has_send = c.rules.iter().any(|r| matches!(r.step, S::Send(_)));
+        let mut sent = false;
+        let mut comment: Option<String> = None;
+        for r in &c.rules {
+            let note = r.comment.clone().or_else(|| comment.take());
+            match &r.step {
+                S::Comment => {
+                    comment = r.comment.clone();
+                    continue;
+                }
+                S::Connect(c) => steps.push(HttpStep::Connect(c.clone())),
+                S::Send(None) => steps.push(HttpStep::Send(main())),
+                S::Send(Some(q)) => steps.push(HttpStep::Send(request_bytes(
+                    &q.method,
+                    &q.uri,
+                    &q.version,
+                    &q.headers,
+                    q.body.as_deref(),
+                    host,
+                ))),
+                S::Expect(e) => {
+                    if !has_send && !sent {
+                        steps.push(HttpStep::Send(main()));
+                        sent = true;
+                    }
+                    steps.push(HttpStep::Expect(HttpRule {
+                        expect: compile_expect(e)?,
+                        min_recv: e.min_recv,
+                        ok_status: e.ok_status,
+                        error_status: e.error_status,
+                        tout_status: e.tout_status,
+                        comment: note,
+                    }));
+                }
+            }
+        }
+        if !has_send && !sent {
+            steps.push(HttpStep::Send(main()));
+        }
+        // The last request gets the default expect if none follows it.
+        let last_send = steps.iter().rposition(|s| matches!(s, HttpStep::Send(_)));
+        if let Some(i) = last_send {
+            if !steps[i..].iter().any(|s| matches!(s, HttpStep::Expect(_))) {
+                steps.push(HttpStep::Expect(HttpRule::plain(Expect::Default)));
+            }
+        }
+        Ok(HttpProbe { steps })
     }
 }
 
@@ -249,6 +417,35 @@ pub(super) fn open(
     Ok(Box::new(t))
 }
 
+/// A `connect` step of a check: to the server's address unless the step
+/// names its own address or port; the server's PROXY header and TLS with
+/// `default`, a v1 PROXY header with `send-proxy`.
+pub(super) fn connect_step(
+    cc: &CheckConnect,
+    addr: SocketAddr,
+    start: Instant,
+    timeout: Duration,
+    tls: Option<&CheckTls>,
+    proxy_hdr: &[u8],
+) -> Result<Box<dyn Wire>, Verdict> {
+    let mut target = addr;
+    if let Some(a) = cc.addr {
+        target.set_ip(a);
+    }
+    if let Some(p) = cc.port {
+        target.set_port(p);
+    }
+    let hdr: Vec<u8> = if cc.send_proxy {
+        crate::proxyproto::header_for(1, None)
+    } else if cc.default {
+        proxy_hdr.to_vec()
+    } else {
+        Vec::new()
+    };
+    let tls = if cc.default { tls } else { None };
+    open(target, start, timeout, tls, &hdr, cc.linger)
+}
+
 /// An I/O error as HAProxy words it: the system's text without Rust's
 /// ` (os error N)`.
 pub(super) fn os_text(e: &std::io::Error) -> String {
@@ -305,59 +502,168 @@ pub fn probe_for<'a>(
     }
 }
 
-/// Judges an HTTP check response (status line, and body for strings).
-pub fn judge(resp: &[u8], expect: &Expect) -> Verdict {
+/// A check's response, parsed: status, reason, headers and body.
+struct Resp<'a> {
+    code: u16,
+    code_b: &'a [u8],
+    reason: String,
+    headers: Vec<(&'a [u8], &'a [u8])>,
+    body: &'a [u8],
+}
+
+/// Parses what arrived; Err: HAProxy's report of a malformed answer.
+fn parse_resp(resp: &[u8]) -> Result<Resp<'_>, Verdict> {
     let rsp = |d: &str| Verdict::new(CheckStatus::L7Rsp, d);
     let Some(line_end) = resp.windows(2).position(|w| w == b"\r\n") else {
-        return rsp("no status line");
+        return Err(rsp("no status line"));
     };
     let line = &resp[..line_end];
     let mut parts = line.splitn(3, |&c| c == b' ');
     let ver = parts.next().unwrap_or(b"");
     if !ver.starts_with(b"HTTP/1.") {
-        return rsp("not HTTP");
+        return Err(rsp("not HTTP"));
     }
     let code_b = parts.next().unwrap_or(b"");
     let Some(code) = std::str::from_utf8(code_b)
         .ok()
         .and_then(|s| s.parse::<u16>().ok())
     else {
-        return rsp("bad status");
+        return Err(rsp("bad status"));
     };
     let reason = String::from_utf8_lossy(parts.next().unwrap_or(b"")).into_owned();
-    let body = resp
-        .windows(4)
-        .position(|w| w == b"\r\n\r\n")
-        .map(|i| &resp[i + 4..])
-        .unwrap_or(b"");
-    // A status rule fails with L7STS and the reason phrase; a content
-    // rule with L7RSP and HAProxy's text.
-    let (ok, content, neg) = match expect {
-        Expect::Default => ((200..400).contains(&code), false, false),
-        Expect::Status(r, neg) => (
-            r.iter().any(|(a, b)| (*a..=*b).contains(&code)) != *neg,
+    let head_end = resp.windows(4).position(|w| w == b"\r\n\r\n");
+    let head = &resp[line_end + 2..head_end.map_or(resp.len(), |i| i + 2)];
+    let headers = head
+        .split(|c| *c == b'\n')
+        .filter_map(|l| {
+            let l = l.strip_suffix(b"\r").unwrap_or(l);
+            let i = l.iter().position(|c| *c == b':')?;
+            Some((&l[..i], l[i + 1..].trim_ascii()))
+        })
+        .collect();
+    let body = head_end.map_or(&b""[..], |i| &resp[i + 4..]);
+    Ok(Resp {
+        code,
+        code_b,
+        reason,
+        headers,
+        body,
+    })
+}
+
+/// Whether a header of the response matches `hdr`/`fhdr`'s patterns.
+fn header_matches(r: &Resp<'_>, full: bool, name: &NameMatch, value: Option<&NameMatch>) -> bool {
+    r.headers.iter().any(|(n, v)| {
+        if !name.matches(n, true) {
+            return false;
+        }
+        let Some(vm) = value else {
+            return true;
+        };
+        if full {
+            vm.matches(v, false)
+        } else {
+            v.split(|c| *c == b',')
+                .map(<[u8]>::trim_ascii)
+                .any(|x| vm.matches(x, false))
+        }
+    })
+}
+
+/// Judges an HTTP check response (status line, and body for strings).
+#[cfg(test)]
+pub fn judge(resp: &[u8], expect: &Expect) -> Verdict {
+    judge_rule(resp, &HttpRule::plain(expect.clone()))
+}
+
+/// Judges a response against one expect rule and its options.
+fn judge_rule(resp: &[u8], rule: &HttpRule) -> Verdict {
+    let r = match parse_resp(resp) {
+        Ok(r) => r,
+        Err(v) => return v,
+    };
+    // A status or header rule fails with L7STS and the reason phrase; a
+    // content rule with L7RSP and HAProxy's text.
+    let (ok, content, neg) = match &rule.expect {
+        Expect::Default => ((200..400).contains(&r.code), false, false),
+        Expect::Status(rg, neg) => (
+            rg.iter().any(|(a, b)| (*a..=*b).contains(&r.code)) != *neg,
             false,
             *neg,
         ),
-        Expect::RStatus(re, neg) => (re.is_match(code_b) != *neg, false, *neg),
+        Expect::RStatus(re, neg) => (re.is_match(r.code_b) != *neg, false, *neg),
         Expect::String(s, neg) => (
-            (!s.is_empty() && body.windows(s.len()).any(|w| w == s.as_slice())) != *neg,
+            (!s.is_empty() && r.body.windows(s.len()).any(|w| w == s.as_slice())) != *neg,
             true,
             *neg,
         ),
-        Expect::RString(re, neg) => (re.is_match(body) != *neg, true, *neg),
+        Expect::RString(re, neg) => (re.is_match(r.body) != *neg, true, *neg),
+        Expect::Hdr {
+            full,
+            name,
+            value,
+            neg,
+        } => (
+            header_matches(&r, *full || value.is_none(), name, value.as_ref()) != *neg,
+            false,
+            *neg,
+        ),
     };
     let mut v = if ok {
-        Verdict::new(CheckStatus::L7Ok, "")
+        Verdict::new(rule.ok_status, "")
     } else if !content {
-        Verdict::new(CheckStatus::L7Sts, reason)
+        Verdict::new(rule.error_status.unwrap_or(CheckStatus::L7Sts), r.reason)
+    } else if r.body.is_empty() {
+        Verdict::new(
+            rule.error_status.unwrap_or(CheckStatus::L7Rsp),
+            "HTTP content check could not find a response body",
+        )
     } else if neg {
-        rsp("HTTP check matched unwanted content")
+        Verdict::new(
+            rule.error_status.unwrap_or(CheckStatus::L7Rsp),
+            "HTTP check matched unwanted content",
+        )
     } else {
-        rsp("HTTP content check did not match")
+        Verdict::new(
+            rule.error_status.unwrap_or(CheckStatus::L7Rsp),
+            "HTTP content check did not match",
+        )
     };
-    v.code = i64::from(code);
+    if !ok {
+        if let Some(c) = &rule.comment {
+            v.desc.push_str(&format!(" comment: {c}"));
+        }
+    }
+    v.code = i64::from(r.code);
     v
+}
+
+/// Whether `buf` holds a whole response: its head, and its body by
+/// Content-Length or chunked framing (otherwise it ends at the close).
+fn complete(buf: &[u8]) -> bool {
+    let Some(h) = buf.windows(4).position(|w| w == b"\r\n\r\n") else {
+        return false;
+    };
+    let body = &buf[h + 4..];
+    let Ok(r) = parse_resp(buf) else {
+        return true; // judged malformed at once
+    };
+    if (100..200).contains(&r.code) || r.code == 204 || r.code == 304 {
+        return true;
+    }
+    let get = |n: &[u8]| {
+        r.headers
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(n))
+            .map(|(_, v)| *v)
+    };
+    if get(b"transfer-encoding").is_some_and(|v| v.eq_ignore_ascii_case(b"chunked")) {
+        return body.ends_with(b"0\r\n\r\n");
+    }
+    match get(b"content-length").and_then(|v| std::str::from_utf8(v).ok()?.parse::<usize>().ok()) {
+        Some(n) => body.len() >= n,
+        None => false,
+    }
 }
 
 /// TLS for the checks of an `ssl` server: client configuration and name.
@@ -375,7 +681,7 @@ pub fn check_proxy_header(o: &crate::config::ServerOptions) -> Vec<u8> {
 
 /// One check, blocking: connect (a PROXY header first when `proxy_hdr`
 /// holds one, then a TLS handshake for an `ssl` server), then the probe
-/// (an HTTP exchange or a `tcp-check` sequence) within `timeout`.
+/// (an HTTP sequence or a `tcp-check` sequence) within `timeout`.
 pub fn run_check(
     addr: SocketAddr,
     timeout: Duration,
@@ -383,65 +689,125 @@ pub fn run_check(
     tls: Option<&CheckTls>,
     proxy_hdr: &[u8],
 ) -> Verdict {
-    if let Some(Probe::Tcp(t)) = probe {
-        return super::tcpcheck::run_tcp_check(addr, timeout, t, tls, proxy_hdr);
-    }
-    let start = Instant::now();
-    let s = match open(addr, start, timeout, tls, proxy_hdr, false) {
-        Ok(s) => s,
-        Err(v) => return v,
-    };
     match probe {
-        Some(Probe::Http(p)) => exchange(s, start, timeout, p),
-        _ if tls.is_some() => Verdict::new(CheckStatus::L6Ok, ""),
-        _ => Verdict::new(CheckStatus::L4Ok, ""),
-    }
-}
-
-/// The HTTP part of a check, over TCP or TLS.
-fn exchange<S: Read + Write>(
-    mut s: S,
-    start: Instant,
-    timeout: Duration,
-    p: &HttpProbe,
-) -> Verdict {
-    if let Err(e) = s.write_all(&p.request).and_then(|()| s.flush()) {
-        return Verdict::new(CheckStatus::SockErr, os_text(&e));
-    }
-    let mut buf = Vec::with_capacity(1024);
-    let mut tmp = [0u8; 4096];
-    // Read until the server closes (we asked it to), the head is complete
-    // and no string match needs the body, or 16 KiB arrived.
-    let need_body = matches!(p.expect, Expect::String(..) | Expect::RString(..));
-    while start.elapsed() <= timeout {
-        match s.read(&mut tmp) {
-            Ok(0) => break,
-            Ok(n) => {
-                buf.extend_from_slice(&tmp[..n]);
-                if buf.len() >= 16 * 1024 {
-                    break;
-                }
-                if !need_body && buf.windows(2).any(|w| w == b"\r\n") {
-                    break;
-                }
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => {
-                if buf.is_empty() {
-                    return if timed_out(&e) {
-                        Verdict::new(CheckStatus::L7Tout, "")
-                    } else {
-                        Verdict::new(CheckStatus::SockErr, os_text(&e))
-                    };
-                }
-                break;
+        Some(Probe::Tcp(t)) => super::tcpcheck::run_tcp_check(addr, timeout, t, tls, proxy_hdr),
+        Some(Probe::Http(p)) => run_http(addr, timeout, p, tls, proxy_hdr),
+        None => {
+            let start = Instant::now();
+            match open(addr, start, timeout, tls, proxy_hdr, false) {
+                Err(v) => v,
+                Ok(_) if tls.is_some() => Verdict::new(CheckStatus::L6Ok, ""),
+                Ok(_) => Verdict::new(CheckStatus::L4Ok, ""),
             }
         }
     }
-    if buf.is_empty() && start.elapsed() > timeout {
-        return Verdict::new(CheckStatus::L7Tout, "");
+}
+
+/// Runs an HTTP check's sequence: each expect judges the response to
+/// the request before it (read whole, at most 16 KiB).
+fn run_http(
+    addr: SocketAddr,
+    timeout: Duration,
+    p: &HttpProbe,
+    tls: Option<&CheckTls>,
+    proxy_hdr: &[u8],
+) -> Verdict {
+    let start = Instant::now();
+    let mut conn: Option<Box<dyn Wire>> = None;
+    let mut buf: Vec<u8> = Vec::new();
+    // The response to the last request was read (until complete or
+    // closed).
+    let mut have = false;
+    let mut last: Option<Verdict> = None;
+    for st in &p.steps {
+        match st {
+            HttpStep::Connect(cc) => {
+                drop(conn.take());
+                match connect_step(cc, addr, start, timeout, tls, proxy_hdr) {
+                    Ok(c) => conn = Some(c),
+                    Err(v) => return v,
+                }
+                buf.clear();
+                have = false;
+            }
+            HttpStep::Send(req) => {
+                let Some(c) = conn.as_mut() else {
+                    return Verdict::new(CheckStatus::SockErr, "no connection");
+                };
+                if let Err(e) = c.write_all(req).and_then(|()| c.flush()) {
+                    return Verdict::new(CheckStatus::SockErr, os_text(&e));
+                }
+                buf.clear();
+                have = false;
+            }
+            HttpStep::Expect(rule) => {
+                if !have {
+                    let Some(c) = conn.as_mut() else {
+                        return Verdict::new(CheckStatus::SockErr, "no connection");
+                    };
+                    if let Err(v) = read_response(c, &mut buf, start, timeout, rule) {
+                        return v;
+                    }
+                    have = true;
+                }
+                let v = judge_rule(&buf, rule);
+                if !v.passed() {
+                    return v;
+                }
+                last = Some(v);
+            }
+        }
     }
-    judge(&buf, &p.expect)
+    last.unwrap_or_else(|| {
+        if tls.is_some() {
+            Verdict::new(CheckStatus::L6Ok, "")
+        } else {
+            Verdict::new(CheckStatus::L4Ok, "")
+        }
+    })
+}
+
+/// Reads a response into `buf` until it is complete, the server closes,
+/// 16 KiB arrived or `min-recv` bytes are there.
+fn read_response(
+    s: &mut Box<dyn Wire>,
+    buf: &mut Vec<u8>,
+    start: Instant,
+    timeout: Duration,
+    rule: &HttpRule,
+) -> Result<(), Verdict> {
+    let mut tmp = [0u8; 4096];
+    loop {
+        if buf.len() >= 16 * 1024
+            || complete(buf)
+            || rule.min_recv.is_some_and(|n| n > 0 && buf.len() >= n)
+        {
+            return Ok(());
+        }
+        if start.elapsed() > timeout {
+            return if buf.is_empty() {
+                Err(Verdict::new(rule.tout_status, ""))
+            } else {
+                Ok(())
+            };
+        }
+        match s.read(&mut tmp) {
+            // Nothing at all: judged as such ("no status line").
+            Ok(0) => return Ok(()),
+            Ok(n) => buf.extend_from_slice(&tmp[..n]),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => {
+                if !buf.is_empty() {
+                    return Ok(());
+                }
+                return Err(if timed_out(&e) {
+                    Verdict::new(rule.tout_status, "")
+                } else {
+                    Verdict::new(CheckStatus::SockErr, os_text(&e))
+                });
+            }
+        }
+    }
 }
 
 /// Logs a check event.
@@ -469,7 +835,7 @@ struct Checker {
 impl Checker {
     fn interval(&self, s: &ServerRt) -> Duration {
         let o = &s.opts;
-        if !s.up.load(Ordering::Relaxed) {
+        if !s.check_ok.load(Ordering::Relaxed) {
             if self.streak > 0 {
                 o.fastinter.unwrap_or(o.inter)
             } else {
@@ -483,7 +849,9 @@ impl Checker {
     }
 
     fn apply(&mut self, s: &Arc<ServerRt>, v: Verdict) {
-        let up = s.up.load(Ordering::Relaxed);
+        // The health check's own view (HAProxy's `check.health >= rise`);
+        // the server's state also depends on its agent.
+        let ok_before = s.check_ok.load(Ordering::Relaxed);
         let changed = match s.check_status.lock() {
             Ok(mut cs) => {
                 let changed = cs.st != v.st;
@@ -494,65 +862,40 @@ impl Checker {
         };
         let ok = v.passed();
         let took = self.started.elapsed().as_millis();
-        // A server's change of state is logged after the check line that
-        // caused it, in HAProxy's order.
-        let mut transition = None;
         // Whether HAProxy's health counter moves: a failure while any
         // health is left, a success while not at full health.
-        let moved = match (up, ok) {
+        let moved = match (ok_before, ok) {
             (true, false) | (false, true) => true,
             _ => self.streak > 0,
         };
-        match (up, ok) {
+        match (ok_before, ok) {
             (true, true) | (false, false) => self.streak = 0,
             (true, false) => {
                 self.streak += 1;
                 if self.streak >= s.opts.fall.max(1) {
-                    s.up.store(false, Ordering::Relaxed);
+                    s.check_ok.store(false, Ordering::Relaxed);
                     self.streak = 0;
-                    transition = Some(format!(
-                        "Server {}/{} is DOWN, reason: {}, check duration: {took}ms. {} active servers left.",
-                        s.backend,
-                        s.name,
-                        v.reason(),
-                        self.farm.upgrade().map_or(0, |f| f
-                            .servers
-                            .iter()
-                            .filter(|x| x.usable())
-                            .count())
-                    ));
-                    if let Some(f) = self.farm.upgrade() {
-                        f.redispatch_queue_of(s);
-                    }
                 }
             }
             (false, true) => {
                 self.streak += 1;
                 if self.streak >= s.opts.rise.max(1) {
-                    s.up_since.set(Instant::now());
-                    s.up.store(true, Ordering::Relaxed);
+                    s.check_ok.store(true, Ordering::Relaxed);
                     self.streak = 0;
-                    transition = Some(format!(
-                        "Server {}/{} is UP, reason: {}, check duration: {took}ms.",
-                        s.backend,
-                        s.name,
-                        v.reason()
-                    ));
-                    if let Some(f) = self.farm.upgrade() {
-                        f.kick_backend_queue();
-                    }
                 }
             }
         }
-        s.ext.on_check(ok, up, s.up.load(Ordering::Relaxed));
+        let up = s.up.load(Ordering::Relaxed);
+        s.ext.on_check(ok, up, up);
         if self.log_checks && (changed || moved) {
             self.log_check(s, &v, took);
         }
-        if let Some(t) = transition {
-            (self.log)(t);
-            if let Some(f) = self.farm.upgrade() {
-                log_if_none_left(&f);
-            }
+        // A server's change of state is logged after the check line that
+        // caused it, in HAProxy's order.
+        if let Some(f) = self.farm.upgrade() {
+            refresh_up(&f, s, || {
+                format!("reason: {}, check duration: {took}ms", v.reason())
+            });
         }
     }
 
@@ -562,7 +905,7 @@ impl Checker {
     fn log_check(&self, s: &ServerRt, v: &Verdict, took: u128) {
         let o = &s.opts;
         let (rise, fall) = (o.rise.max(1), o.fall.max(1));
-        let up = s.up.load(Ordering::Relaxed);
+        let up = s.check_ok.load(Ordering::Relaxed);
         let (a, b) = if up {
             (fall.saturating_sub(self.streak), fall)
         } else {
@@ -579,7 +922,11 @@ impl Checker {
                 _ => "failed",
             },
             v.reason(),
-            if up { "UP" } else { "DOWN" }
+            match (up, s.weight.load(Ordering::Relaxed)) {
+                (false, _) => "DOWN",
+                (true, 0) => "DRAIN",
+                _ => "UP",
+            }
         ));
     }
 
@@ -652,6 +999,45 @@ pub fn log_event(farm: &Farm, line: String) {
     }
 }
 
+/// Sets a server's operational state from its checks, as HAProxy's
+/// `check_notify_*`: UP while its health check (when configured and
+/// enabled) and its agent (when enabled) both say so. A change is logged
+/// with `why` (`reason: ..., check duration: ...` or `changed from CLI`)
+/// and moves the queues. Returns whether the state changed.
+pub fn refresh_up(farm: &Farm, s: &ServerRt, why: impl FnOnce() -> String) -> bool {
+    let check =
+        !s.opts.check || !s.check_on.load(Ordering::Relaxed) || s.check_ok.load(Ordering::Relaxed);
+    let agent = !s.agent.enabled() || s.agent.healthy.load(Ordering::Relaxed);
+    let up = check && agent;
+    let was = s.up.swap(up, Ordering::AcqRel);
+    if was == up {
+        return false;
+    }
+    s.ext.on_check(true, was, up);
+    if up {
+        s.up_since.set(Instant::now());
+        log_event(
+            farm,
+            format!("Server {}/{} is UP, {}.", s.backend, s.name, why()),
+        );
+        farm.kick_backend_queue();
+    } else {
+        log_event(
+            farm,
+            format!(
+                "Server {}/{} is DOWN, {}. {} active servers left.",
+                s.backend,
+                s.name,
+                why(),
+                farm.servers.iter().filter(|x| x.usable()).count()
+            ),
+        );
+        farm.redispatch_queue_of(s);
+        log_if_none_left(farm);
+    }
+    true
+}
+
 /// HAProxy's alert when a backend's last usable server leaves.
 pub fn log_if_none_left(farm: &Farm) {
     if !farm.servers.iter().any(|x| x.usable()) {
@@ -665,11 +1051,11 @@ pub fn log_if_none_left(farm: &Farm) {
 /// What checks of a farm need, kept for servers added at run time.
 pub struct CheckCtx {
     probe: Option<Probe>,
-    timeout: Option<Duration>,
-    pool: Submitter,
-    handle: RuntimeHandle,
-    log: LogFn,
-    log_checks: bool,
+    pub(super) timeout: Option<Duration>,
+    pub(super) pool: Submitter,
+    pub(super) handle: RuntimeHandle,
+    pub(super) log: LogFn,
+    pub(super) log_checks: bool,
 }
 
 /// Starts the checks of a farm's servers that have `check`. Returns the
@@ -693,8 +1079,14 @@ pub fn start(
     });
     farm.servers
         .iter()
-        .filter_map(|s| start_server(farm, s))
+        .flat_map(|s| [start_server(farm, s), start_agent(farm, s)])
+        .flatten()
         .collect()
+}
+
+/// Starts the agent task of a server with `agent-check`.
+pub fn start_agent(farm: &Arc<Farm>, s: &Arc<ServerRt>) -> Option<TaskId> {
+    super::agent::start_server(farm, s, farm.check_ctx.get()?)
 }
 
 /// Starts the check task of one server with `check` (a server added at
@@ -765,6 +1157,86 @@ mod tests {
         assert!(!judge(b"SSH-2.0\r\n", &Expect::Default).passed());
     }
 
+    /// `hdr` looks at each comma-separated value, `fhdr` at the whole
+    /// value; names match case-insensitively, values exactly (the
+    /// answer of HAProxy's http-check-expect reg-test).
+    #[test]
+    fn header_rules() {
+        let r = b"HTTP/1.1 202 Accepted\r\nx-test1: true, next value\r\nx-test2: true, begin-value, value-end, value-sub-string, value-reg-123ABC\r\nx-begin-test: 1\r\n\r\n";
+        let hdr = |full, n: NameMatch, v: Option<NameMatch>| Expect::Hdr {
+            full,
+            name: n,
+            value: v,
+            neg: false,
+        };
+        let s = |x: &str| x.as_bytes().to_vec();
+        let re = |x: &str| NameMatch::Reg(Regex::new(x).unwrap());
+        for e in [
+            hdr(false, NameMatch::Str(s("X-Test2")), None),
+            hdr(false, NameMatch::Beg(s("X-Begin-")), None),
+            hdr(false, NameMatch::End(s("-TEST")), None),
+            hdr(
+                true,
+                NameMatch::Str(s("x-test1")),
+                Some(NameMatch::Str(s("true, next value"))),
+            ),
+            hdr(
+                false,
+                NameMatch::Str(s("x-test2")),
+                Some(NameMatch::Str(s("true"))),
+            ),
+            hdr(
+                false,
+                NameMatch::Beg(s("x-test")),
+                Some(NameMatch::End(s("-end"))),
+            ),
+            hdr(
+                false,
+                NameMatch::Beg(s("x-test")),
+                Some(NameMatch::Sub(s("-sub-"))),
+            ),
+            hdr(
+                false,
+                NameMatch::Beg(s("x-test")),
+                Some(re("^value-reg-[A-Z0-9]+$")),
+            ),
+            hdr(
+                true,
+                NameMatch::Beg(s("x-test")),
+                Some(re("value-reg-[A-Z0-9]+")),
+            ),
+        ] {
+            let v = judge(r, &e);
+            assert_eq!((v.st, v.code), (CheckStatus::L7Ok, 202));
+        }
+        for e in [
+            hdr(false, NameMatch::Str(s("x-none")), None),
+            // fhdr: the whole value, not one of its items.
+            hdr(
+                true,
+                NameMatch::Str(s("x-test1")),
+                Some(NameMatch::Str(s("true"))),
+            ),
+            // Values are compared with their case.
+            hdr(
+                false,
+                NameMatch::Str(s("x-test2")),
+                Some(NameMatch::Str(s("TRUE"))),
+            ),
+        ] {
+            let v = judge(r, &e);
+            assert_eq!(v.st, CheckStatus::L7Sts);
+            assert_eq!(v.desc, "Accepted");
+        }
+        let neg = Expect::Hdr {
+            full: false,
+            name: NameMatch::Str(s("x-test1")),
+            value: None,
+            neg: true,
+        };
+        assert!(!judge(r, &neg).passed());
+    }
+
     /// HAProxy's `info` text escapes what is not printable.
     #[test]
     fn reasons_are_haproxys() {
@@ -795,11 +1267,15 @@ mod tests {
             body: None,
             explicit_send: false,
             own: true,
-            expect: None,
+            rules: vec![],
         };
         let p = HttpProbe::new(&c, "10.0.0.1:80").unwrap();
+        let HttpStep::Send(req) = &p.steps[1] else {
+            panic!("connect, send, expect");
+        };
+        assert!(matches!(p.steps[2], HttpStep::Expect(_)));
         assert_eq!(
-            String::from_utf8(p.request).unwrap(),
+            String::from_utf8(req.clone()).unwrap(),
             "GET /health HTTP/1.1\r\nHost: 10.0.0.1:80\r\nConnection: close\r\n\r\n"
         );
     }
@@ -817,8 +1293,14 @@ mod tests {
         });
         assert!(run_check(addr, Duration::from_secs(2), None, None, &[]).passed());
         let probe = Probe::Http(HttpProbe {
-            request: b"GET / HTTP/1.0\r\n\r\n".to_vec(),
-            expect: Expect::String(b"alive".to_vec(), false),
+            steps: vec![
+                HttpStep::Connect(CheckConnect {
+                    default: true,
+                    ..CheckConnect::default()
+                }),
+                HttpStep::Send(b"GET / HTTP/1.0\r\n\r\n".to_vec()),
+                HttpStep::Expect(HttpRule::plain(Expect::String(b"alive".to_vec(), false))),
+            ],
         });
         assert!(run_check(addr, Duration::from_secs(2), Some(&probe), None, &[]).passed());
         // Nothing listens on a port we just released.

@@ -234,6 +234,7 @@ impl super::Farm {
                 // Checks of a dynamic server start disabled (`enable
                 // health`), as in HAProxy.
                 s.check_on.store(false, Ordering::Relaxed);
+                s.agent.on.store(false, Ordering::Relaxed);
                 s.port.store(port, Ordering::Relaxed);
                 s
             },
@@ -241,6 +242,7 @@ impl super::Farm {
         super::register(std::slice::from_ref(&s));
         self.gen.fetch_add(1, Ordering::AcqRel);
         super::check::start_server(self, &s);
+        super::check::start_agent(self, &s);
         Ok(s)
     }
 

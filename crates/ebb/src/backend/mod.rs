@@ -34,6 +34,7 @@
 //!
 //! Lock order: a server's queue, then the backend's queue.
 
+pub mod agent;
 pub mod check;
 pub mod cookie;
 pub mod dynamic;
@@ -88,6 +89,8 @@ pub fn new_server(
         map_ports: AtomicBool::new(opts.map_ports),
         deleted: AtomicBool::new(false),
         check_on: AtomicBool::new(opts.check),
+        check_ok: AtomicBool::new(true),
+        agent: agent::AgentRt::new(&opts),
         port: AtomicU16::new(addr.map_or(0, |a| a.port())),
         up: AtomicBool::new(true),
         up_since: AtomicInstant::new(
@@ -185,8 +188,13 @@ pub struct ServerRt {
     /// `maxconn` in force; 0 = unlimited.
     pub maxconn: AtomicU32,
     pub admin: AtomicU8,
-    /// Health: true unless checks said DOWN.
+    /// Health: true unless checks said DOWN (the health check's and the
+    /// agent's views combined: [`check::refresh_up`]).
     pub up: AtomicBool,
+    /// The health check's own view: its health is at `rise` or more.
+    pub check_ok: AtomicBool,
+    /// The agent check (`agent-check`) and its state.
+    pub agent: agent::AgentRt,
     /// When it last came UP (slowstart).
     pub up_since: AtomicInstant,
     /// Slots in use.
@@ -882,14 +890,65 @@ pub(crate) fn alive(s: &mut crate::transport::Transport) -> bool {
 
 /// A server's state as the stats page, the CSV and the metrics name it.
 pub fn server_status(s: &ServerRt) -> &'static str {
+    let agent = s.agent.enabled();
     match s.admin.load(Ordering::Relaxed) {
         ADMIN_MAINT => "MAINT",
         _ if s.rmaint.load(Ordering::Relaxed) => "MAINT (resolution)",
+        ADMIN_DRAIN if s.up.load(Ordering::Relaxed) && agent => "DRAIN (agent)",
         ADMIN_DRAIN if s.up.load(Ordering::Relaxed) => "DRAIN",
+        _ if !s.up.load(Ordering::Relaxed) && agent && !s.agent.healthy.load(Ordering::Relaxed) => {
+            "DOWN (agent)"
+        }
         _ if !s.up.load(Ordering::Relaxed) => "DOWN",
         _ if !s.opts.check => "no check",
         _ => "UP",
     }
+}
+
+/// Sets a server's administrative state (`set server ... state`,
+/// `enable|disable server`, an agent's `ready|drain|maint`), with
+/// HAProxy's log lines on entering and leaving maintenance.
+pub fn set_admin(farm: &Farm, s: &ServerRt, state: u8) -> Result<(), String> {
+    if state == ADMIN_READY && s.addr().is_none() && s.opts.resolvers.is_none() {
+        return Err(format!(
+            "Server {}/{} has no address: it stays in maintenance.",
+            farm.name, s.name
+        ));
+    }
+    let was = s.usable();
+    let before = s.admin.swap(state, Ordering::Relaxed);
+    if was != s.usable() {
+        s.ext.changed(s.usable());
+    }
+    // HAProxy's alert on entering maintenance and notice on leaving it.
+    if state == ADMIN_MAINT && before != ADMIN_MAINT {
+        let (act, bck) = farm.usable_counts();
+        check::log_event(
+            farm,
+            format!(
+                "Server {}/{} is going DOWN for maintenance. {act} active and {bck} backup servers left. {} sessions active, 0 requeued, {} remaining in queue.",
+                farm.name,
+                s.name,
+                s.cur.load(Ordering::Relaxed),
+                farm.queued()
+            ),
+        );
+        check::log_if_none_left(farm);
+    } else if before == ADMIN_MAINT && state != ADMIN_MAINT {
+        check::log_event(
+            farm,
+            format!(
+                "Server {}/{} is UP/READY (leaving forced maintenance).",
+                farm.name, s.name
+            ),
+        );
+    }
+    if state == ADMIN_READY {
+        farm.kick_backend_queue();
+    } else {
+        farm.redispatch_queue_of(s);
+    }
+    Ok(())
 }
 
 /// A socket address that threads read without a lock while a rare writer

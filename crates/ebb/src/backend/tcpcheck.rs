@@ -13,8 +13,10 @@ use std::time::{Duration, Instant};
 
 use regex::bytes::Regex;
 
-use super::check::{open, timed_out, CheckTls, Verdict, Wire};
-use crate::config::{CheckStatus, CustomExpect, ExpectMatch, ExpectOpts, TcpCheckStep};
+use super::check::{connect_step, timed_out, CheckTls, Verdict, Wire};
+use crate::config::{
+    CheckConnect, CheckStatus, CustomExpect, ExpectMatch, ExpectOpts, TcpCheckStep,
+};
 
 /// A compiled `tcp-check` sequence.
 pub struct TcpProbe {
@@ -22,6 +24,8 @@ pub struct TcpProbe {
     /// A protocol check: failures carry no `at step N` text (HAProxy's
     /// rule for its built-in sequences).
     proto: bool,
+    /// `option ssl-hello-chk`: its CLIENT HELLO carries the time.
+    ssl3: bool,
 }
 
 struct TcpStep {
@@ -34,14 +38,8 @@ struct TcpStep {
 
 enum StepKind {
     Comment,
-    Connect {
-        /// The server's check settings (implicit connect, `default`).
-        default: bool,
-        port: Option<u16>,
-        addr: Option<std::net::IpAddr>,
-        send_proxy: bool,
-        linger: bool,
-    },
+    /// `default`: the server's check settings (and the implicit connect).
+    Connect(CheckConnect),
     Send(Vec<u8>),
     Expect {
         m: TcpMatch,
@@ -100,18 +98,16 @@ impl TcpProbe {
             Some((_, r)) => (r, true),
             None => (&c.rules, false),
         };
+        let ssl3 = matches!(&c.builtin, Some((n, _)) if *n == "ssl-hello-chk");
         let mut steps = Vec::new();
         let first = rules.iter().find(|r| r.step != TcpCheckStep::Comment);
         if !matches!(first, Some(r) if matches!(r.step, TcpCheckStep::Connect { .. })) {
             steps.push(TcpStep {
                 id: 0,
-                kind: StepKind::Connect {
+                kind: StepKind::Connect(CheckConnect {
                     default: true,
-                    port: None,
-                    addr: None,
-                    send_proxy: false,
-                    linger: false,
-                },
+                    ..CheckConnect::default()
+                }),
                 comment: None,
             });
         }
@@ -124,13 +120,13 @@ impl TcpProbe {
                     addr,
                     send_proxy,
                     linger,
-                } => StepKind::Connect {
+                } => StepKind::Connect(CheckConnect {
                     default: *default,
                     port: *port,
                     addr: *addr,
                     send_proxy: *send_proxy,
                     linger: *linger,
-                },
+                }),
                 TcpCheckStep::Send(d) => StepKind::Send(d.clone()),
                 TcpCheckStep::Expect {
                     kind,
@@ -164,7 +160,7 @@ impl TcpProbe {
                 comment: r.comment.clone(),
             });
         }
-        Ok(TcpProbe { steps, proto })
+        Ok(TcpProbe { steps, proto, ssl3 })
     }
 }
 
@@ -241,34 +237,13 @@ pub fn run_tcp_check(
     for (idx, st) in probe.steps.iter().enumerate() {
         match &st.kind {
             StepKind::Comment => continue,
-            StepKind::Connect {
-                default,
-                port,
-                addr: a,
-                send_proxy,
-                linger,
-            } => {
+            StepKind::Connect(cc) => {
                 drop(conn.take());
-                let mut target = addr;
-                if let Some(a) = a {
-                    target.set_ip(*a);
-                }
-                if let Some(p) = port {
-                    target.set_port(*p);
-                }
-                let hdr: Vec<u8> = if *send_proxy {
-                    crate::proxyproto::header_for(1, None)
-                } else if *default {
-                    proxy_hdr.to_vec()
-                } else {
-                    Vec::new()
-                };
-                let tls = if *default { tls } else { None };
-                let what = match port {
+                let what = match cc.port {
                     Some(p) => format!(" (connect port {p})"),
                     None => " (connect)".to_string(),
                 };
-                match open(target, start, timeout, tls, &hdr, *linger) {
+                match connect_step(cc, addr, start, timeout, tls, proxy_hdr) {
                     Ok(c) => conn = Some(c),
                     Err(mut v) => {
                         v.desc.push_str(&at(st, &what));
@@ -286,7 +261,16 @@ pub fn run_tcp_check(
                         format!("no connection{}", at(st, " (send)")),
                     );
                 };
-                if let Err(e) = c.write_all(d).and_then(|()| c.flush()) {
+                let mut d = std::borrow::Cow::Borrowed(d.as_slice());
+                let t = crate::config::SSL3_HELLO_TIME_AT;
+                if probe.ssl3 && d.len() >= t + 4 {
+                    // HAProxy's `%[date(),htonl,hex]`.
+                    let now = std::time::SystemTime::now()
+                        .duration_since(std::time::UNIX_EPOCH)
+                        .map_or(0, |t| t.as_secs() as u32);
+                    d.to_mut()[t..t + 4].copy_from_slice(&now.to_be_bytes());
+                }
+                if let Err(e) = c.write_all(&d).and_then(|()| c.flush()) {
                     return Verdict::new(
                         CheckStatus::SockErr,
                         format!("{}{}", super::check::os_text(&e), at(st, " (send)")),
@@ -373,10 +357,10 @@ pub fn run_tcp_check(
                 ..Verdict::new(opts.ok_status, desc)
             }
         }
-        Some(StepKind::Connect { .. }) if last.is_some_and(|s| s.id == 0) => {
+        Some(StepKind::Connect(_)) if last.is_some_and(|s| s.id == 0) => {
             Verdict::new(CheckStatus::L4Ok, "")
         }
-        Some(StepKind::Connect { .. }) => {
+        Some(StepKind::Connect(_)) => {
             let st = if tls.is_some() {
                 CheckStatus::L6Ok
             } else {

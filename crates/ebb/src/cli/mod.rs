@@ -115,6 +115,18 @@ const COMMANDS: &[(&str, &str, CliLevel, &str)] = &[
         "stop a server's health checks (it counts as UP)",
     ),
     (
+        "enable agent",
+        "BACKEND/NAME",
+        CliLevel::Admin,
+        "resume a server's agent checks",
+    ),
+    (
+        "disable agent",
+        "BACKEND/NAME",
+        CliLevel::Admin,
+        "stop a server's agent checks (answers under way are ignored)",
+    ),
+    (
         "show resolvers",
         "[NAME]",
         CliLevel::User,
@@ -251,6 +263,12 @@ const COMMANDS: &[(&str, &str, CliLevel, &str)] = &[
         "BACKEND/SERVER weight N[%]",
         CliLevel::Admin,
         "change a server's weight",
+    ),
+    (
+        "set server",
+        "BACKEND/SERVER agent up|down | agent-addr ADDR [port P] | agent-port P | agent-send STRING",
+        CliLevel::Admin,
+        "force a server's agent state, or change where and what its agent check sends",
     ),
     (
         "enable server",
@@ -579,11 +597,18 @@ pub fn execute(
             let (farm, srv) = stats::find_server(&c, spec)?;
             servers::set(&farm, &srv, kw, rest)
         }
+        ["set", "server", spec, kw @ ("agent" | "agent-addr" | "agent-port" | "agent-send"), rest @ ..] =>
+        {
+            need(level, Admin, "set server")?;
+            let c = p.live.compiled();
+            let (farm, srv) = stats::find_server(&c, spec)?;
+            servers::set_agent(&farm, &srv, kw, rest)
+        }
         ["show", "resolvers"] => crate::resolvers::show(None),
         ["show", "resolvers", name] => crate::resolvers::show(Some(name)),
         ["set", "server", ..] => {
             need(level, Admin, "set server")?;
-            Err("Usage: set server BACKEND/SERVER state ready|drain|maint, weight N[%], addr IP [port P] or fqdn NAME".into())
+            Err("Usage: set server BACKEND/SERVER state ready|drain|maint, weight N[%], addr IP [port P], fqdn NAME, agent up|down, agent-addr ADDR [port P], agent-port P or agent-send STRING".into())
         }
         ["add", "server", spec, rest @ ..] => {
             need(level, Admin, "add server")?;

@@ -128,21 +128,52 @@ pub fn del(farm: &Farm, s: &ServerRt) -> Result<String, String> {
 /// `enable|disable health|agent BACKEND/NAME`.
 pub fn check_switch(farm: &Farm, s: &ServerRt, on: bool, agent: bool) -> Result<String, String> {
     if agent {
-        // ebb has no agent checks: none is ever configured.
-        return if on {
-            Err("Agent was not configured on this server, cannot enable.\n".into())
-        } else {
-            Ok(String::new())
-        };
+        // HAProxy: enabling needs `agent-check`; disabling never fails.
+        // Neither changes the server's state by itself.
+        if on && !s.agent.configured {
+            return Err("Agent was not configured on this server, cannot enable.\n".into());
+        }
+        s.agent.on.store(on, Ordering::Relaxed);
+        return Ok(String::new());
     }
     if on && !s.opts.check {
         return Err("Health check was not configured on this server, cannot enable.\n".into());
     }
     s.check_on.store(on, Ordering::Relaxed);
-    if !on && !s.up.swap(true, Ordering::AcqRel) {
-        // Unchecked: considered UP (HAProxy's `disable health`).
+    let agent_ok = !s.agent.enabled() || s.agent.healthy.load(Ordering::Relaxed);
+    if !on && agent_ok && !s.up.swap(true, Ordering::AcqRel) {
+        // Unchecked: considered UP unless the agent forces it down
+        // (HAProxy's `disable health`).
         s.ext.changed(s.usable());
         farm.kick_backend_queue();
     }
     Ok(String::new())
+}
+
+/// `set server B/S agent up|down`, `agent-addr ADDR [port P]`,
+/// `agent-port P`, `agent-send STRING` (HAProxy's texts; a bad address or
+/// port is a warning and changes nothing).
+pub fn set_agent(farm: &Farm, s: &ServerRt, kw: &str, rest: &[&str]) -> Result<String, String> {
+    let warn = |w: String| Ok(if w.is_empty() { w } else { w + "\n" });
+    match (kw, rest) {
+        ("agent", ["up"]) => crate::backend::agent::force(farm, s, true),
+        ("agent", ["down"]) => crate::backend::agent::force(farm, s, false),
+        ("agent", _) if !s.agent.enabled() => {
+            Err("agent checks are not enabled on this server.\n".into())
+        }
+        ("agent", _) => Err("'set server <srv> agent' expects 'up' or 'down'.\n".into()),
+        ("agent-addr", [a, "port", p, ..]) => {
+            warn(crate::backend::agent::set_addr_port(s, Some(a), Some(p)))
+        }
+        ("agent-addr", [a, ..]) => warn(crate::backend::agent::set_addr_port(s, Some(a), None)),
+        ("agent-addr", []) => {
+            Err("set server <b>/<s> agent-addr requires an address and optionally a port.\n".into())
+        }
+        ("agent-port", [p, ..]) => warn(crate::backend::agent::set_addr_port(s, None, Some(p))),
+        ("agent-port", []) => Err("set server <b>/<s> agent-port requires a port.\n".into()),
+        ("agent-send", rest) => {
+            crate::backend::agent::set_send(s, rest.first().copied().unwrap_or(""))
+        }
+        _ => Err("Usage: set server BACKEND/SERVER agent up|down".into()),
+    }
 }

@@ -54,11 +54,11 @@ use std::sync::Arc;
 
 pub use tcpcheck::{
     CheckStatus, CustomExpect, ExpectMatch, ExpectOpts, Info, Payload, TcpCheck, TcpCheckRule,
-    TcpCheckStep,
+    TcpCheckStep, SSL3_HELLO_TIME_AT,
 };
 pub use types::*;
 
-pub use parse::{parse_dynamic_server, parse_sock_spec};
+pub use parse::{agent_addr, parse_dynamic_server, parse_sock_spec};
 pub use peers::{local_peer_name, set_local_peer_arg, PeerDef, PeersSection};
 pub(crate) use values::alpn_list;
 pub use values::parse_bind_addrs;

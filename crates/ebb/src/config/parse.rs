@@ -200,7 +200,7 @@ fn new_proxy(name: &str, kind: ProxyKind, loc: Loc) -> Proxy {
             body: None,
             explicit_send: false,
             own: true,
-            expect: None,
+            rules: Vec::new(),
         },
         tcp_check: Default::default(),
         load_server_state: None,
@@ -409,7 +409,6 @@ const HAPROXY_OPTIONS_UNSUPPORTED: &[&str] = &[
     "splice-auto",
     "splice-request",
     "splice-response",
-    "ssl-hello-chk",
     "external-check",
     "independent-streams",
     "accept-invalid-http-request",
@@ -442,6 +441,7 @@ const OPTIONS: &[&str] = &[
     "mysql-check",
     "ldap-check",
     "spop-check",
+    "ssl-hello-chk",
     "httplog",
     "tcplog",
     "dontlognull",
@@ -2371,93 +2371,109 @@ fn proxy_kw(px: &mut Proxy, ctx: &Ctx<'_>, words: &[String]) -> Result<(), Strin
             ctx.allow(kw, BE, true)?;
             match w.get(1).map(String::as_str) {
                 Some("expect") => {
-                    let mut i = 2;
-                    let negate = w.get(i).map(String::as_str) == Some("!");
-                    if negate {
-                        i += 1;
-                    }
-                    let kind = arg(w, i, "http-check expect")?;
-                    let pat = arg(w, i + 1, &format!("http-check expect {kind}"))?;
-                    if w.len() > i + 2 {
-                        return Err(format!(
-                            "unexpected argument '{}' after 'http-check expect {kind}'",
-                            w[i + 2]
-                        ));
-                    }
-                    let kind = match kind {
-                        "status" => ExpectKind::Status(parse_status_list(pat)?),
-                        "rstatus" => ExpectKind::RStatus(pat.to_string()),
-                        "string" => ExpectKind::String(pat.to_string()),
-                        "rstring" => ExpectKind::RString(pat.to_string()),
-                        o => {
-                            return Err(format!(
-                                "unknown 'http-check expect' match '{o}' (supported: status, rstatus, string, rstring)"
-                            ))
-                        }
+                    let e = parse_http_expect(&w[2..], loc)?;
+                    px.http_check.own_rules();
+                    push_http_rule(&mut px.http_check, HttpCheckStep::Expect(e.0), e.1, loc)?;
+                }
+                Some("connect") => {
+                    // The words of `tcp-check connect`, with its meaning.
+                    let mut tc = super::tcpcheck::TcpCheck::default();
+                    let mut words = vec!["connect".to_string()];
+                    words.extend_from_slice(&w[2..]);
+                    super::tcpcheck::parse(&mut tc, &words, loc)
+                        .map_err(|e| e.replace("tcp-check", "http-check"))?;
+                    let Some(r) = tc.rules.pop() else {
+                        return Err("'http-check connect': nothing parsed".into());
+                    };
+                    let super::tcpcheck::TcpCheckStep::Connect {
+                        default,
+                        port,
+                        addr,
+                        send_proxy,
+                        linger,
+                    } = r.step
+                    else {
+                        return Err("'http-check connect': nothing parsed".into());
                     };
                     px.http_check.own_rules();
-                    px.http_check.expect = Some(HttpExpect {
-                        negate,
-                        kind,
-                        loc: loc.clone(),
-                    });
+                    push_http_rule(
+                        &mut px.http_check,
+                        HttpCheckStep::Connect(CheckConnect {
+                            default,
+                            port,
+                            addr,
+                            send_proxy,
+                            linger,
+                        }),
+                        r.comment,
+                        loc,
+                    )?;
+                }
+                Some("comment") => {
+                    let [c] = &w[2..] else {
+                        return Err("'http-check comment' expects one message".to_string());
+                    };
+                    px.http_check.own_rules();
+                    push_http_rule(&mut px.http_check, HttpCheckStep::Comment, Some(c.clone()), loc)?;
                 }
                 Some("send") => {
                     // http-check send [meth M] [uri U] [ver V] [hdr N V]*
-                    // [body STR] (HAProxy 2.2+). It completes the request
-                    // of this section's `option httpchk` (its method, URI
-                    // and version unless given here; its headers and body
-                    // replaced), which it also enables.
+                    // [body STR] (HAProxy 2.2+). The first completes the
+                    // request of this section's `option httpchk` (its
+                    // method, URI and version unless given here; its
+                    // headers and body replaced), which it also enables;
+                    // the next ones are requests of their own.
                     let hc = &mut px.http_check;
                     hc.own_rules();
-                    if hc.explicit_send {
-                        return Err("a second 'http-check send' is not supported by ebb (one request per check)".to_string());
+                    let first = !hc.explicit_send;
+                    let mut req = HttpSend {
+                        method: "OPTIONS".into(),
+                        uri: "/".into(),
+                        version: "HTTP/1.0".into(),
+                        headers: Vec::new(),
+                        body: None,
+                    };
+                    if first {
+                        req.method = std::mem::take(&mut hc.method);
+                        req.uri = std::mem::take(&mut hc.uri);
+                        req.version = std::mem::take(&mut hc.version);
+                        req.body = hc.body.take();
                     }
-                    hc.headers.clear();
-                    let mut i = 2;
-                    while i < w.len() {
-                        let opt = w[i].as_str();
-                        let v = arg(w, i + 1, opt).map_err(|_| {
-                            format!("'http-check send' option '{opt}' expects a value")
-                        })?;
-                        match opt {
-                            "meth" => {
-                                if !is_token(v) {
-                                    return Err(format!("invalid HTTP method '{v}'"));
-                                }
-                                hc.method = v.to_string();
+                    let comment = {
+                        let mut ws = w[2..].to_vec();
+                        match ws.iter().position(|x| x == "comment") {
+                            Some(i) if i + 1 < ws.len() => {
+                                let c = ws.remove(i + 1);
+                                ws.remove(i);
+                                parse_http_send(&ws, &mut req)?;
+                                Some(c)
                             }
-                            "uri" => {
-                                if !v.starts_with('/') && v != "*" {
-                                    return Err(format!("'http-check send' URI '{v}' must start with '/'"));
-                                }
-                                hc.uri = v.to_string();
-                            }
-                            "ver" => hc.version = header_value(v)?,
-                            "hdr" => {
-                                let value = arg(w, i + 2, "hdr")
-                                    .map_err(|_| "'hdr' expects NAME VALUE".to_string())?;
-                                hc.headers.push((header_name(v)?, log_format_value(value)?));
-                                i += 1;
-                            }
-                            "body" => hc.body = Some(super::tcpcheck::plain_format(v, "http-check send body")?),
-                            o => {
-                                return Err(format!(
-                                    "unsupported 'http-check send' option '{o}' (supported: meth, uri, ver, hdr, body)"
-                                ))
+                            Some(_) => return Err("'comment' expects a message".into()),
+                            None => {
+                                parse_http_send(&ws, &mut req)?;
+                                None
                             }
                         }
-                        i += 2;
+                    };
+                    if first {
+                        hc.method = req.method;
+                        hc.uri = req.uri;
+                        hc.version = req.version;
+                        hc.headers = req.headers;
+                        hc.body = req.body;
+                        hc.explicit_send = true;
+                        push_http_rule(hc, HttpCheckStep::Send(None), comment, loc)?;
+                    } else {
+                        push_http_rule(hc, HttpCheckStep::Send(Some(req)), comment, loc)?;
                     }
-                    hc.explicit_send = true;
                     hc.enabled = true;
                 }
                 Some(o) => {
                     return Err(format!(
-                    "unsupported 'http-check {o}' (supported: http-check send, http-check expect)"
+                    "unsupported 'http-check {o}' (supported: http-check comment, connect, send, expect)"
                 ))
                 }
-                None => return Err("'http-check' expects 'send' or 'expect'".to_string()),
+                None => return Err("'http-check' expects comment, connect, send or expect".to_string()),
             }
         }
         "load-server-state-from-file" => {
@@ -2596,7 +2612,7 @@ fn proxy_option(px: &mut Proxy, ctx: &Ctx<'_>, no: bool, w: &[String]) -> Result
         "http-keep-alive" | "httpclose" | "http-server-close" | "forwardfor" => FE | BE,
         "redispatch" | "httpchk" | "tcp-check" | "log-health-checks" | "persist"
         | "redis-check" | "smtpchk" | "pgsql-check" | "mysql-check" | "ldap-check"
-        | "spop-check" => BE,
+        | "spop-check" | "ssl-hello-chk" => BE,
         "httplog" | "tcplog" | "dontlognull" | "idle-close-on-response" | "disable-h2-upgrade" => {
             FE
         }
@@ -2646,7 +2662,8 @@ fn proxy_option(px: &mut Proxy, ctx: &Ctx<'_>, no: bool, w: &[String]) -> Result
             // The last of `option httpchk` / `option tcp-check` wins.
             px.http_check.enabled = false;
         }
-        "redis-check" | "smtpchk" | "pgsql-check" | "mysql-check" | "ldap-check" | "spop-check" => {
+        "redis-check" | "smtpchk" | "pgsql-check" | "mysql-check" | "ldap-check" | "spop-check"
+        | "ssl-hello-chk" => {
             if no {
                 return Err(format!("'no option {name}' is not supported"));
             }
@@ -3186,6 +3203,11 @@ pub fn parse_dynamic_server(w: &[String]) -> Result<(String, u16, ServerOptions)
     let mut o = ServerOptions::default();
     parse_server_opts(&w[1..], &mut o, &ctx)?;
     o.map_ports = port == 0;
+    if o.agent_check && o.agent_port.is_none_or(|p| p == 0) {
+        return Err(
+            "'agent-check' needs 'agent-port' (the server would have no agent port)".into(),
+        );
+    }
     Ok((host, port, o))
 }
 
@@ -3193,6 +3215,12 @@ pub fn parse_dynamic_server(w: &[String]) -> Result<(String, u16, ServerOptions)
 /// of their own (HAProxy's alert, which it lifts with `port` or a
 /// `tcp-check connect port`, both refused on such a server here).
 pub(crate) fn no_check_port(name: &str, o: &ServerOptions) -> Result<(), String> {
+    if o.agent_check && o.agent_port.is_none_or(|p| p == 0) {
+        // HAProxy's alert.
+        return Err(format!(
+            "server {name} does not have agent port. Agent check has been disabled."
+        ));
+    }
     if o.map_ports && o.check {
         return Err(format!(
             "server '{name}' has neither service port nor check port (ebb takes no check port: give the server a port)"
@@ -3220,6 +3248,8 @@ fn parse_server_opts(w: &[String], o: &mut ServerOptions, ctx: &Ctx<'_>) -> Resu
             "send-proxy-v2" => o.send_proxy = 2,
             "no-send-proxy" | "no-send-proxy-v2" => o.send_proxy = 0,
             "check-send-proxy" => o.check_send_proxy = true,
+            "agent-check" => o.agent_check = true,
+            "no-agent-check" => o.agent_check = false,
             "send-proxy-v2-ssl" | "send-proxy-v2-ssl-cn" => {
                 return Err(format!(
                     "server option '{opt}' is not supported (ebb sends 'send-proxy' and 'send-proxy-v2' headers, without SSL TLVs)"
@@ -3293,11 +3323,19 @@ fn parse_server_opts(w: &[String], o: &mut ServerOptions, ctx: &Ctx<'_>) -> Resu
                     }
                     "pool-purge-delay" => o.pool_purge_delay = parse_time(v)?,
                     "cookie" => o.cookie = Some(v.to_string()),
+                    "agent-port" => {
+                        o.agent_port = Some(v.parse::<u16>().map_err(|_| {
+                            format!("'agent-port' expects a port number (0..65535), got '{v}'")
+                        })?)
+                    }
+                    "agent-addr" => o.agent_addr = Some(agent_addr(v)?),
+                    "agent-inter" => o.agent_inter = nonzero_time(opt, v)?,
+                    "agent-send" => o.agent_send = v.as_bytes().to_vec(),
                     "resolvers" | "resolve-prefer" | "init-addr" | "resolve-opts"
                     | "resolve-net" => super::resolvers::server_opt(opt, v, o)?,
                     _ => {
                         return Err(format!(
-                            "unknown server option '{opt}' (supported: weight, maxconn, maxqueue, backup, disabled, check, inter, fastinter, downinter, rise, fall, slowstart, ssl, verify, ca-file, sni, cookie, ciphers, ciphersuites, ssl-min-ver, ssl-max-ver, no-tlsv12, no-tlsv13, force-tlsv12, force-tlsv13, no-tls-tickets, pool-max-conn, pool-purge-delay, resolvers, resolve-prefer, resolve-opts, init-addr, proto, alpn)"
+                            "unknown server option '{opt}' (supported: weight, maxconn, maxqueue, backup, disabled, check, inter, fastinter, downinter, rise, fall, slowstart, agent-check, agent-port, agent-addr, agent-inter, agent-send, ssl, verify, ca-file, sni, cookie, ciphers, ciphersuites, ssl-min-ver, ssl-max-ver, no-tlsv12, no-tlsv13, force-tlsv12, force-tlsv13, no-tls-tickets, pool-max-conn, pool-purge-delay, resolvers, resolve-prefer, resolve-opts, init-addr, proto, alpn)"
                         ))
                     }
                 }
@@ -3305,6 +3343,21 @@ fn parse_server_opts(w: &[String], o: &mut ServerOptions, ctx: &Ctx<'_>) -> Resu
         }
     }
     Ok(())
+}
+
+/// `agent-addr ADDR`: an IP address, or a name resolved once here (as
+/// HAProxy resolves it when it reads the line).
+pub fn agent_addr(v: &str) -> Result<std::net::IpAddr, String> {
+    if let Ok(ip) = v.parse() {
+        return Ok(ip);
+    }
+    use std::net::ToSocketAddrs;
+    (v, 0)
+        .to_socket_addrs()
+        .ok()
+        .and_then(|mut a| a.next())
+        .map(|a| a.ip())
+        .ok_or_else(|| format!("parsing agent-addr failed. Check if '{v}' is correct address."))
 }
 
 fn nonzero_time(what: &str, v: &str) -> Result<std::time::Duration, String> {
@@ -3431,6 +3484,248 @@ fn parse_balance(w: &[String]) -> Result<Balance, String> {
             "unknown balance algorithm '{o}' (supported: roundrobin, static-rr, leastconn, first, source, uri, hdr(NAME), random)"
         )),
     }
+}
+
+/// Adds an `http-check` rule: a `connect` must start the rules when there
+/// is one (comments aside), as HAProxy requires.
+fn push_http_rule(
+    hc: &mut HttpCheck,
+    step: HttpCheckStep,
+    comment: Option<String>,
+    loc: &Loc,
+) -> Result<(), String> {
+    let first = hc
+        .rules
+        .iter()
+        .find(|r| !matches!(r.step, HttpCheckStep::Comment));
+    if matches!(step, HttpCheckStep::Connect(_))
+        && first.is_some_and(|r| !matches!(r.step, HttpCheckStep::Connect(_)))
+    {
+        return Err(
+            "first step MUST also be a 'connect' when there is a 'connect' step in the http-check ruleset"
+                .into(),
+        );
+    }
+    let last = hc
+        .rules
+        .iter()
+        .rfind(|r| !matches!(r.step, HttpCheckStep::Comment));
+    if matches!(step, HttpCheckStep::Connect(_))
+        && last.is_some_and(|r| matches!(r.step, HttpCheckStep::Send(_)))
+    {
+        // HAProxy's refusal: the answer to that request would be read by
+        // nothing.
+        return Err(
+            "'http-check connect': unable to add http-check connect rule (missing expect rule after the previous 'send')"
+                .into(),
+        );
+    }
+    hc.rules.push(HttpCheckRule {
+        step,
+        comment,
+        loc: loc.clone(),
+    });
+    Ok(())
+}
+
+/// The words of `http-check send` after `send`.
+fn parse_http_send(w: &[String], req: &mut HttpSend) -> Result<(), String> {
+    let mut i = 0;
+    let mut headers_given = false;
+    while i < w.len() {
+        let opt = w[i].as_str();
+        let v = arg(w, i + 1, opt)
+            .map_err(|_| format!("'http-check send' option '{opt}' expects a value"))?;
+        match opt {
+            "meth" => {
+                if !is_token(v) {
+                    return Err(format!("invalid HTTP method '{v}'"));
+                }
+                req.method = v.to_string();
+            }
+            "uri" => {
+                if !v.starts_with('/') && v != "*" {
+                    return Err(format!("'http-check send' URI '{v}' must start with '/'"));
+                }
+                req.uri = v.to_string();
+            }
+            "ver" => req.version = header_value(v)?,
+            "hdr" => {
+                let value =
+                    arg(w, i + 2, "hdr").map_err(|_| "'hdr' expects NAME VALUE".to_string())?;
+                if !headers_given {
+                    req.headers.clear();
+                    headers_given = true;
+                }
+                req.headers
+                    .push((header_name(v)?, log_format_value(value)?));
+                i += 1;
+            }
+            "body" => {
+                req.body = Some(super::tcpcheck::plain_format(v, "http-check send body")?)
+            }
+            o => {
+                return Err(format!(
+                    "unsupported 'http-check send' option '{o}' (supported: meth, uri, ver, hdr, body, comment)"
+                ))
+            }
+        }
+        i += 2;
+    }
+    Ok(())
+}
+
+/// `http-check expect [options] [!] MATCH PATTERN`, its options in any
+/// order around the match. Returns the expect and its comment.
+fn parse_http_expect(w: &[String], loc: &Loc) -> Result<(HttpExpect, Option<String>), String> {
+    use super::CheckStatus::*;
+    let mut e = HttpExpect {
+        negate: false,
+        kind: ExpectKind::Status(Vec::new()),
+        loc: loc.clone(),
+        min_recv: None,
+        ok_status: L7Ok,
+        error_status: None,
+        tout_status: L7Tout,
+    };
+    let (mut comment, mut kind) = (None, None);
+    let mut i = 0;
+    let pick = |v: &str, allowed: &[super::CheckStatus], what: &str| {
+        allowed
+            .iter()
+            .copied()
+            .find(|c| c.short() == v)
+            .ok_or_else(|| {
+                let names: Vec<&str> = allowed.iter().map(|c| c.short()).collect();
+                format!("'{what}' expects one of {} (got '{v}')", names.join(", "))
+            })
+    };
+    while let Some(a) = w.get(i).map(String::as_str) {
+        let val = || arg(w, i + 1, a).map_err(|_| format!("'{a}' expects a value"));
+        match a {
+            "min-recv" => {
+                let v = val()?;
+                let n: i64 = v
+                    .parse()
+                    .map_err(|_| format!("'min-recv': invalid number '{v}'"))?;
+                e.min_recv = usize::try_from(n).ok();
+            }
+            "comment" => comment = Some(val()?.to_string()),
+            // L7OKC (HAProxy: the server goes NOLB) is not supported.
+            "ok-status" => e.ok_status = pick(val()?, &[L7Ok, L6Ok, L4Ok], a)?,
+            "error-status" => {
+                e.error_status = Some(pick(val()?, &[L7Rsp, L7Sts, L6Rsp, L4Con], a)?)
+            }
+            "tout-status" => e.tout_status = pick(val()?, &[L7Tout, L6Tout, L4Tout], a)?,
+            "on-success" | "on-error" | "status-code" => {
+                return Err(format!(
+                    "'http-check expect {a}' is not supported by ebb (log-format and sample expressions in checks)"
+                ))
+            }
+            "!" => {
+                e.negate = true;
+                i += 1;
+                continue;
+            }
+            m => {
+                if kind.is_some() {
+                    return Err(format!("unexpected argument '{m}' in 'http-check expect'"));
+                }
+                let m = match m.strip_prefix('!') {
+                    Some(r) => {
+                        e.negate = true;
+                        r
+                    }
+                    None => m,
+                };
+                let pat = arg(w, i + 1, m).map_err(|_| format!("'http-check expect {m}' expects an argument (the pattern)"))?;
+                kind = Some(match m {
+                    "status" => ExpectKind::Status(parse_status_list(pat)?),
+                    "rstatus" => {
+                        regex::Regex::new(pat).map_err(|x| format!("invalid rstatus '{pat}': {x}"))?;
+                        ExpectKind::RStatus(pat.to_string())
+                    }
+                    "string" => ExpectKind::String(pat.to_string()),
+                    "rstring" => {
+                        regex::Regex::new(pat).map_err(|x| format!("invalid rstring '{pat}': {x}"))?;
+                        ExpectKind::RString(pat.to_string())
+                    }
+                    "hdr" | "fhdr" => {
+                        let (k, used) = parse_hdr_expect(&w[i + 1..], m == "fhdr")?;
+                        i += used + 1;
+                        kind = Some(k);
+                        continue;
+                    }
+                    o => {
+                        return Err(format!(
+                            "unknown 'http-check expect' match '{o}' (supported: status, rstatus, string, rstring, hdr, fhdr)"
+                        ))
+                    }
+                });
+            }
+        }
+        i += 2;
+    }
+    e.kind = kind.ok_or("'http-check expect' expects a match (status, rstatus, string, rstring, hdr, fhdr) and a pattern")?;
+    Ok((e, comment))
+}
+
+/// `name [-m M] NAME [value [-m M] VALUE]` after `hdr`/`fhdr`; returns
+/// the match and the words used.
+fn parse_hdr_expect(w: &[String], full: bool) -> Result<(ExpectKind, usize), String> {
+    let one = |at: usize, what: &str| -> Result<(HdrMatch, usize), String> {
+        let (meth, at) = if w.get(at).map(String::as_str) == Some("-m") {
+            let m = arg(w, at + 1, "-m").map_err(|_| "'-m' expects a method".to_string())?;
+            (m, at + 2)
+        } else {
+            ("str", at)
+        };
+        let p = arg(w, at, what).map_err(|_| format!("'{what}' expects a pattern"))?;
+        let p = p.to_string();
+        let m = match meth {
+            "str" => HdrMatch::Str(p),
+            "beg" => HdrMatch::Beg(p),
+            "end" => HdrMatch::End(p),
+            "sub" => HdrMatch::Sub(p),
+            "reg" => {
+                regex::Regex::new(&p).map_err(|x| format!("invalid regex '{p}': {x}"))?;
+                HdrMatch::Reg(p)
+            }
+            o => {
+                return Err(format!(
+                "'http-check expect hdr': unknown matching method '{o}' (str, beg, end, sub, reg)"
+            ))
+            }
+        };
+        Ok((m, at + 1))
+    };
+    match w.first().map(String::as_str) {
+        Some("name") => {}
+        Some("name-lf") => {
+            return Err(
+                "'http-check expect hdr name-lf' is not supported by ebb (log-format in checks)"
+                    .into(),
+            )
+        }
+        _ => return Err("'http-check expect hdr' expects 'name' and a pattern".into()),
+    }
+    let (name, mut at) = one(1, "name")?;
+    let mut value = None;
+    match w.get(at).map(String::as_str) {
+        Some("value") => {
+            let (v, next) = one(at + 1, "value")?;
+            value = Some(v);
+            at = next;
+        }
+        Some("value-lf") => {
+            return Err(
+                "'http-check expect hdr value-lf' is not supported by ebb (log-format in checks)"
+                    .into(),
+            )
+        }
+        _ => {}
+    }
+    Ok((ExpectKind::Hdr { full, name, value }, at))
 }
 
 /// `200`, `200-399`, `200,204,300-399`.

@@ -315,6 +315,7 @@ pub(super) fn cross_check(res: &[Resolvers], proxies: &[Proxy]) -> Vec<ConfigErr
 /// Options `add server` takes: HAProxy 2.6's list for dynamic servers
 /// that ebb implements (flags, then keywords with a value).
 const DYNAMIC_FLAGS: &[&str] = &[
+    "agent-check",
     "backup",
     "check",
     "check-send-proxy",
@@ -330,6 +331,10 @@ const DYNAMIC_FLAGS: &[&str] = &[
     "no-tls-tickets",
 ];
 const DYNAMIC_VALUED: &[&str] = &[
+    "agent-addr",
+    "agent-inter",
+    "agent-port",
+    "agent-send",
     "ca-file",
     "ciphers",
     "ciphersuites",
@@ -352,11 +357,6 @@ const DYNAMIC_VALUED: &[&str] = &[
 /// HAProxy 2.6 accepts these on a dynamic server; ebb does not implement
 /// them on any server.
 const DYNAMIC_UNSUPPORTED: &[&str] = &[
-    "agent-addr",
-    "agent-check",
-    "agent-inter",
-    "agent-port",
-    "agent-send",
     "allow-0rtt",
     "alpn",
     "addr",

@@ -34,6 +34,8 @@ pub struct TcpCheckRule {
 pub enum CheckStatus {
     #[default]
     Ini,
+    /// An agent's answer that changes no health (HAProxy's `CHECKED`).
+    Checked,
     SockErr,
     L4Ok,
     L4Tout,
@@ -54,6 +56,7 @@ impl CheckStatus {
         use CheckStatus::*;
         match self {
             Ini => "INI",
+            Checked => "CHECKED",
             SockErr => "SOCKERR",
             L4Ok => "L4OK",
             L4Tout => "L4TOUT",
@@ -74,6 +77,7 @@ impl CheckStatus {
         use CheckStatus::*;
         match self {
             Ini => "Initializing",
+            Checked => "No status change",
             SockErr => "Socket error",
             L4Ok => "Layer4 check passed",
             L4Tout => "Layer4 timeout",
@@ -94,6 +98,7 @@ impl CheckStatus {
         use CheckStatus::*;
         match self {
             Ini => 1,
+            Checked => 3,
             SockErr => 5,
             L4Ok => 6,
             L4Tout => 7,
@@ -612,6 +617,26 @@ fn hex(b: &[u8]) -> String {
     b.iter().map(|c| format!("{c:02X}")).collect()
 }
 
+/// Where the time goes in [`ssl3_hello`] (the first bytes of the
+/// random).
+pub const SSL3_HELLO_TIME_AT: usize = 11;
+
+/// `option ssl-hello-chk`'s CLIENT HELLO, time left at zero.
+pub fn ssl3_hello() -> Vec<u8> {
+    let mut h = vec![
+        0x16, 0x03, 0x00, 0x00, 0x79, 0x01, 0x00, 0x00, 0x75, 0x03, 0x00,
+    ];
+    h.extend_from_slice(&[0; 4]);
+    h.extend_from_slice(b"HAPROXYSSLCHK\nHAPROXYSSLCHK\n");
+    h.push(0); // no session id
+    h.extend_from_slice(&[0x00, 0x4e]);
+    for c in (0x01u16..=0x1b).chain(0x2f..=0x3a) {
+        h.extend_from_slice(&c.to_be_bytes());
+    }
+    h.extend_from_slice(&[0x01, 0x00]);
+    h
+}
+
 /// `option redis-check|smtpchk|pgsql-check|mysql-check|ldap-check|
 /// spop-check ARGS`: HAProxy 2.6's built-in tcp-check sequences.
 pub(super) fn builtin(
@@ -816,6 +841,33 @@ pub(super) fn builtin(
                 custom(CustomExpect::LdapBind, None, loc),
             ]
         }
+        "ssl-hello-chk" => {
+            // An SSLv3 CLIENT HELLO (RFC 2246 A.3, A.4): record header,
+            // handshake header, version 3.0, 32 random bytes (the first
+            // four: the time, filled in at each check), no session, 39
+            // common cipher suites, NULL compression. Any handshake or
+            // alert record in answer passes at layer 6.
+            too_many(0)?;
+            vec![
+                rule(&["send-binary", &hex(&ssl3_hello())], loc),
+                rule(
+                    &[
+                        "expect",
+                        "rbinary",
+                        "^1[56]",
+                        "min-recv",
+                        "5",
+                        "ok-status",
+                        "L6OK",
+                        "error-status",
+                        "L6RSP",
+                        "tout-status",
+                        "L6TOUT",
+                    ],
+                    loc,
+                ),
+            ]
+        }
         "spop-check" => {
             too_many(0)?;
             vec![
@@ -831,6 +883,7 @@ pub(super) fn builtin(
         "pgsql-check" => "pgsql-check",
         "mysql-check" => "mysql-check",
         "ldap-check" => "ldap-check",
+        "ssl-hello-chk" => "ssl-hello-chk",
         _ => "spop-check",
     };
     tc.enabled = true;

@@ -1217,7 +1217,11 @@ fn http_check_expect() {
         let c = ok(&be(&format!(
             "    option httpchk\n    http-check expect {args}"
         )));
-        proxy(&c, "b").http_check.expect.clone().unwrap()
+        let rules = proxy(&c, "b").http_check.rules.clone();
+        match rules.last().map(|r| &r.step) {
+            Some(HttpCheckStep::Expect(e)) => e.clone(),
+            o => panic!("{o:?}"),
+        }
     };
     assert_eq!(ex("status 200").kind, ExpectKind::Status(vec![(200, 200)]));
     assert_eq!(
@@ -1229,6 +1233,59 @@ fn http_check_expect() {
     let e = ex("! string fail");
     assert!(e.negate);
     assert_eq!(e.loc.line, 3);
+    let e = ex("min-recv 10 error-status L7RSP !hdr name -m beg \"X-A\" value -m reg \"^v[0-9]\"");
+    assert!(e.negate);
+    assert_eq!(e.min_recv, Some(10));
+    assert_eq!(e.error_status, Some(crate::config::CheckStatus::L7Rsp));
+    assert_eq!(
+        e.kind,
+        ExpectKind::Hdr {
+            full: false,
+            name: HdrMatch::Beg("X-A".into()),
+            value: Some(HdrMatch::Reg("^v[0-9]".into()))
+        }
+    );
+    assert_eq!(
+        ex("fhdr name x-b").kind,
+        ExpectKind::Hdr {
+            full: true,
+            name: HdrMatch::Str("x-b".into()),
+            value: None
+        }
+    );
+    err1(
+        &be("    http-check expect hdr name-lf \"%[var(check.x)]\""),
+        "t.cfg:2: ",
+        "name-lf' is not supported",
+    );
+    err1(
+        &be("    http-check expect hdr name x -m foo y"),
+        "t.cfg:2: ",
+        "unexpected argument '-m'",
+    );
+    // Several sends and expects: a sequence; a connect must come first.
+    let c = ok(&be(
+        "    option httpchk\n    http-check connect\n    http-check send meth GET uri /a\n    http-check expect status 200\n    http-check comment second\n    http-check connect port 8080 linger\n    http-check send uri /b ver HTTP/1.1\n    http-check expect string ok",
+    ));
+    let r = &proxy(&c, "b").http_check.rules;
+    assert_eq!(r.len(), 7, "{r:?}");
+    assert!(matches!(r[1].step, HttpCheckStep::Send(None)));
+    assert!(matches!(
+        &r[4].step,
+        HttpCheckStep::Connect(CheckConnect {
+            port: Some(8080),
+            linger: true,
+            ..
+        })
+    ));
+    assert!(
+        matches!(&r[5].step, HttpCheckStep::Send(Some(q)) if q.uri == "/b" && q.method == "OPTIONS")
+    );
+    err1(
+        &be("    option httpchk\n    http-check send uri /a\n    http-check connect"),
+        "t.cfg:4: ",
+        "first step MUST also be a 'connect'",
+    );
     err1(
         &be("    http-check expect status 99"),
         "t.cfg:2: ",
@@ -1270,14 +1327,14 @@ fn http_check_expect() {
         "expects NAME VALUE",
     );
     err1(
-        &be("    http-check connect"),
+        &be("    http-check connect ssl"),
         "t.cfg:2: ",
-        "unsupported 'http-check connect'",
+        "'http-check connect ssl' is not supported",
     );
     err1(
         &be("    http-check"),
         "t.cfg:2: ",
-        "expects 'send' or 'expect'",
+        "expects comment, connect, send or expect",
     );
 }
 

@@ -1290,6 +1290,19 @@ pub struct ServerOptions {
     /// 10.0.0.1`): connections go to the port the client connected to
     /// (HAProxy's mapped ports, offset 0).
     pub map_ports: bool,
+    /// `agent-check` (`no-agent-check` clears it): an auxiliary agent
+    /// check runs beside the health check.
+    pub agent_check: bool,
+    /// `agent-port`: the agent's TCP port (required with `agent-check`).
+    pub agent_port: Option<u16>,
+    /// `agent-addr`: where the agent listens (the server's address when
+    /// unset).
+    pub agent_addr: Option<std::net::IpAddr>,
+    /// `agent-inter`: the agent's interval, 2 s by default (HAProxy's);
+    /// also its timeout when `timeout check` is not set.
+    pub agent_inter: Duration,
+    /// `agent-send`: sent verbatim to the agent once connected.
+    pub agent_send: Vec<u8>,
 }
 
 /// The TLS policy of a `server ... ssl` line (the client side).
@@ -1355,6 +1368,11 @@ impl Default for ServerOptions {
             alpn: Vec::new(),
             resolve_net: Vec::new(),
             map_ports: false,
+            agent_check: false,
+            agent_port: None,
+            agent_addr: None,
+            agent_inter: Duration::from_secs(2),
+            agent_send: Vec::new(),
         }
     }
 }
@@ -1401,12 +1419,85 @@ pub enum ExpectKind {
     RStatus(String),
     String(String),
     RString(String),
+    /// `hdr|fhdr name [-m M] NAME [value [-m M] VALUE]`: a header whose
+    /// name matches (case-insensitively) and, if given, one of whose
+    /// values matches (`hdr`: each comma-separated value; `fhdr`: the
+    /// whole value).
+    Hdr {
+        full: bool,
+        name: HdrMatch,
+        value: Option<HdrMatch>,
+    },
+}
+
+/// How `http-check expect hdr` compares a header name or value (`-m`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum HdrMatch {
+    Str(String),
+    Beg(String),
+    End(String),
+    Sub(String),
+    Reg(String),
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct HttpExpect {
     pub negate: bool,
     pub kind: ExpectKind,
+    pub loc: Loc,
+    /// `min-recv N` (None: -1, HAProxy's default).
+    pub min_recv: Option<usize>,
+    /// `ok-status`, L7OK by default.
+    pub ok_status: super::CheckStatus,
+    /// `error-status`; None: HAProxy's default for the match (L7STS for
+    /// status and header matches, L7RSP for the body).
+    pub error_status: Option<super::CheckStatus>,
+    /// `tout-status`, L7TOUT by default.
+    pub tout_status: super::CheckStatus,
+}
+
+/// A check's `connect` step (`tcp-check connect`, `http-check connect`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CheckConnect {
+    /// `default`: the server's check settings (its PROXY header and TLS).
+    pub default: bool,
+    pub port: Option<u16>,
+    pub addr: Option<std::net::IpAddr>,
+    pub send_proxy: bool,
+    /// `linger`: close with a reset rather than a FIN.
+    pub linger: bool,
+}
+
+/// One step of an HTTP check's sequence.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum HttpCheckStep {
+    /// `http-check comment MSG`: the comment of the rule that follows.
+    Comment,
+    /// `http-check connect [default] [port N] [addr IP] [send-proxy]
+    /// [linger]`.
+    Connect(CheckConnect),
+    /// `http-check send ...`: None for the first, which is the section's
+    /// request (`option httpchk` merged with it); later ones carry their
+    /// own.
+    Send(Option<HttpSend>),
+    Expect(HttpExpect),
+}
+
+/// A request of a later `http-check send` (HAProxy's defaults: OPTIONS,
+/// `/`, HTTP/1.0).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HttpSend {
+    pub method: String,
+    pub uri: String,
+    pub version: String,
+    pub headers: Vec<(String, String)>,
+    pub body: Option<String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HttpCheckRule {
+    pub step: HttpCheckStep,
+    pub comment: Option<String>,
     pub loc: Loc,
 }
 
@@ -1431,7 +1522,8 @@ pub struct HttpCheck {
     /// HAProxy starts a new rule set at a section's first `option
     /// httpchk` or `http-check` line.
     pub own: bool,
-    pub expect: Option<HttpExpect>,
+    /// The `http-check connect|send|expect|comment` rules in order.
+    pub rules: Vec<HttpCheckRule>,
 }
 
 impl HttpCheck {

@@ -88,6 +88,15 @@ pub struct Row {
     pub check_rise: Option<u64>,
     pub check_fall: Option<u64>,
     pub check_health: Option<u64>,
+    /// The agent check's report (empty / None without an enabled agent).
+    pub agent_status: String,
+    pub agent_code: Option<u64>,
+    pub agent_duration: Option<u64>,
+    pub agent_desc: String,
+    pub last_agt: String,
+    pub agent_rise: Option<u64>,
+    pub agent_fall: Option<u64>,
+    pub agent_health: Option<u64>,
     pub addr: String,
     pub algo: String,
     pub uweight: Option<u64>,
@@ -143,6 +152,14 @@ impl Row {
             check_rise: None,
             check_fall: None,
             check_health: None,
+            agent_status: String::new(),
+            agent_code: None,
+            agent_duration: None,
+            agent_desc: String::new(),
+            last_agt: String::new(),
+            agent_rise: None,
+            agent_fall: None,
+            agent_health: None,
             addr: String::new(),
             algo: String::new(),
             uweight: None,
@@ -314,6 +331,26 @@ fn srv_row(i: usize, farm: &Farm, s: &ServerRt) -> Row {
         } else {
             0
         });
+    }
+    let a = &s.agent;
+    if a.enabled() {
+        // HAProxy's fields of an enabled agent: `* ` marks a check under
+        // way; rise and fall are 1.
+        let v = a.report();
+        let busy = if a.in_progress.load(Ordering::Relaxed) {
+            "* "
+        } else {
+            ""
+        };
+        r.agent_status = format!("{busy}{}", v.st.short());
+        r.agent_code = v.st.has_code().then(|| u64::try_from(v.code).unwrap_or(0));
+        let ms = a.ms.load(Ordering::Relaxed);
+        r.agent_duration = Some(if ms == u64::MAX { 0 } else { ms });
+        r.agent_desc = v.st.text().to_string();
+        r.last_agt = v.desc;
+        r.agent_rise = Some(1);
+        r.agent_fall = Some(1);
+        r.agent_health = Some(u64::from(a.healthy.load(Ordering::Relaxed)));
     }
     r
 }
@@ -641,6 +678,16 @@ pub fn values(r: &Row) -> Vec<Option<Val>> {
     if !r.last_chk.is_empty() {
         v[56] = st(&r.last_chk);
     }
+    if r.agent_rise.is_some() {
+        v[57] = st(&r.last_agt);
+        v[62] = st(&r.agent_status);
+        v[63] = r.agent_code.map(Val::U);
+        v[64] = r.agent_duration.map(Val::U);
+        v[66] = st(&r.agent_desc);
+        v[70] = r.agent_rise.map(Val::U);
+        v[71] = r.agent_fall.map(Val::U);
+        v[72] = r.agent_health.map(Val::U);
+    }
     if !r.check_desc.is_empty() {
         v[65] = st(&r.check_desc);
     }
@@ -872,46 +919,7 @@ pub fn find_server2(c: &Compiled, b: &str, s: &str) -> Result<(Arc<Farm>, Arc<Se
 /// server that leaves service pick again; when one comes back, the
 /// backend's queue is served.
 pub fn set_admin(farm: &Farm, s: &ServerRt, state: u8) -> Result<(), String> {
-    if state == ADMIN_READY && s.addr().is_none() && s.opts.resolvers.is_none() {
-        return Err(format!(
-            "Server {}/{} has no address: it stays in maintenance.",
-            farm.name, s.name
-        ));
-    }
-    let was = s.usable();
-    let before = s.admin.swap(state, Ordering::Relaxed);
-    if was != s.usable() {
-        s.ext.changed(s.usable());
-    }
-    // HAProxy's alert on entering maintenance and notice on leaving it.
-    if state == ADMIN_MAINT && before != ADMIN_MAINT {
-        let (act, bck) = farm.usable_counts();
-        crate::backend::check::log_event(
-            farm,
-            format!(
-                "Server {}/{} is going DOWN for maintenance. {act} active and {bck} backup servers left. {} sessions active, 0 requeued, {} remaining in queue.",
-                farm.name,
-                s.name,
-                s.cur.load(Ordering::Relaxed),
-                farm.queued()
-            ),
-        );
-        crate::backend::check::log_if_none_left(farm);
-    } else if before == ADMIN_MAINT && state != ADMIN_MAINT {
-        crate::backend::check::log_event(
-            farm,
-            format!(
-                "Server {}/{} is UP/READY (leaving forced maintenance).",
-                farm.name, s.name
-            ),
-        );
-    }
-    if state == ADMIN_READY {
-        farm.kick_backend_queue();
-    } else {
-        farm.redispatch_queue_of(s);
-    }
-    Ok(())
+    crate::backend::set_admin(farm, s, state)
 }
 
 /// `set server B/S weight N` (0..=256) or `N%` of the configured weight.

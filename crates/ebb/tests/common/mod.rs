@@ -405,3 +405,63 @@ pub fn free_port() -> u16 {
         .unwrap()
         .port()
 }
+
+/// A server's (or `BACKEND`/`FRONTEND` row's) columns of `show stat`, by
+/// name.
+pub fn stat_row(sock: &Path, be: &str, srv: &str) -> std::collections::HashMap<String, String> {
+    let csv = cli_cmd(sock, "show stat");
+    let mut lines = csv.lines();
+    let head: Vec<String> = lines
+        .next()
+        .unwrap_or("")
+        .trim_start_matches("# ")
+        .split(',')
+        .map(String::from)
+        .collect();
+    let row = lines
+        .find(|l| l.starts_with(&format!("{be},{srv},")))
+        .unwrap_or("");
+    head.into_iter()
+        .zip(row.split(',').map(String::from))
+        .collect()
+}
+
+/// Debian's haproxy 2.6, run beside ebb for side-by-side comparisons.
+pub struct Hap {
+    child: Child,
+    /// Its admin stats socket.
+    pub sock: PathBuf,
+}
+
+impl Drop for Hap {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Starts haproxy on `rest` (the configuration after `global`'s stats
+/// socket line), once its socket answers; None when it is not installed.
+pub fn haproxy_with(name: &str, rest: &str) -> Option<Hap> {
+    if !have("haproxy") {
+        println!("haproxy is not installed: ebb is checked on its own");
+        return None;
+    }
+    let d = scratch(name);
+    let sock = d.join("h.sock");
+    let cfg = format!(
+        "global\n    stats socket {} level admin\n{rest}",
+        sock.display()
+    );
+    std::fs::write(d.join("h.cfg"), cfg).unwrap();
+    let child = Command::new("haproxy")
+        .args(["-db", "-f", d.join("h.cfg").to_str().unwrap()])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .ok()?;
+    wait_until("haproxy's socket", || {
+        std::os::unix::net::UnixStream::connect(&sock).is_ok()
+    });
+    Some(Hap { child, sock })
+}

@@ -1,0 +1,272 @@
+//! HTTP health checks through the real binary: `http-check expect hdr|fhdr`
+//! with their matching methods, several `http-check connect|send|expect`
+//! steps in one check, `http-check comment`; each backend's `show stat`
+//! check fields compared with HAProxy 2.6's (Debian's haproxy, run beside
+//! ebb against the same servers) when it is installed.
+
+mod common;
+
+use std::collections::HashMap;
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener};
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+
+use common::*;
+
+/// A server answering every request with `answer`; the request lines it
+/// got are kept.
+fn server(answer: &'static str) -> (SocketAddr, Arc<Mutex<Vec<String>>>) {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap();
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let s2 = Arc::clone(&seen);
+    std::thread::spawn(move || {
+        for c in l.incoming().flatten() {
+            let seen = Arc::clone(&s2);
+            std::thread::spawn(move || {
+                let mut c = c;
+                let mut buf = Vec::new();
+                let mut tmp = [0u8; 2048];
+                while !buf.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match c.read(&mut tmp) {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => buf.extend_from_slice(&tmp[..n]),
+                    }
+                }
+                let line = String::from_utf8_lossy(&buf)
+                    .lines()
+                    .next()
+                    .unwrap_or("")
+                    .to_string();
+                seen.lock().unwrap().push(line);
+                let _ = c.write_all(answer.as_bytes());
+            });
+        }
+    });
+    (addr, seen)
+}
+
+/// The answer of HAProxy's `checks/http-check-expect` reg-test server.
+const ANSWER: &str = "HTTP/1.1 202 Accepted\r\nx-test1: true, next value\r\nx-test2: true, begin-value, value-end, value-sub-string, value-reg-123ABC\r\nx-begin-test: 1\r\nx-test-end: 1\r\nx-sub-test: 1\r\nx-reg-test1: 1\r\nContent-Length: 5\r\nConnection: close\r\n\r\nhello";
+const SECOND: &str =
+    "HTTP/1.1 200 OK\r\nx-second: yes\r\nContent-Length: 6\r\nConnection: close\r\n\r\nsecond";
+
+fn haproxy(backends: &str) -> Option<Hap> {
+    haproxy_with("httpcheck-hap", &common_cfg(backends, free_port()))
+}
+
+fn common_cfg(backends: &str, port: u16) -> String {
+    format!(
+        "defaults\n    mode http\n    timeout client 10s\n    timeout server 5s\n    timeout connect 2s\n    timeout check 5s\n\
+         frontend fe\n    bind 127.0.0.1:{port}\n    default_backend ok\n{backends}"
+    )
+}
+
+/// Each backend's server row: (check_status, check_code, last_chk).
+fn checks(sock: &Path) -> HashMap<String, (String, String, String)> {
+    let csv = cli_cmd(sock, "show stat");
+    let mut lines = csv.lines();
+    let head: Vec<&str> = lines
+        .next()
+        .unwrap_or("")
+        .trim_start_matches("# ")
+        .split(',')
+        .collect();
+    let col = |n: &str| head.iter().position(|h| *h == n).unwrap();
+    let (st, code, last) = (col("check_status"), col("check_code"), col("last_chk"));
+    lines
+        .filter(|l| l.contains(",srv,"))
+        .map(|l| {
+            let f: Vec<&str> = l.split(',').collect();
+            let g = |i: usize| f.get(i).unwrap_or(&"").trim_start_matches("* ").to_string();
+            (f[0].to_string(), (g(st), g(code), g(last)))
+        })
+        .collect()
+}
+
+#[test]
+fn header_rules_and_sequences_report_as_haproxy() {
+    let (a, _) = server(ANSWER);
+    let (b, seen_b) = server(SECOND);
+    let srv = |extra: &str| format!("    server srv {a} check inter 100ms rise 1 fall 1{extra}\n");
+    let backends = format!(
+        "backend ok\n    option httpchk\n    http-check expect status 200-399\n\
+         \x20   http-check expect hdr name \"x-test1\"\n\
+         \x20   http-check expect hdr name -m str \"X-Test2\"\n\
+         \x20   http-check expect hdr name -m beg \"X-Begin-\"\n\
+         \x20   http-check expect hdr name -m end \"-End\"\n\
+         \x20   http-check expect hdr name -m sub \"-Sub-\"\n\
+         \x20   http-check expect hdr name -m reg \"^[a-z]+-Reg-[a-z]+[0-9]\\$\"\n\
+         \x20   http-check expect fhdr name \"x-test1\" value \"true, next value\"\n\
+         \x20   http-check expect hdr name \"x-test2\" value -m str \"true\"\n\
+         \x20   http-check expect hdr name -m beg \"x-test\" value -m beg \"begin-\"\n\
+         \x20   http-check expect hdr name -m beg \"x-test\" value -m end \"-end\"\n\
+         \x20   http-check expect hdr name -m beg \"x-test\" value -m sub \"-sub-\"\n\
+         \x20   http-check expect hdr name -m beg \"x-test\" value -m reg \"^value-reg-[A-Z0-9]+\\$\"\n\
+         \x20   http-check expect fhdr name -m beg \"x-test\" value -m reg \"value-reg-[A-Z0-9]+\"\n{}\
+         backend fhdr\n    option httpchk\n    http-check expect fhdr name x-test1 value true\n{}\
+         backend neg\n    option httpchk\n    http-check expect ! hdr name -m sub test\n{}\
+         backend second\n    option httpchk\n    http-check expect status 202\n    http-check expect comment \"no such header\" hdr name x-none\n{}\
+         backend seq\n    option httpchk\n    http-check connect\n    http-check send meth GET uri /first\n    http-check expect status 202\n\
+         \x20   http-check connect port {} linger\n    http-check send meth GET uri /second ver HTTP/1.1 hdr host example.org\n    http-check expect hdr name x-second value yes\n    http-check expect string second\n{}\
+         backend seqfail\n    option httpchk\n    http-check connect\n    http-check send uri /a\n    http-check expect status 202\n    http-check connect port {}\n    http-check send uri /b\n    http-check comment \"the body\"\n    http-check expect string nope\n{}",
+        srv(""),
+        srv(""),
+        srv(""),
+        srv(""),
+        b.port(),
+        srv(""),
+        b.port(),
+        srv(""),
+    );
+    let d = scratch("httpcheck-ebb");
+    let sock = d.join("admin.sock");
+    let _e = Ebb::start(&format!(
+        "global\n    stats socket {} level admin\n{}",
+        sock.display(),
+        common_cfg(&backends, free_port())
+    ));
+    let hap = haproxy(&backends);
+    let want: &[(&str, (&str, &str, &str))] = &[
+        ("ok", ("L7OK", "202", "")),
+        ("fhdr", ("L7STS", "202", "Accepted")),
+        ("neg", ("L7STS", "202", "Accepted")),
+        (
+            "second",
+            ("L7STS", "202", "Accepted comment: no such header"),
+        ),
+        ("seq", ("L7OK", "200", "")),
+        (
+            "seqfail",
+            (
+                "L7RSP",
+                "",
+                "HTTP content check did not match comment: the body",
+            ),
+        ),
+    ];
+    let settled = |s: &Path| {
+        let c = checks(s);
+        want.iter()
+            .all(|(be, (st, _, _))| c.get(*be).is_some_and(|x| x.0 == *st))
+    };
+    wait_until("ebb's checks", || settled(&sock));
+    let ours = checks(&sock);
+    for (be, (st, code, last)) in want {
+        let got = &ours[*be];
+        assert_eq!(
+            (got.0.as_str(), got.1.as_str(), got.2.as_str()),
+            (*st, *code, *last),
+            "backend {be}"
+        );
+    }
+    // A connect right after a send is refused, as HAProxy does.
+    let bad = d.join("bad.cfg");
+    std::fs::write(
+        &bad,
+        common_cfg(
+            "backend ok\n    option httpchk\n    http-check connect\n    http-check send uri /a\n    http-check connect port 81\n",
+            free_port(),
+        ),
+    )
+    .unwrap();
+    let (code, _, err) = run_ebb(&["-c", "-f", bad.to_str().unwrap()], &d);
+    assert!(code != 0 && err.contains("missing expect rule"), "{err}");
+    // The sequence went to the second port with its own request.
+    assert!(seen_b
+        .lock()
+        .unwrap()
+        .iter()
+        .any(|l| l == "GET /second HTTP/1.1"));
+    if let Some(h) = &hap {
+        wait_until("haproxy's checks", || settled(&h.sock));
+        let theirs = checks(&h.sock);
+        for (be, _) in want {
+            assert_eq!(
+                ours[*be], theirs[*be],
+                "backend {be}: ebb (left), haproxy (right)"
+            );
+        }
+    }
+}
+
+/// A listener that keeps the first bytes of each connection and answers
+/// `answer` once 5 bytes arrived.
+fn raw_server(answer: &'static [u8]) -> (SocketAddr, Arc<Mutex<Vec<Vec<u8>>>>) {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap();
+    let got = Arc::new(Mutex::new(Vec::new()));
+    let g2 = Arc::clone(&got);
+    std::thread::spawn(move || {
+        for c in l.incoming().flatten() {
+            let got = Arc::clone(&g2);
+            std::thread::spawn(move || {
+                let mut c = c;
+                let mut buf = Vec::new();
+                let mut tmp = [0u8; 512];
+                // The whole hello (5-byte header + its length).
+                while buf.len() < 5
+                    || buf.len() < 5 + usize::from(u16::from_be_bytes([buf[3], buf[4]]))
+                {
+                    match c.read(&mut tmp) {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => buf.extend_from_slice(&tmp[..n]),
+                    }
+                }
+                got.lock().unwrap().push(buf);
+                let _ = c.write_all(answer);
+            });
+        }
+    });
+    (addr, got)
+}
+
+#[test]
+fn ssl_hello_chk_sends_haproxys_hello() {
+    // A TLS server refusing SSLv3 answers an alert record (0x15): the
+    // server speaks SSL, L6OK. An HTTP server's answer is not: L6RSP.
+    let (tls, hellos) = raw_server(b"\x15\x03\x00\x00\x02\x02\x46");
+    let (plain, _) = raw_server(b"HTTP/1.1 400 Bad Request\r\n\r\n");
+    let backends = format!(
+        "backend ok\n    option ssl-hello-chk\n    server srv {tls} check inter 100ms rise 1 fall 1\n\
+         backend plain\n    option ssl-hello-chk\n    server srv {plain} check inter 100ms rise 1 fall 1\n"
+    );
+    let d = scratch("sslhello-ebb");
+    let sock = d.join("admin.sock");
+    let e = Ebb::start(&format!(
+        "global\n    stats socket {} level admin\n{}",
+        sock.display(),
+        common_cfg(&backends, free_port())
+    ));
+    let settled = |s: &Path| {
+        let c = checks(s);
+        c.get("ok").is_some_and(|x| x.0 == "L6OK") && c.get("plain").is_some_and(|x| x.0 == "L6RSP")
+    };
+    wait_until("ebb's checks", || settled(&sock));
+    let ours = checks(&sock);
+    let hello = hellos.lock().unwrap()[0].clone();
+    drop(e);
+    assert_eq!(hello.len(), 126);
+    assert_eq!(hello[..11], [0x16, 3, 0, 0, 0x79, 1, 0, 0, 0x75, 3, 0]);
+    assert_eq!(&hello[15..43], b"HAPROXYSSLCHK\nHAPROXYSSLCHK\n");
+    // The time, within a day of now.
+    let t = u32::from_be_bytes([hello[11], hello[12], hello[13], hello[14]]);
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as u32;
+    assert!(now.abs_diff(t) < 86_400, "{t} vs {now}");
+    if let Some(h) = haproxy(&backends) {
+        hellos.lock().unwrap().clear();
+        wait_until("haproxy's checks", || settled(&h.sock));
+        let theirs = checks(&h.sock);
+        assert_eq!(ours["ok"], theirs["ok"]);
+        assert_eq!(ours["plain"], theirs["plain"]);
+        // A hello of haproxy's (its checks run every 100 ms).
+        wait_until("haproxy's hello", || !hellos.lock().unwrap().is_empty());
+        let hs = hellos.lock().unwrap()[0].clone();
+        // The same bytes but the time.
+        assert_eq!((&hs[..11], &hs[15..]), (&hello[..11], &hello[15..]));
+    }
+}
