@@ -290,6 +290,8 @@ const GLOBAL_KEYWORDS: &[&str] = &[
     "tune.comp.maxlevel",
     "close-spread-time",
     "master-worker",
+    "set-var",
+    "set-var-fmt",
 ];
 
 /// HAProxy `global` keywords ebb knows of but does not implement: a clearer
@@ -992,6 +994,43 @@ impl<'e> Parser<'e> {
                 g.log.push(t);
             }
             "localpeer" => g.localpeer = Some(one(w)?),
+            "set-var" | "set-var-fmt" => {
+                // HAProxy 2.5+: a process-wide variable set while the
+                // configuration is read, in order (ebb runs them in order
+                // at start, before any connection).
+                let [_, name, value] = w else {
+                    return Err(format!(
+                        "'{kw}' requires a process-wide variable name ('proc.<name>') and {}",
+                        if kw == "set-var" {
+                            "a sample expression"
+                        } else {
+                            "a format string"
+                        }
+                    ));
+                };
+                if !name.starts_with("proc.") {
+                    return Err(format!(
+                        "'{kw}': cannot set variable '{name}', only scope 'proc' is permitted in the global section"
+                    ));
+                }
+                let a = parse_var_action(
+                    "global",
+                    &format!("{kw}({name})"),
+                    std::slice::from_ref(value),
+                    Scope::Request { backend: true },
+                )?;
+                let free = match &a {
+                    VarAction::Set(_, e) => e.context_free(),
+                    VarAction::SetFmt(_, f) => f.context_free(),
+                    VarAction::Unset(_) => true,
+                };
+                if !free {
+                    return Err(format!(
+                        "'{kw} {name}': '{value}' needs a connection or a request, which the global section does not have (only constants, env(), date(), rand(), uuid() and var() may be used here)"
+                    ));
+                }
+                g.set_vars.push(a);
+            }
             "pidfile" => {
                 g.pidfile = Some(Spanned {
                     value: PathBuf::from(one(w)?),
@@ -1976,7 +2015,6 @@ fn proxy_kw(px: &mut Proxy, ctx: &Ctx<'_>, words: &[String]) -> Result<(), Strin
         "http-request" => {
             ctx.allow_rules(kw)?;
             let rule = parse_http_request(px, ctx, &w[1..])?;
-            unreachable_rule(px)?;
             px.http_request.push(rule);
         }
         "redirect" => {
@@ -1984,7 +2022,6 @@ fn proxy_kw(px: &mut Proxy, ctx: &Ctx<'_>, words: &[String]) -> Result<(), Strin
             let (args, c) = split_cond(&w[1..]);
             let r = parse_redirect(args, request_scope(px))?;
             let cond = cond_of(c, px, loc)?;
-            unreachable_rule(px)?;
             px.http_request.push(HttpRequestRule {
                 action: HttpRequestAction::Redirect(r),
                 cond,
@@ -2542,10 +2579,13 @@ fn proxy_kw(px: &mut Proxy, ctx: &Ctx<'_>, words: &[String]) -> Result<(), Strin
     Ok(())
 }
 
-/// A rule after an unconditional final one (return, redirect, deny, allow,
-/// use-service) would never run; HAProxy warns and ignores it, ebb refuses.
-fn unreachable_rule(px: &Proxy) -> Result<(), String> {
-    let final_rule = px.http_request.iter().find(|r| {
+/// The `http-request` rules after an unconditional final one (return,
+/// redirect, deny, allow, use-service...) of the same section: they never
+/// run. HAProxy 2.6 warns at each (cfgparse-listen.c: "previous '...'
+/// action is final and has no condition attached, further entries are
+/// NOOP") and keeps them; ebb does the same (a warning at start).
+pub fn unreachable_rules(px: &Proxy) -> Vec<String> {
+    let is_final = |r: &HttpRequestRule| {
         r.cond.is_none()
             && !matches!(
                 r.action,
@@ -2558,14 +2598,20 @@ fn unreachable_rule(px: &Proxy) -> Result<(), String> {
                     | HttpRequestAction::Rewrite(_)
                     | HttpRequestAction::Capture(_)
             )
-    });
-    match final_rule {
-        Some(r) => Err(format!(
-            "this rule is never reached: the 'http-request' rule at {} has no condition and ends the evaluation",
-            r.loc
-        )),
-        None => Ok(()),
-    }
+    };
+    let Some(first) = px.http_request.iter().position(is_final) else {
+        return Vec::new();
+    };
+    let f = &px.http_request[first];
+    px.http_request[first + 1..]
+        .iter()
+        .map(|r| {
+            format!(
+                "{}: previous 'http-request' action at {} is final and has no condition attached, further entries are NOOP",
+                r.loc, f.loc
+            )
+        })
+        .collect()
 }
 
 fn proxy_option(px: &mut Proxy, ctx: &Ctx<'_>, no: bool, w: &[String]) -> Result<(), String> {

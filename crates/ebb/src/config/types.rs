@@ -167,6 +167,8 @@ impl Config {
 pub struct Global {
     /// `localpeer NAME` (`-L` beats it).
     pub localpeer: Option<String>,
+    /// `set-var proc.NAME EXPR` and `set-var-fmt proc.NAME FMT`, in order.
+    pub set_vars: Vec<crate::sample::VarAction>,
     /// `nbthread N`; `None`: one per CPU.
     pub nbthread: Option<Spanned<u32>>,
     /// `maxconn N`: process-wide connection limit.
@@ -253,6 +255,7 @@ impl Default for Global {
     fn default() -> Self {
         Global {
             localpeer: None,
+            set_vars: Vec::new(),
             nbthread: None,
             maxconn: None,
             bufsize: 16384,
