@@ -539,6 +539,32 @@ pub fn run(cfg: Config, opts: RunOptions) -> i32 {
         handle: rt.handle(),
     });
     Process::set_global(&process);
+    // `fe_conn`, `be_conn`, `srv_conn`: read from the configuration in
+    // force (`scur` of the stats).
+    let counts_live = Arc::clone(&live);
+    crate::sample::set_counts(Box::new(move |what, proxy, server| {
+        use crate::sample::Count;
+        use std::sync::atomic::Ordering;
+        let c = counts_live.compiled();
+        if what == Count::FeConn {
+            let fe = c.frontends.iter().find(|f| f.name == proxy)?;
+            return Some(i64::from(fe.cur_conns()));
+        }
+        let be = c.backends.iter().find(|b| b.name == proxy)?;
+        let crate::proxy::BackendKind::Servers(sv) = &be.kind else {
+            return Some(0);
+        };
+        let mut n = 0i64;
+        for s in &sv.farm.servers {
+            if server.is_none_or(|name| s.name == name) {
+                n += i64::from(s.cur.load(Ordering::Relaxed));
+                if server.is_some() {
+                    return Some(n);
+                }
+            }
+        }
+        server.is_none().then_some(n)
+    }));
     let cli_socks = Mutex::new(Some(cli_socks));
     let heavy_tasklets = cfg.global.heavy_tasklets;
     let resolvers_cfg = cfg.resolvers.clone();

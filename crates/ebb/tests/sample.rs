@@ -219,8 +219,9 @@ frontend f\n    bind {bind} name web\n\
     acl one req.hdr(x-c),lower one\n\
     acl q req.hdr(x-q) -m sub \"b,c\"\n\
     acl ip req.hdr_ip(a2) 10.0.0.1\n\
-    http-request return status 200 hdr x-r \"%[req.hdr_ip(a1)]|%[req.hdr_ip(a2)]|%[req.hdr_ip(a2,1)]|%[req.hdr_ip(a3)]|%[req.hdr_ip(a4),ipmask(24)]|%[req.hdr_ip(a1),ipmask(24)]|%[req.hdr_ip(a1),ipmask(24,ffff:ffff::)]|%[req.hdr_ip(a5)]|%[int(60),div(txn.d)]|%[int(60),div(txn.none)]|%[var(txn.none,60),div(txn.d)]|%[req.hdr(x-q)]|%[req.hdr(x-q,1)]|%[req.hdr_cnt(x-q)]\" hdr x-acl \"%[bool(1)]\" hdr x-more \"%[so_name]|%[str(abc),xxh3]|%[str(abc),xxh32(1)]|%[capture.req.hdr(0)]|%[var(proc.msg)]|%[int(60),div(proc.twelve)]\" if one q ip\n\
-    http-request return status 200 hdr x-r \"%[req.hdr(x-q,1)]|%[req.hdr_cnt(x-q)]\" hdr x-acl no\n"
+    http-request return status 200 hdr x-r \"%[req.hdr_ip(a1)]|%[req.hdr_ip(a2)]|%[req.hdr_ip(a2,1)]|%[req.hdr_ip(a3)]|%[req.hdr_ip(a4),ipmask(24)]|%[req.hdr_ip(a1),ipmask(24)]|%[req.hdr_ip(a1),ipmask(24,ffff:ffff::)]|%[req.hdr_ip(a5)]|%[int(60),div(txn.d)]|%[int(60),div(txn.none)]|%[var(txn.none,60),div(txn.d)]|%[req.hdr(x-q)]|%[req.hdr(x-q,1)]|%[req.hdr_cnt(x-q)]\" hdr x-acl \"%[bool(1)]\" hdr x-more \"%[so_name]|%[str(abc),xxh3]|%[str(abc),xxh32(1)]|%[capture.req.hdr(0)]|%[var(proc.msg)]|%[int(60),div(proc.twelve)]|%[fe_conn]|%[be_conn(b)]|%[srv_conn(b/s)]\" if one q ip\n\
+    http-request return status 200 hdr x-r \"%[req.hdr(x-q,1)]|%[req.hdr_cnt(x-q)]\" hdr x-acl no\n\
+backend b\n    server s 127.0.0.1:9\n"
     )
 }
 
@@ -265,7 +266,7 @@ fn acl_values_hdr_ip_and_variables_as_haproxy() {
     let expect = [
         "x-r: Some(\"2001:db8::1||10.0.0.1||192.168.1.0||2001:db8::|10.1.2.3|5||5|d|\\\"a,b,c\\\"|2\")",
         "x-acl: Some(\"1\")",
-        "x-more: Some(\"web|8696274497037089104|2856167679|two|twelve=12|5\")",
+        "x-more: Some(\"web|8696274497037089104|2856167679|two|twelve=12|5|1|0|0\")",
         "x-r: Some(\"\\\"a,b\\\"|2\")",
         "x-acl: Some(\"no\")",
         "x-more: None",

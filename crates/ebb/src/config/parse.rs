@@ -152,6 +152,9 @@ pub(crate) struct Parser<'e> {
     bad_binds: Vec<usize>,
     /// Stick tables the rules name: (table, line), checked at the end.
     table_refs: Vec<(String, Loc)>,
+    /// Proxies and servers the count fetches name (`srv_conn(be/s)`...),
+    /// checked once every section is read.
+    proxy_refs: Vec<(crate::sample::Count, String, Option<String>, Loc)>,
     resolvers: Vec<Resolvers>,
     peers: Vec<super::peers::PeersSection>,
     caches: Vec<CacheSection>,
@@ -478,6 +481,7 @@ impl<'e> Parser<'e> {
             default_path: DefaultPath::Current,
             bad_binds: Vec::new(),
             table_refs: Vec::new(),
+            proxy_refs: Vec::new(),
             resolvers: Vec::new(),
             tls: TlsDefaults::default(),
             peers: Vec::new(),
@@ -670,6 +674,18 @@ impl<'e> Parser<'e> {
         };
         let in_defaults = matches!(self.section, Section::Defaults { .. });
         let mut result = result;
+        for (what, proxy, server) in crate::sample::take_proxy_refs() {
+            if in_defaults && proxy.is_none() && server.is_some() && result.is_ok() {
+                // HAProxy: a server argument must name its backend there.
+                result = Err(format!(
+                    "in a 'defaults' section, 'srv_conn' must name the server's backend ('backend/{}')",
+                    server.as_deref().unwrap_or_default()
+                ));
+            }
+            if let Some(p) = proxy.or_else(|| server.as_ref().and_then(|_| own.clone())) {
+                self.proxy_refs.push((what, p, server, loc.clone()));
+            }
+        }
         for r in crate::sample::take_refs() {
             if r.is_none() && in_defaults && result.is_ok() {
                 // HAProxy resolves it against the defaults section, which
@@ -1384,6 +1400,33 @@ impl<'e> Parser<'e> {
                         }
                     }
                 }
+            }
+        }
+        for (what, name, server, loc) in &self.proxy_refs {
+            let found = px.iter().find(|p| {
+                &p.name == name
+                    && if *what == crate::sample::Count::FeConn {
+                        p.kind.is_frontend()
+                    } else {
+                        p.kind.is_backend()
+                    }
+            });
+            let msg = match (found, server) {
+                (None, _) => Some(format!(
+                    "no {} named '{name}'",
+                    if *what == crate::sample::Count::FeConn {
+                        "frontend"
+                    } else {
+                        "backend"
+                    }
+                )),
+                (Some(p), Some(s)) if !p.servers.iter().any(|x| &x.name == s) => {
+                    Some(format!("backend '{name}' has no server named '{s}'"))
+                }
+                _ => None,
+            };
+            if let Some(m) = msg {
+                err(&mut errs, loc, m);
             }
         }
         for (name, loc) in &self.table_refs {

@@ -3240,3 +3240,25 @@ fn global_set_var_is_context_free_and_proc_only() {
         "requires a process-wide variable",
     );
 }
+
+#[test]
+fn count_fetches_name_existing_proxies() {
+    // startup/default_rules h15 and h17: in a defaults section a server
+    // argument names its backend.
+    ok("defaults d\n    mode http\n    http-request set-header x %[srv_conn(b/s)]\nbackend b from d\n    server s 127.0.0.1:80\n");
+    err1(
+        "defaults d\n    mode http\n    http-request set-header x %[srv_conn(s)]\nbackend b from d\n    server s 127.0.0.1:80\n",
+        "t.cfg:3: ",
+        "must name the server's backend",
+    );
+    err1(
+        &be("    http-request set-header x %[srv_conn(nope)]\n    server s 127.0.0.1:80"),
+        "t.cfg:2: ",
+        "backend 'b' has no server named 'nope'",
+    );
+    err1(
+        &fe("    http-request set-header x %[be_conn(zz)]"),
+        "t.cfg:3: ",
+        "no backend named 'zz'",
+    );
+}

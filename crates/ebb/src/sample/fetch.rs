@@ -90,6 +90,13 @@ pub(super) enum Fetch {
     UniqueId,
     /// `so_name`: the `name` of the connection's bind line (none without).
     SoName,
+    /// `fe_conn([FE])`, `be_conn([BE])`, `srv_conn([BE/]SRV)`: live
+    /// connection counts (no proxy named: the exchange's).
+    Count {
+        what: super::Count,
+        proxy: Option<String>,
+        server: Option<String>,
+    },
     /// `capture.req.hdr(N)`, `capture.res.hdr(N)`: capture slot N of the
     /// request or response side, when it holds a value.
     Capture {
@@ -344,6 +351,37 @@ impl Fetch {
                 Ok(Fetch::Uuid)
             }
             "so_name" => none(Fetch::SoName),
+            "fe_conn" | "be_conn" | "srv_conn" => {
+                let what = match name {
+                    "fe_conn" => super::Count::FeConn,
+                    "be_conn" => super::Count::BeConn,
+                    _ => super::Count::SrvConn,
+                };
+                let (proxy, server) = if what == super::Count::SrvConn {
+                    arg_count(name, args, 1, 1)?;
+                    match args[0].split_once('/') {
+                        Some((b, s)) if !b.is_empty() && !s.is_empty() => {
+                            (Some(b.to_string()), Some(s.to_string()))
+                        }
+                        None if !args[0].is_empty() => (None, Some(args[0].clone())),
+                        _ => {
+                            return Err(format!(
+                                "fetch 'srv_conn': expects [backend/]server, got '{}'",
+                                args[0]
+                            ))
+                        }
+                    }
+                } else {
+                    arg_count(name, args, 0, 1)?;
+                    (args.first().filter(|a| !a.is_empty()).cloned(), None)
+                };
+                super::note_proxy_ref(what, proxy.clone(), server.clone());
+                Ok(Fetch::Count {
+                    what,
+                    proxy,
+                    server,
+                })
+            }
             "capture.req.hdr" | "capture.res.hdr" => {
                 arg_count(name, args, 1, 1)?;
                 let idx = usize::try_from(int_arg(&format!("fetch '{name}'"), &args[0])?)
@@ -435,6 +473,7 @@ impl Fetch {
             | Fetch::Uuid
             | Fetch::UniqueId
             | Fetch::SoName
+            | Fetch::Count { .. }
             | Fetch::Var(..)
             // Stick-table counters: known without reading the connection.
             | Fetch::Stk(_) => Layer::L4,
@@ -485,6 +524,7 @@ impl Fetch {
             Fetch::ReqLen | Fetch::ReqSslHelloType | Fetch::ResLen => Type::Int,
             Fetch::Src | Fetch::Dst | Fetch::HdrIp { .. } => Type::Ip,
             Fetch::SrcPort
+            | Fetch::Count { .. }
             | Fetch::DstPort
             | Fetch::HdrCnt { .. }
             | Fetch::CookCnt(_)
@@ -708,6 +748,18 @@ impl Fetch {
                 s.cur.clear();
                 s.cur.extend_from_slice(v);
                 Some(Val::Str)
+            }
+            Fetch::Count {
+                what,
+                proxy,
+                server,
+            } => {
+                let p = match (what, proxy) {
+                    (_, Some(p)) => p.as_str(),
+                    (super::Count::FeConn, None) => ctx.fe,
+                    (_, None) => ctx.be?,
+                };
+                Some(Val::Int(super::count(*what, p, server.as_deref())?))
             }
             Fetch::SoName => {
                 let name = ctx.vars?.try_borrow().ok()?.so_name.clone()?;

@@ -42,6 +42,52 @@ pub use logfmt::LogFormat;
 pub use stk::{note_table_ref, sample_key, take_refs, StkConv, StkFetch};
 pub use vars::{CacheFacts, VarAction, VarRef, VarStore};
 
+/// A live count a fetch reads from the running proxies: `fe_conn`,
+/// `be_conn`, `srv_conn`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Count {
+    /// Connections established on a frontend.
+    FeConn,
+    /// Connections established on a backend's servers.
+    BeConn,
+    /// Connections established on a server.
+    SrvConn,
+}
+
+/// Answers a [`Count`] for a proxy name (and a server name for
+/// `SrvConn`); `None` when there is no such proxy or server.
+pub type CountFn = dyn Fn(Count, &str, Option<&str>) -> Option<i64> + Send + Sync;
+
+static COUNTS: std::sync::OnceLock<Box<CountFn>> = std::sync::OnceLock::new();
+
+/// Installs what answers the count fetches (the server does, at start:
+/// the sample engine does not see the running proxies itself).
+pub fn set_counts(f: Box<CountFn>) {
+    let _ = COUNTS.set(f);
+}
+
+fn count(c: Count, proxy: &str, server: Option<&str>) -> Option<i64> {
+    COUNTS.get()?(c, proxy, server)
+}
+
+/// A proxy (and server) a count fetch names; `None`: the rule's own.
+pub type ProxyRef = (Count, Option<String>, Option<String>);
+
+thread_local! {
+    static PROXY_REFS: RefCell<Vec<ProxyRef>> = const { RefCell::new(Vec::new()) };
+}
+
+/// The proxies and servers the count fetches compiled on this thread
+/// since the last call name (`None`: the proxy of the rule), for the
+/// parser's checks.
+pub fn take_proxy_refs() -> Vec<ProxyRef> {
+    PROXY_REFS.with(|r| std::mem::take(&mut *r.borrow_mut()))
+}
+
+fn note_proxy_ref(c: Count, proxy: Option<String>, server: Option<String>) {
+    PROXY_REFS.with(|r| r.borrow_mut().push((c, proxy, server)));
+}
+
 /// Where an expression is evaluated: decides which fetches exist.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Scope {
