@@ -2211,6 +2211,10 @@ fn proxy_kw(px: &mut Proxy, ctx: &Ctx<'_>, words: &[String]) -> Result<(), Strin
                 "capture" if kw == "http-response" => {
                     HttpResponseAction::Capture(parse_capture_action(px, ctx, true, args)?)
                 }
+                "allow" => match args {
+                    [] => HttpResponseAction::Allow,
+                    [x, ..] => return Err(format!("unexpected '{x}' after '{kw} allow'")),
+                },
                 "cache-store" if kw == "http-response" => match args {
                     [n] => HttpResponseAction::CacheStore(n.clone()),
                     [] => return Err("'http-response cache-store' expects a cache name".to_string()),
@@ -2227,7 +2231,7 @@ fn proxy_kw(px: &mut Proxy, ctx: &Ctx<'_>, words: &[String]) -> Result<(), Strin
                     }
                     None => {
                         return Err(format!(
-                            "unknown '{kw}' action '{a}' (supported: set-header, add-header, del-header, replace-header, replace-value, set-status, set-var, set-var-fmt, unset-var, capture, cache-store)"
+                            "unknown '{kw}' action '{a}' (supported: allow, set-header, add-header, del-header, replace-header, replace-value, set-status, set-var, set-var-fmt, unset-var, capture, cache-store)"
                         ))
                     }
                 },

@@ -1062,6 +1062,10 @@ pub enum HttpResponseAction {
     Capture(crate::sample::logline::CaptureAction),
     /// `cache-store NAME`.
     CacheStore(String),
+    /// `allow`: the rest of this proxy's list (its defaults' rules and
+    /// its own) is skipped; the next proxy's list still runs (HAProxy's
+    /// HTTP_RULE_RES_STOP in `http_process_res_common`).
+    Allow,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
