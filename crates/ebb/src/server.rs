@@ -670,6 +670,10 @@ pub fn run(cfg: Config, opts: RunOptions) -> i32 {
         }
         for (sock, fe, tls, bind) in mine {
             let fd = sock.as_raw_fd();
+            // Accepted sockets inherit TCP_NODELAY from their listener
+            // (Linux copies the option at accept), so no connection pays
+            // a `setsockopt` for it. A UNIX socket has no such option.
+            let _ = sock.set_tcp_nodelay(true);
             let l = Listener {
                 paused: false,
                 sock: Some(sock),

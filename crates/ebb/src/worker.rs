@@ -222,6 +222,10 @@ impl Worker {
 
     /// Whether this frontend's requests are logged.
     pub fn logging(&self, fe: &FrontendRt) -> bool {
+        if !fe.log {
+            // No lookup by name for a frontend that logs nothing.
+            return false;
+        }
         match self.shared.fe_loggers.get(fe.name.as_str()) {
             Some(l) if fe.log && !l.is_empty() => {
                 let mut cur = self.log_fe.borrow_mut();

@@ -160,6 +160,10 @@ impl<'a> Fields<'a> {
 /// An owned, reusable field list: the H2 mux's decoded heads and
 /// trailers, the fields a stream's rules add. [`FieldBuf::clear`] keeps
 /// the capacity, so a warm one does not allocate.
+/// Room a [`FieldBuf`] takes at its first use: bytes, and fields.
+const FIELD_BYTES: usize = 256;
+const FIELDS: usize = 8;
+
 #[derive(Clone, Debug, Default)]
 pub struct FieldBuf {
     buf: Vec<u8>,
@@ -177,6 +181,7 @@ impl FieldBuf {
     pub fn push(&mut self, name: &[u8], value: &[u8]) {
         let name = self.put(name);
         let value = self.put(value);
+        self.list.reserve(FIELDS);
         self.list.push(Field { name, value });
     }
 
@@ -189,6 +194,7 @@ impl FieldBuf {
             start,
             end: self.buf.len() as u32,
         };
+        self.list.reserve(FIELDS);
         self.list.push(Field { name, value });
     }
 
@@ -203,6 +209,11 @@ impl FieldBuf {
     /// values, say) and returns where they are: [`FieldBuf::bytes`]
     /// indexed by the span gives them back.
     pub fn put(&mut self, bytes: &[u8]) -> crate::http1::Span {
+        if self.buf.capacity() == 0 {
+            // One allocation for a typical answer's fields, rather than
+            // growing 8, 16, 32... bytes at a time.
+            self.buf.reserve(FIELD_BYTES);
+        }
         let start = self.buf.len() as u32;
         self.buf.extend_from_slice(bytes);
         crate::http1::Span {

@@ -47,16 +47,18 @@ use crate::worker::Worker;
 /// What a connection carries from its first rules to its mode's code:
 /// the trackers (`tcp-request connection|session track-scN`) and the
 /// variables (`sess.*`) those rules set.
+/// The variables are boxed from the start: they are large, and they move
+/// from here into the connection's own state without being copied.
 pub struct Early {
     pub stk: crate::table::Stk,
-    pub vars: RefCell<crate::sample::VarStore>,
+    pub vars: Box<RefCell<crate::sample::VarStore>>,
 }
 
 impl Early {
     fn new(fe: &FrontendRt) -> Early {
         Early {
             stk: crate::table::Stk::new(Arc::clone(&fe.tables)),
-            vars: RefCell::default(),
+            vars: Box::default(),
         }
     }
 }
@@ -155,7 +157,7 @@ fn start(
             fe,
             w,
             tls,
-            (early.stk, early.vars),
+            (early.stk, *early.vars),
         );
     }
     if !fe.l4.tcp_mode {
@@ -170,8 +172,7 @@ fn start(
             Some((early.stk, early.vars)),
         );
     }
-    // Non-blocking since `accept4` (the listener).
-    let _ = sock.set_nodelay(true);
+    // Non-blocking (SOCK_NONBLOCK) and TCP_NODELAY from the listener.
     let tr = Transport::accept(sock, tls)?;
     session::Session::spawn(ctx, tr, peer, dst, fe, w, early)
 }

@@ -91,7 +91,7 @@ pub(super) struct Session {
     /// Queue lengths when this session queued (`%sq/%bq`).
     queues: (usize, usize),
     accept_time: SystemTime,
-    vars: RefCell<crate::sample::VarStore>,
+    vars: Box<RefCell<crate::sample::VarStore>>,
     /// The session's trackers (`tcp-request ... track-scN`).
     stk: crate::table::Stk,
     /// The content rule to resume at (HAProxy's `current_rule`): a rule
@@ -338,7 +338,7 @@ impl Session {
             sni: tr.sni(),
             req: None,
             res: None,
-            vars: Some(&self.vars),
+            vars: Some(&*self.vars),
             stk: Some(&self.stk),
             payload,
         };

@@ -33,8 +33,14 @@ impl Ctx {
 
     /// Creates a tasklet from any [`TaskletFn`] (a connection's state, say).
     pub fn new_tasklet_obj(&mut self, name: &'static str, f: impl TaskletFn) -> TaskletId {
+        self.new_tasklet_boxed(name, Box::new(f))
+    }
+
+    /// [`Ctx::new_tasklet_obj`] for a state already on the heap: a large
+    /// one (a connection's) is built in its box and never moved again.
+    pub fn new_tasklet_boxed(&mut self, name: &'static str, f: Box<dyn TaskletFn>) -> TaskletId {
         let prof = self.intern(name);
-        let i = self.alloc(sf::LIVE, prof, Cb::Tasklet(Box::new(f)));
+        let i = self.alloc(sf::LIVE, prof, Cb::Tasklet(f));
         TaskletId {
             thread: self.tid as u16,
             slot: i as u32,

@@ -201,8 +201,10 @@ pub struct Conn<S> {
     pub(crate) me: Option<TaskletId>,
     /// Input state after the request being answered (its body, if any).
     pub(crate) next_input: Option<In>,
-    /// Variables of the current exchange and of this connection.
-    pub(crate) vars: std::cell::RefCell<crate::sample::VarStore>,
+    /// Variables of the current exchange and of this connection (boxed:
+    /// they are large, and the connection's state stays small enough for
+    /// the allocator's per-thread cache).
+    pub(crate) vars: Box<std::cell::RefCell<crate::sample::VarStore>>,
     /// What this connection tracks in stick tables (`track-sc`).
     pub(crate) stk: crate::table::Stk,
     /// This connection in the CLI's session list.
@@ -243,11 +245,11 @@ impl<S: Exchange + Default + 'static> Conn<S> {
         // Trackers and variables of the `tcp-request connection|session` rules.
         early: Option<(
             crate::table::Stk,
-            std::cell::RefCell<crate::sample::VarStore>,
+            Box<std::cell::RefCell<crate::sample::VarStore>>,
         )>,
     ) -> io::Result<()> {
-        // The listener accepts with SOCK_NONBLOCK (no `ioctl` here).
-        let _ = sock.set_nodelay(true);
+        // Non-blocking (SOCK_NONBLOCK) and TCP_NODELAY from the listener:
+        // no system call here.
         let fd = sock.as_raw_fd();
         let tr = Transport::accept(sock, tls)?;
         let conn = Self::make(ctx, tr, fd, peer, dst, fe, w, early);
@@ -273,7 +275,7 @@ impl<S: Exchange + Default + 'static> Conn<S> {
         };
         let (first_deadline, heavy) = (conn.deadline, conn.heavy);
         let sess2 = Arc::clone(&conn.sess);
-        let id = ctx.new_tasklet_obj(name, conn);
+        let id = ctx.new_tasklet_boxed(name, conn);
         *sess2.tasklet.lock().unwrap_or_else(|p| p.into_inner()) = Some(id);
         // Registered with the poller at the end of its first run that
         // leaves it open (see `registered`).
@@ -289,7 +291,8 @@ impl<S: Exchange + Default + 'static> Conn<S> {
     }
 
     /// The connection's state, its first deadline in `deadline` (the
-    /// caller arms the tasklet's timer with it).
+    /// caller arms the tasklet's timer with it). Built in its box, which
+    /// becomes the tasklet's: the state is never copied after.
     #[allow(clippy::too_many_arguments)]
     fn make(
         ctx: &mut Ctx,
@@ -301,9 +304,9 @@ impl<S: Exchange + Default + 'static> Conn<S> {
         w: std::rc::Rc<Worker>,
         early: Option<(
             crate::table::Stk,
-            std::cell::RefCell<crate::sample::VarStore>,
+            Box<std::cell::RefCell<crate::sample::VarStore>>,
         )>,
-    ) -> Self {
+    ) -> Box<Self> {
         let now = ctx.now();
         let first_deadline = ticks::add(now, fe.timeouts.http_request);
         let sess = w
@@ -316,7 +319,7 @@ impl<S: Exchange + Default + 'static> Conn<S> {
                 Default::default(),
             )
         });
-        Conn {
+        Box::new(Conn {
             tr,
             fd,
             heavy,
@@ -354,7 +357,7 @@ impl<S: Exchange + Default + 'static> Conn<S> {
             fields: FieldBuf::default(),
             lane_of: None,
             registered: false,
-        }
+        })
     }
 
     /// Starts a lane of the HTTP/2 connection whose tasklet is `mux`: an
@@ -374,11 +377,12 @@ impl<S: Exchange + Default + 'static> Conn<S> {
             std::cell::RefCell<crate::sample::VarStore>,
         ),
     ) -> TaskletId {
+        let session = (session.0, Box::new(session.1));
         let mut conn = Self::make(ctx, tr, -1, peer, dst, fe, w, Some(session));
         conn.lane_of = Some(mux);
         let first_deadline = conn.deadline;
         let sess = std::sync::Arc::clone(&conn.sess);
-        let id = ctx.new_tasklet_obj("h2_stream", conn);
+        let id = ctx.new_tasklet_boxed("h2_stream", conn);
         *sess.tasklet.lock().unwrap_or_else(|p| p.into_inner()) = Some(id);
         ctx.on_stop_tasklet(id);
         ctx.tasklet_set_expire(id, first_deadline);
@@ -426,7 +430,7 @@ impl<S: Exchange + Default + 'static> Conn<S> {
         let fresh = crate::table::Stk::new(Arc::clone(&self.fe.tables));
         let session = (
             std::mem::replace(&mut self.stk, fresh),
-            std::mem::take(&mut self.vars),
+            *std::mem::take(&mut self.vars),
         );
         let started = crate::mux::h2::H2Conn::<S>::spawn(
             ctx,
@@ -788,7 +792,7 @@ impl<S: Exchange + Default + 'static> Conn<S> {
             tls: self.tr.is_tls(),
             cookie_flags: "--",
             h2: self.lane_of.is_some(),
-            vars: Some(&self.vars),
+            vars: Some(&*self.vars),
             ncaps: self.fe.ncaps(),
             fmt: self.fe.log_format.as_ref(),
         }
@@ -1170,5 +1174,18 @@ impl<S: Exchange + Default + 'static> Conn<S> {
             ctx.set_heavy(me, false);
         }
         st
+    }
+}
+
+#[cfg(test)]
+mod size {
+    /// A connection's state is allocated and freed once per connection:
+    /// glibc serves blocks of up to 1,032 bytes from its per-thread cache
+    /// (tcache) without locking or searching its bins, so the state must
+    /// stay below that (the variables are boxed apart for this reason).
+    #[test]
+    fn connection_state_fits_the_allocators_thread_cache() {
+        let n = std::mem::size_of::<super::Conn<crate::stream::Stream>>();
+        assert!(n <= 1024, "Conn<Stream> is {n} bytes");
     }
 }

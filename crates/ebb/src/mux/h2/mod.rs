@@ -235,8 +235,7 @@ impl<S: Exchange + Default + 'static> H2Conn<S> {
             std::cell::RefCell<crate::sample::VarStore>,
         ),
     ) -> io::Result<()> {
-        // Non-blocking since `accept4` (the listener).
-        let _ = sock.set_nodelay(true);
+        // Non-blocking (SOCK_NONBLOCK) and TCP_NODELAY from the listener.
         let tr = Transport::accept(sock, tls)?;
         w.conn_opened(&fe);
         fe.sessions.fetch_add(1, Ordering::Relaxed);
