@@ -169,6 +169,30 @@ impl Drop for Haproxy {
     }
 }
 
+/// Starts HAProxy on the configuration `cfg` makes for a free loopback
+/// address; returns it once that address accepts connections.
+fn haproxy(cfg: impl Fn(SocketAddr) -> String) -> (Haproxy, SocketAddr) {
+    let addr = free_port();
+    let dir = scratch("haproxy-sample");
+    let path = dir.join("h.cfg");
+    std::fs::write(&path, cfg(addr)).unwrap();
+    let child = Command::new("haproxy")
+        .args(["-db", "-f", path.to_str().unwrap()])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start haproxy");
+    let h = Haproxy(child);
+    // Wait for the listener (an event: the connect succeeds).
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while TcpStream::connect(addr).is_err() {
+        assert!(Instant::now() < deadline, "haproxy did not start");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    (h, addr)
+}
+
 #[test]
 fn same_observations_as_haproxy() {
     if !have("curl") || !have("haproxy") {
@@ -182,24 +206,7 @@ fn same_observations_as_haproxy() {
 
     let a2 = Origin::start("a", Mode::Ok);
     let b2 = Origin::start("b", Mode::Ok);
-    let addr = free_port();
-    let dir = scratch("haproxy-sample");
-    let path = dir.join("h.cfg");
-    std::fs::write(&path, config(&addr.to_string(), &a2, &b2)).unwrap();
-    let child = Command::new("haproxy")
-        .args(["-db", "-f", path.to_str().unwrap()])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start haproxy");
-    let _h = Haproxy(child);
-    // Wait for the listener (an event: the connect succeeds).
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while TcpStream::connect(addr).is_err() {
-        assert!(Instant::now() < deadline, "haproxy did not start");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let (_h, addr) = haproxy(|a| config(&a.to_string(), &a2, &b2));
     let theirs = observe(addr, &a2, &b2);
     assert_eq!(ours, theirs);
 }
@@ -282,22 +289,6 @@ fn acl_values_hdr_ip_and_variables_same_as_haproxy() {
     }
     let e = Ebb::start(&compat_config("BIND"));
     let ours = compat_observe(e.addr());
-    let addr = free_port();
-    let dir = scratch("haproxy-compat");
-    let path = dir.join("h.cfg");
-    std::fs::write(&path, compat_config(&addr.to_string())).unwrap();
-    let child = Command::new("haproxy")
-        .args(["-db", "-f", path.to_str().unwrap()])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start haproxy");
-    let _h = Haproxy(child);
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while TcpStream::connect(addr).is_err() {
-        assert!(Instant::now() < deadline, "haproxy did not start");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let (_h, addr) = haproxy(|a| compat_config(&a.to_string()));
     assert_eq!(ours, compat_observe(addr));
 }

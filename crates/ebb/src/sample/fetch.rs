@@ -892,40 +892,29 @@ impl Fetch {
 /// Puts occurrence `n` of header `name`'s values (comma-separated unless
 /// `full`; from the last when negative) in `s.cur`; whether it exists.
 fn nth_value(ctx: &Ctx<'_>, res: bool, name: &str, full: bool, n: i64, s: &mut Scratch) -> bool {
-    let mut found = false;
-    if n > 0 {
-        let mut i = 0;
-        values(ctx, res, name, full, &mut |v| {
-            i += 1;
-            if i == n {
-                s.cur.clear();
-                s.cur.extend_from_slice(v);
-                found = true;
-                return true;
-            }
-            false
-        });
-    } else if n < 0 {
+    let want = if n < 0 {
         let mut total = 0;
         values(ctx, res, name, full, &mut |_| {
             total += 1;
             false
         });
-        let want = total + n + 1;
-        if want >= 1 {
-            let mut i = 0;
-            values(ctx, res, name, full, &mut |v| {
-                i += 1;
-                if i == want {
-                    s.cur.clear();
-                    s.cur.extend_from_slice(v);
-                    found = true;
-                    return true;
-                }
-                false
-            });
-        }
+        total + n + 1
+    } else {
+        n
+    };
+    if want < 1 {
+        return false;
     }
+    let (mut i, mut found) = (0, false);
+    values(ctx, res, name, full, &mut |v| {
+        i += 1;
+        if i == want {
+            s.cur.clear();
+            s.cur.extend_from_slice(v);
+            found = true;
+        }
+        found
+    });
     found
 }
 
