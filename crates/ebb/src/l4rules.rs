@@ -23,15 +23,16 @@
 //! compiles.
 
 use std::cell::Cell;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::Arc;
 
 use crate::config::{
-    AclRef, Condition, ConfigError, Fetch, HttpRequestAction, Loc, Proxy, ProxyMode, TcpAction,
-    TcpRequestRule, TcpWhen,
+    AclRef, AddrField, Condition, ConfigError, Fetch, HttpRequestAction, Loc, Proxy, ProxyMode,
+    TcpAction, TcpRequestRule, TcpWhen,
 };
 use crate::rules::{Cond, Matcher};
 use crate::sample::vars::VarScope;
-use crate::sample::{sample_key, with_scratch, Ctx, Expr, Layer, VarAction};
+use crate::sample::{cast, sample_key, with_scratch, Ctx, Expr, Layer, Type, Val, VarAction};
 
 /// A compiled `tcp-request` rule.
 pub struct TcpRuleRt {
@@ -56,6 +57,15 @@ pub enum Verdict {
     Wait(usize),
 }
 
+/// The client's addresses as `set-src`, `set-dst`, `set-src-port` and
+/// `set-dst-port` left them: the source, and the destination (`None`:
+/// unknown).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Addrs {
+    pub src: SocketAddr,
+    pub dst: Option<SocketAddr>,
+}
+
 /// Runs `rules` from rule `from` for a connection (`ctx.stk`, `ctx.vars`
 /// hold its trackers and variables). `session`: the rules are
 /// `connection`/`session` ones (their `track-scN` holds the entry for the
@@ -71,7 +81,43 @@ pub fn run_rules(
     may_change: Option<&Cell<bool>>,
     expect_proxy: &mut bool,
 ) -> Verdict {
+    run_rules_addrs(rules, from, m, ctx, session, may_change, expect_proxy, None)
+}
+
+/// [`run_rules`] where `set-src`/`set-dst`/`set-src-port`/`set-dst-port`
+/// may run: the rules after one see the new addresses (as HAProxy's, which
+/// rewrite the connection's), and `addrs` receives the last ones for the
+/// caller to keep (it must, even when the walk waits or refuses: the rules
+/// before are not run again).
+#[allow(clippy::too_many_arguments)]
+pub fn run_rules_addrs(
+    rules: &[TcpRuleRt],
+    from: usize,
+    m: &Matcher,
+    ctx: &Ctx<'_>,
+    session: bool,
+    may_change: Option<&Cell<bool>>,
+    expect_proxy: &mut bool,
+    addrs: Option<&Cell<Option<Addrs>>>,
+) -> Verdict {
+    let cur: Cell<Option<Addrs>> = Cell::new(None);
+    let dstf = || match cur.get() {
+        Some(a) => a.dst,
+        None => (ctx.dst)(),
+    };
     for (i, r) in rules.iter().enumerate().skip(from) {
+        let moved;
+        let ctx = match cur.get() {
+            Some(a) => {
+                moved = Ctx {
+                    src: a.src,
+                    dst: &dstf,
+                    ..*ctx
+                };
+                &moved
+            }
+            None => ctx,
+        };
         if let Some(c) = may_change {
             c.set(false);
         }
@@ -87,10 +133,56 @@ pub fn run_rules(
             TcpAction::SilentDrop => return Verdict::SilentDrop,
             TcpAction::Close => return Verdict::Close,
             TcpAction::ExpectProxy => *expect_proxy = true,
+            TcpAction::SetAddr(f, e) => {
+                let was = Addrs {
+                    src: ctx.src,
+                    dst: (ctx.dst)(),
+                };
+                if let Some(a) = set_addr(*f, e, ctx, was) {
+                    cur.set(Some(a));
+                    if let Some(out) = addrs {
+                        out.set(Some(a));
+                    }
+                }
+            }
             TcpAction::Common(a) => run_common(a, ctx, session),
         }
     }
     Verdict::Continue
+}
+
+/// What `set-src`, `set-dst`, `set-src-port` or `set-dst-port` make of
+/// the addresses `a`, as HAProxy 2.6's actions: an address keeps the
+/// port (and takes the family of the new address); a port is cut to 16
+/// bits; a destination port on an unknown destination gives 0.0.0.0. A
+/// sample that does not convert changes nothing.
+fn set_addr(f: AddrField, e: &Expr, ctx: &Ctx<'_>, a: Addrs) -> Option<Addrs> {
+    let want = match f {
+        AddrField::Src | AddrField::Dst => Type::Ip,
+        AddrField::SrcPort | AddrField::DstPort => Type::Int,
+    };
+    let v = with_scratch(|s| e.eval(ctx, s).and_then(|v| cast(v, want, s)))?;
+    let dst_port = a.dst.map_or(0, |d| d.port());
+    let dst_ip = a.dst.map_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED), |d| d.ip());
+    Some(match (f, v) {
+        (AddrField::Src, Val::Ip(ip)) => Addrs {
+            src: SocketAddr::new(ip, a.src.port()),
+            ..a
+        },
+        (AddrField::Dst, Val::Ip(ip)) => Addrs {
+            dst: Some(SocketAddr::new(ip, dst_port)),
+            ..a
+        },
+        (AddrField::SrcPort, Val::Int(p)) => Addrs {
+            src: SocketAddr::new(a.src.ip(), p as u16),
+            ..a
+        },
+        (AddrField::DstPort, Val::Int(p)) => Addrs {
+            dst: Some(SocketAddr::new(dst_ip, p as u16)),
+            ..a
+        },
+        _ => return None,
+    })
 }
 
 /// A `track-scN`, `sc-*` or variable action of a `tcp-request` rule.
@@ -202,6 +294,8 @@ fn action_exprs(a: &TcpAction) -> Vec<&Expr> {
     match a {
         TcpAction::Common(HttpRequestAction::TrackSc { key, .. }) => vec![&**key],
         TcpAction::Common(HttpRequestAction::ScSetGpt0(_, e)) => vec![&**e],
+        TcpAction::Common(HttpRequestAction::ScSetGpt { expr, .. }) => vec![&**expr],
+        TcpAction::SetAddr(_, e) => vec![&**e],
         TcpAction::Common(HttpRequestAction::Var(VarAction::Set(_, e))) => vec![&**e],
         TcpAction::Common(HttpRequestAction::Capture(c)) => vec![&*c.expr],
         _ => Vec::new(),
@@ -289,6 +383,17 @@ fn compile_rule(
                 p.name
             ),
         ));
+    }
+    if let TcpAction::SetAddr(f, _) = &r.action {
+        // HAProxy changes the address of the request's stream there (the
+        // next request of the connection has the connection's again);
+        // ebb's HTTP streams keep the connection's addresses.
+        if !tcp && r.when == TcpWhen::Content {
+            return Err(err(
+                &r.loc,
+                format!("proxy '{}' is in 'mode http': 'tcp-request content {}' is not supported by ebb in an http proxy (use a 'tcp-request connection' or 'session' rule, which changes it for the whole connection)", p.name, f.name()),
+            ));
+        }
     }
     if let TcpAction::Common(HttpRequestAction::Capture(_)) = &r.action {
         // The slot is the frontend's, shown by `%hr` in an HTTP log line;

@@ -873,9 +873,7 @@ pub fn compile_keeping(
         warnings.extend(crate::config::unreachable_rules(p));
     }
     let tables = Arc::new(crate::table::Tables::new(
-        cfg.proxies
-            .iter()
-            .filter_map(|p| p.stick_table.as_ref())
+        cfg.stick_tables()
             .map(|t| {
                 prev.and_then(|old| old.get(&t.value.name))
                     .filter(|o| t.value.peers.is_some() && *o.def() == t.value)

@@ -524,7 +524,9 @@ pub fn run_request(
             a @ (HttpRequestAction::TrackSc { .. }
             | HttpRequestAction::ScIncGpc0(_)
             | HttpRequestAction::ScIncGpc1(_)
-            | HttpRequestAction::ScSetGpt0(..)) => {
+            | HttpRequestAction::ScSetGpt0(..)
+            | HttpRequestAction::ScIncGpc { .. }
+            | HttpRequestAction::ScSetGpt { .. }) => {
                 let ctx = Ctx {
                     req: Some(st.req()),
                     ..*base

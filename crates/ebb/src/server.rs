@@ -933,9 +933,7 @@ fn peers_signature(cfg: &Config) -> String {
         })
         .collect();
     let tables: Vec<_> = cfg
-        .proxies
-        .iter()
-        .filter_map(|p| p.stick_table.as_ref())
+        .stick_tables()
         .filter(|t| t.value.peers.is_some())
         .map(|t| &t.value)
         .collect();

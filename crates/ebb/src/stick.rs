@@ -180,11 +180,21 @@ pub fn run_http_action(a: &HttpRequestAction, ctx: &Ctx<'_>) -> bool {
                 stk.inc_gpc1(*n);
             }
         }
-        HttpRequestAction::ScSetGpt0(n, e) => {
+        HttpRequestAction::ScIncGpc { idx, n } => {
+            if let Some(stk) = stk {
+                stk.inc_gpc_at(*idx, *n);
+            }
+        }
+        HttpRequestAction::ScSetGpt0(n, e) | HttpRequestAction::ScSetGpt { n, expr: e, .. } => {
+            let (idx, d) = match a {
+                HttpRequestAction::ScSetGpt { idx, .. } => (*idx, Data::Gpt),
+                _ => (0, Data::Gpt0),
+            };
             let v = with_scratch(|s| e.eval(ctx, s).and_then(|v| cast(v, Type::Int, s)));
             if let (Some(stk), Some(Val::Int(i))) = (stk, v) {
-                // gpt0 is an unsigned 32-bit tag in HAProxy.
-                stk.set_gpt0(*n, i.clamp(0, u32::MAX as i64) as u64);
+                // gpt is an array of unsigned 32-bit tags in HAProxy; it
+                // stores the low 32 bits of the value.
+                stk.set_gpt_at(idx, *n, d, u64::from(i as u32));
             }
         }
         _ => return false,

@@ -534,3 +534,118 @@ fn connection_trackers_reach_every_stream_and_closed_connections_release_them() 
         std::thread::sleep(Duration::from_millis(50));
     }
 }
+
+/// A raw HTTP/2 client over `s`: frames in and out, with a literal-only
+/// HPACK encoder for requests (the answers' header blocks are not read,
+/// only their flags and the DATA).
+mod raw_h2 {
+    use std::io::{Read, Write};
+    use std::net::TcpStream;
+
+    pub const DATA: u8 = 0;
+    pub const HEADERS: u8 = 1;
+    pub const SETTINGS: u8 = 4;
+    pub const GOAWAY: u8 = 7;
+    pub const RST_STREAM: u8 = 3;
+
+    pub fn frame(kind: u8, flags: u8, id: u32, payload: &[u8]) -> Vec<u8> {
+        let n = payload.len() as u32;
+        let mut f = vec![(n >> 16) as u8, (n >> 8) as u8, n as u8, kind, flags];
+        f.extend_from_slice(&id.to_be_bytes());
+        f.extend_from_slice(payload);
+        f
+    }
+
+    /// A GET for `path` ending its stream.
+    pub fn get(id: u32, path: &str) -> Vec<u8> {
+        let mut b = Vec::new();
+        for (n, v) in [
+            (":method", "GET"),
+            (":scheme", "http"),
+            (":authority", "localhost"),
+            (":path", path),
+        ] {
+            b.push(0);
+            b.push(n.len() as u8);
+            b.extend_from_slice(n.as_bytes());
+            b.push(v.len() as u8);
+            b.extend_from_slice(v.as_bytes());
+        }
+        frame(HEADERS, 0x1 | 0x4, id, &b)
+    }
+
+    pub fn open(s: &mut TcpStream) {
+        s.write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n").unwrap();
+        s.write_all(&frame(SETTINGS, 0, 0, &[])).unwrap();
+    }
+
+    /// The next frame: (type, flags, stream, payload); settings are
+    /// acknowledged on the way.
+    pub fn next(s: &mut TcpStream) -> (u8, u8, u32, Vec<u8>) {
+        let mut h = [0u8; 9];
+        s.read_exact(&mut h).expect("a frame");
+        let n = (h[0] as usize) << 16 | (h[1] as usize) << 8 | h[2] as usize;
+        let id = u32::from_be_bytes([h[5], h[6], h[7], h[8]]) & 0x7fff_ffff;
+        let mut p = vec![0u8; n];
+        s.read_exact(&mut p).expect("a frame's payload");
+        if h[3] == SETTINGS && h[4] & 1 == 0 {
+            s.write_all(&frame(SETTINGS, 1, 0, &[])).unwrap();
+        }
+        (h[3], h[4], id, p)
+    }
+
+    /// Reads frames until every stream in `ids` ended; returns the DATA
+    /// each carried.
+    pub fn answers(s: &mut TcpStream, ids: &[u32]) -> Vec<Vec<u8>> {
+        let mut body = vec![Vec::new(); ids.len()];
+        let mut done = vec![false; ids.len()];
+        while !done.iter().all(|d| *d) {
+            let (kind, flags, id, p) = next(s);
+            assert!(kind != GOAWAY, "GOAWAY {p:?}");
+            let Some(i) = ids.iter().position(|&x| x == id) else {
+                continue;
+            };
+            assert!(kind != RST_STREAM, "stream {id} reset: {p:?}");
+            if kind == DATA {
+                body[i].extend_from_slice(&p);
+            }
+            if (kind == DATA || kind == HEADERS) && flags & 1 != 0 {
+                done[i] = true;
+            }
+        }
+        body
+    }
+}
+
+/// The streams of one HTTP/2 connection share the session's `sess.*`
+/// variables, as HAProxy's do: a variable one stream's `http-request`
+/// rules set is seen by a later stream, whichever of the connection's
+/// streams ran before. Stream 1 waits on a slow server while stream 3
+/// sets the variable; stream 5, sent once both ended, reads it. (With a
+/// copy of the variables per lane, stream 5 ran on stream 1's lane and
+/// read nothing.)
+#[test]
+fn sess_variables_are_shared_by_the_streams_of_a_connection() {
+    let slow = Origin::start("slow", Mode::Slow(Duration::from_millis(300)));
+    let e = Ebb::start(&format!(
+        "defaults\n    mode http\n    timeout client 60s\n    timeout server 60s\n    timeout connect 5s\n\
+         frontend fe\n    bind BIND proto h2\n\
+         \x20   tcp-request connection set-var(sess.early) str(e)\n\
+         \x20   http-request set-var(sess.x) str(shared) if {{ path /set }}\n\
+         \x20   use_backend slow if {{ path /slow }}\n\
+         \x20   http-request return status 200 content-type text/plain lf-string \"%[var(sess.early)]:%[var(sess.x)]\" unless {{ path /slow }}\n\
+         backend slow\n    server s {}\n",
+        slow.addr
+    ));
+    let mut s = std::net::TcpStream::connect(e.addr()).unwrap();
+    s.set_read_timeout(Some(LONG)).unwrap();
+    raw_h2::open(&mut s);
+    let mut both = raw_h2::get(1, "/slow");
+    both.extend_from_slice(&raw_h2::get(3, "/set"));
+    std::io::Write::write_all(&mut s, &both).unwrap();
+    let first = raw_h2::answers(&mut s, &[1, 3]);
+    assert_eq!(first[1], b"e:shared", "{first:?}");
+    std::io::Write::write_all(&mut s, &raw_h2::get(5, "/get")).unwrap();
+    let later = raw_h2::answers(&mut s, &[5]);
+    assert_eq!(later[0], b"e:shared");
+}

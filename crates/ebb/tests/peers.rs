@@ -48,10 +48,9 @@ fn value(table: &str, key: &str, data: &str) -> Option<u64> {
         .flatten()
 }
 
-/// The common configuration of every instance: a peers section, a
-/// frontend tracking the source in its table shared with the peers, a
-/// rate rule and a counter.
-fn config(sock: &Path, peers: &[(&str, u16)], http: u16) -> String {
+/// An instance's start: its admin socket, the defaults and the `mesh`
+/// peers section with `peers` on 127.0.0.1.
+fn peers_head(sock: &Path, peers: &[(&str, u16)]) -> String {
     let mut c = format!(
         "global\n    stats socket {} level admin\n{DEFAULTS}peers mesh\n",
         sock.display()
@@ -59,6 +58,14 @@ fn config(sock: &Path, peers: &[(&str, u16)], http: u16) -> String {
     for (n, p) in peers {
         c.push_str(&format!("    peer {n} 127.0.0.1:{p}\n"));
     }
+    c
+}
+
+/// The common configuration of every instance: a peers section, a
+/// frontend tracking the source in its table shared with the peers, a
+/// rate rule and a counter.
+fn config(sock: &Path, peers: &[(&str, u16)], http: u16) -> String {
+    let mut c = peers_head(sock, peers);
     c.push_str(&format!(
         "frontend web\n    bind 127.0.0.1:{http}\n    stick-table type ip size 1m expire 60s store gpt0,gpc0,gpc0_rate(10s),conn_cnt,conn_rate(10s),conn_cur,sess_cnt,sess_rate(10s),http_req_cnt,http_req_rate(10s),http_err_cnt,http_err_rate(10s),bytes_in_cnt,bytes_in_rate(10s),bytes_out_cnt,bytes_out_rate(10s),server_id,gpc1,gpc1_rate(10s) peers mesh\n    http-request track-sc0 src\n    http-request deny deny_status 429 if {{ src_http_req_rate gt 5 }}\n    http-request sc-inc-gpc0(0)\n    http-request sc-inc-gpc1(0)\n    http-request return status 200 content-type text/plain string ok\n"
     ));
@@ -561,4 +568,208 @@ fn a_master_worker_reload_hands_the_table_to_the_new_worker() {
     wait_for("the new worker counts on from the taught entry", || {
         value(&cli_cmd(&sw, "show table web"), "127.0.0.1", "http_req_cnt") == Some(4)
     });
+}
+
+/// A configuration storing HAProxy 2.6's arrays and `http_fail_*`: the
+/// frontend counts `gpc[2]` (`sc-inc-gpc(2,0)`), `gpc[0]` through the
+/// legacy `sc-inc-gpc0` (which falls back on the array), sets `gpt[1]`,
+/// and proxies to an origin in the same process answering the status
+/// the path names; `/dead` goes to a server that refuses connections.
+fn array_config(sock: &Path, peers: &[(&str, u16)], http: u16, origin: u16) -> String {
+    let mut c = peers_head(sock, peers);
+    c.push_str(&format!(
+        "frontend web\n    bind 127.0.0.1:{http}\n    stick-table type ip size 1m expire 60s store http_req_cnt,gpt(2),gpc(3),gpc_rate(3,10s),http_fail_cnt,http_fail_rate(10s) peers mesh\n    http-request track-sc0 src\n    http-request sc-inc-gpc(2,0)\n    http-request sc-inc-gpc0(0)\n    http-request sc-set-gpt(1,0) 42\n    use_backend dead if {{ path /dead }}\n    default_backend app\n\
+         backend app\n    server o 127.0.0.1:{origin}\n\
+         backend dead\n    retries 0\n    server d 127.0.0.1:1\n\
+         listen origin\n    bind 127.0.0.1:{origin}\n    http-request return status 500 if {{ path /500 }}\n    http-request return status 501 if {{ path /501 }}\n    http-request return status 503 if {{ path /503 }}\n    http-request return status 200\n"
+    ));
+    c
+}
+
+fn get_path_from(src: &str, to: SocketAddr, path: &str) -> u16 {
+    let mut c = connect_from(src, to);
+    c.send(format!("GET {path} HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n").as_bytes());
+    c.read_resp_opt(false).map_or(0, |r| r.status)
+}
+
+/// HAProxy 2.6 and ebb in one peers section with the array types and
+/// `http_fail_*`: the same requests on each (from its own source) give
+/// the same counters, and each learns the other's entry with every
+/// element (gpc0..gpc2, gpt0..gpt1) as it is. What counts as an HTTP
+/// failure is HAProxy's: a server's 500 and 503, not its 501, not the 503
+/// of a refused connection.
+#[test]
+fn ebb_and_haproxy_share_arrays_and_http_failures() {
+    if !have("haproxy") {
+        eprintln!("haproxy not installed: skipped");
+        return;
+    }
+    let dir = scratch("peers-arrays");
+    let (pe, ph, he, hh, oe, oh) = (
+        free_port(),
+        free_port(),
+        free_port(),
+        free_port(),
+        free_port(),
+        free_port(),
+    );
+    let peers = [("ebb1", pe), ("hap1", ph)];
+    let (se, sh) = (dir.join("e.sock"), dir.join("h.sock"));
+    let _e = start_ebb(&dir, "ebb1", &array_config(&se, &peers, he, oe));
+    let _h = start_haproxy(&dir, "hap1", &array_config(&sh, &peers, hh, oh), &sh);
+    let we: SocketAddr = format!("127.0.0.1:{he}").parse().unwrap();
+    let wh: SocketAddr = format!("127.0.0.1:{hh}").parse().unwrap();
+    wait_for("ebb accepting", || TcpStream::connect(we).is_ok());
+    wait_for("haproxy accepting", || TcpStream::connect(wh).is_ok());
+    let expect = [
+        ("/", 200),
+        ("/500", 500),
+        ("/501", 501),
+        ("/503", 503),
+        ("/dead", 503),
+    ];
+    for (path, status) in expect {
+        assert_eq!(get_path_from("127.0.0.1", we, path), status, "ebb {path}");
+        assert_eq!(
+            get_path_from("127.0.0.2", wh, path),
+            status,
+            "haproxy {path}"
+        );
+    }
+    let done = |t: &str, key: &str| value(t, key, "http_req_cnt") == Some(5);
+    wait_for("each shows both entries", || {
+        let (te, th) = (
+            cli_cmd(&se, "show table web"),
+            cli_cmd(&sh, "show table web"),
+        );
+        ["127.0.0.1", "127.0.0.2"].iter().all(|k| {
+            done(&te, k)
+                && done(&th, k)
+                && value(&te, k, "http_fail_cnt") == Some(2)
+                && value(&th, k, "http_fail_cnt") == Some(2)
+        })
+    });
+    let (te, th) = (
+        cli_cmd(&se, "show table web"),
+        cli_cmd(&sh, "show table web"),
+    );
+    for key in ["127.0.0.1", "127.0.0.2"] {
+        for (data, want) in [
+            ("gpc0", 5),
+            ("gpc1", 0),
+            ("gpc2", 5),
+            ("gpt0", 0),
+            ("gpt1", 42),
+            ("http_fail_cnt", 2),
+        ] {
+            assert_eq!(value(&te, key, data), Some(want), "ebb {key} {data}\n{te}");
+            assert_eq!(
+                value(&th, key, data),
+                Some(want),
+                "haproxy {key} {data}\n{th}"
+            );
+        }
+        for rate in ["gpc0_rate", "gpc2_rate", "http_fail_rate"] {
+            assert!(value(&te, key, rate).is_some(), "ebb {key} {rate}\n{te}");
+        }
+    }
+}
+
+/// A `table` line in the peers section (HAProxy 2.6's form): the table is
+/// `mesh/t` in the configuration and `t` on the wire; ebb and HAProxy
+/// share it both ways.
+#[test]
+fn a_table_declared_in_the_peers_section_is_shared_with_haproxy() {
+    let cfg = |sock: &Path, peers: &[(&str, u16)], http: u16| {
+        let mut c = peers_head(sock, peers);
+        c.push_str(&format!(
+            "    table t type ip size 1m expire 60s store http_req_cnt,gpc0\nfrontend web\n    bind 127.0.0.1:{http}\n    http-request track-sc0 src table mesh/t\n    http-request sc-inc-gpc0(0)\n    http-request return status 200 content-type text/plain lf-string \"%[sc0_get_gpc0]\"\n"
+        ));
+        c
+    };
+    let dir = scratch("peers-table-line");
+    let (pe, ph, he, hh) = (free_port(), free_port(), free_port(), free_port());
+    let peers = [("ebb1", pe), ("hap1", ph)];
+    let (se, sh) = (dir.join("e.sock"), dir.join("h.sock"));
+    let e = start_ebb(&dir, "ebb1", &cfg(&se, &peers, he));
+    assert_eq!(get_from("127.0.0.1", e.addrs[0]), 200);
+    assert_eq!(get_from("127.0.0.1", e.addrs[0]), 200);
+    let te = cli_cmd(&se, "show table mesh/t");
+    assert!(te.starts_with("# table: mesh/t, type: ip,"), "{te}");
+    assert_eq!(value(&te, "127.0.0.1", "gpc0"), Some(2), "{te}");
+    if !have("haproxy") {
+        eprintln!("haproxy not installed: the HAProxy half is skipped");
+        return;
+    }
+    let _h = start_haproxy(&dir, "hap1", &cfg(&sh, &peers, hh), &sh);
+    let wh: SocketAddr = format!("127.0.0.1:{hh}").parse().unwrap();
+    wait_for("haproxy accepting", || TcpStream::connect(wh).is_ok());
+    assert_eq!(get_from("127.0.0.2", wh), 200);
+    wait_for("haproxy learns ebb's entry", || {
+        value(&cli_cmd(&sh, "show table mesh/t"), "127.0.0.1", "gpc0") == Some(2)
+    });
+    wait_for("ebb learns haproxy's entry", || {
+        value(&cli_cmd(&se, "show table mesh/t"), "127.0.0.2", "gpc0") == Some(1)
+    });
+}
+
+/// The names (what precedes `=`) of a `show peers` line, in order.
+fn keys(line: &str) -> Vec<String> {
+    line.split_whitespace()
+        .filter_map(|w| w.split_once('=').map(|(k, _)| k.to_string()))
+        .collect()
+}
+
+/// `show peers` in HAProxy 2.6's layout: the section line, each peer's
+/// two first lines with the same fields as HAProxy's, and the shared
+/// tables with their ids; compared with HAProxy's own output.
+#[test]
+fn show_peers_has_haproxys_layout() {
+    let dir = scratch("peers-show");
+    let (pe, ph, he, hh) = (free_port(), free_port(), free_port(), free_port());
+    let peers = [("ebb1", pe), ("hap1", ph)];
+    let (se, sh) = (dir.join("e.sock"), dir.join("h.sock"));
+    let e = start_ebb(&dir, "ebb1", &config(&se, &peers, he));
+    let out = cli_cmd(&se, "show peers");
+    let first = out.lines().next().unwrap_or("");
+    assert!(
+        first.starts_with("0x1: [") && first.contains("] id=mesh disabled=0 resync_timeout="),
+        "{out}"
+    );
+    assert!(out.contains(": id=hap1(remote,"), "{out}");
+    assert!(out.contains(": id=ebb1(local,inactive)"), "{out}");
+    assert!(cli_cmd(&se, "show peers nope").starts_with("No such peers\n"));
+    if !have("haproxy") {
+        eprintln!("haproxy not installed: the comparison is skipped");
+        return;
+    }
+    let _h = start_haproxy(&dir, "hap1", &config(&sh, &peers, hh), &sh);
+    get_from("127.0.0.1", e.addrs[0]);
+    let line_of = |out: &str, who: &str| -> Vec<String> {
+        let mut it = out
+            .lines()
+            .skip_while(|l| !l.contains(&format!(": id={who}(")));
+        [it.next(), it.next()]
+            .iter()
+            .map(|l| l.unwrap_or("").to_string())
+            .collect()
+    };
+    wait_for("each shows the other established", || {
+        line_of(&cli_cmd(&se, "show peers mesh"), "hap1")[0].contains("(remote,active) ")
+            && line_of(&cli_cmd(&se, "show peers"), "hap1")[0].contains("last_status=ESTA")
+            && line_of(&cli_cmd(&sh, "show peers"), "ebb1")[0].contains("last_status=ESTA")
+    });
+    let (oe, oh) = (cli_cmd(&se, "show peers"), cli_cmd(&sh, "show peers"));
+    let (le, lh) = (line_of(&oe, "hap1"), line_of(&oh, "ebb1"));
+    for i in 0..2 {
+        assert_eq!(keys(&le[i]), keys(&lh[i]), "ebb:\n{oe}\nhaproxy:\n{oh}");
+    }
+    // The shared table, by its name, in both.
+    assert!(oe.contains(" id=web update="), "{oe}");
+    assert!(oh.contains(" id=web update="), "{oh}");
+    // The section line has HAProxy's fields but its internal ones.
+    let head = |o: &str| keys(o.lines().next().unwrap_or(""));
+    let mut hk = head(&oh);
+    hk.retain(|k| k != "flags" && k != "task_calls");
+    assert_eq!(head(&oe), hk, "ebb:\n{oe}\nhaproxy:\n{oh}");
 }

@@ -751,3 +751,60 @@ backend be from back\n    http-request set-var(txn.bad) int(1) if {{ path /bad }
     let l = e.wait_stdout("\"GET /ok HTTP/1.1\"", LONG).unwrap();
     assert!(l.contains(" 200 ") && l.contains(" {t} "), "{l}");
 }
+
+/// Answers each connection with the first line it got (a PROXY header
+/// from a `send-proxy` server line), once the client's FIN came.
+fn first_line_server() -> SocketAddr {
+    serve(|mut s| {
+        let mut all = Vec::new();
+        let _ = s.read_to_end(&mut all);
+        let end = all
+            .windows(2)
+            .position(|w| w == b"\r\n")
+            .map_or(all.len(), |i| i + 2);
+        let _ = s.write_all(&all[..end]);
+    })
+}
+
+/// `set-src`, `set-src-port` (connection rules), `set-dst`,
+/// `set-dst-port` (content rules) as HAProxy 2.6: the rules after them
+/// see the new addresses, a session tracker keys on the new source, and
+/// the PROXY header sent to the server names them.
+#[test]
+fn set_src_and_set_dst_as_haproxy() {
+    let dir = scratch("tcp-rules-setaddr");
+    let echo = first_line_server();
+    let body = format!(
+        "frontend f\n    bind BIND\n    stick-table type ip size 1k expire 60s store conn_cnt\n    tcp-request connection set-src str(10.1.2.3)\n    tcp-request connection set-src-port int(4242)\n    tcp-request connection reject unless {{ src 10.1.2.3 }}\n    tcp-request session track-sc0 src\n    tcp-request content set-dst str(198.51.100.9)\n    tcp-request content set-dst-port int(8443)\n    tcp-request content reject unless {{ dst 198.51.100.9 }} {{ dst_port 8443 }}\n    default_backend b\nbackend b\n    server s {echo} send-proxy\n"
+    );
+    let (_e, _h, targets) = side_by_side(&dir, &body);
+    for (i, (addr, sock)) in targets.iter().enumerate() {
+        let got = session(*addr, b"hi").unwrap_or_default();
+        assert_eq!(
+            String::from_utf8_lossy(&got),
+            "PROXY TCP4 10.1.2.3 198.51.100.9 4242 8443\r\n",
+            "run {i} (0: ebb, 1: haproxy)"
+        );
+        let t = cli_cmd(sock, "show table f");
+        assert!(
+            t.contains(" key=10.1.2.3 ")
+                && table_data(&t).iter().any(|l| l.ends_with("conn_cnt=1")),
+            "run {i}: {t}"
+        );
+    }
+}
+
+/// `set-src` in a connection rule of an http frontend: the request's
+/// rules and fetches see the new source for every request of the
+/// connection, as in HAProxy.
+#[test]
+fn set_src_in_an_http_frontend() {
+    let e = Ebb::start(
+        "defaults\n    mode http\n    timeout client 30s\nfrontend f\n    bind BIND\n    tcp-request connection set-src str(192.0.2.44)\n    http-request return status 403 unless { src 192.0.2.44 }\n    http-request return status 200 content-type text/plain lf-string \"src=%[src]\"\n",
+    );
+    let mut c = Client::connect(e.addr());
+    for _ in 0..2 {
+        c.send(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n");
+        assert_eq!(c.read_resp().text(), "src=192.0.2.44");
+    }
+}

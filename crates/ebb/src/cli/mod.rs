@@ -193,6 +193,12 @@ const COMMANDS: &[(&str, &str, CliLevel, &str)] = &[
         "stick tables, or one table's entries",
     ),
     (
+        "show peers",
+        "[dict|-] [SECTION]",
+        CliLevel::User,
+        "the peers sections, their peers and shared tables",
+    ),
+    (
         "show cache",
         "",
         CliLevel::Admin,
@@ -465,6 +471,7 @@ pub fn execute(
             Ok(show_sess(p, all, isolate))
         }
         ["show", "table"] => Ok(crate::table::cli::show_all(&p.live.compiled().tables)),
+        ["show", "peers", rest @ ..] => crate::peers::show(rest, p.handle.now()),
         ["show", "cache"] => {
             need(level, Admin, "show cache")?;
             Ok(crate::httpcache::show(&p.live.compiled().caches))

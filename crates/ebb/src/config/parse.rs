@@ -1249,14 +1249,18 @@ impl<'e> Parser<'e> {
                     .map(|r| r.table.clone().unwrap_or_else(|| p.name.clone()))
             })
             .collect();
-        for p in &mut self.proxies {
-            if let Some(t) = &mut p.stick_table {
-                let store = &mut t.value.store;
-                if stick_tables.contains(&p.name)
-                    && !store.contains(&crate::table::DataType::ServerId)
-                {
-                    store.push(crate::table::DataType::ServerId);
-                }
+        let peer_tables = self.peers.iter_mut().flat_map(|s| s.tables.iter_mut());
+        for t in self
+            .proxies
+            .iter_mut()
+            .filter_map(|p| p.stick_table.as_mut())
+            .chain(peer_tables)
+        {
+            let store = &mut t.value.store;
+            if stick_tables.contains(&t.value.name)
+                && !store.contains(&crate::table::DataType::ServerId)
+            {
+                store.push(crate::table::DataType::ServerId);
             }
         }
         let mut errs: Vec<ConfigError> = Vec::new();
@@ -1433,6 +1437,10 @@ impl<'e> Parser<'e> {
             if !px
                 .iter()
                 .any(|p| &p.name == name && p.stick_table.is_some())
+                && !self
+                    .peers
+                    .iter()
+                    .any(|s| s.tables.iter().any(|t| &t.value.name == name))
             {
                 err(
                     &mut errs,
@@ -1466,6 +1474,15 @@ impl<'e> Parser<'e> {
             &self.proxies,
         ));
         let local_peer = super::peers::local_peer_name(self.global.localpeer.as_deref());
+        let px_table_names: Vec<(String, Loc)> = self
+            .proxies
+            .iter()
+            .filter_map(|p| {
+                p.stick_table
+                    .as_ref()
+                    .map(|t| (p.name.clone(), t.loc.clone()))
+            })
+            .collect();
         let mut tables: Vec<_> = self
             .proxies
             .iter_mut()
@@ -1475,6 +1492,9 @@ impl<'e> Parser<'e> {
             })
             .collect();
         for (loc, m) in super::peers::check(&self.peers, &mut tables, &local_peer) {
+            err(&mut errs, &loc, m);
+        }
+        for (loc, m) in super::peers::check_tables(&mut self.peers, &px_table_names, &local_peer) {
             err(&mut errs, &loc, m);
         }
         self.errors.extend(errs);
@@ -2642,6 +2662,8 @@ pub fn unreachable_rules(px: &Proxy) -> Vec<String> {
                     | HttpRequestAction::ScIncGpc0(_)
                     | HttpRequestAction::ScIncGpc1(_)
                     | HttpRequestAction::ScSetGpt0(..)
+                    | HttpRequestAction::ScIncGpc { .. }
+                    | HttpRequestAction::ScSetGpt { .. }
                     | HttpRequestAction::Rewrite(_)
                     | HttpRequestAction::Capture(_)
             )
@@ -3929,7 +3951,7 @@ fn parse_http_request(
         },
         o => {
             return Err(format!(
-                "unknown 'http-request' action '{o}' (supported: return, redirect, deny, allow, set-header, add-header, del-header, replace-header, replace-value, set-path, set-pathq, set-query, set-uri, set-method, replace-path, replace-pathq, replace-uri, set-var, set-var-fmt, unset-var, use-service, cache-use, capture, tarpit, track-sc0, track-sc1, track-sc2, sc-inc-gpc0, sc-inc-gpc1, sc-set-gpt0)"
+                "unknown 'http-request' action '{o}' (supported: return, redirect, deny, allow, set-header, add-header, del-header, replace-header, replace-value, set-path, set-pathq, set-query, set-uri, set-method, replace-path, replace-pathq, replace-uri, set-var, set-var-fmt, unset-var, use-service, cache-use, capture, tarpit, track-sc0, track-sc1, track-sc2, sc-inc-gpc, sc-inc-gpc0, sc-inc-gpc1, sc-set-gpt, sc-set-gpt0)"
             ))
         }
     };
@@ -3948,6 +3970,8 @@ pub(super) fn is_shared_action(a: &str) -> bool {
         || a.starts_with("sc-inc-gpc0(")
         || a.starts_with("sc-inc-gpc1(")
         || a.starts_with("sc-set-gpt0(")
+        || a.starts_with("sc-inc-gpc(")
+        || a.starts_with("sc-set-gpt(")
 }
 
 /// The actions `http-request` and `tcp-request` rules share: `set-var`,
@@ -3992,8 +4016,23 @@ pub(super) fn shared_action(
             }
             HttpRequestAction::ScIncGpc1(sc_paren(a, "sc-inc-gpc1")?)
         }
-        a if a.starts_with("sc-set-gpt0(") => {
-            let n = sc_paren(a, "sc-set-gpt0")?;
+        a if a.starts_with("sc-inc-gpc(") => {
+            if !args.is_empty() {
+                return Err(format!("'{kw} {a}' takes no argument"));
+            }
+            let (idx, n) = sc_pair(a, "sc-inc-gpc")?;
+            HttpRequestAction::ScIncGpc { idx, n }
+        }
+        a if a.starts_with("sc-set-gpt0(") || a.starts_with("sc-set-gpt(") => {
+            let arr = if a.starts_with("sc-set-gpt(") {
+                Some(sc_pair(a, "sc-set-gpt")?)
+            } else {
+                None
+            };
+            let n = match arr {
+                Some((_, n)) => n,
+                None => sc_paren(a, "sc-set-gpt0")?,
+            };
             let [v] = args else {
                 return Err(format!(
                     "'{kw} {a}' expects an integer or a sample expression"
@@ -4008,7 +4047,14 @@ pub(super) fn shared_action(
             if !crate::sample::can_cast(e.out_type(), crate::sample::Type::Int) {
                 return Err(format!("'{kw} {a}': '{v}' does not give an integer"));
             }
-            HttpRequestAction::ScSetGpt0(n, Box::new(e))
+            match arr {
+                Some((idx, n)) => HttpRequestAction::ScSetGpt {
+                    idx,
+                    n,
+                    expr: Box::new(e),
+                },
+                None => HttpRequestAction::ScSetGpt0(n, Box::new(e)),
+            }
         }
         o => return Err(format!("unknown '{kw}' action '{o}'")),
     })
@@ -4108,6 +4154,39 @@ fn sc_paren(a: &str, name: &str) -> Result<usize, String> {
         Some("2") => Ok(2),
         _ => Err(format!("'{a}': expected {name}(0), {name}(1) or {name}(2)")),
     }
+}
+
+/// `NAME(I,N)` (`sc-inc-gpc`, `sc-set-gpt`): the array element I (0 to
+/// 99, HAProxy's arrays hold at most 100) and the tracked counter N.
+fn sc_pair(a: &str, name: &str) -> Result<(usize, usize), String> {
+    let inner = a
+        .strip_prefix(name)
+        .and_then(|r| r.strip_prefix('(')?.strip_suffix(')'));
+    let Some((i, n)) = inner.and_then(|x| x.split_once(',')) else {
+        return Err(format!(
+            "'{a}': expected {name}(<index>,<counter>), as {name}(0,0)"
+        ));
+    };
+    let idx = match i.trim().parse::<usize>() {
+        Ok(i) if i < crate::table::MAX_ARRAY => i,
+        _ => {
+            return Err(format!(
+                "'{a}': the index must be an integer from 0 to {}",
+                crate::table::MAX_ARRAY - 1
+            ))
+        }
+    };
+    let n = match n.trim() {
+        "0" => 0,
+        "1" => 1,
+        "2" => 2,
+        _ => {
+            return Err(format!(
+                "'{a}': invalid stick table track ID (0, 1 or 2: the max allowed ID is 2)"
+            ))
+        }
+    };
+    Ok((idx, n))
 }
 
 fn is_var_action(a: &str) -> bool {

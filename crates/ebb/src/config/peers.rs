@@ -7,12 +7,20 @@
 //!     server NAME [IP:PORT]      # 2.x form; the local one has no address...
 //!     bind IP:PORT               # ...and listens on this line's address
 //!     disabled | enabled
+//!     table T type ... size N [expire T] [nopurge] [store ...]
 //! ```
+//!
+//! A `table T` line declares a stick table shared with the section's
+//! peers, called `SECTION/T` in the configuration (`track-sc0 src table
+//! SECTION/T`, `show table SECTION/T`) and `/T` on the peers protocol:
+//! HAProxy 2.6 sends what follows the section's name, slash included
+//! (checked against it), so such a table meets the same `table` line on
+//! the other side, not a proxy's table called `T`.
 //!
 //! The local peer is the one named as `-L`, else `localpeer`, else the
 //! host name. Transport parameters on `peer`/`server`/`bind` (ssl...),
-//! `default-bind`, `default-server`, `log` and `table` lines are refused
-//! with `file:line`.
+//! `default-bind`, `default-server` and `log` lines are refused with
+//! `file:line`.
 
 use std::net::SocketAddr;
 use std::sync::OnceLock;
@@ -42,6 +50,8 @@ pub struct PeersSection {
     /// Whether `peer` lines (not `server` lines) were used: HAProxy
     /// refuses `bind` with them.
     pub(crate) old_style: Option<Loc>,
+    /// `table` lines: tables shared with this section's peers.
+    pub tables: Vec<Spanned<crate::table::TableDef>>,
 }
 
 impl PeersSection {
@@ -53,6 +63,7 @@ impl PeersSection {
             peers: Vec::new(),
             bind: None,
             old_style: None,
+            tables: Vec::new(),
         }
     }
 
@@ -180,15 +191,75 @@ pub(crate) fn peers_kw(s: &mut PeersSection, w: &[String], loc: &Loc) -> Result<
             s.disabled = kw == "disabled";
             Ok(())
         }
-        "table" => Err(
-            "'table' in a peers section is not supported by ebb (declare the table with 'stick-table ... peers NAME' in a backend)"
-                .into(),
-        ),
+        "table" => {
+            let Some(t) = w.get(1) else {
+                return Err("'table' needs a table name".into());
+            };
+            if !name_ok(t) {
+                return Err(format!("invalid table name '{t}'"));
+            }
+            let name = format!("{}/{t}", s.name);
+            if let Some(o) = s.tables.iter().find(|x| x.value.name == name) {
+                return Err(format!("table '{t}' is already declared at {}", o.loc));
+            }
+            let words: Vec<&str> = w[2..].iter().map(String::as_str).collect();
+            if words.contains(&"peers") {
+                return Err(format!(
+                    "'table {t}': 'peers' is implied by the peers section '{}'",
+                    s.name
+                ));
+            }
+            let mut def = crate::table::parse_stick_table(&name, &words).map_err(|e| e.0)?;
+            def.peers = Some(s.name.clone());
+            def.wire_name = Some(format!("/{t}"));
+            s.tables.push(Spanned {
+                value: def,
+                loc: loc.clone(),
+            });
+            Ok(())
+        }
         "default-bind" | "default-server" | "log" | "shards" => {
             Err(format!("'{kw}' in a peers section is not supported by ebb"))
         }
         _ => Err(format!("unknown keyword '{kw}' in peers section")),
     }
+}
+
+/// Checks the `table` lines of the sections once the whole configuration
+/// is read, as HAProxy 2.6: a table name must not be the name of a
+/// proxy's table (`proxy_tables`: names and lines), and the section must
+/// hold the local peer `local`. Tables of a `disabled` section are not
+/// shared.
+pub(crate) fn check_tables(
+    sections: &mut [PeersSection],
+    proxy_tables: &[(String, Loc)],
+    local: &str,
+) -> Vec<(Loc, String)> {
+    let mut errs = Vec::new();
+    for s in sections.iter_mut() {
+        let has_local = s.peer(local).is_some();
+        for t in &mut s.tables {
+            let short = t.value.wire_name().trim_start_matches('/').to_string();
+            if let Some((_, at)) = proxy_tables.iter().find(|(n, _)| *n == short) {
+                errs.push((
+                    t.loc.clone(),
+                    format!("stick-table name '{short}' conflicts with the table declared at {at}"),
+                ));
+            }
+            if s.disabled {
+                t.value.peers = None;
+            } else if !has_local {
+                errs.push((
+                    t.loc.clone(),
+                    format!(
+                        "table '{short}': unable to find local peer '{local}' in peers section '{}' (the local peer is named by -L, 'localpeer' or the host name)",
+                        s.name
+                    ),
+                ));
+            }
+        }
+    }
+    errs
 }
 
 /// Checks the sections against the tables that name them, once the whole

@@ -10,7 +10,7 @@
 
 use super::parse::{cond_of, is_shared_action, request_scope, shared_action, split_cond};
 use super::values::{parse_time, parse_u32_range};
-use super::{HttpRequestAction, Loc, Proxy, TcpAction, TcpRequestRule, TcpWhen};
+use super::{AddrField, HttpRequestAction, Loc, Proxy, TcpAction, TcpRequestRule, TcpWhen};
 use crate::sample::logline::{CaptureAction, CaptureHdr};
 use crate::sample::{Expr, Scope};
 
@@ -64,6 +64,34 @@ pub(super) fn parse(px: &mut Proxy, w: &[String], loc: &Loc) -> Result<(), Strin
                 _ => return Err(format!("'{kw} expect-proxy' expects 'layer4'")),
             }
         }
+        "set-src" | "set-dst" | "set-src-port" | "set-dst-port" => {
+            let f = match action {
+                "set-src" => AddrField::Src,
+                "set-dst" => AddrField::Dst,
+                "set-src-port" => AddrField::SrcPort,
+                _ => AddrField::DstPort,
+            };
+            let [e] = args else {
+                return Err(format!("'{kw} {action}' expects one sample expression"));
+            };
+            let expr = Expr::parse(e, request_scope(px))
+                .map_err(|x| format!("'{kw} {action}': {x}"))?;
+            let want = match f {
+                AddrField::Src | AddrField::Dst => crate::sample::Type::Ip,
+                _ => crate::sample::Type::Int,
+            };
+            if !crate::sample::can_cast(expr.out_type(), want) {
+                return Err(format!(
+                    "'{kw} {action}': '{e}' does not give {}",
+                    if want == crate::sample::Type::Ip {
+                        "an address"
+                    } else {
+                        "an integer"
+                    }
+                ));
+            }
+            TcpAction::SetAddr(f, Box::new(expr))
+        }
         "capture" if when == TcpWhen::Content => {
             TcpAction::Common(HttpRequestAction::Capture(capture(px, args)?))
         }
@@ -72,7 +100,7 @@ pub(super) fn parse(px: &mut Proxy, w: &[String], loc: &Loc) -> Result<(), Strin
         }
         o => {
             return Err(format!(
-                "'{kw} {o}' is not supported by ebb (supported actions: accept, reject, silent-drop, expect-proxy layer4, track-sc0, track-sc1, track-sc2, sc-inc-gpc0, sc-inc-gpc1, sc-set-gpt0, set-var, set-var-fmt, unset-var; and capture in content rules)"
+                "'{kw} {o}' is not supported by ebb (supported actions: accept, reject, silent-drop, expect-proxy layer4, set-src, set-dst, set-src-port, set-dst-port, track-sc0, track-sc1, track-sc2, sc-inc-gpc, sc-inc-gpc0, sc-inc-gpc1, sc-set-gpt, sc-set-gpt0, set-var, set-var-fmt, unset-var; and capture in content rules)"
             ))
         }
     };
@@ -158,7 +186,7 @@ pub(super) fn parse_response(px: &mut Proxy, w: &[String], loc: &Loc) -> Result<
         }
         o => {
             return Err(format!(
-                "'tcp-response content {o}' is not supported by ebb (supported actions: accept, reject, close, silent-drop, sc-inc-gpc0, sc-inc-gpc1, sc-set-gpt0, set-var, unset-var)"
+                "'tcp-response content {o}' is not supported by ebb (supported actions: accept, reject, close, silent-drop, sc-inc-gpc, sc-inc-gpc0, sc-inc-gpc1, sc-set-gpt, sc-set-gpt0, set-var, unset-var)"
             ))
         }
     };

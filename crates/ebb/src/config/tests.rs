@@ -2924,7 +2924,7 @@ fn stick_tables_and_their_rules() {
     err1(
         &be("    stick-table type ip size 1m store http_req_rate"),
         "t.cfg:2: ",
-        "http_req_rate needs a period",
+        "missing argument to store option 'http_req_rate'",
     );
     err1(
         &be("    stick-table type mac size 1"),
@@ -3187,10 +3187,33 @@ fn peers_sections() {
         "t.cfg:4: ",
         "'ssl' is not supported",
     );
+    // `table` lines: `p/t` locally, `/t` on the wire (HAProxy 2.6).
+    let c = ok(&format!(
+        "{g}peers p\n    peer me 127.0.0.1:1000\n    table t type ip size 1 store gpc(2)\n"
+    ));
+    let t = &c.peers[0].tables[0].value;
+    assert_eq!((t.name.as_str(), t.wire_name()), ("p/t", "/t"));
+    assert_eq!(t.peers.as_deref(), Some("p"));
+    assert_eq!(c.stick_tables().count(), 1);
     err1(
-        &format!("{g}peers p\n    table t type ip size 1\n"),
-        "t.cfg:4: ",
-        "not supported by ebb",
+        &format!("{g}peers p\n    peer x 127.0.0.1:1\n    table t type ip size 1\n"),
+        "t.cfg:5: ",
+        "unable to find local peer 'me' in peers section 'p'",
+    );
+    err1(
+        &format!("{g}peers p\n    peer me 127.0.0.1:1\n    table t type ip size 1 peers p\n"),
+        "t.cfg:5: ",
+        "'peers' is implied",
+    );
+    err1(
+        &format!("{g}peers p\n    peer me 127.0.0.1:1\n    table t type ip size 1\n    table t type ip size 2\n"),
+        "t.cfg:6: ",
+        "already declared",
+    );
+    err1(
+        &format!("{g}peers p\n    peer me 127.0.0.1:1\n    table t type ip\n"),
+        "t.cfg:5: ",
+        "missing 'size'",
     );
     err1(
         &format!("{g}peers p\n    peer me 127.0.0.1:1\n    peer me 127.0.0.1:2\n"),

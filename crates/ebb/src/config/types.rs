@@ -65,6 +65,17 @@ pub struct Config {
     pub local_peer: String,
 }
 
+impl Config {
+    /// Every stick table: the proxies' (named after them), then the
+    /// `table` lines of the peers sections (named `SECTION/T`).
+    pub fn stick_tables(&self) -> impl Iterator<Item = &Spanned<crate::table::TableDef>> {
+        self.proxies
+            .iter()
+            .filter_map(|p| p.stick_table.as_ref())
+            .chain(self.peers.iter().flat_map(|s| s.tables.iter()))
+    }
+}
+
 /// A `nameserver` line of a `resolvers` section.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Nameserver {
@@ -578,9 +589,34 @@ pub enum TcpAction {
     /// `expect-proxy layer4` (connection rules): a PROXY header must come
     /// first, as with `accept-proxy` on the bind.
     ExpectProxy,
+    /// `set-src EXPR`, `set-dst EXPR`, `set-src-port EXPR`,
+    /// `set-dst-port EXPR`: the client's address as the rest of the
+    /// connection (or session) sees it.
+    SetAddr(AddrField, Box<crate::sample::Expr>),
     /// An action shared with `http-request`: `track-scN`, `sc-inc-gpc0`,
     /// `sc-set-gpt0`, `set-var`, `set-var-fmt`, `unset-var`.
     Common(HttpRequestAction),
+}
+
+/// Which part of the client's addresses a `set-*` action changes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AddrField {
+    Src,
+    Dst,
+    SrcPort,
+    DstPort,
+}
+
+impl AddrField {
+    /// The action's name.
+    pub fn name(self) -> &'static str {
+        match self {
+            AddrField::Src => "set-src",
+            AddrField::Dst => "set-dst",
+            AddrField::SrcPort => "set-src-port",
+            AddrField::DstPort => "set-dst-port",
+        }
+    }
 }
 
 /// `tcp-request connection|session|content ACTION [if|unless COND]`.
@@ -1011,6 +1047,17 @@ pub enum HttpRequestAction {
     ScIncGpc1(usize),
     /// `sc-set-gpt0(N) INT|EXPR`.
     ScSetGpt0(usize, Box<crate::sample::Expr>),
+    /// `sc-inc-gpc(I,N)`: element I of the gpc/gpc_rate arrays.
+    ScIncGpc {
+        idx: usize,
+        n: usize,
+    },
+    /// `sc-set-gpt(I,N) INT|EXPR`: element I of the gpt array.
+    ScSetGpt {
+        idx: usize,
+        n: usize,
+        expr: Box<crate::sample::Expr>,
+    },
     /// `tarpit [deny_status N]` (500 by default): the answer waits
     /// `timeout tarpit`.
     Tarpit {

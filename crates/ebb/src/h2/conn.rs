@@ -315,6 +315,12 @@ pub struct Connection {
     role: Role,
     state: State,
     streams: Vec<Stream>,
+    /// Where in `streams` the last stream looked up by id was: the calls
+    /// for one stream come in a row (its head, its data, its end), so
+    /// checking there first spares walking up to
+    /// `max-concurrent-streams` entries each time. Only a hint: checked
+    /// against the id, and stale after a removal.
+    hint: std::cell::Cell<usize>,
     /// Highest stream id the client opened (§5.1.1), in either role.
     max_client_id: u32,
     /// Client role: the id the next request gets.
@@ -391,6 +397,7 @@ impl Connection {
                 Role::Client => State::FirstSettings,
             },
             streams: Vec::new(),
+            hint: std::cell::Cell::new(0),
             max_client_id: 0,
             next_id: 1,
             peer_max_streams: u32::MAX,
@@ -498,12 +505,28 @@ impl Connection {
         self.max_client_id
     }
 
+    /// The position of stream `id` in `streams` (see `hint`).
+    fn index_of(&self, id: u32) -> Option<usize> {
+        let h = self.hint.get();
+        if self.streams.get(h).is_some_and(|s| s.id == id) {
+            return Some(h);
+        }
+        let i = self.streams.iter().position(|s| s.id == id)?;
+        self.hint.set(i);
+        Some(i)
+    }
+
+    fn has_stream(&self, id: u32) -> bool {
+        self.index_of(id).is_some()
+    }
+
     fn stream(&mut self, id: u32) -> Option<&mut Stream> {
-        self.streams.iter_mut().find(|s| s.id == id)
+        let i = self.index_of(id)?;
+        self.streams.get_mut(i)
     }
 
     fn remove(&mut self, id: u32) {
-        if let Some(i) = self.streams.iter().position(|s| s.id == id) {
+        if let Some(i) = self.index_of(id) {
             self.streams.swap_remove(i);
             self.remember(id, false);
         }
@@ -612,7 +635,7 @@ impl Connection {
                 event: Some(self.conn_error(code)),
             },
             Err((consumed, H2Error::Stream(id, code))) => {
-                let had = self.streams.iter().any(|s| s.id == id);
+                let had = self.has_stream(id);
                 match self.stream_error(id, code, now) {
                     Ok(()) if had => Progress {
                         consumed,
@@ -749,7 +772,7 @@ impl Connection {
                     // §6.4: RST_STREAM on an idle stream.
                     return Err(H2Error::Connection(ErrorCode::PROTOCOL_ERROR));
                 }
-                if self.streams.iter().any(|s| s.id == stream) {
+                if self.has_stream(stream) {
                     self.spend_reset(now)?;
                     self.remove(stream);
                     return Ok(Some(Ev::Reset(stream, code)));
@@ -899,7 +922,7 @@ impl Connection {
         } else {
             i64::from(frame::DEFAULT_WINDOW.saturating_sub(self.cfg.initial_window_size))
         };
-        let Some(i) = self.streams.iter().position(|s| s.id == id) else {
+        let Some(i) = self.index_of(id) else {
             // Closed stream: give the connection window back at once.
             self.unacked += flow_len;
             self.flush_conn_window();
@@ -1403,11 +1426,8 @@ impl Connection {
         let conn_window = self.send_window;
         let max_frame = self.peer_max_frame as usize;
         let room = self.cfg.max_output.saturating_sub(self.out.len());
-        let s = self
-            .streams
-            .iter_mut()
-            .find(|s| s.id == id)
-            .ok_or(SendError::NoStream)?;
+        let i = self.index_of(id).ok_or(SendError::NoStream)?;
+        let s = &mut self.streams[i];
         if !s.head_sent || s.local_done {
             return Err(SendError::BadState);
         }
@@ -1446,7 +1466,7 @@ impl Connection {
     /// Resets stream `id` with `code` (e.g. CANCEL when its exchange was
     /// aborted, INTERNAL_ERROR when a server failed mid-body).
     pub fn reset(&mut self, id: u32, code: ErrorCode, now: u32) -> Result<(), SendError> {
-        if !self.streams.iter().any(|s| s.id == id) {
+        if !self.has_stream(id) {
             return Err(SendError::NoStream);
         }
         let _ = now;
@@ -1523,7 +1543,7 @@ impl Connection {
 
     /// The smallest of the connection's and stream `id`'s send windows.
     pub fn send_window(&self, id: u32) -> i64 {
-        let s = self.streams.iter().find(|s| s.id == id);
+        let s = self.index_of(id).map(|i| &self.streams[i]);
         s.map_or(0, |s| s.send_window.min(self.send_window))
     }
 }

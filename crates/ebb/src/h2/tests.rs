@@ -249,6 +249,40 @@ fn preface_then_settings_then_a_request_and_its_answer() {
     assert_eq!(c.open_streams(), 0);
 }
 
+/// Streams answered out of order, each ending while others stay open
+/// (their places in the connection's list move as ended ones leave): every
+/// answer goes to its own stream, and one already ended is no stream.
+#[test]
+fn streams_found_by_id_while_others_end() {
+    let (mut c, mut cl) = open();
+    let mut input = Vec::new();
+    for id in [1, 3, 5, 7] {
+        input.extend(cl.get(id, &format!("/{id}")));
+    }
+    assert_eq!(feed(&mut c, &input, 2).len(), 4);
+    for id in [1, 7, 3, 5] {
+        // Looked up first for another stream, so the lookup cannot rely
+        // on the last place it found one.
+        let _ = c.send_window(if id == 1 { 3 } else { 1 });
+        c.send_response(id, 200, &[], false).unwrap();
+        let body = format!("answer {id}");
+        assert_eq!(c.send_data(id, body.as_bytes(), true, 3), Ok(body.len()));
+        assert_eq!(c.send_data(id, b"late", true, 3), Err(SendError::NoStream));
+    }
+    assert_eq!(c.open_streams(), 0);
+    let f = take(&mut c);
+    let data: Vec<(u32, String)> = f
+        .iter()
+        .filter(|(h, _)| h.kind == kind::DATA)
+        .map(|(h, p)| (h.stream, s(p)))
+        .collect();
+    let want: Vec<(u32, String)> = [1, 7, 3, 5]
+        .iter()
+        .map(|&id| (id, format!("answer {id}")))
+        .collect();
+    assert_eq!(data, want);
+}
+
 #[test]
 fn bad_preface_and_first_frame_not_settings() {
     let mut c = Connection::new(Config::default());

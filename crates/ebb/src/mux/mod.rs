@@ -16,11 +16,6 @@
 pub mod h1;
 pub mod h2;
 
-use std::cell::Cell;
-use std::rc::Rc;
-
-use sched::{Ctx, Reasons, Status, TaskId, TaskletId, ETERNITY};
-
 use crate::transport::Transport;
 
 /// The readiness of an HTTP/2 connection's socket, as its tasklet saw the
@@ -102,23 +97,4 @@ pub(crate) fn write_h2(
         }
     }
     Ok(moved)
-}
-
-/// A connection's timer: a task (tasklets have no timer) that, when it
-/// expires, wakes the tasklet named in the returned cell (set once that
-/// tasklet exists) with the `timer` reason.
-pub(crate) fn timer_task(
-    ctx: &mut Ctx,
-    name: &'static str,
-) -> (TaskId, Rc<Cell<Option<TaskletId>>>) {
-    let target: Rc<Cell<Option<TaskletId>>> = Rc::new(Cell::new(None));
-    let t2 = Rc::clone(&target);
-    let timer = ctx.new_task(name, move |ctx: &mut Ctx, me, _why| {
-        ctx.set_expire(me, ETERNITY);
-        if let Some(t) = t2.get() {
-            ctx.tasklet_wakeup_why(t, Reasons::TIMER);
-        }
-        Status::Continue
-    });
-    (timer, target)
 }

@@ -37,6 +37,9 @@
 //! pushes from the last acknowledged update, as HAProxy does.
 
 pub mod proto;
+mod show;
+
+pub use show::show;
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -192,6 +195,8 @@ struct PeerState {
     /// This is the local peer: the old process of a reload teaching us,
     /// or (when we stop) the new process we teach.
     local: bool,
+    /// What `show peers` counts.
+    stats: show::PeerStats,
 }
 
 type Shared = Rc<RefCell<Section>>;
@@ -253,6 +258,7 @@ pub fn start(ctx: &mut Ctx, bound: Vec<Bound>, old_process: bool, log: LogFn) {
                     not_up2date: false,
                     established: false,
                     local: false,
+                    stats: show::PeerStats::default(),
                 })
                 .collect();
         // The local peer: the other process of a reload, on our address.
@@ -265,6 +271,31 @@ pub fn start(ctx: &mut Ctx, bound: Vec<Bound>, old_process: bool, log: LogFn) {
             not_up2date: false,
             established: false,
             local: true,
+            stats: show::PeerStats::default(),
+        });
+        show::declare(show::SectionShow {
+            name: b.rt.name.clone(),
+            since: std::time::SystemTime::now(),
+            resync_timeout: None,
+            peers: peers
+                .iter()
+                .map(|p| show::PeerShow {
+                    name: p.name.clone(),
+                    local: p.local,
+                    active: false,
+                    addr: p.addr,
+                    status: "NONE",
+                    hdshk: None,
+                    reconnect: None,
+                    heartbeat: None,
+                    confirm: 0,
+                    counters: [0; 6],
+                    conn: None,
+                    remote_table: None,
+                    last_local_table: None,
+                    tables: Vec::new(),
+                })
+                .collect(),
         });
         let resync = if old_process {
             Resync::FromLocal(ticks::add(now, RESYNC_MS))
@@ -783,6 +814,12 @@ impl PeerTask {
             Ok(s.into())
         })();
         let Ok(s) = s else { return };
+        {
+            let sec = self.sec.borrow();
+            let st = &sec.peers[self.idx].stats;
+            show::PeerStats::bump(&st.new_conn);
+            st.status.set("CONN");
+        }
         let fd = s.as_raw_fd();
         let mut c = self.new_conn(Io::new(s, fd), Phase::Connecting, now);
         if c.io.watch(ctx, me).is_err() {
@@ -798,6 +835,8 @@ impl PeerTask {
         let mut s = self.sec.borrow_mut();
         let idx = self.idx;
         s.peers[idx].established = true;
+        s.peers[idx].stats.status.set("ESTA");
+        s.peers[idx].stats.hdshk.set(Some(now));
         let acked = s.peers[idx].acked.clone();
         let name = s.peers[idx].name.clone();
         s.say(format!("peer {name}: connection established"));
@@ -832,6 +871,7 @@ impl PeerTask {
                 Ok(Some(f)) => f,
                 Ok(None) => break,
                 Err(Malformed(w)) => {
+                    show::PeerStats::bump(&self.sec.borrow().peers[self.idx].stats.proto_err);
                     if w == "message too large" {
                         put_ctrl(&mut c.io.out, CLASS_ERROR, ERR_SIZELIMIT);
                     } else {
@@ -847,6 +887,7 @@ impl PeerTask {
             c.alive = true;
             let r = handle_msg(&self.sec, self.idx, c, class, kind, &data, now, ctx);
             if let Err(w) = r {
+                show::PeerStats::bump(&self.sec.borrow().peers[self.idx].stats.proto_err);
                 put_ctrl(&mut c.io.out, CLASS_ERROR, ERR_PROTO);
                 return Err(format!("protocol error ({w}): closing"));
             }
@@ -939,6 +980,7 @@ impl PeerTask {
             c.last_tx = now;
         } else if ticks::is_expired(ticks::add(c.last_tx, HEARTBEAT_MS), now) {
             put_ctrl(&mut c.io.out, CLASS_CONTROL, CTRL_HEARTBEAT);
+            show::PeerStats::bump(&s.peers[self.idx].stats.tx_hbt);
             c.last_tx = now;
         }
     }
@@ -987,14 +1029,16 @@ fn handle_msg(
                 c.pushed = t.origin;
             }
         }
-        (CLASS_CONTROL, CTRL_HEARTBEAT) => {}
+        (CLASS_CONTROL, CTRL_HEARTBEAT) => {
+            show::PeerStats::bump(&sec.borrow().peers[idx].stats.rx_hbt);
+        }
         (CLASS_CONTROL, _) => {}
         (CLASS_ERROR, _) => {}
         (CLASS_STKT, STKT_DEFINE) => {
             let d = parse_define(data).map_err(|m| m.0)?;
             let s = sec.borrow();
             let local = s.rt.tables.iter().position(|t| {
-                t.def().name == d.name
+                t.def().wire_name() == d.name
                     && wire_key_type(t.def().key) == d.key_type
                     && t.def().key_size as u64 == d.key_len
             });
@@ -1053,7 +1097,87 @@ fn handle_msg(
 }
 
 impl TaskFn for PeerTask {
-    fn run(&mut self, ctx: &mut Ctx, me: TaskId, _why: Reasons) -> Status {
+    fn run(&mut self, ctx: &mut Ctx, me: TaskId, why: Reasons) -> Status {
+        let st = self.step(ctx, me, why);
+        self.publish();
+        st
+    }
+}
+
+impl PeerTask {
+    /// Publishes what `show peers` prints of this peer.
+    fn publish(&self) {
+        let s = self.sec.borrow();
+        let Some(p) = s.peers.get(self.idx) else {
+            return;
+        };
+        let c = self.conn.as_ref();
+        let established = c.is_some_and(|c| c.phase == Phase::Established);
+        let tables: Vec<show::TableShow> =
+            s.rt.tables
+                .iter()
+                .enumerate()
+                .map(|(i, t)| {
+                    let rid = c.and_then(|c| c.remote_id.get(i).copied().flatten());
+                    show::TableShow {
+                        local_id: i + 1,
+                        remote_id: rid.unwrap_or(0),
+                        remote_data: c
+                            .zip(rid)
+                            .and_then(|(c, r)| c.remote.get(&r))
+                            .map_or(0, |r| r.def.data),
+                        // What we acknowledged of its updates, as HAProxy.
+                        last_acked: c.and_then(|c| c.last_acked.get(i)).copied().unwrap_or(0),
+                        last_pushed: c.and_then(|c| c.pushed.get(i)).copied().unwrap_or(0) as u32,
+                        last_get: c.and_then(|c| c.last_get.get(i)).copied().unwrap_or(0),
+                        name: t.def().name.clone(),
+                        update: t.local_update() as u32,
+                        refcnt: 1,
+                    }
+                })
+                .collect();
+        let st = &p.stats;
+        let view = show::PeerShow {
+            name: p.name.clone(),
+            local: p.local,
+            active: c.is_some(),
+            addr: p.addr,
+            status: match st.status.get() {
+                "" => "NONE",
+                w => w,
+            },
+            hdshk: st.hdshk.get(),
+            reconnect: match c {
+                Some(c) if established => Some(c.check_at),
+                _ => ticks::is_set(self.retry_at).then_some(self.retry_at),
+            },
+            heartbeat: c
+                .filter(|_| established)
+                .map(|c| ticks::add(c.last_tx, HEARTBEAT_MS)),
+            confirm: c.map_or(0, |c| c.confirm),
+            counters: [
+                st.tx_hbt.get(),
+                st.rx_hbt.get(),
+                st.no_hbt.get(),
+                st.new_conn.get(),
+                st.proto_err.get(),
+                st.coll.get(),
+            ],
+            conn: c.map(|c| (c.io.sock.local_addr().ok(), c.io.sock.peer_addr().ok())),
+            remote_table: c
+                .and_then(|c| c.cur.and_then(|id| c.remote.get(&id)))
+                .and_then(|r| r.local),
+            last_local_table: c.and_then(|c| c.sent_table),
+            tables,
+        };
+        let resync = match s.resync {
+            Resync::FromLocal(t) | Resync::FromRemote(t) => Some(t),
+            Resync::Done => None,
+        };
+        show::publish(&s.rt.name, resync, self.idx, view);
+    }
+
+    fn step(&mut self, ctx: &mut Ctx, me: TaskId, _why: Reasons) -> Status {
         let now = ctx.now();
         let local = self.sec.borrow().peers[self.idx].local;
         if ctx.stopping() {
@@ -1092,6 +1216,13 @@ impl TaskFn for PeerTask {
         // rule; ours then retries after a random delay).
         let incoming = self.sec.borrow_mut().peers[self.idx].incoming.take();
         if let Some((sock, rest)) = incoming {
+            {
+                let s = self.sec.borrow();
+                show::PeerStats::bump(&s.peers[self.idx].stats.new_conn);
+                if self.conn.is_some() {
+                    show::PeerStats::bump(&s.peers[self.idx].stats.coll);
+                }
+            }
             if self.conn.is_some() {
                 let d = 50 + self.sec.borrow_mut().rand(2000);
                 self.drop_conn(ctx, d, None);
@@ -1134,6 +1265,7 @@ impl TaskFn for PeerTask {
                     let h = hello(&s.peers[self.idx].name, &s.rt.local, crate::sys::pid());
                     c.io.out.extend_from_slice(h.as_bytes());
                     c.phase = Phase::WaitStatus;
+                    s.peers[self.idx].stats.status.set("HSHK");
                 }
                 Ok(None) => {
                     // Still connecting; give up at the reconnect date.
@@ -1163,6 +1295,10 @@ impl TaskFn for PeerTask {
         if c.phase == Phase::WaitStatus {
             if let Some(l) = c.io.line() {
                 let code: u32 = l.trim().parse().unwrap_or(0);
+                self.sec.borrow().peers[self.idx]
+                    .stats
+                    .status
+                    .set(show::status_word(code));
                 if code == ST_SUCCESS {
                     self.established(ctx);
                 } else {
@@ -1197,6 +1333,7 @@ impl TaskFn for PeerTask {
                         c.alive = false;
                         c.check_at = ticks::add(now, RECONNECT_MS);
                     } else {
+                        show::PeerStats::bump(&self.sec.borrow().peers[self.idx].stats.no_hbt);
                         let d = 50 + self.sec.borrow_mut().rand(2000);
                         self.drop_conn(ctx, d, Some("no message for too long: closing".into()));
                         ctx.set_expire(me, self.retry_at);

@@ -214,8 +214,8 @@ pub fn wire_key_type(k: KeyType) -> u64 {
 pub fn put_define(out: &mut Vec<u8>, id: u64, def: &crate::table::TableDef) {
     let mut d = Vec::new();
     put_int(&mut d, id);
-    put_int(&mut d, def.name.len() as u64);
-    d.extend_from_slice(def.name.as_bytes());
+    put_int(&mut d, def.wire_name().len() as u64);
+    d.extend_from_slice(def.wire_name().as_bytes());
     put_int(&mut d, wire_key_type(def.key));
     put_int(&mut d, def.key_size as u64);
     let mut bits = 0u64;
@@ -225,8 +225,15 @@ pub fn put_define(out: &mut Vec<u8>, id: u64, def: &crate::table::TableDef) {
     for t in &types {
         let id = t.data().wire_id();
         bits |= 1 << id;
-        if let Some(p) = t.period() {
+        // HAProxy 2.6's parameters, each set after its type's id: an
+        // array's size, then a rate's period.
+        if t.data().is_array() || t.period().is_some() {
             put_int(&mut params, u64::from(id));
+        }
+        if t.data().is_array() {
+            put_int(&mut params, t.elems() as u64);
+        }
+        if let Some(p) = t.period() {
             put_int(&mut params, u64::from(p));
         }
     }
@@ -444,7 +451,7 @@ pub fn parse_update(kind: u8, d: &[u8], t: &TableDefMsg) -> Result<Update, Malfo
             } else {
                 WireVal::Cnt(v)
             };
-            if let (Some(dt), false) = (Data::from_wire_id(id), is_array(id)) {
+            if let Some(dt) = Data::from_wire_id(id) {
                 data.push((dt, val));
             }
         }
@@ -599,6 +606,57 @@ mod tests {
         for i in 0..f.data.len() {
             assert!(parse_update(f.kind, &f.data[..i], &m).is_err());
         }
+    }
+
+    #[test]
+    fn arrays_travel_as_haproxy_2_6_encodes_them() {
+        let def = crate::table::parse_stick_table(
+            "t",
+            &[
+                "type",
+                "ip",
+                "size",
+                "10",
+                "store",
+                "gpc_rate(2,10s),gpt(3),http_fail_cnt,gpc(2)",
+            ],
+        )
+        .unwrap();
+        let mut b = Vec::new();
+        put_define(&mut b, 1, &def);
+        let (f, _) = next_frame(&b).unwrap().unwrap();
+        // The parameters after the expiry, for arrays and rates only, in
+        // id order: 22 (gpt) 3, 23 (gpc) 2, 24 (gpc_rate) 2 10000.
+        let mut tail = Vec::new();
+        for v in [22u64, 3, 23, 2, 24, 2, 10_000] {
+            put_int(&mut tail, v);
+        }
+        assert!(f.data.ends_with(&tail), "{:?}", f.data);
+        let m = parse_define(f.data).unwrap();
+        assert_eq!(m.data, (1 << 20) | (1 << 22) | (1 << 23) | (1 << 24));
+        assert_eq!((m.nbelem[22], m.nbelem[23], m.nbelem[24]), (3, 2, 2));
+        let t = crate::table::Table::new(def.clone());
+        let k = t.key_ip("10.1.2.3".parse().unwrap()).unwrap();
+        let r = t.track(&k, 100).unwrap();
+        t.add_at(r, Data::Gpc, 1, 4, 100);
+        t.add_at(r, Data::GpcRate, 1, 2, 100);
+        t.set_at(r, Data::Gpt, 2, 9);
+        t.add(r, Data::HttpFailCnt, 3, 100);
+        let e = t.wire_all(150).pop().unwrap();
+        let mut b = Vec::new();
+        put_update(&mut b, Some(1), &e, &def);
+        let (f, _) = next_frame(&b).unwrap().unwrap();
+        let u = parse_update(f.kind, f.data, &m).unwrap();
+        assert_eq!(u.data, e.data);
+        assert_eq!(u.data.len(), 1 + 3 + 2 + 2);
+        // Applied on another table: the same values.
+        let t2 = crate::table::Table::new(def);
+        assert!(t2.apply_remote(&k, u.exp, &u.data, 150));
+        let r2 = t2.lookup(&k).unwrap();
+        assert_eq!(t2.get_at(r2, Data::Gpc, 1, 150), Some(4));
+        assert_eq!(t2.get_at(r2, Data::GpcRate, 1, 150), Some(2));
+        assert_eq!(t2.get_at(r2, Data::Gpt, 2, 150), Some(9));
+        assert_eq!(t2.get(r2, Data::HttpFailCnt, 150), Some(3));
     }
 
     #[test]

@@ -53,6 +53,8 @@ enum Op {
 pub struct StkFetch {
     who: Who,
     op: Op,
+    /// The array element an array fetch reads (`sc_get_gpc(I,N)`).
+    idx: usize,
     /// `None`: the tracked entry's table (`sc*`) or the rules' proxy's.
     table: Option<String>,
 }
@@ -75,6 +77,19 @@ pub fn note_table_ref(t: Option<String>) {
     REFS.with(|r| r.borrow_mut().push(t));
 }
 
+/// The array fetches (`sc_` and `src_` forms only, with the element's
+/// index first): `get_gpt`, `get_gpc`, `gpc_rate`, `inc_gpc`, `clr_gpc`.
+fn array_op(x: &str) -> Option<Op> {
+    Some(match x {
+        "get_gpt" => Op::Get(Data::Gpt),
+        "get_gpc" => Op::Get(Data::Gpc),
+        "gpc_rate" => Op::Get(Data::GpcRate),
+        "inc_gpc" => Op::IncGpc(Data::Gpc, Data::GpcRate),
+        "clr_gpc" => Op::ClrGpc(Data::Gpc),
+        _ => return None,
+    })
+}
+
 fn op_of(x: &str, who: Who) -> Option<Op> {
     Some(match x {
         "bytes_in_rate" => Op::Get(Data::BytesInRate),
@@ -91,6 +106,8 @@ fn op_of(x: &str, who: Who) -> Option<Op> {
         "http_err_rate" => Op::Get(Data::HttpErrRate),
         "http_req_cnt" => Op::Get(Data::HttpReqCnt),
         "http_req_rate" => Op::Get(Data::HttpReqRate),
+        "http_fail_cnt" => Op::Get(Data::HttpFailCnt),
+        "http_fail_rate" => Op::Get(Data::HttpFailRate),
         "sess_cnt" => Op::Get(Data::SessCnt),
         "sess_rate" => Op::Get(Data::SessRate),
         "kbytes_in" => Op::KBytes(Data::BytesInCnt),
@@ -131,12 +148,14 @@ impl StkFetch {
                 _ => return None,
             }
         };
+        let indexed = (counter_arg || who == Who::Src) && array_op(x).is_some();
         let op = match (who, x) {
             (Who::Table, "avl") => Op::Avl,
             (Who::Table, "cnt") => Op::Cnt,
+            _ if indexed => array_op(x)?,
             _ => op_of(x, who)?,
         };
-        Some(Self::finish(name, who, op, counter_arg, args))
+        Some(Self::finish(name, who, op, counter_arg, indexed, args))
     }
 
     fn finish(
@@ -144,9 +163,23 @@ impl StkFetch {
         mut who: Who,
         op: Op,
         counter_arg: bool,
+        indexed: bool,
         args: &[String],
     ) -> Result<StkFetch, String> {
         let mut args = args.iter();
+        let mut idx = 0;
+        if indexed {
+            idx = match args.next().map(|a| a.trim().parse::<usize>()) {
+                Some(Ok(i)) if i < crate::table::MAX_ARRAY => i,
+                Some(_) => {
+                    return Err(format!(
+                        "fetch '{name}': the array index must be an integer from 0 to {}",
+                        crate::table::MAX_ARRAY - 1
+                    ))
+                }
+                None => return Err(format!("fetch '{name}' expects an array index")),
+            };
+        }
         if counter_arg {
             let n = match args.next().map(|a| a.trim()) {
                 Some("0") => 0,
@@ -171,7 +204,12 @@ impl StkFetch {
         if table.is_some() || !matches!(who, Who::Sc(_)) {
             REFS.with(|r| r.borrow_mut().push(table.clone()));
         }
-        Ok(StkFetch { who, op, table })
+        Ok(StkFetch {
+            who,
+            op,
+            idx,
+            table,
+        })
     }
 
     /// The type the fetch produces.
@@ -223,7 +261,8 @@ impl StkFetch {
                 (t, e)
             }
         };
-        let stored = |d: Data| table.def().store.iter().any(|x| x.data() == d);
+        let idx = self.idx;
+        let stored = |d: Data| table.stores(d, idx);
         let Some(e) = entry else {
             // No entry: HAProxy returns 0 for reads, nothing for writes.
             return match self.op {
@@ -231,21 +270,23 @@ impl StkFetch {
                 _ => None,
             };
         };
-        let get = |d: Data| table.get(e, d, now).map(|v| v as i64);
+        let get = |d: Data| table.get_at(e, d, idx, now).map(|v| v as i64);
         let v = match self.op {
             Op::Get(d) => get(d)?,
             Op::KBytes(d) => get(d)? >> 10,
             Op::IncGpc(cnt, rate) => {
+                // HAProxy: the rate first, then the counter; the result is
+                // the counter, else the rate, else 0 (found either way).
                 if !stored(cnt) && !stored(rate) {
-                    return None;
+                    return Some(Val::Int(0));
                 }
-                table.add(e, rate, 1, now);
-                table.add(e, cnt, 1, now);
-                get(cnt).unwrap_or(0)
+                table.add_at(e, rate, idx, 1, now);
+                table.add_at(e, cnt, idx, 1, now);
+                get(cnt).or_else(|| get(rate)).unwrap_or(0)
             }
             Op::ClrGpc(cnt) => {
                 let old = get(cnt)?;
-                table.set(e, cnt, 0);
+                table.set_at(e, cnt, idx, 0);
                 old
             }
             Op::UpdtConnCnt => {
@@ -267,6 +308,8 @@ impl StkFetch {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct StkConv {
     op: Op,
+    /// The array element (`table_gpc(I,T)`...).
+    idx: usize,
     table: String,
 }
 
@@ -274,6 +317,34 @@ impl StkConv {
     /// Compiles `name(args)` if it is a stick-table converter; `None` if
     /// the name is not one.
     pub fn compile(name: &str, args: &[String]) -> Option<Result<StkConv, String>> {
+        let array = match name {
+            "table_gpt" => Some(Data::Gpt),
+            "table_gpc" => Some(Data::Gpc),
+            "table_gpc_rate" => Some(Data::GpcRate),
+            _ => None,
+        };
+        if let Some(d) = array {
+            return Some(match args {
+                [i, t] if !t.trim().is_empty() => match i.trim().parse::<usize>() {
+                    Ok(idx) if idx < crate::table::MAX_ARRAY => {
+                        let table = t.trim().to_string();
+                        REFS.with(|r| r.borrow_mut().push(Some(table.clone())));
+                        Ok(StkConv {
+                            op: Op::Get(d),
+                            idx,
+                            table,
+                        })
+                    }
+                    _ => Err(format!(
+                        "converter '{name}': the array index must be an integer from 0 to {}",
+                        crate::table::MAX_ARRAY - 1
+                    )),
+                },
+                _ => Err(format!(
+                    "converter '{name}' expects an array index and a table name"
+                )),
+            });
+        }
         let op = match name {
             "in_table" => Op::Tracked,
             "table_trackers" => Op::Trackers,
@@ -290,7 +361,7 @@ impl StkConv {
             [t] if !t.trim().is_empty() => {
                 let table = t.trim().to_string();
                 REFS.with(|r| r.borrow_mut().push(Some(table.clone())));
-                Ok(StkConv { op, table })
+                Ok(StkConv { op, idx: 0, table })
             }
             _ => Err(format!("converter '{name}' expects a table name")),
         })
@@ -317,7 +388,7 @@ impl StkConv {
         };
         let now = stk.now();
         Some(Val::Int(match self.op {
-            Op::Get(d) => t.get(e, d, now)? as i64,
+            Op::Get(d) => t.get_at(e, d, self.idx, now)? as i64,
             Op::KBytes(d) => t.get(e, d, now)? as i64 >> 10,
             Op::Trackers => t.refs(e)? as i64,
             _ => return None,

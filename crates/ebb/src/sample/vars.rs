@@ -3,7 +3,8 @@
 //!
 //! - `proc`: the whole process (all threads; behind a lock, so use it for
 //!   rare values);
-//! - `sess`: the client connection, across its requests;
+//! - `sess`: the client connection, across its requests (every stream of
+//!   an HTTP/2 connection sees the same ones: [`SessVars`]);
 //! - `txn`: one exchange, request and response;
 //! - `req`: while the request is processed;
 //! - `res`: while the response is processed.
@@ -12,6 +13,8 @@
 //! (id, value) whose buffers are kept when a scope is cleared: setting a
 //! variable allocates nothing once the connection is warm.
 
+use std::cell::RefCell;
+use std::rc::Rc;
 use std::sync::Mutex;
 
 use super::{Scratch, Val};
@@ -147,10 +150,17 @@ impl Vars {
 
 static PROC: Mutex<Vars> = Mutex::new(Vars { slots: Vec::new() });
 
+/// The `sess` scope of one client connection. A clone shares the values:
+/// the streams of an HTTP/2 connection each hold one, so a variable one
+/// stream sets is seen by the others, as in HAProxy (its streams point at
+/// their session's variables).
+#[derive(Clone, Default, Debug)]
+pub struct SessVars(Rc<RefCell<Vars>>);
+
 /// The variables an exchange sees (all but `proc`, which is global).
 #[derive(Default, Debug)]
 pub struct VarStore {
-    pub sess: Vars,
+    pub sess: SessVars,
     pub txn: Vars,
     pub req: Vars,
     pub res: Vars,
@@ -257,40 +267,30 @@ impl VarStore {
         self.res.clear();
     }
 
-    fn scope(&mut self, s: VarScope) -> Option<&mut Vars> {
+    /// Runs `f` on the variables of scope `s` (`sess`: the connection's
+    /// shared ones; `proc`: the process's, under their lock).
+    fn with_scope<T>(&mut self, s: VarScope, f: impl FnOnce(&mut Vars) -> T) -> T {
         match s {
-            VarScope::Sess => Some(&mut self.sess),
-            VarScope::Txn => Some(&mut self.txn),
-            VarScope::Req => Some(&mut self.req),
-            VarScope::Res => Some(&mut self.res),
-            VarScope::Proc => None,
+            VarScope::Sess => f(&mut self.sess.0.borrow_mut()),
+            VarScope::Txn => f(&mut self.txn),
+            VarScope::Req => f(&mut self.req),
+            VarScope::Res => f(&mut self.res),
+            VarScope::Proc => f(&mut PROC.lock().unwrap_or_else(|p| p.into_inner())),
         }
     }
 
     /// Stores `v` (bytes in `s.cur`).
     pub fn set(&mut self, r: &VarRef, v: Val, s: &Scratch) {
-        match self.scope(r.scope) {
-            Some(vars) => vars.set(r.id, v, s),
-            None => PROC
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .set(r.id, v, s),
-        }
+        self.with_scope(r.scope, |vars| vars.set(r.id, v, s));
     }
 
     pub fn unset(&mut self, r: &VarRef) {
-        match self.scope(r.scope) {
-            Some(vars) => vars.unset(r.id),
-            None => PROC.lock().unwrap_or_else(|p| p.into_inner()).unset(r.id),
-        }
+        self.with_scope(r.scope, |vars| vars.unset(r.id));
     }
 
     /// Reads a variable into `s.cur`; `None` when unset.
     pub fn get(&mut self, r: &VarRef, s: &mut Scratch) -> Option<Val> {
-        match self.scope(r.scope) {
-            Some(vars) => vars.get(r.id, s),
-            None => PROC.lock().unwrap_or_else(|p| p.into_inner()).get(r.id, s),
-        }
+        self.with_scope(r.scope, |vars| vars.get(r.id, s))
     }
 }
 

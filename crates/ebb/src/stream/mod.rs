@@ -36,7 +36,7 @@ use sched::{Ctx, Reasons, Status, TaskletId, Tick};
 
 use crate::config::HttpRequestAction;
 use crate::http1::{Drain, Method, TargetForm, CONNECT_ALLOW};
-use crate::mux::h1::client::{Body, In, LogFacts};
+use crate::mux::h1::client::{dst_of, Body, In, LogFacts};
 use crate::mux::h1::server::ServerSide;
 use crate::mux::h1::Exchange;
 use crate::proxy::{redirect_location, BackendKind, FrontendRt};
@@ -297,8 +297,7 @@ impl Stream {
             return Act::Connect;
         }
         let tr = &c.tr;
-        let pp_dst = c.dst;
-        let dst = move || pp_dst.or_else(|| tr.tcp().local_addr().ok());
+        let dst = dst_of(tr, c.dst);
         let base = sample_ctx(tr, c.peer, &fe.name, &dst, &c.vars, &c.stk);
         let mut st = crate::rewrite::ReqState::new(crate::sample::Req { buf, head: &c.head });
         let received = ReqView {
@@ -757,8 +756,7 @@ impl Stream {
                 hdrs.push((b"Content-Range", cr.as_bytes()));
             }
             let tr = &c.tr;
-            let pp_dst = c.dst;
-            let dst = move || pp_dst.or_else(|| tr.tcp().local_addr().ok());
+            let dst = dst_of(tr, c.dst);
             let sctx = crate::sample::Ctx {
                 be: Some(&backend.name),
                 ..sample_ctx(tr, c.peer, &c.fe.name, &dst, &c.vars, &c.stk)
@@ -904,8 +902,7 @@ impl Stream {
         let backend = Arc::clone(&c.fe.backends[bi]);
         let logged = {
             let tr = &c.tr;
-            let pp_dst = c.dst;
-            let dst = move || pp_dst.or_else(|| tr.tcp().local_addr().ok());
+            let dst = dst_of(tr, c.dst);
             let buf = &c.rbuf[c.rstart..c.rend];
             let sctx = crate::sample::Ctx {
                 req: Some(crate::sample::Req { buf, head: &c.head }),
@@ -959,7 +956,7 @@ impl Stream {
     ) {
         let now = ctx.now();
         let err = backend.is_some() && (400..500).contains(&status);
-        c.stk.end(now, err, c.head.head_len as u64, sent);
+        c.stk.end(now, err, false, c.head.head_len as u64, sent);
         if !self.quiet && c.w.logging(&c.fe) {
             let buf = &c.rbuf[c.rstart..c.rend];
             let line_end = buf
@@ -1011,8 +1008,7 @@ impl Stream {
         }
         let be = backend.and_then(|b| c.fe.backends.get(b));
         let tr = &c.tr;
-        let pp_dst = c.dst;
-        let dst = move || pp_dst.or_else(|| tr.tcp().local_addr().ok());
+        let dst = dst_of(tr, c.dst);
         let sctx = crate::sample::Ctx {
             be: be.map(|b| b.name.as_str()),
             ..sample_ctx(tr, c.peer, &c.fe.name, &dst, &c.vars, &c.stk)
@@ -1039,8 +1035,7 @@ impl Stream {
         let mut scratch = std::mem::take(&mut self.scratch);
         let body = {
             let tr = &c.tr;
-            let pp_dst = c.dst;
-            let dst = move || pp_dst.or_else(|| tr.tcp().local_addr().ok());
+            let dst = dst_of(tr, c.dst);
             let buf = &c.rbuf[c.rstart..c.rend];
             let cx = ReqView {
                 req: Some(crate::sample::Req { buf, head: &c.head }),

@@ -60,7 +60,7 @@ use crate::http1::{
     ResponseHead, Status as PStatus, Version,
 };
 use crate::l4rules::Verdict;
-use crate::mux::h1::client::{In, LogFacts};
+use crate::mux::h1::client::{dst_of, In, LogFacts};
 use crate::mux::h1::server::{write_request_head, ReqTail};
 use crate::proxy::{BackendKind, BackendRt, BeTimeouts};
 use crate::stream::msg::{BodySize, ReqHead};
@@ -258,8 +258,7 @@ impl Stream {
         };
         // --- the request head for the server ---
         let tr = &c.tr;
-        let pp_dst = c.dst;
-        let dst = move || pp_dst.or_else(|| tr.tcp().local_addr().ok());
+        let dst = dst_of(tr, c.dst);
         let sctx = crate::sample::Ctx {
             req: Some(crate::sample::Req { buf, head: h }),
             be: Some(&be.name),
@@ -555,7 +554,7 @@ impl Stream {
                     sd.install(st, true, now);
                     sd.obuf.clear();
                     if s.opts.send_proxy > 0 {
-                        let dst = c.dst.or_else(|| c.tr.tcp().local_addr().ok());
+                        let dst = c.local_addr();
                         let h = crate::proxyproto::header_for(
                             s.opts.send_proxy,
                             dst.map(|d| (c.peer, d)),
@@ -1161,8 +1160,7 @@ impl Stream {
             // `tcp-response content` rules run before the response head is
             // analysed (HAProxy): they read no HTTP, see l4rules.
             let tr = &c.tr;
-            let pp_dst = c.dst;
-            let dst = move || pp_dst.or_else(|| tr.tcp().local_addr().ok());
+            let dst = dst_of(tr, c.dst);
             let cx = crate::sample::Ctx {
                 be: Some(&be.name),
                 srv: up.server.as_ref().map(|s| s.name.as_str()),
@@ -1217,8 +1215,7 @@ impl Stream {
         out.extend_from_slice(b"\r\n");
         {
             let tr = &c.tr;
-            let pp_dst = c.dst;
-            let dst = move || pp_dst.or_else(|| tr.tcp().local_addr().ok());
+            let dst = dst_of(tr, c.dst);
             let cx = crate::sample::Ctx {
                 res: Some(crate::sample::Res::H1 { buf, head: r }),
                 ..super::sample_ctx(tr, c.peer, &fe.name, &dst, &c.vars, &c.stk)
@@ -1231,8 +1228,7 @@ impl Stream {
         };
         if let Some(s) = &up.server {
             let tr = &c.tr;
-            let pp_dst = c.dst;
-            let dst = move || pp_dst.or_else(|| tr.tcp().local_addr().ok());
+            let dst = dst_of(tr, c.dst);
             let sctx = crate::sample::Ctx {
                 res: Some(crate::sample::Res::H1 { buf, head: r }),
                 be: Some(&be.name),
@@ -1259,8 +1255,7 @@ impl Stream {
             // Rules run on the response as a list of fields, in order
             // (`crate::rewrite`); the status line is written again after.
             let tr = &c.tr;
-            let pp_dst = c.dst;
-            let dst = move || pp_dst.or_else(|| tr.tcp().local_addr().ok());
+            let dst = dst_of(tr, c.dst);
             let sctx = crate::sample::Ctx {
                 be: Some(&be.name),
                 srv: up.server.as_ref().map(|s| s.name.as_str()),
@@ -1543,7 +1538,9 @@ impl Stream {
     fn log_proxy(&mut self, c: &mut H1, ctx: &mut Ctx, up: &Upstream, bytes: u64) {
         crate::proxy::count_request(&c.fe, Some(&up.be), up.status, bytes);
         let err = (400..500).contains(&up.status);
-        c.stk.end(ctx.now(), err, c.head.head_len as u64, bytes);
+        let fail = crate::table::http_failure(up.status, up.term);
+        c.stk
+            .end(ctx.now(), err, fail, c.head.head_len as u64, bytes);
         if !c.w.logging(&c.fe) {
             return;
         }
@@ -1585,7 +1582,7 @@ impl Stream {
 /// server without a port of its own (it takes the client's).
 fn client_dst(c: &H1, s: &ServerRt) -> Option<SocketAddr> {
     if s.map_ports.load(Ordering::Relaxed) {
-        c.dst.or_else(|| c.tr.tcp().local_addr().ok())
+        c.local_addr()
     } else {
         None
     }

@@ -117,13 +117,23 @@ fn entry_line(out: &mut String, t: &Table, e: &Dumped) {
         e.refs,
         e.exp
     );
-    for (dt, v) in &e.data {
+    for (dt, idx, v) in &e.data {
+        let name = dt.data().name();
+        if dt.data().is_array() {
+            // HAProxy numbers an element before the first '_' of the
+            // array's name: gpc3, gpc3_rate(P), gpt0.
+            let (pfx, sfx) = name.split_at(name.find('_').unwrap_or(name.len()));
+            let _ = write!(out, " {pfx}{idx}{sfx}");
+        } else {
+            out.push(' ');
+            out.push_str(name);
+        }
         match dt.period() {
             Some(p) => {
-                let _ = write!(out, " {}({p})={v}", dt.data().name());
+                let _ = write!(out, "({p})={v}");
             }
             None => {
-                let _ = write!(out, " {}={v}", dt.data().name());
+                let _ = write!(out, "={v}");
             }
         }
     }

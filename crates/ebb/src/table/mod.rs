@@ -55,7 +55,7 @@ mod track;
 
 pub use freq::FreqCtr;
 pub use store::{Dumped, EntryRef, StKey, Table, WireEntry, WireVal};
-pub use track::{Pending, Stk, Tables};
+pub use track::{http_failure, Pending, Stk, Tables};
 
 use std::fmt;
 
@@ -77,7 +77,9 @@ pub enum KeyType {
     Binary(usize),
 }
 
-/// A stored data type; rates carry their period in milliseconds.
+/// A stored data type; rates carry their period in milliseconds, arrays
+/// (HAProxy 2.5+'s `gpt(N)`, `gpc(N)`, `gpc_rate(N,P)`) their number of
+/// elements (1 to 100).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum DataType {
     ConnCur,
@@ -99,9 +101,15 @@ pub enum DataType {
     ServerId,
     Gpc1,
     Gpc1Rate(u32),
+    HttpFailCnt,
+    HttpFailRate(u32),
+    Gpt(u8),
+    Gpc(u8),
+    GpcRate(u8, u32),
 }
 
-/// What an event adds to, naming a data type without its period.
+/// What an event adds to, naming a data type without its period (and an
+/// array type without its size: an element is a `Data` and an index).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Data {
     ConnCur,
@@ -123,7 +131,18 @@ pub enum Data {
     ServerId,
     Gpc1,
     Gpc1Rate,
+    HttpFailCnt,
+    HttpFailRate,
+    Gpt,
+    Gpc,
+    GpcRate,
 }
+
+/// The number of [`Data`] kinds.
+pub const DATA_KINDS: usize = 24;
+
+/// HAProxy's largest array (`STKTABLE_MAX_DT_ARRAY_SIZE`).
+pub const MAX_ARRAY: usize = 100;
 
 impl DataType {
     /// The kind, without the period.
@@ -148,6 +167,11 @@ impl DataType {
             DataType::ServerId => Data::ServerId,
             DataType::Gpc1 => Data::Gpc1,
             DataType::Gpc1Rate(_) => Data::Gpc1Rate,
+            DataType::HttpFailCnt => Data::HttpFailCnt,
+            DataType::HttpFailRate(_) => Data::HttpFailRate,
+            DataType::Gpt(_) => Data::Gpt,
+            DataType::Gpc(_) => Data::Gpc,
+            DataType::GpcRate(..) => Data::GpcRate,
         }
     }
 
@@ -161,8 +185,18 @@ impl DataType {
             | DataType::BytesInRate(p)
             | DataType::BytesOutRate(p)
             | DataType::Gpc0Rate(p)
-            | DataType::Gpc1Rate(p) => Some(p),
+            | DataType::Gpc1Rate(p)
+            | DataType::HttpFailRate(p)
+            | DataType::GpcRate(_, p) => Some(p),
             _ => None,
+        }
+    }
+
+    /// The number of values: an array's size, else 1.
+    pub fn elems(self) -> usize {
+        match self {
+            DataType::Gpt(n) | DataType::Gpc(n) | DataType::GpcRate(n, _) => usize::from(n),
+            _ => 1,
         }
     }
 }
@@ -190,10 +224,15 @@ impl Data {
             Data::ServerId => "server_id",
             Data::Gpc1 => "gpc1",
             Data::Gpc1Rate => "gpc1_rate",
+            Data::HttpFailCnt => "http_fail_cnt",
+            Data::HttpFailRate => "http_fail_rate",
+            Data::Gpt => "gpt",
+            Data::Gpc => "gpc",
+            Data::GpcRate => "gpc_rate",
         }
     }
 
-    const ALL: [Data; 19] = [
+    const ALL: [Data; DATA_KINDS] = [
         Data::ConnCur,
         Data::ConnCnt,
         Data::ConnRate,
@@ -213,15 +252,40 @@ impl Data {
         Data::ServerId,
         Data::Gpc1,
         Data::Gpc1Rate,
+        Data::HttpFailCnt,
+        Data::HttpFailRate,
+        Data::Gpt,
+        Data::Gpc,
+        Data::GpcRate,
     ];
 
     fn is_rate(self) -> bool {
         self.name().ends_with("_rate")
     }
+
+    /// Whether the type is an array (`gpt`, `gpc`, `gpc_rate`).
+    pub fn is_array(self) -> bool {
+        matches!(self, Data::Gpt | Data::Gpc | Data::GpcRate)
+    }
+
+    /// Where HAProxy 2.6 reads a legacy type a table does not store: the
+    /// array element that replaces it (`gpc0` is `gpc[0]`, `gpc1` is
+    /// `gpc[1]`, `gpt0` is `gpt[0]`, and their rates).
+    pub fn fallback(self) -> Option<(Data, usize)> {
+        match self {
+            Data::Gpc0 => Some((Data::Gpc, 0)),
+            Data::Gpc1 => Some((Data::Gpc, 1)),
+            Data::Gpc0Rate => Some((Data::GpcRate, 0)),
+            Data::Gpc1Rate => Some((Data::GpcRate, 1)),
+            Data::Gpt0 => Some((Data::Gpt, 0)),
+            _ => None,
+        }
+    }
 }
 
-/// The order in which HAProxy lists an entry's data (its data type ids).
-pub const SHOW_ORDER: [Data; 19] = [
+/// The order in which HAProxy lists an entry's data (its data type ids;
+/// 19, `server_key`, is not stored by ebb).
+pub const SHOW_ORDER: [Data; DATA_KINDS] = [
     Data::ServerId,
     Data::Gpt0,
     Data::Gpc0,
@@ -241,18 +305,33 @@ pub const SHOW_ORDER: [Data; 19] = [
     Data::BytesOutRate,
     Data::Gpc1,
     Data::Gpc1Rate,
+    Data::HttpFailCnt,
+    Data::HttpFailRate,
+    Data::Gpt,
+    Data::Gpc,
+    Data::GpcRate,
 ];
 
 impl Data {
     /// HAProxy's id of the type (`STKTABLE_DT_*`, the bit of the peers
     /// protocol's data field).
     pub fn wire_id(self) -> u32 {
-        SHOW_ORDER.iter().position(|&d| d == self).unwrap_or(0) as u32
+        let i = SHOW_ORDER.iter().position(|&d| d == self).unwrap_or(0) as u32;
+        // server_key (19) sits between gpc1_rate and http_fail_cnt.
+        if i >= 19 {
+            i + 1
+        } else {
+            i
+        }
     }
 
     /// The type of HAProxy id `id`, if ebb stores it.
     pub fn from_wire_id(id: u32) -> Option<Data> {
-        SHOW_ORDER.get(id as usize).copied()
+        match id {
+            0..=18 => SHOW_ORDER.get(id as usize).copied(),
+            20..=24 => SHOW_ORDER.get(id as usize - 1).copied(),
+            _ => None,
+        }
     }
 
     /// Whether the type is a rate (a frequency counter).
@@ -286,6 +365,17 @@ pub struct TableDef {
     /// peers protocol): 4 for ip and integer, 16 for ipv6, `len + 1` for
     /// a string with `len` (32 without), `len` for binary.
     pub key_size: usize,
+    /// The name on the peers protocol when it is not `name`: a `table T`
+    /// line of peers section P is called `P/T` locally and `/T` on the
+    /// wire (HAProxy 2.6's `nid`, slash included).
+    pub wire_name: Option<String>,
+}
+
+impl TableDef {
+    /// The name the peers protocol carries.
+    pub fn wire_name(&self) -> &str {
+        self.wire_name.as_deref().unwrap_or(&self.name)
+    }
 }
 
 /// Why a `stick-table` line was refused.
@@ -345,9 +435,10 @@ fn parse_count(what: &str, v: &str) -> Result<u64, DefError> {
     }
 }
 
-/// Parses one `store` type.
+/// Parses one `store` type: `NAME`, `NAME(PERIOD)` for a rate,
+/// `NAME(N)` for an array, `gpc_rate(N,PERIOD)`.
 fn parse_data_type(s: &str) -> Result<DataType, DefError> {
-    let (name, period) = match s.find('(') {
+    let (name, arg) = match s.find('(') {
         Some(i) if s.ends_with(')') => (&s[..i], Some(&s[i + 1..s.len() - 1])),
         Some(_) => return err(format!("store: malformed data type '{s}'")),
         None => (s, None),
@@ -358,16 +449,42 @@ fn parse_data_type(s: &str) -> Result<DataType, DefError> {
             Data::ALL.map(|d| d.name()).join(", ")
         ));
     };
+    // HAProxy's messages: a missing or unexpected argument, an array size
+    // out of 1..100.
+    let (nb, period) = if d.is_array() {
+        let Some(a) = arg else {
+            return err(format!("store: missing argument to store option '{name}'"));
+        };
+        let (n, rest) = match a.split_once(',') {
+            Some((n, r)) => (n, Some(r)),
+            None => (a, None),
+        };
+        let nb = match n.trim().parse::<usize>() {
+            Ok(n) if (1..=MAX_ARRAY).contains(&n) => n as u8,
+            _ => {
+                return err(format!(
+                    "store: array size is out of allowed range (1-{MAX_ARRAY}) for store option '{name}'"
+                ))
+            }
+        };
+        (nb, rest)
+    } else {
+        (1, arg)
+    };
     let p = match (d.is_rate(), period) {
         (true, Some(p)) => {
-            let ms = parse_ms(&format!("store {name}"), p)?;
+            let ms = parse_ms(&format!("store {name}"), p.trim())?;
             if ms == 0 {
                 return err(format!("store: {name} needs a period above zero"));
             }
             ms
         }
-        (true, None) => return err(format!("store: {name} needs a period, as in {name}(10s)")),
-        (false, Some(_)) => return err(format!("store: {name} takes no period")),
+        (true, None) => return err(format!("store: missing argument to store option '{name}'")),
+        (false, Some(_)) => {
+            return err(format!(
+                "store: unexpected argument to store option '{name}'"
+            ))
+        }
         (false, None) => 0,
     };
     Ok(match d {
@@ -390,7 +507,32 @@ fn parse_data_type(s: &str) -> Result<DataType, DefError> {
         Data::ServerId => DataType::ServerId,
         Data::Gpc1 => DataType::Gpc1,
         Data::Gpc1Rate => DataType::Gpc1Rate(p),
+        Data::HttpFailCnt => DataType::HttpFailCnt,
+        Data::HttpFailRate => DataType::HttpFailRate(p),
+        Data::Gpt => DataType::Gpt(nb),
+        Data::Gpc => DataType::Gpc(nb),
+        Data::GpcRate => DataType::GpcRate(nb, p),
     })
+}
+
+/// The types of a `store` list: split on the commas outside parentheses
+/// (`gpc_rate(4,10s),gpc(4)`).
+fn split_store(v: &str) -> Vec<&str> {
+    let mut out = Vec::new();
+    let (mut depth, mut start) = (0i32, 0);
+    for (i, c) in v.char_indices() {
+        match c {
+            '(' => depth += 1,
+            ')' => depth -= 1,
+            ',' if depth <= 0 => {
+                out.push(&v[start..i]);
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    out.push(&v[start..]);
+    out
 }
 
 /// Parses the words after `stick-table` for the table of proxy `name`.
@@ -473,7 +615,7 @@ pub fn parse_stick_table(name: &str, w: &[&str]) -> Result<TableDef, DefError> {
                 continue;
             }
             "store" => {
-                for s in val(i, "store")?.split(',') {
+                for s in split_store(val(i, "store")?) {
                     let d = parse_data_type(s)?;
                     if store.iter().any(|x| x.data() == d.data()) {
                         return err(format!(
@@ -501,6 +643,17 @@ pub fn parse_stick_table(name: &str, w: &[&str]) -> Result<TableDef, DefError> {
         }
         i += 2;
     }
+    // HAProxy 2.6: the arrays replace the legacy types, never beside them.
+    let has = |d: Data| store.iter().any(|x| x.data() == d);
+    if has(Data::Gpt) && has(Data::Gpt0) {
+        return err("simultaneous usage of 'gpt' and 'gpt0' in a same table is not permitted as 'gpt' overrides 'gpt0'");
+    }
+    if has(Data::Gpc) && (has(Data::Gpc0) || has(Data::Gpc1)) {
+        return err("simultaneous usage of 'gpc' and 'gpc[0/1]' in a same table is not permitted as 'gpc' overrides 'gpc[0/1]'");
+    }
+    if has(Data::GpcRate) && (has(Data::Gpc0Rate) || has(Data::Gpc1Rate)) {
+        return err("simultaneous usage of 'gpc_rate' and 'gpc[0/1]_rate' in a same table is not permitted as 'gpc_rate' overrides 'gpc[0/1]_rate'");
+    }
     let Some(key) = key else {
         return err("stick-table: missing 'type'");
     };
@@ -516,6 +669,7 @@ pub fn parse_stick_table(name: &str, w: &[&str]) -> Result<TableDef, DefError> {
         store,
         peers,
         key_size,
+        wire_name: None,
     })
 }
 

@@ -8,7 +8,7 @@ use std::sync::{Mutex, MutexGuard, OnceLock};
 
 use ebtree::{BytesKey, Eb32Tree, EbTree, Handle, MbKey};
 
-use super::{Data, DataType, FreqCtr, KeyType, TableDef};
+use super::{Data, DataType, FreqCtr, KeyType, TableDef, DATA_KINDS};
 
 /// One stored value.
 #[derive(Clone, Copy, Debug)]
@@ -61,8 +61,9 @@ pub struct Dumped {
     pub refs: u32,
     /// Milliseconds left before expiry (0 without `expire`).
     pub exp: u32,
-    /// Stored values in HAProxy's order, rates read at `now`.
-    pub data: Vec<(DataType, u64)>,
+    /// Stored values in HAProxy's order, rates read at `now`: each type
+    /// with its element's index (0 but in arrays).
+    pub data: Vec<(DataType, u8, u64)>,
 }
 
 /// A reference to an entry (a tracked key). Generation-checked: once the
@@ -129,7 +130,7 @@ pub struct WireEntry {
     pub key: StKey,
     /// Milliseconds before expiry.
     pub exp: u32,
-    /// Values in HAProxy's type order.
+    /// Values in HAProxy's type order (an array's elements in a row).
     pub data: Vec<(Data, WireVal)>,
 }
 
@@ -137,8 +138,12 @@ pub struct WireEntry {
 /// essay for the lock.
 pub struct Table {
     def: TableDef,
-    /// Where each data kind sits in an entry's slots.
-    index: [Option<u8>; 19],
+    /// Where each data kind (its first element) sits in an entry's slots.
+    index: [Option<u16>; DATA_KINDS],
+    /// Elements of each kind stored (1 but for arrays; 0: not stored).
+    elems: [u8; DATA_KINDS],
+    /// The period of each rate stored.
+    periods: [u32; DATA_KINDS],
     inner: Mutex<Inner>,
     /// Set for tables with `peers`.
     sync: Option<SyncHook>,
@@ -152,9 +157,16 @@ fn tick_le(a: u32, b: u32) -> bool {
 impl Table {
     /// An empty table for a definition.
     pub fn new(def: TableDef) -> Table {
-        let mut index = [None; 19];
-        for (i, d) in def.store.iter().enumerate() {
-            index[d.data() as usize] = Some(i as u8);
+        let mut index = [None; DATA_KINDS];
+        let mut elems = [0; DATA_KINDS];
+        let mut periods = [0; DATA_KINDS];
+        let mut at = 0u16;
+        for d in &def.store {
+            let k = d.data() as usize;
+            index[k] = Some(at);
+            elems[k] = d.elems() as u8;
+            periods[k] = d.period().unwrap_or(0);
+            at += d.elems() as u16;
         }
         let keys = match def.key {
             KeyType::Ip => Keys::Ip(EbTree::new()),
@@ -169,6 +181,8 @@ impl Table {
         Table {
             def,
             index,
+            elems,
+            periods,
             inner: Mutex::new(Inner {
                 keys,
                 exps: Eb32Tree::new(),
@@ -260,9 +274,12 @@ impl Table {
         self.def
             .store
             .iter()
-            .map(|d| match d.period() {
-                Some(_) => Slot::Rate(FreqCtr::new(now)),
-                None => Slot::Cnt(0),
+            .flat_map(|d| {
+                let s = match d.period() {
+                    Some(_) => Slot::Rate(FreqCtr::new(now)),
+                    None => Slot::Cnt(0),
+                };
+                std::iter::repeat_n(s, d.elems())
             })
             .collect()
     }
@@ -411,12 +428,18 @@ impl Table {
     /// [`Self::dec`]. `Gpt0` and `ServerId` are set with [`Self::set`].
     /// Returns false for a stale reference.
     pub fn add(&self, r: EntryRef, d: Data, n: u64, now: u32) -> bool {
-        self.with_slot(r, d, |s| match s {
+        self.add_at(r, d, 0, n, now)
+    }
+
+    /// [`Self::add`] on element `idx` of an array type (0 for the others).
+    pub fn add_at(&self, r: EntryRef, d: Data, idx: usize, n: u64, now: u32) -> bool {
+        let Some((_, k)) = self.slot_of(d, idx) else {
+            return self.contains(r);
+        };
+        self.with_slot(r, d, idx, |s| match s {
             Slot::Cnt(c) => *c = c.saturating_add(n),
             Slot::Rate(f) => {
-                if let Some(p) = self.period(d) {
-                    f.add(p, now, n.min(u32::MAX as u64) as u32);
-                }
+                f.add(self.periods[k as usize], now, n.min(u32::MAX as u64) as u32);
             }
         })
     }
@@ -454,7 +477,7 @@ impl Table {
 
     /// Subtracts `n` from a counter (conn_cur when a tracked connection ends).
     pub fn dec(&self, r: EntryRef, d: Data, n: u64) -> bool {
-        self.with_slot(r, d, |s| {
+        self.with_slot(r, d, 0, |s| {
             if let Slot::Cnt(c) = s {
                 *c = c.saturating_sub(n)
             }
@@ -463,7 +486,12 @@ impl Table {
 
     /// Sets a counter (gpt0, server_id, or `set table` on the CLI).
     pub fn set(&self, r: EntryRef, d: Data, v: u64) -> bool {
-        self.with_slot(r, d, |s| {
+        self.set_at(r, d, 0, v)
+    }
+
+    /// [`Self::set`] on element `idx` of an array type.
+    pub fn set_at(&self, r: EntryRef, d: Data, idx: usize, v: u64) -> bool {
+        self.with_slot(r, d, idx, |s| {
             if let Slot::Cnt(c) = s {
                 *c = v
             }
@@ -473,12 +501,39 @@ impl Table {
     /// Reads a stored type at `now`: the counter, or the rate over its
     /// period. None if not stored or the reference is stale.
     pub fn get(&self, r: EntryRef, d: Data, now: u32) -> Option<u64> {
-        let i = self.index[d as usize]? as usize;
+        self.get_at(r, d, 0, now)
+    }
+
+    /// [`Self::get`] of element `idx` of an array type.
+    pub fn get_at(&self, r: EntryRef, d: Data, idx: usize, now: u32) -> Option<u64> {
+        let (i, k) = self.slot_of(d, idx)?;
         let g = self.lock();
         any_tree!(&g.keys, |t| t.get(r.0).map(|e| match e.data[i] {
             Slot::Cnt(c) => c,
-            Slot::Rate(f) => f.read(self.period(d).unwrap_or(1), now) as u64,
+            Slot::Rate(f) => f.read(self.periods[k as usize], now) as u64,
         }))
+    }
+
+    /// Whether element `idx` of `d` is stored, directly or (for the
+    /// legacy `gpc0`, `gpc1`, `gpt0` and their rates) as the array element
+    /// that replaces it, as HAProxy 2.6's fetches and actions read them.
+    pub fn stores(&self, d: Data, idx: usize) -> bool {
+        self.slot_of(d, idx).is_some()
+    }
+
+    /// The slot of element `idx` of `d`, and the kind it belongs to
+    /// (`d`, or the array a legacy type falls back on).
+    fn slot_of(&self, d: Data, idx: usize) -> Option<(usize, Data)> {
+        if let Some(i) = self.index[d as usize] {
+            return (idx < usize::from(self.elems[d as usize]))
+                .then_some((usize::from(i) + idx, d));
+        }
+        let (a, j) = d.fallback()?;
+        if idx != 0 {
+            return None;
+        }
+        let i = self.index[a as usize]?;
+        (j < usize::from(self.elems[a as usize])).then_some((usize::from(i) + j, a))
     }
 
     /// Refreshes an entry's expiry to `now + expire` (HAProxy touches an
@@ -503,21 +558,19 @@ impl Table {
     }
 
     fn period(&self, d: Data) -> Option<u32> {
-        self.def
-            .store
-            .iter()
-            .find(|x| x.data() == d)
-            .and_then(|x: &DataType| x.period())
+        self.index[d as usize]?;
+        let p = self.periods[d as usize];
+        (p != 0).then_some(p)
     }
 
-    fn with_slot(&self, r: EntryRef, d: Data, f: impl FnOnce(&mut Slot)) -> bool {
-        let Some(i) = self.index[d as usize] else {
+    fn with_slot(&self, r: EntryRef, d: Data, idx: usize, f: impl FnOnce(&mut Slot)) -> bool {
+        let Some((i, _)) = self.slot_of(d, idx) else {
             return self.contains(r);
         };
         let mut g = self.lock();
         let ok = any_tree!(&mut g.keys, |t| match t.get_mut(r.0) {
             Some(e) => {
-                f(&mut e.data[i as usize]);
+                f(&mut e.data[i]);
                 true
             }
             None => false,
@@ -610,7 +663,7 @@ impl Table {
         if self.index[d as usize].is_none() {
             return false;
         }
-        self.with_slot(r, d, |s| match s {
+        self.with_slot(r, d, 0, |s| match s {
             Slot::Cnt(c) => *c = v,
             Slot::Rate(f) => f.set(now, v.min(u32::MAX as u64) as u32),
         })
@@ -670,18 +723,23 @@ impl Table {
     fn wire_of(&self, e: &Entry, key: StKey, now: u32) -> WireEntry {
         let data = super::SHOW_ORDER
             .iter()
-            .filter_map(|&d| {
-                let i = self.index[d as usize]? as usize;
-                Some((
-                    d,
-                    match e.data[i] {
-                        Slot::Cnt(c) => WireVal::Cnt(c),
-                        Slot::Rate(f) => {
-                            let (a, b, c) = f.to_wire(now);
-                            WireVal::Freq(a, b, c)
-                        }
-                    },
-                ))
+            .flat_map(|&d| {
+                let (i, n) = match self.index[d as usize] {
+                    Some(i) => (usize::from(i), usize::from(self.elems[d as usize])),
+                    None => (0, 0),
+                };
+                e.data[i..i + n].iter().map(move |s| {
+                    (
+                        d,
+                        match *s {
+                            Slot::Cnt(c) => WireVal::Cnt(c),
+                            Slot::Rate(f) => {
+                                let (a, b, c) = f.to_wire(now);
+                                WireVal::Freq(a, b, c)
+                            }
+                        },
+                    )
+                })
             })
             .collect();
         let exp = match self.def.expire {
@@ -764,7 +822,20 @@ impl Table {
                 r
             }
         };
-        let periods: Vec<Option<u32>> = data.iter().map(|(d, _)| self.period(*d)).collect();
+        // An array's elements come in a row: the n-th of a kind is element
+        // n (those beyond the local array's size are dropped, as HAProxy).
+        let mut seen = [0usize; DATA_KINDS];
+        let slots: Vec<Option<(usize, bool)>> = data
+            .iter()
+            .map(|&(d, _)| {
+                let k = d as usize;
+                let idx = seen[k];
+                seen[k] += 1;
+                let i = self.index[k]?;
+                (idx < usize::from(self.elems[k]))
+                    .then_some((usize::from(i) + idx, self.periods[k] != 0))
+            })
+            .collect();
         let exp_at = match (exp, self.def.expire) {
             (Some(ms), Some(_)) => now.wrapping_add(ms.min((1 << 31) - 1)),
             (None, Some(e)) => now.wrapping_add(e),
@@ -774,16 +845,16 @@ impl Table {
             }
         };
         let node = any_tree!(&mut inner.keys, |t| t.get_mut(h).map(|e| {
-            for (&(d, v), p) in data.iter().zip(&periods) {
+            for (&(d, v), slot) in data.iter().zip(&slots) {
                 if d == Data::ConnCur {
                     continue;
                 }
-                let Some(i) = self.index[d as usize] else {
+                let Some((i, rate)) = *slot else {
                     continue;
                 };
-                match (&mut e.data[i as usize], v) {
+                match (&mut e.data[i], v) {
                     (Slot::Cnt(c), WireVal::Cnt(n)) => *c = n,
-                    (Slot::Rate(f), WireVal::Freq(el, cur, prev)) if p.is_some() => {
+                    (Slot::Rate(f), WireVal::Freq(el, cur, prev)) if rate => {
                         *f = super::FreqCtr::from_wire(now, el, cur, prev)
                     }
                     _ => {}
@@ -857,21 +928,23 @@ impl Table {
         let g = self.lock();
         let mut out = Vec::new();
         let mut one = |h: Handle, key: StKey, e: &Entry| {
-            let read = |d: Data| -> Option<u64> {
-                let i = self.index[d as usize]? as usize;
+            let read_at = |d: Data, idx: usize| -> Option<u64> {
+                let i = usize::from(self.index[d as usize]?) + idx;
                 Some(match e.data[i] {
                     Slot::Cnt(c) => c,
-                    Slot::Rate(f) => f.read(self.period(d).unwrap_or(1), now) as u64,
+                    Slot::Rate(f) => f.read(self.periods[d as usize], now) as u64,
                 })
             };
+            let read = |d: Data| read_at(d, 0);
             if !keep(&read) {
                 return;
             }
             let data = super::SHOW_ORDER
                 .iter()
-                .filter_map(|&d| {
-                    let dt = self.def.store.iter().find(|x| x.data() == d)?;
-                    Some((*dt, read(d)?))
+                .filter_map(|&d| self.def.store.iter().find(|x| x.data() == d))
+                .flat_map(|dt| {
+                    (0..dt.elems())
+                        .filter_map(move |i| Some((*dt, i as u8, read_at(dt.data(), i)?)))
                 })
                 .collect();
             let exp = match self.def.expire {

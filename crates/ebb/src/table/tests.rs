@@ -40,6 +40,7 @@ fn parses_every_key_type_and_store_type() {
             store: vec![],
             peers: None,
             key_size: 65,
+            wire_name: None,
         }
     );
     assert_eq!(
@@ -59,9 +60,18 @@ fn refuses_bad_definitions() {
     assert!(e("type string len 0 size 1").contains("1..1024"));
     assert!(e("type ip size 1 expire 10y").contains("unknown time unit"));
     assert!(e("type ip size 1 expire 30d").contains("too large"));
-    assert!(e("type ip size 1 store http_req_rate").contains("needs a period"));
-    assert!(e("type ip size 1 store gpc0(10s)").contains("takes no period"));
-    assert!(e("type ip size 1 store http_fail_cnt").contains("'http_fail_cnt' is not supported"));
+    assert!(e("type ip size 1 store http_req_rate").contains("missing argument"));
+    assert!(e("type ip size 1 store gpc0(10s)").contains("unexpected argument"));
+    assert!(e("type ip size 1 store server_key").contains("'server_key' is not supported"));
+    // Arrays (HAProxy 2.6's messages).
+    assert!(e("type ip size 1 store gpc").contains("missing argument"));
+    assert!(e("type ip size 1 store gpc(0)").contains("out of allowed range (1-100)"));
+    assert!(e("type ip size 1 store gpt(101)").contains("out of allowed range (1-100)"));
+    assert!(e("type ip size 1 store gpc_rate(2)").contains("missing argument"));
+    assert!(e("type ip size 1 store gpt(2,10s)").contains("unexpected argument"));
+    assert!(e("type ip size 1 store gpt(2),gpt0").contains("'gpt' overrides 'gpt0'"));
+    assert!(e("type ip size 1 store gpc1,gpc(2)").contains("'gpc' overrides 'gpc[0/1]'"));
+    assert!(e("type ip size 1 store gpc_rate(2,1s),gpc0_rate(1s)").contains("overrides"));
     assert!(e("type ip size 1 store gpc0,gpc0").contains("stored twice"));
     assert!(e("type ip size 1 store conn_rate(0)").contains("above zero"));
     assert!(e("type ip size 1 peers").contains("'peers' expects a value"));
@@ -104,6 +114,65 @@ fn freq_ctr_follows_haproxy_formula() {
 
 fn table(words: &str) -> Table {
     Table::new(def(words).unwrap())
+}
+
+#[test]
+fn arrays_and_http_fail_types() {
+    let d =
+        def("type ip size 10 store gpc_rate(3,10s),http_fail_cnt,gpt(2),http_fail_rate(1m),gpc(3)")
+            .unwrap();
+    assert_eq!(
+        d.store,
+        vec![
+            DataType::GpcRate(3, 10_000),
+            DataType::HttpFailCnt,
+            DataType::Gpt(2),
+            DataType::HttpFailRate(60_000),
+            DataType::Gpc(3),
+        ]
+    );
+    // HAProxy's ids: server_key is 19, then http_fail_cnt 20 ... gpc_rate 24.
+    assert_eq!(
+        [
+            Data::Gpc1Rate,
+            Data::HttpFailCnt,
+            Data::HttpFailRate,
+            Data::Gpt,
+            Data::Gpc,
+            Data::GpcRate
+        ]
+        .map(|d| d.wire_id()),
+        [18, 20, 21, 22, 23, 24]
+    );
+    assert_eq!(Data::from_wire_id(19), None);
+    assert_eq!(Data::from_wire_id(24), Some(Data::GpcRate));
+    let t = Table::new(d);
+    let k = t.key_ip("192.0.2.1".parse().unwrap()).unwrap();
+    let r = t.track(&k, 100).unwrap();
+    // Elements are separate; out of range is not stored.
+    assert!(t.add_at(r, Data::Gpc, 2, 5, 100));
+    assert!(t.add_at(r, Data::GpcRate, 2, 1, 100));
+    assert_eq!(t.get_at(r, Data::Gpc, 2, 100), Some(5));
+    assert_eq!(t.get_at(r, Data::Gpc, 0, 100), Some(0));
+    assert_eq!(t.get_at(r, Data::Gpc, 3, 100), None);
+    assert_eq!(t.get_at(r, Data::GpcRate, 2, 200), Some(1));
+    assert!(t.set_at(r, Data::Gpt, 1, 9));
+    assert_eq!(t.get_at(r, Data::Gpt, 1, 100), Some(9));
+    // The legacy types read and write the array's elements (gpc0 = gpc[0],
+    // gpc1 = gpc[1], gpt0 = gpt[0]), as HAProxy 2.6.
+    assert!(t.add(r, Data::Gpc1, 1, 100));
+    assert_eq!(t.get_at(r, Data::Gpc, 1, 100), Some(1));
+    assert!(t.set(r, Data::Gpt0, 4));
+    assert_eq!(t.get_at(r, Data::Gpt, 0, 100), Some(4));
+    assert!(t.stores(Data::Gpc0Rate, 0) && !t.stores(Data::Gpc, 3));
+    // show table: every element, numbered before the first '_'.
+    let tables = Tables::new(vec![std::sync::Arc::new(t)]);
+    let out = cli::show(&tables, "t", &[], 200).unwrap();
+    assert!(out.contains(" gpt0=4 gpt1=9 gpc0=0 gpc1=1 gpc2=5 gpc0_rate(10000)=0 gpc1_rate(10000)=0 gpc2_rate(10000)=1"), "{out}");
+    assert!(
+        out.contains("http_fail_cnt=0 http_fail_rate(60000)=0"),
+        "{out}"
+    );
 }
 
 #[test]
@@ -378,9 +447,68 @@ fn fetches_and_converters_follow_haproxy() {
         Some("0".into())
     );
     // The exchange ends: conn_cur back to 0, the reference dropped.
-    stk.end(1100, true, 10, 20);
+    stk.end(1100, true, false, 10, 20);
     assert_eq!(ev("sc0_tracked"), Some("0".into()));
     let r = t.lookup(&k).unwrap();
     assert_eq!(t.get(r, Data::ConnCur, 1100), Some(0));
     assert_eq!(t.refs(r), Some(0));
+}
+
+#[test]
+fn array_and_fail_fetches_follow_haproxy() {
+    let tables = std::sync::Arc::new(Tables::new(vec![std::sync::Arc::new(Table::new(
+        parse_stick_table(
+            "f",
+            &[
+                "type",
+                "ip",
+                "size",
+                "10",
+                "store",
+                "gpc(2),gpc_rate(2,10s),gpt(3),http_fail_cnt,http_fail_rate(10s)",
+            ],
+        )
+        .unwrap(),
+    ))]));
+    let stk = Stk::new(std::sync::Arc::clone(&tables));
+    stk.begin(1000);
+    let ev = |e: &str| eval_with(&stk, "10.0.0.2", e);
+    // No entry: src reads 0; nothing tracked: sc finds nothing.
+    assert_eq!(ev("src_get_gpc(1)"), Some("0".into()));
+    assert_eq!(ev("sc_get_gpc(1,0)"), None);
+    let t = std::sync::Arc::clone(tables.get("f").unwrap());
+    let k = t.key_ip("10.0.0.2".parse().unwrap()).unwrap();
+    assert!(stk.track(0, &t, &k, true));
+    // sc-inc-gpc(1,0) twice, sc-set-gpt(2,0).
+    stk.inc_gpc_at(1, 0);
+    stk.inc_gpc_at(1, 0);
+    stk.set_gpt_at(2, 0, Data::Gpt, 7);
+    assert_eq!(ev("sc_get_gpc(1,0)"), Some("2".into()));
+    assert_eq!(ev("sc_gpc_rate(1,0)"), Some("2".into()));
+    assert_eq!(ev("sc_get_gpc(0,0)"), Some("0".into()));
+    assert_eq!(ev("src_get_gpc(1)"), Some("2".into()));
+    assert_eq!(ev("sc_get_gpt(2,0)"), Some("7".into()));
+    assert_eq!(ev("src,table_gpt(2,f)"), Some("7".into()));
+    assert_eq!(ev("src,table_gpc_rate(1,f)"), Some("2".into()));
+    // The legacy fetches fall back on the arrays.
+    assert_eq!(ev("sc0_get_gpc1"), Some("2".into()));
+    assert_eq!(ev("sc0_get_gpt0"), Some("0".into()));
+    // Beyond the array: not found.
+    assert_eq!(ev("sc_get_gpt(3,0)"), None);
+    assert_eq!(ev("sc_inc_gpc(1,0)"), Some("3".into()));
+    assert_eq!(ev("src_clr_gpc(1)"), Some("3".into()));
+    assert_eq!(ev("sc_get_gpc(1,0)"), Some("0".into()));
+    // http_fail: one failed exchange counted at its end.
+    assert_eq!(ev("sc0_http_fail_cnt"), Some("0".into()));
+    stk.end(1100, false, true, 10, 10);
+    assert!(stk.track(0, &t, &k, true));
+    assert_eq!(ev("sc0_http_fail_cnt"), Some("1".into()));
+    assert_eq!(ev("sc_http_fail_rate(0)"), Some("1".into()));
+    assert_eq!(ev("src_http_fail_cnt"), Some("1".into()));
+    assert_eq!(ev("src,table_http_fail_cnt(f)"), Some("1".into()));
+    // What counts as a failure (HAProxy 2.6).
+    assert!(http_failure(500, "--") && http_failure(503, "--"));
+    assert!(!http_failure(501, "--") && !http_failure(505, "--") && !http_failure(404, "--"));
+    assert!(http_failure(502, "SH") && http_failure(504, "sH") && http_failure(200, "SD"));
+    assert!(!http_failure(503, "SC") && !http_failure(503, "sQ") && !http_failure(200, "CD"));
 }

@@ -30,6 +30,22 @@ use std::sync::Arc;
 
 use super::{Data, EntryRef, StKey, Table};
 
+/// Whether a proxied HTTP exchange counts as a failure in
+/// `http_fail_cnt` and `http_fail_rate`, as HAProxy 2.6 defines it: the
+/// server answered a 5xx other than 501 and 505, or it failed once
+/// connected (an invalid, truncated or missing response head, a body cut,
+/// a server timeout: termination states `SH`, `sH`, `SD`, `sD`). `term`
+/// is the log's termination state (`--` when nothing failed). Failures
+/// before a server connection exists (`SC`, `SQ`: ebb's 503) and the
+/// answers ebb makes itself are not counted.
+pub fn http_failure(status: u16, term: &str) -> bool {
+    match term.as_bytes() {
+        [b'S' | b's', b'H' | b'D', ..] => true,
+        [b'S' | b's' | b'P', ..] => false,
+        _ => (500..600).contains(&status) && status != 501 && status != 505,
+    }
+}
+
 /// Every stick table of a configuration, by name (a proxy's name).
 #[derive(Default)]
 pub struct Tables {
@@ -253,15 +269,19 @@ impl Stk {
     }
 
     /// The exchange ended at `now`: counts its error (refused, or a
-    /// server's 4xx) and bytes on every tracker, then releases the
+    /// server's 4xx), its failure (`fail`: HAProxy's `http_fail_*`, see
+    /// [`http_failure`]) and bytes on every tracker, then releases the
     /// stream's.
-    pub fn end(&self, now: u32, server_4xx: bool, bytes_in: u64, bytes_out: u64) {
+    pub fn end(&self, now: u32, server_4xx: bool, fail: bool, bytes_in: u64, bytes_out: u64) {
         self.now.set(now);
         let server_4xx = self.err.replace(false) || server_4xx;
         let e = u64::from(server_4xx);
+        let f = u64::from(fail);
         let adds = [
             (Data::HttpErrCnt, e),
             (Data::HttpErrRate, e),
+            (Data::HttpFailCnt, f),
+            (Data::HttpFailRate, f),
             (Data::BytesInCnt, bytes_in),
             (Data::BytesInRate, bytes_in),
             (Data::BytesOutCnt, bytes_out),
@@ -288,18 +308,35 @@ impl Stk {
         self.inc_gpc(n, Data::Gpc1, Data::Gpc1Rate);
     }
 
+    /// `sc-inc-gpc(I,N)`: increments element I of the gpc and gpc_rate
+    /// arrays of counter N (nothing when neither stores it).
+    pub fn inc_gpc_at(&self, idx: usize, n: usize) {
+        self.inc_gpc_idx(n, Data::Gpc, Data::GpcRate, idx);
+    }
+
     fn inc_gpc(&self, n: usize, cnt: Data, rate: Data) {
+        self.inc_gpc_idx(n, cnt, rate, 0);
+    }
+
+    fn inc_gpc_idx(&self, n: usize, cnt: Data, rate: Data, idx: usize) {
         if let Some((t, e)) = self.tracked(n) {
             let now = self.now.get();
-            t.add(e, cnt, 1, now);
-            t.add(e, rate, 1, now);
+            // The rate first, then the counter, as HAProxy.
+            t.add_at(e, rate, idx, 1, now);
+            t.add_at(e, cnt, idx, 1, now);
         }
     }
 
     /// `sc-set-gpt0(N) V`.
     pub fn set_gpt0(&self, n: usize, v: u64) {
+        self.set_gpt_at(0, n, Data::Gpt0, v);
+    }
+
+    /// `sc-set-gpt(I,N) V`: element I of the gpt array of counter N
+    /// (`d`: `Gpt`, or `Gpt0`, which falls back on `gpt[0]`).
+    pub fn set_gpt_at(&self, idx: usize, n: usize, d: Data, v: u64) {
         if let Some((t, e)) = self.tracked(n) {
-            t.set(e, Data::Gpt0, v);
+            t.set_at(e, d, idx, v);
         }
     }
 }

@@ -52,6 +52,9 @@ use crate::worker::Worker;
 pub struct Early {
     pub stk: crate::table::Stk,
     pub vars: Box<RefCell<crate::sample::VarStore>>,
+    /// The destination a `tcp-request connection set-dst|set-dst-port`
+    /// gave (kept when no PROXY header replaces it).
+    dst: Option<SocketAddr>,
 }
 
 impl Early {
@@ -59,6 +62,7 @@ impl Early {
         Early {
             stk: crate::table::Stk::new(Arc::clone(&fe.tables)),
             vars: Box::default(),
+            dst: None,
         }
     }
 }
@@ -92,10 +96,11 @@ pub fn accepted(
     let mut early = Early::new(&fe);
     early.vars.get_mut().so_name = bind.name.clone();
     let mut expect_proxy = false;
+    let mut peer = peer;
     if !fe.l4.conn_rules.is_empty() {
         early.stk.set_now(ctx.now());
         let dst = sock.local_addr().ok();
-        let v = run_early(
+        let (v, addrs) = run_early(
             &fe,
             &fe.l4.conn_rules,
             &early,
@@ -104,6 +109,13 @@ pub fn accepted(
             false,
             &mut expect_proxy,
         );
+        // `set-src`/`set-dst`: the connection's addresses from now on,
+        // until a PROXY header gives others (HAProxy rewrites the
+        // connection's, which the header then overwrites).
+        if let Some(a) = addrs {
+            peer = a.src;
+            early.dst = a.dst.filter(|d| Some(*d) != dst);
+        }
         if refused(v, &sock) {
             return Ok(());
         }
@@ -111,7 +123,8 @@ pub fn accepted(
     if accept_proxy || expect_proxy {
         return pphdr::spawn(ctx, sock, peer, fe, w, tls, early, h2);
     }
-    start(ctx, sock, peer, None, fe, w, tls, early, h2)
+    let dst = early.dst;
+    start(ctx, sock, peer, dst, fe, w, tls, early, h2)
 }
 
 /// Starts a connection in its frontend's mode, with the client's
@@ -130,10 +143,11 @@ fn start(
     early: Early,
     h2: bool,
 ) -> std::io::Result<()> {
+    let (mut peer, mut dst) = (peer, dst);
     if !fe.l4.sess_rules.is_empty() {
         early.stk.set_now(ctx.now());
         let d = dst.or_else(|| sock.local_addr().ok());
-        let v = run_early(
+        let (v, addrs) = run_early(
             &fe,
             &fe.l4.sess_rules,
             &early,
@@ -142,6 +156,12 @@ fn start(
             tls.is_some(),
             &mut false,
         );
+        if let Some(a) = addrs {
+            peer = a.src;
+            if a.dst != d {
+                dst = a.dst;
+            }
+        }
         if refused(v, &sock) {
             return Ok(());
         }
@@ -190,7 +210,8 @@ fn refused(v: Verdict, sock: &TcpStream) -> bool {
     }
 }
 
-/// Runs connection or session rules.
+/// Runs connection or session rules; with the addresses their
+/// `set-src`/`set-dst`... left, if any ran.
 fn run_early(
     fe: &FrontendRt,
     rules: &[crate::l4rules::TcpRuleRt],
@@ -199,7 +220,7 @@ fn run_early(
     dst: Option<SocketAddr>,
     tls: bool,
     expect_proxy: &mut bool,
-) -> Verdict {
+) -> (Verdict, Option<crate::l4rules::Addrs>) {
     let dst = move || dst;
     let ctx = crate::sample::Ctx {
         src: peer,
@@ -215,7 +236,18 @@ fn run_early(
         stk: Some(&early.stk),
         payload: None,
     };
-    crate::l4rules::run_rules(rules, 0, &fe.matcher, &ctx, true, None, expect_proxy)
+    let addrs = std::cell::Cell::new(None);
+    let v = crate::l4rules::run_rules_addrs(
+        rules,
+        0,
+        &fe.matcher,
+        &ctx,
+        true,
+        None,
+        expect_proxy,
+        Some(&addrs),
+    );
+    (v, addrs.get())
 }
 
 /// The pieces of a `tcplog` line.

@@ -159,7 +159,7 @@ impl sched::TaskletFn for Reader {
                 let _ = ctx.deregister_fd(s.as_raw_fd());
                 let (peer, dst) = match addrs {
                     Some((src, dst)) => (src, Some(dst)),
-                    None => (self.peer, None),
+                    None => (self.peer, self.early.as_ref().and_then(|e| e.dst)),
                 };
                 let fe = Arc::clone(&self.fe);
                 let Some(early) = self.early.take() else {

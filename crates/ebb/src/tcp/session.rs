@@ -36,7 +36,7 @@ use sched::{ticks, Ctx, Reasons, Status, TaskletId, Tick, ETERNITY};
 
 use super::pipe::{Pipe, SrvTasklet};
 use crate::backend::{Farm, LbInput, Pick, ServerRt, WaitState, Waiter};
-use crate::l4rules::{run_rules, Verdict};
+use crate::l4rules::{run_rules, run_rules_addrs, Verdict};
 use crate::proxy::{BackendKind, BackendRt, BeTimeouts, FrontendRt};
 use crate::transport::Transport;
 use crate::worker::Worker;
@@ -250,9 +250,13 @@ impl Session {
             response: false,
         };
         let from = self.content_pos;
+        // `set-src`/`set-dst`...: the session's addresses from then on (its
+        // log, `balance source`, the PROXY header to the server), kept
+        // even when the walk waits.
+        let addrs = std::cell::Cell::new(None);
         let r = self.with_ctx(Some(pay), None, |sctx| {
             let mut xp = false;
-            let v = run_rules(
+            let v = run_rules_addrs(
                 &l4.content_rules,
                 from,
                 &fe.matcher,
@@ -260,23 +264,34 @@ impl Session {
                 false,
                 Some(&may_change),
                 &mut xp,
+                Some(&addrs),
             );
             match v {
                 Verdict::Wait(i) => return Err(Some(i)),
                 Verdict::Reject | Verdict::SilentDrop => return Ok(Err(v)),
                 Verdict::Accept | Verdict::Continue | Verdict::Close => {}
             }
-            let Some(bi) = fe.choose_backend(sctx) else {
+            let moved: Option<crate::l4rules::Addrs> = addrs.get();
+            let moved_dst = move || moved.and_then(|a| a.dst);
+            let sctx = match moved {
+                Some(a) => crate::sample::Ctx {
+                    src: a.src,
+                    dst: &moved_dst,
+                    ..*sctx
+                },
+                None => *sctx,
+            };
+            let Some(bi) = fe.choose_backend(&sctx) else {
                 return Ok(Err(Verdict::Reject));
             };
             let be = &fe.backends[bi];
             let sctx = crate::sample::Ctx {
                 be: Some(&be.name),
-                ..*sctx
+                ..sctx
             };
             // A backend's own content rules run on the same bytes, once.
             may_change.set(false);
-            let v = run_rules(
+            let v = run_rules_addrs(
                 &be.l4.content_rules,
                 0,
                 &be.matcher,
@@ -284,6 +299,7 @@ impl Session {
                 false,
                 None,
                 &mut xp,
+                Some(&addrs),
             );
             if matches!(v, Verdict::Reject | Verdict::SilentDrop) {
                 return Ok(Err(v));
@@ -297,6 +313,10 @@ impl Session {
             }
             Ok(Ok(bi))
         });
+        if let Some(a) = addrs.get() {
+            self.peer = a.src;
+            self.dst = a.dst;
+        }
         match r {
             Err(Some(i)) => {
                 self.content_pos = i;
@@ -817,7 +837,7 @@ impl Session {
             c.bytes_out.fetch_add(bytes_out, Ordering::Relaxed);
         }
         // The trackers count the session's bytes, then let go.
-        self.stk.end(ctx.now(), false, bytes_in, bytes_out);
+        self.stk.end(ctx.now(), false, false, bytes_in, bytes_out);
         if !self.silent {
             self.log(ctx, bytes_in, bytes_out);
         }

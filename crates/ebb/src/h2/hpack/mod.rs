@@ -416,15 +416,13 @@ impl Encoder {
     pub fn encode_with(&mut self, name: &[u8], value: &[u8], ix: Indexing, out: &mut Vec<u8>) {
         let mut name_idx = 0;
         if ix != Indexing::Never {
-            for (i, &(n, v)) in STATIC.iter().enumerate() {
-                if n == name {
-                    if v == value {
-                        encode_int(i + 1, 7, 0x80, out);
-                        return;
-                    }
-                    if name_idx == 0 {
-                        name_idx = i + 1;
-                    }
+            for i in table::static_named(name) {
+                if STATIC[i].1 == value {
+                    encode_int(i + 1, 7, 0x80, out);
+                    return;
+                }
+                if name_idx == 0 {
+                    name_idx = i + 1;
                 }
             }
             for i in 0..self.table.len() {
@@ -440,7 +438,7 @@ impl Encoder {
                     }
                 }
             }
-        } else if let Some(i) = STATIC.iter().position(|&(n, _)| n == name) {
+        } else if let Some(i) = table::static_named(name).next() {
             name_idx = i + 1;
         }
         let (prefix, flags) = match ix {

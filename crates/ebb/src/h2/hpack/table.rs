@@ -75,6 +75,41 @@ pub const STATIC: [(&[u8], &[u8]); 61] = [
     (b"www-authenticate", b""),
 ];
 
+/// The longest name in [`STATIC`] (`access-control-allow-origin`).
+const STATIC_NAME_MAX: usize = 27;
+/// Room per name length in [`STATIC_BY_LEN`] (the most entries whose
+/// names share a length, 14 of 7 bytes, fit).
+const STATIC_SAME_LEN: usize = 16;
+
+/// [`STATIC`]'s positions grouped by name length, each group in table
+/// order and ended by `u8::MAX` when shorter than the room: an encoder
+/// looking a field up compares its name with the few entries of the same
+/// length instead of walking all 61. Built at compile time (a group
+/// outgrowing its room fails the build).
+const STATIC_BY_LEN: [[u8; STATIC_SAME_LEN]; STATIC_NAME_MAX + 1] = {
+    let mut t = [[u8::MAX; STATIC_SAME_LEN]; STATIC_NAME_MAX + 1];
+    let mut fill = [0usize; STATIC_NAME_MAX + 1];
+    let mut i = 0;
+    while i < STATIC.len() {
+        let l = STATIC[i].0.len();
+        t[l][fill[l]] = i as u8;
+        fill[l] += 1;
+        i += 1;
+    }
+    t
+};
+
+/// The positions in [`STATIC`] (0-based, in table order) of the entries
+/// whose name is `name`.
+pub fn static_named(name: &[u8]) -> impl Iterator<Item = usize> + '_ {
+    let group: &[u8] = STATIC_BY_LEN.get(name.len()).map_or(&[], |g| &g[..]);
+    group
+        .iter()
+        .take_while(|&&i| i != u8::MAX)
+        .map(|&i| i as usize)
+        .filter(move |&i| STATIC[i].0 == name)
+}
+
 /// RFC 7541 §4.1: an entry's size is its name and value lengths plus 32.
 pub const ENTRY_OVERHEAD: usize = 32;
 

@@ -373,3 +373,39 @@ fn encoder_signals_table_size_changes() {
     assert_eq!(d.table().max_size(), 1024);
     assert_eq!(list(&l), pairs(&[("content-type", "text/html")]));
 }
+
+/// The encoder's static lookup by name length finds exactly the entries a
+/// walk of the whole table finds, in table order, for every static name
+/// and for names the table lacks (empty, too long, same length as one).
+#[test]
+fn static_lookup_by_length_matches_a_full_walk() {
+    let mut names: Vec<&[u8]> = STATIC.iter().map(|&(n, _)| n).collect();
+    names.extend_from_slice(&[
+        b"",
+        b"x-custom",
+        b":statu5",
+        b"content-typf",
+        b"access-control-allow-origin-and-more",
+    ]);
+    for name in names {
+        let walk: Vec<usize> = (0..STATIC.len()).filter(|&i| STATIC[i].0 == name).collect();
+        let found: Vec<usize> = table::static_named(name).collect();
+        assert_eq!(found, walk, "{}", String::from_utf8_lossy(name));
+    }
+    // Fully indexed, name indexed, and literal fields encode as before.
+    let mut e = Encoder::new(4096, HuffmanMode::Never);
+    let mut out = Vec::new();
+    e.encode(b":status", b"404", &mut out);
+    assert_eq!(out, [0x80 | 13]);
+    out.clear();
+    e.encode_with(b":status", b"299", Indexing::No, &mut out);
+    assert_eq!(out[0], 8, "name from entry 8 (the first :status)");
+    out.clear();
+    e.encode_with(b"cookie", b"a=b", Indexing::Never, &mut out);
+    assert_eq!(
+        out[0],
+        0x10 | 0x0f,
+        "never indexed, name index 32 (15 + 17)"
+    );
+    assert_eq!(out[1], 17);
+}

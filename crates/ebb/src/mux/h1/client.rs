@@ -229,6 +229,25 @@ pub struct Conn<S> {
     registered: bool,
 }
 
+/// The address a client reached, as a fetch asks for it (`dst`,
+/// `dst_port`): the PROXY header's destination (`pp`, from `accept-proxy`)
+/// when one came, else the socket's own local address, asked of the socket
+/// only when called. Borrows only the transport, so the caller may still
+/// change the connection's buffers while it holds the closure.
+pub(crate) fn dst_of(
+    tr: &Transport,
+    pp: Option<SocketAddr>,
+) -> impl Fn() -> Option<SocketAddr> + Copy + '_ {
+    move || pp.or_else(|| tr.tcp().local_addr().ok())
+}
+
+impl<S> Conn<S> {
+    /// The address the client reached (see [`dst_of`]).
+    pub(crate) fn local_addr(&self) -> Option<SocketAddr> {
+        dst_of(&self.tr, self.dst)()
+    }
+}
+
 impl<S: Exchange + Default + 'static> Conn<S> {
     /// Takes an accepted socket: makes its tasklet, arms the tasklet's
     /// timer and queues a first run (the socket joins the poller when a run

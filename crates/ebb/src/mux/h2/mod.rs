@@ -29,10 +29,11 @@
 //! streams; one that closed (an answer with `Connection: close`, a
 //! timeout) is dropped.
 //!
-//! Timers: `timeout client` while output waits for the client, `timeout
-//! http-keep-alive` while no stream is open (then GOAWAY and close), and a
-//! one-second tick while streams are open for the core's stalled-stream
-//! bound. A soft stop or reload sends the graceful GOAWAY (RFC 9113 §6.8):
+//! Timers, on the tasklet's own timer (`Ctx::tasklet_set_expire`, as the
+//! HTTP/1 side): `timeout client` while output waits for the client,
+//! `timeout http-keep-alive` while no stream is open (then GOAWAY and
+//! close), and a one-second tick while streams are open for the core's
+//! stalled-stream bound. A soft stop or reload sends the graceful GOAWAY (RFC 9113 §6.8):
 //! streams the client sent before it finish, then the connection closes.
 
 pub(crate) mod server;
@@ -47,7 +48,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::SystemTime;
 
-use sched::{ticks, Ctx, Reasons, Status, TaskId, TaskletFn, TaskletId, Tick};
+use sched::{ticks, Ctx, Reasons, Status, TaskletFn, TaskletId, Tick};
 
 use crate::h2::{Connection, ErrorCode, Event};
 use crate::http1::{parse_response_into, BodyFraming, ChunkedDecoder, Method, ResponseHead};
@@ -105,7 +106,6 @@ pub struct H2Conn<S> {
     dst: Option<SocketAddr>,
     fe: Arc<FrontendRt>,
     w: Rc<Worker>,
-    timer: TaskId,
     me: Option<TaskletId>,
     h2: Connection,
     rbuf: Vec<u8>,
@@ -130,8 +130,8 @@ pub struct H2Conn<S> {
     /// The session's trackers and variables from `tcp-request
     /// connection|session` rules (or the HTTP/1 side it came from), kept
     /// for the connection's life so its counters (`conn_cur`) stay right;
-    /// each lane counts on the same session trackers and starts with a
-    /// copy of the `sess` variables.
+    /// every lane counts on the same session trackers and shares the same
+    /// `sess` variables.
     session: (
         crate::table::Stk,
         std::cell::RefCell<crate::sample::VarStore>,
@@ -166,7 +166,6 @@ impl<S: Exchange + Default + 'static> H2Conn<S> {
         ),
     ) -> io::Result<()> {
         let fd = tr.raw_fd();
-        let (timer, target) = super::timer_task(ctx, "h2_conn_timer");
         let now = ctx.now();
         // One whole frame fits (the core reads a frame at a time), and
         // whatever the HTTP/1 side had read already.
@@ -183,7 +182,6 @@ impl<S: Exchange + Default + 'static> H2Conn<S> {
             dst,
             fe,
             w,
-            timer,
             me: None,
             h2,
             rbuf,
@@ -206,14 +204,12 @@ impl<S: Exchange + Default + 'static> H2Conn<S> {
         conn.fe.h2_conns.fetch_add(1, Ordering::Relaxed);
         conn.fe.h2_conns_total.fetch_add(1, Ordering::Relaxed);
         let id = ctx.new_tasklet_obj("h2_conn", conn);
-        target.set(Some(id));
         if let Err(e) = ctx.register_fd(fd, id, true) {
             ctx.kill_tasklet(id);
-            ctx.kill(timer);
             return Err(e);
         }
         ctx.on_stop_tasklet(id);
-        ctx.set_expire(timer, deadline);
+        ctx.tasklet_set_expire(id, deadline);
         ctx.tasklet_wakeup(id);
         Ok(())
     }
@@ -301,8 +297,8 @@ impl<S: Exchange + Default + 'static> H2Conn<S> {
     }
 
     /// What a new lane starts with: the connection's session trackers and
-    /// a copy of its `sess` variables (HAProxy's streams of one session
-    /// share them).
+    /// its `sess` variables, shared (a clone of [`crate::sample::vars::SessVars`]
+    /// is the same store), as HAProxy's streams of one session share them.
     fn lane_session(
         &self,
     ) -> (
@@ -597,7 +593,6 @@ impl<S: Exchange + Default + 'static> H2Conn<S> {
         }
         self.lanes.clear();
         let _ = ctx.deregister_fd(self.fd);
-        ctx.kill(self.timer);
         let _ = self.tr.shutdown();
         self.fe.h2_conns.fetch_sub(1, Ordering::Relaxed);
         self.w.conn_closed(ctx, &self.fe);
@@ -661,7 +656,9 @@ impl<S: Exchange + Default + 'static> H2Conn<S> {
         let d = self.next_deadline(ctx.now());
         if d != self.deadline {
             self.deadline = d;
-            ctx.set_expire(self.timer, d);
+            if let Some(me) = self.me {
+                ctx.tasklet_set_expire(me, d);
+            }
         }
         Status::Continue
     }

@@ -48,7 +48,7 @@ use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Duration;
 
-use sched::{ticks, Ctx, Reasons, Status, TaskId, TaskletFn, TaskletId, Tick, ETERNITY};
+use sched::{ticks, Ctx, Reasons, Status, TaskletFn, TaskletId, Tick, ETERNITY};
 
 use crate::h2::msg::{response_msgs, ClientSink};
 use crate::h2::{Config, Connection, ErrorCode, Event, SendError};
@@ -195,7 +195,6 @@ pub(crate) struct SrvConn {
     limits: Limits,
     counters: Arc<H2Counters>,
     me: Option<TaskletId>,
-    timer: TaskId,
     idle_since: Tick,
     deadline: Tick,
 }
@@ -293,7 +292,6 @@ fn new_conn(
 ) -> io::Result<Rc<RefCell<SrvConn>>> {
     let tr = open()?;
     let fd = tr.raw_fd();
-    let (timer, target) = super::super::timer_task(ctx, "h2_srv_timer");
     let now = ctx.now();
     let cfg = Config::default();
     let conn = Rc::new(RefCell::new(SrvConn {
@@ -319,7 +317,6 @@ fn new_conn(
         limits: t.limits,
         counters: Arc::clone(&t.counters),
         me: None,
-        timer,
         idle_since: now,
         deadline: ETERNITY,
     }));
@@ -329,10 +326,8 @@ fn new_conn(
             conn: Rc::clone(&conn),
         },
     );
-    target.set(Some(id));
     if let Err(e) = ctx.register_fd(fd, id, true) {
         ctx.kill_tasklet(id);
-        ctx.kill(timer);
         return Err(e);
     }
     ctx.on_stop_tasklet(id);
@@ -444,7 +439,6 @@ impl SrvConn {
         }
         // HTTP/1.1: the connection leaves this tasklet.
         let _ = ctx.deregister_fd(self.fd);
-        ctx.kill(self.timer);
         self.dead = true;
         bump(&self.counters.open_conns, false);
         POOL.with(|p| {
@@ -792,7 +786,6 @@ impl SrvConn {
             }
         }
         let _ = ctx.deregister_fd(self.fd);
-        ctx.kill(self.timer);
         let _ = self.tr.shutdown();
         bump(&self.counters.open_conns, false);
         POOL.with(|p| {
@@ -872,7 +865,9 @@ impl SrvConn {
         };
         if d != self.deadline {
             self.deadline = d;
-            ctx.set_expire(self.timer, d);
+            if let Some(me) = self.me {
+                ctx.tasklet_set_expire(me, d);
+            }
         }
         Status::Continue
     }
