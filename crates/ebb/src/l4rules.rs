@@ -325,9 +325,12 @@ fn cond_reads_sni(p: &Proxy, c: &Condition) -> bool {
 /// Whether a rule reads the raw bytes of the message (`req.len`,
 /// `res.payload`, ...) in its condition or its action.
 fn reads_raw(p: &Proxy, r: &TcpRequestRule) -> bool {
-    action_exprs(&r.action)
-        .iter()
-        .any(|e| e.layer() == Layer::Payload)
+    let fmt_raw = matches!(&r.action,
+        TcpAction::Common(HttpRequestAction::Var(VarAction::SetFmt(_, f))) if f.layer() == Layer::Payload);
+    fmt_raw
+        || action_exprs(&r.action)
+            .iter()
+            .any(|e| e.layer() == Layer::Payload)
         || r.cond.as_ref().is_some_and(|c| {
             cond_any(
                 p,
@@ -351,6 +354,9 @@ fn compile_rule(
     };
     let exprs = action_exprs(&r.action);
     let mut layer = exprs.iter().map(|e| e.layer()).max().unwrap_or(Layer::L4);
+    if let TcpAction::Common(HttpRequestAction::Var(VarAction::SetFmt(_, f))) = &r.action {
+        layer = layer.max(f.layer());
+    }
     if let Some(c) = &r.cond {
         layer = layer.max(cond_layer(p, c));
         if r.when == TcpWhen::Session && cond_reads_sni(p, c) {
@@ -407,12 +413,6 @@ fn compile_rule(
     }
     if let TcpAction::Common(HttpRequestAction::Var(v)) = &r.action {
         let (VarAction::Set(vr, _) | VarAction::SetFmt(vr, _) | VarAction::Unset(vr)) = v;
-        if matches!(v, VarAction::SetFmt(..)) {
-            return Err(err(
-                &r.loc,
-                "'set-var-fmt' in 'tcp-request' rules is not supported by ebb (use 'set-var' with an expression)",
-            ));
-        }
         if early && !matches!(vr.scope, VarScope::Proc | VarScope::Sess) {
             return Err(err(
                 &r.loc,

@@ -869,6 +869,9 @@ pub fn compile_keeping(
     let mut warn = Vec::new();
     let warnings = &mut warn;
     let states = load_states(cfg, warnings);
+    for p in &cfg.proxies {
+        warnings.extend(crate::config::unreachable_rules(p));
+    }
     let tables = Arc::new(crate::table::Tables::new(
         cfg.stick_tables()
             .map(|t| {

@@ -644,6 +644,8 @@ pub fn run_response_with(
             }
             let mut fields = head.fields.clone();
             match &rule.action {
+                // The rest of this proxy's list is skipped.
+                HttpResponseAction::Allow => break,
                 HttpResponseAction::Var(v) => {
                     v.run(&ctx);
                     continue;

@@ -341,8 +341,7 @@ fn eval(t: &Test, r: &Ctx<'_>) -> bool {
                 .headers
                 .iter()
                 .filter(|h| h.name.get(q.buf).eq_ignore_ascii_case(name.as_bytes()))
-                .flat_map(|h| h.value.get(q.buf).split(|&c| c == b','))
-                .map(|v| v.trim_ascii())
+                .flat_map(|h| crate::sample::split_values(h.value.get(q.buf)))
                 .any(|v| match_str(t, v))
         }
         Fetch::Always(_) | Fetch::Sample(_) | Fetch::Src => false,
@@ -600,8 +599,9 @@ mod tests {
         };
         let mut out = Vec::new();
         e.write_field(&c, &mut out);
-        // "a\r\nb\0c" decoded: CR, LF and NUL dropped, no trailing space.
-        assert_eq!(out, b"X: abc\r\n");
+        // "a\r\nb\0c" decoded: the binary value ends at its NUL (HAProxy's
+        // cast to a string), CR and LF dropped, no trailing space.
+        assert_eq!(out, b"X: ab\r\n");
     }
 
     #[test]

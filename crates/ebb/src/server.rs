@@ -48,10 +48,8 @@ struct Listener {
     fe: Arc<FrontendRt>,
     /// TLS settings of the bind line (`ssl crt ...`).
     tls: Option<Arc<TlsAcceptor>>,
-    /// `accept-proxy` on the bind line.
-    accept_proxy: bool,
-    /// `proto h2` on the bind line.
-    h2: bool,
+    /// `accept-proxy`, `proto h2` and `name` of the bind line.
+    bind: crate::tcp::BindFacts,
     w: Rc<Worker>,
     live: Arc<Live>,
     gen: u64,
@@ -68,8 +66,7 @@ impl Listener {
             Arc::clone(&self.fe),
             Rc::clone(&self.w),
             self.tls.as_ref().map(|t| t.config()),
-            self.accept_proxy,
-            self.h2,
+            &self.bind,
         ) {
             self.w.log_error(
                 format!(
@@ -211,6 +208,7 @@ pub fn run(cfg: Config, opts: RunOptions) -> i32 {
             for w in &c.warnings {
                 eprintln!("ebb: warning: {w}");
             }
+            crate::sample::vars::run_global(&cfg.global.set_vars);
             c
         }
         Err(errs) => {
@@ -235,8 +233,7 @@ pub fn run(cfg: Config, opts: RunOptions) -> i32 {
         socket2::Socket,
         Arc<FrontendRt>,
         Option<Arc<TlsAcceptor>>,
-        bool,
-        bool,
+        crate::tcp::BindFacts,
     );
     let mut per_thread: Vec<Vec<Bound>> = (0..nbthread).map(|_| Vec::new()).collect();
     let mut acceptors: Vec<Arc<TlsAcceptor>> = Vec::new();
@@ -268,6 +265,11 @@ pub fn run(cfg: Config, opts: RunOptions) -> i32 {
                 None => None,
             };
             let backlog = b.backlog.map_or(DEFAULT_BACKLOG, |n| n as i32);
+            let facts = crate::tcp::BindFacts {
+                accept_proxy: b.accept_proxy,
+                h2: b.proto_h2,
+                name: b.name.as_deref().map(Arc::from),
+            };
             for addr in &b.addrs {
                 match binder.tcp(*addr, nbthread, backlog) {
                     Ok((socks, real)) => {
@@ -278,8 +280,7 @@ pub fn run(cfg: Config, opts: RunOptions) -> i32 {
                                 s.into(),
                                 Arc::clone(fe),
                                 tls.clone(),
-                                b.accept_proxy,
-                                b.proto_h2,
+                                facts.clone(),
                             ));
                         }
                     }
@@ -302,13 +303,7 @@ pub fn run(cfg: Config, opts: RunOptions) -> i32 {
                     Ok((socks, shown)) => {
                         lines.push(format!("ebb: frontend {} listening on {shown}", fe.name));
                         for (t, s) in socks.into_iter().enumerate() {
-                            per_thread[t].push((
-                                s,
-                                Arc::clone(fe),
-                                tls.clone(),
-                                b.accept_proxy,
-                                b.proto_h2,
-                            ));
+                            per_thread[t].push((s, Arc::clone(fe), tls.clone(), facts.clone()));
                         }
                     }
                     Err(e) => {
@@ -544,6 +539,32 @@ pub fn run(cfg: Config, opts: RunOptions) -> i32 {
         handle: rt.handle(),
     });
     Process::set_global(&process);
+    // `fe_conn`, `be_conn`, `srv_conn`: read from the configuration in
+    // force (`scur` of the stats).
+    let counts_live = Arc::clone(&live);
+    crate::sample::set_counts(Box::new(move |what, proxy, server| {
+        use crate::sample::Count;
+        use std::sync::atomic::Ordering;
+        let c = counts_live.compiled();
+        if what == Count::FeConn {
+            let fe = c.frontends.iter().find(|f| f.name == proxy)?;
+            return Some(i64::from(fe.cur_conns()));
+        }
+        let be = c.backends.iter().find(|b| b.name == proxy)?;
+        let crate::proxy::BackendKind::Servers(sv) = &be.kind else {
+            return Some(0);
+        };
+        let mut n = 0i64;
+        for s in &sv.farm.servers {
+            if server.is_none_or(|name| s.name == name) {
+                n += i64::from(s.cur.load(Ordering::Relaxed));
+                if server.is_some() {
+                    return Some(n);
+                }
+            }
+        }
+        server.is_none().then_some(n)
+    }));
     let cli_socks = Mutex::new(Some(cli_socks));
     let heavy_tasklets = cfg.global.heavy_tasklets;
     let resolvers_cfg = cfg.resolvers.clone();
@@ -647,7 +668,7 @@ pub fn run(cfg: Config, opts: RunOptions) -> i32 {
                 }
             }
         }
-        for (sock, fe, tls, accept_proxy, h2) in mine {
+        for (sock, fe, tls, bind) in mine {
             let fd = sock.as_raw_fd();
             // Accepted sockets inherit TCP_NODELAY from their listener
             // (Linux copies the option at accept), so no connection pays
@@ -658,8 +679,7 @@ pub fn run(cfg: Config, opts: RunOptions) -> i32 {
                 sock: Some(sock),
                 fe,
                 tls,
-                accept_proxy,
-                h2,
+                bind,
                 w: Rc::clone(&w),
                 live: Arc::clone(&live),
                 gen: 0,
@@ -976,6 +996,7 @@ impl Reload {
         for w in &compiled.warnings {
             eprintln!("ebb: warning: {w}");
         }
+        crate::sample::vars::run_global(&cfg.global.set_vars);
         start_checks(&compiled, &self.checks.0, &self.handle, &self.checks.1);
         self.live.swap(Arc::new(compiled));
         // The new servers' names: resolved (or served from the cache) now.

@@ -152,6 +152,9 @@ pub(crate) struct Parser<'e> {
     bad_binds: Vec<usize>,
     /// Stick tables the rules name: (table, line), checked at the end.
     table_refs: Vec<(String, Loc)>,
+    /// Proxies and servers the count fetches name (`srv_conn(be/s)`...),
+    /// checked once every section is read.
+    proxy_refs: Vec<(crate::sample::Count, String, Option<String>, Loc)>,
     resolvers: Vec<Resolvers>,
     peers: Vec<super::peers::PeersSection>,
     caches: Vec<CacheSection>,
@@ -290,6 +293,8 @@ const GLOBAL_KEYWORDS: &[&str] = &[
     "tune.comp.maxlevel",
     "close-spread-time",
     "master-worker",
+    "set-var",
+    "set-var-fmt",
 ];
 
 /// HAProxy `global` keywords ebb knows of but does not implement: a clearer
@@ -476,6 +481,7 @@ impl<'e> Parser<'e> {
             default_path: DefaultPath::Current,
             bad_binds: Vec::new(),
             table_refs: Vec::new(),
+            proxy_refs: Vec::new(),
             resolvers: Vec::new(),
             tls: TlsDefaults::default(),
             peers: Vec::new(),
@@ -668,6 +674,18 @@ impl<'e> Parser<'e> {
         };
         let in_defaults = matches!(self.section, Section::Defaults { .. });
         let mut result = result;
+        for (what, proxy, server) in crate::sample::take_proxy_refs() {
+            if in_defaults && proxy.is_none() && server.is_some() && result.is_ok() {
+                // HAProxy: a server argument must name its backend there.
+                result = Err(format!(
+                    "in a 'defaults' section, 'srv_conn' must name the server's backend ('backend/{}')",
+                    server.as_deref().unwrap_or_default()
+                ));
+            }
+            if let Some(p) = proxy.or_else(|| server.as_ref().and_then(|_| own.clone())) {
+                self.proxy_refs.push((what, p, server, loc.clone()));
+            }
+        }
         for r in crate::sample::take_refs() {
             if r.is_none() && in_defaults && result.is_ok() {
                 // HAProxy resolves it against the defaults section, which
@@ -992,6 +1010,43 @@ impl<'e> Parser<'e> {
                 g.log.push(t);
             }
             "localpeer" => g.localpeer = Some(one(w)?),
+            "set-var" | "set-var-fmt" => {
+                // HAProxy 2.5+: a process-wide variable set while the
+                // configuration is read, in order (ebb runs them in order
+                // at start, before any connection).
+                let [_, name, value] = w else {
+                    return Err(format!(
+                        "'{kw}' requires a process-wide variable name ('proc.<name>') and {}",
+                        if kw == "set-var" {
+                            "a sample expression"
+                        } else {
+                            "a format string"
+                        }
+                    ));
+                };
+                if !name.starts_with("proc.") {
+                    return Err(format!(
+                        "'{kw}': cannot set variable '{name}', only scope 'proc' is permitted in the global section"
+                    ));
+                }
+                let a = parse_var_action(
+                    "global",
+                    &format!("{kw}({name})"),
+                    std::slice::from_ref(value),
+                    Scope::Request { backend: true },
+                )?;
+                let free = match &a {
+                    VarAction::Set(_, e) => e.context_free(),
+                    VarAction::SetFmt(_, f) => f.context_free(),
+                    VarAction::Unset(_) => true,
+                };
+                if !free {
+                    return Err(format!(
+                        "'{kw} {name}': '{value}' needs a connection or a request, which the global section does not have (only constants, env(), date(), rand(), uuid() and var() may be used here)"
+                    ));
+                }
+                g.set_vars.push(a);
+            }
             "pidfile" => {
                 g.pidfile = Some(Spanned {
                     value: PathBuf::from(one(w)?),
@@ -1349,6 +1404,33 @@ impl<'e> Parser<'e> {
                         }
                     }
                 }
+            }
+        }
+        for (what, name, server, loc) in &self.proxy_refs {
+            let found = px.iter().find(|p| {
+                &p.name == name
+                    && if *what == crate::sample::Count::FeConn {
+                        p.kind.is_frontend()
+                    } else {
+                        p.kind.is_backend()
+                    }
+            });
+            let msg = match (found, server) {
+                (None, _) => Some(format!(
+                    "no {} named '{name}'",
+                    if *what == crate::sample::Count::FeConn {
+                        "frontend"
+                    } else {
+                        "backend"
+                    }
+                )),
+                (Some(p), Some(s)) if !p.servers.iter().any(|x| &x.name == s) => {
+                    Some(format!("backend '{name}' has no server named '{s}'"))
+                }
+                _ => None,
+            };
+            if let Some(m) = msg {
+                err(&mut errs, loc, m);
             }
         }
         for (name, loc) in &self.table_refs {
@@ -1996,7 +2078,6 @@ fn proxy_kw(px: &mut Proxy, ctx: &Ctx<'_>, words: &[String]) -> Result<(), Strin
         "http-request" => {
             ctx.allow_rules(kw)?;
             let rule = parse_http_request(px, ctx, &w[1..])?;
-            unreachable_rule(px)?;
             px.http_request.push(rule);
         }
         "redirect" => {
@@ -2004,7 +2085,6 @@ fn proxy_kw(px: &mut Proxy, ctx: &Ctx<'_>, words: &[String]) -> Result<(), Strin
             let (args, c) = split_cond(&w[1..]);
             let r = parse_redirect(args, request_scope(px))?;
             let cond = cond_of(c, px, loc)?;
-            unreachable_rule(px)?;
             px.http_request.push(HttpRequestRule {
                 action: HttpRequestAction::Redirect(r),
                 cond,
@@ -2151,6 +2231,10 @@ fn proxy_kw(px: &mut Proxy, ctx: &Ctx<'_>, words: &[String]) -> Result<(), Strin
                 "capture" if kw == "http-response" => {
                     HttpResponseAction::Capture(parse_capture_action(px, ctx, true, args)?)
                 }
+                "allow" => match args {
+                    [] => HttpResponseAction::Allow,
+                    [x, ..] => return Err(format!("unexpected '{x}' after '{kw} allow'")),
+                },
                 "cache-store" if kw == "http-response" => match args {
                     [n] => HttpResponseAction::CacheStore(n.clone()),
                     [] => return Err("'http-response cache-store' expects a cache name".to_string()),
@@ -2167,7 +2251,7 @@ fn proxy_kw(px: &mut Proxy, ctx: &Ctx<'_>, words: &[String]) -> Result<(), Strin
                     }
                     None => {
                         return Err(format!(
-                            "unknown '{kw}' action '{a}' (supported: set-header, add-header, del-header, replace-header, replace-value, set-status, set-var, set-var-fmt, unset-var, capture, cache-store)"
+                            "unknown '{kw}' action '{a}' (supported: allow, set-header, add-header, del-header, replace-header, replace-value, set-status, set-var, set-var-fmt, unset-var, capture, cache-store)"
                         ))
                     }
                 },
@@ -2578,10 +2662,13 @@ fn proxy_kw(px: &mut Proxy, ctx: &Ctx<'_>, words: &[String]) -> Result<(), Strin
     Ok(())
 }
 
-/// A rule after an unconditional final one (return, redirect, deny, allow,
-/// use-service) would never run; HAProxy warns and ignores it, ebb refuses.
-fn unreachable_rule(px: &Proxy) -> Result<(), String> {
-    let final_rule = px.http_request.iter().find(|r| {
+/// The `http-request` rules after an unconditional final one (return,
+/// redirect, deny, allow, use-service...) of the same section: they never
+/// run. HAProxy 2.6 warns at each (cfgparse-listen.c: "previous '...'
+/// action is final and has no condition attached, further entries are
+/// NOOP") and keeps them; ebb does the same (a warning at start).
+pub fn unreachable_rules(px: &Proxy) -> Vec<String> {
+    let is_final = |r: &HttpRequestRule| {
         r.cond.is_none()
             && !matches!(
                 r.action,
@@ -2596,14 +2683,20 @@ fn unreachable_rule(px: &Proxy) -> Result<(), String> {
                     | HttpRequestAction::Rewrite(_)
                     | HttpRequestAction::Capture(_)
             )
-    });
-    match final_rule {
-        Some(r) => Err(format!(
-            "this rule is never reached: the 'http-request' rule at {} has no condition and ends the evaluation",
-            r.loc
-        )),
-        None => Ok(()),
-    }
+    };
+    let Some(first) = px.http_request.iter().position(is_final) else {
+        return Vec::new();
+    };
+    let f = &px.http_request[first];
+    px.http_request[first + 1..]
+        .iter()
+        .map(|r| {
+            format!(
+                "{}: previous 'http-request' action at {} is final and has no condition attached, further entries are NOOP",
+                r.loc, f.loc
+            )
+        })
+        .collect()
 }
 
 fn proxy_option(px: &mut Proxy, ctx: &Ctx<'_>, no: bool, w: &[String]) -> Result<(), String> {

@@ -2705,22 +2705,30 @@ mod fuzz {
 }
 
 #[test]
-fn rules_after_an_unconditional_final_rule_are_errors() {
-    err1(
-        &fe("    http-request deny\n    http-request return status 200"),
-        "t.cfg:4: ",
-        "never reached: the 'http-request' rule at t.cfg:3 has no condition",
+fn rules_after_an_unconditional_final_rule_are_warnings() {
+    // HAProxy 2.6 accepts them with a warning ("previous 'http-request'
+    // action is final and has no condition attached, further entries are
+    // NOOP"): so does ebb, one warning per rule that never runs.
+    let c = ok(&fe(
+        "    http-request deny\n    http-request return status 200\n    http-request allow",
+    ));
+    let w = unreachable_rules(&c.proxies[0]);
+    assert_eq!(w.len(), 2, "{w:?}");
+    assert!(
+        w[0].starts_with("t.cfg:4: previous 'http-request' action at t.cfg:3 is final"),
+        "{w:?}"
     );
-    err1(
-        &fe("    http-request redirect scheme https\n    redirect prefix /x"),
-        "t.cfg:4: ",
-        "never reached",
-    );
+    assert!(w[1].starts_with("t.cfg:5: "), "{w:?}");
+    let c = ok(&fe(
+        "    http-request redirect scheme https\n    redirect prefix /x",
+    ));
+    assert_eq!(unreachable_rules(&c.proxies[0]).len(), 1);
     // Header rules do not end the evaluation; conditional rules neither.
-    ok(&fe("    http-request set-header X-A b
+    let c = ok(&fe("    http-request set-header X-A b
     http-request deny if { path /x }
     http-request use-service prometheus-exporter unless { path /y }
     http-request return status 200"));
+    assert!(unreachable_rules(&c.proxies[0]).is_empty());
 }
 
 #[test]
@@ -3106,7 +3114,7 @@ fn log_format_values_are_checked_at_start() {
     err1(
         &fe("    http-request set-header X %[str(a),add(b)]"),
         "t.cfg:3: ",
-        "not an integer",
+        "expects an integer or a variable name",
     );
     err1(
         &fe("    http-request set-header X %[method,ipmask(8)]"),
@@ -3283,5 +3291,54 @@ fn peers_sections() {
         &format!("{g}peers p\n    bogus\n"),
         "t.cfg:4: ",
         "unknown keyword 'bogus' in peers section",
+    );
+}
+
+#[test]
+fn global_set_var_is_context_free_and_proc_only() {
+    let c = ok("global\n    set-var proc.a int(1)\n    set-var-fmt proc.b \"x%[var(proc.a)]\"\n");
+    assert_eq!(c.global.set_vars.len(), 2);
+    err1(
+        "global\n    set-var txn.a int(1)\n",
+        "t.cfg:2: ",
+        "only scope 'proc'",
+    );
+    // HAProxy: "fetch method 'src' ... none of which is available here".
+    err1(
+        "global\n    set-var proc.a src\n",
+        "t.cfg:2: ",
+        "needs a connection",
+    );
+    err1(
+        "global\n    set-var-fmt proc.a \"%ci\"\n",
+        "t.cfg:2: ",
+        "needs a connection",
+    );
+    err1(
+        "global\n    set-var proc.a\n",
+        "t.cfg:2: ",
+        "requires a process-wide variable",
+    );
+}
+
+#[test]
+fn count_fetches_name_existing_proxies() {
+    // startup/default_rules h15 and h17: in a defaults section a server
+    // argument names its backend.
+    ok("defaults d\n    mode http\n    http-request set-header x %[srv_conn(b/s)]\nbackend b from d\n    server s 127.0.0.1:80\n");
+    err1(
+        "defaults d\n    mode http\n    http-request set-header x %[srv_conn(s)]\nbackend b from d\n    server s 127.0.0.1:80\n",
+        "t.cfg:3: ",
+        "must name the server's backend",
+    );
+    err1(
+        &be("    http-request set-header x %[srv_conn(nope)]\n    server s 127.0.0.1:80"),
+        "t.cfg:2: ",
+        "backend 'b' has no server named 'nope'",
+    );
+    err1(
+        &fe("    http-request set-header x %[be_conn(zz)]"),
+        "t.cfg:3: ",
+        "no backend named 'zz'",
     );
 }

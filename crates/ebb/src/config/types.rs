@@ -178,6 +178,8 @@ impl Config {
 pub struct Global {
     /// `localpeer NAME` (`-L` beats it).
     pub localpeer: Option<String>,
+    /// `set-var proc.NAME EXPR` and `set-var-fmt proc.NAME FMT`, in order.
+    pub set_vars: Vec<crate::sample::VarAction>,
     /// `nbthread N`; `None`: one per CPU.
     pub nbthread: Option<Spanned<u32>>,
     /// `maxconn N`: process-wide connection limit.
@@ -264,6 +266,7 @@ impl Default for Global {
     fn default() -> Self {
         Global {
             localpeer: None,
+            set_vars: Vec::new(),
             nbthread: None,
             maxconn: None,
             bufsize: 16384,
@@ -1106,6 +1109,10 @@ pub enum HttpResponseAction {
     Capture(crate::sample::logline::CaptureAction),
     /// `cache-store NAME`.
     CacheStore(String),
+    /// `allow`: the rest of this proxy's list (its defaults' rules and
+    /// its own) is skipped; the next proxy's list still runs (HAProxy's
+    /// HTTP_RULE_RES_STOP in `http_process_res_common`).
+    Allow,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -268,3 +268,27 @@ fn response_rules_cannot_touch_framing_fields() {
         );
     }
 }
+
+#[test]
+fn response_allow_skips_the_rest_of_the_list() {
+    // HAProxy 2.6: `http-response allow` stops this proxy's list; a
+    // condition that does not hold lets the rules go on.
+    let h = respond(
+        " http-response set-header x-a 1\n http-response allow if { status 201 }\n http-response set-header x-b 2\n http-response allow\n http-response set-header x-c 3",
+        200,
+        &[],
+    );
+    assert_eq!(
+        h.fields,
+        vec![
+            (b"x-a".to_vec(), b"1".to_vec()),
+            (b"x-b".to_vec(), b"2".to_vec())
+        ]
+    );
+    let h = respond(
+        " http-response allow if { status 201 }\n http-response set-header x-b 2",
+        201,
+        &[],
+    );
+    assert!(h.fields.is_empty());
+}

@@ -32,17 +32,21 @@ pub(super) enum Conv {
         subst: Vec<u8>,
         global: bool,
     },
-    Json,
+    /// `json([ascii|utf8|utf8s|utf8p|utf8ps])`.
+    Json(JsonIn),
     Bytes {
         off: i64,
         len: Option<i64>,
     },
     Length,
-    Arith(Op, i64),
+    /// `add|sub|mul|div|mod(INT|VAR)`.
+    Arith(Op, ArithArg),
     Neg,
+    /// `ipmask(MASK4[,MASK6])`: the masks' bits (no IPv6 mask: an IPv6
+    /// address gives no value).
     IpMask {
-        v4: u8,
-        v6: u8,
+        v4: u32,
+        v6: Option<u128>,
     },
     HostOnly,
     UrlDec {
@@ -52,7 +56,8 @@ pub(super) enum Conv {
         f: HashFn,
         avalanche: bool,
     },
-    Xxh64(u64),
+    /// `xxh32`, `xxh64`, `xxh3` with their seed.
+    Xxh(Xxh, u64),
     Map(Arc<Map>),
     /// `add_item(delim[,var][,suffix])`.
     AddItem {
@@ -93,6 +98,15 @@ pub(super) enum Conv {
     StrCmp(super::VarRef),
 }
 
+/// The argument of an arithmetic converter: an integer, or a variable
+/// read (and cast to an integer) at each evaluation (HAProxy's
+/// `check_operator`: a valid variable name first).
+#[derive(Clone, Debug)]
+pub(super) enum ArithArg {
+    Int(i64),
+    Var(super::VarRef),
+}
+
 #[derive(Clone, Copy, Debug)]
 pub(super) enum Op {
     Add,
@@ -100,6 +114,26 @@ pub(super) enum Op {
     Mul,
     Div,
     Mod,
+}
+
+/// How `json` reads its input (HAProxy's `input_type`): bytes, or UTF-8
+/// where a bad sequence fails the conversion (`utf8`), is skipped
+/// (`utf8s`), or only a bad sequence or range is refused and an overlong
+/// form let through (`utf8p`, `utf8ps`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum JsonIn {
+    Ascii,
+    Utf8,
+    Utf8s,
+    Utf8p,
+    Utf8ps,
+}
+
+#[derive(Clone, Copy, Debug)]
+pub(super) enum Xxh {
+    H32,
+    H64,
+    H3,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -132,16 +166,24 @@ fn int(name: &str, a: &str) -> Result<i64, String> {
         .map_err(|_| format!("converter '{name}': '{a}' is not an integer"))
 }
 
-/// `ipmask`'s masks: a prefix length or a dotted IPv4 netmask.
-fn mask(name: &str, a: &str, max: u8) -> Result<u8, String> {
-    if let Ok(n) = a.parse::<u8>() {
-        if n <= max {
-            return Ok(n);
+/// `ipmask`'s masks as bits (`bits` wide): a prefix length, or an
+/// address of the family used as the mask, contiguous or not (HAProxy's
+/// `str2mask` for IPv4, `str2mask6` for IPv6).
+fn mask(name: &str, a: &str, bits: u32) -> Result<u128, String> {
+    let all = if bits == 128 {
+        u128::MAX
+    } else {
+        (1u128 << bits) - 1
+    };
+    if let Ok(n) = a.parse::<u32>() {
+        if n <= bits {
+            return Ok(if n == 0 { 0 } else { all & (all << (bits - n)) });
         }
-    } else if let Ok(std::net::IpAddr::V4(m)) = a.parse::<IpAddr>() {
-        let v = u32::from(m);
-        if v.leading_ones() + v.trailing_zeros() == 32 {
-            return Ok(v.leading_ones() as u8);
+    } else {
+        match a.parse::<IpAddr>() {
+            Ok(IpAddr::V4(m)) if bits == 32 => return Ok(u128::from(u32::from(m))),
+            Ok(IpAddr::V6(m)) if bits == 128 => return Ok(u128::from(m)),
+            _ => {}
         }
     }
     Err(format!("converter '{name}': invalid mask '{a}'"))
@@ -234,12 +276,18 @@ impl Conv {
             }
             "json" => {
                 count(name, args, 0, 1)?;
-                match args.first().map(|s| s.as_str()) {
-                    None | Some("") | Some("ascii") => Ok(Conv::Json),
-                    Some(m) => Err(format!(
-                        "converter 'json': input mode '{m}' is not supported (supported: ascii)"
-                    )),
-                }
+                Ok(Conv::Json(match args.first().map(|s| s.as_str()) {
+                    None | Some("") | Some("ascii") => JsonIn::Ascii,
+                    Some("utf8") => JsonIn::Utf8,
+                    Some("utf8s") => JsonIn::Utf8s,
+                    Some("utf8p") => JsonIn::Utf8p,
+                    Some("utf8ps") => JsonIn::Utf8ps,
+                    Some(m) => {
+                        return Err(format!(
+                        "converter 'json': unexpected input code type '{m}' (allowed: ascii, utf8, utf8s, utf8p, utf8ps)"
+                    ))
+                    }
+                }))
             }
             "bytes" => {
                 count(name, args, 1, 2)?;
@@ -252,11 +300,15 @@ impl Conv {
             }
             "add" | "sub" | "mul" | "div" | "mod" => {
                 count(name, args, 1, 1)?;
-                if args[0].contains('.') && args[0].parse::<i64>().is_err() {
-                    return Err(format!(
-                        "converter '{name}': variables as argument are not supported yet"
-                    ));
-                }
+                let arg = match super::VarRef::parse(&args[0]) {
+                    Ok(r) => ArithArg::Var(r),
+                    Err(_) => ArithArg::Int(args[0].trim().parse::<i64>().map_err(|_| {
+                        format!(
+                            "converter '{name}': expects an integer or a variable name, got '{}'",
+                            args[0]
+                        )
+                    })?),
+                };
                 let op = match name {
                     "add" => Op::Add,
                     "sub" => Op::Sub,
@@ -264,16 +316,13 @@ impl Conv {
                     "div" => Op::Div,
                     _ => Op::Mod,
                 };
-                Ok(Conv::Arith(op, int(name, &args[0])?))
+                Ok(Conv::Arith(op, arg))
             }
             "ipmask" => {
                 count(name, args, 1, 2)?;
                 Ok(Conv::IpMask {
-                    v4: mask(name, &args[0], 32)?,
-                    v6: match args.get(1) {
-                        Some(a) => mask(name, a, 128)?,
-                        None => 128,
-                    },
+                    v4: mask(name, &args[0], 32)? as u32,
+                    v6: args.get(1).map(|a| mask(name, a, 128)).transpose()?,
                 })
             }
             "url_dec" => {
@@ -299,13 +348,18 @@ impl Conv {
                 };
                 Ok(Conv::Hash { f, avalanche })
             }
-            "xxh64" => {
+            "xxh32" | "xxh64" | "xxh3" => {
                 count(name, args, 0, 1)?;
                 let seed = match args.first() {
                     Some(a) => int(name, a)? as u64,
                     None => 0,
                 };
-                Ok(Conv::Xxh64(seed))
+                let f = match name {
+                    "xxh32" => Xxh::H32,
+                    "xxh64" => Xxh::H64,
+                    _ => Xxh::H3,
+                };
+                Ok(Conv::Xxh(f, seed))
             }
             n if n.starts_with("map") => Ok(Conv::Map(Arc::new(Map::compile(n, args)?))),
             "add_item" => {
@@ -435,7 +489,7 @@ impl Conv {
             | Conv::Hex
             | Conv::Bytes { .. }
             | Conv::Hash { .. }
-            | Conv::Xxh64(_)
+            | Conv::Xxh(..)
             | Conv::Be2 { .. }
             | Conv::Ub64Enc
             | Conv::Digest(_) => Type::Bin,
@@ -454,7 +508,7 @@ impl Conv {
             | Conv::Arith(..)
             | Conv::Neg
             | Conv::Hash { .. }
-            | Conv::Xxh64(_)
+            | Conv::Xxh(..)
             | Conv::StrCmp(_) => Type::Int,
             Conv::IpMask { .. } => Type::Ip,
             Conv::Map(m) => m.out_type(),
@@ -524,22 +578,42 @@ impl Conv {
                 s.tmp.extend_from_slice(rest);
                 swap(s, Val::Str)
             }
-            Conv::Json => {
+            Conv::Json(mode) => {
                 s.tmp.clear();
-                for &c in &s.cur {
+                let mut p = 0;
+                while p < s.cur.len() {
+                    let c = if *mode == JsonIn::Ascii {
+                        p += 1;
+                        u32::from(s.cur[p - 1])
+                    } else {
+                        let (c, n, bad) = utf8_next(&s.cur[p..]);
+                        p += n.max(1);
+                        let strict = matches!(mode, JsonIn::Utf8 | JsonIn::Utf8p);
+                        let refused = match mode {
+                            JsonIn::Utf8 | JsonIn::Utf8s => bad != 0,
+                            _ => bad & (UTF8_INVRANGE | UTF8_BADSEQ) != 0,
+                        };
+                        if refused || c > 0xffff {
+                            if strict {
+                                return None;
+                            }
+                            continue;
+                        }
+                        c
+                    };
                     match c {
-                        b'"' => s.tmp.extend_from_slice(b"\\\""),
-                        b'\\' => s.tmp.extend_from_slice(b"\\\\"),
-                        b'/' => s.tmp.extend_from_slice(b"\\/"),
-                        b'\x08' => s.tmp.extend_from_slice(b"\\b"),
-                        b'\x0c' => s.tmp.extend_from_slice(b"\\f"),
-                        b'\r' => s.tmp.extend_from_slice(b"\\r"),
-                        b'\n' => s.tmp.extend_from_slice(b"\\n"),
-                        b'\t' => s.tmp.extend_from_slice(b"\\t"),
-                        c if !(32..=126).contains(&c) => {
+                        0x22 => s.tmp.extend_from_slice(b"\\\""),
+                        0x5c => s.tmp.extend_from_slice(b"\\\\"),
+                        0x2f => s.tmp.extend_from_slice(b"\\/"),
+                        0x08 => s.tmp.extend_from_slice(b"\\b"),
+                        0x0c => s.tmp.extend_from_slice(b"\\f"),
+                        0x0d => s.tmp.extend_from_slice(b"\\r"),
+                        0x0a => s.tmp.extend_from_slice(b"\\n"),
+                        0x09 => s.tmp.extend_from_slice(b"\\t"),
+                        32..=126 => s.tmp.push(c as u8),
+                        c => {
                             let _ = write!(s.tmp, "\\u{:04x}", c);
                         }
-                        c => s.tmp.push(c),
                     }
                 }
                 swap(s, Val::Str)
@@ -558,7 +632,19 @@ impl Conv {
             Conv::Length => Some(Val::Int(s.cur.len() as i64)),
             Conv::Arith(op, arg) => {
                 let Val::Int(x) = v else { return None };
-                Some(Val::Int(arith(*op, x, *arg)))
+                let y = match arg {
+                    ArithArg::Int(i) => *i,
+                    // A variable not set (or not a number) fails the
+                    // conversion, as HAProxy's sample_conv_var2smp_sint.
+                    ArithArg::Var(r) => {
+                        let got = ctx.vars?.try_borrow_mut().ok()?.get(r, s)?;
+                        match cast(got, Type::Int, s)? {
+                            Val::Int(i) => i,
+                            _ => return None,
+                        }
+                    }
+                };
+                Some(Val::Int(arith(*op, x, y)))
             }
             Conv::Neg => {
                 let Val::Int(x) = v else { return None };
@@ -566,19 +652,15 @@ impl Conv {
             }
             Conv::IpMask { v4, v6 } => {
                 let Val::Ip(ip) = v else { return None };
+                // HAProxy's sample_conv_ipmask: an IPv4-mapped address is
+                // masked as the IPv4 address it maps.
+                let ip = match ip {
+                    IpAddr::V6(a) => a.to_ipv4_mapped().map_or(ip, IpAddr::V4),
+                    v4 => v4,
+                };
                 Some(Val::Ip(match ip {
-                    IpAddr::V4(a) => {
-                        let m = if *v4 == 0 { 0 } else { u32::MAX << (32 - v4) };
-                        IpAddr::V4((u32::from(a) & m).into())
-                    }
-                    IpAddr::V6(a) => {
-                        let m = if *v6 == 0 {
-                            0
-                        } else {
-                            u128::MAX << (128 - *v6 as u32)
-                        };
-                        IpAddr::V6((u128::from(a) & m).into())
-                    }
+                    IpAddr::V4(a) => IpAddr::V4((u32::from(a) & v4).into()),
+                    IpAddr::V6(a) => IpAddr::V6((u128::from(a) & (*v6)?).into()),
                 }))
             }
             Conv::HostOnly => {
@@ -602,7 +684,13 @@ impl Conv {
                 let h = if *avalanche { hash::full_hash(h) } else { h };
                 Some(Val::Int(h as i64))
             }
-            Conv::Xxh64(seed) => Some(Val::Int(hash::xxh64(&s.cur, *seed) as i64)),
+            // HAProxy gives xxh32's value unsigned, the 64-bit ones as
+            // signed integers.
+            Conv::Xxh(f, seed) => Some(Val::Int(match f {
+                Xxh::H32 => hash::xxh32(&s.cur, *seed as u32) as i64,
+                Xxh::H64 => hash::xxh64(&s.cur, *seed) as i64,
+                Xxh::H3 => hash::xxh3(&s.cur, *seed) as i64,
+            })),
             Conv::Map(m) => m.apply(v, s),
             Conv::AddItem { delim, var, suffix } => {
                 let mut tail = Scratch::default();
@@ -946,4 +1034,50 @@ pub(super) fn url_decode(inp: &[u8], mut plus: bool, out: &mut Vec<u8>) -> Optio
         }
     }
     Some(())
+}
+
+const UTF8_OVERLONG: u8 = 0x10;
+const UTF8_INVRANGE: u8 = 0x20;
+const UTF8_BADSEQ: u8 = 0x40;
+
+/// HAProxy's `utf8_next`: the code point at the start of `b`, the bytes
+/// it takes, and what is wrong with it (`UTF8_*` bits). A lead byte
+/// without room for its sequence, or a stray continuation byte, is one
+/// bad byte; a sequence cut by a byte that is no continuation ends
+/// before that byte.
+fn utf8_next(b: &[u8]) -> (u32, usize, u8) {
+    let Some(&first) = b.first() else {
+        return (0, 0, 0);
+    };
+    let (mut c, more) = match first {
+        0x00..=0x7f => return (u32::from(first), 1, 0),
+        0xc0..=0xdf => (u32::from(first & 0x1f), 1),
+        0xe0..=0xef => (u32::from(first & 0x0f), 2),
+        0xf0..=0xf7 => (u32::from(first & 0x07), 3),
+        0xf8..=0xfb => (u32::from(first & 0x03), 4),
+        0xfc..=0xfd => (u32::from(first & 0x01), 5),
+        _ => return (u32::from(first), 1, UTF8_BADSEQ),
+    };
+    if b.len() < more + 1 {
+        return (u32::from(first), 1, UTF8_BADSEQ);
+    }
+    for (i, &x) in b.iter().enumerate().take(more + 1).skip(1) {
+        if x & 0xc0 != 0x80 {
+            return (c, i, UTF8_BADSEQ);
+        }
+        c = (c << 6) | u32::from(x & 0x3f);
+    }
+    let n = more + 1;
+    let mut code = 0;
+    if (c <= 0x7f && n > 1)
+        || ((0x80..=0x7ff).contains(&c) && n > 2)
+        || ((0x800..=0xffff).contains(&c) && n > 3)
+        || ((0x10000..=0x1f_ffff).contains(&c) && n > 4)
+    {
+        code |= UTF8_OVERLONG;
+    }
+    if (0xd800..=0xdfff).contains(&c) || (0xfffe..=0xffff).contains(&c) {
+        code |= UTF8_INVRANGE;
+    }
+    (c, n, code)
 }

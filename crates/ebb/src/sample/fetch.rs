@@ -56,6 +56,13 @@ pub(super) enum Fetch {
         full: bool,
         res: bool,
     },
+    /// `req.hdr_ip`/`hdr_ip`/`res.hdr_ip`/`shdr_ip`: a header value that
+    /// is an address (IPv4, optionally with `:PORT`, or IPv6).
+    HdrIp {
+        name: String,
+        occ: Occ,
+        res: bool,
+    },
     /// `req.cook([NAME])` (`None`: the first cookie); `req.cook_cnt`,
     /// `req.cook_val` (its value as an integer).
     Cook(Option<String>),
@@ -75,11 +82,27 @@ pub(super) enum Fetch {
     Date(i64),
     Rand(Option<u64>),
     Uuid,
-    Var(super::VarRef),
+    /// `var(NAME[,DEFAULT])`.
+    Var(super::VarRef, Option<String>),
     /// A stick-table fetch (`sc_*`, `sc0_*`, `src_*`, `table_*`).
     Stk(super::stk::StkFetch),
     /// `unique-id`: the exchange's `unique-id-format` value.
     UniqueId,
+    /// `so_name`: the `name` of the connection's bind line (none without).
+    SoName,
+    /// `fe_conn([FE])`, `be_conn([BE])`, `srv_conn([BE/]SRV)`: live
+    /// connection counts (no proxy named: the exchange's).
+    Count {
+        what: super::Count,
+        proxy: Option<String>,
+        server: Option<String>,
+    },
+    /// `capture.req.hdr(N)`, `capture.res.hdr(N)`: capture slot N of the
+    /// request or response side, when it holds a value.
+    Capture {
+        res: bool,
+        idx: usize,
+    },
     /// `req.len`: bytes of a TCP-mode request received so far.
     ReqLen,
     /// `req.ssl_sni`: the SNI of the ClientHello in those bytes.
@@ -230,6 +253,18 @@ impl Fetch {
             "hdr" | "req.hdr" => req_only(hdr(false, false)?),
             "req.fhdr" => req_only(hdr(true, false)?),
             "req.hdr_cnt" | "hdr_cnt" => req_only(cnt(false, false)?),
+            "req.hdr_ip" | "hdr_ip" | "res.hdr_ip" | "shdr_ip" => {
+                let res = matches!(name, "res.hdr_ip" | "shdr_ip");
+                let Fetch::Hdr { name, occ, .. } = hdr(false, res)? else {
+                    return Err(format!("fetch '{name}': bad arguments"));
+                };
+                let f = Fetch::HdrIp { name, occ, res };
+                if res {
+                    res_only(f)
+                } else {
+                    req_only(f)
+                }
+            }
             "req.fhdr_cnt" => req_only(cnt(true, false)?),
             "res.hdr" | "shdr" => res_only(hdr(false, true)?),
             "res.fhdr" => res_only(hdr(true, true)?),
@@ -315,13 +350,58 @@ impl Fetch {
                 }
                 Ok(Fetch::Uuid)
             }
-            "so_name" => Err(
-                "fetch 'so_name' is not supported: ebb's 'bind' lines have no 'name' yet"
-                    .to_string(),
-            ),
-            "var" => {
+            "so_name" => none(Fetch::SoName),
+            "fe_conn" | "be_conn" | "srv_conn" => {
+                let what = match name {
+                    "fe_conn" => super::Count::FeConn,
+                    "be_conn" => super::Count::BeConn,
+                    _ => super::Count::SrvConn,
+                };
+                let (proxy, server) = if what == super::Count::SrvConn {
+                    arg_count(name, args, 1, 1)?;
+                    match args[0].split_once('/') {
+                        Some((b, s)) if !b.is_empty() && !s.is_empty() => {
+                            (Some(b.to_string()), Some(s.to_string()))
+                        }
+                        None if !args[0].is_empty() => (None, Some(args[0].clone())),
+                        _ => {
+                            return Err(format!(
+                                "fetch 'srv_conn': expects [backend/]server, got '{}'",
+                                args[0]
+                            ))
+                        }
+                    }
+                } else {
+                    arg_count(name, args, 0, 1)?;
+                    (args.first().filter(|a| !a.is_empty()).cloned(), None)
+                };
+                super::note_proxy_ref(what, proxy.clone(), server.clone());
+                Ok(Fetch::Count {
+                    what,
+                    proxy,
+                    server,
+                })
+            }
+            "capture.req.hdr" | "capture.res.hdr" => {
                 arg_count(name, args, 1, 1)?;
-                Ok(Fetch::Var(super::VarRef::parse(&args[0])?))
+                let idx = usize::try_from(int_arg(&format!("fetch '{name}'"), &args[0])?)
+                    .map_err(|_| format!("fetch '{name}': negative capture slot"))?;
+                let f = Fetch::Capture {
+                    res: name == "capture.res.hdr",
+                    idx,
+                };
+                if name == "capture.res.hdr" {
+                    res_only(f)
+                } else {
+                    Ok(f)
+                }
+            }
+            "var" => {
+                arg_count(name, args, 1, 2)?;
+                Ok(Fetch::Var(
+                    super::VarRef::parse(&args[0])?,
+                    args.get(1).cloned(),
+                ))
             }
             "unique-id" => {
                 if matches!(scope, Scope::Request { .. }) {
@@ -353,6 +433,25 @@ impl Fetch {
         }
     }
 
+    /// Whether the fetch needs nothing of a connection or an exchange
+    /// (HAProxy's fetches valid while the configuration is parsed, for
+    /// `global set-var`): constants, the environment, the date, random
+    /// values and variables (only `proc` ones have a value then).
+    pub(super) fn context_free(&self) -> bool {
+        matches!(
+            self,
+            Fetch::Str(_)
+                | Fetch::Bin(_)
+                | Fetch::Int(_)
+                | Fetch::Bool(_)
+                | Fetch::Env(_)
+                | Fetch::Date(_)
+                | Fetch::Rand(_)
+                | Fetch::Uuid
+                | Fetch::Var(..)
+        )
+    }
+
     /// What this fetch reads.
     pub(super) fn layer(&self) -> Layer {
         match self {
@@ -373,7 +472,9 @@ impl Fetch {
             | Fetch::Rand(_)
             | Fetch::Uuid
             | Fetch::UniqueId
-            | Fetch::Var(_)
+            | Fetch::SoName
+            | Fetch::Count { .. }
+            | Fetch::Var(..)
             // Stick-table counters: known without reading the connection.
             | Fetch::Stk(_) => Layer::L4,
             Fetch::ReqLen
@@ -401,7 +502,9 @@ impl Fetch {
             | Fetch::Cook(_)
             | Fetch::CookCnt(_)
             | Fetch::CookVal(_) => Some(false),
-            Fetch::Hdr { res, .. } | Fetch::HdrCnt { res, .. } => Some(*res),
+            Fetch::Hdr { res, .. } | Fetch::HdrCnt { res, .. } | Fetch::HdrIp { res, .. } => {
+                Some(*res)
+            }
             Fetch::Status
             | Fetch::SrvName
             | Fetch::SrvId
@@ -419,8 +522,9 @@ impl Fetch {
     pub(super) fn out_type(&self) -> Type {
         match self {
             Fetch::ReqLen | Fetch::ReqSslHelloType | Fetch::ResLen => Type::Int,
-            Fetch::Src | Fetch::Dst => Type::Ip,
+            Fetch::Src | Fetch::Dst | Fetch::HdrIp { .. } => Type::Ip,
             Fetch::SrcPort
+            | Fetch::Count { .. }
             | Fetch::DstPort
             | Fetch::HdrCnt { .. }
             | Fetch::CookCnt(_)
@@ -432,7 +536,7 @@ impl Fetch {
             | Fetch::Rand(_) => Type::Int,
             Fetch::SslFc | Fetch::Bool(_) | Fetch::FirstReq | Fetch::CacheHit => Type::Bool,
             // Typed when set; converters cast at run time from a string.
-            Fetch::Var(_) => Type::Str,
+            Fetch::Var(..) => Type::Str,
             Fetch::Method => Type::Meth,
             Fetch::Stk(f) => f.out_type(),
             Fetch::ReqPayload(..) | Fetch::ResPayload(..) | Fetch::Bin(_) => Type::Bin,
@@ -544,41 +648,17 @@ impl Fetch {
                     Occ::Default => -1,
                     Occ::Nth(n) => *n,
                 };
-                let mut found = false;
-                if n > 0 {
-                    let mut i = 0;
-                    values(ctx, *res, name, *full, &mut |v| {
-                        i += 1;
-                        if i == n {
-                            s.cur.clear();
-                            s.cur.extend_from_slice(v);
-                            found = true;
-                            return true;
-                        }
-                        false
-                    });
-                } else if n < 0 {
-                    let mut total = 0;
-                    values(ctx, *res, name, *full, &mut |_| {
-                        total += 1;
-                        false
-                    });
-                    let want = total + n + 1;
-                    if want >= 1 {
-                        let mut i = 0;
-                        values(ctx, *res, name, *full, &mut |v| {
-                            i += 1;
-                            if i == want {
-                                s.cur.clear();
-                                s.cur.extend_from_slice(v);
-                                found = true;
-                                return true;
-                            }
-                            false
-                        });
-                    }
+                nth_value(ctx, *res, name, *full, n, s).then_some(Val::Str)
+            }
+            Fetch::HdrIp { name, occ, res } => {
+                let n = match occ {
+                    Occ::Default => -1,
+                    Occ::Nth(n) => *n,
+                };
+                if !nth_value(ctx, *res, name, false, n, s) {
+                    return None;
                 }
-                found.then_some(Val::Str)
+                header_ip(&s.cur).map(Val::Ip)
             }
             Fetch::HdrCnt { name, full, res } => {
                 let mut c = 0;
@@ -652,7 +732,39 @@ impl Fetch {
                 };
                 Some(Val::Int(v as i64))
             }
-            Fetch::Var(r) => ctx.vars?.try_borrow_mut().ok()?.get(r, s),
+            Fetch::Var(r, default) => {
+                let v = ctx.vars.and_then(|v| v.try_borrow_mut().ok()?.get(r, s));
+                // HAProxy 2.6: an unset variable gives the default, as a
+                // string, when one is given.
+                match (v, default) {
+                    (None, Some(d)) => put(s, d.as_bytes()),
+                    (v, _) => v,
+                }
+            }
+            Fetch::Capture { res, idx } => {
+                let st = ctx.vars?.try_borrow().ok()?;
+                let slots = if *res { &st.res_caps } else { &st.req_caps };
+                let v = slots.get(*idx)?.as_deref()?;
+                s.cur.clear();
+                s.cur.extend_from_slice(v);
+                Some(Val::Str)
+            }
+            Fetch::Count {
+                what,
+                proxy,
+                server,
+            } => {
+                let p = match (what, proxy) {
+                    (_, Some(p)) => p.as_str(),
+                    (super::Count::FeConn, None) => ctx.fe,
+                    (_, None) => ctx.be?,
+                };
+                Some(Val::Int(super::count(*what, p, server.as_deref())?))
+            }
+            Fetch::SoName => {
+                let name = ctx.vars?.try_borrow().ok()?.so_name.clone()?;
+                put(s, name.as_bytes())
+            }
             Fetch::UniqueId => {
                 let st = ctx.vars?.try_borrow().ok()?;
                 let v = st.info.unique_id.as_deref()?;
@@ -730,7 +842,7 @@ impl Fetch {
         &self,
         ctx: &Ctx<'_>,
         s: &mut Scratch,
-        f: &mut dyn FnMut(Val, &Scratch) -> bool,
+        f: &mut dyn FnMut(Val, &mut Scratch) -> bool,
     ) -> Option<bool> {
         match self {
             Fetch::Hdr {
@@ -748,6 +860,20 @@ impl Fetch {
                 });
                 Some(hit)
             }
+            Fetch::HdrIp {
+                name,
+                occ: Occ::Default,
+                res,
+            } => {
+                let mut hit = false;
+                values(ctx, *res, name, false, &mut |v| {
+                    if let Some(ip) = header_ip(v) {
+                        hit = f(Val::Ip(ip), s);
+                    }
+                    hit
+                });
+                Some(hit)
+            }
             Fetch::Cook(name) => {
                 let mut hit = false;
                 cookies(ctx, name.as_deref(), &mut |v| {
@@ -761,6 +887,91 @@ impl Fetch {
             _ => None,
         }
     }
+}
+
+/// Puts occurrence `n` of header `name`'s values (comma-separated unless
+/// `full`; from the last when negative) in `s.cur`; whether it exists.
+fn nth_value(ctx: &Ctx<'_>, res: bool, name: &str, full: bool, n: i64, s: &mut Scratch) -> bool {
+    let want = if n < 0 {
+        let mut total = 0;
+        values(ctx, res, name, full, &mut |_| {
+            total += 1;
+            false
+        });
+        total + n + 1
+    } else {
+        n
+    };
+    if want < 1 {
+        return false;
+    }
+    let (mut i, mut found) = (0, false);
+    values(ctx, res, name, full, &mut |v| {
+        i += 1;
+        if i == want {
+            s.cur.clear();
+            s.cur.extend_from_slice(v);
+            found = true;
+        }
+        found
+    });
+    found
+}
+
+/// A header value as `hdr_ip` reads it (HAProxy's `url2ipv4`, then
+/// `inet_pton`): four dotted decimal octets (leading zeros allowed),
+/// alone or followed by `:PORT` (0 to 65535), or an IPv6 address.
+fn header_ip(v: &[u8]) -> Option<std::net::IpAddr> {
+    header_ipv4(v).or_else(|| {
+        std::str::from_utf8(v)
+            .ok()?
+            .parse::<std::net::Ipv6Addr>()
+            .ok()
+            .map(std::net::IpAddr::V6)
+    })
+}
+
+/// HAProxy's `url2ipv4` on a whole value: digits and dots up to another
+/// character, four octets; then nothing, or `:PORT`.
+fn header_ipv4(v: &[u8]) -> Option<std::net::IpAddr> {
+    let mut oct = [0u32; 4];
+    let (mut n, mut digit, mut end) = (0usize, false, v.len());
+    for (i, &c) in v.iter().enumerate() {
+        if c.is_ascii_digit() {
+            if !digit {
+                n += 1;
+                if n > 4 {
+                    return None;
+                }
+                digit = true;
+            }
+            oct[n - 1] = oct[n - 1] * 10 + u32::from(c - b'0');
+            if oct[n - 1] > 255 {
+                return None;
+            }
+        } else if c == b'.' {
+            if !digit || n == 4 {
+                return None;
+            }
+            digit = false;
+        } else {
+            end = i;
+            break;
+        }
+    }
+    if n < 4 {
+        return None;
+    }
+    let port_ok = |p: &[u8]| {
+        !p.is_empty()
+            && p.iter().all(u8::is_ascii_digit)
+            && std::str::from_utf8(p)
+                .ok()
+                .and_then(|p| p.parse::<u32>().ok())
+                .is_some_and(|p| p <= 65535)
+    };
+    (end == v.len() || (v[end] == b':' && port_ok(&v[end + 1..])))
+        .then(|| std::net::IpAddr::from(oct.map(|o| o as u8)))
 }
 
 /// Path and query (after `?`) of a path-and-query.
@@ -790,8 +1001,8 @@ fn values(
             stop = f(v);
             return stop;
         }
-        for part in v.split(|&c| c == b',') {
-            if f(part.trim_ascii()) {
+        for part in super::split_values(v) {
+            if f(part) {
                 stop = true;
                 return true;
             }

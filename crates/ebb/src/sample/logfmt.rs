@@ -219,6 +219,39 @@ impl LogFormat {
         &self.src
     }
 
+    /// Whether every part can be evaluated without a connection (text and
+    /// context-free expressions; no alias).
+    pub fn context_free(&self) -> bool {
+        self.parts.iter().all(|p| match p {
+            Part::Text(_) => true,
+            Part::Expr(e) => e.context_free(),
+            Part::Alias { .. } => false,
+        })
+    }
+
+    /// What the string reads, at most (its expressions' layers; the
+    /// HTTP aliases read the message).
+    pub fn layer(&self) -> super::Layer {
+        self.parts
+            .iter()
+            .map(|p| match p {
+                Part::Text(_) => super::Layer::L4,
+                Part::Expr(e) => e.layer(),
+                Part::Alias { a, .. } => match a {
+                    Alias::Status
+                    | Alias::Method
+                    | Alias::PathNoQuery
+                    | Alias::Uri
+                    | Alias::Query
+                    | Alias::Version
+                    | Alias::RequestLine => super::Layer::Http,
+                    _ => super::Layer::L4,
+                },
+            })
+            .max()
+            .unwrap_or(super::Layer::L4)
+    }
+
     /// A string with no `%` part: its value is known at start.
     pub fn as_literal(&self) -> Option<&[u8]> {
         match self.parts.as_slice() {

@@ -42,6 +42,52 @@ pub use logfmt::LogFormat;
 pub use stk::{note_table_ref, sample_key, take_refs, StkConv, StkFetch};
 pub use vars::{CacheFacts, VarAction, VarRef, VarStore};
 
+/// A live count a fetch reads from the running proxies: `fe_conn`,
+/// `be_conn`, `srv_conn`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Count {
+    /// Connections established on a frontend.
+    FeConn,
+    /// Connections established on a backend's servers.
+    BeConn,
+    /// Connections established on a server.
+    SrvConn,
+}
+
+/// Answers a [`Count`] for a proxy name (and a server name for
+/// `SrvConn`); `None` when there is no such proxy or server.
+pub type CountFn = dyn Fn(Count, &str, Option<&str>) -> Option<i64> + Send + Sync;
+
+static COUNTS: std::sync::OnceLock<Box<CountFn>> = std::sync::OnceLock::new();
+
+/// Installs what answers the count fetches (the server does, at start:
+/// the sample engine does not see the running proxies itself).
+pub fn set_counts(f: Box<CountFn>) {
+    let _ = COUNTS.set(f);
+}
+
+fn count(c: Count, proxy: &str, server: Option<&str>) -> Option<i64> {
+    COUNTS.get()?(c, proxy, server)
+}
+
+/// A proxy (and server) a count fetch names; `None`: the rule's own.
+pub type ProxyRef = (Count, Option<String>, Option<String>);
+
+thread_local! {
+    static PROXY_REFS: RefCell<Vec<ProxyRef>> = const { RefCell::new(Vec::new()) };
+}
+
+/// The proxies and servers the count fetches compiled on this thread
+/// since the last call name (`None`: the proxy of the rule), for the
+/// parser's checks.
+pub fn take_proxy_refs() -> Vec<ProxyRef> {
+    PROXY_REFS.with(|r| std::mem::take(&mut *r.borrow_mut()))
+}
+
+fn note_proxy_ref(c: Count, proxy: Option<String>, server: Option<String>) {
+    PROXY_REFS.with(|r| r.borrow_mut().push((c, proxy, server)));
+}
+
 /// Where an expression is evaluated: decides which fetches exist.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Scope {
@@ -260,7 +306,14 @@ pub fn cast(v: Val, to: Type, s: &mut Scratch) -> Option<Val> {
             }
             Val::Bin
         }
-        (Val::Str | Val::Bin | Val::Meth, Type::Str) => Val::Str,
+        // HAProxy's c_bin2str: a binary value ends at its first NUL.
+        (Val::Bin, Type::Str) => {
+            if let Some(i) = s.cur.iter().position(|&c| c == 0) {
+                s.cur.truncate(i);
+            }
+            Val::Str
+        }
+        (Val::Str | Val::Meth, Type::Str) => Val::Str,
         (Val::Str | Val::Bin | Val::Meth, Type::Bin) => Val::Bin,
         (Val::Str, Type::Meth) => Val::Meth,
         (Val::Str, Type::Int) => Val::Int(str_to_int(&s.cur)?),
@@ -292,7 +345,8 @@ pub fn str_to_int(b: &[u8]) -> Option<i64> {
     Some(if neg { -v } else { v })
 }
 
-/// Writes a value as text (what a log-format string shows).
+/// Writes a value as text (what a log-format string shows: HAProxy casts
+/// it to a string, so a binary value stops at its first NUL).
 pub fn write_text(v: Val, s: &Scratch, out: &mut Vec<u8>) {
     use std::io::Write;
     match v {
@@ -303,7 +357,11 @@ pub fn write_text(v: Val, s: &Scratch, out: &mut Vec<u8>) {
         Val::Ip(ip) => {
             let _ = write!(out, "{ip}");
         }
-        Val::Str | Val::Bin | Val::Meth => out.extend_from_slice(&s.cur),
+        Val::Bin => {
+            let end = s.cur.iter().position(|&c| c == 0).unwrap_or(s.cur.len());
+            out.extend_from_slice(&s.cur[..end]);
+        }
+        Val::Str | Val::Meth => out.extend_from_slice(&s.cur),
     }
 }
 
@@ -346,6 +404,13 @@ impl Expr {
         self.fetch.reads_response()
     }
 
+    /// Whether the expression can be evaluated without a connection (see
+    /// `global set-var`): its fetch is context free and no converter reads
+    /// a stick table.
+    pub fn context_free(&self) -> bool {
+        self.fetch.context_free() && !self.convs.iter().any(|c| matches!(c, conv::Conv::Stk(_)))
+    }
+
     /// The type the expression produces.
     pub fn out_type(&self) -> Type {
         self.out
@@ -384,13 +449,24 @@ impl Expr {
 
     /// For ACLs: calls `f` on each value the fetch yields (all comma
     /// separated values of every occurrence for header fetches, as HAProxy
-    /// does in an ACL), after the converters; stops at the first `true`.
+    /// does in an ACL), each through the converters (HAProxy's
+    /// `acl_exec_cond` runs the whole expression again for every value
+    /// while the fetch says more follow); stops at the first `true`. A
+    /// value a converter fails on is skipped.
     pub fn any(&self, ctx: &Ctx<'_>, f: &mut dyn FnMut(Val, &Scratch) -> bool) -> bool {
         with_scratch(|s| {
-            if self.convs.is_empty() {
-                if let Some(r) = self.fetch.each(ctx, s, f) {
-                    return r;
+            let convs = &self.convs;
+            let each = self.fetch.each(ctx, s, &mut |mut v, s| {
+                for c in convs {
+                    match c.apply(v, ctx, s) {
+                        Some(x) => v = x,
+                        None => return false,
+                    }
                 }
+                f(v, s)
+            });
+            if let Some(r) = each {
+                return r;
             }
             match self.eval(ctx, s) {
                 Some(v) => f(v, s),
@@ -578,4 +654,63 @@ pub(crate) fn each_field(
         }
     }
     true
+}
+
+/// The comma-separated values of a field value, as HAProxy's `hdr()`
+/// sees them (`http_find_hdr_value_end`): a comma inside a quoted string
+/// (`"a,b"`, with `\` escaping the next character there) does not split;
+/// each value loses its leading and trailing spaces and tabs. A line
+/// always yields at least one value, possibly empty.
+pub fn split_values(v: &[u8]) -> SplitValues<'_> {
+    SplitValues {
+        v,
+        pos: 0,
+        done: false,
+    }
+}
+
+/// The iterator of [`split_values`].
+pub struct SplitValues<'a> {
+    v: &'a [u8],
+    pos: usize,
+    done: bool,
+}
+
+impl<'a> Iterator for SplitValues<'a> {
+    type Item = &'a [u8];
+
+    fn next(&mut self) -> Option<&'a [u8]> {
+        if self.done {
+            return None;
+        }
+        let (mut quoted, mut pair) = (false, false);
+        let mut end = self.pos;
+        while end < self.v.len() {
+            let c = self.v[end];
+            if pair {
+                pair = false;
+            } else if quoted {
+                match c {
+                    b'\\' => pair = true,
+                    b'"' => quoted = false,
+                    _ => {}
+                }
+            } else if c == b'"' {
+                quoted = true;
+            } else if c == b',' {
+                break;
+            }
+            end += 1;
+        }
+        let val = &self.v[self.pos..end];
+        if end >= self.v.len() {
+            self.done = true;
+        } else {
+            self.pos = end + 1;
+        }
+        let lws = |c: &u8| matches!(c, b' ' | b'\t');
+        let a = val.iter().position(|c| !lws(c)).unwrap_or(val.len());
+        let b = val.iter().rposition(|c| !lws(c)).map_or(a, |i| i + 1);
+        Some(&val[a..b])
+    }
 }

@@ -296,7 +296,7 @@ fn errors_at_compile_time() {
     assert!(err("%[nope]", RQ).contains("unknown sample fetch 'nope'"));
     assert!(err("%[src,nope]", RQ).contains("unknown converter 'nope'"));
     assert!(err("%[src", RQ).contains("missing ']'"));
-    assert!(err("%[str(a),add(x)]", RQ).contains("not an integer"));
+    assert!(err("%[str(a),add(x)]", RQ).contains("expects an integer or a variable name"));
     assert!(err("%[req.hdr()]", RQ).contains("expects 1 to 2"));
     assert!(err("%[src(1)]", RQ).contains("expects 0 argument"));
     assert!(err("%[str(a),ipmask(40)]", RQ).contains("invalid mask"));
@@ -311,8 +311,7 @@ fn errors_at_compile_time() {
     assert!(err("%[str(a),regsub(\\(,x)]", RQ).contains("regular expression"));
     assert!(err("%[var(x)]", RQ).contains("needs a scope"));
     assert!(err("%[var(foo.x)]", RQ).contains("unknown variable scope"));
-    assert!(err("%[so_name]", RQ).contains("not supported"));
-    assert!(err("%[str(a),json(utf8)]", RQ).contains("not supported"));
+    assert!(err("%[str(a),json(utf16)]", RQ).contains("input code type"));
     assert!(LogFormat::parse("plain text", RQ).unwrap().as_literal() == Some(&b"plain text"[..]));
 }
 
@@ -341,6 +340,85 @@ fn xxh64_reference_vectors() {
     // HAProxy's reg-test sample_fetches/hashes: bytes 0 to 255.
     let all: Vec<u8> = (0..=255).collect();
     assert_eq!(hash::crc32c(&all), 2_621_708_363);
+}
+
+#[test]
+fn json_input_modes_as_haproxy() {
+    // HAProxy 2.6, `<%[str(B64),b64dec,json(MODE)]>` for bytes: `-\xE0-`
+    // (a cut sequence), U+2713, an overlong `/`, a surrogate, U+1F600.
+    for (b64, mode, want) in [
+        ("LeAt", "utf8s", "<-->"),
+        ("LeAt", "utf8", "<>"),
+        ("LeAt", "ascii", "<-\\u00e0->"),
+        ("4pyT", "utf8", "<\\u2713>"),
+        ("wK8=", "utf8", "<>"),
+        ("wK8=", "utf8p", "<\\/>"),
+        ("7aCA", "utf8p", "<>"),
+        ("7aCA", "utf8ps", "<>"),
+        ("8J+YgA==", "utf8", "<>"),
+        ("8J+YgA==", "utf8s", "<>"),
+        ("4pyTLQ==", "ascii", "<\\u00e2\\u009c\\u0093->"),
+    ] {
+        assert_eq!(
+            lf(&format!("<%[str({b64}),b64dec,json({mode})]>")),
+            want,
+            "{b64} {mode}"
+        );
+    }
+}
+
+#[test]
+fn xxh3_and_xxh32_vectors() {
+    // Printed by Debian's libxxhash 0.8.1 (XXH3_64bits_withSeed, XXH32)
+    // for the bytes (7 * i + 3) mod 256: every length class of XXH3
+    // (0, 1-3, 4-8, 9-16, 17-128, 129-240, longer: one block and more).
+    let data = |n: usize| -> Vec<u8> { (0..n).map(|i| (i * 7 + 3) as u8).collect() };
+    for (n, seed, want) in [
+        (0, 0x0, 0x2d06800538d394c2),
+        (1, 0x1, 0x49787df7898ccbb7),
+        (3, 0x9e3779b97f4a7c15, 0xa8bacd847619199e),
+        (4, 0x0, 0x6d9253b16c8b1ed3),
+        (8, 0x1, 0x19148e536d069082),
+        (9, 0x9e3779b97f4a7c15, 0xd4fb426f424e6e62),
+        (16, 0x0, 0xb8c859b0f030b585),
+        (17, 0x1, 0x92506c214b19ed1b),
+        (33, 0x9e3779b97f4a7c15, 0x3ffc244bc1e2a4dc),
+        (65, 0x0, 0x829218de4d798646),
+        (97, 0x1, 0x63bb4dfd5e995cc5),
+        (128, 0x9e3779b97f4a7c15, 0xe9e239440dac1b3c),
+        (129, 0x0, 0xc664bf3311c6abc4),
+        (200, 0x1, 0xb226d4c34d8738d2),
+        (240, 0x9e3779b97f4a7c15, 0x6ea73b2be19b57c5),
+        (241, 0x0, 0x8beadd3a8874fe17),
+        (1024, 0x1, 0x3c840c38eb48549),
+        (1025, 0x9e3779b97f4a7c15, 0xcbdb289911b2614b),
+        (2500, 0x0, 0x3911477e37ac3c0f),
+    ] {
+        assert_eq!(hash::xxh3(&data(n), seed), want, "xxh3 len {n} seed {seed}");
+    }
+    for (n, seed, want) in [
+        (0, 0x1, 0xb2cb792),
+        (1, 0x9e3779b1, 0x99bafee8),
+        (4, 0x0, 0x725479f2),
+        (5, 0x1, 0xd376b09d),
+        (15, 0x9e3779b1, 0x321e160f),
+        (16, 0x0, 0x8845547d),
+        (17, 0x1, 0xea6e085),
+        (33, 0x9e3779b1, 0x9527373f),
+        (200, 0x0, 0x2870dbaa),
+    ] {
+        assert_eq!(
+            hash::xxh32(&data(n), seed),
+            want,
+            "xxh32 len {n} seed {seed}"
+        );
+    }
+    // HAProxy's reg-test sample_fetches/hashes: bytes 0 to 255.
+    let all: Vec<u8> = (0..=255).collect();
+    assert_eq!(hash::xxh3(&all, 0) as i64, -7_779_787_747_613_135_503);
+    assert_eq!(hash::xxh3(&all, 1) as i64, 5_930_632_130_106_562_027);
+    assert_eq!(hash::xxh32(&all, 0), 1_497_633_363);
+    assert_eq!(hash::xxh32(&all, 1), 1_070_421_674);
 }
 
 #[test]

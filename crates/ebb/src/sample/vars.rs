@@ -168,6 +168,9 @@ pub struct VarStore {
     pub requests: u64,
     /// The exchanges are HTTP/2 streams (`req.ver` says 2.0).
     pub h2: bool,
+    /// The `name` of the bind line the connection came through
+    /// (`so_name`).
+    pub so_name: Option<std::sync::Arc<str>>,
     /// `capture request|response header` values of the exchange.
     pub req_caps: Vec<Option<Vec<u8>>>,
     pub res_caps: Vec<Option<Vec<u8>>>,
@@ -334,5 +337,29 @@ impl VarAction {
                 }
             }
         }
+    }
+}
+
+/// Runs the `global` section's `set-var`/`set-var-fmt` lines in order
+/// (their expressions are context free: checked at load).
+pub fn run_global(actions: &[VarAction]) {
+    let dst = || None;
+    let store = std::cell::RefCell::new(VarStore::default());
+    let ctx = super::Ctx {
+        src: std::net::SocketAddr::from(([0, 0, 0, 0], 0)),
+        dst: &dst,
+        fe: "",
+        be: None,
+        srv: None,
+        tls: false,
+        sni: None,
+        req: None,
+        res: None,
+        vars: Some(&store),
+        stk: None,
+        payload: None,
+    };
+    for a in actions {
+        a.run(&ctx);
     }
 }

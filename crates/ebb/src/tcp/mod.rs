@@ -67,6 +67,17 @@ impl Early {
     }
 }
 
+/// What a connection's bind line says about it.
+#[derive(Clone, Debug, Default)]
+pub struct BindFacts {
+    /// `accept-proxy`: a PROXY header comes first.
+    pub accept_proxy: bool,
+    /// `proto h2`: HTTP/2 from the first byte.
+    pub h2: bool,
+    /// `name`: what `so_name` gives.
+    pub name: Option<Arc<str>>,
+}
+
 /// Takes an accepted connection: runs the frontend's `tcp-request
 /// connection` rules on the real peer, then reads a PROXY header
 /// (`accept-proxy`, or `expect-proxy layer4`) or starts the connection
@@ -79,10 +90,11 @@ pub fn accepted(
     fe: Arc<FrontendRt>,
     w: Rc<Worker>,
     tls: Option<Arc<rustls::ServerConfig>>,
-    accept_proxy: bool,
-    h2: bool,
+    bind: &BindFacts,
 ) -> std::io::Result<()> {
+    let (accept_proxy, h2) = (bind.accept_proxy, bind.h2);
     let mut early = Early::new(&fe);
+    early.vars.get_mut().so_name = bind.name.clone();
     let mut expect_proxy = false;
     let mut peer = peer;
     if !fe.l4.conn_rules.is_empty() {
