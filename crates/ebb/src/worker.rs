@@ -36,11 +36,12 @@ const HEAD_FIELDS: usize = 16;
 pub struct Worker {
     pub date: RefCell<DateCache>,
     pub bufsize: usize,
-    bufs: RefCell<Vec<Vec<u8>>>,
+    /// Read buffers (length `bufsize`) for reuse.
+    bufs: FreeList<Vec<u8>>,
     /// Output vectors (length 0, capacity `bufsize`) for reuse.
-    wbufs: RefCell<Vec<Vec<u8>>>,
+    wbufs: FreeList<Vec<u8>>,
     /// Header indexes of request heads, kept while their connections idle.
-    heads: RefCell<Vec<Vec<crate::http1::HeaderSpan>>>,
+    heads: FreeList<Vec<crate::http1::HeaderSpan>>,
     pub files: RefCell<FileCache>,
     pub pool: Submitter,
     pub limits: Limits,
@@ -68,6 +69,36 @@ type Idle = (Transport, Tick, u32);
 /// and a bound on the descriptors an unlimited setting could pin.
 const DEFAULT_POOL_MAX: usize = 1024;
 
+/// A thread's free list of one kind of reusable allocation: `take` pops
+/// one or makes a new one, `give` keeps one back while the list holds
+/// fewer than [`MAX_FREE_BUFS`] and the caller says it is worth keeping
+/// (it was not grown for an unusually large message).
+struct FreeList<T> {
+    free: RefCell<Vec<T>>,
+}
+
+impl<T> Default for FreeList<T> {
+    fn default() -> Self {
+        FreeList {
+            free: RefCell::new(Vec::new()),
+        }
+    }
+}
+
+impl<T> FreeList<T> {
+    fn take(&self, make: impl FnOnce() -> T) -> T {
+        let reused = self.free.borrow_mut().pop();
+        reused.unwrap_or_else(make)
+    }
+
+    fn give(&self, item: T, keep: bool) {
+        let mut free = self.free.borrow_mut();
+        if keep && free.len() < MAX_FREE_BUFS {
+            free.push(item);
+        }
+    }
+}
+
 impl Worker {
     pub fn new(
         bufsize: usize,
@@ -79,9 +110,9 @@ impl Worker {
         Worker {
             date: RefCell::new(DateCache::new()),
             bufsize,
-            bufs: RefCell::new(Vec::new()),
-            wbufs: RefCell::new(Vec::new()),
-            heads: RefCell::new(Vec::new()),
+            bufs: FreeList::default(),
+            wbufs: FreeList::default(),
+            heads: FreeList::default(),
             files: RefCell::new(FileCache::new()),
             pool,
             limits,
@@ -96,54 +127,39 @@ impl Worker {
 
     /// A zeroed buffer of `bufsize` bytes, from the pool when possible.
     pub fn get_buf(&self) -> Vec<u8> {
-        self.bufs
-            .borrow_mut()
-            .pop()
-            .unwrap_or_else(|| vec![0; self.bufsize])
+        self.bufs.take(|| vec![0; self.bufsize])
     }
 
     /// Gives a buffer back.
     pub fn put_buf(&self, b: Vec<u8>) {
-        let mut bufs = self.bufs.borrow_mut();
-        if bufs.len() < MAX_FREE_BUFS && b.len() == self.bufsize {
-            bufs.push(b);
-        }
+        let keep = b.len() == self.bufsize;
+        self.bufs.give(b, keep);
     }
 
     /// An empty output vector with room for a buffer's worth.
     pub fn get_wbuf(&self) -> Vec<u8> {
-        self.wbufs
-            .borrow_mut()
-            .pop()
-            .unwrap_or_else(|| Vec::with_capacity(self.bufsize))
+        self.wbufs.take(|| Vec::with_capacity(self.bufsize))
     }
 
     /// Gives an output vector back (one that grew far past a buffer, for
     /// a large answer, is freed instead).
     pub fn put_wbuf(&self, mut b: Vec<u8>) {
-        let mut v = self.wbufs.borrow_mut();
-        if v.len() < MAX_FREE_BUFS && b.capacity() <= 4 * self.bufsize {
-            b.clear();
-            v.push(b);
-        }
+        let keep = b.capacity() <= 4 * self.bufsize;
+        b.clear();
+        self.wbufs.give(b, keep);
     }
 
     /// An empty header index with room for a typical request's fields.
     pub fn get_head_index(&self) -> Vec<crate::http1::HeaderSpan> {
-        self.heads
-            .borrow_mut()
-            .pop()
-            .unwrap_or_else(|| Vec::with_capacity(HEAD_FIELDS))
+        self.heads.take(|| Vec::with_capacity(HEAD_FIELDS))
     }
 
     /// Gives a header index back (one grown for a request with many
     /// fields is freed instead).
     pub fn put_head_index(&self, mut h: Vec<crate::http1::HeaderSpan>) {
-        let mut v = self.heads.borrow_mut();
-        if v.len() < MAX_FREE_BUFS && h.capacity() <= 4 * HEAD_FIELDS {
-            h.clear();
-            v.push(h);
-        }
+        let keep = h.capacity() <= 4 * HEAD_FIELDS;
+        h.clear();
+        self.heads.give(h, keep);
     }
 
     /// Whether a frontend may accept one more connection now.

@@ -73,7 +73,8 @@ pub struct Config {
     /// HAProxy's `tune.h2.initial-window-size` default, 65535 (RFC value).
     pub initial_window_size: u32,
     /// The connection-level receive window ebb grants (WINDOW_UPDATE on
-    /// stream 0 at start): bounds request body bytes buffered per
+    /// stream 0: a server sends it when the first DATA frame arrives, a
+    /// client with its preface): bounds request body bytes buffered per
     /// connection. 1 MiB.
     pub connection_window: u32,
     /// SETTINGS_HEADER_TABLE_SIZE: HAProxy's `tune.h2.header-table-size`
@@ -347,6 +348,12 @@ pub struct Connection {
     send_window: i64,
     recv_window: i64,
     unacked: u32,
+    /// A server's connection-window enlargement, sent with the first DATA
+    /// frame's arrival rather than in the preface: a client that reads
+    /// SETTINGS then expects the SETTINGS acknowledgement (VTest, as
+    /// HAProxy behaves) finds nothing in between, and a client that never
+    /// uploads never needs it.
+    grant: u32,
     /// Our SETTINGS acknowledged: our initial window applies.
     settings_acked: bool,
     // Flood accounting.
@@ -367,9 +374,9 @@ pub struct Connection {
 const SHUTDOWN_PING: [u8; 8] = *b"ebb-shut";
 
 impl Connection {
-    /// A server connection; ebb's SETTINGS (and the connection window's
-    /// WINDOW_UPDATE) are queued in the output at once (§3.4: the server
-    /// preface may be sent before the client's arrives).
+    /// A server connection; ebb's SETTINGS are queued in the output at once
+    /// (§3.4: the server preface may be sent before the client's arrives),
+    /// the connection window's WINDOW_UPDATE with the first DATA frame.
     pub fn new(cfg: Config) -> Connection {
         Connection::with_role(cfg, Role::Server)
     }
@@ -416,6 +423,7 @@ impl Connection {
             peer_max_frame: frame::MIN_MAX_FRAME_SIZE,
             send_window: i64::from(frame::DEFAULT_WINDOW),
             recv_window: i64::from(frame::DEFAULT_WINDOW),
+            grant: 0,
             unacked: 0,
             settings_acked: false,
             idle_frames: 0,
@@ -446,8 +454,13 @@ impl Connection {
         frame::write_settings(&mut c.out, &params);
         if cfg.connection_window > frame::DEFAULT_WINDOW {
             let inc = cfg.connection_window - frame::DEFAULT_WINDOW;
-            frame::write_window_update(&mut c.out, 0, inc);
-            c.recv_window += i64::from(inc);
+            match role {
+                Role::Server => c.grant = inc,
+                Role::Client => {
+                    frame::write_window_update(&mut c.out, 0, inc);
+                    c.recv_window += i64::from(inc);
+                }
+            }
         }
         c
     }
@@ -908,6 +921,11 @@ impl Connection {
         if id > self.max_client_id || id % 2 == 0 {
             // §5.1: DATA on an idle stream.
             return Err(H2Error::Connection(ErrorCode::PROTOCOL_ERROR));
+        }
+        if self.grant > 0 {
+            frame::write_window_update(&mut self.out, 0, self.grant);
+            self.recv_window += i64::from(self.grant);
+            self.grant = 0;
         }
         // Connection flow control counts every DATA frame (§6.9).
         self.recv_window -= i64::from(flow_len);
