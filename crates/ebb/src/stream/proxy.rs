@@ -124,6 +124,10 @@ pub(super) struct Upstream {
     resp_left: Option<Left>,
     /// De-chunk for an HTTP/1.0 client (which cannot read chunked).
     dechunk: bool,
+    /// The client asked HEAD but a rule sent the server another method:
+    /// the answer's body is read from the server and not forwarded (the
+    /// client expects none; forwarding it would desynchronise it).
+    skip_body: bool,
     pub(super) status: u16,
     pub(super) bytes_out: u64,
     retries_left: u32,
@@ -361,6 +365,7 @@ impl Stream {
             resp: std::mem::take(&mut spare.resp),
             resp_left: None,
             dechunk: false,
+            skip_body: c.head.method == Method::Head && h.method != Method::Head,
             status: 0,
             bytes_out: 0,
             retries_left: sr.farm.retries,
@@ -1019,14 +1024,16 @@ impl Stream {
                 Some(Left::Len(n)) => {
                     let k = (*n).min(avail.len() as u64) as usize;
                     keep_stored(&mut up.store, &avail[..k]);
-                    if up.comp.is_some() {
-                        to_comp = sd.istart..sd.istart + k;
-                        c.sent_run += k * compress::COST;
-                    } else {
-                        c.wbuf.extend_from_slice(&avail[..k]);
+                    if !up.skip_body {
+                        if up.comp.is_some() {
+                            to_comp = sd.istart..sd.istart + k;
+                            c.sent_run += k * compress::COST;
+                        } else {
+                            c.wbuf.extend_from_slice(&avail[..k]);
+                        }
+                        up.bytes_out += k as u64;
                     }
                     sd.istart += k;
-                    up.bytes_out += k as u64;
                     *n -= k as u64;
                     moved |= k > 0;
                     if *n == 0 {
@@ -1036,7 +1043,9 @@ impl Stream {
                 Some(Left::Chunked(dec)) => match dec.decode(avail) {
                     Ok(d) => {
                         keep_stored(&mut up.store, &avail[d.data.clone()]);
-                        if up.comp.is_some() {
+                        if up.skip_body {
+                            // Read and dropped (a HEAD client).
+                        } else if up.comp.is_some() {
                             to_comp = sd.istart + d.data.start..sd.istart + d.data.end;
                             c.sent_run += d.data.len() * compress::COST;
                         } else if up.dechunk {
@@ -1056,8 +1065,10 @@ impl Stream {
                 },
                 Some(Left::UntilClose) => {
                     keep_stored(&mut up.store, avail);
-                    c.wbuf.extend_from_slice(avail);
-                    up.bytes_out += avail.len() as u64;
+                    if !up.skip_body {
+                        c.wbuf.extend_from_slice(avail);
+                        up.bytes_out += avail.len() as u64;
+                    }
                     sd.istart = sd.iend;
                     moved = true;
                 }
@@ -1410,7 +1421,7 @@ impl Stream {
             self.up = Some(up);
             return;
         }
-        if let Some(k) = coding {
+        if let Some(k) = coding.filter(|_| !up.skip_body) {
             let level = up.comp_choice.as_ref().map_or(1, |p| p.0.level);
             match compress::BodyCompressor::new(k, level) {
                 Ok(b) => up.comp = Some(Box::new(b)),
