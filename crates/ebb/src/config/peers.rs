@@ -5,7 +5,8 @@
 //! peers NAME
 //!     peer NAME IP:PORT          # the local one: where to listen
 //!     server NAME [IP:PORT]      # 2.x form; the local one has no address...
-//!     bind IP:PORT               # ...and listens on this line's address
+//!     bind IP:PORT | fd@N        # ...and listens on this line's address
+//!                                #    (fd@N: a socket handed over open)
 //!     disabled | enabled
 //!     table T type ... size N [expire T] [nopurge] [store ...]
 //! ```
@@ -37,6 +38,14 @@ pub struct PeerDef {
     pub loc: Loc,
 }
 
+/// Where the local peer listens: an address to bind, or a socket the
+/// program was handed open (`bind fd@N`, as VTest and systemd pass them).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PeerListen {
+    Addr(SocketAddr),
+    Fd(i32),
+}
+
 /// A `peers` section.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PeersSection {
@@ -46,7 +55,7 @@ pub struct PeersSection {
     pub disabled: bool,
     pub peers: Vec<PeerDef>,
     /// The `bind` line's address (2.x form).
-    pub bind: Option<Spanned<SocketAddr>>,
+    pub bind: Option<Spanned<PeerListen>>,
     /// Whether `peer` lines (not `server` lines) were used: HAProxy
     /// refuses `bind` with them.
     pub(crate) old_style: Option<Loc>,
@@ -72,11 +81,12 @@ impl PeersSection {
         self.peers.iter().find(|p| p.name == name)
     }
 
-    /// The address the local peer `local` listens on, if it is in this
-    /// section.
-    pub fn listen_addr(&self, local: &str) -> Option<SocketAddr> {
+    /// Where the local peer `local` listens, if it is in this section.
+    pub fn listen_addr(&self, local: &str) -> Option<PeerListen> {
         let p = self.peer(local)?;
-        p.addr.or(self.bind.as_ref().map(|b| b.value))
+        p.addr
+            .map(PeerListen::Addr)
+            .or(self.bind.as_ref().map(|b| b.value))
     }
 }
 
@@ -178,8 +188,18 @@ pub(crate) fn peers_kw(s: &mut PeersSection, w: &[String], loc: &Loc) -> Result<
             if let Some(b) = &s.bind {
                 return Err(format!("only one 'bind' line (the first is at {})", b.loc));
             }
+            let value = match super::parse::parse_sock_spec(a) {
+                None => PeerListen::Addr(addr(a)?),
+                Some(Ok(super::SockSpec::Fd(n))) => PeerListen::Fd(n),
+                Some(Ok(_)) => {
+                    return Err(format!(
+                        "'bind {a}': a peers section listens on IP:PORT or fd@N only"
+                    ))
+                }
+                Some(Err(e)) => return Err(e),
+            };
             s.bind = Some(Spanned {
-                value: addr(a)?,
+                value,
                 loc: loc.clone(),
             });
             Ok(())

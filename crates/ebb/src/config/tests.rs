@@ -3199,7 +3199,10 @@ fn peers_sections() {
     ));
     assert_eq!(c.local_peer, "me");
     let s = &c.peers[0];
-    assert_eq!(s.listen_addr("me"), Some("127.0.0.1:1000".parse().unwrap()));
+    assert_eq!(
+        s.listen_addr("me"),
+        Some(PeerListen::Addr("127.0.0.1:1000".parse().unwrap()))
+    );
     assert_eq!(s.peers[1].name, "other");
     assert_eq!(
         c.proxies[0]
@@ -3217,8 +3220,20 @@ fn peers_sections() {
     ));
     assert_eq!(
         c.peers[0].listen_addr("me"),
-        Some("127.0.0.1:1000".parse().unwrap())
+        Some(PeerListen::Addr("127.0.0.1:1000".parse().unwrap()))
     );
+    // A socket handed over open (VTest's `bind "fd@${A}"`).
+    let c = ok(&format!(
+        "{g}peers p\n    bind fd@7\n    server me\n    server other 127.0.0.1:1001\n"
+    ));
+    assert_eq!(c.peers[0].listen_addr("me"), Some(PeerListen::Fd(7)));
+    for (bind, err) in [
+        ("unix@/tmp/x", "listens on IP:PORT or fd@N only"),
+        ("fd@x", "expects a file descriptor number"),
+    ] {
+        let e = errs(&format!("{g}peers p\n    bind {bind}\n    server me\n"));
+        assert!(e[0].starts_with("t.cfg:4: ") && e[0].contains(err), "{e:?}");
+    }
     // A disabled section silently unshares its tables (HAProxy).
     let c = ok(&format!(
         "{g}peers p\n    disabled\n    peer me 127.0.0.1:1000\n{}",

@@ -52,6 +52,7 @@ use std::sync::Arc;
 use sched::{ticks, Ctx, Reasons, RuntimeHandle, Status, TaskFn, TaskId, TaskletFn, TaskletId};
 
 use crate::config::Config;
+use crate::config::PeerListen;
 use crate::table::{Table, Tables};
 use proto::*;
 
@@ -75,7 +76,7 @@ pub type LogFn = Arc<dyn Fn(String) + Send + Sync>;
 pub struct PeersRt {
     pub name: String,
     pub local: String,
-    pub listen: SocketAddr,
+    pub listen: PeerListen,
     pub remotes: Vec<(String, SocketAddr)>,
     pub tables: Vec<Arc<Table>>,
 }
@@ -118,6 +119,9 @@ pub fn build(cfg: &Config, tables: &Tables) -> Vec<PeersRt> {
 pub struct Bound {
     rt: PeersRt,
     sock: socket2::Socket,
+    /// The address the listener is bound to (the local peer's, which the
+    /// other process of a reload reaches).
+    addr: SocketAddr,
 }
 
 /// Binds every section's local peer address (SO_REUSEPORT: a new process
@@ -125,19 +129,36 @@ pub struct Bound {
 pub fn bind(rts: Vec<PeersRt>) -> Result<Vec<Bound>, String> {
     let mut out = Vec::new();
     for rt in rts {
-        let a = rt.listen;
-        let s = (|| -> io::Result<socket2::Socket> {
-            let s =
-                socket2::Socket::new(socket2::Domain::for_address(a), socket2::Type::STREAM, None)?;
-            s.set_reuse_address(true)?;
-            s.set_reuse_port(true)?;
-            s.bind(&a.into())?;
-            s.listen(64)?;
-            s.set_nonblocking(true)?;
-            Ok(s)
-        })()
-        .map_err(|e| format!("peers '{}': cannot bind {a}: {e}", rt.name))?;
-        out.push(Bound { rt, sock: s });
+        let s = match rt.listen {
+            PeerListen::Addr(a) => (|| -> io::Result<socket2::Socket> {
+                let s = socket2::Socket::new(
+                    socket2::Domain::for_address(a),
+                    socket2::Type::STREAM,
+                    None,
+                )?;
+                s.set_reuse_address(true)?;
+                s.set_reuse_port(true)?;
+                s.bind(&a.into())?;
+                s.listen(64)?;
+                s.set_nonblocking(true)?;
+                Ok(s)
+            })()
+            .map_err(|e| format!("peers '{}': cannot bind {a}: {e}", rt.name))?,
+            PeerListen::Fd(fd) => {
+                let spec = crate::config::SockSpec::Fd(fd);
+                let perms = crate::listener::UnixPerms::default();
+                crate::listener::bind_spec(&spec, 1, 64, perms)
+                    .map_err(|e| format!("peers '{}': fd@{fd}: {e}", rt.name))?
+                    .0
+                    .remove(0)
+            }
+        };
+        let addr = s
+            .local_addr()
+            .ok()
+            .and_then(|a| a.as_socket())
+            .ok_or_else(|| format!("peers '{}': the listener has no IP address", rt.name))?;
+        out.push(Bound { rt, sock: s, addr });
     }
     Ok(out)
 }
@@ -150,7 +171,7 @@ impl Bound {
 
     /// The address really bound.
     pub fn local_addr(&self) -> Option<SocketAddr> {
-        self.sock.local_addr().ok().and_then(|a| a.as_socket())
+        Some(self.addr)
     }
 }
 
@@ -264,7 +285,7 @@ pub fn start(ctx: &mut Ctx, bound: Vec<Bound>, old_process: bool, log: LogFn) {
         // The local peer: the other process of a reload, on our address.
         peers.push(PeerState {
             name: b.rt.local.clone(),
-            addr: b.rt.listen,
+            addr: b.addr,
             task: None,
             incoming: None,
             acked: vec![0; ntables],
