@@ -85,6 +85,7 @@ ebb_cfg() { # heavy low-latency
     if "$EBB" -c -f /dev/stdin >/dev/null 2>&1 <<<"global
     stats socket $work/probe.sock
 frontend f
+    mode http
     bind 127.0.0.1:0
     http-request return status 204"; then
       echo "    stats socket $work/ebb.sock level admin"

@@ -658,7 +658,7 @@ mod tests {
             "{e}"
         );
         let e = compile_err(
-            "frontend f\n    mode tcp\n    bind :80\n    use_backend b if TRUE\nbackend b\n    server s 127.0.0.1:1\n",
+            "frontend f\n    mode tcp\n    bind :80\n    use_backend b if TRUE\nbackend b\n    server s 127.0.0.1:1\n    mode http\n",
         );
         assert!(
             e.starts_with("t.cfg:4: ") && e.contains("does not upgrade"),
@@ -748,13 +748,13 @@ mod tests {
         // bytes are refused there; response rules read no HTTP (HAProxy
         // runs them before the head is analysed).
         let c = compiles(
-            "frontend f\n    bind :80\n    tcp-request content reject if { path /x }\n    default_backend b\nbackend b\n    tcp-request content accept if { hdr(host) a }\n    tcp-response content reject if { var(txn.x) -m found }\n    server s 127.0.0.1:1\n",
+            "frontend f\n    bind :80\n    tcp-request content reject if { path /x }\n    default_backend b\n    mode http\nbackend b\n    tcp-request content accept if { hdr(host) a }\n    tcp-response content reject if { var(txn.x) -m found }\n    server s 127.0.0.1:1\n    mode http\n",
         );
         assert_eq!(c.frontends[0].l4.content_rules.len(), 1);
         assert_eq!(c.backends[0].l4.content_rules.len(), 1);
         assert_eq!(c.backends[0].l4.res_rules.len(), 1);
         let e = compile_err(
-            "frontend f\n    bind :80\n    tcp-request content reject if { path /x } || { req.len gt 3 }\n    default_backend b\nbackend b\n    server s 127.0.0.1:1\n",
+            "frontend f\n    bind :80\n    tcp-request content reject if { path /x } || { req.len gt 3 }\n    default_backend b\n    mode http\nbackend b\n    server s 127.0.0.1:1\n    mode http\n",
         );
         assert!(
             e.starts_with("t.cfg:3: ") && e.contains("'mode http'"),
@@ -762,7 +762,7 @@ mod tests {
         );
         // A capture slot is a frontend's, logged in HTTP only.
         let c = compiles(
-            "frontend f\n    bind :80\n    tcp-request content capture req.hdr(host) len 8\n    default_backend b\nbackend b\n    server s 127.0.0.1:1\n",
+            "frontend f\n    bind :80\n    tcp-request content capture req.hdr(host) len 8\n    default_backend b\n    mode http\nbackend b\n    server s 127.0.0.1:1\n    mode http\n",
         );
         assert_eq!(c.frontends[0].l4.content_rules.len(), 1);
         let e = compile_err(
@@ -773,17 +773,17 @@ mod tests {
             "{e}"
         );
         let e = compile_err(
-            "frontend f\n    bind :80\n    default_backend b\nbackend b\n    tcp-request content capture src len 8\n    server s 127.0.0.1:1\n",
+            "frontend f\n    bind :80\n    default_backend b\n    mode http\nbackend b\n    tcp-request content capture src len 8\n    server s 127.0.0.1:1\n    mode http\n",
         );
         assert!(
-            e.starts_with("t.cfg:5: ") && e.contains("no frontend capability"),
+            e.starts_with("t.cfg:6: ") && e.contains("no frontend capability"),
             "{e}"
         );
         let e = compile_err(
-            "frontend f\n    bind :80\n    default_backend b\nbackend b\n    tcp-response content reject if { res.hdr(x) -m found }\n    server s 127.0.0.1:1\n",
+            "frontend f\n    bind :80\n    default_backend b\n    mode http\nbackend b\n    tcp-response content reject if { res.hdr(x) -m found }\n    server s 127.0.0.1:1\n    mode http\n",
         );
         assert!(
-            e.starts_with("t.cfg:5: ") && e.contains("before the response head"),
+            e.starts_with("t.cfg:6: ") && e.contains("before the response head"),
             "{e}"
         );
         // Connection rules work in HTTP mode too; SNI routing compiles.
@@ -809,7 +809,7 @@ mod tests {
         // A backend writes no log line of its own: a log-format it
         // inherits is unused in HAProxy too.
         compiles(
-            "defaults fmt\n    log-format \"%ci %b\"\nfrontend f\n    bind :80\n    default_backend b\nbackend b\n    server s 127.0.0.1:1\ndefaults\nfrontend t\n    mode tcp\n    bind :81\n    option tcplog\n    default_backend tb\nbackend tb from fmt\n    mode tcp\n    server s 127.0.0.1:1\n",
+            "defaults fmt\n    mode http\n    log-format \"%ci %b\"\nfrontend f\n    bind :80\n    default_backend b\nbackend b\n    server s 127.0.0.1:1\ndefaults\nfrontend t\n    mode tcp\n    bind :81\n    option tcplog\n    default_backend tb\nbackend tb from fmt\n    mode tcp\n    server s 127.0.0.1:1\n",
         );
     }
 

@@ -1312,11 +1312,11 @@ mod tests {
             e[0]
         );
 
-        let lf = "frontend f\n bind :8080\n http-request return status 200 content-type text/plain lf-string \"%[path]\"\n";
+        let lf = "frontend f\n mode http\n bind :8080\n http-request return status 200 content-type text/plain lf-string \"%[path]\"\n";
         assert!(compile(&parse_str("lf.cfg", lf).unwrap()).is_ok());
-        let lf = "frontend f\n bind :8080\n http-request return status 200 content-type text/plain lf-string \"%[nope]\"\n";
+        let lf = "frontend f\n mode http\n bind :8080\n http-request return status 200 content-type text/plain lf-string \"%[nope]\"\n";
         let e = parse_str("lf.cfg", lf).err().unwrap();
-        assert!(e[0].to_string().starts_with("lf.cfg:3:"), "{}", e[0]);
+        assert!(e[0].to_string().starts_with("lf.cfg:4:"), "{}", e[0]);
     }
 
     #[test]

@@ -664,7 +664,7 @@ fn state_file_applies_on_reload_and_sockets_are_exclusive() {
     // A second ebb cannot take a socket the first one answers on.
     let d2 = scratch("second");
     let cfg2 = format!(
-        "global\n    stats socket {}\nfrontend f\n    bind 127.0.0.1:0\n    default_backend x\nbackend x\n    serve-files {}\n",
+        "global\n    stats socket {}\ndefaults\n    mode http\nfrontend f\n    bind 127.0.0.1:0\n    default_backend x\nbackend x\n    serve-files {}\n",
         sock.display(),
         d2.display()
     );

@@ -297,7 +297,7 @@ fn command_line_check_version_and_errors() {
 
     std::fs::write(
         d.join("good.cfg"),
-        "frontend f\n bind 127.0.0.1:0\n http-request return status 204\n",
+        "frontend f\n mode http\n bind 127.0.0.1:0\n http-request return status 204\n",
     )
     .unwrap();
     let (code, _, _) = run_ebb(&["-c", "-f", "good.cfg"], &d);
@@ -332,7 +332,9 @@ fn command_line_check_version_and_errors() {
     let port = l.local_addr().unwrap().port();
     std::fs::write(
         d.join("busy.cfg"),
-        format!("frontend f\n bind 127.0.0.1:{port}\n http-request return status 204\n"),
+        format!(
+            "frontend f\n bind 127.0.0.1:{port}\n mode http\n http-request return status 204\n"
+        ),
     )
     .unwrap();
     let (code, _, err) = run_ebb(&["-f", "busy.cfg"], &d);

@@ -708,7 +708,8 @@ fn runtime_servers_added_and_deleted_under_load() {
     let backends = format!(
         "backend be\n    balance roundrobin\n    server s1 127.0.0.2:{port}\n\
          backend gated\n    balance leastconn\n\
-         backend st\n    balance source\n    server s1 127.0.0.2:{port}\n"
+         backend st\n    balance source\n    server s1 127.0.0.2:{port}\n\
+         backend tb\n    mode tcp\n    balance roundrobin\n"
     );
     let cfg = config(&dir, "", &backends).replace(
         "    default_backend be\n",
@@ -723,6 +724,8 @@ fn runtime_servers_added_and_deleted_under_load() {
         format!("add server be/s1 127.0.0.3:{port}"),
         format!("add server be/x 127.0.0.3:{port} cookie c"),
         format!("add server be/x 127.0.0.3:{port} resolvers dns"),
+        // The h2 mux is an HTTP one: refused in a tcp backend.
+        format!("add server tb/x 127.0.0.3:{port} proto h2"),
         "add server be/x".to_string(),
         "del server be/s1".to_string(),
         "enable health be/s1".to_string(),

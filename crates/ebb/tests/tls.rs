@@ -185,14 +185,14 @@ fn a_bad_certificate_is_a_config_error() {
     std::fs::write(
         d.join("bad.cfg"),
         format!(
-            "frontend f\n bind 127.0.0.1:0 ssl crt {}\n http-request return status 204\n",
+            "frontend f\n mode http\n bind 127.0.0.1:0 ssl crt {}\n http-request return status 204\n",
             d.join("bad.pem").display()
         ),
     )
     .unwrap();
     let (code, _, err) = run_ebb(&["-f", "bad.cfg"], &d);
     assert_eq!(code, 1);
-    assert!(err.contains("bad.cfg:2:"), "{err}");
+    assert!(err.contains("bad.cfg:3:"), "{err}");
 }
 
 #[test]

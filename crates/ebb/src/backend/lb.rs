@@ -350,6 +350,19 @@ fn uri_key(u: &[u8], whole: bool, len: Option<u32>, depth: Option<u32>) -> &[u8]
     u
 }
 
+/// The path of a request target, from its first `/` (`path-only`): an
+/// origin form as it is, an absolute form without its scheme and
+/// authority; `None` for one with no path (`*`, `host:port`,
+/// `http://host`), as HAProxy's `http_get_path`.
+fn path_of(u: &[u8]) -> Option<&[u8]> {
+    if u.first() == Some(&b'/') {
+        return Some(u);
+    }
+    let after = u.windows(3).position(|w| w == b"://")? + 3;
+    let p = u[after..].iter().position(|&c| c == b'/')?;
+    Some(&u[after + p..])
+}
+
 /// The value `balance hdr` hashes: the header's first comma-separated
 /// value without surrounding blanks.
 fn hdr_value(v: &[u8]) -> &[u8] {
@@ -491,9 +504,26 @@ pub fn choose(
             }
             None => smooth_rr(st, elig, weights, room, rr),
         },
-        Balance::Uri { whole, len, depth } => {
-            let h = hash_key(&st.hash, uri_key(input.uri, *whole, *len, *depth));
-            hashed(st, h, elig, weights, cur, room)
+        Balance::Uri {
+            whole,
+            len,
+            depth,
+            path_only,
+        } => {
+            let uri = if *path_only {
+                path_of(input.uri)
+            } else {
+                Some(input.uri)
+            };
+            match uri {
+                Some(u) => {
+                    let h = hash_key(&st.hash, uri_key(u, *whole, *len, *depth));
+                    hashed(st, h, elig, weights, cur, room)
+                }
+                // No path to hash (`*`, an authority form): round robin,
+                // as HAProxy.
+                None => smooth_rr(st, elig, weights, room, rr),
+            }
         }
         Balance::Hdr {
             use_domain_only, ..
@@ -708,6 +738,7 @@ mod tests {
                 whole: false,
                 len: None,
                 depth: None,
+                path_only: false,
             },
             Balance::Hdr {
                 name: "host".into(),
@@ -734,6 +765,7 @@ mod tests {
             whole: false,
             len: None,
             depth: None,
+            path_only: false,
         };
         let other = LbInput {
             uri: b"/a/b/c?y=2",
@@ -743,6 +775,46 @@ mod tests {
             choose(&b, &mut st, &elig, &[1; 4], &[0; 4], &[true; 4], &input),
             choose(&b, &mut st, &elig, &[1; 4], &[0; 4], &[true; 4], &other)
         );
+        // `path-only`: an absolute URI hashes as its path; without it, the
+        // scheme and authority count (HAProxy's reg-test
+        // balance/balance-uri-path-only).
+        let abs = LbInput {
+            uri: b"http://127.0.0.1/a/b/c",
+            ..input
+        };
+        let pick = |b: &Balance, st: &mut State, i: &LbInput| {
+            choose(b, st, &elig, &[1; 4], &[0; 4], &[true; 4], i)
+        };
+        let po = Balance::Uri {
+            whole: false,
+            len: None,
+            depth: None,
+            path_only: true,
+        };
+        assert_eq!(pick(&po, &mut st, &abs), pick(&b, &mut st, &input));
+        assert_eq!(pick(&po, &mut st, &input), pick(&b, &mut st, &input));
+        let first = pick(&b, &mut st, &abs);
+        let differs = (0..8).any(|i| {
+            let u = format!("http://h{i}.example/a/b/c");
+            pick(
+                &b,
+                &mut st,
+                &LbInput {
+                    uri: u.as_bytes(),
+                    ..input
+                },
+            ) != first
+        });
+        assert!(differs, "the authority counts without path-only");
+    }
+
+    #[test]
+    fn path_of_skips_scheme_and_authority() {
+        assert_eq!(path_of(b"/p?q"), Some(&b"/p?q"[..]));
+        assert_eq!(path_of(b"https://h:8/x/y"), Some(&b"/x/y"[..]));
+        assert_eq!(path_of(b"http://h"), None);
+        assert_eq!(path_of(b"*"), None);
+        assert_eq!(path_of(b"h:443"), None);
     }
 
     #[test]
@@ -813,6 +885,7 @@ mod tests {
             whole: false,
             len: None,
             depth: None,
+            path_only: false,
         };
         let first = choose(&b, &mut st, &[0, 1], &[1, 1], &[0, 0], &[true; 2], &input);
         let Choice::Server(i) = first else { panic!() };

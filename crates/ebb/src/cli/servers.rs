@@ -102,6 +102,10 @@ pub fn add(c: &crate::proxy::Compiled, spec: &str, rest: &[&str]) -> Result<Stri
     }
     let words: Vec<String> = rest.iter().map(|w| w.to_string()).collect();
     let (host, port, opts) = crate::config::parse_dynamic_server(&words)?;
+    if be.l4.tcp_mode && opts.proto_h2 {
+        // HAProxy 2.6's answer: the h2 mux is an HTTP one.
+        return Err("MUX protocol is not usable for server.".into());
+    }
     if opts.map_ports && opts.check {
         // HAProxy 2.6's answer (ebb has no check port to give).
         return Err(format!(

@@ -210,7 +210,7 @@ fn new_proxy(name: &str, kind: ProxyKind, loc: Loc) -> Proxy {
         stick_table: None,
         stick_rules: Vec::new(),
         compression: Compression::default(),
-        mode: ProxyMode::Http,
+        mode: ProxyMode::Tcp,
         tcp_request: Vec::new(),
         inspect_delay: None,
         tcp_response: Vec::new(),
@@ -3550,11 +3550,12 @@ fn parse_balance(w: &[String]) -> Result<Balance, String> {
             _ => Err("'balance random' accepts at most a number of draws".to_string()),
         },
         "uri" => {
-            let (mut whole, mut len, mut depth) = (false, None, None);
+            let (mut whole, mut len, mut depth, mut path_only) = (false, None, None, false);
             let mut i = 0;
             while i < rest.len() {
                 match rest[i].as_str() {
                     "whole" => whole = true,
+                    "path-only" => path_only = true,
                     "len" => {
                         len = Some(parse_u32_range("len", arg(rest, i + 1, "len")?, 1, u32::MAX)?);
                         i += 1;
@@ -3565,13 +3566,18 @@ fn parse_balance(w: &[String]) -> Result<Balance, String> {
                     }
                     x => {
                         return Err(format!(
-                            "unknown 'balance uri' argument '{x}' (supported: whole, len N, depth N)"
+                            "unknown 'balance uri' argument '{x}' (supported: whole, len N, depth N, path-only)"
                         ))
                     }
                 }
                 i += 1;
             }
-            Ok(Balance::Uri { whole, len, depth })
+            Ok(Balance::Uri {
+                whole,
+                len,
+                depth,
+                path_only,
+            })
         }
         o => Err(format!(
             "unknown balance algorithm '{o}' (supported: roundrobin, static-rr, leastconn, first, source, uri, hdr(NAME), random)"

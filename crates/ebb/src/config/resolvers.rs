@@ -332,6 +332,7 @@ const DYNAMIC_FLAGS: &[&str] = &[
 ];
 const DYNAMIC_VALUED: &[&str] = &[
     "agent-addr",
+    "proto",
     "agent-inter",
     "agent-port",
     "agent-send",
@@ -378,7 +379,6 @@ const DYNAMIC_UNSUPPORTED: &[&str] = &[
     "on-marked-up",
     "pool-low-conn",
     "port",
-    "proto",
     "proxy-v2-options",
     "send-proxy-v2-ssl",
     "send-proxy-v2-ssl-cn",

@@ -1688,15 +1688,17 @@ fn balance_algorithms() {
         Balance::Uri {
             whole: false,
             len: None,
-            depth: None
+            depth: None,
+            path_only: false,
         }
     );
     assert_eq!(
-        bal("uri whole len 10 depth 2"),
+        bal("uri whole len 10 depth 2 path-only"),
         Balance::Uri {
             whole: true,
             len: Some(10),
-            depth: Some(2)
+            depth: Some(2),
+            path_only: true,
         }
     );
     assert_eq!(

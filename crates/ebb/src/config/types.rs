@@ -555,11 +555,12 @@ impl Compression {
     }
 }
 
-/// `mode http|tcp`.
+/// `mode http|tcp`; without a `mode` line a proxy is in `tcp`, as in
+/// HAProxy.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum ProxyMode {
-    #[default]
     Http,
+    #[default]
     Tcp,
 }
 
@@ -1187,6 +1188,9 @@ pub enum Balance {
         whole: bool,
         len: Option<u32>,
         depth: Option<u32>,
+        /// `path-only`: the key starts at the path's first `/` (an
+        /// absolute URI's scheme and authority are left out).
+        path_only: bool,
     },
     /// Header name in lower case.
     Hdr {
