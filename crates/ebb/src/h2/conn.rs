@@ -1164,7 +1164,15 @@ impl Connection {
                     let _ = self.reset(id, ErrorCode::NO_ERROR, now);
                     return Ok(None);
                 }
-                if checked.is_err() {
+                if let Err(m) = checked {
+                    if m.answered_400() {
+                        // As the 431 above: an answer, then the end of
+                        // the stream, paid from the reset budget.
+                        self.spend_reset(now)?;
+                        self.send_response(id, 400, &[], true).ok();
+                        let _ = self.reset(id, ErrorCode::NO_ERROR, now);
+                        return Ok(None);
+                    }
                     return Err(H2Error::Stream(id, ErrorCode::PROTOCOL_ERROR));
                 }
                 let cl = self.head.content_length;

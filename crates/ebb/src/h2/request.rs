@@ -40,8 +40,22 @@ pub enum Malformed {
     ConnectionSpecific,
     /// An invalid or conflicting `content-length`.
     ContentLength,
-    /// `host` differs from `:authority`.
+    /// Two `host` fields.
     HostMismatch,
+    /// `:method` is not a token: answered 400 before the reset, as
+    /// HAProxy does (its reg-test http-messaging/h2_desync_attacks).
+    BadMethod,
+    /// `:scheme` is not an RFC 3986 scheme (`ALPHA *(ALPHA / DIGIT / "+" /
+    /// "-" / ".")`): answered 400 as well.
+    BadScheme,
+}
+
+impl Malformed {
+    /// Whether the stream gets a `400` answer before its reset (the
+    /// request's framing was sound; only its request line is not).
+    pub fn answered_400(self) -> bool {
+        matches!(self, Malformed::BadMethod | Malformed::BadScheme)
+    }
 }
 
 /// A checked request head: the decoded list plus where its parts are.
@@ -171,7 +185,7 @@ impl RequestHead {
                 .iter()
                 .all(|&b| is_tchar(b) || b.is_ascii_uppercase())
         {
-            return Err(Malformed::BadValue);
+            return Err(Malformed::BadMethod);
         }
         if method == b"CONNECT" {
             if self.scheme.is_some() || self.path.is_some() || self.authority.is_none() {
@@ -187,11 +201,18 @@ impl RequestHead {
                 return Err(Malformed::MissingPseudo);
             }
         }
-        if let (Some(a), Some(h)) = (self.authority, self.host) {
-            if self.list.get(a).1 != self.list.get(h).1 {
-                return Err(Malformed::HostMismatch);
+        if let Some(s) = self.scheme {
+            let s = self.list.get(s).1;
+            let ok = s.first().is_some_and(u8::is_ascii_alphabetic)
+                && s.iter()
+                    .all(|&c| c.is_ascii_alphanumeric() || b"+-.".contains(&c));
+            if !ok {
+                return Err(Malformed::BadScheme);
             }
         }
+        // A `host` that differs from `:authority` is ignored: the
+        // authority names the target (§8.3.1), and the server gets it as
+        // its `host` (HAProxy does the same).
         Ok(())
     }
 
@@ -228,7 +249,7 @@ impl RequestHead {
 
     /// Writes the HTTP/1.1 request head a server behind ebb gets (RFC 9113
     /// §8.3.1): `METHOD SP path SP HTTP/1.1`, `host` from `:authority`
-    /// (a `host` field is not repeated), the regular fields in order with
+    /// (a `host` field is not repeated; empty when there is neither), the regular fields in order with
     /// the cookie crumbs joined by `"; "` into one `cookie` line (§8.2.3),
     /// `extra` fields (the mux's framing: `content-length` or
     /// `transfer-encoding: chunked`), then the empty line. `te: trailers` is
@@ -241,11 +262,12 @@ impl RequestHead {
             None => out.extend_from_slice(self.authority().unwrap_or(b"")),
         }
         out.extend_from_slice(b" HTTP/1.1\r\n");
-        if let Some(a) = self.authority() {
-            out.extend_from_slice(b"host: ");
-            out.extend_from_slice(a);
-            out.extend_from_slice(b"\r\n");
-        }
+        // Without `:authority` or `host` (RFC 9113 §8.3.1 allows it), an
+        // empty `host` (RFC 9112 §3.2: what HTTP/1.1 sends when the target
+        // has no authority).
+        out.extend_from_slice(b"host: ");
+        out.extend_from_slice(self.authority().unwrap_or(b""));
+        out.extend_from_slice(b"\r\n");
         let mut cookie = false;
         for (n, v) in self.fields() {
             match n {

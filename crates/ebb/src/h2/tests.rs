@@ -660,9 +660,38 @@ fn section_8_request_checks() {
         &[("content-length", "1x")],
         &[(":unknown", "1")],
         &[(":status", "200")],
-        &[("host", "other.example")],
+        &[("host", "example.com"), ("host", "example.com")],
     ] {
         assert!(malformed(&with(bad)), "{bad:?}");
+    }
+    // A host other than the authority is ignored (the authority names
+    // the target), as HAProxy does.
+    assert!(!malformed(&with(&[("host", "other.example")])));
+    // A method that is not a token, a scheme that is not RFC 3986's: a
+    // 400 answer, then the stream ends (HAProxy's reg-test
+    // http-messaging/h2_desync_attacks).
+    for fields in [
+        vec![(":method", "GET?"), (":scheme", "http"), (":path", "/")],
+        vec![
+            (":method", "GET"),
+            (":scheme", "http://localhost/?"),
+            (":path", "/"),
+        ],
+    ] {
+        let (mut c, mut cl) = open();
+        let ev = feed(&mut c, &cl.headers(1, &fields, true), 2);
+        assert!(
+            !ev.iter().any(|e| matches!(e, Ev::Request { .. })),
+            "{ev:?}"
+        );
+        let out = take(&mut c);
+        let mut dec = Decoder::new(4096);
+        let f = response_fields(&out, &mut dec);
+        assert_eq!(
+            f[0],
+            (":status".to_string(), "400".to_string()),
+            "{fields:?}"
+        );
     }
     assert!(!malformed(&with(&[
         ("te", "trailers"),
