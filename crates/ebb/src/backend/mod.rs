@@ -41,6 +41,7 @@ pub mod dynamic;
 pub mod error;
 pub mod extra;
 pub mod lb;
+pub mod pool;
 pub mod tcpcheck;
 
 use std::collections::VecDeque;
@@ -99,6 +100,7 @@ pub fn new_server(
                 .unwrap_or_else(Instant::now),
         ),
         cur: AtomicU32::new(0),
+        idle_conns: AtomicU32::new(0),
         queue: Mutex::new(VecDeque::new()),
         counters: Counters::default(),
         check_status: Mutex::new(check::Verdict::default()),
@@ -199,6 +201,9 @@ pub struct ServerRt {
     pub up_since: AtomicInstant,
     /// Slots in use.
     pub cur: AtomicU32,
+    /// Idle connections to it, counted against `pool-max-conn`
+    /// ([`pool::IdleTicket`]).
+    idle_conns: AtomicU32,
     pub queue: Mutex<VecDeque<Arc<Waiter>>>,
     pub counters: Counters,
     /// Last check result, for logs and stats.

@@ -1110,13 +1110,7 @@ impl<'e> Parser<'e> {
             // HAProxy takes 1..=9 (zlib's levels); brotli and zstd get the
             // same number, clamped to their own range.
             "tune.comp.maxlevel" => g.comp_maxlevel = Some(parse_u32_range(kw, &one(w)?, 1, 9)?),
-            // ebb's idle server connections belong to the thread that
-            // made them: 'off' is what ebb does, 'on' it cannot honour.
-            "tune.idle-pool.shared" => {
-                if parse_on_off(kw, &one(w)?)? {
-                    return Err("'tune.idle-pool.shared on' is not supported: ebb keeps idle server connections per thread (use 'off')".to_string());
-                }
-            }
+            "tune.idle-pool.shared" => g.idle_pool_shared = parse_on_off(kw, &one(w)?)?,
             "log-send-hostname" => {
                 g.log_send_hostname = Some(match w {
                     [_] => std::fs::read_to_string("/proc/sys/kernel/hostname")

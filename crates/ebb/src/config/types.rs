@@ -190,6 +190,9 @@ pub struct Global {
     pub runqueue_depth: Option<u32>,
     /// `tune.sched.low-latency on|off`.
     pub low_latency: bool,
+    /// `tune.idle-pool.shared on|off` (default on): a thread may take
+    /// another thread's idle server connections.
+    pub idle_pool_shared: bool,
     /// `tune.sched.scope-lookups on|off` (ebb's own; default on): `off`
     /// finds shared tasks by the naive walk, for before/after measurements.
     pub scope_lookups: bool,
@@ -272,6 +275,7 @@ impl Default for Global {
             bufsize: 16384,
             runqueue_depth: None,
             low_latency: false,
+            idle_pool_shared: true,
             scope_lookups: true,
             heavy_tasklets: true,
             ssl_cachesize: None,
