@@ -11,6 +11,7 @@ use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 
 use common::*;
 
@@ -109,21 +110,28 @@ fn pairs(v: &[(&str, &str)]) -> Vec<(String, String)> {
         .collect()
 }
 
-/// The same proxy section for ebb and haproxy.
-fn section(port_or_bind: &str, reuse: &str, srv_opts: &str, o: &Tagger) -> String {
+/// The same proxy section for ebb and haproxy: `lines` after its `bind`,
+/// where `ORIGIN` stands for the origin's address.
+fn section(bind: &str, lines: &str, o: &Tagger) -> String {
     format!(
         "defaults\n    mode http\n    timeout client 10s\n    timeout server 5s\n    timeout connect 2s\n\
-         listen px\n    bind {port_or_bind}\n    http-reuse {reuse}\n    server s {} {srv_opts}\n",
-        o.addr
+         listen px\n    bind {bind}\n{}",
+        lines
+            .replace("ORIGIN_PORT", &o.addr.port().to_string())
+            .replace("ORIGIN", &o.addr.to_string())
     )
+}
+
+/// `http-reuse REUSE` and one server to the origin.
+fn reuse_lines(reuse: &str, srv_opts: &str) -> String {
+    format!("    http-reuse {reuse}\n    server s ORIGIN {srv_opts}\n")
 }
 
 /// Runs `scenario` through ebb (two threads, `global_extra` in its global
 /// section) and, when installed, through haproxy (two threads too); both
-/// traces are returned (haproxy's `None` when it is absent).
+/// results are returned (haproxy's `None` when it is absent).
 fn both<T>(
-    reuse: &str,
-    srv_opts: &str,
+    lines: &str,
     global_extra: &str,
     scenario: impl Fn(&Under, &Tagger) -> T,
 ) -> (T, Option<T>) {
@@ -133,7 +141,7 @@ fn both<T>(
     let e = Ebb::start(&format!(
         "global\n    nbthread 2\n    stats socket {} level admin\n{global_extra}{}",
         sock.display(),
-        section("BIND", reuse, srv_opts, &o)
+        section("BIND", lines, &o)
     ));
     let ours = scenario(
         &Under {
@@ -148,7 +156,7 @@ fn both<T>(
         "reuse-hap",
         &format!(
             "    nbthread 2\n{global_extra}{}",
-            section(&format!("127.0.0.1:{port}"), reuse, srv_opts, &o)
+            section(&format!("127.0.0.1:{port}"), lines, &o)
         ),
     )
     .map(|h| {
@@ -164,12 +172,11 @@ fn both<T>(
 /// [`both`], then: the trace through ebb is `want`, and haproxy's the
 /// same.
 fn as_haproxy<T: PartialEq + std::fmt::Debug>(
-    reuse: &str,
-    srv_opts: &str,
+    lines: &str,
     scenario: impl Fn(&Under, &Tagger) -> T,
     want: T,
 ) {
-    let (ours, theirs) = both(reuse, srv_opts, "", scenario);
+    let (ours, theirs) = both(lines, "", scenario);
     assert_eq!(ours, want);
     if let Some(t) = theirs {
         assert_eq!(t, ours, "haproxy differs");
@@ -192,7 +199,7 @@ fn never_keeps_each_server_connection_for_its_client() {
         pairs(&[("2", "1"), ("2", "2"), ("2", "3")]),
     ];
     let run = |u: &Under, o: &Tagger| (clients(u, &[3, 3]), o.conns());
-    as_haproxy("never", "", run, (want, 2));
+    as_haproxy(&reuse_lines("never", ""), run, (want, 2));
 }
 
 #[test]
@@ -206,7 +213,7 @@ fn safe_gives_first_requests_their_own_connection_within_pool_max_conn() {
         pairs(&[("3", "1"), ("1", "6"), ("1", "7")]),
     ];
     let run = |u: &Under, o: &Tagger| (clients(u, &[3, 3, 3]), o.conns());
-    as_haproxy("safe", "pool-max-conn 1", run, (want, 3));
+    as_haproxy(&reuse_lines("safe", "pool-max-conn 1"), run, (want, 3));
 }
 
 #[test]
@@ -219,7 +226,7 @@ fn aggressive_sends_first_requests_on_proven_connections_only() {
         .map(|c| c.iter().map(|s| s.to_string()).collect())
         .collect();
     let run = |u: &Under, o: &Tagger| (ranks(&clients(u, &[1, 2, 1])), o.conns());
-    as_haproxy("aggressive", "", run, (want, 2));
+    as_haproxy(&reuse_lines("aggressive", ""), run, (want, 2));
 }
 
 #[test]
@@ -228,15 +235,122 @@ fn always_shares_idle_connections_between_threads() {
     // connection (`tune.idle-pool.shared on`, the default).
     let want: Vec<_> = (1..=8).map(|n| pairs(&[("1", &n.to_string())])).collect();
     let run = |u: &Under, o: &Tagger| (clients(u, &[1; 8]), o.conns());
-    as_haproxy("always", "", run, (want, 1));
+    as_haproxy(&reuse_lines("always", ""), run, (want, 1));
 }
 
 #[test]
 fn idle_pool_not_shared_keeps_connections_with_their_thread() {
-    let (ours, _) = both("always", "", "    tune.idle-pool.shared off\n", |u, o| {
-        clients(u, &[1; 8]);
-        o.conns()
-    });
+    let (ours, _) = both(
+        &reuse_lines("always", ""),
+        "    tune.idle-pool.shared off\n",
+        |u, o| {
+            clients(u, &[1; 8]);
+            o.conns()
+        },
+    );
     // At most one connection per thread (two threads).
     assert!((1..=2).contains(&ours), "{ours} server connections");
+}
+
+#[test]
+fn dispatch_connections_stay_private_to_their_client() {
+    // A backend without servers sends everything to its dispatch address;
+    // HAProxy keeps such a connection to no server for its client, even
+    // with `http-reuse always`.
+    private_per_client("    http-reuse always\n    dispatch ORIGIN\n");
+}
+
+/// Two clients of two requests each through a proxy made of `lines`: each
+/// client's requests go on a server connection of its own.
+fn private_per_client(lines: &str) {
+    let want = vec![
+        pairs(&[("1", "1"), ("1", "2")]),
+        pairs(&[("2", "1"), ("2", "2")]),
+    ];
+    let run = |u: &Under, o: &Tagger| (clients(u, &[2, 2]), o.conns());
+    as_haproxy(lines, run, (want, 2));
+}
+
+#[test]
+fn dispatch_in_a_tcp_proxy() {
+    let want = vec![pairs(&[("1", "1"), ("1", "2")])];
+    let run = |u: &Under, o: &Tagger| (clients(u, &[2]), o.conns());
+    as_haproxy("    mode tcp\n    dispatch ORIGIN\n", run, (want, 1));
+}
+
+#[test]
+fn transparent_goes_where_the_client_connected() {
+    // No netfilter on loopback: the destination is the bind address, with
+    // the port a `tcp-request connection` rule set (else ebb would connect
+    // to itself).
+    private_per_client(
+        "    option transparent\n    tcp-request connection set-dst-port int(ORIGIN_PORT)\n",
+    );
+}
+
+/// `-c` on a configuration: ebb's exit code and stderr, and haproxy's
+/// exit code when it is installed.
+fn check_both(cfg: &str) -> (i32, String, Option<i32>) {
+    let dir = scratch("reuse-check");
+    let path = dir.join("t.cfg");
+    std::fs::write(&path, cfg).unwrap();
+    let (code, _, err) = run_ebb(&["-c", "-f", path.to_str().unwrap()], &dir);
+    let hap = have("haproxy").then(|| {
+        std::process::Command::new("haproxy")
+            .args(["-c", "-q", "-f", path.to_str().unwrap()])
+            .output()
+            .map_or(-1, |o| o.status.code().unwrap_or(-1))
+    });
+    (code, err, hap)
+}
+
+#[test]
+fn dispatch_and_transparent_against_balance_as_haproxy() {
+    let head = "defaults\n    mode http\n    timeout client 1s\n    timeout server 1s\n    timeout connect 1s\n";
+    // `balance` with `option transparent`: refused by both.
+    let (code, err, hap) = check_both(&format!(
+        "{head}listen l\n    bind 127.0.0.1:8080\n    balance roundrobin\n    option transparent\n"
+    ));
+    assert_ne!(code, 0);
+    assert!(
+        err.contains("t.cfg:9:") && err.contains("transparent and balance"),
+        "{err}"
+    );
+    assert!(hap.is_none_or(|c| c != 0));
+    // `balance` (in the defaults) with `dispatch`: a warning, dispatch ignored.
+    let (code, err, hap) = check_both(&format!(
+        "{head}    balance roundrobin\nlisten l\n    bind 127.0.0.1:8080\n    dispatch 127.0.0.1:1\n"
+    ));
+    assert_eq!(code, 0, "{err}");
+    assert!(hap.is_none_or(|c| c == 0));
+    let e = Ebb::start(&format!(
+        "{head}    balance roundrobin\nlisten l\n    bind BIND\n    dispatch 127.0.0.1:1\n"
+    ));
+    let warned = e.wait_stderr("will be ignored in balance mode", Duration::from_secs(10));
+    assert!(
+        warned.as_ref().is_some_and(|w| w.contains(":9:")),
+        "{warned:?}"
+    );
+    // No server then: 503, as HAProxy answers.
+    assert_eq!(get(e.addr(), "/").status, 503);
+    // `dispatch` in the defaults: refused by both.
+    let (code, _, hap) = check_both(&format!("{head}    dispatch 127.0.0.1:1\n"));
+    assert_ne!(code, 0);
+    assert!(hap.is_none_or(|c| c != 0));
+    // A port is required.
+    let (code, _, hap) = check_both(&format!(
+        "{head}listen l\n    bind 127.0.0.1:8080\n    dispatch 127.0.0.1\n"
+    ));
+    assert_ne!(code, 0);
+    assert!(hap.is_none_or(|c| c != 0));
+    // With servers too, HAProxy would send cookie-persistent requests to
+    // them and the rest to dispatch: ebb refuses that mix.
+    let (code, err, _) = check_both(&format!(
+        "{head}listen l\n    bind 127.0.0.1:8080\n    dispatch 127.0.0.1:1\n    server s 127.0.0.1:2\n"
+    ));
+    assert_ne!(code, 0);
+    assert!(
+        err.contains("t.cfg:8:") && err.contains("not supported by ebb"),
+        "{err}"
+    );
 }

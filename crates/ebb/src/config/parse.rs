@@ -186,6 +186,9 @@ fn new_proxy(name: &str, kind: ProxyKind, loc: Loc) -> Proxy {
         error_replies: Vec::new(),
         stats: Stats::default(),
         balance: Balance::RoundRobin,
+        balance_set: false,
+        dispatch: None,
+        transparent: None,
         hash_type: HashType::default(),
         retries: 3,
         http_reuse: HttpReuse::Safe,
@@ -344,6 +347,7 @@ const PROXY_KEYWORDS: &[&str] = &[
     "http-error",
     "stats",
     "balance",
+    "dispatch",
     "retries",
     "http-reuse",
     "default-server",
@@ -381,7 +385,6 @@ const HAPROXY_PROXY_UNSUPPORTED: &[&str] = &[
     "rate-limit",
     "source",
     "email-alert",
-    "dispatch",
     "http-error",
     "errorfiles",
     "errorloc",
@@ -424,7 +427,6 @@ const HAPROXY_OPTIONS_UNSUPPORTED: &[&str] = &[
     "socket-stats",
     "originalto",
     "forceclose",
-    "transparent",
     "http_proxy",
     "tcp-smart-accept",
     "tcp-smart-connect",
@@ -433,6 +435,7 @@ const HAPROXY_OPTIONS_UNSUPPORTED: &[&str] = &[
 
 const OPTIONS: &[&str] = &[
     "persist",
+    "transparent",
     "http-keep-alive",
     "http-server-close",
     "httpclose",
@@ -2334,6 +2337,20 @@ fn proxy_kw(px: &mut Proxy, ctx: &Ctx<'_>, words: &[String]) -> Result<(), Strin
         "balance" => {
             ctx.allow(kw, BE, true)?;
             px.balance = parse_balance(&w[1..])?;
+            px.balance_set = true;
+        }
+        "dispatch" => {
+            if ctx.defaults {
+                return Err("'dispatch' is not allowed in a 'defaults' section".to_string());
+            }
+            ctx.allow(kw, BE, false)?;
+            let [_, a] = w else {
+                return Err("'dispatch' expects exactly one argument: ADDR:PORT".to_string());
+            };
+            px.dispatch = Some(Spanned {
+                value: super::values::parse_host_port(a)?,
+                loc: ctx.loc.clone(),
+            });
         }
         "hash-type" => {
             ctx.allow(kw, BE, true)?;
@@ -2698,8 +2715,8 @@ fn proxy_option(px: &mut Proxy, ctx: &Ctx<'_>, no: bool, w: &[String]) -> Result
     let caps = match name {
         "http-keep-alive" | "httpclose" | "http-server-close" | "forwardfor" => FE | BE,
         "redispatch" | "httpchk" | "tcp-check" | "log-health-checks" | "persist"
-        | "redis-check" | "smtpchk" | "pgsql-check" | "mysql-check" | "ldap-check"
-        | "spop-check" | "ssl-hello-chk" => BE,
+        | "transparent" | "redis-check" | "smtpchk" | "pgsql-check" | "mysql-check"
+        | "ldap-check" | "spop-check" | "ssl-hello-chk" => BE,
         "httplog" | "tcplog" | "dontlognull" | "idle-close-on-response" | "disable-h2-upgrade" => {
             FE
         }
@@ -2740,6 +2757,10 @@ fn proxy_option(px: &mut Proxy, ctx: &Ctx<'_>, no: bool, w: &[String]) -> Result
         "redispatch" => {
             no_args(rest)?;
             o.redispatch = !no;
+        }
+        "transparent" => {
+            no_args(rest)?;
+            px.transparent = (!no).then(|| ctx.loc.clone());
         }
         "tcp-check" => {
             if no {

@@ -485,6 +485,15 @@ pub struct Proxy {
     pub stats: Stats,
     // Backend side.
     pub balance: Balance,
+    /// A `balance` line was given (here or in the defaults): HAProxy then
+    /// ignores `dispatch` and refuses `option transparent`.
+    pub balance_set: bool,
+    /// `dispatch ADDR:PORT`: where a backend without servers sends its
+    /// connections (host as written, port).
+    pub dispatch: Option<Spanned<(String, u16)>>,
+    /// `option transparent`: a backend without servers connects to the
+    /// address the client connected to.
+    pub transparent: Option<Loc>,
     /// `hash-type` and `hash-balance-factor`.
     pub hash_type: HashType,
     /// `retries N` (HAProxy's default: 3).

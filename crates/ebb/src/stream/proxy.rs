@@ -514,7 +514,10 @@ impl Stream {
             HttpReuse::Aggressive => Some(Want::Safe),
             HttpReuse::Always => Some(Want::SafeFirst),
         };
-        let may_share = s.opts.send_proxy == 0 && !s.map_ports.load(Ordering::Relaxed);
+        // Nor the backend's own target (`dispatch`, `option transparent`):
+        // HAProxy keeps a connection to no server private to its client.
+        let may_share =
+            s.opts.send_proxy == 0 && !s.map_ports.load(Ordering::Relaxed) && !s.backend_target;
         if let (None, Some(want), true) = (&sock, want, may_share) {
             if let Some((st, _safe)) = c.w.take_idle(&s, want, ctx.now()) {
                 sock = Some((st, false));
@@ -1494,7 +1497,9 @@ impl Stream {
         // never`, else counted in the server's idle pool, and closed when
         // that pool is full (`pool-max-conn`).
         let ticket = match (keep, s.as_ref()) {
-            (true, Some(_)) if up.farm.reuse == HttpReuse::Never => Some(None),
+            (true, Some(srv)) if up.farm.reuse == HttpReuse::Never || srv.backend_target => {
+                Some(None)
+            }
             (true, Some(srv)) => srv.idle_ticket().map(Some),
             _ => None,
         };
@@ -1657,9 +1662,10 @@ impl Stream {
 /// A new connection to `s` (non-blocking connect; TLS starts its handshake
 /// once connected, what is written meanwhile waits in rustls' buffer).
 /// The address the client connected to, asked of the socket only for a
-/// server without a port of its own (it takes the client's).
+/// server without a port of its own (it takes the client's) and for
+/// `option transparent` (it goes there).
 fn client_dst(c: &H1, s: &ServerRt) -> Option<SocketAddr> {
-    if s.map_ports.load(Ordering::Relaxed) {
+    if s.map_ports.load(Ordering::Relaxed) || (s.backend_target && s.addr().is_none()) {
         c.local_addr()
     } else {
         None
