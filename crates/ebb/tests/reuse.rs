@@ -354,3 +354,33 @@ fn dispatch_and_transparent_against_balance_as_haproxy() {
         "{err}"
     );
 }
+
+#[test]
+fn transparent_to_the_port_an_http_request_rule_set() {
+    // HAProxy's reg-test connection/http_reuse_be_transparent's setting.
+    private_per_client("    option transparent\n    http-request set-dst-port int(ORIGIN_PORT)\n");
+}
+
+#[test]
+fn http_request_set_dst_port_changes_one_request_only() {
+    let lines = "    http-request set-dst-port int(1234) if { path /a }\n\
+                 \x20   http-request set-dst str(127.0.0.9) if { path /c }\n\
+                 \x20   http-request return status 200 hdr x-dst \"%[dst]:%[dst_port]\"\n";
+    let (ours, theirs) = both(lines, "", |u, _| {
+        let mut c = Client::connect(u.addr);
+        let mut seen = Vec::new();
+        for p in ["/a", "/b", "/c"] {
+            c.send(format!("GET {p} HTTP/1.1\r\nHost: h\r\n\r\n").as_bytes());
+            let r = c.read_resp();
+            // The proxy's own port stands as `BIND` (it differs).
+            let d = r.header("x-dst").unwrap_or("-");
+            seen.push(d.replace(&format!(":{}", u.addr.port()), ":BIND"));
+        }
+        seen
+    });
+    // The next request of the connection has the connection's again.
+    assert_eq!(ours, ["127.0.0.1:1234", "127.0.0.1:BIND", "127.0.0.9:BIND"]);
+    if let Some(t) = theirs {
+        assert_eq!(t, ours, "haproxy differs");
+    }
+}

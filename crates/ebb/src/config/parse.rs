@@ -4249,6 +4249,19 @@ fn parse_http_request(
         }
         a if is_shared_action(a) => shared_action("http-request", a, args, request_scope(px))?,
         "capture" => HttpRequestAction::Capture(parse_capture_action(px, ctx, false, args)?),
+        "set-dst" | "set-dst-port" => {
+            let f = if action == "set-dst" {
+                super::AddrField::Dst
+            } else {
+                super::AddrField::DstPort
+            };
+            HttpRequestAction::SetDst(f, Box::new(super::tcpreq::addr_expr("http-request", f, args, px)?))
+        }
+        "set-src" | "set-src-port" => {
+            return Err(format!(
+                "'http-request {action}' is not supported by ebb (a 'tcp-request connection' or 'session' rule changes it for the whole connection)"
+            ))
+        }
         "cache-use" => match args {
             [n] => HttpRequestAction::CacheUse(n.clone()),
             [] => return Err("'http-request cache-use' expects a cache name".to_string()),
@@ -4267,7 +4280,7 @@ fn parse_http_request(
         },
         o => {
             return Err(format!(
-                "unknown 'http-request' action '{o}' (supported: return, redirect, deny, allow, set-header, add-header, del-header, replace-header, replace-value, set-path, set-pathq, set-query, set-uri, set-method, replace-path, replace-pathq, replace-uri, set-var, set-var-fmt, unset-var, use-service, cache-use, capture, tarpit, track-sc0, track-sc1, track-sc2, sc-inc-gpc, sc-inc-gpc0, sc-inc-gpc1, sc-set-gpt, sc-set-gpt0)"
+                "unknown 'http-request' action '{o}' (supported: return, redirect, deny, allow, set-header, add-header, del-header, replace-header, replace-value, set-path, set-pathq, set-query, set-uri, set-method, replace-path, replace-pathq, replace-uri, set-var, set-var-fmt, unset-var, set-dst, set-dst-port, use-service, cache-use, capture, tarpit, track-sc0, track-sc1, track-sc2, sc-inc-gpc, sc-inc-gpc0, sc-inc-gpc1, sc-set-gpt, sc-set-gpt0)"
             ))
         }
     };

@@ -1083,6 +1083,10 @@ pub enum HttpRequestAction {
     Capture(crate::sample::logline::CaptureAction),
     /// `cache-use NAME`.
     CacheUse(String),
+    /// `set-dst EXPR` or `set-dst-port EXPR`: the stream's destination
+    /// (where `option transparent` and a server without an address or
+    /// port connect, what `dst` and `dst_port` give).
+    SetDst(AddrField, Box<crate::sample::Expr>),
 }
 
 /// What a header edit does.

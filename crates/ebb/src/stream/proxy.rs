@@ -1666,7 +1666,9 @@ impl Stream {
 /// `option transparent` (it goes there).
 fn client_dst(c: &H1, s: &ServerRt) -> Option<SocketAddr> {
     if s.map_ports.load(Ordering::Relaxed) || (s.backend_target && s.addr().is_none()) {
-        c.local_addr()
+        // The stream's: as an `http-request set-dst[-port]` left it.
+        let set = c.vars.try_borrow().ok().and_then(|v| v.info.dst);
+        set.or_else(|| c.local_addr())
     } else {
         None
     }
