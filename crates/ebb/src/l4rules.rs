@@ -156,7 +156,7 @@ pub fn run_rules_addrs(
 /// port (and takes the family of the new address); a port is cut to 16
 /// bits; a destination port on an unknown destination gives 0.0.0.0. A
 /// sample that does not convert changes nothing.
-fn set_addr(f: AddrField, e: &Expr, ctx: &Ctx<'_>, a: Addrs) -> Option<Addrs> {
+pub(crate) fn set_addr(f: AddrField, e: &Expr, ctx: &Ctx<'_>, a: Addrs) -> Option<Addrs> {
     let want = match f {
         AddrField::Src | AddrField::Dst => Type::Ip,
         AddrField::SrcPort | AddrField::DstPort => Type::Int,

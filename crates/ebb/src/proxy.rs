@@ -652,6 +652,63 @@ fn resolve(host: &str, port: u16) -> Option<SocketAddr> {
     (host, port).to_socket_addrs().ok()?.next()
 }
 
+/// `dispatch ADDR:PORT` or `option transparent`, as HAProxy 2.6 takes
+/// them: with a `balance` line, `dispatch` is ignored (a warning) and
+/// `option transparent` refused; without, every connection of the backend
+/// goes there (`dispatch` wins over `option transparent`). A backend that
+/// also has servers sends HAProxy's cookie-persistent requests to them and
+/// the rest there: ebb refuses that mix.
+fn backend_target(
+    p: &Proxy,
+    warnings: &mut Vec<String>,
+) -> Result<Option<Arc<crate::backend::ServerRt>>, ConfigError> {
+    let (dispatch, transparent) = (p.dispatch.as_ref(), p.transparent.as_ref());
+    if p.balance_set {
+        if let Some(loc) = transparent {
+            return Err(err(
+                loc,
+                format!(
+                    "proxy '{}' cannot use both transparent and balance mode",
+                    p.name
+                ),
+            ));
+        }
+        if let Some(d) = dispatch {
+            warnings.push(format!(
+                "{}: dispatch address of proxy '{}' will be ignored in balance mode",
+                d.loc, p.name
+            ));
+        }
+        return Ok(None);
+    }
+    let loc = match (dispatch, transparent) {
+        (Some(d), _) => &d.loc,
+        (None, Some(l)) => l,
+        (None, None) => return Ok(None),
+    };
+    if !p.servers.is_empty() {
+        return Err(err(
+            loc,
+            format!(
+                "'{}' in proxy '{}' which has servers is not supported by ebb (HAProxy would send only cookie-persistent requests to the servers)",
+                if dispatch.is_some() { "dispatch" } else { "option transparent" },
+                p.name
+            ),
+        ));
+    }
+    let addr =
+        match dispatch {
+            Some(d) => {
+                let (host, port) = &d.value;
+                Some(resolve(host, *port).ok_or_else(|| {
+                    err(&d.loc, format!("dispatch: cannot resolve address '{host}'"))
+                })?)
+            }
+            None => None,
+        };
+    Ok(Some(crate::backend::backend_target(&p.name, addr)))
+}
+
 fn compile_servers(
     p: &Proxy,
     state: Option<&BTreeMap<String, SrvState>>,
@@ -701,7 +758,7 @@ fn compile_servers(
             "'hash-balance-factor' with 'balance random' is not supported by ebb (its random is not HAProxy's consistent-hash random)".to_string(),
         ));
     }
-    let farm = Farm::new(
+    let mut farm = Farm::new(
         p.name.clone(),
         list,
         crate::l4rules::balance_for_mode(p, warnings),
@@ -710,6 +767,7 @@ fn compile_servers(
         p.http_reuse,
         p.http_check.clone(),
     );
+    farm.target = backend_target(p, warnings)?;
     farm.set_hash(p.hash_type);
     for (rt, s) in farm.servers.iter().zip(&p.servers) {
         rt.port.store(s.port, std::sync::atomic::Ordering::Relaxed);
@@ -901,7 +959,7 @@ pub fn compile_keeping(
                 fc.max_age = sf.max_age;
                 fc.precompressed = sf.precompressed.clone();
                 BackendKind::Files(fc)
-            } else if !p.servers.is_empty() {
+            } else if !p.servers.is_empty() || p.dispatch.is_some() || p.transparent.is_some() {
                 BackendKind::Servers(Box::new(compile_servers(p, states.get(&p.name), warnings)?))
             } else if p.kind.is_frontend() || p.stick_table.is_some() {
                 // A listen section without servers or files: a frontend

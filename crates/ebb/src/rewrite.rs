@@ -540,6 +540,22 @@ pub fn run_request(
                     cache_use(cache, base, st);
                 }
             }
+            HttpRequestAction::SetDst(f, e) => {
+                let ctx = Ctx {
+                    req: Some(st.req()),
+                    ..*base
+                };
+                let now = crate::l4rules::Addrs {
+                    src: ctx.src,
+                    dst: ctx.dst_addr(),
+                };
+                let set = crate::l4rules::set_addr(*f, e, &ctx, now);
+                if let (Some(set), Some(vars)) = (set, base.vars) {
+                    if let Ok(mut v) = vars.try_borrow_mut() {
+                        v.info.dst = set.dst;
+                    }
+                }
+            }
         }
     }
     Ok(None)

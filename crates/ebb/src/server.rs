@@ -341,6 +341,7 @@ pub fn run(cfg: Config, opts: RunOptions) -> i32 {
         fe_loggers,
         errors_to_stderr: true,
         debug: opts.debug,
+        idle: crate::backend::pool::IdlePools::new(nbthread, cfg.global.idle_pool_shared),
     });
 
     // The CLI sockets are bound before `ready`, so a script may use them
@@ -594,6 +595,7 @@ pub fn run(cfg: Config, opts: RunOptions) -> i32 {
             Arc::clone(&sessions),
         );
         wk.heavy_enabled = heavy_tasklets;
+        wk.thread = ctx.thread_id();
         let w = Rc::new(wk);
         // Idle server connections past their pool-purge-delay are closed
         // once a second.

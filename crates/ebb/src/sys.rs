@@ -521,3 +521,19 @@ pub fn recv_fds(
     }
     Ok((n, fds))
 }
+
+/// The address a client connected to, as HAProxy reads it: the socket's
+/// own address, or for IPv4 the destination before netfilter's
+/// REDIRECT/DNAT or TPROXY changed it (`SO_ORIGINAL_DST`, which fails
+/// without a NAT entry: the socket's address stands then).
+pub fn original_dst(s: &std::net::TcpStream) -> Option<std::net::SocketAddr> {
+    let local = s.local_addr().ok()?;
+    if !local.is_ipv4() {
+        return Some(local);
+    }
+    let orig = socket2::SockRef::from(s)
+        .original_dst_v4()
+        .ok()
+        .and_then(|a| a.as_socket());
+    Some(orig.unwrap_or(local))
+}

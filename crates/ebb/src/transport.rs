@@ -64,6 +64,34 @@ pub enum Transport {
     Lane(Box<LaneEnd>),
 }
 
+/// A server connection that may move to another thread (an idle one in
+/// a pool the threads share): a socket, or TLS over one; never a lane.
+pub enum Movable {
+    Plain(TcpStream),
+    Tls(Box<TlsStream>),
+}
+
+impl Transport {
+    /// The connection as another thread may take it (`None` for a lane,
+    /// which belongs to its HTTP/2 connection).
+    pub fn into_movable(self) -> Option<Movable> {
+        match self {
+            Transport::Plain(s) => Some(Movable::Plain(s)),
+            Transport::Tls(t) => Some(Movable::Tls(t)),
+            Transport::Lane(_) => None,
+        }
+    }
+}
+
+impl From<Movable> for Transport {
+    fn from(m: Movable) -> Transport {
+        match m {
+            Movable::Plain(s) => Transport::Plain(s),
+            Movable::Tls(t) => Transport::Tls(t),
+        }
+    }
+}
+
 /// The buffers between an HTTP/2 connection and one of its lanes (an
 /// HTTP/1 client side running a stream). The HTTP/2 side writes a
 /// request's head and body into `input` and takes the answer from

@@ -186,6 +186,9 @@ fn new_proxy(name: &str, kind: ProxyKind, loc: Loc) -> Proxy {
         error_replies: Vec::new(),
         stats: Stats::default(),
         balance: Balance::RoundRobin,
+        balance_set: false,
+        dispatch: None,
+        transparent: None,
         hash_type: HashType::default(),
         retries: 3,
         http_reuse: HttpReuse::Safe,
@@ -344,6 +347,7 @@ const PROXY_KEYWORDS: &[&str] = &[
     "http-error",
     "stats",
     "balance",
+    "dispatch",
     "retries",
     "http-reuse",
     "default-server",
@@ -381,7 +385,6 @@ const HAPROXY_PROXY_UNSUPPORTED: &[&str] = &[
     "rate-limit",
     "source",
     "email-alert",
-    "dispatch",
     "http-error",
     "errorfiles",
     "errorloc",
@@ -424,7 +427,6 @@ const HAPROXY_OPTIONS_UNSUPPORTED: &[&str] = &[
     "socket-stats",
     "originalto",
     "forceclose",
-    "transparent",
     "http_proxy",
     "tcp-smart-accept",
     "tcp-smart-connect",
@@ -433,6 +435,7 @@ const HAPROXY_OPTIONS_UNSUPPORTED: &[&str] = &[
 
 const OPTIONS: &[&str] = &[
     "persist",
+    "transparent",
     "http-keep-alive",
     "http-server-close",
     "httpclose",
@@ -1110,13 +1113,7 @@ impl<'e> Parser<'e> {
             // HAProxy takes 1..=9 (zlib's levels); brotli and zstd get the
             // same number, clamped to their own range.
             "tune.comp.maxlevel" => g.comp_maxlevel = Some(parse_u32_range(kw, &one(w)?, 1, 9)?),
-            // ebb's idle server connections belong to the thread that
-            // made them: 'off' is what ebb does, 'on' it cannot honour.
-            "tune.idle-pool.shared" => {
-                if parse_on_off(kw, &one(w)?)? {
-                    return Err("'tune.idle-pool.shared on' is not supported: ebb keeps idle server connections per thread (use 'off')".to_string());
-                }
-            }
+            "tune.idle-pool.shared" => g.idle_pool_shared = parse_on_off(kw, &one(w)?)?,
             "log-send-hostname" => {
                 g.log_send_hostname = Some(match w {
                     [_] => std::fs::read_to_string("/proc/sys/kernel/hostname")
@@ -2340,6 +2337,20 @@ fn proxy_kw(px: &mut Proxy, ctx: &Ctx<'_>, words: &[String]) -> Result<(), Strin
         "balance" => {
             ctx.allow(kw, BE, true)?;
             px.balance = parse_balance(&w[1..])?;
+            px.balance_set = true;
+        }
+        "dispatch" => {
+            if ctx.defaults {
+                return Err("'dispatch' is not allowed in a 'defaults' section".to_string());
+            }
+            ctx.allow(kw, BE, false)?;
+            let [_, a] = w else {
+                return Err("'dispatch' expects exactly one argument: ADDR:PORT".to_string());
+            };
+            px.dispatch = Some(Spanned {
+                value: super::values::parse_host_port(a)?,
+                loc: ctx.loc.clone(),
+            });
         }
         "hash-type" => {
             ctx.allow(kw, BE, true)?;
@@ -2704,8 +2715,8 @@ fn proxy_option(px: &mut Proxy, ctx: &Ctx<'_>, no: bool, w: &[String]) -> Result
     let caps = match name {
         "http-keep-alive" | "httpclose" | "http-server-close" | "forwardfor" => FE | BE,
         "redispatch" | "httpchk" | "tcp-check" | "log-health-checks" | "persist"
-        | "redis-check" | "smtpchk" | "pgsql-check" | "mysql-check" | "ldap-check"
-        | "spop-check" | "ssl-hello-chk" => BE,
+        | "transparent" | "redis-check" | "smtpchk" | "pgsql-check" | "mysql-check"
+        | "ldap-check" | "spop-check" | "ssl-hello-chk" => BE,
         "httplog" | "tcplog" | "dontlognull" | "idle-close-on-response" | "disable-h2-upgrade" => {
             FE
         }
@@ -2746,6 +2757,10 @@ fn proxy_option(px: &mut Proxy, ctx: &Ctx<'_>, no: bool, w: &[String]) -> Result
         "redispatch" => {
             no_args(rest)?;
             o.redispatch = !no;
+        }
+        "transparent" => {
+            no_args(rest)?;
+            px.transparent = (!no).then(|| ctx.loc.clone());
         }
         "tcp-check" => {
             if no {
@@ -4234,6 +4249,19 @@ fn parse_http_request(
         }
         a if is_shared_action(a) => shared_action("http-request", a, args, request_scope(px))?,
         "capture" => HttpRequestAction::Capture(parse_capture_action(px, ctx, false, args)?),
+        "set-dst" | "set-dst-port" => {
+            let f = if action == "set-dst" {
+                super::AddrField::Dst
+            } else {
+                super::AddrField::DstPort
+            };
+            HttpRequestAction::SetDst(f, Box::new(super::tcpreq::addr_expr("http-request", f, args, px)?))
+        }
+        "set-src" | "set-src-port" => {
+            return Err(format!(
+                "'http-request {action}' is not supported by ebb (a 'tcp-request connection' or 'session' rule changes it for the whole connection)"
+            ))
+        }
         "cache-use" => match args {
             [n] => HttpRequestAction::CacheUse(n.clone()),
             [] => return Err("'http-request cache-use' expects a cache name".to_string()),
@@ -4252,7 +4280,7 @@ fn parse_http_request(
         },
         o => {
             return Err(format!(
-                "unknown 'http-request' action '{o}' (supported: return, redirect, deny, allow, set-header, add-header, del-header, replace-header, replace-value, set-path, set-pathq, set-query, set-uri, set-method, replace-path, replace-pathq, replace-uri, set-var, set-var-fmt, unset-var, use-service, cache-use, capture, tarpit, track-sc0, track-sc1, track-sc2, sc-inc-gpc, sc-inc-gpc0, sc-inc-gpc1, sc-set-gpt, sc-set-gpt0)"
+                "unknown 'http-request' action '{o}' (supported: return, redirect, deny, allow, set-header, add-header, del-header, replace-header, replace-value, set-path, set-pathq, set-query, set-uri, set-method, replace-path, replace-pathq, replace-uri, set-var, set-var-fmt, unset-var, set-dst, set-dst-port, use-service, cache-use, capture, tarpit, track-sc0, track-sc1, track-sc2, sc-inc-gpc, sc-inc-gpc0, sc-inc-gpc1, sc-set-gpt, sc-set-gpt0)"
             ))
         }
     };

@@ -742,11 +742,13 @@ fn tune_keywords_honoured_or_refused() {
             .global;
     assert_eq!(g.maxrewrite, Some(128));
     assert_eq!(g.ulimit_n, Some(4096));
-    err1(
-        "global\n    tune.idle-pool.shared on\n",
-        "t.cfg:2: ",
-        "keeps idle server connections per thread",
+    assert!(!g.idle_pool_shared);
+    assert!(
+        ok("global\n    tune.idle-pool.shared on\n")
+            .global
+            .idle_pool_shared
     );
+    assert!(ok("global\n").global.idle_pool_shared);
 }
 
 /// HTTP/2 is served: `alpn h2,...` and `proto h2` are accepted, other

@@ -190,6 +190,9 @@ pub struct Global {
     pub runqueue_depth: Option<u32>,
     /// `tune.sched.low-latency on|off`.
     pub low_latency: bool,
+    /// `tune.idle-pool.shared on|off` (default on): a thread may take
+    /// another thread's idle server connections.
+    pub idle_pool_shared: bool,
     /// `tune.sched.scope-lookups on|off` (ebb's own; default on): `off`
     /// finds shared tasks by the naive walk, for before/after measurements.
     pub scope_lookups: bool,
@@ -272,6 +275,7 @@ impl Default for Global {
             bufsize: 16384,
             runqueue_depth: None,
             low_latency: false,
+            idle_pool_shared: true,
             scope_lookups: true,
             heavy_tasklets: true,
             ssl_cachesize: None,
@@ -481,6 +485,15 @@ pub struct Proxy {
     pub stats: Stats,
     // Backend side.
     pub balance: Balance,
+    /// A `balance` line was given (here or in the defaults): HAProxy then
+    /// ignores `dispatch` and refuses `option transparent`.
+    pub balance_set: bool,
+    /// `dispatch ADDR:PORT`: where a backend without servers sends its
+    /// connections (host as written, port).
+    pub dispatch: Option<Spanned<(String, u16)>>,
+    /// `option transparent`: a backend without servers connects to the
+    /// address the client connected to.
+    pub transparent: Option<Loc>,
     /// `hash-type` and `hash-balance-factor`.
     pub hash_type: HashType,
     /// `retries N` (HAProxy's default: 3).
@@ -1070,6 +1083,10 @@ pub enum HttpRequestAction {
     Capture(crate::sample::logline::CaptureAction),
     /// `cache-use NAME`.
     CacheUse(String),
+    /// `set-dst EXPR` or `set-dst-port EXPR`: the stream's destination
+    /// (where `option transparent` and a server without an address or
+    /// port connect, what `dst` and `dst_port` give).
+    SetDst(AddrField, Box<crate::sample::Expr>),
 }
 
 /// What a header edit does.

@@ -176,6 +176,17 @@ pub struct Ctx<'a> {
     pub payload: Option<Payload<'a>>,
 }
 
+impl Ctx<'_> {
+    /// The destination the stream has: the one an `http-request set-dst`
+    /// or `set-dst-port` gave it, else the connection's.
+    pub fn dst_addr(&self) -> Option<SocketAddr> {
+        let set = self
+            .vars
+            .and_then(|v| v.try_borrow().ok().and_then(|v| v.info.dst));
+        set.or_else(|| (self.dst)())
+    }
+}
+
 /// A sample's type (HAProxy's SMP_T_*; IPv4 and IPv6 are one type here).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Type {

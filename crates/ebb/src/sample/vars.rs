@@ -232,6 +232,10 @@ pub struct TxnInfo {
     pub cache: CacheFacts,
     /// The cache that answered (`res.cache_hit`, `res.cache_name`).
     pub cache_hit: Option<std::sync::Arc<str>>,
+    /// The stream's destination as `http-request set-dst`/`set-dst-port`
+    /// left it (`None`: the connection's); the next request starts from
+    /// the connection's again, as HAProxy's streams do.
+    pub dst: Option<std::net::SocketAddr>,
 }
 
 /// HAProxy's cache flags and keys of a transaction (`txn->cache_hash`,

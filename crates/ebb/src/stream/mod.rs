@@ -94,9 +94,9 @@ pub struct Stream {
     /// proxied request; every server socket of this client is registered
     /// with it.
     side_task: Option<TaskletId>,
-    /// An idle server connection kept for this client's next request:
-    /// (server, socket), still registered with `side_task`.
-    attached: Option<(Arc<crate::backend::ServerRt>, Transport)>,
+    /// An idle server connection kept for this client's next request,
+    /// still registered with `side_task`.
+    attached: Option<proxy::Attached>,
     /// The fields of the answers the stream builds (fixed answers, pages,
     /// files), reused from one answer to the next.
     fields: FieldBuf,
@@ -244,8 +244,8 @@ impl Exchange for Stream {
         if self.up.is_some() {
             self.proxy_client_gone(c, ctx);
         }
-        if let Some((srv, st)) = self.attached.take() {
-            self.detach_to_pool(c, ctx, srv, st);
+        if let Some(a) = self.attached.take() {
+            self.detach_to_pool(c, ctx, a);
         }
         if let Some(t) = self.side_task.take() {
             ctx.kill_tasklet(t);

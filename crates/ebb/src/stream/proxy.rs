@@ -99,6 +99,18 @@ impl Left {
     }
 }
 
+/// An idle server connection kept for its client's next request, still
+/// registered with the server side's tasklet.
+pub(super) struct Attached {
+    srv: Arc<ServerRt>,
+    st: Transport,
+    /// It carried a request after its first one.
+    safe: bool,
+    /// Its place in the server's idle pool; `None`: private to this
+    /// client (`http-reuse never`), closed when the client leaves.
+    ticket: Option<crate::backend::pool::IdleTicket>,
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum UpState {
     Queued,
@@ -302,10 +314,7 @@ impl Stream {
         if req_comp.is_some() {
             view.body = BodySize::Unknown;
         }
-        let keep_server = !sr.server_close
-            && !c.fe.server_close
-            && sr.farm.reuse != HttpReuse::Never
-            && view.upgrade.is_none();
+        let keep_server = !sr.server_close && !c.fe.server_close && view.upgrade.is_none();
         if sr.close {
             // `option httpclose` in the backend closes both sides.
             self.keep_alive = false;
@@ -472,41 +481,52 @@ impl Stream {
         up.t_served = Some(now);
         up.waiter = None;
         s.counters.sessions.fetch_add(1, Ordering::Relaxed);
-        // 1. The connection this client already has to that server.
+        // 1. The connection this client already has to that server (its
+        //    place in the idle pool is given back: it is in use).
         let mut sock = None;
-        if let Some((srv, mut st)) = self.attached.take() {
+        if let Some(mut a) = self.attached.take() {
             // Still registered with the server side's tasklet: with no
             // event on it since it went idle, it is known open without
             // a `peek` (a close or stray bytes would have raised one).
             let quiet = !std::mem::take(&mut self.side.borrow_mut().idle_event);
-            if srv.uid == s.uid && (quiet || alive(&mut st)) {
-                sock = Some((st, true, true));
+            if a.srv.uid == s.uid && (quiet || alive(&mut a.st)) {
+                sock = Some((a.st, true));
             } else {
-                self.detach_to_pool(c, ctx, srv, st);
+                self.detach_to_pool(c, ctx, a);
             }
         }
-        // 2. The thread's idle pool (not for a client's first request with
-        //    `http-reuse safe`: a failure there could not be told apart).
+        // 2. The idle pool, this thread's connections first, as
+        //    `http-reuse` allows: `never` keeps connections private,
+        //    `safe` sends a client's first request on a connection of its
+        //    own (a failure there could not be told apart), `aggressive`
+        //    on a safe one (it carried more than one request), `always`
+        //    on a safe one, else any.
         // A connection that began with a PROXY header names its client:
         // never another client's (HAProxy keys such connections by source).
         // Nor one of a server without a port: it went to another client's
         // destination port.
-        let may_share = s.opts.send_proxy == 0
-            && !s.map_ports.load(Ordering::Relaxed)
-            && match up.farm.reuse {
-                HttpReuse::Never => false,
-                HttpReuse::Safe => c.requests > 1,
-                HttpReuse::Aggressive | HttpReuse::Always => true,
-            };
-        if sock.is_none() && may_share {
-            if let Some(st) = c.w.take_idle(&s, ctx.now()) {
-                sock = Some((st, true, false));
+        use crate::backend::pool::Want;
+        let first = c.requests <= 1;
+        let want = match up.farm.reuse {
+            HttpReuse::Never => None,
+            _ if !first => Some(Want::Any),
+            HttpReuse::Safe => None,
+            HttpReuse::Aggressive => Some(Want::Safe),
+            HttpReuse::Always => Some(Want::SafeFirst),
+        };
+        // Nor the backend's own target (`dispatch`, `option transparent`):
+        // HAProxy keeps a connection to no server private to its client.
+        let may_share =
+            s.opts.send_proxy == 0 && !s.map_ports.load(Ordering::Relaxed) && !s.backend_target;
+        if let (None, Some(want), true) = (&sock, want, may_share) {
+            if let Some((st, _safe)) = c.w.take_idle(&s, want, ctx.now()) {
+                sock = Some((st, false));
             }
         }
         up.server = Some(Arc::clone(&s));
         c.sess.target.store(s.uid, Ordering::Relaxed);
         match sock {
-            Some((st, reused, registered)) => {
+            Some((st, registered)) => {
                 if !registered {
                     let ok = self
                         .side_tasklet(c, ctx)
@@ -525,7 +545,7 @@ impl Stream {
                     sd.obuf.extend_from_slice(&up.head);
                     sd.opos = 0;
                 }
-                up.reused = reused;
+                up.reused = true;
                 up.state = UpState::Connected;
                 up.t_conn = Some(now);
                 up.deadline = ticks::add(now, up.timeouts.server);
@@ -1465,20 +1485,34 @@ impl Stream {
                 && !sd.sock.as_ref().is_some_and(|s| s.has_pending_output())
         };
         let s = up.server.take();
-        let kept = match (keep, s.as_ref()) {
-            (true, Some(srv)) => self
-                .side
-                .borrow_mut()
-                .take_sock()
-                .map(|st| (Arc::clone(srv), st)),
+        if keep && s.is_some() {
+            // An idle connection attached before (to another server) goes
+            // to the pool first.
+            if let Some(old) = self.attached.take() {
+                self.detach_to_pool(c, ctx, old);
+            }
+        }
+        // The connection stays attached to this client (still registered
+        // with the server side's tasklet): private with `http-reuse
+        // never`, else counted in the server's idle pool, and closed when
+        // that pool is full (`pool-max-conn`).
+        let ticket = match (keep, s.as_ref()) {
+            (true, Some(srv)) if up.farm.reuse == HttpReuse::Never || srv.backend_target => {
+                Some(None)
+            }
+            (true, Some(srv)) => srv.idle_ticket().map(Some),
+            _ => None,
+        };
+        let kept = match (ticket, s.as_ref()) {
+            (Some(ticket), Some(srv)) => self.side.borrow_mut().take_sock().map(|st| Attached {
+                srv: Arc::clone(srv),
+                st,
+                safe: up.reused,
+                ticket,
+            }),
             _ => None,
         };
         if let Some(k) = kept {
-            // Stays attached to this client (still registered with the
-            // server side's tasklet).
-            if let Some((old_srv, old)) = self.attached.take() {
-                self.detach_to_pool(c, ctx, old_srv, old);
-            }
             self.side.borrow_mut().idle_event = false;
             self.attached = Some(k);
         } else {
@@ -1567,17 +1601,20 @@ impl Stream {
         self.fail(c, ctx, ExchangeError::client_gone());
     }
 
-    /// An attached idle server connection goes to the thread's pool.
-    pub(super) fn detach_to_pool(
-        &mut self,
-        c: &mut H1,
-        ctx: &mut Ctx,
-        srv: Arc<ServerRt>,
-        mut st: Transport,
-    ) {
+    /// An attached idle server connection goes to the thread's pool (a
+    /// private one is closed).
+    pub(super) fn detach_to_pool(&mut self, c: &mut H1, ctx: &mut Ctx, a: Attached) {
+        let Attached {
+            srv,
+            mut st,
+            safe,
+            ticket,
+        } = a;
         let _ = ctx.deregister_fd(st.raw_fd());
-        if srv.opts.send_proxy == 0 && alive(&mut st) {
-            c.w.put_idle(&srv, st, ctx.now());
+        if let Some(ticket) = ticket {
+            if srv.opts.send_proxy == 0 && alive(&mut st) {
+                c.w.put_idle(&srv, st, safe, ticket, ctx.now());
+            }
         }
     }
 
@@ -1625,10 +1662,13 @@ impl Stream {
 /// A new connection to `s` (non-blocking connect; TLS starts its handshake
 /// once connected, what is written meanwhile waits in rustls' buffer).
 /// The address the client connected to, asked of the socket only for a
-/// server without a port of its own (it takes the client's).
+/// server without a port of its own (it takes the client's) and for
+/// `option transparent` (it goes there).
 fn client_dst(c: &H1, s: &ServerRt) -> Option<SocketAddr> {
-    if s.map_ports.load(Ordering::Relaxed) {
-        c.local_addr()
+    if s.map_ports.load(Ordering::Relaxed) || (s.backend_target && s.addr().is_none()) {
+        // The stream's: as an `http-request set-dst[-port]` left it.
+        let set = c.vars.try_borrow().ok().and_then(|v| v.info.dst);
+        set.or_else(|| c.local_addr())
     } else {
         None
     }

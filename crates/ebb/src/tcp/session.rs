@@ -207,7 +207,10 @@ impl Session {
 
     fn local_addr(&self) -> Option<SocketAddr> {
         let p = self.pipe.borrow();
-        p.cli.tr.as_ref().and_then(|t| t.tcp().local_addr().ok())
+        p.cli
+            .tr
+            .as_ref()
+            .and_then(|t| crate::sys::original_dst(t.tcp()))
     }
 
     fn client_timeout(&self) -> u32 {

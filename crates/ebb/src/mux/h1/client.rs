@@ -238,7 +238,7 @@ pub(crate) fn dst_of(
     tr: &Transport,
     pp: Option<SocketAddr>,
 ) -> impl Fn() -> Option<SocketAddr> + Copy + '_ {
-    move || pp.or_else(|| tr.tcp().local_addr().ok())
+    move || pp.or_else(|| crate::sys::original_dst(tr.tcp()))
 }
 
 impl<S> Conn<S> {
