@@ -317,6 +317,10 @@ pub struct BackendRt {
     /// HTTP/2 toward this backend's `proto h2` servers (shared with the
     /// connections, which may outlive a reload).
     pub h2: Arc<H2Counters>,
+    /// `option http-buffer-request` and the backend's `timeout
+    /// http-request` in ms (`None`: unset) that bounds that wait.
+    pub buffer_request: bool,
+    pub http_request_ms: Option<u32>,
 }
 
 /// HTTP/2 connections and streams toward servers, all threads together:
@@ -369,6 +373,10 @@ pub struct FrontendRt {
     pub idle_close_on_response: bool,
     /// `option disable-h2-upgrade`: no implicit HTTP/2 on HTTP/1 binds.
     pub disable_h2_upgrade: bool,
+    /// `option http-buffer-request`: the body is waited for before the
+    /// frontend's rules (bounded by `timeout http-request`, else the
+    /// client's read timeout).
+    pub buffer_request: bool,
     pub matcher: Matcher,
     pub http_request: Vec<ReqRule>,
     pub http_response: Vec<RespRule>,
@@ -971,6 +979,8 @@ pub fn compile_keeping(
                 l4,
                 after_response,
                 h2: Arc::default(),
+                buffer_request: p.options.buffer_request,
+                http_request_ms: ms(p.timeouts.http_request),
             })
         })();
         match r {
@@ -1064,6 +1074,7 @@ pub fn compile_keeping(
                 server_close: p.options.conn_mode != HttpConnMode::KeepAlive,
                 idle_close_on_response: p.options.idle_close_on_response,
                 disable_h2_upgrade: p.options.disable_h2_upgrade,
+                buffer_request: p.options.buffer_request,
                 matcher,
                 http_request,
                 http_response,

@@ -170,6 +170,7 @@ impl<'a> ReqState<'a> {
             Some(e) => Req {
                 buf: &e.buf,
                 head: &e.head,
+                body: self.orig.body,
             },
             None => self.orig,
         }
@@ -482,6 +483,7 @@ enum Act<'r> {
 /// index of the first final rule that holds (return, redirect, deny,
 /// use-service), `None` when the rules ran out or `allow` stopped them.
 /// `base` is the exchange's context without request.
+#[cfg(test)]
 pub fn run_request(
     rules: &[ReqRule],
     m: &Matcher,
@@ -489,7 +491,22 @@ pub fn run_request(
     st: &mut ReqState<'_>,
     limits: &Limits,
 ) -> Result<Option<usize>, RewriteFailed> {
-    for (i, rule) in rules.iter().enumerate() {
+    run_request_from(rules, m, base, st, limits, 0, &|_| true)
+}
+
+/// [`run_request`] from rule `from` on (the rules before it ran already).
+/// A `wait-for-body` rule that holds stops the run (its index is
+/// returned) unless `body_ready` says the body it asks for is there.
+pub fn run_request_from(
+    rules: &[ReqRule],
+    m: &Matcher,
+    base: &Ctx<'_>,
+    st: &mut ReqState<'_>,
+    limits: &Limits,
+    from: usize,
+    body_ready: &dyn Fn(&crate::config::WaitForBody) -> bool,
+) -> Result<Option<usize>, RewriteFailed> {
+    for (i, rule) in rules.iter().enumerate().skip(from) {
         let holds = {
             let ctx = Ctx {
                 req: Some(st.req()),
@@ -538,6 +555,11 @@ pub fn run_request(
             HttpRequestAction::CacheUse(_) => {
                 if let Some(cache) = &rule.cache {
                     cache_use(cache, base, st);
+                }
+            }
+            HttpRequestAction::WaitForBody(w) => {
+                if !body_ready(w) {
+                    return Ok(Some(i));
                 }
             }
         }
@@ -676,6 +698,9 @@ pub fn run_response_with(
                     }
                     continue;
                 }
+                // The body was waited for before these rules ran (see
+                // `stream::proxy`).
+                HttpResponseAction::WaitForBody(_) => continue,
                 HttpResponseAction::Header(e) => apply_edit(e, &ctx, &mut fields),
                 HttpResponseAction::Rewrite(Rewrite::SetStatus { code, reason }) => {
                     let r = match reason {

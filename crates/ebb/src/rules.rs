@@ -437,7 +437,11 @@ mod tests {
             srv: None,
             tls: false,
             sni: None,
-            req: Some(crate::sample::Req { buf, head: &head }),
+            req: Some(crate::sample::Req {
+                buf,
+                head: &head,
+                body: b"",
+            }),
             res: None,
             vars: None,
             stk: None,
@@ -591,6 +595,7 @@ mod tests {
             req: Some(crate::sample::Req {
                 buf: b"",
                 head: &head,
+                body: b"",
             }),
             res: None,
             vars: None,

@@ -403,7 +403,6 @@ const HAPROXY_OPTIONS_UNSUPPORTED: &[&str] = &[
     "srvtcpka",
     "abortonclose",
     "allbackups",
-    "http-buffer-request",
     "http-no-delay",
     "http-pretend-keepalive",
     "http-use-htx",
@@ -2235,6 +2234,12 @@ fn proxy_kw(px: &mut Proxy, ctx: &Ctx<'_>, words: &[String]) -> Result<(), Strin
                     [] => HttpResponseAction::Allow,
                     [x, ..] => return Err(format!("unexpected '{x}' after '{kw} allow'")),
                 },
+                "wait-for-body" if kw == "http-response" => {
+                    parse_wait_for_body(kw, args)?;
+                    return Err(
+                        "'http-response wait-for-body' is not supported by ebb yet".to_string()
+                    );
+                }
                 "cache-store" if kw == "http-response" => match args {
                     [n] => HttpResponseAction::CacheStore(n.clone()),
                     [] => return Err("'http-response cache-store' expects a cache name".to_string()),
@@ -2682,6 +2687,7 @@ pub fn unreachable_rules(px: &Proxy) -> Vec<String> {
                     | HttpRequestAction::ScSetGpt { .. }
                     | HttpRequestAction::Rewrite(_)
                     | HttpRequestAction::Capture(_)
+                    | HttpRequestAction::WaitForBody(_)
             )
     };
     let Some(first) = px.http_request.iter().position(is_final) else {
@@ -2706,6 +2712,7 @@ fn proxy_option(px: &mut Proxy, ctx: &Ctx<'_>, no: bool, w: &[String]) -> Result
         "redispatch" | "httpchk" | "tcp-check" | "log-health-checks" | "persist"
         | "redis-check" | "smtpchk" | "pgsql-check" | "mysql-check" | "ldap-check"
         | "spop-check" | "ssl-hello-chk" => BE,
+        "http-buffer-request" => FE | BE,
         "httplog" | "tcplog" | "dontlognull" | "idle-close-on-response" | "disable-h2-upgrade" => {
             FE
         }
@@ -2794,6 +2801,10 @@ fn proxy_option(px: &mut Proxy, ctx: &Ctx<'_>, no: bool, w: &[String]) -> Result
         "disable-h2-upgrade" => {
             no_args(rest)?;
             o.disable_h2_upgrade = !no;
+        }
+        "http-buffer-request" => {
+            no_args(rest)?;
+            o.buffer_request = !no;
         }
         "forwardfor" => {
             if no {
@@ -4234,6 +4245,7 @@ fn parse_http_request(
         }
         a if is_shared_action(a) => shared_action("http-request", a, args, request_scope(px))?,
         "capture" => HttpRequestAction::Capture(parse_capture_action(px, ctx, false, args)?),
+        "wait-for-body" => HttpRequestAction::WaitForBody(parse_wait_for_body("http-request", args)?),
         "cache-use" => match args {
             [n] => HttpRequestAction::CacheUse(n.clone()),
             [] => return Err("'http-request cache-use' expects a cache name".to_string()),
@@ -4262,6 +4274,37 @@ fn parse_http_request(
         cond,
         loc: loc.clone(),
     })
+}
+
+/// `wait-for-body time T [at-least N]` (HAProxy's parse_http_wait_for_body:
+/// `time` is required, `at-least` is a size, 0 by default).
+fn parse_wait_for_body(kw: &str, args: &[String]) -> Result<crate::config::WaitForBody, String> {
+    let usage = || format!("'{kw} wait-for-body' expects time <time> [ at-least <bytes> ]");
+    let mut time = None;
+    let mut at_least = 0;
+    let mut i = 0;
+    while i < args.len() {
+        let v = args
+            .get(i + 1)
+            .ok_or_else(|| format!("missing argument for '{}'", args[i]))?;
+        match args[i].as_str() {
+            "time" => {
+                let d = parse_time(v)?;
+                let ms = u32::try_from(d.as_millis())
+                    .ok()
+                    .filter(|&m| m <= i32::MAX as u32)
+                    .ok_or_else(|| {
+                        "time overflow (maximum value is 2147483647 ms or ~24.8 days)".to_string()
+                    })?;
+                time = Some(ms);
+            }
+            "at-least" => at_least = parse_size(v)?,
+            x => return Err(format!("{}: unexpected '{x}'", usage())),
+        }
+        i += 2;
+    }
+    let time_ms = time.ok_or_else(usage)?;
+    Ok(crate::config::WaitForBody { time_ms, at_least })
 }
 
 /// Whether `a` names an action `http-request` and `tcp-request` share.

@@ -717,6 +717,9 @@ pub struct ProxyOptions {
     /// `option disable-h2-upgrade`: an HTTP/1 bind does not serve a
     /// client that starts with the HTTP/2 preface as HTTP/2.
     pub disable_h2_upgrade: bool,
+    /// `option http-buffer-request`: the request's body (up to a full
+    /// buffer) is waited for before the rules run.
+    pub buffer_request: bool,
 }
 
 pub use crate::net::IpNet;
@@ -1070,6 +1073,17 @@ pub enum HttpRequestAction {
     Capture(crate::sample::logline::CaptureAction),
     /// `cache-use NAME`.
     CacheUse(String),
+    /// `wait-for-body time T [at-least N]`: the rules wait for the body.
+    WaitForBody(WaitForBody),
+}
+
+/// `http-request|http-response wait-for-body time T [at-least N]`: wait
+/// at most `time_ms` for the whole body, or its first `at_least` bytes
+/// (0: all of it), or a full buffer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WaitForBody {
+    pub time_ms: u32,
+    pub at_least: u64,
 }
 
 /// What a header edit does.
@@ -1114,6 +1128,8 @@ pub enum HttpResponseAction {
     /// its own) is skipped; the next proxy's list still runs (HAProxy's
     /// HTTP_RULE_RES_STOP in `http_process_res_common`).
     Allow,
+    /// `wait-for-body time T [at-least N]` (`http-response` only).
+    WaitForBody(WaitForBody),
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]

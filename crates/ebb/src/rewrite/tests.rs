@@ -44,7 +44,11 @@ fn run(rules: &str, raw: &str) -> Result<String, RewriteFailed> {
     };
     let dst = || None;
     let b = base(&dst);
-    let mut st = ReqState::new(Req { buf, head: &head });
+    let mut st = ReqState::new(Req {
+        buf,
+        head: &head,
+        body: b"",
+    });
     run_request(
         &fe.http_request,
         &fe.matcher,

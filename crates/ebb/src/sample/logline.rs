@@ -1032,6 +1032,7 @@ mod tests {
             req: Some(super::super::Req {
                 buf: raw,
                 head: &head,
+                body: b"",
             }),
             res: None,
             vars: Some(&vars),

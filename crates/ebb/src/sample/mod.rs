@@ -23,6 +23,7 @@
 mod conv;
 mod fetch;
 pub mod hash;
+mod jsonq;
 mod logfmt;
 pub mod logline;
 pub(crate) mod map;
@@ -103,6 +104,9 @@ pub enum Scope {
 pub struct Req<'a> {
     pub buf: &'a [u8],
     pub head: &'a RequestHead,
+    /// The part of the body received so far (`req.body`), de-chunked;
+    /// empty when none arrived or none was waited for.
+    pub body: &'a [u8],
 }
 
 /// The response a sample may read.

@@ -40,7 +40,11 @@ fn with_ctx<R>(raw: &str, res: Option<&str>, f: impl FnOnce(&Ctx<'_>) -> R) -> R
         srv: Some("s1"),
         tls: false,
         sni: None,
-        req: Some(Req { buf, head: &head }),
+        req: Some(Req {
+            buf,
+            head: &head,
+            body: b"",
+        }),
         res: resp,
         vars: None,
         stk: None,
@@ -169,6 +173,7 @@ fn json_matches_haproxy() {
         req: Some(Req {
             buf: b"",
             head: &ctx_head,
+            body: b"",
         }),
         res: None,
         vars: None,

@@ -273,7 +273,11 @@ impl Stream {
         let tr = &c.tr;
         let dst = dst_of(tr, c.dst);
         let sctx = crate::sample::Ctx {
-            req: Some(crate::sample::Req { buf, head: h }),
+            req: Some(crate::sample::Req {
+                buf,
+                head: h,
+                body: b"",
+            }),
             be: Some(&be.name),
             ..super::sample_ctx(tr, c.peer, &c.fe.name, &dst, &c.vars, &c.stk)
         };
@@ -281,7 +285,11 @@ impl Stream {
         let more = crate::rewrite::before_server(&c.fe, &be, &sctx, &c.w.limits);
         let (buf, h) = more.as_ref().map_or((buf, h), |e| (&e.buf[..], &e.head));
         let sctx = crate::sample::Ctx {
-            req: Some(crate::sample::Req { buf, head: h }),
+            req: Some(crate::sample::Req {
+                buf,
+                head: h,
+                body: b"",
+            }),
             ..sctx
         };
         let farm = &sr.farm;
