@@ -446,6 +446,7 @@ mod tests {
             vars: None,
             stk: None,
             payload: None,
+            res_body: None,
         };
         f(&v)
     }
@@ -601,6 +602,7 @@ mod tests {
             vars: None,
             stk: None,
             payload: None,
+            res_body: None,
         };
         let mut out = Vec::new();
         e.write_field(&c, &mut out);

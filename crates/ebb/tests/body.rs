@@ -204,3 +204,82 @@ fn wait_for_body_needs_its_time() {
         "{err}"
     );
 }
+
+/// A server that answers each request with `head`, then each of `parts`
+/// in its own write, and keeps the connection open until the client
+/// closes it.
+fn partial_server(head: &'static [u8], parts: &'static [&'static [u8]]) -> std::net::SocketAddr {
+    use std::io::{Read, Write};
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let a = l.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for s in l.incoming() {
+            let Ok(mut s) = s else { return };
+            std::thread::spawn(move || {
+                let mut buf = Vec::new();
+                let mut tmp = [0u8; 4096];
+                loop {
+                    while buf.windows(4).any(|w| w == b"\r\n\r\n") {
+                        let end = buf.windows(4).position(|w| w == b"\r\n\r\n").unwrap() + 4;
+                        buf.drain(..end);
+                        let _ = s.write_all(head);
+                        for p in parts {
+                            let _ = s.write_all(p);
+                        }
+                    }
+                    match s.read(&mut tmp) {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => buf.extend_from_slice(&tmp[..n]),
+                    }
+                }
+            });
+        }
+    });
+    a
+}
+
+fn response_waits(rules: &str, srv: std::net::SocketAddr) -> Ebb {
+    Ebb::start(&format!(
+        "global\n    log stdout format raw local0\ndefaults\n    mode http\n    timeout client 5s\n    timeout server 5s\n    timeout connect 5s\n\
+         frontend fe\n    bind BIND\n    log global\n    option httplog\n    default_backend be\n\
+         backend be\n{rules}\n    server s {srv}\n"
+    ))
+}
+
+#[test]
+fn http_response_wait_for_body_gives_the_rules_res_body() {
+    let srv = partial_server(
+        b"HTTP/1.1 200 OK\r\nContent-Length: 12\r\n\r\n",
+        &[b"{\"k\":", b"\"vvv\"}", b" "],
+    );
+    let e = response_waits(
+        "    http-response wait-for-body time 5s if { status 200 }\n    http-response set-header x-len %[res.body_len]\n    http-response set-header x-k %[res.body,json_query('$.k')]",
+        srv,
+    );
+    let mut c = Client::connect(e.addr());
+    c.send(b"GET / HTTP/1.1\r\nHost: t\r\n\r\n");
+    let r = c.read_resp();
+    assert_eq!(r.status, 200);
+    assert_eq!(r.header("x-len"), Some("12"));
+    assert_eq!(r.header("x-k"), Some("vvv"));
+    assert_eq!(r.text(), "{\"k\":\"vvv\"} ");
+}
+
+#[test]
+fn http_response_wait_for_body_times_out_with_504() {
+    // 4 bytes of 12 and nothing more: `at-least 4` goes on, the whole
+    // body is waited for in vain (504, `sD`).
+    let srv = partial_server(b"HTTP/1.1 200 OK\r\nContent-Length: 12\r\n\r\n", &[b"abcd"]);
+    let e = response_waits(
+        "    http-response wait-for-body time 200ms at-least 4 if { status 201 }\n    http-response wait-for-body time 200ms\n    http-response set-header x-len %[res.body_len]",
+        srv,
+    );
+    let mut c = Client::connect(e.addr());
+    c.send(b"GET / HTTP/1.1\r\nHost: t\r\n\r\n");
+    let r = c.read_resp();
+    assert_eq!(r.status, 504);
+    let l = e
+        .wait_stdout(" 504 ", Duration::from_secs(10))
+        .expect("log line");
+    assert!(l.contains("be/s") && l.contains(" sD-- "), "{l}");
+}

@@ -2235,10 +2235,7 @@ fn proxy_kw(px: &mut Proxy, ctx: &Ctx<'_>, words: &[String]) -> Result<(), Strin
                     [x, ..] => return Err(format!("unexpected '{x}' after '{kw} allow'")),
                 },
                 "wait-for-body" if kw == "http-response" => {
-                    parse_wait_for_body(kw, args)?;
-                    return Err(
-                        "'http-response wait-for-body' is not supported by ebb yet".to_string()
-                    );
+                    HttpResponseAction::WaitForBody(parse_wait_for_body(kw, args)?)
                 }
                 "cache-store" if kw == "http-response" => match args {
                     [n] => HttpResponseAction::CacheStore(n.clone()),

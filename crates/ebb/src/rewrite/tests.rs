@@ -29,6 +29,7 @@ fn base<'a>(dst: &'a dyn Fn() -> Option<std::net::SocketAddr>) -> Ctx<'a> {
         res: None,
         vars: None,
         payload: None,
+        res_body: None,
         stk: None,
     }
 }

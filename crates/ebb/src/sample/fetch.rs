@@ -129,6 +129,11 @@ pub(super) enum Fetch {
     /// `req.body_param([NAME[,i]])`: a parameter of a url-encoded body
     /// (`None`: the first; `true`: the name compared case-insensitively).
     ReqBodyParam(Option<String>, bool),
+    /// `res.body`, `res.body_len`, `res.body_size`: the same of a
+    /// response whose body a rule waited for.
+    ResBody,
+    ResBodyLen,
+    ResBodySize,
 }
 
 /// What a fetch reads, for the rules that may run before a layer exists
@@ -439,6 +444,9 @@ impl Fetch {
             }
             "res.len" => res_only(none(Fetch::ResLen)?),
             "req.body" => req_only(none(Fetch::ReqBody)?),
+            "res.body" => res_only(none(Fetch::ResBody)?),
+            "res.body_len" => res_only(none(Fetch::ResBodyLen)?),
+            "res.body_size" => res_only(none(Fetch::ResBodySize)?),
             "req.body_len" => req_only(none(Fetch::ReqBodyLen)?),
             "req.body_size" => req_only(none(Fetch::ReqBodySize)?),
             "req.body_param" => {
@@ -541,7 +549,10 @@ impl Fetch {
             | Fetch::CacheHit
             | Fetch::CacheName
             | Fetch::ResLen
-            | Fetch::ResPayload(..) => Some(true),
+            | Fetch::ResPayload(..)
+            | Fetch::ResBody
+            | Fetch::ResBodyLen
+            | Fetch::ResBodySize => Some(true),
             Fetch::ReqLen | Fetch::ReqSslSni | Fetch::ReqSslHelloType | Fetch::ReqPayload(..) => {
                 Some(false)
             }
@@ -555,7 +566,9 @@ impl Fetch {
             | Fetch::ReqSslHelloType
             | Fetch::ResLen
             | Fetch::ReqBodyLen
-            | Fetch::ReqBodySize => Type::Int,
+            | Fetch::ReqBodySize
+            | Fetch::ResBodyLen
+            | Fetch::ResBodySize => Type::Int,
             Fetch::Src | Fetch::Dst | Fetch::HdrIp { .. } => Type::Ip,
             Fetch::SrcPort
             | Fetch::Count { .. }
@@ -573,9 +586,11 @@ impl Fetch {
             Fetch::Var(..) => Type::Str,
             Fetch::Method => Type::Meth,
             Fetch::Stk(f) => f.out_type(),
-            Fetch::ReqPayload(..) | Fetch::ResPayload(..) | Fetch::Bin(_) | Fetch::ReqBody => {
-                Type::Bin
-            }
+            Fetch::ReqPayload(..)
+            | Fetch::ResPayload(..)
+            | Fetch::Bin(_)
+            | Fetch::ReqBody
+            | Fetch::ResBody => Type::Bin,
             _ => Type::Str,
         }
     }
@@ -643,6 +658,12 @@ impl Fetch {
                 Some(Val::Bin)
             }
             Fetch::ReqBodyLen => Some(Val::Int(ctx.req?.body.len() as i64)),
+            Fetch::ResBody => {
+                put(s, ctx.res_body?.0)?;
+                Some(Val::Bin)
+            }
+            Fetch::ResBodyLen => Some(Val::Int(ctx.res_body?.0.len() as i64)),
+            Fetch::ResBodySize => Some(Val::Int(ctx.res_body?.1 as i64)),
             Fetch::ReqBodySize => {
                 let r = ctx.req?;
                 Some(Val::Int(match r.head.framing {

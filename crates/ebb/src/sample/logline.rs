@@ -921,6 +921,7 @@ mod tests {
             res: None,
             vars: e.vars,
             payload: None,
+            res_body: None,
             stk: None,
         };
         let mut out = Vec::new();
@@ -1037,6 +1038,7 @@ mod tests {
             res: None,
             vars: Some(&vars),
             payload: None,
+            res_body: None,
             stk: None,
         };
         let caps = [

@@ -178,6 +178,10 @@ pub struct Ctx<'a> {
     pub stk: Option<&'a crate::table::Stk>,
     /// TCP mode: the request's first bytes (`None` in HTTP mode).
     pub payload: Option<Payload<'a>>,
+    /// What arrived of the response's body (`res.body`), de-chunked, and
+    /// its announced size (`res.body_size`); `None` when none was waited
+    /// for (`http-response wait-for-body`).
+    pub res_body: Option<(&'a [u8], u64)>,
 }
 
 /// A sample's type (HAProxy's SMP_T_*; IPv4 and IPv6 are one type here).

@@ -49,6 +49,7 @@ fn with_ctx<R>(raw: &str, res: Option<&str>, f: impl FnOnce(&Ctx<'_>) -> R) -> R
         vars: None,
         stk: None,
         payload: None,
+        res_body: None,
     };
     f(&ctx)
 }
@@ -179,6 +180,7 @@ fn json_matches_haproxy() {
         vars: None,
         stk: None,
         payload: None,
+        res_body: None,
     };
     let v = c.apply(Val::Str, &ctx, &mut s).unwrap();
     assert_eq!(v, Val::Str);

@@ -110,41 +110,63 @@ struct BodyWait {
     seen: usize,
 }
 
-/// What of the request's body is in the read buffer.
+/// What of a message's body framed by `framing` is in `after` (the bytes
+/// after its head): a chunked body is de-chunked into `decoded`. A
+/// broken chunked body counts as complete: the forwarding path answers
+/// it.
+pub(super) fn body_in(after: &[u8], framing: BodyFraming, decoded: &mut Vec<u8>) -> BodyNow {
+    let mut b = BodyNow::default();
+    match framing {
+        BodyFraming::ContentLength(n) => {
+            b.have = n.min(after.len() as u64);
+            b.complete = b.have >= n;
+        }
+        BodyFraming::Chunked => {
+            decoded.clear();
+            let mut d = crate::http1::ChunkedDecoder::default();
+            b.complete = d
+                .decode_to_vec(after, decoded)
+                .map_or(true, |(_, done)| done);
+            b.have = decoded.len() as u64;
+            b.decoded = true;
+        }
+        BodyFraming::None => b.complete = true,
+        // Complete when the sender closes (the caller knows).
+        BodyFraming::UntilClose => b.have = after.len() as u64,
+    }
+    b
+}
+
+/// What of a message's body is in its buffer.
 #[derive(Clone, Copy, Debug, Default)]
-struct BodyNow {
-    /// All of it (or the request has none).
-    complete: bool,
+pub(super) struct BodyNow {
+    /// All of it (or the message has none).
+    pub(super) complete: bool,
     /// The buffer is full: no more can come before some leaves.
-    full: bool,
-    /// The client closed its side.
-    closed: bool,
+    pub(super) full: bool,
+    /// The sender closed its side.
+    pub(super) closed: bool,
     /// Body bytes there (de-chunked).
-    have: u64,
-    /// The bytes are in the stream's `body_buf` (a chunked body, de-chunked),
-    /// not in the read buffer after the head.
-    decoded: bool,
+    pub(super) have: u64,
+    /// The bytes are in a buffer of their own (a chunked body,
+    /// de-chunked), not in the read buffer after the head.
+    pub(super) decoded: bool,
 }
 
 impl BodyNow {
     /// Whether a wait for the body (`at_least` bytes of it, 0: all) is
     /// over.
-    fn enough(&self, at_least: u64) -> bool {
+    pub(super) fn enough(&self, at_least: u64) -> bool {
         self.complete || self.full || self.closed || (at_least > 0 && self.have >= at_least)
     }
 
     /// The body bytes there: in the read buffer `buf` after the head, or
     /// de-chunked in the stream's buffer.
-    fn data<'a>(
-        &self,
-        decoded: &'a [u8],
-        buf: &'a [u8],
-        head: &crate::http1::RequestHead,
-    ) -> &'a [u8] {
+    pub(super) fn data<'a>(&self, decoded: &'a [u8], buf: &'a [u8], head_len: usize) -> &'a [u8] {
         if self.decoded {
             return decoded;
         }
-        let from = head.head_len.min(buf.len());
+        let from = head_len.min(buf.len());
         let to = from.saturating_add(self.have as usize).min(buf.len());
         &buf[from..to]
     }
@@ -358,29 +380,9 @@ impl Stream {
     fn scan_body(&mut self, c: &H1) {
         let buf = &c.rbuf[c.rstart..c.rend];
         let after = buf.get(c.head.head_len..).unwrap_or(&[]);
-        let mut b = BodyNow {
-            closed: c.eof,
-            full: !c.rbuf.is_empty() && c.rend - c.rstart >= c.rbuf.len(),
-            ..BodyNow::default()
-        };
-        match c.head.framing {
-            BodyFraming::ContentLength(n) => {
-                b.have = n.min(after.len() as u64);
-                b.complete = b.have >= n;
-            }
-            BodyFraming::Chunked => {
-                self.body_buf.clear();
-                let mut d = crate::http1::ChunkedDecoder::default();
-                // A broken body ends the wait: the forwarding path answers
-                // it (400).
-                b.complete = d
-                    .decode_to_vec(after, &mut self.body_buf)
-                    .map_or(true, |(_, done)| done);
-                b.have = self.body_buf.len() as u64;
-                b.decoded = true;
-            }
-            BodyFraming::None | BodyFraming::UntilClose => b.complete = true,
-        }
+        let mut b = body_in(after, c.head.framing, &mut self.body_buf);
+        b.closed = c.eof;
+        b.full = !c.rbuf.is_empty() && c.rend - c.rstart >= c.rbuf.len();
         self.body_now = b;
     }
 
@@ -527,7 +529,7 @@ impl Stream {
         let mut st = crate::rewrite::ReqState::new(crate::sample::Req {
             buf,
             head: &c.head,
-            body: body.data(&self.body_buf, buf, &c.head),
+            body: body.data(&self.body_buf, buf, c.head.head_len),
         });
         if let Some(l) = left {
             let l = *l;
@@ -1218,7 +1220,7 @@ impl Stream {
                 req: Some(crate::sample::Req {
                     buf,
                     head: &c.head,
-                    body: self.body_now.data(&self.body_buf, buf, &c.head),
+                    body: self.body_now.data(&self.body_buf, buf, c.head.head_len),
                 }),
                 be: Some(&backend.name),
                 ..sample_ctx(tr, c.peer, &c.fe.name, &dst, &c.vars, &c.stk)
@@ -1357,7 +1359,7 @@ impl Stream {
                 req: Some(crate::sample::Req {
                     buf,
                     head: &c.head,
-                    body: self.body_now.data(&self.body_buf, buf, &c.head),
+                    body: self.body_now.data(&self.body_buf, buf, c.head.head_len),
                 }),
                 be,
                 ..sample_ctx(tr, c.peer, &fe.name, &dst, &c.vars, &c.stk)
@@ -1443,6 +1445,7 @@ pub(crate) fn sample_ctx<'a>(
         vars: Some(vars),
         stk: Some(stk),
         payload: None,
+        res_body: None,
     }
 }
 
