@@ -162,6 +162,8 @@ impl Prepared {
 pub struct RespRule {
     pub action: HttpResponseAction,
     pub cond: Option<Cond>,
+    /// For `deny` with an answer of its own: that answer, built once.
+    pub prepared: Option<Prepared>,
     /// For `cache-store`: the cache it names.
     pub cache: Option<Arc<crate::httpcache::Cache>>,
 }
@@ -840,9 +842,16 @@ fn compile_resp_list(
     rules
         .iter()
         .map(|r| {
+            let prepared = match &r.action {
+                HttpResponseAction::Deny(ret) if !matches!(ret.body, ReturnBody::Errorfile(_)) => {
+                    Some(Prepared::of(ret, Scope::Response).map_err(|e| err(&r.loc, e))?)
+                }
+                _ => None,
+            };
             Ok(RespRule {
                 action: r.action.clone(),
                 cond: m.opt_cond_response(r.cond.as_ref())?,
+                prepared,
                 cache: match &r.action {
                     HttpResponseAction::CacheStore(n) => cache_named(caches, n),
                     _ => None,

@@ -616,6 +616,9 @@ pub struct ResHead {
     pub status: u16,
     pub reason: Vec<u8>,
     pub fields: Fields,
+    /// An `http-response deny` rule held: (set, rule) in the rule sets
+    /// run; the rules stopped there and the answer is to be replaced.
+    pub denied: Option<(usize, usize)>,
 }
 
 impl ResHead {
@@ -651,8 +654,8 @@ pub fn run_response_with(
     head: &mut ResHead,
     mut store: Option<&mut StoreCtx>,
 ) {
-    for (rules, m) in sets {
-        for rule in rules.iter() {
+    for (si, (rules, m)) in sets.iter().enumerate() {
+        for (ri, rule) in rules.iter().enumerate() {
             let list = borrowed(&head.fields);
             let ctx = Ctx {
                 res: Some(Res::List {
@@ -701,6 +704,11 @@ pub fn run_response_with(
                 // The body was waited for before these rules ran (see
                 // `stream::proxy`).
                 HttpResponseAction::WaitForBody(_) => continue,
+                // Nothing more runs: the caller sends the deny's answer.
+                HttpResponseAction::Deny(_) => {
+                    head.denied = Some((si, ri));
+                    return;
+                }
                 HttpResponseAction::Header(e) => apply_edit(e, &ctx, &mut fields),
                 HttpResponseAction::Rewrite(Rewrite::SetStatus { code, reason }) => {
                     let r = match reason {
@@ -761,7 +769,7 @@ pub fn rewrite_in_place(
     base: &Ctx<'_>,
     out: &mut Vec<u8>,
     start: usize,
-) -> Option<u16> {
+) -> Option<(u16, Option<(usize, usize)>)> {
     if !any(sets) || start > out.len() {
         return None;
     }
@@ -779,8 +787,12 @@ pub fn rewrite_in_place(
         status: h.status,
         reason: h.reason.get(buf).to_vec(),
         fields,
+        denied: None,
     };
     run_response(sets, base, &mut head);
+    if let Some(d) = head.denied {
+        return Some((head.status, Some(d)));
+    }
     let mut new = Vec::with_capacity(h.head_len + 64);
     head.write(&mut new);
     for (n, v) in keep {
@@ -791,7 +803,7 @@ pub fn rewrite_in_place(
     }
     new.extend_from_slice(b"\r\n");
     out.splice(start..start + h.head_len, new);
-    Some(head.status)
+    Some((head.status, None))
 }
 
 /// The `http-after-response` rules (the backend's, then the frontend's) on
@@ -809,7 +821,7 @@ pub fn after_local(
         be.map_or((none, &fe.matcher), |b| (&b.after_response[..], &b.matcher)),
         (&fe.after_response[..], &fe.matcher),
     ];
-    rewrite_in_place(&sets, base, out, start)
+    rewrite_in_place(&sets, base, out, start).map(|r| r.0)
 }
 
 #[cfg(test)]

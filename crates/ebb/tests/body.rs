@@ -283,3 +283,85 @@ fn http_response_wait_for_body_times_out_with_504() {
         .expect("log line");
     assert!(l.contains("be/s") && l.contains(" sD-- "), "{l}");
 }
+
+/// The backend of the `http-response deny` tests: an origin, and rules
+/// that deny by the request's path (kept in a variable).
+fn deny_rules(origin: std::net::SocketAddr) -> String {
+    format!(
+        "defaults\n    mode http\n    timeout client 5s\n    timeout server 5s\n    timeout connect 5s\n\
+         backend be\n    http-request set-var(txn.p) path\n\
+         \x20   http-response deny if {{ var(txn.p) -m str /plain }}\n\
+         \x20   http-response deny deny_status 403 if {{ var(txn.p) -m str /status }}\n\
+         \x20   http-response deny status 418 content-type text/plain string nope hdr x-why %[var(txn.p)] if {{ var(txn.p) -m str /reply }}\n\
+         \x20   http-response set-header x-passed yes\n\
+         \x20   server s {origin}\n"
+    )
+}
+
+#[test]
+fn http_response_deny_replaces_the_servers_answer() {
+    let o = Origin::start("deny", Mode::Ok);
+    let rules = deny_rules(o.addr);
+    let e = Ebb::start(&format!(
+        "global\n    log stdout format raw local0\n{rules}frontend fe\n    bind BIND\n    log global\n    option httplog\n    default_backend be\n"
+    ));
+    let port = free_port();
+    let hap = haproxy_with(
+        "deny-hap",
+        &format!("{rules}frontend fe\n    bind 127.0.0.1:{port}\n    default_backend be\n"),
+    );
+    let hap_addr: std::net::SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    let ask = |a: std::net::SocketAddr, path: &str| {
+        let mut c = Client::connect(a);
+        c.send(format!("GET {path} HTTP/1.1\r\nHost: t\r\n\r\n").as_bytes());
+        let r = c.read_resp();
+        let x = (
+            r.status,
+            r.header("x-why").map(String::from),
+            r.header("x-passed").is_some(),
+            r.text(),
+        );
+        (x, c)
+    };
+    let ((st, _, passed, _), mut c) = ask(e.addr(), "/plain");
+    assert_eq!((st, passed), (502, false));
+    assert!(c.closed(), "the connection closes after a denied response");
+    let ((st, _, _, _), _) = ask(e.addr(), "/status");
+    assert_eq!(st, 403);
+    let ((st, why, _, body), _) = ask(e.addr(), "/reply");
+    assert_eq!(
+        (st, why.as_deref(), body.as_str()),
+        (418, Some("/reply"), "nope")
+    );
+    let ((st, _, passed, _), _) = ask(e.addr(), "/ok");
+    assert_eq!((st, passed), (200, true));
+    let l = e
+        .wait_stdout("/plain", Duration::from_secs(10))
+        .expect("log line");
+    assert!(
+        l.contains("be/s") && l.contains(" 502 ") && l.contains(" PH-- "),
+        "{l}"
+    );
+    if hap.is_some() {
+        for p in ["/plain", "/status", "/reply", "/ok"] {
+            let (a, b) = (ask(e.addr(), p).0, ask(hap_addr, p).0);
+            assert_eq!(a, b, "{p}");
+        }
+    }
+}
+
+#[test]
+fn http_response_deny_covers_answers_ebb_builds_itself() {
+    let d = scratch("deny-files");
+    std::fs::write(d.join("a.txt"), "file").unwrap();
+    std::fs::write(d.join("secret.txt"), "secret").unwrap();
+    let e = Ebb::start(&format!(
+        "defaults\n    mode http\n    timeout client 5s\nfrontend fe\n    bind BIND\n    default_backend files\n\
+         backend files\n    http-request set-var(txn.p) path\n    http-response deny deny_status 451 if {{ var(txn.p) -m sub secret }}\n    serve-files \"{}\"\n",
+        d.display()
+    ));
+    assert_eq!(get(e.addr(), "/a.txt").text(), "file");
+    let r = get(e.addr(), "/secret.txt");
+    assert_eq!(r.status, 451);
+    assert!(!r.text().contains("secret"));
+}

@@ -2234,6 +2234,30 @@ fn proxy_kw(px: &mut Proxy, ctx: &Ctx<'_>, words: &[String]) -> Result<(), Strin
                     [] => HttpResponseAction::Allow,
                     [x, ..] => return Err(format!("unexpected '{x}' after '{kw} allow'")),
                 },
+                "deny" if kw == "http-response" => {
+                    // HAProxy's default status for a denied response: 502.
+                    let given = args.iter().any(|a| a == "deny_status" || a == "status");
+                    let mut a: Vec<String> = Vec::new();
+                    if !given {
+                        a.extend(["status".to_string(), "502".to_string()]);
+                    }
+                    a.extend(args.iter().cloned());
+                    let mut r = if args.is_empty() || (args.len() == 2 && given) {
+                        // Only a status: the proxy's error answer for it.
+                        let st = parse_status("deny_status", &a[1], 200, 599)?;
+                        ReturnAction {
+                            status: st,
+                            content_type: None,
+                            body: ReturnBody::Errorfile(None),
+                            headers: Vec::new(),
+                            deny: true,
+                        }
+                    } else {
+                        parse_reply("http-response deny", &a, ctx, Scope::Response, true)?
+                    };
+                    r.deny = true;
+                    HttpResponseAction::Deny(Box::new(r))
+                }
                 "wait-for-body" if kw == "http-response" => {
                     HttpResponseAction::WaitForBody(parse_wait_for_body(kw, args)?)
                 }
@@ -2253,7 +2277,7 @@ fn proxy_kw(px: &mut Proxy, ctx: &Ctx<'_>, words: &[String]) -> Result<(), Strin
                     }
                     None => {
                         return Err(format!(
-                            "unknown '{kw}' action '{a}' (supported: allow, set-header, add-header, del-header, replace-header, replace-value, set-status, set-var, set-var-fmt, unset-var, capture, cache-store)"
+                            "unknown '{kw}' action '{a}' (supported: allow, set-header, add-header, del-header, replace-header, replace-value, set-status, set-var, set-var-fmt, unset-var, capture, cache-store, deny, wait-for-body)"
                         ))
                     }
                 },
@@ -4261,7 +4285,7 @@ fn parse_http_request(
         },
         o => {
             return Err(format!(
-                "unknown 'http-request' action '{o}' (supported: return, redirect, deny, allow, set-header, add-header, del-header, replace-header, replace-value, set-path, set-pathq, set-query, set-uri, set-method, replace-path, replace-pathq, replace-uri, set-var, set-var-fmt, unset-var, use-service, cache-use, capture, tarpit, track-sc0, track-sc1, track-sc2, sc-inc-gpc, sc-inc-gpc0, sc-inc-gpc1, sc-set-gpt, sc-set-gpt0)"
+                "unknown 'http-request' action '{o}' (supported: return, redirect, deny, allow, set-header, add-header, del-header, replace-header, replace-value, set-path, set-pathq, set-query, set-uri, set-method, replace-path, replace-pathq, replace-uri, set-var, set-var-fmt, unset-var, use-service, cache-use, capture, tarpit, wait-for-body, track-sc0, track-sc1, track-sc2, sc-inc-gpc, sc-inc-gpc0, sc-inc-gpc1, sc-set-gpt, sc-set-gpt0)"
             ))
         }
     };

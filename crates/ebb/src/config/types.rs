@@ -1130,6 +1130,10 @@ pub enum HttpResponseAction {
     Allow,
     /// `wait-for-body time T [at-least N]` (`http-response` only).
     WaitForBody(WaitForBody),
+    /// `deny [deny_status N] [return options]` (`http-response` only):
+    /// the server's answer is dropped, this one (502 by default) sent and
+    /// the connection closed.
+    Deny(Box<ReturnAction>),
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -209,6 +209,7 @@ fn respond(rules: &str, status: u16, fields: &[(&str, &str)]) -> ResHead {
             .iter()
             .map(|(n, v)| (n.as_bytes().to_vec(), v.as_bytes().to_vec()))
             .collect(),
+        denied: None,
     };
     run_response(&[(&fe.http_response[..], &fe.matcher)], &b, &mut head);
     head

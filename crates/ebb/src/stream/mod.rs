@@ -1076,10 +1076,17 @@ impl Stream {
             // No response rule: the fields go out as they are.
             let rules = !backend.http_response.is_empty() || !c.fe.http_response.is_empty();
             let edited = rules.then(|| apply_edits(&c.fe, &backend, hdrs.to_vec(), status, &sctx));
+            if let Some((_, _, Some(d))) = edited {
+                // `http-response deny`: an answer of its own instead.
+                self.resp_start = c.wbuf.len();
+                let st = self.write_denied(c, &backend, d);
+                self.finish_request(c, ctx, st, Some(bi), 0);
+                return;
+            }
             logged = edited.as_ref().map_or(status, |e| e.1);
             self.fields.clear();
             match &edited {
-                Some((fields, _)) => {
+                Some((fields, _, _)) => {
                     for (n, val) in fields {
                         self.fields.push(n, val);
                     }
@@ -1230,8 +1237,17 @@ impl Stream {
                 (&c.fe.http_response[..], &c.fe.matcher),
             ];
             crate::rewrite::rewrite_in_place(&sets, &sctx, &mut c.wbuf, self.resp_start)
-                .unwrap_or(status)
+                .unwrap_or((status, None))
         };
+        if let (_, Some(d)) = logged {
+            // `http-response deny`: the cached answer is replaced.
+            c.wbuf.truncate(self.resp_start);
+            let st = self.write_denied(c, &backend, d);
+            self.local_server = Some("<CACHE>");
+            self.finish_request(c, ctx, st, Some(bi), 0);
+            return;
+        }
+        let logged = logged.0;
         if !hit.not_modified && !head_req {
             c.wbuf.extend_from_slice(&e.body);
         }
@@ -1375,6 +1391,40 @@ impl Stream {
         self.scratch = scratch;
     }
 
+    /// Writes the answer of the `http-response deny` rule at `denied`
+    /// (set 0: the backend's rules, 1: the frontend's) in place of the
+    /// one refused, and closes after it (HAProxy's http_reply_and_close).
+    /// Returns its status.
+    pub(super) fn write_denied(
+        &mut self,
+        c: &mut H1,
+        be: &crate::proxy::BackendRt,
+        denied: (usize, usize),
+    ) -> u16 {
+        let fe = Arc::clone(&c.fe);
+        let rules = if denied.0 == 0 {
+            &be.http_response
+        } else {
+            &fe.http_response
+        };
+        let Some(rule) = rules.get(denied.1) else {
+            return 0;
+        };
+        let crate::config::HttpResponseAction::Deny(ret) = &rule.action else {
+            return 0;
+        };
+        self.keep_alive = false;
+        c.closing = true;
+        match (&ret.body, &rule.prepared) {
+            (crate::config::ReturnBody::Errorfile(Some(raw)), _) => {
+                c.wbuf.extend_from_slice(raw);
+            }
+            (_, Some(p)) => self.answer_prepared(c, &fe, p, false, Some(&be.name)),
+            _ => self.error_answer(c, &fe, ret.status, false, Some(&be.name)),
+        }
+        ret.status
+    }
+
     /// The frontend's error answer for `status`: its `http-error` reply,
     /// its errorfile, or ebb's page.
     fn error_answer(
@@ -1404,7 +1454,7 @@ fn apply_edits(
     hdrs: Vec<(&[u8], &[u8])>,
     status: u16,
     ctx: &crate::sample::Ctx<'_>,
-) -> (crate::rewrite::Fields, u16) {
+) -> (crate::rewrite::Fields, u16, Option<(usize, usize)>) {
     let mut head = crate::rewrite::ResHead {
         status,
         reason: Vec::new(),
@@ -1412,13 +1462,14 @@ fn apply_edits(
             .into_iter()
             .map(|(n, v)| (n.to_vec(), v.to_vec()))
             .collect(),
+        denied: None,
     };
     let sets = [
         (&be.http_response[..], &be.matcher),
         (&fe.http_response[..], &fe.matcher),
     ];
     crate::rewrite::run_response(&sets, ctx, &mut head);
-    (head.fields, head.status)
+    (head.fields, head.status, head.denied)
 }
 
 /// The sample context of an exchange on this connection, without request

@@ -805,6 +805,35 @@ impl Stream {
         self.finish_proxy_input(c);
     }
 
+    /// An `http-response deny` held on the server's answer: it is
+    /// dropped with its server connection, the rule's answer goes to the
+    /// client, which is closed after it; logged `PH` with the server.
+    fn deny_response(
+        &mut self,
+        c: &mut H1,
+        ctx: &mut Ctx,
+        be: &crate::proxy::BackendRt,
+        denied: (usize, usize),
+    ) {
+        let Some(mut up) = self.up.take() else {
+            return;
+        };
+        self.drop_server_sock(ctx);
+        if let Some(s) = up.server.take() {
+            up.farm.release(&s);
+            up.server = Some(s);
+        }
+        up.keep_server = false;
+        up.term = "PH";
+        self.resp_start = c.wbuf.len();
+        let status = self.write_denied(c, be, denied);
+        let bi = c.fe.backends.iter().position(|b| Arc::ptr_eq(b, &up.be));
+        up.status = self.after_response(c, bi, status);
+        up.bytes_out = (c.wbuf.len() - self.resp_start) as u64;
+        self.log_proxy(c, ctx, &up, up.bytes_out);
+        self.finish_proxy_input(c);
+    }
+
     fn finish_proxy_input(&mut self, c: &mut H1) {
         c.sess.target.store(0, Ordering::Relaxed);
         c.input = In::Head;
@@ -1345,6 +1374,7 @@ impl Stream {
                     .filter(|f| !skip(f.name.get(buf)))
                     .map(|f| (f.name.get(buf).to_vec(), f.value.get(buf).to_vec()))
                     .collect(),
+                denied: None,
             };
             let srv = up.server.as_deref();
             crate::rewrite::cookie_response(&fe, &be, srv, up.method, &mut head, &c.vars);
@@ -1358,6 +1388,13 @@ impl Stream {
                 pending: None,
             };
             crate::rewrite::run_response_with(&sets, &sctx, &mut head, Some(&mut sc));
+            if let Some(d) = head.denied {
+                out.truncate(self.resp_start);
+                drop(sd);
+                self.up = Some(up);
+                self.deny_response(c, ctx, &be, d);
+                return;
+            }
             up.store = sc.pending.map(Box::new);
             out.truncate(self.resp_start);
             head.write(out);
