@@ -162,6 +162,8 @@ impl Prepared {
 pub struct RespRule {
     pub action: HttpResponseAction,
     pub cond: Option<Cond>,
+    /// For `deny` with an answer of its own: that answer, built once.
+    pub prepared: Option<Prepared>,
     /// For `cache-store`: the cache it names.
     pub cache: Option<Arc<crate::httpcache::Cache>>,
 }
@@ -317,6 +319,10 @@ pub struct BackendRt {
     /// HTTP/2 toward this backend's `proto h2` servers (shared with the
     /// connections, which may outlive a reload).
     pub h2: Arc<H2Counters>,
+    /// `option http-buffer-request` and the backend's `timeout
+    /// http-request` in ms (`None`: unset) that bounds that wait.
+    pub buffer_request: bool,
+    pub http_request_ms: Option<u32>,
 }
 
 /// HTTP/2 connections and streams toward servers, all threads together:
@@ -369,6 +375,10 @@ pub struct FrontendRt {
     pub idle_close_on_response: bool,
     /// `option disable-h2-upgrade`: no implicit HTTP/2 on HTTP/1 binds.
     pub disable_h2_upgrade: bool,
+    /// `option http-buffer-request`: the body is waited for before the
+    /// frontend's rules (bounded by `timeout http-request`, else the
+    /// client's read timeout).
+    pub buffer_request: bool,
     pub matcher: Matcher,
     pub http_request: Vec<ReqRule>,
     pub http_response: Vec<RespRule>,
@@ -890,9 +900,16 @@ fn compile_resp_list(
     rules
         .iter()
         .map(|r| {
+            let prepared = match &r.action {
+                HttpResponseAction::Deny(ret) if !matches!(ret.body, ReturnBody::Errorfile(_)) => {
+                    Some(Prepared::of(ret, Scope::Response).map_err(|e| err(&r.loc, e))?)
+                }
+                _ => None,
+            };
             Ok(RespRule {
                 action: r.action.clone(),
                 cond: m.opt_cond_response(r.cond.as_ref())?,
+                prepared,
                 cache: match &r.action {
                     HttpResponseAction::CacheStore(n) => cache_named(caches, n),
                     _ => None,
@@ -1029,6 +1046,8 @@ pub fn compile_keeping(
                 l4,
                 after_response,
                 h2: Arc::default(),
+                buffer_request: p.options.buffer_request,
+                http_request_ms: ms(p.timeouts.http_request),
             })
         })();
         match r {
@@ -1122,6 +1141,7 @@ pub fn compile_keeping(
                 server_close: p.options.conn_mode != HttpConnMode::KeepAlive,
                 idle_close_on_response: p.options.idle_close_on_response,
                 disable_h2_upgrade: p.options.disable_h2_upgrade,
+                buffer_request: p.options.buffer_request,
                 matcher,
                 http_request,
                 http_response,

@@ -170,6 +170,7 @@ impl<'a> ReqState<'a> {
             Some(e) => Req {
                 buf: &e.buf,
                 head: &e.head,
+                body: self.orig.body,
             },
             None => self.orig,
         }
@@ -482,6 +483,7 @@ enum Act<'r> {
 /// index of the first final rule that holds (return, redirect, deny,
 /// use-service), `None` when the rules ran out or `allow` stopped them.
 /// `base` is the exchange's context without request.
+#[cfg(test)]
 pub fn run_request(
     rules: &[ReqRule],
     m: &Matcher,
@@ -489,7 +491,22 @@ pub fn run_request(
     st: &mut ReqState<'_>,
     limits: &Limits,
 ) -> Result<Option<usize>, RewriteFailed> {
-    for (i, rule) in rules.iter().enumerate() {
+    run_request_from(rules, m, base, st, limits, 0, &|_| true)
+}
+
+/// [`run_request`] from rule `from` on (the rules before it ran already).
+/// A `wait-for-body` rule that holds stops the run (its index is
+/// returned) unless `body_ready` says the body it asks for is there.
+pub fn run_request_from(
+    rules: &[ReqRule],
+    m: &Matcher,
+    base: &Ctx<'_>,
+    st: &mut ReqState<'_>,
+    limits: &Limits,
+    from: usize,
+    body_ready: &dyn Fn(&crate::config::WaitForBody) -> bool,
+) -> Result<Option<usize>, RewriteFailed> {
+    for (i, rule) in rules.iter().enumerate().skip(from) {
         let holds = {
             let ctx = Ctx {
                 req: Some(st.req()),
@@ -556,6 +573,11 @@ pub fn run_request(
                     }
                 }
             }
+            HttpRequestAction::WaitForBody(w) => {
+                if !body_ready(w) {
+                    return Ok(Some(i));
+                }
+            }
         }
     }
     Ok(None)
@@ -610,6 +632,9 @@ pub struct ResHead {
     pub status: u16,
     pub reason: Vec<u8>,
     pub fields: Fields,
+    /// An `http-response deny` rule held: (set, rule) in the rule sets
+    /// run; the rules stopped there and the answer is to be replaced.
+    pub denied: Option<(usize, usize)>,
 }
 
 impl ResHead {
@@ -645,8 +670,8 @@ pub fn run_response_with(
     head: &mut ResHead,
     mut store: Option<&mut StoreCtx>,
 ) {
-    for (rules, m) in sets {
-        for rule in rules.iter() {
+    for (si, (rules, m)) in sets.iter().enumerate() {
+        for (ri, rule) in rules.iter().enumerate() {
             let list = borrowed(&head.fields);
             let ctx = Ctx {
                 res: Some(Res::List {
@@ -691,6 +716,14 @@ pub fn run_response_with(
                         }
                     }
                     continue;
+                }
+                // The body was waited for before these rules ran (see
+                // `stream::proxy`).
+                HttpResponseAction::WaitForBody(_) => continue,
+                // Nothing more runs: the caller sends the deny's answer.
+                HttpResponseAction::Deny(_) => {
+                    head.denied = Some((si, ri));
+                    return;
                 }
                 HttpResponseAction::Header(e) => apply_edit(e, &ctx, &mut fields),
                 HttpResponseAction::Rewrite(Rewrite::SetStatus { code, reason }) => {
@@ -752,7 +785,7 @@ pub fn rewrite_in_place(
     base: &Ctx<'_>,
     out: &mut Vec<u8>,
     start: usize,
-) -> Option<u16> {
+) -> Option<(u16, Option<(usize, usize)>)> {
     if !any(sets) || start > out.len() {
         return None;
     }
@@ -770,8 +803,12 @@ pub fn rewrite_in_place(
         status: h.status,
         reason: h.reason.get(buf).to_vec(),
         fields,
+        denied: None,
     };
     run_response(sets, base, &mut head);
+    if let Some(d) = head.denied {
+        return Some((head.status, Some(d)));
+    }
     let mut new = Vec::with_capacity(h.head_len + 64);
     head.write(&mut new);
     for (n, v) in keep {
@@ -782,7 +819,7 @@ pub fn rewrite_in_place(
     }
     new.extend_from_slice(b"\r\n");
     out.splice(start..start + h.head_len, new);
-    Some(head.status)
+    Some((head.status, None))
 }
 
 /// The `http-after-response` rules (the backend's, then the frontend's) on
@@ -800,7 +837,7 @@ pub fn after_local(
         be.map_or((none, &fe.matcher), |b| (&b.after_response[..], &b.matcher)),
         (&fe.after_response[..], &fe.matcher),
     ];
-    rewrite_in_place(&sets, base, out, start)
+    rewrite_in_place(&sets, base, out, start).map(|r| r.0)
 }
 
 #[cfg(test)]

@@ -113,6 +113,12 @@ impl ExchangeError {
         }
     }
 
+    /// The response's body a rule waited for did not come in time
+    /// (`http-response wait-for-body`): 504, `sD`.
+    pub const fn body_wait_timeout() -> Self {
+        Self::new(Side::Server, Phase::Data, true, Some(504))
+    }
+
     /// The client went away during the exchange.
     pub const fn client_gone() -> Self {
         Self::new(Side::Client, Phase::Data, false, None)

@@ -406,7 +406,6 @@ const HAPROXY_OPTIONS_UNSUPPORTED: &[&str] = &[
     "srvtcpka",
     "abortonclose",
     "allbackups",
-    "http-buffer-request",
     "http-no-delay",
     "http-pretend-keepalive",
     "http-use-htx",
@@ -2232,6 +2231,33 @@ fn proxy_kw(px: &mut Proxy, ctx: &Ctx<'_>, words: &[String]) -> Result<(), Strin
                     [] => HttpResponseAction::Allow,
                     [x, ..] => return Err(format!("unexpected '{x}' after '{kw} allow'")),
                 },
+                "deny" if kw == "http-response" => {
+                    // HAProxy's default status for a denied response: 502.
+                    let given = args.iter().any(|a| a == "deny_status" || a == "status");
+                    let mut a: Vec<String> = Vec::new();
+                    if !given {
+                        a.extend(["status".to_string(), "502".to_string()]);
+                    }
+                    a.extend(args.iter().cloned());
+                    let mut r = if args.is_empty() || (args.len() == 2 && given) {
+                        // Only a status: the proxy's error answer for it.
+                        let st = parse_status("deny_status", &a[1], 200, 599)?;
+                        ReturnAction {
+                            status: st,
+                            content_type: None,
+                            body: ReturnBody::Errorfile(None),
+                            headers: Vec::new(),
+                            deny: true,
+                        }
+                    } else {
+                        parse_reply("http-response deny", &a, ctx, Scope::Response, true)?
+                    };
+                    r.deny = true;
+                    HttpResponseAction::Deny(Box::new(r))
+                }
+                "wait-for-body" if kw == "http-response" => {
+                    HttpResponseAction::WaitForBody(parse_wait_for_body(kw, args)?)
+                }
                 "cache-store" if kw == "http-response" => match args {
                     [n] => HttpResponseAction::CacheStore(n.clone()),
                     [] => return Err("'http-response cache-store' expects a cache name".to_string()),
@@ -2248,7 +2274,7 @@ fn proxy_kw(px: &mut Proxy, ctx: &Ctx<'_>, words: &[String]) -> Result<(), Strin
                     }
                     None => {
                         return Err(format!(
-                            "unknown '{kw}' action '{a}' (supported: allow, set-header, add-header, del-header, replace-header, replace-value, set-status, set-var, set-var-fmt, unset-var, capture, cache-store)"
+                            "unknown '{kw}' action '{a}' (supported: allow, set-header, add-header, del-header, replace-header, replace-value, set-status, set-var, set-var-fmt, unset-var, capture, cache-store, deny, wait-for-body)"
                         ))
                     }
                 },
@@ -2693,6 +2719,7 @@ pub fn unreachable_rules(px: &Proxy) -> Vec<String> {
                     | HttpRequestAction::ScSetGpt { .. }
                     | HttpRequestAction::Rewrite(_)
                     | HttpRequestAction::Capture(_)
+                    | HttpRequestAction::WaitForBody(_)
             )
     };
     let Some(first) = px.http_request.iter().position(is_final) else {
@@ -2717,6 +2744,7 @@ fn proxy_option(px: &mut Proxy, ctx: &Ctx<'_>, no: bool, w: &[String]) -> Result
         "redispatch" | "httpchk" | "tcp-check" | "log-health-checks" | "persist"
         | "transparent" | "redis-check" | "smtpchk" | "pgsql-check" | "mysql-check"
         | "ldap-check" | "spop-check" | "ssl-hello-chk" => BE,
+        "http-buffer-request" => FE | BE,
         "httplog" | "tcplog" | "dontlognull" | "idle-close-on-response" | "disable-h2-upgrade" => {
             FE
         }
@@ -2809,6 +2837,10 @@ fn proxy_option(px: &mut Proxy, ctx: &Ctx<'_>, no: bool, w: &[String]) -> Result
         "disable-h2-upgrade" => {
             no_args(rest)?;
             o.disable_h2_upgrade = !no;
+        }
+        "http-buffer-request" => {
+            no_args(rest)?;
+            o.buffer_request = !no;
         }
         "forwardfor" => {
             if no {
@@ -4262,6 +4294,7 @@ fn parse_http_request(
                 "'http-request {action}' is not supported by ebb (a 'tcp-request connection' or 'session' rule changes it for the whole connection)"
             ))
         }
+        "wait-for-body" => HttpRequestAction::WaitForBody(parse_wait_for_body("http-request", args)?),
         "cache-use" => match args {
             [n] => HttpRequestAction::CacheUse(n.clone()),
             [] => return Err("'http-request cache-use' expects a cache name".to_string()),
@@ -4280,7 +4313,7 @@ fn parse_http_request(
         },
         o => {
             return Err(format!(
-                "unknown 'http-request' action '{o}' (supported: return, redirect, deny, allow, set-header, add-header, del-header, replace-header, replace-value, set-path, set-pathq, set-query, set-uri, set-method, replace-path, replace-pathq, replace-uri, set-var, set-var-fmt, unset-var, set-dst, set-dst-port, use-service, cache-use, capture, tarpit, track-sc0, track-sc1, track-sc2, sc-inc-gpc, sc-inc-gpc0, sc-inc-gpc1, sc-set-gpt, sc-set-gpt0)"
+                "unknown 'http-request' action '{o}' (supported: return, redirect, deny, allow, set-header, add-header, del-header, replace-header, replace-value, set-path, set-pathq, set-query, set-uri, set-method, replace-path, replace-pathq, replace-uri, set-var, set-var-fmt, unset-var, set-dst, set-dst-port, use-service, cache-use, capture, tarpit, wait-for-body, track-sc0, track-sc1, track-sc2, sc-inc-gpc, sc-inc-gpc0, sc-inc-gpc1, sc-set-gpt, sc-set-gpt0)"
             ))
         }
     };
@@ -4290,6 +4323,37 @@ fn parse_http_request(
         cond,
         loc: loc.clone(),
     })
+}
+
+/// `wait-for-body time T [at-least N]` (HAProxy's parse_http_wait_for_body:
+/// `time` is required, `at-least` is a size, 0 by default).
+fn parse_wait_for_body(kw: &str, args: &[String]) -> Result<crate::config::WaitForBody, String> {
+    let usage = || format!("'{kw} wait-for-body' expects time <time> [ at-least <bytes> ]");
+    let mut time = None;
+    let mut at_least = 0;
+    let mut i = 0;
+    while i < args.len() {
+        let v = args
+            .get(i + 1)
+            .ok_or_else(|| format!("missing argument for '{}'", args[i]))?;
+        match args[i].as_str() {
+            "time" => {
+                let d = parse_time(v)?;
+                let ms = u32::try_from(d.as_millis())
+                    .ok()
+                    .filter(|&m| m <= i32::MAX as u32)
+                    .ok_or_else(|| {
+                        "time overflow (maximum value is 2147483647 ms or ~24.8 days)".to_string()
+                    })?;
+                time = Some(ms);
+            }
+            "at-least" => at_least = parse_size(v)?,
+            x => return Err(format!("{}: unexpected '{x}'", usage())),
+        }
+        i += 2;
+    }
+    let time_ms = time.ok_or_else(usage)?;
+    Ok(crate::config::WaitForBody { time_ms, at_least })
 }
 
 /// Whether `a` names an action `http-request` and `tcp-request` share.

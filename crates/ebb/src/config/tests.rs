@@ -2301,9 +2301,14 @@ fn http_response_rules() {
         })
     );
     err1(
-        &fe("    http-response deny"),
+        &fe("    http-response frobnicate"),
         "t.cfg:3: ",
-        "unknown 'http-response' action 'deny'",
+        "unknown 'http-response' action 'frobnicate'",
+    );
+    err1(
+        &fe("    http-response deny deny_status 1000"),
+        "t.cfg:3: ",
+        "deny_status",
     );
     err1(
         &fe("    http-response set-header X"),

@@ -730,6 +730,9 @@ pub struct ProxyOptions {
     /// `option disable-h2-upgrade`: an HTTP/1 bind does not serve a
     /// client that starts with the HTTP/2 preface as HTTP/2.
     pub disable_h2_upgrade: bool,
+    /// `option http-buffer-request`: the request's body (up to a full
+    /// buffer) is waited for before the rules run.
+    pub buffer_request: bool,
 }
 
 pub use crate::net::IpNet;
@@ -1087,6 +1090,17 @@ pub enum HttpRequestAction {
     /// (where `option transparent` and a server without an address or
     /// port connect, what `dst` and `dst_port` give).
     SetDst(AddrField, Box<crate::sample::Expr>),
+    /// `wait-for-body time T [at-least N]`: the rules wait for the body.
+    WaitForBody(WaitForBody),
+}
+
+/// `http-request|http-response wait-for-body time T [at-least N]`: wait
+/// at most `time_ms` for the whole body, or its first `at_least` bytes
+/// (0: all of it), or a full buffer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WaitForBody {
+    pub time_ms: u32,
+    pub at_least: u64,
 }
 
 /// What a header edit does.
@@ -1131,6 +1145,12 @@ pub enum HttpResponseAction {
     /// its own) is skipped; the next proxy's list still runs (HAProxy's
     /// HTTP_RULE_RES_STOP in `http_process_res_common`).
     Allow,
+    /// `wait-for-body time T [at-least N]` (`http-response` only).
+    WaitForBody(WaitForBody),
+    /// `deny [deny_status N] [return options]` (`http-response` only):
+    /// the server's answer is dropped, this one (502 by default) sent and
+    /// the connection closed.
+    Deny(Box<ReturnAction>),
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -34,6 +34,8 @@ pub(super) enum Conv {
     },
     /// `json([ascii|utf8|utf8s|utf8p|utf8ps])`.
     Json(JsonIn),
+    /// `json_query(PATH[,int])`.
+    JsonQuery(super::jsonq::Path, bool),
     Bytes {
         off: i64,
         len: Option<i64>,
@@ -207,6 +209,21 @@ impl Conv {
             "length" => none(Conv::Length),
             "neg" => none(Conv::Neg),
             "host_only" => none(Conv::HostOnly),
+            "json_query" => {
+                count(name, args, 1, 2)?;
+                let path = super::jsonq::Path::parse(&args[0])
+                    .map_err(|e| format!("converter 'json_query': {e}"))?;
+                let int =
+                    match args.get(1).map(String::as_str) {
+                        None | Some("") => false,
+                        Some("int") => true,
+                        Some(_) => return Err(
+                            "converter 'json_query': output_type only supports \"int\" as argument"
+                                .to_string(),
+                        ),
+                    };
+                Ok(Conv::JsonQuery(path, int))
+            }
             "field" | "word" => {
                 count(name, args, 2, 3)?;
                 let n = int(name, &args[0])?;
@@ -509,7 +526,8 @@ impl Conv {
             | Conv::Neg
             | Conv::Hash { .. }
             | Conv::Xxh(..)
-            | Conv::StrCmp(_) => Type::Int,
+            | Conv::StrCmp(_)
+            | Conv::JsonQuery(_, true) => Type::Int,
             Conv::IpMask { .. } => Type::Ip,
             Conv::Map(m) => m.out_type(),
             Conv::Stk(c) => c.out_type(),
@@ -577,6 +595,24 @@ impl Conv {
                 let rest = &s.cur[last..];
                 s.tmp.extend_from_slice(rest);
                 swap(s, Val::Str)
+            }
+            Conv::JsonQuery(path, int) => {
+                use super::jsonq::{num_g, num_int, query, Found};
+                match query(&s.cur, path)? {
+                    Found::Bool(b) => Some(Val::Bool(b)),
+                    Found::Num(n) if *int => Some(Val::Int(num_int(&n)?)),
+                    Found::Num(n) => {
+                        let g = num_g(&n)?;
+                        s.cur.clear();
+                        s.cur.extend_from_slice(g.as_bytes());
+                        Some(Val::Str)
+                    }
+                    Found::Str(v) => {
+                        s.cur.clear();
+                        s.cur.extend_from_slice(&v);
+                        Some(Val::Str)
+                    }
+                }
             }
             Conv::Json(mode) => {
                 s.tmp.clear();

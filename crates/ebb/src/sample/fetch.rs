@@ -120,6 +120,20 @@ pub(super) enum Fetch {
     /// (noted in the exchange's `TxnInfo`).
     CacheHit,
     CacheName,
+    /// `req.body`, `req.body_len`, `req.body_size`: the request's body
+    /// as far as it is in the buffer (de-chunked), its length, its
+    /// announced length (the length there for a chunked one).
+    ReqBody,
+    ReqBodyLen,
+    ReqBodySize,
+    /// `req.body_param([NAME[,i]])`: a parameter of a url-encoded body
+    /// (`None`: the first; `true`: the name compared case-insensitively).
+    ReqBodyParam(Option<String>, bool),
+    /// `res.body`, `res.body_len`, `res.body_size`: the same of a
+    /// response whose body a rule waited for.
+    ResBody,
+    ResBodyLen,
+    ResBodySize,
 }
 
 /// What a fetch reads, for the rules that may run before a layer exists
@@ -429,6 +443,26 @@ impl Fetch {
                 }
             }
             "res.len" => res_only(none(Fetch::ResLen)?),
+            "req.body" => req_only(none(Fetch::ReqBody)?),
+            "res.body" => res_only(none(Fetch::ResBody)?),
+            "res.body_len" => res_only(none(Fetch::ResBodyLen)?),
+            "res.body_size" => res_only(none(Fetch::ResBodySize)?),
+            "req.body_len" => req_only(none(Fetch::ReqBodyLen)?),
+            "req.body_size" => req_only(none(Fetch::ReqBodySize)?),
+            "req.body_param" => {
+                arg_count(name, args, 0, 2)?;
+                let icase = match args.get(1).map(String::as_str) {
+                    None | Some("") => false,
+                    Some("i") => true,
+                    Some(x) => {
+                        return Err(format!(
+                            "fetch 'req.body_param': second argument must be 'i', got '{x}'"
+                        ))
+                    }
+                };
+                let n = args.first().filter(|a| !a.is_empty()).cloned();
+                req_only(Fetch::ReqBodyParam(n, icase))
+            }
             _ => Err(format!("unknown sample fetch '{name}'")),
         }
     }
@@ -501,7 +535,11 @@ impl Fetch {
             | Fetch::UrlParam { .. }
             | Fetch::Cook(_)
             | Fetch::CookCnt(_)
-            | Fetch::CookVal(_) => Some(false),
+            | Fetch::CookVal(_)
+            | Fetch::ReqBody
+            | Fetch::ReqBodyLen
+            | Fetch::ReqBodySize
+            | Fetch::ReqBodyParam(..) => Some(false),
             Fetch::Hdr { res, .. } | Fetch::HdrCnt { res, .. } | Fetch::HdrIp { res, .. } => {
                 Some(*res)
             }
@@ -511,7 +549,10 @@ impl Fetch {
             | Fetch::CacheHit
             | Fetch::CacheName
             | Fetch::ResLen
-            | Fetch::ResPayload(..) => Some(true),
+            | Fetch::ResPayload(..)
+            | Fetch::ResBody
+            | Fetch::ResBodyLen
+            | Fetch::ResBodySize => Some(true),
             Fetch::ReqLen | Fetch::ReqSslSni | Fetch::ReqSslHelloType | Fetch::ReqPayload(..) => {
                 Some(false)
             }
@@ -521,7 +562,13 @@ impl Fetch {
 
     pub(super) fn out_type(&self) -> Type {
         match self {
-            Fetch::ReqLen | Fetch::ReqSslHelloType | Fetch::ResLen => Type::Int,
+            Fetch::ReqLen
+            | Fetch::ReqSslHelloType
+            | Fetch::ResLen
+            | Fetch::ReqBodyLen
+            | Fetch::ReqBodySize
+            | Fetch::ResBodyLen
+            | Fetch::ResBodySize => Type::Int,
             Fetch::Src | Fetch::Dst | Fetch::HdrIp { .. } => Type::Ip,
             Fetch::SrcPort
             | Fetch::Count { .. }
@@ -539,7 +586,11 @@ impl Fetch {
             Fetch::Var(..) => Type::Str,
             Fetch::Method => Type::Meth,
             Fetch::Stk(f) => f.out_type(),
-            Fetch::ReqPayload(..) | Fetch::ResPayload(..) | Fetch::Bin(_) => Type::Bin,
+            Fetch::ReqPayload(..)
+            | Fetch::ResPayload(..)
+            | Fetch::Bin(_)
+            | Fetch::ReqBody
+            | Fetch::ResBody => Type::Bin,
             _ => Type::Str,
         }
     }
@@ -599,6 +650,46 @@ impl Fetch {
                     Some(n) => p
                         .strip_prefix(n.as_bytes())
                         .and_then(|rest| rest.strip_prefix(b"=")),
+                })?;
+                put(s, v)
+            }
+            Fetch::ReqBody => {
+                put(s, ctx.req?.body)?;
+                Some(Val::Bin)
+            }
+            Fetch::ReqBodyLen => Some(Val::Int(ctx.req?.body.len() as i64)),
+            Fetch::ResBody => {
+                put(s, ctx.res_body?.0)?;
+                Some(Val::Bin)
+            }
+            Fetch::ResBodyLen => Some(Val::Int(ctx.res_body?.0.len() as i64)),
+            Fetch::ResBodySize => Some(Val::Int(ctx.res_body?.1 as i64)),
+            Fetch::ReqBodySize => {
+                let r = ctx.req?;
+                Some(Val::Int(match r.head.framing {
+                    crate::http1::BodyFraming::ContentLength(n) => n as i64,
+                    _ => r.body.len() as i64,
+                }))
+            }
+            Fetch::ReqBodyParam(name, icase) => {
+                let body = ctx.req?.body;
+                // HAProxy's find_next_url_param on the body: the first
+                // `NAME=` (any parameter without a name), up to `&`.
+                let v = body.split(|&c| c == b'&').find_map(|p| {
+                    let eq = p.iter().position(|&c| c == b'=');
+                    let (n, v) = match eq {
+                        Some(e) => (&p[..e], &p[e + 1..]),
+                        None => (p, &b""[..]),
+                    };
+                    match name {
+                        None if !p.is_empty() => Some(v),
+                        None => None,
+                        Some(_) if eq.is_none() => None,
+                        Some(want) if *icase => {
+                            n.eq_ignore_ascii_case(want.as_bytes()).then_some(v)
+                        }
+                        Some(want) => (n == want.as_bytes()).then_some(v),
+                    }
                 })?;
                 put(s, v)
             }

@@ -23,6 +23,7 @@
 mod conv;
 mod fetch;
 pub mod hash;
+mod jsonq;
 mod logfmt;
 pub mod logline;
 pub(crate) mod map;
@@ -103,6 +104,9 @@ pub enum Scope {
 pub struct Req<'a> {
     pub buf: &'a [u8],
     pub head: &'a RequestHead,
+    /// The part of the body received so far (`req.body`), de-chunked;
+    /// empty when none arrived or none was waited for.
+    pub body: &'a [u8],
 }
 
 /// The response a sample may read.
@@ -174,6 +178,10 @@ pub struct Ctx<'a> {
     pub stk: Option<&'a crate::table::Stk>,
     /// TCP mode: the request's first bytes (`None` in HTTP mode).
     pub payload: Option<Payload<'a>>,
+    /// What arrived of the response's body (`res.body`), de-chunked, and
+    /// its announced size (`res.body_size`); `None` when none was waited
+    /// for (`http-response wait-for-body`).
+    pub res_body: Option<(&'a [u8], u64)>,
 }
 
 impl Ctx<'_> {

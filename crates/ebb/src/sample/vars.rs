@@ -362,6 +362,7 @@ pub fn run_global(actions: &[VarAction]) {
         vars: Some(&store),
         stk: None,
         payload: None,
+        res_body: None,
     };
     for a in actions {
         a.run(&ctx);

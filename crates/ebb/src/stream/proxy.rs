@@ -61,7 +61,7 @@ use crate::http1::{
 };
 use crate::l4rules::Verdict;
 use crate::mux::h1::client::{dst_of, In, LogFacts};
-use crate::mux::h1::server::{write_request_head, ReqTail};
+use crate::mux::h1::server::{write_request_head, ReqTail, ServerSide};
 use crate::proxy::{BackendKind, BackendRt, BeTimeouts};
 use crate::stream::msg::{BodySize, ReqHead};
 
@@ -180,6 +180,9 @@ pub(super) struct Upstream {
     /// The client accepts trailers (`TE: trailers`): said to HTTP/2
     /// servers, which may require it (gRPC).
     te_trailers: bool,
+    /// Until when an `http-response wait-for-body` rule waits for the
+    /// response's body (set when the wait starts).
+    resp_wait: Option<Tick>,
 }
 
 /// How long a compressed answer's server may pause (its read drained)
@@ -285,7 +288,11 @@ impl Stream {
         let tr = &c.tr;
         let dst = dst_of(tr, c.dst);
         let sctx = crate::sample::Ctx {
-            req: Some(crate::sample::Req { buf, head: h }),
+            req: Some(crate::sample::Req {
+                buf,
+                head: h,
+                body: b"",
+            }),
             be: Some(&be.name),
             ..super::sample_ctx(tr, c.peer, &c.fe.name, &dst, &c.vars, &c.stk)
         };
@@ -293,7 +300,11 @@ impl Stream {
         let more = crate::rewrite::before_server(&c.fe, &be, &sctx, &c.w.limits);
         let (buf, h) = more.as_ref().map_or((buf, h), |e| (&e.buf[..], &e.head));
         let sctx = crate::sample::Ctx {
-            req: Some(crate::sample::Req { buf, head: h }),
+            req: Some(crate::sample::Req {
+                buf,
+                head: h,
+                body: b"",
+            }),
             ..sctx
         };
         let farm = &sr.farm;
@@ -410,6 +421,7 @@ impl Stream {
             store: None,
             flush_at: None,
             req_flush_at: None,
+            resp_wait: None,
         };
         // The head is copied: consume it; the body (if any) follows.
         c.rstart += c.head.head_len.min(c.rend - c.rstart);
@@ -792,6 +804,10 @@ impl Stream {
         self.drop_server_sock(ctx);
         if let Some(s) = up.server.take() {
             up.farm.release(&s);
+            // A server that answered is named in the log.
+            if up.t_resp.is_some() {
+                up.server = Some(s);
+            }
         }
         // The client's body may still be on its way: keep the connection
         // only if it was all read.
@@ -806,6 +822,35 @@ impl Stream {
         if !up.req_left.done() {
             c.closing = true;
         }
+        self.finish_proxy_input(c);
+    }
+
+    /// An `http-response deny` held on the server's answer: it is
+    /// dropped with its server connection, the rule's answer goes to the
+    /// client, which is closed after it; logged `PH` with the server.
+    fn deny_response(
+        &mut self,
+        c: &mut H1,
+        ctx: &mut Ctx,
+        be: &crate::proxy::BackendRt,
+        denied: (usize, usize),
+    ) {
+        let Some(mut up) = self.up.take() else {
+            return;
+        };
+        self.drop_server_sock(ctx);
+        if let Some(s) = up.server.take() {
+            up.farm.release(&s);
+            up.server = Some(s);
+        }
+        up.keep_server = false;
+        up.term = "PH";
+        self.resp_start = c.wbuf.len();
+        let status = self.write_denied(c, be, denied);
+        let bi = c.fe.backends.iter().position(|b| Arc::ptr_eq(b, &up.be));
+        up.status = self.after_response(c, bi, status);
+        up.bytes_out = (c.wbuf.len() - self.resp_start) as u64;
+        self.log_proxy(c, ctx, &up, up.bytes_out);
         self.finish_proxy_input(c);
     }
 
@@ -999,6 +1044,11 @@ impl Stream {
                             c.wbuf.extend_from_slice(&sd.ibuf[sd.istart..sd.istart + n]);
                             sd.istart += n;
                             moved = true;
+                            drop(sd);
+                            self.up = Some(up);
+                            return moved;
+                        }
+                        if !response_body_ready(c, ctx.now(), &mut up, &sd) {
                             drop(sd);
                             self.up = Some(up);
                             return moved;
@@ -1322,9 +1372,19 @@ impl Stream {
             // (`crate::rewrite`); the status line is written again after.
             let tr = &c.tr;
             let dst = dst_of(tr, c.dst);
+            // What arrived of the body (`res.body`): all of it when a
+            // `wait-for-body` rule waited.
+            let mut decoded = Vec::new();
+            let after = sd.ibuf.get(istart + n..sd.iend).unwrap_or(&[]);
+            let seen = super::body_in(after, r.framing, &mut decoded);
+            let size = match r.framing {
+                BodyFraming::ContentLength(l) => l,
+                _ => seen.have,
+            };
             let sctx = crate::sample::Ctx {
                 be: Some(&be.name),
                 srv: up.server.as_ref().map(|s| s.name.as_str()),
+                res_body: Some((seen.data(&decoded, after, 0), size)),
                 ..super::sample_ctx(tr, c.peer, &fe.name, &dst, &c.vars, &c.stk)
             };
             let mut head = crate::rewrite::ResHead {
@@ -1334,6 +1394,7 @@ impl Stream {
                     .filter(|f| !skip(f.name.get(buf)))
                     .map(|f| (f.name.get(buf).to_vec(), f.value.get(buf).to_vec()))
                     .collect(),
+                denied: None,
             };
             let srv = up.server.as_deref();
             crate::rewrite::cookie_response(&fe, &be, srv, up.method, &mut head, &c.vars);
@@ -1347,6 +1408,13 @@ impl Stream {
                 pending: None,
             };
             crate::rewrite::run_response_with(&sets, &sctx, &mut head, Some(&mut sc));
+            if let Some(d) = head.denied {
+                out.truncate(self.resp_start);
+                drop(sd);
+                self.up = Some(up);
+                self.deny_response(c, ctx, &be, d);
+                return;
+            }
             up.store = sc.pending.map(Box::new);
             out.truncate(self.resp_start);
             head.write(out);
@@ -1589,6 +1657,12 @@ impl Stream {
             }
             UpState::Connecting => self.connect_failed(c, ctx, true),
             UpState::Connected => {
+                let now = ctx.now();
+                let waited = self.up.as_ref().and_then(|u| u.resp_wait);
+                if waited.is_some_and(|t| ticks::is_expired(t, now)) {
+                    self.fail(c, ctx, ExchangeError::body_wait_timeout());
+                    return;
+                }
                 let started = self.up.as_ref().is_some_and(|u| u.resp_left.is_some());
                 self.fail(c, ctx, ExchangeError::server_timeout(started));
             }
@@ -1657,6 +1731,61 @@ impl Stream {
         });
         c.w.log_access(crate::log::format(&entry));
     }
+}
+
+/// `http-response wait-for-body` (HAProxy's http_wait_for_msg_body on the
+/// response): whether the response head just parsed may go on to the
+/// rules, because no such rule of the backend or the frontend holds on it,
+/// or the body those that hold wait for is there (all of it, their
+/// `at-least` bytes, a full buffer, or the server's close). Starts the
+/// wait's clock at the first call (`Upstream::resp_wait`). The conditions
+/// are evaluated on the response as received.
+fn response_body_ready(c: &H1, now: Tick, up: &mut Upstream, sd: &ServerSide) -> bool {
+    let fe = &c.fe;
+    let be = &up.be;
+    let sets = [
+        (&be.http_response[..], &be.matcher),
+        (&fe.http_response[..], &fe.matcher),
+    ];
+    let waits = || {
+        sets.iter().flat_map(|(rules, m)| {
+            rules.iter().filter_map(move |r| match &r.action {
+                crate::config::HttpResponseAction::WaitForBody(w) => Some((r, *m, *w)),
+                _ => None,
+            })
+        })
+    };
+    if waits().next().is_none() {
+        return true;
+    }
+    let n = up.resp.head_len;
+    let buf = sd.ibuf.get(sd.istart..sd.iend).unwrap_or(&[]);
+    let head = buf.get(..n).unwrap_or(&[]);
+    let after = buf.get(n..).unwrap_or(&[]);
+    let mut decoded = Vec::new();
+    let mut b = super::body_in(after, up.resp.framing, &mut decoded);
+    b.closed = sd.eof;
+    b.full = !sd.ibuf.is_empty() && sd.iend - sd.istart >= sd.ibuf.len();
+    let tr = &c.tr;
+    let dst = dst_of(tr, c.dst);
+    let cx = crate::sample::Ctx {
+        res: Some(crate::sample::Res::H1 {
+            buf: head,
+            head: &up.resp,
+        }),
+        be: Some(&be.name),
+        srv: up.server.as_ref().map(|s| s.name.as_str()),
+        ..super::sample_ctx(tr, c.peer, &fe.name, &dst, &c.vars, &c.stk)
+    };
+    let pending = waits().find(|(r, m, w)| !b.enough(w.at_least) && m.holds(r.cond.as_ref(), &cx));
+    let Some((_, _, w)) = pending else {
+        return true;
+    };
+    let until = *up
+        .resp_wait
+        .get_or_insert_with(|| ticks::add(now, w.time_ms));
+    up.deadline = ticks::first(up.deadline, until);
+    false
 }
 
 /// A new connection to `s` (non-blocking connect; TLS starts its handshake

@@ -235,6 +235,7 @@ fn run_early(
         vars: Some(&early.vars),
         stk: Some(&early.stk),
         payload: None,
+        res_body: None,
     };
     let addrs = std::cell::Cell::new(None);
     let v = crate::l4rules::run_rules_addrs(

@@ -364,6 +364,7 @@ impl Session {
             vars: Some(&*self.vars),
             stk: Some(&self.stk),
             payload,
+            res_body: None,
         };
         f(&sctx)
     }

@@ -1,0 +1,367 @@
+//! Request-body buffering with HAProxy 2.6's meaning: `option
+//! http-buffer-request`, `http-request wait-for-body`, the `req.body*`
+//! fetches and the `json_query` converter, with the real binary and real
+//! clients (raw TCP, curl over HTTP/2), side by side with haproxy where
+//! it is installed.
+
+mod common;
+
+use common::origin::{Mode, Origin};
+use common::*;
+use std::time::Duration;
+
+/// A frontend that answers with what the rules saw of the body.
+fn show_body(opts: &str) -> String {
+    format!(
+        "global\n    log stdout format raw local0\ndefaults\n    mode http\n    timeout client 5s\n    timeout server 5s\n    timeout connect 5s\n\
+         frontend fe\n    bind BIND\n    log global\n    option httplog\n{opts}\n\
+         \x20   http-request return status 200 content-type text/plain lf-string \"body=%[req.body] len=%[req.body_len] size=%[req.body_size] p=%[req.body_param(b)]\"\n"
+    )
+}
+
+#[test]
+fn buffer_request_gives_the_rules_the_whole_body() {
+    let e = Ebb::start(&show_body("    option http-buffer-request"));
+    let mut c = Client::connect(e.addr());
+    // The head and the start of the body, then the rest in another write:
+    // the rules wait for all of it.
+    c.send(b"POST / HTTP/1.1\r\nHost: t\r\nContent-Length: 10\r\n\r\na=1&");
+    c.send(b"b=xyz");
+    c.send(b"&");
+    let r = c.read_resp();
+    assert_eq!(r.status, 200);
+    assert_eq!(r.text(), "body=a=1&b=xyz& len=10 size=10 p=xyz");
+    // A chunked body is given de-chunked; its size is what arrived.
+    c.send(b"POST / HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nb=q\r\n");
+    c.send(b"2\r\n&c\r\n0\r\n\r\n");
+    let r = c.read_resp();
+    assert_eq!(r.text(), "body=b=q&c len=5 size=5 p=q");
+    // A request without a body does not wait.
+    c.send(b"GET / HTTP/1.1\r\nHost: t\r\n\r\n");
+    let r = c.read_resp();
+    assert_eq!(r.text(), "body= len=0 size=0 p=");
+}
+
+#[test]
+fn wait_for_body_at_least_and_its_timeout() {
+    let e = Ebb::start(&show_body(
+        "    http-request wait-for-body time 300ms at-least 4 if { path /least }\n    http-request wait-for-body time 300ms if { path /all }",
+    ));
+    // `at-least 4`: 4 bytes of 10 are enough.
+    let mut c = Client::connect(e.addr());
+    c.send(b"POST /least HTTP/1.1\r\nHost: t\r\nContent-Length: 10\r\n\r\n");
+    c.send(b"b=12");
+    let r = c.read_resp();
+    assert_eq!(r.text(), "body=b=12 len=4 size=10 p=12");
+    // The whole body that never comes: 408 after `time`, and the
+    // connection closes; the log says `cD` (client timeout, data phase).
+    let mut c = Client::connect(e.addr());
+    c.send(b"POST /all HTTP/1.1\r\nHost: t\r\nContent-Length: 10\r\n\r\nb=12");
+    let r = c.read_resp();
+    assert_eq!(r.status, 408);
+    assert!(c.closed());
+    let l = e
+        .wait_stdout(" 408 ", Duration::from_secs(10))
+        .expect("log line");
+    assert!(l.contains("fe fe/<NOSRV>") && l.contains(" cD-- "), "{l}");
+    if let Some(h) = haproxy_side(
+        "http-request wait-for-body time 300ms if { path /all }",
+        b"POST /all HTTP/1.1\r\nHost: t\r\nContent-Length: 10\r\n\r\nb=12",
+    ) {
+        assert_eq!(h, 408);
+    }
+}
+
+/// The status haproxy answers `req` with, on the same kind of frontend
+/// (None when haproxy is not installed).
+fn haproxy_side(rule: &str, req: &[u8]) -> Option<u16> {
+    let port = free_port();
+    let _h = haproxy_with(
+        "body-hap",
+        &format!(
+            "defaults\n    mode http\n    timeout client 5s\n    timeout server 5s\n    timeout connect 5s\n\
+             frontend fe\n    bind 127.0.0.1:{port}\n    {rule}\n    http-request return status 200\n"
+        ),
+    )?;
+    let a = format!("127.0.0.1:{port}").parse().unwrap();
+    let mut c = Client::connect(a);
+    c.send(req);
+    Some(c.read_resp().status)
+}
+
+#[test]
+fn http2_request_bodies_are_waited_for_too() {
+    if !have("curl") {
+        return;
+    }
+    let e = Ebb::start(&show_body("    option http-buffer-request"));
+    let url = format!("http://{}/", e.addr());
+    // With and without a content-length (curl sends one for -d; a body
+    // read from stdin with `-T -` goes without).
+    let (ok, out, err) = curl(&["-s", "--http2-prior-knowledge", "-d", "b=h2&x=1", &url]);
+    assert!(ok, "{err}");
+    assert_eq!(out, "body=b=h2&x=1 len=8 size=8 p=h2");
+}
+
+#[test]
+fn a_body_larger_than_the_buffer_is_forwarded_whole() {
+    let o = Origin::start("big", Mode::Echo);
+    let cfg = format!(
+        "global\n    tune.bufsize 4096\ndefaults\n    mode http\n    timeout client 5s\n    timeout server 5s\n    timeout connect 5s\n\
+         frontend fe\n    bind BIND\n    option http-buffer-request\n\
+         \x20   http-request set-var(txn.len) req.body_len\n\
+         \x20   http-response set-header x-seen %[var(txn.len)]\n    default_backend be\n\
+         backend be\n    server s {}\n",
+        o.addr
+    );
+    let e = Ebb::start(&cfg);
+    let body = vec![b'x'; 50_000];
+    let mut c = Client::connect(e.addr());
+    c.send(
+        format!(
+            "POST / HTTP/1.1\r\nHost: t\r\nContent-Length: {}\r\n\r\n",
+            body.len()
+        )
+        .as_bytes(),
+    );
+    c.send(&body);
+    let r = c.read_resp();
+    assert_eq!(r.status, 200);
+    assert_eq!(r.body.len(), body.len(), "the origin got the whole body");
+    // The rules saw what a full buffer holds, not all of it.
+    let seen: usize = r.header("x-seen").unwrap().parse().unwrap();
+    assert!(seen > 0 && seen < 4096, "{seen}");
+}
+
+#[test]
+fn the_backends_option_waits_before_its_rules() {
+    let o = Origin::start("be", Mode::Ok);
+    let cfg = format!(
+        "defaults\n    mode http\n    timeout client 5s\n    timeout server 5s\n    timeout connect 5s\n\
+         frontend fe\n    bind BIND\n    default_backend be\n\
+         backend be\n    option http-buffer-request\n\
+         \x20   http-request set-var(txn.a) req.body,json_query('$.a.b[1]')\n\
+         \x20   http-request set-var(txn.n) req.body,json_query('$.n','int'),add(1)\n\
+         \x20   http-request return status 200 content-type text/plain lf-string \"%[var(txn.a)] %[var(txn.n)]\" if {{ req.body,json_query('$.go') -m str yes }}\n\
+         \x20   server s {}\n",
+        o.addr
+    );
+    let e = Ebb::start(&cfg);
+    let mut c = Client::connect(e.addr());
+    let json = br#"{"go":"yes","n":41,"a":{"b":["x","second"]}}"#;
+    c.send(
+        format!(
+            "POST / HTTP/1.1\r\nHost: t\r\nContent-Length: {}\r\n\r\n",
+            json.len()
+        )
+        .as_bytes(),
+    );
+    c.send(&json[..10]);
+    c.send(&json[10..]);
+    let r = c.read_resp();
+    assert_eq!(r.text(), "second 42");
+}
+
+#[test]
+fn a_client_leaving_while_its_body_is_awaited_is_logged_cr() {
+    let o = Origin::start("cr", Mode::Ok);
+    let cfg = format!(
+        "global\n    log stdout format raw local0\ndefaults\n    mode http\n    timeout client 5s\n    timeout server 5s\n    timeout connect 5s\n\
+         frontend fe\n    bind BIND\n    log global\n    option httplog\n    option http-buffer-request\n    default_backend be\n\
+         backend be\n    server s {}\n",
+        o.addr
+    );
+    let e = Ebb::start(&cfg);
+    let mut c = Client::connect(e.addr());
+    c.send(b"POST /gone HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n1\r\na\r\n0\r\n");
+    c.s.shutdown(std::net::Shutdown::Write).unwrap();
+    let l = e
+        .wait_stdout("/gone", Duration::from_secs(10))
+        .expect("log line");
+    assert!(
+        l.contains("fe be/<NOSRV>") && l.contains(" -1 ") && l.contains(" CR-- "),
+        "{l}"
+    );
+    assert_eq!(
+        o.requests.load(std::sync::atomic::Ordering::SeqCst),
+        0,
+        "no server was asked"
+    );
+}
+
+#[test]
+fn wait_for_body_needs_its_time() {
+    let d = scratch("wfb");
+    std::fs::write(
+        d.join("a.cfg"),
+        "defaults\n    mode http\nfrontend fe\n    bind 127.0.0.1:0\n    http-request wait-for-body at-least 10\n",
+    )
+    .unwrap();
+    let (code, _, err) = run_ebb(&["-c", "-f", "a.cfg"], &d);
+    assert_ne!(code, 0);
+    assert!(
+        err.contains("a.cfg:5:") && err.contains("expects time"),
+        "{err}"
+    );
+}
+
+/// A server that answers each request with `head`, then each of `parts`
+/// in its own write, and keeps the connection open until the client
+/// closes it.
+fn partial_server(head: &'static [u8], parts: &'static [&'static [u8]]) -> std::net::SocketAddr {
+    use std::io::{Read, Write};
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let a = l.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for s in l.incoming() {
+            let Ok(mut s) = s else { return };
+            std::thread::spawn(move || {
+                let mut buf = Vec::new();
+                let mut tmp = [0u8; 4096];
+                loop {
+                    while buf.windows(4).any(|w| w == b"\r\n\r\n") {
+                        let end = buf.windows(4).position(|w| w == b"\r\n\r\n").unwrap() + 4;
+                        buf.drain(..end);
+                        let _ = s.write_all(head);
+                        for p in parts {
+                            let _ = s.write_all(p);
+                        }
+                    }
+                    match s.read(&mut tmp) {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => buf.extend_from_slice(&tmp[..n]),
+                    }
+                }
+            });
+        }
+    });
+    a
+}
+
+fn response_waits(rules: &str, srv: std::net::SocketAddr) -> Ebb {
+    Ebb::start(&format!(
+        "global\n    log stdout format raw local0\ndefaults\n    mode http\n    timeout client 5s\n    timeout server 5s\n    timeout connect 5s\n\
+         frontend fe\n    bind BIND\n    log global\n    option httplog\n    default_backend be\n\
+         backend be\n{rules}\n    server s {srv}\n"
+    ))
+}
+
+#[test]
+fn http_response_wait_for_body_gives_the_rules_res_body() {
+    let srv = partial_server(
+        b"HTTP/1.1 200 OK\r\nContent-Length: 12\r\n\r\n",
+        &[b"{\"k\":", b"\"vvv\"}", b" "],
+    );
+    let e = response_waits(
+        "    http-response wait-for-body time 5s if { status 200 }\n    http-response set-header x-len %[res.body_len]\n    http-response set-header x-k %[res.body,json_query('$.k')]",
+        srv,
+    );
+    let mut c = Client::connect(e.addr());
+    c.send(b"GET / HTTP/1.1\r\nHost: t\r\n\r\n");
+    let r = c.read_resp();
+    assert_eq!(r.status, 200);
+    assert_eq!(r.header("x-len"), Some("12"));
+    assert_eq!(r.header("x-k"), Some("vvv"));
+    assert_eq!(r.text(), "{\"k\":\"vvv\"} ");
+}
+
+#[test]
+fn http_response_wait_for_body_times_out_with_504() {
+    // 4 bytes of 12 and nothing more: `at-least 4` goes on, the whole
+    // body is waited for in vain (504, `sD`).
+    let srv = partial_server(b"HTTP/1.1 200 OK\r\nContent-Length: 12\r\n\r\n", &[b"abcd"]);
+    let e = response_waits(
+        "    http-response wait-for-body time 200ms at-least 4 if { status 201 }\n    http-response wait-for-body time 200ms\n    http-response set-header x-len %[res.body_len]",
+        srv,
+    );
+    let mut c = Client::connect(e.addr());
+    c.send(b"GET / HTTP/1.1\r\nHost: t\r\n\r\n");
+    let r = c.read_resp();
+    assert_eq!(r.status, 504);
+    let l = e
+        .wait_stdout(" 504 ", Duration::from_secs(10))
+        .expect("log line");
+    assert!(l.contains("be/s") && l.contains(" sD-- "), "{l}");
+}
+
+/// The backend of the `http-response deny` tests: an origin, and rules
+/// that deny by the request's path (kept in a variable).
+fn deny_rules(origin: std::net::SocketAddr) -> String {
+    format!(
+        "defaults\n    mode http\n    timeout client 5s\n    timeout server 5s\n    timeout connect 5s\n\
+         backend be\n    http-request set-var(txn.p) path\n\
+         \x20   http-response deny if {{ var(txn.p) -m str /plain }}\n\
+         \x20   http-response deny deny_status 403 if {{ var(txn.p) -m str /status }}\n\
+         \x20   http-response deny status 418 content-type text/plain string nope hdr x-why %[var(txn.p)] if {{ var(txn.p) -m str /reply }}\n\
+         \x20   http-response set-header x-passed yes\n\
+         \x20   server s {origin}\n"
+    )
+}
+
+#[test]
+fn http_response_deny_replaces_the_servers_answer() {
+    let o = Origin::start("deny", Mode::Ok);
+    let rules = deny_rules(o.addr);
+    let e = Ebb::start(&format!(
+        "global\n    log stdout format raw local0\n{rules}frontend fe\n    bind BIND\n    log global\n    option httplog\n    default_backend be\n"
+    ));
+    let port = free_port();
+    let hap = haproxy_with(
+        "deny-hap",
+        &format!("{rules}frontend fe\n    bind 127.0.0.1:{port}\n    default_backend be\n"),
+    );
+    let hap_addr: std::net::SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    let ask = |a: std::net::SocketAddr, path: &str| {
+        let mut c = Client::connect(a);
+        c.send(format!("GET {path} HTTP/1.1\r\nHost: t\r\n\r\n").as_bytes());
+        let r = c.read_resp();
+        let x = (
+            r.status,
+            r.header("x-why").map(String::from),
+            r.header("x-passed").is_some(),
+            r.text(),
+        );
+        (x, c)
+    };
+    let ((st, _, passed, _), mut c) = ask(e.addr(), "/plain");
+    assert_eq!((st, passed), (502, false));
+    assert!(c.closed(), "the connection closes after a denied response");
+    let ((st, _, _, _), _) = ask(e.addr(), "/status");
+    assert_eq!(st, 403);
+    let ((st, why, _, body), _) = ask(e.addr(), "/reply");
+    assert_eq!(
+        (st, why.as_deref(), body.as_str()),
+        (418, Some("/reply"), "nope")
+    );
+    let ((st, _, passed, _), _) = ask(e.addr(), "/ok");
+    assert_eq!((st, passed), (200, true));
+    let l = e
+        .wait_stdout("/plain", Duration::from_secs(10))
+        .expect("log line");
+    assert!(
+        l.contains("be/s") && l.contains(" 502 ") && l.contains(" PH-- "),
+        "{l}"
+    );
+    if hap.is_some() {
+        for p in ["/plain", "/status", "/reply", "/ok"] {
+            let (a, b) = (ask(e.addr(), p).0, ask(hap_addr, p).0);
+            assert_eq!(a, b, "{p}");
+        }
+    }
+}
+
+#[test]
+fn http_response_deny_covers_answers_ebb_builds_itself() {
+    let d = scratch("deny-files");
+    std::fs::write(d.join("a.txt"), "file").unwrap();
+    std::fs::write(d.join("secret.txt"), "secret").unwrap();
+    let e = Ebb::start(&format!(
+        "defaults\n    mode http\n    timeout client 5s\nfrontend fe\n    bind BIND\n    default_backend files\n\
+         backend files\n    http-request set-var(txn.p) path\n    http-response deny deny_status 451 if {{ var(txn.p) -m sub secret }}\n    serve-files \"{}\"\n",
+        d.display()
+    ));
+    assert_eq!(get(e.addr(), "/a.txt").text(), "file");
+    let r = get(e.addr(), "/secret.txt");
+    assert_eq!(r.status, 451);
+    assert!(!r.text().contains("secret"));
+}
