@@ -53,7 +53,8 @@ impl HeaderEdit {
         out.extend_from_slice(b"\r\n");
     }
 
-    /// Appends the value alone (sanitised as in [`HeaderEdit::write_field`]).
+    /// Appends the value alone (sanitised as in [`HeaderEdit::write_field`]);
+    /// spaces around it are kept, as HAProxy keeps them.
     pub fn render_value(&self, ctx: &Ctx<'_>, out: &mut Vec<u8>) {
         let at = out.len();
         match self.value.as_literal() {
@@ -67,15 +68,6 @@ impl HeaderEdit {
                 i += 1;
                 keep
             });
-        }
-        // Field values carry no leading or trailing whitespace (RFC 9110
-        // section 5.5).
-        let end = out.len();
-        let trimmed = out[at..end].trim_ascii().len();
-        if trimmed != end - at {
-            let lead = out[at..end].len() - out[at..end].trim_ascii_start().len();
-            out.drain(at..at + lead);
-            out.truncate(at + trimmed);
         }
     }
 }
