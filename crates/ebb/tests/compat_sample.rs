@@ -7,6 +7,7 @@ mod common;
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
+use std::path::Path;
 use std::time::Duration;
 
 use common::*;
@@ -99,5 +100,109 @@ fn header_values_keep_their_spaces() {
         let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
         wait_until("haproxy's listener", || TcpStream::connect(addr).is_ok());
         assert_eq!(spaces_seen(addr), want, "haproxy");
+    }
+}
+
+/// Process-wide variables of each type for the CLI tests, and a frontend.
+fn var_config(sock_line: &str, port: u16) -> String {
+    format!(
+        "global\n{sock_line}    set-var proc.i int(12)\n    set-var proc.s \"str(a\\x01b)\"\n    set-var proc.b bool(1)\n    set-var proc.bin bin(610062)\n\
+defaults\n    mode http\n    timeout client 10s\n    timeout server 10s\n    timeout connect 5s\n\
+frontend fe\n    bind 127.0.0.1:{port}\n    http-request return status 200 hdr x-t \"%[var(proc.t)]\"\n"
+    )
+}
+
+/// The CLI lines run against ebb and HAProxy, with ebb's expected answers.
+const VAR_CLI: &[(&str, &str)] = &[
+    ("get var proc.i", "proc.i: type=sint value=<12>\n"),
+    ("get var proc.s", "proc.s: type=str value=<a.b>\n"),
+    ("get var proc.b", "proc.b: type=bool value=<1>\n"),
+    ("get var proc.bin", "proc.bin: type=bin value=<a>\n"),
+    ("get var proc.nope", "Variable not found.\n\n"),
+    ("get var txn.i", "Variable not found.\n\n"),
+    ("get var", "Missing process-wide variable identifier.\n\n"),
+    (
+        "set var proc.i int(1)",
+        "This command is restricted to experimental mode only.\n\n",
+    ),
+    ("experimental-mode", "experimental-mode is OFF\n\n"),
+    (
+        "experimental-mode on; experimental-mode; set var proc.i int(7); get var proc.i",
+        "\nexperimental-mode is ON\n\n\nproc.i: type=sint value=<7>\n",
+    ),
+    (
+        "experimental-mode on; set var proc.t fmt %[var(proc.i)]\\ and\\ %[var(proc.s),length]; get var proc.t",
+        "\n\nproc.t: type=str value=<7 and 3>\n",
+    ),
+    (
+        "experimental-mode on; set var proc.u expr str(a\\ b),upper; get var proc.u",
+        "\n\nproc.u: type=str value=<A B>\n",
+    ),
+    (
+        "experimental-mode on; set var proc.u; get var proc.u",
+        "\nMissing either 'expr', 'fmt' or expression.\n\nproc.u: type=str value=<A B>\n",
+    ),
+];
+
+/// HAProxy's reg-test sample_fetches/vars: `get var` shows a process-wide
+/// variable's type and value, `set var` (experimental mode only) sets one
+/// from an expression or a format, and rules see the new value.
+#[test]
+fn cli_get_and_set_var() {
+    let dir = scratch("cli-var");
+    let sock = dir.join("ebb.sock");
+    let port = free_port();
+    let cfg = dir.join("ebb.cfg");
+    std::fs::write(
+        &cfg,
+        var_config(
+            &format!("    stats socket {} level admin\n", sock.display()),
+            port,
+        ),
+    )
+    .unwrap();
+    let _ebb = Ebb::start_args(&["-f", cfg.to_str().unwrap()], dir);
+    let mut got = Vec::new();
+    for (line, want) in VAR_CLI {
+        let out = cli_cmd(&sock, line);
+        assert_eq!(&out, want, "{line}");
+        got.push(out);
+    }
+    let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    let head = raw_head(
+        addr,
+        "GET / HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n",
+    );
+    assert_eq!(raw_field(&head, "x-t"), Some(b"7 and 3".to_vec()));
+    // An operator may read but not switch modes; a user may do neither.
+    let port2 = free_port();
+    let op = format!("{}.op", sock.display());
+    let dir2 = scratch("cli-var-op");
+    let cfg2 = dir2.join("ebb.cfg");
+    std::fs::write(
+        &cfg2,
+        var_config(
+            &format!(
+                "    stats socket {op} level operator\n    stats socket {op}.user level user\n"
+            ),
+            port2,
+        ),
+    )
+    .unwrap();
+    let _ebb2 = Ebb::start_args(&["-f", cfg2.to_str().unwrap()], dir2);
+    assert_eq!(
+        cli_cmd(Path::new(&op), "get var proc.i"),
+        "proc.i: type=sint value=<12>\n"
+    );
+    assert!(cli_cmd(Path::new(&op), "experimental-mode on").starts_with("Permission denied"));
+    assert!(cli_cmd(Path::new(&format!("{op}.user")), "get var proc.i")
+        .starts_with("Permission denied"));
+    let hport = free_port();
+    let rest = var_config("", hport);
+    let rest = rest.strip_prefix("global\n").unwrap_or(&rest);
+    if let Some(h) = haproxy_with("hap-cli-var", rest) {
+        for ((line, _), ours) in VAR_CLI.iter().zip(&got) {
+            assert_eq!(&cli_cmd(&h.sock, line), ours, "haproxy: {line}");
+        }
     }
 }
