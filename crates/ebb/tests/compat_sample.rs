@@ -206,3 +206,109 @@ fn cli_get_and_set_var() {
         }
     }
 }
+
+/// A PROXY v2 header (TCP4 127.0.0.1:42 -> 127.0.0.1:1337) with `tlvs`.
+fn pp2(tlvs: &[(u8, &[u8])]) -> Vec<u8> {
+    let mut body = vec![127, 0, 0, 1, 127, 0, 0, 1, 0, 42, 5, 57];
+    for (k, v) in tlvs {
+        body.push(*k);
+        body.extend_from_slice(&(v.len() as u16).to_be_bytes());
+        body.extend_from_slice(v);
+    }
+    let mut h = b"\r\n\r\n\0\r\nQUIT\n\x21\x11".to_vec();
+    h.extend_from_slice(&(body.len() as u16).to_be_bytes());
+    h.extend_from_slice(&body);
+    h
+}
+
+fn pp_config(b1: &str, b2: &str) -> String {
+    format!(
+        "defaults\n    mode http\n    timeout client 10s\n    timeout server 10s\n    timeout connect 5s\n\
+frontend fe\n    bind {b1} accept-proxy\n    bind {b2}\n\
+    http-after-response set-header x-auth \"%[fc_pp_authority]\"\n\
+    http-after-response set-header x-uid \"%[fc_pp_unique_id,hex]\"\n\
+    http-after-response set-header x-rcvd \"%[fc_rcvd_proxy]\"\n\
+    http-after-response set-header x-src \"%[src]:%[src_port]\"\n\
+    http-request return status 200\n"
+    )
+}
+
+/// What a client sees for a connection that starts with `pre`: the three
+/// fields, or `None` when the connection is closed without an answer.
+fn pp_seen(addr: SocketAddr, pre: &[u8]) -> Option<Vec<Option<Vec<u8>>>> {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    s.write_all(pre).unwrap();
+    let _ = s.write_all(b"GET / HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n");
+    let mut buf = Vec::new();
+    let _ = s.read_to_end(&mut buf);
+    if buf.is_empty() {
+        return None;
+    }
+    let head: Vec<Vec<u8>> = buf
+        .split(|&c| c == b'\n')
+        .map(|l| l.strip_suffix(b"\r").unwrap_or(l).to_vec())
+        .collect();
+    Some(
+        ["x-auth", "x-uid", "x-rcvd", "x-src"]
+            .iter()
+            .map(|n| raw_field(&head, n))
+            .collect(),
+    )
+}
+
+fn pp_cases(pp: SocketAddr, plain: SocketAddr) -> Vec<Option<Vec<Option<Vec<u8>>>>> {
+    let big_auth = vec![b'a'; 256];
+    let big_uid = vec![b'u'; 129];
+    vec![
+        pp_seen(
+            pp,
+            &pp2(&[(2, b"www.example.com"), (5, b"12345"), (4, b"xx")]),
+        ),
+        pp_seen(pp, &pp2(&[])),
+        pp_seen(pp, b"PROXY TCP4 192.0.2.1 192.0.2.2 5000 80\r\n"),
+        pp_seen(pp, &pp2(&[(2, &big_auth)])),
+        pp_seen(pp, &pp2(&[(5, &big_uid)])),
+        pp_seen(plain, b""),
+    ]
+}
+
+/// HAProxy's reg-tests stream/unique-id-from-proxy and
+/// connection/proxy_protocol_tlv_validation: `fc_pp_authority`,
+/// `fc_pp_unique_id` and `fc_rcvd_proxy` read the PROXY header the
+/// connection began with; an authority over 255 bytes or a unique id over
+/// 128 is a bad header (the connection is closed).
+#[test]
+fn proxy_header_fetches() {
+    let ebb = Ebb::start(&pp_config("BIND", "BIND"));
+    let seen = pp_cases(ebb.addrs[0], ebb.addrs[1]);
+    let f = |v: &str| Some(v.as_bytes().to_vec());
+    assert_eq!(
+        seen[0],
+        Some(vec![
+            f("www.example.com"),
+            f("3132333435"),
+            f("1"),
+            f("127.0.0.1:42")
+        ])
+    );
+    assert_eq!(seen[1], Some(vec![f(""), f(""), f("1"), f("127.0.0.1:42")]));
+    assert_eq!(
+        seen[2],
+        Some(vec![f(""), f(""), f("1"), f("192.0.2.1:5000")])
+    );
+    assert_eq!(seen[3], None);
+    assert_eq!(seen[4], None);
+    let plain = seen[5].clone().unwrap();
+    assert_eq!(plain[..3], [f(""), f(""), f("0")]);
+    let (p1, p2) = (free_port(), free_port());
+    let cfg = pp_config(&format!("127.0.0.1:{p1}"), &format!("127.0.0.1:{p2}"));
+    if let Some(_h) = haproxy_with("hap-pp", &cfg) {
+        let a1: SocketAddr = format!("127.0.0.1:{p1}").parse().unwrap();
+        let a2: SocketAddr = format!("127.0.0.1:{p2}").parse().unwrap();
+        wait_until("haproxy's listener", || TcpStream::connect(a2).is_ok());
+        let theirs = pp_cases(a1, a2);
+        assert_eq!(theirs[..5], seen[..5], "haproxy");
+        assert_eq!(theirs[5].as_ref().unwrap()[..3], plain[..3], "haproxy");
+    }
+}

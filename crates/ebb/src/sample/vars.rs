@@ -171,6 +171,10 @@ pub struct VarStore {
     /// The `name` of the bind line the connection came through
     /// (`so_name`).
     pub so_name: Option<std::sync::Arc<str>>,
+    /// The TLVs of the PROXY header the connection began with
+    /// (`accept-proxy`; empty for v1); `None` without a header
+    /// (`fc_rcvd_proxy`, `fc_pp_authority`, `fc_pp_unique_id`).
+    pub pp_tlvs: Option<std::sync::Arc<[crate::proxyproto::Tlv]>>,
     /// `capture request|response header` values of the exchange.
     pub req_caps: Vec<Option<Vec<u8>>>,
     pub res_caps: Vec<Option<Vec<u8>>>,
