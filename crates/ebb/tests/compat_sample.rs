@@ -312,3 +312,116 @@ fn proxy_header_fetches() {
         assert_eq!(theirs[5].as_ref().unwrap()[..3], plain[..3], "haproxy");
     }
 }
+
+/// A message with `|` for FIX's SOH delimiter.
+fn fix(s: &str) -> Vec<u8> {
+    s.bytes().map(|c| if c == b'|' { 1 } else { c }).collect()
+}
+
+const FIX_LOGON: &str = "8=FIX.4.4|9=97|35=A|49=CLIENT1|56=EXECUTOR|34=1|52=20201029-13:02:44.535360|98=0|108=30|141=Y|553=user|554=pass|10=083|";
+const FIX_REPLY: &str = "8=FIX.4.4|9=79|35=A|34=1|49=EXECUTOR|52=20201029-13:02:44.535360|56=CLIENT1|98=0|108=30|141=Y|10=038|";
+
+/// A FIX server: answers each connection, once it has a whole message,
+/// with `FIX_REPLY` (or a reply with a wrong checksum when the message's
+/// MsgType is `B`), then closes.
+fn fix_server() -> SocketAddr {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for c in l.incoming() {
+            let Ok(mut c) = c else { return };
+            std::thread::spawn(move || {
+                let mut got = Vec::new();
+                let mut tmp = [0u8; 1024];
+                while !got.windows(4).any(|w| w == b"\x0110=") || got.last() != Some(&1) {
+                    match c.read(&mut tmp) {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => got.extend_from_slice(&tmp[..n]),
+                    }
+                }
+                let reply = if got.windows(6).any(|w| w == b"\x0135=B\x01") {
+                    fix(&FIX_REPLY.replace("10=038", "10=039"))
+                } else {
+                    fix(FIX_REPLY)
+                };
+                let _ = c.write_all(&reply);
+            });
+        }
+    });
+    addr
+}
+
+fn fix_config(bind: &str, server: SocketAddr) -> String {
+    format!(
+        "defaults\n    mode tcp\n    timeout client 10s\n    timeout server 10s\n    timeout connect 5s\n\
+frontend fe\n    bind {bind}\n    tcp-request inspect-delay 10s\n\
+    tcp-request content reject unless {{ req.payload(0,0),fix_is_valid }}\n\
+    tcp-request content set-var(sess.sender) req.payload(0,0),fix_tag_value(SenderCompID)\n\
+    tcp-request content set-var(sess.user) req.payload(0,0),fix_tag_value(553)\n\
+    tcp-request content reject unless {{ var(sess.sender) -m str CLIENT1 }} {{ var(sess.user) -m str user }}\n\
+    default_backend be\n\
+backend be\n    tcp-response inspect-delay 10s\n\
+    tcp-response content reject unless {{ res.payload(0,0),fix_is_valid }}\n\
+    server s {server}\n"
+    )
+}
+
+/// Sends `parts` one after the other (a pause between them so they
+/// arrive apart) and returns what comes back before the close.
+fn fix_exchange(addr: SocketAddr, parts: &[&[u8]]) -> Vec<u8> {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    for (i, p) in parts.iter().enumerate() {
+        if i > 0 {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        if s.write_all(p).is_err() {
+            break;
+        }
+    }
+    let mut out = Vec::new();
+    let _ = s.read_to_end(&mut out);
+    out
+}
+
+fn fix_cases(addr: SocketAddr) -> Vec<Vec<u8>> {
+    let logon = fix(FIX_LOGON);
+    let (a, b) = logon.split_at(40);
+    let other = fix(&FIX_LOGON
+        .replace("35=A", "35=B")
+        .replace("10=083", "10=084"));
+    vec![
+        // Whole, then in two parts: the rule waits for the rest.
+        fix_exchange(addr, &[&logon]),
+        fix_exchange(addr, &[a, b]),
+        // A wrong checksum, a wrong sender: refused.
+        fix_exchange(addr, &[&fix(&FIX_LOGON.replace("10=083", "10=082"))]),
+        fix_exchange(
+            addr,
+            &[&fix(&FIX_LOGON
+                .replace("CLIENT1", "CLIENT2")
+                .replace("10=083", "10=084"))],
+        ),
+        // A server answer with a wrong checksum: refused too.
+        fix_exchange(addr, &[&other]),
+    ]
+}
+
+/// HAProxy's reg-test converter/fix: `fix_is_valid` and `fix_tag_value`
+/// on the first bytes of each side, in `tcp-request content` and
+/// `tcp-response content` rules; a condition that fails on a message not
+/// whole yet waits for more bytes (HAProxy's MISS) instead of deciding.
+#[test]
+fn fix_converters() {
+    let srv = fix_server();
+    let ebb = Ebb::start(&fix_config("BIND", srv));
+    let seen = fix_cases(ebb.addr());
+    let want: Vec<Vec<u8>> = vec![fix(FIX_REPLY), fix(FIX_REPLY), vec![], vec![], vec![]];
+    assert_eq!(seen, want);
+    let port = free_port();
+    if let Some(_h) = haproxy_with("hap-fix", &fix_config(&format!("127.0.0.1:{port}"), srv)) {
+        let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+        wait_until("haproxy's listener", || TcpStream::connect(addr).is_ok());
+        assert_eq!(fix_cases(addr), want, "haproxy");
+    }
+}
