@@ -121,10 +121,15 @@ pub fn run_rules_addrs(
         if let Some(c) = may_change {
             c.set(false);
         }
-        if !m.holds(r.cond.as_ref(), ctx) {
-            if may_change.is_some_and(Cell::get) {
-                return Verdict::Wait(i);
-            }
+        // While content is inspected, a condition whose answer may still
+        // change (HAProxy's ACL_TEST_MISS) makes the walk wait here.
+        // Without a way to wait, the rule decides on what arrived.
+        let holds = match m.holds_or_miss(r.cond.as_ref(), ctx) {
+            None if may_change.is_some() => return Verdict::Wait(i),
+            None => m.holds(r.cond.as_ref(), ctx),
+            Some(h) => h,
+        };
+        if !holds {
             continue;
         }
         match &r.act {

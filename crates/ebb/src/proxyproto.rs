@@ -398,6 +398,11 @@ fn parse_v2(buf: &[u8]) -> Parsed {
             }
             crc_at = Some(p + 3);
         }
+        // HAProxy's limits: an authority of at most 255 bytes
+        // (PP2_AUTHORITY_MAX), a unique id of at most 128 (UNIQUEID_LEN).
+        if (kind == tlv::AUTHORITY && l > 255) || (kind == tlv::UNIQUE_ID && l > 128) {
+            return Parsed::Error(Error::V2Tlv);
+        }
         tlvs.push(Tlv {
             kind,
             value: buf[p + 3..p + 3 + l].to_vec(),

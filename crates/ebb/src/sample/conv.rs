@@ -98,6 +98,9 @@ pub(super) enum Conv {
     },
     /// `strcmp(var)`.
     StrCmp(super::VarRef),
+    /// `fix_is_valid`, `fix_tag_value(TAG)` (the tag's id).
+    FixIsValid,
+    FixTagValue(u32),
 }
 
 /// The argument of an arithmetic converter: an integer, or a variable
@@ -207,6 +210,17 @@ impl Conv {
             "b64dec" => none(Conv::B64Dec),
             "hex" => none(Conv::Hex),
             "length" => none(Conv::Length),
+            "fix_is_valid" => none(Conv::FixIsValid),
+            "fix_tag_value" => {
+                count(name, args, 1, 1)?;
+                match super::fix::tag_id(&args[0]) {
+                    0 => Err(format!(
+                        "converter '{name}': Unknown FIX tag name '{}'",
+                        args[0]
+                    )),
+                    id => Ok(Conv::FixTagValue(id)),
+                }
+            }
             "neg" => none(Conv::Neg),
             "host_only" => none(Conv::HostOnly),
             "json_query" => {
@@ -509,7 +523,9 @@ impl Conv {
             | Conv::Xxh(..)
             | Conv::Be2 { .. }
             | Conv::Ub64Enc
-            | Conv::Digest(_) => Type::Bin,
+            | Conv::Digest(_)
+            | Conv::FixIsValid
+            | Conv::FixTagValue(_) => Type::Bin,
             Conv::Iif(..) => Type::Bool,
             Conv::Arith(..) | Conv::Neg | Conv::HttpDate { .. } => Type::Int,
             Conv::IpMask { .. } => Type::Ip,
@@ -520,7 +536,12 @@ impl Conv {
 
     pub(super) fn out_type(&self, _input: Type) -> Type {
         match self {
-            Conv::B64Dec | Conv::Bytes { .. } | Conv::Ub64Dec | Conv::Digest(_) => Type::Bin,
+            Conv::B64Dec
+            | Conv::Bytes { .. }
+            | Conv::Ub64Dec
+            | Conv::Digest(_)
+            | Conv::FixTagValue(_) => Type::Bin,
+            Conv::FixIsValid => Type::Bool,
             Conv::Length
             | Conv::Arith(..)
             | Conv::Neg
@@ -666,6 +687,44 @@ impl Conv {
                 Some(Val::Bin)
             }
             Conv::Length => Some(Val::Int(s.cur.len() as i64)),
+            Conv::FixIsValid | Conv::FixTagValue(_) => {
+                // The converter decides whether more bytes could change
+                // its answer (HAProxy clears the fetch's SMP_F_MAY_CHANGE
+                // and sets it only when the message needs more data).
+                let more = || {
+                    if let Some(p) = ctx.payload {
+                        p.unsure();
+                    }
+                };
+                if let Some(p) = ctx.payload {
+                    p.may_change.set(false);
+                }
+                match self {
+                    Conv::FixIsValid => match super::fix::validate(&s.cur) {
+                        super::fix::Verdict::Valid => Some(Val::Bool(true)),
+                        super::fix::Verdict::Invalid => Some(Val::Bool(false)),
+                        super::fix::Verdict::NeedMore => {
+                            more();
+                            None
+                        }
+                    },
+                    Conv::FixTagValue(id) => match super::fix::tag_value(&s.cur, *id) {
+                        // An empty value is no value (HAProxy's test on
+                        // the length), and asks for more as it does.
+                        super::fix::Found::Value(r) if !r.is_empty() => {
+                            s.cur.truncate(r.end);
+                            s.cur.drain(..r.start);
+                            Some(Val::Bin)
+                        }
+                        super::fix::Found::Absent => None,
+                        _ => {
+                            more();
+                            None
+                        }
+                    },
+                    _ => None,
+                }
+            }
             Conv::Arith(op, arg) => {
                 let Val::Int(x) = v else { return None };
                 let y = match arg {

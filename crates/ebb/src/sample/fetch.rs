@@ -90,6 +90,11 @@ pub(super) enum Fetch {
     UniqueId,
     /// `so_name`: the `name` of the connection's bind line (none without).
     SoName,
+    /// `fc_pp_authority`, `fc_pp_unique_id`: the value of the last TLV of
+    /// that type in the PROXY header the connection began with.
+    PpTlv(u8),
+    /// `fc_rcvd_proxy`: the connection began with a PROXY header.
+    RcvdProxy,
     /// `fe_conn([FE])`, `be_conn([BE])`, `srv_conn([BE/]SRV)`: live
     /// connection counts (no proxy named: the exchange's).
     Count {
@@ -365,6 +370,9 @@ impl Fetch {
                 Ok(Fetch::Uuid)
             }
             "so_name" => none(Fetch::SoName),
+            "fc_pp_authority" => none(Fetch::PpTlv(crate::proxyproto::tlv::AUTHORITY)),
+            "fc_pp_unique_id" => none(Fetch::PpTlv(crate::proxyproto::tlv::UNIQUE_ID)),
+            "fc_rcvd_proxy" => none(Fetch::RcvdProxy),
             "fe_conn" | "be_conn" | "srv_conn" => {
                 let what = match name {
                     "fe_conn" => super::Count::FeConn,
@@ -507,6 +515,8 @@ impl Fetch {
             | Fetch::Uuid
             | Fetch::UniqueId
             | Fetch::SoName
+            | Fetch::PpTlv(_)
+            | Fetch::RcvdProxy
             | Fetch::Count { .. }
             | Fetch::Var(..)
             // Stick-table counters: known without reading the connection.
@@ -581,7 +591,11 @@ impl Fetch {
             | Fetch::Int(_)
             | Fetch::Date(_)
             | Fetch::Rand(_) => Type::Int,
-            Fetch::SslFc | Fetch::Bool(_) | Fetch::FirstReq | Fetch::CacheHit => Type::Bool,
+            Fetch::SslFc
+            | Fetch::Bool(_)
+            | Fetch::FirstReq
+            | Fetch::CacheHit
+            | Fetch::RcvdProxy => Type::Bool,
             // Typed when set; converters cast at run time from a string.
             Fetch::Var(..) => Type::Str,
             Fetch::Method => Type::Meth,
@@ -855,6 +869,20 @@ impl Fetch {
             Fetch::SoName => {
                 let name = ctx.vars?.try_borrow().ok()?.so_name.clone()?;
                 put(s, name.as_bytes())
+            }
+            Fetch::PpTlv(kind) => {
+                let st = ctx.vars?.try_borrow().ok()?;
+                let t = st
+                    .pp_tlvs
+                    .as_ref()?
+                    .iter()
+                    .rev()
+                    .find(|t| t.kind == *kind)?;
+                put(s, &t.value)
+            }
+            Fetch::RcvdProxy => {
+                let st = ctx.vars?.try_borrow().ok()?;
+                Some(Val::Bool(st.pp_tlvs.is_some()))
             }
             Fetch::UniqueId => {
                 let st = ctx.vars?.try_borrow().ok()?;

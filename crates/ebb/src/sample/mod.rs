@@ -22,6 +22,7 @@
 
 mod conv;
 mod fetch;
+mod fix;
 pub mod hash;
 mod jsonq;
 mod logfmt;

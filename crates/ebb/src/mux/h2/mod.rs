@@ -308,6 +308,7 @@ impl<S: Exchange + Default + 'static> H2Conn<S> {
         let vars = crate::sample::VarStore {
             sess: self.session.1.borrow().sess.clone(),
             so_name: self.session.1.borrow().so_name.clone(),
+            pp_tlvs: self.session.1.borrow().pp_tlvs.clone(),
             h2: true,
             ..Default::default()
         };

@@ -1,0 +1,427 @@
+//! HAProxy 2.6 compatibility of the sample engine and the CLI through the
+//! real binary (issue 14): header values keep their spaces, the CLI's
+//! `get var`/`set var` and `experimental-mode`; each compared with
+//! `haproxy` side by side where it is installed.
+
+mod common;
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::Path;
+use std::time::Duration;
+
+use common::*;
+
+/// Sends `req` on a new connection and returns the response head's field
+/// lines exactly as received (no trimming), up to the empty line.
+fn raw_head(addr: SocketAddr, req: &str) -> Vec<Vec<u8>> {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    s.write_all(req.as_bytes()).unwrap();
+    let mut buf = Vec::new();
+    let mut tmp = [0u8; 4096];
+    while !buf.windows(4).any(|w| w == b"\r\n\r\n") {
+        match s.read(&mut tmp) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => buf.extend_from_slice(&tmp[..n]),
+        }
+    }
+    let end = buf
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .unwrap_or(buf.len());
+    buf[..end]
+        .split(|&c| c == b'\n')
+        .map(|l| l.strip_suffix(b"\r").unwrap_or(l).to_vec())
+        .collect()
+}
+
+/// The value of field `name` as sent, every byte after `name: `.
+fn raw_field(head: &[Vec<u8>], name: &str) -> Option<Vec<u8>> {
+    head.iter().find_map(|l| {
+        let p = l.iter().position(|&c| c == b':')?;
+        if !l[..p].eq_ignore_ascii_case(name.as_bytes()) {
+            return None;
+        }
+        let v = &l[p + 1..];
+        Some(v.strip_prefix(b" ").unwrap_or(v).to_vec())
+    })
+}
+
+/// A proxy section that answers itself, with the rules `rules`.
+fn answering(bind: &str, rules: &str) -> String {
+    format!(
+        "defaults\n    mode http\n    timeout client 10s\n    timeout server 10s\n    timeout connect 5s\n\
+frontend fe\n    bind {bind}\n{rules}    http-request return status 200\n"
+    )
+}
+
+const SPACES: &str = "    http-request set-var(txn.url) url\n\
+    http-request set-var(txn.enc) str(foo=bar+42\\ 42\\ ),url_enc\n\
+    http-after-response set-header x-dec0 \"%[var(txn.url),url_dec]\"\n\
+    http-after-response set-header x-dec1 \"%[var(txn.url),url_dec(1)]\"\n\
+    http-after-response set-header x-enc \"%[var(txn.enc)]\"\n\
+    http-after-response set-header x-back \"%[var(txn.enc),url_dec]\"\n\
+    http-after-response set-header x-lead \"  a \"\n";
+
+fn spaces_seen(addr: SocketAddr) -> Vec<Option<Vec<u8>>> {
+    let head = raw_head(
+        addr,
+        "GET /bla+%20?foo%3Dbar%2B42+42%20 HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n",
+    );
+    ["x-dec0", "x-dec1", "x-enc", "x-back", "x-lead"]
+        .iter()
+        .map(|n| raw_field(&head, n))
+        .collect()
+}
+
+/// HAProxy's reg-tests converter/url_dec and converter/url_enc: a value
+/// ending (or starting) with spaces is sent with them.
+#[test]
+fn header_values_keep_their_spaces() {
+    let ebb = Ebb::start(&answering("BIND", SPACES));
+    let seen = spaces_seen(ebb.addr());
+    let want: Vec<Option<Vec<u8>>> = [
+        "/bla+ ?foo=bar+42 42 ",
+        "/bla  ?foo=bar+42 42 ",
+        "foo%3Dbar%2B42%2042%20",
+        "foo=bar+42 42 ",
+        "  a ",
+    ]
+    .iter()
+    .map(|v| Some(v.as_bytes().to_vec()))
+    .collect();
+    assert_eq!(seen, want);
+    let port = free_port();
+    if let Some(_h) = haproxy_with(
+        "hap-spaces",
+        &answering(&format!("127.0.0.1:{port}"), SPACES),
+    ) {
+        let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+        wait_until("haproxy's listener", || TcpStream::connect(addr).is_ok());
+        assert_eq!(spaces_seen(addr), want, "haproxy");
+    }
+}
+
+/// Process-wide variables of each type for the CLI tests, and a frontend.
+fn var_config(sock_line: &str, port: u16) -> String {
+    format!(
+        "global\n{sock_line}    set-var proc.i int(12)\n    set-var proc.s \"str(a\\x01b)\"\n    set-var proc.b bool(1)\n    set-var proc.bin bin(610062)\n\
+defaults\n    mode http\n    timeout client 10s\n    timeout server 10s\n    timeout connect 5s\n\
+frontend fe\n    bind 127.0.0.1:{port}\n    http-request return status 200 hdr x-t \"%[var(proc.t)]\"\n"
+    )
+}
+
+/// The CLI lines run against ebb and HAProxy, with ebb's expected answers.
+const VAR_CLI: &[(&str, &str)] = &[
+    ("get var proc.i", "proc.i: type=sint value=<12>\n"),
+    ("get var proc.s", "proc.s: type=str value=<a.b>\n"),
+    ("get var proc.b", "proc.b: type=bool value=<1>\n"),
+    ("get var proc.bin", "proc.bin: type=bin value=<a>\n"),
+    ("get var proc.nope", "Variable not found.\n\n"),
+    ("get var txn.i", "Variable not found.\n\n"),
+    ("get var", "Missing process-wide variable identifier.\n\n"),
+    (
+        "set var proc.i int(1)",
+        "This command is restricted to experimental mode only.\n\n",
+    ),
+    ("experimental-mode", "experimental-mode is OFF\n\n"),
+    (
+        "experimental-mode on; experimental-mode; set var proc.i int(7); get var proc.i",
+        "\nexperimental-mode is ON\n\n\nproc.i: type=sint value=<7>\n",
+    ),
+    (
+        "experimental-mode on; set var proc.t fmt %[var(proc.i)]\\ and\\ %[var(proc.s),length]; get var proc.t",
+        "\n\nproc.t: type=str value=<7 and 3>\n",
+    ),
+    (
+        "experimental-mode on; set var proc.u expr str(a\\ b),upper; get var proc.u",
+        "\n\nproc.u: type=str value=<A B>\n",
+    ),
+    (
+        "experimental-mode on; set var proc.u; get var proc.u",
+        "\nMissing either 'expr', 'fmt' or expression.\n\nproc.u: type=str value=<A B>\n",
+    ),
+];
+
+/// HAProxy's reg-test sample_fetches/vars: `get var` shows a process-wide
+/// variable's type and value, `set var` (experimental mode only) sets one
+/// from an expression or a format, and rules see the new value.
+#[test]
+fn cli_get_and_set_var() {
+    let dir = scratch("cli-var");
+    let sock = dir.join("ebb.sock");
+    let port = free_port();
+    let cfg = dir.join("ebb.cfg");
+    std::fs::write(
+        &cfg,
+        var_config(
+            &format!("    stats socket {} level admin\n", sock.display()),
+            port,
+        ),
+    )
+    .unwrap();
+    let _ebb = Ebb::start_args(&["-f", cfg.to_str().unwrap()], dir);
+    let mut got = Vec::new();
+    for (line, want) in VAR_CLI {
+        let out = cli_cmd(&sock, line);
+        assert_eq!(&out, want, "{line}");
+        got.push(out);
+    }
+    let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    let head = raw_head(
+        addr,
+        "GET / HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n",
+    );
+    assert_eq!(raw_field(&head, "x-t"), Some(b"7 and 3".to_vec()));
+    // An operator may read but not switch modes; a user may do neither.
+    let port2 = free_port();
+    let op = format!("{}.op", sock.display());
+    let dir2 = scratch("cli-var-op");
+    let cfg2 = dir2.join("ebb.cfg");
+    std::fs::write(
+        &cfg2,
+        var_config(
+            &format!(
+                "    stats socket {op} level operator\n    stats socket {op}.user level user\n"
+            ),
+            port2,
+        ),
+    )
+    .unwrap();
+    let _ebb2 = Ebb::start_args(&["-f", cfg2.to_str().unwrap()], dir2);
+    assert_eq!(
+        cli_cmd(Path::new(&op), "get var proc.i"),
+        "proc.i: type=sint value=<12>\n"
+    );
+    assert!(cli_cmd(Path::new(&op), "experimental-mode on").starts_with("Permission denied"));
+    assert!(cli_cmd(Path::new(&format!("{op}.user")), "get var proc.i")
+        .starts_with("Permission denied"));
+    let hport = free_port();
+    let rest = var_config("", hport);
+    let rest = rest.strip_prefix("global\n").unwrap_or(&rest);
+    if let Some(h) = haproxy_with("hap-cli-var", rest) {
+        for ((line, _), ours) in VAR_CLI.iter().zip(&got) {
+            assert_eq!(&cli_cmd(&h.sock, line), ours, "haproxy: {line}");
+        }
+    }
+}
+
+/// A PROXY v2 header (TCP4 127.0.0.1:42 -> 127.0.0.1:1337) with `tlvs`.
+fn pp2(tlvs: &[(u8, &[u8])]) -> Vec<u8> {
+    let mut body = vec![127, 0, 0, 1, 127, 0, 0, 1, 0, 42, 5, 57];
+    for (k, v) in tlvs {
+        body.push(*k);
+        body.extend_from_slice(&(v.len() as u16).to_be_bytes());
+        body.extend_from_slice(v);
+    }
+    let mut h = b"\r\n\r\n\0\r\nQUIT\n\x21\x11".to_vec();
+    h.extend_from_slice(&(body.len() as u16).to_be_bytes());
+    h.extend_from_slice(&body);
+    h
+}
+
+fn pp_config(b1: &str, b2: &str) -> String {
+    format!(
+        "defaults\n    mode http\n    timeout client 10s\n    timeout server 10s\n    timeout connect 5s\n\
+frontend fe\n    bind {b1} accept-proxy\n    bind {b2}\n\
+    http-after-response set-header x-auth \"%[fc_pp_authority]\"\n\
+    http-after-response set-header x-uid \"%[fc_pp_unique_id,hex]\"\n\
+    http-after-response set-header x-rcvd \"%[fc_rcvd_proxy]\"\n\
+    http-after-response set-header x-src \"%[src]:%[src_port]\"\n\
+    http-request return status 200\n"
+    )
+}
+
+/// What a client sees for a connection that starts with `pre`: the three
+/// fields, or `None` when the connection is closed without an answer.
+fn pp_seen(addr: SocketAddr, pre: &[u8]) -> Option<Vec<Option<Vec<u8>>>> {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    s.write_all(pre).unwrap();
+    let _ = s.write_all(b"GET / HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n");
+    let mut buf = Vec::new();
+    let _ = s.read_to_end(&mut buf);
+    if buf.is_empty() {
+        return None;
+    }
+    let head: Vec<Vec<u8>> = buf
+        .split(|&c| c == b'\n')
+        .map(|l| l.strip_suffix(b"\r").unwrap_or(l).to_vec())
+        .collect();
+    Some(
+        ["x-auth", "x-uid", "x-rcvd", "x-src"]
+            .iter()
+            .map(|n| raw_field(&head, n))
+            .collect(),
+    )
+}
+
+fn pp_cases(pp: SocketAddr, plain: SocketAddr) -> Vec<Option<Vec<Option<Vec<u8>>>>> {
+    let big_auth = vec![b'a'; 256];
+    let big_uid = vec![b'u'; 129];
+    vec![
+        pp_seen(
+            pp,
+            &pp2(&[(2, b"www.example.com"), (5, b"12345"), (4, b"xx")]),
+        ),
+        pp_seen(pp, &pp2(&[])),
+        pp_seen(pp, b"PROXY TCP4 192.0.2.1 192.0.2.2 5000 80\r\n"),
+        pp_seen(pp, &pp2(&[(2, &big_auth)])),
+        pp_seen(pp, &pp2(&[(5, &big_uid)])),
+        pp_seen(plain, b""),
+    ]
+}
+
+/// HAProxy's reg-tests stream/unique-id-from-proxy and
+/// connection/proxy_protocol_tlv_validation: `fc_pp_authority`,
+/// `fc_pp_unique_id` and `fc_rcvd_proxy` read the PROXY header the
+/// connection began with; an authority over 255 bytes or a unique id over
+/// 128 is a bad header (the connection is closed).
+#[test]
+fn proxy_header_fetches() {
+    let ebb = Ebb::start(&pp_config("BIND", "BIND"));
+    let seen = pp_cases(ebb.addrs[0], ebb.addrs[1]);
+    let f = |v: &str| Some(v.as_bytes().to_vec());
+    assert_eq!(
+        seen[0],
+        Some(vec![
+            f("www.example.com"),
+            f("3132333435"),
+            f("1"),
+            f("127.0.0.1:42")
+        ])
+    );
+    assert_eq!(seen[1], Some(vec![f(""), f(""), f("1"), f("127.0.0.1:42")]));
+    assert_eq!(
+        seen[2],
+        Some(vec![f(""), f(""), f("1"), f("192.0.2.1:5000")])
+    );
+    assert_eq!(seen[3], None);
+    assert_eq!(seen[4], None);
+    let plain = seen[5].clone().unwrap();
+    assert_eq!(plain[..3], [f(""), f(""), f("0")]);
+    let (p1, p2) = (free_port(), free_port());
+    let cfg = pp_config(&format!("127.0.0.1:{p1}"), &format!("127.0.0.1:{p2}"));
+    if let Some(_h) = haproxy_with("hap-pp", &cfg) {
+        let a1: SocketAddr = format!("127.0.0.1:{p1}").parse().unwrap();
+        let a2: SocketAddr = format!("127.0.0.1:{p2}").parse().unwrap();
+        wait_until("haproxy's listener", || TcpStream::connect(a2).is_ok());
+        let theirs = pp_cases(a1, a2);
+        assert_eq!(theirs[..5], seen[..5], "haproxy");
+        assert_eq!(theirs[5].as_ref().unwrap()[..3], plain[..3], "haproxy");
+    }
+}
+
+/// A message with `|` for FIX's SOH delimiter.
+fn fix(s: &str) -> Vec<u8> {
+    s.bytes().map(|c| if c == b'|' { 1 } else { c }).collect()
+}
+
+const FIX_LOGON: &str = "8=FIX.4.4|9=97|35=A|49=CLIENT1|56=EXECUTOR|34=1|52=20201029-13:02:44.535360|98=0|108=30|141=Y|553=user|554=pass|10=083|";
+const FIX_REPLY: &str = "8=FIX.4.4|9=79|35=A|34=1|49=EXECUTOR|52=20201029-13:02:44.535360|56=CLIENT1|98=0|108=30|141=Y|10=038|";
+
+/// A FIX server: answers each connection, once it has a whole message,
+/// with `FIX_REPLY` (or a reply with a wrong checksum when the message's
+/// MsgType is `B`), then closes.
+fn fix_server() -> SocketAddr {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for c in l.incoming() {
+            let Ok(mut c) = c else { return };
+            std::thread::spawn(move || {
+                let mut got = Vec::new();
+                let mut tmp = [0u8; 1024];
+                while !got.windows(4).any(|w| w == b"\x0110=") || got.last() != Some(&1) {
+                    match c.read(&mut tmp) {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => got.extend_from_slice(&tmp[..n]),
+                    }
+                }
+                let reply = if got.windows(6).any(|w| w == b"\x0135=B\x01") {
+                    fix(&FIX_REPLY.replace("10=038", "10=039"))
+                } else {
+                    fix(FIX_REPLY)
+                };
+                let _ = c.write_all(&reply);
+            });
+        }
+    });
+    addr
+}
+
+fn fix_config(bind: &str, server: SocketAddr) -> String {
+    format!(
+        "defaults\n    mode tcp\n    timeout client 10s\n    timeout server 10s\n    timeout connect 5s\n\
+frontend fe\n    bind {bind}\n    tcp-request inspect-delay 10s\n\
+    tcp-request content reject unless {{ req.payload(0,0),fix_is_valid }}\n\
+    tcp-request content set-var(sess.sender) req.payload(0,0),fix_tag_value(SenderCompID)\n\
+    tcp-request content set-var(sess.user) req.payload(0,0),fix_tag_value(553)\n\
+    tcp-request content reject unless {{ var(sess.sender) -m str CLIENT1 }} {{ var(sess.user) -m str user }}\n\
+    default_backend be\n\
+backend be\n    tcp-response inspect-delay 10s\n\
+    tcp-response content reject unless {{ res.payload(0,0),fix_is_valid }}\n\
+    server s {server}\n"
+    )
+}
+
+/// Sends `parts` one after the other (a pause between them so they
+/// arrive apart) and returns what comes back before the close.
+fn fix_exchange(addr: SocketAddr, parts: &[&[u8]]) -> Vec<u8> {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    for (i, p) in parts.iter().enumerate() {
+        if i > 0 {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        if s.write_all(p).is_err() {
+            break;
+        }
+    }
+    let mut out = Vec::new();
+    let _ = s.read_to_end(&mut out);
+    out
+}
+
+fn fix_cases(addr: SocketAddr) -> Vec<Vec<u8>> {
+    let logon = fix(FIX_LOGON);
+    let (a, b) = logon.split_at(40);
+    let other = fix(&FIX_LOGON
+        .replace("35=A", "35=B")
+        .replace("10=083", "10=084"));
+    vec![
+        // Whole, then in two parts: the rule waits for the rest.
+        fix_exchange(addr, &[&logon]),
+        fix_exchange(addr, &[a, b]),
+        // A wrong checksum, a wrong sender: refused.
+        fix_exchange(addr, &[&fix(&FIX_LOGON.replace("10=083", "10=082"))]),
+        fix_exchange(
+            addr,
+            &[&fix(&FIX_LOGON
+                .replace("CLIENT1", "CLIENT2")
+                .replace("10=083", "10=084"))],
+        ),
+        // A server answer with a wrong checksum: refused too.
+        fix_exchange(addr, &[&other]),
+    ]
+}
+
+/// HAProxy's reg-test converter/fix: `fix_is_valid` and `fix_tag_value`
+/// on the first bytes of each side, in `tcp-request content` and
+/// `tcp-response content` rules; a condition that fails on a message not
+/// whole yet waits for more bytes (HAProxy's MISS) instead of deciding.
+#[test]
+fn fix_converters() {
+    let srv = fix_server();
+    let ebb = Ebb::start(&fix_config("BIND", srv));
+    let seen = fix_cases(ebb.addr());
+    let want: Vec<Vec<u8>> = vec![fix(FIX_REPLY), fix(FIX_REPLY), vec![], vec![], vec![]];
+    assert_eq!(seen, want);
+    let port = free_port();
+    if let Some(_h) = haproxy_with("hap-fix", &fix_config(&format!("127.0.0.1:{port}"), srv)) {
+        let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+        wait_until("haproxy's listener", || TcpStream::connect(addr).is_ok());
+        assert_eq!(fix_cases(addr), want, "haproxy");
+    }
+}
