@@ -236,6 +236,21 @@ impl RequestHead {
         self.authority.or(self.host).map(|i| self.list.get(i).1)
     }
 
+    /// `(:scheme, :authority)` when the request line is written in
+    /// absolute form: both present, the scheme `http` or `https` (any
+    /// case), the authority one an HTTP/1 absolute URI may carry (else the
+    /// origin form, as before).
+    fn absolute_prefix(&self) -> Option<(&[u8], &[u8])> {
+        let scheme = self.scheme()?;
+        let auth = self.list.get(self.authority?).1;
+        let web = scheme.eq_ignore_ascii_case(b"http") || scheme.eq_ignore_ascii_case(b"https");
+        let auth_ok = !auth.is_empty()
+            && !auth.contains(&b'@')
+            && !auth.starts_with(b":")
+            && crate::http1::is_valid_authority(auth, false);
+        (web && auth_ok).then_some((scheme, auth))
+    }
+
     /// The regular fields, in order.
     pub fn fields(&self) -> impl Iterator<Item = (&[u8], &[u8])> + '_ {
         (self.first_regular..self.list.len()).map(|i| self.list.get(i))
@@ -257,9 +272,21 @@ impl RequestHead {
     pub fn write_h1(&self, extra: &[(&[u8], &[u8])], out: &mut Vec<u8>) {
         out.extend_from_slice(self.method());
         out.push(b' ');
-        match self.path() {
-            Some(p) => out.extend_from_slice(p),
-            None => out.extend_from_slice(self.authority().unwrap_or(b"")),
+        match (self.path(), self.absolute_prefix()) {
+            (Some(p), Some((scheme, auth))) => {
+                // HAProxy's internal form of an HTTP/2 request with
+                // `:authority` and an http(s) scheme: the absolute URI
+                // (its logs, `url` and `capture.req.uri` show it); the
+                // stream sends it in origin form to HTTP/1 servers.
+                out.extend_from_slice(scheme);
+                out.extend_from_slice(b"://");
+                out.extend_from_slice(auth);
+                if p != b"*" {
+                    out.extend_from_slice(p);
+                }
+            }
+            (Some(p), None) => out.extend_from_slice(p),
+            (None, _) => out.extend_from_slice(self.authority().unwrap_or(b"")),
         }
         out.extend_from_slice(b" HTTP/1.1\r\n");
         // Without `:authority` or `host` (RFC 9113 §8.3.1 allows it), an

@@ -535,3 +535,55 @@ fn classify_target(
         }
     }
 }
+
+/// RFC 3986 §6.2.3 scheme-based normalization, as HAProxy 2.5+ applies it
+/// to an absolute-form target (an HTTP/1 one, or the absolute URI of an
+/// HTTP/2 request): when the authority ends with the scheme's default port
+/// (`:80` for http, `:443` for https, the scheme in any case), the port is
+/// removed from the target and every `Host` value becomes the bare host.
+/// Returns the head rewritten (its first `head.head_len` bytes of `buf`,
+/// shorter than them), or `None` when nothing changes. The path is kept as
+/// it is (an absolute URI without one stays without, as in HAProxy 2.6).
+pub fn scheme_normalized(buf: &[u8], head: &RequestHead) -> Option<Vec<u8>> {
+    if head.target_form != TargetForm::Absolute {
+        return None;
+    }
+    let target = head.target.get(buf);
+    let auth = head.host?;
+    let a = auth.get(buf);
+    let digits = a.iter().rev().take_while(|b| b.is_ascii_digit()).count();
+    let colon = a.len().checked_sub(digits + 1)?;
+    if digits == 0 || a[colon] != b':' {
+        return None;
+    }
+    let port = &a[colon + 1..];
+    let scheme = &target[..target.iter().position(|&b| b == b':')?];
+    let default = (scheme.eq_ignore_ascii_case(b"http") && port == b"80")
+        || (scheme.eq_ignore_ascii_case(b"https") && port == b"443");
+    if !default {
+        return None;
+    }
+    let host = &a[..colon];
+    // The spans to replace, in order: the target's authority, then each
+    // Host value.
+    let mut cuts: Vec<(Span, &[u8])> = vec![(auth, host)];
+    for f in &head.headers {
+        if f.name.get(buf).eq_ignore_ascii_case(b"host") {
+            cuts.push((f.value, host));
+        }
+    }
+    let end = head.head_len.min(buf.len());
+    let mut out = Vec::with_capacity(end);
+    let mut at = 0usize;
+    for (span, with) in cuts {
+        let r = span.range();
+        if r.start < at || r.end > end {
+            return None;
+        }
+        out.extend_from_slice(&buf[at..r.start]);
+        out.extend_from_slice(with);
+        at = r.end;
+    }
+    out.extend_from_slice(&buf[at..end]);
+    Some(out)
+}

@@ -63,7 +63,7 @@ use crate::l4rules::Verdict;
 use crate::mux::h1::client::{dst_of, In, LogFacts};
 use crate::mux::h1::server::{write_request_head, ReqTail, ServerSide};
 use crate::proxy::{BackendKind, BackendRt, BeTimeouts};
-use crate::stream::msg::{BodySize, ReqHead};
+use crate::stream::msg::{BodySize, Form, ReqHead};
 
 /// What is left of a body to move.
 pub(super) enum Left {
@@ -318,6 +318,17 @@ impl Stream {
         let offload = comp_choice.as_ref().is_some_and(|(p, _)| p.offload);
         let omit = |name: &[u8]| offload && hdr_name_eq(name, "accept-encoding");
         let mut view = ReqHead::from_h1(buf, h);
+        if c.lane_of.is_some() && view.form == Form::Absolute {
+            // An HTTP/2 request's absolute URI is ebb's (and HAProxy's)
+            // internal form of `:scheme` and `:authority`: the server gets
+            // the origin form (`*` for OPTIONS without a path), as HAProxy
+            // sends a normalized URI.
+            view.form = if view.path.is_empty() && h.method == Method::Options {
+                Form::Asterisk
+            } else {
+                Form::Origin
+            };
+        }
         // `compression direction request`: the body goes coded, chunked.
         let req_comp = comp_choice
             .as_ref()
