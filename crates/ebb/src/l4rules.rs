@@ -255,6 +255,9 @@ pub struct TcpRt {
     /// `timeout tunnel` when set (ms): it replaces `timeout client` and
     /// `timeout server` once a tcp session is connected.
     pub tunnel: Option<u32>,
+    /// `option splice-*` bits (`config::SPLICE_*`); a session splices a
+    /// direction that its frontend or its backend asks for, as HAProxy.
+    pub splice: u8,
 }
 
 /// `timeout tunnel` of a proxy, in ms.
@@ -493,6 +496,7 @@ pub fn compile(p: &Proxy, m: &Matcher, warnings: &mut Vec<String>) -> Result<Tcp
         tcplog: p.options.tcplog || (tcp && p.options.httplog),
         dontlognull: p.options.dontlognull,
         tunnel: tunnel_ms(p),
+        splice: if tcp { p.options.splice } else { 0 },
         ..TcpRt::default()
     };
     for r in &p.tcp_request {
@@ -516,6 +520,15 @@ pub fn compile(p: &Proxy, m: &Matcher, warnings: &mut Vec<String>) -> Result<Tcp
     rt.res_rules = res.res_rules;
     rt.res_inspect_delay = res.res_inspect_delay;
     if !tcp {
+        if let Some(loc) = &p.options.splice_loc {
+            return Err(err(
+                loc,
+                format!(
+                    "proxy '{}' is in 'mode http': 'option splice-auto|splice-request|splice-response' is supported in 'mode tcp' only by ebb (its HTTP path copies bodies; a splice option set in 'defaults' applies here too)",
+                    p.name
+                ),
+            ));
+        }
         return Ok(rt);
     }
     // What a tcp-mode section may not hold.

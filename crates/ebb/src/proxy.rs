@@ -227,6 +227,9 @@ pub struct HttpCounters {
     pub bytes_out: AtomicU64,
     /// Requests refused by a `deny` rule.
     pub denied: AtomicU64,
+    /// Bytes a tcp session wrote from a kernel pipe (`option splice-*`),
+    /// both directions: `show info`'s `TotalSplicdedBytesOut`.
+    pub spliced_out: AtomicU64,
 }
 
 impl HttpCounters {
@@ -1000,6 +1003,11 @@ pub fn compile_keeping(
                 crate::l4rules::TcpRt {
                     tcp_mode: p.mode == crate::config::ProxyMode::Tcp,
                     tunnel: crate::l4rules::tunnel_ms(p),
+                    splice: if p.mode == crate::config::ProxyMode::Tcp {
+                        p.options.splice
+                    } else {
+                        0
+                    },
                     ..crate::l4rules::response_part(p, &matcher)?
                 }
             } else {

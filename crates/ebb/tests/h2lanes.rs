@@ -5,11 +5,11 @@
 
 mod common;
 
+use common::origin::{Mode, Origin};
+use common::*;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::process::Command;
-use common::origin::{Mode, Origin};
-use common::*;
 
 /// The request lines and `host` values an origin got, in order.
 fn origin_lines(o: &Origin) -> Vec<String> {
@@ -159,7 +159,9 @@ fn h2_requests_carry_the_absolute_uri_normalized_as_haproxy() {
     })
     .collect();
     assert_eq!(got, want);
-    wait_until("the origin got the request", || !origin_lines(&o).is_empty());
+    wait_until("the origin got the request", || {
+        !origin_lines(&o).is_empty()
+    });
     assert_eq!(origin_lines(&o), ["GET /x?y HTTP/1.1 host=hostname"]);
 
     if !have("haproxy") {

@@ -889,6 +889,11 @@ fn info_values(p: &Process) -> Vec<(&'static str, String)> {
         .iter()
         .map(|f| f.http.bytes_out.load(Ordering::Relaxed))
         .sum();
+    let spliced: u64 = c
+        .frontends
+        .iter()
+        .map(|f| f.http.spliced_out.load(Ordering::Relaxed))
+        .sum();
     let act = p.handle.activity();
     let n = act.len().max(1) as u64;
     let idle = 100u64.saturating_sub(act.iter().map(|a| a.cpu_use_pct()).sum::<u64>() / n);
@@ -939,7 +944,7 @@ fn info_values(p: &Process) -> Vec<(&'static str, String)> {
         ("Jobs", cur.to_string()),
         ("Unstoppable Jobs", "0".into()),
         ("TotalBytesOut", out.to_string()),
-        ("TotalSplicdedBytesOut", "0".into()),
+        ("TotalSplicdedBytesOut", spliced.to_string()),
         ("BytesOutRate", out_rate.to_string()),
         ("Build info", version.into()),
         ("Start_time_sec", start.to_string()),

@@ -413,9 +413,6 @@ const HAPROXY_OPTIONS_UNSUPPORTED: &[&str] = &[
     "logasap",
     "nolinger",
     "prefer-last-server",
-    "splice-auto",
-    "splice-request",
-    "splice-response",
     "external-check",
     "independent-streams",
     "accept-invalid-http-request",
@@ -455,6 +452,10 @@ const OPTIONS: &[&str] = &[
     "log-health-checks",
     "idle-close-on-response",
     "disable-h2-upgrade",
+    "http-buffer-request",
+    "splice-auto",
+    "splice-request",
+    "splice-response",
 ];
 
 const UNSUPPORTED_SECTIONS: &[&str] = &[
@@ -2744,7 +2745,7 @@ fn proxy_option(px: &mut Proxy, ctx: &Ctx<'_>, no: bool, w: &[String]) -> Result
         "redispatch" | "httpchk" | "tcp-check" | "log-health-checks" | "persist"
         | "transparent" | "redis-check" | "smtpchk" | "pgsql-check" | "mysql-check"
         | "ldap-check" | "spop-check" | "ssl-hello-chk" => BE,
-        "http-buffer-request" => FE | BE,
+        "http-buffer-request" | "splice-auto" | "splice-request" | "splice-response" => FE | BE,
         "httplog" | "tcplog" | "dontlognull" | "idle-close-on-response" | "disable-h2-upgrade" => {
             FE
         }
@@ -2785,6 +2786,23 @@ fn proxy_option(px: &mut Proxy, ctx: &Ctx<'_>, no: bool, w: &[String]) -> Result
         "redispatch" => {
             no_args(rest)?;
             o.redispatch = !no;
+        }
+        "splice-auto" | "splice-request" | "splice-response" => {
+            no_args(rest)?;
+            let bit = match name {
+                "splice-auto" => super::SPLICE_AUTO,
+                "splice-request" => super::SPLICE_REQUEST,
+                _ => super::SPLICE_RESPONSE,
+            };
+            if no {
+                o.splice &= !bit;
+            } else {
+                o.splice |= bit;
+                o.splice_loc.get_or_insert_with(|| ctx.loc.clone());
+            }
+            if o.splice == 0 {
+                o.splice_loc = None;
+            }
         }
         "transparent" => {
             no_args(rest)?;

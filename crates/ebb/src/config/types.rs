@@ -733,7 +733,19 @@ pub struct ProxyOptions {
     /// `option http-buffer-request`: the request's body (up to a full
     /// buffer) is waited for before the rules run.
     pub buffer_request: bool,
+    /// `option splice-auto|splice-request|splice-response` ([`SPLICE_AUTO`],
+    /// [`SPLICE_REQUEST`], [`SPLICE_RESPONSE`]), and where the first was set.
+    pub splice: u8,
+    pub splice_loc: Option<Loc>,
 }
+
+/// `option splice-auto`: a direction moves through a kernel pipe once it
+/// streams (reads that fill the buffer).
+pub const SPLICE_AUTO: u8 = 1;
+/// `option splice-request`: client to server through a kernel pipe.
+pub const SPLICE_REQUEST: u8 = 2;
+/// `option splice-response`: server to client through a kernel pipe.
+pub const SPLICE_RESPONSE: u8 = 4;
 
 pub use crate::net::IpNet;
 
