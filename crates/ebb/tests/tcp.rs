@@ -283,9 +283,10 @@ fn splice_moves_bulk_bytes_in_the_kernel_both_ways() {
     assert_eq!(spliced_out(&sock), 0);
     bulk_client(e.addrs[0], UP, DOWN);
     let after_both = spliced_out(&sock);
-    // The server's 16-byte report is all that may have been copied.
+    // Copied: what the client sent while the server connection was being
+    // made (at most a buffer) and the server's 16-byte report at most.
     assert!(
-        after_both >= (UP + DOWN) as u64 && after_both <= (UP + DOWN + 16) as u64,
+        after_both >= (UP + DOWN - (64 << 10)) as u64 && after_both <= (UP + DOWN + 16) as u64,
         "{after_both} spliced of {}",
         UP + DOWN
     );
