@@ -72,12 +72,26 @@ struct Under {
     sock: PathBuf,
 }
 
-/// The proxy's connections now (`CurrConns` of `show info`).
+/// The proxy's connections now (`CurrConns` of `show info`); `None` when
+/// the CLI did not answer (asked again).
 fn curr_conns(sock: &Path) -> Option<u64> {
-    let info = cli_cmd(sock, "show info");
+    let mut s = std::os::unix::net::UnixStream::connect(sock).ok()?;
+    s.write_all(b"show info\n").ok()?;
+    let mut info = String::new();
+    s.read_to_string(&mut info).ok()?;
     info.lines()
         .find_map(|l| l.strip_prefix("CurrConns: "))
         .and_then(|v| v.trim().parse().ok())
+}
+
+/// Waits for a CLI answer and returns it.
+fn curr_conns_now(sock: &Path) -> u64 {
+    let mut n = None;
+    wait_until("the CLI answers", || {
+        n = curr_conns(sock);
+        n.is_some()
+    });
+    n.unwrap_or_default()
 }
 
 /// Clients one after the other, each sending `n` requests on its own
@@ -85,7 +99,7 @@ fn curr_conns(sock: &Path) -> Option<u64> {
 /// Between clients, the proxy is left to see the close (the server
 /// connection the client had goes back to the pool then).
 fn clients(u: &Under, per_client: &[usize]) -> Vec<Vec<(String, String)>> {
-    let idle = curr_conns(&u.sock);
+    let idle = curr_conns_now(&u.sock);
     let mut trace = Vec::new();
     for &n in per_client {
         let mut c = Client::connect(u.addr);
@@ -98,7 +112,9 @@ fn clients(u: &Under, per_client: &[usize]) -> Vec<Vec<(String, String)>> {
             mine.push((h("x-conn"), h("x-nth")));
         }
         drop(c);
-        wait_until("the client's close seen", || curr_conns(&u.sock) <= idle);
+        wait_until("the client's close seen", || {
+            curr_conns(&u.sock).is_some_and(|n| n <= idle)
+        });
         trace.push(mine);
     }
     trace
@@ -383,4 +399,26 @@ fn http_request_set_dst_port_changes_one_request_only() {
     if let Some(t) = theirs {
         assert_eq!(t, ours, "haproxy differs");
     }
+}
+
+#[test]
+fn a_connection_is_idle_for_others_from_the_end_of_its_answer() {
+    // The first client stays connected: its server connection is idle all
+    // the same, and the second client's request takes it (on whichever
+    // thread either runs); then the first client's next request takes it
+    // back.
+    let run = |u: &Under, o: &Tagger| {
+        let get = |c: &mut Client| {
+            c.send(b"GET / HTTP/1.1\r\nHost: h\r\n\r\n");
+            let r = c.read_resp();
+            let h = |n: &str| r.header(n).unwrap_or("-").to_string();
+            (h("x-conn"), h("x-nth"))
+        };
+        let mut c1 = Client::connect(u.addr);
+        let mut c2 = Client::connect(u.addr);
+        let t = vec![get(&mut c1), get(&mut c2), get(&mut c1)];
+        (t, o.conns())
+    };
+    let want = pairs(&[("1", "1"), ("1", "2"), ("1", "3")]);
+    as_haproxy(&reuse_lines("always", ""), run, (want, 1));
 }
