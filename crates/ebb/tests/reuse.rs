@@ -422,3 +422,53 @@ fn a_connection_is_idle_for_others_from_the_end_of_its_answer() {
     let want = pairs(&[("1", "1"), ("1", "2"), ("1", "3")]);
     as_haproxy(&reuse_lines("always", ""), run, (want, 1));
 }
+
+#[test]
+fn addresses_expand_environment_variables_unquoted() {
+    // HAProxy expands `$NAME`/`${NAME}` in an address whether the word is
+    // quoted or not; an unset one gives nothing (`:`: the any address,
+    // no port; a log target there goes to port 514).
+    let o = Tagger::start();
+    std::env::set_var("EBB_REUSE_T_ADDR", "127.0.0.1");
+    std::env::set_var("EBB_REUSE_T_PORT", o.addr.port().to_string());
+    let lines = "    server s ${EBB_REUSE_T_ADDR}:${EBB_REUSE_T_PORT}\n\
+                 \x20   server unused ${EBB_REUSE_UNSET_A}:${EBB_REUSE_UNSET_P} disabled\n\
+                 \x20   log ${EBB_REUSE_UNSET_A}:${EBB_REUSE_UNSET_P} local0\n";
+    let e = Ebb::start(&section("BIND", lines, &o));
+    let r = get(e.addr(), "/");
+    assert_eq!((r.status, r.header("x-conn")), (200, Some("1")));
+    let (code, err, hap) = check_both(&section("127.0.0.1:8080", lines, &o));
+    assert_eq!(code, 0, "{err}");
+    assert!(hap.is_none_or(|c| c == 0));
+}
+
+#[test]
+fn a_server_without_an_address_goes_to_the_clients_destination() {
+    // `0.0.0.0` (or no host): the address the client connected to, with
+    // the server's port. On 127.0.0.2 (0.0.0.0 itself would reach
+    // 127.0.0.1, where nothing listens on that port).
+    let l = TcpListener::bind("127.0.0.2:0").unwrap();
+    let port = l.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for (id, s) in l.incoming().enumerate() {
+            let Ok(s) = s else { return };
+            std::thread::spawn(move || serve_tagged(s, id + 1));
+        }
+    });
+    let cfg = |bind: &str| {
+        format!(
+            "defaults\n    mode http\n    timeout client 10s\n    timeout server 5s\n    timeout connect 2s\n\
+             listen px\n    bind {bind}\n    server s 0.0.0.0:{port}\n"
+        )
+    };
+    let dir = scratch("reuse-any");
+    std::fs::write(dir.join("ebb.cfg"), cfg("127.0.0.2:0")).unwrap();
+    let e = Ebb::start_args(&["-f", "ebb.cfg"], dir);
+    let r = get(e.addr(), "/");
+    assert_eq!((r.status, r.header("x-nth")), (200, Some("1")));
+    let hp = free_port();
+    if let Some(_h) = haproxy_with("reuse-any-hap", &cfg(&format!("127.0.0.2:{hp}"))) {
+        let r = get(SocketAddr::from(([127, 0, 0, 2], hp)), "/");
+        assert_eq!((r.status, r.header("x-nth")), (200, Some("1")));
+    }
+}

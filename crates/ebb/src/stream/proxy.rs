@@ -110,12 +110,12 @@ pub(super) struct Attached {
 
 /// Whether another client's request may take an idle connection to `s`:
 /// not one that began with a PROXY header naming its client (HAProxy keys
-/// such connections by source), nor one of a server without a port (it
-/// went to its client's destination port), nor the backend's own target
+/// such connections by source), nor one of a server without a port or an
+/// address (it went to its client's destination), nor the backend's own target
 /// (`dispatch`, `option transparent`: HAProxy keeps a connection to no
 /// server private to its client).
 fn shareable(s: &ServerRt) -> bool {
-    s.opts.send_proxy == 0 && !s.map_ports.load(Ordering::Relaxed) && !s.backend_target
+    s.opts.send_proxy == 0 && !s.follows_client_dst() && !s.backend_target
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -1694,7 +1694,7 @@ impl Stream {
 /// server without a port of its own (it takes the client's) and for
 /// `option transparent` (it goes there).
 fn client_dst(c: &H1, s: &ServerRt) -> Option<SocketAddr> {
-    if s.map_ports.load(Ordering::Relaxed) || (s.backend_target && s.addr().is_none()) {
+    if s.follows_client_dst() || (s.backend_target && s.addr().is_none()) {
         // The stream's: as an `http-request set-dst[-port]` left it.
         let set = c.vars.try_borrow().ok().and_then(|v| v.info.dst);
         set.or_else(|| c.local_addr())
