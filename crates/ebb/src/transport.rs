@@ -71,6 +71,16 @@ pub enum Movable {
     Tls(Box<TlsStream>),
 }
 
+impl Movable {
+    /// The socket's fd.
+    pub fn raw_fd(&self) -> RawFd {
+        match self {
+            Movable::Plain(s) => s.as_raw_fd(),
+            Movable::Tls(t) => t.sock.as_raw_fd(),
+        }
+    }
+}
+
 impl Transport {
     /// The connection as another thread may take it (`None` for a lane,
     /// which belongs to its HTTP/2 connection).

@@ -15,7 +15,6 @@ use sched::{Ctx, TaskletId, Tick};
 use crate::backend::ServerRt;
 use crate::registry::Sessions;
 pub use crate::registry::Shared;
-use crate::transport::Transport;
 
 use crate::blocking::Submitter;
 use crate::http1::{DateCache, Limits};
@@ -194,23 +193,8 @@ impl Worker {
         s: &ServerRt,
         want: crate::backend::pool::Want,
         now: Tick,
-    ) -> Option<(Transport, bool)> {
+    ) -> Option<crate::backend::pool::Taken> {
         self.shared.idle.take(self.thread, s, want, now)
-    }
-
-    /// Keeps an idle connection to `s`, whose place in the pool `ticket`
-    /// holds, for a later request.
-    pub fn put_idle(
-        &self,
-        s: &ServerRt,
-        st: Transport,
-        safe: bool,
-        ticket: crate::backend::pool::IdleTicket,
-        now: Tick,
-    ) {
-        if s.still_there(&st) {
-            self.shared.idle.put(self.thread, s, st, safe, ticket, now);
-        }
     }
 
     /// Closes this thread's idle connections older than their server's

@@ -72,12 +72,26 @@ struct Under {
     sock: PathBuf,
 }
 
-/// The proxy's connections now (`CurrConns` of `show info`).
+/// The proxy's connections now (`CurrConns` of `show info`); `None` when
+/// the CLI did not answer (asked again).
 fn curr_conns(sock: &Path) -> Option<u64> {
-    let info = cli_cmd(sock, "show info");
+    let mut s = std::os::unix::net::UnixStream::connect(sock).ok()?;
+    s.write_all(b"show info\n").ok()?;
+    let mut info = String::new();
+    s.read_to_string(&mut info).ok()?;
     info.lines()
         .find_map(|l| l.strip_prefix("CurrConns: "))
         .and_then(|v| v.trim().parse().ok())
+}
+
+/// Waits for a CLI answer and returns it.
+fn curr_conns_now(sock: &Path) -> u64 {
+    let mut n = None;
+    wait_until("the CLI answers", || {
+        n = curr_conns(sock);
+        n.is_some()
+    });
+    n.unwrap_or_default()
 }
 
 /// Clients one after the other, each sending `n` requests on its own
@@ -85,7 +99,7 @@ fn curr_conns(sock: &Path) -> Option<u64> {
 /// Between clients, the proxy is left to see the close (the server
 /// connection the client had goes back to the pool then).
 fn clients(u: &Under, per_client: &[usize]) -> Vec<Vec<(String, String)>> {
-    let idle = curr_conns(&u.sock);
+    let idle = curr_conns_now(&u.sock);
     let mut trace = Vec::new();
     for &n in per_client {
         let mut c = Client::connect(u.addr);
@@ -98,7 +112,9 @@ fn clients(u: &Under, per_client: &[usize]) -> Vec<Vec<(String, String)>> {
             mine.push((h("x-conn"), h("x-nth")));
         }
         drop(c);
-        wait_until("the client's close seen", || curr_conns(&u.sock) <= idle);
+        wait_until("the client's close seen", || {
+            curr_conns(&u.sock).is_some_and(|n| n <= idle)
+        });
         trace.push(mine);
     }
     trace
@@ -382,5 +398,77 @@ fn http_request_set_dst_port_changes_one_request_only() {
     assert_eq!(ours, ["127.0.0.1:1234", "127.0.0.1:BIND", "127.0.0.9:BIND"]);
     if let Some(t) = theirs {
         assert_eq!(t, ours, "haproxy differs");
+    }
+}
+
+#[test]
+fn a_connection_is_idle_for_others_from_the_end_of_its_answer() {
+    // The first client stays connected: its server connection is idle all
+    // the same, and the second client's request takes it (on whichever
+    // thread either runs); then the first client's next request takes it
+    // back.
+    let run = |u: &Under, o: &Tagger| {
+        let get = |c: &mut Client| {
+            c.send(b"GET / HTTP/1.1\r\nHost: h\r\n\r\n");
+            let r = c.read_resp();
+            let h = |n: &str| r.header(n).unwrap_or("-").to_string();
+            (h("x-conn"), h("x-nth"))
+        };
+        let mut c1 = Client::connect(u.addr);
+        let mut c2 = Client::connect(u.addr);
+        let t = vec![get(&mut c1), get(&mut c2), get(&mut c1)];
+        (t, o.conns())
+    };
+    let want = pairs(&[("1", "1"), ("1", "2"), ("1", "3")]);
+    as_haproxy(&reuse_lines("always", ""), run, (want, 1));
+}
+
+#[test]
+fn addresses_expand_environment_variables_unquoted() {
+    // HAProxy expands `$NAME`/`${NAME}` in an address whether the word is
+    // quoted or not; an unset one gives nothing (`:`: the any address,
+    // no port; a log target there goes to port 514).
+    let o = Tagger::start();
+    std::env::set_var("EBB_REUSE_T_ADDR", "127.0.0.1");
+    std::env::set_var("EBB_REUSE_T_PORT", o.addr.port().to_string());
+    let lines = "    server s ${EBB_REUSE_T_ADDR}:${EBB_REUSE_T_PORT}\n\
+                 \x20   server unused ${EBB_REUSE_UNSET_A}:${EBB_REUSE_UNSET_P} disabled\n\
+                 \x20   log ${EBB_REUSE_UNSET_A}:${EBB_REUSE_UNSET_P} local0\n";
+    let e = Ebb::start(&section("BIND", lines, &o));
+    let r = get(e.addr(), "/");
+    assert_eq!((r.status, r.header("x-conn")), (200, Some("1")));
+    let (code, err, hap) = check_both(&section("127.0.0.1:8080", lines, &o));
+    assert_eq!(code, 0, "{err}");
+    assert!(hap.is_none_or(|c| c == 0));
+}
+
+#[test]
+fn a_server_without_an_address_goes_to_the_clients_destination() {
+    // `0.0.0.0` (or no host): the address the client connected to, with
+    // the server's port. On 127.0.0.2 (0.0.0.0 itself would reach
+    // 127.0.0.1, where nothing listens on that port).
+    let l = TcpListener::bind("127.0.0.2:0").unwrap();
+    let port = l.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for (id, s) in l.incoming().enumerate() {
+            let Ok(s) = s else { return };
+            std::thread::spawn(move || serve_tagged(s, id + 1));
+        }
+    });
+    let cfg = |bind: &str| {
+        format!(
+            "defaults\n    mode http\n    timeout client 10s\n    timeout server 5s\n    timeout connect 2s\n\
+             listen px\n    bind {bind}\n    server s 0.0.0.0:{port}\n"
+        )
+    };
+    let dir = scratch("reuse-any");
+    std::fs::write(dir.join("ebb.cfg"), cfg("127.0.0.2:0")).unwrap();
+    let e = Ebb::start_args(&["-f", "ebb.cfg"], dir);
+    let r = get(e.addr(), "/");
+    assert_eq!((r.status, r.header("x-nth")), (200, Some("1")));
+    let hp = free_port();
+    if let Some(_h) = haproxy_with("reuse-any-hap", &cfg(&format!("127.0.0.2:{hp}"))) {
+        let r = get(SocketAddr::from(([127, 0, 0, 2], hp)), "/");
+        assert_eq!((r.status, r.header("x-nth")), (200, Some("1")));
     }
 }

@@ -255,11 +255,27 @@ impl ServerRt {
             return dst();
         }
         let a = self.addr()?;
-        if self.map_ports.load(Ordering::Relaxed) {
-            Some(SocketAddr::new(a.ip(), dst()?.port()))
-        } else {
-            Some(a)
+        let any = a.ip().is_unspecified();
+        if !self.map_ports.load(Ordering::Relaxed) && !any {
+            return Some(a);
         }
+        // A server without a port takes the client's destination port; one
+        // without an address (0.0.0.0) its destination address.
+        let d = dst()?;
+        let ip = if any { d.ip() } else { a.ip() };
+        let port = if self.map_ports.load(Ordering::Relaxed) {
+            d.port()
+        } else {
+            a.port()
+        };
+        Some(SocketAddr::new(ip, port))
+    }
+
+    /// Where connections go depends on the client's destination (a server
+    /// without a port or without an address).
+    pub fn follows_client_dst(&self) -> bool {
+        self.map_ports.load(Ordering::Relaxed)
+            || self.addr().is_some_and(|a| a.ip().is_unspecified())
     }
 
     /// Changes the address: the next connection and check use it;

@@ -6,6 +6,15 @@
 //! busy list): a thread uses its own idle connections first and takes
 //! one of another thread only when its own list has none that fits.
 //!
+//! A connection is idle from the end of its answer, as in HAProxy: any
+//! request `http-reuse` allows may take it then. Its client keeps a
+//! [`Parked`] place for it, where the connection stays registered with
+//! the client's server-side tasklet: the client's next request to that
+//! server takes it back without a system call (the keep-alive hot path
+//! touches only that place's uncontended lock). Another request that
+//! takes it removes that registration first (on the other thread's poller
+//! when it lives on another thread: [`sched::Ctx::deregister_fd_of`]).
+//!
 //! Every idle connection of a server holds an [`IdleTicket`], counted in
 //! [`ServerRt::idle_conns`] against its `pool-max-conn`: those in the
 //! lists and those kept for their client's next request (a stream's
@@ -20,7 +29,7 @@ use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use sched::{ticks, Tick};
+use sched::{ticks, TaskletId, Tick};
 
 use super::ServerRt;
 use crate::transport::{Movable, Transport};
@@ -77,17 +86,49 @@ struct Entry {
     /// The server's `pool-purge-delay` in ms.
     purge: u32,
     safe: bool,
+    /// The tasklet whose thread's poller still has the socket (its
+    /// client's, while the client lives).
+    reg: Option<TaskletId>,
     /// Holds the server's count until the entry leaves the pool.
     _ticket: IdleTicket,
 }
 
-type Lists = HashMap<u64, Vec<Entry>>;
+/// One place of a list: empty once its connection was taken.
+type Slot = Mutex<Option<Entry>>;
+
+/// A client's place for its idle connection to one server.
+pub struct Parked {
+    uid: u64,
+    slot: Arc<Slot>,
+}
+
+impl Parked {
+    /// The server (uid) of the connection parked here.
+    pub fn server_uid(&self) -> u64 {
+        self.uid
+    }
+}
+
+/// An idle connection taken from the pool.
+pub struct Taken {
+    pub st: Transport,
+    /// It carried more than one request.
+    pub safe: bool,
+    /// Still registered with this tasklet's poller (its thread's).
+    pub reg: Option<TaskletId>,
+}
+
+type Lists = HashMap<u64, Vec<Arc<Slot>>>;
 
 /// The idle lists of every thread.
 pub struct IdlePools {
     threads: Box<[Mutex<Lists>]>,
     /// `tune.idle-pool.shared`: a thread may take another's connections.
     shared: bool,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 impl IdlePools {
@@ -100,51 +141,75 @@ impl IdlePools {
         }
     }
 
-    fn lists(&self, thread: usize) -> Option<MutexGuard<'_, Lists>> {
-        let m = self.threads.get(thread)?;
-        Some(m.lock().unwrap_or_else(|p| p.into_inner()))
-    }
-
-    /// Keeps an idle connection to `s` (whose place `ticket` holds) in
-    /// `thread`'s list. A lane is not kept.
-    pub fn put(
+    /// Parks an idle connection to `s` (whose place `ticket` holds) in
+    /// `thread`'s list: in the client's own place `parked` when it has one
+    /// for that server, else in a new one it keeps (`reg`: the tasklet the
+    /// socket stays registered with). A lane is not kept.
+    #[allow(clippy::too_many_arguments)]
+    pub fn park(
         &self,
         thread: usize,
+        parked: &mut Option<Parked>,
         s: &ServerRt,
         st: Transport,
         safe: bool,
         ticket: IdleTicket,
+        reg: Option<TaskletId>,
         now: Tick,
     ) {
         let Some(conn) = st.into_movable() else {
             return;
         };
-        let Some(mut lists) = self.lists(thread) else {
-            return;
-        };
-        let list = lists.entry(s.uid).or_default();
-        if s.opts.pool_max_conn.is_none() && list.len() >= DEFAULT_THREAD_MAX {
-            list.remove(0);
-        }
-        list.push(Entry {
+        let e = Entry {
             conn,
             since: now,
             purge: purge_ms(s),
             safe,
+            reg,
             _ticket: ticket,
-        });
+        };
+        if let Some(p) = parked.as_ref().filter(|p| p.uid == s.uid) {
+            // Its place is listed as long as the client holds it.
+            *lock(&p.slot) = Some(e);
+            return;
+        }
+        let slot = Arc::new(Mutex::new(Some(e)));
+        if let Some(m) = self.threads.get(thread) {
+            let mut lists = lock(m);
+            let list = lists.entry(s.uid).or_default();
+            if s.opts.pool_max_conn.is_none() && list.len() >= DEFAULT_THREAD_MAX {
+                // The oldest place no client holds goes, with its connection.
+                if let Some(i) = list.iter().position(|x| Arc::strong_count(x) == 1) {
+                    list.remove(i);
+                }
+            }
+            list.push(Arc::clone(&slot));
+        }
+        *parked = Some(Parked { uid: s.uid, slot });
     }
 
-    /// An open idle connection to `s` that `want` allows, with whether it
-    /// is safe: `thread`'s own first, then (pool shared) another
-    /// thread's. Closed or expired ones found on the way are dropped.
-    pub fn take(
-        &self,
-        thread: usize,
-        s: &ServerRt,
-        want: Want,
-        now: Tick,
-    ) -> Option<(Transport, bool)> {
+    /// The client's own parked connection, if no other request took it.
+    pub fn unpark(&self, p: &Parked) -> Option<Taken> {
+        let e = lock(&p.slot).take()?;
+        Some(taken(e))
+    }
+
+    /// The client lets its place go (it leaves, or its next connection is
+    /// to another server): a connection still there stays for others,
+    /// after `dereg` removed its registration with the client's tasklet.
+    pub fn release(&self, p: Parked, dereg: impl FnOnce(std::os::fd::RawFd)) {
+        let mut g = lock(&p.slot);
+        if let Some(e) = g.as_mut() {
+            if e.reg.take().is_some() {
+                dereg(e.conn.raw_fd());
+            }
+        }
+    }
+
+    /// An open idle connection to `s` that `want` allows: `thread`'s own
+    /// first, then (pool shared) another thread's. Closed or expired ones
+    /// found on the way are dropped.
+    pub fn take(&self, thread: usize, s: &ServerRt, want: Want, now: Tick) -> Option<Taken> {
         let classes: &[Class] = match want {
             Want::Any => &[Class::Any],
             Want::Safe => &[Class::Safe],
@@ -158,20 +223,13 @@ impl IdlePools {
         None
     }
 
-    fn take_class(
-        &self,
-        thread: usize,
-        s: &ServerRt,
-        class: Class,
-        now: Tick,
-    ) -> Option<(Transport, bool)> {
+    fn take_class(&self, thread: usize, s: &ServerRt, class: Class, now: Tick) -> Option<Taken> {
         // Its own list, locked (only another thread looking competes).
-        while let Some(e) = self
-            .lists(thread)
-            .and_then(|mut l| pop(&mut l, s, class, now))
-        {
-            if let Some(found) = usable(e, s) {
-                return Some(found);
+        if let Some(m) = self.threads.get(thread) {
+            while let Some(e) = pop(&mut lock(m), s, class, now) {
+                if let Some(found) = usable(e, s) {
+                    return Some(found);
+                }
             }
         }
         if !self.shared || s.idle_count() == 0 {
@@ -200,16 +258,25 @@ impl IdlePools {
     }
 
     /// Closes `thread`'s idle connections older than their server's
-    /// `pool-purge-delay` (its purge task runs this once a second).
+    /// `pool-purge-delay` (its purge task runs this once a second), and
+    /// forgets the empty places no client holds.
     pub fn purge(&self, thread: usize, now: Tick) -> usize {
-        let Some(mut lists) = self.lists(thread) else {
+        let Some(m) = self.threads.get(thread) else {
             return 0;
         };
+        let mut lists = lock(m);
         let mut n = 0;
         for list in lists.values_mut() {
-            let before = list.len();
-            list.retain(|e| !expired(e, now));
-            n += before - list.len();
+            list.retain(|slot| {
+                let Ok(mut g) = slot.try_lock() else {
+                    return true;
+                };
+                if g.as_ref().is_some_and(|e| expired(e, now)) {
+                    *g = None;
+                    n += 1;
+                }
+                g.is_some() || Arc::strong_count(slot) > 1
+            });
         }
         lists.retain(|_, l| !l.is_empty());
         n
@@ -234,22 +301,51 @@ fn expired(e: &Entry, now: Tick) -> bool {
     ticks::is_expired(ticks::add(e.since, e.purge), now)
 }
 
-/// Takes the newest entry for `s` of `class` out of a list (expired ones
-/// of that server are dropped first).
+fn taken(e: Entry) -> Taken {
+    Taken {
+        st: Transport::from(e.conn),
+        safe: e.safe,
+        reg: e.reg,
+    }
+}
+
+/// Takes the newest connection to `s` of `class` out of a list (places
+/// another thread or its client holds locked are skipped; expired
+/// connections are dropped, places left empty that no client holds are
+/// forgotten).
 fn pop(lists: &mut Lists, s: &ServerRt, class: Class, now: Tick) -> Option<Entry> {
     let list = lists.get_mut(&s.uid)?;
-    list.retain(|e| !expired(e, now));
-    let pick = |safe: bool| list.iter().rposition(|e| e.safe == safe);
-    let at = match class {
-        Class::Safe => pick(true),
-        Class::Any => pick(false).or_else(|| pick(true)),
-    }?;
-    Some(list.remove(at))
+    let passes: &[bool] = match class {
+        Class::Safe => &[true],
+        Class::Any => &[false, true],
+    };
+    let mut found = None;
+    for &safe in passes {
+        found = list.iter().rev().find_map(|slot| {
+            let mut g = slot.try_lock().ok()?;
+            if g.as_ref().is_some_and(|e| expired(e, now)) {
+                *g = None;
+            }
+            if g.as_ref()?.safe == safe {
+                g.take()
+            } else {
+                None
+            }
+        });
+        if found.is_some() {
+            break;
+        }
+    }
+    list.retain(|slot| {
+        Arc::strong_count(slot) > 1 || slot.try_lock().map_or(true, |g| g.is_some())
+    });
+    found
 }
 
 /// The connection of an entry taken from a list, if it is still open and
-/// still goes to the server's address (its ticket is given back).
-fn usable(e: Entry, s: &ServerRt) -> Option<(Transport, bool)> {
-    let mut st = Transport::from(e.conn);
-    (super::alive(&mut st) && s.still_there(&st)).then_some((st, e.safe))
+/// still goes to the server's address (else it closes, its place in the
+/// pool given back).
+fn usable(e: Entry, s: &ServerRt) -> Option<Taken> {
+    let mut t = taken(e);
+    (super::alive(&mut t.st) && s.still_there(&t.st)).then_some(t)
 }

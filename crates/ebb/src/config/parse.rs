@@ -1551,6 +1551,18 @@ fn log_level(s: &str) -> Option<LogLevel> {
 /// as HAProxy does when it reads the line.
 fn syslog_addr(t: &str, v6: Option<bool>) -> Result<std::net::SocketAddr, String> {
     use std::net::ToSocketAddrs;
+    // No host is any address, no port 514 (`:`, as two unset variables
+    // leave `${H}:${P}`), as HAProxy reads them.
+    let filled;
+    let t = match t.rsplit_once(':') {
+        Some((h, p)) if !h.contains(':') && (h.is_empty() || p.is_empty()) => {
+            let h = if h.is_empty() { "0.0.0.0" } else { h };
+            let p = if p.is_empty() { "514" } else { p };
+            filled = format!("{h}:{p}");
+            filled.as_str()
+        }
+        _ => t,
+    };
     let with_port = if t.parse::<std::net::Ipv6Addr>().is_ok() {
         format!("[{t}]:514")
     } else if t.starts_with('[') && t.ends_with(']') || !t.contains(':') {
@@ -1569,7 +1581,10 @@ fn syslog_addr(t: &str, v6: Option<bool>) -> Result<std::net::SocketAddr, String
 
 /// `TARGET [len N] [format F] [FACILITY [LEVEL [MINLEVEL]]]`.
 fn parse_log_target(w: &[String], loc: &Loc) -> Result<LogTarget, String> {
-    let Some(target) = w.first() else {
+    // An address: environment variables expanded, quoted or not (HAProxy's
+    // `str2sa_range()`).
+    let expanded = w.first().map(|t| super::values::env_expand(t).into_owned());
+    let Some(target) = expanded.as_ref() else {
         return Err(
             "'log' expects a target (stdout, stderr, udp@HOST:PORT, unix@PATH, /dev/log or a file)"
                 .to_string(),

@@ -192,9 +192,13 @@ pub struct Stream {
     /// proxied request; every server socket of this client is registered
     /// with it.
     side_task: Option<TaskletId>,
-    /// An idle server connection kept for this client's next request,
-    /// still registered with `side_task`.
+    /// An idle server connection private to this client, kept for its
+    /// next request, still registered with `side_task`.
     attached: Option<proxy::Attached>,
+    /// This client's place in the idle pool: its last server connection,
+    /// idle, still registered with `side_task` unless another request
+    /// took it ([`crate::backend::pool`]).
+    parked: Option<crate::backend::pool::Parked>,
     /// The fields of the answers the stream builds (fixed answers, pages,
     /// files), reused from one answer to the next.
     fields: FieldBuf,
@@ -365,9 +369,7 @@ impl Exchange for Stream {
         if self.up.is_some() {
             self.proxy_client_gone(c, ctx);
         }
-        if let Some(a) = self.attached.take() {
-            self.detach_to_pool(c, ctx, a);
-        }
+        self.release_idle(c, ctx);
         if let Some(t) = self.side_task.take() {
             ctx.kill_tasklet(t);
         }

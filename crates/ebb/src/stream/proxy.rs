@@ -27,11 +27,12 @@
 //! runs client-side code, and a client-side event never tries the server
 //! socket unless it saw an edge.
 //!
-//! After the response, a server connection that may be kept stays attached
-//! to the client connection (still registered, so the next request of the
-//! same client to the same server costs no `epoll_ctl`), and goes to the
-//! thread's idle pool when the client leaves or the next request wants
-//! another server.
+//! After the response, a server connection that may be kept is idle: in
+//! the idle pool, in the client's own place there, still registered (so
+//! the next request of the same client to the same server costs no
+//! `epoll_ctl`) unless another request took it meanwhile, as `http-reuse`
+//! allows ([`crate::backend::pool`]); one private to its client stays
+//! attached to it.
 //!
 //! Failures: a connect that fails or times out is retried up to `retries`
 //! times (the last one on another server with `option redispatch`), then
@@ -99,16 +100,22 @@ impl Left {
     }
 }
 
-/// An idle server connection kept for its client's next request, still
-/// registered with the server side's tasklet.
+/// An idle server connection private to its client (`http-reuse never`,
+/// `dispatch`, a PROXY header, a server without a port), kept for the
+/// client's next request, still registered with the server side's tasklet.
 pub(super) struct Attached {
     srv: Arc<ServerRt>,
     st: Transport,
-    /// It carried a request after its first one.
-    safe: bool,
-    /// Its place in the server's idle pool; `None`: private to this
-    /// client (`http-reuse never`), closed when the client leaves.
-    ticket: Option<crate::backend::pool::IdleTicket>,
+}
+
+/// Whether another client's request may take an idle connection to `s`:
+/// not one that began with a PROXY header naming its client (HAProxy keys
+/// such connections by source), nor one of a server without a port or an
+/// address (it went to its client's destination), nor the backend's own target
+/// (`dispatch`, `option transparent`: HAProxy keeps a connection to no
+/// server private to its client).
+fn shareable(s: &ServerRt) -> bool {
+    s.opts.send_proxy == 0 && !s.follows_client_dst() && !s.backend_target
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -504,18 +511,34 @@ impl Stream {
         up.t_served = Some(now);
         up.waiter = None;
         s.counters.sessions.fetch_add(1, Ordering::Relaxed);
-        // 1. The connection this client already has to that server (its
-        //    place in the idle pool is given back: it is in use).
+        // 1. The connection this client already has to that server: kept
+        //    private to it, or parked in the pool where no other request
+        //    took it. Still registered with the server side's tasklet:
+        //    with no event on it since it went idle, it is known open
+        //    without a `peek` (a close or stray bytes would have raised
+        //    one).
         let mut sock = None;
+        let quiet = !std::mem::take(&mut self.side.borrow_mut().idle_event);
         if let Some(mut a) = self.attached.take() {
-            // Still registered with the server side's tasklet: with no
-            // event on it since it went idle, it is known open without
-            // a `peek` (a close or stray bytes would have raised one).
-            let quiet = !std::mem::take(&mut self.side.borrow_mut().idle_event);
             if a.srv.uid == s.uid && (quiet || alive(&mut a.st)) {
                 sock = Some((a.st, true));
             } else {
                 self.detach_to_pool(c, ctx, a);
+            }
+        }
+        if let Some(p) = self.parked.take() {
+            if p.server_uid() == s.uid {
+                if let Some(mut t) = c.w.shared.idle.unpark(&p) {
+                    if quiet || alive(&mut t.st) {
+                        sock = Some((t.st, true));
+                    }
+                }
+                self.parked = Some(p);
+            } else {
+                // Its connection to another server stays for others.
+                c.w.shared.idle.release(p, |fd| {
+                    let _ = ctx.deregister_fd(fd);
+                });
             }
         }
         // 2. The idle pool, this thread's connections first, as
@@ -524,10 +547,6 @@ impl Stream {
         //    own (a failure there could not be told apart), `aggressive`
         //    on a safe one (it carried more than one request), `always`
         //    on a safe one, else any.
-        // A connection that began with a PROXY header names its client:
-        // never another client's (HAProxy keys such connections by source).
-        // Nor one of a server without a port: it went to another client's
-        // destination port.
         use crate::backend::pool::Want;
         let first = c.requests <= 1;
         let want = match up.farm.reuse {
@@ -537,13 +556,14 @@ impl Stream {
             HttpReuse::Aggressive => Some(Want::Safe),
             HttpReuse::Always => Some(Want::SafeFirst),
         };
-        // Nor the backend's own target (`dispatch`, `option transparent`):
-        // HAProxy keeps a connection to no server private to its client.
-        let may_share =
-            s.opts.send_proxy == 0 && !s.map_ports.load(Ordering::Relaxed) && !s.backend_target;
-        if let (None, Some(want), true) = (&sock, want, may_share) {
-            if let Some((st, _safe)) = c.w.take_idle(&s, want, ctx.now()) {
-                sock = Some((st, false));
+        if let (None, Some(want), true) = (&sock, want, shareable(&s)) {
+            if let Some(t) = c.w.take_idle(&s, want, ctx.now()) {
+                // Registered with another client's tasklet until now (on
+                // this thread's poller or another's).
+                if let Some(owner) = t.reg {
+                    let _ = ctx.deregister_fd_of(owner.thread(), t.st.raw_fd());
+                }
+                sock = Some((t.st, false));
             }
         }
         up.server = Some(Arc::clone(&s));
@@ -1564,38 +1584,45 @@ impl Stream {
                 && !sd.sock.as_ref().is_some_and(|s| s.has_pending_output())
         };
         let s = up.server.take();
-        if keep && s.is_some() {
-            // An idle connection attached before (to another server) goes
-            // to the pool first.
-            if let Some(old) = self.attached.take() {
-                self.detach_to_pool(c, ctx, old);
-            }
-        }
-        // The connection stays attached to this client (still registered
-        // with the server side's tasklet): private with `http-reuse
-        // never`, else counted in the server's idle pool, and closed when
-        // that pool is full (`pool-max-conn`).
-        let ticket = match (keep, s.as_ref()) {
-            (true, Some(srv)) if up.farm.reuse == HttpReuse::Never || srv.backend_target => {
-                Some(None)
-            }
-            (true, Some(srv)) => srv.idle_ticket().map(Some),
+        let sock = match (keep, s.as_ref()) {
+            (true, Some(_)) => self.side.borrow_mut().take_sock(),
             _ => None,
         };
-        let kept = match (ticket, s.as_ref()) {
-            (Some(ticket), Some(srv)) => self.side.borrow_mut().take_sock().map(|st| Attached {
-                srv: Arc::clone(srv),
-                st,
-                safe: up.reused,
-                ticket,
-            }),
-            _ => None,
-        };
-        if let Some(k) = kept {
-            self.side.borrow_mut().idle_event = false;
-            self.attached = Some(k);
-        } else {
-            self.drop_server_sock(ctx);
+        match (sock, s.as_ref()) {
+            (Some(st), Some(srv)) if up.farm.reuse == HttpReuse::Never || !shareable(srv) => {
+                // Private: stays attached to this client (still registered
+                // with the server side's tasklet).
+                if let Some(old) = self.attached.take() {
+                    self.detach_to_pool(c, ctx, old);
+                }
+                self.side.borrow_mut().idle_event = false;
+                self.attached = Some(Attached {
+                    srv: Arc::clone(srv),
+                    st,
+                });
+            }
+            (Some(st), Some(srv)) => {
+                // Idle now, as in HAProxy: parked in the pool, in this
+                // client's place, still registered with the server side's
+                // tasklet; closed when the pool is full (`pool-max-conn`).
+                if let Some(ticket) = srv.idle_ticket() {
+                    self.side.borrow_mut().idle_event = false;
+                    let reg = self.side_task;
+                    c.w.shared.idle.park(
+                        ctx.thread_id(),
+                        &mut self.parked,
+                        srv,
+                        st,
+                        up.reused,
+                        ticket,
+                        reg,
+                        ctx.now(),
+                    );
+                } else {
+                    let _ = ctx.deregister_fd(st.raw_fd());
+                }
+            }
+            _ => self.drop_server_sock(ctx),
         }
         let (ibuf, bytes_in) = {
             let mut sd = self.side.borrow_mut();
@@ -1686,20 +1713,22 @@ impl Stream {
         self.fail(c, ctx, ExchangeError::client_gone());
     }
 
-    /// An attached idle server connection goes to the thread's pool (a
-    /// private one is closed).
-    pub(super) fn detach_to_pool(&mut self, c: &mut H1, ctx: &mut Ctx, a: Attached) {
-        let Attached {
-            srv,
-            mut st,
-            safe,
-            ticket,
-        } = a;
-        let _ = ctx.deregister_fd(st.raw_fd());
-        if let Some(ticket) = ticket {
-            if srv.opts.send_proxy == 0 && alive(&mut st) {
-                c.w.put_idle(&srv, st, safe, ticket, ctx.now());
-            }
+    /// A private idle server connection closes (its client leaves or
+    /// wants another server).
+    pub(super) fn detach_to_pool(&mut self, _c: &mut H1, ctx: &mut Ctx, a: Attached) {
+        let _ = ctx.deregister_fd(a.st.raw_fd());
+    }
+
+    /// The client leaves: its idle connections close (a private one) or
+    /// stay in the pool for others.
+    pub(super) fn release_idle(&mut self, c: &mut H1, ctx: &mut Ctx) {
+        if let Some(a) = self.attached.take() {
+            self.detach_to_pool(c, ctx, a);
+        }
+        if let Some(p) = self.parked.take() {
+            c.w.shared.idle.release(p, |fd| {
+                let _ = ctx.deregister_fd(fd);
+            });
         }
     }
 
@@ -1805,7 +1834,7 @@ fn response_body_ready(c: &H1, now: Tick, up: &mut Upstream, sd: &ServerSide) ->
 /// server without a port of its own (it takes the client's) and for
 /// `option transparent` (it goes there).
 fn client_dst(c: &H1, s: &ServerRt) -> Option<SocketAddr> {
-    if s.map_ports.load(Ordering::Relaxed) || (s.backend_target && s.addr().is_none()) {
+    if s.follows_client_dst() || (s.backend_target && s.addr().is_none()) {
         // The stream's: as an `http-request set-dst[-port]` left it.
         let set = c.vars.try_borrow().ok().and_then(|v| v.info.dst);
         set.or_else(|| c.local_addr())
