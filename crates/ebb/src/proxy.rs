@@ -882,6 +882,7 @@ pub fn compile_keeping(
     cfg: &Config,
     prev: Option<&crate::table::Tables>,
 ) -> Result<Compiled, Vec<ConfigError>> {
+    crate::sample::auth::install(&cfg.userlists);
     let mut errors = Vec::new();
     let mut warn = Vec::new();
     let warnings = &mut warn;

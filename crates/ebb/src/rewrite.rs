@@ -521,7 +521,8 @@ pub fn run_request_from(
             HttpRequestAction::Return(_)
             | HttpRequestAction::UseService(_)
             | HttpRequestAction::Redirect(_)
-            | HttpRequestAction::Deny { .. } => return Ok(Some(i)),
+            | HttpRequestAction::Deny { .. }
+            | HttpRequestAction::Auth { .. } => return Ok(Some(i)),
             HttpRequestAction::Allow => return Ok(None),
             HttpRequestAction::Var(v) => {
                 let ctx = Ctx {

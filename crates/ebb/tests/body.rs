@@ -365,3 +365,92 @@ fn http_response_deny_covers_answers_ebb_builds_itself() {
     assert_eq!(r.status, 451);
     assert!(!r.text().contains("secret"));
 }
+
+/// `userlist`, `http-request auth`, `http_auth` and `http_auth_group`.
+fn auth_config(bind: &str) -> String {
+    format!(
+        "userlist L\n    group admin\n    group staff users bob\n    user alice password $6$abcdefgh$Z7KfoKnKTSZrzo5VZ0YubGLQOj9ov6sHo9TmE3zIU/LHKhpE30zCnZ0mcIXYf9r9rQ4DYaXoxAFSPFlcWdxjB. groups admin\n    user bob insecure-password b0b\n\
+         defaults\n    mode http\n    timeout client 5s\n\
+         frontend fe\n    bind {bind}\n\
+         \x20   acl admins http_auth_group(L) admin\n\
+         \x20   http-request auth realm Zone unless {{ http_auth(L) }}\n\
+         \x20   http-request auth if {{ path /admin }} !admins\n\
+         \x20   http-request return status 200 content-type text/plain lf-string \"user=%[http_auth_group(L)]\"\n"
+    )
+}
+
+#[test]
+fn http_request_auth_with_a_userlist() {
+    let e = Ebb::start(&auth_config("BIND"));
+    let port = free_port();
+    let hap = haproxy_with("auth-hap", &auth_config(&format!("127.0.0.1:{port}")));
+    let ask = |a: std::net::SocketAddr, path: &str, cred: Option<&str>| {
+        let mut c = Client::connect(a);
+        let authz = cred.map_or(String::new(), |u| {
+            let mut b = Vec::new();
+            let t = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+            for ch in u.as_bytes().chunks(3) {
+                let n = (u32::from(ch[0]) << 16)
+                    | (u32::from(*ch.get(1).unwrap_or(&0)) << 8)
+                    | u32::from(*ch.get(2).unwrap_or(&0));
+                for k in 0..4 {
+                    b.push(if k <= ch.len() {
+                        t[(n >> (18 - 6 * k) & 63) as usize]
+                    } else {
+                        b'='
+                    });
+                }
+            }
+            format!("Authorization: Basic {}\r\n", String::from_utf8(b).unwrap())
+        });
+        c.send(format!("GET {path} HTTP/1.1\r\nHost: t\r\n{authz}\r\n").as_bytes());
+        let r = c.read_resp();
+        (
+            r.status,
+            r.header("www-authenticate").map(String::from),
+            if r.status == 200 {
+                r.text()
+            } else {
+                String::new()
+            },
+        )
+    };
+    let cases: [(&str, Option<&str>); 6] = [
+        ("/", None),
+        ("/", Some("alice:s3cret")),
+        ("/", Some("alice:wrong")),
+        ("/", Some("bob:b0b")),
+        ("/admin", Some("bob:b0b")),
+        ("/admin", Some("alice:s3cret")),
+    ];
+    let want = [
+        (401, Some("Basic realm=\"Zone\"".to_string()), String::new()),
+        (200, None, "user=alice".to_string()),
+        (401, Some("Basic realm=\"Zone\"".to_string()), String::new()),
+        (200, None, "user=bob".to_string()),
+        (401, Some("Basic realm=\"fe\"".to_string()), String::new()),
+        (200, None, "user=alice".to_string()),
+    ];
+    for ((p, cred), w) in cases.iter().zip(want.iter()) {
+        assert_eq!(&ask(e.addr(), p, *cred), w, "{p} {cred:?}");
+        if hap.is_some() {
+            let a = format!("127.0.0.1:{port}").parse().unwrap();
+            assert_eq!(&ask(a, p, *cred), w, "haproxy: {p} {cred:?}");
+        }
+    }
+}
+
+#[test]
+fn userlist_errors_name_their_line() {
+    let d = scratch("ul");
+    for (cfg, line, msg) in [
+        ("userlist L\n    user a password plain\n", "a.cfg:2:", "SHA-crypt"),
+        ("userlist L\n    user a insecure-password x groups nope\n", "a.cfg:2:", "no group 'nope'"),
+        ("defaults\n    mode http\nfrontend fe\n    bind 127.0.0.1:0\n    http-request deny if { http_auth(M) }\n", "a.cfg:5:", "no userlist named 'M'"),
+    ] {
+        std::fs::write(d.join("a.cfg"), cfg).unwrap();
+        let (code, _, err) = run_ebb(&["-c", "-f", "a.cfg"], &d);
+        assert_ne!(code, 0);
+        assert!(err.contains(line) && err.contains(msg), "{err}");
+    }
+}

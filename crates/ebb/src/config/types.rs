@@ -61,6 +61,8 @@ pub struct Config {
     pub peers: Vec<super::peers::PeersSection>,
     /// `cache` sections, in declaration order.
     pub caches: Vec<CacheSection>,
+    /// `userlist` sections.
+    pub userlists: Vec<crate::sample::auth::Userlist>,
     /// This instance's peer name (`-L`, `localpeer`, or the host name).
     pub local_peer: String,
 }
@@ -1075,6 +1077,11 @@ pub enum HttpRequestAction {
     CacheUse(String),
     /// `wait-for-body time T [at-least N]`: the rules wait for the body.
     WaitForBody(WaitForBody),
+    /// `auth [realm R]`: 401 asking for Basic credentials (realm: the
+    /// rule's proxy's name by default).
+    Auth {
+        realm: Option<String>,
+    },
 }
 
 /// `http-request|http-response wait-for-body time T [at-least N]`: wait

@@ -7,6 +7,14 @@ use std::io::Write;
 use super::{each_field, Ctx, Res, Scope, Scratch, Type, Val};
 use crate::http1::Version;
 
+/// The user of userlist `list` the request's `Authorization` names, when
+/// its credentials are valid.
+fn auth_user(ctx: &Ctx<'_>, list: &str) -> Option<(std::sync::Arc<super::auth::Userlist>, usize)> {
+    let r = ctx.req?;
+    let v = r.head.header(r.buf, "authorization")?;
+    super::auth::check(list, v)
+}
+
 /// Which occurrence of a header a fetch reads: HAProxy's `occ` argument
 /// (positive from the first, negative from the last; no argument: the
 /// last in an expression, every one in an ACL).
@@ -134,6 +142,11 @@ pub(super) enum Fetch {
     ResBody,
     ResBodyLen,
     ResBodySize,
+    /// `http_auth(L)`: the request's Basic credentials are valid in
+    /// userlist L; `http_auth_group(L)`: the user's name (in an ACL, its
+    /// groups are what the patterns match).
+    HttpAuth(String),
+    HttpAuthGroup(String),
 }
 
 /// What a fetch reads, for the rules that may run before a layer exists
@@ -444,6 +457,15 @@ impl Fetch {
             }
             "res.len" => res_only(none(Fetch::ResLen)?),
             "req.body" => req_only(none(Fetch::ReqBody)?),
+            "http_auth" | "http_auth_group" => {
+                arg_count(name, args, 1, 1)?;
+                super::auth::note_ref(&args[0]);
+                req_only(if name == "http_auth" {
+                    Fetch::HttpAuth(args[0].clone())
+                } else {
+                    Fetch::HttpAuthGroup(args[0].clone())
+                })
+            }
             "res.body" => res_only(none(Fetch::ResBody)?),
             "res.body_len" => res_only(none(Fetch::ResBodyLen)?),
             "res.body_size" => res_only(none(Fetch::ResBodySize)?),
@@ -539,7 +561,9 @@ impl Fetch {
             | Fetch::ReqBody
             | Fetch::ReqBodyLen
             | Fetch::ReqBodySize
-            | Fetch::ReqBodyParam(..) => Some(false),
+            | Fetch::ReqBodyParam(..)
+            | Fetch::HttpAuth(_)
+            | Fetch::HttpAuthGroup(_) => Some(false),
             Fetch::Hdr { res, .. } | Fetch::HdrCnt { res, .. } | Fetch::HdrIp { res, .. } => {
                 Some(*res)
             }
@@ -581,7 +605,11 @@ impl Fetch {
             | Fetch::Int(_)
             | Fetch::Date(_)
             | Fetch::Rand(_) => Type::Int,
-            Fetch::SslFc | Fetch::Bool(_) | Fetch::FirstReq | Fetch::CacheHit => Type::Bool,
+            Fetch::SslFc
+            | Fetch::Bool(_)
+            | Fetch::FirstReq
+            | Fetch::CacheHit
+            | Fetch::HttpAuth(_) => Type::Bool,
             // Typed when set; converters cast at run time from a string.
             Fetch::Var(..) => Type::Str,
             Fetch::Method => Type::Meth,
@@ -658,6 +686,11 @@ impl Fetch {
                 Some(Val::Bin)
             }
             Fetch::ReqBodyLen => Some(Val::Int(ctx.req?.body.len() as i64)),
+            Fetch::HttpAuth(l) => Some(Val::Bool(auth_user(ctx, l).is_some())),
+            Fetch::HttpAuthGroup(l) => {
+                let (list, i) = auth_user(ctx, l)?;
+                put(s, list.users[i].name.as_bytes())
+            }
             Fetch::ResBody => {
                 put(s, ctx.res_body?.0)?;
                 Some(Val::Bin)
@@ -936,6 +969,17 @@ impl Fetch {
         f: &mut dyn FnMut(Val, &mut Scratch) -> bool,
     ) -> Option<bool> {
         match self {
+            // In an ACL: each group of the authenticated user.
+            Fetch::HttpAuthGroup(l) => {
+                let Some((list, i)) = auth_user(ctx, l) else {
+                    return Some(false);
+                };
+                Some(list.users[i].groups.iter().any(|g| {
+                    s.cur.clear();
+                    s.cur.extend_from_slice(g.as_bytes());
+                    f(Val::Str, s)
+                }))
+            }
             Fetch::Hdr {
                 name,
                 occ: Occ::Default,

@@ -20,6 +20,7 @@
 //! the way live in two per-thread scratch buffers that keep their capacity,
 //! so a warm evaluation allocates nothing unless a value outgrows them.
 
+pub mod auth;
 mod conv;
 mod fetch;
 pub mod hash;

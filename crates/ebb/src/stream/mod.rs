@@ -494,6 +494,19 @@ impl Stream {
             }
             HttpRequestAction::Deny { status } => Act::Deny(*status),
             HttpRequestAction::Tarpit { status } => Act::Tarpit(*status),
+            HttpRequestAction::Auth { realm } => {
+                // HAProxy: the realm is the rule's proxy's name by default.
+                let r = match (realm, be) {
+                    (Some(r), _) => r.clone(),
+                    (None, Some(b)) => {
+                        c.fe.backends
+                            .get(b)
+                            .map_or_else(String::new, |b| b.name.clone())
+                    }
+                    (None, None) => c.fe.name.clone(),
+                };
+                Act::Auth(be, r)
+            }
             HttpRequestAction::WaitForBody(w) => {
                 let at = match be {
                     Some(b) => Resume::Be(b, Some(i)),
@@ -733,6 +746,39 @@ impl Stream {
         let fe = Arc::clone(&c.fe);
         match act {
             Act::WaitBody(w) => self.wait_body(c, ctx, w),
+            Act::Auth(bi, realm) => {
+                // HAProxy's http_action_auth: the proxy's 401 answer with
+                // `WWW-Authenticate`, the connection kept; an HTTP error
+                // for the trackers, logged `LR`.
+                c.stk.note_error();
+                let v = format!("Basic realm=\"{}\"", realm.replace(['"', '\\'], ""));
+                let hdr: [(&[u8], &[u8]); 1] = [(b"WWW-Authenticate", v.as_bytes())];
+                match fe.error_replies.iter().find(|(s, _)| *s == 401) {
+                    Some((_, p)) => {
+                        let be_name = bi.and_then(|b| fe.backends.get(b)).map(|b| b.name.clone());
+                        self.answer_prepared(c, &fe, p, keep_alive, be_name.as_deref(), &hdr);
+                    }
+                    None => match fe.errorfile(401) {
+                        // Sent as written, the field added after its
+                        // status line (HAProxy adds it to the answer).
+                        Some(raw) => {
+                            let at = raw
+                                .windows(2)
+                                .position(|w| w == b"\r\n")
+                                .map_or(raw.len(), |p| p + 2);
+                            c.wbuf.extend_from_slice(&raw[..at]);
+                            c.wbuf.extend_from_slice(b"WWW-Authenticate: ");
+                            c.wbuf.extend_from_slice(v.as_bytes());
+                            c.wbuf.extend_from_slice(b"\r\n");
+                            c.wbuf.extend_from_slice(&raw[at..]);
+                            c.closing = true;
+                        }
+                        None => c.error_response(401, keep_alive, version, head_req, &hdr),
+                    },
+                }
+                self.local_term = Some("LR");
+                self.finish_request(c, ctx, 401, bi, 0);
+            }
             Act::Monitor(failed) => {
                 // Not logged: HAProxy's monitor requests never are.
                 if failed {
@@ -793,7 +839,7 @@ impl Stream {
                     self.finish_request(c, ctx, st, None, 0);
                     return;
                 }
-                self.answer_prepared(c, &fe, p, keep_alive, be_name);
+                self.answer_prepared(c, &fe, p, keep_alive, be_name, &[]);
                 let st = p.status;
                 self.finish_request(c, ctx, st, None, 0);
             }
@@ -1356,7 +1402,8 @@ impl Stream {
 impl Stream {
     /// Writes a prepared answer (`http-request return`, an `http-error`
     /// reply) through the client side's one output path, with what
-    /// `lf-string` / `hdr` evaluate to for this request.
+    /// `lf-string` / `hdr` evaluate to for this request, and `extra`
+    /// fields after its own.
     fn answer_prepared(
         &mut self,
         c: &mut H1,
@@ -1364,6 +1411,7 @@ impl Stream {
         p: &crate::proxy::Prepared,
         keep_alive: bool,
         be: Option<&str>,
+        extra: &[(&[u8], &[u8])],
     ) {
         self.fields.clear();
         let mut scratch = std::mem::take(&mut self.scratch);
@@ -1382,6 +1430,9 @@ impl Stream {
             };
             p.render(&cx, &mut self.fields, &mut scratch)
         };
+        for (n, v) in extra {
+            self.fields.push(n, v);
+        }
         let head = RespHead {
             extra: self.fields.fields(),
             close: !keep_alive,
@@ -1419,7 +1470,7 @@ impl Stream {
             (crate::config::ReturnBody::Errorfile(Some(raw)), _) => {
                 c.wbuf.extend_from_slice(raw);
             }
-            (_, Some(p)) => self.answer_prepared(c, &fe, p, false, Some(&be.name)),
+            (_, Some(p)) => self.answer_prepared(c, &fe, p, false, Some(&be.name), &[]),
             _ => self.error_answer(c, &fe, ret.status, false, Some(&be.name)),
         }
         ret.status
@@ -1436,7 +1487,7 @@ impl Stream {
         be: Option<&str>,
     ) {
         match fe.error_replies.iter().find(|(s, _)| *s == status) {
-            Some((_, p)) => self.answer_prepared(c, fe, p, keep_alive, be),
+            Some((_, p)) => self.answer_prepared(c, fe, p, keep_alive, be, &[]),
             None => {
                 let (version, head_req) = (c.head.version, c.head.method == Method::Head);
                 c.error_response(status, keep_alive, version, head_req, &[]);
@@ -1530,6 +1581,9 @@ enum Act {
     Cache(usize, Box<crate::httpcache::Hit>),
     /// The rules wait for the request's body first.
     WaitBody(Box<BodyWait>),
+    /// `http-request auth`: 401 with this realm (the rule's backend, or
+    /// the frontend's).
+    Auth(Option<usize>, String),
     /// A `tcp-request content reject` (true: `silent-drop`) of the
     /// frontend (`None`) or of a backend: the connection closes without
     /// an answer.
