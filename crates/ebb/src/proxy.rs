@@ -323,6 +323,10 @@ pub struct BackendRt {
     /// http-request` in ms (`None`: unset) that bounds that wait.
     pub buffer_request: bool,
     pub http_request_ms: Option<u32>,
+    /// `timeout server`, `timeout tunnel` as configured (`None`: unset),
+    /// for `be_server_timeout`, `be_tunnel_timeout`.
+    pub server_ms: Option<u32>,
+    pub tunnel_ms: Option<u32>,
 }
 
 /// HTTP/2 connections and streams toward servers, all threads together:
@@ -379,6 +383,8 @@ pub struct FrontendRt {
     /// frontend's rules (bounded by `timeout http-request`, else the
     /// client's read timeout).
     pub buffer_request: bool,
+    /// `timeout client` as configured (`fe_client_timeout`).
+    pub client_ms: Option<u32>,
     pub matcher: Matcher,
     pub http_request: Vec<ReqRule>,
     pub http_response: Vec<RespRule>,
@@ -991,6 +997,8 @@ pub fn compile_keeping(
                 h2: Arc::default(),
                 buffer_request: p.options.buffer_request,
                 http_request_ms: ms(p.timeouts.http_request),
+                server_ms: ms(p.timeouts.server),
+                tunnel_ms: ms(p.timeouts.tunnel),
             })
         })();
         match r {
@@ -1085,6 +1093,7 @@ pub fn compile_keeping(
                 idle_close_on_response: p.options.idle_close_on_response,
                 disable_h2_upgrade: p.options.disable_h2_upgrade,
                 buffer_request: p.options.buffer_request,
+                client_ms: ms(p.timeouts.client),
                 matcher,
                 http_request,
                 http_response,

@@ -454,3 +454,78 @@ fn userlist_errors_name_their_line() {
         assert!(err.contains(line) && err.contains(msg), "{err}");
     }
 }
+
+/// `http-request set-timeout` and the timeout fetches.
+fn timeout_config(bind: &str, origin: std::net::SocketAddr) -> String {
+    format!(
+        "defaults\n    mode http\n    timeout connect 5s\n    timeout client 7s\n    timeout server 30s\n\
+         frontend fe\n    bind {bind}\n    default_backend be\n\
+         backend be\n    timeout tunnel 9s\n\
+         \x20   http-request set-timeout server 300ms if {{ path /short }}\n\
+         \x20   http-request set-timeout tunnel int(4),mul(1000) if {{ path /short }}\n\
+         \x20   http-response set-header x-t \"%[be_server_timeout] %[cur_server_timeout] %[be_tunnel_timeout] %[cur_tunnel_timeout] %[fe_client_timeout]\"\n\
+         \x20   server s {origin}\n"
+    )
+}
+
+#[test]
+fn set_timeout_changes_this_exchanges_server_timeout() {
+    let o = Origin::start("slow", Mode::Stall);
+    let fast = Origin::start("fast", Mode::Ok);
+    let e = Ebb::start(&timeout_config("BIND", o.addr));
+    // The origin never answers: 504 after the exchange's 300 ms, not the
+    // backend's 30 s (the client's read timeout is the test's 10 s).
+    let mut c = Client::connect(e.addr());
+    c.send(b"GET /short HTTP/1.1\r\nHost: t\r\n\r\n");
+    assert_eq!(c.read_resp().status, 504);
+    // The fetches, side by side with haproxy.
+    let e = Ebb::start(&timeout_config("BIND", fast.addr));
+    let port = free_port();
+    let hap = haproxy_with(
+        "to-hap",
+        &timeout_config(&format!("127.0.0.1:{port}"), fast.addr),
+    );
+    let ask = |a: std::net::SocketAddr, p: &str| {
+        let mut c = Client::connect(a);
+        c.send(format!("GET {p} HTTP/1.1\r\nHost: t\r\n\r\n").as_bytes());
+        c.read_resp().header("x-t").map(String::from)
+    };
+    assert_eq!(
+        ask(e.addr(), "/").as_deref(),
+        Some("30000 30000 9000 9000 7000")
+    );
+    assert_eq!(
+        ask(e.addr(), "/short").as_deref(),
+        Some("30000 300 9000 4000 7000")
+    );
+    if hap.is_some() {
+        let a = format!("127.0.0.1:{port}").parse().unwrap();
+        for p in ["/", "/short"] {
+            assert_eq!(ask(a, p), ask(e.addr(), p), "{p}");
+        }
+    }
+}
+
+#[test]
+fn set_timeout_takes_server_or_tunnel_in_a_backend() {
+    let d = scratch("st");
+    for (rule, msg) in [
+        (
+            "backend b\n    http-request set-timeout client 5s\n",
+            "supports 'server'/'tunnel'",
+        ),
+        (
+            "frontend f\n    bind 127.0.0.1:0\n    http-request set-timeout server 5s\n",
+            "no backend capability",
+        ),
+        (
+            "backend b\n    http-request set-timeout server 0\n",
+            "null value",
+        ),
+    ] {
+        std::fs::write(d.join("a.cfg"), format!("defaults\n    mode http\n{rule}")).unwrap();
+        let (code, _, err) = run_ebb(&["-c", "-f", "a.cfg"], &d);
+        assert_ne!(code, 0);
+        assert!(err.contains("a.cfg:") && err.contains(msg), "{err}");
+    }
+}

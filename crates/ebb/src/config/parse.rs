@@ -2749,6 +2749,7 @@ pub fn unreachable_rules(px: &Proxy) -> Vec<String> {
                     | HttpRequestAction::Rewrite(_)
                     | HttpRequestAction::Capture(_)
                     | HttpRequestAction::WaitForBody(_)
+                    | HttpRequestAction::SetTimeout { .. }
             )
     };
     let Some(first) = px.http_request.iter().position(is_final) else {
@@ -4307,6 +4308,44 @@ fn parse_http_request(
         a if is_shared_action(a) => shared_action("http-request", a, args, request_scope(px))?,
         "capture" => HttpRequestAction::Capture(parse_capture_action(px, ctx, false, args)?),
         "wait-for-body" => HttpRequestAction::WaitForBody(parse_wait_for_body("http-request", args)?),
+        "set-timeout" => {
+            if ctx.caps & BE == 0 {
+                return Err(format!("proxy '{}' has no backend capability", px.name));
+            }
+            let [which, v] = args else {
+                return Err("'http-request set-timeout' expects exactly 2 arguments".to_string());
+            };
+            let tunnel = match which.as_str() {
+                "server" => false,
+                "tunnel" => true,
+                o => {
+                    return Err(format!(
+                        "'set-timeout' rule supports 'server'/'tunnel' (got '{o}')"
+                    ))
+                }
+            };
+            let value = match parse_time(v) {
+                Ok(d) => {
+                    let ms = u32::try_from(d.as_millis())
+                        .ok()
+                        .filter(|&m| m <= i32::MAX as u32)
+                        .ok_or_else(|| format!("timer overflow in argument '{v}' to rule 'set-timeout {which}' (maximum value is 2147483647 ms or ~24.8 days)"))?;
+                    if ms == 0 {
+                        return Err(format!("null value is not valid for a 'set-timeout {which}' rule"));
+                    }
+                    TimeoutValue::Ms(ms)
+                }
+                Err(_) => {
+                    let e = Expr::parse(v, request_scope(px))
+                        .map_err(|e| format!("'set-timeout {which}': {e}"))?;
+                    if !crate::sample::can_cast(e.out_type(), crate::sample::Type::Int) {
+                        return Err(format!("'set-timeout {which}': '{v}' does not give an integer"));
+                    }
+                    TimeoutValue::Expr(Box::new(e))
+                }
+            };
+            HttpRequestAction::SetTimeout { tunnel, value }
+        }
         "auth" => match args {
             [] => HttpRequestAction::Auth { realm: None },
             [k, r] if k == "realm" => HttpRequestAction::Auth {
@@ -4337,7 +4376,7 @@ fn parse_http_request(
         },
         o => {
             return Err(format!(
-                "unknown 'http-request' action '{o}' (supported: return, redirect, deny, allow, set-header, add-header, del-header, replace-header, replace-value, set-path, set-pathq, set-query, set-uri, set-method, replace-path, replace-pathq, replace-uri, set-var, set-var-fmt, unset-var, use-service, cache-use, capture, tarpit, wait-for-body, auth, track-sc0, track-sc1, track-sc2, sc-inc-gpc, sc-inc-gpc0, sc-inc-gpc1, sc-set-gpt, sc-set-gpt0)"
+                "unknown 'http-request' action '{o}' (supported: return, redirect, deny, allow, set-header, add-header, del-header, replace-header, replace-value, set-path, set-pathq, set-query, set-uri, set-method, replace-path, replace-pathq, replace-uri, set-var, set-var-fmt, unset-var, use-service, cache-use, capture, tarpit, wait-for-body, auth, set-timeout, track-sc0, track-sc1, track-sc2, sc-inc-gpc, sc-inc-gpc0, sc-inc-gpc1, sc-set-gpt, sc-set-gpt0)"
             ))
         }
     };

@@ -1082,6 +1082,18 @@ pub enum HttpRequestAction {
     Auth {
         realm: Option<String>,
     },
+    /// `set-timeout server|tunnel T|EXPR`: this exchange's timeout.
+    SetTimeout {
+        tunnel: bool,
+        value: TimeoutValue,
+    },
+}
+
+/// The value of `set-timeout`: milliseconds, or an expression giving them.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum TimeoutValue {
+    Ms(u32),
+    Expr(Box<crate::sample::Expr>),
 }
 
 /// `http-request|http-response wait-for-body time T [at-least N]`: wait

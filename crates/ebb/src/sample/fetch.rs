@@ -147,6 +147,11 @@ pub(super) enum Fetch {
     /// groups are what the patterns match).
     HttpAuth(String),
     HttpAuthGroup(String),
+    /// `cur_server_timeout`, `cur_tunnel_timeout`: the exchange's
+    /// (`set-timeout`), else its backend's.
+    CurTimeout {
+        tunnel: bool,
+    },
 }
 
 /// What a fetch reads, for the rules that may run before a layer exists
@@ -378,6 +383,28 @@ impl Fetch {
                 Ok(Fetch::Uuid)
             }
             "so_name" => none(Fetch::SoName),
+            "be_server_timeout" | "be_tunnel_timeout" | "fe_client_timeout" => {
+                let what = match name {
+                    "be_server_timeout" => super::Count::BeServerTimeout,
+                    "be_tunnel_timeout" => super::Count::BeTunnelTimeout,
+                    _ => super::Count::FeClientTimeout,
+                };
+                if what != super::Count::FeClientTimeout
+                    && scope == (Scope::Request { backend: false })
+                {
+                    return Err(format!(
+                        "fetch '{name}' needs a backend, which is not known yet in a frontend's http-request rules"
+                    ));
+                }
+                none(Fetch::Count {
+                    what,
+                    proxy: None,
+                    server: None,
+                })
+            }
+            "cur_server_timeout" | "cur_tunnel_timeout" => none(Fetch::CurTimeout {
+                tunnel: name == "cur_tunnel_timeout",
+            }),
             "fe_conn" | "be_conn" | "srv_conn" => {
                 let what = match name {
                     "fe_conn" => super::Count::FeConn,
@@ -530,6 +557,7 @@ impl Fetch {
             | Fetch::UniqueId
             | Fetch::SoName
             | Fetch::Count { .. }
+            | Fetch::CurTimeout { .. }
             | Fetch::Var(..)
             // Stick-table counters: known without reading the connection.
             | Fetch::Stk(_) => Layer::L4,
@@ -596,6 +624,7 @@ impl Fetch {
             Fetch::Src | Fetch::Dst | Fetch::HdrIp { .. } => Type::Ip,
             Fetch::SrcPort
             | Fetch::Count { .. }
+            | Fetch::CurTimeout { .. }
             | Fetch::DstPort
             | Fetch::HdrCnt { .. }
             | Fetch::CookCnt(_)
@@ -880,10 +909,29 @@ impl Fetch {
             } => {
                 let p = match (what, proxy) {
                     (_, Some(p)) => p.as_str(),
-                    (super::Count::FeConn, None) => ctx.fe,
+                    (super::Count::FeConn | super::Count::FeClientTimeout, None) => ctx.fe,
                     (_, None) => ctx.be?,
                 };
                 Some(Val::Int(super::count(*what, p, server.as_deref())?))
+            }
+            Fetch::CurTimeout { tunnel } => {
+                let own = ctx.vars.and_then(|v| {
+                    let i = &v.try_borrow().ok()?.info;
+                    if *tunnel {
+                        i.timeout_tunnel
+                    } else {
+                        i.timeout_server
+                    }
+                });
+                if let Some(t) = own {
+                    return Some(Val::Int(i64::from(t)));
+                }
+                let what = if *tunnel {
+                    super::Count::BeTunnelTimeout
+                } else {
+                    super::Count::BeServerTimeout
+                };
+                Some(Val::Int(super::count(what, ctx.be?, None)?))
             }
             Fetch::SoName => {
                 let name = ctx.vars?.try_borrow().ok()?.so_name.clone()?;

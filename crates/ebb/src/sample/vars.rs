@@ -232,6 +232,10 @@ pub struct TxnInfo {
     pub cache: CacheFacts,
     /// The cache that answered (`res.cache_hit`, `res.cache_name`).
     pub cache_hit: Option<std::sync::Arc<str>>,
+    /// `http-request set-timeout server|tunnel`: this exchange's own, in
+    /// ms (0: none, as HAProxy's eternity).
+    pub timeout_server: Option<u32>,
+    pub timeout_tunnel: Option<u32>,
 }
 
 /// HAProxy's cache flags and keys of a transaction (`txn->cache_hash`,

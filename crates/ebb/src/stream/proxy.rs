@@ -361,11 +361,27 @@ impl Stream {
         if matches!(sr.farm.balance, crate::config::Balance::Uri { .. }) {
             lb_uri.extend_from_slice(h.path.get(buf));
         }
+        // `http-request set-timeout`: this exchange's own (0: none, as
+        // HAProxy's eternity).
+        let mut timeouts = sr.timeouts;
+        if let Ok(v) = c.vars.try_borrow() {
+            let t = (v.info.timeout_server, v.info.timeout_tunnel);
+            let ms = |t: u32| if t == 0 { i32::MAX as u32 } else { t };
+            if let Some(s) = t.0 {
+                timeouts.server = ms(s);
+                if be.tunnel_ms.is_none() {
+                    timeouts.tunnel = ms(s);
+                }
+            }
+            if let Some(tu) = t.1 {
+                timeouts.tunnel = ms(tu);
+            }
+        }
         let now = ctx.now();
         let up = Upstream {
             be: Arc::clone(&be),
             farm: Arc::clone(&sr.farm),
-            timeouts: sr.timeouts,
+            timeouts,
             server: None,
             waiter: None,
             reused: false,
