@@ -200,6 +200,9 @@ pub struct ServersRt {
     /// `option httpclose` on the backend: the client connection closes
     /// after the response too.
     pub close: bool,
+    /// `option abortonclose`: a client that closes its side while its
+    /// request is queued, connecting or waiting for the answer is aborted.
+    pub abort_on_close: bool,
     /// `cookie NAME ...`: the persistence cookie.
     pub cookie: Option<crate::config::cookie::CookieCfg>,
     /// `force-persist` (true) / `ignore-persist` (false) rules, compiled
@@ -767,6 +770,7 @@ fn compile_servers(
         forwardfor: p.options.forwardfor.clone(),
         server_close: p.options.conn_mode != HttpConnMode::KeepAlive,
         close: p.options.conn_mode == HttpConnMode::Close,
+        abort_on_close: p.options.abortonclose,
         cookie: p.cookie.clone().map(|mut c| {
             c.persist = p.options.persist;
             c

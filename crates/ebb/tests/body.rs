@@ -1,8 +1,10 @@
-//! Request-body buffering with HAProxy 2.6's meaning: `option
-//! http-buffer-request`, `http-request wait-for-body`, the `req.body*`
-//! fetches and the `json_query` converter, with the real binary and real
-//! clients (raw TCP, curl over HTTP/2), side by side with haproxy where
-//! it is installed.
+//! Body buffering and the rules next to it, with HAProxy 2.6's meaning:
+//! `option http-buffer-request`, `http-request|http-response
+//! wait-for-body`, the `req.body*`/`res.body*` fetches, `json_query`,
+//! `http-response deny`, `userlist` with `http-request auth`,
+//! `http-request set-timeout` and `option abortonclose`; with the real
+//! binary and real clients (raw TCP, curl over HTTP/2), side by side with
+//! haproxy where it is installed.
 
 mod common;
 
@@ -528,4 +530,112 @@ fn set_timeout_takes_server_or_tunnel_in_a_backend() {
         assert_ne!(code, 0);
         assert!(err.contains("a.cfg:") && err.contains(msg), "{err}");
     }
+}
+
+/// `option abortonclose` (backend `on`) against the default (`off`): a
+/// client that closes its side while its request is queued is dropped
+/// (`CQ`, the server never sees it) or, by default, still served; one
+/// that closes while the server has not answered has the server
+/// connection closed (`CH`, 400 in the log, as HAProxy 2.6).
+#[test]
+fn abortonclose_drops_requests_whose_client_left() {
+    use std::sync::atomic::Ordering;
+    let gates = [
+        common::origin::Gate::default(),
+        common::origin::Gate::default(),
+    ];
+    let origins = [
+        Origin::start("aoc-on", Mode::Gate(gates[0].clone())),
+        Origin::start("aoc-off", Mode::Gate(gates[1].clone())),
+    ];
+    let d = scratch("aoc");
+    let sock = d.join("s.sock");
+    let e = Ebb::start(&format!(
+        "global\n    stats socket {}\n    log stdout format raw local0\n\
+         defaults\n    mode http\n    timeout client 30s\n    timeout server 30s\n    timeout connect 5s\n    timeout queue 30s\n\
+         frontend fe\n    bind BIND\n    log global\n    option httplog\n    use_backend off if {{ path_beg /off }}\n    default_backend on\n\
+         backend on\n    option abortonclose\n    server s {} maxconn 1\n\
+         backend off\n    server s {} maxconn 1\n",
+        sock.display(),
+        origins[0].addr,
+        origins[1].addr
+    ));
+    for (i, be) in ["on", "off"].into_iter().enumerate() {
+        let (o, gate) = (&origins[i], &gates[i]);
+        let mut first = Client::connect(e.addr());
+        first.send(format!("GET /{be}/1 HTTP/1.1\r\nHost: t\r\n\r\n").as_bytes());
+        wait_until("the first request at the server", || {
+            o.busy.load(Ordering::SeqCst) == 1
+        });
+        let mut second = Client::connect(e.addr());
+        second.send(format!("GET /{be}/2 HTTP/1.1\r\nHost: t\r\n\r\n").as_bytes());
+        wait_until("the second one queued", || {
+            backend_qcur(&sock, be) == Some(1)
+        });
+        second.s.shutdown(std::net::Shutdown::Write).unwrap();
+        if be == "on" {
+            let l = e
+                .wait_stdout("/on/2", Duration::from_secs(10))
+                .expect("log line");
+            assert!(
+                l.contains("on/<NOSRV>") && l.contains(" -1 ") && l.contains(" CQ-- "),
+                "{l}"
+            );
+            assert!(second.closed());
+            gate.open();
+            assert_eq!(first.read_resp().status, 200);
+            let heads = o.heads.lock().unwrap().clone();
+            assert!(!heads.iter().any(|h| h.contains("/on/2")), "{heads:?}");
+        } else {
+            gate.open();
+            assert_eq!(first.read_resp().status, 200);
+            assert_eq!(second.read_resp().status, 200, "served without the option");
+        }
+    }
+}
+
+#[test]
+fn abortonclose_closes_the_server_connection_of_a_client_that_left() {
+    let o = Origin::start("stall", Mode::Stall);
+    let e = Ebb::start(&format!(
+        "global\n    log stdout format raw local0\n\
+         defaults\n    mode http\n    timeout client 30s\n    timeout server 30s\n    timeout connect 5s\n\
+         frontend fe\n    bind BIND\n    log global\n    option httplog\n    default_backend be\n\
+         backend be\n    option abortonclose\n    server s {}\n",
+        o.addr
+    ));
+    let mut c = Client::connect(e.addr());
+    c.send(b"GET /gone HTTP/1.1\r\nHost: t\r\n\r\n");
+    wait_until("the request at the server", || {
+        !o.heads.lock().unwrap().is_empty()
+    });
+    c.s.shutdown(std::net::Shutdown::Write).unwrap();
+    let l = e
+        .wait_stdout("/gone", Duration::from_secs(10))
+        .expect("log line");
+    assert!(
+        l.contains("be/s") && l.contains(" 400 ") && l.contains(" CH-- "),
+        "{l}"
+    );
+}
+
+#[test]
+fn a_refused_connect_is_retried_after_a_turnaround() {
+    let dead = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let e = Ebb::start(&format!(
+        "defaults\n    mode http\n    timeout client 30s\n    timeout server 30s\n    timeout connect 300ms\n    retries 2\n\
+         frontend fe\n    bind BIND\n    default_backend be\n\
+         backend be\n    server s {dead}\n"
+    ));
+    let t = std::time::Instant::now();
+    assert_eq!(get(e.addr(), "/").status, 503);
+    // Two retries, each after `timeout connect` (HAProxy's turn-around).
+    assert!(
+        t.elapsed() >= Duration::from_millis(550),
+        "{:?}",
+        t.elapsed()
+    );
 }

@@ -406,7 +406,6 @@ const HAPROXY_OPTIONS_UNSUPPORTED: &[&str] = &[
     "tcpka",
     "clitcpka",
     "srvtcpka",
-    "abortonclose",
     "allbackups",
     "http-no-delay",
     "http-pretend-keepalive",
@@ -457,6 +456,8 @@ const OPTIONS: &[&str] = &[
     "log-health-checks",
     "idle-close-on-response",
     "disable-h2-upgrade",
+    "http-buffer-request",
+    "abortonclose",
 ];
 
 const UNSUPPORTED_SECTIONS: &[&str] = &[
@@ -2775,6 +2776,7 @@ fn proxy_option(px: &mut Proxy, ctx: &Ctx<'_>, no: bool, w: &[String]) -> Result
         | "redis-check" | "smtpchk" | "pgsql-check" | "mysql-check" | "ldap-check"
         | "spop-check" | "ssl-hello-chk" => BE,
         "http-buffer-request" => FE | BE,
+        "abortonclose" => BE,
         "httplog" | "tcplog" | "dontlognull" | "idle-close-on-response" | "disable-h2-upgrade" => {
             FE
         }
@@ -2867,6 +2869,10 @@ fn proxy_option(px: &mut Proxy, ctx: &Ctx<'_>, no: bool, w: &[String]) -> Result
         "http-buffer-request" => {
             no_args(rest)?;
             o.buffer_request = !no;
+        }
+        "abortonclose" => {
+            no_args(rest)?;
+            o.abortonclose = !no;
         }
         "forwardfor" => {
             if no {

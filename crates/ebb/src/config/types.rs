@@ -722,6 +722,8 @@ pub struct ProxyOptions {
     /// `option http-buffer-request`: the request's body (up to a full
     /// buffer) is waited for before the rules run.
     pub buffer_request: bool,
+    /// `option abortonclose` (backends).
+    pub abortonclose: bool,
 }
 
 pub use crate::net::IpNet;

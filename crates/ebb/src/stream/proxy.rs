@@ -171,6 +171,11 @@ pub(super) struct Upstream {
     /// Until when an `http-response wait-for-body` rule waits for the
     /// response's body (set when the wait starts).
     resp_wait: Option<Tick>,
+    /// `option abortonclose` on the backend.
+    abort_on_close: bool,
+    /// A connect refused at once is retried at this date (HAProxy's
+    /// turn-around: `timeout connect`, at most 1 s, later).
+    retry_at: Option<Tick>,
 }
 
 /// How long a compressed answer's server may pause (its read drained)
@@ -429,6 +434,8 @@ impl Stream {
             flush_at: None,
             req_flush_at: None,
             resp_wait: None,
+            abort_on_close: sr.abort_on_close,
+            retry_at: None,
         };
         // The head is copied: consume it; the body (if any) follows.
         c.rstart += c.head.head_len.min(c.rend - c.rstart);
@@ -699,9 +706,7 @@ impl Stream {
             s.counters.conn_errors.fetch_add(1, Ordering::Relaxed);
         }
         if up.retries_left == 0 {
-            if let Some(s) = up.server.take() {
-                farm.release(&s);
-            }
+            // The error answer releases the server (and logs its name).
             self.up = Some(up);
             self.fail(c, ctx, ExchangeError::connect(timed_out));
             return;
@@ -719,6 +724,15 @@ impl Stream {
             }
             self.up = Some(up);
             self.pick_server(c, ctx);
+            return;
+        }
+        if !timed_out {
+            // Refused at once: HAProxy waits before the next attempt
+            // (`timeout connect`, at most 1 s; its SC_ST_TAR state).
+            let at = ticks::add(ctx.now(), up.timeouts.connect.min(1000));
+            up.retry_at = Some(at);
+            up.deadline = at;
+            self.up = Some(up);
             return;
         }
         self.up = Some(up);
@@ -763,7 +777,7 @@ impl Stream {
         let Some(up) = self.up.as_mut() else {
             return false;
         };
-        if up.state != UpState::Connecting {
+        if up.state != UpState::Connecting || up.retry_at.is_some() {
             return false;
         }
         let (connecting, failed, t_conn) = {
@@ -800,10 +814,8 @@ impl Stream {
         self.drop_server_sock(ctx);
         if let Some(s) = up.server.take() {
             up.farm.release(&s);
-            // A server that answered is named in the log.
-            if up.t_resp.is_some() {
-                up.server = Some(s);
-            }
+            // The server tried is named in the log (HAProxy's).
+            up.server = Some(s);
         }
         // The client's body may still be on its way: keep the connection
         // only if it was all read.
@@ -862,6 +874,30 @@ impl Stream {
         let Some(up) = self.up.as_mut() else {
             return false;
         };
+        if c.eof && up.abort_on_close && up.req_left.done() && up.resp_left.is_none() {
+            // `option abortonclose`: a client that closed its side is not
+            // served if it can still be avoided (HAProxy's
+            // back_may_abort_req): queued, connecting, or waiting for the
+            // answer (the server connection closes; HAProxy logs 400).
+            use crate::backend::error::Phase;
+            let phase = match up.state {
+                UpState::Queued => {
+                    // HAProxy's Tw: the time spent in the queue.
+                    up.t_served = Some(ctx.now());
+                    Phase::Queue
+                }
+                UpState::Connecting => Phase::Connect,
+                UpState::Connected => {
+                    up.status = 400;
+                    Phase::Head
+                }
+                UpState::Tunnel => Phase::Data,
+            };
+            if up.state != UpState::Tunnel {
+                self.fail(c, ctx, ExchangeError::client_abort(phase));
+                return true;
+            }
+        }
         match up.state {
             UpState::Queued => {
                 let Some(w) = up.waiter.clone() else {
@@ -1637,7 +1673,15 @@ impl Stream {
                 }
                 self.fail(c, ctx, ExchangeError::queue_timeout());
             }
-            UpState::Connecting => self.connect_failed(c, ctx, true),
+            UpState::Connecting => {
+                if let Some(up) = self.up.as_mut().filter(|u| u.retry_at.is_some()) {
+                    // The turn-around is over: the next attempt.
+                    up.retry_at = None;
+                    self.connect_new(c, ctx);
+                    return;
+                }
+                self.connect_failed(c, ctx, true)
+            }
             UpState::Connected => {
                 let now = ctx.now();
                 let waited = self.up.as_ref().and_then(|u| u.resp_wait);
