@@ -639,3 +639,66 @@ fn a_refused_connect_is_retried_after_a_turnaround() {
         t.elapsed()
     );
 }
+
+/// `capture.req.method|uri|ver` in response rules, and a backend's
+/// `http-after-response` rules on the answers its own rules build. (The
+/// frontend logs its requests: HAProxy 2.6 keeps the request line for
+/// these fetches only then, ebb always.)
+fn after_config(bind: &str, origin: std::net::SocketAddr) -> String {
+    format!(
+        "defaults\n    mode http\n    timeout client 5s\n    timeout server 5s\n    timeout connect 5s\n\
+         frontend fe\n    bind {bind}\n    option httplog\n    log 127.0.0.1:9 local0\n    default_backend be\n\
+         backend be\n    http-request return status 202 content-type text/plain string r if {{ path /ret }}\n\
+         \x20   http-response set-header x-cap \"%[capture.req.method] %[capture.req.uri] %[capture.req.ver]\"\n\
+         \x20   http-after-response set-header x-after be\n\
+         \x20   server s {origin}\n"
+    )
+}
+
+#[test]
+fn capture_req_fetches_and_backend_after_response_rules() {
+    let o = Origin::start("cap", Mode::Ok);
+    let e = Ebb::start(&after_config("BIND", o.addr));
+    let port = free_port();
+    let hap = haproxy_with(
+        "cap-hap",
+        &after_config(&format!("127.0.0.1:{port}"), o.addr),
+    );
+    let ask = |a: std::net::SocketAddr, req: &str| {
+        let mut c = Client::connect(a);
+        c.send(req.as_bytes());
+        let r = c
+            .read_resp_opt(req.starts_with("HEAD"))
+            .expect("a response");
+        (
+            r.status,
+            r.header("x-cap").map(String::from),
+            r.header("x-after").map(String::from),
+        )
+    };
+    let reqs = [
+        "GET /p?q=1 HTTP/1.1\r\nHost: t\r\n\r\n",
+        "GET http://t/abs/x HTTP/1.1\r\nHost: t\r\n\r\n",
+        "HEAD /h HTTP/1.0\r\n\r\n",
+        "GET /ret HTTP/1.1\r\nHost: t\r\n\r\n",
+    ];
+    assert_eq!(
+        ask(e.addr(), reqs[0]),
+        (200, Some("GET /p?q=1 HTTP/1.1".into()), Some("be".into()))
+    );
+    assert_eq!(
+        ask(e.addr(), reqs[1]).1.as_deref(),
+        Some("GET /abs/x HTTP/1.1")
+    );
+    assert_eq!(
+        ask(e.addr(), reqs[2]).1.as_deref(),
+        Some("HEAD /h HTTP/1.0")
+    );
+    assert_eq!(ask(e.addr(), reqs[3]), (202, None, Some("be".into())));
+    if hap.is_some() {
+        let a = format!("127.0.0.1:{port}").parse().unwrap();
+        for r in reqs {
+            assert_eq!(ask(a, r), ask(e.addr(), r), "{r}");
+        }
+    }
+}

@@ -152,6 +152,9 @@ pub(super) enum Fetch {
     CurTimeout {
         tunnel: bool,
     },
+    /// `capture.req.method`, `capture.req.uri`, `capture.req.ver`: from
+    /// the request line kept for the exchange (request and response).
+    CaptureReq(u8),
 }
 
 /// What a fetch reads, for the rules that may run before a layer exists
@@ -402,6 +405,9 @@ impl Fetch {
                     server: None,
                 })
             }
+            "capture.req.method" => none(Fetch::CaptureReq(b'm')),
+            "capture.req.uri" => none(Fetch::CaptureReq(b'u')),
+            "capture.req.ver" => none(Fetch::CaptureReq(b'v')),
             "cur_server_timeout" | "cur_tunnel_timeout" => none(Fetch::CurTimeout {
                 tunnel: name == "cur_tunnel_timeout",
             }),
@@ -913,6 +919,38 @@ impl Fetch {
                     (_, None) => ctx.be?,
                 };
                 Some(Val::Int(super::count(*what, p, server.as_deref())?))
+            }
+            Fetch::CaptureReq(what) => {
+                let st = ctx.vars?.try_borrow().ok()?;
+                let line = &st.req_line[..];
+                let mut parts = line.splitn(3, |&b| b == b' ');
+                let (method, target, ver) = (parts.next()?, parts.next()?, parts.next());
+                let v: &[u8] = match what {
+                    b'm' => method,
+                    // From the first slash (no scheme nor authority).
+                    b'u' => {
+                        let from = if target.starts_with(b"/") {
+                            0
+                        } else {
+                            let after = target
+                                .windows(3)
+                                .position(|w| w == b"://")
+                                .map_or(0, |p| p + 3);
+                            target[after..]
+                                .iter()
+                                .position(|&b| b == b'/')
+                                .map_or(target.len(), |p| after + p)
+                        };
+                        &target[from..]
+                    }
+                    _ => match ver? {
+                        b"HTTP/1.1" => b"HTTP/1.1",
+                        _ => b"HTTP/1.0",
+                    },
+                };
+                s.cur.clear();
+                s.cur.extend_from_slice(v);
+                Some(Val::Str)
             }
             Fetch::CurTimeout { tunnel } => {
                 let own = ctx.vars.and_then(|v| {

@@ -179,6 +179,10 @@ pub struct VarStore {
     /// When the previous exchange of the connection was logged (`%Ti`
     /// counts the idle time from there).
     pub last_log: Option<std::time::SystemTime>,
+    /// The request line as received (`capture.req.method`,
+    /// `capture.req.uri`, `capture.req.ver`: readable in response rules
+    /// too); kept from one request to the next for its capacity.
+    pub req_line: Vec<u8>,
 }
 
 /// Facts of one exchange the log line reports (HAProxy keeps them in its

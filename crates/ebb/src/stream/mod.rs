@@ -214,6 +214,8 @@ pub struct Stream {
     body_buf: Vec<u8>,
     /// When the current request's rules started waiting on its body.
     body_wait_start: Tick,
+    /// The backend whose stats page is being built.
+    page_backend: Option<usize>,
 }
 
 /// A cached file is a body the client side can send.
@@ -297,7 +299,11 @@ impl Exchange for Stream {
                     self.fields.push(n.as_bytes(), v.as_bytes());
                 }
                 self.reply(c, a.status, &[], &a.body);
-                self.finish_request(c, ctx, a.status, None, 0);
+                let be = self.page_backend.take();
+                if be.is_some() {
+                    self.local_server = Some("<STATS>");
+                }
+                self.finish_request(c, ctx, a.status, be, 0);
                 true
             }
         }
@@ -624,7 +630,7 @@ impl Stream {
                     req: Some(st.req()),
                     ..base
                 };
-                if let Some(a) = stats_act(fe.stats.as_ref(), &fe.matcher, &view) {
+                if let Some(a) = stats_act(fe.stats.as_ref(), &fe.matcher, &view, None) {
                     return a;
                 }
                 let Some(bi) = fe.choose_backend(&view) else {
@@ -682,7 +688,7 @@ impl Stream {
             req: Some(st.req()),
             ..base
         };
-        if let Some(a) = stats_act(backend.stats.as_ref(), &backend.matcher, &view) {
+        if let Some(a) = stats_act(backend.stats.as_ref(), &backend.matcher, &view, Some(bi)) {
             return a;
         }
         // A `cache-use` rule found the answer: the cache answers instead of
@@ -715,7 +721,18 @@ impl Stream {
             .bytes_in
             .fetch_add(c.head.head_len as u64, std::sync::atomic::Ordering::Relaxed);
         self.resp_start = c.wbuf.len();
-        c.vars.get_mut().begin_request();
+        {
+            let v = c.vars.get_mut();
+            v.begin_request();
+            // The request line for the `capture.req.*` fetches.
+            let buf = &c.rbuf[c.rstart..c.rend];
+            let end = buf
+                .iter()
+                .position(|&b| b == b'\r' || b == b'\n')
+                .unwrap_or(0);
+            v.req_line.clear();
+            v.req_line.extend_from_slice(&buf[..end]);
+        }
         c.stk.begin(ctx.now());
         let mut keep_alive =
             crate::drain::keep_alive(c.head.keep_alive && c.fe.keep_alive, c.stopping);
@@ -836,12 +853,12 @@ impl Stream {
                         }
                         None => self.error_answer(c, &fe, st, keep_alive, be_name),
                     }
-                    self.finish_request(c, ctx, st, None, 0);
+                    self.finish_return(c, ctx, st, be);
                     return;
                 }
                 self.answer_prepared(c, &fe, p, keep_alive, be_name, &[]);
                 let st = p.status;
-                self.finish_request(c, ctx, st, None, 0);
+                self.finish_return(c, ctx, st, be);
             }
             Act::Connect => {
                 // No tunnel can be configured: CONNECT is refused, not
@@ -865,7 +882,10 @@ impl Stream {
                 // full load (HAProxy runs its stats applet niced the same
                 // way).
                 let svc = match act {
-                    Act::Stats(rt, admin) => {
+                    Act::Stats(rt, admin, be) => {
+                        // A backend's page: its `http-after-response`
+                        // rules run on it and the log names it.
+                        self.page_backend = be;
                         let buf = &c.rbuf[c.rstart..c.rend];
                         Service::Stats {
                             rt,
@@ -1304,6 +1324,16 @@ impl Stream {
         self.finish_request(c, ctx, logged, Some(bi), 0);
     }
 
+    /// A `return` (or `deny` with an answer) of the frontend's rules, or
+    /// of backend `be`'s: that backend's `http-after-response` rules run
+    /// on it too, and the log names it without a server (HAProxy's).
+    fn finish_return(&mut self, c: &mut H1, ctx: &mut Ctx, status: u16, be: Option<usize>) {
+        if be.is_some() {
+            self.local_server = Some("<NOSRV>");
+        }
+        self.finish_request(c, ctx, status, be, 0);
+    }
+
     /// The answer is queued: log it and move on to what follows the head.
     fn finish_request(
         &mut self,
@@ -1574,7 +1604,7 @@ enum Act {
     /// A failed rewrite (HAProxy's strict mode): 500.
     Error(u16),
     /// The stats page (`stats uri`); whether `stats admin` allows actions.
-    Stats(Arc<crate::proxy::StatsRt>, bool),
+    Stats(Arc<crate::proxy::StatsRt>, bool, Option<usize>),
     /// `http-request use-service prometheus-exporter`.
     Service,
     /// An answer from a cache (`http-request cache-use`).
@@ -1614,6 +1644,7 @@ fn stats_act(
     st: Option<&Arc<crate::proxy::StatsRt>>,
     m: &crate::rules::Matcher,
     view: &ReqView<'_>,
+    be: Option<usize>,
 ) -> Option<Act> {
     let st = st?;
     let req = view.req?;
@@ -1621,5 +1652,5 @@ fn stats_act(
         return None;
     }
     let admin = st.admin.iter().any(|c| m.holds(Some(c), view));
-    Some(Act::Stats(Arc::clone(st), admin))
+    Some(Act::Stats(Arc::clone(st), admin, be))
 }
