@@ -207,37 +207,52 @@ fn wait_for_body_needs_its_time() {
     );
 }
 
-/// A server that answers each request with `head`, then each of `parts`
-/// in its own write, and keeps the connection open until the client
-/// closes it.
-fn partial_server(head: &'static [u8], parts: &'static [&'static [u8]]) -> std::net::SocketAddr {
-    use std::io::{Read, Write};
+/// A loopback server running `conn` on each connection, in a thread of
+/// its own.
+fn serve_each(
+    conn: fn(std::net::TcpStream, &mut Vec<u8>, &mut [u8; 4096]),
+) -> std::net::SocketAddr {
     let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let a = l.local_addr().unwrap();
     std::thread::spawn(move || {
         for s in l.incoming() {
-            let Ok(mut s) = s else { return };
-            std::thread::spawn(move || {
-                let mut buf = Vec::new();
-                let mut tmp = [0u8; 4096];
-                loop {
-                    while buf.windows(4).any(|w| w == b"\r\n\r\n") {
-                        let end = buf.windows(4).position(|w| w == b"\r\n\r\n").unwrap() + 4;
-                        buf.drain(..end);
-                        let _ = s.write_all(head);
-                        for p in parts {
-                            let _ = s.write_all(p);
-                        }
-                    }
-                    match s.read(&mut tmp) {
-                        Ok(0) | Err(_) => return,
-                        Ok(n) => buf.extend_from_slice(&tmp[..n]),
-                    }
-                }
-            });
+            let Ok(s) = s else { return };
+            std::thread::spawn(move || conn(s, &mut Vec::new(), &mut [0u8; 4096]));
         }
     });
     a
+}
+
+/// A server that answers each request with a head announcing 12 bytes,
+/// then `{"k":`, `"vvv"}` and ` ` in writes of their own, or (`CUT`) only
+/// 4 bytes; it keeps the connection open until the client closes it.
+fn partial_server(cut: bool) -> std::net::SocketAddr {
+    fn run(mut s: std::net::TcpStream, buf: &mut Vec<u8>, tmp: &mut [u8; 4096], cut: bool) {
+        use std::io::{Read, Write};
+        let parts: &[&[u8]] = if cut {
+            &[b"abcd"]
+        } else {
+            &[b"{\"k\":", b"\"vvv\"}", b" "]
+        };
+        loop {
+            while let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                buf.drain(..end + 4);
+                let _ = s.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 12\r\n\r\n");
+                for p in parts {
+                    let _ = s.write_all(p);
+                }
+            }
+            match s.read(tmp) {
+                Ok(0) | Err(_) => return,
+                Ok(n) => buf.extend_from_slice(&tmp[..n]),
+            }
+        }
+    }
+    if cut {
+        serve_each(|s, b, t| run(s, b, t, true))
+    } else {
+        serve_each(|s, b, t| run(s, b, t, false))
+    }
 }
 
 fn response_waits(rules: &str, srv: std::net::SocketAddr) -> Ebb {
@@ -250,10 +265,7 @@ fn response_waits(rules: &str, srv: std::net::SocketAddr) -> Ebb {
 
 #[test]
 fn http_response_wait_for_body_gives_the_rules_res_body() {
-    let srv = partial_server(
-        b"HTTP/1.1 200 OK\r\nContent-Length: 12\r\n\r\n",
-        &[b"{\"k\":", b"\"vvv\"}", b" "],
-    );
+    let srv = partial_server(false);
     let e = response_waits(
         "    http-response wait-for-body time 5s if { status 200 }\n    http-response set-header x-len %[res.body_len]\n    http-response set-header x-k %[res.body,json_query('$.k')]",
         srv,
@@ -271,7 +283,7 @@ fn http_response_wait_for_body_gives_the_rules_res_body() {
 fn http_response_wait_for_body_times_out_with_504() {
     // 4 bytes of 12 and nothing more: `at-least 4` goes on, the whole
     // body is waited for in vain (504, `sD`).
-    let srv = partial_server(b"HTTP/1.1 200 OK\r\nContent-Length: 12\r\n\r\n", &[b"abcd"]);
+    let srv = partial_server(true);
     let e = response_waits(
         "    http-response wait-for-body time 200ms at-least 4 if { status 201 }\n    http-response wait-for-body time 200ms\n    http-response set-header x-len %[res.body_len]",
         srv,
@@ -700,5 +712,66 @@ fn capture_req_fetches_and_backend_after_response_rules() {
         for r in reqs {
             assert_eq!(ask(a, r), ask(e.addr(), r), "{r}");
         }
+    }
+}
+
+/// A server that answers the first request of each connection (keeping
+/// it open) and closes the connection at the second one without answering
+/// it: a reused connection lost while the request was on its way.
+fn one_request_server() -> std::net::SocketAddr {
+    serve_each(|mut s, buf, tmp| {
+        use std::io::{Read, Write};
+        let mut answered = false;
+        loop {
+            match s.read(tmp) {
+                Ok(0) | Err(_) => return,
+                Ok(n) => buf.extend_from_slice(&tmp[..n]),
+            }
+            let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") else {
+                continue;
+            };
+            if answered {
+                return;
+            }
+            let head = String::from_utf8_lossy(&buf[..end]).to_ascii_lowercase();
+            let len: usize = head
+                .lines()
+                .find_map(|l| l.strip_prefix("content-length:"))
+                .map_or(0, |v| v.trim().parse().unwrap_or(0));
+            while buf.len() < end + 4 + len {
+                match s.read(tmp) {
+                    Ok(0) | Err(_) => return,
+                    Ok(n) => buf.extend_from_slice(&tmp[..n]),
+                }
+            }
+            let body = buf[end + 4..end + 4 + len].to_vec();
+            buf.drain(..end + 4 + len);
+            let head = format!("HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n", body.len());
+            let _ = s.write_all(head.as_bytes());
+            let _ = s.write_all(&body);
+            answered = true;
+        }
+    })
+}
+
+#[test]
+fn a_buffered_body_is_sent_again_when_a_reused_connection_was_lost() {
+    let srv = one_request_server();
+    let e = Ebb::start(&format!(
+        "defaults\n    mode http\n    timeout client 5s\n    timeout server 5s\n    timeout connect 5s\n\
+         frontend fe\n    bind BIND\n    option http-buffer-request\n    default_backend be\n\
+         backend be\n    server s {srv}\n"
+    ));
+    let mut c = Client::connect(e.addr());
+    for body in ["first", "second", "third"] {
+        c.send(
+            format!(
+                "GET / HTTP/1.1\r\nHost: t\r\nContent-Length: {}\r\n\r\n{body}",
+                body.len()
+            )
+            .as_bytes(),
+        );
+        let r = c.read_resp();
+        assert_eq!((r.status, r.text()), (200, body.to_string()));
     }
 }

@@ -439,6 +439,18 @@ impl Stream {
         };
         // The head is copied: consume it; the body (if any) follows.
         c.rstart += c.head.head_len.min(c.rend - c.rstart);
+        let mut up = up;
+        if let Left::Len(n) = up.req_left {
+            // A whole body already read (waited for, or small) goes with
+            // the head: the request can then be sent again whole when a
+            // reused connection turns out closed (if it is safe to).
+            let avail = &c.rbuf[c.rstart..c.rend];
+            if self.body_now.complete && n <= avail.len() as u64 && n as usize <= c.w.bufsize {
+                up.head.extend_from_slice(&avail[..n as usize]);
+                c.rstart += n as usize;
+                up.req_left = Left::Done;
+            }
+        }
         c.next_input = None;
         c.input = In::Stream;
         self.wait = Wait::Proxy;
