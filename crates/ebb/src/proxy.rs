@@ -200,6 +200,9 @@ pub struct ServersRt {
     /// `option httpclose` on the backend: the client connection closes
     /// after the response too.
     pub close: bool,
+    /// `option abortonclose`: a client that closes its side while its
+    /// request is queued, connecting or waiting for the answer is aborted.
+    pub abort_on_close: bool,
     /// `cookie NAME ...`: the persistence cookie.
     pub cookie: Option<crate::config::cookie::CookieCfg>,
     /// `force-persist` (true) / `ignore-persist` (false) rules, compiled
@@ -326,6 +329,10 @@ pub struct BackendRt {
     /// http-request` in ms (`None`: unset) that bounds that wait.
     pub buffer_request: bool,
     pub http_request_ms: Option<u32>,
+    /// `timeout server`, `timeout tunnel` as configured (`None`: unset),
+    /// for `be_server_timeout`, `be_tunnel_timeout`.
+    pub server_ms: Option<u32>,
+    pub tunnel_ms: Option<u32>,
 }
 
 /// HTTP/2 connections and streams toward servers, all threads together:
@@ -382,6 +389,8 @@ pub struct FrontendRt {
     /// frontend's rules (bounded by `timeout http-request`, else the
     /// client's read timeout).
     pub buffer_request: bool,
+    /// `timeout client` as configured (`fe_client_timeout`).
+    pub client_ms: Option<u32>,
     pub matcher: Matcher,
     pub http_request: Vec<ReqRule>,
     pub http_response: Vec<RespRule>,
@@ -822,6 +831,7 @@ fn compile_servers(
         forwardfor: p.options.forwardfor.clone(),
         server_close: p.options.conn_mode != HttpConnMode::KeepAlive,
         close: p.options.conn_mode == HttpConnMode::Close,
+        abort_on_close: p.options.abortonclose,
         cookie: p.cookie.clone().map(|mut c| {
             c.persist = p.options.persist;
             c
@@ -943,6 +953,7 @@ pub fn compile_keeping(
     cfg: &Config,
     prev: Option<&crate::table::Tables>,
 ) -> Result<Compiled, Vec<ConfigError>> {
+    crate::sample::auth::install(&cfg.userlists);
     let mut errors = Vec::new();
     let mut warn = Vec::new();
     let warnings = &mut warn;
@@ -1056,6 +1067,8 @@ pub fn compile_keeping(
                 h2: Arc::default(),
                 buffer_request: p.options.buffer_request,
                 http_request_ms: ms(p.timeouts.http_request),
+                server_ms: ms(p.timeouts.server),
+                tunnel_ms: ms(p.timeouts.tunnel),
             })
         })();
         match r {
@@ -1150,6 +1163,7 @@ pub fn compile_keeping(
                 idle_close_on_response: p.options.idle_close_on_response,
                 disable_h2_upgrade: p.options.disable_h2_upgrade,
                 buffer_request: p.options.buffer_request,
+                client_ms: ms(p.timeouts.client),
                 matcher,
                 http_request,
                 http_response,

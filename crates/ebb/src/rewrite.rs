@@ -521,7 +521,8 @@ pub fn run_request_from(
             HttpRequestAction::Return(_)
             | HttpRequestAction::UseService(_)
             | HttpRequestAction::Redirect(_)
-            | HttpRequestAction::Deny { .. } => return Ok(Some(i)),
+            | HttpRequestAction::Deny { .. }
+            | HttpRequestAction::Auth { .. } => return Ok(Some(i)),
             HttpRequestAction::Allow => return Ok(None),
             HttpRequestAction::Var(v) => {
                 let ctx = Ctx {
@@ -576,6 +577,28 @@ pub fn run_request_from(
             HttpRequestAction::WaitForBody(w) => {
                 if !body_ready(w) {
                     return Ok(Some(i));
+                }
+            }
+            HttpRequestAction::SetTimeout { tunnel, value } => {
+                let ms = match value {
+                    crate::config::TimeoutValue::Ms(m) => Some(*m),
+                    crate::config::TimeoutValue::Expr(e) => {
+                        let ctx = Ctx {
+                            req: Some(st.req()),
+                            ..*base
+                        };
+                        // HAProxy: no value, no change; 0 or less is no
+                        // timeout at all.
+                        e.eval_int(&ctx)
+                            .map(|v| u32::try_from(v.clamp(0, i64::from(i32::MAX))).unwrap_or(0))
+                    }
+                };
+                if let (Some(ms), Some(Ok(mut v))) = (ms, base.vars.map(|v| v.try_borrow_mut())) {
+                    if *tunnel {
+                        v.info.timeout_tunnel = Some(ms);
+                    } else {
+                        v.info.timeout_server = Some(ms);
+                    }
                 }
             }
         }

@@ -547,9 +547,25 @@ pub fn run(cfg: Config, opts: RunOptions) -> i32 {
         use crate::sample::Count;
         use std::sync::atomic::Ordering;
         let c = counts_live.compiled();
-        if what == Count::FeConn {
-            let fe = c.frontends.iter().find(|f| f.name == proxy)?;
-            return Some(i64::from(fe.cur_conns()));
+        match what {
+            Count::FeConn | Count::FeClientTimeout => {
+                let fe = c.frontends.iter().find(|f| f.name == proxy)?;
+                return Some(i64::from(if what == Count::FeConn {
+                    fe.cur_conns()
+                } else {
+                    fe.client_ms.unwrap_or(0)
+                }));
+            }
+            Count::BeServerTimeout | Count::BeTunnelTimeout => {
+                let be = c.backends.iter().find(|b| b.name == proxy)?;
+                let t = if what == Count::BeServerTimeout {
+                    be.server_ms
+                } else {
+                    be.tunnel_ms
+                };
+                return Some(i64::from(t.unwrap_or(0)));
+            }
+            Count::BeConn | Count::SrvConn => {}
         }
         let be = c.backends.iter().find(|b| b.name == proxy)?;
         let crate::proxy::BackendKind::Servers(sv) = &be.kind else {

@@ -1,8 +1,10 @@
-//! Request-body buffering with HAProxy 2.6's meaning: `option
-//! http-buffer-request`, `http-request wait-for-body`, the `req.body*`
-//! fetches and the `json_query` converter, with the real binary and real
-//! clients (raw TCP, curl over HTTP/2), side by side with haproxy where
-//! it is installed.
+//! Body buffering and the rules next to it, with HAProxy 2.6's meaning:
+//! `option http-buffer-request`, `http-request|http-response
+//! wait-for-body`, the `req.body*`/`res.body*` fetches, `json_query`,
+//! `http-response deny`, `userlist` with `http-request auth`,
+//! `http-request set-timeout` and `option abortonclose`; with the real
+//! binary and real clients (raw TCP, curl over HTTP/2), side by side with
+//! haproxy where it is installed.
 
 mod common;
 
@@ -205,37 +207,52 @@ fn wait_for_body_needs_its_time() {
     );
 }
 
-/// A server that answers each request with `head`, then each of `parts`
-/// in its own write, and keeps the connection open until the client
-/// closes it.
-fn partial_server(head: &'static [u8], parts: &'static [&'static [u8]]) -> std::net::SocketAddr {
-    use std::io::{Read, Write};
+/// A loopback server running `conn` on each connection, in a thread of
+/// its own.
+fn serve_each(
+    conn: fn(std::net::TcpStream, &mut Vec<u8>, &mut [u8; 4096]),
+) -> std::net::SocketAddr {
     let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let a = l.local_addr().unwrap();
     std::thread::spawn(move || {
         for s in l.incoming() {
-            let Ok(mut s) = s else { return };
-            std::thread::spawn(move || {
-                let mut buf = Vec::new();
-                let mut tmp = [0u8; 4096];
-                loop {
-                    while buf.windows(4).any(|w| w == b"\r\n\r\n") {
-                        let end = buf.windows(4).position(|w| w == b"\r\n\r\n").unwrap() + 4;
-                        buf.drain(..end);
-                        let _ = s.write_all(head);
-                        for p in parts {
-                            let _ = s.write_all(p);
-                        }
-                    }
-                    match s.read(&mut tmp) {
-                        Ok(0) | Err(_) => return,
-                        Ok(n) => buf.extend_from_slice(&tmp[..n]),
-                    }
-                }
-            });
+            let Ok(s) = s else { return };
+            std::thread::spawn(move || conn(s, &mut Vec::new(), &mut [0u8; 4096]));
         }
     });
     a
+}
+
+/// A server that answers each request with a head announcing 12 bytes,
+/// then `{"k":`, `"vvv"}` and ` ` in writes of their own, or (`CUT`) only
+/// 4 bytes; it keeps the connection open until the client closes it.
+fn partial_server(cut: bool) -> std::net::SocketAddr {
+    fn run(mut s: std::net::TcpStream, buf: &mut Vec<u8>, tmp: &mut [u8; 4096], cut: bool) {
+        use std::io::{Read, Write};
+        let parts: &[&[u8]] = if cut {
+            &[b"abcd"]
+        } else {
+            &[b"{\"k\":", b"\"vvv\"}", b" "]
+        };
+        loop {
+            while let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                buf.drain(..end + 4);
+                let _ = s.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 12\r\n\r\n");
+                for p in parts {
+                    let _ = s.write_all(p);
+                }
+            }
+            match s.read(tmp) {
+                Ok(0) | Err(_) => return,
+                Ok(n) => buf.extend_from_slice(&tmp[..n]),
+            }
+        }
+    }
+    if cut {
+        serve_each(|s, b, t| run(s, b, t, true))
+    } else {
+        serve_each(|s, b, t| run(s, b, t, false))
+    }
 }
 
 fn response_waits(rules: &str, srv: std::net::SocketAddr) -> Ebb {
@@ -248,10 +265,7 @@ fn response_waits(rules: &str, srv: std::net::SocketAddr) -> Ebb {
 
 #[test]
 fn http_response_wait_for_body_gives_the_rules_res_body() {
-    let srv = partial_server(
-        b"HTTP/1.1 200 OK\r\nContent-Length: 12\r\n\r\n",
-        &[b"{\"k\":", b"\"vvv\"}", b" "],
-    );
+    let srv = partial_server(false);
     let e = response_waits(
         "    http-response wait-for-body time 5s if { status 200 }\n    http-response set-header x-len %[res.body_len]\n    http-response set-header x-k %[res.body,json_query('$.k')]",
         srv,
@@ -269,7 +283,7 @@ fn http_response_wait_for_body_gives_the_rules_res_body() {
 fn http_response_wait_for_body_times_out_with_504() {
     // 4 bytes of 12 and nothing more: `at-least 4` goes on, the whole
     // body is waited for in vain (504, `sD`).
-    let srv = partial_server(b"HTTP/1.1 200 OK\r\nContent-Length: 12\r\n\r\n", &[b"abcd"]);
+    let srv = partial_server(true);
     let e = response_waits(
         "    http-response wait-for-body time 200ms at-least 4 if { status 201 }\n    http-response wait-for-body time 200ms\n    http-response set-header x-len %[res.body_len]",
         srv,
@@ -364,4 +378,400 @@ fn http_response_deny_covers_answers_ebb_builds_itself() {
     let r = get(e.addr(), "/secret.txt");
     assert_eq!(r.status, 451);
     assert!(!r.text().contains("secret"));
+}
+
+/// `userlist`, `http-request auth`, `http_auth` and `http_auth_group`.
+fn auth_config(bind: &str) -> String {
+    format!(
+        "userlist L\n    group admin\n    group staff users bob\n    user alice password $6$abcdefgh$Z7KfoKnKTSZrzo5VZ0YubGLQOj9ov6sHo9TmE3zIU/LHKhpE30zCnZ0mcIXYf9r9rQ4DYaXoxAFSPFlcWdxjB. groups admin\n    user bob insecure-password b0b\n\
+         defaults\n    mode http\n    timeout client 5s\n\
+         frontend fe\n    bind {bind}\n\
+         \x20   acl admins http_auth_group(L) admin\n\
+         \x20   http-request auth realm Zone unless {{ http_auth(L) }}\n\
+         \x20   http-request auth if {{ path /admin }} !admins\n\
+         \x20   http-request return status 200 content-type text/plain lf-string \"user=%[http_auth_group(L)]\"\n"
+    )
+}
+
+#[test]
+fn http_request_auth_with_a_userlist() {
+    let e = Ebb::start(&auth_config("BIND"));
+    let port = free_port();
+    let hap = haproxy_with("auth-hap", &auth_config(&format!("127.0.0.1:{port}")));
+    let ask = |a: std::net::SocketAddr, path: &str, cred: Option<&str>| {
+        let mut c = Client::connect(a);
+        let authz = cred.map_or(String::new(), |u| {
+            let mut b = Vec::new();
+            let t = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+            for ch in u.as_bytes().chunks(3) {
+                let n = (u32::from(ch[0]) << 16)
+                    | (u32::from(*ch.get(1).unwrap_or(&0)) << 8)
+                    | u32::from(*ch.get(2).unwrap_or(&0));
+                for k in 0..4 {
+                    b.push(if k <= ch.len() {
+                        t[(n >> (18 - 6 * k) & 63) as usize]
+                    } else {
+                        b'='
+                    });
+                }
+            }
+            format!("Authorization: Basic {}\r\n", String::from_utf8(b).unwrap())
+        });
+        c.send(format!("GET {path} HTTP/1.1\r\nHost: t\r\n{authz}\r\n").as_bytes());
+        let r = c.read_resp();
+        (
+            r.status,
+            r.header("www-authenticate").map(String::from),
+            if r.status == 200 {
+                r.text()
+            } else {
+                String::new()
+            },
+        )
+    };
+    let cases: [(&str, Option<&str>); 6] = [
+        ("/", None),
+        ("/", Some("alice:s3cret")),
+        ("/", Some("alice:wrong")),
+        ("/", Some("bob:b0b")),
+        ("/admin", Some("bob:b0b")),
+        ("/admin", Some("alice:s3cret")),
+    ];
+    let want = [
+        (401, Some("Basic realm=\"Zone\"".to_string()), String::new()),
+        (200, None, "user=alice".to_string()),
+        (401, Some("Basic realm=\"Zone\"".to_string()), String::new()),
+        (200, None, "user=bob".to_string()),
+        (401, Some("Basic realm=\"fe\"".to_string()), String::new()),
+        (200, None, "user=alice".to_string()),
+    ];
+    for ((p, cred), w) in cases.iter().zip(want.iter()) {
+        assert_eq!(&ask(e.addr(), p, *cred), w, "{p} {cred:?}");
+        if hap.is_some() {
+            let a = format!("127.0.0.1:{port}").parse().unwrap();
+            assert_eq!(&ask(a, p, *cred), w, "haproxy: {p} {cred:?}");
+        }
+    }
+}
+
+#[test]
+fn userlist_errors_name_their_line() {
+    let d = scratch("ul");
+    for (cfg, line, msg) in [
+        ("userlist L\n    user a password plain\n", "a.cfg:2:", "SHA-crypt"),
+        ("userlist L\n    user a insecure-password x groups nope\n", "a.cfg:2:", "no group 'nope'"),
+        ("defaults\n    mode http\nfrontend fe\n    bind 127.0.0.1:0\n    http-request deny if { http_auth(M) }\n", "a.cfg:5:", "no userlist named 'M'"),
+    ] {
+        std::fs::write(d.join("a.cfg"), cfg).unwrap();
+        let (code, _, err) = run_ebb(&["-c", "-f", "a.cfg"], &d);
+        assert_ne!(code, 0);
+        assert!(err.contains(line) && err.contains(msg), "{err}");
+    }
+}
+
+/// `http-request set-timeout` and the timeout fetches.
+fn timeout_config(bind: &str, origin: std::net::SocketAddr) -> String {
+    format!(
+        "defaults\n    mode http\n    timeout connect 5s\n    timeout client 7s\n    timeout server 30s\n\
+         frontend fe\n    bind {bind}\n    default_backend be\n\
+         backend be\n    timeout tunnel 9s\n\
+         \x20   http-request set-timeout server 300ms if {{ path /short }}\n\
+         \x20   http-request set-timeout tunnel int(4),mul(1000) if {{ path /short }}\n\
+         \x20   http-response set-header x-t \"%[be_server_timeout] %[cur_server_timeout] %[be_tunnel_timeout] %[cur_tunnel_timeout] %[fe_client_timeout]\"\n\
+         \x20   server s {origin}\n"
+    )
+}
+
+#[test]
+fn set_timeout_changes_this_exchanges_server_timeout() {
+    let o = Origin::start("slow", Mode::Stall);
+    let fast = Origin::start("fast", Mode::Ok);
+    let e = Ebb::start(&timeout_config("BIND", o.addr));
+    // The origin never answers: 504 after the exchange's 300 ms, not the
+    // backend's 30 s (the client's read timeout is the test's 10 s).
+    let mut c = Client::connect(e.addr());
+    c.send(b"GET /short HTTP/1.1\r\nHost: t\r\n\r\n");
+    assert_eq!(c.read_resp().status, 504);
+    // The fetches, side by side with haproxy.
+    let e = Ebb::start(&timeout_config("BIND", fast.addr));
+    let port = free_port();
+    let hap = haproxy_with(
+        "to-hap",
+        &timeout_config(&format!("127.0.0.1:{port}"), fast.addr),
+    );
+    let ask = |a: std::net::SocketAddr, p: &str| {
+        let mut c = Client::connect(a);
+        c.send(format!("GET {p} HTTP/1.1\r\nHost: t\r\n\r\n").as_bytes());
+        c.read_resp().header("x-t").map(String::from)
+    };
+    assert_eq!(
+        ask(e.addr(), "/").as_deref(),
+        Some("30000 30000 9000 9000 7000")
+    );
+    assert_eq!(
+        ask(e.addr(), "/short").as_deref(),
+        Some("30000 300 9000 4000 7000")
+    );
+    if hap.is_some() {
+        let a = format!("127.0.0.1:{port}").parse().unwrap();
+        for p in ["/", "/short"] {
+            assert_eq!(ask(a, p), ask(e.addr(), p), "{p}");
+        }
+    }
+}
+
+#[test]
+fn set_timeout_takes_server_or_tunnel_in_a_backend() {
+    let d = scratch("st");
+    for (rule, msg) in [
+        (
+            "backend b\n    http-request set-timeout client 5s\n",
+            "supports 'server'/'tunnel'",
+        ),
+        (
+            "frontend f\n    bind 127.0.0.1:0\n    http-request set-timeout server 5s\n",
+            "no backend capability",
+        ),
+        (
+            "backend b\n    http-request set-timeout server 0\n",
+            "null value",
+        ),
+    ] {
+        std::fs::write(d.join("a.cfg"), format!("defaults\n    mode http\n{rule}")).unwrap();
+        let (code, _, err) = run_ebb(&["-c", "-f", "a.cfg"], &d);
+        assert_ne!(code, 0);
+        assert!(err.contains("a.cfg:") && err.contains(msg), "{err}");
+    }
+}
+
+/// `option abortonclose` (backend `on`) against the default (`off`): a
+/// client that closes its side while its request is queued is dropped
+/// (`CQ`, the server never sees it) or, by default, still served; one
+/// that closes while the server has not answered has the server
+/// connection closed (`CH`, 400 in the log, as HAProxy 2.6).
+#[test]
+fn abortonclose_drops_requests_whose_client_left() {
+    use std::sync::atomic::Ordering;
+    let gates = [
+        common::origin::Gate::default(),
+        common::origin::Gate::default(),
+    ];
+    let origins = [
+        Origin::start("aoc-on", Mode::Gate(gates[0].clone())),
+        Origin::start("aoc-off", Mode::Gate(gates[1].clone())),
+    ];
+    let d = scratch("aoc");
+    let sock = d.join("s.sock");
+    let e = Ebb::start(&format!(
+        "global\n    stats socket {}\n    log stdout format raw local0\n\
+         defaults\n    mode http\n    timeout client 30s\n    timeout server 30s\n    timeout connect 5s\n    timeout queue 30s\n\
+         frontend fe\n    bind BIND\n    log global\n    option httplog\n    use_backend off if {{ path_beg /off }}\n    default_backend on\n\
+         backend on\n    option abortonclose\n    server s {} maxconn 1\n\
+         backend off\n    server s {} maxconn 1\n",
+        sock.display(),
+        origins[0].addr,
+        origins[1].addr
+    ));
+    for (i, be) in ["on", "off"].into_iter().enumerate() {
+        let (o, gate) = (&origins[i], &gates[i]);
+        let mut first = Client::connect(e.addr());
+        first.send(format!("GET /{be}/1 HTTP/1.1\r\nHost: t\r\n\r\n").as_bytes());
+        wait_until("the first request at the server", || {
+            o.busy.load(Ordering::SeqCst) == 1
+        });
+        let mut second = Client::connect(e.addr());
+        second.send(format!("GET /{be}/2 HTTP/1.1\r\nHost: t\r\n\r\n").as_bytes());
+        wait_until("the second one queued", || {
+            backend_qcur(&sock, be) == Some(1)
+        });
+        second.s.shutdown(std::net::Shutdown::Write).unwrap();
+        if be == "on" {
+            let l = e
+                .wait_stdout("/on/2", Duration::from_secs(10))
+                .expect("log line");
+            assert!(
+                l.contains("on/<NOSRV>") && l.contains(" -1 ") && l.contains(" CQ-- "),
+                "{l}"
+            );
+            assert!(second.closed());
+            gate.open();
+            assert_eq!(first.read_resp().status, 200);
+            let heads = o.heads.lock().unwrap().clone();
+            assert!(!heads.iter().any(|h| h.contains("/on/2")), "{heads:?}");
+        } else {
+            gate.open();
+            assert_eq!(first.read_resp().status, 200);
+            assert_eq!(second.read_resp().status, 200, "served without the option");
+        }
+    }
+}
+
+#[test]
+fn abortonclose_closes_the_server_connection_of_a_client_that_left() {
+    let o = Origin::start("stall", Mode::Stall);
+    let e = Ebb::start(&format!(
+        "global\n    log stdout format raw local0\n\
+         defaults\n    mode http\n    timeout client 30s\n    timeout server 30s\n    timeout connect 5s\n\
+         frontend fe\n    bind BIND\n    log global\n    option httplog\n    default_backend be\n\
+         backend be\n    option abortonclose\n    server s {}\n",
+        o.addr
+    ));
+    let mut c = Client::connect(e.addr());
+    c.send(b"GET /gone HTTP/1.1\r\nHost: t\r\n\r\n");
+    wait_until("the request at the server", || {
+        !o.heads.lock().unwrap().is_empty()
+    });
+    c.s.shutdown(std::net::Shutdown::Write).unwrap();
+    let l = e
+        .wait_stdout("/gone", Duration::from_secs(10))
+        .expect("log line");
+    assert!(
+        l.contains("be/s") && l.contains(" 400 ") && l.contains(" CH-- "),
+        "{l}"
+    );
+}
+
+#[test]
+fn a_refused_connect_is_retried_after_a_turnaround() {
+    let dead = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let e = Ebb::start(&format!(
+        "defaults\n    mode http\n    timeout client 30s\n    timeout server 30s\n    timeout connect 300ms\n    retries 2\n\
+         frontend fe\n    bind BIND\n    default_backend be\n\
+         backend be\n    server s {dead}\n"
+    ));
+    let t = std::time::Instant::now();
+    assert_eq!(get(e.addr(), "/").status, 503);
+    // Two retries, each after `timeout connect` (HAProxy's turn-around).
+    assert!(
+        t.elapsed() >= Duration::from_millis(550),
+        "{:?}",
+        t.elapsed()
+    );
+}
+
+/// `capture.req.method|uri|ver` in response rules, and a backend's
+/// `http-after-response` rules on the answers its own rules build. (The
+/// frontend logs its requests: HAProxy 2.6 keeps the request line for
+/// these fetches only then, ebb always.)
+fn after_config(bind: &str, origin: std::net::SocketAddr) -> String {
+    format!(
+        "defaults\n    mode http\n    timeout client 5s\n    timeout server 5s\n    timeout connect 5s\n\
+         frontend fe\n    bind {bind}\n    option httplog\n    log 127.0.0.1:9 local0\n    default_backend be\n\
+         backend be\n    http-request return status 202 content-type text/plain string r if {{ path /ret }}\n\
+         \x20   http-response set-header x-cap \"%[capture.req.method] %[capture.req.uri] %[capture.req.ver]\"\n\
+         \x20   http-after-response set-header x-after be\n\
+         \x20   server s {origin}\n"
+    )
+}
+
+#[test]
+fn capture_req_fetches_and_backend_after_response_rules() {
+    let o = Origin::start("cap", Mode::Ok);
+    let e = Ebb::start(&after_config("BIND", o.addr));
+    let port = free_port();
+    let hap = haproxy_with(
+        "cap-hap",
+        &after_config(&format!("127.0.0.1:{port}"), o.addr),
+    );
+    let ask = |a: std::net::SocketAddr, req: &str| {
+        let mut c = Client::connect(a);
+        c.send(req.as_bytes());
+        let r = c
+            .read_resp_opt(req.starts_with("HEAD"))
+            .expect("a response");
+        (
+            r.status,
+            r.header("x-cap").map(String::from),
+            r.header("x-after").map(String::from),
+        )
+    };
+    let reqs = [
+        "GET /p?q=1 HTTP/1.1\r\nHost: t\r\n\r\n",
+        "GET http://t/abs/x HTTP/1.1\r\nHost: t\r\n\r\n",
+        "HEAD /h HTTP/1.0\r\n\r\n",
+        "GET /ret HTTP/1.1\r\nHost: t\r\n\r\n",
+    ];
+    assert_eq!(
+        ask(e.addr(), reqs[0]),
+        (200, Some("GET /p?q=1 HTTP/1.1".into()), Some("be".into()))
+    );
+    assert_eq!(
+        ask(e.addr(), reqs[1]).1.as_deref(),
+        Some("GET /abs/x HTTP/1.1")
+    );
+    assert_eq!(
+        ask(e.addr(), reqs[2]).1.as_deref(),
+        Some("HEAD /h HTTP/1.0")
+    );
+    assert_eq!(ask(e.addr(), reqs[3]), (202, None, Some("be".into())));
+    if hap.is_some() {
+        let a = format!("127.0.0.1:{port}").parse().unwrap();
+        for r in reqs {
+            assert_eq!(ask(a, r), ask(e.addr(), r), "{r}");
+        }
+    }
+}
+
+/// A server that answers the first request of each connection (keeping
+/// it open) and closes the connection at the second one without answering
+/// it: a reused connection lost while the request was on its way.
+fn one_request_server() -> std::net::SocketAddr {
+    serve_each(|mut s, buf, tmp| {
+        use std::io::{Read, Write};
+        let mut answered = false;
+        loop {
+            match s.read(tmp) {
+                Ok(0) | Err(_) => return,
+                Ok(n) => buf.extend_from_slice(&tmp[..n]),
+            }
+            let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") else {
+                continue;
+            };
+            if answered {
+                return;
+            }
+            let head = String::from_utf8_lossy(&buf[..end]).to_ascii_lowercase();
+            let len: usize = head
+                .lines()
+                .find_map(|l| l.strip_prefix("content-length:"))
+                .map_or(0, |v| v.trim().parse().unwrap_or(0));
+            while buf.len() < end + 4 + len {
+                match s.read(tmp) {
+                    Ok(0) | Err(_) => return,
+                    Ok(n) => buf.extend_from_slice(&tmp[..n]),
+                }
+            }
+            let body = buf[end + 4..end + 4 + len].to_vec();
+            buf.drain(..end + 4 + len);
+            let head = format!("HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n", body.len());
+            let _ = s.write_all(head.as_bytes());
+            let _ = s.write_all(&body);
+            answered = true;
+        }
+    })
+}
+
+#[test]
+fn a_buffered_body_is_sent_again_when_a_reused_connection_was_lost() {
+    let srv = one_request_server();
+    let e = Ebb::start(&format!(
+        "defaults\n    mode http\n    timeout client 5s\n    timeout server 5s\n    timeout connect 5s\n\
+         frontend fe\n    bind BIND\n    option http-buffer-request\n    default_backend be\n\
+         backend be\n    server s {srv}\n"
+    ));
+    let mut c = Client::connect(e.addr());
+    for body in ["first", "second", "third"] {
+        c.send(
+            format!(
+                "GET / HTTP/1.1\r\nHost: t\r\nContent-Length: {}\r\n\r\n{body}",
+                body.len()
+            )
+            .as_bytes(),
+        );
+        let r = c.read_resp();
+        assert_eq!((r.status, r.text()), (200, body.to_string()));
+    }
 }

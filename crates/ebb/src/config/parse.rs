@@ -48,6 +48,8 @@ enum Section {
     Cache(usize),
     /// An `http-errors` section (index in `Parser::http_errors`).
     HttpErrors(usize),
+    /// A `userlist` section (index in `Parser::userlists`).
+    Userlist(usize),
     /// A section ebb does not implement; its header got one error and its
     /// body is skipped (reporting every line would bury the real message).
     Unsupported,
@@ -159,6 +161,9 @@ pub(crate) struct Parser<'e> {
     peers: Vec<super::peers::PeersSection>,
     caches: Vec<CacheSection>,
     http_errors: Vec<HttpErrorsSection>,
+    userlists: Vec<crate::sample::auth::Userlist>,
+    /// Userlists the fetches name (`http_auth(L)`), checked at the end.
+    userlist_refs: Vec<(String, Loc)>,
     /// Defaults sections defining `tcp-request`/`tcp-response` rules (by
     /// header line) and the kind of proxy that first used each one.
     rule_defaults: Vec<(Loc, ProxyKind)>,
@@ -404,7 +409,6 @@ const HAPROXY_OPTIONS_UNSUPPORTED: &[&str] = &[
     "tcpka",
     "clitcpka",
     "srvtcpka",
-    "abortonclose",
     "allbackups",
     "http-no-delay",
     "http-pretend-keepalive",
@@ -456,10 +460,10 @@ const OPTIONS: &[&str] = &[
     "splice-auto",
     "splice-request",
     "splice-response",
+    "abortonclose",
 ];
 
 const UNSUPPORTED_SECTIONS: &[&str] = &[
-    "userlist",
     "program",
     "ring",
     "mailers",
@@ -490,6 +494,8 @@ impl<'e> Parser<'e> {
             peers: Vec::new(),
             caches: Vec::new(),
             http_errors: Vec::new(),
+            userlists: Vec::new(),
+            userlist_refs: Vec::new(),
         }
     }
 
@@ -593,6 +599,27 @@ impl<'e> Parser<'e> {
                 }
                 return;
             }
+            "userlist" => {
+                self.close_section();
+                self.section = Section::Unsupported;
+                match words {
+                    [_, n] if valid_name(n) => {
+                        if self.userlists.iter().any(|u| &u.name == n) {
+                            self.error(loc, format!("userlist '{n}' already declared"));
+                        } else {
+                            self.userlists.push(crate::sample::auth::Userlist {
+                                name: n.clone(),
+                                groups: Vec::new(),
+                                users: Vec::new(),
+                            });
+                            self.section = Section::Userlist(self.userlists.len() - 1);
+                        }
+                    }
+                    [_, n] => self.error(loc, format!("invalid userlist name '{n}'")),
+                    _ => self.error(loc, "'userlist' takes one name"),
+                }
+                return;
+            }
             "cache" => {
                 self.close_section();
                 self.section = Section::Unsupported;
@@ -629,6 +656,10 @@ impl<'e> Parser<'e> {
                 None => Ok(()),
             },
             Section::HttpErrors(i) => self.http_errors_kw(i, words, &loc),
+            Section::Userlist(i) => match self.userlists.get_mut(i) {
+                Some(u) => userlist_kw(u, words),
+                None => Ok(()),
+            },
             Section::Cache(i) => match self.caches.get_mut(i) {
                 Some(c) => super::cache::cache_kw(c, words),
                 None => Ok(()),
@@ -688,6 +719,9 @@ impl<'e> Parser<'e> {
             if let Some(p) = proxy.or_else(|| server.as_ref().and_then(|_| own.clone())) {
                 self.proxy_refs.push((what, p, server, loc.clone()));
             }
+        }
+        for u in crate::sample::auth::take_userlist_refs() {
+            self.userlist_refs.push((u, loc.clone()));
         }
         for r in crate::sample::take_refs() {
             if r.is_none() && in_defaults && result.is_ok() {
@@ -1430,6 +1464,11 @@ impl<'e> Parser<'e> {
                 err(&mut errs, loc, m);
             }
         }
+        for (name, loc) in &self.userlist_refs {
+            if !self.userlists.iter().any(|u| &u.name == name) {
+                err(&mut errs, loc, format!("no userlist named '{name}'"));
+            }
+        }
         for (name, loc) in &self.table_refs {
             if !px
                 .iter()
@@ -1502,6 +1541,7 @@ impl<'e> Parser<'e> {
                 resolvers: self.resolvers,
                 peers: self.peers,
                 caches: self.caches,
+                userlists: self.userlists,
                 local_peer,
             })
         } else {
@@ -2736,6 +2776,7 @@ pub fn unreachable_rules(px: &Proxy) -> Vec<String> {
                     | HttpRequestAction::Rewrite(_)
                     | HttpRequestAction::Capture(_)
                     | HttpRequestAction::WaitForBody(_)
+                    | HttpRequestAction::SetTimeout { .. }
             )
     };
     let Some(first) = px.http_request.iter().position(is_final) else {
@@ -2761,6 +2802,7 @@ fn proxy_option(px: &mut Proxy, ctx: &Ctx<'_>, no: bool, w: &[String]) -> Result
         | "transparent" | "redis-check" | "smtpchk" | "pgsql-check" | "mysql-check"
         | "ldap-check" | "spop-check" | "ssl-hello-chk" => BE,
         "http-buffer-request" | "splice-auto" | "splice-request" | "splice-response" => FE | BE,
+        "abortonclose" => BE,
         "httplog" | "tcplog" | "dontlognull" | "idle-close-on-response" | "disable-h2-upgrade" => {
             FE
         }
@@ -2874,6 +2916,10 @@ fn proxy_option(px: &mut Proxy, ctx: &Ctx<'_>, no: bool, w: &[String]) -> Result
         "http-buffer-request" => {
             no_args(rest)?;
             o.buffer_request = !no;
+        }
+        "abortonclose" => {
+            no_args(rest)?;
+            o.abortonclose = !no;
         }
         "forwardfor" => {
             if no {
@@ -4328,6 +4374,56 @@ fn parse_http_request(
             ))
         }
         "wait-for-body" => HttpRequestAction::WaitForBody(parse_wait_for_body("http-request", args)?),
+        "set-timeout" => {
+            if ctx.caps & BE == 0 {
+                return Err(format!("proxy '{}' has no backend capability", px.name));
+            }
+            let [which, v] = args else {
+                return Err("'http-request set-timeout' expects exactly 2 arguments".to_string());
+            };
+            let tunnel = match which.as_str() {
+                "server" => false,
+                "tunnel" => true,
+                o => {
+                    return Err(format!(
+                        "'set-timeout' rule supports 'server'/'tunnel' (got '{o}')"
+                    ))
+                }
+            };
+            let value = match parse_time(v) {
+                Ok(d) => {
+                    let ms = u32::try_from(d.as_millis())
+                        .ok()
+                        .filter(|&m| m <= i32::MAX as u32)
+                        .ok_or_else(|| format!("timer overflow in argument '{v}' to rule 'set-timeout {which}' (maximum value is 2147483647 ms or ~24.8 days)"))?;
+                    if ms == 0 {
+                        return Err(format!("null value is not valid for a 'set-timeout {which}' rule"));
+                    }
+                    TimeoutValue::Ms(ms)
+                }
+                Err(_) => {
+                    let e = Expr::parse(v, request_scope(px))
+                        .map_err(|e| format!("'set-timeout {which}': {e}"))?;
+                    if !crate::sample::can_cast(e.out_type(), crate::sample::Type::Int) {
+                        return Err(format!("'set-timeout {which}': '{v}' does not give an integer"));
+                    }
+                    TimeoutValue::Expr(Box::new(e))
+                }
+            };
+            HttpRequestAction::SetTimeout { tunnel, value }
+        }
+        "auth" => match args {
+            [] => HttpRequestAction::Auth { realm: None },
+            [k, r] if k == "realm" => HttpRequestAction::Auth {
+                realm: Some(r.clone()),
+            },
+            [k] if k == "realm" => return Err("missing realm value".to_string()),
+            [x, ..] => {
+                return Err(format!(
+                    "unexpected '{x}' after 'http-request auth' (supported: realm R)"
+                ))
+            }
+        },
         "cache-use" => match args {
             [n] => HttpRequestAction::CacheUse(n.clone()),
             [] => return Err("'http-request cache-use' expects a cache name".to_string()),
@@ -4346,7 +4442,7 @@ fn parse_http_request(
         },
         o => {
             return Err(format!(
-                "unknown 'http-request' action '{o}' (supported: return, redirect, deny, allow, set-header, add-header, del-header, replace-header, replace-value, set-path, set-pathq, set-query, set-uri, set-method, replace-path, replace-pathq, replace-uri, set-var, set-var-fmt, unset-var, set-dst, set-dst-port, use-service, cache-use, capture, tarpit, wait-for-body, track-sc0, track-sc1, track-sc2, sc-inc-gpc, sc-inc-gpc0, sc-inc-gpc1, sc-set-gpt, sc-set-gpt0)"
+                "unknown 'http-request' action '{o}' (supported: return, redirect, deny, allow, set-header, add-header, del-header, replace-header, replace-value, set-path, set-pathq, set-query, set-uri, set-method, replace-path, replace-pathq, replace-uri, set-var, set-var-fmt, unset-var, set-dst, set-dst-port, use-service, cache-use, capture, tarpit, wait-for-body, auth, set-timeout, track-sc0, track-sc1, track-sc2, sc-inc-gpc, sc-inc-gpc0, sc-inc-gpc1, sc-set-gpt, sc-set-gpt0)"
             ))
         }
     };
@@ -4356,6 +4452,115 @@ fn parse_http_request(
         cond,
         loc: loc.clone(),
     })
+}
+
+/// A line of a `userlist` section: `group NAME [users U1,U2...]`, `user
+/// NAME [password HASH|insecure-password PASS] [groups G1,G2...]`
+/// (HAProxy 2.6; a group named by a user must be declared before it, a
+/// user named by a group may come after). `password` takes a SHA-crypt
+/// hash (`$5$`, `$6$`): crypt(3)'s other methods are refused.
+fn userlist_kw(u: &mut crate::sample::auth::Userlist, w: &[String]) -> Result<(), String> {
+    use crate::sample::auth::{is_sha_crypt, Pass, User};
+    let list = |v: &str| -> Vec<String> {
+        v.split(',')
+            .filter(|x| !x.is_empty())
+            .map(str::to_string)
+            .collect()
+    };
+    match w[0].as_str() {
+        "group" => {
+            let name = arg(w, 1, "group")?;
+            if u.groups.iter().any(|g| g == name) {
+                return Err(format!(
+                    "group '{name}' already declared in userlist '{}'",
+                    u.name
+                ));
+            }
+            u.groups.push(name.to_string());
+            match &w[2..] {
+                [] => {}
+                [k, v] if k == "users" => {
+                    for user in list(v) {
+                        match u.users.iter_mut().find(|x| x.name == user) {
+                            Some(x) => x.groups.push(name.to_string()),
+                            None => u.users.push(User {
+                                name: user,
+                                pass: Pass::Insecure(String::new()),
+                                groups: vec![name.to_string()],
+                            }),
+                        }
+                    }
+                }
+                _ => return Err("'group' expects NAME [users USER,USER...]".to_string()),
+            }
+        }
+        "user" => {
+            let name = arg(w, 1, "user")?;
+            let mut pass = None;
+            let mut groups = Vec::new();
+            let mut i = 2;
+            while i < w.len() {
+                let v = arg(w, i + 1, &w[i])?;
+                match w[i].as_str() {
+                    "password" => {
+                        if !is_sha_crypt(v) {
+                            return Err(format!(
+                                "user '{name}': ebb checks only SHA-crypt password hashes ('$5$...', '$6$...', as 'mkpasswd -m sha-512' makes); use one, or 'insecure-password'"
+                            ));
+                        }
+                        pass = Some(Pass::Crypt(v.to_string()));
+                    }
+                    "insecure-password" => pass = Some(Pass::Insecure(v.to_string())),
+                    "groups" => {
+                        for g in list(v) {
+                            if !u.groups.contains(&g) {
+                                return Err(format!(
+                                    "user '{name}': no group '{g}' declared before in userlist '{}'",
+                                    u.name
+                                ));
+                            }
+                            groups.push(g);
+                        }
+                    }
+                    o => {
+                        return Err(format!(
+                            "unknown 'user' option '{o}' (supported: password, insecure-password, groups)"
+                        ))
+                    }
+                }
+                i += 2;
+            }
+            let Some(pass) = pass else {
+                return Err(format!(
+                    "user '{name}' needs 'password' or 'insecure-password'"
+                ));
+            };
+            match u.users.iter_mut().find(|x| x.name == name) {
+                // Named by a group line before: its password now.
+                Some(x) if x.pass == Pass::Insecure(String::new()) => {
+                    x.pass = pass;
+                    x.groups.extend(groups);
+                }
+                Some(_) => {
+                    return Err(format!(
+                        "user '{name}' already declared in userlist '{}'",
+                        u.name
+                    ))
+                }
+                None => u.users.push(User {
+                    name: name.to_string(),
+                    pass,
+                    groups,
+                }),
+            }
+        }
+        o => {
+            return Err(format!(
+                "unknown keyword '{o}' in a userlist section (supported: group, user)"
+            ))
+        }
+    }
+    Ok(())
 }
 
 /// `wait-for-body time T [at-least N]` (HAProxy's parse_http_wait_for_body:

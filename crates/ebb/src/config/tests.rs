@@ -485,9 +485,9 @@ fn keyword_out_of_section() {
 
 #[test]
 fn unsupported_section_reports_once() {
-    let e = errs("userlist L\n    user a password x\n    user b password y\nglobal\n    bogus\n");
+    let e = errs("program L\n    command x\n    user b\nglobal\n    bogus\n");
     assert_eq!(e.len(), 2, "{e:#?}");
-    assert!(e[0].starts_with("t.cfg:1: section 'userlist' is not supported"));
+    assert!(e[0].starts_with("t.cfg:1: section 'program' is not supported"));
     assert!(e[1].starts_with("t.cfg:5: unknown keyword 'bogus'"));
 }
 

@@ -61,6 +61,8 @@ pub struct Config {
     pub peers: Vec<super::peers::PeersSection>,
     /// `cache` sections, in declaration order.
     pub caches: Vec<CacheSection>,
+    /// `userlist` sections.
+    pub userlists: Vec<crate::sample::auth::Userlist>,
     /// This instance's peer name (`-L`, `localpeer`, or the host name).
     pub local_peer: String,
 }
@@ -737,6 +739,8 @@ pub struct ProxyOptions {
     /// [`SPLICE_REQUEST`], [`SPLICE_RESPONSE`]), and where the first was set.
     pub splice: u8,
     pub splice_loc: Option<Loc>,
+    /// `option abortonclose` (backends).
+    pub abortonclose: bool,
 }
 
 /// `option splice-auto`: a direction moves through a kernel pipe once it
@@ -1104,6 +1108,23 @@ pub enum HttpRequestAction {
     SetDst(AddrField, Box<crate::sample::Expr>),
     /// `wait-for-body time T [at-least N]`: the rules wait for the body.
     WaitForBody(WaitForBody),
+    /// `auth [realm R]`: 401 asking for Basic credentials (realm: the
+    /// rule's proxy's name by default).
+    Auth {
+        realm: Option<String>,
+    },
+    /// `set-timeout server|tunnel T|EXPR`: this exchange's timeout.
+    SetTimeout {
+        tunnel: bool,
+        value: TimeoutValue,
+    },
+}
+
+/// The value of `set-timeout`: milliseconds, or an expression giving them.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum TimeoutValue {
+    Ms(u32),
+    Expr(Box<crate::sample::Expr>),
 }
 
 /// `http-request|http-response wait-for-body time T [at-least N]`: wait

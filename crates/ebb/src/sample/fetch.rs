@@ -7,6 +7,14 @@ use std::io::Write;
 use super::{each_field, Ctx, Res, Scope, Scratch, Type, Val};
 use crate::http1::Version;
 
+/// The user of userlist `list` the request's `Authorization` names, when
+/// its credentials are valid.
+fn auth_user(ctx: &Ctx<'_>, list: &str) -> Option<(std::sync::Arc<super::auth::Userlist>, usize)> {
+    let r = ctx.req?;
+    let v = r.head.header(r.buf, "authorization")?;
+    super::auth::check(list, v)
+}
+
 /// Which occurrence of a header a fetch reads: HAProxy's `occ` argument
 /// (positive from the first, negative from the last; no argument: the
 /// last in an expression, every one in an ACL).
@@ -139,6 +147,19 @@ pub(super) enum Fetch {
     ResBody,
     ResBodyLen,
     ResBodySize,
+    /// `http_auth(L)`: the request's Basic credentials are valid in
+    /// userlist L; `http_auth_group(L)`: the user's name (in an ACL, its
+    /// groups are what the patterns match).
+    HttpAuth(String),
+    HttpAuthGroup(String),
+    /// `cur_server_timeout`, `cur_tunnel_timeout`: the exchange's
+    /// (`set-timeout`), else its backend's.
+    CurTimeout {
+        tunnel: bool,
+    },
+    /// `capture.req.method`, `capture.req.uri`, `capture.req.ver`: from
+    /// the request line kept for the exchange (request and response).
+    CaptureReq(u8),
 }
 
 /// What a fetch reads, for the rules that may run before a layer exists
@@ -373,6 +394,31 @@ impl Fetch {
             "fc_pp_authority" => none(Fetch::PpTlv(crate::proxyproto::tlv::AUTHORITY)),
             "fc_pp_unique_id" => none(Fetch::PpTlv(crate::proxyproto::tlv::UNIQUE_ID)),
             "fc_rcvd_proxy" => none(Fetch::RcvdProxy),
+            "be_server_timeout" | "be_tunnel_timeout" | "fe_client_timeout" => {
+                let what = match name {
+                    "be_server_timeout" => super::Count::BeServerTimeout,
+                    "be_tunnel_timeout" => super::Count::BeTunnelTimeout,
+                    _ => super::Count::FeClientTimeout,
+                };
+                if what != super::Count::FeClientTimeout
+                    && scope == (Scope::Request { backend: false })
+                {
+                    return Err(format!(
+                        "fetch '{name}' needs a backend, which is not known yet in a frontend's http-request rules"
+                    ));
+                }
+                none(Fetch::Count {
+                    what,
+                    proxy: None,
+                    server: None,
+                })
+            }
+            "capture.req.method" => none(Fetch::CaptureReq(b'm')),
+            "capture.req.uri" => none(Fetch::CaptureReq(b'u')),
+            "capture.req.ver" => none(Fetch::CaptureReq(b'v')),
+            "cur_server_timeout" | "cur_tunnel_timeout" => none(Fetch::CurTimeout {
+                tunnel: name == "cur_tunnel_timeout",
+            }),
             "fe_conn" | "be_conn" | "srv_conn" => {
                 let what = match name {
                     "fe_conn" => super::Count::FeConn,
@@ -452,6 +498,15 @@ impl Fetch {
             }
             "res.len" => res_only(none(Fetch::ResLen)?),
             "req.body" => req_only(none(Fetch::ReqBody)?),
+            "http_auth" | "http_auth_group" => {
+                arg_count(name, args, 1, 1)?;
+                super::auth::note_ref(&args[0]);
+                req_only(if name == "http_auth" {
+                    Fetch::HttpAuth(args[0].clone())
+                } else {
+                    Fetch::HttpAuthGroup(args[0].clone())
+                })
+            }
             "res.body" => res_only(none(Fetch::ResBody)?),
             "res.body_len" => res_only(none(Fetch::ResBodyLen)?),
             "res.body_size" => res_only(none(Fetch::ResBodySize)?),
@@ -518,6 +573,7 @@ impl Fetch {
             | Fetch::PpTlv(_)
             | Fetch::RcvdProxy
             | Fetch::Count { .. }
+            | Fetch::CurTimeout { .. }
             | Fetch::Var(..)
             // Stick-table counters: known without reading the connection.
             | Fetch::Stk(_) => Layer::L4,
@@ -549,7 +605,9 @@ impl Fetch {
             | Fetch::ReqBody
             | Fetch::ReqBodyLen
             | Fetch::ReqBodySize
-            | Fetch::ReqBodyParam(..) => Some(false),
+            | Fetch::ReqBodyParam(..)
+            | Fetch::HttpAuth(_)
+            | Fetch::HttpAuthGroup(_) => Some(false),
             Fetch::Hdr { res, .. } | Fetch::HdrCnt { res, .. } | Fetch::HdrIp { res, .. } => {
                 Some(*res)
             }
@@ -582,6 +640,7 @@ impl Fetch {
             Fetch::Src | Fetch::Dst | Fetch::HdrIp { .. } => Type::Ip,
             Fetch::SrcPort
             | Fetch::Count { .. }
+            | Fetch::CurTimeout { .. }
             | Fetch::DstPort
             | Fetch::HdrCnt { .. }
             | Fetch::CookCnt(_)
@@ -595,7 +654,8 @@ impl Fetch {
             | Fetch::Bool(_)
             | Fetch::FirstReq
             | Fetch::CacheHit
-            | Fetch::RcvdProxy => Type::Bool,
+            | Fetch::RcvdProxy
+            | Fetch::HttpAuth(_) => Type::Bool,
             // Typed when set; converters cast at run time from a string.
             Fetch::Var(..) => Type::Str,
             Fetch::Method => Type::Meth,
@@ -672,6 +732,11 @@ impl Fetch {
                 Some(Val::Bin)
             }
             Fetch::ReqBodyLen => Some(Val::Int(ctx.req?.body.len() as i64)),
+            Fetch::HttpAuth(l) => Some(Val::Bool(auth_user(ctx, l).is_some())),
+            Fetch::HttpAuthGroup(l) => {
+                let (list, i) = auth_user(ctx, l)?;
+                put(s, list.users[i].name.as_bytes())
+            }
             Fetch::ResBody => {
                 put(s, ctx.res_body?.0)?;
                 Some(Val::Bin)
@@ -861,10 +926,61 @@ impl Fetch {
             } => {
                 let p = match (what, proxy) {
                     (_, Some(p)) => p.as_str(),
-                    (super::Count::FeConn, None) => ctx.fe,
+                    (super::Count::FeConn | super::Count::FeClientTimeout, None) => ctx.fe,
                     (_, None) => ctx.be?,
                 };
                 Some(Val::Int(super::count(*what, p, server.as_deref())?))
+            }
+            Fetch::CaptureReq(what) => {
+                let st = ctx.vars?.try_borrow().ok()?;
+                let line = &st.req_line[..];
+                let mut parts = line.splitn(3, |&b| b == b' ');
+                let (method, target, ver) = (parts.next()?, parts.next()?, parts.next());
+                let v: &[u8] = match what {
+                    b'm' => method,
+                    // From the first slash (no scheme nor authority).
+                    b'u' => {
+                        let from = if target.starts_with(b"/") {
+                            0
+                        } else {
+                            let after = target
+                                .windows(3)
+                                .position(|w| w == b"://")
+                                .map_or(0, |p| p + 3);
+                            target[after..]
+                                .iter()
+                                .position(|&b| b == b'/')
+                                .map_or(target.len(), |p| after + p)
+                        };
+                        &target[from..]
+                    }
+                    _ => match ver? {
+                        b"HTTP/1.1" => b"HTTP/1.1",
+                        _ => b"HTTP/1.0",
+                    },
+                };
+                s.cur.clear();
+                s.cur.extend_from_slice(v);
+                Some(Val::Str)
+            }
+            Fetch::CurTimeout { tunnel } => {
+                let own = ctx.vars.and_then(|v| {
+                    let i = &v.try_borrow().ok()?.info;
+                    if *tunnel {
+                        i.timeout_tunnel
+                    } else {
+                        i.timeout_server
+                    }
+                });
+                if let Some(t) = own {
+                    return Some(Val::Int(i64::from(t)));
+                }
+                let what = if *tunnel {
+                    super::Count::BeTunnelTimeout
+                } else {
+                    super::Count::BeServerTimeout
+                };
+                Some(Val::Int(super::count(what, ctx.be?, None)?))
             }
             Fetch::SoName => {
                 let name = ctx.vars?.try_borrow().ok()?.so_name.clone()?;
@@ -964,6 +1080,17 @@ impl Fetch {
         f: &mut dyn FnMut(Val, &mut Scratch) -> bool,
     ) -> Option<bool> {
         match self {
+            // In an ACL: each group of the authenticated user.
+            Fetch::HttpAuthGroup(l) => {
+                let Some((list, i)) = auth_user(ctx, l) else {
+                    return Some(false);
+                };
+                Some(list.users[i].groups.iter().any(|g| {
+                    s.cur.clear();
+                    s.cur.extend_from_slice(g.as_bytes());
+                    f(Val::Str, s)
+                }))
+            }
             Fetch::Hdr {
                 name,
                 occ: Occ::Default,

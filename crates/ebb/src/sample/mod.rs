@@ -20,6 +20,7 @@
 //! the way live in two per-thread scratch buffers that keep their capacity,
 //! so a warm evaluation allocates nothing unless a value outgrows them.
 
+pub mod auth;
 mod conv;
 mod fetch;
 mod fix;
@@ -54,6 +55,11 @@ pub enum Count {
     BeConn,
     /// Connections established on a server.
     SrvConn,
+    /// The configured `timeout server`, `timeout tunnel` of a backend and
+    /// `timeout client` of a frontend, in ms (0 when unset).
+    BeServerTimeout,
+    BeTunnelTimeout,
+    FeClientTimeout,
 }
 
 /// Answers a [`Count`] for a proxy name (and a server name for
@@ -453,6 +459,15 @@ impl Expr {
             v = c.apply(v, ctx, s)?;
         }
         Some(v)
+    }
+
+    /// Evaluates the expression as an integer (HAProxy's
+    /// sample_fetch_as_type to SINT).
+    pub fn eval_int(&self, ctx: &Ctx<'_>) -> Option<i64> {
+        with_scratch(|s| match cast(self.eval(ctx, s)?, Type::Int, s)? {
+            Val::Int(i) => Some(i),
+            _ => None,
+        })
     }
 
     /// Evaluates and appends the value as text; returns whether a value

@@ -183,6 +183,10 @@ pub struct VarStore {
     /// When the previous exchange of the connection was logged (`%Ti`
     /// counts the idle time from there).
     pub last_log: Option<std::time::SystemTime>,
+    /// The request line as received (`capture.req.method`,
+    /// `capture.req.uri`, `capture.req.ver`: readable in response rules
+    /// too); kept from one request to the next for its capacity.
+    pub req_line: Vec<u8>,
 }
 
 /// Facts of one exchange the log line reports (HAProxy keeps them in its
@@ -240,6 +244,10 @@ pub struct TxnInfo {
     /// left it (`None`: the connection's); the next request starts from
     /// the connection's again, as HAProxy's streams do.
     pub dst: Option<std::net::SocketAddr>,
+    /// `http-request set-timeout server|tunnel`: this exchange's own, in
+    /// ms (0: none, as HAProxy's eternity).
+    pub timeout_server: Option<u32>,
+    pub timeout_tunnel: Option<u32>,
 }
 
 /// HAProxy's cache flags and keys of a transaction (`txn->cache_hash`,

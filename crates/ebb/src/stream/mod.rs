@@ -218,6 +218,8 @@ pub struct Stream {
     body_buf: Vec<u8>,
     /// When the current request's rules started waiting on its body.
     body_wait_start: Tick,
+    /// The backend whose stats page is being built.
+    page_backend: Option<usize>,
 }
 
 /// A cached file is a body the client side can send.
@@ -301,7 +303,11 @@ impl Exchange for Stream {
                     self.fields.push(n.as_bytes(), v.as_bytes());
                 }
                 self.reply(c, a.status, &[], &a.body);
-                self.finish_request(c, ctx, a.status, None, 0);
+                let be = self.page_backend.take();
+                if be.is_some() {
+                    self.local_server = Some("<STATS>");
+                }
+                self.finish_request(c, ctx, a.status, be, 0);
                 true
             }
         }
@@ -496,6 +502,19 @@ impl Stream {
             }
             HttpRequestAction::Deny { status } => Act::Deny(*status),
             HttpRequestAction::Tarpit { status } => Act::Tarpit(*status),
+            HttpRequestAction::Auth { realm } => {
+                // HAProxy: the realm is the rule's proxy's name by default.
+                let r = match (realm, be) {
+                    (Some(r), _) => r.clone(),
+                    (None, Some(b)) => {
+                        c.fe.backends
+                            .get(b)
+                            .map_or_else(String::new, |b| b.name.clone())
+                    }
+                    (None, None) => c.fe.name.clone(),
+                };
+                Act::Auth(be, r)
+            }
             HttpRequestAction::WaitForBody(w) => {
                 let at = match be {
                     Some(b) => Resume::Be(b, Some(i)),
@@ -613,7 +632,7 @@ impl Stream {
                     req: Some(st.req()),
                     ..base
                 };
-                if let Some(a) = stats_act(fe.stats.as_ref(), &fe.matcher, &view) {
+                if let Some(a) = stats_act(fe.stats.as_ref(), &fe.matcher, &view, None) {
                     return a;
                 }
                 let Some(bi) = fe.choose_backend(&view) else {
@@ -671,7 +690,7 @@ impl Stream {
             req: Some(st.req()),
             ..base
         };
-        if let Some(a) = stats_act(backend.stats.as_ref(), &backend.matcher, &view) {
+        if let Some(a) = stats_act(backend.stats.as_ref(), &backend.matcher, &view, Some(bi)) {
             return a;
         }
         // A `cache-use` rule found the answer: the cache answers instead of
@@ -704,7 +723,18 @@ impl Stream {
             .bytes_in
             .fetch_add(c.head.head_len as u64, std::sync::atomic::Ordering::Relaxed);
         self.resp_start = c.wbuf.len();
-        c.vars.get_mut().begin_request();
+        {
+            let v = c.vars.get_mut();
+            v.begin_request();
+            // The request line for the `capture.req.*` fetches.
+            let buf = &c.rbuf[c.rstart..c.rend];
+            let end = buf
+                .iter()
+                .position(|&b| b == b'\r' || b == b'\n')
+                .unwrap_or(0);
+            v.req_line.clear();
+            v.req_line.extend_from_slice(&buf[..end]);
+        }
         c.stk.begin(ctx.now());
         let mut keep_alive =
             crate::drain::keep_alive(c.head.keep_alive && c.fe.keep_alive, c.stopping);
@@ -735,6 +765,39 @@ impl Stream {
         let fe = Arc::clone(&c.fe);
         match act {
             Act::WaitBody(w) => self.wait_body(c, ctx, w),
+            Act::Auth(bi, realm) => {
+                // HAProxy's http_action_auth: the proxy's 401 answer with
+                // `WWW-Authenticate`, the connection kept; an HTTP error
+                // for the trackers, logged `LR`.
+                c.stk.note_error();
+                let v = format!("Basic realm=\"{}\"", realm.replace(['"', '\\'], ""));
+                let hdr: [(&[u8], &[u8]); 1] = [(b"WWW-Authenticate", v.as_bytes())];
+                match fe.error_replies.iter().find(|(s, _)| *s == 401) {
+                    Some((_, p)) => {
+                        let be_name = bi.and_then(|b| fe.backends.get(b)).map(|b| b.name.clone());
+                        self.answer_prepared(c, &fe, p, keep_alive, be_name.as_deref(), &hdr);
+                    }
+                    None => match fe.errorfile(401) {
+                        // Sent as written, the field added after its
+                        // status line (HAProxy adds it to the answer).
+                        Some(raw) => {
+                            let at = raw
+                                .windows(2)
+                                .position(|w| w == b"\r\n")
+                                .map_or(raw.len(), |p| p + 2);
+                            c.wbuf.extend_from_slice(&raw[..at]);
+                            c.wbuf.extend_from_slice(b"WWW-Authenticate: ");
+                            c.wbuf.extend_from_slice(v.as_bytes());
+                            c.wbuf.extend_from_slice(b"\r\n");
+                            c.wbuf.extend_from_slice(&raw[at..]);
+                            c.closing = true;
+                        }
+                        None => c.error_response(401, keep_alive, version, head_req, &hdr),
+                    },
+                }
+                self.local_term = Some("LR");
+                self.finish_request(c, ctx, 401, bi, 0);
+            }
             Act::Monitor(failed) => {
                 // Not logged: HAProxy's monitor requests never are.
                 if failed {
@@ -792,12 +855,12 @@ impl Stream {
                         }
                         None => self.error_answer(c, &fe, st, keep_alive, be_name),
                     }
-                    self.finish_request(c, ctx, st, None, 0);
+                    self.finish_return(c, ctx, st, be);
                     return;
                 }
-                self.answer_prepared(c, &fe, p, keep_alive, be_name);
+                self.answer_prepared(c, &fe, p, keep_alive, be_name, &[]);
                 let st = p.status;
-                self.finish_request(c, ctx, st, None, 0);
+                self.finish_return(c, ctx, st, be);
             }
             Act::Connect => {
                 // No tunnel can be configured: CONNECT is refused, not
@@ -821,7 +884,10 @@ impl Stream {
                 // full load (HAProxy runs its stats applet niced the same
                 // way).
                 let svc = match act {
-                    Act::Stats(rt, admin) => {
+                    Act::Stats(rt, admin, be) => {
+                        // A backend's page: its `http-after-response`
+                        // rules run on it and the log names it.
+                        self.page_backend = be;
                         let buf = &c.rbuf[c.rstart..c.rend];
                         Service::Stats {
                             rt,
@@ -1260,6 +1326,16 @@ impl Stream {
         self.finish_request(c, ctx, logged, Some(bi), 0);
     }
 
+    /// A `return` (or `deny` with an answer) of the frontend's rules, or
+    /// of backend `be`'s: that backend's `http-after-response` rules run
+    /// on it too, and the log names it without a server (HAProxy's).
+    fn finish_return(&mut self, c: &mut H1, ctx: &mut Ctx, status: u16, be: Option<usize>) {
+        if be.is_some() {
+            self.local_server = Some("<NOSRV>");
+        }
+        self.finish_request(c, ctx, status, be, 0);
+    }
+
     /// The answer is queued: log it and move on to what follows the head.
     fn finish_request(
         &mut self,
@@ -1358,7 +1434,8 @@ impl Stream {
 impl Stream {
     /// Writes a prepared answer (`http-request return`, an `http-error`
     /// reply) through the client side's one output path, with what
-    /// `lf-string` / `hdr` evaluate to for this request.
+    /// `lf-string` / `hdr` evaluate to for this request, and `extra`
+    /// fields after its own.
     fn answer_prepared(
         &mut self,
         c: &mut H1,
@@ -1366,6 +1443,7 @@ impl Stream {
         p: &crate::proxy::Prepared,
         keep_alive: bool,
         be: Option<&str>,
+        extra: &[(&[u8], &[u8])],
     ) {
         self.fields.clear();
         let mut scratch = std::mem::take(&mut self.scratch);
@@ -1384,6 +1462,9 @@ impl Stream {
             };
             p.render(&cx, &mut self.fields, &mut scratch)
         };
+        for (n, v) in extra {
+            self.fields.push(n, v);
+        }
         let head = RespHead {
             extra: self.fields.fields(),
             close: !keep_alive,
@@ -1421,7 +1502,7 @@ impl Stream {
             (crate::config::ReturnBody::Errorfile(Some(raw)), _) => {
                 c.wbuf.extend_from_slice(raw);
             }
-            (_, Some(p)) => self.answer_prepared(c, &fe, p, false, Some(&be.name)),
+            (_, Some(p)) => self.answer_prepared(c, &fe, p, false, Some(&be.name), &[]),
             _ => self.error_answer(c, &fe, ret.status, false, Some(&be.name)),
         }
         ret.status
@@ -1438,7 +1519,7 @@ impl Stream {
         be: Option<&str>,
     ) {
         match fe.error_replies.iter().find(|(s, _)| *s == status) {
-            Some((_, p)) => self.answer_prepared(c, fe, p, keep_alive, be),
+            Some((_, p)) => self.answer_prepared(c, fe, p, keep_alive, be, &[]),
             None => {
                 let (version, head_req) = (c.head.version, c.head.method == Method::Head);
                 c.error_response(status, keep_alive, version, head_req, &[]);
@@ -1525,13 +1606,16 @@ enum Act {
     /// A failed rewrite (HAProxy's strict mode): 500.
     Error(u16),
     /// The stats page (`stats uri`); whether `stats admin` allows actions.
-    Stats(Arc<crate::proxy::StatsRt>, bool),
+    Stats(Arc<crate::proxy::StatsRt>, bool, Option<usize>),
     /// `http-request use-service prometheus-exporter`.
     Service,
     /// An answer from a cache (`http-request cache-use`).
     Cache(usize, Box<crate::httpcache::Hit>),
     /// The rules wait for the request's body first.
     WaitBody(Box<BodyWait>),
+    /// `http-request auth`: 401 with this realm (the rule's backend, or
+    /// the frontend's).
+    Auth(Option<usize>, String),
     /// A `tcp-request content reject` (true: `silent-drop`) of the
     /// frontend (`None`) or of a backend: the connection closes without
     /// an answer.
@@ -1562,6 +1646,7 @@ fn stats_act(
     st: Option<&Arc<crate::proxy::StatsRt>>,
     m: &crate::rules::Matcher,
     view: &ReqView<'_>,
+    be: Option<usize>,
 ) -> Option<Act> {
     let st = st?;
     let req = view.req?;
@@ -1569,5 +1654,5 @@ fn stats_act(
         return None;
     }
     let admin = st.admin.iter().any(|c| m.holds(Some(c), view));
-    Some(Act::Stats(Arc::clone(st), admin))
+    Some(Act::Stats(Arc::clone(st), admin, be))
 }

@@ -190,6 +190,11 @@ pub(super) struct Upstream {
     /// Until when an `http-response wait-for-body` rule waits for the
     /// response's body (set when the wait starts).
     resp_wait: Option<Tick>,
+    /// `option abortonclose` on the backend.
+    abort_on_close: bool,
+    /// A connect refused at once is retried at this date (HAProxy's
+    /// turn-around: `timeout connect`, at most 1 s, later).
+    retry_at: Option<Tick>,
 }
 
 /// How long a compressed answer's server may pause (its read drained)
@@ -388,11 +393,27 @@ impl Stream {
         if matches!(sr.farm.balance, crate::config::Balance::Uri { .. }) {
             lb_uri.extend_from_slice(h.path.get(buf));
         }
+        // `http-request set-timeout`: this exchange's own (0: none, as
+        // HAProxy's eternity).
+        let mut timeouts = sr.timeouts;
+        if let Ok(v) = c.vars.try_borrow() {
+            let t = (v.info.timeout_server, v.info.timeout_tunnel);
+            let ms = |t: u32| if t == 0 { i32::MAX as u32 } else { t };
+            if let Some(s) = t.0 {
+                timeouts.server = ms(s);
+                if be.tunnel_ms.is_none() {
+                    timeouts.tunnel = ms(s);
+                }
+            }
+            if let Some(tu) = t.1 {
+                timeouts.tunnel = ms(tu);
+            }
+        }
         let now = ctx.now();
         let up = Upstream {
             be: Arc::clone(&be),
             farm: Arc::clone(&sr.farm),
-            timeouts: sr.timeouts,
+            timeouts,
             server: None,
             waiter: None,
             reused: false,
@@ -440,9 +461,23 @@ impl Stream {
             flush_at: None,
             req_flush_at: None,
             resp_wait: None,
+            abort_on_close: sr.abort_on_close,
+            retry_at: None,
         };
         // The head is copied: consume it; the body (if any) follows.
         c.rstart += c.head.head_len.min(c.rend - c.rstart);
+        let mut up = up;
+        if let Left::Len(n) = up.req_left {
+            // A whole body already read (waited for, or small) goes with
+            // the head: the request can then be sent again whole when a
+            // reused connection turns out closed (if it is safe to).
+            let avail = &c.rbuf[c.rstart..c.rend];
+            if self.body_now.complete && n <= avail.len() as u64 && n as usize <= c.w.bufsize {
+                up.head.extend_from_slice(&avail[..n as usize]);
+                c.rstart += n as usize;
+                up.req_left = Left::Done;
+            }
+        }
         c.next_input = None;
         c.input = In::Stream;
         self.wait = Wait::Proxy;
@@ -734,9 +769,7 @@ impl Stream {
             s.counters.conn_errors.fetch_add(1, Ordering::Relaxed);
         }
         if up.retries_left == 0 {
-            if let Some(s) = up.server.take() {
-                farm.release(&s);
-            }
+            // The error answer releases the server (and logs its name).
             self.up = Some(up);
             self.fail(c, ctx, ExchangeError::connect(timed_out));
             return;
@@ -754,6 +787,15 @@ impl Stream {
             }
             self.up = Some(up);
             self.pick_server(c, ctx);
+            return;
+        }
+        if !timed_out {
+            // Refused at once: HAProxy waits before the next attempt
+            // (`timeout connect`, at most 1 s; its SC_ST_TAR state).
+            let at = ticks::add(ctx.now(), up.timeouts.connect.min(1000));
+            up.retry_at = Some(at);
+            up.deadline = at;
+            self.up = Some(up);
             return;
         }
         self.up = Some(up);
@@ -798,7 +840,7 @@ impl Stream {
         let Some(up) = self.up.as_mut() else {
             return false;
         };
-        if up.state != UpState::Connecting {
+        if up.state != UpState::Connecting || up.retry_at.is_some() {
             return false;
         }
         let (connecting, failed, t_conn) = {
@@ -835,10 +877,8 @@ impl Stream {
         self.drop_server_sock(ctx);
         if let Some(s) = up.server.take() {
             up.farm.release(&s);
-            // A server that answered is named in the log.
-            if up.t_resp.is_some() {
-                up.server = Some(s);
-            }
+            // The server tried is named in the log (HAProxy's).
+            up.server = Some(s);
         }
         // The client's body may still be on its way: keep the connection
         // only if it was all read.
@@ -897,6 +937,30 @@ impl Stream {
         let Some(up) = self.up.as_mut() else {
             return false;
         };
+        if c.eof && up.abort_on_close && up.req_left.done() && up.resp_left.is_none() {
+            // `option abortonclose`: a client that closed its side is not
+            // served if it can still be avoided (HAProxy's
+            // back_may_abort_req): queued, connecting, or waiting for the
+            // answer (the server connection closes; HAProxy logs 400).
+            use crate::backend::error::Phase;
+            let phase = match up.state {
+                UpState::Queued => {
+                    // HAProxy's Tw: the time spent in the queue.
+                    up.t_served = Some(ctx.now());
+                    Phase::Queue
+                }
+                UpState::Connecting => Phase::Connect,
+                UpState::Connected => {
+                    up.status = 400;
+                    Phase::Head
+                }
+                UpState::Tunnel => Phase::Data,
+            };
+            if up.state != UpState::Tunnel {
+                self.fail(c, ctx, ExchangeError::client_abort(phase));
+                return true;
+            }
+        }
         match up.state {
             UpState::Queued => {
                 let Some(w) = up.waiter.clone() else {
@@ -1693,7 +1757,15 @@ impl Stream {
                 }
                 self.fail(c, ctx, ExchangeError::queue_timeout());
             }
-            UpState::Connecting => self.connect_failed(c, ctx, true),
+            UpState::Connecting => {
+                if let Some(up) = self.up.as_mut().filter(|u| u.retry_at.is_some()) {
+                    // The turn-around is over: the next attempt.
+                    up.retry_at = None;
+                    self.connect_new(c, ctx);
+                    return;
+                }
+                self.connect_failed(c, ctx, true)
+            }
             UpState::Connected => {
                 let now = ctx.now();
                 let waited = self.up.as_ref().and_then(|u| u.resp_wait);
