@@ -48,6 +48,18 @@ fn raw_field(head: &[Vec<u8>], name: &str) -> Option<Vec<u8>> {
     })
 }
 
+/// Runs `check` against HAProxy started on the configuration `cfg` makes
+/// for a free loopback address (the bind line's), once it listens; nothing
+/// when HAProxy is not installed.
+fn on_haproxy(name: &str, cfg: impl Fn(&str) -> String, check: impl FnOnce(SocketAddr)) {
+    let bind = format!("127.0.0.1:{}", free_port());
+    if let Some(_h) = haproxy_with(name, &cfg(&bind)) {
+        let addr: SocketAddr = bind.parse().unwrap();
+        wait_until("haproxy's listener", || TcpStream::connect(addr).is_ok());
+        check(addr);
+    }
+}
+
 /// A proxy section that answers itself, with the rules `rules`.
 fn answering(bind: &str, rules: &str) -> String {
     format!(
@@ -92,15 +104,13 @@ fn header_values_keep_their_spaces() {
     .map(|v| Some(v.as_bytes().to_vec()))
     .collect();
     assert_eq!(seen, want);
-    let port = free_port();
-    if let Some(_h) = haproxy_with(
+    on_haproxy(
         "hap-spaces",
-        &answering(&format!("127.0.0.1:{port}"), SPACES),
-    ) {
-        let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
-        wait_until("haproxy's listener", || TcpStream::connect(addr).is_ok());
-        assert_eq!(spaces_seen(addr), want, "haproxy");
-    }
+        |b| answering(b, SPACES),
+        |addr| {
+            assert_eq!(spaces_seen(addr), want, "haproxy");
+        },
+    );
 }
 
 /// Process-wide variables of each type for the CLI tests, and a frontend.
@@ -418,10 +428,72 @@ fn fix_converters() {
     let seen = fix_cases(ebb.addr());
     let want: Vec<Vec<u8>> = vec![fix(FIX_REPLY), fix(FIX_REPLY), vec![], vec![], vec![]];
     assert_eq!(seen, want);
-    let port = free_port();
-    if let Some(_h) = haproxy_with("hap-fix", &fix_config(&format!("127.0.0.1:{port}"), srv)) {
-        let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
-        wait_until("haproxy's listener", || TcpStream::connect(addr).is_ok());
-        assert_eq!(fix_cases(addr), want, "haproxy");
+    on_haproxy(
+        "hap-fix",
+        |b| fix_config(b, srv),
+        |addr| {
+            assert_eq!(fix_cases(addr), want, "haproxy");
+        },
+    );
+}
+
+const RAW_RULES: &str = "    http-after-response set-header x-j0 \"%[str(\\xE0),json(utf8)]\"\n\
+    http-after-response set-header x-j1 \"%[str(-\\xE0-),json(utf8s)]\"\n\
+    http-after-response set-header x-j2 \"%[str(\\xC3\\xA9\\xE0),json(ascii)]\"\n\
+    http-after-response set-header x-len \"%[str(a\\xE0\\xFF),length]\"\n\
+    http-after-response set-header x-hex \"%[str(\\xE0\\xFF),hex]\"\n\
+    http-after-response set-header x-lit \"a\\xE1b\"\n";
+
+/// HAProxy's reg-test converter/json: `\xHH` escapes that make bytes that
+/// are not UTF-8 reach `str()` and log-format text as those bytes; where
+/// ebb would not read them as bytes the line is refused.
+#[test]
+fn bytes_that_are_not_utf8_in_words() {
+    let ebb = Ebb::start(&answering("BIND", RAW_RULES));
+    let see = |addr: SocketAddr| {
+        let head = raw_head(
+            addr,
+            "GET / HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n",
+        );
+        ["x-j0", "x-j1", "x-j2", "x-len", "x-hex", "x-lit"]
+            .iter()
+            .map(|n| raw_field(&head, n))
+            .collect::<Vec<_>>()
+    };
+    let seen = see(ebb.addr());
+    let f = |v: &[u8]| Some(v.to_vec());
+    assert_eq!(
+        seen,
+        [
+            f(b""),
+            f(b"--"),
+            f(b"\\u00c3\\u00a9\\u00e0"),
+            f(b"3"),
+            f(b"E0FF"),
+            f(b"a\xe1b")
+        ]
+    );
+    on_haproxy(
+        "hap-raw",
+        |b| answering(b, RAW_RULES),
+        |addr| {
+            assert_eq!(see(addr), seen, "haproxy");
+        },
+    );
+    // Elsewhere: refused with the line.
+    for rules in [
+        "    http-request return status 200 content-type text/plain string \"a\\xE0\"\n",
+        "    http-request set-header x \"%[str(a),concat(\\xE0)]\"\n",
+        "    acl a str(x) -m str \\xE1\n    http-request deny if a\n",
+    ] {
+        let dir = scratch("raw-refused");
+        let cfg = dir.join("r.cfg");
+        std::fs::write(&cfg, answering("127.0.0.1:0", rules)).unwrap();
+        let (code, _, err) = run_ebb(&["-c", "-f", cfg.to_str().unwrap()], &dir);
+        assert_ne!(code, 0, "{rules}");
+        assert!(
+            err.contains("r.cfg:8: ") && err.contains("not UTF-8"),
+            "{rules}: {err}"
+        );
     }
 }

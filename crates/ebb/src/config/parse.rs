@@ -517,7 +517,24 @@ impl<'e> Parser<'e> {
             if words.is_empty() {
                 continue;
             }
-            self.line(&words, loc);
+            let raw = words.iter().any(|w| super::has_raw(w));
+            let errors = self.errors.len();
+            crate::sample::take_raw_claims();
+            self.line(&words, loc.clone());
+            // Bytes that are not UTF-8 must have gone where the sample
+            // engine reads them as bytes.
+            let claims = crate::sample::take_raw_claims();
+            if raw
+                && self.errors.len() == errors
+                && words
+                    .iter()
+                    .any(|w| super::has_raw(w) && !claims.iter().any(|c| c == w))
+            {
+                self.error(
+                    loc,
+                    "bytes that are not UTF-8 (\\xHH) are only supported in str() arguments and log-format text",
+                );
+            }
         }
         // Sections end with their file.
         self.close_section();

@@ -189,7 +189,9 @@ impl LogFormat {
             let (it, quote, next) = item(text, i, scope)?;
             i = next;
             if !lit.is_empty() {
-                parts.push(Part::Text(std::mem::take(&mut lit)));
+                parts.push(Part::Text(crate::config::word_bytes(&std::mem::take(
+                    &mut lit,
+                ))));
             }
             let name = match it {
                 // HAProxy 2.6 applies no quoting to %[...] in these strings.
@@ -207,8 +209,9 @@ impl LogFormat {
             });
         }
         if !lit.is_empty() {
-            parts.push(Part::Text(lit));
+            parts.push(Part::Text(crate::config::word_bytes(&lit)));
         }
+        super::claim_raw(text);
         Ok(LogFormat {
             parts,
             src: text.to_string(),
