@@ -60,6 +60,17 @@ fn on_haproxy(name: &str, cfg: impl Fn(&str) -> String, check: impl FnOnce(Socke
     }
 }
 
+/// Checks that HAProxy (when installed) gives `want` to `run` on the
+/// configuration `cfg` makes for its bind address.
+fn same_on_haproxy<T: PartialEq + std::fmt::Debug>(
+    name: &str,
+    cfg: impl Fn(&str) -> String,
+    run: impl FnOnce(SocketAddr) -> T,
+    want: &T,
+) {
+    on_haproxy(name, cfg, |addr| assert_eq!(&run(addr), want, "haproxy"));
+}
+
 /// A proxy section that answers itself, with the rules `rules`.
 fn answering(bind: &str, rules: &str) -> String {
     format!(
@@ -104,13 +115,7 @@ fn header_values_keep_their_spaces() {
     .map(|v| Some(v.as_bytes().to_vec()))
     .collect();
     assert_eq!(seen, want);
-    on_haproxy(
-        "hap-spaces",
-        |b| answering(b, SPACES),
-        |addr| {
-            assert_eq!(spaces_seen(addr), want, "haproxy");
-        },
-    );
+    same_on_haproxy("hap-spaces", |b| answering(b, SPACES), spaces_seen, &want);
 }
 
 /// Process-wide variables of each type for the CLI tests, and a frontend.
@@ -331,10 +336,10 @@ fn fix(s: &str) -> Vec<u8> {
 const FIX_LOGON: &str = "8=FIX.4.4|9=97|35=A|49=CLIENT1|56=EXECUTOR|34=1|52=20201029-13:02:44.535360|98=0|108=30|141=Y|553=user|554=pass|10=083|";
 const FIX_REPLY: &str = "8=FIX.4.4|9=79|35=A|34=1|49=EXECUTOR|52=20201029-13:02:44.535360|56=CLIENT1|98=0|108=30|141=Y|10=038|";
 
-/// A FIX server: answers each connection, once it has a whole message,
-/// with `FIX_REPLY` (or a reply with a wrong checksum when the message's
-/// MsgType is `B`), then closes.
-fn fix_server() -> SocketAddr {
+/// A server of a message protocol: answers each connection, once `whole`
+/// says the bytes received are a whole message, with `reply` of them, then
+/// closes.
+fn reply_server(whole: fn(&[u8]) -> bool, reply: fn(&[u8]) -> Vec<u8>) -> SocketAddr {
     let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = l.local_addr().unwrap();
     std::thread::spawn(move || {
@@ -343,22 +348,32 @@ fn fix_server() -> SocketAddr {
             std::thread::spawn(move || {
                 let mut got = Vec::new();
                 let mut tmp = [0u8; 1024];
-                while !got.windows(4).any(|w| w == b"\x0110=") || got.last() != Some(&1) {
+                while !whole(&got) {
                     match c.read(&mut tmp) {
                         Ok(0) | Err(_) => return,
                         Ok(n) => got.extend_from_slice(&tmp[..n]),
                     }
                 }
-                let reply = if got.windows(6).any(|w| w == b"\x0135=B\x01") {
-                    fix(&FIX_REPLY.replace("10=038", "10=039"))
-                } else {
-                    fix(FIX_REPLY)
-                };
-                let _ = c.write_all(&reply);
+                let _ = c.write_all(&reply(&got));
             });
         }
     });
     addr
+}
+
+/// A FIX server: answers `FIX_REPLY` (with a wrong checksum when the
+/// message's MsgType is `B`).
+fn fix_server() -> SocketAddr {
+    reply_server(
+        |got| got.windows(4).any(|w| w == b"\x0110=") && got.last() == Some(&1),
+        |got| {
+            if got.windows(6).any(|w| w == b"\x0135=B\x01") {
+                fix(&FIX_REPLY.replace("10=038", "10=039"))
+            } else {
+                fix(FIX_REPLY)
+            }
+        },
+    )
 }
 
 fn fix_config(bind: &str, server: SocketAddr) -> String {
@@ -378,7 +393,7 @@ backend be\n    tcp-response inspect-delay 10s\n\
 
 /// Sends `parts` one after the other (a pause between them so they
 /// arrive apart) and returns what comes back before the close.
-fn fix_exchange(addr: SocketAddr, parts: &[&[u8]]) -> Vec<u8> {
+fn exchange(addr: SocketAddr, parts: &[&[u8]]) -> Vec<u8> {
     let mut s = TcpStream::connect(addr).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
     for (i, p) in parts.iter().enumerate() {
@@ -402,18 +417,18 @@ fn fix_cases(addr: SocketAddr) -> Vec<Vec<u8>> {
         .replace("10=083", "10=084"));
     vec![
         // Whole, then in two parts: the rule waits for the rest.
-        fix_exchange(addr, &[&logon]),
-        fix_exchange(addr, &[a, b]),
+        exchange(addr, &[&logon]),
+        exchange(addr, &[a, b]),
         // A wrong checksum, a wrong sender: refused.
-        fix_exchange(addr, &[&fix(&FIX_LOGON.replace("10=083", "10=082"))]),
-        fix_exchange(
+        exchange(addr, &[&fix(&FIX_LOGON.replace("10=083", "10=082"))]),
+        exchange(
             addr,
             &[&fix(&FIX_LOGON
                 .replace("CLIENT1", "CLIENT2")
                 .replace("10=083", "10=084"))],
         ),
         // A server answer with a wrong checksum: refused too.
-        fix_exchange(addr, &[&other]),
+        exchange(addr, &[&other]),
     ]
 }
 
@@ -428,13 +443,7 @@ fn fix_converters() {
     let seen = fix_cases(ebb.addr());
     let want: Vec<Vec<u8>> = vec![fix(FIX_REPLY), fix(FIX_REPLY), vec![], vec![], vec![]];
     assert_eq!(seen, want);
-    on_haproxy(
-        "hap-fix",
-        |b| fix_config(b, srv),
-        |addr| {
-            assert_eq!(fix_cases(addr), want, "haproxy");
-        },
-    );
+    same_on_haproxy("hap-fix", |b| fix_config(b, srv), fix_cases, &want);
 }
 
 const RAW_RULES: &str = "    http-after-response set-header x-j0 \"%[str(\\xE0),json(utf8)]\"\n\
@@ -473,13 +482,7 @@ fn bytes_that_are_not_utf8_in_words() {
             f(b"a\xe1b")
         ]
     );
-    on_haproxy(
-        "hap-raw",
-        |b| answering(b, RAW_RULES),
-        |addr| {
-            assert_eq!(see(addr), seen, "haproxy");
-        },
-    );
+    same_on_haproxy("hap-raw", |b| answering(b, RAW_RULES), see, &seen);
     // Elsewhere: refused with the line.
     for rules in [
         "    http-request return status 200 content-type text/plain string \"a\\xE0\"\n",
@@ -496,4 +499,77 @@ fn bytes_that_are_not_utf8_in_words() {
             "{rules}: {err}"
         );
     }
+}
+
+/// An MQTT 3.1.1 CONNECT with a client id, a user name and a password.
+fn mqtt_connect(id: &str, user: &str, flags: u8) -> Vec<u8> {
+    let mut body = b"\x00\x04MQTT\x04".to_vec();
+    body.push(flags);
+    body.extend_from_slice(&[0, 60]);
+    for s in [id, user, "secret"] {
+        body.extend_from_slice(&(s.len() as u16).to_be_bytes());
+        body.extend_from_slice(s.as_bytes());
+    }
+    let mut m = vec![0x10, body.len() as u8];
+    m.extend_from_slice(&body);
+    m
+}
+
+/// An MQTT server: a CONNACK accepting the session, refusing it (reason
+/// 5) when the client id says `bad`.
+fn mqtt_server() -> SocketAddr {
+    reply_server(
+        |got| got.len() >= 2 && got.len() >= 2 + usize::from(got[1]),
+        |got| {
+            if got.windows(3).any(|w| w == b"bad") {
+                vec![0x20, 2, 0, 5]
+            } else {
+                vec![0x20, 2, 0, 0]
+            }
+        },
+    )
+}
+
+fn mqtt_config(bind: &str, server: SocketAddr) -> String {
+    format!(
+        "defaults\n    mode tcp\n    timeout client 10s\n    timeout server 10s\n    timeout connect 5s\n\
+frontend fe\n    bind {bind}\n    tcp-request inspect-delay 10s\n\
+    tcp-request content reject unless {{ req.payload(0,0),mqtt_is_valid }}\n\
+    tcp-request content set-var(sess.user) req.payload(0,0),mqtt_field_value(connect,username)\n\
+    tcp-request content set-var(sess.ka) req.payload(0,0),mqtt_field_value(1,keepalive)\n\
+    tcp-request content reject unless {{ var(sess.user) -m str test }} {{ var(sess.ka) -m str 60 }}\n\
+    default_backend be\n\
+backend be\n    tcp-response inspect-delay 10s\n\
+    tcp-response content reject unless {{ res.payload(0,0),mqtt_is_valid }}\n\
+    tcp-response content set-var(res.rc) res.payload(0,0),mqtt_field_value(connack,reason_code)\n\
+    tcp-response content reject unless {{ var(res.rc) -m str 0 }}\n\
+    server s {server}\n"
+    )
+}
+
+fn mqtt_cases(addr: SocketAddr) -> Vec<Vec<u8>> {
+    let ok = mqtt_connect("client1", "test", 0xC2);
+    let (a, b) = ok.split_at(9);
+    vec![
+        exchange(addr, &[&ok]),
+        exchange(addr, &[a, b]),
+        // Another user, the reserved flag, a session the server refuses.
+        exchange(addr, &[&mqtt_connect("client1", "nope", 0xC2)]),
+        exchange(addr, &[&mqtt_connect("client1", "test", 0xC3)]),
+        exchange(addr, &[&mqtt_connect("bad", "test", 0xC2)]),
+    ]
+}
+
+/// HAProxy's reg-test converter/mqtt: `mqtt_is_valid` and
+/// `mqtt_field_value` on a CONNECT and its CONNACK in content rules,
+/// waiting for a packet not whole yet.
+#[test]
+fn mqtt_converters() {
+    let srv = mqtt_server();
+    let ebb = Ebb::start(&mqtt_config("BIND", srv));
+    let seen = mqtt_cases(ebb.addr());
+    let ack = vec![0x20, 2, 0, 0];
+    let want: Vec<Vec<u8>> = vec![ack.clone(), ack, vec![], vec![], vec![]];
+    assert_eq!(seen, want);
+    same_on_haproxy("hap-mqtt", |b| mqtt_config(b, srv), mqtt_cases, &want);
 }

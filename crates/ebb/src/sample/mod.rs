@@ -27,6 +27,7 @@ pub mod hash;
 mod logfmt;
 pub mod logline;
 pub(crate) mod map;
+mod mqtt;
 pub mod patref;
 mod stk;
 #[cfg(test)]
