@@ -573,3 +573,75 @@ fn mqtt_converters() {
     assert_eq!(seen, want);
     same_on_haproxy("hap-mqtt", |b| mqtt_config(b, srv), mqtt_cases, &want);
 }
+
+fn hex_config(bind: &str, log: SocketAddr) -> String {
+    format!(
+        "    log {log} format raw local0\n\
+defaults\n    mode http\n    log global\n    timeout client 10s\n    timeout server 10s\n    timeout connect 5s\n\
+frontend fe\n    bind {bind}\n\
+    log-format \"%{{+X}}o %ci:%cp %fi:%fp %{{-X}}fp %{{+Q}}ci %{{-X,+Q}}ci\"\n\
+    http-after-response set-header x-h \"%{{+X}}ci:%{{+X}}cp %{{+X}}fi:%{{+X}}fp\"\n\
+    http-after-response set-header x-o \"%{{+X}}o%ci-%cp %{{-X}}cp %[str(12)]\"\n\
+    http-request return status 200\n"
+    )
+}
+
+/// The two fields and the log line for one request from a new connection,
+/// with the client's and the proxy's ports, to compare across proxies.
+fn hex_seen(addr: SocketAddr, log: &std::net::UdpSocket) -> Vec<String> {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    let (cp, fp) = (s.local_addr().unwrap().port(), addr.port());
+    s.write_all(b"GET / HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
+        .unwrap();
+    let mut buf = Vec::new();
+    let _ = s.read_to_end(&mut buf);
+    let head: Vec<Vec<u8>> = buf
+        .split(|&c| c == b'\n')
+        .map(|l| l.strip_suffix(b"\r").unwrap_or(l).to_vec())
+        .collect();
+    // This connection's line (a proxy may log others before it, such as
+    // a probe of its listener).
+    let mut d = [0u8; 2048];
+    let line = loop {
+        let n = log.recv(&mut d).unwrap_or(0);
+        let l = String::from_utf8_lossy(&d[..n]).trim_end().to_string();
+        if n == 0 || l.contains(&format!("{cp:04X}")) {
+            break l;
+        }
+    };
+    let ports = |t: String| {
+        t.replace(&format!("{cp:04X}"), "CP")
+            .replace(&format!("{fp:04X}"), "FP")
+            .replace(&cp.to_string(), "cp")
+            .replace(&fp.to_string(), "fp")
+    };
+    vec![
+        ports(String::from_utf8_lossy(&raw_field(&head, "x-h").unwrap_or_default()).into_owned()),
+        ports(String::from_utf8_lossy(&raw_field(&head, "x-o").unwrap_or_default()).into_owned()),
+        ports(line),
+    ]
+}
+
+/// The `+X` log-format flag and `%o`: addresses and ports in hexadecimal
+/// in header values and log lines, as HAProxy writes them.
+#[test]
+fn hexadecimal_log_format_flag() {
+    let log = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    log.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    let la = log.local_addr().unwrap();
+    let ebb = Ebb::start(&format!("global\n{}", hex_config("BIND", la)));
+    let seen = hex_seen(ebb.addr(), &log);
+    let want = vec![
+        "7F000001:CP 7F000001:FP".to_string(),
+        "7F000001-CP cp 12".to_string(),
+        "7F000001:CP 7F000001:FP fp 7F000001 \"127.0.0.1\"".to_string(),
+    ];
+    assert_eq!(seen, want);
+    same_on_haproxy(
+        "hap-hex",
+        |b| hex_config(b, la),
+        |a| hex_seen(a, &log),
+        &want,
+    );
+}
