@@ -645,3 +645,130 @@ fn hexadecimal_log_format_flag() {
         &want,
     );
 }
+
+/// The TLVs (kind, value) of each PROXY header an origin received.
+type SeenTlvs = std::sync::Mutex<Vec<Vec<(u8, Vec<u8>)>>>;
+
+/// An HTTP origin behind `send-proxy-v2`: records the TLVs of each
+/// connection's PROXY header (kind, value; a CRC32C's value as `crc`), and
+/// answers every request 200.
+fn pp_origin() -> (SocketAddr, std::sync::Arc<SeenTlvs>) {
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap();
+    let s2 = std::sync::Arc::clone(&seen);
+    std::thread::spawn(move || {
+        for c in l.incoming() {
+            let Ok(mut c) = c else { return };
+            let seen = std::sync::Arc::clone(&s2);
+            std::thread::spawn(move || {
+                let mut fixed = [0u8; 16];
+                if c.read_exact(&mut fixed).is_err() {
+                    return;
+                }
+                let mut rest = vec![0u8; usize::from(u16::from_be_bytes([fixed[14], fixed[15]]))];
+                if c.read_exact(&mut rest).is_err() {
+                    return;
+                }
+                let mut tlvs = Vec::new();
+                let mut p = if fixed[13] == 0x11 { 12 } else { 36 };
+                while p + 3 <= rest.len() {
+                    let n = usize::from(u16::from_be_bytes([rest[p + 1], rest[p + 2]]));
+                    let v = rest[p + 3..p + 3 + n].to_vec();
+                    tlvs.push((rest[p], if rest[p] == 3 { b"crc".to_vec() } else { v }));
+                    p += 3 + n;
+                }
+                tlvs.sort();
+                seen.lock().unwrap().push(tlvs);
+                let mut buf = Vec::new();
+                let mut tmp = [0u8; 4096];
+                loop {
+                    while let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                        buf.drain(..i + 4);
+                        if c.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n")
+                            .is_err()
+                        {
+                            return;
+                        }
+                    }
+                    match c.read(&mut tmp) {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => buf.extend_from_slice(&tmp[..n]),
+                    }
+                }
+            });
+        }
+    });
+    (addr, seen)
+}
+
+fn pp_send_config(bind: &str, origin: SocketAddr) -> String {
+    format!(
+        "defaults\n    mode http\n    timeout client 10s\n    timeout server 10s\n    timeout connect 5s\n\
+frontend fe\n    bind {bind} accept-proxy\n    unique-id-format id-%[req.hdr(in)]\n    default_backend be\n\
+backend be\n    server s {origin} send-proxy-v2 proxy-v2-options unique-id,authority,crc32c\n"
+    )
+}
+
+/// Two requests (`in: a`, `in: b`) on one connection that began with a
+/// PROXY header naming an authority; the TLVs the origin saw, per
+/// connection.
+fn pp_send_seen(addr: SocketAddr, seen: &SeenTlvs) -> Vec<Vec<(u8, Vec<u8>)>> {
+    seen.lock().unwrap().clear();
+    let mut c = Client::connect(addr);
+    c.send(&pp2(&[(2, b"www.example.com")]));
+    for v in ["a", "b"] {
+        c.send(format!("GET / HTTP/1.1\r\nHost: t\r\nin: {v}\r\n\r\n").as_bytes());
+        assert_eq!(c.read_resp().status, 200);
+    }
+    let got = seen.lock().unwrap().clone();
+    got
+}
+
+/// HAProxy's reg-test connection/proxy_protocol_send_unique_id:
+/// `proxy-v2-options unique-id,authority,crc32c` put the stream's unique
+/// id, the client's authority and a checksum in the header; a connection
+/// whose header would differ (another unique id) is not reused.
+#[test]
+fn send_proxy_v2_options() {
+    let (origin, seen) = pp_origin();
+    let ebb = Ebb::start(&pp_send_config("BIND", origin));
+    let got = pp_send_seen(ebb.addr(), &seen);
+    let tlvs = |id: &str| {
+        vec![
+            (2, b"www.example.com".to_vec()),
+            (3, b"crc".to_vec()),
+            (5, id.as_bytes().to_vec()),
+        ]
+    };
+    let want = vec![tlvs("id-a"), tlvs("id-b")];
+    assert_eq!(got, want);
+    same_on_haproxy(
+        "hap-ppsend",
+        |b| pp_send_config(b, origin),
+        |a| pp_send_seen(a, &seen),
+        &want,
+    );
+    // A tcp proxy sends them too (the unique id from the frontend's
+    // format), one header per connection.
+    let tcp = |b: &str| {
+        pp_send_config(b, origin)
+            .replace("mode http", "mode tcp")
+            .replace("id-%[req.hdr(in)]", "tcp-%[fe_name]")
+    };
+    let ebb = Ebb::start(&tcp("BIND"));
+    let got = pp_send_seen(ebb.addr(), &seen);
+    assert_eq!(got, vec![tlvs("tcp-fe")]);
+    same_on_haproxy("hap-ppsend-tcp", tcp, |a| pp_send_seen(a, &seen), &got);
+    // The SSL TLVs are refused.
+    let dir = scratch("pp-ssl");
+    let cfg = dir.join("p.cfg");
+    std::fs::write(
+        &cfg,
+        pp_send_config("127.0.0.1:0", origin).replace("crc32c", "crc32c,ssl"),
+    )
+    .unwrap();
+    let (code, _, err) = run_ebb(&["-c", "-f", cfg.to_str().unwrap()], &dir);
+    assert_ne!(code, 0);
+    assert!(err.contains("p.cfg:11: ") && err.contains("'ssl'"), "{err}");
+}

@@ -3380,6 +3380,21 @@ fn parse_server_opts(w: &[String], o: &mut ServerOptions, ctx: &Ctx<'_>) -> Resu
                 match opt {
                     // HAProxy's limits: weight 0..256.
                     "weight" => o.weight = parse_u32_range(opt, v, 0, 256)?,
+                    "proxy-v2-options" => {
+                        for p in v.split(',') {
+                            match p {
+                                "authority" => o.pp_v2.authority = true,
+                                "crc32c" => o.pp_v2.crc32c = true,
+                                "unique-id" => o.pp_v2.unique_id = true,
+                                "ssl" | "cert-cn" | "cert-key" | "cert-sig" | "ssl-cipher" => {
+                                    return Err(format!(
+                                        "proxy v2 option '{p}' is not supported (ebb sends no SSL TLVs; supported: authority, crc32c, unique-id)"
+                                    ))
+                                }
+                                _ => return Err(format!("'{p}' : proxy v2 option not implemented")),
+                            }
+                        }
+                    }
                     "maxconn" => o.maxconn = Some(parse_u32_range(opt, v, 0, u32::MAX)?).filter(|m| *m > 0),
                     "maxqueue" => o.maxqueue = Some(parse_u32_range(opt, v, 0, u32::MAX)?).filter(|m| *m > 0),
                     "inter" => o.inter = nonzero_time(opt, v)?,

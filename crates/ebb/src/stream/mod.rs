@@ -97,6 +97,10 @@ pub struct Stream {
     /// An idle server connection kept for this client's next request:
     /// (server, socket), still registered with `side_task`.
     attached: Option<(Arc<crate::backend::ServerRt>, Transport)>,
+    /// The PROXY header the attached server connection began with: one
+    /// that would differ for the next request (another unique id) is not
+    /// reused, as HAProxy keys connections by their header.
+    pp_sent: Vec<u8>,
     /// The fields of the answers the stream builds (fixed answers, pages,
     /// files), reused from one answer to the next.
     fields: FieldBuf,

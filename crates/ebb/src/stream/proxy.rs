@@ -479,7 +479,8 @@ impl Stream {
             // event on it since it went idle, it is known open without
             // a `peek` (a close or stray bytes would have raised one).
             let quiet = !std::mem::take(&mut self.side.borrow_mut().idle_event);
-            if srv.uid == s.uid && (quiet || alive(&mut st)) {
+            let same_pp = s.opts.send_proxy == 0 || pp_header(c, &s) == self.pp_sent;
+            if srv.uid == s.uid && same_pp && (quiet || alive(&mut st)) {
                 sock = Some((st, true, true));
             } else {
                 self.detach_to_pool(c, ctx, srv, st);
@@ -569,12 +570,8 @@ impl Stream {
                     sd.install(st, true, now);
                     sd.obuf.clear();
                     if s.opts.send_proxy > 0 {
-                        let dst = c.local_addr();
-                        let h = crate::proxyproto::header_for(
-                            s.opts.send_proxy,
-                            dst.map(|d| (c.peer, d)),
-                        );
-                        sd.obuf.extend_from_slice(&h);
+                        self.pp_sent = pp_header(c, &s);
+                        sd.obuf.extend_from_slice(&self.pp_sent);
                     }
                     sd.obuf.extend_from_slice(&up.head);
                     sd.opos = 0;
@@ -1626,6 +1623,20 @@ impl Stream {
 /// once connected, what is written meanwhile waits in rustls' buffer).
 /// The address the client connected to, asked of the socket only for a
 /// server without a port of its own (it takes the client's).
+/// The PROXY header a connection to `s` begins with for the exchange under
+/// way (`send-proxy[-v2]` and `proxy-v2-options`).
+fn pp_header(c: &H1, s: &ServerRt) -> Vec<u8> {
+    let addrs = c.local_addr().map(|d| (c.peer, d));
+    let v = c.vars.borrow();
+    crate::proxyproto::server_header(
+        s.opts.send_proxy,
+        &s.opts.pp_v2,
+        addrs,
+        v.pp_authority(c.tr.sni()),
+        v.info.unique_id.as_deref(),
+    )
+}
+
 fn client_dst(c: &H1, s: &ServerRt) -> Option<SocketAddr> {
     if s.map_ports.load(Ordering::Relaxed) {
         c.local_addr()

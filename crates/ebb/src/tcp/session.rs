@@ -444,6 +444,31 @@ impl Session {
             self.connect_failed(ctx, false);
             return;
         }
+        // The PROXY header, with the TLVs of `proxy-v2-options` (the
+        // unique id from the frontend's `unique-id-format`, as HAProxy
+        // generates it for a tcp stream too).
+        let prefix = if s.opts.send_proxy > 0 {
+            let o = &s.opts.pp_v2;
+            let fmt = self.fe.txn.unique_id.as_ref().filter(|_| o.unique_id);
+            self.with_ctx(None, None, |sctx| {
+                let dst = (sctx.dst)();
+                let mut uid = Vec::new();
+                if let Some(f) = fmt {
+                    f.render(sctx, &mut uid);
+                }
+                let v = self.vars.borrow();
+                Ok(crate::proxyproto::server_header(
+                    s.opts.send_proxy,
+                    o,
+                    dst.map(|d| (self.peer, d)),
+                    v.pp_authority(sctx.sni),
+                    fmt.map(|_| &uid[..]),
+                ))
+            })
+            .unwrap_or_default()
+        } else {
+            Vec::new()
+        };
         {
             let mut p = self.pipe.borrow_mut();
             p.srv = super::pipe::Sock {
@@ -454,14 +479,7 @@ impl Session {
             p.connecting = true;
             p.connect_failed = false;
             p.t_conn = None;
-            p.srv_prefix = if s.opts.send_proxy > 0 {
-                let dst = self
-                    .dst
-                    .or_else(|| p.cli.tr.as_ref().and_then(|t| t.tcp().local_addr().ok()));
-                crate::proxyproto::header_for(s.opts.send_proxy, dst.map(|d| (self.peer, d)))
-            } else {
-                Vec::new()
-            };
+            p.srv_prefix = prefix;
         }
         self.st = St::Connecting;
         self.deadline = ticks::add(now, self.timeouts.connect);
