@@ -772,3 +772,71 @@ fn send_proxy_v2_options() {
     assert_ne!(code, 0);
     assert!(err.contains("p.cfg:11: ") && err.contains("'ssl'"), "{err}");
 }
+
+fn tcp_log_config(bind: &str, log: SocketAddr, server: SocketAddr) -> String {
+    format!(
+        "    log {log} format raw local0\n\
+defaults\n    log global\n    timeout client 10s\n    timeout server 10s\n    timeout connect 5s\n\
+frontend fe\n    bind {bind}\n    mode tcp\n\
+    log-format \"%ci:%cp %fi:%fp %ft %b/%s %ts %B %{{+X}}fp %[fe_name,upper] %ID\"\n\
+    default_backend be\n\
+backend be\n    mode tcp\n    server s {server}\n"
+    )
+}
+
+/// One tcp session through `addr` (`hi` answered `ok`), and its log line
+/// with the ports replaced by `CP` and `FP`.
+fn tcp_log_seen(addr: SocketAddr, log: &std::net::UdpSocket) -> String {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    let cp = s.local_addr().unwrap().port();
+    s.write_all(b"hi\n").unwrap();
+    let mut out = Vec::new();
+    let _ = s.read_to_end(&mut out);
+    assert_eq!(out, b"ok\n");
+    drop(s);
+    let mut d = [0u8; 2048];
+    loop {
+        let n = log.recv(&mut d).unwrap_or(0);
+        let l = String::from_utf8_lossy(&d[..n]).trim_end().to_string();
+        if n == 0 || l.contains(&format!(":{cp} ")) {
+            return l
+                .replace(&format!(":{cp} "), ":CP ")
+                .replace(&format!(":{} ", addr.port()), ":FP ")
+                .replace(&format!("{:04X}", addr.port()), "XFP");
+        }
+    }
+}
+
+/// HAProxy's reg-test log/wrong_ip_port_logging: a tcp proxy with a
+/// `log-format` logs each session with it at its end (addresses and ports
+/// of both sides, termination state, bytes); HTTP variables are refused.
+#[test]
+fn tcp_log_format() {
+    let log = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    log.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    let la = log.local_addr().unwrap();
+    let srv = reply_server(|g| g.ends_with(b"\n"), |_| b"ok\n".to_vec());
+    let ebb = Ebb::start(&format!("global\n{}", tcp_log_config("BIND", la, srv)));
+    let seen = tcp_log_seen(ebb.addr(), &log);
+    assert_eq!(seen, "127.0.0.1:CP 127.0.0.1:FP fe be/s -- 3 XFP FE -");
+    same_on_haproxy(
+        "hap-tcplog",
+        |b| tcp_log_config(b, la, srv),
+        |a| tcp_log_seen(a, &log),
+        &seen,
+    );
+    let dir = scratch("tcplog-http");
+    let cfg = dir.join("t.cfg");
+    std::fs::write(
+        &cfg,
+        format!("global\n{}", tcp_log_config("127.0.0.1:0", la, srv)).replace("%ID", "%r"),
+    )
+    .unwrap();
+    let (code, _, err) = run_ebb(&["-c", "-f", cfg.to_str().unwrap()], &dir);
+    assert_ne!(code, 0);
+    assert!(
+        err.contains("t.cfg:11: ") && err.contains("'%r' is reserved for HTTP mode"),
+        "{err}"
+    );
+}

@@ -267,6 +267,45 @@ impl LogLine {
         &self.src
     }
 
+    /// What a tcp proxy cannot log with this format: HAProxy's variables
+    /// reserved for HTTP mode (`%r`, `%HU`, `%TR`...), or a sample that
+    /// reads HTTP; the message says which.
+    pub fn tcp_refusal(&self) -> Option<String> {
+        use Var::*;
+        self.parts.iter().find_map(|p| match p {
+            Part::Var { v, .. } => {
+                let name = match v {
+                    CookieClient => "CC",
+                    CookieServer => "CS",
+                    Ta => "Ta",
+                    Ti => "Ti",
+                    Tq => "Tq",
+                    Tr => "Tr",
+                    TR => "TR",
+                    HttpMethod => "HM",
+                    HttpPath => "HP",
+                    HttpPathOnly => "HPO",
+                    HttpQuery => "HQ",
+                    HttpUri => "HU",
+                    HttpVersion => "HV",
+                    Request => "r",
+                    RequestDate => "tr",
+                    RequestGmt => "trg",
+                    RequestLocal => "trl",
+                    _ => return None,
+                };
+                Some(format!(
+                    "format variable '%{name}' is reserved for HTTP mode"
+                ))
+            }
+            Part::Expr { e, .. } if e.layer() == super::Layer::Http => Some(format!(
+                "'%[{}]' reads HTTP, which a tcp session does not have",
+                e.text()
+            )),
+            _ => None,
+        })
+    }
+
     /// Whether the format reads the frontend's local address (a system
     /// call, made only then).
     pub fn needs_local(&self) -> bool {
