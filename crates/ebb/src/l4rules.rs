@@ -550,16 +550,15 @@ pub fn compile(p: &Proxy, m: &Matcher, warnings: &mut Vec<String>) -> Result<Tcp
     if p.serve_files.is_some() {
         return refuse("'serve-files'", &p.loc);
     }
+    // A tcp session is logged with the format at its end, as HAProxy
+    // does; HAProxy refuses its HTTP variables there.
     if let Some(f) = p.log_format.as_ref().filter(|_| p.kind.is_frontend()) {
-        // HAProxy logs a tcp session with it; ebb's tcp sessions write
-        // the `option tcplog` line only, so it would be ignored.
-        return Err(err(
-            &f.loc,
-            format!(
-                "proxy '{}' is in 'mode tcp': 'log-format' is not supported there by ebb (its tcp sessions log HAProxy's 'option tcplog' line; a log-format set in 'defaults' applies here too)",
-                p.name
-            ),
-        ));
+        if let Some(why) = f.value.tcp_refusal() {
+            return Err(err(
+                &f.loc,
+                format!("proxy '{}' is in 'mode tcp': {why}", p.name),
+            ));
+        }
     }
     if p.stats.effective_uri().is_some() {
         warnings.push(format!(

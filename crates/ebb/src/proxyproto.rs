@@ -480,6 +480,50 @@ pub fn header_for(version: u8, addrs: Option<(SocketAddr, SocketAddr)>) -> Vec<u
     }
 }
 
+/// A v2 header for a client (`addrs`) with `tlvs`, and a CRC32C TLV when
+/// `crc` (`proxy-v2-options`); without the TLVs if they would not fit.
+pub fn header_v2_with(
+    addrs: Option<(SocketAddr, SocketAddr)>,
+    tlvs: Vec<Tlv>,
+    crc: bool,
+) -> Vec<u8> {
+    let plain = header_for(2, addrs);
+    let Parsed::Done(mut h, _) = parse(&plain) else {
+        return plain;
+    };
+    h.tlvs = tlvs;
+    encode_v2(&h, crc).unwrap_or(plain)
+}
+
+/// The header a `send-proxy[-v2]` server receives for a client: `header_for`,
+/// with the TLVs of its `proxy-v2-options` in HAProxy's order (AUTHORITY:
+/// `authority`, UNIQUE_ID: `unique_id`, empty when the stream has none).
+pub fn server_header(
+    version: u8,
+    o: &crate::config::PpV2Options,
+    addrs: Option<(SocketAddr, SocketAddr)>,
+    authority: Option<&[u8]>,
+    unique_id: Option<&[u8]>,
+) -> Vec<u8> {
+    if version != 2 || !o.any() {
+        return header_for(version, addrs);
+    }
+    let mut tlvs = Vec::new();
+    if let (true, Some(a)) = (o.authority, authority) {
+        tlvs.push(Tlv {
+            kind: tlv::AUTHORITY,
+            value: a.to_vec(),
+        });
+    }
+    if o.unique_id {
+        tlvs.push(Tlv {
+            kind: tlv::UNIQUE_ID,
+            value: unique_id.unwrap_or_default().to_vec(),
+        });
+    }
+    header_v2_with(addrs, tlvs, o.crc32c)
+}
+
 /// Encodes a v1 line. `Addrs::Unix` has no v1 form and is sent as
 /// `UNKNOWN`, as is a LOCAL command; a mixed v4/v6 pair cannot occur.
 pub fn encode_v1(h: &Header) -> Vec<u8> {

@@ -48,6 +48,29 @@ fn raw_field(head: &[Vec<u8>], name: &str) -> Option<Vec<u8>> {
     })
 }
 
+/// Runs `check` against HAProxy started on the configuration `cfg` makes
+/// for a free loopback address (the bind line's), once it listens; nothing
+/// when HAProxy is not installed.
+fn on_haproxy(name: &str, cfg: impl Fn(&str) -> String, check: impl FnOnce(SocketAddr)) {
+    let bind = format!("127.0.0.1:{}", free_port());
+    if let Some(_h) = haproxy_with(name, &cfg(&bind)) {
+        let addr: SocketAddr = bind.parse().unwrap();
+        wait_until("haproxy's listener", || TcpStream::connect(addr).is_ok());
+        check(addr);
+    }
+}
+
+/// Checks that HAProxy (when installed) gives `want` to `run` on the
+/// configuration `cfg` makes for its bind address.
+fn same_on_haproxy<T: PartialEq + std::fmt::Debug>(
+    name: &str,
+    cfg: impl Fn(&str) -> String,
+    run: impl FnOnce(SocketAddr) -> T,
+    want: &T,
+) {
+    on_haproxy(name, cfg, |addr| assert_eq!(&run(addr), want, "haproxy"));
+}
+
 /// A proxy section that answers itself, with the rules `rules`.
 fn answering(bind: &str, rules: &str) -> String {
     format!(
@@ -92,15 +115,7 @@ fn header_values_keep_their_spaces() {
     .map(|v| Some(v.as_bytes().to_vec()))
     .collect();
     assert_eq!(seen, want);
-    let port = free_port();
-    if let Some(_h) = haproxy_with(
-        "hap-spaces",
-        &answering(&format!("127.0.0.1:{port}"), SPACES),
-    ) {
-        let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
-        wait_until("haproxy's listener", || TcpStream::connect(addr).is_ok());
-        assert_eq!(spaces_seen(addr), want, "haproxy");
-    }
+    same_on_haproxy("hap-spaces", |b| answering(b, SPACES), spaces_seen, &want);
 }
 
 /// Process-wide variables of each type for the CLI tests, and a frontend.
@@ -321,10 +336,10 @@ fn fix(s: &str) -> Vec<u8> {
 const FIX_LOGON: &str = "8=FIX.4.4|9=97|35=A|49=CLIENT1|56=EXECUTOR|34=1|52=20201029-13:02:44.535360|98=0|108=30|141=Y|553=user|554=pass|10=083|";
 const FIX_REPLY: &str = "8=FIX.4.4|9=79|35=A|34=1|49=EXECUTOR|52=20201029-13:02:44.535360|56=CLIENT1|98=0|108=30|141=Y|10=038|";
 
-/// A FIX server: answers each connection, once it has a whole message,
-/// with `FIX_REPLY` (or a reply with a wrong checksum when the message's
-/// MsgType is `B`), then closes.
-fn fix_server() -> SocketAddr {
+/// A server of a message protocol: answers each connection, once `whole`
+/// says the bytes received are a whole message, with `reply` of them, then
+/// closes.
+fn reply_server(whole: fn(&[u8]) -> bool, reply: fn(&[u8]) -> Vec<u8>) -> SocketAddr {
     let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = l.local_addr().unwrap();
     std::thread::spawn(move || {
@@ -333,22 +348,32 @@ fn fix_server() -> SocketAddr {
             std::thread::spawn(move || {
                 let mut got = Vec::new();
                 let mut tmp = [0u8; 1024];
-                while !got.windows(4).any(|w| w == b"\x0110=") || got.last() != Some(&1) {
+                while !whole(&got) {
                     match c.read(&mut tmp) {
                         Ok(0) | Err(_) => return,
                         Ok(n) => got.extend_from_slice(&tmp[..n]),
                     }
                 }
-                let reply = if got.windows(6).any(|w| w == b"\x0135=B\x01") {
-                    fix(&FIX_REPLY.replace("10=038", "10=039"))
-                } else {
-                    fix(FIX_REPLY)
-                };
-                let _ = c.write_all(&reply);
+                let _ = c.write_all(&reply(&got));
             });
         }
     });
     addr
+}
+
+/// A FIX server: answers `FIX_REPLY` (with a wrong checksum when the
+/// message's MsgType is `B`).
+fn fix_server() -> SocketAddr {
+    reply_server(
+        |got| got.windows(4).any(|w| w == b"\x0110=") && got.last() == Some(&1),
+        |got| {
+            if got.windows(6).any(|w| w == b"\x0135=B\x01") {
+                fix(&FIX_REPLY.replace("10=038", "10=039"))
+            } else {
+                fix(FIX_REPLY)
+            }
+        },
+    )
 }
 
 fn fix_config(bind: &str, server: SocketAddr) -> String {
@@ -368,7 +393,7 @@ backend be\n    tcp-response inspect-delay 10s\n\
 
 /// Sends `parts` one after the other (a pause between them so they
 /// arrive apart) and returns what comes back before the close.
-fn fix_exchange(addr: SocketAddr, parts: &[&[u8]]) -> Vec<u8> {
+fn exchange(addr: SocketAddr, parts: &[&[u8]]) -> Vec<u8> {
     let mut s = TcpStream::connect(addr).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
     for (i, p) in parts.iter().enumerate() {
@@ -392,18 +417,18 @@ fn fix_cases(addr: SocketAddr) -> Vec<Vec<u8>> {
         .replace("10=083", "10=084"));
     vec![
         // Whole, then in two parts: the rule waits for the rest.
-        fix_exchange(addr, &[&logon]),
-        fix_exchange(addr, &[a, b]),
+        exchange(addr, &[&logon]),
+        exchange(addr, &[a, b]),
         // A wrong checksum, a wrong sender: refused.
-        fix_exchange(addr, &[&fix(&FIX_LOGON.replace("10=083", "10=082"))]),
-        fix_exchange(
+        exchange(addr, &[&fix(&FIX_LOGON.replace("10=083", "10=082"))]),
+        exchange(
             addr,
             &[&fix(&FIX_LOGON
                 .replace("CLIENT1", "CLIENT2")
                 .replace("10=083", "10=084"))],
         ),
         // A server answer with a wrong checksum: refused too.
-        fix_exchange(addr, &[&other]),
+        exchange(addr, &[&other]),
     ]
 }
 
@@ -418,10 +443,400 @@ fn fix_converters() {
     let seen = fix_cases(ebb.addr());
     let want: Vec<Vec<u8>> = vec![fix(FIX_REPLY), fix(FIX_REPLY), vec![], vec![], vec![]];
     assert_eq!(seen, want);
-    let port = free_port();
-    if let Some(_h) = haproxy_with("hap-fix", &fix_config(&format!("127.0.0.1:{port}"), srv)) {
-        let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
-        wait_until("haproxy's listener", || TcpStream::connect(addr).is_ok());
-        assert_eq!(fix_cases(addr), want, "haproxy");
+    same_on_haproxy("hap-fix", |b| fix_config(b, srv), fix_cases, &want);
+}
+
+const RAW_RULES: &str = "    http-after-response set-header x-j0 \"%[str(\\xE0),json(utf8)]\"\n\
+    http-after-response set-header x-j1 \"%[str(-\\xE0-),json(utf8s)]\"\n\
+    http-after-response set-header x-j2 \"%[str(\\xC3\\xA9\\xE0),json(ascii)]\"\n\
+    http-after-response set-header x-len \"%[str(a\\xE0\\xFF),length]\"\n\
+    http-after-response set-header x-hex \"%[str(\\xE0\\xFF),hex]\"\n\
+    http-after-response set-header x-lit \"a\\xE1b\"\n";
+
+/// HAProxy's reg-test converter/json: `\xHH` escapes that make bytes that
+/// are not UTF-8 reach `str()` and log-format text as those bytes; where
+/// ebb would not read them as bytes the line is refused.
+#[test]
+fn bytes_that_are_not_utf8_in_words() {
+    let ebb = Ebb::start(&answering("BIND", RAW_RULES));
+    let see = |addr: SocketAddr| {
+        let head = raw_head(
+            addr,
+            "GET / HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n",
+        );
+        ["x-j0", "x-j1", "x-j2", "x-len", "x-hex", "x-lit"]
+            .iter()
+            .map(|n| raw_field(&head, n))
+            .collect::<Vec<_>>()
+    };
+    let seen = see(ebb.addr());
+    let f = |v: &[u8]| Some(v.to_vec());
+    assert_eq!(
+        seen,
+        [
+            f(b""),
+            f(b"--"),
+            f(b"\\u00c3\\u00a9\\u00e0"),
+            f(b"3"),
+            f(b"E0FF"),
+            f(b"a\xe1b")
+        ]
+    );
+    same_on_haproxy("hap-raw", |b| answering(b, RAW_RULES), see, &seen);
+    // Elsewhere: refused with the line.
+    for rules in [
+        "    http-request return status 200 content-type text/plain string \"a\\xE0\"\n",
+        "    http-request set-header x \"%[str(a),concat(\\xE0)]\"\n",
+        "    acl a str(x) -m str \\xE1\n    http-request deny if a\n",
+    ] {
+        let dir = scratch("raw-refused");
+        let cfg = dir.join("r.cfg");
+        std::fs::write(&cfg, answering("127.0.0.1:0", rules)).unwrap();
+        let (code, _, err) = run_ebb(&["-c", "-f", cfg.to_str().unwrap()], &dir);
+        assert_ne!(code, 0, "{rules}");
+        assert!(
+            err.contains("r.cfg:8: ") && err.contains("not UTF-8"),
+            "{rules}: {err}"
+        );
     }
+}
+
+/// An MQTT 3.1.1 CONNECT with a client id, a user name and a password.
+fn mqtt_connect(id: &str, user: &str, flags: u8) -> Vec<u8> {
+    let mut body = b"\x00\x04MQTT\x04".to_vec();
+    body.push(flags);
+    body.extend_from_slice(&[0, 60]);
+    for s in [id, user, "secret"] {
+        body.extend_from_slice(&(s.len() as u16).to_be_bytes());
+        body.extend_from_slice(s.as_bytes());
+    }
+    let mut m = vec![0x10, body.len() as u8];
+    m.extend_from_slice(&body);
+    m
+}
+
+/// An MQTT server: a CONNACK accepting the session, refusing it (reason
+/// 5) when the client id says `bad`.
+fn mqtt_server() -> SocketAddr {
+    reply_server(
+        |got| got.len() >= 2 && got.len() >= 2 + usize::from(got[1]),
+        |got| {
+            if got.windows(3).any(|w| w == b"bad") {
+                vec![0x20, 2, 0, 5]
+            } else {
+                vec![0x20, 2, 0, 0]
+            }
+        },
+    )
+}
+
+fn mqtt_config(bind: &str, server: SocketAddr) -> String {
+    format!(
+        "defaults\n    mode tcp\n    timeout client 10s\n    timeout server 10s\n    timeout connect 5s\n\
+frontend fe\n    bind {bind}\n    tcp-request inspect-delay 10s\n\
+    tcp-request content reject unless {{ req.payload(0,0),mqtt_is_valid }}\n\
+    tcp-request content set-var(sess.user) req.payload(0,0),mqtt_field_value(connect,username)\n\
+    tcp-request content set-var(sess.ka) req.payload(0,0),mqtt_field_value(1,keepalive)\n\
+    tcp-request content reject unless {{ var(sess.user) -m str test }} {{ var(sess.ka) -m str 60 }}\n\
+    default_backend be\n\
+backend be\n    tcp-response inspect-delay 10s\n\
+    tcp-response content reject unless {{ res.payload(0,0),mqtt_is_valid }}\n\
+    tcp-response content set-var(res.rc) res.payload(0,0),mqtt_field_value(connack,reason_code)\n\
+    tcp-response content reject unless {{ var(res.rc) -m str 0 }}\n\
+    server s {server}\n"
+    )
+}
+
+fn mqtt_cases(addr: SocketAddr) -> Vec<Vec<u8>> {
+    let ok = mqtt_connect("client1", "test", 0xC2);
+    let (a, b) = ok.split_at(9);
+    vec![
+        exchange(addr, &[&ok]),
+        exchange(addr, &[a, b]),
+        // Another user, the reserved flag, a session the server refuses.
+        exchange(addr, &[&mqtt_connect("client1", "nope", 0xC2)]),
+        exchange(addr, &[&mqtt_connect("client1", "test", 0xC3)]),
+        exchange(addr, &[&mqtt_connect("bad", "test", 0xC2)]),
+    ]
+}
+
+/// HAProxy's reg-test converter/mqtt: `mqtt_is_valid` and
+/// `mqtt_field_value` on a CONNECT and its CONNACK in content rules,
+/// waiting for a packet not whole yet.
+#[test]
+fn mqtt_converters() {
+    let srv = mqtt_server();
+    let ebb = Ebb::start(&mqtt_config("BIND", srv));
+    let seen = mqtt_cases(ebb.addr());
+    let ack = vec![0x20, 2, 0, 0];
+    let want: Vec<Vec<u8>> = vec![ack.clone(), ack, vec![], vec![], vec![]];
+    assert_eq!(seen, want);
+    same_on_haproxy("hap-mqtt", |b| mqtt_config(b, srv), mqtt_cases, &want);
+}
+
+fn hex_config(bind: &str, log: SocketAddr) -> String {
+    format!(
+        "    log {log} format raw local0\n\
+defaults\n    mode http\n    log global\n    timeout client 10s\n    timeout server 10s\n    timeout connect 5s\n\
+frontend fe\n    bind {bind}\n\
+    log-format \"%{{+X}}o %ci:%cp %fi:%fp %{{-X}}fp %{{+Q}}ci %{{-X,+Q}}ci\"\n\
+    http-after-response set-header x-h \"%{{+X}}ci:%{{+X}}cp %{{+X}}fi:%{{+X}}fp\"\n\
+    http-after-response set-header x-o \"%{{+X}}o%ci-%cp %{{-X}}cp %[str(12)]\"\n\
+    http-request return status 200\n"
+    )
+}
+
+/// The two fields and the log line for one request from a new connection,
+/// with the client's and the proxy's ports, to compare across proxies.
+fn hex_seen(addr: SocketAddr, log: &std::net::UdpSocket) -> Vec<String> {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    let (cp, fp) = (s.local_addr().unwrap().port(), addr.port());
+    s.write_all(b"GET / HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
+        .unwrap();
+    let mut buf = Vec::new();
+    let _ = s.read_to_end(&mut buf);
+    let head: Vec<Vec<u8>> = buf
+        .split(|&c| c == b'\n')
+        .map(|l| l.strip_suffix(b"\r").unwrap_or(l).to_vec())
+        .collect();
+    // This connection's line (a proxy may log others before it, such as
+    // a probe of its listener).
+    let mut d = [0u8; 2048];
+    let line = loop {
+        let n = log.recv(&mut d).unwrap_or(0);
+        let l = String::from_utf8_lossy(&d[..n]).trim_end().to_string();
+        if n == 0 || l.contains(&format!("{cp:04X}")) {
+            break l;
+        }
+    };
+    let ports = |t: String| {
+        t.replace(&format!("{cp:04X}"), "CP")
+            .replace(&format!("{fp:04X}"), "FP")
+            .replace(&cp.to_string(), "cp")
+            .replace(&fp.to_string(), "fp")
+    };
+    vec![
+        ports(String::from_utf8_lossy(&raw_field(&head, "x-h").unwrap_or_default()).into_owned()),
+        ports(String::from_utf8_lossy(&raw_field(&head, "x-o").unwrap_or_default()).into_owned()),
+        ports(line),
+    ]
+}
+
+/// The `+X` log-format flag and `%o`: addresses and ports in hexadecimal
+/// in header values and log lines, as HAProxy writes them.
+#[test]
+fn hexadecimal_log_format_flag() {
+    let log = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    log.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    let la = log.local_addr().unwrap();
+    let ebb = Ebb::start(&format!("global\n{}", hex_config("BIND", la)));
+    let seen = hex_seen(ebb.addr(), &log);
+    let want = vec![
+        "7F000001:CP 7F000001:FP".to_string(),
+        "7F000001-CP cp 12".to_string(),
+        "7F000001:CP 7F000001:FP fp 7F000001 \"127.0.0.1\"".to_string(),
+    ];
+    assert_eq!(seen, want);
+    same_on_haproxy(
+        "hap-hex",
+        |b| hex_config(b, la),
+        |a| hex_seen(a, &log),
+        &want,
+    );
+}
+
+/// The TLVs (kind, value) of each PROXY header an origin received.
+type SeenTlvs = std::sync::Mutex<Vec<Vec<(u8, Vec<u8>)>>>;
+
+/// An HTTP origin behind `send-proxy-v2`: records the TLVs of each
+/// connection's PROXY header (kind, value; a CRC32C's value as `crc`), and
+/// answers every request 200.
+fn pp_origin() -> (SocketAddr, std::sync::Arc<SeenTlvs>) {
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap();
+    let s2 = std::sync::Arc::clone(&seen);
+    std::thread::spawn(move || {
+        for c in l.incoming() {
+            let Ok(mut c) = c else { return };
+            let seen = std::sync::Arc::clone(&s2);
+            std::thread::spawn(move || {
+                let mut fixed = [0u8; 16];
+                if c.read_exact(&mut fixed).is_err() {
+                    return;
+                }
+                let mut rest = vec![0u8; usize::from(u16::from_be_bytes([fixed[14], fixed[15]]))];
+                if c.read_exact(&mut rest).is_err() {
+                    return;
+                }
+                let mut tlvs = Vec::new();
+                let mut p = if fixed[13] == 0x11 { 12 } else { 36 };
+                while p + 3 <= rest.len() {
+                    let n = usize::from(u16::from_be_bytes([rest[p + 1], rest[p + 2]]));
+                    let v = rest[p + 3..p + 3 + n].to_vec();
+                    tlvs.push((rest[p], if rest[p] == 3 { b"crc".to_vec() } else { v }));
+                    p += 3 + n;
+                }
+                tlvs.sort();
+                seen.lock().unwrap().push(tlvs);
+                let mut buf = Vec::new();
+                let mut tmp = [0u8; 4096];
+                loop {
+                    while let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                        buf.drain(..i + 4);
+                        if c.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n")
+                            .is_err()
+                        {
+                            return;
+                        }
+                    }
+                    match c.read(&mut tmp) {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => buf.extend_from_slice(&tmp[..n]),
+                    }
+                }
+            });
+        }
+    });
+    (addr, seen)
+}
+
+fn pp_send_config(bind: &str, origin: SocketAddr) -> String {
+    format!(
+        "defaults\n    mode http\n    timeout client 10s\n    timeout server 10s\n    timeout connect 5s\n\
+frontend fe\n    bind {bind} accept-proxy\n    unique-id-format id-%[req.hdr(in)]\n    default_backend be\n\
+backend be\n    server s {origin} send-proxy-v2 proxy-v2-options unique-id,authority,crc32c\n"
+    )
+}
+
+/// Two requests (`in: a`, `in: b`) on one connection that began with a
+/// PROXY header naming an authority; the TLVs the origin saw, per
+/// connection.
+fn pp_send_seen(addr: SocketAddr, seen: &SeenTlvs) -> Vec<Vec<(u8, Vec<u8>)>> {
+    seen.lock().unwrap().clear();
+    let mut c = Client::connect(addr);
+    c.send(&pp2(&[(2, b"www.example.com")]));
+    for v in ["a", "b"] {
+        c.send(format!("GET / HTTP/1.1\r\nHost: t\r\nin: {v}\r\n\r\n").as_bytes());
+        assert_eq!(c.read_resp().status, 200);
+    }
+    let got = seen.lock().unwrap().clone();
+    got
+}
+
+/// HAProxy's reg-test connection/proxy_protocol_send_unique_id:
+/// `proxy-v2-options unique-id,authority,crc32c` put the stream's unique
+/// id, the client's authority and a checksum in the header; a connection
+/// whose header would differ (another unique id) is not reused.
+#[test]
+fn send_proxy_v2_options() {
+    let (origin, seen) = pp_origin();
+    let ebb = Ebb::start(&pp_send_config("BIND", origin));
+    let got = pp_send_seen(ebb.addr(), &seen);
+    let tlvs = |id: &str| {
+        vec![
+            (2, b"www.example.com".to_vec()),
+            (3, b"crc".to_vec()),
+            (5, id.as_bytes().to_vec()),
+        ]
+    };
+    let want = vec![tlvs("id-a"), tlvs("id-b")];
+    assert_eq!(got, want);
+    same_on_haproxy(
+        "hap-ppsend",
+        |b| pp_send_config(b, origin),
+        |a| pp_send_seen(a, &seen),
+        &want,
+    );
+    // A tcp proxy sends them too (the unique id from the frontend's
+    // format), one header per connection.
+    let tcp = |b: &str| {
+        pp_send_config(b, origin)
+            .replace("mode http", "mode tcp")
+            .replace("id-%[req.hdr(in)]", "tcp-%[fe_name]")
+    };
+    let ebb = Ebb::start(&tcp("BIND"));
+    let got = pp_send_seen(ebb.addr(), &seen);
+    assert_eq!(got, vec![tlvs("tcp-fe")]);
+    same_on_haproxy("hap-ppsend-tcp", tcp, |a| pp_send_seen(a, &seen), &got);
+    // The SSL TLVs are refused.
+    let dir = scratch("pp-ssl");
+    let cfg = dir.join("p.cfg");
+    std::fs::write(
+        &cfg,
+        pp_send_config("127.0.0.1:0", origin).replace("crc32c", "crc32c,ssl"),
+    )
+    .unwrap();
+    let (code, _, err) = run_ebb(&["-c", "-f", cfg.to_str().unwrap()], &dir);
+    assert_ne!(code, 0);
+    assert!(err.contains("p.cfg:11: ") && err.contains("'ssl'"), "{err}");
+}
+
+fn tcp_log_config(bind: &str, log: SocketAddr, server: SocketAddr) -> String {
+    format!(
+        "    log {log} format raw local0\n\
+defaults\n    log global\n    timeout client 10s\n    timeout server 10s\n    timeout connect 5s\n\
+frontend fe\n    bind {bind}\n    mode tcp\n\
+    log-format \"%ci:%cp %fi:%fp %ft %b/%s %ts %B %{{+X}}fp %[fe_name,upper] %ID\"\n\
+    default_backend be\n\
+backend be\n    mode tcp\n    server s {server}\n"
+    )
+}
+
+/// One tcp session through `addr` (`hi` answered `ok`), and its log line
+/// with the ports replaced by `CP` and `FP`.
+fn tcp_log_seen(addr: SocketAddr, log: &std::net::UdpSocket) -> String {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    let cp = s.local_addr().unwrap().port();
+    s.write_all(b"hi\n").unwrap();
+    let mut out = Vec::new();
+    let _ = s.read_to_end(&mut out);
+    assert_eq!(out, b"ok\n");
+    drop(s);
+    let mut d = [0u8; 2048];
+    loop {
+        let n = log.recv(&mut d).unwrap_or(0);
+        let l = String::from_utf8_lossy(&d[..n]).trim_end().to_string();
+        if n == 0 || l.contains(&format!(":{cp} ")) {
+            return l
+                .replace(&format!(":{cp} "), ":CP ")
+                .replace(&format!(":{} ", addr.port()), ":FP ")
+                .replace(&format!("{:04X}", addr.port()), "XFP");
+        }
+    }
+}
+
+/// HAProxy's reg-test log/wrong_ip_port_logging: a tcp proxy with a
+/// `log-format` logs each session with it at its end (addresses and ports
+/// of both sides, termination state, bytes); HTTP variables are refused.
+#[test]
+fn tcp_log_format() {
+    let log = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    log.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    let la = log.local_addr().unwrap();
+    let srv = reply_server(|g| g.ends_with(b"\n"), |_| b"ok\n".to_vec());
+    let ebb = Ebb::start(&format!("global\n{}", tcp_log_config("BIND", la, srv)));
+    let seen = tcp_log_seen(ebb.addr(), &log);
+    assert_eq!(seen, "127.0.0.1:CP 127.0.0.1:FP fe be/s -- 3 XFP FE -");
+    same_on_haproxy(
+        "hap-tcplog",
+        |b| tcp_log_config(b, la, srv),
+        |a| tcp_log_seen(a, &log),
+        &seen,
+    );
+    let dir = scratch("tcplog-http");
+    let cfg = dir.join("t.cfg");
+    std::fs::write(
+        &cfg,
+        format!("global\n{}", tcp_log_config("127.0.0.1:0", la, srv)).replace("%ID", "%r"),
+    )
+    .unwrap();
+    let (code, _, err) = run_ebb(&["-c", "-f", cfg.to_str().unwrap()], &dir);
+    assert_ne!(code, 0);
+    assert!(
+        err.contains("t.cfg:11: ") && err.contains("'%r' is reserved for HTTP mode"),
+        "{err}"
+    );
 }

@@ -526,7 +526,24 @@ impl<'e> Parser<'e> {
             if words.is_empty() {
                 continue;
             }
-            self.line(&words, loc);
+            let raw = words.iter().any(|w| super::has_raw(w));
+            let errors = self.errors.len();
+            crate::sample::take_raw_claims();
+            self.line(&words, loc.clone());
+            // Bytes that are not UTF-8 must have gone where the sample
+            // engine reads them as bytes.
+            let claims = crate::sample::take_raw_claims();
+            if raw
+                && self.errors.len() == errors
+                && words
+                    .iter()
+                    .any(|w| super::has_raw(w) && !claims.iter().any(|c| c == w))
+            {
+                self.error(
+                    loc,
+                    "bytes that are not UTF-8 (\\xHH) are only supported in str() arguments and log-format text",
+                );
+            }
         }
         // Sections end with their file.
         self.close_section();
@@ -3489,6 +3506,21 @@ fn parse_server_opts(w: &[String], o: &mut ServerOptions, ctx: &Ctx<'_>) -> Resu
                 match opt {
                     // HAProxy's limits: weight 0..256.
                     "weight" => o.weight = parse_u32_range(opt, v, 0, 256)?,
+                    "proxy-v2-options" => {
+                        for p in v.split(',') {
+                            match p {
+                                "authority" => o.pp_v2.authority = true,
+                                "crc32c" => o.pp_v2.crc32c = true,
+                                "unique-id" => o.pp_v2.unique_id = true,
+                                "ssl" | "cert-cn" | "cert-key" | "cert-sig" | "ssl-cipher" => {
+                                    return Err(format!(
+                                        "proxy v2 option '{p}' is not supported (ebb sends no SSL TLVs; supported: authority, crc32c, unique-id)"
+                                    ))
+                                }
+                                _ => return Err(format!("'{p}' : proxy v2 option not implemented")),
+                            }
+                        }
+                    }
                     "maxconn" => o.maxconn = Some(parse_u32_range(opt, v, 0, u32::MAX)?).filter(|m| *m > 0),
                     "maxqueue" => o.maxqueue = Some(parse_u32_range(opt, v, 0, u32::MAX)?).filter(|m| *m > 0),
                     "inter" => o.inter = nonzero_time(opt, v)?,

@@ -161,7 +161,17 @@ fn tokenizer_escapes() {
 fn tokenizer_escape_errors() {
     assert!(tok("\\xZZ").unwrap_err().contains("hexadecimal"));
     assert!(tok("\\x4").unwrap_err().contains("hexadecimal"));
-    assert!(tok("\\xff").unwrap_err().contains("UTF-8"));
+    // Bytes that are not UTF-8 are carried, and given back as bytes; a
+    // configuration may not hold the characters that carry them.
+    let w = tok("a\\xffb\\xE0\\x80c\\xC3\\xA9").unwrap();
+    assert_eq!(w.len(), 1);
+    assert!(super::has_raw(&w[0]));
+    assert_eq!(
+        super::word_bytes(w[0].as_bytes()),
+        b"a\xffb\xe0\x80c\xc3\xa9".to_vec()
+    );
+    assert!(!super::has_raw(&tok("\\xC3\\xA9").unwrap()[0]));
+    assert!(tok("a\u{10FFE0}").unwrap_err().contains("reserved"));
 }
 
 #[test]

@@ -1341,6 +1341,8 @@ pub struct ServerOptions {
     /// `send-proxy` (1) / `send-proxy-v2` (2): a PROXY header before the
     /// first byte to the server; 0: none.
     pub send_proxy: u8,
+    /// `proxy-v2-options`: the TLVs a `send-proxy-v2` header carries.
+    pub pp_v2: PpV2Options,
     /// `cookie VALUE`: the server's persistence cookie value.
     pub cookie: Option<String>,
     /// `check-send-proxy`: health checks send one too (they also do when
@@ -1415,6 +1417,22 @@ impl ServerTlsPolicy {
     }
 }
 
+/// `proxy-v2-options authority,crc32c,unique-id`: a `send-proxy-v2`
+/// header's CRC32C, the client's authority (from its own PROXY header,
+/// else its TLS SNI) and the stream's unique id (`unique-id-format`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PpV2Options {
+    pub authority: bool,
+    pub crc32c: bool,
+    pub unique_id: bool,
+}
+
+impl PpV2Options {
+    pub fn any(&self) -> bool {
+        self.authority || self.crc32c || self.unique_id
+    }
+}
+
 impl Default for ServerOptions {
     fn default() -> Self {
         ServerOptions {
@@ -1438,6 +1456,7 @@ impl Default for ServerOptions {
             pool_purge_delay: Duration::from_secs(5),
             tls: ServerTlsPolicy::default(),
             send_proxy: 0,
+            pp_v2: PpV2Options::default(),
             check_send_proxy: false,
             cookie: None,
             resolvers: None,

@@ -101,6 +101,9 @@ pub(super) enum Conv {
     /// `fix_is_valid`, `fix_tag_value(TAG)` (the tag's id).
     FixIsValid,
     FixTagValue(u32),
+    /// `mqtt_is_valid`, `mqtt_field_value(TYPE,FIELD)`.
+    MqttIsValid,
+    MqttFieldValue(u8, super::mqtt::Field),
 }
 
 /// The argument of an arithmetic converter: an integer, or a variable
@@ -211,6 +214,23 @@ impl Conv {
             "hex" => none(Conv::Hex),
             "length" => none(Conv::Length),
             "fix_is_valid" => none(Conv::FixIsValid),
+            "mqtt_is_valid" => none(Conv::MqttIsValid),
+            "mqtt_field_value" => {
+                count(name, args, 2, 2)?;
+                let Some(kind) = super::mqtt::type_id(&args[0]) else {
+                    return Err(format!(
+                        "converter '{name}': Unknown MQTT type '{}'",
+                        args[0]
+                    ));
+                };
+                match super::mqtt::field_id(kind, &args[1]) {
+                    Some(f) => Ok(Conv::MqttFieldValue(kind, f)),
+                    None => Err(format!(
+                        "converter '{name}': Unknown MQTT field name '{}' for packet type '{}'",
+                        args[1], args[0]
+                    )),
+                }
+            }
             "fix_tag_value" => {
                 count(name, args, 1, 1)?;
                 match super::fix::tag_id(&args[0]) {
@@ -525,7 +545,9 @@ impl Conv {
             | Conv::Ub64Enc
             | Conv::Digest(_)
             | Conv::FixIsValid
-            | Conv::FixTagValue(_) => Type::Bin,
+            | Conv::FixTagValue(_)
+            | Conv::MqttIsValid
+            | Conv::MqttFieldValue(..) => Type::Bin,
             Conv::Iif(..) => Type::Bool,
             Conv::Arith(..) | Conv::Neg | Conv::HttpDate { .. } => Type::Int,
             Conv::IpMask { .. } => Type::Ip,
@@ -541,7 +563,7 @@ impl Conv {
             | Conv::Ub64Dec
             | Conv::Digest(_)
             | Conv::FixTagValue(_) => Type::Bin,
-            Conv::FixIsValid => Type::Bool,
+            Conv::FixIsValid | Conv::MqttIsValid => Type::Bool,
             Conv::Length
             | Conv::Arith(..)
             | Conv::Neg
@@ -687,26 +709,21 @@ impl Conv {
                 Some(Val::Bin)
             }
             Conv::Length => Some(Val::Int(s.cur.len() as i64)),
-            Conv::FixIsValid | Conv::FixTagValue(_) => {
+            Conv::FixIsValid
+            | Conv::FixTagValue(_)
+            | Conv::MqttIsValid
+            | Conv::MqttFieldValue(..) => {
                 // The converter decides whether more bytes could change
                 // its answer (HAProxy clears the fetch's SMP_F_MAY_CHANGE
                 // and sets it only when the message needs more data).
-                let more = || {
-                    if let Some(p) = ctx.payload {
-                        p.unsure();
-                    }
-                };
                 if let Some(p) = ctx.payload {
                     p.may_change.set(false);
                 }
-                match self {
+                let got = match self {
                     Conv::FixIsValid => match super::fix::validate(&s.cur) {
-                        super::fix::Verdict::Valid => Some(Val::Bool(true)),
-                        super::fix::Verdict::Invalid => Some(Val::Bool(false)),
-                        super::fix::Verdict::NeedMore => {
-                            more();
-                            None
-                        }
+                        super::fix::Verdict::Valid => Ok(Val::Bool(true)),
+                        super::fix::Verdict::Invalid => Ok(Val::Bool(false)),
+                        super::fix::Verdict::NeedMore => Err(true),
                     },
                     Conv::FixTagValue(id) => match super::fix::tag_value(&s.cur, *id) {
                         // An empty value is no value (HAProxy's test on
@@ -714,15 +731,37 @@ impl Conv {
                         super::fix::Found::Value(r) if !r.is_empty() => {
                             s.cur.truncate(r.end);
                             s.cur.drain(..r.start);
-                            Some(Val::Bin)
+                            Ok(Val::Bin)
                         }
-                        super::fix::Found::Absent => None,
-                        _ => {
-                            more();
-                            None
-                        }
+                        super::fix::Found::Absent => Err(false),
+                        _ => Err(true),
                     },
-                    _ => None,
+                    Conv::MqttIsValid => match super::mqtt::validate(&s.cur) {
+                        super::mqtt::Verdict::Valid => Ok(Val::Bool(true)),
+                        super::mqtt::Verdict::Invalid => Ok(Val::Bool(false)),
+                        super::mqtt::Verdict::NeedMore => Err(true),
+                    },
+                    Conv::MqttFieldValue(kind, f) => {
+                        match super::mqtt::field_value(&s.cur, *kind, *f) {
+                            super::mqtt::Found::Value(v) => {
+                                s.cur.clear();
+                                s.cur.extend_from_slice(&v);
+                                Ok(Val::Str)
+                            }
+                            super::mqtt::Found::Absent => Err(false),
+                            super::mqtt::Found::NeedMore => Err(true),
+                        }
+                    }
+                    _ => Err(false),
+                };
+                match got {
+                    Ok(v) => Some(v),
+                    Err(more) => {
+                        if let (true, Some(p)) = (more, ctx.payload) {
+                            p.unsure();
+                        }
+                        None
+                    }
                 }
             }
             Conv::Arith(op, arg) => {

@@ -79,7 +79,9 @@ pub(super) enum Fetch {
     SslFc,
     SslFcSni,
     Status,
-    Str(String),
+    /// `str(TEXT)`: its bytes (`\xHH` escapes of the configuration may
+    /// make them other than UTF-8).
+    Str(Vec<u8>),
     /// `bin(HEX)`: a binary constant.
     Bin(Vec<u8>),
     Int(i64),
@@ -328,7 +330,9 @@ impl Fetch {
             "ssl_fc_sni" => none(Fetch::SslFcSni),
             "str" => {
                 arg_count(name, args, 0, 1)?;
-                Ok(Fetch::Str(args.first().cloned().unwrap_or_default()))
+                Ok(Fetch::Str(crate::config::word_bytes(
+                    args.first().map_or(&b""[..], |a| a.as_bytes()),
+                )))
             }
             "bin" => {
                 arg_count(name, args, 1, 1)?;
@@ -878,7 +882,7 @@ impl Fetch {
                 Res::H1 { head, .. } => head.status as i64,
                 Res::List { status, .. } => status as i64,
             })),
-            Fetch::Str(v) => put(s, v.as_bytes()),
+            Fetch::Str(v) => put(s, v),
             Fetch::Bin(v) => {
                 put(s, v);
                 Some(Val::Bin)

@@ -266,6 +266,20 @@ pub struct CacheFacts {
 }
 
 impl VarStore {
+    /// The authority a `proxy-v2-options authority` header passes on: the
+    /// client's own PROXY header's, else the SNI it sent (`sni`).
+    pub fn pp_authority<'a>(&'a self, sni: Option<&'a str>) -> Option<&'a [u8]> {
+        self.pp_tlvs
+            .as_ref()
+            .and_then(|t| {
+                t.iter()
+                    .rev()
+                    .find(|t| t.kind == crate::proxyproto::tlv::AUTHORITY)
+            })
+            .map(|t| &t.value[..])
+            .or_else(|| sni.map(str::as_bytes))
+    }
+
     /// A new request on the connection: `txn`, `req` and `res` start empty.
     pub fn begin_request(&mut self) {
         self.requests += 1;

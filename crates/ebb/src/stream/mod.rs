@@ -199,6 +199,10 @@ pub struct Stream {
     /// idle, still registered with `side_task` unless another request
     /// took it ([`crate::backend::pool`]).
     parked: Option<crate::backend::pool::Parked>,
+    /// The PROXY header the attached server connection began with: one
+    /// that would differ for the next request (another unique id) is not
+    /// reused, as HAProxy keys connections by their header.
+    pp_sent: Vec<u8>,
     /// The fields of the answers the stream builds (fixed answers, pages,
     /// files), reused from one answer to the next.
     fields: FieldBuf,

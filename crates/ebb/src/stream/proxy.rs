@@ -554,15 +554,19 @@ impl Stream {
         //    one).
         let mut sock = None;
         let quiet = !std::mem::take(&mut self.side.borrow_mut().idle_event);
+        // A connection that began with a PROXY header is reused only for
+        // an exchange whose header would be the same (HAProxy keys such
+        // connections by it: another unique id is another connection).
+        let same_pp = s.opts.send_proxy == 0 || pp_header(c, &s) == self.pp_sent;
         if let Some(mut a) = self.attached.take() {
-            if a.srv.uid == s.uid && (quiet || alive(&mut a.st)) {
+            if a.srv.uid == s.uid && same_pp && (quiet || alive(&mut a.st)) {
                 sock = Some((a.st, true));
             } else {
                 self.detach_to_pool(c, ctx, a);
             }
         }
         if let Some(p) = self.parked.take() {
-            if p.server_uid() == s.uid {
+            if p.server_uid() == s.uid && same_pp {
                 if let Some(mut t) = c.w.shared.idle.unpark(&p) {
                     if quiet || alive(&mut t.st) {
                         sock = Some((t.st, true));
@@ -667,12 +671,8 @@ impl Stream {
                     sd.install(st, true, now);
                     sd.obuf.clear();
                     if s.opts.send_proxy > 0 {
-                        let dst = c.local_addr();
-                        let h = crate::proxyproto::header_for(
-                            s.opts.send_proxy,
-                            dst.map(|d| (c.peer, d)),
-                        );
-                        sd.obuf.extend_from_slice(&h);
+                        self.pp_sent = pp_header(c, &s);
+                        sd.obuf.extend_from_slice(&self.pp_sent);
                     }
                     sd.obuf.extend_from_slice(&up.head);
                     sd.opos = 0;
@@ -1900,8 +1900,20 @@ fn response_body_ready(c: &H1, now: Tick, up: &mut Upstream, sd: &ServerSide) ->
     false
 }
 
-/// A new connection to `s` (non-blocking connect; TLS starts its handshake
-/// once connected, what is written meanwhile waits in rustls' buffer).
+/// The PROXY header a connection to `s` begins with for the exchange under
+/// way (`send-proxy[-v2]` and `proxy-v2-options`).
+fn pp_header(c: &H1, s: &ServerRt) -> Vec<u8> {
+    let addrs = c.local_addr().map(|d| (c.peer, d));
+    let v = c.vars.borrow();
+    crate::proxyproto::server_header(
+        s.opts.send_proxy,
+        &s.opts.pp_v2,
+        addrs,
+        v.pp_authority(c.tr.sni()),
+        v.info.unique_id.as_deref(),
+    )
+}
+
 /// The address the client connected to, asked of the socket only for a
 /// server without a port of its own (it takes the client's) and for
 /// `option transparent` (it goes there).

@@ -178,7 +178,7 @@ impl Session {
         };
         s.w.conn_opened(&s.fe);
         s.fe.sessions.fetch_add(1, Ordering::Relaxed);
-        if s.fe.log && !s.fe.l4.tcplog && s.w.logging(&s.fe) {
+        if s.fe.log && !s.fe.l4.tcplog && s.fe.log_format.is_none() && s.w.logging(&s.fe) {
             // HAProxy's default TCP log: one line at accept.
             let line = format!(
                 "Connect from {} to {} ({}/TCP)",
@@ -448,6 +448,31 @@ impl Session {
             self.connect_failed(ctx, false);
             return;
         }
+        // The PROXY header, with the TLVs of `proxy-v2-options` (the
+        // unique id from the frontend's `unique-id-format`, as HAProxy
+        // generates it for a tcp stream too).
+        let prefix = if s.opts.send_proxy > 0 {
+            let o = &s.opts.pp_v2;
+            let fmt = self.fe.txn.unique_id.as_ref().filter(|_| o.unique_id);
+            self.with_ctx(None, None, |sctx| {
+                let dst = (sctx.dst)();
+                let mut uid = Vec::new();
+                if let Some(f) = fmt {
+                    f.render(sctx, &mut uid);
+                }
+                let v = self.vars.borrow();
+                Ok(crate::proxyproto::server_header(
+                    s.opts.send_proxy,
+                    o,
+                    dst.map(|d| (self.peer, d)),
+                    v.pp_authority(sctx.sni),
+                    fmt.map(|_| &uid[..]),
+                ))
+            })
+            .unwrap_or_default()
+        } else {
+            Vec::new()
+        };
         {
             let mut p = self.pipe.borrow_mut();
             p.srv = super::pipe::Sock {
@@ -458,14 +483,7 @@ impl Session {
             p.connecting = true;
             p.connect_failed = false;
             p.t_conn = None;
-            p.srv_prefix = if s.opts.send_proxy > 0 {
-                let dst = self
-                    .dst
-                    .or_else(|| p.cli.tr.as_ref().and_then(|t| t.tcp().local_addr().ok()));
-                crate::proxyproto::header_for(s.opts.send_proxy, dst.map(|d| (self.peer, d)))
-            } else {
-                Vec::new()
-            };
+            p.srv_prefix = prefix;
         }
         self.st = St::Connecting;
         self.deadline = ticks::add(now, self.timeouts.connect);
@@ -890,7 +908,7 @@ impl Session {
 
     fn log(&self, ctx: &Ctx, bytes_in: u64, bytes_out: u64) {
         let l4 = &self.fe.l4;
-        if !l4.tcplog || !self.fe.log {
+        if !(l4.tcplog || self.fe.log_format.is_some()) || !self.fe.log {
             return;
         }
         if l4.dontlognull && bytes_in == 0 && bytes_out == 0 && self.term == *b"--" {
@@ -920,6 +938,48 @@ impl Session {
                 .map(|s| s.cur.load(Ordering::Relaxed))
                 .sum()
         });
+        if let Some(fmt) = &self.fe.log_format {
+            // The facts the tcplog line shows, where the format's
+            // variables read them.
+            if let Ok(mut v) = self.vars.try_borrow_mut() {
+                v.info.retries = self.retries_done;
+                v.info.redispatched = self.redispatched;
+                v.info.be_conns = be_cur;
+                v.info.srv_conns = srv_cur;
+                v.info.srv_queue = u32::try_from(self.queues.0).unwrap_or(u32::MAX);
+                v.info.be_queue = u32::try_from(self.queues.1).unwrap_or(u32::MAX);
+            }
+            let term = [self.term[0] as char, self.term[1] as char];
+            let term: String = term.iter().collect();
+            let entry = crate::log::Entry {
+                client: self.peer,
+                accept: self.accept_time,
+                frontend: &self.fe.name,
+                backend: self.be.as_ref().map_or(self.fe.name.as_str(), |b| &b.name),
+                server: self.server.as_ref().map_or("<NOSRV>", |s| &s.name),
+                tq: -1,
+                tw,
+                tc,
+                tr: -1,
+                tt: d(self.t_accept, now),
+                status: 0,
+                bytes: bytes_out,
+                term: &term,
+                actconn: self.w.actconn(),
+                feconn: self.fe.cur_conns(),
+                request_line: b"",
+                request_date: None,
+                local: self.dst.or_else(|| self.local_addr()),
+                tls: self.tls,
+                cookie_flags: "--",
+                h2: false,
+                vars: Some(&*self.vars),
+                ncaps: (0, 0),
+                fmt: Some(fmt),
+            };
+            self.w.log_access(crate::log::format(&entry));
+            return;
+        }
         let line = super::tcplog(&super::TcpLog {
             client: self.peer,
             accept: self.accept_time,
