@@ -21,6 +21,7 @@
 //! so a warm evaluation allocates nothing unless a value outgrows them.
 
 mod conv;
+pub(crate) use conv::{websocket_accept, websocket_key};
 mod fetch;
 pub mod hash;
 mod logfmt;
