@@ -346,11 +346,19 @@ fn base64(d: &[u8]) -> String {
     o
 }
 
+/// The `sec-websocket-accept` an [`upgrade_origin`] answers with.
+#[derive(Copy, Clone, PartialEq)]
+enum Accept {
+    Right,
+    Wrong,
+    Missing,
+}
+
 /// An HTTP/1.1 server that takes one upgrade per connection: records the
-/// head, answers 101 (with the right `sec-websocket-accept` when `good`,
-/// a wrong one otherwise), then echoes bytes in upper case until the
+/// head, answers 101 (with a `sec-websocket-accept` as `accept` says when
+/// the request had a key), then echoes bytes in upper case until the
 /// client closes.
-fn upgrade_origin(good: bool) -> (SocketAddr, Arc<Mutex<Vec<String>>>) {
+fn upgrade_origin(accept: Accept) -> (SocketAddr, Arc<Mutex<Vec<String>>>) {
     let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let a = l.local_addr().unwrap();
     let heads = Arc::new(Mutex::new(Vec::new()));
@@ -392,8 +400,8 @@ fn upgrade_origin(good: bool) -> (SocketAddr, Arc<Mutex<Vec<String>>>) {
                 let mut out = format!(
                     "HTTP/1.1 101 Switching Protocols\r\nconnection: upgrade\r\nupgrade: {proto}\r\n"
                 );
-                if key.is_some() {
-                    let acc = if good {
+                if key.is_some() && accept != Accept::Missing {
+                    let acc = if accept == Accept::Right {
                         ws_accept(&key_raw.unwrap_or_default())
                     } else {
                         "bad".to_string()
@@ -436,11 +444,13 @@ const UPGRADE_DEFAULTS: &str =
 /// `:protocol` was a malformed request (RST_STREAM PROTOCOL_ERROR).
 #[test]
 fn websocket_over_h2_reaches_an_http1_server() {
-    let (good, heads) = upgrade_origin(true);
-    let (bad, _) = upgrade_origin(false);
+    let (good, heads) = upgrade_origin(Accept::Right);
+    let (bad, _) = upgrade_origin(Accept::Wrong);
+    let (none, _) = upgrade_origin(Accept::Missing);
     let e = Ebb::start(&format!(
         "{UPGRADE_DEFAULTS}listen good\n    bind BIND proto h2\n    server s {good}\n\
-         listen bad\n    bind BIND proto h2\n    server s {bad}\n"
+         listen bad\n    bind BIND proto h2\n    server s {bad}\n\
+         listen none\n    bind BIND\n    server s {none}\n"
     ));
     let mut c = RawH2::connect(e.addrs[0]);
     assert!(c.settings.contains(&(8, 1)), "{:?}", c.settings);
@@ -479,6 +489,16 @@ fn websocket_over_h2_reaches_an_http1_server() {
     c.request(1, &ws, false);
     let (f, _) = c.headers(1);
     assert_eq!(f.first().map(String::as_str), Some(":status: 502"), "{f:?}");
+
+    // HTTP/1.1 both sides: a 101 without `sec-websocket-accept` is a 502
+    // (HAProxy's reg-test http-messaging/websocket, c3).
+    let r = raw(
+        e.addrs[2],
+        b"GET / HTTP/1.1\r\nHost: h\r\nConnection: upgrade\r\nUpgrade: websocket\r\n\
+          Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n",
+    )
+    .expect("an answer");
+    assert_eq!(r.status, 502);
 }
 
 /// The other direction: an HTTP/1.1 upgrade toward a `proto h2` server
@@ -491,7 +511,7 @@ fn websocket_over_h2_reaches_an_http1_server() {
 /// the upgrade reached the server as a plain GET.
 #[test]
 fn http1_upgrade_reaches_an_h2_server_as_extended_connect() {
-    let (o, heads) = upgrade_origin(true);
+    let (o, heads) = upgrade_origin(Accept::Right);
     let front = free_port();
     let e = Ebb::start(&format!(
         "{UPGRADE_DEFAULTS}listen h2 \n    bind 127.0.0.1:{front} proto h2\n    server s {o}\n\
