@@ -470,12 +470,12 @@ fn websocket_over_h2_reaches_an_http1_server() {
     for l in [
         "connection: upgrade",
         "upgrade: websocket",
-        "sec-websocket-version: 13",
         "host: a.example",
     ] {
         assert!(head.contains(l), "{l}: {head}");
     }
     assert!(head.contains("sec-websocket-key: "), "{head}");
+    assert!(!head.contains("sec-websocket-version"), "{head}");
     c.data(1, b"hello", false);
     assert_eq!(c.read_data(1, 5), (b"HELLO".to_vec(), false));
     c.data(1, b" again", false);
@@ -559,4 +559,92 @@ fn http1_upgrade_reaches_an_h2_server_as_extended_connect() {
         echo.extend_from_slice(&tmp[..n]);
     }
     assert_eq!(echo, b"PING");
+}
+
+/// What a raw HTTP/1.1 exchange got: the answer's status line and its
+/// fields other than `server` and `date` (lower-cased, sorted), and
+/// whether the connection closed after it (`<closed>`).
+fn h1_answer(a: SocketAddr, req: &str) -> Vec<String> {
+    let mut s = TcpStream::connect(a).unwrap();
+    s.set_read_timeout(Some(std::time::Duration::from_secs(30)))
+        .unwrap();
+    s.write_all(req.as_bytes()).unwrap();
+    let mut out = Vec::new();
+    let _ = s.read_to_end(&mut out);
+    let text = String::from_utf8_lossy(&out).to_ascii_lowercase();
+    let mut lines = text.lines();
+    let mut v = vec![lines.next().unwrap_or("").to_string()];
+    let mut fields: Vec<String> = lines
+        .take_while(|l| !l.is_empty())
+        .filter(|l| !l.starts_with("server:") && !l.starts_with("date:"))
+        .map(str::to_string)
+        .collect();
+    fields.sort();
+    v.extend(fields);
+    v.push("<closed>".to_string());
+    v
+}
+
+const WS_RULES: &str = "    acl ws_handshake hdr(sec-websocket-key) -m found\n\
+    http-request reject unless ws_handshake\n\
+    capture request header sec-websocket-key len 128\n\
+    http-request return status 200 hdr connection upgrade hdr upgrade websocket hdr sec-websocket-accept \"%[capture.req.hdr(0),concat(258EAFA5-E914-47DA-95CA-C5AB0DC85B11,,),sha1,base64]\"\n\
+    http-after-response set-status 101 if { status eq 200 }\n";
+
+/// The websocket server of HAProxy's reg-test http-messaging/websocket,
+/// made of rules: `http-request reject` closes a request without a key
+/// with no answer; a `return` with `hdr connection upgrade hdr upgrade
+/// websocket` made a 101 by `http-after-response set-status` goes as
+/// HAProxy sends it (`connection: upgrade`, `upgrade`, no length) and the
+/// connection ends; a key without `Sec-WebSocket-Version` is taken (as
+/// HAProxy does), a websocket upgrade without a key is a 400. Before,
+/// `reject` and `hdr connection` were refused at start, and a request
+/// without a version was a 400.
+#[test]
+fn websocket_server_made_of_rules_as_haproxy() {
+    let e = Ebb::start(&format!(
+        "{UPGRADE_DEFAULTS}listen fe1\n    bind BIND\n{WS_RULES}"
+    ));
+    let reqs = [
+        "GET / HTTP/1.1\r\nHost: h\r\nConnection: upgrade\r\nUpgrade: websocket\r\n\
+         Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n",
+        "GET / HTTP/1.1\r\nHost: h\r\n\r\n",
+        "GET / HTTP/1.1\r\nHost: h\r\nConnection: upgrade\r\nUpgrade: websocket\r\n\r\n",
+    ];
+    let run = |a: SocketAddr| -> Vec<Vec<String>> {
+        reqs.iter()
+            .map(|r| {
+                let mut v = h1_answer(a, r);
+                // The status line's reason and the 400's page differ.
+                v.truncate(1);
+                v[0] = v[0].split(' ').take(2).collect::<Vec<_>>().join(" ");
+                v
+            })
+            .collect()
+    };
+    let full = h1_answer(e.addr(), reqs[0]);
+    assert_eq!(
+        full,
+        [
+            "http/1.1 101 switching protocols",
+            "connection: upgrade",
+            "sec-websocket-accept: s3pplmbitxaq9kygzzhzrbk+xoo=",
+            "upgrade: websocket",
+            "<closed>"
+        ]
+    );
+    let ours = run(e.addr());
+    assert_eq!(ours, [vec!["http/1.1 101"], vec![""], vec!["http/1.1 400"]]);
+    if !have("haproxy") {
+        return;
+    }
+    let p = free_port();
+    let _h = haproxy_with(
+        "wsrules",
+        &format!("{UPGRADE_DEFAULTS}listen fe1\n    bind 127.0.0.1:{p}\n{WS_RULES}"),
+    );
+    let a = SocketAddr::from(([127, 0, 0, 1], p));
+    wait_until("haproxy listens", || TcpStream::connect(a).is_ok());
+    assert_eq!(h1_answer(a, reqs[0]), full, "haproxy");
+    assert_eq!(run(a), ours, "haproxy");
 }

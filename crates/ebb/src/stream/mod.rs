@@ -286,6 +286,7 @@ impl Stream {
             }
             HttpRequestAction::Deny { status } => Act::Deny(*status),
             HttpRequestAction::Tarpit { status } => Act::Tarpit(*status),
+            HttpRequestAction::Reject => Act::Reject(false, be),
             _ => Act::Service,
         })
     }
@@ -941,6 +942,12 @@ impl Stream {
         body: u64,
     ) {
         let status = self.after_response(c, backend, status);
+        if status == 101 {
+            // An answer of ebb's made a 101 by a rule: no tunnel follows
+            // (there is no server), the connection ends after it.
+            c.closing = true;
+            self.keep_alive = false;
+        }
         let be = backend.and_then(|b| c.fe.backends.get(b));
         let sent = (c.wbuf.len() - self.resp_start) as u64 + body;
         crate::proxy::count_request(&c.fe, be.map(|b| &**b), status, sent);

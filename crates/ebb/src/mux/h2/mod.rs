@@ -443,13 +443,6 @@ impl<S: Exchange + Default + 'static> H2Conn<S> {
                             extra[n] = (b"sec-websocket-key", k);
                             n += 1;
                         }
-                        // ebb's HTTP/1 side takes a websocket upgrade only
-                        // with a version (RFC 6455 §4.1); RFC 8441 §5 has
-                        // the client send it, 13 when it did not.
-                        if websocket && !has(b"sec-websocket-version") {
-                            extra[n] = (b"sec-websocket-version", b"13");
-                            n += 1;
-                        }
                         pp.ws_key = key;
                         head.write_h1(&extra[..n], &mut pp.input);
                         drop(pp);
