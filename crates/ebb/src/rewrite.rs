@@ -538,7 +538,7 @@ pub fn run_request_from(
                 };
                 c.run(&ctx);
             }
-            HttpRequestAction::Tarpit { .. } => return Ok(Some(i)),
+            HttpRequestAction::Tarpit { .. } | HttpRequestAction::Reject => return Ok(Some(i)),
             a @ (HttpRequestAction::TrackSc { .. }
             | HttpRequestAction::ScIncGpc0(_)
             | HttpRequestAction::ScIncGpc1(_)
@@ -834,7 +834,18 @@ pub fn rewrite_in_place(
     }
     let mut new = Vec::with_capacity(h.head_len + 64);
     head.write(&mut new);
-    for (n, v) in keep {
+    // Made a 101 with an `upgrade` field: a switching answer, sent as
+    // HAProxy sends it (`connection: upgrade`, no length; the connection
+    // ends after it, see the stream's `finish_request`).
+    let switching = head.status == 101
+        && head
+            .fields
+            .iter()
+            .any(|(n, _)| n.eq_ignore_ascii_case(b"upgrade"));
+    if switching {
+        new.extend_from_slice(b"connection: upgrade\r\n");
+    }
+    for (n, v) in keep.into_iter().filter(|_| !switching) {
         new.extend_from_slice(n);
         new.extend_from_slice(b": ");
         new.extend_from_slice(v);

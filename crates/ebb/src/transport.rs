@@ -126,6 +126,13 @@ pub struct LanePipe {
     pub closed: bool,
     /// The lane moved bytes since the HTTP/2 side last looked.
     pub dirty: bool,
+    /// The client ended its side of a tunnel (END_STREAM on an extended
+    /// CONNECT): once `input` is read, the lane reads the end (0).
+    pub eof: bool,
+    /// The `sec-websocket-key` the HTTP/2 side made up for an extended
+    /// CONNECT websocket request (RFC 8441 has none): the server's
+    /// `sec-websocket-accept` must match it (HAProxy's check).
+    pub ws_key: Option<[u8; 24]>,
 }
 
 /// The lane's end of a [`LanePipe`], with the facts of the HTTP/2
@@ -147,6 +154,9 @@ impl LaneEnd {
             return Err(io::ErrorKind::ConnectionReset.into());
         }
         let avail = p.input.len() - p.in_pos;
+        if avail == 0 && p.eof {
+            return Ok(0);
+        }
         if avail == 0 {
             return Err(io::ErrorKind::WouldBlock.into());
         }

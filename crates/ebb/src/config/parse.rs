@@ -4375,6 +4375,12 @@ fn parse_http_request(
         "set-header" | "add-header" | "del-header" => HttpRequestAction::Header(
             parse_header_edit("http-request", action, args, request_scope(px))?,
         ),
+        "reject" => {
+            if let Some(x) = args.first() {
+                return Err(format!("unexpected '{x}' after 'http-request reject'"));
+            }
+            HttpRequestAction::Reject
+        }
         "tarpit" => {
             let mut status = 500;
             match args {
@@ -4474,7 +4480,7 @@ fn parse_http_request(
         },
         o => {
             return Err(format!(
-                "unknown 'http-request' action '{o}' (supported: return, redirect, deny, allow, set-header, add-header, del-header, replace-header, replace-value, set-path, set-pathq, set-query, set-uri, set-method, replace-path, replace-pathq, replace-uri, set-var, set-var-fmt, unset-var, set-dst, set-dst-port, use-service, cache-use, capture, tarpit, wait-for-body, auth, set-timeout, track-sc0, track-sc1, track-sc2, sc-inc-gpc, sc-inc-gpc0, sc-inc-gpc1, sc-set-gpt, sc-set-gpt0)"
+                "unknown 'http-request' action '{o}' (supported: return, redirect, deny, allow, set-header, add-header, del-header, replace-header, replace-value, set-path, set-pathq, set-query, set-uri, set-method, replace-path, replace-pathq, replace-uri, set-var, set-var-fmt, unset-var, set-dst, set-dst-port, use-service, cache-use, capture, tarpit, reject, wait-for-body, auth, set-timeout, track-sc0, track-sc1, track-sc2, sc-inc-gpc, sc-inc-gpc0, sc-inc-gpc1, sc-set-gpt, sc-set-gpt0)"
             ))
         }
     };
@@ -5027,7 +5033,7 @@ fn parse_reply(
                     .map_err(|_| "'hdr' expects NAME VALUE".to_string())?;
                 let name = header_name(v)?;
                 let lower = name.to_ascii_lowercase();
-                if matches!(lower.as_str(), "content-length" | "content-type" | "transfer-encoding" | "connection") {
+                if matches!(lower.as_str(), "content-length" | "content-type" | "transfer-encoding") {
                     return Err(format!(
                         "header '{name}' cannot be set with 'hdr' (ebb sets it itself)"
                     ));

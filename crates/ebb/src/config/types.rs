@@ -1091,6 +1091,9 @@ pub enum HttpRequestAction {
         n: usize,
         expr: Box<crate::sample::Expr>,
     },
+    /// `reject`: the connection closes at once, no answer (a denied
+    /// request, logged `PR`).
+    Reject,
     /// `tarpit [deny_status N]` (500 by default): the answer waits
     /// `timeout tarpit`.
     Tarpit {

@@ -67,6 +67,8 @@ pub struct RequestHead {
     scheme: Option<usize>,
     authority: Option<usize>,
     path: Option<usize>,
+    /// `:protocol` (RFC 8441 extended CONNECT).
+    protocol: Option<usize>,
     host: Option<usize>,
     /// Index of the first regular field.
     first_regular: usize,
@@ -122,6 +124,7 @@ impl RequestHead {
         self.scheme = None;
         self.authority = None;
         self.path = None;
+        self.protocol = None;
         self.host = None;
         self.content_length = None;
         self.first_regular = self.list.len();
@@ -143,6 +146,7 @@ impl RequestHead {
                     b"scheme" => &mut self.scheme,
                     b"authority" => &mut self.authority,
                     b"path" => &mut self.path,
+                    b"protocol" => &mut self.protocol,
                     _ => return Err(Malformed::PseudoHeader),
                 };
                 if slot.is_some() {
@@ -187,10 +191,22 @@ impl RequestHead {
         {
             return Err(Malformed::BadMethod);
         }
-        if method == b"CONNECT" {
+        if method == b"CONNECT" && self.protocol.is_some() {
+            // RFC 8441 §4: an extended CONNECT carries `:scheme`, `:path`
+            // and `:authority` as other requests do.
+            let (Some(_), Some(p), Some(_)) = (self.scheme, self.path, self.authority) else {
+                return Err(Malformed::MissingPseudo);
+            };
+            if self.list.get(p).1.first() != Some(&b'/') {
+                return Err(Malformed::MissingPseudo);
+            }
+        } else if method == b"CONNECT" {
             if self.scheme.is_some() || self.path.is_some() || self.authority.is_none() {
                 return Err(Malformed::MissingPseudo);
             }
+        } else if self.protocol.is_some() {
+            // `:protocol` only with CONNECT (RFC 8441 §4).
+            return Err(Malformed::PseudoHeader);
         } else {
             let (Some(_), Some(p)) = (self.scheme, self.path) else {
                 return Err(Malformed::MissingPseudo);
@@ -229,6 +245,12 @@ impl RequestHead {
     /// `:path` (absent for CONNECT).
     pub fn path(&self) -> Option<&[u8]> {
         self.path.map(|i| self.list.get(i).1)
+    }
+
+    /// `:protocol` of an extended CONNECT (RFC 8441): the stream is a
+    /// tunnel for this protocol once the answer is 2xx.
+    pub fn protocol(&self) -> Option<&[u8]> {
+        self.protocol.map(|i| self.list.get(i).1)
     }
 
     /// `:authority`, else the `host` field.
@@ -270,7 +292,15 @@ impl RequestHead {
     /// `transfer-encoding: chunked`), then the empty line. `te: trailers` is
     /// dropped (hop-by-hop in HTTP/1.1).
     pub fn write_h1(&self, extra: &[(&[u8], &[u8])], out: &mut Vec<u8>) {
-        out.extend_from_slice(self.method());
+        // An extended CONNECT is HTTP/1.1's upgrade (RFC 8441 §5, as
+        // HAProxy translates it): `GET`, `connection: upgrade`, `upgrade:`
+        // the protocol.
+        let upgrade = self.protocol();
+        out.extend_from_slice(if upgrade.is_some() {
+            b"GET"
+        } else {
+            self.method()
+        });
         out.push(b' ');
         match (self.path(), self.absolute_prefix()) {
             (Some(p), Some((scheme, auth))) => {
@@ -320,6 +350,11 @@ impl RequestHead {
                     out.extend_from_slice(v);
                 }
             }
+            out.extend_from_slice(b"\r\n");
+        }
+        if let Some(p) = upgrade {
+            out.extend_from_slice(b"connection: upgrade\r\nupgrade: ");
+            out.extend_from_slice(p);
             out.extend_from_slice(b"\r\n");
         }
         for (n, v) in extra {

@@ -1097,6 +1097,36 @@ pub(super) fn base64_encode(inp: &[u8], out: &mut Vec<u8>) {
     }
 }
 
+/// RFC 6455 §4.2.2: the `Sec-WebSocket-Accept` answering `key` (the
+/// base64 SHA-1 of the key and the protocol's GUID: what `concat(GUID),
+/// sha1,base64` computes).
+pub(crate) fn websocket_accept(key: &[u8]) -> Vec<u8> {
+    let mut ctx = ring::digest::Context::new(&ring::digest::SHA1_FOR_LEGACY_USE_ONLY);
+    ctx.update(key);
+    ctx.update(b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11");
+    let mut out = Vec::with_capacity(28);
+    base64_encode(ctx.finish().as_ref(), &mut out);
+    out
+}
+
+/// A new `Sec-WebSocket-Key`: 16 random bytes in base64 (RFC 6455 §4.1).
+pub(crate) fn websocket_key() -> [u8; 24] {
+    use ring::rand::SecureRandom;
+    let mut raw = [0u8; 16];
+    if ring::rand::SystemRandom::new().fill(&mut raw).is_err() {
+        // No system randomness: any nonce serves the handshake's check.
+        let t = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos());
+        raw = t.to_le_bytes();
+    }
+    let mut v = Vec::with_capacity(24);
+    base64_encode(&raw, &mut v);
+    let mut key = [0u8; 24];
+    key.copy_from_slice(&v[..24]);
+    key
+}
+
 /// Strict base64 (padding required, as HAProxy's b64dec); `None` on bad
 /// input.
 pub(super) fn base64_decode(inp: &[u8], out: &mut Vec<u8>) -> Option<()> {

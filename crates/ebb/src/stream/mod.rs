@@ -535,6 +535,7 @@ impl Stream {
                     seen: 0,
                 }))
             }
+            HttpRequestAction::Reject => Act::Reject(false, be),
             _ => Act::Service,
         })
     }
@@ -1350,6 +1351,12 @@ impl Stream {
         body: u64,
     ) {
         let status = self.after_response(c, backend, status);
+        if status == 101 {
+            // An answer of ebb's made a 101 by a rule: no tunnel follows
+            // (there is no server), the connection ends after it.
+            c.closing = true;
+            self.keep_alive = false;
+        }
         let be = backend.and_then(|b| c.fe.backends.get(b));
         let sent = (c.wbuf.len() - self.resp_start) as u64 + body;
         crate::proxy::count_request(&c.fe, be.map(|b| &**b), status, sent);

@@ -195,6 +195,13 @@ pub(super) struct Upstream {
     /// A connect refused at once is retried at this date (HAProxy's
     /// turn-around: `timeout connect`, at most 1 s, later).
     retry_at: Option<Tick>,
+    /// A websocket upgrade (RFC 6455): the server's 101 must carry
+    /// `Sec-WebSocket-Accept` (else 502, as HAProxy), equal to this value
+    /// when ebb made the key up (an HTTP/2 extended CONNECT).
+    ws_accept: Option<Option<Vec<u8>>>,
+    /// An HTTP/2 client's `:scheme` (http or https) for an HTTP/2 server:
+    /// the head written is in origin form.
+    scheme: Option<&'static [u8]>,
 }
 
 /// How long a compressed answer's server may pause (its read drained)
@@ -330,7 +337,15 @@ impl Stream {
         let offload = comp_choice.as_ref().is_some_and(|(p, _)| p.offload);
         let omit = |name: &[u8]| offload && hdr_name_eq(name, "accept-encoding");
         let mut view = ReqHead::from_h1(buf, h);
+        let mut scheme = None;
         if c.lane_of.is_some() && view.form == Form::Absolute {
+            scheme = view.scheme.map(|s| {
+                if s.eq_ignore_ascii_case(b"http") {
+                    &b"http"[..]
+                } else {
+                    &b"https"[..]
+                }
+            });
             // An HTTP/2 request's absolute URI is ebb's (and HAProxy's)
             // internal form of `:scheme` and `:authority`: the server gets
             // the origin form (`*` for OPTIONS without a path), as HAProxy
@@ -348,7 +363,21 @@ impl Stream {
         if req_comp.is_some() {
             view.body = BodySize::Unknown;
         }
-        let keep_server = !sr.server_close && !c.fe.server_close && view.upgrade.is_none();
+        let websocket = view.upgrade.is_some_and(|u| {
+            u.split(|&b| b == b',')
+                .any(|t| t.trim_ascii().eq_ignore_ascii_case(b"websocket"))
+        });
+        let ws_accept = websocket.then(|| match &c.tr {
+            crate::transport::Transport::Lane(l) => l
+                .pipe
+                .borrow()
+                .ws_key
+                .map(|k| crate::sample::websocket_accept(&k)),
+            _ => None,
+        });
+        let keep_server = !sr.server_close
+            && !c.fe.server_close
+            && view.upgrade.is_none();
         if sr.close {
             // `option httpclose` in the backend closes both sides.
             self.keep_alive = false;
@@ -463,6 +492,8 @@ impl Stream {
             resp_wait: None,
             abort_on_close: sr.abort_on_close,
             retry_at: None,
+            ws_accept,
+            scheme,
         };
         // The head is copied: consume it; the body (if any) follows.
         c.rstart += c.head.head_len.min(c.rend - c.rstart);
@@ -696,7 +727,7 @@ impl Stream {
     /// thread's as `http-reuse` allows, else a new one. The request goes
     /// into its pipe as it would go to a socket.
     fn connect_h2(&mut self, c: &mut H1, ctx: &mut Ctx) {
-        use crate::mux::h2::server::{attach, Reuse, Target};
+        use crate::mux::h2::server::{attach, Hints, Reuse, Target};
         let Some(mut up) = self.up.take() else {
             return;
         };
@@ -716,7 +747,6 @@ impl Stream {
         let owner = c.lane_of.or(c.me);
         let target = Target {
             key: s.uid,
-            tls: s.tls.is_some(),
             negotiate: !s.opts.proto_h2,
             purge: s.opts.pool_purge_delay,
             limits: c.w.limits,
@@ -725,7 +755,11 @@ impl Stream {
         let r = match self.side_tasklet(c, ctx) {
             Some(t) => {
                 let client_dst = client_dst(c, &s);
-                attach(ctx, &target, reuse, owner, t, up.te_trailers, || {
+                let hints = Hints {
+                    te: up.te_trailers,
+                    scheme: up.scheme,
+                };
+                attach(ctx, &target, reuse, owner, t, hints, || {
                     open_transport(&s, client_dst)
                 })
             }
@@ -1413,6 +1447,22 @@ impl Stream {
         let mut sd = side.borrow_mut();
         let istart = sd.istart;
         let buf = &sd.ibuf[istart..istart + n];
+        if let (101, Some(want)) = (up.resp.status, &up.ws_accept) {
+            // RFC 6455 §4.2.2: no (or, for a key ebb made, a wrong)
+            // `Sec-WebSocket-Accept` is an invalid answer (HAProxy: 502).
+            let ok = match (up.resp.header(buf, "sec-websocket-accept"), want) {
+                (None, _) => false,
+                (Some(got), Some(w)) => got.eq_ignore_ascii_case(w),
+                (Some(_), None) => true,
+            };
+            if !ok {
+                drop(sd);
+                up.keep_server = false;
+                self.up = Some(up);
+                self.fail(c, ctx, ExchangeError::bad_response_head());
+                return;
+            }
+        }
         let r = &up.resp;
         up.status = r.status;
         self.resp_start = c.wbuf.len();
