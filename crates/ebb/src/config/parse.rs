@@ -424,7 +424,6 @@ const HAPROXY_OPTIONS_UNSUPPORTED: &[&str] = &[
     "checkcache",
     "http-ignore-probes",
     "contstats",
-    "socket-stats",
     "originalto",
     "forceclose",
     "http_proxy",
@@ -456,6 +455,7 @@ const OPTIONS: &[&str] = &[
     "log-health-checks",
     "idle-close-on-response",
     "disable-h2-upgrade",
+    "socket-stats",
 ];
 
 const UNSUPPORTED_SECTIONS: &[&str] = &[
@@ -2717,9 +2717,12 @@ fn proxy_option(px: &mut Proxy, ctx: &Ctx<'_>, no: bool, w: &[String]) -> Result
         "redispatch" | "httpchk" | "tcp-check" | "log-health-checks" | "persist"
         | "transparent" | "redis-check" | "smtpchk" | "pgsql-check" | "mysql-check"
         | "ldap-check" | "spop-check" | "ssl-hello-chk" => BE,
-        "httplog" | "tcplog" | "dontlognull" | "idle-close-on-response" | "disable-h2-upgrade" => {
-            FE
-        }
+        "httplog"
+        | "tcplog"
+        | "dontlognull"
+        | "idle-close-on-response"
+        | "disable-h2-upgrade"
+        | "socket-stats" => FE,
         o if HAPROXY_OPTIONS_UNSUPPORTED.contains(&o) => {
             return Err(format!("HAProxy option '{o}' is not supported by ebb"))
         }
@@ -2809,6 +2812,10 @@ fn proxy_option(px: &mut Proxy, ctx: &Ctx<'_>, no: bool, w: &[String]) -> Result
         "disable-h2-upgrade" => {
             no_args(rest)?;
             o.disable_h2_upgrade = !no;
+        }
+        "socket-stats" => {
+            no_args(rest)?;
+            o.socket_stats = !no;
         }
         "forwardfor" => {
             if no {

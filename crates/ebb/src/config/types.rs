@@ -730,6 +730,9 @@ pub struct ProxyOptions {
     /// `option disable-h2-upgrade`: an HTTP/1 bind does not serve a
     /// client that starts with the HTTP/2 preface as HTTP/2.
     pub disable_h2_upgrade: bool,
+    /// `option socket-stats`: each listener of the frontend has its own
+    /// statistics (`show stat` rows, `haproxy_listener_*` metrics).
+    pub socket_stats: bool,
 }
 
 pub use crate::net::IpNet;

@@ -171,6 +171,9 @@ pub struct VarStore {
     /// The `name` of the bind line the connection came through
     /// (`so_name`).
     pub so_name: Option<std::sync::Arc<str>>,
+    /// The connection's place on its listener's statistics (`option
+    /// socket-stats`), released with the connection.
+    pub listener: Option<crate::proxy::ListenerGuard>,
     /// `capture request|response header` values of the exchange.
     pub req_caps: Vec<Option<Vec<u8>>>,
     pub res_caps: Vec<Option<Vec<u8>>>,
