@@ -22,6 +22,7 @@
 //! without samples prints nothing.
 
 use std::fmt::Write as _;
+use std::sync::atomic::Ordering;
 
 use crate::registry::Process;
 use crate::serve::stats::{self, Kind, Row, Val, STAT_FIELDS};
@@ -88,14 +89,27 @@ fn labels(kv: &[(&str, &str)]) -> String {
     format!("{{{}}}", parts.join(","))
 }
 
-// Scopes (HAProxy's query-string values).
-const SC_GLOBAL: u8 = 1;
-const SC_FRONT: u8 = 2;
-const SC_LI: u8 = 4;
-const SC_BACK: u8 = 8;
-const SC_SRV: u8 = 16;
-const SC_STICK: u8 = 32;
+/// The scopes of the query string, each a bit of [`Query`]'s.
+const SCOPES: [(&str, u8); 6] = [
+    ("global", 1),
+    ("frontend", 2),
+    ("listener", 4),
+    ("backend", 8),
+    ("server", 16),
+    ("sticktable", 32),
+];
 const SC_ALL: u8 = 63;
+
+/// A scope's bit.
+const fn sc(i: usize) -> u8 {
+    SCOPES[i].1
+}
+const SC_GLOBAL: u8 = sc(0);
+const SC_FRONT: u8 = sc(1);
+const SC_LI: u8 = sc(2);
+const SC_BACK: u8 = sc(3);
+const SC_SRV: u8 = sc(4);
+const SC_STICK: u8 = sc(5);
 
 /// What the query string asks for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -104,32 +118,6 @@ pub struct Query {
     no_maint: bool,
     /// ebb's own metrics: with the default scopes or `scope=*`.
     extras: bool,
-}
-
-/// Decodes `%XX` and `+` (a form's space); `None` for a bad escape.
-fn url_decode(s: &str) -> Option<String> {
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        match b[i] {
-            b'%' => {
-                let h = b.get(i + 1..i + 3)?;
-                let h = std::str::from_utf8(h).ok()?;
-                out.push(u8::from_str_radix(h, 16).ok()?);
-                i += 3;
-            }
-            b'+' => {
-                out.push(b' ');
-                i += 1;
-            }
-            c => {
-                out.push(c);
-                i += 1;
-            }
-        }
-    }
-    Some(String::from_utf8_lossy(&out).into_owned())
 }
 
 /// Parses the request target's query string as HAProxy's exporter does:
@@ -157,9 +145,9 @@ pub fn parse_query(uri: &[u8]) -> Option<Query> {
                     if v.contains('=') {
                         return None;
                     }
-                    (url_decode(k)?, Some(url_decode(v)?))
+                    (stats::unpct(k)?, Some(stats::unpct(v)?))
                 }
-                None => (url_decode(param)?, None),
+                None => (stats::unpct(param)?, None),
             };
             match k.as_str() {
                 "scope" => {
@@ -174,13 +162,7 @@ pub fn parse_query(uri: &[u8]) -> Option<Query> {
                             q.scopes = SC_ALL;
                             q.extras = true;
                         }
-                        "global" => q.scopes |= SC_GLOBAL,
-                        "frontend" => q.scopes |= SC_FRONT,
-                        "listener" => q.scopes |= SC_LI,
-                        "backend" => q.scopes |= SC_BACK,
-                        "server" => q.scopes |= SC_SRV,
-                        "sticktable" => q.scopes |= SC_STICK,
-                        _ => return None,
+                        v => q.scopes |= SCOPES.iter().find(|(n, _)| *n == v)?.1,
                     }
                 }
                 "no-maint" => q.no_maint = true,
@@ -204,845 +186,148 @@ const S: u8 = 8;
 /// HAProxy's exporter metrics of the `show stat` fields, in field order:
 /// the field, the name after `haproxy_<scope>_`, counter or gauge, the
 /// rows it is for, and the help line.
+#[rustfmt::skip]
 const PROXY_METRICS: &[(&str, &str, bool, u8, &str)] = &[
-    (
-        "qcur",
-        "current_queue",
-        false,
-        B | S,
-        "Number of requests waiting in a queue now.",
-    ),
-    (
-        "qmax",
-        "max_queue",
-        false,
-        B | S,
-        "Highest number of queued requests seen.",
-    ),
-    (
-        "scur",
-        "current_sessions",
-        false,
-        F | L | B | S,
-        "Number of sessions open now.",
-    ),
-    (
-        "smax",
-        "max_sessions",
-        false,
-        F | L | B | S,
-        "Highest number of open sessions seen.",
-    ),
-    (
-        "slim",
-        "limit_sessions",
-        false,
-        F | L | B | S,
-        "Configured session limit (maxconn).",
-    ),
-    (
-        "stot",
-        "sessions_total",
-        true,
-        F | L | B | S,
-        "Sessions handled since start.",
-    ),
-    (
-        "bin",
-        "bytes_in_total",
-        true,
-        F | L | B | S,
-        "Bytes received since start.",
-    ),
-    (
-        "bout",
-        "bytes_out_total",
-        true,
-        F | L | B | S,
-        "Bytes sent since start.",
-    ),
-    (
-        "dreq",
-        "requests_denied_total",
-        true,
-        F | L | B,
-        "Requests refused by a rule since start.",
-    ),
-    (
-        "dresp",
-        "responses_denied_total",
-        true,
-        F | L | B | S,
-        "Responses refused by a rule since start.",
-    ),
-    (
-        "ereq",
-        "request_errors_total",
-        true,
-        F | L,
-        "Invalid or aborted requests since start.",
-    ),
-    (
-        "econ",
-        "connection_errors_total",
-        true,
-        B | S,
-        "Failed connection attempts to a server since start.",
-    ),
-    (
-        "eresp",
-        "response_errors_total",
-        true,
-        B | S,
-        "Invalid or aborted server responses since start.",
-    ),
-    (
-        "wretr",
-        "retry_warnings_total",
-        true,
-        B | S,
-        "Connection retries since start.",
-    ),
-    (
-        "wredis",
-        "redispatch_warnings_total",
-        true,
-        B | S,
-        "Requests sent to another server than the first chosen, since start.",
-    ),
-    (
-        "status",
-        "status",
-        false,
-        F | L | B | S,
-        "The state it is in: 1 for the state label that holds, 0 for the others.",
-    ),
+    ("qcur", "current_queue", false, B | S, "Number of requests waiting in a queue now."),
+    ("qmax", "max_queue", false, B | S, "Highest number of queued requests seen."),
+    ("scur", "current_sessions", false, F | L | B | S, "Number of sessions open now."),
+    ("smax", "max_sessions", false, F | L | B | S, "Highest number of open sessions seen."),
+    ("slim", "limit_sessions", false, F | L | B | S, "Configured session limit (maxconn)."),
+    ("stot", "sessions_total", true, F | L | B | S, "Sessions handled since start."),
+    ("bin", "bytes_in_total", true, F | L | B | S, "Bytes received since start."),
+    ("bout", "bytes_out_total", true, F | L | B | S, "Bytes sent since start."),
+    ("dreq", "requests_denied_total", true, F | L | B, "Requests refused by a rule since start."),
+    ("dresp", "responses_denied_total", true, F | L | B | S, "Responses refused by a rule since start."),
+    ("ereq", "request_errors_total", true, F | L, "Invalid or aborted requests since start."),
+    ("econ", "connection_errors_total", true, B | S, "Failed connection attempts to a server since start."),
+    ("eresp", "response_errors_total", true, B | S, "Invalid or aborted server responses since start."),
+    ("wretr", "retry_warnings_total", true, B | S, "Connection retries since start."),
+    ("wredis", "redispatch_warnings_total", true, B | S, "Requests sent to another server than the first chosen, since start."),
+    ("status", "status", false, F | L | B | S, "The state it is in: 1 for the state label that holds, 0 for the others."),
     ("weight", "weight", false, B | S, "Effective weight."),
-    (
-        "act",
-        "active_servers",
-        false,
-        B,
-        "Number of usable active servers.",
-    ),
-    (
-        "bck",
-        "backup_servers",
-        false,
-        B,
-        "Number of usable backup servers.",
-    ),
-    (
-        "chkfail",
-        "check_failures_total",
-        true,
-        S,
-        "Failed health checks while the server was up, since start.",
-    ),
-    (
-        "chkdown",
-        "check_up_down_total",
-        true,
-        B | S,
-        "Transitions to the down state since start.",
-    ),
-    (
-        "lastchg",
-        "check_last_change_seconds",
-        false,
-        B | S,
-        "Seconds since the last change of state.",
-    ),
-    (
-        "downtime",
-        "downtime_seconds_total",
-        true,
-        B | S,
-        "Seconds spent in the down state since start.",
-    ),
-    (
-        "qlimit",
-        "queue_limit",
-        false,
-        S,
-        "Configured queue limit (maxqueue).",
-    ),
-    (
-        "throttle",
-        "current_throttle",
-        false,
-        S,
-        "Percentage of its weight a server in slow start is given now.",
-    ),
-    (
-        "lbtot",
-        "loadbalanced_total",
-        true,
-        B | S,
-        "Times a server was chosen since start.",
-    ),
-    (
-        "rate_lim",
-        "limit_session_rate",
-        false,
-        F,
-        "Configured limit of new sessions per second.",
-    ),
-    (
-        "rate_max",
-        "max_session_rate",
-        false,
-        F | B | S,
-        "Highest number of new sessions per second seen.",
-    ),
-    (
-        "check_status",
-        "check_status",
-        false,
-        S,
-        "The result of the last health check: 1 for the state label that holds, 0 for the others.",
-    ),
-    (
-        "check_code",
-        "check_code",
-        false,
-        S,
-        "Layer 5-7 code of the last health check, when there is one.",
-    ),
-    (
-        "check_duration",
-        "check_duration_seconds",
-        false,
-        S,
-        "Duration of the last health check, in seconds.",
-    ),
-    (
-        "hrsp_1xx",
-        "http_responses_total",
-        true,
-        F | B | S,
-        "HTTP responses by status class since start.",
-    ),
-    (
-        "hrsp_2xx",
-        "http_responses_total",
-        true,
-        F | B | S,
-        "HTTP responses by status class since start.",
-    ),
-    (
-        "hrsp_3xx",
-        "http_responses_total",
-        true,
-        F | B | S,
-        "HTTP responses by status class since start.",
-    ),
-    (
-        "hrsp_4xx",
-        "http_responses_total",
-        true,
-        F | B | S,
-        "HTTP responses by status class since start.",
-    ),
-    (
-        "hrsp_5xx",
-        "http_responses_total",
-        true,
-        F | B | S,
-        "HTTP responses by status class since start.",
-    ),
-    (
-        "hrsp_other",
-        "http_responses_total",
-        true,
-        F | B | S,
-        "HTTP responses by status class since start.",
-    ),
-    (
-        "req_rate_max",
-        "http_requests_rate_max",
-        false,
-        F,
-        "Highest number of HTTP requests per second seen.",
-    ),
-    (
-        "req_tot",
-        "http_requests_total",
-        true,
-        F | B,
-        "HTTP requests since start.",
-    ),
-    (
-        "cli_abrt",
-        "client_aborts_total",
-        true,
-        B | S,
-        "Transfers aborted by the client since start.",
-    ),
-    (
-        "srv_abrt",
-        "server_aborts_total",
-        true,
-        B | S,
-        "Transfers aborted by the server since start.",
-    ),
-    (
-        "comp_in",
-        "http_comp_bytes_in_total",
-        true,
-        F | B,
-        "Bytes given to the compressor since start.",
-    ),
-    (
-        "comp_out",
-        "http_comp_bytes_out_total",
-        true,
-        F | B,
-        "Bytes the compressor produced since start.",
-    ),
-    (
-        "comp_byp",
-        "http_comp_bytes_bypassed_total",
-        true,
-        F | B,
-        "Bytes that bypassed the compressor since start.",
-    ),
-    (
-        "comp_rsp",
-        "http_comp_responses_total",
-        true,
-        F | B,
-        "HTTP responses compressed since start.",
-    ),
-    (
-        "lastsess",
-        "last_session_seconds",
-        false,
-        B | S,
-        "Seconds since the last session was handed over.",
-    ),
-    (
-        "qtime",
-        "queue_time_average_seconds",
-        false,
-        B | S,
-        "Average time in the queue over the last 1024 requests.",
-    ),
-    (
-        "ctime",
-        "connect_time_average_seconds",
-        false,
-        B | S,
-        "Average connect time over the last 1024 requests.",
-    ),
-    (
-        "rtime",
-        "response_time_average_seconds",
-        false,
-        B | S,
-        "Average response time over the last 1024 requests.",
-    ),
-    (
-        "ttime",
-        "total_time_average_seconds",
-        false,
-        B | S,
-        "Average total time over the last 1024 requests.",
-    ),
-    (
-        "conn_rate_max",
-        "connections_rate_max",
-        false,
-        F,
-        "Highest number of new connections per second seen.",
-    ),
-    (
-        "conn_tot",
-        "connections_total",
-        true,
-        F,
-        "Connections accepted since start.",
-    ),
-    (
-        "intercepted",
-        "intercepted_requests_total",
-        true,
-        F,
-        "Requests answered by the proxy itself since start.",
-    ),
-    (
-        "dcon",
-        "denied_connections_total",
-        true,
-        F | L,
-        "Connections refused by tcp-request connection rules since start.",
-    ),
-    (
-        "dses",
-        "denied_sessions_total",
-        true,
-        F | L,
-        "Sessions refused by tcp-request session rules since start.",
-    ),
-    (
-        "wrew",
-        "failed_header_rewriting_total",
-        true,
-        F | L | B | S,
-        "Failed header rewrites since start.",
-    ),
-    (
-        "connect",
-        "connection_attempts_total",
-        true,
-        B | S,
-        "Connections to servers attempted since start.",
-    ),
-    (
-        "reuse",
-        "connection_reuses_total",
-        true,
-        B | S,
-        "Server connections reused since start.",
-    ),
-    (
-        "cache_lookups",
-        "http_cache_lookups_total",
-        true,
-        F | B,
-        "HTTP cache lookups since start.",
-    ),
-    (
-        "cache_hits",
-        "http_cache_hits_total",
-        true,
-        F | B,
-        "HTTP cache hits since start.",
-    ),
-    (
-        "srv_icur",
-        "idle_connections_current",
-        false,
-        S,
-        "Idle connections to the server now.",
-    ),
-    (
-        "src_ilim",
-        "idle_connections_limit",
-        false,
-        S,
-        "Configured limit of idle connections (pool-max-conn).",
-    ),
-    (
-        "qtime_max",
-        "max_queue_time_seconds",
-        false,
-        B | S,
-        "Longest time in the queue seen.",
-    ),
-    (
-        "ctime_max",
-        "max_connect_time_seconds",
-        false,
-        B | S,
-        "Longest connect time seen.",
-    ),
-    (
-        "rtime_max",
-        "max_response_time_seconds",
-        false,
-        B | S,
-        "Longest response time seen.",
-    ),
-    (
-        "ttime_max",
-        "max_total_time_seconds",
-        false,
-        B | S,
-        "Longest total time seen.",
-    ),
-    (
-        "eint",
-        "internal_errors_total",
-        true,
-        F | L | B | S,
-        "Internal errors since start.",
-    ),
-    (
-        "idle_conn_cur",
-        "unsafe_idle_connections_current",
-        false,
-        S,
-        "Idle connections not safe to reuse for a first request, now.",
-    ),
-    (
-        "safe_conn_cur",
-        "safe_idle_connections_current",
-        false,
-        S,
-        "Idle connections safe to reuse, now.",
-    ),
-    (
-        "used_conn_cur",
-        "used_connections_current",
-        false,
-        S,
-        "Server connections in use now.",
-    ),
-    (
-        "need_conn_est",
-        "need_connections_current",
-        false,
-        S,
-        "Estimated number of server connections needed.",
-    ),
-    (
-        "uweight",
-        "uweight",
-        false,
-        B | S,
-        "Configured (user) weight.",
-    ),
-    (
-        "agg_server_status",
-        "agg_server_status",
-        false,
-        B,
-        "Number of the backend's servers in each state.",
-    ),
-    (
-        "agg_server_check_status",
-        "agg_server_check_status",
-        false,
-        B,
-        "Number of the backend's servers in each state (deprecated name of agg_server_status).",
-    ),
-    (
-        "agg_check_status",
-        "agg_check_status",
-        false,
-        B,
-        "Number of the backend's servers by the result of their last health check.",
-    ),
+    ("act", "active_servers", false, B, "Number of usable active servers."),
+    ("bck", "backup_servers", false, B, "Number of usable backup servers."),
+    ("chkfail", "check_failures_total", true, S, "Failed health checks while the server was up, since start."),
+    ("chkdown", "check_up_down_total", true, B | S, "Transitions to the down state since start."),
+    ("lastchg", "check_last_change_seconds", false, B | S, "Seconds since the last change of state."),
+    ("downtime", "downtime_seconds_total", true, B | S, "Seconds spent in the down state since start."),
+    ("qlimit", "queue_limit", false, S, "Configured queue limit (maxqueue)."),
+    ("throttle", "current_throttle", false, S, "Percentage of its weight a server in slow start is given now."),
+    ("lbtot", "loadbalanced_total", true, B | S, "Times a server was chosen since start."),
+    ("rate_lim", "limit_session_rate", false, F, "Configured limit of new sessions per second."),
+    ("rate_max", "max_session_rate", false, F | B | S, "Highest number of new sessions per second seen."),
+    ("check_status", "check_status", false, S, "The result of the last health check: 1 for the state label that holds, 0 for the others."),
+    ("check_code", "check_code", false, S, "Layer 5-7 code of the last health check, when there is one."),
+    ("check_duration", "check_duration_seconds", false, S, "Duration of the last health check, in seconds."),
+    ("hrsp_1xx", "http_responses_total", true, F | B | S, "HTTP responses by status class since start."),
+    ("hrsp_2xx", "http_responses_total", true, F | B | S, "HTTP responses by status class since start."),
+    ("hrsp_3xx", "http_responses_total", true, F | B | S, "HTTP responses by status class since start."),
+    ("hrsp_4xx", "http_responses_total", true, F | B | S, "HTTP responses by status class since start."),
+    ("hrsp_5xx", "http_responses_total", true, F | B | S, "HTTP responses by status class since start."),
+    ("hrsp_other", "http_responses_total", true, F | B | S, "HTTP responses by status class since start."),
+    ("req_rate_max", "http_requests_rate_max", false, F, "Highest number of HTTP requests per second seen."),
+    ("req_tot", "http_requests_total", true, F | B, "HTTP requests since start."),
+    ("cli_abrt", "client_aborts_total", true, B | S, "Transfers aborted by the client since start."),
+    ("srv_abrt", "server_aborts_total", true, B | S, "Transfers aborted by the server since start."),
+    ("comp_in", "http_comp_bytes_in_total", true, F | B, "Bytes given to the compressor since start."),
+    ("comp_out", "http_comp_bytes_out_total", true, F | B, "Bytes the compressor produced since start."),
+    ("comp_byp", "http_comp_bytes_bypassed_total", true, F | B, "Bytes that bypassed the compressor since start."),
+    ("comp_rsp", "http_comp_responses_total", true, F | B, "HTTP responses compressed since start."),
+    ("lastsess", "last_session_seconds", false, B | S, "Seconds since the last session was handed over."),
+    ("qtime", "queue_time_average_seconds", false, B | S, "Average time in the queue over the last 1024 requests."),
+    ("ctime", "connect_time_average_seconds", false, B | S, "Average connect time over the last 1024 requests."),
+    ("rtime", "response_time_average_seconds", false, B | S, "Average response time over the last 1024 requests."),
+    ("ttime", "total_time_average_seconds", false, B | S, "Average total time over the last 1024 requests."),
+    ("conn_rate_max", "connections_rate_max", false, F, "Highest number of new connections per second seen."),
+    ("conn_tot", "connections_total", true, F, "Connections accepted since start."),
+    ("intercepted", "intercepted_requests_total", true, F, "Requests answered by the proxy itself since start."),
+    ("dcon", "denied_connections_total", true, F | L, "Connections refused by tcp-request connection rules since start."),
+    ("dses", "denied_sessions_total", true, F | L, "Sessions refused by tcp-request session rules since start."),
+    ("wrew", "failed_header_rewriting_total", true, F | L | B | S, "Failed header rewrites since start."),
+    ("connect", "connection_attempts_total", true, B | S, "Connections to servers attempted since start."),
+    ("reuse", "connection_reuses_total", true, B | S, "Server connections reused since start."),
+    ("cache_lookups", "http_cache_lookups_total", true, F | B, "HTTP cache lookups since start."),
+    ("cache_hits", "http_cache_hits_total", true, F | B, "HTTP cache hits since start."),
+    ("srv_icur", "idle_connections_current", false, S, "Idle connections to the server now."),
+    ("src_ilim", "idle_connections_limit", false, S, "Configured limit of idle connections (pool-max-conn)."),
+    ("qtime_max", "max_queue_time_seconds", false, B | S, "Longest time in the queue seen."),
+    ("ctime_max", "max_connect_time_seconds", false, B | S, "Longest connect time seen."),
+    ("rtime_max", "max_response_time_seconds", false, B | S, "Longest response time seen."),
+    ("ttime_max", "max_total_time_seconds", false, B | S, "Longest total time seen."),
+    ("eint", "internal_errors_total", true, F | L | B | S, "Internal errors since start."),
+    ("idle_conn_cur", "unsafe_idle_connections_current", false, S, "Idle connections not safe to reuse for a first request, now."),
+    ("safe_conn_cur", "safe_idle_connections_current", false, S, "Idle connections safe to reuse, now."),
+    ("used_conn_cur", "used_connections_current", false, S, "Server connections in use now."),
+    ("need_conn_est", "need_connections_current", false, S, "Estimated number of server connections needed."),
+    ("uweight", "uweight", false, B | S, "Configured (user) weight."),
+    ("agg_server_status", "agg_server_status", false, B, "Number of the backend's servers in each state."),
+    ("agg_server_check_status", "agg_server_check_status", false, B, "Number of the backend's servers in each state (deprecated name of agg_server_status)."),
+    ("agg_check_status", "agg_check_status", false, B, "Number of the backend's servers by the result of their last health check."),
 ];
 
 /// `show info` fields as `haproxy_process_*` metrics: the field, the
 /// name, counter or gauge, and the help line.
+#[rustfmt::skip]
 const GLOBAL_METRICS: &[(&str, &str, bool, &str)] = &[
     ("Nbthread", "nbthread", false, "Number of threads."),
     ("Nbproc", "nbproc", false, "Number of processes."),
-    (
-        "Process_num",
-        "relative_process_id",
-        false,
-        "Relative number of this process, from 1.",
-    ),
-    (
-        "Uptime_sec",
-        "uptime_seconds",
-        false,
-        "Seconds since the process started.",
-    ),
-    (
-        "Start_time_sec",
-        "start_time_seconds",
-        false,
-        "Start time of the process, seconds since the Unix epoch.",
-    ),
-    (
-        "Memmax_bytes",
-        "max_memory_bytes",
-        false,
-        "Memory limit of the process, in bytes (0: none).",
-    ),
-    (
-        "PoolAlloc_bytes",
-        "pool_allocated_bytes",
-        false,
-        "Bytes allocated to memory pools.",
-    ),
-    (
-        "PoolUsed_bytes",
-        "pool_used_bytes",
-        false,
-        "Bytes of memory pools in use.",
-    ),
-    (
-        "PoolFailed",
-        "pool_failures_total",
-        true,
-        "Failed pool allocations since start.",
-    ),
-    (
-        "Ulimit-n",
-        "max_fds",
-        false,
-        "Limit of open file descriptors.",
-    ),
+    ("Process_num", "relative_process_id", false, "Relative number of this process, from 1."),
+    ("Uptime_sec", "uptime_seconds", false, "Seconds since the process started."),
+    ("Start_time_sec", "start_time_seconds", false, "Start time of the process, seconds since the Unix epoch."),
+    ("Memmax_bytes", "max_memory_bytes", false, "Memory limit of the process, in bytes (0: none)."),
+    ("PoolAlloc_bytes", "pool_allocated_bytes", false, "Bytes allocated to memory pools."),
+    ("PoolUsed_bytes", "pool_used_bytes", false, "Bytes of memory pools in use."),
+    ("PoolFailed", "pool_failures_total", true, "Failed pool allocations since start."),
+    ("Ulimit-n", "max_fds", false, "Limit of open file descriptors."),
     ("Maxsock", "max_sockets", false, "Limit of open sockets."),
-    (
-        "Maxconn",
-        "max_connections",
-        false,
-        "Limit of concurrent connections.",
-    ),
-    (
-        "Hard_maxconn",
-        "hard_max_connections",
-        false,
-        "Initial limit of concurrent connections.",
-    ),
-    (
-        "CurrConns",
-        "current_connections",
-        false,
-        "Connections open now.",
-    ),
-    (
-        "CumConns",
-        "connections_total",
-        true,
-        "Connections accepted since start.",
-    ),
-    (
-        "CumReq",
-        "requests_total",
-        true,
-        "HTTP requests since start.",
-    ),
-    (
-        "MaxSslConns",
-        "max_ssl_connections",
-        false,
-        "Limit of concurrent TLS connections.",
-    ),
-    (
-        "CurrSslConns",
-        "current_ssl_connections",
-        false,
-        "TLS connections open now.",
-    ),
-    (
-        "CumSslConns",
-        "ssl_connections_total",
-        true,
-        "TLS connections since start.",
-    ),
+    ("Maxconn", "max_connections", false, "Limit of concurrent connections."),
+    ("Hard_maxconn", "hard_max_connections", false, "Initial limit of concurrent connections."),
+    ("CurrConns", "current_connections", false, "Connections open now."),
+    ("CumConns", "connections_total", true, "Connections accepted since start."),
+    ("CumReq", "requests_total", true, "HTTP requests since start."),
+    ("MaxSslConns", "max_ssl_connections", false, "Limit of concurrent TLS connections."),
+    ("CurrSslConns", "current_ssl_connections", false, "TLS connections open now."),
+    ("CumSslConns", "ssl_connections_total", true, "TLS connections since start."),
     ("Maxpipes", "max_pipes", false, "Limit of pipes."),
     ("PipesUsed", "pipes_used_total", true, "Pipes in use."),
     ("PipesFree", "pipes_free_total", true, "Pipes free."),
-    (
-        "ConnRate",
-        "current_connection_rate",
-        false,
-        "Connections accepted over the last second.",
-    ),
-    (
-        "ConnRateLimit",
-        "limit_connection_rate",
-        false,
-        "Configured limit of connections per second.",
-    ),
-    (
-        "MaxConnRate",
-        "max_connection_rate",
-        false,
-        "Highest number of connections per second seen.",
-    ),
-    (
-        "SessRate",
-        "current_session_rate",
-        false,
-        "Sessions created over the last second.",
-    ),
-    (
-        "SessRateLimit",
-        "limit_session_rate",
-        false,
-        "Configured limit of sessions per second.",
-    ),
-    (
-        "MaxSessRate",
-        "max_session_rate",
-        false,
-        "Highest number of sessions per second seen.",
-    ),
-    (
-        "SslRate",
-        "current_ssl_rate",
-        false,
-        "TLS sessions over the last second.",
-    ),
-    (
-        "SslRateLimit",
-        "limit_ssl_rate",
-        false,
-        "Configured limit of TLS sessions per second.",
-    ),
-    (
-        "MaxSslRate",
-        "max_ssl_rate",
-        false,
-        "Highest number of TLS sessions per second seen.",
-    ),
-    (
-        "SslFrontendKeyRate",
-        "current_frontend_ssl_key_rate",
-        false,
-        "Client-side TLS key computations over the last second.",
-    ),
-    (
-        "SslFrontendMaxKeyRate",
-        "max_frontend_ssl_key_rate",
-        false,
-        "Highest client-side TLS key computations per second seen.",
-    ),
-    (
-        "SslFrontendSessionReuse_pct",
-        "frontend_ssl_reuse",
-        false,
-        "Percentage of client-side TLS sessions resumed.",
-    ),
-    (
-        "SslBackendKeyRate",
-        "current_backend_ssl_key_rate",
-        false,
-        "Server-side TLS key computations over the last second.",
-    ),
-    (
-        "SslBackendMaxKeyRate",
-        "max_backend_ssl_key_rate",
-        false,
-        "Highest server-side TLS key computations per second seen.",
-    ),
-    (
-        "SslCacheLookups",
-        "ssl_cache_lookups_total",
-        true,
-        "TLS session cache lookups since start.",
-    ),
-    (
-        "SslCacheMisses",
-        "ssl_cache_misses_total",
-        true,
-        "TLS session cache misses since start.",
-    ),
-    (
-        "CompressBpsIn",
-        "http_comp_bytes_in_total",
-        true,
-        "Bytes given to the compressor.",
-    ),
-    (
-        "CompressBpsOut",
-        "http_comp_bytes_out_total",
-        true,
-        "Bytes the compressor produced.",
-    ),
-    (
-        "CompressBpsRateLim",
-        "limit_http_comp",
-        false,
-        "Configured limit of compression throughput.",
-    ),
-    (
-        "ZlibMemUsage",
-        "current_zlib_memory",
-        false,
-        "Memory used by zlib now.",
-    ),
-    (
-        "MaxZlibMemUsage",
-        "max_zlib_memory",
-        false,
-        "Configured limit of zlib memory.",
-    ),
+    ("ConnRate", "current_connection_rate", false, "Connections accepted over the last second."),
+    ("ConnRateLimit", "limit_connection_rate", false, "Configured limit of connections per second."),
+    ("MaxConnRate", "max_connection_rate", false, "Highest number of connections per second seen."),
+    ("SessRate", "current_session_rate", false, "Sessions created over the last second."),
+    ("SessRateLimit", "limit_session_rate", false, "Configured limit of sessions per second."),
+    ("MaxSessRate", "max_session_rate", false, "Highest number of sessions per second seen."),
+    ("SslRate", "current_ssl_rate", false, "TLS sessions over the last second."),
+    ("SslRateLimit", "limit_ssl_rate", false, "Configured limit of TLS sessions per second."),
+    ("MaxSslRate", "max_ssl_rate", false, "Highest number of TLS sessions per second seen."),
+    ("SslFrontendKeyRate", "current_frontend_ssl_key_rate", false, "Client-side TLS key computations over the last second."),
+    ("SslFrontendMaxKeyRate", "max_frontend_ssl_key_rate", false, "Highest client-side TLS key computations per second seen."),
+    ("SslFrontendSessionReuse_pct", "frontend_ssl_reuse", false, "Percentage of client-side TLS sessions resumed."),
+    ("SslBackendKeyRate", "current_backend_ssl_key_rate", false, "Server-side TLS key computations over the last second."),
+    ("SslBackendMaxKeyRate", "max_backend_ssl_key_rate", false, "Highest server-side TLS key computations per second seen."),
+    ("SslCacheLookups", "ssl_cache_lookups_total", true, "TLS session cache lookups since start."),
+    ("SslCacheMisses", "ssl_cache_misses_total", true, "TLS session cache misses since start."),
+    ("CompressBpsIn", "http_comp_bytes_in_total", true, "Bytes given to the compressor."),
+    ("CompressBpsOut", "http_comp_bytes_out_total", true, "Bytes the compressor produced."),
+    ("CompressBpsRateLim", "limit_http_comp", false, "Configured limit of compression throughput."),
+    ("ZlibMemUsage", "current_zlib_memory", false, "Memory used by zlib now."),
+    ("MaxZlibMemUsage", "max_zlib_memory", false, "Configured limit of zlib memory."),
     ("Tasks", "current_tasks", false, "Tasks now."),
-    (
-        "Run_queue",
-        "current_run_queue",
-        false,
-        "Tasks in the run queue now.",
-    ),
-    (
-        "Idle_pct",
-        "idle_time_percent",
-        false,
-        "Percentage of time the threads were idle.",
-    ),
-    (
-        "Stopping",
-        "stopping",
-        false,
-        "1 while the process is stopping.",
-    ),
-    (
-        "Jobs",
-        "jobs",
-        false,
-        "Active jobs (listeners, sessions, open connections).",
-    ),
-    (
-        "Unstoppable Jobs",
-        "unstoppable_jobs",
-        false,
-        "Jobs that a soft stop waits for.",
-    ),
+    ("Run_queue", "current_run_queue", false, "Tasks in the run queue now."),
+    ("Idle_pct", "idle_time_percent", false, "Percentage of time the threads were idle."),
+    ("Stopping", "stopping", false, "1 while the process is stopping."),
+    ("Jobs", "jobs", false, "Active jobs (listeners, sessions, open connections)."),
+    ("Unstoppable Jobs", "unstoppable_jobs", false, "Jobs that a soft stop waits for."),
     ("Listeners", "listeners", false, "Listeners."),
-    (
-        "ActivePeers",
-        "active_peers",
-        false,
-        "Peers connecting or connected.",
-    ),
-    (
-        "ConnectedPeers",
-        "connected_peers",
-        false,
-        "Peers connected.",
-    ),
-    (
-        "DroppedLogs",
-        "dropped_logs_total",
-        true,
-        "Log messages dropped since start.",
-    ),
-    (
-        "BusyPolling",
-        "busy_polling_enabled",
-        false,
-        "1 when busy polling is on.",
-    ),
-    (
-        "FailedResolutions",
-        "failed_resolutions",
-        true,
-        "Failed DNS resolutions since start.",
-    ),
-    (
-        "TotalBytesOut",
-        "bytes_out_total",
-        true,
-        "Bytes sent since start.",
-    ),
-    (
-        "TotalSplicdedBytesOut",
-        "spliced_bytes_out_total",
-        true,
-        "Bytes sent by splicing since start.",
-    ),
-    (
-        "BytesOutRate",
-        "bytes_out_rate",
-        false,
-        "Bytes sent over the last second.",
-    ),
-    (
-        "CumRecvLogs",
-        "recv_logs_total",
-        true,
-        "Log messages received by log forwarding since start.",
-    ),
+    ("ActivePeers", "active_peers", false, "Peers connecting or connected."),
+    ("ConnectedPeers", "connected_peers", false, "Peers connected."),
+    ("DroppedLogs", "dropped_logs_total", true, "Log messages dropped since start."),
+    ("BusyPolling", "busy_polling_enabled", false, "1 when busy polling is on."),
+    ("FailedResolutions", "failed_resolutions", true, "Failed DNS resolutions since start."),
+    ("TotalBytesOut", "bytes_out_total", true, "Bytes sent since start."),
+    ("TotalSplicdedBytesOut", "spliced_bytes_out_total", true, "Bytes sent by splicing since start."),
+    ("BytesOutRate", "bytes_out_rate", false, "Bytes sent over the last second."),
+    ("CumRecvLogs", "recv_logs_total", true, "Log messages received by log forwarding since start."),
 ];
 
 /// HAProxy's server states of the `status` metrics.
@@ -1172,48 +457,38 @@ fn proxy_metrics(o: &mut Out, rows: &[(Row, Vec<Option<Val>>)], only: Kind, q: Q
                         Kind::Listener => (&LI_STATES, r.status.as_str()),
                         Kind::Server => (&SRV_STATES, srv_state(r)),
                     };
-                    for st in states {
-                        let mut l2 = l.clone();
-                        l2.push(("state", st));
-                        o.gauge(&name, help, labels(&l2), f64::from(u8::from(*st == cur)));
-                    }
+                    per_state(o, &name, help, &l, states, |st| {
+                        f64::from(u8::from(st == cur))
+                    });
                     continue;
                 }
                 "agg_server_status" | "agg_server_check_status" => {
                     if !r.has_servers {
                         continue;
                     }
-                    for st in SRV_STATES {
-                        let n = rows
-                            .iter()
-                            .filter(|(s, _)| {
-                                s.kind == Kind::Server && s.pxname == r.pxname && srv_state(s) == st
-                            })
-                            .count();
-                        let mut l2 = l.clone();
-                        l2.push(("state", st));
-                        o.gauge(&name, help, labels(&l2), n as f64);
-                    }
+                    let servers = || {
+                        rows.iter()
+                            .filter(|(s, _)| s.kind == Kind::Server && s.pxname == r.pxname)
+                    };
+                    per_state(o, &name, help, &l, &SRV_STATES, |st| {
+                        servers().filter(|(s, _)| srv_state(s) == st).count() as f64
+                    });
                     continue;
                 }
                 "agg_check_status" => {
                     if !r.has_servers {
                         continue;
                     }
-                    for st in CHECK_STATES {
-                        let n = rows
-                            .iter()
+                    per_state(o, &name, help, &l, &CHECK_STATES, |st| {
+                        rows.iter()
                             .filter(|(s, _)| {
                                 s.kind == Kind::Server
                                     && s.pxname == r.pxname
                                     && s.check_rise.is_some()
                                     && s.check_status.trim_start_matches("* ") == st
                             })
-                            .count();
-                        let mut l2 = l.clone();
-                        l2.push(("state", st));
-                        o.gauge(&name, help, labels(&l2), n as f64);
-                    }
+                            .count() as f64
+                    });
                     continue;
                 }
                 "check_status" => {
@@ -1221,11 +496,9 @@ fn proxy_metrics(o: &mut Out, rows: &[(Row, Vec<Option<Val>>)], only: Kind, q: Q
                         continue;
                     }
                     let cur = r.check_status.trim_start_matches("* ");
-                    for st in CHECK_STATES {
-                        let mut l2 = l.clone();
-                        l2.push(("state", st));
-                        o.gauge(&name, help, labels(&l2), f64::from(u8::from(st == cur)));
-                    }
+                    per_state(o, &name, help, &l, &CHECK_STATES, |st| {
+                        f64::from(u8::from(st == cur))
+                    });
                     continue;
                 }
                 "check_code" => {
@@ -1247,6 +520,22 @@ fn proxy_metrics(o: &mut Out, rows: &[(Row, Vec<Option<Val>>)], only: Kind, q: Q
             }
             o.add(&name, kind(*counter), help, labels(&l), num(&v));
         }
+    }
+}
+
+/// One gauge sample per state, the `state` label after `l`'s.
+fn per_state(
+    o: &mut Out,
+    name: &str,
+    help: &'static str,
+    l: &[(&str, &str)],
+    states: &[&str],
+    value: impl Fn(&str) -> f64,
+) {
+    for st in states {
+        let mut l2 = l.to_vec();
+        l2.push(("state", st));
+        o.gauge(name, help, labels(&l2), value(st));
     }
 }
 
@@ -1322,6 +611,59 @@ pub fn render(p: &Process, q: Query) -> String {
 /// ebb's own metrics (`ebb_` prefix): the resolvers' nameservers and the
 /// scheduler's threads and callbacks.
 fn ebb_metrics(o: &mut Out, p: &Process) {
+    let c = p.live.compiled();
+    // HAProxy's h2 statistics module (its field names; HAProxy 2.6's
+    // exporter has no module metrics).
+    let ld = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed) as f64;
+    for fe in &c.frontends {
+        let l = labels(&[("proxy", &fe.name)]);
+        o.gauge(
+            "ebb_frontend_h2_open_connections",
+            "HTTP/2 client connections open now.",
+            l.clone(),
+            f64::from(fe.h2_conns.load(Ordering::Relaxed)),
+        );
+        o.counter(
+            "ebb_frontend_h2_total_connections",
+            "HTTP/2 client connections since start.",
+            l.clone(),
+            ld(&fe.h2_conns_total),
+        );
+        o.counter(
+            "ebb_frontend_h2_backend_total_streams",
+            "HTTP/2 streams clients opened since start.",
+            l,
+            ld(&fe.h2_streams),
+        );
+    }
+    for be in &c.backends {
+        let l = labels(&[("proxy", &be.name)]);
+        let h = &be.h2;
+        o.gauge(
+            "ebb_backend_h2_open_connections",
+            "HTTP/2 connections to the backend's servers open now.",
+            l.clone(),
+            ld(&h.open_conns),
+        );
+        o.counter(
+            "ebb_backend_h2_total_connections",
+            "HTTP/2 connections to the backend's servers since start.",
+            l.clone(),
+            ld(&h.total_conns),
+        );
+        o.gauge(
+            "ebb_backend_h2_backend_open_streams",
+            "HTTP/2 streams to the backend's servers open now.",
+            l.clone(),
+            ld(&h.open_streams),
+        );
+        o.counter(
+            "ebb_backend_h2_backend_total_streams",
+            "HTTP/2 streams to the backend's servers since start.",
+            l,
+            ld(&h.total_streams),
+        );
+    }
     // `resolvers` sections: each nameserver's counters (`show resolvers`).
     for sec in crate::resolvers::sections() {
         for (ns, c) in sec.cfg.nameservers.iter().zip(&sec.ns) {
@@ -1504,5 +846,33 @@ mod tests {
         assert_eq!(labels(&[]), "");
         assert_eq!(fmt_value(3.0), "3");
         assert_eq!(fmt_value(0.25), "0.25");
+        assert_eq!(fmt_value(f64::NAN), "NaN");
+    }
+
+    #[test]
+    fn query_scopes_as_haproxy() {
+        let q = |u: &str| parse_query(u.as_bytes());
+        let all = q("/metrics").unwrap();
+        assert_eq!(
+            (all.scopes, all.extras, all.no_maint),
+            (SC_ALL, true, false)
+        );
+        let s = q("/metrics?scope=server").unwrap();
+        assert_eq!((s.scopes, s.extras), (SC_SRV, false));
+        let fb = q("/metrics?scope=frontend&scope=backend").unwrap();
+        assert_eq!(fb.scopes, SC_FRONT | SC_BACK);
+        assert_eq!(q("/metrics?scope=*&scope=").unwrap().scopes, 0);
+        let g = q("/metrics?scope=&scope=global").unwrap();
+        assert_eq!((g.scopes, g.extras), (SC_GLOBAL, false));
+        assert_eq!(q("/metrics?scope=%2A").unwrap().scopes, SC_ALL);
+        assert!(q("/metrics?scope=server&no-maint").unwrap().no_maint);
+        assert_eq!(
+            q("/metrics?other=1&scope=sticktable#x").unwrap().scopes,
+            SC_STICK
+        );
+        assert_eq!(q("/metrics?x=1").unwrap().scopes, SC_ALL);
+        for bad in ["?scope", "?scope=bogus", "?scope=a=b", "?scope=%zz"] {
+            assert!(q(&format!("/metrics{bad}")).is_none(), "{bad}");
+        }
     }
 }

@@ -775,6 +775,11 @@ pub fn values(r: &Row) -> Vec<Option<Val>> {
     if fe {
         v[46] = u(r.req_rate);
         v[47] = u(r.req_rate_max);
+        // Every accepted connection is a session in ebb: HAProxy's
+        // connection columns are the session ones.
+        v[77] = u(r.rate);
+        v[78] = u(r.rate_max);
+        v[79] = u(r.stot);
     }
     v[48] = r.req_tot.map(Val::U);
     if !r.last_chk.is_empty() {
