@@ -548,3 +548,95 @@ fn prometheus_metric_names_and_labels_are_haproxys() {
         }
     }
 }
+
+/// `show stat`'s listener rows (type 3): `pxname,svname` of each.
+fn listener_rows(csv: &str) -> Vec<String> {
+    csv.lines()
+        .filter(|l| l.split(',').nth(32) == Some("3"))
+        .map(|l| l.split(',').take(2).collect::<Vec<_>>().join(","))
+        .collect()
+}
+
+fn socket_stats_cfg(sock: &std::path::Path, binds: [&str; 3], a: &Origin) -> String {
+    format!(
+        "global\n    stats socket {} level admin\n\
+         defaults\n    mode http\n    timeout client 10s\n    timeout server 5s\n    timeout connect 1s\n\
+         listen stats\n    bind {}\n    http-request use-service prometheus-exporter if {{ path /metrics }}\n\
+         frontend fe\n    option socket-stats\n    bind {}\n    bind {} name web2\n    default_backend be\n\
+         backend be\n    server s1 {}\n",
+        sock.display(),
+        binds[0],
+        binds[1],
+        binds[2],
+        a.addr
+    )
+}
+
+#[test]
+fn socket_stats_listeners_and_backend_state_history() {
+    let a = Origin::start("a", Mode::Ok);
+    let d = scratch("sockstats");
+    let sock = d.join("admin.sock");
+    let e = Ebb::start(&socket_stats_cfg(&sock, ["BIND", "BIND", "BIND"], &a));
+    let (stats, l1, l2) = (e.addrs[0], e.addrs[1], e.addrs[2]);
+    let metrics = || get(stats, "/metrics?scope=listener&scope=backend").text();
+    let has = |line: &str| metrics().contains(line);
+
+    // A connection counts on its listener while it is open.
+    let mut c = Client::connect(l1);
+    c.send(b"GET /a HTTP/1.1\r\nHost: h\r\n\r\n");
+    assert_eq!(c.read_resp().status, 200);
+    assert!(has(
+        "haproxy_listener_current_sessions{proxy=\"fe\",listener=\"sock-1\"} 1\n"
+    ));
+    assert!(has(
+        "haproxy_listener_sessions_total{proxy=\"fe\",listener=\"sock-1\"} 1\n"
+    ));
+    assert!(has(
+        "haproxy_listener_current_sessions{proxy=\"fe\",listener=\"web2\"} 0\n"
+    ));
+    assert_eq!(get(l2, "/b").status, 200);
+    assert!(has(
+        "haproxy_listener_sessions_total{proxy=\"fe\",listener=\"web2\"} 1\n"
+    ));
+    drop(c);
+    wait_until("the listener's count to drop", || {
+        has("haproxy_listener_current_sessions{proxy=\"fe\",listener=\"sock-1\"} 0\n")
+    });
+    assert!(has(
+        "haproxy_listener_max_sessions{proxy=\"fe\",listener=\"sock-1\"} 1\n"
+    ));
+    assert!(has(
+        "haproxy_listener_status{proxy=\"fe\",listener=\"sock-1\",state=\"OPEN\"} 1\n"
+    ));
+    // The frontend without the option has no listener rows.
+    assert!(!metrics().contains("proxy=\"stats\",listener"));
+    let rows = listener_rows(&cli_cmd(&sock, "show stat"));
+    assert_eq!(rows, ["fe,sock-1", "fe,web2"]);
+
+    // The backend goes down with its last server, and up again.
+    assert!(has("haproxy_backend_check_up_down_total{proxy=\"be\"} 0\n"));
+    cli_cmd(&sock, "disable server be/s1");
+    assert!(has(
+        "haproxy_backend_status{proxy=\"be\",state=\"DOWN\"} 1\n"
+    ));
+    assert!(has("haproxy_backend_check_up_down_total{proxy=\"be\"} 1\n"));
+    assert!(has(
+        "haproxy_backend_agg_server_status{proxy=\"be\",state=\"MAINT\"} 1\n"
+    ));
+    cli_cmd(&sock, "enable server be/s1");
+    assert!(has("haproxy_backend_status{proxy=\"be\",state=\"UP\"} 1\n"));
+    assert!(has("haproxy_backend_check_up_down_total{proxy=\"be\"} 1\n"));
+
+    // HAProxy lists the same listener rows.
+    let hd = scratch("sockstats-h");
+    let hsock = hd.join("h.sock");
+    let ports = [free_port(), free_port(), free_port()];
+    let hb: Vec<String> = ports.iter().map(|p| format!("127.0.0.1:{p}")).collect();
+    let cfg = socket_stats_cfg(&hsock, [&hb[0], &hb[1], &hb[2]], &a);
+    let rest = cfg.split_once("level admin\n").unwrap().1;
+    let Some(h) = haproxy_with("sockstats", rest) else {
+        return;
+    };
+    assert_eq!(listener_rows(&cli_cmd(&h.sock, "show stat")), rows);
+}
