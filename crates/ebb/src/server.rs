@@ -105,6 +105,8 @@ impl TaskletFn for Listener {
         let g = self.live.gen();
         if g != self.gen {
             if let Some(fe) = self.live.frontend(&self.fe.name) {
+                // The new configuration's statistics of this listener.
+                self.bind.stats = fe.listeners.get(self.bind.index).cloned();
                 self.fe = fe;
             }
             self.gen = g;
@@ -271,13 +273,15 @@ pub fn run(cfg: Config, opts: RunOptions) -> i32 {
                 h2: b.proto_h2,
                 name: b.name.as_deref().map(Arc::from),
                 stats: None,
+                index: 0,
             };
             // `option socket-stats`: each address, then each other
             // socket, is the frontend's next listener.
             let mut li = 0;
             let next_facts = |li: &mut usize| {
                 let mut f = facts.clone();
-                f.stats = fe.listeners.get(*li + first_li).cloned();
+                f.index = *li + first_li;
+                f.stats = fe.listeners.get(f.index).cloned();
                 *li += 1;
                 f
             };

@@ -628,6 +628,19 @@ fn socket_stats_listeners_and_backend_state_history() {
     assert!(has("haproxy_backend_status{proxy=\"be\",state=\"UP\"} 1\n"));
     assert!(has("haproxy_backend_check_up_down_total{proxy=\"be\"} 1\n"));
 
+    // A reload starts new counters, which the listeners then count on.
+    e.signal("HUP");
+    assert!(e
+        .wait_stderr("configuration reloaded", Duration::from_secs(20))
+        .is_some());
+    assert!(has(
+        "haproxy_listener_sessions_total{proxy=\"fe\",listener=\"sock-1\"} 0\n"
+    ));
+    assert_eq!(get(l1, "/c").status, 200);
+    assert!(has(
+        "haproxy_listener_sessions_total{proxy=\"fe\",listener=\"sock-1\"} 1\n"
+    ));
+
     // HAProxy lists the same listener rows.
     let hd = scratch("sockstats-h");
     let hsock = hd.join("h.sock");

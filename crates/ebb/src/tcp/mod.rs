@@ -78,6 +78,9 @@ pub struct BindFacts {
     pub name: Option<Arc<str>>,
     /// The listener's statistics (`option socket-stats`).
     pub stats: Option<Arc<crate::proxy::ListenerStats>>,
+    /// The listener's position in its frontend (its statistics' after a
+    /// reload).
+    pub index: usize,
 }
 
 /// Takes an accepted connection: runs the frontend's `tcp-request
