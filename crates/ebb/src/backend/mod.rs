@@ -478,6 +478,10 @@ pub struct Farm {
     /// `maxqueue` of the backend queue: the sum of the servers' when all
     /// set one, else unbounded (HAProxy bounds only per server).
     pub counters: Counters,
+    /// The backend's own state history (`show stat`'s backend `chkdown`,
+    /// `lastchg`, `downtime`): it is down while no server is usable.
+    pub be_ext: extra::SrvExtra,
+    be_up: std::sync::atomic::AtomicBool,
 }
 
 static NEXT_SERVER_UID: AtomicU64 = AtomicU64::new(1);
@@ -517,6 +521,21 @@ impl Farm {
             slots: (0..LB_SLOTS).map(|_| Padded(Mutex::new(None))).collect(),
             queue: Mutex::new(VecDeque::new()),
             counters: Counters::default(),
+            be_ext: extra::SrvExtra::default(),
+            be_up: std::sync::atomic::AtomicBool::new(true),
+        }
+    }
+
+    /// Notes a server's change of state on the backend's own history: the
+    /// backend goes down when no server is usable any more, and up again
+    /// with the first usable one.
+    pub fn note_state(&self) {
+        let up = self.servers.iter().any(|s| s.usable());
+        if self.be_up.swap(up, Ordering::AcqRel) != up {
+            if !up {
+                self.be_ext.chkdown.fetch_add(1, Ordering::Relaxed);
+            }
+            self.be_ext.changed(up);
         }
     }
 
@@ -971,6 +990,7 @@ pub fn set_admin(farm: &Farm, s: &ServerRt, state: u8) -> Result<(), String> {
     let before = s.admin.swap(state, Ordering::Relaxed);
     if was != s.usable() {
         s.ext.changed(s.usable());
+        farm.note_state();
     }
     // HAProxy's alert on entering maintenance and notice on leaving it.
     if state == ADMIN_MAINT && before != ADMIN_MAINT {

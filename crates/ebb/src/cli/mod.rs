@@ -876,7 +876,7 @@ const INFO_FIELDS: &[(&str, &str, &str)] = &[
 /// Every `show info` value ebb has, by field name; the fields it has no
 /// such concept for (pools, pipes, SSL rates, peers, compression rates...)
 /// are absent and print empty.
-fn info_values(p: &Process) -> Vec<(&'static str, String)> {
+pub(crate) fn info_values(p: &Process) -> Vec<(&'static str, String)> {
     let c = p.live.compiled();
     let (up_s, up) = uptime(p.start);
     let req: u64 = c

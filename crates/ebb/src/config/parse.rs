@@ -424,7 +424,6 @@ const HAPROXY_OPTIONS_UNSUPPORTED: &[&str] = &[
     "checkcache",
     "http-ignore-probes",
     "contstats",
-    "socket-stats",
     "originalto",
     "forceclose",
     "http_proxy",
@@ -461,6 +460,7 @@ const OPTIONS: &[&str] = &[
     "splice-request",
     "splice-response",
     "abortonclose",
+    "socket-stats",
 ];
 
 const UNSUPPORTED_SECTIONS: &[&str] = &[
@@ -2820,9 +2820,12 @@ fn proxy_option(px: &mut Proxy, ctx: &Ctx<'_>, no: bool, w: &[String]) -> Result
         | "ldap-check" | "spop-check" | "ssl-hello-chk" => BE,
         "http-buffer-request" | "splice-auto" | "splice-request" | "splice-response" => FE | BE,
         "abortonclose" => BE,
-        "httplog" | "tcplog" | "dontlognull" | "idle-close-on-response" | "disable-h2-upgrade" => {
-            FE
-        }
+        "httplog"
+        | "tcplog"
+        | "dontlognull"
+        | "idle-close-on-response"
+        | "disable-h2-upgrade"
+        | "socket-stats" => FE,
         o if HAPROXY_OPTIONS_UNSUPPORTED.contains(&o) => {
             return Err(format!("HAProxy option '{o}' is not supported by ebb"))
         }
@@ -2937,6 +2940,10 @@ fn proxy_option(px: &mut Proxy, ctx: &Ctx<'_>, no: bool, w: &[String]) -> Result
         "abortonclose" => {
             no_args(rest)?;
             o.abortonclose = !no;
+        }
+        "socket-stats" => {
+            no_args(rest)?;
+            o.socket_stats = !no;
         }
         "forwardfor" => {
             if no {

@@ -3207,6 +3207,11 @@ fn soft_stop_and_master_worker_keywords() {
         "t.cfg:2: ",
         "idle-close-on-response",
     );
+    let c = ok(&fe("    option socket-stats"));
+    assert!(c.proxies[0].options.socket_stats);
+    let c = ok(&fe("    option socket-stats\n    no option socket-stats"));
+    assert!(!c.proxies[0].options.socket_stats);
+    err1(&be("    option socket-stats"), "t.cfg:2: ", "socket-stats");
 }
 
 #[test]

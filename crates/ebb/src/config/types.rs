@@ -741,6 +741,9 @@ pub struct ProxyOptions {
     pub splice_loc: Option<Loc>,
     /// `option abortonclose` (backends).
     pub abortonclose: bool,
+    /// `option socket-stats`: each listener of the frontend has its own
+    /// statistics (`show stat` rows, `haproxy_listener_*` metrics).
+    pub socket_stats: bool,
 }
 
 /// `option splice-auto`: a direction moves through a kernel pipe once it

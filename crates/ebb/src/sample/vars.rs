@@ -175,6 +175,9 @@ pub struct VarStore {
     /// (`accept-proxy`; empty for v1); `None` without a header
     /// (`fc_rcvd_proxy`, `fc_pp_authority`, `fc_pp_unique_id`).
     pub pp_tlvs: Option<std::sync::Arc<[crate::proxyproto::Tlv]>>,
+    /// The connection's place on its listener's statistics (`option
+    /// socket-stats`), released with the connection.
+    pub listener: Option<crate::proxy::ListenerGuard>,
     /// `capture request|response header` values of the exchange.
     pub req_caps: Vec<Option<Vec<u8>>>,
     pub res_caps: Vec<Option<Vec<u8>>>,

@@ -901,7 +901,12 @@ impl Stream {
                             admin,
                         }
                     }
-                    _ => Service::Prometheus,
+                    _ => {
+                        let buf = &c.rbuf[c.rstart..c.rend];
+                        Service::Prometheus {
+                            uri: c.head.path.get(buf).to_vec(),
+                        }
+                    }
                 };
                 let mut job = Some(svc);
                 let slot = Rc::new(std::cell::RefCell::new(None));

@@ -375,9 +375,7 @@ impl Stream {
                 .map(|k| crate::sample::websocket_accept(&k)),
             _ => None,
         });
-        let keep_server = !sr.server_close
-            && !c.fe.server_close
-            && view.upgrade.is_none();
+        let keep_server = !sr.server_close && !c.fe.server_close && view.upgrade.is_none();
         if sr.close {
             // `option httpclose` in the backend closes both sides.
             self.keep_alive = false;
