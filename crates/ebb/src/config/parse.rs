@@ -2511,10 +2511,20 @@ fn proxy_kw(px: &mut Proxy, ctx: &Ctx<'_>, words: &[String]) -> Result<(), Strin
             let addr = w
                 .get(2)
                 .ok_or_else(|| format!("server '{name}' needs an address (ADDR:PORT)"))?;
-            let (host, port) = super::values::parse_server_addr(addr)?;
+            let abns = abns_name(addr)?;
+            let (host, port) = match &abns {
+                Some(_) => (addr.to_string(), 0),
+                None => super::values::parse_server_addr(addr)?,
+            };
             let mut opts = px.default_server.clone();
             parse_server_opts(&w[3..], &mut opts, ctx)?;
-            opts.map_ports = port == 0;
+            opts.map_ports = port == 0 && abns.is_none();
+            if abns.is_some() && (opts.check || opts.ssl || opts.resolvers.is_some()) {
+                return Err(format!(
+                    "server '{name}': 'check', 'ssl' and 'resolvers' on an abns@ server are not supported by ebb"
+                ));
+            }
+            opts.abns = abns;
             no_check_port(name, &opts)?;
             if opts.ssl {
                 // `ssl-default-server-*` fill what the line does not set.
@@ -3415,6 +3425,20 @@ fn parse_bind(w: &[String], ctx: &Ctx<'_>) -> Result<Bind, String> {
         accept_proxy,
         proto_h2,
     })
+}
+
+/// The name of an `abns@NAME` server address (environment variables
+/// expanded, as HAProxy's address parser does), or `None` for another
+/// address.
+fn abns_name(addr: &str) -> Result<Option<String>, String> {
+    let Some(n) = addr.strip_prefix("abns@") else {
+        return Ok(None);
+    };
+    let n = super::values::env_expand(n).into_owned();
+    if n.is_empty() || n.len() > 100 {
+        return Err("'abns@' expects a name of 1 to 100 bytes".to_string());
+    }
+    Ok(Some(n))
 }
 
 /// `add server BACKEND/NAME ADDR[:PORT] [options]` after the name: the

@@ -1379,6 +1379,9 @@ pub struct ServerOptions {
     /// 10.0.0.1`): connections go to the port the client connected to
     /// (HAProxy's mapped ports, offset 0).
     pub map_ports: bool,
+    /// `abns@NAME` as the address: a Linux abstract UNIX socket, the
+    /// name as written (padded as HAProxy pads it at connect).
+    pub abns: Option<String>,
     /// `agent-check` (`no-agent-check` clears it): an auxiliary agent
     /// check runs beside the health check.
     pub agent_check: bool,
@@ -1474,6 +1477,7 @@ impl Default for ServerOptions {
             alpn: Vec::new(),
             resolve_net: Vec::new(),
             map_ports: false,
+            abns: None,
             agent_check: false,
             agent_port: None,
             agent_addr: None,

@@ -429,14 +429,13 @@ impl Session {
             return;
         };
         let now = ctx.now();
-        let r = s
-            .dest(|| self.dst.or_else(|| self.local_addr()))
-            .ok_or_else(|| std::io::Error::from(std::io::ErrorKind::AddrNotAvailable))
-            .and_then(crate::backend::connect_nb)
-            .and_then(|st| match &s.tls {
-                Some(t) => Transport::connect_tls(st, Arc::clone(&t.config), &t.sni),
-                None => Ok(Transport::plain(st)),
-            });
+        let r = crate::backend::connect_server_nb(&s, || {
+            s.dest(|| self.dst.or_else(|| self.local_addr()))
+        })
+        .and_then(|st| match &s.tls {
+            Some(t) => Transport::connect_tls(st, Arc::clone(&t.config), &t.sni),
+            None => Ok(Transport::plain(st)),
+        });
         let Ok(st) = r else {
             self.connect_failed(ctx, false);
             return;
