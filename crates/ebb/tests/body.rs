@@ -775,3 +775,34 @@ fn a_buffered_body_is_sent_again_when_a_reused_connection_was_lost() {
         assert_eq!((r.status, r.text()), (200, body.to_string()));
     }
 }
+
+#[test]
+fn a_wait_for_body_answers_expect_100_continue_itself() {
+    let o = Origin::start("cont", Mode::Echo);
+    let e = Ebb::start(&format!(
+        "defaults\n    mode http\n    timeout client 5s\n    timeout server 5s\n    timeout connect 5s\n\
+         frontend fe\n    bind BIND\n    option http-buffer-request\n\
+         \x20   http-response set-header x-len %[var(txn.len)]\n\
+         \x20   http-request set-var(txn.len) req.body_len\n    default_backend be\n\
+         backend be\n    server s {}\n",
+        o.addr
+    ));
+    let mut c = Client::connect(e.addr());
+    c.send(b"POST / HTTP/1.1\r\nHost: t\r\nExpect: 100-continue\r\nContent-Length: 5\r\n\r\n");
+    // The 100 comes before any body byte is sent, then the answer.
+    let r = c.read_resp_opt(true).expect("100 Continue");
+    assert_eq!(r.status, 100);
+    c.send(b"hello");
+    let r = c.read_resp();
+    assert_eq!(
+        (r.status, r.text().as_str(), r.header("x-len")),
+        (200, "hello", Some("5"))
+    );
+    let heads = o.heads.lock().unwrap().clone();
+    assert!(
+        !heads
+            .iter()
+            .any(|h| h.to_ascii_lowercase().contains("expect:")),
+        "{heads:?}"
+    );
+}
