@@ -806,3 +806,29 @@ fn a_wait_for_body_answers_expect_100_continue_itself() {
         "{heads:?}"
     );
 }
+
+#[test]
+fn strict_mode_off_ignores_a_failed_rewrite() {
+    let o = Origin::start("strict", Mode::Ok);
+    let e = Ebb::start(&format!(
+        "defaults\n    mode http\n    timeout client 5s\n    timeout server 5s\n    timeout connect 5s\n\
+         frontend fe\n    bind BIND\n\
+         \x20   http-request strict-mode off if {{ path_beg /lax }}\n\
+         \x20   http-request set-method \"B AD\"\n\
+         \x20   http-request set-header x-after yes\n    default_backend be\n\
+         backend be\n    http-request set-method \"B AD\" if {{ path_beg /lax/be }}\n    server s {}\n",
+        o.addr
+    ));
+    // Strict (the default): the rewrite that leaves no valid request is a 500.
+    assert_eq!(get(e.addr(), "/strict").status, 500);
+    // Off: ignored, the rules go on, the request goes as it was.
+    assert_eq!(get(e.addr(), "/lax").status, 200);
+    assert!(o
+        .heads
+        .lock()
+        .unwrap()
+        .iter()
+        .any(|h| h.starts_with("GET /lax ") && h.to_ascii_lowercase().contains("x-after: yes")));
+    // The backend's rules start strict again.
+    assert_eq!(get(e.addr(), "/lax/be").status, 500);
+}

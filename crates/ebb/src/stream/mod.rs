@@ -108,6 +108,8 @@ struct BodyWait {
     read_deadline: Tick,
     /// Bytes in the buffer when last looked at.
     seen: usize,
+    /// `http-request strict-mode` as the rules before left it.
+    strict: bool,
 }
 
 /// What of a message's body framed by `framing` is in `after` (the bytes
@@ -535,6 +537,7 @@ impl Stream {
                     deadline: 0,
                     read_deadline: 0,
                     seen: 0,
+                    strict: st.strict,
                 }))
             }
             _ => Act::Service,
@@ -562,6 +565,7 @@ impl Stream {
             let l = *l;
             st.edited = l.edited;
             st.cache_hit = l.cache_hit;
+            st.strict = l.strict;
         }
         let tr = &c.tr;
         let dst = dst_of(tr, c.dst);
@@ -576,6 +580,7 @@ impl Stream {
                 deadline: 0,
                 read_deadline: 0,
                 seen: 0,
+                strict: true,
             }))
         };
         let (fe_from, be_at) = match at {
