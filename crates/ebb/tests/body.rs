@@ -103,6 +103,18 @@ fn http2_request_bodies_are_waited_for_too() {
     let (ok, out, err) = curl(&["-s", "--http2-prior-knowledge", "-d", "b=h2&x=1", &url]);
     assert!(ok, "{err}");
     assert_eq!(out, "body=b=h2&x=1 len=8 size=8 p=h2");
+    // No content-length: the stream's DATA reach the rules de-chunked.
+    let (ok, out, err) = curl(&[
+        "-s",
+        "--http2-prior-knowledge",
+        "-H",
+        "Content-Length:",
+        "--data-binary",
+        "b=nolen",
+        &url,
+    ]);
+    assert!(ok, "{err}");
+    assert_eq!(out, "body=b=nolen len=7 size=7 p=nolen");
 }
 
 #[test]
