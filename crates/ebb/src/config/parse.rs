@@ -2304,6 +2304,7 @@ fn proxy_kw(px: &mut Proxy, ctx: &Ctx<'_>, words: &[String]) -> Result<(), Strin
                     [] => HttpResponseAction::Allow,
                     [x, ..] => return Err(format!("unexpected '{x}' after '{kw} allow'")),
                 },
+                "strict-mode" => HttpResponseAction::StrictMode(parse_strict_mode(kw, args)?),
                 "deny" if kw == "http-response" => {
                     // HAProxy's default status for a denied response: 502.
                     let given = args.iter().any(|a| a == "deny_status" || a == "status");
@@ -2347,7 +2348,7 @@ fn proxy_kw(px: &mut Proxy, ctx: &Ctx<'_>, words: &[String]) -> Result<(), Strin
                     }
                     None => {
                         return Err(format!(
-                            "unknown '{kw}' action '{a}' (supported: allow, set-header, add-header, del-header, replace-header, replace-value, set-status, set-var, set-var-fmt, unset-var, capture, cache-store, deny, wait-for-body)"
+                            "unknown '{kw}' action '{a}' (supported: allow, set-header, add-header, del-header, replace-header, replace-value, set-status, set-var, set-var-fmt, unset-var, capture, cache-store, deny, wait-for-body, strict-mode)"
                         ))
                     }
                 },
@@ -2804,6 +2805,7 @@ pub fn unreachable_rules(px: &Proxy) -> Vec<String> {
                     | HttpRequestAction::Capture(_)
                     | HttpRequestAction::WaitForBody(_)
                     | HttpRequestAction::SetTimeout { .. }
+                    | HttpRequestAction::StrictMode(_)
             )
     };
     let Some(first) = px.http_request.iter().position(is_final) else {
@@ -4443,6 +4445,7 @@ fn parse_http_request(
             ))
         }
         "wait-for-body" => HttpRequestAction::WaitForBody(parse_wait_for_body("http-request", args)?),
+        "strict-mode" => HttpRequestAction::StrictMode(parse_strict_mode("http-request", args)?),
         "set-timeout" => {
             if ctx.caps & BE == 0 {
                 return Err(format!("proxy '{}' has no backend capability", px.name));
@@ -4511,7 +4514,7 @@ fn parse_http_request(
         },
         o => {
             return Err(format!(
-                "unknown 'http-request' action '{o}' (supported: return, redirect, deny, allow, set-header, add-header, del-header, replace-header, replace-value, set-path, set-pathq, set-query, set-uri, set-method, replace-path, replace-pathq, replace-uri, set-var, set-var-fmt, unset-var, set-dst, set-dst-port, use-service, cache-use, capture, tarpit, reject, wait-for-body, auth, set-timeout, track-sc0, track-sc1, track-sc2, sc-inc-gpc, sc-inc-gpc0, sc-inc-gpc1, sc-set-gpt, sc-set-gpt0)"
+                "unknown 'http-request' action '{o}' (supported: return, redirect, deny, allow, set-header, add-header, del-header, replace-header, replace-value, set-path, set-pathq, set-query, set-uri, set-method, replace-path, replace-pathq, replace-uri, set-var, set-var-fmt, unset-var, set-dst, set-dst-port, use-service, cache-use, capture, tarpit, reject, wait-for-body, auth, set-timeout, strict-mode, track-sc0, track-sc1, track-sc2, sc-inc-gpc, sc-inc-gpc0, sc-inc-gpc1, sc-set-gpt, sc-set-gpt0)"
             ))
         }
     };
@@ -4630,6 +4633,15 @@ fn userlist_kw(u: &mut crate::sample::auth::Userlist, w: &[String]) -> Result<()
         }
     }
     Ok(())
+}
+
+/// `strict-mode on|off`.
+fn parse_strict_mode(kw: &str, args: &[String]) -> Result<bool, String> {
+    match args {
+        [v] if v == "on" => Ok(true),
+        [v] if v == "off" => Ok(false),
+        _ => Err(format!("'{kw} strict-mode' expects 'on' or 'off'")),
+    }
 }
 
 /// `wait-for-body time T [at-least N]` (HAProxy's parse_http_wait_for_body:

@@ -1124,6 +1124,9 @@ pub enum HttpRequestAction {
         tunnel: bool,
         value: TimeoutValue,
     },
+    /// `strict-mode on|off`: whether a failed rewrite of the rules that
+    /// follow is an error (500) or ignored.
+    StrictMode(bool),
 }
 
 /// The value of `set-timeout`: milliseconds, or an expression giving them.
@@ -1190,6 +1193,8 @@ pub enum HttpResponseAction {
     /// the server's answer is dropped, this one (502 by default) sent and
     /// the connection closed.
     Deny(Box<ReturnAction>),
+    /// `strict-mode on|off` (`http-response`, `http-after-response`).
+    StrictMode(bool),
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -335,7 +335,11 @@ impl Stream {
         });
         // `compression offload`: the server is not asked to compress.
         let offload = comp_choice.as_ref().is_some_and(|(p, _)| p.offload);
-        let omit = |name: &[u8]| offload && hdr_name_eq(name, "accept-encoding");
+        let continued = self.continued;
+        let omit = |name: &[u8]| {
+            (offload && hdr_name_eq(name, "accept-encoding"))
+                || (continued && hdr_name_eq(name, "expect"))
+        };
         let mut view = ReqHead::from_h1(buf, h);
         let mut scheme = None;
         if c.lane_of.is_some() && view.form == Form::Absolute {
