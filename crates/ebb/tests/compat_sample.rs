@@ -840,3 +840,23 @@ fn tcp_log_format() {
         "{err}"
     );
 }
+
+const IP_RULES: &str = "    http-request set-var(txn.v4) ipv4(10.1.2.3)\n\
+    http-after-response set-header x-ip \"%[var(txn.v4),ipmask(16)] %[ipv6(2001:db8::1)] %[ipv4(192.168.0.1),hex]\"\n";
+
+/// The constant address fetches `ipv4()` and `ipv6()` (HAProxy's reg-test
+/// connection/cli_src_dst uses them with `set-src`).
+#[test]
+fn constant_address_fetches() {
+    let ebb = Ebb::start(&answering("BIND", IP_RULES));
+    let see = |addr: SocketAddr| {
+        let head = raw_head(
+            addr,
+            "GET / HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n",
+        );
+        raw_field(&head, "x-ip")
+    };
+    let want = Some(b"10.1.0.0 2001:db8::1 C0A80001".to_vec());
+    assert_eq!(see(ebb.addr()), want);
+    same_on_haproxy("hap-ip", |b| answering(b, IP_RULES), see, &want);
+}
