@@ -317,6 +317,8 @@ pub struct BackendRt {
     /// HTTP/2 toward this backend's `proto h2` servers (shared with the
     /// connections, which may outlive a reload).
     pub h2: Arc<H2Counters>,
+    /// `option http-restrict-req-hdr-names`, after the backend's rules.
+    pub restrict_hdr_names: crate::config::RestrictHdrNames,
 }
 
 /// HTTP/2 connections and streams toward servers, all threads together:
@@ -369,6 +371,8 @@ pub struct FrontendRt {
     pub idle_close_on_response: bool,
     /// `option disable-h2-upgrade`: no implicit HTTP/2 on HTTP/1 binds.
     pub disable_h2_upgrade: bool,
+    /// `option http-restrict-req-hdr-names`, after the frontend's rules.
+    pub restrict_hdr_names: crate::config::RestrictHdrNames,
     pub matcher: Matcher,
     pub http_request: Vec<ReqRule>,
     pub http_response: Vec<RespRule>,
@@ -971,6 +975,7 @@ pub fn compile_keeping(
                 l4,
                 after_response,
                 h2: Arc::default(),
+                restrict_hdr_names: p.options.restrict_hdr_names,
             })
         })();
         match r {
@@ -1064,6 +1069,7 @@ pub fn compile_keeping(
                 server_close: p.options.conn_mode != HttpConnMode::KeepAlive,
                 idle_close_on_response: p.options.idle_close_on_response,
                 disable_h2_upgrade: p.options.disable_h2_upgrade,
+                restrict_hdr_names: p.options.restrict_hdr_names,
                 matcher,
                 http_request,
                 http_response,

@@ -717,6 +717,21 @@ pub struct ProxyOptions {
     /// `option disable-h2-upgrade`: an HTTP/1 bind does not serve a
     /// client that starts with the HTTP/2 preface as HTTP/2.
     pub disable_h2_upgrade: bool,
+    /// `option http-restrict-req-hdr-names`.
+    pub restrict_hdr_names: RestrictHdrNames,
+}
+
+/// `option http-restrict-req-hdr-names preserve|delete|reject`: what the
+/// proxy does, after its `http-request` rules, with request fields whose
+/// name holds a character other than letters, digits and `-`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum RestrictHdrNames {
+    #[default]
+    Preserve,
+    /// Such fields are removed.
+    Delete,
+    /// Such a request is answered 403.
+    Reject,
 }
 
 pub use crate::net::IpNet;
