@@ -815,14 +815,21 @@ mod tests {
     }
 
     #[test]
-    fn log_format_in_a_tcp_proxy_is_refused_not_ignored() {
+    fn log_format_in_a_tcp_proxy_refuses_http_variables() {
+        compiles(
+            "defaults\n    mode tcp\n    log-format \"%ci %b %ts %B\"\nlisten l\n    bind :80\n    server s 127.0.0.1:1\n",
+        );
         let e = compile_err(
-            "defaults\n    mode tcp\n    log-format \"%ci %b\"\nlisten l\n    bind :80\n    server s 127.0.0.1:1\n",
+            "defaults\n    mode tcp\n    log-format \"%ci %b %HU\"\nlisten l\n    bind :80\n    server s 127.0.0.1:1\n",
         );
         assert!(
-            e.starts_with("t.cfg:3: ") && e.contains("'log-format' is not supported"),
+            e.starts_with("t.cfg:3: ") && e.contains("'%HU' is reserved for HTTP mode"),
             "{e}"
         );
+        let e = compile_err(
+            "defaults\n    mode tcp\n    log-format \"%[res.hdr(server)]\"\nlisten l\n    bind :80\n    server s 127.0.0.1:1\n",
+        );
+        assert!(e.contains("reads HTTP"), "{e}");
         // A backend writes no log line of its own: a log-format it
         // inherits is unused in HAProxy too.
         compiles(

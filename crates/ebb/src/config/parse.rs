@@ -461,6 +461,7 @@ const OPTIONS: &[&str] = &[
     "splice-response",
     "abortonclose",
     "socket-stats",
+    "http-restrict-req-hdr-names",
 ];
 
 const UNSUPPORTED_SECTIONS: &[&str] = &[
@@ -2826,7 +2827,11 @@ pub fn unreachable_rules(px: &Proxy) -> Vec<String> {
 fn proxy_option(px: &mut Proxy, ctx: &Ctx<'_>, no: bool, w: &[String]) -> Result<(), String> {
     let name = arg(w, 1, "option")?;
     let caps = match name {
-        "http-keep-alive" | "httpclose" | "http-server-close" | "forwardfor" => FE | BE,
+        "http-keep-alive"
+        | "httpclose"
+        | "http-server-close"
+        | "forwardfor"
+        | "http-restrict-req-hdr-names" => FE | BE,
         "redispatch" | "httpchk" | "tcp-check" | "log-health-checks" | "persist"
         | "transparent" | "redis-check" | "smtpchk" | "pgsql-check" | "mysql-check"
         | "ldap-check" | "spop-check" | "ssl-hello-chk" => BE,
@@ -2956,6 +2961,26 @@ fn proxy_option(px: &mut Proxy, ctx: &Ctx<'_>, no: bool, w: &[String]) -> Result
         "socket-stats" => {
             no_args(rest)?;
             o.socket_stats = !no;
+        }
+        "http-restrict-req-hdr-names" => {
+            if no {
+                return Err(format!("'no option {name}' is not supported"));
+            }
+            let [mode] = rest else {
+                return Err(format!(
+                    "option '{name}' expects 'preserve', 'reject' or 'delete' option"
+                ));
+            };
+            o.restrict_hdr_names = match mode.as_str() {
+                "preserve" => RestrictHdrNames::Preserve,
+                "delete" => RestrictHdrNames::Delete,
+                "reject" => RestrictHdrNames::Reject,
+                m => {
+                    return Err(format!(
+                        "invalid parameter '{m}'. option '{name}' expects 'preserve', 'reject' or 'delete' option"
+                    ))
+                }
+            };
         }
         "forwardfor" => {
             if no {

@@ -744,6 +744,21 @@ pub struct ProxyOptions {
     /// `option socket-stats`: each listener of the frontend has its own
     /// statistics (`show stat` rows, `haproxy_listener_*` metrics).
     pub socket_stats: bool,
+    /// `option http-restrict-req-hdr-names`.
+    pub restrict_hdr_names: RestrictHdrNames,
+}
+
+/// `option http-restrict-req-hdr-names preserve|delete|reject`: what the
+/// proxy does, after its `http-request` rules, with request fields whose
+/// name holds a character other than letters, digits and `-`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum RestrictHdrNames {
+    #[default]
+    Preserve,
+    /// Such fields are removed.
+    Delete,
+    /// Such a request is answered 403.
+    Reject,
 }
 
 /// `option splice-auto`: a direction moves through a kernel pipe once it
