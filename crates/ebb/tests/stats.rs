@@ -366,6 +366,8 @@ print(json.dumps(fams))
     );
     let served = a.requests.load(Ordering::SeqCst);
     assert!(out.contains(&format!("[\"haproxy_server_sessions_total\", {{\"proxy\": \"app\", \"server\": \"a\"}}, {served}.0]")), "{out}");
+    // Each server counts the responses it gave, by class.
+    assert!(out.contains(&format!("[\"haproxy_server_http_responses_total\", {{\"proxy\": \"app\", \"server\": \"a\", \"code\": \"2xx\"}}, {served}.0]")), "{out}");
 }
 
 /// One configuration for ebb and HAProxy: listeners with statistics,

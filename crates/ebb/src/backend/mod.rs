@@ -162,6 +162,8 @@ pub struct Counters {
     pub redispatches: AtomicU64,
     pub queued_total: AtomicU64,
     pub queue_timeouts: AtomicU64,
+    /// HTTP responses by status class (1xx..5xx, other).
+    pub hrsp: [AtomicU64; 6],
 }
 
 /// One `server` line at run time.

@@ -318,6 +318,9 @@ fn srv_row(i: usize, farm: &Farm, s: &ServerRt) -> Row {
     r.wretr = ld(&c.retries);
     r.wredis = ld(&c.redispatches);
     r.qtime_out = ld(&c.queue_timeouts);
+    for (k, h) in c.hrsp.iter().enumerate() {
+        r.hrsp[k] = ld(h);
+    }
     r.status = server_status(s).into();
     r.weight = Some(u64::from(s.weight.load(Ordering::Relaxed)));
     r.act = Some(u64::from(!s.opts.backup));
@@ -767,7 +770,9 @@ pub fn values(r: &Row) -> Vec<Option<Val>> {
     }
     v[37] = r.check_code.map(Val::U);
     v[38] = r.check_duration.map(Val::U);
-    if !sv || r.hrsp.iter().any(|&x| x > 0) {
+    // HTTP response classes: frontends and backends always; servers of
+    // an http backend (HAProxy's).
+    if !sv || r.mode == "http" {
         for k in 0..6 {
             v[39 + k] = u(r.hrsp[k]);
         }
@@ -1109,7 +1114,10 @@ pub fn clear_all(c: &Compiled) {
                     &s.redispatches,
                     &s.queued_total,
                     &s.queue_timeouts,
-                ] {
+                ]
+                .into_iter()
+                .chain(&s.hrsp)
+                {
                     a.store(0, Ordering::Relaxed);
                 }
             }

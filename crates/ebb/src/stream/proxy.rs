@@ -1620,6 +1620,12 @@ impl Stream {
 
     fn log_proxy(&mut self, c: &mut H1, ctx: &mut Ctx, up: &Upstream, bytes: u64) {
         crate::proxy::count_request(&c.fe, Some(&up.be), up.status, bytes);
+        // The server's own count of the responses it gave (HAProxy's
+        // server `hrsp_*`); not for a backend's dispatch target.
+        if let Some(s) = up.server.as_ref().filter(|s| !s.backend_target) {
+            s.counters.hrsp[crate::proxy::status_class(up.status)]
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
         let err = (400..500).contains(&up.status);
         let fail = crate::table::http_failure(up.status, up.term);
         c.stk
