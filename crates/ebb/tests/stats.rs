@@ -488,9 +488,16 @@ fn prometheus_metric_names_and_labels_are_haproxys() {
         "haproxy_listener_sessions_total{proxy=\"fe\",listener=\"sock-1\"} 1\n",
         "haproxy_backend_agg_server_status{proxy=\"be\",state=\"UP\"} 2\n",
         "haproxy_sticktable_size{name=\"be\",type=\"ip\"} 1048576\n",
+        // Seconds since a stream was last handed over: -1 never.
+        "haproxy_server_last_session_seconds{proxy=\"be\",server=\"s3\"} -1\n",
     ] {
         assert!(all.contains(line), "{line} not in:\n{all}");
     }
+    let age = all
+        .lines()
+        .find_map(|l| l.strip_prefix("haproxy_backend_last_session_seconds{proxy=\"be\"} "))
+        .and_then(|v| v.parse::<i64>().ok());
+    assert!(age.is_some_and(|a| a >= 0), "{age:?}");
     // No HTTP metrics for the TCP proxies.
     assert!(!all.contains("haproxy_frontend_http_requests_total{proxy=\"tfe\"}"));
     assert!(!all.contains("haproxy_backend_http_responses_total{proxy=\"tbe\""));

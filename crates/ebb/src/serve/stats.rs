@@ -107,6 +107,9 @@ pub struct Row {
     /// open connections, open streams, total connections, total streams
     /// (what ebb counts; the frame counters stay empty).
     pub h2: [Option<u64>; 4],
+    /// Backends and servers: seconds since the last stream was handed
+    /// to a server (`None`: never).
+    pub lastsess: Option<u64>,
     /// The proxy's `mode` (`http` or `tcp`).
     pub mode: &'static str,
     /// Servers: `srv_icur` (idle connections now), `src_ilim`
@@ -177,6 +180,7 @@ impl Row {
             algo: String::new(),
             uweight: None,
             h2: [None; 4],
+            lastsess: None,
             mode: "http",
             icur: None,
             ilim: None,
@@ -318,6 +322,7 @@ fn srv_row(i: usize, farm: &Farm, s: &ServerRt) -> Row {
     r.wretr = ld(&c.retries);
     r.wredis = ld(&c.redispatches);
     r.qtime_out = ld(&c.queue_timeouts);
+    r.lastsess = c.last_session_age();
     for (k, h) in c.hrsp.iter().enumerate() {
         r.hrsp[k] = ld(h);
     }
@@ -442,6 +447,9 @@ fn be_row(i: usize, be: &BackendRt) -> Row {
                 r.wretr += ld(&c.retries);
                 r.wredis += ld(&c.redispatches);
                 r.qtime_out += ld(&c.queue_timeouts);
+                if let Some(a) = c.last_session_age() {
+                    r.lastsess = Some(r.lastsess.map_or(a, |b| b.min(a)));
+                }
                 if s.usable() {
                     if s.opts.backup {
                         bck += 1;
@@ -688,6 +696,8 @@ fn csv_field(s: &str) -> String {
 #[derive(Clone, Debug, PartialEq)]
 pub enum Val {
     U(u64),
+    /// A signed value (`lastsess`: -1 when there was no session).
+    I(i64),
     Str(String),
 }
 
@@ -695,6 +705,7 @@ impl std::fmt::Display for Val {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Val::U(v) => write!(f, "{v}"),
+            Val::I(v) => write!(f, "{v}"),
             Val::Str(v) => f.write_str(v),
         }
     }
@@ -787,6 +798,10 @@ pub fn values(r: &Row) -> Vec<Option<Val>> {
         v[79] = u(r.stot);
     }
     v[48] = r.req_tot.map(Val::U);
+    if be || sv {
+        // HAProxy's -1: no session yet.
+        v[55] = Some(r.lastsess.map_or(Val::I(-1), |a| Val::I(a as i64)));
+    }
     if !r.last_chk.is_empty() {
         v[56] = st(&r.last_chk);
     }

@@ -480,7 +480,7 @@ impl Stream {
         let now = ctx.now();
         up.t_served = Some(now);
         up.waiter = None;
-        s.counters.sessions.fetch_add(1, Ordering::Relaxed);
+        s.counters.note_session();
         // 1. The connection this client already has to that server (its
         //    place in the idle pool is given back: it is in use).
         let mut sock = None;

@@ -416,7 +416,7 @@ impl Session {
     fn use_server(&mut self, ctx: &mut Ctx, s: Arc<ServerRt>) {
         self.t_served = Some(ctx.now());
         self.waiter = None;
-        s.counters.sessions.fetch_add(1, Ordering::Relaxed);
+        s.counters.note_session();
         self.sess.target.store(s.uid, Ordering::Relaxed);
         self.server = Some(s);
         self.connect(ctx);
