@@ -164,6 +164,10 @@ pub struct Counters {
     pub queue_timeouts: AtomicU64,
     /// HTTP responses by status class (1xx..5xx, other).
     pub hrsp: [AtomicU64; 6],
+    /// Connections to it attempted, and connections reused for a stream
+    /// (HAProxy's `connect` and `reuse`).
+    pub connects: AtomicU64,
+    pub reuses: AtomicU64,
     /// When the last stream was handed to it: milliseconds since the
     /// process's time origin, plus one; 0 never.
     last_sess: AtomicU64,

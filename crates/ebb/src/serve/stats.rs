@@ -110,6 +110,9 @@ pub struct Row {
     /// Backends and servers: seconds since the last stream was handed
     /// to a server (`None`: never).
     pub lastsess: Option<u64>,
+    /// Backends and servers: connections attempted, and reused.
+    pub connect: u64,
+    pub reuse: u64,
     /// The proxy's `mode` (`http` or `tcp`).
     pub mode: &'static str,
     /// Servers: `srv_icur` (idle connections now), `src_ilim`
@@ -181,6 +184,8 @@ impl Row {
             uweight: None,
             h2: [None; 4],
             lastsess: None,
+            connect: 0,
+            reuse: 0,
             mode: "http",
             icur: None,
             ilim: None,
@@ -323,6 +328,8 @@ fn srv_row(i: usize, farm: &Farm, s: &ServerRt) -> Row {
     r.wredis = ld(&c.redispatches);
     r.qtime_out = ld(&c.queue_timeouts);
     r.lastsess = c.last_session_age();
+    r.connect = ld(&c.connects);
+    r.reuse = ld(&c.reuses);
     for (k, h) in c.hrsp.iter().enumerate() {
         r.hrsp[k] = ld(h);
     }
@@ -447,6 +454,8 @@ fn be_row(i: usize, be: &BackendRt) -> Row {
                 r.wretr += ld(&c.retries);
                 r.wredis += ld(&c.redispatches);
                 r.qtime_out += ld(&c.queue_timeouts);
+                r.connect += ld(&c.connects);
+                r.reuse += ld(&c.reuses);
                 if let Some(a) = c.last_session_age() {
                     r.lastsess = Some(r.lastsess.map_or(a, |b| b.min(a)));
                 }
@@ -799,6 +808,8 @@ pub fn values(r: &Row) -> Vec<Option<Val>> {
     }
     v[48] = r.req_tot.map(Val::U);
     if be || sv {
+        v[84] = u(r.connect);
+        v[85] = u(r.reuse);
         // HAProxy's -1: no session yet.
         v[55] = Some(r.lastsess.map_or(Val::I(-1), |a| Val::I(a as i64)));
     }
@@ -1129,6 +1140,8 @@ pub fn clear_all(c: &Compiled) {
                     &s.redispatches,
                     &s.queued_total,
                     &s.queue_timeouts,
+                    &s.connects,
+                    &s.reuses,
                 ]
                 .into_iter()
                 .chain(&s.hrsp)

@@ -546,6 +546,7 @@ impl Stream {
                     sd.opos = 0;
                 }
                 up.reused = true;
+                s.counters.reuses.fetch_add(1, Ordering::Relaxed);
                 up.state = UpState::Connected;
                 up.t_conn = Some(now);
                 up.deadline = ticks::add(now, up.timeouts.server);
@@ -574,6 +575,7 @@ impl Stream {
         }
         let now = ctx.now();
         let client_dst = client_dst(c, &s);
+        s.counters.connects.fetch_add(1, Ordering::Relaxed);
         match open_transport(&s, client_dst) {
             Ok(st) => {
                 let registered = self
@@ -648,6 +650,7 @@ impl Stream {
             Some(t) => {
                 let client_dst = client_dst(c, &s);
                 attach(ctx, &target, reuse, owner, t, up.te_trailers, || {
+                    s.counters.connects.fetch_add(1, Ordering::Relaxed);
                     open_transport(&s, client_dst)
                 })
             }
@@ -660,6 +663,9 @@ impl Stream {
         };
         let now = ctx.now();
         up.reused = a.reused;
+        if a.reused {
+            s.counters.reuses.fetch_add(1, Ordering::Relaxed);
+        }
         let mut sd = self.side.borrow_mut();
         sd.install_h2(a, now);
         sd.obuf.clear();

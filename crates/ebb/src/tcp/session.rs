@@ -428,6 +428,7 @@ impl Session {
             return;
         };
         let now = ctx.now();
+        s.counters.connects.fetch_add(1, Ordering::Relaxed);
         let r = s
             .dest(|| self.dst.or_else(|| self.local_addr()))
             .ok_or_else(|| std::io::Error::from(std::io::ErrorKind::AddrNotAvailable))
