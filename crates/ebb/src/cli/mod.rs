@@ -930,6 +930,10 @@ pub(crate) fn info_values(p: &Process) -> Vec<(&'static str, String)> {
         ("Maxconn", maxconn.to_string()),
         ("Hard_maxconn", maxconn.to_string()),
         ("CurrConns", cur.to_string()),
+        // ebb never splices: no pipes, no pipe limit.
+        ("Maxpipes", "0".into()),
+        ("PipesUsed", "0".into()),
+        ("PipesFree", "0".into()),
         ("CumConns", cum.to_string()),
         ("CumReq", req.to_string()),
         ("ConnRate", conn_rate.to_string()),

@@ -270,6 +270,7 @@ impl Session {
         let req = has_head.then_some(crate::sample::Req {
             buf: &payload,
             head: &head,
+            body: &[],
         });
         // `set-src`/`set-dst`...: the session's addresses from then on (its
         // log, `balance source`, the PROXY header to the server), kept
@@ -436,7 +437,7 @@ impl Session {
     fn use_server(&mut self, ctx: &mut Ctx, s: Arc<ServerRt>) {
         self.t_served = Some(ctx.now());
         self.waiter = None;
-        s.counters.sessions.fetch_add(1, Ordering::Relaxed);
+        s.counters.note_session();
         self.sess.target.store(s.uid, Ordering::Relaxed);
         self.server = Some(s);
         self.connect(ctx);
@@ -448,6 +449,7 @@ impl Session {
             return;
         };
         let now = ctx.now();
+        s.counters.connects.fetch_add(1, Ordering::Relaxed);
         let r = crate::backend::connect_server_nb(&s, || {
             s.dest(|| self.dst.or_else(|| self.local_addr()))
         })
@@ -472,7 +474,7 @@ impl Session {
         let prefix = if s.opts.send_proxy > 0 {
             let o = &s.opts.pp_v2;
             let fmt = self.fe.txn.unique_id.as_ref().filter(|_| o.unique_id);
-            self.with_ctx(None, None, |sctx| {
+            self.with_ctx(None, None, None, |sctx| {
                 let dst = (sctx.dst)();
                 let mut uid = Vec::new();
                 if let Some(f) = fmt {
