@@ -219,7 +219,7 @@ impl LogFormat {
             let (it, f, next) = item(text, i, scope, defaults)?;
             i = next;
             if !lit.is_empty() {
-                parts.push(Part::Text(crate::config::word_bytes(&std::mem::take(
+                parts.push(Part::Text(crate::rawword::word_bytes(&std::mem::take(
                     &mut lit,
                 ))));
             }
@@ -244,7 +244,7 @@ impl LogFormat {
             });
         }
         if !lit.is_empty() {
-            parts.push(Part::Text(crate::config::word_bytes(&lit)));
+            parts.push(Part::Text(crate::rawword::word_bytes(&lit)));
         }
         super::claim_raw(text);
         Ok(LogFormat {

@@ -25,7 +25,7 @@ mod conv;
 pub(crate) use conv::{websocket_accept, websocket_key};
 mod fetch;
 mod fix;
-pub mod hash;
+pub use crate::hash;
 mod jsonq;
 mod logfmt;
 pub mod logline;
@@ -106,7 +106,7 @@ thread_local! {
 /// `config::word_bytes`) and compiled with them where they are read as
 /// bytes.
 fn claim_raw(text: &str) {
-    if crate::config::has_raw(text) {
+    if crate::rawword::has_raw(text) {
         RAW_CLAIMS.with(|r| r.borrow_mut().push(text.to_string()));
     }
 }
@@ -637,7 +637,7 @@ impl<'t> Parser<'t> {
         let args = self.args()?;
         // Bytes that are not UTF-8 are read as bytes by str() alone.
         let raw = |args: &[String], what: &str| {
-            match args.iter().any(|a| crate::config::has_raw(a)) {
+            match args.iter().any(|a| crate::rawword::has_raw(a)) {
             true => Err(format!(
                 "bytes that are not UTF-8 (\\xHH) in the arguments of {what} are not supported (only in str() and log-format text)"
             )),
