@@ -12,28 +12,34 @@ use std::net::{SocketAddr, TcpListener, TcpStream};
 
 use common::*;
 
-/// An origin that reads one request head per connection and answers
-/// `answer` as is, then closes.
-fn raw_origin(answer: &'static [u8]) -> SocketAddr {
+/// An origin on a free port running `serve` on each connection.
+fn origin(serve: fn(TcpStream, &'static [u8]), arg: &'static [u8]) -> SocketAddr {
     let l = TcpListener::bind("127.0.0.1:0").unwrap();
     let a = l.local_addr().unwrap();
     std::thread::spawn(move || {
         for s in l.incoming() {
-            let Ok(mut s) = s else { return };
-            std::thread::spawn(move || {
-                let mut got = Vec::new();
-                let mut b = [0u8; 4096];
-                while !got.windows(4).any(|w| w == b"\r\n\r\n") {
-                    match s.read(&mut b) {
-                        Ok(0) | Err(_) => return,
-                        Ok(n) => got.extend_from_slice(&b[..n]),
-                    }
-                }
-                let _ = s.write_all(answer);
-            });
+            let Ok(s) = s else { return };
+            std::thread::spawn(move || serve(s, arg));
         }
     });
     a
+}
+
+/// Reads one request head and answers `answer` as is, then closes.
+fn answer_once(mut s: TcpStream, answer: &'static [u8]) {
+    let mut got = Vec::new();
+    let mut b = [0u8; 4096];
+    while !got.windows(4).any(|w| w == b"\r\n\r\n") {
+        match s.read(&mut b) {
+            Ok(0) | Err(_) => return,
+            Ok(n) => got.extend_from_slice(&b[..n]),
+        }
+    }
+    let _ = s.write_all(answer);
+}
+
+fn raw_origin(answer: &'static [u8]) -> SocketAddr {
+    origin(answer_once, answer)
 }
 
 /// The proxy section for both programs: `fe` answers 200 itself, `be`
@@ -119,5 +125,97 @@ fn transfer_encoding_as_haproxy() {
             };
             assert_eq!(strip(&theirs), strip(&ours), "haproxy differs");
         }
+    }
+}
+
+/// Answers each request on the connection in HTTP/1.0, kept alive, the
+/// body the request line and `Connection` field it got.
+fn answer_http10(mut s: TcpStream, _: &'static [u8]) {
+    let mut got = Vec::new();
+    let mut b = [0u8; 4096];
+    loop {
+        while let Some(end) = got.windows(4).position(|w| w == b"\r\n\r\n") {
+            let head = String::from_utf8_lossy(&got[..end]).to_string();
+            got.drain(..end + 4);
+            let line = head.lines().next().unwrap_or("").to_string();
+            let conn = head
+                .lines()
+                .find_map(|l| {
+                    l.to_ascii_lowercase()
+                        .strip_prefix("connection:")
+                        .map(|v| v.trim().to_string())
+                })
+                .unwrap_or_default();
+            let body = format!("{line}|{conn}");
+            let r = format!(
+                "HTTP/1.0 200 OK\r\nConnection: keep-alive\r\nContent-Length: {}\r\n\r\n{body}",
+                body.len()
+            );
+            if s.write_all(r.as_bytes()).is_err() {
+                return;
+            }
+        }
+        match s.read(&mut b) {
+            Ok(0) | Err(_) => return,
+            Ok(n) => got.extend_from_slice(&b[..n]),
+        }
+    }
+}
+
+/// One request, raw: the answer's status line, `Connection` field and
+/// body, and whether a second request on the connection is answered.
+fn versions(a: SocketAddr, req: &str) -> (String, String, String, bool) {
+    let mut c = Client::connect(a);
+    c.send(req.as_bytes());
+    let r = c.read_resp();
+    let conn = r.header("connection").unwrap_or("-").to_string();
+    let line = format!("{} {}", r.version, r.status);
+    let body = r.text();
+    c.send(b"GET /again HTTP/1.1\r\nHost: h\r\n\r\n");
+    let again = c.read_resp_opt(false).is_some();
+    (line, conn, body, again)
+}
+
+#[test]
+fn http_versions_go_on_as_haproxy_passes_them() {
+    let run = |a: SocketAddr| {
+        vec![
+            // An HTTP/1.0 request reaches the server in HTTP/1.0, asked to
+            // keep the connection.
+            versions(a, "GET /v10 HTTP/1.0\r\nConnection: keep-alive\r\n\r\n"),
+            // The server's HTTP/1.0 answer reaches the client in HTTP/1.0,
+            // said kept alive.
+            versions(a, "GET /v11 HTTP/1.1\r\nHost: h\r\n\r\n"),
+        ]
+    };
+    let origin = origin(answer_http10, b"");
+    let e = Ebb::start(&cfg("BIND", "BIND", origin));
+    let ours = run(e.addrs[1]);
+    let want = |line: &str| {
+        (
+            "HTTP/1.0 200".to_string(),
+            "keep-alive".to_string(),
+            line.to_string(),
+            true,
+        )
+    };
+    // (An HTTP/1.1 request keeps the connection without saying so.)
+    let want = vec![
+        want("GET /v10 HTTP/1.0|keep-alive"),
+        want("GET /v11 HTTP/1.1|"),
+    ];
+    assert_eq!(ours, want);
+    let (pf, pb) = (free_port(), free_port());
+    let fe = format!("127.0.0.1:{pf}");
+    if let Some(_h) = haproxy_with(
+        "versions-hap",
+        &cfg(&fe, &format!("127.0.0.1:{pb}"), origin),
+    ) {
+        let be = SocketAddr::from(([127, 0, 0, 1], pb));
+        wait_until("haproxy listening", || TcpStream::connect(be).is_ok());
+        let theirs = run(be);
+        // haproxy names fields in lower case and says keep-alive the same
+        // way: compare what the client and the server saw.
+        assert_eq!(theirs, ours, "haproxy differs");
     }
 }

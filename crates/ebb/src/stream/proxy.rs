@@ -1300,7 +1300,11 @@ impl Stream {
         let tunnel = r.tunnel && r.status == 101;
         let mut ka = crate::drain::keep_alive(up.client_keep_alive, c.stopping) && !r.force_close;
         let out = &mut c.wbuf;
-        out.extend_from_slice(b"HTTP/1.1 ");
+        // The server's version goes on, as HAProxy passes it.
+        out.extend_from_slice(match r.version {
+            Version::Http10 => b"HTTP/1.0 ",
+            Version::Http11 => b"HTTP/1.1 ",
+        });
         crate::http1::push_decimal(out, u64::from(r.status));
         out.push(b' ');
         out.extend_from_slice(r.reason.get(buf));
@@ -1449,7 +1453,9 @@ impl Stream {
             // Nothing after a tunnel on either connection.
         } else if !ka {
             out.extend_from_slice(b"Connection: close\r\n");
-        } else if up.client_version == Version::Http10 {
+        } else if up.client_version == Version::Http10 || r.version == Version::Http10 {
+            // Kept alive: said so to an HTTP/1.0 client, or in an
+            // HTTP/1.0 answer.
             out.extend_from_slice(b"Connection: keep-alive\r\n");
         }
         out.extend_from_slice(b"\r\n");
