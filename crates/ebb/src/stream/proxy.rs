@@ -395,7 +395,16 @@ impl Stream {
         let mut spare = UpBufs::take();
         let mut out = std::mem::take(&mut spare.head);
         let peer = c.peer.ip();
+        // `TE` is hop-by-hop: only its `trailers` member goes on, as HAProxy
+        // passes it to an HTTP/1 server.
+        let te_trailers = h.header(buf, "te").is_some_and(|v| {
+            v.split(|&b| b == b',')
+                .any(|t| t.trim_ascii().eq_ignore_ascii_case(b"trailers"))
+        });
         let framing = write_request_head(&mut out, &view, &tail, |out, has_xff| {
+            if te_trailers {
+                out.extend_from_slice(b"TE: trailers\r\n");
+            }
             compress::write_request_fields(out, req_comp.as_ref().map(|b| b.coding()));
             if let Some(ff) = &sr.forwardfor {
                 let skip = ff.except.is_some_and(|n| n.contains(peer)) || (ff.if_none && has_xff);
@@ -484,10 +493,7 @@ impl Stream {
             term: "--",
             comp_choice,
             comp: None,
-            te_trailers: h.header(buf, "te").is_some_and(|v| {
-                v.split(|&b| b == b',')
-                    .any(|t| t.trim_ascii().eq_ignore_ascii_case(b"trailers"))
-            }),
+            te_trailers,
             store: None,
             flush_at: None,
             req_flush_at: None,
@@ -1475,9 +1481,13 @@ impl Stream {
         up.status = r.status;
         self.resp_start = c.wbuf.len();
         let tunnel = r.tunnel && r.status == 101;
-        let mut ka = crate::drain::keep_alive(up.client_keep_alive, c.stopping);
+        let mut ka = crate::drain::keep_alive(up.client_keep_alive, c.stopping) && !r.force_close;
         let out = &mut c.wbuf;
-        out.extend_from_slice(b"HTTP/1.1 ");
+        // The server's version goes on, as HAProxy passes it.
+        out.extend_from_slice(match r.version {
+            Version::Http10 => b"HTTP/1.0 ",
+            Version::Http11 => b"HTTP/1.1 ",
+        });
         crate::http1::push_decimal(out, u64::from(r.status));
         out.push(b' ');
         out.extend_from_slice(r.reason.get(buf));
@@ -1644,7 +1654,9 @@ impl Stream {
             // Nothing after a tunnel on either connection.
         } else if !ka {
             out.extend_from_slice(b"Connection: close\r\n");
-        } else if up.client_version == Version::Http10 {
+        } else if up.client_version == Version::Http10 || r.version == Version::Http10 {
+            // Kept alive: said so to an HTTP/1.0 client, or in an
+            // HTTP/1.0 answer.
             out.extend_from_slice(b"Connection: keep-alive\r\n");
         }
         out.extend_from_slice(b"\r\n");
