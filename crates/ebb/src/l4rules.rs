@@ -121,10 +121,15 @@ pub fn run_rules_addrs(
         if let Some(c) = may_change {
             c.set(false);
         }
-        if !m.holds(r.cond.as_ref(), ctx) {
-            if may_change.is_some_and(Cell::get) {
-                return Verdict::Wait(i);
-            }
+        // While content is inspected, a condition whose answer may still
+        // change (HAProxy's ACL_TEST_MISS) makes the walk wait here.
+        // Without a way to wait, the rule decides on what arrived.
+        let holds = match m.holds_or_miss(r.cond.as_ref(), ctx) {
+            None if may_change.is_some() => return Verdict::Wait(i),
+            None => m.holds(r.cond.as_ref(), ctx),
+            Some(h) => h,
+        };
+        if !holds {
             continue;
         }
         match &r.act {
@@ -156,7 +161,7 @@ pub fn run_rules_addrs(
 /// port (and takes the family of the new address); a port is cut to 16
 /// bits; a destination port on an unknown destination gives 0.0.0.0. A
 /// sample that does not convert changes nothing.
-fn set_addr(f: AddrField, e: &Expr, ctx: &Ctx<'_>, a: Addrs) -> Option<Addrs> {
+pub(crate) fn set_addr(f: AddrField, e: &Expr, ctx: &Ctx<'_>, a: Addrs) -> Option<Addrs> {
     let want = match f {
         AddrField::Src | AddrField::Dst => Type::Ip,
         AddrField::SrcPort | AddrField::DstPort => Type::Int,
@@ -250,6 +255,9 @@ pub struct TcpRt {
     /// `timeout tunnel` when set (ms): it replaces `timeout client` and
     /// `timeout server` once a tcp session is connected.
     pub tunnel: Option<u32>,
+    /// `option splice-*` bits (`config::SPLICE_*`); a session splices a
+    /// direction that its frontend or its backend asks for, as HAProxy.
+    pub splice: u8,
 }
 
 /// `timeout tunnel` of a proxy, in ms.
@@ -488,6 +496,7 @@ pub fn compile(p: &Proxy, m: &Matcher, warnings: &mut Vec<String>) -> Result<Tcp
         tcplog: p.options.tcplog || (tcp && p.options.httplog),
         dontlognull: p.options.dontlognull,
         tunnel: tunnel_ms(p),
+        splice: if tcp { p.options.splice } else { 0 },
         ..TcpRt::default()
     };
     for r in &p.tcp_request {
@@ -511,6 +520,15 @@ pub fn compile(p: &Proxy, m: &Matcher, warnings: &mut Vec<String>) -> Result<Tcp
     rt.res_rules = res.res_rules;
     rt.res_inspect_delay = res.res_inspect_delay;
     if !tcp {
+        if let Some(loc) = &p.options.splice_loc {
+            return Err(err(
+                loc,
+                format!(
+                    "proxy '{}' is in 'mode http': 'option splice-auto|splice-request|splice-response' is supported in 'mode tcp' only by ebb (its HTTP path copies bodies; a splice option set in 'defaults' applies here too)",
+                    p.name
+                ),
+            ));
+        }
         return Ok(rt);
     }
     // What a tcp-mode section may not hold.
@@ -532,16 +550,15 @@ pub fn compile(p: &Proxy, m: &Matcher, warnings: &mut Vec<String>) -> Result<Tcp
     if p.serve_files.is_some() {
         return refuse("'serve-files'", &p.loc);
     }
+    // A tcp session is logged with the format at its end, as HAProxy
+    // does; HAProxy refuses its HTTP variables there.
     if let Some(f) = p.log_format.as_ref().filter(|_| p.kind.is_frontend()) {
-        // HAProxy logs a tcp session with it; ebb's tcp sessions write
-        // the `option tcplog` line only, so it would be ignored.
-        return Err(err(
-            &f.loc,
-            format!(
-                "proxy '{}' is in 'mode tcp': 'log-format' is not supported there by ebb (its tcp sessions log HAProxy's 'option tcplog' line; a log-format set in 'defaults' applies here too)",
-                p.name
-            ),
-        ));
+        if let Some(why) = f.value.tcp_refusal() {
+            return Err(err(
+                &f.loc,
+                format!("proxy '{}' is in 'mode tcp': {why}", p.name),
+            ));
+        }
     }
     if p.stats.effective_uri().is_some() {
         warnings.push(format!(

@@ -398,6 +398,11 @@ fn parse_v2(buf: &[u8]) -> Parsed {
             }
             crc_at = Some(p + 3);
         }
+        // HAProxy's limits: an authority of at most 255 bytes
+        // (PP2_AUTHORITY_MAX), a unique id of at most 128 (UNIQUEID_LEN).
+        if (kind == tlv::AUTHORITY && l > 255) || (kind == tlv::UNIQUE_ID && l > 128) {
+            return Parsed::Error(Error::V2Tlv);
+        }
         tlvs.push(Tlv {
             kind,
             value: buf[p + 3..p + 3 + l].to_vec(),
@@ -473,6 +478,50 @@ pub fn header_for(version: u8, addrs: Option<(SocketAddr, SocketAddr)>) -> Vec<u
     } else {
         encode_v1(&h)
     }
+}
+
+/// A v2 header for a client (`addrs`) with `tlvs`, and a CRC32C TLV when
+/// `crc` (`proxy-v2-options`); without the TLVs if they would not fit.
+pub fn header_v2_with(
+    addrs: Option<(SocketAddr, SocketAddr)>,
+    tlvs: Vec<Tlv>,
+    crc: bool,
+) -> Vec<u8> {
+    let plain = header_for(2, addrs);
+    let Parsed::Done(mut h, _) = parse(&plain) else {
+        return plain;
+    };
+    h.tlvs = tlvs;
+    encode_v2(&h, crc).unwrap_or(plain)
+}
+
+/// The header a `send-proxy[-v2]` server receives for a client: `header_for`,
+/// with the TLVs of its `proxy-v2-options` in HAProxy's order (AUTHORITY:
+/// `authority`, UNIQUE_ID: `unique_id`, empty when the stream has none).
+pub fn server_header(
+    version: u8,
+    o: &crate::config::PpV2Options,
+    addrs: Option<(SocketAddr, SocketAddr)>,
+    authority: Option<&[u8]>,
+    unique_id: Option<&[u8]>,
+) -> Vec<u8> {
+    if version != 2 || !o.any() {
+        return header_for(version, addrs);
+    }
+    let mut tlvs = Vec::new();
+    if let (true, Some(a)) = (o.authority, authority) {
+        tlvs.push(Tlv {
+            kind: tlv::AUTHORITY,
+            value: a.to_vec(),
+        });
+    }
+    if o.unique_id {
+        tlvs.push(Tlv {
+            kind: tlv::UNIQUE_ID,
+            value: unique_id.unwrap_or_default().to_vec(),
+        });
+    }
+    header_v2_with(addrs, tlvs, o.crc32c)
 }
 
 /// Encodes a v1 line. `Addrs::Unix` has no v1 form and is sent as

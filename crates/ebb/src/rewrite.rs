@@ -546,7 +546,7 @@ pub fn run_request_from(
                 };
                 c.run(&ctx);
             }
-            HttpRequestAction::Tarpit { .. } => return Ok(Some(i)),
+            HttpRequestAction::Tarpit { .. } | HttpRequestAction::Reject => return Ok(Some(i)),
             a @ (HttpRequestAction::TrackSc { .. }
             | HttpRequestAction::ScIncGpc0(_)
             | HttpRequestAction::ScIncGpc1(_)
@@ -573,6 +573,22 @@ pub fn run_request_from(
             HttpRequestAction::CacheUse(_) => {
                 if let Some(cache) = &rule.cache {
                     cache_use(cache, base, st);
+                }
+            }
+            HttpRequestAction::SetDst(f, e) => {
+                let ctx = Ctx {
+                    req: Some(st.req()),
+                    ..*base
+                };
+                let now = crate::l4rules::Addrs {
+                    src: ctx.src,
+                    dst: ctx.dst_addr(),
+                };
+                let set = crate::l4rules::set_addr(*f, e, &ctx, now);
+                if let (Some(set), Some(vars)) = (set, base.vars) {
+                    if let Ok(mut v) = vars.try_borrow_mut() {
+                        v.info.dst = set.dst;
+                    }
                 }
             }
             HttpRequestAction::WaitForBody(w) => {
@@ -838,7 +854,18 @@ pub fn rewrite_in_place(
     }
     let mut new = Vec::with_capacity(h.head_len + 64);
     head.write(&mut new);
-    for (n, v) in keep {
+    // Made a 101 with an `upgrade` field: a switching answer, sent as
+    // HAProxy sends it (`connection: upgrade`, no length; the connection
+    // ends after it, see the stream's `finish_request`).
+    let switching = head.status == 101
+        && head
+            .fields
+            .iter()
+            .any(|(n, _)| n.eq_ignore_ascii_case(b"upgrade"));
+    if switching {
+        new.extend_from_slice(b"connection: upgrade\r\n");
+    }
+    for (n, v) in keep.into_iter().filter(|_| !switching) {
         new.extend_from_slice(n);
         new.extend_from_slice(b": ");
         new.extend_from_slice(v);

@@ -53,7 +53,8 @@ impl HeaderEdit {
         out.extend_from_slice(b"\r\n");
     }
 
-    /// Appends the value alone (sanitised as in [`HeaderEdit::write_field`]).
+    /// Appends the value alone (sanitised as in [`HeaderEdit::write_field`]);
+    /// spaces around it are kept, as HAProxy keeps them.
     pub fn render_value(&self, ctx: &Ctx<'_>, out: &mut Vec<u8>) {
         let at = out.len();
         match self.value.as_literal() {
@@ -67,15 +68,6 @@ impl HeaderEdit {
                 i += 1;
                 keep
             });
-        }
-        // Field values carry no leading or trailing whitespace (RFC 9110
-        // section 5.5).
-        let end = out.len();
-        let trimmed = out[at..end].trim_ascii().len();
-        if trimmed != end - at {
-            let lead = out[at..end].len() - out[at..end].trim_ascii_start().len();
-            out.drain(at..at + lead);
-            out.truncate(at + trimmed);
         }
     }
 }
@@ -223,6 +215,48 @@ impl Matcher {
         c.map(|c| self.cond(c)).transpose()
     }
 
+    /// Evaluates a condition with HAProxy's three answers while content
+    /// is inspected: `None` (ACL_TEST_MISS) when a test that failed read a
+    /// sample that more bytes may change and the condition's answer hangs
+    /// on it; a rule then waits. `None` as the condition holds.
+    pub fn holds_or_miss(&self, c: Option<&Cond>, r: &Ctx<'_>) -> Option<bool> {
+        let Some(c) = c else {
+            return Some(true);
+        };
+        let mut any = Tri::Fail;
+        for and in &c.terms {
+            let mut all = Tri::Pass;
+            for (neg, term) in and {
+                let v = match term {
+                    Term::Named(i) => {
+                        let mut acc = Tri::Fail;
+                        for t in &self.named[*i] {
+                            acc = acc.or(eval3(t, r));
+                            if acc == Tri::Pass {
+                                break;
+                            }
+                        }
+                        acc
+                    }
+                    Term::Inline(t) => eval3(t, r),
+                };
+                all = all.and(if *neg { v.not() } else { v });
+                if all == Tri::Fail {
+                    break;
+                }
+            }
+            any = any.or(all);
+            if any == Tri::Pass {
+                break;
+            }
+        }
+        match if c.unless { any.not() } else { any } {
+            Tri::Pass => Some(true),
+            Tri::Fail => Some(false),
+            Tri::Miss => None,
+        }
+    }
+
     /// Evaluates a condition on a request; `None` holds.
     pub fn holds(&self, c: Option<&Cond>, r: &Ctx<'_>) -> bool {
         let Some(c) = c else {
@@ -299,6 +333,52 @@ fn match_str(t: &Test, s: &[u8]) -> bool {
                 _ => false,
             }
         }),
+    }
+}
+
+/// HAProxy's ACL results: FAIL, MISS (failed, but may change with more
+/// data) and PASS, in that order; `and`/`or`/`not` as its bitwise
+/// combinations.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Tri {
+    Fail,
+    Miss,
+    Pass,
+}
+
+impl Tri {
+    fn and(self, o: Tri) -> Tri {
+        Ord::min(self, o)
+    }
+    fn or(self, o: Tri) -> Tri {
+        Ord::max(self, o)
+    }
+    fn not(self) -> Tri {
+        match self {
+            Tri::Fail => Tri::Pass,
+            Tri::Pass => Tri::Fail,
+            Tri::Miss => Tri::Miss,
+        }
+    }
+}
+
+/// One test with its MISS: a failed test whose samples said they may
+/// change (the payload's flag, noted for this test alone and then added
+/// to what the caller had).
+fn eval3(t: &Test, r: &Ctx<'_>) -> Tri {
+    let flag = r.payload.map(|p| p.may_change);
+    let before = flag.map(|c| c.replace(false));
+    let pass = eval(t, r);
+    let changed = flag.is_some_and(std::cell::Cell::get);
+    if let (Some(c), Some(b)) = (flag, before) {
+        c.set(b || changed);
+    }
+    if pass {
+        Tri::Pass
+    } else if changed {
+        Tri::Miss
+    } else {
+        Tri::Fail
     }
 }
 
@@ -607,8 +687,9 @@ mod tests {
         let mut out = Vec::new();
         e.write_field(&c, &mut out);
         // "a\r\nb\0c" decoded: the binary value ends at its NUL (HAProxy's
-        // cast to a string), CR and LF dropped, no trailing space.
-        assert_eq!(out, b"X: ab\r\n");
+        // cast to a string), CR and LF dropped, the trailing space kept (as
+        // HAProxy sends it).
+        assert_eq!(out, b"X: ab \r\n");
     }
 
     #[test]

@@ -11,7 +11,7 @@ use crate::sample::patref::{self, find_str, How, PatRef, Snapshot, User};
 
 /// Splits a command on blanks, `\` escaping the next character (HAProxy's
 /// CLI: `Mon\ User\ Agent` is one word).
-fn words(cmd: &str) -> Vec<String> {
+pub(super) fn words(cmd: &str) -> Vec<String> {
     let mut out = Vec::new();
     let mut cur = String::new();
     let mut any = false;

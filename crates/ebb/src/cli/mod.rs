@@ -91,6 +91,18 @@ const COMMANDS: &[(&str, &str, CliLevel, &str)] = &[
     ),
     ("show backend", "", CliLevel::User, "list the backends"),
     (
+        "get var",
+        "proc.NAME",
+        CliLevel::Operator,
+        "show a process-wide variable's type and value",
+    ),
+    (
+        "set var",
+        "proc.NAME [expr|fmt] VALUE",
+        CliLevel::Operator,
+        "set a process-wide variable (experimental mode)",
+    ),
+    (
         "add server",
         "BACKEND/NAME ADDR:PORT [options]",
         CliLevel::Admin,
@@ -312,12 +324,57 @@ pub fn split_commands(line: &str) -> Vec<String> {
         .collect()
 }
 
-/// Runs one line of commands. `isolate` runs a closure with every other
+/// The commands that depend on the connection's modes (`experimental-mode`)
+/// or take escaped words (`get var`, `set var`); `None` for the others.
+/// A successful answer is complete as returned: no newline is added to it before
+/// the empty line that ends it (HAProxy's `get var` line has none).
+fn execute_moded(
+    level: CliLevel,
+    cmd: &str,
+    experimental: &mut bool,
+) -> Option<Result<String, String>> {
+    use CliLevel::*;
+    let w = maps::words(cmd);
+    let w: Vec<&str> = w.iter().map(String::as_str).collect();
+    Some(match w.as_slice() {
+        ["experimental-mode", rest @ ..] => {
+            need(level, Admin, "experimental-mode").map(|_| match rest.first() {
+                None => format!(
+                    "experimental-mode is {}\n",
+                    if *experimental { "ON" } else { "OFF" }
+                ),
+                Some(m) => {
+                    *experimental = *m == "on";
+                    String::new()
+                }
+            })
+        }
+        ["get", "var", rest @ ..] => need(level, Operator, "get var").and_then(|_| match rest {
+            [] => Err("Missing process-wide variable identifier.\n".into()),
+            [name, ..] => crate::sample::vars::cli_get(name),
+        }),
+        ["set", "var", rest @ ..] => {
+            if !*experimental {
+                Err("This command is restricted to experimental mode only.\n".into())
+            } else {
+                need(level, Operator, "set var").and_then(|_| {
+                    let args: Vec<String> = rest.iter().map(|a| a.to_string()).collect();
+                    crate::sample::vars::cli_set(&args).map(|_| String::new())
+                })
+            }
+        }
+        _ => return None,
+    })
+}
+
+/// Runs one line of commands. `experimental` is the connection's
+/// `experimental-mode`; `isolate` runs a closure with every other
 /// scheduler thread parked.
 pub fn execute_line(
     p: &Process,
     level: CliLevel,
     line: &str,
+    experimental: &mut bool,
     isolate: &mut dyn FnMut(&mut dyn FnMut()),
 ) -> Reply {
     let mut r = Reply::default();
@@ -334,12 +391,16 @@ pub fn execute_line(
             }
             _ => {}
         }
-        let res = maps::execute(level, &cmd).unwrap_or_else(|| execute(p, level, &words, isolate));
+        let moded = execute_moded(level, &cmd, experimental);
+        let exact = matches!(moded, Some(Ok(_)));
+        let res = moded
+            .or_else(|| maps::execute(level, &cmd))
+            .unwrap_or_else(|| execute(p, level, &words, isolate));
         let mut out = match res {
             Ok(s) => s,
             Err(e) => e,
         };
-        if !out.is_empty() && !out.ends_with('\n') {
+        if !exact && !out.is_empty() && !out.ends_with('\n') {
             out.push('\n');
         }
         out.push('\n');
@@ -815,7 +876,7 @@ const INFO_FIELDS: &[(&str, &str, &str)] = &[
 /// Every `show info` value ebb has, by field name; the fields it has no
 /// such concept for (pools, pipes, SSL rates, peers, compression rates...)
 /// are absent and print empty.
-fn info_values(p: &Process) -> Vec<(&'static str, String)> {
+pub(crate) fn info_values(p: &Process) -> Vec<(&'static str, String)> {
     let c = p.live.compiled();
     let (up_s, up) = uptime(p.start);
     let req: u64 = c
@@ -827,6 +888,11 @@ fn info_values(p: &Process) -> Vec<(&'static str, String)> {
         .frontends
         .iter()
         .map(|f| f.http.bytes_out.load(Ordering::Relaxed))
+        .sum();
+    let spliced: u64 = c
+        .frontends
+        .iter()
+        .map(|f| f.http.spliced_out.load(Ordering::Relaxed))
         .sum();
     let act = p.handle.activity();
     let n = act.len().max(1) as u64;
@@ -878,7 +944,7 @@ fn info_values(p: &Process) -> Vec<(&'static str, String)> {
         ("Jobs", cur.to_string()),
         ("Unstoppable Jobs", "0".into()),
         ("TotalBytesOut", out.to_string()),
-        ("TotalSplicdedBytesOut", "0".into()),
+        ("TotalSplicdedBytesOut", spliced.to_string()),
         ("BytesOutRate", out_rate.to_string()),
         ("Build info", version.into()),
         ("Start_time_sec", start.to_string()),

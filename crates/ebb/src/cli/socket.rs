@@ -210,6 +210,8 @@ struct CliConn {
     out: Vec<u8>,
     opos: usize,
     interactive: bool,
+    /// `experimental-mode on` was given on this connection.
+    experimental: bool,
     closing: bool,
     /// The readiness tasklet, created by the task's first run.
     io: Option<TaskletId>,
@@ -249,6 +251,7 @@ fn spawn(
         out: Vec::new(),
         opos: 0,
         interactive: false,
+        experimental: false,
         closing: false,
         io: None,
         timeout_ms,
@@ -327,9 +330,11 @@ impl CliConn {
                 return;
             }
             let process = Arc::clone(&self.process);
-            let r = super::execute_line(&process, self.level, line, &mut |f| {
+            let mut experimental = self.experimental;
+            let r = super::execute_line(&process, self.level, line, &mut experimental, &mut |f| {
                 ctx.isolate(|_| f());
             });
+            self.experimental = experimental;
             self.out.extend_from_slice(r.text.as_bytes());
             if r.prompt_toggles % 2 == 1 {
                 self.interactive = !self.interactive;

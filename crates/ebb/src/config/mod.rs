@@ -37,6 +37,7 @@ mod cache;
 pub mod cond;
 pub mod cookie;
 mod lexer;
+pub(crate) use lexer::{has_raw, word_bytes};
 mod parse;
 mod peers;
 mod resolvers;

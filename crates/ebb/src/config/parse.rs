@@ -191,6 +191,9 @@ fn new_proxy(name: &str, kind: ProxyKind, loc: Loc) -> Proxy {
         error_replies: Vec::new(),
         stats: Stats::default(),
         balance: Balance::RoundRobin,
+        balance_set: false,
+        dispatch: None,
+        transparent: None,
         hash_type: HashType::default(),
         retries: 3,
         http_reuse: HttpReuse::Safe,
@@ -349,6 +352,7 @@ const PROXY_KEYWORDS: &[&str] = &[
     "http-error",
     "stats",
     "balance",
+    "dispatch",
     "retries",
     "http-reuse",
     "default-server",
@@ -386,7 +390,6 @@ const HAPROXY_PROXY_UNSUPPORTED: &[&str] = &[
     "rate-limit",
     "source",
     "email-alert",
-    "dispatch",
     "http-error",
     "errorfiles",
     "errorloc",
@@ -414,9 +417,6 @@ const HAPROXY_OPTIONS_UNSUPPORTED: &[&str] = &[
     "logasap",
     "nolinger",
     "prefer-last-server",
-    "splice-auto",
-    "splice-request",
-    "splice-response",
     "external-check",
     "independent-streams",
     "accept-invalid-http-request",
@@ -424,10 +424,8 @@ const HAPROXY_OPTIONS_UNSUPPORTED: &[&str] = &[
     "checkcache",
     "http-ignore-probes",
     "contstats",
-    "socket-stats",
     "originalto",
     "forceclose",
-    "transparent",
     "http_proxy",
     "tcp-smart-accept",
     "tcp-smart-connect",
@@ -436,6 +434,7 @@ const HAPROXY_OPTIONS_UNSUPPORTED: &[&str] = &[
 
 const OPTIONS: &[&str] = &[
     "persist",
+    "transparent",
     "http-keep-alive",
     "http-server-close",
     "httpclose",
@@ -457,7 +456,11 @@ const OPTIONS: &[&str] = &[
     "idle-close-on-response",
     "disable-h2-upgrade",
     "http-buffer-request",
+    "splice-auto",
+    "splice-request",
+    "splice-response",
     "abortonclose",
+    "socket-stats",
 ];
 
 const UNSUPPORTED_SECTIONS: &[&str] = &[
@@ -523,7 +526,24 @@ impl<'e> Parser<'e> {
             if words.is_empty() {
                 continue;
             }
-            self.line(&words, loc);
+            let raw = words.iter().any(|w| super::has_raw(w));
+            let errors = self.errors.len();
+            crate::sample::take_raw_claims();
+            self.line(&words, loc.clone());
+            // Bytes that are not UTF-8 must have gone where the sample
+            // engine reads them as bytes.
+            let claims = crate::sample::take_raw_claims();
+            if raw
+                && self.errors.len() == errors
+                && words
+                    .iter()
+                    .any(|w| super::has_raw(w) && !claims.iter().any(|c| c == w))
+            {
+                self.error(
+                    loc,
+                    "bytes that are not UTF-8 (\\xHH) are only supported in str() arguments and log-format text",
+                );
+            }
         }
         // Sections end with their file.
         self.close_section();
@@ -1144,13 +1164,7 @@ impl<'e> Parser<'e> {
             // HAProxy takes 1..=9 (zlib's levels); brotli and zstd get the
             // same number, clamped to their own range.
             "tune.comp.maxlevel" => g.comp_maxlevel = Some(parse_u32_range(kw, &one(w)?, 1, 9)?),
-            // ebb's idle server connections belong to the thread that
-            // made them: 'off' is what ebb does, 'on' it cannot honour.
-            "tune.idle-pool.shared" => {
-                if parse_on_off(kw, &one(w)?)? {
-                    return Err("'tune.idle-pool.shared on' is not supported: ebb keeps idle server connections per thread (use 'off')".to_string());
-                }
-            }
+            "tune.idle-pool.shared" => g.idle_pool_shared = parse_on_off(kw, &one(w)?)?,
             "log-send-hostname" => {
                 g.log_send_hostname = Some(match w {
                     [_] => std::fs::read_to_string("/proc/sys/kernel/hostname")
@@ -1594,6 +1608,18 @@ fn log_level(s: &str) -> Option<LogLevel> {
 /// as HAProxy does when it reads the line.
 fn syslog_addr(t: &str, v6: Option<bool>) -> Result<std::net::SocketAddr, String> {
     use std::net::ToSocketAddrs;
+    // No host is any address, no port 514 (`:`, as two unset variables
+    // leave `${H}:${P}`), as HAProxy reads them.
+    let filled;
+    let t = match t.rsplit_once(':') {
+        Some((h, p)) if !h.contains(':') && (h.is_empty() || p.is_empty()) => {
+            let h = if h.is_empty() { "0.0.0.0" } else { h };
+            let p = if p.is_empty() { "514" } else { p };
+            filled = format!("{h}:{p}");
+            filled.as_str()
+        }
+        _ => t,
+    };
     let with_port = if t.parse::<std::net::Ipv6Addr>().is_ok() {
         format!("[{t}]:514")
     } else if t.starts_with('[') && t.ends_with(']') || !t.contains(':') {
@@ -1612,7 +1638,10 @@ fn syslog_addr(t: &str, v6: Option<bool>) -> Result<std::net::SocketAddr, String
 
 /// `TARGET [len N] [format F] [FACILITY [LEVEL [MINLEVEL]]]`.
 fn parse_log_target(w: &[String], loc: &Loc) -> Result<LogTarget, String> {
-    let Some(target) = w.first() else {
+    // An address: environment variables expanded, quoted or not (HAProxy's
+    // `str2sa_range()`).
+    let expanded = w.first().map(|t| super::values::env_expand(t).into_owned());
+    let Some(target) = expanded.as_ref() else {
         return Err(
             "'log' expects a target (stdout, stderr, udp@HOST:PORT, unix@PATH, /dev/log or a file)"
                 .to_string(),
@@ -2408,6 +2437,20 @@ fn proxy_kw(px: &mut Proxy, ctx: &Ctx<'_>, words: &[String]) -> Result<(), Strin
         "balance" => {
             ctx.allow(kw, BE, true)?;
             px.balance = parse_balance(&w[1..])?;
+            px.balance_set = true;
+        }
+        "dispatch" => {
+            if ctx.defaults {
+                return Err("'dispatch' is not allowed in a 'defaults' section".to_string());
+            }
+            ctx.allow(kw, BE, false)?;
+            let [_, a] = w else {
+                return Err("'dispatch' expects exactly one argument: ADDR:PORT".to_string());
+            };
+            px.dispatch = Some(Spanned {
+                value: super::values::parse_host_port(a)?,
+                loc: ctx.loc.clone(),
+            });
         }
         "hash-type" => {
             ctx.allow(kw, BE, true)?;
@@ -2775,13 +2818,16 @@ fn proxy_option(px: &mut Proxy, ctx: &Ctx<'_>, no: bool, w: &[String]) -> Result
     let caps = match name {
         "http-keep-alive" | "httpclose" | "http-server-close" | "forwardfor" => FE | BE,
         "redispatch" | "httpchk" | "tcp-check" | "log-health-checks" | "persist"
-        | "redis-check" | "smtpchk" | "pgsql-check" | "mysql-check" | "ldap-check"
-        | "spop-check" | "ssl-hello-chk" => BE,
-        "http-buffer-request" => FE | BE,
+        | "transparent" | "redis-check" | "smtpchk" | "pgsql-check" | "mysql-check"
+        | "ldap-check" | "spop-check" | "ssl-hello-chk" => BE,
+        "http-buffer-request" | "splice-auto" | "splice-request" | "splice-response" => FE | BE,
         "abortonclose" => BE,
-        "httplog" | "tcplog" | "dontlognull" | "idle-close-on-response" | "disable-h2-upgrade" => {
-            FE
-        }
+        "httplog"
+        | "tcplog"
+        | "dontlognull"
+        | "idle-close-on-response"
+        | "disable-h2-upgrade"
+        | "socket-stats" => FE,
         o if HAPROXY_OPTIONS_UNSUPPORTED.contains(&o) => {
             return Err(format!("HAProxy option '{o}' is not supported by ebb"))
         }
@@ -2819,6 +2865,27 @@ fn proxy_option(px: &mut Proxy, ctx: &Ctx<'_>, no: bool, w: &[String]) -> Result
         "redispatch" => {
             no_args(rest)?;
             o.redispatch = !no;
+        }
+        "splice-auto" | "splice-request" | "splice-response" => {
+            no_args(rest)?;
+            let bit = match name {
+                "splice-auto" => super::SPLICE_AUTO,
+                "splice-request" => super::SPLICE_REQUEST,
+                _ => super::SPLICE_RESPONSE,
+            };
+            if no {
+                o.splice &= !bit;
+            } else {
+                o.splice |= bit;
+                o.splice_loc.get_or_insert_with(|| ctx.loc.clone());
+            }
+            if o.splice == 0 {
+                o.splice_loc = None;
+            }
+        }
+        "transparent" => {
+            no_args(rest)?;
+            px.transparent = (!no).then(|| ctx.loc.clone());
         }
         "tcp-check" => {
             if no {
@@ -2875,6 +2942,10 @@ fn proxy_option(px: &mut Proxy, ctx: &Ctx<'_>, no: bool, w: &[String]) -> Result
         "abortonclose" => {
             no_args(rest)?;
             o.abortonclose = !no;
+        }
+        "socket-stats" => {
+            no_args(rest)?;
+            o.socket_stats = !no;
         }
         "forwardfor" => {
             if no {
@@ -3444,6 +3515,21 @@ fn parse_server_opts(w: &[String], o: &mut ServerOptions, ctx: &Ctx<'_>) -> Resu
                 match opt {
                     // HAProxy's limits: weight 0..256.
                     "weight" => o.weight = parse_u32_range(opt, v, 0, 256)?,
+                    "proxy-v2-options" => {
+                        for p in v.split(',') {
+                            match p {
+                                "authority" => o.pp_v2.authority = true,
+                                "crc32c" => o.pp_v2.crc32c = true,
+                                "unique-id" => o.pp_v2.unique_id = true,
+                                "ssl" | "cert-cn" | "cert-key" | "cert-sig" | "ssl-cipher" => {
+                                    return Err(format!(
+                                        "proxy v2 option '{p}' is not supported (ebb sends no SSL TLVs; supported: authority, crc32c, unique-id)"
+                                    ))
+                                }
+                                _ => return Err(format!("'{p}' : proxy v2 option not implemented")),
+                            }
+                        }
+                    }
                     "maxconn" => o.maxconn = Some(parse_u32_range(opt, v, 0, u32::MAX)?).filter(|m| *m > 0),
                     "maxqueue" => o.maxqueue = Some(parse_u32_range(opt, v, 0, u32::MAX)?).filter(|m| *m > 0),
                     "inter" => o.inter = nonzero_time(opt, v)?,
@@ -4298,6 +4384,12 @@ fn parse_http_request(
         "set-header" | "add-header" | "del-header" => HttpRequestAction::Header(
             parse_header_edit("http-request", action, args, request_scope(px))?,
         ),
+        "reject" => {
+            if let Some(x) = args.first() {
+                return Err(format!("unexpected '{x}' after 'http-request reject'"));
+            }
+            HttpRequestAction::Reject
+        }
         "tarpit" => {
             let mut status = 500;
             match args {
@@ -4315,6 +4407,19 @@ fn parse_http_request(
         }
         a if is_shared_action(a) => shared_action("http-request", a, args, request_scope(px))?,
         "capture" => HttpRequestAction::Capture(parse_capture_action(px, ctx, false, args)?),
+        "set-dst" | "set-dst-port" => {
+            let f = if action == "set-dst" {
+                super::AddrField::Dst
+            } else {
+                super::AddrField::DstPort
+            };
+            HttpRequestAction::SetDst(f, Box::new(super::tcpreq::addr_expr("http-request", f, args, px)?))
+        }
+        "set-src" | "set-src-port" => {
+            return Err(format!(
+                "'http-request {action}' is not supported by ebb (a 'tcp-request connection' or 'session' rule changes it for the whole connection)"
+            ))
+        }
         "wait-for-body" => HttpRequestAction::WaitForBody(parse_wait_for_body("http-request", args)?),
         "strict-mode" => HttpRequestAction::StrictMode(parse_strict_mode("http-request", args)?),
         "set-timeout" => {
@@ -4385,7 +4490,7 @@ fn parse_http_request(
         },
         o => {
             return Err(format!(
-                "unknown 'http-request' action '{o}' (supported: return, redirect, deny, allow, set-header, add-header, del-header, replace-header, replace-value, set-path, set-pathq, set-query, set-uri, set-method, replace-path, replace-pathq, replace-uri, set-var, set-var-fmt, unset-var, use-service, cache-use, capture, tarpit, wait-for-body, auth, set-timeout, strict-mode, track-sc0, track-sc1, track-sc2, sc-inc-gpc, sc-inc-gpc0, sc-inc-gpc1, sc-set-gpt, sc-set-gpt0)"
+                "unknown 'http-request' action '{o}' (supported: return, redirect, deny, allow, set-header, add-header, del-header, replace-header, replace-value, set-path, set-pathq, set-query, set-uri, set-method, replace-path, replace-pathq, replace-uri, set-var, set-var-fmt, unset-var, set-dst, set-dst-port, use-service, cache-use, capture, tarpit, reject, wait-for-body, auth, set-timeout, strict-mode, track-sc0, track-sc1, track-sc2, sc-inc-gpc, sc-inc-gpc0, sc-inc-gpc1, sc-set-gpt, sc-set-gpt0)"
             ))
         }
     };
@@ -4947,7 +5052,7 @@ fn parse_reply(
                     .map_err(|_| "'hdr' expects NAME VALUE".to_string())?;
                 let name = header_name(v)?;
                 let lower = name.to_ascii_lowercase();
-                if matches!(lower.as_str(), "content-length" | "content-type" | "transfer-encoding" | "connection") {
+                if matches!(lower.as_str(), "content-length" | "content-type" | "transfer-encoding") {
                     return Err(format!(
                         "header '{name}' cannot be set with 'hdr' (ebb sets it itself)"
                     ));

@@ -161,7 +161,17 @@ fn tokenizer_escapes() {
 fn tokenizer_escape_errors() {
     assert!(tok("\\xZZ").unwrap_err().contains("hexadecimal"));
     assert!(tok("\\x4").unwrap_err().contains("hexadecimal"));
-    assert!(tok("\\xff").unwrap_err().contains("UTF-8"));
+    // Bytes that are not UTF-8 are carried, and given back as bytes; a
+    // configuration may not hold the characters that carry them.
+    let w = tok("a\\xffb\\xE0\\x80c\\xC3\\xA9").unwrap();
+    assert_eq!(w.len(), 1);
+    assert!(super::has_raw(&w[0]));
+    assert_eq!(
+        super::word_bytes(w[0].as_bytes()),
+        b"a\xffb\xe0\x80c\xc3\xa9".to_vec()
+    );
+    assert!(!super::has_raw(&tok("\\xC3\\xA9").unwrap()[0]));
+    assert!(tok("a\u{10FFE0}").unwrap_err().contains("reserved"));
 }
 
 #[test]
@@ -742,11 +752,13 @@ fn tune_keywords_honoured_or_refused() {
             .global;
     assert_eq!(g.maxrewrite, Some(128));
     assert_eq!(g.ulimit_n, Some(4096));
-    err1(
-        "global\n    tune.idle-pool.shared on\n",
-        "t.cfg:2: ",
-        "keeps idle server connections per thread",
+    assert!(!g.idle_pool_shared);
+    assert!(
+        ok("global\n    tune.idle-pool.shared on\n")
+            .global
+            .idle_pool_shared
     );
+    assert!(ok("global\n").global.idle_pool_shared);
 }
 
 /// HTTP/2 is served: `alpn h2,...` and `proto h2` are accepted, other
@@ -3195,6 +3207,11 @@ fn soft_stop_and_master_worker_keywords() {
         "t.cfg:2: ",
         "idle-close-on-response",
     );
+    let c = ok(&fe("    option socket-stats"));
+    assert!(c.proxies[0].options.socket_stats);
+    let c = ok(&fe("    option socket-stats\n    no option socket-stats"));
+    assert!(!c.proxies[0].options.socket_stats);
+    err1(&be("    option socket-stats"), "t.cfg:2: ", "socket-stats");
 }
 
 #[test]

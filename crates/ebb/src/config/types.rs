@@ -192,6 +192,9 @@ pub struct Global {
     pub runqueue_depth: Option<u32>,
     /// `tune.sched.low-latency on|off`.
     pub low_latency: bool,
+    /// `tune.idle-pool.shared on|off` (default on): a thread may take
+    /// another thread's idle server connections.
+    pub idle_pool_shared: bool,
     /// `tune.sched.scope-lookups on|off` (ebb's own; default on): `off`
     /// finds shared tasks by the naive walk, for before/after measurements.
     pub scope_lookups: bool,
@@ -274,6 +277,7 @@ impl Default for Global {
             bufsize: 16384,
             runqueue_depth: None,
             low_latency: false,
+            idle_pool_shared: true,
             scope_lookups: true,
             heavy_tasklets: true,
             ssl_cachesize: None,
@@ -483,6 +487,15 @@ pub struct Proxy {
     pub stats: Stats,
     // Backend side.
     pub balance: Balance,
+    /// A `balance` line was given (here or in the defaults): HAProxy then
+    /// ignores `dispatch` and refuses `option transparent`.
+    pub balance_set: bool,
+    /// `dispatch ADDR:PORT`: where a backend without servers sends its
+    /// connections (host as written, port).
+    pub dispatch: Option<Spanned<(String, u16)>>,
+    /// `option transparent`: a backend without servers connects to the
+    /// address the client connected to.
+    pub transparent: Option<Loc>,
     /// `hash-type` and `hash-balance-factor`.
     pub hash_type: HashType,
     /// `retries N` (HAProxy's default: 3).
@@ -722,9 +735,24 @@ pub struct ProxyOptions {
     /// `option http-buffer-request`: the request's body (up to a full
     /// buffer) is waited for before the rules run.
     pub buffer_request: bool,
+    /// `option splice-auto|splice-request|splice-response` ([`SPLICE_AUTO`],
+    /// [`SPLICE_REQUEST`], [`SPLICE_RESPONSE`]), and where the first was set.
+    pub splice: u8,
+    pub splice_loc: Option<Loc>,
     /// `option abortonclose` (backends).
     pub abortonclose: bool,
+    /// `option socket-stats`: each listener of the frontend has its own
+    /// statistics (`show stat` rows, `haproxy_listener_*` metrics).
+    pub socket_stats: bool,
 }
+
+/// `option splice-auto`: a direction moves through a kernel pipe once it
+/// streams (reads that fill the buffer).
+pub const SPLICE_AUTO: u8 = 1;
+/// `option splice-request`: client to server through a kernel pipe.
+pub const SPLICE_REQUEST: u8 = 2;
+/// `option splice-response`: server to client through a kernel pipe.
+pub const SPLICE_RESPONSE: u8 = 4;
 
 pub use crate::net::IpNet;
 
@@ -1066,6 +1094,9 @@ pub enum HttpRequestAction {
         n: usize,
         expr: Box<crate::sample::Expr>,
     },
+    /// `reject`: the connection closes at once, no answer (a denied
+    /// request, logged `PR`).
+    Reject,
     /// `tarpit [deny_status N]` (500 by default): the answer waits
     /// `timeout tarpit`.
     Tarpit {
@@ -1077,6 +1108,10 @@ pub enum HttpRequestAction {
     Capture(crate::sample::logline::CaptureAction),
     /// `cache-use NAME`.
     CacheUse(String),
+    /// `set-dst EXPR` or `set-dst-port EXPR`: the stream's destination
+    /// (where `option transparent` and a server without an address or
+    /// port connect, what `dst` and `dst_port` give).
+    SetDst(AddrField, Box<crate::sample::Expr>),
     /// `wait-for-body time T [at-least N]`: the rules wait for the body.
     WaitForBody(WaitForBody),
     /// `auth [realm R]`: 401 asking for Basic credentials (realm: the
@@ -1317,6 +1352,8 @@ pub struct ServerOptions {
     /// `send-proxy` (1) / `send-proxy-v2` (2): a PROXY header before the
     /// first byte to the server; 0: none.
     pub send_proxy: u8,
+    /// `proxy-v2-options`: the TLVs a `send-proxy-v2` header carries.
+    pub pp_v2: PpV2Options,
     /// `cookie VALUE`: the server's persistence cookie value.
     pub cookie: Option<String>,
     /// `check-send-proxy`: health checks send one too (they also do when
@@ -1391,6 +1428,22 @@ impl ServerTlsPolicy {
     }
 }
 
+/// `proxy-v2-options authority,crc32c,unique-id`: a `send-proxy-v2`
+/// header's CRC32C, the client's authority (from its own PROXY header,
+/// else its TLS SNI) and the stream's unique id (`unique-id-format`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PpV2Options {
+    pub authority: bool,
+    pub crc32c: bool,
+    pub unique_id: bool,
+}
+
+impl PpV2Options {
+    pub fn any(&self) -> bool {
+        self.authority || self.crc32c || self.unique_id
+    }
+}
+
 impl Default for ServerOptions {
     fn default() -> Self {
         ServerOptions {
@@ -1414,6 +1467,7 @@ impl Default for ServerOptions {
             pool_purge_delay: Duration::from_secs(5),
             tls: ServerTlsPolicy::default(),
             send_proxy: 0,
+            pp_v2: PpV2Options::default(),
             check_send_proxy: false,
             cookie: None,
             resolvers: None,

@@ -178,6 +178,21 @@ fn v2_refusals() {
     let mut b = body.to_vec();
     b.push(0);
     assert_eq!(err(&v2(0x21, 0x11, &b)), Error::V2Tlv);
+    // HAProxy's limits: an authority of 255 bytes, a unique id of 128.
+    for (kind, max) in [(tlv::AUTHORITY, 255u16), (tlv::UNIQUE_ID, 128)] {
+        for len in [max, max + 1] {
+            let mut b = body.to_vec();
+            b.push(kind);
+            b.extend_from_slice(&len.to_be_bytes());
+            b.extend(std::iter::repeat_n(b'a', len as usize));
+            let h = v2(0x21, 0x11, &b);
+            if len == max {
+                assert_eq!(done(&h).0.tlv(kind).map(<[u8]>::len), Some(len as usize));
+            } else {
+                assert_eq!(err(&h), Error::V2Tlv);
+            }
+        }
+    }
     // A signature that goes wrong midway is not a header.
     let mut s = V2_SIG.to_vec();
     s[7] = b'X';

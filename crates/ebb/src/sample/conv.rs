@@ -98,6 +98,12 @@ pub(super) enum Conv {
     },
     /// `strcmp(var)`.
     StrCmp(super::VarRef),
+    /// `fix_is_valid`, `fix_tag_value(TAG)` (the tag's id).
+    FixIsValid,
+    FixTagValue(u32),
+    /// `mqtt_is_valid`, `mqtt_field_value(TYPE,FIELD)`.
+    MqttIsValid,
+    MqttFieldValue(u8, super::mqtt::Field),
 }
 
 /// The argument of an arithmetic converter: an integer, or a variable
@@ -207,6 +213,34 @@ impl Conv {
             "b64dec" => none(Conv::B64Dec),
             "hex" => none(Conv::Hex),
             "length" => none(Conv::Length),
+            "fix_is_valid" => none(Conv::FixIsValid),
+            "mqtt_is_valid" => none(Conv::MqttIsValid),
+            "mqtt_field_value" => {
+                count(name, args, 2, 2)?;
+                let Some(kind) = super::mqtt::type_id(&args[0]) else {
+                    return Err(format!(
+                        "converter '{name}': Unknown MQTT type '{}'",
+                        args[0]
+                    ));
+                };
+                match super::mqtt::field_id(kind, &args[1]) {
+                    Some(f) => Ok(Conv::MqttFieldValue(kind, f)),
+                    None => Err(format!(
+                        "converter '{name}': Unknown MQTT field name '{}' for packet type '{}'",
+                        args[1], args[0]
+                    )),
+                }
+            }
+            "fix_tag_value" => {
+                count(name, args, 1, 1)?;
+                match super::fix::tag_id(&args[0]) {
+                    0 => Err(format!(
+                        "converter '{name}': Unknown FIX tag name '{}'",
+                        args[0]
+                    )),
+                    id => Ok(Conv::FixTagValue(id)),
+                }
+            }
             "neg" => none(Conv::Neg),
             "host_only" => none(Conv::HostOnly),
             "json_query" => {
@@ -509,7 +543,11 @@ impl Conv {
             | Conv::Xxh(..)
             | Conv::Be2 { .. }
             | Conv::Ub64Enc
-            | Conv::Digest(_) => Type::Bin,
+            | Conv::Digest(_)
+            | Conv::FixIsValid
+            | Conv::FixTagValue(_)
+            | Conv::MqttIsValid
+            | Conv::MqttFieldValue(..) => Type::Bin,
             Conv::Iif(..) => Type::Bool,
             Conv::Arith(..) | Conv::Neg | Conv::HttpDate { .. } => Type::Int,
             Conv::IpMask { .. } => Type::Ip,
@@ -520,7 +558,12 @@ impl Conv {
 
     pub(super) fn out_type(&self, _input: Type) -> Type {
         match self {
-            Conv::B64Dec | Conv::Bytes { .. } | Conv::Ub64Dec | Conv::Digest(_) => Type::Bin,
+            Conv::B64Dec
+            | Conv::Bytes { .. }
+            | Conv::Ub64Dec
+            | Conv::Digest(_)
+            | Conv::FixTagValue(_) => Type::Bin,
+            Conv::FixIsValid | Conv::MqttIsValid => Type::Bool,
             Conv::Length
             | Conv::Arith(..)
             | Conv::Neg
@@ -666,6 +709,61 @@ impl Conv {
                 Some(Val::Bin)
             }
             Conv::Length => Some(Val::Int(s.cur.len() as i64)),
+            Conv::FixIsValid
+            | Conv::FixTagValue(_)
+            | Conv::MqttIsValid
+            | Conv::MqttFieldValue(..) => {
+                // The converter decides whether more bytes could change
+                // its answer (HAProxy clears the fetch's SMP_F_MAY_CHANGE
+                // and sets it only when the message needs more data).
+                if let Some(p) = ctx.payload {
+                    p.may_change.set(false);
+                }
+                let got = match self {
+                    Conv::FixIsValid => match super::fix::validate(&s.cur) {
+                        super::fix::Verdict::Valid => Ok(Val::Bool(true)),
+                        super::fix::Verdict::Invalid => Ok(Val::Bool(false)),
+                        super::fix::Verdict::NeedMore => Err(true),
+                    },
+                    Conv::FixTagValue(id) => match super::fix::tag_value(&s.cur, *id) {
+                        // An empty value is no value (HAProxy's test on
+                        // the length), and asks for more as it does.
+                        super::fix::Found::Value(r) if !r.is_empty() => {
+                            s.cur.truncate(r.end);
+                            s.cur.drain(..r.start);
+                            Ok(Val::Bin)
+                        }
+                        super::fix::Found::Absent => Err(false),
+                        _ => Err(true),
+                    },
+                    Conv::MqttIsValid => match super::mqtt::validate(&s.cur) {
+                        super::mqtt::Verdict::Valid => Ok(Val::Bool(true)),
+                        super::mqtt::Verdict::Invalid => Ok(Val::Bool(false)),
+                        super::mqtt::Verdict::NeedMore => Err(true),
+                    },
+                    Conv::MqttFieldValue(kind, f) => {
+                        match super::mqtt::field_value(&s.cur, *kind, *f) {
+                            super::mqtt::Found::Value(v) => {
+                                s.cur.clear();
+                                s.cur.extend_from_slice(&v);
+                                Ok(Val::Str)
+                            }
+                            super::mqtt::Found::Absent => Err(false),
+                            super::mqtt::Found::NeedMore => Err(true),
+                        }
+                    }
+                    _ => Err(false),
+                };
+                match got {
+                    Ok(v) => Some(v),
+                    Err(more) => {
+                        if let (true, Some(p)) = (more, ctx.payload) {
+                            p.unsure();
+                        }
+                        None
+                    }
+                }
+            }
             Conv::Arith(op, arg) => {
                 let Val::Int(x) = v else { return None };
                 let y = match arg {
@@ -997,6 +1095,36 @@ pub(super) fn base64_encode(inp: &[u8], out: &mut Vec<u8>) {
             b'='
         });
     }
+}
+
+/// RFC 6455 §4.2.2: the `Sec-WebSocket-Accept` answering `key` (the
+/// base64 SHA-1 of the key and the protocol's GUID: what `concat(GUID),
+/// sha1,base64` computes).
+pub(crate) fn websocket_accept(key: &[u8]) -> Vec<u8> {
+    let mut ctx = ring::digest::Context::new(&ring::digest::SHA1_FOR_LEGACY_USE_ONLY);
+    ctx.update(key);
+    ctx.update(b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11");
+    let mut out = Vec::with_capacity(28);
+    base64_encode(ctx.finish().as_ref(), &mut out);
+    out
+}
+
+/// A new `Sec-WebSocket-Key`: 16 random bytes in base64 (RFC 6455 §4.1).
+pub(crate) fn websocket_key() -> [u8; 24] {
+    use ring::rand::SecureRandom;
+    let mut raw = [0u8; 16];
+    if ring::rand::SystemRandom::new().fill(&mut raw).is_err() {
+        // No system randomness: any nonce serves the handshake's check.
+        let t = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos());
+        raw = t.to_le_bytes();
+    }
+    let mut v = Vec::with_capacity(24);
+    base64_encode(&raw, &mut v);
+    let mut key = [0u8; 24];
+    key.copy_from_slice(&v[..24]);
+    key
 }
 
 /// Strict base64 (padding required, as HAProxy's b64dec); `None` on bad

@@ -79,7 +79,9 @@ pub(super) enum Fetch {
     SslFc,
     SslFcSni,
     Status,
-    Str(String),
+    /// `str(TEXT)`: its bytes (`\xHH` escapes of the configuration may
+    /// make them other than UTF-8).
+    Str(Vec<u8>),
     /// `bin(HEX)`: a binary constant.
     Bin(Vec<u8>),
     Int(i64),
@@ -98,6 +100,11 @@ pub(super) enum Fetch {
     UniqueId,
     /// `so_name`: the `name` of the connection's bind line (none without).
     SoName,
+    /// `fc_pp_authority`, `fc_pp_unique_id`: the value of the last TLV of
+    /// that type in the PROXY header the connection began with.
+    PpTlv(u8),
+    /// `fc_rcvd_proxy`: the connection began with a PROXY header.
+    RcvdProxy,
     /// `fe_conn([FE])`, `be_conn([BE])`, `srv_conn([BE/]SRV)`: live
     /// connection counts (no proxy named: the exchange's).
     Count {
@@ -323,7 +330,9 @@ impl Fetch {
             "ssl_fc_sni" => none(Fetch::SslFcSni),
             "str" => {
                 arg_count(name, args, 0, 1)?;
-                Ok(Fetch::Str(args.first().cloned().unwrap_or_default()))
+                Ok(Fetch::Str(crate::config::word_bytes(
+                    args.first().map_or(&b""[..], |a| a.as_bytes()),
+                )))
             }
             "bin" => {
                 arg_count(name, args, 1, 1)?;
@@ -386,6 +395,9 @@ impl Fetch {
                 Ok(Fetch::Uuid)
             }
             "so_name" => none(Fetch::SoName),
+            "fc_pp_authority" => none(Fetch::PpTlv(crate::proxyproto::tlv::AUTHORITY)),
+            "fc_pp_unique_id" => none(Fetch::PpTlv(crate::proxyproto::tlv::UNIQUE_ID)),
+            "fc_rcvd_proxy" => none(Fetch::RcvdProxy),
             "be_server_timeout" | "be_tunnel_timeout" | "fe_client_timeout" => {
                 let what = match name {
                     "be_server_timeout" => super::Count::BeServerTimeout,
@@ -562,6 +574,8 @@ impl Fetch {
             | Fetch::Uuid
             | Fetch::UniqueId
             | Fetch::SoName
+            | Fetch::PpTlv(_)
+            | Fetch::RcvdProxy
             | Fetch::Count { .. }
             | Fetch::CurTimeout { .. }
             | Fetch::Var(..)
@@ -644,6 +658,7 @@ impl Fetch {
             | Fetch::Bool(_)
             | Fetch::FirstReq
             | Fetch::CacheHit
+            | Fetch::RcvdProxy
             | Fetch::HttpAuth(_) => Type::Bool,
             // Typed when set; converters cast at run time from a string.
             Fetch::Var(..) => Type::Str,
@@ -668,8 +683,8 @@ impl Fetch {
             Fetch::Stk(f) => f.eval(ctx),
             Fetch::Src => Some(Val::Ip(ctx.src.ip())),
             Fetch::SrcPort => Some(Val::Int(ctx.src.port() as i64)),
-            Fetch::Dst => Some(Val::Ip((ctx.dst)()?.ip())),
-            Fetch::DstPort => Some(Val::Int((ctx.dst)()?.port() as i64)),
+            Fetch::Dst => Some(Val::Ip(ctx.dst_addr()?.ip())),
+            Fetch::DstPort => Some(Val::Int(ctx.dst_addr()?.port() as i64)),
             Fetch::FeName => put(s, ctx.fe.as_bytes()),
             Fetch::BeName => put(s, ctx.be?.as_bytes()),
             Fetch::SrvName => put(s, ctx.srv?.as_bytes()),
@@ -867,7 +882,7 @@ impl Fetch {
                 Res::H1 { head, .. } => head.status as i64,
                 Res::List { status, .. } => status as i64,
             })),
-            Fetch::Str(v) => put(s, v.as_bytes()),
+            Fetch::Str(v) => put(s, v),
             Fetch::Bin(v) => {
                 put(s, v);
                 Some(Val::Bin)
@@ -974,6 +989,20 @@ impl Fetch {
             Fetch::SoName => {
                 let name = ctx.vars?.try_borrow().ok()?.so_name.clone()?;
                 put(s, name.as_bytes())
+            }
+            Fetch::PpTlv(kind) => {
+                let st = ctx.vars?.try_borrow().ok()?;
+                let t = st
+                    .pp_tlvs
+                    .as_ref()?
+                    .iter()
+                    .rev()
+                    .find(|t| t.kind == *kind)?;
+                put(s, &t.value)
+            }
+            Fetch::RcvdProxy => {
+                let st = ctx.vars?.try_borrow().ok()?;
+                Some(Val::Bool(st.pp_tlvs.is_some()))
             }
             Fetch::UniqueId => {
                 let st = ctx.vars?.try_borrow().ok()?;

@@ -36,7 +36,33 @@ enum Alias {
 enum Part {
     Text(Vec<u8>),
     Expr(Box<Expr>),
-    Alias { a: Alias, quote: bool },
+    Alias { a: Alias, f: Flags },
+}
+
+/// The `%{+Q,+X}` flags of an item: quoted (`Q`), and addresses, ports
+/// and numbers in hexadecimal (`X`, HAProxy's LOG_OPT_HEXA). `%{...}o`
+/// sets them for every item after it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(super) struct Flags {
+    pub quote: bool,
+    pub hex: bool,
+}
+
+/// An address's IP (`ip`) or port as HAProxy's `lf_ip`/`lf_port` write
+/// them with `X`: their bytes in hexadecimal; `false` without an address.
+pub(super) fn hex_addr(a: Option<std::net::SocketAddr>, ip: bool, out: &mut Vec<u8>) -> bool {
+    let Some(a) = a else {
+        return false;
+    };
+    let b: Vec<u8> = match (ip, a.ip()) {
+        (false, _) => a.port().to_be_bytes().to_vec(),
+        (true, std::net::IpAddr::V4(v)) => v.octets().to_vec(),
+        (true, std::net::IpAddr::V6(v)) => v.octets().to_vec(),
+    };
+    for x in b {
+        let _ = write!(out, "{x:02X}");
+    }
+    true
 }
 
 /// A compiled log-format string.
@@ -115,28 +141,31 @@ pub(super) enum Item<'t> {
     Name(&'t str),
 }
 
-/// Reads the item after the `%` at `text[i - 1]`: optional `{+Q,-Q}`
-/// flags, then `[expr]` or a name. Returns it, whether `+Q` was given,
-/// and where the text goes on.
+/// Reads the item after the `%` at `text[i - 1]`: optional `{+Q,-X...}`
+/// flags changing `defaults`, then `[expr]` or a name. Returns it, its
+/// flags, and where the text goes on.
 pub(super) fn item(
     text: &str,
     mut i: usize,
     scope: Scope,
-) -> Result<(Item<'_>, bool, usize), String> {
+    defaults: Flags,
+) -> Result<(Item<'_>, Flags, usize), String> {
     let b = text.as_bytes();
-    let mut quote = false;
+    let mut fl = defaults;
     if b.get(i) == Some(&b'{') {
         let Some(end) = text[i..].find('}') else {
             return Err(format!("missing '}}' after '%{{' in '{text}'"));
         };
         for flag in text[i + 1..i + end].split(',') {
             match flag {
-                "+Q" => quote = true,
-                "-Q" => quote = false,
+                "+Q" => fl.quote = true,
+                "-Q" => fl.quote = false,
+                "+X" => fl.hex = true,
+                "-X" => fl.hex = false,
                 "" => {}
                 o => {
                     return Err(format!(
-                        "log-format flag '{o}' is not supported (supported: +Q, -Q)"
+                        "log-format flag '{o}' is not supported (supported: +Q, -Q, +X, -X)"
                     ))
                 }
             }
@@ -153,7 +182,7 @@ pub(super) fn item(
                 e.text()
             ));
         }
-        return Ok((Item::Expr(e), quote, p.pos + 1));
+        return Ok((Item::Expr(e), fl, p.pos + 1));
     }
     let start = i;
     while i < b.len() && b[i].is_ascii_alphanumeric() {
@@ -164,7 +193,7 @@ pub(super) fn item(
             "'%' must be followed by a variable name, '[' or '%' in '{text}' (write '%%' for a '%')"
         ));
     }
-    Ok((Item::Name(&text[start..i]), quote, i))
+    Ok((Item::Name(&text[start..i]), fl, i))
 }
 
 impl LogFormat {
@@ -173,6 +202,7 @@ impl LogFormat {
         let b = text.as_bytes();
         let mut parts = Vec::new();
         let mut lit = Vec::new();
+        let mut defaults = Flags::default();
         let mut i = 0;
         while i < b.len() {
             if b[i] != b'%' {
@@ -186,15 +216,22 @@ impl LogFormat {
                 i += 1;
                 continue;
             }
-            let (it, quote, next) = item(text, i, scope)?;
+            let (it, f, next) = item(text, i, scope, defaults)?;
             i = next;
             if !lit.is_empty() {
-                parts.push(Part::Text(std::mem::take(&mut lit)));
+                parts.push(Part::Text(crate::config::word_bytes(&std::mem::take(
+                    &mut lit,
+                ))));
             }
             let name = match it {
                 // HAProxy 2.6 applies no quoting to %[...] in these strings.
                 Item::Expr(e) => {
                     parts.push(Part::Expr(Box::new(e)));
+                    continue;
+                }
+                // `%o`: the flags for the items after it.
+                Item::Name("o") => {
+                    defaults = f;
                     continue;
                 }
                 Item::Name(n) => n,
@@ -203,12 +240,13 @@ impl LogFormat {
             // is not `%ci` followed by `p`, so refuse unknown names whole.
             parts.push(Part::Alias {
                 a: alias(name, scope)?,
-                quote,
+                f,
             });
         }
         if !lit.is_empty() {
-            parts.push(Part::Text(lit));
+            parts.push(Part::Text(crate::config::word_bytes(&lit)));
         }
+        super::claim_raw(text);
         Ok(LogFormat {
             parts,
             src: text.to_string(),
@@ -269,17 +307,35 @@ impl LogFormat {
                 Part::Expr(e) => {
                     e.render(ctx, out);
                 }
-                Part::Alias { a, quote } => {
-                    if *quote {
+                Part::Alias { a, f } => {
+                    // HAProxy writes hexadecimal forms unquoted.
+                    if f.hex && render_hex(*a, ctx, out) {
+                        continue;
+                    }
+                    if f.quote {
                         out.push(b'"');
                     }
                     render_alias(*a, ctx, out);
-                    if *quote {
+                    if f.quote {
                         out.push(b'"');
                     }
                 }
             }
         }
+    }
+}
+
+/// The `X` form of the aliases that have one (addresses, ports, the pid);
+/// `false` for the others, or when the value is missing.
+fn render_hex(a: Alias, ctx: &Ctx<'_>, out: &mut Vec<u8>) -> bool {
+    match a {
+        Alias::ClientIp | Alias::ClientPort => hex_addr(Some(ctx.src), a == Alias::ClientIp, out),
+        Alias::FrontIp | Alias::FrontPort => hex_addr((ctx.dst)(), a == Alias::FrontIp, out),
+        Alias::Pid => {
+            let _ = write!(out, "{:04X}", std::process::id());
+            true
+        }
+        _ => false,
     }
 }
 
@@ -292,12 +348,12 @@ fn render_alias(a: Alias, ctx: &Ctx<'_>, out: &mut Vec<u8>) {
             let _ = write!(out, "{}", ctx.src.port());
         }
         Alias::FrontIp => {
-            if let Some(d) = (ctx.dst)() {
+            if let Some(d) = ctx.dst_addr() {
                 let _ = write!(out, "{}", d.ip());
             }
         }
         Alias::FrontPort => {
-            if let Some(d) = (ctx.dst)() {
+            if let Some(d) = ctx.dst_addr() {
                 let _ = write!(out, "{}", d.port());
             }
         }

@@ -168,6 +168,8 @@ enum Part {
     Var {
         v: Var,
         quote: bool,
+        /// `X`: addresses, ports, `%Ts`, `%ms` and `%pid` in hexadecimal.
+        hex: bool,
     },
     Expr {
         e: Box<Expr>,
@@ -198,6 +200,7 @@ impl LogLine {
         let b = text.as_bytes();
         let mut parts = Vec::new();
         let mut lit = Vec::new();
+        let mut defaults = super::logfmt::Flags::default();
         let mut i = 0;
         let flush = |lit: &mut Vec<u8>, parts: &mut Vec<Part>| {
             if !lit.is_empty() {
@@ -227,7 +230,7 @@ impl LogLine {
                 i += 1;
                 continue;
             }
-            let (it, quote, next) = super::logfmt::item(text, i, Scope::Response).map_err(|e| {
+            let (it, fl, next) = super::logfmt::item(text, i, Scope::Response, defaults).map_err(|e| {
                 if e.contains("reads the request") {
                     format!("{e}; in a log line, keep the value with 'http-request set-var' or a capture")
                 } else {
@@ -239,9 +242,18 @@ impl LogLine {
             parts.push(match it {
                 super::logfmt::Item::Expr(e) => Part::Expr {
                     e: Box::new(e),
-                    quote,
+                    quote: fl.quote,
                 },
-                super::logfmt::Item::Name(n) => Part::Var { v: var(n)?, quote },
+                // `%o`: the flags for the items after it.
+                super::logfmt::Item::Name("o") => {
+                    defaults = fl;
+                    continue;
+                }
+                super::logfmt::Item::Name(n) => Part::Var {
+                    v: var(n)?,
+                    quote: fl.quote,
+                    hex: fl.hex,
+                },
             });
         }
         flush(&mut lit, &mut parts);
@@ -253,6 +265,45 @@ impl LogLine {
 
     pub fn text(&self) -> &str {
         &self.src
+    }
+
+    /// What a tcp proxy cannot log with this format: HAProxy's variables
+    /// reserved for HTTP mode (`%r`, `%HU`, `%TR`...), or a sample that
+    /// reads HTTP; the message says which.
+    pub fn tcp_refusal(&self) -> Option<String> {
+        use Var::*;
+        self.parts.iter().find_map(|p| match p {
+            Part::Var { v, .. } => {
+                let name = match v {
+                    CookieClient => "CC",
+                    CookieServer => "CS",
+                    Ta => "Ta",
+                    Ti => "Ti",
+                    Tq => "Tq",
+                    Tr => "Tr",
+                    TR => "TR",
+                    HttpMethod => "HM",
+                    HttpPath => "HP",
+                    HttpPathOnly => "HPO",
+                    HttpQuery => "HQ",
+                    HttpUri => "HU",
+                    HttpVersion => "HV",
+                    Request => "r",
+                    RequestDate => "tr",
+                    RequestGmt => "trg",
+                    RequestLocal => "trl",
+                    _ => return None,
+                };
+                Some(format!(
+                    "format variable '%{name}' is reserved for HTTP mode"
+                ))
+            }
+            Part::Expr { e, .. } if e.layer() == super::Layer::Http => Some(format!(
+                "'%[{}]' reads HTTP, which a tcp session does not have",
+                e.text()
+            )),
+            _ => None,
+        })
     }
 
     /// Whether the format reads the frontend's local address (a system
@@ -332,13 +383,44 @@ impl LogLine {
                     text(out, found.then_some(&v[..]), *quote);
                     last_space = false;
                 }
-                Part::Var { v, quote } => {
-                    if render_var(*v, *quote, e, &caps, out) {
+                Part::Var { v, quote, hex } => {
+                    if (*hex && render_hex(*v, e, out)) || render_var(*v, *quote, e, &caps, out) {
                         last_space = false;
                     }
                 }
             }
         }
+    }
+}
+
+/// The `X` form of the variables that have one (HAProxy's LOG_OPT_HEXA:
+/// addresses and ports byte by byte, `%Ts` and `%pid` on at least four
+/// digits, `%ms` on two); `false` for the others or a missing value.
+fn render_hex(v: Var, e: &Entry<'_>, out: &mut Vec<u8>) -> bool {
+    use super::logfmt::hex_addr;
+    let srv = || {
+        e.vars
+            .and_then(|s| s.try_borrow().ok())
+            .and_then(|s| s.info.srv_addr)
+    };
+    match v {
+        Var::ClientIp | Var::ClientPort => hex_addr(Some(e.client), v == Var::ClientIp, out),
+        Var::FrontIp | Var::FrontPort => hex_addr(e.local, v == Var::FrontIp, out),
+        Var::SrvIp | Var::SrvPort => hex_addr(srv(), v == Var::SrvIp, out),
+        Var::AcceptTs | Var::AcceptMs => {
+            let s = e.accept.duration_since(UNIX_EPOCH).unwrap_or_default();
+            let _ = if v == Var::AcceptTs {
+                write!(out, "{:04X}", s.as_secs())
+            } else {
+                write!(out, "{:02X}", s.subsec_millis())
+            };
+            true
+        }
+        Var::Pid => {
+            let _ = write!(out, "{:04X}", crate::sys::pid());
+            true
+        }
+        _ => false,
     }
 }
 
@@ -951,6 +1033,23 @@ mod tests {
     }
 
     #[test]
+    fn hexadecimal_flag() {
+        let e = entry(b"GET / HTTP/1.1", None);
+        assert_eq!(
+            render(
+                "%{+X}ci:%{+X}cp %{+X}Ts.%{+X}ms %{+X}o %fi:%fp %{-X}fp %ft",
+                &e
+            ),
+            "7F000001:0FA0 03E8.7B 7F000002:1F90 8080 fe~"
+        );
+        assert_eq!(
+            render("%{+Q,+X}ci %{+Q}o %ci %{-Q}ci", &e),
+            "7F000001 \"127.0.0.1\" 127.0.0.1"
+        );
+        assert!(LogLine::parse("%{+E}ci").is_err());
+    }
+
+    #[test]
     fn values_timers_and_separators() {
         let e = entry(b"GET / HTTP/1.1", None);
         assert_eq!(
@@ -1005,7 +1104,7 @@ mod tests {
             ("%bi", "local address"),
             ("%zz", "unknown log-format variable"),
             ("%[path]", "set-var"),
-            ("%{+X}r", "not supported"),
+            ("%{+E}r", "not supported"),
         ] {
             let e = LogLine::parse(f).unwrap_err();
             assert!(e.contains(why), "{f}: {e}");

@@ -22,12 +22,15 @@
 
 pub mod auth;
 mod conv;
+pub(crate) use conv::{websocket_accept, websocket_key};
 mod fetch;
+mod fix;
 pub mod hash;
 mod jsonq;
 mod logfmt;
 pub mod logline;
 pub(crate) mod map;
+mod mqtt;
 pub mod patref;
 mod stk;
 #[cfg(test)]
@@ -93,6 +96,26 @@ pub fn take_proxy_refs() -> Vec<ProxyRef> {
 
 fn note_proxy_ref(c: Count, proxy: Option<String>, server: Option<String>) {
     PROXY_REFS.with(|r| r.borrow_mut().push((c, proxy, server)));
+}
+
+thread_local! {
+    static RAW_CLAIMS: RefCell<Vec<String>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Notes a text that carried bytes that are not UTF-8 (see
+/// `config::word_bytes`) and compiled with them where they are read as
+/// bytes.
+fn claim_raw(text: &str) {
+    if crate::config::has_raw(text) {
+        RAW_CLAIMS.with(|r| r.borrow_mut().push(text.to_string()));
+    }
+}
+
+/// The texts with bytes that are not UTF-8 compiled on this thread since
+/// the last call: the configuration parser refuses a line where such bytes
+/// went anywhere else.
+pub fn take_raw_claims() -> Vec<String> {
+    RAW_CLAIMS.with(|r| std::mem::take(&mut *r.borrow_mut()))
 }
 
 /// Where an expression is evaluated: decides which fetches exist.
@@ -188,6 +211,17 @@ pub struct Ctx<'a> {
     /// its announced size (`res.body_size`); `None` when none was waited
     /// for (`http-response wait-for-body`).
     pub res_body: Option<(&'a [u8], u64)>,
+}
+
+impl Ctx<'_> {
+    /// The destination the stream has: the one an `http-request set-dst`
+    /// or `set-dst-port` gave it, else the connection's.
+    pub fn dst_addr(&self) -> Option<SocketAddr> {
+        let set = self
+            .vars
+            .and_then(|v| v.try_borrow().ok().and_then(|v| v.info.dst));
+        set.or_else(|| (self.dst)())
+    }
 }
 
 /// A sample's type (HAProxy's SMP_T_*; IPv4 and IPv6 are one type here).
@@ -409,6 +443,7 @@ impl Expr {
                 &text[..p.pos]
             ));
         }
+        claim_raw(text);
         Ok(e)
     }
 
@@ -600,6 +635,18 @@ impl<'t> Parser<'t> {
             return Err(format!("missing fetch name in '{}'", self.text));
         }
         let args = self.args()?;
+        // Bytes that are not UTF-8 are read as bytes by str() alone.
+        let raw = |args: &[String], what: &str| {
+            match args.iter().any(|a| crate::config::has_raw(a)) {
+            true => Err(format!(
+                "bytes that are not UTF-8 (\\xHH) in the arguments of {what} are not supported (only in str() and log-format text)"
+            )),
+            false => Ok(()),
+        }
+        };
+        if name != "str" {
+            raw(&args, &format!("'{name}'"))?;
+        }
         let fetch = fetch::Fetch::compile(name, &args, scope)?;
         let mut ty = fetch.out_type();
         let mut convs = Vec::new();
@@ -610,6 +657,7 @@ impl<'t> Parser<'t> {
                 return Err(format!("missing converter name in '{}'", self.text));
             }
             let cargs = self.args()?;
+            raw(&cargs, &format!("'{cname}'"))?;
             let c = conv::Conv::compile(cname, &cargs)?;
             if !can_cast(ty, c.in_type()) {
                 return Err(format!(

@@ -69,6 +69,19 @@ fn lf_scope(fmt: &str, scope: Scope, res: Option<&str>) -> String {
     })
 }
 
+/// `a.b.c.d:port` or `a.b.c.d` as `X` writes it.
+fn hexed(w: &str) -> String {
+    let (ip, port) = w.split_once(':').unwrap_or((w, ""));
+    let mut s: String = ip
+        .split('.')
+        .map(|b| format!("{:02X}", b.parse::<u8>().unwrap()))
+        .collect();
+    if !port.is_empty() {
+        s += &format!(":{:04X}", port.parse::<u16>().unwrap());
+    }
+    s
+}
+
 fn err(fmt: &str, scope: Scope) -> String {
     LogFormat::parse(fmt, scope)
         .err()
@@ -313,7 +326,21 @@ fn errors_at_compile_time() {
     assert!(err("%[be_name]", Scope::Request { backend: false }).contains("needs a backend"));
     assert!(err("%b", Scope::Request { backend: false }).contains("needs a backend"));
     assert!(err("%bp", RQ).contains("not supported"));
-    assert!(err("%{+X}ci", RQ).contains("flag '+X'"));
+    assert!(err("%{+E}ci", RQ).contains("flag '+E'"));
+    // `X`: addresses, ports and the pid in hexadecimal; `%o` sets the
+    // flags of what follows; samples are not changed.
+    assert_eq!(
+        lf("%{+X}ci:%{+X}cp %{+X}o%ci %{-X}cp %[str(10)]"),
+        lf("%ci:%cp %ci %cp %[str(10)]")
+            .split(' ')
+            .enumerate()
+            .map(|(i, w)| match i {
+                0 | 1 => hexed(w),
+                _ => w.to_string(),
+            })
+            .collect::<Vec<_>>()
+            .join(" ")
+    );
     assert!(err("50%", RQ).contains("'%%'"));
     assert!(err("%[str(a),regsub(\\(,x)]", RQ).contains("regular expression"));
     assert!(err("%[var(x)]", RQ).contains("needs a scope"));

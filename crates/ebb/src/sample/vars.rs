@@ -171,6 +171,13 @@ pub struct VarStore {
     /// The `name` of the bind line the connection came through
     /// (`so_name`).
     pub so_name: Option<std::sync::Arc<str>>,
+    /// The TLVs of the PROXY header the connection began with
+    /// (`accept-proxy`; empty for v1); `None` without a header
+    /// (`fc_rcvd_proxy`, `fc_pp_authority`, `fc_pp_unique_id`).
+    pub pp_tlvs: Option<std::sync::Arc<[crate::proxyproto::Tlv]>>,
+    /// The connection's place on its listener's statistics (`option
+    /// socket-stats`), released with the connection.
+    pub listener: Option<crate::proxy::ListenerGuard>,
     /// `capture request|response header` values of the exchange.
     pub req_caps: Vec<Option<Vec<u8>>>,
     pub res_caps: Vec<Option<Vec<u8>>>,
@@ -236,6 +243,10 @@ pub struct TxnInfo {
     pub cache: CacheFacts,
     /// The cache that answered (`res.cache_hit`, `res.cache_name`).
     pub cache_hit: Option<std::sync::Arc<str>>,
+    /// The stream's destination as `http-request set-dst`/`set-dst-port`
+    /// left it (`None`: the connection's); the next request starts from
+    /// the connection's again, as HAProxy's streams do.
+    pub dst: Option<std::net::SocketAddr>,
     /// `http-request set-timeout server|tunnel`: this exchange's own, in
     /// ms (0: none, as HAProxy's eternity).
     pub timeout_server: Option<u32>,
@@ -258,6 +269,20 @@ pub struct CacheFacts {
 }
 
 impl VarStore {
+    /// The authority a `proxy-v2-options authority` header passes on: the
+    /// client's own PROXY header's, else the SNI it sent (`sni`).
+    pub fn pp_authority<'a>(&'a self, sni: Option<&'a str>) -> Option<&'a [u8]> {
+        self.pp_tlvs
+            .as_ref()
+            .and_then(|t| {
+                t.iter()
+                    .rev()
+                    .find(|t| t.kind == crate::proxyproto::tlv::AUTHORITY)
+            })
+            .map(|t| &t.value[..])
+            .or_else(|| sni.map(str::as_bytes))
+    }
+
     /// A new request on the connection: `txn`, `req` and `res` start empty.
     pub fn begin_request(&mut self) {
         self.requests += 1;
@@ -371,4 +396,101 @@ pub fn run_global(actions: &[VarAction]) {
     for a in actions {
         a.run(&ctx);
     }
+}
+
+/// HAProxy's name of a value's type (`smp_to_type`), as the CLI's `get
+/// var` shows it.
+fn type_name(v: Val) -> &'static str {
+    match v {
+        Val::Bool(_) => "bool",
+        Val::Int(_) => "sint",
+        Val::Ip(std::net::IpAddr::V4(_)) => "ipv4",
+        Val::Ip(std::net::IpAddr::V6(_)) => "ipv6",
+        Val::Str => "str",
+        Val::Bin => "bin",
+        Val::Meth => "meth",
+    }
+}
+
+/// The CLI's `get var NAME`: `NAME: type=T value=<V>` (no newline, as
+/// HAProxy answers) for a process-wide variable that is set, its value as text with the bytes that do not
+/// print shown as `.`; `Err` carries HAProxy's message otherwise.
+pub fn cli_get(name: &str) -> Result<String, String> {
+    let not_found = || "Variable not found.\n".to_string();
+    if !name.starts_with("proc.") {
+        return Err(not_found());
+    }
+    let id = {
+        let names = NAMES.lock().unwrap_or_else(|p| p.into_inner());
+        names.iter().position(|n| n == name).ok_or_else(not_found)? as u32
+    };
+    let mut s = Scratch::default();
+    let v = PROC
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .get(id, &mut s)
+        .ok_or_else(not_found)?;
+    let mut text = Vec::new();
+    super::write_text(v, &s, &mut text);
+    let shown: String = text
+        .iter()
+        .map(|&c| {
+            if (0x20..0x7f).contains(&c) {
+                c as char
+            } else {
+                '.'
+            }
+        })
+        .collect();
+    Ok(format!("{name}: type={} value=<{shown}>", type_name(v)))
+}
+
+/// The CLI's `set var NAME [expr|fmt] VALUE` (`args` after `set var`):
+/// sets a process-wide variable from a context-free expression or
+/// log-format string, as the `global` section's `set-var` does.
+pub fn cli_set(args: &[String]) -> Result<(), String> {
+    let Some(name) = args.first().filter(|n| !n.is_empty()) else {
+        return Err("Missing process-wide variable identifier.\n".into());
+    };
+    let Some(first) = args.get(1).filter(|a| !a.is_empty()) else {
+        return Err("Missing either 'expr', 'fmt' or expression.\n".into());
+    };
+    let (fmt, value) = match args.get(2) {
+        Some(v) => match first.as_str() {
+            "fmt" => (true, v),
+            "expr" => (false, v),
+            o => {
+                return Err(format!(
+                    "'set var': arg type must be either 'expr' or 'fmt' but got '{o}'.\n"
+                ))
+            }
+        },
+        None => (false, first),
+    };
+    let r = VarRef::parse(name).map_err(|e| format!("'set var': {e}.\n"))?;
+    if r.scope != VarScope::Proc {
+        return Err(format!(
+            "'set var': cannot set variable '{name}', only scope 'proc' is permitted here.\n"
+        ));
+    }
+    let scope = super::Scope::Request { backend: true };
+    let action = if fmt {
+        let f = super::LogFormat::parse(value, scope).map_err(|e| format!("'set var': {e}.\n"))?;
+        if !f.context_free() {
+            return Err(format!(
+                "'set var': '{value}' needs a connection or a request, which the CLI does not have.\n"
+            ));
+        }
+        VarAction::SetFmt(r, f)
+    } else {
+        let e = super::Expr::parse(value, scope).map_err(|e| format!("'set var': {e}.\n"))?;
+        if !e.context_free() {
+            return Err(format!(
+                "'set var': '{value}' needs a connection or a request, which the CLI does not have.\n"
+            ));
+        }
+        VarAction::Set(r, Box::new(e))
+    };
+    run_global(std::slice::from_ref(&action));
+    Ok(())
 }

@@ -194,9 +194,17 @@ pub struct Stream {
     /// proxied request; every server socket of this client is registered
     /// with it.
     side_task: Option<TaskletId>,
-    /// An idle server connection kept for this client's next request:
-    /// (server, socket), still registered with `side_task`.
-    attached: Option<(Arc<crate::backend::ServerRt>, Transport)>,
+    /// An idle server connection private to this client, kept for its
+    /// next request, still registered with `side_task`.
+    attached: Option<proxy::Attached>,
+    /// This client's place in the idle pool: its last server connection,
+    /// idle, still registered with `side_task` unless another request
+    /// took it ([`crate::backend::pool`]).
+    parked: Option<crate::backend::pool::Parked>,
+    /// The PROXY header the attached server connection began with: one
+    /// that would differ for the next request (another unique id) is not
+    /// reused, as HAProxy keys connections by their header.
+    pp_sent: Vec<u8>,
     /// The fields of the answers the stream builds (fixed answers, pages,
     /// files), reused from one answer to the next.
     fields: FieldBuf,
@@ -376,9 +384,7 @@ impl Exchange for Stream {
         if self.up.is_some() {
             self.proxy_client_gone(c, ctx);
         }
-        if let Some((srv, st)) = self.attached.take() {
-            self.detach_to_pool(c, ctx, srv, st);
-        }
+        self.release_idle(c, ctx);
         if let Some(t) = self.side_task.take() {
             ctx.kill_tasklet(t);
         }
@@ -540,6 +546,7 @@ impl Stream {
                     strict: st.strict,
                 }))
             }
+            HttpRequestAction::Reject => Act::Reject(false, be),
             _ => Act::Service,
         })
     }
@@ -908,7 +915,12 @@ impl Stream {
                             admin,
                         }
                     }
-                    _ => Service::Prometheus,
+                    _ => {
+                        let buf = &c.rbuf[c.rstart..c.rend];
+                        Service::Prometheus {
+                            uri: c.head.path.get(buf).to_vec(),
+                        }
+                    }
                 };
                 let mut job = Some(svc);
                 let slot = Rc::new(std::cell::RefCell::new(None));
@@ -1358,6 +1370,12 @@ impl Stream {
         body: u64,
     ) {
         let status = self.after_response(c, backend, status);
+        if status == 101 {
+            // An answer of ebb's made a 101 by a rule: no tunnel follows
+            // (there is no server), the connection ends after it.
+            c.closing = true;
+            self.keep_alive = false;
+        }
         let be = backend.and_then(|b| c.fe.backends.get(b));
         let sent = (c.wbuf.len() - self.resp_start) as u64 + body;
         crate::proxy::count_request(&c.fe, be.map(|b| &**b), status, sent);

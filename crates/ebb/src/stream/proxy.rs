@@ -27,11 +27,12 @@
 //! runs client-side code, and a client-side event never tries the server
 //! socket unless it saw an edge.
 //!
-//! After the response, a server connection that may be kept stays attached
-//! to the client connection (still registered, so the next request of the
-//! same client to the same server costs no `epoll_ctl`), and goes to the
-//! thread's idle pool when the client leaves or the next request wants
-//! another server.
+//! After the response, a server connection that may be kept is idle: in
+//! the idle pool, in the client's own place there, still registered (so
+//! the next request of the same client to the same server costs no
+//! `epoll_ctl`) unless another request took it meanwhile, as `http-reuse`
+//! allows ([`crate::backend::pool`]); one private to its client stays
+//! attached to it.
 //!
 //! Failures: a connect that fails or times out is retried up to `retries`
 //! times (the last one on another server with `option redispatch`), then
@@ -63,7 +64,7 @@ use crate::l4rules::Verdict;
 use crate::mux::h1::client::{dst_of, In, LogFacts};
 use crate::mux::h1::server::{write_request_head, ReqTail, ServerSide};
 use crate::proxy::{BackendKind, BackendRt, BeTimeouts};
-use crate::stream::msg::{BodySize, ReqHead};
+use crate::stream::msg::{BodySize, Form, ReqHead};
 
 /// What is left of a body to move.
 pub(super) enum Left {
@@ -97,6 +98,24 @@ impl Left {
             _ => Ok((0, false)),
         }
     }
+}
+
+/// An idle server connection private to its client (`http-reuse never`,
+/// `dispatch`, a PROXY header, a server without a port), kept for the
+/// client's next request, still registered with the server side's tasklet.
+pub(super) struct Attached {
+    srv: Arc<ServerRt>,
+    st: Transport,
+}
+
+/// Whether another client's request may take an idle connection to `s`:
+/// not one that began with a PROXY header naming its client (HAProxy keys
+/// such connections by source), nor one of a server without a port or an
+/// address (it went to its client's destination), nor the backend's own target
+/// (`dispatch`, `option transparent`: HAProxy keeps a connection to no
+/// server private to its client).
+fn shareable(s: &ServerRt) -> bool {
+    s.opts.send_proxy == 0 && !s.follows_client_dst() && !s.backend_target
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -176,6 +195,13 @@ pub(super) struct Upstream {
     /// A connect refused at once is retried at this date (HAProxy's
     /// turn-around: `timeout connect`, at most 1 s, later).
     retry_at: Option<Tick>,
+    /// A websocket upgrade (RFC 6455): the server's 101 must carry
+    /// `Sec-WebSocket-Accept` (else 502, as HAProxy), equal to this value
+    /// when ebb made the key up (an HTTP/2 extended CONNECT).
+    ws_accept: Option<Option<Vec<u8>>>,
+    /// An HTTP/2 client's `:scheme` (http or https) for an HTTP/2 server:
+    /// the head written is in origin form.
+    scheme: Option<&'static [u8]>,
 }
 
 /// How long a compressed answer's server may pause (its read drained)
@@ -315,6 +341,25 @@ impl Stream {
                 || (continued && hdr_name_eq(name, "expect"))
         };
         let mut view = ReqHead::from_h1(buf, h);
+        let mut scheme = None;
+        if c.lane_of.is_some() && view.form == Form::Absolute {
+            scheme = view.scheme.map(|s| {
+                if s.eq_ignore_ascii_case(b"http") {
+                    &b"http"[..]
+                } else {
+                    &b"https"[..]
+                }
+            });
+            // An HTTP/2 request's absolute URI is ebb's (and HAProxy's)
+            // internal form of `:scheme` and `:authority`: the server gets
+            // the origin form (`*` for OPTIONS without a path), as HAProxy
+            // sends a normalized URI.
+            view.form = if view.path.is_empty() && h.method == Method::Options {
+                Form::Asterisk
+            } else {
+                Form::Origin
+            };
+        }
         // `compression direction request`: the body goes coded, chunked.
         let req_comp = comp_choice
             .as_ref()
@@ -322,10 +367,19 @@ impl Stream {
         if req_comp.is_some() {
             view.body = BodySize::Unknown;
         }
-        let keep_server = !sr.server_close
-            && !c.fe.server_close
-            && sr.farm.reuse != HttpReuse::Never
-            && view.upgrade.is_none();
+        let websocket = view.upgrade.is_some_and(|u| {
+            u.split(|&b| b == b',')
+                .any(|t| t.trim_ascii().eq_ignore_ascii_case(b"websocket"))
+        });
+        let ws_accept = websocket.then(|| match &c.tr {
+            crate::transport::Transport::Lane(l) => l
+                .pipe
+                .borrow()
+                .ws_key
+                .map(|k| crate::sample::websocket_accept(&k)),
+            _ => None,
+        });
+        let keep_server = !sr.server_close && !c.fe.server_close && view.upgrade.is_none();
         if sr.close {
             // `option httpclose` in the backend closes both sides.
             self.keep_alive = false;
@@ -440,6 +494,8 @@ impl Stream {
             resp_wait: None,
             abort_on_close: sr.abort_on_close,
             retry_at: None,
+            ws_accept,
+            scheme,
         };
         // The head is copied: consume it; the body (if any) follows.
         c.rstart += c.head.head_len.min(c.rend - c.rstart);
@@ -523,41 +579,69 @@ impl Stream {
         up.t_served = Some(now);
         up.waiter = None;
         s.counters.sessions.fetch_add(1, Ordering::Relaxed);
-        // 1. The connection this client already has to that server.
+        // 1. The connection this client already has to that server: kept
+        //    private to it, or parked in the pool where no other request
+        //    took it. Still registered with the server side's tasklet:
+        //    with no event on it since it went idle, it is known open
+        //    without a `peek` (a close or stray bytes would have raised
+        //    one).
         let mut sock = None;
-        if let Some((srv, mut st)) = self.attached.take() {
-            // Still registered with the server side's tasklet: with no
-            // event on it since it went idle, it is known open without
-            // a `peek` (a close or stray bytes would have raised one).
-            let quiet = !std::mem::take(&mut self.side.borrow_mut().idle_event);
-            if srv.uid == s.uid && (quiet || alive(&mut st)) {
-                sock = Some((st, true, true));
+        let quiet = !std::mem::take(&mut self.side.borrow_mut().idle_event);
+        // A connection that began with a PROXY header is reused only for
+        // an exchange whose header would be the same (HAProxy keys such
+        // connections by it: another unique id is another connection).
+        let same_pp = s.opts.send_proxy == 0 || pp_header(c, &s) == self.pp_sent;
+        if let Some(mut a) = self.attached.take() {
+            if a.srv.uid == s.uid && same_pp && (quiet || alive(&mut a.st)) {
+                sock = Some((a.st, true));
             } else {
-                self.detach_to_pool(c, ctx, srv, st);
+                self.detach_to_pool(c, ctx, a);
             }
         }
-        // 2. The thread's idle pool (not for a client's first request with
-        //    `http-reuse safe`: a failure there could not be told apart).
-        // A connection that began with a PROXY header names its client:
-        // never another client's (HAProxy keys such connections by source).
-        // Nor one of a server without a port: it went to another client's
-        // destination port.
-        let may_share = s.opts.send_proxy == 0
-            && !s.map_ports.load(Ordering::Relaxed)
-            && match up.farm.reuse {
-                HttpReuse::Never => false,
-                HttpReuse::Safe => c.requests > 1,
-                HttpReuse::Aggressive | HttpReuse::Always => true,
-            };
-        if sock.is_none() && may_share {
-            if let Some(st) = c.w.take_idle(&s, ctx.now()) {
-                sock = Some((st, true, false));
+        if let Some(p) = self.parked.take() {
+            if p.server_uid() == s.uid && same_pp {
+                if let Some(mut t) = c.w.shared.idle.unpark(&p) {
+                    if quiet || alive(&mut t.st) {
+                        sock = Some((t.st, true));
+                    }
+                }
+                self.parked = Some(p);
+            } else {
+                // Its connection to another server stays for others.
+                c.w.shared.idle.release(p, |fd| {
+                    let _ = ctx.deregister_fd(fd);
+                });
+            }
+        }
+        // 2. The idle pool, this thread's connections first, as
+        //    `http-reuse` allows: `never` keeps connections private,
+        //    `safe` sends a client's first request on a connection of its
+        //    own (a failure there could not be told apart), `aggressive`
+        //    on a safe one (it carried more than one request), `always`
+        //    on a safe one, else any.
+        use crate::backend::pool::Want;
+        let first = c.requests <= 1;
+        let want = match up.farm.reuse {
+            HttpReuse::Never => None,
+            _ if !first => Some(Want::Any),
+            HttpReuse::Safe => None,
+            HttpReuse::Aggressive => Some(Want::Safe),
+            HttpReuse::Always => Some(Want::SafeFirst),
+        };
+        if let (None, Some(want), true) = (&sock, want, shareable(&s)) {
+            if let Some(t) = c.w.take_idle(&s, want, ctx.now()) {
+                // Registered with another client's tasklet until now (on
+                // this thread's poller or another's).
+                if let Some(owner) = t.reg {
+                    let _ = ctx.deregister_fd_of(owner.thread(), t.st.raw_fd());
+                }
+                sock = Some((t.st, false));
             }
         }
         up.server = Some(Arc::clone(&s));
         c.sess.target.store(s.uid, Ordering::Relaxed);
         match sock {
-            Some((st, reused, registered)) => {
+            Some((st, registered)) => {
                 if !registered {
                     let ok = self
                         .side_tasklet(c, ctx)
@@ -576,7 +660,7 @@ impl Stream {
                     sd.obuf.extend_from_slice(&up.head);
                     sd.opos = 0;
                 }
-                up.reused = reused;
+                up.reused = true;
                 up.state = UpState::Connected;
                 up.t_conn = Some(now);
                 up.deadline = ticks::add(now, up.timeouts.server);
@@ -620,12 +704,8 @@ impl Stream {
                     sd.install(st, true, now);
                     sd.obuf.clear();
                     if s.opts.send_proxy > 0 {
-                        let dst = c.local_addr();
-                        let h = crate::proxyproto::header_for(
-                            s.opts.send_proxy,
-                            dst.map(|d| (c.peer, d)),
-                        );
-                        sd.obuf.extend_from_slice(&h);
+                        self.pp_sent = pp_header(c, &s);
+                        sd.obuf.extend_from_slice(&self.pp_sent);
                     }
                     sd.obuf.extend_from_slice(&up.head);
                     sd.opos = 0;
@@ -649,7 +729,7 @@ impl Stream {
     /// thread's as `http-reuse` allows, else a new one. The request goes
     /// into its pipe as it would go to a socket.
     fn connect_h2(&mut self, c: &mut H1, ctx: &mut Ctx) {
-        use crate::mux::h2::server::{attach, Reuse, Target};
+        use crate::mux::h2::server::{attach, Hints, Reuse, Target};
         let Some(mut up) = self.up.take() else {
             return;
         };
@@ -669,7 +749,6 @@ impl Stream {
         let owner = c.lane_of.or(c.me);
         let target = Target {
             key: s.uid,
-            tls: s.tls.is_some(),
             negotiate: !s.opts.proto_h2,
             purge: s.opts.pool_purge_delay,
             limits: c.w.limits,
@@ -678,7 +757,11 @@ impl Stream {
         let r = match self.side_tasklet(c, ctx) {
             Some(t) => {
                 let client_dst = client_dst(c, &s);
-                attach(ctx, &target, reuse, owner, t, up.te_trailers, || {
+                let hints = Hints {
+                    te: up.te_trailers,
+                    scheme: up.scheme,
+                };
+                attach(ctx, &target, reuse, owner, t, hints, || {
                     open_transport(&s, client_dst)
                 })
             }
@@ -1366,6 +1449,22 @@ impl Stream {
         let mut sd = side.borrow_mut();
         let istart = sd.istart;
         let buf = &sd.ibuf[istart..istart + n];
+        if let (101, Some(want)) = (up.resp.status, &up.ws_accept) {
+            // RFC 6455 §4.2.2: no (or, for a key ebb made, a wrong)
+            // `Sec-WebSocket-Accept` is an invalid answer (HAProxy: 502).
+            let ok = match (up.resp.header(buf, "sec-websocket-accept"), want) {
+                (None, _) => false,
+                (Some(got), Some(w)) => got.eq_ignore_ascii_case(w),
+                (Some(_), None) => true,
+            };
+            if !ok {
+                drop(sd);
+                up.keep_server = false;
+                self.up = Some(up);
+                self.fail(c, ctx, ExchangeError::bad_response_head());
+                return;
+            }
+        }
         let r = &up.resp;
         up.status = r.status;
         self.resp_start = c.wbuf.len();
@@ -1601,24 +1700,45 @@ impl Stream {
                 && !sd.sock.as_ref().is_some_and(|s| s.has_pending_output())
         };
         let s = up.server.take();
-        let kept = match (keep, s.as_ref()) {
-            (true, Some(srv)) => self
-                .side
-                .borrow_mut()
-                .take_sock()
-                .map(|st| (Arc::clone(srv), st)),
+        let sock = match (keep, s.as_ref()) {
+            (true, Some(_)) => self.side.borrow_mut().take_sock(),
             _ => None,
         };
-        if let Some(k) = kept {
-            // Stays attached to this client (still registered with the
-            // server side's tasklet).
-            if let Some((old_srv, old)) = self.attached.take() {
-                self.detach_to_pool(c, ctx, old_srv, old);
+        match (sock, s.as_ref()) {
+            (Some(st), Some(srv)) if up.farm.reuse == HttpReuse::Never || !shareable(srv) => {
+                // Private: stays attached to this client (still registered
+                // with the server side's tasklet).
+                if let Some(old) = self.attached.take() {
+                    self.detach_to_pool(c, ctx, old);
+                }
+                self.side.borrow_mut().idle_event = false;
+                self.attached = Some(Attached {
+                    srv: Arc::clone(srv),
+                    st,
+                });
             }
-            self.side.borrow_mut().idle_event = false;
-            self.attached = Some(k);
-        } else {
-            self.drop_server_sock(ctx);
+            (Some(st), Some(srv)) => {
+                // Idle now, as in HAProxy: parked in the pool, in this
+                // client's place, still registered with the server side's
+                // tasklet; closed when the pool is full (`pool-max-conn`).
+                if let Some(ticket) = srv.idle_ticket() {
+                    self.side.borrow_mut().idle_event = false;
+                    let reg = self.side_task;
+                    c.w.shared.idle.park(
+                        ctx.thread_id(),
+                        &mut self.parked,
+                        srv,
+                        st,
+                        up.reused,
+                        ticket,
+                        reg,
+                        ctx.now(),
+                    );
+                } else {
+                    let _ = ctx.deregister_fd(st.raw_fd());
+                }
+            }
+            _ => self.drop_server_sock(ctx),
         }
         let (ibuf, bytes_in) = {
             let mut sd = self.side.borrow_mut();
@@ -1717,17 +1837,22 @@ impl Stream {
         self.fail(c, ctx, ExchangeError::client_gone());
     }
 
-    /// An attached idle server connection goes to the thread's pool.
-    pub(super) fn detach_to_pool(
-        &mut self,
-        c: &mut H1,
-        ctx: &mut Ctx,
-        srv: Arc<ServerRt>,
-        mut st: Transport,
-    ) {
-        let _ = ctx.deregister_fd(st.raw_fd());
-        if srv.opts.send_proxy == 0 && alive(&mut st) {
-            c.w.put_idle(&srv, st, ctx.now());
+    /// A private idle server connection closes (its client leaves or
+    /// wants another server).
+    pub(super) fn detach_to_pool(&mut self, _c: &mut H1, ctx: &mut Ctx, a: Attached) {
+        let _ = ctx.deregister_fd(a.st.raw_fd());
+    }
+
+    /// The client leaves: its idle connections close (a private one) or
+    /// stay in the pool for others.
+    pub(super) fn release_idle(&mut self, c: &mut H1, ctx: &mut Ctx) {
+        if let Some(a) = self.attached.take() {
+            self.detach_to_pool(c, ctx, a);
+        }
+        if let Some(p) = self.parked.take() {
+            c.w.shared.idle.release(p, |fd| {
+                let _ = ctx.deregister_fd(fd);
+            });
         }
     }
 
@@ -1827,13 +1952,28 @@ fn response_body_ready(c: &H1, now: Tick, up: &mut Upstream, sd: &ServerSide) ->
     false
 }
 
-/// A new connection to `s` (non-blocking connect; TLS starts its handshake
-/// once connected, what is written meanwhile waits in rustls' buffer).
+/// The PROXY header a connection to `s` begins with for the exchange under
+/// way (`send-proxy[-v2]` and `proxy-v2-options`).
+fn pp_header(c: &H1, s: &ServerRt) -> Vec<u8> {
+    let addrs = c.local_addr().map(|d| (c.peer, d));
+    let v = c.vars.borrow();
+    crate::proxyproto::server_header(
+        s.opts.send_proxy,
+        &s.opts.pp_v2,
+        addrs,
+        v.pp_authority(c.tr.sni()),
+        v.info.unique_id.as_deref(),
+    )
+}
+
 /// The address the client connected to, asked of the socket only for a
-/// server without a port of its own (it takes the client's).
+/// server without a port of its own (it takes the client's) and for
+/// `option transparent` (it goes there).
 fn client_dst(c: &H1, s: &ServerRt) -> Option<SocketAddr> {
-    if s.map_ports.load(Ordering::Relaxed) {
-        c.local_addr()
+    if s.follows_client_dst() || (s.backend_target && s.addr().is_none()) {
+        // The stream's: as an `http-request set-dst[-port]` left it.
+        let set = c.vars.try_borrow().ok().and_then(|v| v.info.dst);
+        set.or_else(|| c.local_addr())
     } else {
         None
     }

@@ -78,7 +78,11 @@ pub(super) fn spawn(
 enum Step {
     Wait,
     Fail(String),
-    Done(usize, Option<(SocketAddr, SocketAddr)>),
+    Done(
+        usize,
+        Option<(SocketAddr, SocketAddr)>,
+        Vec<crate::proxyproto::Tlv>,
+    ),
 }
 
 /// Looks at the first bytes (sans-IO): `closed` says the peer sent its FIN.
@@ -92,7 +96,7 @@ fn judge(buf: &[u8], closed: bool) -> Step {
         }
         Parsed::Partial => Step::Wait,
         Parsed::Error(e) => Step::Fail(e.to_string()),
-        Parsed::Done(h, n) => Step::Done(n, h.addrs.socket_addrs()),
+        Parsed::Done(h, n) => Step::Done(n, h.addrs.socket_addrs(), h.tlvs),
     }
 }
 
@@ -145,7 +149,7 @@ impl sched::TaskletFn for Reader {
                 }
                 Status::Continue
             }
-            Step::Done(len, addrs) => {
+            Step::Done(len, addrs, tlvs) => {
                 let mut hdr = vec![0u8; len];
                 let mut s = match self.sock.take() {
                     Some(s) => s,
@@ -162,9 +166,10 @@ impl sched::TaskletFn for Reader {
                     None => (self.peer, self.early.as_ref().and_then(|e| e.dst)),
                 };
                 let fe = Arc::clone(&self.fe);
-                let Some(early) = self.early.take() else {
+                let Some(mut early) = self.early.take() else {
                     return Status::Done;
                 };
+                early.vars.get_mut().pp_tlvs = Some(tlvs.into());
                 let w = Rc::clone(&self.w);
                 if let Err(e) =
                     super::start(ctx, s, peer, dst, fe, w, self.tls.take(), early, self.h2)
@@ -191,7 +196,7 @@ mod tests {
     fn judges_headers_as_the_spec_says() {
         let v1 = b"PROXY TCP4 192.0.2.1 192.0.2.2 5000 80\r\nGET /";
         match judge(v1, false) {
-            Step::Done(n, Some((s, d))) => {
+            Step::Done(n, Some((s, d)), _) => {
                 assert_eq!(n, 40);
                 assert_eq!(s, "192.0.2.1:5000".parse().unwrap());
                 assert_eq!(d, "192.0.2.2:80".parse().unwrap());
@@ -205,9 +210,9 @@ mod tests {
         assert!(matches!(judge(b"", true), Step::Fail(_)));
         assert!(matches!(
             judge(b"PROXY UNKNOWN\r\n", false),
-            Step::Done(15, None)
+            Step::Done(15, None, _)
         ));
         let v2 = crate::proxyproto::header_for(2, None);
-        assert!(matches!(judge(&v2, false), Step::Done(16, None)));
+        assert!(matches!(judge(&v2, false), Step::Done(16, None, _)));
     }
 }

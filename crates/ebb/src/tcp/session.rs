@@ -34,7 +34,7 @@ use std::time::SystemTime;
 
 use sched::{ticks, Ctx, Reasons, Status, TaskletId, Tick, ETERNITY};
 
-use super::pipe::{Pipe, SrvTasklet};
+use super::pipe::{Pipe, SpliceWant, SrvTasklet};
 use crate::backend::{Farm, LbInput, Pick, ServerRt, WaitState, Waiter};
 use crate::l4rules::{run_rules, run_rules_addrs, Verdict};
 use crate::proxy::{BackendKind, BackendRt, BeTimeouts, FrontendRt};
@@ -178,7 +178,7 @@ impl Session {
         };
         s.w.conn_opened(&s.fe);
         s.fe.sessions.fetch_add(1, Ordering::Relaxed);
-        if s.fe.log && !s.fe.l4.tcplog && s.w.logging(&s.fe) {
+        if s.fe.log && !s.fe.l4.tcplog && s.fe.log_format.is_none() && s.w.logging(&s.fe) {
             // HAProxy's default TCP log: one line at accept.
             let line = format!(
                 "Connect from {} to {} ({}/TCP)",
@@ -207,7 +207,10 @@ impl Session {
 
     fn local_addr(&self) -> Option<SocketAddr> {
         let p = self.pipe.borrow();
-        p.cli.tr.as_ref().and_then(|t| t.tcp().local_addr().ok())
+        p.cli
+            .tr
+            .as_ref()
+            .and_then(|t| crate::sys::original_dst(t.tcp()))
     }
 
     fn client_timeout(&self) -> u32 {
@@ -445,6 +448,31 @@ impl Session {
             self.connect_failed(ctx, false);
             return;
         }
+        // The PROXY header, with the TLVs of `proxy-v2-options` (the
+        // unique id from the frontend's `unique-id-format`, as HAProxy
+        // generates it for a tcp stream too).
+        let prefix = if s.opts.send_proxy > 0 {
+            let o = &s.opts.pp_v2;
+            let fmt = self.fe.txn.unique_id.as_ref().filter(|_| o.unique_id);
+            self.with_ctx(None, None, |sctx| {
+                let dst = (sctx.dst)();
+                let mut uid = Vec::new();
+                if let Some(f) = fmt {
+                    f.render(sctx, &mut uid);
+                }
+                let v = self.vars.borrow();
+                Ok(crate::proxyproto::server_header(
+                    s.opts.send_proxy,
+                    o,
+                    dst.map(|d| (self.peer, d)),
+                    v.pp_authority(sctx.sni),
+                    fmt.map(|_| &uid[..]),
+                ))
+            })
+            .unwrap_or_default()
+        } else {
+            Vec::new()
+        };
         {
             let mut p = self.pipe.borrow_mut();
             p.srv = super::pipe::Sock {
@@ -455,14 +483,7 @@ impl Session {
             p.connecting = true;
             p.connect_failed = false;
             p.t_conn = None;
-            p.srv_prefix = if s.opts.send_proxy > 0 {
-                let dst = self
-                    .dst
-                    .or_else(|| p.cli.tr.as_ref().and_then(|t| t.tcp().local_addr().ok()));
-                crate::proxyproto::header_for(s.opts.send_proxy, dst.map(|d| (self.peer, d)))
-            } else {
-                Vec::new()
-            };
+            p.srv_prefix = prefix;
         }
         self.st = St::Connecting;
         self.deadline = ticks::add(now, self.timeouts.connect);
@@ -701,7 +722,22 @@ impl Session {
                         self.res_inspect = Some((0, until));
                         self.pipe.borrow_mut().res_hold = true;
                     }
-                    self.pipe.borrow_mut().forwarding = true;
+                    {
+                        let bits = self.fe.l4.splice | self.be.as_ref().map_or(0, |b| b.l4.splice);
+                        let want = |bit: u8| {
+                            if bits & bit != 0 {
+                                SpliceWant::On
+                            } else if bits & crate::config::SPLICE_AUTO != 0 {
+                                SpliceWant::Auto
+                            } else {
+                                SpliceWant::Off
+                            }
+                        };
+                        let mut p = self.pipe.borrow_mut();
+                        p.c2s.splice = want(crate::config::SPLICE_REQUEST);
+                        p.s2c.splice = want(crate::config::SPLICE_RESPONSE);
+                        p.forwarding = true;
+                    }
                     // The server side writes what waited in `c2s`.
                     if let Some(t) = self.srv_task {
                         ctx.tasklet_wakeup(t);
@@ -825,10 +861,20 @@ impl Session {
         if let Some(t) = self.srv_task.take() {
             ctx.kill_tasklet(t);
         }
-        let (bytes_in, bytes_out) = {
+        let (bytes_in, bytes_out, spliced) = {
             let p = self.pipe.borrow();
-            (p.cli.bytes_read, p.srv.bytes_read)
+            (
+                p.cli.bytes_read,
+                p.srv.bytes_read,
+                p.cli.spliced_out + p.srv.spliced_out,
+            )
         };
+        if spliced > 0 {
+            self.fe
+                .http
+                .spliced_out
+                .fetch_add(spliced, Ordering::Relaxed);
+        }
         if let Some(s) = &self.server {
             s.counters.bytes_in.fetch_add(bytes_in, Ordering::Relaxed);
             s.counters.bytes_out.fetch_add(bytes_out, Ordering::Relaxed);
@@ -862,7 +908,7 @@ impl Session {
 
     fn log(&self, ctx: &Ctx, bytes_in: u64, bytes_out: u64) {
         let l4 = &self.fe.l4;
-        if !l4.tcplog || !self.fe.log {
+        if !(l4.tcplog || self.fe.log_format.is_some()) || !self.fe.log {
             return;
         }
         if l4.dontlognull && bytes_in == 0 && bytes_out == 0 && self.term == *b"--" {
@@ -892,6 +938,48 @@ impl Session {
                 .map(|s| s.cur.load(Ordering::Relaxed))
                 .sum()
         });
+        if let Some(fmt) = &self.fe.log_format {
+            // The facts the tcplog line shows, where the format's
+            // variables read them.
+            if let Ok(mut v) = self.vars.try_borrow_mut() {
+                v.info.retries = self.retries_done;
+                v.info.redispatched = self.redispatched;
+                v.info.be_conns = be_cur;
+                v.info.srv_conns = srv_cur;
+                v.info.srv_queue = u32::try_from(self.queues.0).unwrap_or(u32::MAX);
+                v.info.be_queue = u32::try_from(self.queues.1).unwrap_or(u32::MAX);
+            }
+            let term = [self.term[0] as char, self.term[1] as char];
+            let term: String = term.iter().collect();
+            let entry = crate::log::Entry {
+                client: self.peer,
+                accept: self.accept_time,
+                frontend: &self.fe.name,
+                backend: self.be.as_ref().map_or(self.fe.name.as_str(), |b| &b.name),
+                server: self.server.as_ref().map_or("<NOSRV>", |s| &s.name),
+                tq: -1,
+                tw,
+                tc,
+                tr: -1,
+                tt: d(self.t_accept, now),
+                status: 0,
+                bytes: bytes_out,
+                term: &term,
+                actconn: self.w.actconn(),
+                feconn: self.fe.cur_conns(),
+                request_line: b"",
+                request_date: None,
+                local: self.dst.or_else(|| self.local_addr()),
+                tls: self.tls,
+                cookie_flags: "--",
+                h2: false,
+                vars: Some(&*self.vars),
+                ncaps: (0, 0),
+                fmt: Some(fmt),
+            };
+            self.w.log_access(crate::log::format(&entry));
+            return;
+        }
         let line = super::tcplog(&super::TcpLog {
             client: self.peer,
             accept: self.accept_time,

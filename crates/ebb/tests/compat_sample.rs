@@ -1,0 +1,842 @@
+//! HAProxy 2.6 compatibility of the sample engine and the CLI through the
+//! real binary (issue 14): header values keep their spaces, the CLI's
+//! `get var`/`set var` and `experimental-mode`; each compared with
+//! `haproxy` side by side where it is installed.
+
+mod common;
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::Path;
+use std::time::Duration;
+
+use common::*;
+
+/// Sends `req` on a new connection and returns the response head's field
+/// lines exactly as received (no trimming), up to the empty line.
+fn raw_head(addr: SocketAddr, req: &str) -> Vec<Vec<u8>> {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    s.write_all(req.as_bytes()).unwrap();
+    let mut buf = Vec::new();
+    let mut tmp = [0u8; 4096];
+    while !buf.windows(4).any(|w| w == b"\r\n\r\n") {
+        match s.read(&mut tmp) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => buf.extend_from_slice(&tmp[..n]),
+        }
+    }
+    let end = buf
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .unwrap_or(buf.len());
+    buf[..end]
+        .split(|&c| c == b'\n')
+        .map(|l| l.strip_suffix(b"\r").unwrap_or(l).to_vec())
+        .collect()
+}
+
+/// The value of field `name` as sent, every byte after `name: `.
+fn raw_field(head: &[Vec<u8>], name: &str) -> Option<Vec<u8>> {
+    head.iter().find_map(|l| {
+        let p = l.iter().position(|&c| c == b':')?;
+        if !l[..p].eq_ignore_ascii_case(name.as_bytes()) {
+            return None;
+        }
+        let v = &l[p + 1..];
+        Some(v.strip_prefix(b" ").unwrap_or(v).to_vec())
+    })
+}
+
+/// Runs `check` against HAProxy started on the configuration `cfg` makes
+/// for a free loopback address (the bind line's), once it listens; nothing
+/// when HAProxy is not installed.
+fn on_haproxy(name: &str, cfg: impl Fn(&str) -> String, check: impl FnOnce(SocketAddr)) {
+    let bind = format!("127.0.0.1:{}", free_port());
+    if let Some(_h) = haproxy_with(name, &cfg(&bind)) {
+        let addr: SocketAddr = bind.parse().unwrap();
+        wait_until("haproxy's listener", || TcpStream::connect(addr).is_ok());
+        check(addr);
+    }
+}
+
+/// Checks that HAProxy (when installed) gives `want` to `run` on the
+/// configuration `cfg` makes for its bind address.
+fn same_on_haproxy<T: PartialEq + std::fmt::Debug>(
+    name: &str,
+    cfg: impl Fn(&str) -> String,
+    run: impl FnOnce(SocketAddr) -> T,
+    want: &T,
+) {
+    on_haproxy(name, cfg, |addr| assert_eq!(&run(addr), want, "haproxy"));
+}
+
+/// A proxy section that answers itself, with the rules `rules`.
+fn answering(bind: &str, rules: &str) -> String {
+    format!(
+        "defaults\n    mode http\n    timeout client 10s\n    timeout server 10s\n    timeout connect 5s\n\
+frontend fe\n    bind {bind}\n{rules}    http-request return status 200\n"
+    )
+}
+
+const SPACES: &str = "    http-request set-var(txn.url) url\n\
+    http-request set-var(txn.enc) str(foo=bar+42\\ 42\\ ),url_enc\n\
+    http-after-response set-header x-dec0 \"%[var(txn.url),url_dec]\"\n\
+    http-after-response set-header x-dec1 \"%[var(txn.url),url_dec(1)]\"\n\
+    http-after-response set-header x-enc \"%[var(txn.enc)]\"\n\
+    http-after-response set-header x-back \"%[var(txn.enc),url_dec]\"\n\
+    http-after-response set-header x-lead \"  a \"\n";
+
+fn spaces_seen(addr: SocketAddr) -> Vec<Option<Vec<u8>>> {
+    let head = raw_head(
+        addr,
+        "GET /bla+%20?foo%3Dbar%2B42+42%20 HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n",
+    );
+    ["x-dec0", "x-dec1", "x-enc", "x-back", "x-lead"]
+        .iter()
+        .map(|n| raw_field(&head, n))
+        .collect()
+}
+
+/// HAProxy's reg-tests converter/url_dec and converter/url_enc: a value
+/// ending (or starting) with spaces is sent with them.
+#[test]
+fn header_values_keep_their_spaces() {
+    let ebb = Ebb::start(&answering("BIND", SPACES));
+    let seen = spaces_seen(ebb.addr());
+    let want: Vec<Option<Vec<u8>>> = [
+        "/bla+ ?foo=bar+42 42 ",
+        "/bla  ?foo=bar+42 42 ",
+        "foo%3Dbar%2B42%2042%20",
+        "foo=bar+42 42 ",
+        "  a ",
+    ]
+    .iter()
+    .map(|v| Some(v.as_bytes().to_vec()))
+    .collect();
+    assert_eq!(seen, want);
+    same_on_haproxy("hap-spaces", |b| answering(b, SPACES), spaces_seen, &want);
+}
+
+/// Process-wide variables of each type for the CLI tests, and a frontend.
+fn var_config(sock_line: &str, port: u16) -> String {
+    format!(
+        "global\n{sock_line}    set-var proc.i int(12)\n    set-var proc.s \"str(a\\x01b)\"\n    set-var proc.b bool(1)\n    set-var proc.bin bin(610062)\n\
+defaults\n    mode http\n    timeout client 10s\n    timeout server 10s\n    timeout connect 5s\n\
+frontend fe\n    bind 127.0.0.1:{port}\n    http-request return status 200 hdr x-t \"%[var(proc.t)]\"\n"
+    )
+}
+
+/// The CLI lines run against ebb and HAProxy, with ebb's expected answers.
+const VAR_CLI: &[(&str, &str)] = &[
+    ("get var proc.i", "proc.i: type=sint value=<12>\n"),
+    ("get var proc.s", "proc.s: type=str value=<a.b>\n"),
+    ("get var proc.b", "proc.b: type=bool value=<1>\n"),
+    ("get var proc.bin", "proc.bin: type=bin value=<a>\n"),
+    ("get var proc.nope", "Variable not found.\n\n"),
+    ("get var txn.i", "Variable not found.\n\n"),
+    ("get var", "Missing process-wide variable identifier.\n\n"),
+    (
+        "set var proc.i int(1)",
+        "This command is restricted to experimental mode only.\n\n",
+    ),
+    ("experimental-mode", "experimental-mode is OFF\n\n"),
+    (
+        "experimental-mode on; experimental-mode; set var proc.i int(7); get var proc.i",
+        "\nexperimental-mode is ON\n\n\nproc.i: type=sint value=<7>\n",
+    ),
+    (
+        "experimental-mode on; set var proc.t fmt %[var(proc.i)]\\ and\\ %[var(proc.s),length]; get var proc.t",
+        "\n\nproc.t: type=str value=<7 and 3>\n",
+    ),
+    (
+        "experimental-mode on; set var proc.u expr str(a\\ b),upper; get var proc.u",
+        "\n\nproc.u: type=str value=<A B>\n",
+    ),
+    (
+        "experimental-mode on; set var proc.u; get var proc.u",
+        "\nMissing either 'expr', 'fmt' or expression.\n\nproc.u: type=str value=<A B>\n",
+    ),
+];
+
+/// HAProxy's reg-test sample_fetches/vars: `get var` shows a process-wide
+/// variable's type and value, `set var` (experimental mode only) sets one
+/// from an expression or a format, and rules see the new value.
+#[test]
+fn cli_get_and_set_var() {
+    let dir = scratch("cli-var");
+    let sock = dir.join("ebb.sock");
+    let port = free_port();
+    let cfg = dir.join("ebb.cfg");
+    std::fs::write(
+        &cfg,
+        var_config(
+            &format!("    stats socket {} level admin\n", sock.display()),
+            port,
+        ),
+    )
+    .unwrap();
+    let _ebb = Ebb::start_args(&["-f", cfg.to_str().unwrap()], dir);
+    let mut got = Vec::new();
+    for (line, want) in VAR_CLI {
+        let out = cli_cmd(&sock, line);
+        assert_eq!(&out, want, "{line}");
+        got.push(out);
+    }
+    let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    let head = raw_head(
+        addr,
+        "GET / HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n",
+    );
+    assert_eq!(raw_field(&head, "x-t"), Some(b"7 and 3".to_vec()));
+    // An operator may read but not switch modes; a user may do neither.
+    let port2 = free_port();
+    let op = format!("{}.op", sock.display());
+    let dir2 = scratch("cli-var-op");
+    let cfg2 = dir2.join("ebb.cfg");
+    std::fs::write(
+        &cfg2,
+        var_config(
+            &format!(
+                "    stats socket {op} level operator\n    stats socket {op}.user level user\n"
+            ),
+            port2,
+        ),
+    )
+    .unwrap();
+    let _ebb2 = Ebb::start_args(&["-f", cfg2.to_str().unwrap()], dir2);
+    assert_eq!(
+        cli_cmd(Path::new(&op), "get var proc.i"),
+        "proc.i: type=sint value=<12>\n"
+    );
+    assert!(cli_cmd(Path::new(&op), "experimental-mode on").starts_with("Permission denied"));
+    assert!(cli_cmd(Path::new(&format!("{op}.user")), "get var proc.i")
+        .starts_with("Permission denied"));
+    let hport = free_port();
+    let rest = var_config("", hport);
+    let rest = rest.strip_prefix("global\n").unwrap_or(&rest);
+    if let Some(h) = haproxy_with("hap-cli-var", rest) {
+        for ((line, _), ours) in VAR_CLI.iter().zip(&got) {
+            assert_eq!(&cli_cmd(&h.sock, line), ours, "haproxy: {line}");
+        }
+    }
+}
+
+/// A PROXY v2 header (TCP4 127.0.0.1:42 -> 127.0.0.1:1337) with `tlvs`.
+fn pp2(tlvs: &[(u8, &[u8])]) -> Vec<u8> {
+    let mut body = vec![127, 0, 0, 1, 127, 0, 0, 1, 0, 42, 5, 57];
+    for (k, v) in tlvs {
+        body.push(*k);
+        body.extend_from_slice(&(v.len() as u16).to_be_bytes());
+        body.extend_from_slice(v);
+    }
+    let mut h = b"\r\n\r\n\0\r\nQUIT\n\x21\x11".to_vec();
+    h.extend_from_slice(&(body.len() as u16).to_be_bytes());
+    h.extend_from_slice(&body);
+    h
+}
+
+fn pp_config(b1: &str, b2: &str) -> String {
+    format!(
+        "defaults\n    mode http\n    timeout client 10s\n    timeout server 10s\n    timeout connect 5s\n\
+frontend fe\n    bind {b1} accept-proxy\n    bind {b2}\n\
+    http-after-response set-header x-auth \"%[fc_pp_authority]\"\n\
+    http-after-response set-header x-uid \"%[fc_pp_unique_id,hex]\"\n\
+    http-after-response set-header x-rcvd \"%[fc_rcvd_proxy]\"\n\
+    http-after-response set-header x-src \"%[src]:%[src_port]\"\n\
+    http-request return status 200\n"
+    )
+}
+
+/// What a client sees for a connection that starts with `pre`: the three
+/// fields, or `None` when the connection is closed without an answer.
+fn pp_seen(addr: SocketAddr, pre: &[u8]) -> Option<Vec<Option<Vec<u8>>>> {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    s.write_all(pre).unwrap();
+    let _ = s.write_all(b"GET / HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n");
+    let mut buf = Vec::new();
+    let _ = s.read_to_end(&mut buf);
+    if buf.is_empty() {
+        return None;
+    }
+    let head: Vec<Vec<u8>> = buf
+        .split(|&c| c == b'\n')
+        .map(|l| l.strip_suffix(b"\r").unwrap_or(l).to_vec())
+        .collect();
+    Some(
+        ["x-auth", "x-uid", "x-rcvd", "x-src"]
+            .iter()
+            .map(|n| raw_field(&head, n))
+            .collect(),
+    )
+}
+
+fn pp_cases(pp: SocketAddr, plain: SocketAddr) -> Vec<Option<Vec<Option<Vec<u8>>>>> {
+    let big_auth = vec![b'a'; 256];
+    let big_uid = vec![b'u'; 129];
+    vec![
+        pp_seen(
+            pp,
+            &pp2(&[(2, b"www.example.com"), (5, b"12345"), (4, b"xx")]),
+        ),
+        pp_seen(pp, &pp2(&[])),
+        pp_seen(pp, b"PROXY TCP4 192.0.2.1 192.0.2.2 5000 80\r\n"),
+        pp_seen(pp, &pp2(&[(2, &big_auth)])),
+        pp_seen(pp, &pp2(&[(5, &big_uid)])),
+        pp_seen(plain, b""),
+    ]
+}
+
+/// HAProxy's reg-tests stream/unique-id-from-proxy and
+/// connection/proxy_protocol_tlv_validation: `fc_pp_authority`,
+/// `fc_pp_unique_id` and `fc_rcvd_proxy` read the PROXY header the
+/// connection began with; an authority over 255 bytes or a unique id over
+/// 128 is a bad header (the connection is closed).
+#[test]
+fn proxy_header_fetches() {
+    let ebb = Ebb::start(&pp_config("BIND", "BIND"));
+    let seen = pp_cases(ebb.addrs[0], ebb.addrs[1]);
+    let f = |v: &str| Some(v.as_bytes().to_vec());
+    assert_eq!(
+        seen[0],
+        Some(vec![
+            f("www.example.com"),
+            f("3132333435"),
+            f("1"),
+            f("127.0.0.1:42")
+        ])
+    );
+    assert_eq!(seen[1], Some(vec![f(""), f(""), f("1"), f("127.0.0.1:42")]));
+    assert_eq!(
+        seen[2],
+        Some(vec![f(""), f(""), f("1"), f("192.0.2.1:5000")])
+    );
+    assert_eq!(seen[3], None);
+    assert_eq!(seen[4], None);
+    let plain = seen[5].clone().unwrap();
+    assert_eq!(plain[..3], [f(""), f(""), f("0")]);
+    let (p1, p2) = (free_port(), free_port());
+    let cfg = pp_config(&format!("127.0.0.1:{p1}"), &format!("127.0.0.1:{p2}"));
+    if let Some(_h) = haproxy_with("hap-pp", &cfg) {
+        let a1: SocketAddr = format!("127.0.0.1:{p1}").parse().unwrap();
+        let a2: SocketAddr = format!("127.0.0.1:{p2}").parse().unwrap();
+        wait_until("haproxy's listener", || TcpStream::connect(a2).is_ok());
+        let theirs = pp_cases(a1, a2);
+        assert_eq!(theirs[..5], seen[..5], "haproxy");
+        assert_eq!(theirs[5].as_ref().unwrap()[..3], plain[..3], "haproxy");
+    }
+}
+
+/// A message with `|` for FIX's SOH delimiter.
+fn fix(s: &str) -> Vec<u8> {
+    s.bytes().map(|c| if c == b'|' { 1 } else { c }).collect()
+}
+
+const FIX_LOGON: &str = "8=FIX.4.4|9=97|35=A|49=CLIENT1|56=EXECUTOR|34=1|52=20201029-13:02:44.535360|98=0|108=30|141=Y|553=user|554=pass|10=083|";
+const FIX_REPLY: &str = "8=FIX.4.4|9=79|35=A|34=1|49=EXECUTOR|52=20201029-13:02:44.535360|56=CLIENT1|98=0|108=30|141=Y|10=038|";
+
+/// A server of a message protocol: answers each connection, once `whole`
+/// says the bytes received are a whole message, with `reply` of them, then
+/// closes.
+fn reply_server(whole: fn(&[u8]) -> bool, reply: fn(&[u8]) -> Vec<u8>) -> SocketAddr {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for c in l.incoming() {
+            let Ok(mut c) = c else { return };
+            std::thread::spawn(move || {
+                let mut got = Vec::new();
+                let mut tmp = [0u8; 1024];
+                while !whole(&got) {
+                    match c.read(&mut tmp) {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => got.extend_from_slice(&tmp[..n]),
+                    }
+                }
+                let _ = c.write_all(&reply(&got));
+            });
+        }
+    });
+    addr
+}
+
+/// A FIX server: answers `FIX_REPLY` (with a wrong checksum when the
+/// message's MsgType is `B`).
+fn fix_server() -> SocketAddr {
+    reply_server(
+        |got| got.windows(4).any(|w| w == b"\x0110=") && got.last() == Some(&1),
+        |got| {
+            if got.windows(6).any(|w| w == b"\x0135=B\x01") {
+                fix(&FIX_REPLY.replace("10=038", "10=039"))
+            } else {
+                fix(FIX_REPLY)
+            }
+        },
+    )
+}
+
+fn fix_config(bind: &str, server: SocketAddr) -> String {
+    format!(
+        "defaults\n    mode tcp\n    timeout client 10s\n    timeout server 10s\n    timeout connect 5s\n\
+frontend fe\n    bind {bind}\n    tcp-request inspect-delay 10s\n\
+    tcp-request content reject unless {{ req.payload(0,0),fix_is_valid }}\n\
+    tcp-request content set-var(sess.sender) req.payload(0,0),fix_tag_value(SenderCompID)\n\
+    tcp-request content set-var(sess.user) req.payload(0,0),fix_tag_value(553)\n\
+    tcp-request content reject unless {{ var(sess.sender) -m str CLIENT1 }} {{ var(sess.user) -m str user }}\n\
+    default_backend be\n\
+backend be\n    tcp-response inspect-delay 10s\n\
+    tcp-response content reject unless {{ res.payload(0,0),fix_is_valid }}\n\
+    server s {server}\n"
+    )
+}
+
+/// Sends `parts` one after the other (a pause between them so they
+/// arrive apart) and returns what comes back before the close.
+fn exchange(addr: SocketAddr, parts: &[&[u8]]) -> Vec<u8> {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    for (i, p) in parts.iter().enumerate() {
+        if i > 0 {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        if s.write_all(p).is_err() {
+            break;
+        }
+    }
+    let mut out = Vec::new();
+    let _ = s.read_to_end(&mut out);
+    out
+}
+
+fn fix_cases(addr: SocketAddr) -> Vec<Vec<u8>> {
+    let logon = fix(FIX_LOGON);
+    let (a, b) = logon.split_at(40);
+    let other = fix(&FIX_LOGON
+        .replace("35=A", "35=B")
+        .replace("10=083", "10=084"));
+    vec![
+        // Whole, then in two parts: the rule waits for the rest.
+        exchange(addr, &[&logon]),
+        exchange(addr, &[a, b]),
+        // A wrong checksum, a wrong sender: refused.
+        exchange(addr, &[&fix(&FIX_LOGON.replace("10=083", "10=082"))]),
+        exchange(
+            addr,
+            &[&fix(&FIX_LOGON
+                .replace("CLIENT1", "CLIENT2")
+                .replace("10=083", "10=084"))],
+        ),
+        // A server answer with a wrong checksum: refused too.
+        exchange(addr, &[&other]),
+    ]
+}
+
+/// HAProxy's reg-test converter/fix: `fix_is_valid` and `fix_tag_value`
+/// on the first bytes of each side, in `tcp-request content` and
+/// `tcp-response content` rules; a condition that fails on a message not
+/// whole yet waits for more bytes (HAProxy's MISS) instead of deciding.
+#[test]
+fn fix_converters() {
+    let srv = fix_server();
+    let ebb = Ebb::start(&fix_config("BIND", srv));
+    let seen = fix_cases(ebb.addr());
+    let want: Vec<Vec<u8>> = vec![fix(FIX_REPLY), fix(FIX_REPLY), vec![], vec![], vec![]];
+    assert_eq!(seen, want);
+    same_on_haproxy("hap-fix", |b| fix_config(b, srv), fix_cases, &want);
+}
+
+const RAW_RULES: &str = "    http-after-response set-header x-j0 \"%[str(\\xE0),json(utf8)]\"\n\
+    http-after-response set-header x-j1 \"%[str(-\\xE0-),json(utf8s)]\"\n\
+    http-after-response set-header x-j2 \"%[str(\\xC3\\xA9\\xE0),json(ascii)]\"\n\
+    http-after-response set-header x-len \"%[str(a\\xE0\\xFF),length]\"\n\
+    http-after-response set-header x-hex \"%[str(\\xE0\\xFF),hex]\"\n\
+    http-after-response set-header x-lit \"a\\xE1b\"\n";
+
+/// HAProxy's reg-test converter/json: `\xHH` escapes that make bytes that
+/// are not UTF-8 reach `str()` and log-format text as those bytes; where
+/// ebb would not read them as bytes the line is refused.
+#[test]
+fn bytes_that_are_not_utf8_in_words() {
+    let ebb = Ebb::start(&answering("BIND", RAW_RULES));
+    let see = |addr: SocketAddr| {
+        let head = raw_head(
+            addr,
+            "GET / HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n",
+        );
+        ["x-j0", "x-j1", "x-j2", "x-len", "x-hex", "x-lit"]
+            .iter()
+            .map(|n| raw_field(&head, n))
+            .collect::<Vec<_>>()
+    };
+    let seen = see(ebb.addr());
+    let f = |v: &[u8]| Some(v.to_vec());
+    assert_eq!(
+        seen,
+        [
+            f(b""),
+            f(b"--"),
+            f(b"\\u00c3\\u00a9\\u00e0"),
+            f(b"3"),
+            f(b"E0FF"),
+            f(b"a\xe1b")
+        ]
+    );
+    same_on_haproxy("hap-raw", |b| answering(b, RAW_RULES), see, &seen);
+    // Elsewhere: refused with the line.
+    for rules in [
+        "    http-request return status 200 content-type text/plain string \"a\\xE0\"\n",
+        "    http-request set-header x \"%[str(a),concat(\\xE0)]\"\n",
+        "    acl a str(x) -m str \\xE1\n    http-request deny if a\n",
+    ] {
+        let dir = scratch("raw-refused");
+        let cfg = dir.join("r.cfg");
+        std::fs::write(&cfg, answering("127.0.0.1:0", rules)).unwrap();
+        let (code, _, err) = run_ebb(&["-c", "-f", cfg.to_str().unwrap()], &dir);
+        assert_ne!(code, 0, "{rules}");
+        assert!(
+            err.contains("r.cfg:8: ") && err.contains("not UTF-8"),
+            "{rules}: {err}"
+        );
+    }
+}
+
+/// An MQTT 3.1.1 CONNECT with a client id, a user name and a password.
+fn mqtt_connect(id: &str, user: &str, flags: u8) -> Vec<u8> {
+    let mut body = b"\x00\x04MQTT\x04".to_vec();
+    body.push(flags);
+    body.extend_from_slice(&[0, 60]);
+    for s in [id, user, "secret"] {
+        body.extend_from_slice(&(s.len() as u16).to_be_bytes());
+        body.extend_from_slice(s.as_bytes());
+    }
+    let mut m = vec![0x10, body.len() as u8];
+    m.extend_from_slice(&body);
+    m
+}
+
+/// An MQTT server: a CONNACK accepting the session, refusing it (reason
+/// 5) when the client id says `bad`.
+fn mqtt_server() -> SocketAddr {
+    reply_server(
+        |got| got.len() >= 2 && got.len() >= 2 + usize::from(got[1]),
+        |got| {
+            if got.windows(3).any(|w| w == b"bad") {
+                vec![0x20, 2, 0, 5]
+            } else {
+                vec![0x20, 2, 0, 0]
+            }
+        },
+    )
+}
+
+fn mqtt_config(bind: &str, server: SocketAddr) -> String {
+    format!(
+        "defaults\n    mode tcp\n    timeout client 10s\n    timeout server 10s\n    timeout connect 5s\n\
+frontend fe\n    bind {bind}\n    tcp-request inspect-delay 10s\n\
+    tcp-request content reject unless {{ req.payload(0,0),mqtt_is_valid }}\n\
+    tcp-request content set-var(sess.user) req.payload(0,0),mqtt_field_value(connect,username)\n\
+    tcp-request content set-var(sess.ka) req.payload(0,0),mqtt_field_value(1,keepalive)\n\
+    tcp-request content reject unless {{ var(sess.user) -m str test }} {{ var(sess.ka) -m str 60 }}\n\
+    default_backend be\n\
+backend be\n    tcp-response inspect-delay 10s\n\
+    tcp-response content reject unless {{ res.payload(0,0),mqtt_is_valid }}\n\
+    tcp-response content set-var(res.rc) res.payload(0,0),mqtt_field_value(connack,reason_code)\n\
+    tcp-response content reject unless {{ var(res.rc) -m str 0 }}\n\
+    server s {server}\n"
+    )
+}
+
+fn mqtt_cases(addr: SocketAddr) -> Vec<Vec<u8>> {
+    let ok = mqtt_connect("client1", "test", 0xC2);
+    let (a, b) = ok.split_at(9);
+    vec![
+        exchange(addr, &[&ok]),
+        exchange(addr, &[a, b]),
+        // Another user, the reserved flag, a session the server refuses.
+        exchange(addr, &[&mqtt_connect("client1", "nope", 0xC2)]),
+        exchange(addr, &[&mqtt_connect("client1", "test", 0xC3)]),
+        exchange(addr, &[&mqtt_connect("bad", "test", 0xC2)]),
+    ]
+}
+
+/// HAProxy's reg-test converter/mqtt: `mqtt_is_valid` and
+/// `mqtt_field_value` on a CONNECT and its CONNACK in content rules,
+/// waiting for a packet not whole yet.
+#[test]
+fn mqtt_converters() {
+    let srv = mqtt_server();
+    let ebb = Ebb::start(&mqtt_config("BIND", srv));
+    let seen = mqtt_cases(ebb.addr());
+    let ack = vec![0x20, 2, 0, 0];
+    let want: Vec<Vec<u8>> = vec![ack.clone(), ack, vec![], vec![], vec![]];
+    assert_eq!(seen, want);
+    same_on_haproxy("hap-mqtt", |b| mqtt_config(b, srv), mqtt_cases, &want);
+}
+
+fn hex_config(bind: &str, log: SocketAddr) -> String {
+    format!(
+        "    log {log} format raw local0\n\
+defaults\n    mode http\n    log global\n    timeout client 10s\n    timeout server 10s\n    timeout connect 5s\n\
+frontend fe\n    bind {bind}\n\
+    log-format \"%{{+X}}o %ci:%cp %fi:%fp %{{-X}}fp %{{+Q}}ci %{{-X,+Q}}ci\"\n\
+    http-after-response set-header x-h \"%{{+X}}ci:%{{+X}}cp %{{+X}}fi:%{{+X}}fp\"\n\
+    http-after-response set-header x-o \"%{{+X}}o%ci-%cp %{{-X}}cp %[str(12)]\"\n\
+    http-request return status 200\n"
+    )
+}
+
+/// The two fields and the log line for one request from a new connection,
+/// with the client's and the proxy's ports, to compare across proxies.
+fn hex_seen(addr: SocketAddr, log: &std::net::UdpSocket) -> Vec<String> {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    let (cp, fp) = (s.local_addr().unwrap().port(), addr.port());
+    s.write_all(b"GET / HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
+        .unwrap();
+    let mut buf = Vec::new();
+    let _ = s.read_to_end(&mut buf);
+    let head: Vec<Vec<u8>> = buf
+        .split(|&c| c == b'\n')
+        .map(|l| l.strip_suffix(b"\r").unwrap_or(l).to_vec())
+        .collect();
+    // This connection's line (a proxy may log others before it, such as
+    // a probe of its listener).
+    let mut d = [0u8; 2048];
+    let line = loop {
+        let n = log.recv(&mut d).unwrap_or(0);
+        let l = String::from_utf8_lossy(&d[..n]).trim_end().to_string();
+        if n == 0 || l.contains(&format!("{cp:04X}")) {
+            break l;
+        }
+    };
+    let ports = |t: String| {
+        t.replace(&format!("{cp:04X}"), "CP")
+            .replace(&format!("{fp:04X}"), "FP")
+            .replace(&cp.to_string(), "cp")
+            .replace(&fp.to_string(), "fp")
+    };
+    vec![
+        ports(String::from_utf8_lossy(&raw_field(&head, "x-h").unwrap_or_default()).into_owned()),
+        ports(String::from_utf8_lossy(&raw_field(&head, "x-o").unwrap_or_default()).into_owned()),
+        ports(line),
+    ]
+}
+
+/// The `+X` log-format flag and `%o`: addresses and ports in hexadecimal
+/// in header values and log lines, as HAProxy writes them.
+#[test]
+fn hexadecimal_log_format_flag() {
+    let log = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    log.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    let la = log.local_addr().unwrap();
+    let ebb = Ebb::start(&format!("global\n{}", hex_config("BIND", la)));
+    let seen = hex_seen(ebb.addr(), &log);
+    let want = vec![
+        "7F000001:CP 7F000001:FP".to_string(),
+        "7F000001-CP cp 12".to_string(),
+        "7F000001:CP 7F000001:FP fp 7F000001 \"127.0.0.1\"".to_string(),
+    ];
+    assert_eq!(seen, want);
+    same_on_haproxy(
+        "hap-hex",
+        |b| hex_config(b, la),
+        |a| hex_seen(a, &log),
+        &want,
+    );
+}
+
+/// The TLVs (kind, value) of each PROXY header an origin received.
+type SeenTlvs = std::sync::Mutex<Vec<Vec<(u8, Vec<u8>)>>>;
+
+/// An HTTP origin behind `send-proxy-v2`: records the TLVs of each
+/// connection's PROXY header (kind, value; a CRC32C's value as `crc`), and
+/// answers every request 200.
+fn pp_origin() -> (SocketAddr, std::sync::Arc<SeenTlvs>) {
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap();
+    let s2 = std::sync::Arc::clone(&seen);
+    std::thread::spawn(move || {
+        for c in l.incoming() {
+            let Ok(mut c) = c else { return };
+            let seen = std::sync::Arc::clone(&s2);
+            std::thread::spawn(move || {
+                let mut fixed = [0u8; 16];
+                if c.read_exact(&mut fixed).is_err() {
+                    return;
+                }
+                let mut rest = vec![0u8; usize::from(u16::from_be_bytes([fixed[14], fixed[15]]))];
+                if c.read_exact(&mut rest).is_err() {
+                    return;
+                }
+                let mut tlvs = Vec::new();
+                let mut p = if fixed[13] == 0x11 { 12 } else { 36 };
+                while p + 3 <= rest.len() {
+                    let n = usize::from(u16::from_be_bytes([rest[p + 1], rest[p + 2]]));
+                    let v = rest[p + 3..p + 3 + n].to_vec();
+                    tlvs.push((rest[p], if rest[p] == 3 { b"crc".to_vec() } else { v }));
+                    p += 3 + n;
+                }
+                tlvs.sort();
+                seen.lock().unwrap().push(tlvs);
+                let mut buf = Vec::new();
+                let mut tmp = [0u8; 4096];
+                loop {
+                    while let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                        buf.drain(..i + 4);
+                        if c.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n")
+                            .is_err()
+                        {
+                            return;
+                        }
+                    }
+                    match c.read(&mut tmp) {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => buf.extend_from_slice(&tmp[..n]),
+                    }
+                }
+            });
+        }
+    });
+    (addr, seen)
+}
+
+fn pp_send_config(bind: &str, origin: SocketAddr) -> String {
+    format!(
+        "defaults\n    mode http\n    timeout client 10s\n    timeout server 10s\n    timeout connect 5s\n\
+frontend fe\n    bind {bind} accept-proxy\n    unique-id-format id-%[req.hdr(in)]\n    default_backend be\n\
+backend be\n    server s {origin} send-proxy-v2 proxy-v2-options unique-id,authority,crc32c\n"
+    )
+}
+
+/// Two requests (`in: a`, `in: b`) on one connection that began with a
+/// PROXY header naming an authority; the TLVs the origin saw, per
+/// connection.
+fn pp_send_seen(addr: SocketAddr, seen: &SeenTlvs) -> Vec<Vec<(u8, Vec<u8>)>> {
+    seen.lock().unwrap().clear();
+    let mut c = Client::connect(addr);
+    c.send(&pp2(&[(2, b"www.example.com")]));
+    for v in ["a", "b"] {
+        c.send(format!("GET / HTTP/1.1\r\nHost: t\r\nin: {v}\r\n\r\n").as_bytes());
+        assert_eq!(c.read_resp().status, 200);
+    }
+    let got = seen.lock().unwrap().clone();
+    got
+}
+
+/// HAProxy's reg-test connection/proxy_protocol_send_unique_id:
+/// `proxy-v2-options unique-id,authority,crc32c` put the stream's unique
+/// id, the client's authority and a checksum in the header; a connection
+/// whose header would differ (another unique id) is not reused.
+#[test]
+fn send_proxy_v2_options() {
+    let (origin, seen) = pp_origin();
+    let ebb = Ebb::start(&pp_send_config("BIND", origin));
+    let got = pp_send_seen(ebb.addr(), &seen);
+    let tlvs = |id: &str| {
+        vec![
+            (2, b"www.example.com".to_vec()),
+            (3, b"crc".to_vec()),
+            (5, id.as_bytes().to_vec()),
+        ]
+    };
+    let want = vec![tlvs("id-a"), tlvs("id-b")];
+    assert_eq!(got, want);
+    same_on_haproxy(
+        "hap-ppsend",
+        |b| pp_send_config(b, origin),
+        |a| pp_send_seen(a, &seen),
+        &want,
+    );
+    // A tcp proxy sends them too (the unique id from the frontend's
+    // format), one header per connection.
+    let tcp = |b: &str| {
+        pp_send_config(b, origin)
+            .replace("mode http", "mode tcp")
+            .replace("id-%[req.hdr(in)]", "tcp-%[fe_name]")
+    };
+    let ebb = Ebb::start(&tcp("BIND"));
+    let got = pp_send_seen(ebb.addr(), &seen);
+    assert_eq!(got, vec![tlvs("tcp-fe")]);
+    same_on_haproxy("hap-ppsend-tcp", tcp, |a| pp_send_seen(a, &seen), &got);
+    // The SSL TLVs are refused.
+    let dir = scratch("pp-ssl");
+    let cfg = dir.join("p.cfg");
+    std::fs::write(
+        &cfg,
+        pp_send_config("127.0.0.1:0", origin).replace("crc32c", "crc32c,ssl"),
+    )
+    .unwrap();
+    let (code, _, err) = run_ebb(&["-c", "-f", cfg.to_str().unwrap()], &dir);
+    assert_ne!(code, 0);
+    assert!(err.contains("p.cfg:11: ") && err.contains("'ssl'"), "{err}");
+}
+
+fn tcp_log_config(bind: &str, log: SocketAddr, server: SocketAddr) -> String {
+    format!(
+        "    log {log} format raw local0\n\
+defaults\n    log global\n    timeout client 10s\n    timeout server 10s\n    timeout connect 5s\n\
+frontend fe\n    bind {bind}\n    mode tcp\n\
+    log-format \"%ci:%cp %fi:%fp %ft %b/%s %ts %B %{{+X}}fp %[fe_name,upper] %ID\"\n\
+    default_backend be\n\
+backend be\n    mode tcp\n    server s {server}\n"
+    )
+}
+
+/// One tcp session through `addr` (`hi` answered `ok`), and its log line
+/// with the ports replaced by `CP` and `FP`.
+fn tcp_log_seen(addr: SocketAddr, log: &std::net::UdpSocket) -> String {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    let cp = s.local_addr().unwrap().port();
+    s.write_all(b"hi\n").unwrap();
+    let mut out = Vec::new();
+    let _ = s.read_to_end(&mut out);
+    assert_eq!(out, b"ok\n");
+    drop(s);
+    let mut d = [0u8; 2048];
+    loop {
+        let n = log.recv(&mut d).unwrap_or(0);
+        let l = String::from_utf8_lossy(&d[..n]).trim_end().to_string();
+        if n == 0 || l.contains(&format!(":{cp} ")) {
+            return l
+                .replace(&format!(":{cp} "), ":CP ")
+                .replace(&format!(":{} ", addr.port()), ":FP ")
+                .replace(&format!("{:04X}", addr.port()), "XFP");
+        }
+    }
+}
+
+/// HAProxy's reg-test log/wrong_ip_port_logging: a tcp proxy with a
+/// `log-format` logs each session with it at its end (addresses and ports
+/// of both sides, termination state, bytes); HTTP variables are refused.
+#[test]
+fn tcp_log_format() {
+    let log = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    log.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    let la = log.local_addr().unwrap();
+    let srv = reply_server(|g| g.ends_with(b"\n"), |_| b"ok\n".to_vec());
+    let ebb = Ebb::start(&format!("global\n{}", tcp_log_config("BIND", la, srv)));
+    let seen = tcp_log_seen(ebb.addr(), &log);
+    assert_eq!(seen, "127.0.0.1:CP 127.0.0.1:FP fe be/s -- 3 XFP FE -");
+    same_on_haproxy(
+        "hap-tcplog",
+        |b| tcp_log_config(b, la, srv),
+        |a| tcp_log_seen(a, &log),
+        &seen,
+    );
+    let dir = scratch("tcplog-http");
+    let cfg = dir.join("t.cfg");
+    std::fs::write(
+        &cfg,
+        format!("global\n{}", tcp_log_config("127.0.0.1:0", la, srv)).replace("%ID", "%r"),
+    )
+    .unwrap();
+    let (code, _, err) = run_ebb(&["-c", "-f", cfg.to_str().unwrap()], &dir);
+    assert_ne!(code, 0);
+    assert!(
+        err.contains("t.cfg:11: ") && err.contains("'%r' is reserved for HTTP mode"),
+        "{err}"
+    );
+}
