@@ -333,6 +333,8 @@ pub struct BackendRt {
     /// for `be_server_timeout`, `be_tunnel_timeout`.
     pub server_ms: Option<u32>,
     pub tunnel_ms: Option<u32>,
+    /// `option http-restrict-req-hdr-names`, after the backend's rules.
+    pub restrict_hdr_names: crate::config::RestrictHdrNames,
 }
 
 /// HTTP/2 connections and streams toward servers, all threads together:
@@ -391,6 +393,8 @@ pub struct FrontendRt {
     pub buffer_request: bool,
     /// `timeout client` as configured (`fe_client_timeout`).
     pub client_ms: Option<u32>,
+    /// `option http-restrict-req-hdr-names`, after the frontend's rules.
+    pub restrict_hdr_names: crate::config::RestrictHdrNames,
     pub matcher: Matcher,
     pub http_request: Vec<ReqRule>,
     pub http_response: Vec<RespRule>,
@@ -818,6 +822,8 @@ fn compile_servers(
             .map_err(|e| err(&s.loc, format!("server {}: {e}", s.name)))?;
         let saved = state.and_then(|m| m.get(&s.name));
         let addr = match &s.opts.init_addr {
+            // An abstract UNIX socket has no IP address.
+            _ if s.opts.abns.is_some() => None,
             // HAProxy's default `last,libc` (libc: once, here, at start).
             None => {
                 let mut addr = if s.srv {
@@ -835,7 +841,7 @@ fn compile_servers(
             }
             Some(methods) => init_addr(s, methods, saved)?,
         };
-        if addr.is_none() && s.opts.resolvers.is_none() {
+        if addr.is_none() && s.opts.resolvers.is_none() && s.opts.abns.is_none() {
             warnings.push(format!(
                 "{}: server {}/{}: cannot resolve '{}': the server stays in maintenance",
                 s.loc, p.name, s.name, s.host
@@ -1146,6 +1152,7 @@ pub fn compile_keeping(
                 http_request_ms: ms(p.timeouts.http_request),
                 server_ms: ms(p.timeouts.server),
                 tunnel_ms: ms(p.timeouts.tunnel),
+                restrict_hdr_names: p.options.restrict_hdr_names,
             })
         })();
         match r {
@@ -1245,6 +1252,7 @@ pub fn compile_keeping(
                 disable_h2_upgrade: p.options.disable_h2_upgrade,
                 buffer_request: p.options.buffer_request,
                 client_ms: ms(p.timeouts.client),
+                restrict_hdr_names: p.options.restrict_hdr_names,
                 matcher,
                 http_request,
                 http_response,

@@ -280,6 +280,56 @@ impl<'a> ReqState<'a> {
     }
 }
 
+impl ReqState<'_> {
+    /// `option http-restrict-req-hdr-names` after a proxy's rules:
+    /// `Err(())` when the request must be answered 403 (`reject`); with
+    /// `delete`, the fields whose name holds a character other than a
+    /// letter, a digit or `-` are removed.
+    pub fn restrict_hdr_names(
+        &mut self,
+        mode: crate::config::RestrictHdrNames,
+        limits: &Limits,
+    ) -> Result<(), RestrictRefused> {
+        use crate::config::RestrictHdrNames as R;
+        if mode == R::Preserve {
+            return Ok(());
+        }
+        let cur = self.req();
+        let (buf, h) = (cur.buf, cur.head);
+        let bad = |n: &[u8]| n.iter().any(|&c| !c.is_ascii_alphanumeric() && c != b'-');
+        if !h.headers.iter().any(|f| bad(f.name.get(buf))) {
+            return Ok(());
+        }
+        if mode == R::Reject {
+            return Err(RestrictRefused::Forbidden);
+        }
+        let fields: Fields = h
+            .headers
+            .iter()
+            .filter(|f| !bad(f.name.get(buf)))
+            .map(|f| (f.name.get(buf).to_vec(), f.value.get(buf).to_vec()))
+            .collect();
+        let e = build(
+            h.method_span.get(buf),
+            h.target.get(buf),
+            h,
+            &fields,
+            limits,
+        )
+        .map_err(|_| RestrictRefused::Failed)?;
+        self.edited = Some(Box::new(e));
+        Ok(())
+    }
+}
+
+/// Why `restrict_hdr_names` stopped a request: refused (403), or the
+/// rewrite failed (500).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RestrictRefused {
+    Forbidden,
+    Failed,
+}
+
 /// Writes a request head from its parts and parses it back; the body's
 /// framing must stay what the received head `h` decided.
 fn build(

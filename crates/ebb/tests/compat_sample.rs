@@ -840,3 +840,88 @@ fn tcp_log_format() {
         "{err}"
     );
 }
+
+const IP_RULES: &str = "    http-request set-var(txn.v4) ipv4(10.1.2.3)\n\
+    http-after-response set-header x-ip \"%[var(txn.v4),ipmask(16)] %[ipv6(2001:db8::1)] %[ipv4(192.168.0.1),hex]\"\n";
+
+/// The constant address fetches `ipv4()` and `ipv6()` (HAProxy's reg-test
+/// connection/cli_src_dst uses them with `set-src`).
+#[test]
+fn constant_address_fetches() {
+    let ebb = Ebb::start(&answering("BIND", IP_RULES));
+    let see = |addr: SocketAddr| {
+        let head = raw_head(
+            addr,
+            "GET / HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n",
+        );
+        raw_field(&head, "x-ip")
+    };
+    let want = Some(b"10.1.0.0 2001:db8::1 C0A80001".to_vec());
+    assert_eq!(see(ebb.addr()), want);
+    same_on_haproxy("hap-ip", |b| answering(b, IP_RULES), see, &want);
+}
+
+fn restrict_config(bind: &str, origin: SocketAddr) -> String {
+    format!(
+        "defaults\n    mode http\n    timeout client 10s\n    timeout server 10s\n    timeout connect 5s\n\
+frontend fe\n    bind {bind}\n\
+    use_backend bdel if {{ path /del }}\n    use_backend brej if {{ path /rej }}\n\
+    use_backend bfe if {{ path /fe }}\n    default_backend bkeep\n\
+backend bdel\n    option http-restrict-req-hdr-names delete\n    server o {origin}\n\
+backend brej\n    option http-restrict-req-hdr-names reject\n    server o {origin}\n\
+backend bkeep\n    option http-restrict-req-hdr-names preserve\n    server o {origin}\n\
+backend bfe\n    http-request set-header x_added 1\n    option http-restrict-req-hdr-names delete\n    server o {origin}\n"
+    )
+}
+
+/// Per path: the status, and which of the request's fields the origin
+/// received.
+fn restrict_seen(addr: SocketAddr, o: &common::origin::Origin) -> Vec<(u16, Vec<&'static str>)> {
+    ["/del", "/rej", "/keep", "/fe"]
+        .iter()
+        .map(|p| {
+            let r = raw(
+                addr,
+                format!(
+                    "GET {p} HTTP/1.1\r\nHost: t\r\nx_a_b: 1\r\nkeep-me: 2\r\nx.dot: 3\r\nConnection: close\r\n\r\n"
+                )
+                .as_bytes(),
+            )
+            .unwrap();
+            let head = o.heads.lock().unwrap().last().cloned().unwrap_or_default().to_ascii_lowercase();
+            let got = if r.status == 200 && head.contains(p) {
+                ["x_a_b:", "keep-me:", "x.dot:", "x_added:"]
+                    .into_iter()
+                    .filter(|n| head.contains(n))
+                    .collect()
+            } else {
+                Vec::new()
+            };
+            (r.status, got)
+        })
+        .collect()
+}
+
+/// `option http-restrict-req-hdr-names` (HAProxy's reg-test
+/// http-rules/restrict_req_hdr_names, which also needs `fcgi-app`):
+/// after the proxy's rules, fields whose name is not letters, digits and
+/// `-` are removed (`delete`) or make the answer 403 (`reject`).
+#[test]
+fn restrict_request_header_names() {
+    let o = common::origin::Origin::start("o", common::origin::Mode::Ok);
+    let ebb = Ebb::start(&restrict_config("BIND", o.addr));
+    let seen = restrict_seen(ebb.addr(), &o);
+    let want = vec![
+        (200, vec!["keep-me:"]),
+        (403, vec![]),
+        (200, vec!["x_a_b:", "keep-me:", "x.dot:"]),
+        (200, vec!["keep-me:"]),
+    ];
+    assert_eq!(seen, want);
+    same_on_haproxy(
+        "hap-restrict",
+        |b| restrict_config(b, o.addr),
+        |a| restrict_seen(a, &o),
+        &want,
+    );
+}

@@ -461,6 +461,7 @@ const OPTIONS: &[&str] = &[
     "splice-response",
     "abortonclose",
     "socket-stats",
+    "http-restrict-req-hdr-names",
 ];
 
 const UNSUPPORTED_SECTIONS: &[&str] = &[
@@ -2512,10 +2513,20 @@ fn proxy_kw(px: &mut Proxy, ctx: &Ctx<'_>, words: &[String]) -> Result<(), Strin
             let addr = w
                 .get(2)
                 .ok_or_else(|| format!("server '{name}' needs an address (ADDR:PORT)"))?;
-            let (host, port) = super::values::parse_server_addr(addr)?;
+            let abns = abns_name(addr)?;
+            let (host, port) = match &abns {
+                Some(_) => (addr.to_string(), 0),
+                None => super::values::parse_server_addr(addr)?,
+            };
             let mut opts = px.default_server.clone();
             parse_server_opts(&w[3..], &mut opts, ctx)?;
-            opts.map_ports = port == 0;
+            opts.map_ports = port == 0 && abns.is_none();
+            if abns.is_some() && (opts.check || opts.ssl || opts.resolvers.is_some()) {
+                return Err(format!(
+                    "server '{name}': 'check', 'ssl' and 'resolvers' on an abns@ server are not supported by ebb"
+                ));
+            }
+            opts.abns = abns;
             no_check_port(name, &opts)?;
             if opts.ssl {
                 // `ssl-default-server-*` fill what the line does not set.
@@ -2816,7 +2827,11 @@ pub fn unreachable_rules(px: &Proxy) -> Vec<String> {
 fn proxy_option(px: &mut Proxy, ctx: &Ctx<'_>, no: bool, w: &[String]) -> Result<(), String> {
     let name = arg(w, 1, "option")?;
     let caps = match name {
-        "http-keep-alive" | "httpclose" | "http-server-close" | "forwardfor" => FE | BE,
+        "http-keep-alive"
+        | "httpclose"
+        | "http-server-close"
+        | "forwardfor"
+        | "http-restrict-req-hdr-names" => FE | BE,
         "redispatch" | "httpchk" | "tcp-check" | "log-health-checks" | "persist"
         | "transparent" | "redis-check" | "smtpchk" | "pgsql-check" | "mysql-check"
         | "ldap-check" | "spop-check" | "ssl-hello-chk" => BE,
@@ -2946,6 +2961,26 @@ fn proxy_option(px: &mut Proxy, ctx: &Ctx<'_>, no: bool, w: &[String]) -> Result
         "socket-stats" => {
             no_args(rest)?;
             o.socket_stats = !no;
+        }
+        "http-restrict-req-hdr-names" => {
+            if no {
+                return Err(format!("'no option {name}' is not supported"));
+            }
+            let [mode] = rest else {
+                return Err(format!(
+                    "option '{name}' expects 'preserve', 'reject' or 'delete' option"
+                ));
+            };
+            o.restrict_hdr_names = match mode.as_str() {
+                "preserve" => RestrictHdrNames::Preserve,
+                "delete" => RestrictHdrNames::Delete,
+                "reject" => RestrictHdrNames::Reject,
+                m => {
+                    return Err(format!(
+                        "invalid parameter '{m}'. option '{name}' expects 'preserve', 'reject' or 'delete' option"
+                    ))
+                }
+            };
         }
         "forwardfor" => {
             if no {
@@ -3417,6 +3452,20 @@ fn parse_bind(w: &[String], ctx: &Ctx<'_>) -> Result<Bind, String> {
         accept_proxy,
         proto_h2,
     })
+}
+
+/// The name of an `abns@NAME` server address (environment variables
+/// expanded, as HAProxy's address parser does), or `None` for another
+/// address.
+fn abns_name(addr: &str) -> Result<Option<String>, String> {
+    let Some(n) = addr.strip_prefix("abns@") else {
+        return Ok(None);
+    };
+    let n = super::values::env_expand(n).into_owned();
+    if n.is_empty() || n.len() > 100 {
+        return Err("'abns@' expects a name of 1 to 100 bytes".to_string());
+    }
+    Ok(Some(n))
 }
 
 /// `add server BACKEND/NAME ADDR[:PORT] [options]` after the name: the

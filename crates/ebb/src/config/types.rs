@@ -744,6 +744,21 @@ pub struct ProxyOptions {
     /// `option socket-stats`: each listener of the frontend has its own
     /// statistics (`show stat` rows, `haproxy_listener_*` metrics).
     pub socket_stats: bool,
+    /// `option http-restrict-req-hdr-names`.
+    pub restrict_hdr_names: RestrictHdrNames,
+}
+
+/// `option http-restrict-req-hdr-names preserve|delete|reject`: what the
+/// proxy does, after its `http-request` rules, with request fields whose
+/// name holds a character other than letters, digits and `-`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum RestrictHdrNames {
+    #[default]
+    Preserve,
+    /// Such fields are removed.
+    Delete,
+    /// Such a request is answered 403.
+    Reject,
 }
 
 /// `option splice-auto`: a direction moves through a kernel pipe once it
@@ -1384,6 +1399,9 @@ pub struct ServerOptions {
     /// 10.0.0.1`): connections go to the port the client connected to
     /// (HAProxy's mapped ports, offset 0).
     pub map_ports: bool,
+    /// `abns@NAME` as the address: a Linux abstract UNIX socket, the
+    /// name as written (padded as HAProxy pads it at connect).
+    pub abns: Option<String>,
     /// `agent-check` (`no-agent-check` clears it): an auxiliary agent
     /// check runs beside the health check.
     pub agent_check: bool,
@@ -1479,6 +1497,7 @@ impl Default for ServerOptions {
             alpn: Vec::new(),
             resolve_net: Vec::new(),
             map_ports: false,
+            abns: None,
             agent_check: false,
             agent_port: None,
             agent_addr: None,

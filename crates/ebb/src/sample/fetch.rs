@@ -79,6 +79,8 @@ pub(super) enum Fetch {
     SslFc,
     SslFcSni,
     Status,
+    /// `ipv4(A)`, `ipv6(A)`: a constant address.
+    Addr(std::net::IpAddr),
     /// `str(TEXT)`: its bytes (`\xHH` escapes of the configuration may
     /// make them other than UTF-8).
     Str(Vec<u8>),
@@ -353,6 +355,21 @@ impl Fetch {
                 }
                 Ok(Fetch::Bin(v))
             }
+            "ipv4" | "ipv6" => {
+                arg_count(name, args, 1, 1)?;
+                let a = &args[0];
+                let ip = if name == "ipv4" {
+                    a.parse::<std::net::Ipv4Addr>()
+                        .ok()
+                        .map(std::net::IpAddr::V4)
+                } else {
+                    a.parse::<std::net::Ipv6Addr>()
+                        .ok()
+                        .map(std::net::IpAddr::V6)
+                };
+                ip.map(Fetch::Addr)
+                    .ok_or_else(|| format!("fetch '{name}': '{a}' is not an {name} address"))
+            }
             "int" => {
                 arg_count(name, args, 1, 1)?;
                 Ok(Fetch::Int(int_arg("fetch 'int'", &args[0])?))
@@ -542,6 +559,7 @@ impl Fetch {
         matches!(
             self,
             Fetch::Str(_)
+                | Fetch::Addr(_)
                 | Fetch::Bin(_)
                 | Fetch::Int(_)
                 | Fetch::Bool(_)
@@ -565,6 +583,7 @@ impl Fetch {
             | Fetch::SslFc
             | Fetch::SslFcSni
             | Fetch::Str(_)
+            | Fetch::Addr(_)
             | Fetch::Bin(_)
             | Fetch::Int(_)
             | Fetch::Bool(_)
@@ -641,7 +660,7 @@ impl Fetch {
             | Fetch::ReqBodySize
             | Fetch::ResBodyLen
             | Fetch::ResBodySize => Type::Int,
-            Fetch::Src | Fetch::Dst | Fetch::HdrIp { .. } => Type::Ip,
+            Fetch::Src | Fetch::Dst | Fetch::HdrIp { .. } | Fetch::Addr(_) => Type::Ip,
             Fetch::SrcPort
             | Fetch::Count { .. }
             | Fetch::CurTimeout { .. }
@@ -888,6 +907,7 @@ impl Fetch {
                 Some(Val::Bin)
             }
             Fetch::Int(i) => Some(Val::Int(*i)),
+            Fetch::Addr(a) => Some(Val::Ip(*a)),
             Fetch::Bool(b) => Some(Val::Bool(*b)),
             Fetch::Env(v) => put(s, v.as_ref()?.as_bytes()),
             Fetch::Date(off) => {

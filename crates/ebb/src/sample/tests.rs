@@ -327,6 +327,13 @@ fn errors_at_compile_time() {
     assert!(err("%b", Scope::Request { backend: false }).contains("needs a backend"));
     assert!(err("%bp", RQ).contains("not supported"));
     assert!(err("%{+E}ci", RQ).contains("flag '+E'"));
+    // Constant addresses.
+    assert_eq!(
+        lf("%[ipv4(10.0.0.1)] %[ipv6(2001:db8::1)] %[ipv4(10.1.2.3),ipmask(16)]"),
+        "10.0.0.1 2001:db8::1 10.1.0.0"
+    );
+    assert!(err("%[ipv4(10.0.0)]", RQ).contains("not an ipv4 address"));
+    assert!(err("%[ipv6(10.0.0.1)]", RQ).contains("not an ipv6 address"));
     // `X`: addresses, ports and the pid in hexadecimal; `%o` sets the
     // flags of what follows; samples are not changed.
     assert_eq!(

@@ -646,6 +646,9 @@ impl Stream {
                 ) {
                     return a;
                 }
+                if let Some(a) = restrict_names(&mut st, fe.restrict_hdr_names, &c.w.limits) {
+                    return a;
+                }
                 let view = ReqView {
                     req: Some(st.req()),
                     ..base
@@ -702,6 +705,9 @@ impl Stream {
             be_from,
             &body,
         ) {
+            return a;
+        }
+        if let Some(a) = restrict_names(&mut st, backend.restrict_hdr_names, &c.w.limits) {
             return a;
         }
         let view = ReqView {
@@ -1588,6 +1594,21 @@ fn apply_edits(
 /// The sample context of an exchange on this connection, without request
 /// or response (the caller adds what it has): the one place that says
 /// what a connection gives to fetches.
+/// `option http-restrict-req-hdr-names` after a proxy's rules: the
+/// answer when the request stops there (403 for `reject`, as HAProxy's
+/// deny; 500 when the edited request is no longer valid).
+fn restrict_names(
+    st: &mut crate::rewrite::ReqState<'_>,
+    mode: crate::config::RestrictHdrNames,
+    limits: &crate::http1::Limits,
+) -> Option<Act> {
+    match st.restrict_hdr_names(mode, limits) {
+        Ok(()) => None,
+        Err(crate::rewrite::RestrictRefused::Forbidden) => Some(Act::Deny(403)),
+        Err(crate::rewrite::RestrictRefused::Failed) => Some(Act::Error(500)),
+    }
+}
+
 pub(crate) fn sample_ctx<'a>(
     tr: &'a Transport,
     peer: SocketAddr,

@@ -1981,10 +1981,7 @@ fn client_dst(c: &H1, s: &ServerRt) -> Option<SocketAddr> {
 
 fn open_transport(s: &ServerRt, client_dst: Option<SocketAddr>) -> io::Result<Transport> {
     // A server without a port takes the port the client connected to.
-    let addr = s
-        .dest(|| client_dst)
-        .ok_or_else(|| io::Error::from(io::ErrorKind::AddrNotAvailable))?;
-    let st = crate::backend::connect_nb(addr)?;
+    let st = crate::backend::connect_server_nb(s, || s.dest(|| client_dst))?;
     match &s.tls {
         // TLS to the server: the handshake starts once connected; the
         // request written meanwhile waits in rustls' buffer.
