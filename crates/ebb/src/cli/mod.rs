@@ -930,6 +930,11 @@ pub(crate) fn info_values(p: &Process) -> Vec<(&'static str, String)> {
         ("Maxconn", maxconn.to_string()),
         ("Hard_maxconn", maxconn.to_string()),
         ("CurrConns", cur.to_string()),
+        // Pipes: those tcp sessions splice through (`option splice-*`);
+        // ebb keeps no pool of free ones and sets no `maxpipes` limit.
+        ("Maxpipes", "0".into()),
+        ("PipesUsed", crate::tcp::pipes_used().to_string()),
+        ("PipesFree", "0".into()),
         ("CumConns", cum.to_string()),
         ("CumReq", req.to_string()),
         ("ConnRate", conn_rate.to_string()),

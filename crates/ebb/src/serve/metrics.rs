@@ -360,6 +360,7 @@ fn srv_state(r: &Row) -> &'static str {
 fn num(v: &Option<Val>) -> f64 {
     match v {
         Some(Val::U(x)) => *x as f64,
+        Some(Val::I(x)) => *x as f64,
         _ => f64::NAN,
     }
 }

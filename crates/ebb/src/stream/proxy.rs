@@ -578,7 +578,7 @@ impl Stream {
         let now = ctx.now();
         up.t_served = Some(now);
         up.waiter = None;
-        s.counters.sessions.fetch_add(1, Ordering::Relaxed);
+        s.counters.note_session();
         // 1. The connection this client already has to that server: kept
         //    private to it, or parked in the pool where no other request
         //    took it. Still registered with the server side's tasklet:
@@ -661,6 +661,7 @@ impl Stream {
                     sd.opos = 0;
                 }
                 up.reused = true;
+                s.counters.reuses.fetch_add(1, Ordering::Relaxed);
                 up.state = UpState::Connected;
                 up.t_conn = Some(now);
                 up.deadline = ticks::add(now, up.timeouts.server);
@@ -689,6 +690,7 @@ impl Stream {
         }
         let now = ctx.now();
         let client_dst = client_dst(c, &s);
+        s.counters.connects.fetch_add(1, Ordering::Relaxed);
         match open_transport(&s, client_dst) {
             Ok(st) => {
                 let registered = self
@@ -762,6 +764,7 @@ impl Stream {
                     scheme: up.scheme,
                 };
                 attach(ctx, &target, reuse, owner, t, hints, || {
+                    s.counters.connects.fetch_add(1, Ordering::Relaxed);
                     open_transport(&s, client_dst)
                 })
             }
@@ -774,6 +777,9 @@ impl Stream {
         };
         let now = ctx.now();
         up.reused = a.reused;
+        if a.reused {
+            s.counters.reuses.fetch_add(1, Ordering::Relaxed);
+        }
         let mut sd = self.side.borrow_mut();
         sd.install_h2(a, now);
         sd.obuf.clear();
@@ -1858,6 +1864,12 @@ impl Stream {
 
     fn log_proxy(&mut self, c: &mut H1, ctx: &mut Ctx, up: &Upstream, bytes: u64) {
         crate::proxy::count_request(&c.fe, Some(&up.be), up.status, bytes);
+        // The server's own count of the responses it gave (HAProxy's
+        // server `hrsp_*`); not for a backend's dispatch target.
+        if let Some(s) = up.server.as_ref().filter(|s| !s.backend_target) {
+            s.counters.hrsp[crate::proxy::status_class(up.status)]
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
         let err = (400..500).contains(&up.status);
         let fail = crate::table::http_failure(up.status, up.term);
         c.stk

@@ -30,6 +30,8 @@ mod pipe;
 mod pphdr;
 mod session;
 
+pub use pipe::pipes_used;
+
 use std::cell::RefCell;
 use std::io::Write as _;
 use std::net::{SocketAddr, TcpStream};

@@ -85,6 +85,27 @@ pub(super) struct KPipe {
     held: usize,
 }
 
+/// Kernel pipes open in the process (`show info`'s `PipesUsed`).
+static PIPES_USED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// How many kernel pipes tcp sessions hold now.
+pub fn pipes_used() -> u64 {
+    PIPES_USED.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+impl KPipe {
+    fn new((r, w): (OwnedFd, OwnedFd)) -> KPipe {
+        PIPES_USED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        KPipe { r, w, held: 0 }
+    }
+}
+
+impl Drop for KPipe {
+    fn drop(&mut self) {
+        PIPES_USED.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
 /// The most one splice read asks for: a pipe's default capacity (16 pages).
 const PIPE_CHUNK: usize = 64 * 1024;
 
@@ -139,7 +160,7 @@ impl Half {
             return;
         }
         match crate::sys::pipe_nb() {
-            Ok((r, w)) => self.kp = Some(KPipe { r, w, held: 0 }),
+            Ok(p) => self.kp = Some(KPipe::new(p)),
             Err(_) => self.splice = SpliceWant::Off,
         }
     }
