@@ -1268,6 +1268,13 @@ fn values(
             return false;
         }
         if full {
+            // HAProxy's http_find_header: the value without the spaces
+            // around it (a rule may have set one with them).
+            let t = |c: &u8| *c != b' ' && *c != b'\t';
+            let v = match (v.iter().position(t), v.iter().rposition(t)) {
+                (Some(a), Some(b)) => &v[a..=b],
+                _ => &v[..0],
+            };
             stop = f(v);
             return stop;
         }
