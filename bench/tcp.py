@@ -107,8 +107,8 @@ def wait_port(port, limit=10.0):
 
 def start_proxy(name, binary, port, origin_port, cpu, tmp):
     cfg = os.path.join(tmp, f"{name}.cfg")
-    # "haproxy+splice": HAProxy with `option splice-auto` (splice(2) through
-    # a pipe), to see whether splicing pays on this machine.
+    # "ebb+splice", "haproxy+splice": `option splice-auto` (splice(2)
+    # through a pipe), to see whether splicing pays on this machine.
     splice = "    option splice-auto\n" if name.endswith("+splice") else ""
     with open(cfg, "w") as f:
         f.write(
@@ -118,7 +118,7 @@ def start_proxy(name, binary, port, origin_port, cpu, tmp):
             f"listen relay\n    bind 127.0.0.1:{port}\n{splice}"
             f"    server origin 127.0.0.1:{origin_port}\n"
         )
-    argv = [binary, "-f", cfg] if name == "ebb" else [binary, "-db", "-f", cfg]
+    argv = [binary, "-f", cfg] if name.startswith("ebb") else [binary, "-db", "-f", cfg]
     if shutil.which("taskset"):
         argv = ["taskset", "-c", str(cpu)] + argv
     p = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -189,7 +189,7 @@ def main():
     ap.add_argument("--size", type=int, default=1024, help="bulk MiB")
     ap.add_argument("--count", type=int, default=5000, help="short sessions")
     ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--no-splice", action="store_true", help="leave out the haproxy+splice row")
+    ap.add_argument("--no-splice", action="store_true", help="leave out the +splice rows")
     ap.add_argument("--quick", action="store_true", help="64 MiB, 300 sessions, 1 round")
     a = ap.parse_args()
     if a.quick:
@@ -211,6 +211,7 @@ def main():
         sys.exit("origin did not start")
     names = [("ebb", a.ebb), ("haproxy", a.haproxy)]
     if not a.no_splice:
+        names.append(("ebb+splice", a.ebb))
         names.append(("haproxy+splice", a.haproxy))
     procs, runs, why = {}, {}, {}
     try:
@@ -282,6 +283,14 @@ def main():
         print(f"\nebb's efficiency relative to HAProxy (HAProxy's CPU / ebb's; the issue's goal is >= 1.2): "
               f"bulk {ratio('machine_ms_gib'):.2f} (machine), {ratio('proxy_ms_gib'):.2f} (proxy); "
               f"sessions {ratio('machine_us_sess'):.2f} (machine), {ratio('proxy_us_sess'):.2f} (proxy)")
+    if "ebb+splice" in med and "haproxy+splice" in med:
+        e, h = med["ebb+splice"], med["haproxy+splice"]
+        print(f"with option splice-auto on both: bulk {h['machine_ms_gib'] / e['machine_ms_gib']:.2f} (machine), "
+              f"{h['proxy_ms_gib'] / e['proxy_ms_gib']:.2f} (proxy)")
+    best = min((n for n in med if n.startswith("haproxy")), key=lambda n: med[n]["machine_ms_gib"], default=None)
+    if best and "ebb+splice" in med:
+        print(f"ebb with splice against HAProxy's best bulk figure ({best}): "
+              f"{med[best]['machine_ms_gib'] / med['ebb+splice']['machine_ms_gib']:.2f} (machine)")
 
 
 if __name__ == "__main__":

@@ -38,11 +38,19 @@ fuzz_target!(|data: &[u8]| {
             srv: Some("s1"),
             tls: false,
             sni: None,
-            req: Some(Req { buf: REQ, head: &req }),
-            res: Some(Res::H1 { buf: RES, head: &res }),
+            req: Some(Req {
+                buf: REQ,
+                head: &req,
+                body: b"a=1&b=%20",
+            }),
+            res: Some(Res::H1 {
+                buf: RES,
+                head: &res,
+            }),
             vars: Some(&vars),
             payload: None,
             stk: None,
+            res_body: Some((b"{\"k\":1}", 7)),
         };
         let mut out = Vec::new();
         f.render(&ctx, &mut out);

@@ -161,7 +161,7 @@ pub fn run_rules_addrs(
 /// port (and takes the family of the new address); a port is cut to 16
 /// bits; a destination port on an unknown destination gives 0.0.0.0. A
 /// sample that does not convert changes nothing.
-fn set_addr(f: AddrField, e: &Expr, ctx: &Ctx<'_>, a: Addrs) -> Option<Addrs> {
+pub(crate) fn set_addr(f: AddrField, e: &Expr, ctx: &Ctx<'_>, a: Addrs) -> Option<Addrs> {
     let want = match f {
         AddrField::Src | AddrField::Dst => Type::Ip,
         AddrField::SrcPort | AddrField::DstPort => Type::Int,
@@ -255,6 +255,9 @@ pub struct TcpRt {
     /// `timeout tunnel` when set (ms): it replaces `timeout client` and
     /// `timeout server` once a tcp session is connected.
     pub tunnel: Option<u32>,
+    /// `option splice-*` bits (`config::SPLICE_*`); a session splices a
+    /// direction that its frontend or its backend asks for, as HAProxy.
+    pub splice: u8,
 }
 
 /// `timeout tunnel` of a proxy, in ms.
@@ -493,6 +496,7 @@ pub fn compile(p: &Proxy, m: &Matcher, warnings: &mut Vec<String>) -> Result<Tcp
         tcplog: p.options.tcplog || (tcp && p.options.httplog),
         dontlognull: p.options.dontlognull,
         tunnel: tunnel_ms(p),
+        splice: if tcp { p.options.splice } else { 0 },
         ..TcpRt::default()
     };
     for r in &p.tcp_request {
@@ -516,6 +520,15 @@ pub fn compile(p: &Proxy, m: &Matcher, warnings: &mut Vec<String>) -> Result<Tcp
     rt.res_rules = res.res_rules;
     rt.res_inspect_delay = res.res_inspect_delay;
     if !tcp {
+        if let Some(loc) = &p.options.splice_loc {
+            return Err(err(
+                loc,
+                format!(
+                    "proxy '{}' is in 'mode http': 'option splice-auto|splice-request|splice-response' is supported in 'mode tcp' only by ebb (its HTTP path copies bodies; a splice option set in 'defaults' applies here too)",
+                    p.name
+                ),
+            ));
+        }
         return Ok(rt);
     }
     // What a tcp-mode section may not hold.

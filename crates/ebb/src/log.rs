@@ -337,6 +337,7 @@ pub fn format(e: &Entry<'_>) -> Vec<u8> {
         res: None,
         vars: e.vars,
         payload: None,
+        res_body: None,
         stk: None,
     };
     let mut out = Vec::with_capacity(160 + e.request_line.len());

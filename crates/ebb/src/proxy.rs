@@ -162,6 +162,8 @@ impl Prepared {
 pub struct RespRule {
     pub action: HttpResponseAction,
     pub cond: Option<Cond>,
+    /// For `deny` with an answer of its own: that answer, built once.
+    pub prepared: Option<Prepared>,
     /// For `cache-store`: the cache it names.
     pub cache: Option<Arc<crate::httpcache::Cache>>,
 }
@@ -198,6 +200,9 @@ pub struct ServersRt {
     /// `option httpclose` on the backend: the client connection closes
     /// after the response too.
     pub close: bool,
+    /// `option abortonclose`: a client that closes its side while its
+    /// request is queued, connecting or waiting for the answer is aborted.
+    pub abort_on_close: bool,
     /// `cookie NAME ...`: the persistence cookie.
     pub cookie: Option<crate::config::cookie::CookieCfg>,
     /// `force-persist` (true) / `ignore-persist` (false) rules, compiled
@@ -225,6 +230,9 @@ pub struct HttpCounters {
     pub bytes_out: AtomicU64,
     /// Requests refused by a `deny` rule.
     pub denied: AtomicU64,
+    /// Bytes a tcp session wrote from a kernel pipe (`option splice-*`),
+    /// both directions: `show info`'s `TotalSplicdedBytesOut`.
+    pub spliced_out: AtomicU64,
 }
 
 impl HttpCounters {
@@ -319,6 +327,14 @@ pub struct BackendRt {
     pub h2: Arc<H2Counters>,
     /// `option http-restrict-req-hdr-names`, after the backend's rules.
     pub restrict_hdr_names: crate::config::RestrictHdrNames,
+    /// `option http-buffer-request` and the backend's `timeout
+    /// http-request` in ms (`None`: unset) that bounds that wait.
+    pub buffer_request: bool,
+    pub http_request_ms: Option<u32>,
+    /// `timeout server`, `timeout tunnel` as configured (`None`: unset),
+    /// for `be_server_timeout`, `be_tunnel_timeout`.
+    pub server_ms: Option<u32>,
+    pub tunnel_ms: Option<u32>,
 }
 
 /// HTTP/2 connections and streams toward servers, all threads together:
@@ -373,6 +389,12 @@ pub struct FrontendRt {
     pub disable_h2_upgrade: bool,
     /// `option http-restrict-req-hdr-names`, after the frontend's rules.
     pub restrict_hdr_names: crate::config::RestrictHdrNames,
+    /// `option http-buffer-request`: the body is waited for before the
+    /// frontend's rules (bounded by `timeout http-request`, else the
+    /// client's read timeout).
+    pub buffer_request: bool,
+    /// `timeout client` as configured (`fe_client_timeout`).
+    pub client_ms: Option<u32>,
     pub matcher: Matcher,
     pub http_request: Vec<ReqRule>,
     pub http_response: Vec<RespRule>,
@@ -420,6 +442,69 @@ pub struct FrontendRt {
     pub h2_conns_total: AtomicU64,
     /// HTTP/2 streams started since start.
     pub h2_streams: AtomicU64,
+    /// `option socket-stats`: one entry per listener (each address of each
+    /// `bind` line, in order); empty without the option.
+    pub listeners: Vec<Arc<ListenerStats>>,
+}
+
+/// The statistics of one listener (`option socket-stats`): HAProxy's
+/// `sock-N` rows of `show stat` and its `haproxy_listener_*` metrics.
+#[derive(Debug)]
+pub struct ListenerStats {
+    /// The bind line's `name`, else `sock-N` (N: the listener's id).
+    pub name: String,
+    /// The listener's id in its frontend, from 1.
+    pub luid: usize,
+    /// Connections accepted through it and open now.
+    pub cur: AtomicU32,
+    /// The highest `cur` seen.
+    pub max: AtomicU32,
+    /// Connections accepted since start.
+    pub total: AtomicU64,
+}
+
+impl ListenerStats {
+    /// Counts a connection accepted through the listener; the connection
+    /// holds the guard and the count drops when it is gone.
+    pub fn accepted(self: &Arc<Self>) -> ListenerGuard {
+        let n = self.cur.fetch_add(1, Ordering::Relaxed) + 1;
+        self.max.fetch_max(n, Ordering::Relaxed);
+        self.total.fetch_add(1, Ordering::Relaxed);
+        ListenerGuard(Arc::clone(self))
+    }
+}
+
+/// A connection open on a listener with statistics (see
+/// [`ListenerStats::accepted`]).
+#[derive(Debug)]
+pub struct ListenerGuard(Arc<ListenerStats>);
+
+impl Drop for ListenerGuard {
+    fn drop(&mut self) {
+        self.0.cur.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// The listeners of a frontend with `option socket-stats`: each address
+/// (then each other socket) of each bind line, numbered from 1.
+fn listener_stats(p: &crate::config::Proxy) -> Vec<Arc<ListenerStats>> {
+    if !p.options.socket_stats {
+        return Vec::new();
+    }
+    let mut out = Vec::new();
+    for b in &p.binds {
+        for _ in 0..b.addrs.len() + b.sockets.len() {
+            let luid = out.len() + 1;
+            out.push(Arc::new(ListenerStats {
+                name: b.name.clone().unwrap_or_else(|| format!("sock-{luid}")),
+                luid,
+                cur: AtomicU32::new(0),
+                max: AtomicU32::new(0),
+                total: AtomicU64::new(0),
+            }));
+        }
+    }
+    out
 }
 
 /// The HTTP/2 limits from `tune.h2.*` (HAProxy 2.6's keywords; the
@@ -506,6 +591,10 @@ static NEXT_BACKEND_ID: AtomicU64 = AtomicU64::new(1);
 pub struct Compiled {
     pub frontends: Vec<Arc<FrontendRt>>,
     pub backends: Vec<Arc<BackendRt>>,
+    /// The backend side of proxies that have no backend at run time (a
+    /// `listen` without servers, a `backend` holding only a stick table):
+    /// HAProxy still reports them as backends (`show stat`, metrics).
+    pub bare_backends: Vec<BareBackend>,
     /// The stick tables, new and empty at each start or reload (as in
     /// HAProxy, whose new process starts with empty tables unless peers
     /// teach it).
@@ -516,6 +605,15 @@ pub struct Compiled {
     /// Things that do not stop ebb but need saying (a server name that did
     /// not resolve).
     pub warnings: Vec<String>,
+}
+
+/// A backend without servers nor run-time state (see
+/// [`Compiled::bare_backends`]).
+#[derive(Debug)]
+pub struct BareBackend {
+    pub uuid: usize,
+    pub name: String,
+    pub tcp_mode: bool,
 }
 
 /// Reads the server-state files the backends ask for
@@ -656,6 +754,63 @@ fn resolve(host: &str, port: u16) -> Option<SocketAddr> {
     (host, port).to_socket_addrs().ok()?.next()
 }
 
+/// `dispatch ADDR:PORT` or `option transparent`, as HAProxy 2.6 takes
+/// them: with a `balance` line, `dispatch` is ignored (a warning) and
+/// `option transparent` refused; without, every connection of the backend
+/// goes there (`dispatch` wins over `option transparent`). A backend that
+/// also has servers sends HAProxy's cookie-persistent requests to them and
+/// the rest there: ebb refuses that mix.
+fn backend_target(
+    p: &Proxy,
+    warnings: &mut Vec<String>,
+) -> Result<Option<Arc<crate::backend::ServerRt>>, ConfigError> {
+    let (dispatch, transparent) = (p.dispatch.as_ref(), p.transparent.as_ref());
+    if p.balance_set {
+        if let Some(loc) = transparent {
+            return Err(err(
+                loc,
+                format!(
+                    "proxy '{}' cannot use both transparent and balance mode",
+                    p.name
+                ),
+            ));
+        }
+        if let Some(d) = dispatch {
+            warnings.push(format!(
+                "{}: dispatch address of proxy '{}' will be ignored in balance mode",
+                d.loc, p.name
+            ));
+        }
+        return Ok(None);
+    }
+    let loc = match (dispatch, transparent) {
+        (Some(d), _) => &d.loc,
+        (None, Some(l)) => l,
+        (None, None) => return Ok(None),
+    };
+    if !p.servers.is_empty() {
+        return Err(err(
+            loc,
+            format!(
+                "'{}' in proxy '{}' which has servers is not supported by ebb (HAProxy would send only cookie-persistent requests to the servers)",
+                if dispatch.is_some() { "dispatch" } else { "option transparent" },
+                p.name
+            ),
+        ));
+    }
+    let addr =
+        match dispatch {
+            Some(d) => {
+                let (host, port) = &d.value;
+                Some(resolve(host, *port).ok_or_else(|| {
+                    err(&d.loc, format!("dispatch: cannot resolve address '{host}'"))
+                })?)
+            }
+            None => None,
+        };
+    Ok(Some(crate::backend::backend_target(&p.name, addr)))
+}
+
 fn compile_servers(
     p: &Proxy,
     state: Option<&BTreeMap<String, SrvState>>,
@@ -705,7 +860,7 @@ fn compile_servers(
             "'hash-balance-factor' with 'balance random' is not supported by ebb (its random is not HAProxy's consistent-hash random)".to_string(),
         ));
     }
-    let farm = Farm::new(
+    let mut farm = Farm::new(
         p.name.clone(),
         list,
         crate::l4rules::balance_for_mode(p, warnings),
@@ -714,6 +869,7 @@ fn compile_servers(
         p.http_reuse,
         p.http_check.clone(),
     );
+    farm.target = backend_target(p, warnings)?;
     farm.set_hash(p.hash_type);
     for (rt, s) in farm.servers.iter().zip(&p.servers) {
         rt.port.store(s.port, std::sync::atomic::Ordering::Relaxed);
@@ -755,6 +911,7 @@ fn compile_servers(
         forwardfor: p.options.forwardfor.clone(),
         server_close: p.options.conn_mode != HttpConnMode::KeepAlive,
         close: p.options.conn_mode == HttpConnMode::Close,
+        abort_on_close: p.options.abortonclose,
         cookie: p.cookie.clone().map(|mut c| {
             c.persist = p.options.persist;
             c
@@ -836,9 +993,16 @@ fn compile_resp_list(
     rules
         .iter()
         .map(|r| {
+            let prepared = match &r.action {
+                HttpResponseAction::Deny(ret) if !matches!(ret.body, ReturnBody::Errorfile(_)) => {
+                    Some(Prepared::of(ret, Scope::Response).map_err(|e| err(&r.loc, e))?)
+                }
+                _ => None,
+            };
             Ok(RespRule {
                 action: r.action.clone(),
                 cond: m.opt_cond_response(r.cond.as_ref())?,
+                prepared,
                 cache: match &r.action {
                     HttpResponseAction::CacheStore(n) => cache_named(caches, n),
                     _ => None,
@@ -869,6 +1033,7 @@ pub fn compile_keeping(
     cfg: &Config,
     prev: Option<&crate::table::Tables>,
 ) -> Result<Compiled, Vec<ConfigError>> {
+    crate::sample::auth::install(&cfg.userlists);
     let mut errors = Vec::new();
     let mut warn = Vec::new();
     let warnings = &mut warn;
@@ -892,6 +1057,7 @@ pub fn compile_keeping(
         .map(crate::httpcache::Cache::new)
         .collect();
     let mut backends = Vec::new();
+    let mut bare_backends = Vec::new();
     let mut names = Vec::new();
     let mut be_comp = Vec::new();
     for p in cfg.backends() {
@@ -905,7 +1071,7 @@ pub fn compile_keeping(
                 fc.max_age = sf.max_age;
                 fc.precompressed = sf.precompressed.clone();
                 BackendKind::Files(fc)
-            } else if !p.servers.is_empty() {
+            } else if !p.servers.is_empty() || p.dispatch.is_some() || p.transparent.is_some() {
                 BackendKind::Servers(Box::new(compile_servers(p, states.get(&p.name), warnings)?))
             } else if p.kind.is_frontend() || p.stick_table.is_some() {
                 // A listen section without servers or files: a frontend
@@ -929,6 +1095,11 @@ pub fn compile_keeping(
                 crate::l4rules::TcpRt {
                     tcp_mode: p.mode == crate::config::ProxyMode::Tcp,
                     tunnel: crate::l4rules::tunnel_ms(p),
+                    splice: if p.mode == crate::config::ProxyMode::Tcp {
+                        p.options.splice
+                    } else {
+                        0
+                    },
                     ..crate::l4rules::response_part(p, &matcher)?
                 }
             } else {
@@ -976,6 +1147,10 @@ pub fn compile_keeping(
                 after_response,
                 h2: Arc::default(),
                 restrict_hdr_names: p.options.restrict_hdr_names,
+                buffer_request: p.options.buffer_request,
+                http_request_ms: ms(p.timeouts.http_request),
+                server_ms: ms(p.timeouts.server),
+                tunnel_ms: ms(p.timeouts.tunnel),
             })
         })();
         match r {
@@ -984,7 +1159,11 @@ pub fn compile_keeping(
                 names.push(p.name.clone());
                 backends.push(Arc::new(b));
             }
-            Err(e) if e.message == "__frontend_only__" => {}
+            Err(e) if e.message == "__frontend_only__" => bare_backends.push(BareBackend {
+                uuid: proxy_uuid(cfg, p),
+                name: p.name.clone(),
+                tcp_mode: p.mode == crate::config::ProxyMode::Tcp,
+            }),
             Err(e) => errors.push(e),
         }
     }
@@ -1070,6 +1249,8 @@ pub fn compile_keeping(
                 idle_close_on_response: p.options.idle_close_on_response,
                 disable_h2_upgrade: p.options.disable_h2_upgrade,
                 restrict_hdr_names: p.options.restrict_hdr_names,
+                buffer_request: p.options.buffer_request,
+                client_ms: ms(p.timeouts.client),
                 matcher,
                 http_request,
                 http_response,
@@ -1114,6 +1295,7 @@ pub fn compile_keeping(
                 h2_conns: AtomicU32::new(0),
                 h2_conns_total: AtomicU64::new(0),
                 h2_streams: AtomicU64::new(0),
+                listeners: listener_stats(p),
             })
         })();
         match r {
@@ -1125,6 +1307,7 @@ pub fn compile_keeping(
         Ok(Compiled {
             frontends,
             backends,
+            bare_backends,
             tables,
             caches,
             warnings: warn,

@@ -38,6 +38,8 @@ pub struct Shared {
     pub errors_to_stderr: bool,
     /// `-d`: one stderr line per connection accepted and closed.
     pub debug: bool,
+    /// Idle server connections, per thread ([`crate::backend::pool`]).
+    pub idle: crate::backend::pool::IdlePools,
 }
 
 /// The configuration in force. A reload (SIGHUP) compiles a new one and

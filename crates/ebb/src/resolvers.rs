@@ -755,6 +755,7 @@ impl Runner {
         }
         if was != s.usable() {
             s.ext.changed(s.usable());
+            farm.note_state();
         }
         if on {
             let queued = s.queue.lock().map(|q| q.len()).unwrap_or(0);

@@ -170,6 +170,7 @@ impl<'a> ReqState<'a> {
             Some(e) => Req {
                 buf: &e.buf,
                 head: &e.head,
+                body: self.orig.body,
             },
             None => self.orig,
         }
@@ -532,6 +533,7 @@ enum Act<'r> {
 /// index of the first final rule that holds (return, redirect, deny,
 /// use-service), `None` when the rules ran out or `allow` stopped them.
 /// `base` is the exchange's context without request.
+#[cfg(test)]
 pub fn run_request(
     rules: &[ReqRule],
     m: &Matcher,
@@ -539,7 +541,22 @@ pub fn run_request(
     st: &mut ReqState<'_>,
     limits: &Limits,
 ) -> Result<Option<usize>, RewriteFailed> {
-    for (i, rule) in rules.iter().enumerate() {
+    run_request_from(rules, m, base, st, limits, 0, &|_| true)
+}
+
+/// [`run_request`] from rule `from` on (the rules before it ran already).
+/// A `wait-for-body` rule that holds stops the run (its index is
+/// returned) unless `body_ready` says the body it asks for is there.
+pub fn run_request_from(
+    rules: &[ReqRule],
+    m: &Matcher,
+    base: &Ctx<'_>,
+    st: &mut ReqState<'_>,
+    limits: &Limits,
+    from: usize,
+    body_ready: &dyn Fn(&crate::config::WaitForBody) -> bool,
+) -> Result<Option<usize>, RewriteFailed> {
+    for (i, rule) in rules.iter().enumerate().skip(from) {
         let holds = {
             let ctx = Ctx {
                 req: Some(st.req()),
@@ -554,7 +571,8 @@ pub fn run_request(
             HttpRequestAction::Return(_)
             | HttpRequestAction::UseService(_)
             | HttpRequestAction::Redirect(_)
-            | HttpRequestAction::Deny { .. } => return Ok(Some(i)),
+            | HttpRequestAction::Deny { .. }
+            | HttpRequestAction::Auth { .. } => return Ok(Some(i)),
             HttpRequestAction::Allow => return Ok(None),
             HttpRequestAction::Var(v) => {
                 let ctx = Ctx {
@@ -570,7 +588,7 @@ pub fn run_request(
                 };
                 c.run(&ctx);
             }
-            HttpRequestAction::Tarpit { .. } => return Ok(Some(i)),
+            HttpRequestAction::Tarpit { .. } | HttpRequestAction::Reject => return Ok(Some(i)),
             a @ (HttpRequestAction::TrackSc { .. }
             | HttpRequestAction::ScIncGpc0(_)
             | HttpRequestAction::ScIncGpc1(_)
@@ -588,6 +606,49 @@ pub fn run_request(
             HttpRequestAction::CacheUse(_) => {
                 if let Some(cache) = &rule.cache {
                     cache_use(cache, base, st);
+                }
+            }
+            HttpRequestAction::SetDst(f, e) => {
+                let ctx = Ctx {
+                    req: Some(st.req()),
+                    ..*base
+                };
+                let now = crate::l4rules::Addrs {
+                    src: ctx.src,
+                    dst: ctx.dst_addr(),
+                };
+                let set = crate::l4rules::set_addr(*f, e, &ctx, now);
+                if let (Some(set), Some(vars)) = (set, base.vars) {
+                    if let Ok(mut v) = vars.try_borrow_mut() {
+                        v.info.dst = set.dst;
+                    }
+                }
+            }
+            HttpRequestAction::WaitForBody(w) => {
+                if !body_ready(w) {
+                    return Ok(Some(i));
+                }
+            }
+            HttpRequestAction::SetTimeout { tunnel, value } => {
+                let ms = match value {
+                    crate::config::TimeoutValue::Ms(m) => Some(*m),
+                    crate::config::TimeoutValue::Expr(e) => {
+                        let ctx = Ctx {
+                            req: Some(st.req()),
+                            ..*base
+                        };
+                        // HAProxy: no value, no change; 0 or less is no
+                        // timeout at all.
+                        e.eval_int(&ctx)
+                            .map(|v| u32::try_from(v.clamp(0, i64::from(i32::MAX))).unwrap_or(0))
+                    }
+                };
+                if let (Some(ms), Some(Ok(mut v))) = (ms, base.vars.map(|v| v.try_borrow_mut())) {
+                    if *tunnel {
+                        v.info.timeout_tunnel = Some(ms);
+                    } else {
+                        v.info.timeout_server = Some(ms);
+                    }
                 }
             }
         }
@@ -644,6 +705,9 @@ pub struct ResHead {
     pub status: u16,
     pub reason: Vec<u8>,
     pub fields: Fields,
+    /// An `http-response deny` rule held: (set, rule) in the rule sets
+    /// run; the rules stopped there and the answer is to be replaced.
+    pub denied: Option<(usize, usize)>,
 }
 
 impl ResHead {
@@ -679,8 +743,8 @@ pub fn run_response_with(
     head: &mut ResHead,
     mut store: Option<&mut StoreCtx>,
 ) {
-    for (rules, m) in sets {
-        for rule in rules.iter() {
+    for (si, (rules, m)) in sets.iter().enumerate() {
+        for (ri, rule) in rules.iter().enumerate() {
             let list = borrowed(&head.fields);
             let ctx = Ctx {
                 res: Some(Res::List {
@@ -725,6 +789,14 @@ pub fn run_response_with(
                         }
                     }
                     continue;
+                }
+                // The body was waited for before these rules ran (see
+                // `stream::proxy`).
+                HttpResponseAction::WaitForBody(_) => continue,
+                // Nothing more runs: the caller sends the deny's answer.
+                HttpResponseAction::Deny(_) => {
+                    head.denied = Some((si, ri));
+                    return;
                 }
                 HttpResponseAction::Header(e) => apply_edit(e, &ctx, &mut fields),
                 HttpResponseAction::Rewrite(Rewrite::SetStatus { code, reason }) => {
@@ -786,7 +858,7 @@ pub fn rewrite_in_place(
     base: &Ctx<'_>,
     out: &mut Vec<u8>,
     start: usize,
-) -> Option<u16> {
+) -> Option<(u16, Option<(usize, usize)>)> {
     if !any(sets) || start > out.len() {
         return None;
     }
@@ -804,11 +876,26 @@ pub fn rewrite_in_place(
         status: h.status,
         reason: h.reason.get(buf).to_vec(),
         fields,
+        denied: None,
     };
     run_response(sets, base, &mut head);
+    if let Some(d) = head.denied {
+        return Some((head.status, Some(d)));
+    }
     let mut new = Vec::with_capacity(h.head_len + 64);
     head.write(&mut new);
-    for (n, v) in keep {
+    // Made a 101 with an `upgrade` field: a switching answer, sent as
+    // HAProxy sends it (`connection: upgrade`, no length; the connection
+    // ends after it, see the stream's `finish_request`).
+    let switching = head.status == 101
+        && head
+            .fields
+            .iter()
+            .any(|(n, _)| n.eq_ignore_ascii_case(b"upgrade"));
+    if switching {
+        new.extend_from_slice(b"connection: upgrade\r\n");
+    }
+    for (n, v) in keep.into_iter().filter(|_| !switching) {
         new.extend_from_slice(n);
         new.extend_from_slice(b": ");
         new.extend_from_slice(v);
@@ -816,7 +903,7 @@ pub fn rewrite_in_place(
     }
     new.extend_from_slice(b"\r\n");
     out.splice(start..start + h.head_len, new);
-    Some(head.status)
+    Some((head.status, None))
 }
 
 /// The `http-after-response` rules (the backend's, then the frontend's) on
@@ -834,7 +921,7 @@ pub fn after_local(
         be.map_or((none, &fe.matcher), |b| (&b.after_response[..], &b.matcher)),
         (&fe.after_response[..], &fe.matcher),
     ];
-    rewrite_in_place(&sets, base, out, start)
+    rewrite_in_place(&sets, base, out, start).map(|r| r.0)
 }
 
 #[cfg(test)]

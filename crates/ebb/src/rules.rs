@@ -517,11 +517,16 @@ mod tests {
             srv: None,
             tls: false,
             sni: None,
-            req: Some(crate::sample::Req { buf, head: &head }),
+            req: Some(crate::sample::Req {
+                buf,
+                head: &head,
+                body: b"",
+            }),
             res: None,
             vars: None,
             stk: None,
             payload: None,
+            res_body: None,
         };
         f(&v)
     }
@@ -671,11 +676,13 @@ mod tests {
             req: Some(crate::sample::Req {
                 buf: b"",
                 head: &head,
+                body: b"",
             }),
             res: None,
             vars: None,
             stk: None,
             payload: None,
+            res_body: None,
         };
         let mut out = Vec::new();
         e.write_field(&c, &mut out);

@@ -105,6 +105,8 @@ impl TaskletFn for Listener {
         let g = self.live.gen();
         if g != self.gen {
             if let Some(fe) = self.live.frontend(&self.fe.name) {
+                // The new configuration's statistics of this listener.
+                self.bind.stats = fe.listeners.get(self.bind.index).cloned();
                 self.fe = fe;
             }
             self.gen = g;
@@ -243,6 +245,7 @@ pub fn run(cfg: Config, opts: RunOptions) -> i32 {
     // socket it keeps.
     let mut binder = crate::handover::Binder::default();
     for (fe_cfg, fe) in fe_cfgs.iter().zip(&compiled.frontends) {
+        let mut first_li = 0;
         for b in &fe_cfg.binds {
             let tls = match &b.ssl {
                 Some(ssl) => match TlsAcceptor::new(
@@ -269,8 +272,21 @@ pub fn run(cfg: Config, opts: RunOptions) -> i32 {
                 accept_proxy: b.accept_proxy,
                 h2: b.proto_h2,
                 name: b.name.as_deref().map(Arc::from),
+                stats: None,
+                index: 0,
+            };
+            // `option socket-stats`: each address, then each other
+            // socket, is the frontend's next listener.
+            let mut li = 0;
+            let next_facts = |li: &mut usize| {
+                let mut f = facts.clone();
+                f.index = *li + first_li;
+                f.stats = fe.listeners.get(f.index).cloned();
+                *li += 1;
+                f
             };
             for addr in &b.addrs {
+                let facts = next_facts(&mut li);
                 match binder.tcp(*addr, nbthread, backlog) {
                     Ok((socks, real)) => {
                         lines.push(format!("ebb: frontend {} listening on {}", fe.name, real));
@@ -294,6 +310,7 @@ pub fn run(cfg: Config, opts: RunOptions) -> i32 {
                 }
             }
             for spec in &b.sockets {
+                let facts = next_facts(&mut li);
                 let perms = crate::listener::UnixPerms {
                     mode: b.unix_mode,
                     uid: b.unix_owner.0,
@@ -312,6 +329,7 @@ pub fn run(cfg: Config, opts: RunOptions) -> i32 {
                     }
                 }
             }
+            first_li += b.addrs.len() + b.sockets.len();
         }
     }
 
@@ -341,6 +359,7 @@ pub fn run(cfg: Config, opts: RunOptions) -> i32 {
         fe_loggers,
         errors_to_stderr: true,
         debug: opts.debug,
+        idle: crate::backend::pool::IdlePools::new(nbthread, cfg.global.idle_pool_shared),
     });
 
     // The CLI sockets are bound before `ready`, so a script may use them
@@ -546,9 +565,25 @@ pub fn run(cfg: Config, opts: RunOptions) -> i32 {
         use crate::sample::Count;
         use std::sync::atomic::Ordering;
         let c = counts_live.compiled();
-        if what == Count::FeConn {
-            let fe = c.frontends.iter().find(|f| f.name == proxy)?;
-            return Some(i64::from(fe.cur_conns()));
+        match what {
+            Count::FeConn | Count::FeClientTimeout => {
+                let fe = c.frontends.iter().find(|f| f.name == proxy)?;
+                return Some(i64::from(if what == Count::FeConn {
+                    fe.cur_conns()
+                } else {
+                    fe.client_ms.unwrap_or(0)
+                }));
+            }
+            Count::BeServerTimeout | Count::BeTunnelTimeout => {
+                let be = c.backends.iter().find(|b| b.name == proxy)?;
+                let t = if what == Count::BeServerTimeout {
+                    be.server_ms
+                } else {
+                    be.tunnel_ms
+                };
+                return Some(i64::from(t.unwrap_or(0)));
+            }
+            Count::BeConn | Count::SrvConn => {}
         }
         let be = c.backends.iter().find(|b| b.name == proxy)?;
         let crate::proxy::BackendKind::Servers(sv) = &be.kind else {
@@ -594,6 +629,7 @@ pub fn run(cfg: Config, opts: RunOptions) -> i32 {
             Arc::clone(&sessions),
         );
         wk.heavy_enabled = heavy_tasklets;
+        wk.thread = ctx.thread_id();
         let w = Rc::new(wk);
         // Idle server connections past their pool-purge-delay are closed
         // once a second.

@@ -5,7 +5,8 @@
 //! - signals: block the process's stop/reload signals in every thread and
 //!   take them synchronously in one thread with `sigwait` (no async-signal
 //!   handler, so no restriction on what the reaction may do);
-//! - `sendfile` for static files;
+//! - `sendfile` for static files, `pipe2` and `splice` for tcp-mode
+//!   forwarding (`option splice-*`);
 //! - the open-files limit, raised to what `maxconn` needs;
 //! - inherited descriptors (`fd@N`, systemd), `daemon` (fork, setsid) and
 //!   `user`/`group` (name lookups, dropping privileges after binding).
@@ -70,6 +71,48 @@ pub fn sendfile(out_fd: RawFd, in_fd: RawFd, offset: &mut u64, count: usize) -> 
         return Err(io::Error::last_os_error());
     }
     *offset = off as u64;
+    Ok(n as usize)
+}
+
+/// A pipe for `splice`: (read end, write end), both non-blocking and
+/// closed on exec.
+pub fn pipe_nb() -> io::Result<(std::os::fd::OwnedFd, std::os::fd::OwnedFd)> {
+    use std::os::fd::FromRawFd;
+    let mut fds: [libc::c_int; 2] = [-1, -1];
+    // SAFETY: `fds` is a writable array of two ints, as pipe2 requires.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_NONBLOCK | libc::O_CLOEXEC) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: pipe2 succeeded, so both are open descriptors that nothing
+    // else owns; each is wrapped once.
+    Ok(unsafe {
+        (
+            std::os::fd::OwnedFd::from_raw_fd(fds[0]),
+            std::os::fd::OwnedFd::from_raw_fd(fds[1]),
+        )
+    })
+}
+
+/// Moves up to `len` bytes from `from` to `to` in the kernel, one of them
+/// a pipe (`splice(2)`, non-blocking, pages moved rather than copied where
+/// the kernel can). `Ok(0)`: the source is at its end.
+pub fn splice(from: RawFd, to: RawFd, len: usize) -> io::Result<usize> {
+    // SAFETY: no pointers are passed (null offsets: both ends are streams);
+    // the descriptors are the caller's and open for the call, and a bad one
+    // is reported as EBADF/EINVAL, not undefined behaviour.
+    let n = unsafe {
+        libc::splice(
+            from,
+            std::ptr::null_mut(),
+            to,
+            std::ptr::null_mut(),
+            len,
+            libc::SPLICE_F_NONBLOCK | libc::SPLICE_F_MOVE,
+        )
+    };
+    if n < 0 {
+        return Err(io::Error::last_os_error());
+    }
     Ok(n as usize)
 }
 
@@ -520,4 +563,20 @@ pub fn recv_fds(
         }
     }
     Ok((n, fds))
+}
+
+/// The address a client connected to, as HAProxy reads it: the socket's
+/// own address, or for IPv4 the destination before netfilter's
+/// REDIRECT/DNAT or TPROXY changed it (`SO_ORIGINAL_DST`, which fails
+/// without a NAT entry: the socket's address stands then).
+pub fn original_dst(s: &std::net::TcpStream) -> Option<std::net::SocketAddr> {
+    let local = s.local_addr().ok()?;
+    if !local.is_ipv4() {
+        return Some(local);
+    }
+    let orig = socket2::SockRef::from(s)
+        .original_dst_v4()
+        .ok()
+        .and_then(|a| a.as_socket());
+    Some(orig.unwrap_or(local))
 }

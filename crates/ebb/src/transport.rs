@@ -64,6 +64,44 @@ pub enum Transport {
     Lane(Box<LaneEnd>),
 }
 
+/// A server connection that may move to another thread (an idle one in
+/// a pool the threads share): a socket, or TLS over one; never a lane.
+pub enum Movable {
+    Plain(TcpStream),
+    Tls(Box<TlsStream>),
+}
+
+impl Movable {
+    /// The socket's fd.
+    pub fn raw_fd(&self) -> RawFd {
+        match self {
+            Movable::Plain(s) => s.as_raw_fd(),
+            Movable::Tls(t) => t.sock.as_raw_fd(),
+        }
+    }
+}
+
+impl Transport {
+    /// The connection as another thread may take it (`None` for a lane,
+    /// which belongs to its HTTP/2 connection).
+    pub fn into_movable(self) -> Option<Movable> {
+        match self {
+            Transport::Plain(s) => Some(Movable::Plain(s)),
+            Transport::Tls(t) => Some(Movable::Tls(t)),
+            Transport::Lane(_) => None,
+        }
+    }
+}
+
+impl From<Movable> for Transport {
+    fn from(m: Movable) -> Transport {
+        match m {
+            Movable::Plain(s) => Transport::Plain(s),
+            Movable::Tls(t) => Transport::Tls(t),
+        }
+    }
+}
+
 /// The buffers between an HTTP/2 connection and one of its lanes (an
 /// HTTP/1 client side running a stream). The HTTP/2 side writes a
 /// request's head and body into `input` and takes the answer from
@@ -88,6 +126,13 @@ pub struct LanePipe {
     pub closed: bool,
     /// The lane moved bytes since the HTTP/2 side last looked.
     pub dirty: bool,
+    /// The client ended its side of a tunnel (END_STREAM on an extended
+    /// CONNECT): once `input` is read, the lane reads the end (0).
+    pub eof: bool,
+    /// The `sec-websocket-key` the HTTP/2 side made up for an extended
+    /// CONNECT websocket request (RFC 8441 has none): the server's
+    /// `sec-websocket-accept` must match it (HAProxy's check).
+    pub ws_key: Option<[u8; 24]>,
 }
 
 /// The lane's end of a [`LanePipe`], with the facts of the HTTP/2
@@ -109,6 +154,9 @@ impl LaneEnd {
             return Err(io::ErrorKind::ConnectionReset.into());
         }
         let avail = p.input.len() - p.in_pos;
+        if avail == 0 && p.eof {
+            return Ok(0);
+        }
         if avail == 0 {
             return Err(io::ErrorKind::WouldBlock.into());
         }

@@ -10,14 +10,11 @@ use std::cell::RefCell;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use std::collections::HashMap;
-
-use sched::{ticks, Ctx, TaskletId, Tick};
+use sched::{Ctx, TaskletId, Tick};
 
 use crate::backend::ServerRt;
 use crate::registry::Sessions;
 pub use crate::registry::Shared;
-use crate::transport::Transport;
 
 use crate::blocking::Submitter;
 use crate::http1::{DateCache, Limits};
@@ -52,22 +49,12 @@ pub struct Worker {
     pub heavy_enabled: bool,
     /// Listeners of this thread that stopped accepting at a limit.
     paused: RefCell<Vec<TaskletId>>,
-    /// Idle server connections of this thread, by server uid: (socket,
-    /// idle since), newest last.
-    idle: RefCell<HashMap<u64, Vec<Idle>>>,
+    /// This thread's index (its idle server connections' list).
+    pub thread: usize,
     /// The frontend whose access line comes next: `logging(fe)` sets it,
     /// `log_access` takes it (the two are called in that order).
     log_fe: RefCell<Option<Arc<str>>>,
 }
-
-/// An idle server connection: the socket, since when, and its server's
-/// `pool-purge-delay` in ms.
-type Idle = (Transport, Tick, u32);
-
-/// Idle connections kept per server and thread when `pool-max-conn` is not
-/// set: enough for the concurrency one thread drives on this machine size,
-/// and a bound on the descriptors an unlimited setting could pin.
-const DEFAULT_POOL_MAX: usize = 1024;
 
 /// A thread's free list of one kind of reusable allocation: `take` pops
 /// one or makes a new one, `give` keeps one back while the list holds
@@ -120,7 +107,7 @@ impl Worker {
             sessions,
             heavy_enabled: true,
             paused: RefCell::new(Vec::new()),
-            idle: RefCell::new(HashMap::new()),
+            thread: 0,
             log_fe: RefCell::new(None),
         }
     }
@@ -199,61 +186,21 @@ impl Worker {
         }
     }
 
-    /// An idle connection to `s` that is still open, newest first; closed
-    /// ones found on the way are dropped.
-    pub fn take_idle(&self, s: &ServerRt, now: Tick) -> Option<Transport> {
-        let mut idle = self.idle.borrow_mut();
-        let list = idle.get_mut(&s.uid)?;
-        let purge = s
-            .opts
-            .pool_purge_delay
-            .as_millis()
-            .min(u32::MAX as u128 / 2) as u32;
-        while let Some((mut st, since, _)) = list.pop() {
-            if ticks::is_expired(ticks::add(since, purge), now) {
-                continue;
-            }
-            if crate::backend::alive(&mut st) && s.still_there(&st) {
-                return Some(st);
-            }
-        }
-        None
+    /// An idle connection to `s` that `want` allows (this thread's own
+    /// first), with whether it is safe ([`crate::backend::pool`]).
+    pub fn take_idle(
+        &self,
+        s: &ServerRt,
+        want: crate::backend::pool::Want,
+        now: Tick,
+    ) -> Option<crate::backend::pool::Taken> {
+        self.shared.idle.take(self.thread, s, want, now)
     }
 
-    /// Keeps an idle connection to `s` for a later request.
-    pub fn put_idle(&self, s: &ServerRt, st: Transport, now: Tick) {
-        let max = s
-            .opts
-            .pool_max_conn
-            .map_or(DEFAULT_POOL_MAX, |m| m as usize);
-        if max == 0 || !s.still_there(&st) {
-            return;
-        }
-        let mut idle = self.idle.borrow_mut();
-        let list = idle.entry(s.uid).or_default();
-        if list.len() >= max {
-            list.remove(0);
-        }
-        let purge = s
-            .opts
-            .pool_purge_delay
-            .as_millis()
-            .min(u32::MAX as u128 / 2) as u32;
-        list.push((st, now, purge));
-    }
-
-    /// Closes idle connections older than their server's
+    /// Closes this thread's idle connections older than their server's
     /// `pool-purge-delay`; run periodically by the thread's purge task.
     pub fn purge_idle(&self, now: Tick) -> usize {
-        let mut n = 0;
-        let mut idle = self.idle.borrow_mut();
-        for list in idle.values_mut() {
-            let before = list.len();
-            list.retain(|(_, since, d)| !ticks::is_expired(ticks::add(*since, *d), now));
-            n += before - list.len();
-        }
-        idle.retain(|_, l| !l.is_empty());
-        n
+        self.shared.idle.purge(self.thread, now)
     }
 
     pub fn actconn(&self) -> u32 {

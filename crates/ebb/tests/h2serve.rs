@@ -128,11 +128,16 @@ fn prior_knowledge_runs_rules_files_stats_and_proxy() {
     assert!(out.starts_with("HTTP/2 200"), "{out}");
     assert!(out.contains("content-length: 11"), "{out}");
     assert!(!out.contains("connection:"), "{out}");
-    // The log line names the request as HTTP/2.0, as HAProxy's does.
+    // The log line names the request as HTTP/2.0 with its absolute URI
+    // (`:scheme` and `:authority`), as HAProxy's does.
     let l = e
-        .wait_stdout("\"GET /some/path HTTP/2.0\"", LONG)
+        .wait_stdout("/some/path HTTP/2.0\"", LONG)
         .expect("log line");
     assert!(l.contains(" 200 "), "{l}");
+    assert!(
+        l.contains(&format!("\"GET {} HTTP/2.0\"", url("/some/path"))),
+        "{l}"
+    );
 }
 
 /// HAProxy's implicit upgrade: on an HTTP/1 bind, a client that starts
@@ -171,7 +176,9 @@ fn tls_alpn_h2_and_http11_side_by_side() {
     e.wait_stdout("~ fe/<NOSRV>", LONG).expect("log line");
     let lines = e.stdout.lock().unwrap().clone();
     assert!(
-        lines.iter().any(|l| l.contains("\"GET /fixed HTTP/2.0\"")),
+        lines
+            .iter()
+            .any(|l| l.contains(&format!("\"GET {url} HTTP/2.0\""))),
         "{lines:?}"
     );
     assert!(
@@ -416,12 +423,12 @@ fn chromium_loads_a_page_over_h2() {
             "asset {i}: {dom}"
         );
     }
-    e.wait_stdout("\"GET /hello-a49.js HTTP/2.0\"", LONG)
+    e.wait_stdout("/hello-a49.js HTTP/2.0\"", LONG)
         .expect("log line of the last asset");
     let lines = e.stdout.lock().unwrap().clone();
     let h2 = lines
         .iter()
-        .filter(|l| l.contains("GET /hello-") && l.contains(" HTTP/2.0\""))
+        .filter(|l| l.contains("/hello-") && l.contains(" HTTP/2.0\""))
         .count();
     let h1 = lines.iter().filter(|l| l.contains(" HTTP/1.1\"")).count();
     assert!(h2 >= 51 && h1 == 0, "{lines:?}");

@@ -270,3 +270,45 @@ fn ssl_hello_chk_sends_haproxys_hello() {
         assert_eq!((&hs[..11], &hs[15..]), (&hello[..11], &hello[15..]));
     }
 }
+
+/// A plain `check` (layer 4) connects and resets before the handshake's
+/// last ACK, as HAProxy's smart-connect checks do: the server's
+/// application is never handed an empty connection per check (an HTTP
+/// server would log an error for each). HAProxy behaves the same.
+#[test]
+fn layer4_check_hands_the_server_no_connection() {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    l.set_nonblocking(true).unwrap();
+    let addr = l.local_addr().unwrap();
+    let d = scratch("l4check");
+    let sock = d.join("admin.sock");
+    let rest = |bind: &str| {
+        format!(
+            "defaults\n    mode http\n    timeout client 10s\n    timeout server 5s\n    timeout connect 1s\n\
+             frontend fe\n    bind {bind}\n    default_backend be\n\
+             backend be\n    server s1 {addr} check inter 100ms\n"
+        )
+    };
+    let _e = Ebb::start(&format!(
+        "global\n    stats socket {} level admin\n{}",
+        sock.display(),
+        rest("BIND")
+    ));
+    let checked = |sock: &Path| stat_row(sock, "be", "s1").get("check_status").cloned();
+    wait_until("ebb's check", || checked(&sock).as_deref() == Some("L4OK"));
+    assert!(
+        l.accept().is_err(),
+        "ebb's check gave the server a connection"
+    );
+    drop(_e);
+    let Some(h) = haproxy_with("l4check", &rest(&format!("127.0.0.1:{}", free_port()))) else {
+        return;
+    };
+    wait_until("haproxy's check", || {
+        checked(&h.sock).as_deref() == Some("L4OK")
+    });
+    assert!(
+        l.accept().is_err(),
+        "haproxy's check gave the server a connection"
+    );
+}

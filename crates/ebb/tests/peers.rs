@@ -773,3 +773,43 @@ fn show_peers_has_haproxys_layout() {
     hk.retain(|k| k != "flags" && k != "task_calls");
     assert_eq!(head(&oe), hk, "ebb:\n{oe}\nhaproxy:\n{oh}");
 }
+
+/// CPU seconds (user + system) a process has used, from /proc.
+fn cpu_secs(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    // After the command name's closing parenthesis: fields 3.. of stat(5).
+    let rest = &stat[stat.rfind(')').unwrap() + 2..];
+    let f: Vec<&str> = rest.split(' ').collect();
+    let ticks: f64 = f[11].parse::<f64>().unwrap() + f[12].parse::<f64>().unwrap();
+    ticks / 100.0
+}
+
+/// A peer that accepts the connection and never answers the hello (a hung
+/// process, or a socket nobody accepts from): ebb gives up at the
+/// reconnect date and tries again, and waits in between without using the
+/// CPU (it once polled such a connection in a loop, at 75 % of a core).
+#[test]
+fn a_peer_that_never_answers_is_retried_without_spinning() {
+    let dir = scratch("peers-mute");
+    let mute = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let mport = mute.local_addr().unwrap().port();
+    let sock = dir.join("a.sock");
+    let cfg = config(&sock, &[("a", free_port()), ("mute", mport)], free_port());
+    let e = start_ebb(&dir, "a", &cfg);
+    // The first connection and its hello, then silence; the second
+    // connection comes only if ebb left the first one.
+    let (mut first, _) = mute.accept().unwrap();
+    let mut hello = [0u8; 64];
+    let n = first.read(&mut hello).unwrap();
+    assert!(n > 0, "a hello");
+    let cpu0 = cpu_secs(e.pid());
+    let t0 = Instant::now();
+    let (_second, _) = mute.accept().unwrap();
+    let waited = t0.elapsed().as_secs_f64();
+    let used = cpu_secs(e.pid()) - cpu0;
+    // The wait is the reconnect period (5 s); polling would have used
+    // most of it.
+    assert!(waited > 1.0, "retried after {waited} s");
+    assert!(used < waited / 4.0, "{used} s of CPU in {waited} s");
+    drop(first);
+}

@@ -295,14 +295,15 @@ fn prometheus_metrics_parse_with_prometheus_client() {
     assert_eq!(get(main, "/stats").status, 401);
     let r = get(main, "/metrics");
     assert_eq!(r.status, 200);
-    assert_eq!(
-        r.header("content-type"),
-        Some("text/plain; version=0.0.4; charset=utf-8")
-    );
+    assert_eq!(r.header("content-type"), Some("text/plain; version=0.0.4"));
     let text = r.text();
     // Checks without Python: the format's basics.
-    assert!(text.contains("# TYPE ebb_frontend_http_requests_total counter\n"));
-    assert!(text.contains("ebb_server_status{proxy=\"app\",server=\"c\",state=\"MAINT\"} 1\n"));
+    assert!(text.contains("# TYPE haproxy_frontend_http_requests_total counter\n"));
+    assert!(text.contains("haproxy_server_status{proxy=\"app\",server=\"c\",state=\"MAINT\"} 1\n"));
+    // A server without a check has no check metrics but NaN counters.
+    assert!(text.contains("haproxy_server_check_failures_total{proxy=\"app\",server=\"b\"} NaN\n"));
+    assert!(text.contains("haproxy_server_check_failures_total{proxy=\"app\",server=\"a\"} 0\n"));
+    assert!(!text.contains("haproxy_server_check_status{proxy=\"app\",server=\"b\""));
 
     let Some(py) = python_with_prometheus() else {
         eprintln!("SKIP prometheus_client parse: no Python with prometheus_client (Debian: apt-get install python3-prometheus-client)");
@@ -341,10 +342,11 @@ print(json.dumps(fams))
     let out = String::from_utf8_lossy(&o.stdout).to_string();
     // Families (the parser strips `_total` from counter family names).
     for fam in [
-        "\"ebb_process_uptime_seconds\": {\"type\": \"gauge\"",
-        "\"ebb_frontend_http_requests\": {\"type\": \"counter\"",
-        "\"ebb_backend_sessions\": {\"type\": \"counter\"",
-        "\"ebb_server_current_sessions\": {\"type\": \"gauge\"",
+        "\"haproxy_process_uptime_seconds\": {\"type\": \"gauge\"",
+        "\"haproxy_frontend_http_requests\": {\"type\": \"counter\"",
+        "\"haproxy_backend_sessions\": {\"type\": \"counter\"",
+        "\"haproxy_server_current_sessions\": {\"type\": \"gauge\"",
+        "\"haproxy_server_check_status\": {\"type\": \"gauge\"",
         "\"ebb_sched_loops\": {\"type\": \"counter\"",
     ] {
         assert!(out.contains(fam), "{fam} not in {out}");
@@ -352,16 +354,302 @@ print(json.dumps(fams))
     // Values: 12 proxied requests answered 2xx, and one 401 for the page.
     assert!(
         out.contains(
-            "[\"ebb_backend_http_responses_total\", {\"proxy\": \"app\", \"code\": \"2xx\"}, 12.0]"
+            "[\"haproxy_backend_http_responses_total\", {\"proxy\": \"app\", \"code\": \"2xx\"}, 12.0]"
         ),
         "{out}"
     );
     assert!(
         out.contains(
-            "[\"ebb_frontend_http_responses_total\", {\"proxy\": \"fe\", \"code\": \"4xx\"}, 1.0]"
+            "[\"haproxy_frontend_http_responses_total\", {\"proxy\": \"fe\", \"code\": \"4xx\"}, 1.0]"
         ),
         "{out}"
     );
     let served = a.requests.load(Ordering::SeqCst);
-    assert!(out.contains(&format!("[\"ebb_server_sessions_total\", {{\"proxy\": \"app\", \"server\": \"a\"}}, {served}.0]")), "{out}");
+    assert!(out.contains(&format!("[\"haproxy_server_sessions_total\", {{\"proxy\": \"app\", \"server\": \"a\"}}, {served}.0]")), "{out}");
+}
+
+/// One configuration for ebb and HAProxy: listeners with statistics,
+/// HTTP and TCP proxies, a backend with a stick table, a checked server,
+/// a server in maintenance, a listen section without servers. `{fe}`...:
+/// the bind addresses.
+fn promex_cfg(binds: [&str; 3], a: &Origin, b: &Origin) -> String {
+    format!(
+        "defaults\n    mode http\n    timeout client 10s\n    timeout server 5s\n    timeout connect 1s\n    option socket-stats\n\
+         listen stats\n    bind {}\n    http-request use-service prometheus-exporter if {{ path /metrics }}\n\
+         frontend fe\n    bind {}\n    default_backend be\n\
+         frontend tfe\n    mode tcp\n    bind {}\n    default_backend tbe\n\
+         backend be\n    stick-table type ip size 1m expire 10s store http_req_rate(10s)\n\
+         \x20   server s1 {a}\n    server s2 {b} check inter 100ms maxqueue 10 maxconn 12 pool-max-conn 42\n    server s3 {a} disabled\n\
+         backend tbe\n    mode tcp\n    server t1 {a}\n",
+        binds[0],
+        binds[1],
+        binds[2],
+        a = a.addr,
+        b = b.addr
+    )
+}
+
+/// A chunked body's data (HAProxy's exporter answers chunked).
+fn dechunk(mut b: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    while let Some(i) = b.windows(2).position(|w| w == b"\r\n") {
+        let size = std::str::from_utf8(&b[..i])
+            .unwrap()
+            .split(';')
+            .next()
+            .unwrap();
+        let n = usize::from_str_radix(size.trim(), 16).unwrap();
+        if n == 0 {
+            break;
+        }
+        out.extend_from_slice(&b[i + 2..i + 2 + n]);
+        b = &b[i + 2 + n + 2..];
+    }
+    out
+}
+
+/// The series of an exposition: (name, labels) with `build_info`'s
+/// version left out (the two programs differ there by design), and the
+/// TYPE of each name.
+type Series = std::collections::BTreeSet<(String, Vec<(String, String)>)>;
+
+fn series(text: &str) -> (Series, std::collections::BTreeMap<String, String>) {
+    let mut out = Series::new();
+    let mut types = std::collections::BTreeMap::new();
+    for l in text.lines() {
+        if let Some(t) = l.strip_prefix("# TYPE ") {
+            let (n, ty) = t.split_once(' ').unwrap();
+            types.insert(n.to_string(), ty.to_string());
+            continue;
+        }
+        if l.starts_with('#') || l.is_empty() {
+            continue;
+        }
+        let end = l.find(['{', ' ']).unwrap();
+        let name = l[..end].to_string();
+        let mut labels = Vec::new();
+        if l[end..].starts_with('{') {
+            let body = &l[end + 1..l.rfind('}').unwrap()];
+            let mut rest = body;
+            while let Some((k, v)) = rest.split_once("=\"") {
+                let close = v.find('"').unwrap();
+                let k = k.trim_start_matches(',').to_string();
+                let val = if name == "haproxy_process_build_info" {
+                    String::new()
+                } else {
+                    v[..close].to_string()
+                };
+                labels.push((k, val));
+                rest = &v[close + 1..];
+            }
+        }
+        labels.sort();
+        out.insert((name, labels));
+    }
+    (out, types)
+}
+
+#[test]
+fn prometheus_metric_names_and_labels_are_haproxys() {
+    let a = Origin::start("a", Mode::Ok);
+    let b = Origin::start("b", Mode::Ok);
+    let e = Ebb::start(&promex_cfg(["BIND", "BIND", "BIND"], &a, &b));
+    let metrics = |addr: std::net::SocketAddr, q: &str| {
+        let r = get(addr, &format!("/metrics{q}"));
+        let chunked = r
+            .header("transfer-encoding")
+            .is_some_and(|v| v.eq_ignore_ascii_case("chunked"));
+        let body = if chunked { dechunk(&r.body) } else { r.body };
+        (r.status, String::from_utf8_lossy(&body).into_owned())
+    };
+    // Traffic on both, so every kind of series exists.
+    assert_eq!(get(e.addrs[1], "/x").status, 200);
+    // The check's duration is reported once a check ended.
+    let done = "haproxy_server_check_duration_seconds{proxy=\"be\",server=\"s2\"}";
+    wait_until("ebb's first check", || {
+        metrics(e.addrs[0], "").1.contains(done)
+    });
+    let (st, all) = metrics(e.addrs[0], "");
+    assert_eq!(st, 200);
+    // ebb's values where HAProxy's are known: NaN without a check, a
+    // maxqueue, a maxconn, a pool-max-conn; the states of every object.
+    for line in [
+        "haproxy_server_check_failures_total{proxy=\"be\",server=\"s1\"} NaN\n",
+        "haproxy_server_queue_limit{proxy=\"be\",server=\"s2\"} 10\n",
+        "haproxy_server_limit_sessions{proxy=\"be\",server=\"s1\"} NaN\n",
+        "haproxy_server_idle_connections_limit{proxy=\"be\",server=\"s2\"} 42\n",
+        "haproxy_backend_downtime_seconds_total{proxy=\"stats\"} NaN\n",
+        "haproxy_backend_downtime_seconds_total{proxy=\"be\"} 0\n",
+        "haproxy_server_status{proxy=\"be\",server=\"s3\",state=\"MAINT\"} 1\n",
+        "haproxy_server_check_status{proxy=\"be\",server=\"s2\",state=\"L4OK\"} 1\n",
+        "haproxy_listener_status{proxy=\"fe\",listener=\"sock-1\",state=\"OPEN\"} 1\n",
+        "haproxy_listener_sessions_total{proxy=\"fe\",listener=\"sock-1\"} 1\n",
+        "haproxy_backend_agg_server_status{proxy=\"be\",state=\"UP\"} 2\n",
+        "haproxy_sticktable_size{name=\"be\",type=\"ip\"} 1048576\n",
+    ] {
+        assert!(all.contains(line), "{line} not in:\n{all}");
+    }
+    // No HTTP metrics for the TCP proxies.
+    assert!(!all.contains("haproxy_frontend_http_requests_total{proxy=\"tfe\"}"));
+    assert!(!all.contains("haproxy_backend_http_responses_total{proxy=\"tbe\""));
+    // The query string.
+    assert_eq!(metrics(e.addrs[0], "?scope").0, 400);
+    assert_eq!(metrics(e.addrs[0], "?scope=nothing").0, 400);
+    assert_eq!(metrics(e.addrs[0], "?scope=").1, "");
+    assert_eq!(metrics(e.addrs[0], "?scope=*&scope=").1, "");
+    let only_srv = metrics(e.addrs[0], "?scope=&scope=server&no-maint").1;
+    assert!(only_srv.contains("haproxy_server_status{proxy=\"be\",server=\"s2\""));
+    assert!(!only_srv.contains("server=\"s3\""));
+    assert!(!only_srv.contains("haproxy_backend_") && !only_srv.contains("ebb_"));
+
+    let ports = [free_port(), free_port(), free_port()];
+    let hb: Vec<String> = ports.iter().map(|p| format!("127.0.0.1:{p}")).collect();
+    let Some(_h) = haproxy_with("promex", &promex_cfg([&hb[0], &hb[1], &hb[2]], &a, &b)) else {
+        return;
+    };
+    let hs: std::net::SocketAddr = hb[0].parse().unwrap();
+    let hf: std::net::SocketAddr = hb[1].parse().unwrap();
+    wait_until("haproxy's listener", || {
+        std::net::TcpStream::connect(hf).is_ok()
+    });
+    assert_eq!(get(hf, "/x").status, 200);
+    wait_until("haproxy's first check", || metrics(hs, "").1.contains(done));
+    for q in [
+        "",
+        "?scope=*",
+        "?scope=global",
+        "?scope=frontend",
+        "?scope=listener",
+        "?scope=backend",
+        "?scope=server",
+        "?scope=sticktable",
+        "?scope=frontend&scope=backend",
+        "?scope=server&no-maint",
+        "?scope=",
+    ] {
+        let (hst, htext) = metrics(hs, q);
+        let (est, etext) = metrics(e.addrs[0], q);
+        assert_eq!((hst, est), (200, 200), "{q}");
+        let (hset, htypes) = series(&htext);
+        let (mut eset, etypes) = series(&etext);
+        // ebb's own metrics come with the default scope and `*` only.
+        let extras = q.is_empty() || q == "?scope=*";
+        let ebb_own = eset.iter().filter(|(n, _)| n.starts_with("ebb_")).count();
+        assert_eq!(ebb_own > 0, extras, "{q}");
+        eset.retain(|(n, _)| !n.starts_with("ebb_"));
+        let missing: Vec<_> = hset.difference(&eset).collect();
+        let more: Vec<_> = eset.difference(&hset).collect();
+        assert!(
+            missing.is_empty() && more.is_empty(),
+            "{q}: only HAProxy has {missing:?}; only ebb has {more:?}"
+        );
+        for (n, t) in &htypes {
+            assert_eq!(etypes.get(n), Some(t), "{q}: the type of {n}");
+        }
+    }
+}
+
+/// `show stat`'s listener rows (type 3): `pxname,svname` of each.
+fn listener_rows(csv: &str) -> Vec<String> {
+    csv.lines()
+        .filter(|l| l.split(',').nth(32) == Some("3"))
+        .map(|l| l.split(',').take(2).collect::<Vec<_>>().join(","))
+        .collect()
+}
+
+fn socket_stats_cfg(sock: &std::path::Path, binds: [&str; 3], a: &Origin) -> String {
+    format!(
+        "global\n    stats socket {} level admin\n\
+         defaults\n    mode http\n    timeout client 10s\n    timeout server 5s\n    timeout connect 1s\n\
+         listen stats\n    bind {}\n    http-request use-service prometheus-exporter if {{ path /metrics }}\n\
+         frontend fe\n    option socket-stats\n    bind {}\n    bind {} name web2\n    default_backend be\n\
+         backend be\n    server s1 {}\n",
+        sock.display(),
+        binds[0],
+        binds[1],
+        binds[2],
+        a.addr
+    )
+}
+
+#[test]
+fn socket_stats_listeners_and_backend_state_history() {
+    let a = Origin::start("a", Mode::Ok);
+    let d = scratch("sockstats");
+    let sock = d.join("admin.sock");
+    let e = Ebb::start(&socket_stats_cfg(&sock, ["BIND", "BIND", "BIND"], &a));
+    let (stats, l1, l2) = (e.addrs[0], e.addrs[1], e.addrs[2]);
+    let metrics = || get(stats, "/metrics?scope=listener&scope=backend").text();
+    let has = |line: &str| metrics().contains(line);
+
+    // A connection counts on its listener while it is open.
+    let mut c = Client::connect(l1);
+    c.send(b"GET /a HTTP/1.1\r\nHost: h\r\n\r\n");
+    assert_eq!(c.read_resp().status, 200);
+    assert!(has(
+        "haproxy_listener_current_sessions{proxy=\"fe\",listener=\"sock-1\"} 1\n"
+    ));
+    assert!(has(
+        "haproxy_listener_sessions_total{proxy=\"fe\",listener=\"sock-1\"} 1\n"
+    ));
+    assert!(has(
+        "haproxy_listener_current_sessions{proxy=\"fe\",listener=\"web2\"} 0\n"
+    ));
+    assert_eq!(get(l2, "/b").status, 200);
+    assert!(has(
+        "haproxy_listener_sessions_total{proxy=\"fe\",listener=\"web2\"} 1\n"
+    ));
+    drop(c);
+    wait_until("the listener's count to drop", || {
+        has("haproxy_listener_current_sessions{proxy=\"fe\",listener=\"sock-1\"} 0\n")
+    });
+    assert!(has(
+        "haproxy_listener_max_sessions{proxy=\"fe\",listener=\"sock-1\"} 1\n"
+    ));
+    assert!(has(
+        "haproxy_listener_status{proxy=\"fe\",listener=\"sock-1\",state=\"OPEN\"} 1\n"
+    ));
+    // The frontend without the option has no listener rows.
+    assert!(!metrics().contains("proxy=\"stats\",listener"));
+    let rows = listener_rows(&cli_cmd(&sock, "show stat"));
+    assert_eq!(rows, ["fe,sock-1", "fe,web2"]);
+
+    // The backend goes down with its last server, and up again.
+    assert!(has("haproxy_backend_check_up_down_total{proxy=\"be\"} 0\n"));
+    cli_cmd(&sock, "disable server be/s1");
+    assert!(has(
+        "haproxy_backend_status{proxy=\"be\",state=\"DOWN\"} 1\n"
+    ));
+    assert!(has("haproxy_backend_check_up_down_total{proxy=\"be\"} 1\n"));
+    assert!(has(
+        "haproxy_backend_agg_server_status{proxy=\"be\",state=\"MAINT\"} 1\n"
+    ));
+    cli_cmd(&sock, "enable server be/s1");
+    assert!(has("haproxy_backend_status{proxy=\"be\",state=\"UP\"} 1\n"));
+    assert!(has("haproxy_backend_check_up_down_total{proxy=\"be\"} 1\n"));
+
+    // A reload starts new counters, which the listeners then count on.
+    e.signal("HUP");
+    assert!(e
+        .wait_stderr("configuration reloaded", Duration::from_secs(20))
+        .is_some());
+    assert!(has(
+        "haproxy_listener_sessions_total{proxy=\"fe\",listener=\"sock-1\"} 0\n"
+    ));
+    assert_eq!(get(l1, "/c").status, 200);
+    assert!(has(
+        "haproxy_listener_sessions_total{proxy=\"fe\",listener=\"sock-1\"} 1\n"
+    ));
+
+    // HAProxy lists the same listener rows.
+    let hd = scratch("sockstats-h");
+    let hsock = hd.join("h.sock");
+    let ports = [free_port(), free_port(), free_port()];
+    let hb: Vec<String> = ports.iter().map(|p| format!("127.0.0.1:{p}")).collect();
+    let cfg = socket_stats_cfg(&hsock, [&hb[0], &hb[1], &hb[2]], &a);
+    let rest = cfg.split_once("level admin\n").unwrap().1;
+    let Some(h) = haproxy_with("sockstats", rest) else {
+        return;
+    };
+    assert_eq!(listener_rows(&cli_cmd(&h.sock, "show stat")), rows);
 }

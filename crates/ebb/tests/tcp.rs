@@ -166,12 +166,10 @@ fn echo_half_close_and_tcplog() {
     assert_eq!(read_all(&mut c), b"");
 }
 
-#[test]
-fn bulk_transfer_both_ways_with_half_close() {
-    const UP: usize = 256 << 20;
-    const DOWN: usize = 64 << 20;
-    // Counts and checks what comes, and after the client's FIN sends the
-    // count, then DOWN bytes of a pattern, then its FIN.
+/// A server for bulk transfers: it counts and checks what comes (bytes
+/// `i % 251`), and after the client's FIN sends the count, the number of
+/// bad bytes, then `down` bytes of a pattern, then its FIN.
+fn bulk_server(down: usize) -> SocketAddr {
     let l = TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = l.local_addr().unwrap();
     std::thread::spawn(move || {
@@ -195,7 +193,7 @@ fn bulk_transfer_both_ways_with_half_close() {
         s.write_all(&(n as u64).to_be_bytes()).unwrap();
         s.write_all(&bad.to_be_bytes()).unwrap();
         let chunk: Vec<u8> = (0..1 << 16).map(|i| (i % 253) as u8).collect();
-        let mut left = DOWN;
+        let mut left = down;
         while left > 0 {
             let k = left.min(chunk.len());
             s.write_all(&chunk[..k]).unwrap();
@@ -203,15 +201,17 @@ fn bulk_transfer_both_ways_with_half_close() {
         }
         s.shutdown(Shutdown::Write).unwrap();
     });
-    let e = Ebb::start(&format!(
-        "{}listen l\n    bind BIND\n    server s1 {addr}\n",
-        logged("")
-    ));
-    let mut c = TcpStream::connect(e.addr()).unwrap();
+    addr
+}
+
+/// Sends `up` bytes through `to` (a proxy in front of [`bulk_server`]),
+/// half-closes, and checks the server's count and the `down` bytes back.
+fn bulk_client(to: SocketAddr, up: usize, down: usize) {
+    let mut c = TcpStream::connect(to).unwrap();
     let mut w = c.try_clone().unwrap();
     let writer = std::thread::spawn(move || {
         let chunk: Vec<u8> = (0..251 * 256).map(|i| (i % 251) as u8).collect();
-        let mut left = UP;
+        let mut left = up;
         while left > 0 {
             let k = left.min(chunk.len());
             w.write_all(&chunk[..k]).unwrap();
@@ -223,7 +223,7 @@ fn bulk_transfer_both_ways_with_half_close() {
     c.set_read_timeout(Some(Duration::from_secs(120))).unwrap();
     c.read_exact(&mut head).unwrap();
     writer.join().unwrap();
-    assert_eq!(u64::from_be_bytes(head[..8].try_into().unwrap()), UP as u64);
+    assert_eq!(u64::from_be_bytes(head[..8].try_into().unwrap()), up as u64);
     assert_eq!(
         u64::from_be_bytes(head[8..].try_into().unwrap()),
         0,
@@ -242,7 +242,98 @@ fn bulk_transfer_both_ways_with_half_close() {
             }
         }
     }
-    assert_eq!(got, DOWN);
+    assert_eq!(got, down);
+}
+
+#[test]
+fn bulk_transfer_both_ways_with_half_close() {
+    const UP: usize = 256 << 20;
+    const DOWN: usize = 64 << 20;
+    let addr = bulk_server(DOWN);
+    let e = Ebb::start(&format!(
+        "{}listen l\n    bind BIND\n    server s1 {addr}\n",
+        logged("")
+    ));
+    bulk_client(e.addr(), UP, DOWN);
+}
+
+/// `show info`'s TotalSplicdedBytesOut (HAProxy's spelling).
+fn spliced_out(sock: &Path) -> u64 {
+    let info = cli_cmd(sock, "show info");
+    info.lines()
+        .find_map(|l| l.strip_prefix("TotalSplicdedBytesOut: "))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no TotalSplicdedBytesOut in {info}"))
+}
+
+#[test]
+fn splice_moves_bulk_bytes_in_the_kernel_both_ways() {
+    const UP: usize = 64 << 20;
+    const DOWN: usize = 32 << 20;
+    let dir = scratch("tcp-splice");
+    let sock = dir.join("admin.sock");
+    // splice-request and splice-response: both directions from the first
+    // byte; splice-auto: once a direction streams (the first buffers are
+    // copied); without an option: never.
+    let (a1, a2, a3) = (bulk_server(DOWN), bulk_server(DOWN), bulk_server(DOWN));
+    let e = Ebb::start(&format!(
+        "global\n    stats socket {}\ndefaults\n    mode tcp\n    timeout client 60s\n    timeout server 60s\n    timeout connect 5s\nlisten both\n    bind BIND\n    option splice-request\n    option splice-response\n    server s1 {a1}\nlisten auto\n    bind BIND\n    option splice-auto\n    server s1 {a2}\nfrontend plain\n    bind BIND\n    default_backend b\nbackend b\n    server s1 {a3}\n",
+        sock.display()
+    ));
+    assert_eq!(spliced_out(&sock), 0);
+    bulk_client(e.addrs[0], UP, DOWN);
+    let after_both = spliced_out(&sock);
+    // Copied: what the client sent while the server connection was being
+    // made (at most a buffer) and the server's 16-byte report at most.
+    assert!(
+        after_both >= (UP + DOWN - (64 << 10)) as u64 && after_both <= (UP + DOWN + 16) as u64,
+        "{after_both} spliced of {}",
+        UP + DOWN
+    );
+    bulk_client(e.addrs[1], UP, DOWN);
+    let auto = spliced_out(&sock) - after_both;
+    assert!(
+        auto >= (UP + DOWN) as u64 * 9 / 10 && auto <= (UP + DOWN + 16) as u64,
+        "splice-auto spliced {auto} of {}",
+        UP + DOWN
+    );
+    bulk_client(e.addrs[2], UP, DOWN);
+    assert_eq!(
+        spliced_out(&sock),
+        after_both + auto,
+        "no option, no splice"
+    );
+}
+
+#[test]
+fn splice_is_refused_in_http_mode_and_left_out_under_tls() {
+    let dir = scratch("tcp-splice-http");
+    let cfg = dir.join("h.cfg");
+    std::fs::write(
+        &cfg,
+        "defaults\n    mode http\n    option splice-auto\nfrontend f\n    bind 127.0.0.1:0\n    default_backend b\nbackend b\n    server s 127.0.0.1:1\n",
+    )
+    .unwrap();
+    let (code, _, err) = run_ebb(&["-c", "-f", cfg.to_str().unwrap()], &dir);
+    assert_ne!(code, 0);
+    assert!(err.contains("h.cfg:3:") && err.contains("splice"), "{err}");
+    // TLS terminated in tcp mode: the bytes must pass through rustls, so
+    // the session copies whatever the option says, and nothing is lost.
+    if !have("openssl") {
+        eprintln!("openssl missing: TLS part skipped");
+        return;
+    }
+    let (_, pem) = cert(&dir, "splice.test");
+    let echo = line_server();
+    let sock = dir.join("admin.sock");
+    let e = Ebb::start(&format!(
+        "global\n    stats socket {}\nlisten l\n    mode tcp\n    bind BIND ssl crt {}\n    option splice-request\n    option splice-response\n    server s1 {echo}\n",
+        sock.display(),
+        pem.display()
+    ));
+    let out = s_client(e.addr(), "splice.test", "through tls\n");
+    assert!(out.contains("through tls"), "{out}");
+    assert_eq!(spliced_out(&sock), 0);
 }
 
 #[test]

@@ -94,6 +94,10 @@ pub(crate) struct Remote {
     pub(crate) sleep: CachePadded<SleepState>,
     /// Written to wake this thread from `epoll_wait`.
     pub(crate) efd: EventFd,
+    /// The thread's epoll fd while its `Ctx` lives (-1 otherwise), for
+    /// another thread taking one of its fds ([`crate::Ctx::deregister_fd_of`]);
+    /// the lock keeps it from closing under that call.
+    pub(crate) epfd: Mutex<i32>,
     /// Parked at a safe point (polling, or waiting out an isolation).
     pub(crate) harmless: AtomicBool,
     /// The thread left its loop: wakeups to it are dropped.
@@ -297,6 +301,7 @@ impl Shared {
                 inbox: Inbox::with_lanes(inbox_cap, nbthread, crate::inbox::DEFAULT_LANE_CAPACITY),
                 sleep: CachePadded::new(SleepState::new()),
                 efd: EventFd::new()?,
+                epfd: Mutex::new(-1),
                 harmless: AtomicBool::new(true),
                 exited: AtomicBool::new(false),
                 claimed: AtomicBool::new(false),

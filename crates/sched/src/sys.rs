@@ -146,10 +146,12 @@ impl Epoll {
     }
 
     pub(crate) fn delete(&self, fd: RawFd) -> io::Result<()> {
-        // A non-null event pointer keeps pre-2.6.9 kernels happy.
-        let mut ev = libc::epoll_event { events: 0, u64: 0 };
-        syscall!(epoll_ctl(self.fd, libc::EPOLL_CTL_DEL, fd, &mut ev))?;
-        Ok(())
+        epoll_delete(self.fd, fd)
+    }
+
+    /// The instance's own fd.
+    pub(crate) fn raw(&self) -> RawFd {
+        self.fd
     }
 
     /// Waits up to `timeout_ms` (-1: forever) and fills `buf`; returns the
@@ -162,6 +164,15 @@ impl Epoll {
             Err(e) => Err(e),
         }
     }
+}
+
+/// Removes `fd` from the epoll instance `epfd` (this thread's, or another
+/// thread's: the kernel serialises the two).
+pub(crate) fn epoll_delete(epfd: RawFd, fd: RawFd) -> io::Result<()> {
+    // A non-null event pointer keeps pre-2.6.9 kernels happy.
+    let mut ev = libc::epoll_event { events: 0, u64: 0 };
+    syscall!(epoll_ctl(epfd, libc::EPOLL_CTL_DEL, fd, &mut ev))?;
+    Ok(())
 }
 
 impl Drop for Epoll {

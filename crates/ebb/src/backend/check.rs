@@ -692,6 +692,10 @@ pub fn run_check(
     match probe {
         Some(Probe::Tcp(t)) => super::tcpcheck::run_tcp_check(addr, timeout, t, tls, proxy_hdr),
         Some(Probe::Http(p)) => run_http(addr, timeout, p, tls, proxy_hdr),
+        None if tls.is_none() && proxy_hdr.is_empty() => match l4_probe(addr, timeout) {
+            Err(v) => v,
+            Ok(()) => Verdict::new(CheckStatus::L4Ok, ""),
+        },
         None => {
             let start = Instant::now();
             match open(addr, start, timeout, tls, proxy_hdr, false) {
@@ -701,6 +705,24 @@ pub fn run_check(
             }
         }
     }
+}
+
+/// A layer-4 check as HAProxy runs it: connect with delayed ACKs (its
+/// checks' smart-connect: the handshake's last ACK waits for data that
+/// never comes) and reset, so the server's application is not handed an
+/// empty connection for each check.
+fn l4_probe(addr: SocketAddr, timeout: Duration) -> Result<(), Verdict> {
+    let sock = socket2::Socket::new(
+        socket2::Domain::for_address(addr),
+        socket2::Type::STREAM,
+        Some(socket2::Protocol::TCP),
+    )
+    .map_err(|e| connect_error(&e))?;
+    let _ = sock.set_tcp_quickack(false);
+    sock.connect_timeout(&addr.into(), timeout)
+        .map_err(|e| connect_error(&e))?;
+    let _ = sock.set_linger(Some(Duration::ZERO));
+    Ok(())
 }
 
 /// Runs an HTTP check's sequence: each expect judges the response to
@@ -1014,6 +1036,7 @@ pub fn refresh_up(farm: &Farm, s: &ServerRt, why: impl FnOnce() -> String) -> bo
         return false;
     }
     s.ext.on_check(true, was, up);
+    farm.note_state();
     if up {
         s.up_since.set(Instant::now());
         log_event(

@@ -113,6 +113,19 @@ impl ExchangeError {
         }
     }
 
+    /// The response's body a rule waited for did not come in time
+    /// (`http-response wait-for-body`): 504, `sD`.
+    pub const fn body_wait_timeout() -> Self {
+        Self::new(Side::Server, Phase::Data, true, Some(504))
+    }
+
+    /// `option abortonclose`: the client closed its side while its
+    /// request waited in the queue (`CQ`), for a connection (`CC`) or for
+    /// the response head (`CH`).
+    pub const fn client_abort(phase: Phase) -> Self {
+        Self::new(Side::Client, phase, false, None)
+    }
+
     /// The client went away during the exchange.
     pub const fn client_gone() -> Self {
         Self::new(Side::Client, Phase::Data, false, None)

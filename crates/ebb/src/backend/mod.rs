@@ -41,6 +41,7 @@ pub mod dynamic;
 pub mod error;
 pub mod extra;
 pub mod lb;
+pub mod pool;
 pub mod tcpcheck;
 
 use std::collections::VecDeque;
@@ -67,6 +68,7 @@ pub fn new_server(
     tls: Option<ServerTls>,
 ) -> Arc<ServerRt> {
     Arc::new(ServerRt {
+        backend_target: false,
         idx,
         id,
         uid: NEXT_SERVER_UID.fetch_add(1, Ordering::Relaxed),
@@ -99,6 +101,7 @@ pub fn new_server(
                 .unwrap_or_else(Instant::now),
         ),
         cur: AtomicU32::new(0),
+        idle_conns: AtomicU32::new(0),
         queue: Mutex::new(VecDeque::new()),
         counters: Counters::default(),
         check_status: Mutex::new(check::Verdict::default()),
@@ -108,6 +111,21 @@ pub fn new_server(
         addr: AtomicAddr::new(addr),
         opts,
     })
+}
+
+/// The backend itself as the target of its connections (HAProxy's
+/// `dispatch ADDR:PORT`, or with `None`, `option transparent`: the
+/// address the client connected to). Not one of the farm's servers (no
+/// stats row, `<NOSRV>` in logs); its connections stay private to their
+/// client connection, as HAProxy keeps a connection to no server.
+pub fn backend_target(backend: &str, addr: Option<SocketAddr>) -> Arc<ServerRt> {
+    let name = "<NOSRV>".to_string();
+    let mut s = new_server(0, 0, backend, name, addr, ServerOptions::default(), None);
+    if let Some(m) = Arc::get_mut(&mut s) {
+        m.admin = AtomicU8::new(ADMIN_READY);
+        m.backend_target = true;
+    }
+    s
 }
 
 /// Starts a non-blocking connect to `addr` (with `TCP_NODELAY`): the
@@ -156,6 +174,8 @@ pub struct ServerRt {
     pub id: u32,
     /// Unique in the process (idle-pool key).
     pub uid: u64,
+    /// The backend's own target ([`backend_target`]), not a server.
+    pub backend_target: bool,
     pub name: String,
     pub backend: String,
     /// Where connections go: resolved at start, changed at run time by
@@ -199,6 +219,9 @@ pub struct ServerRt {
     pub up_since: AtomicInstant,
     /// Slots in use.
     pub cur: AtomicU32,
+    /// Idle connections to it, counted against `pool-max-conn`
+    /// ([`pool::IdleTicket`]).
+    idle_conns: AtomicU32,
     pub queue: Mutex<VecDeque<Arc<Waiter>>>,
     pub counters: Counters,
     /// Last check result, for logs and stats.
@@ -227,12 +250,32 @@ impl ServerRt {
     /// server without a port of its own (`dst` is only asked then: a
     /// system call).
     pub fn dest(&self, dst: impl FnOnce() -> Option<SocketAddr>) -> Option<SocketAddr> {
-        let a = self.addr()?;
-        if self.map_ports.load(Ordering::Relaxed) {
-            Some(SocketAddr::new(a.ip(), dst()?.port()))
-        } else {
-            Some(a)
+        if self.backend_target && self.addr().is_none() {
+            // `option transparent`: where the client connected.
+            return dst();
         }
+        let a = self.addr()?;
+        let any = a.ip().is_unspecified();
+        if !self.map_ports.load(Ordering::Relaxed) && !any {
+            return Some(a);
+        }
+        // A server without a port takes the client's destination port; one
+        // without an address (0.0.0.0) its destination address.
+        let d = dst()?;
+        let ip = if any { d.ip() } else { a.ip() };
+        let port = if self.map_ports.load(Ordering::Relaxed) {
+            d.port()
+        } else {
+            a.port()
+        };
+        Some(SocketAddr::new(ip, port))
+    }
+
+    /// Where connections go depends on the client's destination (a server
+    /// without a port or without an address).
+    pub fn follows_client_dst(&self) -> bool {
+        self.map_ports.load(Ordering::Relaxed)
+            || self.addr().is_some_and(|a| a.ip().is_unspecified())
     }
 
     /// Changes the address: the next connection and check use it;
@@ -422,6 +465,9 @@ pub struct Farm {
     pub redispatch: bool,
     pub reuse: HttpReuse,
     pub check: HttpCheck,
+    /// `dispatch` or `option transparent` in a backend without servers:
+    /// every stream goes there.
+    pub target: Option<Arc<ServerRt>>,
     /// `hash-type`, set once before the first pick.
     hash: OnceLock<crate::config::HashType>,
     /// The round-robin position every thread shares.
@@ -432,6 +478,10 @@ pub struct Farm {
     /// `maxqueue` of the backend queue: the sum of the servers' when all
     /// set one, else unbounded (HAProxy bounds only per server).
     pub counters: Counters,
+    /// The backend's own state history (`show stat`'s backend `chkdown`,
+    /// `lastchg`, `downtime`): it is down while no server is usable.
+    pub be_ext: extra::SrvExtra,
+    be_up: std::sync::atomic::AtomicBool,
 }
 
 static NEXT_SERVER_UID: AtomicU64 = AtomicU64::new(1);
@@ -465,11 +515,27 @@ impl Farm {
             redispatch,
             reuse,
             check,
+            target: None,
             hash: OnceLock::new(),
             rr: AtomicU64::new(0),
             slots: (0..LB_SLOTS).map(|_| Padded(Mutex::new(None))).collect(),
             queue: Mutex::new(VecDeque::new()),
             counters: Counters::default(),
+            be_ext: extra::SrvExtra::default(),
+            be_up: std::sync::atomic::AtomicBool::new(true),
+        }
+    }
+
+    /// Notes a server's change of state on the backend's own history: the
+    /// backend goes down when no server is usable any more, and up again
+    /// with the first usable one.
+    pub fn note_state(&self) {
+        let up = self.servers.iter().any(|s| s.usable());
+        if self.be_up.swap(up, Ordering::AcqRel) != up {
+            if !up {
+                self.be_ext.chkdown.fetch_add(1, Ordering::Relaxed);
+            }
+            self.be_ext.changed(up);
         }
     }
 
@@ -536,6 +602,11 @@ impl Farm {
         me: TaskletId,
         handle: impl FnOnce() -> RuntimeHandle,
     ) -> Pick {
+        if let Some(t) = &self.target {
+            // `dispatch` / `option transparent`: no balancing, no queue.
+            t.cur.fetch_add(1, Ordering::AcqRel);
+            return Pick::Server(Arc::clone(t));
+        }
         let at = thread_slot();
         let mut guard = self.slots[at].0.lock().unwrap_or_else(|p| p.into_inner());
         // A server joined or left since: rebuild (one atomic load a pick).
@@ -919,6 +990,7 @@ pub fn set_admin(farm: &Farm, s: &ServerRt, state: u8) -> Result<(), String> {
     let before = s.admin.swap(state, Ordering::Relaxed);
     if was != s.usable() {
         s.ext.changed(s.usable());
+        farm.note_state();
     }
     // HAProxy's alert on entering maintenance and notice on leaving it.
     if state == ADMIN_MAINT && before != ADMIN_MAINT {

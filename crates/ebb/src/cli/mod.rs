@@ -876,7 +876,7 @@ const INFO_FIELDS: &[(&str, &str, &str)] = &[
 /// Every `show info` value ebb has, by field name; the fields it has no
 /// such concept for (pools, pipes, SSL rates, peers, compression rates...)
 /// are absent and print empty.
-fn info_values(p: &Process) -> Vec<(&'static str, String)> {
+pub(crate) fn info_values(p: &Process) -> Vec<(&'static str, String)> {
     let c = p.live.compiled();
     let (up_s, up) = uptime(p.start);
     let req: u64 = c
@@ -888,6 +888,11 @@ fn info_values(p: &Process) -> Vec<(&'static str, String)> {
         .frontends
         .iter()
         .map(|f| f.http.bytes_out.load(Ordering::Relaxed))
+        .sum();
+    let spliced: u64 = c
+        .frontends
+        .iter()
+        .map(|f| f.http.spliced_out.load(Ordering::Relaxed))
         .sum();
     let act = p.handle.activity();
     let n = act.len().max(1) as u64;
@@ -939,7 +944,7 @@ fn info_values(p: &Process) -> Vec<(&'static str, String)> {
         ("Jobs", cur.to_string()),
         ("Unstoppable Jobs", "0".into()),
         ("TotalBytesOut", out.to_string()),
-        ("TotalSplicdedBytesOut", "0".into()),
+        ("TotalSplicdedBytesOut", spliced.to_string()),
         ("BytesOutRate", out_rate.to_string()),
         ("Build info", version.into()),
         ("Start_time_sec", start.to_string()),

@@ -149,6 +149,7 @@ pub fn check_switch(farm: &Farm, s: &ServerRt, on: bool, agent: bool) -> Result<
         // Unchecked: considered UP unless the agent forces it down
         // (HAProxy's `disable health`).
         s.ext.changed(s.usable());
+        farm.note_state();
         farm.kick_backend_queue();
     }
     Ok(String::new())

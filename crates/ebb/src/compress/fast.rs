@@ -13,7 +13,7 @@
 //!   answer on it: positions count up per thread, and an entry below the
 //!   current call's start is stale by construction, so the table is never
 //!   cleared between calls (only when the counter would wrap).
-//! - **One probe, no chains.** A 4-byte hash indexes a 2^13-entry table
+//! - **One probe, no chains.** A 4-byte hash indexes a 2^14-entry table (64 KiB)
 //!   holding the last position that hashed there; a candidate is taken if
 //!   its 4 bytes are equal and it is within the 32 KiB window, then the
 //!   match is extended up to 258 bytes. Positions inside a match are not
@@ -45,7 +45,7 @@ pub enum Wrap {
 }
 
 /// Bits of the hash (the table has 2^HASH_BITS positions).
-const HASH_BITS: u32 = 13;
+const HASH_BITS: u32 = 14;
 /// Deflate's window: a match reaches at most this far back.
 const WINDOW: usize = 32 * 1024;
 /// Deflate's longest match.
@@ -204,17 +204,28 @@ const DIST_BASE: [u32; 30] = {
     t
 };
 
+/// For each index of [`DIST_CODE`], that code as sent with its bit count
+/// (packed, low half) and its first distance minus one (high half): one
+/// load gives all [`distance`] needs.
+const DIST_INFO: [u64; 512] = {
+    let mut t = [0u64; 512];
+    let mut k = 0;
+    while k < 512 {
+        let c = DIST_CODE[k] as usize;
+        t[k] = DIST_PACKED[c] as u64 | ((DIST_BASE[c] as u64) << 32);
+        k += 1;
+    }
+    t
+};
+
 /// A distance 1..=32768: its code and extra bits, packed.
-#[inline]
+#[inline(always)]
 fn distance(d: usize) -> u32 {
     let n = (d - 1) & (WINDOW - 1);
-    let code = if n < 256 {
-        DIST_CODE[n]
-    } else {
-        DIST_CODE[256 + (n >> 7)]
-    } as usize;
+    let k = if n < 256 { n } else { 256 + (n >> 7) };
+    let e = DIST_INFO[k];
     // The extra bits land above the code's five, below the count.
-    DIST_PACKED[code] + ((n as u32 - DIST_BASE[code]) << 5)
+    (e as u32) + ((n as u32 - (e >> 32) as u32) << 5)
 }
 
 /// Entries of the hash table.

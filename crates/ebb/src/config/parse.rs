@@ -48,6 +48,8 @@ enum Section {
     Cache(usize),
     /// An `http-errors` section (index in `Parser::http_errors`).
     HttpErrors(usize),
+    /// A `userlist` section (index in `Parser::userlists`).
+    Userlist(usize),
     /// A section ebb does not implement; its header got one error and its
     /// body is skipped (reporting every line would bury the real message).
     Unsupported,
@@ -159,6 +161,9 @@ pub(crate) struct Parser<'e> {
     peers: Vec<super::peers::PeersSection>,
     caches: Vec<CacheSection>,
     http_errors: Vec<HttpErrorsSection>,
+    userlists: Vec<crate::sample::auth::Userlist>,
+    /// Userlists the fetches name (`http_auth(L)`), checked at the end.
+    userlist_refs: Vec<(String, Loc)>,
     /// Defaults sections defining `tcp-request`/`tcp-response` rules (by
     /// header line) and the kind of proxy that first used each one.
     rule_defaults: Vec<(Loc, ProxyKind)>,
@@ -186,6 +191,9 @@ fn new_proxy(name: &str, kind: ProxyKind, loc: Loc) -> Proxy {
         error_replies: Vec::new(),
         stats: Stats::default(),
         balance: Balance::RoundRobin,
+        balance_set: false,
+        dispatch: None,
+        transparent: None,
         hash_type: HashType::default(),
         retries: 3,
         http_reuse: HttpReuse::Safe,
@@ -344,6 +352,7 @@ const PROXY_KEYWORDS: &[&str] = &[
     "http-error",
     "stats",
     "balance",
+    "dispatch",
     "retries",
     "http-reuse",
     "default-server",
@@ -381,7 +390,6 @@ const HAPROXY_PROXY_UNSUPPORTED: &[&str] = &[
     "rate-limit",
     "source",
     "email-alert",
-    "dispatch",
     "http-error",
     "errorfiles",
     "errorloc",
@@ -401,9 +409,7 @@ const HAPROXY_OPTIONS_UNSUPPORTED: &[&str] = &[
     "tcpka",
     "clitcpka",
     "srvtcpka",
-    "abortonclose",
     "allbackups",
-    "http-buffer-request",
     "http-no-delay",
     "http-pretend-keepalive",
     "http-use-htx",
@@ -411,9 +417,6 @@ const HAPROXY_OPTIONS_UNSUPPORTED: &[&str] = &[
     "logasap",
     "nolinger",
     "prefer-last-server",
-    "splice-auto",
-    "splice-request",
-    "splice-response",
     "external-check",
     "independent-streams",
     "accept-invalid-http-request",
@@ -421,10 +424,8 @@ const HAPROXY_OPTIONS_UNSUPPORTED: &[&str] = &[
     "checkcache",
     "http-ignore-probes",
     "contstats",
-    "socket-stats",
     "originalto",
     "forceclose",
-    "transparent",
     "http_proxy",
     "tcp-smart-accept",
     "tcp-smart-connect",
@@ -433,6 +434,7 @@ const HAPROXY_OPTIONS_UNSUPPORTED: &[&str] = &[
 
 const OPTIONS: &[&str] = &[
     "persist",
+    "transparent",
     "http-keep-alive",
     "http-server-close",
     "httpclose",
@@ -454,10 +456,15 @@ const OPTIONS: &[&str] = &[
     "idle-close-on-response",
     "disable-h2-upgrade",
     "http-restrict-req-hdr-names",
+    "http-buffer-request",
+    "splice-auto",
+    "splice-request",
+    "splice-response",
+    "abortonclose",
+    "socket-stats",
 ];
 
 const UNSUPPORTED_SECTIONS: &[&str] = &[
-    "userlist",
     "program",
     "ring",
     "mailers",
@@ -488,6 +495,8 @@ impl<'e> Parser<'e> {
             peers: Vec::new(),
             caches: Vec::new(),
             http_errors: Vec::new(),
+            userlists: Vec::new(),
+            userlist_refs: Vec::new(),
         }
     }
 
@@ -608,6 +617,27 @@ impl<'e> Parser<'e> {
                 }
                 return;
             }
+            "userlist" => {
+                self.close_section();
+                self.section = Section::Unsupported;
+                match words {
+                    [_, n] if valid_name(n) => {
+                        if self.userlists.iter().any(|u| &u.name == n) {
+                            self.error(loc, format!("userlist '{n}' already declared"));
+                        } else {
+                            self.userlists.push(crate::sample::auth::Userlist {
+                                name: n.clone(),
+                                groups: Vec::new(),
+                                users: Vec::new(),
+                            });
+                            self.section = Section::Userlist(self.userlists.len() - 1);
+                        }
+                    }
+                    [_, n] => self.error(loc, format!("invalid userlist name '{n}'")),
+                    _ => self.error(loc, "'userlist' takes one name"),
+                }
+                return;
+            }
             "cache" => {
                 self.close_section();
                 self.section = Section::Unsupported;
@@ -644,6 +674,10 @@ impl<'e> Parser<'e> {
                 None => Ok(()),
             },
             Section::HttpErrors(i) => self.http_errors_kw(i, words, &loc),
+            Section::Userlist(i) => match self.userlists.get_mut(i) {
+                Some(u) => userlist_kw(u, words),
+                None => Ok(()),
+            },
             Section::Cache(i) => match self.caches.get_mut(i) {
                 Some(c) => super::cache::cache_kw(c, words),
                 None => Ok(()),
@@ -703,6 +737,9 @@ impl<'e> Parser<'e> {
             if let Some(p) = proxy.or_else(|| server.as_ref().and_then(|_| own.clone())) {
                 self.proxy_refs.push((what, p, server, loc.clone()));
             }
+        }
+        for u in crate::sample::auth::take_userlist_refs() {
+            self.userlist_refs.push((u, loc.clone()));
         }
         for r in crate::sample::take_refs() {
             if r.is_none() && in_defaults && result.is_ok() {
@@ -1128,13 +1165,7 @@ impl<'e> Parser<'e> {
             // HAProxy takes 1..=9 (zlib's levels); brotli and zstd get the
             // same number, clamped to their own range.
             "tune.comp.maxlevel" => g.comp_maxlevel = Some(parse_u32_range(kw, &one(w)?, 1, 9)?),
-            // ebb's idle server connections belong to the thread that
-            // made them: 'off' is what ebb does, 'on' it cannot honour.
-            "tune.idle-pool.shared" => {
-                if parse_on_off(kw, &one(w)?)? {
-                    return Err("'tune.idle-pool.shared on' is not supported: ebb keeps idle server connections per thread (use 'off')".to_string());
-                }
-            }
+            "tune.idle-pool.shared" => g.idle_pool_shared = parse_on_off(kw, &one(w)?)?,
             "log-send-hostname" => {
                 g.log_send_hostname = Some(match w {
                     [_] => std::fs::read_to_string("/proc/sys/kernel/hostname")
@@ -1451,6 +1482,11 @@ impl<'e> Parser<'e> {
                 err(&mut errs, loc, m);
             }
         }
+        for (name, loc) in &self.userlist_refs {
+            if !self.userlists.iter().any(|u| &u.name == name) {
+                err(&mut errs, loc, format!("no userlist named '{name}'"));
+            }
+        }
         for (name, loc) in &self.table_refs {
             if !px
                 .iter()
@@ -1523,6 +1559,7 @@ impl<'e> Parser<'e> {
                 resolvers: self.resolvers,
                 peers: self.peers,
                 caches: self.caches,
+                userlists: self.userlists,
                 local_peer,
             })
         } else {
@@ -1572,6 +1609,18 @@ fn log_level(s: &str) -> Option<LogLevel> {
 /// as HAProxy does when it reads the line.
 fn syslog_addr(t: &str, v6: Option<bool>) -> Result<std::net::SocketAddr, String> {
     use std::net::ToSocketAddrs;
+    // No host is any address, no port 514 (`:`, as two unset variables
+    // leave `${H}:${P}`), as HAProxy reads them.
+    let filled;
+    let t = match t.rsplit_once(':') {
+        Some((h, p)) if !h.contains(':') && (h.is_empty() || p.is_empty()) => {
+            let h = if h.is_empty() { "0.0.0.0" } else { h };
+            let p = if p.is_empty() { "514" } else { p };
+            filled = format!("{h}:{p}");
+            filled.as_str()
+        }
+        _ => t,
+    };
     let with_port = if t.parse::<std::net::Ipv6Addr>().is_ok() {
         format!("[{t}]:514")
     } else if t.starts_with('[') && t.ends_with(']') || !t.contains(':') {
@@ -1590,7 +1639,10 @@ fn syslog_addr(t: &str, v6: Option<bool>) -> Result<std::net::SocketAddr, String
 
 /// `TARGET [len N] [format F] [FACILITY [LEVEL [MINLEVEL]]]`.
 fn parse_log_target(w: &[String], loc: &Loc) -> Result<LogTarget, String> {
-    let Some(target) = w.first() else {
+    // An address: environment variables expanded, quoted or not (HAProxy's
+    // `str2sa_range()`).
+    let expanded = w.first().map(|t| super::values::env_expand(t).into_owned());
+    let Some(target) = expanded.as_ref() else {
         return Err(
             "'log' expects a target (stdout, stderr, udp@HOST:PORT, unix@PATH, /dev/log or a file)"
                 .to_string(),
@@ -2253,6 +2305,33 @@ fn proxy_kw(px: &mut Proxy, ctx: &Ctx<'_>, words: &[String]) -> Result<(), Strin
                     [] => HttpResponseAction::Allow,
                     [x, ..] => return Err(format!("unexpected '{x}' after '{kw} allow'")),
                 },
+                "deny" if kw == "http-response" => {
+                    // HAProxy's default status for a denied response: 502.
+                    let given = args.iter().any(|a| a == "deny_status" || a == "status");
+                    let mut a: Vec<String> = Vec::new();
+                    if !given {
+                        a.extend(["status".to_string(), "502".to_string()]);
+                    }
+                    a.extend(args.iter().cloned());
+                    let mut r = if args.is_empty() || (args.len() == 2 && given) {
+                        // Only a status: the proxy's error answer for it.
+                        let st = parse_status("deny_status", &a[1], 200, 599)?;
+                        ReturnAction {
+                            status: st,
+                            content_type: None,
+                            body: ReturnBody::Errorfile(None),
+                            headers: Vec::new(),
+                            deny: true,
+                        }
+                    } else {
+                        parse_reply("http-response deny", &a, ctx, Scope::Response, true)?
+                    };
+                    r.deny = true;
+                    HttpResponseAction::Deny(Box::new(r))
+                }
+                "wait-for-body" if kw == "http-response" => {
+                    HttpResponseAction::WaitForBody(parse_wait_for_body(kw, args)?)
+                }
                 "cache-store" if kw == "http-response" => match args {
                     [n] => HttpResponseAction::CacheStore(n.clone()),
                     [] => return Err("'http-response cache-store' expects a cache name".to_string()),
@@ -2269,7 +2348,7 @@ fn proxy_kw(px: &mut Proxy, ctx: &Ctx<'_>, words: &[String]) -> Result<(), Strin
                     }
                     None => {
                         return Err(format!(
-                            "unknown '{kw}' action '{a}' (supported: allow, set-header, add-header, del-header, replace-header, replace-value, set-status, set-var, set-var-fmt, unset-var, capture, cache-store)"
+                            "unknown '{kw}' action '{a}' (supported: allow, set-header, add-header, del-header, replace-header, replace-value, set-status, set-var, set-var-fmt, unset-var, capture, cache-store, deny, wait-for-body)"
                         ))
                     }
                 },
@@ -2358,6 +2437,20 @@ fn proxy_kw(px: &mut Proxy, ctx: &Ctx<'_>, words: &[String]) -> Result<(), Strin
         "balance" => {
             ctx.allow(kw, BE, true)?;
             px.balance = parse_balance(&w[1..])?;
+            px.balance_set = true;
+        }
+        "dispatch" => {
+            if ctx.defaults {
+                return Err("'dispatch' is not allowed in a 'defaults' section".to_string());
+            }
+            ctx.allow(kw, BE, false)?;
+            let [_, a] = w else {
+                return Err("'dispatch' expects exactly one argument: ADDR:PORT".to_string());
+            };
+            px.dispatch = Some(Spanned {
+                value: super::values::parse_host_port(a)?,
+                loc: ctx.loc.clone(),
+            });
         }
         "hash-type" => {
             ctx.allow(kw, BE, true)?;
@@ -2700,6 +2793,8 @@ pub fn unreachable_rules(px: &Proxy) -> Vec<String> {
                     | HttpRequestAction::ScSetGpt { .. }
                     | HttpRequestAction::Rewrite(_)
                     | HttpRequestAction::Capture(_)
+                    | HttpRequestAction::WaitForBody(_)
+                    | HttpRequestAction::SetTimeout { .. }
             )
     };
     let Some(first) = px.http_request.iter().position(is_final) else {
@@ -2726,11 +2821,16 @@ fn proxy_option(px: &mut Proxy, ctx: &Ctx<'_>, no: bool, w: &[String]) -> Result
         | "forwardfor"
         | "http-restrict-req-hdr-names" => FE | BE,
         "redispatch" | "httpchk" | "tcp-check" | "log-health-checks" | "persist"
-        | "redis-check" | "smtpchk" | "pgsql-check" | "mysql-check" | "ldap-check"
-        | "spop-check" | "ssl-hello-chk" => BE,
-        "httplog" | "tcplog" | "dontlognull" | "idle-close-on-response" | "disable-h2-upgrade" => {
-            FE
-        }
+        | "transparent" | "redis-check" | "smtpchk" | "pgsql-check" | "mysql-check"
+        | "ldap-check" | "spop-check" | "ssl-hello-chk" => BE,
+        "http-buffer-request" | "splice-auto" | "splice-request" | "splice-response" => FE | BE,
+        "abortonclose" => BE,
+        "httplog"
+        | "tcplog"
+        | "dontlognull"
+        | "idle-close-on-response"
+        | "disable-h2-upgrade"
+        | "socket-stats" => FE,
         o if HAPROXY_OPTIONS_UNSUPPORTED.contains(&o) => {
             return Err(format!("HAProxy option '{o}' is not supported by ebb"))
         }
@@ -2768,6 +2868,27 @@ fn proxy_option(px: &mut Proxy, ctx: &Ctx<'_>, no: bool, w: &[String]) -> Result
         "redispatch" => {
             no_args(rest)?;
             o.redispatch = !no;
+        }
+        "splice-auto" | "splice-request" | "splice-response" => {
+            no_args(rest)?;
+            let bit = match name {
+                "splice-auto" => super::SPLICE_AUTO,
+                "splice-request" => super::SPLICE_REQUEST,
+                _ => super::SPLICE_RESPONSE,
+            };
+            if no {
+                o.splice &= !bit;
+            } else {
+                o.splice |= bit;
+                o.splice_loc.get_or_insert_with(|| ctx.loc.clone());
+            }
+            if o.splice == 0 {
+                o.splice_loc = None;
+            }
+        }
+        "transparent" => {
+            no_args(rest)?;
+            px.transparent = (!no).then(|| ctx.loc.clone());
         }
         "tcp-check" => {
             if no {
@@ -2836,6 +2957,18 @@ fn proxy_option(px: &mut Proxy, ctx: &Ctx<'_>, no: bool, w: &[String]) -> Result
                     ))
                 }
             };
+        }
+        "http-buffer-request" => {
+            no_args(rest)?;
+            o.buffer_request = !no;
+        }
+        "abortonclose" => {
+            no_args(rest)?;
+            o.abortonclose = !no;
+        }
+        "socket-stats" => {
+            no_args(rest)?;
+            o.socket_stats = !no;
         }
         "forwardfor" => {
             if no {
@@ -4274,6 +4407,12 @@ fn parse_http_request(
         "set-header" | "add-header" | "del-header" => HttpRequestAction::Header(
             parse_header_edit("http-request", action, args, request_scope(px))?,
         ),
+        "reject" => {
+            if let Some(x) = args.first() {
+                return Err(format!("unexpected '{x}' after 'http-request reject'"));
+            }
+            HttpRequestAction::Reject
+        }
         "tarpit" => {
             let mut status = 500;
             match args {
@@ -4291,6 +4430,70 @@ fn parse_http_request(
         }
         a if is_shared_action(a) => shared_action("http-request", a, args, request_scope(px))?,
         "capture" => HttpRequestAction::Capture(parse_capture_action(px, ctx, false, args)?),
+        "set-dst" | "set-dst-port" => {
+            let f = if action == "set-dst" {
+                super::AddrField::Dst
+            } else {
+                super::AddrField::DstPort
+            };
+            HttpRequestAction::SetDst(f, Box::new(super::tcpreq::addr_expr("http-request", f, args, px)?))
+        }
+        "set-src" | "set-src-port" => {
+            return Err(format!(
+                "'http-request {action}' is not supported by ebb (a 'tcp-request connection' or 'session' rule changes it for the whole connection)"
+            ))
+        }
+        "wait-for-body" => HttpRequestAction::WaitForBody(parse_wait_for_body("http-request", args)?),
+        "set-timeout" => {
+            if ctx.caps & BE == 0 {
+                return Err(format!("proxy '{}' has no backend capability", px.name));
+            }
+            let [which, v] = args else {
+                return Err("'http-request set-timeout' expects exactly 2 arguments".to_string());
+            };
+            let tunnel = match which.as_str() {
+                "server" => false,
+                "tunnel" => true,
+                o => {
+                    return Err(format!(
+                        "'set-timeout' rule supports 'server'/'tunnel' (got '{o}')"
+                    ))
+                }
+            };
+            let value = match parse_time(v) {
+                Ok(d) => {
+                    let ms = u32::try_from(d.as_millis())
+                        .ok()
+                        .filter(|&m| m <= i32::MAX as u32)
+                        .ok_or_else(|| format!("timer overflow in argument '{v}' to rule 'set-timeout {which}' (maximum value is 2147483647 ms or ~24.8 days)"))?;
+                    if ms == 0 {
+                        return Err(format!("null value is not valid for a 'set-timeout {which}' rule"));
+                    }
+                    TimeoutValue::Ms(ms)
+                }
+                Err(_) => {
+                    let e = Expr::parse(v, request_scope(px))
+                        .map_err(|e| format!("'set-timeout {which}': {e}"))?;
+                    if !crate::sample::can_cast(e.out_type(), crate::sample::Type::Int) {
+                        return Err(format!("'set-timeout {which}': '{v}' does not give an integer"));
+                    }
+                    TimeoutValue::Expr(Box::new(e))
+                }
+            };
+            HttpRequestAction::SetTimeout { tunnel, value }
+        }
+        "auth" => match args {
+            [] => HttpRequestAction::Auth { realm: None },
+            [k, r] if k == "realm" => HttpRequestAction::Auth {
+                realm: Some(r.clone()),
+            },
+            [k] if k == "realm" => return Err("missing realm value".to_string()),
+            [x, ..] => {
+                return Err(format!(
+                    "unexpected '{x}' after 'http-request auth' (supported: realm R)"
+                ))
+            }
+        },
         "cache-use" => match args {
             [n] => HttpRequestAction::CacheUse(n.clone()),
             [] => return Err("'http-request cache-use' expects a cache name".to_string()),
@@ -4309,7 +4512,7 @@ fn parse_http_request(
         },
         o => {
             return Err(format!(
-                "unknown 'http-request' action '{o}' (supported: return, redirect, deny, allow, set-header, add-header, del-header, replace-header, replace-value, set-path, set-pathq, set-query, set-uri, set-method, replace-path, replace-pathq, replace-uri, set-var, set-var-fmt, unset-var, use-service, cache-use, capture, tarpit, track-sc0, track-sc1, track-sc2, sc-inc-gpc, sc-inc-gpc0, sc-inc-gpc1, sc-set-gpt, sc-set-gpt0)"
+                "unknown 'http-request' action '{o}' (supported: return, redirect, deny, allow, set-header, add-header, del-header, replace-header, replace-value, set-path, set-pathq, set-query, set-uri, set-method, replace-path, replace-pathq, replace-uri, set-var, set-var-fmt, unset-var, set-dst, set-dst-port, use-service, cache-use, capture, tarpit, reject, wait-for-body, auth, set-timeout, track-sc0, track-sc1, track-sc2, sc-inc-gpc, sc-inc-gpc0, sc-inc-gpc1, sc-set-gpt, sc-set-gpt0)"
             ))
         }
     };
@@ -4319,6 +4522,146 @@ fn parse_http_request(
         cond,
         loc: loc.clone(),
     })
+}
+
+/// A line of a `userlist` section: `group NAME [users U1,U2...]`, `user
+/// NAME [password HASH|insecure-password PASS] [groups G1,G2...]`
+/// (HAProxy 2.6; a group named by a user must be declared before it, a
+/// user named by a group may come after). `password` takes a SHA-crypt
+/// hash (`$5$`, `$6$`): crypt(3)'s other methods are refused.
+fn userlist_kw(u: &mut crate::sample::auth::Userlist, w: &[String]) -> Result<(), String> {
+    use crate::sample::auth::{is_sha_crypt, Pass, User};
+    let list = |v: &str| -> Vec<String> {
+        v.split(',')
+            .filter(|x| !x.is_empty())
+            .map(str::to_string)
+            .collect()
+    };
+    match w[0].as_str() {
+        "group" => {
+            let name = arg(w, 1, "group")?;
+            if u.groups.iter().any(|g| g == name) {
+                return Err(format!(
+                    "group '{name}' already declared in userlist '{}'",
+                    u.name
+                ));
+            }
+            u.groups.push(name.to_string());
+            match &w[2..] {
+                [] => {}
+                [k, v] if k == "users" => {
+                    for user in list(v) {
+                        match u.users.iter_mut().find(|x| x.name == user) {
+                            Some(x) => x.groups.push(name.to_string()),
+                            None => u.users.push(User {
+                                name: user,
+                                pass: Pass::Insecure(String::new()),
+                                groups: vec![name.to_string()],
+                            }),
+                        }
+                    }
+                }
+                _ => return Err("'group' expects NAME [users USER,USER...]".to_string()),
+            }
+        }
+        "user" => {
+            let name = arg(w, 1, "user")?;
+            let mut pass = None;
+            let mut groups = Vec::new();
+            let mut i = 2;
+            while i < w.len() {
+                let v = arg(w, i + 1, &w[i])?;
+                match w[i].as_str() {
+                    "password" => {
+                        if !is_sha_crypt(v) {
+                            return Err(format!(
+                                "user '{name}': ebb checks only SHA-crypt password hashes ('$5$...', '$6$...', as 'mkpasswd -m sha-512' makes); use one, or 'insecure-password'"
+                            ));
+                        }
+                        pass = Some(Pass::Crypt(v.to_string()));
+                    }
+                    "insecure-password" => pass = Some(Pass::Insecure(v.to_string())),
+                    "groups" => {
+                        for g in list(v) {
+                            if !u.groups.contains(&g) {
+                                return Err(format!(
+                                    "user '{name}': no group '{g}' declared before in userlist '{}'",
+                                    u.name
+                                ));
+                            }
+                            groups.push(g);
+                        }
+                    }
+                    o => {
+                        return Err(format!(
+                            "unknown 'user' option '{o}' (supported: password, insecure-password, groups)"
+                        ))
+                    }
+                }
+                i += 2;
+            }
+            let Some(pass) = pass else {
+                return Err(format!(
+                    "user '{name}' needs 'password' or 'insecure-password'"
+                ));
+            };
+            match u.users.iter_mut().find(|x| x.name == name) {
+                // Named by a group line before: its password now.
+                Some(x) if x.pass == Pass::Insecure(String::new()) => {
+                    x.pass = pass;
+                    x.groups.extend(groups);
+                }
+                Some(_) => {
+                    return Err(format!(
+                        "user '{name}' already declared in userlist '{}'",
+                        u.name
+                    ))
+                }
+                None => u.users.push(User {
+                    name: name.to_string(),
+                    pass,
+                    groups,
+                }),
+            }
+        }
+        o => {
+            return Err(format!(
+                "unknown keyword '{o}' in a userlist section (supported: group, user)"
+            ))
+        }
+    }
+    Ok(())
+}
+
+/// `wait-for-body time T [at-least N]` (HAProxy's parse_http_wait_for_body:
+/// `time` is required, `at-least` is a size, 0 by default).
+fn parse_wait_for_body(kw: &str, args: &[String]) -> Result<crate::config::WaitForBody, String> {
+    let usage = || format!("'{kw} wait-for-body' expects time <time> [ at-least <bytes> ]");
+    let mut time = None;
+    let mut at_least = 0;
+    let mut i = 0;
+    while i < args.len() {
+        let v = args
+            .get(i + 1)
+            .ok_or_else(|| format!("missing argument for '{}'", args[i]))?;
+        match args[i].as_str() {
+            "time" => {
+                let d = parse_time(v)?;
+                let ms = u32::try_from(d.as_millis())
+                    .ok()
+                    .filter(|&m| m <= i32::MAX as u32)
+                    .ok_or_else(|| {
+                        "time overflow (maximum value is 2147483647 ms or ~24.8 days)".to_string()
+                    })?;
+                time = Some(ms);
+            }
+            "at-least" => at_least = parse_size(v)?,
+            x => return Err(format!("{}: unexpected '{x}'", usage())),
+        }
+        i += 2;
+    }
+    let time_ms = time.ok_or_else(usage)?;
+    Ok(crate::config::WaitForBody { time_ms, at_least })
 }
 
 /// Whether `a` names an action `http-request` and `tcp-request` share.
@@ -4722,7 +5065,7 @@ fn parse_reply(
                     .map_err(|_| "'hdr' expects NAME VALUE".to_string())?;
                 let name = header_name(v)?;
                 let lower = name.to_ascii_lowercase();
-                if matches!(lower.as_str(), "content-length" | "content-type" | "transfer-encoding" | "connection") {
+                if matches!(lower.as_str(), "content-length" | "content-type" | "transfer-encoding") {
                     return Err(format!(
                         "header '{name}' cannot be set with 'hdr' (ebb sets it itself)"
                     ));

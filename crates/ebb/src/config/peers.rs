@@ -114,6 +114,11 @@ pub fn local_peer_name(localpeer: Option<&str>) -> String {
 }
 
 fn addr(s: &str) -> Result<SocketAddr, String> {
+    if super::values::env_expand(s) == ":" {
+        // No host and no port (two unset variables): HAProxy takes it as
+        // the any address, port 0, where no peer is ever reached.
+        return Ok(SocketAddr::from(([0, 0, 0, 0], 0)));
+    }
     let a = super::parse_bind_addrs(s)?;
     match a.as_slice() {
         [one] if one.port() != 0 => Ok(*one),

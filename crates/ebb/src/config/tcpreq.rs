@@ -71,26 +71,7 @@ pub(super) fn parse(px: &mut Proxy, w: &[String], loc: &Loc) -> Result<(), Strin
                 "set-src-port" => AddrField::SrcPort,
                 _ => AddrField::DstPort,
             };
-            let [e] = args else {
-                return Err(format!("'{kw} {action}' expects one sample expression"));
-            };
-            let expr = Expr::parse(e, request_scope(px))
-                .map_err(|x| format!("'{kw} {action}': {x}"))?;
-            let want = match f {
-                AddrField::Src | AddrField::Dst => crate::sample::Type::Ip,
-                _ => crate::sample::Type::Int,
-            };
-            if !crate::sample::can_cast(expr.out_type(), want) {
-                return Err(format!(
-                    "'{kw} {action}': '{e}' does not give {}",
-                    if want == crate::sample::Type::Ip {
-                        "an address"
-                    } else {
-                        "an integer"
-                    }
-                ));
-            }
-            TcpAction::SetAddr(f, Box::new(expr))
+            TcpAction::SetAddr(f, Box::new(addr_expr(&kw, f, args, px)?))
         }
         "capture" if when == TcpWhen::Content => {
             TcpAction::Common(HttpRequestAction::Capture(capture(px, args)?))
@@ -198,4 +179,35 @@ pub(super) fn parse_response(px: &mut Proxy, w: &[String], loc: &Loc) -> Result<
         loc: loc.clone(),
     });
     Ok(())
+}
+
+/// The sample expression of a `set-src`, `set-dst`, `set-src-port` or
+/// `set-dst-port` action of rule `kw`: one, giving an address or an
+/// integer as the action needs.
+pub(super) fn addr_expr(
+    kw: &str,
+    f: AddrField,
+    args: &[String],
+    px: &Proxy,
+) -> Result<Expr, String> {
+    let action = f.name();
+    let [e] = args else {
+        return Err(format!("'{kw} {action}' expects one sample expression"));
+    };
+    let expr = Expr::parse(e, request_scope(px)).map_err(|x| format!("'{kw} {action}': {x}"))?;
+    let want = match f {
+        AddrField::Src | AddrField::Dst => crate::sample::Type::Ip,
+        _ => crate::sample::Type::Int,
+    };
+    if !crate::sample::can_cast(expr.out_type(), want) {
+        return Err(format!(
+            "'{kw} {action}': '{e}' does not give {}",
+            if want == crate::sample::Type::Ip {
+                "an address"
+            } else {
+                "an integer"
+            }
+        ));
+    }
+    Ok(expr)
 }

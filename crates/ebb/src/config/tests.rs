@@ -495,9 +495,9 @@ fn keyword_out_of_section() {
 
 #[test]
 fn unsupported_section_reports_once() {
-    let e = errs("userlist L\n    user a password x\n    user b password y\nglobal\n    bogus\n");
+    let e = errs("program L\n    command x\n    user b\nglobal\n    bogus\n");
     assert_eq!(e.len(), 2, "{e:#?}");
-    assert!(e[0].starts_with("t.cfg:1: section 'userlist' is not supported"));
+    assert!(e[0].starts_with("t.cfg:1: section 'program' is not supported"));
     assert!(e[1].starts_with("t.cfg:5: unknown keyword 'bogus'"));
 }
 
@@ -752,11 +752,13 @@ fn tune_keywords_honoured_or_refused() {
             .global;
     assert_eq!(g.maxrewrite, Some(128));
     assert_eq!(g.ulimit_n, Some(4096));
-    err1(
-        "global\n    tune.idle-pool.shared on\n",
-        "t.cfg:2: ",
-        "keeps idle server connections per thread",
+    assert!(!g.idle_pool_shared);
+    assert!(
+        ok("global\n    tune.idle-pool.shared on\n")
+            .global
+            .idle_pool_shared
     );
+    assert!(ok("global\n").global.idle_pool_shared);
 }
 
 /// HTTP/2 is served: `alpn h2,...` and `proto h2` are accepted, other
@@ -2309,9 +2311,14 @@ fn http_response_rules() {
         })
     );
     err1(
-        &fe("    http-response deny"),
+        &fe("    http-response frobnicate"),
         "t.cfg:3: ",
-        "unknown 'http-response' action 'deny'",
+        "unknown 'http-response' action 'frobnicate'",
+    );
+    err1(
+        &fe("    http-response deny deny_status 1000"),
+        "t.cfg:3: ",
+        "deny_status",
     );
     err1(
         &fe("    http-response set-header X"),
@@ -3200,6 +3207,11 @@ fn soft_stop_and_master_worker_keywords() {
         "t.cfg:2: ",
         "idle-close-on-response",
     );
+    let c = ok(&fe("    option socket-stats"));
+    assert!(c.proxies[0].options.socket_stats);
+    let c = ok(&fe("    option socket-stats\n    no option socket-stats"));
+    assert!(!c.proxies[0].options.socket_stats);
+    err1(&be("    option socket-stats"), "t.cfg:2: ", "socket-stats");
 }
 
 #[test]

@@ -61,6 +61,8 @@ pub struct Config {
     pub peers: Vec<super::peers::PeersSection>,
     /// `cache` sections, in declaration order.
     pub caches: Vec<CacheSection>,
+    /// `userlist` sections.
+    pub userlists: Vec<crate::sample::auth::Userlist>,
     /// This instance's peer name (`-L`, `localpeer`, or the host name).
     pub local_peer: String,
 }
@@ -190,6 +192,9 @@ pub struct Global {
     pub runqueue_depth: Option<u32>,
     /// `tune.sched.low-latency on|off`.
     pub low_latency: bool,
+    /// `tune.idle-pool.shared on|off` (default on): a thread may take
+    /// another thread's idle server connections.
+    pub idle_pool_shared: bool,
     /// `tune.sched.scope-lookups on|off` (ebb's own; default on): `off`
     /// finds shared tasks by the naive walk, for before/after measurements.
     pub scope_lookups: bool,
@@ -272,6 +277,7 @@ impl Default for Global {
             bufsize: 16384,
             runqueue_depth: None,
             low_latency: false,
+            idle_pool_shared: true,
             scope_lookups: true,
             heavy_tasklets: true,
             ssl_cachesize: None,
@@ -481,6 +487,15 @@ pub struct Proxy {
     pub stats: Stats,
     // Backend side.
     pub balance: Balance,
+    /// A `balance` line was given (here or in the defaults): HAProxy then
+    /// ignores `dispatch` and refuses `option transparent`.
+    pub balance_set: bool,
+    /// `dispatch ADDR:PORT`: where a backend without servers sends its
+    /// connections (host as written, port).
+    pub dispatch: Option<Spanned<(String, u16)>>,
+    /// `option transparent`: a backend without servers connects to the
+    /// address the client connected to.
+    pub transparent: Option<Loc>,
     /// `hash-type` and `hash-balance-factor`.
     pub hash_type: HashType,
     /// `retries N` (HAProxy's default: 3).
@@ -717,6 +732,18 @@ pub struct ProxyOptions {
     /// `option disable-h2-upgrade`: an HTTP/1 bind does not serve a
     /// client that starts with the HTTP/2 preface as HTTP/2.
     pub disable_h2_upgrade: bool,
+    /// `option http-buffer-request`: the request's body (up to a full
+    /// buffer) is waited for before the rules run.
+    pub buffer_request: bool,
+    /// `option splice-auto|splice-request|splice-response` ([`SPLICE_AUTO`],
+    /// [`SPLICE_REQUEST`], [`SPLICE_RESPONSE`]), and where the first was set.
+    pub splice: u8,
+    pub splice_loc: Option<Loc>,
+    /// `option abortonclose` (backends).
+    pub abortonclose: bool,
+    /// `option socket-stats`: each listener of the frontend has its own
+    /// statistics (`show stat` rows, `haproxy_listener_*` metrics).
+    pub socket_stats: bool,
     /// `option http-restrict-req-hdr-names`.
     pub restrict_hdr_names: RestrictHdrNames,
 }
@@ -733,6 +760,14 @@ pub enum RestrictHdrNames {
     /// Such a request is answered 403.
     Reject,
 }
+
+/// `option splice-auto`: a direction moves through a kernel pipe once it
+/// streams (reads that fill the buffer).
+pub const SPLICE_AUTO: u8 = 1;
+/// `option splice-request`: client to server through a kernel pipe.
+pub const SPLICE_REQUEST: u8 = 2;
+/// `option splice-response`: server to client through a kernel pipe.
+pub const SPLICE_RESPONSE: u8 = 4;
 
 pub use crate::net::IpNet;
 
@@ -1074,6 +1109,9 @@ pub enum HttpRequestAction {
         n: usize,
         expr: Box<crate::sample::Expr>,
     },
+    /// `reject`: the connection closes at once, no answer (a denied
+    /// request, logged `PR`).
+    Reject,
     /// `tarpit [deny_status N]` (500 by default): the answer waits
     /// `timeout tarpit`.
     Tarpit {
@@ -1085,6 +1123,38 @@ pub enum HttpRequestAction {
     Capture(crate::sample::logline::CaptureAction),
     /// `cache-use NAME`.
     CacheUse(String),
+    /// `set-dst EXPR` or `set-dst-port EXPR`: the stream's destination
+    /// (where `option transparent` and a server without an address or
+    /// port connect, what `dst` and `dst_port` give).
+    SetDst(AddrField, Box<crate::sample::Expr>),
+    /// `wait-for-body time T [at-least N]`: the rules wait for the body.
+    WaitForBody(WaitForBody),
+    /// `auth [realm R]`: 401 asking for Basic credentials (realm: the
+    /// rule's proxy's name by default).
+    Auth {
+        realm: Option<String>,
+    },
+    /// `set-timeout server|tunnel T|EXPR`: this exchange's timeout.
+    SetTimeout {
+        tunnel: bool,
+        value: TimeoutValue,
+    },
+}
+
+/// The value of `set-timeout`: milliseconds, or an expression giving them.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum TimeoutValue {
+    Ms(u32),
+    Expr(Box<crate::sample::Expr>),
+}
+
+/// `http-request|http-response wait-for-body time T [at-least N]`: wait
+/// at most `time_ms` for the whole body, or its first `at_least` bytes
+/// (0: all of it), or a full buffer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WaitForBody {
+    pub time_ms: u32,
+    pub at_least: u64,
 }
 
 /// What a header edit does.
@@ -1129,6 +1199,12 @@ pub enum HttpResponseAction {
     /// its own) is skipped; the next proxy's list still runs (HAProxy's
     /// HTTP_RULE_RES_STOP in `http_process_res_common`).
     Allow,
+    /// `wait-for-body time T [at-least N]` (`http-response` only).
+    WaitForBody(WaitForBody),
+    /// `deny [deny_status N] [return options]` (`http-response` only):
+    /// the server's answer is dropped, this one (502 by default) sent and
+    /// the connection closed.
+    Deny(Box<ReturnAction>),
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]

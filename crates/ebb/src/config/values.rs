@@ -152,8 +152,44 @@ fn valid_hostname(h: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'.' || b == b'_')
 }
 
-/// A server address: host (name or IP, not resolved) and port.
+/// An address word with its environment variables expanded, as
+/// HAProxy's `str2sa_range()` does whether the word was quoted or not:
+/// `$NAME` or `${NAME}` (letters, digits, `_`), unset ones giving nothing.
+pub(crate) fn env_expand(s: &str) -> std::borrow::Cow<'_, str> {
+    if !s.contains('$') {
+        return std::borrow::Cow::Borrowed(s);
+    }
+    let mut out = String::with_capacity(s.len());
+    let mut rest = s;
+    while let Some(at) = rest.find('$') {
+        out.push_str(&rest[..at]);
+        let after = &rest[at + 1..];
+        let braced = after.starts_with('{');
+        let name_at = usize::from(braced);
+        let name_len = after[name_at..]
+            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+            .unwrap_or(after.len() - name_at);
+        let name = &after[name_at..name_at + name_len];
+        if let Ok(v) = std::env::var(name) {
+            out.push_str(&v);
+        }
+        let mut next = name_at + name_len;
+        if braced && after[next..].starts_with('}') {
+            next += 1;
+        }
+        rest = &after[next..];
+    }
+    out.push_str(rest);
+    std::borrow::Cow::Owned(out)
+}
+
+/// A server address: host (name or IP, not resolved) and port (its
+/// environment variables expanded: [`env_expand`]).
 pub(crate) fn parse_host_port(addr: &str) -> Result<(String, u16), String> {
+    host_port(&env_expand(addr))
+}
+
+fn host_port(addr: &str) -> Result<(String, u16), String> {
     let (host, port, family) = split_host_port(addr)?;
     if port.starts_with('+') || port.starts_with('-') {
         return Err(format!("port offsets are not supported in '{addr}'"));
@@ -183,6 +219,16 @@ pub(crate) fn parse_host_port(addr: &str) -> Result<(String, u16), String> {
 /// `[::1]`, `name`): HAProxy then connects to the port the client
 /// connected to. Returns the host and the port, 0 when missing.
 pub(crate) fn parse_server_addr(addr: &str) -> Result<(String, u16), String> {
+    let addr = &*env_expand(addr);
+    // No host is the any address (HAProxy's): connections go to the
+    // address the client connected to.
+    let any;
+    let addr = if addr.starts_with(':') && !addr.starts_with("::") {
+        any = format!("0.0.0.0{addr}");
+        any.as_str()
+    } else {
+        addr
+    };
     let bare = addr
         .strip_prefix("ipv4@")
         .or_else(|| addr.strip_prefix("ipv6@"))
@@ -196,10 +242,10 @@ pub(crate) fn parse_server_addr(addr: &str) -> Result<(String, u16), String> {
         colons == 0 || (colons == 1 && bare.ends_with(':'))
     };
     if !no_port {
-        return parse_host_port(addr);
+        return host_port(addr);
     }
     let a = addr.strip_suffix(':').unwrap_or(addr);
-    let (host, _) = parse_host_port(&format!("{a}:1"))?;
+    let (host, _) = host_port(&format!("{a}:1"))?;
     Ok((host, 0))
 }
 
@@ -211,6 +257,7 @@ const MAX_BIND_PORTS: usize = 1024;
 /// range `LOW-HIGH`. An empty host or `*` is 0.0.0.0, `::` is the IPv6 any
 /// address, `localhost` is 127.0.0.1.
 pub fn parse_bind_addrs(list: &str) -> Result<Vec<SocketAddr>, String> {
+    let list = &*env_expand(list);
     let mut out = Vec::new();
     for item in list.split(',') {
         if item.is_empty() {

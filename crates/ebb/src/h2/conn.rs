@@ -328,6 +328,8 @@ pub struct Connection {
     next_id: u32,
     /// The peer's SETTINGS_MAX_CONCURRENT_STREAMS.
     peer_max_streams: u32,
+    /// The peer sent SETTINGS_ENABLE_CONNECT_PROTOCOL 1 (RFC 8441).
+    peer_ext_connect: bool,
     /// A GOAWAY received: its last-stream-id.
     peer_goaway: Option<u32>,
     response: ResponseHead,
@@ -408,6 +410,7 @@ impl Connection {
             max_client_id: 0,
             next_id: 1,
             peer_max_streams: u32::MAX,
+            peer_ext_connect: false,
             peer_goaway: None,
             response: ResponseHead::default(),
             decoder: Decoder::new(cfg.header_table_size as usize),
@@ -441,6 +444,9 @@ impl Connection {
                 vec![(setting::ENABLE_PUSH, 0)]
             }
         };
+        // RFC 8441 §3: extended CONNECT (WebSocket over HTTP/2) taken, as
+        // HAProxy announces it on both sides.
+        params.push((setting::ENABLE_CONNECT_PROTOCOL, 1));
         params.push((setting::MAX_HEADER_LIST_SIZE, cfg.max_header_list_size));
         if cfg.initial_window_size != frame::DEFAULT_WINDOW {
             params.push((setting::INITIAL_WINDOW_SIZE, cfg.initial_window_size));
@@ -454,13 +460,11 @@ impl Connection {
         frame::write_settings(&mut c.out, &params);
         if cfg.connection_window > frame::DEFAULT_WINDOW {
             let inc = cfg.connection_window - frame::DEFAULT_WINDOW;
-            match role {
-                Role::Server => c.grant = inc,
-                Role::Client => {
-                    frame::write_window_update(&mut c.out, 0, inc);
-                    c.recv_window += i64::from(inc);
-                }
-            }
+            // Server role: with the first DATA frame; client role: after
+            // the acknowledgement of the server's SETTINGS (a server may
+            // expect that acknowledgement as the frame after its SETTINGS,
+            // VTest's do; HAProxy sends no frame in between either).
+            c.grant = inc;
         }
         c
     }
@@ -500,6 +504,14 @@ impl Connection {
     /// Number of open streams.
     pub fn open_streams(&self) -> usize {
         self.streams.len()
+    }
+
+    /// Whether the peer sent SETTINGS_ENABLE_CONNECT_PROTOCOL 1 (RFC 8441):
+    /// a server that takes extended CONNECT (`:protocol`). `None` until
+    /// its first SETTINGS arrived.
+    pub fn peer_ext_connect(&self) -> Option<bool> {
+        (self.state != State::FirstSettings && self.state != State::Preface)
+            .then_some(self.peer_ext_connect)
     }
 
     /// Client role: the server's SETTINGS_MAX_CONCURRENT_STREAMS
@@ -803,6 +815,11 @@ impl Connection {
                 }
                 let opened = self.apply_settings(params)?;
                 frame::write_settings_ack(&mut self.out);
+                if self.role == Role::Client && self.grant > 0 {
+                    frame::write_window_update(&mut self.out, 0, self.grant);
+                    self.recv_window += i64::from(self.grant);
+                    self.grant = 0;
+                }
                 self.control_queued()?;
                 self.idle_frame()?;
                 // A larger initial window opens every stream's window.
@@ -874,6 +891,13 @@ impl Connection {
                 }
                 setting::MAX_FRAME_SIZE => self.peer_max_frame = v,
                 setting::MAX_CONCURRENT_STREAMS => self.peer_max_streams = v,
+                // RFC 8441 §3: 0 or 1, else a connection error.
+                setting::ENABLE_CONNECT_PROTOCOL => {
+                    if v > 1 {
+                        return Err(H2Error::Connection(ErrorCode::PROTOCOL_ERROR));
+                    }
+                    self.peer_ext_connect = v == 1;
+                }
                 // §6.5.2: a server must not enable push.
                 setting::ENABLE_PUSH if self.role == Role::Client && v != 0 => {
                     return Err(H2Error::Connection(ErrorCode::PROTOCOL_ERROR));
@@ -1501,6 +1525,21 @@ impl Connection {
         self.remember(id, true);
         self.close_if_done(id);
         Ok(())
+    }
+
+    /// Client role: gives up a request before its HEADERS go out the way
+    /// HAProxy 2.6 does when the server cannot take it (an upgrade to a
+    /// server without RFC 8441): the next stream id is spent on a
+    /// RST_STREAM with `code`. RFC 9113 §6.4 does not allow RST_STREAM on
+    /// an idle stream; a strict server may end the connection for it (its
+    /// caller stops sharing the connection).
+    pub fn reset_unopened(&mut self, code: ErrorCode) {
+        if self.role != Role::Client || self.next_id > frame::MAX_WINDOW {
+            return;
+        }
+        let id = self.next_id;
+        self.next_id += 2;
+        frame::write_rst(&mut self.out, id, code);
     }
 
     /// Starts a graceful shutdown (§6.8): GOAWAY with the largest id and a

@@ -74,6 +74,8 @@ pub mod setting {
     pub const MAX_FRAME_SIZE: u16 = 0x5;
     /// SETTINGS_MAX_HEADER_LIST_SIZE
     pub const MAX_HEADER_LIST_SIZE: u16 = 0x6;
+    /// SETTINGS_ENABLE_CONNECT_PROTOCOL (RFC 8441 §3)
+    pub const ENABLE_CONNECT_PROTOCOL: u16 = 0x8;
 }
 
 /// Error codes (§7).

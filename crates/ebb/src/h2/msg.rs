@@ -245,6 +245,10 @@ pub struct ClientSink<'c> {
     /// The client accepts trailers: `te: trailers` goes to the server (the
     /// only `te` HTTP/2 allows, §8.2.2; gRPC servers require it).
     pub te_trailers: bool,
+    /// An HTTP/1.1 upgrade to this protocol: the head goes as an extended
+    /// CONNECT (RFC 8441 §4: `:method CONNECT`, `:protocol`), without
+    /// END_STREAM.
+    pub protocol: Option<&'c [u8]>,
 }
 
 impl<'c> ClientSink<'c> {
@@ -257,6 +261,7 @@ impl<'c> ClientSink<'c> {
             now,
             refused: None,
             te_trailers: false,
+            protocol: None,
         }
     }
 }
@@ -276,9 +281,16 @@ impl MsgSink<ReqHead<'_>> for ClientSink<'_> {
         };
         let scheme = self.scheme;
         let te = self.te_trailers;
+        let protocol = self.protocol;
         // RFC 9113 §8.3.1: the authority goes in `:authority`, not `host`.
         let r = self.conn.send_request_with(false, |enc| {
-            enc.field(b":method", h.method_raw);
+            match protocol {
+                Some(p) => {
+                    enc.field(b":method", b"CONNECT");
+                    enc.field(b":protocol", p);
+                }
+                None => enc.field(b":method", h.method_raw),
+            }
             if h.form != Form::Authority {
                 enc.field(b":scheme", h.scheme.unwrap_or(scheme));
             }
@@ -298,7 +310,9 @@ impl MsgSink<ReqHead<'_>> for ClientSink<'_> {
             if te {
                 enc.field(b"te", b"trailers");
             }
-            add_length(enc, h.body);
+            if protocol.is_none() {
+                add_length(enc, h.body);
+            }
         });
         match r {
             Ok(id) => self.id = Some(id),

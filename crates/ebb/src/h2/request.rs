@@ -67,6 +67,8 @@ pub struct RequestHead {
     scheme: Option<usize>,
     authority: Option<usize>,
     path: Option<usize>,
+    /// `:protocol` (RFC 8441 extended CONNECT).
+    protocol: Option<usize>,
     host: Option<usize>,
     /// Index of the first regular field.
     first_regular: usize,
@@ -122,6 +124,7 @@ impl RequestHead {
         self.scheme = None;
         self.authority = None;
         self.path = None;
+        self.protocol = None;
         self.host = None;
         self.content_length = None;
         self.first_regular = self.list.len();
@@ -143,6 +146,7 @@ impl RequestHead {
                     b"scheme" => &mut self.scheme,
                     b"authority" => &mut self.authority,
                     b"path" => &mut self.path,
+                    b"protocol" => &mut self.protocol,
                     _ => return Err(Malformed::PseudoHeader),
                 };
                 if slot.is_some() {
@@ -187,10 +191,22 @@ impl RequestHead {
         {
             return Err(Malformed::BadMethod);
         }
-        if method == b"CONNECT" {
+        if method == b"CONNECT" && self.protocol.is_some() {
+            // RFC 8441 §4: an extended CONNECT carries `:scheme`, `:path`
+            // and `:authority` as other requests do.
+            let (Some(_), Some(p), Some(_)) = (self.scheme, self.path, self.authority) else {
+                return Err(Malformed::MissingPseudo);
+            };
+            if self.list.get(p).1.first() != Some(&b'/') {
+                return Err(Malformed::MissingPseudo);
+            }
+        } else if method == b"CONNECT" {
             if self.scheme.is_some() || self.path.is_some() || self.authority.is_none() {
                 return Err(Malformed::MissingPseudo);
             }
+        } else if self.protocol.is_some() {
+            // `:protocol` only with CONNECT (RFC 8441 §4).
+            return Err(Malformed::PseudoHeader);
         } else {
             let (Some(_), Some(p)) = (self.scheme, self.path) else {
                 return Err(Malformed::MissingPseudo);
@@ -231,9 +247,30 @@ impl RequestHead {
         self.path.map(|i| self.list.get(i).1)
     }
 
+    /// `:protocol` of an extended CONNECT (RFC 8441): the stream is a
+    /// tunnel for this protocol once the answer is 2xx.
+    pub fn protocol(&self) -> Option<&[u8]> {
+        self.protocol.map(|i| self.list.get(i).1)
+    }
+
     /// `:authority`, else the `host` field.
     pub fn authority(&self) -> Option<&[u8]> {
         self.authority.or(self.host).map(|i| self.list.get(i).1)
+    }
+
+    /// `(:scheme, :authority)` when the request line is written in
+    /// absolute form: both present, the scheme `http` or `https` (any
+    /// case), the authority one an HTTP/1 absolute URI may carry (else the
+    /// origin form, as before).
+    fn absolute_prefix(&self) -> Option<(&[u8], &[u8])> {
+        let scheme = self.scheme()?;
+        let auth = self.list.get(self.authority?).1;
+        let web = scheme.eq_ignore_ascii_case(b"http") || scheme.eq_ignore_ascii_case(b"https");
+        let auth_ok = !auth.is_empty()
+            && !auth.contains(&b'@')
+            && !auth.starts_with(b":")
+            && crate::http1::is_valid_authority(auth, false);
+        (web && auth_ok).then_some((scheme, auth))
     }
 
     /// The regular fields, in order.
@@ -255,11 +292,31 @@ impl RequestHead {
     /// `transfer-encoding: chunked`), then the empty line. `te: trailers` is
     /// dropped (hop-by-hop in HTTP/1.1).
     pub fn write_h1(&self, extra: &[(&[u8], &[u8])], out: &mut Vec<u8>) {
-        out.extend_from_slice(self.method());
+        // An extended CONNECT is HTTP/1.1's upgrade (RFC 8441 §5, as
+        // HAProxy translates it): `GET`, `connection: upgrade`, `upgrade:`
+        // the protocol.
+        let upgrade = self.protocol();
+        out.extend_from_slice(if upgrade.is_some() {
+            b"GET"
+        } else {
+            self.method()
+        });
         out.push(b' ');
-        match self.path() {
-            Some(p) => out.extend_from_slice(p),
-            None => out.extend_from_slice(self.authority().unwrap_or(b"")),
+        match (self.path(), self.absolute_prefix()) {
+            (Some(p), Some((scheme, auth))) => {
+                // HAProxy's internal form of an HTTP/2 request with
+                // `:authority` and an http(s) scheme: the absolute URI
+                // (its logs, `url` and `capture.req.uri` show it); the
+                // stream sends it in origin form to HTTP/1 servers.
+                out.extend_from_slice(scheme);
+                out.extend_from_slice(b"://");
+                out.extend_from_slice(auth);
+                if p != b"*" {
+                    out.extend_from_slice(p);
+                }
+            }
+            (Some(p), None) => out.extend_from_slice(p),
+            (None, _) => out.extend_from_slice(self.authority().unwrap_or(b"")),
         }
         out.extend_from_slice(b" HTTP/1.1\r\n");
         // Without `:authority` or `host` (RFC 9113 §8.3.1 allows it), an
@@ -293,6 +350,11 @@ impl RequestHead {
                     out.extend_from_slice(v);
                 }
             }
+            out.extend_from_slice(b"\r\n");
+        }
+        if let Some(p) = upgrade {
+            out.extend_from_slice(b"connection: upgrade\r\nupgrade: ");
+            out.extend_from_slice(p);
             out.extend_from_slice(b"\r\n");
         }
         for (n, v) in extra {

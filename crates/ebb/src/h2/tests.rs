@@ -754,7 +754,7 @@ fn h1_translation_joins_cookies() {
     }
     assert_eq!(
         s(&text),
-        "GET /p?q=1 HTTP/1.1\r\nhost: example.com\r\naccept: */*\r\n\
+        "GET https://example.com/p?q=1 HTTP/1.1\r\nhost: example.com\r\naccept: */*\r\n\
          cookie: a=1; b=2\r\ncontent-length: 0\r\n\r\n"
     );
 }

@@ -106,13 +106,14 @@ pub use chunked::{
 };
 pub use drain::{Drain, DrainStep};
 pub use error::HttpError;
-pub(crate) use head::{is_field_value_byte, is_token};
+pub(crate) use head::{is_field_value_byte, is_token, is_valid_authority};
 pub use head::{BodyFraming, HeaderSpan, Limits, Span, Version, MAX_HEADERS_CAP};
 pub use hop::{
     find_header, forwardable, is_hop_by_hop, is_hop_by_hop_name, named_in_connection, HOP_BY_HOP,
 };
 pub use request::{
-    parse_request, parse_request_into, Method, RequestHead, Status, TargetForm, CONNECT_ALLOW,
+    parse_request, parse_request_into, scheme_normalized, Method, RequestHead, Status, TargetForm,
+    CONNECT_ALLOW,
 };
 pub use response::{parse_response, parse_response_into, ResponseHead};
 pub(crate) use writer::decimal;

@@ -241,7 +241,7 @@ fn upgrade_needs_connection_option_and_http11() {
 }
 
 #[test]
-fn websocket_upgrades_need_a_valid_key_and_version() {
+fn websocket_upgrades_need_a_valid_key_and_a_valid_version_if_any() {
     let ws = |extra: &str| {
         format!(
             "GET /ws HTTP/1.1\r\nHost: a\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n{extra}\r\n"
@@ -258,9 +258,10 @@ fn websocket_upgrades_need_a_valid_key_and_version() {
             .upgrade
             .is_some()
     );
+    // Without a version, as HAProxy takes it.
+    assert!(ok(ws(key).as_bytes()).upgrade.is_some());
     for bad in [
         String::new(),
-        key.to_string(),
         ver.to_string(),
         format!("{key}{key}{ver}"),
         format!("{key}{ver}{ver}"),
@@ -1717,4 +1718,35 @@ fn recoder_never_forwards_an_oversized_size_line() {
     assert_eq!(out, b"5\r\nhello\r\n");
     assert!(r.recode(b"Content-Length: 5\r\n\r\n", &mut out).is_err());
     assert_eq!(out, b"5\r\nhello\r\n");
+}
+
+/// RFC 3986 §6.2.3 as HAProxy 2.6 applies it (http_scheme_based_normalize):
+/// the scheme's default port leaves the target and every Host value.
+#[test]
+fn scheme_based_normalization() {
+    let norm = |b: &[u8]| {
+        let h = ok(b);
+        crate::http1::scheme_normalized(b, &h).map(|v| show(&v))
+    };
+    assert_eq!(
+        norm(b"GET http://h:80/p?q HTTP/1.1\r\nHost: h:80\r\nX: 1\r\n\r\nbody").as_deref(),
+        Some("GET http://h/p?q HTTP/1.1\r\nHost: h\r\nX: 1\r\n\r\n")
+    );
+    assert_eq!(
+        norm(b"GET HTTPS://h:443 HTTP/1.1\r\nHost: a\r\n\r\n").as_deref(),
+        Some("GET HTTPS://h HTTP/1.1\r\nHost: h\r\n\r\n")
+    );
+    for keep in [
+        &b"GET http://h:443/ HTTP/1.1\r\nHost: h:443\r\n\r\n"[..],
+        b"GET https://h:80/ HTTP/1.1\r\nHost: h:80\r\n\r\n",
+        b"GET http://h:8080/ HTTP/1.1\r\nHost: h:8080\r\n\r\n",
+        b"GET http://h/ HTTP/1.1\r\nHost: h\r\n\r\n",
+        b"GET /p HTTP/1.1\r\nHost: h:80\r\n\r\n",
+        b"GET http://[::1]:80/ HTTP/1.1\r\nHost: [::1]:80\r\n\r\n",
+    ] {
+        let want = keep
+            .starts_with(b"GET http://[")
+            .then(|| "GET http://[::1]/ HTTP/1.1\r\nHost: [::1]\r\n\r\n".to_string());
+        assert_eq!(norm(keep), want, "{}", show(keep));
+    }
 }

@@ -284,6 +284,12 @@ impl<'a> ResponseWriter<'a> {
     /// would have had instead). `Connection: close` is written when the
     /// connection will close, `Connection: keep-alive` when it stays open
     /// for an HTTP/1.0 client, nothing otherwise.
+    /// Ends a head that carries its own `Connection` (a 101's `upgrade`):
+    /// no framing field, no `Connection` decision, the empty line.
+    pub fn finish_bare(self) {
+        self.out.extend_from_slice(b"\r\n");
+    }
+
     pub fn finish(self, body: BodyFraming, keep_alive: bool, request_version: Version) {
         let mut keep_alive = keep_alive;
         match body {

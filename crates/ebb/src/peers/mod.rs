@@ -1382,6 +1382,13 @@ impl PeerTask {
         }
         let next = match c.phase {
             Phase::Established => ticks::first(c.check_at, ticks::add(c.last_tx, HEARTBEAT_MS)),
+            // The handshake has until the reconnect date (set at connect):
+            // a peer that accepts and never answers is left then, not
+            // polled in a loop.
+            _ if ticks::is_expired(self.retry_at, now) => {
+                self.drop_conn(ctx, RECONNECT_MS, Some("no answer to our hello".into()));
+                self.retry_at
+            }
             _ => self.retry_at,
         };
         ctx.set_expire(me, next);

@@ -29,6 +29,7 @@ fn base<'a>(dst: &'a dyn Fn() -> Option<std::net::SocketAddr>) -> Ctx<'a> {
         res: None,
         vars: None,
         payload: None,
+        res_body: None,
         stk: None,
     }
 }
@@ -44,7 +45,11 @@ fn run(rules: &str, raw: &str) -> Result<String, RewriteFailed> {
     };
     let dst = || None;
     let b = base(&dst);
-    let mut st = ReqState::new(Req { buf, head: &head });
+    let mut st = ReqState::new(Req {
+        buf,
+        head: &head,
+        body: b"",
+    });
     run_request(
         &fe.http_request,
         &fe.matcher,
@@ -204,6 +209,7 @@ fn respond(rules: &str, status: u16, fields: &[(&str, &str)]) -> ResHead {
             .iter()
             .map(|(n, v)| (n.as_bytes().to_vec(), v.as_bytes().to_vec()))
             .collect(),
+        denied: None,
     };
     run_response(&[(&fe.http_response[..], &fe.matcher)], &b, &mut head);
     head

@@ -34,6 +34,8 @@ pub(super) enum Conv {
     },
     /// `json([ascii|utf8|utf8s|utf8p|utf8ps])`.
     Json(JsonIn),
+    /// `json_query(PATH[,int])`.
+    JsonQuery(super::jsonq::Path, bool),
     Bytes {
         off: i64,
         len: Option<i64>,
@@ -241,6 +243,21 @@ impl Conv {
             }
             "neg" => none(Conv::Neg),
             "host_only" => none(Conv::HostOnly),
+            "json_query" => {
+                count(name, args, 1, 2)?;
+                let path = super::jsonq::Path::parse(&args[0])
+                    .map_err(|e| format!("converter 'json_query': {e}"))?;
+                let int =
+                    match args.get(1).map(String::as_str) {
+                        None | Some("") => false,
+                        Some("int") => true,
+                        Some(_) => return Err(
+                            "converter 'json_query': output_type only supports \"int\" as argument"
+                                .to_string(),
+                        ),
+                    };
+                Ok(Conv::JsonQuery(path, int))
+            }
             "field" | "word" => {
                 count(name, args, 2, 3)?;
                 let n = int(name, &args[0])?;
@@ -552,7 +569,8 @@ impl Conv {
             | Conv::Neg
             | Conv::Hash { .. }
             | Conv::Xxh(..)
-            | Conv::StrCmp(_) => Type::Int,
+            | Conv::StrCmp(_)
+            | Conv::JsonQuery(_, true) => Type::Int,
             Conv::IpMask { .. } => Type::Ip,
             Conv::Map(m) => m.out_type(),
             Conv::Stk(c) => c.out_type(),
@@ -620,6 +638,24 @@ impl Conv {
                 let rest = &s.cur[last..];
                 s.tmp.extend_from_slice(rest);
                 swap(s, Val::Str)
+            }
+            Conv::JsonQuery(path, int) => {
+                use super::jsonq::{num_g, num_int, query, Found};
+                match query(&s.cur, path)? {
+                    Found::Bool(b) => Some(Val::Bool(b)),
+                    Found::Num(n) if *int => Some(Val::Int(num_int(&n)?)),
+                    Found::Num(n) => {
+                        let g = num_g(&n)?;
+                        s.cur.clear();
+                        s.cur.extend_from_slice(g.as_bytes());
+                        Some(Val::Str)
+                    }
+                    Found::Str(v) => {
+                        s.cur.clear();
+                        s.cur.extend_from_slice(&v);
+                        Some(Val::Str)
+                    }
+                }
             }
             Conv::Json(mode) => {
                 s.tmp.clear();
@@ -1059,6 +1095,36 @@ pub(super) fn base64_encode(inp: &[u8], out: &mut Vec<u8>) {
             b'='
         });
     }
+}
+
+/// RFC 6455 §4.2.2: the `Sec-WebSocket-Accept` answering `key` (the
+/// base64 SHA-1 of the key and the protocol's GUID: what `concat(GUID),
+/// sha1,base64` computes).
+pub(crate) fn websocket_accept(key: &[u8]) -> Vec<u8> {
+    let mut ctx = ring::digest::Context::new(&ring::digest::SHA1_FOR_LEGACY_USE_ONLY);
+    ctx.update(key);
+    ctx.update(b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11");
+    let mut out = Vec::with_capacity(28);
+    base64_encode(ctx.finish().as_ref(), &mut out);
+    out
+}
+
+/// A new `Sec-WebSocket-Key`: 16 random bytes in base64 (RFC 6455 §4.1).
+pub(crate) fn websocket_key() -> [u8; 24] {
+    use ring::rand::SecureRandom;
+    let mut raw = [0u8; 16];
+    if ring::rand::SystemRandom::new().fill(&mut raw).is_err() {
+        // No system randomness: any nonce serves the handshake's check.
+        let t = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos());
+        raw = t.to_le_bytes();
+    }
+    let mut v = Vec::with_capacity(24);
+    base64_encode(&raw, &mut v);
+    let mut key = [0u8; 24];
+    key.copy_from_slice(&v[..24]);
+    key
 }
 
 /// Strict base64 (padding required, as HAProxy's b64dec); `None` on bad

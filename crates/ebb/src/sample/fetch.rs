@@ -7,6 +7,14 @@ use std::io::Write;
 use super::{each_field, Ctx, Res, Scope, Scratch, Type, Val};
 use crate::http1::Version;
 
+/// The user of userlist `list` the request's `Authorization` names, when
+/// its credentials are valid.
+fn auth_user(ctx: &Ctx<'_>, list: &str) -> Option<(std::sync::Arc<super::auth::Userlist>, usize)> {
+    let r = ctx.req?;
+    let v = r.head.header(r.buf, "authorization")?;
+    super::auth::check(list, v)
+}
+
 /// Which occurrence of a header a fetch reads: HAProxy's `occ` argument
 /// (positive from the first, negative from the last; no argument: the
 /// last in an expression, every one in an ACL).
@@ -129,6 +137,33 @@ pub(super) enum Fetch {
     /// (noted in the exchange's `TxnInfo`).
     CacheHit,
     CacheName,
+    /// `req.body`, `req.body_len`, `req.body_size`: the request's body
+    /// as far as it is in the buffer (de-chunked), its length, its
+    /// announced length (the length there for a chunked one).
+    ReqBody,
+    ReqBodyLen,
+    ReqBodySize,
+    /// `req.body_param([NAME[,i]])`: a parameter of a url-encoded body
+    /// (`None`: the first; `true`: the name compared case-insensitively).
+    ReqBodyParam(Option<String>, bool),
+    /// `res.body`, `res.body_len`, `res.body_size`: the same of a
+    /// response whose body a rule waited for.
+    ResBody,
+    ResBodyLen,
+    ResBodySize,
+    /// `http_auth(L)`: the request's Basic credentials are valid in
+    /// userlist L; `http_auth_group(L)`: the user's name (in an ACL, its
+    /// groups are what the patterns match).
+    HttpAuth(String),
+    HttpAuthGroup(String),
+    /// `cur_server_timeout`, `cur_tunnel_timeout`: the exchange's
+    /// (`set-timeout`), else its backend's.
+    CurTimeout {
+        tunnel: bool,
+    },
+    /// `capture.req.method`, `capture.req.uri`, `capture.req.ver`: from
+    /// the request line kept for the exchange (request and response).
+    CaptureReq(u8),
 }
 
 /// What a fetch reads, for the rules that may run before a layer exists
@@ -380,6 +415,31 @@ impl Fetch {
             "fc_pp_authority" => none(Fetch::PpTlv(crate::proxyproto::tlv::AUTHORITY)),
             "fc_pp_unique_id" => none(Fetch::PpTlv(crate::proxyproto::tlv::UNIQUE_ID)),
             "fc_rcvd_proxy" => none(Fetch::RcvdProxy),
+            "be_server_timeout" | "be_tunnel_timeout" | "fe_client_timeout" => {
+                let what = match name {
+                    "be_server_timeout" => super::Count::BeServerTimeout,
+                    "be_tunnel_timeout" => super::Count::BeTunnelTimeout,
+                    _ => super::Count::FeClientTimeout,
+                };
+                if what != super::Count::FeClientTimeout
+                    && scope == (Scope::Request { backend: false })
+                {
+                    return Err(format!(
+                        "fetch '{name}' needs a backend, which is not known yet in a frontend's http-request rules"
+                    ));
+                }
+                none(Fetch::Count {
+                    what,
+                    proxy: None,
+                    server: None,
+                })
+            }
+            "capture.req.method" => none(Fetch::CaptureReq(b'm')),
+            "capture.req.uri" => none(Fetch::CaptureReq(b'u')),
+            "capture.req.ver" => none(Fetch::CaptureReq(b'v')),
+            "cur_server_timeout" | "cur_tunnel_timeout" => none(Fetch::CurTimeout {
+                tunnel: name == "cur_tunnel_timeout",
+            }),
             "fe_conn" | "be_conn" | "srv_conn" => {
                 let what = match name {
                     "fe_conn" => super::Count::FeConn,
@@ -458,6 +518,35 @@ impl Fetch {
                 }
             }
             "res.len" => res_only(none(Fetch::ResLen)?),
+            "req.body" => req_only(none(Fetch::ReqBody)?),
+            "http_auth" | "http_auth_group" => {
+                arg_count(name, args, 1, 1)?;
+                super::auth::note_ref(&args[0]);
+                req_only(if name == "http_auth" {
+                    Fetch::HttpAuth(args[0].clone())
+                } else {
+                    Fetch::HttpAuthGroup(args[0].clone())
+                })
+            }
+            "res.body" => res_only(none(Fetch::ResBody)?),
+            "res.body_len" => res_only(none(Fetch::ResBodyLen)?),
+            "res.body_size" => res_only(none(Fetch::ResBodySize)?),
+            "req.body_len" => req_only(none(Fetch::ReqBodyLen)?),
+            "req.body_size" => req_only(none(Fetch::ReqBodySize)?),
+            "req.body_param" => {
+                arg_count(name, args, 0, 2)?;
+                let icase = match args.get(1).map(String::as_str) {
+                    None | Some("") => false,
+                    Some("i") => true,
+                    Some(x) => {
+                        return Err(format!(
+                            "fetch 'req.body_param': second argument must be 'i', got '{x}'"
+                        ))
+                    }
+                };
+                let n = args.first().filter(|a| !a.is_empty()).cloned();
+                req_only(Fetch::ReqBodyParam(n, icase))
+            }
             _ => Err(format!("unknown sample fetch '{name}'")),
         }
     }
@@ -507,6 +596,7 @@ impl Fetch {
             | Fetch::PpTlv(_)
             | Fetch::RcvdProxy
             | Fetch::Count { .. }
+            | Fetch::CurTimeout { .. }
             | Fetch::Var(..)
             // Stick-table counters: known without reading the connection.
             | Fetch::Stk(_) => Layer::L4,
@@ -534,7 +624,13 @@ impl Fetch {
             | Fetch::UrlParam { .. }
             | Fetch::Cook(_)
             | Fetch::CookCnt(_)
-            | Fetch::CookVal(_) => Some(false),
+            | Fetch::CookVal(_)
+            | Fetch::ReqBody
+            | Fetch::ReqBodyLen
+            | Fetch::ReqBodySize
+            | Fetch::ReqBodyParam(..)
+            | Fetch::HttpAuth(_)
+            | Fetch::HttpAuthGroup(_) => Some(false),
             Fetch::Hdr { res, .. } | Fetch::HdrCnt { res, .. } | Fetch::HdrIp { res, .. } => {
                 Some(*res)
             }
@@ -544,7 +640,10 @@ impl Fetch {
             | Fetch::CacheHit
             | Fetch::CacheName
             | Fetch::ResLen
-            | Fetch::ResPayload(..) => Some(true),
+            | Fetch::ResPayload(..)
+            | Fetch::ResBody
+            | Fetch::ResBodyLen
+            | Fetch::ResBodySize => Some(true),
             Fetch::ReqLen | Fetch::ReqSslSni | Fetch::ReqSslHelloType | Fetch::ReqPayload(..) => {
                 Some(false)
             }
@@ -554,10 +653,17 @@ impl Fetch {
 
     pub(super) fn out_type(&self) -> Type {
         match self {
-            Fetch::ReqLen | Fetch::ReqSslHelloType | Fetch::ResLen => Type::Int,
+            Fetch::ReqLen
+            | Fetch::ReqSslHelloType
+            | Fetch::ResLen
+            | Fetch::ReqBodyLen
+            | Fetch::ReqBodySize
+            | Fetch::ResBodyLen
+            | Fetch::ResBodySize => Type::Int,
             Fetch::Src | Fetch::Dst | Fetch::HdrIp { .. } | Fetch::Addr(_) => Type::Ip,
             Fetch::SrcPort
             | Fetch::Count { .. }
+            | Fetch::CurTimeout { .. }
             | Fetch::DstPort
             | Fetch::HdrCnt { .. }
             | Fetch::CookCnt(_)
@@ -571,12 +677,17 @@ impl Fetch {
             | Fetch::Bool(_)
             | Fetch::FirstReq
             | Fetch::CacheHit
-            | Fetch::RcvdProxy => Type::Bool,
+            | Fetch::RcvdProxy
+            | Fetch::HttpAuth(_) => Type::Bool,
             // Typed when set; converters cast at run time from a string.
             Fetch::Var(..) => Type::Str,
             Fetch::Method => Type::Meth,
             Fetch::Stk(f) => f.out_type(),
-            Fetch::ReqPayload(..) | Fetch::ResPayload(..) | Fetch::Bin(_) => Type::Bin,
+            Fetch::ReqPayload(..)
+            | Fetch::ResPayload(..)
+            | Fetch::Bin(_)
+            | Fetch::ReqBody
+            | Fetch::ResBody => Type::Bin,
             _ => Type::Str,
         }
     }
@@ -591,8 +702,8 @@ impl Fetch {
             Fetch::Stk(f) => f.eval(ctx),
             Fetch::Src => Some(Val::Ip(ctx.src.ip())),
             Fetch::SrcPort => Some(Val::Int(ctx.src.port() as i64)),
-            Fetch::Dst => Some(Val::Ip((ctx.dst)()?.ip())),
-            Fetch::DstPort => Some(Val::Int((ctx.dst)()?.port() as i64)),
+            Fetch::Dst => Some(Val::Ip(ctx.dst_addr()?.ip())),
+            Fetch::DstPort => Some(Val::Int(ctx.dst_addr()?.port() as i64)),
             Fetch::FeName => put(s, ctx.fe.as_bytes()),
             Fetch::BeName => put(s, ctx.be?.as_bytes()),
             Fetch::SrvName => put(s, ctx.srv?.as_bytes()),
@@ -636,6 +747,51 @@ impl Fetch {
                     Some(n) => p
                         .strip_prefix(n.as_bytes())
                         .and_then(|rest| rest.strip_prefix(b"=")),
+                })?;
+                put(s, v)
+            }
+            Fetch::ReqBody => {
+                put(s, ctx.req?.body)?;
+                Some(Val::Bin)
+            }
+            Fetch::ReqBodyLen => Some(Val::Int(ctx.req?.body.len() as i64)),
+            Fetch::HttpAuth(l) => Some(Val::Bool(auth_user(ctx, l).is_some())),
+            Fetch::HttpAuthGroup(l) => {
+                let (list, i) = auth_user(ctx, l)?;
+                put(s, list.users[i].name.as_bytes())
+            }
+            Fetch::ResBody => {
+                put(s, ctx.res_body?.0)?;
+                Some(Val::Bin)
+            }
+            Fetch::ResBodyLen => Some(Val::Int(ctx.res_body?.0.len() as i64)),
+            Fetch::ResBodySize => Some(Val::Int(ctx.res_body?.1 as i64)),
+            Fetch::ReqBodySize => {
+                let r = ctx.req?;
+                Some(Val::Int(match r.head.framing {
+                    crate::http1::BodyFraming::ContentLength(n) => n as i64,
+                    _ => r.body.len() as i64,
+                }))
+            }
+            Fetch::ReqBodyParam(name, icase) => {
+                let body = ctx.req?.body;
+                // HAProxy's find_next_url_param on the body: the first
+                // `NAME=` (any parameter without a name), up to `&`.
+                let v = body.split(|&c| c == b'&').find_map(|p| {
+                    let eq = p.iter().position(|&c| c == b'=');
+                    let (n, v) = match eq {
+                        Some(e) => (&p[..e], &p[e + 1..]),
+                        None => (p, &b""[..]),
+                    };
+                    match name {
+                        None if !p.is_empty() => Some(v),
+                        None => None,
+                        Some(_) if eq.is_none() => None,
+                        Some(want) if *icase => {
+                            n.eq_ignore_ascii_case(want.as_bytes()).then_some(v)
+                        }
+                        Some(want) => (n == want.as_bytes()).then_some(v),
+                    }
                 })?;
                 put(s, v)
             }
@@ -794,10 +950,61 @@ impl Fetch {
             } => {
                 let p = match (what, proxy) {
                     (_, Some(p)) => p.as_str(),
-                    (super::Count::FeConn, None) => ctx.fe,
+                    (super::Count::FeConn | super::Count::FeClientTimeout, None) => ctx.fe,
                     (_, None) => ctx.be?,
                 };
                 Some(Val::Int(super::count(*what, p, server.as_deref())?))
+            }
+            Fetch::CaptureReq(what) => {
+                let st = ctx.vars?.try_borrow().ok()?;
+                let line = &st.req_line[..];
+                let mut parts = line.splitn(3, |&b| b == b' ');
+                let (method, target, ver) = (parts.next()?, parts.next()?, parts.next());
+                let v: &[u8] = match what {
+                    b'm' => method,
+                    // From the first slash (no scheme nor authority).
+                    b'u' => {
+                        let from = if target.starts_with(b"/") {
+                            0
+                        } else {
+                            let after = target
+                                .windows(3)
+                                .position(|w| w == b"://")
+                                .map_or(0, |p| p + 3);
+                            target[after..]
+                                .iter()
+                                .position(|&b| b == b'/')
+                                .map_or(target.len(), |p| after + p)
+                        };
+                        &target[from..]
+                    }
+                    _ => match ver? {
+                        b"HTTP/1.1" => b"HTTP/1.1",
+                        _ => b"HTTP/1.0",
+                    },
+                };
+                s.cur.clear();
+                s.cur.extend_from_slice(v);
+                Some(Val::Str)
+            }
+            Fetch::CurTimeout { tunnel } => {
+                let own = ctx.vars.and_then(|v| {
+                    let i = &v.try_borrow().ok()?.info;
+                    if *tunnel {
+                        i.timeout_tunnel
+                    } else {
+                        i.timeout_server
+                    }
+                });
+                if let Some(t) = own {
+                    return Some(Val::Int(i64::from(t)));
+                }
+                let what = if *tunnel {
+                    super::Count::BeTunnelTimeout
+                } else {
+                    super::Count::BeServerTimeout
+                };
+                Some(Val::Int(super::count(what, ctx.be?, None)?))
             }
             Fetch::SoName => {
                 let name = ctx.vars?.try_borrow().ok()?.so_name.clone()?;
@@ -897,6 +1104,17 @@ impl Fetch {
         f: &mut dyn FnMut(Val, &mut Scratch) -> bool,
     ) -> Option<bool> {
         match self {
+            // In an ACL: each group of the authenticated user.
+            Fetch::HttpAuthGroup(l) => {
+                let Some((list, i)) = auth_user(ctx, l) else {
+                    return Some(false);
+                };
+                Some(list.users[i].groups.iter().any(|g| {
+                    s.cur.clear();
+                    s.cur.extend_from_slice(g.as_bytes());
+                    f(Val::Str, s)
+                }))
+            }
             Fetch::Hdr {
                 name,
                 occ: Occ::Default,

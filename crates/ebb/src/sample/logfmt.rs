@@ -348,12 +348,12 @@ fn render_alias(a: Alias, ctx: &Ctx<'_>, out: &mut Vec<u8>) {
             let _ = write!(out, "{}", ctx.src.port());
         }
         Alias::FrontIp => {
-            if let Some(d) = (ctx.dst)() {
+            if let Some(d) = ctx.dst_addr() {
                 let _ = write!(out, "{}", d.ip());
             }
         }
         Alias::FrontPort => {
-            if let Some(d) = (ctx.dst)() {
+            if let Some(d) = ctx.dst_addr() {
                 let _ = write!(out, "{}", d.port());
             }
         }

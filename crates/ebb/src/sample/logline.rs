@@ -1003,6 +1003,7 @@ mod tests {
             res: None,
             vars: e.vars,
             payload: None,
+            res_body: None,
             stk: None,
         };
         let mut out = Vec::new();
@@ -1131,10 +1132,12 @@ mod tests {
             req: Some(super::super::Req {
                 buf: raw,
                 head: &head,
+                body: b"",
             }),
             res: None,
             vars: Some(&vars),
             payload: None,
+            res_body: None,
             stk: None,
         };
         let caps = [

@@ -20,10 +20,13 @@
 //! the way live in two per-thread scratch buffers that keep their capacity,
 //! so a warm evaluation allocates nothing unless a value outgrows them.
 
+pub mod auth;
 mod conv;
+pub(crate) use conv::{websocket_accept, websocket_key};
 mod fetch;
 mod fix;
 pub mod hash;
+mod jsonq;
 mod logfmt;
 pub mod logline;
 pub(crate) mod map;
@@ -54,6 +57,11 @@ pub enum Count {
     BeConn,
     /// Connections established on a server.
     SrvConn,
+    /// The configured `timeout server`, `timeout tunnel` of a backend and
+    /// `timeout client` of a frontend, in ms (0 when unset).
+    BeServerTimeout,
+    BeTunnelTimeout,
+    FeClientTimeout,
 }
 
 /// Answers a [`Count`] for a proxy name (and a server name for
@@ -125,6 +133,9 @@ pub enum Scope {
 pub struct Req<'a> {
     pub buf: &'a [u8],
     pub head: &'a RequestHead,
+    /// The part of the body received so far (`req.body`), de-chunked;
+    /// empty when none arrived or none was waited for.
+    pub body: &'a [u8],
 }
 
 /// The response a sample may read.
@@ -196,6 +207,21 @@ pub struct Ctx<'a> {
     pub stk: Option<&'a crate::table::Stk>,
     /// TCP mode: the request's first bytes (`None` in HTTP mode).
     pub payload: Option<Payload<'a>>,
+    /// What arrived of the response's body (`res.body`), de-chunked, and
+    /// its announced size (`res.body_size`); `None` when none was waited
+    /// for (`http-response wait-for-body`).
+    pub res_body: Option<(&'a [u8], u64)>,
+}
+
+impl Ctx<'_> {
+    /// The destination the stream has: the one an `http-request set-dst`
+    /// or `set-dst-port` gave it, else the connection's.
+    pub fn dst_addr(&self) -> Option<SocketAddr> {
+        let set = self
+            .vars
+            .and_then(|v| v.try_borrow().ok().and_then(|v| v.info.dst));
+        set.or_else(|| (self.dst)())
+    }
 }
 
 /// A sample's type (HAProxy's SMP_T_*; IPv4 and IPv6 are one type here).
@@ -456,6 +482,15 @@ impl Expr {
             v = c.apply(v, ctx, s)?;
         }
         Some(v)
+    }
+
+    /// Evaluates the expression as an integer (HAProxy's
+    /// sample_fetch_as_type to SINT).
+    pub fn eval_int(&self, ctx: &Ctx<'_>) -> Option<i64> {
+        with_scratch(|s| match cast(self.eval(ctx, s)?, Type::Int, s)? {
+            Val::Int(i) => Some(i),
+            _ => None,
+        })
     }
 
     /// Evaluates and appends the value as text; returns whether a value

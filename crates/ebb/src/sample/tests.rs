@@ -40,11 +40,16 @@ fn with_ctx<R>(raw: &str, res: Option<&str>, f: impl FnOnce(&Ctx<'_>) -> R) -> R
         srv: Some("s1"),
         tls: false,
         sni: None,
-        req: Some(Req { buf, head: &head }),
+        req: Some(Req {
+            buf,
+            head: &head,
+            body: b"",
+        }),
         res: resp,
         vars: None,
         stk: None,
         payload: None,
+        res_body: None,
     };
     f(&ctx)
 }
@@ -182,11 +187,13 @@ fn json_matches_haproxy() {
         req: Some(Req {
             buf: b"",
             head: &ctx_head,
+            body: b"",
         }),
         res: None,
         vars: None,
         stk: None,
         payload: None,
+        res_body: None,
     };
     let v = c.apply(Val::Str, &ctx, &mut s).unwrap();
     assert_eq!(v, Val::Str);

@@ -175,6 +175,9 @@ pub struct VarStore {
     /// (`accept-proxy`; empty for v1); `None` without a header
     /// (`fc_rcvd_proxy`, `fc_pp_authority`, `fc_pp_unique_id`).
     pub pp_tlvs: Option<std::sync::Arc<[crate::proxyproto::Tlv]>>,
+    /// The connection's place on its listener's statistics (`option
+    /// socket-stats`), released with the connection.
+    pub listener: Option<crate::proxy::ListenerGuard>,
     /// `capture request|response header` values of the exchange.
     pub req_caps: Vec<Option<Vec<u8>>>,
     pub res_caps: Vec<Option<Vec<u8>>>,
@@ -183,6 +186,10 @@ pub struct VarStore {
     /// When the previous exchange of the connection was logged (`%Ti`
     /// counts the idle time from there).
     pub last_log: Option<std::time::SystemTime>,
+    /// The request line as received (`capture.req.method`,
+    /// `capture.req.uri`, `capture.req.ver`: readable in response rules
+    /// too); kept from one request to the next for its capacity.
+    pub req_line: Vec<u8>,
 }
 
 /// Facts of one exchange the log line reports (HAProxy keeps them in its
@@ -236,6 +243,14 @@ pub struct TxnInfo {
     pub cache: CacheFacts,
     /// The cache that answered (`res.cache_hit`, `res.cache_name`).
     pub cache_hit: Option<std::sync::Arc<str>>,
+    /// The stream's destination as `http-request set-dst`/`set-dst-port`
+    /// left it (`None`: the connection's); the next request starts from
+    /// the connection's again, as HAProxy's streams do.
+    pub dst: Option<std::net::SocketAddr>,
+    /// `http-request set-timeout server|tunnel`: this exchange's own, in
+    /// ms (0: none, as HAProxy's eternity).
+    pub timeout_server: Option<u32>,
+    pub timeout_tunnel: Option<u32>,
 }
 
 /// HAProxy's cache flags and keys of a transaction (`txn->cache_hash`,
@@ -376,6 +391,7 @@ pub fn run_global(actions: &[VarAction]) {
         vars: Some(&store),
         stk: None,
         payload: None,
+        res_body: None,
     };
     for a in actions {
         a.run(&ctx);

@@ -30,8 +30,9 @@ pub enum Service {
         authz: Option<Vec<u8>>,
         admin: bool,
     },
-    /// `http-request use-service prometheus-exporter`.
-    Prometheus,
+    /// `http-request use-service prometheus-exporter`: the request's
+    /// target (its query string selects the metrics).
+    Prometheus { uri: Vec<u8> },
 }
 
 impl Service {
@@ -44,7 +45,7 @@ impl Service {
                 authz,
                 admin,
             } => stats::page(&rt, &path, authz.as_deref(), admin),
-            Service::Prometheus => metrics::answer(),
+            Service::Prometheus { uri } => metrics::answer(&uri),
         }
     }
 }

@@ -27,6 +27,8 @@ pub enum Kind {
     Frontend,
     Backend,
     Server,
+    /// A listener of a frontend with `option socket-stats`.
+    Listener,
 }
 
 impl Kind {
@@ -36,6 +38,7 @@ impl Kind {
             Kind::Frontend => 0,
             Kind::Backend => 1,
             Kind::Server => 2,
+            Kind::Listener => 3,
         }
     }
 }
@@ -104,6 +107,16 @@ pub struct Row {
     /// open connections, open streams, total connections, total streams
     /// (what ebb counts; the frame counters stay empty).
     pub h2: [Option<u64>; 4],
+    /// The proxy's `mode` (`http` or `tcp`).
+    pub mode: &'static str,
+    /// Servers: `srv_icur` (idle connections now), `src_ilim`
+    /// (`pool-max-conn`), `throttle` (slowstart percentage).
+    pub icur: Option<u64>,
+    pub ilim: Option<u64>,
+    pub throttle: Option<u64>,
+    /// Backends and servers: the health check's `chkdown` and `lastchg`
+    /// of a backend are its own (see [`crate::backend::Farm::note_state`]).
+    pub has_servers: bool,
 }
 
 impl Row {
@@ -164,6 +177,11 @@ impl Row {
             algo: String::new(),
             uweight: None,
             h2: [None; 4],
+            mode: "http",
+            icur: None,
+            ilim: None,
+            throttle: None,
+            has_servers: false,
         }
     }
 }
@@ -258,6 +276,7 @@ fn ld(a: &std::sync::atomic::AtomicU64) -> u64 {
 
 fn fe_row(i: usize, fe: &FrontendRt) -> Row {
     let mut r = Row::new(&fe.name, "FRONTEND", Kind::Frontend, i, 0);
+    r.mode = if fe.l4.tcp_mode { "tcp" } else { "http" };
     r.scur = u64::from(fe.cur_conns());
     r.slim = fe.maxconn.map(u64::from);
     r.stot = ld(&fe.sessions);
@@ -309,6 +328,15 @@ fn srv_row(i: usize, farm: &Farm, s: &ServerRt) -> Row {
     r.smax = Some(u64::from(s.ext.smax.load(Ordering::Relaxed)));
     r.uweight = Some(u64::from(s.weight.load(Ordering::Relaxed)));
     r.addr = s.addr().map(|a| a.to_string()).unwrap_or_default();
+    r.icur = Some(u64::from(s.idle_count()));
+    r.ilim = s.opts.pool_max_conn.map(u64::from);
+    if s.opts.slowstart.is_some() && s.usable() {
+        let w = u64::from(s.weight.load(Ordering::Relaxed));
+        let e = u64::from(s.effective_weight());
+        if w > 0 && e < w {
+            r.throttle = Some(e * 100 / w);
+        }
+    }
     let (lastchg, down) = s.ext.ages();
     r.lastchg = Some(lastchg);
     if s.opts.check {
@@ -355,8 +383,33 @@ fn srv_row(i: usize, farm: &Farm, s: &ServerRt) -> Row {
     r
 }
 
+/// A listener's row (`option socket-stats`): HAProxy's `sock-N` lines.
+fn li_row(i: usize, fe: &FrontendRt, l: &crate::proxy::ListenerStats, global_full: bool) -> Row {
+    let mut r = Row::new(&fe.name, &l.name, Kind::Listener, i, l.luid);
+    r.mode = if fe.l4.tcp_mode { "tcp" } else { "http" };
+    let cur = l.cur.load(Ordering::Relaxed);
+    r.scur = u64::from(cur);
+    r.smax = Some(u64::from(l.max.load(Ordering::Relaxed)));
+    // A listener's limit is its frontend's maxconn (no `maxconn` on
+    // bind lines in ebb).
+    r.slim = fe.maxconn.map(u64::from);
+    r.stot = ld(&l.total);
+    // HAProxy's listener states: FULL at its limit, WAITING while held
+    // back by a process-wide limit, else OPEN.
+    r.status = if fe.maxconn.is_some_and(|m| cur >= m) {
+        "FULL"
+    } else if global_full {
+        "WAITING"
+    } else {
+        "OPEN"
+    }
+    .into();
+    r
+}
+
 fn be_row(i: usize, be: &BackendRt) -> Row {
     let mut r = Row::new(&be.name, "BACKEND", Kind::Backend, i, 0);
+    r.mode = if be.l4.tcp_mode { "tcp" } else { "http" };
     let h = &be.h2;
     r.h2 = [
         Some(ld(&h.open_conns)),
@@ -396,6 +449,13 @@ fn be_row(i: usize, be: &BackendRt) -> Row {
                 }
             }
             r.qtime_out += ld(&f.counters.queue_timeouts);
+            let (lastchg, down) = f.be_ext.ages();
+            r.lastchg = Some(lastchg);
+            r.chkdown = Some(ld(&f.be_ext.chkdown));
+            if !f.servers.is_empty() {
+                r.has_servers = true;
+                r.downtime = Some(down);
+            }
             r.smax = Some(peak(format!("be/{}/c", be.name), r.scur));
             r.algo = algo_name(&f.balance).to_string();
             r.uweight = Some(w);
@@ -420,9 +480,14 @@ fn be_row(i: usize, be: &BackendRt) -> Row {
 pub fn rows(c: &Compiled, only: Option<&str>) -> Vec<Row> {
     let mut out = Vec::new();
     let keep = |n: &str| only.is_none_or(|o| o == n);
+    let global_full = crate::registry::Process::global()
+        .is_some_and(|p| p.shared.actconn.load(Ordering::Relaxed) >= p.shared.maxconn);
     for fe in &c.frontends {
         if keep(&fe.name) {
             out.push(fe_row(fe.uuid, fe));
+            for l in &fe.listeners {
+                out.push(li_row(fe.uuid, fe, l, global_full));
+            }
         }
     }
     for be in &c.backends {
@@ -431,10 +496,32 @@ pub fn rows(c: &Compiled, only: Option<&str>) -> Vec<Row> {
         }
         if let BackendKind::Servers(sv) = &be.kind {
             for s in &sv.farm.servers {
-                out.push(srv_row(be.uuid, &sv.farm, s));
+                let mut r = srv_row(be.uuid, &sv.farm, s);
+                r.mode = if be.l4.tcp_mode { "tcp" } else { "http" };
+                out.push(r);
             }
         }
         out.push(be_row(be.uuid, be));
+    }
+    for b in &c.bare_backends {
+        if keep(&b.name) {
+            let mut r = Row::new(&b.name, "BACKEND", Kind::Backend, b.uuid, 0);
+            r.mode = if b.tcp_mode { "tcp" } else { "http" };
+            r.status = "UP".into();
+            r.req_tot = Some(0);
+            r.smax = Some(0);
+            r.weight = Some(0);
+            r.uweight = Some(0);
+            r.act = Some(0);
+            r.bck = Some(0);
+            r.lbtot = Some(0);
+            r.chkdown = Some(0);
+            // Nothing changes its state: the last change is the start.
+            r.lastchg = crate::registry::Process::global()
+                .and_then(|p| p.start.elapsed().ok())
+                .map(|d| d.as_secs());
+            out.push(r);
+        }
     }
     out
 }
@@ -620,6 +707,21 @@ pub fn values(r: &Row) -> Vec<Option<Val>> {
     let st = |x: &str| Some(Val::Str(x.to_string()));
     v[0] = st(&r.pxname);
     v[1] = st(&r.svname);
+    if r.kind == Kind::Listener {
+        // What ebb counts per listener; the other counters of HAProxy's
+        // listener rows (bytes, denials, errors) stay empty.
+        v[4] = u(r.scur);
+        v[5] = r.smax.map(Val::U);
+        v[6] = r.slim.map(Val::U);
+        v[7] = u(r.stot);
+        v[17] = st(&r.status);
+        v[26] = u(1);
+        v[27] = u(r.iid as u64);
+        v[28] = u(r.sid as u64);
+        v[32] = u(3);
+        v[75] = st(r.mode);
+        return v;
+    }
     if !fe {
         v[2] = u(r.qcur);
     }
@@ -673,6 +775,11 @@ pub fn values(r: &Row) -> Vec<Option<Val>> {
     if fe {
         v[46] = u(r.req_rate);
         v[47] = u(r.req_rate_max);
+        // Every accepted connection is a session in ebb: HAProxy's
+        // connection columns are the session ones.
+        v[77] = u(r.rate);
+        v[78] = u(r.rate_max);
+        v[79] = u(r.stot);
     }
     v[48] = r.req_tot.map(Val::U);
     if !r.last_chk.is_empty() {
@@ -697,12 +804,17 @@ pub fn values(r: &Row) -> Vec<Option<Val>> {
     if !r.addr.is_empty() {
         v[73] = st(&r.addr);
     }
-    v[75] = st("http");
+    v[75] = st(r.mode);
     if !r.algo.is_empty() {
         v[76] = st(&r.algo);
     }
     if sv || be {
         v[99] = r.uweight.map(Val::U);
+    }
+    if sv {
+        v[29] = r.throttle.map(Val::U);
+        v[88] = r.icur.map(Val::U);
+        v[89] = r.ilim.map(Val::U);
     }
     // `h2_open_connections` is the 13th field of the modules' (after the
     // ssl module's three and nine h2 frame counters).
@@ -738,6 +850,7 @@ fn obj_letter(k: Kind) -> char {
         Kind::Frontend => 'F',
         Kind::Backend => 'B',
         Kind::Server => 'S',
+        Kind::Listener => 'L',
     }
 }
 
@@ -832,6 +945,7 @@ pub fn json(rows: &[Row]) -> String {
             Kind::Frontend => "Frontend",
             Kind::Backend => "Backend",
             Kind::Server => "Server",
+            Kind::Listener => "Listener",
         };
         let mut fields = Vec::new();
         for (i, x) in values(r).into_iter().enumerate() {
@@ -872,6 +986,7 @@ impl Filter {
                 Kind::Frontend => 1,
                 Kind::Backend => 2,
                 Kind::Server => 4,
+                Kind::Listener => 8,
             };
             if t & bit == 0 {
                 return false;
@@ -1191,7 +1306,7 @@ pub fn html(rows: &[Row], info: &PageInfo<'_>, o: PageOpts) -> String {
             s.push_str("</tr>\n");
         }
         let class = match (r.kind, r.status.as_str()) {
-            (Kind::Frontend, _) => "fe up",
+            (Kind::Frontend | Kind::Listener, _) => "fe up",
             (Kind::Backend, "UP") => "be up",
             (Kind::Backend, _) => "be down",
             (_, "UP") => "srv up",

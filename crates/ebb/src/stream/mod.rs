@@ -35,7 +35,7 @@ use std::sync::{Arc, Mutex};
 use sched::{Ctx, Reasons, Status, TaskletId, Tick};
 
 use crate::config::HttpRequestAction;
-use crate::http1::{Drain, Method, TargetForm, CONNECT_ALLOW};
+use crate::http1::{BodyFraming, Drain, Method, TargetForm, CONNECT_ALLOW};
 use crate::mux::h1::client::{dst_of, Body, In, LogFacts};
 use crate::mux::h1::server::ServerSide;
 use crate::mux::h1::Exchange;
@@ -72,6 +72,104 @@ enum Wait {
     Page(Rc<RefCell<Option<crate::serve::Answer>>>),
     /// A proxied exchange is under way (`up` holds its server side).
     Proxy,
+    /// The rules wait for the request's body (`option
+    /// http-buffer-request`, `http-request wait-for-body`); the head and
+    /// what arrived of the body stay in the buffer.
+    Body(Box<BodyWait>),
+}
+
+/// Where the request's rules go on once its body is there.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Resume {
+    /// From the start (a new request).
+    Start,
+    /// The frontend's `http-request` rules from this one.
+    Fe(usize),
+    /// Backend `.0` chosen: its `http-request` rules from this one, or
+    /// (`None`) its content rules first (its `option
+    /// http-buffer-request`).
+    Be(usize, Option<usize>),
+}
+
+/// A request whose rules wait for its body: where they go on, what the
+/// rules before left, and until when they wait (HAProxy's
+/// http_wait_for_msg_body).
+struct BodyWait {
+    at: Resume,
+    edited: Option<Box<crate::rewrite::Edited>>,
+    cache_hit: Option<crate::httpcache::Hit>,
+    /// Enough once this many bytes arrived (0: the whole body).
+    at_least: u64,
+    /// The bound on the wait (`time`, `timeout http-request`); `None`:
+    /// only the client's read timeout.
+    time_ms: Option<u32>,
+    deadline: Tick,
+    /// `timeout client` since the last byte read.
+    read_deadline: Tick,
+    /// Bytes in the buffer when last looked at.
+    seen: usize,
+}
+
+/// What of a message's body framed by `framing` is in `after` (the bytes
+/// after its head): a chunked body is de-chunked into `decoded`. A
+/// broken chunked body counts as complete: the forwarding path answers
+/// it.
+pub(super) fn body_in(after: &[u8], framing: BodyFraming, decoded: &mut Vec<u8>) -> BodyNow {
+    let mut b = BodyNow::default();
+    match framing {
+        BodyFraming::ContentLength(n) => {
+            b.have = n.min(after.len() as u64);
+            b.complete = b.have >= n;
+        }
+        BodyFraming::Chunked => {
+            decoded.clear();
+            let mut d = crate::http1::ChunkedDecoder::default();
+            b.complete = d
+                .decode_to_vec(after, decoded)
+                .map_or(true, |(_, done)| done);
+            b.have = decoded.len() as u64;
+            b.decoded = true;
+        }
+        BodyFraming::None => b.complete = true,
+        // Complete when the sender closes (the caller knows).
+        BodyFraming::UntilClose => b.have = after.len() as u64,
+    }
+    b
+}
+
+/// What of a message's body is in its buffer.
+#[derive(Clone, Copy, Debug, Default)]
+pub(super) struct BodyNow {
+    /// All of it (or the message has none).
+    pub(super) complete: bool,
+    /// The buffer is full: no more can come before some leaves.
+    pub(super) full: bool,
+    /// The sender closed its side.
+    pub(super) closed: bool,
+    /// Body bytes there (de-chunked).
+    pub(super) have: u64,
+    /// The bytes are in a buffer of their own (a chunked body,
+    /// de-chunked), not in the read buffer after the head.
+    pub(super) decoded: bool,
+}
+
+impl BodyNow {
+    /// Whether a wait for the body (`at_least` bytes of it, 0: all) is
+    /// over.
+    pub(super) fn enough(&self, at_least: u64) -> bool {
+        self.complete || self.full || self.closed || (at_least > 0 && self.have >= at_least)
+    }
+
+    /// The body bytes there: in the read buffer `buf` after the head, or
+    /// de-chunked in the stream's buffer.
+    pub(super) fn data<'a>(&self, decoded: &'a [u8], buf: &'a [u8], head_len: usize) -> &'a [u8] {
+        if self.decoded {
+            return decoded;
+        }
+        let from = head_len.min(buf.len());
+        let to = from.saturating_add(self.have as usize).min(buf.len());
+        &buf[from..to]
+    }
 }
 
 /// One exchange at a time of a client connection (reused for the next).
@@ -94,9 +192,13 @@ pub struct Stream {
     /// proxied request; every server socket of this client is registered
     /// with it.
     side_task: Option<TaskletId>,
-    /// An idle server connection kept for this client's next request:
-    /// (server, socket), still registered with `side_task`.
-    attached: Option<(Arc<crate::backend::ServerRt>, Transport)>,
+    /// An idle server connection private to this client, kept for its
+    /// next request, still registered with `side_task`.
+    attached: Option<proxy::Attached>,
+    /// This client's place in the idle pool: its last server connection,
+    /// idle, still registered with `side_task` unless another request
+    /// took it ([`crate::backend::pool`]).
+    parked: Option<crate::backend::pool::Parked>,
     /// The PROXY header the attached server connection began with: one
     /// that would differ for the next request (another unique id) is not
     /// reused, as HAProxy keys connections by their header.
@@ -111,6 +213,17 @@ pub struct Stream {
     /// The server name the log gives an answer ebb built itself for a
     /// backend (`<CACHE>` for a cache's; `<files>` when none).
     local_server: Option<&'static str>,
+    /// The termination state the log gives such an answer (`--` when
+    /// none): `cD` for a body that did not come in time.
+    local_term: Option<&'static str>,
+    /// What of the request's body is there, and a chunked one de-chunked
+    /// (`req.body`).
+    body_now: BodyNow,
+    body_buf: Vec<u8>,
+    /// When the current request's rules started waiting on its body.
+    body_wait_start: Tick,
+    /// The backend whose stats page is being built.
+    page_backend: Option<usize>,
 }
 
 /// A cached file is a body the client side can send.
@@ -159,6 +272,7 @@ impl Exchange for Stream {
     fn step(&mut self, c: &mut H1, ctx: &mut Ctx) -> bool {
         match std::mem::take(&mut self.wait) {
             Wait::None => false,
+            Wait::Body(w) => self.body_step(c, ctx, w),
             Wait::Proxy => {
                 self.wait = Wait::Proxy;
                 self.proxy_step(c, ctx)
@@ -193,7 +307,11 @@ impl Exchange for Stream {
                     self.fields.push(n.as_bytes(), v.as_bytes());
                 }
                 self.reply(c, a.status, &[], &a.body);
-                self.finish_request(c, ctx, a.status, None, 0);
+                let be = self.page_backend.take();
+                if be.is_some() {
+                    self.local_server = Some("<STATS>");
+                }
+                self.finish_request(c, ctx, a.status, be, 0);
                 true
             }
         }
@@ -204,6 +322,9 @@ impl Exchange for Stream {
     }
 
     fn deadline(&self) -> Option<Tick> {
+        if let Wait::Body(w) = &self.wait {
+            return Some(sched::ticks::first(w.deadline, w.read_deadline));
+        }
         // A compressed body's owed flush (`proxy::FLUSH_DELAY`, either
         // way) is a date too.
         self.up.as_ref().map(|u| {
@@ -221,8 +342,18 @@ impl Exchange for Stream {
     fn on_timer(&mut self, c: &mut H1, ctx: &mut Ctx) -> bool {
         // A connect the server side's tasklet saw complete moves the
         // exchange's deadline on (it did not wake us for it).
-        self.sync_side(c, ctx);
         let now = ctx.now();
+        if let Wait::Body(w) = &self.wait {
+            let d = sched::ticks::first(w.deadline, w.read_deadline);
+            if !sched::ticks::is_expired(d, now) {
+                return false;
+            }
+            let at = w.at;
+            self.wait = Wait::None;
+            self.body_timeout(c, ctx, at);
+            return true;
+        }
+        self.sync_side(c, ctx);
         let expired = self
             .up
             .as_ref()
@@ -248,9 +379,7 @@ impl Exchange for Stream {
         if self.up.is_some() {
             self.proxy_client_gone(c, ctx);
         }
-        if let Some((srv, st)) = self.attached.take() {
-            self.detach_to_pool(c, ctx, srv, st);
-        }
+        self.release_idle(c, ctx);
         if let Some(t) = self.side_task.take() {
             ctx.kill_tasklet(t);
         }
@@ -258,10 +387,92 @@ impl Exchange for Stream {
 }
 
 impl Stream {
-    /// Runs one proxy's `http-request` rules in order on the request as
-    /// it is now (`st`: rewriting rules change it, `crate::rewrite`); the
-    /// first final action that holds decides the answer. `be` names the
-    /// backend whose rules these are (`None`: the frontend's).
+    /// Looks at what of the request's body is in the read buffer
+    /// ([`BodyNow`]); a chunked body is de-chunked into `body_buf`.
+    fn scan_body(&mut self, c: &H1) {
+        let buf = &c.rbuf[c.rstart..c.rend];
+        let after = buf.get(c.head.head_len..).unwrap_or(&[]);
+        let mut b = body_in(after, c.head.framing, &mut self.body_buf);
+        b.closed = c.eof;
+        b.full = !c.rbuf.is_empty() && c.rend - c.rstart >= c.rbuf.len();
+        self.body_now = b;
+    }
+
+    /// The rules wait for the body (`Act::WaitBody`): HAProxy's
+    /// http_wait_for_msg_body. An `Expect: 100-continue` client is told
+    /// to send it.
+    fn wait_body(&mut self, c: &mut H1, ctx: &mut Ctx, mut w: Box<BodyWait>) {
+        let now = ctx.now();
+        w.deadline = match w.time_ms {
+            Some(t) => sched::ticks::add(self.body_wait_start, t),
+            None => sched::ticks::ETERNITY,
+        };
+        w.read_deadline = sched::ticks::add(now, c.fe.timeouts.client);
+        w.seen = c.rend - c.rstart;
+        if c.head.expect_continue && !self.body_now.closed && self.body_now.have == 0 {
+            c.wbuf.extend_from_slice(b"HTTP/1.1 100 Continue\r\n\r\n");
+        }
+        c.input = In::Stream;
+        self.wait = Wait::Body(w);
+    }
+
+    /// More of the body may have come: go on with the rules once enough
+    /// is there (or the client closed, or the buffer is full).
+    fn body_step(&mut self, c: &mut H1, ctx: &mut Ctx, mut w: Box<BodyWait>) -> bool {
+        let n = c.rend - c.rstart;
+        if n != w.seen {
+            w.seen = n;
+            w.read_deadline = sched::ticks::add(ctx.now(), c.fe.timeouts.client);
+        }
+        self.scan_body(c);
+        if !self.body_now.enough(w.at_least) {
+            self.wait = Wait::Body(w);
+            return false;
+        }
+        let at = w.at;
+        let act = self.decide_from(c, at, Some(w));
+        if let (true, Act::Proxy(bi, _)) = (self.body_now.closed, &act) {
+            // The client left before its whole request came: no server is
+            // asked (HAProxy logs the backend, no server, `CR`).
+            let bi = *bi;
+            self.keep_alive = false;
+            c.closing = true;
+            self.local_server = Some("<NOSRV>");
+            self.local_term = Some("CR");
+            let be = c.fe.backends.get(bi).cloned();
+            crate::proxy::count_request(&c.fe, be.as_deref(), 0, 0);
+            self.end_exchange(c, ctx, 0, Some(bi), 0, false);
+            return true;
+        }
+        self.dispatch(c, ctx, act);
+        true
+    }
+
+    /// The body did not come in time: 408 and close (HAProxy's
+    /// `cD` termination, the request counted as failed).
+    fn body_timeout(&mut self, c: &mut H1, ctx: &mut Ctx, at: Resume) {
+        let fe = Arc::clone(&c.fe);
+        let bi = match at {
+            Resume::Be(b, _) => Some(b),
+            _ => None,
+        };
+        let be_name = bi.and_then(|b| fe.backends.get(b)).map(|b| b.name.clone());
+        self.keep_alive = false;
+        c.closing = true;
+        self.resp_start = c.wbuf.len();
+        self.error_answer(c, &fe, 408, false, be_name.as_deref());
+        self.local_server = Some("<NOSRV>");
+        self.local_term = Some("cD");
+        self.finish_request(c, ctx, 408, bi, 0);
+    }
+
+    /// Runs one proxy's `http-request` rules in order, from rule `from`,
+    /// on the request as it is now (`st`: rewriting rules change it,
+    /// `crate::rewrite`); the first final action that holds decides the
+    /// answer. `be` names the backend whose rules these are (`None`: the
+    /// frontend's). A `wait-for-body` rule whose body is not there yet
+    /// stops the run: [`Act::WaitBody`] says where to go on.
+    #[allow(clippy::too_many_arguments)]
     fn request_rules(
         &self,
         c: &H1,
@@ -270,8 +481,13 @@ impl Stream {
         base: &ReqView<'_>,
         st: &mut crate::rewrite::ReqState<'_>,
         be: Option<usize>,
+        from: usize,
+        body: &BodyNow,
     ) -> Option<Act> {
-        let i = match crate::rewrite::run_request(rules, matcher, base, st, &c.w.limits) {
+        let ready = |w: &crate::config::WaitForBody| body.enough(w.at_least);
+        let r =
+            crate::rewrite::run_request_from(rules, matcher, base, st, &c.w.limits, from, &ready);
+        let i = match r {
             Ok(Some(i)) => i,
             Ok(None) => return None,
             Err(_) => return Some(Act::Error(500)),
@@ -290,6 +506,36 @@ impl Stream {
             }
             HttpRequestAction::Deny { status } => Act::Deny(*status),
             HttpRequestAction::Tarpit { status } => Act::Tarpit(*status),
+            HttpRequestAction::Auth { realm } => {
+                // HAProxy: the realm is the rule's proxy's name by default.
+                let r = match (realm, be) {
+                    (Some(r), _) => r.clone(),
+                    (None, Some(b)) => {
+                        c.fe.backends
+                            .get(b)
+                            .map_or_else(String::new, |b| b.name.clone())
+                    }
+                    (None, None) => c.fe.name.clone(),
+                };
+                Act::Auth(be, r)
+            }
+            HttpRequestAction::WaitForBody(w) => {
+                let at = match be {
+                    Some(b) => Resume::Be(b, Some(i)),
+                    None => Resume::Fe(i),
+                };
+                Act::WaitBody(Box::new(BodyWait {
+                    at,
+                    edited: st.edited.take(),
+                    cache_hit: st.cache_hit.take(),
+                    at_least: w.at_least,
+                    time_ms: Some(w.time_ms),
+                    deadline: 0,
+                    read_deadline: 0,
+                    seen: 0,
+                }))
+            }
+            HttpRequestAction::Reject => Act::Reject(false, be),
             _ => Act::Service,
         })
     }
@@ -297,56 +543,111 @@ impl Stream {
     /// Decides what answers the request in `head` (reading the buffer and
     /// the rules, changing nothing).
     fn decide(&self, c: &H1) -> Act {
+        self.decide_from(c, Resume::Start, None)
+    }
+
+    /// [`Stream::decide`] from a point where the rules waited for the
+    /// body (`resume`, with what the rules before it left).
+    fn decide_from(&self, c: &H1, at: Resume, left: Option<Box<BodyWait>>) -> Act {
         let buf = &c.rbuf[c.rstart..c.rend];
         let fe = &c.fe;
-        if c.head.target_form == TargetForm::Asterisk {
-            return Act::Options;
-        }
-        if c.head.method == Method::Connect {
-            return Act::Connect;
+        let body = self.body_now;
+        let mut st = crate::rewrite::ReqState::new(crate::sample::Req {
+            buf,
+            head: &c.head,
+            body: body.data(&self.body_buf, buf, c.head.head_len),
+        });
+        if let Some(l) = left {
+            let l = *l;
+            st.edited = l.edited;
+            st.cache_hit = l.cache_hit;
         }
         let tr = &c.tr;
         let dst = dst_of(tr, c.dst);
         let base = sample_ctx(tr, c.peer, &fe.name, &dst, &c.vars, &c.stk);
-        let mut st = crate::rewrite::ReqState::new(crate::sample::Req { buf, head: &c.head });
-        let received = ReqView {
-            req: Some(st.req()),
-            ..base
+        let wait_here = |at: Resume, time_ms: Option<u32>| {
+            Act::WaitBody(Box::new(BodyWait {
+                at,
+                edited: None,
+                cache_hit: None,
+                at_least: 0,
+                time_ms,
+                deadline: 0,
+                read_deadline: 0,
+                seen: 0,
+            }))
         };
-        // `monitor-uri`: before any rule (HAProxy's order). A URI from
-        // `/` is compared with the path, another with the whole target.
-        if let Some((uri, fail)) = &fe.monitor {
-            let target = if uri.starts_with('/') {
-                c.head.path.get(buf)
-            } else {
-                c.head.target.get(buf)
-            };
-            if target == uri.as_bytes() {
-                let failed = fail.iter().any(|f| fe.matcher.holds(Some(f), &received));
-                return Act::Monitor(failed);
+        let (fe_from, be_at) = match at {
+            Resume::Start => {
+                if c.head.target_form == TargetForm::Asterisk {
+                    return Act::Options;
+                }
+                if c.head.method == Method::Connect {
+                    return Act::Connect;
+                }
+                let received = ReqView {
+                    req: Some(st.req()),
+                    ..base
+                };
+                // `monitor-uri`: before any rule (HAProxy's order). A URI from
+                // `/` is compared with the path, another with the whole target.
+                if let Some((uri, fail)) = &fe.monitor {
+                    let target = if uri.starts_with('/') {
+                        c.head.path.get(buf)
+                    } else {
+                        c.head.target.get(buf)
+                    };
+                    if target == uri.as_bytes() {
+                        let failed = fail.iter().any(|f| fe.matcher.holds(Some(f), &received));
+                        return Act::Monitor(failed);
+                    }
+                }
+                crate::sample::logline::capture_headers(&fe.captures, false, &received);
+                // HAProxy runs `tcp-request content` rules before the HTTP ones.
+                if let Some(a) = content_rules(&fe.l4.content_rules, &fe.matcher, &received, None) {
+                    return a;
+                }
+                // `option http-buffer-request`: the body before the
+                // frontend's rules (HAProxy's http_wait_for_request_body,
+                // bounded by `timeout http-request`).
+                if fe.buffer_request && !body.enough(0) {
+                    return wait_here(Resume::Fe(0), Some(fe.timeouts.http_request));
+                }
+                (0, None)
             }
-        }
-        crate::sample::logline::capture_headers(&fe.captures, false, &received);
-        // HAProxy runs `tcp-request content` rules before the HTTP ones.
-        if let Some(a) = content_rules(&fe.l4.content_rules, &fe.matcher, &received, None) {
-            return a;
-        }
-        if let Some(a) = self.request_rules(c, &fe.http_request, &fe.matcher, &base, &mut st, None)
-        {
-            return a;
-        }
-        if let Some(a) = restrict_names(&mut st, fe.restrict_hdr_names, &c.w.limits) {
-            return a;
-        }
-        let view = ReqView {
-            req: Some(st.req()),
-            ..base
+            Resume::Fe(i) => (i, None),
+            Resume::Be(bi, j) => (0, Some((bi, j))),
         };
-        if let Some(a) = stats_act(fe.stats.as_ref(), &fe.matcher, &view) {
-            return a;
-        }
-        let Some(bi) = fe.choose_backend(&view) else {
-            return Act::NoBackend;
+        let bi = match be_at {
+            Some((bi, _)) => bi,
+            None => {
+                if let Some(a) = self.request_rules(
+                    c,
+                    &fe.http_request,
+                    &fe.matcher,
+                    &base,
+                    &mut st,
+                    None,
+                    fe_from,
+                    &body,
+                ) {
+                    return a;
+                }
+                if let Some(a) = restrict_names(&mut st, fe.restrict_hdr_names, &c.w.limits) {
+                    return a;
+                }
+                let view = ReqView {
+                    req: Some(st.req()),
+                    ..base
+                };
+                if let Some(a) = stats_act(fe.stats.as_ref(), &fe.matcher, &view, None) {
+                    return a;
+                }
+                let Some(bi) = fe.choose_backend(&view) else {
+                    return Act::NoBackend;
+                };
+                bi
+            }
         };
         let Some(backend) = c.fe.backends.get(bi) else {
             return Act::NoBackend;
@@ -355,16 +656,32 @@ impl Stream {
             be: Some(&backend.name),
             ..base
         };
-        // The backend's content rules, then its own http-request rules,
-        // come after the frontend's.
-        let view = ReqView {
-            req: Some(st.req()),
-            ..base
+        let be_from = match be_at {
+            Some((_, Some(j))) => j,
+            _ => {
+                // The backend's `option http-buffer-request` when the
+                // frontend did not wait: before the backend's rules.
+                if backend.buffer_request
+                    && !fe.buffer_request
+                    && !body.enough(0)
+                    && be_at.is_none()
+                {
+                    return wait_here(Resume::Be(bi, None), backend.http_request_ms);
+                }
+                // The backend's content rules, then its own http-request
+                // rules, come after the frontend's.
+                let view = ReqView {
+                    req: Some(st.req()),
+                    ..base
+                };
+                if let Some(a) =
+                    content_rules(&backend.l4.content_rules, &backend.matcher, &view, Some(bi))
+                {
+                    return a;
+                }
+                0
+            }
         };
-        if let Some(a) = content_rules(&backend.l4.content_rules, &backend.matcher, &view, Some(bi))
-        {
-            return a;
-        }
         if let Some(a) = self.request_rules(
             c,
             &backend.http_request,
@@ -372,6 +689,8 @@ impl Stream {
             &base,
             &mut st,
             Some(bi),
+            be_from,
+            &body,
         ) {
             return a;
         }
@@ -382,7 +701,7 @@ impl Stream {
             req: Some(st.req()),
             ..base
         };
-        if let Some(a) = stats_act(backend.stats.as_ref(), &backend.matcher, &view) {
+        if let Some(a) = stats_act(backend.stats.as_ref(), &backend.matcher, &view, Some(bi)) {
             return a;
         }
         // A `cache-use` rule found the answer: the cache answers instead of
@@ -415,7 +734,18 @@ impl Stream {
             .bytes_in
             .fetch_add(c.head.head_len as u64, std::sync::atomic::Ordering::Relaxed);
         self.resp_start = c.wbuf.len();
-        c.vars.get_mut().begin_request();
+        {
+            let v = c.vars.get_mut();
+            v.begin_request();
+            // The request line for the `capture.req.*` fetches.
+            let buf = &c.rbuf[c.rstart..c.rend];
+            let end = buf
+                .iter()
+                .position(|&b| b == b'\r' || b == b'\n')
+                .unwrap_or(0);
+            v.req_line.clear();
+            v.req_line.extend_from_slice(&buf[..end]);
+        }
         c.stk.begin(ctx.now());
         let mut keep_alive =
             crate::drain::keep_alive(c.head.keep_alive && c.fe.keep_alive, c.stopping);
@@ -432,10 +762,53 @@ impl Stream {
         }
         c.next_input = Some(next);
         self.keep_alive = keep_alive;
+        self.body_wait_start = ctx.now();
+        self.scan_body(c);
+        let act = self.decide(c);
+        self.dispatch(c, ctx, act);
+    }
+
+    /// Carries out the answer [`Stream::decide`] chose.
+    fn dispatch(&mut self, c: &mut H1, ctx: &mut Ctx, act: Act) {
+        let keep_alive = self.keep_alive;
         let version = c.head.version;
         let head_req = c.head.method == Method::Head;
         let fe = Arc::clone(&c.fe);
-        match self.decide(c) {
+        match act {
+            Act::WaitBody(w) => self.wait_body(c, ctx, w),
+            Act::Auth(bi, realm) => {
+                // HAProxy's http_action_auth: the proxy's 401 answer with
+                // `WWW-Authenticate`, the connection kept; an HTTP error
+                // for the trackers, logged `LR`.
+                c.stk.note_error();
+                let v = format!("Basic realm=\"{}\"", realm.replace(['"', '\\'], ""));
+                let hdr: [(&[u8], &[u8]); 1] = [(b"WWW-Authenticate", v.as_bytes())];
+                match fe.error_replies.iter().find(|(s, _)| *s == 401) {
+                    Some((_, p)) => {
+                        let be_name = bi.and_then(|b| fe.backends.get(b)).map(|b| b.name.clone());
+                        self.answer_prepared(c, &fe, p, keep_alive, be_name.as_deref(), &hdr);
+                    }
+                    None => match fe.errorfile(401) {
+                        // Sent as written, the field added after its
+                        // status line (HAProxy adds it to the answer).
+                        Some(raw) => {
+                            let at = raw
+                                .windows(2)
+                                .position(|w| w == b"\r\n")
+                                .map_or(raw.len(), |p| p + 2);
+                            c.wbuf.extend_from_slice(&raw[..at]);
+                            c.wbuf.extend_from_slice(b"WWW-Authenticate: ");
+                            c.wbuf.extend_from_slice(v.as_bytes());
+                            c.wbuf.extend_from_slice(b"\r\n");
+                            c.wbuf.extend_from_slice(&raw[at..]);
+                            c.closing = true;
+                        }
+                        None => c.error_response(401, keep_alive, version, head_req, &hdr),
+                    },
+                }
+                self.local_term = Some("LR");
+                self.finish_request(c, ctx, 401, bi, 0);
+            }
             Act::Monitor(failed) => {
                 // Not logged: HAProxy's monitor requests never are.
                 if failed {
@@ -493,12 +866,12 @@ impl Stream {
                         }
                         None => self.error_answer(c, &fe, st, keep_alive, be_name),
                     }
-                    self.finish_request(c, ctx, st, None, 0);
+                    self.finish_return(c, ctx, st, be);
                     return;
                 }
-                self.answer_prepared(c, &fe, p, keep_alive, be_name);
+                self.answer_prepared(c, &fe, p, keep_alive, be_name, &[]);
                 let st = p.status;
-                self.finish_request(c, ctx, st, None, 0);
+                self.finish_return(c, ctx, st, be);
             }
             Act::Connect => {
                 // No tunnel can be configured: CONNECT is refused, not
@@ -522,7 +895,10 @@ impl Stream {
                 // full load (HAProxy runs its stats applet niced the same
                 // way).
                 let svc = match act {
-                    Act::Stats(rt, admin) => {
+                    Act::Stats(rt, admin, be) => {
+                        // A backend's page: its `http-after-response`
+                        // rules run on it and the log names it.
+                        self.page_backend = be;
                         let buf = &c.rbuf[c.rstart..c.rend];
                         Service::Stats {
                             rt,
@@ -531,7 +907,12 @@ impl Stream {
                             admin,
                         }
                     }
-                    _ => Service::Prometheus,
+                    _ => {
+                        let buf = &c.rbuf[c.rstart..c.rend];
+                        Service::Prometheus {
+                            uri: c.head.path.get(buf).to_vec(),
+                        }
+                    }
                 };
                 let mut job = Some(svc);
                 let slot = Rc::new(std::cell::RefCell::new(None));
@@ -779,10 +1160,17 @@ impl Stream {
             // No response rule: the fields go out as they are.
             let rules = !backend.http_response.is_empty() || !c.fe.http_response.is_empty();
             let edited = rules.then(|| apply_edits(&c.fe, &backend, hdrs.to_vec(), status, &sctx));
+            if let Some((_, _, Some(d))) = edited {
+                // `http-response deny`: an answer of its own instead.
+                self.resp_start = c.wbuf.len();
+                let st = self.write_denied(c, &backend, d);
+                self.finish_request(c, ctx, st, Some(bi), 0);
+                return;
+            }
             logged = edited.as_ref().map_or(status, |e| e.1);
             self.fields.clear();
             match &edited {
-                Some((fields, _)) => {
+                Some((fields, _, _)) => {
                     for (n, val) in fields {
                         self.fields.push(n, val);
                     }
@@ -920,7 +1308,11 @@ impl Stream {
             let dst = dst_of(tr, c.dst);
             let buf = &c.rbuf[c.rstart..c.rend];
             let sctx = crate::sample::Ctx {
-                req: Some(crate::sample::Req { buf, head: &c.head }),
+                req: Some(crate::sample::Req {
+                    buf,
+                    head: &c.head,
+                    body: self.body_now.data(&self.body_buf, buf, c.head.head_len),
+                }),
                 be: Some(&backend.name),
                 ..sample_ctx(tr, c.peer, &c.fe.name, &dst, &c.vars, &c.stk)
             };
@@ -929,8 +1321,17 @@ impl Stream {
                 (&c.fe.http_response[..], &c.fe.matcher),
             ];
             crate::rewrite::rewrite_in_place(&sets, &sctx, &mut c.wbuf, self.resp_start)
-                .unwrap_or(status)
+                .unwrap_or((status, None))
         };
+        if let (_, Some(d)) = logged {
+            // `http-response deny`: the cached answer is replaced.
+            c.wbuf.truncate(self.resp_start);
+            let st = self.write_denied(c, &backend, d);
+            self.local_server = Some("<CACHE>");
+            self.finish_request(c, ctx, st, Some(bi), 0);
+            return;
+        }
+        let logged = logged.0;
         if !hit.not_modified && !head_req {
             c.wbuf.extend_from_slice(&e.body);
         }
@@ -939,6 +1340,16 @@ impl Stream {
         }
         self.local_server = Some("<CACHE>");
         self.finish_request(c, ctx, logged, Some(bi), 0);
+    }
+
+    /// A `return` (or `deny` with an answer) of the frontend's rules, or
+    /// of backend `be`'s: that backend's `http-after-response` rules run
+    /// on it too, and the log names it without a server (HAProxy's).
+    fn finish_return(&mut self, c: &mut H1, ctx: &mut Ctx, status: u16, be: Option<usize>) {
+        if be.is_some() {
+            self.local_server = Some("<NOSRV>");
+        }
+        self.finish_request(c, ctx, status, be, 0);
     }
 
     /// The answer is queued: log it and move on to what follows the head.
@@ -951,6 +1362,12 @@ impl Stream {
         body: u64,
     ) {
         let status = self.after_response(c, backend, status);
+        if status == 101 {
+            // An answer of ebb's made a 101 by a rule: no tunnel follows
+            // (there is no server), the connection ends after it.
+            c.closing = true;
+            self.keep_alive = false;
+        }
         let be = backend.and_then(|b| c.fe.backends.get(b));
         let sent = (c.wbuf.len() - self.resp_start) as u64 + body;
         crate::proxy::count_request(&c.fe, be.map(|b| &**b), status, sent);
@@ -988,8 +1405,10 @@ impl Stream {
             // HAProxy's line for a request its content rules refused: no
             // timer but Tt, status -1, and "<BADREQ>" when the frontend's
             // rules refused it (they run before it notes the request).
+            let local_term = self.local_term.take().unwrap_or("--");
             let (times, term, line) = match (rejected, backend) {
-                (false, _) => ([tq, -1, -1, 0, tq], "--", &buf[..line_end]),
+                (false, _) if local_term == "CR" => ([tq, -1, -1, -1, tq], "CR", &buf[..line_end]),
+                (false, _) => ([tq, -1, -1, 0, tq], local_term, &buf[..line_end]),
                 (true, Some(_)) => ([-1, -1, -1, -1, tq], "PR", &buf[..line_end]),
                 (true, None) => ([-1, -1, -1, -1, tq], "PR", &b"<BADREQ>"[..]),
             };
@@ -1037,7 +1456,8 @@ impl Stream {
 impl Stream {
     /// Writes a prepared answer (`http-request return`, an `http-error`
     /// reply) through the client side's one output path, with what
-    /// `lf-string` / `hdr` evaluate to for this request.
+    /// `lf-string` / `hdr` evaluate to for this request, and `extra`
+    /// fields after its own.
     fn answer_prepared(
         &mut self,
         c: &mut H1,
@@ -1045,6 +1465,7 @@ impl Stream {
         p: &crate::proxy::Prepared,
         keep_alive: bool,
         be: Option<&str>,
+        extra: &[(&[u8], &[u8])],
     ) {
         self.fields.clear();
         let mut scratch = std::mem::take(&mut self.scratch);
@@ -1053,12 +1474,19 @@ impl Stream {
             let dst = dst_of(tr, c.dst);
             let buf = &c.rbuf[c.rstart..c.rend];
             let cx = ReqView {
-                req: Some(crate::sample::Req { buf, head: &c.head }),
+                req: Some(crate::sample::Req {
+                    buf,
+                    head: &c.head,
+                    body: self.body_now.data(&self.body_buf, buf, c.head.head_len),
+                }),
                 be,
                 ..sample_ctx(tr, c.peer, &fe.name, &dst, &c.vars, &c.stk)
             };
             p.render(&cx, &mut self.fields, &mut scratch)
         };
+        for (n, v) in extra {
+            self.fields.push(n, v);
+        }
         let head = RespHead {
             extra: self.fields.fields(),
             close: !keep_alive,
@@ -1066,6 +1494,40 @@ impl Stream {
         };
         c.respond(head, &[body]);
         self.scratch = scratch;
+    }
+
+    /// Writes the answer of the `http-response deny` rule at `denied`
+    /// (set 0: the backend's rules, 1: the frontend's) in place of the
+    /// one refused, and closes after it (HAProxy's http_reply_and_close).
+    /// Returns its status.
+    pub(super) fn write_denied(
+        &mut self,
+        c: &mut H1,
+        be: &crate::proxy::BackendRt,
+        denied: (usize, usize),
+    ) -> u16 {
+        let fe = Arc::clone(&c.fe);
+        let rules = if denied.0 == 0 {
+            &be.http_response
+        } else {
+            &fe.http_response
+        };
+        let Some(rule) = rules.get(denied.1) else {
+            return 0;
+        };
+        let crate::config::HttpResponseAction::Deny(ret) = &rule.action else {
+            return 0;
+        };
+        self.keep_alive = false;
+        c.closing = true;
+        match (&ret.body, &rule.prepared) {
+            (crate::config::ReturnBody::Errorfile(Some(raw)), _) => {
+                c.wbuf.extend_from_slice(raw);
+            }
+            (_, Some(p)) => self.answer_prepared(c, &fe, p, false, Some(&be.name), &[]),
+            _ => self.error_answer(c, &fe, ret.status, false, Some(&be.name)),
+        }
+        ret.status
     }
 
     /// The frontend's error answer for `status`: its `http-error` reply,
@@ -1079,7 +1541,7 @@ impl Stream {
         be: Option<&str>,
     ) {
         match fe.error_replies.iter().find(|(s, _)| *s == status) {
-            Some((_, p)) => self.answer_prepared(c, fe, p, keep_alive, be),
+            Some((_, p)) => self.answer_prepared(c, fe, p, keep_alive, be, &[]),
             None => {
                 let (version, head_req) = (c.head.version, c.head.method == Method::Head);
                 c.error_response(status, keep_alive, version, head_req, &[]);
@@ -1097,7 +1559,7 @@ fn apply_edits(
     hdrs: Vec<(&[u8], &[u8])>,
     status: u16,
     ctx: &crate::sample::Ctx<'_>,
-) -> (crate::rewrite::Fields, u16) {
+) -> (crate::rewrite::Fields, u16, Option<(usize, usize)>) {
     let mut head = crate::rewrite::ResHead {
         status,
         reason: Vec::new(),
@@ -1105,13 +1567,14 @@ fn apply_edits(
             .into_iter()
             .map(|(n, v)| (n.to_vec(), v.to_vec()))
             .collect(),
+        denied: None,
     };
     let sets = [
         (&be.http_response[..], &be.matcher),
         (&fe.http_response[..], &fe.matcher),
     ];
     crate::rewrite::run_response(&sets, ctx, &mut head);
-    (head.fields, head.status)
+    (head.fields, head.status, head.denied)
 }
 
 /// The sample context of an exchange on this connection, without request
@@ -1153,6 +1616,7 @@ pub(crate) fn sample_ctx<'a>(
         vars: Some(vars),
         stk: Some(stk),
         payload: None,
+        res_body: None,
     }
 }
 
@@ -1179,11 +1643,16 @@ enum Act {
     /// A failed rewrite (HAProxy's strict mode): 500.
     Error(u16),
     /// The stats page (`stats uri`); whether `stats admin` allows actions.
-    Stats(Arc<crate::proxy::StatsRt>, bool),
+    Stats(Arc<crate::proxy::StatsRt>, bool, Option<usize>),
     /// `http-request use-service prometheus-exporter`.
     Service,
     /// An answer from a cache (`http-request cache-use`).
     Cache(usize, Box<crate::httpcache::Hit>),
+    /// The rules wait for the request's body first.
+    WaitBody(Box<BodyWait>),
+    /// `http-request auth`: 401 with this realm (the rule's backend, or
+    /// the frontend's).
+    Auth(Option<usize>, String),
     /// A `tcp-request content reject` (true: `silent-drop`) of the
     /// frontend (`None`) or of a backend: the connection closes without
     /// an answer.
@@ -1214,6 +1683,7 @@ fn stats_act(
     st: Option<&Arc<crate::proxy::StatsRt>>,
     m: &crate::rules::Matcher,
     view: &ReqView<'_>,
+    be: Option<usize>,
 ) -> Option<Act> {
     let st = st?;
     let req = view.req?;
@@ -1221,5 +1691,5 @@ fn stats_act(
         return None;
     }
     let admin = st.admin.iter().any(|c| m.holds(Some(c), view));
-    Some(Act::Stats(Arc::clone(st), admin))
+    Some(Act::Stats(Arc::clone(st), admin, be))
 }

@@ -27,11 +27,12 @@
 //! runs client-side code, and a client-side event never tries the server
 //! socket unless it saw an edge.
 //!
-//! After the response, a server connection that may be kept stays attached
-//! to the client connection (still registered, so the next request of the
-//! same client to the same server costs no `epoll_ctl`), and goes to the
-//! thread's idle pool when the client leaves or the next request wants
-//! another server.
+//! After the response, a server connection that may be kept is idle: in
+//! the idle pool, in the client's own place there, still registered (so
+//! the next request of the same client to the same server costs no
+//! `epoll_ctl`) unless another request took it meanwhile, as `http-reuse`
+//! allows ([`crate::backend::pool`]); one private to its client stays
+//! attached to it.
 //!
 //! Failures: a connect that fails or times out is retried up to `retries`
 //! times (the last one on another server with `option redispatch`), then
@@ -61,9 +62,9 @@ use crate::http1::{
 };
 use crate::l4rules::Verdict;
 use crate::mux::h1::client::{dst_of, In, LogFacts};
-use crate::mux::h1::server::{write_request_head, ReqTail};
+use crate::mux::h1::server::{write_request_head, ReqTail, ServerSide};
 use crate::proxy::{BackendKind, BackendRt, BeTimeouts};
-use crate::stream::msg::{BodySize, ReqHead};
+use crate::stream::msg::{BodySize, Form, ReqHead};
 
 /// What is left of a body to move.
 pub(super) enum Left {
@@ -97,6 +98,24 @@ impl Left {
             _ => Ok((0, false)),
         }
     }
+}
+
+/// An idle server connection private to its client (`http-reuse never`,
+/// `dispatch`, a PROXY header, a server without a port), kept for the
+/// client's next request, still registered with the server side's tasklet.
+pub(super) struct Attached {
+    srv: Arc<ServerRt>,
+    st: Transport,
+}
+
+/// Whether another client's request may take an idle connection to `s`:
+/// not one that began with a PROXY header naming its client (HAProxy keys
+/// such connections by source), nor one of a server without a port or an
+/// address (it went to its client's destination), nor the backend's own target
+/// (`dispatch`, `option transparent`: HAProxy keeps a connection to no
+/// server private to its client).
+fn shareable(s: &ServerRt) -> bool {
+    s.opts.send_proxy == 0 && !s.follows_client_dst() && !s.backend_target
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -168,6 +187,21 @@ pub(super) struct Upstream {
     /// The client accepts trailers (`TE: trailers`): said to HTTP/2
     /// servers, which may require it (gRPC).
     te_trailers: bool,
+    /// Until when an `http-response wait-for-body` rule waits for the
+    /// response's body (set when the wait starts).
+    resp_wait: Option<Tick>,
+    /// `option abortonclose` on the backend.
+    abort_on_close: bool,
+    /// A connect refused at once is retried at this date (HAProxy's
+    /// turn-around: `timeout connect`, at most 1 s, later).
+    retry_at: Option<Tick>,
+    /// A websocket upgrade (RFC 6455): the server's 101 must carry
+    /// `Sec-WebSocket-Accept` (else 502, as HAProxy), equal to this value
+    /// when ebb made the key up (an HTTP/2 extended CONNECT).
+    ws_accept: Option<Option<Vec<u8>>>,
+    /// An HTTP/2 client's `:scheme` (http or https) for an HTTP/2 server:
+    /// the head written is in origin form.
+    scheme: Option<&'static [u8]>,
 }
 
 /// How long a compressed answer's server may pause (its read drained)
@@ -273,7 +307,11 @@ impl Stream {
         let tr = &c.tr;
         let dst = dst_of(tr, c.dst);
         let sctx = crate::sample::Ctx {
-            req: Some(crate::sample::Req { buf, head: h }),
+            req: Some(crate::sample::Req {
+                buf,
+                head: h,
+                body: b"",
+            }),
             be: Some(&be.name),
             ..super::sample_ctx(tr, c.peer, &c.fe.name, &dst, &c.vars, &c.stk)
         };
@@ -281,7 +319,11 @@ impl Stream {
         let more = crate::rewrite::before_server(&c.fe, &be, &sctx, &c.w.limits);
         let (buf, h) = more.as_ref().map_or((buf, h), |e| (&e.buf[..], &e.head));
         let sctx = crate::sample::Ctx {
-            req: Some(crate::sample::Req { buf, head: h }),
+            req: Some(crate::sample::Req {
+                buf,
+                head: h,
+                body: b"",
+            }),
             ..sctx
         };
         let farm = &sr.farm;
@@ -295,6 +337,25 @@ impl Stream {
         let offload = comp_choice.as_ref().is_some_and(|(p, _)| p.offload);
         let omit = |name: &[u8]| offload && hdr_name_eq(name, "accept-encoding");
         let mut view = ReqHead::from_h1(buf, h);
+        let mut scheme = None;
+        if c.lane_of.is_some() && view.form == Form::Absolute {
+            scheme = view.scheme.map(|s| {
+                if s.eq_ignore_ascii_case(b"http") {
+                    &b"http"[..]
+                } else {
+                    &b"https"[..]
+                }
+            });
+            // An HTTP/2 request's absolute URI is ebb's (and HAProxy's)
+            // internal form of `:scheme` and `:authority`: the server gets
+            // the origin form (`*` for OPTIONS without a path), as HAProxy
+            // sends a normalized URI.
+            view.form = if view.path.is_empty() && h.method == Method::Options {
+                Form::Asterisk
+            } else {
+                Form::Origin
+            };
+        }
         // `compression direction request`: the body goes coded, chunked.
         let req_comp = comp_choice
             .as_ref()
@@ -302,10 +363,19 @@ impl Stream {
         if req_comp.is_some() {
             view.body = BodySize::Unknown;
         }
-        let keep_server = !sr.server_close
-            && !c.fe.server_close
-            && sr.farm.reuse != HttpReuse::Never
-            && view.upgrade.is_none();
+        let websocket = view.upgrade.is_some_and(|u| {
+            u.split(|&b| b == b',')
+                .any(|t| t.trim_ascii().eq_ignore_ascii_case(b"websocket"))
+        });
+        let ws_accept = websocket.then(|| match &c.tr {
+            crate::transport::Transport::Lane(l) => l
+                .pipe
+                .borrow()
+                .ws_key
+                .map(|k| crate::sample::websocket_accept(&k)),
+            _ => None,
+        });
+        let keep_server = !sr.server_close && !c.fe.server_close && view.upgrade.is_none();
         if sr.close {
             // `option httpclose` in the backend closes both sides.
             self.keep_alive = false;
@@ -350,11 +420,27 @@ impl Stream {
         if matches!(sr.farm.balance, crate::config::Balance::Uri { .. }) {
             lb_uri.extend_from_slice(h.path.get(buf));
         }
+        // `http-request set-timeout`: this exchange's own (0: none, as
+        // HAProxy's eternity).
+        let mut timeouts = sr.timeouts;
+        if let Ok(v) = c.vars.try_borrow() {
+            let t = (v.info.timeout_server, v.info.timeout_tunnel);
+            let ms = |t: u32| if t == 0 { i32::MAX as u32 } else { t };
+            if let Some(s) = t.0 {
+                timeouts.server = ms(s);
+                if be.tunnel_ms.is_none() {
+                    timeouts.tunnel = ms(s);
+                }
+            }
+            if let Some(tu) = t.1 {
+                timeouts.tunnel = ms(tu);
+            }
+        }
         let now = ctx.now();
         let up = Upstream {
             be: Arc::clone(&be),
             farm: Arc::clone(&sr.farm),
-            timeouts: sr.timeouts,
+            timeouts,
             server: None,
             waiter: None,
             reused: false,
@@ -401,9 +487,26 @@ impl Stream {
             store: None,
             flush_at: None,
             req_flush_at: None,
+            resp_wait: None,
+            abort_on_close: sr.abort_on_close,
+            retry_at: None,
+            ws_accept,
+            scheme,
         };
         // The head is copied: consume it; the body (if any) follows.
         c.rstart += c.head.head_len.min(c.rend - c.rstart);
+        let mut up = up;
+        if let Left::Len(n) = up.req_left {
+            // A whole body already read (waited for, or small) goes with
+            // the head: the request can then be sent again whole when a
+            // reused connection turns out closed (if it is safe to).
+            let avail = &c.rbuf[c.rstart..c.rend];
+            if self.body_now.complete && n <= avail.len() as u64 && n as usize <= c.w.bufsize {
+                up.head.extend_from_slice(&avail[..n as usize]);
+                c.rstart += n as usize;
+                up.req_left = Left::Done;
+            }
+        }
         c.next_input = None;
         c.input = In::Stream;
         self.wait = Wait::Proxy;
@@ -472,42 +575,69 @@ impl Stream {
         up.t_served = Some(now);
         up.waiter = None;
         s.counters.sessions.fetch_add(1, Ordering::Relaxed);
-        // 1. The connection this client already has to that server.
+        // 1. The connection this client already has to that server: kept
+        //    private to it, or parked in the pool where no other request
+        //    took it. Still registered with the server side's tasklet:
+        //    with no event on it since it went idle, it is known open
+        //    without a `peek` (a close or stray bytes would have raised
+        //    one).
         let mut sock = None;
-        if let Some((srv, mut st)) = self.attached.take() {
-            // Still registered with the server side's tasklet: with no
-            // event on it since it went idle, it is known open without
-            // a `peek` (a close or stray bytes would have raised one).
-            let quiet = !std::mem::take(&mut self.side.borrow_mut().idle_event);
-            let same_pp = s.opts.send_proxy == 0 || pp_header(c, &s) == self.pp_sent;
-            if srv.uid == s.uid && same_pp && (quiet || alive(&mut st)) {
-                sock = Some((st, true, true));
+        let quiet = !std::mem::take(&mut self.side.borrow_mut().idle_event);
+        // A connection that began with a PROXY header is reused only for
+        // an exchange whose header would be the same (HAProxy keys such
+        // connections by it: another unique id is another connection).
+        let same_pp = s.opts.send_proxy == 0 || pp_header(c, &s) == self.pp_sent;
+        if let Some(mut a) = self.attached.take() {
+            if a.srv.uid == s.uid && same_pp && (quiet || alive(&mut a.st)) {
+                sock = Some((a.st, true));
             } else {
-                self.detach_to_pool(c, ctx, srv, st);
+                self.detach_to_pool(c, ctx, a);
             }
         }
-        // 2. The thread's idle pool (not for a client's first request with
-        //    `http-reuse safe`: a failure there could not be told apart).
-        // A connection that began with a PROXY header names its client:
-        // never another client's (HAProxy keys such connections by source).
-        // Nor one of a server without a port: it went to another client's
-        // destination port.
-        let may_share = s.opts.send_proxy == 0
-            && !s.map_ports.load(Ordering::Relaxed)
-            && match up.farm.reuse {
-                HttpReuse::Never => false,
-                HttpReuse::Safe => c.requests > 1,
-                HttpReuse::Aggressive | HttpReuse::Always => true,
-            };
-        if sock.is_none() && may_share {
-            if let Some(st) = c.w.take_idle(&s, ctx.now()) {
-                sock = Some((st, true, false));
+        if let Some(p) = self.parked.take() {
+            if p.server_uid() == s.uid && same_pp {
+                if let Some(mut t) = c.w.shared.idle.unpark(&p) {
+                    if quiet || alive(&mut t.st) {
+                        sock = Some((t.st, true));
+                    }
+                }
+                self.parked = Some(p);
+            } else {
+                // Its connection to another server stays for others.
+                c.w.shared.idle.release(p, |fd| {
+                    let _ = ctx.deregister_fd(fd);
+                });
+            }
+        }
+        // 2. The idle pool, this thread's connections first, as
+        //    `http-reuse` allows: `never` keeps connections private,
+        //    `safe` sends a client's first request on a connection of its
+        //    own (a failure there could not be told apart), `aggressive`
+        //    on a safe one (it carried more than one request), `always`
+        //    on a safe one, else any.
+        use crate::backend::pool::Want;
+        let first = c.requests <= 1;
+        let want = match up.farm.reuse {
+            HttpReuse::Never => None,
+            _ if !first => Some(Want::Any),
+            HttpReuse::Safe => None,
+            HttpReuse::Aggressive => Some(Want::Safe),
+            HttpReuse::Always => Some(Want::SafeFirst),
+        };
+        if let (None, Some(want), true) = (&sock, want, shareable(&s)) {
+            if let Some(t) = c.w.take_idle(&s, want, ctx.now()) {
+                // Registered with another client's tasklet until now (on
+                // this thread's poller or another's).
+                if let Some(owner) = t.reg {
+                    let _ = ctx.deregister_fd_of(owner.thread(), t.st.raw_fd());
+                }
+                sock = Some((t.st, false));
             }
         }
         up.server = Some(Arc::clone(&s));
         c.sess.target.store(s.uid, Ordering::Relaxed);
         match sock {
-            Some((st, reused, registered)) => {
+            Some((st, registered)) => {
                 if !registered {
                     let ok = self
                         .side_tasklet(c, ctx)
@@ -526,7 +656,7 @@ impl Stream {
                     sd.obuf.extend_from_slice(&up.head);
                     sd.opos = 0;
                 }
-                up.reused = reused;
+                up.reused = true;
                 up.state = UpState::Connected;
                 up.t_conn = Some(now);
                 up.deadline = ticks::add(now, up.timeouts.server);
@@ -595,7 +725,7 @@ impl Stream {
     /// thread's as `http-reuse` allows, else a new one. The request goes
     /// into its pipe as it would go to a socket.
     fn connect_h2(&mut self, c: &mut H1, ctx: &mut Ctx) {
-        use crate::mux::h2::server::{attach, Reuse, Target};
+        use crate::mux::h2::server::{attach, Hints, Reuse, Target};
         let Some(mut up) = self.up.take() else {
             return;
         };
@@ -615,7 +745,6 @@ impl Stream {
         let owner = c.lane_of.or(c.me);
         let target = Target {
             key: s.uid,
-            tls: s.tls.is_some(),
             negotiate: !s.opts.proto_h2,
             purge: s.opts.pool_purge_delay,
             limits: c.w.limits,
@@ -624,7 +753,11 @@ impl Stream {
         let r = match self.side_tasklet(c, ctx) {
             Some(t) => {
                 let client_dst = client_dst(c, &s);
-                attach(ctx, &target, reuse, owner, t, up.te_trailers, || {
+                let hints = Hints {
+                    te: up.te_trailers,
+                    scheme: up.scheme,
+                };
+                attach(ctx, &target, reuse, owner, t, hints, || {
                     open_transport(&s, client_dst)
                 })
             }
@@ -668,9 +801,7 @@ impl Stream {
             s.counters.conn_errors.fetch_add(1, Ordering::Relaxed);
         }
         if up.retries_left == 0 {
-            if let Some(s) = up.server.take() {
-                farm.release(&s);
-            }
+            // The error answer releases the server (and logs its name).
             self.up = Some(up);
             self.fail(c, ctx, ExchangeError::connect(timed_out));
             return;
@@ -688,6 +819,15 @@ impl Stream {
             }
             self.up = Some(up);
             self.pick_server(c, ctx);
+            return;
+        }
+        if !timed_out {
+            // Refused at once: HAProxy waits before the next attempt
+            // (`timeout connect`, at most 1 s; its SC_ST_TAR state).
+            let at = ticks::add(ctx.now(), up.timeouts.connect.min(1000));
+            up.retry_at = Some(at);
+            up.deadline = at;
+            self.up = Some(up);
             return;
         }
         self.up = Some(up);
@@ -732,7 +872,7 @@ impl Stream {
         let Some(up) = self.up.as_mut() else {
             return false;
         };
-        if up.state != UpState::Connecting {
+        if up.state != UpState::Connecting || up.retry_at.is_some() {
             return false;
         }
         let (connecting, failed, t_conn) = {
@@ -769,6 +909,8 @@ impl Stream {
         self.drop_server_sock(ctx);
         if let Some(s) = up.server.take() {
             up.farm.release(&s);
+            // The server tried is named in the log (HAProxy's).
+            up.server = Some(s);
         }
         // The client's body may still be on its way: keep the connection
         // only if it was all read.
@@ -786,6 +928,35 @@ impl Stream {
         self.finish_proxy_input(c);
     }
 
+    /// An `http-response deny` held on the server's answer: it is
+    /// dropped with its server connection, the rule's answer goes to the
+    /// client, which is closed after it; logged `PH` with the server.
+    fn deny_response(
+        &mut self,
+        c: &mut H1,
+        ctx: &mut Ctx,
+        be: &crate::proxy::BackendRt,
+        denied: (usize, usize),
+    ) {
+        let Some(mut up) = self.up.take() else {
+            return;
+        };
+        self.drop_server_sock(ctx);
+        if let Some(s) = up.server.take() {
+            up.farm.release(&s);
+            up.server = Some(s);
+        }
+        up.keep_server = false;
+        up.term = "PH";
+        self.resp_start = c.wbuf.len();
+        let status = self.write_denied(c, be, denied);
+        let bi = c.fe.backends.iter().position(|b| Arc::ptr_eq(b, &up.be));
+        up.status = self.after_response(c, bi, status);
+        up.bytes_out = (c.wbuf.len() - self.resp_start) as u64;
+        self.log_proxy(c, ctx, &up, up.bytes_out);
+        self.finish_proxy_input(c);
+    }
+
     fn finish_proxy_input(&mut self, c: &mut H1) {
         c.sess.target.store(0, Ordering::Relaxed);
         c.input = In::Head;
@@ -798,6 +969,30 @@ impl Stream {
         let Some(up) = self.up.as_mut() else {
             return false;
         };
+        if c.eof && up.abort_on_close && up.req_left.done() && up.resp_left.is_none() {
+            // `option abortonclose`: a client that closed its side is not
+            // served if it can still be avoided (HAProxy's
+            // back_may_abort_req): queued, connecting, or waiting for the
+            // answer (the server connection closes; HAProxy logs 400).
+            use crate::backend::error::Phase;
+            let phase = match up.state {
+                UpState::Queued => {
+                    // HAProxy's Tw: the time spent in the queue.
+                    up.t_served = Some(ctx.now());
+                    Phase::Queue
+                }
+                UpState::Connecting => Phase::Connect,
+                UpState::Connected => {
+                    up.status = 400;
+                    Phase::Head
+                }
+                UpState::Tunnel => Phase::Data,
+            };
+            if up.state != UpState::Tunnel {
+                self.fail(c, ctx, ExchangeError::client_abort(phase));
+                return true;
+            }
+        }
         match up.state {
             UpState::Queued => {
                 let Some(w) = up.waiter.clone() else {
@@ -976,6 +1171,11 @@ impl Stream {
                             c.wbuf.extend_from_slice(&sd.ibuf[sd.istart..sd.istart + n]);
                             sd.istart += n;
                             moved = true;
+                            drop(sd);
+                            self.up = Some(up);
+                            return moved;
+                        }
+                        if !response_body_ready(c, ctx.now(), &mut up, &sd) {
                             drop(sd);
                             self.up = Some(up);
                             return moved;
@@ -1245,6 +1445,22 @@ impl Stream {
         let mut sd = side.borrow_mut();
         let istart = sd.istart;
         let buf = &sd.ibuf[istart..istart + n];
+        if let (101, Some(want)) = (up.resp.status, &up.ws_accept) {
+            // RFC 6455 §4.2.2: no (or, for a key ebb made, a wrong)
+            // `Sec-WebSocket-Accept` is an invalid answer (HAProxy: 502).
+            let ok = match (up.resp.header(buf, "sec-websocket-accept"), want) {
+                (None, _) => false,
+                (Some(got), Some(w)) => got.eq_ignore_ascii_case(w),
+                (Some(_), None) => true,
+            };
+            if !ok {
+                drop(sd);
+                up.keep_server = false;
+                self.up = Some(up);
+                self.fail(c, ctx, ExchangeError::bad_response_head());
+                return;
+            }
+        }
         let r = &up.resp;
         up.status = r.status;
         self.resp_start = c.wbuf.len();
@@ -1299,9 +1515,19 @@ impl Stream {
             // (`crate::rewrite`); the status line is written again after.
             let tr = &c.tr;
             let dst = dst_of(tr, c.dst);
+            // What arrived of the body (`res.body`): all of it when a
+            // `wait-for-body` rule waited.
+            let mut decoded = Vec::new();
+            let after = sd.ibuf.get(istart + n..sd.iend).unwrap_or(&[]);
+            let seen = super::body_in(after, r.framing, &mut decoded);
+            let size = match r.framing {
+                BodyFraming::ContentLength(l) => l,
+                _ => seen.have,
+            };
             let sctx = crate::sample::Ctx {
                 be: Some(&be.name),
                 srv: up.server.as_ref().map(|s| s.name.as_str()),
+                res_body: Some((seen.data(&decoded, after, 0), size)),
                 ..super::sample_ctx(tr, c.peer, &fe.name, &dst, &c.vars, &c.stk)
             };
             let mut head = crate::rewrite::ResHead {
@@ -1311,6 +1537,7 @@ impl Stream {
                     .filter(|f| !skip(f.name.get(buf)))
                     .map(|f| (f.name.get(buf).to_vec(), f.value.get(buf).to_vec()))
                     .collect(),
+                denied: None,
             };
             let srv = up.server.as_deref();
             crate::rewrite::cookie_response(&fe, &be, srv, up.method, &mut head, &c.vars);
@@ -1324,6 +1551,13 @@ impl Stream {
                 pending: None,
             };
             crate::rewrite::run_response_with(&sets, &sctx, &mut head, Some(&mut sc));
+            if let Some(d) = head.denied {
+                out.truncate(self.resp_start);
+                drop(sd);
+                self.up = Some(up);
+                self.deny_response(c, ctx, &be, d);
+                return;
+            }
             up.store = sc.pending.map(Box::new);
             out.truncate(self.resp_start);
             head.write(out);
@@ -1462,24 +1696,45 @@ impl Stream {
                 && !sd.sock.as_ref().is_some_and(|s| s.has_pending_output())
         };
         let s = up.server.take();
-        let kept = match (keep, s.as_ref()) {
-            (true, Some(srv)) => self
-                .side
-                .borrow_mut()
-                .take_sock()
-                .map(|st| (Arc::clone(srv), st)),
+        let sock = match (keep, s.as_ref()) {
+            (true, Some(_)) => self.side.borrow_mut().take_sock(),
             _ => None,
         };
-        if let Some(k) = kept {
-            // Stays attached to this client (still registered with the
-            // server side's tasklet).
-            if let Some((old_srv, old)) = self.attached.take() {
-                self.detach_to_pool(c, ctx, old_srv, old);
+        match (sock, s.as_ref()) {
+            (Some(st), Some(srv)) if up.farm.reuse == HttpReuse::Never || !shareable(srv) => {
+                // Private: stays attached to this client (still registered
+                // with the server side's tasklet).
+                if let Some(old) = self.attached.take() {
+                    self.detach_to_pool(c, ctx, old);
+                }
+                self.side.borrow_mut().idle_event = false;
+                self.attached = Some(Attached {
+                    srv: Arc::clone(srv),
+                    st,
+                });
             }
-            self.side.borrow_mut().idle_event = false;
-            self.attached = Some(k);
-        } else {
-            self.drop_server_sock(ctx);
+            (Some(st), Some(srv)) => {
+                // Idle now, as in HAProxy: parked in the pool, in this
+                // client's place, still registered with the server side's
+                // tasklet; closed when the pool is full (`pool-max-conn`).
+                if let Some(ticket) = srv.idle_ticket() {
+                    self.side.borrow_mut().idle_event = false;
+                    let reg = self.side_task;
+                    c.w.shared.idle.park(
+                        ctx.thread_id(),
+                        &mut self.parked,
+                        srv,
+                        st,
+                        up.reused,
+                        ticket,
+                        reg,
+                        ctx.now(),
+                    );
+                } else {
+                    let _ = ctx.deregister_fd(st.raw_fd());
+                }
+            }
+            _ => self.drop_server_sock(ctx),
         }
         let (ibuf, bytes_in) = {
             let mut sd = self.side.borrow_mut();
@@ -1550,8 +1805,22 @@ impl Stream {
                 }
                 self.fail(c, ctx, ExchangeError::queue_timeout());
             }
-            UpState::Connecting => self.connect_failed(c, ctx, true),
+            UpState::Connecting => {
+                if let Some(up) = self.up.as_mut().filter(|u| u.retry_at.is_some()) {
+                    // The turn-around is over: the next attempt.
+                    up.retry_at = None;
+                    self.connect_new(c, ctx);
+                    return;
+                }
+                self.connect_failed(c, ctx, true)
+            }
             UpState::Connected => {
+                let now = ctx.now();
+                let waited = self.up.as_ref().and_then(|u| u.resp_wait);
+                if waited.is_some_and(|t| ticks::is_expired(t, now)) {
+                    self.fail(c, ctx, ExchangeError::body_wait_timeout());
+                    return;
+                }
                 let started = self.up.as_ref().is_some_and(|u| u.resp_left.is_some());
                 self.fail(c, ctx, ExchangeError::server_timeout(started));
             }
@@ -1564,17 +1833,22 @@ impl Stream {
         self.fail(c, ctx, ExchangeError::client_gone());
     }
 
-    /// An attached idle server connection goes to the thread's pool.
-    pub(super) fn detach_to_pool(
-        &mut self,
-        c: &mut H1,
-        ctx: &mut Ctx,
-        srv: Arc<ServerRt>,
-        mut st: Transport,
-    ) {
-        let _ = ctx.deregister_fd(st.raw_fd());
-        if srv.opts.send_proxy == 0 && alive(&mut st) {
-            c.w.put_idle(&srv, st, ctx.now());
+    /// A private idle server connection closes (its client leaves or
+    /// wants another server).
+    pub(super) fn detach_to_pool(&mut self, _c: &mut H1, ctx: &mut Ctx, a: Attached) {
+        let _ = ctx.deregister_fd(a.st.raw_fd());
+    }
+
+    /// The client leaves: its idle connections close (a private one) or
+    /// stay in the pool for others.
+    pub(super) fn release_idle(&mut self, c: &mut H1, ctx: &mut Ctx) {
+        if let Some(a) = self.attached.take() {
+            self.detach_to_pool(c, ctx, a);
+        }
+        if let Some(p) = self.parked.take() {
+            c.w.shared.idle.release(p, |fd| {
+                let _ = ctx.deregister_fd(fd);
+            });
         }
     }
 
@@ -1619,10 +1893,61 @@ impl Stream {
     }
 }
 
-/// A new connection to `s` (non-blocking connect; TLS starts its handshake
-/// once connected, what is written meanwhile waits in rustls' buffer).
-/// The address the client connected to, asked of the socket only for a
-/// server without a port of its own (it takes the client's).
+/// `http-response wait-for-body` (HAProxy's http_wait_for_msg_body on the
+/// response): whether the response head just parsed may go on to the
+/// rules, because no such rule of the backend or the frontend holds on it,
+/// or the body those that hold wait for is there (all of it, their
+/// `at-least` bytes, a full buffer, or the server's close). Starts the
+/// wait's clock at the first call (`Upstream::resp_wait`). The conditions
+/// are evaluated on the response as received.
+fn response_body_ready(c: &H1, now: Tick, up: &mut Upstream, sd: &ServerSide) -> bool {
+    let fe = &c.fe;
+    let be = &up.be;
+    let sets = [
+        (&be.http_response[..], &be.matcher),
+        (&fe.http_response[..], &fe.matcher),
+    ];
+    let waits = || {
+        sets.iter().flat_map(|(rules, m)| {
+            rules.iter().filter_map(move |r| match &r.action {
+                crate::config::HttpResponseAction::WaitForBody(w) => Some((r, *m, *w)),
+                _ => None,
+            })
+        })
+    };
+    if waits().next().is_none() {
+        return true;
+    }
+    let n = up.resp.head_len;
+    let buf = sd.ibuf.get(sd.istart..sd.iend).unwrap_or(&[]);
+    let head = buf.get(..n).unwrap_or(&[]);
+    let after = buf.get(n..).unwrap_or(&[]);
+    let mut decoded = Vec::new();
+    let mut b = super::body_in(after, up.resp.framing, &mut decoded);
+    b.closed = sd.eof;
+    b.full = !sd.ibuf.is_empty() && sd.iend - sd.istart >= sd.ibuf.len();
+    let tr = &c.tr;
+    let dst = dst_of(tr, c.dst);
+    let cx = crate::sample::Ctx {
+        res: Some(crate::sample::Res::H1 {
+            buf: head,
+            head: &up.resp,
+        }),
+        be: Some(&be.name),
+        srv: up.server.as_ref().map(|s| s.name.as_str()),
+        ..super::sample_ctx(tr, c.peer, &fe.name, &dst, &c.vars, &c.stk)
+    };
+    let pending = waits().find(|(r, m, w)| !b.enough(w.at_least) && m.holds(r.cond.as_ref(), &cx));
+    let Some((_, _, w)) = pending else {
+        return true;
+    };
+    let until = *up
+        .resp_wait
+        .get_or_insert_with(|| ticks::add(now, w.time_ms));
+    up.deadline = ticks::first(up.deadline, until);
+    false
+}
+
 /// The PROXY header a connection to `s` begins with for the exchange under
 /// way (`send-proxy[-v2]` and `proxy-v2-options`).
 fn pp_header(c: &H1, s: &ServerRt) -> Vec<u8> {
@@ -1637,9 +1962,14 @@ fn pp_header(c: &H1, s: &ServerRt) -> Vec<u8> {
     )
 }
 
+/// The address the client connected to, asked of the socket only for a
+/// server without a port of its own (it takes the client's) and for
+/// `option transparent` (it goes there).
 fn client_dst(c: &H1, s: &ServerRt) -> Option<SocketAddr> {
-    if s.map_ports.load(Ordering::Relaxed) {
-        c.local_addr()
+    if s.follows_client_dst() || (s.backend_target && s.addr().is_none()) {
+        // The stream's: as an `http-request set-dst[-port]` left it.
+        let set = c.vars.try_borrow().ok().and_then(|v| v.info.dst);
+        set.or_else(|| c.local_addr())
     } else {
         None
     }

@@ -18,7 +18,7 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use super::{Data, Dumped, KeyType, StKey, Table, Tables};
 
-fn key_type_name(k: KeyType) -> &'static str {
+pub(crate) fn key_type_name(k: KeyType) -> &'static str {
     match k {
         KeyType::Ip => "ip",
         KeyType::Ipv6 => "ipv6",

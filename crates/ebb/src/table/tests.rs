@@ -374,6 +374,7 @@ fn eval_with(stk: &Stk, src: &str, expr: &str) -> Option<String> {
         vars: None,
         stk: Some(stk),
         payload: None,
+        res_body: None,
     };
     crate::sample::with_scratch(|s| {
         e.eval(&ctx, s).map(|v| {

@@ -76,6 +76,11 @@ pub struct BindFacts {
     pub h2: bool,
     /// `name`: what `so_name` gives.
     pub name: Option<Arc<str>>,
+    /// The listener's statistics (`option socket-stats`).
+    pub stats: Option<Arc<crate::proxy::ListenerStats>>,
+    /// The listener's position in its frontend (its statistics' after a
+    /// reload).
+    pub index: usize,
 }
 
 /// Takes an accepted connection: runs the frontend's `tcp-request
@@ -95,6 +100,9 @@ pub fn accepted(
     let (accept_proxy, h2) = (bind.accept_proxy, bind.h2);
     let mut early = Early::new(&fe);
     early.vars.get_mut().so_name = bind.name.clone();
+    // The connection counts on its listener until it is gone, whatever
+    // the rules below decide (HAProxy counts at accept).
+    early.vars.get_mut().listener = bind.stats.as_ref().map(|l| l.accepted());
     let mut expect_proxy = false;
     let mut peer = peer;
     if !fe.l4.conn_rules.is_empty() {
@@ -235,6 +243,7 @@ fn run_early(
         vars: Some(&early.vars),
         stk: Some(&early.stk),
         payload: None,
+        res_body: None,
     };
     let addrs = std::cell::Cell::new(None);
     let v = crate::l4rules::run_rules_addrs(

@@ -27,9 +27,23 @@
 //!
 //! Readiness (`rd`, `wr`) follows the socket's edges and is cleared only
 //! when a call comes back short or with `WouldBlock`, as on the HTTP side.
+//!
+//! **Splice** (`option splice-request|splice-response|splice-auto`). A
+//! direction may move through a kernel pipe instead of its buffer:
+//! `splice(2)` from the reading socket into the pipe, then from the pipe
+//! to the writing socket, so its bytes never enter user space. A direction
+//! switches once its buffer is empty, both sockets are plain TCP (TLS needs
+//! the bytes) and nothing inspects them any more (the content or response
+//! rules have decided, a PROXY header is out); `splice-auto` waits until
+//! the direction streams: two reads in a row that filled the buffer
+//! (HAProxy's "fast streamer"). A splice read that finds no room says
+//! `EAGAIN`, as one that finds no data does: as in HAProxy, a reader whose
+//! pipe holds bytes then waits until the writer has emptied it. If no pipe
+//! can be had (descriptor limit), the direction goes on copying.
 
 use std::io;
 use std::net::Shutdown;
+use std::os::fd::{AsRawFd, OwnedFd};
 
 use sched::{Ctx, Reasons, Status, TaskletId, Tick};
 
@@ -52,7 +66,30 @@ impl Pool for Worker {
     }
 }
 
-/// One direction's bytes, `start..end` of `buf` (empty `buf`: none held).
+/// Whether a direction moves through a kernel pipe (`option splice-*`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(super) enum SpliceWant {
+    /// Copy through the buffer.
+    #[default]
+    Off,
+    /// Splice once the direction streams (`splice-auto`).
+    Auto,
+    /// Splice as soon as it may (`splice-request`, `splice-response`).
+    On,
+}
+
+/// A direction's kernel pipe: bytes spliced in and not yet out.
+pub(super) struct KPipe {
+    r: OwnedFd,
+    w: OwnedFd,
+    held: usize,
+}
+
+/// The most one splice read asks for: a pipe's default capacity (16 pages).
+const PIPE_CHUNK: usize = 64 * 1024;
+
+/// One direction's bytes, `start..end` of `buf` (empty `buf`: none held),
+/// or its kernel pipe once it splices (the buffer stays empty then).
 #[derive(Default)]
 pub(super) struct Half {
     pub(super) buf: Vec<u8>,
@@ -60,16 +97,51 @@ pub(super) struct Half {
     pub(super) end: usize,
     /// The reader stopped because the buffer was full: wake it on room.
     pub(super) reader_blocked: bool,
+    pub(super) splice: SpliceWant,
+    pub(super) kp: Option<KPipe>,
+    /// Reads in a row that filled the buffer (`splice-auto`'s test).
+    full_reads: u8,
 }
 
 impl Half {
+    /// Bytes in the buffer (what the rules inspect).
     pub(super) fn len(&self) -> usize {
         self.end - self.start
     }
 
-    /// Whether a read could add bytes (a released buffer is room).
+    /// Bytes waiting to be written: the buffer's and the pipe's.
+    pub(super) fn pending(&self) -> usize {
+        self.len() + self.kp.as_ref().map_or(0, |k| k.held)
+    }
+
+    /// Whether a read could add bytes (a released buffer is room; a pipe
+    /// is read again once empty).
     fn has_room(&self) -> bool {
-        self.buf.is_empty() || self.len() < self.buf.len()
+        match &self.kp {
+            Some(k) => k.held == 0,
+            None => self.buf.is_empty() || self.len() < self.buf.len(),
+        }
+    }
+
+    /// Moves the direction to a kernel pipe when it is wanted and may be
+    /// (`may`: both sockets plain, nothing inspects the bytes) and the
+    /// buffer is empty. A failed `pipe2` leaves it copying.
+    fn maybe_splice(&mut self, may: bool) {
+        if self.kp.is_some() || !may || self.len() > 0 {
+            return;
+        }
+        let want = match self.splice {
+            SpliceWant::Off => false,
+            SpliceWant::Auto => self.full_reads >= 2,
+            SpliceWant::On => true,
+        };
+        if !want {
+            return;
+        }
+        match crate::sys::pipe_nb() {
+            Ok((r, w)) => self.kp = Some(KPipe { r, w, held: 0 }),
+            Err(_) => self.splice = SpliceWant::Off,
+        }
     }
 
     pub(super) fn data(&self) -> &[u8] {
@@ -111,6 +183,8 @@ pub(super) struct Sock {
     pub(super) last_io: Tick,
     /// Bytes read from this socket.
     pub(super) bytes_read: u64,
+    /// Bytes written to this socket from a kernel pipe.
+    pub(super) spliced_out: u64,
 }
 
 impl Sock {
@@ -122,6 +196,19 @@ impl Sock {
         let Some(tr) = self.tr.as_mut() else {
             return false;
         };
+        if let Some(kp) = h.kp.as_mut() {
+            return Self::splice_in(
+                tr.raw_fd(),
+                kp,
+                &mut h.reader_blocked,
+                &mut self.rd,
+                &mut self.eof,
+                &mut self.err,
+                &mut self.bytes_read,
+                &mut self.last_io,
+                now,
+            );
+        }
         if h.buf.is_empty() {
             h.buf = w.get();
             h.start = 0;
@@ -148,6 +235,11 @@ impl Sock {
                     h.end += n;
                     self.bytes_read += n as u64;
                     self.last_io = now;
+                    h.full_reads = if n == room && room * 2 >= h.buf.len() {
+                        h.full_reads.saturating_add(1)
+                    } else {
+                        0
+                    };
                     if n < room && !self.hup && !tr.read_pending() {
                         self.rd = false;
                     }
@@ -168,11 +260,110 @@ impl Sock {
         }
     }
 
+    /// A failed write: whether to try again (interrupted); otherwise the
+    /// socket is marked full (`WouldBlock`) or failed.
+    fn write_failed(e: &io::Error, wr: &mut bool, err: &mut bool) -> bool {
+        match e.kind() {
+            io::ErrorKind::Interrupted => true,
+            io::ErrorKind::WouldBlock => {
+                *wr = false;
+                false
+            }
+            _ => {
+                *err = true;
+                false
+            }
+        }
+    }
+
+    /// One splice from the socket `fd` into the direction's pipe.
+    /// Returns whether bytes arrived.
+    #[allow(clippy::too_many_arguments)]
+    fn splice_in(
+        fd: std::os::fd::RawFd,
+        kp: &mut KPipe,
+        blocked: &mut bool,
+        rd: &mut bool,
+        eof: &mut bool,
+        err: &mut bool,
+        bytes_read: &mut u64,
+        last_io: &mut Tick,
+        now: Tick,
+    ) -> bool {
+        if kp.held >= PIPE_CHUNK {
+            *blocked = true;
+            return false;
+        }
+        loop {
+            match crate::sys::splice(fd, kp.w.as_raw_fd(), PIPE_CHUNK - kp.held) {
+                Ok(0) => {
+                    *eof = true;
+                    return false;
+                }
+                Ok(n) => {
+                    kp.held += n;
+                    *bytes_read += n as u64;
+                    *last_io = now;
+                    return true;
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    // No data, or no room in the pipe: the two cannot be
+                    // told apart, so a pipe holding bytes is emptied
+                    // before the socket is read again.
+                    if kp.held > 0 {
+                        *blocked = true;
+                    } else {
+                        *rd = false;
+                    }
+                    return false;
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(_) => {
+                    *eof = true;
+                    *err = true;
+                    return false;
+                }
+            }
+        }
+    }
+
+    /// Writes what the direction's pipe holds to this socket. Returns
+    /// whether bytes left.
+    fn splice_out(&mut self, kp: &mut KPipe, now: Tick) -> bool {
+        let Some(tr) = self.tr.as_ref() else {
+            return false;
+        };
+        let fd = tr.raw_fd();
+        let mut moved = false;
+        while kp.held > 0 {
+            match crate::sys::splice(kp.r.as_raw_fd(), fd, kp.held) {
+                Ok(0) => break,
+                Ok(n) => {
+                    kp.held -= n.min(kp.held);
+                    self.spliced_out += n as u64;
+                    self.last_io = now;
+                    moved = true;
+                }
+                Err(e) => {
+                    if !Self::write_failed(&e, &mut self.wr, &mut self.err) {
+                        break;
+                    }
+                }
+            }
+        }
+        moved
+    }
+
     /// Writes `prefix` (a PROXY header, once) and then what `h` holds.
     /// Returns whether bytes left.
     fn write_from(&mut self, prefix: &mut Vec<u8>, h: &mut Half, w: &dyn Pool, now: Tick) -> bool {
         if !self.wr || self.err {
             return false;
+        }
+        if prefix.is_empty() && h.len() == 0 {
+            if let Some(kp) = h.kp.as_mut() {
+                return self.splice_out(kp, now);
+            }
         }
         let Some(tr) = self.tr.as_mut() else {
             return false;
@@ -216,14 +407,10 @@ impl Sock {
                         break;
                     }
                 }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                    self.wr = false;
-                    break;
-                }
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(_) => {
-                    self.err = true;
-                    break;
+                Err(e) => {
+                    if !Self::write_failed(&e, &mut self.wr, &mut self.err) {
+                        break;
+                    }
                 }
             }
         }
@@ -233,7 +420,7 @@ impl Sock {
 
     /// Passes the other side's FIN on once nothing is left to write.
     fn shut_if_done(&mut self, h: &Half, other_eof: bool) {
-        if self.shut_wr || !other_eof || h.len() > 0 || self.err {
+        if self.shut_wr || !other_eof || h.pending() > 0 || self.err {
             return;
         }
         let Some(tr) = self.tr.as_mut() else {
@@ -292,12 +479,29 @@ pub(super) struct Moved {
 }
 
 impl Pipe {
+    /// Both sockets are plain TCP (a kernel pipe can carry their bytes).
+    fn both_plain(&self) -> bool {
+        let plain = |s: &Sock| s.tr.as_ref().is_some_and(|t| !t.is_tls() && !t.is_lane());
+        plain(&self.cli) && plain(&self.srv)
+    }
+
+    /// Switches either direction to its kernel pipe when it may.
+    fn maybe_splice(&mut self) {
+        if !self.forwarding || self.connecting {
+            return;
+        }
+        let plain = self.both_plain();
+        self.c2s.maybe_splice(plain && self.srv_prefix.is_empty());
+        self.s2c.maybe_splice(plain && !self.res_hold);
+    }
+
     /// The client side's pass: read the client into `c2s`, write `s2c`
     /// to it, pass the server's FIN on.
     pub(super) fn client_pass(&mut self, w: &dyn Pool, now: Tick) -> Moved {
         let mut m = Moved::default();
         loop {
-            let c2s_was_empty = self.c2s.len() == 0;
+            self.maybe_splice();
+            let c2s_was_empty = self.c2s.pending() == 0;
             let eof_before = self.cli.eof;
             let s2c_was_full = std::mem::take(&mut self.s2c.reader_blocked);
             let got = self.cli.read_into(&mut self.c2s, w, now);
@@ -344,7 +548,8 @@ impl Pipe {
             return m;
         }
         loop {
-            let s2c_was_empty = self.s2c.len() == 0;
+            self.maybe_splice();
+            let s2c_was_empty = self.s2c.pending() == 0;
             let eof_before = self.srv.eof;
             let shut_before = self.srv.shut_wr;
             let c2s_was_full = std::mem::take(&mut self.c2s.reader_blocked);
@@ -402,7 +607,7 @@ impl Pipe {
         }
     }
 
-    /// Gives both buffers back.
+    /// Gives both buffers back and closes the pipes.
     pub(super) fn release(&mut self, w: &dyn Pool) {
         for h in [&mut self.c2s, &mut self.s2c] {
             if !h.buf.is_empty() {
@@ -410,6 +615,7 @@ impl Pipe {
             }
             h.start = 0;
             h.end = 0;
+            h.kp = None;
         }
     }
 }
@@ -541,6 +747,70 @@ mod tests {
             p.c2s.buf.is_empty() && p.s2c.buf.is_empty(),
             "buffers went back"
         );
+    }
+
+    #[test]
+    fn a_spliced_direction_keeps_order_back_pressure_and_the_fin() {
+        let w = worker();
+        let (c, mut client) = pair();
+        let (s, mut server) = pair();
+        let mut p = Pipe::default();
+        p.cli.tr = Some(c);
+        p.srv.tr = Some(s);
+        // 100 bytes copied before forwarding (the rules' inspection),
+        // then the direction splices once its buffer is empty.
+        client.write_all(&[1u8; 100]).unwrap();
+        settle(&mut p, &w);
+        assert!(p.c2s.kp.is_none());
+        p.c2s.splice = SpliceWant::On;
+        p.s2c.splice = SpliceWant::Auto;
+        p.forwarding = true;
+        // 1 MiB through a 64 KiB pipe: the reader must wait for room.
+        let up: Vec<u8> = (0..1usize << 20).map(|i| (i % 251) as u8).collect();
+        let mut writer = client.try_clone().unwrap();
+        let data = up.clone();
+        let t = std::thread::spawn(move || {
+            writer.write_all(&data).unwrap();
+            writer.shutdown(Shutdown::Write).unwrap();
+        });
+        server.set_nonblocking(true).unwrap();
+        let mut got = Vec::new();
+        let mut tmp = vec![0u8; 1 << 16];
+        loop {
+            settle(&mut p, &w);
+            match server.read(&mut tmp) {
+                Ok(0) => break,
+                Ok(n) => got.extend_from_slice(&tmp[..n]),
+                Err(_) => std::thread::yield_now(),
+            }
+        }
+        t.join().unwrap();
+        assert!(p.c2s.kp.is_some(), "the direction spliced");
+        assert_eq!(&got[..100], &[1u8; 100][..]);
+        assert_eq!(&got[100..], &up[..], "order kept");
+        // What the 64-byte buffer held was copied, the rest spliced.
+        let spliced = p.srv.spliced_out as usize;
+        assert!(spliced >= up.len() && spliced < up.len() + 100, "{spliced}");
+        assert!(p.srv.shut_wr, "the FIN passed on after the pipe emptied");
+        // The other way: auto waits for reads that fill the buffer, so a
+        // few bytes are copied.
+        server.set_nonblocking(false).unwrap();
+        server.write_all(b"short").unwrap();
+        let mut back = [0u8; 5];
+        client
+            .set_read_timeout(Some(std::time::Duration::from_millis(50)))
+            .unwrap();
+        let mut n = 0;
+        while n < 5 {
+            settle(&mut p, &w);
+            if let Ok(k) = client.read(&mut back[n..]) {
+                n += k;
+            }
+        }
+        assert_eq!(&back, b"short");
+        assert!(p.s2c.kp.is_none(), "not streaming: copied");
+        p.release(&w);
+        assert!(p.c2s.kp.is_none(), "pipes closed");
     }
 
     #[test]

@@ -34,7 +34,7 @@ use std::time::SystemTime;
 
 use sched::{ticks, Ctx, Reasons, Status, TaskletId, Tick, ETERNITY};
 
-use super::pipe::{Pipe, SrvTasklet};
+use super::pipe::{Pipe, SpliceWant, SrvTasklet};
 use crate::backend::{Farm, LbInput, Pick, ServerRt, WaitState, Waiter};
 use crate::l4rules::{run_rules, run_rules_addrs, Verdict};
 use crate::proxy::{BackendKind, BackendRt, BeTimeouts, FrontendRt};
@@ -207,7 +207,10 @@ impl Session {
 
     fn local_addr(&self) -> Option<SocketAddr> {
         let p = self.pipe.borrow();
-        p.cli.tr.as_ref().and_then(|t| t.tcp().local_addr().ok())
+        p.cli
+            .tr
+            .as_ref()
+            .and_then(|t| crate::sys::original_dst(t.tcp()))
     }
 
     fn client_timeout(&self) -> u32 {
@@ -361,6 +364,7 @@ impl Session {
             vars: Some(&*self.vars),
             stk: Some(&self.stk),
             payload,
+            res_body: None,
         };
         f(&sctx)
     }
@@ -718,7 +722,22 @@ impl Session {
                         self.res_inspect = Some((0, until));
                         self.pipe.borrow_mut().res_hold = true;
                     }
-                    self.pipe.borrow_mut().forwarding = true;
+                    {
+                        let bits = self.fe.l4.splice | self.be.as_ref().map_or(0, |b| b.l4.splice);
+                        let want = |bit: u8| {
+                            if bits & bit != 0 {
+                                SpliceWant::On
+                            } else if bits & crate::config::SPLICE_AUTO != 0 {
+                                SpliceWant::Auto
+                            } else {
+                                SpliceWant::Off
+                            }
+                        };
+                        let mut p = self.pipe.borrow_mut();
+                        p.c2s.splice = want(crate::config::SPLICE_REQUEST);
+                        p.s2c.splice = want(crate::config::SPLICE_RESPONSE);
+                        p.forwarding = true;
+                    }
                     // The server side writes what waited in `c2s`.
                     if let Some(t) = self.srv_task {
                         ctx.tasklet_wakeup(t);
@@ -842,10 +861,20 @@ impl Session {
         if let Some(t) = self.srv_task.take() {
             ctx.kill_tasklet(t);
         }
-        let (bytes_in, bytes_out) = {
+        let (bytes_in, bytes_out, spliced) = {
             let p = self.pipe.borrow();
-            (p.cli.bytes_read, p.srv.bytes_read)
+            (
+                p.cli.bytes_read,
+                p.srv.bytes_read,
+                p.cli.spliced_out + p.srv.spliced_out,
+            )
         };
+        if spliced > 0 {
+            self.fe
+                .http
+                .spliced_out
+                .fetch_add(spliced, Ordering::Relaxed);
+        }
         if let Some(s) = &self.server {
             s.counters.bytes_in.fetch_add(bytes_in, Ordering::Relaxed);
             s.counters.bytes_out.fetch_add(bytes_out, Ordering::Relaxed);

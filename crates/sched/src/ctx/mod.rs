@@ -122,6 +122,7 @@ impl Ctx {
                 return Err(e);
             }
         };
+        *r.epfd.lock().unwrap_or_else(|p| p.into_inner()) = epoll.raw();
         if let Ok(id) = sys::own_cpu_clock() {
             r.cpu_clock.store(i64::from(id), Ordering::Relaxed);
         }
@@ -251,6 +252,8 @@ impl Ctx {
 impl Drop for Ctx {
     fn drop(&mut self) {
         let r = &self.shared.threads[self.tid];
+        // The epoll closes with this Ctx: no other thread may use it now.
+        *r.epfd.lock().unwrap_or_else(|p| p.into_inner()) = -1;
         r.exited.store(true, Ordering::SeqCst);
         r.harmless.store(true, Ordering::SeqCst);
         r.claimed.store(false, Ordering::SeqCst);

@@ -47,6 +47,26 @@ impl Ctx {
         self.epoll.delete(fd)
     }
 
+    /// Removes `fd` from thread `thread`'s epoll: this thread takes over an
+    /// fd another thread registered (an idle connection it leaves). The
+    /// caller holds the fd open, so the number names that socket. That
+    /// thread may still see one event already queued for it: its tasklet
+    /// must tolerate a wakeup for an fd it gave up.
+    pub fn deregister_fd_of(&mut self, thread: usize, fd: RawFd) -> io::Result<()> {
+        if thread == self.tid {
+            return self.epoll.delete(fd);
+        }
+        let Some(r) = self.shared.threads.get(thread) else {
+            return Ok(());
+        };
+        let epfd = r.epfd.lock().unwrap_or_else(|p| p.into_inner());
+        if *epfd < 0 {
+            // That thread has no poller (any more): nothing to remove.
+            return Ok(());
+        }
+        crate::sys::epoll_delete(*epfd, fd)
+    }
+
     /// The poll timeout for this turn: 0 if work remains, else until the
     /// next timer + 1 ms (`now` is truncated to the ms, so the +1 keeps a
     /// timer from being polled for with a 0 timeout), at most

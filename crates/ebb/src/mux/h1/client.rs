@@ -42,8 +42,8 @@ use std::time::SystemTime;
 use sched::{ticks, Ctx, Reasons, Status, TaskletFn, TaskletId, Tick};
 
 use crate::http1::{
-    error_page, parse_request_into, reason_phrase, Drain, DrainStep, HttpError, Method,
-    RequestHead, Status as PStatus, Version,
+    error_page, parse_request_into, reason_phrase, scheme_normalized, Drain, DrainStep, HttpError,
+    Method, RequestHead, Status as PStatus, Version,
 };
 use crate::mux::h1::out::H1Out;
 use crate::proxy::FrontendRt;
@@ -238,7 +238,7 @@ pub(crate) fn dst_of(
     tr: &Transport,
     pp: Option<SocketAddr>,
 ) -> impl Fn() -> Option<SocketAddr> + Copy + '_ {
-    move || pp.or_else(|| tr.tcp().local_addr().ok())
+    move || pp.or_else(|| crate::sys::original_dst(tr.tcp()))
 }
 
 impl<S> Conn<S> {
@@ -734,11 +734,14 @@ impl<S: Exchange + Default + 'static> Conn<S> {
                     if self.req_start.is_none() {
                         self.req_start = Some(ctx.now());
                     }
-                    let r = parse_request_into(
+                    let mut r = parse_request_into(
                         &self.rbuf[self.rstart..self.rend],
                         &self.w.limits,
                         &mut self.head,
                     );
+                    if let Ok(PStatus::Complete(())) = r {
+                        r = self.normalize_head();
+                    }
                     match r {
                         Ok(PStatus::Partial) => return progress,
                         Ok(PStatus::Complete(())) => {
@@ -753,6 +756,37 @@ impl<S: Exchange + Default + 'static> Conn<S> {
                 }
             }
         }
+    }
+
+    /// Scheme-based normalization of an absolute-form request (see
+    /// [`scheme_normalized`]): the shorter head is written back so that it
+    /// ends where the received one did (the body after it stays in place),
+    /// and parsed again.
+    fn normalize_head(&mut self) -> Result<PStatus<()>, HttpError> {
+        let old = &self.rbuf[self.rstart..self.rend];
+        let Some(new) = scheme_normalized(old, &self.head) else {
+            return Ok(PStatus::Complete(()));
+        };
+        let end = self.rstart + self.head.head_len;
+        if let Some(start) = end.checked_sub(new.len()).filter(|&s| s >= self.rstart) {
+            self.rbuf[start..end].copy_from_slice(&new);
+            self.rstart = start;
+        } else {
+            // Longer (a `Host` shorter than the host it becomes): the
+            // bytes after the head move up, if the buffer has the room.
+            let grow = new.len() - self.head.head_len;
+            if self.rbuf.len() - self.rend < grow {
+                return Err(HttpError::HeadTooLarge);
+            }
+            self.rbuf.copy_within(end..self.rend, end + grow);
+            self.rend += grow;
+            self.rbuf[self.rstart..self.rstart + new.len()].copy_from_slice(&new);
+        }
+        parse_request_into(
+            &self.rbuf[self.rstart..self.rend],
+            &self.w.limits,
+            &mut self.head,
+        )
     }
 
     /// A request that could not be parsed: its status, a log line, close.

@@ -111,8 +111,36 @@ impl MsgSink<RespHead<'_>> for H1Out<'_> {
                 h.each_field(|n, v| {
                     let _ = w.header(n, v);
                 });
+                // `Connection` and `Upgrade` as a stream's own answer set
+                // them (`http-request return ... hdr connection ...`): a 101
+                // carrying `upgrade` goes with `Connection: upgrade` and
+                // the connection ends after it (no tunnel follows an answer
+                // ebb made); `close` closes after any answer.
+                let field = |n: &[u8]| h.fields.get(n).or_else(|| h.extra.get(n));
+                if h.status == 101 {
+                    if let Some(u) = field(b"upgrade") {
+                        let _ = w.header(b"Connection", b"upgrade");
+                        let _ = w.header(b"Upgrade", u);
+                        w.finish_bare();
+                        self.chunked = None;
+                        self.no_body = true;
+                        self.closing = true;
+                        return 0;
+                    }
+                }
+                // An `upgrade` the stream set on its own answer is sent
+                // (HAProxy sends a `return`'s fields as given): a rule
+                // may make the answer a 101 (`http-after-response
+                // set-status 101`).
+                if let Some(u) = h.extra.get(b"upgrade") {
+                    let _ = w.header(b"upgrade", u);
+                }
+                let close = field(b"connection").is_some_and(|v| {
+                    v.split(|&b| b == b',')
+                        .any(|t| t.trim_ascii().eq_ignore_ascii_case(b"close"))
+                });
                 let f = framing(h.status, h.body, self.version);
-                let keep = self.keep_alive && !h.close && f != BodyFraming::UntilClose;
+                let keep = self.keep_alive && !h.close && !close && f != BodyFraming::UntilClose;
                 w.finish(f, keep, self.version);
                 self.chunked = (f == BodyFraming::Chunked).then(ChunkedEncoder::new);
                 self.no_body = self.head_req || f == BodyFraming::None;

@@ -86,6 +86,10 @@ struct Lane {
     chunked: bool,
     /// The request body is not all written yet.
     req_open: bool,
+    /// An extended CONNECT (RFC 8441): the request went as an HTTP/1.1
+    /// upgrade; a 101 answer makes the stream a tunnel (200 to the
+    /// client, then bytes both ways as DATA).
+    tunnel: bool,
     /// Request bytes given to the lane and not yet granted back.
     unreleased: usize,
     resp: Resp,
@@ -364,6 +368,7 @@ impl<S: Exchange + Default + 'static> H2Conn<S> {
             head_req: false,
             chunked: false,
             req_open: false,
+            tunnel: false,
             unreleased: 0,
             resp: Resp::Head,
             stage: Vec::new(),
@@ -405,7 +410,8 @@ impl<S: Exchange + Default + 'static> H2Conn<S> {
                         let l = &mut self.lanes[i];
                         l.id = id;
                         l.head_req = head.method() == b"HEAD";
-                        l.chunked = !end_stream && head.content_length.is_none();
+                        l.tunnel = head.protocol().is_some();
+                        l.chunked = !l.tunnel && !end_stream && head.content_length.is_none();
                         l.req_open = !end_stream;
                         l.resp = Resp::Head;
                         l.stage.clear();
@@ -416,13 +422,30 @@ impl<S: Exchange + Default + 'static> H2Conn<S> {
                         let te = head.fields().any(|(n, _)| n == b"te");
                         const CHUNKED: (&[u8], &[u8]) = (b"transfer-encoding", b"chunked");
                         const TE: (&[u8], &[u8]) = (b"te", b"trailers");
-                        let extra: &[(&[u8], &[u8])] = match (l.chunked, te) {
-                            (true, true) => &[CHUNKED, TE],
-                            (true, false) => &[CHUNKED],
-                            (false, true) => &[TE],
-                            (false, false) => &[],
-                        };
-                        head.write_h1(extra, &mut pp.input);
+                        let mut extra: [(&[u8], &[u8]); 4] = [(b"", b""); 4];
+                        let mut n = 0;
+                        for (on, f) in [(l.chunked, CHUNKED), (te, TE)] {
+                            if on {
+                                extra[n] = f;
+                                n += 1;
+                            }
+                        }
+                        pp.eof = false;
+                        pp.ws_key = None;
+                        let websocket = head
+                            .protocol()
+                            .is_some_and(|p| p.eq_ignore_ascii_case(b"websocket"));
+                        let has = |name: &[u8]| head.fields().any(|(f, _)| f == name);
+                        // RFC 8441 §5 has no key: HAProxy makes one up for
+                        // an HTTP/1.1 server and checks its answer.
+                        let key = (websocket && !has(b"sec-websocket-key"))
+                            .then(crate::sample::websocket_key);
+                        if let Some(k) = &key {
+                            extra[n] = (b"sec-websocket-key", k);
+                            n += 1;
+                        }
+                        pp.ws_key = key;
+                        head.write_h1(&extra[..n], &mut pp.input);
                         drop(pp);
                         ctx.tasklet_wakeup(l.task);
                         self.fe.h2_streams.fetch_add(1, Ordering::Relaxed);
@@ -455,6 +478,9 @@ impl<S: Exchange + Default + 'static> H2Conn<S> {
                         } else {
                             pp.input.extend_from_slice(data);
                         }
+                        // The end of a tunnel's client side: the lane reads
+                        // its end once the bytes are read.
+                        pp.eof |= l.tunnel && end_stream;
                         drop(pp);
                         l.unreleased += data.len();
                         l.req_open = !end_stream;
@@ -750,17 +776,23 @@ fn drain_answer(
                 }
                 let n = head.head_len;
                 moved = true;
-                if head.is_interim() || head.status == 101 {
+                // The server switched protocols for an extended CONNECT: the
+                // client gets 200 (RFC 8441 §5) and the stream carries the
+                // tunnel's bytes until the lane closes.
+                let switched = l.tunnel && head.status == 101;
+                if !switched && (head.is_interim() || head.status == 101) {
                     // 100-continue and the like: the client needs none.
                     p.output.drain(..n);
                     continue;
                 }
-                let end = matches!(
-                    head.framing,
-                    BodyFraming::None | BodyFraming::ContentLength(0)
-                );
+                let end = !switched
+                    && matches!(
+                        head.framing,
+                        BodyFraming::None | BodyFraming::ContentLength(0)
+                    );
+                let status = if switched { 200 } else { head.status };
                 let buf = &p.output[..n];
-                let r = h2.send_response_with(id, head.status, end, |h| {
+                let r = h2.send_response_with(id, status, end, |h| {
                     for f in &head.headers {
                         let name = f.name.get(buf);
                         if !connection_specific(name) {
@@ -777,6 +809,7 @@ fn drain_answer(
                     return Ok(true);
                 }
                 l.resp = match head.framing {
+                    _ if switched => Resp::UntilClose,
                     BodyFraming::ContentLength(n) => Resp::Length(n),
                     BodyFraming::Chunked => {
                         Resp::Chunked(Box::new(ChunkedDecoder::stopping_at_trailers()))

@@ -120,12 +120,21 @@ pub(crate) struct Attached {
     pub(crate) reused: bool,
 }
 
+/// What a stream tells its HTTP/2 server side beyond its HTTP/1.1 head.
+#[derive(Copy, Clone, Default)]
+pub(crate) struct Hints {
+    /// The client accepts trailers (`te: trailers` to the server).
+    pub(crate) te: bool,
+    /// The scheme the client's request carried (an HTTP/2 client's
+    /// `:scheme`, the head itself being in origin form); without it,
+    /// `:scheme` is `https`, as HAProxy sends an origin-form request.
+    pub(crate) scheme: Option<&'static [u8]>,
+}
+
 /// What a new connection needs.
 pub(crate) struct Target {
     /// Per-server key (the server's uid).
     pub(crate) key: u64,
-    /// TLS to the server (`:scheme` https).
-    pub(crate) tls: bool,
     /// `alpn` without `proto h2`: HTTP/2 only if the server picks `h2`
     /// in the handshake, else the connection goes to the first stream as
     /// HTTP/1.1.
@@ -142,7 +151,20 @@ enum Req {
     Head,
     Len(u64),
     Chunked(Box<ChunkedDecoder>),
+    /// An upgrade sent as an extended CONNECT (RFC 8441): the stream's
+    /// bytes go as DATA as they come, until the exchange ends.
+    Tunnel,
     Done,
+}
+
+/// An HTTP/1.1 upgrade request sent as an extended CONNECT: what its
+/// 2xx answer becomes for the stream (HAProxy's translation): a 101 with
+/// `connection: upgrade`, `upgrade:` the protocol, and for a websocket a
+/// `sec-websocket-accept` computed from the client's key if the server
+/// sent none.
+struct Upgrade {
+    protocol: Vec<u8>,
+    accept: Option<Vec<u8>>,
 }
 
 struct SrvStream {
@@ -153,11 +175,15 @@ struct SrvStream {
     id: Option<u32>,
     /// The client accepts trailers (`te: trailers` to the server).
     te: bool,
+    /// The request's own scheme, when the HTTP/1.1 head has none.
+    scheme: Option<&'static [u8]>,
     req: Req,
     /// Decoded request chunk data waiting for window.
     stage: Vec<u8>,
     /// The answer is written chunked (no content-length).
     chunked: bool,
+    /// The request is an upgrade, sent as an extended CONNECT.
+    upgrade: Option<Box<Upgrade>>,
     /// Answer bytes given to the stream, not yet granted back.
     unreleased: usize,
 }
@@ -190,7 +216,6 @@ pub(crate) struct SrvConn {
     owner: Option<TaskletId>,
     /// DATA nobody reads, to grant back after the event.
     release: Vec<(u32, usize)>,
-    tls: bool,
     purge_ms: u32,
     limits: Limits,
     counters: Arc<H2Counters>,
@@ -249,7 +274,7 @@ pub(crate) fn attach(
     reuse: Reuse,
     owner: Option<TaskletId>,
     side: TaskletId,
-    te: bool,
+    hints: Hints,
     open: impl FnOnce() -> io::Result<Transport>,
 ) -> io::Result<Attached> {
     let found = POOL.with(|p| {
@@ -271,8 +296,10 @@ pub(crate) fn attach(
         pipe: Rc::clone(&pipe),
         side,
         id: None,
-        te,
+        te: hints.te,
+        scheme: hints.scheme,
         req: Req::Head,
+        upgrade: None,
         stage: Vec::new(),
         chunked: false,
         unreleased: 0,
@@ -312,7 +339,6 @@ fn new_conn(
         proven: false,
         owner,
         release: Vec::new(),
-        tls: t.tls,
         purge_ms: u32::try_from(t.purge.as_millis()).unwrap_or(u32::MAX),
         limits: t.limits,
         counters: Arc::clone(&t.counters),
@@ -504,6 +530,33 @@ impl SrvConn {
                 let p = &mut *pg;
                 let out = &mut p.resp;
                 match m {
+                    Msg::Head(h) if s.upgrade.is_some() && (200..300).contains(&h.status) => {
+                        // The tunnel is open: the stream gets HTTP/1.1's
+                        // 101, then the DATA as they come.
+                        let u = s.upgrade.as_deref();
+                        status_line(out, 101);
+                        let mut accept = false;
+                        for (n, v) in h.fields.iter() {
+                            if n.eq_ignore_ascii_case(b"content-length") {
+                                continue;
+                            }
+                            accept |= n.eq_ignore_ascii_case(b"sec-websocket-accept");
+                            out.extend_from_slice(n);
+                            out.extend_from_slice(b": ");
+                            out.extend_from_slice(v);
+                            out.extend_from_slice(b"\r\n");
+                        }
+                        out.extend_from_slice(b"connection: upgrade\r\nupgrade: ");
+                        out.extend_from_slice(u.map_or(&b""[..], |u| &u.protocol));
+                        out.extend_from_slice(b"\r\n");
+                        if let Some(a) = u.and_then(|u| u.accept.as_ref()).filter(|_| !accept) {
+                            out.extend_from_slice(b"sec-websocket-accept: ");
+                            out.extend_from_slice(a);
+                            out.extend_from_slice(b"\r\n");
+                        }
+                        out.extend_from_slice(b"\r\n");
+                        s.chunked = false;
+                    }
                     Msg::Head(h) => {
                         status_line(out, h.status);
                         let mut cl = None;
@@ -627,7 +680,6 @@ impl SrvConn {
         let now = Self::now(ctx);
         let mut moved = false;
         let limits = self.limits;
-        let scheme: &'static [u8] = if self.tls { b"https" } else { b"http" };
         let mut i = 0;
         while i < self.streams.len() {
             let s = &mut self.streams[i];
@@ -681,15 +733,48 @@ impl SrvConn {
                 };
                 let view = ReqHead::from_h1(&p.req, &head);
                 let body = view.body;
+                // An upgrade goes as an extended CONNECT (RFC 8441), to a
+                // server that announced it; else the exchange fails (502),
+                // as HAProxy refuses it.
+                let protocol = view.upgrade.map(|u| {
+                    let first = u.split(|&b| b == b',').next().unwrap_or(u);
+                    first.trim_ascii().to_vec()
+                });
+                match self.h2.peer_ext_connect() {
+                    // Its SETTINGS have not come yet.
+                    None if protocol.is_some() => continue,
+                    Some(false) if protocol.is_some() => {
+                        self.h2.reset_unopened(ErrorCode::INTERNAL_ERROR);
+                        self.shared = false;
+                        moved = true;
+                        p.end = true;
+                        s.req = Req::Done;
+                        wake(ctx, s.side);
+                        continue;
+                    }
+                    _ => {}
+                }
+                let scheme = s.scheme.unwrap_or(b"https");
                 let mut sink = ClientSink::new(&mut self.h2, scheme, now);
                 sink.te_trailers = s.te;
+                sink.protocol = protocol.as_deref();
                 sink.put(Msg::Head(view));
                 match (sink.id, sink.refused) {
                     (Some(id), _) => {
                         s.id = Some(id);
                         bump(&self.counters.open_streams, true);
                         bump(&self.counters.total_streams, true);
+                        if let Some(protocol) = protocol {
+                            let websocket = protocol.eq_ignore_ascii_case(b"websocket");
+                            let accept = view
+                                .fields
+                                .get(b"sec-websocket-key")
+                                .filter(|_| websocket)
+                                .map(crate::sample::websocket_accept);
+                            s.upgrade = Some(Box::new(Upgrade { protocol, accept }));
+                        }
                         s.req = match body {
+                            _ if s.upgrade.is_some() => Req::Tunnel,
                             BodySize::Empty => {
                                 let _ = self.h2.send_data(id, &[], true, now);
                                 Req::Done
@@ -714,6 +799,14 @@ impl SrvConn {
             loop {
                 match &mut s.req {
                     Req::Head | Req::Done => break,
+                    Req::Tunnel => {
+                        if p.req.is_empty() {
+                            break;
+                        }
+                        let sent = self.h2.send_data(id, &p.req, false, now).unwrap_or(0);
+                        p.req.drain(..sent);
+                        break;
+                    }
                     Req::Len(left) => {
                         let n = (*left).min(p.req.len() as u64) as usize;
                         if n == 0 {

@@ -1,0 +1,351 @@
+//! Idle HTTP/1 server connections, shared by the threads of the process
+//! as HAProxy 2.6 shares them (`tune.idle-pool.shared on`, its default).
+//!
+//! Each thread has its own list per server, behind a lock only another
+//! thread looking for a connection takes (with `try_lock`, skipping a
+//! busy list): a thread uses its own idle connections first and takes
+//! one of another thread only when its own list has none that fits.
+//!
+//! A connection is idle from the end of its answer, as in HAProxy: any
+//! request `http-reuse` allows may take it then. Its client keeps a
+//! [`Parked`] place for it, where the connection stays registered with
+//! the client's server-side tasklet: the client's next request to that
+//! server takes it back without a system call (the keep-alive hot path
+//! touches only that place's uncontended lock). Another request that
+//! takes it removes that registration first (on the other thread's poller
+//! when it lives on another thread: [`sched::Ctx::deregister_fd_of`]).
+//!
+//! Every idle connection of a server holds an [`IdleTicket`], counted in
+//! [`ServerRt::idle_conns`] against its `pool-max-conn`: those in the
+//! lists and those kept for their client's next request (a stream's
+//! attached connection). A connection that finds the pool full is closed,
+//! as HAProxy closes one its server's idle list refuses.
+//!
+//! A connection is *safe* once it carried a request after its first one
+//! (it proved the server keeps connections open): `http-reuse aggressive`
+//! and `always` send a client's first request over safe ones first.
+
+use std::collections::HashMap;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use sched::{ticks, TaskletId, Tick};
+
+use super::ServerRt;
+use crate::transport::{Movable, Transport};
+
+/// Idle connections a thread keeps per server when `pool-max-conn` is
+/// not set: a bound on the descriptors an unlimited setting could pin.
+const DEFAULT_THREAD_MAX: usize = 1024;
+
+/// One idle connection counted in its server's pool.
+pub struct IdleTicket(Arc<ServerRt>);
+
+impl Drop for IdleTicket {
+    fn drop(&mut self) {
+        self.0.idle_conns.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+impl ServerRt {
+    /// A place in the server's idle pool, or `None` when `pool-max-conn`
+    /// idle connections are there already.
+    pub fn idle_ticket(self: &Arc<Self>) -> Option<IdleTicket> {
+        let max = self.opts.pool_max_conn.unwrap_or(u32::MAX);
+        self.idle_conns
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                (n < max).then_some(n + 1)
+            })
+            .ok()
+            .map(|_| IdleTicket(Arc::clone(self)))
+    }
+
+    /// Idle connections to this server now (all threads, with those kept
+    /// for their clients).
+    pub fn idle_count(&self) -> u32 {
+        self.idle_conns.load(Ordering::Acquire)
+    }
+}
+
+/// Which idle connections a request may take (`http-reuse`, and whether
+/// it is its client's first request).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Want {
+    /// Any, the not yet safe ones first (they are kept from first
+    /// requests): a later request.
+    Any,
+    /// Safe ones only (`aggressive`, a first request).
+    Safe,
+    /// Safe ones, else any (`always`, a first request).
+    SafeFirst,
+}
+
+struct Entry {
+    conn: Movable,
+    since: Tick,
+    /// The server's `pool-purge-delay` in ms.
+    purge: u32,
+    safe: bool,
+    /// The tasklet whose thread's poller still has the socket (its
+    /// client's, while the client lives).
+    reg: Option<TaskletId>,
+    /// Holds the server's count until the entry leaves the pool.
+    _ticket: IdleTicket,
+}
+
+/// One place of a list: empty once its connection was taken.
+type Slot = Mutex<Option<Entry>>;
+
+/// A client's place for its idle connection to one server.
+pub struct Parked {
+    uid: u64,
+    slot: Arc<Slot>,
+}
+
+impl Parked {
+    /// The server (uid) of the connection parked here.
+    pub fn server_uid(&self) -> u64 {
+        self.uid
+    }
+}
+
+/// An idle connection taken from the pool.
+pub struct Taken {
+    pub st: Transport,
+    /// It carried more than one request.
+    pub safe: bool,
+    /// Still registered with this tasklet's poller (its thread's).
+    pub reg: Option<TaskletId>,
+}
+
+type Lists = HashMap<u64, Vec<Arc<Slot>>>;
+
+/// The idle lists of every thread.
+pub struct IdlePools {
+    threads: Box<[Mutex<Lists>]>,
+    /// `tune.idle-pool.shared`: a thread may take another's connections.
+    shared: bool,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl IdlePools {
+    pub fn new(nbthread: usize, shared: bool) -> IdlePools {
+        IdlePools {
+            threads: (0..nbthread.max(1))
+                .map(|_| Mutex::new(HashMap::new()))
+                .collect(),
+            shared,
+        }
+    }
+
+    /// Parks an idle connection to `s` (whose place `ticket` holds) in
+    /// `thread`'s list: in the client's own place `parked` when it has one
+    /// for that server, else in a new one it keeps (`reg`: the tasklet the
+    /// socket stays registered with). A lane is not kept.
+    #[allow(clippy::too_many_arguments)]
+    pub fn park(
+        &self,
+        thread: usize,
+        parked: &mut Option<Parked>,
+        s: &ServerRt,
+        st: Transport,
+        safe: bool,
+        ticket: IdleTicket,
+        reg: Option<TaskletId>,
+        now: Tick,
+    ) {
+        let Some(conn) = st.into_movable() else {
+            return;
+        };
+        let e = Entry {
+            conn,
+            since: now,
+            purge: purge_ms(s),
+            safe,
+            reg,
+            _ticket: ticket,
+        };
+        if let Some(p) = parked.as_ref().filter(|p| p.uid == s.uid) {
+            // Its place is listed as long as the client holds it.
+            *lock(&p.slot) = Some(e);
+            return;
+        }
+        let slot = Arc::new(Mutex::new(Some(e)));
+        if let Some(m) = self.threads.get(thread) {
+            let mut lists = lock(m);
+            let list = lists.entry(s.uid).or_default();
+            if s.opts.pool_max_conn.is_none() && list.len() >= DEFAULT_THREAD_MAX {
+                // The oldest place no client holds goes, with its connection.
+                if let Some(i) = list.iter().position(|x| Arc::strong_count(x) == 1) {
+                    list.remove(i);
+                }
+            }
+            list.push(Arc::clone(&slot));
+        }
+        *parked = Some(Parked { uid: s.uid, slot });
+    }
+
+    /// The client's own parked connection, if no other request took it.
+    pub fn unpark(&self, p: &Parked) -> Option<Taken> {
+        let e = lock(&p.slot).take()?;
+        Some(taken(e))
+    }
+
+    /// The client lets its place go (it leaves, or its next connection is
+    /// to another server): a connection still there stays for others,
+    /// after `dereg` removed its registration with the client's tasklet.
+    pub fn release(&self, p: Parked, dereg: impl FnOnce(std::os::fd::RawFd)) {
+        let mut g = lock(&p.slot);
+        if let Some(e) = g.as_mut() {
+            if e.reg.take().is_some() {
+                dereg(e.conn.raw_fd());
+            }
+        }
+    }
+
+    /// An open idle connection to `s` that `want` allows: `thread`'s own
+    /// first, then (pool shared) another thread's. Closed or expired ones
+    /// found on the way are dropped.
+    pub fn take(&self, thread: usize, s: &ServerRt, want: Want, now: Tick) -> Option<Taken> {
+        let classes: &[Class] = match want {
+            Want::Any => &[Class::Any],
+            Want::Safe => &[Class::Safe],
+            Want::SafeFirst => &[Class::Safe, Class::Any],
+        };
+        for &class in classes {
+            if let Some(found) = self.take_class(thread, s, class, now) {
+                return Some(found);
+            }
+        }
+        None
+    }
+
+    fn take_class(&self, thread: usize, s: &ServerRt, class: Class, now: Tick) -> Option<Taken> {
+        // Its own list, locked (only another thread looking competes).
+        if let Some(m) = self.threads.get(thread) {
+            while let Some(e) = pop(&mut lock(m), s, class, now) {
+                if let Some(found) = usable(e, s) {
+                    return Some(found);
+                }
+            }
+        }
+        if !self.shared || s.idle_count() == 0 {
+            return None;
+        }
+        let n = self.threads.len();
+        for i in (1..n).map(|k| (thread + k) % n) {
+            let Some(m) = self.threads.get(i) else {
+                continue;
+            };
+            loop {
+                // A list in use by its thread is skipped, never waited for.
+                let e = match m.try_lock() {
+                    Ok(mut l) => pop(&mut l, s, class, now),
+                    Err(_) => None,
+                };
+                let Some(e) = e else {
+                    break;
+                };
+                if let Some(found) = usable(e, s) {
+                    return Some(found);
+                }
+            }
+        }
+        None
+    }
+
+    /// Closes `thread`'s idle connections older than their server's
+    /// `pool-purge-delay` (its purge task runs this once a second), and
+    /// forgets the empty places no client holds.
+    pub fn purge(&self, thread: usize, now: Tick) -> usize {
+        let Some(m) = self.threads.get(thread) else {
+            return 0;
+        };
+        let mut lists = lock(m);
+        let mut n = 0;
+        for list in lists.values_mut() {
+            list.retain(|slot| {
+                let Ok(mut g) = slot.try_lock() else {
+                    return true;
+                };
+                if g.as_ref().is_some_and(|e| expired(e, now)) {
+                    *g = None;
+                    n += 1;
+                }
+                g.is_some() || Arc::strong_count(slot) > 1
+            });
+        }
+        lists.retain(|_, l| !l.is_empty());
+        n
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Class {
+    /// Not yet safe ones first, then safe ones.
+    Any,
+    Safe,
+}
+
+fn purge_ms(s: &ServerRt) -> u32 {
+    s.opts
+        .pool_purge_delay
+        .as_millis()
+        .min(u32::MAX as u128 / 2) as u32
+}
+
+fn expired(e: &Entry, now: Tick) -> bool {
+    ticks::is_expired(ticks::add(e.since, e.purge), now)
+}
+
+fn taken(e: Entry) -> Taken {
+    Taken {
+        st: Transport::from(e.conn),
+        safe: e.safe,
+        reg: e.reg,
+    }
+}
+
+/// Takes the newest connection to `s` of `class` out of a list (places
+/// another thread or its client holds locked are skipped; expired
+/// connections are dropped, places left empty that no client holds are
+/// forgotten).
+fn pop(lists: &mut Lists, s: &ServerRt, class: Class, now: Tick) -> Option<Entry> {
+    let list = lists.get_mut(&s.uid)?;
+    let passes: &[bool] = match class {
+        Class::Safe => &[true],
+        Class::Any => &[false, true],
+    };
+    let mut found = None;
+    for &safe in passes {
+        found = list.iter().rev().find_map(|slot| {
+            let mut g = slot.try_lock().ok()?;
+            if g.as_ref().is_some_and(|e| expired(e, now)) {
+                *g = None;
+            }
+            if g.as_ref()?.safe == safe {
+                g.take()
+            } else {
+                None
+            }
+        });
+        if found.is_some() {
+            break;
+        }
+    }
+    list.retain(|slot| {
+        Arc::strong_count(slot) > 1 || slot.try_lock().map_or(true, |g| g.is_some())
+    });
+    found
+}
+
+/// The connection of an entry taken from a list, if it is still open and
+/// still goes to the server's address (else it closes, its place in the
+/// pool given back).
+fn usable(e: Entry, s: &ServerRt) -> Option<Taken> {
+    let mut t = taken(e);
+    (super::alive(&mut t.st) && s.still_there(&t.st)).then_some(t)
+}

@@ -1,0 +1,777 @@
+//! Body buffering and the rules next to it, with HAProxy 2.6's meaning:
+//! `option http-buffer-request`, `http-request|http-response
+//! wait-for-body`, the `req.body*`/`res.body*` fetches, `json_query`,
+//! `http-response deny`, `userlist` with `http-request auth`,
+//! `http-request set-timeout` and `option abortonclose`; with the real
+//! binary and real clients (raw TCP, curl over HTTP/2), side by side with
+//! haproxy where it is installed.
+
+mod common;
+
+use common::origin::{Mode, Origin};
+use common::*;
+use std::time::Duration;
+
+/// A frontend that answers with what the rules saw of the body.
+fn show_body(opts: &str) -> String {
+    format!(
+        "global\n    log stdout format raw local0\ndefaults\n    mode http\n    timeout client 5s\n    timeout server 5s\n    timeout connect 5s\n\
+         frontend fe\n    bind BIND\n    log global\n    option httplog\n{opts}\n\
+         \x20   http-request return status 200 content-type text/plain lf-string \"body=%[req.body] len=%[req.body_len] size=%[req.body_size] p=%[req.body_param(b)]\"\n"
+    )
+}
+
+#[test]
+fn buffer_request_gives_the_rules_the_whole_body() {
+    let e = Ebb::start(&show_body("    option http-buffer-request"));
+    let mut c = Client::connect(e.addr());
+    // The head and the start of the body, then the rest in another write:
+    // the rules wait for all of it.
+    c.send(b"POST / HTTP/1.1\r\nHost: t\r\nContent-Length: 10\r\n\r\na=1&");
+    c.send(b"b=xyz");
+    c.send(b"&");
+    let r = c.read_resp();
+    assert_eq!(r.status, 200);
+    assert_eq!(r.text(), "body=a=1&b=xyz& len=10 size=10 p=xyz");
+    // A chunked body is given de-chunked; its size is what arrived.
+    c.send(b"POST / HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nb=q\r\n");
+    c.send(b"2\r\n&c\r\n0\r\n\r\n");
+    let r = c.read_resp();
+    assert_eq!(r.text(), "body=b=q&c len=5 size=5 p=q");
+    // A request without a body does not wait.
+    c.send(b"GET / HTTP/1.1\r\nHost: t\r\n\r\n");
+    let r = c.read_resp();
+    assert_eq!(r.text(), "body= len=0 size=0 p=");
+}
+
+#[test]
+fn wait_for_body_at_least_and_its_timeout() {
+    let e = Ebb::start(&show_body(
+        "    http-request wait-for-body time 300ms at-least 4 if { path /least }\n    http-request wait-for-body time 300ms if { path /all }",
+    ));
+    // `at-least 4`: 4 bytes of 10 are enough.
+    let mut c = Client::connect(e.addr());
+    c.send(b"POST /least HTTP/1.1\r\nHost: t\r\nContent-Length: 10\r\n\r\n");
+    c.send(b"b=12");
+    let r = c.read_resp();
+    assert_eq!(r.text(), "body=b=12 len=4 size=10 p=12");
+    // The whole body that never comes: 408 after `time`, and the
+    // connection closes; the log says `cD` (client timeout, data phase).
+    let mut c = Client::connect(e.addr());
+    c.send(b"POST /all HTTP/1.1\r\nHost: t\r\nContent-Length: 10\r\n\r\nb=12");
+    let r = c.read_resp();
+    assert_eq!(r.status, 408);
+    assert!(c.closed());
+    let l = e
+        .wait_stdout(" 408 ", Duration::from_secs(10))
+        .expect("log line");
+    assert!(l.contains("fe fe/<NOSRV>") && l.contains(" cD-- "), "{l}");
+    if let Some(h) = haproxy_side(
+        "http-request wait-for-body time 300ms if { path /all }",
+        b"POST /all HTTP/1.1\r\nHost: t\r\nContent-Length: 10\r\n\r\nb=12",
+    ) {
+        assert_eq!(h, 408);
+    }
+}
+
+/// The status haproxy answers `req` with, on the same kind of frontend
+/// (None when haproxy is not installed).
+fn haproxy_side(rule: &str, req: &[u8]) -> Option<u16> {
+    let port = free_port();
+    let _h = haproxy_with(
+        "body-hap",
+        &format!(
+            "defaults\n    mode http\n    timeout client 5s\n    timeout server 5s\n    timeout connect 5s\n\
+             frontend fe\n    bind 127.0.0.1:{port}\n    {rule}\n    http-request return status 200\n"
+        ),
+    )?;
+    let a = format!("127.0.0.1:{port}").parse().unwrap();
+    let mut c = Client::connect(a);
+    c.send(req);
+    Some(c.read_resp().status)
+}
+
+#[test]
+fn http2_request_bodies_are_waited_for_too() {
+    if !have("curl") {
+        return;
+    }
+    let e = Ebb::start(&show_body("    option http-buffer-request"));
+    let url = format!("http://{}/", e.addr());
+    // With and without a content-length (curl sends one for -d; a body
+    // read from stdin with `-T -` goes without).
+    let (ok, out, err) = curl(&["-s", "--http2-prior-knowledge", "-d", "b=h2&x=1", &url]);
+    assert!(ok, "{err}");
+    assert_eq!(out, "body=b=h2&x=1 len=8 size=8 p=h2");
+}
+
+#[test]
+fn a_body_larger_than_the_buffer_is_forwarded_whole() {
+    let o = Origin::start("big", Mode::Echo);
+    let cfg = format!(
+        "global\n    tune.bufsize 4096\ndefaults\n    mode http\n    timeout client 5s\n    timeout server 5s\n    timeout connect 5s\n\
+         frontend fe\n    bind BIND\n    option http-buffer-request\n\
+         \x20   http-request set-var(txn.len) req.body_len\n\
+         \x20   http-response set-header x-seen %[var(txn.len)]\n    default_backend be\n\
+         backend be\n    server s {}\n",
+        o.addr
+    );
+    let e = Ebb::start(&cfg);
+    let body = vec![b'x'; 50_000];
+    let mut c = Client::connect(e.addr());
+    c.send(
+        format!(
+            "POST / HTTP/1.1\r\nHost: t\r\nContent-Length: {}\r\n\r\n",
+            body.len()
+        )
+        .as_bytes(),
+    );
+    c.send(&body);
+    let r = c.read_resp();
+    assert_eq!(r.status, 200);
+    assert_eq!(r.body.len(), body.len(), "the origin got the whole body");
+    // The rules saw what a full buffer holds, not all of it.
+    let seen: usize = r.header("x-seen").unwrap().parse().unwrap();
+    assert!(seen > 0 && seen < 4096, "{seen}");
+}
+
+#[test]
+fn the_backends_option_waits_before_its_rules() {
+    let o = Origin::start("be", Mode::Ok);
+    let cfg = format!(
+        "defaults\n    mode http\n    timeout client 5s\n    timeout server 5s\n    timeout connect 5s\n\
+         frontend fe\n    bind BIND\n    default_backend be\n\
+         backend be\n    option http-buffer-request\n\
+         \x20   http-request set-var(txn.a) req.body,json_query('$.a.b[1]')\n\
+         \x20   http-request set-var(txn.n) req.body,json_query('$.n','int'),add(1)\n\
+         \x20   http-request return status 200 content-type text/plain lf-string \"%[var(txn.a)] %[var(txn.n)]\" if {{ req.body,json_query('$.go') -m str yes }}\n\
+         \x20   server s {}\n",
+        o.addr
+    );
+    let e = Ebb::start(&cfg);
+    let mut c = Client::connect(e.addr());
+    let json = br#"{"go":"yes","n":41,"a":{"b":["x","second"]}}"#;
+    c.send(
+        format!(
+            "POST / HTTP/1.1\r\nHost: t\r\nContent-Length: {}\r\n\r\n",
+            json.len()
+        )
+        .as_bytes(),
+    );
+    c.send(&json[..10]);
+    c.send(&json[10..]);
+    let r = c.read_resp();
+    assert_eq!(r.text(), "second 42");
+}
+
+#[test]
+fn a_client_leaving_while_its_body_is_awaited_is_logged_cr() {
+    let o = Origin::start("cr", Mode::Ok);
+    let cfg = format!(
+        "global\n    log stdout format raw local0\ndefaults\n    mode http\n    timeout client 5s\n    timeout server 5s\n    timeout connect 5s\n\
+         frontend fe\n    bind BIND\n    log global\n    option httplog\n    option http-buffer-request\n    default_backend be\n\
+         backend be\n    server s {}\n",
+        o.addr
+    );
+    let e = Ebb::start(&cfg);
+    let mut c = Client::connect(e.addr());
+    c.send(b"POST /gone HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n1\r\na\r\n0\r\n");
+    c.s.shutdown(std::net::Shutdown::Write).unwrap();
+    let l = e
+        .wait_stdout("/gone", Duration::from_secs(10))
+        .expect("log line");
+    assert!(
+        l.contains("fe be/<NOSRV>") && l.contains(" -1 ") && l.contains(" CR-- "),
+        "{l}"
+    );
+    assert_eq!(
+        o.requests.load(std::sync::atomic::Ordering::SeqCst),
+        0,
+        "no server was asked"
+    );
+}
+
+#[test]
+fn wait_for_body_needs_its_time() {
+    let d = scratch("wfb");
+    std::fs::write(
+        d.join("a.cfg"),
+        "defaults\n    mode http\nfrontend fe\n    bind 127.0.0.1:0\n    http-request wait-for-body at-least 10\n",
+    )
+    .unwrap();
+    let (code, _, err) = run_ebb(&["-c", "-f", "a.cfg"], &d);
+    assert_ne!(code, 0);
+    assert!(
+        err.contains("a.cfg:5:") && err.contains("expects time"),
+        "{err}"
+    );
+}
+
+/// A loopback server running `conn` on each connection, in a thread of
+/// its own.
+fn serve_each(
+    conn: fn(std::net::TcpStream, &mut Vec<u8>, &mut [u8; 4096]),
+) -> std::net::SocketAddr {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let a = l.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for s in l.incoming() {
+            let Ok(s) = s else { return };
+            std::thread::spawn(move || conn(s, &mut Vec::new(), &mut [0u8; 4096]));
+        }
+    });
+    a
+}
+
+/// A server that answers each request with a head announcing 12 bytes,
+/// then `{"k":`, `"vvv"}` and ` ` in writes of their own, or (`CUT`) only
+/// 4 bytes; it keeps the connection open until the client closes it.
+fn partial_server(cut: bool) -> std::net::SocketAddr {
+    fn run(mut s: std::net::TcpStream, buf: &mut Vec<u8>, tmp: &mut [u8; 4096], cut: bool) {
+        use std::io::{Read, Write};
+        let parts: &[&[u8]] = if cut {
+            &[b"abcd"]
+        } else {
+            &[b"{\"k\":", b"\"vvv\"}", b" "]
+        };
+        loop {
+            while let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                buf.drain(..end + 4);
+                let _ = s.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 12\r\n\r\n");
+                for p in parts {
+                    let _ = s.write_all(p);
+                }
+            }
+            match s.read(tmp) {
+                Ok(0) | Err(_) => return,
+                Ok(n) => buf.extend_from_slice(&tmp[..n]),
+            }
+        }
+    }
+    if cut {
+        serve_each(|s, b, t| run(s, b, t, true))
+    } else {
+        serve_each(|s, b, t| run(s, b, t, false))
+    }
+}
+
+fn response_waits(rules: &str, srv: std::net::SocketAddr) -> Ebb {
+    Ebb::start(&format!(
+        "global\n    log stdout format raw local0\ndefaults\n    mode http\n    timeout client 5s\n    timeout server 5s\n    timeout connect 5s\n\
+         frontend fe\n    bind BIND\n    log global\n    option httplog\n    default_backend be\n\
+         backend be\n{rules}\n    server s {srv}\n"
+    ))
+}
+
+#[test]
+fn http_response_wait_for_body_gives_the_rules_res_body() {
+    let srv = partial_server(false);
+    let e = response_waits(
+        "    http-response wait-for-body time 5s if { status 200 }\n    http-response set-header x-len %[res.body_len]\n    http-response set-header x-k %[res.body,json_query('$.k')]",
+        srv,
+    );
+    let mut c = Client::connect(e.addr());
+    c.send(b"GET / HTTP/1.1\r\nHost: t\r\n\r\n");
+    let r = c.read_resp();
+    assert_eq!(r.status, 200);
+    assert_eq!(r.header("x-len"), Some("12"));
+    assert_eq!(r.header("x-k"), Some("vvv"));
+    assert_eq!(r.text(), "{\"k\":\"vvv\"} ");
+}
+
+#[test]
+fn http_response_wait_for_body_times_out_with_504() {
+    // 4 bytes of 12 and nothing more: `at-least 4` goes on, the whole
+    // body is waited for in vain (504, `sD`).
+    let srv = partial_server(true);
+    let e = response_waits(
+        "    http-response wait-for-body time 200ms at-least 4 if { status 201 }\n    http-response wait-for-body time 200ms\n    http-response set-header x-len %[res.body_len]",
+        srv,
+    );
+    let mut c = Client::connect(e.addr());
+    c.send(b"GET / HTTP/1.1\r\nHost: t\r\n\r\n");
+    let r = c.read_resp();
+    assert_eq!(r.status, 504);
+    let l = e
+        .wait_stdout(" 504 ", Duration::from_secs(10))
+        .expect("log line");
+    assert!(l.contains("be/s") && l.contains(" sD-- "), "{l}");
+}
+
+/// The backend of the `http-response deny` tests: an origin, and rules
+/// that deny by the request's path (kept in a variable).
+fn deny_rules(origin: std::net::SocketAddr) -> String {
+    format!(
+        "defaults\n    mode http\n    timeout client 5s\n    timeout server 5s\n    timeout connect 5s\n\
+         backend be\n    http-request set-var(txn.p) path\n\
+         \x20   http-response deny if {{ var(txn.p) -m str /plain }}\n\
+         \x20   http-response deny deny_status 403 if {{ var(txn.p) -m str /status }}\n\
+         \x20   http-response deny status 418 content-type text/plain string nope hdr x-why %[var(txn.p)] if {{ var(txn.p) -m str /reply }}\n\
+         \x20   http-response set-header x-passed yes\n\
+         \x20   server s {origin}\n"
+    )
+}
+
+#[test]
+fn http_response_deny_replaces_the_servers_answer() {
+    let o = Origin::start("deny", Mode::Ok);
+    let rules = deny_rules(o.addr);
+    let e = Ebb::start(&format!(
+        "global\n    log stdout format raw local0\n{rules}frontend fe\n    bind BIND\n    log global\n    option httplog\n    default_backend be\n"
+    ));
+    let port = free_port();
+    let hap = haproxy_with(
+        "deny-hap",
+        &format!("{rules}frontend fe\n    bind 127.0.0.1:{port}\n    default_backend be\n"),
+    );
+    let hap_addr: std::net::SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    let ask = |a: std::net::SocketAddr, path: &str| {
+        let mut c = Client::connect(a);
+        c.send(format!("GET {path} HTTP/1.1\r\nHost: t\r\n\r\n").as_bytes());
+        let r = c.read_resp();
+        let x = (
+            r.status,
+            r.header("x-why").map(String::from),
+            r.header("x-passed").is_some(),
+            r.text(),
+        );
+        (x, c)
+    };
+    let ((st, _, passed, _), mut c) = ask(e.addr(), "/plain");
+    assert_eq!((st, passed), (502, false));
+    assert!(c.closed(), "the connection closes after a denied response");
+    let ((st, _, _, _), _) = ask(e.addr(), "/status");
+    assert_eq!(st, 403);
+    let ((st, why, _, body), _) = ask(e.addr(), "/reply");
+    assert_eq!(
+        (st, why.as_deref(), body.as_str()),
+        (418, Some("/reply"), "nope")
+    );
+    let ((st, _, passed, _), _) = ask(e.addr(), "/ok");
+    assert_eq!((st, passed), (200, true));
+    let l = e
+        .wait_stdout("/plain", Duration::from_secs(10))
+        .expect("log line");
+    assert!(
+        l.contains("be/s") && l.contains(" 502 ") && l.contains(" PH-- "),
+        "{l}"
+    );
+    if hap.is_some() {
+        for p in ["/plain", "/status", "/reply", "/ok"] {
+            let (a, b) = (ask(e.addr(), p).0, ask(hap_addr, p).0);
+            assert_eq!(a, b, "{p}");
+        }
+    }
+}
+
+#[test]
+fn http_response_deny_covers_answers_ebb_builds_itself() {
+    let d = scratch("deny-files");
+    std::fs::write(d.join("a.txt"), "file").unwrap();
+    std::fs::write(d.join("secret.txt"), "secret").unwrap();
+    let e = Ebb::start(&format!(
+        "defaults\n    mode http\n    timeout client 5s\nfrontend fe\n    bind BIND\n    default_backend files\n\
+         backend files\n    http-request set-var(txn.p) path\n    http-response deny deny_status 451 if {{ var(txn.p) -m sub secret }}\n    serve-files \"{}\"\n",
+        d.display()
+    ));
+    assert_eq!(get(e.addr(), "/a.txt").text(), "file");
+    let r = get(e.addr(), "/secret.txt");
+    assert_eq!(r.status, 451);
+    assert!(!r.text().contains("secret"));
+}
+
+/// `userlist`, `http-request auth`, `http_auth` and `http_auth_group`.
+fn auth_config(bind: &str) -> String {
+    format!(
+        "userlist L\n    group admin\n    group staff users bob\n    user alice password $6$abcdefgh$Z7KfoKnKTSZrzo5VZ0YubGLQOj9ov6sHo9TmE3zIU/LHKhpE30zCnZ0mcIXYf9r9rQ4DYaXoxAFSPFlcWdxjB. groups admin\n    user bob insecure-password b0b\n\
+         defaults\n    mode http\n    timeout client 5s\n\
+         frontend fe\n    bind {bind}\n\
+         \x20   acl admins http_auth_group(L) admin\n\
+         \x20   http-request auth realm Zone unless {{ http_auth(L) }}\n\
+         \x20   http-request auth if {{ path /admin }} !admins\n\
+         \x20   http-request return status 200 content-type text/plain lf-string \"user=%[http_auth_group(L)]\"\n"
+    )
+}
+
+#[test]
+fn http_request_auth_with_a_userlist() {
+    let e = Ebb::start(&auth_config("BIND"));
+    let port = free_port();
+    let hap = haproxy_with("auth-hap", &auth_config(&format!("127.0.0.1:{port}")));
+    let ask = |a: std::net::SocketAddr, path: &str, cred: Option<&str>| {
+        let mut c = Client::connect(a);
+        let authz = cred.map_or(String::new(), |u| {
+            let mut b = Vec::new();
+            let t = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+            for ch in u.as_bytes().chunks(3) {
+                let n = (u32::from(ch[0]) << 16)
+                    | (u32::from(*ch.get(1).unwrap_or(&0)) << 8)
+                    | u32::from(*ch.get(2).unwrap_or(&0));
+                for k in 0..4 {
+                    b.push(if k <= ch.len() {
+                        t[(n >> (18 - 6 * k) & 63) as usize]
+                    } else {
+                        b'='
+                    });
+                }
+            }
+            format!("Authorization: Basic {}\r\n", String::from_utf8(b).unwrap())
+        });
+        c.send(format!("GET {path} HTTP/1.1\r\nHost: t\r\n{authz}\r\n").as_bytes());
+        let r = c.read_resp();
+        (
+            r.status,
+            r.header("www-authenticate").map(String::from),
+            if r.status == 200 {
+                r.text()
+            } else {
+                String::new()
+            },
+        )
+    };
+    let cases: [(&str, Option<&str>); 6] = [
+        ("/", None),
+        ("/", Some("alice:s3cret")),
+        ("/", Some("alice:wrong")),
+        ("/", Some("bob:b0b")),
+        ("/admin", Some("bob:b0b")),
+        ("/admin", Some("alice:s3cret")),
+    ];
+    let want = [
+        (401, Some("Basic realm=\"Zone\"".to_string()), String::new()),
+        (200, None, "user=alice".to_string()),
+        (401, Some("Basic realm=\"Zone\"".to_string()), String::new()),
+        (200, None, "user=bob".to_string()),
+        (401, Some("Basic realm=\"fe\"".to_string()), String::new()),
+        (200, None, "user=alice".to_string()),
+    ];
+    for ((p, cred), w) in cases.iter().zip(want.iter()) {
+        assert_eq!(&ask(e.addr(), p, *cred), w, "{p} {cred:?}");
+        if hap.is_some() {
+            let a = format!("127.0.0.1:{port}").parse().unwrap();
+            assert_eq!(&ask(a, p, *cred), w, "haproxy: {p} {cred:?}");
+        }
+    }
+}
+
+#[test]
+fn userlist_errors_name_their_line() {
+    let d = scratch("ul");
+    for (cfg, line, msg) in [
+        ("userlist L\n    user a password plain\n", "a.cfg:2:", "SHA-crypt"),
+        ("userlist L\n    user a insecure-password x groups nope\n", "a.cfg:2:", "no group 'nope'"),
+        ("defaults\n    mode http\nfrontend fe\n    bind 127.0.0.1:0\n    http-request deny if { http_auth(M) }\n", "a.cfg:5:", "no userlist named 'M'"),
+    ] {
+        std::fs::write(d.join("a.cfg"), cfg).unwrap();
+        let (code, _, err) = run_ebb(&["-c", "-f", "a.cfg"], &d);
+        assert_ne!(code, 0);
+        assert!(err.contains(line) && err.contains(msg), "{err}");
+    }
+}
+
+/// `http-request set-timeout` and the timeout fetches.
+fn timeout_config(bind: &str, origin: std::net::SocketAddr) -> String {
+    format!(
+        "defaults\n    mode http\n    timeout connect 5s\n    timeout client 7s\n    timeout server 30s\n\
+         frontend fe\n    bind {bind}\n    default_backend be\n\
+         backend be\n    timeout tunnel 9s\n\
+         \x20   http-request set-timeout server 300ms if {{ path /short }}\n\
+         \x20   http-request set-timeout tunnel int(4),mul(1000) if {{ path /short }}\n\
+         \x20   http-response set-header x-t \"%[be_server_timeout] %[cur_server_timeout] %[be_tunnel_timeout] %[cur_tunnel_timeout] %[fe_client_timeout]\"\n\
+         \x20   server s {origin}\n"
+    )
+}
+
+#[test]
+fn set_timeout_changes_this_exchanges_server_timeout() {
+    let o = Origin::start("slow", Mode::Stall);
+    let fast = Origin::start("fast", Mode::Ok);
+    let e = Ebb::start(&timeout_config("BIND", o.addr));
+    // The origin never answers: 504 after the exchange's 300 ms, not the
+    // backend's 30 s (the client's read timeout is the test's 10 s).
+    let mut c = Client::connect(e.addr());
+    c.send(b"GET /short HTTP/1.1\r\nHost: t\r\n\r\n");
+    assert_eq!(c.read_resp().status, 504);
+    // The fetches, side by side with haproxy.
+    let e = Ebb::start(&timeout_config("BIND", fast.addr));
+    let port = free_port();
+    let hap = haproxy_with(
+        "to-hap",
+        &timeout_config(&format!("127.0.0.1:{port}"), fast.addr),
+    );
+    let ask = |a: std::net::SocketAddr, p: &str| {
+        let mut c = Client::connect(a);
+        c.send(format!("GET {p} HTTP/1.1\r\nHost: t\r\n\r\n").as_bytes());
+        c.read_resp().header("x-t").map(String::from)
+    };
+    assert_eq!(
+        ask(e.addr(), "/").as_deref(),
+        Some("30000 30000 9000 9000 7000")
+    );
+    assert_eq!(
+        ask(e.addr(), "/short").as_deref(),
+        Some("30000 300 9000 4000 7000")
+    );
+    if hap.is_some() {
+        let a = format!("127.0.0.1:{port}").parse().unwrap();
+        for p in ["/", "/short"] {
+            assert_eq!(ask(a, p), ask(e.addr(), p), "{p}");
+        }
+    }
+}
+
+#[test]
+fn set_timeout_takes_server_or_tunnel_in_a_backend() {
+    let d = scratch("st");
+    for (rule, msg) in [
+        (
+            "backend b\n    http-request set-timeout client 5s\n",
+            "supports 'server'/'tunnel'",
+        ),
+        (
+            "frontend f\n    bind 127.0.0.1:0\n    http-request set-timeout server 5s\n",
+            "no backend capability",
+        ),
+        (
+            "backend b\n    http-request set-timeout server 0\n",
+            "null value",
+        ),
+    ] {
+        std::fs::write(d.join("a.cfg"), format!("defaults\n    mode http\n{rule}")).unwrap();
+        let (code, _, err) = run_ebb(&["-c", "-f", "a.cfg"], &d);
+        assert_ne!(code, 0);
+        assert!(err.contains("a.cfg:") && err.contains(msg), "{err}");
+    }
+}
+
+/// `option abortonclose` (backend `on`) against the default (`off`): a
+/// client that closes its side while its request is queued is dropped
+/// (`CQ`, the server never sees it) or, by default, still served; one
+/// that closes while the server has not answered has the server
+/// connection closed (`CH`, 400 in the log, as HAProxy 2.6).
+#[test]
+fn abortonclose_drops_requests_whose_client_left() {
+    use std::sync::atomic::Ordering;
+    let gates = [
+        common::origin::Gate::default(),
+        common::origin::Gate::default(),
+    ];
+    let origins = [
+        Origin::start("aoc-on", Mode::Gate(gates[0].clone())),
+        Origin::start("aoc-off", Mode::Gate(gates[1].clone())),
+    ];
+    let d = scratch("aoc");
+    let sock = d.join("s.sock");
+    let e = Ebb::start(&format!(
+        "global\n    stats socket {}\n    log stdout format raw local0\n\
+         defaults\n    mode http\n    timeout client 30s\n    timeout server 30s\n    timeout connect 5s\n    timeout queue 30s\n\
+         frontend fe\n    bind BIND\n    log global\n    option httplog\n    use_backend off if {{ path_beg /off }}\n    default_backend on\n\
+         backend on\n    option abortonclose\n    server s {} maxconn 1\n\
+         backend off\n    server s {} maxconn 1\n",
+        sock.display(),
+        origins[0].addr,
+        origins[1].addr
+    ));
+    for (i, be) in ["on", "off"].into_iter().enumerate() {
+        let (o, gate) = (&origins[i], &gates[i]);
+        let mut first = Client::connect(e.addr());
+        first.send(format!("GET /{be}/1 HTTP/1.1\r\nHost: t\r\n\r\n").as_bytes());
+        wait_until("the first request at the server", || {
+            o.busy.load(Ordering::SeqCst) == 1
+        });
+        let mut second = Client::connect(e.addr());
+        second.send(format!("GET /{be}/2 HTTP/1.1\r\nHost: t\r\n\r\n").as_bytes());
+        wait_until("the second one queued", || {
+            backend_qcur(&sock, be) == Some(1)
+        });
+        second.s.shutdown(std::net::Shutdown::Write).unwrap();
+        if be == "on" {
+            let l = e
+                .wait_stdout("/on/2", Duration::from_secs(10))
+                .expect("log line");
+            assert!(
+                l.contains("on/<NOSRV>") && l.contains(" -1 ") && l.contains(" CQ-- "),
+                "{l}"
+            );
+            assert!(second.closed());
+            gate.open();
+            assert_eq!(first.read_resp().status, 200);
+            let heads = o.heads.lock().unwrap().clone();
+            assert!(!heads.iter().any(|h| h.contains("/on/2")), "{heads:?}");
+        } else {
+            gate.open();
+            assert_eq!(first.read_resp().status, 200);
+            assert_eq!(second.read_resp().status, 200, "served without the option");
+        }
+    }
+}
+
+#[test]
+fn abortonclose_closes_the_server_connection_of_a_client_that_left() {
+    let o = Origin::start("stall", Mode::Stall);
+    let e = Ebb::start(&format!(
+        "global\n    log stdout format raw local0\n\
+         defaults\n    mode http\n    timeout client 30s\n    timeout server 30s\n    timeout connect 5s\n\
+         frontend fe\n    bind BIND\n    log global\n    option httplog\n    default_backend be\n\
+         backend be\n    option abortonclose\n    server s {}\n",
+        o.addr
+    ));
+    let mut c = Client::connect(e.addr());
+    c.send(b"GET /gone HTTP/1.1\r\nHost: t\r\n\r\n");
+    wait_until("the request at the server", || {
+        !o.heads.lock().unwrap().is_empty()
+    });
+    c.s.shutdown(std::net::Shutdown::Write).unwrap();
+    let l = e
+        .wait_stdout("/gone", Duration::from_secs(10))
+        .expect("log line");
+    assert!(
+        l.contains("be/s") && l.contains(" 400 ") && l.contains(" CH-- "),
+        "{l}"
+    );
+}
+
+#[test]
+fn a_refused_connect_is_retried_after_a_turnaround() {
+    let dead = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let e = Ebb::start(&format!(
+        "defaults\n    mode http\n    timeout client 30s\n    timeout server 30s\n    timeout connect 300ms\n    retries 2\n\
+         frontend fe\n    bind BIND\n    default_backend be\n\
+         backend be\n    server s {dead}\n"
+    ));
+    let t = std::time::Instant::now();
+    assert_eq!(get(e.addr(), "/").status, 503);
+    // Two retries, each after `timeout connect` (HAProxy's turn-around).
+    assert!(
+        t.elapsed() >= Duration::from_millis(550),
+        "{:?}",
+        t.elapsed()
+    );
+}
+
+/// `capture.req.method|uri|ver` in response rules, and a backend's
+/// `http-after-response` rules on the answers its own rules build. (The
+/// frontend logs its requests: HAProxy 2.6 keeps the request line for
+/// these fetches only then, ebb always.)
+fn after_config(bind: &str, origin: std::net::SocketAddr) -> String {
+    format!(
+        "defaults\n    mode http\n    timeout client 5s\n    timeout server 5s\n    timeout connect 5s\n\
+         frontend fe\n    bind {bind}\n    option httplog\n    log 127.0.0.1:9 local0\n    default_backend be\n\
+         backend be\n    http-request return status 202 content-type text/plain string r if {{ path /ret }}\n\
+         \x20   http-response set-header x-cap \"%[capture.req.method] %[capture.req.uri] %[capture.req.ver]\"\n\
+         \x20   http-after-response set-header x-after be\n\
+         \x20   server s {origin}\n"
+    )
+}
+
+#[test]
+fn capture_req_fetches_and_backend_after_response_rules() {
+    let o = Origin::start("cap", Mode::Ok);
+    let e = Ebb::start(&after_config("BIND", o.addr));
+    let port = free_port();
+    let hap = haproxy_with(
+        "cap-hap",
+        &after_config(&format!("127.0.0.1:{port}"), o.addr),
+    );
+    let ask = |a: std::net::SocketAddr, req: &str| {
+        let mut c = Client::connect(a);
+        c.send(req.as_bytes());
+        let r = c
+            .read_resp_opt(req.starts_with("HEAD"))
+            .expect("a response");
+        (
+            r.status,
+            r.header("x-cap").map(String::from),
+            r.header("x-after").map(String::from),
+        )
+    };
+    let reqs = [
+        "GET /p?q=1 HTTP/1.1\r\nHost: t\r\n\r\n",
+        "GET http://t/abs/x HTTP/1.1\r\nHost: t\r\n\r\n",
+        "HEAD /h HTTP/1.0\r\n\r\n",
+        "GET /ret HTTP/1.1\r\nHost: t\r\n\r\n",
+    ];
+    assert_eq!(
+        ask(e.addr(), reqs[0]),
+        (200, Some("GET /p?q=1 HTTP/1.1".into()), Some("be".into()))
+    );
+    assert_eq!(
+        ask(e.addr(), reqs[1]).1.as_deref(),
+        Some("GET /abs/x HTTP/1.1")
+    );
+    assert_eq!(
+        ask(e.addr(), reqs[2]).1.as_deref(),
+        Some("HEAD /h HTTP/1.0")
+    );
+    assert_eq!(ask(e.addr(), reqs[3]), (202, None, Some("be".into())));
+    if hap.is_some() {
+        let a = format!("127.0.0.1:{port}").parse().unwrap();
+        for r in reqs {
+            assert_eq!(ask(a, r), ask(e.addr(), r), "{r}");
+        }
+    }
+}
+
+/// A server that answers the first request of each connection (keeping
+/// it open) and closes the connection at the second one without answering
+/// it: a reused connection lost while the request was on its way.
+fn one_request_server() -> std::net::SocketAddr {
+    serve_each(|mut s, buf, tmp| {
+        use std::io::{Read, Write};
+        let mut answered = false;
+        loop {
+            match s.read(tmp) {
+                Ok(0) | Err(_) => return,
+                Ok(n) => buf.extend_from_slice(&tmp[..n]),
+            }
+            let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") else {
+                continue;
+            };
+            if answered {
+                return;
+            }
+            let head = String::from_utf8_lossy(&buf[..end]).to_ascii_lowercase();
+            let len: usize = head
+                .lines()
+                .find_map(|l| l.strip_prefix("content-length:"))
+                .map_or(0, |v| v.trim().parse().unwrap_or(0));
+            while buf.len() < end + 4 + len {
+                match s.read(tmp) {
+                    Ok(0) | Err(_) => return,
+                    Ok(n) => buf.extend_from_slice(&tmp[..n]),
+                }
+            }
+            let body = buf[end + 4..end + 4 + len].to_vec();
+            buf.drain(..end + 4 + len);
+            let head = format!("HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n", body.len());
+            let _ = s.write_all(head.as_bytes());
+            let _ = s.write_all(&body);
+            answered = true;
+        }
+    })
+}
+
+#[test]
+fn a_buffered_body_is_sent_again_when_a_reused_connection_was_lost() {
+    let srv = one_request_server();
+    let e = Ebb::start(&format!(
+        "defaults\n    mode http\n    timeout client 5s\n    timeout server 5s\n    timeout connect 5s\n\
+         frontend fe\n    bind BIND\n    option http-buffer-request\n    default_backend be\n\
+         backend be\n    server s {srv}\n"
+    ));
+    let mut c = Client::connect(e.addr());
+    for body in ["first", "second", "third"] {
+        c.send(
+            format!(
+                "GET / HTTP/1.1\r\nHost: t\r\nContent-Length: {}\r\n\r\n{body}",
+                body.len()
+            )
+            .as_bytes(),
+        );
+        let r = c.read_resp();
+        assert_eq!((r.status, r.text()), (200, body.to_string()));
+    }
+}
