@@ -245,6 +245,10 @@ pub struct TcpRt {
     /// (`req.len`, `req.payload`, `req.ssl_*`), for `show`-style reports;
     /// waiting is decided per rule at run time (HAProxy's may-change).
     pub reads_payload: bool,
+    /// A tcp proxy's content rule reads HTTP (`url`, `path`, `hdr`...):
+    /// its session parses the bytes under inspection as an HTTP/1 request
+    /// head (HAProxy parses a tcp stream's request on the fly for them).
+    pub reads_http: bool,
     /// `option tcplog` (or `option httplog` in a tcp proxy).
     pub tcplog: bool,
     pub dontlognull: bool,
@@ -383,15 +387,6 @@ fn compile_rule(
     if !tcp && reads_raw(p, r) {
         return Err(err(&r.loc, raw_bytes_in_http(p, "tcp-request content")));
     }
-    if tcp && layer == Layer::Http {
-        return Err(err(
-            &r.loc,
-            format!(
-                "proxy '{}' is in 'mode tcp': this rule reads HTTP, which a tcp-mode proxy never parses",
-                p.name
-            ),
-        ));
-    }
     if let TcpAction::SetAddr(f, _) = &r.action {
         // HAProxy changes the address of the request's stream there (the
         // next request of the connection has the connection's again);
@@ -438,6 +433,22 @@ fn compile_rule(
         act: r.action.clone(),
         cond: m.opt_cond(r.cond.as_ref())?,
     })
+}
+
+/// Whether a `tcp-request` rule's condition or action reads HTTP.
+fn rule_reads_http(p: &Proxy, r: &TcpRequestRule) -> bool {
+    let mut layer = action_exprs(&r.action)
+        .iter()
+        .map(|e| e.layer())
+        .max()
+        .unwrap_or(Layer::L4);
+    if let TcpAction::Common(HttpRequestAction::Var(VarAction::SetFmt(_, f))) = &r.action {
+        layer = layer.max(f.layer());
+    }
+    if let Some(c) = &r.cond {
+        layer = layer.max(cond_layer(p, c));
+    }
+    layer == Layer::Http
 }
 
 /// The `tcp-response` part of a proxy (a backend's, or a listen
@@ -503,6 +514,9 @@ pub fn compile(p: &Proxy, m: &Matcher, warnings: &mut Vec<String>) -> Result<Tcp
         let c = compile_rule(p, m, r, tcp)?;
         match r.when {
             TcpWhen::Content => {
+                // HTTP fetches in a tcp proxy's content rules: the request
+                // head is parsed from the bytes under inspection.
+                rt.reads_http |= tcp && rule_reads_http(p, r);
                 rt.reads_payload |= r
                     .cond
                     .as_ref()
@@ -707,14 +721,11 @@ mod tests {
             e.starts_with("t.cfg:4: ") && e.contains("'sess' and 'proc'"),
             "{e}"
         );
-        // An HTTP key in a tcp proxy.
-        let e = compile_err(
+        // An HTTP key in a tcp proxy: its sessions parse the request.
+        let c = compiles(
             "listen l\n    mode tcp\n    bind :80\n    stick-table type string len 32 size 1k\n    tcp-request content track-sc0 hdr(host)\n    server s 127.0.0.1:1\n",
         );
-        assert!(
-            e.starts_with("t.cfg:5: ") && e.contains("reads HTTP"),
-            "{e}"
-        );
+        assert!(c.frontends[0].l4.reads_http);
         // ssl_fc_sni is not known before ebb's handshake.
         let e = compile_err(
             "frontend f\n    bind :80\n    tcp-request session reject if { ssl_fc_sni -m found }\n    default_backend b\nbackend b\n    server s 127.0.0.1:1\n",
@@ -747,11 +758,16 @@ mod tests {
             e.starts_with("t.cfg:4: ") && e.contains("before any byte is read"),
             "{e}"
         );
-        let e = compile_err(
+        let c = compiles(
             "listen l\n    mode tcp\n    bind :80\n    acl p path /x\n    tcp-request content reject if p\n    server s 127.0.0.1:1\n",
         );
+        assert!(c.frontends[0].l4.reads_http);
+        // `use_backend` on HTTP in a tcp proxy stays refused.
+        let e = compile_err(
+            "frontend f\n    mode tcp\n    bind :80\n    use_backend b if { path /x }\nbackend b\n    mode tcp\n    server s 127.0.0.1:1\n",
+        );
         assert!(
-            e.starts_with("t.cfg:5: ") && e.contains("reads HTTP"),
+            e.starts_with("t.cfg:4: ") && e.contains("reads HTTP"),
             "{e}"
         );
         let e = compile_err(

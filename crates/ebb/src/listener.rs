@@ -191,7 +191,7 @@ fn unix_path(path: &Path, backlog: i32, perms: UnixPerms) -> io::Result<Socket> 
 /// Length of an abstract socket name as HAProxy binds it: the whole of
 /// `sun_path` after the leading NUL, zero-padded, so HAProxy and ebb
 /// reach each other's `abns@` sockets.
-const ABNS_LEN: usize = 107;
+pub(crate) const ABNS_LEN: usize = 107;
 
 fn abns(name: &str, backlog: i32) -> io::Result<Socket> {
     use std::os::linux::net::SocketAddrExt;

@@ -325,8 +325,6 @@ pub struct BackendRt {
     /// HTTP/2 toward this backend's `proto h2` servers (shared with the
     /// connections, which may outlive a reload).
     pub h2: Arc<H2Counters>,
-    /// `option http-restrict-req-hdr-names`, after the backend's rules.
-    pub restrict_hdr_names: crate::config::RestrictHdrNames,
     /// `option http-buffer-request` and the backend's `timeout
     /// http-request` in ms (`None`: unset) that bounds that wait.
     pub buffer_request: bool,
@@ -335,6 +333,8 @@ pub struct BackendRt {
     /// for `be_server_timeout`, `be_tunnel_timeout`.
     pub server_ms: Option<u32>,
     pub tunnel_ms: Option<u32>,
+    /// `option http-restrict-req-hdr-names`, after the backend's rules.
+    pub restrict_hdr_names: crate::config::RestrictHdrNames,
 }
 
 /// HTTP/2 connections and streams toward servers, all threads together:
@@ -387,14 +387,14 @@ pub struct FrontendRt {
     pub idle_close_on_response: bool,
     /// `option disable-h2-upgrade`: no implicit HTTP/2 on HTTP/1 binds.
     pub disable_h2_upgrade: bool,
-    /// `option http-restrict-req-hdr-names`, after the frontend's rules.
-    pub restrict_hdr_names: crate::config::RestrictHdrNames,
     /// `option http-buffer-request`: the body is waited for before the
     /// frontend's rules (bounded by `timeout http-request`, else the
     /// client's read timeout).
     pub buffer_request: bool,
     /// `timeout client` as configured (`fe_client_timeout`).
     pub client_ms: Option<u32>,
+    /// `option http-restrict-req-hdr-names`, after the frontend's rules.
+    pub restrict_hdr_names: crate::config::RestrictHdrNames,
     pub matcher: Matcher,
     pub http_request: Vec<ReqRule>,
     pub http_response: Vec<RespRule>,
@@ -822,6 +822,8 @@ fn compile_servers(
             .map_err(|e| err(&s.loc, format!("server {}: {e}", s.name)))?;
         let saved = state.and_then(|m| m.get(&s.name));
         let addr = match &s.opts.init_addr {
+            // An abstract UNIX socket has no IP address.
+            _ if s.opts.abns.is_some() => None,
             // HAProxy's default `last,libc` (libc: once, here, at start).
             None => {
                 let mut addr = if s.srv {
@@ -839,7 +841,7 @@ fn compile_servers(
             }
             Some(methods) => init_addr(s, methods, saved)?,
         };
-        if addr.is_none() && s.opts.resolvers.is_none() {
+        if addr.is_none() && s.opts.resolvers.is_none() && s.opts.abns.is_none() {
             warnings.push(format!(
                 "{}: server {}/{}: cannot resolve '{}': the server stays in maintenance",
                 s.loc, p.name, s.name, s.host
@@ -1146,11 +1148,11 @@ pub fn compile_keeping(
                 l4,
                 after_response,
                 h2: Arc::default(),
-                restrict_hdr_names: p.options.restrict_hdr_names,
                 buffer_request: p.options.buffer_request,
                 http_request_ms: ms(p.timeouts.http_request),
                 server_ms: ms(p.timeouts.server),
                 tunnel_ms: ms(p.timeouts.tunnel),
+                restrict_hdr_names: p.options.restrict_hdr_names,
             })
         })();
         match r {
@@ -1248,9 +1250,9 @@ pub fn compile_keeping(
                 server_close: p.options.conn_mode != HttpConnMode::KeepAlive,
                 idle_close_on_response: p.options.idle_close_on_response,
                 disable_h2_upgrade: p.options.disable_h2_upgrade,
-                restrict_hdr_names: p.options.restrict_hdr_names,
                 buffer_request: p.options.buffer_request,
                 client_ms: ms(p.timeouts.client),
+                restrict_hdr_names: p.options.restrict_hdr_names,
                 matcher,
                 http_request,
                 http_response,

@@ -149,6 +149,9 @@ pub struct ReqState<'a> {
     /// The answer a `cache-use` rule found (the exchange is answered from
     /// it unless a later rule decides otherwise).
     pub cache_hit: Option<crate::httpcache::Hit>,
+    /// `http-request strict-mode`: a failed rewrite is an error (on, the
+    /// default at the start of each proxy's rules) or is ignored (off).
+    pub strict: bool,
 }
 
 /// A rewrite left no valid request (HAProxy: a failed rewrite, 500).
@@ -161,6 +164,7 @@ impl<'a> ReqState<'a> {
             orig,
             edited: None,
             cache_hit: None,
+            strict: true,
         }
     }
 
@@ -556,6 +560,10 @@ pub fn run_request_from(
     from: usize,
     body_ready: &dyn Fn(&crate::config::WaitForBody) -> bool,
 ) -> Result<Option<usize>, RewriteFailed> {
+    if from == 0 {
+        // HAProxy resets the mode when a proxy's rules start.
+        st.strict = true;
+    }
     for (i, rule) in rules.iter().enumerate().skip(from) {
         let holds = {
             let ctx = Ctx {
@@ -601,8 +609,17 @@ pub fn run_request_from(
                 };
                 crate::stick::run_http_action(a, &ctx);
             }
-            HttpRequestAction::Header(e) => st.apply(Act::Edit(e), base, limits)?,
-            HttpRequestAction::Rewrite(r) => st.apply(Act::Rewrite(r), base, limits)?,
+            HttpRequestAction::Header(e) => {
+                if st.apply(Act::Edit(e), base, limits).is_err() && st.strict {
+                    return Err(RewriteFailed);
+                }
+            }
+            HttpRequestAction::Rewrite(r) => {
+                if st.apply(Act::Rewrite(r), base, limits).is_err() && st.strict {
+                    return Err(RewriteFailed);
+                }
+            }
+            HttpRequestAction::StrictMode(on) => st.strict = *on,
             HttpRequestAction::CacheUse(_) => {
                 if let Some(cache) = &rule.cache {
                     cache_use(cache, base, st);
@@ -793,6 +810,9 @@ pub fn run_response_with(
                 // The body was waited for before these rules ran (see
                 // `stream::proxy`).
                 HttpResponseAction::WaitForBody(_) => continue,
+                // Response edits cannot fail here (no fixed buffer to
+                // fill): the mode changes nothing.
+                HttpResponseAction::StrictMode(_) => continue,
                 // Nothing more runs: the caller sends the deny's answer.
                 HttpResponseAction::Deny(_) => {
                     head.denied = Some((si, ri));

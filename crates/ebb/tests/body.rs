@@ -103,6 +103,18 @@ fn http2_request_bodies_are_waited_for_too() {
     let (ok, out, err) = curl(&["-s", "--http2-prior-knowledge", "-d", "b=h2&x=1", &url]);
     assert!(ok, "{err}");
     assert_eq!(out, "body=b=h2&x=1 len=8 size=8 p=h2");
+    // No content-length: the stream's DATA reach the rules de-chunked.
+    let (ok, out, err) = curl(&[
+        "-s",
+        "--http2-prior-knowledge",
+        "-H",
+        "Content-Length:",
+        "--data-binary",
+        "b=nolen",
+        &url,
+    ]);
+    assert!(ok, "{err}");
+    assert_eq!(out, "body=b=nolen len=7 size=7 p=nolen");
 }
 
 #[test]
@@ -774,4 +786,61 @@ fn a_buffered_body_is_sent_again_when_a_reused_connection_was_lost() {
         let r = c.read_resp();
         assert_eq!((r.status, r.text()), (200, body.to_string()));
     }
+}
+
+#[test]
+fn a_wait_for_body_answers_expect_100_continue_itself() {
+    let o = Origin::start("cont", Mode::Echo);
+    let e = Ebb::start(&format!(
+        "defaults\n    mode http\n    timeout client 5s\n    timeout server 5s\n    timeout connect 5s\n\
+         frontend fe\n    bind BIND\n    option http-buffer-request\n\
+         \x20   http-response set-header x-len %[var(txn.len)]\n\
+         \x20   http-request set-var(txn.len) req.body_len\n    default_backend be\n\
+         backend be\n    server s {}\n",
+        o.addr
+    ));
+    let mut c = Client::connect(e.addr());
+    c.send(b"POST / HTTP/1.1\r\nHost: t\r\nExpect: 100-continue\r\nContent-Length: 5\r\n\r\n");
+    // The 100 comes before any body byte is sent, then the answer.
+    let r = c.read_resp_opt(true).expect("100 Continue");
+    assert_eq!(r.status, 100);
+    c.send(b"hello");
+    let r = c.read_resp();
+    assert_eq!(
+        (r.status, r.text().as_str(), r.header("x-len")),
+        (200, "hello", Some("5"))
+    );
+    let heads = o.heads.lock().unwrap().clone();
+    assert!(
+        !heads
+            .iter()
+            .any(|h| h.to_ascii_lowercase().contains("expect:")),
+        "{heads:?}"
+    );
+}
+
+#[test]
+fn strict_mode_off_ignores_a_failed_rewrite() {
+    let o = Origin::start("strict", Mode::Ok);
+    let e = Ebb::start(&format!(
+        "defaults\n    mode http\n    timeout client 5s\n    timeout server 5s\n    timeout connect 5s\n\
+         frontend fe\n    bind BIND\n\
+         \x20   http-request strict-mode off if {{ path_beg /lax }}\n\
+         \x20   http-request set-method \"B AD\"\n\
+         \x20   http-request set-header x-after yes\n    default_backend be\n\
+         backend be\n    http-request set-method \"B AD\" if {{ path_beg /lax/be }}\n    server s {}\n",
+        o.addr
+    ));
+    // Strict (the default): the rewrite that leaves no valid request is a 500.
+    assert_eq!(get(e.addr(), "/strict").status, 500);
+    // Off: ignored, the rules go on, the request goes as it was.
+    assert_eq!(get(e.addr(), "/lax").status, 200);
+    assert!(o
+        .heads
+        .lock()
+        .unwrap()
+        .iter()
+        .any(|h| h.starts_with("GET /lax ") && h.to_ascii_lowercase().contains("x-after: yes")));
+    // The backend's rules start strict again.
+    assert_eq!(get(e.addr(), "/lax/be").status, 500);
 }

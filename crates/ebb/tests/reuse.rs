@@ -420,7 +420,11 @@ fn a_connection_is_idle_for_others_from_the_end_of_its_answer() {
         (t, o.conns())
     };
     let want = pairs(&[("1", "1"), ("1", "2"), ("1", "3")]);
-    as_haproxy(&reuse_lines("always", ""), run, (want, 1));
+    // haproxy gives this trace too, but not every time: it makes the
+    // connection idle a moment after the answer left, which the second
+    // client's request may beat. ebb is compared with the trace only.
+    let (ours, _) = both(&reuse_lines("always", ""), "", run);
+    assert_eq!(ours, (want, 1));
 }
 
 #[test]
@@ -470,5 +474,32 @@ fn a_server_without_an_address_goes_to_the_clients_destination() {
     if let Some(_h) = haproxy_with("reuse-any-hap", &cfg(&format!("127.0.0.2:{hp}"))) {
         let r = get(SocketAddr::from(([127, 0, 0, 2], hp)), "/");
         assert_eq!((r.status, r.header("x-nth")), (200, Some("1")));
+    }
+}
+
+/// One client sending `n` requests on one connection: the trace.
+fn one_client(u: &Under, n: usize) -> Vec<(String, String)> {
+    let mut c = Client::connect(u.addr);
+    (0..n)
+        .map(|_| {
+            c.send(b"GET / HTTP/1.1\r\nHost: h\r\n\r\n");
+            let r = c.read_resp();
+            let h = |n: &str| r.header(n).unwrap_or("-").to_string();
+            (h("x-conn"), h("x-nth"))
+        })
+        .collect()
+}
+
+#[test]
+fn servers_on_abstract_unix_sockets() {
+    // A proxy whose server is `abns@NAME`, bound by a second proxy that
+    // forwards to the origin (the name made unique by the origin's port).
+    for mode in ["http", "tcp"] {
+        let lines = format!(
+            "    mode {mode}\n    server s abns@ebb-reuse-ORIGIN_PORT\n\
+             listen inner\n    mode {mode}\n    bind abns@ebb-reuse-ORIGIN_PORT\n    server o ORIGIN\n"
+        );
+        let run = |u: &Under, o: &Tagger| (one_client(u, 2), o.conns());
+        as_haproxy(&lines, run, (pairs(&[("1", "1"), ("1", "2")]), 1));
     }
 }

@@ -789,3 +789,60 @@ fn set_src_in_an_http_frontend() {
         assert_eq!(c.read_resp().text(), "src=192.0.2.44");
     }
 }
+
+/// HTTP fetches in a tcp frontend's `tcp-request content` rules (HAProxy
+/// parses the request on the fly; its reg-test peers/basic_sync): `track-sc0
+/// url` keys the table on the request's target once its head is whole,
+/// a head sent in two parts included (the rules wait within
+/// `inspect-delay`); bytes that are not HTTP give the fetch nothing (no
+/// entry). Without a backend the connection then closes. Before, ebb
+/// refused the configuration ("this rule reads HTTP, which a tcp-mode
+/// proxy never parses").
+#[test]
+fn http_fetches_in_a_tcp_frontends_content_rules_as_haproxy() {
+    let dir = scratch("tcp-rules-http");
+    let rules = "frontend fe\n    bind BIND\n    stick-table type string size 1k expire 60s store gpc0,conn_cnt\n    tcp-request inspect-delay 10s\n    tcp-request content track-sc0 url\n    tcp-request content sc-inc-gpc0(0)\n    tcp-request content set-var(sess.p) path\n";
+    let (_e, _h, targets) = side_by_side(&dir, rules);
+    let mut tables = Vec::new();
+    for (addr, sock) in &targets {
+        // Whole, then in two parts (the second after the first was read).
+        assert_eq!(
+            session(*addr, b"GET /a?x=1 HTTP/1.1\r\nHost: h\r\n\r\n"),
+            Some(vec![])
+        );
+        let mut s = TcpStream::connect(addr).unwrap();
+        s.write_all(b"GET /b HTTP/1.1\r\nHo").unwrap();
+        wait_until("the first part is read", || {
+            cli_cmd(sock, "show sess").lines().count() >= 2
+        });
+        s.write_all(b"st: h\r\n\r\n").unwrap();
+        let mut out = Vec::new();
+        let _ = s.read_to_end(&mut out);
+        assert!(out.is_empty());
+        // Not HTTP: the head never parses; the rules run at the end of
+        // the input (the client closes its side).
+        let mut s = TcpStream::connect(addr).unwrap();
+        s.write_all(b"\x16\x03\x01 not http\r\n\r\n").unwrap();
+        s.shutdown(std::net::Shutdown::Write).unwrap();
+        let _ = s.read_to_end(&mut out);
+        let mut t = String::new();
+        wait_until("the sessions end", || {
+            t = cli_cmd(sock, "show table fe");
+            table_data(&t).len() == 2 && !t.contains("conn_cur=1")
+        });
+        let mut d = table_data(&t);
+        d.sort();
+        tables.push(d);
+    }
+    assert_eq!(
+        tables[0],
+        [
+            // `=` escaped, as HAProxy's `show table` writes a key.
+            "key=/a?x\\=1 use=0 gpc0=1 conn_cnt=1",
+            "key=/b use=0 gpc0=1 conn_cnt=1"
+        ]
+    );
+    if tables.len() == 2 {
+        assert_eq!(tables[0], tables[1], "ebb vs HAProxy");
+    }
+}

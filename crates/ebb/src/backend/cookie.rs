@@ -221,7 +221,7 @@ fn judge(
         // HAProxy: a down (or maintenance) server takes the request with
         // `option persist` or `force-persist`; else the balancer picks
         // another one.
-        if (c.persist || info.ck_force) && s.addr().is_some() {
+        if (c.persist || info.ck_force) && s.has_addr() {
             info.ck_direct = Some(s.idx);
             info.ck_force = true;
         }
@@ -250,7 +250,7 @@ impl super::Farm {
             Some(i)
                 if force
                     && (stay || avoid != Some(i))
-                    && self.servers.get(i).is_some_and(|s| s.addr().is_some()) =>
+                    && self.servers.get(i).is_some_and(|s| s.has_addr()) =>
             {
                 self.enqueue_server(i, me, handle)
             }

@@ -78,7 +78,8 @@ pub fn new_server(
         // A server without address that resolvers will look up waits in
         // resolution maintenance, not forced.
         admin: AtomicU8::new(
-            if opts.disabled || (addr.is_none() && opts.resolvers.is_none()) {
+            if opts.disabled || (addr.is_none() && opts.resolvers.is_none() && opts.abns.is_none())
+            {
                 ADMIN_MAINT
             } else {
                 ADMIN_READY
@@ -143,6 +144,48 @@ pub fn connect_nb(addr: SocketAddr) -> std::io::Result<std::net::TcpStream> {
         Err(e) => return Err(e),
     }
     Ok(s.into())
+}
+
+/// Whether a connecting socket has a peer now (its connect completed),
+/// whatever its family (a TCP or a UNIX socket).
+pub fn connected(s: &std::net::TcpStream) -> bool {
+    socket2::SockRef::from(s).peer_addr().is_ok()
+}
+
+/// Starts a non-blocking connect to the Linux abstract UNIX socket
+/// `abns@NAME` (the name padded with zeros to the length HAProxy binds
+/// it with). The socket is carried as a stream like a TCP one.
+pub fn connect_abns_nb(name: &str) -> std::io::Result<std::net::TcpStream> {
+    use socket2::{Domain, SockAddr, Socket, Type};
+    let mut path = vec![0u8];
+    path.extend_from_slice(name.as_bytes());
+    path.resize(1 + crate::listener::ABNS_LEN, 0);
+    let addr =
+        SockAddr::unix(<std::ffi::OsStr as std::os::unix::ffi::OsStrExt>::from_bytes(&path))?;
+    let s = Socket::new(Domain::UNIX, Type::STREAM, None)?;
+    s.set_nonblocking(true)?;
+    match s.connect(&addr) {
+        Ok(()) => {}
+        Err(e) if e.raw_os_error() == Some(libc::EINPROGRESS) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+        Err(e) => return Err(e),
+    }
+    Ok(s.into())
+}
+
+/// Starts a connect to server `s`: its abstract UNIX socket, or `addr`.
+pub fn connect_server_nb(
+    s: &ServerRt,
+    addr: impl FnOnce() -> Option<SocketAddr>,
+) -> std::io::Result<std::net::TcpStream> {
+    match &s.opts.abns {
+        Some(name) => connect_abns_nb(name),
+        None => {
+            let a =
+                addr().ok_or_else(|| std::io::Error::from(std::io::ErrorKind::AddrNotAvailable))?;
+            connect_nb(a)
+        }
+    }
 }
 
 /// Administrative state (the CLI's `set server ... state`).
@@ -245,6 +288,12 @@ impl ServerRt {
         self.addr.get()
     }
 
+    /// Whether connections have somewhere to go: an IP address, or an
+    /// abstract UNIX socket (`abns@`).
+    pub fn has_addr(&self) -> bool {
+        self.opts.abns.is_some() || self.addr().is_some()
+    }
+
     /// Where a connection for a client that connected to `dst()` goes:
     /// the server's address, with the client's destination port for a
     /// server without a port of its own (`dst` is only asked then: a
@@ -306,7 +355,7 @@ impl ServerRt {
     /// Whether the load balancer may pick this server now.
     pub fn usable(&self) -> bool {
         !self.is_deleted()
-            && self.addr().is_some()
+            && self.has_addr()
             && !self.rmaint.load(Ordering::Relaxed)
             && self.up.load(Ordering::Relaxed)
             && self.admin.load(Ordering::Relaxed) == ADMIN_READY
@@ -318,7 +367,7 @@ impl ServerRt {
     /// requests to a draining server too).
     pub fn persist_ok(&self) -> bool {
         !self.is_deleted()
-            && self.addr().is_some()
+            && self.has_addr()
             && !self.rmaint.load(Ordering::Relaxed)
             && self.up.load(Ordering::Relaxed)
             && self.admin.load(Ordering::Relaxed) != ADMIN_MAINT
@@ -980,7 +1029,7 @@ pub fn server_status(s: &ServerRt) -> &'static str {
 /// `enable|disable server`, an agent's `ready|drain|maint`), with
 /// HAProxy's log lines on entering and leaving maintenance.
 pub fn set_admin(farm: &Farm, s: &ServerRt, state: u8) -> Result<(), String> {
-    if state == ADMIN_READY && s.addr().is_none() && s.opts.resolvers.is_none() {
+    if state == ADMIN_READY && !s.has_addr() && s.opts.resolvers.is_none() {
         return Err(format!(
             "Server {}/{} has no address: it stays in maintenance.",
             farm.name, s.name

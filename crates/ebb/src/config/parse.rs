@@ -455,13 +455,13 @@ const OPTIONS: &[&str] = &[
     "log-health-checks",
     "idle-close-on-response",
     "disable-h2-upgrade",
-    "http-restrict-req-hdr-names",
     "http-buffer-request",
     "splice-auto",
     "splice-request",
     "splice-response",
     "abortonclose",
     "socket-stats",
+    "http-restrict-req-hdr-names",
 ];
 
 const UNSUPPORTED_SECTIONS: &[&str] = &[
@@ -2305,6 +2305,7 @@ fn proxy_kw(px: &mut Proxy, ctx: &Ctx<'_>, words: &[String]) -> Result<(), Strin
                     [] => HttpResponseAction::Allow,
                     [x, ..] => return Err(format!("unexpected '{x}' after '{kw} allow'")),
                 },
+                "strict-mode" => HttpResponseAction::StrictMode(parse_strict_mode(kw, args)?),
                 "deny" if kw == "http-response" => {
                     // HAProxy's default status for a denied response: 502.
                     let given = args.iter().any(|a| a == "deny_status" || a == "status");
@@ -2348,7 +2349,7 @@ fn proxy_kw(px: &mut Proxy, ctx: &Ctx<'_>, words: &[String]) -> Result<(), Strin
                     }
                     None => {
                         return Err(format!(
-                            "unknown '{kw}' action '{a}' (supported: allow, set-header, add-header, del-header, replace-header, replace-value, set-status, set-var, set-var-fmt, unset-var, capture, cache-store, deny, wait-for-body)"
+                            "unknown '{kw}' action '{a}' (supported: allow, set-header, add-header, del-header, replace-header, replace-value, set-status, set-var, set-var-fmt, unset-var, capture, cache-store, deny, wait-for-body, strict-mode)"
                         ))
                     }
                 },
@@ -2512,10 +2513,20 @@ fn proxy_kw(px: &mut Proxy, ctx: &Ctx<'_>, words: &[String]) -> Result<(), Strin
             let addr = w
                 .get(2)
                 .ok_or_else(|| format!("server '{name}' needs an address (ADDR:PORT)"))?;
-            let (host, port) = super::values::parse_server_addr(addr)?;
+            let abns = abns_name(addr)?;
+            let (host, port) = match &abns {
+                Some(_) => (addr.to_string(), 0),
+                None => super::values::parse_server_addr(addr)?,
+            };
             let mut opts = px.default_server.clone();
             parse_server_opts(&w[3..], &mut opts, ctx)?;
-            opts.map_ports = port == 0;
+            opts.map_ports = port == 0 && abns.is_none();
+            if abns.is_some() && (opts.check || opts.ssl || opts.resolvers.is_some()) {
+                return Err(format!(
+                    "server '{name}': 'check', 'ssl' and 'resolvers' on an abns@ server are not supported by ebb"
+                ));
+            }
+            opts.abns = abns;
             no_check_port(name, &opts)?;
             if opts.ssl {
                 // `ssl-default-server-*` fill what the line does not set.
@@ -2795,6 +2806,7 @@ pub fn unreachable_rules(px: &Proxy) -> Vec<String> {
                     | HttpRequestAction::Capture(_)
                     | HttpRequestAction::WaitForBody(_)
                     | HttpRequestAction::SetTimeout { .. }
+                    | HttpRequestAction::StrictMode(_)
             )
     };
     let Some(first) = px.http_request.iter().position(is_final) else {
@@ -2938,6 +2950,18 @@ fn proxy_option(px: &mut Proxy, ctx: &Ctx<'_>, no: bool, w: &[String]) -> Result
             no_args(rest)?;
             o.disable_h2_upgrade = !no;
         }
+        "http-buffer-request" => {
+            no_args(rest)?;
+            o.buffer_request = !no;
+        }
+        "abortonclose" => {
+            no_args(rest)?;
+            o.abortonclose = !no;
+        }
+        "socket-stats" => {
+            no_args(rest)?;
+            o.socket_stats = !no;
+        }
         "http-restrict-req-hdr-names" => {
             if no {
                 return Err(format!("'no option {name}' is not supported"));
@@ -2957,18 +2981,6 @@ fn proxy_option(px: &mut Proxy, ctx: &Ctx<'_>, no: bool, w: &[String]) -> Result
                     ))
                 }
             };
-        }
-        "http-buffer-request" => {
-            no_args(rest)?;
-            o.buffer_request = !no;
-        }
-        "abortonclose" => {
-            no_args(rest)?;
-            o.abortonclose = !no;
-        }
-        "socket-stats" => {
-            no_args(rest)?;
-            o.socket_stats = !no;
         }
         "forwardfor" => {
             if no {
@@ -3440,6 +3452,20 @@ fn parse_bind(w: &[String], ctx: &Ctx<'_>) -> Result<Bind, String> {
         accept_proxy,
         proto_h2,
     })
+}
+
+/// The name of an `abns@NAME` server address (environment variables
+/// expanded, as HAProxy's address parser does), or `None` for another
+/// address.
+fn abns_name(addr: &str) -> Result<Option<String>, String> {
+    let Some(n) = addr.strip_prefix("abns@") else {
+        return Ok(None);
+    };
+    let n = super::values::env_expand(n).into_owned();
+    if n.is_empty() || n.len() > 100 {
+        return Err("'abns@' expects a name of 1 to 100 bytes".to_string());
+    }
+    Ok(Some(n))
 }
 
 /// `add server BACKEND/NAME ADDR[:PORT] [options]` after the name: the
@@ -4444,6 +4470,7 @@ fn parse_http_request(
             ))
         }
         "wait-for-body" => HttpRequestAction::WaitForBody(parse_wait_for_body("http-request", args)?),
+        "strict-mode" => HttpRequestAction::StrictMode(parse_strict_mode("http-request", args)?),
         "set-timeout" => {
             if ctx.caps & BE == 0 {
                 return Err(format!("proxy '{}' has no backend capability", px.name));
@@ -4512,7 +4539,7 @@ fn parse_http_request(
         },
         o => {
             return Err(format!(
-                "unknown 'http-request' action '{o}' (supported: return, redirect, deny, allow, set-header, add-header, del-header, replace-header, replace-value, set-path, set-pathq, set-query, set-uri, set-method, replace-path, replace-pathq, replace-uri, set-var, set-var-fmt, unset-var, set-dst, set-dst-port, use-service, cache-use, capture, tarpit, reject, wait-for-body, auth, set-timeout, track-sc0, track-sc1, track-sc2, sc-inc-gpc, sc-inc-gpc0, sc-inc-gpc1, sc-set-gpt, sc-set-gpt0)"
+                "unknown 'http-request' action '{o}' (supported: return, redirect, deny, allow, set-header, add-header, del-header, replace-header, replace-value, set-path, set-pathq, set-query, set-uri, set-method, replace-path, replace-pathq, replace-uri, set-var, set-var-fmt, unset-var, set-dst, set-dst-port, use-service, cache-use, capture, tarpit, reject, wait-for-body, auth, set-timeout, strict-mode, track-sc0, track-sc1, track-sc2, sc-inc-gpc, sc-inc-gpc0, sc-inc-gpc1, sc-set-gpt, sc-set-gpt0)"
             ))
         }
     };
@@ -4631,6 +4658,15 @@ fn userlist_kw(u: &mut crate::sample::auth::Userlist, w: &[String]) -> Result<()
         }
     }
     Ok(())
+}
+
+/// `strict-mode on|off`.
+fn parse_strict_mode(kw: &str, args: &[String]) -> Result<bool, String> {
+    match args {
+        [v] if v == "on" => Ok(true),
+        [v] if v == "off" => Ok(false),
+        _ => Err(format!("'{kw} strict-mode' expects 'on' or 'off'")),
+    }
 }
 
 /// `wait-for-body time T [at-least N]` (HAProxy's parse_http_wait_for_body:

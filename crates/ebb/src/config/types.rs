@@ -1139,6 +1139,9 @@ pub enum HttpRequestAction {
         tunnel: bool,
         value: TimeoutValue,
     },
+    /// `strict-mode on|off`: whether a failed rewrite of the rules that
+    /// follow is an error (500) or ignored.
+    StrictMode(bool),
 }
 
 /// The value of `set-timeout`: milliseconds, or an expression giving them.
@@ -1205,6 +1208,8 @@ pub enum HttpResponseAction {
     /// the server's answer is dropped, this one (502 by default) sent and
     /// the connection closed.
     Deny(Box<ReturnAction>),
+    /// `strict-mode on|off` (`http-response`, `http-after-response`).
+    StrictMode(bool),
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -1394,6 +1399,9 @@ pub struct ServerOptions {
     /// 10.0.0.1`): connections go to the port the client connected to
     /// (HAProxy's mapped ports, offset 0).
     pub map_ports: bool,
+    /// `abns@NAME` as the address: a Linux abstract UNIX socket, the
+    /// name as written (padded as HAProxy pads it at connect).
+    pub abns: Option<String>,
     /// `agent-check` (`no-agent-check` clears it): an auxiliary agent
     /// check runs beside the health check.
     pub agent_check: bool,
@@ -1489,6 +1497,7 @@ impl Default for ServerOptions {
             alpn: Vec::new(),
             resolve_net: Vec::new(),
             map_ports: false,
+            abns: None,
             agent_check: false,
             agent_port: None,
             agent_addr: None,

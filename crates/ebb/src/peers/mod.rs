@@ -1245,8 +1245,14 @@ impl PeerTask {
                 }
             }
             if self.conn.is_some() {
+                // Ours retries after a random 50-2050 ms from now, whatever
+                // date its connect had set (HAProxy sets the reconnect
+                // date so): two peers that connected to each other at once
+                // each keep the other's connection and so close both; the
+                // random delays part them on the next try.
                 let d = 50 + self.sec.borrow_mut().rand(2000);
                 self.drop_conn(ctx, d, None);
+                self.retry_at = ticks::add(now, d);
             }
             let fd = sock.as_raw_fd();
             let mut io = Io::new(sock, fd);

@@ -108,6 +108,8 @@ struct BodyWait {
     read_deadline: Tick,
     /// Bytes in the buffer when last looked at.
     seen: usize,
+    /// `http-request strict-mode` as the rules before left it.
+    strict: bool,
 }
 
 /// What of a message's body framed by `framing` is in `after` (the bytes
@@ -224,6 +226,9 @@ pub struct Stream {
     body_wait_start: Tick,
     /// The backend whose stats page is being built.
     page_backend: Option<usize>,
+    /// `100 Continue` was sent for the current request (a wait for its
+    /// body).
+    continued: bool,
 }
 
 /// A cached file is a body the client side can send.
@@ -409,8 +414,13 @@ impl Stream {
         };
         w.read_deadline = sched::ticks::add(now, c.fe.timeouts.client);
         w.seen = c.rend - c.rstart;
-        if c.head.expect_continue && !self.body_now.closed && self.body_now.have == 0 {
+        if c.head.expect_continue && !self.continued && self.body_now.have == 0 {
+            // HAProxy's http_handle_expect_hdr: the client is told to send
+            // its body, and `Expect` is not forwarded (the server would
+            // answer 100 again).
             c.wbuf.extend_from_slice(b"HTTP/1.1 100 Continue\r\n\r\n");
+            self.continued = true;
+            self.resp_start = c.wbuf.len();
         }
         c.input = In::Stream;
         self.wait = Wait::Body(w);
@@ -533,6 +543,7 @@ impl Stream {
                     deadline: 0,
                     read_deadline: 0,
                     seen: 0,
+                    strict: st.strict,
                 }))
             }
             HttpRequestAction::Reject => Act::Reject(false, be),
@@ -561,6 +572,7 @@ impl Stream {
             let l = *l;
             st.edited = l.edited;
             st.cache_hit = l.cache_hit;
+            st.strict = l.strict;
         }
         let tr = &c.tr;
         let dst = dst_of(tr, c.dst);
@@ -575,6 +587,7 @@ impl Stream {
                 deadline: 0,
                 read_deadline: 0,
                 seen: 0,
+                strict: true,
             }))
         };
         let (fe_from, be_at) = match at {
@@ -763,6 +776,7 @@ impl Stream {
         c.next_input = Some(next);
         self.keep_alive = keep_alive;
         self.body_wait_start = ctx.now();
+        self.continued = false;
         self.scan_body(c);
         let act = self.decide(c);
         self.dispatch(c, ctx, act);

@@ -335,7 +335,11 @@ impl Stream {
         });
         // `compression offload`: the server is not asked to compress.
         let offload = comp_choice.as_ref().is_some_and(|(p, _)| p.offload);
-        let omit = |name: &[u8]| offload && hdr_name_eq(name, "accept-encoding");
+        let continued = self.continued;
+        let omit = |name: &[u8]| {
+            (offload && hdr_name_eq(name, "accept-encoding"))
+                || (continued && hdr_name_eq(name, "expect"))
+        };
         let mut view = ReqHead::from_h1(buf, h);
         let mut scheme = None;
         if c.lane_of.is_some() && view.form == Form::Absolute {
@@ -1977,10 +1981,7 @@ fn client_dst(c: &H1, s: &ServerRt) -> Option<SocketAddr> {
 
 fn open_transport(s: &ServerRt, client_dst: Option<SocketAddr>) -> io::Result<Transport> {
     // A server without a port takes the port the client connected to.
-    let addr = s
-        .dest(|| client_dst)
-        .ok_or_else(|| io::Error::from(io::ErrorKind::AddrNotAvailable))?;
-    let st = crate::backend::connect_nb(addr)?;
+    let st = crate::backend::connect_server_nb(s, || s.dest(|| client_dst))?;
     match &s.tls {
         // TLS to the server: the handshake starts once connected; the
         // request written meanwhile waits in rustls' buffer.

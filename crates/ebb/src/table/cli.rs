@@ -64,11 +64,23 @@ pub fn key_text(k: &StKey, kt: KeyType) -> String {
             _ => {
                 let end = b.0.iter().position(|&c| c == 0).unwrap_or(b.0.len());
                 let mut s = String::new();
+                // HAProxy's `dump_text`: `\`, space and `=` escaped with a
+                // backslash, as are TAB, LF, CR and ESC (`\t` `\n` `\r`
+                // `\e`); other bytes outside printable ASCII as `\xHH`.
                 for &c in &b.0[..end] {
-                    if c.is_ascii_graphic() || c == b' ' {
-                        s.push(c as char);
-                    } else {
-                        let _ = write!(s, "\\x{c:02x}");
+                    match c {
+                        b'\\' | b' ' | b'=' => {
+                            s.push('\\');
+                            s.push(c as char);
+                        }
+                        b'\t' => s.push_str("\\t"),
+                        b'\n' => s.push_str("\\n"),
+                        b'\r' => s.push_str("\\r"),
+                        0x1b => s.push_str("\\e"),
+                        _ if c.is_ascii_graphic() => s.push(c as char),
+                        _ => {
+                            let _ = write!(s, "\\x{c:02X}");
+                        }
                     }
                 }
                 s

@@ -586,7 +586,7 @@ impl Pipe {
         if !(self.srv.rd || self.srv.wr) {
             return None;
         }
-        match (st.tcp().take_error(), st.tcp().peer_addr().is_ok()) {
+        match (st.tcp().take_error(), crate::backend::connected(st.tcp())) {
             (Ok(None), true) => {
                 self.connecting = false;
                 self.t_conn = Some(now);

@@ -253,11 +253,29 @@ impl Session {
             response: false,
         };
         let from = self.content_pos;
+        // HTTP fetches in the rules: the bytes parsed as an HTTP/1 request
+        // head, once it is whole (HAProxy parses a tcp stream's request for
+        // them); until then, while more may come, the walk waits. A head
+        // that is not HTTP, or not whole at the end, gives them nothing.
+        let reads_http = l4.reads_http || fe.backends.iter().any(|b| b.l4.reads_http);
+        let mut head = crate::http1::RequestHead::default();
+        let mut has_head = false;
+        if reads_http {
+            match crate::http1::parse_request_into(&payload, &self.w.limits, &mut head) {
+                Ok(crate::http1::Status::Complete(())) => has_head = true,
+                Ok(crate::http1::Status::Partial) if partial => return None,
+                _ => {}
+            }
+        }
+        let req = has_head.then_some(crate::sample::Req {
+            buf: &payload,
+            head: &head,
+        });
         // `set-src`/`set-dst`...: the session's addresses from then on (its
         // log, `balance source`, the PROXY header to the server), kept
         // even when the walk waits.
         let addrs = std::cell::Cell::new(None);
-        let r = self.with_ctx(Some(pay), None, |sctx| {
+        let r = self.with_ctx(Some(pay), None, req, |sctx| {
             let mut xp = false;
             let v = run_rules_addrs(
                 &l4.content_rules,
@@ -337,6 +355,7 @@ impl Session {
         &self,
         payload: Option<crate::sample::Payload<'_>>,
         be: Option<&str>,
+        req: Option<crate::sample::Req<'_>>,
         f: impl FnOnce(&crate::sample::Ctx<'_>) -> Result<R, Option<usize>>,
     ) -> Result<R, Option<usize>> {
         let dst = self.dst;
@@ -359,7 +378,7 @@ impl Session {
             srv: None,
             tls: tr.is_tls(),
             sni: tr.sni(),
-            req: None,
+            req,
             res: None,
             vars: Some(&*self.vars),
             stk: Some(&self.stk),
@@ -429,14 +448,13 @@ impl Session {
             return;
         };
         let now = ctx.now();
-        let r = s
-            .dest(|| self.dst.or_else(|| self.local_addr()))
-            .ok_or_else(|| std::io::Error::from(std::io::ErrorKind::AddrNotAvailable))
-            .and_then(crate::backend::connect_nb)
-            .and_then(|st| match &s.tls {
-                Some(t) => Transport::connect_tls(st, Arc::clone(&t.config), &t.sni),
-                None => Ok(Transport::plain(st)),
-            });
+        let r = crate::backend::connect_server_nb(&s, || {
+            s.dest(|| self.dst.or_else(|| self.local_addr()))
+        })
+        .and_then(|st| match &s.tls {
+            Some(t) => Transport::connect_tls(st, Arc::clone(&t.config), &t.sni),
+            None => Ok(Transport::plain(st)),
+        });
         let Ok(st) = r else {
             self.connect_failed(ctx, false);
             return;
@@ -785,7 +803,7 @@ impl Session {
         };
         let srv = self.server.as_ref().map(|s| s.name.clone());
         let v = self
-            .with_ctx(Some(pay), Some(&be.name), |c| {
+            .with_ctx(Some(pay), Some(&be.name), None, |c| {
                 let c = crate::sample::Ctx {
                     srv: srv.as_deref(),
                     ..*c
@@ -843,7 +861,7 @@ impl Session {
         if be.stick.is_empty() {
             return;
         }
-        let _ = self.with_ctx(None, Some(&be.name), |c| {
+        let _ = self.with_ctx(None, Some(&be.name), None, |c| {
             self.stk.stick_response(&be.stick, &be.matcher, c, srv.idx);
             Ok(())
         });

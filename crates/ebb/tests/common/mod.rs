@@ -81,7 +81,10 @@ impl Ebb {
                     continue;
                 }
                 if let Some(a) = l.split(" listening on ").nth(1) {
-                    addrs.push(a.trim().parse::<SocketAddr>().unwrap());
+                    // A UNIX socket (`unix@`, `abns@`) is not an address.
+                    if let Ok(a) = a.trim().parse::<SocketAddr>() {
+                        addrs.push(a);
+                    }
                 } else if l.starts_with("ebb: ready") {
                     ready = true;
                     let _ = tx.send(addrs.clone());

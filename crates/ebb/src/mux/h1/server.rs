@@ -196,7 +196,7 @@ impl ServerSide {
         }
         // An error pending means refused or reset; no error and no peer
         // yet means the connect is still under way.
-        match (st.tcp().take_error(), st.tcp().peer_addr().is_ok()) {
+        match (st.tcp().take_error(), crate::backend::connected(st.tcp())) {
             (Ok(None), true) => {
                 self.connecting = false;
                 self.t_conn = Some(now);
