@@ -925,3 +925,43 @@ fn restrict_request_header_names() {
         &want,
     );
 }
+
+const COND_RULES: &str = "    http-request set-var(txn.a) str(a)\n\
+    http-request set-var(txn.a,ifnotexists) str(b)\n\
+    http-request set-var(txn.b,ifexists) str(b)\n\
+    http-request set-var(txn.c) int(5)\n\
+    http-request set-var(txn.c,ifgt) int(7)\n\
+    http-request set-var(txn.c,ifgt) int(2)\n\
+    http-request set-var(txn.d) int(5)\n\
+    http-request set-var(txn.d,iflt) int(7)\n\
+    http-request set-var(txn.e) str(x)\n\
+    http-request set-var(txn.e,ifempty) bool(true)\n\
+    http-request set-var(txn.e,ifempty) str()\n\
+    http-request set-var(txn.f) str(x)\n\
+    http-request unset-var(txn.f)\n\
+    http-request set-var(txn.f,ifset) str(y)\n\
+    http-request set-var(txn.g,ifnotset,ifnotempty) str(z)\n\
+    http-request set-var(proc.p,ifexists) str(p)\n\
+    http-request set-var(txn.h,ifexists) str(h)\n\
+    http-request set-var(txn.i) req.hdr(x-cust),set-var(txn.j,ifnotempty),length\n\
+    http-request return status 200 hdr x-var \"a=%[var(txn.a)] b=%[var(txn.b)] c=%[var(txn.c)] d=%[var(txn.d)] e=<%[var(txn.e)]> f=%[var(txn.f)] g=%[var(txn.g)] p=%[var(proc.p)] h=%[var(txn.h)] i=%[var(txn.i)] j=%[var(txn.j)]\"\n";
+
+/// HAProxy's reg-test sample_fetches/cond_set_var (which also needs
+/// `req.len` in HTTP rules): `set-var(NAME,COND...)` conditions as
+/// HAProxy evaluates them, and the `set-var` converter.
+#[test]
+fn conditional_set_var() {
+    // `answering` ends with a `return` the rules above already make.
+    let cfg = |b: &str| answering(b, COND_RULES);
+    let ebb = Ebb::start(&cfg("BIND"));
+    let see = |addr: SocketAddr| {
+        let head = raw_head(
+            addr,
+            "GET / HTTP/1.1\r\nHost: t\r\nx-cust: foobar\r\nConnection: close\r\n\r\n",
+        );
+        raw_field(&head, "x-var").map(|v| String::from_utf8_lossy(&v).into_owned())
+    };
+    let want = Some("a=a b= c=2 d=7 e=<> f= g=z p=p h= i=6 j=foobar".to_string());
+    assert_eq!(see(ebb.addr()), want);
+    same_on_haproxy("hap-condvar", cfg, see, &want);
+}

@@ -375,8 +375,16 @@ impl Fetch {
                 Ok(Fetch::Int(int_arg("fetch 'int'", &args[0])?))
             }
             "bool" => {
+                // HAProxy's smp_check_const_bool: these four words only.
                 arg_count(name, args, 1, 1)?;
-                Ok(Fetch::Bool(int_arg("fetch 'bool'", &args[0])? != 0))
+                match args[0].to_ascii_lowercase().as_str() {
+                    "true" | "1" => Ok(Fetch::Bool(true)),
+                    "false" | "0" => Ok(Fetch::Bool(false)),
+                    _ => Err(format!(
+                        "fetch 'bool': '{}': expects 'true', 'false', '0' or '1'",
+                        args[0]
+                    )),
+                }
             }
             "env" => {
                 arg_count(name, args, 1, 1)?;
