@@ -167,7 +167,7 @@ fn tokenizer_escape_errors() {
     assert_eq!(w.len(), 1);
     assert!(super::has_raw(&w[0]));
     assert_eq!(
-        super::word_bytes(w[0].as_bytes()),
+        crate::sample::word_bytes(w[0].as_bytes()),
         b"a\xffb\xe0\x80c\xc3\xa9".to_vec()
     );
     assert!(!super::has_raw(&tok("\\xC3\\xA9").unwrap()[0]));

@@ -332,7 +332,7 @@ impl Fetch {
             "ssl_fc_sni" => none(Fetch::SslFcSni),
             "str" => {
                 arg_count(name, args, 0, 1)?;
-                Ok(Fetch::Str(crate::config::word_bytes(
+                Ok(Fetch::Str(super::word_bytes(
                     args.first().map_or(&b""[..], |a| a.as_bytes()),
                 )))
             }
