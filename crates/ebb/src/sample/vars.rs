@@ -274,6 +274,10 @@ pub struct VarStore {
     /// (`accept-proxy`; empty for v1); `None` without a header
     /// (`fc_rcvd_proxy`, `fc_pp_authority`, `fc_pp_unique_id`).
     pub pp_tlvs: Option<std::sync::Arc<[crate::proxyproto::Tlv]>>,
+    /// The connection's addresses before `tcp-request session` (and a
+    /// tcp proxy's content) rules change the session's (`fc_src`,
+    /// `fc_dst`...); the local one `None` when no such rule could move it.
+    pub fc_addrs: Option<(std::net::SocketAddr, Option<std::net::SocketAddr>)>,
     /// The connection's place on its listener's statistics (`option
     /// socket-stats`), released with the connection.
     pub listener: Option<crate::proxy::ListenerGuard>,
