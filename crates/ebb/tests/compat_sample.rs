@@ -30,8 +30,12 @@ fn raw_head(addr: SocketAddr, req: &str) -> Vec<Vec<u8>> {
         .windows(4)
         .position(|w| w == b"\r\n\r\n")
         .unwrap_or(buf.len());
-    buf[..end]
-        .split(|&c| c == b'\n')
+    head_lines(&buf[..end])
+}
+
+/// The lines of a response, without their CR.
+fn head_lines(buf: &[u8]) -> Vec<Vec<u8>> {
+    buf.split(|&c| c == b'\n')
         .map(|l| l.strip_suffix(b"\r").unwrap_or(l).to_vec())
         .collect()
 }
@@ -260,10 +264,7 @@ fn pp_seen(addr: SocketAddr, pre: &[u8]) -> Option<Vec<Option<Vec<u8>>>> {
     if buf.is_empty() {
         return None;
     }
-    let head: Vec<Vec<u8>> = buf
-        .split(|&c| c == b'\n')
-        .map(|l| l.strip_suffix(b"\r").unwrap_or(l).to_vec())
-        .collect();
+    let head = head_lines(&buf);
     Some(
         ["x-auth", "x-uid", "x-rcvd", "x-src"]
             .iter()
@@ -596,10 +597,7 @@ fn hex_seen(addr: SocketAddr, log: &std::net::UdpSocket) -> Vec<String> {
         .unwrap();
     let mut buf = Vec::new();
     let _ = s.read_to_end(&mut buf);
-    let head: Vec<Vec<u8>> = buf
-        .split(|&c| c == b'\n')
-        .map(|l| l.strip_suffix(b"\r").unwrap_or(l).to_vec())
-        .collect();
+    let head = head_lines(&buf);
     // This connection's line (a proxy may log others before it, such as
     // a probe of its listener).
     let mut d = [0u8; 2048];
@@ -924,4 +922,83 @@ fn restrict_request_header_names() {
         |a| restrict_seen(a, &o),
         &want,
     );
+}
+
+const COND_RULES: &str = "    http-request set-var(txn.a) str(a)\n\
+    http-request set-var(txn.a,ifnotexists) str(b)\n\
+    http-request set-var(txn.b,ifexists) str(b)\n\
+    http-request set-var(txn.c) int(5)\n\
+    http-request set-var(txn.c,ifgt) int(7)\n\
+    http-request set-var(txn.c,ifgt) int(2)\n\
+    http-request set-var(txn.d) int(5)\n\
+    http-request set-var(txn.d,iflt) int(7)\n\
+    http-request set-var(txn.e) str(x)\n\
+    http-request set-var(txn.e,ifempty) bool(true)\n\
+    http-request set-var(txn.e,ifempty) str()\n\
+    http-request set-var(txn.f) str(x)\n\
+    http-request unset-var(txn.f)\n\
+    http-request set-var(txn.f,ifset) str(y)\n\
+    http-request set-var(txn.g,ifnotset,ifnotempty) str(z)\n\
+    http-request set-var(proc.p,ifexists) str(p)\n\
+    http-request set-var(txn.h,ifexists) str(h)\n\
+    http-request set-var(txn.i) req.hdr(x-cust),set-var(txn.j,ifnotempty),length\n\
+    http-request return status 200 hdr x-var \"a=%[var(txn.a)] b=%[var(txn.b)] c=%[var(txn.c)] d=%[var(txn.d)] e=<%[var(txn.e)]> f=%[var(txn.f)] g=%[var(txn.g)] p=%[var(proc.p)] h=%[var(txn.h)] i=%[var(txn.i)] j=%[var(txn.j)]\"\n";
+
+/// HAProxy's reg-test sample_fetches/cond_set_var (which also needs
+/// `req.len` in HTTP rules): `set-var(NAME,COND...)` conditions as
+/// HAProxy evaluates them, and the `set-var` converter.
+#[test]
+fn conditional_set_var() {
+    // `answering` ends with a `return` the rules above already make.
+    let cfg = |b: &str| answering(b, COND_RULES);
+    let ebb = Ebb::start(&cfg("BIND"));
+    let see = |addr: SocketAddr| {
+        let head = raw_head(
+            addr,
+            "GET / HTTP/1.1\r\nHost: t\r\nx-cust: foobar\r\nConnection: close\r\n\r\n",
+        );
+        raw_field(&head, "x-var").map(|v| String::from_utf8_lossy(&v).into_owned())
+    };
+    let want = Some("a=a b= c=2 d=7 e=<> f= g=z p=p h= i=6 j=foobar".to_string());
+    assert_eq!(see(ebb.addr()), want);
+    same_on_haproxy("hap-condvar", cfg, see, &want);
+}
+
+const FC_RULES: &str = "    tcp-request connection set-src ipv4(10.0.0.1)\n\
+    tcp-request session set-src ipv4(10.1.0.1)\n\
+    tcp-request session set-dst ipv4(10.1.0.2)\n\
+    http-request return status 200 hdr x-a \"%[fc_src] %[src] %[fc_dst] %[dst] %[fc_src_port] %[src_port] %[fc_dst_port] %[dst_port]\"\n";
+
+/// `fc_src`, `fc_dst` and their ports: the connection's addresses, which a
+/// `tcp-request connection` rule changes and a `tcp-request session` rule
+/// does not (it changes the session's: `src`, `dst`), as HAProxy 2.6.
+#[test]
+fn front_connection_addresses() {
+    let cfg = |b: &str| answering(b, FC_RULES);
+    let ebb = Ebb::start(&cfg("BIND"));
+    let see = |addr: SocketAddr| {
+        let mut s = TcpStream::connect(addr).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+        let cp = s.local_addr().unwrap().port().to_string();
+        s.write_all(b"GET / HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
+            .unwrap();
+        let mut buf = Vec::new();
+        let _ = s.read_to_end(&mut buf);
+        let head = head_lines(&buf);
+        let v = String::from_utf8_lossy(&raw_field(&head, "x-a").unwrap_or_default()).into_owned();
+        v.split(' ')
+            .map(|w| match w {
+                w if w == cp => "CP",
+                w if w == addr.port().to_string() => "FP",
+                w => w,
+            })
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    let seen = see(ebb.addr());
+    assert!(
+        seen.starts_with("10.0.0.1 10.1.0.1 127.0.0.1 10.1.0.2 CP "),
+        "{seen}"
+    );
+    same_on_haproxy("hap-fc", cfg, see, &seen);
 }

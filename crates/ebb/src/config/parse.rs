@@ -4943,12 +4943,16 @@ fn parse_var_action(
     let Some(var) = rest.strip_suffix(')') else {
         return Err(format!("missing ')' in '{kw} {action}'"));
     };
-    if var.contains(',') {
-        return Err(format!(
-            "'{kw} {action}': conditions on set-var (ifexists, ifgt...) are not supported yet"
-        ));
-    }
-    let r = VarRef::parse(var)?;
+    let (var, conds) = match var.split_once(',') {
+        Some((v, c)) if verb != "unset-var" => (
+            v,
+            crate::sample::vars::cond::parse(c).map_err(|e| format!("'{kw} {action}': {e}"))?,
+        ),
+        Some(_) => return Err(format!("'{kw} {action}': unset-var takes no condition")),
+        None => (var, 0),
+    };
+    let mut r = VarRef::parse(var)?;
+    r.conds = conds;
     match (verb, args) {
         ("set-var", [e]) => Ok(VarAction::Set(
             r,

@@ -101,6 +101,9 @@ pub(super) enum Conv {
     /// `fix_is_valid`, `fix_tag_value(TAG)` (the tag's id).
     FixIsValid,
     FixTagValue(u32),
+    /// `set-var(NAME[,COND...])`: stores the sample, which goes on
+    /// unchanged.
+    SetVar(super::VarRef),
     /// `mqtt_is_valid`, `mqtt_field_value(TYPE,FIELD)`.
     MqttIsValid,
     MqttFieldValue(u8, super::mqtt::Field),
@@ -215,6 +218,15 @@ impl Conv {
             "length" => none(Conv::Length),
             "fix_is_valid" => none(Conv::FixIsValid),
             "mqtt_is_valid" => none(Conv::MqttIsValid),
+            "set-var" => {
+                // The variable, then its conditions.
+                count(name, args, 1, 9)?;
+                let mut r = super::VarRef::parse(&args[0])?;
+                if args.len() > 1 {
+                    r.conds = super::vars::cond::parse(&args[1..].join(","))?;
+                }
+                Ok(Conv::SetVar(r))
+            }
             "mqtt_field_value" => {
                 count(name, args, 2, 2)?;
                 let Some(kind) = super::mqtt::type_id(&args[0]) else {
@@ -558,6 +570,7 @@ impl Conv {
 
     pub(super) fn out_type(&self, _input: Type) -> Type {
         match self {
+            Conv::SetVar(_) => _input,
             Conv::B64Dec
             | Conv::Bytes { .. }
             | Conv::Ub64Dec
@@ -584,9 +597,16 @@ impl Conv {
             // Any type: the table casts the sample to its key type.
             return c.apply(v, ctx, s);
         }
+        if let Conv::SetVar(r) = self {
+            // Any type, passed on as it is.
+            if let Some(Ok(mut st)) = ctx.vars.map(|v| v.try_borrow_mut()) {
+                st.set(r, v, s);
+            }
+            return Some(v);
+        }
         let v = cast(v, self.in_type(), s)?;
         match self {
-            Conv::Stk(_) => None,
+            Conv::Stk(_) | Conv::SetVar(_) => None,
             Conv::Lower => {
                 s.cur.make_ascii_lowercase();
                 Some(Val::Str)

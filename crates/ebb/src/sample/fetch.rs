@@ -107,6 +107,13 @@ pub(super) enum Fetch {
     PpTlv(u8),
     /// `fc_rcvd_proxy`: the connection began with a PROXY header.
     RcvdProxy,
+    /// `fc_src`, `fc_src_port`, `fc_dst`, `fc_dst_port`: the connection's
+    /// addresses (`tcp-request connection` rules and a PROXY header
+    /// change them; later rules change only the session's, `src`...).
+    FcAddr {
+        dst: bool,
+        port: bool,
+    },
     /// `fe_conn([FE])`, `be_conn([BE])`, `srv_conn([BE/]SRV)`: live
     /// connection counts (no proxy named: the exchange's).
     Count {
@@ -375,8 +382,16 @@ impl Fetch {
                 Ok(Fetch::Int(int_arg("fetch 'int'", &args[0])?))
             }
             "bool" => {
+                // HAProxy's smp_check_const_bool: these four words only.
                 arg_count(name, args, 1, 1)?;
-                Ok(Fetch::Bool(int_arg("fetch 'bool'", &args[0])? != 0))
+                match args[0].to_ascii_lowercase().as_str() {
+                    "true" | "1" => Ok(Fetch::Bool(true)),
+                    "false" | "0" => Ok(Fetch::Bool(false)),
+                    _ => Err(format!(
+                        "fetch 'bool': '{}': expects 'true', 'false', '0' or '1'",
+                        args[0]
+                    )),
+                }
             }
             "env" => {
                 arg_count(name, args, 1, 1)?;
@@ -415,6 +430,10 @@ impl Fetch {
             "fc_pp_authority" => none(Fetch::PpTlv(crate::proxyproto::tlv::AUTHORITY)),
             "fc_pp_unique_id" => none(Fetch::PpTlv(crate::proxyproto::tlv::UNIQUE_ID)),
             "fc_rcvd_proxy" => none(Fetch::RcvdProxy),
+            "fc_src" | "fc_src_port" | "fc_dst" | "fc_dst_port" => none(Fetch::FcAddr {
+                dst: name.starts_with("fc_dst"),
+                port: name.ends_with("_port"),
+            }),
             "be_server_timeout" | "be_tunnel_timeout" | "fe_client_timeout" => {
                 let what = match name {
                     "be_server_timeout" => super::Count::BeServerTimeout,
@@ -595,6 +614,7 @@ impl Fetch {
             | Fetch::SoName
             | Fetch::PpTlv(_)
             | Fetch::RcvdProxy
+            | Fetch::FcAddr { .. }
             | Fetch::Count { .. }
             | Fetch::CurTimeout { .. }
             | Fetch::Var(..)
@@ -660,7 +680,12 @@ impl Fetch {
             | Fetch::ReqBodySize
             | Fetch::ResBodyLen
             | Fetch::ResBodySize => Type::Int,
-            Fetch::Src | Fetch::Dst | Fetch::HdrIp { .. } | Fetch::Addr(_) => Type::Ip,
+            Fetch::FcAddr { port: true, .. } => Type::Int,
+            Fetch::Src
+            | Fetch::Dst
+            | Fetch::HdrIp { .. }
+            | Fetch::Addr(_)
+            | Fetch::FcAddr { port: false, .. } => Type::Ip,
             Fetch::SrcPort
             | Fetch::Count { .. }
             | Fetch::CurTimeout { .. }
@@ -1023,6 +1048,24 @@ impl Fetch {
             Fetch::RcvdProxy => {
                 let st = ctx.vars?.try_borrow().ok()?;
                 Some(Val::Bool(st.pp_tlvs.is_some()))
+            }
+            Fetch::FcAddr { dst, port } => {
+                let fc = ctx
+                    .vars
+                    .and_then(|v| v.try_borrow().ok())
+                    .and_then(|v| v.fc_addrs);
+                let a = match (fc, dst) {
+                    (Some((src, _)), false) => src,
+                    (Some((_, Some(d))), true) => d,
+                    // Not asked at accept: no rule moved `dst`.
+                    (Some((_, None)) | None, true) => (ctx.dst)()?,
+                    (None, false) => ctx.src,
+                };
+                Some(if *port {
+                    Val::Int(i64::from(a.port()))
+                } else {
+                    Val::Ip(a.ip())
+                })
             }
             Fetch::UniqueId => {
                 let st = ctx.vars?.try_borrow().ok()?;

@@ -327,6 +327,10 @@ fn errors_at_compile_time() {
     assert!(err("%b", Scope::Request { backend: false }).contains("needs a backend"));
     assert!(err("%bp", RQ).contains("not supported"));
     assert!(err("%{+E}ci", RQ).contains("flag '+E'"));
+    // bool() takes HAProxy's four words only.
+    assert_eq!(lf("%[bool(TRUE)] %[bool(0)] %[bool(false)]"), "1 0 0");
+    assert!(err("%[bool(5)]", RQ).contains("expects 'true', 'false', '0' or '1'"));
+    assert!(err("%[str(a),set-var(txn.x,ifnope)]", RQ).contains("unknown set-var condition"));
     // Constant addresses.
     assert_eq!(
         lf("%[ipv4(10.0.0.1)] %[ipv6(2001:db8::1)] %[ipv4(10.1.2.3),ipmask(16)]"),

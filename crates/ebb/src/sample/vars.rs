@@ -34,11 +34,55 @@ pub struct VarRef {
     pub scope: VarScope,
     id: u32,
     pub text: String,
+    /// `set-var(NAME,COND...)`: HAProxy's conditions ([`cond`]), all
+    /// required for the variable to be set.
+    pub conds: u8,
+}
+
+/// The conditions of `set-var(NAME,COND...)`.
+pub mod cond {
+    /// The variable exists (was set, and not unset since; a `proc`
+    /// variable named in the configuration always exists).
+    pub const IF_EXISTS: u8 = 1;
+    pub const IF_NOT_EXISTS: u8 = 2;
+    /// The new value is an empty string or binary (never a scalar).
+    pub const IF_EMPTY: u8 = 4;
+    /// The new value is not an empty string or binary.
+    pub const IF_NOT_EMPTY: u8 = 8;
+    /// The variable holds a value.
+    pub const IF_SET: u8 = 16;
+    pub const IF_NOT_SET: u8 = 32;
+    /// Both integers: the current value is greater (less) than the new.
+    pub const IF_GT: u8 = 64;
+    pub const IF_LT: u8 = 128;
+
+    /// Parses the comma-separated conditions after a variable's name.
+    pub fn parse(list: &str) -> Result<u8, String> {
+        let mut c = 0;
+        for w in list.split(',') {
+            c |= match w {
+                "ifexists" => IF_EXISTS,
+                "ifnotexists" => IF_NOT_EXISTS,
+                "ifempty" => IF_EMPTY,
+                "ifnotempty" => IF_NOT_EMPTY,
+                "ifset" => IF_SET,
+                "ifnotset" => IF_NOT_SET,
+                "ifgt" => IF_GT,
+                "iflt" => IF_LT,
+                o => {
+                    return Err(format!(
+                        "unknown set-var condition '{o}' (ifexists, ifnotexists, ifempty, ifnotempty, ifset, ifnotset, ifgt, iflt)"
+                    ))
+                }
+            };
+        }
+        Ok(c)
+    }
 }
 
 impl PartialEq for VarRef {
     fn eq(&self, o: &VarRef) -> bool {
-        self.text == o.text
+        self.text == o.text && self.conds == o.conds
     }
 }
 impl Eq for VarRef {}
@@ -80,10 +124,19 @@ impl VarRef {
                 names.len() - 1
             }
         } as u32;
+        drop(names);
+        if scope == VarScope::Proc {
+            // HAProxy creates a process-wide variable the configuration
+            // names, unset and permanent: it exists from the start.
+            PROC.lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .make_permanent(id);
+        }
         Ok(VarRef {
             scope,
             id,
             text: text.to_string(),
+            conds: 0,
         })
     }
 }
@@ -92,6 +145,10 @@ impl VarRef {
 #[derive(Clone, Debug, Default)]
 struct Slot {
     id: u32,
+    /// The variable exists (HAProxy's entry in the scope's list).
+    exists: bool,
+    /// A `proc` variable the configuration names: unset, it still exists.
+    permanent: bool,
     set: bool,
     val: Option<Val>,
     bytes: Vec<u8>,
@@ -104,14 +161,15 @@ pub struct Vars {
 }
 
 impl Vars {
-    /// Forgets every value (buffers kept).
+    /// Forgets every variable (buffers kept).
     pub fn clear(&mut self) {
         for s in &mut self.slots {
             s.set = false;
+            s.exists = s.permanent;
         }
     }
 
-    fn set(&mut self, id: u32, v: Val, s: &Scratch) {
+    fn slot(&mut self, id: u32) -> &mut Slot {
         let i = match self.slots.iter().position(|x| x.id == id) {
             Some(i) => i,
             None => {
@@ -122,7 +180,47 @@ impl Vars {
                 self.slots.len() - 1
             }
         };
-        let slot = &mut self.slots[i];
+        &mut self.slots[i]
+    }
+
+    fn make_permanent(&mut self, id: u32) {
+        let slot = self.slot(id);
+        slot.permanent = true;
+        slot.exists = true;
+    }
+
+    /// Stores `v` (bytes in `s.cur`) when the conditions `conds` hold, in
+    /// HAProxy's order (`var_set`): existence, then set or not, then the
+    /// new value against the old.
+    fn set(&mut self, id: u32, v: Val, s: &Scratch, conds: u8) {
+        use cond::*;
+        let slot = self.slot(id);
+        if slot.exists {
+            if conds & IF_NOT_EXISTS != 0 {
+                return;
+            }
+        } else {
+            if conds & IF_EXISTS != 0 {
+                return;
+            }
+            slot.exists = true;
+            slot.set = false;
+        }
+        if (conds & IF_SET != 0 && !slot.set) || (conds & IF_NOT_SET != 0 && slot.set) {
+            return;
+        }
+        let text = matches!(v, Val::Str | Val::Bin);
+        if conds & IF_EMPTY != 0 && (!text || !s.cur.is_empty()) {
+            return;
+        }
+        if conds & IF_NOT_EMPTY != 0 && text && s.cur.is_empty() {
+            return;
+        }
+        if let (true, Some(Val::Int(old)), Val::Int(new)) = (slot.set, slot.val, v) {
+            if (conds & IF_GT != 0 && old <= new) || (conds & IF_LT != 0 && old >= new) {
+                return;
+            }
+        }
         slot.set = true;
         slot.val = Some(v);
         slot.bytes.clear();
@@ -134,6 +232,7 @@ impl Vars {
     fn unset(&mut self, id: u32) {
         if let Some(x) = self.slots.iter_mut().find(|x| x.id == id) {
             x.set = false;
+            x.exists = x.permanent;
         }
     }
 
@@ -175,6 +274,10 @@ pub struct VarStore {
     /// (`accept-proxy`; empty for v1); `None` without a header
     /// (`fc_rcvd_proxy`, `fc_pp_authority`, `fc_pp_unique_id`).
     pub pp_tlvs: Option<std::sync::Arc<[crate::proxyproto::Tlv]>>,
+    /// The connection's addresses before `tcp-request session` (and a
+    /// tcp proxy's content) rules change the session's (`fc_src`,
+    /// `fc_dst`...); the local one `None` when no such rule could move it.
+    pub fc_addrs: Option<(std::net::SocketAddr, Option<std::net::SocketAddr>)>,
     /// The connection's place on its listener's statistics (`option
     /// socket-stats`, a `proxy::ListenerGuard`), released with the
     /// connection. Held as `Any` so that `sample` does not import `proxy`
@@ -314,9 +417,9 @@ impl VarStore {
         }
     }
 
-    /// Stores `v` (bytes in `s.cur`).
+    /// Stores `v` (bytes in `s.cur`) if `r`'s conditions hold.
     pub fn set(&mut self, r: &VarRef, v: Val, s: &Scratch) {
-        self.with_scope(r.scope, |vars| vars.set(r.id, v, s));
+        self.with_scope(r.scope, |vars| vars.set(r.id, v, s, r.conds));
     }
 
     pub fn unset(&mut self, r: &VarRef) {

@@ -155,9 +155,21 @@ fn start(
     h2: bool,
 ) -> std::io::Result<()> {
     let (mut peer, mut dst) = (peer, dst);
+    // The connection's addresses (`fc_src`...), before rules that change
+    // only the session's: the local one asked for only when such a rule
+    // may change `dst` (otherwise `dst` stays the connection's).
+    let mut early = early;
+    let may_move =
+        !fe.l4.sess_rules.is_empty() || (fe.l4.tcp_mode && !fe.l4.content_rules.is_empty());
+    let fc_dst = if may_move {
+        dst.or_else(|| sock.local_addr().ok())
+    } else {
+        dst
+    };
+    early.vars.get_mut().fc_addrs = Some((peer, fc_dst));
     if !fe.l4.sess_rules.is_empty() {
         early.stk.set_now(ctx.now());
-        let d = dst.or_else(|| sock.local_addr().ok());
+        let d = fc_dst;
         let (v, addrs) = run_early(
             &fe,
             &fe.l4.sess_rules,

@@ -313,6 +313,7 @@ impl<S: Exchange + Default + 'static> H2Conn<S> {
             sess: self.session.1.borrow().sess.clone(),
             so_name: self.session.1.borrow().so_name.clone(),
             pp_tlvs: self.session.1.borrow().pp_tlvs.clone(),
+            fc_addrs: self.session.1.borrow().fc_addrs,
             h2: true,
             ..Default::default()
         };
