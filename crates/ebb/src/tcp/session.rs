@@ -270,6 +270,7 @@ impl Session {
         let req = has_head.then_some(crate::sample::Req {
             buf: &payload,
             head: &head,
+            body: &[],
         });
         // `set-src`/`set-dst`...: the session's addresses from then on (its
         // log, `balance source`, the PROXY header to the server), kept
@@ -472,7 +473,7 @@ impl Session {
         let prefix = if s.opts.send_proxy > 0 {
             let o = &s.opts.pp_v2;
             let fmt = self.fe.txn.unique_id.as_ref().filter(|_| o.unique_id);
-            self.with_ctx(None, None, |sctx| {
+            self.with_ctx(None, None, None, |sctx| {
                 let dst = (sctx.dst)();
                 let mut uid = Vec::new();
                 if let Some(f) = fmt {
