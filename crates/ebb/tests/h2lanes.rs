@@ -648,3 +648,43 @@ fn websocket_server_made_of_rules_as_haproxy() {
     assert_eq!(h1_answer(a, reqs[0]), full, "haproxy");
     assert_eq!(run(a), ours, "haproxy");
 }
+
+/// Each DATA frame a stream takes is granted back on that stream at once,
+/// even the one ending it and below half the window, before the answer,
+/// as HAProxy does (VTest's `rxwinup` in reg-test
+/// http-messaging/h2_to_h1 waits for it). Before, ebb granted a stream's
+/// window only once half of it was used, and never after END_STREAM.
+#[test]
+fn request_data_is_granted_back_on_its_stream_before_the_answer() {
+    let o = Origin::start("o", Mode::Ok);
+    let e = Ebb::start(&format!(
+        "{UPGRADE_DEFAULTS}listen l\n    bind BIND proto h2\n    server s {}\n",
+        o.addr
+    ));
+    let mut c = RawH2::connect(e.addr());
+    let head = [
+        (":method", "POST"),
+        (":scheme", "http"),
+        (":path", "/up"),
+        (":authority", "a.example"),
+        ("content-length", "38"),
+    ];
+    c.request(1, &head, false);
+    c.data(1, b"this must be delivered, like it or not", true);
+    let mut stream_wu = None;
+    loop {
+        let (kind, _, id, p) = c.read_frame();
+        if kind == 8 && id == 1 {
+            stream_wu = Some(u32::from_be_bytes([p[0] & 0x7f, p[1], p[2], p[3]]));
+        }
+        if kind == 1 && id == 1 {
+            break;
+        }
+        assert!(kind != 3, "stream reset");
+    }
+    assert_eq!(
+        stream_wu,
+        Some(38),
+        "WINDOW_UPDATE on stream 1 before its HEADERS"
+    );
+}

@@ -1269,16 +1269,19 @@ impl Connection {
     // --- commands -------------------------------------------------------------
 
     /// The caller consumed `n` body bytes of stream `id` (or the stream is
-    /// gone): grant them back to the client, batched per half window.
+    /// gone): grant them back to the client, the connection's batched per
+    /// half window; the stream's at once, even after its END_STREAM, as
+    /// HAProxy grants each DATA frame it takes (a client may wait for
+    /// that WINDOW_UPDATE before reading the answer: VTest's `rxwinup`,
+    /// reg-test http-messaging/h2_to_h1).
     pub fn release(&mut self, id: u32, n: usize) {
         let n = u32::try_from(n).unwrap_or(u32::MAX);
         self.unacked = self.unacked.saturating_add(n);
         self.flush_conn_window();
-        let half = self.cfg.initial_window_size / 2;
         let mut wu = None;
         if let Some(s) = self.stream(id) {
             s.unacked = s.unacked.saturating_add(n);
-            if !s.remote_done && s.unacked > 0 && s.unacked >= half {
+            if s.unacked > 0 {
                 wu = Some(s.unacked);
                 s.recv_window += i64::from(s.unacked);
                 s.unacked = 0;
