@@ -1002,3 +1002,33 @@ fn front_connection_addresses() {
     );
     same_on_haproxy("hap-fc", cfg, see, &seen);
 }
+
+/// `req.len` in HTTP rules: HAProxy's size of the request's HTX form
+/// (reg-test sample_fetches/cond_set_var reads it), before and after a
+/// rule adds a field.
+#[test]
+fn request_length_in_http_rules() {
+    let rules = "    http-request set-var(txn.a) req.len\n    http-request set-header x-added abc\n    http-request set-var(txn.b) req.len\n    http-request return status 200 hdr x-len \"%[var(txn.a)] %[var(txn.b)]\"\n";
+    let cfg = |b: &str| answering(b, rules);
+    let ebb = Ebb::start(&cfg("BIND"));
+    let see = |addr: SocketAddr| {
+        [
+            "Connection: close",
+            "Connection: keep-alive, Upgrade\r\nUpgrade: x",
+        ]
+        .iter()
+        .map(|c| {
+            let req = format!(
+                "GET /some/path?q=1 HTTP/1.1\r\nHost: example.com\r\nX-Cust:  foobar  \r\n{c}\r\n\r\n"
+            );
+            raw_field(&raw_head(addr, &req), "x-len")
+        })
+        .collect::<Vec<_>>()
+    };
+    // 20 + GET /some/path?q=1 HTTP/1.1 (3 + 14 + 8), host (4 + 11),
+    // x-cust (6 + 6), 1; then x-added (7 + 3). Connection: close is not
+    // counted; Connection: Upgrade is (10 + 7), with Upgrade (7 + 1).
+    let want = vec![Some(b"73 83".to_vec()), Some(b"98 108".to_vec())];
+    assert_eq!(see(ebb.addr()), want);
+    same_on_haproxy("hap-reqlen", cfg, see, &want);
+}
