@@ -89,21 +89,23 @@ const SPACES: &str = "    http-request set-var(txn.url) url\n\
     http-after-response set-header x-dec1 \"%[var(txn.url),url_dec(1)]\"\n\
     http-after-response set-header x-enc \"%[var(txn.enc)]\"\n\
     http-after-response set-header x-back \"%[var(txn.enc),url_dec]\"\n\
-    http-after-response set-header x-lead \"  a \"\n";
+    http-after-response set-header x-lead \"  a \"\n\
+    http-after-response set-header x-read \"<%[res.fhdr(x-lead)]>\"\n";
 
 fn spaces_seen(addr: SocketAddr) -> Vec<Option<Vec<u8>>> {
     let head = raw_head(
         addr,
         "GET /bla+%20?foo%3Dbar%2B42+42%20 HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n",
     );
-    ["x-dec0", "x-dec1", "x-enc", "x-back", "x-lead"]
+    ["x-dec0", "x-dec1", "x-enc", "x-back", "x-lead", "x-read"]
         .iter()
         .map(|n| raw_field(&head, n))
         .collect()
 }
 
-/// HAProxy's reg-tests converter/url_dec and converter/url_enc: a value
-/// ending (or starting) with spaces is sent with them.
+/// HAProxy's reg-tests converter/url_dec, converter/url_enc and
+/// http-rules/http_after_response: a value ending (or starting) with
+/// spaces is sent with them, and read back without them.
 #[test]
 fn header_values_keep_their_spaces() {
     let ebb = Ebb::start(&answering("BIND", SPACES));
@@ -114,6 +116,8 @@ fn header_values_keep_their_spaces() {
         "foo%3Dbar%2B42%2042%20",
         "foo=bar+42 42 ",
         "  a ",
+        // Read back, a value is trimmed (HAProxy's http_find_header).
+        "<a>",
     ]
     .iter()
     .map(|v| Some(v.as_bytes().to_vec()))
