@@ -39,14 +39,47 @@ client c2 -connect ${lbsock} {
 server s1 -wait
 ''' % (lines, status))
 
+def close_after(name, desc, sends, http11=True):
+    """HAProxy 2.6's reading of a request framed both ways (or chunked in
+    HTTP/1.0): chunked wins, Content-Length is not forwarded, the answer
+    comes and the client connection closes; nothing after the body is
+    read as a request. The origin gets the request, then the canary."""
+    lines = "\n".join("    " + s for s in sends)
+    conn = '    expect resp.http.connection == "close"\n' if http11 else ""
+    w(name, desc + " (chunked wins, then close)", '''
+server s1 {
+    rxreq
+    expect req.url == "/a"
+    expect req.http.content-length == <undef>
+    expect req.http.transfer-encoding == "chunked"
+    txresp
+    accept
+    rxreq
+    expect req.url == "/canary"
+    txresp
+} -start
+''' + lb() + '''client c1 -connect ${lbsock} {
+%s
+    rxresp
+    expect resp.status == 200
+%s    expect_close
+} -run
+client c2 -connect ${lbsock} {
+    txreq -url /canary
+    rxresp
+    expect resp.status == 200
+} -run
+server s1 -wait
+''' % (lines, conn))
+
 R = lambda s: 'send "%s"' % s
 H = "Host: x\\r\\n"
 CRLF = "\\r\\n"
 SMUG = "GET /smuggled HTTP/1.1\\r\\nHost: x\\r\\n\\r\\n"
 
 # --- request smuggling: Transfer-Encoding / Content-Length ---
-refuse("sm02_te_cl", "TE.CL: Transfer-Encoding before a Content-Length", 400,
-       [R("POST /a HTTP/1.1\\r\\nHost: x\\r\\nTransfer-Encoding: chunked\\r\\nContent-Length: 4\\r\\n\\r\\n5c\\r\\nGPOST / HTTP/1.1\\r\\n\\r\\n0\\r\\n\\r\\n")])
+close_after("sm02_te_cl", "TE.CL: Transfer-Encoding before a Content-Length",
+       [R("POST /a HTTP/1.1\\r\\nHost: x\\r\\nTransfer-Encoding: chunked\\r\\nContent-Length: 4\\r\\n\\r\\n5\\r\\nhello\\r\\n0\\r\\n\\r\\n" + SMUG)])
 refuse("sm03_te_xchunked", "TE.TE: Transfer-Encoding xchunked", 400,
        [R("POST /a HTTP/1.1\\r\\nHost: x\\r\\nTransfer-Encoding: xchunked\\r\\nContent-Length: 5\\r\\n\\r\\n0\\r\\n\\r\\n")])
 refuse("sm04_te_space_before_colon", "TE.TE: whitespace between Transfer-Encoding and the colon", 400,
@@ -55,9 +88,9 @@ refuse("sm05_te_chunked_identity", "TE.TE: Transfer-Encoding chunked, identity (
        [R("POST /a HTTP/1.1\\r\\nHost: x\\r\\nTransfer-Encoding: chunked, identity\\r\\n\\r\\n0\\r\\n\\r\\n" + SMUG)])
 refuse("sm06_te_vertical_tab", "TE.TE: vertical tab before chunked", 400,
        [R("POST /a HTTP/1.1\\r\\nHost: x\\r\\nTransfer-Encoding:\\x0bchunked\\r\\nContent-Length: 5\\r\\n\\r\\n0\\r\\n\\r\\n")])
-refuse("sm07_te_http10", "TE.TE: Transfer-Encoding in an HTTP/1.0 request", 400,
-       [R("POST /a HTTP/1.0\\r\\nHost: x\\r\\nTransfer-Encoding: chunked\\r\\n\\r\\n0\\r\\n\\r\\n")])
-refuse("sm08_te_gzip_chunked", "TE.TE: a coding ebb does not implement before chunked", 501,
+close_after("sm07_te_http10", "TE.TE: Transfer-Encoding in an HTTP/1.0 request",
+       [R("POST /a HTTP/1.0\\r\\nHost: x\\r\\nTransfer-Encoding: chunked\\r\\n\\r\\n0\\r\\n\\r\\n" + SMUG)], http11=False)
+refuse("sm08_te_gzip_chunked", "TE.TE: a coding ebb does not implement before chunked", 422,
        [R("POST /a HTTP/1.1\\r\\nHost: x\\r\\nTransfer-Encoding: gzip, chunked\\r\\n\\r\\n0\\r\\n\\r\\n")])
 refuse("sm09_te_obs_fold", "TE.TE: Transfer-Encoding value folded onto the next line", 400,
        [R("POST /a HTTP/1.1\\r\\nHost: x\\r\\nTransfer-Encoding:\\r\\n chunked\\r\\nContent-Length: 5\\r\\n\\r\\n0\\r\\n\\r\\n")])
@@ -605,13 +638,15 @@ resp_case("rs10_204_with_content_length", "204 with a non-zero Content-Length is
     rxresp
     expect resp.status == 502
 ''')
-resp_case("rs11_cl_and_te", "answer with Content-Length and Transfer-Encoding is refused (502)", '''
+resp_case("rs11_cl_and_te", "answer with Content-Length and Transfer-Encoding: chunked wins, then both connections close", '''
     rxreq
     send "HTTP/1.1 200 OK\\r\\nContent-Length: 3\\r\\nTransfer-Encoding: chunked\\r\\n\\r\\n5\\r\\nhello\\r\\n0\\r\\n\\r\\n"
 ''', '''
     txreq -url /a
     rxresp
-    expect resp.status == 502
+    expect resp.status == 200
+    expect resp.body == "hello"
+    expect_close
 ''')
 resp_case("rs12_two_lengths", "answer with two different Content-Length values is refused (502)", '''
     rxreq
@@ -755,7 +790,7 @@ server s1 -wait
 late("ck07_data_longer_than_size", "chunk data longer than its size (no CRLF where due)", "5\\r\\nhelloXX\\r\\n0\\r\\n\\r\\n", 10)
 late("ck11_trailer_content_length", "Content-Length in the trailer section", "5\\r\\nhello\\r\\n0\\r\\nContent-Length: 50\\r\\n\\r\\n", 10)
 
-refuse("sm01_cl_te", "CL.TE: Content-Length and Transfer-Encoding together", 400,
+close_after("sm01_cl_te", "CL.TE: Content-Length and Transfer-Encoding together",
        [R("POST /a HTTP/1.1\\r\\nHost: x\\r\\nContent-Length: 6\\r\\nTransfer-Encoding: chunked\\r\\n\\r\\n0\\r\\n\\r\\n" + SMUG)])
 w("ka01_keepalive", "keep-alive: two requests on one client connection reach the origin on one connection", '''
 server s1 {

@@ -13,6 +13,7 @@ pub mod dns;
 pub mod drain;
 pub mod h2;
 pub mod handover;
+pub mod hash;
 pub mod http1;
 pub mod httpcache;
 #[cfg(test)]
@@ -26,6 +27,7 @@ pub(crate) mod net;
 pub mod peers;
 pub mod proxy;
 pub mod proxyproto;
+pub(crate) mod rawword;
 pub(crate) mod registry;
 pub mod resolvers;
 pub(crate) mod rewrite;

@@ -248,12 +248,18 @@ impl HttpCounters {
     }
 }
 
-/// Counts one answered request on its frontend and (if any) backend.
-pub fn count_request(fe: &FrontendRt, be: Option<&BackendRt>, status: u16, bytes: u64) {
-    let class = match status {
+/// An HTTP status's class: 0 for 1xx ... 4 for 5xx, 5 for the others
+/// (the `hrsp_*` counters).
+pub fn status_class(status: u16) -> usize {
+    match status {
         100..=599 => (status / 100 - 1) as usize,
         _ => 5,
-    };
+    }
+}
+
+/// Counts one answered request on its frontend and (if any) backend.
+pub fn count_request(fe: &FrontendRt, be: Option<&BackendRt>, status: u16, bytes: u64) {
+    let class = status_class(status);
     for c in std::iter::once(&fe.http).chain(be.map(|b| &b.http)) {
         c.requests.fetch_add(1, Ordering::Relaxed);
         c.hrsp[class].fetch_add(1, Ordering::Relaxed);

@@ -434,7 +434,7 @@ fn crc32c_with_hole(data: &[u8], hole: usize) -> u32 {
         .iter()
         .enumerate()
         .map(|(i, &b)| if (hole..hole + 4).contains(&i) { 0 } else { b });
-    crate::sample::hash::crc32_reflected(crate::sample::hash::CASTAGNOLI, bytes)
+    crate::hash::crc32_reflected(crate::hash::CASTAGNOLI, bytes)
 }
 
 /// The header a server with `send-proxy` (`version` 1) or
@@ -500,7 +500,7 @@ pub fn header_v2_with(
 /// `authority`, UNIQUE_ID: `unique_id`, empty when the stream has none).
 pub fn server_header(
     version: u8,
-    o: &crate::config::PpV2Options,
+    o: &PpV2Options,
     addrs: Option<(SocketAddr, SocketAddr)>,
     authority: Option<&[u8]>,
     unique_id: Option<&[u8]>,
@@ -629,3 +629,19 @@ pub fn encode_v2(h: &Header, crc: bool) -> Option<Vec<u8>> {
 
 #[cfg(test)]
 mod tests;
+
+/// `proxy-v2-options authority,crc32c,unique-id`: a `send-proxy-v2`
+/// header's CRC32C, the client's authority (from its own PROXY header,
+/// else its TLS SNI) and the stream's unique id (`unique-id-format`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PpV2Options {
+    pub authority: bool,
+    pub crc32c: bool,
+    pub unique_id: bool,
+}
+
+impl PpV2Options {
+    pub fn any(&self) -> bool {
+        self.authority || self.crc32c || self.unique_id
+    }
+}

@@ -93,6 +93,23 @@ pub fn pipe_nb() -> io::Result<(std::os::fd::OwnedFd, std::os::fd::OwnedFd)> {
     })
 }
 
+/// Pipes the process holds for splicing (`show info`'s `PipesUsed`).
+static PIPES_USED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// Counts a splice pipe taken (`true`) or closed (`false`).
+pub fn count_pipe(open: bool) {
+    if open {
+        PIPES_USED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    } else {
+        PIPES_USED.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+/// How many splice pipes are open now.
+pub fn pipes_used() -> u64 {
+    PIPES_USED.load(std::sync::atomic::Ordering::Relaxed)
+}
+
 /// Moves up to `len` bytes from `from` to `to` in the kernel, one of them
 /// a pipe (`splice(2)`, non-blocking, pages moved rather than copied where
 /// the kernel can). `Ok(0)`: the source is at its end.

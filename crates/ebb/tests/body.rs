@@ -844,3 +844,27 @@ fn strict_mode_off_ignores_a_failed_rewrite() {
     // The backend's rules start strict again.
     assert_eq!(get(e.addr(), "/lax/be").status, 500);
 }
+
+/// `res.fhdr()` reads a value a rule set with spaces around it without
+/// them (HAProxy's http_find_header), as `http-after-response` rules
+/// chain on each other's fields.
+fn fhdr_config(bind: &str) -> String {
+    format!(
+        "defaults\n    mode http\n    timeout client 5s\nfrontend fe\n    bind {bind}\n\
+         \x20   http-request return status 200\n\
+         \x20   http-after-response set-header x \"a \"\n\
+         \x20   http-after-response set-header y \"<%[res.fhdr(x)]>\"\n"
+    )
+}
+
+#[test]
+fn fhdr_reads_a_set_value_without_its_spaces() {
+    let e = Ebb::start(&fhdr_config("BIND"));
+    let port = free_port();
+    let hap = haproxy_with("fhdr-hap", &fhdr_config(&format!("127.0.0.1:{port}")));
+    let y = |a: std::net::SocketAddr| get(a, "/").header("y").map(String::from);
+    assert_eq!(y(e.addr()).as_deref(), Some("<a>"));
+    if hap.is_some() {
+        assert_eq!(y(format!("127.0.0.1:{port}").parse().unwrap()), y(e.addr()));
+    }
+}

@@ -396,8 +396,8 @@ fn server_side_events_do_not_run_the_client_side() {
     // request and for the response it forwards, not for the connect. The
     // test's one client connection is the only one that runs h1_conn.
     let a = Origin::start("a", Mode::Ok);
-    // (`http-reuse never` keeps the connection for its client, as
-    // HAProxy; `option http-server-close` closes it after each answer.)
+    // (`http-server-close`: `http-reuse never` keeps the connection for
+    // its client, as HAProxy does.)
     let be = format!("    option http-server-close\n{}", srv("a", &a, ""));
     let s = start(&be, "    profiling.tasks on\n");
     let n = 40;

@@ -366,6 +366,8 @@ print(json.dumps(fams))
     );
     let served = a.requests.load(Ordering::SeqCst);
     assert!(out.contains(&format!("[\"haproxy_server_sessions_total\", {{\"proxy\": \"app\", \"server\": \"a\"}}, {served}.0]")), "{out}");
+    // Each server counts the responses it gave, by class.
+    assert!(out.contains(&format!("[\"haproxy_server_http_responses_total\", {{\"proxy\": \"app\", \"server\": \"a\", \"code\": \"2xx\"}}, {served}.0]")), "{out}");
 }
 
 /// One configuration for ebb and HAProxy: listeners with statistics,
@@ -486,9 +488,37 @@ fn prometheus_metric_names_and_labels_are_haproxys() {
         "haproxy_listener_sessions_total{proxy=\"fe\",listener=\"sock-1\"} 1\n",
         "haproxy_backend_agg_server_status{proxy=\"be\",state=\"UP\"} 2\n",
         "haproxy_sticktable_size{name=\"be\",type=\"ip\"} 1048576\n",
+        // Seconds since a stream was last handed over: -1 never.
+        "haproxy_server_last_session_seconds{proxy=\"be\",server=\"s3\"} -1\n",
     ] {
         assert!(all.contains(line), "{line} not in:\n{all}");
     }
+    let age = all
+        .lines()
+        .find_map(|l| l.strip_prefix("haproxy_backend_last_session_seconds{proxy=\"be\"} "))
+        .and_then(|v| v.parse::<i64>().ok());
+    assert!(age.is_some_and(|a| a >= 0), "{age:?}");
+    // Each stream to a server either connects or reuses a connection.
+    let mut k = Client::connect(e.addrs[1]);
+    for p in ["/k1", "/k2"] {
+        k.send(format!("GET {p} HTTP/1.1\r\nHost: h\r\n\r\n").as_bytes());
+        assert_eq!(k.read_resp().status, 200);
+    }
+    let text = metrics(e.addrs[0], "?scope=backend").1;
+    let be_val = |name: &str| {
+        text.lines()
+            .find_map(|l| l.strip_prefix(&format!("{name}{{proxy=\"be\"}} ")))
+            .and_then(|v| v.parse::<u64>().ok())
+            .unwrap_or_else(|| panic!("{name} not in {text}"))
+    };
+    let (connects, reuses) = (
+        be_val("haproxy_backend_connection_attempts_total"),
+        be_val("haproxy_backend_connection_reuses_total"),
+    );
+    assert!(
+        connects >= 1 && connects + reuses == 3,
+        "{connects} {reuses}"
+    );
     // No HTTP metrics for the TCP proxies.
     assert!(!all.contains("haproxy_frontend_http_requests_total{proxy=\"tfe\"}"));
     assert!(!all.contains("haproxy_backend_http_responses_total{proxy=\"tbe\""));

@@ -303,6 +303,13 @@ fn splice_moves_bulk_bytes_in_the_kernel_both_ways() {
         after_both + auto,
         "no option, no splice"
     );
+    // The sessions ended: their pipes are closed (`show info` counts the
+    // open ones).
+    wait_until("pipes closed", || {
+        cli_cmd(&sock, "show info")
+            .lines()
+            .any(|l| l == "PipesUsed: 0")
+    });
 }
 
 #[test]

@@ -205,6 +205,31 @@ pub struct Counters {
     pub redispatches: AtomicU64,
     pub queued_total: AtomicU64,
     pub queue_timeouts: AtomicU64,
+    /// HTTP responses by status class (1xx..5xx, other).
+    pub hrsp: [AtomicU64; 6],
+    /// Connections to it attempted, and connections reused for a stream
+    /// (HAProxy's `connect` and `reuse`).
+    pub connects: AtomicU64,
+    pub reuses: AtomicU64,
+    /// When the last stream was handed to it: milliseconds since the
+    /// process's time origin, plus one; 0 never.
+    last_sess: AtomicU64,
+}
+
+impl Counters {
+    /// A stream was handed to the server.
+    pub fn note_session(&self) {
+        self.sessions.fetch_add(1, Ordering::Relaxed);
+        let ms = u64::try_from(origin().elapsed().as_millis()).unwrap_or(u64::MAX - 1);
+        self.last_sess.store(ms + 1, Ordering::Relaxed);
+    }
+
+    /// Seconds since the last stream was handed over; `None` never.
+    pub fn last_session_age(&self) -> Option<u64> {
+        let at = self.last_sess.load(Ordering::Relaxed).checked_sub(1)?;
+        let now = u64::try_from(origin().elapsed().as_millis()).unwrap_or(u64::MAX);
+        Some(now.saturating_sub(at) / 1000)
+    }
 }
 
 /// One `server` line at run time.

@@ -786,20 +786,6 @@ fn kill(p: &Process, s: &crate::registry::SessInfo) {
     }
 }
 
-fn uptime(start: SystemTime) -> (u64, String) {
-    let s = start.elapsed().map(|d| d.as_secs()).unwrap_or(0);
-    (
-        s,
-        format!(
-            "{}d {}h{:02}m{:02}s",
-            s / 86400,
-            (s / 3600) % 24,
-            (s / 60) % 60,
-            s % 60
-        ),
-    )
-}
-
 /// HAProxy 2.6's `show info` fields in order, with typed tags and type.
 const INFO_FIELDS: &[(&str, &str, &str)] = &[
     ("Name", "POS", "str"),
@@ -873,89 +859,10 @@ const INFO_FIELDS: &[(&str, &str, &str)] = &[
     ("Tainted", "SGP", "str"),
 ];
 
-/// Every `show info` value ebb has, by field name; the fields it has no
-/// such concept for (pools, pipes, SSL rates, peers, compression rates...)
-/// are absent and print empty.
-pub(crate) fn info_values(p: &Process) -> Vec<(&'static str, String)> {
-    let c = p.live.compiled();
-    let (up_s, up) = uptime(p.start);
-    let req: u64 = c
-        .frontends
-        .iter()
-        .map(|f| f.http.requests.load(Ordering::Relaxed))
-        .sum();
-    let out: u64 = c
-        .frontends
-        .iter()
-        .map(|f| f.http.bytes_out.load(Ordering::Relaxed))
-        .sum();
-    let spliced: u64 = c
-        .frontends
-        .iter()
-        .map(|f| f.http.spliced_out.load(Ordering::Relaxed))
-        .sum();
-    let act = p.handle.activity();
-    let n = act.len().max(1) as u64;
-    let idle = 100u64.saturating_sub(act.iter().map(|a| a.cpu_use_pct()).sum::<u64>() / n);
-    let maxconn = if p.shared.maxconn == u32::MAX {
-        0
-    } else {
-        p.shared.maxconn
-    };
-    let cur = p.shared.actconn.load(Ordering::Relaxed);
-    let cum = p.sessions.epoch().saturating_sub(1);
-    let (conn_rate, conn_max) = stats::sampled_rate("info/conns", cum);
-    let (out_rate, _) = stats::sampled_rate("info/bytes_out", out);
-    let ulimit = crate::sys::raise_nofile(0).unwrap_or(0);
-    let node = std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .map(|h| h.trim().to_string())
-        .unwrap_or_default();
-    let start = p
-        .start
-        .duration_since(SystemTime::UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0);
-    let version = env!("CARGO_PKG_VERSION");
-    vec![
-        ("Name", "ebb".into()),
-        ("Version", version.into()),
-        ("Nbthread", p.nbthread.to_string()),
-        ("Nbproc", "1".into()),
-        ("Process_num", "1".into()),
-        ("Pid", p.pid.to_string()),
-        ("Uptime", up),
-        ("Uptime_sec", up_s.to_string()),
-        ("Ulimit-n", ulimit.to_string()),
-        ("Maxsock", ulimit.to_string()),
-        ("Maxconn", maxconn.to_string()),
-        ("Hard_maxconn", maxconn.to_string()),
-        ("CurrConns", cur.to_string()),
-        ("CumConns", cum.to_string()),
-        ("CumReq", req.to_string()),
-        ("ConnRate", conn_rate.to_string()),
-        ("ConnRateLimit", "0".into()),
-        ("MaxConnRate", conn_max.to_string()),
-        ("SessRate", conn_rate.to_string()),
-        ("SessRateLimit", "0".into()),
-        ("MaxSessRate", conn_max.to_string()),
-        ("Idle_pct", idle.to_string()),
-        ("node", node),
-        ("Stopping", "0".into()),
-        ("Jobs", cur.to_string()),
-        ("Unstoppable Jobs", "0".into()),
-        ("TotalBytesOut", out.to_string()),
-        ("TotalSplicdedBytesOut", spliced.to_string()),
-        ("BytesOutRate", out_rate.to_string()),
-        ("Build info", version.into()),
-        ("Start_time_sec", start.to_string()),
-        ("Tainted", "0".into()),
-    ]
-}
-
 /// `show info [typed|json]`: HAProxy's fields in its order, then ebb's own
 /// (sessions, frontends, backends, profiling mode) in the plain form.
 fn show_info(p: &Process, form: &str) -> String {
-    let vals = info_values(p);
+    let vals = crate::serve::info::info_values(p);
     let get = |k: &str| vals.iter().find(|(n, _)| *n == k).map(|(_, v)| v.as_str());
     let mut s = String::new();
     match form {

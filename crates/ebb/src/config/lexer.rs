@@ -21,24 +21,7 @@
 //! An empty quoted word (`""`) is kept as an empty word, so `string ""` gives
 //! an empty body instead of a missing argument.
 
-use crate::sample::{is_raw, RAW_BASE};
-
-/// `bytes` as a word: valid UTF-8 as it is, other bytes carried.
-fn carry(bytes: Vec<u8>) -> String {
-    match String::from_utf8(bytes) {
-        Ok(s) => s,
-        Err(e) => {
-            let mut s = String::new();
-            for chunk in e.as_bytes().utf8_chunks() {
-                s.push_str(chunk.valid());
-                for &b in chunk.invalid() {
-                    s.extend(char::from_u32(RAW_BASE + u32::from(b)));
-                }
-            }
-            s
-        }
-    }
-}
+use crate::rawword::{carry, is_raw};
 
 /// Looks up an environment variable; a parameter so tests stay hermetic.
 pub(crate) type EnvLookup<'a> = &'a dyn Fn(&str) -> Option<String>;

@@ -37,7 +37,7 @@ mod cache;
 pub mod cond;
 pub mod cookie;
 mod lexer;
-pub(crate) use crate::sample::has_raw;
+
 mod parse;
 mod peers;
 mod resolvers;

@@ -527,7 +527,7 @@ impl<'e> Parser<'e> {
             if words.is_empty() {
                 continue;
             }
-            let raw = words.iter().any(|w| super::has_raw(w));
+            let raw = words.iter().any(|w| crate::rawword::has_raw(w));
             let errors = self.errors.len();
             crate::sample::take_raw_claims();
             self.line(&words, loc.clone());
@@ -538,7 +538,7 @@ impl<'e> Parser<'e> {
                 && self.errors.len() == errors
                 && words
                     .iter()
-                    .any(|w| super::has_raw(w) && !claims.iter().any(|c| c == w))
+                    .any(|w| crate::rawword::has_raw(w) && !claims.iter().any(|c| c == w))
             {
                 self.error(
                     loc,

@@ -165,12 +165,12 @@ fn tokenizer_escape_errors() {
     // configuration may not hold the characters that carry them.
     let w = tok("a\\xffb\\xE0\\x80c\\xC3\\xA9").unwrap();
     assert_eq!(w.len(), 1);
-    assert!(super::has_raw(&w[0]));
+    assert!(crate::rawword::has_raw(&w[0]));
     assert_eq!(
-        crate::sample::word_bytes(w[0].as_bytes()),
+        crate::rawword::word_bytes(w[0].as_bytes()),
         b"a\xffb\xe0\x80c\xc3\xa9".to_vec()
     );
-    assert!(!super::has_raw(&tok("\\xC3\\xA9").unwrap()[0]));
+    assert!(!crate::rawword::has_raw(&tok("\\xC3\\xA9").unwrap()[0]));
     assert!(tok("a\u{10FFE0}").unwrap_err().contains("reserved"));
 }
 

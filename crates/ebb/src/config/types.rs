@@ -1446,21 +1446,7 @@ impl ServerTlsPolicy {
     }
 }
 
-/// `proxy-v2-options authority,crc32c,unique-id`: a `send-proxy-v2`
-/// header's CRC32C, the client's authority (from its own PROXY header,
-/// else its TLS SNI) and the stream's unique id (`unique-id-format`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct PpV2Options {
-    pub authority: bool,
-    pub crc32c: bool,
-    pub unique_id: bool,
-}
-
-impl PpV2Options {
-    pub fn any(&self) -> bool {
-        self.authority || self.crc32c || self.unique_id
-    }
-}
+pub use crate::proxyproto::PpV2Options;
 
 impl Default for ServerOptions {
     fn default() -> Self {

@@ -111,7 +111,7 @@ impl HttpError {
         match self {
             HttpError::UriTooLong => 414,
             HttpError::HeadTooLarge | HttpError::TooManyHeaders => 431,
-            HttpError::UnknownTransferCoding => 501,
+            HttpError::UnknownTransferCoding => 422,
             HttpError::UnsupportedVersion => 505,
             _ => 400,
         }

@@ -249,20 +249,21 @@ pub fn parse_request_into(
     // Absolute-form: the target's authority replaces Host (RFC 9112 §3.2.2).
     head.host = authority.or(f.host);
 
-    // Framing (RFC 9112 §6.1, §6.3).
+    // Framing (RFC 9112 §6.1, §6.3), as HAProxy 2.6 reads it: chunked
+    // must be the final coding (400), once (400, in `analyze`); another
+    // coding before it is not implemented (422). Transfer-Encoding wins
+    // over Content-Length, which is dropped, and either that or an
+    // HTTP/1.0 request with Transfer-Encoding closes the connection after
+    // the answer (`force_close` below).
+    let mut force_close = false;
     head.framing = if f.te_present {
-        if !http11 {
-            return Err(HttpError::TransferEncodingInHttp10);
-        }
-        if f.content_length.is_some() {
-            return Err(HttpError::ContentLengthWithTransferEncoding);
-        }
         if !f.te_chunked_final {
             return Err(HttpError::ChunkedNotFinal);
         }
         if f.te_unknown {
             return Err(HttpError::UnknownTransferCoding);
         }
+        force_close = !http11 || f.content_length.is_some();
         BodyFraming::Chunked
     } else {
         match f.content_length {
@@ -271,11 +272,12 @@ pub fn parse_request_into(
         }
     };
 
-    head.keep_alive = if http11 {
-        !f.conn_close
-    } else {
-        f.conn_keep_alive && !f.conn_close
-    };
+    head.keep_alive = !force_close
+        && if http11 {
+            !f.conn_close
+        } else {
+            f.conn_keep_alive && !f.conn_close
+        };
     // RFC 9110 §10.1.1: ignore 100-continue from an HTTP/1.0 client.
     head.expect_continue = http11 && f.expect_continue;
     // RFC 9110 §7.8: Upgrade counts only with the `upgrade` connection

@@ -35,6 +35,9 @@ pub struct ResponseHead {
     /// Content-Length came several times with one value (accepted, RFC 9110
     /// §8.6): the proxy must forward a single Content-Length.
     pub content_length_repeated: bool,
+    /// Transfer-Encoding with Content-Length, or in an HTTP/1.0 answer:
+    /// HAProxy closes both connections after this exchange.
+    pub force_close: bool,
 }
 
 impl Default for ResponseHead {
@@ -49,6 +52,7 @@ impl Default for ResponseHead {
             keep_alive: false,
             tunnel: false,
             content_length_repeated: false,
+            force_close: false,
         }
     }
 }
@@ -155,14 +159,15 @@ pub fn parse_response_into(
     let f = analyze(buf, &head.headers, true)?;
     let http11 = head.version == Version::Http11;
     head.content_length_repeated = f.content_length_repeated;
-    if f.te_present && !http11 {
-        return Err(HttpError::TransferEncodingInHttp10);
+    // As HAProxy 2.6: a coding other than chunked is an invalid answer;
+    // Transfer-Encoding wins over Content-Length (RFC 9112 §6.3), and
+    // either that or an HTTP/1.0 answer with Transfer-Encoding closes the
+    // server connection after it.
+    if f.te_present && (f.te_unknown || !f.te_chunked_final) {
+        return Err(HttpError::UnknownTransferCoding);
     }
-    if f.te_present && f.content_length.is_some() {
-        // RFC 9112 §6.3 lets TE win, but calls it a likely response-splitting
-        // attempt; ebb refuses to guess.
-        return Err(HttpError::ContentLengthWithTransferEncoding);
-    }
+    let force_close = f.te_present && (!http11 || f.content_length.is_some());
+    head.force_close = force_close;
     head.tunnel = code == 101 || (method == Method::Connect && (200..300).contains(&code));
     let no_body =
         method == Method::Head || (100..200).contains(&code) || code == 204 || code == 304;
@@ -192,6 +197,7 @@ pub fn parse_response_into(
         }
     };
     head.keep_alive = head.framing != BodyFraming::UntilClose
+        && !force_close
         && !head.tunnel
         && if http11 {
             !f.conn_close

@@ -569,22 +569,6 @@ fn rejections_with_status() {
 fn smuggling_framing_vectors() {
     use HttpError as E;
     let cases: &[(&str, HttpError, u16)] = &[
-        // CL.TE and TE.CL: both present, either order.
-        (
-            "Content-Length: 6\r\nTransfer-Encoding: chunked",
-            E::ContentLengthWithTransferEncoding,
-            400,
-        ),
-        (
-            "Transfer-Encoding: chunked\r\nContent-Length: 6",
-            E::ContentLengthWithTransferEncoding,
-            400,
-        ),
-        (
-            "Content-Length: 0\r\nTransfer-Encoding: chunked",
-            E::ContentLengthWithTransferEncoding,
-            400,
-        ),
         // TE.TE obfuscations.
         ("Transfer-Encoding: xchunked", E::ChunkedNotFinal, 400),
         ("Transfer-Encoding: chunkedx", E::ChunkedNotFinal, 400),
@@ -630,16 +614,16 @@ fn smuggling_framing_vectors() {
             E::UnknownTransferCoding,
             0,
         ),
-        // Unknown codings before chunked: 501.
+        // Unknown codings before chunked: 422 (HAProxy's).
         (
             "Transfer-Encoding: gzip, chunked",
             E::UnknownTransferCoding,
-            501,
+            422,
         ),
         (
             "Transfer-Encoding: gzip\r\nTransfer-Encoding: chunked",
             E::UnknownTransferCoding,
-            501,
+            422,
         ),
         // Content-Length abuse.
         ("Content-Length: +5", E::BadContentLength, 400),
@@ -685,15 +669,22 @@ fn smuggling_framing_vectors() {
         assert_eq!(got, *want, "{fields:?}");
         assert_eq!(got.status(), *status, "{fields:?}");
     }
-    // TE in HTTP/1.0, with or without CL.
-    assert_eq!(
-        err(b"POST / HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n"),
-        E::TransferEncodingInHttp10
-    );
-    assert_eq!(
-        err(b"POST / HTTP/1.0\r\nTransfer-Encoding: chunked\r\nContent-Length: 3\r\n\r\n"),
-        E::TransferEncodingInHttp10
-    );
+    // CL.TE and TE.CL, and TE in HTTP/1.0, as HAProxy 2.6: chunked wins,
+    // Content-Length is dropped, and the connection closes after the
+    // answer (no second request can hide behind the body).
+    let both: &[&[u8]] = &[
+        b"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 6\r\nTransfer-Encoding: chunked\r\n\r\n",
+        b"POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\nContent-Length: 6\r\n\r\n",
+        b"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 0\r\nTransfer-Encoding: chunked\r\n\r\n",
+        b"POST / HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n",
+        b"POST / HTTP/1.0\r\nConnection: keep-alive\r\nTransfer-Encoding: chunked\r\n\r\n",
+        b"POST / HTTP/1.0\r\nTransfer-Encoding: chunked\r\nContent-Length: 3\r\n\r\n",
+    ];
+    for r in both {
+        let h = ok(r);
+        assert_eq!(h.framing, BodyFraming::Chunked, "{:?}", show(r));
+        assert!(!h.keep_alive, "{:?}", show(r));
+    }
 }
 
 #[test]
@@ -845,15 +836,17 @@ fn response_framing_rules() {
             true,
         ),
         (
-            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip, chunked\r\n\r\n",
+            // Transfer-Encoding wins over Content-Length, and in HTTP/1.0
+            // too (HAProxy's): the connection closes after it.
+            b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n",
             Method::Get,
             F::Chunked,
-            true,
+            false,
         ),
         (
-            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\n\r\n",
+            b"HTTP/1.0 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n",
             Method::Get,
-            F::UntilClose,
+            F::Chunked,
             false,
         ),
         (
@@ -997,9 +990,14 @@ fn response_fields_and_reason() {
 fn response_rejections() {
     use HttpError as E;
     let cases: &[(&[u8], HttpError)] = &[
+        // A coding other than chunked: an invalid answer (HAProxy's 502).
         (
-            b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n",
-            E::ContentLengthWithTransferEncoding,
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip, chunked\r\n\r\n",
+            E::UnknownTransferCoding,
+        ),
+        (
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\n\r\n",
+            E::UnknownTransferCoding,
         ),
         (
             b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\n",
@@ -1008,10 +1006,6 @@ fn response_rejections() {
         (
             b"HTTP/1.1 200 OK\r\nContent-Length: -5\r\n\r\n",
             E::BadContentLength,
-        ),
-        (
-            b"HTTP/1.0 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n",
-            E::TransferEncodingInHttp10,
         ),
         (
             b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked, gzip\r\n\r\n",

@@ -339,7 +339,7 @@ impl Fetch {
             "ssl_fc_sni" => none(Fetch::SslFcSni),
             "str" => {
                 arg_count(name, args, 0, 1)?;
-                Ok(Fetch::Str(super::word_bytes(
+                Ok(Fetch::Str(crate::rawword::word_bytes(
                     args.first().map_or(&b""[..], |a| a.as_bytes()),
                 )))
             }
@@ -1350,6 +1350,13 @@ fn values(
             return false;
         }
         if full {
+            // HAProxy's http_find_header: the value without the spaces
+            // around it (a rule may have set one with them).
+            let t = |c: &u8| *c != b' ' && *c != b'\t';
+            let v = match (v.iter().position(t), v.iter().rposition(t)) {
+                (Some(a), Some(b)) => &v[a..=b],
+                _ => &v[..0],
+            };
             stop = f(v);
             return stop;
         }

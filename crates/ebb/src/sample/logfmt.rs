@@ -219,7 +219,9 @@ impl LogFormat {
             let (it, f, next) = item(text, i, scope, defaults)?;
             i = next;
             if !lit.is_empty() {
-                parts.push(Part::Text(super::word_bytes(&std::mem::take(&mut lit))));
+                parts.push(Part::Text(crate::rawword::word_bytes(&std::mem::take(
+                    &mut lit,
+                ))));
             }
             let name = match it {
                 // HAProxy 2.6 applies no quoting to %[...] in these strings.
@@ -242,7 +244,7 @@ impl LogFormat {
             });
         }
         if !lit.is_empty() {
-            parts.push(Part::Text(super::word_bytes(&lit)));
+            parts.push(Part::Text(crate::rawword::word_bytes(&lit)));
         }
         super::claim_raw(text);
         Ok(LogFormat {

@@ -25,7 +25,7 @@ mod conv;
 pub(crate) use conv::{websocket_accept, websocket_key};
 mod fetch;
 mod fix;
-pub mod hash;
+pub use crate::hash;
 mod jsonq;
 mod logfmt;
 pub mod logline;
@@ -98,40 +98,6 @@ fn note_proxy_ref(c: Count, proxy: Option<String>, server: Option<String>) {
     PROXY_REFS.with(|r| r.borrow_mut().push((c, proxy, server)));
 }
 
-/// Bytes that are not UTF-8 (`\xE0`) travel in a word as the characters
-/// U+10FF80..=U+10FFFF (byte B as U+10FF00 + B), which a configuration may
-/// not contain itself; [`word_bytes`] gives the bytes back where the
-/// sample engine reads a word (`str()` arguments, log-format text), and a
-/// line whose such bytes end up anywhere else is refused.
-pub(crate) const RAW_BASE: u32 = 0x10FF00;
-
-pub(crate) fn is_raw(c: char) -> bool {
-    (RAW_BASE + 0x80..=RAW_BASE + 0xFF).contains(&u32::from(c))
-}
-
-/// Whether a word carries bytes that are not UTF-8.
-pub(crate) fn has_raw(s: &str) -> bool {
-    s.chars().any(is_raw)
-}
-
-/// The bytes a word (or a piece of one) stands for.
-pub(crate) fn word_bytes(s: &[u8]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(s.len());
-    let mut i = 0;
-    while i < s.len() {
-        // U+10FF80..=U+10FFBF are F4 8F BE 80..BF; U+10FFC0..=U+10FFFF
-        // are F4 8F BF 80..BF.
-        if let [0xF4, 0x8F, hi @ (0xBE | 0xBF), lo @ 0x80..=0xBF, ..] = s[i..] {
-            out.push(if hi == 0xBE { lo } else { lo + 0x40 });
-            i += 4;
-        } else {
-            out.push(s[i]);
-            i += 1;
-        }
-    }
-    out
-}
-
 thread_local! {
     static RAW_CLAIMS: RefCell<Vec<String>> = const { RefCell::new(Vec::new()) };
 }
@@ -140,7 +106,7 @@ thread_local! {
 /// `config::word_bytes`) and compiled with them where they are read as
 /// bytes.
 fn claim_raw(text: &str) {
-    if has_raw(text) {
+    if crate::rawword::has_raw(text) {
         RAW_CLAIMS.with(|r| r.borrow_mut().push(text.to_string()));
     }
 }
@@ -671,7 +637,7 @@ impl<'t> Parser<'t> {
         let args = self.args()?;
         // Bytes that are not UTF-8 are read as bytes by str() alone.
         let raw = |args: &[String], what: &str| {
-            match args.iter().any(|a| has_raw(a)) {
+            match args.iter().any(|a| crate::rawword::has_raw(a)) {
             true => Err(format!(
                 "bytes that are not UTF-8 (\\xHH) in the arguments of {what} are not supported (only in str() and log-format text)"
             )),

@@ -2,7 +2,7 @@
 //! HAProxy 2.6's "promex": the same `haproxy_*` metric names, types and
 //! labels, so dashboards and alerts written for HAProxy work unchanged.
 //!
-//! - `haproxy_process_*`: the `show info` fields ([`crate::cli`]);
+//! - `haproxy_process_*`: the `show info` fields (`show info`, [`super::info`]);
 //! - `haproxy_frontend_*`, `haproxy_listener_*` (`option socket-stats`),
 //!   `haproxy_backend_*`, `haproxy_server_*`: the `show stat` fields of
 //!   the rows [`super::stats::rows`] builds, so the two always agree;
@@ -360,6 +360,7 @@ fn srv_state(r: &Row) -> &'static str {
 fn num(v: &Option<Val>) -> f64 {
     match v {
         Some(Val::U(x)) => *x as f64,
+        Some(Val::I(x)) => *x as f64,
         _ => f64::NAN,
     }
 }
@@ -373,7 +374,7 @@ fn field(name: &str) -> usize {
 
 /// The `haproxy_process_*` metrics.
 fn global_metrics(o: &mut Out, p: &Process) {
-    let info = crate::cli::info_values(p);
+    let info = super::info::info_values(p);
     for (fname, name, counter, help) in GLOBAL_METRICS {
         let v = info
             .iter()

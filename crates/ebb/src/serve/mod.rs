@@ -13,6 +13,7 @@
 pub mod cache;
 pub mod comp;
 pub mod files;
+pub(crate) mod info;
 pub mod metrics;
 pub mod stats;
 

@@ -107,6 +107,12 @@ pub struct Row {
     /// open connections, open streams, total connections, total streams
     /// (what ebb counts; the frame counters stay empty).
     pub h2: [Option<u64>; 4],
+    /// Backends and servers: seconds since the last stream was handed
+    /// to a server (`None`: never).
+    pub lastsess: Option<u64>,
+    /// Backends and servers: connections attempted, and reused.
+    pub connect: u64,
+    pub reuse: u64,
     /// The proxy's `mode` (`http` or `tcp`).
     pub mode: &'static str,
     /// Servers: `srv_icur` (idle connections now), `src_ilim`
@@ -177,6 +183,9 @@ impl Row {
             algo: String::new(),
             uweight: None,
             h2: [None; 4],
+            lastsess: None,
+            connect: 0,
+            reuse: 0,
             mode: "http",
             icur: None,
             ilim: None,
@@ -318,6 +327,12 @@ fn srv_row(i: usize, farm: &Farm, s: &ServerRt) -> Row {
     r.wretr = ld(&c.retries);
     r.wredis = ld(&c.redispatches);
     r.qtime_out = ld(&c.queue_timeouts);
+    r.lastsess = c.last_session_age();
+    r.connect = ld(&c.connects);
+    r.reuse = ld(&c.reuses);
+    for (k, h) in c.hrsp.iter().enumerate() {
+        r.hrsp[k] = ld(h);
+    }
     r.status = server_status(s).into();
     r.weight = Some(u64::from(s.weight.load(Ordering::Relaxed)));
     r.act = Some(u64::from(!s.opts.backup));
@@ -439,6 +454,11 @@ fn be_row(i: usize, be: &BackendRt) -> Row {
                 r.wretr += ld(&c.retries);
                 r.wredis += ld(&c.redispatches);
                 r.qtime_out += ld(&c.queue_timeouts);
+                r.connect += ld(&c.connects);
+                r.reuse += ld(&c.reuses);
+                if let Some(a) = c.last_session_age() {
+                    r.lastsess = Some(r.lastsess.map_or(a, |b| b.min(a)));
+                }
                 if s.usable() {
                     if s.opts.backup {
                         bck += 1;
@@ -685,6 +705,8 @@ fn csv_field(s: &str) -> String {
 #[derive(Clone, Debug, PartialEq)]
 pub enum Val {
     U(u64),
+    /// A signed value (`lastsess`: -1 when there was no session).
+    I(i64),
     Str(String),
 }
 
@@ -692,6 +714,7 @@ impl std::fmt::Display for Val {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Val::U(v) => write!(f, "{v}"),
+            Val::I(v) => write!(f, "{v}"),
             Val::Str(v) => f.write_str(v),
         }
     }
@@ -767,7 +790,9 @@ pub fn values(r: &Row) -> Vec<Option<Val>> {
     }
     v[37] = r.check_code.map(Val::U);
     v[38] = r.check_duration.map(Val::U);
-    if !sv || r.hrsp.iter().any(|&x| x > 0) {
+    // HTTP response classes: frontends and backends always; servers of
+    // an http backend (HAProxy's).
+    if !sv || r.mode == "http" {
         for k in 0..6 {
             v[39 + k] = u(r.hrsp[k]);
         }
@@ -782,6 +807,12 @@ pub fn values(r: &Row) -> Vec<Option<Val>> {
         v[79] = u(r.stot);
     }
     v[48] = r.req_tot.map(Val::U);
+    if be || sv {
+        v[84] = u(r.connect);
+        v[85] = u(r.reuse);
+        // HAProxy's -1: no session yet.
+        v[55] = Some(r.lastsess.map_or(Val::I(-1), |a| Val::I(a as i64)));
+    }
     if !r.last_chk.is_empty() {
         v[56] = st(&r.last_chk);
     }
@@ -1109,7 +1140,12 @@ pub fn clear_all(c: &Compiled) {
                     &s.redispatches,
                     &s.queued_total,
                     &s.queue_timeouts,
-                ] {
+                    &s.connects,
+                    &s.reuses,
+                ]
+                .into_iter()
+                .chain(&s.hrsp)
+                {
                     a.store(0, Ordering::Relaxed);
                 }
             }

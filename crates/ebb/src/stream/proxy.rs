@@ -395,7 +395,16 @@ impl Stream {
         let mut spare = UpBufs::take();
         let mut out = std::mem::take(&mut spare.head);
         let peer = c.peer.ip();
+        // `TE` is hop-by-hop: only its `trailers` member goes on, as HAProxy
+        // passes it to an HTTP/1 server.
+        let te_trailers = h.header(buf, "te").is_some_and(|v| {
+            v.split(|&b| b == b',')
+                .any(|t| t.trim_ascii().eq_ignore_ascii_case(b"trailers"))
+        });
         let framing = write_request_head(&mut out, &view, &tail, |out, has_xff| {
+            if te_trailers {
+                out.extend_from_slice(b"TE: trailers\r\n");
+            }
             compress::write_request_fields(out, req_comp.as_ref().map(|b| b.coding()));
             if let Some(ff) = &sr.forwardfor {
                 let skip = ff.except.is_some_and(|n| n.contains(peer)) || (ff.if_none && has_xff);
@@ -484,10 +493,7 @@ impl Stream {
             term: "--",
             comp_choice,
             comp: None,
-            te_trailers: h.header(buf, "te").is_some_and(|v| {
-                v.split(|&b| b == b',')
-                    .any(|t| t.trim_ascii().eq_ignore_ascii_case(b"trailers"))
-            }),
+            te_trailers,
             store: None,
             flush_at: None,
             req_flush_at: None,
@@ -578,7 +584,7 @@ impl Stream {
         let now = ctx.now();
         up.t_served = Some(now);
         up.waiter = None;
-        s.counters.sessions.fetch_add(1, Ordering::Relaxed);
+        s.counters.note_session();
         // 1. The connection this client already has to that server: kept
         //    private to it, or parked in the pool where no other request
         //    took it. Still registered with the server side's tasklet:
@@ -661,6 +667,7 @@ impl Stream {
                     sd.opos = 0;
                 }
                 up.reused = true;
+                s.counters.reuses.fetch_add(1, Ordering::Relaxed);
                 up.state = UpState::Connected;
                 up.t_conn = Some(now);
                 up.deadline = ticks::add(now, up.timeouts.server);
@@ -689,6 +696,7 @@ impl Stream {
         }
         let now = ctx.now();
         let client_dst = client_dst(c, &s);
+        s.counters.connects.fetch_add(1, Ordering::Relaxed);
         match open_transport(&s, client_dst) {
             Ok(st) => {
                 let registered = self
@@ -762,6 +770,7 @@ impl Stream {
                     scheme: up.scheme,
                 };
                 attach(ctx, &target, reuse, owner, t, hints, || {
+                    s.counters.connects.fetch_add(1, Ordering::Relaxed);
                     open_transport(&s, client_dst)
                 })
             }
@@ -774,6 +783,9 @@ impl Stream {
         };
         let now = ctx.now();
         up.reused = a.reused;
+        if a.reused {
+            s.counters.reuses.fetch_add(1, Ordering::Relaxed);
+        }
         let mut sd = self.side.borrow_mut();
         sd.install_h2(a, now);
         sd.obuf.clear();
@@ -1469,9 +1481,13 @@ impl Stream {
         up.status = r.status;
         self.resp_start = c.wbuf.len();
         let tunnel = r.tunnel && r.status == 101;
-        let mut ka = crate::drain::keep_alive(up.client_keep_alive, c.stopping);
+        let mut ka = crate::drain::keep_alive(up.client_keep_alive, c.stopping) && !r.force_close;
         let out = &mut c.wbuf;
-        out.extend_from_slice(b"HTTP/1.1 ");
+        // The server's version goes on, as HAProxy passes it.
+        out.extend_from_slice(match r.version {
+            Version::Http10 => b"HTTP/1.0 ",
+            Version::Http11 => b"HTTP/1.1 ",
+        });
         crate::http1::push_decimal(out, u64::from(r.status));
         out.push(b' ');
         out.extend_from_slice(r.reason.get(buf));
@@ -1638,7 +1654,9 @@ impl Stream {
             // Nothing after a tunnel on either connection.
         } else if !ka {
             out.extend_from_slice(b"Connection: close\r\n");
-        } else if up.client_version == Version::Http10 {
+        } else if up.client_version == Version::Http10 || r.version == Version::Http10 {
+            // Kept alive: said so to an HTTP/1.0 client, or in an
+            // HTTP/1.0 answer.
             out.extend_from_slice(b"Connection: keep-alive\r\n");
         }
         out.extend_from_slice(b"\r\n");
@@ -1858,6 +1876,12 @@ impl Stream {
 
     fn log_proxy(&mut self, c: &mut H1, ctx: &mut Ctx, up: &Upstream, bytes: u64) {
         crate::proxy::count_request(&c.fe, Some(&up.be), up.status, bytes);
+        // The server's own count of the responses it gave (HAProxy's
+        // server `hrsp_*`); not for a backend's dispatch target.
+        if let Some(s) = up.server.as_ref().filter(|s| !s.backend_target) {
+            s.counters.hrsp[crate::proxy::status_class(up.status)]
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
         let err = (400..500).contains(&up.status);
         let fail = crate::table::http_failure(up.status, up.term);
         c.stk

@@ -85,6 +85,19 @@ pub(super) struct KPipe {
     held: usize,
 }
 
+impl KPipe {
+    fn new((r, w): (OwnedFd, OwnedFd)) -> KPipe {
+        crate::sys::count_pipe(true);
+        KPipe { r, w, held: 0 }
+    }
+}
+
+impl Drop for KPipe {
+    fn drop(&mut self) {
+        crate::sys::count_pipe(false);
+    }
+}
+
 /// The most one splice read asks for: a pipe's default capacity (16 pages).
 const PIPE_CHUNK: usize = 64 * 1024;
 
@@ -139,7 +152,7 @@ impl Half {
             return;
         }
         match crate::sys::pipe_nb() {
-            Ok((r, w)) => self.kp = Some(KPipe { r, w, held: 0 }),
+            Ok(p) => self.kp = Some(KPipe::new(p)),
             Err(_) => self.splice = SpliceWant::Off,
         }
     }

@@ -437,7 +437,7 @@ impl Session {
     fn use_server(&mut self, ctx: &mut Ctx, s: Arc<ServerRt>) {
         self.t_served = Some(ctx.now());
         self.waiter = None;
-        s.counters.sessions.fetch_add(1, Ordering::Relaxed);
+        s.counters.note_session();
         self.sess.target.store(s.uid, Ordering::Relaxed);
         self.server = Some(s);
         self.connect(ctx);
@@ -449,6 +449,7 @@ impl Session {
             return;
         };
         let now = ctx.now();
+        s.counters.connects.fetch_add(1, Ordering::Relaxed);
         let r = crate::backend::connect_server_nb(&s, || {
             s.dest(|| self.dst.or_else(|| self.local_addr()))
         })

@@ -185,6 +185,8 @@ pub fn run_ebb(args: &[&str], dir: &Path) -> (i32, String, String) {
 /// A parsed HTTP/1.1 response.
 #[derive(Debug, Clone)]
 pub struct Resp {
+    /// The status line's version (`HTTP/1.1`).
+    pub version: String,
     pub status: u16,
     pub headers: Vec<(String, String)>,
     pub body: Vec<u8>,
@@ -259,6 +261,7 @@ impl Client {
             .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
             .collect();
         let mut r = Resp {
+            version: status_line.split(' ').next().unwrap_or("").to_string(),
             status,
             headers,
             body: Vec::new(),

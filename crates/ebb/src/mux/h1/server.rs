@@ -465,7 +465,14 @@ pub(crate) fn write_request_head(
         Form::Asterisk => b"*",
     };
     out.extend_from_slice(if target.is_empty() { b"/" } else { target });
-    out.extend_from_slice(b" HTTP/1.1\r\n");
+    // The client's version goes on, as HAProxy passes it (an HTTP/2
+    // client's request is HTTP/1.1 here).
+    let http10 = h.version == crate::stream::msg::Version::Http10;
+    out.extend_from_slice(if http10 {
+        b" HTTP/1.0\r\n"
+    } else {
+        b" HTTP/1.1\r\n"
+    });
     let mut has_host = false;
     let mut seen = false;
     // Absolute form: the target's authority is the host (RFC 9112
@@ -515,6 +522,9 @@ pub(crate) fn write_request_head(
         out.extend_from_slice(b"\r\n");
     } else if !tail.keep {
         out.extend_from_slice(b"Connection: close\r\n");
+    } else if http10 {
+        // HTTP/1.0 closes unless told otherwise.
+        out.extend_from_slice(b"Connection: keep-alive\r\n");
     }
     out.extend_from_slice(b"\r\n");
     h.body

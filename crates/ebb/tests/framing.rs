@@ -1,0 +1,221 @@
+//! Request and response framing as HAProxy 2.6 accepts it (reg-test
+//! http-messaging/http_transfer_encoding): Transfer-Encoding wins over
+//! Content-Length and closes the connection after the exchange, as it
+//! does in an HTTP/1.0 message; a coding other than chunked is 400 or
+//! 422 in a request, 502 in an answer. Each case runs through ebb and,
+//! when installed, haproxy, with the same results.
+
+mod common;
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+
+use common::*;
+
+/// An origin on a free port running `serve` on each connection.
+fn origin(serve: fn(TcpStream, &'static [u8]), arg: &'static [u8]) -> SocketAddr {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let a = l.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for s in l.incoming() {
+            let Ok(s) = s else { return };
+            std::thread::spawn(move || serve(s, arg));
+        }
+    });
+    a
+}
+
+/// Reads one request head and answers `answer` as is, then closes.
+fn answer_once(mut s: TcpStream, answer: &'static [u8]) {
+    let mut got = Vec::new();
+    let mut b = [0u8; 4096];
+    while !got.windows(4).any(|w| w == b"\r\n\r\n") {
+        match s.read(&mut b) {
+            Ok(0) | Err(_) => return,
+            Ok(n) => got.extend_from_slice(&b[..n]),
+        }
+    }
+    let _ = s.write_all(answer);
+}
+
+fn raw_origin(answer: &'static [u8]) -> SocketAddr {
+    origin(answer_once, answer)
+}
+
+/// The proxy section for both programs: `fe` answers 200 itself, `be`
+/// forwards to `origin`.
+fn cfg(fe: &str, be: &str, origin: SocketAddr) -> String {
+    format!(
+        "defaults\n    mode http\n    timeout client 5s\n    timeout server 5s\n    timeout connect 2s\n\
+         listen fe\n    bind {fe}\n    http-request return status 200\n\
+         listen be\n    bind {be}\n    server s {origin}\n"
+    )
+}
+
+/// What a client sees: the status, the answer's `Connection` and
+/// `Transfer-Encoding`, and whether the connection closed after it.
+fn exchange(a: SocketAddr, req: &[u8]) -> (u16, String, String, bool) {
+    let mut c = Client::connect(a);
+    c.send(req);
+    let r = c.read_resp();
+    let h = |n: &str| r.header(n).unwrap_or("-").to_string();
+    (
+        r.status,
+        h("connection"),
+        h("transfer-encoding"),
+        c.closed(),
+    )
+}
+
+fn cases(fe: SocketAddr, be: SocketAddr) -> Vec<(u16, String, String, bool)> {
+    let reqs: &[&[u8]] = &[
+        // Both framings: chunked wins, then the connection closes.
+        b"POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\nContent-Length: 31\r\n\r\n0\r\n\r\n",
+        // Transfer-Encoding in HTTP/1.0: accepted, then closed.
+        b"POST / HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+        // chunked twice, a coding after it, none at all: 400.
+        b"POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked, chunked\r\n\r\n0\r\n\r\n",
+        b"POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked, gzip\r\n\r\n0\r\n\r\n",
+        b"GET / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: gzip\r\n\r\n",
+        // Another coding before chunked: 422.
+        b"POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: gzip, chunked\r\n\r\n0\r\n\r\n",
+    ];
+    let mut out: Vec<_> = reqs.iter().map(|r| exchange(fe, r)).collect();
+    // An answer framed both ways, or chunked in HTTP/1.0: chunked to the
+    // client, and the client connection closes too (the origin answers
+    // the next requests the same way).
+    out.push(exchange(be, b"GET / HTTP/1.1\r\nHost: h\r\n\r\n"));
+    out
+}
+
+#[test]
+fn transfer_encoding_as_haproxy() {
+    for answer in [
+        &b"HTTP/1.0 200 Ok\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n"[..],
+        b"HTTP/1.1 200 Ok\r\nTransfer-Encoding: chunked\r\nContent-Length: 30\r\n\r\n0\r\n\r\nResponse splitting attach",
+    ] {
+        let origin = raw_origin(Box::leak(answer.to_vec().into_boxed_slice()));
+        let e = Ebb::start(&cfg("BIND", "BIND", origin));
+        let ours = cases(e.addrs[0], e.addrs[1]);
+        let closed = |s: u16| (s, "close".to_string(), "-".to_string(), true);
+        let mut want = vec![closed(200), closed(200)];
+        want.extend([closed(400), closed(400), closed(400), closed(422)]);
+        want.push((200, "close".to_string(), "chunked".to_string(), true));
+        assert_eq!(ours, want);
+        let (pf, pb) = (free_port(), free_port());
+        let hap = haproxy_with(
+            "framing-hap",
+            &cfg(
+                &format!("127.0.0.1:{pf}"),
+                &format!("127.0.0.1:{pb}"),
+                origin,
+            ),
+        );
+        if let Some(_h) = hap {
+            let fe = SocketAddr::from(([127, 0, 0, 1], pf));
+            let be = SocketAddr::from(([127, 0, 0, 1], pb));
+            wait_until("haproxy listening", || TcpStream::connect(fe).is_ok());
+            let theirs = cases(fe, be);
+            // haproxy says `close` only where it closes: compare what
+            // the client sees of the framing and the connection.
+            let strip = |v: &[(u16, String, String, bool)]| {
+                v.iter()
+                    .map(|(s, _, te, c)| (*s, te.clone(), *c))
+                    .collect::<Vec<_>>()
+            };
+            assert_eq!(strip(&theirs), strip(&ours), "haproxy differs");
+        }
+    }
+}
+
+/// Answers each request on the connection in HTTP/1.0, kept alive, the
+/// body the request line and `Connection` field it got.
+fn answer_http10(mut s: TcpStream, _: &'static [u8]) {
+    let mut got = Vec::new();
+    let mut b = [0u8; 4096];
+    loop {
+        while let Some(end) = got.windows(4).position(|w| w == b"\r\n\r\n") {
+            let head = String::from_utf8_lossy(&got[..end]).to_string();
+            got.drain(..end + 4);
+            let line = head.lines().next().unwrap_or("").to_string();
+            let conn = head
+                .lines()
+                .find_map(|l| {
+                    l.to_ascii_lowercase()
+                        .strip_prefix("connection:")
+                        .map(|v| v.trim().to_string())
+                })
+                .unwrap_or_default();
+            let body = format!("{line}|{conn}");
+            let r = format!(
+                "HTTP/1.0 200 OK\r\nConnection: keep-alive\r\nContent-Length: {}\r\n\r\n{body}",
+                body.len()
+            );
+            if s.write_all(r.as_bytes()).is_err() {
+                return;
+            }
+        }
+        match s.read(&mut b) {
+            Ok(0) | Err(_) => return,
+            Ok(n) => got.extend_from_slice(&b[..n]),
+        }
+    }
+}
+
+/// One request, raw: the answer's status line, `Connection` field and
+/// body, and whether a second request on the connection is answered.
+fn versions(a: SocketAddr, req: &str) -> (String, String, String, bool) {
+    let mut c = Client::connect(a);
+    c.send(req.as_bytes());
+    let r = c.read_resp();
+    let conn = r.header("connection").unwrap_or("-").to_string();
+    let line = format!("{} {}", r.version, r.status);
+    let body = r.text();
+    c.send(b"GET /again HTTP/1.1\r\nHost: h\r\n\r\n");
+    let again = c.read_resp_opt(false).is_some();
+    (line, conn, body, again)
+}
+
+#[test]
+fn http_versions_go_on_as_haproxy_passes_them() {
+    let run = |a: SocketAddr| {
+        vec![
+            // An HTTP/1.0 request reaches the server in HTTP/1.0, asked to
+            // keep the connection.
+            versions(a, "GET /v10 HTTP/1.0\r\nConnection: keep-alive\r\n\r\n"),
+            // The server's HTTP/1.0 answer reaches the client in HTTP/1.0,
+            // said kept alive.
+            versions(a, "GET /v11 HTTP/1.1\r\nHost: h\r\n\r\n"),
+        ]
+    };
+    let origin = origin(answer_http10, b"");
+    let e = Ebb::start(&cfg("BIND", "BIND", origin));
+    let ours = run(e.addrs[1]);
+    let want = |line: &str| {
+        (
+            "HTTP/1.0 200".to_string(),
+            "keep-alive".to_string(),
+            line.to_string(),
+            true,
+        )
+    };
+    // (An HTTP/1.1 request keeps the connection without saying so.)
+    let want = vec![
+        want("GET /v10 HTTP/1.0|keep-alive"),
+        want("GET /v11 HTTP/1.1|"),
+    ];
+    assert_eq!(ours, want);
+    let (pf, pb) = (free_port(), free_port());
+    let fe = format!("127.0.0.1:{pf}");
+    if let Some(_h) = haproxy_with(
+        "versions-hap",
+        &cfg(&fe, &format!("127.0.0.1:{pb}"), origin),
+    ) {
+        let be = SocketAddr::from(([127, 0, 0, 1], pb));
+        wait_until("haproxy listening", || TcpStream::connect(be).is_ok());
+        let theirs = run(be);
+        // haproxy names fields in lower case and says keep-alive the same
+        // way: compare what the client and the server saw.
+        assert_eq!(theirs, ours, "haproxy differs");
+    }
+}
