@@ -89,21 +89,23 @@ const SPACES: &str = "    http-request set-var(txn.url) url\n\
     http-after-response set-header x-dec1 \"%[var(txn.url),url_dec(1)]\"\n\
     http-after-response set-header x-enc \"%[var(txn.enc)]\"\n\
     http-after-response set-header x-back \"%[var(txn.enc),url_dec]\"\n\
-    http-after-response set-header x-lead \"  a \"\n";
+    http-after-response set-header x-lead \"  a \"\n\
+    http-after-response set-header x-read \"<%[res.fhdr(x-lead)]>\"\n";
 
 fn spaces_seen(addr: SocketAddr) -> Vec<Option<Vec<u8>>> {
     let head = raw_head(
         addr,
         "GET /bla+%20?foo%3Dbar%2B42+42%20 HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n",
     );
-    ["x-dec0", "x-dec1", "x-enc", "x-back", "x-lead"]
+    ["x-dec0", "x-dec1", "x-enc", "x-back", "x-lead", "x-read"]
         .iter()
         .map(|n| raw_field(&head, n))
         .collect()
 }
 
-/// HAProxy's reg-tests converter/url_dec and converter/url_enc: a value
-/// ending (or starting) with spaces is sent with them.
+/// HAProxy's reg-tests converter/url_dec, converter/url_enc and
+/// http-rules/http_after_response: a value ending (or starting) with
+/// spaces is sent with them, and read back without them.
 #[test]
 fn header_values_keep_their_spaces() {
     let ebb = Ebb::start(&answering("BIND", SPACES));
@@ -114,6 +116,8 @@ fn header_values_keep_their_spaces() {
         "foo%3Dbar%2B42%2042%20",
         "foo=bar+42 42 ",
         "  a ",
+        // Read back, a value is trimmed (HAProxy's http_find_header).
+        "<a>",
     ]
     .iter()
     .map(|v| Some(v.as_bytes().to_vec()))
@@ -1001,4 +1005,34 @@ fn front_connection_addresses() {
         "{seen}"
     );
     same_on_haproxy("hap-fc", cfg, see, &seen);
+}
+
+/// `req.len` in HTTP rules: HAProxy's size of the request's HTX form
+/// (reg-test sample_fetches/cond_set_var reads it), before and after a
+/// rule adds a field.
+#[test]
+fn request_length_in_http_rules() {
+    let rules = "    http-request set-var(txn.a) req.len\n    http-request set-header x-added abc\n    http-request set-var(txn.b) req.len\n    http-request return status 200 hdr x-len \"%[var(txn.a)] %[var(txn.b)]\"\n";
+    let cfg = |b: &str| answering(b, rules);
+    let ebb = Ebb::start(&cfg("BIND"));
+    let see = |addr: SocketAddr| {
+        [
+            "Connection: close",
+            "Connection: keep-alive, Upgrade\r\nUpgrade: x",
+        ]
+        .iter()
+        .map(|c| {
+            let req = format!(
+                "GET /some/path?q=1 HTTP/1.1\r\nHost: example.com\r\nX-Cust:  foobar  \r\n{c}\r\n\r\n"
+            );
+            raw_field(&raw_head(addr, &req), "x-len")
+        })
+        .collect::<Vec<_>>()
+    };
+    // 20 + GET /some/path?q=1 HTTP/1.1 (3 + 14 + 8), host (4 + 11),
+    // x-cust (6 + 6), 1; then x-added (7 + 3). Connection: close is not
+    // counted; Connection: Upgrade is (10 + 7), with Upgrade (7 + 1).
+    let want = vec![Some(b"73 83".to_vec()), Some(b"98 108".to_vec())];
+    assert_eq!(see(ebb.addr()), want);
+    same_on_haproxy("hap-reqlen", cfg, see, &want);
 }

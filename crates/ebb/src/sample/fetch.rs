@@ -1074,6 +1074,45 @@ impl Fetch {
                 s.cur.extend_from_slice(v);
                 Some(Val::Str)
             }
+            // An HTTP request (no raw bytes under inspection): HAProxy
+            // gives the size of its HTX form, "not accurate but kept for
+            // backward compatibility": the start line (20 bytes of
+            // header, method, URI, version), each field's name and value
+            // (Connection without `close`/`keep-alive`), one byte for the
+            // end of the head, the body received.
+            Fetch::ReqLen if ctx.payload.is_none() => {
+                let r = ctx.req?;
+                let h = r.head;
+                let line = h.method_span.get(r.buf).len() + h.target.get(r.buf).len() + 8;
+                let fields: usize = h
+                    .headers
+                    .iter()
+                    .map(|f| {
+                        let (n, v) = (f.name.get(r.buf), f.value.get(r.buf));
+                        if !n.eq_ignore_ascii_case(b"connection") {
+                            return n.len() + v.len();
+                        }
+                        // HAProxy's parser drops `close` and `keep-alive`
+                        // from Connection, and the field when none is left.
+                        let rest: Vec<&[u8]> = v
+                            .split(|&c| c == b',')
+                            .map(<[u8]>::trim_ascii)
+                            .filter(|t| {
+                                !t.is_empty()
+                                    && !t.eq_ignore_ascii_case(b"close")
+                                    && !t.eq_ignore_ascii_case(b"keep-alive")
+                            })
+                            .collect();
+                        match rest.len() {
+                            0 => 0,
+                            k => {
+                                n.len() + rest.iter().map(|t| t.len()).sum::<usize>() + 2 * (k - 1)
+                            }
+                        }
+                    })
+                    .sum();
+                Some(Val::Int((20 + line + fields + 1 + r.body.len()) as i64))
+            }
             Fetch::ReqLen | Fetch::ResLen => {
                 let p = ctx
                     .payload

@@ -600,8 +600,9 @@ fn tcp_payload_fetches() {
         "",
         "not arrived yet"
     );
-    // HTTP mode: no payload, nothing found.
-    assert_eq!(lf("%[req.len]"), "");
+    // HTTP mode: HAProxy's HTX size for req.len, nothing for req.payload.
+    assert_eq!(lf("%[req.len]"), "87");
+    assert_eq!(lf("%[req.payload(0,1)]"), "");
     assert!(err("%[req.len]", Scope::Response).contains("not available in a response rule"));
 }
 
