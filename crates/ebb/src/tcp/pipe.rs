@@ -209,18 +209,9 @@ impl Sock {
         let Some(tr) = self.tr.as_mut() else {
             return false;
         };
-        if let Some(kp) = h.kp.as_mut() {
-            return Self::splice_in(
-                tr.raw_fd(),
-                kp,
-                &mut h.reader_blocked,
-                &mut self.rd,
-                &mut self.eof,
-                &mut self.err,
-                &mut self.bytes_read,
-                &mut self.last_io,
-                now,
-            );
+        if h.kp.is_some() {
+            let fd = tr.raw_fd();
+            return self.splice_in(fd, h, now);
         }
         if h.buf.is_empty() {
             h.buf = w.get();
@@ -289,34 +280,26 @@ impl Sock {
         }
     }
 
-    /// One splice from the socket `fd` into the direction's pipe.
-    /// Returns whether bytes arrived.
-    #[allow(clippy::too_many_arguments)]
-    fn splice_in(
-        fd: std::os::fd::RawFd,
-        kp: &mut KPipe,
-        blocked: &mut bool,
-        rd: &mut bool,
-        eof: &mut bool,
-        err: &mut bool,
-        bytes_read: &mut u64,
-        last_io: &mut Tick,
-        now: Tick,
-    ) -> bool {
+    /// One splice from this socket (`fd`) into `h`'s pipe. Returns
+    /// whether bytes arrived.
+    fn splice_in(&mut self, fd: std::os::fd::RawFd, h: &mut Half, now: Tick) -> bool {
+        let Some(kp) = h.kp.as_mut() else {
+            return false;
+        };
         if kp.held >= PIPE_CHUNK {
-            *blocked = true;
+            h.reader_blocked = true;
             return false;
         }
         loop {
             match crate::sys::splice(fd, kp.w.as_raw_fd(), PIPE_CHUNK - kp.held) {
                 Ok(0) => {
-                    *eof = true;
+                    self.eof = true;
                     return false;
                 }
                 Ok(n) => {
                     kp.held += n;
-                    *bytes_read += n as u64;
-                    *last_io = now;
+                    self.bytes_read += n as u64;
+                    self.last_io = now;
                     return true;
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
@@ -324,16 +307,16 @@ impl Sock {
                     // told apart, so a pipe holding bytes is emptied
                     // before the socket is read again.
                     if kp.held > 0 {
-                        *blocked = true;
+                        h.reader_blocked = true;
                     } else {
-                        *rd = false;
+                        self.rd = false;
                     }
                     return false;
                 }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(_) => {
-                    *eof = true;
-                    *err = true;
+                    self.eof = true;
+                    self.err = true;
                     return false;
                 }
             }
