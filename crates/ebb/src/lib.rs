@@ -20,6 +20,7 @@ pub mod httpcache;
 mod input_props;
 pub mod l4rules;
 pub(crate) mod listener;
+pub mod listener_stats;
 pub(crate) mod log;
 pub(crate) mod mux;
 pub mod mworker;

@@ -279,10 +279,8 @@ pub struct VarStore {
     /// `fc_dst`...); the local one `None` when no such rule could move it.
     pub fc_addrs: Option<(std::net::SocketAddr, Option<std::net::SocketAddr>)>,
     /// The connection's place on its listener's statistics (`option
-    /// socket-stats`, a `proxy::ListenerGuard`), released with the
-    /// connection. Held as `Any` so that `sample` does not import `proxy`
-    /// (which imports it).
-    pub listener: Option<Box<dyn std::any::Any + Send + Sync>>,
+    /// socket-stats`), released with the connection.
+    pub listener: Option<crate::listener_stats::ListenerGuard>,
     /// `capture request|response header` values of the exchange.
     pub req_caps: Vec<Option<Vec<u8>>>,
     pub res_caps: Vec<Option<Vec<u8>>>,

@@ -102,10 +102,7 @@ pub fn accepted(
     early.vars.get_mut().so_name = bind.name.clone();
     // The connection counts on its listener until it is gone, whatever
     // the rules below decide (HAProxy counts at accept).
-    early.vars.get_mut().listener = bind
-        .stats
-        .as_ref()
-        .map(|l| Box::new(l.accepted()) as Box<dyn std::any::Any + Send + Sync>);
+    early.vars.get_mut().listener = bind.stats.as_ref().map(|l| l.accepted());
     let mut expect_proxy = false;
     let mut peer = peer;
     if !fe.l4.conn_rules.is_empty() {
