@@ -29,8 +29,19 @@ cleanup() {
     rm -rf "$work"
 }
 trap cleanup EXIT
+# A free port below the ephemeral range, so no other process's bind(:0) can
+# be handed it between this probe and the server's own bind.
 free_port() {
-    python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
+    python3 -c '
+import random, socket
+for _ in range(1000):
+    p = random.randrange(12000, 32000)
+    try:
+        socket.socket().bind(("127.0.0.1", p))
+    except OSError:
+        continue
+    print(p)
+    break'
 }
 # wait_listen PORT: until something accepts on 127.0.0.1:PORT (or $pid exits).
 wait_listen() {

@@ -404,12 +404,27 @@ pub fn connect_from(src: &str, to: SocketAddr) -> Client {
 
 /// A loopback port free right now (for configurations that must name an
 /// address before the process starts).
+///
+/// The port is drawn below the kernel's ephemeral range (32768 and up on
+/// Linux), never from it: a port handed out by `bind(:0)` is free again
+/// the moment the probe closes, so another process's `:0` listener (ebb
+/// started right after haproxy, say) could be given the same one, and with
+/// SO_REUSEPORT on both sides the two would silently share it. CI saw
+/// exactly that: half of one haproxy frontend's connections reached ebb.
 pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    use std::hash::{BuildHasher, Hasher};
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static DRAWS: AtomicU64 = AtomicU64::new(0);
+    for _ in 0..1000 {
+        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+        h.write_u32(std::process::id());
+        h.write_u64(DRAWS.fetch_add(1, Ordering::Relaxed));
+        let port = 12000 + (h.finish() % 20000) as u16;
+        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
+    panic!("no free loopback port between 12000 and 32000");
 }
 
 /// A server's (or `BACKEND`/`FRONTEND` row's) columns of `show stat`, by
