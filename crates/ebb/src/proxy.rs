@@ -136,14 +136,23 @@ impl Prepared {
 
     /// The answer for one request: its fields into `fields` (the fixed
     /// ones, then the evaluated ones), and its body (evaluated into
-    /// `scratch` for an `lf-string`).
+    /// `scratch` for an `lf-string`). `done`: the log-format parts already
+    /// evaluated when the rule ran ([`Prepared::evaluate`]); else they are
+    /// evaluated now on `ctx`.
     pub fn render<'s>(
         &'s self,
         ctx: &Ctx<'_>,
+        done: Option<&Evaluated>,
         fields: &mut FieldBuf,
         scratch: &'s mut Vec<u8>,
     ) -> &'s [u8] {
         fields.extend(self.fields.fields());
+        if let Some(d) = done {
+            fields.extend(d.fields.fields());
+            scratch.clear();
+            scratch.extend_from_slice(d.body.as_deref().unwrap_or(&self.body));
+            return scratch;
+        }
         for e in &self.dyn_hdrs {
             fields.push_with(e.name.as_bytes(), |out| e.render_value(ctx, out));
         }
@@ -156,6 +165,33 @@ impl Prepared {
             None => &self.body,
         }
     }
+
+    /// What the `hdr` values and the `lf-string` body evaluate to on `ctx`
+    /// (HAProxy evaluates them when the rule runs, on the request as the
+    /// rules before edited it); `None` when the answer is all literal.
+    pub fn evaluate(&self, ctx: &Ctx<'_>) -> Option<Box<Evaluated>> {
+        if self.dyn_hdrs.is_empty() && self.body_fmt.is_none() {
+            return None;
+        }
+        let mut fields = FieldBuf::default();
+        for e in &self.dyn_hdrs {
+            fields.push_with(e.name.as_bytes(), |out| e.render_value(ctx, out));
+        }
+        let body = self.body_fmt.as_ref().map(|f| {
+            let mut b = Vec::new();
+            f.render(ctx, &mut b);
+            b
+        });
+        Some(Box::new(Evaluated { fields, body }))
+    }
+}
+
+/// The log-format parts of a [`Prepared`] answer, evaluated.
+pub struct Evaluated {
+    /// The `hdr NAME FMT` fields.
+    pub fields: FieldBuf,
+    /// The `lf-string` body.
+    pub body: Option<Vec<u8>>,
 }
 
 /// A compiled `http-response` rule.

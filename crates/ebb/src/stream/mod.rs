@@ -503,7 +503,16 @@ impl Stream {
             Err(_) => return Some(Act::Error(500)),
         };
         Some(match &rules.get(i)?.action {
-            HttpRequestAction::Return(_) => Act::Return(be, i),
+            HttpRequestAction::Return(_) => {
+                // Its formats see the request as edited so far.
+                let done = rules.get(i)?.prepared.as_ref().and_then(|p| {
+                    p.evaluate(&crate::sample::Ctx {
+                        req: Some(st.req()),
+                        ..*base
+                    })
+                });
+                Act::Return(be, i, done)
+            }
             HttpRequestAction::Redirect(rd) => {
                 let r = st.req();
                 let host = r.head.host.map(|h| h.get(r.buf));
@@ -845,7 +854,7 @@ impl Stream {
                 self.reply(c, 200, &[(b"Allow", b"GET, HEAD, OPTIONS")], b"");
                 self.finish_request(c, ctx, 200, None, 0);
             }
-            Act::Return(be, i) => {
+            Act::Return(be, i, done) => {
                 let be_arc = be.and_then(|b| c.fe.backends.get(b).cloned());
                 let rules = match &be_arc {
                     Some(b) => &b.http_request,
@@ -883,7 +892,7 @@ impl Stream {
                     self.finish_return(c, ctx, st, be);
                     return;
                 }
-                self.answer_prepared(c, &fe, p, keep_alive, be_name, &[]);
+                self.answer_done(c, &fe, p, done.as_deref(), keep_alive, be_name, &[]);
                 let st = p.status;
                 self.finish_return(c, ctx, st, be);
             }
@@ -1481,6 +1490,22 @@ impl Stream {
         be: Option<&str>,
         extra: &[(&[u8], &[u8])],
     ) {
+        self.answer_done(c, fe, p, None, keep_alive, be, extra);
+    }
+
+    /// [`Stream::answer_prepared`] with the formats already evaluated
+    /// (`done`) when the rule ran.
+    #[allow(clippy::too_many_arguments)]
+    fn answer_done(
+        &mut self,
+        c: &mut H1,
+        fe: &FrontendRt,
+        p: &crate::proxy::Prepared,
+        done: Option<&crate::proxy::Evaluated>,
+        keep_alive: bool,
+        be: Option<&str>,
+        extra: &[(&[u8], &[u8])],
+    ) {
         self.fields.clear();
         let mut scratch = std::mem::take(&mut self.scratch);
         let body = {
@@ -1496,7 +1521,7 @@ impl Stream {
                 be,
                 ..sample_ctx(tr, c.peer, &fe.name, &dst, &c.vars, &c.stk)
             };
-            p.render(&cx, &mut self.fields, &mut scratch)
+            p.render(&cx, done, &mut self.fields, &mut scratch)
         };
         for (n, v) in extra {
             self.fields.push(n, v);
@@ -1643,7 +1668,7 @@ enum Act {
     Connect,
     /// An `http-request return` rule: (the backend's, or the frontend's
     /// when `None`; index).
-    Return(Option<usize>, usize),
+    Return(Option<usize>, usize, Option<Box<crate::proxy::Evaluated>>),
     /// A server backend, and the request as rules rewrote it (`None`:
     /// unchanged).
     Proxy(usize, Option<Box<crate::rewrite::Edited>>),
