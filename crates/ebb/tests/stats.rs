@@ -683,3 +683,158 @@ fn socket_stats_listeners_and_backend_state_history() {
     };
     assert_eq!(listener_rows(&cli_cmd(&h.sock, "show stat")), rows);
 }
+
+/// An origin that answers a head announcing 100 bytes, sends 3 and
+/// closes (the server aborts while the body passes: `SD`).
+fn cutting_origin() -> std::net::SocketAddr {
+    use std::io::{Read, Write};
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for s in l.incoming() {
+            let Ok(mut s) = s else { return };
+            let mut buf = [0u8; 4096];
+            let mut got = Vec::new();
+            while !got.windows(4).any(|w| w == b"\r\n\r\n") {
+                match s.read(&mut buf) {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => got.extend_from_slice(&buf[..n]),
+                }
+            }
+            let _ = s.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nabc");
+        }
+    });
+    addr
+}
+
+/// A frontend sending `/slow` to a server answering after 300 ms and
+/// `/cut` to one closing mid-body, and the exporter.
+fn times_cfg(bind: &str, metrics: &str, slow: &Origin, cut: std::net::SocketAddr) -> String {
+    format!(
+        "defaults\n    mode http\n    timeout client 10s\n    timeout server 10s\n    timeout connect 5s\n\
+         frontend stats\n    bind {metrics}\n    http-request use-service prometheus-exporter\n\
+         frontend fe\n    bind {bind}\n    use_backend cut if {{ path /cut }}\n    default_backend slow\n\
+         backend slow\n    server s {}\n\
+         backend cut\n    server c {cut}\n",
+        slow.addr
+    )
+}
+
+/// The exporter's time averages and maxima and the aborts: what HAProxy
+/// prints (floats with six decimals), where ebb used to print NaN.
+fn check_times(name: &str, text: &str) {
+    let val = |metric: &str| -> String {
+        text.lines()
+            .find_map(|l| l.strip_prefix(&format!("{metric} ")))
+            .unwrap_or_else(|| panic!("{name}: {metric} not in:\n{text}"))
+            .to_string()
+    };
+    // The averages are over a window of 1024 streams even after one
+    // (HAProxy 2.6's exporter): 300 ms once is 0.001 s; the maxima are
+    // the 300 ms.
+    let secs = |m: &str| -> f64 {
+        let v = val(m);
+        let (_, frac) = v.split_once('.').unwrap_or(("", ""));
+        assert_eq!(frac.len(), 6, "{name}: {m} {v}");
+        v.parse().unwrap()
+    };
+    let (avg, max, short) = (0.001..0.03, 0.3..30.0, 0.0..0.3);
+    for (m, range) in [
+        (
+            "haproxy_backend_response_time_average_seconds{proxy=\"slow\"}",
+            &avg,
+        ),
+        (
+            "haproxy_server_response_time_average_seconds{proxy=\"slow\",server=\"s\"}",
+            &avg,
+        ),
+        (
+            "haproxy_backend_total_time_average_seconds{proxy=\"slow\"}",
+            &avg,
+        ),
+        (
+            "haproxy_backend_max_response_time_seconds{proxy=\"slow\"}",
+            &max,
+        ),
+        (
+            "haproxy_server_max_response_time_seconds{proxy=\"slow\",server=\"s\"}",
+            &max,
+        ),
+        (
+            "haproxy_server_max_total_time_seconds{proxy=\"slow\",server=\"s\"}",
+            &max,
+        ),
+        (
+            "haproxy_backend_queue_time_average_seconds{proxy=\"slow\"}",
+            &short,
+        ),
+        (
+            "haproxy_server_max_queue_time_seconds{proxy=\"slow\",server=\"s\"}",
+            &short,
+        ),
+        (
+            "haproxy_backend_connect_time_average_seconds{proxy=\"slow\"}",
+            &short,
+        ),
+    ] {
+        let s = secs(m);
+        assert!(range.contains(&s), "{name}: {m} {s}");
+    }
+    for (m, want) in [
+        ("haproxy_backend_server_aborts_total{proxy=\"cut\"}", "1"),
+        (
+            "haproxy_server_server_aborts_total{proxy=\"cut\",server=\"c\"}",
+            "1",
+        ),
+        ("haproxy_backend_client_aborts_total{proxy=\"cut\"}", "0"),
+        ("haproxy_backend_server_aborts_total{proxy=\"slow\"}", "0"),
+        (
+            "haproxy_server_client_aborts_total{proxy=\"slow\",server=\"s\"}",
+            "0",
+        ),
+    ] {
+        assert_eq!(val(m), want, "{name}: {m}");
+    }
+}
+
+/// Exercises the two backends through `fe`, then reads the exporter.
+fn times_seen(fe: std::net::SocketAddr, metrics: std::net::SocketAddr) -> String {
+    assert_eq!(get(fe, "/slow").status, 200);
+    // The answer is cut: the client sees the head, then the close.
+    let mut c = Client::connect(fe);
+    c.send(b"GET /cut HTTP/1.1\r\nHost: t\r\n\r\n");
+    let _ = c.read_resp_opt(false);
+    let srv_abort = "haproxy_backend_server_aborts_total{proxy=\"cut\"} 1\n";
+    let mut text = String::new();
+    wait_until("the cut exchange counted", || {
+        text = String::from_utf8_lossy(&get(metrics, "/metrics").body).into_owned();
+        text.contains(srv_abort)
+    });
+    text
+}
+
+#[test]
+fn prometheus_time_averages_and_aborts_have_values() {
+    let slow = Origin::start("slow", Mode::Slow(Duration::from_millis(300)));
+    let cut = cutting_origin();
+    let e = Ebb::start(&times_cfg("BIND", "BIND", &slow, cut));
+    // Listeners come in configuration order: the exporter first.
+    check_times("ebb", &times_seen(e.addrs[1], e.addrs[0]));
+    let (hf, hm) = (free_port(), free_port());
+    let cfg = times_cfg(
+        &format!("127.0.0.1:{hf}"),
+        &format!("127.0.0.1:{hm}"),
+        &slow,
+        cut,
+    );
+    if let Some(_h) = haproxy_with("promex-times", &cfg) {
+        let (fe, m) = (
+            format!("127.0.0.1:{hf}").parse().unwrap(),
+            format!("127.0.0.1:{hm}").parse().unwrap(),
+        );
+        wait_until("haproxy's listener", || {
+            std::net::TcpStream::connect(fe).is_ok()
+        });
+        check_times("haproxy", &times_seen(fe, m));
+    }
+}

@@ -123,6 +123,10 @@ pub struct Row {
     /// Backends and servers: the health check's `chkdown` and `lastchg`
     /// of a backend are its own (see [`crate::backend::Farm::note_state`]).
     pub has_servers: bool,
+    /// Backends and servers: the queue, connect, response and total
+    /// times (ms), and the aborts by the client and by the server.
+    pub times: Option<TimeRow>,
+    pub aborts: Option<(u64, u64)>,
 }
 
 impl Row {
@@ -191,6 +195,8 @@ impl Row {
             ilim: None,
             throttle: None,
             has_servers: false,
+            times: None,
+            aborts: None,
         }
     }
 }
@@ -330,6 +336,7 @@ fn srv_row(i: usize, farm: &Farm, s: &ServerRt) -> Row {
     r.lastsess = c.last_session_age();
     r.connect = ld(&c.connects);
     r.reuse = ld(&c.reuses);
+    note_times(&mut r, c);
     for (k, h) in c.hrsp.iter().enumerate() {
         r.hrsp[k] = ld(h);
     }
@@ -422,6 +429,27 @@ fn li_row(i: usize, fe: &FrontendRt, l: &crate::proxy::ListenerStats, global_ful
     r
 }
 
+/// A backend's or server's times, in milliseconds.
+#[derive(Clone, Debug)]
+pub struct TimeRow {
+    /// The averages `show stat` prints, over the streams counted while
+    /// under 1024.
+    pub avg: [u64; 4],
+    /// The averages over a full window of 1024 (the exporter's).
+    pub avg_full: [u64; 4],
+    pub max: [u64; 4],
+}
+
+/// A backend's or server's time statistics and aborts.
+fn note_times(r: &mut Row, c: &crate::backend::Counters) {
+    r.times = Some(TimeRow {
+        avg: c.times.averages(false),
+        avg_full: c.times.averages(true),
+        max: c.times.maxima(),
+    });
+    r.aborts = Some((ld(&c.cli_aborts), ld(&c.srv_aborts)));
+}
+
 fn be_row(i: usize, be: &BackendRt) -> Row {
     let mut r = Row::new(&be.name, "BACKEND", Kind::Backend, i, 0);
     r.mode = if be.l4.tcp_mode { "tcp" } else { "http" };
@@ -469,6 +497,7 @@ fn be_row(i: usize, be: &BackendRt) -> Row {
                 }
             }
             r.qtime_out += ld(&f.counters.queue_timeouts);
+            note_times(&mut r, &f.counters);
             let (lastchg, down) = f.be_ext.ages();
             r.lastchg = Some(lastchg);
             r.chkdown = Some(ld(&f.be_ext.chkdown));
@@ -842,6 +871,17 @@ pub fn values(r: &Row) -> Vec<Option<Val>> {
     if sv || be {
         v[99] = r.uweight.map(Val::U);
     }
+    if let Some(t) = &r.times {
+        for k in 0..4 {
+            // qtime..ttime, qtime_max..ttime_max.
+            v[58 + k] = u(t.avg[k]);
+            v[90 + k] = u(t.max[k]);
+        }
+    }
+    if let Some((cli, srv)) = r.aborts {
+        v[49] = u(cli);
+        v[50] = u(srv);
+    }
     if sv {
         v[29] = r.throttle.map(Val::U);
         v[88] = r.icur.map(Val::U);
@@ -1113,7 +1153,9 @@ pub fn clear_server_maxima(c: &Compiled) {
                 s.ext
                     .smax
                     .store(s.cur.load(Ordering::Relaxed), Ordering::Relaxed);
+                s.counters.times.clear_maxima();
             }
+            sv.farm.counters.times.clear_maxima();
         }
     }
 }
@@ -1142,12 +1184,15 @@ pub fn clear_all(c: &Compiled) {
                     &s.queue_timeouts,
                     &s.connects,
                     &s.reuses,
+                    &s.cli_aborts,
+                    &s.srv_aborts,
                 ]
                 .into_iter()
                 .chain(&s.hrsp)
                 {
                     a.store(0, Ordering::Relaxed);
                 }
+                s.times.clear();
             }
         }
     }
