@@ -269,6 +269,12 @@ pub struct HttpCounters {
     /// Bytes a tcp session wrote from a kernel pipe (`option splice-*`),
     /// both directions: `show info`'s `TotalSplicdedBytesOut`.
     pub spliced_out: AtomicU64,
+    /// Answer bytes given to the compressor, the coded bytes it produced,
+    /// and the answers compressed (HAProxy's `comp_in`, `comp_out`,
+    /// `comp_rsp`).
+    pub comp_in: AtomicU64,
+    pub comp_out: AtomicU64,
+    pub comp_rsp: AtomicU64,
 }
 
 impl HttpCounters {
@@ -281,6 +287,19 @@ impl HttpCounters {
         self.bytes_in.store(0, Ordering::Relaxed);
         self.bytes_out.store(0, Ordering::Relaxed);
         self.denied.store(0, Ordering::Relaxed);
+        self.comp_in.store(0, Ordering::Relaxed);
+        self.comp_out.store(0, Ordering::Relaxed);
+        self.comp_rsp.store(0, Ordering::Relaxed);
+    }
+}
+
+/// Counts a compressed answer's bytes (`totals`: given, produced) on its
+/// frontend and backend.
+pub fn count_compressed(fe: &FrontendRt, be: Option<&BackendRt>, totals: (u64, u64)) {
+    for c in std::iter::once(&fe.http).chain(be.map(|b| &b.http)) {
+        c.comp_in.fetch_add(totals.0, Ordering::Relaxed);
+        c.comp_out.fetch_add(totals.1, Ordering::Relaxed);
+        c.comp_rsp.fetch_add(1, Ordering::Relaxed);
     }
 }
 

@@ -820,21 +820,99 @@ fn prometheus_time_averages_and_aborts_have_values() {
     let e = Ebb::start(&times_cfg("BIND", "BIND", &slow, cut));
     // Listeners come in configuration order: the exporter first.
     check_times("ebb", &times_seen(e.addrs[1], e.addrs[0]));
-    let (hf, hm) = (free_port(), free_port());
-    let cfg = times_cfg(
-        &format!("127.0.0.1:{hf}"),
-        &format!("127.0.0.1:{hm}"),
-        &slow,
-        cut,
+    on_haproxy_exporter(
+        "promex-times",
+        |b, m| times_cfg(b, m, &slow, cut),
+        |fe, m| check_times("haproxy", &times_seen(fe, m)),
     );
-    if let Some(_h) = haproxy_with("promex-times", &cfg) {
-        let (fe, m) = (
-            format!("127.0.0.1:{hf}").parse().unwrap(),
-            format!("127.0.0.1:{hm}").parse().unwrap(),
-        );
+}
+
+/// Runs `run` on HAProxy (when installed) started on the configuration
+/// `cfg` makes for a frontend and an exporter address, once it listens.
+fn on_haproxy_exporter(
+    name: &str,
+    cfg: impl Fn(&str, &str) -> String,
+    run: impl FnOnce(std::net::SocketAddr, std::net::SocketAddr),
+) {
+    let (fe, m): (std::net::SocketAddr, std::net::SocketAddr) = (
+        format!("127.0.0.1:{}", free_port()).parse().unwrap(),
+        format!("127.0.0.1:{}", free_port()).parse().unwrap(),
+    );
+    if let Some(_h) = haproxy_with(name, &cfg(&fe.to_string(), &m.to_string())) {
         wait_until("haproxy's listener", || {
             std::net::TcpStream::connect(fe).is_ok()
         });
-        check_times("haproxy", &times_seen(fe, m));
+        run(fe, m);
     }
+}
+
+/// A frontend compressing what `be` answers (`origin`), and the exporter.
+fn comp_cfg(bind: &str, metrics: &str, origin: &Origin) -> String {
+    format!(
+        "defaults\n    mode http\n    timeout client 10s\n    timeout server 10s\n    timeout connect 5s\n\
+         frontend stats\n    bind {metrics}\n    http-request use-service prometheus-exporter\n\
+         frontend fe\n    bind {bind}\n    default_backend be\n\
+         backend be\n    compression algo gzip\n    server o {}\n",
+        origin.addr
+    )
+}
+
+/// Two answers compressed, one not (no Accept-Encoding): the exporter's
+/// compression counters of the frontend and the backend.
+fn comp_seen(fe: std::net::SocketAddr, metrics: std::net::SocketAddr) -> Vec<(String, u64)> {
+    for gz in [true, true, false] {
+        let mut c = Client::connect(fe);
+        let ae = if gz { "Accept-Encoding: gzip\r\n" } else { "" };
+        c.send(format!("GET /abc HTTP/1.1\r\nHost: t\r\n{ae}Connection: close\r\n\r\n").as_bytes());
+        let r = c.read_resp();
+        assert_eq!(r.status, 200);
+        assert_eq!(r.header("content-encoding").is_some(), gz);
+    }
+    let text = String::from_utf8_lossy(&get(metrics, "/metrics").body).into_owned();
+    let mut out = Vec::new();
+    for scope in ["frontend", "backend"] {
+        let px = if scope == "frontend" { "fe" } else { "be" };
+        for m in ["in", "out", "bypassed"] {
+            let name = format!("haproxy_{scope}_http_comp_bytes_{m}_total{{proxy=\"{px}\"}}");
+            out.push((name.clone(), metric_u64(&text, &name)));
+        }
+        let name = format!("haproxy_{scope}_http_comp_responses_total{{proxy=\"{px}\"}}");
+        out.push((name.clone(), metric_u64(&text, &name)));
+    }
+    out
+}
+
+fn metric_u64(text: &str, name: &str) -> u64 {
+    text.lines()
+        .find_map(|l| l.strip_prefix(&format!("{name} ")))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("{name} not a number in:\n{text}"))
+}
+
+#[test]
+fn prometheus_compression_counters_have_values() {
+    let o = Origin::start("o", Mode::Ok);
+    // What the origin answers to GET /abc.
+    let body_len = "o /abc".len() as u64;
+    let check = |name: &str, seen: &[(String, u64)]| {
+        for (m, v) in seen {
+            let ok = if m.contains("bytes_in") {
+                *v == 2 * body_len
+            } else if m.contains("bytes_out") {
+                *v > 0
+            } else if m.contains("bypassed") {
+                *v == 0
+            } else {
+                *v == 2
+            };
+            assert!(ok, "{name}: {m} {v}");
+        }
+    };
+    let e = Ebb::start(&comp_cfg("BIND", "BIND", &o));
+    check("ebb", &comp_seen(e.addrs[1], e.addrs[0]));
+    on_haproxy_exporter(
+        "promex-comp",
+        |b, m| comp_cfg(b, m, &o),
+        |fe, m| check("haproxy", &comp_seen(fe, m)),
+    );
 }

@@ -126,6 +126,9 @@ pub struct Row {
     /// Backends and servers: the queue, connect, response and total
     /// times (ms), and the aborts by the client and by the server.
     pub times: Option<TimeRow>,
+    /// Frontends and backends of `mode http`: compressed bytes in, out,
+    /// bypassed, and compressed answers.
+    pub comp: Option<[u64; 4]>,
     pub aborts: Option<(u64, u64)>,
 }
 
@@ -196,6 +199,7 @@ impl Row {
             throttle: None,
             has_servers: false,
             times: None,
+            comp: None,
             aborts: None,
         }
     }
@@ -305,6 +309,7 @@ fn fe_row(i: usize, fe: &FrontendRt) -> Row {
     }
     let req = ld(&fe.http.requests);
     r.req_tot = Some(req);
+    r.comp = http_comp(&fe.http);
     (r.rate, r.rate_max) = rate(format!("fe/{}/s", fe.name), r.stot);
     (r.req_rate, r.req_rate_max) = rate(format!("fe/{}/r", fe.name), req);
     // Open streams are not counted on the client side.
@@ -429,6 +434,12 @@ fn li_row(i: usize, fe: &FrontendRt, l: &crate::proxy::ListenerStats, global_ful
     r
 }
 
+/// The compression counters of a frontend or backend (nothing bypasses
+/// the compressor in ebb: no `maxcomprate`/`maxcompcpuusage`).
+fn http_comp(h: &crate::proxy::HttpCounters) -> Option<[u64; 4]> {
+    Some([ld(&h.comp_in), ld(&h.comp_out), 0, ld(&h.comp_rsp)])
+}
+
 /// A backend's or server's times, in milliseconds.
 #[derive(Clone, Debug)]
 pub struct TimeRow {
@@ -464,6 +475,7 @@ fn be_row(i: usize, be: &BackendRt) -> Row {
     r.bin = ld(&be.http.bytes_in);
     let req = ld(&be.http.requests);
     r.req_tot = Some(req);
+    r.comp = http_comp(&be.http);
     for (k, h) in be.http.hrsp.iter().enumerate() {
         r.hrsp[k] = ld(h);
     }
@@ -565,6 +577,14 @@ pub fn rows(c: &Compiled, only: Option<&str>) -> Vec<Row> {
             r.bck = Some(0);
             r.lbtot = Some(0);
             r.chkdown = Some(0);
+            // Nothing passes through it: zero times, aborts, compression.
+            r.times = Some(TimeRow {
+                avg: [0; 4],
+                avg_full: [0; 4],
+                max: [0; 4],
+            });
+            r.aborts = Some((0, 0));
+            r.comp = Some([0; 4]);
             // Nothing changes its state: the last change is the start.
             r.lastchg = crate::registry::Process::global()
                 .and_then(|p| p.start.elapsed().ok())
@@ -876,6 +896,12 @@ pub fn values(r: &Row) -> Vec<Option<Val>> {
             // qtime..ttime, qtime_max..ttime_max.
             v[58 + k] = u(t.avg[k]);
             v[90 + k] = u(t.max[k]);
+        }
+    }
+    if let Some(comp) = r.comp {
+        // comp_in, comp_out, comp_byp, comp_rsp.
+        for (k, n) in comp.into_iter().enumerate() {
+            v[51 + k] = u(n);
         }
     }
     if let Some((cli, srv)) = r.aborts {

@@ -1876,6 +1876,9 @@ impl Stream {
 
     fn log_proxy(&mut self, c: &mut H1, ctx: &mut Ctx, up: &Upstream, bytes: u64) {
         crate::proxy::count_request(&c.fe, Some(&up.be), up.status, bytes);
+        if let Some(z) = &up.comp {
+            crate::proxy::count_compressed(&c.fe, Some(&up.be), z.totals());
+        }
         // The server's own count of the responses it gave (HAProxy's
         // server `hrsp_*`); not for a backend's dispatch target.
         if let Some(s) = up.server.as_ref().filter(|s| !s.backend_target) {
