@@ -275,6 +275,14 @@ pub struct HttpCounters {
     pub comp_in: AtomicU64,
     pub comp_out: AtomicU64,
     pub comp_rsp: AtomicU64,
+    /// Failed rewrites by the request rules, requests the rules ended in
+    /// an internal error (a failed rewrite in strict mode), and `cache-use`
+    /// lookups and hits (HAProxy's `wrew`, `eint`, `cache_lookups`,
+    /// `cache_hits`).
+    pub failed_rewrites: AtomicU64,
+    pub internal_errors: AtomicU64,
+    pub cache_lookups: AtomicU64,
+    pub cache_hits: AtomicU64,
 }
 
 impl HttpCounters {
@@ -290,6 +298,19 @@ impl HttpCounters {
         self.comp_in.store(0, Ordering::Relaxed);
         self.comp_out.store(0, Ordering::Relaxed);
         self.comp_rsp.store(0, Ordering::Relaxed);
+        self.failed_rewrites.store(0, Ordering::Relaxed);
+        self.internal_errors.store(0, Ordering::Relaxed);
+        self.cache_lookups.store(0, Ordering::Relaxed);
+        self.cache_hits.store(0, Ordering::Relaxed);
+    }
+
+    /// Adds what a proxy's request rules did.
+    pub fn note_rules(&self, n: crate::rewrite::RuleCounts) {
+        self.failed_rewrites
+            .fetch_add(n.failed_rewrites, Ordering::Relaxed);
+        self.cache_lookups
+            .fetch_add(n.cache_lookups, Ordering::Relaxed);
+        self.cache_hits.fetch_add(n.cache_hits, Ordering::Relaxed);
     }
 }
 

@@ -916,3 +916,70 @@ fn prometheus_compression_counters_have_values() {
         |fe, m| check("haproxy", &comp_seen(fe, m)),
     );
 }
+
+/// A frontend with a cache in front of `be`, and the exporter; `rules`
+/// go first in the frontend.
+fn cache_cfg(bind: &str, metrics: &str, origin: &Origin, rules: &str) -> String {
+    format!(
+        "defaults\n    mode http\n    timeout client 10s\n    timeout server 10s\n    timeout connect 5s\n\
+         cache c\n    total-max-size 4\n    max-age 60\n\
+         frontend stats\n    bind {metrics}\n    http-request use-service prometheus-exporter\n\
+         frontend fe\n    bind {bind}\n{rules}    http-request cache-use c\n    http-response cache-store c\n    default_backend be\n\
+         backend be\n    http-request set-method \"B AD\" if {{ path_beg /be }}\n    http-response set-header cache-control max-age=60\n    server o {}\n",
+        origin.addr
+    )
+}
+
+/// Three GETs of one path: a lookup each, two hits (the first answer is
+/// stored).
+fn cache_seen(fe: std::net::SocketAddr, metrics: std::net::SocketAddr) -> [u64; 2] {
+    for _ in 0..3 {
+        assert_eq!(get(fe, "/a").status, 200);
+    }
+    let text = String::from_utf8_lossy(&get(metrics, "/metrics").body).into_owned();
+    [
+        metric_u64(
+            &text,
+            "haproxy_frontend_http_cache_lookups_total{proxy=\"fe\"}",
+        ),
+        metric_u64(
+            &text,
+            "haproxy_frontend_http_cache_hits_total{proxy=\"fe\"}",
+        ),
+    ]
+}
+
+#[test]
+fn prometheus_cache_and_rewrite_counters_have_values() {
+    let o = Origin::start("o", Mode::Ok);
+    let e = Ebb::start(&cache_cfg("BIND", "BIND", &o, ""));
+    assert_eq!(cache_seen(e.addrs[1], e.addrs[0]), [3, 2]);
+    on_haproxy_exporter(
+        "promex-cache",
+        |b, m| cache_cfg(b, m, &o, ""),
+        |fe, m| assert_eq!(cache_seen(fe, m), [3, 2], "haproxy"),
+    );
+    // Failed rewrites: a rewrite leaving no valid request (ebb's 500 in
+    // strict mode, an internal error; ignored when off), counted on the
+    // frontend, and on the backend for the backend's rule.
+    let rules = "    http-request strict-mode off if { path_beg /lax }\n    http-request set-method \"B AD\" if { path_beg /lax } || { path_beg /strict }\n";
+    let e = Ebb::start(&cache_cfg("BIND", "BIND", &o, rules));
+    for (path, status) in [("/strict", 500), ("/lax", 200), ("/be", 500)] {
+        assert_eq!(get(e.addrs[1], path).status, status, "{path}");
+    }
+    let text = String::from_utf8_lossy(&get(e.addrs[0], "/metrics").body).into_owned();
+    for (m, want) in [
+        (
+            "haproxy_frontend_failed_header_rewriting_total{proxy=\"fe\"}",
+            3,
+        ),
+        ("haproxy_frontend_internal_errors_total{proxy=\"fe\"}", 2),
+        (
+            "haproxy_backend_failed_header_rewriting_total{proxy=\"be\"}",
+            1,
+        ),
+        ("haproxy_backend_internal_errors_total{proxy=\"be\"}", 1),
+    ] {
+        assert_eq!(metric_u64(&text, m), want, "{m}");
+    }
+}

@@ -129,6 +129,9 @@ pub struct Row {
     /// Frontends and backends of `mode http`: compressed bytes in, out,
     /// bypassed, and compressed answers.
     pub comp: Option<[u64; 4]>,
+    /// Frontends and backends: failed rewrites, internal errors, cache
+    /// lookups and hits.
+    pub rules: Option<[u64; 4]>,
     pub aborts: Option<(u64, u64)>,
 }
 
@@ -200,6 +203,7 @@ impl Row {
             has_servers: false,
             times: None,
             comp: None,
+            rules: None,
             aborts: None,
         }
     }
@@ -310,6 +314,7 @@ fn fe_row(i: usize, fe: &FrontendRt) -> Row {
     let req = ld(&fe.http.requests);
     r.req_tot = Some(req);
     r.comp = http_comp(&fe.http);
+    r.rules = rule_counts(&fe.http);
     (r.rate, r.rate_max) = rate(format!("fe/{}/s", fe.name), r.stot);
     (r.req_rate, r.req_rate_max) = rate(format!("fe/{}/r", fe.name), req);
     // Open streams are not counted on the client side.
@@ -440,6 +445,16 @@ fn http_comp(h: &crate::proxy::HttpCounters) -> Option<[u64; 4]> {
     Some([ld(&h.comp_in), ld(&h.comp_out), 0, ld(&h.comp_rsp)])
 }
 
+/// The rules' counters of a frontend or backend.
+fn rule_counts(h: &crate::proxy::HttpCounters) -> Option<[u64; 4]> {
+    Some([
+        ld(&h.failed_rewrites),
+        ld(&h.internal_errors),
+        ld(&h.cache_lookups),
+        ld(&h.cache_hits),
+    ])
+}
+
 /// A backend's or server's times, in milliseconds.
 #[derive(Clone, Debug)]
 pub struct TimeRow {
@@ -476,6 +491,7 @@ fn be_row(i: usize, be: &BackendRt) -> Row {
     let req = ld(&be.http.requests);
     r.req_tot = Some(req);
     r.comp = http_comp(&be.http);
+    r.rules = rule_counts(&be.http);
     for (k, h) in be.http.hrsp.iter().enumerate() {
         r.hrsp[k] = ld(h);
     }
@@ -585,6 +601,7 @@ pub fn rows(c: &Compiled, only: Option<&str>) -> Vec<Row> {
             });
             r.aborts = Some((0, 0));
             r.comp = Some([0; 4]);
+            r.rules = Some([0; 4]);
             // Nothing changes its state: the last change is the start.
             r.lastchg = crate::registry::Process::global()
                 .and_then(|p| p.start.elapsed().ok())
@@ -903,6 +920,12 @@ pub fn values(r: &Row) -> Vec<Option<Val>> {
         for (k, n) in comp.into_iter().enumerate() {
             v[51 + k] = u(n);
         }
+    }
+    if let Some([wrew, eint, lookups, hits]) = r.rules {
+        v[83] = u(wrew);
+        v[94] = u(eint);
+        v[86] = u(lookups);
+        v[87] = u(hits);
     }
     if let Some((cli, srv)) = r.aborts {
         v[49] = u(cli);

@@ -497,10 +497,30 @@ impl Stream {
         let ready = |w: &crate::config::WaitForBody| body.enough(w.at_least);
         let r =
             crate::rewrite::run_request_from(rules, matcher, base, st, &c.w.limits, from, &ready);
+        // HAProxy's counters: cache lookups and hits on the proxy whose
+        // rules ran; failed rewrites and internal errors on the frontend,
+        // and on the backend once one is assigned.
+        let counts = std::mem::take(&mut st.counts);
+        let bhttp = be.and_then(|b| c.fe.backends.get(b)).map(|b| &b.http);
+        match bhttp {
+            Some(h) => {
+                h.note_rules(counts);
+                c.fe.http
+                    .failed_rewrites
+                    .fetch_add(counts.failed_rewrites, std::sync::atomic::Ordering::Relaxed);
+            }
+            None => c.fe.http.note_rules(counts),
+        }
         let i = match r {
             Ok(Some(i)) => i,
             Ok(None) => return None,
-            Err(_) => return Some(Act::Error(500)),
+            Err(_) => {
+                for h in std::iter::once(&c.fe.http).chain(bhttp) {
+                    h.internal_errors
+                        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                }
+                return Some(Act::Error(500));
+            }
         };
         Some(match &rules.get(i)?.action {
             HttpRequestAction::Return(_) => {
