@@ -684,27 +684,35 @@ fn socket_stats_listeners_and_backend_state_history() {
     assert_eq!(listener_rows(&cli_cmd(&h.sock, "show stat")), rows);
 }
 
-/// An origin that answers a head announcing 100 bytes, sends 3 and
-/// closes (the server aborts while the body passes: `SD`).
-fn cutting_origin() -> std::net::SocketAddr {
-    use std::io::{Read, Write};
+/// A test server on loopback: `f` handles each connection in turn, which
+/// closes after it.
+fn serve_each(f: impl Fn(&mut std::net::TcpStream) + Send + 'static) -> std::net::SocketAddr {
     let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = l.local_addr().unwrap();
     std::thread::spawn(move || {
         for s in l.incoming() {
             let Ok(mut s) = s else { return };
-            let mut buf = [0u8; 4096];
-            let mut got = Vec::new();
-            while !got.windows(4).any(|w| w == b"\r\n\r\n") {
-                match s.read(&mut buf) {
-                    Ok(0) | Err(_) => break,
-                    Ok(n) => got.extend_from_slice(&buf[..n]),
-                }
-            }
-            let _ = s.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nabc");
+            f(&mut s);
         }
     });
     addr
+}
+
+/// An origin that answers a head announcing 100 bytes, sends 3 and
+/// closes (the server aborts while the body passes: `SD`).
+fn cutting_origin() -> std::net::SocketAddr {
+    use std::io::{Read, Write};
+    serve_each(|s| {
+        let mut buf = [0u8; 4096];
+        let mut got = Vec::new();
+        while !got.windows(4).any(|w| w == b"\r\n\r\n") {
+            match s.read(&mut buf) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => got.extend_from_slice(&buf[..n]),
+            }
+        }
+        let _ = s.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nabc");
+    })
 }
 
 /// A frontend sending `/slow` to a server answering after 300 ms and
@@ -982,4 +990,68 @@ fn prometheus_cache_and_rewrite_counters_have_values() {
     ] {
         assert_eq!(metric_u64(&text, m), want, "{m}");
     }
+}
+
+/// A `mode tcp` proxy to a server that answers 300 ms after the client's
+/// bytes and closes, and the exporter.
+fn tcp_times_cfg(bind: &str, metrics: &str, server: std::net::SocketAddr) -> String {
+    format!(
+        "defaults\n    timeout client 10s\n    timeout server 10s\n    timeout connect 5s\n\
+         frontend stats\n    mode http\n    bind {metrics}\n    http-request use-service prometheus-exporter\n\
+         listen t\n    mode tcp\n    bind {bind}\n    server s {server}\n"
+    )
+}
+
+fn tcp_times_seen(fe: std::net::SocketAddr, metrics: std::net::SocketAddr) -> [f64; 2] {
+    use std::io::{Read, Write};
+    let mut c = std::net::TcpStream::connect(fe).unwrap();
+    c.write_all(b"ping").unwrap();
+    let mut got = Vec::new();
+    let _ = c.read_to_end(&mut got);
+    assert_eq!(got, b"pong");
+    // The client closes its side too: the session ends.
+    drop(c);
+    let name = "haproxy_backend_max_total_time_seconds{proxy=\"t\"}";
+    let text_of = || String::from_utf8_lossy(&get(metrics, "/metrics").body).into_owned();
+    // The session ends in the proxy just after the client closed.
+    let mut text = text_of();
+    wait_until("the session counted", || {
+        text = text_of();
+        text.lines()
+            .find_map(|l| l.strip_prefix(&format!("{name} ")))
+            .is_some_and(|v| v != "0.000000")
+    });
+    let secs = |m: &str| -> f64 {
+        text.lines()
+            .find_map(|l| l.strip_prefix(&format!("{m} ")))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("{m} not a number in:\n{text}"))
+    };
+    [
+        secs(name),
+        secs("haproxy_server_total_time_average_seconds{proxy=\"t\",server=\"s\"}"),
+    ]
+}
+
+#[test]
+fn prometheus_tcp_session_times_have_values() {
+    use std::io::{Read, Write};
+    let server = serve_each(|s| {
+        let mut b = [0u8; 4];
+        let _ = s.read_exact(&mut b);
+        std::thread::sleep(Duration::from_millis(300));
+        let _ = s.write_all(b"pong");
+    });
+    let check = |name: &str, [max, avg]: [f64; 2]| {
+        assert!((0.3..30.0).contains(&max), "{name}: max {max}");
+        // Over a window of 1024 sessions (HAProxy 2.6's exporter).
+        assert!((0.001..0.03).contains(&avg), "{name}: avg {avg}");
+    };
+    let e = Ebb::start(&tcp_times_cfg("BIND", "BIND", server));
+    check("ebb", tcp_times_seen(e.addrs[1], e.addrs[0]));
+    on_haproxy_exporter(
+        "promex-tcp-times",
+        |b, m| tcp_times_cfg(b, m, server),
+        |fe, m| check("haproxy", tcp_times_seen(fe, m)),
+    );
 }
