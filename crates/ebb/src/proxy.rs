@@ -283,6 +283,10 @@ pub struct HttpCounters {
     pub internal_errors: AtomicU64,
     pub cache_lookups: AtomicU64,
     pub cache_hits: AtomicU64,
+    /// Frontends: requests answered by the frontend itself (HAProxy's
+    /// `intercepted`: `return`, `redirect`, `auth`, `use-service`, the
+    /// stats page and `monitor-uri`, from the frontend's rules).
+    pub intercepted: AtomicU64,
 }
 
 impl HttpCounters {
@@ -302,6 +306,7 @@ impl HttpCounters {
         self.internal_errors.store(0, Ordering::Relaxed);
         self.cache_lookups.store(0, Ordering::Relaxed);
         self.cache_hits.store(0, Ordering::Relaxed);
+        self.intercepted.store(0, Ordering::Relaxed);
     }
 
     /// Adds what a proxy's request rules did.

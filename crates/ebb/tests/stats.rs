@@ -1055,3 +1055,56 @@ fn prometheus_tcp_session_times_have_values() {
         |fe, m| check("haproxy", tcp_times_seen(fe, m)),
     );
 }
+
+/// A frontend answering some requests itself, the others going to
+/// `origin`; and the exporter.
+fn intercept_cfg(bind: &str, metrics: &str, origin: &Origin) -> String {
+    format!(
+        "defaults\n    mode http\n    timeout client 10s\n    timeout server 10s\n    timeout connect 5s\n\
+         frontend stats\n    bind {metrics}\n    http-request use-service prometheus-exporter\n\
+         frontend fe\n    bind {bind}\n    monitor-uri /mon\n\
+         \x20   http-request return status 200 if {{ path /ret }}\n\
+         \x20   http-request redirect location /x if {{ path /r }}\n    default_backend be\n\
+         backend be\n    http-request return status 201 if {{ path /bret }}\n    server o {}\n",
+        origin.addr
+    )
+}
+
+/// The frontends' `intercepted_requests_total` after a `return`, a
+/// `redirect` and `monitor-uri` in the frontend, a backend's `return`
+/// and a proxied request: (fe, the exporter's own frontend).
+fn intercept_seen(fe: std::net::SocketAddr, metrics: std::net::SocketAddr) -> (u64, u64) {
+    for (path, status) in [
+        ("/ret", 200),
+        ("/r", 302),
+        ("/mon", 200),
+        ("/bret", 201),
+        ("/x", 200),
+    ] {
+        assert_eq!(get(fe, path).status, status, "{path}");
+    }
+    let text = String::from_utf8_lossy(&get(metrics, "/metrics").body).into_owned();
+    (
+        metric_u64(
+            &text,
+            "haproxy_frontend_intercepted_requests_total{proxy=\"fe\"}",
+        ),
+        metric_u64(
+            &text,
+            "haproxy_frontend_intercepted_requests_total{proxy=\"stats\"}",
+        ),
+    )
+}
+
+#[test]
+fn prometheus_intercepted_requests_have_values() {
+    let o = Origin::start("o", Mode::Ok);
+    let e = Ebb::start(&intercept_cfg("BIND", "BIND", &o));
+    // The exporter's request counts itself, as HAProxy's.
+    assert_eq!(intercept_seen(e.addrs[1], e.addrs[0]), (3, 1));
+    on_haproxy_exporter(
+        "promex-intercepted",
+        |b, m| intercept_cfg(b, m, &o),
+        |fe, m| assert_eq!(intercept_seen(fe, m), (3, 1), "haproxy"),
+    );
+}

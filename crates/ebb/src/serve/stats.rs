@@ -132,6 +132,8 @@ pub struct Row {
     /// Frontends and backends: failed rewrites, internal errors, cache
     /// lookups and hits.
     pub rules: Option<[u64; 4]>,
+    /// Frontends: requests the frontend answered itself.
+    pub intercepted: Option<u64>,
     pub aborts: Option<(u64, u64)>,
 }
 
@@ -204,6 +206,7 @@ impl Row {
             times: None,
             comp: None,
             rules: None,
+            intercepted: None,
             aborts: None,
         }
     }
@@ -315,6 +318,7 @@ fn fe_row(i: usize, fe: &FrontendRt) -> Row {
     r.req_tot = Some(req);
     r.comp = http_comp(&fe.http);
     r.rules = rule_counts(&fe.http);
+    r.intercepted = Some(ld(&fe.http.intercepted));
     (r.rate, r.rate_max) = rate(format!("fe/{}/s", fe.name), r.stot);
     (r.req_rate, r.req_rate_max) = rate(format!("fe/{}/r", fe.name), req);
     // Open streams are not counted on the client side.
@@ -921,6 +925,7 @@ pub fn values(r: &Row) -> Vec<Option<Val>> {
             v[51 + k] = u(n);
         }
     }
+    v[80] = r.intercepted.map(Val::U);
     if let Some([wrew, eint, lookups, hits]) = r.rules {
         v[83] = u(wrew);
         v[94] = u(eint);

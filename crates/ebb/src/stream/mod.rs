@@ -522,7 +522,21 @@ impl Stream {
                 return Some(Act::Error(500));
             }
         };
-        Some(match &rules.get(i)?.action {
+        let action = &rules.get(i)?.action;
+        if be.is_none()
+            && matches!(
+                action,
+                HttpRequestAction::Return(_)
+                    | HttpRequestAction::Redirect(_)
+                    | HttpRequestAction::Auth { .. }
+                    | HttpRequestAction::UseService(_)
+            )
+        {
+            // Answered by the frontend itself (HAProxy counts it when the
+            // stream's backend is still the frontend).
+            intercepted(&c.fe);
+        }
+        Some(match action {
             HttpRequestAction::Return(_) => {
                 // Its formats see the request as edited so far.
                 let done = rules.get(i)?.prepared.as_ref().and_then(|p| {
@@ -640,6 +654,7 @@ impl Stream {
                         c.head.target.get(buf)
                     };
                     if target == uri.as_bytes() {
+                        intercepted(fe);
                         let failed = fail.iter().any(|f| fe.matcher.holds(Some(f), &received));
                         return Act::Monitor(failed);
                     }
@@ -683,6 +698,7 @@ impl Stream {
                     ..base
                 };
                 if let Some(a) = stats_act(fe.stats.as_ref(), &fe.matcher, &view, None) {
+                    intercepted(fe);
                     return a;
                 }
                 let Some(bi) = fe.choose_backend(&view) else {
@@ -1738,6 +1754,13 @@ fn content_rules(
 }
 
 /// The stats page's act when the request is for it.
+/// Counts a request the frontend answered itself.
+fn intercepted(fe: &FrontendRt) {
+    fe.http
+        .intercepted
+        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+}
+
 fn stats_act(
     st: Option<&Arc<crate::proxy::StatsRt>>,
     m: &crate::rules::Matcher,
