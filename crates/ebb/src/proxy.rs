@@ -287,6 +287,11 @@ pub struct HttpCounters {
     /// `intercepted`: `return`, `redirect`, `auth`, `use-service`, the
     /// stats page and `monitor-uri`, from the frontend's rules).
     pub intercepted: AtomicU64,
+    /// Frontends: connections and sessions refused by a `tcp-request
+    /// connection|session reject` (HAProxy's `dcon`, `dses`; not
+    /// `silent-drop`).
+    pub denied_conn: AtomicU64,
+    pub denied_sess: AtomicU64,
 }
 
 impl HttpCounters {
@@ -307,6 +312,8 @@ impl HttpCounters {
         self.cache_lookups.store(0, Ordering::Relaxed);
         self.cache_hits.store(0, Ordering::Relaxed);
         self.intercepted.store(0, Ordering::Relaxed);
+        self.denied_conn.store(0, Ordering::Relaxed);
+        self.denied_sess.store(0, Ordering::Relaxed);
     }
 
     /// Adds what a proxy's request rules did.

@@ -1108,3 +1108,54 @@ fn prometheus_intercepted_requests_have_values() {
         |fe, m| assert_eq!(intercept_seen(fe, m), (3, 1), "haproxy"),
     );
 }
+
+/// A frontend refusing 127.0.0.2 by a connection rule and 127.0.0.3 by a
+/// session rule, and the exporter.
+fn denied_cfg(bind: &str, metrics: &str) -> String {
+    format!(
+        "defaults\n    mode http\n    timeout client 10s\n    timeout server 10s\n    timeout connect 5s\n\
+         frontend stats\n    bind {metrics}\n    http-request use-service prometheus-exporter\n\
+         frontend fe\n    bind {bind}\n\
+         \x20   tcp-request connection reject if {{ src 127.0.0.2 }}\n\
+         \x20   tcp-request session reject if {{ src 127.0.0.3 }}\n\
+         \x20   http-request return status 200\n"
+    )
+}
+
+/// One refused connection from each source, one served: the frontend's
+/// (denied connections, denied sessions).
+fn denied_seen(fe: std::net::SocketAddr, metrics: std::net::SocketAddr) -> (u64, u64) {
+    for src in ["127.0.0.2", "127.0.0.3"] {
+        use std::io::Read;
+        let mut c = connect_from(src, fe);
+        // A close, or a reset (HAProxy's).
+        let mut b = [0u8; 16];
+        let r = c.s.read(&mut b);
+        assert!(
+            matches!(&r, Ok(0))
+                || matches!(&r, Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset),
+            "{src} refused by {fe}: {r:?}"
+        );
+    }
+    assert_eq!(get(fe, "/").status, 200);
+    let text = String::from_utf8_lossy(&get(metrics, "/metrics").body).into_owned();
+    (
+        metric_u64(
+            &text,
+            "haproxy_frontend_denied_connections_total{proxy=\"fe\"}",
+        ),
+        metric_u64(
+            &text,
+            "haproxy_frontend_denied_sessions_total{proxy=\"fe\"}",
+        ),
+    )
+}
+
+#[test]
+fn prometheus_denied_connections_and_sessions_have_values() {
+    let e = Ebb::start(&denied_cfg("BIND", "BIND"));
+    assert_eq!(denied_seen(e.addrs[1], e.addrs[0]), (1, 1));
+    on_haproxy_exporter("promex-denied", denied_cfg, |fe, m| {
+        assert_eq!(denied_seen(fe, m), (1, 1), "haproxy")
+    });
+}

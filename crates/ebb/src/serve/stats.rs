@@ -134,6 +134,8 @@ pub struct Row {
     pub rules: Option<[u64; 4]>,
     /// Frontends: requests the frontend answered itself.
     pub intercepted: Option<u64>,
+    /// Frontends: connections and sessions refused by the rules.
+    pub denied: Option<(u64, u64)>,
     pub aborts: Option<(u64, u64)>,
 }
 
@@ -207,6 +209,7 @@ impl Row {
             comp: None,
             rules: None,
             intercepted: None,
+            denied: None,
             aborts: None,
         }
     }
@@ -319,6 +322,7 @@ fn fe_row(i: usize, fe: &FrontendRt) -> Row {
     r.comp = http_comp(&fe.http);
     r.rules = rule_counts(&fe.http);
     r.intercepted = Some(ld(&fe.http.intercepted));
+    r.denied = Some((ld(&fe.http.denied_conn), ld(&fe.http.denied_sess)));
     (r.rate, r.rate_max) = rate(format!("fe/{}/s", fe.name), r.stot);
     (r.req_rate, r.req_rate_max) = rate(format!("fe/{}/r", fe.name), req);
     // Open streams are not counted on the client side.
@@ -926,6 +930,10 @@ pub fn values(r: &Row) -> Vec<Option<Val>> {
         }
     }
     v[80] = r.intercepted.map(Val::U);
+    if let Some((conn, sess)) = r.denied {
+        v[81] = u(conn);
+        v[82] = u(sess);
+    }
     if let Some([wrew, eint, lookups, hits]) = r.rules {
         v[83] = u(wrew);
         v[94] = u(eint);
