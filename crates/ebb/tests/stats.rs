@@ -890,6 +890,12 @@ fn comp_seen(fe: std::net::SocketAddr, metrics: std::net::SocketAddr) -> Vec<(St
     out
 }
 
+/// The exporter's `haproxy_frontend_NAME{proxy="fe"}` values.
+fn fe_values<const N: usize>(metrics: std::net::SocketAddr, names: [&str; N]) -> [u64; N] {
+    let text = String::from_utf8_lossy(&get(metrics, "/metrics").body).into_owned();
+    names.map(|n| metric_u64(&text, &format!("haproxy_frontend_{n}{{proxy=\"fe\"}}")))
+}
+
 fn metric_u64(text: &str, name: &str) -> u64 {
     text.lines()
         .find_map(|l| l.strip_prefix(&format!("{name} ")))
@@ -944,17 +950,10 @@ fn cache_seen(fe: std::net::SocketAddr, metrics: std::net::SocketAddr) -> [u64; 
     for _ in 0..3 {
         assert_eq!(get(fe, "/a").status, 200);
     }
-    let text = String::from_utf8_lossy(&get(metrics, "/metrics").body).into_owned();
-    [
-        metric_u64(
-            &text,
-            "haproxy_frontend_http_cache_lookups_total{proxy=\"fe\"}",
-        ),
-        metric_u64(
-            &text,
-            "haproxy_frontend_http_cache_hits_total{proxy=\"fe\"}",
-        ),
-    ]
+    fe_values(
+        metrics,
+        ["http_cache_lookups_total", "http_cache_hits_total"],
+    )
 }
 
 #[test]
@@ -1138,17 +1137,11 @@ fn denied_seen(fe: std::net::SocketAddr, metrics: std::net::SocketAddr) -> (u64,
         );
     }
     assert_eq!(get(fe, "/").status, 200);
-    let text = String::from_utf8_lossy(&get(metrics, "/metrics").body).into_owned();
-    (
-        metric_u64(
-            &text,
-            "haproxy_frontend_denied_connections_total{proxy=\"fe\"}",
-        ),
-        metric_u64(
-            &text,
-            "haproxy_frontend_denied_sessions_total{proxy=\"fe\"}",
-        ),
-    )
+    let [conn, sess] = fe_values(
+        metrics,
+        ["denied_connections_total", "denied_sessions_total"],
+    );
+    (conn, sess)
 }
 
 #[test]
