@@ -10,7 +10,7 @@ use std::process::Command;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use common::origin::{Mode, Origin};
+use common::origin::{Gate, Mode, Origin};
 use common::*;
 
 /// "admin:s3cret" in base64.
@@ -1151,4 +1151,54 @@ fn prometheus_denied_connections_and_sessions_have_values() {
     on_haproxy_exporter("promex-denied", denied_cfg, |fe, m| {
         assert_eq!(denied_seen(fe, m), (1, 1), "haproxy")
     });
+}
+
+/// A backend whose one server takes one request at a time, and the
+/// exporter.
+fn queue_cfg(bind: &str, metrics: &str, origin: &Origin) -> String {
+    format!(
+        "defaults\n    mode http\n    timeout client 30s\n    timeout server 30s\n    timeout connect 5s\n    timeout queue 30s\n\
+         frontend stats\n    bind {metrics}\n    http-request use-service prometheus-exporter\n\
+         frontend fe\n    bind {bind}\n    default_backend be\n\
+         backend be\n    server s {} maxconn 1\n",
+        origin.addr
+    )
+}
+
+/// Two requests at once on a gated origin: the second waits in the
+/// backend's queue until the gate opens. The (backend, server)
+/// `max_queue` after.
+fn queue_seen(fe: std::net::SocketAddr, metrics: std::net::SocketAddr, gate: &Gate) -> [u64; 2] {
+    let clients: Vec<_> = (0..2)
+        .map(|_| std::thread::spawn(move || get(fe, "/q").status))
+        .collect();
+    let text = || String::from_utf8_lossy(&get(metrics, "/metrics").body).into_owned();
+    wait_until("a request queued", || {
+        text().contains("haproxy_backend_current_queue{proxy=\"be\"} 1\n")
+    });
+    gate.open();
+    for c in clients {
+        assert_eq!(c.join().unwrap(), 200);
+    }
+    let t = text();
+    [
+        metric_u64(&t, "haproxy_backend_max_queue{proxy=\"be\"}"),
+        metric_u64(&t, "haproxy_server_max_queue{proxy=\"be\",server=\"s\"}"),
+    ]
+}
+
+#[test]
+fn prometheus_max_queue_has_values() {
+    let gate = Gate::default();
+    let o = Origin::start("o", Mode::Gate(gate.clone()));
+    let e = Ebb::start(&queue_cfg("BIND", "BIND", &o));
+    // Queued on the backend (any server may serve it), not on the server.
+    assert_eq!(queue_seen(e.addrs[1], e.addrs[0], &gate), [1, 0]);
+    let hgate = Gate::default();
+    let h = Origin::start("h", Mode::Gate(hgate.clone()));
+    on_haproxy_exporter(
+        "promex-queue",
+        |b, m| queue_cfg(b, m, &h),
+        |fe, m| assert_eq!(queue_seen(fe, m, &hgate), [1, 0], "haproxy"),
+    );
 }

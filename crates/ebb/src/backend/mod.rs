@@ -218,6 +218,8 @@ pub struct Counters {
     /// `cli_abrt`, `srv_abrt`).
     pub cli_aborts: AtomicU64,
     pub srv_aborts: AtomicU64,
+    /// The longest its own queue was (HAProxy's `qmax`).
+    pub qmax: AtomicU64,
     /// Queue, connect, response and total times of its streams.
     pub times: TimeStats,
 }
@@ -869,6 +871,7 @@ impl Farm {
         let w = Self::waiter(me, handle(), q.len(), false);
         q.push_back(Arc::clone(&w));
         s.counters.queued_total.fetch_add(1, Ordering::Relaxed);
+        s.counters.qmax.fetch_max(q.len() as u64, Ordering::Relaxed);
         Pick::Queued(w)
     }
 
@@ -897,6 +900,9 @@ impl Farm {
         let w = Self::waiter(me, handle(), q.len(), true);
         q.push_back(Arc::clone(&w));
         self.counters.queued_total.fetch_add(1, Ordering::Relaxed);
+        self.counters
+            .qmax
+            .fetch_max(q.len() as u64, Ordering::Relaxed);
         Pick::Queued(w)
     }
 

@@ -137,6 +137,8 @@ pub struct Row {
     /// Frontends: connections and sessions refused by the rules.
     pub denied: Option<(u64, u64)>,
     pub aborts: Option<(u64, u64)>,
+    /// Backends and servers: the longest their own queue was.
+    pub qmax: Option<u64>,
 }
 
 impl Row {
@@ -211,6 +213,7 @@ impl Row {
             intercepted: None,
             denied: None,
             aborts: None,
+            qmax: None,
         }
     }
 }
@@ -482,6 +485,7 @@ fn note_times(r: &mut Row, c: &crate::backend::Counters) {
         max: c.times.maxima(),
     });
     r.aborts = Some((ld(&c.cli_aborts), ld(&c.srv_aborts)));
+    r.qmax = Some(ld(&c.qmax));
 }
 
 fn be_row(i: usize, be: &BackendRt) -> Row {
@@ -608,6 +612,7 @@ pub fn rows(c: &Compiled, only: Option<&str>) -> Vec<Row> {
                 max: [0; 4],
             });
             r.aborts = Some((0, 0));
+            r.qmax = Some(0);
             r.comp = Some([0; 4]);
             r.rules = Some([0; 4]);
             // Nothing changes its state: the last change is the start.
@@ -940,6 +945,7 @@ pub fn values(r: &Row) -> Vec<Option<Val>> {
         v[86] = u(lookups);
         v[87] = u(hits);
     }
+    v[3] = r.qmax.map(Val::U);
     if let Some((cli, srv)) = r.aborts {
         v[49] = u(cli);
         v[50] = u(srv);
@@ -1216,8 +1222,10 @@ pub fn clear_server_maxima(c: &Compiled) {
                     .smax
                     .store(s.cur.load(Ordering::Relaxed), Ordering::Relaxed);
                 s.counters.times.clear_maxima();
+                s.counters.qmax.store(0, Ordering::Relaxed);
             }
             sv.farm.counters.times.clear_maxima();
+            sv.farm.counters.qmax.store(0, Ordering::Relaxed);
         }
     }
 }
