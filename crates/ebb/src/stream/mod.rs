@@ -497,13 +497,56 @@ impl Stream {
         let ready = |w: &crate::config::WaitForBody| body.enough(w.at_least);
         let r =
             crate::rewrite::run_request_from(rules, matcher, base, st, &c.w.limits, from, &ready);
+        // HAProxy's counters: cache lookups and hits on the proxy whose
+        // rules ran; failed rewrites and internal errors on the frontend,
+        // and on the backend once one is assigned.
+        let counts = std::mem::take(&mut st.counts);
+        let bhttp = be.and_then(|b| c.fe.backends.get(b)).map(|b| &b.http);
+        match bhttp {
+            Some(h) => {
+                h.note_rules(counts);
+                c.fe.http
+                    .failed_rewrites
+                    .fetch_add(counts.failed_rewrites, std::sync::atomic::Ordering::Relaxed);
+            }
+            None => c.fe.http.note_rules(counts),
+        }
         let i = match r {
             Ok(Some(i)) => i,
             Ok(None) => return None,
-            Err(_) => return Some(Act::Error(500)),
+            Err(_) => {
+                for h in std::iter::once(&c.fe.http).chain(bhttp) {
+                    h.internal_errors
+                        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                }
+                return Some(Act::Error(500));
+            }
         };
-        Some(match &rules.get(i)?.action {
-            HttpRequestAction::Return(_) => Act::Return(be, i),
+        let action = &rules.get(i)?.action;
+        if be.is_none()
+            && matches!(
+                action,
+                HttpRequestAction::Return(_)
+                    | HttpRequestAction::Redirect(_)
+                    | HttpRequestAction::Auth { .. }
+                    | HttpRequestAction::UseService(_)
+            )
+        {
+            // Answered by the frontend itself (HAProxy counts it when the
+            // stream's backend is still the frontend).
+            intercepted(&c.fe);
+        }
+        Some(match action {
+            HttpRequestAction::Return(_) => {
+                // Its formats see the request as edited so far.
+                let done = rules.get(i)?.prepared.as_ref().and_then(|p| {
+                    p.evaluate(&crate::sample::Ctx {
+                        req: Some(st.req()),
+                        ..*base
+                    })
+                });
+                Act::Return(be, i, done)
+            }
             HttpRequestAction::Redirect(rd) => {
                 let r = st.req();
                 let host = r.head.host.map(|h| h.get(r.buf));
@@ -611,6 +654,7 @@ impl Stream {
                         c.head.target.get(buf)
                     };
                     if target == uri.as_bytes() {
+                        intercepted(fe);
                         let failed = fail.iter().any(|f| fe.matcher.holds(Some(f), &received));
                         return Act::Monitor(failed);
                     }
@@ -654,6 +698,7 @@ impl Stream {
                     ..base
                 };
                 if let Some(a) = stats_act(fe.stats.as_ref(), &fe.matcher, &view, None) {
+                    intercepted(fe);
                     return a;
                 }
                 let Some(bi) = fe.choose_backend(&view) else {
@@ -845,7 +890,7 @@ impl Stream {
                 self.reply(c, 200, &[(b"Allow", b"GET, HEAD, OPTIONS")], b"");
                 self.finish_request(c, ctx, 200, None, 0);
             }
-            Act::Return(be, i) => {
+            Act::Return(be, i, done) => {
                 let be_arc = be.and_then(|b| c.fe.backends.get(b).cloned());
                 let rules = match &be_arc {
                     Some(b) => &b.http_request,
@@ -883,7 +928,7 @@ impl Stream {
                     self.finish_return(c, ctx, st, be);
                     return;
                 }
-                self.answer_prepared(c, &fe, p, keep_alive, be_name, &[]);
+                self.answer_done(c, &fe, p, done.as_deref(), keep_alive, be_name, &[]);
                 let st = p.status;
                 self.finish_return(c, ctx, st, be);
             }
@@ -1481,6 +1526,22 @@ impl Stream {
         be: Option<&str>,
         extra: &[(&[u8], &[u8])],
     ) {
+        self.answer_done(c, fe, p, None, keep_alive, be, extra);
+    }
+
+    /// [`Stream::answer_prepared`] with the formats already evaluated
+    /// (`done`) when the rule ran.
+    #[allow(clippy::too_many_arguments)]
+    fn answer_done(
+        &mut self,
+        c: &mut H1,
+        fe: &FrontendRt,
+        p: &crate::proxy::Prepared,
+        done: Option<&crate::proxy::Evaluated>,
+        keep_alive: bool,
+        be: Option<&str>,
+        extra: &[(&[u8], &[u8])],
+    ) {
         self.fields.clear();
         let mut scratch = std::mem::take(&mut self.scratch);
         let body = {
@@ -1496,7 +1557,7 @@ impl Stream {
                 be,
                 ..sample_ctx(tr, c.peer, &fe.name, &dst, &c.vars, &c.stk)
             };
-            p.render(&cx, &mut self.fields, &mut scratch)
+            p.render(&cx, done, &mut self.fields, &mut scratch)
         };
         for (n, v) in extra {
             self.fields.push(n, v);
@@ -1643,7 +1704,7 @@ enum Act {
     Connect,
     /// An `http-request return` rule: (the backend's, or the frontend's
     /// when `None`; index).
-    Return(Option<usize>, usize),
+    Return(Option<usize>, usize, Option<Box<crate::proxy::Evaluated>>),
     /// A server backend, and the request as rules rewrote it (`None`:
     /// unchanged).
     Proxy(usize, Option<Box<crate::rewrite::Edited>>),
@@ -1693,6 +1754,13 @@ fn content_rules(
 }
 
 /// The stats page's act when the request is for it.
+/// Counts a request the frontend answered itself.
+fn intercepted(fe: &FrontendRt) {
+    fe.http
+        .intercepted
+        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+}
+
 fn stats_act(
     st: Option<&Arc<crate::proxy::StatsRt>>,
     m: &crate::rules::Matcher,
