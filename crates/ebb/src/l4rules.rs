@@ -138,6 +138,11 @@ pub fn run_rules_addrs(
             TcpAction::SilentDrop => return Verdict::SilentDrop,
             TcpAction::Close => return Verdict::Close,
             TcpAction::ExpectProxy => *expect_proxy = true,
+            // An HTTP stream's content rule (no caller keeping the
+            // connection's): the request's addresses, as `http-request`.
+            TcpAction::SetAddr(f, e) if addrs.is_none() && !session => {
+                set_stream_addr(*f, e, ctx);
+            }
             TcpAction::SetAddr(f, e) => {
                 let was = Addrs {
                     src: ctx.src,
@@ -154,6 +159,28 @@ pub fn run_rules_addrs(
         }
     }
     Verdict::Continue
+}
+
+/// `set-src`, `set-dst`, `set-src-port` or `set-dst-port` on an HTTP
+/// request's stream (HAProxy's `s->scf` addresses): this request's
+/// fetches, log line, forwarded fields and PROXY header see them, the
+/// connection's (`fc_src`...) stay, and the next request starts from the
+/// connection's again.
+pub(crate) fn set_stream_addr(f: AddrField, e: &Expr, ctx: &Ctx<'_>) {
+    let now = Addrs {
+        src: ctx.src_addr(),
+        dst: ctx.dst_addr(),
+    };
+    let (Some(set), Some(vars)) = (set_addr(f, e, ctx, now), ctx.vars) else {
+        return;
+    };
+    if let Ok(mut v) = vars.try_borrow_mut() {
+        if matches!(f, AddrField::Src | AddrField::SrcPort) {
+            v.info.src = Some(set.src);
+        } else {
+            v.info.dst = set.dst;
+        }
+    }
 }
 
 /// What `set-src`, `set-dst`, `set-src-port` or `set-dst-port` make of
@@ -387,17 +414,6 @@ fn compile_rule(
     if !tcp && reads_raw(p, r) {
         return Err(err(&r.loc, raw_bytes_in_http(p, "tcp-request content")));
     }
-    if let TcpAction::SetAddr(f, _) = &r.action {
-        // HAProxy changes the address of the request's stream there (the
-        // next request of the connection has the connection's again);
-        // ebb's HTTP streams keep the connection's addresses.
-        if !tcp && r.when == TcpWhen::Content {
-            return Err(err(
-                &r.loc,
-                format!("proxy '{}' is in 'mode http': 'tcp-request content {}' is not supported by ebb in an http proxy (use a 'tcp-request connection' or 'session' rule, which changes it for the whole connection)", p.name, f.name()),
-            ));
-        }
-    }
     if let TcpAction::Common(HttpRequestAction::Capture(_)) = &r.action {
         // The slot is the frontend's, shown by `%hr` in an HTTP log line;
         // ebb's tcp sessions log `option tcplog`'s fixed line only.
@@ -606,11 +622,16 @@ pub fn compile(p: &Proxy, m: &Matcher, warnings: &mut Vec<String>) -> Result<Tcp
             p.loc, p.name
         ));
     }
-    if p.options.forwardfor.is_some() {
-        warnings.push(format!(
-            "{}: 'option forwardfor' ignored for proxy '{}' as it requires HTTP mode.",
-            p.loc, p.name
-        ));
+    for (set, o) in [
+        (p.options.forwardfor.is_some(), "forwardfor"),
+        (p.options.originalto.is_some(), "originalto"),
+    ] {
+        if set {
+            warnings.push(format!(
+                "{}: 'option {o}' ignored for proxy '{}' as it requires HTTP mode.",
+                p.loc, p.name
+            ));
+        }
     }
     if p.options.conn_mode != crate::config::HttpConnMode::KeepAlive {
         warnings.push(format!(

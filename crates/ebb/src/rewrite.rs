@@ -625,21 +625,12 @@ pub fn run_request_from(
                     cache_use(cache, base, st);
                 }
             }
-            HttpRequestAction::SetDst(f, e) => {
+            HttpRequestAction::SetAddr(f, e) => {
                 let ctx = Ctx {
                     req: Some(st.req()),
                     ..*base
                 };
-                let now = crate::l4rules::Addrs {
-                    src: ctx.src,
-                    dst: ctx.dst_addr(),
-                };
-                let set = crate::l4rules::set_addr(*f, e, &ctx, now);
-                if let (Some(set), Some(vars)) = (set, base.vars) {
-                    if let Ok(mut v) = vars.try_borrow_mut() {
-                        v.info.dst = set.dst;
-                    }
-                }
+                crate::l4rules::set_stream_addr(*f, e, &ctx);
             }
             HttpRequestAction::WaitForBody(w) => {
                 if !body_ready(w) {

@@ -52,6 +52,11 @@ fn raw_field(head: &[Vec<u8>], name: &str) -> Option<Vec<u8>> {
     })
 }
 
+/// Field `name` of the answer to `req` sent on a new connection, as text.
+fn field_text(addr: SocketAddr, req: &str, name: &str) -> Option<String> {
+    raw_field(&raw_head(addr, req), name).map(|v| String::from_utf8_lossy(&v).into_owned())
+}
+
 /// Runs `check` against HAProxy started on the configuration `cfg` makes
 /// for a free loopback address (the bind line's), once it listens; nothing
 /// when HAProxy is not installed.
@@ -957,11 +962,8 @@ fn conditional_set_var() {
     let cfg = |b: &str| answering(b, COND_RULES);
     let ebb = Ebb::start(&cfg("BIND"));
     let see = |addr: SocketAddr| {
-        let head = raw_head(
-            addr,
-            "GET / HTTP/1.1\r\nHost: t\r\nx-cust: foobar\r\nConnection: close\r\n\r\n",
-        );
-        raw_field(&head, "x-var").map(|v| String::from_utf8_lossy(&v).into_owned())
+        let req = "GET / HTTP/1.1\r\nHost: t\r\nx-cust: foobar\r\nConnection: close\r\n\r\n";
+        field_text(addr, req, "x-var")
     };
     let want = Some("a=a b= c=2 d=7 e=<> f= g=z p=p h= i=6 j=foobar".to_string());
     assert_eq!(see(ebb.addr()), want);
@@ -1035,4 +1037,112 @@ fn request_length_in_http_rules() {
     let want = vec![Some(b"73 83".to_vec()), Some(b"98 108".to_vec())];
     assert_eq!(see(ebb.addr()), want);
     same_on_haproxy("hap-reqlen", cfg, see, &want);
+}
+
+/// `http-request set-src`/`set-src-port` (and `tcp-request content
+/// set-dst` in an HTTP proxy) change the request's stream addresses, as
+/// HAProxy 2.6's: `src`, `src_port`, `dst` see them, `fc_src` stays the
+/// connection's, and the next request of the connection starts from the
+/// connection's again.
+#[test]
+fn http_request_set_src_is_the_streams() {
+    let rules = "    tcp-request content set-dst ipv4(10.2.0.2)\n\
+    http-request set-src hdr(x-src) if { hdr(x-src) -m found }\n\
+    http-request set-src-port hdr(x-port) if { hdr(x-port) -m found }\n\
+    http-after-response set-header x-a \"%[fc_src] %[src] %[dst]\"\n\
+    http-after-response set-header x-p \"%[src_port]\"\n";
+    let cfg = |b: &str| answering(b, rules);
+    let ebb = Ebb::start(&cfg("BIND"));
+    let see = |addr: SocketAddr| {
+        let mut c = Client::connect(addr);
+        let cp = c.s.local_addr().unwrap().port().to_string();
+        let mut out = Vec::new();
+        for extra in [
+            "x-src: 10.9.8.7\r\nx-port: 4242\r\n",
+            "",
+            "x-src: 2001:db8::5\r\n",
+        ] {
+            c.send(format!("GET / HTTP/1.1\r\nHost: t\r\n{extra}\r\n").as_bytes());
+            let r = c.read_resp();
+            let p = r.header("x-p").unwrap_or("").to_string();
+            let p = if p == cp { "CP".to_string() } else { p };
+            out.push(format!("{} {p}", r.header("x-a").unwrap_or("")));
+        }
+        out
+    };
+    let want = vec![
+        "127.0.0.1 10.9.8.7 10.2.0.2 4242".to_string(),
+        "127.0.0.1 127.0.0.1 10.2.0.2 CP".to_string(),
+        "127.0.0.1 2001:db8::5 10.2.0.2 CP".to_string(),
+    ];
+    assert_eq!(see(ebb.addr()), want);
+    same_on_haproxy("hap-setsrc", cfg, see, &want);
+}
+
+/// With a PROXY header (`accept-proxy`), the header's addresses are the
+/// session's (`src`, `dst`) while `fc_src`/`fc_dst` stay the socket's as
+/// the `tcp-request connection` rules left them (HAProxy 2.6's
+/// conn_recv_proxy; reg-test connection/cli_src_dst).
+#[test]
+fn a_proxy_header_gives_the_session_its_addresses() {
+    let cfg = |b: &str| {
+        format!(
+            "defaults\n    mode http\n    timeout client 10s\n    timeout server 10s\n    timeout connect 5s\n\
+frontend fe\n    bind {b} accept-proxy\n    tcp-request connection set-src ipv4(10.1.0.1)\n\
+    http-request return status 200 hdr x-a \"%[fc_src] %[src] %[dst]\"\n"
+        )
+    };
+    let ebb = Ebb::start(&cfg("BIND"));
+    let see = |addr: SocketAddr| {
+        let req = "PROXY TCP4 192.168.0.1 192.168.0.2 1111 80\r\nGET / HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n";
+        field_text(addr, req, "x-a")
+    };
+    let want = Some("10.1.0.1 192.168.0.1 192.168.0.2".to_string());
+    assert_eq!(see(ebb.addr()), want);
+    same_on_haproxy("hap-ppaddrs", cfg, see, &want);
+}
+
+/// `option forwardfor` and `option originalto` (HAProxy's merge: the
+/// frontend's or the backend's option adds the field, either's `except`
+/// network leaves it out, the backend names it) with the addresses an
+/// `http-request set-src`/`set-dst` gave the request; and an
+/// `http-request return` field whose value is empty is not sent.
+#[test]
+fn forwarded_addresses_follow_the_stream() {
+    let cfg = |b: &str| {
+        let p2 = free_port();
+        format!(
+            "defaults\n    mode http\n    timeout client 10s\n    timeout server 10s\n    timeout connect 5s\n\
+frontend fe1\n    bind {b}\n    option originalto except 10.0.0.0/8\n    option forwardfor except 172.16.0.0/12\n\
+    http-request set-src hdr(x-src)\n    http-request set-dst hdr(x-dst)\n    default_backend be\n\
+backend be\n    option forwardfor except 192.168.0.0/16 header x-client\n    server s 127.0.0.1:{p2}\n\
+frontend fe2\n    bind 127.0.0.1:{p2}\n\
+    http-request return status 200 hdr x-ff \"%[req.hdr(x-client)]\" hdr x-ot \"%[req.hdr(x-original-to)]\" hdr x-xff \"%[req.hdr(x-forwarded-for)]\"\n"
+        )
+    };
+    let ebb = Ebb::start(&cfg("BIND"));
+    let see = |addr: SocketAddr| {
+        [
+            ("1.2.3.4", "5.6.7.8"),
+            ("192.168.1.1", "10.1.1.1"),
+            ("172.16.0.9", "::1"),
+        ]
+        .iter()
+        .map(|(s, d)| {
+            let req = format!("GET / HTTP/1.1\r\nHost: t\r\nx-src: {s}\r\nx-dst: {d}\r\nConnection: close\r\n\r\n");
+            ["x-ff", "x-ot", "x-xff"]
+                .iter()
+                .map(|n| field_text(addr, &req, n))
+                .collect::<Vec<_>>()
+        })
+        .collect::<Vec<_>>()
+    };
+    let s = |v: &str| Some(v.to_string());
+    let want = vec![
+        vec![s("1.2.3.4"), s("5.6.7.8"), None],
+        vec![None, None, None],
+        vec![None, s("::1"), None],
+    ];
+    assert_eq!(see(ebb.addr()), want);
+    same_on_haproxy("hap-fwd", cfg, see, &want);
 }

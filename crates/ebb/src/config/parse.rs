@@ -424,7 +424,6 @@ const HAPROXY_OPTIONS_UNSUPPORTED: &[&str] = &[
     "checkcache",
     "http-ignore-probes",
     "contstats",
-    "originalto",
     "forceclose",
     "http_proxy",
     "tcp-smart-accept",
@@ -439,6 +438,7 @@ const OPTIONS: &[&str] = &[
     "http-server-close",
     "httpclose",
     "forwardfor",
+    "originalto",
     "redispatch",
     "httpchk",
     "tcp-check",
@@ -2807,6 +2807,7 @@ pub fn unreachable_rules(px: &Proxy) -> Vec<String> {
                     | HttpRequestAction::WaitForBody(_)
                     | HttpRequestAction::SetTimeout { .. }
                     | HttpRequestAction::StrictMode(_)
+                    | HttpRequestAction::SetAddr(..)
             )
     };
     let Some(first) = px.http_request.iter().position(is_final) else {
@@ -2831,6 +2832,7 @@ fn proxy_option(px: &mut Proxy, ctx: &Ctx<'_>, no: bool, w: &[String]) -> Result
         | "httpclose"
         | "http-server-close"
         | "forwardfor"
+        | "originalto"
         | "http-restrict-req-hdr-names" => FE | BE,
         "redispatch" | "httpchk" | "tcp-check" | "log-health-checks" | "persist"
         | "transparent" | "redis-check" | "smtpchk" | "pgsql-check" | "mysql-check"
@@ -2982,13 +2984,19 @@ fn proxy_option(px: &mut Proxy, ctx: &Ctx<'_>, no: bool, w: &[String]) -> Result
                 }
             };
         }
-        "forwardfor" => {
+        "forwardfor" | "originalto" => {
             if no {
-                return Err("'no option forwardfor' is not supported".to_string());
+                return Err(format!("'no option {name}' is not supported"));
             }
+            let orig = name == "originalto";
             let mut ff = ForwardFor {
                 except: None,
-                header: "x-forwarded-for".to_string(),
+                header: if orig {
+                    "x-original-to"
+                } else {
+                    "x-forwarded-for"
+                }
+                .to_string(),
                 if_none: false,
             };
             let mut i = 0;
@@ -3002,9 +3010,14 @@ fn proxy_option(px: &mut Proxy, ctx: &Ctx<'_>, no: bool, w: &[String]) -> Result
                         ff.header = header_name(arg(rest, i + 1, "header")?)?.to_ascii_lowercase();
                         i += 2;
                     }
-                    "if-none" => {
+                    "if-none" if !orig => {
                         ff.if_none = true;
                         i += 1;
+                    }
+                    x if orig => {
+                        return Err(format!(
+                            "unknown 'option originalto' argument '{x}' (supported: except, header)"
+                        ))
                     }
                     x => {
                         return Err(format!(
@@ -3013,7 +3026,11 @@ fn proxy_option(px: &mut Proxy, ctx: &Ctx<'_>, no: bool, w: &[String]) -> Result
                     }
                 }
             }
-            o.forwardfor = Some(ff);
+            if orig {
+                o.originalto = Some(ff);
+            } else {
+                o.forwardfor = Some(ff);
+            }
         }
         _ => {
             // httpchk [URI] | [METHOD URI [VERSION]]
@@ -4456,18 +4473,14 @@ fn parse_http_request(
         }
         a if is_shared_action(a) => shared_action("http-request", a, args, request_scope(px))?,
         "capture" => HttpRequestAction::Capture(parse_capture_action(px, ctx, false, args)?),
-        "set-dst" | "set-dst-port" => {
-            let f = if action == "set-dst" {
-                super::AddrField::Dst
-            } else {
-                super::AddrField::DstPort
+        "set-dst" | "set-dst-port" | "set-src" | "set-src-port" => {
+            let f = match action {
+                "set-dst" => super::AddrField::Dst,
+                "set-dst-port" => super::AddrField::DstPort,
+                "set-src" => super::AddrField::Src,
+                _ => super::AddrField::SrcPort,
             };
-            HttpRequestAction::SetDst(f, Box::new(super::tcpreq::addr_expr("http-request", f, args, px)?))
-        }
-        "set-src" | "set-src-port" => {
-            return Err(format!(
-                "'http-request {action}' is not supported by ebb (a 'tcp-request connection' or 'session' rule changes it for the whole connection)"
-            ))
+            HttpRequestAction::SetAddr(f, Box::new(super::tcpreq::addr_expr("http-request", f, args, px)?))
         }
         "wait-for-body" => HttpRequestAction::WaitForBody(parse_wait_for_body("http-request", args)?),
         "strict-mode" => HttpRequestAction::StrictMode(parse_strict_mode("http-request", args)?),

@@ -715,6 +715,8 @@ pub struct ForwardFor {
 pub struct ProxyOptions {
     pub conn_mode: HttpConnMode,
     pub forwardfor: Option<ForwardFor>,
+    /// `option originalto [except NET] [header NAME]` (`if_none` unused).
+    pub originalto: Option<ForwardFor>,
     pub redispatch: bool,
     /// `option persist`: a persistence cookie naming a down server still
     /// sends the request there.
@@ -1125,8 +1127,10 @@ pub enum HttpRequestAction {
     CacheUse(String),
     /// `set-dst EXPR` or `set-dst-port EXPR`: the stream's destination
     /// (where `option transparent` and a server without an address or
-    /// port connect, what `dst` and `dst_port` give).
-    SetDst(AddrField, Box<crate::sample::Expr>),
+    /// port connect, what `dst` and `dst_port` give); `set-src EXPR` or
+    /// `set-src-port EXPR`: its source (what `src`, the log line,
+    /// `option forwardfor` and a PROXY header to the server give).
+    SetAddr(AddrField, Box<crate::sample::Expr>),
     /// `wait-for-body time T [at-least N]`: the rules wait for the body.
     WaitForBody(WaitForBody),
     /// `auth [realm R]`: 401 asking for Basic credentials (realm: the

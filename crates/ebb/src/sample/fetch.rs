@@ -725,8 +725,8 @@ impl Fetch {
         };
         match self {
             Fetch::Stk(f) => f.eval(ctx),
-            Fetch::Src => Some(Val::Ip(ctx.src.ip())),
-            Fetch::SrcPort => Some(Val::Int(ctx.src.port() as i64)),
+            Fetch::Src => Some(Val::Ip(ctx.src_addr().ip())),
+            Fetch::SrcPort => Some(Val::Int(ctx.src_addr().port() as i64)),
             Fetch::Dst => Some(Val::Ip(ctx.dst_addr()?.ip())),
             Fetch::DstPort => Some(Val::Int(ctx.dst_addr()?.port() as i64)),
             Fetch::FeName => put(s, ctx.fe.as_bytes()),

@@ -214,6 +214,15 @@ pub struct Ctx<'a> {
 }
 
 impl Ctx<'_> {
+    /// The source the stream has: the one an `http-request set-src` or
+    /// `set-src-port` gave it, else the connection's (`src`).
+    pub fn src_addr(&self) -> SocketAddr {
+        let set = self
+            .vars
+            .and_then(|v| v.try_borrow().ok().and_then(|v| v.info.src));
+        set.unwrap_or(self.src)
+    }
+
     /// The destination the stream has: the one an `http-request set-dst`
     /// or `set-dst-port` gave it, else the connection's.
     pub fn dst_addr(&self) -> Option<SocketAddr> {
