@@ -38,6 +38,8 @@ use crate::sample::{cast, sample_key, with_scratch, Ctx, Expr, Layer, Type, Val,
 pub struct TcpRuleRt {
     pub act: TcpAction,
     pub cond: Option<Cond>,
+    /// Where it is written (`last_rule_file`, `last_rule_line`).
+    pub loc: Loc,
 }
 
 /// What a walk of `tcp-request` rules decided.
@@ -131,6 +133,17 @@ pub fn run_rules_addrs(
         };
         if !holds {
             continue;
+        }
+        if !session
+            && matches!(
+                r.act,
+                TcpAction::Accept | TcpAction::Reject | TcpAction::SilentDrop | TcpAction::Close
+            )
+        {
+            // A content rule that ends the walk: the stream's last
+            // final rule (HAProxy records none for connection and
+            // session rules, which run before any stream).
+            ctx.note_last_rule(&r.loc);
         }
         match &r.act {
             TcpAction::Accept => return Verdict::Accept,
@@ -448,6 +461,7 @@ fn compile_rule(
     Ok(TcpRuleRt {
         act: r.action.clone(),
         cond: m.opt_cond(r.cond.as_ref())?,
+        loc: r.loc.clone(),
     })
 }
 
@@ -501,6 +515,7 @@ pub fn response_part(p: &Proxy, m: &Matcher) -> Result<TcpRt, ConfigError> {
         rt.res_rules.push(TcpRuleRt {
             act: r.action.clone(),
             cond: m.opt_cond_response(r.cond.as_ref())?,
+            loc: r.loc.clone(),
         });
     }
     rt.res_inspect_delay = p

@@ -67,6 +67,8 @@ impl FilesConfig {
 pub struct ReqRule {
     pub action: HttpRequestAction,
     pub cond: Option<Cond>,
+    /// Where it is written (`last_rule_file`, `last_rule_line`).
+    pub loc: crate::config::Loc,
     /// For `return`: the answer built once (DESIGN.md: heads of fixed
     /// answers are prepared once).
     pub prepared: Option<Prepared>,
@@ -164,6 +166,8 @@ impl Prepared {
 pub struct RespRule {
     pub action: HttpResponseAction,
     pub cond: Option<Cond>,
+    /// Where it is written (`last_rule_file`, `last_rule_line`).
+    pub loc: crate::config::Loc,
     /// For `deny` with an answer of its own: that answer, built once.
     pub prepared: Option<Prepared>,
     /// For `cache-store`: the cache it names.
@@ -952,6 +956,7 @@ fn compile_req_rules(
         out.push(ReqRule {
             action: r.action.clone(),
             cond: m.opt_cond(r.cond.as_ref())?,
+            loc: r.loc.clone(),
             prepared,
             cache,
         });
@@ -984,6 +989,7 @@ fn compile_resp_list(
             Ok(RespRule {
                 action: r.action.clone(),
                 cond: m.opt_cond_response(r.cond.as_ref())?,
+                loc: r.loc.clone(),
                 prepared,
                 cache: match &r.action {
                     HttpResponseAction::CacheStore(n) => cache_named(caches, n),

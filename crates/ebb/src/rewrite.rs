@@ -575,6 +575,20 @@ pub fn run_request_from(
         if !holds {
             continue;
         }
+        if matches!(
+            rule.action,
+            HttpRequestAction::Return(_)
+                | HttpRequestAction::UseService(_)
+                | HttpRequestAction::Deny { .. }
+                | HttpRequestAction::Auth { .. }
+                | HttpRequestAction::Allow
+                | HttpRequestAction::Tarpit { .. }
+                | HttpRequestAction::Reject
+        ) {
+            // (A redirect is noted once its answer went through the
+            // `http-after-response` rules, see `stream`.)
+            base.note_last_rule(&rule.loc);
+        }
         match &rule.action {
             HttpRequestAction::Return(_)
             | HttpRequestAction::UseService(_)
@@ -611,11 +625,13 @@ pub fn run_request_from(
             }
             HttpRequestAction::Header(e) => {
                 if st.apply(Act::Edit(e), base, limits).is_err() && st.strict {
+                    base.note_last_rule(&rule.loc);
                     return Err(RewriteFailed);
                 }
             }
             HttpRequestAction::Rewrite(r) => {
                 if st.apply(Act::Rewrite(r), base, limits).is_err() && st.strict {
+                    base.note_last_rule(&rule.loc);
                     return Err(RewriteFailed);
                 }
             }
@@ -713,9 +729,20 @@ pub struct ResHead {
     pub status: u16,
     pub reason: Vec<u8>,
     pub fields: Fields,
-    /// An `http-response deny` rule held: (set, rule) in the rule sets
-    /// run; the rules stopped there and the answer is to be replaced.
-    pub denied: Option<(usize, usize)>,
+    /// An `http-response deny` or `redirect` rule held: the rules
+    /// stopped there and the answer is to be replaced.
+    pub denied: Option<Denied>,
+}
+
+/// The `http-response deny` or `redirect` rule that stopped a response's
+/// rules.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Denied {
+    /// The rule set (0: the backend's, 1: the frontend's) and the rule.
+    pub set: usize,
+    pub rule: usize,
+    /// A `redirect`: its `Location`, evaluated on the response.
+    pub location: Option<Vec<u8>>,
 }
 
 impl ResHead {
@@ -767,7 +794,10 @@ pub fn run_response_with(
             let mut fields = head.fields.clone();
             match &rule.action {
                 // The rest of this proxy's list is skipped.
-                HttpResponseAction::Allow => break,
+                HttpResponseAction::Allow => {
+                    base.note_last_rule(&rule.loc);
+                    break;
+                }
                 HttpResponseAction::Var(v) => {
                     v.run(&ctx);
                     continue;
@@ -806,7 +836,24 @@ pub fn run_response_with(
                 HttpResponseAction::StrictMode(_) => continue,
                 // Nothing more runs: the caller sends the deny's answer.
                 HttpResponseAction::Deny(_) => {
-                    head.denied = Some((si, ri));
+                    base.note_last_rule(&rule.loc);
+                    head.denied = Some(Denied {
+                        set: si,
+                        rule: ri,
+                        location: None,
+                    });
+                    return;
+                }
+                // HAProxy: the server's answer is dropped for a redirect
+                // (`location` only), evaluated on that answer; noted as
+                // the last rule after the `http-after-response` rules.
+                HttpResponseAction::Redirect(rd) => {
+                    let location = crate::proxy::redirect_location(rd, b"", None, Some(&ctx));
+                    head.denied = Some(Denied {
+                        set: si,
+                        rule: ri,
+                        location: Some(location),
+                    });
                     return;
                 }
                 HttpResponseAction::Header(e) => apply_edit(e, &ctx, &mut fields),
@@ -869,7 +916,7 @@ pub fn rewrite_in_place(
     base: &Ctx<'_>,
     out: &mut Vec<u8>,
     start: usize,
-) -> Option<(u16, Option<(usize, usize)>)> {
+) -> Option<(u16, Option<Denied>)> {
     if !any(sets) || start > out.len() {
         return None;
     }

@@ -1102,6 +1102,9 @@ frontend fe\n    bind {b} accept-proxy\n    tcp-request connection set-src ipv4(
     same_on_haproxy("hap-ppaddrs", cfg, see, &want);
 }
 
+/// The `defaults` section of the two-proxy configurations below.
+const HTTP_DEFAULTS: &str = "defaults\n    mode http\n    timeout client 10s\n    timeout server 10s\n    timeout connect 5s\n";
+
 /// `option forwardfor` and `option originalto` (HAProxy's merge: the
 /// frontend's or the backend's option adds the field, either's `except`
 /// network leaves it out, the backend names it) with the addresses an
@@ -1112,8 +1115,7 @@ fn forwarded_addresses_follow_the_stream() {
     let cfg = |b: &str| {
         let p2 = free_port();
         format!(
-            "defaults\n    mode http\n    timeout client 10s\n    timeout server 10s\n    timeout connect 5s\n\
-frontend fe1\n    bind {b}\n    option originalto except 10.0.0.0/8\n    option forwardfor except 172.16.0.0/12\n\
+            "{HTTP_DEFAULTS}frontend fe1\n    bind {b}\n    option originalto except 10.0.0.0/8\n    option forwardfor except 172.16.0.0/12\n\
     http-request set-src hdr(x-src)\n    http-request set-dst hdr(x-dst)\n    default_backend be\n\
 backend be\n    option forwardfor except 192.168.0.0/16 header x-client\n    server s 127.0.0.1:{p2}\n\
 frontend fe2\n    bind 127.0.0.1:{p2}\n\
@@ -1145,4 +1147,76 @@ frontend fe2\n    bind 127.0.0.1:{p2}\n\
     ];
     assert_eq!(see(ebb.addr()), want);
     same_on_haproxy("hap-fwd", cfg, see, &want);
+}
+
+/// The rule a `last_rule_file:last_rule_line` pair names, read from the
+/// configuration file itself (`-` for none).
+fn rule_at(v: &str) -> String {
+    let Some((file, line)) = v.rsplit_once(':') else {
+        return format!("unparsed {v}");
+    };
+    let Ok(n) = line.parse::<usize>() else {
+        return "-".to_string();
+    };
+    let text = std::fs::read_to_string(file).unwrap_or_default();
+    text.lines().nth(n - 1).unwrap_or("?").trim().to_string()
+}
+
+/// `last_rule_file`/`last_rule_line`: the last final rule of the exchange
+/// (`tcp-request content accept`, `http-request deny|allow`,
+/// `http-response deny|allow`; a `set-var` is not final), also
+/// `http-response redirect` itself, and the connection going on after a
+/// deny or a redirect, as HAProxy 2.6 (reg-test log/last_rule: the log
+/// line names redirects too).
+#[test]
+fn last_rule_names_the_final_rule() {
+    let cfg = |b: &str| {
+        let p2 = free_port();
+        format!(
+            "{HTTP_DEFAULTS}frontend fe\n    bind {b}\n    tcp-request content accept if {{ path /tcp }}\n\
+    http-request set-var(txn.p) path\n    http-request deny if {{ path /deny }}\n\
+    http-request redirect location /r if {{ path /redir }}\n    http-request allow if {{ path /allow }}\n\
+    http-after-response set-header x-lr \"%[last_rule_file]:%[last_rule_line]\"\n    default_backend be\n\
+backend be\n    http-response redirect location /x%[status] code 303 if {{ var(txn.p) -m str /rsredir }}\n\
+    http-response deny if {{ var(txn.p) -m str /rsdeny }}\n    http-response allow if {{ var(txn.p) -m str /rsallow }}\n\
+    server s 127.0.0.1:{p2}\n\
+frontend fe2\n    bind 127.0.0.1:{p2}\n    http-request return status 200\n"
+        )
+    };
+    let ebb = Ebb::start(&cfg("BIND"));
+    let see = |addr: SocketAddr| {
+        let mut c = Client::connect(addr);
+        [
+            "/none", "/tcp", "/deny", "/redir", "/allow", "/rsredir", "/rsdeny", "/rsallow",
+        ]
+        .iter()
+        .map(|p| {
+            c.send(format!("GET {p} HTTP/1.1\r\nHost: t\r\n\r\n").as_bytes());
+            let r = c.read_resp();
+            format!(
+                "{} {} {}",
+                r.status,
+                r.header("location").unwrap_or("-"),
+                rule_at(r.header("x-lr").unwrap_or(""))
+            )
+        })
+        .collect::<Vec<_>>()
+    };
+    let want = [
+        "200 - -",
+        "200 - tcp-request content accept if { path /tcp }",
+        "403 - http-request deny if { path /deny }",
+        // A redirect's answer goes through `http-after-response` before
+        // HAProxy notes the rule: they see none (the log line names it,
+        // reg-test log/last_rule).
+        "302 /r -",
+        "200 - http-request allow if { path /allow }",
+        "303 /x200 -",
+        "502 - http-response deny if { var(txn.p) -m str /rsdeny }",
+        "200 - http-response allow if { var(txn.p) -m str /rsallow }",
+    ]
+    .map(String::from)
+    .to_vec();
+    assert_eq!(see(ebb.addr()), want);
+    same_on_haproxy("hap-lastrule", cfg, see, &want);
 }

@@ -2330,6 +2330,16 @@ fn proxy_kw(px: &mut Proxy, ctx: &Ctx<'_>, words: &[String]) -> Result<(), Strin
                     r.deny = true;
                     HttpResponseAction::Deny(Box::new(r))
                 }
+                "redirect" if kw == "http-response" => {
+                    let r = parse_redirect(args, Scope::Response)?;
+                    if r.kind != RedirectKind::Location {
+                        return Err(
+                            "'http-response redirect': response only supports redirect type 'location'"
+                                .to_string(),
+                        );
+                    }
+                    HttpResponseAction::Redirect(r)
+                }
                 "wait-for-body" if kw == "http-response" => {
                     HttpResponseAction::WaitForBody(parse_wait_for_body(kw, args)?)
                 }
@@ -2349,7 +2359,7 @@ fn proxy_kw(px: &mut Proxy, ctx: &Ctx<'_>, words: &[String]) -> Result<(), Strin
                     }
                     None => {
                         return Err(format!(
-                            "unknown '{kw}' action '{a}' (supported: allow, set-header, add-header, del-header, replace-header, replace-value, set-status, set-var, set-var-fmt, unset-var, capture, cache-store, deny, wait-for-body, strict-mode)"
+                            "unknown '{kw}' action '{a}' (supported: allow, set-header, add-header, del-header, replace-header, replace-value, set-status, set-var, set-var-fmt, unset-var, capture, cache-store, deny, redirect, wait-for-body, strict-mode)"
                         ))
                     }
                 },

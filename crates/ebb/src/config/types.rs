@@ -1209,11 +1209,15 @@ pub enum HttpResponseAction {
     /// `wait-for-body time T [at-least N]` (`http-response` only).
     WaitForBody(WaitForBody),
     /// `deny [deny_status N] [return options]` (`http-response` only):
-    /// the server's answer is dropped, this one (502 by default) sent and
-    /// the connection closed.
+    /// the server's answer is dropped, this one (502 by default) sent;
+    /// the connection goes on when the exchange allows (HAProxy's).
     Deny(Box<ReturnAction>),
     /// `strict-mode on|off` (`http-response`, `http-after-response`).
     StrictMode(bool),
+    /// `redirect location FMT [code N]...` (`http-response` only): the
+    /// server's answer is replaced by a redirect (only `location` on
+    /// responses, as HAProxy).
+    Redirect(Redirect),
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -947,13 +947,14 @@ impl Stream {
 
     /// An `http-response deny` held on the server's answer: it is
     /// dropped with its server connection, the rule's answer goes to the
-    /// client, which is closed after it; logged `PH` with the server.
+    /// client, whose connection goes on when its request was whole (as
+    /// HAProxy's); logged `PH` with the server.
     fn deny_response(
         &mut self,
         c: &mut H1,
         ctx: &mut Ctx,
         be: &crate::proxy::BackendRt,
-        denied: (usize, usize),
+        denied: crate::rewrite::Denied,
     ) {
         let Some(mut up) = self.up.take() else {
             return;
@@ -966,9 +967,12 @@ impl Stream {
         up.keep_server = false;
         up.term = "PH";
         self.resp_start = c.wbuf.len();
-        let status = self.write_denied(c, be, denied);
+        // The client's connection goes on only if its request was whole.
+        let keep = self.keep_alive && up.req_left.done();
+        let status = self.write_denied(c, be, denied, keep);
         let bi = c.fe.backends.iter().position(|b| Arc::ptr_eq(b, &up.be));
         up.status = self.after_response(c, bi, status);
+        self.note_late_rule(c);
         up.bytes_out = (c.wbuf.len() - self.resp_start) as u64;
         self.log_proxy(c, ctx, &up, up.bytes_out);
         self.finish_proxy_input(c);
