@@ -37,6 +37,8 @@ use crate::config::rewrite::reserved;
 pub use crate::config::rewrite::{Re, Rewrite, UriPart};
 pub(crate) use crate::sample::map::expand;
 
+pub mod normalize;
+
 /// `value` replaced by the template when `re` matches it (the whole value
 /// is replaced, as HAProxy does); `None` when it does not match.
 fn replace_whole(re: &Re, value: &[u8], tpl: &[u8]) -> Option<Vec<u8>> {
@@ -158,6 +160,19 @@ pub struct ReqState<'a> {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RewriteFailed;
 
+/// A `strict` normalizer found the request's target invalid (HAProxy:
+/// 400).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NormalizeInvalid;
+
+/// A head's fields, owned (what a rebuilt head starts from).
+fn fields_of(buf: &[u8], h: &RequestHead) -> Fields {
+    h.headers
+        .iter()
+        .map(|f| (f.name.get(buf).to_vec(), f.value.get(buf).to_vec()))
+        .collect()
+}
+
 impl<'a> ReqState<'a> {
     pub fn new(orig: Req<'a>) -> ReqState<'a> {
         ReqState {
@@ -197,11 +212,7 @@ impl<'a> ReqState<'a> {
         let h = cur.head;
         let mut method = h.method_span.get(buf).to_vec();
         let mut target = h.target.get(buf).to_vec();
-        let mut fields: Fields = h
-            .headers
-            .iter()
-            .map(|f| (f.name.get(buf).to_vec(), f.value.get(buf).to_vec()))
-            .collect();
+        let mut fields = fields_of(buf, h);
         // Where the path starts in the target (after scheme and authority).
         let pstart = (h.path.start.saturating_sub(h.target.start) as usize).min(target.len());
         let pq = target[pstart..].to_vec();
@@ -281,6 +292,30 @@ impl<'a> ReqState<'a> {
 }
 
 impl ReqState<'_> {
+    /// `http-request normalize-uri`: the target's path and query as the
+    /// normalizer leaves them. `Err(Some(..))`: a strict normalizer found
+    /// the input invalid (400); `Err(None)`: the rewrite failed.
+    fn normalize_uri(
+        &mut self,
+        n: crate::config::Normalizer,
+        limits: &Limits,
+    ) -> Result<(), Option<NormalizeInvalid>> {
+        let cur = self.req();
+        let (buf, h) = (cur.buf, cur.head);
+        let target = h.target.get(buf);
+        let new = match normalize::apply(n, h.path.get(buf)) {
+            normalize::Outcome::Same => return Ok(()),
+            normalize::Outcome::Invalid => return Err(Some(NormalizeInvalid)),
+            normalize::Outcome::New(v) => v,
+        };
+        let pstart = (h.path.start.saturating_sub(h.target.start) as usize).min(target.len());
+        let t = [&target[..pstart], &new[..]].concat();
+        let e =
+            build(h.method_span.get(buf), &t, h, &fields_of(buf, h), limits).map_err(|_| None)?;
+        self.edited = Some(Box::new(e));
+        Ok(())
+    }
+
     /// `option http-restrict-req-hdr-names` after a proxy's rules:
     /// `Err(())` when the request must be answered 403 (`reject`); with
     /// `delete`, the fields whose name holds a character other than a
@@ -636,6 +671,20 @@ pub fn run_request_from(
                 }
             }
             HttpRequestAction::StrictMode(on) => st.strict = *on,
+            HttpRequestAction::NormalizeUri(n) => match st.normalize_uri(*n, limits) {
+                Ok(()) => {}
+                // HAProxy's ACT_RET_INV: a bad request, whatever the mode
+                // (the caller answers 400).
+                Err(Some(NormalizeInvalid)) => {
+                    base.note_last_rule(&rule.loc);
+                    return Ok(Some(i));
+                }
+                Err(None) if st.strict => {
+                    base.note_last_rule(&rule.loc);
+                    return Err(RewriteFailed);
+                }
+                Err(None) => {}
+            },
             HttpRequestAction::CacheUse(_) => {
                 if let Some(cache) = &rule.cache {
                     cache_use(cache, base, st);

@@ -1220,3 +1220,112 @@ frontend fe2\n    bind 127.0.0.1:{p2}\n    http-request return status 200\n"
     assert_eq!(see(ebb.addr()), want);
     same_on_haproxy("hap-lastrule", cfg, see, &want);
 }
+
+const NORMALIZE_RULES: &str =
+    "    http-request normalize-uri path-merge-slashes if { req.hdr(x-n) -m str merge }\n\
+    http-request normalize-uri path-strip-dot if { req.hdr(x-n) -m str dot }\n\
+    http-request normalize-uri path-strip-dotdot if { req.hdr(x-n) -m str dotdot }\n\
+    http-request normalize-uri path-strip-dotdot full if { req.hdr(x-n) -m str full }\n\
+    http-request normalize-uri query-sort-by-name if { req.hdr(x-n) -m str sort }\n\
+    http-request normalize-uri percent-to-uppercase strict if { req.hdr(x-n) -m str upper }\n\
+    http-request normalize-uri percent-decode-unreserved if { req.hdr(x-n) -m str decode }\n\
+    http-request normalize-uri fragment-encode if { req.hdr(x-n) -m str frag }\n\
+    http-request set-var(txn.u) url\n    http-request set-var(txn.p) path\n\
+    http-request return status 200 hdr x-url \"%[var(txn.u)]\" hdr x-path \"%[var(txn.p)]\"\n";
+
+/// `http-request normalize-uri` (with `expose-experimental-directives`):
+/// each normalizer on the request's path and query, as HAProxy 2.6 (its
+/// reg-test http-rules/normalize_uri has more cases, in the unit tests of
+/// `rewrite::normalize`); the rules after it see the new target.
+#[test]
+fn normalize_uri_as_haproxy() {
+    let cfg = |b: &str| {
+        format!(
+            "global\n    expose-experimental-directives\n{}",
+            answering(b, NORMALIZE_RULES)
+        )
+    };
+    let ebb = Ebb::start(&cfg("BIND"));
+    let see = |addr: SocketAddr| {
+        [
+            ("merge", "//a///b//?x=//"),
+            ("dot", "/a/./b/."),
+            ("dotdot", "/a/../../b/"),
+            ("full", "/a/../../b/"),
+            ("sort", "/p?z=1&a=2&m&a=1"),
+            ("upper", "/%aa/%2f?q=%c3%a9"),
+            ("decode", "/%61%2F%7e?%41=%3d"),
+            ("frag", "/a/b"),
+            ("merge", "http://h//a//b?c"),
+        ]
+        .iter()
+        .map(|(n, t)| {
+            let req =
+                format!("GET {t} HTTP/1.1\r\nHost: h\r\nx-n: {n}\r\nConnection: close\r\n\r\n");
+            let head = raw_head(addr, &req);
+            let f = |k: &str| raw_field(&head, k).map(|v| String::from_utf8_lossy(&v).into_owned());
+            format!(
+                "{} {}",
+                f("x-url").unwrap_or_default(),
+                f("x-path").unwrap_or_default()
+            )
+        })
+        .collect::<Vec<_>>()
+    };
+    let want = [
+        "/a/b/?x=// /a/b/",
+        "/a/b/ /a/b/",
+        "/../b/ /../b/",
+        "/b/ /b/",
+        "/p?a=2&a=1&m&z=1 /p",
+        "/%AA/%2F?q=%C3%A9 /%AA/%2F",
+        "/a%2F~?A=%3d /a%2F~",
+        "/a/b /a/b",
+        "http://h/a/b?c /a/b",
+    ]
+    .map(String::from)
+    .to_vec();
+    assert_eq!(see(ebb.addr()), want);
+    // HAProxy 2.6 (checked with 2.6.12) parses `path-strip-dotdot`,
+    // `percent-to-uppercase` and `percent-decode-unreserved` followed
+    // directly by `if`/`unless` without setting the normalizer: those rules
+    // then merge slashes. ebb gives them their documented meaning, so
+    // these two cases are left out of the comparison.
+    let skip = |v: Vec<String>| {
+        v.into_iter()
+            .enumerate()
+            .filter(|(i, _)| *i != 2 && *i != 6)
+            .map(|(_, s)| s)
+            .collect::<Vec<_>>()
+    };
+    let hap_want = skip(want);
+    same_on_haproxy("hap-normalize", cfg, |a| skip(see(a)), &hap_want);
+}
+
+/// Without `expose-experimental-directives` before it, `normalize-uri` is
+/// refused at start with its line, as HAProxy does.
+#[test]
+fn normalize_uri_needs_experimental_directives() {
+    let d = scratch("normalize-refused");
+    std::fs::write(d.join("a.cfg"), answering("127.0.0.1:0", NORMALIZE_RULES)).unwrap();
+    let (code, _, err) = run_ebb(&["-c", "-f", "a.cfg"], &d);
+    assert_ne!(code, 0);
+    assert!(
+        err.contains("a.cfg:8:") && err.contains("expose-experimental-directives"),
+        "{err}"
+    );
+    let bad = format!(
+        "global\n    expose-experimental-directives\n{}",
+        answering(
+            "127.0.0.1:0",
+            "    http-request normalize-uri path-strip-dotdot fully\n"
+        )
+    );
+    std::fs::write(d.join("b.cfg"), bad).unwrap();
+    let (code, _, err) = run_ebb(&["-c", "-f", "b.cfg"], &d);
+    assert_ne!(code, 0);
+    assert!(
+        err.contains("b.cfg:10:") && err.contains("'fully'"),
+        "{err}"
+    );
+}

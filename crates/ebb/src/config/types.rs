@@ -1074,10 +1074,36 @@ pub enum Service {
     PrometheusExporter,
 }
 
+/// `http-request normalize-uri NORMALIZER` (HAProxy 2.6, experimental).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Normalizer {
+    PathMergeSlashes,
+    PathStripDot,
+    /// `path-strip-dotdot [full]`.
+    PathStripDotdot {
+        full: bool,
+    },
+    QuerySortByName,
+    /// `percent-to-uppercase [strict]`.
+    PercentToUppercase {
+        strict: bool,
+    },
+    /// `percent-decode-unreserved [strict]`.
+    PercentDecodeUnreserved {
+        strict: bool,
+    },
+    FragmentStrip,
+    FragmentEncode,
+}
+
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum HttpRequestAction {
     Return(Box<ReturnAction>),
     Redirect(Redirect),
+    /// `normalize-uri NORMALIZER`: the target's path and query normalized
+    /// (`crate::rewrite::normalize`); a `strict` one meeting a bad `%`
+    /// answers 400.
+    NormalizeUri(Normalizer),
     /// `deny [deny_status N]` (403 by default).
     Deny {
         status: u16,

@@ -551,6 +551,8 @@ impl Stream {
                 }))
             }
             HttpRequestAction::Reject => Act::Reject(false, be),
+            // A strict normalizer refused the target.
+            HttpRequestAction::NormalizeUri(_) => Act::Error(400),
             _ => Act::Service,
         })
     }
@@ -596,9 +598,6 @@ impl Stream {
         };
         let (fe_from, be_at) = match at {
             Resume::Start => {
-                if c.head.target_form == TargetForm::Asterisk {
-                    return Act::Options;
-                }
                 if c.head.method == Method::Connect {
                     return Act::Connect;
                 }
@@ -728,6 +727,9 @@ impl Stream {
         }
         match &backend.kind {
             BackendKind::Servers(_) => Act::Proxy(bi, st.edited),
+            // `OPTIONS *` goes through the rules and to the servers as any
+            // request (HAProxy's); ebb's file server answers it itself.
+            BackendKind::Files(_) if c.head.target_form == TargetForm::Asterisk => Act::Options,
             BackendKind::Files(_) => {
                 let r = st.req();
                 if !matches!(r.head.method, Method::Get | Method::Head) {
