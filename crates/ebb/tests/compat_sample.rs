@@ -1329,3 +1329,23 @@ fn normalize_uri_needs_experimental_directives() {
         "{err}"
     );
 }
+
+/// An `http-request return` after rewriting rules reads the rewritten
+/// request in its `hdr` values, as HAProxy's (which rewrites in place).
+#[test]
+fn return_reads_the_rewritten_request() {
+    let rules = "    http-request set-path /new%[path]\n    http-request set-header x-a b\n\
+    http-request return status 200 hdr x-p \"%[path] %[req.hdr(x-a)]\"\n";
+    let cfg = |b: &str| answering(b, rules);
+    let ebb = Ebb::start(&cfg("BIND"));
+    let see = |addr: SocketAddr| {
+        field_text(
+            addr,
+            "GET /old?q HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n",
+            "x-p",
+        )
+    };
+    let want = Some("/new/old b".to_string());
+    assert_eq!(see(ebb.addr()), want);
+    same_on_haproxy("hap-retedit", cfg, see, &want);
+}

@@ -507,7 +507,7 @@ impl Stream {
             Err(_) => return Some(Act::Error(500)),
         };
         Some(match &rules.get(i)?.action {
-            HttpRequestAction::Return(_) => Act::Return(be, i),
+            HttpRequestAction::Return(_) => Act::Return(be, i, st.edited.take()),
             HttpRequestAction::Redirect(rd) => {
                 let r = st.req();
                 let host = r.head.host.map(|h| h.get(r.buf));
@@ -806,7 +806,7 @@ impl Stream {
                 match fe.error_replies.iter().find(|(s, _)| *s == 401) {
                     Some((_, p)) => {
                         let be_name = bi.and_then(|b| fe.backends.get(b)).map(|b| b.name.clone());
-                        self.answer_prepared(c, &fe, p, keep_alive, be_name.as_deref(), &hdr);
+                        self.answer_prepared(c, &fe, p, keep_alive, be_name.as_deref(), &hdr, None);
                     }
                     None => match fe.errorfile(401) {
                         // Sent as written, the field added after its
@@ -851,7 +851,7 @@ impl Stream {
                 self.reply(c, 200, &[(b"Allow", b"GET, HEAD, OPTIONS")], b"");
                 self.finish_request(c, ctx, 200, None, 0);
             }
-            Act::Return(be, i) => {
+            Act::Return(be, i, edited) => {
                 let be_arc = be.and_then(|b| c.fe.backends.get(b).cloned());
                 let rules = match &be_arc {
                     Some(b) => &b.http_request,
@@ -886,7 +886,7 @@ impl Stream {
                     self.finish_return(c, ctx, st, be);
                     return;
                 }
-                self.answer_prepared(c, &fe, p, keep_alive, be_name, &[]);
+                self.answer_prepared(c, &fe, p, keep_alive, be_name, &[], edited.as_deref());
                 let st = p.status;
                 self.finish_return(c, ctx, st, be);
             }
@@ -1487,6 +1487,7 @@ impl Stream {
     /// reply) through the client side's one output path, with what
     /// `lf-string` / `hdr` evaluate to for this request, and `extra`
     /// fields after its own.
+    #[allow(clippy::too_many_arguments)]
     fn answer_prepared(
         &mut self,
         c: &mut H1,
@@ -1495,6 +1496,7 @@ impl Stream {
         keep_alive: bool,
         be: Option<&str>,
         extra: &[(&[u8], &[u8])],
+        edited: Option<&crate::rewrite::Edited>,
     ) {
         self.fields.clear();
         let mut scratch = std::mem::take(&mut self.scratch);
@@ -1502,10 +1504,12 @@ impl Stream {
             let tr = &c.tr;
             let dst = dst_of(tr, c.dst);
             let buf = &c.rbuf[c.rstart..c.rend];
+            // The request as the rules left it (`edited`: rewritten).
+            let (rbuf, head) = edited.map_or((buf, &c.head), |e| (&e.buf[..], &e.head));
             let cx = ReqView {
                 req: Some(crate::sample::Req {
-                    buf,
-                    head: &c.head,
+                    buf: rbuf,
+                    head,
                     body: self.body_now.data(&self.body_buf, buf, c.head.head_len),
                 }),
                 be,
@@ -1574,7 +1578,7 @@ impl Stream {
             (crate::config::ReturnBody::Errorfile(Some(raw)), _) => {
                 c.wbuf.extend_from_slice(raw);
             }
-            (_, Some(p)) => self.answer_prepared(c, &fe, p, keep_alive, Some(&be.name), &[]),
+            (_, Some(p)) => self.answer_prepared(c, &fe, p, keep_alive, Some(&be.name), &[], None),
             _ => self.error_answer(c, &fe, ret.status, keep_alive, Some(&be.name)),
         }
         ret.status
@@ -1591,7 +1595,7 @@ impl Stream {
         be: Option<&str>,
     ) {
         match fe.error_replies.iter().find(|(s, _)| *s == status) {
-            Some((_, p)) => self.answer_prepared(c, fe, p, keep_alive, be, &[]),
+            Some((_, p)) => self.answer_prepared(c, fe, p, keep_alive, be, &[], None),
             None => {
                 let (version, head_req) = (c.head.version, c.head.method == Method::Head);
                 c.error_response(status, keep_alive, version, head_req, &[]);
@@ -1678,8 +1682,9 @@ enum Act {
     /// A CONNECT request: 405 (ebb has no tunnel to offer).
     Connect,
     /// An `http-request return` rule: (the backend's, or the frontend's
-    /// when `None`; index).
-    Return(Option<usize>, usize),
+    /// when `None`; index; the request as the rules rewrote it, which its
+    /// log-format values read).
+    Return(Option<usize>, usize, Option<Box<crate::rewrite::Edited>>),
     /// A server backend, and the request as rules rewrote it (`None`:
     /// unchanged).
     Proxy(usize, Option<Box<crate::rewrite::Edited>>),
