@@ -350,6 +350,12 @@ pub struct TxnInfo {
     /// left it (`None`: the connection's); the next request starts from
     /// the connection's again, as HAProxy's streams do.
     pub dst: Option<std::net::SocketAddr>,
+    /// The stream's source as `http-request set-src`/`set-src-port` left
+    /// it (`None`: the connection's), likewise for this request only.
+    pub src: Option<std::net::SocketAddr>,
+    /// Where the last final rule of the exchange is written
+    /// (`last_rule_file`, `last_rule_line`).
+    pub last_rule: Option<crate::config::Loc>,
     /// `http-request set-timeout server|tunnel`: this exchange's own, in
     /// ms (0: none, as HAProxy's eternity).
     pub timeout_server: Option<u32>,

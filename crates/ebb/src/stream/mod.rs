@@ -178,6 +178,10 @@ impl BodyNow {
 #[derive(Default)]
 pub struct Stream {
     wait: Wait,
+    /// A redirect rule answering the exchange: HAProxy notes it as the
+    /// last final rule once its answer went through the
+    /// `http-after-response` rules (they see the rule before it).
+    late_rule: Option<crate::config::Loc>,
     /// Backend index and clean path of a request waiting on the disk.
     wait_backend: usize,
     wait_clean: String,
@@ -555,7 +559,7 @@ impl Stream {
                     ..*base
                 };
                 let loc = redirect_location(rd, r.head.path.get(r.buf), host, Some(&cx));
-                Act::Redirect(loc, rd.code)
+                Act::Redirect(loc, rd.code, rules.get(i).map(|r| r.loc.clone()))
             }
             HttpRequestAction::Deny { status } => Act::Deny(*status),
             HttpRequestAction::Tarpit { status } => Act::Tarpit(*status),
@@ -590,6 +594,8 @@ impl Stream {
                 }))
             }
             HttpRequestAction::Reject => Act::Reject(false, be),
+            // A strict normalizer refused the target.
+            HttpRequestAction::NormalizeUri(_) => Act::Error(400),
             _ => Act::Service,
         })
     }
@@ -635,9 +641,6 @@ impl Stream {
         };
         let (fe_from, be_at) = match at {
             Resume::Start => {
-                if c.head.target_form == TargetForm::Asterisk {
-                    return Act::Options;
-                }
                 if c.head.method == Method::Connect {
                     return Act::Connect;
                 }
@@ -769,6 +772,9 @@ impl Stream {
         }
         match &backend.kind {
             BackendKind::Servers(_) => Act::Proxy(bi, st.edited),
+            // `OPTIONS *` goes through the rules and to the servers as any
+            // request (HAProxy's); ebb's file server answers it itself.
+            BackendKind::Files(_) if c.head.target_form == TargetForm::Asterisk => Act::Options,
             BackendKind::Files(_) => {
                 let r = st.req();
                 if !matches!(r.head.method, Method::Get | Method::Head) {
@@ -903,16 +909,13 @@ impl Stream {
                     Some(HttpRequestAction::Return(r)) => r,
                     _ => return,
                 };
-                let mut keep_alive = keep_alive;
                 if reply.deny {
-                    // A deny with its own answer: counted, and the
-                    // connection closes after it.
+                    // A deny with its own answer: counted; the connection
+                    // goes on when the exchange allows, as HAProxy's.
                     c.stk.note_error();
                     fe.http
                         .denied
                         .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                    keep_alive = false;
-                    self.keep_alive = false;
                 }
                 let be_name = be_arc.as_ref().map(|b| b.name.as_str());
                 if let crate::config::ReturnBody::Errorfile(raw) = &reply.body {
@@ -939,7 +942,8 @@ impl Stream {
                 c.error_response(405, keep_alive, version, head_req, allow);
                 self.finish_request(c, ctx, 405, None, 0);
             }
-            Act::Redirect(loc, code) => {
+            Act::Redirect(loc, code, rule) => {
+                self.late_rule = rule;
                 self.fields.clear();
                 let hdrs: [(&[u8], &[u8]); 2] =
                     [(b"Location", &loc[..]), (b"Cache-Control", b"no-cache")];
@@ -1000,8 +1004,8 @@ impl Stream {
                 fe.http
                     .denied
                     .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                self.keep_alive = false;
-                self.error_answer(c, &fe, st, false, None);
+                // HAProxy keeps the connection when the exchange allows.
+                self.error_answer(c, &fe, st, keep_alive, None);
                 self.finish_request(c, ctx, st, None, 0);
             }
             Act::Tarpit(st) => {
@@ -1222,7 +1226,7 @@ impl Stream {
             if let Some((_, _, Some(d))) = edited {
                 // `http-response deny`: an answer of its own instead.
                 self.resp_start = c.wbuf.len();
-                let st = self.write_denied(c, &backend, d);
+                let st = self.write_denied(c, &backend, d, self.keep_alive);
                 self.finish_request(c, ctx, st, Some(bi), 0);
                 return;
             }
@@ -1385,7 +1389,7 @@ impl Stream {
         if let (_, Some(d)) = logged {
             // `http-response deny`: the cached answer is replaced.
             c.wbuf.truncate(self.resp_start);
-            let st = self.write_denied(c, &backend, d);
+            let st = self.write_denied(c, &backend, d, self.keep_alive);
             self.local_server = Some("<CACHE>");
             self.finish_request(c, ctx, st, Some(bi), 0);
             return;
@@ -1411,6 +1415,16 @@ impl Stream {
         self.finish_request(c, ctx, status, be, 0);
     }
 
+    /// Notes a redirect rule held back for the `http-after-response` rules
+    /// as the exchange's last final rule.
+    pub(super) fn note_late_rule(&mut self, c: &H1) {
+        if let Some(loc) = self.late_rule.take() {
+            if let Ok(mut v) = c.vars.try_borrow_mut() {
+                v.info.last_rule = Some(loc);
+            }
+        }
+    }
+
     /// The answer is queued: log it and move on to what follows the head.
     fn finish_request(
         &mut self,
@@ -1421,6 +1435,7 @@ impl Stream {
         body: u64,
     ) {
         let status = self.after_response(c, backend, status);
+        self.note_late_rule(c);
         if status == 101 {
             // An answer of ebb's made a 101 by a rule: no tunnel follows
             // (there is no server), the connection ends after it.
@@ -1517,6 +1532,7 @@ impl Stream {
     /// reply) through the client side's one output path, with what
     /// `lf-string` / `hdr` evaluate to for this request, and `extra`
     /// fields after its own.
+    #[allow(clippy::too_many_arguments)]
     fn answer_prepared(
         &mut self,
         c: &mut H1,
@@ -1579,28 +1595,49 @@ impl Stream {
         &mut self,
         c: &mut H1,
         be: &crate::proxy::BackendRt,
-        denied: (usize, usize),
+        denied: crate::rewrite::Denied,
+        keep_alive: bool,
     ) -> u16 {
         let fe = Arc::clone(&c.fe);
-        let rules = if denied.0 == 0 {
+        let rules = if denied.set == 0 {
             &be.http_response
         } else {
             &fe.http_response
         };
-        let Some(rule) = rules.get(denied.1) else {
+        let Some(rule) = rules.get(denied.rule) else {
             return 0;
         };
+        if let (crate::config::HttpResponseAction::Redirect(rd), Some(loc)) =
+            (&rule.action, &denied.location)
+        {
+            // As HAProxy's answer: the code, the location, no body.
+            self.late_rule = Some(rule.loc.clone());
+            if !keep_alive {
+                self.keep_alive = false;
+                c.closing = true;
+            }
+            self.fields.clear();
+            self.reply(c, rd.code, &[(b"Location", &loc[..])], b"");
+            return rd.code;
+        }
         let crate::config::HttpResponseAction::Deny(ret) = &rule.action else {
             return 0;
         };
-        self.keep_alive = false;
-        c.closing = true;
+        // HAProxy keeps the client's connection after the answer when the
+        // exchange allows it; an errorfile's bytes are sent as written
+        // (their framing is their own): the connection closes after them.
+        let raw = matches!(ret.body, crate::config::ReturnBody::Errorfile(Some(_)));
+        let keep_alive = keep_alive && !raw;
+        if !keep_alive {
+            self.keep_alive = false;
+            c.closing = true;
+        }
         match (&ret.body, &rule.prepared) {
             (crate::config::ReturnBody::Errorfile(Some(raw)), _) => {
                 c.wbuf.extend_from_slice(raw);
             }
-            (_, Some(p)) => self.answer_prepared(c, &fe, p, false, Some(&be.name), &[]),
-            _ => self.error_answer(c, &fe, ret.status, false, Some(&be.name)),
+            (_, Some(p)) => self.answer_prepared(c, &fe, p, keep_alive, Some(&be.name), &[]),
+            _ => self.error_answer(c, &fe, ret.status, keep_alive, Some(&be.name)),
         }
         ret.status
     }
@@ -1634,7 +1671,7 @@ fn apply_edits(
     hdrs: Vec<(&[u8], &[u8])>,
     status: u16,
     ctx: &crate::sample::Ctx<'_>,
-) -> (crate::rewrite::Fields, u16, Option<(usize, usize)>) {
+) -> (crate::rewrite::Fields, u16, Option<crate::rewrite::Denied>) {
     let mut head = crate::rewrite::ResHead {
         status,
         reason: Vec::new(),
@@ -1708,7 +1745,9 @@ enum Act {
     /// A server backend, and the request as rules rewrote it (`None`:
     /// unchanged).
     Proxy(usize, Option<Box<crate::rewrite::Edited>>),
-    Redirect(Vec<u8>, u16),
+    /// A redirect: the location, the code, and the rule (where it is
+    /// written).
+    Redirect(Vec<u8>, u16, Option<crate::config::Loc>),
     Deny(u16),
     /// `http-request tarpit`: this status after `timeout tarpit`.
     Tarpit(u16),

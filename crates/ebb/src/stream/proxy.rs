@@ -384,17 +384,17 @@ impl Stream {
             // `option httpclose` in the backend closes both sides.
             self.keep_alive = false;
         }
+        let xff = AddrField::merge(c.fe.forwardfor.as_ref(), sr.forwardfor.as_ref());
+        let xot = AddrField::merge(c.fe.originalto.as_ref(), sr.originalto.as_ref());
         let tail = ReqTail {
             omit: Some(&omit),
-            watch: sr
-                .forwardfor
-                .as_ref()
-                .map_or(&b""[..], |f| f.header.as_bytes()),
+            watch: xff.as_ref().map_or(&b""[..], |f| f.header.as_bytes()),
             keep: keep_server,
         };
         let mut spare = UpBufs::take();
         let mut out = std::mem::take(&mut spare.head);
-        let peer = c.peer.ip();
+        let peer = c.stream_src().ip();
+        let orig_dst = xot.as_ref().and_then(|_| c.stream_dst()).map(|d| d.ip());
         // `TE` is hop-by-hop: only its `trailers` member goes on, as HAProxy
         // passes it to an HTTP/1 server.
         let te_trailers = h.header(buf, "te").is_some_and(|v| {
@@ -406,13 +406,14 @@ impl Stream {
                 out.extend_from_slice(b"TE: trailers\r\n");
             }
             compress::write_request_fields(out, req_comp.as_ref().map(|b| b.coding()));
-            if let Some(ff) = &sr.forwardfor {
-                let skip = ff.except.is_some_and(|n| n.contains(peer)) || (ff.if_none && has_xff);
-                if !skip {
-                    out.extend_from_slice(ff.header.as_bytes());
-                    out.extend_from_slice(b": ");
-                    let _ = std::io::Write::write_fmt(out, format_args!("{peer}"));
-                    out.extend_from_slice(b"\r\n");
+            if let Some(ff) = &xff {
+                if !(ff.excepted(peer) || (!ff.always && has_xff)) {
+                    ff.write(out, peer);
+                }
+            }
+            if let (Some(ot), Some(d)) = (&xot, orig_dst) {
+                if !ot.excepted(d) {
+                    ot.write(out, d);
                 }
             }
         });
@@ -472,7 +473,7 @@ impl Stream {
             method: h.method,
             client_version: h.version,
             client_keep_alive: self.keep_alive,
-            lb_src: Some(c.peer.ip()),
+            lb_src: Some(c.stream_src().ip()),
             lb_uri,
             lb_hdr,
             t0: c.req_start.unwrap_or(now),
@@ -946,13 +947,14 @@ impl Stream {
 
     /// An `http-response deny` held on the server's answer: it is
     /// dropped with its server connection, the rule's answer goes to the
-    /// client, which is closed after it; logged `PH` with the server.
+    /// client, whose connection goes on when its request was whole (as
+    /// HAProxy's); logged `PH` with the server.
     fn deny_response(
         &mut self,
         c: &mut H1,
         ctx: &mut Ctx,
         be: &crate::proxy::BackendRt,
-        denied: (usize, usize),
+        denied: crate::rewrite::Denied,
     ) {
         let Some(mut up) = self.up.take() else {
             return;
@@ -965,9 +967,12 @@ impl Stream {
         up.keep_server = false;
         up.term = "PH";
         self.resp_start = c.wbuf.len();
-        let status = self.write_denied(c, be, denied);
+        // The client's connection goes on only if its request was whole.
+        let keep = self.keep_alive && up.req_left.done();
+        let status = self.write_denied(c, be, denied, keep);
         let bi = c.fe.backends.iter().position(|b| Arc::ptr_eq(b, &up.be));
         up.status = self.after_response(c, bi, status);
+        self.note_late_rule(c);
         up.bytes_out = (c.wbuf.len() - self.resp_start) as u64;
         self.log_proxy(c, ctx, &up, up.bytes_out);
         self.finish_proxy_input(c);
@@ -2019,10 +2024,51 @@ fn response_body_ready(c: &H1, now: Tick, up: &mut Upstream, sd: &ServerSide) ->
     false
 }
 
+/// `option forwardfor` or `option originalto` as HAProxy applies them:
+/// the field is added when the frontend or the backend asks for it, named
+/// as the backend says (else the frontend), left out for an address in
+/// either's `except` network; `if-none` holds only if neither side added
+/// the option without it.
+struct AddrField<'a> {
+    header: &'a str,
+    except: [Option<&'a crate::config::IpNet>; 2],
+    always: bool,
+}
+
+impl<'a> AddrField<'a> {
+    fn merge(
+        fe: Option<&'a crate::config::ForwardFor>,
+        be: Option<&'a crate::config::ForwardFor>,
+    ) -> Option<AddrField<'a>> {
+        let header = be.or(fe)?.header.as_str();
+        Some(AddrField {
+            header,
+            except: [
+                fe.and_then(|f| f.except.as_ref()),
+                be.and_then(|f| f.except.as_ref()),
+            ],
+            always: [fe, be].iter().flatten().any(|f| !f.if_none),
+        })
+    }
+
+    fn excepted(&self, ip: std::net::IpAddr) -> bool {
+        self.except.iter().flatten().any(|n| n.contains(ip))
+    }
+
+    fn write(&self, out: &mut Vec<u8>, ip: std::net::IpAddr) {
+        out.extend_from_slice(self.header.as_bytes());
+        out.extend_from_slice(b": ");
+        let _ = std::io::Write::write_fmt(out, format_args!("{ip}"));
+        out.extend_from_slice(b"\r\n");
+    }
+}
+
 /// The PROXY header a connection to `s` begins with for the exchange under
 /// way (`send-proxy[-v2]` and `proxy-v2-options`).
 fn pp_header(c: &H1, s: &ServerRt) -> Vec<u8> {
-    let addrs = c.local_addr().map(|d| (c.peer, d));
+    // The stream's addresses (after `http-request set-src`/`set-dst`), as
+    // HAProxy's PROXY header to a server carries.
+    let addrs = c.stream_dst().map(|d| (c.stream_src(), d));
     let v = c.vars.borrow();
     crate::proxyproto::server_header(
         s.opts.send_proxy,
@@ -2039,8 +2085,7 @@ fn pp_header(c: &H1, s: &ServerRt) -> Vec<u8> {
 fn client_dst(c: &H1, s: &ServerRt) -> Option<SocketAddr> {
     if s.follows_client_dst() || (s.backend_target && s.addr().is_none()) {
         // The stream's: as an `http-request set-dst[-port]` left it.
-        let set = c.vars.try_borrow().ok().and_then(|v| v.info.dst);
-        set.or_else(|| c.local_addr())
+        c.stream_dst()
     } else {
         None
     }

@@ -246,6 +246,20 @@ impl<S> Conn<S> {
     pub(crate) fn local_addr(&self) -> Option<SocketAddr> {
         dst_of(&self.tr, self.dst)()
     }
+
+    /// The exchange's source: as an `http-request set-src[-port]` left
+    /// it, else the connection's (HAProxy's stream address).
+    pub(crate) fn stream_src(&self) -> SocketAddr {
+        let set = self.vars.try_borrow().ok().and_then(|v| v.info.src);
+        set.unwrap_or(self.peer)
+    }
+
+    /// The exchange's destination: as an `http-request set-dst[-port]`
+    /// left it, else the connection's.
+    pub(crate) fn stream_dst(&self) -> Option<SocketAddr> {
+        let set = self.vars.try_borrow().ok().and_then(|v| v.info.dst);
+        set.or_else(|| self.local_addr())
+    }
 }
 
 impl<S: Exchange + Default + 'static> Conn<S> {
@@ -823,7 +837,7 @@ impl<S: Exchange + Default + 'static> Conn<S> {
     pub(crate) fn log_entry<'a>(&'a self, f: LogFacts<'a>) -> crate::log::Entry<'a> {
         let [tq, tw, tc, tr, tt] = f.times;
         crate::log::Entry {
-            client: self.peer,
+            client: self.stream_src(),
             accept: self.accept_time,
             frontend: &self.fe.name,
             backend: f.backend,
