@@ -683,3 +683,62 @@ fn socket_stats_listeners_and_backend_state_history() {
     };
     assert_eq!(listener_rows(&cli_cmd(&h.sock, "show stat")), rows);
 }
+
+fn qmax_cfg(sock: &std::path::Path, bind: &str, srv: std::net::SocketAddr) -> String {
+    format!(
+        "global\n    stats socket {} level admin\n\
+         defaults\n    mode tcp\n    timeout client 10s\n    timeout server 10s\n    timeout connect 1s\n    timeout queue 10s\n\
+         frontend fe\n    bind {bind}\n    default_backend be\n\
+         backend be\n    balance source\n    server s {srv} maxconn 1\n\
+         backend idle\n    server s {srv}\n",
+        sock.display()
+    )
+}
+
+/// The `qmax` of `show stat` (the longest a server's or backend's own queue
+/// has been) on the live socket: `0` before anything waited, as HAProxy
+/// prints it; a hashed backend queues on its server.
+fn qmax_run(sock: &std::path::Path, fe: std::net::SocketAddr) -> Vec<String> {
+    let col = |be: &str, sv: &str| stat_row(sock, be, sv)["qmax"].clone();
+    let mut seen = vec![col("be", "s"), col("be", "BACKEND"), col("idle", "s")];
+    let first = std::net::TcpStream::connect(fe).unwrap();
+    wait_until("the first connection on the server", || {
+        stat_row(sock, "be", "s")["scur"] == "1"
+    });
+    let second = std::net::TcpStream::connect(fe).unwrap();
+    wait_until("the second connection in the server's queue", || {
+        stat_row(sock, "be", "s")["qcur"] == "1"
+    });
+    seen.extend([col("be", "s"), col("be", "BACKEND")]);
+    drop((first, second));
+    seen
+}
+
+#[test]
+fn qmax_is_the_longest_queue_seen() {
+    // The server accepts and never answers: a slot stays taken.
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let srv = l.local_addr().unwrap();
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for s in l.incoming().map_while(Result::ok) {
+            held.push(s);
+        }
+    });
+    let d = scratch("qmax");
+    let sock = d.join("admin.sock");
+    let e = Ebb::start(&qmax_cfg(&sock, "BIND", srv));
+    let got = qmax_run(&sock, e.addr());
+    assert_eq!(got, ["0", "0", "0", "1", "0"]);
+
+    let hd = scratch("qmax-h");
+    let hsock = hd.join("h.sock");
+    let port = free_port();
+    let cfg = qmax_cfg(&hsock, &format!("127.0.0.1:{port}"), srv);
+    let rest = cfg.split_once("level admin\n").unwrap().1;
+    let Some(h) = haproxy_with("qmax", rest) else {
+        return;
+    };
+    let fe: std::net::SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    assert_eq!(qmax_run(&h.sock, fe), got);
+}

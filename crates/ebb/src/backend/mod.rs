@@ -792,6 +792,8 @@ impl Farm {
         }
         let w = Self::waiter(me, handle(), q.len(), false);
         q.push_back(Arc::clone(&w));
+        let len = u32::try_from(q.len()).unwrap_or(u32::MAX);
+        s.ext.qmax.fetch_max(len, Ordering::Relaxed);
         s.counters.queued_total.fetch_add(1, Ordering::Relaxed);
         Pick::Queued(w)
     }
@@ -820,6 +822,8 @@ impl Farm {
         }
         let w = Self::waiter(me, handle(), q.len(), true);
         q.push_back(Arc::clone(&w));
+        let len = u32::try_from(q.len()).unwrap_or(u32::MAX);
+        self.be_ext.qmax.fetch_max(len, Ordering::Relaxed);
         self.counters.queued_total.fetch_add(1, Ordering::Relaxed);
         Pick::Queued(w)
     }

@@ -68,6 +68,8 @@ pub struct Row {
     pub act: Option<u64>,
     pub bck: Option<u64>,
     pub qlimit: Option<u64>,
+    /// Backends and servers: the longest their own queue has been.
+    pub qmax: Option<u64>,
     pub lbtot: Option<u64>,
     pub rate: u64,
     pub rate_max: u64,
@@ -149,6 +151,7 @@ impl Row {
             act: None,
             bck: None,
             qlimit: None,
+            qmax: None,
             lbtot: None,
             rate: 0,
             rate_max: 0,
@@ -315,6 +318,7 @@ fn srv_row(i: usize, farm: &Farm, s: &ServerRt) -> Row {
     let mut r = Row::new(&farm.name, &s.name, Kind::Server, i, s.id as usize);
     let c = &s.counters;
     r.qcur = s.queue.lock().map(|q| q.len() as u64).unwrap_or(0);
+    r.qmax = Some(u64::from(s.ext.qmax.load(Ordering::Relaxed)));
     r.scur = u64::from(s.cur.load(Ordering::Relaxed));
     let m = s.maxconn.load(Ordering::Relaxed);
     r.slim = (m > 0).then_some(u64::from(m));
@@ -443,6 +447,7 @@ fn be_row(i: usize, be: &BackendRt) -> Row {
         BackendKind::Servers(sv) => {
             let f = &sv.farm;
             r.qcur = f.queued() as u64;
+            r.qmax = Some(u64::from(f.be_ext.qmax.load(Ordering::Relaxed)));
             let mut w = 0;
             let (mut act, mut bck) = (0, 0);
             for s in &f.servers {
@@ -486,6 +491,7 @@ fn be_row(i: usize, be: &BackendRt) -> Row {
             r.status = if act + bck > 0 { "UP" } else { "DOWN" }.into();
         }
         BackendKind::Files(_) => {
+            r.qmax = Some(0);
             r.stot = req;
             r.status = "UP".into();
         }
@@ -528,6 +534,7 @@ pub fn rows(c: &Compiled, only: Option<&str>) -> Vec<Row> {
             let mut r = Row::new(&b.name, "BACKEND", Kind::Backend, b.uuid, 0);
             r.mode = if b.tcp_mode { "tcp" } else { "http" };
             r.status = "UP".into();
+            r.qmax = Some(0);
             r.req_tot = Some(0);
             r.smax = Some(0);
             r.weight = Some(0);
@@ -747,6 +754,7 @@ pub fn values(r: &Row) -> Vec<Option<Val>> {
     }
     if !fe {
         v[2] = u(r.qcur);
+        v[3] = r.qmax.map(Val::U);
     }
     v[4] = u(r.scur);
     v[5] = r.smax.map(Val::U);
@@ -1113,7 +1121,16 @@ pub fn clear_server_maxima(c: &Compiled) {
                 s.ext
                     .smax
                     .store(s.cur.load(Ordering::Relaxed), Ordering::Relaxed);
+                let q = s.queue.lock().map(|q| q.len()).unwrap_or(0);
+                s.ext
+                    .qmax
+                    .store(u32::try_from(q).unwrap_or(u32::MAX), Ordering::Relaxed);
             }
+            let q = sv.farm.queue.lock().map(|q| q.len()).unwrap_or(0);
+            sv.farm
+                .be_ext
+                .qmax
+                .store(u32::try_from(q).unwrap_or(u32::MAX), Ordering::Relaxed);
         }
     }
 }
