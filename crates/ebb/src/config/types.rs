@@ -1554,6 +1554,9 @@ pub enum HdrMatch {
     End(String),
     Sub(String),
     Reg(String),
+    /// `name-lf` / `value-lf`: the pattern of the match inside (never
+    /// `Reg`) is a log-format string, rendered at each check.
+    Fmt(Box<HdrMatch>),
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -1597,6 +1600,9 @@ pub enum HttpCheckStep {
     /// own.
     Send(Option<HttpSend>),
     Expect(HttpExpect),
+    /// `http-check set-var(VAR) EXPR`, `set-var-fmt(VAR) FMT`,
+    /// `unset-var(VAR)`: run when the sequence reaches them.
+    Var(crate::sample::VarAction),
 }
 
 /// A request of a later `http-check send` (HAProxy's defaults: OPTIONS,
