@@ -741,21 +741,13 @@ fn qmax_is_the_longest_queue_seen() {
             held.push(s);
         }
     });
-    let d = scratch("qmax");
-    let sock = d.join("admin.sock");
-    let e = Ebb::start(&qmax_cfg(&sock, "BIND", srv));
+    let (e, sock) = ebb_with_admin("qmax", |k, b| qmax_cfg(k, b, srv));
     let got = qmax_run(&sock, e.addr());
     assert_eq!(got, ["0", "0", "0", "1", "0"]);
 
-    let hd = scratch("qmax-h");
-    let hsock = hd.join("h.sock");
-    let port = free_port();
-    let cfg = qmax_cfg(&hsock, &format!("127.0.0.1:{port}"), srv);
-    let rest = cfg.split_once("level admin\n").unwrap().1;
-    let Some(h) = haproxy_with("qmax", rest) else {
+    let Some((h, fe)) = haproxy_beside("qmax", |k, b| qmax_cfg(k, b, srv)) else {
         return;
     };
-    let fe: std::net::SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
     assert_eq!(qmax_run(&h.sock, fe), got);
 }
 
@@ -815,9 +807,7 @@ fn form_run(addr: std::net::SocketAddr, sock: &std::path::Path) -> Vec<String> {
 #[test]
 fn admin_form_and_scope_as_haproxy() {
     let a = Origin::start("a", Mode::Ok);
-    let d = scratch("statsform");
-    let sock = d.join("admin.sock");
-    let e = Ebb::start(&form_cfg(&sock, "BIND", a.addr));
+    let (e, sock) = ebb_with_admin("statsform", |k, b| form_cfg(k, b, a.addr));
     let ours = form_run(e.addr(), &sock);
     assert_eq!(ours[0], "b1 b1 b1 b1", "{ours:?}");
     assert_eq!(ours[1], "303 Some(\"/;st=DONE?scope=b2\")");
@@ -828,14 +818,8 @@ fn admin_form_and_scope_as_haproxy() {
         "{ours:?}"
     );
 
-    let hd = scratch("statsform-h");
-    let hsock = hd.join("h.sock");
-    let port = free_port();
-    let cfg = form_cfg(&hsock, &format!("127.0.0.1:{port}"), a.addr);
-    let rest = cfg.split_once("level admin\n").unwrap().1;
-    let Some(h) = haproxy_with("statsform", rest) else {
+    let Some((h, hap)) = haproxy_beside("statsform", |k, b| form_cfg(k, b, a.addr)) else {
         return;
     };
-    let hap: std::net::SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
     assert_eq!(form_run(hap, &h.sock), ours, "haproxy (left), ebb (right)");
 }

@@ -729,8 +729,13 @@ impl<'e> Parser<'e> {
         for (what, proxy, server) in crate::sample::take_proxy_refs() {
             if in_defaults && proxy.is_none() && server.is_some() && result.is_ok() {
                 // HAProxy: a server argument must name its backend there.
+                let f = if what == crate::sample::Count::SrvSessRate {
+                    "srv_sess_rate"
+                } else {
+                    "srv_conn"
+                };
                 result = Err(format!(
-                    "in a 'defaults' section, 'srv_conn' must name the server's backend ('backend/{}')",
+                    "in a 'defaults' section, '{f}' must name the server's backend ('backend/{}')",
                     server.as_deref().unwrap_or_default()
                 ));
             }
@@ -1310,6 +1315,15 @@ impl<'e> Parser<'e> {
                 && !store.contains(&crate::table::DataType::ServerId)
             {
                 store.push(crate::table::DataType::ServerId);
+            }
+        }
+        // Servers a fetch names cannot be deleted at run time.
+        for (_, name, server, _) in &self.proxy_refs {
+            let Some(server) = server else { continue };
+            for p in self.proxies.iter_mut().filter(|p| &p.name == name) {
+                for s in p.servers.iter_mut().filter(|s| &s.name == server) {
+                    s.opts.referenced = true;
+                }
             }
         }
         let mut errs: Vec<ConfigError> = Vec::new();

@@ -1340,6 +1340,9 @@ pub enum Verify {
 pub struct ServerOptions {
     /// 0..=256, 1 by default.
     pub weight: u32,
+    /// A sample fetch names this server (`srv_conn(b/s)`,
+    /// `srv_sess_rate(b/s)`): `del server` refuses it, as HAProxy does.
+    pub referenced: bool,
     pub maxconn: Option<u32>,
     pub maxqueue: Option<u32>,
     pub backup: bool,
@@ -1452,6 +1455,7 @@ impl Default for ServerOptions {
     fn default() -> Self {
         ServerOptions {
             weight: 1,
+            referenced: false,
             maxconn: None,
             maxqueue: None,
             backup: false,
