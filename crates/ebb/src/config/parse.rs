@@ -736,8 +736,13 @@ impl<'e> Parser<'e> {
         for (what, proxy, server) in crate::sample::take_proxy_refs() {
             if in_defaults && proxy.is_none() && server.is_some() && result.is_ok() {
                 // HAProxy: a server argument must name its backend there.
+                let f = if what == crate::sample::Count::SrvSessRate {
+                    "srv_sess_rate"
+                } else {
+                    "srv_conn"
+                };
                 result = Err(format!(
-                    "in a 'defaults' section, 'srv_conn' must name the server's backend ('backend/{}')",
+                    "in a 'defaults' section, '{f}' must name the server's backend ('backend/{}')",
                     server.as_deref().unwrap_or_default()
                 ));
             }
@@ -1324,6 +1329,15 @@ impl<'e> Parser<'e> {
                 && !store.contains(&crate::table::DataType::ServerId)
             {
                 store.push(crate::table::DataType::ServerId);
+            }
+        }
+        // Servers a fetch names cannot be deleted at run time.
+        for (_, name, server, _) in &self.proxy_refs {
+            let Some(server) = server else { continue };
+            for p in self.proxies.iter_mut().filter(|p| &p.name == name) {
+                for s in p.servers.iter_mut().filter(|s| &s.name == server) {
+                    s.opts.referenced = true;
+                }
             }
         }
         let mut errs: Vec<ConfigError> = Vec::new();
@@ -2698,12 +2712,29 @@ fn proxy_kw(px: &mut Proxy, ctx: &Ctx<'_>, words: &[String]) -> Result<(), Strin
                     }
                     hc.enabled = true;
                 }
+                Some(a) if is_var_action(a) => {
+                    // `http-check set-var(VAR) EXPR`, `set-var-fmt(VAR)
+                    // FMT`, `unset-var(VAR)`; HAProxy's scopes for checks:
+                    // proc, sess, check.
+                    let va = parse_var_action("http-check", a, &w[2..], Scope::Response)?;
+                    let r = match &va {
+                        VarAction::Set(r, _) | VarAction::SetFmt(r, _) | VarAction::Unset(r) => r,
+                    };
+                    use crate::sample::vars::VarScope as V;
+                    if !matches!(r.scope, V::Proc | V::Sess | V::Check) {
+                        return Err(format!(
+                            "'http-check {a}': the scopes allowed for http-check are proc, sess and check"
+                        ));
+                    }
+                    px.http_check.own_rules();
+                    push_http_rule(&mut px.http_check, HttpCheckStep::Var(va), None, loc)?;
+                }
                 Some(o) => {
                     return Err(format!(
-                    "unsupported 'http-check {o}' (supported: http-check comment, connect, send, expect)"
+                    "unsupported 'http-check {o}' (supported: http-check comment, connect, send, expect, set-var, unset-var)"
                 ))
                 }
-                None => return Err("'http-check' expects comment, connect, send or expect".to_string()),
+                None => return Err("'http-check' expects comment, connect, send, expect, set-var or unset-var".to_string()),
             }
         }
         "load-server-state-from-file" => {
@@ -3852,10 +3883,12 @@ fn push_http_rule(
     comment: Option<String>,
     loc: &Loc,
 ) -> Result<(), String> {
+    // A `set-var`, `unset-var` or comment may come before the first
+    // connect (HAProxy's rule).
     let first = hc
         .rules
         .iter()
-        .find(|r| !matches!(r.step, HttpCheckStep::Comment));
+        .find(|r| !matches!(r.step, HttpCheckStep::Comment | HttpCheckStep::Var(_)));
     if matches!(step, HttpCheckStep::Connect(_))
         && first.is_some_and(|r| !matches!(r.step, HttpCheckStep::Connect(_)))
     {
@@ -4031,7 +4064,7 @@ fn parse_http_expect(w: &[String], loc: &Loc) -> Result<(HttpExpect, Option<Stri
 /// `name [-m M] NAME [value [-m M] VALUE]` after `hdr`/`fhdr`; returns
 /// the match and the words used.
 fn parse_hdr_expect(w: &[String], full: bool) -> Result<(ExpectKind, usize), String> {
-    let one = |at: usize, what: &str| -> Result<(HdrMatch, usize), String> {
+    let one = |at: usize, what: &str, lf: bool| -> Result<(HdrMatch, usize), String> {
         let (meth, at) = if w.get(at).map(String::as_str) == Some("-m") {
             let m = arg(w, at + 1, "-m").map_err(|_| "'-m' expects a method".to_string())?;
             (m, at + 2)
@@ -4040,6 +4073,15 @@ fn parse_hdr_expect(w: &[String], full: bool) -> Result<(ExpectKind, usize), Str
         };
         let p = arg(w, at, what).map_err(|_| format!("'{what}' expects a pattern"))?;
         let p = p.to_string();
+        if lf {
+            if meth == "reg" {
+                return Err(format!(
+                    "'http-check expect hdr {what}': log-format string is not supported with a regex matching method"
+                ));
+            }
+            crate::sample::LogFormat::parse(&p, Scope::Response)
+                .map_err(|e| format!("'http-check expect hdr {what}': {e}"))?;
+        }
         let m = match meth {
             "str" => HdrMatch::Str(p),
             "beg" => HdrMatch::Beg(p),
@@ -4055,33 +4097,21 @@ fn parse_hdr_expect(w: &[String], full: bool) -> Result<(ExpectKind, usize), Str
             ))
             }
         };
+        let m = if lf { HdrMatch::Fmt(Box::new(m)) } else { m };
         Ok((m, at + 1))
     };
-    match w.first().map(String::as_str) {
-        Some("name") => {}
-        Some("name-lf") => {
-            return Err(
-                "'http-check expect hdr name-lf' is not supported by ebb (log-format in checks)"
-                    .into(),
-            )
-        }
+    let name_lf = match w.first().map(String::as_str) {
+        Some("name") => false,
+        Some("name-lf") => true,
         _ => return Err("'http-check expect hdr' expects 'name' and a pattern".into()),
-    }
-    let (name, mut at) = one(1, "name")?;
+    };
+    let name_kw = if name_lf { "name-lf" } else { "name" };
+    let (name, mut at) = one(1, name_kw, name_lf)?;
     let mut value = None;
-    match w.get(at).map(String::as_str) {
-        Some("value") => {
-            let (v, next) = one(at + 1, "value")?;
-            value = Some(v);
-            at = next;
-        }
-        Some("value-lf") => {
-            return Err(
-                "'http-check expect hdr value-lf' is not supported by ebb (log-format in checks)"
-                    .into(),
-            )
-        }
-        _ => {}
+    if let Some(kw @ ("value" | "value-lf")) = w.get(at).map(String::as_str) {
+        let (v, next) = one(at + 1, kw, kw == "value-lf")?;
+        value = Some(v);
+        at = next;
     }
     Ok((ExpectKind::Hdr { full, name, value }, at))
 }

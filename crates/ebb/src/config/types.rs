@@ -1374,6 +1374,9 @@ pub enum Verify {
 pub struct ServerOptions {
     /// 0..=256, 1 by default.
     pub weight: u32,
+    /// A sample fetch names this server (`srv_conn(b/s)`,
+    /// `srv_sess_rate(b/s)`): `del server` refuses it, as HAProxy does.
+    pub referenced: bool,
     pub maxconn: Option<u32>,
     pub maxqueue: Option<u32>,
     pub backup: bool,
@@ -1486,6 +1489,7 @@ impl Default for ServerOptions {
     fn default() -> Self {
         ServerOptions {
             weight: 1,
+            referenced: false,
             maxconn: None,
             maxqueue: None,
             backup: false,
@@ -1588,6 +1592,9 @@ pub enum HdrMatch {
     End(String),
     Sub(String),
     Reg(String),
+    /// `name-lf` / `value-lf`: the pattern of the match inside (never
+    /// `Reg`) is a log-format string, rendered at each check.
+    Fmt(Box<HdrMatch>),
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -1631,6 +1638,9 @@ pub enum HttpCheckStep {
     /// own.
     Send(Option<HttpSend>),
     Expect(HttpExpect),
+    /// `http-check set-var(VAR) EXPR`, `set-var-fmt(VAR) FMT`,
+    /// `unset-var(VAR)`: run when the sequence reaches them.
+    Var(crate::sample::VarAction),
 }
 
 /// A request of a later `http-check send` (HAProxy's defaults: OPTIONS,

@@ -474,13 +474,15 @@ impl Fetch {
             "cur_server_timeout" | "cur_tunnel_timeout" => none(Fetch::CurTimeout {
                 tunnel: name == "cur_tunnel_timeout",
             }),
-            "fe_conn" | "be_conn" | "srv_conn" => {
+            "fe_conn" | "be_conn" | "srv_conn" | "srv_sess_rate" => {
                 let what = match name {
                     "fe_conn" => super::Count::FeConn,
                     "be_conn" => super::Count::BeConn,
-                    _ => super::Count::SrvConn,
+                    "srv_conn" => super::Count::SrvConn,
+                    _ => super::Count::SrvSessRate,
                 };
-                let (proxy, server) = if what == super::Count::SrvConn {
+                let per_server = matches!(what, super::Count::SrvConn | super::Count::SrvSessRate);
+                let (proxy, server) = if per_server {
                     arg_count(name, args, 1, 1)?;
                     match args[0].split_once('/') {
                         Some((b, s)) if !b.is_empty() && !s.is_empty() => {
@@ -489,7 +491,7 @@ impl Fetch {
                         None if !args[0].is_empty() => (None, Some(args[0].clone())),
                         _ => {
                             return Err(format!(
-                                "fetch 'srv_conn': expects [backend/]server, got '{}'",
+                                "fetch '{name}': expects [backend/]server, got '{}'",
                                 args[0]
                             ))
                         }

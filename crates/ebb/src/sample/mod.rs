@@ -57,6 +57,8 @@ pub enum Count {
     BeConn,
     /// Connections established on a server.
     SrvConn,
+    /// Sessions handed to a server per second (`srv_sess_rate`).
+    SrvSessRate,
     /// The configured `timeout server`, `timeout tunnel` of a backend and
     /// `timeout client` of a frontend, in ms (0 when unset).
     BeServerTimeout,

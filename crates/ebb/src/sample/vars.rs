@@ -7,7 +7,9 @@
 //!   an HTTP/2 connection sees the same ones: [`SessVars`]);
 //! - `txn`: one exchange, request and response;
 //! - `req`: while the request is processed;
-//! - `res`: while the response is processed.
+//! - `res`: while the response is processed;
+//! - `check`: one run of a health check (`http-check set-var`); elsewhere
+//!   nothing is stored there and nothing is read from it, as in HAProxy.
 //!
 //! Names are interned at configuration load, so a store is a short list of
 //! (id, value) whose buffers are kept when a scope is cleared: setting a
@@ -26,6 +28,7 @@ pub enum VarScope {
     Txn,
     Req,
     Res,
+    Check,
 }
 
 /// A variable named in the configuration: `scope.name`.
@@ -94,7 +97,7 @@ impl VarRef {
     pub fn parse(text: &str) -> Result<VarRef, String> {
         let Some((scope, name)) = text.split_once('.') else {
             return Err(format!(
-                "variable '{text}' needs a scope: proc., sess., txn., req. or res."
+                "variable '{text}' needs a scope: proc., sess., txn., req., res. or check."
             ));
         };
         let scope = match scope {
@@ -103,9 +106,10 @@ impl VarRef {
             "txn" => VarScope::Txn,
             "req" => VarScope::Req,
             "res" => VarScope::Res,
+            "check" => VarScope::Check,
             o => {
                 return Err(format!(
-                    "unknown variable scope '{o}' (proc, sess, txn, req, res)"
+                    "unknown variable scope '{o}' (proc, sess, txn, req, res, check)"
                 ))
             }
         };
@@ -263,6 +267,9 @@ pub struct VarStore {
     pub txn: Vars,
     pub req: Vars,
     pub res: Vars,
+    /// `check` variables: only a health check's store has them
+    /// ([`VarStore::for_check`]).
+    pub check: Option<Vars>,
     /// Requests begun on this connection (`http_first_req`).
     pub requests: u64,
     /// The exchanges are HTTP/2 streams (`req.ver` says 2.0).
@@ -392,6 +399,15 @@ impl VarStore {
             .or_else(|| sni.map(str::as_bytes))
     }
 
+    /// The variables of one health check run: `check` and `sess` start
+    /// empty with it.
+    pub fn for_check() -> VarStore {
+        VarStore {
+            check: Some(Vars::default()),
+            ..VarStore::default()
+        }
+    }
+
     /// A new request on the connection: `txn`, `req` and `res` start empty.
     pub fn begin_request(&mut self) {
         self.requests += 1;
@@ -417,6 +433,11 @@ impl VarStore {
             VarScope::Txn => f(&mut self.txn),
             VarScope::Req => f(&mut self.req),
             VarScope::Res => f(&mut self.res),
+            // Outside a check: a scope that stores nothing.
+            VarScope::Check => match &mut self.check {
+                Some(v) => f(v),
+                None => f(&mut Vars::default()),
+            },
             VarScope::Proc => f(&mut PROC.lock().unwrap_or_else(|p| p.into_inner())),
         }
     }

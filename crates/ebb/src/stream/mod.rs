@@ -701,6 +701,11 @@ impl Stream {
                     ..base
                 };
                 if let Some(a) = stats_act(fe.stats.as_ref(), &fe.matcher, &view, None) {
+                    // An admin form comes whole before the page reads it.
+                    if stats_post_waits(&a, &c.head, &body) {
+                        let end = Resume::Fe(fe.http_request.len());
+                        return wait_here(end, Some(fe.timeouts.http_request));
+                    }
                     intercepted(fe);
                     return a;
                 }
@@ -763,6 +768,10 @@ impl Stream {
             ..base
         };
         if let Some(a) = stats_act(backend.stats.as_ref(), &backend.matcher, &view, Some(bi)) {
+            if stats_post_waits(&a, &c.head, &body) {
+                let end = Resume::Be(bi, Some(backend.http_request.len()));
+                return wait_here(end, backend.http_request_ms);
+            }
             return a;
         }
         // A `cache-use` rule found the answer: the cache answers instead of
@@ -963,11 +972,17 @@ impl Stream {
                         // rules run on it and the log names it.
                         self.page_backend = be;
                         let buf = &c.rbuf[c.rstart..c.rend];
+                        let post = (c.head.method == Method::Post).then(|| {
+                            self.body_now
+                                .data(&self.body_buf, buf, c.head.head_len)
+                                .to_vec()
+                        });
                         Service::Stats {
                             rt,
                             path: c.head.path.get(buf).to_vec(),
                             authz: c.head.header(buf, "authorization").map(|v| v.to_vec()),
                             admin,
+                            post,
                         }
                     }
                     _ => {
@@ -1792,7 +1807,12 @@ fn content_rules(
     }
 }
 
-/// The stats page's act when the request is for it.
+/// Whether the stats page's act must wait for the rest of a POST's body
+/// (an admin form, read only when `stats admin` allows it).
+fn stats_post_waits(a: &Act, head: &crate::http1::RequestHead, body: &BodyNow) -> bool {
+    matches!(a, Act::Stats(_, true, _)) && head.method == Method::Post && !body.enough(0)
+}
+
 /// Counts a request the frontend answered itself.
 fn intercepted(fe: &FrontendRt) {
     fe.http
@@ -1800,6 +1820,7 @@ fn intercepted(fe: &FrontendRt) {
         .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
 }
 
+/// The stats page's act when the request is for it.
 fn stats_act(
     st: Option<&Arc<crate::proxy::StatsRt>>,
     m: &crate::rules::Matcher,
@@ -1808,7 +1829,8 @@ fn stats_act(
 ) -> Option<Act> {
     let st = st?;
     let req = view.req?;
-    if !crate::serve::is_stats_page(st, req.head.path.get(req.buf)) {
+    let method_ok = matches!(req.head.method, Method::Get | Method::Head | Method::Post);
+    if !crate::serve::is_stats_page(st, req.head.path.get(req.buf), method_ok) {
         return None;
     }
     let admin = st.admin.iter().any(|c| m.holds(Some(c), view));
