@@ -29,8 +29,9 @@
 //! read the socket is known to be empty and the next edge will say when
 //! data arrives, which saves the `read` returning `EAGAIN` on every request.
 //!
-//! Idle keep-alive connections give their buffers back to the thread's pool
-//! (see [`Worker::get_buf`]), so an idle connection costs its socket, this
+//! Idle keep-alive connections give their buffers, their header index and
+//! their stream back to the thread's pools (see [`Worker::get_buf`],
+//! [`Exchange::parkable`]), so an idle connection costs its socket, this
 //! struct and two scheduler slots.
 
 use std::io::{self, IoSlice};
@@ -106,6 +107,15 @@ pub trait Exchange: Sized {
     /// of an exchange, or between two: release what it holds (server
     /// connections, queue places, tasklets).
     fn client_gone(&mut self, c: &mut Conn<Self>, ctx: &mut Ctx);
+    /// Whether the stream holds nothing of its connection between two
+    /// exchanges (no server connection, no tasklet of its own): it then
+    /// goes back to the thread's pool while the connection idles.
+    fn parkable(&self) -> bool;
+    /// A stream from the thread's pool, or a new one.
+    fn from_pool(w: &Worker) -> Box<Self>;
+    /// Gives a parkable stream back to the thread's pool, cleared of what
+    /// its connection left in it.
+    fn to_pool(self: Box<Self>, w: &Worker);
 }
 
 /// A file the connection sends as a body: the bytes when it is small
@@ -212,8 +222,12 @@ pub struct Conn<S> {
     /// File bytes sent during the current run (see [`RUN_QUANTUM`]).
     pub(crate) sent_run: usize,
     /// The current stream (taken out while it runs: see
-    /// [`Conn::with_stream`]).
-    st: Option<S>,
+    /// [`Conn::with_stream`]). Between exchanges a stream that holds
+    /// nothing of the connection goes back to the thread's pool (`parked`),
+    /// so an idle connection does not keep an exchange's state.
+    st: Option<Box<S>>,
+    /// The stream is in the pool, not out running (`st` is `None`).
+    parked: bool,
     /// Fields of the answers this side builds itself (errors), reused.
     fields: FieldBuf,
     /// This connection is a lane of an HTTP/2 connection (its transport
@@ -374,7 +388,9 @@ impl<S: Exchange + Default + 'static> Conn<S> {
             stk,
             sess,
             sent_run: 0,
-            st: Some(S::default()),
+            // The first request takes a stream from the thread's pool.
+            st: None,
+            parked: true,
             fields: FieldBuf::default(),
             lane_of: None,
             registered: false,
@@ -478,6 +494,25 @@ impl<S: Exchange + Default + 'static> Conn<S> {
         let r = f(&mut st, self);
         self.st = Some(st);
         Some(r)
+    }
+
+    /// Takes a stream from the thread's pool for a new exchange, if the
+    /// connection's went back there.
+    fn unpark(&mut self) {
+        if std::mem::take(&mut self.parked) {
+            self.st = Some(S::from_pool(&self.w));
+        }
+    }
+
+    /// Gives the stream back to the thread's pool between two exchanges,
+    /// when it holds nothing of this connection.
+    fn park(&mut self) {
+        if self.st.as_ref().is_some_and(|s| s.parkable()) {
+            if let Some(st) = self.st.take() {
+                st.to_pool(&self.w);
+                self.parked = true;
+            }
+        }
     }
 
     pub(crate) fn has_output(&self) -> bool {
@@ -745,6 +780,7 @@ impl<S: Exchange + Default + 'static> Conn<S> {
                     match r {
                         Ok(PStatus::Partial) => return progress,
                         Ok(PStatus::Complete(())) => {
+                            self.unpark();
                             self.with_stream(|st, c| st.start(c, ctx));
                             progress = true;
                         }
@@ -1009,6 +1045,8 @@ impl<S: Exchange + Default + 'static> Conn<S> {
 
     fn close(&mut self, ctx: &mut Ctx) -> Status {
         self.with_stream(|st, c| st.client_gone(c, ctx));
+        // A clean stream serves the thread's next connection.
+        self.park();
         if let Some(mux) = self.lane_of {
             // A lane: its HTTP/2 connection holds the socket and counts
             // the connection; it learns of the end through the pipe.
@@ -1142,6 +1180,7 @@ impl<S: Exchange + Default + 'static> Conn<S> {
                 return self.close(ctx);
             }
             self.release_buffers();
+            self.park();
         } else if self.eof && matches!(self.input, In::Head) && !self.has_output() {
             // The client closed in the middle of a head: nothing to answer.
             return self.close(ctx);
