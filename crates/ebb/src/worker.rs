@@ -42,6 +42,9 @@ pub struct Worker {
     /// Exchange states of HTTP/1 streams, taken for an exchange and given
     /// back while their connections idle.
     streams: FreeList<Box<crate::stream::Stream>>,
+    /// Variable stores of client connections, likewise (see
+    /// [`crate::sample::vars::ConnVars`]).
+    vars: FreeList<Box<RefCell<crate::sample::VarStore>>>,
     pub files: RefCell<FileCache>,
     pub pool: Submitter,
     pub limits: Limits,
@@ -104,6 +107,7 @@ impl Worker {
             wbufs: FreeList::default(),
             heads: FreeList::default(),
             streams: FreeList::default(),
+            vars: FreeList::default(),
             files: RefCell::new(FileCache::new()),
             pool,
             limits,
@@ -161,6 +165,17 @@ impl Worker {
     /// Gives a cleared stream back (see [`Worker::take_stream`]).
     pub(crate) fn give_stream(&self, s: Box<crate::stream::Stream>, keep: bool) {
         self.streams.give(s, keep);
+    }
+
+    /// A cleared variable store for an exchange, from the pool when
+    /// possible.
+    pub(crate) fn take_vars(&self) -> Box<RefCell<crate::sample::VarStore>> {
+        self.vars.take(Box::default)
+    }
+
+    /// Gives a cleared variable store back.
+    pub(crate) fn give_vars(&self, v: Box<RefCell<crate::sample::VarStore>>, keep: bool) {
+        self.vars.give(v, keep);
     }
 
     /// Whether a frontend may accept one more connection now.

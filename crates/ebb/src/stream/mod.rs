@@ -656,7 +656,7 @@ impl Stream {
         }
         let tr = &c.tr;
         let dst = dst_of(tr, c.dst);
-        let base = sample_ctx(tr, c.peer, &fe.name, &dst, &c.vars, &c.stk);
+        let base = sample_ctx(tr, c.peer, &fe.name, &dst, c.vars.cell(), &c.stk);
         let wait_here = |at: Resume, time_ms: Option<u32>| {
             Act::WaitBody(Box::new(BodyWait {
                 at,
@@ -1249,7 +1249,7 @@ impl Stream {
             let dst = dst_of(tr, c.dst);
             let sctx = crate::sample::Ctx {
                 be: Some(&backend.name),
-                ..sample_ctx(tr, c.peer, &c.fe.name, &dst, &c.vars, &c.stk)
+                ..sample_ctx(tr, c.peer, &c.fe.name, &dst, c.vars.cell(), &c.stk)
             };
             // No response rule: the fields go out as they are.
             let rules = !backend.http_response.is_empty() || !c.fe.http_response.is_empty();
@@ -1408,7 +1408,7 @@ impl Stream {
                     body: self.body_now.data(&self.body_buf, buf, c.head.head_len),
                 }),
                 be: Some(&backend.name),
-                ..sample_ctx(tr, c.peer, &c.fe.name, &dst, &c.vars, &c.stk)
+                ..sample_ctx(tr, c.peer, &c.fe.name, &dst, c.vars.cell(), &c.stk)
             };
             let sets = [
                 (&backend.http_response[..], &backend.matcher),
@@ -1539,7 +1539,7 @@ impl Stream {
         let dst = dst_of(tr, c.dst);
         let sctx = crate::sample::Ctx {
             be: be.map(|b| b.name.as_str()),
-            ..sample_ctx(tr, c.peer, &c.fe.name, &dst, &c.vars, &c.stk)
+            ..sample_ctx(tr, c.peer, &c.fe.name, &dst, c.vars.cell(), &c.stk)
         };
         let be = be.map(|b| &**b);
         crate::rewrite::after_local(&c.fe, be, &sctx, &mut c.wbuf, self.resp_start)
@@ -1574,7 +1574,7 @@ impl Stream {
                     body: self.body_now.data(&self.body_buf, buf, c.head.head_len),
                 }),
                 be,
-                ..sample_ctx(tr, c.peer, &fe.name, &dst, &c.vars, &c.stk)
+                ..sample_ctx(tr, c.peer, &fe.name, &dst, c.vars.cell(), &c.stk)
             };
             p.render(&cx, &mut self.fields, &mut scratch)
         };
@@ -1694,7 +1694,7 @@ pub(crate) fn sample_ctx<'a>(
     peer: SocketAddr,
     fe: &'a str,
     dst: &'a dyn Fn() -> Option<SocketAddr>,
-    vars: &'a std::cell::RefCell<crate::sample::VarStore>,
+    vars: Option<&'a std::cell::RefCell<crate::sample::VarStore>>,
     stk: &'a crate::table::Stk,
 ) -> crate::sample::Ctx<'a> {
     crate::sample::Ctx {
@@ -1707,7 +1707,7 @@ pub(crate) fn sample_ctx<'a>(
         sni: tr.sni(),
         req: None,
         res: None,
-        vars: Some(vars),
+        vars,
         stk: Some(stk),
         payload: None,
         res_body: None,

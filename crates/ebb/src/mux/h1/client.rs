@@ -214,7 +214,7 @@ pub struct Conn<S> {
     /// Variables of the current exchange and of this connection (boxed:
     /// they are large, and the connection's state stays small enough for
     /// the allocator's per-thread cache).
-    pub(crate) vars: Box<std::cell::RefCell<crate::sample::VarStore>>,
+    pub(crate) vars: crate::sample::vars::ConnVars,
     /// What this connection tracks in stick tables (`track-sc`).
     pub(crate) stk: crate::table::Stk,
     /// This connection in the CLI's session list.
@@ -384,7 +384,7 @@ impl<S: Exchange + Default + 'static> Conn<S> {
             deadline: first_deadline,
             me: None,
             next_input: None,
-            vars,
+            vars: crate::sample::vars::ConnVars::new(vars),
             stk,
             sess,
             sent_run: 0,
@@ -467,7 +467,7 @@ impl<S: Exchange + Default + 'static> Conn<S> {
         let fresh = crate::table::Stk::new(Arc::clone(&self.fe.tables));
         let session = (
             std::mem::replace(&mut self.stk, fresh),
-            *std::mem::take(&mut self.vars),
+            std::cell::RefCell::new(std::mem::take(&mut self.vars).into_store(self.peer, self.dst)),
         );
         let started = crate::mux::h2::H2Conn::<S>::spawn(
             ctx,
@@ -502,10 +502,13 @@ impl<S: Exchange + Default + 'static> Conn<S> {
         if std::mem::take(&mut self.parked) {
             self.st = Some(S::from_pool(&self.w));
         }
+        let w = &self.w;
+        self.vars.unpark(self.peer, self.dst, || w.take_vars());
     }
 
     /// Gives the stream back to the thread's pool between two exchanges,
-    /// when it holds nothing of this connection.
+    /// when it holds nothing of this connection, and the variables' store
+    /// likewise (see [`crate::sample::vars::ConnVars`]).
     fn park(&mut self) {
         if self.st.as_ref().is_some_and(|s| s.parkable()) {
             if let Some(st) = self.st.take() {
@@ -513,6 +516,9 @@ impl<S: Exchange + Default + 'static> Conn<S> {
                 self.parked = true;
             }
         }
+        let w = &self.w;
+        self.vars
+            .park(self.peer, self.dst, |v, keep| w.give_vars(v, keep));
     }
 
     pub(crate) fn has_output(&self) -> bool {
@@ -527,6 +533,9 @@ impl<S: Exchange + Default + 'static> Conn<S> {
     fn read_in(&mut self) -> io::Result<bool> {
         if self.rbuf.is_empty() {
             self.rbuf = self.w.get_buf();
+            // Bytes may come: the exchange's variables with them.
+            let w = &self.w;
+            self.vars.unpark(self.peer, self.dst, || w.take_vars());
         }
         if self.head.headers.capacity() == 0 {
             self.head.headers = self.w.get_head_index();
@@ -886,7 +895,7 @@ impl<S: Exchange + Default + 'static> Conn<S> {
             tls: self.tr.is_tls(),
             cookie_flags: "--",
             h2: self.lane_of.is_some(),
-            vars: Some(&*self.vars),
+            vars: self.vars.cell(),
             ncaps: self.fe.ncaps(),
             fmt: self.fe.log_format.as_ref(),
         }
