@@ -1217,6 +1217,7 @@ fn prometheus_max_queue_has_values() {
         |b, m| queue_cfg(b, m, &h),
         |fe, m| assert_eq!(queue_seen(fe, m, &hgate), [1, 0], "haproxy"),
     );
+}
 
 fn qmax_cfg(sock: &std::path::Path, bind: &str, srv: std::net::SocketAddr) -> String {
     format!(

@@ -19,8 +19,9 @@
 //! [`crate::mux::h1::Exchange`] (a head arrived; move on; a timer fired;
 //! the client left), passing itself so the stream reads the request from
 //! the client's buffer and writes the answer into its output. An HTTP/1
-//! connection holds one stream and reuses it for each request (no
-//! allocation per request). An HTTP/2 connection runs each of its streams
+//! connection takes a stream from its thread's pool for an exchange and
+//! gives it back when it goes idle, unless the stream keeps a server
+//! connection for the client's next request (no allocation per request). An HTTP/2 connection runs each of its streams
 //! on a *lane*: an HTTP/1 client side over buffers shared with it (see
 //! `mux/h2`), so this code serves both protocols. The protocol-neutral
 //! messages of [`msg`] are the interface the stream is moving to, so that
@@ -393,9 +394,90 @@ impl Exchange for Stream {
             ctx.kill_tasklet(t);
         }
     }
+
+    fn parkable(&self) -> bool {
+        // The server side (`side`) is untouched while no tasklet of its
+        // own was ever made.
+        matches!(self.wait, Wait::None)
+            && self.up.is_none()
+            && self.side_task.is_none()
+            && self.attached.is_none()
+            && self.parked.is_none()
+    }
+
+    fn from_pool(w: &crate::worker::Worker) -> Box<Self> {
+        w.take_stream()
+    }
+
+    fn to_pool(mut self: Box<Self>, w: &crate::worker::Worker) {
+        let keep = self.recycle();
+        w.give_stream(self, keep);
+    }
 }
 
+/// Buffers of a pooled stream larger than this are freed rather than kept.
+const POOLED_BUF_MAX: usize = 16 * 1024;
+
 impl Stream {
+    /// Clears what a connection's exchanges left in a parkable stream
+    /// (see [`Exchange::parkable`]), keeping its buffers, so that another
+    /// connection's next exchange can take it from the thread's pool.
+    /// Returns whether it is worth keeping (no buffer grew for an
+    /// unusually large message).
+    fn recycle(&mut self) -> bool {
+        // Every field is named: a new one must be considered here.
+        let Stream {
+            wait,
+            wait_backend,
+            wait_clean,
+            keep_alive,
+            resp_start,
+            up,
+            side: _,
+            side_task: _,
+            attached: _,
+            parked: _,
+            pp_sent,
+            fields,
+            scratch,
+            quiet,
+            local_server,
+            local_term,
+            body_now,
+            body_buf,
+            body_wait_start,
+            page_backend,
+            continued,
+            late_rule,
+        } = self;
+        *wait = Wait::None;
+        *late_rule = None;
+        *wait_backend = 0;
+        wait_clean.clear();
+        *keep_alive = false;
+        *resp_start = 0;
+        *up = None;
+        pp_sent.clear();
+        fields.clear();
+        scratch.clear();
+        *quiet = false;
+        *local_server = None;
+        *local_term = None;
+        *body_now = BodyNow::default();
+        body_buf.clear();
+        *body_wait_start = 0;
+        *page_backend = None;
+        *continued = false;
+        [
+            wait_clean.capacity(),
+            pp_sent.capacity(),
+            scratch.capacity(),
+            body_buf.capacity(),
+        ]
+        .iter()
+        .all(|&n| n <= POOLED_BUF_MAX)
+    }
+
     /// Looks at what of the request's body is in the read buffer
     /// ([`BodyNow`]); a chunked body is de-chunked into `body_buf`.
     fn scan_body(&mut self, c: &H1) {
@@ -625,7 +707,7 @@ impl Stream {
         }
         let tr = &c.tr;
         let dst = dst_of(tr, c.dst);
-        let base = sample_ctx(tr, c.peer, &fe.name, &dst, &c.vars, &c.stk);
+        let base = sample_ctx(tr, c.peer, &fe.name, &dst, c.vars.cell(), &c.stk);
         let wait_here = |at: Resume, time_ms: Option<u32>| {
             Act::WaitBody(Box::new(BodyWait {
                 at,
@@ -1233,7 +1315,7 @@ impl Stream {
             let dst = dst_of(tr, c.dst);
             let sctx = crate::sample::Ctx {
                 be: Some(&backend.name),
-                ..sample_ctx(tr, c.peer, &c.fe.name, &dst, &c.vars, &c.stk)
+                ..sample_ctx(tr, c.peer, &c.fe.name, &dst, c.vars.cell(), &c.stk)
             };
             // No response rule: the fields go out as they are.
             let rules = !backend.http_response.is_empty() || !c.fe.http_response.is_empty();
@@ -1392,7 +1474,7 @@ impl Stream {
                     body: self.body_now.data(&self.body_buf, buf, c.head.head_len),
                 }),
                 be: Some(&backend.name),
-                ..sample_ctx(tr, c.peer, &c.fe.name, &dst, &c.vars, &c.stk)
+                ..sample_ctx(tr, c.peer, &c.fe.name, &dst, c.vars.cell(), &c.stk)
             };
             let sets = [
                 (&backend.http_response[..], &backend.matcher),
@@ -1434,7 +1516,7 @@ impl Stream {
     /// as the exchange's last final rule.
     pub(super) fn note_late_rule(&mut self, c: &H1) {
         if let Some(loc) = self.late_rule.take() {
-            if let Ok(mut v) = c.vars.try_borrow_mut() {
+            if let Some(mut v) = c.vars.try_borrow_mut() {
                 v.info.last_rule = Some(loc);
             }
         }
@@ -1534,7 +1616,7 @@ impl Stream {
         let dst = dst_of(tr, c.dst);
         let sctx = crate::sample::Ctx {
             be: be.map(|b| b.name.as_str()),
-            ..sample_ctx(tr, c.peer, &c.fe.name, &dst, &c.vars, &c.stk)
+            ..sample_ctx(tr, c.peer, &c.fe.name, &dst, c.vars.cell(), &c.stk)
         };
         let be = be.map(|b| &**b);
         crate::rewrite::after_local(&c.fe, be, &sctx, &mut c.wbuf, self.resp_start)
@@ -1586,7 +1668,7 @@ impl Stream {
                     body: self.body_now.data(&self.body_buf, buf, c.head.head_len),
                 }),
                 be,
-                ..sample_ctx(tr, c.peer, &fe.name, &dst, &c.vars, &c.stk)
+                ..sample_ctx(tr, c.peer, &fe.name, &dst, c.vars.cell(), &c.stk)
             };
             p.render(&cx, done, &mut self.fields, &mut scratch)
         };
@@ -1727,7 +1809,7 @@ pub(crate) fn sample_ctx<'a>(
     peer: SocketAddr,
     fe: &'a str,
     dst: &'a dyn Fn() -> Option<SocketAddr>,
-    vars: &'a std::cell::RefCell<crate::sample::VarStore>,
+    vars: Option<&'a std::cell::RefCell<crate::sample::VarStore>>,
     stk: &'a crate::table::Stk,
 ) -> crate::sample::Ctx<'a> {
     crate::sample::Ctx {
@@ -1740,7 +1822,7 @@ pub(crate) fn sample_ctx<'a>(
         sni: tr.sni(),
         req: None,
         res: None,
-        vars: Some(vars),
+        vars,
         stk: Some(stk),
         payload: None,
         res_body: None,

@@ -313,7 +313,7 @@ impl Stream {
                 body: b"",
             }),
             be: Some(&be.name),
-            ..super::sample_ctx(tr, c.peer, &c.fe.name, &dst, &c.vars, &c.stk)
+            ..super::sample_ctx(tr, c.peer, &c.fe.name, &dst, c.vars.cell(), &c.stk)
         };
         // Unique id, persistence cookie, `capture cookie` (crate::rewrite).
         let more = crate::rewrite::before_server(&c.fe, &be, &sctx, &c.w.limits);
@@ -437,7 +437,7 @@ impl Stream {
         // `http-request set-timeout`: this exchange's own (0: none, as
         // HAProxy's eternity).
         let mut timeouts = sr.timeouts;
-        if let Ok(v) = c.vars.try_borrow() {
+        if let Some(v) = c.vars.try_borrow() {
             let t = (v.info.timeout_server, v.info.timeout_tunnel);
             let ms = |t: u32| if t == 0 { i32::MAX as u32 } else { t };
             if let Some(s) = t.0 {
@@ -544,8 +544,13 @@ impl Stream {
             hdr: up.lb_hdr.as_deref(),
         };
         let (ck, force, stay) = {
-            let i = &c.vars.borrow().info;
-            (i.ck_direct, i.ck_force, i.ck_force_rule)
+            let v = c.vars.try_borrow();
+            let i = v.as_ref().map(|v| &v.info);
+            (
+                i.and_then(|i| i.ck_direct),
+                i.is_some_and(|i| i.ck_force),
+                i.is_some_and(|i| i.ck_force_rule),
+            )
         };
         let prefer = ck.or(c.stk.prefer());
         let h = || ctx.handle();
@@ -556,7 +561,7 @@ impl Stream {
                 self.use_server(c, ctx, s);
             }
             Pick::Queued(w) => {
-                if let Ok(mut v) = c.vars.try_borrow_mut() {
+                if let Some(mut v) = c.vars.try_borrow_mut() {
                     let at = if w.on_backend {
                         &mut v.info.be_queue
                     } else {
@@ -1428,7 +1433,7 @@ impl Stream {
             let cx = crate::sample::Ctx {
                 be: Some(&be.name),
                 srv: up.server.as_ref().map(|s| s.name.as_str()),
-                ..super::sample_ctx(tr, c.peer, &fe.name, &dst, &c.vars, &c.stk)
+                ..super::sample_ctx(tr, c.peer, &fe.name, &dst, c.vars.cell(), &c.stk)
             };
             let v = crate::l4rules::run_rules(
                 &be.l4.res_rules,
@@ -1502,7 +1507,7 @@ impl Stream {
             let dst = dst_of(tr, c.dst);
             let cx = crate::sample::Ctx {
                 res: Some(crate::sample::Res::H1 { buf, head: r }),
-                ..super::sample_ctx(tr, c.peer, &fe.name, &dst, &c.vars, &c.stk)
+                ..super::sample_ctx(tr, c.peer, &fe.name, &dst, c.vars.cell(), &c.stk)
             };
             crate::sample::logline::capture_headers(&fe.captures, true, &cx);
         }
@@ -1517,7 +1522,7 @@ impl Stream {
                 res: Some(crate::sample::Res::H1 { buf, head: r }),
                 be: Some(&be.name),
                 srv: Some(s.name.as_str()),
-                ..super::sample_ctx(tr, c.peer, &fe.name, &dst, &c.vars, &c.stk)
+                ..super::sample_ctx(tr, c.peer, &fe.name, &dst, c.vars.cell(), &c.stk)
             };
             c.stk.stick_response(&be.stick, &be.matcher, &sctx, s.idx);
         }
@@ -1553,7 +1558,7 @@ impl Stream {
                 be: Some(&be.name),
                 srv: up.server.as_ref().map(|s| s.name.as_str()),
                 res_body: Some((seen.data(&decoded, after, 0), size)),
-                ..super::sample_ctx(tr, c.peer, &fe.name, &dst, &c.vars, &c.stk)
+                ..super::sample_ctx(tr, c.peer, &fe.name, &dst, c.vars.cell(), &c.stk)
             };
             let mut head = crate::rewrite::ResHead {
                 status: r.status,
@@ -1565,7 +1570,9 @@ impl Stream {
                 denied: None,
             };
             let srv = up.server.as_deref();
-            crate::rewrite::cookie_response(&fe, &be, srv, up.method, &mut head, &c.vars);
+            if let Some(v) = c.vars.cell() {
+                crate::rewrite::cookie_response(&fe, &be, srv, up.method, &mut head, v);
+            }
             let mut sc = crate::rewrite::StoreCtx {
                 method: up.method,
                 content_length: match r.framing {
@@ -1915,7 +1922,9 @@ impl Stream {
         };
         let tt = d(up.t0, now);
         let (srv, left, redisp) = (up.server.as_deref(), up.retries_left, up.avoid.is_some());
-        crate::rewrite::note_for_log(&c.vars, &up.farm, srv, left, redisp);
+        if let Some(v) = c.vars.cell() {
+            crate::rewrite::note_for_log(v, &up.farm, srv, left, redisp);
+        }
         let server = up.server.as_ref().map_or("<NOSRV>", |s| s.name.as_str());
         let entry = c.log_entry(LogFacts {
             backend: &up.be.name,
@@ -2011,7 +2020,7 @@ fn response_body_ready(c: &H1, now: Tick, up: &mut Upstream, sd: &ServerSide) ->
         }),
         be: Some(&be.name),
         srv: up.server.as_ref().map(|s| s.name.as_str()),
-        ..super::sample_ctx(tr, c.peer, &fe.name, &dst, &c.vars, &c.stk)
+        ..super::sample_ctx(tr, c.peer, &fe.name, &dst, c.vars.cell(), &c.stk)
     };
     let pending = waits().find(|(r, m, w)| !b.enough(w.at_least) && m.holds(r.cond.as_ref(), &cx));
     let Some((_, _, w)) = pending else {
@@ -2069,13 +2078,16 @@ fn pp_header(c: &H1, s: &ServerRt) -> Vec<u8> {
     // The stream's addresses (after `http-request set-src`/`set-dst`), as
     // HAProxy's PROXY header to a server carries.
     let addrs = c.stream_dst().map(|d| (c.stream_src(), d));
-    let v = c.vars.borrow();
+    let v = c.vars.try_borrow();
     crate::proxyproto::server_header(
         s.opts.send_proxy,
         &s.opts.pp_v2,
         addrs,
-        v.pp_authority(c.tr.sni()),
-        v.info.unique_id.as_deref(),
+        match &v {
+            Some(v) => v.pp_authority(c.tr.sni()),
+            None => c.tr.sni().map(str::as_bytes),
+        },
+        v.as_ref().and_then(|v| v.info.unique_id.as_deref()),
     )
 }
 
