@@ -937,7 +937,8 @@ impl Stream {
         c.error_response(status, ka, version, head_req, &[]);
         let bi = c.fe.backends.iter().position(|b| Arc::ptr_eq(b, &up.be));
         up.status = self.after_response(c, bi, status);
-        self.log_proxy(c, ctx, &up, (c.wbuf.len() - self.resp_start) as u64);
+        let sent = (c.wbuf.len() - self.resp_start) as u64 + c.native_sent();
+        self.log_proxy(c, ctx, &up, sent);
         if !up.req_left.done() {
             c.closing = true;
         }
@@ -968,7 +969,7 @@ impl Stream {
         let status = self.write_denied(c, be, denied);
         let bi = c.fe.backends.iter().position(|b| Arc::ptr_eq(b, &up.be));
         up.status = self.after_response(c, bi, status);
-        up.bytes_out = (c.wbuf.len() - self.resp_start) as u64;
+        up.bytes_out = (c.wbuf.len() - self.resp_start) as u64 + c.native_sent();
         self.log_proxy(c, ctx, &up, up.bytes_out);
         self.finish_proxy_input(c);
     }

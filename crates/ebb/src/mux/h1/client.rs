@@ -33,9 +33,11 @@
 //! (see [`Worker::get_buf`]), so an idle connection costs its socket, this
 //! struct and two scheduler slots.
 
+use std::cell::RefCell;
 use std::io::{self, IoSlice};
 use std::net::{SocketAddr, TcpStream};
 use std::os::fd::{AsRawFd, RawFd};
+use std::rc::Rc;
 use std::sync::Arc;
 use std::time::SystemTime;
 
@@ -227,6 +229,10 @@ pub struct Conn<S> {
     /// (adding an fd that is already ready reports it at once, so nothing
     /// is missed by registering late).
     registered: bool,
+    /// A lane run inline by its HTTP/2 connection: the whole answer its
+    /// stream gives at once, kept for HTTP/2 frames instead of written as
+    /// HTTP/1 (see `mux::h2::native`).
+    pub(crate) native: Option<Box<crate::mux::h2::native::Captured>>,
 }
 
 /// The address a client reached, as a fetch asks for it (`dst`,
@@ -378,6 +384,7 @@ impl<S: Exchange + Default + 'static> Conn<S> {
             fields: FieldBuf::default(),
             lane_of: None,
             registered: false,
+            native: None,
         })
     }
 
@@ -397,17 +404,94 @@ impl<S: Exchange + Default + 'static> Conn<S> {
             crate::table::Stk,
             std::cell::RefCell<crate::sample::VarStore>,
         ),
-    ) -> TaskletId {
+    ) -> (TaskletId, Rc<RefCell<Self>>) {
         let session = (session.0, Box::new(session.1));
         let mut conn = Self::make(ctx, tr, -1, peer, dst, fe, w, Some(session));
         conn.lane_of = Some(mux);
         let first_deadline = conn.deadline;
         let sess = std::sync::Arc::clone(&conn.sess);
-        let id = ctx.new_tasklet_boxed("h2_stream", conn);
+        // Shared with the HTTP/2 connection, which runs the start of its
+        // streams on it inline (`start_inline`).
+        let shared = Rc::new(RefCell::new(*conn));
+        let id = ctx.new_tasklet_obj("h2_stream", LaneTask(Rc::clone(&shared)));
         *sess.tasklet.lock().unwrap_or_else(|p| p.into_inner()) = Some(id);
         ctx.on_stop_tasklet(id);
         ctx.tasklet_set_expire(id, first_deadline);
-        id
+        (id, shared)
+    }
+
+    /// The HTTP/2 connection starts its stream on this lane inline: `head`
+    /// is the request's head (a request without body), the lane's tasklet
+    /// `me`. The stream's rules run and its answer is chosen now; a whole
+    /// answer given at once is kept in [`Conn::native`] (not written as
+    /// HTTP/1), anything else (a wait, bytes written as they are) stays
+    /// for the lane's tasklet. Returns false, having done nothing, when
+    /// the lane cannot take it this way (the caller writes `head` into its
+    /// pipe instead).
+    pub(crate) fn start_inline(&mut self, ctx: &mut Ctx, me: TaskletId, head: &[u8]) -> bool {
+        if !matches!(self.input, In::Head)
+            || self.rstart != self.rend
+            || self.has_output()
+            || self.closing
+            || self.eof
+        {
+            return false;
+        }
+        if self.rbuf.is_empty() {
+            self.rbuf = self.w.get_buf();
+        }
+        if head.len() > self.rbuf.len() {
+            return false;
+        }
+        if self.head.headers.capacity() == 0 {
+            self.head.headers = self.w.get_head_index();
+        }
+        if self.wbuf.capacity() == 0 {
+            self.wbuf = self.w.get_wbuf();
+        }
+        self.me = Some(me);
+        if ctx.stopping() {
+            self.stopping = true;
+        }
+        self.rbuf[..head.len()].copy_from_slice(head);
+        self.rstart = 0;
+        self.rend = head.len();
+        self.native.get_or_insert_with(Default::default).arm();
+        self.process(ctx);
+        if let Some(n) = self.native.as_deref_mut() {
+            n.armed = false;
+        }
+        true
+    }
+
+    /// The answer [`Conn::start_inline`] kept, if one was.
+    pub(crate) fn native_answer(&self) -> Option<&crate::mux::h2::native::Captured> {
+        self.native.as_deref().filter(|n| n.done)
+    }
+
+    /// Whether the exchange started inline is over on this side (its
+    /// answer given whole, nothing left to write or wait for).
+    pub(crate) fn inline_done(&self) -> bool {
+        matches!(self.input, In::Head) && self.rstart == self.rend && !self.has_output()
+    }
+
+    /// After an exchange run inline: the lane idles (its buffers go back
+    /// to the pool) and its timer follows its state, as at the end of a
+    /// run of its own.
+    pub(crate) fn settle_inline(&mut self, ctx: &mut Ctx) {
+        if let Some(n) = self.native.as_deref_mut() {
+            n.done = false;
+        }
+        if self.inline_done() {
+            self.release_buffers();
+        }
+        let d = self.next_deadline();
+        if d != self.deadline {
+            self.deadline = d;
+            if let Some(me) = self.me {
+                ctx.tasklet_set_expire(me, d);
+            }
+        }
     }
 
     /// Whether the first bytes read are the HTTP/2 connection preface
@@ -794,7 +878,7 @@ impl<S: Exchange + Default + 'static> Conn<S> {
         let status = e.status();
         let start = self.wbuf.len();
         self.error_response(status, false, Version::Http11, false, &[]);
-        let bytes = (self.wbuf.len() - start) as u64;
+        let bytes = (self.wbuf.len() - start) as u64 + self.native_sent();
         let end = self.rbuf[self.rstart..self.rend]
             .iter()
             .position(|&c| c == b'\r' || c == b'\n')
@@ -856,6 +940,12 @@ impl<S: Exchange + Default + 'static> Conn<S> {
         }
     }
 
+    /// The HTTP/1 size of the answer kept for HTTP/2 frames for the
+    /// current request (0 when it was written here).
+    pub(crate) fn native_sent(&self) -> u64 {
+        self.native.as_deref().map_or(0, |n| n.sent())
+    }
+
     pub(crate) fn elapsed(&self, ctx: &Ctx, since: Option<Tick>) -> i64 {
         match since {
             Some(t) => ctx.now().wrapping_sub(t) as i32 as i64,
@@ -887,6 +977,20 @@ impl<S: Exchange + Default + 'static> Conn<S> {
 
     /// [`Conn::respond`] for a request of `version` (`head_req`: a HEAD).
     fn respond_to(&mut self, head: RespHead<'_>, body: &[&[u8]], version: Version, head_req: bool) {
+        if let Some(n) = self.native.as_deref_mut().filter(|n| n.armed) {
+            if self.wpos == self.wbuf.len() && self.body.is_none() {
+                let date = *self.w.date.borrow_mut().get();
+                use crate::mux::h2::native::Take;
+                match n.take(&head, body, version, head_req, !self.closing, &date) {
+                    Take::No => {}
+                    Take::Keep => return,
+                    Take::Close => {
+                        self.closing = true;
+                        return;
+                    }
+                }
+            }
+        }
         let mut o = self.out(version, head_req);
         o.whole(head, body);
         if o.closing() {
@@ -1154,6 +1258,24 @@ impl<S: Exchange + Default + 'static> Conn<S> {
             }
         }
         Status::Continue
+    }
+}
+
+/// The tasklet of a lane (`h2_stream`): its client side, shared with its
+/// HTTP/2 connection.
+struct LaneTask<S>(Rc<RefCell<Conn<S>>>);
+
+impl<S: Exchange + Default + 'static> TaskletFn for LaneTask<S> {
+    fn run(&mut self, ctx: &mut Ctx, me: TaskletId, why: Reasons) -> Status {
+        match self.0.try_borrow_mut() {
+            Ok(mut c) => c.run(ctx, me, why),
+            Err(_) => {
+                // Never while its HTTP/2 connection runs it inline (one
+                // thread, no nesting); if it were, run again.
+                ctx.tasklet_wakeup(me);
+                Status::Continue
+            }
+        }
     }
 }
 

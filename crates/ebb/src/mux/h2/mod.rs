@@ -36,6 +36,7 @@
 //! stalled-stream bound. A soft stop or reload sends the graceful GOAWAY (RFC 9113 §6.8):
 //! streams the client sent before it finish, then the connection closes.
 
+pub(crate) mod native;
 pub(crate) mod server;
 
 use std::cell::RefCell;
@@ -76,9 +77,12 @@ enum Resp {
 
 /// One lane: an HTTP/1 client side running the exchanges of this
 /// connection's streams, one at a time.
-struct Lane {
+struct Lane<S> {
     pipe: Rc<RefCell<LanePipe>>,
     task: TaskletId,
+    /// Its client side, shared with its tasklet: the start of a stream
+    /// runs on it inline ([`native`]).
+    conn: Rc<RefCell<Conn<S>>>,
     /// The HTTP/2 stream it serves (0: idle).
     id: u32,
     head_req: bool,
@@ -114,7 +118,12 @@ pub struct H2Conn<S> {
     h2: Connection,
     rbuf: Vec<u8>,
     rlen: usize,
-    lanes: Vec<Lane>,
+    lanes: Vec<Lane<S>>,
+    /// Streams may be answered natively ([`native`]): no
+    /// `http-after-response` rule (they edit an answer's HTTP/1 bytes).
+    native_ok: bool,
+    /// The HTTP/1 head of a stream started inline, reused.
+    scratch: Vec<u8>,
     /// A duplicate of the socket its lanes share, for their addresses.
     lane_sock: Option<Rc<TcpStream>>,
     rd_ready: bool,
@@ -147,6 +156,8 @@ pub struct H2Conn<S> {
 enum After {
     Nothing,
     Release(u32, usize),
+    /// A stream whose head is in `scratch`, to start inline on lane `.0`.
+    Native(usize, u32),
     Serve,
     Close,
 }
@@ -179,6 +190,8 @@ impl<S: Exchange + Default + 'static> H2Conn<S> {
         rbuf[..rlen].copy_from_slice(&early);
         let deadline = ticks::add(now, fe.timeouts.http_request);
         let h2 = Connection::new(fe.h2);
+        let native_ok =
+            fe.after_response.is_empty() && fe.backends.iter().all(|b| b.after_response.is_empty());
         let conn = H2Conn::<S> {
             tr,
             fd,
@@ -191,6 +204,8 @@ impl<S: Exchange + Default + 'static> H2Conn<S> {
             rbuf,
             rlen,
             lanes: Vec::new(),
+            native_ok,
+            scratch: Vec::new(),
             lane_sock: None,
             rd_ready: true,
             rd_hup: false,
@@ -352,7 +367,7 @@ impl<S: Exchange + Default + 'static> H2Conn<S> {
             sni: self.tr.sni().map(str::to_string),
             alpn: self.tr.alpn().map(<[u8]>::to_vec),
         }));
-        let task = Conn::<S>::spawn_lane(
+        let (task, conn) = Conn::<S>::spawn_lane(
             ctx,
             tr,
             self.peer,
@@ -365,6 +380,7 @@ impl<S: Exchange + Default + 'static> H2Conn<S> {
         self.lanes.push(Lane {
             pipe,
             task,
+            conn,
             id: 0,
             head_req: false,
             chunked: false,
@@ -446,11 +462,18 @@ impl<S: Exchange + Default + 'static> H2Conn<S> {
                             n += 1;
                         }
                         pp.ws_key = key;
-                        head.write_h1(&extra[..n], &mut pp.input);
-                        drop(pp);
-                        ctx.tasklet_wakeup(l.task);
                         self.fe.h2_streams.fetch_add(1, Ordering::Relaxed);
-                        After::Nothing
+                        if self.native_ok && end_stream && !l.tunnel {
+                            // Started inline once the core is free.
+                            self.scratch.clear();
+                            head.write_h1(&extra[..n], &mut self.scratch);
+                            After::Native(i, id)
+                        } else {
+                            head.write_h1(&extra[..n], &mut pp.input);
+                            drop(pp);
+                            ctx.tasklet_wakeup(l.task);
+                            After::Nothing
+                        }
                     }
                     None => {
                         // No lane could be made (out of fds): refused, so
@@ -522,6 +545,7 @@ impl<S: Exchange + Default + 'static> H2Conn<S> {
             match after {
                 After::Nothing => {}
                 After::Release(id, n) => self.h2.release(id, n),
+                After::Native(i, id) => self.start_native(ctx, i, id, now),
                 After::Serve => serve = true,
                 After::Close => {
                     for l in &mut self.lanes {
@@ -538,6 +562,79 @@ impl<S: Exchange + Default + 'static> H2Conn<S> {
         self.rbuf.copy_within(off..self.rlen, 0);
         self.rlen -= off;
         serve | (off > 0)
+    }
+
+    /// Starts stream `id` (its head in `scratch`) on lane `i` inline: its
+    /// rules run now, and an answer given whole at once goes out as
+    /// HEADERS and DATA with no HTTP/1 bytes and no wake-up of the lane;
+    /// any other answer is the lane's, as when it reads the head itself.
+    fn start_native(&mut self, ctx: &mut Ctx, i: usize, id: u32, now: u32) {
+        let Some(l) = self.lanes.get_mut(i) else {
+            return;
+        };
+        let conn = Rc::clone(&l.conn);
+        let Ok(mut c) = conn.try_borrow_mut() else {
+            l.pipe.borrow_mut().input.extend_from_slice(&self.scratch);
+            ctx.tasklet_wakeup(l.task);
+            return;
+        };
+        if !c.start_inline(ctx, l.task, &self.scratch) {
+            drop(c);
+            l.pipe.borrow_mut().input.extend_from_slice(&self.scratch);
+            ctx.tasklet_wakeup(l.task);
+            return;
+        }
+        let Some(a) = c.native_answer() else {
+            // Not answered whole at once: the lane goes on (its output,
+            // its wait) in its own runs.
+            c.settle_inline(ctx);
+            drop(c);
+            ctx.tasklet_wakeup(l.task);
+            return;
+        };
+        let sent = if c.inline_done() {
+            let end = a.body.is_empty();
+            let r = self.h2.send_response_with(id, a.status, end, |h| {
+                for (n, v) in a.fields.fields().iter() {
+                    h.field(n, v);
+                }
+            });
+            match r {
+                Ok(()) if end => Ok(0),
+                Ok(()) => self
+                    .h2
+                    .send_data(id, &a.body, true, now)
+                    .map_err(|_| ErrorCode::INTERNAL_ERROR),
+                Err(_) => Err(ErrorCode::INTERNAL_ERROR),
+            }
+        } else {
+            Err(ErrorCode::INTERNAL_ERROR)
+        };
+        let rest = match sent {
+            Ok(n) => a.body.get(n..).unwrap_or(&[]),
+            Err(_) => &[],
+        };
+        if !rest.is_empty() {
+            // The window is short of the body: the rest leaves from the
+            // lane's pipe as its answer would ([`drain_answer`]).
+            l.pipe.borrow_mut().output.extend_from_slice(rest);
+            l.resp = Resp::Length(rest.len() as u64);
+            // The lane stays for it; it is not closed under it.
+            c.closing = false;
+        } else {
+            l.id = 0;
+        }
+        let closing = c.closing;
+        c.settle_inline(ctx);
+        drop(c);
+        if let Err(code) = sent {
+            let _ = self.h2.reset(id, code, now);
+            abort(ctx, l);
+        } else if closing {
+            // The answer ended the lane's connection (`Connection:
+            // close`, a deny): the lane goes, as it would have closed.
+            abort(ctx, l);
+        }
     }
 
     /// Moves every lane's answer into the core as its windows allow, and
@@ -722,7 +819,7 @@ impl<S: Exchange + Default + 'static> H2Conn<S> {
 
 /// Drops the exchange of lane `l`: its stream was reset or the
 /// connection ends. The lane reads an error and closes.
-fn abort(ctx: &mut Ctx, l: &mut Lane) {
+fn abort<S>(ctx: &mut Ctx, l: &mut Lane<S>) {
     if !l.gone {
         l.pipe.borrow_mut().abort = true;
         l.gone = true;
@@ -748,9 +845,9 @@ fn connection_specific(name: &[u8]) -> bool {
 /// Moves lane `l`'s answer into the core: its head once whole, then body
 /// bytes as the stream's window allows. The stream's end frees the lane
 /// (`l.id` 0). An error is the code to reset the stream with.
-fn drain_answer(
+fn drain_answer<S>(
     h2: &mut Connection,
-    l: &mut Lane,
+    l: &mut Lane<S>,
     head: &mut ResponseHead,
     limits: &crate::http1::Limits,
     now: u32,
@@ -942,7 +1039,7 @@ fn send_trailers(h2: &mut Connection, id: u32, t: &mut Vec<u8>) -> Result<(), Er
 /// The answer of lane `l`'s stream is complete. If the client is still
 /// sending the request, the stream is reset NO_ERROR (RFC 9113 §8.1) and
 /// the lane, which would read the rest as a body to drop, is given up.
-fn finish(h2: &mut Connection, l: &mut Lane, p: &mut LanePipe, now: u32) {
+fn finish<S>(h2: &mut Connection, l: &mut Lane<S>, p: &mut LanePipe, now: u32) {
     if l.req_open {
         let _ = h2.reset(l.id, ErrorCode::NO_ERROR, now);
         p.abort = true;
