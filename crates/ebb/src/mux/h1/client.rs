@@ -469,6 +469,20 @@ impl<S: Exchange + Default + 'static> Conn<S> {
         self.native.as_deref().filter(|n| n.done)
     }
 
+    /// The answer's body bytes in the output buffer, when they are all
+    /// of what remains to write (a small file's after its head was taken
+    /// by [`Conn::native`]).
+    pub(crate) fn pending_body(&self) -> Option<&[u8]> {
+        (matches!(self.input, In::Head) && self.rstart == self.rend && self.body.is_none())
+            .then(|| &self.wbuf[self.wpos..])
+    }
+
+    /// The output was sent by other means (the HTTP/2 connection took it).
+    pub(crate) fn drop_output(&mut self) {
+        self.wbuf.clear();
+        self.wpos = 0;
+    }
+
     /// Whether the exchange started inline is over on this side (its
     /// answer given whole, nothing left to write or wait for).
     pub(crate) fn inline_done(&self) -> bool {
@@ -968,6 +982,9 @@ impl<S: Exchange + Default + 'static> Conn<S> {
     /// leaves from [`Conn::body`] (a file, with `sendfile`).
     pub(crate) fn respond_head(&mut self, head: RespHead<'_>) {
         let (version, head_req) = (self.head.version, self.head.method == Method::Head);
+        if self.take_native(&head, None, version, head_req) {
+            return;
+        }
         let mut o = self.out(version, head_req);
         o.put(Msg::Head(head));
         if o.closing() {
@@ -977,24 +994,41 @@ impl<S: Exchange + Default + 'static> Conn<S> {
 
     /// [`Conn::respond`] for a request of `version` (`head_req`: a HEAD).
     fn respond_to(&mut self, head: RespHead<'_>, body: &[&[u8]], version: Version, head_req: bool) {
-        if let Some(n) = self.native.as_deref_mut().filter(|n| n.armed) {
-            if self.wpos == self.wbuf.len() && self.body.is_none() {
-                let date = *self.w.date.borrow_mut().get();
-                use crate::mux::h2::native::Take;
-                match n.take(&head, body, version, head_req, !self.closing, &date) {
-                    Take::No => {}
-                    Take::Keep => return,
-                    Take::Close => {
-                        self.closing = true;
-                        return;
-                    }
-                }
-            }
+        if self.take_native(&head, Some(body), version, head_req) {
+            return;
         }
         let mut o = self.out(version, head_req);
         o.whole(head, body);
         if o.closing() {
             self.closing = true;
+        }
+    }
+
+    /// An answer armed [`Conn::native`] takes instead of its HTTP/1
+    /// bytes (`body` `None`: its head, the body following). Returns
+    /// whether it was taken.
+    fn take_native(
+        &mut self,
+        head: &RespHead<'_>,
+        body: Option<&[&[u8]]>,
+        version: Version,
+        head_req: bool,
+    ) -> bool {
+        let Some(n) = self.native.as_deref_mut().filter(|n| n.armed) else {
+            return false;
+        };
+        if self.wpos != self.wbuf.len() || self.body.is_some() {
+            return false;
+        }
+        let date = *self.w.date.borrow_mut().get();
+        use crate::mux::h2::native::Take;
+        match n.take(head, body, version, head_req, !self.closing, &date) {
+            Take::No => false,
+            Take::Keep => true,
+            Take::Close => {
+                self.closing = true;
+                true
+            }
         }
     }
 

@@ -152,6 +152,17 @@ pub struct H2Conn<S> {
     _s: PhantomData<fn() -> S>,
 }
 
+/// Where the body of an answer started inline is.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Body {
+    /// Taken with its head ([`native::Captured::body`]).
+    Taken,
+    /// In the lane's output buffer, whole.
+    Output,
+    /// Still to come from the lane (its file).
+    Lane,
+}
+
 /// What to do once the event that borrowed the core is handled.
 enum After {
     Nothing,
@@ -592,37 +603,65 @@ impl<S: Exchange + Default + 'static> H2Conn<S> {
             ctx.tasklet_wakeup(l.task);
             return;
         };
-        let sent = if c.inline_done() {
-            let end = a.body.is_empty();
-            let r = self.h2.send_response_with(id, a.status, end, |h| {
-                for (n, v) in a.fields.fields().iter() {
-                    h.field(n, v);
+        // Where the body is: taken with the head, in the lane's output
+        // buffer after a head taken alone (a small file), or still to come
+        // from the lane (a file sent from memory or from the disk).
+        let src = match (a.follows, c.pending_body()) {
+            (0, _) if c.inline_done() => Some(Body::Taken),
+            (0, _) => None,
+            (n, Some(b)) if b.len() as u64 == n => Some(Body::Output),
+            (_, None) if c.has_output() => Some(Body::Lane),
+            _ => None,
+        };
+        let body: &[u8] = match src {
+            Some(Body::Taken) => &a.body,
+            Some(Body::Output) => c.pending_body().unwrap_or(&[]),
+            _ => &[],
+        };
+        let sent = match src {
+            None => Err(ErrorCode::INTERNAL_ERROR),
+            Some(src) => {
+                let end = body.is_empty() && src != Body::Lane;
+                let r = self.h2.send_response_with(id, a.status, end, |h| {
+                    for (n, v) in a.fields.fields().iter() {
+                        h.field(n, v);
+                    }
+                });
+                match r {
+                    Ok(()) if body.is_empty() => Ok(0),
+                    Ok(()) => self
+                        .h2
+                        .send_data(id, body, true, now)
+                        .map_err(|_| ErrorCode::INTERNAL_ERROR),
+                    Err(_) => Err(ErrorCode::INTERNAL_ERROR),
                 }
-            });
-            match r {
-                Ok(()) if end => Ok(0),
-                Ok(()) => self
-                    .h2
-                    .send_data(id, &a.body, true, now)
-                    .map_err(|_| ErrorCode::INTERNAL_ERROR),
-                Err(_) => Err(ErrorCode::INTERNAL_ERROR),
             }
-        } else {
-            Err(ErrorCode::INTERNAL_ERROR)
         };
         let rest = match sent {
-            Ok(n) => a.body.get(n..).unwrap_or(&[]),
+            Ok(n) => body.get(n..).unwrap_or(&[]),
             Err(_) => &[],
         };
-        if !rest.is_empty() {
+        let follows = a.follows;
+        let lane_busy = if !rest.is_empty() {
             // The window is short of the body: the rest leaves from the
             // lane's pipe as its answer would ([`drain_answer`]).
             l.pipe.borrow_mut().output.extend_from_slice(rest);
             l.resp = Resp::Length(rest.len() as u64);
-            // The lane stays for it; it is not closed under it.
-            c.closing = false;
+            true
+        } else if sent.is_ok() && src == Some(Body::Lane) {
+            // The lane writes the body into its pipe in its runs.
+            l.resp = Resp::Length(follows);
+            true
         } else {
             l.id = 0;
+            false
+        };
+        if src == Some(Body::Output) {
+            c.drop_output();
+        }
+        if lane_busy {
+            // The lane stays for the rest; it is not closed under it.
+            c.closing = false;
         }
         let closing = c.closing;
         c.settle_inline(ctx);
@@ -634,6 +673,8 @@ impl<S: Exchange + Default + 'static> H2Conn<S> {
             // The answer ended the lane's connection (`Connection:
             // close`, a deny): the lane goes, as it would have closed.
             abort(ctx, l);
+        } else if src == Some(Body::Lane) {
+            ctx.tasklet_wakeup(l.task);
         }
     }
 

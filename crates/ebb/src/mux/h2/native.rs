@@ -32,11 +32,15 @@ pub(crate) struct Captured {
     /// An answer was taken.
     pub(crate) done: bool,
     pub(crate) status: u16,
-    /// The fields to send, in order (names as the HTTP/1 side writes them;
-    /// the HPACK encoder lowers them).
+    /// The fields to send, in order (the head's names as they are: the
+    /// HPACK encoder lowers them).
     pub(crate) fields: FieldBuf,
     /// The body (empty when none is sent: HEAD, 204, 304).
     pub(crate) body: Vec<u8>,
+    /// A head taken alone (a file's): the body bytes that follow it on
+    /// the client side (its output buffer, or its file), 0 when none is
+    /// sent.
+    pub(crate) follows: u64,
     /// What the answer would have been on HTTP/1, in bytes (for the log).
     pub(crate) h1_len: u64,
 }
@@ -59,17 +63,20 @@ impl Captured {
         self.done = false;
         self.fields.clear();
         self.body.clear();
+        self.follows = 0;
         self.h1_len = 0;
     }
 
     /// Takes the whole answer `head` + `body` to a request of `version`
     /// (`head_req`: HEAD) if it can go out as HTTP/2 frames as it is:
     /// a final status, a body of the size the head says, no upgrade.
+    /// `body` `None`: the head alone, its body (of the size the head
+    /// says) to follow from the client side ([`Captured::follows`]).
     /// `keep_alive` is the client side's state; `date` the `Date` value.
     pub(crate) fn take(
         &mut self,
         head: &RespHead<'_>,
-        body: &[&[u8]],
+        body: Option<&[&[u8]]>,
         version: Version,
         head_req: bool,
         keep_alive: bool,
@@ -78,10 +85,11 @@ impl Captured {
         if !self.armed || self.done || !(200..=999).contains(&head.status) {
             return Take::No;
         }
-        let total: usize = body.iter().map(|b| b.len()).sum();
-        let framing = match head.body {
-            BodySize::Empty if total == 0 => BodyFraming::ContentLength(0),
-            BodySize::Exact(n) if n == total as u64 => BodyFraming::ContentLength(n),
+        let total = body.map(|b| b.iter().map(|b| b.len() as u64).sum::<u64>());
+        let framing = match (head.body, total) {
+            (BodySize::Empty, Some(0) | None) => BodyFraming::ContentLength(0),
+            (BodySize::Exact(n), None) => BodyFraming::ContentLength(n),
+            (BodySize::Exact(n), Some(t)) if n == t => BodyFraming::ContentLength(n),
             _ => return Take::No,
         };
         let framing = match head.status {
@@ -92,8 +100,10 @@ impl Captured {
             return Take::No;
         }
         self.fields.clear();
-        self.fields.push(b"Server", crate::http1::SERVER);
-        self.fields.push(b"Date", date);
+        // Names in lower case, as HTTP/2 sends them (the encoder lowers
+        // others with a copy).
+        self.fields.push(b"server", crate::http1::SERVER);
+        self.fields.push(b"date", date);
         head.each_field(|n, v| {
             // What the HTTP/1 writer refuses is not sent either.
             if is_token(n) && v.iter().all(|&b| is_field_value_byte(b)) {
@@ -103,7 +113,7 @@ impl Captured {
         if let BodyFraming::ContentLength(n) = framing {
             let mut d = [0u8; 20];
             self.fields
-                .push(b"Content-Length", crate::http1::decimal(n, &mut d));
+                .push(b"content-length", crate::http1::decimal(n, &mut d));
         }
         let field = |n: &[u8]| head.fields.get(n).or_else(|| head.extra.get(n));
         let close_asked = field(b"connection").is_some_and(|v| {
@@ -113,10 +123,16 @@ impl Captured {
         let keep = keep_alive && !head.close && !close_asked;
         let no_body = head_req || framing == BodyFraming::None;
         self.body.clear();
-        if !no_body {
-            for b in body {
-                self.body.extend_from_slice(b);
+        self.follows = 0;
+        match (no_body, body, framing) {
+            (true, _, _) => {}
+            (false, Some(body), _) => {
+                for b in body {
+                    self.body.extend_from_slice(b);
+                }
             }
+            (false, None, BodyFraming::ContentLength(n)) => self.follows = n,
+            (false, None, _) => {}
         }
         // The HTTP/1 size: status line, fields, the `Connection` line,
         // the empty line, the body.
@@ -133,6 +149,7 @@ impl Captured {
             len += b"Connection: keep-alive\r\n".len();
         }
         len += 2 + self.body.len();
+        // (A body that follows is counted by the caller, as on HTTP/1.)
         self.h1_len = len as u64;
         self.status = head.status;
         self.done = true;
@@ -175,7 +192,7 @@ mod tests {
     fn cap(head: RespHead<'_>, body: &[&[u8]], v: Version, head_req: bool) -> (Captured, Take) {
         let mut c = Captured::default();
         c.arm();
-        let t = c.take(&head, body, v, head_req, true, &DATE);
+        let t = c.take(&head, Some(body), v, head_req, true, &DATE);
         (c, t)
     }
 
@@ -196,10 +213,10 @@ mod tests {
         assert_eq!(
             got,
             vec![
-                (&b"Server"[..], &b"ebb"[..]),
-                (b"Date", &DATE[..]),
+                (&b"server"[..], &b"ebb"[..]),
+                (b"date", &DATE[..]),
                 (b"Content-Type", b"text/plain"),
-                (b"Content-Length", b"5"),
+                (b"content-length", b"5"),
             ]
         );
         assert_eq!(c.body, b"hello");
@@ -238,6 +255,35 @@ mod tests {
     }
 
     #[test]
+    fn a_head_alone_says_what_body_follows() {
+        let mut extra = FieldBuf::default();
+        extra.push(b"Content-Type", b"text/plain");
+        let head = RespHead {
+            extra: extra.fields(),
+            ..RespHead::new(200, BodySize::Exact(11))
+        };
+        let mut c = Captured::default();
+        c.arm();
+        let t = c.take(&head, None, Version::Http11, false, true, &DATE);
+        assert_eq!(t, Take::Keep);
+        assert_eq!(c.follows, 11);
+        assert!(c.body.is_empty());
+        assert_eq!(c.fields.fields().get(b"content-length"), Some(&b"11"[..]));
+        // The head's size as HTTP/1 (the body is counted apart).
+        let (raw, _) = h1(head, &[], Version::Http11, true);
+        assert_eq!(c.sent(), raw.len() as u64);
+        // HEAD, or a 304: nothing follows.
+        c.arm();
+        c.take(&head, None, Version::Http11, true, true, &DATE);
+        assert_eq!(c.follows, 0);
+        c.arm();
+        let nm = RespHead::new(304, BodySize::Empty);
+        c.take(&nm, None, Version::Http11, false, true, &DATE);
+        assert_eq!(c.follows, 0);
+        assert!(c.fields.fields().get(b"content-length").is_none());
+    }
+
+    #[test]
     fn interim_upgrade_and_unknown_sizes_are_left_to_http1() {
         let unknown = RespHead::new(200, BodySize::Unknown);
         assert_eq!(cap(unknown, &[b"x"], Version::Http11, false).1, Take::No);
@@ -256,16 +302,16 @@ mod tests {
         let mut c = Captured::default();
         let ok = RespHead::new(200, BodySize::Empty);
         assert_eq!(
-            c.take(&ok, &[], Version::Http11, false, true, &DATE),
+            c.take(&ok, Some(&[]), Version::Http11, false, true, &DATE),
             Take::No
         );
         c.arm();
         assert_eq!(
-            c.take(&ok, &[], Version::Http11, false, true, &DATE),
+            c.take(&ok, Some(&[]), Version::Http11, false, true, &DATE),
             Take::Keep
         );
         assert_eq!(
-            c.take(&ok, &[], Version::Http11, false, true, &DATE),
+            c.take(&ok, Some(&[]), Version::Http11, false, true, &DATE),
             Take::No
         );
         assert_eq!(Fields::EMPTY.len(), 0);
