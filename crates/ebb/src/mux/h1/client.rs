@@ -428,7 +428,21 @@ impl<S: Exchange + Default + 'static> Conn<S> {
     /// for the lane's tasklet. Returns false, having done nothing, when
     /// the lane cannot take it this way (the caller writes `head` into its
     /// pipe instead).
-    pub(crate) fn start_inline(&mut self, ctx: &mut Ctx, me: TaskletId, head: &[u8]) -> bool {
+    ///
+    /// `built`: the head's request line and field spans, as the HTTP/2
+    /// side wrote them (`h2::RequestHead::write_h1_spans`): the head is
+    /// then completed without a parse.
+    pub(crate) fn start_inline(
+        &mut self,
+        ctx: &mut Ctx,
+        me: TaskletId,
+        head: &[u8],
+        built: Option<(
+            crate::http1::Span,
+            crate::http1::Span,
+            &[crate::http1::HeaderSpan],
+        )>,
+    ) -> bool {
         if !matches!(self.input, In::Head)
             || self.rstart != self.rend
             || self.has_output()
@@ -457,11 +471,52 @@ impl<S: Exchange + Default + 'static> Conn<S> {
         self.rstart = 0;
         self.rend = head.len();
         self.native.get_or_insert_with(Default::default).arm();
-        self.process(ctx);
+        match built {
+            Some((method, target, fields)) => self.start_built(ctx, (method, target), fields),
+            None => {
+                self.process(ctx);
+            }
+        }
         if let Some(n) = self.native.as_deref_mut() {
             n.armed = false;
         }
         true
+    }
+
+    /// [`Conn::process`] for a head in the buffer whose syntax is known
+    /// (`line`, `fields`): completed as after a parse, then started.
+    fn start_built(
+        &mut self,
+        ctx: &mut Ctx,
+        line: (crate::http1::Span, crate::http1::Span),
+        fields: &[crate::http1::HeaderSpan],
+    ) {
+        if self.req_start.is_none() {
+            self.req_start = Some(ctx.now());
+        }
+        self.head.headers.clear();
+        self.head.headers.extend_from_slice(fields);
+        let mut r = crate::http1::complete_request_into(
+            &self.rbuf[self.rstart..self.rend],
+            line,
+            Version::Http11,
+            self.rend - self.rstart,
+            &self.w.limits,
+            &mut self.head,
+        );
+        if let Ok(PStatus::Complete(())) = r {
+            r = self.normalize_head();
+        }
+        match r {
+            Ok(PStatus::Complete(())) => {
+                self.with_stream(|st, c| st.start(c, ctx));
+            }
+            // A whole head is never partial; the parser says why not.
+            Ok(PStatus::Partial) => {
+                self.process(ctx);
+            }
+            Err(e) => self.bad_request(ctx, e),
+        }
     }
 
     /// The answer [`Conn::start_inline`] kept, if one was.

@@ -122,8 +122,11 @@ pub struct H2Conn<S> {
     /// Streams may be answered natively ([`native`]): no
     /// `http-after-response` rule (they edit an answer's HTTP/1 bytes).
     native_ok: bool,
-    /// The HTTP/1 head of a stream started inline, reused.
+    /// The HTTP/1 head of a stream started inline, reused; its request
+    /// line's and fields' spans (`line` `None`: it is to be parsed).
     scratch: Vec<u8>,
+    line: Option<(crate::http1::Span, crate::http1::Span)>,
+    spans: Vec<crate::http1::HeaderSpan>,
     /// A duplicate of the socket its lanes share, for their addresses.
     lane_sock: Option<Rc<TcpStream>>,
     rd_ready: bool,
@@ -217,6 +220,8 @@ impl<S: Exchange + Default + 'static> H2Conn<S> {
             lanes: Vec::new(),
             native_ok,
             scratch: Vec::new(),
+            line: None,
+            spans: Vec::new(),
             lane_sock: None,
             rd_ready: true,
             rd_hup: false,
@@ -475,9 +480,15 @@ impl<S: Exchange + Default + 'static> H2Conn<S> {
                         pp.ws_key = key;
                         self.fe.h2_streams.fetch_add(1, Ordering::Relaxed);
                         if self.native_ok && end_stream && !l.tunnel {
-                            // Started inline once the core is free.
+                            // Started inline once the core is free, the
+                            // head as the parser would have cut it.
                             self.scratch.clear();
-                            head.write_h1(&extra[..n], &mut self.scratch);
+                            let max = self.w.limits.max_headers.min(crate::http1::MAX_HEADERS_CAP);
+                            self.line = head.write_h1_spans(
+                                &extra[..n],
+                                &mut self.scratch,
+                                Some((&mut self.spans, max)),
+                            );
                             After::Native(i, id)
                         } else {
                             head.write_h1(&extra[..n], &mut pp.input);
@@ -589,7 +600,8 @@ impl<S: Exchange + Default + 'static> H2Conn<S> {
             ctx.tasklet_wakeup(l.task);
             return;
         };
-        if !c.start_inline(ctx, l.task, &self.scratch) {
+        let built = self.line.map(|(m, t)| (m, t, &self.spans[..]));
+        if !c.start_inline(ctx, l.task, &self.scratch, built) {
             drop(c);
             l.pipe.borrow_mut().input.extend_from_slice(&self.scratch);
             ctx.tasklet_wakeup(l.task);
