@@ -1540,7 +1540,7 @@ impl Stream {
             self.keep_alive = false;
         }
         let be = backend.and_then(|b| c.fe.backends.get(b));
-        let sent = (c.wbuf.len() - self.resp_start) as u64 + body;
+        let sent = (c.wbuf.len() - self.resp_start) as u64 + body + c.native_sent();
         crate::proxy::count_request(&c.fe, be.map(|b| &**b), status, sent);
         self.end_exchange(c, ctx, status, backend, sent, false);
     }

@@ -943,7 +943,8 @@ impl Stream {
         c.error_response(status, ka, version, head_req, &[]);
         let bi = c.fe.backends.iter().position(|b| Arc::ptr_eq(b, &up.be));
         up.status = self.after_response(c, bi, status);
-        self.log_proxy(c, ctx, &up, (c.wbuf.len() - self.resp_start) as u64);
+        let sent = (c.wbuf.len() - self.resp_start) as u64 + c.native_sent();
+        self.log_proxy(c, ctx, &up, sent);
         if !up.req_left.done() {
             c.closing = true;
         }
@@ -978,7 +979,7 @@ impl Stream {
         let bi = c.fe.backends.iter().position(|b| Arc::ptr_eq(b, &up.be));
         up.status = self.after_response(c, bi, status);
         self.note_late_rule(c);
-        up.bytes_out = (c.wbuf.len() - self.resp_start) as u64;
+        up.bytes_out = (c.wbuf.len() - self.resp_start) as u64 + c.native_sent();
         self.log_proxy(c, ctx, &up, up.bytes_out);
         self.finish_proxy_input(c);
     }
