@@ -154,6 +154,18 @@ pub struct ReqState<'a> {
     /// `http-request strict-mode`: a failed rewrite is an error (on, the
     /// default at the start of each proxy's rules) or is ignored (off).
     pub strict: bool,
+    /// What the rules run so far did, for the statistics of their proxy
+    /// (taken by the caller after each proxy's rules).
+    pub counts: RuleCounts,
+}
+
+/// Counters the request rules move (HAProxy's `wrew`, `cache_lookups`,
+/// `cache_hits`).
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct RuleCounts {
+    pub failed_rewrites: u64,
+    pub cache_lookups: u64,
+    pub cache_hits: u64,
 }
 
 /// A rewrite left no valid request (HAProxy: a failed rewrite, 500).
@@ -180,6 +192,7 @@ impl<'a> ReqState<'a> {
             edited: None,
             cache_hit: None,
             strict: true,
+            counts: RuleCounts::default(),
         }
     }
 
@@ -659,15 +672,21 @@ pub fn run_request_from(
                 crate::stick::run_http_action(a, &ctx);
             }
             HttpRequestAction::Header(e) => {
-                if st.apply(Act::Edit(e), base, limits).is_err() && st.strict {
-                    base.note_last_rule(&rule.loc);
-                    return Err(RewriteFailed);
+                if st.apply(Act::Edit(e), base, limits).is_err() {
+                    st.counts.failed_rewrites += 1;
+                    if st.strict {
+                        base.note_last_rule(&rule.loc);
+                        return Err(RewriteFailed);
+                    }
                 }
             }
             HttpRequestAction::Rewrite(r) => {
-                if st.apply(Act::Rewrite(r), base, limits).is_err() && st.strict {
-                    base.note_last_rule(&rule.loc);
-                    return Err(RewriteFailed);
+                if st.apply(Act::Rewrite(r), base, limits).is_err() {
+                    st.counts.failed_rewrites += 1;
+                    if st.strict {
+                        base.note_last_rule(&rule.loc);
+                        return Err(RewriteFailed);
+                    }
                 }
             }
             HttpRequestAction::StrictMode(on) => st.strict = *on,
@@ -753,6 +772,13 @@ fn cache_use(
     };
     let mut facts = hc::ReqFacts::for_request(r.head.method);
     let hit = hc::use_cache(cache, &req, &mut facts);
+    // HAProxy counts a lookup once the request is hashed and cacheable.
+    if facts.hash.is_some() && !facts.ignore {
+        st.counts.cache_lookups += 1;
+    }
+    if hit.is_some() {
+        st.counts.cache_hits += 1;
+    }
     if let Some(Ok(mut v)) = base.vars.map(|v| v.try_borrow_mut()) {
         v.info.cache = facts;
     }

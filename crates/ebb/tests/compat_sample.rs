@@ -1039,6 +1039,79 @@ fn request_length_in_http_rules() {
     same_on_haproxy("hap-reqlen", cfg, see, &want);
 }
 
+/// Rules reading what earlier rules edited: `return`'s `hdr` and
+/// `lf-string`, `redirect location`, `set-var` (each on the request),
+/// and `http-response` rules after an `http-response set-header`.
+fn edited_config(bind: &str, origin: u16) -> String {
+    format!(
+        "defaults\n    mode http\n    timeout client 10s\n    timeout server 10s\n    timeout connect 5s\n\
+frontend fe\n    bind {bind}\n\
+    http-request set-header x-a edited\n\
+    http-request set-var(txn.v) req.hdr(x-a)\n\
+    http-request redirect location /r/%[req.hdr(x-a)] if {{ path /redir }}\n\
+    http-request return status 200 hdr x-got %[req.hdr(x-a)] hdr x-var %[var(txn.v)] content-type text/plain lf-string \"body=%[req.hdr(x-a)]\" if {{ path /ret }}\n\
+    default_backend be\n\
+backend be\n\
+    http-response set-header x-r one\n\
+    http-response set-header x-r2 %[res.hdr(x-r)]\n\
+    http-response set-var(txn.r) res.hdr(x-r)\n\
+    http-response set-header x-r3 %[var(txn.r)]\n\
+    server o 127.0.0.1:{origin}\n\
+listen origin\n    bind 127.0.0.1:{origin}\n\
+    http-request return status 200 content-type text/plain string origin\n"
+    )
+}
+
+fn edited_seen(addr: SocketAddr) -> Vec<Option<Vec<u8>>> {
+    let get = |path: &str| {
+        raw(
+            addr,
+            format!("GET {path} HTTP/1.1\r\nHost: t\r\nx-a: orig\r\nConnection: close\r\n\r\n")
+                .as_bytes(),
+        )
+        .expect("an answer")
+    };
+    let ret = get("/ret");
+    let redir = get("/redir");
+    let proxied = get("/p");
+    let f = |r: &Resp, n: &str| r.header(n).map(|v| v.as_bytes().to_vec());
+    vec![
+        f(&ret, "x-got"),
+        f(&ret, "x-var"),
+        Some(ret.body.clone()),
+        f(&redir, "location"),
+        f(&proxied, "x-r2"),
+        f(&proxied, "x-r3"),
+    ]
+}
+
+/// HAProxy evaluates a rule's formats when the rule runs, on the message
+/// as the rules before it edited it (ebb's `return` used to read the
+/// request as received).
+#[test]
+fn rules_read_the_message_as_earlier_rules_edited_it() {
+    let dir = scratch("edited");
+    let (port, origin) = (free_port(), free_port());
+    std::fs::write(
+        dir.join("ebb.cfg"),
+        edited_config(&format!("127.0.0.1:{port}"), origin),
+    )
+    .unwrap();
+    let ebb = Ebb::start_args(&["-f", dir.join("ebb.cfg").to_str().unwrap()], dir);
+    let want: Vec<Option<Vec<u8>>> = ["edited", "edited", "body=edited", "/r/edited", "one", "one"]
+        .iter()
+        .map(|v| Some(v.as_bytes().to_vec()))
+        .collect();
+    assert_eq!(edited_seen(ebb.addr()), want);
+    let horigin = free_port();
+    same_on_haproxy(
+        "hap-edited",
+        |b| edited_config(b, horigin),
+        edited_seen,
+        &want,
+    );
+}
+
 /// `http-request set-src`/`set-src-port` (and `tcp-request content
 /// set-dst` in an HTTP proxy) change the request's stream addresses, as
 /// HAProxy 2.6's: `src`, `src_port`, `dst` see them, `fc_src` stays the

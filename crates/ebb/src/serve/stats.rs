@@ -123,6 +123,22 @@ pub struct Row {
     /// Backends and servers: the health check's `chkdown` and `lastchg`
     /// of a backend are its own (see [`crate::backend::Farm::note_state`]).
     pub has_servers: bool,
+    /// Backends and servers: the queue, connect, response and total
+    /// times (ms), and the aborts by the client and by the server.
+    pub times: Option<TimeRow>,
+    /// Frontends and backends of `mode http`: compressed bytes in, out,
+    /// bypassed, and compressed answers.
+    pub comp: Option<[u64; 4]>,
+    /// Frontends and backends: failed rewrites, internal errors, cache
+    /// lookups and hits.
+    pub rules: Option<[u64; 4]>,
+    /// Frontends: requests the frontend answered itself.
+    pub intercepted: Option<u64>,
+    /// Frontends: connections and sessions refused by the rules.
+    pub denied: Option<(u64, u64)>,
+    pub aborts: Option<(u64, u64)>,
+    /// Backends and servers: the longest their own queue was.
+    pub qmax: Option<u64>,
 }
 
 impl Row {
@@ -191,6 +207,13 @@ impl Row {
             ilim: None,
             throttle: None,
             has_servers: false,
+            times: None,
+            comp: None,
+            rules: None,
+            intercepted: None,
+            denied: None,
+            aborts: None,
+            qmax: None,
         }
     }
 }
@@ -299,6 +322,10 @@ fn fe_row(i: usize, fe: &FrontendRt) -> Row {
     }
     let req = ld(&fe.http.requests);
     r.req_tot = Some(req);
+    r.comp = http_comp(&fe.http);
+    r.rules = rule_counts(&fe.http);
+    r.intercepted = Some(ld(&fe.http.intercepted));
+    r.denied = Some((ld(&fe.http.denied_conn), ld(&fe.http.denied_sess)));
     (r.rate, r.rate_max) = rate(format!("fe/{}/s", fe.name), r.stot);
     (r.req_rate, r.req_rate_max) = rate(format!("fe/{}/r", fe.name), req);
     // Open streams are not counted on the client side.
@@ -330,6 +357,7 @@ fn srv_row(i: usize, farm: &Farm, s: &ServerRt) -> Row {
     r.lastsess = c.last_session_age();
     r.connect = ld(&c.connects);
     r.reuse = ld(&c.reuses);
+    note_times(&mut r, c);
     for (k, h) in c.hrsp.iter().enumerate() {
         r.hrsp[k] = ld(h);
     }
@@ -422,6 +450,44 @@ fn li_row(i: usize, fe: &FrontendRt, l: &crate::proxy::ListenerStats, global_ful
     r
 }
 
+/// The compression counters of a frontend or backend (nothing bypasses
+/// the compressor in ebb: no `maxcomprate`/`maxcompcpuusage`).
+fn http_comp(h: &crate::proxy::HttpCounters) -> Option<[u64; 4]> {
+    Some([ld(&h.comp_in), ld(&h.comp_out), 0, ld(&h.comp_rsp)])
+}
+
+/// The rules' counters of a frontend or backend.
+fn rule_counts(h: &crate::proxy::HttpCounters) -> Option<[u64; 4]> {
+    Some([
+        ld(&h.failed_rewrites),
+        ld(&h.internal_errors),
+        ld(&h.cache_lookups),
+        ld(&h.cache_hits),
+    ])
+}
+
+/// A backend's or server's times, in milliseconds.
+#[derive(Clone, Debug)]
+pub struct TimeRow {
+    /// The averages `show stat` prints, over the streams counted while
+    /// under 1024.
+    pub avg: [u64; 4],
+    /// The averages over a full window of 1024 (the exporter's).
+    pub avg_full: [u64; 4],
+    pub max: [u64; 4],
+}
+
+/// A backend's or server's time statistics and aborts.
+fn note_times(r: &mut Row, c: &crate::backend::Counters) {
+    r.times = Some(TimeRow {
+        avg: c.times.averages(false),
+        avg_full: c.times.averages(true),
+        max: c.times.maxima(),
+    });
+    r.aborts = Some((ld(&c.cli_aborts), ld(&c.srv_aborts)));
+    r.qmax = Some(ld(&c.qmax));
+}
+
 fn be_row(i: usize, be: &BackendRt) -> Row {
     let mut r = Row::new(&be.name, "BACKEND", Kind::Backend, i, 0);
     r.mode = if be.l4.tcp_mode { "tcp" } else { "http" };
@@ -436,6 +502,8 @@ fn be_row(i: usize, be: &BackendRt) -> Row {
     r.bin = ld(&be.http.bytes_in);
     let req = ld(&be.http.requests);
     r.req_tot = Some(req);
+    r.comp = http_comp(&be.http);
+    r.rules = rule_counts(&be.http);
     for (k, h) in be.http.hrsp.iter().enumerate() {
         r.hrsp[k] = ld(h);
     }
@@ -469,6 +537,7 @@ fn be_row(i: usize, be: &BackendRt) -> Row {
                 }
             }
             r.qtime_out += ld(&f.counters.queue_timeouts);
+            note_times(&mut r, &f.counters);
             let (lastchg, down) = f.be_ext.ages();
             r.lastchg = Some(lastchg);
             r.chkdown = Some(ld(&f.be_ext.chkdown));
@@ -536,6 +605,16 @@ pub fn rows(c: &Compiled, only: Option<&str>) -> Vec<Row> {
             r.bck = Some(0);
             r.lbtot = Some(0);
             r.chkdown = Some(0);
+            // Nothing passes through it: zero times, aborts, compression.
+            r.times = Some(TimeRow {
+                avg: [0; 4],
+                avg_full: [0; 4],
+                max: [0; 4],
+            });
+            r.aborts = Some((0, 0));
+            r.qmax = Some(0);
+            r.comp = Some([0; 4]);
+            r.rules = Some([0; 4]);
             // Nothing changes its state: the last change is the start.
             r.lastchg = crate::registry::Process::global()
                 .and_then(|p| p.start.elapsed().ok())
@@ -842,6 +921,35 @@ pub fn values(r: &Row) -> Vec<Option<Val>> {
     if sv || be {
         v[99] = r.uweight.map(Val::U);
     }
+    if let Some(t) = &r.times {
+        for k in 0..4 {
+            // qtime..ttime, qtime_max..ttime_max.
+            v[58 + k] = u(t.avg[k]);
+            v[90 + k] = u(t.max[k]);
+        }
+    }
+    if let Some(comp) = r.comp {
+        // comp_in, comp_out, comp_byp, comp_rsp.
+        for (k, n) in comp.into_iter().enumerate() {
+            v[51 + k] = u(n);
+        }
+    }
+    v[80] = r.intercepted.map(Val::U);
+    if let Some((conn, sess)) = r.denied {
+        v[81] = u(conn);
+        v[82] = u(sess);
+    }
+    if let Some([wrew, eint, lookups, hits]) = r.rules {
+        v[83] = u(wrew);
+        v[94] = u(eint);
+        v[86] = u(lookups);
+        v[87] = u(hits);
+    }
+    v[3] = r.qmax.map(Val::U);
+    if let Some((cli, srv)) = r.aborts {
+        v[49] = u(cli);
+        v[50] = u(srv);
+    }
     if sv {
         v[29] = r.throttle.map(Val::U);
         v[88] = r.icur.map(Val::U);
@@ -1113,7 +1221,11 @@ pub fn clear_server_maxima(c: &Compiled) {
                 s.ext
                     .smax
                     .store(s.cur.load(Ordering::Relaxed), Ordering::Relaxed);
+                s.counters.times.clear_maxima();
+                s.counters.qmax.store(0, Ordering::Relaxed);
             }
+            sv.farm.counters.times.clear_maxima();
+            sv.farm.counters.qmax.store(0, Ordering::Relaxed);
         }
     }
 }
@@ -1142,12 +1254,15 @@ pub fn clear_all(c: &Compiled) {
                     &s.queue_timeouts,
                     &s.connects,
                     &s.reuses,
+                    &s.cli_aborts,
+                    &s.srv_aborts,
                 ]
                 .into_iter()
                 .chain(&s.hrsp)
                 {
                     a.store(0, Ordering::Relaxed);
                 }
+                s.times.clear();
             }
         }
     }

@@ -501,13 +501,56 @@ impl Stream {
         let ready = |w: &crate::config::WaitForBody| body.enough(w.at_least);
         let r =
             crate::rewrite::run_request_from(rules, matcher, base, st, &c.w.limits, from, &ready);
+        // HAProxy's counters: cache lookups and hits on the proxy whose
+        // rules ran; failed rewrites and internal errors on the frontend,
+        // and on the backend once one is assigned.
+        let counts = std::mem::take(&mut st.counts);
+        let bhttp = be.and_then(|b| c.fe.backends.get(b)).map(|b| &b.http);
+        match bhttp {
+            Some(h) => {
+                h.note_rules(counts);
+                c.fe.http
+                    .failed_rewrites
+                    .fetch_add(counts.failed_rewrites, std::sync::atomic::Ordering::Relaxed);
+            }
+            None => c.fe.http.note_rules(counts),
+        }
         let i = match r {
             Ok(Some(i)) => i,
             Ok(None) => return None,
-            Err(_) => return Some(Act::Error(500)),
+            Err(_) => {
+                for h in std::iter::once(&c.fe.http).chain(bhttp) {
+                    h.internal_errors
+                        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                }
+                return Some(Act::Error(500));
+            }
         };
-        Some(match &rules.get(i)?.action {
-            HttpRequestAction::Return(_) => Act::Return(be, i, st.edited.take()),
+        let action = &rules.get(i)?.action;
+        if be.is_none()
+            && matches!(
+                action,
+                HttpRequestAction::Return(_)
+                    | HttpRequestAction::Redirect(_)
+                    | HttpRequestAction::Auth { .. }
+                    | HttpRequestAction::UseService(_)
+            )
+        {
+            // Answered by the frontend itself (HAProxy counts it when the
+            // stream's backend is still the frontend).
+            intercepted(&c.fe);
+        }
+        Some(match action {
+            HttpRequestAction::Return(_) => {
+                // Its formats see the request as edited so far.
+                let done = rules.get(i)?.prepared.as_ref().and_then(|p| {
+                    p.evaluate(&crate::sample::Ctx {
+                        req: Some(st.req()),
+                        ..*base
+                    })
+                });
+                Act::Return(be, i, done)
+            }
             HttpRequestAction::Redirect(rd) => {
                 let r = st.req();
                 let host = r.head.host.map(|h| h.get(r.buf));
@@ -614,6 +657,7 @@ impl Stream {
                         c.head.target.get(buf)
                     };
                     if target == uri.as_bytes() {
+                        intercepted(fe);
                         let failed = fail.iter().any(|f| fe.matcher.holds(Some(f), &received));
                         return Act::Monitor(failed);
                     }
@@ -657,6 +701,7 @@ impl Stream {
                     ..base
                 };
                 if let Some(a) = stats_act(fe.stats.as_ref(), &fe.matcher, &view, None) {
+                    intercepted(fe);
                     return a;
                 }
                 let Some(bi) = fe.choose_backend(&view) else {
@@ -806,7 +851,7 @@ impl Stream {
                 match fe.error_replies.iter().find(|(s, _)| *s == 401) {
                     Some((_, p)) => {
                         let be_name = bi.and_then(|b| fe.backends.get(b)).map(|b| b.name.clone());
-                        self.answer_prepared(c, &fe, p, keep_alive, be_name.as_deref(), &hdr, None);
+                        self.answer_prepared(c, &fe, p, keep_alive, be_name.as_deref(), &hdr);
                     }
                     None => match fe.errorfile(401) {
                         // Sent as written, the field added after its
@@ -851,7 +896,7 @@ impl Stream {
                 self.reply(c, 200, &[(b"Allow", b"GET, HEAD, OPTIONS")], b"");
                 self.finish_request(c, ctx, 200, None, 0);
             }
-            Act::Return(be, i, edited) => {
+            Act::Return(be, i, done) => {
                 let be_arc = be.and_then(|b| c.fe.backends.get(b).cloned());
                 let rules = match &be_arc {
                     Some(b) => &b.http_request,
@@ -886,7 +931,7 @@ impl Stream {
                     self.finish_return(c, ctx, st, be);
                     return;
                 }
-                self.answer_prepared(c, &fe, p, keep_alive, be_name, &[], edited.as_deref());
+                self.answer_done(c, &fe, p, done.as_deref(), keep_alive, be_name, &[]);
                 let st = p.status;
                 self.finish_return(c, ctx, st, be);
             }
@@ -1496,7 +1541,22 @@ impl Stream {
         keep_alive: bool,
         be: Option<&str>,
         extra: &[(&[u8], &[u8])],
-        edited: Option<&crate::rewrite::Edited>,
+    ) {
+        self.answer_done(c, fe, p, None, keep_alive, be, extra);
+    }
+
+    /// [`Stream::answer_prepared`] with the formats already evaluated
+    /// (`done`) when the rule ran.
+    #[allow(clippy::too_many_arguments)]
+    fn answer_done(
+        &mut self,
+        c: &mut H1,
+        fe: &FrontendRt,
+        p: &crate::proxy::Prepared,
+        done: Option<&crate::proxy::Evaluated>,
+        keep_alive: bool,
+        be: Option<&str>,
+        extra: &[(&[u8], &[u8])],
     ) {
         self.fields.clear();
         let mut scratch = std::mem::take(&mut self.scratch);
@@ -1504,18 +1564,16 @@ impl Stream {
             let tr = &c.tr;
             let dst = dst_of(tr, c.dst);
             let buf = &c.rbuf[c.rstart..c.rend];
-            // The request as the rules left it (`edited`: rewritten).
-            let (rbuf, head) = edited.map_or((buf, &c.head), |e| (&e.buf[..], &e.head));
             let cx = ReqView {
                 req: Some(crate::sample::Req {
-                    buf: rbuf,
-                    head,
+                    buf,
+                    head: &c.head,
                     body: self.body_now.data(&self.body_buf, buf, c.head.head_len),
                 }),
                 be,
                 ..sample_ctx(tr, c.peer, &fe.name, &dst, &c.vars, &c.stk)
             };
-            p.render(&cx, &mut self.fields, &mut scratch)
+            p.render(&cx, done, &mut self.fields, &mut scratch)
         };
         for (n, v) in extra {
             self.fields.push(n, v);
@@ -1578,7 +1636,7 @@ impl Stream {
             (crate::config::ReturnBody::Errorfile(Some(raw)), _) => {
                 c.wbuf.extend_from_slice(raw);
             }
-            (_, Some(p)) => self.answer_prepared(c, &fe, p, keep_alive, Some(&be.name), &[], None),
+            (_, Some(p)) => self.answer_prepared(c, &fe, p, keep_alive, Some(&be.name), &[]),
             _ => self.error_answer(c, &fe, ret.status, keep_alive, Some(&be.name)),
         }
         ret.status
@@ -1595,7 +1653,7 @@ impl Stream {
         be: Option<&str>,
     ) {
         match fe.error_replies.iter().find(|(s, _)| *s == status) {
-            Some((_, p)) => self.answer_prepared(c, fe, p, keep_alive, be, &[], None),
+            Some((_, p)) => self.answer_prepared(c, fe, p, keep_alive, be, &[]),
             None => {
                 let (version, head_req) = (c.head.version, c.head.method == Method::Head);
                 c.error_response(status, keep_alive, version, head_req, &[]);
@@ -1682,9 +1740,8 @@ enum Act {
     /// A CONNECT request: 405 (ebb has no tunnel to offer).
     Connect,
     /// An `http-request return` rule: (the backend's, or the frontend's
-    /// when `None`; index; the request as the rules rewrote it, which its
-    /// log-format values read).
-    Return(Option<usize>, usize, Option<Box<crate::rewrite::Edited>>),
+    /// when `None`; index).
+    Return(Option<usize>, usize, Option<Box<crate::proxy::Evaluated>>),
     /// A server backend, and the request as rules rewrote it (`None`:
     /// unchanged).
     Proxy(usize, Option<Box<crate::rewrite::Edited>>),
@@ -1736,6 +1793,13 @@ fn content_rules(
 }
 
 /// The stats page's act when the request is for it.
+/// Counts a request the frontend answered itself.
+fn intercepted(fe: &FrontendRt) {
+    fe.http
+        .intercepted
+        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+}
+
 fn stats_act(
     st: Option<&Arc<crate::proxy::StatsRt>>,
     m: &crate::rules::Matcher,

@@ -1881,6 +1881,9 @@ impl Stream {
 
     fn log_proxy(&mut self, c: &mut H1, ctx: &mut Ctx, up: &Upstream, bytes: u64) {
         crate::proxy::count_request(&c.fe, Some(&up.be), up.status, bytes);
+        if let Some(z) = &up.comp {
+            crate::proxy::count_compressed(&c.fe, Some(&up.be), z.totals());
+        }
         // The server's own count of the responses it gave (HAProxy's
         // server `hrsp_*`); not for a backend's dispatch target.
         if let Some(s) = up.server.as_ref().filter(|s| !s.backend_target) {
@@ -1891,6 +1894,7 @@ impl Stream {
         let fail = crate::table::http_failure(up.status, up.term);
         c.stk
             .end(ctx.now(), err, fail, c.head.head_len as u64, bytes);
+        note_stream_stats(up, ctx.now());
         if !c.w.logging(&c.fe) {
             return;
         }
@@ -1923,6 +1927,45 @@ impl Stream {
             request_line: &up.req_line,
         });
         c.w.log_access(crate::log::format(&entry));
+    }
+}
+
+/// Counts the exchange's times and aborts on its backend and server
+/// (HAProxy's stream_update_time_stats and `cli_abrt`/`srv_abrt`): the
+/// queue, connect, response and total times when a server answered; the
+/// aborts HAProxy's HTTP analysers count: by the client while a body
+/// passed (`CD`) or while waiting for the answer (`CH`, with `option
+/// abortonclose`), by the server while a body passed (`SD`; a close
+/// before the answer's head is a failed response, not an abort).
+fn note_stream_stats(up: &Upstream, now: Tick) {
+    let d = |a: Tick, b: Tick| u64::from(b.wrapping_sub(a)).min(u64::from(u32::MAX >> 1));
+    let times = match (up.t_served, up.t_conn, up.t_resp) {
+        (Some(sv), Some(cn), Some(rs)) => {
+            Some([d(up.t_start, sv), d(sv, cn), d(cn, rs), d(up.t0, now)])
+        }
+        _ => None,
+    };
+    let abort = match up.term {
+        "CD" | "CH" => Some(true),
+        "SD" => Some(false),
+        _ => None,
+    };
+    let server = up.server.as_ref().filter(|s| !s.backend_target);
+    for c in server
+        .map(|s| &s.counters)
+        .into_iter()
+        .chain([&up.farm.counters])
+    {
+        c.times.note(times);
+        match abort {
+            Some(true) => c
+                .cli_aborts
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+            Some(false) => c
+                .srv_aborts
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+            None => 0,
+        };
     }
 }
 

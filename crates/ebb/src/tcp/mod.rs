@@ -34,6 +34,7 @@ use std::cell::RefCell;
 use std::io::Write as _;
 use std::net::{SocketAddr, TcpStream};
 use std::rc::Rc;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::SystemTime;
 
@@ -124,6 +125,9 @@ pub fn accepted(
             early.dst = a.dst.filter(|d| Some(*d) != dst);
         }
         if refused(v, &sock) {
+            if v == Verdict::Reject {
+                fe.http.denied_conn.fetch_add(1, Ordering::Relaxed);
+            }
             return Ok(());
         }
     }
@@ -186,6 +190,9 @@ fn start(
             }
         }
         if refused(v, &sock) {
+            if v == Verdict::Reject {
+                fe.http.denied_sess.fetch_add(1, Ordering::Relaxed);
+            }
             return Ok(());
         }
     }
