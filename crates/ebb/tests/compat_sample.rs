@@ -1422,3 +1422,30 @@ fn return_reads_the_rewritten_request() {
     assert_eq!(see(ebb.addr()), want);
     same_on_haproxy("hap-retedit", cfg, see, &want);
 }
+
+/// The log line names the client as `http-request set-src`/`set-src-port`
+/// left it (HAProxy logs the stream's address), in `option httplog`'s
+/// line and in a `log-format`'s `%ci:%cp`.
+#[test]
+fn set_src_shows_in_the_log_line() {
+    let rules = "    http-request set-src hdr(x-src)\n    http-request set-src-port int(4242)\n";
+    for fmt in ["    option httplog\n", "    log-format \"cip=%ci:%cp\"\n"] {
+        let cfg = format!(
+            "global\n    log stdout format raw local0\n{}",
+            answering("BIND", &format!("    log global\n{fmt}{rules}"))
+        );
+        let e = Ebb::start(&cfg);
+        let head = raw_head(
+            e.addr(),
+            "GET / HTTP/1.1\r\nHost: t\r\nx-src: 10.9.8.7\r\nConnection: close\r\n\r\n",
+        );
+        assert!(head[0].starts_with(b"HTTP/1.1 200"), "{head:?}");
+        let want = if fmt.contains("cip") {
+            "cip=10.9.8.7:4242"
+        } else {
+            "10.9.8.7:4242 ["
+        };
+        let l = e.wait_stdout(want, Duration::from_secs(20));
+        assert!(l.is_some(), "{want}: {:?}", e.stdout.lock().unwrap());
+    }
+}

@@ -878,3 +878,31 @@ fn wait_end_holds_once_the_input_is_final() {
         }
     }
 }
+
+/// `internal.strm.is_htx`: false in a tcp session (as HAProxy's, whose tcp
+/// streams hold raw bytes), true in an HTTP exchange.
+#[test]
+fn is_htx_tells_http_exchanges_from_tcp_sessions() {
+    let echo = first_line_server();
+    let dir = scratch("tcp-rules-ishtx");
+    let body = format!(
+        "frontend f\n    bind BIND\n    tcp-request content reject if {{ internal.strm.is_htx }}\n    default_backend b\nbackend b\n    server s {echo}\n"
+    );
+    let (_e, _h, targets) = side_by_side(&dir, &body);
+    for (j, (addr, _)) in targets.iter().enumerate() {
+        let got = session(*addr, b"hello\r\n").unwrap_or_default();
+        assert_eq!(
+            String::from_utf8_lossy(&got),
+            "hello\r\n",
+            "run {j} (0: ebb, 1: haproxy)"
+        );
+    }
+    let dir = scratch("tcp-rules-ishtx-http");
+    let body = "frontend f\n    mode http\n    bind BIND\n    http-request return status 200 hdr x-htx \"%[internal.strm.is_htx]\"\n";
+    let (_e, _h, targets) = side_by_side(&dir, body);
+    for (j, (addr, _)) in targets.iter().enumerate() {
+        let mut c = Client::connect(*addr);
+        c.send(b"GET / HTTP/1.1\r\nHost: t\r\n\r\n");
+        assert_eq!(c.read_resp().header("x-htx"), Some("1"), "run {j}");
+    }
+}

@@ -119,6 +119,9 @@ pub(super) enum Fetch {
     /// HTTP proxy, whose rules see whole heads); before, no answer that
     /// may change (a rule waits on it).
     WaitEnd,
+    /// `internal.strm.is_htx`: the exchange is an HTTP one (HAProxy: its
+    /// buffers hold HTX); false in a tcp session.
+    IsHtx,
     /// `fc_src`, `fc_src_port`, `fc_dst`, `fc_dst_port`: the connection's
     /// addresses (`tcp-request connection` rules and a PROXY header
     /// change them; later rules change only the session's, `src`...).
@@ -445,6 +448,7 @@ impl Fetch {
             "last_rule_file" => none(Fetch::LastRule { line: false }),
             "last_rule_line" => none(Fetch::LastRule { line: true }),
             "wait_end" => none(Fetch::WaitEnd),
+            "internal.strm.is_htx" => none(Fetch::IsHtx),
             "fc_src" | "fc_src_port" | "fc_dst" | "fc_dst_port" => none(Fetch::FcAddr {
                 dst: name.starts_with("fc_dst"),
                 port: name.ends_with("_port"),
@@ -633,6 +637,7 @@ impl Fetch {
             | Fetch::RcvdProxy
             | Fetch::LastRule { .. }
             | Fetch::WaitEnd
+            | Fetch::IsHtx
             | Fetch::FcAddr { .. }
             | Fetch::Count { .. }
             | Fetch::CurTimeout { .. }
@@ -723,6 +728,7 @@ impl Fetch {
             | Fetch::CacheHit
             | Fetch::RcvdProxy
             | Fetch::WaitEnd
+            | Fetch::IsHtx
             | Fetch::HttpAuth(_) => Type::Bool,
             // Typed when set; converters cast at run time from a string.
             Fetch::Var(..) => Type::Str,
@@ -1078,6 +1084,12 @@ impl Fetch {
                 s.cur.clear();
                 s.cur.extend_from_slice(loc.file.as_bytes());
                 Some(Val::Str)
+            }
+            // Only an HTTP exchange begins requests (tcp sessions count
+            // none).
+            Fetch::IsHtx => {
+                let st = ctx.vars?.try_borrow().ok()?;
+                Some(Val::Bool(st.requests > 0))
             }
             Fetch::WaitEnd => match ctx.payload {
                 Some(p) if p.partial => {
