@@ -745,13 +745,19 @@ pub fn verdict_h1(
 }
 
 /// The verdict from response facts (for answers ebb builds itself).
+///
+/// `identity` chosen (configured, and nothing else the client accepts) is
+/// a coding like the others, as in HAProxy 2.6: the bytes pass unchanged
+/// but the answer is re-framed chunked, its ETag weakened and `Vary`
+/// added; only `Content-Encoding` is left out (reg-test
+/// `compression/basic.vtc`, client c3).
 pub fn decide(policy: &Policy, coding: Option<Coding>, facts: &ResponseFacts<'_>) -> Verdict {
     if policy.algos.is_empty() || !policy.response_allows(facts) {
         return Verdict::AsIs;
     }
     match coding {
-        Some(c) if c != Coding::Identity => Verdict::Compress(c),
-        _ => Verdict::AsIs,
+        Some(c) => Verdict::Compress(c),
+        None => Verdict::AsIs,
     }
 }
 

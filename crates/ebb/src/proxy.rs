@@ -67,6 +67,8 @@ impl FilesConfig {
 pub struct ReqRule {
     pub action: HttpRequestAction,
     pub cond: Option<Cond>,
+    /// Where it is written (`last_rule_file`, `last_rule_line`).
+    pub loc: crate::config::Loc,
     /// For `return`: the answer built once (DESIGN.md: heads of fixed
     /// answers are prepared once).
     pub prepared: Option<Prepared>,
@@ -114,6 +116,8 @@ impl Prepared {
         for (n, v) in &r.headers {
             let f = LogFormat::parse(v, scope).map_err(|e| format!("hdr {n}: {e}"))?;
             match f.as_literal() {
+                // HAProxy adds no field whose value is empty.
+                Some([]) => {}
                 Some(lit) if sendable(n.as_bytes(), lit) => fields.push(n.as_bytes(), lit),
                 Some(_) => return Err(format!("invalid header '{n}: {v}'")),
                 None if is_token(n.as_bytes()) => dyn_hdrs.push(HeaderEdit {
@@ -154,7 +158,7 @@ impl Prepared {
             return scratch;
         }
         for e in &self.dyn_hdrs {
-            fields.push_with(e.name.as_bytes(), |out| e.render_value(ctx, out));
+            fields.push_nonempty_with(e.name.as_bytes(), |out| e.render_value(ctx, out));
         }
         match &self.body_fmt {
             Some(f) => {
@@ -175,7 +179,7 @@ impl Prepared {
         }
         let mut fields = FieldBuf::default();
         for e in &self.dyn_hdrs {
-            fields.push_with(e.name.as_bytes(), |out| e.render_value(ctx, out));
+            fields.push_nonempty_with(e.name.as_bytes(), |out| e.render_value(ctx, out));
         }
         let body = self.body_fmt.as_ref().map(|f| {
             let mut b = Vec::new();
@@ -198,6 +202,8 @@ pub struct Evaluated {
 pub struct RespRule {
     pub action: HttpResponseAction,
     pub cond: Option<Cond>,
+    /// Where it is written (`last_rule_file`, `last_rule_line`).
+    pub loc: crate::config::Loc,
     /// For `deny` with an answer of its own: that answer, built once.
     pub prepared: Option<Prepared>,
     /// For `cache-store`: the cache it names.
@@ -230,6 +236,8 @@ pub struct ServersRt {
     pub log_checks: bool,
     pub timeouts: BeTimeouts,
     pub forwardfor: Option<ForwardFor>,
+    /// `option originalto` of the backend.
+    pub originalto: Option<ForwardFor>,
     /// `option httpclose` / `http-server-close` on the backend: no server
     /// connection is kept after a response.
     pub server_close: bool,
@@ -479,6 +487,11 @@ pub struct FrontendRt {
     pub server_close: bool,
     /// `option idle-close-on-response` (see [`crate::drain`]).
     pub idle_close_on_response: bool,
+    /// `option forwardfor` and `option originalto` of the frontend: as in
+    /// HAProxy, the header is added when the frontend or the backend asks
+    /// for it (see `crate::stream::proxy`).
+    pub forwardfor: Option<ForwardFor>,
+    pub originalto: Option<ForwardFor>,
     /// `option disable-h2-upgrade`: no implicit HTTP/2 on HTTP/1 binds.
     pub disable_h2_upgrade: bool,
     /// `option http-buffer-request`: the body is waited for before the
@@ -969,6 +982,7 @@ fn compile_servers(
             tunnel: ms(t.tunnel).unwrap_or(server),
         },
         forwardfor: p.options.forwardfor.clone(),
+        originalto: p.options.originalto.clone(),
         server_close: p.options.conn_mode != HttpConnMode::KeepAlive,
         close: p.options.conn_mode == HttpConnMode::Close,
         abort_on_close: p.options.abortonclose,
@@ -1030,6 +1044,7 @@ fn compile_req_rules(
         out.push(ReqRule {
             action: r.action.clone(),
             cond: m.opt_cond(r.cond.as_ref())?,
+            loc: r.loc.clone(),
             prepared,
             cache,
         });
@@ -1062,6 +1077,7 @@ fn compile_resp_list(
             Ok(RespRule {
                 action: r.action.clone(),
                 cond: m.opt_cond_response(r.cond.as_ref())?,
+                loc: r.loc.clone(),
                 prepared,
                 cache: match &r.action {
                     HttpResponseAction::CacheStore(n) => cache_named(caches, n),
@@ -1307,6 +1323,8 @@ pub fn compile_keeping(
                 keep_alive: p.options.conn_mode != HttpConnMode::Close,
                 server_close: p.options.conn_mode != HttpConnMode::KeepAlive,
                 idle_close_on_response: p.options.idle_close_on_response,
+                forwardfor: p.options.forwardfor.clone(),
+                originalto: p.options.originalto.clone(),
                 disable_h2_upgrade: p.options.disable_h2_upgrade,
                 buffer_request: p.options.buffer_request,
                 client_ms: ms(p.timeouts.client),

@@ -29,6 +29,22 @@ fn page_cfg(a: &Origin, b: &Origin, c: &Origin) -> String {
     )
 }
 
+/// A form POSTed to the page.
+fn post(addr: std::net::SocketAddr, path: &str, auth: Option<&str>, body: &str) -> Resp {
+    let mut c = Client::connect(addr);
+    let a = auth
+        .map(|a| format!("Authorization: {a}\r\n"))
+        .unwrap_or_default();
+    c.send(
+        format!(
+            "POST {path} HTTP/1.1\r\nHost: t\r\n{a}Content-Type: application/x-www-form-urlencoded\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        )
+        .as_bytes(),
+    );
+    c.read_resp()
+}
+
 fn req(addr: std::net::SocketAddr, path: &str, auth: Option<&str>) -> Resp {
     let mut c = Client::connect(addr);
     let a = auth
@@ -76,8 +92,9 @@ fn page_auth_modifiers_and_admin() {
     ] {
         assert!(html.contains(needle), "{needle} missing");
     }
-    // Admin links, since `stats admin if local` holds for 127.0.0.1.
-    assert!(html.contains("action=maint"));
+    // Admin forms, since `stats admin if local` holds for 127.0.0.1.
+    assert!(html.contains("<input type=\"checkbox\" name=\"s\" value=\"a\">"));
+    assert!(html.contains("<option value=\"maint\">"));
 
     // Modifiers.
     let r = req(main, "/stats;norefresh", Some(AUTH));
@@ -117,15 +134,14 @@ fn page_auth_modifiers_and_admin() {
     // twice (401).
     assert_eq!(col("fe,FRONTEND,", "hrsp_2xx"), "10");
     assert_eq!(col("fe,FRONTEND,", "hrsp_4xx"), "2");
-    // The full suffix is compared.
-    for bad in [
-        "/stats;csvx",
-        "/stats;upx",
-        "/stats;no-maintenance",
-        "/stats;",
-    ] {
-        assert_eq!(req(main, bad, Some(AUTH)).status, 404, "{bad}");
-    }
+    // As in HAProxy, the words are looked for anywhere after the URI.
+    let r = req(main, "/stats/x;csvx", Some(AUTH));
+    assert!(r.text().starts_with("# pxname,"), "{}", r.text());
+    let r = req(main, "/stats?scope=APP;csv", Some(AUTH)).text();
+    assert!(
+        r.contains("\napp,BACKEND,") && !r.contains("\nfe,FRONTEND,"),
+        "{r}"
+    );
     let up = req(main, "/stats;up;norefresh", Some(AUTH)).text();
     assert!(
         up.contains(">a<") && up.contains(">b<") && !up.contains(">c<"),
@@ -134,34 +150,34 @@ fn page_auth_modifiers_and_admin() {
     let nm = req(main, "/stats;no-maint", Some(AUTH)).text();
     assert!(nm.contains(">b<") && !nm.contains(">c<"));
 
-    // Admin action: b to maint, then no traffic reaches b.
-    let r = req(main, "/stats?b=app&s=b&action=maint", Some(AUTH));
-    assert_eq!(r.status, 200);
-    assert!(
-        r.text().contains("server app/b set to maint"),
-        "{}",
-        r.text()
-    );
+    // Admin form: b to maint, then no traffic reaches b.
+    let r = post(main, "/stats;up", Some(AUTH), "s=b&action=maint&b=app");
+    assert_eq!(r.status, 303);
+    assert_eq!(r.header("location"), Some("/stats;st=DONE;up"));
+    let r = req(main, "/stats;st=DONE", Some(AUTH));
+    assert!(r.text().contains("The action was done."), "{}", r.text());
     let b0 = b.requests.load(Ordering::SeqCst);
     for i in 0..6 {
         assert_eq!(get(main, &format!("/q{i}")).status, 200);
     }
     assert_eq!(b.requests.load(Ordering::SeqCst), b0);
-    let r = req(main, "/stats?b=app&s=nope&action=ready", Some(AUTH));
-    assert!(
-        r.text().contains("action failed: No such server"),
-        "{}",
-        r.text()
-    );
+    let r = post(main, "/stats", Some(AUTH), "s=nope&action=ready&b=app");
+    assert_eq!(r.header("location"), Some("/stats;st=ERRP"));
+    // A GET never acts.
+    let r = req(main, "/stats?b=app&s=b&action=ready", Some(AUTH));
+    assert_eq!(r.status, 200);
+    let r = req(main, "/stats;csv", Some(AUTH)).text();
+    assert!(r.contains("\napp,b,") && r.contains(",MAINT,"), "{r}");
 
     // The other frontend: no auth, admin refused by its condition.
     let r = req(ro, "/s/", None);
     assert_eq!(r.status, 200);
-    assert!(!r.text().contains("action=maint"));
-    assert_eq!(req(ro, "/s/?b=app&s=b&action=ready", None).status, 403);
+    assert!(!r.text().contains("type=\"checkbox\""));
+    let r = post(ro, "/s/", None, "s=b&action=ready&b=app");
+    assert_eq!(r.header("location"), Some("/s/;st=DENY"));
     assert_eq!(req(ro, "/s/;csv", None).status, 200);
-    // A path past the stats URI is not the page: it goes to the backend.
-    assert_eq!(get(ro, "/s/other").status, 200);
+    // A path past the stats URI is the page too.
+    assert!(get(ro, "/s/other").text().contains("<h2>backend app</h2>"));
     let _ = Duration::ZERO;
 }
 
@@ -1210,4 +1226,128 @@ fn prometheus_max_queue_has_values() {
         |b, m| queue_cfg(b, m, &h),
         |fe, m| assert_eq!(queue_seen(fe, m, &hgate), [1, 0], "haproxy"),
     );
+}
+
+fn qmax_cfg(sock: &std::path::Path, bind: &str, srv: std::net::SocketAddr) -> String {
+    format!(
+        "global\n    stats socket {} level admin\n\
+         defaults\n    mode tcp\n    timeout client 10s\n    timeout server 10s\n    timeout connect 1s\n    timeout queue 10s\n\
+         frontend fe\n    bind {bind}\n    default_backend be\n\
+         backend be\n    balance source\n    server s {srv} maxconn 1\n\
+         backend idle\n    server s {srv}\n",
+        sock.display()
+    )
+}
+
+/// The `qmax` of `show stat` (the longest a server's or backend's own queue
+/// has been) on the live socket: `0` before anything waited, as HAProxy
+/// prints it; a hashed backend queues on its server.
+fn qmax_run(sock: &std::path::Path, fe: std::net::SocketAddr) -> Vec<String> {
+    let col = |be: &str, sv: &str| stat_row(sock, be, sv)["qmax"].clone();
+    let mut seen = vec![col("be", "s"), col("be", "BACKEND"), col("idle", "s")];
+    let first = std::net::TcpStream::connect(fe).unwrap();
+    wait_until("the first connection on the server", || {
+        stat_row(sock, "be", "s")["scur"] == "1"
+    });
+    let second = std::net::TcpStream::connect(fe).unwrap();
+    wait_until("the second connection in the server's queue", || {
+        stat_row(sock, "be", "s")["qcur"] == "1"
+    });
+    seen.extend([col("be", "s"), col("be", "BACKEND")]);
+    drop((first, second));
+    seen
+}
+
+#[test]
+fn qmax_is_the_longest_queue_seen() {
+    // The server accepts and never answers: a slot stays taken.
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let srv = l.local_addr().unwrap();
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for s in l.incoming().map_while(Result::ok) {
+            held.push(s);
+        }
+    });
+    let (e, sock) = ebb_with_admin("qmax", |k, b| qmax_cfg(k, b, srv));
+    let got = qmax_run(&sock, e.addr());
+    assert_eq!(got, ["0", "0", "0", "1", "0"]);
+
+    let Some((h, fe)) = haproxy_beside("qmax", |k, b| qmax_cfg(k, b, srv)) else {
+        return;
+    };
+    assert_eq!(qmax_run(&h.sock, fe), got);
+}
+
+fn form_cfg(sock: &std::path::Path, bind: &str, srv: std::net::SocketAddr) -> String {
+    format!(
+        "global\n    stats socket {} level admin\n\
+         defaults\n    mode http\n    timeout client 10s\n    timeout server 5s\n    timeout connect 1s\n\
+         frontend fe1\n    bind {bind}\n    stats enable\n    stats refresh 5s\n    stats uri /\n    stats admin if TRUE\n\
+         backend b1\n    server srv1 {srv}\n    server srv2 {srv}\n    server srv3 {srv}\n\
+         backend b2\n    server srv1 {srv}\n    server srv2 {srv}\n",
+        sock.display()
+    )
+}
+
+/// The POSTs of HAProxy's `webstats-scope-and-post-change` reg-test and
+/// a few more: what each answers (status, `Location`), what a scoped CSV
+/// holds, and the servers' states after.
+fn form_run(addr: std::net::SocketAddr, sock: &std::path::Path) -> Vec<String> {
+    let mut seen = Vec::new();
+    let r = req(addr, "/?;csv;scope=b1", None);
+    let body = if r.header("transfer-encoding") == Some("chunked") {
+        dechunk(&r.body)
+    } else {
+        r.body.clone()
+    };
+    let csv = String::from_utf8_lossy(&body).into_owned();
+    let names: Vec<&str> = csv
+        .lines()
+        .skip(1)
+        .map(|l| l.split(',').take(2).collect::<Vec<_>>())
+        .map(|v| if v[0] == "b1" { "b1" } else { "other" })
+        .collect();
+    seen.push(names.join(" "));
+    for (path, body) in [
+        ("/?scope=b2", "s=srv1&s=srv2&s=srv3&action=maint&b=%233"),
+        ("/", "s=srv2&action=drain&b=%233"),
+        ("/", "s=srv1&action=maint&b=%234"),
+        ("/;up;norefresh", "s=srv1&s=nope&action=ready&b=b2"),
+        ("/", "s=srv1&action=bogus&b=b2"),
+        ("/", "s=srv1&action=ready&b=nope"),
+        ("/", "action=ready&b=b2"),
+    ] {
+        let r = post(addr, path, None, body);
+        seen.push(format!("{} {:?}", r.status, r.header("location")));
+    }
+    let show = cli_cmd(sock, "show stat");
+    for l in show
+        .lines()
+        .filter(|l| l.starts_with("b1,") || l.starts_with("b2,"))
+    {
+        let f: Vec<&str> = l.split(',').collect();
+        seen.push(format!("{},{},{}", f[0], f[1], f[17]));
+    }
+    seen
+}
+
+#[test]
+fn admin_form_and_scope_as_haproxy() {
+    let a = Origin::start("a", Mode::Ok);
+    let (e, sock) = ebb_with_admin("statsform", |k, b| form_cfg(k, b, a.addr));
+    let ours = form_run(e.addr(), &sock);
+    assert_eq!(ours[0], "b1 b1 b1 b1", "{ours:?}");
+    assert_eq!(ours[1], "303 Some(\"/;st=DONE?scope=b2\")");
+    assert!(ours.contains(&"b1,srv2,DRAIN".to_string()), "{ours:?}");
+    assert!(
+        ours.contains(&"b2,srv1,READY".to_string())
+            || ours.contains(&"b2,srv1,no check".to_string()),
+        "{ours:?}"
+    );
+
+    let Some((h, hap)) = haproxy_beside("statsform", |k, b| form_cfg(k, b, a.addr)) else {
+        return;
+    };
+    assert_eq!(form_run(hap, &h.sock), ours, "haproxy (left), ebb (right)");
 }

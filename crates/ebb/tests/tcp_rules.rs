@@ -847,3 +847,34 @@ fn http_fetches_in_a_tcp_frontends_content_rules_as_haproxy() {
         assert_eq!(tables[0], tables[1], "ebb vs HAProxy");
     }
 }
+
+/// `WAIT_END` (HAProxy's predefined ACL on `wait_end`): while more input
+/// may come within `inspect-delay` it has no answer and the walk waits on
+/// it; once the input is final (here the client's FIN) it holds, as it
+/// does at once without a delay.
+#[test]
+fn wait_end_holds_once_the_input_is_final() {
+    let echo = first_line_server();
+    for (i, (rules, want)) in [
+        (
+            "    tcp-request inspect-delay 30s\n    tcp-request content reject unless WAIT_END\n",
+            "hello\r\n",
+        ),
+        ("    tcp-request content reject if WAIT_END\n", ""),
+    ]
+    .iter()
+    .enumerate()
+    {
+        let dir = scratch(&format!("tcp-rules-waitend{i}"));
+        let body = format!("frontend f\n    bind BIND\n{rules}    default_backend b\nbackend b\n    server s {echo}\n");
+        let (_e, _h, targets) = side_by_side(&dir, &body);
+        for (j, (addr, _)) in targets.iter().enumerate() {
+            let got = session(*addr, b"hello\r\n").unwrap_or_default();
+            assert_eq!(
+                String::from_utf8_lossy(&got),
+                *want,
+                "rules {i}, run {j} (0: ebb, 1: haproxy)"
+            );
+        }
+    }
+}
