@@ -1002,6 +1002,15 @@ fn prometheus_cache_and_rewrite_counters_have_values() {
             1,
         ),
         ("haproxy_backend_internal_errors_total{proxy=\"be\"}", 1),
+        // A server's count its response rules (HAProxy's): none fail.
+        (
+            "haproxy_server_failed_header_rewriting_total{proxy=\"be\",server=\"o\"}",
+            0,
+        ),
+        (
+            "haproxy_server_internal_errors_total{proxy=\"be\",server=\"o\"}",
+            0,
+        ),
     ] {
         assert_eq!(metric_u64(&text, m), want, "{m}");
     }

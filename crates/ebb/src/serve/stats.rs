@@ -358,6 +358,10 @@ fn srv_row(i: usize, farm: &Farm, s: &ServerRt) -> Row {
     r.connect = ld(&c.connects);
     r.reuse = ld(&c.reuses);
     note_times(&mut r, c);
+    // HAProxy counts a server's failed rewrites and internal errors in
+    // its response rules (the request's run before a server is chosen);
+    // ebb's response rules cannot fail: always 0.
+    r.rules = Some([0; 4]);
     for (k, h) in c.hrsp.iter().enumerate() {
         r.hrsp[k] = ld(h);
     }
@@ -945,8 +949,11 @@ pub fn values(r: &Row) -> Vec<Option<Val>> {
     if let Some([wrew, eint, lookups, hits]) = r.rules {
         v[83] = u(wrew);
         v[94] = u(eint);
-        v[86] = u(lookups);
-        v[87] = u(hits);
+        // Caches are a frontend's or a backend's.
+        if !sv {
+            v[86] = u(lookups);
+            v[87] = u(hits);
+        }
     }
     v[3] = r.qmax.map(Val::U);
     if let Some((cli, srv)) = r.aborts {
