@@ -539,6 +539,9 @@ impl<S: Exchange + Default + 'static> Conn<S> {
         }
         match r {
             Ok(PStatus::Complete(())) => {
+                // The lane's stream and variables may be in the thread's
+                // pools since its last stream (as after a parse).
+                self.unpark();
                 self.with_stream(|st, c| st.start(c, ctx));
             }
             // A whole head is never partial; the parser says why not.
