@@ -34,6 +34,9 @@ use crate::config::{CheckConnect, CheckStatus, ExpectKind, HttpCheck};
 #[derive(Clone)]
 pub struct HttpProbe {
     pub steps: Vec<HttpStep>,
+    /// `http-check send-state`: each request carries
+    /// `X-Haproxy-Server-State`.
+    pub send_state: bool,
 }
 
 #[derive(Clone)]
@@ -326,7 +329,10 @@ impl HttpProbe {
                 steps.push(HttpStep::Expect(HttpRule::plain(Expect::Default)));
             }
         }
-        Ok(HttpProbe { steps })
+        Ok(HttpProbe {
+            steps,
+            send_state: c.send_state,
+        })
     }
 }
 
@@ -764,7 +770,7 @@ pub fn run_check(
     probe: Option<&Probe>,
     tls: Option<&CheckTls>,
     proxy_hdr: &[u8],
-    who: (&str, &str),
+    who: (&str, &str, Option<&str>),
 ) -> Verdict {
     match probe {
         Some(Probe::Tcp(t)) => super::tcpcheck::run_tcp_check(addr, timeout, t, tls, proxy_hdr),
@@ -800,6 +806,85 @@ fn l4_probe(addr: SocketAddr, timeout: Duration) -> Result<(), Verdict> {
         .map_err(|e| connect_error(&e))?;
     let _ = sock.set_linger(Some(Duration::ZERO));
     Ok(())
+}
+
+/// A check's request with `X-Haproxy-Server-State: STATE` as the last
+/// field of its head.
+fn with_state_header<'a>(req: &'a [u8], state: &str) -> std::borrow::Cow<'a, [u8]> {
+    let Some(end) = req.windows(4).position(|w| w == b"\r\n\r\n") else {
+        return std::borrow::Cow::Borrowed(req);
+    };
+    let mut out = Vec::with_capacity(req.len() + state.len() + 32);
+    out.extend_from_slice(&req[..end + 2]);
+    out.extend_from_slice(b"X-Haproxy-Server-State: ");
+    out.extend_from_slice(state.as_bytes());
+    out.extend_from_slice(&req[end..]);
+    std::borrow::Cow::Owned(out)
+}
+
+/// HAProxy's `X-Haproxy-Server-State` value: the health as the stats
+/// show it (`UP`, `UP 2/3` while failing, `DOWN`, `DOWN 1/2` while
+/// recovering, `no check`), then the address, port, names, node, the
+/// server's and the farm's usable weight, the server's and the backend's
+/// streams, its queue and, while it ramps up, `throttle`. `streak`: the
+/// checker's failures while UP or successes while DOWN.
+pub fn server_state_header(farm: &Farm, s: &ServerRt, streak: u32) -> String {
+    let o = &s.opts;
+    let (rise, fall) = (o.rise.max(1), o.fall.max(1));
+    let running = s.up.load(Ordering::Relaxed)
+        && s.admin.load(Ordering::Relaxed) != super::ADMIN_MAINT
+        && s.has_addr();
+    let health = if !s.check_on.load(Ordering::Relaxed) {
+        "no check".to_string()
+    } else if running {
+        if streak == 0 {
+            "UP".to_string()
+        } else {
+            format!("UP {}/{fall}", fall.saturating_sub(streak))
+        }
+    } else if streak == 0 {
+        "DOWN".to_string()
+    } else {
+        format!("DOWN {streak}/{rise}")
+    };
+    let (addr, port) = match s.addr() {
+        Some(a) => (a.ip().to_string(), a.port().to_string()),
+        None => (String::new(), String::new()),
+    };
+    let usable = |backup: bool| -> u32 {
+        farm.servers
+            .iter()
+            .filter(|x| x.opts.backup == backup && x.usable())
+            .map(|x| x.effective_weight())
+            .sum()
+    };
+    let total = match usable(false) {
+        0 => usable(true),
+        n => n,
+    };
+    let queued = |x: &ServerRt| x.queue.lock().map(|q| q.len()).unwrap_or(0);
+    let be_streams: usize = farm
+        .servers
+        .iter()
+        .map(|x| x.cur.load(Ordering::Relaxed) as usize + queued(x))
+        .sum();
+    let mut v = format!(
+        "{health}; address={addr}; port={port}; name={}/{}; node={}; weight={}/{total}; scur={}/{be_streams}; qcur={}",
+        farm.name,
+        s.name,
+        crate::sample::hostname(),
+        s.effective_weight(),
+        s.cur.load(Ordering::Relaxed),
+        queued(s),
+    );
+    if let Some(ss) = o.slowstart.filter(|d| !d.is_zero()) {
+        let since = s.up_since.elapsed();
+        if running && since < ss {
+            let ratio = (100 * since.as_millis() / ss.as_millis()).max(1);
+            v.push_str(&format!("; throttle={ratio}%"));
+        }
+    }
+    v
 }
 
 /// What the sample expressions of a check's rules read: the backend and
@@ -845,15 +930,18 @@ fn check_sample<R>(
 
 /// Runs an HTTP check's sequence: each expect judges the response to
 /// the request before it (read whole, at most 16 KiB). `who`: the
-/// backend's and the server's names.
+/// backend's and the server's names, and the server's state for
+/// `http-check send-state`.
 fn run_http(
     addr: SocketAddr,
     timeout: Duration,
     p: &HttpProbe,
     tls: Option<&CheckTls>,
     proxy_hdr: &[u8],
-    who: (&str, &str),
+    who: (&str, &str, Option<&str>),
 ) -> Verdict {
+    let (be, srv, state) = who;
+    let who = (be, srv);
     // The `check` and `sess` variables live for one run.
     let vars = std::cell::RefCell::new(crate::sample::VarStore::for_check());
     let start = Instant::now();
@@ -878,7 +966,11 @@ fn run_http(
                 let Some(c) = conn.as_mut() else {
                     return Verdict::new(CheckStatus::SockErr, "no connection");
                 };
-                if let Err(e) = c.write_all(req).and_then(|()| c.flush()) {
+                let req = match state.filter(|_| p.send_state) {
+                    Some(st) => with_state_header(req, st),
+                    None => std::borrow::Cow::Borrowed(&req[..]),
+                };
+                if let Err(e) = c.write_all(&req).and_then(|()| c.flush()) {
                     return Verdict::new(CheckStatus::SockErr, os_text(&e));
                 }
                 buf.clear();
@@ -1115,15 +1207,18 @@ impl Checker {
             let handle = self.handle.clone();
             let srv = self.srv.clone();
             let pp = check_proxy_header(&s.opts);
-            let be_name = self
-                .farm
-                .upgrade()
-                .map(|f| f.name.clone())
-                .unwrap_or_default();
+            let farm = self.farm.upgrade();
+            let be_name = farm.as_ref().map(|f| f.name.clone()).unwrap_or_default();
             let srv_name = s.name.clone();
+            let state = match (&self.probe, &farm) {
+                (Some(Probe::Http(p)), Some(f)) if p.send_state => {
+                    Some(server_state_header(f, &s, self.streak))
+                }
+                _ => None,
+            };
             let job = move || {
                 let t0 = Instant::now();
-                let who = (be_name.as_str(), srv_name.as_str());
+                let who = (be_name.as_str(), srv_name.as_str(), state.as_deref());
                 let r = run_check(addr, timeout, probe.as_ref(), tls.as_ref(), &pp, who);
                 if let Some(s) = srv.upgrade() {
                     s.ext.check_took(t0.elapsed());
@@ -1429,6 +1524,7 @@ mod tests {
             explicit_send: false,
             own: true,
             rules: vec![],
+            send_state: false,
         };
         let p = HttpProbe::new(&c, "10.0.0.1:80").unwrap();
         let HttpStep::Send(req) = &p.steps[1] else {
@@ -1452,7 +1548,15 @@ mod tests {
                 let _ = s.write_all(b"HTTP/1.0 200 OK\r\n\r\nalive");
             }
         });
-        assert!(run_check(addr, Duration::from_secs(2), None, None, &[], ("b", "s")).passed());
+        assert!(run_check(
+            addr,
+            Duration::from_secs(2),
+            None,
+            None,
+            &[],
+            ("b", "s", None)
+        )
+        .passed());
         let probe = Probe::Http(HttpProbe {
             steps: vec![
                 HttpStep::Connect(CheckConnect {
@@ -1462,6 +1566,7 @@ mod tests {
                 HttpStep::Send(b"GET / HTTP/1.0\r\n\r\n".to_vec()),
                 HttpStep::Expect(HttpRule::plain(Expect::String(b"alive".to_vec(), false))),
             ],
+            send_state: false,
         });
         assert!(run_check(
             addr,
@@ -1469,7 +1574,7 @@ mod tests {
             Some(&probe),
             None,
             &[],
-            ("b", "s")
+            ("b", "s", None)
         )
         .passed());
         // Nothing listens on a port we just released.
@@ -1483,7 +1588,7 @@ mod tests {
             None,
             None,
             &[],
-            ("b", "s"),
+            ("b", "s", None),
         );
         assert_eq!(e.st, CheckStatus::L4Con, "{e:?}");
         assert_eq!(e.desc, "Connection refused");

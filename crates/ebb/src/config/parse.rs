@@ -204,6 +204,7 @@ fn new_proxy(name: &str, kind: ProxyKind, loc: Loc) -> Proxy {
         monitor_fail: Vec::new(),
         http_check: HttpCheck {
             enabled: false,
+            send_state: false,
             method: "OPTIONS".to_string(),
             uri: "/".to_string(),
             version: "HTTP/1.0".to_string(),
@@ -2688,6 +2689,12 @@ fn proxy_kw(px: &mut Proxy, ctx: &Ctx<'_>, words: &[String]) -> Result<(), Strin
                     }
                     hc.enabled = true;
                 }
+                Some("send-state") => {
+                    if w.len() > 2 {
+                        return Err("'http-check send-state' takes no argument".into());
+                    }
+                    px.http_check.send_state = true;
+                }
                 Some(a) if is_var_action(a) => {
                     // `http-check set-var(VAR) EXPR`, `set-var-fmt(VAR)
                     // FMT`, `unset-var(VAR)`; HAProxy's scopes for checks:
@@ -2707,7 +2714,7 @@ fn proxy_kw(px: &mut Proxy, ctx: &Ctx<'_>, words: &[String]) -> Result<(), Strin
                 }
                 Some(o) => {
                     return Err(format!(
-                    "unsupported 'http-check {o}' (supported: http-check comment, connect, send, expect, set-var, unset-var)"
+                    "unsupported 'http-check {o}' (supported: http-check comment, connect, send, send-state, expect, set-var, unset-var)"
                 ))
                 }
                 None => return Err("'http-check' expects comment, connect, send, expect, set-var or unset-var".to_string()),

@@ -1650,6 +1650,10 @@ pub struct HttpCheck {
     pub own: bool,
     /// The `http-check connect|send|expect|comment` rules in order.
     pub rules: Vec<HttpCheckRule>,
+    /// `http-check send-state`: each request carries the server's state
+    /// (`X-Haproxy-Server-State`). A proxy option, not a rule: kept when
+    /// a section starts its own rules.
+    pub send_state: bool,
 }
 
 impl HttpCheck {
@@ -1659,6 +1663,7 @@ impl HttpCheck {
         if !self.own {
             *self = HttpCheck {
                 enabled: self.enabled,
+                send_state: self.send_state,
                 method: "OPTIONS".into(),
                 uri: "/".into(),
                 version: "HTTP/1.0".into(),
