@@ -168,10 +168,13 @@ fn header_rules_and_sequences_report_as_haproxy() {
          backend second\n    option httpchk\n    http-check expect status 202\n    http-check expect comment \"no such header\" hdr name x-none\n{}\
          backend seq\n    option httpchk\n    http-check connect\n    http-check send meth GET uri /first\n    http-check expect status 202\n\
          \x20   http-check connect port {} linger\n    http-check send meth GET uri /second ver HTTP/1.1 hdr host example.org\n    http-check expect hdr name x-second value yes\n    http-check expect string second\n{}\
+         backend addrport\n    option httpchk\n    http-check connect addr 127.0.0.1:{}\n    http-check send uri /ap\n    http-check expect status 200\n{}\
          backend seqfail\n    option httpchk\n    http-check connect\n    http-check send uri /a\n    http-check expect status 202\n    http-check connect port {}\n    http-check send uri /b\n    http-check comment \"the body\"\n    http-check expect string nope\n{}",
         srv(""),
         srv(""),
         srv(""),
+        srv(""),
+        b.port(),
         srv(""),
         b.port(),
         srv(""),
@@ -189,6 +192,8 @@ fn header_rules_and_sequences_report_as_haproxy() {
             ("L7STS", "202", "Accepted comment: no such header"),
         ),
         ("seq", ("L7OK", "200", "")),
+        // `addr IP:PORT` sends the check to the second server's port.
+        ("addrport", ("L7OK", "200", "")),
         (
             "seqfail",
             (
