@@ -465,3 +465,49 @@ fn send_state_tells_the_server_what_haproxy_tells_it() {
         assert_eq!(theirs, ours, "haproxy (left), ebb (right)");
     }
 }
+
+/// What a check request carried: its line, `x-test`, whether `x-empty`
+/// came, and the body that arrived with the head.
+fn lf_request(head: &str, _: SocketAddr) -> Option<String> {
+    let (h, body) = head.split_once("\r\n\r\n").unwrap_or((head, ""));
+    let field = |name: &str| {
+        h.lines().find_map(|l| {
+            let (n, v) = l.split_once(": ")?;
+            n.eq_ignore_ascii_case(name).then(|| v.to_string())
+        })
+    };
+    Some(format!(
+        "{} | x-test={:?} | x-empty={:?} | body={body}",
+        h.lines().next().unwrap_or(""),
+        field("x-test"),
+        field("x-empty"),
+    ))
+}
+
+#[test]
+fn send_log_format_parts_as_haproxy() {
+    let run = |start: &dyn Fn(&str) -> Box<dyn std::any::Any>| {
+        let answer = "HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
+        let (a, seen) = server_keeping(answer.to_string(), lf_request);
+        let backends = format!(
+            "backend ok\n\
+             backend lf\n    option httpchk\n    http-check set-var(check.path) str(/lf)\n\
+             \x20   http-check send meth POST uri-lf \"%[var(check.path)]-%[srv_name]\" ver HTTP/1.1 hdr x-test \"be=%[be_name]\" hdr x-empty \"%[var(check.none)]\" body-lf \"on %[be_name]/%[srv_name]\"\n\
+             \x20   http-check expect status 200\n\
+             \x20   server srv {a} check inter 100ms rise 1 fall 1\n"
+        );
+        let _keep = start(&backends);
+        wait_until("a check", || !seen.lock().unwrap().is_empty());
+        let first = seen.lock().unwrap()[0].clone();
+        first
+    };
+    let ours = run(&|b| Box::new(ebb_with_socket("sendlf", b)));
+    assert_eq!(
+        ours,
+        "POST /lf-srv HTTP/1.1 | x-test=Some(\"be=lf\") | x-empty=None | body=on lf/srv"
+    );
+    if have("haproxy") {
+        let theirs = run(&|b| Box::new(haproxy(b)));
+        assert_eq!(theirs, ours, "haproxy (left), ebb (right)");
+    }
+}

@@ -43,6 +43,9 @@ pub struct HttpProbe {
 pub enum HttpStep {
     Connect(CheckConnect),
     Send(Vec<u8>),
+    /// A request with log-format parts (`uri-lf`, `body-lf`, header
+    /// values), rendered at each check.
+    SendFmt(Box<ReqFmt>),
     Expect(HttpRule),
     /// `http-check set-var|set-var-fmt|unset-var`.
     Var(crate::sample::VarAction),
@@ -189,6 +192,86 @@ impl NameMatch {
     }
 }
 
+/// A text of a check's request: as written, or a log-format string.
+#[derive(Clone)]
+pub enum Text {
+    Plain(String),
+    Fmt(crate::sample::LogFormat),
+}
+
+/// A check's request with log-format parts.
+#[derive(Clone)]
+pub struct ReqFmt {
+    method: String,
+    uri: Text,
+    version: String,
+    headers: Vec<(String, crate::sample::LogFormat)>,
+    body: Option<Text>,
+    host: String,
+}
+
+impl ReqFmt {
+    /// The request for this check: an empty URI is `/`, a header whose
+    /// value renders empty is left out (HAProxy's rules).
+    fn render(&self, cx: &crate::sample::Ctx<'_>) -> Vec<u8> {
+        let text = |t: &Text| match t {
+            Text::Plain(s) => s.clone(),
+            Text::Fmt(f) => {
+                let mut out = Vec::new();
+                f.render(cx, &mut out);
+                String::from_utf8_lossy(&out).into_owned()
+            }
+        };
+        let headers: Vec<(String, String)> = self
+            .headers
+            .iter()
+            .map(|(n, f)| (n.clone(), text(&Text::Fmt(f.clone()))))
+            .filter(|(_, v)| !v.is_empty())
+            .collect();
+        let body = self.body.as_ref().map(text);
+        request_bytes(
+            &self.method,
+            &text(&self.uri),
+            &self.version,
+            &headers,
+            body.as_deref(),
+            &self.host,
+        )
+    }
+}
+
+/// The step sending one request: its bytes made once, or a template
+/// when a part of it is a log-format string.
+fn send_step(q: &crate::config::HttpSend, host: &str) -> Result<HttpStep, String> {
+    let (uri_lf, body_lf) = (q.uri_lf, q.body_lf);
+    let (method, uri, version, headers) = (&q.method, &q.uri, &q.version, &q.headers);
+    let body = q.body.as_deref();
+    if !uri_lf && !body_lf && !headers.iter().any(|(_, v)| v.contains('%')) {
+        return Ok(HttpStep::Send(request_bytes(
+            method, uri, version, headers, body, host,
+        )));
+    }
+    let fmt = |t: &str| crate::sample::LogFormat::parse(t, crate::sample::Scope::Response);
+    let text = |t: &str, lf: bool| -> Result<Text, String> {
+        Ok(if lf {
+            Text::Fmt(fmt(t)?)
+        } else {
+            Text::Plain(t.to_string())
+        })
+    };
+    Ok(HttpStep::SendFmt(Box::new(ReqFmt {
+        method: method.to_string(),
+        uri: text(uri, uri_lf)?,
+        version: version.to_string(),
+        headers: headers
+            .iter()
+            .map(|(n, v)| Ok((n.clone(), fmt(v)?)))
+            .collect::<Result<_, String>>()?,
+        body: body.map(|b| text(b, body_lf)).transpose()?,
+        host: host.to_string(),
+    })))
+}
+
 /// One request of an HTTP check.
 fn request_bytes(
     method: &str,
@@ -262,14 +345,16 @@ impl HttpProbe {
     pub fn new(c: &HttpCheck, host: &str) -> Result<HttpProbe, String> {
         use crate::config::HttpCheckStep as S;
         let main = || {
-            request_bytes(
-                &c.method,
-                &c.uri,
-                &c.version,
-                &c.headers,
-                c.body.as_deref(),
-                host,
-            )
+            let q = crate::config::HttpSend {
+                method: c.method.clone(),
+                uri: c.uri.clone(),
+                version: c.version.clone(),
+                headers: c.headers.clone(),
+                body: c.body.clone(),
+                uri_lf: c.uri_lf,
+                body_lf: c.body_lf,
+            };
+            send_step(&q, host)
         };
         let mut steps = Vec::new();
         let first = c
@@ -294,18 +379,11 @@ impl HttpProbe {
                 }
                 S::Connect(c) => steps.push(HttpStep::Connect(c.clone())),
                 S::Var(v) => steps.push(HttpStep::Var(v.clone())),
-                S::Send(None) => steps.push(HttpStep::Send(main())),
-                S::Send(Some(q)) => steps.push(HttpStep::Send(request_bytes(
-                    &q.method,
-                    &q.uri,
-                    &q.version,
-                    &q.headers,
-                    q.body.as_deref(),
-                    host,
-                ))),
+                S::Send(None) => steps.push(main()?),
+                S::Send(Some(q)) => steps.push(send_step(q, host)?),
                 S::Expect(e) => {
                     if !has_send && !sent {
-                        steps.push(HttpStep::Send(main()));
+                        steps.push(main()?);
                         sent = true;
                     }
                     steps.push(HttpStep::Expect(HttpRule {
@@ -320,10 +398,12 @@ impl HttpProbe {
             }
         }
         if !has_send && !sent {
-            steps.push(HttpStep::Send(main()));
+            steps.push(main()?);
         }
         // The last request gets the default expect if none follows it.
-        let last_send = steps.iter().rposition(|s| matches!(s, HttpStep::Send(_)));
+        let last_send = steps
+            .iter()
+            .rposition(|s| matches!(s, HttpStep::Send(_) | HttpStep::SendFmt(_)));
         if let Some(i) = last_send {
             if !steps[i..].iter().any(|s| matches!(s, HttpStep::Expect(_))) {
                 steps.push(HttpStep::Expect(HttpRule::plain(Expect::Default)));
@@ -962,13 +1042,23 @@ fn run_http(
                 buf.clear();
                 have = false;
             }
-            HttpStep::Send(req) => {
+            HttpStep::Send(_) | HttpStep::SendFmt(_) => {
                 let Some(c) = conn.as_mut() else {
                     return Verdict::new(CheckStatus::SockErr, "no connection");
                 };
+                let rendered;
+                let req: &[u8] = match st {
+                    HttpStep::SendFmt(f) => {
+                        let resp = have.then_some(&buf[..]);
+                        rendered = check_sample(who, &vars, resp, |cx| f.render(cx));
+                        &rendered
+                    }
+                    HttpStep::Send(b) => b,
+                    _ => &[],
+                };
                 let req = match state.filter(|_| p.send_state) {
                     Some(st) => with_state_header(req, st),
-                    None => std::borrow::Cow::Borrowed(&req[..]),
+                    None => std::borrow::Cow::Borrowed(req),
                 };
                 if let Err(e) = c.write_all(&req).and_then(|()| c.flush()) {
                     return Verdict::new(CheckStatus::SockErr, os_text(&e));
@@ -1525,6 +1615,8 @@ mod tests {
             own: true,
             rules: vec![],
             send_state: false,
+            uri_lf: false,
+            body_lf: false,
         };
         let p = HttpProbe::new(&c, "10.0.0.1:80").unwrap();
         let HttpStep::Send(req) = &p.steps[1] else {

@@ -1616,8 +1616,13 @@ pub struct HttpSend {
     pub method: String,
     pub uri: String,
     pub version: String,
+    /// Values are log-format strings (HAProxy's); one that renders
+    /// empty is not sent.
     pub headers: Vec<(String, String)>,
     pub body: Option<String>,
+    /// `uri-lf`, `body-lf`: the URI, the body are log-format strings.
+    pub uri_lf: bool,
+    pub body_lf: bool,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -1642,6 +1647,9 @@ pub struct HttpCheck {
     pub headers: Vec<(String, String)>,
     /// `http-check send ... body STR`.
     pub body: Option<String>,
+    /// The first send's `uri-lf`, `body-lf`.
+    pub uri_lf: bool,
+    pub body_lf: bool,
     /// An `http-check send` line is in this section's rules.
     pub explicit_send: bool,
     /// The rules are this section's own, not inherited from `defaults`:
