@@ -173,18 +173,15 @@ fn tls_alpn_h2_and_http11_side_by_side() {
     let (ok, out, err) = curl(&["-k", "--http1.1", "--resolve", &resolve, "-w", w, &url]);
     assert!(ok, "{err}");
     assert_eq!(out, "fixed1.1 200");
-    e.wait_stdout("~ fe/<NOSRV>", LONG).expect("log line");
-    let lines = e.stdout.lock().unwrap().clone();
-    assert!(
-        lines
-            .iter()
-            .any(|l| l.contains(&format!("\"GET {url} HTTP/2.0\""))),
-        "{lines:?}"
-    );
-    assert!(
-        lines.iter().any(|l| l.contains("\"GET /fixed HTTP/1.1\"")),
-        "{lines:?}"
-    );
+    // Each exchange's own log line (they may come in either order).
+    let h2 = format!("\"GET {url} HTTP/2.0\"");
+    for needle in [h2.as_str(), "\"GET /fixed HTTP/1.1\""] {
+        assert!(
+            e.wait_stdout(needle, LONG).is_some(),
+            "no {needle} in {:?}",
+            e.stdout.lock().unwrap()
+        );
+    }
 }
 
 #[test]
@@ -655,4 +652,124 @@ fn sess_variables_are_shared_by_the_streams_of_a_connection() {
     std::io::Write::write_all(&mut s, &raw_h2::get(5, "/get")).unwrap();
     let later = raw_h2::answers(&mut s, &[5]);
     assert_eq!(later[0], b"e:shared");
+}
+
+/// A stream answered at once (`http-request return`, a deny, a redirect,
+/// a small file from the cache) runs natively on its HTTP/2 connection: no tasklet of a lane
+/// (`h2_stream`) runs for it, and the answer and its log line are those
+/// of the lane's way (the log counts the bytes the HTTP/1 form has, the
+/// same as for an HTTP/1.1 client). Before, each such stream ran its
+/// lane's tasklet at least once (`show profiling` counted `h2_stream`
+/// calls >= requests).
+#[test]
+fn a_fixed_answer_runs_natively_without_a_lane_tasklet() {
+    if !have("h2load") || !have("curl") {
+        eprintln!("SKIP: h2load or curl missing");
+        return;
+    }
+    let dir = scratch("h2native");
+    let sock = dir.join("cli.sock");
+    let www = dir.join("www");
+    std::fs::create_dir_all(www.join("f")).unwrap();
+    let small: Vec<u8> = (0..100u8).collect();
+    std::fs::write(www.join("f/small.bin"), &small).unwrap();
+    let cfg = format!(
+        "global\n    log stdout format raw local0\n    profiling.tasks on\n\
+         \x20   stats socket {} level admin\n\
+         defaults\n    mode http\n    log global\n    option httplog\n    timeout client 30s\n\
+         frontend fe\n    bind BIND proto h2\n    bind BIND\n\
+         \x20   http-request deny status 403 if {{ path /denied }}\n\
+         \x20   http-request redirect location /moved code 301 if {{ path /old }}\n\
+         \x20   use_backend files if {{ path_beg /f/ }}\n\
+         \x20   http-request return status 200 content-type text/plain string \"fixed\" hdr x-a b unless {{ path_beg /f/ }}\n\
+         backend files\n    serve-files \"{}\"\n",
+        sock.display(),
+        www.display()
+    );
+    let e = Ebb::start(&cfg);
+    // The file's first request looks it up on the disk (the lane's way);
+    // the next ones find it in the cache and are answered at once.
+    let (ok, out, err) = curl(&[
+        "--http2-prior-knowledge",
+        "-s",
+        &format!("http://{}/f/small.bin", e.addrs[0]),
+    ]);
+    assert!(ok, "{err}");
+    assert_eq!(out.as_bytes(), &small[..]);
+    let n = 1000;
+    for path in ["/fixed", "/f/small.bin"] {
+        let out = Command::new("h2load")
+            .args(["-n", &n.to_string(), "-c", "2", "-m", "20"])
+            .arg(format!("http://{}{path}", e.addrs[0]))
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(text.contains(&format!("status codes: {n} 2xx")), "{text}");
+    }
+    let p = cli_cmd(&sock, "show profiling");
+    let calls = |name: &str| profiling_calls(&p, name);
+    assert!(calls("h2_conn") > 0, "{p}");
+    // A run per lane when its connection ends (one lane per connection
+    // serves every stream in turn), and a few for the streams that find
+    // the file's cache entry stale (looked up again on the disk, the
+    // lane's way): far below a run per stream.
+    assert!(calls("h2_stream") < n as u64 / 2, "{p}");
+    let (_, out, _) = curl(&[
+        "--http2-prior-knowledge",
+        "-sI",
+        &format!("http://{}/f/small.bin", e.addrs[0]),
+    ]);
+    assert!(out.contains("content-length: 100"), "{out}");
+    assert!(out.contains("etag: "), "{out}");
+    // The answer as the lane gave it: fields, body, HEAD, deny, redirect.
+    let url = |p: &str| format!("http://{}{p}", e.addrs[0]);
+    let (ok, out, err) = curl(&["--http2-prior-knowledge", "-si", &url("/fixed")]);
+    assert!(ok, "{err}");
+    assert!(out.starts_with("HTTP/2 200"), "{out}");
+    for f in [
+        "server: ebb",
+        "content-type: text/plain",
+        "x-a: b",
+        "content-length: 5",
+    ] {
+        assert!(out.contains(f), "{f}: {out}");
+    }
+    assert!(out.contains("\ndate: "), "{out}");
+    assert!(out.ends_with("\r\n\r\nfixed"), "{out}");
+    let (_, out, _) = curl(&["--http2-prior-knowledge", "-sI", &url("/fixed")]);
+    assert!(out.contains("content-length: 5"), "{out}");
+    let w = "%{http_code} %{redirect_url}";
+    let (_, out, _) = curl(&[
+        "--http2-prior-knowledge",
+        "-s",
+        "-o",
+        "/dev/null",
+        "-w",
+        w,
+        &url("/old"),
+    ]);
+    assert_eq!(out, format!("301 {}", url("/moved")));
+    let (_, out, _) = curl(&[
+        "--http2-prior-knowledge",
+        "-s",
+        "-w",
+        "%{http_code}",
+        &url("/denied"),
+    ]);
+    assert!(out.ends_with("403"), "{out}");
+    assert!(out.contains("403 Forbidden"), "{out}");
+    // The log's byte count: the same for HTTP/2 as for HTTP/1.1.
+    let (ok, _, err) = curl(&["-s", &format!("http://{}/fixed?h1", e.addrs[1])]);
+    assert!(ok, "{err}");
+    let (ok, _, err) = curl(&["--http2-prior-knowledge", "-s", &url("/fixed?h2")]);
+    assert!(ok, "{err}");
+    let h1 = e.wait_stdout("/fixed?h1 HTTP/1.1\"", LONG).expect("h1 log");
+    let h2 = e.wait_stdout("/fixed?h2 HTTP/2.0\"", LONG).expect("h2 log");
+    let bytes = |l: &str| {
+        // `... status bytes - - ----`: the field after the status.
+        let w: Vec<&str> = l.split_whitespace().collect();
+        let i = w.iter().position(|x| *x == "200").expect("status");
+        w[i + 1].to_string()
+    };
+    assert_eq!(bytes(&h1), bytes(&h2), "{h1}\n{h2}");
 }

@@ -10,7 +10,7 @@ use std::process::Command;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use common::origin::{Mode, Origin};
+use common::origin::{Gate, Mode, Origin};
 use common::*;
 
 /// "admin:s3cret" in base64.
@@ -698,6 +698,534 @@ fn socket_stats_listeners_and_backend_state_history() {
         return;
     };
     assert_eq!(listener_rows(&cli_cmd(&h.sock, "show stat")), rows);
+}
+
+/// A test server on loopback: `f` handles each connection in turn, which
+/// closes after it.
+fn serve_each(f: impl Fn(&mut std::net::TcpStream) + Send + 'static) -> std::net::SocketAddr {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for s in l.incoming() {
+            let Ok(mut s) = s else { return };
+            f(&mut s);
+        }
+    });
+    addr
+}
+
+/// An origin that answers a head announcing 100 bytes, sends 3 and
+/// closes (the server aborts while the body passes: `SD`).
+fn cutting_origin() -> std::net::SocketAddr {
+    use std::io::{Read, Write};
+    serve_each(|s| {
+        let mut buf = [0u8; 4096];
+        let mut got = Vec::new();
+        while !got.windows(4).any(|w| w == b"\r\n\r\n") {
+            match s.read(&mut buf) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => got.extend_from_slice(&buf[..n]),
+            }
+        }
+        let _ = s.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nabc");
+    })
+}
+
+/// A frontend sending `/slow` to a server answering after 300 ms and
+/// `/cut` to one closing mid-body, and the exporter.
+fn times_cfg(bind: &str, metrics: &str, slow: &Origin, cut: std::net::SocketAddr) -> String {
+    format!(
+        "defaults\n    mode http\n    timeout client 10s\n    timeout server 10s\n    timeout connect 5s\n\
+         frontend stats\n    bind {metrics}\n    http-request use-service prometheus-exporter\n\
+         frontend fe\n    bind {bind}\n    use_backend cut if {{ path /cut }}\n    default_backend slow\n\
+         backend slow\n    server s {}\n\
+         backend cut\n    server c {cut}\n",
+        slow.addr
+    )
+}
+
+/// The exporter's time averages and maxima and the aborts: what HAProxy
+/// prints (floats with six decimals), where ebb used to print NaN.
+fn check_times(name: &str, text: &str) {
+    let val = |metric: &str| -> String {
+        text.lines()
+            .find_map(|l| l.strip_prefix(&format!("{metric} ")))
+            .unwrap_or_else(|| panic!("{name}: {metric} not in:\n{text}"))
+            .to_string()
+    };
+    // The averages are over a window of 1024 streams even after one
+    // (HAProxy 2.6's exporter): 300 ms once is 0.001 s; the maxima are
+    // the 300 ms.
+    let secs = |m: &str| -> f64 {
+        let v = val(m);
+        let (_, frac) = v.split_once('.').unwrap_or(("", ""));
+        assert_eq!(frac.len(), 6, "{name}: {m} {v}");
+        v.parse().unwrap()
+    };
+    let (avg, max, short) = (0.001..0.03, 0.3..30.0, 0.0..0.3);
+    for (m, range) in [
+        (
+            "haproxy_backend_response_time_average_seconds{proxy=\"slow\"}",
+            &avg,
+        ),
+        (
+            "haproxy_server_response_time_average_seconds{proxy=\"slow\",server=\"s\"}",
+            &avg,
+        ),
+        (
+            "haproxy_backend_total_time_average_seconds{proxy=\"slow\"}",
+            &avg,
+        ),
+        (
+            "haproxy_backend_max_response_time_seconds{proxy=\"slow\"}",
+            &max,
+        ),
+        (
+            "haproxy_server_max_response_time_seconds{proxy=\"slow\",server=\"s\"}",
+            &max,
+        ),
+        (
+            "haproxy_server_max_total_time_seconds{proxy=\"slow\",server=\"s\"}",
+            &max,
+        ),
+        (
+            "haproxy_backend_queue_time_average_seconds{proxy=\"slow\"}",
+            &short,
+        ),
+        (
+            "haproxy_server_max_queue_time_seconds{proxy=\"slow\",server=\"s\"}",
+            &short,
+        ),
+        (
+            "haproxy_backend_connect_time_average_seconds{proxy=\"slow\"}",
+            &short,
+        ),
+    ] {
+        let s = secs(m);
+        assert!(range.contains(&s), "{name}: {m} {s}");
+    }
+    for (m, want) in [
+        ("haproxy_backend_server_aborts_total{proxy=\"cut\"}", "1"),
+        (
+            "haproxy_server_server_aborts_total{proxy=\"cut\",server=\"c\"}",
+            "1",
+        ),
+        ("haproxy_backend_client_aborts_total{proxy=\"cut\"}", "0"),
+        ("haproxy_backend_server_aborts_total{proxy=\"slow\"}", "0"),
+        (
+            "haproxy_server_client_aborts_total{proxy=\"slow\",server=\"s\"}",
+            "0",
+        ),
+    ] {
+        assert_eq!(val(m), want, "{name}: {m}");
+    }
+}
+
+/// Exercises the two backends through `fe`, then reads the exporter.
+fn times_seen(fe: std::net::SocketAddr, metrics: std::net::SocketAddr) -> String {
+    assert_eq!(get(fe, "/slow").status, 200);
+    // The answer is cut: the client sees the head, then the close.
+    let mut c = Client::connect(fe);
+    c.send(b"GET /cut HTTP/1.1\r\nHost: t\r\n\r\n");
+    let _ = c.read_resp_opt(false);
+    let srv_abort = "haproxy_backend_server_aborts_total{proxy=\"cut\"} 1\n";
+    let mut text = String::new();
+    wait_until("the cut exchange counted", || {
+        text = String::from_utf8_lossy(&get(metrics, "/metrics").body).into_owned();
+        text.contains(srv_abort)
+    });
+    text
+}
+
+#[test]
+fn prometheus_time_averages_and_aborts_have_values() {
+    let slow = Origin::start("slow", Mode::Slow(Duration::from_millis(300)));
+    let cut = cutting_origin();
+    let e = Ebb::start(&times_cfg("BIND", "BIND", &slow, cut));
+    // Listeners come in configuration order: the exporter first.
+    check_times("ebb", &times_seen(e.addrs[1], e.addrs[0]));
+    on_haproxy_exporter(
+        "promex-times",
+        |b, m| times_cfg(b, m, &slow, cut),
+        |fe, m| check_times("haproxy", &times_seen(fe, m)),
+    );
+}
+
+/// Runs `run` on HAProxy (when installed) started on the configuration
+/// `cfg` makes for a frontend and an exporter address, once it listens.
+fn on_haproxy_exporter(
+    name: &str,
+    cfg: impl Fn(&str, &str) -> String,
+    run: impl FnOnce(std::net::SocketAddr, std::net::SocketAddr),
+) {
+    let (fe, m): (std::net::SocketAddr, std::net::SocketAddr) = (
+        format!("127.0.0.1:{}", free_port()).parse().unwrap(),
+        format!("127.0.0.1:{}", free_port()).parse().unwrap(),
+    );
+    if let Some(_h) = haproxy_with(name, &cfg(&fe.to_string(), &m.to_string())) {
+        wait_until("haproxy's listener", || {
+            std::net::TcpStream::connect(fe).is_ok()
+        });
+        run(fe, m);
+    }
+}
+
+/// A frontend compressing what `be` answers (`origin`), and the exporter.
+fn comp_cfg(bind: &str, metrics: &str, origin: &Origin) -> String {
+    format!(
+        "defaults\n    mode http\n    timeout client 10s\n    timeout server 10s\n    timeout connect 5s\n\
+         frontend stats\n    bind {metrics}\n    http-request use-service prometheus-exporter\n\
+         frontend fe\n    bind {bind}\n    default_backend be\n\
+         backend be\n    compression algo gzip\n    server o {}\n",
+        origin.addr
+    )
+}
+
+/// Two answers compressed, one not (no Accept-Encoding): the exporter's
+/// compression counters of the frontend and the backend.
+fn comp_seen(fe: std::net::SocketAddr, metrics: std::net::SocketAddr) -> Vec<(String, u64)> {
+    for gz in [true, true, false] {
+        let mut c = Client::connect(fe);
+        let ae = if gz { "Accept-Encoding: gzip\r\n" } else { "" };
+        c.send(format!("GET /abc HTTP/1.1\r\nHost: t\r\n{ae}Connection: close\r\n\r\n").as_bytes());
+        let r = c.read_resp();
+        assert_eq!(r.status, 200);
+        assert_eq!(r.header("content-encoding").is_some(), gz);
+    }
+    let text = String::from_utf8_lossy(&get(metrics, "/metrics").body).into_owned();
+    let mut out = Vec::new();
+    for scope in ["frontend", "backend"] {
+        let px = if scope == "frontend" { "fe" } else { "be" };
+        for m in ["in", "out", "bypassed"] {
+            let name = format!("haproxy_{scope}_http_comp_bytes_{m}_total{{proxy=\"{px}\"}}");
+            out.push((name.clone(), metric_u64(&text, &name)));
+        }
+        let name = format!("haproxy_{scope}_http_comp_responses_total{{proxy=\"{px}\"}}");
+        out.push((name.clone(), metric_u64(&text, &name)));
+    }
+    out
+}
+
+/// The exporter's `haproxy_frontend_NAME{proxy="fe"}` values.
+fn fe_values<const N: usize>(metrics: std::net::SocketAddr, names: [&str; N]) -> [u64; N] {
+    let text = String::from_utf8_lossy(&get(metrics, "/metrics").body).into_owned();
+    names.map(|n| metric_u64(&text, &format!("haproxy_frontend_{n}{{proxy=\"fe\"}}")))
+}
+
+fn metric_u64(text: &str, name: &str) -> u64 {
+    text.lines()
+        .find_map(|l| l.strip_prefix(&format!("{name} ")))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("{name} not a number in:\n{text}"))
+}
+
+#[test]
+fn prometheus_compression_counters_have_values() {
+    let o = Origin::start("o", Mode::Ok);
+    // What the origin answers to GET /abc.
+    let body_len = "o /abc".len() as u64;
+    let check = |name: &str, seen: &[(String, u64)]| {
+        for (m, v) in seen {
+            let ok = if m.contains("bytes_in") {
+                *v == 2 * body_len
+            } else if m.contains("bytes_out") {
+                *v > 0
+            } else if m.contains("bypassed") {
+                *v == 0
+            } else {
+                *v == 2
+            };
+            assert!(ok, "{name}: {m} {v}");
+        }
+    };
+    let e = Ebb::start(&comp_cfg("BIND", "BIND", &o));
+    check("ebb", &comp_seen(e.addrs[1], e.addrs[0]));
+    on_haproxy_exporter(
+        "promex-comp",
+        |b, m| comp_cfg(b, m, &o),
+        |fe, m| check("haproxy", &comp_seen(fe, m)),
+    );
+}
+
+/// A frontend with a cache in front of `be`, and the exporter; `rules`
+/// go first in the frontend.
+fn cache_cfg(bind: &str, metrics: &str, origin: &Origin, rules: &str) -> String {
+    format!(
+        "defaults\n    mode http\n    timeout client 10s\n    timeout server 10s\n    timeout connect 5s\n\
+         cache c\n    total-max-size 4\n    max-age 60\n\
+         frontend stats\n    bind {metrics}\n    http-request use-service prometheus-exporter\n\
+         frontend fe\n    bind {bind}\n{rules}    http-request cache-use c\n    http-response cache-store c\n    default_backend be\n\
+         backend be\n    http-request set-method \"B AD\" if {{ path_beg /be }}\n    http-response set-header cache-control max-age=60\n    server o {}\n",
+        origin.addr
+    )
+}
+
+/// Three GETs of one path: a lookup each, two hits (the first answer is
+/// stored).
+fn cache_seen(fe: std::net::SocketAddr, metrics: std::net::SocketAddr) -> [u64; 2] {
+    for _ in 0..3 {
+        assert_eq!(get(fe, "/a").status, 200);
+    }
+    fe_values(
+        metrics,
+        ["http_cache_lookups_total", "http_cache_hits_total"],
+    )
+}
+
+#[test]
+fn prometheus_cache_and_rewrite_counters_have_values() {
+    let o = Origin::start("o", Mode::Ok);
+    let e = Ebb::start(&cache_cfg("BIND", "BIND", &o, ""));
+    assert_eq!(cache_seen(e.addrs[1], e.addrs[0]), [3, 2]);
+    on_haproxy_exporter(
+        "promex-cache",
+        |b, m| cache_cfg(b, m, &o, ""),
+        |fe, m| assert_eq!(cache_seen(fe, m), [3, 2], "haproxy"),
+    );
+    // Failed rewrites: a rewrite leaving no valid request (ebb's 500 in
+    // strict mode, an internal error; ignored when off), counted on the
+    // frontend, and on the backend for the backend's rule.
+    let rules = "    http-request strict-mode off if { path_beg /lax }\n    http-request set-method \"B AD\" if { path_beg /lax } || { path_beg /strict }\n";
+    let e = Ebb::start(&cache_cfg("BIND", "BIND", &o, rules));
+    for (path, status) in [("/strict", 500), ("/lax", 200), ("/be", 500)] {
+        assert_eq!(get(e.addrs[1], path).status, status, "{path}");
+    }
+    let text = String::from_utf8_lossy(&get(e.addrs[0], "/metrics").body).into_owned();
+    for (m, want) in [
+        (
+            "haproxy_frontend_failed_header_rewriting_total{proxy=\"fe\"}",
+            3,
+        ),
+        ("haproxy_frontend_internal_errors_total{proxy=\"fe\"}", 2),
+        (
+            "haproxy_backend_failed_header_rewriting_total{proxy=\"be\"}",
+            1,
+        ),
+        ("haproxy_backend_internal_errors_total{proxy=\"be\"}", 1),
+        // A server's count its response rules (HAProxy's): none fail.
+        (
+            "haproxy_server_failed_header_rewriting_total{proxy=\"be\",server=\"o\"}",
+            0,
+        ),
+        (
+            "haproxy_server_internal_errors_total{proxy=\"be\",server=\"o\"}",
+            0,
+        ),
+    ] {
+        assert_eq!(metric_u64(&text, m), want, "{m}");
+    }
+}
+
+/// A `mode tcp` proxy to a server that answers 300 ms after the client's
+/// bytes and closes, and the exporter.
+fn tcp_times_cfg(bind: &str, metrics: &str, server: std::net::SocketAddr) -> String {
+    format!(
+        "defaults\n    timeout client 10s\n    timeout server 10s\n    timeout connect 5s\n\
+         frontend stats\n    mode http\n    bind {metrics}\n    http-request use-service prometheus-exporter\n\
+         listen t\n    mode tcp\n    bind {bind}\n    server s {server}\n"
+    )
+}
+
+fn tcp_times_seen(fe: std::net::SocketAddr, metrics: std::net::SocketAddr) -> [f64; 2] {
+    use std::io::{Read, Write};
+    let mut c = std::net::TcpStream::connect(fe).unwrap();
+    c.write_all(b"ping").unwrap();
+    let mut got = Vec::new();
+    let _ = c.read_to_end(&mut got);
+    assert_eq!(got, b"pong");
+    // The client closes its side too: the session ends.
+    drop(c);
+    let name = "haproxy_backend_max_total_time_seconds{proxy=\"t\"}";
+    let text_of = || String::from_utf8_lossy(&get(metrics, "/metrics").body).into_owned();
+    // The session ends in the proxy just after the client closed.
+    let mut text = text_of();
+    wait_until("the session counted", || {
+        text = text_of();
+        text.lines()
+            .find_map(|l| l.strip_prefix(&format!("{name} ")))
+            .is_some_and(|v| v != "0.000000")
+    });
+    let secs = |m: &str| -> f64 {
+        text.lines()
+            .find_map(|l| l.strip_prefix(&format!("{m} ")))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("{m} not a number in:\n{text}"))
+    };
+    [
+        secs(name),
+        secs("haproxy_server_total_time_average_seconds{proxy=\"t\",server=\"s\"}"),
+    ]
+}
+
+#[test]
+fn prometheus_tcp_session_times_have_values() {
+    use std::io::{Read, Write};
+    let server = serve_each(|s| {
+        let mut b = [0u8; 4];
+        let _ = s.read_exact(&mut b);
+        std::thread::sleep(Duration::from_millis(300));
+        let _ = s.write_all(b"pong");
+    });
+    let check = |name: &str, [max, avg]: [f64; 2]| {
+        assert!((0.3..30.0).contains(&max), "{name}: max {max}");
+        // Over a window of 1024 sessions (HAProxy 2.6's exporter).
+        assert!((0.001..0.03).contains(&avg), "{name}: avg {avg}");
+    };
+    let e = Ebb::start(&tcp_times_cfg("BIND", "BIND", server));
+    check("ebb", tcp_times_seen(e.addrs[1], e.addrs[0]));
+    on_haproxy_exporter(
+        "promex-tcp-times",
+        |b, m| tcp_times_cfg(b, m, server),
+        |fe, m| check("haproxy", tcp_times_seen(fe, m)),
+    );
+}
+
+/// A frontend answering some requests itself, the others going to
+/// `origin`; and the exporter.
+fn intercept_cfg(bind: &str, metrics: &str, origin: &Origin) -> String {
+    format!(
+        "defaults\n    mode http\n    timeout client 10s\n    timeout server 10s\n    timeout connect 5s\n\
+         frontend stats\n    bind {metrics}\n    http-request use-service prometheus-exporter\n\
+         frontend fe\n    bind {bind}\n    monitor-uri /mon\n\
+         \x20   http-request return status 200 if {{ path /ret }}\n\
+         \x20   http-request redirect location /x if {{ path /r }}\n    default_backend be\n\
+         backend be\n    http-request return status 201 if {{ path /bret }}\n    server o {}\n",
+        origin.addr
+    )
+}
+
+/// The frontends' `intercepted_requests_total` after a `return`, a
+/// `redirect` and `monitor-uri` in the frontend, a backend's `return`
+/// and a proxied request: (fe, the exporter's own frontend).
+fn intercept_seen(fe: std::net::SocketAddr, metrics: std::net::SocketAddr) -> (u64, u64) {
+    for (path, status) in [
+        ("/ret", 200),
+        ("/r", 302),
+        ("/mon", 200),
+        ("/bret", 201),
+        ("/x", 200),
+    ] {
+        assert_eq!(get(fe, path).status, status, "{path}");
+    }
+    let text = String::from_utf8_lossy(&get(metrics, "/metrics").body).into_owned();
+    (
+        metric_u64(
+            &text,
+            "haproxy_frontend_intercepted_requests_total{proxy=\"fe\"}",
+        ),
+        metric_u64(
+            &text,
+            "haproxy_frontend_intercepted_requests_total{proxy=\"stats\"}",
+        ),
+    )
+}
+
+#[test]
+fn prometheus_intercepted_requests_have_values() {
+    let o = Origin::start("o", Mode::Ok);
+    let e = Ebb::start(&intercept_cfg("BIND", "BIND", &o));
+    // The exporter's request counts itself, as HAProxy's.
+    assert_eq!(intercept_seen(e.addrs[1], e.addrs[0]), (3, 1));
+    on_haproxy_exporter(
+        "promex-intercepted",
+        |b, m| intercept_cfg(b, m, &o),
+        |fe, m| assert_eq!(intercept_seen(fe, m), (3, 1), "haproxy"),
+    );
+}
+
+/// A frontend refusing 127.0.0.2 by a connection rule and 127.0.0.3 by a
+/// session rule, and the exporter.
+fn denied_cfg(bind: &str, metrics: &str) -> String {
+    format!(
+        "defaults\n    mode http\n    timeout client 10s\n    timeout server 10s\n    timeout connect 5s\n\
+         frontend stats\n    bind {metrics}\n    http-request use-service prometheus-exporter\n\
+         frontend fe\n    bind {bind}\n\
+         \x20   tcp-request connection reject if {{ src 127.0.0.2 }}\n\
+         \x20   tcp-request session reject if {{ src 127.0.0.3 }}\n\
+         \x20   http-request return status 200\n"
+    )
+}
+
+/// One refused connection from each source, one served: the frontend's
+/// (denied connections, denied sessions).
+fn denied_seen(fe: std::net::SocketAddr, metrics: std::net::SocketAddr) -> (u64, u64) {
+    for src in ["127.0.0.2", "127.0.0.3"] {
+        use std::io::Read;
+        let mut c = connect_from(src, fe);
+        // A close, or a reset (HAProxy's).
+        let mut b = [0u8; 16];
+        let r = c.s.read(&mut b);
+        assert!(
+            matches!(&r, Ok(0))
+                || matches!(&r, Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset),
+            "{src} refused by {fe}: {r:?}"
+        );
+    }
+    assert_eq!(get(fe, "/").status, 200);
+    let [conn, sess] = fe_values(
+        metrics,
+        ["denied_connections_total", "denied_sessions_total"],
+    );
+    (conn, sess)
+}
+
+#[test]
+fn prometheus_denied_connections_and_sessions_have_values() {
+    let e = Ebb::start(&denied_cfg("BIND", "BIND"));
+    assert_eq!(denied_seen(e.addrs[1], e.addrs[0]), (1, 1));
+    on_haproxy_exporter("promex-denied", denied_cfg, |fe, m| {
+        assert_eq!(denied_seen(fe, m), (1, 1), "haproxy")
+    });
+}
+
+/// A backend whose one server takes one request at a time, and the
+/// exporter.
+fn queue_cfg(bind: &str, metrics: &str, origin: &Origin) -> String {
+    format!(
+        "defaults\n    mode http\n    timeout client 30s\n    timeout server 30s\n    timeout connect 5s\n    timeout queue 30s\n\
+         frontend stats\n    bind {metrics}\n    http-request use-service prometheus-exporter\n\
+         frontend fe\n    bind {bind}\n    default_backend be\n\
+         backend be\n    server s {} maxconn 1\n",
+        origin.addr
+    )
+}
+
+/// Two requests at once on a gated origin: the second waits in the
+/// backend's queue until the gate opens. The (backend, server)
+/// `max_queue` after.
+fn queue_seen(fe: std::net::SocketAddr, metrics: std::net::SocketAddr, gate: &Gate) -> [u64; 2] {
+    let clients: Vec<_> = (0..2)
+        .map(|_| std::thread::spawn(move || get(fe, "/q").status))
+        .collect();
+    let text = || String::from_utf8_lossy(&get(metrics, "/metrics").body).into_owned();
+    wait_until("a request queued", || {
+        text().contains("haproxy_backend_current_queue{proxy=\"be\"} 1\n")
+    });
+    gate.open();
+    for c in clients {
+        assert_eq!(c.join().unwrap(), 200);
+    }
+    let t = text();
+    [
+        metric_u64(&t, "haproxy_backend_max_queue{proxy=\"be\"}"),
+        metric_u64(&t, "haproxy_server_max_queue{proxy=\"be\",server=\"s\"}"),
+    ]
+}
+
+#[test]
+fn prometheus_max_queue_has_values() {
+    let gate = Gate::default();
+    let o = Origin::start("o", Mode::Gate(gate.clone()));
+    let e = Ebb::start(&queue_cfg("BIND", "BIND", &o));
+    // Queued on the backend (any server may serve it), not on the server.
+    assert_eq!(queue_seen(e.addrs[1], e.addrs[0], &gate), [1, 0]);
+    let hgate = Gate::default();
+    let h = Origin::start("h", Mode::Gate(hgate.clone()));
+    on_haproxy_exporter(
+        "promex-queue",
+        |b, m| queue_cfg(b, m, &h),
+        |fe, m| assert_eq!(queue_seen(fe, m, &hgate), [1, 0], "haproxy"),
+    );
 }
 
 fn qmax_cfg(sock: &std::path::Path, bind: &str, srv: std::net::SocketAddr) -> String {

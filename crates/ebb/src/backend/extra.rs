@@ -14,8 +14,6 @@ use std::time::Instant;
 /// the last check took.
 pub struct SrvExtra {
     pub smax: std::sync::atomic::AtomicU32,
-    /// The longest its queue has been (HAProxy's `qmax`).
-    pub qmax: std::sync::atomic::AtomicU32,
     pub chkfail: std::sync::atomic::AtomicU64,
     pub chkdown: std::sync::atomic::AtomicU64,
     /// Milliseconds the last check took; `u64::MAX` before the first.
@@ -33,7 +31,6 @@ impl Default for SrvExtra {
     fn default() -> SrvExtra {
         SrvExtra {
             smax: Default::default(),
-            qmax: Default::default(),
             chkfail: Default::default(),
             chkdown: Default::default(),
             check_ms: std::sync::atomic::AtomicU64::new(u64::MAX),

@@ -73,6 +73,8 @@ struct Ctx<'a> {
     http_errors: &'a [HttpErrorsSection],
     /// A named defaults section (rules are allowed there, HAProxy 2.5+).
     named_defaults: bool,
+    /// `expose-experimental-directives` came before in `global`.
+    experimental: bool,
 }
 
 impl Ctx<'_> {
@@ -140,6 +142,9 @@ struct TlsDefaults {
 
 pub(crate) struct Parser<'e> {
     tls: TlsDefaults,
+    /// `expose-experimental-directives` was read (HAProxy refuses its
+    /// experimental keywords, `normalize-uri`, without it, before it).
+    experimental: bool,
     env: EnvLookup<'e>,
     errors: Vec<ConfigError>,
     global: Global,
@@ -330,7 +335,6 @@ const HAPROXY_GLOBAL_UNSUPPORTED: &[&str] = &[
     "tune.http.maxhdr",
     "h1-case-adjust",
     "set-dumpable",
-    "expose-experimental-directives",
     "insecure-fork-wanted",
 ];
 
@@ -427,7 +431,6 @@ const HAPROXY_OPTIONS_UNSUPPORTED: &[&str] = &[
     "checkcache",
     "http-ignore-probes",
     "contstats",
-    "originalto",
     "forceclose",
     "http_proxy",
     "tcp-smart-accept",
@@ -442,6 +445,7 @@ const OPTIONS: &[&str] = &[
     "http-server-close",
     "httpclose",
     "forwardfor",
+    "originalto",
     "redispatch",
     "httpchk",
     "tcp-check",
@@ -495,6 +499,7 @@ impl<'e> Parser<'e> {
             proxy_refs: Vec::new(),
             resolvers: Vec::new(),
             tls: TlsDefaults::default(),
+            experimental: false,
             peers: Vec::new(),
             caches: Vec::new(),
             http_errors: Vec::new(),
@@ -697,6 +702,7 @@ impl<'e> Parser<'e> {
                     section_name: "defaults",
                     http_errors: &self.http_errors,
                     named_defaults,
+                    experimental: self.experimental,
                 };
                 proxy_kw(&mut self.defaults, &ctx, words)
             }
@@ -717,6 +723,7 @@ impl<'e> Parser<'e> {
                         section_name: px.kind.name(),
                         http_errors: &self.http_errors,
                         named_defaults: false,
+                        experimental: self.experimental,
                     };
                     proxy_kw(px, &ctx, words)
                 }
@@ -930,6 +937,7 @@ impl<'e> Parser<'e> {
             http_errors: &[],
             named_defaults: false,
             anon_defaults: false,
+            experimental: false,
         };
         let e = read_errorfile(&ctx, code, file)?;
         if let Some(s) = self.http_errors.get_mut(i) {
@@ -1003,6 +1011,12 @@ impl<'e> Parser<'e> {
             }
         };
         match kw {
+            "expose-experimental-directives" => {
+                if w.len() > 1 {
+                    return Err(format!("'{kw}' takes no argument"));
+                }
+                self.experimental = true;
+            }
             "nbthread" => {
                 // Thread masks are 64 bits wide (HAProxy's default MAX_THREADS).
                 let n = parse_u32_range(kw, &one(w)?, 1, 64)?;
@@ -2347,6 +2361,16 @@ fn proxy_kw(px: &mut Proxy, ctx: &Ctx<'_>, words: &[String]) -> Result<(), Strin
                     r.deny = true;
                     HttpResponseAction::Deny(Box::new(r))
                 }
+                "redirect" if kw == "http-response" => {
+                    let r = parse_redirect(args, Scope::Response)?;
+                    if r.kind != RedirectKind::Location {
+                        return Err(
+                            "'http-response redirect': response only supports redirect type 'location'"
+                                .to_string(),
+                        );
+                    }
+                    HttpResponseAction::Redirect(r)
+                }
                 "wait-for-body" if kw == "http-response" => {
                     HttpResponseAction::WaitForBody(parse_wait_for_body(kw, args)?)
                 }
@@ -2366,7 +2390,7 @@ fn proxy_kw(px: &mut Proxy, ctx: &Ctx<'_>, words: &[String]) -> Result<(), Strin
                     }
                     None => {
                         return Err(format!(
-                            "unknown '{kw}' action '{a}' (supported: allow, set-header, add-header, del-header, replace-header, replace-value, set-status, set-var, set-var-fmt, unset-var, capture, cache-store, deny, wait-for-body, strict-mode)"
+                            "unknown '{kw}' action '{a}' (supported: allow, set-header, add-header, del-header, replace-header, replace-value, set-status, set-var, set-var-fmt, unset-var, capture, cache-store, deny, redirect, wait-for-body, strict-mode)"
                         ))
                     }
                 },
@@ -2853,6 +2877,8 @@ pub fn unreachable_rules(px: &Proxy) -> Vec<String> {
                     | HttpRequestAction::WaitForBody(_)
                     | HttpRequestAction::SetTimeout { .. }
                     | HttpRequestAction::StrictMode(_)
+                    | HttpRequestAction::SetAddr(..)
+                    | HttpRequestAction::NormalizeUri(_)
             )
     };
     let Some(first) = px.http_request.iter().position(is_final) else {
@@ -2877,6 +2903,7 @@ fn proxy_option(px: &mut Proxy, ctx: &Ctx<'_>, no: bool, w: &[String]) -> Result
         | "httpclose"
         | "http-server-close"
         | "forwardfor"
+        | "originalto"
         | "http-restrict-req-hdr-names" => FE | BE,
         "redispatch" | "httpchk" | "tcp-check" | "log-health-checks" | "persist"
         | "transparent" | "redis-check" | "smtpchk" | "pgsql-check" | "mysql-check"
@@ -3028,13 +3055,19 @@ fn proxy_option(px: &mut Proxy, ctx: &Ctx<'_>, no: bool, w: &[String]) -> Result
                 }
             };
         }
-        "forwardfor" => {
+        "forwardfor" | "originalto" => {
             if no {
-                return Err("'no option forwardfor' is not supported".to_string());
+                return Err(format!("'no option {name}' is not supported"));
             }
+            let orig = name == "originalto";
             let mut ff = ForwardFor {
                 except: None,
-                header: "x-forwarded-for".to_string(),
+                header: if orig {
+                    "x-original-to"
+                } else {
+                    "x-forwarded-for"
+                }
+                .to_string(),
                 if_none: false,
             };
             let mut i = 0;
@@ -3048,9 +3081,14 @@ fn proxy_option(px: &mut Proxy, ctx: &Ctx<'_>, no: bool, w: &[String]) -> Result
                         ff.header = header_name(arg(rest, i + 1, "header")?)?.to_ascii_lowercase();
                         i += 2;
                     }
-                    "if-none" => {
+                    "if-none" if !orig => {
                         ff.if_none = true;
                         i += 1;
+                    }
+                    x if orig => {
+                        return Err(format!(
+                            "unknown 'option originalto' argument '{x}' (supported: except, header)"
+                        ))
                     }
                     x => {
                         return Err(format!(
@@ -3059,7 +3097,11 @@ fn proxy_option(px: &mut Proxy, ctx: &Ctx<'_>, no: bool, w: &[String]) -> Result
                     }
                 }
             }
-            o.forwardfor = Some(ff);
+            if orig {
+                o.originalto = Some(ff);
+            } else {
+                o.forwardfor = Some(ff);
+            }
         }
         _ => {
             // httpchk [URI] | [METHOD URI [VERSION]]
@@ -3540,6 +3582,7 @@ pub fn parse_dynamic_server(w: &[String]) -> Result<(String, u16, ServerOptions)
         section_name: "backend",
         http_errors: &[],
         named_defaults: false,
+        experimental: false,
     };
     let mut o = ServerOptions::default();
     parse_server_opts(&w[1..], &mut o, &ctx)?;
@@ -4390,6 +4433,46 @@ const SERVE_FILES_OPTIONS: &[&str] = &[
     "precompressed",
 ];
 
+/// The `NORMALIZER [full|strict]` of `http-request normalize-uri`.
+fn parse_normalizer(args: &[String]) -> Result<Normalizer, String> {
+    use Normalizer as N;
+    let (name, opt) = match args {
+        [n] => (n.as_str(), None),
+        [n, o] => (n.as_str(), Some(o.as_str())),
+        [] => {
+            return Err("'http-request normalize-uri': missing argument <normalizer>".to_string())
+        }
+        [_, _, x, ..] => return Err(format!("'http-request normalize-uri': unexpected '{x}'")),
+    };
+    let flag = |word: &str| match opt {
+        None => Ok(false),
+        Some(o) if o == word => Ok(true),
+        Some(o) => Err(format!("unknown argument '{o}' for '{name}' normalizer")),
+    };
+    let n = match name {
+        "path-merge-slashes" => N::PathMergeSlashes,
+        "path-strip-dot" => N::PathStripDot,
+        "path-strip-dotdot" => N::PathStripDotdot { full: flag("full")? },
+        "query-sort-by-name" => N::QuerySortByName,
+        "percent-to-uppercase" => N::PercentToUppercase { strict: flag("strict")? },
+        "percent-decode-unreserved" => N::PercentDecodeUnreserved { strict: flag("strict")? },
+        "fragment-strip" => N::FragmentStrip,
+        "fragment-encode" => N::FragmentEncode,
+        o => return Err(format!("unknown normalizer '{o}' (supported: path-merge-slashes, path-strip-dot, path-strip-dotdot [full], query-sort-by-name, percent-to-uppercase [strict], percent-decode-unreserved [strict], fragment-strip, fragment-encode)")),
+    };
+    if opt.is_some()
+        && !matches!(
+            n,
+            N::PathStripDotdot { .. }
+                | N::PercentToUppercase { .. }
+                | N::PercentDecodeUnreserved { .. }
+        )
+    {
+        return Err(format!("'{name}' normalizer takes no argument"));
+    }
+    Ok(n)
+}
+
 fn parse_redirect(args: &[String], scope: Scope) -> Result<Redirect, String> {
     let kind = match args.first().map(String::as_str) {
         Some("location") => RedirectKind::Location,
@@ -4523,20 +4606,22 @@ fn parse_http_request(
         }
         a if is_shared_action(a) => shared_action("http-request", a, args, request_scope(px))?,
         "capture" => HttpRequestAction::Capture(parse_capture_action(px, ctx, false, args)?),
-        "set-dst" | "set-dst-port" => {
-            let f = if action == "set-dst" {
-                super::AddrField::Dst
-            } else {
-                super::AddrField::DstPort
+        "set-dst" | "set-dst-port" | "set-src" | "set-src-port" => {
+            let f = match action {
+                "set-dst" => super::AddrField::Dst,
+                "set-dst-port" => super::AddrField::DstPort,
+                "set-src" => super::AddrField::Src,
+                _ => super::AddrField::SrcPort,
             };
-            HttpRequestAction::SetDst(f, Box::new(super::tcpreq::addr_expr("http-request", f, args, px)?))
-        }
-        "set-src" | "set-src-port" => {
-            return Err(format!(
-                "'http-request {action}' is not supported by ebb (a 'tcp-request connection' or 'session' rule changes it for the whole connection)"
-            ))
+            HttpRequestAction::SetAddr(f, Box::new(super::tcpreq::addr_expr("http-request", f, args, px)?))
         }
         "wait-for-body" => HttpRequestAction::WaitForBody(parse_wait_for_body("http-request", args)?),
+        "normalize-uri" => {
+            if !ctx.experimental {
+                return Err("'http-request normalize-uri' is experimental: it needs 'expose-experimental-directives' in the 'global' section before it (as HAProxy)".to_string());
+            }
+            HttpRequestAction::NormalizeUri(parse_normalizer(args)?)
+        }
         "strict-mode" => HttpRequestAction::StrictMode(parse_strict_mode("http-request", args)?),
         "set-timeout" => {
             if ctx.caps & BE == 0 {
@@ -4606,7 +4691,7 @@ fn parse_http_request(
         },
         o => {
             return Err(format!(
-                "unknown 'http-request' action '{o}' (supported: return, redirect, deny, allow, set-header, add-header, del-header, replace-header, replace-value, set-path, set-pathq, set-query, set-uri, set-method, replace-path, replace-pathq, replace-uri, set-var, set-var-fmt, unset-var, set-dst, set-dst-port, use-service, cache-use, capture, tarpit, reject, wait-for-body, auth, set-timeout, strict-mode, track-sc0, track-sc1, track-sc2, sc-inc-gpc, sc-inc-gpc0, sc-inc-gpc1, sc-set-gpt, sc-set-gpt0)"
+                "unknown 'http-request' action '{o}' (supported: return, redirect, deny, allow, set-header, add-header, del-header, replace-header, replace-value, set-path, set-pathq, set-query, set-uri, set-method, replace-path, replace-pathq, replace-uri, set-var, set-var-fmt, unset-var, set-dst, set-dst-port, set-src, set-src-port, normalize-uri, use-service, cache-use, capture, tarpit, reject, wait-for-body, auth, set-timeout, strict-mode, track-sc0, track-sc1, track-sc2, sc-inc-gpc, sc-inc-gpc0, sc-inc-gpc1, sc-set-gpt, sc-set-gpt0)"
             ))
         }
     };

@@ -24,6 +24,7 @@
 //! (three digits, not 101, §8.3.2 and §8.6) as their only pseudo-header.
 
 use super::hpack::HeaderList;
+use crate::http1::{HeaderSpan, Span};
 
 /// Why a head is malformed (all are stream errors PROTOCOL_ERROR).
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
@@ -292,16 +293,44 @@ impl RequestHead {
     /// `transfer-encoding: chunked`), then the empty line. `te: trailers` is
     /// dropped (hop-by-hop in HTTP/1.1).
     pub fn write_h1(&self, extra: &[(&[u8], &[u8])], out: &mut Vec<u8>) {
+        self.write_h1_spans(extra, out, None);
+    }
+
+    /// [`RequestHead::write_h1`], also giving where the request line's
+    /// method and target are in `out` and, into `fields` (cleared), each
+    /// field line's name and value: the head as the HTTP/1 parser would
+    /// cut it, without a parse (`http1::complete_request_into`). `None`
+    /// when the parser would refuse what was written (a byte HTTP/1 does
+    /// not allow in a method, target, name or value, more fields than
+    /// `max_fields`): the caller parses it then, for the parser's answer.
+    pub fn write_h1_spans(
+        &self,
+        extra: &[(&[u8], &[u8])],
+        out: &mut Vec<u8>,
+        mut fields: Option<(&mut Vec<HeaderSpan>, usize)>,
+    ) -> Option<(Span, Span)> {
+        let at = |out: &Vec<u8>| out.len() as u32;
+        let mut ok = true;
+        let fields = &mut fields;
+        if let Some((f, _)) = fields.as_mut() {
+            f.clear();
+        }
         // An extended CONNECT is HTTP/1.1's upgrade (RFC 8441 §5, as
         // HAProxy translates it): `GET`, `connection: upgrade`, `upgrade:`
         // the protocol.
         let upgrade = self.protocol();
+        let method_start = at(out);
         out.extend_from_slice(if upgrade.is_some() {
             b"GET"
         } else {
             self.method()
         });
+        let method = Span {
+            start: method_start,
+            end: at(out),
+        };
         out.push(b' ');
+        let target_start = at(out);
         match (self.path(), self.absolute_prefix()) {
             (Some(p), Some((scheme, auth))) => {
                 // HAProxy's internal form of an HTTP/2 request with
@@ -318,53 +347,96 @@ impl RequestHead {
             (Some(p), None) => out.extend_from_slice(p),
             (None, _) => out.extend_from_slice(self.authority().unwrap_or(b"")),
         }
+        let target = Span {
+            start: target_start,
+            end: at(out),
+        };
         out.extend_from_slice(b" HTTP/1.1\r\n");
         // Without `:authority` or `host` (RFC 9113 §8.3.1 allows it), an
         // empty `host` (RFC 9112 §3.2: what HTTP/1.1 sends when the target
         // has no authority).
-        out.extend_from_slice(b"host: ");
-        out.extend_from_slice(self.authority().unwrap_or(b""));
-        out.extend_from_slice(b"\r\n");
+        let auth = self.authority().unwrap_or(b"");
+        ok &= field_line(out, fields, b"host", |o| o.extend_from_slice(auth));
         let mut cookie = false;
         for (n, v) in self.fields() {
             match n {
                 b"host" | b"te" => {}
                 b"cookie" => cookie = true,
-                _ => {
-                    out.extend_from_slice(n);
-                    out.extend_from_slice(b": ");
-                    out.extend_from_slice(v);
-                    out.extend_from_slice(b"\r\n");
-                }
+                _ => ok &= field_line(out, fields, n, |o| o.extend_from_slice(v)),
             }
         }
         if cookie {
-            out.extend_from_slice(b"cookie: ");
-            let mut first = true;
-            for (n, v) in self.fields() {
-                if n == b"cookie" {
-                    if !first {
-                        out.extend_from_slice(b"; ");
+            // The crumbs joined by "; " on one line (§8.2.3).
+            ok &= field_line(out, fields, b"cookie", |o| {
+                let mut first = true;
+                for (n, v) in self.fields() {
+                    if n == b"cookie" {
+                        if !first {
+                            o.extend_from_slice(b"; ");
+                        }
+                        first = false;
+                        o.extend_from_slice(v);
                     }
-                    first = false;
-                    out.extend_from_slice(v);
                 }
-            }
-            out.extend_from_slice(b"\r\n");
+            });
         }
         if let Some(p) = upgrade {
-            out.extend_from_slice(b"connection: upgrade\r\nupgrade: ");
-            out.extend_from_slice(p);
-            out.extend_from_slice(b"\r\n");
+            ok &= field_line(out, fields, b"connection", |o| {
+                o.extend_from_slice(b"upgrade")
+            });
+            ok &= field_line(out, fields, b"upgrade", |o| o.extend_from_slice(p));
         }
         for (n, v) in extra {
-            out.extend_from_slice(n);
-            out.extend_from_slice(b": ");
-            out.extend_from_slice(v);
-            out.extend_from_slice(b"\r\n");
+            ok &= field_line(out, fields, n, |o| o.extend_from_slice(v));
         }
         out.extend_from_slice(b"\r\n");
+        // What the HTTP/1 parser allows in a request line: a token, and
+        // a target of visible ASCII or bytes above it.
+        let line_ok = crate::http1::is_token(self.method())
+            && out[target.range()].iter().all(|&b| b > b' ' && b != 0x7f);
+        (ok && line_ok).then_some((method, target))
     }
+}
+
+/// Appends the field line `name: value` (`value` writes it) to `out`,
+/// noting its spans in `fields` (when given, with its bound). Returns
+/// whether the HTTP/1 parser would take the line as written: a token
+/// name, a value of field-value bytes without surrounding whitespace, no
+/// more fields than the bound.
+fn field_line(
+    out: &mut Vec<u8>,
+    fields: &mut Option<(&mut Vec<HeaderSpan>, usize)>,
+    name: &[u8],
+    value: impl FnOnce(&mut Vec<u8>),
+) -> bool {
+    let name_start = out.len() as u32;
+    out.extend_from_slice(name);
+    let name_span = Span {
+        start: name_start,
+        end: out.len() as u32,
+    };
+    out.extend_from_slice(b": ");
+    let value_start = out.len() as u32;
+    value(out);
+    let value_span = Span {
+        start: value_start,
+        end: out.len() as u32,
+    };
+    out.extend_from_slice(b"\r\n");
+    let Some((f, max)) = fields.as_mut() else {
+        return true;
+    };
+    let v = &out[value_span.range()];
+    let ok = f.len() < *max
+        && crate::http1::is_token(name)
+        && v.iter().all(|&b| crate::http1::is_field_value_byte(b))
+        && !matches!(v.first(), Some(b' ' | b'\t'))
+        && !matches!(v.last(), Some(b' ' | b'\t'));
+    f.push(HeaderSpan {
+        name: name_span,
+        value: value_span,
+    });
+    ok
 }
 
 /// Checks a trailer section (§8.1: no pseudo-header fields; §8.2 rules).

@@ -759,6 +759,70 @@ fn h1_translation_joins_cookies() {
     );
 }
 
+/// The head written with its spans is the head the HTTP/1 parser cuts
+/// from the same bytes (method, target, version, fields, host, framing),
+/// and a head the parser would refuse is not given spans.
+#[test]
+fn h1_translation_with_spans_is_what_the_parser_reads() {
+    use crate::http1::{complete_request_into, parse_request_into, RequestHead, Status};
+    let cases: Vec<Vec<(&str, &str)>> = vec![
+        vec![
+            ("accept", "*/*"),
+            ("cookie", "a=1"),
+            ("cookie", "b=2"),
+            ("x-y", "z"),
+        ],
+        vec![
+            ("content-length", "0"),
+            ("user-agent", "h2load nghttp2/1.52.0"),
+        ],
+        vec![("x-ctl", "a\u{1}b")],
+        vec![("x-del", "a\u{7f}")],
+    ];
+    let limits = crate::http1::Limits::default();
+    for (i, extra) in cases.iter().enumerate() {
+        let (mut c, mut cl) = open();
+        let mut h = req("GET", "/p?q=1");
+        h.extend(extra.iter().copied());
+        let input = cl.headers(1, &h, true);
+        let mut off = 0;
+        let (mut plain, mut built, mut spans) = (Vec::new(), Vec::new(), Vec::new());
+        let mut line = None;
+        while off < input.len() {
+            let p = c.recv(&input[off..], 2);
+            off += p.consumed;
+            if let Some(Event::Request { head, .. }) = p.event {
+                head.write_h1(&[], &mut plain);
+                line = head.write_h1_spans(&[], &mut built, Some((&mut spans, 100)));
+            }
+        }
+        assert_eq!(s(&plain), s(&built), "case {i}");
+        let mut parsed = RequestHead::default();
+        let r = parse_request_into(&plain, &limits, &mut parsed);
+        let Some(line) = line else {
+            // Refused by the parser: no spans given (case 2, 3).
+            assert!(r.is_err(), "case {i}: {r:?}");
+            assert!(i >= 2, "case {i}");
+            continue;
+        };
+        assert!(matches!(r, Ok(Status::Complete(()))), "case {i}");
+        let mut from_spans = RequestHead {
+            headers: spans.clone(),
+            ..RequestHead::default()
+        };
+        let r = complete_request_into(
+            &built,
+            line,
+            crate::http1::Version::Http11,
+            built.len(),
+            &limits,
+            &mut from_spans,
+        );
+        assert!(matches!(r, Ok(Status::Complete(()))), "case {i}");
+        assert_eq!(format!("{parsed:?}"), format!("{from_spans:?}"), "case {i}");
+    }
+}
+
 // --- stream states (RFC 9113 §5.1) ---------------------------------------------
 
 #[test]

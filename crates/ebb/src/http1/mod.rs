@@ -112,8 +112,8 @@ pub use hop::{
     find_header, forwardable, is_hop_by_hop, is_hop_by_hop_name, named_in_connection, HOP_BY_HOP,
 };
 pub use request::{
-    parse_request, parse_request_into, scheme_normalized, Method, RequestHead, Status, TargetForm,
-    CONNECT_ALLOW,
+    complete_request_into, parse_request, parse_request_into, scheme_normalized, Method,
+    RequestHead, Status, TargetForm, CONNECT_ALLOW,
 };
 pub use response::{parse_response, parse_response_into, ResponseHead};
 pub(crate) use writer::decimal;

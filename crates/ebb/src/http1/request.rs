@@ -178,8 +178,6 @@ pub fn parse_request_into(
     limits: &Limits,
     head: &mut RequestHead,
 ) -> Result<Status<()>, HttpError> {
-    // A head must fit in u32 offsets whatever the caller's limit says.
-    let max_head = limits.max_head_bytes.min(u32::MAX as usize);
     let mut slots: [MaybeUninit<httparse::Header<'_>>; MAX_HEADERS_CAP] =
         [const { MaybeUninit::uninit() }; MAX_HEADERS_CAP];
     let nslots = limits.max_headers.min(MAX_HEADERS_CAP);
@@ -203,6 +201,42 @@ pub fn parse_request_into(
     let (Some(method), Some(path), Some(minor)) = (req.method, req.path, req.version) else {
         return Err(HttpError::BadRequestLine);
     };
+    head.headers.clear();
+    head.headers.extend(req.headers.iter().map(|h| HeaderSpan {
+        name: Span::of(buf, h.name.as_bytes()),
+        value: Span::of(buf, h.value),
+    }));
+    let version = if minor == 0 {
+        Version::Http10
+    } else {
+        Version::Http11
+    };
+    let line = (
+        Span::of(buf, method.as_bytes()),
+        Span::of(buf, path.as_bytes()),
+    );
+    complete_request_into(buf, line, version, head_len, limits, head)
+}
+
+/// What [`parse_request_into`] makes of a request head once its syntax
+/// is known, for a head whose syntax is known by other means: `buf`
+/// holds the head (`head_len` bytes, lines ending CRLF), `line` the spans
+/// of its method and target, `head.headers` its fields in order, each
+/// as the parser would have cut it (a token name, a value of field-value
+/// bytes without surrounding whitespace). The HTTP/2 side builds such a
+/// head as it writes it (`h2::RequestHead::write_h1_spans`) and needs no
+/// second parse. Same checks, same errors as after a parse.
+pub fn complete_request_into(
+    buf: &[u8],
+    line: (Span, Span),
+    version: Version,
+    head_len: usize,
+    limits: &Limits,
+    head: &mut RequestHead,
+) -> Result<Status<()>, HttpError> {
+    // A head must fit in u32 offsets whatever the caller's limit says.
+    let max_head = limits.max_head_bytes.min(u32::MAX as usize);
+    let path = line.1.get(buf);
     // 414 before 431, as while the head is still arriving.
     if path.len() > limits.max_uri {
         return Err(HttpError::UriTooLong);
@@ -213,22 +247,13 @@ pub fn parse_request_into(
     if !limits.allow_bare_lf && has_bare_lf(&buf[..head_len]) {
         return Err(HttpError::BareLf);
     }
-    head.method = Method::from_bytes(method.as_bytes());
-    head.method_span = Span::of(buf, method.as_bytes());
-    head.target = Span::of(buf, path.as_bytes());
-    head.version = if minor == 0 {
-        Version::Http10
-    } else {
-        Version::Http11
-    };
+    head.method = Method::from_bytes(line.0.get(buf));
+    head.method_span = line.0;
+    head.target = line.1;
+    head.version = version;
     head.head_len = head_len;
-    head.headers.clear();
-    head.headers.extend(req.headers.iter().map(|h| HeaderSpan {
-        name: Span::of(buf, h.name.as_bytes()),
-        value: Span::of(buf, h.value),
-    }));
 
-    let (form, authority, path_span) = classify_target(path.as_bytes(), head.target, head.method)?;
+    let (form, authority, path_span) = classify_target(path, head.target, head.method)?;
     head.target_form = form;
     head.path = path_span;
 

@@ -125,6 +125,20 @@ pub struct Row {
     /// Backends and servers: the health check's `chkdown` and `lastchg`
     /// of a backend are its own (see [`crate::backend::Farm::note_state`]).
     pub has_servers: bool,
+    /// Backends and servers: the queue, connect, response and total
+    /// times (ms), and the aborts by the client and by the server.
+    pub times: Option<TimeRow>,
+    /// Frontends and backends of `mode http`: compressed bytes in, out,
+    /// bypassed, and compressed answers.
+    pub comp: Option<[u64; 4]>,
+    /// Frontends and backends: failed rewrites, internal errors, cache
+    /// lookups and hits.
+    pub rules: Option<[u64; 4]>,
+    /// Frontends: requests the frontend answered itself.
+    pub intercepted: Option<u64>,
+    /// Frontends: connections and sessions refused by the rules.
+    pub denied: Option<(u64, u64)>,
+    pub aborts: Option<(u64, u64)>,
 }
 
 impl Row {
@@ -194,6 +208,12 @@ impl Row {
             ilim: None,
             throttle: None,
             has_servers: false,
+            times: None,
+            comp: None,
+            rules: None,
+            intercepted: None,
+            denied: None,
+            aborts: None,
         }
     }
 }
@@ -302,6 +322,10 @@ fn fe_row(i: usize, fe: &FrontendRt) -> Row {
     }
     let req = ld(&fe.http.requests);
     r.req_tot = Some(req);
+    r.comp = http_comp(&fe.http);
+    r.rules = rule_counts(&fe.http);
+    r.intercepted = Some(ld(&fe.http.intercepted));
+    r.denied = Some((ld(&fe.http.denied_conn), ld(&fe.http.denied_sess)));
     (r.rate, r.rate_max) = rate(format!("fe/{}/s", fe.name), r.stot);
     (r.req_rate, r.req_rate_max) = rate(format!("fe/{}/r", fe.name), req);
     // Open streams are not counted on the client side.
@@ -318,7 +342,6 @@ fn srv_row(i: usize, farm: &Farm, s: &ServerRt) -> Row {
     let mut r = Row::new(&farm.name, &s.name, Kind::Server, i, s.id as usize);
     let c = &s.counters;
     r.qcur = s.queue.lock().map(|q| q.len() as u64).unwrap_or(0);
-    r.qmax = Some(u64::from(s.ext.qmax.load(Ordering::Relaxed)));
     r.scur = u64::from(s.cur.load(Ordering::Relaxed));
     let m = s.maxconn.load(Ordering::Relaxed);
     r.slim = (m > 0).then_some(u64::from(m));
@@ -334,6 +357,11 @@ fn srv_row(i: usize, farm: &Farm, s: &ServerRt) -> Row {
     r.lastsess = c.last_session_age();
     r.connect = ld(&c.connects);
     r.reuse = ld(&c.reuses);
+    note_times(&mut r, c);
+    // HAProxy counts a server's failed rewrites and internal errors in
+    // its response rules (the request's run before a server is chosen);
+    // ebb's response rules cannot fail: always 0.
+    r.rules = Some([0; 4]);
     for (k, h) in c.hrsp.iter().enumerate() {
         r.hrsp[k] = ld(h);
     }
@@ -426,6 +454,44 @@ fn li_row(i: usize, fe: &FrontendRt, l: &crate::proxy::ListenerStats, global_ful
     r
 }
 
+/// The compression counters of a frontend or backend (nothing bypasses
+/// the compressor in ebb: no `maxcomprate`/`maxcompcpuusage`).
+fn http_comp(h: &crate::proxy::HttpCounters) -> Option<[u64; 4]> {
+    Some([ld(&h.comp_in), ld(&h.comp_out), 0, ld(&h.comp_rsp)])
+}
+
+/// The rules' counters of a frontend or backend.
+fn rule_counts(h: &crate::proxy::HttpCounters) -> Option<[u64; 4]> {
+    Some([
+        ld(&h.failed_rewrites),
+        ld(&h.internal_errors),
+        ld(&h.cache_lookups),
+        ld(&h.cache_hits),
+    ])
+}
+
+/// A backend's or server's times, in milliseconds.
+#[derive(Clone, Debug)]
+pub struct TimeRow {
+    /// The averages `show stat` prints, over the streams counted while
+    /// under 1024.
+    pub avg: [u64; 4],
+    /// The averages over a full window of 1024 (the exporter's).
+    pub avg_full: [u64; 4],
+    pub max: [u64; 4],
+}
+
+/// A backend's or server's time statistics and aborts.
+fn note_times(r: &mut Row, c: &crate::backend::Counters) {
+    r.times = Some(TimeRow {
+        avg: c.times.averages(false),
+        avg_full: c.times.averages(true),
+        max: c.times.maxima(),
+    });
+    r.aborts = Some((ld(&c.cli_aborts), ld(&c.srv_aborts)));
+    r.qmax = Some(ld(&c.qmax));
+}
+
 fn be_row(i: usize, be: &BackendRt) -> Row {
     let mut r = Row::new(&be.name, "BACKEND", Kind::Backend, i, 0);
     r.mode = if be.l4.tcp_mode { "tcp" } else { "http" };
@@ -440,6 +506,8 @@ fn be_row(i: usize, be: &BackendRt) -> Row {
     r.bin = ld(&be.http.bytes_in);
     let req = ld(&be.http.requests);
     r.req_tot = Some(req);
+    r.comp = http_comp(&be.http);
+    r.rules = rule_counts(&be.http);
     for (k, h) in be.http.hrsp.iter().enumerate() {
         r.hrsp[k] = ld(h);
     }
@@ -447,7 +515,6 @@ fn be_row(i: usize, be: &BackendRt) -> Row {
         BackendKind::Servers(sv) => {
             let f = &sv.farm;
             r.qcur = f.queued() as u64;
-            r.qmax = Some(u64::from(f.be_ext.qmax.load(Ordering::Relaxed)));
             let mut w = 0;
             let (mut act, mut bck) = (0, 0);
             for s in &f.servers {
@@ -474,6 +541,7 @@ fn be_row(i: usize, be: &BackendRt) -> Row {
                 }
             }
             r.qtime_out += ld(&f.counters.queue_timeouts);
+            note_times(&mut r, &f.counters);
             let (lastchg, down) = f.be_ext.ages();
             r.lastchg = Some(lastchg);
             r.chkdown = Some(ld(&f.be_ext.chkdown));
@@ -543,6 +611,16 @@ pub fn rows(c: &Compiled, only: Option<&str>) -> Vec<Row> {
             r.bck = Some(0);
             r.lbtot = Some(0);
             r.chkdown = Some(0);
+            // Nothing passes through it: zero times, aborts, compression.
+            r.times = Some(TimeRow {
+                avg: [0; 4],
+                avg_full: [0; 4],
+                max: [0; 4],
+            });
+            r.aborts = Some((0, 0));
+            r.qmax = Some(0);
+            r.comp = Some([0; 4]);
+            r.rules = Some([0; 4]);
             // Nothing changes its state: the last change is the start.
             r.lastchg = crate::registry::Process::global()
                 .and_then(|p| p.start.elapsed().ok())
@@ -850,6 +928,38 @@ pub fn values(r: &Row) -> Vec<Option<Val>> {
     if sv || be {
         v[99] = r.uweight.map(Val::U);
     }
+    if let Some(t) = &r.times {
+        for k in 0..4 {
+            // qtime..ttime, qtime_max..ttime_max.
+            v[58 + k] = u(t.avg[k]);
+            v[90 + k] = u(t.max[k]);
+        }
+    }
+    if let Some(comp) = r.comp {
+        // comp_in, comp_out, comp_byp, comp_rsp.
+        for (k, n) in comp.into_iter().enumerate() {
+            v[51 + k] = u(n);
+        }
+    }
+    v[80] = r.intercepted.map(Val::U);
+    if let Some((conn, sess)) = r.denied {
+        v[81] = u(conn);
+        v[82] = u(sess);
+    }
+    if let Some([wrew, eint, lookups, hits]) = r.rules {
+        v[83] = u(wrew);
+        v[94] = u(eint);
+        // Caches are a frontend's or a backend's.
+        if !sv {
+            v[86] = u(lookups);
+            v[87] = u(hits);
+        }
+    }
+    v[3] = r.qmax.map(Val::U);
+    if let Some((cli, srv)) = r.aborts {
+        v[49] = u(cli);
+        v[50] = u(srv);
+    }
     if sv {
         v[29] = r.throttle.map(Val::U);
         v[88] = r.icur.map(Val::U);
@@ -1121,16 +1231,11 @@ pub fn clear_server_maxima(c: &Compiled) {
                 s.ext
                     .smax
                     .store(s.cur.load(Ordering::Relaxed), Ordering::Relaxed);
-                let q = s.queue.lock().map(|q| q.len()).unwrap_or(0);
-                s.ext
-                    .qmax
-                    .store(u32::try_from(q).unwrap_or(u32::MAX), Ordering::Relaxed);
+                s.counters.times.clear_maxima();
+                s.counters.qmax.store(0, Ordering::Relaxed);
             }
-            let q = sv.farm.queue.lock().map(|q| q.len()).unwrap_or(0);
-            sv.farm
-                .be_ext
-                .qmax
-                .store(u32::try_from(q).unwrap_or(u32::MAX), Ordering::Relaxed);
+            sv.farm.counters.times.clear_maxima();
+            sv.farm.counters.qmax.store(0, Ordering::Relaxed);
         }
     }
 }
@@ -1159,12 +1264,15 @@ pub fn clear_all(c: &Compiled) {
                     &s.queue_timeouts,
                     &s.connects,
                     &s.reuses,
+                    &s.cli_aborts,
+                    &s.srv_aborts,
                 ]
                 .into_iter()
                 .chain(&s.hrsp)
                 {
                     a.store(0, Ordering::Relaxed);
                 }
+                s.times.clear();
             }
         }
     }

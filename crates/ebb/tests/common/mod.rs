@@ -358,6 +358,17 @@ pub fn cli_cmd(sock: &Path, line: &str) -> String {
     out
 }
 
+/// The calls `show profiling` counts for tasklets named `name` (0 when
+/// none ran).
+pub fn profiling_calls(show_profiling: &str, name: &str) -> u64 {
+    show_profiling
+        .lines()
+        .find(|l| l.split_whitespace().next() == Some(name))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
+}
+
 /// The backend row's current queue (`qcur`) in `show stat`.
 pub fn backend_qcur(sock: &Path, be: &str) -> Option<u64> {
     let csv = cli_cmd(sock, "show stat");

@@ -342,13 +342,17 @@ pub enum Indexing {
 impl Indexing {
     /// ebb's choice for a response field: secrets never indexed, fields
     /// that change with each message not indexed, the rest incremental.
+    /// `date` is indexed: it is the same for every answer of a second, so
+    /// all but the first of them send one byte for it (a Huffman-coded
+    /// literal each time cost more than the rest of a small answer's
+    /// head).
     pub fn for_name(name: &[u8]) -> Indexing {
         match name {
             b"set-cookie" | b"authorization" | b"proxy-authorization" | b"cookie" => {
                 Indexing::Never
             }
-            b"content-length" | b"date" | b"etag" | b"last-modified" | b"location"
-            | b"content-range" | b"age" | b"expires" | b":path" => Indexing::No,
+            b"content-length" | b"etag" | b"last-modified" | b"location" | b"content-range"
+            | b"age" | b"expires" | b":path" => Indexing::No,
             _ => Indexing::Incremental,
         }
     }

@@ -29,13 +29,16 @@
 //! read the socket is known to be empty and the next edge will say when
 //! data arrives, which saves the `read` returning `EAGAIN` on every request.
 //!
-//! Idle keep-alive connections give their buffers back to the thread's pool
-//! (see [`Worker::get_buf`]), so an idle connection costs its socket, this
+//! Idle keep-alive connections give their buffers, their header index and
+//! their stream back to the thread's pools (see [`Worker::get_buf`],
+//! [`Exchange::parkable`]), so an idle connection costs its socket, this
 //! struct and two scheduler slots.
 
+use std::cell::RefCell;
 use std::io::{self, IoSlice};
 use std::net::{SocketAddr, TcpStream};
 use std::os::fd::{AsRawFd, RawFd};
+use std::rc::Rc;
 use std::sync::Arc;
 use std::time::SystemTime;
 
@@ -106,6 +109,15 @@ pub trait Exchange: Sized {
     /// of an exchange, or between two: release what it holds (server
     /// connections, queue places, tasklets).
     fn client_gone(&mut self, c: &mut Conn<Self>, ctx: &mut Ctx);
+    /// Whether the stream holds nothing of its connection between two
+    /// exchanges (no server connection, no tasklet of its own): it then
+    /// goes back to the thread's pool while the connection idles.
+    fn parkable(&self) -> bool;
+    /// A stream from the thread's pool, or a new one.
+    fn from_pool(w: &Worker) -> Box<Self>;
+    /// Gives a parkable stream back to the thread's pool, cleared of what
+    /// its connection left in it.
+    fn to_pool(self: Box<Self>, w: &Worker);
 }
 
 /// A file the connection sends as a body: the bytes when it is small
@@ -204,7 +216,7 @@ pub struct Conn<S> {
     /// Variables of the current exchange and of this connection (boxed:
     /// they are large, and the connection's state stays small enough for
     /// the allocator's per-thread cache).
-    pub(crate) vars: Box<std::cell::RefCell<crate::sample::VarStore>>,
+    pub(crate) vars: crate::sample::vars::ConnVars,
     /// What this connection tracks in stick tables (`track-sc`).
     pub(crate) stk: crate::table::Stk,
     /// This connection in the CLI's session list.
@@ -212,8 +224,12 @@ pub struct Conn<S> {
     /// File bytes sent during the current run (see [`RUN_QUANTUM`]).
     pub(crate) sent_run: usize,
     /// The current stream (taken out while it runs: see
-    /// [`Conn::with_stream`]).
-    st: Option<S>,
+    /// [`Conn::with_stream`]). Between exchanges a stream that holds
+    /// nothing of the connection goes back to the thread's pool (`parked`),
+    /// so an idle connection does not keep an exchange's state.
+    st: Option<Box<S>>,
+    /// The stream is in the pool, not out running (`st` is `None`).
+    parked: bool,
     /// Fields of the answers this side builds itself (errors), reused.
     fields: FieldBuf,
     /// This connection is a lane of an HTTP/2 connection (its transport
@@ -227,6 +243,10 @@ pub struct Conn<S> {
     /// (adding an fd that is already ready reports it at once, so nothing
     /// is missed by registering late).
     registered: bool,
+    /// A lane run inline by its HTTP/2 connection: the whole answer its
+    /// stream gives at once, kept for HTTP/2 frames instead of written as
+    /// HTTP/1 (see `mux::h2::native`).
+    pub(crate) native: Option<Box<crate::mux::h2::native::Captured>>,
 }
 
 /// The address a client reached, as a fetch asks for it (`dst`,
@@ -245,6 +265,20 @@ impl<S> Conn<S> {
     /// The address the client reached (see [`dst_of`]).
     pub(crate) fn local_addr(&self) -> Option<SocketAddr> {
         dst_of(&self.tr, self.dst)()
+    }
+
+    /// The exchange's source: as an `http-request set-src[-port]` left
+    /// it, else the connection's (HAProxy's stream address).
+    pub(crate) fn stream_src(&self) -> SocketAddr {
+        let set = self.vars.try_borrow().and_then(|v| v.info.src);
+        set.unwrap_or(self.peer)
+    }
+
+    /// The exchange's destination: as an `http-request set-dst[-port]`
+    /// left it, else the connection's.
+    pub(crate) fn stream_dst(&self) -> Option<SocketAddr> {
+        let set = self.vars.try_borrow().and_then(|v| v.info.dst);
+        set.or_else(|| self.local_addr())
     }
 }
 
@@ -370,14 +404,17 @@ impl<S: Exchange + Default + 'static> Conn<S> {
             deadline: first_deadline,
             me: None,
             next_input: None,
-            vars,
+            vars: crate::sample::vars::ConnVars::new(vars),
             stk,
             sess,
             sent_run: 0,
-            st: Some(S::default()),
+            // The first request takes a stream from the thread's pool.
+            st: None,
+            parked: true,
             fields: FieldBuf::default(),
             lane_of: None,
             registered: false,
+            native: None,
         })
     }
 
@@ -397,17 +434,163 @@ impl<S: Exchange + Default + 'static> Conn<S> {
             crate::table::Stk,
             std::cell::RefCell<crate::sample::VarStore>,
         ),
-    ) -> TaskletId {
+    ) -> (TaskletId, Rc<RefCell<Self>>) {
         let session = (session.0, Box::new(session.1));
         let mut conn = Self::make(ctx, tr, -1, peer, dst, fe, w, Some(session));
         conn.lane_of = Some(mux);
         let first_deadline = conn.deadline;
         let sess = std::sync::Arc::clone(&conn.sess);
-        let id = ctx.new_tasklet_boxed("h2_stream", conn);
+        // Shared with the HTTP/2 connection, which runs the start of its
+        // streams on it inline (`start_inline`).
+        let shared = Rc::new(RefCell::new(*conn));
+        let id = ctx.new_tasklet_obj("h2_stream", LaneTask(Rc::clone(&shared)));
         *sess.tasklet.lock().unwrap_or_else(|p| p.into_inner()) = Some(id);
         ctx.on_stop_tasklet(id);
         ctx.tasklet_set_expire(id, first_deadline);
-        id
+        (id, shared)
+    }
+
+    /// The HTTP/2 connection starts its stream on this lane inline: `head`
+    /// is the request's head (a request without body), the lane's tasklet
+    /// `me`. The stream's rules run and its answer is chosen now; a whole
+    /// answer given at once is kept in [`Conn::native`] (not written as
+    /// HTTP/1), anything else (a wait, bytes written as they are) stays
+    /// for the lane's tasklet. Returns false, having done nothing, when
+    /// the lane cannot take it this way (the caller writes `head` into its
+    /// pipe instead).
+    ///
+    /// `built`: the head's request line and field spans, as the HTTP/2
+    /// side wrote them (`h2::RequestHead::write_h1_spans`): the head is
+    /// then completed without a parse.
+    pub(crate) fn start_inline(
+        &mut self,
+        ctx: &mut Ctx,
+        me: TaskletId,
+        head: &[u8],
+        built: Option<(
+            crate::http1::Span,
+            crate::http1::Span,
+            &[crate::http1::HeaderSpan],
+        )>,
+    ) -> bool {
+        if !matches!(self.input, In::Head)
+            || self.rstart != self.rend
+            || self.has_output()
+            || self.closing
+            || self.eof
+        {
+            return false;
+        }
+        if self.rbuf.is_empty() {
+            self.rbuf = self.w.get_buf();
+        }
+        if head.len() > self.rbuf.len() {
+            return false;
+        }
+        if self.head.headers.capacity() == 0 {
+            self.head.headers = self.w.get_head_index();
+        }
+        if self.wbuf.capacity() == 0 {
+            self.wbuf = self.w.get_wbuf();
+        }
+        self.me = Some(me);
+        if ctx.stopping() {
+            self.stopping = true;
+        }
+        self.rbuf[..head.len()].copy_from_slice(head);
+        self.rstart = 0;
+        self.rend = head.len();
+        self.native.get_or_insert_with(Default::default).arm();
+        match built {
+            Some((method, target, fields)) => self.start_built(ctx, (method, target), fields),
+            None => {
+                self.process(ctx);
+            }
+        }
+        if let Some(n) = self.native.as_deref_mut() {
+            n.armed = false;
+        }
+        true
+    }
+
+    /// [`Conn::process`] for a head in the buffer whose syntax is known
+    /// (`line`, `fields`): completed as after a parse, then started.
+    fn start_built(
+        &mut self,
+        ctx: &mut Ctx,
+        line: (crate::http1::Span, crate::http1::Span),
+        fields: &[crate::http1::HeaderSpan],
+    ) {
+        if self.req_start.is_none() {
+            self.req_start = Some(ctx.now());
+        }
+        self.head.headers.clear();
+        self.head.headers.extend_from_slice(fields);
+        let mut r = crate::http1::complete_request_into(
+            &self.rbuf[self.rstart..self.rend],
+            line,
+            Version::Http11,
+            self.rend - self.rstart,
+            &self.w.limits,
+            &mut self.head,
+        );
+        if let Ok(PStatus::Complete(())) = r {
+            r = self.normalize_head();
+        }
+        match r {
+            Ok(PStatus::Complete(())) => {
+                self.with_stream(|st, c| st.start(c, ctx));
+            }
+            // A whole head is never partial; the parser says why not.
+            Ok(PStatus::Partial) => {
+                self.process(ctx);
+            }
+            Err(e) => self.bad_request(ctx, e),
+        }
+    }
+
+    /// The answer [`Conn::start_inline`] kept, if one was.
+    pub(crate) fn native_answer(&self) -> Option<&crate::mux::h2::native::Captured> {
+        self.native.as_deref().filter(|n| n.done)
+    }
+
+    /// The answer's body bytes in the output buffer, when they are all
+    /// of what remains to write (a small file's after its head was taken
+    /// by [`Conn::native`]).
+    pub(crate) fn pending_body(&self) -> Option<&[u8]> {
+        (matches!(self.input, In::Head) && self.rstart == self.rend && self.body.is_none())
+            .then(|| &self.wbuf[self.wpos..])
+    }
+
+    /// The output was sent by other means (the HTTP/2 connection took it).
+    pub(crate) fn drop_output(&mut self) {
+        self.wbuf.clear();
+        self.wpos = 0;
+    }
+
+    /// Whether the exchange started inline is over on this side (its
+    /// answer given whole, nothing left to write or wait for).
+    pub(crate) fn inline_done(&self) -> bool {
+        matches!(self.input, In::Head) && self.rstart == self.rend && !self.has_output()
+    }
+
+    /// After an exchange run inline: the lane idles (its buffers go back
+    /// to the pool) and its timer follows its state, as at the end of a
+    /// run of its own.
+    pub(crate) fn settle_inline(&mut self, ctx: &mut Ctx) {
+        if let Some(n) = self.native.as_deref_mut() {
+            n.done = false;
+        }
+        if self.inline_done() {
+            self.release_buffers();
+        }
+        let d = self.next_deadline();
+        if d != self.deadline {
+            self.deadline = d;
+            if let Some(me) = self.me {
+                ctx.tasklet_set_expire(me, d);
+            }
+        }
     }
 
     /// Whether the first bytes read are the HTTP/2 connection preface
@@ -451,7 +634,7 @@ impl<S: Exchange + Default + 'static> Conn<S> {
         let fresh = crate::table::Stk::new(Arc::clone(&self.fe.tables));
         let session = (
             std::mem::replace(&mut self.stk, fresh),
-            *std::mem::take(&mut self.vars),
+            std::cell::RefCell::new(std::mem::take(&mut self.vars).into_store(self.peer, self.dst)),
         );
         let started = crate::mux::h2::H2Conn::<S>::spawn(
             ctx,
@@ -480,6 +663,31 @@ impl<S: Exchange + Default + 'static> Conn<S> {
         Some(r)
     }
 
+    /// Takes a stream from the thread's pool for a new exchange, if the
+    /// connection's went back there.
+    fn unpark(&mut self) {
+        if std::mem::take(&mut self.parked) {
+            self.st = Some(S::from_pool(&self.w));
+        }
+        let w = &self.w;
+        self.vars.unpark(self.peer, self.dst, || w.take_vars());
+    }
+
+    /// Gives the stream back to the thread's pool between two exchanges,
+    /// when it holds nothing of this connection, and the variables' store
+    /// likewise (see [`crate::sample::vars::ConnVars`]).
+    fn park(&mut self) {
+        if self.st.as_ref().is_some_and(|s| s.parkable()) {
+            if let Some(st) = self.st.take() {
+                st.to_pool(&self.w);
+                self.parked = true;
+            }
+        }
+        let w = &self.w;
+        self.vars
+            .park(self.peer, self.dst, |v, keep| w.give_vars(v, keep));
+    }
+
     pub(crate) fn has_output(&self) -> bool {
         self.wpos < self.wbuf.len() || self.body.is_some() || self.tr.has_pending_output()
     }
@@ -492,6 +700,9 @@ impl<S: Exchange + Default + 'static> Conn<S> {
     fn read_in(&mut self) -> io::Result<bool> {
         if self.rbuf.is_empty() {
             self.rbuf = self.w.get_buf();
+            // Bytes may come: the exchange's variables with them.
+            let w = &self.w;
+            self.vars.unpark(self.peer, self.dst, || w.take_vars());
         }
         if self.head.headers.capacity() == 0 {
             self.head.headers = self.w.get_head_index();
@@ -745,6 +956,7 @@ impl<S: Exchange + Default + 'static> Conn<S> {
                     match r {
                         Ok(PStatus::Partial) => return progress,
                         Ok(PStatus::Complete(())) => {
+                            self.unpark();
                             self.with_stream(|st, c| st.start(c, ctx));
                             progress = true;
                         }
@@ -794,7 +1006,7 @@ impl<S: Exchange + Default + 'static> Conn<S> {
         let status = e.status();
         let start = self.wbuf.len();
         self.error_response(status, false, Version::Http11, false, &[]);
-        let bytes = (self.wbuf.len() - start) as u64;
+        let bytes = (self.wbuf.len() - start) as u64 + self.native_sent();
         let end = self.rbuf[self.rstart..self.rend]
             .iter()
             .position(|&c| c == b'\r' || c == b'\n')
@@ -823,7 +1035,7 @@ impl<S: Exchange + Default + 'static> Conn<S> {
     pub(crate) fn log_entry<'a>(&'a self, f: LogFacts<'a>) -> crate::log::Entry<'a> {
         let [tq, tw, tc, tr, tt] = f.times;
         crate::log::Entry {
-            client: self.peer,
+            client: self.stream_src(),
             accept: self.accept_time,
             frontend: &self.fe.name,
             backend: f.backend,
@@ -850,10 +1062,16 @@ impl<S: Exchange + Default + 'static> Conn<S> {
             tls: self.tr.is_tls(),
             cookie_flags: "--",
             h2: self.lane_of.is_some(),
-            vars: Some(&*self.vars),
+            vars: self.vars.cell(),
             ncaps: self.fe.ncaps(),
             fmt: self.fe.log_format.as_ref(),
         }
+    }
+
+    /// The HTTP/1 size of the answer kept for HTTP/2 frames for the
+    /// current request (0 when it was written here).
+    pub(crate) fn native_sent(&self) -> u64 {
+        self.native.as_deref().map_or(0, |n| n.sent())
     }
 
     pub(crate) fn elapsed(&self, ctx: &Ctx, since: Option<Tick>) -> i64 {
@@ -878,6 +1096,9 @@ impl<S: Exchange + Default + 'static> Conn<S> {
     /// leaves from [`Conn::body`] (a file, with `sendfile`).
     pub(crate) fn respond_head(&mut self, head: RespHead<'_>) {
         let (version, head_req) = (self.head.version, self.head.method == Method::Head);
+        if self.take_native(&head, None, version, head_req) {
+            return;
+        }
         let mut o = self.out(version, head_req);
         o.put(Msg::Head(head));
         if o.closing() {
@@ -887,10 +1108,41 @@ impl<S: Exchange + Default + 'static> Conn<S> {
 
     /// [`Conn::respond`] for a request of `version` (`head_req`: a HEAD).
     fn respond_to(&mut self, head: RespHead<'_>, body: &[&[u8]], version: Version, head_req: bool) {
+        if self.take_native(&head, Some(body), version, head_req) {
+            return;
+        }
         let mut o = self.out(version, head_req);
         o.whole(head, body);
         if o.closing() {
             self.closing = true;
+        }
+    }
+
+    /// An answer armed [`Conn::native`] takes instead of its HTTP/1
+    /// bytes (`body` `None`: its head, the body following). Returns
+    /// whether it was taken.
+    fn take_native(
+        &mut self,
+        head: &RespHead<'_>,
+        body: Option<&[&[u8]]>,
+        version: Version,
+        head_req: bool,
+    ) -> bool {
+        let Some(n) = self.native.as_deref_mut().filter(|n| n.armed) else {
+            return false;
+        };
+        if self.wpos != self.wbuf.len() || self.body.is_some() {
+            return false;
+        }
+        let date = *self.w.date.borrow_mut().get();
+        use crate::mux::h2::native::Take;
+        match n.take(head, body, version, head_req, !self.closing, &date) {
+            Take::No => false,
+            Take::Keep => true,
+            Take::Close => {
+                self.closing = true;
+                true
+            }
         }
     }
 
@@ -1009,6 +1261,8 @@ impl<S: Exchange + Default + 'static> Conn<S> {
 
     fn close(&mut self, ctx: &mut Ctx) -> Status {
         self.with_stream(|st, c| st.client_gone(c, ctx));
+        // A clean stream serves the thread's next connection.
+        self.park();
         if let Some(mux) = self.lane_of {
             // A lane: its HTTP/2 connection holds the socket and counts
             // the connection; it learns of the end through the pipe.
@@ -1142,6 +1396,7 @@ impl<S: Exchange + Default + 'static> Conn<S> {
                 return self.close(ctx);
             }
             self.release_buffers();
+            self.park();
         } else if self.eof && matches!(self.input, In::Head) && !self.has_output() {
             // The client closed in the middle of a head: nothing to answer.
             return self.close(ctx);
@@ -1154,6 +1409,24 @@ impl<S: Exchange + Default + 'static> Conn<S> {
             }
         }
         Status::Continue
+    }
+}
+
+/// The tasklet of a lane (`h2_stream`): its client side, shared with its
+/// HTTP/2 connection.
+struct LaneTask<S>(Rc<RefCell<Conn<S>>>);
+
+impl<S: Exchange + Default + 'static> TaskletFn for LaneTask<S> {
+    fn run(&mut self, ctx: &mut Ctx, me: TaskletId, why: Reasons) -> Status {
+        match self.0.try_borrow_mut() {
+            Ok(mut c) => c.run(ctx, me, why),
+            Err(_) => {
+                // Never while its HTTP/2 connection runs it inline (one
+                // thread, no nesting); if it were, run again.
+                ctx.tasklet_wakeup(me);
+                Status::Continue
+            }
+        }
     }
 }
 

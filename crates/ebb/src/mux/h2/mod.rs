@@ -36,6 +36,7 @@
 //! stalled-stream bound. A soft stop or reload sends the graceful GOAWAY (RFC 9113 §6.8):
 //! streams the client sent before it finish, then the connection closes.
 
+pub(crate) mod native;
 pub(crate) mod server;
 
 use std::cell::RefCell;
@@ -76,9 +77,12 @@ enum Resp {
 
 /// One lane: an HTTP/1 client side running the exchanges of this
 /// connection's streams, one at a time.
-struct Lane {
+struct Lane<S> {
     pipe: Rc<RefCell<LanePipe>>,
     task: TaskletId,
+    /// Its client side, shared with its tasklet: the start of a stream
+    /// runs on it inline ([`native`]).
+    conn: Rc<RefCell<Conn<S>>>,
     /// The HTTP/2 stream it serves (0: idle).
     id: u32,
     head_req: bool,
@@ -114,7 +118,15 @@ pub struct H2Conn<S> {
     h2: Connection,
     rbuf: Vec<u8>,
     rlen: usize,
-    lanes: Vec<Lane>,
+    lanes: Vec<Lane<S>>,
+    /// Streams may be answered natively ([`native`]): no
+    /// `http-after-response` rule (they edit an answer's HTTP/1 bytes).
+    native_ok: bool,
+    /// The HTTP/1 head of a stream started inline, reused; its request
+    /// line's and fields' spans (`line` `None`: it is to be parsed).
+    scratch: Vec<u8>,
+    line: Option<(crate::http1::Span, crate::http1::Span)>,
+    spans: Vec<crate::http1::HeaderSpan>,
     /// A duplicate of the socket its lanes share, for their addresses.
     lane_sock: Option<Rc<TcpStream>>,
     rd_ready: bool,
@@ -143,10 +155,23 @@ pub struct H2Conn<S> {
     _s: PhantomData<fn() -> S>,
 }
 
+/// Where the body of an answer started inline is.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Body {
+    /// Taken with its head ([`native::Captured::body`]).
+    Taken,
+    /// In the lane's output buffer, whole.
+    Output,
+    /// Still to come from the lane (its file).
+    Lane,
+}
+
 /// What to do once the event that borrowed the core is handled.
 enum After {
     Nothing,
     Release(u32, usize),
+    /// A stream whose head is in `scratch`, to start inline on lane `.0`.
+    Native(usize, u32),
     Serve,
     Close,
 }
@@ -179,6 +204,8 @@ impl<S: Exchange + Default + 'static> H2Conn<S> {
         rbuf[..rlen].copy_from_slice(&early);
         let deadline = ticks::add(now, fe.timeouts.http_request);
         let h2 = Connection::new(fe.h2);
+        let native_ok =
+            fe.after_response.is_empty() && fe.backends.iter().all(|b| b.after_response.is_empty());
         let conn = H2Conn::<S> {
             tr,
             fd,
@@ -191,6 +218,10 @@ impl<S: Exchange + Default + 'static> H2Conn<S> {
             rbuf,
             rlen,
             lanes: Vec::new(),
+            native_ok,
+            scratch: Vec::new(),
+            line: None,
+            spans: Vec::new(),
             lane_sock: None,
             rd_ready: true,
             rd_hup: false,
@@ -352,7 +383,7 @@ impl<S: Exchange + Default + 'static> H2Conn<S> {
             sni: self.tr.sni().map(str::to_string),
             alpn: self.tr.alpn().map(<[u8]>::to_vec),
         }));
-        let task = Conn::<S>::spawn_lane(
+        let (task, conn) = Conn::<S>::spawn_lane(
             ctx,
             tr,
             self.peer,
@@ -365,6 +396,7 @@ impl<S: Exchange + Default + 'static> H2Conn<S> {
         self.lanes.push(Lane {
             pipe,
             task,
+            conn,
             id: 0,
             head_req: false,
             chunked: false,
@@ -446,11 +478,24 @@ impl<S: Exchange + Default + 'static> H2Conn<S> {
                             n += 1;
                         }
                         pp.ws_key = key;
-                        head.write_h1(&extra[..n], &mut pp.input);
-                        drop(pp);
-                        ctx.tasklet_wakeup(l.task);
                         self.fe.h2_streams.fetch_add(1, Ordering::Relaxed);
-                        After::Nothing
+                        if self.native_ok && end_stream && !l.tunnel {
+                            // Started inline once the core is free, the
+                            // head as the parser would have cut it.
+                            self.scratch.clear();
+                            let max = self.w.limits.max_headers.min(crate::http1::MAX_HEADERS_CAP);
+                            self.line = head.write_h1_spans(
+                                &extra[..n],
+                                &mut self.scratch,
+                                Some((&mut self.spans, max)),
+                            );
+                            After::Native(i, id)
+                        } else {
+                            head.write_h1(&extra[..n], &mut pp.input);
+                            drop(pp);
+                            ctx.tasklet_wakeup(l.task);
+                            After::Nothing
+                        }
                     }
                     None => {
                         // No lane could be made (out of fds): refused, so
@@ -522,6 +567,7 @@ impl<S: Exchange + Default + 'static> H2Conn<S> {
             match after {
                 After::Nothing => {}
                 After::Release(id, n) => self.h2.release(id, n),
+                After::Native(i, id) => self.start_native(ctx, i, id, now),
                 After::Serve => serve = true,
                 After::Close => {
                     for l in &mut self.lanes {
@@ -538,6 +584,110 @@ impl<S: Exchange + Default + 'static> H2Conn<S> {
         self.rbuf.copy_within(off..self.rlen, 0);
         self.rlen -= off;
         serve | (off > 0)
+    }
+
+    /// Starts stream `id` (its head in `scratch`) on lane `i` inline: its
+    /// rules run now, and an answer given whole at once goes out as
+    /// HEADERS and DATA with no HTTP/1 bytes and no wake-up of the lane;
+    /// any other answer is the lane's, as when it reads the head itself.
+    fn start_native(&mut self, ctx: &mut Ctx, i: usize, id: u32, now: u32) {
+        let Some(l) = self.lanes.get_mut(i) else {
+            return;
+        };
+        let conn = Rc::clone(&l.conn);
+        let Ok(mut c) = conn.try_borrow_mut() else {
+            l.pipe.borrow_mut().input.extend_from_slice(&self.scratch);
+            ctx.tasklet_wakeup(l.task);
+            return;
+        };
+        let built = self.line.map(|(m, t)| (m, t, &self.spans[..]));
+        if !c.start_inline(ctx, l.task, &self.scratch, built) {
+            drop(c);
+            l.pipe.borrow_mut().input.extend_from_slice(&self.scratch);
+            ctx.tasklet_wakeup(l.task);
+            return;
+        }
+        let Some(a) = c.native_answer() else {
+            // Not answered whole at once: the lane goes on (its output,
+            // its wait) in its own runs.
+            c.settle_inline(ctx);
+            drop(c);
+            ctx.tasklet_wakeup(l.task);
+            return;
+        };
+        // Where the body is: taken with the head, in the lane's output
+        // buffer after a head taken alone (a small file), or still to come
+        // from the lane (a file sent from memory or from the disk).
+        let src = match (a.follows, c.pending_body()) {
+            (0, _) if c.inline_done() => Some(Body::Taken),
+            (0, _) => None,
+            (n, Some(b)) if b.len() as u64 == n => Some(Body::Output),
+            (_, None) if c.has_output() => Some(Body::Lane),
+            _ => None,
+        };
+        let body: &[u8] = match src {
+            Some(Body::Taken) => &a.body,
+            Some(Body::Output) => c.pending_body().unwrap_or(&[]),
+            _ => &[],
+        };
+        let sent = match src {
+            None => Err(ErrorCode::INTERNAL_ERROR),
+            Some(src) => {
+                let end = body.is_empty() && src != Body::Lane;
+                let r = self.h2.send_response_with(id, a.status, end, |h| {
+                    for (n, v) in a.fields.fields().iter() {
+                        h.field(n, v);
+                    }
+                });
+                match r {
+                    Ok(()) if body.is_empty() => Ok(0),
+                    Ok(()) => self
+                        .h2
+                        .send_data(id, body, true, now)
+                        .map_err(|_| ErrorCode::INTERNAL_ERROR),
+                    Err(_) => Err(ErrorCode::INTERNAL_ERROR),
+                }
+            }
+        };
+        let rest = match sent {
+            Ok(n) => body.get(n..).unwrap_or(&[]),
+            Err(_) => &[],
+        };
+        let follows = a.follows;
+        let lane_busy = if !rest.is_empty() {
+            // The window is short of the body: the rest leaves from the
+            // lane's pipe as its answer would ([`drain_answer`]).
+            l.pipe.borrow_mut().output.extend_from_slice(rest);
+            l.resp = Resp::Length(rest.len() as u64);
+            true
+        } else if sent.is_ok() && src == Some(Body::Lane) {
+            // The lane writes the body into its pipe in its runs.
+            l.resp = Resp::Length(follows);
+            true
+        } else {
+            l.id = 0;
+            false
+        };
+        if src == Some(Body::Output) {
+            c.drop_output();
+        }
+        if lane_busy {
+            // The lane stays for the rest; it is not closed under it.
+            c.closing = false;
+        }
+        let closing = c.closing;
+        c.settle_inline(ctx);
+        drop(c);
+        if let Err(code) = sent {
+            let _ = self.h2.reset(id, code, now);
+            abort(ctx, l);
+        } else if closing {
+            // The answer ended the lane's connection (`Connection:
+            // close`, a deny): the lane goes, as it would have closed.
+            abort(ctx, l);
+        } else if src == Some(Body::Lane) {
+            ctx.tasklet_wakeup(l.task);
+        }
     }
 
     /// Moves every lane's answer into the core as its windows allow, and
@@ -678,8 +828,25 @@ impl<S: Exchange + Default + 'static> H2Conn<S> {
             }
         }
         if self.eof && self.linger_until.is_none() {
-            // The client left: its streams end with it.
-            return self.close(ctx);
+            // The client left. Each open stream's lane reads the end of
+            // its client side, as an HTTP/1 client's close, and decides
+            // as it does: a request all in still goes to its server
+            // (HAProxy forwards it unless `option abortonclose`), one
+            // whose body was cut is a client abort. The connection ends
+            // with its last stream (or when an answer cannot be written).
+            for l in &mut self.lanes {
+                if l.id != 0 && !l.gone {
+                    let mut pp = l.pipe.borrow_mut();
+                    if !pp.eof {
+                        pp.eof = true;
+                        drop(pp);
+                        ctx.tasklet_wakeup(l.task);
+                    }
+                }
+            }
+            if !self.streams_open() {
+                return self.close(ctx);
+            }
         }
         let d = self.next_deadline(ctx.now());
         if d != self.deadline {
@@ -722,7 +889,7 @@ impl<S: Exchange + Default + 'static> H2Conn<S> {
 
 /// Drops the exchange of lane `l`: its stream was reset or the
 /// connection ends. The lane reads an error and closes.
-fn abort(ctx: &mut Ctx, l: &mut Lane) {
+fn abort<S>(ctx: &mut Ctx, l: &mut Lane<S>) {
     if !l.gone {
         l.pipe.borrow_mut().abort = true;
         l.gone = true;
@@ -748,9 +915,9 @@ fn connection_specific(name: &[u8]) -> bool {
 /// Moves lane `l`'s answer into the core: its head once whole, then body
 /// bytes as the stream's window allows. The stream's end frees the lane
 /// (`l.id` 0). An error is the code to reset the stream with.
-fn drain_answer(
+fn drain_answer<S>(
     h2: &mut Connection,
-    l: &mut Lane,
+    l: &mut Lane<S>,
     head: &mut ResponseHead,
     limits: &crate::http1::Limits,
     now: u32,
@@ -942,7 +1109,7 @@ fn send_trailers(h2: &mut Connection, id: u32, t: &mut Vec<u8>) -> Result<(), Er
 /// The answer of lane `l`'s stream is complete. If the client is still
 /// sending the request, the stream is reset NO_ERROR (RFC 9113 §8.1) and
 /// the lane, which would read the rest as a body to drop, is given up.
-fn finish(h2: &mut Connection, l: &mut Lane, p: &mut LanePipe, now: u32) {
+fn finish<S>(h2: &mut Connection, l: &mut Lane<S>, p: &mut LanePipe, now: u32) {
     if l.req_open {
         let _ = h2.reset(l.id, ErrorCode::NO_ERROR, now);
         p.abort = true;

@@ -1,0 +1,319 @@
+//! Native HTTP/2 answers: a stream answered at once, with no HTTP/1 bytes
+//! on the way back and no wake-up of its lane's tasklet.
+//!
+//! The H2 connection runs the start of a new stream (its rules and the
+//! choice of its answer) inline, on its lane's client side (the lane's
+//! `Conn`, shared with the lane's tasklet), with a [`Captured`] armed on
+//! that side. When the stream answers with a whole message at once (a
+//! `return`, a redirect, a deny, an error page: the stream's
+//! [`Conn::respond`](crate::mux::h1::Conn::respond) with a head and its
+//! whole body), the capture keeps the head's fields and the body instead
+//! of writing them as HTTP/1; the H2 connection then sends them as HEADERS
+//! and DATA. Any other answer (a file, a page being built, a server, bytes
+//! written as they are such as an errorfile) goes the lane's way: its
+//! bytes reach the H2 connection through the lane's pipe, as before.
+//!
+//! The fields sent are those the HTTP/1 encoding would have written
+//! ([`crate::mux::h1::out`]): `Server` and `Date`, the head's fields that
+//! are valid (a name that is a token, a value without control bytes), and
+//! `Content-Length` when the answer is framed by one. The log counts the
+//! bytes that answer would have had on HTTP/1 (what the lane's answer
+//! counted), so log lines do not change with the path taken.
+
+use crate::http1::{is_field_value_byte, is_token, reason_phrase, BodyFraming, Version};
+use crate::stream::msg::{BodySize, FieldBuf, RespHead};
+
+/// A whole answer kept for the H2 connection instead of being written as
+/// HTTP/1.
+#[derive(Default)]
+pub(crate) struct Captured {
+    /// The client side takes the next whole answer.
+    pub(crate) armed: bool,
+    /// An answer was taken.
+    pub(crate) done: bool,
+    pub(crate) status: u16,
+    /// The fields to send, in order (the head's names as they are: the
+    /// HPACK encoder lowers them).
+    pub(crate) fields: FieldBuf,
+    /// The body (empty when none is sent: HEAD, 204, 304).
+    pub(crate) body: Vec<u8>,
+    /// A head taken alone (a file's): the body bytes that follow it on
+    /// the client side (its output buffer, or its file), 0 when none is
+    /// sent.
+    pub(crate) follows: u64,
+    /// What the answer would have been on HTTP/1, in bytes (for the log).
+    pub(crate) h1_len: u64,
+}
+
+/// What [`Captured::take`] decided.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Take {
+    /// Not taken: the caller writes it as HTTP/1.
+    No,
+    /// Taken; the connection (the lane) ends after it.
+    Close,
+    /// Taken; the lane stays for the next stream.
+    Keep,
+}
+
+impl Captured {
+    /// Arms the capture for the next answer.
+    pub(crate) fn arm(&mut self) {
+        self.armed = true;
+        self.done = false;
+        self.fields.clear();
+        self.body.clear();
+        self.follows = 0;
+        self.h1_len = 0;
+    }
+
+    /// Takes the whole answer `head` + `body` to a request of `version`
+    /// (`head_req`: HEAD) if it can go out as HTTP/2 frames as it is:
+    /// a final status, a body of the size the head says, no upgrade.
+    /// `body` `None`: the head alone, its body (of the size the head
+    /// says) to follow from the client side ([`Captured::follows`]).
+    /// `keep_alive` is the client side's state; `date` the `Date` value.
+    pub(crate) fn take(
+        &mut self,
+        head: &RespHead<'_>,
+        body: Option<&[&[u8]]>,
+        version: Version,
+        head_req: bool,
+        keep_alive: bool,
+        date: &[u8],
+    ) -> Take {
+        if !self.armed || self.done || !(200..=999).contains(&head.status) {
+            return Take::No;
+        }
+        let total = body.map(|b| b.iter().map(|b| b.len() as u64).sum::<u64>());
+        let framing = match (head.body, total) {
+            (BodySize::Empty, Some(0) | None) => BodyFraming::ContentLength(0),
+            (BodySize::Exact(n), None) => BodyFraming::ContentLength(n),
+            (BodySize::Exact(n), Some(t)) if n == t => BodyFraming::ContentLength(n),
+            _ => return Take::No,
+        };
+        let framing = match head.status {
+            204 | 304 => BodyFraming::None,
+            _ => framing,
+        };
+        if head.upgrade.is_some() || head.extra.get(b"upgrade").is_some() {
+            return Take::No;
+        }
+        self.fields.clear();
+        // Names in lower case, as HTTP/2 sends them (the encoder lowers
+        // others with a copy).
+        self.fields.push(b"server", crate::http1::SERVER);
+        self.fields.push(b"date", date);
+        head.each_field(|n, v| {
+            // What the HTTP/1 writer refuses is not sent either.
+            if is_token(n) && v.iter().all(|&b| is_field_value_byte(b)) {
+                self.fields.push(n, v);
+            }
+        });
+        if let BodyFraming::ContentLength(n) = framing {
+            let mut d = [0u8; 20];
+            self.fields
+                .push(b"content-length", crate::http1::decimal(n, &mut d));
+        }
+        let field = |n: &[u8]| head.fields.get(n).or_else(|| head.extra.get(n));
+        let close_asked = field(b"connection").is_some_and(|v| {
+            v.split(|&b| b == b',')
+                .any(|t| t.trim_ascii().eq_ignore_ascii_case(b"close"))
+        });
+        let keep = keep_alive && !head.close && !close_asked;
+        let no_body = head_req || framing == BodyFraming::None;
+        self.body.clear();
+        self.follows = 0;
+        match (no_body, body, framing) {
+            (true, _, _) => {}
+            (false, Some(body), _) => {
+                for b in body {
+                    self.body.extend_from_slice(b);
+                }
+            }
+            (false, None, BodyFraming::ContentLength(n)) => self.follows = n,
+            (false, None, _) => {}
+        }
+        // The HTTP/1 size: status line, fields, the `Connection` line,
+        // the empty line, the body.
+        let mut len = 9 + 4 + reason_phrase(head.status).len() + 2;
+        len += self
+            .fields
+            .fields()
+            .iter()
+            .map(|(n, v)| n.len() + v.len() + 4)
+            .sum::<usize>();
+        if !keep {
+            len += b"Connection: close\r\n".len();
+        } else if version == Version::Http10 {
+            len += b"Connection: keep-alive\r\n".len();
+        }
+        len += 2 + self.body.len();
+        // (A body that follows is counted by the caller, as on HTTP/1.)
+        self.h1_len = len as u64;
+        self.status = head.status;
+        self.done = true;
+        self.armed = false;
+        if keep {
+            Take::Keep
+        } else {
+            Take::Close
+        }
+    }
+
+    /// The HTTP/1 size of the answer taken for the current request (0:
+    /// none was).
+    pub(crate) fn sent(&self) -> u64 {
+        if self.done {
+            self.h1_len
+        } else {
+            0
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::mux::h1::out::H1Out;
+    use crate::stream::msg::Fields;
+
+    const DATE: [u8; crate::http1::DATE_LEN] = *b"Mon, 23 Nov 2026 18:00:00 GMT";
+
+    /// The HTTP/1 bytes of the same answer, and whether that side closes.
+    fn h1(head: RespHead<'_>, body: &[&[u8]], v: Version, head_req: bool) -> (Vec<u8>, bool) {
+        let mut out = Vec::new();
+        let mut o = H1Out::new(&mut out, DATE, v, head_req, true);
+        o.whole(head, body);
+        let closing = o.closing();
+        (out, closing)
+    }
+
+    fn cap(head: RespHead<'_>, body: &[&[u8]], v: Version, head_req: bool) -> (Captured, Take) {
+        let mut c = Captured::default();
+        c.arm();
+        let t = c.take(&head, Some(body), v, head_req, true, &DATE);
+        (c, t)
+    }
+
+    #[test]
+    fn a_fixed_answer_is_taken_with_the_fields_and_size_of_its_http1_form() {
+        let mut extra = FieldBuf::default();
+        extra.push(b"Content-Type", b"text/plain");
+        extra.push(b"X-Bad", b"a\x01b");
+        extra.push(b"Content-Length", b"99");
+        let head = RespHead {
+            extra: extra.fields(),
+            ..RespHead::new(200, BodySize::Exact(5))
+        };
+        let body: [&[u8]; 2] = [b"hel", b"lo"];
+        let (c, t) = cap(head, &body, Version::Http11, false);
+        assert_eq!(t, Take::Keep);
+        let got: Vec<_> = c.fields.fields().iter().collect();
+        assert_eq!(
+            got,
+            vec![
+                (&b"server"[..], &b"ebb"[..]),
+                (b"date", &DATE[..]),
+                (b"Content-Type", b"text/plain"),
+                (b"content-length", b"5"),
+            ]
+        );
+        assert_eq!(c.body, b"hello");
+        let (raw, closing) = h1(head, &body, Version::Http11, false);
+        assert!(!closing);
+        assert_eq!(c.sent(), raw.len() as u64);
+    }
+
+    #[test]
+    fn sizes_match_http1_for_close_head_and_bodiless_statuses() {
+        let mut extra = FieldBuf::default();
+        extra.push(b"Connection", b"close");
+        extra.push(b"Location", b"/x");
+        for (status, size, body, head_req) in [
+            (302u16, BodySize::Empty, &b""[..], false),
+            (200, BodySize::Exact(3), b"abc", true),
+            (204, BodySize::Empty, b"", false),
+            (403, BodySize::Exact(4), b"nope", false),
+        ] {
+            let head = RespHead {
+                extra: extra.fields(),
+                ..RespHead::new(status, size)
+            };
+            let (c, t) = cap(head, &[body], Version::Http11, head_req);
+            let (raw, closing) = h1(head, &[body], Version::Http11, head_req);
+            assert_eq!(t, Take::Close, "{status}");
+            assert!(closing);
+            assert_eq!(c.sent(), raw.len() as u64, "{status}");
+            if head_req || status == 204 {
+                assert!(c.body.is_empty());
+            }
+            let cl = c.fields.fields().get(b"content-length").map(<[u8]>::to_vec);
+            let raw_s = String::from_utf8_lossy(&raw).to_ascii_lowercase();
+            assert_eq!(cl.is_some(), raw_s.contains("content-length:"), "{status}");
+        }
+    }
+
+    #[test]
+    fn a_head_alone_says_what_body_follows() {
+        let mut extra = FieldBuf::default();
+        extra.push(b"Content-Type", b"text/plain");
+        let head = RespHead {
+            extra: extra.fields(),
+            ..RespHead::new(200, BodySize::Exact(11))
+        };
+        let mut c = Captured::default();
+        c.arm();
+        let t = c.take(&head, None, Version::Http11, false, true, &DATE);
+        assert_eq!(t, Take::Keep);
+        assert_eq!(c.follows, 11);
+        assert!(c.body.is_empty());
+        assert_eq!(c.fields.fields().get(b"content-length"), Some(&b"11"[..]));
+        // The head's size as HTTP/1 (the body is counted apart).
+        let (raw, _) = h1(head, &[], Version::Http11, true);
+        assert_eq!(c.sent(), raw.len() as u64);
+        // HEAD, or a 304: nothing follows.
+        c.arm();
+        c.take(&head, None, Version::Http11, true, true, &DATE);
+        assert_eq!(c.follows, 0);
+        c.arm();
+        let nm = RespHead::new(304, BodySize::Empty);
+        c.take(&nm, None, Version::Http11, false, true, &DATE);
+        assert_eq!(c.follows, 0);
+        assert!(c.fields.fields().get(b"content-length").is_none());
+    }
+
+    #[test]
+    fn interim_upgrade_and_unknown_sizes_are_left_to_http1() {
+        let unknown = RespHead::new(200, BodySize::Unknown);
+        assert_eq!(cap(unknown, &[b"x"], Version::Http11, false).1, Take::No);
+        let wrong = RespHead::new(200, BodySize::Exact(4));
+        assert_eq!(cap(wrong, &[b"x"], Version::Http11, false).1, Take::No);
+        let interim = RespHead::new(101, BodySize::Empty);
+        assert_eq!(cap(interim, &[], Version::Http11, false).1, Take::No);
+        let mut up = FieldBuf::default();
+        up.push(b"upgrade", b"websocket");
+        let h = RespHead {
+            extra: up.fields(),
+            ..RespHead::new(200, BodySize::Empty)
+        };
+        assert_eq!(cap(h, &[], Version::Http11, false).1, Take::No);
+        // Not armed: nothing taken; taken once per arming.
+        let mut c = Captured::default();
+        let ok = RespHead::new(200, BodySize::Empty);
+        assert_eq!(
+            c.take(&ok, Some(&[]), Version::Http11, false, true, &DATE),
+            Take::No
+        );
+        c.arm();
+        assert_eq!(
+            c.take(&ok, Some(&[]), Version::Http11, false, true, &DATE),
+            Take::Keep
+        );
+        assert_eq!(
+            c.take(&ok, Some(&[]), Version::Http11, false, true, &DATE),
+            Take::No
+        );
+        assert_eq!(Fields::EMPTY.len(), 0);
+    }
+}
