@@ -14,16 +14,21 @@ use std::sync::{Arc, Mutex};
 
 use common::*;
 
-/// A server answering every request with `answer`; the request lines it
-/// got are kept.
-fn server(answer: &'static str) -> (SocketAddr, Arc<Mutex<Vec<String>>>) {
+/// A server answering every request with `answer`; what `keep` takes
+/// of each request's head (given the server's address) is kept.
+fn server_keeping(
+    answer: String,
+    keep: impl Fn(&str, SocketAddr) -> Option<String> + Send + Sync + 'static,
+) -> (SocketAddr, Arc<Mutex<Vec<String>>>) {
     let l = TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = l.local_addr().unwrap();
     let seen = Arc::new(Mutex::new(Vec::new()));
     let s2 = Arc::clone(&seen);
+    let keep = Arc::new(keep);
+    let answer = Arc::new(answer);
     std::thread::spawn(move || {
         for c in l.incoming().flatten() {
-            let seen = Arc::clone(&s2);
+            let (seen, keep, answer) = (Arc::clone(&s2), Arc::clone(&keep), Arc::clone(&answer));
             std::thread::spawn(move || {
                 let mut c = c;
                 let mut buf = Vec::new();
@@ -34,17 +39,22 @@ fn server(answer: &'static str) -> (SocketAddr, Arc<Mutex<Vec<String>>>) {
                         Ok(n) => buf.extend_from_slice(&tmp[..n]),
                     }
                 }
-                let line = String::from_utf8_lossy(&buf)
-                    .lines()
-                    .next()
-                    .unwrap_or("")
-                    .to_string();
-                seen.lock().unwrap().push(line);
+                if let Some(v) = keep(&String::from_utf8_lossy(&buf), addr) {
+                    seen.lock().unwrap().push(v);
+                }
                 let _ = c.write_all(answer.as_bytes());
             });
         }
     });
     (addr, seen)
+}
+
+/// A server answering every request with `answer`; the request lines it
+/// got are kept.
+fn server(answer: &'static str) -> (SocketAddr, Arc<Mutex<Vec<String>>>) {
+    server_keeping(answer.to_string(), |head, _| {
+        Some(head.lines().next().unwrap_or("").to_string())
+    })
 }
 
 /// The answer of HAProxy's `checks/http-check-expect` reg-test server.
@@ -158,10 +168,13 @@ fn header_rules_and_sequences_report_as_haproxy() {
          backend second\n    option httpchk\n    http-check expect status 202\n    http-check expect comment \"no such header\" hdr name x-none\n{}\
          backend seq\n    option httpchk\n    http-check connect\n    http-check send meth GET uri /first\n    http-check expect status 202\n\
          \x20   http-check connect port {} linger\n    http-check send meth GET uri /second ver HTTP/1.1 hdr host example.org\n    http-check expect hdr name x-second value yes\n    http-check expect string second\n{}\
+         backend addrport\n    option httpchk\n    http-check connect addr 127.0.0.1:{}\n    http-check send uri /ap\n    http-check expect status 200\n{}\
          backend seqfail\n    option httpchk\n    http-check connect\n    http-check send uri /a\n    http-check expect status 202\n    http-check connect port {}\n    http-check send uri /b\n    http-check comment \"the body\"\n    http-check expect string nope\n{}",
         srv(""),
         srv(""),
         srv(""),
+        srv(""),
+        b.port(),
         srv(""),
         b.port(),
         srv(""),
@@ -179,6 +192,8 @@ fn header_rules_and_sequences_report_as_haproxy() {
             ("L7STS", "202", "Accepted comment: no such header"),
         ),
         ("seq", ("L7OK", "200", "")),
+        // `addr IP:PORT` sends the check to the second server's port.
+        ("addrport", ("L7OK", "200", "")),
         (
             "seqfail",
             (
@@ -386,5 +401,113 @@ fn check_variables_and_log_format_patterns_as_haproxy() {
             ours,
             "ebb (right), haproxy (left)"
         );
+    }
+}
+
+/// A server answering `status` to every request; the values of its
+/// requests' `X-Haproxy-Server-State` fields are kept (its port as `P`:
+/// ebb's and haproxy's servers differ by it).
+fn state_server(status: u16) -> (SocketAddr, Arc<Mutex<Vec<String>>>) {
+    let answer = format!("HTTP/1.1 {status} X\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
+    server_keeping(answer, |head, addr| {
+        head.lines()
+            .find_map(|l| {
+                let (n, v) = l.split_once(": ")?;
+                n.eq_ignore_ascii_case("x-haproxy-server-state")
+                    .then_some(v)
+            })
+            .map(|v| v.replace(&format!("port={}", addr.port()), "port=P"))
+    })
+}
+
+/// What two servers (one answering 200, one 500) are told of their state
+/// by the checks of `http-check send-state`, three checks each.
+fn send_state_run(start: impl FnOnce(&str) -> Box<dyn std::any::Any>) -> Vec<Vec<String>> {
+    let (a, seen_a) = state_server(200);
+    let (b, seen_b) = state_server(500);
+    let backends = format!(
+        "backend ok\n\
+         backend st\n    option httpchk\n    http-check send-state\n    http-check send meth GET uri /state hdr x-a b\n\
+         \x20   server ok {a} check inter 100ms rise 1 fall 1 weight 3\n    server ko {b} check inter 100ms rise 1 fall 1\n"
+    );
+    let _keep = start(&backends);
+    wait_until("three checks each", || {
+        seen_a.lock().unwrap().len() >= 3 && seen_b.lock().unwrap().len() >= 3
+    });
+    let take = |s: &Arc<Mutex<Vec<String>>>| s.lock().unwrap()[..3].to_vec();
+    vec![take(&seen_a), take(&seen_b)]
+}
+
+#[test]
+fn send_state_tells_the_server_what_haproxy_tells_it() {
+    let ours = send_state_run(|b| Box::new(ebb_with_socket("sendstate", b)));
+    let node = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap();
+    let node = node.trim();
+    assert_eq!(
+        ours[0][2],
+        format!(
+            "UP; address=127.0.0.1; port=P; name=st/ok; node={node}; weight=3/3; scur=0/0; qcur=0"
+        )
+    );
+    assert!(
+        ours[1][2].starts_with("DOWN; address=127.0.0.1; port=P; name=st/ko;"),
+        "{ours:?}"
+    );
+    // A configuration refuses an argument.
+    let d = scratch("sendstate-bad");
+    let err = refused(
+        &d,
+        "backend ok\n    option httpchk\n    http-check send-state now\n",
+    );
+    assert!(err.contains("takes no argument"), "{err}");
+    if have("haproxy") {
+        let theirs = send_state_run(|b| Box::new(haproxy(b)));
+        assert_eq!(theirs, ours, "haproxy (left), ebb (right)");
+    }
+}
+
+/// What a check request carried: its line, `x-test`, whether `x-empty`
+/// came, and the body that arrived with the head.
+fn lf_request(head: &str, _: SocketAddr) -> Option<String> {
+    let (h, body) = head.split_once("\r\n\r\n").unwrap_or((head, ""));
+    let field = |name: &str| {
+        h.lines().find_map(|l| {
+            let (n, v) = l.split_once(": ")?;
+            n.eq_ignore_ascii_case(name).then(|| v.to_string())
+        })
+    };
+    Some(format!(
+        "{} | x-test={:?} | x-empty={:?} | body={body}",
+        h.lines().next().unwrap_or(""),
+        field("x-test"),
+        field("x-empty"),
+    ))
+}
+
+#[test]
+fn send_log_format_parts_as_haproxy() {
+    let run = |start: &dyn Fn(&str) -> Box<dyn std::any::Any>| {
+        let answer = "HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
+        let (a, seen) = server_keeping(answer.to_string(), lf_request);
+        let backends = format!(
+            "backend ok\n\
+             backend lf\n    option httpchk\n    http-check set-var(check.path) str(/lf)\n\
+             \x20   http-check send meth POST uri-lf \"%[var(check.path)]-%[srv_name]\" ver HTTP/1.1 hdr x-test \"be=%[be_name]\" hdr x-empty \"%[var(check.none)]\" body-lf \"on %[be_name]/%[srv_name]\"\n\
+             \x20   http-check expect status 200\n\
+             \x20   server srv {a} check inter 100ms rise 1 fall 1\n"
+        );
+        let _keep = start(&backends);
+        wait_until("a check", || !seen.lock().unwrap().is_empty());
+        let first = seen.lock().unwrap()[0].clone();
+        first
+    };
+    let ours = run(&|b| Box::new(ebb_with_socket("sendlf", b)));
+    assert_eq!(
+        ours,
+        "POST /lf-srv HTTP/1.1 | x-test=Some(\"be=lf\") | x-empty=None | body=on lf/srv"
+    );
+    if have("haproxy") {
+        let theirs = run(&|b| Box::new(haproxy(b)));
+        assert_eq!(theirs, ours, "haproxy (left), ebb (right)");
     }
 }

@@ -34,12 +34,18 @@ use crate::config::{CheckConnect, CheckStatus, ExpectKind, HttpCheck};
 #[derive(Clone)]
 pub struct HttpProbe {
     pub steps: Vec<HttpStep>,
+    /// `http-check send-state`: each request carries
+    /// `X-Haproxy-Server-State`.
+    pub send_state: bool,
 }
 
 #[derive(Clone)]
 pub enum HttpStep {
     Connect(CheckConnect),
     Send(Vec<u8>),
+    /// A request with log-format parts (`uri-lf`, `body-lf`, header
+    /// values), rendered at each check.
+    SendFmt(Box<ReqFmt>),
     Expect(HttpRule),
     /// `http-check set-var|set-var-fmt|unset-var`.
     Var(crate::sample::VarAction),
@@ -186,6 +192,86 @@ impl NameMatch {
     }
 }
 
+/// A text of a check's request: as written, or a log-format string.
+#[derive(Clone)]
+pub enum Text {
+    Plain(String),
+    Fmt(crate::sample::LogFormat),
+}
+
+/// A check's request with log-format parts.
+#[derive(Clone)]
+pub struct ReqFmt {
+    method: String,
+    uri: Text,
+    version: String,
+    headers: Vec<(String, crate::sample::LogFormat)>,
+    body: Option<Text>,
+    host: String,
+}
+
+impl ReqFmt {
+    /// The request for this check: an empty URI is `/`, a header whose
+    /// value renders empty is left out (HAProxy's rules).
+    fn render(&self, cx: &crate::sample::Ctx<'_>) -> Vec<u8> {
+        let text = |t: &Text| match t {
+            Text::Plain(s) => s.clone(),
+            Text::Fmt(f) => {
+                let mut out = Vec::new();
+                f.render(cx, &mut out);
+                String::from_utf8_lossy(&out).into_owned()
+            }
+        };
+        let headers: Vec<(String, String)> = self
+            .headers
+            .iter()
+            .map(|(n, f)| (n.clone(), text(&Text::Fmt(f.clone()))))
+            .filter(|(_, v)| !v.is_empty())
+            .collect();
+        let body = self.body.as_ref().map(text);
+        request_bytes(
+            &self.method,
+            &text(&self.uri),
+            &self.version,
+            &headers,
+            body.as_deref(),
+            &self.host,
+        )
+    }
+}
+
+/// The step sending one request: its bytes made once, or a template
+/// when a part of it is a log-format string.
+fn send_step(q: &crate::config::HttpSend, host: &str) -> Result<HttpStep, String> {
+    let (uri_lf, body_lf) = (q.uri_lf, q.body_lf);
+    let (method, uri, version, headers) = (&q.method, &q.uri, &q.version, &q.headers);
+    let body = q.body.as_deref();
+    if !uri_lf && !body_lf && !headers.iter().any(|(_, v)| v.contains('%')) {
+        return Ok(HttpStep::Send(request_bytes(
+            method, uri, version, headers, body, host,
+        )));
+    }
+    let fmt = |t: &str| crate::sample::LogFormat::parse(t, crate::sample::Scope::Response);
+    let text = |t: &str, lf: bool| -> Result<Text, String> {
+        Ok(if lf {
+            Text::Fmt(fmt(t)?)
+        } else {
+            Text::Plain(t.to_string())
+        })
+    };
+    Ok(HttpStep::SendFmt(Box::new(ReqFmt {
+        method: method.to_string(),
+        uri: text(uri, uri_lf)?,
+        version: version.to_string(),
+        headers: headers
+            .iter()
+            .map(|(n, v)| Ok((n.clone(), fmt(v)?)))
+            .collect::<Result<_, String>>()?,
+        body: body.map(|b| text(b, body_lf)).transpose()?,
+        host: host.to_string(),
+    })))
+}
+
 /// One request of an HTTP check.
 fn request_bytes(
     method: &str,
@@ -259,14 +345,16 @@ impl HttpProbe {
     pub fn new(c: &HttpCheck, host: &str) -> Result<HttpProbe, String> {
         use crate::config::HttpCheckStep as S;
         let main = || {
-            request_bytes(
-                &c.method,
-                &c.uri,
-                &c.version,
-                &c.headers,
-                c.body.as_deref(),
-                host,
-            )
+            let q = crate::config::HttpSend {
+                method: c.method.clone(),
+                uri: c.uri.clone(),
+                version: c.version.clone(),
+                headers: c.headers.clone(),
+                body: c.body.clone(),
+                uri_lf: c.uri_lf,
+                body_lf: c.body_lf,
+            };
+            send_step(&q, host)
         };
         let mut steps = Vec::new();
         let first = c
@@ -291,18 +379,11 @@ impl HttpProbe {
                 }
                 S::Connect(c) => steps.push(HttpStep::Connect(c.clone())),
                 S::Var(v) => steps.push(HttpStep::Var(v.clone())),
-                S::Send(None) => steps.push(HttpStep::Send(main())),
-                S::Send(Some(q)) => steps.push(HttpStep::Send(request_bytes(
-                    &q.method,
-                    &q.uri,
-                    &q.version,
-                    &q.headers,
-                    q.body.as_deref(),
-                    host,
-                ))),
+                S::Send(None) => steps.push(main()?),
+                S::Send(Some(q)) => steps.push(send_step(q, host)?),
                 S::Expect(e) => {
                     if !has_send && !sent {
-                        steps.push(HttpStep::Send(main()));
+                        steps.push(main()?);
                         sent = true;
                     }
                     steps.push(HttpStep::Expect(HttpRule {
@@ -317,16 +398,21 @@ impl HttpProbe {
             }
         }
         if !has_send && !sent {
-            steps.push(HttpStep::Send(main()));
+            steps.push(main()?);
         }
         // The last request gets the default expect if none follows it.
-        let last_send = steps.iter().rposition(|s| matches!(s, HttpStep::Send(_)));
+        let last_send = steps
+            .iter()
+            .rposition(|s| matches!(s, HttpStep::Send(_) | HttpStep::SendFmt(_)));
         if let Some(i) = last_send {
             if !steps[i..].iter().any(|s| matches!(s, HttpStep::Expect(_))) {
                 steps.push(HttpStep::Expect(HttpRule::plain(Expect::Default)));
             }
         }
-        Ok(HttpProbe { steps })
+        Ok(HttpProbe {
+            steps,
+            send_state: c.send_state,
+        })
     }
 }
 
@@ -764,7 +850,7 @@ pub fn run_check(
     probe: Option<&Probe>,
     tls: Option<&CheckTls>,
     proxy_hdr: &[u8],
-    who: (&str, &str),
+    who: (&str, &str, Option<&str>),
 ) -> Verdict {
     match probe {
         Some(Probe::Tcp(t)) => super::tcpcheck::run_tcp_check(addr, timeout, t, tls, proxy_hdr),
@@ -800,6 +886,85 @@ fn l4_probe(addr: SocketAddr, timeout: Duration) -> Result<(), Verdict> {
         .map_err(|e| connect_error(&e))?;
     let _ = sock.set_linger(Some(Duration::ZERO));
     Ok(())
+}
+
+/// A check's request with `X-Haproxy-Server-State: STATE` as the last
+/// field of its head.
+fn with_state_header<'a>(req: &'a [u8], state: &str) -> std::borrow::Cow<'a, [u8]> {
+    let Some(end) = req.windows(4).position(|w| w == b"\r\n\r\n") else {
+        return std::borrow::Cow::Borrowed(req);
+    };
+    let mut out = Vec::with_capacity(req.len() + state.len() + 32);
+    out.extend_from_slice(&req[..end + 2]);
+    out.extend_from_slice(b"X-Haproxy-Server-State: ");
+    out.extend_from_slice(state.as_bytes());
+    out.extend_from_slice(&req[end..]);
+    std::borrow::Cow::Owned(out)
+}
+
+/// HAProxy's `X-Haproxy-Server-State` value: the health as the stats
+/// show it (`UP`, `UP 2/3` while failing, `DOWN`, `DOWN 1/2` while
+/// recovering, `no check`), then the address, port, names, node, the
+/// server's and the farm's usable weight, the server's and the backend's
+/// streams, its queue and, while it ramps up, `throttle`. `streak`: the
+/// checker's failures while UP or successes while DOWN.
+pub fn server_state_header(farm: &Farm, s: &ServerRt, streak: u32) -> String {
+    let o = &s.opts;
+    let (rise, fall) = (o.rise.max(1), o.fall.max(1));
+    let running = s.up.load(Ordering::Relaxed)
+        && s.admin.load(Ordering::Relaxed) != super::ADMIN_MAINT
+        && s.has_addr();
+    let health = if !s.check_on.load(Ordering::Relaxed) {
+        "no check".to_string()
+    } else if running {
+        if streak == 0 {
+            "UP".to_string()
+        } else {
+            format!("UP {}/{fall}", fall.saturating_sub(streak))
+        }
+    } else if streak == 0 {
+        "DOWN".to_string()
+    } else {
+        format!("DOWN {streak}/{rise}")
+    };
+    let (addr, port) = match s.addr() {
+        Some(a) => (a.ip().to_string(), a.port().to_string()),
+        None => (String::new(), String::new()),
+    };
+    let usable = |backup: bool| -> u32 {
+        farm.servers
+            .iter()
+            .filter(|x| x.opts.backup == backup && x.usable())
+            .map(|x| x.effective_weight())
+            .sum()
+    };
+    let total = match usable(false) {
+        0 => usable(true),
+        n => n,
+    };
+    let queued = |x: &ServerRt| x.queue.lock().map(|q| q.len()).unwrap_or(0);
+    let be_streams: usize = farm
+        .servers
+        .iter()
+        .map(|x| x.cur.load(Ordering::Relaxed) as usize + queued(x))
+        .sum();
+    let mut v = format!(
+        "{health}; address={addr}; port={port}; name={}/{}; node={}; weight={}/{total}; scur={}/{be_streams}; qcur={}",
+        farm.name,
+        s.name,
+        crate::sample::hostname(),
+        s.effective_weight(),
+        s.cur.load(Ordering::Relaxed),
+        queued(s),
+    );
+    if let Some(ss) = o.slowstart.filter(|d| !d.is_zero()) {
+        let since = s.up_since.elapsed();
+        if running && since < ss {
+            let ratio = (100 * since.as_millis() / ss.as_millis()).max(1);
+            v.push_str(&format!("; throttle={ratio}%"));
+        }
+    }
+    v
 }
 
 /// What the sample expressions of a check's rules read: the backend and
@@ -845,15 +1010,18 @@ fn check_sample<R>(
 
 /// Runs an HTTP check's sequence: each expect judges the response to
 /// the request before it (read whole, at most 16 KiB). `who`: the
-/// backend's and the server's names.
+/// backend's and the server's names, and the server's state for
+/// `http-check send-state`.
 fn run_http(
     addr: SocketAddr,
     timeout: Duration,
     p: &HttpProbe,
     tls: Option<&CheckTls>,
     proxy_hdr: &[u8],
-    who: (&str, &str),
+    who: (&str, &str, Option<&str>),
 ) -> Verdict {
+    let (be, srv, state) = who;
+    let who = (be, srv);
     // The `check` and `sess` variables live for one run.
     let vars = std::cell::RefCell::new(crate::sample::VarStore::for_check());
     let start = Instant::now();
@@ -874,11 +1042,25 @@ fn run_http(
                 buf.clear();
                 have = false;
             }
-            HttpStep::Send(req) => {
+            HttpStep::Send(_) | HttpStep::SendFmt(_) => {
                 let Some(c) = conn.as_mut() else {
                     return Verdict::new(CheckStatus::SockErr, "no connection");
                 };
-                if let Err(e) = c.write_all(req).and_then(|()| c.flush()) {
+                let rendered;
+                let req: &[u8] = match st {
+                    HttpStep::SendFmt(f) => {
+                        let resp = have.then_some(&buf[..]);
+                        rendered = check_sample(who, &vars, resp, |cx| f.render(cx));
+                        &rendered
+                    }
+                    HttpStep::Send(b) => b,
+                    _ => &[],
+                };
+                let req = match state.filter(|_| p.send_state) {
+                    Some(st) => with_state_header(req, st),
+                    None => std::borrow::Cow::Borrowed(req),
+                };
+                if let Err(e) = c.write_all(&req).and_then(|()| c.flush()) {
                     return Verdict::new(CheckStatus::SockErr, os_text(&e));
                 }
                 buf.clear();
@@ -1115,15 +1297,18 @@ impl Checker {
             let handle = self.handle.clone();
             let srv = self.srv.clone();
             let pp = check_proxy_header(&s.opts);
-            let be_name = self
-                .farm
-                .upgrade()
-                .map(|f| f.name.clone())
-                .unwrap_or_default();
+            let farm = self.farm.upgrade();
+            let be_name = farm.as_ref().map(|f| f.name.clone()).unwrap_or_default();
             let srv_name = s.name.clone();
+            let state = match (&self.probe, &farm) {
+                (Some(Probe::Http(p)), Some(f)) if p.send_state => {
+                    Some(server_state_header(f, &s, self.streak))
+                }
+                _ => None,
+            };
             let job = move || {
                 let t0 = Instant::now();
-                let who = (be_name.as_str(), srv_name.as_str());
+                let who = (be_name.as_str(), srv_name.as_str(), state.as_deref());
                 let r = run_check(addr, timeout, probe.as_ref(), tls.as_ref(), &pp, who);
                 if let Some(s) = srv.upgrade() {
                     s.ext.check_took(t0.elapsed());
@@ -1429,6 +1614,9 @@ mod tests {
             explicit_send: false,
             own: true,
             rules: vec![],
+            send_state: false,
+            uri_lf: false,
+            body_lf: false,
         };
         let p = HttpProbe::new(&c, "10.0.0.1:80").unwrap();
         let HttpStep::Send(req) = &p.steps[1] else {
@@ -1452,7 +1640,15 @@ mod tests {
                 let _ = s.write_all(b"HTTP/1.0 200 OK\r\n\r\nalive");
             }
         });
-        assert!(run_check(addr, Duration::from_secs(2), None, None, &[], ("b", "s")).passed());
+        assert!(run_check(
+            addr,
+            Duration::from_secs(2),
+            None,
+            None,
+            &[],
+            ("b", "s", None)
+        )
+        .passed());
         let probe = Probe::Http(HttpProbe {
             steps: vec![
                 HttpStep::Connect(CheckConnect {
@@ -1462,6 +1658,7 @@ mod tests {
                 HttpStep::Send(b"GET / HTTP/1.0\r\n\r\n".to_vec()),
                 HttpStep::Expect(HttpRule::plain(Expect::String(b"alive".to_vec(), false))),
             ],
+            send_state: false,
         });
         assert!(run_check(
             addr,
@@ -1469,7 +1666,7 @@ mod tests {
             Some(&probe),
             None,
             &[],
-            ("b", "s")
+            ("b", "s", None)
         )
         .passed());
         // Nothing listens on a port we just released.
@@ -1483,7 +1680,7 @@ mod tests {
             None,
             None,
             &[],
-            ("b", "s"),
+            ("b", "s", None),
         );
         assert_eq!(e.st, CheckStatus::L4Con, "{e:?}");
         assert_eq!(e.desc, "Connection refused");

@@ -209,11 +209,14 @@ fn new_proxy(name: &str, kind: ProxyKind, loc: Loc) -> Proxy {
         monitor_fail: Vec::new(),
         http_check: HttpCheck {
             enabled: false,
+            send_state: false,
             method: "OPTIONS".to_string(),
             uri: "/".to_string(),
             version: "HTTP/1.0".to_string(),
             headers: Vec::new(),
             body: None,
+            uri_lf: false,
+            body_lf: false,
             explicit_send: false,
             own: true,
             rules: Vec::new(),
@@ -2676,12 +2679,16 @@ fn proxy_kw(px: &mut Proxy, ctx: &Ctx<'_>, words: &[String]) -> Result<(), Strin
                         version: "HTTP/1.0".into(),
                         headers: Vec::new(),
                         body: None,
+                        uri_lf: false,
+                        body_lf: false,
                     };
                     if first {
                         req.method = std::mem::take(&mut hc.method);
                         req.uri = std::mem::take(&mut hc.uri);
                         req.version = std::mem::take(&mut hc.version);
                         req.body = hc.body.take();
+                        req.uri_lf = hc.uri_lf;
+                        req.body_lf = hc.body_lf;
                     }
                     let comment = {
                         let mut ws = w[2..].to_vec();
@@ -2705,12 +2712,20 @@ fn proxy_kw(px: &mut Proxy, ctx: &Ctx<'_>, words: &[String]) -> Result<(), Strin
                         hc.version = req.version;
                         hc.headers = req.headers;
                         hc.body = req.body;
+                        hc.uri_lf = req.uri_lf;
+                        hc.body_lf = req.body_lf;
                         hc.explicit_send = true;
                         push_http_rule(hc, HttpCheckStep::Send(None), comment, loc)?;
                     } else {
                         push_http_rule(hc, HttpCheckStep::Send(Some(req)), comment, loc)?;
                     }
                     hc.enabled = true;
+                }
+                Some("send-state") => {
+                    if w.len() > 2 {
+                        return Err("'http-check send-state' takes no argument".into());
+                    }
+                    px.http_check.send_state = true;
                 }
                 Some(a) if is_var_action(a) => {
                     // `http-check set-var(VAR) EXPR`, `set-var-fmt(VAR)
@@ -2731,7 +2746,7 @@ fn proxy_kw(px: &mut Proxy, ctx: &Ctx<'_>, words: &[String]) -> Result<(), Strin
                 }
                 Some(o) => {
                     return Err(format!(
-                    "unsupported 'http-check {o}' (supported: http-check comment, connect, send, expect, set-var, unset-var)"
+                    "unsupported 'http-check {o}' (supported: http-check comment, connect, send, send-state, expect, set-var, unset-var)"
                 ))
                 }
                 None => return Err("'http-check' expects comment, connect, send, expect, set-var or unset-var".to_string()),
@@ -3144,6 +3159,7 @@ fn proxy_option(px: &mut Proxy, ctx: &Ctx<'_>, no: bool, w: &[String]) -> Result
                 }
                 if let Some(u) = uri {
                     hc.uri = u;
+                    hc.uri_lf = false;
                 }
                 if let Some(v) = ver {
                     hc.version = v;
@@ -3920,6 +3936,14 @@ fn push_http_rule(
 }
 
 /// The words of `http-check send` after `send`.
+/// A log-format string of `http-check send`, compiled as the checks
+/// evaluate it (no request; the last answer, variables, names).
+fn check_fmt(v: &str, what: &str) -> Result<(), String> {
+    LfFormat::parse(v, Scope::Response)
+        .map(|_| ())
+        .map_err(|e| format!("'http-check send {what}': {e}"))
+}
+
 fn parse_http_send(w: &[String], req: &mut HttpSend) -> Result<(), String> {
     let mut i = 0;
     let mut headers_given = false;
@@ -3939,6 +3963,17 @@ fn parse_http_send(w: &[String], req: &mut HttpSend) -> Result<(), String> {
                     return Err(format!("'http-check send' URI '{v}' must start with '/'"));
                 }
                 req.uri = v.to_string();
+                req.uri_lf = false;
+            }
+            "uri-lf" => {
+                check_fmt(v, "uri-lf")?;
+                req.uri = v.to_string();
+                req.uri_lf = true;
+            }
+            "body-lf" => {
+                check_fmt(v, "body-lf")?;
+                req.body = Some(v.to_string());
+                req.body_lf = true;
             }
             "ver" => req.version = header_value(v)?,
             "hdr" => {
@@ -3948,16 +3983,18 @@ fn parse_http_send(w: &[String], req: &mut HttpSend) -> Result<(), String> {
                     req.headers.clear();
                     headers_given = true;
                 }
-                req.headers
-                    .push((header_name(v)?, log_format_value(value)?));
+                let value = header_value(value)?;
+                check_fmt(&value, "hdr")?;
+                req.headers.push((header_name(v)?, value));
                 i += 1;
             }
             "body" => {
-                req.body = Some(super::tcpcheck::plain_format(v, "http-check send body")?)
+                req.body = Some(v.to_string());
+                req.body_lf = false;
             }
             o => {
                 return Err(format!(
-                    "unsupported 'http-check send' option '{o}' (supported: meth, uri, ver, hdr, body, comment)"
+                    "unsupported 'http-check send' option '{o}' (supported: meth, uri, uri-lf, ver, hdr, body, body-lf, comment)"
                 ))
             }
         }

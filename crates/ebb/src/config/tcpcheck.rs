@@ -365,6 +365,9 @@ pub(super) fn parse(tc: &mut TcpCheck, w: &[String], loc: &Loc) -> Result<(), St
             let comment = take_comment(&mut args)?;
             let (mut default, mut port, mut addr, mut send_proxy, mut linger) =
                 (false, None, None, false, false);
+            // `addr IP:PORT`: the port, unless `port` gives one (HAProxy's
+            // order).
+            let mut addr_port = None;
             let mut it = args.iter();
             while let Some(a) = it.next() {
                 match a.as_str() {
@@ -382,9 +385,15 @@ pub(super) fn parse(tc: &mut TcpCheck, w: &[String], loc: &Loc) -> Result<(), St
                     }
                     "addr" => {
                         let v = it.next().ok_or("'tcp-check connect addr' expects an address")?;
-                        addr = Some(v.parse::<IpAddr>().map_err(|_| {
-                            format!("'tcp-check connect addr': invalid address '{v}'")
-                        })?);
+                        let bad = || format!("'tcp-check connect addr': invalid address '{v}'");
+                        match v.parse::<IpAddr>() {
+                            Ok(ip) => addr = Some(ip),
+                            Err(_) => {
+                                let sa = v.parse::<std::net::SocketAddr>().map_err(|_| bad())?;
+                                addr = Some(sa.ip());
+                                addr_port = Some(sa.port()).filter(|p| *p > 0);
+                            }
+                        }
                     }
                     o => {
                         return Err(format!(
@@ -393,6 +402,7 @@ pub(super) fn parse(tc: &mut TcpCheck, w: &[String], loc: &Loc) -> Result<(), St
                     }
                 }
             }
+            let port = port.or(addr_port);
             let step = TcpCheckStep::Connect {
                 default,
                 port,

@@ -1337,9 +1337,19 @@ fn http_check_expect() {
         "expects an argument",
     );
     err1(
-        &be("    http-check send body-lf x"),
+        &be("    http-check send body-lf %[nope]"),
         "t.cfg:2: ",
-        "unsupported 'http-check send' option 'body-lf'",
+        "'http-check send body-lf': unknown sample fetch 'nope'",
+    );
+    err1(
+        &be("    http-check send uri-lf %[path]"),
+        "t.cfg:2: ",
+        "reads the request",
+    );
+    err1(
+        &be("    http-check send hdr x %[src,nope]"),
+        "t.cfg:2: ",
+        "unknown converter 'nope'",
     );
     err1(
         &be("    http-check send meth"),

@@ -1633,8 +1633,13 @@ pub struct HttpSend {
     pub method: String,
     pub uri: String,
     pub version: String,
+    /// Values are log-format strings (HAProxy's); one that renders
+    /// empty is not sent.
     pub headers: Vec<(String, String)>,
     pub body: Option<String>,
+    /// `uri-lf`, `body-lf`: the URI, the body are log-format strings.
+    pub uri_lf: bool,
+    pub body_lf: bool,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -1659,6 +1664,9 @@ pub struct HttpCheck {
     pub headers: Vec<(String, String)>,
     /// `http-check send ... body STR`.
     pub body: Option<String>,
+    /// The first send's `uri-lf`, `body-lf`.
+    pub uri_lf: bool,
+    pub body_lf: bool,
     /// An `http-check send` line is in this section's rules.
     pub explicit_send: bool,
     /// The rules are this section's own, not inherited from `defaults`:
@@ -1667,6 +1675,10 @@ pub struct HttpCheck {
     pub own: bool,
     /// The `http-check connect|send|expect|comment` rules in order.
     pub rules: Vec<HttpCheckRule>,
+    /// `http-check send-state`: each request carries the server's state
+    /// (`X-Haproxy-Server-State`). A proxy option, not a rule: kept when
+    /// a section starts its own rules.
+    pub send_state: bool,
 }
 
 impl HttpCheck {
@@ -1676,6 +1688,7 @@ impl HttpCheck {
         if !self.own {
             *self = HttpCheck {
                 enabled: self.enabled,
+                send_state: self.send_state,
                 method: "OPTIONS".into(),
                 uri: "/".into(),
                 version: "HTTP/1.0".into(),

@@ -346,22 +346,6 @@ pub(crate) fn alpn_list(v: &str) -> Result<Vec<String>, String> {
     Ok(list)
 }
 
-/// A value HAProxy reads as a log-format string (header values of
-/// `http-request|http-response set-header|add-header`, `return ... hdr`,
-/// `http-check send ... hdr`, redirect targets): `%` starts an expression
-/// (`%[src]`, `%ci`) and `%%` is a literal `%`. ebb cannot evaluate those
-/// yet, and sending them as written would give an origin the text `%[src]`
-/// where HAProxy gives the address: refused at start instead.
-pub(crate) fn log_format_value(s: &str) -> Result<String, String> {
-    let v = header_value(s)?;
-    if v.contains('%') {
-        return Err(format!(
-            "'{v}': '%' starts a log-format expression (e.g. %[src]), which ebb cannot evaluate yet"
-        ));
-    }
-    Ok(v)
-}
-
 /// Proxy, server and ACL names: HAProxy allows letters, digits, `-`, `_`,
 /// `.` and `:`.
 pub(crate) fn valid_name(s: &str) -> bool {

@@ -421,7 +421,7 @@ fn version(v: Version) -> &'static [u8] {
 }
 
 /// The host name, read once (HAProxy's `%H`).
-pub(super) fn hostname() -> &'static str {
+pub(crate) fn hostname() -> &'static str {
     static H: std::sync::OnceLock<String> = std::sync::OnceLock::new();
     H.get_or_init(|| {
         std::fs::read_to_string("/proc/sys/kernel/hostname")

@@ -43,6 +43,7 @@ use std::net::{IpAddr, SocketAddr};
 use crate::http1::{RequestHead, ResponseHead};
 
 pub use fetch::Layer;
+pub(crate) use logfmt::hostname;
 pub use logfmt::LogFormat;
 pub use stk::{note_table_ref, sample_key, take_refs, StkConv, StkFetch};
 pub use vars::{CacheFacts, VarAction, VarRef, VarStore};
