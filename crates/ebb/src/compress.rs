@@ -745,13 +745,19 @@ pub fn verdict_h1(
 }
 
 /// The verdict from response facts (for answers ebb builds itself).
+///
+/// `identity` chosen (configured, and nothing else the client accepts) is
+/// a coding like the others, as in HAProxy 2.6: the bytes pass unchanged
+/// but the answer is re-framed chunked, its ETag weakened and `Vary`
+/// added; only `Content-Encoding` is left out (reg-test
+/// `compression/basic.vtc`, client c3).
 pub fn decide(policy: &Policy, coding: Option<Coding>, facts: &ResponseFacts<'_>) -> Verdict {
     if policy.algos.is_empty() || !policy.response_allows(facts) {
         return Verdict::AsIs;
     }
     match coding {
-        Some(c) if c != Coding::Identity => Verdict::Compress(c),
-        _ => Verdict::AsIs,
+        Some(c) => Verdict::Compress(c),
+        None => Verdict::AsIs,
     }
 }
 
@@ -796,6 +802,10 @@ pub struct BodyCompressor {
     finished: bool,
     /// Input was given since the last flush.
     unflushed: bool,
+    /// Bytes given and coded bytes produced (chunk framing left out):
+    /// HAProxy's `comp_in` and `comp_out`.
+    bytes_in: u64,
+    bytes_out: u64,
 }
 
 impl BodyCompressor {
@@ -804,7 +814,14 @@ impl BodyCompressor {
             enc: Encoder::new(coding, level)?,
             finished: false,
             unflushed: false,
+            bytes_in: 0,
+            bytes_out: 0,
         })
+    }
+
+    /// Bytes given so far, and coded bytes produced.
+    pub fn totals(&self) -> (u64, u64) {
+        (self.bytes_in, self.bytes_out)
     }
 
     /// Compresses `input`, appending a chunk to `out` when the encoder
@@ -842,6 +859,8 @@ impl BodyCompressor {
             Then::End => self.enc.finish(out)?,
         }
         let n = out.len() - start;
+        self.bytes_in += input.len() as u64;
+        self.bytes_out += n as u64;
         if n == 0 {
             out.truncate(mark);
         } else {

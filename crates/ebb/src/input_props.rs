@@ -8,7 +8,7 @@
 use proptest::prelude::*;
 
 use crate::serve::files::{normalize_path, parse_range, Decision};
-use crate::serve::stats::{auth_ok, base64_decode, parse_suffix, unpct};
+use crate::serve::stats::{auth_ok, base64_decode, parse_page, post_form_words, unpct};
 
 fn b64(data: &[u8]) -> String {
     const A: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
@@ -133,8 +133,9 @@ proptest! {
     #[test]
     fn stats_query_decoders_take_any_input(q in "\\PC{0,32}", raw in prop::collection::vec(any::<u8>(), 0..32)) {
         let _ = unpct(&q);
-        let _ = parse_suffix("/stats", &q);
-        let _ = parse_suffix("/haproxy?stats", &format!("/haproxy?stats{q}"));
+        let _ = parse_page(q.as_bytes(), true);
+        let _ = parse_page(&raw, true);
+        let _ = post_form_words(&raw);
         let _ = base64_decode(&String::from_utf8_lossy(&raw));
     }
 }

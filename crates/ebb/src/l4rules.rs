@@ -38,6 +38,8 @@ use crate::sample::{cast, sample_key, with_scratch, Ctx, Expr, Layer, Type, Val,
 pub struct TcpRuleRt {
     pub act: TcpAction,
     pub cond: Option<Cond>,
+    /// Where it is written (`last_rule_file`, `last_rule_line`).
+    pub loc: Loc,
 }
 
 /// What a walk of `tcp-request` rules decided.
@@ -132,12 +134,28 @@ pub fn run_rules_addrs(
         if !holds {
             continue;
         }
+        if !session
+            && matches!(
+                r.act,
+                TcpAction::Accept | TcpAction::Reject | TcpAction::SilentDrop | TcpAction::Close
+            )
+        {
+            // A content rule that ends the walk: the stream's last
+            // final rule (HAProxy records none for connection and
+            // session rules, which run before any stream).
+            ctx.note_last_rule(&r.loc);
+        }
         match &r.act {
             TcpAction::Accept => return Verdict::Accept,
             TcpAction::Reject => return Verdict::Reject,
             TcpAction::SilentDrop => return Verdict::SilentDrop,
             TcpAction::Close => return Verdict::Close,
             TcpAction::ExpectProxy => *expect_proxy = true,
+            // An HTTP stream's content rule (no caller keeping the
+            // connection's): the request's addresses, as `http-request`.
+            TcpAction::SetAddr(f, e) if addrs.is_none() && !session => {
+                set_stream_addr(*f, e, ctx);
+            }
             TcpAction::SetAddr(f, e) => {
                 let was = Addrs {
                     src: ctx.src,
@@ -154,6 +172,28 @@ pub fn run_rules_addrs(
         }
     }
     Verdict::Continue
+}
+
+/// `set-src`, `set-dst`, `set-src-port` or `set-dst-port` on an HTTP
+/// request's stream (HAProxy's `s->scf` addresses): this request's
+/// fetches, log line, forwarded fields and PROXY header see them, the
+/// connection's (`fc_src`...) stay, and the next request starts from the
+/// connection's again.
+pub(crate) fn set_stream_addr(f: AddrField, e: &Expr, ctx: &Ctx<'_>) {
+    let now = Addrs {
+        src: ctx.src_addr(),
+        dst: ctx.dst_addr(),
+    };
+    let (Some(set), Some(vars)) = (set_addr(f, e, ctx, now), ctx.vars) else {
+        return;
+    };
+    if let Ok(mut v) = vars.try_borrow_mut() {
+        if matches!(f, AddrField::Src | AddrField::SrcPort) {
+            v.info.src = Some(set.src);
+        } else {
+            v.info.dst = set.dst;
+        }
+    }
 }
 
 /// What `set-src`, `set-dst`, `set-src-port` or `set-dst-port` make of
@@ -387,17 +427,6 @@ fn compile_rule(
     if !tcp && reads_raw(p, r) {
         return Err(err(&r.loc, raw_bytes_in_http(p, "tcp-request content")));
     }
-    if let TcpAction::SetAddr(f, _) = &r.action {
-        // HAProxy changes the address of the request's stream there (the
-        // next request of the connection has the connection's again);
-        // ebb's HTTP streams keep the connection's addresses.
-        if !tcp && r.when == TcpWhen::Content {
-            return Err(err(
-                &r.loc,
-                format!("proxy '{}' is in 'mode http': 'tcp-request content {}' is not supported by ebb in an http proxy (use a 'tcp-request connection' or 'session' rule, which changes it for the whole connection)", p.name, f.name()),
-            ));
-        }
-    }
     if let TcpAction::Common(HttpRequestAction::Capture(_)) = &r.action {
         // The slot is the frontend's, shown by `%hr` in an HTTP log line;
         // ebb's tcp sessions log `option tcplog`'s fixed line only.
@@ -432,6 +461,7 @@ fn compile_rule(
     Ok(TcpRuleRt {
         act: r.action.clone(),
         cond: m.opt_cond(r.cond.as_ref())?,
+        loc: r.loc.clone(),
     })
 }
 
@@ -485,6 +515,7 @@ pub fn response_part(p: &Proxy, m: &Matcher) -> Result<TcpRt, ConfigError> {
         rt.res_rules.push(TcpRuleRt {
             act: r.action.clone(),
             cond: m.opt_cond_response(r.cond.as_ref())?,
+            loc: r.loc.clone(),
         });
     }
     rt.res_inspect_delay = p
@@ -606,11 +637,16 @@ pub fn compile(p: &Proxy, m: &Matcher, warnings: &mut Vec<String>) -> Result<Tcp
             p.loc, p.name
         ));
     }
-    if p.options.forwardfor.is_some() {
-        warnings.push(format!(
-            "{}: 'option forwardfor' ignored for proxy '{}' as it requires HTTP mode.",
-            p.loc, p.name
-        ));
+    for (set, o) in [
+        (p.options.forwardfor.is_some(), "forwardfor"),
+        (p.options.originalto.is_some(), "originalto"),
+    ] {
+        if set {
+            warnings.push(format!(
+                "{}: 'option {o}' ignored for proxy '{}' as it requires HTTP mode.",
+                p.loc, p.name
+            ));
+        }
     }
     if p.options.conn_mode != crate::config::HttpConnMode::KeepAlive {
         warnings.push(format!(

@@ -67,6 +67,8 @@ impl FilesConfig {
 pub struct ReqRule {
     pub action: HttpRequestAction,
     pub cond: Option<Cond>,
+    /// Where it is written (`last_rule_file`, `last_rule_line`).
+    pub loc: crate::config::Loc,
     /// For `return`: the answer built once (DESIGN.md: heads of fixed
     /// answers are prepared once).
     pub prepared: Option<Prepared>,
@@ -114,6 +116,8 @@ impl Prepared {
         for (n, v) in &r.headers {
             let f = LogFormat::parse(v, scope).map_err(|e| format!("hdr {n}: {e}"))?;
             match f.as_literal() {
+                // HAProxy adds no field whose value is empty.
+                Some([]) => {}
                 Some(lit) if sendable(n.as_bytes(), lit) => fields.push(n.as_bytes(), lit),
                 Some(_) => return Err(format!("invalid header '{n}: {v}'")),
                 None if is_token(n.as_bytes()) => dyn_hdrs.push(HeaderEdit {
@@ -136,16 +140,25 @@ impl Prepared {
 
     /// The answer for one request: its fields into `fields` (the fixed
     /// ones, then the evaluated ones), and its body (evaluated into
-    /// `scratch` for an `lf-string`).
+    /// `scratch` for an `lf-string`). `done`: the log-format parts already
+    /// evaluated when the rule ran ([`Prepared::evaluate`]); else they are
+    /// evaluated now on `ctx`.
     pub fn render<'s>(
         &'s self,
         ctx: &Ctx<'_>,
+        done: Option<&Evaluated>,
         fields: &mut FieldBuf,
         scratch: &'s mut Vec<u8>,
     ) -> &'s [u8] {
         fields.extend(self.fields.fields());
+        if let Some(d) = done {
+            fields.extend(d.fields.fields());
+            scratch.clear();
+            scratch.extend_from_slice(d.body.as_deref().unwrap_or(&self.body));
+            return scratch;
+        }
         for e in &self.dyn_hdrs {
-            fields.push_with(e.name.as_bytes(), |out| e.render_value(ctx, out));
+            fields.push_nonempty_with(e.name.as_bytes(), |out| e.render_value(ctx, out));
         }
         match &self.body_fmt {
             Some(f) => {
@@ -156,12 +169,41 @@ impl Prepared {
             None => &self.body,
         }
     }
+
+    /// What the `hdr` values and the `lf-string` body evaluate to on `ctx`
+    /// (HAProxy evaluates them when the rule runs, on the request as the
+    /// rules before edited it); `None` when the answer is all literal.
+    pub fn evaluate(&self, ctx: &Ctx<'_>) -> Option<Box<Evaluated>> {
+        if self.dyn_hdrs.is_empty() && self.body_fmt.is_none() {
+            return None;
+        }
+        let mut fields = FieldBuf::default();
+        for e in &self.dyn_hdrs {
+            fields.push_nonempty_with(e.name.as_bytes(), |out| e.render_value(ctx, out));
+        }
+        let body = self.body_fmt.as_ref().map(|f| {
+            let mut b = Vec::new();
+            f.render(ctx, &mut b);
+            b
+        });
+        Some(Box::new(Evaluated { fields, body }))
+    }
+}
+
+/// The log-format parts of a [`Prepared`] answer, evaluated.
+pub struct Evaluated {
+    /// The `hdr NAME FMT` fields.
+    pub fields: FieldBuf,
+    /// The `lf-string` body.
+    pub body: Option<Vec<u8>>,
 }
 
 /// A compiled `http-response` rule.
 pub struct RespRule {
     pub action: HttpResponseAction,
     pub cond: Option<Cond>,
+    /// Where it is written (`last_rule_file`, `last_rule_line`).
+    pub loc: crate::config::Loc,
     /// For `deny` with an answer of its own: that answer, built once.
     pub prepared: Option<Prepared>,
     /// For `cache-store`: the cache it names.
@@ -194,6 +236,8 @@ pub struct ServersRt {
     pub log_checks: bool,
     pub timeouts: BeTimeouts,
     pub forwardfor: Option<ForwardFor>,
+    /// `option originalto` of the backend.
+    pub originalto: Option<ForwardFor>,
     /// `option httpclose` / `http-server-close` on the backend: no server
     /// connection is kept after a response.
     pub server_close: bool,
@@ -233,6 +277,29 @@ pub struct HttpCounters {
     /// Bytes a tcp session wrote from a kernel pipe (`option splice-*`),
     /// both directions: `show info`'s `TotalSplicdedBytesOut`.
     pub spliced_out: AtomicU64,
+    /// Answer bytes given to the compressor, the coded bytes it produced,
+    /// and the answers compressed (HAProxy's `comp_in`, `comp_out`,
+    /// `comp_rsp`).
+    pub comp_in: AtomicU64,
+    pub comp_out: AtomicU64,
+    pub comp_rsp: AtomicU64,
+    /// Failed rewrites by the request rules, requests the rules ended in
+    /// an internal error (a failed rewrite in strict mode), and `cache-use`
+    /// lookups and hits (HAProxy's `wrew`, `eint`, `cache_lookups`,
+    /// `cache_hits`).
+    pub failed_rewrites: AtomicU64,
+    pub internal_errors: AtomicU64,
+    pub cache_lookups: AtomicU64,
+    pub cache_hits: AtomicU64,
+    /// Frontends: requests answered by the frontend itself (HAProxy's
+    /// `intercepted`: `return`, `redirect`, `auth`, `use-service`, the
+    /// stats page and `monitor-uri`, from the frontend's rules).
+    pub intercepted: AtomicU64,
+    /// Frontends: connections and sessions refused by a `tcp-request
+    /// connection|session reject` (HAProxy's `dcon`, `dses`; not
+    /// `silent-drop`).
+    pub denied_conn: AtomicU64,
+    pub denied_sess: AtomicU64,
 }
 
 impl HttpCounters {
@@ -245,6 +312,35 @@ impl HttpCounters {
         self.bytes_in.store(0, Ordering::Relaxed);
         self.bytes_out.store(0, Ordering::Relaxed);
         self.denied.store(0, Ordering::Relaxed);
+        self.comp_in.store(0, Ordering::Relaxed);
+        self.comp_out.store(0, Ordering::Relaxed);
+        self.comp_rsp.store(0, Ordering::Relaxed);
+        self.failed_rewrites.store(0, Ordering::Relaxed);
+        self.internal_errors.store(0, Ordering::Relaxed);
+        self.cache_lookups.store(0, Ordering::Relaxed);
+        self.cache_hits.store(0, Ordering::Relaxed);
+        self.intercepted.store(0, Ordering::Relaxed);
+        self.denied_conn.store(0, Ordering::Relaxed);
+        self.denied_sess.store(0, Ordering::Relaxed);
+    }
+
+    /// Adds what a proxy's request rules did.
+    pub fn note_rules(&self, n: crate::rewrite::RuleCounts) {
+        self.failed_rewrites
+            .fetch_add(n.failed_rewrites, Ordering::Relaxed);
+        self.cache_lookups
+            .fetch_add(n.cache_lookups, Ordering::Relaxed);
+        self.cache_hits.fetch_add(n.cache_hits, Ordering::Relaxed);
+    }
+}
+
+/// Counts a compressed answer's bytes (`totals`: given, produced) on its
+/// frontend and backend.
+pub fn count_compressed(fe: &FrontendRt, be: Option<&BackendRt>, totals: (u64, u64)) {
+    for c in std::iter::once(&fe.http).chain(be.map(|b| &b.http)) {
+        c.comp_in.fetch_add(totals.0, Ordering::Relaxed);
+        c.comp_out.fetch_add(totals.1, Ordering::Relaxed);
+        c.comp_rsp.fetch_add(1, Ordering::Relaxed);
     }
 }
 
@@ -391,6 +487,11 @@ pub struct FrontendRt {
     pub server_close: bool,
     /// `option idle-close-on-response` (see [`crate::drain`]).
     pub idle_close_on_response: bool,
+    /// `option forwardfor` and `option originalto` of the frontend: as in
+    /// HAProxy, the header is added when the frontend or the backend asks
+    /// for it (see `crate::stream::proxy`).
+    pub forwardfor: Option<ForwardFor>,
+    pub originalto: Option<ForwardFor>,
     /// `option disable-h2-upgrade`: no implicit HTTP/2 on HTTP/1 binds.
     pub disable_h2_upgrade: bool,
     /// `option http-buffer-request`: the body is waited for before the
@@ -881,6 +982,7 @@ fn compile_servers(
             tunnel: ms(t.tunnel).unwrap_or(server),
         },
         forwardfor: p.options.forwardfor.clone(),
+        originalto: p.options.originalto.clone(),
         server_close: p.options.conn_mode != HttpConnMode::KeepAlive,
         close: p.options.conn_mode == HttpConnMode::Close,
         abort_on_close: p.options.abortonclose,
@@ -942,6 +1044,7 @@ fn compile_req_rules(
         out.push(ReqRule {
             action: r.action.clone(),
             cond: m.opt_cond(r.cond.as_ref())?,
+            loc: r.loc.clone(),
             prepared,
             cache,
         });
@@ -974,6 +1077,7 @@ fn compile_resp_list(
             Ok(RespRule {
                 action: r.action.clone(),
                 cond: m.opt_cond_response(r.cond.as_ref())?,
+                loc: r.loc.clone(),
                 prepared,
                 cache: match &r.action {
                     HttpResponseAction::CacheStore(n) => cache_named(caches, n),
@@ -1219,6 +1323,8 @@ pub fn compile_keeping(
                 keep_alive: p.options.conn_mode != HttpConnMode::Close,
                 server_close: p.options.conn_mode != HttpConnMode::KeepAlive,
                 idle_close_on_response: p.options.idle_close_on_response,
+                forwardfor: p.options.forwardfor.clone(),
+                originalto: p.options.originalto.clone(),
                 disable_h2_upgrade: p.options.disable_h2_upgrade,
                 buffer_request: p.options.buffer_request,
                 client_ms: ms(p.timeouts.client),

@@ -37,6 +37,8 @@ use crate::config::rewrite::reserved;
 pub use crate::config::rewrite::{Re, Rewrite, UriPart};
 pub(crate) use crate::sample::map::expand;
 
+pub mod normalize;
+
 /// `value` replaced by the template when `re` matches it (the whole value
 /// is replaced, as HAProxy does); `None` when it does not match.
 fn replace_whole(re: &Re, value: &[u8], tpl: &[u8]) -> Option<Vec<u8>> {
@@ -152,11 +154,36 @@ pub struct ReqState<'a> {
     /// `http-request strict-mode`: a failed rewrite is an error (on, the
     /// default at the start of each proxy's rules) or is ignored (off).
     pub strict: bool,
+    /// What the rules run so far did, for the statistics of their proxy
+    /// (taken by the caller after each proxy's rules).
+    pub counts: RuleCounts,
+}
+
+/// Counters the request rules move (HAProxy's `wrew`, `cache_lookups`,
+/// `cache_hits`).
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct RuleCounts {
+    pub failed_rewrites: u64,
+    pub cache_lookups: u64,
+    pub cache_hits: u64,
 }
 
 /// A rewrite left no valid request (HAProxy: a failed rewrite, 500).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RewriteFailed;
+
+/// A `strict` normalizer found the request's target invalid (HAProxy:
+/// 400).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NormalizeInvalid;
+
+/// A head's fields, owned (what a rebuilt head starts from).
+fn fields_of(buf: &[u8], h: &RequestHead) -> Fields {
+    h.headers
+        .iter()
+        .map(|f| (f.name.get(buf).to_vec(), f.value.get(buf).to_vec()))
+        .collect()
+}
 
 impl<'a> ReqState<'a> {
     pub fn new(orig: Req<'a>) -> ReqState<'a> {
@@ -165,6 +192,7 @@ impl<'a> ReqState<'a> {
             edited: None,
             cache_hit: None,
             strict: true,
+            counts: RuleCounts::default(),
         }
     }
 
@@ -197,11 +225,7 @@ impl<'a> ReqState<'a> {
         let h = cur.head;
         let mut method = h.method_span.get(buf).to_vec();
         let mut target = h.target.get(buf).to_vec();
-        let mut fields: Fields = h
-            .headers
-            .iter()
-            .map(|f| (f.name.get(buf).to_vec(), f.value.get(buf).to_vec()))
-            .collect();
+        let mut fields = fields_of(buf, h);
         // Where the path starts in the target (after scheme and authority).
         let pstart = (h.path.start.saturating_sub(h.target.start) as usize).min(target.len());
         let pq = target[pstart..].to_vec();
@@ -281,6 +305,30 @@ impl<'a> ReqState<'a> {
 }
 
 impl ReqState<'_> {
+    /// `http-request normalize-uri`: the target's path and query as the
+    /// normalizer leaves them. `Err(Some(..))`: a strict normalizer found
+    /// the input invalid (400); `Err(None)`: the rewrite failed.
+    fn normalize_uri(
+        &mut self,
+        n: crate::config::Normalizer,
+        limits: &Limits,
+    ) -> Result<(), Option<NormalizeInvalid>> {
+        let cur = self.req();
+        let (buf, h) = (cur.buf, cur.head);
+        let target = h.target.get(buf);
+        let new = match normalize::apply(n, h.path.get(buf)) {
+            normalize::Outcome::Same => return Ok(()),
+            normalize::Outcome::Invalid => return Err(Some(NormalizeInvalid)),
+            normalize::Outcome::New(v) => v,
+        };
+        let pstart = (h.path.start.saturating_sub(h.target.start) as usize).min(target.len());
+        let t = [&target[..pstart], &new[..]].concat();
+        let e =
+            build(h.method_span.get(buf), &t, h, &fields_of(buf, h), limits).map_err(|_| None)?;
+        self.edited = Some(Box::new(e));
+        Ok(())
+    }
+
     /// `option http-restrict-req-hdr-names` after a proxy's rules:
     /// `Err(())` when the request must be answered 403 (`reject`); with
     /// `delete`, the fields whose name holds a character other than a
@@ -575,6 +623,20 @@ pub fn run_request_from(
         if !holds {
             continue;
         }
+        if matches!(
+            rule.action,
+            HttpRequestAction::Return(_)
+                | HttpRequestAction::UseService(_)
+                | HttpRequestAction::Deny { .. }
+                | HttpRequestAction::Auth { .. }
+                | HttpRequestAction::Allow
+                | HttpRequestAction::Tarpit { .. }
+                | HttpRequestAction::Reject
+        ) {
+            // (A redirect is noted once its answer went through the
+            // `http-after-response` rules, see `stream`.)
+            base.note_last_rule(&rule.loc);
+        }
         match &rule.action {
             HttpRequestAction::Return(_)
             | HttpRequestAction::UseService(_)
@@ -610,36 +672,49 @@ pub fn run_request_from(
                 crate::stick::run_http_action(a, &ctx);
             }
             HttpRequestAction::Header(e) => {
-                if st.apply(Act::Edit(e), base, limits).is_err() && st.strict {
-                    return Err(RewriteFailed);
+                if st.apply(Act::Edit(e), base, limits).is_err() {
+                    st.counts.failed_rewrites += 1;
+                    if st.strict {
+                        base.note_last_rule(&rule.loc);
+                        return Err(RewriteFailed);
+                    }
                 }
             }
             HttpRequestAction::Rewrite(r) => {
-                if st.apply(Act::Rewrite(r), base, limits).is_err() && st.strict {
-                    return Err(RewriteFailed);
+                if st.apply(Act::Rewrite(r), base, limits).is_err() {
+                    st.counts.failed_rewrites += 1;
+                    if st.strict {
+                        base.note_last_rule(&rule.loc);
+                        return Err(RewriteFailed);
+                    }
                 }
             }
             HttpRequestAction::StrictMode(on) => st.strict = *on,
+            HttpRequestAction::NormalizeUri(n) => match st.normalize_uri(*n, limits) {
+                Ok(()) => {}
+                // HAProxy's ACT_RET_INV: a bad request, whatever the mode
+                // (the caller answers 400).
+                Err(Some(NormalizeInvalid)) => {
+                    base.note_last_rule(&rule.loc);
+                    return Ok(Some(i));
+                }
+                Err(None) if st.strict => {
+                    base.note_last_rule(&rule.loc);
+                    return Err(RewriteFailed);
+                }
+                Err(None) => {}
+            },
             HttpRequestAction::CacheUse(_) => {
                 if let Some(cache) = &rule.cache {
                     cache_use(cache, base, st);
                 }
             }
-            HttpRequestAction::SetDst(f, e) => {
+            HttpRequestAction::SetAddr(f, e) => {
                 let ctx = Ctx {
                     req: Some(st.req()),
                     ..*base
                 };
-                let now = crate::l4rules::Addrs {
-                    src: ctx.src,
-                    dst: ctx.dst_addr(),
-                };
-                let set = crate::l4rules::set_addr(*f, e, &ctx, now);
-                if let (Some(set), Some(vars)) = (set, base.vars) {
-                    if let Ok(mut v) = vars.try_borrow_mut() {
-                        v.info.dst = set.dst;
-                    }
-                }
+                crate::l4rules::set_stream_addr(*f, e, &ctx);
             }
             HttpRequestAction::WaitForBody(w) => {
                 if !body_ready(w) {
@@ -697,6 +772,13 @@ fn cache_use(
     };
     let mut facts = hc::ReqFacts::for_request(r.head.method);
     let hit = hc::use_cache(cache, &req, &mut facts);
+    // HAProxy counts a lookup once the request is hashed and cacheable.
+    if facts.hash.is_some() && !facts.ignore {
+        st.counts.cache_lookups += 1;
+    }
+    if hit.is_some() {
+        st.counts.cache_hits += 1;
+    }
     if let Some(Ok(mut v)) = base.vars.map(|v| v.try_borrow_mut()) {
         v.info.cache = facts;
     }
@@ -722,9 +804,20 @@ pub struct ResHead {
     pub status: u16,
     pub reason: Vec<u8>,
     pub fields: Fields,
-    /// An `http-response deny` rule held: (set, rule) in the rule sets
-    /// run; the rules stopped there and the answer is to be replaced.
-    pub denied: Option<(usize, usize)>,
+    /// An `http-response deny` or `redirect` rule held: the rules
+    /// stopped there and the answer is to be replaced.
+    pub denied: Option<Denied>,
+}
+
+/// The `http-response deny` or `redirect` rule that stopped a response's
+/// rules.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Denied {
+    /// The rule set (0: the backend's, 1: the frontend's) and the rule.
+    pub set: usize,
+    pub rule: usize,
+    /// A `redirect`: its `Location`, evaluated on the response.
+    pub location: Option<Vec<u8>>,
 }
 
 impl ResHead {
@@ -776,7 +869,10 @@ pub fn run_response_with(
             let mut fields = head.fields.clone();
             match &rule.action {
                 // The rest of this proxy's list is skipped.
-                HttpResponseAction::Allow => break,
+                HttpResponseAction::Allow => {
+                    base.note_last_rule(&rule.loc);
+                    break;
+                }
                 HttpResponseAction::Var(v) => {
                     v.run(&ctx);
                     continue;
@@ -815,7 +911,24 @@ pub fn run_response_with(
                 HttpResponseAction::StrictMode(_) => continue,
                 // Nothing more runs: the caller sends the deny's answer.
                 HttpResponseAction::Deny(_) => {
-                    head.denied = Some((si, ri));
+                    base.note_last_rule(&rule.loc);
+                    head.denied = Some(Denied {
+                        set: si,
+                        rule: ri,
+                        location: None,
+                    });
+                    return;
+                }
+                // HAProxy: the server's answer is dropped for a redirect
+                // (`location` only), evaluated on that answer; noted as
+                // the last rule after the `http-after-response` rules.
+                HttpResponseAction::Redirect(rd) => {
+                    let location = crate::proxy::redirect_location(rd, b"", None, Some(&ctx));
+                    head.denied = Some(Denied {
+                        set: si,
+                        rule: ri,
+                        location: Some(location),
+                    });
                     return;
                 }
                 HttpResponseAction::Header(e) => apply_edit(e, &ctx, &mut fields),
@@ -878,7 +991,7 @@ pub fn rewrite_in_place(
     base: &Ctx<'_>,
     out: &mut Vec<u8>,
     start: usize,
-) -> Option<(u16, Option<(usize, usize)>)> {
+) -> Option<(u16, Option<Denied>)> {
     if !any(sets) || start > out.len() {
         return None;
     }

@@ -393,9 +393,10 @@ fn eval(t: &Test, r: &Ctx<'_>) -> bool {
         return match t.method {
             MatchMethod::Found => true,
             _ => {
-                file_ip(t, r.src.ip())
+                let ip = r.src_addr().ip();
+                file_ip(t, ip)
                     || t.patterns.iter().any(|p| match p {
-                        Pattern::Net(n) => n.contains(r.src.ip()),
+                        Pattern::Net(n) => n.contains(ip),
                         _ => false,
                     })
             }

@@ -583,7 +583,7 @@ pub fn run(cfg: Config, opts: RunOptions) -> i32 {
                 };
                 return Some(i64::from(t.unwrap_or(0)));
             }
-            Count::BeConn | Count::SrvConn => {}
+            Count::BeConn | Count::SrvConn | Count::SrvSessRate => {}
         }
         let be = c.backends.iter().find(|b| b.name == proxy)?;
         let crate::proxy::BackendKind::Servers(sv) = &be.kind else {
@@ -592,6 +592,9 @@ pub fn run(cfg: Config, opts: RunOptions) -> i32 {
         let mut n = 0i64;
         for s in &sv.farm.servers {
             if server.is_none_or(|name| s.name == name) {
+                if what == Count::SrvSessRate {
+                    return Some(i64::from(s.counters.sess_rate()));
+                }
                 n += i64::from(s.cur.load(Ordering::Relaxed));
                 if server.is_some() {
                     return Some(n);

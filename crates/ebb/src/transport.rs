@@ -127,7 +127,8 @@ pub struct LanePipe {
     /// The lane moved bytes since the HTTP/2 side last looked.
     pub dirty: bool,
     /// The client ended its side of a tunnel (END_STREAM on an extended
-    /// CONNECT): once `input` is read, the lane reads the end (0).
+    /// CONNECT), or closed the connection: once `input` is read, the lane
+    /// reads the end (0).
     pub eof: bool,
     /// The `sec-websocket-key` the HTTP/2 side made up for an extended
     /// CONNECT websocket request (RFC 8441 has none): the server's

@@ -39,6 +39,12 @@ pub struct Worker {
     wbufs: FreeList<Vec<u8>>,
     /// Header indexes of request heads, kept while their connections idle.
     heads: FreeList<Vec<crate::http1::HeaderSpan>>,
+    /// Exchange states of HTTP/1 streams, taken for an exchange and given
+    /// back while their connections idle.
+    streams: FreeList<Box<crate::stream::Stream>>,
+    /// Variable stores of client connections, likewise (see
+    /// [`crate::sample::vars::ConnVars`]).
+    vars: FreeList<Box<RefCell<crate::sample::VarStore>>>,
     pub files: RefCell<FileCache>,
     pub pool: Submitter,
     pub limits: Limits,
@@ -100,6 +106,8 @@ impl Worker {
             bufs: FreeList::default(),
             wbufs: FreeList::default(),
             heads: FreeList::default(),
+            streams: FreeList::default(),
+            vars: FreeList::default(),
             files: RefCell::new(FileCache::new()),
             pool,
             limits,
@@ -147,6 +155,27 @@ impl Worker {
         let keep = h.capacity() <= 4 * HEAD_FIELDS;
         h.clear();
         self.heads.give(h, keep);
+    }
+
+    /// A cleared stream for an exchange, from the pool when possible.
+    pub(crate) fn take_stream(&self) -> Box<crate::stream::Stream> {
+        self.streams.take(Box::default)
+    }
+
+    /// Gives a cleared stream back (see [`Worker::take_stream`]).
+    pub(crate) fn give_stream(&self, s: Box<crate::stream::Stream>, keep: bool) {
+        self.streams.give(s, keep);
+    }
+
+    /// A cleared variable store for an exchange, from the pool when
+    /// possible.
+    pub(crate) fn take_vars(&self) -> Box<RefCell<crate::sample::VarStore>> {
+        self.vars.take(Box::default)
+    }
+
+    /// Gives a cleared variable store back.
+    pub(crate) fn give_vars(&self, v: Box<RefCell<crate::sample::VarStore>>, keep: bool) {
+        self.vars.give(v, keep);
     }
 
     /// Whether a frontend may accept one more connection now.

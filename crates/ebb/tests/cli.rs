@@ -1143,3 +1143,68 @@ fn map_based_hash_weights_are_static_as_in_haproxy() {
     assert_eq!(cli(&s.admin, "set weight be/a 100%"), "\n");
     assert_eq!(cli(&s.user, "get weight be/a"), "2 (initial 2)\n\n");
 }
+
+fn sess_rate_cfg(sock: &Path, bind: &str, a: &Origin) -> String {
+    format!(
+        "global\n    stats socket {} level admin\n\
+         defaults\n    mode http\n    timeout client 10s\n    timeout server 5s\n    timeout connect 1s\n\
+         frontend fe\n    bind {bind}\n    acl s1_busy srv_sess_rate(test/s1) gt 50\n    http-request deny if s1_busy\n    default_backend test\n\
+         backend test\n    http-response set-header x-rate %[srv_sess_rate(s1)]/%[srv_sess_rate(test/s2)]\n\
+         \x20   server s1 {a}\n    server s2 {a} disabled\n    server s4 {a} disabled\n",
+        sock.display(),
+        a = a.addr,
+    )
+}
+
+/// `srv_sess_rate`, and the answers of `del server` for a server a fetch
+/// names and for one no configuration element points at, as HAProxy's.
+fn sess_rate_run(addr: std::net::SocketAddr, sock: &Path) -> Vec<String> {
+    let r = get(addr, "/x");
+    let mut seen = vec![format!(
+        "{} {}",
+        r.status,
+        r.header("x-rate").unwrap_or("-")
+    )];
+    for c in [
+        "del server test/s1",
+        "disable server test/s1",
+        "del server test/s1",
+        "del server test/s4",
+        "show servers state test",
+    ] {
+        let out = cli_cmd(sock, c);
+        // The state dump: the servers left, by name.
+        let out = if c.starts_with("show") {
+            out.lines()
+                .skip(2)
+                .filter_map(|l| l.split(' ').nth(3))
+                .collect::<Vec<_>>()
+                .join(" ")
+        } else {
+            out.trim().to_string()
+        };
+        seen.push(out);
+    }
+    seen
+}
+
+#[test]
+fn srv_sess_rate_and_del_server_of_a_named_server() {
+    let a = Origin::start("a", Mode::Ok);
+    let (e, sock) = ebb_with_admin("sessrate", |k, b| sess_rate_cfg(k, b, &a));
+    let ours = sess_rate_run(e.addr(), &sock);
+    let refused = "This server cannot be removed at runtime due to other configuration elements pointing to it.";
+    assert_eq!(
+        ours,
+        ["200 1/0", refused, "", refused, "Server deleted.", "s1 s2"],
+        "{ours:?}"
+    );
+    let Some((h, hap)) = haproxy_beside("sessrate", |k, b| sess_rate_cfg(k, b, &a)) else {
+        return;
+    };
+    assert_eq!(
+        sess_rate_run(hap, &h.sock),
+        ours,
+        "haproxy (left), ebb (right)"
+    );
+}

@@ -52,6 +52,11 @@ fn raw_field(head: &[Vec<u8>], name: &str) -> Option<Vec<u8>> {
     })
 }
 
+/// Field `name` of the answer to `req` sent on a new connection, as text.
+fn field_text(addr: SocketAddr, req: &str, name: &str) -> Option<String> {
+    raw_field(&raw_head(addr, req), name).map(|v| String::from_utf8_lossy(&v).into_owned())
+}
+
 /// Runs `check` against HAProxy started on the configuration `cfg` makes
 /// for a free loopback address (the bind line's), once it listens; nothing
 /// when HAProxy is not installed.
@@ -957,11 +962,8 @@ fn conditional_set_var() {
     let cfg = |b: &str| answering(b, COND_RULES);
     let ebb = Ebb::start(&cfg("BIND"));
     let see = |addr: SocketAddr| {
-        let head = raw_head(
-            addr,
-            "GET / HTTP/1.1\r\nHost: t\r\nx-cust: foobar\r\nConnection: close\r\n\r\n",
-        );
-        raw_field(&head, "x-var").map(|v| String::from_utf8_lossy(&v).into_owned())
+        let req = "GET / HTTP/1.1\r\nHost: t\r\nx-cust: foobar\r\nConnection: close\r\n\r\n";
+        field_text(addr, req, "x-var")
     };
     let want = Some("a=a b= c=2 d=7 e=<> f= g=z p=p h= i=6 j=foobar".to_string());
     assert_eq!(see(ebb.addr()), want);
@@ -1035,4 +1037,415 @@ fn request_length_in_http_rules() {
     let want = vec![Some(b"73 83".to_vec()), Some(b"98 108".to_vec())];
     assert_eq!(see(ebb.addr()), want);
     same_on_haproxy("hap-reqlen", cfg, see, &want);
+}
+
+/// Rules reading what earlier rules edited: `return`'s `hdr` and
+/// `lf-string`, `redirect location`, `set-var` (each on the request),
+/// and `http-response` rules after an `http-response set-header`.
+fn edited_config(bind: &str, origin: u16) -> String {
+    format!(
+        "defaults\n    mode http\n    timeout client 10s\n    timeout server 10s\n    timeout connect 5s\n\
+frontend fe\n    bind {bind}\n\
+    http-request set-header x-a edited\n\
+    http-request set-var(txn.v) req.hdr(x-a)\n\
+    http-request redirect location /r/%[req.hdr(x-a)] if {{ path /redir }}\n\
+    http-request return status 200 hdr x-got %[req.hdr(x-a)] hdr x-var %[var(txn.v)] content-type text/plain lf-string \"body=%[req.hdr(x-a)]\" if {{ path /ret }}\n\
+    default_backend be\n\
+backend be\n\
+    http-response set-header x-r one\n\
+    http-response set-header x-r2 %[res.hdr(x-r)]\n\
+    http-response set-var(txn.r) res.hdr(x-r)\n\
+    http-response set-header x-r3 %[var(txn.r)]\n\
+    server o 127.0.0.1:{origin}\n\
+listen origin\n    bind 127.0.0.1:{origin}\n\
+    http-request return status 200 content-type text/plain string origin\n"
+    )
+}
+
+fn edited_seen(addr: SocketAddr) -> Vec<Option<Vec<u8>>> {
+    let get = |path: &str| {
+        raw(
+            addr,
+            format!("GET {path} HTTP/1.1\r\nHost: t\r\nx-a: orig\r\nConnection: close\r\n\r\n")
+                .as_bytes(),
+        )
+        .expect("an answer")
+    };
+    let ret = get("/ret");
+    let redir = get("/redir");
+    let proxied = get("/p");
+    let f = |r: &Resp, n: &str| r.header(n).map(|v| v.as_bytes().to_vec());
+    vec![
+        f(&ret, "x-got"),
+        f(&ret, "x-var"),
+        Some(ret.body.clone()),
+        f(&redir, "location"),
+        f(&proxied, "x-r2"),
+        f(&proxied, "x-r3"),
+    ]
+}
+
+/// HAProxy evaluates a rule's formats when the rule runs, on the message
+/// as the rules before it edited it (ebb's `return` used to read the
+/// request as received).
+#[test]
+fn rules_read_the_message_as_earlier_rules_edited_it() {
+    let dir = scratch("edited");
+    let (port, origin) = (free_port(), free_port());
+    std::fs::write(
+        dir.join("ebb.cfg"),
+        edited_config(&format!("127.0.0.1:{port}"), origin),
+    )
+    .unwrap();
+    let ebb = Ebb::start_args(&["-f", dir.join("ebb.cfg").to_str().unwrap()], dir);
+    let want: Vec<Option<Vec<u8>>> = ["edited", "edited", "body=edited", "/r/edited", "one", "one"]
+        .iter()
+        .map(|v| Some(v.as_bytes().to_vec()))
+        .collect();
+    assert_eq!(edited_seen(ebb.addr()), want);
+    let horigin = free_port();
+    same_on_haproxy(
+        "hap-edited",
+        |b| edited_config(b, horigin),
+        edited_seen,
+        &want,
+    );
+}
+
+/// `http-request set-src`/`set-src-port` (and `tcp-request content
+/// set-dst` in an HTTP proxy) change the request's stream addresses, as
+/// HAProxy 2.6's: `src`, `src_port`, `dst` see them, `fc_src` stays the
+/// connection's, and the next request of the connection starts from the
+/// connection's again.
+#[test]
+fn http_request_set_src_is_the_streams() {
+    let rules = "    tcp-request content set-dst ipv4(10.2.0.2)\n\
+    http-request set-src hdr(x-src) if { hdr(x-src) -m found }\n\
+    http-request set-src-port hdr(x-port) if { hdr(x-port) -m found }\n\
+    http-after-response set-header x-a \"%[fc_src] %[src] %[dst]\"\n\
+    http-after-response set-header x-p \"%[src_port]\"\n";
+    let cfg = |b: &str| answering(b, rules);
+    let ebb = Ebb::start(&cfg("BIND"));
+    let see = |addr: SocketAddr| {
+        let mut c = Client::connect(addr);
+        let cp = c.s.local_addr().unwrap().port().to_string();
+        let mut out = Vec::new();
+        for extra in [
+            "x-src: 10.9.8.7\r\nx-port: 4242\r\n",
+            "",
+            "x-src: 2001:db8::5\r\n",
+        ] {
+            c.send(format!("GET / HTTP/1.1\r\nHost: t\r\n{extra}\r\n").as_bytes());
+            let r = c.read_resp();
+            let p = r.header("x-p").unwrap_or("").to_string();
+            let p = if p == cp { "CP".to_string() } else { p };
+            out.push(format!("{} {p}", r.header("x-a").unwrap_or("")));
+        }
+        out
+    };
+    let want = vec![
+        "127.0.0.1 10.9.8.7 10.2.0.2 4242".to_string(),
+        "127.0.0.1 127.0.0.1 10.2.0.2 CP".to_string(),
+        "127.0.0.1 2001:db8::5 10.2.0.2 CP".to_string(),
+    ];
+    assert_eq!(see(ebb.addr()), want);
+    same_on_haproxy("hap-setsrc", cfg, see, &want);
+}
+
+/// With a PROXY header (`accept-proxy`), the header's addresses are the
+/// session's (`src`, `dst`) while `fc_src`/`fc_dst` stay the socket's as
+/// the `tcp-request connection` rules left them (HAProxy 2.6's
+/// conn_recv_proxy; reg-test connection/cli_src_dst).
+#[test]
+fn a_proxy_header_gives_the_session_its_addresses() {
+    let cfg = |b: &str| {
+        format!(
+            "defaults\n    mode http\n    timeout client 10s\n    timeout server 10s\n    timeout connect 5s\n\
+frontend fe\n    bind {b} accept-proxy\n    tcp-request connection set-src ipv4(10.1.0.1)\n\
+    http-request return status 200 hdr x-a \"%[fc_src] %[src] %[dst]\"\n"
+        )
+    };
+    let ebb = Ebb::start(&cfg("BIND"));
+    let see = |addr: SocketAddr| {
+        let req = "PROXY TCP4 192.168.0.1 192.168.0.2 1111 80\r\nGET / HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n";
+        field_text(addr, req, "x-a")
+    };
+    let want = Some("10.1.0.1 192.168.0.1 192.168.0.2".to_string());
+    assert_eq!(see(ebb.addr()), want);
+    same_on_haproxy("hap-ppaddrs", cfg, see, &want);
+}
+
+/// The `defaults` section of the two-proxy configurations below.
+const HTTP_DEFAULTS: &str = "defaults\n    mode http\n    timeout client 10s\n    timeout server 10s\n    timeout connect 5s\n";
+
+/// `option forwardfor` and `option originalto` (HAProxy's merge: the
+/// frontend's or the backend's option adds the field, either's `except`
+/// network leaves it out, the backend names it) with the addresses an
+/// `http-request set-src`/`set-dst` gave the request; and an
+/// `http-request return` field whose value is empty is not sent.
+#[test]
+fn forwarded_addresses_follow_the_stream() {
+    let cfg = |b: &str| {
+        let p2 = free_port();
+        format!(
+            "{HTTP_DEFAULTS}frontend fe1\n    bind {b}\n    option originalto except 10.0.0.0/8\n    option forwardfor except 172.16.0.0/12\n\
+    http-request set-src hdr(x-src)\n    http-request set-dst hdr(x-dst)\n    default_backend be\n\
+backend be\n    option forwardfor except 192.168.0.0/16 header x-client\n    server s 127.0.0.1:{p2}\n\
+frontend fe2\n    bind 127.0.0.1:{p2}\n\
+    http-request return status 200 hdr x-ff \"%[req.hdr(x-client)]\" hdr x-ot \"%[req.hdr(x-original-to)]\" hdr x-xff \"%[req.hdr(x-forwarded-for)]\"\n"
+        )
+    };
+    let ebb = Ebb::start(&cfg("BIND"));
+    let see = |addr: SocketAddr| {
+        [
+            ("1.2.3.4", "5.6.7.8"),
+            ("192.168.1.1", "10.1.1.1"),
+            ("172.16.0.9", "::1"),
+        ]
+        .iter()
+        .map(|(s, d)| {
+            let req = format!("GET / HTTP/1.1\r\nHost: t\r\nx-src: {s}\r\nx-dst: {d}\r\nConnection: close\r\n\r\n");
+            ["x-ff", "x-ot", "x-xff"]
+                .iter()
+                .map(|n| field_text(addr, &req, n))
+                .collect::<Vec<_>>()
+        })
+        .collect::<Vec<_>>()
+    };
+    let s = |v: &str| Some(v.to_string());
+    let want = vec![
+        vec![s("1.2.3.4"), s("5.6.7.8"), None],
+        vec![None, None, None],
+        vec![None, s("::1"), None],
+    ];
+    assert_eq!(see(ebb.addr()), want);
+    same_on_haproxy("hap-fwd", cfg, see, &want);
+}
+
+/// The rule a `last_rule_file:last_rule_line` pair names, read from the
+/// configuration file itself (`-` for none).
+fn rule_at(v: &str) -> String {
+    let Some((file, line)) = v.rsplit_once(':') else {
+        return format!("unparsed {v}");
+    };
+    let Ok(n) = line.parse::<usize>() else {
+        return "-".to_string();
+    };
+    let text = std::fs::read_to_string(file).unwrap_or_default();
+    text.lines().nth(n - 1).unwrap_or("?").trim().to_string()
+}
+
+/// `last_rule_file`/`last_rule_line`: the last final rule of the exchange
+/// (`tcp-request content accept`, `http-request deny|allow`,
+/// `http-response deny|allow`; a `set-var` is not final), also
+/// `http-response redirect` itself, and the connection going on after a
+/// deny or a redirect, as HAProxy 2.6 (reg-test log/last_rule: the log
+/// line names redirects too).
+#[test]
+fn last_rule_names_the_final_rule() {
+    let cfg = |b: &str| {
+        let p2 = free_port();
+        format!(
+            "{HTTP_DEFAULTS}frontend fe\n    bind {b}\n    tcp-request content accept if {{ path /tcp }}\n\
+    http-request set-var(txn.p) path\n    http-request deny if {{ path /deny }}\n\
+    http-request redirect location /r if {{ path /redir }}\n    http-request allow if {{ path /allow }}\n\
+    http-after-response set-header x-lr \"%[last_rule_file]:%[last_rule_line]\"\n    default_backend be\n\
+backend be\n    http-response redirect location /x%[status] code 303 if {{ var(txn.p) -m str /rsredir }}\n\
+    http-response deny if {{ var(txn.p) -m str /rsdeny }}\n    http-response allow if {{ var(txn.p) -m str /rsallow }}\n\
+    server s 127.0.0.1:{p2}\n\
+frontend fe2\n    bind 127.0.0.1:{p2}\n    http-request return status 200\n"
+        )
+    };
+    let ebb = Ebb::start(&cfg("BIND"));
+    let see = |addr: SocketAddr| {
+        let mut c = Client::connect(addr);
+        [
+            "/none", "/tcp", "/deny", "/redir", "/allow", "/rsredir", "/rsdeny", "/rsallow",
+        ]
+        .iter()
+        .map(|p| {
+            c.send(format!("GET {p} HTTP/1.1\r\nHost: t\r\n\r\n").as_bytes());
+            let r = c.read_resp();
+            format!(
+                "{} {} {}",
+                r.status,
+                r.header("location").unwrap_or("-"),
+                rule_at(r.header("x-lr").unwrap_or(""))
+            )
+        })
+        .collect::<Vec<_>>()
+    };
+    let want = [
+        "200 - -",
+        "200 - tcp-request content accept if { path /tcp }",
+        "403 - http-request deny if { path /deny }",
+        // A redirect's answer goes through `http-after-response` before
+        // HAProxy notes the rule: they see none (the log line names it,
+        // reg-test log/last_rule).
+        "302 /r -",
+        "200 - http-request allow if { path /allow }",
+        "303 /x200 -",
+        "502 - http-response deny if { var(txn.p) -m str /rsdeny }",
+        "200 - http-response allow if { var(txn.p) -m str /rsallow }",
+    ]
+    .map(String::from)
+    .to_vec();
+    assert_eq!(see(ebb.addr()), want);
+    same_on_haproxy("hap-lastrule", cfg, see, &want);
+}
+
+const NORMALIZE_RULES: &str =
+    "    http-request normalize-uri path-merge-slashes if { req.hdr(x-n) -m str merge }\n\
+    http-request normalize-uri path-strip-dot if { req.hdr(x-n) -m str dot }\n\
+    http-request normalize-uri path-strip-dotdot if { req.hdr(x-n) -m str dotdot }\n\
+    http-request normalize-uri path-strip-dotdot full if { req.hdr(x-n) -m str full }\n\
+    http-request normalize-uri query-sort-by-name if { req.hdr(x-n) -m str sort }\n\
+    http-request normalize-uri percent-to-uppercase strict if { req.hdr(x-n) -m str upper }\n\
+    http-request normalize-uri percent-decode-unreserved if { req.hdr(x-n) -m str decode }\n\
+    http-request normalize-uri fragment-encode if { req.hdr(x-n) -m str frag }\n\
+    http-request set-var(txn.u) url\n    http-request set-var(txn.p) path\n\
+    http-request return status 200 hdr x-url \"%[var(txn.u)]\" hdr x-path \"%[var(txn.p)]\"\n";
+
+/// `http-request normalize-uri` (with `expose-experimental-directives`):
+/// each normalizer on the request's path and query, as HAProxy 2.6 (its
+/// reg-test http-rules/normalize_uri has more cases, in the unit tests of
+/// `rewrite::normalize`); the rules after it see the new target.
+#[test]
+fn normalize_uri_as_haproxy() {
+    let cfg = |b: &str| {
+        format!(
+            "global\n    expose-experimental-directives\n{}",
+            answering(b, NORMALIZE_RULES)
+        )
+    };
+    let ebb = Ebb::start(&cfg("BIND"));
+    let see = |addr: SocketAddr| {
+        [
+            ("merge", "//a///b//?x=//"),
+            ("dot", "/a/./b/."),
+            ("dotdot", "/a/../../b/"),
+            ("full", "/a/../../b/"),
+            ("sort", "/p?z=1&a=2&m&a=1"),
+            ("upper", "/%aa/%2f?q=%c3%a9"),
+            ("decode", "/%61%2F%7e?%41=%3d"),
+            ("frag", "/a/b"),
+            ("merge", "http://h//a//b?c"),
+        ]
+        .iter()
+        .map(|(n, t)| {
+            let req =
+                format!("GET {t} HTTP/1.1\r\nHost: h\r\nx-n: {n}\r\nConnection: close\r\n\r\n");
+            let head = raw_head(addr, &req);
+            let f = |k: &str| raw_field(&head, k).map(|v| String::from_utf8_lossy(&v).into_owned());
+            format!(
+                "{} {}",
+                f("x-url").unwrap_or_default(),
+                f("x-path").unwrap_or_default()
+            )
+        })
+        .collect::<Vec<_>>()
+    };
+    let want = [
+        "/a/b/?x=// /a/b/",
+        "/a/b/ /a/b/",
+        "/../b/ /../b/",
+        "/b/ /b/",
+        "/p?a=2&a=1&m&z=1 /p",
+        "/%AA/%2F?q=%C3%A9 /%AA/%2F",
+        "/a%2F~?A=%3d /a%2F~",
+        "/a/b /a/b",
+        "http://h/a/b?c /a/b",
+    ]
+    .map(String::from)
+    .to_vec();
+    assert_eq!(see(ebb.addr()), want);
+    // HAProxy 2.6 (checked with 2.6.12) parses `path-strip-dotdot`,
+    // `percent-to-uppercase` and `percent-decode-unreserved` followed
+    // directly by `if`/`unless` without setting the normalizer: those rules
+    // then merge slashes. ebb gives them their documented meaning, so
+    // these two cases are left out of the comparison.
+    let skip = |v: Vec<String>| {
+        v.into_iter()
+            .enumerate()
+            .filter(|(i, _)| *i != 2 && *i != 6)
+            .map(|(_, s)| s)
+            .collect::<Vec<_>>()
+    };
+    let hap_want = skip(want);
+    same_on_haproxy("hap-normalize", cfg, |a| skip(see(a)), &hap_want);
+}
+
+/// Without `expose-experimental-directives` before it, `normalize-uri` is
+/// refused at start with its line, as HAProxy does.
+#[test]
+fn normalize_uri_needs_experimental_directives() {
+    let d = scratch("normalize-refused");
+    std::fs::write(d.join("a.cfg"), answering("127.0.0.1:0", NORMALIZE_RULES)).unwrap();
+    let (code, _, err) = run_ebb(&["-c", "-f", "a.cfg"], &d);
+    assert_ne!(code, 0);
+    assert!(
+        err.contains("a.cfg:8:") && err.contains("expose-experimental-directives"),
+        "{err}"
+    );
+    let bad = format!(
+        "global\n    expose-experimental-directives\n{}",
+        answering(
+            "127.0.0.1:0",
+            "    http-request normalize-uri path-strip-dotdot fully\n"
+        )
+    );
+    std::fs::write(d.join("b.cfg"), bad).unwrap();
+    let (code, _, err) = run_ebb(&["-c", "-f", "b.cfg"], &d);
+    assert_ne!(code, 0);
+    assert!(
+        err.contains("b.cfg:10:") && err.contains("'fully'"),
+        "{err}"
+    );
+}
+
+/// An `http-request return` after rewriting rules reads the rewritten
+/// request in its `hdr` values, as HAProxy's (which rewrites in place).
+#[test]
+fn return_reads_the_rewritten_request() {
+    let rules = "    http-request set-path /new%[path]\n    http-request set-header x-a b\n\
+    http-request return status 200 hdr x-p \"%[path] %[req.hdr(x-a)]\"\n";
+    let cfg = |b: &str| answering(b, rules);
+    let ebb = Ebb::start(&cfg("BIND"));
+    let see = |addr: SocketAddr| {
+        field_text(
+            addr,
+            "GET /old?q HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n",
+            "x-p",
+        )
+    };
+    let want = Some("/new/old b".to_string());
+    assert_eq!(see(ebb.addr()), want);
+    same_on_haproxy("hap-retedit", cfg, see, &want);
+}
+
+/// The log line names the client as `http-request set-src`/`set-src-port`
+/// left it (HAProxy logs the stream's address), in `option httplog`'s
+/// line and in a `log-format`'s `%ci:%cp`.
+#[test]
+fn set_src_shows_in_the_log_line() {
+    let rules = "    http-request set-src hdr(x-src)\n    http-request set-src-port int(4242)\n";
+    for fmt in ["    option httplog\n", "    log-format \"cip=%ci:%cp\"\n"] {
+        let cfg = format!(
+            "global\n    log stdout format raw local0\n{}",
+            answering("BIND", &format!("    log global\n{fmt}{rules}"))
+        );
+        let e = Ebb::start(&cfg);
+        let head = raw_head(
+            e.addr(),
+            "GET / HTTP/1.1\r\nHost: t\r\nx-src: 10.9.8.7\r\nConnection: close\r\n\r\n",
+        );
+        assert!(head[0].starts_with(b"HTTP/1.1 200"), "{head:?}");
+        let want = if fmt.contains("cip") {
+            "cip=10.9.8.7:4242"
+        } else {
+            "10.9.8.7:4242 ["
+        };
+        let l = e.wait_stdout(want, Duration::from_secs(20));
+        assert!(l.is_some(), "{want}: {:?}", e.stdout.lock().unwrap());
+    }
 }

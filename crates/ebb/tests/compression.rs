@@ -262,6 +262,74 @@ fn offload_removes_accept_encoding_toward_the_server() {
     );
 }
 
+/// The head fields `compression algo identity` leaves on `/text` and
+/// `/chunked` for a client sending no `Accept-Encoding` (curl without
+/// `--compressed`): (transfer-encoding, content-length, content-encoding,
+/// etag, vary), values lowercased, and the body's length.
+fn identity_fields(base: &str, path: &str) -> (Vec<Option<String>>, usize) {
+    let (st, h, body) = curl(&[&format!("{base}{path}")]);
+    assert_eq!(st, 200, "{h}");
+    let field = |n: &str| {
+        h.lines()
+            .find_map(|l| l.strip_prefix(&format!("{n}: ")))
+            .map(|v| v.trim().to_string())
+    };
+    let f = [
+        "transfer-encoding",
+        "content-length",
+        "content-encoding",
+        "etag",
+        "vary",
+    ];
+    (f.iter().map(|n| field(n)).collect(), body.len())
+}
+
+#[test]
+fn identity_is_a_coding_that_rechunks() {
+    // HAProxy 2.6 treats a chosen `identity` as any other algorithm
+    // (reg-test compression/basic.vtc, c3): the bytes are unchanged but
+    // the length goes, the answer is chunked, the ETag weakened and Vary
+    // added; there is no Content-Encoding.
+    let o = Scripted::start(routes());
+    let e = Ebb::start(&proxy_cfg(
+        o.addr,
+        "    compression algo identity
+",
+    ));
+    let base = format!("http://{}", e.addr());
+    let some = |v: &str| Some(v.to_string());
+    let want_text = vec![
+        some("chunked"),
+        None,
+        None,
+        some("w/\"v1\""),
+        some("accept-encoding"),
+    ];
+    let got = identity_fields(&base, "/text");
+    assert_eq!(got, (want_text.clone(), 20_000));
+    let want_chunked = vec![some("chunked"), None, None, None, some("accept-encoding")];
+    assert_eq!(
+        identity_fields(&base, "/chunked"),
+        (want_chunked.clone(), 20_000)
+    );
+    // A client asking for gzip gets identity too (the only coding
+    // offered).
+    let (_, h, _) = curl(&["-H", "Accept-Encoding: gzip", &format!("{base}/text")]);
+    assert!(h.contains("transfer-encoding: chunked"), "{h}");
+    let port = free_port();
+    let hap_cfg = proxy_cfg(
+        o.addr,
+        "    compression algo identity
+",
+    )
+    .replace("BIND", &format!("127.0.0.1:{port}"));
+    if let Some(_h) = haproxy_with("comp-identity", &hap_cfg) {
+        let hbase = format!("http://127.0.0.1:{port}");
+        assert_eq!(identity_fields(&hbase, "/text"), (want_text, 20_000));
+        assert_eq!(identity_fields(&hbase, "/chunked"), (want_chunked, 20_000));
+    }
+}
+
 #[test]
 fn a_big_answer_is_compressed_in_slices() {
     // 3 MiB of text, compressed a slice per scheduler run (the

@@ -688,3 +688,64 @@ fn request_data_is_granted_back_on_its_stream_before_the_answer() {
         "WINDOW_UPDATE on stream 1 before its HEADERS"
     );
 }
+
+// --- a client that leaves right after its request -------------------------
+
+/// A `proto h2` listener proxying to `origin`.
+fn gone_cfg(bind: &str, origin: SocketAddr) -> String {
+    format!(
+        "defaults\n    mode http\n    timeout client 30s\n    timeout server 30s\n    timeout connect 5s\n\
+         listen l\n    bind {bind} proto h2\n    server o {origin}\n"
+    )
+}
+
+/// After the SETTINGS exchange, sends a whole GET (END_STREAM) and closes
+/// at once, reading nothing (the reg-test's client c6).
+fn request_and_leave(a: SocketAddr) {
+    let mut c = RawH2::connect(a);
+    // The server's SETTINGS ACK, so nothing is left to read.
+    loop {
+        let (kind, flags, _, _) = c.read_frame();
+        if kind == 4 && flags & 1 != 0 {
+            break;
+        }
+    }
+    c.request(
+        1,
+        &[
+            (":method", "GET"),
+            (":scheme", "http"),
+            (":path", "/gone"),
+            (":authority", "hostname"),
+        ],
+        true,
+    );
+    let _ = c.s.shutdown(std::net::Shutdown::Both);
+}
+
+/// HAProxy's reg-test http-messaging/h2_desync_attacks (its last client
+/// sends a request and closes without reading): a request all in still
+/// reaches the server when the client closed right after it (no `option
+/// abortonclose`). ebb used to drop the stream when its request and the
+/// close were read together, as a loaded machine reads them.
+#[test]
+fn a_whole_request_reaches_the_server_after_the_client_left() {
+    let o = Origin::start("o", Mode::Ok);
+    let e = Ebb::start(&gone_cfg("BIND", o.addr));
+    request_and_leave(e.addr());
+    wait_until("ebb's request at the origin", || {
+        o.requests.load(std::sync::atomic::Ordering::SeqCst) >= 1
+    });
+    assert_eq!(origin_lines(&o), ["GET /gone HTTP/1.1 host=hostname"]);
+    let h = Origin::start("h", Mode::Ok);
+    let port = free_port();
+    if let Some(_h) = haproxy_with("h2-gone", &gone_cfg(&format!("127.0.0.1:{port}"), h.addr)) {
+        let a: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+        wait_until("haproxy's listener", || TcpStream::connect(a).is_ok());
+        request_and_leave(a);
+        wait_until("haproxy's request at the origin", || {
+            h.requests.load(std::sync::atomic::Ordering::SeqCst) >= 1
+        });
+        assert_eq!(origin_lines(&h), ["GET /gone HTTP/1.1 host=hostname"]);
+    }
+}

@@ -85,6 +85,54 @@ fn checks(sock: &Path) -> HashMap<String, (String, String, String)> {
         .collect()
 }
 
+/// Waits until each backend of `want` (name, (check_status, check_code,
+/// last_chk)) reached its status, checks the other fields, and returns
+/// them.
+fn settled_checks(
+    sock: &Path,
+    want: &[(&str, (&str, &str, &str))],
+) -> HashMap<String, (String, String, String)> {
+    wait_until("the checks", || {
+        let c = checks(sock);
+        want.iter()
+            .all(|(be, (st, _, _))| c.get(*be).is_some_and(|x| x.0 == *st))
+    });
+    let all = checks(sock);
+    let mut out = HashMap::new();
+    for (be, (st, code, last)) in want {
+        let got = &all[*be];
+        assert_eq!(
+            (got.0.as_str(), got.1.as_str(), got.2.as_str()),
+            (*st, *code, *last),
+            "backend {be}"
+        );
+        out.insert(be.to_string(), got.clone());
+    }
+    out
+}
+
+/// ebb on `backends` with an admin socket: its scratch directory, the
+/// socket, the process.
+fn ebb_with_socket(name: &str, backends: &str) -> (std::path::PathBuf, std::path::PathBuf, Ebb) {
+    let d = scratch(name);
+    let sock = d.join("admin.sock");
+    let e = Ebb::start(&format!(
+        "global\n    stats socket {} level admin\n{}",
+        sock.display(),
+        common_cfg(backends, free_port())
+    ));
+    (d, sock, e)
+}
+
+/// `ebb -c` on `backends`: refused, its error output.
+fn refused(d: &Path, backends: &str) -> String {
+    let bad = d.join("bad.cfg");
+    std::fs::write(&bad, common_cfg(backends, free_port())).unwrap();
+    let (code, _, err) = run_ebb(&["-c", "-f", bad.to_str().unwrap()], d);
+    assert!(code != 0, "accepted: {backends}");
+    err
+}
+
 #[test]
 fn header_rules_and_sequences_report_as_haproxy() {
     let (a, _) = server(ANSWER);
@@ -120,13 +168,7 @@ fn header_rules_and_sequences_report_as_haproxy() {
         b.port(),
         srv(""),
     );
-    let d = scratch("httpcheck-ebb");
-    let sock = d.join("admin.sock");
-    let _e = Ebb::start(&format!(
-        "global\n    stats socket {} level admin\n{}",
-        sock.display(),
-        common_cfg(&backends, free_port())
-    ));
+    let (d, sock, _e) = ebb_with_socket("httpcheck-ebb", &backends);
     let hap = haproxy(&backends);
     let want: &[(&str, (&str, &str, &str))] = &[
         ("ok", ("L7OK", "202", "")),
@@ -146,33 +188,13 @@ fn header_rules_and_sequences_report_as_haproxy() {
             ),
         ),
     ];
-    let settled = |s: &Path| {
-        let c = checks(s);
-        want.iter()
-            .all(|(be, (st, _, _))| c.get(*be).is_some_and(|x| x.0 == *st))
-    };
-    wait_until("ebb's checks", || settled(&sock));
-    let ours = checks(&sock);
-    for (be, (st, code, last)) in want {
-        let got = &ours[*be];
-        assert_eq!(
-            (got.0.as_str(), got.1.as_str(), got.2.as_str()),
-            (*st, *code, *last),
-            "backend {be}"
-        );
-    }
+    let ours = settled_checks(&sock, want);
     // A connect right after a send is refused, as HAProxy does.
-    let bad = d.join("bad.cfg");
-    std::fs::write(
-        &bad,
-        common_cfg(
-            "backend ok\n    option httpchk\n    http-check connect\n    http-check send uri /a\n    http-check connect port 81\n",
-            free_port(),
-        ),
-    )
-    .unwrap();
-    let (code, _, err) = run_ebb(&["-c", "-f", bad.to_str().unwrap()], &d);
-    assert!(code != 0 && err.contains("missing expect rule"), "{err}");
+    let err = refused(
+        &d,
+        "backend ok\n    option httpchk\n    http-check connect\n    http-check send uri /a\n    http-check connect port 81\n",
+    );
+    assert!(err.contains("missing expect rule"), "{err}");
     // The sequence went to the second port with its own request.
     assert!(seen_b
         .lock()
@@ -180,14 +202,11 @@ fn header_rules_and_sequences_report_as_haproxy() {
         .iter()
         .any(|l| l == "GET /second HTTP/1.1"));
     if let Some(h) = &hap {
-        wait_until("haproxy's checks", || settled(&h.sock));
-        let theirs = checks(&h.sock);
-        for (be, _) in want {
-            assert_eq!(
-                ours[*be], theirs[*be],
-                "backend {be}: ebb (left), haproxy (right)"
-            );
-        }
+        assert_eq!(
+            settled_checks(&h.sock, want),
+            ours,
+            "ebb (right), haproxy (left)"
+        );
     }
 }
 
@@ -311,4 +330,61 @@ fn layer4_check_hands_the_server_no_connection() {
         l.accept().is_err(),
         "haproxy's check gave the server a connection"
     );
+}
+
+/// An answer carrying the name of another of its headers, and who it is
+/// for (HAProxy's `checks/http-check-expect` reg-test uses the first).
+const NAMED: &str = "HTTP/1.1 200 OK\r\nx-hdr-name: x-test1\r\nx-test1: true, next value\r\nx-who: vars/srv\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
+
+#[test]
+fn check_variables_and_log_format_patterns_as_haproxy() {
+    let (a, _) = server(NAMED);
+    let srv = format!("    server srv {a} check inter 100ms rise 1 fall 1\n");
+    let backends = format!(
+        "backend ok\n    server srv {a}\n\
+         backend vars\n    option httpchk\n    http-check expect status 200\n\
+         \x20   http-check set-var(check.hdr_name) res.fhdr(x-hdr-name)\n\
+         \x20   http-check expect hdr name-lf -m str \"%[var(check.hdr_name)]\"\n\
+         \x20   http-check expect hdr name-lf -m beg \"%[res.fhdr(x-hdr-name)]\" value-lf -m sub \"%[str(next)]\"\n\
+         \x20   http-check set-var-fmt(check.who) \"%[be_name]/%[srv_name]\"\n\
+         \x20   http-check expect fhdr name x-who value-lf \"%[var(check.who)]\"\n{srv}\
+         backend unset\n    option httpchk\n    http-check set-var(check.n) str(x-test1)\n    http-check unset-var(check.n)\n\
+         \x20   http-check expect hdr name-lf \"%[var(check.n)]\"\n{srv}\
+         backend other\n    option httpchk\n    http-check set-var(check.n) str(x-none)\n\
+         \x20   http-check expect hdr name-lf \"%[var(check.n)]\"\n{srv}\
+         backend vars_first\n    option httpchk\n    http-check set-var(sess.p) str(/probe)\n    http-check connect\n\
+         \x20   http-check send uri /p\n    http-check expect hdr name x-who value-lf -m beg \"%[be_name]\"\n{srv}"
+    );
+    // The names are the backends' own: `vars_first` is not `vars/srv`.
+    let want: &[(&str, (&str, &str, &str))] = &[
+        ("vars", ("L7OK", "200", "")),
+        (
+            "unset",
+            (
+                "L7RSP",
+                "",
+                "log-format string evaluated to an empty string",
+            ),
+        ),
+        ("other", ("L7STS", "200", "OK")),
+        ("vars_first", ("L7STS", "200", "OK")),
+    ];
+    let (d, sock, _e) = ebb_with_socket("httpcheck-vars", &backends);
+    let ours = settled_checks(&sock, want);
+    // Scopes a check has no use for are refused.
+    let err = refused(
+        &d,
+        "backend ok\n    option httpchk\n    http-check set-var(txn.x) str(a)\n",
+    );
+    assert!(
+        err.contains("bad.cfg:12: ") && err.contains("proc, sess and check"),
+        "{err}"
+    );
+    if let Some(h) = haproxy(&backends) {
+        assert_eq!(
+            settled_checks(&h.sock, want),
+            ours,
+            "ebb (right), haproxy (left)"
+        );
+    }
 }

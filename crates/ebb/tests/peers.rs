@@ -173,20 +173,62 @@ fn start_haproxy(dir: &Path, name: &str, cfg: &str, sock: &Path) -> Haproxy {
     h
 }
 
-#[test]
-fn ebb_and_haproxy_share_a_table_both_ways() {
+/// An ebb and a HAProxy, peers of each other (`None`: no haproxy here).
+struct EbbHap {
+    dir: PathBuf,
+    e: Ebb,
+    h: Haproxy,
+    se: PathBuf,
+    sh: PathBuf,
+    /// HAProxy's frontend.
+    wh: SocketAddr,
+    /// The configurations, to start them again.
+    cfg_e: String,
+    cfg_h: String,
+}
+
+fn ebb_and_haproxy(name: &str, ebb: &str, hap: &str) -> Option<EbbHap> {
     if !have("haproxy") {
         eprintln!("haproxy not installed: skipped");
-        return;
+        return None;
     }
-    let dir = scratch("peers-haproxy");
+    let dir = scratch(name);
     let (pe, ph, he, hh) = (free_port(), free_port(), free_port(), free_port());
-    let peers = [("ebb1", pe), ("hap1", ph)];
+    let peers = [(ebb, pe), (hap, ph)];
     let (se, sh) = (dir.join("e.sock"), dir.join("h.sock"));
-    let e = start_ebb(&dir, "ebb1", &config(&se, &peers, he));
-    let _h = start_haproxy(&dir, "hap1", &config(&sh, &peers, hh), &sh);
-    let we = e.addrs[0];
+    let cfg_e = config(&se, &peers, he);
+    let e = start_ebb(&dir, ebb, &cfg_e);
+    let cfg_h = config(&sh, &peers, hh);
+    let h = start_haproxy(&dir, hap, &cfg_h, &sh);
     let wh: SocketAddr = format!("127.0.0.1:{hh}").parse().unwrap();
+    Some(EbbHap {
+        dir,
+        e,
+        h,
+        se,
+        sh,
+        wh,
+        cfg_e,
+        cfg_h,
+    })
+}
+
+#[test]
+fn ebb_and_haproxy_share_a_table_both_ways() {
+    let Some(EbbHap {
+        dir,
+        e,
+        h: _h,
+        se,
+        sh,
+        wh,
+        cfg_e,
+        cfg_h,
+    }) = ebb_and_haproxy("peers-haproxy", "ebb1", "hap1")
+    else {
+        return;
+    };
+    let we = e.addrs[0];
     // Three requests on ebb from .1, two on HAProxy from .2.
     for _ in 0..3 {
         assert_eq!(get_from("127.0.0.1", we), 200);
@@ -249,7 +291,7 @@ fn ebb_and_haproxy_share_a_table_both_ways() {
     // both entries from ebb (its own .2 included).
     drop(_h);
     let n1 = value(&cli_cmd(&se, "show table web"), "127.0.0.1", "http_req_cnt");
-    let _h = start_haproxy(&dir, "hap1", &config(&sh, &peers, hh), &sh);
+    let _h = start_haproxy(&dir, "hap1", &cfg_h, &sh);
     wait_for("the new haproxy learns the table from ebb", || {
         let t = cli_cmd(&sh, "show table web");
         value(&t, "127.0.0.1", "http_req_cnt") == n1
@@ -257,7 +299,7 @@ fn ebb_and_haproxy_share_a_table_both_ways() {
     });
     // And ebb restarts empty and learns the table back from HAProxy.
     drop(e);
-    let e = start_ebb(&dir, "ebb1", &config(&se, &peers, he));
+    let e = start_ebb(&dir, "ebb1", &cfg_e);
     wait_for("the new ebb learns the table from haproxy", || {
         let t = cli_cmd(&se, "show table web");
         value(&t, "127.0.0.1", "http_req_cnt") == n1
@@ -554,6 +596,13 @@ fn a_master_worker_reload_hands_the_table_to_the_new_worker() {
     for _ in 0..3 {
         assert_eq!(get_from("127.0.0.1", m.addrs[0]), 200);
     }
+    let mp = m.pid();
+    let children = std::fs::read_to_string(format!("/proc/{mp}/task/{mp}/children")).unwrap();
+    let old: u32 = children
+        .split_whitespace()
+        .next()
+        .and_then(|p| p.parse().ok())
+        .expect("the master's worker");
     m.signal("USR2");
     m.wait_stdout("ebb: ready", Duration::from_secs(60))
         .expect("the new worker is ready");
@@ -568,6 +617,9 @@ fn a_master_worker_reload_hands_the_table_to_the_new_worker() {
     wait_for("the new worker counts on from the taught entry", || {
         value(&cli_cmd(&sw, "show table web"), "127.0.0.1", "http_req_cnt") == Some(4)
     });
+    // The old worker, done teaching, leaves.
+    let proc_dir = PathBuf::from(format!("/proc/{old}"));
+    wait_for("the old worker exits", || !proc_dir.exists());
 }
 
 /// A configuration storing HAProxy 2.6's arrays and `http_fail_*`: the
@@ -812,4 +864,81 @@ fn a_peer_that_never_answers_is_retried_without_spinning() {
     assert!(waited > 1.0, "retried after {waited} s");
     assert!(used < waited / 4.0, "{used} s of CPU in {waited} s");
     drop(first);
+}
+
+/// Waits until the CLI on `sock` shows the session to `peer` established.
+fn wait_established(sock: &Path, peer: &str) {
+    wait_for(&format!("the session to {peer} established"), || {
+        cli_cmd(sock, "show peers")
+            .lines()
+            .any(|l| l.contains(&format!(" id={peer}(remote,active)")) && l.contains("=ESTA "))
+    });
+}
+
+/// Sends `sig` to `e` and waits for its exit. The bound is 4 s: a stop
+/// with nothing to teach takes milliseconds, and ebb used to wait for its
+/// 5 s reconnect date after the one failed try to reach a new process.
+fn stop_and_wait(e: &mut Ebb, sig: &str) {
+    e.signal(sig);
+    assert!(
+        e.wait_exit(Duration::from_secs(4)).is_some(),
+        "no exit within 4 s of SIG{sig} with a connected peer"
+    );
+}
+
+#[test]
+fn a_stopping_peer_closes_its_sessions_and_exits() {
+    // Soft stops (SIGTERM, SIGUSR1) with a connected ebb peer: the stopping
+    // process closes its peer sessions and exits; the other keeps serving
+    // and reconnects when the first comes back.
+    let Pair {
+        dir,
+        a,
+        mut b,
+        sa,
+        sb,
+        cfg_b,
+    } = pair("peers-stop");
+    wait_established(&sa, "b");
+    wait_established(&sb, "a");
+    stop_and_wait(&mut b, "TERM");
+    assert_eq!(get_from("127.0.0.1", a.addrs[0]), 200);
+    let mut b = start_ebb(&dir, "b", &cfg_b);
+    wait_established(&sb, "a");
+    // A counts B's new entry: the session is back.
+    assert_eq!(get_from("127.0.0.2", b.addrs[0]), 200);
+    wait_for("A learns the restarted B's entry", || {
+        value(&cli_cmd(&sa, "show table web"), "127.0.0.2", "gpc0").is_some()
+    });
+    stop_and_wait(&mut b, "USR1");
+    assert_eq!(get_from("127.0.0.1", a.addrs[0]), 200);
+}
+
+#[test]
+fn an_ebb_peer_of_haproxy_stops_and_comes_back() {
+    let Some(EbbHap {
+        dir,
+        mut e,
+        h: _h,
+        se,
+        sh,
+        wh,
+        cfg_e,
+        ..
+    }) = ebb_and_haproxy("peers-stop-haproxy", "e", "h")
+    else {
+        return;
+    };
+    wait_established(&se, "h");
+    stop_and_wait(&mut e, "TERM");
+    assert_eq!(get_from("127.0.0.1", wh), 200);
+    let e = start_ebb(&dir, "e", &cfg_e);
+    wait_established(&se, "h");
+    assert_eq!(get_from("127.0.0.2", e.addrs[0]), 200);
+    wait_for("haproxy learns the restarted ebb's entry", || {
+        value(&cli_cmd(&sh, "show table web"), "127.0.0.2", "gpc0").is_some()
+    });
+    let mut e = e;
+    stop_and_wait(&mut e, "USR1");
+    assert_eq!(get_from("127.0.0.1", wh), 200);
 }

@@ -58,6 +58,8 @@ struct Counts {
     expected_errors: AtomicUsize,
     wrong: AtomicUsize,
     connect_errors: AtomicUsize,
+    /// The first wrong answers: what was asked, what was due, what came.
+    wrong_seen: std::sync::Mutex<Vec<String>>,
 }
 
 /// The requests of the mix and the status each must get.
@@ -92,11 +94,18 @@ fn once(a: SocketAddr, req: &[u8], c: &Counts) -> Option<Resp> {
     }
 }
 
-fn check(c: &Counts, r: Option<Resp>, want: u16) {
+fn check(c: &Counts, what: &str, r: Option<Resp>, want: u16) {
     match r {
         Some(r) if r.status == want && want < 400 => c.ok.fetch_add(1, Ordering::Relaxed),
         Some(r) if r.status == want => c.expected_errors.fetch_add(1, Ordering::Relaxed),
-        _ => c.wrong.fetch_add(1, Ordering::Relaxed),
+        r => {
+            let got = r.map_or("no answer".to_string(), |r| format!("{}", r.status));
+            let mut seen = c.wrong_seen.lock().unwrap();
+            if seen.len() < 20 {
+                seen.push(format!("{what}: want {want}, got {got}"));
+            }
+            c.wrong.fetch_add(1, Ordering::Relaxed)
+        }
     };
 }
 
@@ -124,7 +133,7 @@ fn worker(kind: usize, a: SocketAddr, stop: Arc<AtomicBool>, c: Arc<Counts>) {
                     let closed = r
                         .as_ref()
                         .is_none_or(|r| r.header("connection") == Some("close"));
-                    check(&c, r, want);
+                    check(&c, p, r, want);
                     if closed || stop.load(Ordering::Relaxed) {
                         break;
                     }
@@ -136,7 +145,7 @@ fn worker(kind: usize, a: SocketAddr, stop: Arc<AtomicBool>, c: Arc<Counts>) {
                 i += 1;
                 let req = format!("GET {p} HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n");
                 let r = once(a, req.as_bytes(), &c);
-                check(&c, r, want);
+                check(&c, p, r, want);
             }
             // Pipelined batches of 8.
             3 => {
@@ -153,12 +162,12 @@ fn worker(kind: usize, a: SocketAddr, stop: Arc<AtomicBool>, c: Arc<Counts>) {
                 if cl.s.write_all(req.as_bytes()).is_err() {
                     continue;
                 }
-                for (_, want) in &batch {
+                for (p, want) in &batch {
                     let r = cl.read_resp_opt(false);
                     let closed = r
                         .as_ref()
                         .is_none_or(|r| r.header("connection") == Some("close"));
-                    check(&c, r, *want);
+                    check(&c, p, r, *want);
                     if closed {
                         break;
                     }
@@ -168,10 +177,11 @@ fn worker(kind: usize, a: SocketAddr, stop: Arc<AtomicBool>, c: Arc<Counts>) {
             _ => {
                 i += 1;
                 match i % 4 {
-                    0 => check(&c, once(a, b"GET / HTTP/1.1\r\nHost: h\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n", &c), 400),
-                    1 => check(&c, once(a, b"GET /\x01 HTTP/1.1\r\nHost: h\r\n\r\n", &c), 400),
+                    0 => check(&c, "two content-lengths", once(a, b"GET / HTTP/1.1\r\nHost: h\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n", &c), 400),
+                    1 => check(&c, "control byte in target", once(a, b"GET /\x01 HTTP/1.1\r\nHost: h\r\n\r\n", &c), 400),
                     2 => check(
                         &c,
+                        "chunked POST",
                         once(a, b"POST /api/post HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n5\r\nhello\r\n0\r\n\r\n", &c),
                         200,
                     ),
@@ -217,11 +227,11 @@ impl SoakEnv {
         nbthread 2
     defaults
         mode http
-        timeout client 5s
+        timeout client 20s
         timeout http-request 2s
-        timeout http-keep-alive 1s
-        timeout connect 1s
-        timeout server 2s
+        timeout http-keep-alive 2s
+        timeout connect 5s
+        timeout server 20s
     frontend fe
         bind BIND
         http-request redirect prefix /new code 301 if {{ path_beg /old }}
@@ -306,11 +316,12 @@ fn soak_mixed_traffic_without_growth() {
         t.join().unwrap();
     }
     let under_load = sample(pid);
-    // Idle: keep-alive (1 s), heads (2 s) and pooled server connections
-    // (1 s purge) time out.
+    // Idle: keep-alive (2 s), heads (2 s) and pooled server connections
+    // (1 s purge) time out; the bound is only a ceiling for a loaded
+    // machine.
     let t = Instant::now();
     let mut s1 = sample(pid);
-    while t.elapsed() < Duration::from_secs(10) && s1.fds > s0.fds.min(20) {
+    while t.elapsed() < Duration::from_secs(60) && s1.fds > s0.fds.min(20) {
         std::thread::sleep(Duration::from_millis(200));
         s1 = sample(pid);
     }
@@ -334,7 +345,12 @@ fn soak_mixed_traffic_without_growth() {
         "RSS peak: first half {rss_first_half} kB, second half {rss_second_half} kB; growth warm -> idle {} kB",
         s1.rss_kb as i64 - s0.rss_kb as i64
     );
-    assert_eq!(wrong, 0, "answers missing or with the wrong status");
+    assert_eq!(
+        wrong,
+        0,
+        "answers missing or with the wrong status: {:?}",
+        counts.wrong_seen.lock().unwrap()
+    );
     assert_eq!(cerr, 0, "connections refused");
     assert!(ok > 1000, "too little traffic: {ok}");
     // Bounds: the idle fd count is back to the warm one (a few slack for
@@ -391,7 +407,12 @@ fn pipelined_mix_keeps_answer_accounting() {
         "ebb died: {:?}",
         e.stderr.lock().unwrap()
     );
-    assert_eq!(counts.wrong.load(Ordering::SeqCst), 0);
+    assert_eq!(
+        counts.wrong.load(Ordering::SeqCst),
+        0,
+        "{:?}",
+        counts.wrong_seen.lock().unwrap()
+    );
     assert!(counts.ok.load(Ordering::SeqCst) > 100);
     let _ = std::fs::remove_dir_all(&env.root);
 }

@@ -10,7 +10,7 @@ use std::process::Command;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use common::origin::{Mode, Origin};
+use common::origin::{Gate, Mode, Origin};
 use common::*;
 
 /// "admin:s3cret" in base64.
@@ -27,6 +27,22 @@ fn page_cfg(a: &Origin, b: &Origin, c: &Origin) -> String {
          backend app\n    balance roundrobin\n    server a {} check inter 200ms\n    server b {} weight 3\n    server c {} disabled\n",
         a.addr, b.addr, c.addr
     )
+}
+
+/// A form POSTed to the page.
+fn post(addr: std::net::SocketAddr, path: &str, auth: Option<&str>, body: &str) -> Resp {
+    let mut c = Client::connect(addr);
+    let a = auth
+        .map(|a| format!("Authorization: {a}\r\n"))
+        .unwrap_or_default();
+    c.send(
+        format!(
+            "POST {path} HTTP/1.1\r\nHost: t\r\n{a}Content-Type: application/x-www-form-urlencoded\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        )
+        .as_bytes(),
+    );
+    c.read_resp()
 }
 
 fn req(addr: std::net::SocketAddr, path: &str, auth: Option<&str>) -> Resp {
@@ -76,8 +92,9 @@ fn page_auth_modifiers_and_admin() {
     ] {
         assert!(html.contains(needle), "{needle} missing");
     }
-    // Admin links, since `stats admin if local` holds for 127.0.0.1.
-    assert!(html.contains("action=maint"));
+    // Admin forms, since `stats admin if local` holds for 127.0.0.1.
+    assert!(html.contains("<input type=\"checkbox\" name=\"s\" value=\"a\">"));
+    assert!(html.contains("<option value=\"maint\">"));
 
     // Modifiers.
     let r = req(main, "/stats;norefresh", Some(AUTH));
@@ -117,15 +134,14 @@ fn page_auth_modifiers_and_admin() {
     // twice (401).
     assert_eq!(col("fe,FRONTEND,", "hrsp_2xx"), "10");
     assert_eq!(col("fe,FRONTEND,", "hrsp_4xx"), "2");
-    // The full suffix is compared.
-    for bad in [
-        "/stats;csvx",
-        "/stats;upx",
-        "/stats;no-maintenance",
-        "/stats;",
-    ] {
-        assert_eq!(req(main, bad, Some(AUTH)).status, 404, "{bad}");
-    }
+    // As in HAProxy, the words are looked for anywhere after the URI.
+    let r = req(main, "/stats/x;csvx", Some(AUTH));
+    assert!(r.text().starts_with("# pxname,"), "{}", r.text());
+    let r = req(main, "/stats?scope=APP;csv", Some(AUTH)).text();
+    assert!(
+        r.contains("\napp,BACKEND,") && !r.contains("\nfe,FRONTEND,"),
+        "{r}"
+    );
     let up = req(main, "/stats;up;norefresh", Some(AUTH)).text();
     assert!(
         up.contains(">a<") && up.contains(">b<") && !up.contains(">c<"),
@@ -134,34 +150,34 @@ fn page_auth_modifiers_and_admin() {
     let nm = req(main, "/stats;no-maint", Some(AUTH)).text();
     assert!(nm.contains(">b<") && !nm.contains(">c<"));
 
-    // Admin action: b to maint, then no traffic reaches b.
-    let r = req(main, "/stats?b=app&s=b&action=maint", Some(AUTH));
-    assert_eq!(r.status, 200);
-    assert!(
-        r.text().contains("server app/b set to maint"),
-        "{}",
-        r.text()
-    );
+    // Admin form: b to maint, then no traffic reaches b.
+    let r = post(main, "/stats;up", Some(AUTH), "s=b&action=maint&b=app");
+    assert_eq!(r.status, 303);
+    assert_eq!(r.header("location"), Some("/stats;st=DONE;up"));
+    let r = req(main, "/stats;st=DONE", Some(AUTH));
+    assert!(r.text().contains("The action was done."), "{}", r.text());
     let b0 = b.requests.load(Ordering::SeqCst);
     for i in 0..6 {
         assert_eq!(get(main, &format!("/q{i}")).status, 200);
     }
     assert_eq!(b.requests.load(Ordering::SeqCst), b0);
-    let r = req(main, "/stats?b=app&s=nope&action=ready", Some(AUTH));
-    assert!(
-        r.text().contains("action failed: No such server"),
-        "{}",
-        r.text()
-    );
+    let r = post(main, "/stats", Some(AUTH), "s=nope&action=ready&b=app");
+    assert_eq!(r.header("location"), Some("/stats;st=ERRP"));
+    // A GET never acts.
+    let r = req(main, "/stats?b=app&s=b&action=ready", Some(AUTH));
+    assert_eq!(r.status, 200);
+    let r = req(main, "/stats;csv", Some(AUTH)).text();
+    assert!(r.contains("\napp,b,") && r.contains(",MAINT,"), "{r}");
 
     // The other frontend: no auth, admin refused by its condition.
     let r = req(ro, "/s/", None);
     assert_eq!(r.status, 200);
-    assert!(!r.text().contains("action=maint"));
-    assert_eq!(req(ro, "/s/?b=app&s=b&action=ready", None).status, 403);
+    assert!(!r.text().contains("type=\"checkbox\""));
+    let r = post(ro, "/s/", None, "s=b&action=ready&b=app");
+    assert_eq!(r.header("location"), Some("/s/;st=DENY"));
     assert_eq!(req(ro, "/s/;csv", None).status, 200);
-    // A path past the stats URI is not the page: it goes to the backend.
-    assert_eq!(get(ro, "/s/other").status, 200);
+    // A path past the stats URI is the page too.
+    assert!(get(ro, "/s/other").text().contains("<h2>backend app</h2>"));
     let _ = Duration::ZERO;
 }
 
@@ -682,4 +698,656 @@ fn socket_stats_listeners_and_backend_state_history() {
         return;
     };
     assert_eq!(listener_rows(&cli_cmd(&h.sock, "show stat")), rows);
+}
+
+/// A test server on loopback: `f` handles each connection in turn, which
+/// closes after it.
+fn serve_each(f: impl Fn(&mut std::net::TcpStream) + Send + 'static) -> std::net::SocketAddr {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for s in l.incoming() {
+            let Ok(mut s) = s else { return };
+            f(&mut s);
+        }
+    });
+    addr
+}
+
+/// An origin that answers a head announcing 100 bytes, sends 3 and
+/// closes (the server aborts while the body passes: `SD`).
+fn cutting_origin() -> std::net::SocketAddr {
+    use std::io::{Read, Write};
+    serve_each(|s| {
+        let mut buf = [0u8; 4096];
+        let mut got = Vec::new();
+        while !got.windows(4).any(|w| w == b"\r\n\r\n") {
+            match s.read(&mut buf) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => got.extend_from_slice(&buf[..n]),
+            }
+        }
+        let _ = s.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nabc");
+    })
+}
+
+/// A frontend sending `/slow` to a server answering after 300 ms and
+/// `/cut` to one closing mid-body, and the exporter.
+fn times_cfg(bind: &str, metrics: &str, slow: &Origin, cut: std::net::SocketAddr) -> String {
+    format!(
+        "defaults\n    mode http\n    timeout client 10s\n    timeout server 10s\n    timeout connect 5s\n\
+         frontend stats\n    bind {metrics}\n    http-request use-service prometheus-exporter\n\
+         frontend fe\n    bind {bind}\n    use_backend cut if {{ path /cut }}\n    default_backend slow\n\
+         backend slow\n    server s {}\n\
+         backend cut\n    server c {cut}\n",
+        slow.addr
+    )
+}
+
+/// The exporter's time averages and maxima and the aborts: what HAProxy
+/// prints (floats with six decimals), where ebb used to print NaN.
+fn check_times(name: &str, text: &str) {
+    let val = |metric: &str| -> String {
+        text.lines()
+            .find_map(|l| l.strip_prefix(&format!("{metric} ")))
+            .unwrap_or_else(|| panic!("{name}: {metric} not in:\n{text}"))
+            .to_string()
+    };
+    // The averages are over a window of 1024 streams even after one
+    // (HAProxy 2.6's exporter): 300 ms once is 0.001 s; the maxima are
+    // the 300 ms.
+    let secs = |m: &str| -> f64 {
+        let v = val(m);
+        let (_, frac) = v.split_once('.').unwrap_or(("", ""));
+        assert_eq!(frac.len(), 6, "{name}: {m} {v}");
+        v.parse().unwrap()
+    };
+    let (avg, max, short) = (0.001..0.03, 0.3..30.0, 0.0..0.3);
+    for (m, range) in [
+        (
+            "haproxy_backend_response_time_average_seconds{proxy=\"slow\"}",
+            &avg,
+        ),
+        (
+            "haproxy_server_response_time_average_seconds{proxy=\"slow\",server=\"s\"}",
+            &avg,
+        ),
+        (
+            "haproxy_backend_total_time_average_seconds{proxy=\"slow\"}",
+            &avg,
+        ),
+        (
+            "haproxy_backend_max_response_time_seconds{proxy=\"slow\"}",
+            &max,
+        ),
+        (
+            "haproxy_server_max_response_time_seconds{proxy=\"slow\",server=\"s\"}",
+            &max,
+        ),
+        (
+            "haproxy_server_max_total_time_seconds{proxy=\"slow\",server=\"s\"}",
+            &max,
+        ),
+        (
+            "haproxy_backend_queue_time_average_seconds{proxy=\"slow\"}",
+            &short,
+        ),
+        (
+            "haproxy_server_max_queue_time_seconds{proxy=\"slow\",server=\"s\"}",
+            &short,
+        ),
+        (
+            "haproxy_backend_connect_time_average_seconds{proxy=\"slow\"}",
+            &short,
+        ),
+    ] {
+        let s = secs(m);
+        assert!(range.contains(&s), "{name}: {m} {s}");
+    }
+    for (m, want) in [
+        ("haproxy_backend_server_aborts_total{proxy=\"cut\"}", "1"),
+        (
+            "haproxy_server_server_aborts_total{proxy=\"cut\",server=\"c\"}",
+            "1",
+        ),
+        ("haproxy_backend_client_aborts_total{proxy=\"cut\"}", "0"),
+        ("haproxy_backend_server_aborts_total{proxy=\"slow\"}", "0"),
+        (
+            "haproxy_server_client_aborts_total{proxy=\"slow\",server=\"s\"}",
+            "0",
+        ),
+    ] {
+        assert_eq!(val(m), want, "{name}: {m}");
+    }
+}
+
+/// Exercises the two backends through `fe`, then reads the exporter.
+fn times_seen(fe: std::net::SocketAddr, metrics: std::net::SocketAddr) -> String {
+    assert_eq!(get(fe, "/slow").status, 200);
+    // The answer is cut: the client sees the head, then the close.
+    let mut c = Client::connect(fe);
+    c.send(b"GET /cut HTTP/1.1\r\nHost: t\r\n\r\n");
+    let _ = c.read_resp_opt(false);
+    let srv_abort = "haproxy_backend_server_aborts_total{proxy=\"cut\"} 1\n";
+    let mut text = String::new();
+    wait_until("the cut exchange counted", || {
+        text = String::from_utf8_lossy(&get(metrics, "/metrics").body).into_owned();
+        text.contains(srv_abort)
+    });
+    text
+}
+
+#[test]
+fn prometheus_time_averages_and_aborts_have_values() {
+    let slow = Origin::start("slow", Mode::Slow(Duration::from_millis(300)));
+    let cut = cutting_origin();
+    let e = Ebb::start(&times_cfg("BIND", "BIND", &slow, cut));
+    // Listeners come in configuration order: the exporter first.
+    check_times("ebb", &times_seen(e.addrs[1], e.addrs[0]));
+    on_haproxy_exporter(
+        "promex-times",
+        |b, m| times_cfg(b, m, &slow, cut),
+        |fe, m| check_times("haproxy", &times_seen(fe, m)),
+    );
+}
+
+/// Runs `run` on HAProxy (when installed) started on the configuration
+/// `cfg` makes for a frontend and an exporter address, once it listens.
+fn on_haproxy_exporter(
+    name: &str,
+    cfg: impl Fn(&str, &str) -> String,
+    run: impl FnOnce(std::net::SocketAddr, std::net::SocketAddr),
+) {
+    let (fe, m): (std::net::SocketAddr, std::net::SocketAddr) = (
+        format!("127.0.0.1:{}", free_port()).parse().unwrap(),
+        format!("127.0.0.1:{}", free_port()).parse().unwrap(),
+    );
+    if let Some(_h) = haproxy_with(name, &cfg(&fe.to_string(), &m.to_string())) {
+        wait_until("haproxy's listener", || {
+            std::net::TcpStream::connect(fe).is_ok()
+        });
+        run(fe, m);
+    }
+}
+
+/// A frontend compressing what `be` answers (`origin`), and the exporter.
+fn comp_cfg(bind: &str, metrics: &str, origin: &Origin) -> String {
+    format!(
+        "defaults\n    mode http\n    timeout client 10s\n    timeout server 10s\n    timeout connect 5s\n\
+         frontend stats\n    bind {metrics}\n    http-request use-service prometheus-exporter\n\
+         frontend fe\n    bind {bind}\n    default_backend be\n\
+         backend be\n    compression algo gzip\n    server o {}\n",
+        origin.addr
+    )
+}
+
+/// Two answers compressed, one not (no Accept-Encoding): the exporter's
+/// compression counters of the frontend and the backend.
+fn comp_seen(fe: std::net::SocketAddr, metrics: std::net::SocketAddr) -> Vec<(String, u64)> {
+    for gz in [true, true, false] {
+        let mut c = Client::connect(fe);
+        let ae = if gz { "Accept-Encoding: gzip\r\n" } else { "" };
+        c.send(format!("GET /abc HTTP/1.1\r\nHost: t\r\n{ae}Connection: close\r\n\r\n").as_bytes());
+        let r = c.read_resp();
+        assert_eq!(r.status, 200);
+        assert_eq!(r.header("content-encoding").is_some(), gz);
+    }
+    let text = String::from_utf8_lossy(&get(metrics, "/metrics").body).into_owned();
+    let mut out = Vec::new();
+    for scope in ["frontend", "backend"] {
+        let px = if scope == "frontend" { "fe" } else { "be" };
+        for m in ["in", "out", "bypassed"] {
+            let name = format!("haproxy_{scope}_http_comp_bytes_{m}_total{{proxy=\"{px}\"}}");
+            out.push((name.clone(), metric_u64(&text, &name)));
+        }
+        let name = format!("haproxy_{scope}_http_comp_responses_total{{proxy=\"{px}\"}}");
+        out.push((name.clone(), metric_u64(&text, &name)));
+    }
+    out
+}
+
+/// The exporter's `haproxy_frontend_NAME{proxy="fe"}` values.
+fn fe_values<const N: usize>(metrics: std::net::SocketAddr, names: [&str; N]) -> [u64; N] {
+    let text = String::from_utf8_lossy(&get(metrics, "/metrics").body).into_owned();
+    names.map(|n| metric_u64(&text, &format!("haproxy_frontend_{n}{{proxy=\"fe\"}}")))
+}
+
+fn metric_u64(text: &str, name: &str) -> u64 {
+    text.lines()
+        .find_map(|l| l.strip_prefix(&format!("{name} ")))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("{name} not a number in:\n{text}"))
+}
+
+#[test]
+fn prometheus_compression_counters_have_values() {
+    let o = Origin::start("o", Mode::Ok);
+    // What the origin answers to GET /abc.
+    let body_len = "o /abc".len() as u64;
+    let check = |name: &str, seen: &[(String, u64)]| {
+        for (m, v) in seen {
+            let ok = if m.contains("bytes_in") {
+                *v == 2 * body_len
+            } else if m.contains("bytes_out") {
+                *v > 0
+            } else if m.contains("bypassed") {
+                *v == 0
+            } else {
+                *v == 2
+            };
+            assert!(ok, "{name}: {m} {v}");
+        }
+    };
+    let e = Ebb::start(&comp_cfg("BIND", "BIND", &o));
+    check("ebb", &comp_seen(e.addrs[1], e.addrs[0]));
+    on_haproxy_exporter(
+        "promex-comp",
+        |b, m| comp_cfg(b, m, &o),
+        |fe, m| check("haproxy", &comp_seen(fe, m)),
+    );
+}
+
+/// A frontend with a cache in front of `be`, and the exporter; `rules`
+/// go first in the frontend.
+fn cache_cfg(bind: &str, metrics: &str, origin: &Origin, rules: &str) -> String {
+    format!(
+        "defaults\n    mode http\n    timeout client 10s\n    timeout server 10s\n    timeout connect 5s\n\
+         cache c\n    total-max-size 4\n    max-age 60\n\
+         frontend stats\n    bind {metrics}\n    http-request use-service prometheus-exporter\n\
+         frontend fe\n    bind {bind}\n{rules}    http-request cache-use c\n    http-response cache-store c\n    default_backend be\n\
+         backend be\n    http-request set-method \"B AD\" if {{ path_beg /be }}\n    http-response set-header cache-control max-age=60\n    server o {}\n",
+        origin.addr
+    )
+}
+
+/// Three GETs of one path: a lookup each, two hits (the first answer is
+/// stored).
+fn cache_seen(fe: std::net::SocketAddr, metrics: std::net::SocketAddr) -> [u64; 2] {
+    for _ in 0..3 {
+        assert_eq!(get(fe, "/a").status, 200);
+    }
+    fe_values(
+        metrics,
+        ["http_cache_lookups_total", "http_cache_hits_total"],
+    )
+}
+
+#[test]
+fn prometheus_cache_and_rewrite_counters_have_values() {
+    let o = Origin::start("o", Mode::Ok);
+    let e = Ebb::start(&cache_cfg("BIND", "BIND", &o, ""));
+    assert_eq!(cache_seen(e.addrs[1], e.addrs[0]), [3, 2]);
+    on_haproxy_exporter(
+        "promex-cache",
+        |b, m| cache_cfg(b, m, &o, ""),
+        |fe, m| assert_eq!(cache_seen(fe, m), [3, 2], "haproxy"),
+    );
+    // Failed rewrites: a rewrite leaving no valid request (ebb's 500 in
+    // strict mode, an internal error; ignored when off), counted on the
+    // frontend, and on the backend for the backend's rule.
+    let rules = "    http-request strict-mode off if { path_beg /lax }\n    http-request set-method \"B AD\" if { path_beg /lax } || { path_beg /strict }\n";
+    let e = Ebb::start(&cache_cfg("BIND", "BIND", &o, rules));
+    for (path, status) in [("/strict", 500), ("/lax", 200), ("/be", 500)] {
+        assert_eq!(get(e.addrs[1], path).status, status, "{path}");
+    }
+    let text = String::from_utf8_lossy(&get(e.addrs[0], "/metrics").body).into_owned();
+    for (m, want) in [
+        (
+            "haproxy_frontend_failed_header_rewriting_total{proxy=\"fe\"}",
+            3,
+        ),
+        ("haproxy_frontend_internal_errors_total{proxy=\"fe\"}", 2),
+        (
+            "haproxy_backend_failed_header_rewriting_total{proxy=\"be\"}",
+            1,
+        ),
+        ("haproxy_backend_internal_errors_total{proxy=\"be\"}", 1),
+        // A server's count its response rules (HAProxy's): none fail.
+        (
+            "haproxy_server_failed_header_rewriting_total{proxy=\"be\",server=\"o\"}",
+            0,
+        ),
+        (
+            "haproxy_server_internal_errors_total{proxy=\"be\",server=\"o\"}",
+            0,
+        ),
+    ] {
+        assert_eq!(metric_u64(&text, m), want, "{m}");
+    }
+}
+
+/// A `mode tcp` proxy to a server that answers 300 ms after the client's
+/// bytes and closes, and the exporter.
+fn tcp_times_cfg(bind: &str, metrics: &str, server: std::net::SocketAddr) -> String {
+    format!(
+        "defaults\n    timeout client 10s\n    timeout server 10s\n    timeout connect 5s\n\
+         frontend stats\n    mode http\n    bind {metrics}\n    http-request use-service prometheus-exporter\n\
+         listen t\n    mode tcp\n    bind {bind}\n    server s {server}\n"
+    )
+}
+
+fn tcp_times_seen(fe: std::net::SocketAddr, metrics: std::net::SocketAddr) -> [f64; 2] {
+    use std::io::{Read, Write};
+    let mut c = std::net::TcpStream::connect(fe).unwrap();
+    c.write_all(b"ping").unwrap();
+    let mut got = Vec::new();
+    let _ = c.read_to_end(&mut got);
+    assert_eq!(got, b"pong");
+    // The client closes its side too: the session ends.
+    drop(c);
+    let name = "haproxy_backend_max_total_time_seconds{proxy=\"t\"}";
+    let text_of = || String::from_utf8_lossy(&get(metrics, "/metrics").body).into_owned();
+    // The session ends in the proxy just after the client closed.
+    let mut text = text_of();
+    wait_until("the session counted", || {
+        text = text_of();
+        text.lines()
+            .find_map(|l| l.strip_prefix(&format!("{name} ")))
+            .is_some_and(|v| v != "0.000000")
+    });
+    let secs = |m: &str| -> f64 {
+        text.lines()
+            .find_map(|l| l.strip_prefix(&format!("{m} ")))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("{m} not a number in:\n{text}"))
+    };
+    [
+        secs(name),
+        secs("haproxy_server_total_time_average_seconds{proxy=\"t\",server=\"s\"}"),
+    ]
+}
+
+#[test]
+fn prometheus_tcp_session_times_have_values() {
+    use std::io::{Read, Write};
+    let server = serve_each(|s| {
+        let mut b = [0u8; 4];
+        let _ = s.read_exact(&mut b);
+        std::thread::sleep(Duration::from_millis(300));
+        let _ = s.write_all(b"pong");
+    });
+    let check = |name: &str, [max, avg]: [f64; 2]| {
+        assert!((0.3..30.0).contains(&max), "{name}: max {max}");
+        // Over a window of 1024 sessions (HAProxy 2.6's exporter).
+        assert!((0.001..0.03).contains(&avg), "{name}: avg {avg}");
+    };
+    let e = Ebb::start(&tcp_times_cfg("BIND", "BIND", server));
+    check("ebb", tcp_times_seen(e.addrs[1], e.addrs[0]));
+    on_haproxy_exporter(
+        "promex-tcp-times",
+        |b, m| tcp_times_cfg(b, m, server),
+        |fe, m| check("haproxy", tcp_times_seen(fe, m)),
+    );
+}
+
+/// A frontend answering some requests itself, the others going to
+/// `origin`; and the exporter.
+fn intercept_cfg(bind: &str, metrics: &str, origin: &Origin) -> String {
+    format!(
+        "defaults\n    mode http\n    timeout client 10s\n    timeout server 10s\n    timeout connect 5s\n\
+         frontend stats\n    bind {metrics}\n    http-request use-service prometheus-exporter\n\
+         frontend fe\n    bind {bind}\n    monitor-uri /mon\n\
+         \x20   http-request return status 200 if {{ path /ret }}\n\
+         \x20   http-request redirect location /x if {{ path /r }}\n    default_backend be\n\
+         backend be\n    http-request return status 201 if {{ path /bret }}\n    server o {}\n",
+        origin.addr
+    )
+}
+
+/// The frontends' `intercepted_requests_total` after a `return`, a
+/// `redirect` and `monitor-uri` in the frontend, a backend's `return`
+/// and a proxied request: (fe, the exporter's own frontend).
+fn intercept_seen(fe: std::net::SocketAddr, metrics: std::net::SocketAddr) -> (u64, u64) {
+    for (path, status) in [
+        ("/ret", 200),
+        ("/r", 302),
+        ("/mon", 200),
+        ("/bret", 201),
+        ("/x", 200),
+    ] {
+        assert_eq!(get(fe, path).status, status, "{path}");
+    }
+    let text = String::from_utf8_lossy(&get(metrics, "/metrics").body).into_owned();
+    (
+        metric_u64(
+            &text,
+            "haproxy_frontend_intercepted_requests_total{proxy=\"fe\"}",
+        ),
+        metric_u64(
+            &text,
+            "haproxy_frontend_intercepted_requests_total{proxy=\"stats\"}",
+        ),
+    )
+}
+
+#[test]
+fn prometheus_intercepted_requests_have_values() {
+    let o = Origin::start("o", Mode::Ok);
+    let e = Ebb::start(&intercept_cfg("BIND", "BIND", &o));
+    // The exporter's request counts itself, as HAProxy's.
+    assert_eq!(intercept_seen(e.addrs[1], e.addrs[0]), (3, 1));
+    on_haproxy_exporter(
+        "promex-intercepted",
+        |b, m| intercept_cfg(b, m, &o),
+        |fe, m| assert_eq!(intercept_seen(fe, m), (3, 1), "haproxy"),
+    );
+}
+
+/// A frontend refusing 127.0.0.2 by a connection rule and 127.0.0.3 by a
+/// session rule, and the exporter.
+fn denied_cfg(bind: &str, metrics: &str) -> String {
+    format!(
+        "defaults\n    mode http\n    timeout client 10s\n    timeout server 10s\n    timeout connect 5s\n\
+         frontend stats\n    bind {metrics}\n    http-request use-service prometheus-exporter\n\
+         frontend fe\n    bind {bind}\n\
+         \x20   tcp-request connection reject if {{ src 127.0.0.2 }}\n\
+         \x20   tcp-request session reject if {{ src 127.0.0.3 }}\n\
+         \x20   http-request return status 200\n"
+    )
+}
+
+/// One refused connection from each source, one served: the frontend's
+/// (denied connections, denied sessions).
+fn denied_seen(fe: std::net::SocketAddr, metrics: std::net::SocketAddr) -> (u64, u64) {
+    for src in ["127.0.0.2", "127.0.0.3"] {
+        use std::io::Read;
+        let mut c = connect_from(src, fe);
+        // A close, or a reset (HAProxy's).
+        let mut b = [0u8; 16];
+        let r = c.s.read(&mut b);
+        assert!(
+            matches!(&r, Ok(0))
+                || matches!(&r, Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset),
+            "{src} refused by {fe}: {r:?}"
+        );
+    }
+    assert_eq!(get(fe, "/").status, 200);
+    let [conn, sess] = fe_values(
+        metrics,
+        ["denied_connections_total", "denied_sessions_total"],
+    );
+    (conn, sess)
+}
+
+#[test]
+fn prometheus_denied_connections_and_sessions_have_values() {
+    let e = Ebb::start(&denied_cfg("BIND", "BIND"));
+    assert_eq!(denied_seen(e.addrs[1], e.addrs[0]), (1, 1));
+    on_haproxy_exporter("promex-denied", denied_cfg, |fe, m| {
+        assert_eq!(denied_seen(fe, m), (1, 1), "haproxy")
+    });
+}
+
+/// A backend whose one server takes one request at a time, and the
+/// exporter.
+fn queue_cfg(bind: &str, metrics: &str, origin: &Origin) -> String {
+    format!(
+        "defaults\n    mode http\n    timeout client 30s\n    timeout server 30s\n    timeout connect 5s\n    timeout queue 30s\n\
+         frontend stats\n    bind {metrics}\n    http-request use-service prometheus-exporter\n\
+         frontend fe\n    bind {bind}\n    default_backend be\n\
+         backend be\n    server s {} maxconn 1\n",
+        origin.addr
+    )
+}
+
+/// Two requests at once on a gated origin: the second waits in the
+/// backend's queue until the gate opens. The (backend, server)
+/// `max_queue` after.
+fn queue_seen(fe: std::net::SocketAddr, metrics: std::net::SocketAddr, gate: &Gate) -> [u64; 2] {
+    let clients: Vec<_> = (0..2)
+        .map(|_| std::thread::spawn(move || get(fe, "/q").status))
+        .collect();
+    let text = || String::from_utf8_lossy(&get(metrics, "/metrics").body).into_owned();
+    wait_until("a request queued", || {
+        text().contains("haproxy_backend_current_queue{proxy=\"be\"} 1\n")
+    });
+    gate.open();
+    for c in clients {
+        assert_eq!(c.join().unwrap(), 200);
+    }
+    let t = text();
+    [
+        metric_u64(&t, "haproxy_backend_max_queue{proxy=\"be\"}"),
+        metric_u64(&t, "haproxy_server_max_queue{proxy=\"be\",server=\"s\"}"),
+    ]
+}
+
+#[test]
+fn prometheus_max_queue_has_values() {
+    let gate = Gate::default();
+    let o = Origin::start("o", Mode::Gate(gate.clone()));
+    let e = Ebb::start(&queue_cfg("BIND", "BIND", &o));
+    // Queued on the backend (any server may serve it), not on the server.
+    assert_eq!(queue_seen(e.addrs[1], e.addrs[0], &gate), [1, 0]);
+    let hgate = Gate::default();
+    let h = Origin::start("h", Mode::Gate(hgate.clone()));
+    on_haproxy_exporter(
+        "promex-queue",
+        |b, m| queue_cfg(b, m, &h),
+        |fe, m| assert_eq!(queue_seen(fe, m, &hgate), [1, 0], "haproxy"),
+    );
+}
+
+fn qmax_cfg(sock: &std::path::Path, bind: &str, srv: std::net::SocketAddr) -> String {
+    format!(
+        "global\n    stats socket {} level admin\n\
+         defaults\n    mode tcp\n    timeout client 10s\n    timeout server 10s\n    timeout connect 1s\n    timeout queue 10s\n\
+         frontend fe\n    bind {bind}\n    default_backend be\n\
+         backend be\n    balance source\n    server s {srv} maxconn 1\n\
+         backend idle\n    server s {srv}\n",
+        sock.display()
+    )
+}
+
+/// The `qmax` of `show stat` (the longest a server's or backend's own queue
+/// has been) on the live socket: `0` before anything waited, as HAProxy
+/// prints it; a hashed backend queues on its server.
+fn qmax_run(sock: &std::path::Path, fe: std::net::SocketAddr) -> Vec<String> {
+    let col = |be: &str, sv: &str| stat_row(sock, be, sv)["qmax"].clone();
+    let mut seen = vec![col("be", "s"), col("be", "BACKEND"), col("idle", "s")];
+    let first = std::net::TcpStream::connect(fe).unwrap();
+    wait_until("the first connection on the server", || {
+        stat_row(sock, "be", "s")["scur"] == "1"
+    });
+    let second = std::net::TcpStream::connect(fe).unwrap();
+    wait_until("the second connection in the server's queue", || {
+        stat_row(sock, "be", "s")["qcur"] == "1"
+    });
+    seen.extend([col("be", "s"), col("be", "BACKEND")]);
+    drop((first, second));
+    seen
+}
+
+#[test]
+fn qmax_is_the_longest_queue_seen() {
+    // The server accepts and never answers: a slot stays taken.
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let srv = l.local_addr().unwrap();
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for s in l.incoming().map_while(Result::ok) {
+            held.push(s);
+        }
+    });
+    let (e, sock) = ebb_with_admin("qmax", |k, b| qmax_cfg(k, b, srv));
+    let got = qmax_run(&sock, e.addr());
+    assert_eq!(got, ["0", "0", "0", "1", "0"]);
+
+    let Some((h, fe)) = haproxy_beside("qmax", |k, b| qmax_cfg(k, b, srv)) else {
+        return;
+    };
+    assert_eq!(qmax_run(&h.sock, fe), got);
+}
+
+fn form_cfg(sock: &std::path::Path, bind: &str, srv: std::net::SocketAddr) -> String {
+    format!(
+        "global\n    stats socket {} level admin\n\
+         defaults\n    mode http\n    timeout client 10s\n    timeout server 5s\n    timeout connect 1s\n\
+         frontend fe1\n    bind {bind}\n    stats enable\n    stats refresh 5s\n    stats uri /\n    stats admin if TRUE\n\
+         backend b1\n    server srv1 {srv}\n    server srv2 {srv}\n    server srv3 {srv}\n\
+         backend b2\n    server srv1 {srv}\n    server srv2 {srv}\n",
+        sock.display()
+    )
+}
+
+/// The POSTs of HAProxy's `webstats-scope-and-post-change` reg-test and
+/// a few more: what each answers (status, `Location`), what a scoped CSV
+/// holds, and the servers' states after.
+fn form_run(addr: std::net::SocketAddr, sock: &std::path::Path) -> Vec<String> {
+    let mut seen = Vec::new();
+    let r = req(addr, "/?;csv;scope=b1", None);
+    let body = if r.header("transfer-encoding") == Some("chunked") {
+        dechunk(&r.body)
+    } else {
+        r.body.clone()
+    };
+    let csv = String::from_utf8_lossy(&body).into_owned();
+    let names: Vec<&str> = csv
+        .lines()
+        .skip(1)
+        .map(|l| l.split(',').take(2).collect::<Vec<_>>())
+        .map(|v| if v[0] == "b1" { "b1" } else { "other" })
+        .collect();
+    seen.push(names.join(" "));
+    for (path, body) in [
+        ("/?scope=b2", "s=srv1&s=srv2&s=srv3&action=maint&b=%233"),
+        ("/", "s=srv2&action=drain&b=%233"),
+        ("/", "s=srv1&action=maint&b=%234"),
+        ("/;up;norefresh", "s=srv1&s=nope&action=ready&b=b2"),
+        ("/", "s=srv1&action=bogus&b=b2"),
+        ("/", "s=srv1&action=ready&b=nope"),
+        ("/", "action=ready&b=b2"),
+    ] {
+        let r = post(addr, path, None, body);
+        seen.push(format!("{} {:?}", r.status, r.header("location")));
+    }
+    let show = cli_cmd(sock, "show stat");
+    for l in show
+        .lines()
+        .filter(|l| l.starts_with("b1,") || l.starts_with("b2,"))
+    {
+        let f: Vec<&str> = l.split(',').collect();
+        seen.push(format!("{},{},{}", f[0], f[1], f[17]));
+    }
+    seen
+}
+
+#[test]
+fn admin_form_and_scope_as_haproxy() {
+    let a = Origin::start("a", Mode::Ok);
+    let (e, sock) = ebb_with_admin("statsform", |k, b| form_cfg(k, b, a.addr));
+    let ours = form_run(e.addr(), &sock);
+    assert_eq!(ours[0], "b1 b1 b1 b1", "{ours:?}");
+    assert_eq!(ours[1], "303 Some(\"/;st=DONE?scope=b2\")");
+    assert!(ours.contains(&"b1,srv2,DRAIN".to_string()), "{ours:?}");
+    assert!(
+        ours.contains(&"b2,srv1,READY".to_string())
+            || ours.contains(&"b2,srv1,no check".to_string()),
+        "{ours:?}"
+    );
+
+    let Some((h, hap)) = haproxy_beside("statsform", |k, b| form_cfg(k, b, a.addr)) else {
+        return;
+    };
+    assert_eq!(form_run(hap, &h.sock), ours, "haproxy (left), ebb (right)");
 }

@@ -53,7 +53,6 @@ fn a_client_above_the_rate_is_denied_while_another_is_not() {
             break;
         }
         assert_eq!(r.status, 200);
-        // A deny closes the connection; an accepted request keeps it.
     }
     assert!(refused.is_some(), "A was never refused");
     // Client B, from 127.0.0.2, is not concerned.
@@ -216,8 +215,8 @@ fn show_table_matches_haproxy_side_by_side() {
     });
     let haddr: SocketAddr = format!("127.0.0.1:{hport}").parse().unwrap();
     // The same traffic to both: A (127.0.0.1) 5 requests on one
-    // connection (refused at its 5th; HAProxy keeps the connection after
-    // a deny, ebb closes it), B (127.0.0.3) two on two.
+    // connection (refused at its 5th; the connection goes on after a
+    // deny, in both), B (127.0.0.3) two on two.
     let mut statuses = Vec::new();
     for addr in [e.addr(), haddr] {
         let mut seen = Vec::new();

@@ -67,11 +67,8 @@ impl Drop for Haproxy {
 /// `SOCK` by a stats socket in `dir`); returns it, its address and its
 /// socket once both answer.
 fn haproxy(dir: &Path, cfg: &str) -> (Haproxy, SocketAddr, std::path::PathBuf) {
-    let port = TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    // Below the ephemeral range: ebb's `:0` listeners never get it.
+    let port = free_port();
     let sock = dir.join("h.sock");
     let path = dir.join("h.cfg");
     std::fs::write(
@@ -825,10 +822,14 @@ fn http_fetches_in_a_tcp_frontends_content_rules_as_haproxy() {
         s.write_all(b"\x16\x03\x01 not http\r\n\r\n").unwrap();
         s.shutdown(std::net::Shutdown::Write).unwrap();
         let _ = s.read_to_end(&mut out);
+        // The client sees the close before the process lets go of the
+        // entries (HAProxy frees the stream, and its `use`, just after):
+        // wait for both entries unused (this table stores no conn_cur).
         let mut t = String::new();
         wait_until("the sessions end", || {
             t = cli_cmd(sock, "show table fe");
-            table_data(&t).len() == 2 && !t.contains("conn_cur=1")
+            let d = table_data(&t);
+            d.len() == 2 && d.iter().all(|l| l.contains(" use=0 "))
         });
         let mut d = table_data(&t);
         d.sort();
@@ -844,5 +845,64 @@ fn http_fetches_in_a_tcp_frontends_content_rules_as_haproxy() {
     );
     if tables.len() == 2 {
         assert_eq!(tables[0], tables[1], "ebb vs HAProxy");
+    }
+}
+
+/// `WAIT_END` (HAProxy's predefined ACL on `wait_end`): while more input
+/// may come within `inspect-delay` it has no answer and the walk waits on
+/// it; once the input is final (here the client's FIN) it holds, as it
+/// does at once without a delay.
+#[test]
+fn wait_end_holds_once_the_input_is_final() {
+    let echo = first_line_server();
+    for (i, (rules, want)) in [
+        (
+            "    tcp-request inspect-delay 30s\n    tcp-request content reject unless WAIT_END\n",
+            "hello\r\n",
+        ),
+        ("    tcp-request content reject if WAIT_END\n", ""),
+    ]
+    .iter()
+    .enumerate()
+    {
+        let dir = scratch(&format!("tcp-rules-waitend{i}"));
+        let body = format!("frontend f\n    bind BIND\n{rules}    default_backend b\nbackend b\n    server s {echo}\n");
+        let (_e, _h, targets) = side_by_side(&dir, &body);
+        for (j, (addr, _)) in targets.iter().enumerate() {
+            let got = session(*addr, b"hello\r\n").unwrap_or_default();
+            assert_eq!(
+                String::from_utf8_lossy(&got),
+                *want,
+                "rules {i}, run {j} (0: ebb, 1: haproxy)"
+            );
+        }
+    }
+}
+
+/// `internal.strm.is_htx`: false in a tcp session (as HAProxy's, whose tcp
+/// streams hold raw bytes), true in an HTTP exchange.
+#[test]
+fn is_htx_tells_http_exchanges_from_tcp_sessions() {
+    let echo = first_line_server();
+    let dir = scratch("tcp-rules-ishtx");
+    let body = format!(
+        "frontend f\n    bind BIND\n    tcp-request content reject if {{ internal.strm.is_htx }}\n    default_backend b\nbackend b\n    server s {echo}\n"
+    );
+    let (_e, _h, targets) = side_by_side(&dir, &body);
+    for (j, (addr, _)) in targets.iter().enumerate() {
+        let got = session(*addr, b"hello\r\n").unwrap_or_default();
+        assert_eq!(
+            String::from_utf8_lossy(&got),
+            "hello\r\n",
+            "run {j} (0: ebb, 1: haproxy)"
+        );
+    }
+    let dir = scratch("tcp-rules-ishtx-http");
+    let body = "frontend f\n    mode http\n    bind BIND\n    http-request return status 200 hdr x-htx \"%[internal.strm.is_htx]\"\n";
+    let (_e, _h, targets) = side_by_side(&dir, body);
+    for (j, (addr, _)) in targets.iter().enumerate() {
+        let mut c = Client::connect(*addr);
+        c.send(b"GET / HTTP/1.1\r\nHost: t\r\n\r\n");
+        assert_eq!(c.read_resp().header("x-htx"), Some("1"), "run {j}");
     }
 }

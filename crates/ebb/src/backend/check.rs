@@ -41,6 +41,8 @@ pub enum HttpStep {
     Connect(CheckConnect),
     Send(Vec<u8>),
     Expect(HttpRule),
+    /// `http-check set-var|set-var-fmt|unset-var`.
+    Var(crate::sample::VarAction),
 }
 
 /// An expect rule with its reporting options.
@@ -78,10 +80,62 @@ pub enum Expect {
     /// `hdr` / `fhdr` (`full`), negated or not.
     Hdr {
         full: bool,
-        name: NameMatch,
-        value: Option<NameMatch>,
+        name: HdrPat,
+        value: Option<HdrPat>,
         neg: bool,
     },
+}
+
+/// A header name or value pattern of `http-check expect hdr`: fixed, or
+/// a log-format string (`name-lf`, `value-lf`) rendered at each check
+/// into a pattern of the same method.
+#[derive(Clone)]
+pub enum HdrPat {
+    Fixed(NameMatch),
+    Fmt(crate::sample::LogFormat, crate::config::HdrMatch),
+}
+
+impl HdrPat {
+    fn new(m: &crate::config::HdrMatch, ci: bool) -> Result<HdrPat, String> {
+        use crate::config::HdrMatch as H;
+        Ok(match m {
+            H::Fmt(inner) => {
+                let text = match &**inner {
+                    H::Str(p) | H::Beg(p) | H::End(p) | H::Sub(p) | H::Reg(p) => p,
+                    H::Fmt(_) => return Err("nested log-format pattern".into()),
+                };
+                let f = crate::sample::LogFormat::parse(text, crate::sample::Scope::Response)?;
+                HdrPat::Fmt(f, (**inner).clone())
+            }
+            m => HdrPat::Fixed(NameMatch::new(m, ci)?),
+        })
+    }
+
+    /// The pattern for this check; Err: HAProxy's report of a log-format
+    /// string that rendered nothing.
+    fn resolve(
+        &self,
+        render: &dyn Fn(&crate::sample::LogFormat) -> Vec<u8>,
+    ) -> Result<NameMatch, Verdict> {
+        use crate::config::HdrMatch as H;
+        let (f, kind) = match self {
+            HdrPat::Fixed(m) => return Ok(m.clone()),
+            HdrPat::Fmt(f, k) => (f, k),
+        };
+        let p = render(f);
+        if p.is_empty() {
+            return Err(Verdict::new(
+                CheckStatus::L7Rsp,
+                "log-format string evaluated to an empty string",
+            ));
+        }
+        Ok(match kind {
+            H::Beg(_) => NameMatch::Beg(p),
+            H::End(_) => NameMatch::End(p),
+            H::Sub(_) => NameMatch::Sub(p),
+            _ => NameMatch::Str(p),
+        })
+    }
 }
 
 /// A compiled `-m` match of `http-check expect hdr`.
@@ -109,6 +163,7 @@ impl NameMatch {
                     .build()
                     .map_err(|x| format!("invalid regex '{p}': {x}"))?,
             ),
+            H::Fmt(_) => return Err("a log-format pattern is rendered at each check".into()),
         })
     }
 
@@ -188,11 +243,8 @@ fn compile_expect(e: &crate::config::HttpExpect) -> Result<Expect, String> {
         ),
         ExpectKind::Hdr { full, name, value } => Expect::Hdr {
             full: *full,
-            name: NameMatch::new(name, true)?,
-            value: value
-                .as_ref()
-                .map(|v| NameMatch::new(v, false))
-                .transpose()?,
+            name: HdrPat::new(name, true)?,
+            value: value.as_ref().map(|v| HdrPat::new(v, false)).transpose()?,
             neg: e.negate,
         },
     })
@@ -217,7 +269,10 @@ impl HttpProbe {
             )
         };
         let mut steps = Vec::new();
-        let first = c.rules.iter().find(|r| r.step != S::Comment);
+        let first = c
+            .rules
+            .iter()
+            .find(|r| !matches!(r.step, S::Comment | S::Var(_)));
         if !matches!(first, Some(r) if matches!(r.step, S::Connect(_))) {
             steps.push(HttpStep::Connect(CheckConnect {
                 default: true,
@@ -235,6 +290,7 @@ impl HttpProbe {
                     continue;
                 }
                 S::Connect(c) => steps.push(HttpStep::Connect(c.clone())),
+                S::Var(v) => steps.push(HttpStep::Var(v.clone())),
                 S::Send(None) => steps.push(HttpStep::Send(main())),
                 S::Send(Some(q)) => steps.push(HttpStep::Send(request_bytes(
                     &q.method,
@@ -573,11 +629,16 @@ fn header_matches(r: &Resp<'_>, full: bool, name: &NameMatch, value: Option<&Nam
 /// Judges an HTTP check response (status line, and body for strings).
 #[cfg(test)]
 pub fn judge(resp: &[u8], expect: &Expect) -> Verdict {
-    judge_rule(resp, &HttpRule::plain(expect.clone()))
+    judge_rule(resp, &HttpRule::plain(expect.clone()), &|_| Vec::new())
 }
 
-/// Judges a response against one expect rule and its options.
-fn judge_rule(resp: &[u8], rule: &HttpRule) -> Verdict {
+/// Judges a response against one expect rule and its options; `render`
+/// evaluates the rule's log-format patterns.
+fn judge_rule(
+    resp: &[u8],
+    rule: &HttpRule,
+    render: &dyn Fn(&crate::sample::LogFormat) -> Vec<u8>,
+) -> Verdict {
     let r = match parse_resp(resp) {
         Ok(r) => r,
         Err(v) => return v,
@@ -603,11 +664,26 @@ fn judge_rule(resp: &[u8], rule: &HttpRule) -> Verdict {
             name,
             value,
             neg,
-        } => (
-            header_matches(&r, *full || value.is_none(), name, value.as_ref()) != *neg,
-            false,
-            *neg,
-        ),
+        } => {
+            // The status code is the check's code whatever happens next.
+            let failed = |mut v: Verdict| {
+                v.code = i64::from(r.code);
+                v
+            };
+            let name = match name.resolve(render) {
+                Ok(n) => n,
+                Err(v) => return failed(v),
+            };
+            let value = match value.as_ref().map(|v| v.resolve(render)).transpose() {
+                Ok(v) => v,
+                Err(v) => return failed(v),
+            };
+            (
+                header_matches(&r, *full || value.is_none(), &name, value.as_ref()) != *neg,
+                false,
+                *neg,
+            )
+        }
     };
     let mut v = if ok {
         Verdict::new(rule.ok_status, "")
@@ -688,10 +764,11 @@ pub fn run_check(
     probe: Option<&Probe>,
     tls: Option<&CheckTls>,
     proxy_hdr: &[u8],
+    who: (&str, &str),
 ) -> Verdict {
     match probe {
         Some(Probe::Tcp(t)) => super::tcpcheck::run_tcp_check(addr, timeout, t, tls, proxy_hdr),
-        Some(Probe::Http(p)) => run_http(addr, timeout, p, tls, proxy_hdr),
+        Some(Probe::Http(p)) => run_http(addr, timeout, p, tls, proxy_hdr, who),
         None if tls.is_none() && proxy_hdr.is_empty() => match l4_probe(addr, timeout) {
             Err(v) => v,
             Ok(()) => Verdict::new(CheckStatus::L4Ok, ""),
@@ -725,15 +802,60 @@ fn l4_probe(addr: SocketAddr, timeout: Duration) -> Result<(), Verdict> {
     Ok(())
 }
 
+/// What the sample expressions of a check's rules read: the backend and
+/// server names, the check's variables, and the response read last
+/// (`res.*` fetches), if any.
+fn check_sample<R>(
+    who: (&str, &str),
+    vars: &std::cell::RefCell<crate::sample::VarStore>,
+    resp: Option<&[u8]>,
+    f: impl FnOnce(&crate::sample::Ctx<'_>) -> R,
+) -> R {
+    let head = resp.and_then(|b| {
+        match crate::http1::parse_response(
+            b,
+            &crate::http1::Limits::default(),
+            crate::http1::Method::Get,
+        ) {
+            Ok(crate::http1::Status::Complete(h)) => Some(h),
+            _ => None,
+        }
+    });
+    let dst = || None;
+    let ctx = crate::sample::Ctx {
+        src: SocketAddr::from(([0, 0, 0, 0], 0)),
+        dst: &dst,
+        fe: "",
+        be: Some(who.0),
+        srv: Some(who.1),
+        tls: false,
+        sni: None,
+        req: None,
+        res: match (resp, head.as_ref()) {
+            (Some(buf), Some(head)) => Some(crate::sample::Res::H1 { buf, head }),
+            _ => None,
+        },
+        vars: Some(vars),
+        stk: None,
+        payload: None,
+        res_body: None,
+    };
+    f(&ctx)
+}
+
 /// Runs an HTTP check's sequence: each expect judges the response to
-/// the request before it (read whole, at most 16 KiB).
+/// the request before it (read whole, at most 16 KiB). `who`: the
+/// backend's and the server's names.
 fn run_http(
     addr: SocketAddr,
     timeout: Duration,
     p: &HttpProbe,
     tls: Option<&CheckTls>,
     proxy_hdr: &[u8],
+    who: (&str, &str),
 ) -> Verdict {
+    // The `check` and `sess` variables live for one run.
+    let vars = std::cell::RefCell::new(crate::sample::VarStore::for_check());
     let start = Instant::now();
     let mut conn: Option<Box<dyn Wire>> = None;
     let mut buf: Vec<u8> = Vec::new();
@@ -772,11 +894,20 @@ fn run_http(
                     }
                     have = true;
                 }
-                let v = judge_rule(&buf, rule);
+                let render = |f: &crate::sample::LogFormat| {
+                    let mut out = Vec::new();
+                    check_sample(who, &vars, Some(&buf), |cx| f.render(cx, &mut out));
+                    out
+                };
+                let v = judge_rule(&buf, rule, &render);
                 if !v.passed() {
                     return v;
                 }
                 last = Some(v);
+            }
+            HttpStep::Var(a) => {
+                let resp = have.then_some(&buf[..]);
+                check_sample(who, &vars, resp, |cx| a.run(cx));
             }
         }
     }
@@ -984,9 +1115,16 @@ impl Checker {
             let handle = self.handle.clone();
             let srv = self.srv.clone();
             let pp = check_proxy_header(&s.opts);
+            let be_name = self
+                .farm
+                .upgrade()
+                .map(|f| f.name.clone())
+                .unwrap_or_default();
+            let srv_name = s.name.clone();
             let job = move || {
                 let t0 = Instant::now();
-                let r = run_check(addr, timeout, probe.as_ref(), tls.as_ref(), &pp);
+                let who = (be_name.as_str(), srv_name.as_str());
+                let r = run_check(addr, timeout, probe.as_ref(), tls.as_ref(), &pp, who);
                 if let Some(s) = srv.upgrade() {
                     s.ext.check_took(t0.elapsed());
                 }
@@ -1188,8 +1326,8 @@ mod tests {
         let r = b"HTTP/1.1 202 Accepted\r\nx-test1: true, next value\r\nx-test2: true, begin-value, value-end, value-sub-string, value-reg-123ABC\r\nx-begin-test: 1\r\n\r\n";
         let hdr = |full, n: NameMatch, v: Option<NameMatch>| Expect::Hdr {
             full,
-            name: n,
-            value: v,
+            name: HdrPat::Fixed(n),
+            value: v.map(HdrPat::Fixed),
             neg: false,
         };
         let s = |x: &str| x.as_bytes().to_vec();
@@ -1253,7 +1391,7 @@ mod tests {
         }
         let neg = Expect::Hdr {
             full: false,
-            name: NameMatch::Str(s("x-test1")),
+            name: HdrPat::Fixed(NameMatch::Str(s("x-test1"))),
             value: None,
             neg: true,
         };
@@ -1314,7 +1452,7 @@ mod tests {
                 let _ = s.write_all(b"HTTP/1.0 200 OK\r\n\r\nalive");
             }
         });
-        assert!(run_check(addr, Duration::from_secs(2), None, None, &[]).passed());
+        assert!(run_check(addr, Duration::from_secs(2), None, None, &[], ("b", "s")).passed());
         let probe = Probe::Http(HttpProbe {
             steps: vec![
                 HttpStep::Connect(CheckConnect {
@@ -1325,13 +1463,28 @@ mod tests {
                 HttpStep::Expect(HttpRule::plain(Expect::String(b"alive".to_vec(), false))),
             ],
         });
-        assert!(run_check(addr, Duration::from_secs(2), Some(&probe), None, &[]).passed());
+        assert!(run_check(
+            addr,
+            Duration::from_secs(2),
+            Some(&probe),
+            None,
+            &[],
+            ("b", "s")
+        )
+        .passed());
         // Nothing listens on a port we just released.
         let dead = {
             let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
             l.local_addr().unwrap()
         };
-        let e = run_check(dead, Duration::from_millis(500), None, None, &[]);
+        let e = run_check(
+            dead,
+            Duration::from_millis(500),
+            None,
+            None,
+            &[],
+            ("b", "s"),
+        );
         assert_eq!(e.st, CheckStatus::L4Con, "{e:?}");
         assert_eq!(e.desc, "Connection refused");
     }

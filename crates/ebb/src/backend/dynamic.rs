@@ -250,6 +250,9 @@ impl super::Farm {
     /// queue (HAProxy's conditions); its idle connections are closed by
     /// the pools' purge.
     pub fn del_server(&self, s: &ServerRt) -> Result<(), String> {
+        if s.opts.referenced {
+            return Err("This server cannot be removed at runtime due to other configuration elements pointing to it.".into());
+        }
         if s.admin.load(Ordering::Relaxed) != super::ADMIN_MAINT {
             return Err("Only servers in maintenance mode can be deleted.".into());
         }

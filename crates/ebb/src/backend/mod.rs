@@ -214,6 +214,86 @@ pub struct Counters {
     /// When the last stream was handed to it: milliseconds since the
     /// process's time origin, plus one; 0 never.
     last_sess: AtomicU64,
+    /// Transfers aborted by the client, and by the server (HAProxy's
+    /// `cli_abrt`, `srv_abrt`).
+    pub cli_aborts: AtomicU64,
+    pub srv_aborts: AtomicU64,
+    /// The longest its own queue was (HAProxy's `qmax`).
+    pub qmax: AtomicU64,
+    /// Queue, connect, response and total times of its streams.
+    pub times: TimeStats,
+    /// Streams handed to it over the last second (`srv_sess_rate`).
+    sess_rate: Mutex<crate::table::FreqCtr>,
+}
+
+/// HAProxy's window of the time averages (`TIME_STATS_SAMPLES`).
+const TIME_SAMPLES: u64 = 1024;
+
+/// HAProxy's time statistics (`qtime`, `ctime`, `rtime`, `ttime` and
+/// their maxima): per time a sliding sum over the last 1024 streams, read
+/// as an average, in milliseconds.
+#[derive(Default)]
+pub struct TimeStats {
+    /// Streams counted (HAProxy's `cum_req`): the window while under 1024.
+    n: AtomicU64,
+    sums: [AtomicU64; 4],
+    max: [AtomicU64; 4],
+}
+
+impl TimeStats {
+    /// Counts one stream, with its queue, connect, response and total
+    /// times when it reached a server (HAProxy's stream_update_time_stats:
+    /// a stream that never connected or never had an answer counts in the
+    /// window but adds no sample).
+    pub fn note(&self, times: Option<[u64; 4]>) {
+        let n = self.n.fetch_add(1, Ordering::Relaxed) + 1;
+        let Some(t) = times else { return };
+        // Until the window is full every sample adds up; then each one
+        // takes the place of an average one.
+        let w = if n > TIME_SAMPLES { TIME_SAMPLES } else { 0 };
+        for (i, v) in t.into_iter().enumerate() {
+            let _ = self.sums[i].fetch_update(Ordering::Relaxed, Ordering::Relaxed, |old| {
+                let drop = if w > 0 { old.div_ceil(w) } else { 0 };
+                Some(old - drop + v)
+            });
+            self.max[i].fetch_max(v, Ordering::Relaxed);
+        }
+    }
+
+    /// The averages of the four times, in milliseconds (rounded up as
+    /// HAProxy's swrate_avg): over the streams counted while under 1024
+    /// (`show stat`), or always over 1024 (`full`: HAProxy 2.6's
+    /// Prometheus exporter divides so, even after one stream).
+    pub fn averages(&self, full: bool) -> [u64; 4] {
+        let n = self.n.load(Ordering::Relaxed);
+        let w = if n > 0 && n < TIME_SAMPLES && !full {
+            n
+        } else {
+            TIME_SAMPLES
+        };
+        std::array::from_fn(|i| self.sums[i].load(Ordering::Relaxed).div_ceil(w))
+    }
+
+    /// The longest of each time seen, in milliseconds.
+    pub fn maxima(&self) -> [u64; 4] {
+        std::array::from_fn(|i| self.max[i].load(Ordering::Relaxed))
+    }
+
+    /// Forgets the maxima (`clear counters`).
+    pub fn clear_maxima(&self) {
+        for m in &self.max {
+            m.store(0, Ordering::Relaxed);
+        }
+    }
+
+    /// Forgets everything (`clear counters all`).
+    pub fn clear(&self) {
+        self.clear_maxima();
+        self.n.store(0, Ordering::Relaxed);
+        for s in &self.sums {
+            s.store(0, Ordering::Relaxed);
+        }
+    }
 }
 
 impl Counters {
@@ -222,6 +302,16 @@ impl Counters {
         self.sessions.fetch_add(1, Ordering::Relaxed);
         let ms = u64::try_from(origin().elapsed().as_millis()).unwrap_or(u64::MAX - 1);
         self.last_sess.store(ms + 1, Ordering::Relaxed);
+        let mut r = self.sess_rate.lock().unwrap_or_else(|p| p.into_inner());
+        r.add(1000, ms as u32, 1);
+    }
+
+    /// Streams handed over during the last second (HAProxy's sliding
+    /// `sess_per_sec`).
+    pub fn sess_rate(&self) -> u32 {
+        let ms = u64::try_from(origin().elapsed().as_millis()).unwrap_or(u64::MAX);
+        let r = self.sess_rate.lock().unwrap_or_else(|p| p.into_inner());
+        r.read(1000, ms as u32)
     }
 
     /// Seconds since the last stream was handed over; `None` never.
@@ -793,6 +883,7 @@ impl Farm {
         let w = Self::waiter(me, handle(), q.len(), false);
         q.push_back(Arc::clone(&w));
         s.counters.queued_total.fetch_add(1, Ordering::Relaxed);
+        s.counters.qmax.fetch_max(q.len() as u64, Ordering::Relaxed);
         Pick::Queued(w)
     }
 
@@ -821,6 +912,9 @@ impl Farm {
         let w = Self::waiter(me, handle(), q.len(), true);
         q.push_back(Arc::clone(&w));
         self.counters.queued_total.fetch_add(1, Ordering::Relaxed);
+        self.counters
+            .qmax
+            .fetch_max(q.len() as u64, Ordering::Relaxed);
         Pick::Queued(w)
     }
 

@@ -398,3 +398,33 @@ fn servers_join_and_leave_and_picks_follow() {
     assert_eq!(f.servers.get(3002).map(|s| s.name.as_str()), Some("m2999"));
     assert!(f.servers.get(3003).is_none());
 }
+
+#[test]
+fn time_averages_follow_haproxys_sliding_window() {
+    let t = TimeStats::default();
+    // Nothing yet: zero everywhere.
+    assert_eq!(t.averages(false), [0; 4]);
+    // Under 1024 streams `show stat` divides by the streams counted (one
+    // without a sample counts too); the exporter by 1024, rounded up.
+    t.note(Some([0, 2, 300, 302]));
+    t.note(Some([0, 4, 100, 104]));
+    t.note(None);
+    assert_eq!(t.averages(false), [0, 2, 134, 136]);
+    assert_eq!(t.averages(true), [0, 1, 1, 1]);
+    assert_eq!(t.maxima(), [0, 4, 300, 302]);
+    // Past 1024, each sample takes the place of an average one: a long
+    // run of one value converges on it.
+    for _ in 0..20_000 {
+        t.note(Some([1, 1, 50, 60]));
+    }
+    let a = t.averages(false);
+    assert_eq!(a, t.averages(true));
+    assert!(
+        (49..=51).contains(&a[2]) && (59..=61).contains(&a[3]),
+        "{a:?}"
+    );
+    t.clear_maxima();
+    assert_eq!(t.maxima(), [0; 4]);
+    t.clear();
+    assert_eq!(t.averages(false), [0; 4]);
+}

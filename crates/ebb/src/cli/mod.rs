@@ -21,6 +21,7 @@
 
 mod maps;
 mod servers;
+pub use servers::check_switch;
 pub mod socket;
 
 use std::fmt::Write as _;

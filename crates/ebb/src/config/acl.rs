@@ -420,6 +420,11 @@ fn predefined(name: &str, loc: &Loc) -> Option<AclTest> {
     Some(match name {
         "TRUE" | "HTTP" => t(Fetch::Always(true), MatchMethod::Found, vec![]),
         "FALSE" => t(Fetch::Always(false), MatchMethod::Found, vec![]),
+        "WAIT_END" => t(
+            sample_criterion("wait_end").ok()?.0,
+            MatchMethod::Bool,
+            vec![],
+        ),
         "HTTP_1.0" => t(Fetch::ReqVer, MatchMethod::Str, s(&["1.0"])),
         "HTTP_1.1" => t(Fetch::ReqVer, MatchMethod::Str, s(&["1.1"])),
         "HTTP_URL_ABS" => t(Fetch::Url, MatchMethod::Reg, s(&["^[^/:]*://"])),

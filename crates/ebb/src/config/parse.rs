@@ -73,6 +73,8 @@ struct Ctx<'a> {
     http_errors: &'a [HttpErrorsSection],
     /// A named defaults section (rules are allowed there, HAProxy 2.5+).
     named_defaults: bool,
+    /// `expose-experimental-directives` came before in `global`.
+    experimental: bool,
 }
 
 impl Ctx<'_> {
@@ -140,6 +142,9 @@ struct TlsDefaults {
 
 pub(crate) struct Parser<'e> {
     tls: TlsDefaults,
+    /// `expose-experimental-directives` was read (HAProxy refuses its
+    /// experimental keywords, `normalize-uri`, without it, before it).
+    experimental: bool,
     env: EnvLookup<'e>,
     errors: Vec<ConfigError>,
     global: Global,
@@ -327,7 +332,6 @@ const HAPROXY_GLOBAL_UNSUPPORTED: &[&str] = &[
     "tune.http.maxhdr",
     "h1-case-adjust",
     "set-dumpable",
-    "expose-experimental-directives",
     "insecure-fork-wanted",
 ];
 
@@ -424,7 +428,6 @@ const HAPROXY_OPTIONS_UNSUPPORTED: &[&str] = &[
     "checkcache",
     "http-ignore-probes",
     "contstats",
-    "originalto",
     "forceclose",
     "http_proxy",
     "tcp-smart-accept",
@@ -439,6 +442,7 @@ const OPTIONS: &[&str] = &[
     "http-server-close",
     "httpclose",
     "forwardfor",
+    "originalto",
     "redispatch",
     "httpchk",
     "tcp-check",
@@ -492,6 +496,7 @@ impl<'e> Parser<'e> {
             proxy_refs: Vec::new(),
             resolvers: Vec::new(),
             tls: TlsDefaults::default(),
+            experimental: false,
             peers: Vec::new(),
             caches: Vec::new(),
             http_errors: Vec::new(),
@@ -694,6 +699,7 @@ impl<'e> Parser<'e> {
                     section_name: "defaults",
                     http_errors: &self.http_errors,
                     named_defaults,
+                    experimental: self.experimental,
                 };
                 proxy_kw(&mut self.defaults, &ctx, words)
             }
@@ -714,6 +720,7 @@ impl<'e> Parser<'e> {
                         section_name: px.kind.name(),
                         http_errors: &self.http_errors,
                         named_defaults: false,
+                        experimental: self.experimental,
                     };
                     proxy_kw(px, &ctx, words)
                 }
@@ -729,8 +736,13 @@ impl<'e> Parser<'e> {
         for (what, proxy, server) in crate::sample::take_proxy_refs() {
             if in_defaults && proxy.is_none() && server.is_some() && result.is_ok() {
                 // HAProxy: a server argument must name its backend there.
+                let f = if what == crate::sample::Count::SrvSessRate {
+                    "srv_sess_rate"
+                } else {
+                    "srv_conn"
+                };
                 result = Err(format!(
-                    "in a 'defaults' section, 'srv_conn' must name the server's backend ('backend/{}')",
+                    "in a 'defaults' section, '{f}' must name the server's backend ('backend/{}')",
                     server.as_deref().unwrap_or_default()
                 ));
             }
@@ -922,6 +934,7 @@ impl<'e> Parser<'e> {
             http_errors: &[],
             named_defaults: false,
             anon_defaults: false,
+            experimental: false,
         };
         let e = read_errorfile(&ctx, code, file)?;
         if let Some(s) = self.http_errors.get_mut(i) {
@@ -995,6 +1008,12 @@ impl<'e> Parser<'e> {
             }
         };
         match kw {
+            "expose-experimental-directives" => {
+                if w.len() > 1 {
+                    return Err(format!("'{kw}' takes no argument"));
+                }
+                self.experimental = true;
+            }
             "nbthread" => {
                 // Thread masks are 64 bits wide (HAProxy's default MAX_THREADS).
                 let n = parse_u32_range(kw, &one(w)?, 1, 64)?;
@@ -1310,6 +1329,15 @@ impl<'e> Parser<'e> {
                 && !store.contains(&crate::table::DataType::ServerId)
             {
                 store.push(crate::table::DataType::ServerId);
+            }
+        }
+        // Servers a fetch names cannot be deleted at run time.
+        for (_, name, server, _) in &self.proxy_refs {
+            let Some(server) = server else { continue };
+            for p in self.proxies.iter_mut().filter(|p| &p.name == name) {
+                for s in p.servers.iter_mut().filter(|s| &s.name == server) {
+                    s.opts.referenced = true;
+                }
             }
         }
         let mut errs: Vec<ConfigError> = Vec::new();
@@ -2330,6 +2358,16 @@ fn proxy_kw(px: &mut Proxy, ctx: &Ctx<'_>, words: &[String]) -> Result<(), Strin
                     r.deny = true;
                     HttpResponseAction::Deny(Box::new(r))
                 }
+                "redirect" if kw == "http-response" => {
+                    let r = parse_redirect(args, Scope::Response)?;
+                    if r.kind != RedirectKind::Location {
+                        return Err(
+                            "'http-response redirect': response only supports redirect type 'location'"
+                                .to_string(),
+                        );
+                    }
+                    HttpResponseAction::Redirect(r)
+                }
                 "wait-for-body" if kw == "http-response" => {
                     HttpResponseAction::WaitForBody(parse_wait_for_body(kw, args)?)
                 }
@@ -2349,7 +2387,7 @@ fn proxy_kw(px: &mut Proxy, ctx: &Ctx<'_>, words: &[String]) -> Result<(), Strin
                     }
                     None => {
                         return Err(format!(
-                            "unknown '{kw}' action '{a}' (supported: allow, set-header, add-header, del-header, replace-header, replace-value, set-status, set-var, set-var-fmt, unset-var, capture, cache-store, deny, wait-for-body, strict-mode)"
+                            "unknown '{kw}' action '{a}' (supported: allow, set-header, add-header, del-header, replace-header, replace-value, set-status, set-var, set-var-fmt, unset-var, capture, cache-store, deny, redirect, wait-for-body, strict-mode)"
                         ))
                     }
                 },
@@ -2674,12 +2712,29 @@ fn proxy_kw(px: &mut Proxy, ctx: &Ctx<'_>, words: &[String]) -> Result<(), Strin
                     }
                     hc.enabled = true;
                 }
+                Some(a) if is_var_action(a) => {
+                    // `http-check set-var(VAR) EXPR`, `set-var-fmt(VAR)
+                    // FMT`, `unset-var(VAR)`; HAProxy's scopes for checks:
+                    // proc, sess, check.
+                    let va = parse_var_action("http-check", a, &w[2..], Scope::Response)?;
+                    let r = match &va {
+                        VarAction::Set(r, _) | VarAction::SetFmt(r, _) | VarAction::Unset(r) => r,
+                    };
+                    use crate::sample::vars::VarScope as V;
+                    if !matches!(r.scope, V::Proc | V::Sess | V::Check) {
+                        return Err(format!(
+                            "'http-check {a}': the scopes allowed for http-check are proc, sess and check"
+                        ));
+                    }
+                    px.http_check.own_rules();
+                    push_http_rule(&mut px.http_check, HttpCheckStep::Var(va), None, loc)?;
+                }
                 Some(o) => {
                     return Err(format!(
-                    "unsupported 'http-check {o}' (supported: http-check comment, connect, send, expect)"
+                    "unsupported 'http-check {o}' (supported: http-check comment, connect, send, expect, set-var, unset-var)"
                 ))
                 }
-                None => return Err("'http-check' expects comment, connect, send or expect".to_string()),
+                None => return Err("'http-check' expects comment, connect, send, expect, set-var or unset-var".to_string()),
             }
         }
         "load-server-state-from-file" => {
@@ -2807,6 +2862,8 @@ pub fn unreachable_rules(px: &Proxy) -> Vec<String> {
                     | HttpRequestAction::WaitForBody(_)
                     | HttpRequestAction::SetTimeout { .. }
                     | HttpRequestAction::StrictMode(_)
+                    | HttpRequestAction::SetAddr(..)
+                    | HttpRequestAction::NormalizeUri(_)
             )
     };
     let Some(first) = px.http_request.iter().position(is_final) else {
@@ -2831,6 +2888,7 @@ fn proxy_option(px: &mut Proxy, ctx: &Ctx<'_>, no: bool, w: &[String]) -> Result
         | "httpclose"
         | "http-server-close"
         | "forwardfor"
+        | "originalto"
         | "http-restrict-req-hdr-names" => FE | BE,
         "redispatch" | "httpchk" | "tcp-check" | "log-health-checks" | "persist"
         | "transparent" | "redis-check" | "smtpchk" | "pgsql-check" | "mysql-check"
@@ -2982,13 +3040,19 @@ fn proxy_option(px: &mut Proxy, ctx: &Ctx<'_>, no: bool, w: &[String]) -> Result
                 }
             };
         }
-        "forwardfor" => {
+        "forwardfor" | "originalto" => {
             if no {
-                return Err("'no option forwardfor' is not supported".to_string());
+                return Err(format!("'no option {name}' is not supported"));
             }
+            let orig = name == "originalto";
             let mut ff = ForwardFor {
                 except: None,
-                header: "x-forwarded-for".to_string(),
+                header: if orig {
+                    "x-original-to"
+                } else {
+                    "x-forwarded-for"
+                }
+                .to_string(),
                 if_none: false,
             };
             let mut i = 0;
@@ -3002,9 +3066,14 @@ fn proxy_option(px: &mut Proxy, ctx: &Ctx<'_>, no: bool, w: &[String]) -> Result
                         ff.header = header_name(arg(rest, i + 1, "header")?)?.to_ascii_lowercase();
                         i += 2;
                     }
-                    "if-none" => {
+                    "if-none" if !orig => {
                         ff.if_none = true;
                         i += 1;
+                    }
+                    x if orig => {
+                        return Err(format!(
+                            "unknown 'option originalto' argument '{x}' (supported: except, header)"
+                        ))
                     }
                     x => {
                         return Err(format!(
@@ -3013,7 +3082,11 @@ fn proxy_option(px: &mut Proxy, ctx: &Ctx<'_>, no: bool, w: &[String]) -> Result
                     }
                 }
             }
-            o.forwardfor = Some(ff);
+            if orig {
+                o.originalto = Some(ff);
+            } else {
+                o.forwardfor = Some(ff);
+            }
         }
         _ => {
             // httpchk [URI] | [METHOD URI [VERSION]]
@@ -3493,6 +3566,7 @@ pub fn parse_dynamic_server(w: &[String]) -> Result<(String, u16, ServerOptions)
         section_name: "backend",
         http_errors: &[],
         named_defaults: false,
+        experimental: false,
     };
     let mut o = ServerOptions::default();
     parse_server_opts(&w[1..], &mut o, &ctx)?;
@@ -3809,10 +3883,12 @@ fn push_http_rule(
     comment: Option<String>,
     loc: &Loc,
 ) -> Result<(), String> {
+    // A `set-var`, `unset-var` or comment may come before the first
+    // connect (HAProxy's rule).
     let first = hc
         .rules
         .iter()
-        .find(|r| !matches!(r.step, HttpCheckStep::Comment));
+        .find(|r| !matches!(r.step, HttpCheckStep::Comment | HttpCheckStep::Var(_)));
     if matches!(step, HttpCheckStep::Connect(_))
         && first.is_some_and(|r| !matches!(r.step, HttpCheckStep::Connect(_)))
     {
@@ -3988,7 +4064,7 @@ fn parse_http_expect(w: &[String], loc: &Loc) -> Result<(HttpExpect, Option<Stri
 /// `name [-m M] NAME [value [-m M] VALUE]` after `hdr`/`fhdr`; returns
 /// the match and the words used.
 fn parse_hdr_expect(w: &[String], full: bool) -> Result<(ExpectKind, usize), String> {
-    let one = |at: usize, what: &str| -> Result<(HdrMatch, usize), String> {
+    let one = |at: usize, what: &str, lf: bool| -> Result<(HdrMatch, usize), String> {
         let (meth, at) = if w.get(at).map(String::as_str) == Some("-m") {
             let m = arg(w, at + 1, "-m").map_err(|_| "'-m' expects a method".to_string())?;
             (m, at + 2)
@@ -3997,6 +4073,15 @@ fn parse_hdr_expect(w: &[String], full: bool) -> Result<(ExpectKind, usize), Str
         };
         let p = arg(w, at, what).map_err(|_| format!("'{what}' expects a pattern"))?;
         let p = p.to_string();
+        if lf {
+            if meth == "reg" {
+                return Err(format!(
+                    "'http-check expect hdr {what}': log-format string is not supported with a regex matching method"
+                ));
+            }
+            crate::sample::LogFormat::parse(&p, Scope::Response)
+                .map_err(|e| format!("'http-check expect hdr {what}': {e}"))?;
+        }
         let m = match meth {
             "str" => HdrMatch::Str(p),
             "beg" => HdrMatch::Beg(p),
@@ -4012,33 +4097,21 @@ fn parse_hdr_expect(w: &[String], full: bool) -> Result<(ExpectKind, usize), Str
             ))
             }
         };
+        let m = if lf { HdrMatch::Fmt(Box::new(m)) } else { m };
         Ok((m, at + 1))
     };
-    match w.first().map(String::as_str) {
-        Some("name") => {}
-        Some("name-lf") => {
-            return Err(
-                "'http-check expect hdr name-lf' is not supported by ebb (log-format in checks)"
-                    .into(),
-            )
-        }
+    let name_lf = match w.first().map(String::as_str) {
+        Some("name") => false,
+        Some("name-lf") => true,
         _ => return Err("'http-check expect hdr' expects 'name' and a pattern".into()),
-    }
-    let (name, mut at) = one(1, "name")?;
+    };
+    let name_kw = if name_lf { "name-lf" } else { "name" };
+    let (name, mut at) = one(1, name_kw, name_lf)?;
     let mut value = None;
-    match w.get(at).map(String::as_str) {
-        Some("value") => {
-            let (v, next) = one(at + 1, "value")?;
-            value = Some(v);
-            at = next;
-        }
-        Some("value-lf") => {
-            return Err(
-                "'http-check expect hdr value-lf' is not supported by ebb (log-format in checks)"
-                    .into(),
-            )
-        }
-        _ => {}
+    if let Some(kw @ ("value" | "value-lf")) = w.get(at).map(String::as_str) {
+        let (v, next) = one(at + 1, kw, kw == "value-lf")?;
+        value = Some(v);
+        at = next;
     }
     Ok((ExpectKind::Hdr { full, name, value }, at))
 }
@@ -4323,6 +4396,46 @@ const SERVE_FILES_OPTIONS: &[&str] = &[
     "precompressed",
 ];
 
+/// The `NORMALIZER [full|strict]` of `http-request normalize-uri`.
+fn parse_normalizer(args: &[String]) -> Result<Normalizer, String> {
+    use Normalizer as N;
+    let (name, opt) = match args {
+        [n] => (n.as_str(), None),
+        [n, o] => (n.as_str(), Some(o.as_str())),
+        [] => {
+            return Err("'http-request normalize-uri': missing argument <normalizer>".to_string())
+        }
+        [_, _, x, ..] => return Err(format!("'http-request normalize-uri': unexpected '{x}'")),
+    };
+    let flag = |word: &str| match opt {
+        None => Ok(false),
+        Some(o) if o == word => Ok(true),
+        Some(o) => Err(format!("unknown argument '{o}' for '{name}' normalizer")),
+    };
+    let n = match name {
+        "path-merge-slashes" => N::PathMergeSlashes,
+        "path-strip-dot" => N::PathStripDot,
+        "path-strip-dotdot" => N::PathStripDotdot { full: flag("full")? },
+        "query-sort-by-name" => N::QuerySortByName,
+        "percent-to-uppercase" => N::PercentToUppercase { strict: flag("strict")? },
+        "percent-decode-unreserved" => N::PercentDecodeUnreserved { strict: flag("strict")? },
+        "fragment-strip" => N::FragmentStrip,
+        "fragment-encode" => N::FragmentEncode,
+        o => return Err(format!("unknown normalizer '{o}' (supported: path-merge-slashes, path-strip-dot, path-strip-dotdot [full], query-sort-by-name, percent-to-uppercase [strict], percent-decode-unreserved [strict], fragment-strip, fragment-encode)")),
+    };
+    if opt.is_some()
+        && !matches!(
+            n,
+            N::PathStripDotdot { .. }
+                | N::PercentToUppercase { .. }
+                | N::PercentDecodeUnreserved { .. }
+        )
+    {
+        return Err(format!("'{name}' normalizer takes no argument"));
+    }
+    Ok(n)
+}
+
 fn parse_redirect(args: &[String], scope: Scope) -> Result<Redirect, String> {
     let kind = match args.first().map(String::as_str) {
         Some("location") => RedirectKind::Location,
@@ -4456,20 +4569,22 @@ fn parse_http_request(
         }
         a if is_shared_action(a) => shared_action("http-request", a, args, request_scope(px))?,
         "capture" => HttpRequestAction::Capture(parse_capture_action(px, ctx, false, args)?),
-        "set-dst" | "set-dst-port" => {
-            let f = if action == "set-dst" {
-                super::AddrField::Dst
-            } else {
-                super::AddrField::DstPort
+        "set-dst" | "set-dst-port" | "set-src" | "set-src-port" => {
+            let f = match action {
+                "set-dst" => super::AddrField::Dst,
+                "set-dst-port" => super::AddrField::DstPort,
+                "set-src" => super::AddrField::Src,
+                _ => super::AddrField::SrcPort,
             };
-            HttpRequestAction::SetDst(f, Box::new(super::tcpreq::addr_expr("http-request", f, args, px)?))
-        }
-        "set-src" | "set-src-port" => {
-            return Err(format!(
-                "'http-request {action}' is not supported by ebb (a 'tcp-request connection' or 'session' rule changes it for the whole connection)"
-            ))
+            HttpRequestAction::SetAddr(f, Box::new(super::tcpreq::addr_expr("http-request", f, args, px)?))
         }
         "wait-for-body" => HttpRequestAction::WaitForBody(parse_wait_for_body("http-request", args)?),
+        "normalize-uri" => {
+            if !ctx.experimental {
+                return Err("'http-request normalize-uri' is experimental: it needs 'expose-experimental-directives' in the 'global' section before it (as HAProxy)".to_string());
+            }
+            HttpRequestAction::NormalizeUri(parse_normalizer(args)?)
+        }
         "strict-mode" => HttpRequestAction::StrictMode(parse_strict_mode("http-request", args)?),
         "set-timeout" => {
             if ctx.caps & BE == 0 {
@@ -4539,7 +4654,7 @@ fn parse_http_request(
         },
         o => {
             return Err(format!(
-                "unknown 'http-request' action '{o}' (supported: return, redirect, deny, allow, set-header, add-header, del-header, replace-header, replace-value, set-path, set-pathq, set-query, set-uri, set-method, replace-path, replace-pathq, replace-uri, set-var, set-var-fmt, unset-var, set-dst, set-dst-port, use-service, cache-use, capture, tarpit, reject, wait-for-body, auth, set-timeout, strict-mode, track-sc0, track-sc1, track-sc2, sc-inc-gpc, sc-inc-gpc0, sc-inc-gpc1, sc-set-gpt, sc-set-gpt0)"
+                "unknown 'http-request' action '{o}' (supported: return, redirect, deny, allow, set-header, add-header, del-header, replace-header, replace-value, set-path, set-pathq, set-query, set-uri, set-method, replace-path, replace-pathq, replace-uri, set-var, set-var-fmt, unset-var, set-dst, set-dst-port, set-src, set-src-port, normalize-uri, use-service, cache-use, capture, tarpit, reject, wait-for-body, auth, set-timeout, strict-mode, track-sc0, track-sc1, track-sc2, sc-inc-gpc, sc-inc-gpc0, sc-inc-gpc1, sc-set-gpt, sc-set-gpt0)"
             ))
         }
     };

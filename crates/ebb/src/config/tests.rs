@@ -1265,10 +1265,28 @@ fn http_check_expect() {
             value: None
         }
     );
+    assert_eq!(
+        ex("hdr name-lf -m beg \"%[var(check.x)]\" value-lf \"%[be_name]\"").kind,
+        ExpectKind::Hdr {
+            full: false,
+            name: HdrMatch::Fmt(Box::new(HdrMatch::Beg("%[var(check.x)]".into()))),
+            value: Some(HdrMatch::Fmt(Box::new(HdrMatch::Str("%[be_name]".into()))))
+        }
+    );
     err1(
-        &be("    http-check expect hdr name-lf \"%[var(check.x)]\""),
+        &be("    http-check expect hdr name-lf -m reg \"%[var(check.x)]\""),
         "t.cfg:2: ",
-        "name-lf' is not supported",
+        "log-format string is not supported with a regex matching method",
+    );
+    err1(
+        &be("    http-check set-var(txn.x) str(a)"),
+        "t.cfg:2: ",
+        "the scopes allowed for http-check are proc, sess and check",
+    );
+    err1(
+        &be("    http-check expect hdr name-lf \"%[path]\""),
+        "t.cfg:2: ",
+        "reads the request",
     );
     err1(
         &be("    http-check expect hdr name x -m foo y"),
@@ -1346,7 +1364,7 @@ fn http_check_expect() {
     err1(
         &be("    http-check"),
         "t.cfg:2: ",
-        "expects comment, connect, send or expect",
+        "expects comment, connect, send, expect, set-var or unset-var",
     );
 }
 

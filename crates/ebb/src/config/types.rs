@@ -715,6 +715,8 @@ pub struct ForwardFor {
 pub struct ProxyOptions {
     pub conn_mode: HttpConnMode,
     pub forwardfor: Option<ForwardFor>,
+    /// `option originalto [except NET] [header NAME]` (`if_none` unused).
+    pub originalto: Option<ForwardFor>,
     pub redispatch: bool,
     /// `option persist`: a persistence cookie naming a down server still
     /// sends the request there.
@@ -1072,10 +1074,36 @@ pub enum Service {
     PrometheusExporter,
 }
 
+/// `http-request normalize-uri NORMALIZER` (HAProxy 2.6, experimental).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Normalizer {
+    PathMergeSlashes,
+    PathStripDot,
+    /// `path-strip-dotdot [full]`.
+    PathStripDotdot {
+        full: bool,
+    },
+    QuerySortByName,
+    /// `percent-to-uppercase [strict]`.
+    PercentToUppercase {
+        strict: bool,
+    },
+    /// `percent-decode-unreserved [strict]`.
+    PercentDecodeUnreserved {
+        strict: bool,
+    },
+    FragmentStrip,
+    FragmentEncode,
+}
+
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum HttpRequestAction {
     Return(Box<ReturnAction>),
     Redirect(Redirect),
+    /// `normalize-uri NORMALIZER`: the target's path and query normalized
+    /// (`crate::rewrite::normalize`); a `strict` one meeting a bad `%`
+    /// answers 400.
+    NormalizeUri(Normalizer),
     /// `deny [deny_status N]` (403 by default).
     Deny {
         status: u16,
@@ -1125,8 +1153,10 @@ pub enum HttpRequestAction {
     CacheUse(String),
     /// `set-dst EXPR` or `set-dst-port EXPR`: the stream's destination
     /// (where `option transparent` and a server without an address or
-    /// port connect, what `dst` and `dst_port` give).
-    SetDst(AddrField, Box<crate::sample::Expr>),
+    /// port connect, what `dst` and `dst_port` give); `set-src EXPR` or
+    /// `set-src-port EXPR`: its source (what `src`, the log line,
+    /// `option forwardfor` and a PROXY header to the server give).
+    SetAddr(AddrField, Box<crate::sample::Expr>),
     /// `wait-for-body time T [at-least N]`: the rules wait for the body.
     WaitForBody(WaitForBody),
     /// `auth [realm R]`: 401 asking for Basic credentials (realm: the
@@ -1205,11 +1235,15 @@ pub enum HttpResponseAction {
     /// `wait-for-body time T [at-least N]` (`http-response` only).
     WaitForBody(WaitForBody),
     /// `deny [deny_status N] [return options]` (`http-response` only):
-    /// the server's answer is dropped, this one (502 by default) sent and
-    /// the connection closed.
+    /// the server's answer is dropped, this one (502 by default) sent;
+    /// the connection goes on when the exchange allows (HAProxy's).
     Deny(Box<ReturnAction>),
     /// `strict-mode on|off` (`http-response`, `http-after-response`).
     StrictMode(bool),
+    /// `redirect location FMT [code N]...` (`http-response` only): the
+    /// server's answer is replaced by a redirect (only `location` on
+    /// responses, as HAProxy).
+    Redirect(Redirect),
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -1340,6 +1374,9 @@ pub enum Verify {
 pub struct ServerOptions {
     /// 0..=256, 1 by default.
     pub weight: u32,
+    /// A sample fetch names this server (`srv_conn(b/s)`,
+    /// `srv_sess_rate(b/s)`): `del server` refuses it, as HAProxy does.
+    pub referenced: bool,
     pub maxconn: Option<u32>,
     pub maxqueue: Option<u32>,
     pub backup: bool,
@@ -1452,6 +1489,7 @@ impl Default for ServerOptions {
     fn default() -> Self {
         ServerOptions {
             weight: 1,
+            referenced: false,
             maxconn: None,
             maxqueue: None,
             backup: false,
@@ -1554,6 +1592,9 @@ pub enum HdrMatch {
     End(String),
     Sub(String),
     Reg(String),
+    /// `name-lf` / `value-lf`: the pattern of the match inside (never
+    /// `Reg`) is a log-format string, rendered at each check.
+    Fmt(Box<HdrMatch>),
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -1597,6 +1638,9 @@ pub enum HttpCheckStep {
     /// own.
     Send(Option<HttpSend>),
     Expect(HttpExpect),
+    /// `http-check set-var(VAR) EXPR`, `set-var-fmt(VAR) FMT`,
+    /// `unset-var(VAR)`: run when the sequence reaches them.
+    Var(crate::sample::VarAction),
 }
 
 /// A request of a later `http-check send` (HAProxy's defaults: OPTIONS,

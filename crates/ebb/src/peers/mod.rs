@@ -1119,7 +1119,13 @@ fn handle_msg(
 
 impl TaskFn for PeerTask {
     fn run(&mut self, ctx: &mut Ctx, me: TaskId, why: Reasons) -> Status {
-        let st = self.step(ctx, me, why);
+        let mut st = self.step(ctx, me, why);
+        // Stopping, the one try to teach the new process failed (refused,
+        // reset, no answer): nobody to teach, leave now rather than at the
+        // reconnect date the failure set (HAProxy's process can die then).
+        if ctx.stopping() && self.stop_tried && self.conn.is_none() {
+            st = Status::Done;
+        }
         self.publish();
         st
     }

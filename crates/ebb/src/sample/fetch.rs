@@ -107,6 +107,21 @@ pub(super) enum Fetch {
     PpTlv(u8),
     /// `fc_rcvd_proxy`: the connection began with a PROXY header.
     RcvdProxy,
+    /// `last_rule_file`, `last_rule_line` (`line`): where the last final
+    /// rule the exchange ran was written (`tcp-request content` accept,
+    /// reject...; `http-request`/`http-response` allow, deny, redirect,
+    /// return...); nothing before one ran.
+    LastRule {
+        line: bool,
+    },
+    /// `wait_end`: true once content inspection is final (the inspect
+    /// delay expired, the buffer is full or the input ended; always in an
+    /// HTTP proxy, whose rules see whole heads); before, no answer that
+    /// may change (a rule waits on it).
+    WaitEnd,
+    /// `internal.strm.is_htx`: the exchange is an HTTP one (HAProxy: its
+    /// buffers hold HTX); false in a tcp session.
+    IsHtx,
     /// `fc_src`, `fc_src_port`, `fc_dst`, `fc_dst_port`: the connection's
     /// addresses (`tcp-request connection` rules and a PROXY header
     /// change them; later rules change only the session's, `src`...).
@@ -430,6 +445,10 @@ impl Fetch {
             "fc_pp_authority" => none(Fetch::PpTlv(crate::proxyproto::tlv::AUTHORITY)),
             "fc_pp_unique_id" => none(Fetch::PpTlv(crate::proxyproto::tlv::UNIQUE_ID)),
             "fc_rcvd_proxy" => none(Fetch::RcvdProxy),
+            "last_rule_file" => none(Fetch::LastRule { line: false }),
+            "last_rule_line" => none(Fetch::LastRule { line: true }),
+            "wait_end" => none(Fetch::WaitEnd),
+            "internal.strm.is_htx" => none(Fetch::IsHtx),
             "fc_src" | "fc_src_port" | "fc_dst" | "fc_dst_port" => none(Fetch::FcAddr {
                 dst: name.starts_with("fc_dst"),
                 port: name.ends_with("_port"),
@@ -459,13 +478,15 @@ impl Fetch {
             "cur_server_timeout" | "cur_tunnel_timeout" => none(Fetch::CurTimeout {
                 tunnel: name == "cur_tunnel_timeout",
             }),
-            "fe_conn" | "be_conn" | "srv_conn" => {
+            "fe_conn" | "be_conn" | "srv_conn" | "srv_sess_rate" => {
                 let what = match name {
                     "fe_conn" => super::Count::FeConn,
                     "be_conn" => super::Count::BeConn,
-                    _ => super::Count::SrvConn,
+                    "srv_conn" => super::Count::SrvConn,
+                    _ => super::Count::SrvSessRate,
                 };
-                let (proxy, server) = if what == super::Count::SrvConn {
+                let per_server = matches!(what, super::Count::SrvConn | super::Count::SrvSessRate);
+                let (proxy, server) = if per_server {
                     arg_count(name, args, 1, 1)?;
                     match args[0].split_once('/') {
                         Some((b, s)) if !b.is_empty() && !s.is_empty() => {
@@ -474,7 +495,7 @@ impl Fetch {
                         None if !args[0].is_empty() => (None, Some(args[0].clone())),
                         _ => {
                             return Err(format!(
-                                "fetch 'srv_conn': expects [backend/]server, got '{}'",
+                                "fetch '{name}': expects [backend/]server, got '{}'",
                                 args[0]
                             ))
                         }
@@ -614,6 +635,9 @@ impl Fetch {
             | Fetch::SoName
             | Fetch::PpTlv(_)
             | Fetch::RcvdProxy
+            | Fetch::LastRule { .. }
+            | Fetch::WaitEnd
+            | Fetch::IsHtx
             | Fetch::FcAddr { .. }
             | Fetch::Count { .. }
             | Fetch::CurTimeout { .. }
@@ -680,7 +704,7 @@ impl Fetch {
             | Fetch::ReqBodySize
             | Fetch::ResBodyLen
             | Fetch::ResBodySize => Type::Int,
-            Fetch::FcAddr { port: true, .. } => Type::Int,
+            Fetch::FcAddr { port: true, .. } | Fetch::LastRule { line: true } => Type::Int,
             Fetch::Src
             | Fetch::Dst
             | Fetch::HdrIp { .. }
@@ -703,6 +727,8 @@ impl Fetch {
             | Fetch::FirstReq
             | Fetch::CacheHit
             | Fetch::RcvdProxy
+            | Fetch::WaitEnd
+            | Fetch::IsHtx
             | Fetch::HttpAuth(_) => Type::Bool,
             // Typed when set; converters cast at run time from a string.
             Fetch::Var(..) => Type::Str,
@@ -725,8 +751,8 @@ impl Fetch {
         };
         match self {
             Fetch::Stk(f) => f.eval(ctx),
-            Fetch::Src => Some(Val::Ip(ctx.src.ip())),
-            Fetch::SrcPort => Some(Val::Int(ctx.src.port() as i64)),
+            Fetch::Src => Some(Val::Ip(ctx.src_addr().ip())),
+            Fetch::SrcPort => Some(Val::Int(ctx.src_addr().port() as i64)),
             Fetch::Dst => Some(Val::Ip(ctx.dst_addr()?.ip())),
             Fetch::DstPort => Some(Val::Int(ctx.dst_addr()?.port() as i64)),
             Fetch::FeName => put(s, ctx.fe.as_bytes()),
@@ -1049,6 +1075,29 @@ impl Fetch {
                 let st = ctx.vars?.try_borrow().ok()?;
                 Some(Val::Bool(st.pp_tlvs.is_some()))
             }
+            Fetch::LastRule { line } => {
+                let st = ctx.vars?.try_borrow().ok()?;
+                let loc = st.info.last_rule.as_ref()?;
+                if *line {
+                    return Some(Val::Int(i64::from(loc.line)));
+                }
+                s.cur.clear();
+                s.cur.extend_from_slice(loc.file.as_bytes());
+                Some(Val::Str)
+            }
+            // Only an HTTP exchange begins requests (tcp sessions count
+            // none).
+            Fetch::IsHtx => {
+                let st = ctx.vars?.try_borrow().ok()?;
+                Some(Val::Bool(st.requests > 0))
+            }
+            Fetch::WaitEnd => match ctx.payload {
+                Some(p) if p.partial => {
+                    p.unsure();
+                    None
+                }
+                _ => Some(Val::Bool(true)),
+            },
             Fetch::FcAddr { dst, port } => {
                 let fc = ctx
                     .vars

@@ -329,7 +329,9 @@ impl LogFormat {
 /// `false` for the others, or when the value is missing.
 fn render_hex(a: Alias, ctx: &Ctx<'_>, out: &mut Vec<u8>) -> bool {
     match a {
-        Alias::ClientIp | Alias::ClientPort => hex_addr(Some(ctx.src), a == Alias::ClientIp, out),
+        Alias::ClientIp | Alias::ClientPort => {
+            hex_addr(Some(ctx.src_addr()), a == Alias::ClientIp, out)
+        }
         Alias::FrontIp | Alias::FrontPort => hex_addr((ctx.dst)(), a == Alias::FrontIp, out),
         Alias::Pid => {
             let _ = write!(out, "{:04X}", std::process::id());
@@ -342,10 +344,10 @@ fn render_hex(a: Alias, ctx: &Ctx<'_>, out: &mut Vec<u8>) -> bool {
 fn render_alias(a: Alias, ctx: &Ctx<'_>, out: &mut Vec<u8>) {
     match a {
         Alias::ClientIp => {
-            let _ = write!(out, "{}", ctx.src.ip());
+            let _ = write!(out, "{}", ctx.src_addr().ip());
         }
         Alias::ClientPort => {
-            let _ = write!(out, "{}", ctx.src.port());
+            let _ = write!(out, "{}", ctx.src_addr().port());
         }
         Alias::FrontIp => {
             if let Some(d) = ctx.dst_addr() {

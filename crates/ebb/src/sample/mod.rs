@@ -57,6 +57,8 @@ pub enum Count {
     BeConn,
     /// Connections established on a server.
     SrvConn,
+    /// Sessions handed to a server per second (`srv_sess_rate`).
+    SrvSessRate,
     /// The configured `timeout server`, `timeout tunnel` of a backend and
     /// `timeout client` of a frontend, in ms (0 when unset).
     BeServerTimeout,
@@ -175,7 +177,7 @@ pub struct Payload<'a> {
 
 impl Payload<'_> {
     /// Notes that the answer being computed may change with more bytes.
-    fn unsure(&self) {
+    pub(crate) fn unsure(&self) {
         if self.partial {
             self.may_change.set(true);
         }
@@ -214,6 +216,23 @@ pub struct Ctx<'a> {
 }
 
 impl Ctx<'_> {
+    /// Notes `loc` as the exchange's last final rule (`last_rule_file`,
+    /// `last_rule_line`).
+    pub fn note_last_rule(&self, loc: &crate::config::Loc) {
+        if let Some(Ok(mut v)) = self.vars.map(|v| v.try_borrow_mut()) {
+            v.info.last_rule = Some(loc.clone());
+        }
+    }
+
+    /// The source the stream has: the one an `http-request set-src` or
+    /// `set-src-port` gave it, else the connection's (`src`).
+    pub fn src_addr(&self) -> SocketAddr {
+        let set = self
+            .vars
+            .and_then(|v| v.try_borrow().ok().and_then(|v| v.info.src));
+        set.unwrap_or(self.src)
+    }
+
     /// The destination the stream has: the one an `http-request set-dst`
     /// or `set-dst-port` gave it, else the connection's.
     pub fn dst_addr(&self) -> Option<SocketAddr> {

@@ -251,7 +251,7 @@ impl StkFetch {
             }
             Who::Src => {
                 let t = Arc::clone(stk.tables().get(own())?);
-                let k = t.key_ip(ctx.src.ip())?;
+                let k = t.key_ip(ctx.src_addr().ip())?;
                 let creates = matches!(self.op, Op::IncGpc(..) | Op::ClrGpc(_) | Op::UpdtConnCnt);
                 let e = if creates {
                     t.get_or_create(&k, now)

@@ -7,7 +7,9 @@
 //!   an HTTP/2 connection sees the same ones: [`SessVars`]);
 //! - `txn`: one exchange, request and response;
 //! - `req`: while the request is processed;
-//! - `res`: while the response is processed.
+//! - `res`: while the response is processed;
+//! - `check`: one run of a health check (`http-check set-var`); elsewhere
+//!   nothing is stored there and nothing is read from it, as in HAProxy.
 //!
 //! Names are interned at configuration load, so a store is a short list of
 //! (id, value) whose buffers are kept when a scope is cleared: setting a
@@ -26,6 +28,7 @@ pub enum VarScope {
     Txn,
     Req,
     Res,
+    Check,
 }
 
 /// A variable named in the configuration: `scope.name`.
@@ -94,7 +97,7 @@ impl VarRef {
     pub fn parse(text: &str) -> Result<VarRef, String> {
         let Some((scope, name)) = text.split_once('.') else {
             return Err(format!(
-                "variable '{text}' needs a scope: proc., sess., txn., req. or res."
+                "variable '{text}' needs a scope: proc., sess., txn., req., res. or check."
             ));
         };
         let scope = match scope {
@@ -103,9 +106,10 @@ impl VarRef {
             "txn" => VarScope::Txn,
             "req" => VarScope::Req,
             "res" => VarScope::Res,
+            "check" => VarScope::Check,
             o => {
                 return Err(format!(
-                    "unknown variable scope '{o}' (proc, sess, txn, req, res)"
+                    "unknown variable scope '{o}' (proc, sess, txn, req, res, check)"
                 ))
             }
         };
@@ -161,6 +165,11 @@ pub struct Vars {
 }
 
 impl Vars {
+    /// Whether no variable exists or is set.
+    fn is_clear(&self) -> bool {
+        self.slots.iter().all(|s| !s.exists && !s.set)
+    }
+
     /// Forgets every variable (buffers kept).
     pub fn clear(&mut self) {
         for s in &mut self.slots {
@@ -263,6 +272,9 @@ pub struct VarStore {
     pub txn: Vars,
     pub req: Vars,
     pub res: Vars,
+    /// `check` variables: only a health check's store has them
+    /// ([`VarStore::for_check`]).
+    pub check: Option<Vars>,
     /// Requests begun on this connection (`http_first_req`).
     pub requests: u64,
     /// The exchanges are HTTP/2 streams (`req.ver` says 2.0).
@@ -350,6 +362,12 @@ pub struct TxnInfo {
     /// left it (`None`: the connection's); the next request starts from
     /// the connection's again, as HAProxy's streams do.
     pub dst: Option<std::net::SocketAddr>,
+    /// The stream's source as `http-request set-src`/`set-src-port` left
+    /// it (`None`: the connection's), likewise for this request only.
+    pub src: Option<std::net::SocketAddr>,
+    /// Where the last final rule of the exchange is written
+    /// (`last_rule_file`, `last_rule_line`).
+    pub last_rule: Option<crate::config::Loc>,
     /// `http-request set-timeout server|tunnel`: this exchange's own, in
     /// ms (0: none, as HAProxy's eternity).
     pub timeout_server: Option<u32>,
@@ -371,7 +389,182 @@ pub struct CacheFacts {
     pub http11: bool,
 }
 
+/// What of a connection's variables lasts from one exchange to the next
+/// when their store went back to the thread's pool between the two (see
+/// [`ConnVars`]).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Kept {
+    requests: u64,
+    last_log: Option<std::time::SystemTime>,
+    /// `fc_addrs` was set (to the connection's own addresses).
+    fc_addrs: bool,
+}
+
+/// Stores bigger than this (variables' and captures' bytes) are freed
+/// rather than pooled.
+const POOLED_BYTES_MAX: usize = 16 * 1024;
+
+/// A client connection's variables ([`VarStore`]): in a store of their
+/// own while an exchange is under way; while the connection idles, when
+/// nothing lasts in them but the request count, the last log's date and
+/// the connection's addresses (no session-scope variable, no PROXY TLVs,
+/// no bind name, no listener statistics), the store goes back to the
+/// thread's pool and only those stay ([`Kept`]): HAProxy's split between
+/// a small session and the pooled stream's state.
+#[derive(Debug, Default)]
+pub struct ConnVars {
+    live: Option<Box<RefCell<VarStore>>>,
+    kept: Kept,
+}
+
+impl ConnVars {
+    /// The variables of a new connection (from its `tcp-request
+    /// connection|session` rules).
+    pub fn new(store: Box<RefCell<VarStore>>) -> ConnVars {
+        ConnVars {
+            live: Some(store),
+            kept: Kept::default(),
+        }
+    }
+
+    /// The store, while it is not in the pool.
+    pub fn cell(&self) -> Option<&RefCell<VarStore>> {
+        self.live.as_deref()
+    }
+
+    /// Reads the store, unless it is in the pool or borrowed.
+    pub fn try_borrow(&self) -> Option<std::cell::Ref<'_, VarStore>> {
+        self.live.as_ref()?.try_borrow().ok()
+    }
+
+    /// Changes the store, unless it is in the pool or borrowed.
+    pub fn try_borrow_mut(&self) -> Option<std::cell::RefMut<'_, VarStore>> {
+        self.live.as_ref()?.try_borrow_mut().ok()
+    }
+
+    /// The store, for an exchange: the connection takes it back from the
+    /// pool ([`ConnVars::unpark`]) as soon as a request's bytes arrive, so
+    /// a new one is made here only if that was missed.
+    pub fn get_mut(&mut self) -> &mut VarStore {
+        self.live.get_or_insert_with(Box::default).get_mut()
+    }
+
+    /// Whether the store is in the pool.
+    pub fn parked(&self) -> bool {
+        self.live.is_none()
+    }
+
+    /// Gives the store back to the pool (`give`, with whether it is worth
+    /// keeping) when nothing in it lasts but what [`Kept`] keeps; `peer`
+    /// and `dst` are the connection's addresses.
+    pub fn park(
+        &mut self,
+        peer: std::net::SocketAddr,
+        dst: Option<std::net::SocketAddr>,
+        give: impl FnOnce(Box<RefCell<VarStore>>, bool),
+    ) {
+        let Some(live) = self.live.as_mut() else {
+            return;
+        };
+        let v = live.get_mut();
+        let own_addrs = v.fc_addrs.is_none_or(|a| a == (peer, dst));
+        let lasting = Rc::strong_count(&v.sess.0) > 1
+            || !v.sess.0.borrow().is_clear()
+            || v.h2
+            || v.so_name.is_some()
+            || v.pp_tlvs.is_some()
+            || v.listener.is_some()
+            || !own_addrs;
+        if lasting {
+            return;
+        }
+        self.kept = Kept {
+            requests: v.requests,
+            last_log: v.last_log,
+            fc_addrs: v.fc_addrs.is_some(),
+        };
+        let keep = v.recycle();
+        if let Some(b) = self.live.take() {
+            give(b, keep);
+        }
+    }
+
+    /// Takes a store back from the pool (`take`) for the connection's
+    /// next exchange, if its own went there.
+    pub fn unpark(
+        &mut self,
+        peer: std::net::SocketAddr,
+        dst: Option<std::net::SocketAddr>,
+        take: impl FnOnce() -> Box<RefCell<VarStore>>,
+    ) {
+        if self.live.is_some() {
+            return;
+        }
+        let mut b = take();
+        let v = b.get_mut();
+        v.requests = self.kept.requests;
+        v.last_log = self.kept.last_log;
+        v.fc_addrs = self.kept.fc_addrs.then_some((peer, dst));
+        self.live = Some(b);
+    }
+
+    /// The store, out of the connection (its session goes on elsewhere:
+    /// an HTTP/2 connection).
+    pub fn into_store(
+        mut self,
+        peer: std::net::SocketAddr,
+        dst: Option<std::net::SocketAddr>,
+    ) -> VarStore {
+        self.unpark(peer, dst, Box::default);
+        self.live.take().map(|b| b.into_inner()).unwrap_or_default()
+    }
+}
+
 impl VarStore {
+    /// Clears the store for the thread's pool: what a new connection's
+    /// store holds, buffers kept. Returns whether it is worth keeping (no
+    /// buffer grew for unusually large values).
+    fn recycle(&mut self) -> bool {
+        // Every field is named: a new one must be considered here.
+        let VarStore {
+            sess,
+            txn,
+            req,
+            res,
+            requests,
+            h2,
+            so_name,
+            pp_tlvs,
+            fc_addrs,
+            listener,
+            req_caps,
+            res_caps,
+            info,
+            last_log,
+            req_line,
+            check,
+        } = self;
+        sess.0.borrow_mut().clear();
+        txn.clear();
+        req.clear();
+        res.clear();
+        *requests = 0;
+        *h2 = false;
+        *so_name = None;
+        *pp_tlvs = None;
+        *fc_addrs = None;
+        *listener = None;
+        req_caps.clear();
+        res_caps.clear();
+        *info = TxnInfo::default();
+        *last_log = None;
+        req_line.clear();
+        *check = None;
+        let bytes = |v: &Vars| v.slots.iter().map(|s| s.bytes.capacity()).sum::<usize>();
+        let sess_bytes = bytes(&sess.0.borrow());
+        sess_bytes + bytes(txn) + bytes(req) + bytes(res) + req_line.capacity() <= POOLED_BYTES_MAX
+    }
+
     /// The authority a `proxy-v2-options authority` header passes on: the
     /// client's own PROXY header's, else the SNI it sent (`sni`).
     pub fn pp_authority<'a>(&'a self, sni: Option<&'a str>) -> Option<&'a [u8]> {
@@ -384,6 +577,15 @@ impl VarStore {
             })
             .map(|t| &t.value[..])
             .or_else(|| sni.map(str::as_bytes))
+    }
+
+    /// The variables of one health check run: `check` and `sess` start
+    /// empty with it.
+    pub fn for_check() -> VarStore {
+        VarStore {
+            check: Some(Vars::default()),
+            ..VarStore::default()
+        }
     }
 
     /// A new request on the connection: `txn`, `req` and `res` start empty.
@@ -411,6 +613,11 @@ impl VarStore {
             VarScope::Txn => f(&mut self.txn),
             VarScope::Req => f(&mut self.req),
             VarScope::Res => f(&mut self.res),
+            // Outside a check: a scope that stores nothing.
+            VarScope::Check => match &mut self.check {
+                Some(v) => f(v),
+                None => f(&mut Vars::default()),
+            },
             VarScope::Proc => f(&mut PROC.lock().unwrap_or_else(|p| p.into_inner())),
         }
     }

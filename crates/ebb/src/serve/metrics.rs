@@ -36,6 +36,8 @@ struct Metric {
     help: &'static str,
     kind: &'static str,
     samples: Vec<(String, f64)>,
+    /// Printed as HAProxy prints its float fields (`%f`: six decimals).
+    float: bool,
 }
 
 #[derive(Default)]
@@ -54,7 +56,15 @@ impl Out {
             help,
             kind,
             samples: vec![(labels, v)],
+            float: false,
         });
+    }
+    /// A gauge HAProxy prints as a float (`%f`): its times in seconds.
+    fn seconds(&mut self, name: &str, help: &'static str, labels: String, v: f64) {
+        self.gauge(name, help, labels, v);
+        if let Some(m) = self.metrics.last_mut() {
+            m.float = true;
+        }
     }
     fn gauge(&mut self, name: &str, help: &'static str, labels: String, v: f64) {
         self.add(name, "gauge", help, labels, v);
@@ -511,7 +521,23 @@ fn proxy_metrics(o: &mut Out, rows: &[(Row, Vec<Option<Val>>)], only: Kind, q: Q
                 }
                 "check_duration" => {
                     let Some(ms) = r.check_duration else { continue };
-                    o.gauge(&name, help, labels(&l), ms as f64 / 1000.0);
+                    o.seconds(&name, help, labels(&l), ms as f64 / 1000.0);
+                    continue;
+                }
+                // Milliseconds in the statistics, seconds here (HAProxy's
+                // floats); the averages over a full window of 1024, as
+                // HAProxy 2.6's exporter computes them.
+                "qtime" | "ctime" | "rtime" | "ttime" => {
+                    let k = ["qtime", "ctime", "rtime", "ttime"]
+                        .iter()
+                        .position(|f| f == fname)
+                        .unwrap_or(0);
+                    let ms = r.times.as_ref().map_or(f64::NAN, |t| t.avg_full[k] as f64);
+                    o.seconds(&name, help, labels(&l), ms / 1000.0);
+                    continue;
+                }
+                "qtime_max" | "ctime_max" | "rtime_max" | "ttime_max" => {
+                    o.seconds(&name, help, labels(&l), num(&v) / 1000.0);
                     continue;
                 }
                 f if f.starts_with("hrsp_") => {
@@ -603,7 +629,11 @@ pub fn render(p: &Process, q: Query) -> String {
         let _ = writeln!(s, "# HELP {} {}", m.name, m.help);
         let _ = writeln!(s, "# TYPE {} {}", m.name, m.kind);
         for (l, v) in &m.samples {
-            let _ = writeln!(s, "{}{} {}", m.name, l, fmt_value(*v));
+            if m.float && v.is_finite() {
+                let _ = writeln!(s, "{}{} {v:.6}", m.name, l);
+            } else {
+                let _ = writeln!(s, "{}{} {}", m.name, l, fmt_value(*v));
+            }
         }
     }
     s

@@ -30,6 +30,8 @@ pub enum Service {
         path: Vec<u8>,
         authz: Option<Vec<u8>>,
         admin: bool,
+        /// A POST's body (the admin form).
+        post: Option<Vec<u8>>,
     },
     /// `http-request use-service prometheus-exporter`: the request's
     /// target (its query string selects the metrics).
@@ -45,7 +47,8 @@ impl Service {
                 path,
                 authz,
                 admin,
-            } => stats::page(&rt, &path, authz.as_deref(), admin),
+                post,
+            } => stats::page(&rt, &path, authz.as_deref(), admin, post.as_deref()),
             Service::Prometheus { uri } => metrics::answer(&uri),
         }
     }

@@ -19,8 +19,9 @@
 //! [`crate::mux::h1::Exchange`] (a head arrived; move on; a timer fired;
 //! the client left), passing itself so the stream reads the request from
 //! the client's buffer and writes the answer into its output. An HTTP/1
-//! connection holds one stream and reuses it for each request (no
-//! allocation per request). An HTTP/2 connection runs each of its streams
+//! connection takes a stream from its thread's pool for an exchange and
+//! gives it back when it goes idle, unless the stream keeps a server
+//! connection for the client's next request (no allocation per request). An HTTP/2 connection runs each of its streams
 //! on a *lane*: an HTTP/1 client side over buffers shared with it (see
 //! `mux/h2`), so this code serves both protocols; a stream answered at
 //! once is started by the HTTP/2 connection itself on its lane's client
@@ -180,6 +181,10 @@ impl BodyNow {
 #[derive(Default)]
 pub struct Stream {
     wait: Wait,
+    /// A redirect rule answering the exchange: HAProxy notes it as the
+    /// last final rule once its answer went through the
+    /// `http-after-response` rules (they see the rule before it).
+    late_rule: Option<crate::config::Loc>,
     /// Backend index and clean path of a request waiting on the disk.
     wait_backend: usize,
     wait_clean: String,
@@ -391,9 +396,90 @@ impl Exchange for Stream {
             ctx.kill_tasklet(t);
         }
     }
+
+    fn parkable(&self) -> bool {
+        // The server side (`side`) is untouched while no tasklet of its
+        // own was ever made.
+        matches!(self.wait, Wait::None)
+            && self.up.is_none()
+            && self.side_task.is_none()
+            && self.attached.is_none()
+            && self.parked.is_none()
+    }
+
+    fn from_pool(w: &crate::worker::Worker) -> Box<Self> {
+        w.take_stream()
+    }
+
+    fn to_pool(mut self: Box<Self>, w: &crate::worker::Worker) {
+        let keep = self.recycle();
+        w.give_stream(self, keep);
+    }
 }
 
+/// Buffers of a pooled stream larger than this are freed rather than kept.
+const POOLED_BUF_MAX: usize = 16 * 1024;
+
 impl Stream {
+    /// Clears what a connection's exchanges left in a parkable stream
+    /// (see [`Exchange::parkable`]), keeping its buffers, so that another
+    /// connection's next exchange can take it from the thread's pool.
+    /// Returns whether it is worth keeping (no buffer grew for an
+    /// unusually large message).
+    fn recycle(&mut self) -> bool {
+        // Every field is named: a new one must be considered here.
+        let Stream {
+            wait,
+            wait_backend,
+            wait_clean,
+            keep_alive,
+            resp_start,
+            up,
+            side: _,
+            side_task: _,
+            attached: _,
+            parked: _,
+            pp_sent,
+            fields,
+            scratch,
+            quiet,
+            local_server,
+            local_term,
+            body_now,
+            body_buf,
+            body_wait_start,
+            page_backend,
+            continued,
+            late_rule,
+        } = self;
+        *wait = Wait::None;
+        *late_rule = None;
+        *wait_backend = 0;
+        wait_clean.clear();
+        *keep_alive = false;
+        *resp_start = 0;
+        *up = None;
+        pp_sent.clear();
+        fields.clear();
+        scratch.clear();
+        *quiet = false;
+        *local_server = None;
+        *local_term = None;
+        *body_now = BodyNow::default();
+        body_buf.clear();
+        *body_wait_start = 0;
+        *page_backend = None;
+        *continued = false;
+        [
+            wait_clean.capacity(),
+            pp_sent.capacity(),
+            scratch.capacity(),
+            body_buf.capacity(),
+        ]
+        .iter()
+        .all(|&n| n <= POOLED_BUF_MAX)
+    }
+
     /// Looks at what of the request's body is in the read buffer
     /// ([`BodyNow`]); a chunked body is de-chunked into `body_buf`.
     fn scan_body(&mut self, c: &H1) {
@@ -499,13 +585,56 @@ impl Stream {
         let ready = |w: &crate::config::WaitForBody| body.enough(w.at_least);
         let r =
             crate::rewrite::run_request_from(rules, matcher, base, st, &c.w.limits, from, &ready);
+        // HAProxy's counters: cache lookups and hits on the proxy whose
+        // rules ran; failed rewrites and internal errors on the frontend,
+        // and on the backend once one is assigned.
+        let counts = std::mem::take(&mut st.counts);
+        let bhttp = be.and_then(|b| c.fe.backends.get(b)).map(|b| &b.http);
+        match bhttp {
+            Some(h) => {
+                h.note_rules(counts);
+                c.fe.http
+                    .failed_rewrites
+                    .fetch_add(counts.failed_rewrites, std::sync::atomic::Ordering::Relaxed);
+            }
+            None => c.fe.http.note_rules(counts),
+        }
         let i = match r {
             Ok(Some(i)) => i,
             Ok(None) => return None,
-            Err(_) => return Some(Act::Error(500)),
+            Err(_) => {
+                for h in std::iter::once(&c.fe.http).chain(bhttp) {
+                    h.internal_errors
+                        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                }
+                return Some(Act::Error(500));
+            }
         };
-        Some(match &rules.get(i)?.action {
-            HttpRequestAction::Return(_) => Act::Return(be, i),
+        let action = &rules.get(i)?.action;
+        if be.is_none()
+            && matches!(
+                action,
+                HttpRequestAction::Return(_)
+                    | HttpRequestAction::Redirect(_)
+                    | HttpRequestAction::Auth { .. }
+                    | HttpRequestAction::UseService(_)
+            )
+        {
+            // Answered by the frontend itself (HAProxy counts it when the
+            // stream's backend is still the frontend).
+            intercepted(&c.fe);
+        }
+        Some(match action {
+            HttpRequestAction::Return(_) => {
+                // Its formats see the request as edited so far.
+                let done = rules.get(i)?.prepared.as_ref().and_then(|p| {
+                    p.evaluate(&crate::sample::Ctx {
+                        req: Some(st.req()),
+                        ..*base
+                    })
+                });
+                Act::Return(be, i, done)
+            }
             HttpRequestAction::Redirect(rd) => {
                 let r = st.req();
                 let host = r.head.host.map(|h| h.get(r.buf));
@@ -514,7 +643,7 @@ impl Stream {
                     ..*base
                 };
                 let loc = redirect_location(rd, r.head.path.get(r.buf), host, Some(&cx));
-                Act::Redirect(loc, rd.code)
+                Act::Redirect(loc, rd.code, rules.get(i).map(|r| r.loc.clone()))
             }
             HttpRequestAction::Deny { status } => Act::Deny(*status),
             HttpRequestAction::Tarpit { status } => Act::Tarpit(*status),
@@ -549,6 +678,8 @@ impl Stream {
                 }))
             }
             HttpRequestAction::Reject => Act::Reject(false, be),
+            // A strict normalizer refused the target.
+            HttpRequestAction::NormalizeUri(_) => Act::Error(400),
             _ => Act::Service,
         })
     }
@@ -578,7 +709,7 @@ impl Stream {
         }
         let tr = &c.tr;
         let dst = dst_of(tr, c.dst);
-        let base = sample_ctx(tr, c.peer, &fe.name, &dst, &c.vars, &c.stk);
+        let base = sample_ctx(tr, c.peer, &fe.name, &dst, c.vars.cell(), &c.stk);
         let wait_here = |at: Resume, time_ms: Option<u32>| {
             Act::WaitBody(Box::new(BodyWait {
                 at,
@@ -594,9 +725,6 @@ impl Stream {
         };
         let (fe_from, be_at) = match at {
             Resume::Start => {
-                if c.head.target_form == TargetForm::Asterisk {
-                    return Act::Options;
-                }
                 if c.head.method == Method::Connect {
                     return Act::Connect;
                 }
@@ -613,6 +741,7 @@ impl Stream {
                         c.head.target.get(buf)
                     };
                     if target == uri.as_bytes() {
+                        intercepted(fe);
                         let failed = fail.iter().any(|f| fe.matcher.holds(Some(f), &received));
                         return Act::Monitor(failed);
                     }
@@ -656,6 +785,12 @@ impl Stream {
                     ..base
                 };
                 if let Some(a) = stats_act(fe.stats.as_ref(), &fe.matcher, &view, None) {
+                    // An admin form comes whole before the page reads it.
+                    if stats_post_waits(&a, &c.head, &body) {
+                        let end = Resume::Fe(fe.http_request.len());
+                        return wait_here(end, Some(fe.timeouts.http_request));
+                    }
+                    intercepted(fe);
                     return a;
                 }
                 let Some(bi) = fe.choose_backend(&view) else {
@@ -717,6 +852,10 @@ impl Stream {
             ..base
         };
         if let Some(a) = stats_act(backend.stats.as_ref(), &backend.matcher, &view, Some(bi)) {
+            if stats_post_waits(&a, &c.head, &body) {
+                let end = Resume::Be(bi, Some(backend.http_request.len()));
+                return wait_here(end, backend.http_request_ms);
+            }
             return a;
         }
         // A `cache-use` rule found the answer: the cache answers instead of
@@ -726,6 +865,9 @@ impl Stream {
         }
         match &backend.kind {
             BackendKind::Servers(_) => Act::Proxy(bi, st.edited),
+            // `OPTIONS *` goes through the rules and to the servers as any
+            // request (HAProxy's); ebb's file server answers it itself.
+            BackendKind::Files(_) if c.head.target_form == TargetForm::Asterisk => Act::Options,
             BackendKind::Files(_) => {
                 let r = st.req();
                 if !matches!(r.head.method, Method::Get | Method::Head) {
@@ -847,7 +989,7 @@ impl Stream {
                 self.reply(c, 200, &[(b"Allow", b"GET, HEAD, OPTIONS")], b"");
                 self.finish_request(c, ctx, 200, None, 0);
             }
-            Act::Return(be, i) => {
+            Act::Return(be, i, done) => {
                 let be_arc = be.and_then(|b| c.fe.backends.get(b).cloned());
                 let rules = match &be_arc {
                     Some(b) => &b.http_request,
@@ -860,16 +1002,13 @@ impl Stream {
                     Some(HttpRequestAction::Return(r)) => r,
                     _ => return,
                 };
-                let mut keep_alive = keep_alive;
                 if reply.deny {
-                    // A deny with its own answer: counted, and the
-                    // connection closes after it.
+                    // A deny with its own answer: counted; the connection
+                    // goes on when the exchange allows, as HAProxy's.
                     c.stk.note_error();
                     fe.http
                         .denied
                         .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                    keep_alive = false;
-                    self.keep_alive = false;
                 }
                 let be_name = be_arc.as_ref().map(|b| b.name.as_str());
                 if let crate::config::ReturnBody::Errorfile(raw) = &reply.body {
@@ -885,7 +1024,7 @@ impl Stream {
                     self.finish_return(c, ctx, st, be);
                     return;
                 }
-                self.answer_prepared(c, &fe, p, keep_alive, be_name, &[]);
+                self.answer_done(c, &fe, p, done.as_deref(), keep_alive, be_name, &[]);
                 let st = p.status;
                 self.finish_return(c, ctx, st, be);
             }
@@ -896,7 +1035,8 @@ impl Stream {
                 c.error_response(405, keep_alive, version, head_req, allow);
                 self.finish_request(c, ctx, 405, None, 0);
             }
-            Act::Redirect(loc, code) => {
+            Act::Redirect(loc, code, rule) => {
+                self.late_rule = rule;
                 self.fields.clear();
                 let hdrs: [(&[u8], &[u8]); 2] =
                     [(b"Location", &loc[..]), (b"Cache-Control", b"no-cache")];
@@ -916,11 +1056,17 @@ impl Stream {
                         // rules run on it and the log names it.
                         self.page_backend = be;
                         let buf = &c.rbuf[c.rstart..c.rend];
+                        let post = (c.head.method == Method::Post).then(|| {
+                            self.body_now
+                                .data(&self.body_buf, buf, c.head.head_len)
+                                .to_vec()
+                        });
                         Service::Stats {
                             rt,
                             path: c.head.path.get(buf).to_vec(),
                             authz: c.head.header(buf, "authorization").map(|v| v.to_vec()),
                             admin,
+                            post,
                         }
                     }
                     _ => {
@@ -957,8 +1103,8 @@ impl Stream {
                 fe.http
                     .denied
                     .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                self.keep_alive = false;
-                self.error_answer(c, &fe, st, false, None);
+                // HAProxy keeps the connection when the exchange allows.
+                self.error_answer(c, &fe, st, keep_alive, None);
                 self.finish_request(c, ctx, st, None, 0);
             }
             Act::Tarpit(st) => {
@@ -1171,7 +1317,7 @@ impl Stream {
             let dst = dst_of(tr, c.dst);
             let sctx = crate::sample::Ctx {
                 be: Some(&backend.name),
-                ..sample_ctx(tr, c.peer, &c.fe.name, &dst, &c.vars, &c.stk)
+                ..sample_ctx(tr, c.peer, &c.fe.name, &dst, c.vars.cell(), &c.stk)
             };
             // No response rule: the fields go out as they are.
             let rules = !backend.http_response.is_empty() || !c.fe.http_response.is_empty();
@@ -1179,7 +1325,7 @@ impl Stream {
             if let Some((_, _, Some(d))) = edited {
                 // `http-response deny`: an answer of its own instead.
                 self.resp_start = c.wbuf.len();
-                let st = self.write_denied(c, &backend, d);
+                let st = self.write_denied(c, &backend, d, self.keep_alive);
                 self.finish_request(c, ctx, st, Some(bi), 0);
                 return;
             }
@@ -1330,7 +1476,7 @@ impl Stream {
                     body: self.body_now.data(&self.body_buf, buf, c.head.head_len),
                 }),
                 be: Some(&backend.name),
-                ..sample_ctx(tr, c.peer, &c.fe.name, &dst, &c.vars, &c.stk)
+                ..sample_ctx(tr, c.peer, &c.fe.name, &dst, c.vars.cell(), &c.stk)
             };
             let sets = [
                 (&backend.http_response[..], &backend.matcher),
@@ -1342,7 +1488,7 @@ impl Stream {
         if let (_, Some(d)) = logged {
             // `http-response deny`: the cached answer is replaced.
             c.wbuf.truncate(self.resp_start);
-            let st = self.write_denied(c, &backend, d);
+            let st = self.write_denied(c, &backend, d, self.keep_alive);
             self.local_server = Some("<CACHE>");
             self.finish_request(c, ctx, st, Some(bi), 0);
             return;
@@ -1368,6 +1514,16 @@ impl Stream {
         self.finish_request(c, ctx, status, be, 0);
     }
 
+    /// Notes a redirect rule held back for the `http-after-response` rules
+    /// as the exchange's last final rule.
+    pub(super) fn note_late_rule(&mut self, c: &H1) {
+        if let Some(loc) = self.late_rule.take() {
+            if let Some(mut v) = c.vars.try_borrow_mut() {
+                v.info.last_rule = Some(loc);
+            }
+        }
+    }
+
     /// The answer is queued: log it and move on to what follows the head.
     fn finish_request(
         &mut self,
@@ -1378,6 +1534,7 @@ impl Stream {
         body: u64,
     ) {
         let status = self.after_response(c, backend, status);
+        self.note_late_rule(c);
         if status == 101 {
             // An answer of ebb's made a 101 by a rule: no tunnel follows
             // (there is no server), the connection ends after it.
@@ -1461,7 +1618,7 @@ impl Stream {
         let dst = dst_of(tr, c.dst);
         let sctx = crate::sample::Ctx {
             be: be.map(|b| b.name.as_str()),
-            ..sample_ctx(tr, c.peer, &c.fe.name, &dst, &c.vars, &c.stk)
+            ..sample_ctx(tr, c.peer, &c.fe.name, &dst, c.vars.cell(), &c.stk)
         };
         let be = be.map(|b| &**b);
         crate::rewrite::after_local(&c.fe, be, &sctx, &mut c.wbuf, self.resp_start)
@@ -1474,11 +1631,28 @@ impl Stream {
     /// reply) through the client side's one output path, with what
     /// `lf-string` / `hdr` evaluate to for this request, and `extra`
     /// fields after its own.
+    #[allow(clippy::too_many_arguments)]
     fn answer_prepared(
         &mut self,
         c: &mut H1,
         fe: &FrontendRt,
         p: &crate::proxy::Prepared,
+        keep_alive: bool,
+        be: Option<&str>,
+        extra: &[(&[u8], &[u8])],
+    ) {
+        self.answer_done(c, fe, p, None, keep_alive, be, extra);
+    }
+
+    /// [`Stream::answer_prepared`] with the formats already evaluated
+    /// (`done`) when the rule ran.
+    #[allow(clippy::too_many_arguments)]
+    fn answer_done(
+        &mut self,
+        c: &mut H1,
+        fe: &FrontendRt,
+        p: &crate::proxy::Prepared,
+        done: Option<&crate::proxy::Evaluated>,
         keep_alive: bool,
         be: Option<&str>,
         extra: &[(&[u8], &[u8])],
@@ -1496,9 +1670,9 @@ impl Stream {
                     body: self.body_now.data(&self.body_buf, buf, c.head.head_len),
                 }),
                 be,
-                ..sample_ctx(tr, c.peer, &fe.name, &dst, &c.vars, &c.stk)
+                ..sample_ctx(tr, c.peer, &fe.name, &dst, c.vars.cell(), &c.stk)
             };
-            p.render(&cx, &mut self.fields, &mut scratch)
+            p.render(&cx, done, &mut self.fields, &mut scratch)
         };
         for (n, v) in extra {
             self.fields.push(n, v);
@@ -1520,28 +1694,49 @@ impl Stream {
         &mut self,
         c: &mut H1,
         be: &crate::proxy::BackendRt,
-        denied: (usize, usize),
+        denied: crate::rewrite::Denied,
+        keep_alive: bool,
     ) -> u16 {
         let fe = Arc::clone(&c.fe);
-        let rules = if denied.0 == 0 {
+        let rules = if denied.set == 0 {
             &be.http_response
         } else {
             &fe.http_response
         };
-        let Some(rule) = rules.get(denied.1) else {
+        let Some(rule) = rules.get(denied.rule) else {
             return 0;
         };
+        if let (crate::config::HttpResponseAction::Redirect(rd), Some(loc)) =
+            (&rule.action, &denied.location)
+        {
+            // As HAProxy's answer: the code, the location, no body.
+            self.late_rule = Some(rule.loc.clone());
+            if !keep_alive {
+                self.keep_alive = false;
+                c.closing = true;
+            }
+            self.fields.clear();
+            self.reply(c, rd.code, &[(b"Location", &loc[..])], b"");
+            return rd.code;
+        }
         let crate::config::HttpResponseAction::Deny(ret) = &rule.action else {
             return 0;
         };
-        self.keep_alive = false;
-        c.closing = true;
+        // HAProxy keeps the client's connection after the answer when the
+        // exchange allows it; an errorfile's bytes are sent as written
+        // (their framing is their own): the connection closes after them.
+        let raw = matches!(ret.body, crate::config::ReturnBody::Errorfile(Some(_)));
+        let keep_alive = keep_alive && !raw;
+        if !keep_alive {
+            self.keep_alive = false;
+            c.closing = true;
+        }
         match (&ret.body, &rule.prepared) {
             (crate::config::ReturnBody::Errorfile(Some(raw)), _) => {
                 c.wbuf.extend_from_slice(raw);
             }
-            (_, Some(p)) => self.answer_prepared(c, &fe, p, false, Some(&be.name), &[]),
-            _ => self.error_answer(c, &fe, ret.status, false, Some(&be.name)),
+            (_, Some(p)) => self.answer_prepared(c, &fe, p, keep_alive, Some(&be.name), &[]),
+            _ => self.error_answer(c, &fe, ret.status, keep_alive, Some(&be.name)),
         }
         ret.status
     }
@@ -1575,7 +1770,7 @@ fn apply_edits(
     hdrs: Vec<(&[u8], &[u8])>,
     status: u16,
     ctx: &crate::sample::Ctx<'_>,
-) -> (crate::rewrite::Fields, u16, Option<(usize, usize)>) {
+) -> (crate::rewrite::Fields, u16, Option<crate::rewrite::Denied>) {
     let mut head = crate::rewrite::ResHead {
         status,
         reason: Vec::new(),
@@ -1616,7 +1811,7 @@ pub(crate) fn sample_ctx<'a>(
     peer: SocketAddr,
     fe: &'a str,
     dst: &'a dyn Fn() -> Option<SocketAddr>,
-    vars: &'a std::cell::RefCell<crate::sample::VarStore>,
+    vars: Option<&'a std::cell::RefCell<crate::sample::VarStore>>,
     stk: &'a crate::table::Stk,
 ) -> crate::sample::Ctx<'a> {
     crate::sample::Ctx {
@@ -1629,7 +1824,7 @@ pub(crate) fn sample_ctx<'a>(
         sni: tr.sni(),
         req: None,
         res: None,
-        vars: Some(vars),
+        vars,
         stk: Some(stk),
         payload: None,
         res_body: None,
@@ -1645,11 +1840,13 @@ enum Act {
     Connect,
     /// An `http-request return` rule: (the backend's, or the frontend's
     /// when `None`; index).
-    Return(Option<usize>, usize),
+    Return(Option<usize>, usize, Option<Box<crate::proxy::Evaluated>>),
     /// A server backend, and the request as rules rewrote it (`None`:
     /// unchanged).
     Proxy(usize, Option<Box<crate::rewrite::Edited>>),
-    Redirect(Vec<u8>, u16),
+    /// A redirect: the location, the code, and the rule (where it is
+    /// written).
+    Redirect(Vec<u8>, u16, Option<crate::config::Loc>),
     Deny(u16),
     /// `http-request tarpit`: this status after `timeout tarpit`.
     Tarpit(u16),
@@ -1694,6 +1891,19 @@ fn content_rules(
     }
 }
 
+/// Whether the stats page's act must wait for the rest of a POST's body
+/// (an admin form, read only when `stats admin` allows it).
+fn stats_post_waits(a: &Act, head: &crate::http1::RequestHead, body: &BodyNow) -> bool {
+    matches!(a, Act::Stats(_, true, _)) && head.method == Method::Post && !body.enough(0)
+}
+
+/// Counts a request the frontend answered itself.
+fn intercepted(fe: &FrontendRt) {
+    fe.http
+        .intercepted
+        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+}
+
 /// The stats page's act when the request is for it.
 fn stats_act(
     st: Option<&Arc<crate::proxy::StatsRt>>,
@@ -1703,7 +1913,8 @@ fn stats_act(
 ) -> Option<Act> {
     let st = st?;
     let req = view.req?;
-    if !crate::serve::is_stats_page(st, req.head.path.get(req.buf)) {
+    let method_ok = matches!(req.head.method, Method::Get | Method::Head | Method::Post);
+    if !crate::serve::is_stats_page(st, req.head.path.get(req.buf), method_ok) {
         return None;
     }
     let admin = st.admin.iter().any(|c| m.holds(Some(c), view));

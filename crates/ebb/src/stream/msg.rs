@@ -180,11 +180,18 @@ impl FieldBuf {
         self.list.push(Field { name, value });
     }
 
-    /// Appends a field whose value `value` writes (an evaluated format).
-    pub fn push_with(&mut self, name: &[u8], value: impl FnOnce(&mut Vec<u8>)) {
+    /// Appends a field whose value `value` writes (an evaluated format),
+    /// unless that value is empty: then nothing (HAProxy's
+    /// http_reply_to_htx adds no such field).
+    pub fn push_nonempty_with(&mut self, name: &[u8], value: impl FnOnce(&mut Vec<u8>)) {
+        let mark = self.buf.len();
         let name = self.put(name);
         let start = self.buf.len() as u32;
         value(&mut self.buf);
+        if self.buf.len() as u32 == start {
+            self.buf.truncate(mark);
+            return;
+        }
         let value = crate::http1::Span {
             start,
             end: self.buf.len() as u32,

@@ -313,7 +313,7 @@ impl Stream {
                 body: b"",
             }),
             be: Some(&be.name),
-            ..super::sample_ctx(tr, c.peer, &c.fe.name, &dst, &c.vars, &c.stk)
+            ..super::sample_ctx(tr, c.peer, &c.fe.name, &dst, c.vars.cell(), &c.stk)
         };
         // Unique id, persistence cookie, `capture cookie` (crate::rewrite).
         let more = crate::rewrite::before_server(&c.fe, &be, &sctx, &c.w.limits);
@@ -384,17 +384,17 @@ impl Stream {
             // `option httpclose` in the backend closes both sides.
             self.keep_alive = false;
         }
+        let xff = AddrField::merge(c.fe.forwardfor.as_ref(), sr.forwardfor.as_ref());
+        let xot = AddrField::merge(c.fe.originalto.as_ref(), sr.originalto.as_ref());
         let tail = ReqTail {
             omit: Some(&omit),
-            watch: sr
-                .forwardfor
-                .as_ref()
-                .map_or(&b""[..], |f| f.header.as_bytes()),
+            watch: xff.as_ref().map_or(&b""[..], |f| f.header.as_bytes()),
             keep: keep_server,
         };
         let mut spare = UpBufs::take();
         let mut out = std::mem::take(&mut spare.head);
-        let peer = c.peer.ip();
+        let peer = c.stream_src().ip();
+        let orig_dst = xot.as_ref().and_then(|_| c.stream_dst()).map(|d| d.ip());
         // `TE` is hop-by-hop: only its `trailers` member goes on, as HAProxy
         // passes it to an HTTP/1 server.
         let te_trailers = h.header(buf, "te").is_some_and(|v| {
@@ -406,13 +406,14 @@ impl Stream {
                 out.extend_from_slice(b"TE: trailers\r\n");
             }
             compress::write_request_fields(out, req_comp.as_ref().map(|b| b.coding()));
-            if let Some(ff) = &sr.forwardfor {
-                let skip = ff.except.is_some_and(|n| n.contains(peer)) || (ff.if_none && has_xff);
-                if !skip {
-                    out.extend_from_slice(ff.header.as_bytes());
-                    out.extend_from_slice(b": ");
-                    let _ = std::io::Write::write_fmt(out, format_args!("{peer}"));
-                    out.extend_from_slice(b"\r\n");
+            if let Some(ff) = &xff {
+                if !(ff.excepted(peer) || (!ff.always && has_xff)) {
+                    ff.write(out, peer);
+                }
+            }
+            if let (Some(ot), Some(d)) = (&xot, orig_dst) {
+                if !ot.excepted(d) {
+                    ot.write(out, d);
                 }
             }
         });
@@ -436,7 +437,7 @@ impl Stream {
         // `http-request set-timeout`: this exchange's own (0: none, as
         // HAProxy's eternity).
         let mut timeouts = sr.timeouts;
-        if let Ok(v) = c.vars.try_borrow() {
+        if let Some(v) = c.vars.try_borrow() {
             let t = (v.info.timeout_server, v.info.timeout_tunnel);
             let ms = |t: u32| if t == 0 { i32::MAX as u32 } else { t };
             if let Some(s) = t.0 {
@@ -472,7 +473,7 @@ impl Stream {
             method: h.method,
             client_version: h.version,
             client_keep_alive: self.keep_alive,
-            lb_src: Some(c.peer.ip()),
+            lb_src: Some(c.stream_src().ip()),
             lb_uri,
             lb_hdr,
             t0: c.req_start.unwrap_or(now),
@@ -543,8 +544,13 @@ impl Stream {
             hdr: up.lb_hdr.as_deref(),
         };
         let (ck, force, stay) = {
-            let i = &c.vars.borrow().info;
-            (i.ck_direct, i.ck_force, i.ck_force_rule)
+            let v = c.vars.try_borrow();
+            let i = v.as_ref().map(|v| &v.info);
+            (
+                i.and_then(|i| i.ck_direct),
+                i.is_some_and(|i| i.ck_force),
+                i.is_some_and(|i| i.ck_force_rule),
+            )
         };
         let prefer = ck.or(c.stk.prefer());
         let h = || ctx.handle();
@@ -555,7 +561,7 @@ impl Stream {
                 self.use_server(c, ctx, s);
             }
             Pick::Queued(w) => {
-                if let Ok(mut v) = c.vars.try_borrow_mut() {
+                if let Some(mut v) = c.vars.try_borrow_mut() {
                     let at = if w.on_backend {
                         &mut v.info.be_queue
                     } else {
@@ -947,13 +953,14 @@ impl Stream {
 
     /// An `http-response deny` held on the server's answer: it is
     /// dropped with its server connection, the rule's answer goes to the
-    /// client, which is closed after it; logged `PH` with the server.
+    /// client, whose connection goes on when its request was whole (as
+    /// HAProxy's); logged `PH` with the server.
     fn deny_response(
         &mut self,
         c: &mut H1,
         ctx: &mut Ctx,
         be: &crate::proxy::BackendRt,
-        denied: (usize, usize),
+        denied: crate::rewrite::Denied,
     ) {
         let Some(mut up) = self.up.take() else {
             return;
@@ -966,9 +973,12 @@ impl Stream {
         up.keep_server = false;
         up.term = "PH";
         self.resp_start = c.wbuf.len();
-        let status = self.write_denied(c, be, denied);
+        // The client's connection goes on only if its request was whole.
+        let keep = self.keep_alive && up.req_left.done();
+        let status = self.write_denied(c, be, denied, keep);
         let bi = c.fe.backends.iter().position(|b| Arc::ptr_eq(b, &up.be));
         up.status = self.after_response(c, bi, status);
+        self.note_late_rule(c);
         up.bytes_out = (c.wbuf.len() - self.resp_start) as u64 + c.native_sent();
         self.log_proxy(c, ctx, &up, up.bytes_out);
         self.finish_proxy_input(c);
@@ -1424,7 +1434,7 @@ impl Stream {
             let cx = crate::sample::Ctx {
                 be: Some(&be.name),
                 srv: up.server.as_ref().map(|s| s.name.as_str()),
-                ..super::sample_ctx(tr, c.peer, &fe.name, &dst, &c.vars, &c.stk)
+                ..super::sample_ctx(tr, c.peer, &fe.name, &dst, c.vars.cell(), &c.stk)
             };
             let v = crate::l4rules::run_rules(
                 &be.l4.res_rules,
@@ -1498,7 +1508,7 @@ impl Stream {
             let dst = dst_of(tr, c.dst);
             let cx = crate::sample::Ctx {
                 res: Some(crate::sample::Res::H1 { buf, head: r }),
-                ..super::sample_ctx(tr, c.peer, &fe.name, &dst, &c.vars, &c.stk)
+                ..super::sample_ctx(tr, c.peer, &fe.name, &dst, c.vars.cell(), &c.stk)
             };
             crate::sample::logline::capture_headers(&fe.captures, true, &cx);
         }
@@ -1513,7 +1523,7 @@ impl Stream {
                 res: Some(crate::sample::Res::H1 { buf, head: r }),
                 be: Some(&be.name),
                 srv: Some(s.name.as_str()),
-                ..super::sample_ctx(tr, c.peer, &fe.name, &dst, &c.vars, &c.stk)
+                ..super::sample_ctx(tr, c.peer, &fe.name, &dst, c.vars.cell(), &c.stk)
             };
             c.stk.stick_response(&be.stick, &be.matcher, &sctx, s.idx);
         }
@@ -1549,7 +1559,7 @@ impl Stream {
                 be: Some(&be.name),
                 srv: up.server.as_ref().map(|s| s.name.as_str()),
                 res_body: Some((seen.data(&decoded, after, 0), size)),
-                ..super::sample_ctx(tr, c.peer, &fe.name, &dst, &c.vars, &c.stk)
+                ..super::sample_ctx(tr, c.peer, &fe.name, &dst, c.vars.cell(), &c.stk)
             };
             let mut head = crate::rewrite::ResHead {
                 status: r.status,
@@ -1561,7 +1571,9 @@ impl Stream {
                 denied: None,
             };
             let srv = up.server.as_deref();
-            crate::rewrite::cookie_response(&fe, &be, srv, up.method, &mut head, &c.vars);
+            if let Some(v) = c.vars.cell() {
+                crate::rewrite::cookie_response(&fe, &be, srv, up.method, &mut head, v);
+            }
             let mut sc = crate::rewrite::StoreCtx {
                 method: up.method,
                 content_length: match r.framing {
@@ -1877,6 +1889,9 @@ impl Stream {
 
     fn log_proxy(&mut self, c: &mut H1, ctx: &mut Ctx, up: &Upstream, bytes: u64) {
         crate::proxy::count_request(&c.fe, Some(&up.be), up.status, bytes);
+        if let Some(z) = &up.comp {
+            crate::proxy::count_compressed(&c.fe, Some(&up.be), z.totals());
+        }
         // The server's own count of the responses it gave (HAProxy's
         // server `hrsp_*`); not for a backend's dispatch target.
         if let Some(s) = up.server.as_ref().filter(|s| !s.backend_target) {
@@ -1887,6 +1902,7 @@ impl Stream {
         let fail = crate::table::http_failure(up.status, up.term);
         c.stk
             .end(ctx.now(), err, fail, c.head.head_len as u64, bytes);
+        note_stream_stats(up, ctx.now());
         if !c.w.logging(&c.fe) {
             return;
         }
@@ -1907,7 +1923,9 @@ impl Stream {
         };
         let tt = d(up.t0, now);
         let (srv, left, redisp) = (up.server.as_deref(), up.retries_left, up.avoid.is_some());
-        crate::rewrite::note_for_log(&c.vars, &up.farm, srv, left, redisp);
+        if let Some(v) = c.vars.cell() {
+            crate::rewrite::note_for_log(v, &up.farm, srv, left, redisp);
+        }
         let server = up.server.as_ref().map_or("<NOSRV>", |s| s.name.as_str());
         let entry = c.log_entry(LogFacts {
             backend: &up.be.name,
@@ -1919,6 +1937,45 @@ impl Stream {
             request_line: &up.req_line,
         });
         c.w.log_access(crate::log::format(&entry));
+    }
+}
+
+/// Counts the exchange's times and aborts on its backend and server
+/// (HAProxy's stream_update_time_stats and `cli_abrt`/`srv_abrt`): the
+/// queue, connect, response and total times when a server answered; the
+/// aborts HAProxy's HTTP analysers count: by the client while a body
+/// passed (`CD`) or while waiting for the answer (`CH`, with `option
+/// abortonclose`), by the server while a body passed (`SD`; a close
+/// before the answer's head is a failed response, not an abort).
+fn note_stream_stats(up: &Upstream, now: Tick) {
+    let d = |a: Tick, b: Tick| u64::from(b.wrapping_sub(a)).min(u64::from(u32::MAX >> 1));
+    let times = match (up.t_served, up.t_conn, up.t_resp) {
+        (Some(sv), Some(cn), Some(rs)) => {
+            Some([d(up.t_start, sv), d(sv, cn), d(cn, rs), d(up.t0, now)])
+        }
+        _ => None,
+    };
+    let abort = match up.term {
+        "CD" | "CH" => Some(true),
+        "SD" => Some(false),
+        _ => None,
+    };
+    let server = up.server.as_ref().filter(|s| !s.backend_target);
+    for c in server
+        .map(|s| &s.counters)
+        .into_iter()
+        .chain([&up.farm.counters])
+    {
+        c.times.note(times);
+        match abort {
+            Some(true) => c
+                .cli_aborts
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+            Some(false) => c
+                .srv_aborts
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+            None => 0,
+        };
     }
 }
 
@@ -1964,7 +2021,7 @@ fn response_body_ready(c: &H1, now: Tick, up: &mut Upstream, sd: &ServerSide) ->
         }),
         be: Some(&be.name),
         srv: up.server.as_ref().map(|s| s.name.as_str()),
-        ..super::sample_ctx(tr, c.peer, &fe.name, &dst, &c.vars, &c.stk)
+        ..super::sample_ctx(tr, c.peer, &fe.name, &dst, c.vars.cell(), &c.stk)
     };
     let pending = waits().find(|(r, m, w)| !b.enough(w.at_least) && m.holds(r.cond.as_ref(), &cx));
     let Some((_, _, w)) = pending else {
@@ -1977,17 +2034,61 @@ fn response_body_ready(c: &H1, now: Tick, up: &mut Upstream, sd: &ServerSide) ->
     false
 }
 
+/// `option forwardfor` or `option originalto` as HAProxy applies them:
+/// the field is added when the frontend or the backend asks for it, named
+/// as the backend says (else the frontend), left out for an address in
+/// either's `except` network; `if-none` holds only if neither side added
+/// the option without it.
+struct AddrField<'a> {
+    header: &'a str,
+    except: [Option<&'a crate::config::IpNet>; 2],
+    always: bool,
+}
+
+impl<'a> AddrField<'a> {
+    fn merge(
+        fe: Option<&'a crate::config::ForwardFor>,
+        be: Option<&'a crate::config::ForwardFor>,
+    ) -> Option<AddrField<'a>> {
+        let header = be.or(fe)?.header.as_str();
+        Some(AddrField {
+            header,
+            except: [
+                fe.and_then(|f| f.except.as_ref()),
+                be.and_then(|f| f.except.as_ref()),
+            ],
+            always: [fe, be].iter().flatten().any(|f| !f.if_none),
+        })
+    }
+
+    fn excepted(&self, ip: std::net::IpAddr) -> bool {
+        self.except.iter().flatten().any(|n| n.contains(ip))
+    }
+
+    fn write(&self, out: &mut Vec<u8>, ip: std::net::IpAddr) {
+        out.extend_from_slice(self.header.as_bytes());
+        out.extend_from_slice(b": ");
+        let _ = std::io::Write::write_fmt(out, format_args!("{ip}"));
+        out.extend_from_slice(b"\r\n");
+    }
+}
+
 /// The PROXY header a connection to `s` begins with for the exchange under
 /// way (`send-proxy[-v2]` and `proxy-v2-options`).
 fn pp_header(c: &H1, s: &ServerRt) -> Vec<u8> {
-    let addrs = c.local_addr().map(|d| (c.peer, d));
-    let v = c.vars.borrow();
+    // The stream's addresses (after `http-request set-src`/`set-dst`), as
+    // HAProxy's PROXY header to a server carries.
+    let addrs = c.stream_dst().map(|d| (c.stream_src(), d));
+    let v = c.vars.try_borrow();
     crate::proxyproto::server_header(
         s.opts.send_proxy,
         &s.opts.pp_v2,
         addrs,
-        v.pp_authority(c.tr.sni()),
-        v.info.unique_id.as_deref(),
+        match &v {
+            Some(v) => v.pp_authority(c.tr.sni()),
+            None => c.tr.sni().map(str::as_bytes),
+        },
+        v.as_ref().and_then(|v| v.info.unique_id.as_deref()),
     )
 }
 
@@ -1997,8 +2098,7 @@ fn pp_header(c: &H1, s: &ServerRt) -> Vec<u8> {
 fn client_dst(c: &H1, s: &ServerRt) -> Option<SocketAddr> {
     if s.follows_client_dst() || (s.backend_target && s.addr().is_none()) {
         // The stream's: as an `http-request set-dst[-port]` left it.
-        let set = c.vars.try_borrow().ok().and_then(|v| v.info.dst);
-        set.or_else(|| c.local_addr())
+        c.stream_dst()
     } else {
         None
     }

@@ -34,6 +34,7 @@ use std::cell::RefCell;
 use std::io::Write as _;
 use std::net::{SocketAddr, TcpStream};
 use std::rc::Rc;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::SystemTime;
 
@@ -117,14 +118,16 @@ pub fn accepted(
             false,
             &mut expect_proxy,
         );
-        // `set-src`/`set-dst`: the connection's addresses from now on,
-        // until a PROXY header gives others (HAProxy rewrites the
-        // connection's, which the header then overwrites).
+        // `set-src`/`set-dst`: the connection's addresses from now on; a
+        // PROXY header then gives the session others (`fc_src` stays).
         if let Some(a) = addrs {
             peer = a.src;
             early.dst = a.dst.filter(|d| Some(*d) != dst);
         }
         if refused(v, &sock) {
+            if v == Verdict::Reject {
+                fe.http.denied_conn.fetch_add(1, Ordering::Relaxed);
+            }
             return Ok(());
         }
     }
@@ -163,7 +166,11 @@ fn start(
     } else {
         dst
     };
-    early.vars.get_mut().fc_addrs = Some((peer, fc_dst));
+    // (Already set after a PROXY header: the socket's.)
+    let v = early.vars.get_mut();
+    if v.fc_addrs.is_none() {
+        v.fc_addrs = Some((peer, fc_dst));
+    }
     if !fe.l4.sess_rules.is_empty() {
         early.stk.set_now(ctx.now());
         let d = fc_dst;
@@ -183,6 +190,9 @@ fn start(
             }
         }
         if refused(v, &sock) {
+            if v == Verdict::Reject {
+                fe.http.denied_sess.fetch_add(1, Ordering::Relaxed);
+            }
             return Ok(());
         }
     }

@@ -161,14 +161,23 @@ impl sched::TaskletFn for Reader {
                     return self.fail(ctx, &format!("read error: {e}"));
                 }
                 let _ = ctx.deregister_fd(s.as_raw_fd());
+                let conn_dst = self.early.as_ref().and_then(|e| e.dst);
                 let (peer, dst) = match addrs {
                     Some((src, dst)) => (src, Some(dst)),
-                    None => (self.peer, self.early.as_ref().and_then(|e| e.dst)),
+                    None => (self.peer, conn_dst),
                 };
                 let fe = Arc::clone(&self.fe);
                 let Some(mut early) = self.early.take() else {
                     return Status::Done;
                 };
+                // As HAProxy 2.6 (conn_recv_proxy): the header's addresses
+                // are the session's (`src`, `dst`); the connection's
+                // (`fc_src`, `fc_dst`) stay the socket's, as the
+                // `tcp-request connection` rules left them.
+                if addrs.is_some() {
+                    let fc_dst = conn_dst.or_else(|| s.local_addr().ok());
+                    early.vars.get_mut().fc_addrs = Some((self.peer, fc_dst));
+                }
                 early.vars.get_mut().pp_tlvs = Some(tlvs.into());
                 let w = Rc::clone(&self.w);
                 if let Err(e) =

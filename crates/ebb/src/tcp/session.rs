@@ -905,6 +905,7 @@ impl Session {
         }
         // The trackers count the session's bytes, then let go.
         self.stk.end(ctx.now(), false, false, bytes_in, bytes_out);
+        self.note_times(ctx.now());
         if !self.silent {
             self.log(ctx, bytes_in, bytes_out);
         }
@@ -924,6 +925,29 @@ impl Session {
         self.w.sessions.remove(&self.sess);
         self.w.conn_closed(ctx, &self.fe);
         Status::Done
+    }
+
+    /// The backend's and server's time statistics (HAProxy's
+    /// stream_update_time_stats for a tcp stream): from the accept, the
+    /// wait for a server (rules and queue), the connect, no response
+    /// time, the total; no sample when no connection was made.
+    fn note_times(&self, now: Tick) {
+        let Some(farm) = &self.farm else { return };
+        let d = |a: Tick, b: Tick| u64::from(b.wrapping_sub(a)).min(u64::from(u32::MAX >> 1));
+        let times = match (self.t_served, self.pipe.borrow().t_conn) {
+            (Some(sv), Some(cn)) => {
+                Some([d(self.t_accept, sv), d(sv, cn), 0, d(self.t_accept, now)])
+            }
+            _ => None,
+        };
+        let server = self.server.as_ref().filter(|s| !s.backend_target);
+        for c in server
+            .map(|s| &s.counters)
+            .into_iter()
+            .chain([&farm.counters])
+        {
+            c.times.note(times);
+        }
     }
 
     fn log(&self, ctx: &Ctx, bytes_in: u64, bytes_out: u64) {

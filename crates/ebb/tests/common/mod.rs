@@ -497,3 +497,27 @@ pub fn haproxy_with(name: &str, rest: &str) -> Option<Hap> {
     });
     Some(Hap { child, sock })
 }
+
+/// Starts haproxy beside ebb on the configuration `cfg(socket, bind)`
+/// gives (its `global` section's first line the admin `stats socket`
+/// line, as for ebb): the process and the address its frontend listens
+/// on. None when haproxy is not installed.
+pub fn haproxy_beside(
+    name: &str,
+    cfg: impl Fn(&Path, &str) -> String,
+) -> Option<(Hap, SocketAddr)> {
+    let d = scratch(&format!("{name}-h"));
+    let port = free_port();
+    let bind = format!("127.0.0.1:{port}");
+    let text = cfg(&d.join("h.sock"), &bind);
+    let rest = text.split_once("level admin\n")?.1.to_string();
+    let h = haproxy_with(name, &rest)?;
+    Some((h, bind.parse().ok()?))
+}
+
+/// Starts ebb on the configuration `cfg(socket, "BIND")` gives: the
+/// process and its admin socket.
+pub fn ebb_with_admin(name: &str, cfg: impl Fn(&Path, &str) -> String) -> (Ebb, PathBuf) {
+    let sock = scratch(name).join("admin.sock");
+    (Ebb::start(&cfg(&sock, "BIND")), sock)
+}

@@ -29,8 +29,9 @@
 //! read the socket is known to be empty and the next edge will say when
 //! data arrives, which saves the `read` returning `EAGAIN` on every request.
 //!
-//! Idle keep-alive connections give their buffers back to the thread's pool
-//! (see [`Worker::get_buf`]), so an idle connection costs its socket, this
+//! Idle keep-alive connections give their buffers, their header index and
+//! their stream back to the thread's pools (see [`Worker::get_buf`],
+//! [`Exchange::parkable`]), so an idle connection costs its socket, this
 //! struct and two scheduler slots.
 
 use std::cell::RefCell;
@@ -108,6 +109,15 @@ pub trait Exchange: Sized {
     /// of an exchange, or between two: release what it holds (server
     /// connections, queue places, tasklets).
     fn client_gone(&mut self, c: &mut Conn<Self>, ctx: &mut Ctx);
+    /// Whether the stream holds nothing of its connection between two
+    /// exchanges (no server connection, no tasklet of its own): it then
+    /// goes back to the thread's pool while the connection idles.
+    fn parkable(&self) -> bool;
+    /// A stream from the thread's pool, or a new one.
+    fn from_pool(w: &Worker) -> Box<Self>;
+    /// Gives a parkable stream back to the thread's pool, cleared of what
+    /// its connection left in it.
+    fn to_pool(self: Box<Self>, w: &Worker);
 }
 
 /// A file the connection sends as a body: the bytes when it is small
@@ -206,7 +216,7 @@ pub struct Conn<S> {
     /// Variables of the current exchange and of this connection (boxed:
     /// they are large, and the connection's state stays small enough for
     /// the allocator's per-thread cache).
-    pub(crate) vars: Box<std::cell::RefCell<crate::sample::VarStore>>,
+    pub(crate) vars: crate::sample::vars::ConnVars,
     /// What this connection tracks in stick tables (`track-sc`).
     pub(crate) stk: crate::table::Stk,
     /// This connection in the CLI's session list.
@@ -214,8 +224,12 @@ pub struct Conn<S> {
     /// File bytes sent during the current run (see [`RUN_QUANTUM`]).
     pub(crate) sent_run: usize,
     /// The current stream (taken out while it runs: see
-    /// [`Conn::with_stream`]).
-    st: Option<S>,
+    /// [`Conn::with_stream`]). Between exchanges a stream that holds
+    /// nothing of the connection goes back to the thread's pool (`parked`),
+    /// so an idle connection does not keep an exchange's state.
+    st: Option<Box<S>>,
+    /// The stream is in the pool, not out running (`st` is `None`).
+    parked: bool,
     /// Fields of the answers this side builds itself (errors), reused.
     fields: FieldBuf,
     /// This connection is a lane of an HTTP/2 connection (its transport
@@ -251,6 +265,20 @@ impl<S> Conn<S> {
     /// The address the client reached (see [`dst_of`]).
     pub(crate) fn local_addr(&self) -> Option<SocketAddr> {
         dst_of(&self.tr, self.dst)()
+    }
+
+    /// The exchange's source: as an `http-request set-src[-port]` left
+    /// it, else the connection's (HAProxy's stream address).
+    pub(crate) fn stream_src(&self) -> SocketAddr {
+        let set = self.vars.try_borrow().and_then(|v| v.info.src);
+        set.unwrap_or(self.peer)
+    }
+
+    /// The exchange's destination: as an `http-request set-dst[-port]`
+    /// left it, else the connection's.
+    pub(crate) fn stream_dst(&self) -> Option<SocketAddr> {
+        let set = self.vars.try_borrow().and_then(|v| v.info.dst);
+        set.or_else(|| self.local_addr())
     }
 }
 
@@ -376,11 +404,13 @@ impl<S: Exchange + Default + 'static> Conn<S> {
             deadline: first_deadline,
             me: None,
             next_input: None,
-            vars,
+            vars: crate::sample::vars::ConnVars::new(vars),
             stk,
             sess,
             sent_run: 0,
-            st: Some(S::default()),
+            // The first request takes a stream from the thread's pool.
+            st: None,
+            parked: true,
             fields: FieldBuf::default(),
             lane_of: None,
             registered: false,
@@ -604,7 +634,7 @@ impl<S: Exchange + Default + 'static> Conn<S> {
         let fresh = crate::table::Stk::new(Arc::clone(&self.fe.tables));
         let session = (
             std::mem::replace(&mut self.stk, fresh),
-            *std::mem::take(&mut self.vars),
+            std::cell::RefCell::new(std::mem::take(&mut self.vars).into_store(self.peer, self.dst)),
         );
         let started = crate::mux::h2::H2Conn::<S>::spawn(
             ctx,
@@ -633,6 +663,31 @@ impl<S: Exchange + Default + 'static> Conn<S> {
         Some(r)
     }
 
+    /// Takes a stream from the thread's pool for a new exchange, if the
+    /// connection's went back there.
+    fn unpark(&mut self) {
+        if std::mem::take(&mut self.parked) {
+            self.st = Some(S::from_pool(&self.w));
+        }
+        let w = &self.w;
+        self.vars.unpark(self.peer, self.dst, || w.take_vars());
+    }
+
+    /// Gives the stream back to the thread's pool between two exchanges,
+    /// when it holds nothing of this connection, and the variables' store
+    /// likewise (see [`crate::sample::vars::ConnVars`]).
+    fn park(&mut self) {
+        if self.st.as_ref().is_some_and(|s| s.parkable()) {
+            if let Some(st) = self.st.take() {
+                st.to_pool(&self.w);
+                self.parked = true;
+            }
+        }
+        let w = &self.w;
+        self.vars
+            .park(self.peer, self.dst, |v, keep| w.give_vars(v, keep));
+    }
+
     pub(crate) fn has_output(&self) -> bool {
         self.wpos < self.wbuf.len() || self.body.is_some() || self.tr.has_pending_output()
     }
@@ -645,6 +700,9 @@ impl<S: Exchange + Default + 'static> Conn<S> {
     fn read_in(&mut self) -> io::Result<bool> {
         if self.rbuf.is_empty() {
             self.rbuf = self.w.get_buf();
+            // Bytes may come: the exchange's variables with them.
+            let w = &self.w;
+            self.vars.unpark(self.peer, self.dst, || w.take_vars());
         }
         if self.head.headers.capacity() == 0 {
             self.head.headers = self.w.get_head_index();
@@ -898,6 +956,7 @@ impl<S: Exchange + Default + 'static> Conn<S> {
                     match r {
                         Ok(PStatus::Partial) => return progress,
                         Ok(PStatus::Complete(())) => {
+                            self.unpark();
                             self.with_stream(|st, c| st.start(c, ctx));
                             progress = true;
                         }
@@ -976,7 +1035,7 @@ impl<S: Exchange + Default + 'static> Conn<S> {
     pub(crate) fn log_entry<'a>(&'a self, f: LogFacts<'a>) -> crate::log::Entry<'a> {
         let [tq, tw, tc, tr, tt] = f.times;
         crate::log::Entry {
-            client: self.peer,
+            client: self.stream_src(),
             accept: self.accept_time,
             frontend: &self.fe.name,
             backend: f.backend,
@@ -1003,7 +1062,7 @@ impl<S: Exchange + Default + 'static> Conn<S> {
             tls: self.tr.is_tls(),
             cookie_flags: "--",
             h2: self.lane_of.is_some(),
-            vars: Some(&*self.vars),
+            vars: self.vars.cell(),
             ncaps: self.fe.ncaps(),
             fmt: self.fe.log_format.as_ref(),
         }
@@ -1202,6 +1261,8 @@ impl<S: Exchange + Default + 'static> Conn<S> {
 
     fn close(&mut self, ctx: &mut Ctx) -> Status {
         self.with_stream(|st, c| st.client_gone(c, ctx));
+        // A clean stream serves the thread's next connection.
+        self.park();
         if let Some(mux) = self.lane_of {
             // A lane: its HTTP/2 connection holds the socket and counts
             // the connection; it learns of the end through the pipe.
@@ -1335,6 +1396,7 @@ impl<S: Exchange + Default + 'static> Conn<S> {
                 return self.close(ctx);
             }
             self.release_buffers();
+            self.park();
         } else if self.eof && matches!(self.input, In::Head) && !self.has_output() {
             // The client closed in the middle of a head: nothing to answer.
             return self.close(ctx);

@@ -837,8 +837,25 @@ impl<S: Exchange + Default + 'static> H2Conn<S> {
             }
         }
         if self.eof && self.linger_until.is_none() {
-            // The client left: its streams end with it.
-            return self.close(ctx);
+            // The client left. Each open stream's lane reads the end of
+            // its client side, as an HTTP/1 client's close, and decides
+            // as it does: a request all in still goes to its server
+            // (HAProxy forwards it unless `option abortonclose`), one
+            // whose body was cut is a client abort. The connection ends
+            // with its last stream (or when an answer cannot be written).
+            for l in &mut self.lanes {
+                if l.id != 0 && !l.gone {
+                    let mut pp = l.pipe.borrow_mut();
+                    if !pp.eof {
+                        pp.eof = true;
+                        drop(pp);
+                        ctx.tasklet_wakeup(l.task);
+                    }
+                }
+            }
+            if !self.streams_open() {
+                return self.close(ctx);
+            }
         }
         let d = self.next_deadline(ctx.now());
         if d != self.deadline {

@@ -1,0 +1,114 @@
+//! Idle keep-alive HTTP/1 connections (issue 12): between two exchanges a
+//! connection gives its exchange state (its stream, its variables' store,
+//! its buffers) back to its thread's pools, and takes them again when the
+//! next request comes, without one connection seeing what another left.
+
+mod common;
+
+use std::net::SocketAddr;
+
+use common::*;
+
+/// The body of the answer to one request on `c`, with the request's
+/// `extra` header lines.
+fn ask(c: &mut Client, extra: &str) -> String {
+    c.send(format!("GET / HTTP/1.1\r\nHost: t\r\n{extra}\r\n").as_bytes());
+    let r = c.read_resp();
+    assert_eq!(r.status, 200);
+    r.text()
+}
+
+/// Connections keep what lasts (the request count, session variables)
+/// and only that: a transaction variable of one connection is not seen
+/// by the next connection that reuses the pooled state.
+fn check_variables(a: SocketAddr) {
+    let mut one = Client::connect(a);
+    assert_eq!(ask(&mut one, "x-who: one\r\n"), "txn=one sess= first=1");
+    // `one` idles; `two` takes the pooled state.
+    let mut two = Client::connect(a);
+    assert_eq!(ask(&mut two, ""), "txn= sess= first=1");
+    // `one` comes back: not its first request any more.
+    assert_eq!(ask(&mut one, ""), "txn= sess= first=0");
+    // A session variable lasts from one request of its connection to the
+    // next, and only there.
+    let mut three = Client::connect(a);
+    assert_eq!(ask(&mut three, "x-sess: s3\r\n"), "txn= sess=s3 first=1");
+    let mut four = Client::connect(a);
+    assert_eq!(ask(&mut four, ""), "txn= sess= first=1");
+    assert_eq!(ask(&mut three, ""), "txn= sess=s3 first=0");
+    assert_eq!(ask(&mut two, "x-who: two\r\n"), "txn=two sess= first=0");
+    assert_eq!(ask(&mut four, ""), "txn= sess= first=0");
+}
+
+const RULES: &str = "\
+    http-request set-var(txn.who) req.hdr(x-who) if { req.hdr(x-who) -m found }
+    http-request set-var(sess.seen) req.hdr(x-sess) if { req.hdr(x-sess) -m found }
+    http-request return status 200 content-type text/plain lf-string \"txn=%[var(txn.who)] sess=%[var(sess.seen)] first=%[http_first_req]\"
+";
+
+#[test]
+fn idle_connections_keep_their_session_and_nothing_of_others() {
+    let e = Ebb::start(&format!(
+        "global\n    nbthread 1\ndefaults\n    mode http\n    timeout client 30s\n\
+         frontend fe\n    bind BIND\n{RULES}"
+    ));
+    check_variables(e.addr());
+    // The same answers from haproxy.
+    let port = free_port();
+    let hap = haproxy_with(
+        "idle-hap",
+        &format!(
+            "defaults\n    mode http\n    timeout client 30s\n\
+             frontend fe\n    bind 127.0.0.1:{port}\n{RULES}"
+        ),
+    );
+    if hap.is_some() {
+        check_variables(format!("127.0.0.1:{port}").parse().unwrap());
+    }
+}
+
+fn rss_kb(pid: u32) -> u64 {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    s.lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+        .expect("VmRSS")
+}
+
+/// Open connections the test holds (below the usual 1,024 descriptors).
+const IDLE: usize = 800;
+
+#[test]
+fn an_idle_keep_alive_connection_holds_no_exchange_state() {
+    let e = Ebb::start(
+        "global\n    nbthread 1\ndefaults\n    mode http\n    timeout client 60s\n\
+         \x20   timeout http-keep-alive 60s\n\
+         frontend fe\n    bind BIND\n\
+         \x20   http-request return status 200 content-type text/plain string hello\n",
+    );
+    // Warm up: the pools hold a connection's exchange state.
+    for _ in 0..20 {
+        assert_eq!(get(e.addr(), "/").status, 200);
+    }
+    let before = rss_kb(e.pid());
+    let mut conns = Vec::with_capacity(IDLE);
+    for _ in 0..IDLE {
+        let mut c = Client::connect(e.addr());
+        assert_eq!(ask(&mut c, ""), "hello");
+        conns.push(c);
+    }
+    let after = rss_kb(e.pid());
+    let per_conn = after.saturating_sub(before) * 1024 / IDLE as u64;
+    println!("{per_conn} bytes per idle connection ({before} kB -> {after} kB)");
+    // With its stream and its variables kept while idle, a connection
+    // cost about 2,300 bytes; without them, about 1,100.
+    assert!(
+        per_conn < 1_600,
+        "{per_conn} bytes per idle connection ({before} kB -> {after} kB)"
+    );
+    // They all still answer.
+    for c in conns.iter_mut().step_by(50) {
+        assert_eq!(ask(c, ""), "hello");
+    }
+}
