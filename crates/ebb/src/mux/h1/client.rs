@@ -539,6 +539,9 @@ impl<S: Exchange + Default + 'static> Conn<S> {
         }
         match r {
             Ok(PStatus::Complete(())) => {
+                // The stream and the variables come back from the thread's
+                // pools if the lane gave them back while it idled.
+                self.unpark();
                 self.with_stream(|st, c| st.start(c, ctx));
             }
             // A whole head is never partial; the parser says why not.
@@ -582,7 +585,10 @@ impl<S: Exchange + Default + 'static> Conn<S> {
             n.done = false;
         }
         if self.inline_done() {
+            // Idle again, as at the end of a run of its own: buffers,
+            // stream and variables go back to the thread's pools.
             self.release_buffers();
+            self.park();
         }
         let d = self.next_deadline();
         if d != self.deadline {
