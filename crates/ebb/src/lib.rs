@@ -21,6 +21,7 @@ mod input_props;
 pub mod l4rules;
 pub(crate) mod listener;
 pub mod listener_stats;
+pub mod loc;
 pub(crate) mod log;
 pub(crate) mod mux;
 pub mod mworker;

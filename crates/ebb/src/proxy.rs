@@ -325,13 +325,22 @@ impl HttpCounters {
     }
 
     /// Adds what a proxy's request rules did.
-    pub fn note_rules(&self, n: crate::rewrite::RuleCounts) {
+    pub fn note_rules(&self, n: RuleCounts) {
         self.failed_rewrites
             .fetch_add(n.failed_rewrites, Ordering::Relaxed);
         self.cache_lookups
             .fetch_add(n.cache_lookups, Ordering::Relaxed);
         self.cache_hits.fetch_add(n.cache_hits, Ordering::Relaxed);
     }
+}
+
+/// Counters the request rules move (HAProxy's `wrew`, `cache_lookups`,
+/// `cache_hits`).
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct RuleCounts {
+    pub failed_rewrites: u64,
+    pub cache_lookups: u64,
+    pub cache_hits: u64,
 }
 
 /// Counts a compressed answer's bytes (`totals`: given, produced) on its
@@ -489,7 +498,7 @@ pub struct FrontendRt {
     pub idle_close_on_response: bool,
     /// `option forwardfor` and `option originalto` of the frontend: as in
     /// HAProxy, the header is added when the frontend or the backend asks
-    /// for it (see `crate::stream::proxy`).
+    /// for it (see the stream's proxy path, `stream::proxy`).
     pub forwardfor: Option<ForwardFor>,
     pub originalto: Option<ForwardFor>,
     /// `option disable-h2-upgrade`: no implicit HTTP/2 on HTTP/1 binds.

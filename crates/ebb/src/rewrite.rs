@@ -159,14 +159,7 @@ pub struct ReqState<'a> {
     pub counts: RuleCounts,
 }
 
-/// Counters the request rules move (HAProxy's `wrew`, `cache_lookups`,
-/// `cache_hits`).
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-pub struct RuleCounts {
-    pub failed_rewrites: u64,
-    pub cache_lookups: u64,
-    pub cache_hits: u64,
-}
+pub use crate::proxy::RuleCounts;
 
 /// A rewrite left no valid request (HAProxy: a failed rewrite, 500).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -39,9 +39,6 @@ pub struct Worker {
     wbufs: FreeList<Vec<u8>>,
     /// Header indexes of request heads, kept while their connections idle.
     heads: FreeList<Vec<crate::http1::HeaderSpan>>,
-    /// Exchange states of HTTP/1 streams, taken for an exchange and given
-    /// back while their connections idle.
-    streams: FreeList<Box<crate::stream::Stream>>,
     /// Variable stores of client connections, likewise (see
     /// [`crate::sample::vars::ConnVars`]).
     vars: FreeList<Box<RefCell<crate::sample::VarStore>>>,
@@ -66,7 +63,7 @@ pub struct Worker {
 /// one or makes a new one, `give` keeps one back while the list holds
 /// fewer than [`MAX_FREE_BUFS`] and the caller says it is worth keeping
 /// (it was not grown for an unusually large message).
-struct FreeList<T> {
+pub(crate) struct FreeList<T> {
     free: RefCell<Vec<T>>,
 }
 
@@ -79,12 +76,12 @@ impl<T> Default for FreeList<T> {
 }
 
 impl<T> FreeList<T> {
-    fn take(&self, make: impl FnOnce() -> T) -> T {
+    pub(crate) fn take(&self, make: impl FnOnce() -> T) -> T {
         let reused = self.free.borrow_mut().pop();
         reused.unwrap_or_else(make)
     }
 
-    fn give(&self, item: T, keep: bool) {
+    pub(crate) fn give(&self, item: T, keep: bool) {
         let mut free = self.free.borrow_mut();
         if keep && free.len() < MAX_FREE_BUFS {
             free.push(item);
@@ -106,7 +103,6 @@ impl Worker {
             bufs: FreeList::default(),
             wbufs: FreeList::default(),
             heads: FreeList::default(),
-            streams: FreeList::default(),
             vars: FreeList::default(),
             files: RefCell::new(FileCache::new()),
             pool,
@@ -155,16 +151,6 @@ impl Worker {
         let keep = h.capacity() <= 4 * HEAD_FIELDS;
         h.clear();
         self.heads.give(h, keep);
-    }
-
-    /// A cleared stream for an exchange, from the pool when possible.
-    pub(crate) fn take_stream(&self) -> Box<crate::stream::Stream> {
-        self.streams.take(Box::default)
-    }
-
-    /// Gives a cleared stream back (see [`Worker::take_stream`]).
-    pub(crate) fn give_stream(&self, s: Box<crate::stream::Stream>, keep: bool) {
-        self.streams.give(s, keep);
     }
 
     /// A cleared variable store for an exchange, from the pool when

@@ -1273,3 +1273,30 @@ impl AtomicAddr {
         self.seq.store(s.wrapping_add(2), Ordering::Release);
     }
 }
+
+/// `enable|disable health|agent BACKEND/NAME` (the CLI's and the stats
+/// page's admin action).
+pub fn check_switch(farm: &Farm, s: &ServerRt, on: bool, agent: bool) -> Result<String, String> {
+    if agent {
+        // HAProxy: enabling needs `agent-check`; disabling never fails.
+        // Neither changes the server's state by itself.
+        if on && !s.agent.configured {
+            return Err("Agent was not configured on this server, cannot enable.\n".into());
+        }
+        s.agent.on.store(on, Ordering::Relaxed);
+        return Ok(String::new());
+    }
+    if on && !s.opts.check {
+        return Err("Health check was not configured on this server, cannot enable.\n".into());
+    }
+    s.check_on.store(on, Ordering::Relaxed);
+    let agent_ok = !s.agent.enabled() || s.agent.healthy.load(Ordering::Relaxed);
+    if !on && agent_ok && !s.up.swap(true, Ordering::AcqRel) {
+        // Unchecked: considered UP unless the agent forces it down
+        // (HAProxy's `disable health`).
+        s.ext.changed(s.usable());
+        farm.note_state();
+        farm.kick_backend_queue();
+    }
+    Ok(String::new())
+}

@@ -21,7 +21,6 @@
 
 mod maps;
 mod servers;
-pub use servers::check_switch;
 pub mod socket;
 
 use std::fmt::Write as _;

@@ -5,26 +5,9 @@
 use std::fmt;
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::time::Duration;
 
-/// A position in the configuration: file name and 1-based line number.
-/// Line 0 means "the file as a whole" (e.g. it could not be read).
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct Loc {
-    pub file: Arc<str>,
-    pub line: u32,
-}
-
-impl fmt::Display for Loc {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.line == 0 {
-            write!(f, "{}", self.file)
-        } else {
-            write!(f, "{}:{}", self.file, self.line)
-        }
-    }
-}
+pub use crate::loc::Loc;
 
 /// A configuration error: `file:line: what is wrong`.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -1101,7 +1084,7 @@ pub enum HttpRequestAction {
     Return(Box<ReturnAction>),
     Redirect(Redirect),
     /// `normalize-uri NORMALIZER`: the target's path and query normalized
-    /// (`crate::rewrite::normalize`); a `strict` one meeting a bad `%`
+    /// (module `rewrite::normalize`); a `strict` one meeting a bad `%`
     /// answers 400.
     NormalizeUri(Normalizer),
     /// `deny [deny_status N]` (403 by default).

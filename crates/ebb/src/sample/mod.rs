@@ -218,7 +218,7 @@ pub struct Ctx<'a> {
 impl Ctx<'_> {
     /// Notes `loc` as the exchange's last final rule (`last_rule_file`,
     /// `last_rule_line`).
-    pub fn note_last_rule(&self, loc: &crate::config::Loc) {
+    pub fn note_last_rule(&self, loc: &crate::loc::Loc) {
         if let Some(Ok(mut v)) = self.vars.map(|v| v.try_borrow_mut()) {
             v.info.last_rule = Some(loc.clone());
         }

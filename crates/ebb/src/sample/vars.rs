@@ -367,7 +367,7 @@ pub struct TxnInfo {
     pub src: Option<std::net::SocketAddr>,
     /// Where the last final rule of the exchange is written
     /// (`last_rule_file`, `last_rule_line`).
-    pub last_rule: Option<crate::config::Loc>,
+    pub last_rule: Option<crate::loc::Loc>,
     /// `http-request set-timeout server|tunnel`: this exchange's own, in
     /// ms (0: none, as HAProxy's eternity).
     pub timeout_server: Option<u32>,

@@ -407,14 +407,22 @@ impl Exchange for Stream {
             && self.parked.is_none()
     }
 
-    fn from_pool(w: &crate::worker::Worker) -> Box<Self> {
-        w.take_stream()
+    fn from_pool(_: &crate::worker::Worker) -> Box<Self> {
+        STREAMS.with(|p| p.take(Box::default))
     }
 
-    fn to_pool(mut self: Box<Self>, w: &crate::worker::Worker) {
+    fn to_pool(mut self: Box<Self>, _: &crate::worker::Worker) {
         let keep = self.recycle();
-        w.give_stream(self, keep);
+        STREAMS.with(|p| p.give(self, keep));
     }
+}
+
+thread_local! {
+    /// Exchange states of HTTP/1 streams, taken for an exchange and given
+    /// back while their connections idle: one list per scheduler thread
+    /// (kept here, not in the thread's `Worker`, which the muxes under
+    /// the stream import).
+    static STREAMS: crate::worker::FreeList<Box<Stream>> = crate::worker::FreeList::default();
 }
 
 /// Buffers of a pooled stream larger than this are freed rather than kept.

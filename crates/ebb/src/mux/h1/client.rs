@@ -539,8 +539,8 @@ impl<S: Exchange + Default + 'static> Conn<S> {
         }
         match r {
             Ok(PStatus::Complete(())) => {
-                // The stream and the variables come back from the thread's
-                // pools if the lane gave them back while it idled.
+                // The lane's stream and variables may be in the thread's
+                // pools since its last stream (as after a parse).
                 self.unpark();
                 self.with_stream(|st, c| st.start(c, ctx));
             }
