@@ -758,6 +758,55 @@ fn a_fixed_answer_runs_natively_without_a_lane_tasklet() {
     ]);
     assert!(out.ends_with("403"), "{out}");
     assert!(out.contains("403 Forbidden"), "{out}");
+    // Side by side with HAProxy (same rules, `proto h2`): status, the
+    // return's fields and body, the redirect's location.
+    let port = free_port();
+    let hap = haproxy_with(
+        "h2native-hap",
+        &format!(
+            "defaults\n    mode http\n    timeout client 5s\n\
+             frontend fe\n    bind 127.0.0.1:{port} proto h2\n\
+             \x20   http-request deny status 403 if {{ path /denied }}\n\
+             \x20   http-request redirect location /moved code 301 if {{ path /old }}\n\
+             \x20   http-request return status 200 content-type text/plain string \"fixed\" hdr x-a b\n"
+        ),
+    );
+    if hap.is_some() {
+        let fields = |base: &str, path: &str| -> Vec<String> {
+            let (_, out, _) = curl(&["--http2-prior-knowledge", "-si", &format!("{base}{path}")]);
+            let mut v: Vec<String> = out
+                .lines()
+                .filter(|l| {
+                    ["HTTP/", "content-type", "x-a", "location"]
+                        .iter()
+                        .any(|p| l.starts_with(p))
+                })
+                .map(|l| l.trim().to_string())
+                .collect();
+            // (The order of a return's fields differs: HAProxy puts
+            // `hdr` fields before `content-type`, on HTTP/1 too.)
+            v.sort();
+            if path == "/fixed" {
+                v.push(out.rsplit("\r\n\r\n").next().unwrap_or("").to_string());
+            }
+            v
+        };
+        let ours = format!("http://{}", e.addrs[0]);
+        let theirs = format!("http://127.0.0.1:{port}");
+        for path in ["/fixed", "/old", "/denied"] {
+            let (a, b) = (fields(&ours, path), fields(&theirs, path));
+            if path == "/denied" {
+                // (The pages differ: status only.)
+                assert_eq!(
+                    a.iter().find(|l| l.starts_with("HTTP/")),
+                    b.iter().find(|l| l.starts_with("HTTP/")),
+                    "{path}"
+                );
+            } else {
+                assert_eq!(a, b, "{path}");
+            }
+        }
+    }
     // The log's byte count: the same for HTTP/2 as for HTTP/1.1.
     let (ok, _, err) = curl(&["-s", &format!("http://{}/fixed?h1", e.addrs[1])]);
     assert!(ok, "{err}");

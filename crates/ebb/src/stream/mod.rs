@@ -23,7 +23,9 @@
 //! gives it back when it goes idle, unless the stream keeps a server
 //! connection for the client's next request (no allocation per request). An HTTP/2 connection runs each of its streams
 //! on a *lane*: an HTTP/1 client side over buffers shared with it (see
-//! `mux/h2`), so this code serves both protocols. The protocol-neutral
+//! `mux/h2`), so this code serves both protocols; a stream answered at
+//! once is started by the HTTP/2 connection itself on its lane's client
+//! side, and its answer leaves as frames (`mux/h2/native.rs`). The protocol-neutral
 //! messages of [`msg`] are the interface the stream is moving to, so that
 //! muxes drive it without HTTP/1 bytes in between; today the stream still
 //! reads its parsed HTTP/1 head and writes its output directly.

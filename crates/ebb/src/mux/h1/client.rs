@@ -585,7 +585,10 @@ impl<S: Exchange + Default + 'static> Conn<S> {
             n.done = false;
         }
         if self.inline_done() {
+            // Idle again, as at the end of a run of its own: buffers,
+            // stream and variables go back to the thread's pools.
             self.release_buffers();
+            self.park();
         }
         let d = self.next_deadline();
         if d != self.deadline {

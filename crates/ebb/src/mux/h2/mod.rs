@@ -15,6 +15,15 @@
 //! protocol-neutral interface of `stream::msg` is to replace the lane's
 //! HTTP/1 bytes later, leaving this connection's code as it is.
 //!
+//! A stream without a request body starts *inline* ([`native`]): this
+//! tasklet runs the start of its exchange on an idle lane's client side
+//! (shared with the lane's tasklet), its head built in the lane's buffer
+//! with the spans the HTTP/1 parser would have cut, no parse; an answer
+//! given whole at once is taken as fields and body and sent here as
+//! HEADERS and DATA (a file's body may follow from the lane). Whatever
+//! else the stream does (wait for a server, a page, the disk) is the
+//! lane's, as below.
+//!
 //! Per stream, this side writes the request as an HTTP/1.1 head by RFC
 //! 9113 §8.3.1 (`h2::RequestHead::write_h1`: request line, `host` from
 //! `:authority`, cookie crumbs joined), its DATA as the declared length or
