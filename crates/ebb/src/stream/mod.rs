@@ -421,14 +421,18 @@ impl Stream {
     /// Returns whether it is worth keeping (no buffer grew for an
     /// unusually large message).
     fn recycle(&mut self) -> bool {
-        // Every field is named: a new one must be considered here.
+        // Every field is named: a new one must be considered here. What
+        // ties the stream to its connection is its server side, unused in
+        // a parkable stream (`wait` and `up` are `None`, no tasklet, no
+        // attached or parked connection); the rest is what one answer
+        // leaves for the log of the next, cleared as a new stream's.
         let Stream {
-            wait,
+            wait: _,
             wait_backend,
             wait_clean,
             keep_alive,
             resp_start,
-            up,
+            up: _,
             side: _,
             side_task: _,
             attached: _,
@@ -445,12 +449,10 @@ impl Stream {
             page_backend,
             continued,
         } = self;
-        *wait = Wait::None;
         *wait_backend = 0;
         wait_clean.clear();
         *keep_alive = false;
         *resp_start = 0;
-        *up = None;
         pp_sent.clear();
         fields.clear();
         scratch.clear();
@@ -462,14 +464,10 @@ impl Stream {
         *body_wait_start = 0;
         *page_backend = None;
         *continued = false;
-        [
-            wait_clean.capacity(),
-            pp_sent.capacity(),
-            scratch.capacity(),
-            body_buf.capacity(),
-        ]
-        .iter()
-        .all(|&n| n <= POOLED_BUF_MAX)
+        // The largest buffers go rather than sit in the pool.
+        wait_clean.capacity() <= POOLED_BUF_MAX
+            && scratch.capacity() <= POOLED_BUF_MAX
+            && body_buf.capacity() <= POOLED_BUF_MAX
     }
 
     /// Looks at what of the request's body is in the read buffer
