@@ -40,8 +40,9 @@ pub struct Worker {
     /// Header indexes of request heads, kept while their connections idle.
     heads: FreeList<Vec<crate::http1::HeaderSpan>>,
     /// Exchange states of HTTP/1 streams, taken for an exchange and given
-    /// back while their connections idle.
-    streams: FreeList<Box<crate::stream::Stream>>,
+    /// back while their connections idle (one kind, typed by the stream
+    /// module, which this one does not import).
+    streams: FreeList<Box<dyn std::any::Any>>,
     /// Variable stores of client connections, likewise (see
     /// [`crate::sample::vars::ConnVars`]).
     vars: FreeList<Box<RefCell<crate::sample::VarStore>>>,
@@ -162,12 +163,13 @@ impl Worker {
     }
 
     /// A cleared stream for an exchange, from the pool when possible.
-    pub(crate) fn take_stream(&self) -> Box<crate::stream::Stream> {
-        self.streams.take(Box::default)
+    pub(crate) fn take_stream<T: Default + 'static>(&self) -> Box<T> {
+        let b = self.streams.take(|| Box::<T>::default());
+        b.downcast::<T>().unwrap_or_default()
     }
 
     /// Gives a cleared stream back (see [`Worker::take_stream`]).
-    pub(crate) fn give_stream(&self, s: Box<crate::stream::Stream>, keep: bool) {
+    pub(crate) fn give_stream<T: 'static>(&self, s: Box<T>, keep: bool) {
         self.streams.give(s, keep);
     }
 

@@ -392,13 +392,16 @@ impl Exchange for Stream {
     }
 
     fn parkable(&self) -> bool {
-        // The server side (`side`) is untouched while no tasklet of its
-        // own was ever made.
+        // The server side (`side`) must be as new: no tasklet of its own
+        // was ever made (a closing connection's was just killed), nothing
+        // used its socket or buffers.
         matches!(self.wait, Wait::None)
             && self.up.is_none()
             && self.side_task.is_none()
             && self.attached.is_none()
             && self.parked.is_none()
+            && Rc::strong_count(&self.side) == 1
+            && self.side.try_borrow().is_ok_and(|s| s.unused())
     }
 
     fn from_pool(w: &crate::worker::Worker) -> Box<Self> {
