@@ -42,6 +42,9 @@ pub struct Worker {
     /// Variable stores of client connections, likewise (see
     /// [`crate::sample::vars::ConnVars`]).
     vars: FreeList<Box<RefCell<crate::sample::VarStore>>>,
+    /// The fields of the error answers a client connection builds itself,
+    /// reused (the answer is written at once).
+    pub(crate) error_fields: std::cell::Cell<crate::stream::msg::FieldBuf>,
     pub files: RefCell<FileCache>,
     pub pool: Submitter,
     pub limits: Limits,
@@ -104,6 +107,7 @@ impl Worker {
             wbufs: FreeList::default(),
             heads: FreeList::default(),
             vars: FreeList::default(),
+            error_fields: Default::default(),
             files: RefCell::new(FileCache::new()),
             pool,
             limits,

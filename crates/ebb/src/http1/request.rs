@@ -38,6 +38,7 @@ pub enum Method {
 
 impl Method {
     /// The method of a token (case-sensitive).
+    #[inline]
     pub fn from_bytes(m: &[u8]) -> Method {
         match m {
             b"GET" => Method::Get,

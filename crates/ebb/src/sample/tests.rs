@@ -721,3 +721,89 @@ fn cookie_fetches_without_a_name() {
     assert_eq!(f("%[req.cook_cnt(cook3)]"), "1");
     assert_eq!(f("%[req.cook()]"), "0");
 }
+
+/// A connection's variables go to the thread's pool between two
+/// exchanges only when nothing in them lasts, and come back cleared, with
+/// the request count, the last log's date and the addresses kept.
+#[test]
+fn connection_variables_are_pooled_only_when_nothing_lasts() {
+    use crate::sample::vars::ConnVars;
+    use std::cell::RefCell;
+    let peer: std::net::SocketAddr = "10.0.0.1:1234".parse().unwrap();
+    let set = |cv: &ConnVars, var: &str, e: &str| {
+        with_ctx(REQ, None, |c| {
+            let c = Ctx {
+                vars: cv.cell(),
+                stk: None,
+                ..*c
+            };
+            VarAction::Set(
+                VarRef::parse(var).unwrap(),
+                Box::new(Expr::parse(e, RQ).unwrap()),
+            )
+            .run(&c);
+        });
+    };
+    let get = |cv: &ConnVars, fmt: &str| {
+        with_ctx(REQ, None, |c| {
+            let c = Ctx {
+                vars: cv.cell(),
+                stk: None,
+                ..*c
+            };
+            let mut o = Vec::new();
+            LogFormat::parse(fmt, RQ).unwrap().render(&c, &mut o);
+            String::from_utf8(o).unwrap()
+        })
+    };
+    let mut pool: Vec<Box<RefCell<VarStore>>> = Vec::new();
+    let mut cv = ConnVars::new(Box::default());
+    {
+        let v = cv.get_mut();
+        v.fc_addrs = Some((peer, None));
+        v.begin_request();
+        v.info.unique_id = Some(b"id-1".to_vec());
+        v.req_caps.push(Some(b"cap".to_vec()));
+        v.last_log = Some(std::time::UNIX_EPOCH);
+    }
+    set(&cv, "txn.t", "str(one)");
+    assert_eq!(get(&cv, "%[var(txn.t)]"), "one");
+    cv.park(peer, None, |b, keep| {
+        assert!(keep);
+        pool.push(b);
+    });
+    assert!(cv.parked() && cv.cell().is_none());
+    assert_eq!(pool.len(), 1);
+    // Another connection takes the pooled store: nothing of the first.
+    let mut other = ConnVars::default();
+    let peer2: std::net::SocketAddr = "10.0.0.2:99".parse().unwrap();
+    other.unpark(peer2, None, || pool.pop().unwrap());
+    {
+        let v = other.try_borrow().unwrap();
+        assert_eq!(v.requests, 0);
+        assert_eq!(v.last_log, None);
+        assert_eq!(v.fc_addrs, None);
+        assert!(v.info.unique_id.is_none() && v.req_caps.is_empty());
+    }
+    assert_eq!(get(&other, "%[var(txn.t)]"), "");
+    other.get_mut().begin_request();
+    assert_eq!(get(&other, "%[var(txn.t)]"), "");
+    // The first connection comes back with what lasts.
+    cv.unpark(peer, None, Box::default);
+    {
+        let v = cv.try_borrow().unwrap();
+        assert_eq!(v.requests, 1);
+        assert_eq!(v.last_log, Some(std::time::UNIX_EPOCH));
+        assert_eq!(v.fc_addrs, Some((peer, None)));
+    }
+    // A session variable lasts: the store stays with its connection.
+    set(&cv, "sess.s", "str(kept)");
+    cv.park(peer, None, |b, _| pool.push(b));
+    assert!(!cv.parked() && pool.is_empty());
+    assert_eq!(get(&cv, "%[var(sess.s)]"), "kept");
+    // So does what the connection's start left (a bind name).
+    let mut named = ConnVars::new(Box::default());
+    named.get_mut().so_name = Some("b1".into());
+    named.park(peer, None, |b, _| pool.push(b));
+    assert!(!named.parked() && pool.is_empty());
+}

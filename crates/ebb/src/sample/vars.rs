@@ -305,6 +305,9 @@ pub struct VarStore {
     /// `capture.req.uri`, `capture.req.ver`: readable in response rules
     /// too); kept from one request to the next for its capacity.
     pub req_line: Vec<u8>,
+    /// Cleared for the pool and not used since: the next request has
+    /// nothing to clear.
+    pub(crate) fresh: bool,
 }
 
 /// Facts of one exchange the log line reports (HAProxy keeps them in its
@@ -415,6 +418,11 @@ const POOLED_BYTES_MAX: usize = 16 * 1024;
 pub struct ConnVars {
     live: Option<Box<RefCell<VarStore>>>,
     kept: Kept,
+    /// What the connection's start left in the store (a bind name, PROXY
+    /// TLVs, listener statistics, other addresses, an HTTP/2 session)
+    /// lasts: it never goes to the pool. Known from the first idle
+    /// moment on (those facts do not change after the start).
+    pinned: Option<bool>,
 }
 
 impl ConnVars {
@@ -424,6 +432,7 @@ impl ConnVars {
         ConnVars {
             live: Some(store),
             kept: Kept::default(),
+            pinned: None,
         }
     }
 
@@ -467,15 +476,13 @@ impl ConnVars {
             return;
         };
         let v = live.get_mut();
-        let own_addrs = v.fc_addrs.is_none_or(|a| a == (peer, dst));
-        let lasting = Rc::strong_count(&v.sess.0) > 1
-            || !v.sess.0.borrow().is_clear()
-            || v.h2
-            || v.so_name.is_some()
-            || v.pp_tlvs.is_some()
-            || v.listener.is_some()
-            || !own_addrs;
-        if lasting {
+        let pinned = *self.pinned.get_or_insert_with(|| {
+            v.h2 || v.so_name.is_some()
+                || v.pp_tlvs.is_some()
+                || v.listener.is_some()
+                || v.fc_addrs.is_some_and(|a| a != (peer, dst))
+        });
+        if pinned || Rc::strong_count(&v.sess.0) > 1 || !v.sess.0.borrow().is_clear() {
             return;
         }
         self.kept = Kept {
@@ -521,9 +528,10 @@ impl ConnVars {
 }
 
 impl VarStore {
-    /// Clears the store for the thread's pool: what a new connection's
-    /// store holds, buffers kept. Returns whether it is worth keeping (no
-    /// buffer grew for unusually large values).
+    /// Clears a store that [`ConnVars::park`] found holding nothing that
+    /// lasts, for the thread's pool: what a new connection's store holds,
+    /// buffers kept. Returns whether it is worth keeping (no buffer grew
+    /// for unusually large values).
     fn recycle(&mut self) -> bool {
         // Every field is named: a new one must be considered here.
         let VarStore {
@@ -532,28 +540,26 @@ impl VarStore {
             req,
             res,
             requests,
-            h2,
-            so_name,
-            pp_tlvs,
+            // Clear, false and `None` (see `park`).
+            h2: _,
+            so_name: _,
+            pp_tlvs: _,
+            listener: _,
             fc_addrs,
-            listener,
             req_caps,
             res_caps,
             info,
             last_log,
             req_line,
             check,
+            fresh,
         } = self;
-        sess.0.borrow_mut().clear();
+        *fresh = true;
         txn.clear();
         req.clear();
         res.clear();
         *requests = 0;
-        *h2 = false;
-        *so_name = None;
-        *pp_tlvs = None;
         *fc_addrs = None;
-        *listener = None;
         req_caps.clear();
         res_caps.clear();
         *info = TxnInfo::default();
@@ -591,6 +597,9 @@ impl VarStore {
     /// A new request on the connection: `txn`, `req` and `res` start empty.
     pub fn begin_request(&mut self) {
         self.requests += 1;
+        if std::mem::take(&mut self.fresh) {
+            return;
+        }
         self.req_caps.clear();
         self.res_caps.clear();
         self.txn.clear();

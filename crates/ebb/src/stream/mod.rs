@@ -398,13 +398,16 @@ impl Exchange for Stream {
     }
 
     fn parkable(&self) -> bool {
-        // The server side (`side`) is untouched while no tasklet of its
-        // own was ever made.
+        // The server side (`side`) must be as new: no tasklet of its own
+        // was ever made (a closing connection's was just killed), nothing
+        // used its socket or buffers.
         matches!(self.wait, Wait::None)
             && self.up.is_none()
             && self.side_task.is_none()
             && self.attached.is_none()
             && self.parked.is_none()
+            && Rc::strong_count(&self.side) == 1
+            && self.side.try_borrow().is_ok_and(|s| s.unused())
     }
 
     fn from_pool(_: &crate::worker::Worker) -> Box<Self> {
@@ -435,14 +438,18 @@ impl Stream {
     /// Returns whether it is worth keeping (no buffer grew for an
     /// unusually large message).
     fn recycle(&mut self) -> bool {
-        // Every field is named: a new one must be considered here.
+        // Every field is named: a new one must be considered here. What
+        // ties the stream to its connection is its server side, unused in
+        // a parkable stream (`wait` and `up` are `None`, no tasklet, no
+        // attached or parked connection); the rest is what one answer
+        // leaves for the log of the next, cleared as a new stream's.
         let Stream {
-            wait,
+            wait: _,
             wait_backend,
             wait_clean,
             keep_alive,
             resp_start,
-            up,
+            up: _,
             side: _,
             side_task: _,
             attached: _,
@@ -460,13 +467,11 @@ impl Stream {
             continued,
             late_rule,
         } = self;
-        *wait = Wait::None;
         *late_rule = None;
         *wait_backend = 0;
         wait_clean.clear();
         *keep_alive = false;
         *resp_start = 0;
-        *up = None;
         pp_sent.clear();
         fields.clear();
         scratch.clear();
@@ -478,14 +483,10 @@ impl Stream {
         *body_wait_start = 0;
         *page_backend = None;
         *continued = false;
-        [
-            wait_clean.capacity(),
-            pp_sent.capacity(),
-            scratch.capacity(),
-            body_buf.capacity(),
-        ]
-        .iter()
-        .all(|&n| n <= POOLED_BUF_MAX)
+        // The largest buffers go rather than sit in the pool.
+        wait_clean.capacity() <= POOLED_BUF_MAX
+            && scratch.capacity() <= POOLED_BUF_MAX
+            && body_buf.capacity() <= POOLED_BUF_MAX
     }
 
     /// Looks at what of the request's body is in the read buffer

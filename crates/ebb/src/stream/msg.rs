@@ -140,6 +140,7 @@ impl<'a> Fields<'a> {
     }
 
     /// The first value of field `name` (ASCII case-insensitive).
+    #[inline]
     pub fn get(self, name: &[u8]) -> Option<&'a [u8]> {
         self.iter()
             .find(|(n, _)| n.eq_ignore_ascii_case(name))
@@ -369,6 +370,7 @@ impl<'a> RespHead<'a> {
     /// Every field a mux writes, in order: `fields` minus `omit`, then
     /// `extra`; connection-specific and framing fields are skipped (the
     /// mux writes its own).
+    #[inline]
     pub fn each_field(&self, mut f: impl FnMut(&'a [u8], &'a [u8])) {
         let omit = self.omit;
         for (n, v) in self.fields.iter() {
@@ -387,6 +389,7 @@ impl<'a> RespHead<'a> {
 
 /// Whether a field belongs to the protocol rather than the message
 /// (RFC 9110 §7.6.1, RFC 9113 §8.2.2): a mux consuming a head skips it.
+#[inline]
 pub fn is_framing_field(name: &[u8]) -> bool {
     const NAMES: [&[u8]; 7] = [
         b"connection",

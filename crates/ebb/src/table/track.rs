@@ -102,6 +102,24 @@ pub struct Pending {
     pub(crate) keys: Vec<(Arc<Table>, StKey)>,
 }
 
+/// The trackers of one level (`track-sc0` to `sc2`), made at the first
+/// one: a connection that tracks nothing holds no room for them.
+type Level = RefCell<Option<Box<[Option<Tracker>; 3]>>>;
+
+/// Runs `f` on each tracker of `level`.
+fn each(level: &Level, mut f: impl FnMut(&Tracker)) {
+    if let Some(l) = level.borrow().as_deref() {
+        l.iter().flatten().for_each(&mut f);
+    }
+}
+
+/// Takes each tracker out of `level` (its room is kept).
+fn take_each(level: &Level, mut f: impl FnMut(Tracker)) {
+    if let Some(l) = level.borrow_mut().as_deref_mut() {
+        l.iter_mut().filter_map(Option::take).for_each(&mut f);
+    }
+}
+
 /// What a connection tracks, and the date of the exchange under way.
 pub struct Stk {
     tables: Arc<Tables>,
@@ -111,8 +129,8 @@ pub struct Stk {
     /// `stick` rules: the server a `match` found, the keys to store.
     pub(crate) prefer: Cell<Option<usize>>,
     pub(crate) pending: RefCell<Pending>,
-    sess: RefCell<[Option<Tracker>; 3]>,
-    strm: RefCell<[Option<Tracker>; 3]>,
+    sess: Level,
+    strm: Level,
     /// The session trackers are another `Stk`'s (see [`Stk::share_session`]):
     /// counted on, never released here.
     sess_shared: bool,
@@ -145,8 +163,8 @@ impl Stk {
             err: Cell::new(false),
             prefer: Cell::new(None),
             pending: RefCell::default(),
-            sess: RefCell::new([None, None, None]),
-            strm: RefCell::new([None, None, None]),
+            sess: RefCell::new(None),
+            strm: RefCell::new(None),
             sess_shared: false,
         }
     }
@@ -158,11 +176,13 @@ impl Stk {
     /// and releases them when the connection ends; it must outlive this one.
     pub fn share_session(&self) -> Stk {
         let mut s = Stk::new(Arc::clone(&self.tables));
-        *s.sess.get_mut() = self.sess.borrow().each_ref().map(|t| {
-            t.as_ref().map(|t| Tracker {
-                table: Arc::clone(&t.table),
-                entry: t.entry,
-            })
+        *s.sess.get_mut() = self.sess.borrow().as_deref().map(|l| {
+            Box::new(l.each_ref().map(|t| {
+                t.as_ref().map(|t| Tracker {
+                    table: Arc::clone(&t.table),
+                    entry: t.entry,
+                })
+            }))
         });
         s.sess_shared = true;
         s
@@ -184,11 +204,11 @@ impl Stk {
     /// A request begins at `now`: counts it on the session trackers.
     pub fn begin(&self, now: u32) {
         self.now.set(now);
-        for t in self.sess.borrow().iter().flatten() {
+        each(&self.sess, |t| {
             let adds = [(Data::HttpReqCnt, 1), (Data::HttpReqRate, 1)];
             t.table.add_many(t.entry, &adds, now);
             t.table.touch(t.entry, now);
-        }
+        });
     }
 
     /// `track-scN KEY [table T]` of a stream (`http-request`, `tcp-request
@@ -212,23 +232,29 @@ impl Stk {
     /// session trackers held now (HAProxy's `session_count_new`).
     pub fn count_session(&self) {
         let now = self.now.get();
-        for t in self.sess.borrow().iter().flatten() {
+        each(&self.sess, |t| {
             t.table
                 .add_many(t.entry, &[(Data::SessCnt, 1), (Data::SessRate, 1)], now);
-        }
+        });
     }
 
     fn track_in(
         &self,
-        level: &RefCell<[Option<Tracker>; 3]>,
+        level: &Level,
         n: usize,
         table: &Arc<Table>,
         key: &StKey,
         session: bool,
         http: bool,
     ) -> bool {
+        if n >= 3 {
+            return false;
+        }
         let mut l = level.borrow_mut();
-        let Some(slot) = l.get_mut(n) else {
+        let Some(slot) = l
+            .get_or_insert_with(|| Box::new([None, None, None]))
+            .get_mut(n)
+        else {
             return false;
         };
         if slot.is_some() {
@@ -248,9 +274,10 @@ impl Stk {
     /// The table and entry counter `n` reads: the stream's, else the
     /// session's.
     pub fn tracked(&self, n: usize) -> Option<(Arc<Table>, EntryRef)> {
-        let pick = |l: &RefCell<[Option<Tracker>; 3]>| {
+        let pick = |l: &Level| {
             l.borrow()
-                .get(n)
+                .as_deref()
+                .and_then(|l| l.get(n))
                 .and_then(|t| t.as_ref().map(|t| (Arc::clone(&t.table), t.entry)))
         };
         pick(&self.strm).or_else(|| pick(&self.sess))
@@ -258,8 +285,12 @@ impl Stk {
 
     /// Whether anything is tracked at either level.
     pub fn any(&self) -> bool {
-        self.strm.borrow().iter().any(Option::is_some)
-            || self.sess.borrow().iter().any(Option::is_some)
+        let any = |l: &Level| {
+            l.borrow()
+                .as_deref()
+                .is_some_and(|l| l.iter().any(Option::is_some))
+        };
+        any(&self.strm) || any(&self.sess)
     }
 
     /// The exchange under way is refused by a rule (`deny`, `tarpit`):
@@ -287,15 +318,10 @@ impl Stk {
             (Data::BytesOutCnt, bytes_out),
             (Data::BytesOutRate, bytes_out),
         ];
-        for t in self.sess.borrow().iter().flatten() {
+        each(&self.sess, |t| {
             t.table.add_many(t.entry, &adds, now);
-        }
-        let mut strm = self.strm.borrow_mut();
-        for slot in strm.iter_mut() {
-            if let Some(t) = slot.take() {
-                t.table.finish(t.entry, &adds, true, now);
-            }
-        }
+        });
+        take_each(&self.strm, |t| t.table.finish(t.entry, &adds, true, now));
     }
 
     /// `sc-inc-gpc0(N)`: increments gpc0 and gpc0_rate of counter N.
@@ -344,17 +370,13 @@ impl Stk {
 impl Drop for Stk {
     fn drop(&mut self) {
         let now = self.now.get();
-        let levels: &[&RefCell<[Option<Tracker>; 3]>] = if self.sess_shared {
+        let levels: &[&Level] = if self.sess_shared {
             &[&self.strm]
         } else {
             &[&self.strm, &self.sess]
         };
         for level in levels {
-            for slot in level.borrow_mut().iter_mut() {
-                if let Some(t) = slot.take() {
-                    stop(t, now);
-                }
-            }
+            take_each(level, |t| stop(t, now));
         }
     }
 }

@@ -50,7 +50,7 @@ use crate::http1::{
 };
 use crate::mux::h1::out::H1Out;
 use crate::proxy::FrontendRt;
-use crate::stream::msg::{BodySize, FieldBuf, Msg, MsgSink, RespHead};
+use crate::stream::msg::{BodySize, Msg, MsgSink, RespHead};
 use crate::transport::Transport;
 use crate::worker::Worker;
 
@@ -230,8 +230,6 @@ pub struct Conn<S> {
     st: Option<Box<S>>,
     /// The stream is in the pool, not out running (`st` is `None`).
     parked: bool,
-    /// Fields of the answers this side builds itself (errors), reused.
-    fields: FieldBuf,
     /// This connection is a lane of an HTTP/2 connection (its transport
     /// is a [`Transport::Lane`]): the tasklet of that connection, woken
     /// when the lane moved bytes or ended.
@@ -411,7 +409,6 @@ impl<S: Exchange + Default + 'static> Conn<S> {
             // The first request takes a stream from the thread's pool.
             st: None,
             parked: true,
-            fields: FieldBuf::default(),
             lane_of: None,
             registered: false,
             native: None,
@@ -1179,7 +1176,8 @@ impl<S: Exchange + Default + 'static> Conn<S> {
         let (pre, post) = error_page(status);
         let reason = reason_phrase(status);
         let len = (pre.len() + reason.len() + post.len()) as u64;
-        let mut fields = std::mem::take(&mut self.fields);
+        // The thread's: the answer is written at once.
+        let mut fields = self.w.error_fields.take();
         fields.clear();
         fields.push(b"Content-Type", b"text/html");
         fields.push(b"Cache-Control", b"no-cache");
@@ -1193,7 +1191,7 @@ impl<S: Exchange + Default + 'static> Conn<S> {
         };
         let body = [pre.as_bytes(), reason.as_bytes(), post.as_bytes()];
         self.respond_to(head, &body, version, head_req);
-        self.fields = fields;
+        self.w.error_fields.set(fields);
     }
 
     /// The connection's timer fired: 408 for a head that did not arrive in
@@ -1526,6 +1524,7 @@ mod size {
     #[test]
     fn connection_state_fits_the_allocators_thread_cache() {
         let n = std::mem::size_of::<super::Conn<crate::stream::Stream>>();
+        println!("Conn<Stream> is {n} bytes");
         assert!(n <= 1024, "Conn<Stream> is {n} bytes");
     }
 }

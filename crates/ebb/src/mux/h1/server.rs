@@ -93,6 +93,45 @@ impl Drop for ServerSide {
 }
 
 impl ServerSide {
+    /// Whether nothing ever used it (a new one's state): its stream may
+    /// then serve another client connection.
+    pub(crate) fn unused(&self) -> bool {
+        // Every field is named: a new one must be considered here.
+        let ServerSide {
+            sock,
+            connecting,
+            connect_failed,
+            t_conn,
+            rd,
+            wr,
+            hup,
+            eof,
+            broken,
+            want_room,
+            obuf,
+            opos,
+            ibuf,
+            istart,
+            iend,
+            bytes_in,
+            idle_event,
+            h2,
+            mux,
+        } = self;
+        sock.is_none()
+            && !(*connecting || *connect_failed || *rd || *wr || *hup || *eof)
+            && !(*broken || *want_room || *idle_event)
+            && t_conn.is_none()
+            && obuf.capacity() == 0
+            && ibuf.capacity() == 0
+            && *opos == 0
+            && *istart == 0
+            && *iend == 0
+            && *bytes_in == 0
+            && h2.is_none()
+            && mux.is_none()
+    }
+
     /// Resets the readiness and input state for a new socket.
     pub(crate) fn install(&mut self, sock: Transport, connecting: bool, now: Tick) {
         if let Some(p) = self.h2.take() {
