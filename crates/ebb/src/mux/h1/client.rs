@@ -1397,6 +1397,15 @@ impl<S: Exchange + Default + 'static> Conn<S> {
         if idle {
             let stop_at = self.stop_deadline();
             if self.eof || (stop_at != ticks::ETERNITY && ticks::is_expired(stop_at, ctx.now())) {
+                if !self.eof && !self.rd_ready && !self.closing && self.lane_of.is_none() {
+                    // The stop's run may come before the poller saw the
+                    // client's next request arrive: a close over unread
+                    // bytes would reset it unanswered. Look once; a request
+                    // that came is answered (with `Connection: close`).
+                    if let Ok(true) = self.read_in() {
+                        return self.pump(ctx);
+                    }
+                }
                 return self.close(ctx);
             }
             self.release_buffers();
