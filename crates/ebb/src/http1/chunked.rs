@@ -407,8 +407,9 @@ impl ChunkedDecoder {
     }
 }
 
+/// The value of one hexadecimal digit (either case).
 #[inline]
-fn hex_value(b: u8) -> Option<u8> {
+pub(crate) fn hex_value(b: u8) -> Option<u8> {
     match b {
         b'0'..=b'9' => Some(b - b'0'),
         b'a'..=b'f' => Some(b - b'a' + 10),

@@ -100,6 +100,7 @@ mod writer;
 #[cfg(test)]
 mod tests;
 
+pub(crate) use chunked::hex_value;
 pub use chunked::{
     ChunkHeader, ChunkedDecoder, ChunkedEncoder, ChunkedLimits, ChunkedRecoder, Decoded, CHUNK_END,
     LAST_CHUNK,

@@ -180,7 +180,7 @@ fn sort_query(query: &[u8]) -> Vec<u8> {
 /// becomes that character). A `%` without two hex digits after it is kept
 /// as it is, or with `strict` makes the whole input invalid (`None`).
 fn percent(s: &[u8], strict: bool, decode: bool) -> Option<Vec<u8>> {
-    let hex = |c: u8| (c as char).to_digit(16);
+    use crate::http1::hex_value;
     let mut out = Vec::with_capacity(s.len());
     let mut i = 0;
     while i < s.len() {
@@ -190,11 +190,12 @@ fn percent(s: &[u8], strict: bool, decode: bool) -> Option<Vec<u8>> {
             out.push(c);
             continue;
         }
-        match (s.get(i).copied(), s.get(i + 1).copied()) {
-            (Some(h1), Some(h2)) if hex(h1).is_some() && hex(h2).is_some() => {
+        let digits = s
+            .get(i..i + 2)
+            .and_then(|d| Some((d[0], d[1], hex_value(d[0])? * 16 + hex_value(d[1])?)));
+        match digits {
+            Some((h1, h2, d)) => {
                 i += 2;
-                let v = hex(h1).unwrap_or(0) * 16 + hex(h2).unwrap_or(0);
-                let d = v as u8;
                 if decode && (d.is_ascii_alphanumeric() || b"-._~".contains(&d)) {
                     out.push(d);
                 } else if decode {

@@ -49,15 +49,6 @@ impl Refusal {
     }
 }
 
-fn hex_val(c: u8) -> Option<u8> {
-    match c {
-        b'0'..=b'9' => Some(c - b'0'),
-        b'a'..=b'f' => Some(c - b'a' + 10),
-        b'A'..=b'F' => Some(c - b'A' + 10),
-        _ => None,
-    }
-}
-
 /// Decodes and normalises the path of a request target (origin form).
 /// Returns the clean path, always starting with `/`, with a trailing `/`
 /// kept when the request had one.
@@ -107,8 +98,8 @@ fn normalize_into(path: &[u8], out: &mut Vec<u8>) -> Result<(), Refusal> {
             let c = raw[i];
             if c == b'%' {
                 let (Some(h), Some(l)) = (
-                    raw.get(i + 1).copied().and_then(hex_val),
-                    raw.get(i + 2).copied().and_then(hex_val),
+                    raw.get(i + 1).copied().and_then(crate::http1::hex_value),
+                    raw.get(i + 2).copied().and_then(crate::http1::hex_value),
                 ) else {
                     return Err(Refusal::BadRequest);
                 };
