@@ -677,6 +677,17 @@ mod tests {
         (Transport::plain(c), s)
     }
 
+    /// A pipe between two connected pairs: (the pipe, its client peer,
+    /// its server peer).
+    fn piped() -> (Pipe, TcpStream, TcpStream) {
+        let (c, client) = pair();
+        let (s, server) = pair();
+        let mut p = Pipe::default();
+        p.cli.tr = Some(c);
+        p.srv.tr = Some(s);
+        (p, client, server)
+    }
+
     /// Runs both passes until neither moves (loopback delivers at once).
     fn settle(p: &mut Pipe, w: &dyn Pool) {
         for _ in 0..64 {
@@ -695,11 +706,7 @@ mod tests {
     #[test]
     fn bytes_cross_both_ways_with_the_prefix_first_and_fins_pass_on() {
         let w = worker();
-        let (c, mut client) = pair();
-        let (s, mut server) = pair();
-        let mut p = Pipe::default();
-        p.cli.tr = Some(c);
-        p.srv.tr = Some(s);
+        let (mut p, mut client, mut server) = piped();
         p.forwarding = true;
         p.srv_prefix = b"PROXY UNKNOWN\r\n".to_vec();
         // More than one 64-byte buffer each way: back-pressure cycles.
@@ -748,11 +755,7 @@ mod tests {
     #[test]
     fn a_spliced_direction_keeps_order_back_pressure_and_the_fin() {
         let w = worker();
-        let (c, mut client) = pair();
-        let (s, mut server) = pair();
-        let mut p = Pipe::default();
-        p.cli.tr = Some(c);
-        p.srv.tr = Some(s);
+        let (mut p, mut client, mut server) = piped();
         // 100 bytes copied before forwarding (the rules' inspection),
         // then the direction splices once its buffer is empty.
         client.write_all(&[1u8; 100]).unwrap();
@@ -812,11 +815,7 @@ mod tests {
     #[test]
     fn nothing_moves_to_the_server_before_forwarding() {
         let w = worker();
-        let (c, mut client) = pair();
-        let (s, mut server) = pair();
-        let mut p = Pipe::default();
-        p.cli.tr = Some(c);
-        p.srv.tr = Some(s);
+        let (mut p, mut client, mut server) = piped();
         client.write_all(b"hello").unwrap();
         settle(&mut p, &w);
         assert_eq!(p.c2s.data(), b"hello");
@@ -833,11 +832,7 @@ mod tests {
     #[test]
     fn a_drained_buffer_wakes_the_blocked_reader_and_a_hup_is_read_to_the_fin() {
         let w = worker();
-        let (c, mut client) = pair();
-        let (s, mut server) = pair();
-        let mut p = Pipe::default();
-        p.cli.tr = Some(c);
-        p.srv.tr = Some(s);
+        let (mut p, mut client, mut server) = piped();
         p.forwarding = true;
         client.write_all(&[7u8; 200]).unwrap();
         p.cli.rd = true;
