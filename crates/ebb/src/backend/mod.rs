@@ -223,7 +223,7 @@ pub struct Counters {
     /// Queue, connect, response and total times of its streams.
     pub times: TimeStats,
     /// Streams handed to it over the last second (`srv_sess_rate`).
-    sess_rate: Mutex<crate::table::FreqCtr>,
+    sess_rate: crate::table::SharedFreqCtr,
 }
 
 /// HAProxy's window of the time averages (`TIME_STATS_SAMPLES`).
@@ -302,16 +302,14 @@ impl Counters {
         self.sessions.fetch_add(1, Ordering::Relaxed);
         let ms = u64::try_from(origin().elapsed().as_millis()).unwrap_or(u64::MAX - 1);
         self.last_sess.store(ms + 1, Ordering::Relaxed);
-        let mut r = self.sess_rate.lock().unwrap_or_else(|p| p.into_inner());
-        r.add(1000, ms as u32, 1);
+        self.sess_rate.add(1000, ms as u32, 1);
     }
 
     /// Streams handed over during the last second (HAProxy's sliding
     /// `sess_per_sec`).
     pub fn sess_rate(&self) -> u32 {
         let ms = u64::try_from(origin().elapsed().as_millis()).unwrap_or(u64::MAX);
-        let r = self.sess_rate.lock().unwrap_or_else(|p| p.into_inner());
-        r.read(1000, ms as u32)
+        self.sess_rate.read(1000, ms as u32)
     }
 
     /// Seconds since the last stream was handed over; `None` never.
