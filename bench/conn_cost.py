@@ -36,6 +36,7 @@ connection and stops, and the check's system calls.
   bench/conn_cost.py --workloads http --servers ebb,haproxy --tools strace
   bench/conn_cost.py --trace --workloads tcp --servers ebb
   bench/conn_cost.py --ebb target/debug/ebb
+  bench/conn_cost.py --tools callgrind --rounds 3   # median and spread
 
 Needs strace, valgrind, and the peers (Debian's haproxy, nginx, h2o);
 servers missing from PATH are skipped. Builds nothing: ebb is
@@ -280,6 +281,7 @@ def main():
     ap.add_argument("--tools", default="strace,callgrind")
     ap.add_argument("--n", type=int, default=1000, help="connections traced by strace (1000)")
     ap.add_argument("--cg-n", type=int, default=500, help="N for callgrind's N vs 2N (500)")
+    ap.add_argument("--rounds", type=int, default=1, help="callgrind rounds: median and spread (1)")
     ap.add_argument("--trace", action="store_true", help="print one connection's system calls")
     a = ap.parse_args()
     want = a.servers.split(",")
@@ -315,10 +317,15 @@ def main():
                             for k, v in calls.most_common() if v / a.n >= 0.005)
                         print(f"{w:5} {name:8} syscalls/conn {total / a.n:6.2f}: {detail}", flush=True)
                     if "callgrind" in tools:
-                        i1 = callgrind_total(r, name, w, a.cg_n)
-                        i2 = callgrind_total(r, name, w, 2 * a.cg_n)
-                        print(f"{w:5} {name:8} instructions/conn {(i2 - i1) / a.cg_n:8.0f}"
-                              f"  (callgrind, N={a.cg_n} vs 2N)", flush=True)
+                        # A server's loop turns follow the peers' timing, so
+                        # its count moves between runs: --rounds gives the
+                        # median and the spread.
+                        per = sorted((callgrind_total(r, name, w, 2 * a.cg_n)
+                                      - callgrind_total(r, name, w, a.cg_n)) / a.cg_n
+                                     for _ in range(a.rounds))
+                        spread = f" ({per[0]:.0f}-{per[-1]:.0f})" if len(per) > 1 else ""
+                        print(f"{w:5} {name:8} instructions/conn {per[len(per) // 2]:8.0f}{spread}"
+                              f"  (callgrind, N={a.cg_n} vs 2N, {a.rounds} round(s))", flush=True)
         finally:
             r.stop_all()
 
