@@ -131,11 +131,16 @@ pub fn backend_target(backend: &str, addr: Option<SocketAddr>) -> Arc<ServerRt> 
 
 /// Starts a non-blocking connect to `addr` (with `TCP_NODELAY`): the
 /// socket is returned while the connect is under way; its outcome is the
-/// first write edge (`SO_ERROR`, then a peer address).
+/// first write edge (writable without an error: connected; otherwise
+/// `SO_ERROR`, then a peer address, tell).
 pub fn connect_nb(addr: SocketAddr) -> std::io::Result<std::net::TcpStream> {
     use socket2::{Domain, Protocol, Socket, Type};
-    let s = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
-    s.set_nonblocking(true)?;
+    // Non-blocking from the start: no `fcntl` pair per connection.
+    let s = Socket::new(
+        Domain::for_address(addr),
+        Type::STREAM.nonblocking(),
+        Some(Protocol::TCP),
+    )?;
     s.set_tcp_nodelay(true)?;
     match s.connect(&addr.into()) {
         Ok(()) => {}
@@ -162,8 +167,7 @@ pub fn connect_abns_nb(name: &str) -> std::io::Result<std::net::TcpStream> {
     path.resize(1 + crate::listener::ABNS_LEN, 0);
     let addr =
         SockAddr::unix(<std::ffi::OsStr as std::os::unix::ffi::OsStrExt>::from_bytes(&path))?;
-    let s = Socket::new(Domain::UNIX, Type::STREAM, None)?;
-    s.set_nonblocking(true)?;
+    let s = Socket::new(Domain::UNIX, Type::STREAM.nonblocking(), None)?;
     match s.connect(&addr) {
         Ok(()) => {}
         Err(e) if e.raw_os_error() == Some(libc::EINPROGRESS) => {}
