@@ -463,6 +463,31 @@ fn predefined(name: &str, loc: &Loc) -> Option<AclTest> {
     })
 }
 
+/// `acl NAME CRITERION...`: a new ACL in `acls`, or one more test ORed
+/// into the one of that name.
+pub(crate) fn declare(
+    acls: &mut Vec<Acl>,
+    name: &str,
+    words: &[String],
+    loc: &Loc,
+) -> Result<(), String> {
+    if !super::values::valid_name(name) {
+        return Err(format!(
+            "invalid ACL name '{name}' (letters, digits, '-', '_', '.' and ':' only)"
+        ));
+    }
+    let test = parse_acl_test(words, loc)?;
+    match acls.iter_mut().find(|a| a.name == name) {
+        Some(a) => a.tests.push(test),
+        None => acls.push(Acl {
+            name: name.to_string(),
+            tests: vec![test],
+            loc: loc.clone(),
+        }),
+    }
+    Ok(())
+}
+
 /// Parses the words after `if` / `unless`. Named ACLs resolve against
 /// `acls`, the ones declared so far in the proxy.
 pub(crate) fn parse_condition(

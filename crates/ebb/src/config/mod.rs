@@ -36,6 +36,7 @@ mod acl;
 mod cache;
 pub mod cond;
 pub mod cookie;
+mod fcgi;
 mod lexer;
 
 mod parse;

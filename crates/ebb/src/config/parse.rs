@@ -9,7 +9,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use super::acl::{parse_acl_test, parse_condition};
+use super::acl::parse_condition;
 use super::lexer::{tokenize, EnvLookup, LinePos};
 use super::types::*;
 use super::values::*;
@@ -50,6 +50,8 @@ enum Section {
     HttpErrors(usize),
     /// A `userlist` section (index in `Parser::userlists`).
     Userlist(usize),
+    /// An `fcgi-app` section (index in `Parser::fcgi_apps`).
+    FcgiApp(usize),
     /// A section ebb does not implement; its header got one error and its
     /// body is skipped (reporting every line would bury the real message).
     Unsupported,
@@ -169,6 +171,8 @@ pub(crate) struct Parser<'e> {
     userlists: Vec<crate::sample::auth::Userlist>,
     /// Userlists the fetches name (`http_auth(L)`), checked at the end.
     userlist_refs: Vec<(String, Loc)>,
+    /// `fcgi-app` sections (syntax-checked only).
+    fcgi_apps: Vec<super::fcgi::FcgiApp>,
     /// Defaults sections defining `tcp-request`/`tcp-response` rules (by
     /// header line) and the kind of proxy that first used each one.
     rule_defaults: Vec<(Loc, ProxyKind)>,
@@ -476,7 +480,6 @@ const UNSUPPORTED_SECTIONS: &[&str] = &[
     "ring",
     "mailers",
     "log-forward",
-    "fcgi-app",
     "crt-store",
     "traces",
     "acme",
@@ -505,6 +508,7 @@ impl<'e> Parser<'e> {
             http_errors: Vec::new(),
             userlists: Vec::new(),
             userlist_refs: Vec::new(),
+            fcgi_apps: Vec::new(),
         }
     }
 
@@ -658,6 +662,18 @@ impl<'e> Parser<'e> {
                 }
                 return;
             }
+            "fcgi-app" => {
+                self.close_section();
+                self.section = Section::Unsupported;
+                match super::fcgi::open(&self.fcgi_apps, words, &loc) {
+                    Ok(a) => {
+                        self.fcgi_apps.push(a);
+                        self.section = Section::FcgiApp(self.fcgi_apps.len() - 1);
+                    }
+                    Err(e) => self.error(loc, e),
+                }
+                return;
+            }
             _ if UNSUPPORTED_SECTIONS.contains(&kw) => {
                 self.close_section();
                 self.section = Section::Unsupported;
@@ -688,6 +704,13 @@ impl<'e> Parser<'e> {
             },
             Section::Cache(i) => match self.caches.get_mut(i) {
                 Some(c) => super::cache::cache_kw(c, words),
+                None => Ok(()),
+            },
+            Section::FcgiApp(i) => match self.fcgi_apps.get_mut(i) {
+                Some(a) => {
+                    let target = |t: &[String]| parse_log_target(t, &loc).map(|_| ());
+                    super::fcgi::fcgi_kw(a, words, &loc, &target)
+                }
                 None => Ok(()),
             },
             Section::Defaults { ref name } => {
@@ -1554,6 +1577,7 @@ impl<'e> Parser<'e> {
             }
         }
         errs.extend(super::cache::check(&self.caches, &self.proxies));
+        errs.extend(super::fcgi::check(&self.fcgi_apps));
         errs.extend(super::resolvers::cross_check(
             &self.resolvers,
             &self.proxies,
@@ -2118,6 +2142,12 @@ fn proxy_kw(px: &mut Proxy, ctx: &Ctx<'_>, words: &[String]) -> Result<(), Strin
                 loc: loc.clone(),
             });
         }
+        "use-fcgi-app" => {
+            return Err(
+                "'use-fcgi-app' is not supported: ebb has no FastCGI client (fcgi-app sections are only syntax-checked)"
+                    .to_string(),
+            )
+        }
         "use_backend" => {
             ctx.allow(kw, FE, false)?;
             let (args, c) = split_cond(&w[1..]);
@@ -2147,20 +2177,7 @@ fn proxy_kw(px: &mut Proxy, ctx: &Ctx<'_>, words: &[String]) -> Result<(), Strin
         "acl" => {
             ctx.allow(kw, FE | BE, false)?;
             let name = arg(w, 1, kw)?;
-            if !valid_name(name) {
-                return Err(format!(
-                    "invalid ACL name '{name}' (letters, digits, '-', '_', '.' and ':' only)"
-                ));
-            }
-            let test = parse_acl_test(&w[2..], loc)?;
-            match px.acls.iter_mut().find(|a| a.name == name) {
-                Some(a) => a.tests.push(test),
-                None => px.acls.push(Acl {
-                    name: name.to_string(),
-                    tests: vec![test],
-                    loc: loc.clone(),
-                }),
-            }
+            super::acl::declare(&mut px.acls, name, &w[2..], loc)?;
         }
         "tcp-request" | "tcp-response" => {
             let which = w.get(1).map_or("", String::as_str);
@@ -3713,6 +3730,12 @@ fn parse_server_opts(w: &[String], o: &mut ServerOptions, ctx: &Ctx<'_>) -> Resu
                     // HTTP/1.1 to servers by default, HTTP/2 with `h2`.
                     "proto" => match v {
                         "h2" => o.proto_h2 = true,
+                        "fcgi" => {
+                            return Err(
+                                "server option 'proto fcgi' is not supported: ebb has no FastCGI client (fcgi-app sections are only syntax-checked)"
+                                    .to_string(),
+                            )
+                        }
                         x => {
                             return Err(format!(
                                 "server option 'proto {x}' is not supported (ebb supports 'proto h2')"
