@@ -41,6 +41,7 @@ mod lexer;
 
 mod parse;
 mod peers;
+mod program;
 mod resolvers;
 pub(crate) mod rewrite;
 mod tcpcheck;

@@ -52,6 +52,8 @@ enum Section {
     Userlist(usize),
     /// An `fcgi-app` section (index in `Parser::fcgi_apps`).
     FcgiApp(usize),
+    /// A `program` section (index in `Parser::programs`).
+    Program(usize),
     /// A section ebb does not implement; its header got one error and its
     /// body is skipped (reporting every line would bury the real message).
     Unsupported,
@@ -173,6 +175,7 @@ pub(crate) struct Parser<'e> {
     userlist_refs: Vec<(String, Loc)>,
     /// `fcgi-app` sections (syntax-checked only).
     fcgi_apps: Vec<super::fcgi::FcgiApp>,
+    programs: Vec<Program>,
     /// Defaults sections defining `tcp-request`/`tcp-response` rules (by
     /// header line) and the kind of proxy that first used each one.
     rule_defaults: Vec<(Loc, ProxyKind)>,
@@ -476,7 +479,6 @@ const OPTIONS: &[&str] = &[
 ];
 
 const UNSUPPORTED_SECTIONS: &[&str] = &[
-    "program",
     "ring",
     "mailers",
     "log-forward",
@@ -509,6 +511,7 @@ impl<'e> Parser<'e> {
             userlists: Vec::new(),
             userlist_refs: Vec::new(),
             fcgi_apps: Vec::new(),
+            programs: Vec::new(),
         }
     }
 
@@ -662,6 +665,18 @@ impl<'e> Parser<'e> {
                 }
                 return;
             }
+            "program" => {
+                self.close_section();
+                self.section = Section::Unsupported;
+                match super::program::open(&self.programs, words, &loc) {
+                    Ok(p) => {
+                        self.programs.push(p);
+                        self.section = Section::Program(self.programs.len() - 1);
+                    }
+                    Err(e) => self.error(loc, e),
+                }
+                return;
+            }
             "fcgi-app" => {
                 self.close_section();
                 self.section = Section::Unsupported;
@@ -704,6 +719,10 @@ impl<'e> Parser<'e> {
             },
             Section::Cache(i) => match self.caches.get_mut(i) {
                 Some(c) => super::cache::cache_kw(c, words),
+                None => Ok(()),
+            },
+            Section::Program(i) => match self.programs.get_mut(i) {
+                Some(p) => super::program::program_kw(p, words),
                 None => Ok(()),
             },
             Section::FcgiApp(i) => match self.fcgi_apps.get_mut(i) {
@@ -1578,6 +1597,7 @@ impl<'e> Parser<'e> {
         }
         errs.extend(super::cache::check(&self.caches, &self.proxies));
         errs.extend(super::fcgi::check(&self.fcgi_apps));
+        errs.extend(super::program::check(&self.programs));
         errs.extend(super::resolvers::cross_check(
             &self.resolvers,
             &self.proxies,
@@ -1615,6 +1635,7 @@ impl<'e> Parser<'e> {
                 peers: self.peers,
                 caches: self.caches,
                 userlists: self.userlists,
+                programs: self.programs,
                 local_peer,
             })
         } else {

@@ -46,6 +46,8 @@ pub struct Config {
     pub caches: Vec<CacheSection>,
     /// `userlist` sections.
     pub userlists: Vec<crate::sample::auth::Userlist>,
+    /// `program` sections, in declaration order (master-worker mode only).
+    pub programs: Vec<Program>,
     /// This instance's peer name (`-L`, `localpeer`, or the host name).
     pub local_peer: String,
 }
@@ -59,6 +61,22 @@ impl Config {
             .filter_map(|p| p.stick_table.as_ref())
             .chain(self.peers.iter().flat_map(|s| s.tables.iter()))
     }
+}
+
+/// A `program NAME` section (HAProxy 2.6 configuration.txt section 3.7):
+/// a command the master starts beside its workers.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Program {
+    pub name: String,
+    /// `command`: the program and its arguments (looked up in `PATH`).
+    pub command: Vec<String>,
+    /// `user` / `group`, resolved when the configuration is read.
+    pub uid: Option<u32>,
+    pub gid: Option<u32>,
+    /// `[no] option start-on-reload` (on): a reload starts a new instance
+    /// (the running one is told to stop); off, the running one is kept.
+    pub start_on_reload: bool,
+    pub loc: Loc,
 }
 
 /// A `nameserver` line of a `resolvers` section.
