@@ -921,3 +921,40 @@ fn fcgi_app_sections_are_checked_and_never_used() {
     ));
     assert_eq!(get(e.addr(), "/").status, 200);
 }
+
+/// HAProxy's `internal.htx.*` fetches read its HTX buffer, which ebb does
+/// not have: refused at start with that reason, in an ACL and in an
+/// expression (HAProxy accepts both).
+#[test]
+fn internal_htx_fetches_are_refused_with_their_reason() {
+    let d = scratch("htx");
+    for (rule, needle) in [
+        (
+            "http-request deny if { internal.htx.has_eom -m bool }",
+            "ACL criterion 'internal.htx.has_eom': sample fetch 'internal.htx.has_eom' is not supported by ebb: it reads HAProxy's internal HTX message",
+        ),
+        (
+            "http-request set-header x %[internal.htx_blk.type(head)]",
+            "'http-request set-header x': sample fetch 'internal.htx_blk.type' is not supported by ebb",
+        ),
+    ] {
+        let text = format!(
+            "defaults\n    mode http\n    timeout client 5s\n    timeout server 5s\n    timeout connect 5s\n\
+             frontend fe\n    bind 127.0.0.1:8080\n    {rule}\n    default_backend be\n\
+             backend be\n    server s 127.0.0.1:8000\n"
+        );
+        std::fs::write(d.join("h.cfg"), &text).unwrap();
+        let (code, _, err) = run_ebb(&["-c", "-f", "h.cfg"], &d);
+        assert_eq!(code, 1, "{rule}");
+        assert!(err.contains(&format!("h.cfg:8: {needle}")), "{err}");
+        if have("haproxy") {
+            let ok = Command::new("haproxy")
+                .args(["-c", "-q", "-f", "h.cfg"])
+                .current_dir(&d)
+                .status()
+                .unwrap()
+                .success();
+            assert!(ok, "haproxy refuses {rule}");
+        }
+    }
+}
