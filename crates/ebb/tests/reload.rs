@@ -605,10 +605,26 @@ fn run_programs(prog: &str, name: &str) -> ProgramRun {
     let child = std::process::Command::new(prog)
         .args(["-W", "-S", sock.to_str().unwrap(), "-f", "p.cfg"])
         .current_dir(&dir)
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
+    let mut child = child;
+    let lines = Arc::new(Mutex::new(Vec::<String>::new()));
+    let out: Vec<Box<dyn Read + Send>> = vec![
+        Box::new(child.stdout.take().unwrap()),
+        Box::new(child.stderr.take().unwrap()),
+    ];
+    for r in out {
+        let l = Arc::clone(&lines);
+        std::thread::spawn(move || {
+            use std::io::BufRead;
+            for line in std::io::BufReader::new(r).lines().map_while(Result::ok) {
+                l.lock().unwrap().push(line);
+            }
+        });
+    }
     // A failed test stops the master, which stops its programs.
     struct Stop(std::process::Child);
     impl Drop for Stop {
@@ -626,14 +642,23 @@ fn run_programs(prog: &str, name: &str) -> ProgramRun {
             return String::new();
         };
         let _ = s.set_read_timeout(Some(Duration::from_secs(30)));
+        // Both masters close after one command.
         let _ = s.write_all(b"show proc\n");
-        let _ = s.shutdown(std::net::Shutdown::Write);
         let mut out = String::new();
         let _ = s.read_to_string(&mut out);
         out
     };
     let section = |s: &str, t: &str| -> Vec<(String, String)> { proc_section(s, t) };
     let names = |v: &[(String, String)]| -> Vec<String> { v.iter().map(|x| x.1.clone()).collect() };
+    // Asked once the master says it has loaded (haproxy: "Loading
+    // success", ebb: its worker's "ready").
+    wait_until(&format!("{prog}: loaded"), || {
+        lines
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|l| l.contains("Loading success") || l.starts_with("ebb: ready"))
+    });
     let mut seen = Vec::new();
     let mut first = Vec::new();
     wait_until(&format!("{prog}: both programs"), || {
@@ -681,8 +706,10 @@ fn programs_follow_the_master_as_haproxy() {
         vec!["foo".to_string(), "bar".to_string()],
         vec!["foo".to_string()],
     ];
-    // haproxy 2.6.12 run by hand on the same configuration lists the same
-    // names (its master CLI did not answer this test's client in time).
+    // haproxy 2.6.12 on the same configuration, by hand, lists the same
+    // (`run_programs("haproxy", ..)` here: its master CLI leaves this
+    // test's first `show proc` unanswered, which socat or python clients
+    // do not see; not understood yet).
     assert_eq!(run, (want, true, Some(143)));
 }
 
