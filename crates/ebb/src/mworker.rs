@@ -358,7 +358,11 @@ pub fn run(cfg: Option<Config>, opts: MasterOptions) -> i32 {
     if let Err(e) = m.spawn() {
         eprintln!("ebb: master: cannot start a worker: {e}");
         if reexec.is_none() {
-            return 1;
+            // Its programs go too; the master leaves once they have.
+            m.stopping = Some(libc::SIGTERM);
+            m.exit_code = Some(1);
+            m.kill_all(libc::SIGTERM);
+            return m.serve();
         }
         m.failed += 1;
     }
