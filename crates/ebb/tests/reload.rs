@@ -757,3 +757,34 @@ fn a_program_needs_master_worker_mode_and_a_command() {
         assert_ne!(hap(&["-W", "-c", "-f", "q.cfg"]), Some(0));
     }
 }
+
+/// A current program that fails (status 3) stops the workers and the other
+/// programs, and the master leaves with that status: HAProxy's
+/// exit-on-failure, side by side.
+#[test]
+fn a_failing_program_stops_everything_with_its_status() {
+    let dir = scratch("progfail");
+    let cfg = format!(
+        "defaults\n    mode http\n    timeout client 5s\n    timeout server 5s\n    timeout connect 5s\n\
+         frontend fe\n    bind 127.0.0.1:{}\n    default_backend be\nbackend be\n    server s 127.0.0.1:1\n\
+         program ok\n    command sleep 1000\nprogram bad\n    command sh -c \"exit 3\"\n",
+        common::free_port()
+    );
+    std::fs::write(dir.join("f.cfg"), cfg).unwrap();
+    let status = |prog: &str| {
+        std::process::Command::new(prog)
+            .args(["-W", "-f", "f.cfg"])
+            .current_dir(&dir)
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap()
+            .status
+            .code()
+    };
+    // `output` returns once the master and every process holding its
+    // stdout (the workers, `sleep`) are gone.
+    assert_eq!(status(common::EBB), Some(3));
+    if common::have("haproxy") {
+        assert_eq!(status("haproxy"), Some(3));
+    }
+}
