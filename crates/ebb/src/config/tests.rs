@@ -495,9 +495,9 @@ fn keyword_out_of_section() {
 
 #[test]
 fn unsupported_section_reports_once() {
-    let e = errs("program L\n    command x\n    user b\nglobal\n    bogus\n");
+    let e = errs("mailers L\n    mailer x 127.0.0.1:25\n    timeout mail 1s\nglobal\n    bogus\n");
     assert_eq!(e.len(), 2, "{e:#?}");
-    assert!(e[0].starts_with("t.cfg:1: section 'program' is not supported"));
+    assert!(e[0].starts_with("t.cfg:1: section 'mailers' is not supported"));
     assert!(e[1].starts_with("t.cfg:5: unknown keyword 'bogus'"));
 }
 
