@@ -788,3 +788,38 @@ fn a_failing_program_stops_everything_with_its_status() {
         assert_eq!(status("haproxy"), Some(3));
     }
 }
+
+/// `user` and `group` in a `program` section: the command runs with them
+/// (checked as root only; `id` reports its identity to a file).
+#[test]
+fn a_program_runs_as_its_user_and_group() {
+    let root = std::process::Command::new("id")
+        .arg("-u")
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
+        .unwrap_or(false);
+    if !root {
+        eprintln!("not root: user/group cannot be changed here");
+        return;
+    }
+    let dir = scratch("proguser");
+    // The directory must be writable by nobody.
+    let out = std::path::PathBuf::from("/tmp").join(format!("ebb-proguser-{}", std::process::id()));
+    let _ = std::fs::remove_file(&out);
+    let cfg = format!(
+        "defaults\n    mode http\n    timeout client 5s\n    timeout server 5s\n    timeout connect 5s\n\
+         frontend fe\n    bind 127.0.0.1:{}\n    default_backend be\nbackend be\n    server s 127.0.0.1:1\n\
+         program who\n    command sh -c \"id -u > {p}.tmp; id -g >> {p}.tmp; mv {p}.tmp {p}; exec sleep 1000\"\n\
+         \x20   user nobody\n    group nogroup\n",
+        common::free_port(),
+        p = out.display()
+    );
+    std::fs::write(dir.join("u.cfg"), cfg).unwrap();
+    let mut e = Ebb::start_args(&["-W", "-f", "u.cfg"], dir);
+    wait_until("the program's report", || out.exists());
+    let ids = std::fs::read_to_string(&out).unwrap();
+    let _ = std::fs::remove_file(&out);
+    assert_eq!(ids, "65534\n65534\n");
+    e.signal("TERM");
+    assert_eq!(e.wait_exit(Duration::from_secs(30)), Some(143));
+}
