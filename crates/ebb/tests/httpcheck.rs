@@ -511,3 +511,61 @@ fn send_log_format_parts_as_haproxy() {
         assert_eq!(theirs, ours, "haproxy (left), ebb (right)");
     }
 }
+
+/// An HTTP/2-only origin (ebb with `bind ... proto h2`): 503 on
+/// `/bad`, else 200 with `h2-ok` as its body; the request lines it got
+/// are logged.
+fn h2_origin() -> Ebb {
+    Ebb::start(
+        "defaults\n    mode http\n    timeout client 10s\n    timeout server 5s\n    timeout connect 2s\n\
+         frontend li1\n    bind BIND proto h2\n\
+         \x20   http-request return status 503 if { path /bad }\n\
+         \x20   http-request return status 200 content-type text/plain string h2-ok\n",
+    )
+}
+
+#[test]
+fn http2_checks_speak_http2_to_h2_servers_as_haproxy() {
+    let origin = h2_origin();
+    let o = origin.addrs[0];
+    let srv = |extra: &str| format!("    server srv {o} check inter 100ms rise 1 fall 1 {extra}\n");
+    let backends = format!(
+        "backend ok\n    option httpchk\n{}\
+         backend sts\n    option httpchk GET /bad\n{}\
+         backend checkproto\n    option httpchk GET /status HTTP/1.1\n{}\
+         backend body\n    option httpchk\n    http-check send meth GET uri /b hdr x-a b body hello\n    http-check expect string h2-ok\n{}\
+         backend nobody\n    option httpchk\n    http-check expect string other\n{}",
+        srv("proto h2"),
+        srv("proto h2"),
+        srv("check-proto h2"),
+        srv("proto h2"),
+        srv("check-proto h2"),
+    );
+    let (d, sock, _e) = ebb_with_socket("h2check-ebb", &backends);
+    let want: &[(&str, (&str, &str, &str))] = &[
+        ("ok", ("L7OK", "200", "")),
+        ("sts", ("L7STS", "503", "")),
+        ("checkproto", ("L7OK", "200", "")),
+        ("body", ("L7OK", "200", "")),
+        ("nobody", ("L7RSP", "", "HTTP content check did not match")),
+    ];
+    let ours = settled_checks(&sock, want);
+    // HAProxy's alert: an HTTP multiplexer for a TCP check, and back.
+    for (opts, check) in [
+        ("check-proto h2", ""),
+        ("check-proto none", "option httpchk\n"),
+    ] {
+        let err = refused(
+            &d,
+            &format!("backend ok\n    {check}    server srv {o} check {opts}\n"),
+        );
+        assert!(err.contains("incompatible MUX protocol"), "{err}");
+    }
+    if let Some(h) = haproxy(&backends) {
+        assert_eq!(
+            settled_checks(&h.sock, want),
+            ours,
+            "ebb (right), haproxy (left)"
+        );
+    }
+}

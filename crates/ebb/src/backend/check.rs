@@ -477,9 +477,43 @@ impl Verdict {
     }
 }
 
-/// A check's connection, clear or TLS.
-pub(super) trait Wire: Read + Write {}
-impl<T: Read + Write> Wire for T {}
+/// A check's connection, clear or TLS (or HTTP/2 over either).
+pub(super) trait Wire: Read + Write {
+    /// The protocol the server chose by ALPN (TLS only).
+    fn alpn(&self) -> Option<&[u8]> {
+        None
+    }
+}
+impl Wire for TcpStream {}
+impl Wire for rustls::StreamOwned<rustls::ClientConnection, TcpStream> {
+    fn alpn(&self) -> Option<&[u8]> {
+        self.conn.alpn_protocol()
+    }
+}
+
+/// The protocol of an HTTP check's default connection (HAProxy's check
+/// multiplexer): `check-proto`, else the server's `proto`, else what
+/// ALPN chose.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+pub enum CheckMux {
+    /// HTTP/2 if the TLS handshake chose `h2`, else HTTP/1.
+    #[default]
+    Alpn,
+    H1,
+    H2,
+}
+
+impl CheckMux {
+    /// A server's: `check-proto h1|h2`, else `proto h2`, else by ALPN.
+    pub fn of(o: &crate::config::ServerOptions) -> CheckMux {
+        match o.check_proto {
+            Some(crate::config::CheckProto::H1) => CheckMux::H1,
+            Some(crate::config::CheckProto::H2) => CheckMux::H2,
+            _ if o.proto_h2 => CheckMux::H2,
+            _ => CheckMux::Alpn,
+        }
+    }
+}
 
 /// A connect error as HAProxy reports it: an error of the `connect()`
 /// call itself (no route, no permission, no local address) is a
@@ -851,10 +885,11 @@ pub fn run_check(
     tls: Option<&CheckTls>,
     proxy_hdr: &[u8],
     who: (&str, &str, Option<&str>),
+    mux: CheckMux,
 ) -> Verdict {
     match probe {
         Some(Probe::Tcp(t)) => super::tcpcheck::run_tcp_check(addr, timeout, t, tls, proxy_hdr),
-        Some(Probe::Http(p)) => run_http(addr, timeout, p, tls, proxy_hdr, who),
+        Some(Probe::Http(p)) => run_http(addr, timeout, p, tls, proxy_hdr, who, mux),
         None if tls.is_none() && proxy_hdr.is_empty() => match l4_probe(addr, timeout) {
             Err(v) => v,
             Ok(()) => Verdict::new(CheckStatus::L4Ok, ""),
@@ -1019,6 +1054,7 @@ fn run_http(
     tls: Option<&CheckTls>,
     proxy_hdr: &[u8],
     who: (&str, &str, Option<&str>),
+    mux: CheckMux,
 ) -> Verdict {
     let (be, srv, state) = who;
     let who = (be, srv);
@@ -1036,6 +1072,11 @@ fn run_http(
             HttpStep::Connect(cc) => {
                 drop(conn.take());
                 match connect_step(cc, addr, start, timeout, tls, proxy_hdr) {
+                    // The server's protocol applies to a default connect.
+                    Ok(c) if cc.default && h2_for(mux, c.alpn()) => {
+                        let tls = cc.default && tls.is_some();
+                        conn = Some(Box::new(super::h2check::H2Wire::new(c, tls)));
+                    }
                     Ok(c) => conn = Some(c),
                     Err(v) => return v,
                 }
@@ -1100,6 +1141,15 @@ fn run_http(
             Verdict::new(CheckStatus::L4Ok, "")
         }
     })
+}
+
+/// Whether a default connection speaks HTTP/2: `mux`, and ALPN's choice.
+fn h2_for(mux: CheckMux, alpn: Option<&[u8]>) -> bool {
+    match mux {
+        CheckMux::H2 => true,
+        CheckMux::H1 => false,
+        CheckMux::Alpn => alpn == Some(b"h2"),
+    }
 }
 
 /// Reads a response into `buf` until it is complete, the server closes,
@@ -1297,6 +1347,7 @@ impl Checker {
             let handle = self.handle.clone();
             let srv = self.srv.clone();
             let pp = check_proxy_header(&s.opts);
+            let mux = CheckMux::of(&s.opts);
             let farm = self.farm.upgrade();
             let be_name = farm.as_ref().map(|f| f.name.clone()).unwrap_or_default();
             let srv_name = s.name.clone();
@@ -1309,7 +1360,7 @@ impl Checker {
             let job = move || {
                 let t0 = Instant::now();
                 let who = (be_name.as_str(), srv_name.as_str(), state.as_deref());
-                let r = run_check(addr, timeout, probe.as_ref(), tls.as_ref(), &pp, who);
+                let r = run_check(addr, timeout, probe.as_ref(), tls.as_ref(), &pp, who, mux);
                 if let Some(s) = srv.upgrade() {
                     s.ext.check_took(t0.elapsed());
                 }
@@ -1453,10 +1504,18 @@ pub fn start_server(farm: &Arc<Farm>, s: &Arc<ServerRt>) -> Option<TaskId> {
         srv: Arc::downgrade(s),
         farm: Arc::downgrade(farm),
         probe: cx.probe.clone(),
-        tls: s
-            .tls
-            .as_ref()
-            .map(|t| (Arc::clone(&t.config), t.sni.clone())),
+        tls: s.tls.as_ref().map(|t| {
+            // `check-alpn`: the checks' own ALPN list.
+            let cfg = match &s.opts.check_alpn {
+                Some(list) => {
+                    let mut c = (*t.config).clone();
+                    c.alpn_protocols = list.iter().map(|p| p.as_bytes().to_vec()).collect();
+                    Arc::new(c)
+                }
+                None => Arc::clone(&t.config),
+            };
+            (cfg, t.sni.clone())
+        }),
         timeout: t,
         pool: cx.pool.clone(),
         handle: cx.handle.clone(),
@@ -1646,7 +1705,8 @@ mod tests {
             None,
             None,
             &[],
-            ("b", "s", None)
+            ("b", "s", None),
+            CheckMux::Alpn,
         )
         .passed());
         let probe = Probe::Http(HttpProbe {
@@ -1666,7 +1726,8 @@ mod tests {
             Some(&probe),
             None,
             &[],
-            ("b", "s", None)
+            ("b", "s", None),
+            CheckMux::Alpn,
         )
         .passed());
         // Nothing listens on a port we just released.
@@ -1681,6 +1742,7 @@ mod tests {
             None,
             &[],
             ("b", "s", None),
+            CheckMux::Alpn,
         );
         assert_eq!(e.st, CheckStatus::L4Con, "{e:?}");
         assert_eq!(e.desc, "Connection refused");

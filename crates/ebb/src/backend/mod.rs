@@ -40,6 +40,7 @@ pub mod cookie;
 pub mod dynamic;
 pub mod error;
 pub mod extra;
+pub mod h2check;
 pub mod lb;
 pub mod pool;
 pub mod tcpcheck;
