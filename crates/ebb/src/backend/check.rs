@@ -491,6 +491,24 @@ impl Wire for rustls::StreamOwned<rustls::ClientConnection, TcpStream> {
     }
 }
 
+/// How a server's checks connect beyond their address, TLS and PROXY
+/// header: the protocol of an HTTP check, the SOCKS4 proxy
+/// (`check-via-socks4`).
+#[derive(Copy, Clone, Debug, Default)]
+pub struct CheckHow {
+    pub mux: CheckMux,
+    pub socks: Option<SocketAddr>,
+}
+
+impl CheckHow {
+    pub fn of(o: &crate::config::ServerOptions) -> CheckHow {
+        CheckHow {
+            mux: CheckMux::of(o),
+            socks: o.socks4.filter(|_| o.check_via_socks4),
+        }
+    }
+}
+
 /// The protocol of an HTTP check's default connection (HAProxy's check
 /// multiplexer): `check-proto`, else the server's `proto`, else what
 /// ALPN chose.
@@ -550,8 +568,10 @@ pub(super) fn open(
     tls: Option<&CheckTls>,
     proxy_hdr: &[u8],
     linger: bool,
+    socks: Option<SocketAddr>,
 ) -> Result<Box<dyn Wire>, Verdict> {
-    let mut s = TcpStream::connect_timeout(&addr, timeout).map_err(|e| connect_error(&e))?;
+    let to = socks.unwrap_or(addr);
+    let mut s = TcpStream::connect_timeout(&to, timeout).map_err(|e| connect_error(&e))?;
     if linger {
         let _ = socket2::SockRef::from(&s).set_linger(Some(Duration::ZERO));
     }
@@ -561,6 +581,19 @@ pub(super) fn open(
         .max(Duration::from_millis(1));
     let _ = s.set_read_timeout(Some(left));
     let _ = s.set_write_timeout(Some(left));
+    if socks.is_some() {
+        // HAProxy's report: the request unsent, layer 4 is not up; once
+        // sent it is, and a failure is a socket error (TLS: layer 6's).
+        super::socks4::blocking(&mut s, addr).map_err(|f| match f {
+            Some(super::socks4::Fail::Send) => {
+                Verdict::new(CheckStatus::L4Con, super::socks4::Fail::Send.text())
+            }
+            Some(f) if tls.is_some() => Verdict::new(CheckStatus::L6Rsp, f.text()),
+            Some(f) => Verdict::new(CheckStatus::SockErr, f.text()),
+            None if tls.is_some() => Verdict::new(CheckStatus::L6Tout, ""),
+            None => Verdict::new(CheckStatus::L7Tout, ""),
+        })?;
+    }
     if !proxy_hdr.is_empty() {
         s.write_all(proxy_hdr).map_err(|e| {
             Verdict::new(CheckStatus::L4Con, format!("PROXY header: {}", os_text(&e)))
@@ -603,6 +636,7 @@ pub(super) fn connect_step(
     timeout: Duration,
     tls: Option<&CheckTls>,
     proxy_hdr: &[u8],
+    socks: Option<SocketAddr>,
 ) -> Result<Box<dyn Wire>, Verdict> {
     let mut target = addr;
     if let Some(a) = cc.addr {
@@ -619,7 +653,9 @@ pub(super) fn connect_step(
         Vec::new()
     };
     let tls = if cc.default { tls } else { None };
-    open(target, start, timeout, tls, &hdr, cc.linger)
+    // `check-via-socks4` applies to the default connect.
+    let socks = if cc.default { socks } else { None };
+    open(target, start, timeout, tls, &hdr, cc.linger, socks)
 }
 
 /// An I/O error as HAProxy words it: the system's text without Rust's
@@ -885,18 +921,23 @@ pub fn run_check(
     tls: Option<&CheckTls>,
     proxy_hdr: &[u8],
     who: (&str, &str, Option<&str>),
-    mux: CheckMux,
+    how: CheckHow,
 ) -> Verdict {
+    let socks = how.socks;
     match probe {
-        Some(Probe::Tcp(t)) => super::tcpcheck::run_tcp_check(addr, timeout, t, tls, proxy_hdr),
-        Some(Probe::Http(p)) => run_http(addr, timeout, p, tls, proxy_hdr, who, mux),
-        None if tls.is_none() && proxy_hdr.is_empty() => match l4_probe(addr, timeout) {
-            Err(v) => v,
-            Ok(()) => Verdict::new(CheckStatus::L4Ok, ""),
-        },
+        Some(Probe::Tcp(t)) => {
+            super::tcpcheck::run_tcp_check(addr, timeout, t, tls, proxy_hdr, socks)
+        }
+        Some(Probe::Http(p)) => run_http(addr, timeout, p, tls, proxy_hdr, who, how),
+        None if tls.is_none() && proxy_hdr.is_empty() && socks.is_none() => {
+            match l4_probe(addr, timeout) {
+                Err(v) => v,
+                Ok(()) => Verdict::new(CheckStatus::L4Ok, ""),
+            }
+        }
         None => {
             let start = Instant::now();
-            match open(addr, start, timeout, tls, proxy_hdr, false) {
+            match open(addr, start, timeout, tls, proxy_hdr, false, socks) {
                 Err(v) => v,
                 Ok(_) if tls.is_some() => Verdict::new(CheckStatus::L6Ok, ""),
                 Ok(_) => Verdict::new(CheckStatus::L4Ok, ""),
@@ -1054,7 +1095,7 @@ fn run_http(
     tls: Option<&CheckTls>,
     proxy_hdr: &[u8],
     who: (&str, &str, Option<&str>),
-    mux: CheckMux,
+    how: CheckHow,
 ) -> Verdict {
     let (be, srv, state) = who;
     let who = (be, srv);
@@ -1071,9 +1112,9 @@ fn run_http(
         match st {
             HttpStep::Connect(cc) => {
                 drop(conn.take());
-                match connect_step(cc, addr, start, timeout, tls, proxy_hdr) {
+                match connect_step(cc, addr, start, timeout, tls, proxy_hdr, how.socks) {
                     // The server's protocol applies to a default connect.
-                    Ok(c) if cc.default && h2_for(mux, c.alpn()) => {
+                    Ok(c) if cc.default && h2_for(how.mux, c.alpn()) => {
                         let tls = cc.default && tls.is_some();
                         conn = Some(Box::new(super::h2check::H2Wire::new(c, tls)));
                     }
@@ -1347,7 +1388,7 @@ impl Checker {
             let handle = self.handle.clone();
             let srv = self.srv.clone();
             let pp = check_proxy_header(&s.opts);
-            let mux = CheckMux::of(&s.opts);
+            let how = CheckHow::of(&s.opts);
             let farm = self.farm.upgrade();
             let be_name = farm.as_ref().map(|f| f.name.clone()).unwrap_or_default();
             let srv_name = s.name.clone();
@@ -1360,7 +1401,7 @@ impl Checker {
             let job = move || {
                 let t0 = Instant::now();
                 let who = (be_name.as_str(), srv_name.as_str(), state.as_deref());
-                let r = run_check(addr, timeout, probe.as_ref(), tls.as_ref(), &pp, who, mux);
+                let r = run_check(addr, timeout, probe.as_ref(), tls.as_ref(), &pp, who, how);
                 if let Some(s) = srv.upgrade() {
                     s.ext.check_took(t0.elapsed());
                 }
@@ -1706,7 +1747,7 @@ mod tests {
             None,
             &[],
             ("b", "s", None),
-            CheckMux::Alpn,
+            CheckHow::default(),
         )
         .passed());
         let probe = Probe::Http(HttpProbe {
@@ -1727,7 +1768,7 @@ mod tests {
             None,
             &[],
             ("b", "s", None),
-            CheckMux::Alpn,
+            CheckHow::default(),
         )
         .passed());
         // Nothing listens on a port we just released.
@@ -1742,7 +1783,7 @@ mod tests {
             None,
             &[],
             ("b", "s", None),
-            CheckMux::Alpn,
+            CheckHow::default(),
         );
         assert_eq!(e.st, CheckStatus::L4Con, "{e:?}");
         assert_eq!(e.desc, "Connection refused");

@@ -205,6 +205,7 @@ pub fn run_tcp_check(
     probe: &TcpProbe,
     tls: Option<&CheckTls>,
     proxy_hdr: &[u8],
+    socks: Option<SocketAddr>,
 ) -> Verdict {
     let start = Instant::now();
     let mut conn: Option<Box<dyn Wire>> = None;
@@ -243,7 +244,7 @@ pub fn run_tcp_check(
                     Some(p) => format!(" (connect port {p})"),
                     None => " (connect)".to_string(),
                 };
-                match connect_step(cc, addr, start, timeout, tls, proxy_hdr) {
+                match connect_step(cc, addr, start, timeout, tls, proxy_hdr, socks) {
                     Ok(c) => conn = Some(c),
                     Err(mut v) => {
                         v.desc.push_str(&at(st, &what));

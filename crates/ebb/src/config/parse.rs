@@ -1435,6 +1435,8 @@ impl<'e> Parser<'e> {
                     Some("'proto h2' needs 'mode http'")
                 } else if s.opts.send_proxy > 0 {
                     Some("'send-proxy' on a 'proto h2' or 'alpn h2' server is not supported by ebb")
+                } else if s.opts.socks4.is_some() {
+                    Some("'socks4' on a 'proto h2' or 'alpn h2' server is not supported by ebb")
                 } else {
                     None
                 };
@@ -2590,6 +2592,11 @@ fn proxy_kw(px: &mut Proxy, ctx: &Ctx<'_>, words: &[String]) -> Result<(), Strin
             let mut opts = px.default_server.clone();
             parse_server_opts(&w[3..], &mut opts, ctx)?;
             opts.map_ports = port == 0 && abns.is_none();
+            if abns.is_some() && opts.socks4.is_some() {
+                return Err(format!(
+                    "server '{name}': 'socks4' on an abns@ server is not supported by ebb (SOCKS4 reaches IPv4 addresses)"
+                ));
+            }
             if abns.is_some() && (opts.check || opts.ssl || opts.resolvers.is_some()) {
                 return Err(format!(
                     "server '{name}': 'check', 'ssl' and 'resolvers' on an abns@ server are not supported by ebb"
@@ -3660,7 +3667,7 @@ fn parse_server_opts(w: &[String], o: &mut ServerOptions, ctx: &Ctx<'_>) -> Resu
             "send-proxy-v2" => o.send_proxy = 2,
             "no-send-proxy" | "no-send-proxy-v2" => o.send_proxy = 0,
             "check-send-proxy" => o.check_send_proxy = true,
-            "check-via-socks4" => return Err("server option 'check-via-socks4' is not supported yet".into()),
+            "check-via-socks4" => o.check_via_socks4 = true,
             "agent-check" => o.agent_check = true,
             "no-agent-check" => o.agent_check = false,
             "send-proxy-v2-ssl" | "send-proxy-v2-ssl-cn" => {
@@ -3756,10 +3763,7 @@ fn parse_server_opts(w: &[String], o: &mut ServerOptions, ctx: &Ctx<'_>) -> Resu
                             }
                         })
                     }
-                    "socks4" => {
-                        let _ = socks4_addr(opt, v)?;
-                        return Err("server option 'socks4' is not supported yet".into());
-                    }
+                    "socks4" => o.socks4 = Some(socks4_addr(opt, v)?),
                     "pool-max-conn" => {
                         o.pool_max_conn = if v == "-1" {
                             None

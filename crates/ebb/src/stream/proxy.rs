@@ -704,7 +704,7 @@ impl Stream {
         let client_dst = client_dst(c, &s);
         s.counters.connects.fetch_add(1, Ordering::Relaxed);
         match open_transport(&s, client_dst) {
-            Ok(st) => {
+            Ok((st, socks)) => {
                 let registered = self
                     .side_tasklet(c, ctx)
                     .is_some_and(|t| ctx.register_fd(st.raw_fd(), t, true).is_ok());
@@ -716,6 +716,7 @@ impl Stream {
                 {
                     let mut sd = self.side.borrow_mut();
                     sd.install(st, true, now);
+                    sd.socks = socks;
                     sd.obuf.clear();
                     if s.opts.send_proxy > 0 {
                         self.pp_sent = pp_header(c, &s);
@@ -777,7 +778,8 @@ impl Stream {
                 };
                 attach(ctx, &target, reuse, owner, t, hints, || {
                     s.counters.connects.fetch_add(1, Ordering::Relaxed);
-                    open_transport(&s, client_dst)
+                    // (`socks4` is refused on an HTTP/2 server.)
+                    open_transport(&s, client_dst).map(|(t, _)| t)
                 })
             }
             None => Err(io::ErrorKind::NotConnected.into()),
@@ -2104,13 +2106,18 @@ fn client_dst(c: &H1, s: &ServerRt) -> Option<SocketAddr> {
     }
 }
 
-fn open_transport(s: &ServerRt, client_dst: Option<SocketAddr>) -> io::Result<Transport> {
+/// A connect to `s` under way, and its SOCKS4 handshake if any.
+type Opened = (Transport, Option<Box<crate::backend::socks4::Socks4>>);
+
+fn open_transport(s: &ServerRt, client_dst: Option<SocketAddr>) -> io::Result<Opened> {
     // A server without a port takes the port the client connected to.
-    let st = crate::backend::connect_server_nb(s, || s.dest(|| client_dst))?;
-    match &s.tls {
-        // TLS to the server: the handshake starts once connected; the
-        // request written meanwhile waits in rustls' buffer.
-        Some(t) => Transport::connect_tls(st, Arc::clone(&t.config), &t.sni),
-        None => Ok(Transport::plain(st)),
-    }
+    let (st, socks) = crate::backend::connect_server_nb(s, || s.dest(|| client_dst))?;
+    let tr = match &s.tls {
+        // TLS to the server: the handshake starts once connected (and
+        // the SOCKS4 handshake done); the request written meanwhile waits
+        // in rustls' buffer.
+        Some(t) => Transport::connect_tls(st, Arc::clone(&t.config), &t.sni)?,
+        None => Transport::plain(st),
+    };
+    Ok((tr, socks))
 }
