@@ -511,24 +511,29 @@ impl CheckHow {
 
 /// The protocol of an HTTP check's default connection (HAProxy's check
 /// multiplexer): `check-proto`, else the server's `proto`, else what
-/// ALPN chose.
+/// ALPN chose when the check offers its own list (`check-alpn`), else
+/// HTTP/1. (HAProxy 2.6 installs its HTTP/1 multiplexer at once when the
+/// check has no ALPN list of its own, even if the server's `alpn` makes
+/// the handshake choose `h2`: such a check fails, `L7RSP`.)
 #[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
 pub enum CheckMux {
     /// HTTP/2 if the TLS handshake chose `h2`, else HTTP/1.
-    #[default]
     Alpn,
+    #[default]
     H1,
     H2,
 }
 
 impl CheckMux {
-    /// A server's: `check-proto h1|h2`, else `proto h2`, else by ALPN.
+    /// A server's: `check-proto h1|h2`, else `proto h2`, else by ALPN
+    /// with `check-alpn`, else HTTP/1.
     pub fn of(o: &crate::config::ServerOptions) -> CheckMux {
         match o.check_proto {
             Some(crate::config::CheckProto::H1) => CheckMux::H1,
             Some(crate::config::CheckProto::H2) => CheckMux::H2,
             _ if o.proto_h2 => CheckMux::H2,
-            _ => CheckMux::Alpn,
+            _ if o.check_alpn.is_some() => CheckMux::Alpn,
+            _ => CheckMux::H1,
         }
     }
 }
