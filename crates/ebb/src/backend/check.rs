@@ -492,20 +492,29 @@ impl Wire for rustls::StreamOwned<rustls::ClientConnection, TcpStream> {
 }
 
 /// How a server's checks connect beyond their address, TLS and PROXY
-/// header: the protocol of an HTTP check, the SOCKS4 proxy
-/// (`check-via-socks4`).
+/// header: the protocol of an HTTP check, the server's SOCKS4 proxy and
+/// whether its default connect goes through it (`check-via-socks4`).
 #[derive(Copy, Clone, Debug, Default)]
 pub struct CheckHow {
     pub mux: CheckMux,
-    pub socks: Option<SocketAddr>,
+    pub socks4: Option<SocketAddr>,
+    pub via_socks4: bool,
 }
 
 impl CheckHow {
     pub fn of(o: &crate::config::ServerOptions) -> CheckHow {
         CheckHow {
             mux: CheckMux::of(o),
-            socks: o.socks4.filter(|_| o.check_via_socks4),
+            socks4: o.socks4,
+            via_socks4: o.check_via_socks4,
         }
+    }
+
+    /// The proxy a connect step goes through (HAProxy's rule): its own
+    /// `via-socks4`, or `check-via-socks4` for the default connect.
+    fn socks_for(&self, cc: &CheckConnect) -> Option<SocketAddr> {
+        self.socks4
+            .filter(|_| cc.via_socks4 || (cc.default && self.via_socks4))
     }
 }
 
@@ -641,7 +650,7 @@ pub(super) fn connect_step(
     timeout: Duration,
     tls: Option<&CheckTls>,
     proxy_hdr: &[u8],
-    socks: Option<SocketAddr>,
+    how: CheckHow,
 ) -> Result<Box<dyn Wire>, Verdict> {
     let mut target = addr;
     if let Some(a) = cc.addr {
@@ -658,9 +667,15 @@ pub(super) fn connect_step(
         Vec::new()
     };
     let tls = if cc.default { tls } else { None };
-    // `check-via-socks4` applies to the default connect.
-    let socks = if cc.default { socks } else { None };
-    open(target, start, timeout, tls, &hdr, cc.linger, socks)
+    open(
+        target,
+        start,
+        timeout,
+        tls,
+        &hdr,
+        cc.linger,
+        how.socks_for(cc),
+    )
 }
 
 /// An I/O error as HAProxy words it: the system's text without Rust's
@@ -928,10 +943,11 @@ pub fn run_check(
     who: (&str, &str, Option<&str>),
     how: CheckHow,
 ) -> Verdict {
-    let socks = how.socks;
+    // A plain connect is the default one.
+    let socks = how.socks4.filter(|_| how.via_socks4);
     match probe {
         Some(Probe::Tcp(t)) => {
-            super::tcpcheck::run_tcp_check(addr, timeout, t, tls, proxy_hdr, socks)
+            super::tcpcheck::run_tcp_check(addr, timeout, t, tls, proxy_hdr, how)
         }
         Some(Probe::Http(p)) => run_http(addr, timeout, p, tls, proxy_hdr, who, how),
         None if tls.is_none() && proxy_hdr.is_empty() && socks.is_none() => {
@@ -1117,7 +1133,7 @@ fn run_http(
         match st {
             HttpStep::Connect(cc) => {
                 drop(conn.take());
-                match connect_step(cc, addr, start, timeout, tls, proxy_hdr, how.socks) {
+                match connect_step(cc, addr, start, timeout, tls, proxy_hdr, how) {
                     // The server's protocol applies to a default connect.
                     Ok(c) if cc.default && h2_for(how.mux, c.alpn()) => {
                         let tls = cc.default && tls.is_some();

@@ -25,6 +25,13 @@ pub enum Fail {
 }
 
 impl Fail {
+    /// Whether a check's report is one of these.
+    pub fn reported(desc: &str) -> bool {
+        [Fail::Send, Fail::Recv, Fail::Deny, Fail::Abort]
+            .iter()
+            .any(|f| desc.starts_with(f.text()))
+    }
+
     /// HAProxy's text for it.
     pub fn text(self) -> &'static str {
         match self {

@@ -2673,6 +2673,7 @@ fn proxy_kw(px: &mut Proxy, ctx: &Ctx<'_>, words: &[String]) -> Result<(), Strin
                         addr,
                         send_proxy,
                         linger,
+                        via_socks4,
                     } = r.step
                     else {
                         return Err("'http-check connect': nothing parsed".into());
@@ -2686,6 +2687,7 @@ fn proxy_kw(px: &mut Proxy, ctx: &Ctx<'_>, words: &[String]) -> Result<(), Strin
                             addr,
                             send_proxy,
                             linger,
+                            via_socks4,
                         }),
                         r.comment,
                         loc,

@@ -1630,6 +1630,8 @@ pub struct CheckConnect {
     pub send_proxy: bool,
     /// `linger`: close with a reset rather than a FIN.
     pub linger: bool,
+    /// `via-socks4`: through the server's `socks4` proxy, if it has one.
+    pub via_socks4: bool,
 }
 
 /// One step of an HTTP check's sequence.
