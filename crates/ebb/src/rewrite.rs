@@ -197,7 +197,15 @@ impl<'a> ReqState<'a> {
     /// the rewrite fails.
     fn room(&self, limits: &Limits) -> Limits {
         let head = self.orig.head.head_len;
-        let arrived = (self.orig.buf.len().saturating_sub(head)).max(self.orig.body.len());
+        // This request's body bytes (not those of a request pipelined
+        // after it, which HAProxy keeps out of the message).
+        let after = self.orig.buf.len().saturating_sub(head);
+        let own = match self.orig.head.framing {
+            crate::http1::BodyFraming::None => 0,
+            crate::http1::BodyFraming::ContentLength(n) => after.min(n as usize),
+            _ => after,
+        };
+        let arrived = own.max(self.orig.body.len());
         let held = arrived.min(limits.max_head_bytes.saturating_sub(head));
         Limits {
             max_head_bytes: limits.buf_size.saturating_sub(held).max(head),

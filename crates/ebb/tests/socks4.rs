@@ -83,13 +83,16 @@ fn http_and_tcp_traffic_go_through_the_socks4_proxy() {
     let (proxy, seen) = socks_proxy(true);
     let (deny, denied) = socks_proxy(false);
     let o = origin.addr;
-    let e = Ebb::start(&format!(
-        "defaults\n    mode http\n    timeout client 10s\n    timeout server 5s\n    timeout connect 2s\n    retries 0\n\
-         frontend fe\n    bind BIND\n    use_backend refused if {{ path_beg /deny }}\n    default_backend via\n\
-         backend via\n    server s {o} socks4 {proxy}\n\
-         backend refused\n    server s {o} socks4 {deny}\n\
-         listen tcp\n    mode tcp\n    bind BIND\n    server s {o} socks4 {proxy}\n"
-    ));
+    let cfg = |b1: &str, b2: &str| {
+        format!(
+            "defaults\n    mode http\n    timeout client 10s\n    timeout server 5s\n    timeout connect 2s\n    retries 0\n\
+             frontend fe\n    bind {b1}\n    use_backend refused if {{ path_beg /deny }}\n    default_backend via\n\
+             backend via\n    server s {o} socks4 {proxy}\n\
+             backend refused\n    server s {o} socks4 {deny}\n\
+             listen tcp\n    mode tcp\n    bind {b2}\n    server s {o} socks4 {proxy}\n"
+        )
+    };
+    let e = Ebb::start(&cfg("BIND", "BIND"));
     let r = get(e.addrs[0], "/a");
     assert_eq!((r.status, r.body.as_slice()), (200, &b"o /a"[..]));
     // Keep-alive through the tunnel: a second request on the connection.
@@ -115,6 +118,17 @@ fn http_and_tcp_traffic_go_through_the_socks4_proxy() {
         origin.requests.load(std::sync::atomic::Ordering::SeqCst),
         before
     );
+    // HAProxy 2.6 answers the same through the same proxies.
+    let (p1, p2) = (free_port(), free_port());
+    let (a1, a2) = (format!("127.0.0.1:{p1}"), format!("127.0.0.1:{p2}"));
+    if let Some(_h) = haproxy_with("socks4-traffic", &cfg(&a1, &a2)) {
+        let (a1, a2): (SocketAddr, SocketAddr) = (a1.parse().unwrap(), a2.parse().unwrap());
+        wait_until("haproxy listening", || TcpStream::connect(a2).is_ok());
+        let r = get(a1, "/a");
+        assert_eq!((r.status, r.body.as_slice()), (200, &b"o /a"[..]));
+        assert_eq!(get(a2, "/t").body, b"o /t");
+        assert_eq!(get(a1, "/deny").status, 503);
+    }
 }
 
 /// `check_status` and `last_chk` of `be/srv`.
