@@ -784,3 +784,49 @@ fn monitor_uri_answers_before_rules_and_is_not_logged() {
         assert!(err.contains("m.cfg:"), "{err}");
     }
 }
+
+/// `http-request return`'s fields come in HAProxy's order: the `hdr`
+/// fields as written (literal and log-format ones interleaved, none with
+/// an empty value), then `content-type` only when there is a body. Side
+/// by side with haproxy; `content-length` is left out of the comparison
+/// (HAProxy writes it before the type, ebb's writer after every field).
+#[test]
+fn return_fields_in_haproxys_order() {
+    let cfg = |bind: &str| {
+        format!(
+            "defaults\n    mode http\n    timeout client 30s\n    timeout server 30s\n    timeout connect 5s\n\
+             frontend fe\n    bind {bind}\n\
+             \x20   http-request return status 200 content-type text/plain hdr x-a 1 hdr x-b \"%[path]\" hdr x-c 3 hdr x-empty \"%[req.hdr(nothere)]\" lf-string \"%[req.hdr(x-body)]\"\n"
+        )
+    };
+    let port = common::free_port();
+    let ebb = common::Ebb::start(&cfg("127.0.0.1:0"));
+    let hap = common::haproxy_with("return-order-hap", &cfg(&format!("127.0.0.1:{port}")));
+    let names = |a: std::net::SocketAddr, body: bool| {
+        let req = if body {
+            "GET /p HTTP/1.1\r\nHost: h\r\nX-Body: hi\r\nConnection: close\r\n\r\n"
+        } else {
+            "GET /p HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n"
+        };
+        let r = common::raw(a, req.as_bytes()).expect("an answer");
+        assert_eq!(r.status, 200);
+        r.headers
+            .iter()
+            .map(|(n, _)| n.to_ascii_lowercase())
+            .filter(|n| !["date", "connection", "server", "content-length"].contains(&n.as_str()))
+            .collect::<Vec<_>>()
+            .join(",")
+    };
+    for body in [true, false] {
+        let want = if body {
+            "x-a,x-b,x-c,content-type"
+        } else {
+            "x-a,x-b,x-c"
+        };
+        assert_eq!(names(ebb.addr(), body), want, "ebb, body {body}");
+        if hap.is_some() {
+            let h: std::net::SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+            assert_eq!(names(h, body), want, "haproxy, body {body}");
+        }
+    }
+}

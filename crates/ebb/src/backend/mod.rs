@@ -133,11 +133,16 @@ pub fn backend_target(backend: &str, addr: Option<SocketAddr>) -> Arc<ServerRt> 
 
 /// Starts a non-blocking connect to `addr` (with `TCP_NODELAY`): the
 /// socket is returned while the connect is under way; its outcome is the
-/// first write edge (`SO_ERROR`, then a peer address).
+/// first write edge (writable without an error: connected; otherwise
+/// `SO_ERROR`, then a peer address, tell).
 pub fn connect_nb(addr: SocketAddr) -> std::io::Result<std::net::TcpStream> {
     use socket2::{Domain, Protocol, Socket, Type};
-    let s = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
-    s.set_nonblocking(true)?;
+    // Non-blocking from the start: no `fcntl` pair per connection.
+    let s = Socket::new(
+        Domain::for_address(addr),
+        Type::STREAM.nonblocking(),
+        Some(Protocol::TCP),
+    )?;
     s.set_tcp_nodelay(true)?;
     match s.connect(&addr.into()) {
         Ok(()) => {}
@@ -179,8 +184,7 @@ pub fn connect_abns_nb(name: &str) -> std::io::Result<std::net::TcpStream> {
     path.resize(1 + crate::listener::ABNS_LEN, 0);
     let addr =
         SockAddr::unix(<std::ffi::OsStr as std::os::unix::ffi::OsStrExt>::from_bytes(&path))?;
-    let s = Socket::new(Domain::UNIX, Type::STREAM, None)?;
-    s.set_nonblocking(true)?;
+    let s = Socket::new(Domain::UNIX, Type::STREAM.nonblocking(), None)?;
     match s.connect(&addr) {
         Ok(()) => {}
         Err(e) if e.raw_os_error() == Some(libc::EINPROGRESS) => {}
@@ -248,7 +252,7 @@ pub struct Counters {
     /// Queue, connect, response and total times of its streams.
     pub times: TimeStats,
     /// Streams handed to it over the last second (`srv_sess_rate`).
-    sess_rate: Mutex<crate::table::FreqCtr>,
+    sess_rate: crate::table::SharedFreqCtr,
 }
 
 /// HAProxy's window of the time averages (`TIME_STATS_SAMPLES`).
@@ -327,16 +331,14 @@ impl Counters {
         self.sessions.fetch_add(1, Ordering::Relaxed);
         let ms = u64::try_from(origin().elapsed().as_millis()).unwrap_or(u64::MAX - 1);
         self.last_sess.store(ms + 1, Ordering::Relaxed);
-        let mut r = self.sess_rate.lock().unwrap_or_else(|p| p.into_inner());
-        r.add(1000, ms as u32, 1);
+        self.sess_rate.add(1000, ms as u32, 1);
     }
 
     /// Streams handed over during the last second (HAProxy's sliding
     /// `sess_per_sec`).
     pub fn sess_rate(&self) -> u32 {
         let ms = u64::try_from(origin().elapsed().as_millis()).unwrap_or(u64::MAX);
-        let r = self.sess_rate.lock().unwrap_or_else(|p| p.into_inner());
-        r.read(1000, ms as u32)
+        self.sess_rate.read(1000, ms as u32)
     }
 
     /// Seconds since the last stream was handed over; `None` never.

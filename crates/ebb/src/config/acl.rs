@@ -104,6 +104,7 @@ fn parse_test(words: &[String], loc: &Loc) -> Result<AclTest, String> {
         },
     };
     let mut ignore_case = false;
+    let mut explicit = false;
     let mut i = 1;
     // Flags come first; `--` ends them so a value may start with '-'.
     while let Some(w) = words.get(i) {
@@ -119,6 +120,7 @@ fn parse_test(words: &[String], loc: &Loc) -> Result<AclTest, String> {
                     .get(i)
                     .ok_or_else(|| "flag '-m' expects a match method".to_string())?;
                 i += 1;
+                explicit = true;
                 method = match m.as_str() {
                     "str" => MatchMethod::Str,
                     "beg" => MatchMethod::Beg,
@@ -150,6 +152,11 @@ fn parse_test(words: &[String], loc: &Loc) -> Result<AclTest, String> {
     let values = &words[i..];
     let is_ip_fetch = fetch == Fetch::Src;
     if let Fetch::Sample(e) = &fetch {
+        if !explicit && !e.has_default_match() {
+            return Err(format!(
+                "matching method must be specified first (using '-m') when using a sample fetch of this type ('{criterion}')"
+            ));
+        }
         return sample_test(
             fetch.clone(),
             e.out_type(),

@@ -1992,17 +1992,24 @@ fn static_reply(r: &ReturnAction) -> Option<Vec<u8>> {
         crate::http1::reason_phrase(r.status)
     )
     .into_bytes();
-    if let Some(ct) = &r.content_type {
-        out.extend_from_slice(format!("content-type: {ct}\r\n").as_bytes());
-    }
+    // HAProxy's order: the `hdr` fields (none with an empty value), the
+    // length, then the type when there is a body.
     for (n, v) in &r.headers {
         let f = LfFormat::parse(v, Scope::Request { backend: false }).ok()?;
+        let v = f.as_literal()?;
+        if v.is_empty() {
+            continue;
+        }
         out.extend_from_slice(n.as_bytes());
         out.extend_from_slice(b": ");
-        out.extend_from_slice(f.as_literal()?);
+        out.extend_from_slice(v);
         out.extend_from_slice(b"\r\n");
     }
-    out.extend_from_slice(format!("content-length: {}\r\n\r\n", body.len()).as_bytes());
+    out.extend_from_slice(format!("content-length: {}\r\n", body.len()).as_bytes());
+    if let (Some(ct), false) = (&r.content_type, body.is_empty()) {
+        out.extend_from_slice(format!("content-type: {ct}\r\n").as_bytes());
+    }
+    out.extend_from_slice(b"\r\n");
     out.extend_from_slice(body);
     Some(out)
 }

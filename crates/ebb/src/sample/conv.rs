@@ -571,6 +571,11 @@ impl Conv {
         }
     }
 
+    /// Whether it gives out its input's type (`set-var`).
+    pub(super) fn keeps_type(&self) -> bool {
+        matches!(self, Conv::SetVar(_))
+    }
+
     pub(super) fn out_type(&self, _input: Type) -> Type {
         match self {
             Conv::SetVar(_) => _input,

@@ -442,6 +442,21 @@ impl Sock {
     pub(super) fn done(&self) -> bool {
         self.err || (self.eof && self.shut_wr)
     }
+
+    /// Closes the socket at the session's end. One whose FIN went out and
+    /// whose peer's came in is just closed: a `shutdown` would only fail
+    /// (`ENOTCONN`), and closing the last descriptor of a socket takes it
+    /// out of the poller, so no `EPOLL_CTL_DEL` either (ebb never
+    /// duplicates a connection's descriptor; an event already fetched
+    /// names a freed tasklet generation and is ignored). Any other socket
+    /// is shut down both ways first (its FIN, or its TLS `close_notify`).
+    pub(super) fn close(&mut self) {
+        if let Some(mut tr) = self.tr.take() {
+            if !(self.eof && self.shut_wr) {
+                let _ = tr.shutdown();
+            }
+        }
+    }
 }
 
 /// What the two tasklets share (on one thread: never borrowed twice).
@@ -583,6 +598,17 @@ impl Pipe {
         let st = self.srv.tr.as_ref()?;
         if !(self.srv.rd || self.srv.wr) {
             return None;
+        }
+        if self.srv.wr && !self.srv.hup && self.socks.is_none() {
+            // A connecting socket turns writable only once established
+            // (failed, the poller says `EPOLLERR`/`EPOLLHUP` with it): no
+            // `SO_ERROR` or `getpeername` to ask. (The session drops any
+            // event bits left from an earlier socket before connecting.)
+            // With `socks4`, the proxy's handshake follows.
+            self.connecting = false;
+            self.t_conn = Some(now);
+            self.srv.last_io = now;
+            return Some(true);
         }
         match crate::backend::connect_outcome(st.tcp(), &mut self.socks) {
             Some(true) => {

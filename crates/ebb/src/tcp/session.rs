@@ -467,6 +467,9 @@ impl Session {
         let Some(task) = self.srv_tasklet(ctx) else {
             return;
         };
+        // Readiness of an earlier socket of this session (a retry) must not
+        // pass for this one's connect.
+        let _ = ctx.take_events(task);
         if ctx.register_fd(st.raw_fd(), task, true).is_err() {
             self.connect_failed(ctx, false);
             return;
@@ -881,7 +884,11 @@ impl Session {
                 farm.release(&s);
             }
         }
-        self.drop_server_sock(ctx);
+        {
+            let mut p = self.pipe.borrow_mut();
+            p.connecting = false;
+            p.srv.close();
+        }
         if let Some(t) = self.srv_task.take() {
             ctx.kill_tasklet(t);
         }
@@ -916,14 +923,13 @@ impl Session {
         if let (Some(s), Some(farm)) = (self.server.take(), self.farm.as_ref()) {
             farm.release(&s);
         }
-        let cli = self.pipe.borrow_mut().cli.tr.take();
-        if let Some(mut t) = cli {
-            let _ = ctx.deregister_fd(t.raw_fd());
-            if self.silent {
+        if self.silent {
+            let cli = self.pipe.borrow_mut().cli.tr.take();
+            if let Some(t) = cli {
                 crate::transport::silent_drop(t.tcp());
-            } else {
-                let _ = t.shutdown();
             }
+        } else {
+            self.pipe.borrow_mut().cli.close();
         }
         self.pipe.borrow_mut().release(&*self.w);
         self.w.sessions.remove(&self.sess);
