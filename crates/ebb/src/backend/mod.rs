@@ -40,8 +40,10 @@ pub mod cookie;
 pub mod dynamic;
 pub mod error;
 pub mod extra;
+pub mod h2check;
 pub mod lb;
 pub mod pool;
+pub mod socks4;
 pub mod tcpcheck;
 
 use std::collections::VecDeque;
@@ -157,6 +159,21 @@ pub fn connected(s: &std::net::TcpStream) -> bool {
     socket2::SockRef::from(s).peer_addr().is_ok()
 }
 
+/// The outcome of a connect under way at an event of its socket: Some(ok)
+/// once known, None while it goes on. An error pending means refused or
+/// reset; no error and no peer yet means the connect is still under way;
+/// with `socks4`, the proxy's handshake is part of the connect.
+pub fn connect_outcome(
+    s: &std::net::TcpStream,
+    socks: &mut Option<Box<socks4::Socks4>>,
+) -> Option<bool> {
+    match (s.take_error(), connected(s)) {
+        (Ok(None), true) => socks4::settle(socks, s),
+        (Ok(None), false) => None,
+        _ => Some(false),
+    }
+}
+
 /// Starts a non-blocking connect to the Linux abstract UNIX socket
 /// `abns@NAME` (the name padded with zeros to the length HAProxy binds
 /// it with). The socket is carried as a stream like a TCP one.
@@ -177,17 +194,25 @@ pub fn connect_abns_nb(name: &str) -> std::io::Result<std::net::TcpStream> {
     Ok(s.into())
 }
 
-/// Starts a connect to server `s`: its abstract UNIX socket, or `addr`.
+/// A connect under way, and the SOCKS4 handshake to complete once it
+/// is (`socks4`).
+pub type Connecting = (std::net::TcpStream, Option<Box<socks4::Socks4>>);
+
+/// Starts a connect to server `s`: its abstract UNIX socket, or `addr`
+/// (through its `socks4` proxy if it has one).
 pub fn connect_server_nb(
     s: &ServerRt,
     addr: impl FnOnce() -> Option<SocketAddr>,
-) -> std::io::Result<std::net::TcpStream> {
+) -> std::io::Result<Connecting> {
     match &s.opts.abns {
-        Some(name) => connect_abns_nb(name),
+        Some(name) => Ok((connect_abns_nb(name)?, None)),
         None => {
             let a =
                 addr().ok_or_else(|| std::io::Error::from(std::io::ErrorKind::AddrNotAvailable))?;
-            connect_nb(a)
+            match s.opts.socks4 {
+                Some(proxy) => Ok((connect_nb(proxy)?, Some(socks4::Socks4::new(a)))),
+                None => Ok((connect_nb(a)?, None)),
+            }
         }
     }
 }

@@ -1475,16 +1475,46 @@ impl<'e> Parser<'e> {
                 // otherwise, and ebb's HTTP checks speak HTTP/1.1 only.
                 let why = if p.mode == ProxyMode::Tcp {
                     Some("'proto h2' needs 'mode http'")
-                } else if s.opts.check && p.http_check.enabled {
-                    Some("HTTP/2 health checks ('option httpchk' on a 'proto h2' or 'alpn h2' server) are not supported by ebb")
                 } else if s.opts.send_proxy > 0 {
                     Some("'send-proxy' on a 'proto h2' or 'alpn h2' server is not supported by ebb")
+                } else if s.opts.socks4.is_some() {
+                    Some("'socks4' on a 'proto h2' or 'alpn h2' server is not supported by ebb")
                 } else {
                     None
                 };
                 if let Some(why) = why {
                     err(&mut errs, &s.loc, format!("server '{}': {why}", s.name));
                 }
+            }
+            for s in p.servers.iter().filter(|s| s.opts.check) {
+                // HAProxy's alert: the check's protocol must suit its type.
+                let http = p.http_check.enabled;
+                let bad = match s.opts.check_proto {
+                    Some(CheckProto::H1 | CheckProto::H2) => !http,
+                    Some(CheckProto::None) => http,
+                    None => false,
+                };
+                if bad {
+                    err(
+                        &mut errs,
+                        &s.loc,
+                        format!(
+                            "config: backend '{}': server '{}' uses an incompatible MUX protocol for the selected check type",
+                            p.name, s.name
+                        ),
+                    );
+                }
+            }
+            for s in p
+                .servers
+                .iter()
+                .filter(|s| s.opts.check_alpn.is_some() && !s.opts.ssl)
+            {
+                err(
+                    &mut errs,
+                    &s.loc,
+                    format!("server '{}': 'check-alpn' needs 'ssl'", s.name),
+                );
             }
             if let (Some(sf), Some(s)) = (&p.serve_files, p.servers.first()) {
                 err(
@@ -2607,6 +2637,11 @@ fn proxy_kw(px: &mut Proxy, ctx: &Ctx<'_>, words: &[String]) -> Result<(), Strin
             let mut opts = px.default_server.clone();
             parse_server_opts(&w[3..], &mut opts, ctx)?;
             opts.map_ports = port == 0 && abns.is_none();
+            if abns.is_some() && opts.socks4.is_some() {
+                return Err(format!(
+                    "server '{name}': 'socks4' on an abns@ server is not supported by ebb (SOCKS4 reaches IPv4 addresses)"
+                ));
+            }
             if abns.is_some() && (opts.check || opts.ssl || opts.resolvers.is_some()) {
                 return Err(format!(
                     "server '{name}': 'check', 'ssl' and 'resolvers' on an abns@ server are not supported by ebb"
@@ -2683,6 +2718,7 @@ fn proxy_kw(px: &mut Proxy, ctx: &Ctx<'_>, words: &[String]) -> Result<(), Strin
                         addr,
                         send_proxy,
                         linger,
+                        via_socks4,
                     } = r.step
                     else {
                         return Err("'http-check connect': nothing parsed".into());
@@ -2696,6 +2732,7 @@ fn proxy_kw(px: &mut Proxy, ctx: &Ctx<'_>, words: &[String]) -> Result<(), Strin
                             addr,
                             send_proxy,
                             linger,
+                            via_socks4,
                         }),
                         r.comment,
                         loc,
@@ -3677,6 +3714,7 @@ fn parse_server_opts(w: &[String], o: &mut ServerOptions, ctx: &Ctx<'_>) -> Resu
             "send-proxy-v2" => o.send_proxy = 2,
             "no-send-proxy" | "no-send-proxy-v2" => o.send_proxy = 0,
             "check-send-proxy" => o.check_send_proxy = true,
+            "check-via-socks4" => o.check_via_socks4 = true,
             "agent-check" => o.agent_check = true,
             "no-agent-check" => o.agent_check = false,
             "send-proxy-v2-ssl" | "send-proxy-v2-ssl-cn" => {
@@ -3764,6 +3802,21 @@ fn parse_server_opts(w: &[String], o: &mut ServerOptions, ctx: &Ctx<'_>) -> Resu
                         }
                     },
                     "alpn" => o.alpn = alpn_list(v)?,
+                    "check-alpn" => o.check_alpn = Some(alpn_list(v)?),
+                    // HAProxy's muxes: h1, h2 (HTTP checks), none (TCP).
+                    "check-proto" => {
+                        o.check_proto = Some(match v {
+                            "h1" => CheckProto::H1,
+                            "h2" => CheckProto::H2,
+                            "none" => CheckProto::None,
+                            x => {
+                                return Err(format!(
+                                    "server option 'check-proto {x}' is not supported (ebb supports h1, h2 and none)"
+                                ))
+                            }
+                        })
+                    }
+                    "socks4" => o.socks4 = Some(socks4_addr(opt, v)?),
                     "pool-max-conn" => {
                         o.pool_max_conn = if v == "-1" {
                             None
@@ -3785,7 +3838,7 @@ fn parse_server_opts(w: &[String], o: &mut ServerOptions, ctx: &Ctx<'_>) -> Resu
                     | "resolve-net" => super::resolvers::server_opt(opt, v, o)?,
                     _ => {
                         return Err(format!(
-                            "unknown server option '{opt}' (supported: weight, maxconn, maxqueue, backup, disabled, check, inter, fastinter, downinter, rise, fall, slowstart, agent-check, agent-port, agent-addr, agent-inter, agent-send, ssl, verify, ca-file, sni, cookie, ciphers, ciphersuites, ssl-min-ver, ssl-max-ver, no-tlsv12, no-tlsv13, force-tlsv12, force-tlsv13, no-tls-tickets, pool-max-conn, pool-purge-delay, resolvers, resolve-prefer, resolve-opts, init-addr, proto, alpn)"
+                            "unknown server option '{opt}' (supported: weight, maxconn, maxqueue, backup, disabled, check, inter, fastinter, downinter, rise, fall, slowstart, agent-check, agent-port, agent-addr, agent-inter, agent-send, ssl, verify, ca-file, sni, cookie, ciphers, ciphersuites, ssl-min-ver, ssl-max-ver, no-tlsv12, no-tlsv13, force-tlsv12, force-tlsv13, no-tls-tickets, pool-max-conn, pool-purge-delay, resolvers, resolve-prefer, resolve-opts, init-addr, proto, alpn, check-proto, check-alpn, socks4, check-via-socks4)"
                         ))
                     }
                 }
@@ -3793,6 +3846,23 @@ fn parse_server_opts(w: &[String], o: &mut ServerOptions, ctx: &Ctx<'_>) -> Resu
         }
     }
     Ok(())
+}
+
+/// `socks4 ADDR:PORT`: the proxy's address, a name resolved once here
+/// (HAProxy resolves it when it reads the line); the port is mandatory.
+fn socks4_addr(kw: &str, v: &str) -> Result<std::net::SocketAddr, String> {
+    use std::net::ToSocketAddrs;
+    if let Ok(a) = v.parse::<std::net::SocketAddr>() {
+        return Ok(a);
+    }
+    let bad = || format!("'{kw} {v}' : expects <addr>:<port> (a port is mandatory)");
+    let (host, port) = v.rsplit_once(':').ok_or_else(bad)?;
+    let port: u16 = port.parse().map_err(|_| bad())?;
+    (host, port)
+        .to_socket_addrs()
+        .ok()
+        .and_then(|mut a| a.next())
+        .ok_or_else(|| format!("'{kw} {v}' : could not resolve address '{host}'"))
 }
 
 /// `agent-addr ADDR`: an IP address, or a name resolved once here (as

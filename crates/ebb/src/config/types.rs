@@ -1430,6 +1430,17 @@ pub struct ServerOptions {
     /// `alpn h2,http/1.1`: the protocols offered in the TLS handshake; the
     /// server's choice decides HTTP/2 or HTTP/1.1 (HAProxy's mux choice).
     pub alpn: Vec<String>,
+    /// `check-proto h1|h2|none`: the protocol of HTTP checks (HAProxy's
+    /// check multiplexer); `None`: the server's.
+    pub check_proto: Option<CheckProto>,
+    /// `check-alpn LIST`: the protocols health checks offer in the TLS
+    /// handshake; `None`: the server's `alpn`.
+    pub check_alpn: Option<Vec<String>>,
+    /// `socks4 ADDR:PORT`: connections to the server go through this
+    /// SOCKS4 proxy (a CONNECT request, then the server's protocol).
+    pub socks4: Option<std::net::SocketAddr>,
+    /// `check-via-socks4`: health checks go through `socks4` too.
+    pub check_via_socks4: bool,
     /// `resolve-net NET[,NET...]` (at most 5): among the answers, an
     /// address in one of these networks is preferred (after the family).
     pub resolve_net: Vec<IpNet>,
@@ -1520,6 +1531,10 @@ impl Default for ServerOptions {
             ignore_weight: false,
             proto_h2: false,
             alpn: Vec::new(),
+            check_proto: None,
+            check_alpn: None,
+            socks4: None,
+            check_via_socks4: false,
             resolve_net: Vec::new(),
             map_ports: false,
             abns: None,
@@ -1530,6 +1545,15 @@ impl Default for ServerOptions {
             agent_send: Vec::new(),
         }
     }
+}
+
+/// `check-proto`: HAProxy's multiplexers a health check may use.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum CheckProto {
+    H1,
+    H2,
+    /// `none`: raw TCP (a `tcp-check` sequence's own).
+    None,
 }
 
 /// `server NAME ADDR:PORT [options]`. The address is not resolved here.
@@ -1624,6 +1648,8 @@ pub struct CheckConnect {
     pub send_proxy: bool,
     /// `linger`: close with a reset rather than a FIN.
     pub linger: bool,
+    /// `via-socks4`: through the server's `socks4` proxy, if it has one.
+    pub via_socks4: bool,
 }
 
 /// One step of an HTTP check's sequence.

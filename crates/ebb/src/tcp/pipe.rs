@@ -471,6 +471,8 @@ pub(super) struct Pipe {
     /// The server socket exists and its connect is under way.
     pub(super) connecting: bool,
     pub(super) connect_failed: bool,
+    /// `socks4`: the proxy's handshake, part of the connect.
+    pub(super) socks: Option<Box<crate::backend::socks4::Socks4>>,
     /// When the connect completed.
     pub(super) t_conn: Option<Tick>,
     /// Bytes may flow to the server (a server is connected and the
@@ -597,30 +599,31 @@ impl Pipe {
         if !(self.srv.rd || self.srv.wr) {
             return None;
         }
-        if self.srv.wr && !self.srv.hup {
+        if self.srv.wr && !self.srv.hup && self.socks.is_none() {
             // A connecting socket turns writable only once established
             // (failed, the poller says `EPOLLERR`/`EPOLLHUP` with it): no
             // `SO_ERROR` or `getpeername` to ask. (The session drops any
             // event bits left from an earlier socket before connecting.)
+            // With `socks4`, the proxy's handshake follows.
             self.connecting = false;
             self.t_conn = Some(now);
             self.srv.last_io = now;
             return Some(true);
         }
-        match (st.tcp().take_error(), crate::backend::connected(st.tcp())) {
-            (Ok(None), true) => {
+        match crate::backend::connect_outcome(st.tcp(), &mut self.socks) {
+            Some(true) => {
                 self.connecting = false;
                 self.t_conn = Some(now);
                 self.srv.wr = true;
                 self.srv.last_io = now;
                 Some(true)
             }
-            (Ok(None), false) => {
+            None => {
                 self.srv.rd = false;
                 self.srv.wr = false;
                 None
             }
-            _ => {
+            Some(false) => {
                 self.connecting = false;
                 self.connect_failed = true;
                 Some(false)

@@ -453,11 +453,14 @@ impl Session {
         let r = crate::backend::connect_server_nb(&s, || {
             s.dest(|| self.dst.or_else(|| self.local_addr()))
         })
-        .and_then(|st| match &s.tls {
-            Some(t) => Transport::connect_tls(st, Arc::clone(&t.config), &t.sni),
-            None => Ok(Transport::plain(st)),
+        .and_then(|(st, socks)| {
+            let tr = match &s.tls {
+                Some(t) => Transport::connect_tls(st, Arc::clone(&t.config), &t.sni)?,
+                None => Transport::plain(st),
+            };
+            Ok((tr, socks))
         });
-        let Ok(st) = r else {
+        let Ok((st, socks)) = r else {
             self.connect_failed(ctx, false);
             return;
         };
@@ -505,6 +508,7 @@ impl Session {
             };
             p.connecting = true;
             p.connect_failed = false;
+            p.socks = socks;
             p.t_conn = None;
             p.srv_prefix = prefix;
         }
