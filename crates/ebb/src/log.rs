@@ -18,12 +18,22 @@
 //! Each line goes out in a single `write` (atomic for a file opened in
 //! append mode and for lines under `PIPE_BUF` on a pipe), so threads need no
 //! lock to share a target.
+//!
+//! No worker thread ever waits on a log target, as in HAProxy, which drops
+//! a message rather than block: syslog sockets are non-blocking, and lines
+//! for standard output and error go through a bounded queue to one writer
+//! thread, so a reader that stops reading (a stalled log collector, a pipe
+//! nobody drains) costs lines, counted in `show info`'s `DroppedLogs`,
+//! never a worker. The queue is drained when the process ends.
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
 use std::net::{SocketAddr, UdpSocket};
 use std::os::unix::net::UnixDatagram;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::{sync_channel, SyncSender};
+use std::sync::OnceLock;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use crate::config::{LogDest, LogFormat, LogLevel, LogTarget};
@@ -77,13 +87,92 @@ impl Sink {
         // A full disk, a closed pipe or an absent syslog daemon must not
         // stop the server: a log line is dropped rather than blocking or
         // failing the request.
-        let _ = match self {
-            Sink::Stdout => io::stdout().lock().write_all(l),
-            Sink::Stderr => io::stderr().lock().write_all(l),
+        let r = match self {
+            Sink::Stdout => return std_queue(false, l),
+            Sink::Stderr => return std_queue(true, l),
             Sink::File(f) => (&*f).write_all(l),
             Sink::Udp(s, a) => s.send_to(l, a).map(drop),
             Sink::Unix(s, p) => s.send_to(l, p).map(drop),
         };
+        if matches!(&r, Err(e) if e.kind() == io::ErrorKind::WouldBlock) {
+            DROPPED.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+}
+
+/// Log messages dropped since start (`DroppedLogs`): a full syslog socket
+/// buffer, or a full queue toward standard output or error.
+static DROPPED: AtomicU64 = AtomicU64::new(0);
+
+/// Messages dropped since start.
+pub fn dropped() -> u64 {
+    DROPPED.load(Ordering::Relaxed)
+}
+
+/// Lines queued toward standard output and error at most; past it a line
+/// is dropped.
+const STD_QUEUE: usize = 65_536;
+
+/// The queue toward the writer of standard output and error, and how many
+/// lines it holds (for [`flush_std`]).
+struct StdQueue {
+    tx: SyncSender<(bool, Vec<u8>)>,
+    pending: AtomicU64,
+}
+
+static STD: OnceLock<Option<StdQueue>> = OnceLock::new();
+
+fn std_writer() -> Option<&'static StdQueue> {
+    STD.get_or_init(|| {
+        let (tx, rx) = sync_channel::<(bool, Vec<u8>)>(STD_QUEUE);
+        std::thread::Builder::new()
+            .name("ebb-log".into())
+            .spawn(move || {
+                while let Ok((err, l)) = rx.recv() {
+                    let _ = if err {
+                        io::stderr().lock().write_all(&l)
+                    } else {
+                        io::stdout().lock().write_all(&l)
+                    };
+                    if let Some(Some(q)) = STD.get() {
+                        q.pending.fetch_sub(1, Ordering::AcqRel);
+                    }
+                }
+            })
+            .ok()?;
+        Some(StdQueue {
+            tx,
+            pending: AtomicU64::new(0),
+        })
+    })
+    .as_ref()
+}
+
+/// Hands a line to the writer thread; drops it when the queue is full.
+fn std_queue(err: bool, l: &[u8]) {
+    let Some(q) = std_writer() else {
+        // No thread could be started: written here, as before.
+        let _ = if err {
+            io::stderr().lock().write_all(l)
+        } else {
+            io::stdout().lock().write_all(l)
+        };
+        return;
+    };
+    q.pending.fetch_add(1, Ordering::AcqRel);
+    if q.tx.try_send((err, l.to_vec())).is_err() {
+        q.pending.fetch_sub(1, Ordering::AcqRel);
+        DROPPED.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// Waits, at most `limit`, until the lines queued toward standard output
+/// and error are written (the process is about to end).
+pub fn flush_std(limit: std::time::Duration) {
+    let Some(Some(q)) = STD.get() else { return };
+    let end = std::time::Instant::now() + limit;
+    while q.pending.load(Ordering::Acquire) > 0 && std::time::Instant::now() < end {
+        std::thread::sleep(std::time::Duration::from_millis(1));
     }
 }
 

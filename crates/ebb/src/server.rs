@@ -199,6 +199,14 @@ fn startup_error(loc: &crate::config::Loc, msg: impl std::fmt::Display) -> Confi
 
 /// Runs ebb until it stops. Returns the process exit code.
 pub fn run(cfg: Config, opts: RunOptions) -> i32 {
+    let code = serve(cfg, opts);
+    // Log lines still queued toward standard output or error go out
+    // before the process ends (never waiting long on a stalled reader).
+    crate::log::flush_std(std::time::Duration::from_secs(1));
+    code
+}
+
+fn serve(cfg: Config, opts: RunOptions) -> i32 {
     // Signals are taken by one thread with sigwait; block them first so
     // every thread started below inherits the mask.
     if let Err(e) = crate::sys::block_signals(&crate::sys::SIGNALS) {

@@ -334,3 +334,60 @@ fn an_h2c_upgrade_is_not_forwarded() {
     assert!(!got.contains("upgrade"), "{got}");
     assert!(!got.contains("http2-settings"), "{got}");
 }
+
+/// `log stdout` to a pipe nobody reads: the lines wait in the writer's
+/// queue (or are dropped past it, counted in `DroppedLogs`), and the
+/// worker goes on answering; before, the worker blocked in its write once
+/// the pipe's 64 KiB were full (about 400 lines) and answered nothing
+/// more, not even a stop signal. Then a stop ends the process at once.
+#[test]
+fn a_stdout_log_nobody_reads_never_stops_the_worker() {
+    let dir = scratch("stalled-log");
+    let port = free_port();
+    let sock = dir.join("admin.sock");
+    std::fs::write(
+        dir.join("ebb.cfg"),
+        format!(
+            "global\n    nbthread 1\n    log stdout format raw local0\n    stats socket {} level admin\n\
+             defaults\n    mode http\n    log global\n    option httplog\n    timeout client 10s\n\
+             \x20   timeout server 10s\n    timeout connect 5s\n\
+             frontend fe\n    bind 127.0.0.1:{port}\n\
+             \x20   http-request return status 200 content-type text/plain string ok\n",
+            sock.display()
+        ),
+    )
+    .unwrap();
+    // stdout piped and never read; stderr to a file.
+    let mut child = std::process::Command::new(EBB)
+        .args(["-f", "ebb.cfg"])
+        .current_dir(&dir)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::fs::File::create(dir.join("err")).unwrap())
+        .spawn()
+        .unwrap();
+    let a: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    wait_until("ebb listens", || TcpStream::connect(a).is_ok());
+    // Each log line is about 150 bytes: 3,000 of them are seven times
+    // what the pipe holds.
+    let mut c = Client::connect(a);
+    for i in 0..3000 {
+        c.send(format!("GET /{i} HTTP/1.1\r\nHost: h\r\n\r\n").as_bytes());
+        assert_eq!(c.read_resp().status, 200, "request {i}");
+    }
+    let info = cli_cmd(&sock, "show info");
+    assert!(info.contains("DroppedLogs: "), "{info}");
+    let _ = std::process::Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status();
+    // The stop waits at most a second for the queued lines.
+    let mut code = None;
+    wait_until("ebb exits", || {
+        code = child.try_wait().ok().flatten();
+        code.is_some()
+    });
+    assert_eq!(code.and_then(|c| c.code()), Some(0));
+    let mut out = String::new();
+    let _ = child.stdout.take().unwrap().read_to_string(&mut out);
+    assert!(out.contains("GET /0 HTTP/1.1"), "{out}");
+}

@@ -96,6 +96,7 @@ pub(crate) fn info_values(p: &Process) -> Vec<(&'static str, String)> {
         ("Stopping", "0".into()),
         ("Jobs", cur.to_string()),
         ("Unstoppable Jobs", "0".into()),
+        ("DroppedLogs", crate::log::dropped().to_string()),
         ("TotalBytesOut", out.to_string()),
         ("TotalSplicdedBytesOut", spliced.to_string()),
         ("BytesOutRate", out_rate.to_string()),
