@@ -32,7 +32,9 @@
 //! Idle keep-alive connections give their buffers, their header index and
 //! their stream back to the thread's pools (see [`Worker::get_buf`],
 //! [`Exchange::parkable`]), so an idle connection costs its socket, this
-//! struct and two scheduler slots.
+//! struct and two scheduler slots; a few idle connections per thread keep
+//! their stream and variables, which spares a busy connection the trip to
+//! the pools at every request (see [`crate::worker::WARM_IDLE_MAX`]).
 
 use std::cell::RefCell;
 use std::io::{self, IoSlice};
@@ -228,6 +230,9 @@ pub struct Conn<S> {
     st: Option<Box<S>>,
     /// The stream is in the pool, not out running (`st` is `None`).
     parked: bool,
+    /// Idle with its stream and variables kept, one of the thread's few
+    /// (see [`crate::worker::WARM_IDLE_MAX`]).
+    warm: bool,
     /// This connection is a lane of an HTTP/2 connection (its transport
     /// is a [`Transport::Lane`]): the tasklet of that connection, woken
     /// when the lane moved bytes or ended.
@@ -243,6 +248,14 @@ pub struct Conn<S> {
     /// stream gives at once, kept for HTTP/2 frames instead of written as
     /// HTTP/1 (see `mux::h2::native`).
     pub(crate) native: Option<Box<crate::mux::h2::native::Captured>>,
+}
+
+impl<S> Drop for Conn<S> {
+    fn drop(&mut self) {
+        if self.warm {
+            self.w.warm_done();
+        }
+    }
 }
 
 /// The address a client reached, as a fetch asks for it (`dst`,
@@ -410,6 +423,7 @@ impl<S: Exchange + Default + 'static> Conn<S> {
             // The first request takes a stream from the thread's pool.
             st: None,
             parked: true,
+            warm: false,
             lane_of: None,
             registered: false,
             native: None,
@@ -672,6 +686,9 @@ impl<S: Exchange + Default + 'static> Conn<S> {
     /// Takes a stream from the thread's pool for a new exchange, if the
     /// connection's went back there.
     fn unpark(&mut self) {
+        if std::mem::take(&mut self.warm) {
+            self.w.warm_done();
+        }
         if std::mem::take(&mut self.parked) {
             self.st = Some(S::from_pool(&self.w));
         }
@@ -682,8 +699,14 @@ impl<S: Exchange + Default + 'static> Conn<S> {
 
     /// Gives the stream back to the thread's pool between two exchanges,
     /// when it holds nothing of this connection, and the variables' store
-    /// likewise (see [`crate::sample::vars::ConnVars`]).
+    /// likewise (see [`crate::sample::vars::ConnVars`]); unless the thread
+    /// lets it keep them (a few idle connections may: see
+    /// [`crate::worker::WARM_IDLE_MAX`]).
     fn park(&mut self) {
+        if self.warm || (!self.parked && self.w.warm_idle()) {
+            self.warm = true;
+            return;
+        }
         if self.st.as_ref().is_some_and(|s| s.parkable()) {
             if let Some(st) = self.st.take() {
                 st.to_pool(&self.w);
