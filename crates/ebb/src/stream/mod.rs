@@ -892,7 +892,6 @@ impl Stream {
 
     /// A complete request head is in `head`: decide and queue the answer.
     fn answer(&mut self, c: &mut H1, ctx: &mut Ctx) {
-        c.requests += 1;
         c.sess
             .requests
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);

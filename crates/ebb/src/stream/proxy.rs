@@ -632,7 +632,7 @@ impl Stream {
         //    on a safe one (it carried more than one request), `always`
         //    on a safe one, else any.
         use crate::backend::pool::Want;
-        let first = c.requests <= 1;
+        let first = c.requests() <= 1;
         let want = match up.farm.reuse {
             HttpReuse::Never => None,
             _ if !first => Some(Want::Any),
@@ -754,7 +754,7 @@ impl Stream {
         let reuse = match up.farm.reuse {
             HttpReuse::Never => Reuse::Never,
             HttpReuse::Safe => Reuse::Safe {
-                first: c.requests <= 1,
+                first: c.requests() <= 1,
             },
             HttpReuse::Aggressive => Reuse::Aggressive,
             HttpReuse::Always => Reuse::Always,

@@ -203,7 +203,6 @@ pub struct Conn<S> {
     /// `silent-drop` rule set its lingering off).
     pub(crate) silent: bool,
     pub(crate) stopping: bool,
-    pub(crate) requests: u64,
     /// When the first byte of the current request head arrived.
     pub(crate) req_start: Option<Tick>,
     /// Start of the current idle or stall period.
@@ -271,6 +270,13 @@ pub(crate) fn dst_of(
 }
 
 impl<S> Conn<S> {
+    /// Requests this connection started (its registry entry counts them).
+    pub(crate) fn requests(&self) -> u64 {
+        self.sess
+            .requests
+            .load(std::sync::atomic::Ordering::Relaxed)
+    }
+
     /// The address a PROXY header said the client reached, if one did.
     pub(crate) fn pp_dst(&self) -> Option<SocketAddr> {
         self.dst.as_deref().copied()
@@ -410,7 +416,6 @@ impl<S: Exchange + Default + 'static> Conn<S> {
             closing: false,
             silent: false,
             stopping: false,
-            requests: 0,
             req_start: None,
             idle_since: now,
             deadline: first_deadline,
@@ -965,7 +970,7 @@ impl<S: Exchange + Default + 'static> Conn<S> {
                     if self.rstart == self.rend {
                         return progress;
                     }
-                    if self.requests == 0
+                    if self.requests() == 0
                         && self.lane_of.is_none()
                         && self.rstart == 0
                         && self.rend < H2_PREFACE.len()
@@ -1279,7 +1284,7 @@ impl<S: Exchange + Default + 'static> Conn<S> {
         }
         let d = match self.req_start {
             Some(s) => return ticks::add(s, t.http_request),
-            None if self.requests == 0 => ticks::add(self.idle_since, t.http_request),
+            None if self.requests() == 0 => ticks::add(self.idle_since, t.http_request),
             None => ticks::add(self.idle_since, t.keep_alive),
         };
         // Idle during a stop: closed after its grace (crate::drain).
@@ -1313,7 +1318,9 @@ impl<S: Exchange + Default + 'static> Conn<S> {
         self.w.debug(|| {
             format!(
                 "closed {} on frontend {} after {} requests",
-                self.sess.peer, self.fe.name, self.requests
+                self.sess.peer,
+                self.fe.name,
+                self.requests()
             )
         });
         if !self.silent {
@@ -1348,7 +1355,7 @@ impl<S: Exchange + Default + 'static> Conn<S> {
             let mut moved = false;
             if self.rd_ready && !self.eof && !self.closing {
                 match self.read_in() {
-                    Ok(m) if self.requests == 0 && self.tr.alpn() == Some(b"h2") => {
+                    Ok(m) if self.requests() == 0 && self.tr.alpn() == Some(b"h2") => {
                         if !self.tr.is_handshaking() && self.lane_of.is_none() {
                             // The client took the `h2` offer.
                             return self.hand_to_h2(ctx);
@@ -1356,7 +1363,7 @@ impl<S: Exchange + Default + 'static> Conn<S> {
                         moved |= m;
                     }
                     Ok(m)
-                        if self.requests == 0
+                        if self.requests() == 0
                             && self.lane_of.is_none()
                             && !self.fe.disable_h2_upgrade
                             && self.h2_preface() =>
