@@ -46,25 +46,50 @@ const RULES: &str = "\
     http-request return status 200 content-type text/plain lf-string \"txn=%[var(txn.who)] sess=%[var(sess.seen)] first=%[http_first_req]\"
 ";
 
-#[test]
-fn idle_connections_keep_their_session_and_nothing_of_others() {
+/// Runs `check` against ebb serving [`RULES`] on one thread, then
+/// against haproxy (`name`) with the same rules: the same answers.
+fn with_rules_side_by_side(name: &str, check: fn(SocketAddr)) {
     let e = Ebb::start(&format!(
         "global\n    nbthread 1\ndefaults\n    mode http\n    timeout client 30s\n\
          frontend fe\n    bind BIND\n{RULES}"
     ));
-    check_variables(e.addr());
-    // The same answers from haproxy.
+    check(e.addr());
     let port = free_port();
     let hap = haproxy_with(
-        "idle-hap",
+        name,
         &format!(
             "defaults\n    mode http\n    timeout client 30s\n\
              frontend fe\n    bind 127.0.0.1:{port}\n{RULES}"
         ),
     );
     if hap.is_some() {
-        check_variables(format!("127.0.0.1:{port}").parse().unwrap());
+        check(format!("127.0.0.1:{port}").parse().unwrap());
     }
+}
+
+#[test]
+fn idle_connections_keep_their_session_and_nothing_of_others() {
+    with_rules_side_by_side("idle-hap", check_variables);
+}
+
+/// More idle connections than the thread lets keep their state: those
+/// that keep it and those that take a pooled one both start each
+/// exchange with no transaction variable of the last, and count their
+/// requests.
+fn check_many(a: SocketAddr) {
+    let mut conns: Vec<Client> = (0..WARM + 8).map(|_| Client::connect(a)).collect();
+    for (i, c) in conns.iter_mut().enumerate() {
+        let want = format!("txn=c{i} sess= first=1");
+        assert_eq!(ask(c, &format!("x-who: c{i}\r\n")), want);
+    }
+    for c in conns.iter_mut().rev() {
+        assert_eq!(ask(c, ""), "txn= sess= first=0");
+    }
+}
+
+#[test]
+fn connections_that_keep_their_state_while_idle_carry_nothing_over() {
+    with_rules_side_by_side("idle-many-hap", check_many);
 }
 
 fn rss_kb(pid: u32) -> u64 {
