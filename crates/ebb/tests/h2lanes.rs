@@ -749,3 +749,48 @@ fn a_whole_request_reaches_the_server_after_the_client_left() {
         assert_eq!(origin_lines(&h), ["GET /gone HTTP/1.1 host=hostname"]);
     }
 }
+
+/// A request whose field block repeats the last one byte for byte (a
+/// client without HPACK indexing, the table unchanged) is not decoded
+/// again, and a stream answered inline keeps the HTTP/1 head built for
+/// the stream before; the stream in between went to its lane (it had a
+/// body), so the head kept must be the one of that request, not of the
+/// last stream answered inline.
+#[test]
+fn a_repeated_request_block_is_answered_for_itself() {
+    let e = Ebb::start(&format!(
+        "{UPGRADE_DEFAULTS}frontend f\n    bind BIND proto h2\n    \
+         http-request return status 200 content-type text/plain hdr x-req \"%[method] %[path]\"\n"
+    ));
+    let mut c = RawH2::connect(e.addr());
+    let head = |method, path| {
+        [
+            (":method", method),
+            (":scheme", "http"),
+            (":path", path),
+            (":authority", "a.example"),
+        ]
+    };
+    let (get, post) = (head("GET", "/a"), head("POST", "/b"));
+    let x_req = |c: &mut RawH2, id: u32| {
+        let (f, _) = c.headers(id);
+        f.into_iter()
+            .find(|l| l.starts_with("x-req: "))
+            .unwrap_or_default()
+    };
+    for id in [1, 3] {
+        c.request(id, &get, true);
+        assert_eq!(x_req(&mut c, id), "x-req: GET /a", "stream {id}");
+    }
+    // With a body: the lane's way.
+    c.request(5, &post, false);
+    c.data(5, b"", true);
+    assert_eq!(x_req(&mut c, 5), "x-req: POST /b");
+    // The same block, ending the stream: inline, for POST /b.
+    for id in [7, 9] {
+        c.request(id, &post, true);
+        assert_eq!(x_req(&mut c, id), "x-req: POST /b", "stream {id}");
+    }
+    c.request(11, &get, true);
+    assert_eq!(x_req(&mut c, 11), "x-req: GET /a");
+}

@@ -336,13 +336,18 @@ pub struct Connection {
     decoder: Decoder,
     encoder: Encoder,
     head: RequestHead,
+    /// The block `head` was decoded from, when it changed nothing in the
+    /// decoder's table and the head passed its checks; `head_memo` is the
+    /// table's generation then ([`hpack::DynTable::generation`]).
+    head_block: Vec<u8>,
+    head_memo: Option<u64>,
     trailers: hpack::HeaderList,
     block: Vec<u8>,
     pending: Option<Pending>,
     out: Vec<u8>,
     scratch: Vec<u8>,
-    /// Lower-cased field names being encoded.
-    lower: Vec<u8>,
+    /// The fields of the head being encoded ([`HeadEncoder`]).
+    fields: Vec<u8>,
     // Peer settings.
     peer_initial_window: u32,
     peer_max_frame: u32,
@@ -416,12 +421,14 @@ impl Connection {
             decoder: Decoder::new(cfg.header_table_size as usize),
             encoder: Encoder::new(hpack::DEFAULT_TABLE_SIZE, HuffmanMode::Shorter),
             head: RequestHead::default(),
+            head_block: Vec::new(),
+            head_memo: None,
             trailers: hpack::HeaderList::default(),
             block: Vec::new(),
             pending: None,
             out: Vec::with_capacity(1024),
             scratch: Vec::new(),
-            lower: Vec::new(),
+            fields: Vec::new(),
             peer_initial_window: frame::DEFAULT_WINDOW,
             peer_max_frame: frame::MIN_MAX_FRAME_SIZE,
             send_window: i64::from(frame::DEFAULT_WINDOW),
@@ -1155,11 +1162,28 @@ impl Connection {
                 Ok(Some(Ev::Trailers(id)))
             }
             BlockKind::Request => {
-                self.decoder
-                    .decode(&self.block, max_list, &mut self.head.list)
-                    .map_err(|_| H2Error::Connection(ErrorCode::COMPRESSION_ERROR))?;
-                let too_large = self.head.list.too_large;
-                let checked = self.head.check();
+                // A block of the bytes of the last request's, the table as
+                // it left it (that block changed nothing), decodes to the
+                // same fields, which passed the checks: `head` holds them.
+                let gen = self.decoder.table().generation();
+                let repeated = self.head_memo == Some(gen) && self.head_block == self.block;
+                let (too_large, checked) = if repeated {
+                    (false, Ok(()))
+                } else {
+                    self.head_memo = None;
+                    self.decoder
+                        .decode(&self.block, max_list, &mut self.head.list)
+                        .map_err(|_| H2Error::Connection(ErrorCode::COMPRESSION_ERROR))?;
+                    let too_large = self.head.list.too_large;
+                    let checked = self.head.check();
+                    if !too_large && checked.is_ok() && self.decoder.table().generation() == gen {
+                        self.head_block.clear();
+                        self.head_block.extend_from_slice(&self.block);
+                        self.head_memo = Some(gen);
+                    }
+                    (too_large, checked)
+                };
+                self.head.repeated = repeated;
                 self.head.wire_len = self.block.len();
                 // The stream exists from here (an error resets it).
                 self.streams.push(Stream {
@@ -1375,15 +1399,14 @@ impl Connection {
     ) -> bool {
         let mut block = std::mem::take(&mut self.scratch);
         block.clear();
-        self.encoder.begin_block(&mut block);
+        self.fields.clear();
         let mut h = HeadEncoder {
-            enc: &mut self.encoder,
-            block: &mut block,
-            lower: &mut self.lower,
+            list: &mut self.fields,
             head_request: false,
         };
         fill(&mut h);
         let head_request = h.head_request;
+        self.encoder.encode_fields(&self.fields, &mut block);
         frame::write_headers(
             &mut self.out,
             id,
@@ -1619,9 +1642,9 @@ impl Connection {
 /// Encodes the fields of one head being sent (see
 /// [`Connection::send_response_with`]).
 pub struct HeadEncoder<'e> {
-    enc: &'e mut Encoder,
-    block: &'e mut Vec<u8>,
-    lower: &'e mut Vec<u8>,
+    /// The fields, as [`Encoder::push_field`] lists them: encoded as one
+    /// block once all are in ([`Encoder::encode_fields`]).
+    list: &'e mut Vec<u8>,
     head_request: bool,
 }
 
@@ -1629,12 +1652,12 @@ impl HeadEncoder<'_> {
     /// Adds a field; an upper-case name is lower-cased (RFC 9113 §8.2.1).
     pub fn field(&mut self, name: &[u8], value: &[u8]) {
         self.head_request |= name == b":method" && value == b"HEAD";
+        let at = self.list.len() + 6;
+        Encoder::push_field(self.list, name, value);
         if name.iter().any(u8::is_ascii_uppercase) {
-            self.lower.clear();
-            self.lower.extend(name.iter().map(u8::to_ascii_lowercase));
-            self.enc.encode(self.lower, value, self.block);
-        } else {
-            self.enc.encode(name, value, self.block);
+            if let Some(n) = self.list.get_mut(at..at + name.len()) {
+                n.make_ascii_lowercase();
+            }
         }
     }
 }
