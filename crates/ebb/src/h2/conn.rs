@@ -1166,8 +1166,9 @@ impl Connection {
                 // it left it (that block changed nothing), decodes to the
                 // same fields, which passed the checks: `head` holds them.
                 let gen = self.decoder.table().generation();
-                let repeated = self.head_memo == Some(gen) && self.head_block == self.block;
-                let (too_large, checked) = if repeated {
+                let (too_large, checked) = if self.head_memo == Some(gen)
+                    && self.head_block == self.block
+                {
                     (false, Ok(()))
                 } else {
                     self.head_memo = None;
@@ -1183,7 +1184,6 @@ impl Connection {
                     }
                     (too_large, checked)
                 };
-                self.head.repeated = repeated;
                 self.head.wire_len = self.block.len();
                 // The stream exists from here (an error resets it).
                 self.streams.push(Stream {

@@ -78,10 +78,6 @@ pub struct RequestHead {
     /// The size of the field block on the wire (HEADERS and CONTINUATION
     /// payloads, padding excluded), set by the connection.
     pub wire_len: usize,
-    /// Set by the connection: these are the fields of the stream before,
-    /// from a block of the same bytes (not decoded again), so anything
-    /// built from them then may be kept.
-    pub repeated: bool,
 }
 
 fn is_tchar(b: u8) -> bool {

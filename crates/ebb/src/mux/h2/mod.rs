@@ -136,9 +136,6 @@ pub struct H2Conn<S> {
     scratch: Vec<u8>,
     line: Option<(crate::http1::Span, crate::http1::Span)>,
     spans: Vec<crate::http1::HeaderSpan>,
-    /// `scratch` holds the head of the last request, built with no added
-    /// field.
-    scratch_plain: bool,
     /// A duplicate of the socket its lanes share, for their addresses.
     lane_sock: Option<Rc<TcpStream>>,
     rd_ready: bool,
@@ -234,7 +231,6 @@ impl<S: Exchange + Default + 'static> H2Conn<S> {
             scratch: Vec::new(),
             line: None,
             spans: Vec::new(),
-            scratch_plain: false,
             lane_sock: None,
             rd_ready: true,
             rd_hup: false,
@@ -494,25 +490,16 @@ impl<S: Exchange + Default + 'static> H2Conn<S> {
                         self.fe.h2_streams.fetch_add(1, Ordering::Relaxed);
                         if self.native_ok && end_stream && !l.tunnel {
                             // Started inline once the core is free, the
-                            // head as the parser would have cut it. The
-                            // fields of the stream before (the core did not
-                            // decode them again) give the same head: kept
-                            // when it was built without added fields.
-                            if !(head.repeated && n == 0 && self.scratch_plain) {
-                                self.scratch.clear();
-                                let max =
-                                    self.w.limits.max_headers.min(crate::http1::MAX_HEADERS_CAP);
-                                self.line = head.write_h1_spans(
-                                    &extra[..n],
-                                    &mut self.scratch,
-                                    Some((&mut self.spans, max)),
-                                );
-                                self.scratch_plain = n == 0;
-                            }
+                            // head as the parser would have cut it.
+                            self.scratch.clear();
+                            let max = self.w.limits.max_headers.min(crate::http1::MAX_HEADERS_CAP);
+                            self.line = head.write_h1_spans(
+                                &extra[..n],
+                                &mut self.scratch,
+                                Some((&mut self.spans, max)),
+                            );
                             After::Native(i, id)
                         } else {
-                            // `scratch` is no longer the last request's.
-                            self.scratch_plain = false;
                             head.write_h1(&extra[..n], &mut pp.input);
                             drop(pp);
                             ctx.tasklet_wakeup(l.task);
@@ -522,7 +509,6 @@ impl<S: Exchange + Default + 'static> H2Conn<S> {
                     None => {
                         // No lane could be made (out of fds): refused, so
                         // the client may retry it (RFC 9113 §8.7).
-                        self.scratch_plain = false;
                         self.resets.push(id);
                         After::Nothing
                     }
