@@ -336,11 +336,6 @@ pub struct Connection {
     decoder: Decoder,
     encoder: Encoder,
     head: RequestHead,
-    /// The block `head` was decoded from, when it changed nothing in the
-    /// decoder's table and the head passed its checks; `head_memo` is the
-    /// table's generation then ([`hpack::DynTable::generation`]).
-    head_block: Vec<u8>,
-    head_memo: Option<u64>,
     trailers: hpack::HeaderList,
     block: Vec<u8>,
     pending: Option<Pending>,
@@ -421,8 +416,6 @@ impl Connection {
             decoder: Decoder::new(cfg.header_table_size as usize),
             encoder: Encoder::new(hpack::DEFAULT_TABLE_SIZE, HuffmanMode::Shorter),
             head: RequestHead::default(),
-            head_block: Vec::new(),
-            head_memo: None,
             trailers: hpack::HeaderList::default(),
             block: Vec::new(),
             pending: None,
@@ -1162,28 +1155,11 @@ impl Connection {
                 Ok(Some(Ev::Trailers(id)))
             }
             BlockKind::Request => {
-                // A block of the bytes of the last request's, the table as
-                // it left it (that block changed nothing), decodes to the
-                // same fields, which passed the checks: `head` holds them.
-                let gen = self.decoder.table().generation();
-                let (too_large, checked) = if self.head_memo == Some(gen)
-                    && self.head_block == self.block
-                {
-                    (false, Ok(()))
-                } else {
-                    self.head_memo = None;
-                    self.decoder
-                        .decode(&self.block, max_list, &mut self.head.list)
-                        .map_err(|_| H2Error::Connection(ErrorCode::COMPRESSION_ERROR))?;
-                    let too_large = self.head.list.too_large;
-                    let checked = self.head.check();
-                    if !too_large && checked.is_ok() && self.decoder.table().generation() == gen {
-                        self.head_block.clear();
-                        self.head_block.extend_from_slice(&self.block);
-                        self.head_memo = Some(gen);
-                    }
-                    (too_large, checked)
-                };
+                self.decoder
+                    .decode(&self.block, max_list, &mut self.head.list)
+                    .map_err(|_| H2Error::Connection(ErrorCode::COMPRESSION_ERROR))?;
+                let too_large = self.head.list.too_large;
+                let checked = self.head.check();
                 self.head.wire_len = self.block.len();
                 // The stream exists from here (an error resets it).
                 self.streams.push(Stream {

@@ -1261,39 +1261,3 @@ fn unread_output_is_bounded_and_reset() {
     c.tick(20_000 + 30_000, &mut reset);
     assert_eq!(reset, [1]);
 }
-
-/// A request block of the bytes of the one before is not decoded again
-/// while the decoder's table is unchanged; once a block changed the table,
-/// the same bytes mean other fields and are decoded as they now read.
-#[test]
-fn repeated_request_blocks_follow_the_table() {
-    let (mut c, mut cl) = open();
-    let get = |id: u32, path: &str| Ev::Request {
-        id,
-        method: "GET".into(),
-        path: path.into(),
-        end: true,
-    };
-    // The client's table: :path /b, :path /a, :authority (newest first).
-    let mut input = cl.get(1, "/a");
-    input.extend(cl.get(3, "/b"));
-    assert_eq!(feed(&mut c, &input, 2), [get(1, "/a"), get(3, "/b")]);
-    // All indexed now: the same bytes three times.
-    let again = cl.block(&req("GET", "/b"));
-    for id in [5, 7, 9] {
-        let mut f = Vec::new();
-        frame::write_headers(&mut f, id, &again, true, 16_384);
-        assert_eq!(feed(&mut c, &f, 2), [get(id, "/b")]);
-    }
-    // A new entry shifts the indexes: those bytes now name :path /a and
-    // :path /c, a malformed request.
-    let f = cl.get(11, "/c");
-    assert_eq!(feed(&mut c, &f, 2), [get(11, "/c")]);
-    let mut f = Vec::new();
-    frame::write_headers(&mut f, 13, &again, true, 16_384);
-    let evs = feed(&mut c, &f, 2);
-    assert!(
-        !evs.iter().any(|e| matches!(e, Ev::Request { .. })),
-        "{evs:?}"
-    );
-}
