@@ -1,36 +1,68 @@
 #!/usr/bin/env bash
-# bench/h2_callgrind.sh: instructions per HTTP/2 request under callgrind
+# bench/h2_callgrind.sh: instructions (and syscalls) per HTTP/2 request
 # (scenario 9's shape: h2load, 10 connections x 100 concurrent streams,
 # cleartext with prior knowledge, `bind ... proto h2`).
 #
-#   fixed   `http-request return` (5-byte body) on every stream
+# Cases (CASES, default "fixed 100b"):
+#   fixed   `http-request return` (5-byte body) on every stream (GET /)
+#   100b    a served 100-byte file (GET /100b), from memory once cached
 #
-# ebb runs with one thread under `valgrind --tool=callgrind`, twice: once
-# for N requests and once for 2N (h2load -n N -c10 -m100); the difference
-# of the two totals divided by N is the steady-state cost of one request
-# (start-up, connection setup and shutdown cancel out). Every request must
-# be answered 2xx, else the script fails.
+# The server runs with one thread under `valgrind --tool=callgrind` (or,
+# with MODE=strace, under `strace -c -f`), twice: once for N requests and
+# once for 2N (h2load -n N -c10 -m100); the difference of the two totals
+# divided by N is the steady-state cost of one request (start-up,
+# connection setup and shutdown cancel out). Every request must be
+# answered 2xx, else the script fails.
 #
-#   bench/h2_callgrind.sh                      # uses target/release/ebb
+# SERVER picks the server: ebb (default), h2o (one thread, `file.file` for
+# both cases, as bench/run's scenario 9) or haproxy (fixed case only: it
+# has no file server, as in scenario 2).
+#
+#   bench/h2_callgrind.sh                      # ebb, target/release/ebb
 #   EBB=path/to/ebb N=10000 bench/h2_callgrind.sh
+#   SERVER=h2o bench/h2_callgrind.sh
+#   MODE=strace SERVER=haproxy CASES=fixed bench/h2_callgrind.sh
+#   ANNOTATE=1 bench/h2_callgrind.sh           # also the top functions (2N run)
 #
-# Output: `fixed-h2c instr/req`.
+# Output: `<case>-h2c <server> instr/req` (callgrind) or, with
+# MODE=strace, one line per system call: `<case>-h2c <server> <call> <calls/req>`.
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
 EBB=${EBB:-target/release/ebb}
+SERVER=${SERVER:-ebb}
+MODE=${MODE:-callgrind}
+CASES=${CASES:-fixed 100b}
 N=${N:-10000}
 PORT=${PORT:-18441}
 
-for t in valgrind h2load python3; do
+need=(h2load python3)
+case $MODE in
+callgrind) need+=(valgrind) ;;
+strace) need+=(strace) ;;
+*) echo "h2_callgrind.sh: MODE is callgrind or strace" >&2; exit 2 ;;
+esac
+case $SERVER in
+ebb) [ -x "$EBB" ] || { echo "h2_callgrind.sh: no $EBB (cargo build --release -p ebb)" >&2; exit 2; } ;;
+h2o | haproxy) need+=("$SERVER") ;;
+*) echo "h2_callgrind.sh: SERVER is ebb, h2o or haproxy" >&2; exit 2 ;;
+esac
+for t in "${need[@]}"; do
     command -v "$t" >/dev/null || { echo "h2_callgrind.sh: needs $t" >&2; exit 2; }
 done
-[ -x "$EBB" ] || { echo "h2_callgrind.sh: no $EBB (cargo build --release -p ebb)" >&2; exit 2; }
 
 work=$(mktemp -d /tmp/ebb-h2cg.XXXXXX)
-trap 'rm -rf "$work"' EXIT
+[ -n "${KEEP:-}" ] || trap 'rm -rf "$work"' EXIT
+mkdir "$work/www"
+printf hello >"$work/www/hello.txt"
+python3 -c 'import sys; sys.stdout.buffer.write(bytes((i * 7 + 3) % 251 for i in range(100)))' >"$work/www/100b"
 
-cat >"$work/fixed.cfg" <<EOF
+# The configuration of $SERVER (both cases: `/100b` is the file, any other
+# path the fixed answer).
+config() {
+    case $SERVER in
+    ebb | haproxy)
+        cat <<EOF
 global
     nbthread 1
 defaults
@@ -41,8 +73,37 @@ defaults
     timeout http-keep-alive 60s
 frontend fe
     bind 127.0.0.1:$PORT proto h2
-    http-request return status 200 content-type text/plain string "hello"
+    http-request return status 200 content-type text/plain string "hello" unless { path /100b }
 EOF
+        [ "$SERVER" = haproxy ] || printf '    default_backend files\nbackend files\n    serve-files %s\n' "$work/www"
+        ;;
+    h2o)
+        cat <<EOF
+user: root
+num-threads: 1
+pid-file: $work/h2o.pid
+error-log: $work/h2o-error.log
+http2-max-concurrent-requests-per-connection: 128
+listen:
+  host: 127.0.0.1
+  port: $PORT
+hosts:
+  default:
+    paths:
+      /100b:
+        file.file: $work/www/100b
+      /:
+        file.file: $work/www/hello.txt
+EOF
+        ;;
+    esac
+}
+config >"$work/server.cfg"
+case $SERVER in
+ebb) argv=("$EBB" -f "$work/server.cfg") ;;
+haproxy) argv=(haproxy -db -f "$work/server.cfg") ;;
+h2o) argv=(h2o -m worker -c "$work/server.cfg") ;;
+esac
 
 wait_port() {
     python3 - "$PORT" <<'EOF'
@@ -55,31 +116,76 @@ while True:
         break
     except OSError:
         if time.monotonic() > deadline:
-            sys.exit("h2_callgrind.sh: ebb did not listen")
+            sys.exit("h2_callgrind.sh: the server did not listen")
         time.sleep(0.2)
 EOF
 }
 
-# Runs ebb under callgrind for $1 requests; prints its instruction total.
+# Runs the server under the tool for $2 requests of case $1; the tool's
+# report is in $work/out.$1.$2.
 measure() {
-    local n=$1 log="$work/cg.$1.log" pid out
-    valgrind --tool=callgrind --callgrind-out-file=/dev/null --log-file="$log" \
-        "$EBB" -f "$work/fixed.cfg" >/dev/null 2>&1 &
+    local c=$1 n=$2 out=$work/out.$1.$2 pid res path=/
+    [ "$c" = 100b ] && path=/100b
+    if [ "$MODE" = callgrind ]; then
+        local cgout=/dev/null
+        [ -n "${ANNOTATE:-}" ] && cgout=$work/cg.$c.$n
+        valgrind --tool=callgrind --callgrind-out-file="$cgout" --log-file="$out" \
+            "${argv[@]}" >/dev/null 2>&1 &
+    else
+        strace -c -f -o "$out" "${argv[@]}" >/dev/null 2>&1 &
+    fi
     pid=$!
     wait_port
-    out=$(h2load -n "$n" -c 10 -m 100 "http://127.0.0.1:$PORT/")
-    grep -q "status codes: $n 2xx" <<<"$out" || {
+    # A first request outside the count (the first lookup of a file).
+    h2load -n 1 "http://127.0.0.1:$PORT$path" >/dev/null
+    res=$(h2load -n "$n" -c 10 -m 100 "http://127.0.0.1:$PORT$path")
+    # strace passes no signal on: the server (its child) gets it.
+    local target=$pid
+    [ "$MODE" = strace ] && target=$(pgrep -P "$pid" | head -1)
+    grep -q "status codes: $n 2xx" <<<"$res" || {
         echo "h2_callgrind.sh: not every request answered 2xx:" >&2
-        echo "$out" >&2
-        kill -TERM "$pid"
+        echo "$res" >&2
+        kill -TERM "$target"
         exit 1
     }
-    kill -TERM "$pid"
+    kill -TERM "$target"
     wait "$pid" || true
-    sed -n 's/.*Collected : *\([0-9]*\).*/\1/p' "$log"
 }
 
-i1=$(measure "$N")
-i2=$(measure $((2 * N)))
-python3 -c "import sys; i1,i2,n=map(int,sys.argv[1:4]); print(f'fixed-h2c {(i2-i1)/n:12.0f}   (N={n} vs 2N, {sys.argv[4]})')" \
-    "$i1" "$i2" "$N" "$EBB"
+for c in $CASES; do
+    if [ "$c" = 100b ] && [ "$SERVER" = haproxy ]; then
+        continue
+    fi
+    measure "$c" "$N"
+    measure "$c" $((2 * N))
+    if [ "$MODE" = callgrind ]; then
+        i1=$(sed -n 's/.*Collected : *\([0-9]*\).*/\1/p' "$work/out.$c.$N")
+        i2=$(sed -n 's/.*Collected : *\([0-9]*\).*/\1/p' "$work/out.$c.$((2 * N))")
+        python3 -c "import sys; i1,i2,n=map(int,sys.argv[1:4]); print(f'{sys.argv[5]}-h2c {sys.argv[4]:8} {(i2-i1)/n:12.0f} instr/req  (N={n} vs 2N)')" \
+            "$i1" "$i2" "$N" "$SERVER" "$c"
+        if [ -n "${ANNOTATE:-}" ]; then
+            callgrind_annotate "$work/cg.$c.$((2 * N))" 2>/dev/null | sed -n '1,60p'
+        fi
+    else
+        python3 - "$work/out.$c.$N" "$work/out.$c.$((2 * N))" "$N" "$SERVER" "$c" <<'EOF'
+import sys
+def calls(path):
+    got = {}
+    for line in open(path):
+        f = line.split()
+        # % time, seconds, usecs/call, calls, [errors], syscall
+        if len(f) >= 5 and f[0][0].isdigit() and f[-1] != "total":
+            got[f[-1]] = int(f[3])
+    return got
+a, b = calls(sys.argv[1]), calls(sys.argv[2])
+n = int(sys.argv[3])
+total = 0.0
+for name in sorted(set(a) | set(b)):
+    per = (b.get(name, 0) - a.get(name, 0)) / n
+    if abs(per) >= 0.0005:
+        total += per
+        print(f"{sys.argv[5]}-h2c {sys.argv[4]:8} {name:16} {per:8.4f} calls/req")
+print(f"{sys.argv[5]}-h2c {sys.argv[4]:8} {'all':16} {total:8.4f} calls/req")
+EOF
+    fi
+done

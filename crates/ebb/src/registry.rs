@@ -112,12 +112,16 @@ impl Process {
 }
 
 /// One client connection as the CLI sees it.
+///
+/// Every connection holds one for its whole life, idle or not: it stays
+/// small (issue 12). Its id is also its epoch (the value of the
+/// registry's counter when it was created).
 pub struct SessInfo {
     pub id: u64,
-    /// Value of the registry's epoch counter when the session was created.
-    pub epoch: u64,
-    pub thread: usize,
-    pub tasklet: Mutex<Option<TaskletId>>,
+    pub thread: u16,
+    /// Its connection's tasklet ([`TaskletId::local_bits`]; `NO_TASKLET`
+    /// until it is known): see [`SessInfo::tasklet`].
+    tasklet: AtomicU64,
     pub peer: SocketAddr,
     pub frontend: Arc<str>,
     pub accepted: SystemTime,
@@ -128,6 +132,22 @@ pub struct SessInfo {
     pub target: AtomicU64,
     /// Set by `shutdown session`: the connection closes at its next run.
     pub kill: AtomicBool,
+}
+
+/// [`SessInfo::tasklet`] not set yet.
+const NO_TASKLET: u64 = u64::MAX;
+
+impl SessInfo {
+    /// The connection's tasklet, once it is known.
+    pub fn tasklet(&self) -> Option<TaskletId> {
+        let bits = self.tasklet.load(Ordering::Acquire);
+        (bits != NO_TASKLET).then(|| TaskletId::from_local(self.thread, bits))
+    }
+
+    /// Names the connection's tasklet (of this session's thread).
+    pub fn set_tasklet(&self, id: TaskletId) {
+        self.tasklet.store(id.local_bits(), Ordering::Release);
+    }
 }
 
 /// Every thread's session table.
@@ -151,9 +171,8 @@ impl Sessions {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let s = Arc::new(SessInfo {
             id,
-            epoch: id,
-            thread,
-            tasklet: Mutex::new(None),
+            thread: u16::try_from(thread).unwrap_or(u16::MAX),
+            tasklet: AtomicU64::new(NO_TASKLET),
             peer,
             frontend,
             accepted: SystemTime::now(),
@@ -171,7 +190,7 @@ impl Sessions {
 
     /// Forgets a closed connection.
     pub fn remove(&self, s: &SessInfo) {
-        if let Some(t) = self.threads.get(s.thread) {
+        if let Some(t) = self.threads.get(usize::from(s.thread)) {
             t.lock().unwrap_or_else(|p| p.into_inner()).remove(&s.id);
         }
     }
@@ -186,7 +205,7 @@ impl Sessions {
         let mut out = Vec::new();
         for t in &self.threads {
             let m = t.lock().unwrap_or_else(|p| p.into_inner());
-            out.extend(m.values().filter(|s| s.epoch < epoch).cloned());
+            out.extend(m.values().filter(|s| s.id < epoch).cloned());
         }
         out
     }

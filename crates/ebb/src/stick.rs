@@ -134,12 +134,12 @@ impl Stk {
     ) {
         let mut p = self.pending.borrow_mut();
         let t = stick_request(rules, m, ctx, self.now(), &mut p, usable);
-        self.prefer.set(t);
+        self.prefer.set(t.and_then(|i| u32::try_from(i).ok()));
     }
 
     /// The server (index in its backend) the `stick match` rules chose.
     pub fn prefer(&self) -> Option<usize> {
-        self.prefer.get()
+        self.prefer.get().map(|i| i as usize)
     }
 
     /// The `store-response` rules on a response head of server `srv`

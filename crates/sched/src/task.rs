@@ -60,6 +60,23 @@ impl TaskletId {
     pub fn thread(self) -> usize {
         self.thread as usize
     }
+
+    /// The id without its thread, in one word (an atomic can hold it,
+    /// where the thread is known apart): see [`TaskletId::from_local`].
+    pub fn local_bits(self) -> u64 {
+        (u64::from(self.slot) << 32) | u64::from(self.gen)
+    }
+
+    /// The id of `thread`'s tasklet whose [`TaskletId::local_bits`] are
+    /// `bits`. A made-up value names no live tasklet (the generation is
+    /// checked at every use).
+    pub fn from_local(thread: u16, bits: u64) -> TaskletId {
+        TaskletId {
+            thread,
+            slot: (bits >> 32) as u32,
+            gen: bits as u32,
+        }
+    }
 }
 
 impl std::fmt::Debug for TaskId {

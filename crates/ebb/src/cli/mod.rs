@@ -780,8 +780,7 @@ fn parse_id(s: &str) -> Option<u64> {
 
 fn kill(p: &Process, s: &crate::registry::SessInfo) {
     s.kill.store(true, Ordering::Relaxed);
-    let t = *s.tasklet.lock().unwrap_or_else(|e| e.into_inner());
-    if let Some(t) = t {
+    if let Some(t) = s.tasklet() {
         p.handle.wake_tasklet(t);
     }
 }
@@ -971,14 +970,14 @@ fn show_sess(p: &Process, all: bool, isolate: &mut dyn FnMut(&mut dyn FnMut())) 
                 s.id,
                 s.peer,
                 s.frontend,
-                s.thread + 1,
+                u32::from(s.thread) + 1,
                 s.requests.load(Ordering::Relaxed),
             );
             if all {
                 let _ = write!(
                     out,
                     " epoch={} kill={}",
-                    s.epoch,
+                    s.id,
                     u8::from(s.kill.load(Ordering::Relaxed))
                 );
             }

@@ -341,8 +341,8 @@ pub struct Connection {
     pending: Option<Pending>,
     out: Vec<u8>,
     scratch: Vec<u8>,
-    /// Lower-cased field names being encoded.
-    lower: Vec<u8>,
+    /// The fields of the head being encoded ([`HeadEncoder`]).
+    fields: Vec<u8>,
     // Peer settings.
     peer_initial_window: u32,
     peer_max_frame: u32,
@@ -421,7 +421,7 @@ impl Connection {
             pending: None,
             out: Vec::with_capacity(1024),
             scratch: Vec::new(),
-            lower: Vec::new(),
+            fields: Vec::new(),
             peer_initial_window: frame::DEFAULT_WINDOW,
             peer_max_frame: frame::MIN_MAX_FRAME_SIZE,
             send_window: i64::from(frame::DEFAULT_WINDOW),
@@ -1375,15 +1375,14 @@ impl Connection {
     ) -> bool {
         let mut block = std::mem::take(&mut self.scratch);
         block.clear();
-        self.encoder.begin_block(&mut block);
+        self.fields.clear();
         let mut h = HeadEncoder {
-            enc: &mut self.encoder,
-            block: &mut block,
-            lower: &mut self.lower,
+            list: &mut self.fields,
             head_request: false,
         };
         fill(&mut h);
         let head_request = h.head_request;
+        self.encoder.encode_fields(&self.fields, &mut block);
         frame::write_headers(
             &mut self.out,
             id,
@@ -1619,9 +1618,9 @@ impl Connection {
 /// Encodes the fields of one head being sent (see
 /// [`Connection::send_response_with`]).
 pub struct HeadEncoder<'e> {
-    enc: &'e mut Encoder,
-    block: &'e mut Vec<u8>,
-    lower: &'e mut Vec<u8>,
+    /// The fields, as [`Encoder::push_field`] lists them: encoded as one
+    /// block once all are in ([`Encoder::encode_fields`]).
+    list: &'e mut Vec<u8>,
     head_request: bool,
 }
 
@@ -1629,12 +1628,12 @@ impl HeadEncoder<'_> {
     /// Adds a field; an upper-case name is lower-cased (RFC 9113 §8.2.1).
     pub fn field(&mut self, name: &[u8], value: &[u8]) {
         self.head_request |= name == b":method" && value == b"HEAD";
+        let at = self.list.len() + 6;
+        Encoder::push_field(self.list, name, value);
         if name.iter().any(u8::is_ascii_uppercase) {
-            self.lower.clear();
-            self.lower.extend(name.iter().map(u8::to_ascii_lowercase));
-            self.enc.encode(self.lower, value, self.block);
-        } else {
-            self.enc.encode(name, value, self.block);
+            if let Some(n) = self.list.get_mut(at..at + name.len()) {
+                n.make_ascii_lowercase();
+            }
         }
     }
 }

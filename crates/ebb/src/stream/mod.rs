@@ -717,8 +717,8 @@ impl Stream {
             st.strict = l.strict;
         }
         let tr = &c.tr;
-        let dst = dst_of(tr, c.dst);
-        let base = sample_ctx(tr, c.peer, &fe.name, &dst, c.vars.cell(), &c.stk);
+        let dst = dst_of(tr, c.dst.as_deref().copied());
+        let base = sample_ctx(tr, c.sess.peer, &fe.name, &dst, c.vars.cell(), &c.stk);
         let wait_here = |at: Resume, time_ms: Option<u32>| {
             Act::WaitBody(Box::new(BodyWait {
                 at,
@@ -892,7 +892,6 @@ impl Stream {
 
     /// A complete request head is in `head`: decide and queue the answer.
     fn answer(&mut self, c: &mut H1, ctx: &mut Ctx) {
-        c.requests += 1;
         c.sess
             .requests
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -1323,10 +1322,10 @@ impl Stream {
                 hdrs.push((b"Content-Range", cr.as_bytes()));
             }
             let tr = &c.tr;
-            let dst = dst_of(tr, c.dst);
+            let dst = dst_of(tr, c.dst.as_deref().copied());
             let sctx = crate::sample::Ctx {
                 be: Some(&backend.name),
-                ..sample_ctx(tr, c.peer, &c.fe.name, &dst, c.vars.cell(), &c.stk)
+                ..sample_ctx(tr, c.sess.peer, &c.fe.name, &dst, c.vars.cell(), &c.stk)
             };
             // No response rule: the fields go out as they are.
             let rules = !backend.http_response.is_empty() || !c.fe.http_response.is_empty();
@@ -1476,7 +1475,7 @@ impl Stream {
         let backend = Arc::clone(&c.fe.backends[bi]);
         let logged = {
             let tr = &c.tr;
-            let dst = dst_of(tr, c.dst);
+            let dst = dst_of(tr, c.dst.as_deref().copied());
             let buf = &c.rbuf[c.rstart..c.rend];
             let sctx = crate::sample::Ctx {
                 req: Some(crate::sample::Req {
@@ -1485,7 +1484,7 @@ impl Stream {
                     body: self.body_now.data(&self.body_buf, buf, c.head.head_len),
                 }),
                 be: Some(&backend.name),
-                ..sample_ctx(tr, c.peer, &c.fe.name, &dst, c.vars.cell(), &c.stk)
+                ..sample_ctx(tr, c.sess.peer, &c.fe.name, &dst, c.vars.cell(), &c.stk)
             };
             let sets = [
                 (&backend.http_response[..], &backend.matcher),
@@ -1624,10 +1623,10 @@ impl Stream {
         }
         let be = backend.and_then(|b| c.fe.backends.get(b));
         let tr = &c.tr;
-        let dst = dst_of(tr, c.dst);
+        let dst = dst_of(tr, c.dst.as_deref().copied());
         let sctx = crate::sample::Ctx {
             be: be.map(|b| b.name.as_str()),
-            ..sample_ctx(tr, c.peer, &c.fe.name, &dst, c.vars.cell(), &c.stk)
+            ..sample_ctx(tr, c.sess.peer, &c.fe.name, &dst, c.vars.cell(), &c.stk)
         };
         let be = be.map(|b| &**b);
         crate::rewrite::after_local(&c.fe, be, &sctx, &mut c.wbuf, self.resp_start)
@@ -1670,7 +1669,7 @@ impl Stream {
         let mut scratch = std::mem::take(&mut self.scratch);
         let body = {
             let tr = &c.tr;
-            let dst = dst_of(tr, c.dst);
+            let dst = dst_of(tr, c.dst.as_deref().copied());
             let buf = &c.rbuf[c.rstart..c.rend];
             let cx = ReqView {
                 req: Some(crate::sample::Req {
@@ -1679,7 +1678,7 @@ impl Stream {
                     body: self.body_now.data(&self.body_buf, buf, c.head.head_len),
                 }),
                 be,
-                ..sample_ctx(tr, c.peer, &fe.name, &dst, c.vars.cell(), &c.stk)
+                ..sample_ctx(tr, c.sess.peer, &fe.name, &dst, c.vars.cell(), &c.stk)
             };
             p.render(&cx, done, &mut self.fields, &mut scratch)
         };

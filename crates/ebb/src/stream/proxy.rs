@@ -305,7 +305,7 @@ impl Stream {
         };
         // --- the request head for the server ---
         let tr = &c.tr;
-        let dst = dst_of(tr, c.dst);
+        let dst = dst_of(tr, c.dst.as_deref().copied());
         let sctx = crate::sample::Ctx {
             req: Some(crate::sample::Req {
                 buf,
@@ -313,7 +313,7 @@ impl Stream {
                 body: b"",
             }),
             be: Some(&be.name),
-            ..super::sample_ctx(tr, c.peer, &c.fe.name, &dst, c.vars.cell(), &c.stk)
+            ..super::sample_ctx(tr, c.sess.peer, &c.fe.name, &dst, c.vars.cell(), &c.stk)
         };
         // Unique id, persistence cookie, `capture cookie` (crate::rewrite).
         let more = crate::rewrite::before_server(&c.fe, &be, &sctx, &c.w.limits);
@@ -632,7 +632,7 @@ impl Stream {
         //    on a safe one (it carried more than one request), `always`
         //    on a safe one, else any.
         use crate::backend::pool::Want;
-        let first = c.requests <= 1;
+        let first = c.requests() <= 1;
         let want = match up.farm.reuse {
             HttpReuse::Never => None,
             _ if !first => Some(Want::Any),
@@ -755,7 +755,7 @@ impl Stream {
         let reuse = match up.farm.reuse {
             HttpReuse::Never => Reuse::Never,
             HttpReuse::Safe => Reuse::Safe {
-                first: c.requests <= 1,
+                first: c.requests() <= 1,
             },
             HttpReuse::Aggressive => Reuse::Aggressive,
             HttpReuse::Always => Reuse::Always,
@@ -1449,11 +1449,11 @@ impl Stream {
             // `tcp-response content` rules run before the response head is
             // analysed (HAProxy): they read no HTTP, see l4rules.
             let tr = &c.tr;
-            let dst = dst_of(tr, c.dst);
+            let dst = dst_of(tr, c.dst.as_deref().copied());
             let cx = crate::sample::Ctx {
                 be: Some(&be.name),
                 srv: up.server.as_ref().map(|s| s.name.as_str()),
-                ..super::sample_ctx(tr, c.peer, &fe.name, &dst, c.vars.cell(), &c.stk)
+                ..super::sample_ctx(tr, c.sess.peer, &fe.name, &dst, c.vars.cell(), &c.stk)
             };
             let v = crate::l4rules::run_rules(
                 &be.l4.res_rules,
@@ -1524,10 +1524,10 @@ impl Stream {
         out.extend_from_slice(b"\r\n");
         {
             let tr = &c.tr;
-            let dst = dst_of(tr, c.dst);
+            let dst = dst_of(tr, c.dst.as_deref().copied());
             let cx = crate::sample::Ctx {
                 res: Some(crate::sample::Res::H1 { buf, head: r }),
-                ..super::sample_ctx(tr, c.peer, &fe.name, &dst, c.vars.cell(), &c.stk)
+                ..super::sample_ctx(tr, c.sess.peer, &fe.name, &dst, c.vars.cell(), &c.stk)
             };
             crate::sample::logline::capture_headers(&fe.captures, true, &cx);
         }
@@ -1537,12 +1537,12 @@ impl Stream {
         };
         if let Some(s) = &up.server {
             let tr = &c.tr;
-            let dst = dst_of(tr, c.dst);
+            let dst = dst_of(tr, c.dst.as_deref().copied());
             let sctx = crate::sample::Ctx {
                 res: Some(crate::sample::Res::H1 { buf, head: r }),
                 be: Some(&be.name),
                 srv: Some(s.name.as_str()),
-                ..super::sample_ctx(tr, c.peer, &fe.name, &dst, c.vars.cell(), &c.stk)
+                ..super::sample_ctx(tr, c.sess.peer, &fe.name, &dst, c.vars.cell(), &c.stk)
             };
             c.stk.stick_response(&be.stick, &be.matcher, &sctx, s.idx);
         }
@@ -1564,7 +1564,7 @@ impl Stream {
             // Rules run on the response as a list of fields, in order
             // (`crate::rewrite`); the status line is written again after.
             let tr = &c.tr;
-            let dst = dst_of(tr, c.dst);
+            let dst = dst_of(tr, c.dst.as_deref().copied());
             // What arrived of the body (`res.body`): all of it when a
             // `wait-for-body` rule waited.
             let mut decoded = Vec::new();
@@ -1578,7 +1578,7 @@ impl Stream {
                 be: Some(&be.name),
                 srv: up.server.as_ref().map(|s| s.name.as_str()),
                 res_body: Some((seen.data(&decoded, after, 0), size)),
-                ..super::sample_ctx(tr, c.peer, &fe.name, &dst, c.vars.cell(), &c.stk)
+                ..super::sample_ctx(tr, c.sess.peer, &fe.name, &dst, c.vars.cell(), &c.stk)
             };
             let mut head = crate::rewrite::ResHead::new(
                 r.status,
@@ -2049,7 +2049,7 @@ fn response_body_ready(c: &H1, now: Tick, up: &mut Upstream, sd: &ServerSide) ->
     b.closed = sd.eof;
     b.full = !sd.ibuf.is_empty() && sd.iend - sd.istart >= sd.ibuf.len();
     let tr = &c.tr;
-    let dst = dst_of(tr, c.dst);
+    let dst = dst_of(tr, c.dst.as_deref().copied());
     let cx = crate::sample::Ctx {
         res: Some(crate::sample::Res::H1 {
             buf: head,
@@ -2057,7 +2057,7 @@ fn response_body_ready(c: &H1, now: Tick, up: &mut Upstream, sd: &ServerSide) ->
         }),
         be: Some(&be.name),
         srv: up.server.as_ref().map(|s| s.name.as_str()),
-        ..super::sample_ctx(tr, c.peer, &fe.name, &dst, c.vars.cell(), &c.stk)
+        ..super::sample_ctx(tr, c.sess.peer, &fe.name, &dst, c.vars.cell(), &c.stk)
     };
     let pending = waits().find(|(r, m, w)| !b.enough(w.at_least) && m.holds(r.cond.as_ref(), &cx));
     let Some((_, _, w)) = pending else {

@@ -127,7 +127,9 @@ pub struct Stk {
     /// The exchange under way was refused (deny, tarpit): an HTTP error.
     err: Cell<bool>,
     /// `stick` rules: the server a `match` found, the keys to store.
-    pub(crate) prefer: Cell<Option<usize>>,
+    /// (An index in its backend: 32 bits keep the connection's state
+    /// small.)
+    pub(crate) prefer: Cell<Option<u32>>,
     pub(crate) pending: RefCell<Pending>,
     sess: Level,
     strm: Level,

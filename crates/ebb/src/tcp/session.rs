@@ -192,7 +192,7 @@ impl Session {
         }
         let name = if tls { "tcp_tls_cli" } else { "tcp_cli" };
         let id = ctx.new_tasklet_obj(name, s);
-        *sess.tasklet.lock().unwrap_or_else(|p| p.into_inner()) = Some(id);
+        sess.set_tasklet(id);
         if let Err(e) = ctx.register_fd(fd, id, true) {
             ctx.kill_tasklet(id);
             return Err(e);

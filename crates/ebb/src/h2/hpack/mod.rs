@@ -366,6 +366,13 @@ pub struct Encoder {
     /// Smallest table size set since the last block, and the final one:
     /// both must be signalled (§4.2).
     pending: Option<(usize, usize)>,
+    /// The last block [`Encoder::encode_fields`] encoded without changing
+    /// the table: its fields (as given) and its bytes, at `memo_gen` (the
+    /// table's [`DynTable::generation`]): the same fields encode to the
+    /// same bytes while the table stays as it is.
+    memo_fields: Vec<u8>,
+    memo_block: Vec<u8>,
+    memo_gen: Option<u64>,
 }
 
 impl Default for Encoder {
@@ -381,6 +388,60 @@ impl Encoder {
             table: DynTable::new(max),
             huffman,
             pending: None,
+            memo_fields: Vec::new(),
+            memo_block: Vec::new(),
+            memo_gen: None,
+        }
+    }
+
+    /// Adds field (`name`, `value`) to `list`, the form
+    /// [`Encoder::encode_fields`] reads: name length (2 bytes), value
+    /// length (4 bytes), both little-endian, then the bytes. A name longer
+    /// than 65,535 bytes is cut (no field list ebb sends has one).
+    pub fn push_field(list: &mut Vec<u8>, name: &[u8], value: &[u8]) {
+        let name = &name[..name.len().min(usize::from(u16::MAX))];
+        let vlen = u32::try_from(value.len()).unwrap_or(u32::MAX);
+        let value = &value[..vlen as usize];
+        list.extend_from_slice(&(name.len() as u16).to_le_bytes());
+        list.extend_from_slice(&vlen.to_le_bytes());
+        list.extend_from_slice(name);
+        list.extend_from_slice(value);
+    }
+
+    /// Encodes a whole header block of the fields in `list` (built with
+    /// [`Encoder::push_field`], names lower-case) into `out`, the pending
+    /// size update first. A block whose fields are those of the last one
+    /// encoded, with the table as it left it (that block inserted nothing
+    /// and nothing changed since), is the same bytes again: they are
+    /// copied, not encoded (a server's answers on one connection mostly
+    /// repeat their fields, `date` changing once a second).
+    pub fn encode_fields(&mut self, list: &[u8], out: &mut Vec<u8>) {
+        let gen = self.table.generation();
+        if self.pending.is_none() && self.memo_gen == Some(gen) && self.memo_fields == list {
+            out.extend_from_slice(&self.memo_block);
+            return;
+        }
+        let start = out.len();
+        self.begin_block(out);
+        let mut rest = list;
+        while rest.len() >= 6 {
+            let nl = usize::from(u16::from_le_bytes([rest[0], rest[1]]));
+            let vl = u32::from_le_bytes([rest[2], rest[3], rest[4], rest[5]]) as usize;
+            let Some(body) = rest.get(6..6 + nl + vl) else {
+                break;
+            };
+            let (name, value) = body.split_at(nl);
+            self.encode(name, value, out);
+            rest = &rest[6 + nl + vl..];
+        }
+        if self.table.generation() == gen {
+            self.memo_fields.clear();
+            self.memo_fields.extend_from_slice(list);
+            self.memo_block.clear();
+            self.memo_block.extend_from_slice(&out[start..]);
+            self.memo_gen = Some(gen);
+        } else {
+            self.memo_gen = None;
         }
     }
 

@@ -125,6 +125,9 @@ pub struct DynTable {
     size: usize,
     /// Current maximum size (§4.2), changed by size updates.
     max: usize,
+    /// Bumped by every insertion and every new maximum: the same value
+    /// means the same table.
+    gen: u64,
 }
 
 impl DynTable {
@@ -161,8 +164,14 @@ impl DynTable {
         self.entries.is_empty()
     }
 
+    /// Which state of the table this is: it changed if the value did.
+    pub fn generation(&self) -> u64 {
+        self.gen
+    }
+
     /// Sets the maximum size, evicting as needed (§4.3).
     pub fn set_max(&mut self, max: usize) {
+        self.gen += 1;
         self.max = max;
         self.evict_to(max);
     }
@@ -195,6 +204,7 @@ impl DynTable {
     /// fits; an entry larger than the maximum empties the table and is not
     /// added.
     pub fn insert(&mut self, name: &[u8], value: &[u8]) {
+        self.gen += 1;
         let sz = name.len() + value.len() + ENTRY_OVERHEAD;
         if sz > self.max {
             self.evict_to(0);

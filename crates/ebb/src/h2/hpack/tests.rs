@@ -409,3 +409,67 @@ fn static_lookup_by_length_matches_a_full_walk() {
     );
     assert_eq!(out[1], 17);
 }
+
+/// A block of the fields of the one before, the table unchanged since,
+/// is copied from the memo: the same bytes as a fresh encoding, which the
+/// peer's decoder reads to the same fields; any change of the fields or
+/// of the table encodes again.
+#[test]
+fn repeated_blocks_are_the_same_bytes() {
+    let fields = |date: &str| {
+        let mut l = Vec::new();
+        for (n, v) in [
+            (":status", "200"),
+            ("server", "ebb"),
+            ("date", date),
+            ("content-length", "5"),
+            ("etag", "\"abc\""),
+        ] {
+            Encoder::push_field(&mut l, n.as_bytes(), v.as_bytes());
+        }
+        l
+    };
+    let want = |date: &str| {
+        pairs(&[
+            (":status", "200"),
+            ("server", "ebb"),
+            ("date", date),
+            ("content-length", "5"),
+            ("etag", "\"abc\""),
+        ])
+    };
+    let d1 = "Sat, 28 Nov 2026 11:00:00 GMT";
+    let d2 = "Sat, 28 Nov 2026 11:00:01 GMT";
+    let mut enc = Encoder::default();
+    let mut fresh = Encoder::default();
+    let mut dec = Decoder::new(DEFAULT_TABLE_SIZE);
+    let mut out = HeaderList::default();
+    let mut blocks = Vec::new();
+    for (i, date) in [d1, d1, d1, d2, d2, d1].into_iter().enumerate() {
+        let mut b = Vec::new();
+        enc.encode_fields(&fields(date), &mut b);
+        // The same sequence through the field-at-a-time encoder.
+        let mut f = Vec::new();
+        fresh.begin_block(&mut f);
+        for (n, v) in want(date) {
+            fresh.encode(n.as_bytes(), v.as_bytes(), &mut f);
+        }
+        assert_eq!(b, f, "block {i}");
+        dec.decode(&b, usize::MAX, &mut out).unwrap();
+        assert_eq!(list(&out), want(date), "block {i}");
+        blocks.push(b);
+    }
+    // The first inserts (literals), the next two are all indexed and equal.
+    assert_ne!(blocks[0], blocks[1]);
+    assert_eq!(blocks[1], blocks[2]);
+    // A new date is a literal once, then indexed again.
+    assert_ne!(blocks[3], blocks[2]);
+    assert_ne!(blocks[4], blocks[3]);
+    // A size change is signalled even when the fields repeat.
+    enc.set_max_table_size(0);
+    let mut b = Vec::new();
+    enc.encode_fields(&fields(d1), &mut b);
+    assert_eq!(b[0], 0x20);
+    dec.decode(&b, usize::MAX, &mut out).unwrap();
+    assert_eq!(list(&out), want(d1));
+}

@@ -32,7 +32,9 @@
 //! Idle keep-alive connections give their buffers, their header index and
 //! their stream back to the thread's pools (see [`Worker::get_buf`],
 //! [`Exchange::parkable`]), so an idle connection costs its socket, this
-//! struct and two scheduler slots.
+//! struct and two scheduler slots; a few idle connections per thread keep
+//! their stream and variables, which spares a busy connection the trip to
+//! the pools at every request (see [`crate::worker::WARM_IDLE_MAX`]).
 
 use std::cell::RefCell;
 use std::io::{self, IoSlice};
@@ -40,7 +42,6 @@ use std::net::{SocketAddr, TcpStream};
 use std::os::fd::{AsRawFd, RawFd};
 use std::rc::Rc;
 use std::sync::Arc;
-use std::time::SystemTime;
 
 use sched::{ticks, Ctx, Reasons, Status, TaskletFn, TaskletId, Tick};
 
@@ -177,13 +178,12 @@ pub struct Conn<S> {
     pub(crate) fd: RawFd,
     /// Whether the tasklet is flagged heavy (a TLS handshake runs).
     pub(crate) heavy: bool,
-    pub(crate) peer: SocketAddr,
     /// The address the client reached, when a PROXY header
-    /// (`accept-proxy`) said it; else the socket's own.
-    pub(crate) dst: Option<SocketAddr>,
+    /// (`accept-proxy`) said it; else the socket's own. Boxed: most
+    /// connections have none, and every connection holds this field.
+    pub(crate) dst: Option<Box<SocketAddr>>,
     pub(crate) fe: Arc<FrontendRt>,
     pub(crate) w: std::rc::Rc<Worker>,
-    pub(crate) accept_time: SystemTime,
     pub(crate) rbuf: Vec<u8>,
     pub(crate) rstart: usize,
     pub(crate) rend: usize,
@@ -203,7 +203,6 @@ pub struct Conn<S> {
     /// `silent-drop` rule set its lingering off).
     pub(crate) silent: bool,
     pub(crate) stopping: bool,
-    pub(crate) requests: u64,
     /// When the first byte of the current request head arrived.
     pub(crate) req_start: Option<Tick>,
     /// Start of the current idle or stall period.
@@ -230,6 +229,9 @@ pub struct Conn<S> {
     st: Option<Box<S>>,
     /// The stream is in the pool, not out running (`st` is `None`).
     parked: bool,
+    /// Idle with its stream and variables kept, one of the thread's few
+    /// (see [`crate::worker::WARM_IDLE_MAX`]).
+    warm: bool,
     /// This connection is a lane of an HTTP/2 connection (its transport
     /// is a [`Transport::Lane`]): the tasklet of that connection, woken
     /// when the lane moved bytes or ended.
@@ -247,6 +249,14 @@ pub struct Conn<S> {
     pub(crate) native: Option<Box<crate::mux::h2::native::Captured>>,
 }
 
+impl<S> Drop for Conn<S> {
+    fn drop(&mut self) {
+        if self.warm {
+            self.w.warm_done();
+        }
+    }
+}
+
 /// The address a client reached, as a fetch asks for it (`dst`,
 /// `dst_port`): the PROXY header's destination (`pp`, from `accept-proxy`)
 /// when one came, else the socket's own local address, asked of the socket
@@ -260,16 +270,28 @@ pub(crate) fn dst_of(
 }
 
 impl<S> Conn<S> {
+    /// Requests this connection started (its registry entry counts them).
+    pub(crate) fn requests(&self) -> u64 {
+        self.sess
+            .requests
+            .load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// The address a PROXY header said the client reached, if one did.
+    pub(crate) fn pp_dst(&self) -> Option<SocketAddr> {
+        self.dst.as_deref().copied()
+    }
+
     /// The address the client reached (see [`dst_of`]).
     pub(crate) fn local_addr(&self) -> Option<SocketAddr> {
-        dst_of(&self.tr, self.dst)()
+        dst_of(&self.tr, self.pp_dst())()
     }
 
     /// The exchange's source: as an `http-request set-src[-port]` left
     /// it, else the connection's (HAProxy's stream address).
     pub(crate) fn stream_src(&self) -> SocketAddr {
         let set = self.vars.try_borrow().and_then(|v| v.info.src);
-        set.unwrap_or(self.peer)
+        set.unwrap_or(self.sess.peer)
     }
 
     /// The exchange's destination: as an `http-request set-dst[-port]`
@@ -309,7 +331,7 @@ impl<S: Exchange + Default + 'static> Conn<S> {
             format!(
                 "thread {} accepted {} on frontend {}{}",
                 ctx.thread_id(),
-                conn.peer,
+                conn.sess.peer,
                 conn.fe.name,
                 if conn.tr.is_tls() { " (TLS)" } else { "" }
             )
@@ -327,7 +349,7 @@ impl<S: Exchange + Default + 'static> Conn<S> {
         let (first_deadline, heavy) = (conn.deadline, conn.heavy);
         let sess2 = Arc::clone(&conn.sess);
         let id = ctx.new_tasklet_boxed(name, conn);
-        *sess2.tasklet.lock().unwrap_or_else(|p| p.into_inner()) = Some(id);
+        sess2.set_tasklet(id);
         // Registered with the poller at the end of its first run that
         // leaves it open (see `registered`).
         ctx.on_stop_tasklet(id);
@@ -374,11 +396,9 @@ impl<S: Exchange + Default + 'static> Conn<S> {
             tr,
             fd,
             heavy,
-            peer,
-            dst,
+            dst: dst.map(Box::new),
             fe,
             w,
-            accept_time: SystemTime::now(),
             rbuf: Vec::new(),
             rstart: 0,
             rend: 0,
@@ -396,7 +416,6 @@ impl<S: Exchange + Default + 'static> Conn<S> {
             closing: false,
             silent: false,
             stopping: false,
-            requests: 0,
             req_start: None,
             idle_since: now,
             deadline: first_deadline,
@@ -409,6 +428,7 @@ impl<S: Exchange + Default + 'static> Conn<S> {
             // The first request takes a stream from the thread's pool.
             st: None,
             parked: true,
+            warm: false,
             lane_of: None,
             registered: false,
             native: None,
@@ -441,7 +461,7 @@ impl<S: Exchange + Default + 'static> Conn<S> {
         // streams on it inline (`start_inline`).
         let shared = Rc::new(RefCell::new(*conn));
         let id = ctx.new_tasklet_obj("h2_stream", LaneTask(Rc::clone(&shared)));
-        *sess.tasklet.lock().unwrap_or_else(|p| p.into_inner()) = Some(id);
+        sess.set_tasklet(id);
         ctx.on_stop_tasklet(id);
         ctx.tasklet_set_expire(id, first_deadline);
         (id, shared)
@@ -637,17 +657,19 @@ impl<S: Exchange + Default + 'static> Conn<S> {
         let fresh = crate::table::Stk::new(Arc::clone(&self.fe.tables));
         let session = (
             std::mem::replace(&mut self.stk, fresh),
-            std::cell::RefCell::new(std::mem::take(&mut self.vars).into_store(self.peer, self.dst)),
+            std::cell::RefCell::new(
+                std::mem::take(&mut self.vars).into_store(self.sess.peer, self.pp_dst()),
+            ),
         );
         let started = crate::mux::h2::H2Conn::<S>::spawn(
             ctx,
             tr,
-            self.peer,
-            self.dst,
+            self.sess.peer,
+            self.pp_dst(),
             fe,
             w,
             early,
-            self.accept_time,
+            self.sess.accepted,
             session,
         );
         if started.is_err() {
@@ -669,17 +691,27 @@ impl<S: Exchange + Default + 'static> Conn<S> {
     /// Takes a stream from the thread's pool for a new exchange, if the
     /// connection's went back there.
     fn unpark(&mut self) {
+        if std::mem::take(&mut self.warm) {
+            self.w.warm_done();
+        }
         if std::mem::take(&mut self.parked) {
             self.st = Some(S::from_pool(&self.w));
         }
         let w = &self.w;
-        self.vars.unpark(self.peer, self.dst, || w.take_vars());
+        self.vars
+            .unpark(self.sess.peer, self.pp_dst(), || w.take_vars());
     }
 
     /// Gives the stream back to the thread's pool between two exchanges,
     /// when it holds nothing of this connection, and the variables' store
-    /// likewise (see [`crate::sample::vars::ConnVars`]).
+    /// likewise (see [`crate::sample::vars::ConnVars`]); unless the thread
+    /// lets it keep them (a few idle connections may: see
+    /// [`crate::worker::WARM_IDLE_MAX`]).
     fn park(&mut self) {
+        if self.warm || (!self.parked && self.w.warm_idle()) {
+            self.warm = true;
+            return;
+        }
         if self.st.as_ref().is_some_and(|s| s.parkable()) {
             if let Some(st) = self.st.take() {
                 st.to_pool(&self.w);
@@ -687,8 +719,9 @@ impl<S: Exchange + Default + 'static> Conn<S> {
             }
         }
         let w = &self.w;
-        self.vars
-            .park(self.peer, self.dst, |v, keep| w.give_vars(v, keep));
+        self.vars.park(self.sess.peer, self.pp_dst(), |v, keep| {
+            w.give_vars(v, keep)
+        });
     }
 
     pub(crate) fn has_output(&self) -> bool {
@@ -705,7 +738,8 @@ impl<S: Exchange + Default + 'static> Conn<S> {
             self.rbuf = self.w.get_buf();
             // Bytes may come: the exchange's variables with them.
             let w = &self.w;
-            self.vars.unpark(self.peer, self.dst, || w.take_vars());
+            self.vars
+                .unpark(self.sess.peer, self.pp_dst(), || w.take_vars());
         }
         if self.head.headers.capacity() == 0 {
             self.head.headers = self.w.get_head_index();
@@ -936,7 +970,7 @@ impl<S: Exchange + Default + 'static> Conn<S> {
                     if self.rstart == self.rend {
                         return progress;
                     }
-                    if self.requests == 0
+                    if self.requests() == 0
                         && self.lane_of.is_none()
                         && self.rstart == 0
                         && self.rend < H2_PREFACE.len()
@@ -1039,7 +1073,7 @@ impl<S: Exchange + Default + 'static> Conn<S> {
         let [tq, tw, tc, tr, tt] = f.times;
         crate::log::Entry {
             client: self.stream_src(),
-            accept: self.accept_time,
+            accept: self.sess.accepted,
             frontend: &self.fe.name,
             backend: f.backend,
             server: f.server,
@@ -1204,7 +1238,7 @@ impl<S: Exchange + Default + 'static> Conn<S> {
             self.w.log_error(
                 format!(
                     "{} [{}] {}: SSL handshake timeout{}",
-                    self.peer,
+                    self.sess.peer,
                     self.fe.name,
                     self.fe.name,
                     self.tr.hello_note()
@@ -1250,7 +1284,7 @@ impl<S: Exchange + Default + 'static> Conn<S> {
         }
         let d = match self.req_start {
             Some(s) => return ticks::add(s, t.http_request),
-            None if self.requests == 0 => ticks::add(self.idle_since, t.http_request),
+            None if self.requests() == 0 => ticks::add(self.idle_since, t.http_request),
             None => ticks::add(self.idle_since, t.keep_alive),
         };
         // Idle during a stop: closed after its grace (crate::drain).
@@ -1284,7 +1318,9 @@ impl<S: Exchange + Default + 'static> Conn<S> {
         self.w.debug(|| {
             format!(
                 "closed {} on frontend {} after {} requests",
-                self.peer, self.fe.name, self.requests
+                self.sess.peer,
+                self.fe.name,
+                self.requests()
             )
         });
         if !self.silent {
@@ -1319,7 +1355,7 @@ impl<S: Exchange + Default + 'static> Conn<S> {
             let mut moved = false;
             if self.rd_ready && !self.eof && !self.closing {
                 match self.read_in() {
-                    Ok(m) if self.requests == 0 && self.tr.alpn() == Some(b"h2") => {
+                    Ok(m) if self.requests() == 0 && self.tr.alpn() == Some(b"h2") => {
                         if !self.tr.is_handshaking() && self.lane_of.is_none() {
                             // The client took the `h2` offer.
                             return self.hand_to_h2(ctx);
@@ -1327,7 +1363,7 @@ impl<S: Exchange + Default + 'static> Conn<S> {
                         moved |= m;
                     }
                     Ok(m)
-                        if self.requests == 0
+                        if self.requests() == 0
                             && self.lane_of.is_none()
                             && !self.fe.disable_h2_upgrade
                             && self.h2_preface() =>
@@ -1351,7 +1387,7 @@ impl<S: Exchange + Default + 'static> Conn<S> {
                             self.w.log_error(
                                 format!(
                                     "{} [{}] {}: {what}: {e}",
-                                    self.peer, self.fe.name, self.fe.name
+                                    self.sess.peer, self.fe.name, self.fe.name
                                 )
                                 .into_bytes(),
                             );
@@ -1470,7 +1506,7 @@ impl<S: Exchange + Default + 'static> TaskletFn for Conn<S> {
                 self.w.log_error(
                     format!(
                         "{}: cannot poll a connection from {}: {e}",
-                        self.fe.name, self.peer
+                        self.fe.name, self.sess.peer
                     )
                     .into_bytes(),
                 );
@@ -1535,5 +1571,37 @@ mod size {
         let n = std::mem::size_of::<super::Conn<crate::stream::Stream>>();
         println!("Conn<Stream> is {n} bytes");
         assert!(n <= 1024, "Conn<Stream> is {n} bytes");
+    }
+
+    /// What an idle connection's state is made of (issue 12: measured,
+    /// not guessed).
+    #[test]
+    fn idle_connection_pieces() {
+        use std::mem::size_of;
+        for (what, n) in [
+            (
+                "Conn<Stream>",
+                size_of::<super::Conn<crate::stream::Stream>>(),
+            ),
+            ("Transport", size_of::<crate::transport::Transport>()),
+            ("SocketAddr", size_of::<std::net::SocketAddr>()),
+            (
+                "Option<SocketAddr>",
+                size_of::<Option<std::net::SocketAddr>>(),
+            ),
+            ("RequestHead", size_of::<crate::http1::RequestHead>()),
+            ("Option<Body>", size_of::<Option<super::Body>>()),
+            ("In", size_of::<super::In>()),
+            ("Option<In>", size_of::<Option<super::In>>()),
+            ("ConnVars", size_of::<crate::sample::vars::ConnVars>()),
+            ("Stk", size_of::<crate::table::Stk>()),
+            ("SessInfo", size_of::<crate::registry::SessInfo>()),
+            ("Option<TaskletId>", size_of::<Option<sched::TaskletId>>()),
+            ("SystemTime", size_of::<std::time::SystemTime>()),
+            ("Stream", size_of::<crate::stream::Stream>()),
+            ("VarStore", size_of::<crate::sample::VarStore>()),
+        ] {
+            println!("{what}: {n} bytes");
+        }
     }
 }
