@@ -7,7 +7,6 @@ mod common;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
 
 use common::*;
 
@@ -139,24 +138,6 @@ fn tarpit_answers_after_its_timeout_and_counts_gpc0() {
     assert!(t.contains(" gpt0=7 gpc0=1\n"), "{t}");
 }
 
-/// A HAProxy 2.6 process on a configuration; killed on drop.
-struct Haproxy(Child);
-
-impl Drop for Haproxy {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 /// `show table` with what differs by nature blanked: the entry's address
 /// and the milliseconds left.
 fn normalize(t: &str) -> String {
@@ -187,33 +168,16 @@ fn show_table_matches_haproxy_side_by_side() {
     }
     let rules = "    stick-table type ip size 1m expire 30s store gpc0,gpt0,conn_cnt,conn_cur,conn_rate(10s),sess_cnt,http_req_cnt,http_req_rate(10s),http_err_cnt,gpc1,gpc1_rate(10s)\n    http-request track-sc0 src\n    http-request sc-inc-gpc0(0) if { path /inc }\n    http-request sc-inc-gpc1(0) if { path /inc } || { path /gpt }\n    http-request sc-set-gpt0(0) int(3) if { path /gpt }\n    http-request deny deny_status 429 if { sc_http_req_rate(0) gt 4 }\n    http-request return status 200 content-type text/plain string ok\nbackend strings\n    stick-table type string len 8 size 10 expire 1m store gpc0,http_req_cnt\n";
     let dir = scratch("stick-side");
-    let hsock = dir.join("h.sock");
-    let hport = free_port();
-    let hcfg = dir.join("h.cfg");
-    std::fs::write(
-        &hcfg,
-        format!(
-            "global\n    stats socket {} level admin\n{DEFAULTS}frontend f\n    bind 127.0.0.1:{hport}\n{rules}",
-            hsock.display()
-        ),
-    )
-    .unwrap();
-    let _h = Haproxy(
-        Command::new("haproxy")
-            .args(["-db", "-f", hcfg.to_str().unwrap()])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
+    let Some((_h, haddr, hsock)) = haproxy_on(
+        "stick-side-h",
+        &format!("{DEFAULTS}frontend f\n    bind BIND\n{rules}"),
+    ) else {
+        return;
+    };
     let (esock, global) = sock_cfg(&dir);
     let e = Ebb::start(&format!(
         "{global}{DEFAULTS}frontend f\n    bind BIND\n{rules}"
     ));
-    wait_until("haproxy's socket", || {
-        std::os::unix::net::UnixStream::connect(&hsock).is_ok()
-    });
-    let haddr: SocketAddr = format!("127.0.0.1:{hport}").parse().unwrap();
     // The same traffic to both: A (127.0.0.1) 5 requests on one
     // connection (refused at its 5th; the connection goes on after a
     // deny, in both), B (127.0.0.3) two on two.
@@ -319,7 +283,8 @@ fn stick_on_keeps_a_user_on_its_server_until_it_goes_away() {
     let t = cli_cmd(&sock, "show table be");
     let id = if alice == "s1" { 1 } else { 2 };
     assert!(
-        t.contains("key=alice use=0 exp=") && t.contains(&format!(" server_id={id}\n")),
+        t.contains("key=alice use=0 exp=")
+            && t.contains(&format!(" server_id={id} server_key={alice}\n")),
         "{t}"
     );
     // Alice's server goes into maintenance: she moves, and stays moved.
@@ -351,5 +316,88 @@ fn stick_store_response_then_match() {
     });
     for _ in 0..4 {
         assert!(get(e.addr(), "/").text().starts_with(&format!("{srv} ")));
+    }
+}
+
+/// HAProxy on `cfg` (its `BIND` replaced by a free port): the process,
+/// its frontend's address and its admin socket; None when haproxy is not
+/// installed.
+fn haproxy_on(name: &str, cfg: &str) -> Option<(Hap, SocketAddr, PathBuf)> {
+    let port = free_port();
+    let h = haproxy_with(name, &cfg.replace("BIND", &format!("127.0.0.1:{port}")))?;
+    let sock = h.sock.clone();
+    Some((h, format!("127.0.0.1:{port}").parse().ok()?, sock))
+}
+
+#[test]
+fn server_key_finds_the_server_by_name_or_address_as_haproxy_does() {
+    use common::origin::{Mode, Origin};
+    let (o1, o2) = (Origin::start("s1", Mode::Ok), Origin::start("s2", Mode::Ok));
+    // Two tables, each shared by two backends listing the same servers in
+    // the other order: by name (the default `srvkey`) and by address
+    // (under other names). `server_id` alone would send each user to the
+    // other origin in the second backend.
+    let cfg = format!(
+        "{DEFAULTS}frontend f\n    bind BIND\n    use_backend be2 if {{ path_beg /2 }}\n    use_backend be3 if {{ path_beg /3 }}\n    use_backend be4 if {{ path_beg /4 }}\n    default_backend be1\n\
+backend byname\n    stick-table type string size 1k expire 1m\n\
+backend byaddr\n    stick-table type string size 1k expire 1m srvkey addr\n\
+backend be1\n    balance roundrobin\n    stick on req.hdr(x-user) table byname\n    server a {o1}\n    server b {o2}\n\
+backend be2\n    balance roundrobin\n    stick on req.hdr(x-user) table byname\n    server b {o2}\n    server a {o1}\n\
+backend be3\n    balance roundrobin\n    stick on req.hdr(x-user) table byaddr\n    server x {o1}\n    server y {o2}\n\
+backend be4\n    balance roundrobin\n    stick on req.hdr(x-user) table byaddr\n    server q {o2}\n    server r {o1}\n",
+        o1 = o1.addr,
+        o2 = o2.addr
+    );
+    let dir = scratch("stick-srvkey");
+    let (esock, global) = sock_cfg(&dir);
+    let e = Ebb::start(&format!("{global}{cfg}"));
+    let hap = haproxy_on("stick-srvkey-h", &cfg);
+    let who = |a: SocketAddr, path: &str, u: &str| {
+        get_with(a, path, &format!("X-User: {u}\r\n"))
+            .text()
+            .split(' ')
+            .next()
+            .unwrap_or("")
+            .to_string()
+    };
+    let steps = [
+        ("/1", "alice"),
+        ("/1", "bob"),
+        ("/2", "alice"),
+        ("/2", "bob"),
+        ("/3", "carol"),
+        ("/3", "dave"),
+        ("/4", "carol"),
+        ("/4", "dave"),
+    ];
+    let run = |a: SocketAddr| -> Vec<String> { steps.iter().map(|(p, u)| who(a, p, u)).collect() };
+    let ours = run(e.addr());
+    assert_eq!(ours, ["s1", "s2", "s1", "s2", "s1", "s2", "s1", "s2"]);
+    // be4 stored carol last: its second server's id, the same address.
+    let t = cli_cmd(&esock, "show table byaddr");
+    assert!(
+        entry(&t, "carol")
+            .is_some_and(|l| l.ends_with(&format!(" server_id=2 server_key={}", o1.addr))),
+        "{t}"
+    );
+    let Some((_h, haddr, hsock)) = hap else {
+        return;
+    };
+    assert_eq!(ours, run(haddr), "ebb vs haproxy");
+    for c in [
+        "show table byname",
+        "show table byaddr",
+        "show table byname data.server_key eq 0",
+        "show table byname data.server_key gt 0",
+        "set table byname key zed data.server_key 3",
+        "set table byname key zed data.server_id 2",
+        "show table byname",
+    ] {
+        let (a, b) = (cli_cmd(&esock, c), cli_cmd(&hsock, c));
+        assert_eq!(
+            normalize(&a),
+            normalize(&b),
+            "'{c}'\nebb:\n{a}\nhaproxy:\n{b}"
+        );
     }
 }

@@ -1300,3 +1300,53 @@ pub fn check_switch(farm: &Farm, s: &ServerRt, on: bool, agent: bool) -> Result<
     }
     Ok(String::new())
 }
+
+/// A backend's servers as the `stick` rules look them up.
+impl crate::stick::StickFarm for ServerList {
+    fn find(&self, n: crate::stick::Named<'_>) -> Option<usize> {
+        use crate::stick::Named;
+        // Servers in service, first in configuration order (HAProxy's
+        // name and address trees keep equal keys in insertion order).
+        let mut it = self.iter();
+        let s = match n {
+            Named::Id(id) => it.find(|s| u64::from(s.id) == id),
+            Named::Name(name) => it.find(|s| s.name == name),
+            Named::Addr(a) => it.find(|s| s.stick_addr().as_deref() == Some(a)),
+        };
+        s.map(|s| s.idx)
+    }
+
+    fn usable(&self, i: usize) -> bool {
+        self.get(i).is_some_and(|s| s.persist_ok())
+    }
+}
+
+impl ServerRt {
+    /// The address as HAProxy keys it for `srvkey addr`: `IP:PORT`, with
+    /// `+0` as the port of a server without one of its own, `abns@NAME`
+    /// for an abstract socket; None without an address.
+    pub fn stick_addr(&self) -> Option<String> {
+        if let Some(n) = &self.opts.abns {
+            return Some(format!("abns@{n}"));
+        }
+        let a = self.addr()?;
+        Some(if self.map_ports.load(Ordering::Relaxed) {
+            format!("{}:+0", a.ip())
+        } else {
+            format!("{}:{}", a.ip(), self.port.load(Ordering::Relaxed))
+        })
+    }
+}
+
+impl crate::stick::StickServer for ServerRt {
+    fn id(&self) -> u32 {
+        self.id
+    }
+
+    fn key(&self, k: crate::table::SrvKey) -> Option<String> {
+        match k {
+            crate::table::SrvKey::Name => Some(self.name.clone()),
+            crate::table::SrvKey::Addr => self.stick_addr(),
+        }
+    }
+}

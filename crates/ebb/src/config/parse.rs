@@ -1309,8 +1309,8 @@ impl<'e> Parser<'e> {
     /// Cross-checks that need the whole configuration, then the result.
     pub(crate) fn finish(mut self) -> Result<Config, Vec<ConfigError>> {
         self.close_section();
-        // A table that stick rules use stores the server's id (HAProxy
-        // adds server_id to it).
+        // A table that stick rules use stores the server's id and key
+        // (HAProxy adds server_id and server_key to it).
         let stick_tables: Vec<String> = self
             .proxies
             .iter()
@@ -1328,10 +1328,15 @@ impl<'e> Parser<'e> {
             .chain(peer_tables)
         {
             let store = &mut t.value.store;
-            if stick_tables.contains(&t.value.name)
-                && !store.contains(&crate::table::DataType::ServerId)
-            {
-                store.push(crate::table::DataType::ServerId);
+            if stick_tables.contains(&t.value.name) {
+                for d in [
+                    crate::table::DataType::ServerId,
+                    crate::table::DataType::ServerKey,
+                ] {
+                    if !store.contains(&d) {
+                        store.push(d);
+                    }
+                }
             }
         }
         // Servers a fetch names cannot be deleted at run time.

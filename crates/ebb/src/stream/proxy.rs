@@ -327,8 +327,8 @@ impl Stream {
             ..sctx
         };
         let farm = &sr.farm;
-        let ok = |i: usize| farm.servers.get(i).is_some_and(|s| s.persist_ok());
-        c.stk.stick_request(&be.stick, &be.matcher, &sctx, &ok);
+        c.stk
+            .stick_request(&be.stick, &be.matcher, &sctx, &farm.servers);
         let comp_choice = c.fe.comp.get(bi).cloned().flatten().map(|p| {
             let k = compress::choose_h1(&p, buf, h);
             (p, k)
@@ -1525,7 +1525,7 @@ impl Stream {
                 srv: Some(s.name.as_str()),
                 ..super::sample_ctx(tr, c.peer, &fe.name, &dst, c.vars.cell(), &c.stk)
             };
-            c.stk.stick_response(&be.stick, &be.matcher, &sctx, s.idx);
+            c.stk.stick_response(&be.stick, &be.matcher, &sctx, &**s);
         }
         let coding = match verdict {
             compress::Verdict::Compress(k) => Some(k),

@@ -329,8 +329,8 @@ impl Session {
             if !be.stick.is_empty() {
                 if let BackendKind::Servers(sr) = &be.kind {
                     let farm = &sr.farm;
-                    let ok = |i: usize| farm.servers.get(i).is_some_and(|s| s.persist_ok());
-                    self.stk.stick_request(&be.stick, &be.matcher, &sctx, &ok);
+                    self.stk
+                        .stick_request(&be.stick, &be.matcher, &sctx, &farm.servers);
                 }
             }
             Ok(Ok(bi))
@@ -864,7 +864,7 @@ impl Session {
             return;
         }
         let _ = self.with_ctx(None, Some(&be.name), None, |c| {
-            self.stk.stick_response(&be.stick, &be.matcher, c, srv.idx);
+            self.stk.stick_response(&be.stick, &be.matcher, c, &*srv);
             Ok(())
         });
     }
