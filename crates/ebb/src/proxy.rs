@@ -252,6 +252,35 @@ pub struct ServersRt {
     /// `force-persist` (true) / `ignore-persist` (false) rules, compiled
     /// with the backend's matcher.
     pub persist_rules: Vec<(bool, Cond)>,
+    /// `use-server` rules, compiled with the backend's matcher.
+    pub use_server: Vec<crate::stick::UseServerRt>,
+    /// `option persist`.
+    pub persist: bool,
+}
+
+impl ServersRt {
+    /// The server the `use-server` rules assign to the exchange of `ctx`
+    /// (index in the farm), and whether a `force-persist` rule holds (no
+    /// redispatch then). The first `force-persist`/`ignore-persist` rule
+    /// that holds decides, as HAProxy's `persist_rules`.
+    pub fn use_server(&self, m: &Matcher, ctx: &crate::sample::Ctx<'_>) -> Option<(usize, bool)> {
+        if self.use_server.is_empty() {
+            return None;
+        }
+        let force = self
+            .persist_rules
+            .iter()
+            .find(|(_, c)| m.holds(Some(c), ctx))
+            .is_some_and(|(f, _)| *f);
+        let i = crate::stick::use_server(
+            &self.use_server,
+            m,
+            ctx,
+            &self.farm.servers,
+            self.persist || force,
+        )?;
+        Some((i, force))
+    }
 }
 
 /// Server-side defaults when the configuration sets none, in ms: connect
@@ -1000,6 +1029,8 @@ fn compile_servers(
             c
         }),
         persist_rules: Vec::new(),
+        use_server: Vec::new(),
+        persist: p.options.persist,
     })
 }
 
@@ -1172,6 +1203,24 @@ pub fn compile_keeping(
             if let BackendKind::Servers(sr) = &mut kind {
                 for (force, c) in &p.persist_rules {
                     sr.persist_rules.push((*force, matcher.cond(c)?));
+                }
+                for r in &p.use_server {
+                    let target = match &r.target {
+                        crate::config::UseServerTarget::Name(n) => {
+                            let i =
+                                p.servers.iter().position(|s| &s.name == n).ok_or_else(|| {
+                                    err(&r.loc, format!("no server '{n}' in '{}'", p.name))
+                                })?;
+                            crate::stick::UseTarget::Server(i)
+                        }
+                        crate::config::UseServerTarget::Format(f) => {
+                            crate::stick::UseTarget::Format(f.clone())
+                        }
+                    };
+                    sr.use_server.push(crate::stick::UseServerRt {
+                        target,
+                        cond: matcher.cond(&r.cond)?,
+                    });
                 }
             }
             // A listen section's layer-4 part is compiled (and warned

@@ -64,6 +64,53 @@ pub struct StickRt {
 
 const MAX_STORES: usize = 8;
 
+/// What a `use-server` rule names.
+pub enum UseTarget {
+    /// The server at this index of the backend.
+    Server(usize),
+    /// The server this log-format string's value names.
+    Format(crate::sample::LogFormat),
+}
+
+/// A compiled `use-server` rule.
+pub struct UseServerRt {
+    pub target: UseTarget,
+    pub cond: Cond,
+}
+
+/// HAProxy's `use-server` rules on the exchange of `ctx`: the first rule
+/// whose condition holds and whose server is not down or in maintenance
+/// (or may take the request anyway: `persist`, for `option persist` or a
+/// `force-persist` rule that holds) assigns its server; a rule naming a
+/// down server lets the next ones try. A log-format string naming no
+/// server of the backend ends the evaluation, as in HAProxy.
+pub fn use_server(
+    rules: &[UseServerRt],
+    m: &Matcher,
+    ctx: &Ctx<'_>,
+    farm: &dyn StickFarm,
+    persist: bool,
+) -> Option<usize> {
+    for r in rules {
+        if !m.holds(Some(&r.cond), ctx) {
+            continue;
+        }
+        let i = match &r.target {
+            UseTarget::Server(i) => *i,
+            UseTarget::Format(f) => {
+                let mut v = Vec::new();
+                f.render(ctx, &mut v);
+                let name = std::str::from_utf8(&v).ok()?;
+                farm.find(Named::Name(name))?
+            }
+        };
+        if persist || farm.usable(i) {
+            return Some(i);
+        }
+    }
+    None
+}
+
 fn key_of(r: &StickRt, ctx: &Ctx<'_>) -> Option<StKey> {
     with_scratch(|s| {
         r.pattern

@@ -401,3 +401,85 @@ backend be4\n    balance roundrobin\n    stick on req.hdr(x-user) table byaddr\n
         );
     }
 }
+
+/// `use-server`: a rule's server takes the request before the stick
+/// table (which then stores it), a log-format name, a rule naming a
+/// server in maintenance is passed over unless `option persist`; the
+/// same requests to HAProxy 2.6 reach the same servers.
+#[test]
+fn use_server_comes_before_persistence_as_in_haproxy() {
+    use common::origin::{Mode, Origin};
+    let o: Vec<Origin> = ["s1", "s2", "s3"]
+        .iter()
+        .map(|n| Origin::start(n, Mode::Ok))
+        .collect();
+    let servers = format!(
+        "    server s1 {}\n    server s2 {}\n    server s3 {}\n",
+        o[0].addr, o[1].addr, o[2].addr
+    );
+    let rules = "    use-server s2 if { path_beg /two }\n    use-server %[req.hdr(x-srv)] if { req.hdr(x-srv) -m found }\n    use-server s3 if { path_beg /three }\n";
+    let cfg = format!(
+        "{DEFAULTS}frontend f\n    bind BIND\n    use_backend keep if {{ req.hdr(x-keep) -m found }}\n    default_backend be\n\
+backend be\n    balance roundrobin\n    stick-table type string size 1k expire 1m\n    stick on req.hdr(x-user)\n{rules}{servers}\
+backend keep\n    balance roundrobin\n    option persist\n{rules}{servers}"
+    );
+    let dir = scratch("stick-use-server");
+    let (esock, global) = sock_cfg(&dir);
+    let e = Ebb::start(&format!("{global}{cfg}"));
+    let hap = haproxy_on("stick-use-server-h", &cfg);
+    let who = |a: SocketAddr, path: &str, hdr: &str| {
+        get_with(a, path, hdr)
+            .text()
+            .split(' ')
+            .next()
+            .unwrap_or("")
+            .to_string()
+    };
+    let run = |a: SocketAddr, sock: &Path| -> Vec<String> {
+        let mut seen = Vec::new();
+        for _ in 0..3 {
+            seen.push(who(a, "/two", ""));
+        }
+        // Alice sticks to whatever the balancer gives her first ...
+        let first = who(a, "/", "X-User: alice\r\n");
+        seen.push(who(a, "/", "X-User: alice\r\n").eq(&first).to_string());
+        // ... a rule sends her elsewhere, and the table follows it.
+        seen.push(who(a, "/three", "X-User: alice\r\n"));
+        seen.push(who(a, "/", "X-User: alice\r\n"));
+        seen.push(who(a, "/", "X-Srv: s1\r\n"));
+        seen.push(who(a, "/two", "X-Srv: s1\r\n"));
+        // s3 in maintenance: passed over (the next rule, or the balancer
+        // among s1 and s2), unless `option persist`.
+        assert_eq!(cli_cmd(sock, "disable server be/s3"), "\n");
+        assert_eq!(cli_cmd(sock, "disable server keep/s3"), "\n");
+        seen.push(who(a, "/three", "X-Srv: s2\r\n"));
+        seen.push((who(a, "/three", "") != "s3").to_string());
+        seen.push(who(a, "/three", "X-Keep: 1\r\n"));
+        seen.push(who(a, "/", "X-Keep: 1\r\nX-Srv: s3\r\n"));
+        seen
+    };
+    let ours = run(e.addr(), &esock);
+    assert_eq!(
+        ours,
+        ["s2", "s2", "s2", "true", "s3", "s3", "s1", "s2", "s2", "true", "s3", "s3"]
+    );
+    let Some((_h, haddr, hsock)) = hap else {
+        return;
+    };
+    assert_eq!(ours, run(haddr, &hsock), "ebb vs haproxy");
+}
+
+/// `use-server` in a tcp proxy: every connection goes to the rule's
+/// server (round robin alone would alternate).
+#[test]
+fn use_server_picks_the_server_of_a_tcp_session() {
+    use common::origin::{Mode, Origin};
+    let (o1, o2) = (Origin::start("s1", Mode::Ok), Origin::start("s2", Mode::Ok));
+    let e = Ebb::start(&format!(
+        "defaults\n    mode tcp\n    timeout client 10s\n    timeout server 10s\n    timeout connect 5s\nlisten t\n    bind BIND\n    balance roundrobin\n    use-server s2 if {{ dst_port gt 0 }}\n    server s1 {}\n    server s2 {}\n",
+        o1.addr, o2.addr
+    ));
+    for _ in 0..4 {
+        assert!(get(e.addr(), "/").text().starts_with("s2 "));
+    }
+}

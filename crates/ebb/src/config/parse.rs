@@ -233,6 +233,7 @@ fn new_proxy(name: &str, kind: ProxyKind, loc: Loc) -> Proxy {
         res_inspect_delay: None,
         cookie: None,
         persist_rules: Vec::new(),
+        use_server: Vec::new(),
         capture_cookie: None,
         unique_id_format: None,
         unique_id_header: None,
@@ -408,7 +409,6 @@ const HAPROXY_PROXY_UNSUPPORTED: &[&str] = &[
     "grace",
     "max-keep-alive-queue",
     "max-session-srv-conns",
-    "use-server",
 ];
 
 /// HAProxy `option` names ebb does not implement.
@@ -1355,6 +1355,27 @@ impl<'e> Parser<'e> {
                 message: m,
             })
         };
+        // A `use-server` rule names a server of its backend, which then
+        // cannot be deleted at run time.
+        for p in self.proxies.iter_mut() {
+            for r in &p.use_server {
+                let UseServerTarget::Name(n) = &r.target else {
+                    continue;
+                };
+                match p.servers.iter_mut().find(|s| &s.name == n) {
+                    Some(s) => s.opts.referenced = true,
+                    None => err(
+                        &mut errs,
+                        &r.loc,
+                        format!(
+                            "unable to find server '{n}' referenced in a 'use-server' rule of {} '{}'",
+                            p.kind.name(),
+                            p.name
+                        ),
+                    ),
+                }
+            }
+        }
         let px = &self.proxies;
         for (i, p) in px.iter().enumerate() {
             // Two proxies may share a name only if their capabilities do not
@@ -2200,6 +2221,34 @@ fn proxy_kw(px: &mut Proxy, ctx: &Ctx<'_>, words: &[String]) -> Result<(), Strin
         "cookie" => {
             ctx.allow(kw, BE, true)?;
             px.cookie = Some(super::cookie::parse(&w[1..])?);
+        }
+        "use-server" => {
+            ctx.allow(kw, BE, false)?;
+            let Some(name) = w.get(1).filter(|n| !n.is_empty()) else {
+                return Err("'use-server' expects a server name".to_string());
+            };
+            let (args, c) = split_cond(&w[2..]);
+            if !args.is_empty() || c.is_none() {
+                return Err(
+                    "'use-server' requires either 'if' or 'unless' followed by a condition"
+                        .to_string(),
+                );
+            }
+            let cond =
+                cond_of(c, px, ctx.loc)?.ok_or("'use-server' needs a condition".to_string())?;
+            // A name with `%` is a log-format string (HAProxy keeps a
+            // string that is text only as a plain name).
+            let scope = crate::sample::Scope::Request { backend: true };
+            let f = crate::sample::LogFormat::parse(name, scope)?;
+            let target = match f.as_text() {
+                Some(t) => UseServerTarget::Name(t),
+                None => UseServerTarget::Format(f),
+            };
+            px.use_server.push(UseServer {
+                target,
+                cond,
+                loc: ctx.loc.clone(),
+            });
         }
         "force-persist" | "ignore-persist" => {
             // HAProxy evaluates the backend's rules only.

@@ -327,6 +327,11 @@ impl Stream {
             ..sctx
         };
         let farm = &sr.farm;
+        // `use-server` comes before persistence (cookie, stick match).
+        let us = sr.use_server(&be.matcher, &sctx);
+        if let Some(mut v) = c.vars.try_borrow_mut() {
+            v.info.use_srv = us;
+        }
         c.stk
             .stick_request(&be.stick, &be.matcher, &sctx, &farm.servers);
         let comp_choice = c.fe.comp.get(bi).cloned().flatten().map(|p| {
@@ -543,16 +548,23 @@ impl Stream {
             uri: &up.lb_uri,
             hdr: up.lb_hdr.as_deref(),
         };
-        let (ck, force, stay) = {
+        let (ck, force, stay, us) = {
             let v = c.vars.try_borrow();
             let i = v.as_ref().map(|v| &v.info);
             (
                 i.and_then(|i| i.ck_direct),
                 i.is_some_and(|i| i.ck_force),
                 i.is_some_and(|i| i.ck_force_rule),
+                i.and_then(|i| i.use_srv),
             )
         };
-        let prefer = ck.or(c.stk.prefer());
+        // A `use-server` rule's server takes the request even when down
+        // (the rule checked it may); else the cookie's, then the stick
+        // table's.
+        let (prefer, force, stay) = match us {
+            Some((i, st)) => (Some(i), true, st),
+            None => (ck.or(c.stk.prefer()), force, stay),
+        };
         let h = || ctx.handle();
         let pick = (up.farm).pick_cookie(prefer, force, stay, &input, up.avoid, me, h);
         match pick {
