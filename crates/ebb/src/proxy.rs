@@ -1301,6 +1301,7 @@ pub fn compile_keeping(
             Err(e) => errors.push(e),
         }
     }
+    link_tracks(cfg, &backends);
     let index = |name: &str| names.iter().position(|n| n == name);
     let global_log = !cfg.global.log.is_empty();
     let mut frontends = Vec::new();
@@ -1550,6 +1551,37 @@ pub fn merged_compression(
         algo_req,
         types_req: pick(&be.types_req, &fe.types_req),
     })
+}
+
+/// Links each `track` server to the server it tracks (the configuration
+/// checked that it exists), then gives the trackers their starting
+/// state, down the chains.
+fn link_tracks(cfg: &Config, backends: &[Arc<BackendRt>]) {
+    let farm_of = |name: &str| {
+        backends.iter().find_map(|b| match &b.kind {
+            BackendKind::Servers(sr) if b.name == name => Some(Arc::clone(&sr.farm)),
+            _ => None,
+        })
+    };
+    let mut roots = Vec::new();
+    for p in cfg.backends() {
+        let Some(farm) = farm_of(&p.name) else {
+            continue;
+        };
+        for s in &p.servers {
+            let Some(spec) = &s.opts.track else { continue };
+            let (bname, sname) = spec.rsplit_once('/').unwrap_or((&p.name, spec));
+            let Some(tf) = farm_of(bname) else { continue };
+            let find = |f: &Farm, n: &str| f.servers.iter().find(|x| x.name == n).cloned();
+            if let (Some(me), Some(t)) = (find(&farm, &s.name), find(&tf, sname)) {
+                crate::backend::link_track(&farm, &me, &t);
+                roots.push(t);
+            }
+        }
+    }
+    for r in roots.iter().filter(|r| r.tracked.get().is_none()) {
+        crate::backend::start_trackers(r);
+    }
 }
 
 #[cfg(test)]

@@ -195,6 +195,11 @@ pub fn admin_bits(s: &ServerRt) -> u32 {
             ADMIN_DRAIN => ADMF_FDRAIN,
             _ => 0,
         }
+        | match s.iadmin.load(Ordering::Relaxed) {
+            ADMIN_MAINT => ADMF_IMAINT,
+            ADMIN_DRAIN => ADMF_IDRAIN,
+            _ => 0,
+        }
 }
 
 /// `show servers state [BACKEND]` for the given backends (with their
@@ -226,7 +231,7 @@ pub fn dump<'a>(farms: impl Iterator<Item = (usize, &'a Farm)>) -> String {
                 // HAProxy: an unchecked server's check stays at INI.
                 (1, 0)
             };
-            let maint = s.admin.load(Ordering::Relaxed) == ADMIN_MAINT;
+            let maint = s.admin_state() == ADMIN_MAINT;
             let starting = up
                 && s.opts.slowstart.is_some()
                 && s.effective_weight() < s.weight.load(Ordering::Relaxed);

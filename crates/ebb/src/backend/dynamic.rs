@@ -253,7 +253,7 @@ impl super::Farm {
         if s.opts.referenced {
             return Err("This server cannot be removed at runtime due to other configuration elements pointing to it.".into());
         }
-        if s.admin.load(Ordering::Relaxed) != super::ADMIN_MAINT {
+        if s.admin_state() != super::ADMIN_MAINT {
             return Err("Only servers in maintenance mode can be deleted.".into());
         }
         let queued = s.queue.lock().map(|q| q.len()).unwrap_or(0);

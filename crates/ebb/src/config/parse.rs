@@ -1376,6 +1376,9 @@ impl<'e> Parser<'e> {
                 }
             }
         }
+        for e in resolve_tracks(&mut self.proxies) {
+            errs.push(e);
+        }
         let px = &self.proxies;
         for (i, p) in px.iter().enumerate() {
             // Two proxies may share a name only if their capabilities do not
@@ -2622,7 +2625,14 @@ fn proxy_kw(px: &mut Proxy, ctx: &Ctx<'_>, words: &[String]) -> Result<(), Strin
                 ));
             }
             opts.abns = abns;
-            no_check_port(name, &opts)?;
+            // HAProxy asks a checked server for a port only when it has
+            // an address: on 0.0.0.0 (or `::`, or none written) its check
+            // goes to port 0 and fails.
+            let any = host.is_empty()
+                || host
+                    .parse::<std::net::IpAddr>()
+                    .is_ok_and(|a| a.is_unspecified());
+            no_check_port(name, &opts, any)?;
             if opts.ssl {
                 // `ssl-default-server-*` fill what the line does not set.
                 let d = &ctx.tls.server;
@@ -3652,14 +3662,18 @@ pub fn parse_dynamic_server(w: &[String]) -> Result<(String, u16, ServerOptions)
 /// A server without a port cannot be checked: ebb's checks have no port
 /// of their own (HAProxy's alert, which it lifts with `port` or a
 /// `tcp-check connect port`, both refused on such a server here).
-pub(crate) fn no_check_port(name: &str, o: &ServerOptions) -> Result<(), String> {
+pub(crate) fn no_check_port(name: &str, o: &ServerOptions, any_addr: bool) -> Result<(), String> {
+    if o.check && o.track.is_some() {
+        // HAProxy's alert.
+        return Err("unable to enable checks and tracking at the same time!".into());
+    }
     if o.agent_check && o.agent_port.is_none_or(|p| p == 0) {
         // HAProxy's alert.
         return Err(format!(
             "server {name} does not have agent port. Agent check has been disabled."
         ));
     }
-    if o.map_ports && o.check {
+    if o.map_ports && o.check && !any_addr {
         return Err(format!(
             "server '{name}' has neither service port nor check port (ebb takes no check port: give the server a port)"
         ));
@@ -3723,6 +3737,7 @@ fn parse_server_opts(w: &[String], o: &mut ServerOptions, ctx: &Ctx<'_>) -> Resu
                             }
                         }
                     }
+                    "track" => o.track = Some(v.to_string()),
                     "maxconn" => o.maxconn = Some(parse_u32_range(opt, v, 0, u32::MAX)?).filter(|m| *m > 0),
                     "maxqueue" => o.maxqueue = Some(parse_u32_range(opt, v, 0, u32::MAX)?).filter(|m| *m > 0),
                     "inter" => o.inter = nonzero_time(opt, v)?,
@@ -3788,7 +3803,7 @@ fn parse_server_opts(w: &[String], o: &mut ServerOptions, ctx: &Ctx<'_>) -> Resu
                     | "resolve-net" => super::resolvers::server_opt(opt, v, o)?,
                     _ => {
                         return Err(format!(
-                            "unknown server option '{opt}' (supported: weight, maxconn, maxqueue, backup, disabled, check, inter, fastinter, downinter, rise, fall, slowstart, agent-check, agent-port, agent-addr, agent-inter, agent-send, ssl, verify, ca-file, sni, cookie, ciphers, ciphersuites, ssl-min-ver, ssl-max-ver, no-tlsv12, no-tlsv13, force-tlsv12, force-tlsv13, no-tls-tickets, pool-max-conn, pool-purge-delay, resolvers, resolve-prefer, resolve-opts, init-addr, proto, alpn)"
+                            "unknown server option '{opt}' (supported: weight, maxconn, maxqueue, backup, disabled, check, inter, fastinter, downinter, rise, fall, slowstart, agent-check, agent-port, agent-addr, agent-inter, agent-send, ssl, verify, ca-file, sni, cookie, ciphers, ciphersuites, ssl-min-ver, ssl-max-ver, no-tlsv12, no-tlsv13, force-tlsv12, force-tlsv13, no-tls-tickets, pool-max-conn, pool-purge-delay, resolvers, resolve-prefer, resolve-opts, init-addr, proto, alpn, track)"
                         ))
                     }
                 }
@@ -5368,4 +5383,89 @@ fn parse_reply(
         return Err(format!("status {} must not have a body", r.status));
     }
     Ok(r)
+}
+
+/// The server a `track` option names from backend `from`: (proxy index,
+/// server index), or HAProxy's alert.
+fn track_target(px: &[Proxy], from: usize, spec: &str) -> Result<(usize, usize), String> {
+    let (pi, sname) = match spec.rsplit_once('/') {
+        Some((pname, sname)) => {
+            let pi = px
+                .iter()
+                .position(|p| p.name == pname && p.kind.is_backend())
+                .ok_or_else(|| format!("unable to find required proxy '{pname}' for tracking."))?;
+            (pi, sname)
+        }
+        None => (from, spec),
+    };
+    let si = px[pi]
+        .servers
+        .iter()
+        .position(|s| s.name == sname)
+        .ok_or_else(|| format!("unable to find required server '{sname}' for tracking."))?;
+    Ok((pi, si))
+}
+
+/// Checks every `track` option as HAProxy does (the tracked server exists,
+/// has a check, an agent or a `track` of its own, and the chain does not
+/// loop) and marks tracked servers as not deletable.
+fn resolve_tracks(px: &mut [Proxy]) -> Vec<ConfigError> {
+    let mut errs = Vec::new();
+    let mut marks = Vec::new();
+    for (pi, p) in px.iter().enumerate() {
+        for s in &p.servers {
+            let Some(spec) = &s.opts.track else { continue };
+            let mut e = |m: String| {
+                errs.push(ConfigError {
+                    loc: s.loc.clone(),
+                    message: m,
+                })
+            };
+            let (ti, tj) = match track_target(px, pi, spec) {
+                Ok(t) => t,
+                Err(m) => {
+                    e(m);
+                    continue;
+                }
+            };
+            let t = &px[ti].servers[tj];
+            let tname = format!("{}/{}", px[ti].name, t.name);
+            if !t.opts.check && !t.opts.agent_check && t.opts.track.is_none() {
+                e(format!(
+                    "unable to use {tname} for tracking as it does not have any check nor agent enabled."
+                ));
+                continue;
+            }
+            // Follow the chain from the tracked server: it must not come
+            // back to this one.
+            let me = (pi, p.servers.iter().position(|x| std::ptr::eq(x, s)));
+            let mut at = (ti, tj);
+            let mut looped = None;
+            for _ in 0..=px.iter().map(|p| p.servers.len()).sum::<usize>() {
+                if (at.0, Some(at.1)) == me {
+                    looped = Some(at);
+                    break;
+                }
+                let Some(next) = &px[at.0].servers[at.1].opts.track else {
+                    break;
+                };
+                match track_target(px, at.0, next) {
+                    Ok(n) => at = n,
+                    Err(_) => break,
+                }
+            }
+            if let Some((li, lj)) = looped {
+                e(format!(
+                    "unable to track {tname} as it belongs to a tracking chain looping back to {}/{}.",
+                    px[li].name, px[li].servers[lj].name
+                ));
+                continue;
+            }
+            marks.push((ti, tj));
+        }
+    }
+    for (i, j) in marks {
+        px[i].servers[j].opts.referenced = true;
+    }
+    errs
 }

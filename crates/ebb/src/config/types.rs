@@ -1362,6 +1362,8 @@ pub struct ServerOptions {
     /// A sample fetch names this server (`srv_conn(b/s)`,
     /// `srv_sess_rate(b/s)`): `del server` refuses it, as HAProxy does.
     pub referenced: bool,
+    /// `track [BACKEND/]SERVER`: the server whose state this one takes.
+    pub track: Option<String>,
     pub maxconn: Option<u32>,
     pub maxqueue: Option<u32>,
     pub backup: bool,
@@ -1475,6 +1477,7 @@ impl Default for ServerOptions {
         ServerOptions {
             weight: 1,
             referenced: false,
+            track: None,
             maxconn: None,
             maxqueue: None,
             backup: false,

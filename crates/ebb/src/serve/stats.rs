@@ -370,7 +370,7 @@ fn srv_row(i: usize, farm: &Farm, s: &ServerRt) -> Row {
     r.act = Some(u64::from(!s.opts.backup));
     r.bck = Some(u64::from(s.opts.backup));
     r.qlimit = s.opts.maxqueue.map(u64::from);
-    r.admin = Some(s.admin.load(Ordering::Relaxed));
+    r.admin = Some(s.admin_state());
     (r.rate, r.rate_max) = rate(format!("sv/{}/{}", farm.name, s.name), r.stot);
     r.smax = Some(u64::from(s.ext.smax.load(Ordering::Relaxed)));
     r.uweight = Some(u64::from(s.weight.load(Ordering::Relaxed)));
