@@ -261,6 +261,14 @@ impl super::Farm {
             return Err("Server still has connections attached to it, cannot remove it.".into());
         }
         s.deleted.store(true, Ordering::Release);
+        // A tracking server leaves its tracked server's list (HAProxy's
+        // `release_server_track`).
+        if let Some(t) = s.tracked.get() {
+            t.trackers
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .retain(|(_, x)| x.upgrade().is_some_and(|x| !std::ptr::eq(&*x, s)));
+        }
         // A stream that took a slot between the test and the mark still
         // ends normally: the server only stops being picked.
         self.gen.fetch_add(1, Ordering::AcqRel);
