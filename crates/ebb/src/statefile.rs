@@ -60,9 +60,11 @@ pub struct SrvState {
 impl SrvState {
     /// The admin state ebb applies: maintenance, drain or ready.
     pub fn admin_state(&self) -> u8 {
-        if self.admin & (ADMF_FMAINT | ADMF_IMAINT | ADMF_RMAINT | ADMF_HMAINT) != 0 {
+        // The inherited states (IMAINT, IDRAIN) come back from the tracked
+        // server, as HAProxy ignores them in the file.
+        if self.admin & (ADMF_FMAINT | ADMF_RMAINT | ADMF_HMAINT) != 0 {
             ADMIN_MAINT
-        } else if self.admin & (ADMF_FDRAIN | ADMF_IDRAIN) != 0 {
+        } else if self.admin & ADMF_FDRAIN != 0 {
             ADMIN_DRAIN
         } else {
             crate::backend::ADMIN_READY

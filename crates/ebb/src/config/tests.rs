@@ -1647,6 +1647,11 @@ fn server_errors() {
         "t.cfg:2: ",
         "server 's' has neither service port nor check port",
     );
+    // Without an address (0.0.0.0, `::`, none), HAProxy asks for no port:
+    // the check goes to port 0 and fails.
+    for a in ["0.0.0.0", ":", "[::]"] {
+        assert!(parse_str("t.cfg", &be(&format!("    server s {a} check"))).is_ok());
+    }
     for a in ["1.2.3.4", "1.2.3.4:", "[::1]", "ipv4@1.2.3.4", "app.test"] {
         let c = parse_str("t.cfg", &be(&format!("    server s {a}"))).unwrap();
         let s = &c.backends().next().unwrap().servers[0];
