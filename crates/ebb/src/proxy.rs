@@ -267,11 +267,7 @@ impl ServersRt {
         if self.use_server.is_empty() {
             return None;
         }
-        let force = self
-            .persist_rules
-            .iter()
-            .find(|(_, c)| m.holds(Some(c), ctx))
-            .is_some_and(|(f, _)| *f);
+        let force = self.force_persist(m, ctx);
         let i = crate::stick::use_server(
             &self.use_server,
             m,
@@ -280,6 +276,15 @@ impl ServersRt {
             self.persist || force,
         )?;
         Some((i, force))
+    }
+
+    /// Whether the first `force-persist`/`ignore-persist` rule that holds
+    /// is a `force-persist` one (HAProxy's SF_FORCE_PRST).
+    pub fn force_persist(&self, m: &Matcher, ctx: &crate::sample::Ctx<'_>) -> bool {
+        self.persist_rules
+            .iter()
+            .find(|(_, c)| m.holds(Some(c), ctx))
+            .is_some_and(|(f, _)| *f)
     }
 }
 

@@ -147,6 +147,9 @@ fn target(t: &Table, e: crate::table::EntryRef, now: u32, farm: &dyn StickFarm) 
 
 /// Runs the request-side rules of a backend: returns the server index a
 /// `match` found (if any) and keeps the `store-request` keys in `p`.
+/// `persist`: `option persist` or a `force-persist` rule holds (`Some`,
+/// with whether it is the rule): the server found takes the request even
+/// when down or in maintenance, as in HAProxy.
 pub fn stick_request(
     rules: &[StickRt],
     m: &Matcher,
@@ -154,6 +157,7 @@ pub fn stick_request(
     now: u32,
     p: &mut Pending,
     farm: &dyn StickFarm,
+    persist: Option<bool>,
 ) -> Option<usize> {
     p.keys.clear();
     let mut found = None;
@@ -175,7 +179,8 @@ pub fn stick_request(
                     if found.is_none() {
                         // The entry names one server; a down one is not
                         // replaced by another the entry could name.
-                        found = target(&r.table, e, now, farm).filter(|&i| farm.usable(i));
+                        found = target(&r.table, e, now, farm)
+                            .filter(|&i| persist.is_some() || farm.usable(i));
                     }
                     r.table.touch(e, now);
                 }
@@ -229,10 +234,19 @@ impl Stk {
         m: &Matcher,
         ctx: &Ctx<'_>,
         farm: &dyn StickFarm,
+        persist: Option<bool>,
     ) {
         let mut p = self.pending.borrow_mut();
-        let t = stick_request(rules, m, ctx, self.now(), &mut p, farm);
+        let t = stick_request(rules, m, ctx, self.now(), &mut p, farm, persist);
         self.prefer.set(t);
+        self.prefer_force.set(t.and(persist));
+    }
+
+    /// Whether the server [`Stk::prefer`] names must take the request even
+    /// when down (`Some`), and whether without redispatch (a
+    /// `force-persist` rule).
+    pub fn prefer_force(&self) -> Option<bool> {
+        self.prefer_force.get()
     }
 
     /// The server (index in its backend) the `stick match` rules chose.
@@ -252,6 +266,7 @@ impl Stk {
         let mut p = self.pending.borrow_mut();
         stick_response(rules, m, ctx, self.now(), &mut p, srv);
         self.prefer.set(None);
+        self.prefer_force.set(None);
     }
 }
 

@@ -255,6 +255,16 @@ fn get_with(a: SocketAddr, path: &str, hdr: &str) -> Resp {
     c.read_resp()
 }
 
+/// The origin that answered a request (the first word of its body).
+fn answered_by(a: SocketAddr, path: &str, hdr: &str) -> String {
+    get_with(a, path, hdr)
+        .text()
+        .split(' ')
+        .next()
+        .unwrap_or("")
+        .to_string()
+}
+
 #[test]
 fn stick_on_keeps_a_user_on_its_server_until_it_goes_away() {
     use common::origin::{Mode, Origin};
@@ -265,14 +275,7 @@ fn stick_on_keeps_a_user_on_its_server_until_it_goes_away() {
         "{global}{DEFAULTS}frontend f\n    bind BIND\n    default_backend be\nbackend be\n    balance roundrobin\n    stick-table type string len 32 size 1k expire 1m\n    stick on req.hdr(x-user)\n    server s1 {}\n    server s2 {}\n",
         o1.addr, o2.addr
     ));
-    let who = |u: &str| {
-        get_with(e.addr(), "/", &format!("X-User: {u}\r\n"))
-            .text()
-            .split(' ')
-            .next()
-            .unwrap_or("")
-            .to_string()
-    };
+    let who = |u: &str| answered_by(e.addr(), "/", &format!("X-User: {u}\r\n"));
     let alice = who("alice");
     let bob = who("bob");
     // Round robin alone would alternate; the table keeps each user.
@@ -352,14 +355,8 @@ backend be4\n    balance roundrobin\n    stick on req.hdr(x-user) table byaddr\n
     let (esock, global) = sock_cfg(&dir);
     let e = Ebb::start(&format!("{global}{cfg}"));
     let hap = haproxy_on("stick-srvkey-h", &cfg);
-    let who = |a: SocketAddr, path: &str, u: &str| {
-        get_with(a, path, &format!("X-User: {u}\r\n"))
-            .text()
-            .split(' ')
-            .next()
-            .unwrap_or("")
-            .to_string()
-    };
+    let who =
+        |a: SocketAddr, path: &str, u: &str| answered_by(a, path, &format!("X-User: {u}\r\n"));
     let steps = [
         ("/1", "alice"),
         ("/1", "bob"),
@@ -427,14 +424,7 @@ backend keep\n    balance roundrobin\n    option persist\n{rules}{servers}"
     let (esock, global) = sock_cfg(&dir);
     let e = Ebb::start(&format!("{global}{cfg}"));
     let hap = haproxy_on("stick-use-server-h", &cfg);
-    let who = |a: SocketAddr, path: &str, hdr: &str| {
-        get_with(a, path, hdr)
-            .text()
-            .split(' ')
-            .next()
-            .unwrap_or("")
-            .to_string()
-    };
+    let who = answered_by;
     let run = |a: SocketAddr, sock: &Path| -> Vec<String> {
         let mut seen = Vec::new();
         for _ in 0..3 {
@@ -482,4 +472,53 @@ fn use_server_picks_the_server_of_a_tcp_session() {
     for _ in 0..4 {
         assert!(get(e.addr(), "/").text().starts_with("s2 "));
     }
+}
+
+/// `option persist` and `force-persist` on `stick match`: a stored server
+/// in maintenance still takes its user's requests (HAProxy's rule), where
+/// without them the user moves; side by side with HAProxy 2.6.
+#[test]
+fn stick_match_keeps_a_down_server_with_option_persist_as_haproxy() {
+    use common::origin::{Mode, Origin};
+    let (o1, o2) = (Origin::start("s1", Mode::Ok), Origin::start("s2", Mode::Ok));
+    let be = |name: &str, extra: &str| {
+        format!(
+            "backend {name}\n    balance roundrobin\n{extra}    stick-table type string size 1k expire 1m\n    stick on req.hdr(x-user)\n    server s1 {}\n    server s2 {}\n",
+            o1.addr, o2.addr
+        )
+    };
+    let cfg = format!(
+        "{DEFAULTS}frontend f\n    bind BIND\n    use_backend keep if {{ path_beg /keep }}\n    use_backend force if {{ path_beg /force }}\n    default_backend plain\n{}{}{}",
+        be("plain", ""),
+        be("keep", "    option persist\n"),
+        be("force", "    force-persist if { req.hdr(x-force) -m found }\n")
+    );
+    let dir = scratch("stick-persist");
+    let (esock, global) = sock_cfg(&dir);
+    let e = Ebb::start(&format!("{global}{cfg}"));
+    let hap = haproxy_on("stick-persist-h", &cfg);
+    let who = |a: SocketAddr, path: &str, hdr: &str| {
+        answered_by(a, path, &format!("X-User: alice\r\n{hdr}"))
+    };
+    let run = |a: SocketAddr, sock: &Path| -> Vec<String> {
+        // Alice lands on s1 in each backend (the first pick).
+        for p in ["/", "/keep", "/force"] {
+            assert_eq!(who(a, p, ""), "s1");
+        }
+        for b in ["plain", "keep", "force"] {
+            assert_eq!(cli_cmd(sock, &format!("disable server {b}/s1")), "\n");
+        }
+        vec![
+            who(a, "/keep", ""),
+            who(a, "/force", "X-Force: 1\r\n"),
+            who(a, "/", ""),
+            who(a, "/force", ""),
+        ]
+    };
+    let ours = run(e.addr(), &esock);
+    assert_eq!(ours, ["s1", "s1", "s2", "s2"]);
+    let Some((_h, haddr, hsock)) = hap else {
+        return;
+    };
+    assert_eq!(ours, run(haddr, &hsock), "ebb vs haproxy");
 }

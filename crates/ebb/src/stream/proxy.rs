@@ -332,8 +332,12 @@ impl Stream {
         if let Some(mut v) = c.vars.try_borrow_mut() {
             v.info.use_srv = us;
         }
+        // `option persist` or `force-persist`: a stored server that is
+        // down still takes the request.
+        let force = sr.force_persist(&be.matcher, &sctx);
+        let persist = (sr.persist || force).then_some(force);
         c.stk
-            .stick_request(&be.stick, &be.matcher, &sctx, &farm.servers);
+            .stick_request(&be.stick, &be.matcher, &sctx, &farm.servers, persist);
         let comp_choice = c.fe.comp.get(bi).cloned().flatten().map(|p| {
             let k = compress::choose_h1(&p, buf, h);
             (p, k)
@@ -563,7 +567,11 @@ impl Stream {
         // table's.
         let (prefer, force, stay) = match us {
             Some((i, st)) => (Some(i), true, st),
-            None => (ck.or(c.stk.prefer()), force, stay),
+            None if ck.is_some() => (ck, force, stay),
+            None => match c.stk.prefer_force() {
+                Some(st) => (c.stk.prefer(), true, st),
+                None => (c.stk.prefer(), force, stay),
+            },
         };
         let h = || ctx.handle();
         let pick = (up.farm).pick_cookie(prefer, force, stay, &input, up.avoid, me, h);

@@ -128,6 +128,9 @@ pub struct Stk {
     err: Cell<bool>,
     /// `stick` rules: the server a `match` found, the keys to store.
     pub(crate) prefer: Cell<Option<usize>>,
+    /// `prefer` must take the request even when down (`option persist`,
+    /// `force-persist`: whether by the rule).
+    pub(crate) prefer_force: Cell<Option<bool>>,
     pub(crate) pending: RefCell<Pending>,
     sess: Level,
     strm: Level,
@@ -162,6 +165,7 @@ impl Stk {
             now: Cell::new(0),
             err: Cell::new(false),
             prefer: Cell::new(None),
+            prefer_force: Cell::new(None),
             pending: RefCell::default(),
             sess: RefCell::new(None),
             strm: RefCell::new(None),

@@ -336,8 +336,10 @@ impl Session {
                 use_srv.set(sr.use_server(&be.matcher, &sctx));
                 if !be.stick.is_empty() {
                     let farm = &sr.farm;
+                    let force = sr.force_persist(&be.matcher, &sctx);
+                    let persist = (sr.persist || force).then_some(force);
                     self.stk
-                        .stick_request(&be.stick, &be.matcher, &sctx, &farm.servers);
+                        .stick_request(&be.stick, &be.matcher, &sctx, &farm.servers, persist);
                 }
             }
             Ok(Ok(bi))
@@ -427,7 +429,20 @@ impl Session {
             Some((i, stay)) => {
                 farm.pick_cookie(Some(i), true, stay, &input, self.avoid, me, || ctx.handle())
             }
-            None => farm.pick_sticky(self.stk.prefer(), &input, self.avoid, me, || ctx.handle()),
+            None => match self.stk.prefer_force() {
+                Some(stay) => farm.pick_cookie(
+                    self.stk.prefer(),
+                    true,
+                    stay,
+                    &input,
+                    self.avoid,
+                    me,
+                    || ctx.handle(),
+                ),
+                None => {
+                    farm.pick_sticky(self.stk.prefer(), &input, self.avoid, me, || ctx.handle())
+                }
+            },
         };
         match pick {
             Pick::Server(s) => self.use_server(ctx, s),
