@@ -70,7 +70,11 @@ backend other\n    balance roundrobin\n    server t {o2} track be/s2\n    server
             .collect::<Vec<_>>()
     };
     wait(&["UP", "UP", "UP"]);
-    for (_, a) in &socks {
+    for (s, a) in &socks {
+        // `show stat`'s `tracked` column.
+        assert_eq!(stat_row(s, "be", "s2")["tracked"], "be/s1");
+        assert_eq!(stat_row(s, "other", "t")["tracked"], "be/s2");
+        assert_eq!(stat_row(s, "be", "s1")["tracked"], "");
         let seen = serve(*a);
         assert!(seen.contains(&"s2".to_string()), "{seen:?}");
     }
