@@ -27,6 +27,7 @@ pub(crate) mod mux;
 pub mod mworker;
 pub(crate) mod net;
 pub mod peers;
+pub mod program;
 pub mod proxy;
 pub mod proxyproto;
 pub(crate) mod rawword;

@@ -112,6 +112,8 @@ struct Master {
     /// Files the master created (stats sockets, master CLI paths).
     files: Vec<PathBuf>,
     pidfile: Option<PathBuf>,
+    /// `program` sections' processes (see [`crate::program`]).
+    programs: Vec<crate::program::Prog>,
 }
 
 fn secs(t: SystemTime) -> u64 {
@@ -281,6 +283,7 @@ pub fn run(cfg: Option<Config>, opts: MasterOptions) -> i32 {
         stopping: None,
         exit_code: None,
         files: Vec::new(),
+        programs: Vec::new(),
     };
     if let Some(st) = &reexec {
         m.restore(st);
@@ -351,10 +354,15 @@ pub fn run(cfg: Option<Config>, opts: MasterOptions) -> i32 {
             return 1;
         }
     }
+    m.start_programs(reexec.is_some());
     if let Err(e) = m.spawn() {
         eprintln!("ebb: master: cannot start a worker: {e}");
         if reexec.is_none() {
-            return 1;
+            // Its programs go too; the master leaves once they have.
+            m.stopping = Some(libc::SIGTERM);
+            m.exit_code = Some(1);
+            m.kill_all(libc::SIGTERM);
+            return m.serve();
         }
         m.failed += 1;
     }
@@ -398,6 +406,9 @@ impl Master {
         self.failed = num() as u32;
         self.started = from_secs(num());
         self.seq = num() as u32;
+        if let Some(ps) = st.split(';').nth(6) {
+            self.programs = crate::program::decode(ps);
+        }
         if let Some(ws) = st.split(';').nth(4) {
             for w in ws.split(',').filter(|w| !w.is_empty()) {
                 let f: Vec<u64> = w.split(':').filter_map(|x| x.parse().ok()).collect();
@@ -439,14 +450,53 @@ impl Master {
             })
             .collect();
         format!(
-            "{};{};{};{};{};{}",
+            "{};{};{};{};{};{};{}",
             self.reloads,
             self.failed,
             secs(self.started),
             self.seq,
             ws.join(","),
-            self.rundir.display()
+            self.rundir.display(),
+            crate::program::encode(&self.programs)
         )
+    }
+
+    /// Starts the configuration's programs. At a reload (`reexec`), every
+    /// program a former master started gets SIGUSR1 and is an old one
+    /// (`# old programs` in `show proc`, its exit no failure), and only the
+    /// programs with `start-on-reload` get a new instance: what HAProxy
+    /// 2.6 does (a program without it keeps running if SIGUSR1 leaves it
+    /// alone). New instances are listed before the old ones, as HAProxy's.
+    fn start_programs(&mut self, reexec: bool) {
+        let Some(cfg) = self.cfg.clone() else {
+            return;
+        };
+        let old = std::mem::take(&mut self.programs);
+        for c in &cfg.programs {
+            if reexec && !c.start_on_reload {
+                continue;
+            }
+            match crate::program::launch(c) {
+                Ok(pid) => {
+                    if self.opts.run.debug {
+                        eprintln!("ebb: master: program '{}' ({pid}) started", c.name);
+                    }
+                    self.programs.push(crate::program::Prog {
+                        name: c.name.clone(),
+                        pid,
+                        reloads: 0,
+                        started: SystemTime::now(),
+                        leaving: false,
+                    });
+                }
+                Err(e) => eprintln!("ebb: master: cannot start program '{}': {e}", c.name),
+            }
+        }
+        for mut p in old {
+            let _ = crate::sys::kill(p.pid, libc::SIGUSR1);
+            p.leaving = true;
+            self.programs.push(p);
+        }
     }
 
     /// Forks a worker with the sockets this master holds.
@@ -520,7 +570,7 @@ impl Master {
     fn serve(mut self) -> i32 {
         loop {
             if let Some(code) = self.exit_code {
-                if self.workers.is_empty() {
+                if self.workers.is_empty() && self.programs.is_empty() {
                     return self.leave(code);
                 }
             }
@@ -609,12 +659,19 @@ impl Master {
                     let _ = crate::sys::kill(w.pid, sig);
                     w.stop_sent.get_or_insert_with(std::time::Instant::now);
                 }
+                for p in &self.programs {
+                    let _ = crate::sys::kill(p.pid, sig);
+                }
             }
         }
     }
 
     fn reap(&mut self) {
         while let Some((pid, code)) = crate::sys::reap_child() {
+            if let Some(i) = self.programs.iter().position(|p| p.pid == pid) {
+                self.program_left(i, code);
+                continue;
+            }
             let Some(i) = self.workers.iter().position(|w| w.pid == pid) else {
                 continue;
             };
@@ -624,12 +681,46 @@ impl Master {
                 eprintln!("ebb: master: current worker {pid} exited with code {code}: stopping");
                 self.stopping = Some(libc::SIGTERM);
                 self.exit_code = Some(code);
-                for o in &self.workers {
-                    let _ = crate::sys::kill(o.pid, libc::SIGTERM);
-                }
+                self.kill_all(libc::SIGTERM);
             } else if self.opts.run.debug {
                 eprintln!("ebb: master: worker {pid} left (code {code})");
             }
+        }
+    }
+
+    /// Every worker and program gets `sig`.
+    fn kill_all(&self, sig: i32) {
+        for pid in self.workers.iter().map(|w| w.pid) {
+            let _ = crate::sys::kill(pid, sig);
+        }
+        for pid in self.programs.iter().map(|p| p.pid) {
+            let _ = crate::sys::kill(pid, sig);
+        }
+    }
+
+    /// A program exited. A current one that failed (a status other than
+    /// 0, 130 or 143) stops everything with its status, as HAProxy's
+    /// exit-on-failure.
+    fn program_left(&mut self, i: usize, code: i32) {
+        let p = self.programs.remove(i);
+        if p.leaving {
+            if self.opts.run.debug {
+                eprintln!(
+                    "ebb: master: former program '{}' ({}) exited with code {code}",
+                    p.name, p.pid
+                );
+            }
+            return;
+        }
+        eprintln!(
+            "ebb: master: current program '{}' ({}) exited with code {code}",
+            p.name, p.pid
+        );
+        if ![0, 130, 143].contains(&code) && self.stopping.is_none() {
+            eprintln!("ebb: master: exit-on-failure: stopping every process");
+            self.stopping = Some(libc::SIGTERM);
+            self.exit_code = Some(code);
+            self.kill_all(libc::SIGTERM);
         }
     }
 
@@ -829,7 +920,8 @@ impl Master {
                 ));
             }
         }
-        o.push_str("# programs\n\n");
+        o.push_str(&crate::program::show(&self.programs, &up));
+        o.push('\n');
         o
     }
 }

@@ -81,14 +81,18 @@ pub struct ReqRule {
 /// log-format `hdr` values and an `lf-string` body evaluate to.
 pub struct Prepared {
     pub status: u16,
-    /// `Content-Type` and the `hdr` fields whose value is literal.
+    /// The `hdr` fields when all their values are literal.
     pub fields: FieldBuf,
+    /// `content-type`, sent after the `hdr` fields and only with a body
+    /// (HAProxy's http_reply_to_htx).
+    pub content_type: Option<Box<[u8]>>,
     pub body: Vec<u8>,
     /// Whether the status allows a body (not 1xx, 204, 304).
     pub has_body: bool,
     /// `lf-string`: the body, evaluated per request.
     pub body_fmt: Option<LogFormat>,
-    /// `hdr NAME FMT` fields whose value is a log-format string.
+    /// Every `hdr NAME FMT` field, in the configuration's order, when one
+    /// of their values is a log-format string (`fields` is then empty).
     pub dyn_hdrs: Vec<HeaderEdit>,
 }
 
@@ -105,13 +109,14 @@ impl Prepared {
             _ => None,
         };
         let has_body = !(r.status < 200 || r.status == 204 || r.status == 304);
-        let mut fields = FieldBuf::default();
-        if let Some(ct) = &r.content_type {
-            if !sendable(b"Content-Type", ct.as_bytes()) {
-                return Err(format!("invalid content-type '{ct}'"));
+        let content_type = match &r.content_type {
+            Some(ct) if !sendable(b"Content-Type", ct.as_bytes()) => {
+                return Err(format!("invalid content-type '{ct}'"))
             }
-            fields.push(b"Content-Type", ct.as_bytes());
-        }
+            Some(ct) => Some(ct.as_bytes().into()),
+            None => None,
+        };
+        let mut fields = FieldBuf::default();
         let mut dyn_hdrs = Vec::new();
         for (n, v) in &r.headers {
             let f = LogFormat::parse(v, scope).map_err(|e| format!("hdr {n}: {e}"))?;
@@ -120,17 +125,26 @@ impl Prepared {
                 Some([]) => {}
                 Some(lit) if sendable(n.as_bytes(), lit) => fields.push(n.as_bytes(), lit),
                 Some(_) => return Err(format!("invalid header '{n}: {v}'")),
-                None if is_token(n.as_bytes()) => dyn_hdrs.push(HeaderEdit {
-                    op: crate::config::EditOp::Add,
-                    name: n.clone(),
-                    value: f,
-                }),
+                None if is_token(n.as_bytes()) => {}
                 None => return Err(format!("invalid header '{n}: {v}'")),
             }
+            dyn_hdrs.push(HeaderEdit {
+                op: crate::config::EditOp::Add,
+                name: n.clone(),
+                value: f,
+            });
+        }
+        // All literal: the fields are built once; else every field is
+        // evaluated in order, so literal and evaluated ones keep theirs.
+        if dyn_hdrs.iter().all(|e| e.value.as_literal().is_some()) {
+            dyn_hdrs.clear();
+        } else {
+            fields = FieldBuf::default();
         }
         Ok(Prepared {
             status: r.status,
             fields,
+            content_type,
             body,
             has_body,
             body_fmt,
@@ -138,11 +152,11 @@ impl Prepared {
         })
     }
 
-    /// The answer for one request: its fields into `fields` (the fixed
-    /// ones, then the evaluated ones), and its body (evaluated into
-    /// `scratch` for an `lf-string`). `done`: the log-format parts already
-    /// evaluated when the rule ran ([`Prepared::evaluate`]); else they are
-    /// evaluated now on `ctx`.
+    /// The answer for one request: its fields into `fields` (the `hdr`
+    /// fields, then `content-type` when there is a body), and its body
+    /// (evaluated into `scratch` for an `lf-string`). `done`: the
+    /// log-format parts already evaluated when the rule ran
+    /// ([`Prepared::evaluate`]); else they are evaluated now on `ctx`.
     pub fn render<'s>(
         &'s self,
         ctx: &Ctx<'_>,
@@ -151,23 +165,28 @@ impl Prepared {
         scratch: &'s mut Vec<u8>,
     ) -> &'s [u8] {
         fields.extend(self.fields.fields());
-        if let Some(d) = done {
+        let body: &[u8] = if let Some(d) = done {
             fields.extend(d.fields.fields());
             scratch.clear();
             scratch.extend_from_slice(d.body.as_deref().unwrap_or(&self.body));
-            return scratch;
-        }
-        for e in &self.dyn_hdrs {
-            fields.push_nonempty_with(e.name.as_bytes(), |out| e.render_value(ctx, out));
-        }
-        match &self.body_fmt {
-            Some(f) => {
-                scratch.clear();
-                f.render(ctx, scratch);
-                scratch
+            scratch
+        } else {
+            for e in &self.dyn_hdrs {
+                fields.push_nonempty_with(e.name.as_bytes(), |out| e.render_value(ctx, out));
             }
-            None => &self.body,
+            match &self.body_fmt {
+                Some(f) => {
+                    scratch.clear();
+                    f.render(ctx, scratch);
+                    scratch
+                }
+                None => &self.body,
+            }
+        };
+        if let (Some(ct), false) = (&self.content_type, body.is_empty()) {
+            fields.push(b"Content-Type", ct);
         }
+        body
     }
 
     /// What the `hdr` values and the `lf-string` body evaluate to on `ctx`
@@ -1623,14 +1642,19 @@ mod tests {
                 .collect(),
             deny: false,
         };
-        let p = Prepared::of(&ret(&[("X-A", "1"), ("X-Src", "%[src]")]), scope).unwrap();
+        // All literal: built once; the type is kept apart (it follows the
+        // `hdr` fields, and only with a body).
+        let p = Prepared::of(&ret(&[("X-A", "1"), ("X-B", "")]), scope).unwrap();
         let fields: Vec<_> = p.fields.fields().iter().collect();
-        assert_eq!(
-            fields,
-            [(&b"Content-Type"[..], &b"text/plain"[..]), (b"X-A", b"1")]
-        );
-        assert_eq!(p.dyn_hdrs.len(), 1);
+        assert_eq!(fields, [(&b"X-A"[..], &b"1"[..])]);
+        assert!(p.dyn_hdrs.is_empty());
+        assert_eq!(p.content_type.as_deref(), Some(&b"text/plain"[..]));
         assert_eq!(p.body, b"hi");
+        // One log-format value: every field is evaluated, in order.
+        let p = Prepared::of(&ret(&[("X-A", "1"), ("X-Src", "%[src]")]), scope).unwrap();
+        assert!(p.fields.fields().is_empty());
+        let names: Vec<_> = p.dyn_hdrs.iter().map(|e| e.name.as_str()).collect();
+        assert_eq!(names, ["X-A", "X-Src"]);
         // A name that is not a token could split the answer: refused at
         // start, whether its value is literal or a log-format string (the
         // latter used to be written as it was, per request).

@@ -189,6 +189,30 @@ impl<'a> ReqState<'a> {
         }
     }
 
+    /// The limits of a rewritten head, HAProxy's room for rewrites: its
+    /// buffer (`tune.bufsize`) holds the head and the body bytes that
+    /// arrived with it, reads stopping `tune.maxrewrite` short of its end
+    /// (the head alone may use that much: `limits.max_head_bytes`); a
+    /// rewritten head must fit in the buffer beside those body bytes, else
+    /// the rewrite fails.
+    fn room(&self, limits: &Limits) -> Limits {
+        let head = self.orig.head.head_len;
+        // This request's body bytes (not those of a request pipelined
+        // after it, which HAProxy keeps out of the message).
+        let after = self.orig.buf.len().saturating_sub(head);
+        let own = match self.orig.head.framing {
+            crate::http1::BodyFraming::None => 0,
+            crate::http1::BodyFraming::ContentLength(n) => after.min(n as usize),
+            _ => after,
+        };
+        let arrived = own.max(self.orig.body.len());
+        let held = arrived.min(limits.max_head_bytes.saturating_sub(head));
+        Limits {
+            max_head_bytes: limits.buf_size.saturating_sub(held).max(head),
+            ..*limits
+        }
+    }
+
     /// The request as it is now.
     pub fn req(&self) -> Req<'_> {
         match &self.edited {
@@ -605,6 +629,8 @@ pub fn run_request_from(
         // HAProxy resets the mode when a proxy's rules start.
         st.strict = true;
     }
+    let room = st.room(limits);
+    let limits = &room;
     for (i, rule) in rules.iter().enumerate().skip(from) {
         let holds = {
             let ctx = Ctx {
@@ -800,6 +826,14 @@ pub struct ResHead {
     /// An `http-response deny` or `redirect` rule held: the rules
     /// stopped there and the answer is to be replaced.
     pub denied: Option<Denied>,
+    /// The bytes the fields may take (HAProxy's room for rewrites: see
+    /// [`ResHead::room`]); None: no bound (an answer ebb wrote itself).
+    pub room: Option<usize>,
+    /// Rewrites that failed for want of room (HAProxy's `wrew`).
+    pub failed_rewrites: u64,
+    /// A rewrite failed in strict mode: the rules stopped there and the
+    /// answer is replaced by a 500 (HAProxy's internal error).
+    pub internal_error: bool,
 }
 
 /// The `http-response deny` or `redirect` rule that stopped a response's
@@ -814,6 +848,30 @@ pub struct Denied {
 }
 
 impl ResHead {
+    pub fn new(status: u16, reason: Vec<u8>, fields: Fields) -> ResHead {
+        ResHead {
+            status,
+            reason,
+            fields,
+            denied: None,
+            room: None,
+            failed_rewrites: 0,
+            internal_error: false,
+        }
+    }
+
+    /// Bounds the fields as HAProxy's buffer bounds a server's answer:
+    /// the buffer (`limits.buf_size`) holds the head (`head_len` bytes as
+    /// received) and the body bytes that came with it (`arrived`), reads
+    /// stopping `tune.maxrewrite` short of its end (`limits.max_head_bytes`
+    /// from its start); the rewritten head must fit beside those bytes.
+    pub fn room(&mut self, limits: &Limits, head_len: usize, arrived: usize) {
+        let held = arrived.min(limits.max_head_bytes.saturating_sub(head_len));
+        // The head's other bytes: status line, framing fields, end.
+        let other = head_len.saturating_sub(fields_len(&self.fields));
+        self.room = Some(limits.buf_size.saturating_sub(held).saturating_sub(other));
+    }
+
     /// Writes the status line and the fields (no final empty line).
     pub fn write(&self, out: &mut Vec<u8>) {
         use std::io::Write;
@@ -827,6 +885,11 @@ impl ResHead {
             out.extend_from_slice(b"\r\n");
         }
     }
+}
+
+/// The bytes a list of fields takes in an HTTP/1.1 head.
+fn fields_len(fields: &Fields) -> usize {
+    fields.iter().map(|(n, v)| n.len() + v.len() + 4).sum()
 }
 
 /// A proxy's response rules and the matcher of their conditions.
@@ -847,6 +910,8 @@ pub fn run_response_with(
     mut store: Option<&mut StoreCtx>,
 ) {
     for (si, (rules, m)) in sets.iter().enumerate() {
+        // HAProxy resets the mode when a proxy's rules start.
+        let mut strict = true;
         for (ri, rule) in rules.iter().enumerate() {
             let list = borrowed(&head.fields);
             let ctx = Ctx {
@@ -899,9 +964,10 @@ pub fn run_response_with(
                 // The body was waited for before these rules ran (see
                 // `stream::proxy`).
                 HttpResponseAction::WaitForBody(_) => continue,
-                // Response edits cannot fail here (no fixed buffer to
-                // fill): the mode changes nothing.
-                HttpResponseAction::StrictMode(_) => continue,
+                HttpResponseAction::StrictMode(on) => {
+                    strict = *on;
+                    continue;
+                }
                 // Nothing more runs: the caller sends the deny's answer.
                 HttpResponseAction::Deny(_) => {
                     base.note_last_rule(&rule.loc);
@@ -945,6 +1011,17 @@ pub fn run_response_with(
                 }
             }
             drop(list);
+            if head.room.is_some_and(|r| fields_len(&fields) > r) {
+                // No room left in the buffer: the rewrite fails (ignored
+                // with `strict-mode off`).
+                head.failed_rewrites += 1;
+                if strict {
+                    base.note_last_rule(&rule.loc);
+                    head.internal_error = true;
+                    return;
+                }
+                continue;
+            }
             head.fields = fields;
         }
     }
@@ -998,12 +1075,7 @@ pub fn rewrite_in_place(
     };
     let buf = &out[start..start + h.head_len];
     let (fields, keep) = split_fields(buf, &h.headers);
-    let mut head = ResHead {
-        status: h.status,
-        reason: h.reason.get(buf).to_vec(),
-        fields,
-        denied: None,
-    };
+    let mut head = ResHead::new(h.status, h.reason.get(buf).to_vec(), fields);
     run_response(sets, base, &mut head);
     if let Some(d) = head.denied {
         return Some((head.status, Some(d)));

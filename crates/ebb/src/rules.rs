@@ -480,6 +480,9 @@ fn match_val(t: &Test, v: Val, s: &Scratch) -> bool {
                     Some(ip) => ip,
                     None => return false,
                 },
+                // HAProxy's cast: the integer's low 32 bits as an IPv4
+                // address (`hex2i` of a SOCKS4 request's address bytes).
+                Val::Int(i) => std::net::IpAddr::V4((i as u32).into()),
                 _ => return false,
             };
             file_ip(t, ip)

@@ -616,6 +616,7 @@ pub fn run(cfg: Config, opts: RunOptions) -> i32 {
             .saturating_sub(cfg.global.maxrewrite.unwrap_or(1024).min(bufsize / 2))
             .max(1024),
         max_drain: cfg.global.drain_max.unwrap_or(Limits::default().max_drain),
+        buf_size: bufsize,
         ..Limits::default()
     };
     let res = rt.run(|ctx: &mut Ctx| {

@@ -784,3 +784,177 @@ fn monitor_uri_answers_before_rules_and_is_not_logged() {
         assert!(err.contains("m.cfg:"), "{err}");
     }
 }
+
+/// `http-request return`'s fields come in HAProxy's order: the `hdr`
+/// fields as written (literal and log-format ones interleaved, none with
+/// an empty value), then `content-type` only when there is a body. Side
+/// by side with haproxy; `content-length` is left out of the comparison
+/// (HAProxy writes it before the type, ebb's writer after every field).
+#[test]
+fn return_fields_in_haproxys_order() {
+    let cfg = |bind: &str| {
+        format!(
+            "defaults\n    mode http\n    timeout client 30s\n    timeout server 30s\n    timeout connect 5s\n\
+             frontend fe\n    bind {bind}\n\
+             \x20   http-request return status 200 content-type text/plain hdr x-a 1 hdr x-b \"%[path]\" hdr x-c 3 hdr x-empty \"%[req.hdr(nothere)]\" lf-string \"%[req.hdr(x-body)]\"\n"
+        )
+    };
+    let port = common::free_port();
+    let ebb = common::Ebb::start(&cfg("127.0.0.1:0"));
+    let hap = common::haproxy_with("return-order-hap", &cfg(&format!("127.0.0.1:{port}")));
+    let names = |a: std::net::SocketAddr, body: bool| {
+        let req = if body {
+            "GET /p HTTP/1.1\r\nHost: h\r\nX-Body: hi\r\nConnection: close\r\n\r\n"
+        } else {
+            "GET /p HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n"
+        };
+        let r = common::raw(a, req.as_bytes()).expect("an answer");
+        assert_eq!(r.status, 200);
+        r.headers
+            .iter()
+            .map(|(n, _)| n.to_ascii_lowercase())
+            .filter(|n| !["date", "connection", "server", "content-length"].contains(&n.as_str()))
+            .collect::<Vec<_>>()
+            .join(",")
+    };
+    for body in [true, false] {
+        let want = if body {
+            "x-a,x-b,x-c,content-type"
+        } else {
+            "x-a,x-b,x-c"
+        };
+        assert_eq!(names(ebb.addr(), body), want, "ebb, body {body}");
+        if hap.is_some() {
+            let h: std::net::SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+            assert_eq!(names(h, body), want, "haproxy, body {body}");
+        }
+    }
+}
+
+/// `fcgi-app` sections: read and checked as HAProxy checks them; what would
+/// use one (`use-fcgi-app`, `proto fcgi`) is refused, since ebb has no
+/// FastCGI client. HAProxy's `-c` agrees on the texts both accept or refuse.
+#[test]
+fn fcgi_app_sections_are_checked_and_never_used() {
+    let d = scratch("fcgi");
+    // Each text ends with a listener, which `haproxy -c` wants.
+    let check = |name: &str, text: &str| {
+        let text = format!("{text}frontend fe\n    mode http\n    bind 127.0.0.1:8080\n    default_backend be\nbackend be\n    mode http\n    server s 127.0.0.1:8000\n");
+        std::fs::write(d.join(name), text).unwrap();
+        let (code, _, err) = run_ebb(&["-c", "-f", name], &d);
+        let hap = have("haproxy").then(|| {
+            Command::new("haproxy")
+                .args(["-c", "-q", "-f", name])
+                .current_dir(&d)
+                .status()
+                .unwrap()
+                .success()
+        });
+        (code, err, hap)
+    };
+    let unused = "defaults\n    mode http\nfcgi-app php\n    docroot /var/www\n    index index.php\n\
+         \x20   path-info ^(/.+\\.php)(/.*)?$\n    acl local src 127.0.0.1\n\
+         \x20   set-param REDIRECT_STATUS 200 if local\n    pass-header Authorization unless { path /x }\n\
+         \x20   no option keep-conn\n    option mpxs-conns\n    option max-reqs 10\n\
+         \x20   option get-values\n    log-stderr global\n\
+         \x20   set-param UNUSED %[parsed_only_when_used]\n";
+    // (HAProxy parses a set-param value only for a backend using the
+    // application: an unknown fetch in an unused one passes.)
+    let (code, err, hap) = check("unused.cfg", unused);
+    assert_eq!(code, 0, "{err}");
+    assert_ne!(hap, Some(false), "haproxy refuses the unused section");
+    // Syntax errors, each with its line (HAProxy refuses each too).
+    for (bad, needle) in [
+        ("    docroot\n", "4: 'docroot' expects <path>"),
+        (
+            "    option max-reqs 0\n",
+            "4: option 'max-reqs' expects a strictly positive",
+        ),
+        ("    option nosuch\n", "4: unknown option 'nosuch'"),
+        (
+            "    frobnicate 1\n",
+            "4: unknown keyword 'frobnicate' in 'fcgi-app'",
+        ),
+        (
+            "    set-param X\n",
+            "4: 'set-param' expects <name> and <value>",
+        ),
+        (
+            "    pass-header X if undeclared\n",
+            "4: ACL 'undeclared' is not declared",
+        ),
+        ("    path-info ^(\n", "4: invalid regular expression"),
+    ] {
+        let text = format!("defaults\n    mode http\nfcgi-app a\n{bad}    docroot /x\n");
+        let (code, err, hap) = check("bad.cfg", &text);
+        assert_eq!(code, 1, "{bad}: accepted");
+        assert!(err.contains(&format!("bad.cfg:{needle}")), "{bad}: {err}");
+        assert_ne!(hap, Some(true), "haproxy accepts {bad}");
+    }
+    // A section without a document root (HAProxy: "no docroot configured").
+    let (code, err, hap) = check("nodoc.cfg", "fcgi-app a\n    index i.php\n");
+    assert_eq!(code, 1);
+    assert!(
+        err.contains("nodoc.cfg:1: fcgi-app 'a': no docroot configured"),
+        "{err}"
+    );
+    assert_ne!(hap, Some(true));
+    // Using an application: HAProxy would speak FastCGI, ebb refuses.
+    let used = "defaults\n    mode http\nbackend be2\n    use-fcgi-app php\n\
+         \x20   server s 127.0.0.1:9000 proto fcgi\nfcgi-app php\n    docroot /var/www\n";
+    let (code, err, hap) = check("used.cfg", used);
+    assert_eq!(code, 1);
+    assert!(
+        err.contains("used.cfg:4: 'use-fcgi-app' is not supported"),
+        "{err}"
+    );
+    assert!(
+        err.contains("used.cfg:5: server option 'proto fcgi' is not supported"),
+        "{err}"
+    );
+    assert_ne!(hap, Some(false), "haproxy refuses a used fcgi-app");
+    // And a configuration with an unused section serves.
+    let o = common::origin::Origin::start("o", common::origin::Mode::Ok);
+    let e = common::Ebb::start(&format!(
+        "defaults\n    mode http\nfrontend fe\n    bind BIND\n    default_backend be\nbackend be\n    server s {}\nfcgi-app php\n    docroot /var/www\n",
+        o.addr
+    ));
+    assert_eq!(get(e.addr(), "/").status, 200);
+}
+
+/// HAProxy's `internal.htx.*` fetches read its HTX buffer, which ebb does
+/// not have: refused at start with that reason, in an ACL and in an
+/// expression (HAProxy accepts both).
+#[test]
+fn internal_htx_fetches_are_refused_with_their_reason() {
+    let d = scratch("htx");
+    for (rule, needle) in [
+        (
+            "http-request deny if { internal.htx.has_eom -m bool }",
+            "ACL criterion 'internal.htx.has_eom': sample fetch 'internal.htx.has_eom' is not supported by ebb: it reads HAProxy's internal HTX message",
+        ),
+        (
+            "http-request set-header x %[internal.htx_blk.type(head)]",
+            "'http-request set-header x': sample fetch 'internal.htx_blk.type' is not supported by ebb",
+        ),
+    ] {
+        let text = format!(
+            "defaults\n    mode http\n    timeout client 5s\n    timeout server 5s\n    timeout connect 5s\n\
+             frontend fe\n    bind 127.0.0.1:8080\n    {rule}\n    default_backend be\n\
+             backend be\n    server s 127.0.0.1:8000\n"
+        );
+        std::fs::write(d.join("h.cfg"), &text).unwrap();
+        let (code, _, err) = run_ebb(&["-c", "-f", "h.cfg"], &d);
+        assert_eq!(code, 1, "{rule}");
+        assert!(err.contains(&format!("h.cfg:8: {needle}")), "{err}");
+        if have("haproxy") {
+            let ok = Command::new("haproxy")
+                .args(["-c", "-q", "-f", "h.cfg"])
+                .current_dir(&d)
+                .status()
+                .unwrap()
+                .success();
+            assert!(ok, "haproxy refuses {rule}");
+        }
+    }
+}

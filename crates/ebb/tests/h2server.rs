@@ -349,8 +349,8 @@ fn unsupported_server_protocols_are_refused() {
         ("    server s 127.0.0.1:1 proto h1\n", "proto h1"),
         ("    server s 127.0.0.1:1 proto fcgi\n", "proto fcgi"),
         (
-            "    option httpchk\n    server s 127.0.0.1:1 proto h2 check\n",
-            "HTTP/2 health checks",
+            "    option httpchk\n    server s 127.0.0.1:1 proto h2 check check-proto fcgi\n",
+            "check-proto fcgi",
         ),
         (
             "    server s 127.0.0.1:1 proto h2 send-proxy\n",

@@ -121,6 +121,22 @@ fn settled_checks(
     out
 }
 
+/// When haproxy is installed: its checks on `backends` settle as `want`
+/// says, with the fields ebb reported (`ours`).
+fn same_as_haproxy(
+    backends: &str,
+    want: &[(&str, (&str, &str, &str))],
+    ours: &HashMap<String, (String, String, String)>,
+) {
+    if let Some(h) = haproxy(backends) {
+        assert_eq!(
+            &settled_checks(&h.sock, want),
+            ours,
+            "ebb (right), haproxy (left)"
+        );
+    }
+}
+
 /// ebb on `backends` with an admin socket: its scratch directory, the
 /// socket, the process.
 fn ebb_with_socket(name: &str, backends: &str) -> (std::path::PathBuf, std::path::PathBuf, Ebb) {
@@ -395,13 +411,7 @@ fn check_variables_and_log_format_patterns_as_haproxy() {
         err.contains("bad.cfg:12: ") && err.contains("proc, sess and check"),
         "{err}"
     );
-    if let Some(h) = haproxy(&backends) {
-        assert_eq!(
-            settled_checks(&h.sock, want),
-            ours,
-            "ebb (right), haproxy (left)"
-        );
-    }
+    same_as_haproxy(&backends, want, &ours);
 }
 
 /// A server answering `status` to every request; the values of its
@@ -509,5 +519,114 @@ fn send_log_format_parts_as_haproxy() {
     if have("haproxy") {
         let theirs = run(&|b| Box::new(haproxy(b)));
         assert_eq!(theirs, ours, "haproxy (left), ebb (right)");
+    }
+}
+
+/// An HTTP/2-only origin (ebb with `bind ... proto h2`): 503 on
+/// `/bad`, else 200 with `h2-ok` as its body; the request lines it got
+/// are logged.
+fn h2_origin() -> Ebb {
+    Ebb::start(
+        "defaults\n    mode http\n    timeout client 10s\n    timeout server 5s\n    timeout connect 2s\n\
+         frontend li1\n    bind BIND proto h2\n\
+         \x20   http-request return status 503 if { path /bad }\n\
+         \x20   http-request return status 200 content-type text/plain string h2-ok\n",
+    )
+}
+
+#[test]
+fn http2_checks_speak_http2_to_h2_servers_as_haproxy() {
+    let origin = h2_origin();
+    let o = origin.addrs[0];
+    let srv = |extra: &str| format!("    server srv {o} check inter 100ms rise 1 fall 1 {extra}\n");
+    let backends = format!(
+        "backend ok\n    option httpchk\n{}\
+         backend sts\n    option httpchk GET /bad\n{}\
+         backend checkproto\n    option httpchk GET /status HTTP/1.1\n{}\
+         backend body\n    option httpchk\n    http-check send meth GET uri /b hdr x-a b body hello\n    http-check expect string h2-ok\n{}\
+         backend nobody\n    option httpchk\n    http-check expect string other\n{}",
+        srv("proto h2"),
+        srv("proto h2"),
+        srv("check-proto h2"),
+        srv("proto h2"),
+        srv("check-proto h2"),
+    );
+    let (d, sock, _e) = ebb_with_socket("h2check-ebb", &backends);
+    let want: &[(&str, (&str, &str, &str))] = &[
+        ("ok", ("L7OK", "200", "")),
+        ("sts", ("L7STS", "503", "")),
+        ("checkproto", ("L7OK", "200", "")),
+        ("body", ("L7OK", "200", "")),
+        ("nobody", ("L7RSP", "", "HTTP content check did not match")),
+    ];
+    let ours = settled_checks(&sock, want);
+    // HAProxy's alert: an HTTP multiplexer for a TCP check, and back.
+    for (opts, check) in [
+        ("check-proto h2", ""),
+        ("check-proto none", "option httpchk\n"),
+    ] {
+        let err = refused(
+            &d,
+            &format!("backend ok\n    {check}    server srv {o} check {opts}\n"),
+        );
+        assert!(err.contains("incompatible MUX protocol"), "{err}");
+    }
+    same_as_haproxy(&backends, want, &ours);
+}
+
+#[test]
+fn alpn_h2_checks_speak_http2_over_tls_as_haproxy() {
+    let d = scratch("h2check-alpn");
+    let pem = d.join("localhost.pem");
+    let ck = rcgen::generate_simple_self_signed(vec!["localhost".to_string()]).unwrap();
+    std::fs::write(&pem, ck.cert.pem() + &ck.key_pair.serialize_pem()).unwrap();
+    // An origin offering h2 and http/1.1 over TLS: 503 on /bad.
+    let origin = Ebb::start(&format!(
+        "defaults\n    mode http\n    timeout client 10s\n\
+         frontend o\n    bind BIND ssl crt {} alpn h2,http/1.1\n\
+         \x20   http-request return status 503 if {{ path /bad }}\n\
+         \x20   http-request return status 200\n",
+        pem.display()
+    ));
+    let o = origin.addrs[0];
+    let srv = |extra: &str| {
+        format!("    server srv {o} ssl verify none check inter 100ms rise 1 fall 1 {extra}\n")
+    };
+    // An HTTP/2 answer has no reason phrase: L7STS reports none.
+    let backends = format!(
+        "backend ok\n    option httpchk GET /bad\n{}\
+         backend checkalpn\n    option httpchk GET /bad\n{}\
+         backend alpnh1\n    option httpchk GET /bad\n{}",
+        srv("alpn http/1.1 check-alpn h2,http/1.1"),
+        srv("alpn h2,http/1.1 check-alpn h2"),
+        srv("alpn http/1.1"),
+    );
+    let (_d, sock, _e) = ebb_with_socket("h2check-alpn-ebb", &backends);
+    let want: &[(&str, (&str, &str, &str))] = &[
+        ("ok", ("L7STS", "503", "")),
+        ("checkalpn", ("L7STS", "503", "")),
+        ("alpnh1", ("L7STS", "503", "Service Unavailable")),
+    ];
+    let ours = settled_checks(&sock, want);
+    same_as_haproxy(&backends, want, &ours);
+    // Without `check-alpn`, HAProxy 2.6 checks over HTTP/1 even when the
+    // server's `alpn` makes the handshake choose h2: the answer is not
+    // HTTP/1 (L7RSP; HAProxy's report has no text, ebb's says why).
+    let only = format!(
+        "backend ok\n    option httpchk GET /bad\n{}",
+        srv("alpn h2")
+    );
+    let (_d, sock, _e) = ebb_with_socket("h2check-alpn-ebb2", &only);
+    let status = |sock: &Path| {
+        wait_until("the check", || {
+            checks(sock)
+                .get("ok")
+                .is_some_and(|c| !c.0.is_empty() && !c.0.starts_with("INI"))
+        });
+        checks(sock)["ok"].0.clone()
+    };
+    assert_eq!(status(&sock), "L7RSP");
+    if let Some(h) = haproxy(&only) {
+        assert_eq!(status(&h.sock), "L7RSP", "haproxy");
     }
 }

@@ -571,3 +571,255 @@ fn the_master_kills_an_old_worker_stuck_past_hard_stop_after() {
     e.signal("USR1");
     assert_eq!(e.wait_exit(Duration::from_secs(30)), Some(0));
 }
+
+/// The lines of one `show proc` section (`# programs`...): (pid, name).
+fn proc_section(show: &str, title: &str) -> Vec<(String, String)> {
+    show.lines()
+        .skip_while(|l| *l != title)
+        .skip(1)
+        .take_while(|l| !l.starts_with('#'))
+        .filter_map(|l| {
+            let mut w = l.split_whitespace();
+            Some((w.next()?.to_string(), w.next()?.to_string()))
+        })
+        .collect()
+}
+
+/// What a master (ebb or haproxy, `prog`) did with two `program`
+/// sections (`sleep`, which SIGUSR1 ends) over one reload and a stop: the
+/// names under `# programs` and `# old programs` at start and once the
+/// reload's old programs are gone, whether each instance is gone after the
+/// stop, and the master's exit status.
+type ProgramRun = (Vec<Vec<String>>, bool, Option<i32>);
+
+fn run_programs(prog: &str, name: &str) -> ProgramRun {
+    let dir = scratch(name);
+    let port = common::free_port();
+    let cfg = format!(
+        "defaults\n    mode http\n    timeout client 5s\n    timeout server 5s\n    timeout connect 5s\n\
+         frontend fe\n    bind 127.0.0.1:{port}\n    default_backend be\nbackend be\n    server s 127.0.0.1:1\n\
+         program foo\n    command sleep 1000\nprogram bar\n    command sleep 1000\n    no option start-on-reload\n"
+    );
+    std::fs::write(dir.join("p.cfg"), cfg).unwrap();
+    let sock = dir.join("m.sock");
+    let child = std::process::Command::new(prog)
+        .args(["-W", "-S", sock.to_str().unwrap(), "-f", "p.cfg"])
+        .current_dir(&dir)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut child = child;
+    let lines = Arc::new(Mutex::new(Vec::<String>::new()));
+    let out: Vec<Box<dyn Read + Send>> = vec![
+        Box::new(child.stdout.take().unwrap()),
+        Box::new(child.stderr.take().unwrap()),
+    ];
+    for r in out {
+        let l = Arc::clone(&lines);
+        std::thread::spawn(move || {
+            use std::io::BufRead;
+            for line in std::io::BufReader::new(r).lines().map_while(Result::ok) {
+                l.lock().unwrap().push(line);
+            }
+        });
+    }
+    // A failed test stops the master, which stops its programs.
+    struct Stop(std::process::Child);
+    impl Drop for Stop {
+        fn drop(&mut self) {
+            let _ = std::process::Command::new("kill")
+                .args(["-TERM", &self.0.id().to_string()])
+                .status();
+            let _ = self.0.wait();
+        }
+    }
+    let mut child = Stop(child);
+    // Nothing until the master CLI answers.
+    let show = || {
+        let Ok(mut s) = std::os::unix::net::UnixStream::connect(&sock) else {
+            return String::new();
+        };
+        let _ = s.set_read_timeout(Some(Duration::from_secs(30)));
+        // Both masters close after one command.
+        let _ = s.write_all(b"show proc\n");
+        let mut out = String::new();
+        let _ = s.read_to_string(&mut out);
+        out
+    };
+    let section = |s: &str, t: &str| -> Vec<(String, String)> { proc_section(s, t) };
+    let names = |v: &[(String, String)]| -> Vec<String> { v.iter().map(|x| x.1.clone()).collect() };
+    // Asked once the master says it has loaded (haproxy: "Loading
+    // success", ebb: its worker's "ready").
+    wait_until(&format!("{prog}: loaded"), || {
+        lines
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|l| l.contains("Loading success") || l.starts_with("ebb: ready"))
+    });
+    let mut seen = Vec::new();
+    let mut first = Vec::new();
+    wait_until(&format!("{prog}: both programs"), || {
+        first = section(&show(), "# programs");
+        first.len() == 2
+    });
+    seen.push(names(&first));
+    let _ = std::process::Command::new("kill")
+        .args(["-USR2", &child.0.id().to_string()])
+        .status();
+    // SIGUSR1 ends both former instances; only foo has a new one.
+    let mut now = Vec::new();
+    wait_until(&format!("{prog}: the reload"), || {
+        let s = show();
+        now = section(&s, "# programs");
+        !now.is_empty()
+            && !now.iter().any(|p| first.contains(p))
+            && section(&s, "# old programs").is_empty()
+    });
+    seen.push(names(&now));
+    let _ = std::process::Command::new("kill")
+        .args(["-TERM", &child.0.id().to_string()])
+        .status();
+    let code = (0..3000).find_map(|_| match child.0.try_wait() {
+        Ok(Some(st)) => Some(st.code()),
+        _ => {
+            std::thread::sleep(Duration::from_millis(20));
+            None
+        }
+    });
+    let gone = first
+        .iter()
+        .chain(now.iter())
+        .all(|(pid, _)| !std::path::Path::new(&format!("/proc/{pid}")).exists());
+    (seen, gone, code.flatten())
+}
+
+/// `program` sections in master-worker mode: started with the master,
+/// listed by `show proc`, told SIGUSR1 at a reload (a new instance only
+/// with `start-on-reload`), stopped with the master, as haproxy does.
+#[test]
+fn programs_follow_the_master_as_haproxy() {
+    let run = run_programs(common::EBB, "prog");
+    let want = vec![
+        vec!["foo".to_string(), "bar".to_string()],
+        vec!["foo".to_string()],
+    ];
+    // haproxy 2.6.12 on the same configuration, by hand, lists the same
+    // (`run_programs("haproxy", ..)` here: its master CLI leaves this
+    // test's first `show proc` unanswered, which socat or python clients
+    // do not see; not understood yet).
+    assert_eq!(run, (want, true, Some(143)));
+}
+
+/// Outside master-worker mode a `program` section is refused (HAProxy:
+/// "Can't use a 'program' section without master worker mode"), at `-c`
+/// too; a section without a command is refused in any mode.
+#[test]
+fn a_program_needs_master_worker_mode_and_a_command() {
+    let dir = scratch("progcheck");
+    std::fs::write(dir.join("p.cfg"), "program foo\n    command sleep 10\n").unwrap();
+    let (code, _, err) = common::run_ebb(&["-c", "-f", "p.cfg"], &dir);
+    assert_eq!(code, 1);
+    assert!(
+        err.contains("p.cfg:1: 'program' section 'foo' needs master-worker mode"),
+        "{err}"
+    );
+    let (code, _, err) = common::run_ebb(&["-W", "-c", "-f", "p.cfg"], &dir);
+    assert_eq!(code, 0, "{err}");
+    std::fs::write(dir.join("q.cfg"), "program foo\n    user\nprogram foo\n").unwrap();
+    let (code, _, err) = common::run_ebb(&["-W", "-c", "-f", "q.cfg"], &dir);
+    assert_eq!(code, 1);
+    assert!(
+        err.contains("q.cfg:1: the program section 'foo' lacks a command"),
+        "{err}"
+    );
+    assert!(
+        err.contains("q.cfg:2: 'user' expects one user name"),
+        "{err}"
+    );
+    assert!(
+        err.contains("q.cfg:3: 'foo' program section already exists"),
+        "{err}"
+    );
+    if common::have("haproxy") {
+        let hap = |args: &[&str]| {
+            std::process::Command::new("haproxy")
+                .args(args)
+                .current_dir(&dir)
+                .output()
+                .unwrap()
+                .status
+                .code()
+        };
+        assert_ne!(hap(&["-c", "-f", "p.cfg"]), Some(0));
+        assert_ne!(hap(&["-W", "-c", "-f", "q.cfg"]), Some(0));
+    }
+}
+
+/// A current program that fails (status 3) stops the workers and the other
+/// programs, and the master leaves with that status: HAProxy's
+/// exit-on-failure, side by side.
+#[test]
+fn a_failing_program_stops_everything_with_its_status() {
+    let dir = scratch("progfail");
+    let cfg = format!(
+        "defaults\n    mode http\n    timeout client 5s\n    timeout server 5s\n    timeout connect 5s\n\
+         frontend fe\n    bind 127.0.0.1:{}\n    default_backend be\nbackend be\n    server s 127.0.0.1:1\n\
+         program ok\n    command sleep 1000\nprogram bad\n    command sh -c \"exit 3\"\n",
+        common::free_port()
+    );
+    std::fs::write(dir.join("f.cfg"), cfg).unwrap();
+    let status = |prog: &str| {
+        std::process::Command::new(prog)
+            .args(["-W", "-f", "f.cfg"])
+            .current_dir(&dir)
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap()
+            .status
+            .code()
+    };
+    // `output` returns once the master and every process holding its
+    // stdout (the workers, `sleep`) are gone.
+    assert_eq!(status(common::EBB), Some(3));
+    if common::have("haproxy") {
+        assert_eq!(status("haproxy"), Some(3));
+    }
+}
+
+/// `user` and `group` in a `program` section: the command runs with them
+/// (checked as root only; `id` reports its identity to a file).
+#[test]
+fn a_program_runs_as_its_user_and_group() {
+    let root = std::process::Command::new("id")
+        .arg("-u")
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
+        .unwrap_or(false);
+    if !root {
+        eprintln!("not root: user/group cannot be changed here");
+        return;
+    }
+    let dir = scratch("proguser");
+    // The directory must be writable by nobody.
+    let out = std::path::PathBuf::from("/tmp").join(format!("ebb-proguser-{}", std::process::id()));
+    let _ = std::fs::remove_file(&out);
+    let cfg = format!(
+        "defaults\n    mode http\n    timeout client 5s\n    timeout server 5s\n    timeout connect 5s\n\
+         frontend fe\n    bind 127.0.0.1:{}\n    default_backend be\nbackend be\n    server s 127.0.0.1:1\n\
+         program who\n    command sh -c \"id -u > {p}.tmp; id -g >> {p}.tmp; mv {p}.tmp {p}; exec sleep 1000\"\n\
+         \x20   user nobody\n    group nogroup\n",
+        common::free_port(),
+        p = out.display()
+    );
+    std::fs::write(dir.join("u.cfg"), cfg).unwrap();
+    let mut e = Ebb::start_args(&["-W", "-f", "u.cfg"], dir);
+    wait_until("the program's report", || out.exists());
+    let ids = std::fs::read_to_string(&out).unwrap();
+    let _ = std::fs::remove_file(&out);
+    assert_eq!(ids, "65534\n65534\n");
+    e.signal("TERM");
+    assert_eq!(e.wait_exit(Duration::from_secs(30)), Some(143));
+}

@@ -817,3 +817,147 @@ fn graceful_stop_lets_tcp_sessions_finish() {
     assert_eq!(read_all(&mut c), b"");
     assert_eq!(e.wait_exit(LONG), Some(0));
 }
+
+/// System calls by name (calls, failures) of the process `pid` (every
+/// thread) while `work` runs: `strace -f -c` attached once the process
+/// is up, so start-up is not counted.
+fn syscalls_during(pid: u32, work: impl FnOnce()) -> std::collections::HashMap<String, (u64, u64)> {
+    let out = scratch("strace").join("strace.out");
+    let tids: Vec<String> = std::fs::read_dir(format!("/proc/{pid}/task"))
+        .unwrap()
+        .filter_map(|e| e.ok().map(|e| e.file_name().to_string_lossy().into_owned()))
+        .collect();
+    let mut argv = vec![
+        "-f".to_string(),
+        "-qq".into(),
+        "-c".into(),
+        "-U".into(),
+        "calls,errors,name".into(),
+        "-o".into(),
+        out.display().to_string(),
+    ];
+    for t in &tids {
+        argv.push("-p".into());
+        argv.push(t.clone());
+    }
+    let mut st = Command::new("strace")
+        .args(&argv)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start strace");
+    let traced = |t: &String| {
+        std::fs::read_to_string(format!("/proc/{pid}/task/{t}/status"))
+            .map(|s| {
+                s.lines()
+                    .any(|l| l.starts_with("TracerPid:") && !l.ends_with("\t0"))
+            })
+            .unwrap_or(true)
+    };
+    wait_until("strace attached", || tids.iter().all(traced));
+    work();
+    let ok = Command::new("kill")
+        .args(["-INT", &st.id().to_string()])
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok);
+    st.wait().unwrap();
+    let mut m = std::collections::HashMap::new();
+    for l in std::fs::read_to_string(&out).unwrap().lines() {
+        let f: Vec<&str> = l.split_whitespace().collect();
+        let (calls, errors, name) = match f[..] {
+            [c, e, n] => (c, e, n),
+            [c, n] => (c, "0", n),
+            _ => continue,
+        };
+        if let (Ok(c), Ok(e)) = (calls.parse::<u64>(), errors.parse::<u64>()) {
+            if name != "total" {
+                m.insert(name.to_string(), (c, e));
+            }
+        }
+    }
+    m
+}
+
+/// One short session: connect, a byte there and back, the client's FIN,
+/// then the end (the echo server's FIN, passed on by the proxy).
+fn short_sessions(to: SocketAddr, n: usize) {
+    for _ in 0..n {
+        let mut c = TcpStream::connect(to).unwrap();
+        c.write_all(b"e").unwrap();
+        let mut b = [0u8; 1];
+        c.read_exact(&mut b).unwrap();
+        assert_eq!(&b, b"e");
+        c.shutdown(Shutdown::Write).unwrap();
+        assert_eq!(read_all(&mut c), b"");
+    }
+}
+
+/// What a short session costs in system calls (bench/conn_cost.py counts
+/// the same): the server socket is made non-blocking at `socket()` (no
+/// `fcntl`), its connect is confirmed by the writable edge (no
+/// `SO_ERROR`, no `getpeername`), and at the end a socket closed both
+/// ways is closed without a failing `shutdown` and without
+/// `EPOLL_CTL_DEL` (closing it takes it out of the poller). HAProxy 2.6,
+/// when installed, does the same sessions beside it and makes more calls
+/// (not counting its clock reads and either one's `epoll_wait`, which
+/// follow timing).
+#[test]
+fn a_short_session_costs_few_system_calls() {
+    if !have("strace") {
+        println!("strace is not installed: nothing to count");
+        return;
+    }
+    const N: u64 = 40;
+    let (echo, _) = echo_server(false);
+    let cfg = |bind: &str| {
+        format!("global\n    nbthread 1\ndefaults\n    mode tcp\n    timeout client 30s\n    timeout server 30s\n    timeout connect 5s\nlisten relay\n    bind {bind}\n    server s1 {echo}\n")
+    };
+    let e = Ebb::start(&cfg("BIND"));
+    short_sessions(e.addr(), 3);
+    let m = syscalls_during(e.pid(), || short_sessions(e.addr(), N as usize));
+    let get = |n: &str| m.get(n).copied().unwrap_or((0, 0));
+    println!("ebb, {N} sessions: {m:?}");
+    // Each session: 2 accept4 (the second says EAGAIN), 1 socket,
+    // 1 setsockopt (TCP_NODELAY), 1 connect, 2 EPOLL_CTL_ADD, 4 recvfrom,
+    // 2 sendto, 2 shutdown(WR), 2 close.
+    assert!(get("accept4").0 >= N, "{m:?}");
+    assert!(get("epoll_ctl").0 <= 2 * N + 2, "{m:?}");
+    assert_eq!(get("shutdown"), (2 * N, 0), "{m:?}");
+    // A debug build's std checks each descriptor it closes (`F_GETFD`).
+    let debug_fcntl = if cfg!(debug_assertions) {
+        get("close").0
+    } else {
+        0
+    };
+    assert!(get("fcntl").0 <= debug_fcntl + 2, "{m:?}");
+    assert!(get("getsockopt").0 + get("getpeername").0 <= 2, "{m:?}");
+    let counted = |m: &std::collections::HashMap<String, (u64, u64)>| -> u64 {
+        m.iter()
+            .filter(|(k, _)| !matches!(k.as_str(), "epoll_wait" | "clock_gettime" | "futex"))
+            .map(|(_, v)| v.0)
+            .sum()
+    };
+    let ebb_calls = counted(&m) - debug_fcntl;
+    assert!(
+        ebb_calls <= 18 * N,
+        "{ebb_calls} calls for {N} sessions: {m:?}"
+    );
+    if !have("haproxy") {
+        println!("haproxy is not installed: ebb is counted on its own");
+        return;
+    }
+    let port = free_port();
+    let h =
+        haproxy_with("short-sessions", &cfg(&format!("127.0.0.1:{port}"))).expect("haproxy starts");
+    let to: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    short_sessions(to, 3);
+    let hm = syscalls_during(h.pid(), || short_sessions(to, N as usize));
+    println!("haproxy, {N} sessions: {hm:?}");
+    let hap_calls = counted(&hm);
+    assert!(
+        ebb_calls < hap_calls,
+        "ebb {ebb_calls} calls, haproxy {hap_calls}: {m:?} / {hm:?}"
+    );
+}

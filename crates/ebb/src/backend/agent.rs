@@ -236,7 +236,7 @@ pub enum Outcome {
 /// `timeout`.
 pub fn run_agent(addr: SocketAddr, timeout: Duration, send: &[u8]) -> Outcome {
     let start = Instant::now();
-    let mut s = match open(addr, start, timeout, None, &[], false) {
+    let mut s = match open(addr, start, timeout, None, &[], false, None) {
         Ok(s) => s,
         Err(v) => return Outcome::Failed(v),
     };

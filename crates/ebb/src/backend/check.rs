@@ -477,9 +477,75 @@ impl Verdict {
     }
 }
 
-/// A check's connection, clear or TLS.
-pub(super) trait Wire: Read + Write {}
-impl<T: Read + Write> Wire for T {}
+/// A check's connection, clear or TLS (or HTTP/2 over either).
+pub(super) trait Wire: Read + Write {
+    /// The protocol the server chose by ALPN (TLS only).
+    fn alpn(&self) -> Option<&[u8]> {
+        None
+    }
+}
+impl Wire for TcpStream {}
+impl Wire for rustls::StreamOwned<rustls::ClientConnection, TcpStream> {
+    fn alpn(&self) -> Option<&[u8]> {
+        self.conn.alpn_protocol()
+    }
+}
+
+/// How a server's checks connect beyond their address, TLS and PROXY
+/// header: the protocol of an HTTP check, the server's SOCKS4 proxy and
+/// whether its default connect goes through it (`check-via-socks4`).
+#[derive(Copy, Clone, Debug, Default)]
+pub struct CheckHow {
+    pub mux: CheckMux,
+    pub socks4: Option<SocketAddr>,
+    pub via_socks4: bool,
+}
+
+impl CheckHow {
+    pub fn of(o: &crate::config::ServerOptions) -> CheckHow {
+        CheckHow {
+            mux: CheckMux::of(o),
+            socks4: o.socks4,
+            via_socks4: o.check_via_socks4,
+        }
+    }
+
+    /// The proxy a connect step goes through (HAProxy's rule): its own
+    /// `via-socks4`, or `check-via-socks4` for the default connect.
+    fn socks_for(&self, cc: &CheckConnect) -> Option<SocketAddr> {
+        self.socks4
+            .filter(|_| cc.via_socks4 || (cc.default && self.via_socks4))
+    }
+}
+
+/// The protocol of an HTTP check's default connection (HAProxy's check
+/// multiplexer): `check-proto`, else the server's `proto`, else what
+/// ALPN chose when the check offers its own list (`check-alpn`), else
+/// HTTP/1. (HAProxy 2.6 installs its HTTP/1 multiplexer at once when the
+/// check has no ALPN list of its own, even if the server's `alpn` makes
+/// the handshake choose `h2`: such a check fails, `L7RSP`.)
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+pub enum CheckMux {
+    /// HTTP/2 if the TLS handshake chose `h2`, else HTTP/1.
+    Alpn,
+    #[default]
+    H1,
+    H2,
+}
+
+impl CheckMux {
+    /// A server's: `check-proto h1|h2`, else `proto h2`, else by ALPN
+    /// with `check-alpn`, else HTTP/1.
+    pub fn of(o: &crate::config::ServerOptions) -> CheckMux {
+        match o.check_proto {
+            Some(crate::config::CheckProto::H1) => CheckMux::H1,
+            Some(crate::config::CheckProto::H2) => CheckMux::H2,
+            _ if o.proto_h2 => CheckMux::H2,
+            _ if o.check_alpn.is_some() => CheckMux::Alpn,
+            _ => CheckMux::H1,
+        }
+    }
+}
 
 /// A connect error as HAProxy reports it: an error of the `connect()`
 /// call itself (no route, no permission, no local address) is a
@@ -516,8 +582,10 @@ pub(super) fn open(
     tls: Option<&CheckTls>,
     proxy_hdr: &[u8],
     linger: bool,
+    socks: Option<SocketAddr>,
 ) -> Result<Box<dyn Wire>, Verdict> {
-    let mut s = TcpStream::connect_timeout(&addr, timeout).map_err(|e| connect_error(&e))?;
+    let to = socks.unwrap_or(addr);
+    let mut s = TcpStream::connect_timeout(&to, timeout).map_err(|e| connect_error(&e))?;
     if linger {
         let _ = socket2::SockRef::from(&s).set_linger(Some(Duration::ZERO));
     }
@@ -527,6 +595,19 @@ pub(super) fn open(
         .max(Duration::from_millis(1));
     let _ = s.set_read_timeout(Some(left));
     let _ = s.set_write_timeout(Some(left));
+    if socks.is_some() {
+        // HAProxy's report: the request unsent, layer 4 is not up; once
+        // sent it is, and a failure is a socket error (TLS: layer 6's).
+        super::socks4::blocking(&mut s, addr).map_err(|f| match f {
+            Some(super::socks4::Fail::Send) => {
+                Verdict::new(CheckStatus::L4Con, super::socks4::Fail::Send.text())
+            }
+            Some(f) if tls.is_some() => Verdict::new(CheckStatus::L6Rsp, f.text()),
+            Some(f) => Verdict::new(CheckStatus::SockErr, f.text()),
+            None if tls.is_some() => Verdict::new(CheckStatus::L6Tout, ""),
+            None => Verdict::new(CheckStatus::L7Tout, ""),
+        })?;
+    }
     if !proxy_hdr.is_empty() {
         s.write_all(proxy_hdr).map_err(|e| {
             Verdict::new(CheckStatus::L4Con, format!("PROXY header: {}", os_text(&e)))
@@ -569,6 +650,7 @@ pub(super) fn connect_step(
     timeout: Duration,
     tls: Option<&CheckTls>,
     proxy_hdr: &[u8],
+    how: CheckHow,
 ) -> Result<Box<dyn Wire>, Verdict> {
     let mut target = addr;
     if let Some(a) = cc.addr {
@@ -585,7 +667,15 @@ pub(super) fn connect_step(
         Vec::new()
     };
     let tls = if cc.default { tls } else { None };
-    open(target, start, timeout, tls, &hdr, cc.linger)
+    open(
+        target,
+        start,
+        timeout,
+        tls,
+        &hdr,
+        cc.linger,
+        how.socks_for(cc),
+    )
 }
 
 /// An I/O error as HAProxy words it: the system's text without Rust's
@@ -851,17 +941,24 @@ pub fn run_check(
     tls: Option<&CheckTls>,
     proxy_hdr: &[u8],
     who: (&str, &str, Option<&str>),
+    how: CheckHow,
 ) -> Verdict {
+    // A plain connect is the default one.
+    let socks = how.socks4.filter(|_| how.via_socks4);
     match probe {
-        Some(Probe::Tcp(t)) => super::tcpcheck::run_tcp_check(addr, timeout, t, tls, proxy_hdr),
-        Some(Probe::Http(p)) => run_http(addr, timeout, p, tls, proxy_hdr, who),
-        None if tls.is_none() && proxy_hdr.is_empty() => match l4_probe(addr, timeout) {
-            Err(v) => v,
-            Ok(()) => Verdict::new(CheckStatus::L4Ok, ""),
-        },
+        Some(Probe::Tcp(t)) => {
+            super::tcpcheck::run_tcp_check(addr, timeout, t, tls, proxy_hdr, how)
+        }
+        Some(Probe::Http(p)) => run_http(addr, timeout, p, tls, proxy_hdr, who, how),
+        None if tls.is_none() && proxy_hdr.is_empty() && socks.is_none() => {
+            match l4_probe(addr, timeout) {
+                Err(v) => v,
+                Ok(()) => Verdict::new(CheckStatus::L4Ok, ""),
+            }
+        }
         None => {
             let start = Instant::now();
-            match open(addr, start, timeout, tls, proxy_hdr, false) {
+            match open(addr, start, timeout, tls, proxy_hdr, false, socks) {
                 Err(v) => v,
                 Ok(_) if tls.is_some() => Verdict::new(CheckStatus::L6Ok, ""),
                 Ok(_) => Verdict::new(CheckStatus::L4Ok, ""),
@@ -1018,6 +1115,7 @@ fn run_http(
     tls: Option<&CheckTls>,
     proxy_hdr: &[u8],
     who: (&str, &str, Option<&str>),
+    how: CheckHow,
 ) -> Verdict {
     let (be, srv, state) = who;
     let who = (be, srv);
@@ -1034,7 +1132,12 @@ fn run_http(
         match st {
             HttpStep::Connect(cc) => {
                 drop(conn.take());
-                match connect_step(cc, addr, start, timeout, tls, proxy_hdr) {
+                match connect_step(cc, addr, start, timeout, tls, proxy_hdr, how) {
+                    // The server's protocol applies to a default connect.
+                    Ok(c) if cc.default && h2_for(how.mux, c.alpn()) => {
+                        let tls = cc.default && tls.is_some();
+                        conn = Some(Box::new(super::h2check::H2Wire::new(c, tls)));
+                    }
                     Ok(c) => conn = Some(c),
                     Err(v) => return v,
                 }
@@ -1099,6 +1202,15 @@ fn run_http(
             Verdict::new(CheckStatus::L4Ok, "")
         }
     })
+}
+
+/// Whether a default connection speaks HTTP/2: `mux`, and ALPN's choice.
+fn h2_for(mux: CheckMux, alpn: Option<&[u8]>) -> bool {
+    match mux {
+        CheckMux::H2 => true,
+        CheckMux::H1 => false,
+        CheckMux::Alpn => alpn == Some(b"h2"),
+    }
 }
 
 /// Reads a response into `buf` until it is complete, the server closes,
@@ -1296,6 +1408,7 @@ impl Checker {
             let handle = self.handle.clone();
             let srv = self.srv.clone();
             let pp = check_proxy_header(&s.opts);
+            let how = CheckHow::of(&s.opts);
             let farm = self.farm.upgrade();
             let be_name = farm.as_ref().map(|f| f.name.clone()).unwrap_or_default();
             let srv_name = s.name.clone();
@@ -1308,7 +1421,7 @@ impl Checker {
             let job = move || {
                 let t0 = Instant::now();
                 let who = (be_name.as_str(), srv_name.as_str(), state.as_deref());
-                let r = run_check(addr, timeout, probe.as_ref(), tls.as_ref(), &pp, who);
+                let r = run_check(addr, timeout, probe.as_ref(), tls.as_ref(), &pp, who, how);
                 if let Some(s) = srv.upgrade() {
                     s.ext.check_took(t0.elapsed());
                 }
@@ -1465,10 +1578,18 @@ pub fn start_server(farm: &Arc<Farm>, s: &Arc<ServerRt>) -> Option<TaskId> {
         srv: Arc::downgrade(s),
         farm: Arc::downgrade(farm),
         probe: cx.probe.clone(),
-        tls: s
-            .tls
-            .as_ref()
-            .map(|t| (Arc::clone(&t.config), t.sni.clone())),
+        tls: s.tls.as_ref().map(|t| {
+            // `check-alpn`: the checks' own ALPN list.
+            let cfg = match &s.opts.check_alpn {
+                Some(list) => {
+                    let mut c = (*t.config).clone();
+                    c.alpn_protocols = list.iter().map(|p| p.as_bytes().to_vec()).collect();
+                    Arc::new(c)
+                }
+                None => Arc::clone(&t.config),
+            };
+            (cfg, t.sni.clone())
+        }),
         timeout: t,
         pool: cx.pool.clone(),
         handle: cx.handle.clone(),
@@ -1658,7 +1779,8 @@ mod tests {
             None,
             None,
             &[],
-            ("b", "s", None)
+            ("b", "s", None),
+            CheckHow::default(),
         )
         .passed());
         let probe = Probe::Http(HttpProbe {
@@ -1678,7 +1800,8 @@ mod tests {
             Some(&probe),
             None,
             &[],
-            ("b", "s", None)
+            ("b", "s", None),
+            CheckHow::default(),
         )
         .passed());
         // Nothing listens on a port we just released.
@@ -1693,6 +1816,7 @@ mod tests {
             None,
             &[],
             ("b", "s", None),
+            CheckHow::default(),
         );
         assert_eq!(e.st, CheckStatus::L4Con, "{e:?}");
         assert_eq!(e.desc, "Connection refused");

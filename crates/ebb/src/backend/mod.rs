@@ -40,8 +40,10 @@ pub mod cookie;
 pub mod dynamic;
 pub mod error;
 pub mod extra;
+pub mod h2check;
 pub mod lb;
 pub mod pool;
+pub mod socks4;
 pub mod tcpcheck;
 
 use std::collections::VecDeque;
@@ -134,11 +136,16 @@ pub fn backend_target(backend: &str, addr: Option<SocketAddr>) -> Arc<ServerRt> 
 
 /// Starts a non-blocking connect to `addr` (with `TCP_NODELAY`): the
 /// socket is returned while the connect is under way; its outcome is the
-/// first write edge (`SO_ERROR`, then a peer address).
+/// first write edge (writable without an error: connected; otherwise
+/// `SO_ERROR`, then a peer address, tell).
 pub fn connect_nb(addr: SocketAddr) -> std::io::Result<std::net::TcpStream> {
     use socket2::{Domain, Protocol, Socket, Type};
-    let s = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
-    s.set_nonblocking(true)?;
+    // Non-blocking from the start: no `fcntl` pair per connection.
+    let s = Socket::new(
+        Domain::for_address(addr),
+        Type::STREAM.nonblocking(),
+        Some(Protocol::TCP),
+    )?;
     s.set_tcp_nodelay(true)?;
     match s.connect(&addr.into()) {
         Ok(()) => {}
@@ -155,6 +162,21 @@ pub fn connected(s: &std::net::TcpStream) -> bool {
     socket2::SockRef::from(s).peer_addr().is_ok()
 }
 
+/// The outcome of a connect under way at an event of its socket: Some(ok)
+/// once known, None while it goes on. An error pending means refused or
+/// reset; no error and no peer yet means the connect is still under way;
+/// with `socks4`, the proxy's handshake is part of the connect.
+pub fn connect_outcome(
+    s: &std::net::TcpStream,
+    socks: &mut Option<Box<socks4::Socks4>>,
+) -> Option<bool> {
+    match (s.take_error(), connected(s)) {
+        (Ok(None), true) => socks4::settle(socks, s),
+        (Ok(None), false) => None,
+        _ => Some(false),
+    }
+}
+
 /// Starts a non-blocking connect to the Linux abstract UNIX socket
 /// `abns@NAME` (the name padded with zeros to the length HAProxy binds
 /// it with). The socket is carried as a stream like a TCP one.
@@ -165,8 +187,7 @@ pub fn connect_abns_nb(name: &str) -> std::io::Result<std::net::TcpStream> {
     path.resize(1 + crate::listener::ABNS_LEN, 0);
     let addr =
         SockAddr::unix(<std::ffi::OsStr as std::os::unix::ffi::OsStrExt>::from_bytes(&path))?;
-    let s = Socket::new(Domain::UNIX, Type::STREAM, None)?;
-    s.set_nonblocking(true)?;
+    let s = Socket::new(Domain::UNIX, Type::STREAM.nonblocking(), None)?;
     match s.connect(&addr) {
         Ok(()) => {}
         Err(e) if e.raw_os_error() == Some(libc::EINPROGRESS) => {}
@@ -176,17 +197,25 @@ pub fn connect_abns_nb(name: &str) -> std::io::Result<std::net::TcpStream> {
     Ok(s.into())
 }
 
-/// Starts a connect to server `s`: its abstract UNIX socket, or `addr`.
+/// A connect under way, and the SOCKS4 handshake to complete once it
+/// is (`socks4`).
+pub type Connecting = (std::net::TcpStream, Option<Box<socks4::Socks4>>);
+
+/// Starts a connect to server `s`: its abstract UNIX socket, or `addr`
+/// (through its `socks4` proxy if it has one).
 pub fn connect_server_nb(
     s: &ServerRt,
     addr: impl FnOnce() -> Option<SocketAddr>,
-) -> std::io::Result<std::net::TcpStream> {
+) -> std::io::Result<Connecting> {
     match &s.opts.abns {
-        Some(name) => connect_abns_nb(name),
+        Some(name) => Ok((connect_abns_nb(name)?, None)),
         None => {
             let a =
                 addr().ok_or_else(|| std::io::Error::from(std::io::ErrorKind::AddrNotAvailable))?;
-            connect_nb(a)
+            match s.opts.socks4 {
+                Some(proxy) => Ok((connect_nb(proxy)?, Some(socks4::Socks4::new(a)))),
+                None => Ok((connect_nb(a)?, None)),
+            }
         }
     }
 }
@@ -226,7 +255,7 @@ pub struct Counters {
     /// Queue, connect, response and total times of its streams.
     pub times: TimeStats,
     /// Streams handed to it over the last second (`srv_sess_rate`).
-    sess_rate: Mutex<crate::table::FreqCtr>,
+    sess_rate: crate::table::SharedFreqCtr,
 }
 
 /// HAProxy's window of the time averages (`TIME_STATS_SAMPLES`).
@@ -305,16 +334,14 @@ impl Counters {
         self.sessions.fetch_add(1, Ordering::Relaxed);
         let ms = u64::try_from(origin().elapsed().as_millis()).unwrap_or(u64::MAX - 1);
         self.last_sess.store(ms + 1, Ordering::Relaxed);
-        let mut r = self.sess_rate.lock().unwrap_or_else(|p| p.into_inner());
-        r.add(1000, ms as u32, 1);
+        self.sess_rate.add(1000, ms as u32, 1);
     }
 
     /// Streams handed over during the last second (HAProxy's sliding
     /// `sess_per_sec`).
     pub fn sess_rate(&self) -> u32 {
         let ms = u64::try_from(origin().elapsed().as_millis()).unwrap_or(u64::MAX);
-        let r = self.sess_rate.lock().unwrap_or_else(|p| p.into_inner());
-        r.read(1000, ms as u32)
+        self.sess_rate.read(1000, ms as u32)
     }
 
     /// Seconds since the last stream was handed over; `None` never.

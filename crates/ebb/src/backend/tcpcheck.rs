@@ -120,12 +120,14 @@ impl TcpProbe {
                     addr,
                     send_proxy,
                     linger,
+                    via_socks4,
                 } => StepKind::Connect(CheckConnect {
                     default: *default,
                     port: *port,
                     addr: *addr,
                     send_proxy: *send_proxy,
                     linger: *linger,
+                    via_socks4: *via_socks4,
                 }),
                 TcpCheckStep::Send(d) => StepKind::Send(d.clone()),
                 TcpCheckStep::Expect {
@@ -205,6 +207,7 @@ pub fn run_tcp_check(
     probe: &TcpProbe,
     tls: Option<&CheckTls>,
     proxy_hdr: &[u8],
+    how: super::check::CheckHow,
 ) -> Verdict {
     let start = Instant::now();
     let mut conn: Option<Box<dyn Wire>> = None;
@@ -243,9 +246,15 @@ pub fn run_tcp_check(
                     Some(p) => format!(" (connect port {p})"),
                     None => " (connect)".to_string(),
                 };
-                match connect_step(cc, addr, start, timeout, tls, proxy_hdr) {
+                match connect_step(cc, addr, start, timeout, tls, proxy_hdr, how) {
                     Ok(c) => conn = Some(c),
                     Err(mut v) => {
+                        // HAProxy's connect step is over once the SOCKS4
+                        // request left: a refusal names no step kind.
+                        let what = match super::socks4::Fail::reported(&v.desc) {
+                            true => String::new(),
+                            false => what,
+                        };
                         v.desc.push_str(&at(st, &what));
                         return v;
                     }

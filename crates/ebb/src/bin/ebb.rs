@@ -295,6 +295,14 @@ fn main() -> ExitCode {
             return ExitCode::from(1);
         }
     };
+    // HAProxy: "Can't use a 'program' section without master worker mode".
+    if let (false, Some(p)) = (master, cfg.programs.first()) {
+        eprintln!(
+            "{}: 'program' section '{}' needs master-worker mode (-W or global 'master-worker')",
+            p.loc, p.name
+        );
+        return ExitCode::from(1);
+    }
     if args.check {
         // The same compile step the server runs, so -c finds what start-up
         // would refuse.

@@ -104,6 +104,7 @@ fn parse_test(words: &[String], loc: &Loc) -> Result<AclTest, String> {
         },
     };
     let mut ignore_case = false;
+    let mut explicit = false;
     let mut i = 1;
     // Flags come first; `--` ends them so a value may start with '-'.
     while let Some(w) = words.get(i) {
@@ -119,6 +120,7 @@ fn parse_test(words: &[String], loc: &Loc) -> Result<AclTest, String> {
                     .get(i)
                     .ok_or_else(|| "flag '-m' expects a match method".to_string())?;
                 i += 1;
+                explicit = true;
                 method = match m.as_str() {
                     "str" => MatchMethod::Str,
                     "beg" => MatchMethod::Beg,
@@ -150,6 +152,11 @@ fn parse_test(words: &[String], loc: &Loc) -> Result<AclTest, String> {
     let values = &words[i..];
     let is_ip_fetch = fetch == Fetch::Src;
     if let Fetch::Sample(e) = &fetch {
+        if !explicit && !e.has_default_match() {
+            return Err(format!(
+                "matching method must be specified first (using '-m') when using a sample fetch of this type ('{criterion}')"
+            ));
+        }
         return sample_test(
             fetch.clone(),
             e.out_type(),
@@ -454,6 +461,31 @@ fn predefined(name: &str, loc: &Loc) -> Option<AclTest> {
         "METH_TRACE" => meth(&["TRACE"]),
         _ => return None,
     })
+}
+
+/// `acl NAME CRITERION...`: a new ACL in `acls`, or one more test ORed
+/// into the one of that name.
+pub(crate) fn declare(
+    acls: &mut Vec<Acl>,
+    name: &str,
+    words: &[String],
+    loc: &Loc,
+) -> Result<(), String> {
+    if !super::values::valid_name(name) {
+        return Err(format!(
+            "invalid ACL name '{name}' (letters, digits, '-', '_', '.' and ':' only)"
+        ));
+    }
+    let test = parse_acl_test(words, loc)?;
+    match acls.iter_mut().find(|a| a.name == name) {
+        Some(a) => a.tests.push(test),
+        None => acls.push(Acl {
+            name: name.to_string(),
+            tests: vec![test],
+            loc: loc.clone(),
+        }),
+    }
+    Ok(())
 }
 
 /// Parses the words after `if` / `unless`. Named ACLs resolve against

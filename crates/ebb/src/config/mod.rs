@@ -36,10 +36,12 @@ mod acl;
 mod cache;
 pub mod cond;
 pub mod cookie;
+mod fcgi;
 mod lexer;
 
 mod parse;
 mod peers;
+mod program;
 mod resolvers;
 pub(crate) mod rewrite;
 mod tcpcheck;

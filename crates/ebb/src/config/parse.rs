@@ -9,7 +9,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use super::acl::{parse_acl_test, parse_condition};
+use super::acl::parse_condition;
 use super::lexer::{tokenize, EnvLookup, LinePos};
 use super::types::*;
 use super::values::*;
@@ -50,6 +50,10 @@ enum Section {
     HttpErrors(usize),
     /// A `userlist` section (index in `Parser::userlists`).
     Userlist(usize),
+    /// An `fcgi-app` section (index in `Parser::fcgi_apps`).
+    FcgiApp(usize),
+    /// A `program` section (index in `Parser::programs`).
+    Program(usize),
     /// A section ebb does not implement; its header got one error and its
     /// body is skipped (reporting every line would bury the real message).
     Unsupported,
@@ -169,6 +173,9 @@ pub(crate) struct Parser<'e> {
     userlists: Vec<crate::sample::auth::Userlist>,
     /// Userlists the fetches name (`http_auth(L)`), checked at the end.
     userlist_refs: Vec<(String, Loc)>,
+    /// `fcgi-app` sections (syntax-checked only).
+    fcgi_apps: Vec<super::fcgi::FcgiApp>,
+    programs: Vec<Program>,
     /// Defaults sections defining `tcp-request`/`tcp-response` rules (by
     /// header line) and the kind of proxy that first used each one.
     rule_defaults: Vec<(Loc, ProxyKind)>,
@@ -472,11 +479,9 @@ const OPTIONS: &[&str] = &[
 ];
 
 const UNSUPPORTED_SECTIONS: &[&str] = &[
-    "program",
     "ring",
     "mailers",
     "log-forward",
-    "fcgi-app",
     "crt-store",
     "traces",
     "acme",
@@ -505,6 +510,8 @@ impl<'e> Parser<'e> {
             http_errors: Vec::new(),
             userlists: Vec::new(),
             userlist_refs: Vec::new(),
+            fcgi_apps: Vec::new(),
+            programs: Vec::new(),
         }
     }
 
@@ -658,6 +665,30 @@ impl<'e> Parser<'e> {
                 }
                 return;
             }
+            "program" => {
+                self.close_section();
+                self.section = Section::Unsupported;
+                match super::program::open(&self.programs, words, &loc) {
+                    Ok(p) => {
+                        self.programs.push(p);
+                        self.section = Section::Program(self.programs.len() - 1);
+                    }
+                    Err(e) => self.error(loc, e),
+                }
+                return;
+            }
+            "fcgi-app" => {
+                self.close_section();
+                self.section = Section::Unsupported;
+                match super::fcgi::open(&self.fcgi_apps, words, &loc) {
+                    Ok(a) => {
+                        self.fcgi_apps.push(a);
+                        self.section = Section::FcgiApp(self.fcgi_apps.len() - 1);
+                    }
+                    Err(e) => self.error(loc, e),
+                }
+                return;
+            }
             _ if UNSUPPORTED_SECTIONS.contains(&kw) => {
                 self.close_section();
                 self.section = Section::Unsupported;
@@ -688,6 +719,17 @@ impl<'e> Parser<'e> {
             },
             Section::Cache(i) => match self.caches.get_mut(i) {
                 Some(c) => super::cache::cache_kw(c, words),
+                None => Ok(()),
+            },
+            Section::Program(i) => match self.programs.get_mut(i) {
+                Some(p) => super::program::program_kw(p, words),
+                None => Ok(()),
+            },
+            Section::FcgiApp(i) => match self.fcgi_apps.get_mut(i) {
+                Some(a) => {
+                    let target = |t: &[String]| parse_log_target(t, &loc).map(|_| ());
+                    super::fcgi::fcgi_kw(a, words, &loc, &target)
+                }
                 None => Ok(()),
             },
             Section::Defaults { ref name } => {
@@ -1462,16 +1504,46 @@ impl<'e> Parser<'e> {
                 // otherwise, and ebb's HTTP checks speak HTTP/1.1 only.
                 let why = if p.mode == ProxyMode::Tcp {
                     Some("'proto h2' needs 'mode http'")
-                } else if s.opts.check && p.http_check.enabled {
-                    Some("HTTP/2 health checks ('option httpchk' on a 'proto h2' or 'alpn h2' server) are not supported by ebb")
                 } else if s.opts.send_proxy > 0 {
                     Some("'send-proxy' on a 'proto h2' or 'alpn h2' server is not supported by ebb")
+                } else if s.opts.socks4.is_some() {
+                    Some("'socks4' on a 'proto h2' or 'alpn h2' server is not supported by ebb")
                 } else {
                     None
                 };
                 if let Some(why) = why {
                     err(&mut errs, &s.loc, format!("server '{}': {why}", s.name));
                 }
+            }
+            for s in p.servers.iter().filter(|s| s.opts.check) {
+                // HAProxy's alert: the check's protocol must suit its type.
+                let http = p.http_check.enabled;
+                let bad = match s.opts.check_proto {
+                    Some(CheckProto::H1 | CheckProto::H2) => !http,
+                    Some(CheckProto::None) => http,
+                    None => false,
+                };
+                if bad {
+                    err(
+                        &mut errs,
+                        &s.loc,
+                        format!(
+                            "config: backend '{}': server '{}' uses an incompatible MUX protocol for the selected check type",
+                            p.name, s.name
+                        ),
+                    );
+                }
+            }
+            for s in p
+                .servers
+                .iter()
+                .filter(|s| s.opts.check_alpn.is_some() && !s.opts.ssl)
+            {
+                err(
+                    &mut errs,
+                    &s.loc,
+                    format!("server '{}': 'check-alpn' needs 'ssl'", s.name),
+                );
             }
             if let (Some(sf), Some(s)) = (&p.serve_files, p.servers.first()) {
                 err(
@@ -1583,6 +1655,8 @@ impl<'e> Parser<'e> {
             }
         }
         errs.extend(super::cache::check(&self.caches, &self.proxies));
+        errs.extend(super::fcgi::check(&self.fcgi_apps));
+        errs.extend(super::program::check(&self.programs));
         errs.extend(super::resolvers::cross_check(
             &self.resolvers,
             &self.proxies,
@@ -1620,6 +1694,7 @@ impl<'e> Parser<'e> {
                 peers: self.peers,
                 caches: self.caches,
                 userlists: self.userlists,
+                programs: self.programs,
                 local_peer,
             })
         } else {
@@ -1991,17 +2066,24 @@ fn static_reply(r: &ReturnAction) -> Option<Vec<u8>> {
         crate::http1::reason_phrase(r.status)
     )
     .into_bytes();
-    if let Some(ct) = &r.content_type {
-        out.extend_from_slice(format!("content-type: {ct}\r\n").as_bytes());
-    }
+    // HAProxy's order: the `hdr` fields (none with an empty value), the
+    // length, then the type when there is a body.
     for (n, v) in &r.headers {
         let f = LfFormat::parse(v, Scope::Request { backend: false }).ok()?;
+        let v = f.as_literal()?;
+        if v.is_empty() {
+            continue;
+        }
         out.extend_from_slice(n.as_bytes());
         out.extend_from_slice(b": ");
-        out.extend_from_slice(f.as_literal()?);
+        out.extend_from_slice(v);
         out.extend_from_slice(b"\r\n");
     }
-    out.extend_from_slice(format!("content-length: {}\r\n\r\n", body.len()).as_bytes());
+    out.extend_from_slice(format!("content-length: {}\r\n", body.len()).as_bytes());
+    if let (Some(ct), false) = (&r.content_type, body.is_empty()) {
+        out.extend_from_slice(format!("content-type: {ct}\r\n").as_bytes());
+    }
+    out.extend_from_slice(b"\r\n");
     out.extend_from_slice(body);
     Some(out)
 }
@@ -2140,6 +2222,12 @@ fn proxy_kw(px: &mut Proxy, ctx: &Ctx<'_>, words: &[String]) -> Result<(), Strin
                 loc: loc.clone(),
             });
         }
+        "use-fcgi-app" => {
+            return Err(
+                "'use-fcgi-app' is not supported: ebb has no FastCGI client (fcgi-app sections are only syntax-checked)"
+                    .to_string(),
+            )
+        }
         "use_backend" => {
             ctx.allow(kw, FE, false)?;
             let (args, c) = split_cond(&w[1..]);
@@ -2169,20 +2257,7 @@ fn proxy_kw(px: &mut Proxy, ctx: &Ctx<'_>, words: &[String]) -> Result<(), Strin
         "acl" => {
             ctx.allow(kw, FE | BE, false)?;
             let name = arg(w, 1, kw)?;
-            if !valid_name(name) {
-                return Err(format!(
-                    "invalid ACL name '{name}' (letters, digits, '-', '_', '.' and ':' only)"
-                ));
-            }
-            let test = parse_acl_test(&w[2..], loc)?;
-            match px.acls.iter_mut().find(|a| a.name == name) {
-                Some(a) => a.tests.push(test),
-                None => px.acls.push(Acl {
-                    name: name.to_string(),
-                    tests: vec![test],
-                    loc: loc.clone(),
-                }),
-            }
+            super::acl::declare(&mut px.acls, name, &w[2..], loc)?;
         }
         "tcp-request" | "tcp-response" => {
             let which = w.get(1).map_or("", String::as_str);
@@ -2619,6 +2694,11 @@ fn proxy_kw(px: &mut Proxy, ctx: &Ctx<'_>, words: &[String]) -> Result<(), Strin
             let mut opts = px.default_server.clone();
             parse_server_opts(&w[3..], &mut opts, ctx)?;
             opts.map_ports = port == 0 && abns.is_none();
+            if abns.is_some() && opts.socks4.is_some() {
+                return Err(format!(
+                    "server '{name}': 'socks4' on an abns@ server is not supported by ebb (SOCKS4 reaches IPv4 addresses)"
+                ));
+            }
             if abns.is_some() && (opts.check || opts.ssl || opts.resolvers.is_some()) {
                 return Err(format!(
                     "server '{name}': 'check', 'ssl' and 'resolvers' on an abns@ server are not supported by ebb"
@@ -2702,6 +2782,7 @@ fn proxy_kw(px: &mut Proxy, ctx: &Ctx<'_>, words: &[String]) -> Result<(), Strin
                         addr,
                         send_proxy,
                         linger,
+                        via_socks4,
                     } = r.step
                     else {
                         return Err("'http-check connect': nothing parsed".into());
@@ -2715,6 +2796,7 @@ fn proxy_kw(px: &mut Proxy, ctx: &Ctx<'_>, words: &[String]) -> Result<(), Strin
                             addr,
                             send_proxy,
                             linger,
+                            via_socks4,
                         }),
                         r.comment,
                         loc,
@@ -3700,6 +3782,7 @@ fn parse_server_opts(w: &[String], o: &mut ServerOptions, ctx: &Ctx<'_>) -> Resu
             "send-proxy-v2" => o.send_proxy = 2,
             "no-send-proxy" | "no-send-proxy-v2" => o.send_proxy = 0,
             "check-send-proxy" => o.check_send_proxy = true,
+            "check-via-socks4" => o.check_via_socks4 = true,
             "agent-check" => o.agent_check = true,
             "no-agent-check" => o.agent_check = false,
             "send-proxy-v2-ssl" | "send-proxy-v2-ssl-cn" => {
@@ -3775,6 +3858,12 @@ fn parse_server_opts(w: &[String], o: &mut ServerOptions, ctx: &Ctx<'_>) -> Resu
                     // HTTP/1.1 to servers by default, HTTP/2 with `h2`.
                     "proto" => match v {
                         "h2" => o.proto_h2 = true,
+                        "fcgi" => {
+                            return Err(
+                                "server option 'proto fcgi' is not supported: ebb has no FastCGI client (fcgi-app sections are only syntax-checked)"
+                                    .to_string(),
+                            )
+                        }
                         x => {
                             return Err(format!(
                                 "server option 'proto {x}' is not supported (ebb supports 'proto h2')"
@@ -3782,6 +3871,21 @@ fn parse_server_opts(w: &[String], o: &mut ServerOptions, ctx: &Ctx<'_>) -> Resu
                         }
                     },
                     "alpn" => o.alpn = alpn_list(v)?,
+                    "check-alpn" => o.check_alpn = Some(alpn_list(v)?),
+                    // HAProxy's muxes: h1, h2 (HTTP checks), none (TCP).
+                    "check-proto" => {
+                        o.check_proto = Some(match v {
+                            "h1" => CheckProto::H1,
+                            "h2" => CheckProto::H2,
+                            "none" => CheckProto::None,
+                            x => {
+                                return Err(format!(
+                                    "server option 'check-proto {x}' is not supported (ebb supports h1, h2 and none)"
+                                ))
+                            }
+                        })
+                    }
+                    "socks4" => o.socks4 = Some(socks4_addr(opt, v)?),
                     "pool-max-conn" => {
                         o.pool_max_conn = if v == "-1" {
                             None
@@ -3803,7 +3907,7 @@ fn parse_server_opts(w: &[String], o: &mut ServerOptions, ctx: &Ctx<'_>) -> Resu
                     | "resolve-net" => super::resolvers::server_opt(opt, v, o)?,
                     _ => {
                         return Err(format!(
-                            "unknown server option '{opt}' (supported: weight, maxconn, maxqueue, backup, disabled, check, inter, fastinter, downinter, rise, fall, slowstart, agent-check, agent-port, agent-addr, agent-inter, agent-send, ssl, verify, ca-file, sni, cookie, ciphers, ciphersuites, ssl-min-ver, ssl-max-ver, no-tlsv12, no-tlsv13, force-tlsv12, force-tlsv13, no-tls-tickets, pool-max-conn, pool-purge-delay, resolvers, resolve-prefer, resolve-opts, init-addr, proto, alpn, track)"
+                            "unknown server option '{opt}' (supported: weight, maxconn, maxqueue, backup, disabled, check, inter, fastinter, downinter, rise, fall, slowstart, agent-check, agent-port, agent-addr, agent-inter, agent-send, ssl, verify, ca-file, sni, cookie, ciphers, ciphersuites, ssl-min-ver, ssl-max-ver, no-tlsv12, no-tlsv13, force-tlsv12, force-tlsv13, no-tls-tickets, pool-max-conn, pool-purge-delay, resolvers, resolve-prefer, resolve-opts, init-addr, proto, alpn, check-proto, check-alpn, socks4, check-via-socks4, track)"
                         ))
                     }
                 }
@@ -3811,6 +3915,23 @@ fn parse_server_opts(w: &[String], o: &mut ServerOptions, ctx: &Ctx<'_>) -> Resu
         }
     }
     Ok(())
+}
+
+/// `socks4 ADDR:PORT`: the proxy's address, a name resolved once here
+/// (HAProxy resolves it when it reads the line); the port is mandatory.
+fn socks4_addr(kw: &str, v: &str) -> Result<std::net::SocketAddr, String> {
+    use std::net::ToSocketAddrs;
+    if let Ok(a) = v.parse::<std::net::SocketAddr>() {
+        return Ok(a);
+    }
+    let bad = || format!("'{kw} {v}' : expects <addr>:<port> (a port is mandatory)");
+    let (host, port) = v.rsplit_once(':').ok_or_else(bad)?;
+    let port: u16 = port.parse().map_err(|_| bad())?;
+    (host, port)
+        .to_socket_addrs()
+        .ok()
+        .and_then(|mut a| a.next())
+        .ok_or_else(|| format!("'{kw} {v}' : could not resolve address '{host}'"))
 }
 
 /// `agent-addr ADDR`: an IP address, or a name resolved once here (as

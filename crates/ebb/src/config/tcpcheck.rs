@@ -152,6 +152,8 @@ pub enum TcpCheckStep {
         send_proxy: bool,
         /// `linger`: close with a reset rather than a FIN.
         linger: bool,
+        /// `via-socks4`: through the server's `socks4` proxy.
+        via_socks4: bool,
     },
     /// `send <string>` or `send-binary <hex>` (and their `-lf` forms when
     /// the format is plain text).
@@ -365,6 +367,7 @@ pub(super) fn parse(tc: &mut TcpCheck, w: &[String], loc: &Loc) -> Result<(), St
             let comment = take_comment(&mut args)?;
             let (mut default, mut port, mut addr, mut send_proxy, mut linger) =
                 (false, None, None, false, false);
+            let mut via_socks4 = false;
             // `addr IP:PORT`: the port, unless `port` gives one (HAProxy's
             // order).
             let mut addr_port = None;
@@ -374,6 +377,7 @@ pub(super) fn parse(tc: &mut TcpCheck, w: &[String], loc: &Loc) -> Result<(), St
                     "default" => default = true,
                     "send-proxy" => send_proxy = true,
                     "linger" => linger = true,
+                    "via-socks4" => via_socks4 = true,
                     "port" => {
                         let v = it.next().ok_or("'tcp-check connect port' expects a port")?;
                         port = Some(
@@ -397,7 +401,7 @@ pub(super) fn parse(tc: &mut TcpCheck, w: &[String], loc: &Loc) -> Result<(), St
                     }
                     o => {
                         return Err(format!(
-                            "'tcp-check connect {o}' is not supported by ebb (supported: default, port, addr, send-proxy, linger, comment)"
+                            "'tcp-check connect {o}' is not supported by ebb (supported: default, port, addr, send-proxy, via-socks4, linger, comment)"
                         ))
                     }
                 }
@@ -409,6 +413,7 @@ pub(super) fn parse(tc: &mut TcpCheck, w: &[String], loc: &Loc) -> Result<(), St
                 addr,
                 send_proxy,
                 linger,
+                via_socks4,
             };
             (step, comment)
         }

@@ -495,9 +495,9 @@ fn keyword_out_of_section() {
 
 #[test]
 fn unsupported_section_reports_once() {
-    let e = errs("program L\n    command x\n    user b\nglobal\n    bogus\n");
+    let e = errs("mailers L\n    mailer x 127.0.0.1:25\n    timeout mail 1s\nglobal\n    bogus\n");
     assert_eq!(e.len(), 2, "{e:#?}");
-    assert!(e[0].starts_with("t.cfg:1: section 'program' is not supported"));
+    assert!(e[0].starts_with("t.cfg:1: section 'mailers' is not supported"));
     assert!(e[1].starts_with("t.cfg:5: unknown keyword 'bogus'"));
 }
 
@@ -1954,6 +1954,29 @@ fn acl_errors() {
         "needs a match method",
     );
     err1(&a("acl x path -m"), "t.cfg:3: ", "expects a match method");
+    // HAProxy has no default match for a binary, a method or a
+    // variable's value read as is (checked side by side with haproxy -c).
+    for acl in [
+        "acl x var(txn.a) foo",
+        "acl x var(txn.a),set-var(txn.b) foo",
+        "acl x req.body foo",
+        "acl x req.payload(0,3) abc",
+    ] {
+        err1(
+            &a(acl),
+            "t.cfg:3: ",
+            "matching method must be specified first",
+        );
+    }
+    for acl in [
+        "acl x var(txn.a),lower foo",
+        "acl x var(txn.a) -m str foo",
+        "acl x var(txn.a) -m found",
+        "acl x req.body -m bin 41",
+        "acl x str(a) foo",
+    ] {
+        assert!(parse_str("t.cfg", &a(acl)).is_ok(), "{acl}");
+    }
     err1(
         &a("acl x path -m len 3"),
         "t.cfg:3: ",

@@ -46,6 +46,8 @@ pub struct Config {
     pub caches: Vec<CacheSection>,
     /// `userlist` sections.
     pub userlists: Vec<crate::sample::auth::Userlist>,
+    /// `program` sections, in declaration order (master-worker mode only).
+    pub programs: Vec<Program>,
     /// This instance's peer name (`-L`, `localpeer`, or the host name).
     pub local_peer: String,
 }
@@ -59,6 +61,22 @@ impl Config {
             .filter_map(|p| p.stick_table.as_ref())
             .chain(self.peers.iter().flat_map(|s| s.tables.iter()))
     }
+}
+
+/// A `program NAME` section (HAProxy 2.6 configuration.txt section 3.7):
+/// a command the master starts beside its workers.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Program {
+    pub name: String,
+    /// `command`: the program and its arguments (looked up in `PATH`).
+    pub command: Vec<String>,
+    /// `user` / `group`, resolved when the configuration is read.
+    pub uid: Option<u32>,
+    pub gid: Option<u32>,
+    /// `[no] option start-on-reload` (on): a reload starts a new instance
+    /// (the running one is told to stop); off, the running one is kept.
+    pub start_on_reload: bool,
+    pub loc: Loc,
 }
 
 /// A `nameserver` line of a `resolvers` section.
@@ -1416,6 +1434,17 @@ pub struct ServerOptions {
     /// `alpn h2,http/1.1`: the protocols offered in the TLS handshake; the
     /// server's choice decides HTTP/2 or HTTP/1.1 (HAProxy's mux choice).
     pub alpn: Vec<String>,
+    /// `check-proto h1|h2|none`: the protocol of HTTP checks (HAProxy's
+    /// check multiplexer); `None`: the server's.
+    pub check_proto: Option<CheckProto>,
+    /// `check-alpn LIST`: the protocols health checks offer in the TLS
+    /// handshake; `None`: the server's `alpn`.
+    pub check_alpn: Option<Vec<String>>,
+    /// `socks4 ADDR:PORT`: connections to the server go through this
+    /// SOCKS4 proxy (a CONNECT request, then the server's protocol).
+    pub socks4: Option<std::net::SocketAddr>,
+    /// `check-via-socks4`: health checks go through `socks4` too.
+    pub check_via_socks4: bool,
     /// `resolve-net NET[,NET...]` (at most 5): among the answers, an
     /// address in one of these networks is preferred (after the family).
     pub resolve_net: Vec<IpNet>,
@@ -1507,6 +1536,10 @@ impl Default for ServerOptions {
             ignore_weight: false,
             proto_h2: false,
             alpn: Vec::new(),
+            check_proto: None,
+            check_alpn: None,
+            socks4: None,
+            check_via_socks4: false,
             resolve_net: Vec::new(),
             map_ports: false,
             abns: None,
@@ -1517,6 +1550,15 @@ impl Default for ServerOptions {
             agent_send: Vec::new(),
         }
     }
+}
+
+/// `check-proto`: HAProxy's multiplexers a health check may use.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum CheckProto {
+    H1,
+    H2,
+    /// `none`: raw TCP (a `tcp-check` sequence's own).
+    None,
 }
 
 /// `server NAME ADDR:PORT [options]`. The address is not resolved here.
@@ -1611,6 +1653,8 @@ pub struct CheckConnect {
     pub send_proxy: bool,
     /// `linger`: close with a reset rather than a FIN.
     pub linger: bool,
+    /// `via-socks4`: through the server's `socks4` proxy, if it has one.
+    pub via_socks4: bool,
 }
 
 /// One step of an HTTP check's sequence.

@@ -158,6 +158,111 @@ pub fn response_msgs<'a>(ev: &Event<'a>, mut f: impl FnMut(u32, RespMsg<'a>)) ->
     body_msgs(ev, &mut f)
 }
 
+/// An HTTP/2 server's answer as HTTP/1.1 bytes: what an HTTP/1.1 reader
+/// (a stream's server side, a health check) takes from an HTTP/2 server.
+/// The body goes by `content-length` when the head gives its size, else
+/// chunked, the trailers as the last chunk's.
+#[derive(Default)]
+pub struct H1Answer {
+    /// The body is written chunked.
+    pub chunked: bool,
+    /// The status line has an empty reason (HTTP/2 carries none; a health
+    /// check reports it as HAProxy does), not the code's standard one.
+    pub no_reason: bool,
+}
+
+impl H1Answer {
+    /// Appends an HTTP/1.1 status line with the code's standard reason.
+    pub fn status_line(out: &mut Vec<u8>, status: u16) {
+        Self::status_with(out, status, crate::http1::reason_phrase(status));
+    }
+
+    fn status_with(out: &mut Vec<u8>, status: u16, reason: &str) {
+        out.extend_from_slice(b"HTTP/1.1 ");
+        crate::http1::push_decimal(out, u64::from(status));
+        out.push(b' ');
+        out.extend_from_slice(reason.as_bytes());
+        out.extend_from_slice(b"\r\n");
+    }
+
+    /// Appends one `name: value` line.
+    pub fn field(out: &mut Vec<u8>, n: &[u8], v: &[u8]) {
+        out.extend_from_slice(n);
+        out.extend_from_slice(b": ");
+        out.extend_from_slice(v);
+        out.extend_from_slice(b"\r\n");
+    }
+
+    /// Appends the head (final or interim) with its framing field.
+    pub fn head(&mut self, out: &mut Vec<u8>, h: &RespHead<'_>) {
+        match self.no_reason {
+            true => Self::status_with(out, h.status, ""),
+            false => Self::status_line(out, h.status),
+        }
+        let mut cl = None;
+        for (n, v) in h.fields.iter() {
+            if n.eq_ignore_ascii_case(b"content-length") {
+                cl = Some(v);
+                continue;
+            }
+            Self::field(out, n, v);
+        }
+        if h.status >= 200 {
+            match h.body {
+                BodySize::Exact(n) => {
+                    out.extend_from_slice(b"content-length: ");
+                    crate::http1::push_decimal(out, n);
+                    out.extend_from_slice(b"\r\n");
+                }
+                BodySize::Unknown => {
+                    self.chunked = true;
+                    out.extend_from_slice(b"transfer-encoding: chunked\r\n");
+                }
+                BodySize::Empty => {
+                    // A HEAD or 304 answer keeps the length it declared;
+                    // others say 0.
+                    let v = cl.unwrap_or(&b"0"[..]);
+                    if cl.is_some() || !matches!(h.status, 204 | 304) {
+                        Self::field(out, b"content-length", v);
+                    }
+                }
+            }
+        }
+        out.extend_from_slice(b"\r\n");
+    }
+
+    /// Appends body bytes.
+    pub fn data(&self, out: &mut Vec<u8>, d: &[u8]) {
+        if self.chunked {
+            out.extend_from_slice(format!("{:x}\r\n", d.len()).as_bytes());
+            out.extend_from_slice(d);
+            out.extend_from_slice(b"\r\n");
+        } else {
+            out.extend_from_slice(d);
+        }
+    }
+
+    /// Appends the trailers (HTTP/1.1 carries them only after chunks).
+    pub fn trailers(&mut self, out: &mut Vec<u8>, t: &Fields<'_>) {
+        if self.chunked {
+            out.extend_from_slice(b"0\r\n");
+            for (n, v) in t.iter() {
+                Self::field(out, n, v);
+            }
+            out.extend_from_slice(b"\r\n");
+            self.chunked = false;
+        }
+    }
+
+    /// Appends the end of the body.
+    pub fn end(&mut self, out: &mut Vec<u8>) {
+        if self.chunked {
+            out.extend_from_slice(b"0\r\n\r\n");
+            self.chunked = false;
+        }
+    }
+}
+
 /// Writes `content-length` for an exact body size.
 fn add_length(h: &mut HeadEncoder<'_>, body: BodySize) {
     if let BodySize::Exact(n) = body {

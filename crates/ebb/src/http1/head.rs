@@ -130,6 +130,9 @@ pub struct Limits {
     /// HAProxy's buffer size, about what HAProxy 2.6 takes in before it
     /// closes such a connection.
     pub max_drain: u64,
+    /// `tune.bufsize` (16 KiB): the room a rewritten head shares with
+    /// the body bytes that arrived with it (HAProxy's room for rewrites).
+    pub buf_size: usize,
 }
 
 /// Hard ceiling on [`Limits::max_headers`]: the parser keeps that many
@@ -144,6 +147,7 @@ impl Default for Limits {
             max_headers: 101,
             allow_bare_lf: false,
             max_drain: 16 * 1024,
+            buf_size: 16 * 1024,
         }
     }
 }

@@ -202,15 +202,14 @@ fn respond(rules: &str, status: u16, fields: &[(&str, &str)]) -> ResHead {
     let fe = &c.frontends[0];
     let dst = || None;
     let b = base(&dst);
-    let mut head = ResHead {
+    let mut head = ResHead::new(
         status,
-        reason: b"OK".to_vec(),
-        fields: fields
+        b"OK".to_vec(),
+        fields
             .iter()
             .map(|(n, v)| (n.as_bytes().to_vec(), v.as_bytes().to_vec()))
             .collect(),
-        denied: None,
-    };
+    );
     run_response(&[(&fe.http_response[..], &fe.matcher)], &b, &mut head);
     head
 }

@@ -20,6 +20,8 @@ pub(super) enum Conv {
     Base64,
     B64Dec,
     Hex,
+    /// `hex2i`: hex digits read as an integer.
+    Hex2i,
     /// `field(n,delims[,count])` / `word(...)`.
     Field {
         word: bool,
@@ -215,6 +217,7 @@ impl Conv {
             "base64" => none(Conv::Base64),
             "b64dec" => none(Conv::B64Dec),
             "hex" => none(Conv::Hex),
+            "hex2i" => none(Conv::Hex2i),
             "length" => none(Conv::Length),
             "fix_is_valid" => none(Conv::FixIsValid),
             "mqtt_is_valid" => none(Conv::MqttIsValid),
@@ -568,6 +571,11 @@ impl Conv {
         }
     }
 
+    /// Whether it gives out its input's type (`set-var`).
+    pub(super) fn keeps_type(&self) -> bool {
+        matches!(self, Conv::SetVar(_))
+    }
+
     pub(super) fn out_type(&self, _input: Type) -> Type {
         match self {
             Conv::SetVar(_) => _input,
@@ -578,6 +586,7 @@ impl Conv {
             | Conv::FixTagValue(_) => Type::Bin,
             Conv::FixIsValid | Conv::MqttIsValid => Type::Bool,
             Conv::Length
+            | Conv::Hex2i
             | Conv::Arith(..)
             | Conv::Neg
             | Conv::Hash { .. }
@@ -729,6 +738,16 @@ impl Conv {
                 Some(Val::Bin)
             }
             Conv::Length => Some(Val::Int(s.cur.len() as i64)),
+            // HAProxy's: no sample at the first byte that is no hex digit;
+            // digits past 16 shift the first ones out.
+            Conv::Hex2i => s
+                .cur
+                .iter()
+                .try_fold(0i64, |n, &b| {
+                    let d = crate::http1::hex_value(b)?;
+                    Some(n.wrapping_shl(4).wrapping_add(i64::from(d)))
+                })
+                .map(Val::Int),
             Conv::FixIsValid
             | Conv::FixTagValue(_)
             | Conv::MqttIsValid

@@ -587,6 +587,14 @@ impl Fetch {
                 let n = args.first().filter(|a| !a.is_empty()).cloned();
                 req_only(Fetch::ReqBodyParam(n, icase))
             }
+            // HAProxy's view of its own HTX buffer (blocks, metadata, the
+            // EOM flag, free space for its layout): ebb holds messages
+            // otherwise, so no value would mean what HAProxy's does.
+            n if n.starts_with("internal.htx.") || n.starts_with("internal.htx_blk.") => {
+                Err(format!(
+                    "sample fetch '{name}' is not supported by ebb: it reads HAProxy's internal HTX message (blocks, metadata, EOM flag), which ebb does not have"
+                ))
+            }
             _ => Err(format!("unknown sample fetch '{name}'")),
         }
     }

@@ -485,6 +485,18 @@ impl Expr {
         self.out
     }
 
+    /// Whether an ACL on it may leave out `-m`: HAProxy picks a match
+    /// by the type it produces for booleans, integers, addresses and
+    /// strings; a binary, a method, or a variable's value read as is
+    /// (its type known only at run time) needs one (acl.c).
+    pub fn has_default_match(&self) -> bool {
+        let any = self.convs.iter().rev().find(|c| !c.keeps_type());
+        if any.is_none() && matches!(self.fetch, fetch::Fetch::Var(..)) {
+            return false;
+        }
+        matches!(self.out, Type::Bool | Type::Int | Type::Ip | Type::Str)
+    }
+
     /// What the expression's fetch reads (converters read nothing more).
     pub fn layer(&self) -> Layer {
         self.fetch.layer()

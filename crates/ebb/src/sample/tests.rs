@@ -131,6 +131,10 @@ fn converters_match_haproxy() {
     // HAProxy 2.6.
     assert_eq!(lf("%[str(hello),base64]"), "aGVsbG8=");
     assert_eq!(lf("%[str(hi),hex]"), "6869");
+    // `hex2i`: no sample at a byte that is no hex digit.
+    assert_eq!(lf("%[str(7F000001),hex2i]"), "2130706433");
+    assert_eq!(lf("%[str(ff),hex2i]"), "255");
+    assert_eq!(lf("%[str(fg),hex2i]"), "");
     assert_eq!(lf("%[int(5),add(3),mul(2),sub(1),div(4)]"), "3");
     assert_eq!(lf("%[src,ipmask(24)]"), "127.0.0.0");
     assert_eq!(lf("%[str(10.1.2.3),ipmask(255.255.0.0)]"), "10.1.0.0");

@@ -1780,15 +1780,13 @@ fn apply_edits(
     status: u16,
     ctx: &crate::sample::Ctx<'_>,
 ) -> (crate::rewrite::Fields, u16, Option<crate::rewrite::Denied>) {
-    let mut head = crate::rewrite::ResHead {
+    let mut head = crate::rewrite::ResHead::new(
         status,
-        reason: Vec::new(),
-        fields: hdrs
-            .into_iter()
+        Vec::new(),
+        hdrs.into_iter()
             .map(|(n, v)| (n.to_vec(), v.to_vec()))
             .collect(),
-        denied: None,
-    };
+    );
     let sets = [
         (&be.http_response[..], &be.matcher),
         (&fe.http_response[..], &fe.matcher),

@@ -724,7 +724,7 @@ impl Stream {
         let client_dst = client_dst(c, &s);
         s.counters.connects.fetch_add(1, Ordering::Relaxed);
         match open_transport(&s, client_dst) {
-            Ok(st) => {
+            Ok((st, socks)) => {
                 let registered = self
                     .side_tasklet(c, ctx)
                     .is_some_and(|t| ctx.register_fd(st.raw_fd(), t, true).is_ok());
@@ -736,6 +736,7 @@ impl Stream {
                 {
                     let mut sd = self.side.borrow_mut();
                     sd.install(st, true, now);
+                    sd.socks = socks;
                     sd.obuf.clear();
                     if s.opts.send_proxy > 0 {
                         self.pp_sent = pp_header(c, &s);
@@ -797,7 +798,8 @@ impl Stream {
                 };
                 attach(ctx, &target, reuse, owner, t, hints, || {
                     s.counters.connects.fetch_add(1, Ordering::Relaxed);
-                    open_transport(&s, client_dst)
+                    // (`socks4` is refused on an HTTP/2 server.)
+                    open_transport(&s, client_dst).map(|(t, _)| t)
                 })
             }
             None => Err(io::ErrorKind::NotConnected.into()),
@@ -971,16 +973,17 @@ impl Stream {
         self.finish_proxy_input(c);
     }
 
-    /// An `http-response deny` held on the server's answer: it is
-    /// dropped with its server connection, the rule's answer goes to the
+    /// An `http-response deny` held on the server's answer (`denied`;
+    /// None: a rewrite failed in strict mode): it is dropped with its
+    /// server connection, the rule's answer (or a 500) goes to the
     /// client, whose connection goes on when its request was whole (as
-    /// HAProxy's); logged `PH` with the server.
+    /// HAProxy's); logged `PH` (`IH`) with the server.
     fn deny_response(
         &mut self,
         c: &mut H1,
         ctx: &mut Ctx,
         be: &crate::proxy::BackendRt,
-        denied: crate::rewrite::Denied,
+        denied: Option<crate::rewrite::Denied>,
     ) {
         let Some(mut up) = self.up.take() else {
             return;
@@ -991,11 +994,27 @@ impl Stream {
             up.server = Some(s);
         }
         up.keep_server = false;
-        up.term = "PH";
         self.resp_start = c.wbuf.len();
         // The client's connection goes on only if its request was whole.
         let keep = self.keep_alive && up.req_left.done();
-        let status = self.write_denied(c, be, denied, keep);
+        let status = match denied {
+            Some(d) => {
+                up.term = "PH";
+                self.write_denied(c, be, d, keep)
+            }
+            None => {
+                // A failed rewrite in strict mode: HAProxy's internal
+                // error (500, `IH`).
+                up.term = "IH";
+                if !keep {
+                    self.keep_alive = false;
+                    c.closing = true;
+                }
+                let fe = Arc::clone(&c.fe);
+                self.error_answer(c, &fe, 500, keep, Some(&be.name));
+                500
+            }
+        };
         let bi = c.fe.backends.iter().position(|b| Arc::ptr_eq(b, &up.be));
         up.status = self.after_response(c, bi, status);
         self.note_late_rule(c);
@@ -1581,15 +1600,17 @@ impl Stream {
                 res_body: Some((seen.data(&decoded, after, 0), size)),
                 ..super::sample_ctx(tr, c.peer, &fe.name, &dst, c.vars.cell(), &c.stk)
             };
-            let mut head = crate::rewrite::ResHead {
-                status: r.status,
-                reason: r.reason.get(buf).to_vec(),
-                fields: forwardable(buf, &r.headers)
+            let mut head = crate::rewrite::ResHead::new(
+                r.status,
+                r.reason.get(buf).to_vec(),
+                forwardable(buf, &r.headers)
                     .filter(|f| !skip(f.name.get(buf)))
                     .map(|f| (f.name.get(buf).to_vec(), f.value.get(buf).to_vec()))
                     .collect(),
-                denied: None,
-            };
+            );
+            // HAProxy's room for rewrites: the head beside the body bytes
+            // that came with it, in `tune.bufsize`.
+            head.room(&c.w.limits, n, after.len());
             let srv = up.server.as_deref();
             if let Some(v) = c.vars.cell() {
                 crate::rewrite::cookie_response(&fe, &be, srv, up.method, &mut head, v);
@@ -1604,7 +1625,22 @@ impl Stream {
                 pending: None,
             };
             crate::rewrite::run_response_with(&sets, &sctx, &mut head, Some(&mut sc));
-            if let Some(d) = head.denied {
+            let bh = [&fe.http, &be.http];
+            for h in bh {
+                h.failed_rewrites
+                    .fetch_add(head.failed_rewrites, Ordering::Relaxed);
+            }
+            let denied = match head.denied.take() {
+                Some(d) => Some(Some(d)),
+                None if head.internal_error => {
+                    for h in bh {
+                        h.internal_errors.fetch_add(1, Ordering::Relaxed);
+                    }
+                    Some(None)
+                }
+                None => None,
+            };
+            if let Some(d) = denied {
                 out.truncate(self.resp_start);
                 drop(sd);
                 self.up = Some(up);
@@ -2124,13 +2160,18 @@ fn client_dst(c: &H1, s: &ServerRt) -> Option<SocketAddr> {
     }
 }
 
-fn open_transport(s: &ServerRt, client_dst: Option<SocketAddr>) -> io::Result<Transport> {
+/// A connect to `s` under way, and its SOCKS4 handshake if any.
+type Opened = (Transport, Option<Box<crate::backend::socks4::Socks4>>);
+
+fn open_transport(s: &ServerRt, client_dst: Option<SocketAddr>) -> io::Result<Opened> {
     // A server without a port takes the port the client connected to.
-    let st = crate::backend::connect_server_nb(s, || s.dest(|| client_dst))?;
-    match &s.tls {
-        // TLS to the server: the handshake starts once connected; the
-        // request written meanwhile waits in rustls' buffer.
-        Some(t) => Transport::connect_tls(st, Arc::clone(&t.config), &t.sni),
-        None => Ok(Transport::plain(st)),
-    }
+    let (st, socks) = crate::backend::connect_server_nb(s, || s.dest(|| client_dst))?;
+    let tr = match &s.tls {
+        // TLS to the server: the handshake starts once connected (and
+        // the SOCKS4 handshake done); the request written meanwhile waits
+        // in rustls' buffer.
+        Some(t) => Transport::connect_tls(st, Arc::clone(&t.config), &t.sni)?,
+        None => Transport::plain(st),
+    };
+    Ok((tr, socks))
 }

@@ -54,7 +54,7 @@ mod freq;
 mod store;
 mod track;
 
-pub use freq::FreqCtr;
+pub use freq::{FreqCtr, SharedFreqCtr};
 pub use store::{Dumped, EntryRef, StKey, Table, WireEntry, WireVal};
 pub use track::{http_failure, Pending, Stk, Tables};
 

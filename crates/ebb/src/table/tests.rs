@@ -122,6 +122,48 @@ fn freq_ctr_follows_haproxy_formula() {
     assert_eq!(g.read(1000, 400), 4);
     // 501 ms into the next one: 4 weighted by 499/1000, rounded down.
     assert_eq!(g.read(1000, 1400), 1);
+    // A thread whose clock read a little before the period's start (a
+    // skew between threads) adds to the current period, as it reads.
+    let mut h = FreqCtr::new(5_000);
+    h.add(1000, 5_100, 3);
+    h.add(1000, 4_990, 1);
+    assert_eq!(h.read(1000, 4_990), 4);
+    assert_eq!(h.read(1000, 5_200), 4);
+}
+
+#[test]
+fn shared_freq_ctr_reads_as_freq_ctr() {
+    let s = SharedFreqCtr::default();
+    let mut f = FreqCtr::default();
+    for (now, inc) in [
+        (10, 1),
+        (400, 2),
+        (1_200, 5),
+        (1_900, 1),
+        (2_050, 3),
+        (5_000, 2),
+    ] {
+        assert_eq!(s.add(1000, now, inc), f.add(1000, now, inc));
+        for at in [now, now + 1, now + 700, now + 1_500, now + 2_500] {
+            assert_eq!(s.read(1000, at), f.read(1000, at), "at {at} after {now}");
+        }
+    }
+    // Threads adding at once lose nothing.
+    let shared = std::sync::Arc::new(SharedFreqCtr::default());
+    let workers: Vec<_> = (0..4)
+        .map(|_| {
+            let c = shared.clone();
+            std::thread::spawn(move || {
+                for _ in 0..10_000 {
+                    c.add(1000, 500, 1);
+                }
+            })
+        })
+        .collect();
+    for w in workers {
+        let _ = w.join();
+    }
+    assert_eq!(shared.read(1000, 500), 40_000);
 }
 
 fn table(words: &str) -> Table {

@@ -442,6 +442,21 @@ impl Sock {
     pub(super) fn done(&self) -> bool {
         self.err || (self.eof && self.shut_wr)
     }
+
+    /// Closes the socket at the session's end. One whose FIN went out and
+    /// whose peer's came in is just closed: a `shutdown` would only fail
+    /// (`ENOTCONN`), and closing the last descriptor of a socket takes it
+    /// out of the poller, so no `EPOLL_CTL_DEL` either (ebb never
+    /// duplicates a connection's descriptor; an event already fetched
+    /// names a freed tasklet generation and is ignored). Any other socket
+    /// is shut down both ways first (its FIN, or its TLS `close_notify`).
+    pub(super) fn close(&mut self) {
+        if let Some(mut tr) = self.tr.take() {
+            if !(self.eof && self.shut_wr) {
+                let _ = tr.shutdown();
+            }
+        }
+    }
 }
 
 /// What the two tasklets share (on one thread: never borrowed twice).
@@ -456,6 +471,8 @@ pub(super) struct Pipe {
     /// The server socket exists and its connect is under way.
     pub(super) connecting: bool,
     pub(super) connect_failed: bool,
+    /// `socks4`: the proxy's handshake, part of the connect.
+    pub(super) socks: Option<Box<crate::backend::socks4::Socks4>>,
     /// When the connect completed.
     pub(super) t_conn: Option<Tick>,
     /// Bytes may flow to the server (a server is connected and the
@@ -582,20 +599,31 @@ impl Pipe {
         if !(self.srv.rd || self.srv.wr) {
             return None;
         }
-        match (st.tcp().take_error(), crate::backend::connected(st.tcp())) {
-            (Ok(None), true) => {
+        if self.srv.wr && !self.srv.hup && self.socks.is_none() {
+            // A connecting socket turns writable only once established
+            // (failed, the poller says `EPOLLERR`/`EPOLLHUP` with it): no
+            // `SO_ERROR` or `getpeername` to ask. (The session drops any
+            // event bits left from an earlier socket before connecting.)
+            // With `socks4`, the proxy's handshake follows.
+            self.connecting = false;
+            self.t_conn = Some(now);
+            self.srv.last_io = now;
+            return Some(true);
+        }
+        match crate::backend::connect_outcome(st.tcp(), &mut self.socks) {
+            Some(true) => {
                 self.connecting = false;
                 self.t_conn = Some(now);
                 self.srv.wr = true;
                 self.srv.last_io = now;
                 Some(true)
             }
-            (Ok(None), false) => {
+            None => {
                 self.srv.rd = false;
                 self.srv.wr = false;
                 None
             }
-            _ => {
+            Some(false) => {
                 self.connecting = false;
                 self.connect_failed = true;
                 Some(false)

@@ -484,17 +484,23 @@ impl Session {
         let r = crate::backend::connect_server_nb(&s, || {
             s.dest(|| self.dst.or_else(|| self.local_addr()))
         })
-        .and_then(|st| match &s.tls {
-            Some(t) => Transport::connect_tls(st, Arc::clone(&t.config), &t.sni),
-            None => Ok(Transport::plain(st)),
+        .and_then(|(st, socks)| {
+            let tr = match &s.tls {
+                Some(t) => Transport::connect_tls(st, Arc::clone(&t.config), &t.sni)?,
+                None => Transport::plain(st),
+            };
+            Ok((tr, socks))
         });
-        let Ok(st) = r else {
+        let Ok((st, socks)) = r else {
             self.connect_failed(ctx, false);
             return;
         };
         let Some(task) = self.srv_tasklet(ctx) else {
             return;
         };
+        // Readiness of an earlier socket of this session (a retry) must not
+        // pass for this one's connect.
+        let _ = ctx.take_events(task);
         if ctx.register_fd(st.raw_fd(), task, true).is_err() {
             self.connect_failed(ctx, false);
             return;
@@ -533,6 +539,7 @@ impl Session {
             };
             p.connecting = true;
             p.connect_failed = false;
+            p.socks = socks;
             p.t_conn = None;
             p.srv_prefix = prefix;
         }
@@ -908,7 +915,11 @@ impl Session {
                 farm.release(&s);
             }
         }
-        self.drop_server_sock(ctx);
+        {
+            let mut p = self.pipe.borrow_mut();
+            p.connecting = false;
+            p.srv.close();
+        }
         if let Some(t) = self.srv_task.take() {
             ctx.kill_tasklet(t);
         }
@@ -943,14 +954,13 @@ impl Session {
         if let (Some(s), Some(farm)) = (self.server.take(), self.farm.as_ref()) {
             farm.release(&s);
         }
-        let cli = self.pipe.borrow_mut().cli.tr.take();
-        if let Some(mut t) = cli {
-            let _ = ctx.deregister_fd(t.raw_fd());
-            if self.silent {
+        if self.silent {
+            let cli = self.pipe.borrow_mut().cli.tr.take();
+            if let Some(t) = cli {
                 crate::transport::silent_drop(t.tcp());
-            } else {
-                let _ = t.shutdown();
             }
+        } else {
+            self.pipe.borrow_mut().cli.close();
         }
         self.pipe.borrow_mut().release(&*self.w);
         self.w.sessions.remove(&self.sess);

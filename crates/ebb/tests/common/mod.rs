@@ -465,6 +465,12 @@ pub struct Hap {
     pub sock: PathBuf,
 }
 
+impl Hap {
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+}
+
 impl Drop for Hap {
     fn drop(&mut self) {
         let _ = self.child.kill();

@@ -113,7 +113,8 @@ impl Ctx {
                 timeout = 0;
             }
         }
-        let t0 = if timeout != 0 { mono_ns() } else { 0 };
+        // The turn's accounting just read the clock: that is the start.
+        let t0 = self.turn_end_ns;
         r.harmless.store(true, Ordering::SeqCst);
         let res = self.epoll.wait(&mut self.events, timeout);
         sh.park(self.tid);
@@ -121,7 +122,9 @@ impl Ctx {
             r.sleep.awake();
         }
         if timeout != 0 {
-            Activity::add(&r.activity.idle_ns, mono_ns() - t0);
+            let end = mono_ns();
+            Activity::add(&r.activity.idle_ns, end.saturating_sub(t0));
+            self.woke_ns = end;
         }
         let n = res?;
         let mut fd_events = 0u64;

@@ -80,7 +80,12 @@ impl Ctx {
     /// left to run; else a non-blocking poll). Returns the number of
     /// callbacks run.
     pub fn turn(&mut self, may_sleep: bool) -> io::Result<usize> {
-        self.loop_start_ns = mono_ns();
+        // A turn starts when the poll before it returned (no clock read in
+        // between); after a poll that did not sleep, the clock is read.
+        self.loop_start_ns = match std::mem::take(&mut self.woke_ns) {
+            0 => mono_ns(),
+            t => t,
+        };
         self.now = self.shared.now_tick();
         self.update_profiling();
         self.shared.park(self.tid);
@@ -387,6 +392,7 @@ impl Ctx {
     /// Updates the average loop time and the `auto` profiling decision.
     pub(super) fn account_loop(&mut self) {
         let now_ns = mono_ns();
+        self.turn_end_ns = now_ns;
         let us = now_ns.saturating_sub(self.loop_start_ns) / 1000;
         // Sliding average over LOOP_AVG_WINDOW turns (HAProxy's swrate).
         self.loop_sum = self.loop_sum - self.loop_sum / LOOP_AVG_WINDOW + us;

@@ -79,6 +79,8 @@ pub(crate) struct ServerSide {
     pub(crate) h2: Option<std::rc::Rc<std::cell::RefCell<crate::mux::h2::server::Pipe>>>,
     /// That connection's tasklet, woken by [`ServerSide::wake_mux`].
     pub(crate) mux: Option<TaskletId>,
+    /// `socks4`: the proxy's handshake, part of the connect.
+    pub(crate) socks: Option<Box<crate::backend::socks4::Socks4>>,
 }
 
 impl Drop for ServerSide {
@@ -117,6 +119,7 @@ impl ServerSide {
             idle_event,
             h2,
             mux,
+            socks,
         } = self;
         sock.is_none()
             && !(*connecting || *connect_failed || *rd || *wr || *hup || *eof)
@@ -130,6 +133,7 @@ impl ServerSide {
             && *bytes_in == 0
             && h2.is_none()
             && mux.is_none()
+            && socks.is_none()
     }
 
     /// Resets the readiness and input state for a new socket.
@@ -160,6 +164,7 @@ impl ServerSide {
     fn install_common(&mut self, connecting: bool, now: Tick) {
         self.connecting = connecting;
         self.connect_failed = false;
+        self.socks = None;
         self.t_conn = if connecting { None } else { Some(now) };
         self.hup = false;
         self.eof = false;
@@ -188,6 +193,7 @@ impl ServerSide {
         }
         self.connecting = false;
         self.connect_failed = false;
+        self.socks = None;
         self.rd = false;
         self.wr = false;
         self.hup = false;
@@ -233,21 +239,19 @@ impl ServerSide {
         if !(self.rd || self.wr) {
             return None;
         }
-        // An error pending means refused or reset; no error and no peer
-        // yet means the connect is still under way.
-        match (st.tcp().take_error(), crate::backend::connected(st.tcp())) {
-            (Ok(None), true) => {
+        match crate::backend::connect_outcome(st.tcp(), &mut self.socks) {
+            Some(true) => {
                 self.connecting = false;
                 self.t_conn = Some(now);
                 self.wr = true;
                 Some(true)
             }
-            (Ok(None), false) => {
+            None => {
                 self.rd = false;
                 self.wr = false;
                 None
             }
-            _ => {
+            Some(false) => {
                 self.connecting = false;
                 self.connect_failed = true;
                 Some(false)

@@ -50,7 +50,7 @@ use std::time::Duration;
 
 use sched::{ticks, Ctx, Reasons, Status, TaskletFn, TaskletId, Tick, ETERNITY};
 
-use crate::h2::msg::{response_msgs, ClientSink};
+use crate::h2::msg::{response_msgs, ClientSink, H1Answer};
 use crate::h2::{Config, Connection, ErrorCode, Event, SendError};
 use crate::http1::{parse_request, ChunkedDecoder, Limits, Status as PStatus};
 use crate::proxy::H2Counters;
@@ -180,8 +180,8 @@ struct SrvStream {
     req: Req,
     /// Decoded request chunk data waiting for window.
     stage: Vec<u8>,
-    /// The answer is written chunked (no content-length).
-    chunked: bool,
+    /// The answer as HTTP/1.1 (chunked or not).
+    answer: H1Answer,
     /// The request is an upgrade, sent as an extended CONNECT.
     upgrade: Option<Box<Upgrade>>,
     /// Answer bytes given to the stream, not yet granted back.
@@ -301,7 +301,7 @@ pub(crate) fn attach(
         req: Req::Head,
         upgrade: None,
         stage: Vec::new(),
-        chunked: false,
+        answer: H1Answer::default(),
         unreleased: 0,
     });
     let mux =
@@ -373,15 +373,6 @@ fn new_conn(
 /// its pipe).
 fn wake(ctx: &mut Ctx, side: TaskletId) {
     ctx.tasklet_wakeup_why(side, Reasons::IO);
-}
-
-/// Appends an HTTP/1.1 status line.
-fn status_line(out: &mut Vec<u8>, status: u16) {
-    out.extend_from_slice(b"HTTP/1.1 ");
-    crate::http1::push_decimal(out, u64::from(status));
-    out.push(b' ');
-    out.extend_from_slice(crate::http1::reason_phrase(status).as_bytes());
-    out.extend_from_slice(b"\r\n");
 }
 
 impl SrvConn {
@@ -534,17 +525,14 @@ impl SrvConn {
                         // The tunnel is open: the stream gets HTTP/1.1's
                         // 101, then the DATA as they come.
                         let u = s.upgrade.as_deref();
-                        status_line(out, 101);
+                        H1Answer::status_line(out, 101);
                         let mut accept = false;
                         for (n, v) in h.fields.iter() {
                             if n.eq_ignore_ascii_case(b"content-length") {
                                 continue;
                             }
                             accept |= n.eq_ignore_ascii_case(b"sec-websocket-accept");
-                            out.extend_from_slice(n);
-                            out.extend_from_slice(b": ");
-                            out.extend_from_slice(v);
-                            out.extend_from_slice(b"\r\n");
+                            H1Answer::field(out, n, v);
                         }
                         out.extend_from_slice(b"connection: upgrade\r\nupgrade: ");
                         out.extend_from_slice(u.map_or(&b""[..], |u| &u.protocol));
@@ -555,74 +543,16 @@ impl SrvConn {
                             out.extend_from_slice(b"\r\n");
                         }
                         out.extend_from_slice(b"\r\n");
-                        s.chunked = false;
+                        s.answer.chunked = false;
                     }
-                    Msg::Head(h) => {
-                        status_line(out, h.status);
-                        let mut cl = None;
-                        for (n, v) in h.fields.iter() {
-                            if n.eq_ignore_ascii_case(b"content-length") {
-                                cl = Some(v);
-                                continue;
-                            }
-                            out.extend_from_slice(n);
-                            out.extend_from_slice(b": ");
-                            out.extend_from_slice(v);
-                            out.extend_from_slice(b"\r\n");
-                        }
-                        if h.status >= 200 {
-                            match h.body {
-                                BodySize::Exact(n) => {
-                                    out.extend_from_slice(b"content-length: ");
-                                    crate::http1::push_decimal(out, n);
-                                    out.extend_from_slice(b"\r\n");
-                                }
-                                BodySize::Unknown => {
-                                    s.chunked = true;
-                                    out.extend_from_slice(b"transfer-encoding: chunked\r\n");
-                                }
-                                BodySize::Empty => {
-                                    // A HEAD or 304 answer keeps the length
-                                    // it declared; others say 0.
-                                    let v = cl.unwrap_or(&b"0"[..]);
-                                    if cl.is_some() || !matches!(h.status, 204 | 304) {
-                                        out.extend_from_slice(b"content-length: ");
-                                        out.extend_from_slice(v);
-                                        out.extend_from_slice(b"\r\n");
-                                    }
-                                }
-                            }
-                        }
-                        out.extend_from_slice(b"\r\n");
-                    }
+                    Msg::Head(h) => s.answer.head(out, &h),
                     Msg::Data(d) => {
-                        if s.chunked {
-                            out.extend_from_slice(format!("{:x}\r\n", d.len()).as_bytes());
-                            out.extend_from_slice(d);
-                            out.extend_from_slice(b"\r\n");
-                        } else {
-                            out.extend_from_slice(d);
-                        }
+                        s.answer.data(out, d);
                         s.unreleased += d.len();
                     }
-                    Msg::Trailers(t) => {
-                        // HTTP/1.1 carries trailers only after chunks.
-                        if s.chunked {
-                            out.extend_from_slice(b"0\r\n");
-                            for (n, v) in t.iter() {
-                                out.extend_from_slice(n);
-                                out.extend_from_slice(b": ");
-                                out.extend_from_slice(v);
-                                out.extend_from_slice(b"\r\n");
-                            }
-                            out.extend_from_slice(b"\r\n");
-                            s.chunked = false;
-                        }
-                    }
+                    Msg::Trailers(t) => s.answer.trailers(out, &t),
                     Msg::End => {
-                        if s.chunked {
-                            out.extend_from_slice(b"0\r\n\r\n");
-                        }
+                        s.answer.end(out);
                         p.end = true;
                         proven = true;
                     }
