@@ -271,6 +271,40 @@ pub struct ServersRt {
     /// `force-persist` (true) / `ignore-persist` (false) rules, compiled
     /// with the backend's matcher.
     pub persist_rules: Vec<(bool, Cond)>,
+    /// `use-server` rules, compiled with the backend's matcher.
+    pub use_server: Vec<crate::stick::UseServerRt>,
+    /// `option persist`.
+    pub persist: bool,
+}
+
+impl ServersRt {
+    /// The server the `use-server` rules assign to the exchange of `ctx`
+    /// (index in the farm), and whether a `force-persist` rule holds (no
+    /// redispatch then). The first `force-persist`/`ignore-persist` rule
+    /// that holds decides, as HAProxy's `persist_rules`.
+    pub fn use_server(&self, m: &Matcher, ctx: &crate::sample::Ctx<'_>) -> Option<(usize, bool)> {
+        if self.use_server.is_empty() {
+            return None;
+        }
+        let force = self.force_persist(m, ctx);
+        let i = crate::stick::use_server(
+            &self.use_server,
+            m,
+            ctx,
+            &self.farm.servers,
+            self.persist || force,
+        )?;
+        Some((i, force))
+    }
+
+    /// Whether the first `force-persist`/`ignore-persist` rule that holds
+    /// is a `force-persist` one (HAProxy's SF_FORCE_PRST).
+    pub fn force_persist(&self, m: &Matcher, ctx: &crate::sample::Ctx<'_>) -> bool {
+        self.persist_rules
+            .iter()
+            .find(|(_, c)| m.holds(Some(c), ctx))
+            .is_some_and(|(f, _)| *f)
+    }
 }
 
 /// Server-side defaults when the configuration sets none, in ms: connect
@@ -1019,6 +1053,8 @@ fn compile_servers(
             c
         }),
         persist_rules: Vec::new(),
+        use_server: Vec::new(),
+        persist: p.options.persist,
     })
 }
 
@@ -1192,6 +1228,24 @@ pub fn compile_keeping(
                 for (force, c) in &p.persist_rules {
                     sr.persist_rules.push((*force, matcher.cond(c)?));
                 }
+                for r in &p.use_server {
+                    let target = match &r.target {
+                        crate::config::UseServerTarget::Name(n) => {
+                            let i =
+                                p.servers.iter().position(|s| &s.name == n).ok_or_else(|| {
+                                    err(&r.loc, format!("no server '{n}' in '{}'", p.name))
+                                })?;
+                            crate::stick::UseTarget::Server(i)
+                        }
+                        crate::config::UseServerTarget::Format(f) => {
+                            crate::stick::UseTarget::Format(f.clone())
+                        }
+                    };
+                    sr.use_server.push(crate::stick::UseServerRt {
+                        target,
+                        cond: matcher.cond(&r.cond)?,
+                    });
+                }
             }
             // A listen section's layer-4 part is compiled (and warned
             // about) once, as its frontend's.
@@ -1271,6 +1325,7 @@ pub fn compile_keeping(
             Err(e) => errors.push(e),
         }
     }
+    link_tracks(cfg, &backends);
     let index = |name: &str| names.iter().position(|n| n == name);
     let global_log = !cfg.global.log.is_empty();
     let mut frontends = Vec::new();
@@ -1520,6 +1575,37 @@ pub fn merged_compression(
         algo_req,
         types_req: pick(&be.types_req, &fe.types_req),
     })
+}
+
+/// Links each `track` server to the server it tracks (the configuration
+/// checked that it exists), then gives the trackers their starting
+/// state, down the chains.
+fn link_tracks(cfg: &Config, backends: &[Arc<BackendRt>]) {
+    let farm_of = |name: &str| {
+        backends.iter().find_map(|b| match &b.kind {
+            BackendKind::Servers(sr) if b.name == name => Some(Arc::clone(&sr.farm)),
+            _ => None,
+        })
+    };
+    let mut roots = Vec::new();
+    for p in cfg.backends() {
+        let Some(farm) = farm_of(&p.name) else {
+            continue;
+        };
+        for s in &p.servers {
+            let Some(spec) = &s.opts.track else { continue };
+            let (bname, sname) = spec.rsplit_once('/').unwrap_or((&p.name, spec));
+            let Some(tf) = farm_of(bname) else { continue };
+            let find = |f: &Farm, n: &str| f.servers.iter().find(|x| x.name == n).cloned();
+            if let (Some(me), Some(t)) = (find(&farm, &s.name), find(&tf, sname)) {
+                crate::backend::link_track(&farm, &me, &t);
+                roots.push(t);
+            }
+        }
+    }
+    for r in roots.iter().filter(|r| r.tracked.get().is_none()) {
+        crate::backend::start_trackers(r);
+    }
 }
 
 #[cfg(test)]

@@ -60,9 +60,11 @@ pub struct SrvState {
 impl SrvState {
     /// The admin state ebb applies: maintenance, drain or ready.
     pub fn admin_state(&self) -> u8 {
-        if self.admin & (ADMF_FMAINT | ADMF_IMAINT | ADMF_RMAINT | ADMF_HMAINT) != 0 {
+        // The inherited states (IMAINT, IDRAIN) come back from the tracked
+        // server, as HAProxy ignores them in the file.
+        if self.admin & (ADMF_FMAINT | ADMF_RMAINT | ADMF_HMAINT) != 0 {
             ADMIN_MAINT
-        } else if self.admin & (ADMF_FDRAIN | ADMF_IDRAIN) != 0 {
+        } else if self.admin & ADMF_FDRAIN != 0 {
             ADMIN_DRAIN
         } else {
             crate::backend::ADMIN_READY
@@ -195,6 +197,11 @@ pub fn admin_bits(s: &ServerRt) -> u32 {
             ADMIN_DRAIN => ADMF_FDRAIN,
             _ => 0,
         }
+        | match s.iadmin.load(Ordering::Relaxed) {
+            ADMIN_MAINT => ADMF_IMAINT,
+            ADMIN_DRAIN => ADMF_IDRAIN,
+            _ => 0,
+        }
 }
 
 /// `show servers state [BACKEND]` for the given backends (with their
@@ -226,7 +233,7 @@ pub fn dump<'a>(farms: impl Iterator<Item = (usize, &'a Farm)>) -> String {
                 // HAProxy: an unchecked server's check stays at INI.
                 (1, 0)
             };
-            let maint = s.admin.load(Ordering::Relaxed) == ADMIN_MAINT;
+            let maint = s.admin_state() == ADMIN_MAINT;
             let starting = up
                 && s.opts.slowstart.is_some()
                 && s.effective_weight() < s.weight.load(Ordering::Relaxed);

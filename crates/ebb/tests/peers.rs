@@ -942,3 +942,78 @@ fn an_ebb_peer_of_haproxy_stops_and_comes_back() {
     stop_and_wait(&mut e, "USR1");
     assert_eq!(get_from("127.0.0.1", wh), 200);
 }
+
+/// The `server_key` of the entry of `key` in a `show table` answer.
+fn server_key(table: &str, key: &str) -> Option<String> {
+    let line = table
+        .lines()
+        .find(|l| l.contains(&format!(" key={key} ")))?;
+    line.split(' ')
+        .find_map(|w| w.strip_prefix("server_key="))
+        .map(str::to_string)
+}
+
+/// `server_key` crosses to HAProxy and back (its dictionary encoding, a
+/// string once then its cache id): each side lists the backend's servers
+/// in the other order, so only the name finds the same server.
+#[test]
+fn server_keys_cross_between_ebb_and_haproxy() {
+    use common::origin::{Mode, Origin};
+    if !have("haproxy") {
+        eprintln!("haproxy not installed: skipped");
+        return;
+    }
+    let (o1, o2) = (Origin::start("s1", Mode::Ok), Origin::start("s2", Mode::Ok));
+    let cfg = |sock: &Path, peers: &[(&str, u16)], http: u16, servers: &str| {
+        let mut c = peers_head(sock, peers);
+        c.push_str(&format!(
+            "    table t type string size 1k expire 60s\nfrontend web\n    bind 127.0.0.1:{http}\n    default_backend be\nbackend be\n    balance roundrobin\n    stick on req.hdr(x-user) table mesh/t\n{servers}"
+        ));
+        c
+    };
+    let dir = scratch("peers-server-key");
+    let (pe, ph, he, hh) = (free_port(), free_port(), free_port(), free_port());
+    let peers = [("ebb1", pe), ("hap1", ph)];
+    let (se, sh) = (dir.join("e.sock"), dir.join("h.sock"));
+    let ab = format!("    server a {}\n    server b {}\n", o1.addr, o2.addr);
+    let ba = format!("    server b {}\n    server a {}\n", o2.addr, o1.addr);
+    let e = start_ebb(&dir, "ebb1", &cfg(&se, &peers, he, &ab));
+    let _h = start_haproxy(&dir, "hap1", &cfg(&sh, &peers, hh, &ba), &sh);
+    let wh: SocketAddr = format!("127.0.0.1:{hh}").parse().unwrap();
+    wait_for("haproxy accepting", || TcpStream::connect(wh).is_ok());
+    let who = |to: SocketAddr, user: &str| {
+        let mut c = Client::connect(to);
+        c.send(
+            format!("GET / HTTP/1.1\r\nHost: t\r\nX-User: {user}\r\nConnection: close\r\n\r\n")
+                .as_bytes(),
+        );
+        c.read_resp()
+            .text()
+            .split(' ')
+            .next()
+            .unwrap_or("")
+            .to_string()
+    };
+    // Alice on ebb (twice: the second push names "a" by its cache id).
+    assert_eq!(who(e.addrs[0], "alice"), "s1");
+    assert_eq!(who(e.addrs[0], "alice"), "s1");
+    wait_for("haproxy learns alice's server", || {
+        server_key(&cli_cmd(&sh, "show table mesh/t"), "alice").as_deref() == Some("a")
+    });
+    assert_eq!(
+        who(wh, "alice"),
+        "s1",
+        "haproxy finds alice's server by name"
+    );
+    // Bob on HAProxy: its first server, b; ebb finds it by name too.
+    assert_eq!(who(wh, "bob"), "s2");
+    wait_for("ebb learns bob's server", || {
+        server_key(&cli_cmd(&se, "show table mesh/t"), "bob").as_deref() == Some("b")
+    });
+    assert_eq!(
+        who(e.addrs[0], "bob"),
+        "s2",
+        "ebb finds bob's server by name"
+    );
+    assert_eq!(who(e.addrs[0], "bob"), "s2");
+}

@@ -7,7 +7,6 @@ mod common;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
 
 use common::*;
 
@@ -139,24 +138,6 @@ fn tarpit_answers_after_its_timeout_and_counts_gpc0() {
     assert!(t.contains(" gpt0=7 gpc0=1\n"), "{t}");
 }
 
-/// A HAProxy 2.6 process on a configuration; killed on drop.
-struct Haproxy(Child);
-
-impl Drop for Haproxy {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 /// `show table` with what differs by nature blanked: the entry's address
 /// and the milliseconds left.
 fn normalize(t: &str) -> String {
@@ -187,33 +168,16 @@ fn show_table_matches_haproxy_side_by_side() {
     }
     let rules = "    stick-table type ip size 1m expire 30s store gpc0,gpt0,conn_cnt,conn_cur,conn_rate(10s),sess_cnt,http_req_cnt,http_req_rate(10s),http_err_cnt,gpc1,gpc1_rate(10s)\n    http-request track-sc0 src\n    http-request sc-inc-gpc0(0) if { path /inc }\n    http-request sc-inc-gpc1(0) if { path /inc } || { path /gpt }\n    http-request sc-set-gpt0(0) int(3) if { path /gpt }\n    http-request deny deny_status 429 if { sc_http_req_rate(0) gt 4 }\n    http-request return status 200 content-type text/plain string ok\nbackend strings\n    stick-table type string len 8 size 10 expire 1m store gpc0,http_req_cnt\n";
     let dir = scratch("stick-side");
-    let hsock = dir.join("h.sock");
-    let hport = free_port();
-    let hcfg = dir.join("h.cfg");
-    std::fs::write(
-        &hcfg,
-        format!(
-            "global\n    stats socket {} level admin\n{DEFAULTS}frontend f\n    bind 127.0.0.1:{hport}\n{rules}",
-            hsock.display()
-        ),
-    )
-    .unwrap();
-    let _h = Haproxy(
-        Command::new("haproxy")
-            .args(["-db", "-f", hcfg.to_str().unwrap()])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
+    let Some((_h, haddr, hsock)) = haproxy_on(
+        "stick-side-h",
+        &format!("{DEFAULTS}frontend f\n    bind BIND\n{rules}"),
+    ) else {
+        return;
+    };
     let (esock, global) = sock_cfg(&dir);
     let e = Ebb::start(&format!(
         "{global}{DEFAULTS}frontend f\n    bind BIND\n{rules}"
     ));
-    wait_until("haproxy's socket", || {
-        std::os::unix::net::UnixStream::connect(&hsock).is_ok()
-    });
-    let haddr: SocketAddr = format!("127.0.0.1:{hport}").parse().unwrap();
     // The same traffic to both: A (127.0.0.1) 5 requests on one
     // connection (refused at its 5th; the connection goes on after a
     // deny, in both), B (127.0.0.3) two on two.
@@ -291,6 +255,16 @@ fn get_with(a: SocketAddr, path: &str, hdr: &str) -> Resp {
     c.read_resp()
 }
 
+/// The origin that answered a request (the first word of its body).
+fn answered_by(a: SocketAddr, path: &str, hdr: &str) -> String {
+    get_with(a, path, hdr)
+        .text()
+        .split(' ')
+        .next()
+        .unwrap_or("")
+        .to_string()
+}
+
 #[test]
 fn stick_on_keeps_a_user_on_its_server_until_it_goes_away() {
     use common::origin::{Mode, Origin};
@@ -301,14 +275,7 @@ fn stick_on_keeps_a_user_on_its_server_until_it_goes_away() {
         "{global}{DEFAULTS}frontend f\n    bind BIND\n    default_backend be\nbackend be\n    balance roundrobin\n    stick-table type string len 32 size 1k expire 1m\n    stick on req.hdr(x-user)\n    server s1 {}\n    server s2 {}\n",
         o1.addr, o2.addr
     ));
-    let who = |u: &str| {
-        get_with(e.addr(), "/", &format!("X-User: {u}\r\n"))
-            .text()
-            .split(' ')
-            .next()
-            .unwrap_or("")
-            .to_string()
-    };
+    let who = |u: &str| answered_by(e.addr(), "/", &format!("X-User: {u}\r\n"));
     let alice = who("alice");
     let bob = who("bob");
     // Round robin alone would alternate; the table keeps each user.
@@ -319,7 +286,8 @@ fn stick_on_keeps_a_user_on_its_server_until_it_goes_away() {
     let t = cli_cmd(&sock, "show table be");
     let id = if alice == "s1" { 1 } else { 2 };
     assert!(
-        t.contains("key=alice use=0 exp=") && t.contains(&format!(" server_id={id}\n")),
+        t.contains("key=alice use=0 exp=")
+            && t.contains(&format!(" server_id={id} server_key={alice}\n")),
         "{t}"
     );
     // Alice's server goes into maintenance: she moves, and stays moved.
@@ -352,4 +320,205 @@ fn stick_store_response_then_match() {
     for _ in 0..4 {
         assert!(get(e.addr(), "/").text().starts_with(&format!("{srv} ")));
     }
+}
+
+/// HAProxy on `cfg` (its `BIND` replaced by a free port): the process,
+/// its frontend's address and its admin socket; None when haproxy is not
+/// installed.
+fn haproxy_on(name: &str, cfg: &str) -> Option<(Hap, SocketAddr, PathBuf)> {
+    let port = free_port();
+    let h = haproxy_with(name, &cfg.replace("BIND", &format!("127.0.0.1:{port}")))?;
+    let sock = h.sock.clone();
+    Some((h, format!("127.0.0.1:{port}").parse().ok()?, sock))
+}
+
+#[test]
+fn server_key_finds_the_server_by_name_or_address_as_haproxy_does() {
+    use common::origin::{Mode, Origin};
+    let (o1, o2) = (Origin::start("s1", Mode::Ok), Origin::start("s2", Mode::Ok));
+    // Two tables, each shared by two backends listing the same servers in
+    // the other order: by name (the default `srvkey`) and by address
+    // (under other names). `server_id` alone would send each user to the
+    // other origin in the second backend.
+    let cfg = format!(
+        "{DEFAULTS}frontend f\n    bind BIND\n    use_backend be2 if {{ path_beg /2 }}\n    use_backend be3 if {{ path_beg /3 }}\n    use_backend be4 if {{ path_beg /4 }}\n    default_backend be1\n\
+backend byname\n    stick-table type string size 1k expire 1m\n\
+backend byaddr\n    stick-table type string size 1k expire 1m srvkey addr\n\
+backend be1\n    balance roundrobin\n    stick on req.hdr(x-user) table byname\n    server a {o1}\n    server b {o2}\n\
+backend be2\n    balance roundrobin\n    stick on req.hdr(x-user) table byname\n    server b {o2}\n    server a {o1}\n\
+backend be3\n    balance roundrobin\n    stick on req.hdr(x-user) table byaddr\n    server x {o1}\n    server y {o2}\n\
+backend be4\n    balance roundrobin\n    stick on req.hdr(x-user) table byaddr\n    server q {o2}\n    server r {o1}\n",
+        o1 = o1.addr,
+        o2 = o2.addr
+    );
+    let dir = scratch("stick-srvkey");
+    let (esock, global) = sock_cfg(&dir);
+    let e = Ebb::start(&format!("{global}{cfg}"));
+    let hap = haproxy_on("stick-srvkey-h", &cfg);
+    let who =
+        |a: SocketAddr, path: &str, u: &str| answered_by(a, path, &format!("X-User: {u}\r\n"));
+    let steps = [
+        ("/1", "alice"),
+        ("/1", "bob"),
+        ("/2", "alice"),
+        ("/2", "bob"),
+        ("/3", "carol"),
+        ("/3", "dave"),
+        ("/4", "carol"),
+        ("/4", "dave"),
+    ];
+    let run = |a: SocketAddr| -> Vec<String> { steps.iter().map(|(p, u)| who(a, p, u)).collect() };
+    let ours = run(e.addr());
+    assert_eq!(ours, ["s1", "s2", "s1", "s2", "s1", "s2", "s1", "s2"]);
+    // be4 stored carol last: its second server's id, the same address.
+    let t = cli_cmd(&esock, "show table byaddr");
+    assert!(
+        entry(&t, "carol")
+            .is_some_and(|l| l.ends_with(&format!(" server_id=2 server_key={}", o1.addr))),
+        "{t}"
+    );
+    let Some((_h, haddr, hsock)) = hap else {
+        return;
+    };
+    assert_eq!(ours, run(haddr), "ebb vs haproxy");
+    for c in [
+        "show table byname",
+        "show table byaddr",
+        "show table byname data.server_key eq 0",
+        "show table byname data.server_key gt 0",
+        "set table byname key zed data.server_key 3",
+        "set table byname key zed data.server_id 2",
+        "show table byname",
+    ] {
+        let (a, b) = (cli_cmd(&esock, c), cli_cmd(&hsock, c));
+        assert_eq!(
+            normalize(&a),
+            normalize(&b),
+            "'{c}'\nebb:\n{a}\nhaproxy:\n{b}"
+        );
+    }
+}
+
+/// `use-server`: a rule's server takes the request before the stick
+/// table (which then stores it), a log-format name, a rule naming a
+/// server in maintenance is passed over unless `option persist`; the
+/// same requests to HAProxy 2.6 reach the same servers.
+#[test]
+fn use_server_comes_before_persistence_as_in_haproxy() {
+    use common::origin::{Mode, Origin};
+    let o: Vec<Origin> = ["s1", "s2", "s3"]
+        .iter()
+        .map(|n| Origin::start(n, Mode::Ok))
+        .collect();
+    let servers = format!(
+        "    server s1 {}\n    server s2 {}\n    server s3 {}\n",
+        o[0].addr, o[1].addr, o[2].addr
+    );
+    let rules = "    use-server s2 if { path_beg /two }\n    use-server %[req.hdr(x-srv)] if { req.hdr(x-srv) -m found }\n    use-server s3 if { path_beg /three }\n";
+    let cfg = format!(
+        "{DEFAULTS}frontend f\n    bind BIND\n    use_backend keep if {{ req.hdr(x-keep) -m found }}\n    default_backend be\n\
+backend be\n    balance roundrobin\n    stick-table type string size 1k expire 1m\n    stick on req.hdr(x-user)\n{rules}{servers}\
+backend keep\n    balance roundrobin\n    option persist\n{rules}{servers}"
+    );
+    let dir = scratch("stick-use-server");
+    let (esock, global) = sock_cfg(&dir);
+    let e = Ebb::start(&format!("{global}{cfg}"));
+    let hap = haproxy_on("stick-use-server-h", &cfg);
+    let who = answered_by;
+    let run = |a: SocketAddr, sock: &Path| -> Vec<String> {
+        let mut seen = Vec::new();
+        for _ in 0..3 {
+            seen.push(who(a, "/two", ""));
+        }
+        // Alice sticks to whatever the balancer gives her first ...
+        let first = who(a, "/", "X-User: alice\r\n");
+        seen.push(who(a, "/", "X-User: alice\r\n").eq(&first).to_string());
+        // ... a rule sends her elsewhere, and the table follows it.
+        seen.push(who(a, "/three", "X-User: alice\r\n"));
+        seen.push(who(a, "/", "X-User: alice\r\n"));
+        seen.push(who(a, "/", "X-Srv: s1\r\n"));
+        seen.push(who(a, "/two", "X-Srv: s1\r\n"));
+        // s3 in maintenance: passed over (the next rule, or the balancer
+        // among s1 and s2), unless `option persist`.
+        assert_eq!(cli_cmd(sock, "disable server be/s3"), "\n");
+        assert_eq!(cli_cmd(sock, "disable server keep/s3"), "\n");
+        seen.push(who(a, "/three", "X-Srv: s2\r\n"));
+        seen.push((who(a, "/three", "") != "s3").to_string());
+        seen.push(who(a, "/three", "X-Keep: 1\r\n"));
+        seen.push(who(a, "/", "X-Keep: 1\r\nX-Srv: s3\r\n"));
+        seen
+    };
+    let ours = run(e.addr(), &esock);
+    assert_eq!(
+        ours,
+        ["s2", "s2", "s2", "true", "s3", "s3", "s1", "s2", "s2", "true", "s3", "s3"]
+    );
+    let Some((_h, haddr, hsock)) = hap else {
+        return;
+    };
+    assert_eq!(ours, run(haddr, &hsock), "ebb vs haproxy");
+}
+
+/// `use-server` in a tcp proxy: every connection goes to the rule's
+/// server (round robin alone would alternate).
+#[test]
+fn use_server_picks_the_server_of_a_tcp_session() {
+    use common::origin::{Mode, Origin};
+    let (o1, o2) = (Origin::start("s1", Mode::Ok), Origin::start("s2", Mode::Ok));
+    let e = Ebb::start(&format!(
+        "defaults\n    mode tcp\n    timeout client 10s\n    timeout server 10s\n    timeout connect 5s\nlisten t\n    bind BIND\n    balance roundrobin\n    use-server s2 if {{ dst_port gt 0 }}\n    server s1 {}\n    server s2 {}\n",
+        o1.addr, o2.addr
+    ));
+    for _ in 0..4 {
+        assert!(get(e.addr(), "/").text().starts_with("s2 "));
+    }
+}
+
+/// `option persist` and `force-persist` on `stick match`: a stored server
+/// in maintenance still takes its user's requests (HAProxy's rule), where
+/// without them the user moves; side by side with HAProxy 2.6.
+#[test]
+fn stick_match_keeps_a_down_server_with_option_persist_as_haproxy() {
+    use common::origin::{Mode, Origin};
+    let (o1, o2) = (Origin::start("s1", Mode::Ok), Origin::start("s2", Mode::Ok));
+    let be = |name: &str, extra: &str| {
+        format!(
+            "backend {name}\n    balance roundrobin\n{extra}    stick-table type string size 1k expire 1m\n    stick on req.hdr(x-user)\n    server s1 {}\n    server s2 {}\n",
+            o1.addr, o2.addr
+        )
+    };
+    let cfg = format!(
+        "{DEFAULTS}frontend f\n    bind BIND\n    use_backend keep if {{ path_beg /keep }}\n    use_backend force if {{ path_beg /force }}\n    default_backend plain\n{}{}{}",
+        be("plain", ""),
+        be("keep", "    option persist\n"),
+        be("force", "    force-persist if { req.hdr(x-force) -m found }\n")
+    );
+    let dir = scratch("stick-persist");
+    let (esock, global) = sock_cfg(&dir);
+    let e = Ebb::start(&format!("{global}{cfg}"));
+    let hap = haproxy_on("stick-persist-h", &cfg);
+    let who = |a: SocketAddr, path: &str, hdr: &str| {
+        answered_by(a, path, &format!("X-User: alice\r\n{hdr}"))
+    };
+    let run = |a: SocketAddr, sock: &Path| -> Vec<String> {
+        // Alice lands on s1 in each backend (the first pick).
+        for p in ["/", "/keep", "/force"] {
+            assert_eq!(who(a, p, ""), "s1");
+        }
+        for b in ["plain", "keep", "force"] {
+            assert_eq!(cli_cmd(sock, &format!("disable server {b}/s1")), "\n");
+        }
+        vec![
+            who(a, "/keep", ""),
+            who(a, "/force", "X-Force: 1\r\n"),
+            who(a, "/", ""),
+            who(a, "/force", ""),
+        ]
+    };
+    let ours = run(e.addr(), &esock);
+    assert_eq!(ours, ["s1", "s1", "s2", "s2"]);
+    let Some((_h, haddr, hsock)) = hap else {
+        return;
+    };
+    assert_eq!(ours, run(haddr, &hsock), "ebb vs haproxy");
 }

@@ -1008,9 +1008,8 @@ fn with_state_header<'a>(req: &'a [u8], state: &str) -> std::borrow::Cow<'a, [u8
 pub fn server_state_header(farm: &Farm, s: &ServerRt, streak: u32) -> String {
     let o = &s.opts;
     let (rise, fall) = (o.rise.max(1), o.fall.max(1));
-    let running = s.up.load(Ordering::Relaxed)
-        && s.admin.load(Ordering::Relaxed) != super::ADMIN_MAINT
-        && s.has_addr();
+    let running =
+        s.up.load(Ordering::Relaxed) && s.admin_state() != super::ADMIN_MAINT && s.has_addr();
     let health = if !s.check_on.load(Ordering::Relaxed) {
         "no check".to_string()
     } else if running {
@@ -1466,11 +1465,24 @@ pub fn refresh_up(farm: &Farm, s: &ServerRt, why: impl FnOnce() -> String) -> bo
     let check =
         !s.opts.check || !s.check_on.load(Ordering::Relaxed) || s.check_ok.load(Ordering::Relaxed);
     let agent = !s.agent.enabled() || s.agent.healthy.load(Ordering::Relaxed);
-    let up = check && agent;
+    // `track`: the tracked server's health too (HAProxy's tracking
+    // server goes down with it and comes up with it).
+    let tracked = s.tracked.get().is_none_or(|t| t.up.load(Ordering::Relaxed));
+    let up = check && agent && tracked;
     let was = s.up.swap(up, Ordering::AcqRel);
     if was == up {
         return false;
     }
+    // Its trackers follow, down the chains, once its own change is done.
+    struct Follow<'a>(&'a ServerRt);
+    impl Drop for Follow<'_> {
+        fn drop(&mut self) {
+            for (f, t) in self.0.tracker_list() {
+                refresh_up(&f, &t, || format!("via {}/{}", self.0.backend, self.0.name));
+            }
+        }
+    }
+    let _follow = Follow(s);
     s.ext.on_check(true, was, up);
     farm.note_state();
     if up {

@@ -253,7 +253,7 @@ impl super::Farm {
         if s.opts.referenced {
             return Err("This server cannot be removed at runtime due to other configuration elements pointing to it.".into());
         }
-        if s.admin.load(Ordering::Relaxed) != super::ADMIN_MAINT {
+        if s.admin_state() != super::ADMIN_MAINT {
             return Err("Only servers in maintenance mode can be deleted.".into());
         }
         let queued = s.queue.lock().map(|q| q.len()).unwrap_or(0);
@@ -261,6 +261,14 @@ impl super::Farm {
             return Err("Server still has connections attached to it, cannot remove it.".into());
         }
         s.deleted.store(true, Ordering::Release);
+        // A tracking server leaves its tracked server's list (HAProxy's
+        // `release_server_track`).
+        if let Some(t) = s.tracked.get() {
+            t.trackers
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .retain(|(_, x)| x.upgrade().is_some_and(|x| !std::ptr::eq(&*x, s)));
+        }
         // A stream that took a slot between the test and the mark still
         // ends normally: the server only stops being picked.
         self.gen.fetch_add(1, Ordering::AcqRel);

@@ -51,7 +51,7 @@ use std::net::SocketAddr;
 use std::sync::atomic::{
     AtomicBool, AtomicI64, AtomicU16, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering,
 };
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
 use sched::{RuntimeHandle, TaskletId};
@@ -109,6 +109,9 @@ pub fn new_server(
         counters: Counters::default(),
         check_status: Mutex::new(check::Verdict::default()),
         ext: extra::SrvExtra::default(),
+        tracked: OnceLock::new(),
+        trackers: Mutex::new(Vec::new()),
+        iadmin: AtomicU8::new(ADMIN_READY),
         tls,
         name,
         addr: AtomicAddr::new(addr),
@@ -415,6 +418,15 @@ pub struct ServerRt {
     pub tls: Option<ServerTls>,
     /// What `show stat` reports beyond the above (maxima, check history).
     pub ext: extra::SrvExtra,
+    /// `track`: the server whose health this one takes, and the
+    /// maintenance or drain it passes on (HAProxy's inherited states).
+    pub tracked: OnceLock<Arc<ServerRt>>,
+    /// The servers tracking this one, with their farms.
+    pub trackers: Mutex<Vec<(Weak<Farm>, Weak<ServerRt>)>>,
+    /// The administrative state inherited from the tracked server
+    /// (HAProxy's IMAINT/IDRAIN): the server is in the stronger of it
+    /// and its own.
+    pub iadmin: AtomicU8,
 }
 
 /// TLS settings of a server: the client configuration and the name sent
@@ -500,7 +512,7 @@ impl ServerRt {
             && self.has_addr()
             && !self.rmaint.load(Ordering::Relaxed)
             && self.up.load(Ordering::Relaxed)
-            && self.admin.load(Ordering::Relaxed) == ADMIN_READY
+            && self.admin_state() == ADMIN_READY
             && self.weight.load(Ordering::Relaxed) > 0
     }
 
@@ -512,7 +524,7 @@ impl ServerRt {
             && self.has_addr()
             && !self.rmaint.load(Ordering::Relaxed)
             && self.up.load(Ordering::Relaxed)
-            && self.admin.load(Ordering::Relaxed) != ADMIN_MAINT
+            && self.admin_state() != ADMIN_MAINT
     }
 
     /// Whether a slot is free.
@@ -1155,9 +1167,18 @@ pub(crate) fn alive(s: &mut crate::transport::Transport) -> bool {
 }
 
 /// A server's state as the stats page, the CSV and the metrics name it.
-pub fn server_status(s: &ServerRt) -> &'static str {
+pub fn server_status(s: &ServerRt) -> std::borrow::Cow<'static, str> {
+    if s.iadmin.load(Ordering::Relaxed) == ADMIN_MAINT && !s.rmaint.load(Ordering::Relaxed) {
+        if let Some(t) = s.tracked.get() {
+            return format!("MAINT (via {}/{})", t.backend, t.name).into();
+        }
+    }
+    server_status_own(s).into()
+}
+
+fn server_status_own(s: &ServerRt) -> &'static str {
     let agent = s.agent.enabled();
-    match s.admin.load(Ordering::Relaxed) {
+    match s.admin_state() {
         ADMIN_MAINT => "MAINT",
         _ if s.rmaint.load(Ordering::Relaxed) => "MAINT (resolution)",
         ADMIN_DRAIN if s.up.load(Ordering::Relaxed) && agent => "DRAIN (agent)",
@@ -1166,7 +1187,7 @@ pub fn server_status(s: &ServerRt) -> &'static str {
             "DOWN (agent)"
         }
         _ if !s.up.load(Ordering::Relaxed) => "DOWN",
-        _ if !s.opts.check => "no check",
+        _ if !s.checked() => "no check",
         _ => "UP",
     }
 }
@@ -1182,10 +1203,14 @@ pub fn set_admin(farm: &Farm, s: &ServerRt, state: u8) -> Result<(), String> {
         ));
     }
     let was = s.usable();
+    let in_force = s.admin_state();
     let before = s.admin.swap(state, Ordering::Relaxed);
     if was != s.usable() {
         s.ext.changed(s.usable());
         farm.note_state();
+    }
+    if s.admin_state() != in_force {
+        propagate_admin(s);
     }
     // HAProxy's alert on entering maintenance and notice on leaving it.
     if state == ADMIN_MAINT && before != ADMIN_MAINT {
@@ -1326,4 +1351,157 @@ pub fn check_switch(farm: &Farm, s: &ServerRt, on: bool, agent: bool) -> Result<
         farm.kick_backend_queue();
     }
     Ok(String::new())
+}
+
+/// A backend's servers as the `stick` rules look them up.
+impl crate::stick::StickFarm for ServerList {
+    fn find(&self, n: crate::stick::Named<'_>) -> Option<usize> {
+        use crate::stick::Named;
+        // Servers in service, first in configuration order (HAProxy's
+        // name and address trees keep equal keys in insertion order).
+        let mut it = self.iter();
+        let s = match n {
+            Named::Id(id) => it.find(|s| u64::from(s.id) == id),
+            Named::Name(name) => it.find(|s| s.name == name),
+            Named::Addr(a) => it.find(|s| s.stick_addr().as_deref() == Some(a)),
+        };
+        s.map(|s| s.idx)
+    }
+
+    fn usable(&self, i: usize) -> bool {
+        self.get(i).is_some_and(|s| s.persist_ok())
+    }
+}
+
+impl ServerRt {
+    /// The address as HAProxy keys it for `srvkey addr`: `IP:PORT`, with
+    /// `+0` as the port of a server without one of its own, `abns@NAME`
+    /// for an abstract socket; None without an address.
+    pub fn stick_addr(&self) -> Option<String> {
+        if let Some(n) = &self.opts.abns {
+            return Some(format!("abns@{n}"));
+        }
+        let a = self.addr()?;
+        Some(if self.map_ports.load(Ordering::Relaxed) {
+            format!("{}:+0", a.ip())
+        } else {
+            format!("{}:{}", a.ip(), self.port.load(Ordering::Relaxed))
+        })
+    }
+}
+
+impl crate::stick::StickServer for ServerRt {
+    fn id(&self) -> u32 {
+        self.id
+    }
+
+    fn key(&self, k: crate::table::SrvKey) -> Option<String> {
+        match k {
+            crate::table::SrvKey::Name => Some(self.name.clone()),
+            crate::table::SrvKey::Addr => self.stick_addr(),
+        }
+    }
+}
+
+impl ServerRt {
+    /// The administrative state in force: its own or the one inherited
+    /// from the server it tracks, the stronger (maintenance over drain).
+    pub fn admin_state(&self) -> u8 {
+        self.admin
+            .load(Ordering::Relaxed)
+            .max(self.iadmin.load(Ordering::Relaxed))
+    }
+
+    /// Whether the state comes from the tracked server only (HAProxy's
+    /// "via"): the inherited state is stronger than its own.
+    pub fn admin_via(&self) -> Option<&Arc<ServerRt>> {
+        let own = self.admin.load(Ordering::Relaxed);
+        (self.iadmin.load(Ordering::Relaxed) > own)
+            .then(|| self.tracked.get())
+            .flatten()
+    }
+
+    /// The servers tracking this one (those still there).
+    pub fn tracker_list(&self) -> Vec<(Arc<Farm>, Arc<ServerRt>)> {
+        let l = self.trackers.lock().unwrap_or_else(|p| p.into_inner());
+        l.iter()
+            .filter_map(|(f, s)| Some((f.upgrade()?, s.upgrade()?)))
+            .collect()
+    }
+
+    /// Whether it or the server at the end of its `track` chain runs
+    /// health checks.
+    pub fn checked(&self) -> bool {
+        self.opts.check || self.tracked.get().is_some_and(|t| t.checked())
+    }
+}
+
+/// Makes `s` (of `farm`) track `t`: it takes its health, maintenance and
+/// drain from now on, starting with the current ones.
+pub fn link_track(farm: &Arc<Farm>, s: &Arc<ServerRt>, t: &Arc<ServerRt>) {
+    if s.tracked.set(Arc::clone(t)).is_err() {
+        return;
+    }
+    t.trackers
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .push((Arc::downgrade(farm), Arc::downgrade(s)));
+}
+
+/// Passes a tracked server's administrative state in force on to its
+/// trackers, down the chains (HAProxy's `srv_set_admin_flag` on the
+/// inherited flags), with their state changes noted and logged.
+pub fn propagate_admin(s: &ServerRt) {
+    let st = s.admin_state();
+    for (f, t) in s.tracker_list() {
+        let was = t.usable();
+        let before = t.admin_state();
+        t.iadmin.store(st, Ordering::Relaxed);
+        if t.admin_state() == before {
+            continue;
+        }
+        if was != t.usable() {
+            t.ext.changed(t.usable());
+            f.note_state();
+        }
+        if t.admin_state() == ADMIN_MAINT {
+            let (act, bck) = f.usable_counts();
+            check::log_event(
+                &f,
+                format!(
+                    "Server {}/{} is going DOWN for maintenance (via {}/{}). {act} active and {bck} backup servers left. {} sessions active, 0 requeued, {} remaining in queue.",
+                    f.name,
+                    t.name,
+                    s.backend,
+                    s.name,
+                    t.cur.load(Ordering::Relaxed),
+                    f.queued()
+                ),
+            );
+            check::log_if_none_left(&f);
+            f.redispatch_queue_of(&t);
+        } else if before == ADMIN_MAINT {
+            check::log_event(
+                &f,
+                format!(
+                    "Server {}/{} is UP/READY (leaving maintenance via {}/{}).",
+                    f.name, t.name, s.backend, s.name
+                ),
+            );
+            f.kick_backend_queue();
+        }
+        propagate_admin(&t);
+    }
+}
+
+/// The starting state of the servers tracking `s`, down the chains:
+/// its maintenance or drain, and its health.
+pub fn start_trackers(s: &ServerRt) {
+    for (_, t) in s.tracker_list() {
+        t.iadmin.store(s.admin_state(), Ordering::Relaxed);
+        if !s.up.load(Ordering::Relaxed) {
+            t.up.store(false, Ordering::Relaxed);
+        }
+        start_trackers(&t);
+    }
 }

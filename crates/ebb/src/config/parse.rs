@@ -240,6 +240,7 @@ fn new_proxy(name: &str, kind: ProxyKind, loc: Loc) -> Proxy {
         res_inspect_delay: None,
         cookie: None,
         persist_rules: Vec::new(),
+        use_server: Vec::new(),
         capture_cookie: None,
         unique_id_format: None,
         unique_id_header: None,
@@ -415,7 +416,6 @@ const HAPROXY_PROXY_UNSUPPORTED: &[&str] = &[
     "grace",
     "max-keep-alive-queue",
     "max-session-srv-conns",
-    "use-server",
 ];
 
 /// HAProxy `option` names ebb does not implement.
@@ -1351,8 +1351,8 @@ impl<'e> Parser<'e> {
     /// Cross-checks that need the whole configuration, then the result.
     pub(crate) fn finish(mut self) -> Result<Config, Vec<ConfigError>> {
         self.close_section();
-        // A table that stick rules use stores the server's id (HAProxy
-        // adds server_id to it).
+        // A table that stick rules use stores the server's id and key
+        // (HAProxy adds server_id and server_key to it).
         let stick_tables: Vec<String> = self
             .proxies
             .iter()
@@ -1370,10 +1370,15 @@ impl<'e> Parser<'e> {
             .chain(peer_tables)
         {
             let store = &mut t.value.store;
-            if stick_tables.contains(&t.value.name)
-                && !store.contains(&crate::table::DataType::ServerId)
-            {
-                store.push(crate::table::DataType::ServerId);
+            if stick_tables.contains(&t.value.name) {
+                for d in [
+                    crate::table::DataType::ServerId,
+                    crate::table::DataType::ServerKey,
+                ] {
+                    if !store.contains(&d) {
+                        store.push(d);
+                    }
+                }
             }
         }
         // Servers a fetch names cannot be deleted at run time.
@@ -1392,6 +1397,30 @@ impl<'e> Parser<'e> {
                 message: m,
             })
         };
+        // A `use-server` rule names a server of its backend, which then
+        // cannot be deleted at run time.
+        for p in self.proxies.iter_mut() {
+            for r in &p.use_server {
+                let UseServerTarget::Name(n) = &r.target else {
+                    continue;
+                };
+                match p.servers.iter_mut().find(|s| &s.name == n) {
+                    Some(s) => s.opts.referenced = true,
+                    None => err(
+                        &mut errs,
+                        &r.loc,
+                        format!(
+                            "unable to find server '{n}' referenced in a 'use-server' rule of {} '{}'",
+                            p.kind.name(),
+                            p.name
+                        ),
+                    ),
+                }
+            }
+        }
+        for e in resolve_tracks(&mut self.proxies) {
+            errs.push(e);
+        }
         let px = &self.proxies;
         for (i, p) in px.iter().enumerate() {
             // Two proxies may share a name only if their capabilities do not
@@ -2271,6 +2300,34 @@ fn proxy_kw(px: &mut Proxy, ctx: &Ctx<'_>, words: &[String]) -> Result<(), Strin
             ctx.allow(kw, BE, true)?;
             px.cookie = Some(super::cookie::parse(&w[1..])?);
         }
+        "use-server" => {
+            ctx.allow(kw, BE, false)?;
+            let Some(name) = w.get(1).filter(|n| !n.is_empty()) else {
+                return Err("'use-server' expects a server name".to_string());
+            };
+            let (args, c) = split_cond(&w[2..]);
+            if !args.is_empty() || c.is_none() {
+                return Err(
+                    "'use-server' requires either 'if' or 'unless' followed by a condition"
+                        .to_string(),
+                );
+            }
+            let cond =
+                cond_of(c, px, ctx.loc)?.ok_or("'use-server' needs a condition".to_string())?;
+            // A name with `%` is a log-format string (HAProxy keeps a
+            // string that is text only as a plain name).
+            let scope = crate::sample::Scope::Request { backend: true };
+            let f = crate::sample::LogFormat::parse(name, scope)?;
+            let target = match f.as_text() {
+                Some(t) => UseServerTarget::Name(t),
+                None => UseServerTarget::Format(f),
+            };
+            px.use_server.push(UseServer {
+                target,
+                cond,
+                loc: ctx.loc.clone(),
+            });
+        }
         "force-persist" | "ignore-persist" => {
             // HAProxy evaluates the backend's rules only.
             ctx.allow(kw, BE, false)?;
@@ -2648,7 +2705,14 @@ fn proxy_kw(px: &mut Proxy, ctx: &Ctx<'_>, words: &[String]) -> Result<(), Strin
                 ));
             }
             opts.abns = abns;
-            no_check_port(name, &opts)?;
+            // HAProxy asks a checked server for a port only when it has
+            // an address: on 0.0.0.0 (or `::`, or none written) its check
+            // goes to port 0 and fails.
+            let any = host.is_empty()
+                || host
+                    .parse::<std::net::IpAddr>()
+                    .is_ok_and(|a| a.is_unspecified());
+            no_check_port(name, &opts, any)?;
             if opts.ssl {
                 // `ssl-default-server-*` fill what the line does not set.
                 let d = &ctx.tls.server;
@@ -3680,14 +3744,18 @@ pub fn parse_dynamic_server(w: &[String]) -> Result<(String, u16, ServerOptions)
 /// A server without a port cannot be checked: ebb's checks have no port
 /// of their own (HAProxy's alert, which it lifts with `port` or a
 /// `tcp-check connect port`, both refused on such a server here).
-pub(crate) fn no_check_port(name: &str, o: &ServerOptions) -> Result<(), String> {
+pub(crate) fn no_check_port(name: &str, o: &ServerOptions, any_addr: bool) -> Result<(), String> {
+    if o.check && o.track.is_some() {
+        // HAProxy's alert.
+        return Err("unable to enable checks and tracking at the same time!".into());
+    }
     if o.agent_check && o.agent_port.is_none_or(|p| p == 0) {
         // HAProxy's alert.
         return Err(format!(
             "server {name} does not have agent port. Agent check has been disabled."
         ));
     }
-    if o.map_ports && o.check {
+    if o.map_ports && o.check && !any_addr {
         return Err(format!(
             "server '{name}' has neither service port nor check port (ebb takes no check port: give the server a port)"
         ));
@@ -3752,6 +3820,7 @@ fn parse_server_opts(w: &[String], o: &mut ServerOptions, ctx: &Ctx<'_>) -> Resu
                             }
                         }
                     }
+                    "track" => o.track = Some(v.to_string()),
                     "maxconn" => o.maxconn = Some(parse_u32_range(opt, v, 0, u32::MAX)?).filter(|m| *m > 0),
                     "maxqueue" => o.maxqueue = Some(parse_u32_range(opt, v, 0, u32::MAX)?).filter(|m| *m > 0),
                     "inter" => o.inter = nonzero_time(opt, v)?,
@@ -3838,7 +3907,7 @@ fn parse_server_opts(w: &[String], o: &mut ServerOptions, ctx: &Ctx<'_>) -> Resu
                     | "resolve-net" => super::resolvers::server_opt(opt, v, o)?,
                     _ => {
                         return Err(format!(
-                            "unknown server option '{opt}' (supported: weight, maxconn, maxqueue, backup, disabled, check, inter, fastinter, downinter, rise, fall, slowstart, agent-check, agent-port, agent-addr, agent-inter, agent-send, ssl, verify, ca-file, sni, cookie, ciphers, ciphersuites, ssl-min-ver, ssl-max-ver, no-tlsv12, no-tlsv13, force-tlsv12, force-tlsv13, no-tls-tickets, pool-max-conn, pool-purge-delay, resolvers, resolve-prefer, resolve-opts, init-addr, proto, alpn, check-proto, check-alpn, socks4, check-via-socks4)"
+                            "unknown server option '{opt}' (supported: weight, maxconn, maxqueue, backup, disabled, check, inter, fastinter, downinter, rise, fall, slowstart, agent-check, agent-port, agent-addr, agent-inter, agent-send, ssl, verify, ca-file, sni, cookie, ciphers, ciphersuites, ssl-min-ver, ssl-max-ver, no-tlsv12, no-tlsv13, force-tlsv12, force-tlsv13, no-tls-tickets, pool-max-conn, pool-purge-delay, resolvers, resolve-prefer, resolve-opts, init-addr, proto, alpn, check-proto, check-alpn, socks4, check-via-socks4, track)"
                         ))
                     }
                 }
@@ -5435,4 +5504,89 @@ fn parse_reply(
         return Err(format!("status {} must not have a body", r.status));
     }
     Ok(r)
+}
+
+/// The server a `track` option names from backend `from`: (proxy index,
+/// server index), or HAProxy's alert.
+fn track_target(px: &[Proxy], from: usize, spec: &str) -> Result<(usize, usize), String> {
+    let (pi, sname) = match spec.rsplit_once('/') {
+        Some((pname, sname)) => {
+            let pi = px
+                .iter()
+                .position(|p| p.name == pname && p.kind.is_backend())
+                .ok_or_else(|| format!("unable to find required proxy '{pname}' for tracking."))?;
+            (pi, sname)
+        }
+        None => (from, spec),
+    };
+    let si = px[pi]
+        .servers
+        .iter()
+        .position(|s| s.name == sname)
+        .ok_or_else(|| format!("unable to find required server '{sname}' for tracking."))?;
+    Ok((pi, si))
+}
+
+/// Checks every `track` option as HAProxy does (the tracked server exists,
+/// has a check, an agent or a `track` of its own, and the chain does not
+/// loop) and marks tracked servers as not deletable.
+fn resolve_tracks(px: &mut [Proxy]) -> Vec<ConfigError> {
+    let mut errs = Vec::new();
+    let mut marks = Vec::new();
+    for (pi, p) in px.iter().enumerate() {
+        for s in &p.servers {
+            let Some(spec) = &s.opts.track else { continue };
+            let mut e = |m: String| {
+                errs.push(ConfigError {
+                    loc: s.loc.clone(),
+                    message: m,
+                })
+            };
+            let (ti, tj) = match track_target(px, pi, spec) {
+                Ok(t) => t,
+                Err(m) => {
+                    e(m);
+                    continue;
+                }
+            };
+            let t = &px[ti].servers[tj];
+            let tname = format!("{}/{}", px[ti].name, t.name);
+            if !t.opts.check && !t.opts.agent_check && t.opts.track.is_none() {
+                e(format!(
+                    "unable to use {tname} for tracking as it does not have any check nor agent enabled."
+                ));
+                continue;
+            }
+            // Follow the chain from the tracked server: it must not come
+            // back to this one.
+            let me = (pi, p.servers.iter().position(|x| std::ptr::eq(x, s)));
+            let mut at = (ti, tj);
+            let mut looped = None;
+            for _ in 0..=px.iter().map(|p| p.servers.len()).sum::<usize>() {
+                if (at.0, Some(at.1)) == me {
+                    looped = Some(at);
+                    break;
+                }
+                let Some(next) = &px[at.0].servers[at.1].opts.track else {
+                    break;
+                };
+                match track_target(px, at.0, next) {
+                    Ok(n) => at = n,
+                    Err(_) => break,
+                }
+            }
+            if let Some((li, lj)) = looped {
+                e(format!(
+                    "unable to track {tname} as it belongs to a tracking chain looping back to {}/{}.",
+                    px[li].name, px[li].servers[lj].name
+                ));
+                continue;
+            }
+            marks.push((ti, tj));
+        }
+    }
+    for (i, j) in marks {
+        px[i].servers[j].opts.referenced = true;
+    }
+    errs
 }

@@ -260,7 +260,7 @@ pub(super) fn server_template(
     let mut opts = opts;
     // No port: the client's destination port (an SRV record gives one).
     opts.map_ports = port == 0 && !srv;
-    super::parse::no_check_port(prefix, &opts)?;
+    super::parse::no_check_port(prefix, &opts, false)?;
     Ok((lo..=hi)
         .map(|i| Server {
             name: format!("{prefix}{i}"),

@@ -1647,6 +1647,11 @@ fn server_errors() {
         "t.cfg:2: ",
         "server 's' has neither service port nor check port",
     );
+    // Without an address (0.0.0.0, `::`, none), HAProxy asks for no port:
+    // the check goes to port 0 and fails.
+    for a in ["0.0.0.0", ":", "[::]"] {
+        assert!(parse_str("t.cfg", &be(&format!("    server s {a} check"))).is_ok());
+    }
     for a in ["1.2.3.4", "1.2.3.4:", "[::1]", "ipv4@1.2.3.4", "app.test"] {
         let c = parse_str("t.cfg", &be(&format!("    server s {a}"))).unwrap();
         let s = &c.backends().next().unwrap().servers[0];
@@ -3087,6 +3092,35 @@ fn stick_tables_and_their_rules() {
         .value
         .store
         .contains(&crate::table::DataType::ServerId));
+    // use-server: a server of the backend (then not deletable), a
+    // log-format name, a condition required.
+    let c = parse(&be(
+        "    use-server s2 if { path /a }\n    use-server %[req.hdr(x)] unless { path /b }\n    server s1 127.0.0.1:1\n    server s2 127.0.0.1:2",
+    ))
+    .unwrap();
+    let b = c.backends().next().unwrap();
+    assert_eq!(b.use_server.len(), 2);
+    assert!(matches!(&b.use_server[0].target, UseServerTarget::Name(n) if n == "s2"));
+    assert!(matches!(
+        &b.use_server[1].target,
+        UseServerTarget::Format(_)
+    ));
+    assert!(b.servers[1].opts.referenced && !b.servers[0].opts.referenced);
+    err1(
+        &be("    use-server s9 if { path /a }\n    server s1 127.0.0.1:1"),
+        "t.cfg:2: ",
+        "unable to find server 's9' referenced in a 'use-server' rule",
+    );
+    err1(
+        &be("    use-server s1\n    server s1 127.0.0.1:1"),
+        "t.cfg:2: ",
+        "requires either 'if' or 'unless'",
+    );
+    err1(
+        &fe("    use-server s1 if TRUE"),
+        "t.cfg:3: ",
+        "not allowed in a 'frontend' section",
+    );
     err1(
         &fe("    stick on src"),
         "t.cfg:3: ",

@@ -531,6 +531,8 @@ pub struct Proxy {
     pub cookie: Option<super::cookie::CookieCfg>,
     /// `force-persist` (true) / `ignore-persist` (false) rules, in order.
     pub persist_rules: Vec<(bool, Condition)>,
+    /// `use-server NAME|FORMAT if|unless COND` rules, in order.
+    pub use_server: Vec<UseServer>,
     /// `capture cookie NAME len N` (frontends).
     pub capture_cookie: Option<super::cookie::CaptureCookie>,
     /// `unique-id-format FMT` and `unique-id-header NAME` (frontends).
@@ -1378,6 +1380,8 @@ pub struct ServerOptions {
     /// A sample fetch names this server (`srv_conn(b/s)`,
     /// `srv_sess_rate(b/s)`): `del server` refuses it, as HAProxy does.
     pub referenced: bool,
+    /// `track [BACKEND/]SERVER`: the server whose state this one takes.
+    pub track: Option<String>,
     pub maxconn: Option<u32>,
     pub maxqueue: Option<u32>,
     pub backup: bool,
@@ -1502,6 +1506,7 @@ impl Default for ServerOptions {
         ServerOptions {
             weight: 1,
             referenced: false,
+            track: None,
             maxconn: None,
             maxqueue: None,
             backup: false,
@@ -1748,4 +1753,22 @@ pub enum LoadServerState {
     Global,
     Local,
     None,
+}
+
+/// A `use-server` rule: the server's name, or a log-format string whose
+/// value names it (`%[...]`), and its condition.
+#[derive(Clone, Debug)]
+pub struct UseServer {
+    pub target: UseServerTarget,
+    pub cond: Condition,
+    pub loc: Loc,
+}
+
+/// What a `use-server` rule names.
+#[derive(Clone, Debug)]
+pub enum UseServerTarget {
+    /// A server of the backend (checked at start).
+    Name(String),
+    /// A log-format string evaluated on each request.
+    Format(crate::sample::LogFormat),
 }

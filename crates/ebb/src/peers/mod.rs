@@ -709,6 +709,8 @@ struct Conn {
     alive: bool,
     check_at: u32,
     last_tx: u32,
+    /// The session's `server_key` dictionary caches.
+    dict: DictCache,
 }
 
 struct Teach {
@@ -780,6 +782,7 @@ impl PeerTask {
             alive: false,
             check_at: ticks::add(now, RECONNECT_MS),
             last_tx: now,
+            dict: DictCache::default(),
         }
     }
 
@@ -957,7 +960,7 @@ impl PeerTask {
                     }
                     let id = *n as u32;
                     let inc = c.last_id.is_some_and(|l| l.wrapping_add(1) == id);
-                    put_update(&mut c.io.out, (!inc).then_some(id), e, t.def());
+                    put_update(&mut c.io.out, (!inc).then_some(id), e, t.def(), &mut c.dict);
                     c.last_id = Some(id);
                     c.pushed[i] = *n;
                 }
@@ -975,7 +978,7 @@ impl PeerTask {
                     c.sent_table = Some(i);
                 }
                 let id = t.local_update() as u32;
-                put_update(&mut c.io.out, Some(id), &e, t.def());
+                put_update(&mut c.io.out, Some(id), &e, t.def(), &mut c.dict);
                 c.last_id = Some(id);
                 sent += 1;
                 if sent >= PUSH_BATCH {
@@ -1097,7 +1100,7 @@ fn handle_msg(
             let Some(rt) = c.cur.and_then(|id| c.remote.get(&id)) else {
                 return Ok(());
             };
-            let u = parse_update(kind, data, &rt.def).map_err(|m| m.0)?;
+            let u = parse_update(kind, data, &rt.def, &mut c.dict).map_err(|m| m.0)?;
             let Some(i) = rt.local else { return Ok(()) };
             c.last_get[i] = match u.id {
                 Some(id) => id,
@@ -1412,7 +1415,7 @@ impl PeerTask {
 /// applies the updates to tables of every key type (the fuzz target's
 /// entry point): never panics; returns how many messages were understood.
 pub fn fuzz_messages(data: &[u8]) -> usize {
-    let store = "conn_cnt,conn_cur,conn_rate(10s),http_req_cnt,http_req_rate(10s),gpc0,gpt0,server_id,bytes_in_cnt";
+    let store = "conn_cnt,conn_cur,conn_rate(10s),http_req_cnt,http_req_rate(10s),gpc0,gpt0,server_id,server_key,bytes_in_cnt";
     let tables: Vec<Table> = [
         &["type", "ip"][..],
         &["type", "ipv6"],
@@ -1432,6 +1435,7 @@ pub fn fuzz_messages(data: &[u8]) -> usize {
     let mut n = 0;
     let mut rest = data;
     let mut cur: Option<TableDefMsg> = None;
+    let mut dict = DictCache::default();
     while let Ok(Some((f, used))) = next_frame(rest) {
         match (f.class, f.kind) {
             (CLASS_STKT, STKT_DEFINE) => cur = parse_define(f.data).ok(),
@@ -1443,7 +1447,7 @@ pub fn fuzz_messages(data: &[u8]) -> usize {
             }
             (CLASS_STKT, k) if (STKT_UPDATE..=STKT_INCUPDATE_TIMED).contains(&k) => {
                 if let Some(t) = &cur {
-                    if let Ok(u) = parse_update(k, f.data, t) {
+                    if let Ok(u) = parse_update(k, f.data, t, &mut dict) {
                         for tb in tables
                             .iter()
                             .filter(|x| wire_key_type(x.def().key) == t.key_type)
@@ -1465,7 +1469,7 @@ pub fn fuzz_messages(data: &[u8]) -> usize {
         assert!(t.validate().is_ok(), "table trees out of shape");
         for e in t.wire_all(0) {
             let mut out = Vec::new();
-            put_update(&mut out, Some(1), &e, t.def());
+            put_update(&mut out, Some(1), &e, t.def(), &mut dict);
         }
     }
     n

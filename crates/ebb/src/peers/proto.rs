@@ -67,6 +67,88 @@ const DT_GPC: u32 = 23;
 const DT_GPC_RATE: u32 = 24;
 const DT_COUNT: u32 = 25;
 
+/// Entries of a dictionary cache (HAProxy's `PEER_STKT_CACHE_MAX_ENTRIES`).
+pub const DICT_CACHE: usize = 128;
+
+/// One session's dictionary caches for `server_key` values (HAProxy's
+/// `dcache`): a string is sent once with a cache id (from 1), then the
+/// id alone. Both sides start empty with each session.
+pub struct DictCache {
+    /// What each id we sent stands for (a [`crate::table::dict`] number;
+    /// 0: unused), and the slot the next new string takes (round robin).
+    tx: [u64; DICT_CACHE],
+    tx_next: usize,
+    /// What each id the peer sent stands for.
+    rx: [u64; DICT_CACHE],
+}
+
+impl Default for DictCache {
+    fn default() -> DictCache {
+        DictCache {
+            tx: [0; DICT_CACHE],
+            tx_next: 0,
+            rx: [0; DICT_CACHE],
+        }
+    }
+}
+
+impl DictCache {
+    /// Appends dictionary value `n` (a [`crate::table::dict`] number, 0
+    /// for none) as HAProxy encodes it: 0 for none; else the length of
+    /// what follows, then the cache id, and the string (its length, its
+    /// bytes) when the peer does not know that id yet.
+    fn put(&mut self, out: &mut Vec<u8>, n: u64) {
+        let Some(s) = crate::table::dict::get(n) else {
+            put_int(out, 0);
+            return;
+        };
+        if let Some(i) = self.tx.iter().position(|&x| x == n) {
+            put_int(out, 1);
+            put_int(out, i as u64 + 1);
+            return;
+        }
+        let i = self.tx_next;
+        self.tx[i] = n;
+        self.tx_next = (i + 1) % DICT_CACHE;
+        let mut d = Vec::new();
+        put_int(&mut d, i as u64 + 1);
+        put_int(&mut d, s.len() as u64);
+        d.extend_from_slice(s.as_bytes());
+        put_int(out, d.len() as u64);
+        out.extend_from_slice(&d);
+    }
+
+    /// Reads a dictionary value of `len` bytes at `d[*p..]` (`len` was
+    /// read already): its [`crate::table::dict`] number (None: no value,
+    /// or a string the dictionary cannot keep).
+    fn get(&mut self, d: &[u8], p: &mut usize, len: u64) -> Result<Option<u64>, Malformed> {
+        let bad = Malformed("dictionary value");
+        if len == 0 {
+            return Ok(None);
+        }
+        let len = usize::try_from(len).map_err(|_| bad.clone())?;
+        let end = p.checked_add(len).ok_or(bad.clone())?;
+        let part = d.get(*p..end).ok_or(bad.clone())?;
+        *p = end;
+        let mut q = 0;
+        let id = get_int(part, &mut q).ok_or(bad.clone())?;
+        let slot = usize::try_from(id)
+            .ok()
+            .filter(|&i| (1..=DICT_CACHE).contains(&i))
+            .ok_or(bad.clone())?
+            - 1;
+        if q == part.len() {
+            return Ok(Some(self.rx[slot]).filter(|&n| n != 0));
+        }
+        let vlen = get_int(part, &mut q).ok_or(bad.clone())?;
+        let vlen = usize::try_from(vlen).map_err(|_| bad.clone())?;
+        let v = part.get(q..q.saturating_add(vlen)).ok_or(bad)?;
+        let n = crate::table::dict::intern(&String::from_utf8_lossy(v));
+        self.rx[slot] = n.unwrap_or(0);
+        Ok(n)
+    }
+}
+
 /// A message that does not follow the protocol.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Malformed(pub &'static str);
@@ -333,7 +415,13 @@ pub fn parse_switch(d: &[u8]) -> Result<u64, Malformed> {
 
 /// Appends a timed entry update; with `id` None, an incremental one (the
 /// previous number + 1).
-pub fn put_update(out: &mut Vec<u8>, id: Option<u32>, e: &WireEntry, def: &crate::table::TableDef) {
+pub fn put_update(
+    out: &mut Vec<u8>,
+    id: Option<u32>,
+    e: &WireEntry,
+    def: &crate::table::TableDef,
+    dict: &mut DictCache,
+) {
     let mut d = Vec::new();
     if let Some(id) = id {
         d.extend_from_slice(&id.to_be_bytes());
@@ -356,8 +444,9 @@ pub fn put_update(out: &mut Vec<u8>, id: Option<u32>, e: &WireEntry, def: &crate
             d.extend_from_slice(&k);
         }
     }
-    for (_, v) in &e.data {
-        match *v {
+    for &(t, v) in &e.data {
+        match v {
+            WireVal::Cnt(n) if t == Data::ServerKey => dict.put(&mut d, n),
             WireVal::Cnt(n) => put_int(&mut d, n),
             WireVal::Freq(el, cur, prev) => {
                 put_int(&mut d, u64::from(el));
@@ -389,7 +478,12 @@ pub struct Update {
 
 /// Parses an update of the peer's table `t` (kind: one of the four
 /// update messages).
-pub fn parse_update(kind: u8, d: &[u8], t: &TableDefMsg) -> Result<Update, Malformed> {
+pub fn parse_update(
+    kind: u8,
+    d: &[u8],
+    t: &TableDefMsg,
+    dict: &mut DictCache,
+) -> Result<Update, Malformed> {
     let with_id = matches!(kind, STKT_UPDATE | STKT_UPDATE_TIMED);
     let timed = matches!(kind, STKT_UPDATE_TIMED | STKT_INCUPDATE_TIMED);
     let bad = |w| Malformed(w);
@@ -441,13 +535,10 @@ pub fn parse_update(kind: u8, d: &[u8], t: &TableDefMsg) -> Result<Update, Malfo
                 let prev = get_int(d, &mut p).ok_or(bad("rate value"))?;
                 WireVal::Freq(v as u32, cur as u32, prev as u32)
             } else if id == DT_SERVER_KEY {
-                // A dictionary entry: its length, then that many bytes.
-                let n = usize::try_from(v).map_err(|_| bad("value"))?;
-                if d.len() < p.saturating_add(n) {
-                    return Err(bad("dictionary value"));
+                match dict.get(d, &mut p, v)? {
+                    Some(n) => WireVal::Cnt(n),
+                    None => continue,
                 }
-                p += n;
-                continue;
             } else {
                 WireVal::Cnt(v)
             };
@@ -596,15 +687,15 @@ mod tests {
             ],
         };
         let mut b = Vec::new();
-        put_update(&mut b, Some(9), &e, &def);
+        put_update(&mut b, Some(9), &e, &def, &mut DictCache::default());
         let (f, _) = next_frame(&b).unwrap().unwrap();
-        let u = parse_update(f.kind, f.data, &m).unwrap();
+        let u = parse_update(f.kind, f.data, &m, &mut DictCache::default()).unwrap();
         assert_eq!((u.id, u.exp), (Some(9), Some(29_000)));
         assert_eq!(u.key, vec![10, 0, 0, 1]);
         assert_eq!(u.data, e.data);
         // Cut anywhere: malformed, never a panic.
         for i in 0..f.data.len() {
-            assert!(parse_update(f.kind, &f.data[..i], &m).is_err());
+            assert!(parse_update(f.kind, &f.data[..i], &m, &mut DictCache::default()).is_err());
         }
     }
 
@@ -644,9 +735,9 @@ mod tests {
         t.add(r, Data::HttpFailCnt, 3, 100);
         let e = t.wire_all(150).pop().unwrap();
         let mut b = Vec::new();
-        put_update(&mut b, Some(1), &e, &def);
+        put_update(&mut b, Some(1), &e, &def, &mut DictCache::default());
         let (f, _) = next_frame(&b).unwrap().unwrap();
-        let u = parse_update(f.kind, f.data, &m).unwrap();
+        let u = parse_update(f.kind, f.data, &m, &mut DictCache::default()).unwrap();
         assert_eq!(u.data, e.data);
         assert_eq!(u.data.len(), 1 + 3 + 2 + 2);
         // Applied on another table: the same values.
@@ -657,6 +748,57 @@ mod tests {
         assert_eq!(t2.get_at(r2, Data::GpcRate, 1, 150), Some(2));
         assert_eq!(t2.get_at(r2, Data::Gpt, 2, 150), Some(9));
         assert_eq!(t2.get(r2, Data::HttpFailCnt, 150), Some(3));
+    }
+
+    #[test]
+    fn server_keys_travel_once_then_by_cache_id() {
+        let def = crate::table::parse_stick_table(
+            "t",
+            &["type", "ip", "size", "10", "store", "server_id,server_key"],
+        )
+        .unwrap();
+        let mut b = Vec::new();
+        put_define(&mut b, 1, &def);
+        let (f, _) = next_frame(&b).unwrap().unwrap();
+        let m = parse_define(f.data).unwrap();
+        assert_eq!(m.data, (1 << 0) | (1 << 19));
+        let t = crate::table::Table::new(def.clone());
+        let n = crate::table::dict::intern("srv-proto-a").unwrap();
+        for ip in ["10.0.0.1", "10.0.0.2"] {
+            let r = t
+                .track(&t.key_ip(ip.parse().unwrap()).unwrap(), 100)
+                .unwrap();
+            t.set(r, Data::ServerId, 3);
+            t.set(r, Data::ServerKey, n);
+        }
+        let (mut tx, mut rx) = (DictCache::default(), DictCache::default());
+        let mut sizes = Vec::new();
+        for e in t.wire_all(100) {
+            let mut b = Vec::new();
+            put_update(&mut b, Some(1), &e, &def, &mut tx);
+            let (f, _) = next_frame(&b).unwrap().unwrap();
+            let u = parse_update(f.kind, f.data, &m, &mut rx).unwrap();
+            assert_eq!(u.data, e.data);
+            sizes.push(f.data.len());
+            // Cut anywhere: malformed, never a panic.
+            for i in 0..f.data.len() {
+                assert!(parse_update(f.kind, &f.data[..i], &m, &mut DictCache::default()).is_err());
+            }
+        }
+        // The second entry names the string by its cache id alone: the
+        // length 1, the id 1 (HAProxy's encoding).
+        assert_eq!(sizes[0] - sizes[1], "srv-proto-a".len() + 1);
+        // An id the peer never defined carries no key; an id beyond the
+        // cache is malformed.
+        let mut d = vec![0, 0, 0, 1, 0, 0, 0, 0, 10, 0, 0, 9, 3];
+        d.extend([1, 5]);
+        let u = parse_update(STKT_UPDATE_TIMED, &d, &m, &mut DictCache::default()).unwrap();
+        assert_eq!(u.data, [(Data::ServerId, WireVal::Cnt(3))]);
+        let n = d.len();
+        d[n - 1] = 129;
+        d[n - 2] = 2;
+        d.push(0);
+        assert!(parse_update(STKT_UPDATE_TIMED, &d, &m, &mut DictCache::default()).is_err());
     }
 
     #[test]

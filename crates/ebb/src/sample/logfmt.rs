@@ -197,6 +197,19 @@ pub(super) fn item(
 }
 
 impl LogFormat {
+    /// The string's text when it holds no item (`%%` written `%`), as
+    /// HAProxy treats such a log-format string as a plain word.
+    pub fn as_text(&self) -> Option<String> {
+        let mut t = Vec::new();
+        for p in &self.parts {
+            match p {
+                Part::Text(b) => t.extend_from_slice(b),
+                _ => return None,
+            }
+        }
+        String::from_utf8(t).ok()
+    }
+
     /// Parses a log-format string for use in `scope`.
     pub fn parse(text: &str, scope: Scope) -> Result<LogFormat, String> {
         let b = text.as_bytes();

@@ -328,6 +328,9 @@ pub struct TxnInfo {
     /// The forcing came from a `force-persist` rule: no redispatch then
     /// (HAProxy's SF_FORCE_PRST).
     pub ck_force_rule: bool,
+    /// The server (index in its backend) a `use-server` rule assigned,
+    /// and whether a `force-persist` rule held (no redispatch then).
+    pub use_srv: Option<(usize, bool)>,
     /// `ignore-persist`: the cookie does not choose the server and none is
     /// inserted.
     pub ck_ignore: bool,

@@ -68,6 +68,8 @@ pub struct Row {
     pub act: Option<u64>,
     pub bck: Option<u64>,
     pub qlimit: Option<u64>,
+    /// Servers with `track`: `BACKEND/SERVER` they track.
+    pub tracked: Option<String>,
     /// Backends and servers: the longest their own queue has been.
     pub qmax: Option<u64>,
     pub lbtot: Option<u64>,
@@ -165,6 +167,7 @@ impl Row {
             act: None,
             bck: None,
             qlimit: None,
+            tracked: None,
             qmax: None,
             lbtot: None,
             rate: 0,
@@ -370,7 +373,8 @@ fn srv_row(i: usize, farm: &Farm, s: &ServerRt) -> Row {
     r.act = Some(u64::from(!s.opts.backup));
     r.bck = Some(u64::from(s.opts.backup));
     r.qlimit = s.opts.maxqueue.map(u64::from);
-    r.admin = Some(s.admin.load(Ordering::Relaxed));
+    r.tracked = s.tracked.get().map(|t| format!("{}/{}", t.backend, t.name));
+    r.admin = Some(s.admin_state());
     (r.rate, r.rate_max) = rate(format!("sv/{}/{}", farm.name, s.name), r.stot);
     r.smax = Some(u64::from(s.ext.smax.load(Ordering::Relaxed)));
     r.uweight = Some(u64::from(s.weight.load(Ordering::Relaxed)));
@@ -865,6 +869,7 @@ pub fn values(r: &Row) -> Vec<Option<Val>> {
     v[27] = u(r.iid as u64);
     v[28] = u(r.sid as u64);
     v[30] = r.lbtot.map(Val::U);
+    v[31] = r.tracked.as_deref().and_then(st);
     v[32] = u(u64::from(r.kind.code()));
     v[33] = u(r.rate);
     if fe {
@@ -1522,6 +1527,7 @@ pub fn html(rows: &[Row], info: &PageInfo<'_>, o: PageOpts) -> String {
             (_, "UP") => "srv up",
             (_, "no check") => "srv nocheck",
             (_, "MAINT") => "srv maint",
+            (_, st) if st.starts_with("MAINT (via ") => "srv maint",
             (_, "DRAIN") => "srv drain",
             _ => "srv down",
         };

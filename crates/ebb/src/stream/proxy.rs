@@ -327,8 +327,17 @@ impl Stream {
             ..sctx
         };
         let farm = &sr.farm;
-        let ok = |i: usize| farm.servers.get(i).is_some_and(|s| s.persist_ok());
-        c.stk.stick_request(&be.stick, &be.matcher, &sctx, &ok);
+        // `use-server` comes before persistence (cookie, stick match).
+        let us = sr.use_server(&be.matcher, &sctx);
+        if let Some(mut v) = c.vars.try_borrow_mut() {
+            v.info.use_srv = us;
+        }
+        // `option persist` or `force-persist`: a stored server that is
+        // down still takes the request.
+        let force = sr.force_persist(&be.matcher, &sctx);
+        let persist = (sr.persist || force).then_some(force);
+        c.stk
+            .stick_request(&be.stick, &be.matcher, &sctx, &farm.servers, persist);
         let comp_choice = c.fe.comp.get(bi).cloned().flatten().map(|p| {
             let k = compress::choose_h1(&p, buf, h);
             (p, k)
@@ -543,16 +552,27 @@ impl Stream {
             uri: &up.lb_uri,
             hdr: up.lb_hdr.as_deref(),
         };
-        let (ck, force, stay) = {
+        let (ck, force, stay, us) = {
             let v = c.vars.try_borrow();
             let i = v.as_ref().map(|v| &v.info);
             (
                 i.and_then(|i| i.ck_direct),
                 i.is_some_and(|i| i.ck_force),
                 i.is_some_and(|i| i.ck_force_rule),
+                i.and_then(|i| i.use_srv),
             )
         };
-        let prefer = ck.or(c.stk.prefer());
+        // A `use-server` rule's server takes the request even when down
+        // (the rule checked it may); else the cookie's, then the stick
+        // table's.
+        let (prefer, force, stay) = match us {
+            Some((i, st)) => (Some(i), true, st),
+            None if ck.is_some() => (ck, force, stay),
+            None => match c.stk.prefer_force() {
+                Some(st) => (c.stk.prefer(), true, st),
+                None => (c.stk.prefer(), force, stay),
+            },
+        };
         let h = || ctx.handle();
         let pick = (up.farm).pick_cookie(prefer, force, stay, &input, up.avoid, me, h);
         match pick {
@@ -1544,7 +1564,7 @@ impl Stream {
                 srv: Some(s.name.as_str()),
                 ..super::sample_ctx(tr, c.sess.peer, &fe.name, &dst, c.vars.cell(), &c.stk)
             };
-            c.stk.stick_response(&be.stick, &be.matcher, &sctx, s.idx);
+            c.stk.stick_response(&be.stick, &be.matcher, &sctx, &**s);
         }
         let coding = match verdict {
             compress::Verdict::Compress(k) => Some(k),

@@ -144,6 +144,10 @@ fn entry_line(out: &mut String, t: &Table, e: &Dumped) {
             Some(p) => {
                 let _ = write!(out, "({p})={v}");
             }
+            None if dt.data() == Data::ServerKey => {
+                let k = super::dict::get(*v);
+                let _ = write!(out, "={}", k.as_deref().unwrap_or("-"));
+            }
             None => {
                 let _ = write!(out, "={v}");
             }
@@ -307,7 +311,10 @@ pub fn set(tables: &Tables, name: &str, args: &[&str], now: u32) -> Result<Strin
         let v: u64 = v
             .parse()
             .map_err(|_| "Require a valid integer value to store")?;
-        t.set_data(r, data, v, now);
+        // HAProxy takes a number for `server_key` and sets nothing.
+        if data != Data::ServerKey {
+            t.set_data(r, data, v, now);
+        }
     }
     Ok(String::new())
 }

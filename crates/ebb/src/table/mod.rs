@@ -49,6 +49,7 @@
 //! without changing this API.
 
 pub mod cli;
+pub mod dict;
 mod freq;
 mod store;
 mod track;
@@ -101,6 +102,7 @@ pub enum DataType {
     ServerId,
     Gpc1,
     Gpc1Rate(u32),
+    ServerKey,
     HttpFailCnt,
     HttpFailRate(u32),
     Gpt(u8),
@@ -131,6 +133,7 @@ pub enum Data {
     ServerId,
     Gpc1,
     Gpc1Rate,
+    ServerKey,
     HttpFailCnt,
     HttpFailRate,
     Gpt,
@@ -139,7 +142,7 @@ pub enum Data {
 }
 
 /// The number of [`Data`] kinds.
-pub const DATA_KINDS: usize = 24;
+pub const DATA_KINDS: usize = 25;
 
 /// HAProxy's largest array (`STKTABLE_MAX_DT_ARRAY_SIZE`).
 pub const MAX_ARRAY: usize = 100;
@@ -167,6 +170,7 @@ impl DataType {
             DataType::ServerId => Data::ServerId,
             DataType::Gpc1 => Data::Gpc1,
             DataType::Gpc1Rate(_) => Data::Gpc1Rate,
+            DataType::ServerKey => Data::ServerKey,
             DataType::HttpFailCnt => Data::HttpFailCnt,
             DataType::HttpFailRate(_) => Data::HttpFailRate,
             DataType::Gpt(_) => Data::Gpt,
@@ -224,6 +228,7 @@ impl Data {
             Data::ServerId => "server_id",
             Data::Gpc1 => "gpc1",
             Data::Gpc1Rate => "gpc1_rate",
+            Data::ServerKey => "server_key",
             Data::HttpFailCnt => "http_fail_cnt",
             Data::HttpFailRate => "http_fail_rate",
             Data::Gpt => "gpt",
@@ -252,6 +257,7 @@ impl Data {
         Data::ServerId,
         Data::Gpc1,
         Data::Gpc1Rate,
+        Data::ServerKey,
         Data::HttpFailCnt,
         Data::HttpFailRate,
         Data::Gpt,
@@ -283,8 +289,7 @@ impl Data {
     }
 }
 
-/// The order in which HAProxy lists an entry's data (its data type ids;
-/// 19, `server_key`, is not stored by ebb).
+/// The order in which HAProxy lists an entry's data (its data type ids).
 pub const SHOW_ORDER: [Data; DATA_KINDS] = [
     Data::ServerId,
     Data::Gpt0,
@@ -305,6 +310,7 @@ pub const SHOW_ORDER: [Data; DATA_KINDS] = [
     Data::BytesOutRate,
     Data::Gpc1,
     Data::Gpc1Rate,
+    Data::ServerKey,
     Data::HttpFailCnt,
     Data::HttpFailRate,
     Data::Gpt,
@@ -316,22 +322,12 @@ impl Data {
     /// HAProxy's id of the type (`STKTABLE_DT_*`, the bit of the peers
     /// protocol's data field).
     pub fn wire_id(self) -> u32 {
-        let i = SHOW_ORDER.iter().position(|&d| d == self).unwrap_or(0) as u32;
-        // server_key (19) sits between gpc1_rate and http_fail_cnt.
-        if i >= 19 {
-            i + 1
-        } else {
-            i
-        }
+        SHOW_ORDER.iter().position(|&d| d == self).unwrap_or(0) as u32
     }
 
     /// The type of HAProxy id `id`, if ebb stores it.
     pub fn from_wire_id(id: u32) -> Option<Data> {
-        match id {
-            0..=18 => SHOW_ORDER.get(id as usize).copied(),
-            20..=24 => SHOW_ORDER.get(id as usize - 1).copied(),
-            _ => None,
-        }
+        SHOW_ORDER.get(id as usize).copied()
     }
 
     /// Whether the type is a rate (a frequency counter).
@@ -341,6 +337,12 @@ impl Data {
 
     /// The data type called `name` (`data.NAME` on the CLI).
     pub fn by_name(name: &str) -> Option<Data> {
+        // `server_name`: HAProxy's former name of `server_key`.
+        let name = if name == "server_name" {
+            "server_key"
+        } else {
+            name
+        };
         Data::ALL.into_iter().find(|d| d.name() == name)
     }
 }
@@ -369,6 +371,19 @@ pub struct TableDef {
     /// line of peers section P is called `P/T` locally and `/T` on the
     /// wire (HAProxy 2.6's `nid`, slash included).
     pub wire_name: Option<String>,
+    /// `srvkey name|addr`: what `stick` rules store as `server_key`.
+    pub srvkey: SrvKey,
+}
+
+/// What a table's `server_key` holds (HAProxy's `srvkey`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum SrvKey {
+    /// The server's name (the default).
+    #[default]
+    Name,
+    /// The server's address, `IP:PORT` (`IP:+N` for a server without a
+    /// port of its own), as HAProxy writes it.
+    Addr,
 }
 
 impl TableDef {
@@ -443,7 +458,7 @@ fn parse_data_type(s: &str) -> Result<DataType, DefError> {
         Some(_) => return err(format!("store: malformed data type '{s}'")),
         None => (s, None),
     };
-    let Some(d) = Data::ALL.into_iter().find(|d| d.name() == name) else {
+    let Some(d) = Data::by_name(name) else {
         return err(format!(
             "store: data type '{name}' is not supported by ebb (supported: {})",
             Data::ALL.map(|d| d.name()).join(", ")
@@ -507,6 +522,7 @@ fn parse_data_type(s: &str) -> Result<DataType, DefError> {
         Data::ServerId => DataType::ServerId,
         Data::Gpc1 => DataType::Gpc1,
         Data::Gpc1Rate => DataType::Gpc1Rate(p),
+        Data::ServerKey => DataType::ServerKey,
         Data::HttpFailCnt => DataType::HttpFailCnt,
         Data::HttpFailRate => DataType::HttpFailRate(p),
         Data::Gpt => DataType::Gpt(nb),
@@ -544,6 +560,7 @@ pub fn parse_stick_table(name: &str, w: &[&str]) -> Result<TableDef, DefError> {
     let mut store: Vec<DataType> = Vec::new();
     let mut peers = None;
     let mut key_size = 0;
+    let mut srvkey = SrvKey::Name;
     let mut i = 0;
     let val = |i: usize, kw: &str| {
         w.get(i + 1)
@@ -633,7 +650,14 @@ pub fn parse_stick_table(name: &str, w: &[&str]) -> Result<TableDef, DefError> {
                 }
                 peers = Some(v.to_string());
             }
-            "srvkey" | "write-to" | "recv-only" => {
+            "srvkey" => {
+                srvkey = match val(i, "srvkey")? {
+                    "name" => SrvKey::Name,
+                    "addr" => SrvKey::Addr,
+                    o => return err(format!("unknown server key type '{o}'")),
+                };
+            }
+            "write-to" | "recv-only" => {
                 return err(format!(
                     "stick-table option '{}' is not supported by ebb",
                     w[i]
@@ -670,6 +694,7 @@ pub fn parse_stick_table(name: &str, w: &[&str]) -> Result<TableDef, DefError> {
         peers,
         key_size,
         wire_name: None,
+        srvkey,
     })
 }
 

@@ -935,7 +935,15 @@ impl Table {
                     Slot::Rate(f) => f.read(self.periods[d as usize], now) as u64,
                 })
             };
-            let read = |d: Data| read_at(d, 0);
+            // A `show table` filter reads `server_key` (a string) as 0,
+            // as HAProxy does.
+            let read = |d: Data| {
+                if d == Data::ServerKey {
+                    self.index[d as usize].map(|_| 0)
+                } else {
+                    read_at(d, 0)
+                }
+            };
             if !keep(&read) {
                 return;
             }

@@ -41,6 +41,7 @@ fn parses_every_key_type_and_store_type() {
             peers: None,
             key_size: 65,
             wire_name: None,
+            srvkey: Default::default(),
         }
     );
     assert_eq!(
@@ -62,7 +63,18 @@ fn refuses_bad_definitions() {
     assert!(e("type ip size 1 expire 30d").contains("too large"));
     assert!(e("type ip size 1 store http_req_rate").contains("missing argument"));
     assert!(e("type ip size 1 store gpc0(10s)").contains("unexpected argument"));
-    assert!(e("type ip size 1 store server_key").contains("'server_key' is not supported"));
+    assert!(e("type ip size 1 srvkey ip").contains("unknown server key type 'ip'"));
+    assert!(e("type ip size 1 srvkey").contains("'srvkey' expects a value"));
+    assert!(e("type ip size 1 store server_key,server_name").contains("stored twice"));
+    assert_eq!(
+        def("type ip size 1 srvkey addr").unwrap().srvkey,
+        SrvKey::Addr
+    );
+    assert_eq!(def("type ip size 1").unwrap().srvkey, SrvKey::Name);
+    assert_eq!(
+        def("type ip size 1 store server_name").unwrap().store,
+        [DataType::ServerKey]
+    );
     // Arrays (HAProxy 2.6's messages).
     assert!(e("type ip size 1 store gpc").contains("missing argument"));
     assert!(e("type ip size 1 store gpc(0)").contains("out of allowed range (1-100)"));
@@ -186,7 +198,9 @@ fn arrays_and_http_fail_types() {
         .map(|d| d.wire_id()),
         [18, 20, 21, 22, 23, 24]
     );
-    assert_eq!(Data::from_wire_id(19), None);
+    assert_eq!(Data::ServerKey.wire_id(), 19);
+    assert_eq!(Data::from_wire_id(19), Some(Data::ServerKey));
+    assert_eq!(Data::from_wire_id(25), None);
     assert_eq!(Data::from_wire_id(24), Some(Data::GpcRate));
     let t = Table::new(d);
     let k = t.key_ip("192.0.2.1".parse().unwrap()).unwrap();

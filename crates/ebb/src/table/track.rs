@@ -130,6 +130,9 @@ pub struct Stk {
     /// (An index in its backend: 32 bits keep the connection's state
     /// small.)
     pub(crate) prefer: Cell<Option<u32>>,
+    /// `prefer` must take the request even when down (`option persist`,
+    /// `force-persist`: whether by the rule).
+    pub(crate) prefer_force: Cell<Option<bool>>,
     pub(crate) pending: RefCell<Pending>,
     sess: Level,
     strm: Level,
@@ -164,6 +167,7 @@ impl Stk {
             now: Cell::new(0),
             err: Cell::new(false),
             prefer: Cell::new(None),
+            prefer_force: Cell::new(None),
             pending: RefCell::default(),
             sess: RefCell::new(None),
             strm: RefCell::new(None),

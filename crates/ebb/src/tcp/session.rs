@@ -81,6 +81,9 @@ pub(super) struct Session {
     retries_done: u32,
     redispatched: bool,
     avoid: Option<usize>,
+    /// The server a `use-server` rule assigned (index in the backend),
+    /// and whether a `force-persist` rule held.
+    use_srv: Option<(usize, bool)>,
     /// Ticks: accept, inspection's end, queue entry, slot obtained,
     /// deadline of the current state.
     t_accept: Tick,
@@ -162,6 +165,7 @@ impl Session {
             retries_done: 0,
             redispatched: false,
             avoid: None,
+            use_srv: None,
             t_accept: now,
             t_queued: None,
             t_served: None,
@@ -276,6 +280,7 @@ impl Session {
         // log, `balance source`, the PROXY header to the server), kept
         // even when the walk waits.
         let addrs = std::cell::Cell::new(None);
+        let use_srv = std::cell::Cell::new(None);
         let r = self.with_ctx(Some(pay), None, req, |sctx| {
             let mut xp = false;
             let v = run_rules_addrs(
@@ -326,15 +331,20 @@ impl Session {
             if matches!(v, Verdict::Reject | Verdict::SilentDrop) {
                 return Ok(Err(v));
             }
-            if !be.stick.is_empty() {
-                if let BackendKind::Servers(sr) = &be.kind {
+            if let BackendKind::Servers(sr) = &be.kind {
+                // `use-server` comes before `stick match`.
+                use_srv.set(sr.use_server(&be.matcher, &sctx));
+                if !be.stick.is_empty() {
                     let farm = &sr.farm;
-                    let ok = |i: usize| farm.servers.get(i).is_some_and(|s| s.persist_ok());
-                    self.stk.stick_request(&be.stick, &be.matcher, &sctx, &ok);
+                    let force = sr.force_persist(&be.matcher, &sctx);
+                    let persist = (sr.persist || force).then_some(force);
+                    self.stk
+                        .stick_request(&be.stick, &be.matcher, &sctx, &farm.servers, persist);
                 }
             }
             Ok(Ok(bi))
         });
+        self.use_srv = use_srv.get();
         if let Some(a) = addrs.get() {
             self.peer = a.src;
             self.dst = a.dst;
@@ -413,7 +423,28 @@ impl Session {
             uri: b"",
             hdr: None,
         };
-        match farm.pick_sticky(self.stk.prefer(), &input, self.avoid, me, || ctx.handle()) {
+        // A `use-server` rule's server takes the session even when down
+        // (the rule checked it may), before the stick table's.
+        let pick = match self.use_srv {
+            Some((i, stay)) => {
+                farm.pick_cookie(Some(i), true, stay, &input, self.avoid, me, || ctx.handle())
+            }
+            None => match self.stk.prefer_force() {
+                Some(stay) => farm.pick_cookie(
+                    self.stk.prefer(),
+                    true,
+                    stay,
+                    &input,
+                    self.avoid,
+                    me,
+                    || ctx.handle(),
+                ),
+                None => {
+                    farm.pick_sticky(self.stk.prefer(), &input, self.avoid, me, || ctx.handle())
+                }
+            },
+        };
+        match pick {
             Pick::Server(s) => self.use_server(ctx, s),
             Pick::Queued(w) => {
                 let now = ctx.now();
@@ -871,7 +902,7 @@ impl Session {
             return;
         }
         let _ = self.with_ctx(None, Some(&be.name), None, |c| {
-            self.stk.stick_response(&be.stick, &be.matcher, c, srv.idx);
+            self.stk.stick_response(&be.stick, &be.matcher, c, &*srv);
             Ok(())
         });
     }
