@@ -21,10 +21,11 @@ fn srv(name: &str, o: &Origin, opts: &str) -> String {
     format!("    server {name} {} {opts}\n", o.addr)
 }
 
-/// A closed port: bound, then released.
+/// A closed port, below the kernel's ephemeral range: a port released
+/// from `:0` could be handed next to ebb's own `:0` listener, making the
+/// "dead" server ebb itself (a CI run answered 504 so).
 fn dead_addr() -> std::net::SocketAddr {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    l.local_addr().unwrap()
+    std::net::SocketAddr::from(([127, 0, 0, 1], free_port()))
 }
 
 #[test]
