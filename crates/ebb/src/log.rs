@@ -129,11 +129,7 @@ fn std_writer() -> Option<&'static StdQueue> {
             .name("ebb-log".into())
             .spawn(move || {
                 while let Ok((err, l)) = rx.recv() {
-                    let _ = if err {
-                        io::stderr().lock().write_all(&l)
-                    } else {
-                        io::stdout().lock().write_all(&l)
-                    };
+                    write_std(err, &l);
                     if let Some(Some(q)) = STD.get() {
                         q.pending.fetch_sub(1, Ordering::AcqRel);
                     }
@@ -148,15 +144,20 @@ fn std_writer() -> Option<&'static StdQueue> {
     .as_ref()
 }
 
+/// Writes a line to standard error (`err`) or output, blocking.
+fn write_std(err: bool, l: &[u8]) {
+    let _ = if err {
+        io::stderr().lock().write_all(l)
+    } else {
+        io::stdout().lock().write_all(l)
+    };
+}
+
 /// Hands a line to the writer thread; drops it when the queue is full.
 fn std_queue(err: bool, l: &[u8]) {
     let Some(q) = std_writer() else {
         // No thread could be started: written here, as before.
-        let _ = if err {
-            io::stderr().lock().write_all(l)
-        } else {
-            io::stdout().lock().write_all(l)
-        };
+        write_std(err, l);
         return;
     };
     q.pending.fetch_add(1, Ordering::AcqRel);
