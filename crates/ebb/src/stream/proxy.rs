@@ -1032,6 +1032,16 @@ impl Stream {
 
     /// Drives the exchange. Returns whether anything moved.
     pub(super) fn proxy_step(&mut self, c: &mut H1, ctx: &mut Ctx) -> bool {
+        if self
+            .up
+            .as_ref()
+            .is_some_and(|u| u.state == UpState::Connecting)
+        {
+            // The server side's tasklet may have completed the connect (and
+            // sent the request) since this stream last looked: an abort is
+            // judged on the phase the exchange is really in.
+            self.sync_side(c, ctx);
+        }
         let Some(up) = self.up.as_mut() else {
             return false;
         };
