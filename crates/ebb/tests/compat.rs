@@ -958,3 +958,45 @@ fn internal_htx_fetches_are_refused_with_their_reason() {
         }
     }
 }
+
+/// `setenv`, `presetenv`, `unsetenv` and `resetenv` change the environment
+/// the lines after them read (`"${NAME}"` and the `env()` fetch), side by
+/// side with haproxy.
+#[test]
+fn environment_keywords_apply_to_the_lines_after_them() {
+    let cfg = |bind: &str, reset: bool| {
+        let reset = if reset {
+            "    resetenv EBB_T_A PATH\n"
+        } else {
+            ""
+        };
+        format!(
+            "global\n    setenv EBB_T_A alpha\n    presetenv EBB_T_A beta\n    presetenv EBB_T_B bravo\n\
+             \x20   setenv EBB_T_C charlie\n    unsetenv EBB_T_C\n{reset}\
+             defaults\n    mode http\n    timeout client 30s\n    timeout server 30s\n    timeout connect 5s\n\
+             frontend fe\n    bind {bind}\n\
+             \x20   http-request return status 200 content-type text/plain lf-string \"a=${{EBB_T_A}} b=%[env(EBB_T_B)] c=${{EBB_T_C}}. path=%[env(PATH),length,bool]\"\n"
+        )
+    };
+    for (reset, want) in [
+        (false, "a=alpha b=bravo c=. path=1"),
+        (true, "a=alpha b= c=. path=1"),
+    ] {
+        let ebb = common::Ebb::start(&cfg("BIND", reset));
+        assert_eq!(
+            String::from_utf8_lossy(&common::get(ebb.addr(), "/").body),
+            want,
+            "ebb"
+        );
+        let port = common::free_port();
+        let name = format!("environ-hap-{reset}");
+        if let Some(_h) = common::haproxy_with(&name, &cfg(&format!("127.0.0.1:{port}"), reset)) {
+            let a: std::net::SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+            assert_eq!(
+                String::from_utf8_lossy(&common::get(a, "/").body),
+                want,
+                "haproxy"
+            );
+        }
+    }
+}

@@ -325,6 +325,10 @@ fn main() -> ExitCode {
             }
         };
     }
+    // `setenv` and its kin: the process's environment, for what it starts
+    // (`program` sections) and what reads it later, while no other thread
+    // exists yet.
+    cfg.global.environ.apply_to_process();
     let daemon = (args.daemon || cfg.global.daemon) && !args.debug;
     if master {
         let mut o = master_opts(&args, files, argv);

@@ -276,6 +276,10 @@ const GLOBAL_KEYWORDS: &[&str] = &[
     "nbthread",
     "maxconn",
     "tune.bufsize",
+    "setenv",
+    "presetenv",
+    "unsetenv",
+    "resetenv",
     "tune.runqueue-depth",
     "tune.sched.low-latency",
     "tune.sched.scope-lookups",
@@ -331,10 +335,6 @@ const HAPROXY_GLOBAL_UNSUPPORTED: &[&str] = &[
     "node",
     "description",
     "lua-load",
-    "setenv",
-    "presetenv",
-    "resetenv",
-    "unsetenv",
     "cpu-map",
     "spread-checks",
     "maxsslconn",
@@ -489,6 +489,7 @@ const UNSUPPORTED_SECTIONS: &[&str] = &[
 
 impl<'e> Parser<'e> {
     pub(crate) fn new(env: EnvLookup<'e>) -> Self {
+        crate::environ::reset();
         Parser {
             env,
             errors: Vec::new(),
@@ -532,7 +533,9 @@ impl<'e> Parser<'e> {
                 line,
             };
             let pos = LinePos { file: &file, line };
-            let words = match tokenize(raw, self.env, &pos) {
+            let base = self.env;
+            let env = |n: &str| crate::environ::lookup(n, base);
+            let words = match tokenize(raw, &env, &pos) {
                 Ok(w) => w,
                 Err(e) => {
                     self.error(loc, e);
@@ -1184,6 +1187,9 @@ impl<'e> Parser<'e> {
                     loc: loc.clone(),
                 })
             }
+            "setenv" | "presetenv" | "unsetenv" | "resetenv" => {
+                crate::environ::keyword(w, self.env)?
+            }
             "daemon" => {
                 if w.len() > 1 {
                     return Err("'daemon' takes no argument".to_string());
@@ -1351,6 +1357,7 @@ impl<'e> Parser<'e> {
     /// Cross-checks that need the whole configuration, then the result.
     pub(crate) fn finish(mut self) -> Result<Config, Vec<ConfigError>> {
         self.close_section();
+        self.global.environ = crate::environ::take();
         // A table that stick rules use stores the server's id and key
         // (HAProxy adds server_id and server_key to it).
         let stick_tables: Vec<String> = self

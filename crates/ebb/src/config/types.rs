@@ -183,6 +183,9 @@ pub struct Global {
     pub localpeer: Option<String>,
     /// `set-var proc.NAME EXPR` and `set-var-fmt proc.NAME FMT`, in order.
     pub set_vars: Vec<crate::sample::VarAction>,
+    /// `setenv`, `presetenv`, `unsetenv`, `resetenv`: the environment as
+    /// the configuration left it (applied to the process at start).
+    pub environ: crate::environ::Overlay,
     /// `nbthread N`; `None`: one per CPU.
     pub nbthread: Option<Spanned<u32>>,
     /// `maxconn N`: process-wide connection limit.
@@ -273,6 +276,7 @@ impl Default for Global {
         Global {
             localpeer: None,
             set_vars: Vec::new(),
+            environ: Default::default(),
             nbthread: None,
             maxconn: None,
             bufsize: 16384,
