@@ -738,6 +738,10 @@ pub struct Compiled {
     /// Things that do not stop ebb but need saying (a server name that did
     /// not resolve).
     pub warnings: Vec<String>,
+    /// `node` (else the host name) and `description` of the global
+    /// section, for `show info` and the stats page.
+    pub node: String,
+    pub description: Option<String>,
 }
 
 /// A backend without servers nor run-time state (see
@@ -1472,10 +1476,19 @@ pub fn compile_keeping(
             tables,
             caches,
             warnings: warn,
+            node: cfg.global.node.clone().unwrap_or_else(host_name),
+            description: cfg.global.description.clone(),
         })
     } else {
         Err(errors)
     }
+}
+
+/// The machine's name, HAProxy's default `node`.
+fn host_name() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_string())
+        .unwrap_or_default()
 }
 
 /// The Location of a redirect for a request's path (with query) and host;

@@ -1000,3 +1000,113 @@ fn environment_keywords_apply_to_the_lines_after_them() {
         }
     }
 }
+
+/// `node` and `description` name the instance in `show info` (the host
+/// name when no `node` is set; no description field when none is set),
+/// side by side with haproxy; a `node` outside HAProxy's characters is
+/// refused.
+#[test]
+fn node_and_description_in_show_info() {
+    let pick = |info: &str| -> Vec<String> {
+        info.lines()
+            .filter(|l| l.starts_with("node:") || l.starts_with("description:"))
+            .map(String::from)
+            .collect()
+    };
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .unwrap()
+        .trim()
+        .to_string();
+    for (extra, want) in [
+        (
+            "    node web-1_a.b\n    description front   tier \"two words\"\n",
+            vec![
+                "node: web-1_a.b".to_string(),
+                "description: front tier two words".to_string(),
+            ],
+        ),
+        ("", vec![format!("node: {host}")]),
+    ] {
+        let rest = format!(
+            "{extra}defaults\n    mode http\n    timeout client 30s\n    timeout server 30s\n    timeout connect 5s\n\
+             frontend fe\n    bind BIND\n    http-request return status 200\n"
+        );
+        let d = scratch("node-desc");
+        let sock = d.join("e.sock");
+        let e = common::Ebb::start(&format!(
+            "global\n    stats socket {} level admin\n{rest}",
+            sock.display()
+        ));
+        assert_eq!(pick(&common::cli_cmd(&sock, "show info")), want, "ebb");
+        drop(e);
+        let port = common::free_port();
+        let hrest = rest.replace("BIND", &format!("127.0.0.1:{port}"));
+        if let Some(h) = common::haproxy_with("node-desc-hap", &hrest) {
+            assert_eq!(
+                pick(&common::cli_cmd(&h.sock, "show info")),
+                want,
+                "haproxy"
+            );
+        }
+    }
+    let d = scratch("node-bad");
+    std::fs::write(
+        d.join("n.cfg"),
+        "global\n    node web/1\nfrontend fe\n    bind 127.0.0.1:8080\n",
+    )
+    .unwrap();
+    let (code, _, err) = run_ebb(&["-c", "-f", "n.cfg"], &d);
+    assert!(code != 0 && err.contains("n.cfg:2: 'node'"), "{err}");
+}
+
+/// `tune.ssl.default-dh-param` and `ssl-dh-param-file` (in Mozilla's
+/// generated HAProxy configurations) are checked as haproxy checks them:
+/// the size at least 1024, the file a PEM of DH parameters.
+#[test]
+fn dh_parameters_are_checked_as_haproxy() {
+    let d = scratch("dhparam");
+    let pem = Command::new("openssl")
+        .args([
+            "genpkey",
+            "-genparam",
+            "-algorithm",
+            "DH",
+            "-pkeyopt",
+            "dh_param:ffdhe2048",
+        ])
+        .output()
+        .unwrap();
+    assert!(pem.status.success());
+    std::fs::write(d.join("dh.pem"), &pem.stdout).unwrap();
+    std::fs::write(
+        d.join("bad.pem"),
+        "-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n",
+    )
+    .unwrap();
+    for (global, ok) in [
+        (
+            "    tune.ssl.default-dh-param 2048\n    ssl-dh-param-file dh.pem\n",
+            true,
+        ),
+        ("    tune.ssl.default-dh-param 512\n", false),
+        ("    tune.ssl.default-dh-param\n", false),
+        ("    ssl-dh-param-file missing.pem\n", false),
+        ("    ssl-dh-param-file bad.pem\n", false),
+    ] {
+        let text = format!("global\n{global}frontend fe\n    mode http\n    bind 127.0.0.1:8080\n    http-request return status 200\n");
+        std::fs::write(d.join("t.cfg"), text).unwrap();
+        let (code, _, err) = run_ebb(&["-c", "-f", "t.cfg"], &d);
+        assert_eq!(code == 0, ok, "ebb on {global}: {err}");
+        if !ok {
+            assert!(err.contains("t.cfg:"), "{err}");
+        }
+        if have("haproxy") {
+            let st = Command::new("haproxy")
+                .args(["-c", "-q", "-f", "t.cfg"])
+                .current_dir(&d)
+                .status()
+                .unwrap();
+            assert_eq!(st.success(), ok, "haproxy on {global}");
+        }
+    }
+}

@@ -278,6 +278,10 @@ const GLOBAL_KEYWORDS: &[&str] = &[
     "tune.bufsize",
     "setenv",
     "presetenv",
+    "tune.ssl.default-dh-param",
+    "ssl-dh-param-file",
+    "node",
+    "description",
     "unsetenv",
     "resetenv",
     "tune.runqueue-depth",
@@ -330,10 +334,7 @@ const GLOBAL_KEYWORDS: &[&str] = &[
 const HAPROXY_GLOBAL_UNSUPPORTED: &[&str] = &[
     "nbproc",
     "ssl-server-verify",
-    "tune.ssl.default-dh-param",
     "quiet",
-    "node",
-    "description",
     "lua-load",
     "cpu-map",
     "spread-checks",
@@ -1187,6 +1188,29 @@ impl<'e> Parser<'e> {
                     loc: loc.clone(),
                 })
             }
+            // HAProxy: letters, digits, '.', '-' and '_'.
+            "node" => {
+                let n = one(w)?;
+                if let Some(c) = n
+                    .chars()
+                    .find(|c| !(c.is_ascii_alphanumeric() || *c == '-' || *c == '_' || *c == '.'))
+                {
+                    return Err(format!(
+                        "'node': character '{c}' is not allowed (letters, digits, '.', '-' and '_')"
+                    ));
+                }
+                if n.is_empty() {
+                    return Err("'node' expects a non-empty name".to_string());
+                }
+                g.node = Some(n);
+            }
+            // HAProxy joins the words with one space.
+            "description" => {
+                if w.len() < 2 {
+                    return Err("'description' expects a string".to_string());
+                }
+                g.description = Some(w[1..].join(" "));
+            }
             "setenv" | "presetenv" | "unsetenv" | "resetenv" => {
                 crate::environ::keyword(w, self.env)?
             }
@@ -1293,6 +1317,34 @@ impl<'e> Parser<'e> {
                 None => return Err("'stats' expects 'socket' or 'timeout'".to_string()),
             },
             "crt-base" => self.tls.crt_base = Some(PathBuf::from(one(w)?)),
+            // Both concern DHE key exchanges, which ebb never makes (its TLS
+            // library offers ECDHE only; DHE suites in a cipher string match
+            // nothing): checked as HAProxy checks them, with no object.
+            "tune.ssl.default-dh-param" => {
+                let v = one(w)?;
+                match v.trim().parse::<i64>() {
+                    Ok(n) if n >= 1024 => {}
+                    _ => return Err(format!("'{kw}' expects a value >= 1024")),
+                }
+            }
+            "ssl-dh-param-file" => {
+                let f = one(w)?;
+                let text = std::fs::read_to_string(&f).unwrap_or_default();
+                let ok = text
+                    .split_once("-----BEGIN DH PARAMETERS-----")
+                    .and_then(|(_, rest)| rest.split_once("-----END DH PARAMETERS-----"))
+                    .is_some_and(|(b64, _)| {
+                        let b: String = b64.split_whitespace().collect();
+                        b.len() >= 8
+                            && b.bytes()
+                                .all(|c| c.is_ascii_alphanumeric() || b"+/=".contains(&c))
+                    });
+                if !ok {
+                    return Err(format!(
+                        "'{kw}': unable to load DH parameters from file <{f}>"
+                    ));
+                }
+            }
             "ca-base" => self.tls.ca_base = Some(PathBuf::from(one(w)?)),
             "ssl-default-bind-ciphers" => {
                 let v = one(w)?;

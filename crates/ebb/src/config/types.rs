@@ -186,6 +186,11 @@ pub struct Global {
     /// `setenv`, `presetenv`, `unsetenv`, `resetenv`: the environment as
     /// the configuration left it (applied to the process at start).
     pub environ: crate::environ::Overlay,
+    /// `node NAME`: the name `show info` and the stats page give this
+    /// instance (default: the host name).
+    pub node: Option<String>,
+    /// `description TEXT`: `show info`'s and the stats page's description.
+    pub description: Option<String>,
     /// `nbthread N`; `None`: one per CPU.
     pub nbthread: Option<Spanned<u32>>,
     /// `maxconn N`: process-wide connection limit.
@@ -277,6 +282,8 @@ impl Default for Global {
             localpeer: None,
             set_vars: Vec::new(),
             environ: Default::default(),
+            node: None,
+            description: None,
             nbthread: None,
             maxconn: None,
             bufsize: 16384,
