@@ -627,7 +627,23 @@ fn serve(cfg: Config, opts: RunOptions) -> i32 {
         buf_size: bufsize,
         ..Limits::default()
     };
+    // `cpu-map`: the process's CPUs for the threads started from here on,
+    // then each scheduler thread's own.
+    let cpu_map = cfg.global.cpu_map.clone();
+    if let Some(set) = cpu_map.as_ref().and_then(|m| m.for_process()) {
+        if let Err(e) = crate::sys::bind_thread_to_cpus(&set) {
+            eprintln!("ebb: cpu-map: cannot bind the process to its CPUs: {e}");
+        }
+    }
     let res = rt.run(|ctx: &mut Ctx| {
+        if let Some(set) = cpu_map.as_ref().and_then(|m| m.for_thread(ctx.thread_id())) {
+            if let Err(e) = crate::sys::bind_thread_to_cpus(&set) {
+                eprintln!(
+                    "ebb: cpu-map: cannot bind thread {} to its CPUs: {e}",
+                    ctx.thread_id() + 1
+                );
+            }
+        }
         let mine = per_thread
             .lock()
             .ok()

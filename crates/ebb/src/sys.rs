@@ -597,3 +597,23 @@ pub fn original_dst(s: &std::net::TcpStream) -> Option<std::net::SocketAddr> {
         .and_then(|a| a.as_socket());
     Some(orig.unwrap_or(local))
 }
+
+/// Binds the calling thread to the CPUs whose bits are set in `cpus`
+/// (bit `n % 64` of word `n / 64`: CPU `n`), as `cpu-map` asks.
+pub fn bind_thread_to_cpus(cpus: &[u64; 16]) -> io::Result<()> {
+    // SAFETY: cpu_set_t is plain data; CPU_ZERO initialises it.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    // SAFETY: `set` is a valid, writable cpu_set_t.
+    unsafe { libc::CPU_ZERO(&mut set) };
+    for cpu in (0..1024).filter(|c| cpus[c / 64] & (1u64 << (c % 64)) != 0) {
+        // SAFETY: `cpu` is below 1024, inside cpu_set_t's 1024 bits.
+        unsafe { libc::CPU_SET(cpu, &mut set) };
+    }
+    // SAFETY: pid 0 names the calling thread; `set` is initialised and its
+    // size is passed with it.
+    let rc = unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}

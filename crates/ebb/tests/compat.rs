@@ -1110,3 +1110,55 @@ fn dh_parameters_are_checked_as_haproxy() {
         }
     }
 }
+
+/// The CPUs each thread of `pid` may run on, by thread name.
+fn thread_cpus(pid: u32) -> Vec<(String, String)> {
+    let mut v = Vec::new();
+    for t in std::fs::read_dir(format!("/proc/{pid}/task"))
+        .unwrap()
+        .flatten()
+    {
+        let st = std::fs::read_to_string(t.path().join("status")).unwrap_or_default();
+        let field = |k: &str| {
+            st.lines()
+                .find_map(|l| l.strip_prefix(k))
+                .map(|v| v.trim().to_string())
+                .unwrap_or_default()
+        };
+        v.push((field("Name:"), field("Cpus_allowed_list:")));
+    }
+    v.sort();
+    v
+}
+
+/// `cpu-map auto:1/1-2 0-1` puts thread 1 on CPU 0 and thread 2 on CPU 1,
+/// as haproxy does (on a machine with at least two CPUs).
+#[test]
+fn cpu_map_binds_each_thread() {
+    let online = std::fs::read_to_string("/sys/devices/system/cpu/online").unwrap_or_default();
+    if !(online.trim() == "0-1" || online.trim().starts_with("0-")) {
+        println!("fewer than 2 CPUs online ({online}): nothing to check");
+        return;
+    }
+    let rest = |bind: &str| {
+        format!(
+            "global\n    nbthread 2\n    cpu-map auto:1/1-2 0-1\n\
+             defaults\n    mode http\n    timeout client 30s\n    timeout server 30s\n    timeout connect 5s\n\
+             frontend fe\n    bind {bind}\n    http-request return status 200\n"
+        )
+    };
+    let e = common::Ebb::start(&rest("BIND"));
+    assert_eq!(get(e.addr(), "/").status, 200);
+    let sched: Vec<String> = thread_cpus(e.pid())
+        .into_iter()
+        .filter(|(n, _)| n.starts_with("sched-") && n != "sched-watchdog")
+        .map(|(_, c)| c)
+        .collect();
+    assert_eq!(sched, ["0", "1"], "ebb's scheduler threads");
+    let port = common::free_port();
+    if let Some(h) = common::haproxy_with("cpumap-hap", &rest(&format!("127.0.0.1:{port}"))) {
+        let mut cpus: Vec<String> = thread_cpus(h.pid()).into_iter().map(|(_, c)| c).collect();
+        cpus.sort();
+        assert_eq!(cpus, ["0", "1"], "haproxy's threads");
+    }
+}

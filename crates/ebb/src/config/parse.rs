@@ -278,6 +278,7 @@ const GLOBAL_KEYWORDS: &[&str] = &[
     "tune.bufsize",
     "setenv",
     "presetenv",
+    "cpu-map",
     "tune.ssl.default-dh-param",
     "ssl-dh-param-file",
     "node",
@@ -336,7 +337,6 @@ const HAPROXY_GLOBAL_UNSUPPORTED: &[&str] = &[
     "ssl-server-verify",
     "quiet",
     "lua-load",
-    "cpu-map",
     "spread-checks",
     "maxsslconn",
     "maxconnrate",
@@ -1211,6 +1211,7 @@ impl<'e> Parser<'e> {
                 }
                 g.description = Some(w[1..].join(" "));
             }
+            "cpu-map" => super::cpumap::line(w, g.cpu_map.get_or_insert_with(Default::default))?,
             "setenv" | "presetenv" | "unsetenv" | "resetenv" => {
                 crate::environ::keyword(w, self.env)?
             }

@@ -189,6 +189,8 @@ pub struct Global {
     /// `node NAME`: the name `show info` and the stats page give this
     /// instance (default: the host name).
     pub node: Option<String>,
+    /// `cpu-map` lines: the CPUs of the process and of each thread.
+    pub cpu_map: Option<Box<super::cpumap::CpuMap>>,
     /// `description TEXT`: `show info`'s and the stats page's description.
     pub description: Option<String>,
     /// `nbthread N`; `None`: one per CPU.
@@ -283,6 +285,7 @@ impl Default for Global {
             set_vars: Vec::new(),
             environ: Default::default(),
             node: None,
+            cpu_map: None,
             description: None,
             nbthread: None,
             maxconn: None,
