@@ -167,6 +167,8 @@ impl TaskletFn for Listener {
 pub struct RunOptions {
     /// `-d`: debug messages on stderr.
     pub debug: bool,
+    /// `-q` (and no `-V`): no message while starting, errors included.
+    pub quiet: bool,
     /// The `-f` files, read again on SIGHUP (none: nothing to reload).
     pub files: Vec<std::path::PathBuf>,
     /// `-p FILE`, overriding the configuration's `pidfile`.
@@ -215,7 +217,7 @@ fn serve(cfg: Config, opts: RunOptions) -> i32 {
     }
     let compiled = match compile(&cfg) {
         Ok(c) => {
-            for w in &c.warnings {
+            for w in c.warnings.iter().filter(|_| !opts.quiet) {
                 eprintln!("ebb: warning: {w}");
             }
             crate::sample::vars::run_global(&cfg.global.set_vars);
@@ -223,9 +225,11 @@ fn serve(cfg: Config, opts: RunOptions) -> i32 {
         }
         Err(errs) => {
             // One write, so a reader of the pipe gets whole lines.
-            let _ = io::stderr()
-                .lock()
-                .write_all(format!("{}\n", join_errors(errs)).as_bytes());
+            if !opts.quiet {
+                let _ = io::stderr()
+                    .lock()
+                    .write_all(format!("{}\n", join_errors(errs)).as_bytes());
+            }
             return 1;
         }
     };

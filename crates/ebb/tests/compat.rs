@@ -1162,3 +1162,97 @@ fn cpu_map_binds_each_thread() {
         assert_eq!(cpus, ["0", "1"], "haproxy's threads");
     }
 }
+
+/// The command-line flags of HAProxy's systemd unit and Docker image:
+/// `-c -q` says nothing (its status tells), `-V` cancels `-q`, `-C DIR`
+/// reads relative paths from DIR; side by side with haproxy. Then `-Ws
+/// -db` (the Docker image's `-W -db`): a master in the foreground despite
+/// `daemon`, telling systemd it is ready, serving, and stopping on TERM.
+#[test]
+fn quiet_chdir_and_the_systemd_and_docker_flags() {
+    let d = scratch("qflags");
+    std::fs::create_dir_all(d.join("conf")).unwrap();
+    let port = common::free_port();
+    std::fs::write(
+        d.join("conf/ok.cfg"),
+        format!("global\n    daemon\ndefaults\n    mode http\n    timeout client 10s\n    timeout server 10s\n    timeout connect 5s\n\
+         frontend fe\n    bind 127.0.0.1:{port}\n    http-request return status 200\n"),
+    )
+    .unwrap();
+    std::fs::write(d.join("conf/bad.cfg"), "frontend fe\n    bogus line\n").unwrap();
+    let run = |prog: &str, args: &[&str]| {
+        let o = Command::new(prog)
+            .args(args)
+            .current_dir(&d)
+            .output()
+            .unwrap();
+        (
+            o.status.code().unwrap_or(-1),
+            format!(
+                "{}{}",
+                String::from_utf8_lossy(&o.stdout),
+                String::from_utf8_lossy(&o.stderr)
+            ),
+        )
+    };
+    let mut progs = vec![EBB];
+    if have("haproxy") {
+        progs.push("haproxy");
+    }
+    for p in progs {
+        assert_eq!(
+            run(p, &["-c", "-q", "-f", "conf/ok.cfg"]),
+            (0, String::new()),
+            "{p}"
+        );
+        assert_eq!(
+            run(p, &["-Ws", "-c", "-q", "-f", "conf/ok.cfg"]),
+            (0, String::new()),
+            "{p}"
+        );
+        assert_eq!(
+            run(p, &["-c", "-q", "-f", "conf/bad.cfg"]),
+            (1, String::new()),
+            "{p}"
+        );
+        let (code, out) = run(p, &["-c", "-q", "-V", "-f", "conf/bad.cfg"]);
+        assert!(code == 1 && out.contains("bogus"), "{p}: {out}");
+        let (code, _) = run(p, &["-C", "conf", "-c", "-q", "-f", "ok.cfg"]);
+        assert_eq!(code, 0, "{p} -C");
+    }
+    // -Ws -db: the master stays in the foreground (the configuration says
+    // `daemon`) and notifies.
+    let sock = d.join("notify.sock");
+    let n = UnixDatagram::bind(&sock).unwrap();
+    n.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+    let cli = d.join("m.sock");
+    struct Guard(Child);
+    impl Drop for Guard {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let mut child = Guard(
+        Command::new(EBB)
+            .args(["-Ws", "-db", "-f", "conf/ok.cfg", "-S"])
+            .arg(&cli)
+            .current_dir(&d)
+            .env("NOTIFY_SOCKET", &sock)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let pid = child.0.id();
+    assert_eq!(recv_unix(&n), format!("READY=1\nMAINPID={pid}"));
+    assert!(child.0.try_wait().unwrap().is_none(), "the master stays");
+    let a: std::net::SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    assert_eq!(get(a, "/").status, 200);
+    let procs = common::cli_cmd(&cli, "show proc");
+    assert!(procs.contains("worker"), "{procs}");
+    let _ = Command::new("kill").arg(pid.to_string()).status();
+    // HAProxy's status for a master stopped by SIGTERM: 128 + 15.
+    assert_eq!(child.0.wait().unwrap().code(), Some(143));
+}
