@@ -1256,3 +1256,79 @@ fn quiet_chdir_and_the_systemd_and_docker_flags() {
     // HAProxy's status for a master stopped by SIGTERM: 128 + 15.
     assert_eq!(child.0.wait().unwrap().code(), Some(143));
 }
+
+/// The date and counter aliases in header values and `unique-id-format`
+/// (HAProxy's documented `%{+X}o %ci:%cp_%fi:%fp_%Ts_%rt:%pid` and the
+/// `X-Request-Start: t=%Ts%ms` recipe), side by side with haproxy: same
+/// shapes, dates of now, a new `%rt` for each request.
+#[test]
+fn date_and_counter_aliases_in_headers_and_unique_ids() {
+    let o = common::origin::Origin::start("o", common::origin::Mode::Ok);
+    let cfg = |bind: &str| {
+        format!(
+            "defaults\n    mode http\n    timeout client 30s\n    timeout server 30s\n    timeout connect 5s\n\
+             frontend fe\n    bind {bind}\n\
+             \x20   unique-id-format %{{+X}}o\\ %ci:%cp_%fi:%fp_%Ts_%rt:%pid\n\
+             \x20   unique-id-header X-Unique-ID\n\
+             \x20   http-request set-header X-Request-Start t=%Ts%ms\n\
+             \x20   http-request set-header X-Dates \"%t|%tr|%T|%trg|%rt\"\n\
+             \x20   default_backend be\n\
+             backend be\n    server s {}\n",
+            o.addr
+        )
+    };
+    let uid = regex::Regex::new(
+        r"^(?i:X-Unique-ID): 7F000001:[0-9A-F]{4}_7F000001:[0-9A-F]{4}_([0-9A-F]{8})_([0-9A-F]{4,8}):[0-9A-F]{4,}$",
+    )
+    .unwrap();
+    let start = regex::Regex::new(r"^(?i:X-Request-Start): t=(\d{10})(\d{3})$").unwrap();
+    let local = r"\d{2}/[A-Z][a-z]{2}/\d{4}:\d{2}:\d{2}:\d{2}";
+    let dates = regex::Regex::new(&format!(
+        r"^(?i:X-Dates): {local}\.\d{{3}}\|{local}\.\d{{3}}\|{local} \+0000\|{local} \+0000\|(\d+)$"
+    ))
+    .unwrap();
+    let check = |who: &str, addr: std::net::SocketAddr| {
+        let before = o.heads.lock().unwrap().len();
+        let mut c = common::Client::connect(addr);
+        for _ in 0..2 {
+            c.send(b"GET /d HTTP/1.1\r\nHost: h\r\n\r\n");
+            assert_eq!(c.read_resp().status, 200, "{who}");
+        }
+        let heads = o.heads.lock().unwrap()[before..].to_vec();
+        assert_eq!(heads.len(), 2, "{who}");
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs();
+        let mut counters = Vec::new();
+        for h in &heads {
+            let line = |re: &regex::Regex| {
+                h.lines()
+                    .find_map(|l| {
+                        re.captures(l)
+                            .map(|c| (1..c.len()).map(|i| c[i].to_string()).collect::<Vec<_>>())
+                    })
+                    .unwrap_or_else(|| panic!("{who}: no match for {re} in {h}"))
+            };
+            let u = line(&uid);
+            let ts = u64::from_str_radix(&u[0], 16).unwrap();
+            assert!(ts.abs_diff(now) < 120, "{who}: {h}");
+            let s = line(&start);
+            assert_eq!(s[0].parse::<u64>().unwrap(), ts, "{who}: {h}");
+            let d = line(&dates);
+            counters.push((
+                u64::from_str_radix(&u[1], 16).unwrap(),
+                d[0].parse::<u64>().unwrap(),
+            ));
+        }
+        // One number per request, the same wherever it is read.
+        assert_eq!(counters[0].0, counters[0].1, "{who}: {heads:?}");
+        assert_ne!(counters[0].0, counters[1].0, "{who}: {heads:?}");
+    };
+    let e = common::Ebb::start(&cfg("BIND"));
+    check("ebb", e.addr());
+    let port = common::free_port();
+    if let Some(_h) = common::haproxy_with("dates-hap", &cfg(&format!("127.0.0.1:{port}"))) {
+        check("haproxy", format!("127.0.0.1:{port}").parse().unwrap());
+    }
+}

@@ -180,6 +180,8 @@ impl Session {
             sess: Arc::clone(&sess),
             term: *b"--",
         };
+        // The dates log-format strings read (`%Ts` in a unique id).
+        s.vars.borrow_mut().info.accept_date = Some(s.accept_time);
         s.w.conn_opened(&s.fe);
         s.fe.sessions.fetch_add(1, Ordering::Relaxed);
         if s.fe.log && !s.fe.l4.tcplog && s.fe.log_format.is_none() && s.w.logging(&s.fe) {
