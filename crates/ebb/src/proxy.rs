@@ -435,6 +435,11 @@ pub struct StatsRt {
     pub hide_version: bool,
     /// `stats admin if|unless COND` conditions (any holding allows).
     pub admin: Vec<Cond>,
+    /// `stats show-node`, `show-desc` (`Some(None)`: the global value),
+    /// `show-legends`.
+    pub show_node: Option<Option<String>>,
+    pub show_desc: Option<Option<String>>,
+    pub show_legends: bool,
 }
 
 fn compile_stats(p: &Proxy, m: &Matcher) -> Result<Option<Arc<StatsRt>>, ConfigError> {
@@ -446,6 +451,9 @@ fn compile_stats(p: &Proxy, m: &Matcher) -> Result<Option<Arc<StatsRt>>, ConfigE
         admin.push(m.cond(c)?);
     }
     Ok(Some(Arc::new(StatsRt {
+        show_node: p.stats.show_node.clone(),
+        show_desc: p.stats.show_desc.clone(),
+        show_legends: p.stats.show_legends,
         uri: uri.to_string(),
         refresh: p.stats.refresh,
         auth: p

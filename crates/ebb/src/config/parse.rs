@@ -4454,6 +4454,36 @@ fn parse_stats(px: &mut Proxy, ctx: &Ctx<'_>, w: &[String]) -> Result<(), String
             }
             st.hide_version = true;
         }
+        "show-legends" => {
+            if w.len() > 2 {
+                return Err("'stats show-legends' takes no argument".to_string());
+            }
+            st.show_legends = true;
+        }
+        // HAProxy: the node name with the characters of the global `node`;
+        // the description is every word after, joined by spaces.
+        "show-node" => {
+            let name = match w {
+                [_, _] => None,
+                [_, _, n] => {
+                    if n.is_empty()
+                        || !n
+                            .chars()
+                            .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+                    {
+                        return Err(format!(
+                            "'stats show-node' requires a valid node name (letters, digits, '.', '-' and '_'), got '{n}'"
+                        ));
+                    }
+                    Some(n.clone())
+                }
+                _ => return Err("'stats show-node' expects at most a name".to_string()),
+            };
+            st.show_node = Some(name);
+        }
+        "show-desc" => {
+            st.show_desc = Some((w.len() > 2).then(|| w[2..].join(" ")));
+        }
         "auth" => {
             let v = one()?;
             let Some((user, password)) = v.split_once(':') else {
@@ -4480,7 +4510,7 @@ fn parse_stats(px: &mut Proxy, ctx: &Ctx<'_>, w: &[String]) -> Result<(), String
         }
         o => {
             return Err(format!(
-                "unknown 'stats {o}' (supported: enable, uri, refresh, auth, admin, realm, hide-version)"
+                "unknown 'stats {o}' (supported: enable, uri, refresh, auth, admin, realm, hide-version, show-node, show-desc, show-legends)"
             ))
         }
     }

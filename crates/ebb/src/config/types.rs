@@ -1307,6 +1307,11 @@ pub struct Stats {
     pub hide_version: bool,
     /// `stats admin if|unless COND`: admin actions allowed when any matches.
     pub admin: Vec<Condition>,
+    /// `stats show-node [NAME]` and `stats show-desc [TEXT]` (`Some(None)`:
+    /// the global `node`/`description`), `stats show-legends`.
+    pub show_node: Option<Option<String>>,
+    pub show_desc: Option<Option<String>>,
+    pub show_legends: bool,
 }
 
 impl Stats {

@@ -1420,6 +1420,12 @@ pub struct PageInfo<'a> {
     pub admin: bool,
     /// The result of an admin action just done, shown on top.
     pub notice: Option<&'a str>,
+    /// `stats show-node`, `stats show-desc`: shown under the title;
+    /// `stats show-legends`: each name's cell tells the mode, id and
+    /// address.
+    pub node: Option<&'a str>,
+    pub desc: Option<&'a str>,
+    pub legends: bool,
 }
 
 const CSS: &str = "body{font-family:system-ui,Arial,sans-serif;font-size:13px;margin:16px;color:#222}\
@@ -1445,7 +1451,16 @@ pub fn html(rows: &[Row], info: &PageInfo<'_>, o: PageOpts) -> String {
         let _ = writeln!(s, "<meta http-equiv=\"refresh\" content=\"{r}\">");
     }
     let _ = writeln!(s, "<style>{CSS}</style></head><body>");
-    let _ = write!(s, "<h1>ebb statistics</h1>\n<div class=\"info\">");
+    match info.node {
+        Some(n) => {
+            let _ = writeln!(s, "<h1>ebb statistics on {}</h1>", esc(n));
+        }
+        None => s.push_str("<h1>ebb statistics</h1>\n"),
+    }
+    if let Some(d) = info.desc {
+        let _ = writeln!(s, "<div class=\"desc\">{}</div>", esc(d));
+    }
+    s.push_str("<div class=\"info\">");
     if let Some(v) = info.version {
         let _ = write!(s, "version {} &middot; ", esc(v));
     }
@@ -1531,9 +1546,26 @@ pub fn html(rows: &[Row], info: &PageInfo<'_>, o: PageOpts) -> String {
             (_, "DRAIN") => "srv drain",
             _ => "srv down",
         };
+        let legend = if info.legends {
+            let mut t = format!("mode {}", r.mode);
+            match r.kind {
+                Kind::Server => {
+                    let _ = write!(t, ", id {}", r.sid);
+                    if !r.addr.is_empty() {
+                        let _ = write!(t, ", address {}", r.addr);
+                    }
+                }
+                _ => {
+                    let _ = write!(t, ", id {}", r.iid);
+                }
+            }
+            format!(" title=\"{}\"", esc(&t))
+        } else {
+            String::new()
+        };
         let _ = write!(
             s,
-            "<tr class=\"{class}\"><td class=\"n\">{}</td><td class=\"st\">{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td class=\"ck\" title=\"{}\">{}</td>",
+            "<tr class=\"{class}\"><td class=\"n\"{legend}>{}</td><td class=\"st\">{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td class=\"ck\" title=\"{}\">{}</td>",
             esc(&r.svname),
             esc(&r.status),
             if r.kind == Kind::Frontend { String::new() } else { r.qcur.to_string() },
@@ -1929,6 +1961,15 @@ pub fn page(
         uri: &uri_now,
         admin,
         notice,
+        node: st
+            .show_node
+            .as_ref()
+            .map(|n| n.as_deref().unwrap_or(&c.node)),
+        desc: st
+            .show_desc
+            .as_ref()
+            .and_then(|d| d.as_deref().or(c.description.as_deref())),
+        legends: st.show_legends,
     };
     text("text/html; charset=utf-8", html(&rows, &info, o))
 }
@@ -1986,6 +2027,9 @@ mod tests {
             realm: String::new(),
             hide_version: false,
             admin: Vec::new(),
+            show_node: None,
+            show_desc: None,
+            show_legends: false,
         };
         let s = st("/stats");
         for p in ["/stats", "/stats;csv", "/statsx", "/stats/x", "/stats?b=x"] {
