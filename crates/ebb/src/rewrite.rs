@@ -651,6 +651,7 @@ pub fn run_request_from(
                 | HttpRequestAction::Allow
                 | HttpRequestAction::Tarpit { .. }
                 | HttpRequestAction::Reject
+                | HttpRequestAction::SilentDrop
         ) {
             // (A redirect is noted once its answer went through the
             // `http-after-response` rules, see `stream`.)
@@ -677,7 +678,9 @@ pub fn run_request_from(
                 };
                 c.run(&ctx);
             }
-            HttpRequestAction::Tarpit { .. } | HttpRequestAction::Reject => return Ok(Some(i)),
+            HttpRequestAction::Tarpit { .. }
+            | HttpRequestAction::Reject
+            | HttpRequestAction::SilentDrop => return Ok(Some(i)),
             a @ (HttpRequestAction::TrackSc { .. }
             | HttpRequestAction::ScIncGpc0(_)
             | HttpRequestAction::ScIncGpc1(_)

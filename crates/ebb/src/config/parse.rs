@@ -4869,6 +4869,12 @@ fn parse_http_request(
             }
             HttpRequestAction::Reject
         }
+        "silent-drop" => {
+            if let Some(x) = args.first() {
+                return Err(format!("unexpected '{x}' after 'http-request silent-drop'"));
+            }
+            HttpRequestAction::SilentDrop
+        }
         "tarpit" => {
             let mut status = 500;
             match args {
@@ -4971,7 +4977,7 @@ fn parse_http_request(
         },
         o => {
             return Err(format!(
-                "unknown 'http-request' action '{o}' (supported: return, redirect, deny, allow, set-header, add-header, del-header, replace-header, replace-value, set-path, set-pathq, set-query, set-uri, set-method, replace-path, replace-pathq, replace-uri, set-var, set-var-fmt, unset-var, set-dst, set-dst-port, set-src, set-src-port, normalize-uri, use-service, cache-use, capture, tarpit, reject, wait-for-body, auth, set-timeout, strict-mode, track-sc0, track-sc1, track-sc2, sc-inc-gpc, sc-inc-gpc0, sc-inc-gpc1, sc-set-gpt, sc-set-gpt0)"
+                "unknown 'http-request' action '{o}' (supported: return, redirect, deny, allow, set-header, add-header, del-header, replace-header, replace-value, set-path, set-pathq, set-query, set-uri, set-method, replace-path, replace-pathq, replace-uri, set-var, set-var-fmt, unset-var, set-dst, set-dst-port, set-src, set-src-port, normalize-uri, use-service, cache-use, capture, tarpit, reject, silent-drop, wait-for-body, auth, set-timeout, strict-mode, track-sc0, track-sc1, track-sc2, sc-inc-gpc, sc-inc-gpc0, sc-inc-gpc1, sc-set-gpt, sc-set-gpt0)"
             ))
         }
     };

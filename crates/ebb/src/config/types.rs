@@ -1157,6 +1157,10 @@ pub enum HttpRequestAction {
     /// `reject`: the connection closes at once, no answer (a denied
     /// request, logged `PR`).
     Reject,
+    /// `silent-drop`: as `reject`, and the client gets no FIN: the socket
+    /// is reset with a time-to-live of 1 (HAProxy's trick when TCP_REPAIR
+    /// is not allowed), so a client beyond a router never hears of it.
+    SilentDrop,
     /// `tarpit [deny_status N]` (500 by default): the answer waits
     /// `timeout tarpit`.
     Tarpit {

@@ -548,7 +548,7 @@ impl Stream {
             self.local_term = Some("CR");
             let be = c.fe.backends.get(bi).cloned();
             crate::proxy::count_request(&c.fe, be.as_deref(), 0, 0);
-            self.end_exchange(c, ctx, 0, Some(bi), 0, false);
+            self.end_exchange(c, ctx, 0, Some(bi), 0, None);
             return true;
         }
         self.dispatch(c, ctx, act);
@@ -686,7 +686,8 @@ impl Stream {
                     strict: st.strict,
                 }))
             }
-            HttpRequestAction::Reject => Act::Reject(false, be),
+            HttpRequestAction::Reject => Act::Reject(false, be, true),
+            HttpRequestAction::SilentDrop => Act::Reject(true, be, true),
             // A strict normalizer refused the target.
             HttpRequestAction::NormalizeUri(_) => Act::Error(400),
             _ => Act::Service,
@@ -1138,7 +1139,7 @@ impl Stream {
                 c.input = In::Stream;
                 self.wait = Wait::Page(slot);
             }
-            Act::Reject(silent, bi) => {
+            Act::Reject(silent, bi, line) => {
                 // HAProxy counts it as a denied request and logs it with
                 // `PR` and no status; nothing is sent.
                 fe.http
@@ -1150,7 +1151,7 @@ impl Stream {
                 }
                 self.keep_alive = false;
                 c.closing = true;
-                self.end_exchange(c, ctx, 0, bi, 0, true);
+                self.end_exchange(c, ctx, 0, bi, 0, Some(line));
             }
             Act::NoBackend => {
                 c.error_response(503, keep_alive, version, head_req, &[]);
@@ -1554,7 +1555,7 @@ impl Stream {
         let be = backend.and_then(|b| c.fe.backends.get(b));
         let sent = (c.wbuf.len() - self.resp_start) as u64 + body + c.native_sent();
         crate::proxy::count_request(&c.fe, be.map(|b| &**b), status, sent);
-        self.end_exchange(c, ctx, status, backend, sent, false);
+        self.end_exchange(c, ctx, status, backend, sent, None);
     }
 
     /// Ends an exchange ebb answered itself (`rejected`: a `tcp-request
@@ -1567,7 +1568,10 @@ impl Stream {
         status: u16,
         backend: Option<usize>,
         sent: u64,
-        rejected: bool,
+        // A rule refused the request (logged `PR`): `Some(true)` once the
+        // request line is known (http-request rules, a backend's content
+        // rules), `Some(false)` before (a frontend's content rules).
+        rejected: Option<bool>,
     ) {
         let now = ctx.now();
         let err = backend.is_some() && (400..500).contains(&status);
@@ -1581,19 +1585,19 @@ impl Stream {
             let tq = c.elapsed(ctx, c.req_start);
             let local = self.local_server.take().unwrap_or("<files>");
             let (bname, server) = match backend.and_then(|b| c.fe.backends.get(b)) {
-                Some(b) if !rejected => (b.name.as_str(), local),
+                Some(b) if rejected.is_none() => (b.name.as_str(), local),
                 Some(b) => (b.name.as_str(), "<NOSRV>"),
                 None => (c.fe.name.as_str(), "<NOSRV>"),
             };
-            // HAProxy's line for a request its content rules refused: no
-            // timer but Tt, status -1, and "<BADREQ>" when the frontend's
+            // HAProxy's line for a request its rules refused: no timer but
+            // Tt, status -1, and "<BADREQ>" when the frontend's content
             // rules refused it (they run before it notes the request).
             let local_term = self.local_term.take().unwrap_or("--");
-            let (times, term, line) = match (rejected, backend) {
-                (false, _) if local_term == "CR" => ([tq, -1, -1, -1, tq], "CR", &buf[..line_end]),
-                (false, _) => ([tq, -1, -1, 0, tq], local_term, &buf[..line_end]),
-                (true, Some(_)) => ([-1, -1, -1, -1, tq], "PR", &buf[..line_end]),
-                (true, None) => ([-1, -1, -1, -1, tq], "PR", &b"<BADREQ>"[..]),
+            let (times, term, line) = match rejected {
+                None if local_term == "CR" => ([tq, -1, -1, -1, tq], "CR", &buf[..line_end]),
+                None => ([tq, -1, -1, 0, tq], local_term, &buf[..line_end]),
+                Some(true) => ([-1, -1, -1, -1, tq], "PR", &buf[..line_end]),
+                Some(false) => ([-1, -1, -1, -1, tq], "PR", &b"<BADREQ>"[..]),
             };
             let entry = c.log_entry(LogFacts {
                 backend: bname,
@@ -1874,10 +1878,11 @@ enum Act {
     /// `http-request auth`: 401 with this realm (the rule's backend, or
     /// the frontend's).
     Auth(Option<usize>, String),
-    /// A `tcp-request content reject` (true: `silent-drop`) of the
-    /// frontend (`None`) or of a backend: the connection closes without
-    /// an answer.
-    Reject(bool, Option<usize>),
+    /// A `reject` (true: `silent-drop`) of the frontend's rules (`None`)
+    /// or a backend's: the connection closes without an answer; the last
+    /// field says whether the log knows the request line (not when the
+    /// frontend's `tcp-request content` rules refused it).
+    Reject(bool, Option<usize>, bool),
 }
 
 /// Runs `tcp-request content` rules on a parsed request (HAProxy: in an
@@ -1893,8 +1898,8 @@ fn content_rules(
         return None;
     }
     match crate::l4rules::run_rules(rules, 0, m, view, false, None, &mut false) {
-        crate::l4rules::Verdict::Reject => Some(Act::Reject(false, be)),
-        crate::l4rules::Verdict::SilentDrop => Some(Act::Reject(true, be)),
+        crate::l4rules::Verdict::Reject => Some(Act::Reject(false, be, be.is_some())),
+        crate::l4rules::Verdict::SilentDrop => Some(Act::Reject(true, be, be.is_some())),
         _ => None,
     }
 }
