@@ -949,6 +949,7 @@ impl<'e> Parser<'e> {
                             unix_owner: (None, None),
                             backlog: None,
                             accept_proxy: false,
+                            defer_accept: false,
                             proto_h2: false,
                         });
                     }
@@ -3565,6 +3566,7 @@ fn parse_bind(w: &[String], ctx: &Ctx<'_>) -> Result<Bind, String> {
     };
     let mut unix_mode = None;
     let mut accept_proxy = false;
+    let mut defer_accept = false;
     let mut proto_h2 = false;
     let mut unix_owner = (None, None);
     let mut backlog = None;
@@ -3640,7 +3642,7 @@ fn parse_bind(w: &[String], ctx: &Ctx<'_>) -> Result<Bind, String> {
                 proto_h2 = true;
             }
             "backlog" => backlog = Some(parse_u32_range(opt, v?, 1, i32::MAX as u32)?),
-            "expose-fd" | "accept-netscaler-cip" | "defer-accept" | "tfo"
+            "expose-fd" | "accept-netscaler-cip" | "tfo"
             | "transparent" | "interface" | "namespace" | "mss" | "tcp-ut" | "maxconn"
             | "process" | "thread" | "shards" | "level" | "severity-output" => {
                 return Err(format!("bind option '{opt}' is not supported yet"))
@@ -3673,6 +3675,11 @@ fn parse_bind(w: &[String], ctx: &Ctx<'_>) -> Result<Bind, String> {
             }
             "accept-proxy" => {
                 accept_proxy = true;
+                i += 1;
+                continue;
+            }
+            "defer-accept" => {
+                defer_accept = true;
                 i += 1;
                 continue;
             }
@@ -3745,6 +3752,7 @@ fn parse_bind(w: &[String], ctx: &Ctx<'_>) -> Result<Bind, String> {
         unix_owner,
         backlog,
         accept_proxy,
+        defer_accept,
         proto_h2,
     })
 }

@@ -816,6 +816,11 @@ pub struct Bind {
     /// `accept-proxy`: every connection starts with a PROXY protocol
     /// header (v1 or v2), whose source is then the client's address.
     pub accept_proxy: bool,
+    /// `defer-accept`: the kernel hands over a connection only once its
+    /// first bytes arrived, or after its first retransmitted SYN-ACK
+    /// (`TCP_DEFER_ACCEPT`, one second). TCP addresses only: HAProxy
+    /// ignores it on other sockets (UNIX, `fd@`).
+    pub defer_accept: bool,
     /// `proto h2`: connections speak HTTP/2 from their first byte
     /// (cleartext with prior knowledge, or TLS whatever ALPN chose).
     pub proto_h2: bool,
