@@ -725,9 +725,16 @@ impl Stream {
         s.counters.connects.fetch_add(1, Ordering::Relaxed);
         match open_transport(&s, client_dst) {
             Ok((st, socks)) => {
-                let registered = self
-                    .side_tasklet(c, ctx)
-                    .is_some_and(|t| ctx.register_fd(st.raw_fd(), t, true).is_ok());
+                // Readiness an earlier socket left (a retry, a reused
+                // connection found closed) must not pass for this one's
+                // connect, which a writable edge settles
+                // (`backend::connect_outcome`). No other socket of this
+                // client is registered now: `use_server` took, closed or
+                // deregistered its idle ones.
+                let registered = self.side_tasklet(c, ctx).is_some_and(|t| {
+                    let _ = ctx.take_events(t);
+                    ctx.register_fd(st.raw_fd(), t, true).is_ok()
+                });
                 if !registered {
                     self.up = Some(up);
                     self.connect_failed(c, ctx, false);
