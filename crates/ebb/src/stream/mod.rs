@@ -607,6 +607,8 @@ impl Stream {
         let counts = std::mem::take(&mut st.counts);
         let bhttp = be.and_then(|b| c.fe.backends.get(b)).map(|b| &b.http);
         match bhttp {
+            // Nothing to add: no atomic operation on the shared counters.
+            _ if counts == crate::proxy::RuleCounts::default() => {}
             Some(h) => {
                 h.note_rules(counts);
                 c.fe.http
