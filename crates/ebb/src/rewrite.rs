@@ -629,6 +629,9 @@ pub fn run_request_from(
         // HAProxy resets the mode when a proxy's rules start.
         st.strict = true;
     }
+    if from >= rules.len() {
+        return Ok(None);
+    }
     let room = st.room(limits);
     let limits = &room;
     for (i, rule) in rules.iter().enumerate().skip(from) {

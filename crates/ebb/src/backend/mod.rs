@@ -163,13 +163,27 @@ pub fn connected(s: &std::net::TcpStream) -> bool {
 }
 
 /// The outcome of a connect under way at an event of its socket: Some(ok)
-/// once known, None while it goes on. An error pending means refused or
-/// reset; no error and no peer yet means the connect is still under way;
-/// with `socks4`, the proxy's handshake is part of the connect.
+/// once known, None while it goes on; the one rule of both proxy modes
+/// (`mode tcp` sessions, HTTP server sides).
+///
+/// `writable` and `hup` are what the poller said since the connect began,
+/// of this socket alone (the caller drops what an earlier socket left
+/// before connecting, and registers no other socket with the same
+/// tasklet meanwhile). A connecting socket turns writable only once
+/// established; a failed one is reported with `EPOLLERR`/`EPOLLHUP`. So a
+/// writable edge without a hang-up settles it with no system call, as in
+/// HAProxy; otherwise the socket is asked: an error pending means refused
+/// or reset, no error and no peer yet means still under way. With
+/// `socks4`, the proxy's handshake is part of the connect.
 pub fn connect_outcome(
     s: &std::net::TcpStream,
     socks: &mut Option<Box<socks4::Socks4>>,
+    writable: bool,
+    hup: bool,
 ) -> Option<bool> {
+    if writable && !hup {
+        return socks4::settle(socks, s);
+    }
     match (s.take_error(), connected(s)) {
         (Ok(None), true) => socks4::settle(socks, s),
         (Ok(None), false) => None,

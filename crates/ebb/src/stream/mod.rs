@@ -195,6 +195,10 @@ pub struct Stream {
     resp_start: usize,
     /// The server side of a proxied exchange.
     up: Option<Box<proxy::Upstream>>,
+    /// The last exchange's server side, ended, kept with its buffers so
+    /// that the client's next proxied request reuses its allocation
+    /// (holds no server, waiter or compressor: see `proxy::spent`).
+    up_spare: Option<Box<proxy::Upstream>>,
     /// The server socket and its buffers, shared with `side_task`.
     side: Rc<RefCell<ServerSide>>,
     /// The server side's tasklet (`h1_srv`), created at the first
@@ -450,6 +454,7 @@ impl Stream {
             keep_alive,
             resp_start,
             up: _,
+            up_spare,
             side: _,
             side_task: _,
             attached: _,
@@ -468,6 +473,8 @@ impl Stream {
             late_rule,
         } = self;
         *late_rule = None;
+        // Its backend is its connection's frontend's: not kept past it.
+        *up_spare = None;
         *wait_backend = 0;
         wait_clean.clear();
         *keep_alive = false;
@@ -600,6 +607,8 @@ impl Stream {
         let counts = std::mem::take(&mut st.counts);
         let bhttp = be.and_then(|b| c.fe.backends.get(b)).map(|b| &b.http);
         match bhttp {
+            // Nothing to add: no atomic operation on the shared counters.
+            _ if counts == crate::proxy::RuleCounts::default() => {}
             Some(h) => {
                 h.note_rules(counts);
                 c.fe.http

@@ -228,7 +228,24 @@ thread_local! {
 impl UpBufs {
     /// This thread's spare buffers, emptied (fresh ones if none).
     fn take() -> UpBufs {
-        let mut b = SPARE_BUFS.with(|s| std::mem::take(&mut *s.borrow_mut()));
+        SPARE_BUFS
+            .with(|s| std::mem::take(&mut *s.borrow_mut()))
+            .emptied()
+    }
+
+    /// The buffers of an ended exchange's server side, emptied.
+    fn from_spent(u: &mut Upstream) -> UpBufs {
+        UpBufs {
+            head: std::mem::take(&mut u.head),
+            req_line: std::mem::take(&mut u.req_line),
+            lb_uri: std::mem::take(&mut u.lb_uri),
+            resp: std::mem::take(&mut u.resp),
+        }
+        .emptied()
+    }
+
+    fn emptied(mut self) -> UpBufs {
+        let b = &mut self;
         b.head.clear();
         b.req_line.clear();
         b.lb_uri.clear();
@@ -237,15 +254,30 @@ impl UpBufs {
             ..ResponseHead::default()
         };
         b.resp.headers.clear();
-        b
+        self
     }
+}
+
+/// An ended exchange's server side, kept for the client's next proxied
+/// request (`Stream::up_spare`): what ties it to a server, a queue or a
+/// compressor goes now; its buffers stay for the next one to take.
+fn spent(mut up: Box<Upstream>) -> Box<Upstream> {
+    up.server = None;
+    up.waiter = None;
+    up.comp_choice = None;
+    up.comp = None;
+    up.store = None;
+    up.lb_hdr = None;
+    up.ws_accept = None;
+    up
 }
 
 impl Drop for Upstream {
     /// Gives the exchange's buffers back to the thread (the larger ones:
     /// a head that grew past 64 KiB is let go).
     fn drop(&mut self) {
-        if self.head.capacity() > 64 * 1024 {
+        // (A spare whose buffers the next exchange took has none to give.)
+        if self.head.capacity() > 64 * 1024 || self.head.capacity() == 0 {
             return;
         }
         let b = UpBufs {
@@ -400,7 +432,13 @@ impl Stream {
             watch: xff.as_ref().map_or(&b""[..], |f| f.header.as_bytes()),
             keep: keep_server,
         };
-        let mut spare = UpBufs::take();
+        // The client's previous exchange's server side, if it ended well:
+        // its allocation and its buffers serve this one.
+        let mut reuse = self.up_spare.take();
+        let mut spare = match reuse.as_deref_mut() {
+            Some(u) => UpBufs::from_spent(u),
+            None => UpBufs::take(),
+        };
         let mut out = std::mem::take(&mut spare.head);
         let peer = c.stream_src().ip();
         let orig_dst = xot.as_ref().and_then(|_| c.stream_dst()).map(|d| d.ip());
@@ -530,7 +568,13 @@ impl Stream {
         c.next_input = None;
         c.input = In::Stream;
         self.wait = Wait::Proxy;
-        self.up = Some(Box::new(up));
+        self.up = Some(match reuse {
+            Some(mut b) => {
+                *b = up;
+                b
+            }
+            None => Box::new(up),
+        });
         self.side.borrow_mut().bytes_in = 0;
         self.pick_server(c, ctx);
     }
@@ -725,9 +769,16 @@ impl Stream {
         s.counters.connects.fetch_add(1, Ordering::Relaxed);
         match open_transport(&s, client_dst) {
             Ok((st, socks)) => {
-                let registered = self
-                    .side_tasklet(c, ctx)
-                    .is_some_and(|t| ctx.register_fd(st.raw_fd(), t, true).is_ok());
+                // Readiness an earlier socket left (a retry, a reused
+                // connection found closed) must not pass for this one's
+                // connect, which a writable edge settles
+                // (`backend::connect_outcome`). No other socket of this
+                // client is registered now: `use_server` took, closed or
+                // deregistered its idle ones.
+                let registered = self.side_tasklet(c, ctx).is_some_and(|t| {
+                    let _ = ctx.take_events(t);
+                    ctx.register_fd(st.raw_fd(), t, true).is_ok()
+                });
                 if !registered {
                     self.up = Some(up);
                     self.connect_failed(c, ctx, false);
@@ -1856,7 +1907,7 @@ impl Stream {
         }
         up.server = s;
         self.log_proxy(c, ctx, &up, up.bytes_out);
-        up.server = None;
+        self.up_spare = Some(spent(up));
         self.finish_proxy_input(c);
         c.idle_since = ctx.now();
     }

@@ -599,18 +599,10 @@ impl Pipe {
         if !(self.srv.rd || self.srv.wr) {
             return None;
         }
-        if self.srv.wr && !self.srv.hup && self.socks.is_none() {
-            // A connecting socket turns writable only once established
-            // (failed, the poller says `EPOLLERR`/`EPOLLHUP` with it): no
-            // `SO_ERROR` or `getpeername` to ask. (The session drops any
-            // event bits left from an earlier socket before connecting.)
-            // With `socks4`, the proxy's handshake follows.
-            self.connecting = false;
-            self.t_conn = Some(now);
-            self.srv.last_io = now;
-            return Some(true);
-        }
-        match crate::backend::connect_outcome(st.tcp(), &mut self.socks) {
+        // (The session drops any event bits left from an earlier socket
+        // before connecting.)
+        match crate::backend::connect_outcome(st.tcp(), &mut self.socks, self.srv.wr, self.srv.hup)
+        {
             Some(true) => {
                 self.connecting = false;
                 self.t_conn = Some(now);
