@@ -549,6 +549,9 @@ pub struct FrontendRt {
     pub server_close: bool,
     /// `option idle-close-on-response` (see [`crate::drain`]).
     pub idle_close_on_response: bool,
+    /// `option nolinger`: client connections close with a RST (SO_LINGER
+    /// 0, set on the listeners), a tcp session's without a FIN first.
+    pub nolinger: bool,
     /// `option forwardfor` and `option originalto` of the frontend: as in
     /// HAProxy, the header is added when the frontend or the backend asks
     /// for it (see the stream's proxy path, `stream::proxy`).
@@ -941,7 +944,19 @@ fn backend_target(
             }
             None => None,
         };
-    Ok(Some(crate::backend::backend_target(&p.name, addr)))
+    Ok(Some(crate::backend::backend_target(
+        &p.name,
+        addr,
+        srv_sock(p),
+    )))
+}
+
+/// A backend's options for its server sockets.
+fn srv_sock(p: &Proxy) -> crate::config::SrvSock {
+    crate::config::SrvSock {
+        tcpka: p.options.srvtcpka,
+        nolinger: p.options.nolinger,
+    }
 }
 
 fn compile_servers(
@@ -980,7 +995,9 @@ fn compile_servers(
                 s.loc, p.name, s.name, s.host
             ));
         }
-        list.push((s.name.clone(), addr, s.opts.clone(), tls));
+        let mut opts = s.opts.clone();
+        opts.sock = srv_sock(p);
+        list.push((s.name.clone(), addr, opts, tls));
     }
     let host = p
         .servers
@@ -1005,6 +1022,7 @@ fn compile_servers(
         p.http_check.clone(),
     );
     farm.target = backend_target(p, warnings)?;
+    farm.sock = srv_sock(p);
     farm.set_hash(p.hash_type);
     for (rt, s) in farm.servers.iter().zip(&p.servers) {
         rt.port.store(s.port, std::sync::atomic::Ordering::Relaxed);
@@ -1406,6 +1424,7 @@ pub fn compile_keeping(
                 keep_alive: p.options.conn_mode != HttpConnMode::Close,
                 server_close: p.options.conn_mode != HttpConnMode::KeepAlive,
                 idle_close_on_response: p.options.idle_close_on_response,
+                nolinger: p.options.nolinger,
                 forwardfor: p.options.forwardfor.clone(),
                 originalto: p.options.originalto.clone(),
                 disable_h2_upgrade: p.options.disable_h2_upgrade,

@@ -295,7 +295,14 @@ fn serve(cfg: Config, opts: RunOptions) -> i32 {
             };
             for addr in &b.addrs {
                 let facts = next_facts(&mut li);
-                match binder.tcp(*addr, nbthread, backlog) {
+                match binder
+                    .tcp(*addr, nbthread, backlog)
+                    .and_then(|(socks, real)| {
+                        for s in &socks {
+                            client_sock_opts(&socket2::SockRef::from(s), fe_cfg)?;
+                        }
+                        Ok((socks, real))
+                    }) {
                     Ok((socks, real)) => {
                         lines.push(format!("ebb: frontend {} listening on {}", fe.name, real));
                         for (t, s) in socks.into_iter().enumerate() {
@@ -324,7 +331,18 @@ fn serve(cfg: Config, opts: RunOptions) -> i32 {
                     uid: b.unix_owner.0,
                     gid: b.unix_owner.1,
                 };
-                match binder.other(spec, nbthread, backlog, perms) {
+                match binder
+                    .other(spec, nbthread, backlog, perms)
+                    .and_then(|(socks, shown)| {
+                        for s in &socks {
+                            let r = socket2::SockRef::from(s);
+                            // An inherited `fd@` socket may be TCP.
+                            if r.local_addr().is_ok_and(|a| a.as_socket().is_some()) {
+                                client_sock_opts(&r, fe_cfg)?;
+                            }
+                        }
+                        Ok((socks, shown))
+                    }) {
                     Ok((socks, shown)) => {
                         lines.push(format!("ebb: frontend {} listening on {shown}", fe.name));
                         for (t, s) in socks.into_iter().enumerate() {
@@ -764,6 +782,15 @@ fn serve(cfg: Config, opts: RunOptions) -> i32 {
             1
         }
     }
+}
+
+/// A frontend's options for its client sockets, set on its TCP listeners
+/// (Linux copies them to each socket `accept` returns, so no connection
+/// pays a system call for them): `option clitcpka` and `option nolinger`,
+/// both also cleared on a listener taken from a previous process.
+fn client_sock_opts(s: &socket2::SockRef<'_>, fe: &crate::config::Proxy) -> io::Result<()> {
+    fe.options.clitcpka.apply(s, true)?;
+    crate::net::set_nolinger(s, fe.options.nolinger)
 }
 
 /// The global log targets, and each frontend's and backend's (its own

@@ -124,9 +124,17 @@ pub fn new_server(
 /// address the client connected to). Not one of the farm's servers (no
 /// stats row, `<NOSRV>` in logs); its connections stay private to their
 /// client connection, as HAProxy keeps a connection to no server.
-pub fn backend_target(backend: &str, addr: Option<SocketAddr>) -> Arc<ServerRt> {
+pub fn backend_target(
+    backend: &str,
+    addr: Option<SocketAddr>,
+    sock: crate::config::SrvSock,
+) -> Arc<ServerRt> {
     let name = "<NOSRV>".to_string();
-    let mut s = new_server(0, 0, backend, name, addr, ServerOptions::default(), None);
+    let opts = ServerOptions {
+        sock,
+        ..ServerOptions::default()
+    };
+    let mut s = new_server(0, 0, backend, name, addr, opts, None);
     if let Some(m) = Arc::get_mut(&mut s) {
         m.admin = AtomicU8::new(ADMIN_READY);
         m.backend_target = true;
@@ -212,10 +220,20 @@ pub fn connect_server_nb(
         None => {
             let a =
                 addr().ok_or_else(|| std::io::Error::from(std::io::ErrorKind::AddrNotAvailable))?;
-            match s.opts.socks4 {
-                Some(proxy) => Ok((connect_nb(proxy)?, Some(socks4::Socks4::new(a)))),
-                None => Ok((connect_nb(a)?, None)),
+            let (st, socks) = match s.opts.socks4 {
+                Some(proxy) => (connect_nb(proxy)?, Some(socks4::Socks4::new(a))),
+                None => (connect_nb(a)?, None),
+            };
+            let o = &s.opts.sock;
+            if o.tcpka.on || o.nolinger {
+                // The backend's `option srvtcpka` and `option nolinger`.
+                let r = socket2::SockRef::from(&st);
+                o.tcpka.apply(&r, false)?;
+                if o.nolinger {
+                    crate::net::set_nolinger(&r, true)?;
+                }
             }
+            Ok((st, socks))
         }
     }
 }
@@ -685,6 +703,9 @@ pub struct Farm {
     /// `lastchg`, `downtime`): it is down while no server is usable.
     pub be_ext: extra::SrvExtra,
     be_up: std::sync::atomic::AtomicBool,
+    /// The backend's options for server sockets, given to the servers
+    /// added at run time too.
+    pub sock: crate::config::SrvSock,
 }
 
 static NEXT_SERVER_UID: AtomicU64 = AtomicU64::new(1);
@@ -726,6 +747,7 @@ impl Farm {
             counters: Counters::default(),
             be_ext: extra::SrvExtra::default(),
             be_up: std::sync::atomic::AtomicBool::new(true),
+            sock: crate::config::SrvSock::default(),
         }
     }
 

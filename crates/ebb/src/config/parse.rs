@@ -378,6 +378,12 @@ const PROXY_KEYWORDS: &[&str] = &[
     "compression",
     "hash-type",
     "hash-balance-factor",
+    "clitcpka-idle",
+    "clitcpka-intvl",
+    "clitcpka-cnt",
+    "srvtcpka-idle",
+    "srvtcpka-intvl",
+    "srvtcpka-cnt",
     "tcp-request",
     "tcp-response",
     "tcp-check",
@@ -420,16 +426,12 @@ const HAPROXY_PROXY_UNSUPPORTED: &[&str] = &[
 
 /// HAProxy `option` names ebb does not implement.
 const HAPROXY_OPTIONS_UNSUPPORTED: &[&str] = &[
-    "tcpka",
-    "clitcpka",
-    "srvtcpka",
     "allbackups",
     "http-no-delay",
     "http-pretend-keepalive",
     "http-use-htx",
     "log-separate-errors",
     "logasap",
-    "nolinger",
     "prefer-last-server",
     "external-check",
     "independent-streams",
@@ -476,6 +478,10 @@ const OPTIONS: &[&str] = &[
     "abortonclose",
     "socket-stats",
     "http-restrict-req-hdr-names",
+    "tcpka",
+    "clitcpka",
+    "srvtcpka",
+    "nolinger",
 ];
 
 const UNSUPPORTED_SECTIONS: &[&str] = &[
@@ -2982,6 +2988,20 @@ fn proxy_kw(px: &mut Proxy, ctx: &Ctx<'_>, words: &[String]) -> Result<(), Strin
             ctx.allow(kw, FE | BE, true)?;
             parse_compression(&mut px.compression, ctx, &w[1..])?;
         }
+        "clitcpka-idle" | "clitcpka-intvl" | "clitcpka-cnt" | "srvtcpka-idle"
+        | "srvtcpka-intvl" | "srvtcpka-cnt" => {
+            let cli = kw.starts_with("cli");
+            ctx.allow(kw, if cli { FE } else { BE }, true)?;
+            let [_, v] = w else {
+                return Err(format!("'{kw}' expects one value"));
+            };
+            let ka = if cli {
+                &mut px.options.clitcpka
+            } else {
+                &mut px.options.srvtcpka
+            };
+            parse_tcpka_param(ka, &kw[9..], kw, v)?;
+        }
         "serve-files" => {
             ctx.allow(kw, BE, false)?;
             px.serve_files = Some(parse_serve_files(&w[1..], ctx)?);
@@ -3055,7 +3075,9 @@ fn proxy_option(px: &mut Proxy, ctx: &Ctx<'_>, no: bool, w: &[String]) -> Result
         | "transparent" | "redis-check" | "smtpchk" | "pgsql-check" | "mysql-check"
         | "ldap-check" | "spop-check" | "ssl-hello-chk" => BE,
         "http-buffer-request" | "splice-auto" | "splice-request" | "splice-response" => FE | BE,
-        "abortonclose" => BE,
+        "abortonclose" | "srvtcpka" => BE,
+        "tcpka" | "nolinger" => FE | BE,
+        "clitcpka" => FE,
         "httplog"
         | "tcplog"
         | "dontlognull"
@@ -3176,6 +3198,32 @@ fn proxy_option(px: &mut Proxy, ctx: &Ctx<'_>, no: bool, w: &[String]) -> Result
         "abortonclose" => {
             no_args(rest)?;
             o.abortonclose = !no;
+        }
+        "tcpka" => {
+            if no {
+                return Err("negation is not supported for option 'tcpka'".to_string());
+            }
+            no_args(rest)?;
+            // HAProxy: the client side where the proxy has a frontend,
+            // the server side where it has a backend.
+            if ctx.caps & FE != 0 {
+                o.clitcpka.on = true;
+            }
+            if ctx.caps & BE != 0 {
+                o.srvtcpka.on = true;
+            }
+        }
+        "clitcpka" => {
+            no_args(rest)?;
+            o.clitcpka.on = !no;
+        }
+        "srvtcpka" => {
+            no_args(rest)?;
+            o.srvtcpka.on = !no;
+        }
+        "nolinger" => {
+            no_args(rest)?;
+            o.nolinger = !no;
         }
         "socket-stats" => {
             no_args(rest)?;
@@ -3322,6 +3370,36 @@ fn proxy_option(px: &mut Proxy, ctx: &Ctx<'_>, no: bool, w: &[String]) -> Result
                 hc.body = body;
             }
         }
+    }
+    Ok(())
+}
+
+/// `{cli,srv}tcpka-idle|intvl TIME` (seconds unless a unit is given,
+/// rounded up, as HAProxy) and `{cli,srv}tcpka-cnt N`. 0 leaves the
+/// system's value, as in HAProxy; a value Linux refuses (above 32767 s,
+/// or 127 probes) is refused here rather than ignored at each connection.
+fn parse_tcpka_param(ka: &mut TcpKa, what: &str, kw: &str, v: &str) -> Result<(), String> {
+    let (n, max) = if what == "cnt" {
+        let n: u32 = v
+            .parse()
+            .map_err(|_| format!("'{kw}' expects an integer value, not '{v}'"))?;
+        (n, 127)
+    } else {
+        let d = parse_time_unit(v, 1_000_000).map_err(|e| format!("'{kw}': {e}"))?;
+        let s = d.as_micros().div_ceil(1_000_000);
+        (u32::try_from(s).unwrap_or(u32::MAX), 32767)
+    };
+    if n > max {
+        return Err(format!(
+            "'{kw} {v}': Linux takes at most {max}{}",
+            if what == "cnt" { " probes" } else { " seconds" }
+        ));
+    }
+    let val = (n > 0).then_some(n);
+    match what {
+        "idle" => ka.idle = val,
+        "intvl" => ka.intvl = val,
+        _ => ka.cnt = val,
     }
     Ok(())
 }

@@ -751,7 +751,18 @@ pub struct ProxyOptions {
     pub socket_stats: bool,
     /// `option http-restrict-req-hdr-names`.
     pub restrict_hdr_names: RestrictHdrNames,
+    /// `option clitcpka` (`option tcpka` in a proxy with a frontend) and
+    /// `clitcpka-idle|intvl|cnt`: TCP keep-alive on client connections.
+    pub clitcpka: TcpKa,
+    /// `option srvtcpka` (`option tcpka` in a proxy with a backend) and
+    /// `srvtcpka-idle|intvl|cnt`: TCP keep-alive on server connections.
+    pub srvtcpka: TcpKa,
+    /// `option nolinger`: connections on this side (the clients' in a
+    /// frontend, the servers' in a backend) close with SO_LINGER 0 (RST).
+    pub nolinger: bool,
 }
+
+pub use crate::net::TcpKa;
 
 /// `option http-restrict-req-hdr-names preserve|delete|reject`: what the
 /// proxy does, after its `http-request` rules, with request fields whose
@@ -1468,6 +1479,17 @@ pub struct ServerOptions {
     pub agent_inter: Duration,
     /// `agent-send`: sent verbatim to the agent once connected.
     pub agent_send: Vec<u8>,
+    /// The backend's options for its server sockets (no `server`
+    /// keyword: set from the backend when its servers are built).
+    pub sock: SrvSock,
+}
+
+/// What a backend asks of each of its server sockets: `option srvtcpka`
+/// (and its parameters) and `option nolinger`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SrvSock {
+    pub tcpka: TcpKa,
+    pub nolinger: bool,
 }
 
 /// The TLS policy of a `server ... ssl` line (the client side).
@@ -1548,6 +1570,7 @@ impl Default for ServerOptions {
             agent_addr: None,
             agent_inter: Duration::from_secs(2),
             agent_send: Vec::new(),
+            sock: SrvSock::default(),
         }
     }
 }

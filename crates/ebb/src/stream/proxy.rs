@@ -839,7 +839,7 @@ impl Stream {
         let Some(mut up) = self.up.take() else {
             return;
         };
-        self.drop_server_sock(ctx);
+        self.drop_server_sock(ctx, &up);
         let farm = Arc::clone(&up.farm);
         if let Some(s) = &up.server {
             s.counters.conn_errors.fetch_add(1, Ordering::Relaxed);
@@ -878,7 +878,7 @@ impl Stream {
         self.connect_new(c, ctx);
     }
 
-    fn drop_server_sock(&mut self, ctx: &mut Ctx) {
+    fn drop_server_sock(&mut self, ctx: &mut Ctx, up: &Upstream) {
         let st = {
             let mut sd = self.side.borrow_mut();
             let st = sd.take_sock();
@@ -887,7 +887,11 @@ impl Stream {
         };
         if let Some(mut st) = st {
             let _ = ctx.deregister_fd(st.raw_fd());
-            let _ = st.shutdown();
+            // `option nolinger`: no FIN first, the close (SO_LINGER 0)
+            // sends a RST, as HAProxy's silent shutdown.
+            if !up.farm.sock.nolinger {
+                let _ = st.shutdown();
+            }
         }
     }
 
@@ -950,7 +954,7 @@ impl Stream {
                 farm.release(&s);
             }
         }
-        self.drop_server_sock(ctx);
+        self.drop_server_sock(ctx, &up);
         if let Some(s) = up.server.take() {
             up.farm.release(&s);
             // The server tried is named in the log (HAProxy's).
@@ -988,7 +992,7 @@ impl Stream {
         let Some(mut up) = self.up.take() else {
             return;
         };
-        self.drop_server_sock(ctx);
+        self.drop_server_sock(ctx, &up);
         if let Some(s) = up.server.take() {
             up.farm.release(&s);
             up.server = Some(s);
@@ -1441,7 +1445,7 @@ impl Stream {
         if e.retryable {
             // A kept connection the server had closed: send again on a
             // fresh one, without counting a retry.
-            self.drop_server_sock(ctx);
+            self.drop_server_sock(ctx, &up);
             self.up = Some(up);
             self.connect_new(c, ctx);
             return true;
@@ -1835,7 +1839,7 @@ impl Stream {
                     let _ = ctx.deregister_fd(st.raw_fd());
                 }
             }
-            _ => self.drop_server_sock(ctx),
+            _ => self.drop_server_sock(ctx, &up),
         }
         let (ibuf, bytes_in) = {
             let mut sd = self.side.borrow_mut();
@@ -1866,7 +1870,7 @@ impl Stream {
         let Some(mut up) = self.up.take() else {
             return;
         };
-        self.drop_server_sock(ctx);
+        self.drop_server_sock(ctx, &up);
         if let Some(w) = up.waiter.take() {
             let farm = Arc::clone(&up.farm);
             farm.unqueue(&w);

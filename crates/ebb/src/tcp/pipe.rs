@@ -198,6 +198,9 @@ pub(super) struct Sock {
     pub(super) bytes_read: u64,
     /// Bytes written to this socket from a kernel pipe.
     pub(super) spliced_out: u64,
+    /// `option nolinger` on this side: closed without a `shutdown`, so
+    /// the close (SO_LINGER 0) sends a RST and no FIN.
+    pub(super) nolinger: bool,
 }
 
 impl Sock {
@@ -452,7 +455,7 @@ impl Sock {
     /// is shut down both ways first (its FIN, or its TLS `close_notify`).
     pub(super) fn close(&mut self) {
         if let Some(mut tr) = self.tr.take() {
-            if !(self.eof && self.shut_wr) {
+            if !(self.nolinger || self.eof && self.shut_wr) {
                 let _ = tr.shutdown();
             }
         }

@@ -134,6 +134,7 @@ impl Session {
                 rd: true,
                 wr: true,
                 last_io: now,
+                nolinger: fe.nolinger,
                 ..Default::default()
             },
             ..Default::default()
@@ -535,6 +536,7 @@ impl Session {
             p.srv = super::pipe::Sock {
                 tr: Some(st),
                 last_io: now,
+                nolinger: s.opts.sock.nolinger,
                 ..Default::default()
             };
             p.connecting = true;
@@ -572,7 +574,9 @@ impl Session {
         };
         if let Some(mut st) = st {
             let _ = ctx.deregister_fd(st.raw_fd());
-            let _ = st.shutdown();
+            if !self.server.as_ref().is_some_and(|s| s.opts.sock.nolinger) {
+                let _ = st.shutdown();
+            }
         }
     }
 

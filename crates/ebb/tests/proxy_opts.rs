@@ -1,0 +1,406 @@
+//! Proxy keywords of real haproxy.cfg files (issue 14): `option tcpka`,
+//! `clitcpka`, `srvtcpka` and their parameters, `option nolinger`, side by
+//! side with Debian's haproxy where the behaviour shows on the sockets.
+
+mod common;
+
+use std::net::SocketAddr;
+use std::process::Command;
+
+use common::origin::{Mode, Origin};
+use common::{haproxy_with, have, run_ebb, scratch, wait_until, Client, Ebb};
+
+/// A socket's keep-alive timer as `ss -o` shows it (`timer:(keepalive,
+/// 49min59sec,0)`): seconds left; `None` when it has no such timer.
+fn ka_secs(line: &str) -> Option<u64> {
+    let t = line.split("timer:(keepalive,").nth(1)?.split(',').next()?;
+    let mut secs = 0u64;
+    let mut n = 0u64;
+    let mut unit = String::new();
+    let mut flush = |n: &mut u64, unit: &mut String| {
+        secs += match unit.as_str() {
+            "d" => *n * 86400,
+            "h" => *n * 3600,
+            "min" => *n * 60,
+            "sec" => *n,
+            _ => 0,
+        };
+        *n = 0;
+        unit.clear();
+    };
+    for c in t.chars() {
+        if c.is_ascii_digit() {
+            if !unit.is_empty() {
+                flush(&mut n, &mut unit);
+            }
+            n = n * 10 + u64::from(c as u8 - b'0');
+        } else {
+            unit.push(c);
+        }
+    }
+    flush(&mut n, &mut unit);
+    Some(secs)
+}
+
+/// The established TCP sockets `ss` lists for `filter` (an ss filter
+/// expression), one line each.
+fn ss(filter: &str) -> Vec<String> {
+    let out = Command::new("ss")
+        .args(["-tnoH", "state", "established", filter])
+        .output()
+        .expect("ss");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
+/// The keep-alive timers of the proxy's two sockets of an exchange: the
+/// one it accepted on `front` and the one it opened to `server`.
+#[derive(Debug)]
+struct Sides {
+    client: Option<u64>,
+    server: Option<u64>,
+}
+
+/// One keep-alive request through `front` to `server`'s origin, the
+/// connection left open; then the proxy's sockets of it.
+fn exchange(front: SocketAddr, server: SocketAddr) -> (Client, Sides) {
+    let mut c = Client::connect(front);
+    c.send(b"GET /ka HTTP/1.1\r\nHost: t\r\n\r\n");
+    assert_eq!(c.read_resp().status, 200);
+    let local = c.s.local_addr().unwrap().port();
+    let (mut cli, mut srv) = (Vec::new(), Vec::new());
+    wait_until("the proxy's two sockets", || {
+        cli = ss(&format!(
+            "( sport = :{} and dport = :{local} )",
+            front.port()
+        ));
+        srv = ss(&format!("( dport = :{} )", server.port()));
+        cli.len() == 1 && srv.len() == 1
+    });
+    let sides = Sides {
+        client: ka_secs(&cli[0]),
+        server: ka_secs(&srv[0]),
+    };
+    (c, sides)
+}
+
+/// `cfg` with `BIND<i>` replaced by `binds[i]` and `ORIGIN<i>` by
+/// `origins[i]` (from the last, so `BIND1` does not eat `BIND10`).
+fn fill(cfg: &str, binds: &[String], origins: &[SocketAddr]) -> String {
+    let mut t = cfg.to_string();
+    for (i, b) in binds.iter().enumerate().rev() {
+        t = t.replace(&format!("BIND{i}"), b);
+    }
+    for (i, o) in origins.iter().enumerate().rev() {
+        t = t.replace(&format!("ORIGIN{i}"), &o.to_string());
+    }
+    t
+}
+
+/// Runs `cfg` (frontends on `BIND0`, `BIND1`..., servers `ORIGIN0`...) in
+/// ebb and, when installed, in haproxy; for frontend `i`, one exchange
+/// to `ORIGIN<i>`. The sockets' timers, ebb's then haproxy's.
+fn run_both(name: &str, cfg: &str, fronts: usize) -> (Vec<Sides>, Option<Vec<Sides>>) {
+    let run = |binds: Vec<String>, hap: bool| {
+        let origins: Vec<Origin> = (0..fronts)
+            .map(|i| Origin::start(&format!("o{i}"), Mode::Ok))
+            .collect();
+        let addrs: Vec<SocketAddr> = origins.iter().map(|o| o.addr).collect();
+        let text = fill(cfg, &binds, &addrs);
+        let mut keep = Vec::new();
+        let mut out = Vec::new();
+        let fronts_at: Vec<SocketAddr> = if hap {
+            let h = haproxy_with(name, &text)?;
+            keep.push(Box::new(h) as Box<dyn std::any::Any>);
+            binds.iter().map(|b| b.parse().unwrap()).collect()
+        } else {
+            let e = Ebb::start(&text);
+            let a = e.addrs.clone();
+            keep.push(Box::new(e) as Box<dyn std::any::Any>);
+            a
+        };
+        let mut conns = Vec::new();
+        for (f, o) in fronts_at.iter().zip(&addrs) {
+            let (c, s) = exchange(*f, *o);
+            conns.push(c);
+            out.push(s);
+        }
+        drop(conns);
+        drop(keep);
+        drop(origins);
+        Some(out)
+    };
+    let ebb = run(vec!["BIND".to_string(); fronts], false).unwrap();
+    let hap_binds = (0..fronts)
+        .map(|_| format!("127.0.0.1:{}", common::free_port()))
+        .collect();
+    let hap = run(hap_binds, true);
+    (ebb, hap)
+}
+
+/// Whether a timer is there and within two minutes below `secs` (what
+/// the idle time set, less the time the exchange took; ss shows whole
+/// minutes past an hour's fraction: `49min`).
+fn near(t: Option<u64>, secs: u64) -> bool {
+    t.is_some_and(|t| t <= secs && t + 120 > secs)
+}
+
+fn no_ss() -> bool {
+    let no = !have("ss");
+    if no {
+        println!("ss is not installed: skipped");
+    }
+    no
+}
+
+#[test]
+fn tcpka_sets_keepalive_on_both_sides_of_a_tcp_listen() {
+    if no_ss() {
+        return;
+    }
+    let cfg = "\
+defaults
+    mode tcp
+    timeout client 30s
+    timeout server 30s
+    timeout connect 5s
+listen l
+    bind BIND0
+    option tcpka
+    clitcpka-idle 50m
+    clitcpka-intvl 10
+    clitcpka-cnt 4
+    srvtcpka-idle 2400
+    server s ORIGIN0
+";
+    let (ebb, hap) = run_both("tcpka-tcp", cfg, 1);
+    assert!(near(ebb[0].client, 3000), "{ebb:?}");
+    assert!(near(ebb[0].server, 2400), "{ebb:?}");
+    if let Some(h) = hap {
+        assert!(near(h[0].client, 3000), "haproxy: {h:?}");
+        assert!(near(h[0].server, 2400), "haproxy: {h:?}");
+    }
+}
+
+#[test]
+fn clitcpka_and_srvtcpka_each_own_side_in_http_mode() {
+    if no_ss() {
+        return;
+    }
+    // The defaults' `option tcpka` sets both sides of every proxy; the
+    // second frontend and backend take theirs back with `no option`.
+    let cfg = "\
+defaults
+    mode http
+    option tcpka
+    timeout client 30s
+    timeout server 30s
+    timeout connect 5s
+frontend f0
+    bind BIND0
+    default_backend b0
+frontend f1
+    bind BIND1
+    no option clitcpka
+    default_backend b1
+backend b0
+    server s ORIGIN0
+backend b1
+    no option srvtcpka
+    server s ORIGIN1
+";
+    let (ebb, hap) = run_both("tcpka-http", cfg, 2);
+    let shape = |v: &[Sides]| -> Vec<(bool, bool)> {
+        v.iter()
+            .map(|s| (s.client.is_some(), s.server.is_some()))
+            .collect()
+    };
+    assert_eq!(shape(&ebb), [(true, true), (false, false)], "{ebb:?}");
+    if let Some(h) = hap {
+        assert_eq!(shape(&h), shape(&ebb), "haproxy: {h:?}");
+    }
+}
+
+/// `ebb -c` on `cfg`: the exit code and what it printed on stderr.
+fn check(cfg: &str) -> (i32, String) {
+    let d = scratch("popts-check");
+    std::fs::write(d.join("c.cfg"), cfg).unwrap();
+    let (code, _, err) = run_ebb(&["-c", "-f", "c.cfg"], &d);
+    (code, err)
+}
+
+#[test]
+fn tcpka_keywords_refused_where_haproxy_gives_them_no_meaning() {
+    for (line, section, want) in [
+        ("no option tcpka", "listen", "negation is not supported"),
+        ("clitcpka-idle 10", "backend", "not allowed in a 'backend'"),
+        ("option srvtcpka", "frontend", "not allowed in a 'frontend'"),
+        ("clitcpka-cnt 500", "frontend", "at most 127"),
+        ("srvtcpka-intvl 10h", "backend", "at most 32767"),
+        ("srvtcpka-idle x", "backend", "invalid time"),
+    ] {
+        let cfg = format!(
+            "defaults\n    mode http\n    timeout client 1s\n    timeout server 1s\n    timeout connect 1s\n\
+             {section} p\n    {line}\n"
+        );
+        let (code, err) = check(&cfg);
+        assert_ne!(code, 0, "{line}: accepted");
+        assert!(
+            err.contains("c.cfg:7") && err.contains(want),
+            "{line}: {err}"
+        );
+    }
+}
+
+/// How a peer's connection ended, seen from the other end: a FIN (read
+/// gives 0) or a RST.
+fn ending(s: &mut std::net::TcpStream) -> &'static str {
+    use std::io::Read;
+    s.set_read_timeout(Some(std::time::Duration::from_secs(20)))
+        .unwrap();
+    let mut b = [0u8; 256];
+    loop {
+        match s.read(&mut b) {
+            Ok(0) => return "fin",
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => return "rst",
+            Err(e) => {
+                return if e.kind() == std::io::ErrorKind::WouldBlock {
+                    "open"
+                } else {
+                    "error"
+                }
+            }
+        }
+    }
+}
+
+/// A server answering one request with keep-alive, then reporting how
+/// the proxy ended the connection.
+fn one_shot_server() -> (SocketAddr, std::sync::mpsc::Receiver<&'static str>) {
+    use std::io::{BufRead, Write};
+    let port = common::free_port();
+    let l = std::net::TcpListener::bind(("127.0.0.1", port)).unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let Ok((mut s, _)) = l.accept() else { return };
+        // The request head, line by line up to its blank line.
+        let mut r = std::io::BufReader::new(s.try_clone().unwrap());
+        let mut line = String::new();
+        while r.read_line(&mut line).is_ok_and(|n| n > 0) && line != "\r\n" {
+            line.clear();
+        }
+        let _ = s.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok");
+        let _ = tx.send(ending(&mut s));
+    });
+    (l_addr(port), rx)
+}
+
+/// One request through each front to its server, then how the proxy
+/// ended the client's connection and the server's.
+fn endings(
+    fronts: &[SocketAddr],
+    servers: &[(SocketAddr, std::sync::mpsc::Receiver<&'static str>)],
+) -> Vec<(&'static str, &'static str)> {
+    let mut out = Vec::new();
+    for (f, (_, rx)) in fronts.iter().zip(servers) {
+        let mut c = Client::connect(*f);
+        c.send(b"GET / HTTP/1.1\r\nHost: t\r\n\r\n");
+        assert_eq!(c.read_resp().status, 200);
+        let client = ending(&mut c.s);
+        let server = rx
+            .recv_timeout(std::time::Duration::from_secs(20))
+            .unwrap_or("none");
+        out.push((client, server));
+    }
+    out
+}
+
+fn l_addr(port: u16) -> SocketAddr {
+    SocketAddr::from(([127, 0, 0, 1], port))
+}
+
+#[test]
+fn nolinger_closes_with_a_reset_on_its_side() {
+    // Frontend f0 and backend b0 say `option nolinger`, f1 and b1 do not;
+    // ebb closes the client connection at `timeout http-keep-alive` and
+    // the server connection after the answer (`http-server-close`).
+    let cfg = "\
+defaults
+    mode http
+    timeout client 30s
+    timeout server 30s
+    timeout connect 5s
+    timeout http-keep-alive 100ms
+frontend f0
+    bind BIND0
+    option nolinger
+    default_backend b0
+frontend f1
+    bind BIND1
+    default_backend b1
+backend b0
+    option http-server-close
+    option nolinger
+    server s ORIGIN0
+backend b1
+    option http-server-close
+    server s ORIGIN1
+";
+    let run = |binds: Vec<String>, hap: bool| -> Option<Vec<(&str, &str)>> {
+        let servers: Vec<_> = (0..2).map(|_| one_shot_server()).collect();
+        let addrs: Vec<SocketAddr> = servers.iter().map(|s| s.0).collect();
+        let text = fill(cfg, &binds, &addrs);
+        let _keep: Box<dyn std::any::Any>;
+        let fronts: Vec<SocketAddr> = if hap {
+            _keep = Box::new(haproxy_with("nolinger", &text)?);
+            binds.iter().map(|b| b.parse().unwrap()).collect()
+        } else {
+            let e = Ebb::start(&text);
+            let a = e.addrs.clone();
+            _keep = Box::new(e);
+            a
+        };
+        Some(endings(&fronts, &servers))
+    };
+    let ebb = run(vec!["BIND".to_string(); 2], false).unwrap();
+    assert_eq!(ebb, [("rst", "rst"), ("fin", "fin")]);
+    let hap_binds = (0..2)
+        .map(|_| format!("127.0.0.1:{}", common::free_port()))
+        .collect();
+    if let Some(h) = run(hap_binds, true) {
+        // haproxy 2.6 resets a server connection it closes after an
+        // answer (`http-server-close`) with or without the option, and
+        // shuts a client connection down (FIN) before its close resets
+        // it: what both do alike is the reset toward a nolinger server.
+        assert_eq!(h[0].1, "rst", "haproxy: {h:?}");
+    }
+}
+
+#[test]
+fn nolinger_resets_both_sides_of_a_tcp_session() {
+    // The sessions end at `timeout client`: ebb closes both sides.
+    let cfg = "\
+defaults
+    mode tcp
+    timeout client 200ms
+    timeout server 30s
+    timeout connect 5s
+listen l0
+    bind BIND0
+    option nolinger
+    server s ORIGIN0
+listen l1
+    bind BIND1
+    server s ORIGIN1
+";
+    let servers: Vec<_> = (0..2).map(|_| one_shot_server()).collect();
+    let addrs: Vec<SocketAddr> = servers.iter().map(|s| s.0).collect();
+    let e = Ebb::start(&fill(cfg, &["BIND".into(), "BIND".into()], &addrs));
+    assert_eq!(
+        endings(&e.addrs, &servers),
+        [("rst", "rst"), ("fin", "fin")]
+    );
+}
