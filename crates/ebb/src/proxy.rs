@@ -529,6 +529,41 @@ pub struct FeTimeouts {
     pub tarpit: u32,
 }
 
+/// Whether an exchange ended abnormally, as HAProxy's `strm_log` judges
+/// it for `option dontlog-normal` and `option log-separate-errors`: it was
+/// redispatched, or ended on an error (a termination state other than
+/// `-` or `L`), or needed a connect retry, or (HTTP) its status is 5xx.
+pub fn abnormal(term: &[u8], retried: bool, redispatched: bool, status: Option<u16>) -> bool {
+    let cause = term.first().copied().unwrap_or(b'-');
+    redispatched
+        || !matches!(cause, b'-' | b'L')
+        || (cause == b'-' && retried)
+        || status.is_some_and(|s| s >= 500)
+}
+
+impl FrontendRt {
+    /// The syslog level of an exchange's line, `None` when it is not
+    /// logged: `option dontlog-normal` drops the normal ones, `option
+    /// log-separate-errors` sends the abnormal ones at `err` (else `info`).
+    pub fn log_level(&self, abnormal: bool) -> Option<u8> {
+        match abnormal {
+            false if self.dontlog_normal => None,
+            true => Some(self.err_level()),
+            false => Some(crate::log::LOG_INFO),
+        }
+    }
+
+    /// The level of a line reporting an error (a bad request, a TLS
+    /// handshake that failed...): `err` with `option log-separate-errors`.
+    pub fn err_level(&self) -> u8 {
+        if self.log_errors {
+            crate::log::LOG_ERR
+        } else {
+            crate::log::LOG_INFO
+        }
+    }
+}
+
 /// A compiled frontend.
 pub struct FrontendRt {
     /// HAProxy's proxy id (`iid`): see [`proxy_uuid`].
@@ -552,6 +587,11 @@ pub struct FrontendRt {
     /// `option nolinger`: client connections close with a RST (SO_LINGER
     /// 0, set on the listeners), a tcp session's without a FIN first.
     pub nolinger: bool,
+    /// `option dontlog-normal`: only exchanges HAProxy deems abnormal
+    /// are logged (see [`FrontendRt::log_level`]).
+    pub dontlog_normal: bool,
+    /// `option log-separate-errors`: abnormal ones at syslog `err`.
+    pub log_errors: bool,
     /// `option forwardfor` and `option originalto` of the frontend: as in
     /// HAProxy, the header is added when the frontend or the backend asks
     /// for it (see the stream's proxy path, `stream::proxy`).
@@ -1425,6 +1465,8 @@ pub fn compile_keeping(
                 server_close: p.options.conn_mode != HttpConnMode::KeepAlive,
                 idle_close_on_response: p.options.idle_close_on_response,
                 nolinger: p.options.nolinger,
+                dontlog_normal: p.options.dontlog_normal,
+                log_errors: p.options.log_separate_errors,
                 forwardfor: p.options.forwardfor.clone(),
                 originalto: p.options.originalto.clone(),
                 disable_h2_upgrade: p.options.disable_h2_upgrade,

@@ -86,6 +86,28 @@ fn exchange(front: SocketAddr, server: SocketAddr) -> (Client, Sides) {
     (c, sides)
 }
 
+/// A running ebb (`hap` false) or haproxy on `text`, kept alive by the
+/// first value, and the addresses of its frontends: ebb's as it reports
+/// them, haproxy's the `binds` the text was given.
+fn start(
+    name: &str,
+    text: &str,
+    binds: &[String],
+    hap: bool,
+) -> Option<(Box<dyn std::any::Any>, Vec<SocketAddr>)> {
+    if hap {
+        let h = haproxy_with(name, text)?;
+        Some((
+            Box::new(h),
+            binds.iter().map(|b| b.parse().unwrap()).collect(),
+        ))
+    } else {
+        let e = Ebb::start(text);
+        let a = e.addrs.clone();
+        Some((Box::new(e), a))
+    }
+}
+
 /// `cfg` with `BIND<i>` replaced by `binds[i]` and `ORIGIN<i>` by
 /// `origins[i]` (from the last, so `BIND1` does not eat `BIND10`).
 fn fill(cfg: &str, binds: &[String], origins: &[SocketAddr]) -> String {
@@ -109,18 +131,8 @@ fn run_both(name: &str, cfg: &str, fronts: usize) -> (Vec<Sides>, Option<Vec<Sid
             .collect();
         let addrs: Vec<SocketAddr> = origins.iter().map(|o| o.addr).collect();
         let text = fill(cfg, &binds, &addrs);
-        let mut keep = Vec::new();
         let mut out = Vec::new();
-        let fronts_at: Vec<SocketAddr> = if hap {
-            let h = haproxy_with(name, &text)?;
-            keep.push(Box::new(h) as Box<dyn std::any::Any>);
-            binds.iter().map(|b| b.parse().unwrap()).collect()
-        } else {
-            let e = Ebb::start(&text);
-            let a = e.addrs.clone();
-            keep.push(Box::new(e) as Box<dyn std::any::Any>);
-            a
-        };
+        let (keep, fronts_at) = start(name, &text, &binds, hap)?;
         let mut conns = Vec::new();
         for (f, o) in fronts_at.iter().zip(&addrs) {
             let (c, s) = exchange(*f, *o);
@@ -353,16 +365,7 @@ backend b1
         let servers: Vec<_> = (0..2).map(|_| one_shot_server()).collect();
         let addrs: Vec<SocketAddr> = servers.iter().map(|s| s.0).collect();
         let text = fill(cfg, &binds, &addrs);
-        let _keep: Box<dyn std::any::Any>;
-        let fronts: Vec<SocketAddr> = if hap {
-            _keep = Box::new(haproxy_with("nolinger", &text)?);
-            binds.iter().map(|b| b.parse().unwrap()).collect()
-        } else {
-            let e = Ebb::start(&text);
-            let a = e.addrs.clone();
-            _keep = Box::new(e);
-            a
-        };
+        let (_keep, fronts) = start("nolinger", &text, &binds, hap)?;
         Some(endings(&fronts, &servers))
     };
     let ebb = run(vec!["BIND".to_string(); 2], false).unwrap();
@@ -403,4 +406,107 @@ listen l1
         endings(&e.addrs, &servers),
         [("rst", "rst"), ("fin", "fin")]
     );
+}
+
+/// A syslog line a proxy sent: (frontend, PRI, the request's path).
+type Logged = (String, String, String);
+
+/// The next syslog line on `udp`.
+fn next_log(udp: &std::net::UdpSocket) -> Logged {
+    let mut b = [0u8; 4096];
+    let n = udp.recv(&mut b).expect("no syslog datagram");
+    let l = String::from_utf8_lossy(&b[..n]).into_owned();
+    let word = |after: &str| {
+        l.split(after)
+            .nth(1)
+            .and_then(|r| r.split(' ').next())
+            .unwrap_or("?")
+            .to_string()
+    };
+    let pri = l.split('>').next().unwrap_or("").trim_start_matches('<');
+    // `... [accept date] FRONTEND BACKEND/SERVER ... "GET PATH ..."`
+    (word("] "), pri.to_string(), word("\"GET "))
+}
+
+#[test]
+fn dontlog_normal_and_log_separate_errors() {
+    // f0 logs abnormal exchanges only, at err (local0.err: <131>); f1
+    // logs every exchange at info (<134>). /dead goes to a closed port
+    // (503, `SC`), /five is ebb's own 503, /ok a normal 200.
+    let dead = common::free_port();
+    let cfg = |udp: SocketAddr| {
+        format!(
+            "\
+defaults
+    mode http
+    timeout client 30s
+    timeout server 30s
+    timeout connect 5s
+    retries 0
+frontend f0
+    bind BIND0
+    log {udp} local0
+    option httplog
+    option dontlog-normal
+    option log-separate-errors
+    http-request return status 200 if {{ path /ok }}
+    http-request return status 503 if {{ path /five }}
+    default_backend b
+frontend f1
+    bind BIND1
+    log {udp} local0
+    option httplog
+    http-request return status 200 if {{ path /ok /last }}
+    http-request return status 503 if {{ path /five }}
+    default_backend b
+backend b
+    server s 127.0.0.1:{dead}
+"
+        )
+    };
+    let run = |binds: Vec<String>, hap: bool| -> Option<Vec<Logged>> {
+        let udp = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        udp.set_read_timeout(Some(std::time::Duration::from_secs(30)))
+            .unwrap();
+        let text = fill(&cfg(udp.local_addr().unwrap()), &binds, &[]);
+        let (_keep, fronts) = start("logsep", &text, &binds, hap)?;
+        for f in &fronts {
+            for p in ["/ok", "/five", "/dead"] {
+                common::get(*f, p);
+            }
+        }
+        // Then a last normal exchange on f1: its line comes after the
+        // others (haproxy's threads send them in any order), so any line
+        // f0 should not have sent would be seen.
+        let mut all: Vec<Logged> = (0..5).map(|_| next_log(&udp)).collect();
+        common::get(fronts[1], "/last");
+        loop {
+            let l = next_log(&udp);
+            if l.2 == "/last" {
+                break;
+            }
+            all.push(l);
+        }
+        all.sort();
+        Some(all)
+    };
+    let ebb = run(vec!["BIND".to_string(); 2], false).unwrap();
+    let mut want: Vec<Logged> = [
+        ("f0", "131", "/five"),
+        ("f0", "131", "/dead"),
+        ("f1", "134", "/ok"),
+        ("f1", "134", "/five"),
+        ("f1", "134", "/dead"),
+    ]
+    .iter()
+    .map(|(f, a, b)| (f.to_string(), a.to_string(), b.to_string()))
+    .collect();
+    want.sort();
+    assert_eq!(ebb, want);
+    let hap_binds = (0..2)
+        .map(|_| format!("127.0.0.1:{}", common::free_port()))
+        .collect();
+    if let Some(h) = run(hap_binds, true) {
+        assert_eq!(h, want, "haproxy");
+    }
 }

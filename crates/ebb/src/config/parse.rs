@@ -430,7 +430,6 @@ const HAPROXY_OPTIONS_UNSUPPORTED: &[&str] = &[
     "http-no-delay",
     "http-pretend-keepalive",
     "http-use-htx",
-    "log-separate-errors",
     "logasap",
     "prefer-last-server",
     "external-check",
@@ -444,7 +443,6 @@ const HAPROXY_OPTIONS_UNSUPPORTED: &[&str] = &[
     "http_proxy",
     "tcp-smart-accept",
     "tcp-smart-connect",
-    "dontlog-normal",
 ];
 
 const OPTIONS: &[&str] = &[
@@ -482,6 +480,8 @@ const OPTIONS: &[&str] = &[
     "clitcpka",
     "srvtcpka",
     "nolinger",
+    "dontlog-normal",
+    "log-separate-errors",
 ];
 
 const UNSUPPORTED_SECTIONS: &[&str] = &[
@@ -3077,7 +3077,7 @@ fn proxy_option(px: &mut Proxy, ctx: &Ctx<'_>, no: bool, w: &[String]) -> Result
         "http-buffer-request" | "splice-auto" | "splice-request" | "splice-response" => FE | BE,
         "abortonclose" | "srvtcpka" => BE,
         "tcpka" | "nolinger" => FE | BE,
-        "clitcpka" => FE,
+        "clitcpka" | "dontlog-normal" | "log-separate-errors" => FE,
         "httplog"
         | "tcplog"
         | "dontlognull"
@@ -3224,6 +3224,14 @@ fn proxy_option(px: &mut Proxy, ctx: &Ctx<'_>, no: bool, w: &[String]) -> Result
         "nolinger" => {
             no_args(rest)?;
             o.nolinger = !no;
+        }
+        "dontlog-normal" => {
+            no_args(rest)?;
+            o.dontlog_normal = !no;
+        }
+        "log-separate-errors" => {
+            no_args(rest)?;
+            o.log_separate_errors = !no;
         }
         "socket-stats" => {
             no_args(rest)?;

@@ -757,6 +757,10 @@ pub struct ProxyOptions {
     /// `option srvtcpka` (`option tcpka` in a proxy with a backend) and
     /// `srvtcpka-idle|intvl|cnt`: TCP keep-alive on server connections.
     pub srvtcpka: TcpKa,
+    /// `option dontlog-normal`: only abnormal exchanges are logged.
+    pub dontlog_normal: bool,
+    /// `option log-separate-errors`: abnormal exchanges at level `err`.
+    pub log_separate_errors: bool,
     /// `option nolinger`: connections on this side (the clients' in a
     /// frontend, the servers' in a backend) close with SO_LINGER 0 (RST).
     pub nolinger: bool,

@@ -2006,7 +2006,11 @@ impl Stream {
             term: up.term,
             request_line: &up.req_line,
         });
-        c.w.log_access(crate::log::format(&entry));
+        let retried = up.retries_left != up.farm.retries;
+        let ab = crate::proxy::abnormal(up.term.as_bytes(), retried, redisp, Some(up.status));
+        if let Some(level) = c.fe.log_level(ab) {
+            c.w.log_access(crate::log::format(&entry), level);
+        }
     }
 }
 

@@ -193,7 +193,7 @@ impl Session {
                     .map_or("-".to_string(), |a| a.to_string()),
                 s.fe.name
             );
-            s.w.log_access(line.into_bytes());
+            s.w.log_access(line.into_bytes(), crate::log::LOG_INFO);
         }
         let name = if tls { "tcp_tls_cli" } else { "tcp_cli" };
         let id = ctx.new_tasklet_obj(name, s);
@@ -1006,6 +1006,11 @@ impl Session {
         if !self.w.logging(&self.fe) {
             return;
         }
+        // HAProxy's judgement of the session (no status in tcp mode).
+        let ab = crate::proxy::abnormal(&self.term, self.retries_done > 0, self.redispatched, None);
+        let Some(level) = self.fe.log_level(ab) else {
+            return;
+        };
         let now = ctx.now();
         let d = |a: Tick, b: Tick| b.wrapping_sub(a) as i32 as i64;
         let tw = match (self.t_queued, self.t_served) {
@@ -1066,7 +1071,7 @@ impl Session {
                 ncaps: (0, 0),
                 fmt: Some(fmt),
             };
-            self.w.log_access(crate::log::format(&entry));
+            self.w.log_access(crate::log::format(&entry), level);
             return;
         }
         let line = super::tcplog(&super::TcpLog {
@@ -1089,7 +1094,7 @@ impl Session {
             redispatched: self.redispatched,
             queues: self.queues,
         });
-        self.w.log_access(line);
+        self.w.log_access(line, level);
     }
 }
 
