@@ -408,6 +408,16 @@ listen l1
     );
 }
 
+/// The defaults of the HTTP tests that reach a closed port (no retry).
+const HTTP_DEFAULTS: &str = "\
+defaults
+    mode http
+    timeout client 30s
+    timeout server 30s
+    timeout connect 5s
+    retries 0
+";
+
 /// A syslog line a proxy sent: (frontend, PRI, the request's path).
 type Logged = (String, String, String);
 
@@ -436,13 +446,7 @@ fn dontlog_normal_and_log_separate_errors() {
     let dead = common::free_port();
     let cfg = |udp: SocketAddr| {
         format!(
-            "\
-defaults
-    mode http
-    timeout client 30s
-    timeout server 30s
-    timeout connect 5s
-    retries 0
+            "{HTTP_DEFAULTS}\
 frontend f0
     bind BIND0
     log {udp} local0
@@ -509,4 +513,57 @@ backend b
     if let Some(h) = run(hap_binds, true) {
         assert_eq!(h, want, "haproxy");
     }
+}
+
+#[test]
+fn errorloc_answers_an_error_with_a_redirect() {
+    // The defaults' 403 goes to /from-defaults (302); the frontend sends
+    // its 503 (a server that refuses) to another site (303).
+    let dead = common::free_port();
+    let cfg = format!(
+        "{HTTP_DEFAULTS}\
+    errorloc302 403 /from-defaults
+frontend f
+    bind BIND0
+    errorloc303 503 http://example.com/down?x=1
+    http-request deny if {{ path /deny }}
+    default_backend b
+backend b
+    server s 127.0.0.1:{dead}
+"
+    );
+    let run = |binds: Vec<String>, hap: bool| -> Option<Vec<String>> {
+        let text = fill(&cfg, &binds, &[]);
+        let (_keep, fronts) = start("errorloc", &text, &binds, hap)?;
+        let mut out = Vec::new();
+        for p in ["/deny", "/down"] {
+            let r = common::get(fronts[0], p);
+            out.push(format!(
+                "{} {:?} {:?} {:?} {}",
+                r.status,
+                r.header("location"),
+                r.header("cache-control"),
+                r.header("content-length"),
+                r.body.len()
+            ));
+        }
+        Some(out)
+    };
+    let ebb = run(vec!["BIND".to_string()], false).unwrap();
+    assert_eq!(
+        ebb,
+        [
+            "302 Some(\"/from-defaults\") Some(\"no-cache\") Some(\"0\") 0",
+            "303 Some(\"http://example.com/down?x=1\") Some(\"no-cache\") Some(\"0\") 0",
+        ]
+    );
+    let hap_bind = vec![format!("127.0.0.1:{}", common::free_port())];
+    if let Some(h) = run(hap_bind, true) {
+        assert_eq!(h, ebb, "haproxy");
+    }
+    let (code, err) = check(
+        "defaults\n    mode http\n    timeout client 1s\n    timeout server 1s\n    timeout connect 1s\n\
+         frontend p\n    errorloc 599 /x\n",
+    );
+    assert!(code != 0 && err.contains("c.cfg:7"), "{err}");
 }

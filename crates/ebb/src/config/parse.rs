@@ -365,6 +365,9 @@ const PROXY_KEYWORDS: &[&str] = &[
     "errorfile",
     "errorfiles",
     "http-error",
+    "errorloc",
+    "errorloc302",
+    "errorloc303",
     "stats",
     "balance",
     "dispatch",
@@ -411,11 +414,6 @@ const HAPROXY_PROXY_UNSUPPORTED: &[&str] = &[
     "rate-limit",
     "source",
     "email-alert",
-    "http-error",
-    "errorfiles",
-    "errorloc",
-    "errorloc302",
-    "errorloc303",
     "server-state-file-name",
     "external-check",
     "backlog",
@@ -2591,6 +2589,38 @@ fn proxy_kw(px: &mut Proxy, ctx: &Ctx<'_>, words: &[String]) -> Result<(), Strin
                     }
                 },
             }
+        }
+        "errorloc" | "errorloc302" | "errorloc303" => {
+            ctx.allow(kw, FE | BE, true)?;
+            let [_, code, url] = w else {
+                return Err(format!("'{kw}' expects <status_code> and <url> as arguments"));
+            };
+            let status = errorfile_code(kw, code)?;
+            if url.is_empty() || url.bytes().any(|b| b.is_ascii_control()) {
+                return Err(format!(
+                    "'{kw}': the URL must be a non-empty field value without control characters"
+                ));
+            }
+            // HAProxy's answer (http_htx.c): a redirect with no body and
+            // no caching, in place of the status ebb would send.
+            let what = if kw == "errorloc303" {
+                "303 See Other"
+            } else {
+                "302 Found"
+            };
+            let content = format!(
+                "HTTP/1.1 {what}\r\nCache-Control: no-cache\r\nContent-length: 0\r\nLocation: {url}\r\n\r\n"
+            );
+            px.error_replies.retain(|(s, _)| *s != status);
+            set_errorfile(
+                &mut px.errorfiles,
+                ErrorFile {
+                    status,
+                    path: PathBuf::new(),
+                    content: content.into_bytes(),
+                    loc: ctx.loc.clone(),
+                },
+            );
         }
         "errorfiles" => {
             ctx.allow(kw, FE | BE, true)?;
