@@ -472,6 +472,8 @@ pub struct BackendRt {
     /// HAProxy's proxy id (`iid`, `be_id`): see [`proxy_uuid`].
     pub uuid: usize,
     pub name: String,
+    /// `description` (shown on the stats page).
+    pub desc: Option<String>,
     pub kind: BackendKind,
     pub matcher: Matcher,
     pub http_request: Vec<ReqRule>,
@@ -569,6 +571,8 @@ pub struct FrontendRt {
     /// HAProxy's proxy id (`iid`): see [`proxy_uuid`].
     pub uuid: usize,
     pub name: String,
+    /// `description` (shown on the stats page).
+    pub desc: Option<String>,
     /// The name again, shared by every session's registry entry (no
     /// allocation per connection).
     pub name_arc: Arc<str>,
@@ -1218,13 +1222,29 @@ pub fn compile(cfg: &Config) -> Result<Compiled, Vec<ConfigError>> {
 /// [`compile`], keeping the tables of `prev` (the running configuration)
 /// that are shared with peers and declared the same: a reload keeps
 /// their entries, as HAProxy's old process teaches them to the new one.
-/// The id HAProxy gives a proxy: its rank in the configuration, frontends,
-/// backends and listens together, from 2 (HAProxy's CLI proxy is 1).
+/// The id HAProxy gives a proxy: its `id` line, else the next free id
+/// in configuration order (frontends, backends and listens together),
+/// from 2 (HAProxy's CLI proxy is 1), skipping the ids set by `id`.
 pub fn proxy_uuid(cfg: &Config, p: &crate::config::Proxy) -> usize {
-    cfg.proxies
+    if let Some(id) = &p.id {
+        return id.value as usize;
+    }
+    let forced: std::collections::HashSet<u32> = cfg
+        .proxies
         .iter()
-        .position(|x| std::ptr::eq(x, p))
-        .map_or(0, |i| i + 2)
+        .filter_map(|x| x.id.as_ref().map(|i| i.value))
+        .collect();
+    let mut next = 2u32;
+    for x in cfg.proxies.iter().filter(|x| x.id.is_none()) {
+        while forced.contains(&next) {
+            next += 1;
+        }
+        if std::ptr::eq(x, p) {
+            return next as usize;
+        }
+        next += 1;
+    }
+    0
 }
 
 pub fn compile_keeping(
@@ -1355,6 +1375,7 @@ pub fn compile_keeping(
                 http_request,
                 id: NEXT_BACKEND_ID.fetch_add(1, Ordering::Relaxed),
                 uuid: proxy_uuid(cfg, p),
+                desc: p.description.clone(),
                 name: p.name.clone(),
                 kind,
                 matcher,
@@ -1453,6 +1474,7 @@ pub fn compile_keeping(
             Ok(FrontendRt {
                 uuid: proxy_uuid(cfg, p),
                 name: p.name.clone(),
+                desc: p.description.clone(),
                 name_arc: Arc::from(p.name.as_str()),
                 maxconn: p.maxconn,
                 timeouts: FeTimeouts {

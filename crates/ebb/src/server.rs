@@ -275,7 +275,11 @@ fn serve(cfg: Config, opts: RunOptions) -> i32 {
                 },
                 None => None,
             };
-            let backlog = b.backlog.map_or(DEFAULT_BACKLOG, |n| n as i32);
+            // The bind's `backlog`, else the frontend's.
+            let backlog = b
+                .backlog
+                .or(fe_cfg.backlog)
+                .map_or(DEFAULT_BACKLOG, |n| n as i32);
             let facts = crate::tcp::BindFacts {
                 accept_proxy: b.accept_proxy,
                 h2: b.proto_h2,

@@ -567,3 +567,130 @@ backend b
     );
     assert!(code != 0 && err.contains("c.cfg:7"), "{err}");
 }
+
+/// The listen queue `ss` shows for the listening socket on `port` (its
+/// Send-Q column).
+fn listen_backlog(port: u16) -> Option<u32> {
+    let out = Command::new("ss")
+        .args(["-ltnH", &format!("( sport = :{port} )")])
+        .output()
+        .ok()?;
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    text.lines().next()?.split_whitespace().nth(2)?.parse().ok()
+}
+
+#[test]
+fn backlog_and_id_of_proxies() {
+    if no_ss() {
+        return;
+    }
+    // The defaults' backlog for a's bind, b's own on its bind line; b
+    // takes id 3, the others the next free ids in order (a 2, c 4).
+    let dead = common::free_port();
+    let rest = format!(
+        "{HTTP_DEFAULTS}    backlog 37
+frontend a
+    bind BIND0
+    default_backend c
+frontend b
+    bind BIND1 backlog 9
+    id 3
+    description the second  one
+    default_backend c
+backend c
+    server s 127.0.0.1:{dead}
+"
+    );
+    let run = |binds: Vec<String>, hap: bool| -> Option<Vec<String>> {
+        let d = scratch("backlog-id");
+        let sock = d.join("admin.sock");
+        let text = fill(&rest, &binds, &[]);
+        let (_keep, fronts, sock) = if hap {
+            let (k, f) = start("backlog-id", &text, &binds, true)?;
+            let h = k.downcast_ref::<common::Hap>().unwrap().sock.clone();
+            (k, f, h)
+        } else {
+            let full = format!(
+                "global\n    stats socket {} level admin\n{text}",
+                sock.display()
+            );
+            let (k, f) = start("backlog-id", &full, &binds, false)?;
+            (k, f, sock)
+        };
+        let mut out: Vec<String> = fronts
+            .iter()
+            .map(|f| format!("backlog {:?}", listen_backlog(f.port())))
+            .collect();
+        for (px, row) in [("a", "FRONTEND"), ("b", "FRONTEND"), ("c", "BACKEND")] {
+            let r = common::stat_row(&sock, px, row);
+            out.push(format!("{px} iid {:?}", r.get("iid")));
+        }
+        Some(out)
+    };
+    let ebb = run(vec!["BIND".to_string(); 2], false).unwrap();
+    let some = |s: &str| format!("{:?}", Some(s));
+    assert_eq!(
+        ebb,
+        [
+            "backlog Some(37)".to_string(),
+            "backlog Some(9)".to_string(),
+            format!("a iid {}", some("2")),
+            format!("b iid {}", some("3")),
+            format!("c iid {}", some("4")),
+        ]
+    );
+    let hap_binds = (0..2)
+        .map(|_| format!("127.0.0.1:{}", common::free_port()))
+        .collect();
+    if let Some(h) = run(hap_binds, true) {
+        assert_eq!(h, ebb, "haproxy");
+    }
+    // HAProxy's refusals: a reused id, an id in defaults, 0.
+    for (lines, want) in [
+        (
+            "backend x\n    id 5\nbackend y\n    id 5\n",
+            "c.cfg:10: backend 'y' reuses same custom id as backend 'x'",
+        ),
+        ("backend x\n    id 0\n", "custom id has to be > 0"),
+        ("    id 4\n", "not allowed in 'defaults'"),
+    ] {
+        let (code, err) = check(&format!("{HTTP_DEFAULTS}{lines}"));
+        assert!(code != 0 && err.contains(want), "{lines}: {err}");
+    }
+}
+
+#[test]
+fn description_shows_on_the_stats_page() {
+    let rest = "\
+defaults
+    mode http
+    timeout client 30s
+    timeout server 30s
+    timeout connect 5s
+listen st
+    bind BIND0
+    description the   stats   listener
+    stats enable
+    stats uri /s
+backend quiet
+    description a backend without servers
+";
+    let run = |binds: Vec<String>, hap: bool| -> Option<String> {
+        let text = fill(rest, &binds, &[]);
+        let (_keep, fronts) = start("desc", &text, &binds, hap)?;
+        Some(common::get(fronts[0], "/s").text())
+    };
+    let ebb = run(vec!["BIND".to_string()], false).unwrap();
+    for want in [
+        "<p class=\"desc\">the stats listener</p>",
+        "<p class=\"desc\">a backend without servers</p>",
+    ] {
+        assert!(ebb.contains(want), "{want}: {ebb}");
+    }
+    let hap_bind = vec![format!("127.0.0.1:{}", common::free_port())];
+    if let Some(h) = run(hap_bind, true) {
+        // haproxy's own page, with the same text under each title.
+        assert!(h.contains(">the stats listener<"), "{h}");
+        assert!(h.contains(">a backend without servers<"), "{h}");
+    }
+}

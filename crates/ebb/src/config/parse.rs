@@ -187,6 +187,9 @@ fn new_proxy(name: &str, kind: ProxyKind, loc: Loc) -> Proxy {
         kind,
         loc,
         maxconn: None,
+        backlog: None,
+        id: None,
+        description: None,
         timeouts: Timeouts::default(),
         options: ProxyOptions::default(),
         log: Vec::new(),
@@ -368,6 +371,9 @@ const PROXY_KEYWORDS: &[&str] = &[
     "errorloc",
     "errorloc302",
     "errorloc303",
+    "backlog",
+    "id",
+    "description",
     "stats",
     "balance",
     "dispatch",
@@ -407,8 +413,6 @@ const HAPROXY_PROXY_UNSUPPORTED: &[&str] = &[
     "log-format-sd",
     "error-log-format",
     "log-tag",
-    "description",
-    "id",
     "disabled",
     "enabled",
     "rate-limit",
@@ -416,7 +420,6 @@ const HAPROXY_PROXY_UNSUPPORTED: &[&str] = &[
     "email-alert",
     "server-state-file-name",
     "external-check",
-    "backlog",
     "grace",
     "max-keep-alive-queue",
     "max-session-srv-conns",
@@ -1426,6 +1429,7 @@ impl<'e> Parser<'e> {
             errs.push(e);
         }
         let px = &self.proxies;
+        let named = |x: &Proxy| format!("{} '{}'", x.kind.name(), x.name);
         for (i, p) in px.iter().enumerate() {
             // Two proxies may share a name only if their capabilities do not
             // overlap (a frontend and a backend), as in HAProxy.
@@ -1438,14 +1442,30 @@ impl<'e> Parser<'e> {
                     &mut errs,
                     &p.loc,
                     format!(
-                        "{} '{}' has the same name as {} '{}' declared at {}",
-                        p.kind.name(),
-                        p.name,
-                        q.kind.name(),
-                        q.name,
+                        "{} has the same name as {} declared at {}",
+                        named(p),
+                        named(q),
                         q.loc
                     ),
                 );
+            }
+            if let Some(id) = &p.id {
+                // Proxy ids are one space, as HAProxy's.
+                if let Some(q) = px[..i]
+                    .iter()
+                    .find(|q| q.id.as_ref().is_some_and(|x| x.value == id.value))
+                {
+                    err(
+                        &mut errs,
+                        &id.loc,
+                        format!(
+                            "{} reuses same custom id as {} (declared at {})",
+                            named(p),
+                            named(q),
+                            q.loc
+                        ),
+                    );
+                }
             }
             if p.kind.is_frontend() && p.binds.is_empty() && !self.bad_binds.contains(&i) {
                 err(
@@ -2589,6 +2609,46 @@ fn proxy_kw(px: &mut Proxy, ctx: &Ctx<'_>, words: &[String]) -> Result<(), Strin
                     }
                 },
             }
+        }
+        "backlog" => {
+            ctx.allow(kw, FE, true)?;
+            let [_, n] = w else {
+                return Err("'backlog' expects an integer argument".to_string());
+            };
+            // 0: the default, as HAProxy's unset value.
+            let n: u32 = n
+                .parse()
+                .ok()
+                .filter(|n| i32::try_from(*n).is_ok())
+                .ok_or_else(|| format!("'backlog' expects an integer argument, not '{n}'"))?;
+            px.backlog = (n > 0).then_some(n);
+        }
+        "id" => {
+            if ctx.defaults {
+                return Err("'id' not allowed in 'defaults' section".to_string());
+            }
+            let [_, n] = w else {
+                return Err("'id' expects an integer argument".to_string());
+            };
+            let n: u32 = n
+                .parse()
+                .ok()
+                .filter(|n| *n > 0 && i32::try_from(*n).is_ok())
+                .ok_or_else(|| format!("custom id has to be > 0 (not '{n}')"))?;
+            px.id = Some(Spanned {
+                value: n,
+                loc: ctx.loc.clone(),
+            });
+        }
+        "description" => {
+            if ctx.defaults {
+                return Err("'description' not allowed in 'defaults' section".to_string());
+            }
+            if w.len() < 2 {
+                return Err("'description' expects a string argument".to_string());
+            }
+            // HAProxy joins the words with one space.
+            px.description = Some(w[1..].join(" "));
         }
         "errorloc" | "errorloc302" | "errorloc303" => {
             ctx.allow(kw, FE | BE, true)?;

@@ -462,6 +462,13 @@ pub struct Proxy {
     pub loc: Loc,
     /// `maxconn` (frontends).
     pub maxconn: Option<u32>,
+    /// `backlog N` (frontends): the listen queue of its binds that do not
+    /// set their own.
+    pub backlog: Option<u32>,
+    /// `id N`: the proxy's numeric id, instead of the next free one.
+    pub id: Option<Spanned<u32>>,
+    /// `description TEXT`.
+    pub description: Option<String>,
     pub timeouts: Timeouts,
     pub options: ProxyOptions,
     pub log: Vec<ProxyLog>,
