@@ -1067,6 +1067,7 @@ fn compile_servers(
     );
     farm.target = backend_target(p, warnings)?;
     farm.sock = srv_sock(p);
+    farm.allbackups = p.options.allbackups;
     farm.set_hash(p.hash_type);
     for (rt, s) in farm.servers.iter().zip(&p.servers) {
         rt.port.store(s.port, std::sync::atomic::Ordering::Relaxed);

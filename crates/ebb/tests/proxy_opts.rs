@@ -661,12 +661,8 @@ backend c
 
 #[test]
 fn description_shows_on_the_stats_page() {
-    let rest = "\
-defaults
-    mode http
-    timeout client 30s
-    timeout server 30s
-    timeout connect 5s
+    let rest = format!(
+        "{HTTP_DEFAULTS}\
 listen st
     bind BIND0
     description the   stats   listener
@@ -674,9 +670,10 @@ listen st
     stats uri /s
 backend quiet
     description a backend without servers
-";
+"
+    );
     let run = |binds: Vec<String>, hap: bool| -> Option<String> {
-        let text = fill(rest, &binds, &[]);
+        let text = fill(&rest, &binds, &[]);
         let (_keep, fronts) = start("desc", &text, &binds, hap)?;
         Some(common::get(fronts[0], "/s").text())
     };
@@ -692,5 +689,59 @@ backend quiet
         // haproxy's own page, with the same text under each title.
         assert!(h.contains(">the stats listener<"), "{h}");
         assert!(h.contains(">a backend without servers<"), "{h}");
+    }
+}
+
+#[test]
+fn allbackups_shares_the_load_among_every_backup() {
+    // The active server is in maintenance: b0 sends every request to its
+    // first backup, b1 (`option allbackups`) spreads them over both.
+    let cfg = format!(
+        "{HTTP_DEFAULTS}\
+frontend f0
+    bind BIND0
+    default_backend b0
+frontend f1
+    bind BIND1
+    default_backend b1
+backend b0
+    server a ORIGIN0 disabled
+    server k1 ORIGIN1 backup
+    server k2 ORIGIN2 backup
+backend b1
+    option allbackups
+    server a ORIGIN0 disabled
+    server k1 ORIGIN1 backup
+    server k2 ORIGIN2 backup
+"
+    );
+    let run = |binds: Vec<String>, hap: bool| -> Option<Vec<Vec<String>>> {
+        let origins: Vec<Origin> = ["a", "k1", "k2"]
+            .iter()
+            .map(|n| Origin::start(n, Mode::Ok))
+            .collect();
+        let addrs: Vec<SocketAddr> = origins.iter().map(|o| o.addr).collect();
+        let text = fill(&cfg, &binds, &addrs);
+        let (_keep, fronts) = start("allbackups", &text, &binds, hap)?;
+        let served = |f: SocketAddr| -> Vec<String> {
+            let mut v: Vec<String> = (0..4)
+                .map(|_| {
+                    let b = common::get(f, "/").text();
+                    b.split(' ').next().unwrap_or("").to_string()
+                })
+                .collect();
+            v.sort();
+            v.dedup();
+            v
+        };
+        Some(fronts.iter().map(|f| served(*f)).collect())
+    };
+    let ebb = run(vec!["BIND".to_string(); 2], false).unwrap();
+    assert_eq!(ebb, [vec!["k1"], vec!["k1", "k2"]]);
+    let hap_binds = (0..2)
+        .map(|_| format!("127.0.0.1:{}", common::free_port()))
+        .collect();
+    if let Some(h) = run(hap_binds, true) {
+        assert_eq!(h, ebb, "haproxy");
     }
 }

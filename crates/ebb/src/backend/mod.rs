@@ -706,6 +706,9 @@ pub struct Farm {
     /// The backend's options for server sockets, given to the servers
     /// added at run time too.
     pub sock: crate::config::SrvSock,
+    /// `option allbackups`: all usable backups share the load when no
+    /// active server is usable, instead of the first one alone.
+    pub allbackups: bool,
 }
 
 static NEXT_SERVER_UID: AtomicU64 = AtomicU64::new(1);
@@ -748,6 +751,7 @@ impl Farm {
             be_ext: extra::SrvExtra::default(),
             be_up: std::sync::atomic::AtomicBool::new(true),
             sock: crate::config::SrvSock::default(),
+            allbackups: false,
         }
     }
 
@@ -795,8 +799,8 @@ impl Farm {
     }
 
     /// Servers the balancer may use now, into `out`: the active ones, or
-    /// else the first usable backup (HAProxy's default without
-    /// `allbackups`).
+    /// else the first usable backup (HAProxy's default), or every usable
+    /// backup with `option allbackups`.
     fn eligible(&self, out: &mut Vec<usize>) {
         out.clear();
         out.extend(
@@ -806,12 +810,12 @@ impl Farm {
                 .map(|s| s.idx),
         );
         if out.is_empty() {
-            out.extend(
-                self.servers
-                    .iter()
-                    .find(|s| s.opts.backup && s.usable())
-                    .map(|s| s.idx),
-            );
+            let mut backups = self.servers.iter().filter(|s| s.opts.backup && s.usable());
+            if self.allbackups {
+                out.extend(backups.map(|s| s.idx));
+            } else {
+                out.extend(backups.next().map(|s| s.idx));
+            }
         }
     }
 

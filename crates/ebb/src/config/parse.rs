@@ -427,7 +427,6 @@ const HAPROXY_PROXY_UNSUPPORTED: &[&str] = &[
 
 /// HAProxy `option` names ebb does not implement.
 const HAPROXY_OPTIONS_UNSUPPORTED: &[&str] = &[
-    "allbackups",
     "http-no-delay",
     "http-pretend-keepalive",
     "http-use-htx",
@@ -483,6 +482,7 @@ const OPTIONS: &[&str] = &[
     "nolinger",
     "dontlog-normal",
     "log-separate-errors",
+    "allbackups",
 ];
 
 const UNSUPPORTED_SECTIONS: &[&str] = &[
@@ -3165,7 +3165,7 @@ fn proxy_option(px: &mut Proxy, ctx: &Ctx<'_>, no: bool, w: &[String]) -> Result
         | "transparent" | "redis-check" | "smtpchk" | "pgsql-check" | "mysql-check"
         | "ldap-check" | "spop-check" | "ssl-hello-chk" => BE,
         "http-buffer-request" | "splice-auto" | "splice-request" | "splice-response" => FE | BE,
-        "abortonclose" | "srvtcpka" => BE,
+        "abortonclose" | "srvtcpka" | "allbackups" => BE,
         "tcpka" | "nolinger" => FE | BE,
         "clitcpka" | "dontlog-normal" | "log-separate-errors" => FE,
         "httplog"
@@ -3314,6 +3314,10 @@ fn proxy_option(px: &mut Proxy, ctx: &Ctx<'_>, no: bool, w: &[String]) -> Result
         "nolinger" => {
             no_args(rest)?;
             o.nolinger = !no;
+        }
+        "allbackups" => {
+            no_args(rest)?;
+            o.allbackups = !no;
         }
         "dontlog-normal" => {
             no_args(rest)?;

@@ -764,6 +764,8 @@ pub struct ProxyOptions {
     /// `option srvtcpka` (`option tcpka` in a proxy with a backend) and
     /// `srvtcpka-idle|intvl|cnt`: TCP keep-alive on server connections.
     pub srvtcpka: TcpKa,
+    /// `option allbackups` (backends).
+    pub allbackups: bool,
     /// `option dontlog-normal`: only abnormal exchanges are logged.
     pub dontlog_normal: bool,
     /// `option log-separate-errors`: abnormal exchanges at level `err`.
