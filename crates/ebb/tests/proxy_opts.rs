@@ -418,6 +418,16 @@ defaults
     retries 0
 ";
 
+/// Two frontends, f0 to backend b0 and f1 to b1.
+const TWO_FRONTS: &str = "\
+frontend f0
+    bind BIND0
+    default_backend b0
+frontend f1
+    bind BIND1
+    default_backend b1
+";
+
 /// A syslog line a proxy sent: (frontend, PRI, the request's path).
 type Logged = (String, String, String);
 
@@ -697,13 +707,7 @@ fn allbackups_shares_the_load_among_every_backup() {
     // The active server is in maintenance: b0 sends every request to its
     // first backup, b1 (`option allbackups`) spreads them over both.
     let cfg = format!(
-        "{HTTP_DEFAULTS}\
-frontend f0
-    bind BIND0
-    default_backend b0
-frontend f1
-    bind BIND1
-    default_backend b1
+        "{HTTP_DEFAULTS}{TWO_FRONTS}\
 backend b0
     server a ORIGIN0 disabled
     server k1 ORIGIN1 backup
@@ -743,5 +747,64 @@ backend b1
         .collect();
     if let Some(h) = run(hap_binds, true) {
         assert_eq!(h, ebb, "haproxy");
+    }
+}
+
+#[test]
+fn source_binds_server_connections_to_an_address() {
+    // b0 connects from 127.0.0.2 (the backend's `source`), b1 from the
+    // defaults' 127.0.0.3; the servers report the peer they saw.
+    let serve = || {
+        use std::io::{BufRead, Write};
+        let l = std::net::TcpListener::bind(("127.0.0.1", common::free_port())).unwrap();
+        let a = l.local_addr().unwrap();
+        std::thread::spawn(move || {
+            while let Ok((mut s, peer)) = l.accept() {
+                let mut r = std::io::BufReader::new(s.try_clone().unwrap());
+                let mut line = String::new();
+                while r.read_line(&mut line).is_ok_and(|n| n > 0) && line != "\r\n" {
+                    line.clear();
+                }
+                let ip = peer.ip().to_string();
+                let _ = write!(
+                    s,
+                    "HTTP/1.1 200 OK\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{ip}",
+                    ip.len()
+                );
+            }
+        });
+        a
+    };
+    let origins = [serve(), serve()];
+    let cfg = format!(
+        "{HTTP_DEFAULTS}    source 127.0.0.3
+{TWO_FRONTS}\
+backend b0
+    source 127.0.0.2
+    server s ORIGIN0
+backend b1
+    server s ORIGIN1
+"
+    );
+    let run = |binds: Vec<String>, hap: bool| -> Option<Vec<String>> {
+        let text = fill(&cfg, &binds, &origins);
+        let (_keep, fronts) = start("source", &text, &binds, hap)?;
+        Some(fronts.iter().map(|f| common::get(*f, "/").text()).collect())
+    };
+    let ebb = run(vec!["BIND".to_string(); 2], false).unwrap();
+    assert_eq!(ebb, ["127.0.0.2", "127.0.0.3"]);
+    let hap_binds = (0..2)
+        .map(|_| format!("127.0.0.1:{}", common::free_port()))
+        .collect();
+    if let Some(h) = run(hap_binds, true) {
+        assert_eq!(h, ebb, "haproxy");
+    }
+    for (line, want) in [
+        ("source 127.0.0.2 usesrc clientip", "usesrc"),
+        ("source 127.0.0.2:1025-2000", "port ranges"),
+        ("source localhost", "expects an IP address"),
+    ] {
+        let (code, err) = check(&format!("{HTTP_DEFAULTS}backend x\n    {line}\n"));
+        assert!(code != 0 && err.contains(want), "{line}: {err}");
     }
 }

@@ -147,6 +147,15 @@ pub fn backend_target(
 /// first write edge (writable without an error: connected; otherwise
 /// `SO_ERROR`, then a peer address, tell).
 pub fn connect_nb(addr: SocketAddr) -> std::io::Result<std::net::TcpStream> {
+    connect_nb_from(addr, None)
+}
+
+/// [`connect_nb`] from the local address `source` (a backend's `source`;
+/// port 0: one the system picks).
+pub fn connect_nb_from(
+    addr: SocketAddr,
+    source: Option<SocketAddr>,
+) -> std::io::Result<std::net::TcpStream> {
     use socket2::{Domain, Protocol, Socket, Type};
     // Non-blocking from the start: no `fcntl` pair per connection.
     let s = Socket::new(
@@ -155,6 +164,11 @@ pub fn connect_nb(addr: SocketAddr) -> std::io::Result<std::net::TcpStream> {
         Some(Protocol::TCP),
     )?;
     s.set_tcp_nodelay(true)?;
+    if let Some(src) = source {
+        // As HAProxy: a fixed source port may be reused at once.
+        s.set_reuse_address(true)?;
+        s.bind(&src.into())?;
+    }
     match s.connect(&addr.into()) {
         Ok(()) => {}
         Err(e) if e.raw_os_error() == Some(libc::EINPROGRESS) => {}
@@ -220,9 +234,10 @@ pub fn connect_server_nb(
         None => {
             let a =
                 addr().ok_or_else(|| std::io::Error::from(std::io::ErrorKind::AddrNotAvailable))?;
+            let src = s.opts.sock.source;
             let (st, socks) = match s.opts.socks4 {
-                Some(proxy) => (connect_nb(proxy)?, Some(socks4::Socks4::new(a))),
-                None => (connect_nb(a)?, None),
+                Some(proxy) => (connect_nb_from(proxy, src)?, Some(socks4::Socks4::new(a))),
+                None => (connect_nb_from(a, src)?, None),
             };
             let o = &s.opts.sock;
             if o.tcpka.on || o.nolinger {

@@ -190,6 +190,7 @@ fn new_proxy(name: &str, kind: ProxyKind, loc: Loc) -> Proxy {
         backlog: None,
         id: None,
         description: None,
+        source: None,
         timeouts: Timeouts::default(),
         options: ProxyOptions::default(),
         log: Vec::new(),
@@ -374,6 +375,7 @@ const PROXY_KEYWORDS: &[&str] = &[
     "backlog",
     "id",
     "description",
+    "source",
     "stats",
     "balance",
     "dispatch",
@@ -416,7 +418,6 @@ const HAPROXY_PROXY_UNSUPPORTED: &[&str] = &[
     "disabled",
     "enabled",
     "rate-limit",
-    "source",
     "email-alert",
     "server-state-file-name",
     "external-check",
@@ -2609,6 +2610,34 @@ fn proxy_kw(px: &mut Proxy, ctx: &Ctx<'_>, words: &[String]) -> Result<(), Strin
                     }
                 },
             }
+        }
+        "source" => {
+            ctx.allow(kw, BE, true)?;
+            let Some(a) = w.get(1) else {
+                return Err("'source' expects <addr>[:<port>] as argument".to_string());
+            };
+            match w.get(2).map(String::as_str) {
+                None => {}
+                Some("usesrc") => {
+                    return Err("'source ... usesrc' (connecting from the client's or another foreign address) is not supported by ebb".to_string())
+                }
+                Some("interface") => {
+                    return Err("'source ... interface' is not supported by ebb".to_string())
+                }
+                Some(x) => return Err(format!("unexpected argument '{x}' after 'source {a}'")),
+            }
+            if a.rsplit(':').next().is_some_and(|p| p.contains('-')) {
+                return Err(format!(
+                    "'source {a}': port ranges are not supported by ebb"
+                ));
+            }
+            let (host, port) = parse_server_addr(a)?;
+            let ip: std::net::IpAddr = host
+                .trim_start_matches('[')
+                .trim_end_matches(']')
+                .parse()
+                .map_err(|_| format!("'source' expects an IP address, not '{host}'"))?;
+            px.source = Some(std::net::SocketAddr::new(ip, port));
         }
         "backlog" => {
             ctx.allow(kw, FE, true)?;

@@ -469,6 +469,9 @@ pub struct Proxy {
     pub id: Option<Spanned<u32>>,
     /// `description TEXT`.
     pub description: Option<String>,
+    /// `source ADDR[:PORT]` (backends): the local address of server
+    /// connections.
+    pub source: Option<std::net::SocketAddr>,
     pub timeouts: Timeouts,
     pub options: ProxyOptions,
     pub log: Vec<ProxyLog>,
@@ -1498,11 +1501,13 @@ pub struct ServerOptions {
 }
 
 /// What a backend asks of each of its server sockets: `option srvtcpka`
-/// (and its parameters) and `option nolinger`.
+/// (and its parameters), `option nolinger` and `source`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct SrvSock {
     pub tcpka: TcpKa,
     pub nolinger: bool,
+    /// The backend's `source`: bound before connecting.
+    pub source: Option<std::net::SocketAddr>,
 }
 
 /// The TLS policy of a `server ... ssl` line (the client side).
