@@ -382,13 +382,14 @@ backend b1
     }
 }
 
-#[test]
-fn nolinger_resets_both_sides_of_a_tcp_session() {
-    // The sessions end at `timeout client`: ebb closes both sides.
-    let cfg = "\
+/// Two tcp listens, l0 with `option nolinger`, l1 without, each to its
+/// server; `timeout client` as given.
+fn tcp_listens(client_timeout: &str) -> String {
+    format!(
+        "\
 defaults
     mode tcp
-    timeout client 200ms
+    timeout client {client_timeout}
     timeout server 30s
     timeout connect 5s
 listen l0
@@ -398,10 +399,17 @@ listen l0
 listen l1
     bind BIND1
     server s ORIGIN1
-";
+"
+    )
+}
+
+#[test]
+fn nolinger_resets_both_sides_of_a_tcp_session() {
+    // The sessions end at `timeout client`: ebb closes both sides.
+    let cfg = tcp_listens("200ms");
     let servers: Vec<_> = (0..2).map(|_| one_shot_server()).collect();
     let addrs: Vec<SocketAddr> = servers.iter().map(|s| s.0).collect();
-    let e = Ebb::start(&fill(cfg, &["BIND".into(), "BIND".into()], &addrs));
+    let e = Ebb::start(&fill(&cfg, &["BIND".into(), "BIND".into()], &addrs));
     assert_eq!(
         endings(&e.addrs, &servers),
         [("rst", "rst"), ("fin", "fin")]
@@ -806,5 +814,48 @@ backend b1
     ] {
         let (code, err) = check(&format!("{HTTP_DEFAULTS}backend x\n    {line}\n"));
         assert!(code != 0 && err.contains(want), "{line}: {err}");
+    }
+}
+
+#[test]
+fn nolinger_backend_resets_the_server_at_the_clients_fin_in_tcp_mode() {
+    // A client sends its request and shuts its side: l1 passes the FIN
+    // on, l0 (`option nolinger`) resets the server connection instead.
+    let reader = || {
+        let l = std::net::TcpListener::bind(("127.0.0.1", common::free_port())).unwrap();
+        let a = l.local_addr().unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            if let Ok((mut s, _)) = l.accept() {
+                let _ = tx.send(ending(&mut s));
+            }
+        });
+        (a, rx)
+    };
+    let cfg = tcp_listens("30s");
+    let run = |binds: Vec<String>, hap: bool| -> Option<Vec<&'static str>> {
+        let servers = [reader(), reader()];
+        let addrs = [servers[0].0, servers[1].0];
+        let text = fill(&cfg, &binds, &addrs);
+        let (_keep, fronts) = start("nolinger-fin", &text, &binds, hap)?;
+        let mut out = Vec::new();
+        for (f, (_, rx)) in fronts.iter().zip(&servers) {
+            let mut c = Client::connect(*f);
+            c.send(b"GET / HTTP/1.1\r\nHost: t\r\n\r\n");
+            c.s.shutdown(std::net::Shutdown::Write).unwrap();
+            out.push(
+                rx.recv_timeout(std::time::Duration::from_secs(20))
+                    .unwrap_or("none"),
+            );
+        }
+        Some(out)
+    };
+    let ebb = run(vec!["BIND".to_string(); 2], false).unwrap();
+    assert_eq!(ebb, ["rst", "fin"]);
+    let hap_binds = (0..2)
+        .map(|_| format!("127.0.0.1:{}", common::free_port()))
+        .collect();
+    if let Some(h) = run(hap_binds, true) {
+        assert_eq!(h, ebb, "haproxy");
     }
 }

@@ -201,6 +201,10 @@ pub(super) struct Sock {
     /// `option nolinger` on this side: closed without a `shutdown`, so
     /// the close (SO_LINGER 0) sends a RST and no FIN.
     pub(super) nolinger: bool,
+    /// A server socket of a nolinger backend: the other side's FIN is not
+    /// passed on, the socket is closed (a RST) instead, as HAProxy's
+    /// silent shutdown of such a server connection.
+    pub(super) silent_shut: bool,
 }
 
 impl Sock {
@@ -420,6 +424,14 @@ impl Sock {
     /// Passes the other side's FIN on once nothing is left to write.
     fn shut_if_done(&mut self, h: &Half, other_eof: bool) {
         if self.shut_wr || !other_eof || h.pending() > 0 || self.err {
+            return;
+        }
+        if self.silent_shut {
+            // Both ways end here: what the server had not read or sent
+            // is dropped with the RST.
+            self.tr = None;
+            self.shut_wr = true;
+            self.eof = true;
             return;
         }
         let Some(tr) = self.tr.as_mut() else {

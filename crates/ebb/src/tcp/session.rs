@@ -537,6 +537,7 @@ impl Session {
                 tr: Some(st),
                 last_io: now,
                 nolinger: s.opts.sock.nolinger,
+                silent_shut: s.opts.sock.nolinger,
                 ..Default::default()
             };
             p.connecting = true;
