@@ -1000,7 +1000,7 @@ fn srv_sock(p: &Proxy) -> crate::config::SrvSock {
     crate::config::SrvSock {
         tcpka: p.options.srvtcpka,
         nolinger: p.options.nolinger,
-        source: p.source,
+        source: p.source.as_ref().map(|s| s.value),
     }
 }
 

@@ -811,6 +811,10 @@ backend b1
         ("source 127.0.0.2 usesrc clientip", "usesrc"),
         ("source 127.0.0.2:1025-2000", "port ranges"),
         ("source localhost", "expects an IP address"),
+        (
+            "source 127.0.0.2\n    server s 127.0.0.1:1 check",
+            "with health checks (server 's') is not supported yet",
+        ),
     ] {
         let (code, err) = check(&format!("{HTTP_DEFAULTS}backend x\n    {line}\n"));
         assert!(code != 0 && err.contains(want), "{line}: {err}");

@@ -1468,6 +1468,23 @@ impl<'e> Parser<'e> {
                     );
                 }
             }
+            if let (Some(src), true) = (&p.source, p.kind.is_backend()) {
+                if let Some(s) = p
+                    .servers
+                    .iter()
+                    .find(|s| s.opts.check || s.opts.agent_check)
+                {
+                    err(
+                        &mut errs,
+                        &src.loc,
+                        format!(
+                            "'source' in {} with health checks (server '{}') is not supported yet: ebb's checks would not connect from that address, HAProxy's do",
+                            named(p),
+                            s.name
+                        ),
+                    );
+                }
+            }
             if p.kind.is_frontend() && p.binds.is_empty() && !self.bad_binds.contains(&i) {
                 err(
                     &mut errs,
@@ -2637,7 +2654,10 @@ fn proxy_kw(px: &mut Proxy, ctx: &Ctx<'_>, words: &[String]) -> Result<(), Strin
                 .trim_end_matches(']')
                 .parse()
                 .map_err(|_| format!("'source' expects an IP address, not '{host}'"))?;
-            px.source = Some(std::net::SocketAddr::new(ip, port));
+            px.source = Some(Spanned {
+                value: std::net::SocketAddr::new(ip, port),
+                loc: ctx.loc.clone(),
+            });
         }
         "backlog" => {
             ctx.allow(kw, FE, true)?;

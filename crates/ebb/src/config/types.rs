@@ -471,7 +471,7 @@ pub struct Proxy {
     pub description: Option<String>,
     /// `source ADDR[:PORT]` (backends): the local address of server
     /// connections.
-    pub source: Option<std::net::SocketAddr>,
+    pub source: Option<Spanned<std::net::SocketAddr>>,
     pub timeouts: Timeouts,
     pub options: ProxyOptions,
     pub log: Vec<ProxyLog>,
