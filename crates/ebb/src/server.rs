@@ -314,7 +314,11 @@ fn serve(cfg: Config, opts: RunOptions) -> i32 {
                 },
                 None => None,
             };
-            let backlog = b.backlog.map_or(DEFAULT_BACKLOG, |n| n as i32);
+            // The bind's `backlog`, else the frontend's.
+            let backlog = b
+                .backlog
+                .or(fe_cfg.backlog)
+                .map_or(DEFAULT_BACKLOG, |n| n as i32);
             let facts = crate::tcp::BindFacts {
                 accept_proxy: b.accept_proxy,
                 h2: b.proto_h2,
@@ -338,6 +342,9 @@ fn serve(cfg: Config, opts: RunOptions) -> i32 {
                     .tcp(*addr, nbthread, backlog)
                     .and_then(|(socks, real)| {
                         defer_accept(&socks, b.defer_accept)?;
+                        for s in &socks {
+                            client_sock_opts(&socket2::SockRef::from(s), fe_cfg)?;
+                        }
                         Ok((socks, real))
                     }) {
                     Ok((socks, real)) => {
@@ -368,7 +375,18 @@ fn serve(cfg: Config, opts: RunOptions) -> i32 {
                     uid: b.unix_owner.0,
                     gid: b.unix_owner.1,
                 };
-                match binder.other(spec, nbthread, backlog, perms) {
+                match binder
+                    .other(spec, nbthread, backlog, perms)
+                    .and_then(|(socks, shown)| {
+                        for s in &socks {
+                            let r = socket2::SockRef::from(s);
+                            // An inherited `fd@` socket may be TCP.
+                            if r.local_addr().is_ok_and(|a| a.as_socket().is_some()) {
+                                client_sock_opts(&r, fe_cfg)?;
+                            }
+                        }
+                        Ok((socks, shown))
+                    }) {
                     Ok((socks, shown)) => {
                         lines.push(format!("ebb: frontend {} listening on {shown}", fe.name));
                         for (t, s) in socks.into_iter().enumerate() {
@@ -824,6 +842,15 @@ fn serve(cfg: Config, opts: RunOptions) -> i32 {
             1
         }
     }
+}
+
+/// A frontend's options for its client sockets, set on its TCP listeners
+/// (Linux copies them to each socket `accept` returns, so no connection
+/// pays a system call for them): `option clitcpka` and `option nolinger`,
+/// both also cleared on a listener taken from a previous process.
+fn client_sock_opts(s: &socket2::SockRef<'_>, fe: &crate::config::Proxy) -> io::Result<()> {
+    fe.options.clitcpka.apply(s, true)?;
+    crate::net::set_nolinger(s, fe.options.nolinger)
 }
 
 /// The global log targets, and each frontend's and backend's (its own

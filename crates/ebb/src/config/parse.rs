@@ -187,6 +187,10 @@ fn new_proxy(name: &str, kind: ProxyKind, loc: Loc) -> Proxy {
         kind,
         loc,
         maxconn: None,
+        backlog: None,
+        id: None,
+        description: None,
+        source: None,
         timeouts: Timeouts::default(),
         options: ProxyOptions::default(),
         log: Vec::new(),
@@ -366,6 +370,13 @@ const PROXY_KEYWORDS: &[&str] = &[
     "errorfile",
     "errorfiles",
     "http-error",
+    "errorloc",
+    "errorloc302",
+    "errorloc303",
+    "backlog",
+    "id",
+    "description",
+    "source",
     "stats",
     "balance",
     "dispatch",
@@ -379,6 +390,12 @@ const PROXY_KEYWORDS: &[&str] = &[
     "compression",
     "hash-type",
     "hash-balance-factor",
+    "clitcpka-idle",
+    "clitcpka-intvl",
+    "clitcpka-cnt",
+    "srvtcpka-idle",
+    "srvtcpka-intvl",
+    "srvtcpka-cnt",
     "tcp-request",
     "tcp-response",
     "tcp-check",
@@ -399,21 +416,12 @@ const HAPROXY_PROXY_UNSUPPORTED: &[&str] = &[
     "log-format-sd",
     "error-log-format",
     "log-tag",
-    "description",
-    "id",
     "disabled",
     "enabled",
     "rate-limit",
-    "source",
     "email-alert",
-    "http-error",
-    "errorfiles",
-    "errorloc",
-    "errorloc302",
-    "errorloc303",
     "server-state-file-name",
     "external-check",
-    "backlog",
     "grace",
     "max-keep-alive-queue",
     "max-session-srv-conns",
@@ -421,16 +429,10 @@ const HAPROXY_PROXY_UNSUPPORTED: &[&str] = &[
 
 /// HAProxy `option` names ebb does not implement.
 const HAPROXY_OPTIONS_UNSUPPORTED: &[&str] = &[
-    "tcpka",
-    "clitcpka",
-    "srvtcpka",
-    "allbackups",
     "http-no-delay",
     "http-pretend-keepalive",
     "http-use-htx",
-    "log-separate-errors",
     "logasap",
-    "nolinger",
     "prefer-last-server",
     "external-check",
     "independent-streams",
@@ -443,7 +445,6 @@ const HAPROXY_OPTIONS_UNSUPPORTED: &[&str] = &[
     "http_proxy",
     "tcp-smart-accept",
     "tcp-smart-connect",
-    "dontlog-normal",
 ];
 
 const OPTIONS: &[&str] = &[
@@ -477,6 +478,13 @@ const OPTIONS: &[&str] = &[
     "abortonclose",
     "socket-stats",
     "http-restrict-req-hdr-names",
+    "tcpka",
+    "clitcpka",
+    "srvtcpka",
+    "nolinger",
+    "dontlog-normal",
+    "log-separate-errors",
+    "allbackups",
 ];
 
 const UNSUPPORTED_SECTIONS: &[&str] = &[
@@ -1483,6 +1491,7 @@ impl<'e> Parser<'e> {
             errs.push(e);
         }
         let px = &self.proxies;
+        let named = |x: &Proxy| format!("{} '{}'", x.kind.name(), x.name);
         for (i, p) in px.iter().enumerate() {
             // Two proxies may share a name only if their capabilities do not
             // overlap (a frontend and a backend), as in HAProxy.
@@ -1495,14 +1504,47 @@ impl<'e> Parser<'e> {
                     &mut errs,
                     &p.loc,
                     format!(
-                        "{} '{}' has the same name as {} '{}' declared at {}",
-                        p.kind.name(),
-                        p.name,
-                        q.kind.name(),
-                        q.name,
+                        "{} has the same name as {} declared at {}",
+                        named(p),
+                        named(q),
                         q.loc
                     ),
                 );
+            }
+            if let Some(id) = &p.id {
+                // Proxy ids are one space, as HAProxy's.
+                if let Some(q) = px[..i]
+                    .iter()
+                    .find(|q| q.id.as_ref().is_some_and(|x| x.value == id.value))
+                {
+                    err(
+                        &mut errs,
+                        &id.loc,
+                        format!(
+                            "{} reuses same custom id as {} (declared at {})",
+                            named(p),
+                            named(q),
+                            q.loc
+                        ),
+                    );
+                }
+            }
+            if let (Some(src), true) = (&p.source, p.kind.is_backend()) {
+                if let Some(s) = p
+                    .servers
+                    .iter()
+                    .find(|s| s.opts.check || s.opts.agent_check)
+                {
+                    err(
+                        &mut errs,
+                        &src.loc,
+                        format!(
+                            "'source' in {} with health checks (server '{}') is not supported yet: ebb's checks would not connect from that address, HAProxy's do",
+                            named(p),
+                            s.name
+                        ),
+                    );
+                }
             }
             if p.kind.is_frontend() && p.binds.is_empty() && !self.bad_binds.contains(&i) {
                 err(
@@ -2647,6 +2689,109 @@ fn proxy_kw(px: &mut Proxy, ctx: &Ctx<'_>, words: &[String]) -> Result<(), Strin
                 },
             }
         }
+        "source" => {
+            ctx.allow(kw, BE, true)?;
+            let Some(a) = w.get(1) else {
+                return Err("'source' expects <addr>[:<port>] as argument".to_string());
+            };
+            match w.get(2).map(String::as_str) {
+                None => {}
+                Some("usesrc") => {
+                    return Err("'source ... usesrc' (connecting from the client's or another foreign address) is not supported by ebb".to_string())
+                }
+                Some("interface") => {
+                    return Err("'source ... interface' is not supported by ebb".to_string())
+                }
+                Some(x) => return Err(format!("unexpected argument '{x}' after 'source {a}'")),
+            }
+            if a.rsplit(':').next().is_some_and(|p| p.contains('-')) {
+                return Err(format!(
+                    "'source {a}': port ranges are not supported by ebb"
+                ));
+            }
+            let (host, port) = parse_server_addr(a)?;
+            let ip: std::net::IpAddr = host
+                .trim_start_matches('[')
+                .trim_end_matches(']')
+                .parse()
+                .map_err(|_| format!("'source' expects an IP address, not '{host}'"))?;
+            px.source = Some(Spanned {
+                value: std::net::SocketAddr::new(ip, port),
+                loc: ctx.loc.clone(),
+            });
+        }
+        "backlog" => {
+            ctx.allow(kw, FE, true)?;
+            let [_, n] = w else {
+                return Err("'backlog' expects an integer argument".to_string());
+            };
+            // 0: the default, as HAProxy's unset value.
+            let n: u32 = n
+                .parse()
+                .ok()
+                .filter(|n| i32::try_from(*n).is_ok())
+                .ok_or_else(|| format!("'backlog' expects an integer argument, not '{n}'"))?;
+            px.backlog = (n > 0).then_some(n);
+        }
+        "id" => {
+            if ctx.defaults {
+                return Err("'id' not allowed in 'defaults' section".to_string());
+            }
+            let [_, n] = w else {
+                return Err("'id' expects an integer argument".to_string());
+            };
+            let n: u32 = n
+                .parse()
+                .ok()
+                .filter(|n| *n > 0 && i32::try_from(*n).is_ok())
+                .ok_or_else(|| format!("custom id has to be > 0 (not '{n}')"))?;
+            px.id = Some(Spanned {
+                value: n,
+                loc: ctx.loc.clone(),
+            });
+        }
+        "description" => {
+            if ctx.defaults {
+                return Err("'description' not allowed in 'defaults' section".to_string());
+            }
+            if w.len() < 2 {
+                return Err("'description' expects a string argument".to_string());
+            }
+            // HAProxy joins the words with one space.
+            px.description = Some(w[1..].join(" "));
+        }
+        "errorloc" | "errorloc302" | "errorloc303" => {
+            ctx.allow(kw, FE | BE, true)?;
+            let [_, code, url] = w else {
+                return Err(format!("'{kw}' expects <status_code> and <url> as arguments"));
+            };
+            let status = errorfile_code(kw, code)?;
+            if url.is_empty() || url.bytes().any(|b| b.is_ascii_control()) {
+                return Err(format!(
+                    "'{kw}': the URL must be a non-empty field value without control characters"
+                ));
+            }
+            // HAProxy's answer (http_htx.c): a redirect with no body and
+            // no caching, in place of the status ebb would send.
+            let what = if kw == "errorloc303" {
+                "303 See Other"
+            } else {
+                "302 Found"
+            };
+            let content = format!(
+                "HTTP/1.1 {what}\r\nCache-Control: no-cache\r\nContent-length: 0\r\nLocation: {url}\r\n\r\n"
+            );
+            px.error_replies.retain(|(s, _)| *s != status);
+            set_errorfile(
+                &mut px.errorfiles,
+                ErrorFile {
+                    status,
+                    path: PathBuf::new(),
+                    content: content.into_bytes(),
+                    loc: ctx.loc.clone(),
+                },
+            );
+        }
         "errorfiles" => {
             ctx.allow(kw, FE | BE, true)?;
             let Some(name) = w.get(1) else {
@@ -3043,6 +3188,20 @@ fn proxy_kw(px: &mut Proxy, ctx: &Ctx<'_>, words: &[String]) -> Result<(), Strin
             ctx.allow(kw, FE | BE, true)?;
             parse_compression(&mut px.compression, ctx, &w[1..])?;
         }
+        "clitcpka-idle" | "clitcpka-intvl" | "clitcpka-cnt" | "srvtcpka-idle"
+        | "srvtcpka-intvl" | "srvtcpka-cnt" => {
+            let cli = kw.starts_with("cli");
+            ctx.allow(kw, if cli { FE } else { BE }, true)?;
+            let [_, v] = w else {
+                return Err(format!("'{kw}' expects one value"));
+            };
+            let ka = if cli {
+                &mut px.options.clitcpka
+            } else {
+                &mut px.options.srvtcpka
+            };
+            parse_tcpka_param(ka, &kw[9..], kw, v)?;
+        }
         "serve-files" => {
             ctx.allow(kw, BE, false)?;
             px.serve_files = Some(parse_serve_files(&w[1..], ctx)?);
@@ -3116,7 +3275,9 @@ fn proxy_option(px: &mut Proxy, ctx: &Ctx<'_>, no: bool, w: &[String]) -> Result
         | "transparent" | "redis-check" | "smtpchk" | "pgsql-check" | "mysql-check"
         | "ldap-check" | "spop-check" | "ssl-hello-chk" => BE,
         "http-buffer-request" | "splice-auto" | "splice-request" | "splice-response" => FE | BE,
-        "abortonclose" => BE,
+        "abortonclose" | "srvtcpka" | "allbackups" => BE,
+        "tcpka" | "nolinger" => FE | BE,
+        "clitcpka" | "dontlog-normal" | "log-separate-errors" => FE,
         "httplog"
         | "tcplog"
         | "dontlognull"
@@ -3237,6 +3398,44 @@ fn proxy_option(px: &mut Proxy, ctx: &Ctx<'_>, no: bool, w: &[String]) -> Result
         "abortonclose" => {
             no_args(rest)?;
             o.abortonclose = !no;
+        }
+        "tcpka" => {
+            if no {
+                return Err("negation is not supported for option 'tcpka'".to_string());
+            }
+            no_args(rest)?;
+            // HAProxy: the client side where the proxy has a frontend,
+            // the server side where it has a backend.
+            if ctx.caps & FE != 0 {
+                o.clitcpka.on = true;
+            }
+            if ctx.caps & BE != 0 {
+                o.srvtcpka.on = true;
+            }
+        }
+        "clitcpka" => {
+            no_args(rest)?;
+            o.clitcpka.on = !no;
+        }
+        "srvtcpka" => {
+            no_args(rest)?;
+            o.srvtcpka.on = !no;
+        }
+        "nolinger" => {
+            no_args(rest)?;
+            o.nolinger = !no;
+        }
+        "allbackups" => {
+            no_args(rest)?;
+            o.allbackups = !no;
+        }
+        "dontlog-normal" => {
+            no_args(rest)?;
+            o.dontlog_normal = !no;
+        }
+        "log-separate-errors" => {
+            no_args(rest)?;
+            o.log_separate_errors = !no;
         }
         "socket-stats" => {
             no_args(rest)?;
@@ -3383,6 +3582,36 @@ fn proxy_option(px: &mut Proxy, ctx: &Ctx<'_>, no: bool, w: &[String]) -> Result
                 hc.body = body;
             }
         }
+    }
+    Ok(())
+}
+
+/// `{cli,srv}tcpka-idle|intvl TIME` (seconds unless a unit is given,
+/// rounded up, as HAProxy) and `{cli,srv}tcpka-cnt N`. 0 leaves the
+/// system's value, as in HAProxy; a value Linux refuses (above 32767 s,
+/// or 127 probes) is refused here rather than ignored at each connection.
+fn parse_tcpka_param(ka: &mut TcpKa, what: &str, kw: &str, v: &str) -> Result<(), String> {
+    let (n, max) = if what == "cnt" {
+        let n: u32 = v
+            .parse()
+            .map_err(|_| format!("'{kw}' expects an integer value, not '{v}'"))?;
+        (n, 127)
+    } else {
+        let d = parse_time_unit(v, 1_000_000).map_err(|e| format!("'{kw}': {e}"))?;
+        let s = d.as_micros().div_ceil(1_000_000);
+        (u32::try_from(s).unwrap_or(u32::MAX), 32767)
+    };
+    if n > max {
+        return Err(format!(
+            "'{kw} {v}': Linux takes at most {max}{}",
+            if what == "cnt" { " probes" } else { " seconds" }
+        ));
+    }
+    let val = (n > 0).then_some(n);
+    match what {
+        "idle" => ka.idle = val,
+        "intvl" => ka.intvl = val,
+        _ => ka.cnt = val,
     }
     Ok(())
 }

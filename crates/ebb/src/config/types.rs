@@ -476,6 +476,16 @@ pub struct Proxy {
     pub loc: Loc,
     /// `maxconn` (frontends).
     pub maxconn: Option<u32>,
+    /// `backlog N` (frontends): the listen queue of its binds that do not
+    /// set their own.
+    pub backlog: Option<u32>,
+    /// `id N`: the proxy's numeric id, instead of the next free one.
+    pub id: Option<Spanned<u32>>,
+    /// `description TEXT`.
+    pub description: Option<String>,
+    /// `source ADDR[:PORT]` (backends): the local address of server
+    /// connections.
+    pub source: Option<Spanned<std::net::SocketAddr>>,
     pub timeouts: Timeouts,
     pub options: ProxyOptions,
     pub log: Vec<ProxyLog>,
@@ -765,7 +775,24 @@ pub struct ProxyOptions {
     pub socket_stats: bool,
     /// `option http-restrict-req-hdr-names`.
     pub restrict_hdr_names: RestrictHdrNames,
+    /// `option clitcpka` (`option tcpka` in a proxy with a frontend) and
+    /// `clitcpka-idle|intvl|cnt`: TCP keep-alive on client connections.
+    pub clitcpka: TcpKa,
+    /// `option srvtcpka` (`option tcpka` in a proxy with a backend) and
+    /// `srvtcpka-idle|intvl|cnt`: TCP keep-alive on server connections.
+    pub srvtcpka: TcpKa,
+    /// `option allbackups` (backends).
+    pub allbackups: bool,
+    /// `option dontlog-normal`: only abnormal exchanges are logged.
+    pub dontlog_normal: bool,
+    /// `option log-separate-errors`: abnormal exchanges at level `err`.
+    pub log_separate_errors: bool,
+    /// `option nolinger`: connections on this side (the clients' in a
+    /// frontend, the servers' in a backend) close with SO_LINGER 0 (RST).
+    pub nolinger: bool,
 }
+
+pub use crate::net::TcpKa;
 
 /// `option http-restrict-req-hdr-names preserve|delete|reject`: what the
 /// proxy does, after its `http-request` rules, with request fields whose
@@ -1496,6 +1523,19 @@ pub struct ServerOptions {
     pub agent_inter: Duration,
     /// `agent-send`: sent verbatim to the agent once connected.
     pub agent_send: Vec<u8>,
+    /// The backend's options for its server sockets (no `server`
+    /// keyword: set from the backend when its servers are built).
+    pub sock: SrvSock,
+}
+
+/// What a backend asks of each of its server sockets: `option srvtcpka`
+/// (and its parameters), `option nolinger` and `source`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SrvSock {
+    pub tcpka: TcpKa,
+    pub nolinger: bool,
+    /// The backend's `source`: bound before connecting.
+    pub source: Option<std::net::SocketAddr>,
 }
 
 /// The TLS policy of a `server ... ssl` line (the client side).
@@ -1576,6 +1616,7 @@ impl Default for ServerOptions {
             agent_addr: None,
             agent_inter: Duration::from_secs(2),
             agent_send: Vec::new(),
+            sock: SrvSock::default(),
         }
     }
 }

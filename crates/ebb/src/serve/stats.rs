@@ -92,6 +92,8 @@ pub struct Row {
     pub check_duration: Option<u64>,
     pub last_chk: String,
     pub check_desc: String,
+    /// The proxy's `description` (FRONTEND and BACKEND rows).
+    pub desc: Option<String>,
     pub check_rise: Option<u64>,
     pub check_fall: Option<u64>,
     pub check_health: Option<u64>,
@@ -188,6 +190,7 @@ impl Row {
             check_duration: None,
             last_chk: String::new(),
             check_desc: String::new(),
+            desc: None,
             check_rise: None,
             check_fall: None,
             check_health: None,
@@ -311,6 +314,7 @@ fn ld(a: &std::sync::atomic::AtomicU64) -> u64 {
 
 fn fe_row(i: usize, fe: &FrontendRt) -> Row {
     let mut r = Row::new(&fe.name, "FRONTEND", Kind::Frontend, i, 0);
+    r.desc.clone_from(&fe.desc);
     r.mode = if fe.l4.tcp_mode { "tcp" } else { "http" };
     r.scur = u64::from(fe.cur_conns());
     r.slim = fe.maxconn.map(u64::from);
@@ -498,6 +502,7 @@ fn note_times(r: &mut Row, c: &crate::backend::Counters) {
 
 fn be_row(i: usize, be: &BackendRt) -> Row {
     let mut r = Row::new(&be.name, "BACKEND", Kind::Backend, i, 0);
+    r.desc.clone_from(&be.desc);
     r.mode = if be.l4.tcp_mode { "tcp" } else { "http" };
     let h = &be.h2;
     r.h2 = [
@@ -1503,6 +1508,12 @@ pub fn html(rows: &[Row], info: &PageInfo<'_>, o: PageOpts) -> String {
             );
         }
     };
+    // Each proxy's `description`, shown under its title (its rows may
+    // start with servers, before the BACKEND row that carries it).
+    let descs: std::collections::HashMap<&str, &str> = rows
+        .iter()
+        .filter_map(|r| Some((r.pxname.as_str(), r.desc.as_deref()?)))
+        .collect();
     for r in rows {
         if r.kind == Kind::Server {
             let st = r.status.as_str();
@@ -1524,6 +1535,9 @@ pub fn html(rows: &[Row], info: &PageInfo<'_>, o: PageOpts) -> String {
                 "backend"
             };
             let _ = writeln!(s, "<h2>{what} {}</h2>", esc(&r.pxname));
+            if let Some(d) = descs.get(r.pxname.as_str()) {
+                let _ = writeln!(s, "<p class=\"desc\">{}</p>", esc(d));
+            }
             if info.admin && r.kind != Kind::Frontend {
                 let _ = writeln!(s, "<form method=\"post\" action=\"{base}\">");
                 form = Some(r.iid);

@@ -1617,7 +1617,10 @@ impl Stream {
                 term,
                 request_line: line,
             });
-            c.w.log_access(crate::log::format(&entry));
+            let ab = crate::proxy::abnormal(term.as_bytes(), false, false, Some(status));
+            if let Some(level) = c.fe.log_level(ab) {
+                c.w.log_access(crate::log::format(&entry), level);
+            }
         }
         c.rstart += c.head.head_len.min(c.rend - c.rstart);
         c.input = c.next_input.take().unwrap_or(In::Head);

@@ -890,7 +890,7 @@ impl Stream {
         let Some(mut up) = self.up.take() else {
             return;
         };
-        self.drop_server_sock(ctx);
+        self.drop_server_sock(ctx, &up);
         let farm = Arc::clone(&up.farm);
         if let Some(s) = &up.server {
             s.counters.conn_errors.fetch_add(1, Ordering::Relaxed);
@@ -929,7 +929,7 @@ impl Stream {
         self.connect_new(c, ctx);
     }
 
-    fn drop_server_sock(&mut self, ctx: &mut Ctx) {
+    fn drop_server_sock(&mut self, ctx: &mut Ctx, up: &Upstream) {
         let st = {
             let mut sd = self.side.borrow_mut();
             let st = sd.take_sock();
@@ -938,7 +938,11 @@ impl Stream {
         };
         if let Some(mut st) = st {
             let _ = ctx.deregister_fd(st.raw_fd());
-            let _ = st.shutdown();
+            // `option nolinger`: no FIN first, the close (SO_LINGER 0)
+            // sends a RST, as HAProxy's silent shutdown.
+            if !up.farm.sock.nolinger {
+                let _ = st.shutdown();
+            }
         }
     }
 
@@ -1001,7 +1005,7 @@ impl Stream {
                 farm.release(&s);
             }
         }
-        self.drop_server_sock(ctx);
+        self.drop_server_sock(ctx, &up);
         if let Some(s) = up.server.take() {
             up.farm.release(&s);
             // The server tried is named in the log (HAProxy's).
@@ -1039,7 +1043,7 @@ impl Stream {
         let Some(mut up) = self.up.take() else {
             return;
         };
-        self.drop_server_sock(ctx);
+        self.drop_server_sock(ctx, &up);
         if let Some(s) = up.server.take() {
             up.farm.release(&s);
             up.server = Some(s);
@@ -1492,7 +1496,7 @@ impl Stream {
         if e.retryable {
             // A kept connection the server had closed: send again on a
             // fresh one, without counting a retry.
-            self.drop_server_sock(ctx);
+            self.drop_server_sock(ctx, &up);
             self.up = Some(up);
             self.connect_new(c, ctx);
             return true;
@@ -1886,7 +1890,7 @@ impl Stream {
                     let _ = ctx.deregister_fd(st.raw_fd());
                 }
             }
-            _ => self.drop_server_sock(ctx),
+            _ => self.drop_server_sock(ctx, &up),
         }
         let (ibuf, bytes_in) = {
             let mut sd = self.side.borrow_mut();
@@ -1917,7 +1921,7 @@ impl Stream {
         let Some(mut up) = self.up.take() else {
             return;
         };
-        self.drop_server_sock(ctx);
+        self.drop_server_sock(ctx, &up);
         if let Some(w) = up.waiter.take() {
             let farm = Arc::clone(&up.farm);
             farm.unqueue(&w);
@@ -2053,7 +2057,11 @@ impl Stream {
             term: up.term,
             request_line: &up.req_line,
         });
-        c.w.log_access(crate::log::format(&entry));
+        let retried = up.retries_left != up.farm.retries;
+        let ab = crate::proxy::abnormal(up.term.as_bytes(), retried, redisp, Some(up.status));
+        if let Some(level) = c.fe.log_level(ab) {
+            c.w.log_access(crate::log::format(&entry), level);
+        }
     }
 }
 

@@ -134,6 +134,7 @@ impl Session {
                 rd: true,
                 wr: true,
                 last_io: now,
+                nolinger: fe.nolinger,
                 ..Default::default()
             },
             ..Default::default()
@@ -194,7 +195,7 @@ impl Session {
                     .map_or("-".to_string(), |a| a.to_string()),
                 s.fe.name
             );
-            s.w.log_access(line.into_bytes());
+            s.w.log_access(line.into_bytes(), crate::log::LOG_INFO);
         }
         let name = if tls { "tcp_tls_cli" } else { "tcp_cli" };
         let id = ctx.new_tasklet_obj(name, s);
@@ -537,6 +538,8 @@ impl Session {
             p.srv = super::pipe::Sock {
                 tr: Some(st),
                 last_io: now,
+                nolinger: s.opts.sock.nolinger,
+                silent_shut: s.opts.sock.nolinger,
                 ..Default::default()
             };
             p.connecting = true;
@@ -574,7 +577,9 @@ impl Session {
         };
         if let Some(mut st) = st {
             let _ = ctx.deregister_fd(st.raw_fd());
-            let _ = st.shutdown();
+            if !self.server.as_ref().is_some_and(|s| s.opts.sock.nolinger) {
+                let _ = st.shutdown();
+            }
         }
     }
 
@@ -1004,6 +1009,11 @@ impl Session {
         if !self.w.logging(&self.fe) {
             return;
         }
+        // HAProxy's judgement of the session (no status in tcp mode).
+        let ab = crate::proxy::abnormal(&self.term, self.retries_done > 0, self.redispatched, None);
+        let Some(level) = self.fe.log_level(ab) else {
+            return;
+        };
         let now = ctx.now();
         let d = |a: Tick, b: Tick| b.wrapping_sub(a) as i32 as i64;
         let tw = match (self.t_queued, self.t_served) {
@@ -1064,7 +1074,7 @@ impl Session {
                 ncaps: (0, 0),
                 fmt: Some(fmt),
             };
-            self.w.log_access(crate::log::format(&entry));
+            self.w.log_access(crate::log::format(&entry), level);
             return;
         }
         let line = super::tcplog(&super::TcpLog {
@@ -1087,7 +1097,7 @@ impl Session {
             redispatched: self.redispatched,
             queues: self.queues,
         });
-        self.w.log_access(line);
+        self.w.log_access(line, level);
     }
 }
 
