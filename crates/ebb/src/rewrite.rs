@@ -667,6 +667,7 @@ pub fn run_request_from(
             | HttpRequestAction::Deny { .. }
             | HttpRequestAction::Auth { .. } => return Ok(Some(i)),
             HttpRequestAction::Allow => return Ok(None),
+            HttpRequestAction::SetLogLevel(l) => set_log_level(base, *l),
             HttpRequestAction::Var(v) => {
                 let ctx = Ctx {
                     req: Some(st.req()),
@@ -941,6 +942,10 @@ pub fn run_response_with(
                     v.run(&ctx);
                     continue;
                 }
+                HttpResponseAction::SetLogLevel(l) => {
+                    set_log_level(&ctx, *l);
+                    continue;
+                }
                 HttpResponseAction::Capture(c) => {
                     c.run(&ctx);
                     continue;
@@ -1130,3 +1135,29 @@ pub fn after_local(
 
 #[cfg(test)]
 mod tests;
+
+/// `set-log-level`: noted with the exchange's facts for its log line.
+fn set_log_level(ctx: &Ctx<'_>, level: Option<u8>) {
+    if let Some(mut v) = ctx.vars.and_then(|v| v.try_borrow_mut().ok()) {
+        v.info.log_level = Some(level);
+    }
+}
+
+/// The level of an exchange's log line, if it is logged: the frontend's
+/// judgement first (`option dontlog-normal` drops a normal one, `option
+/// log-separate-errors` sends an abnormal one at `err`), then a
+/// `set-log-level` of its rules (HAProxy's `strm_log` order).
+pub fn exchange_log_level(
+    fe: &crate::proxy::FrontendRt,
+    abnormal: bool,
+    vars: Option<&std::cell::RefCell<crate::sample::VarStore>>,
+) -> Option<u8> {
+    let lv = fe.log_level(abnormal)?;
+    match vars
+        .and_then(|v| v.try_borrow().ok())
+        .and_then(|s| s.info.log_level)
+    {
+        Some(over) => over,
+        None => Some(lv),
+    }
+}

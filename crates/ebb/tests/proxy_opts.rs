@@ -863,3 +863,66 @@ fn nolinger_backend_resets_the_server_at_the_clients_fin_in_tcp_mode() {
         assert_eq!(h, ebb, "haproxy");
     }
 }
+
+/// `http-request set-log-level` and `http-response set-log-level`: a
+/// request's line at the level a rule named (`silent`: no line), a
+/// response rule's after a request rule's; beside haproxy over UDP syslog.
+#[test]
+fn set_log_level_in_request_and_response_rules() {
+    let o = common::origin::Origin::start("o", common::origin::Mode::Ok);
+    let cfg = |udp: SocketAddr| {
+        format!(
+            "{HTTP_DEFAULTS}\
+frontend f0
+    bind BIND0
+    log {udp} local0
+    option httplog
+    http-request set-log-level silent if {{ path /quiet }}
+    http-request set-log-level warning if {{ path_beg /warn }}
+    http-request set-var(txn.p) path
+    http-response set-log-level debug if {{ var(txn.p) -m str /warn-debug }}
+    default_backend b
+backend b
+    server s {}
+",
+            o.addr
+        )
+    };
+    let run = |binds: Vec<String>, hap: bool| -> Option<Vec<Logged>> {
+        let udp = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        udp.set_read_timeout(Some(std::time::Duration::from_secs(30)))
+            .unwrap();
+        let text = fill(&cfg(udp.local_addr().unwrap()), &binds, &[]);
+        let (_keep, fronts) = start("setloglevel", &text, &binds, hap)?;
+        for p in ["/quiet", "/warn", "/warn-debug", "/plain"] {
+            assert_eq!(common::get(fronts[0], p).status, 200);
+        }
+        // The three lines expected; a line for /quiet would be among them.
+        let mut all: Vec<Logged> = (0..3).map(|_| next_log(&udp)).collect();
+        common::get(fronts[0], "/last");
+        loop {
+            let l = next_log(&udp);
+            if l.2 == "/last" {
+                break;
+            }
+            all.push(l);
+        }
+        all.sort();
+        Some(all)
+    };
+    // local0 = 16: warning 16*8+4 = 132, debug 135, info 134.
+    let mut want: Vec<Logged> = [
+        ("f0", "132", "/warn"),
+        ("f0", "135", "/warn-debug"),
+        ("f0", "134", "/plain"),
+    ]
+    .iter()
+    .map(|(f, a, b)| (f.to_string(), a.to_string(), b.to_string()))
+    .collect();
+    want.sort();
+    assert_eq!(run(vec!["BIND".to_string()], false).unwrap(), want);
+    let hap_binds = vec![format!("127.0.0.1:{}", common::free_port())];
+    if let Some(h) = run(hap_binds, true) {
+        assert_eq!(h, want, "haproxy");
+    }
+}

@@ -1829,6 +1829,23 @@ const FACILITIES: &[&str] = &[
     "local5", "local6", "local7",
 ];
 
+/// `set-log-level`'s argument: a syslog level's number, or `None` for
+/// `silent`.
+fn set_log_level_arg(kw: &str, args: &[String]) -> Result<Option<u8>, String> {
+    match args {
+        [l] if l == "silent" => Ok(None),
+        [l] => match log_level(l) {
+            Some(v) => Ok(Some(v as u8)),
+            None => Err(format!(
+                "'{kw} set-log-level': unknown level '{l}' (emerg, alert, crit, err, warning, notice, info, debug or silent)"
+            )),
+        },
+        _ => Err(format!(
+            "'{kw} set-log-level' expects exactly 1 argument (log level name or 'silent')"
+        )),
+    }
+}
+
 fn log_level(s: &str) -> Option<LogLevel> {
     Some(match s {
         "emerg" => LogLevel::Emerg,
@@ -2566,6 +2583,9 @@ fn proxy_kw(px: &mut Proxy, ctx: &Ctx<'_>, words: &[String]) -> Result<(), Strin
                 }
                 "capture" if kw == "http-response" => {
                     HttpResponseAction::Capture(parse_capture_action(px, ctx, true, args)?)
+                }
+                "set-log-level" if kw == "http-response" => {
+                    HttpResponseAction::SetLogLevel(set_log_level_arg(kw, args)?)
                 }
                 "allow" => match args {
                     [] => HttpResponseAction::Allow,
@@ -5106,6 +5126,7 @@ fn parse_http_request(
             }
             HttpRequestAction::Reject
         }
+        "set-log-level" => HttpRequestAction::SetLogLevel(set_log_level_arg("http-request", args)?),
         "silent-drop" => {
             if let Some(x) = args.first() {
                 return Err(format!("unexpected '{x}' after 'http-request silent-drop'"));
@@ -5214,7 +5235,7 @@ fn parse_http_request(
         },
         o => {
             return Err(format!(
-                "unknown 'http-request' action '{o}' (supported: return, redirect, deny, allow, set-header, add-header, del-header, replace-header, replace-value, set-path, set-pathq, set-query, set-uri, set-method, replace-path, replace-pathq, replace-uri, set-var, set-var-fmt, unset-var, set-dst, set-dst-port, set-src, set-src-port, normalize-uri, use-service, cache-use, capture, tarpit, reject, silent-drop, wait-for-body, auth, set-timeout, strict-mode, track-sc0, track-sc1, track-sc2, sc-inc-gpc, sc-inc-gpc0, sc-inc-gpc1, sc-set-gpt, sc-set-gpt0)"
+                "unknown 'http-request' action '{o}' (supported: return, redirect, deny, allow, set-header, add-header, del-header, replace-header, replace-value, set-path, set-pathq, set-query, set-uri, set-method, replace-path, replace-pathq, replace-uri, set-var, set-var-fmt, unset-var, set-dst, set-dst-port, set-src, set-src-port, normalize-uri, use-service, cache-use, capture, tarpit, reject, silent-drop, set-log-level, wait-for-body, auth, set-timeout, strict-mode, track-sc0, track-sc1, track-sc2, sc-inc-gpc, sc-inc-gpc0, sc-inc-gpc1, sc-set-gpt, sc-set-gpt0)"
             ))
         }
     };

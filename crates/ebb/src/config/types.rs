@@ -1189,6 +1189,9 @@ pub enum HttpRequestAction {
     /// `reject`: the connection closes at once, no answer (a denied
     /// request, logged `PR`).
     Reject,
+    /// `set-log-level LEVEL|silent`: the exchange's log line goes at that
+    /// syslog level (0 emerg .. 7 debug), or not at all (`None`).
+    SetLogLevel(Option<u8>),
     /// `silent-drop`: as `reject`, and the client gets no FIN: the socket
     /// is reset with a time-to-live of 1 (HAProxy's trick when TCP_REPAIR
     /// is not allowed), so a client beyond a router never hears of it.
@@ -1274,6 +1277,8 @@ pub struct HttpRequestRule {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum HttpResponseAction {
     Header(HeaderEdit),
+    /// `set-log-level LEVEL|silent` (see the request action).
+    SetLogLevel(Option<u8>),
     Var(crate::sample::VarAction),
     /// `set-status`, `replace-header`, `del-header -m` ... (executed by the `rewrite` module).
     Rewrite(super::rewrite::Rewrite),

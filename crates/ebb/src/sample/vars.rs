@@ -371,6 +371,9 @@ pub struct TxnInfo {
     /// `%rt`: the exchange's number, taken from the process's counter the
     /// first time something asks for it.
     pub rt: Option<u64>,
+    /// `set-log-level`: the level of the exchange's log line, `Some(None)`
+    /// for none (`silent`).
+    pub log_level: Option<Option<u8>>,
     /// Connection retries made (`%rc`), the backend's and the server's
     /// concurrent streams (`%bc`, `%sc`), and the server's address
     /// (`%si:%sp`).

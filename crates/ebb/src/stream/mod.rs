@@ -1618,7 +1618,7 @@ impl Stream {
                 request_line: line,
             });
             let ab = crate::proxy::abnormal(term.as_bytes(), false, false, Some(status));
-            if let Some(level) = c.fe.log_level(ab) {
+            if let Some(level) = crate::rewrite::exchange_log_level(&c.fe, ab, c.vars.cell()) {
                 c.w.log_access(crate::log::format(&entry), level);
             }
         }

@@ -2059,7 +2059,7 @@ impl Stream {
         });
         let retried = up.retries_left != up.farm.retries;
         let ab = crate::proxy::abnormal(up.term.as_bytes(), retried, redisp, Some(up.status));
-        if let Some(level) = c.fe.log_level(ab) {
+        if let Some(level) = crate::rewrite::exchange_log_level(&c.fe, ab, c.vars.cell()) {
             c.w.log_access(crate::log::format(&entry), level);
         }
     }
