@@ -2559,9 +2559,19 @@ fn stats_keywords() {
     err1(&be("    stats admin now"), "t.cfg:2: ", "unexpected 'now'");
     err1(&be("    stats refresh 0"), "t.cfg:2: ", "greater than zero");
     err1(
-        &be("    stats show-legends"),
+        &be("    stats show-legends now"),
         "t.cfg:2: ",
-        "unknown 'stats show-legends'",
+        "takes no argument",
+    );
+    err1(
+        &be("    stats show-node a/b"),
+        "t.cfg:2: ",
+        "valid node name",
+    );
+    err1(
+        &be("    stats show-bogus"),
+        "t.cfg:2: ",
+        "unknown 'stats show-bogus'",
     );
     err1(&be("    stats"), "t.cfg:2: ", "expects an argument");
     err1(
