@@ -94,6 +94,11 @@ pub struct Prepared {
     /// Every `hdr NAME FMT` field, in the configuration's order, when one
     /// of their values is a log-format string (`fields` is then empty).
     pub dyn_hdrs: Vec<HeaderEdit>,
+    /// An answer all literal (no `lf-string`, no `hdr` format): every
+    /// field it sends, `content-type` included, built once, so that each
+    /// request writes them without a copy in between (`None`: the
+    /// answer is rendered per request, [`Prepared::render`]).
+    pub literal: Option<FieldBuf>,
 }
 
 impl Prepared {
@@ -109,7 +114,7 @@ impl Prepared {
             _ => None,
         };
         let has_body = !(r.status < 200 || r.status == 204 || r.status == 304);
-        let content_type = match &r.content_type {
+        let content_type: Option<Box<[u8]>> = match &r.content_type {
             Some(ct) if !sendable(b"Content-Type", ct.as_bytes()) => {
                 return Err(format!("invalid content-type '{ct}'"))
             }
@@ -141,6 +146,15 @@ impl Prepared {
         } else {
             fields = FieldBuf::default();
         }
+        let literal = (dyn_hdrs.is_empty() && body_fmt.is_none()).then(|| {
+            // What `render` gives for it, once.
+            let mut all = FieldBuf::default();
+            all.extend(fields.fields());
+            if let (Some(ct), false) = (content_type.as_deref(), body.is_empty()) {
+                all.push(b"Content-Type", ct);
+            }
+            all
+        });
         Ok(Prepared {
             status: r.status,
             fields,
@@ -149,6 +163,7 @@ impl Prepared {
             has_body,
             body_fmt,
             dyn_hdrs,
+            literal,
         })
     }
 

@@ -484,15 +484,7 @@ const fn target_byte(b: u8) -> bool {
         | b':' | b'@' | b'/' | b'?' | b'[' | b']' | b'%')
 }
 
-static TARGET: [bool; 256] = {
-    let mut t = [false; 256];
-    let mut i = 0;
-    while i < 256 {
-        t[i] = target_byte(i as u8);
-        i += 1;
-    }
-    t
-};
+static TARGET: [bool; 256] = super::head::byte_table!(target_byte);
 
 /// Every byte allowed and every `%` followed by two hex digits.
 fn valid_target_bytes(t: &[u8]) -> bool {

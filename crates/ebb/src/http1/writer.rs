@@ -13,6 +13,10 @@ use super::head::{is_field_value_byte, is_token, BodyFraming, Version};
 /// Value of the `Server` field ebb sends.
 pub const SERVER: &[u8] = b"ebb";
 
+/// What follows the reason phrase in ebb's response heads: the end of the
+/// status line, the `Server` line and the start of the `Date` one.
+const SERVER_THEN_DATE: &[u8] = b"\r\nServer: ebb\r\nDate: ";
+
 /// Up to `N` header fields (name, value) on the stack: an answer's own
 /// fields, gathered before they are written, without a vector. A field
 /// past `N` is dropped (a caller's bug, caught by a debug assertion).
@@ -237,17 +241,15 @@ impl<'a> ResponseWriter<'a> {
         } else {
             500
         };
-        out.extend_from_slice(b"HTTP/1.1 ");
-        out.extend_from_slice(&[
-            b'0' + (status / 100) as u8,
-            b'0' + (status / 10 % 10) as u8,
-            b'0' + (status % 10) as u8,
-            b' ',
-        ]);
+        // The status line's start in one piece, the constant lines
+        // between the reason and the date in another.
+        let mut line = *b"HTTP/1.1 200 ";
+        line[9] = b'0' + (status / 100) as u8;
+        line[10] = b'0' + (status / 10 % 10) as u8;
+        line[11] = b'0' + (status % 10) as u8;
+        out.extend_from_slice(&line);
         out.extend_from_slice(reason_phrase(status).as_bytes());
-        out.extend_from_slice(b"\r\nServer: ");
-        out.extend_from_slice(SERVER);
-        out.extend_from_slice(b"\r\nDate: ");
+        out.extend_from_slice(SERVER_THEN_DATE);
         out.extend_from_slice(date);
         out.extend_from_slice(b"\r\n");
         ResponseWriter { out }

@@ -784,10 +784,14 @@ pub struct CaptureHdr {
 /// http_capture_headers), cut to its length. Slots filled by actions are
 /// left as they are.
 pub fn capture_headers(caps: &[CaptureHdr], response: bool, ctx: &Ctx<'_>) {
-    let mine: Vec<&CaptureHdr> = caps.iter().filter(|c| c.response == response).collect();
-    if !mine.iter().any(|c| c.name.is_some()) {
+    // Most proxies capture no header: nothing is gathered for them.
+    if !caps
+        .iter()
+        .any(|c| c.response == response && c.name.is_some())
+    {
         return;
     }
+    let mine: Vec<&CaptureHdr> = caps.iter().filter(|c| c.response == response).collect();
     let Some(store) = ctx.vars else {
         return;
     };

@@ -133,8 +133,16 @@ fn open_file(path: std::path::PathBuf, content_type: String) -> Result<OpenFile,
 /// A per-thread map from (backend, clean path) to a recent lookup.
 pub struct FileCache {
     /// One map per backend (by backend id), keyed by clean path.
-    maps: HashMap<u64, HashMap<String, (Found, Tick)>>,
+    maps: HashMap<u64, HashMap<String, Entry>>,
     len: usize,
+}
+
+/// A lookup kept: its answer, when it was made, and since when a new
+/// lookup of the same path is on the pool (`None`: none is).
+struct Entry {
+    found: Found,
+    at: Tick,
+    checking: Option<Tick>,
 }
 
 impl Default for FileCache {
@@ -151,12 +159,21 @@ impl FileCache {
         }
     }
 
-    /// A fresh entry for this path, if any.
+    /// The entry for this path while it is fresh. Once it is not, the
+    /// first caller gets `None` and looks the path up again (its
+    /// [`FileCache::put`] replaces the entry); the callers that come
+    /// while that lookup is on the pool are served the entry it replaces,
+    /// for at most another [`FRESH_MS`] (after which the next caller looks
+    /// it up again). So a hot file costs one lookup per [`FRESH_MS`], not
+    /// one per request arriving while the lookup runs.
     pub fn get(&mut self, backend: u64, clean: &str, now: Tick) -> Option<Found> {
-        match self.maps.get(&backend).and_then(|m| m.get(clean)) {
-            Some((f, at)) if !ticks::is_expired(ticks::add(*at, FRESH_MS), now) => Some(f.clone()),
-            _ => None,
+        let e = self.maps.get_mut(&backend)?.get_mut(clean)?;
+        let fresh = |since: Tick| !ticks::is_expired(ticks::add(since, FRESH_MS), now);
+        if fresh(e.at) || e.checking.is_some_and(fresh) {
+            return Some(e.found.clone());
         }
+        e.checking = Some(now);
+        None
     }
 
     /// Remembers a lookup made at `now` (listings are not kept).
@@ -168,7 +185,7 @@ impl FileCache {
             // Drop stale entries first; if all are fresh, drop everything:
             // a working set larger than the cache gains little from it.
             for m in self.maps.values_mut() {
-                m.retain(|_, (_, at)| !ticks::is_expired(ticks::add(*at, FRESH_MS), now));
+                m.retain(|_, e| !ticks::is_expired(ticks::add(e.at, FRESH_MS), now));
             }
             self.maps.retain(|_, m| !m.is_empty());
             self.len = self.maps.values().map(|m| m.len()).sum();
@@ -178,7 +195,12 @@ impl FileCache {
             }
         }
         let m = self.maps.entry(backend).or_default();
-        if m.insert(clean, (found.clone(), now)).is_none() {
+        let e = Entry {
+            found: found.clone(),
+            at: now,
+            checking: None,
+        };
+        if m.insert(clean, e).is_none() {
             self.len += 1;
         }
     }
@@ -187,6 +209,25 @@ impl FileCache {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_stale_entry_is_looked_up_once_and_served_meanwhile() {
+        let mut c = FileCache::new();
+        let f = Found::Refused(Refusal::NotFound);
+        c.put(0, "/a".into(), &f, 100);
+        let stale = 100 + FRESH_MS + 1;
+        // The first caller past freshness looks it up again; the others
+        // are served the old entry while that lookup runs.
+        assert!(c.get(0, "/a", stale).is_none());
+        assert!(c.get(0, "/a", stale).is_some());
+        assert!(c.get(0, "/a", stale + FRESH_MS - 1).is_some());
+        // A lookup that never came back is made again.
+        assert!(c.get(0, "/a", stale + FRESH_MS + 1).is_none());
+        // The new lookup's answer is fresh for a second.
+        c.put(0, "/a".into(), &f, stale + FRESH_MS + 2);
+        assert!(c.get(0, "/a", stale + FRESH_MS + 3).is_some());
+        assert!(c.get(0, "/a", stale + 2 * FRESH_MS + 3).is_none());
+    }
 
     #[test]
     fn lookups_are_fresh_for_a_second_and_bounded() {

@@ -914,14 +914,16 @@ impl Stream {
             v.begin_request();
             v.info.accept_date = Some(c.sess.accepted);
             v.info.req_age_ms = c.req_start.map_or(0, |t| ctx.now().wrapping_sub(t));
-            // The request line for the `capture.req.*` fetches.
+            // The request line for the `capture.req.*` fetches: the
+            // parser took it as `method SP target SP HTTP/1.x` (one space
+            // each, as the HTTP/2 side writes it too), so its end is known
+            // from the head without a scan for it.
             let buf = &c.rbuf[c.rstart..c.rend];
-            let end = buf
-                .iter()
-                .position(|&b| b == b'\r' || b == b'\n')
-                .unwrap_or(0);
+            let start = c.head.method_span.start as usize;
+            let end = (c.head.target.end as usize + b" HTTP/1.1".len()).min(buf.len());
             v.req_line.clear();
-            v.req_line.extend_from_slice(&buf[..end]);
+            v.req_line
+                .extend_from_slice(buf.get(start..end).unwrap_or_default());
         }
         c.stk.begin(ctx.now());
         let mut keep_alive =
@@ -1640,6 +1642,10 @@ impl Stream {
             return status;
         }
         let be = backend.and_then(|b| c.fe.backends.get(b));
+        // No rule to run: no sample context to build for them.
+        if c.fe.after_response.is_empty() && be.is_none_or(|b| b.after_response.is_empty()) {
+            return status;
+        }
         let tr = &c.tr;
         let dst = dst_of(tr, c.dst.as_deref().copied());
         let sctx = crate::sample::Ctx {
@@ -1683,6 +1689,16 @@ impl Stream {
         be: Option<&str>,
         extra: &[(&[u8], &[u8])],
     ) {
+        if let (None, Some(lit), true) = (done, &p.literal, extra.is_empty()) {
+            // All literal: its fields and body as they were built.
+            let head = RespHead {
+                extra: lit.fields(),
+                close: !keep_alive,
+                ..RespHead::new(p.status, BodySize::Exact(p.body.len() as u64))
+            };
+            c.respond(head, &[&p.body]);
+            return;
+        }
         self.fields.clear();
         let mut scratch = std::mem::take(&mut self.scratch);
         let body = {

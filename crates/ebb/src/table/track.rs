@@ -312,6 +312,10 @@ impl Stk {
     pub fn end(&self, now: u32, server_4xx: bool, fail: bool, bytes_in: u64, bytes_out: u64) {
         self.now.set(now);
         let server_4xx = self.err.replace(false) || server_4xx;
+        if self.sess.borrow().is_none() && self.strm.borrow().is_none() {
+            // Nothing tracked (the common case): nothing to count.
+            return;
+        }
         let e = u64::from(server_4xx);
         let f = u64::from(fail);
         let adds = [
