@@ -124,8 +124,11 @@ pub struct SessInfo {
     /// until it is known): see [`SessInfo::tasklet`].
     tasklet: AtomicU64,
     pub peer: SocketAddr,
-    pub frontend: Arc<str>,
-    pub accepted: SystemTime,
+    /// Its frontend (see [`SessInfo::frontend`]).
+    fe: Arc<FrontendRt>,
+    /// When it was accepted, in ns since the Unix epoch (see
+    /// [`SessInfo::accepted`]): 8 bytes where a `SystemTime` takes 16.
+    accepted_ns: u64,
     pub requests: AtomicU64,
     /// uid of the server of the exchange in progress, if proxied (0:
     /// none); [`crate::backend::server_by_uid`] names it. An atomic: the
@@ -139,6 +142,16 @@ pub struct SessInfo {
 const NO_TASKLET: u64 = u64::MAX;
 
 impl SessInfo {
+    /// The name of its frontend.
+    pub fn frontend(&self) -> &str {
+        &self.fe.name
+    }
+
+    /// When it was accepted.
+    pub fn accepted(&self) -> SystemTime {
+        SystemTime::UNIX_EPOCH + std::time::Duration::from_nanos(self.accepted_ns)
+    }
+
     /// The connection's tasklet, once it is known.
     pub fn tasklet(&self) -> Option<TaskletId> {
         let bits = self.tasklet.load(Ordering::Acquire);
@@ -177,7 +190,7 @@ impl Sessions {
     }
 
     /// Registers a new connection of `thread`.
-    pub fn add(&self, thread: usize, peer: SocketAddr, frontend: Arc<str>) -> Arc<SessInfo> {
+    pub fn add(&self, thread: usize, peer: SocketAddr, fe: Arc<FrontendRt>) -> Arc<SessInfo> {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let make = |slot| {
             Arc::new(SessInfo {
@@ -186,8 +199,10 @@ impl Sessions {
                 slot,
                 tasklet: AtomicU64::new(NO_TASKLET),
                 peer,
-                frontend,
-                accepted: SystemTime::now(),
+                fe,
+                accepted_ns: SystemTime::now()
+                    .duration_since(SystemTime::UNIX_EPOCH)
+                    .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)),
                 requests: AtomicU64::new(0),
                 target: AtomicU64::new(0),
                 kill: AtomicBool::new(false),
@@ -264,13 +279,21 @@ impl Sessions {
 mod tests {
     use super::*;
 
+    fn frontend() -> Arc<FrontendRt> {
+        let text = "defaults\n mode http\nfrontend fe\n bind :8080\n";
+        let cfg = crate::config::parse_str("t.cfg", text).unwrap_or_else(|e| panic!("{e:?}"));
+        let c = crate::proxy::compile(&cfg).unwrap_or_else(|e| panic!("{e:?}"));
+        Arc::clone(&c.frontends[0])
+    }
+
     #[test]
     fn snapshots_follow_the_epoch() {
+        let fe = frontend();
         let s = Sessions::new(2);
-        let a = s.add(0, "127.0.0.1:1".parse().unwrap(), "fe".into());
-        let b = s.add(1, "127.0.0.1:2".parse().unwrap(), "fe".into());
+        let a = s.add(0, "127.0.0.1:1".parse().unwrap(), Arc::clone(&fe));
+        let b = s.add(1, "127.0.0.1:2".parse().unwrap(), Arc::clone(&fe));
         let e = s.epoch();
-        let c = s.add(0, "127.0.0.1:3".parse().unwrap(), "fe".into());
+        let c = s.add(0, "127.0.0.1:3".parse().unwrap(), Arc::clone(&fe));
         let ids: Vec<u64> = s.snapshot(e).iter().map(|x| x.id).collect();
         assert_eq!(ids, vec![a.id, b.id]);
         assert_eq!(s.len(), 3);
@@ -279,7 +302,7 @@ mod tests {
         assert!(s.get(c.id).is_some());
         assert_eq!(s.snapshot(s.epoch()).len(), 2);
         // `b`'s place is reused; a walk still lists by id.
-        let d = s.add(1, "127.0.0.1:4".parse().unwrap(), "fe".into());
+        let d = s.add(1, "127.0.0.1:4".parse().unwrap(), Arc::clone(&fe));
         let ids: Vec<u64> = s.snapshot(s.epoch()).iter().map(|x| x.id).collect();
         assert_eq!(ids, vec![a.id, c.id, d.id]);
         assert_eq!(s.len(), 3);
@@ -287,5 +310,8 @@ mod tests {
         s.remove(&a);
         assert_eq!(s.len(), 2);
         assert!(s.get(d.id).is_some());
+        assert_eq!(d.frontend(), "fe");
+        let age = SystemTime::now().duration_since(d.accepted());
+        assert!(age.as_ref().is_ok_and(|a| a.as_secs() < 3600), "{age:?}");
     }
 }

@@ -377,9 +377,7 @@ impl<S: Exchange + Default + 'static> Conn<S> {
     ) -> Box<Self> {
         let now = ctx.now();
         let first_deadline = ticks::add(now, fe.timeouts.http_request);
-        let sess = w
-            .sessions
-            .add(ctx.thread_id(), peer, Arc::clone(&fe.name_arc));
+        let sess = w.sessions.add(ctx.thread_id(), peer, Arc::clone(&fe));
         let heavy = tr.is_handshaking() && w.heavy_enabled;
         let (stk, vars) = early.unwrap_or_else(|| {
             (
@@ -644,7 +642,7 @@ impl<S: Exchange + Default + 'static> Conn<S> {
             fe,
             w,
             early,
-            self.sess.accepted,
+            self.sess.accepted(),
             session,
         );
         if started.is_err() {
@@ -1052,7 +1050,7 @@ impl<S: Exchange + Default + 'static> Conn<S> {
         let [tq, tw, tc, tr, tt] = f.times;
         crate::log::Entry {
             client: self.stream_src(),
-            accept: self.sess.accepted,
+            accept: self.sess.accepted(),
             frontend: &self.fe.name,
             backend: f.backend,
             server: f.server,
