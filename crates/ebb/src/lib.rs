@@ -11,6 +11,7 @@ pub mod compress;
 pub mod config;
 pub mod dns;
 pub mod drain;
+pub mod environ;
 pub mod h2;
 pub mod handover;
 pub mod hash;

@@ -184,6 +184,7 @@ fn open_append(p: &Path) -> io::Result<File> {
 /// Syslog severities as numbers (RFC 5424).
 pub const LOG_EMERG: u8 = 0;
 pub const LOG_ALERT: u8 = 1;
+pub const LOG_ERR: u8 = 3;
 pub const LOG_NOTICE: u8 = 5;
 pub const LOG_INFO: u8 = 6;
 

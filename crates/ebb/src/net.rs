@@ -1,5 +1,6 @@
 //! Small network value types shared by the configuration and the sample
-//! engine (which must not import each other): IP networks and HTTP tokens.
+//! engine (which must not import each other): IP networks and HTTP tokens,
+//! and the socket options proxies ask for (TCP keep-alive, no linger).
 
 use std::net::{IpAddr, Ipv4Addr};
 
@@ -79,4 +80,67 @@ pub fn is_token(s: &str) -> bool {
     !s.is_empty()
         && s.bytes()
             .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
+}
+
+/// TCP keep-alive of one side of a proxy (HAProxy's `option clitcpka` or
+/// `srvtcpka` and their `-idle`, `-intvl`, `-cnt` keywords): `None`
+/// leaves the system's value.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TcpKa {
+    /// SO_KEEPALIVE.
+    pub on: bool,
+    /// TCP_KEEPIDLE, seconds.
+    pub idle: Option<u32>,
+    /// TCP_KEEPINTVL, seconds.
+    pub intvl: Option<u32>,
+    /// TCP_KEEPCNT.
+    pub cnt: Option<u32>,
+}
+
+impl TcpKa {
+    /// Sets these options on a TCP socket (a listener passes them to the
+    /// sockets it accepts). `set_off`: also clear SO_KEEPALIVE when off
+    /// (a listener inherited from a previous process may have it on).
+    pub fn apply(&self, s: &socket2::SockRef<'_>, set_off: bool) -> std::io::Result<()> {
+        if !self.on {
+            if set_off {
+                s.set_keepalive(false)?;
+            }
+            return Ok(());
+        }
+        let secs = |v: Option<u32>| v.map(|n| std::time::Duration::from_secs(u64::from(n)));
+        let mut ka = socket2::TcpKeepalive::new();
+        let mut any = false;
+        if let Some(t) = secs(self.idle) {
+            ka = ka.with_time(t);
+            any = true;
+        }
+        if let Some(t) = secs(self.intvl) {
+            ka = ka.with_interval(t);
+            any = true;
+        }
+        if let Some(n) = self.cnt {
+            ka = ka.with_retries(n);
+            any = true;
+        }
+        // `set_tcp_keepalive` sets SO_KEEPALIVE too.
+        if any {
+            s.set_tcp_keepalive(&ka)
+        } else {
+            s.set_keepalive(true)
+        }
+    }
+}
+
+/// Sets SO_LINGER on a TCP socket: `nolinger`: 0 (its close sends a RST
+/// and drops unsent data, HAProxy's `option nolinger`); otherwise the
+/// system's default (off), only written when it is not already.
+pub fn set_nolinger(s: &socket2::SockRef<'_>, nolinger: bool) -> std::io::Result<()> {
+    if nolinger {
+        s.set_linger(Some(std::time::Duration::ZERO))
+    } else if s.linger()?.is_some() {
+        s.set_linger(None)
+    } else {
+        Ok(())
+    }
 }

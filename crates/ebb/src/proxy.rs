@@ -435,6 +435,11 @@ pub struct StatsRt {
     pub hide_version: bool,
     /// `stats admin if|unless COND` conditions (any holding allows).
     pub admin: Vec<Cond>,
+    /// `stats show-node`, `show-desc` (`Some(None)`: the global value),
+    /// `show-legends`.
+    pub show_node: Option<Option<String>>,
+    pub show_desc: Option<Option<String>>,
+    pub show_legends: bool,
 }
 
 fn compile_stats(p: &Proxy, m: &Matcher) -> Result<Option<Arc<StatsRt>>, ConfigError> {
@@ -446,6 +451,9 @@ fn compile_stats(p: &Proxy, m: &Matcher) -> Result<Option<Arc<StatsRt>>, ConfigE
         admin.push(m.cond(c)?);
     }
     Ok(Some(Arc::new(StatsRt {
+        show_node: p.stats.show_node.clone(),
+        show_desc: p.stats.show_desc.clone(),
+        show_legends: p.stats.show_legends,
         uri: uri.to_string(),
         refresh: p.stats.refresh,
         auth: p
@@ -472,6 +480,8 @@ pub struct BackendRt {
     /// HAProxy's proxy id (`iid`, `be_id`): see [`proxy_uuid`].
     pub uuid: usize,
     pub name: String,
+    /// `description` (shown on the stats page).
+    pub desc: Option<String>,
     pub kind: BackendKind,
     pub matcher: Matcher,
     pub http_request: Vec<ReqRule>,
@@ -529,11 +539,48 @@ pub struct FeTimeouts {
     pub tarpit: u32,
 }
 
+/// Whether an exchange ended abnormally, as HAProxy's `strm_log` judges
+/// it for `option dontlog-normal` and `option log-separate-errors`: it was
+/// redispatched, or ended on an error (a termination state other than
+/// `-` or `L`), or needed a connect retry, or (HTTP) its status is 5xx.
+pub fn abnormal(term: &[u8], retried: bool, redispatched: bool, status: Option<u16>) -> bool {
+    let cause = term.first().copied().unwrap_or(b'-');
+    redispatched
+        || !matches!(cause, b'-' | b'L')
+        || (cause == b'-' && retried)
+        || status.is_some_and(|s| s >= 500)
+}
+
+impl FrontendRt {
+    /// The syslog level of an exchange's line, `None` when it is not
+    /// logged: `option dontlog-normal` drops the normal ones, `option
+    /// log-separate-errors` sends the abnormal ones at `err` (else `info`).
+    pub fn log_level(&self, abnormal: bool) -> Option<u8> {
+        match abnormal {
+            false if self.dontlog_normal => None,
+            true => Some(self.err_level()),
+            false => Some(crate::log::LOG_INFO),
+        }
+    }
+
+    /// The level of a line reporting an error (a bad request, a TLS
+    /// handshake that failed...): `err` with `option log-separate-errors`.
+    pub fn err_level(&self) -> u8 {
+        if self.log_errors {
+            crate::log::LOG_ERR
+        } else {
+            crate::log::LOG_INFO
+        }
+    }
+}
+
 /// A compiled frontend.
 pub struct FrontendRt {
     /// HAProxy's proxy id (`iid`): see [`proxy_uuid`].
     pub uuid: usize,
     pub name: String,
+    /// `description` (shown on the stats page).
+    pub desc: Option<String>,
     /// The name again, shared by every session's registry entry (no
     /// allocation per connection).
     pub name_arc: Arc<str>,
@@ -549,6 +596,14 @@ pub struct FrontendRt {
     pub server_close: bool,
     /// `option idle-close-on-response` (see [`crate::drain`]).
     pub idle_close_on_response: bool,
+    /// `option nolinger`: client connections close with a RST (SO_LINGER
+    /// 0, set on the listeners), a tcp session's without a FIN first.
+    pub nolinger: bool,
+    /// `option dontlog-normal`: only exchanges HAProxy deems abnormal
+    /// are logged (see [`FrontendRt::log_level`]).
+    pub dontlog_normal: bool,
+    /// `option log-separate-errors`: abnormal ones at syslog `err`.
+    pub log_errors: bool,
     /// `option forwardfor` and `option originalto` of the frontend: as in
     /// HAProxy, the header is added when the frontend or the backend asks
     /// for it (see the stream's proxy path, `stream::proxy`).
@@ -738,6 +793,10 @@ pub struct Compiled {
     /// Things that do not stop ebb but need saying (a server name that did
     /// not resolve).
     pub warnings: Vec<String>,
+    /// `node` (else the host name) and `description` of the global
+    /// section, for `show info` and the stats page.
+    pub node: String,
+    pub description: Option<String>,
 }
 
 /// A backend without servers nor run-time state (see
@@ -941,7 +1000,20 @@ fn backend_target(
             }
             None => None,
         };
-    Ok(Some(crate::backend::backend_target(&p.name, addr)))
+    Ok(Some(crate::backend::backend_target(
+        &p.name,
+        addr,
+        srv_sock(p),
+    )))
+}
+
+/// A backend's options for its server sockets.
+fn srv_sock(p: &Proxy) -> crate::config::SrvSock {
+    crate::config::SrvSock {
+        tcpka: p.options.srvtcpka,
+        nolinger: p.options.nolinger,
+        source: p.source.as_ref().map(|s| s.value),
+    }
 }
 
 fn compile_servers(
@@ -980,7 +1052,9 @@ fn compile_servers(
                 s.loc, p.name, s.name, s.host
             ));
         }
-        list.push((s.name.clone(), addr, s.opts.clone(), tls));
+        let mut opts = s.opts.clone();
+        opts.sock = srv_sock(p);
+        list.push((s.name.clone(), addr, opts, tls));
     }
     let host = p
         .servers
@@ -1005,6 +1079,8 @@ fn compile_servers(
         p.http_check.clone(),
     );
     farm.target = backend_target(p, warnings)?;
+    farm.sock = srv_sock(p);
+    farm.allbackups = p.options.allbackups;
     farm.set_hash(p.hash_type);
     for (rt, s) in farm.servers.iter().zip(&p.servers) {
         rt.port.store(s.port, std::sync::atomic::Ordering::Relaxed);
@@ -1160,13 +1236,29 @@ pub fn compile(cfg: &Config) -> Result<Compiled, Vec<ConfigError>> {
 /// [`compile`], keeping the tables of `prev` (the running configuration)
 /// that are shared with peers and declared the same: a reload keeps
 /// their entries, as HAProxy's old process teaches them to the new one.
-/// The id HAProxy gives a proxy: its rank in the configuration, frontends,
-/// backends and listens together, from 2 (HAProxy's CLI proxy is 1).
+/// The id HAProxy gives a proxy: its `id` line, else the next free id
+/// in configuration order (frontends, backends and listens together),
+/// from 2 (HAProxy's CLI proxy is 1), skipping the ids set by `id`.
 pub fn proxy_uuid(cfg: &Config, p: &crate::config::Proxy) -> usize {
-    cfg.proxies
+    if let Some(id) = &p.id {
+        return id.value as usize;
+    }
+    let forced: std::collections::HashSet<u32> = cfg
+        .proxies
         .iter()
-        .position(|x| std::ptr::eq(x, p))
-        .map_or(0, |i| i + 2)
+        .filter_map(|x| x.id.as_ref().map(|i| i.value))
+        .collect();
+    let mut next = 2u32;
+    for x in cfg.proxies.iter().filter(|x| x.id.is_none()) {
+        while forced.contains(&next) {
+            next += 1;
+        }
+        if std::ptr::eq(x, p) {
+            return next as usize;
+        }
+        next += 1;
+    }
+    0
 }
 
 pub fn compile_keeping(
@@ -1297,6 +1389,7 @@ pub fn compile_keeping(
                 http_request,
                 id: NEXT_BACKEND_ID.fetch_add(1, Ordering::Relaxed),
                 uuid: proxy_uuid(cfg, p),
+                desc: p.description.clone(),
                 name: p.name.clone(),
                 kind,
                 matcher,
@@ -1395,6 +1488,7 @@ pub fn compile_keeping(
             Ok(FrontendRt {
                 uuid: proxy_uuid(cfg, p),
                 name: p.name.clone(),
+                desc: p.description.clone(),
                 name_arc: Arc::from(p.name.as_str()),
                 maxconn: p.maxconn,
                 timeouts: FeTimeouts {
@@ -1406,6 +1500,9 @@ pub fn compile_keeping(
                 keep_alive: p.options.conn_mode != HttpConnMode::Close,
                 server_close: p.options.conn_mode != HttpConnMode::KeepAlive,
                 idle_close_on_response: p.options.idle_close_on_response,
+                nolinger: p.options.nolinger,
+                dontlog_normal: p.options.dontlog_normal,
+                log_errors: p.options.log_separate_errors,
                 forwardfor: p.options.forwardfor.clone(),
                 originalto: p.options.originalto.clone(),
                 disable_h2_upgrade: p.options.disable_h2_upgrade,
@@ -1472,10 +1569,19 @@ pub fn compile_keeping(
             tables,
             caches,
             warnings: warn,
+            node: cfg.global.node.clone().unwrap_or_else(host_name),
+            description: cfg.global.description.clone(),
         })
     } else {
         Err(errors)
     }
+}
+
+/// The machine's name, HAProxy's default `node`.
+fn host_name() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_string())
+        .unwrap_or_default()
 }
 
 /// The Location of a redirect for a request's path (with query) and host;

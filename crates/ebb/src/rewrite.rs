@@ -629,6 +629,9 @@ pub fn run_request_from(
         // HAProxy resets the mode when a proxy's rules start.
         st.strict = true;
     }
+    if from >= rules.len() {
+        return Ok(None);
+    }
     let room = st.room(limits);
     let limits = &room;
     for (i, rule) in rules.iter().enumerate().skip(from) {
@@ -651,6 +654,7 @@ pub fn run_request_from(
                 | HttpRequestAction::Allow
                 | HttpRequestAction::Tarpit { .. }
                 | HttpRequestAction::Reject
+                | HttpRequestAction::SilentDrop
         ) {
             // (A redirect is noted once its answer went through the
             // `http-after-response` rules, see `stream`.)
@@ -677,7 +681,9 @@ pub fn run_request_from(
                 };
                 c.run(&ctx);
             }
-            HttpRequestAction::Tarpit { .. } | HttpRequestAction::Reject => return Ok(Some(i)),
+            HttpRequestAction::Tarpit { .. }
+            | HttpRequestAction::Reject
+            | HttpRequestAction::SilentDrop => return Ok(Some(i)),
             a @ (HttpRequestAction::TrackSc { .. }
             | HttpRequestAction::ScIncGpc0(_)
             | HttpRequestAction::ScIncGpc1(_)

@@ -111,7 +111,20 @@ impl TaskletFn for Listener {
             }
             self.gen = g;
         }
-        for _ in 0..MAX_ACCEPT {
+        // A TCP listener says how many connections wait: exactly those are
+        // taken, with no `accept4` that finds the queue empty (the kernel
+        // builds and frees a socket for that one; it was a tenth of a new
+        // connection's cost). A connection arriving after the count raises
+        // a new edge-triggered event. Other sockets (UNIX) are accepted
+        // from until `EAGAIN`.
+        let queued = crate::sys::accept_queue_len(sock.as_raw_fd());
+        let batch = queued.map_or(MAX_ACCEPT, |q| (q as usize).min(MAX_ACCEPT));
+        if batch == 0 && self.paused && self.w.may_accept(&self.fe) {
+            // Resumed with nothing waiting: the pause is over all the same.
+            ctx.tasklet_unqueue(me);
+            self.paused = false;
+        }
+        for _ in 0..batch {
             if !self.w.may_accept(&self.fe) {
                 // Leave the rest in the kernel's backlog until a slot frees.
                 if !self.paused {
@@ -156,10 +169,32 @@ impl TaskletFn for Listener {
                 }
             }
         }
+        if queued.is_some_and(|q| q as usize <= MAX_ACCEPT) {
+            // All that were counted are taken.
+            return Status::Continue;
+        }
         // More may be waiting: come back after others had their turn.
         ctx.tasklet_wakeup(me);
         Status::Continue
     }
+}
+
+/// `bind ... defer-accept` on a TCP address's sockets: one second, as
+/// HAProxy sets it; without the option it is turned off, which matters
+/// only for a socket inherited from a process whose line had it.
+fn defer_accept(socks: &[std::net::TcpListener], on: bool) -> io::Result<()> {
+    for s in socks {
+        match crate::sys::set_defer_accept(s.as_raw_fd(), i32::from(on)) {
+            Err(e) if on => {
+                return Err(io::Error::new(
+                    e.kind(),
+                    format!("cannot enable defer-accept: {e}"),
+                ))
+            }
+            _ => {}
+        }
+    }
+    Ok(())
 }
 
 /// How ebb was asked to run, beyond the configuration.
@@ -167,6 +202,8 @@ impl TaskletFn for Listener {
 pub struct RunOptions {
     /// `-d`: debug messages on stderr.
     pub debug: bool,
+    /// `-q` (and no `-V`): no message while starting, errors included.
+    pub quiet: bool,
     /// The `-f` files, read again on SIGHUP (none: nothing to reload).
     pub files: Vec<std::path::PathBuf>,
     /// `-p FILE`, overriding the configuration's `pidfile`.
@@ -215,7 +252,7 @@ fn serve(cfg: Config, opts: RunOptions) -> i32 {
     }
     let compiled = match compile(&cfg) {
         Ok(c) => {
-            for w in &c.warnings {
+            for w in c.warnings.iter().filter(|_| !opts.quiet) {
                 eprintln!("ebb: warning: {w}");
             }
             crate::sample::vars::run_global(&cfg.global.set_vars);
@@ -223,9 +260,11 @@ fn serve(cfg: Config, opts: RunOptions) -> i32 {
         }
         Err(errs) => {
             // One write, so a reader of the pipe gets whole lines.
-            let _ = io::stderr()
-                .lock()
-                .write_all(format!("{}\n", join_errors(errs)).as_bytes());
+            if !opts.quiet {
+                let _ = io::stderr()
+                    .lock()
+                    .write_all(format!("{}\n", join_errors(errs)).as_bytes());
+            }
             return 1;
         }
     };
@@ -275,7 +314,11 @@ fn serve(cfg: Config, opts: RunOptions) -> i32 {
                 },
                 None => None,
             };
-            let backlog = b.backlog.map_or(DEFAULT_BACKLOG, |n| n as i32);
+            // The bind's `backlog`, else the frontend's.
+            let backlog = b
+                .backlog
+                .or(fe_cfg.backlog)
+                .map_or(DEFAULT_BACKLOG, |n| n as i32);
             let facts = crate::tcp::BindFacts {
                 accept_proxy: b.accept_proxy,
                 h2: b.proto_h2,
@@ -295,7 +338,15 @@ fn serve(cfg: Config, opts: RunOptions) -> i32 {
             };
             for addr in &b.addrs {
                 let facts = next_facts(&mut li);
-                match binder.tcp(*addr, nbthread, backlog) {
+                match binder
+                    .tcp(*addr, nbthread, backlog)
+                    .and_then(|(socks, real)| {
+                        defer_accept(&socks, b.defer_accept)?;
+                        for s in &socks {
+                            client_sock_opts(&socket2::SockRef::from(s), fe_cfg)?;
+                        }
+                        Ok((socks, real))
+                    }) {
                     Ok((socks, real)) => {
                         lines.push(format!("ebb: frontend {} listening on {}", fe.name, real));
                         for (t, s) in socks.into_iter().enumerate() {
@@ -324,7 +375,18 @@ fn serve(cfg: Config, opts: RunOptions) -> i32 {
                     uid: b.unix_owner.0,
                     gid: b.unix_owner.1,
                 };
-                match binder.other(spec, nbthread, backlog, perms) {
+                match binder
+                    .other(spec, nbthread, backlog, perms)
+                    .and_then(|(socks, shown)| {
+                        for s in &socks {
+                            let r = socket2::SockRef::from(s);
+                            // An inherited `fd@` socket may be TCP.
+                            if r.local_addr().is_ok_and(|a| a.as_socket().is_some()) {
+                                client_sock_opts(&r, fe_cfg)?;
+                            }
+                        }
+                        Ok((socks, shown))
+                    }) {
                     Ok((socks, shown)) => {
                         lines.push(format!("ebb: frontend {} listening on {shown}", fe.name));
                         for (t, s) in socks.into_iter().enumerate() {
@@ -627,7 +689,23 @@ fn serve(cfg: Config, opts: RunOptions) -> i32 {
         buf_size: bufsize,
         ..Limits::default()
     };
+    // `cpu-map`: the process's CPUs for the threads started from here on,
+    // then each scheduler thread's own.
+    let cpu_map = cfg.global.cpu_map.clone();
+    if let Some(set) = cpu_map.as_ref().and_then(|m| m.for_process()) {
+        if let Err(e) = crate::sys::bind_thread_to_cpus(&set) {
+            eprintln!("ebb: cpu-map: cannot bind the process to its CPUs: {e}");
+        }
+    }
     let res = rt.run(|ctx: &mut Ctx| {
+        if let Some(set) = cpu_map.as_ref().and_then(|m| m.for_thread(ctx.thread_id())) {
+            if let Err(e) = crate::sys::bind_thread_to_cpus(&set) {
+                eprintln!(
+                    "ebb: cpu-map: cannot bind thread {} to its CPUs: {e}",
+                    ctx.thread_id() + 1
+                );
+            }
+        }
         let mine = per_thread
             .lock()
             .ok()
@@ -764,6 +842,15 @@ fn serve(cfg: Config, opts: RunOptions) -> i32 {
             1
         }
     }
+}
+
+/// A frontend's options for its client sockets, set on its TCP listeners
+/// (Linux copies them to each socket `accept` returns, so no connection
+/// pays a system call for them): `option clitcpka` and `option nolinger`,
+/// both also cleared on a listener taken from a previous process.
+fn client_sock_opts(s: &socket2::SockRef<'_>, fe: &crate::config::Proxy) -> io::Result<()> {
+    fe.options.clitcpka.apply(s, true)?;
+    crate::net::set_nolinger(s, fe.options.nolinger)
 }
 
 /// The global log targets, and each frontend's and backend's (its own

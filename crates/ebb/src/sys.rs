@@ -597,3 +597,79 @@ pub fn original_dst(s: &std::net::TcpStream) -> Option<std::net::SocketAddr> {
         .and_then(|a| a.as_socket());
     Some(orig.unwrap_or(local))
 }
+
+/// Binds the calling thread to the CPUs whose bits are set in `cpus`
+/// (bit `n % 64` of word `n / 64`: CPU `n`), as `cpu-map` asks.
+pub fn bind_thread_to_cpus(cpus: &[u64; 16]) -> io::Result<()> {
+    // SAFETY: cpu_set_t is plain data; CPU_ZERO initialises it.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    // SAFETY: `set` is a valid, writable cpu_set_t.
+    unsafe { libc::CPU_ZERO(&mut set) };
+    for cpu in (0..1024).filter(|c| cpus[c / 64] & (1u64 << (c % 64)) != 0) {
+        // SAFETY: `cpu` is below 1024, inside cpu_set_t's 1024 bits.
+        unsafe { libc::CPU_SET(cpu, &mut set) };
+    }
+    // SAFETY: pid 0 names the calling thread; `set` is initialised and its
+    // size is passed with it.
+    let rc = unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// How many connections wait in a listening TCP socket's accept queue
+/// (`TCP_INFO` of a listener reports it in `tcpi_unacked`); `None` when
+/// `fd` is no TCP listener (a UNIX socket, or a kernel that does not say).
+///
+/// A listener asks before accepting so that it never calls `accept4` on
+/// an empty queue: the kernel allocates a socket, a file and a dentry for
+/// every `accept4` before it looks at the queue, and frees them again
+/// (through RCU) when it finds it empty, which costs more than the
+/// connection's own `accept4`. The listener branch of `tcp_get_info`
+/// takes no lock.
+pub fn accept_queue_len(fd: RawFd) -> Option<u32> {
+    // The kernel's TCP_LISTEN state (include/net/tcp_states.h), which the
+    // libc crate does not name.
+    const TCP_STATE_LISTEN: u8 = 10;
+    // SAFETY: tcp_info is plain data, filled in by getsockopt.
+    let mut info: libc::tcp_info = unsafe { std::mem::zeroed() };
+    let mut len = std::mem::size_of::<libc::tcp_info>() as libc::socklen_t;
+    // SAFETY: `info` is a writable buffer of `len` bytes and `len` a valid
+    // in/out pointer; a descriptor that is not a TCP socket gives an error.
+    let rc = unsafe {
+        libc::getsockopt(
+            fd,
+            libc::IPPROTO_TCP,
+            libc::TCP_INFO,
+            (&mut info as *mut libc::tcp_info).cast(),
+            &mut len,
+        )
+    };
+    // The field's end: a shorter answer (an old kernel) does not hold it.
+    let need = std::mem::offset_of!(libc::tcp_info, tcpi_unacked) + 4;
+    if rc != 0 || (len as usize) < need || info.tcpi_state != TCP_STATE_LISTEN {
+        return None;
+    }
+    Some(info.tcpi_unacked)
+}
+
+/// `bind ... defer-accept`: the kernel hands a connection to `accept`
+/// only once its first bytes arrived, or after about `secs` seconds
+/// (`TCP_DEFER_ACCEPT`; 0 turns it off).
+pub fn set_defer_accept(fd: RawFd, secs: i32) -> io::Result<()> {
+    // SAFETY: the option value is a valid c_int for the call's duration.
+    let rc = unsafe {
+        libc::setsockopt(
+            fd,
+            libc::IPPROTO_TCP,
+            libc::TCP_DEFER_ACCEPT,
+            (&secs as *const i32).cast(),
+            std::mem::size_of::<i32>() as libc::socklen_t,
+        )
+    };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}

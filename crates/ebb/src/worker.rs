@@ -282,25 +282,31 @@ impl Worker {
         }
     }
 
-    /// An access line, to the targets of the frontend last passed to
-    /// [`Worker::logging`].
-    pub fn log_access(&self, line: Vec<u8>) {
+    /// An access line at syslog `level`, to the targets of the frontend
+    /// last passed to [`Worker::logging`].
+    pub fn log_access(&self, line: Vec<u8>, level: u8) {
         let cur = self.log_fe.borrow();
         match cur.as_deref().and_then(|n| self.shared.fe_loggers.get(n)) {
-            Some(l) => l.line(line),
-            None => self.shared.logger.line(line),
+            Some(l) => l.send(level, &line),
+            None => self.shared.logger.send(level, &line),
         }
     }
 
     /// A request refused or timed out: to the log, or to stderr when no log
     /// target is configured, so a malformed request never goes unseen.
     pub fn log_error(&self, line: Vec<u8>) {
+        self.log_error_at(line, crate::log::LOG_INFO);
+    }
+
+    /// [`Worker::log_error`] at syslog `level` (`err` for a frontend with
+    /// `option log-separate-errors`).
+    pub fn log_error_at(&self, line: Vec<u8>, level: u8) {
         if self.shared.logger.is_empty() {
             if self.shared.errors_to_stderr {
                 crate::log::Sink::Stderr.line(line);
             }
         } else {
-            self.shared.logger.line(line);
+            self.shared.logger.send(level, &line);
         }
     }
 }

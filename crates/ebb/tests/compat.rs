@@ -958,3 +958,377 @@ fn internal_htx_fetches_are_refused_with_their_reason() {
         }
     }
 }
+
+/// `setenv`, `presetenv`, `unsetenv` and `resetenv` change the environment
+/// the lines after them read (`"${NAME}"` and the `env()` fetch), side by
+/// side with haproxy.
+#[test]
+fn environment_keywords_apply_to_the_lines_after_them() {
+    let cfg = |bind: &str, reset: bool| {
+        let reset = if reset {
+            "    resetenv EBB_T_A PATH\n"
+        } else {
+            ""
+        };
+        format!(
+            "global\n    setenv EBB_T_A alpha\n    presetenv EBB_T_A beta\n    presetenv EBB_T_B bravo\n\
+             \x20   setenv EBB_T_C charlie\n    unsetenv EBB_T_C\n{reset}\
+             defaults\n    mode http\n    timeout client 30s\n    timeout server 30s\n    timeout connect 5s\n\
+             frontend fe\n    bind {bind}\n\
+             \x20   http-request return status 200 content-type text/plain lf-string \"a=${{EBB_T_A}} b=%[env(EBB_T_B)] c=${{EBB_T_C}}. path=%[env(PATH),length,bool]\"\n"
+        )
+    };
+    for (reset, want) in [
+        (false, "a=alpha b=bravo c=. path=1"),
+        (true, "a=alpha b= c=. path=1"),
+    ] {
+        let ebb = common::Ebb::start(&cfg("BIND", reset));
+        assert_eq!(
+            String::from_utf8_lossy(&common::get(ebb.addr(), "/").body),
+            want,
+            "ebb"
+        );
+        let port = common::free_port();
+        let name = format!("environ-hap-{reset}");
+        if let Some(_h) = common::haproxy_with(&name, &cfg(&format!("127.0.0.1:{port}"), reset)) {
+            let a: std::net::SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+            assert_eq!(
+                String::from_utf8_lossy(&common::get(a, "/").body),
+                want,
+                "haproxy"
+            );
+        }
+    }
+}
+
+/// `node` and `description` name the instance in `show info` (the host
+/// name when no `node` is set; no description field when none is set),
+/// side by side with haproxy; a `node` outside HAProxy's characters is
+/// refused.
+#[test]
+fn node_and_description_in_show_info() {
+    let pick = |info: &str| -> Vec<String> {
+        info.lines()
+            .filter(|l| l.starts_with("node:") || l.starts_with("description:"))
+            .map(String::from)
+            .collect()
+    };
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .unwrap()
+        .trim()
+        .to_string();
+    for (extra, want) in [
+        (
+            "    node web-1_a.b\n    description front   tier \"two words\"\n",
+            vec![
+                "node: web-1_a.b".to_string(),
+                "description: front tier two words".to_string(),
+            ],
+        ),
+        ("", vec![format!("node: {host}")]),
+    ] {
+        let rest = format!(
+            "{extra}defaults\n    mode http\n    timeout client 30s\n    timeout server 30s\n    timeout connect 5s\n\
+             frontend fe\n    bind BIND\n    http-request return status 200\n"
+        );
+        let d = scratch("node-desc");
+        let sock = d.join("e.sock");
+        let e = common::Ebb::start(&format!(
+            "global\n    stats socket {} level admin\n{rest}",
+            sock.display()
+        ));
+        assert_eq!(pick(&common::cli_cmd(&sock, "show info")), want, "ebb");
+        drop(e);
+        let port = common::free_port();
+        let hrest = rest.replace("BIND", &format!("127.0.0.1:{port}"));
+        if let Some(h) = common::haproxy_with("node-desc-hap", &hrest) {
+            assert_eq!(
+                pick(&common::cli_cmd(&h.sock, "show info")),
+                want,
+                "haproxy"
+            );
+        }
+    }
+    let d = scratch("node-bad");
+    std::fs::write(
+        d.join("n.cfg"),
+        "global\n    node web/1\nfrontend fe\n    bind 127.0.0.1:8080\n",
+    )
+    .unwrap();
+    let (code, _, err) = run_ebb(&["-c", "-f", "n.cfg"], &d);
+    assert!(code != 0 && err.contains("n.cfg:2: 'node'"), "{err}");
+}
+
+/// `tune.ssl.default-dh-param` and `ssl-dh-param-file` (in Mozilla's
+/// generated HAProxy configurations) are checked as haproxy checks them:
+/// the size at least 1024, the file a PEM of DH parameters.
+#[test]
+fn dh_parameters_are_checked_as_haproxy() {
+    let d = scratch("dhparam");
+    let pem = Command::new("openssl")
+        .args([
+            "genpkey",
+            "-genparam",
+            "-algorithm",
+            "DH",
+            "-pkeyopt",
+            "dh_param:ffdhe2048",
+        ])
+        .output()
+        .unwrap();
+    assert!(pem.status.success());
+    std::fs::write(d.join("dh.pem"), &pem.stdout).unwrap();
+    std::fs::write(
+        d.join("bad.pem"),
+        "-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n",
+    )
+    .unwrap();
+    for (global, ok) in [
+        (
+            "    tune.ssl.default-dh-param 2048\n    ssl-dh-param-file dh.pem\n",
+            true,
+        ),
+        ("    tune.ssl.default-dh-param 512\n", false),
+        ("    tune.ssl.default-dh-param\n", false),
+        ("    ssl-dh-param-file missing.pem\n", false),
+        ("    ssl-dh-param-file bad.pem\n", false),
+    ] {
+        let text = format!("global\n{global}frontend fe\n    mode http\n    bind 127.0.0.1:8080\n    http-request return status 200\n");
+        std::fs::write(d.join("t.cfg"), text).unwrap();
+        let (code, _, err) = run_ebb(&["-c", "-f", "t.cfg"], &d);
+        assert_eq!(code == 0, ok, "ebb on {global}: {err}");
+        if !ok {
+            assert!(err.contains("t.cfg:"), "{err}");
+        }
+        if have("haproxy") {
+            let st = Command::new("haproxy")
+                .args(["-c", "-q", "-f", "t.cfg"])
+                .current_dir(&d)
+                .status()
+                .unwrap();
+            assert_eq!(st.success(), ok, "haproxy on {global}");
+        }
+    }
+}
+
+/// The CPUs each thread of `pid` may run on, by thread name.
+fn thread_cpus(pid: u32) -> Vec<(String, String)> {
+    let mut v = Vec::new();
+    for t in std::fs::read_dir(format!("/proc/{pid}/task"))
+        .unwrap()
+        .flatten()
+    {
+        let st = std::fs::read_to_string(t.path().join("status")).unwrap_or_default();
+        let field = |k: &str| {
+            st.lines()
+                .find_map(|l| l.strip_prefix(k))
+                .map(|v| v.trim().to_string())
+                .unwrap_or_default()
+        };
+        v.push((field("Name:"), field("Cpus_allowed_list:")));
+    }
+    v.sort();
+    v
+}
+
+/// `cpu-map auto:1/1-2 0-1` puts thread 1 on CPU 0 and thread 2 on CPU 1,
+/// as haproxy does (on a machine with at least two CPUs).
+#[test]
+fn cpu_map_binds_each_thread() {
+    let online = std::fs::read_to_string("/sys/devices/system/cpu/online").unwrap_or_default();
+    if !(online.trim() == "0-1" || online.trim().starts_with("0-")) {
+        println!("fewer than 2 CPUs online ({online}): nothing to check");
+        return;
+    }
+    let rest = |bind: &str| {
+        format!(
+            "global\n    nbthread 2\n    cpu-map auto:1/1-2 0-1\n\
+             defaults\n    mode http\n    timeout client 30s\n    timeout server 30s\n    timeout connect 5s\n\
+             frontend fe\n    bind {bind}\n    http-request return status 200\n"
+        )
+    };
+    let e = common::Ebb::start(&rest("BIND"));
+    assert_eq!(get(e.addr(), "/").status, 200);
+    let sched: Vec<String> = thread_cpus(e.pid())
+        .into_iter()
+        .filter(|(n, _)| n.starts_with("sched-") && n != "sched-watchdog")
+        .map(|(_, c)| c)
+        .collect();
+    assert_eq!(sched, ["0", "1"], "ebb's scheduler threads");
+    let port = common::free_port();
+    if let Some(h) = common::haproxy_with("cpumap-hap", &rest(&format!("127.0.0.1:{port}"))) {
+        let mut cpus: Vec<String> = thread_cpus(h.pid()).into_iter().map(|(_, c)| c).collect();
+        cpus.sort();
+        assert_eq!(cpus, ["0", "1"], "haproxy's threads");
+    }
+}
+
+/// The command-line flags of HAProxy's systemd unit and Docker image:
+/// `-c -q` says nothing (its status tells), `-V` cancels `-q`, `-C DIR`
+/// reads relative paths from DIR; side by side with haproxy. Then `-Ws
+/// -db` (the Docker image's `-W -db`): a master in the foreground despite
+/// `daemon`, telling systemd it is ready, serving, and stopping on TERM.
+#[test]
+fn quiet_chdir_and_the_systemd_and_docker_flags() {
+    let d = scratch("qflags");
+    std::fs::create_dir_all(d.join("conf")).unwrap();
+    let port = common::free_port();
+    std::fs::write(
+        d.join("conf/ok.cfg"),
+        format!("global\n    daemon\ndefaults\n    mode http\n    timeout client 10s\n    timeout server 10s\n    timeout connect 5s\n\
+         frontend fe\n    bind 127.0.0.1:{port}\n    http-request return status 200\n"),
+    )
+    .unwrap();
+    std::fs::write(d.join("conf/bad.cfg"), "frontend fe\n    bogus line\n").unwrap();
+    let run = |prog: &str, args: &[&str]| {
+        let o = Command::new(prog)
+            .args(args)
+            .current_dir(&d)
+            .output()
+            .unwrap();
+        (
+            o.status.code().unwrap_or(-1),
+            format!(
+                "{}{}",
+                String::from_utf8_lossy(&o.stdout),
+                String::from_utf8_lossy(&o.stderr)
+            ),
+        )
+    };
+    let mut progs = vec![EBB];
+    if have("haproxy") {
+        progs.push("haproxy");
+    }
+    for p in progs {
+        assert_eq!(
+            run(p, &["-c", "-q", "-f", "conf/ok.cfg"]),
+            (0, String::new()),
+            "{p}"
+        );
+        assert_eq!(
+            run(p, &["-Ws", "-c", "-q", "-f", "conf/ok.cfg"]),
+            (0, String::new()),
+            "{p}"
+        );
+        assert_eq!(
+            run(p, &["-c", "-q", "-f", "conf/bad.cfg"]),
+            (1, String::new()),
+            "{p}"
+        );
+        let (code, out) = run(p, &["-c", "-q", "-V", "-f", "conf/bad.cfg"]);
+        assert!(code == 1 && out.contains("bogus"), "{p}: {out}");
+        let (code, _) = run(p, &["-C", "conf", "-c", "-q", "-f", "ok.cfg"]);
+        assert_eq!(code, 0, "{p} -C");
+    }
+    // -Ws -db: the master stays in the foreground (the configuration says
+    // `daemon`) and notifies.
+    let sock = d.join("notify.sock");
+    let n = UnixDatagram::bind(&sock).unwrap();
+    n.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+    let cli = d.join("m.sock");
+    struct Guard(Child);
+    impl Drop for Guard {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let mut child = Guard(
+        Command::new(EBB)
+            .args(["-Ws", "-db", "-f", "conf/ok.cfg", "-S"])
+            .arg(&cli)
+            .current_dir(&d)
+            .env("NOTIFY_SOCKET", &sock)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let pid = child.0.id();
+    assert_eq!(recv_unix(&n), format!("READY=1\nMAINPID={pid}"));
+    assert!(child.0.try_wait().unwrap().is_none(), "the master stays");
+    let a: std::net::SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    assert_eq!(get(a, "/").status, 200);
+    let procs = common::cli_cmd(&cli, "show proc");
+    assert!(procs.contains("worker"), "{procs}");
+    let _ = Command::new("kill").arg(pid.to_string()).status();
+    // HAProxy's status for a master stopped by SIGTERM: 128 + 15.
+    assert_eq!(child.0.wait().unwrap().code(), Some(143));
+}
+
+/// The date and counter aliases in header values and `unique-id-format`
+/// (HAProxy's documented `%{+X}o %ci:%cp_%fi:%fp_%Ts_%rt:%pid` and the
+/// `X-Request-Start: t=%Ts%ms` recipe), side by side with haproxy: same
+/// shapes, dates of now, a new `%rt` for each request.
+#[test]
+fn date_and_counter_aliases_in_headers_and_unique_ids() {
+    let o = common::origin::Origin::start("o", common::origin::Mode::Ok);
+    let cfg = |bind: &str| {
+        format!(
+            "defaults\n    mode http\n    timeout client 30s\n    timeout server 30s\n    timeout connect 5s\n\
+             frontend fe\n    bind {bind}\n\
+             \x20   unique-id-format %{{+X}}o\\ %ci:%cp_%fi:%fp_%Ts_%rt:%pid\n\
+             \x20   unique-id-header X-Unique-ID\n\
+             \x20   http-request set-header X-Request-Start t=%Ts%ms\n\
+             \x20   http-request set-header X-Dates \"%t|%tr|%T|%trg|%rt\"\n\
+             \x20   default_backend be\n\
+             backend be\n    server s {}\n",
+            o.addr
+        )
+    };
+    let uid = regex::Regex::new(
+        r"^(?i:X-Unique-ID): 7F000001:[0-9A-F]{4}_7F000001:[0-9A-F]{4}_([0-9A-F]{8})_([0-9A-F]{4,8}):[0-9A-F]{4,}$",
+    )
+    .unwrap();
+    let start = regex::Regex::new(r"^(?i:X-Request-Start): t=(\d{10})(\d{3})$").unwrap();
+    let local = r"\d{2}/[A-Z][a-z]{2}/\d{4}:\d{2}:\d{2}:\d{2}";
+    let dates = regex::Regex::new(&format!(
+        r"^(?i:X-Dates): {local}\.\d{{3}}\|{local}\.\d{{3}}\|{local} \+0000\|{local} \+0000\|(\d+)$"
+    ))
+    .unwrap();
+    let check = |who: &str, addr: std::net::SocketAddr| {
+        let before = o.heads.lock().unwrap().len();
+        let mut c = common::Client::connect(addr);
+        for _ in 0..2 {
+            c.send(b"GET /d HTTP/1.1\r\nHost: h\r\n\r\n");
+            assert_eq!(c.read_resp().status, 200, "{who}");
+        }
+        let heads = o.heads.lock().unwrap()[before..].to_vec();
+        assert_eq!(heads.len(), 2, "{who}");
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs();
+        let mut counters = Vec::new();
+        for h in &heads {
+            let line = |re: &regex::Regex| {
+                h.lines()
+                    .find_map(|l| {
+                        re.captures(l)
+                            .map(|c| (1..c.len()).map(|i| c[i].to_string()).collect::<Vec<_>>())
+                    })
+                    .unwrap_or_else(|| panic!("{who}: no match for {re} in {h}"))
+            };
+            let u = line(&uid);
+            let ts = u64::from_str_radix(&u[0], 16).unwrap();
+            assert!(ts.abs_diff(now) < 120, "{who}: {h}");
+            let s = line(&start);
+            assert_eq!(s[0].parse::<u64>().unwrap(), ts, "{who}: {h}");
+            let d = line(&dates);
+            counters.push((
+                u64::from_str_radix(&u[1], 16).unwrap(),
+                d[0].parse::<u64>().unwrap(),
+            ));
+        }
+        // One number per request, the same wherever it is read.
+        assert_eq!(counters[0].0, counters[0].1, "{who}: {heads:?}");
+        assert_ne!(counters[0].0, counters[1].0, "{who}: {heads:?}");
+    };
+    let e = common::Ebb::start(&cfg("BIND"));
+    check("ebb", e.addr());
+    let port = common::free_port();
+    if let Some(_h) = common::haproxy_with("dates-hap", &cfg(&format!("127.0.0.1:{port}"))) {
+        check("haproxy", format!("127.0.0.1:{port}").parse().unwrap());
+    }
+}

@@ -1354,3 +1354,52 @@ fn admin_form_and_scope_as_haproxy() {
     };
     assert_eq!(form_run(hap, &h.sock), ours, "haproxy (left), ebb (right)");
 }
+
+/// `stats show-node [NAME]`, `stats show-desc [TEXT]` (the global `node`
+/// and `description` when no argument) and `stats show-legends`: the page
+/// names the node, shows the description and tells each row's mode and
+/// id; haproxy's page shows the same node and description.
+#[test]
+fn page_shows_node_description_and_legends() {
+    let cfg = |bind: &str, extra: &str| {
+        format!(
+            "global\n    node gnode-1\n    description the global text\n\
+             defaults\n    mode http\n    timeout client 30s\n    timeout server 30s\n    timeout connect 5s\n\
+             frontend fe\n    bind {bind}\n    stats enable\n    stats uri /st\n{extra}"
+        )
+    };
+    for (extra, node, desc) in [
+        (
+            "    stats show-node\n    stats show-desc\n",
+            "gnode-1",
+            "the global text",
+        ),
+        (
+            "    stats show-node web.2\n    stats show-desc front door\n",
+            "web.2",
+            "front door",
+        ),
+    ] {
+        let e = Ebb::start(&cfg("BIND", &format!("{extra}    stats show-legends\n")));
+        let page = String::from_utf8(get(e.addr(), "/st").body).unwrap();
+        assert!(page.contains(&format!("on {node}</h1>")), "{page}");
+        assert!(page.contains(desc), "{page}");
+        assert!(page.contains("title=\"mode http, id "), "{page}");
+        let port = common::free_port();
+        if let Some(_h) =
+            common::haproxy_with("showdesc-hap", &cfg(&format!("127.0.0.1:{port}"), extra))
+        {
+            let a: std::net::SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+            let hp = String::from_utf8_lossy(&get(a, "/st").body).into_owned();
+            assert!(hp.contains(node) && hp.contains(desc), "haproxy: {hp}");
+        }
+    }
+    // Without the options, neither appears.
+    let e = Ebb::start(&cfg("BIND", ""));
+    let page = String::from_utf8(get(e.addr(), "/st").body).unwrap();
+    assert!(
+        !page.contains("gnode-1")
+            && !page.contains("the global text")
+            && !page.contains("title=\"mode")
+    );
+}

@@ -906,3 +906,36 @@ fn is_htx_tells_http_exchanges_from_tcp_sessions() {
         assert_eq!(c.read_resp().header("x-htx"), Some("1"), "run {j}");
     }
 }
+
+/// `http-request silent-drop`: the connection is reset (no answer, no
+/// FIN), the request logged as denied (`PR`), as tcp-request content's.
+#[test]
+fn http_request_silent_drop_resets() {
+    let e = Ebb::start(&format!(
+        "global\n    log stdout format raw local0\n{DEFAULTS}    log global\n    option httplog\n\
+         frontend fe\n    mode http\n    bind BIND\n    http-request silent-drop if {{ path /sd }}\n    http-request reject if {{ path /rj }}\n    http-request return status 200\n"
+    ));
+    let mut c = Client::connect(e.addr());
+    c.send(b"GET /sd HTTP/1.1\r\nHost: h\r\n\r\n");
+    let mut b = [0u8; 16];
+    let r = c.s.read(&mut b);
+    assert!(
+        matches!(&r, Err(x) if x.kind() == std::io::ErrorKind::ConnectionReset),
+        "{r:?}"
+    );
+    let l = e.wait_stdout("\"GET /sd HTTP/1.1\"", LONG).unwrap();
+    assert!(l.contains(" -1 0 - - PR-- "), "{l}");
+    // `reject` by the frontend's http-request rules: the request line is
+    // logged (HAProxy 2.6 logs it too; only the frontend's tcp-request
+    // content rules, which run before the request is parsed, give
+    // "<BADREQ>").
+    let mut c = Client::connect(e.addr());
+    c.send(b"GET /rj HTTP/1.1\r\nHost: h\r\n\r\n");
+    assert!(c.closed());
+    let l = e.wait_stdout("\"GET /rj HTTP/1.1\"", LONG).unwrap();
+    assert!(
+        l.contains(" fe fe/<NOSRV> -1/-1/-1/-1/") && l.contains(" -1 0 - - PR-- "),
+        "{l}"
+    );
+    assert_eq!(get(e.addr(), "/ok").status, 200);
+}

@@ -211,9 +211,10 @@ impl super::Farm {
         self: &Arc<Self>,
         name: &str,
         addr: Option<std::net::SocketAddr>,
-        opts: crate::config::ServerOptions,
+        mut opts: crate::config::ServerOptions,
         tls: Option<super::ServerTls>,
     ) -> Result<Arc<ServerRt>, String> {
+        opts.sock = self.sock;
         if !self.dynamic_ok() {
             return Err(
                 "Backend must use a dynamic load balancing to support dynamic servers.".into(),

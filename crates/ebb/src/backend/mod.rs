@@ -124,9 +124,17 @@ pub fn new_server(
 /// address the client connected to). Not one of the farm's servers (no
 /// stats row, `<NOSRV>` in logs); its connections stay private to their
 /// client connection, as HAProxy keeps a connection to no server.
-pub fn backend_target(backend: &str, addr: Option<SocketAddr>) -> Arc<ServerRt> {
+pub fn backend_target(
+    backend: &str,
+    addr: Option<SocketAddr>,
+    sock: crate::config::SrvSock,
+) -> Arc<ServerRt> {
     let name = "<NOSRV>".to_string();
-    let mut s = new_server(0, 0, backend, name, addr, ServerOptions::default(), None);
+    let opts = ServerOptions {
+        sock,
+        ..ServerOptions::default()
+    };
+    let mut s = new_server(0, 0, backend, name, addr, opts, None);
     if let Some(m) = Arc::get_mut(&mut s) {
         m.admin = AtomicU8::new(ADMIN_READY);
         m.backend_target = true;
@@ -139,6 +147,15 @@ pub fn backend_target(backend: &str, addr: Option<SocketAddr>) -> Arc<ServerRt> 
 /// first write edge (writable without an error: connected; otherwise
 /// `SO_ERROR`, then a peer address, tell).
 pub fn connect_nb(addr: SocketAddr) -> std::io::Result<std::net::TcpStream> {
+    connect_nb_from(addr, None)
+}
+
+/// [`connect_nb`] from the local address `source` (a backend's `source`;
+/// port 0: one the system picks).
+pub fn connect_nb_from(
+    addr: SocketAddr,
+    source: Option<SocketAddr>,
+) -> std::io::Result<std::net::TcpStream> {
     use socket2::{Domain, Protocol, Socket, Type};
     // Non-blocking from the start: no `fcntl` pair per connection.
     let s = Socket::new(
@@ -147,6 +164,11 @@ pub fn connect_nb(addr: SocketAddr) -> std::io::Result<std::net::TcpStream> {
         Some(Protocol::TCP),
     )?;
     s.set_tcp_nodelay(true)?;
+    if let Some(src) = source {
+        // As HAProxy: a fixed source port may be reused at once.
+        s.set_reuse_address(true)?;
+        s.bind(&src.into())?;
+    }
     match s.connect(&addr.into()) {
         Ok(()) => {}
         Err(e) if e.raw_os_error() == Some(libc::EINPROGRESS) => {}
@@ -163,13 +185,27 @@ pub fn connected(s: &std::net::TcpStream) -> bool {
 }
 
 /// The outcome of a connect under way at an event of its socket: Some(ok)
-/// once known, None while it goes on. An error pending means refused or
-/// reset; no error and no peer yet means the connect is still under way;
-/// with `socks4`, the proxy's handshake is part of the connect.
+/// once known, None while it goes on; the one rule of both proxy modes
+/// (`mode tcp` sessions, HTTP server sides).
+///
+/// `writable` and `hup` are what the poller said since the connect began,
+/// of this socket alone (the caller drops what an earlier socket left
+/// before connecting, and registers no other socket with the same
+/// tasklet meanwhile). A connecting socket turns writable only once
+/// established; a failed one is reported with `EPOLLERR`/`EPOLLHUP`. So a
+/// writable edge without a hang-up settles it with no system call, as in
+/// HAProxy; otherwise the socket is asked: an error pending means refused
+/// or reset, no error and no peer yet means still under way. With
+/// `socks4`, the proxy's handshake is part of the connect.
 pub fn connect_outcome(
     s: &std::net::TcpStream,
     socks: &mut Option<Box<socks4::Socks4>>,
+    writable: bool,
+    hup: bool,
 ) -> Option<bool> {
+    if writable && !hup {
+        return socks4::settle(socks, s);
+    }
     match (s.take_error(), connected(s)) {
         (Ok(None), true) => socks4::settle(socks, s),
         (Ok(None), false) => None,
@@ -212,10 +248,21 @@ pub fn connect_server_nb(
         None => {
             let a =
                 addr().ok_or_else(|| std::io::Error::from(std::io::ErrorKind::AddrNotAvailable))?;
-            match s.opts.socks4 {
-                Some(proxy) => Ok((connect_nb(proxy)?, Some(socks4::Socks4::new(a)))),
-                None => Ok((connect_nb(a)?, None)),
+            let src = s.opts.sock.source;
+            let (st, socks) = match s.opts.socks4 {
+                Some(proxy) => (connect_nb_from(proxy, src)?, Some(socks4::Socks4::new(a))),
+                None => (connect_nb_from(a, src)?, None),
+            };
+            let o = &s.opts.sock;
+            if o.tcpka.on || o.nolinger {
+                // The backend's `option srvtcpka` and `option nolinger`.
+                let r = socket2::SockRef::from(&st);
+                o.tcpka.apply(&r, false)?;
+                if o.nolinger {
+                    crate::net::set_nolinger(&r, true)?;
+                }
             }
+            Ok((st, socks))
         }
     }
 }
@@ -685,6 +732,12 @@ pub struct Farm {
     /// `lastchg`, `downtime`): it is down while no server is usable.
     pub be_ext: extra::SrvExtra,
     be_up: std::sync::atomic::AtomicBool,
+    /// The backend's options for server sockets, given to the servers
+    /// added at run time too.
+    pub sock: crate::config::SrvSock,
+    /// `option allbackups`: all usable backups share the load when no
+    /// active server is usable, instead of the first one alone.
+    pub allbackups: bool,
 }
 
 static NEXT_SERVER_UID: AtomicU64 = AtomicU64::new(1);
@@ -726,6 +779,8 @@ impl Farm {
             counters: Counters::default(),
             be_ext: extra::SrvExtra::default(),
             be_up: std::sync::atomic::AtomicBool::new(true),
+            sock: crate::config::SrvSock::default(),
+            allbackups: false,
         }
     }
 
@@ -773,8 +828,8 @@ impl Farm {
     }
 
     /// Servers the balancer may use now, into `out`: the active ones, or
-    /// else the first usable backup (HAProxy's default without
-    /// `allbackups`).
+    /// else the first usable backup (HAProxy's default), or every usable
+    /// backup with `option allbackups`.
     fn eligible(&self, out: &mut Vec<usize>) {
         out.clear();
         out.extend(
@@ -784,12 +839,12 @@ impl Farm {
                 .map(|s| s.idx),
         );
         if out.is_empty() {
-            out.extend(
-                self.servers
-                    .iter()
-                    .find(|s| s.opts.backup && s.usable())
-                    .map(|s| s.idx),
-            );
+            let mut backups = self.servers.iter().filter(|s| s.opts.backup && s.usable());
+            if self.allbackups {
+                out.extend(backups.map(|s| s.idx));
+            } else {
+                out.extend(backups.next().map(|s| s.idx));
+            }
         }
     }
 

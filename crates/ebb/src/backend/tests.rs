@@ -428,3 +428,42 @@ fn time_averages_follow_haproxys_sliding_window() {
     t.clear();
     assert_eq!(t.averages(false), [0; 4]);
 }
+
+#[test]
+fn a_connect_is_settled_by_its_writable_edge_or_asked_after_a_hang_up() {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let s = connect_nb(l.local_addr().unwrap()).unwrap();
+    let mut socks = None;
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    // No edge yet, or a read edge alone: the socket is asked, and until
+    // the kernel established it the connect goes on.
+    while !connected(&s) {
+        assert_eq!(connect_outcome(&s, &mut socks, false, false), None);
+        assert!(std::time::Instant::now() < until, "connect never completed");
+        std::thread::yield_now();
+    }
+    // Established: the poller's writable edge settles it (no question to
+    // the socket); asked without an edge, it says the same.
+    assert_eq!(connect_outcome(&s, &mut socks, true, false), Some(true));
+    assert_eq!(connect_outcome(&s, &mut socks, false, false), Some(true));
+
+    // Refused: the poller says writable with a hang-up and an error;
+    // `SO_ERROR` tells (a port nothing listens on any more).
+    let addr = l.local_addr().unwrap();
+    drop((l, s));
+    let Ok(s) = connect_nb(addr) else {
+        return; // refused at once: nothing for an event to settle
+    };
+    loop {
+        match connect_outcome(&s, &mut socks, true, true) {
+            Some(ok) => {
+                assert!(!ok, "a refused connect is a failure");
+                break;
+            }
+            None => {
+                assert!(std::time::Instant::now() < until, "no refusal seen");
+                std::thread::yield_now();
+            }
+        }
+    }
+}

@@ -42,9 +42,20 @@ struct Args {
     /// Stay in the foreground and print debug messages.
     #[arg(short = 'd')]
     debug: bool,
-    /// Run in the background (as the global `daemon` keyword); `-d` wins.
+    /// Run in the background (as the global `daemon` keyword); `-d` and
+    /// `-db` win.
     #[arg(short = 'D')]
     daemon: bool,
+    /// Quiet: print nothing while starting (not even configuration errors;
+    /// the exit status tells), as HAProxy's `-q`.
+    #[arg(short = 'q')]
+    quiet: bool,
+    /// Verbose: cancels `-q`.
+    #[arg(short = 'V')]
+    verbose: bool,
+    /// Change to this directory before reading the configuration.
+    #[arg(short = 'C', value_name = "DIR")]
+    chdir: Option<PathBuf>,
     /// Master-worker mode: a master process runs the workers and reloads
     /// on SIGUSR2 without closing a listening socket.
     #[arg(short = 'W')]
@@ -198,6 +209,7 @@ fn master_opts(args: &Args, files: Vec<PathBuf>, argv: Vec<String>) -> ebb::mwor
         mcli: args.master_cli.clone(),
         run: RunOptions {
             debug: args.debug,
+            quiet: args.quiet && !args.verbose,
             files,
             pidfile: args.pidfile.clone(),
             daemon: false,
@@ -229,7 +241,31 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    // HAProxy's two-letter flags: `-Ws` (master-worker for systemd's
+    // `Type=notify`: ebb notifies whenever $NOTIFY_SOCKET is set) and `-db`
+    // (stay in the foreground whatever `daemon`/`-D` say).
+    let mut foreground = false;
+    let argv_rest: Vec<String> = argv_rest
+        .into_iter()
+        .filter_map(|a| match a.as_str() {
+            "-Ws" => Some("-W".to_string()),
+            "-db" => {
+                foreground = true;
+                None
+            }
+            _ => Some(a),
+        })
+        .collect();
     let args = Args::parse_from(&argv_rest);
+    let quiet = args.quiet && !args.verbose;
+    if let Some(d) = &args.chdir {
+        if let Err(e) = std::env::set_current_dir(d) {
+            if !quiet {
+                eprintln!("ebb: -C {}: {e}", d.display());
+            }
+            return ExitCode::from(1);
+        }
+    }
     if let Some(Cmd::Cli { socket, command }) = &args.cmd {
         return cli(socket, command);
     }
@@ -284,7 +320,9 @@ fn main() -> ExitCode {
     let cfg = match parsed {
         Ok(c) => c,
         Err(errs) => {
-            report(errs.iter());
+            if !quiet {
+                report(errs.iter());
+            }
             if master && !args.check && ebb::mworker::is_reexec() {
                 // A reload whose configuration does not load: the master
                 // goes on with its running workers.
@@ -297,6 +335,9 @@ fn main() -> ExitCode {
     };
     // HAProxy: "Can't use a 'program' section without master worker mode".
     if let (false, Some(p)) = (master, cfg.programs.first()) {
+        if quiet {
+            return ExitCode::from(1);
+        }
         eprintln!(
             "{}: 'program' section '{}' needs master-worker mode (-W or global 'master-worker')",
             p.loc, p.name
@@ -309,23 +350,31 @@ fn main() -> ExitCode {
         // Certificates and keys are loaded too, as start-up would.
         let tls_errs = ebb::tls::check_config(&cfg);
         if !tls_errs.is_empty() {
-            for e in tls_errs {
+            for e in tls_errs.iter().filter(|_| !quiet) {
                 eprintln!("{e}");
             }
             return ExitCode::from(1);
         }
         return match ebb::proxy::compile(&cfg) {
             Ok(_) => {
-                println!("Configuration file is valid");
+                if !quiet {
+                    println!("Configuration file is valid");
+                }
                 ExitCode::SUCCESS
             }
             Err(errs) => {
-                report(errs.iter());
+                if !quiet {
+                    report(errs.iter());
+                }
                 ExitCode::from(1)
             }
         };
     }
-    let daemon = (args.daemon || cfg.global.daemon) && !args.debug;
+    // `setenv` and its kin: the process's environment, for what it starts
+    // (`program` sections) and what reads it later, while no other thread
+    // exists yet.
+    cfg.global.environ.apply_to_process();
+    let daemon = (args.daemon || cfg.global.daemon) && !args.debug && !foreground;
     if master {
         let mut o = master_opts(&args, files, argv);
         o.run.daemon = daemon;
@@ -348,6 +397,7 @@ fn main() -> ExitCode {
         cfg,
         RunOptions {
             debug: args.debug,
+            quiet,
             files,
             pidfile: args.pidfile,
             // -d keeps ebb in the foreground even with `daemon` (HAProxy).

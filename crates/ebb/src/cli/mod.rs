@@ -836,6 +836,7 @@ const INFO_FIELDS: &[(&str, &str, &str)] = &[
     ("Run_queue", "MGP", "u32"),
     ("Idle_pct", "MaP", "u32"),
     ("node", "COS", "str"),
+    ("description", "COS", "str"),
     ("Stopping", "MGP", "u32"),
     ("Jobs", "MGP", "u32"),
     ("Unstoppable Jobs", "MGP", "u32"),
@@ -893,6 +894,10 @@ fn show_info(p: &Process, form: &str) -> String {
         }
         _ => {
             for (name, _, _) in INFO_FIELDS {
+                // HAProxy prints a description only when one is set.
+                if *name == "description" && get(name).is_none() {
+                    continue;
+                }
                 let _ = writeln!(s, "{name}: {}", get(name).unwrap_or(""));
             }
             let c = p.live.compiled();

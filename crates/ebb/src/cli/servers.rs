@@ -117,6 +117,12 @@ pub fn add(c: &crate::proxy::Compiled, spec: &str, rest: &[&str]) -> Result<Stri
         .parse::<IpAddr>()
         .ok()
         .map(|ip| SocketAddr::new(ip, port));
+    if sv.farm.sock.source.is_some() && (opts.check || opts.agent_check) {
+        // As at start: ebb's checks would not connect from that address.
+        return Err(format!(
+            "backend '{b}' has a 'source': health checks on its servers are not supported yet."
+        ));
+    }
     let tls = crate::proxy::server_tls(&opts, &host)?;
     let s = sv.farm.add_server(name, addr, opts, tls)?;
     s.port.store(port, Ordering::Relaxed);

@@ -36,6 +36,7 @@ mod acl;
 mod cache;
 pub mod cond;
 pub mod cookie;
+pub mod cpumap;
 mod fcgi;
 mod lexer;
 

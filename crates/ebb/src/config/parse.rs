@@ -187,6 +187,10 @@ fn new_proxy(name: &str, kind: ProxyKind, loc: Loc) -> Proxy {
         kind,
         loc,
         maxconn: None,
+        backlog: None,
+        id: None,
+        description: None,
+        source: None,
         timeouts: Timeouts::default(),
         options: ProxyOptions::default(),
         log: Vec::new(),
@@ -276,6 +280,15 @@ const GLOBAL_KEYWORDS: &[&str] = &[
     "nbthread",
     "maxconn",
     "tune.bufsize",
+    "setenv",
+    "presetenv",
+    "cpu-map",
+    "tune.ssl.default-dh-param",
+    "ssl-dh-param-file",
+    "node",
+    "description",
+    "unsetenv",
+    "resetenv",
     "tune.runqueue-depth",
     "tune.sched.low-latency",
     "tune.sched.scope-lookups",
@@ -326,16 +339,8 @@ const GLOBAL_KEYWORDS: &[&str] = &[
 const HAPROXY_GLOBAL_UNSUPPORTED: &[&str] = &[
     "nbproc",
     "ssl-server-verify",
-    "tune.ssl.default-dh-param",
     "quiet",
-    "node",
-    "description",
     "lua-load",
-    "setenv",
-    "presetenv",
-    "resetenv",
-    "unsetenv",
-    "cpu-map",
     "spread-checks",
     "maxsslconn",
     "maxconnrate",
@@ -365,6 +370,13 @@ const PROXY_KEYWORDS: &[&str] = &[
     "errorfile",
     "errorfiles",
     "http-error",
+    "errorloc",
+    "errorloc302",
+    "errorloc303",
+    "backlog",
+    "id",
+    "description",
+    "source",
     "stats",
     "balance",
     "dispatch",
@@ -378,6 +390,12 @@ const PROXY_KEYWORDS: &[&str] = &[
     "compression",
     "hash-type",
     "hash-balance-factor",
+    "clitcpka-idle",
+    "clitcpka-intvl",
+    "clitcpka-cnt",
+    "srvtcpka-idle",
+    "srvtcpka-intvl",
+    "srvtcpka-cnt",
     "tcp-request",
     "tcp-response",
     "tcp-check",
@@ -398,21 +416,12 @@ const HAPROXY_PROXY_UNSUPPORTED: &[&str] = &[
     "log-format-sd",
     "error-log-format",
     "log-tag",
-    "description",
-    "id",
     "disabled",
     "enabled",
     "rate-limit",
-    "source",
     "email-alert",
-    "http-error",
-    "errorfiles",
-    "errorloc",
-    "errorloc302",
-    "errorloc303",
     "server-state-file-name",
     "external-check",
-    "backlog",
     "grace",
     "max-keep-alive-queue",
     "max-session-srv-conns",
@@ -420,16 +429,10 @@ const HAPROXY_PROXY_UNSUPPORTED: &[&str] = &[
 
 /// HAProxy `option` names ebb does not implement.
 const HAPROXY_OPTIONS_UNSUPPORTED: &[&str] = &[
-    "tcpka",
-    "clitcpka",
-    "srvtcpka",
-    "allbackups",
     "http-no-delay",
     "http-pretend-keepalive",
     "http-use-htx",
-    "log-separate-errors",
     "logasap",
-    "nolinger",
     "prefer-last-server",
     "external-check",
     "independent-streams",
@@ -442,7 +445,6 @@ const HAPROXY_OPTIONS_UNSUPPORTED: &[&str] = &[
     "http_proxy",
     "tcp-smart-accept",
     "tcp-smart-connect",
-    "dontlog-normal",
 ];
 
 const OPTIONS: &[&str] = &[
@@ -476,6 +478,13 @@ const OPTIONS: &[&str] = &[
     "abortonclose",
     "socket-stats",
     "http-restrict-req-hdr-names",
+    "tcpka",
+    "clitcpka",
+    "srvtcpka",
+    "nolinger",
+    "dontlog-normal",
+    "log-separate-errors",
+    "allbackups",
 ];
 
 const UNSUPPORTED_SECTIONS: &[&str] = &[
@@ -489,6 +498,7 @@ const UNSUPPORTED_SECTIONS: &[&str] = &[
 
 impl<'e> Parser<'e> {
     pub(crate) fn new(env: EnvLookup<'e>) -> Self {
+        crate::environ::reset();
         Parser {
             env,
             errors: Vec::new(),
@@ -532,7 +542,9 @@ impl<'e> Parser<'e> {
                 line,
             };
             let pos = LinePos { file: &file, line };
-            let words = match tokenize(raw, self.env, &pos) {
+            let base = self.env;
+            let env = |n: &str| crate::environ::lookup(n, base);
+            let words = match tokenize(raw, &env, &pos) {
                 Ok(w) => w,
                 Err(e) => {
                     self.error(loc, e);
@@ -945,6 +957,7 @@ impl<'e> Parser<'e> {
                             unix_owner: (None, None),
                             backlog: None,
                             accept_proxy: false,
+                            defer_accept: false,
                             proto_h2: false,
                         });
                     }
@@ -1184,6 +1197,33 @@ impl<'e> Parser<'e> {
                     loc: loc.clone(),
                 })
             }
+            // HAProxy: letters, digits, '.', '-' and '_'.
+            "node" => {
+                let n = one(w)?;
+                if let Some(c) = n
+                    .chars()
+                    .find(|c| !(c.is_ascii_alphanumeric() || *c == '-' || *c == '_' || *c == '.'))
+                {
+                    return Err(format!(
+                        "'node': character '{c}' is not allowed (letters, digits, '.', '-' and '_')"
+                    ));
+                }
+                if n.is_empty() {
+                    return Err("'node' expects a non-empty name".to_string());
+                }
+                g.node = Some(n);
+            }
+            // HAProxy joins the words with one space.
+            "description" => {
+                if w.len() < 2 {
+                    return Err("'description' expects a string".to_string());
+                }
+                g.description = Some(w[1..].join(" "));
+            }
+            "cpu-map" => super::cpumap::line(w, g.cpu_map.get_or_insert_with(Default::default))?,
+            "setenv" | "presetenv" | "unsetenv" | "resetenv" => {
+                crate::environ::keyword(w, self.env)?
+            }
             "daemon" => {
                 if w.len() > 1 {
                     return Err("'daemon' takes no argument".to_string());
@@ -1287,6 +1327,34 @@ impl<'e> Parser<'e> {
                 None => return Err("'stats' expects 'socket' or 'timeout'".to_string()),
             },
             "crt-base" => self.tls.crt_base = Some(PathBuf::from(one(w)?)),
+            // Both concern DHE key exchanges, which ebb never makes (its TLS
+            // library offers ECDHE only; DHE suites in a cipher string match
+            // nothing): checked as HAProxy checks them, with no object.
+            "tune.ssl.default-dh-param" => {
+                let v = one(w)?;
+                match v.trim().parse::<i64>() {
+                    Ok(n) if n >= 1024 => {}
+                    _ => return Err(format!("'{kw}' expects a value >= 1024")),
+                }
+            }
+            "ssl-dh-param-file" => {
+                let f = one(w)?;
+                let text = std::fs::read_to_string(&f).unwrap_or_default();
+                let ok = text
+                    .split_once("-----BEGIN DH PARAMETERS-----")
+                    .and_then(|(_, rest)| rest.split_once("-----END DH PARAMETERS-----"))
+                    .is_some_and(|(b64, _)| {
+                        let b: String = b64.split_whitespace().collect();
+                        b.len() >= 8
+                            && b.bytes()
+                                .all(|c| c.is_ascii_alphanumeric() || b"+/=".contains(&c))
+                    });
+                if !ok {
+                    return Err(format!(
+                        "'{kw}': unable to load DH parameters from file <{f}>"
+                    ));
+                }
+            }
             "ca-base" => self.tls.ca_base = Some(PathBuf::from(one(w)?)),
             "ssl-default-bind-ciphers" => {
                 let v = one(w)?;
@@ -1351,6 +1419,7 @@ impl<'e> Parser<'e> {
     /// Cross-checks that need the whole configuration, then the result.
     pub(crate) fn finish(mut self) -> Result<Config, Vec<ConfigError>> {
         self.close_section();
+        self.global.environ = crate::environ::take();
         // A table that stick rules use stores the server's id and key
         // (HAProxy adds server_id and server_key to it).
         let stick_tables: Vec<String> = self
@@ -1422,6 +1491,7 @@ impl<'e> Parser<'e> {
             errs.push(e);
         }
         let px = &self.proxies;
+        let named = |x: &Proxy| format!("{} '{}'", x.kind.name(), x.name);
         for (i, p) in px.iter().enumerate() {
             // Two proxies may share a name only if their capabilities do not
             // overlap (a frontend and a backend), as in HAProxy.
@@ -1434,14 +1504,47 @@ impl<'e> Parser<'e> {
                     &mut errs,
                     &p.loc,
                     format!(
-                        "{} '{}' has the same name as {} '{}' declared at {}",
-                        p.kind.name(),
-                        p.name,
-                        q.kind.name(),
-                        q.name,
+                        "{} has the same name as {} declared at {}",
+                        named(p),
+                        named(q),
                         q.loc
                     ),
                 );
+            }
+            if let Some(id) = &p.id {
+                // Proxy ids are one space, as HAProxy's.
+                if let Some(q) = px[..i]
+                    .iter()
+                    .find(|q| q.id.as_ref().is_some_and(|x| x.value == id.value))
+                {
+                    err(
+                        &mut errs,
+                        &id.loc,
+                        format!(
+                            "{} reuses same custom id as {} (declared at {})",
+                            named(p),
+                            named(q),
+                            q.loc
+                        ),
+                    );
+                }
+            }
+            if let (Some(src), true) = (&p.source, p.kind.is_backend()) {
+                if let Some(s) = p
+                    .servers
+                    .iter()
+                    .find(|s| s.opts.check || s.opts.agent_check)
+                {
+                    err(
+                        &mut errs,
+                        &src.loc,
+                        format!(
+                            "'source' in {} with health checks (server '{}') is not supported yet: ebb's checks would not connect from that address, HAProxy's do",
+                            named(p),
+                            s.name
+                        ),
+                    );
+                }
             }
             if p.kind.is_frontend() && p.binds.is_empty() && !self.bad_binds.contains(&i) {
                 err(
@@ -2586,6 +2689,109 @@ fn proxy_kw(px: &mut Proxy, ctx: &Ctx<'_>, words: &[String]) -> Result<(), Strin
                 },
             }
         }
+        "source" => {
+            ctx.allow(kw, BE, true)?;
+            let Some(a) = w.get(1) else {
+                return Err("'source' expects <addr>[:<port>] as argument".to_string());
+            };
+            match w.get(2).map(String::as_str) {
+                None => {}
+                Some("usesrc") => {
+                    return Err("'source ... usesrc' (connecting from the client's or another foreign address) is not supported by ebb".to_string())
+                }
+                Some("interface") => {
+                    return Err("'source ... interface' is not supported by ebb".to_string())
+                }
+                Some(x) => return Err(format!("unexpected argument '{x}' after 'source {a}'")),
+            }
+            if a.rsplit(':').next().is_some_and(|p| p.contains('-')) {
+                return Err(format!(
+                    "'source {a}': port ranges are not supported by ebb"
+                ));
+            }
+            let (host, port) = parse_server_addr(a)?;
+            let ip: std::net::IpAddr = host
+                .trim_start_matches('[')
+                .trim_end_matches(']')
+                .parse()
+                .map_err(|_| format!("'source' expects an IP address, not '{host}'"))?;
+            px.source = Some(Spanned {
+                value: std::net::SocketAddr::new(ip, port),
+                loc: ctx.loc.clone(),
+            });
+        }
+        "backlog" => {
+            ctx.allow(kw, FE, true)?;
+            let [_, n] = w else {
+                return Err("'backlog' expects an integer argument".to_string());
+            };
+            // 0: the default, as HAProxy's unset value.
+            let n: u32 = n
+                .parse()
+                .ok()
+                .filter(|n| i32::try_from(*n).is_ok())
+                .ok_or_else(|| format!("'backlog' expects an integer argument, not '{n}'"))?;
+            px.backlog = (n > 0).then_some(n);
+        }
+        "id" => {
+            if ctx.defaults {
+                return Err("'id' not allowed in 'defaults' section".to_string());
+            }
+            let [_, n] = w else {
+                return Err("'id' expects an integer argument".to_string());
+            };
+            let n: u32 = n
+                .parse()
+                .ok()
+                .filter(|n| *n > 0 && i32::try_from(*n).is_ok())
+                .ok_or_else(|| format!("custom id has to be > 0 (not '{n}')"))?;
+            px.id = Some(Spanned {
+                value: n,
+                loc: ctx.loc.clone(),
+            });
+        }
+        "description" => {
+            if ctx.defaults {
+                return Err("'description' not allowed in 'defaults' section".to_string());
+            }
+            if w.len() < 2 {
+                return Err("'description' expects a string argument".to_string());
+            }
+            // HAProxy joins the words with one space.
+            px.description = Some(w[1..].join(" "));
+        }
+        "errorloc" | "errorloc302" | "errorloc303" => {
+            ctx.allow(kw, FE | BE, true)?;
+            let [_, code, url] = w else {
+                return Err(format!("'{kw}' expects <status_code> and <url> as arguments"));
+            };
+            let status = errorfile_code(kw, code)?;
+            if url.is_empty() || url.bytes().any(|b| b.is_ascii_control()) {
+                return Err(format!(
+                    "'{kw}': the URL must be a non-empty field value without control characters"
+                ));
+            }
+            // HAProxy's answer (http_htx.c): a redirect with no body and
+            // no caching, in place of the status ebb would send.
+            let what = if kw == "errorloc303" {
+                "303 See Other"
+            } else {
+                "302 Found"
+            };
+            let content = format!(
+                "HTTP/1.1 {what}\r\nCache-Control: no-cache\r\nContent-length: 0\r\nLocation: {url}\r\n\r\n"
+            );
+            px.error_replies.retain(|(s, _)| *s != status);
+            set_errorfile(
+                &mut px.errorfiles,
+                ErrorFile {
+                    status,
+                    path: PathBuf::new(),
+                    content: content.into_bytes(),
+                    loc: ctx.loc.clone(),
+                },
+            );
+        }
         "errorfiles" => {
             ctx.allow(kw, FE | BE, true)?;
             let Some(name) = w.get(1) else {
@@ -2982,6 +3188,20 @@ fn proxy_kw(px: &mut Proxy, ctx: &Ctx<'_>, words: &[String]) -> Result<(), Strin
             ctx.allow(kw, FE | BE, true)?;
             parse_compression(&mut px.compression, ctx, &w[1..])?;
         }
+        "clitcpka-idle" | "clitcpka-intvl" | "clitcpka-cnt" | "srvtcpka-idle"
+        | "srvtcpka-intvl" | "srvtcpka-cnt" => {
+            let cli = kw.starts_with("cli");
+            ctx.allow(kw, if cli { FE } else { BE }, true)?;
+            let [_, v] = w else {
+                return Err(format!("'{kw}' expects one value"));
+            };
+            let ka = if cli {
+                &mut px.options.clitcpka
+            } else {
+                &mut px.options.srvtcpka
+            };
+            parse_tcpka_param(ka, &kw[9..], kw, v)?;
+        }
         "serve-files" => {
             ctx.allow(kw, BE, false)?;
             px.serve_files = Some(parse_serve_files(&w[1..], ctx)?);
@@ -3055,7 +3275,9 @@ fn proxy_option(px: &mut Proxy, ctx: &Ctx<'_>, no: bool, w: &[String]) -> Result
         | "transparent" | "redis-check" | "smtpchk" | "pgsql-check" | "mysql-check"
         | "ldap-check" | "spop-check" | "ssl-hello-chk" => BE,
         "http-buffer-request" | "splice-auto" | "splice-request" | "splice-response" => FE | BE,
-        "abortonclose" => BE,
+        "abortonclose" | "srvtcpka" | "allbackups" => BE,
+        "tcpka" | "nolinger" => FE | BE,
+        "clitcpka" | "dontlog-normal" | "log-separate-errors" => FE,
         "httplog"
         | "tcplog"
         | "dontlognull"
@@ -3176,6 +3398,44 @@ fn proxy_option(px: &mut Proxy, ctx: &Ctx<'_>, no: bool, w: &[String]) -> Result
         "abortonclose" => {
             no_args(rest)?;
             o.abortonclose = !no;
+        }
+        "tcpka" => {
+            if no {
+                return Err("negation is not supported for option 'tcpka'".to_string());
+            }
+            no_args(rest)?;
+            // HAProxy: the client side where the proxy has a frontend,
+            // the server side where it has a backend.
+            if ctx.caps & FE != 0 {
+                o.clitcpka.on = true;
+            }
+            if ctx.caps & BE != 0 {
+                o.srvtcpka.on = true;
+            }
+        }
+        "clitcpka" => {
+            no_args(rest)?;
+            o.clitcpka.on = !no;
+        }
+        "srvtcpka" => {
+            no_args(rest)?;
+            o.srvtcpka.on = !no;
+        }
+        "nolinger" => {
+            no_args(rest)?;
+            o.nolinger = !no;
+        }
+        "allbackups" => {
+            no_args(rest)?;
+            o.allbackups = !no;
+        }
+        "dontlog-normal" => {
+            no_args(rest)?;
+            o.dontlog_normal = !no;
+        }
+        "log-separate-errors" => {
+            no_args(rest)?;
+            o.log_separate_errors = !no;
         }
         "socket-stats" => {
             no_args(rest)?;
@@ -3322,6 +3582,36 @@ fn proxy_option(px: &mut Proxy, ctx: &Ctx<'_>, no: bool, w: &[String]) -> Result
                 hc.body = body;
             }
         }
+    }
+    Ok(())
+}
+
+/// `{cli,srv}tcpka-idle|intvl TIME` (seconds unless a unit is given,
+/// rounded up, as HAProxy) and `{cli,srv}tcpka-cnt N`. 0 leaves the
+/// system's value, as in HAProxy; a value Linux refuses (above 32767 s,
+/// or 127 probes) is refused here rather than ignored at each connection.
+fn parse_tcpka_param(ka: &mut TcpKa, what: &str, kw: &str, v: &str) -> Result<(), String> {
+    let (n, max) = if what == "cnt" {
+        let n: u32 = v
+            .parse()
+            .map_err(|_| format!("'{kw}' expects an integer value, not '{v}'"))?;
+        (n, 127)
+    } else {
+        let d = parse_time_unit(v, 1_000_000).map_err(|e| format!("'{kw}': {e}"))?;
+        let s = d.as_micros().div_ceil(1_000_000);
+        (u32::try_from(s).unwrap_or(u32::MAX), 32767)
+    };
+    if n > max {
+        return Err(format!(
+            "'{kw} {v}': Linux takes at most {max}{}",
+            if what == "cnt" { " probes" } else { " seconds" }
+        ));
+    }
+    let val = (n > 0).then_some(n);
+    match what {
+        "idle" => ka.idle = val,
+        "intvl" => ka.intvl = val,
+        _ => ka.cnt = val,
     }
     Ok(())
 }
@@ -3505,6 +3795,7 @@ fn parse_bind(w: &[String], ctx: &Ctx<'_>) -> Result<Bind, String> {
     };
     let mut unix_mode = None;
     let mut accept_proxy = false;
+    let mut defer_accept = false;
     let mut proto_h2 = false;
     let mut unix_owner = (None, None);
     let mut backlog = None;
@@ -3580,7 +3871,7 @@ fn parse_bind(w: &[String], ctx: &Ctx<'_>) -> Result<Bind, String> {
                 proto_h2 = true;
             }
             "backlog" => backlog = Some(parse_u32_range(opt, v?, 1, i32::MAX as u32)?),
-            "expose-fd" | "accept-netscaler-cip" | "defer-accept" | "tfo"
+            "expose-fd" | "accept-netscaler-cip" | "tfo"
             | "transparent" | "interface" | "namespace" | "mss" | "tcp-ut" | "maxconn"
             | "process" | "thread" | "shards" | "level" | "severity-output" => {
                 return Err(format!("bind option '{opt}' is not supported yet"))
@@ -3613,6 +3904,11 @@ fn parse_bind(w: &[String], ctx: &Ctx<'_>) -> Result<Bind, String> {
             }
             "accept-proxy" => {
                 accept_proxy = true;
+                i += 1;
+                continue;
+            }
+            "defer-accept" => {
+                defer_accept = true;
                 i += 1;
                 continue;
             }
@@ -3685,6 +3981,7 @@ fn parse_bind(w: &[String], ctx: &Ctx<'_>) -> Result<Bind, String> {
         unix_owner,
         backlog,
         accept_proxy,
+        defer_accept,
         proto_h2,
     })
 }
@@ -4394,6 +4691,36 @@ fn parse_stats(px: &mut Proxy, ctx: &Ctx<'_>, w: &[String]) -> Result<(), String
             }
             st.hide_version = true;
         }
+        "show-legends" => {
+            if w.len() > 2 {
+                return Err("'stats show-legends' takes no argument".to_string());
+            }
+            st.show_legends = true;
+        }
+        // HAProxy: the node name with the characters of the global `node`;
+        // the description is every word after, joined by spaces.
+        "show-node" => {
+            let name = match w {
+                [_, _] => None,
+                [_, _, n] => {
+                    if n.is_empty()
+                        || !n
+                            .chars()
+                            .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+                    {
+                        return Err(format!(
+                            "'stats show-node' requires a valid node name (letters, digits, '.', '-' and '_'), got '{n}'"
+                        ));
+                    }
+                    Some(n.clone())
+                }
+                _ => return Err("'stats show-node' expects at most a name".to_string()),
+            };
+            st.show_node = Some(name);
+        }
+        "show-desc" => {
+            st.show_desc = Some((w.len() > 2).then(|| w[2..].join(" ")));
+        }
         "auth" => {
             let v = one()?;
             let Some((user, password)) = v.split_once(':') else {
@@ -4420,7 +4747,7 @@ fn parse_stats(px: &mut Proxy, ctx: &Ctx<'_>, w: &[String]) -> Result<(), String
         }
         o => {
             return Err(format!(
-                "unknown 'stats {o}' (supported: enable, uri, refresh, auth, admin, realm, hide-version)"
+                "unknown 'stats {o}' (supported: enable, uri, refresh, auth, admin, realm, hide-version, show-node, show-desc, show-legends)"
             ))
         }
     }
@@ -4779,6 +5106,12 @@ fn parse_http_request(
             }
             HttpRequestAction::Reject
         }
+        "silent-drop" => {
+            if let Some(x) = args.first() {
+                return Err(format!("unexpected '{x}' after 'http-request silent-drop'"));
+            }
+            HttpRequestAction::SilentDrop
+        }
         "tarpit" => {
             let mut status = 500;
             match args {
@@ -4881,7 +5214,7 @@ fn parse_http_request(
         },
         o => {
             return Err(format!(
-                "unknown 'http-request' action '{o}' (supported: return, redirect, deny, allow, set-header, add-header, del-header, replace-header, replace-value, set-path, set-pathq, set-query, set-uri, set-method, replace-path, replace-pathq, replace-uri, set-var, set-var-fmt, unset-var, set-dst, set-dst-port, set-src, set-src-port, normalize-uri, use-service, cache-use, capture, tarpit, reject, wait-for-body, auth, set-timeout, strict-mode, track-sc0, track-sc1, track-sc2, sc-inc-gpc, sc-inc-gpc0, sc-inc-gpc1, sc-set-gpt, sc-set-gpt0)"
+                "unknown 'http-request' action '{o}' (supported: return, redirect, deny, allow, set-header, add-header, del-header, replace-header, replace-value, set-path, set-pathq, set-query, set-uri, set-method, replace-path, replace-pathq, replace-uri, set-var, set-var-fmt, unset-var, set-dst, set-dst-port, set-src, set-src-port, normalize-uri, use-service, cache-use, capture, tarpit, reject, silent-drop, wait-for-body, auth, set-timeout, strict-mode, track-sc0, track-sc1, track-sc2, sc-inc-gpc, sc-inc-gpc0, sc-inc-gpc1, sc-set-gpt, sc-set-gpt0)"
             ))
         }
     };

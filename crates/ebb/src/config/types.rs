@@ -183,6 +183,16 @@ pub struct Global {
     pub localpeer: Option<String>,
     /// `set-var proc.NAME EXPR` and `set-var-fmt proc.NAME FMT`, in order.
     pub set_vars: Vec<crate::sample::VarAction>,
+    /// `setenv`, `presetenv`, `unsetenv`, `resetenv`: the environment as
+    /// the configuration left it (applied to the process at start).
+    pub environ: crate::environ::Overlay,
+    /// `node NAME`: the name `show info` and the stats page give this
+    /// instance (default: the host name).
+    pub node: Option<String>,
+    /// `cpu-map` lines: the CPUs of the process and of each thread.
+    pub cpu_map: Option<Box<super::cpumap::CpuMap>>,
+    /// `description TEXT`: `show info`'s and the stats page's description.
+    pub description: Option<String>,
     /// `nbthread N`; `None`: one per CPU.
     pub nbthread: Option<Spanned<u32>>,
     /// `maxconn N`: process-wide connection limit.
@@ -273,6 +283,10 @@ impl Default for Global {
         Global {
             localpeer: None,
             set_vars: Vec::new(),
+            environ: Default::default(),
+            node: None,
+            cpu_map: None,
+            description: None,
             nbthread: None,
             maxconn: None,
             bufsize: 16384,
@@ -462,6 +476,16 @@ pub struct Proxy {
     pub loc: Loc,
     /// `maxconn` (frontends).
     pub maxconn: Option<u32>,
+    /// `backlog N` (frontends): the listen queue of its binds that do not
+    /// set their own.
+    pub backlog: Option<u32>,
+    /// `id N`: the proxy's numeric id, instead of the next free one.
+    pub id: Option<Spanned<u32>>,
+    /// `description TEXT`.
+    pub description: Option<String>,
+    /// `source ADDR[:PORT]` (backends): the local address of server
+    /// connections.
+    pub source: Option<Spanned<std::net::SocketAddr>>,
     pub timeouts: Timeouts,
     pub options: ProxyOptions,
     pub log: Vec<ProxyLog>,
@@ -751,7 +775,24 @@ pub struct ProxyOptions {
     pub socket_stats: bool,
     /// `option http-restrict-req-hdr-names`.
     pub restrict_hdr_names: RestrictHdrNames,
+    /// `option clitcpka` (`option tcpka` in a proxy with a frontend) and
+    /// `clitcpka-idle|intvl|cnt`: TCP keep-alive on client connections.
+    pub clitcpka: TcpKa,
+    /// `option srvtcpka` (`option tcpka` in a proxy with a backend) and
+    /// `srvtcpka-idle|intvl|cnt`: TCP keep-alive on server connections.
+    pub srvtcpka: TcpKa,
+    /// `option allbackups` (backends).
+    pub allbackups: bool,
+    /// `option dontlog-normal`: only abnormal exchanges are logged.
+    pub dontlog_normal: bool,
+    /// `option log-separate-errors`: abnormal exchanges at level `err`.
+    pub log_separate_errors: bool,
+    /// `option nolinger`: connections on this side (the clients' in a
+    /// frontend, the servers' in a backend) close with SO_LINGER 0 (RST).
+    pub nolinger: bool,
 }
+
+pub use crate::net::TcpKa;
 
 /// `option http-restrict-req-hdr-names preserve|delete|reject`: what the
 /// proxy does, after its `http-request` rules, with request fields whose
@@ -802,6 +843,11 @@ pub struct Bind {
     /// `accept-proxy`: every connection starts with a PROXY protocol
     /// header (v1 or v2), whose source is then the client's address.
     pub accept_proxy: bool,
+    /// `defer-accept`: the kernel hands over a connection only once its
+    /// first bytes arrived, or after its first retransmitted SYN-ACK
+    /// (`TCP_DEFER_ACCEPT`, one second). TCP addresses only: HAProxy
+    /// ignores it on other sockets (UNIX, `fd@`).
+    pub defer_accept: bool,
     /// `proto h2`: connections speak HTTP/2 from their first byte
     /// (cleartext with prior knowledge, or TLS whatever ALPN chose).
     pub proto_h2: bool,
@@ -1143,6 +1189,10 @@ pub enum HttpRequestAction {
     /// `reject`: the connection closes at once, no answer (a denied
     /// request, logged `PR`).
     Reject,
+    /// `silent-drop`: as `reject`, and the client gets no FIN: the socket
+    /// is reset with a time-to-live of 1 (HAProxy's trick when TCP_REPAIR
+    /// is not allowed), so a client beyond a router never hears of it.
+    SilentDrop,
     /// `tarpit [deny_status N]` (500 by default): the answer waits
     /// `timeout tarpit`.
     Tarpit {
@@ -1293,6 +1343,11 @@ pub struct Stats {
     pub hide_version: bool,
     /// `stats admin if|unless COND`: admin actions allowed when any matches.
     pub admin: Vec<Condition>,
+    /// `stats show-node [NAME]` and `stats show-desc [TEXT]` (`Some(None)`:
+    /// the global `node`/`description`), `stats show-legends`.
+    pub show_node: Option<Option<String>>,
+    pub show_desc: Option<Option<String>>,
+    pub show_legends: bool,
 }
 
 impl Stats {
@@ -1468,6 +1523,19 @@ pub struct ServerOptions {
     pub agent_inter: Duration,
     /// `agent-send`: sent verbatim to the agent once connected.
     pub agent_send: Vec<u8>,
+    /// The backend's options for its server sockets (no `server`
+    /// keyword: set from the backend when its servers are built).
+    pub sock: SrvSock,
+}
+
+/// What a backend asks of each of its server sockets: `option srvtcpka`
+/// (and its parameters), `option nolinger` and `source`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SrvSock {
+    pub tcpka: TcpKa,
+    pub nolinger: bool,
+    /// The backend's `source`: bound before connecting.
+    pub source: Option<std::net::SocketAddr>,
 }
 
 /// The TLS policy of a `server ... ssl` line (the client side).
@@ -1548,6 +1616,7 @@ impl Default for ServerOptions {
             agent_addr: None,
             agent_inter: Duration::from_secs(2),
             agent_send: Vec::new(),
+            sock: SrvSock::default(),
         }
     }
 }

@@ -170,7 +170,7 @@ pub(crate) fn env_expand(s: &str) -> std::borrow::Cow<'_, str> {
             .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
             .unwrap_or(after.len() - name_at);
         let name = &after[name_at..name_at + name_len];
-        if let Ok(v) = std::env::var(name) {
+        if let Some(v) = crate::environ::get(name) {
             out.push_str(&v);
         }
         let mut next = name_at + name_len;

@@ -11,7 +11,7 @@
 //! head with n fields and c Connection options costs O(n·c) comparisons,
 //! both small.
 
-use super::head::{for_each_member, name_is, HeaderSpan};
+use super::head::{for_each_member, name_is, trim_ows, HeaderSpan};
 
 /// The fields that are hop-by-hop whatever Connection says (lower case).
 pub const HOP_BY_HOP: [&str; 7] = [
@@ -54,18 +54,45 @@ pub fn is_hop_by_hop(buf: &[u8], headers: &[HeaderSpan], name: &[u8]) -> bool {
     is_hop_by_hop_name(name) || named_in_connection(buf, headers, name)
 }
 
+/// How many Connection options [`forwardable`] keeps at hand; a head
+/// naming more falls back to looking them up for each field.
+const NAMED_MAX: usize = 8;
+
 /// The fields of a head a proxy forwards, in order.
+///
+/// The Connection options are gathered once (those on the fixed list need
+/// no second look), so each field costs a few comparisons rather than a
+/// pass over every Connection field.
 pub fn forwardable<'h>(
     buf: &'h [u8],
     headers: &'h [HeaderSpan],
 ) -> impl Iterator<Item = &'h HeaderSpan> + 'h {
-    // Fast path: without a Connection field only the fixed list matters.
-    let has_connection = headers
-        .iter()
-        .any(|h| name_is(h.name.get(buf), b"connection"));
+    let mut named: [&'h [u8]; NAMED_MAX] = [b""; NAMED_MAX];
+    let mut n = 0;
+    let mut overflow = false;
+    for h in headers {
+        if !name_is(h.name.get(buf), b"connection") {
+            continue;
+        }
+        let members = h.value.get(buf).split(|&b| b == b',').map(trim_ows);
+        for m in members.filter(|m| !m.is_empty() && !is_hop_by_hop_name(m)) {
+            if n < NAMED_MAX {
+                named[n] = m;
+                n += 1;
+            } else {
+                overflow = true;
+            }
+        }
+    }
     headers.iter().filter(move |h| {
         let name = h.name.get(buf);
-        !(is_hop_by_hop_name(name) || has_connection && named_in_connection(buf, headers, name))
+        if is_hop_by_hop_name(name) {
+            return false;
+        }
+        if overflow {
+            return !named_in_connection(buf, headers, name);
+        }
+        !named[..n].iter().any(|m| name_is(name, m))
     })
 }
 

@@ -1410,11 +1410,26 @@ fn hop_by_hop_fields_are_not_forwarded() {
     assert_eq!(HOP_BY_HOP.len(), 7);
     // Without a Connection field only the fixed list goes.
     let buf = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nX-A: 1\r\n\r\n";
+    assert_eq!(forwarded_names(buf), [&b"X-A"[..]]);
+}
+
+/// The names of the fields of answer `buf` a proxy forwards.
+fn forwarded_names(buf: &[u8]) -> Vec<&[u8]> {
     let r = resp_ok(buf, Method::Get);
-    let kept: Vec<&[u8]> = forwardable(buf, &r.headers)
+    forwardable(buf, &r.headers)
         .map(|f| f.name.get(buf))
-        .collect();
-    assert_eq!(kept, [&b"X-A"[..]]);
+        .collect()
+}
+
+#[test]
+fn many_connection_options_are_all_honoured() {
+    // More options than forwardable keeps at hand, across two Connection
+    // fields: each named field still goes, whatever its case.
+    let buf = b"HTTP/1.1 200 OK\r\nConnection: x-1, x-2, x-3, x-4, x-5\r\nX-1: a\r\n\
+        Connection: keep-alive, X-6,x-7 , x-8,x-9\r\nx-9: b\r\nX-A: 1\r\nx-5: c\r\nX-8: d\r\n\r\n";
+    assert_eq!(forwarded_names(buf), [&b"X-A"[..]]);
+    let buf = b"HTTP/1.1 200 OK\r\nConnection: X-Gone\r\nx-gone: 1\r\nX-Kept: 2\r\n\r\n";
+    assert_eq!(forwarded_names(buf), [&b"X-Kept"[..]]);
 }
 
 #[test]

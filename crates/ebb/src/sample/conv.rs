@@ -46,6 +46,10 @@ pub(super) enum Conv {
     /// `add|sub|mul|div|mod(INT|VAR)`.
     Arith(Op, ArithArg),
     Neg,
+    /// `cpl`: the bits inverted.
+    Cpl,
+    /// `bool`, `not`, `odd`, `even`: an integer's truth.
+    IntTest(IntTest),
     /// `ipmask(MASK4[,MASK6])`: the masks' bits (no IPv6 mask: an IPv6
     /// address gives no value).
     IpMask {
@@ -127,6 +131,18 @@ pub(super) enum Op {
     Mul,
     Div,
     Mod,
+    And,
+    Or,
+    Xor,
+}
+
+/// What `bool`, `not`, `odd` and `even` ask of an integer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum IntTest {
+    NonZero,
+    Zero,
+    Odd,
+    Even,
 }
 
 /// How `json` reads its input (HAProxy's `input_type`): bytes, or UTF-8
@@ -257,6 +273,11 @@ impl Conv {
                 }
             }
             "neg" => none(Conv::Neg),
+            "cpl" => none(Conv::Cpl),
+            "bool" => none(Conv::IntTest(IntTest::NonZero)),
+            "not" => none(Conv::IntTest(IntTest::Zero)),
+            "odd" => none(Conv::IntTest(IntTest::Odd)),
+            "even" => none(Conv::IntTest(IntTest::Even)),
             "host_only" => none(Conv::HostOnly),
             "json_query" => {
                 count(name, args, 1, 2)?;
@@ -364,7 +385,7 @@ impl Conv {
                 }
                 Ok(Conv::Bytes { off, len })
             }
-            "add" | "sub" | "mul" | "div" | "mod" => {
+            "add" | "sub" | "mul" | "div" | "mod" | "and" | "or" | "xor" => {
                 count(name, args, 1, 1)?;
                 let arg = match super::VarRef::parse(&args[0]) {
                     Ok(r) => ArithArg::Var(r),
@@ -380,6 +401,9 @@ impl Conv {
                     "sub" => Op::Sub,
                     "mul" => Op::Mul,
                     "div" => Op::Div,
+                    "and" => Op::And,
+                    "or" => Op::Or,
+                    "xor" => Op::Xor,
                     _ => Op::Mod,
                 };
                 Ok(Conv::Arith(op, arg))
@@ -564,7 +588,9 @@ impl Conv {
             | Conv::MqttIsValid
             | Conv::MqttFieldValue(..) => Type::Bin,
             Conv::Iif(..) => Type::Bool,
-            Conv::Arith(..) | Conv::Neg | Conv::HttpDate { .. } => Type::Int,
+            Conv::Arith(..) | Conv::Neg | Conv::Cpl | Conv::IntTest(_) | Conv::HttpDate { .. } => {
+                Type::Int
+            }
             Conv::IpMask { .. } => Type::Ip,
             Conv::Map(m) => m.in_type(),
             _ => Type::Str,
@@ -584,11 +610,12 @@ impl Conv {
             | Conv::Ub64Dec
             | Conv::Digest(_)
             | Conv::FixTagValue(_) => Type::Bin,
-            Conv::FixIsValid | Conv::MqttIsValid => Type::Bool,
+            Conv::FixIsValid | Conv::MqttIsValid | Conv::IntTest(_) => Type::Bool,
             Conv::Length
             | Conv::Hex2i
             | Conv::Arith(..)
             | Conv::Neg
+            | Conv::Cpl
             | Conv::Hash { .. }
             | Conv::Xxh(..)
             | Conv::StrCmp(_)
@@ -823,6 +850,19 @@ impl Conv {
                 let Val::Int(x) = v else { return None };
                 Some(Val::Int(x.wrapping_neg()))
             }
+            Conv::Cpl => {
+                let Val::Int(x) = v else { return None };
+                Some(Val::Int(!x))
+            }
+            Conv::IntTest(t) => {
+                let Val::Int(x) = v else { return None };
+                Some(Val::Bool(match t {
+                    IntTest::NonZero => x != 0,
+                    IntTest::Zero => x == 0,
+                    IntTest::Odd => x & 1 == 1,
+                    IntTest::Even => x & 1 == 0,
+                }))
+            }
             Conv::IpMask { v4, v6 } => {
                 let Val::Ip(ip) = v else { return None };
                 // HAProxy's sample_conv_ipmask: an IPv4-mapped address is
@@ -1048,6 +1088,9 @@ pub(super) fn arith(op: Op, x: i64, y: i64) -> i64 {
         Op::Add => x.saturating_add(y),
         Op::Sub => x.saturating_sub(y),
         Op::Mul => x.saturating_mul(y),
+        Op::And => x & y,
+        Op::Or => x | y,
+        Op::Xor => x ^ y,
         Op::Div => {
             if y == 0 {
                 i64::MAX

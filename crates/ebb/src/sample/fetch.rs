@@ -410,7 +410,7 @@ impl Fetch {
             }
             "env" => {
                 arg_count(name, args, 1, 1)?;
-                Ok(Fetch::Env(std::env::var(&args[0]).ok()))
+                Ok(Fetch::Env(crate::environ::get(&args[0])))
             }
             "date" => {
                 arg_count(name, args, 0, 1)?;

@@ -30,6 +30,18 @@ enum Alias {
     RequestLine,
     Hostname,
     Pid,
+    /// `%t`, `%T`, `%Tl` (the accept date) and `%tr`, `%trg`, `%trl` (the
+    /// request's), in their zones.
+    Date {
+        request: bool,
+        zone: super::logline::Zone,
+    },
+    /// `%Ts`, `%ms`: the accept date's seconds since the epoch, and its
+    /// milliseconds (3 digits).
+    AcceptTs,
+    AcceptMs,
+    /// `%rt`: the exchange's number (HAProxy's request counter).
+    ReqCounter,
 }
 
 #[derive(Clone, Debug)]
@@ -98,9 +110,23 @@ fn alias(name: &str, scope: Scope) -> Result<Alias, String> {
         "r" => Alias::RequestLine,
         "H" => Alias::Hostname,
         "pid" => Alias::Pid,
+        "t" | "T" | "Tl" | "tr" | "trg" | "trl" => {
+            use super::logline::Zone;
+            Alias::Date {
+                request: name.starts_with("tr"),
+                zone: match name {
+                    "t" | "tr" => Zone::LocalPlain,
+                    "T" | "trg" => Zone::Gmt,
+                    _ => Zone::LocalOffset,
+                },
+            }
+        }
+        "Ts" => Alias::AcceptTs,
+        "ms" => Alias::AcceptMs,
+        "rt" => Alias::ReqCounter,
         o => {
             return Err(format!(
-                "log-format alias '%{o}' is not supported here (supported: %ci %cp %fi %fp %f %ft %b %s %ST %HM %HP %HU %HQ %HV %r %H %pid, and %[sample])"
+                "log-format alias '%{o}' is not supported here (supported: %ci %cp %fi %fp %f %ft %b %s %ST %HM %HP %HU %HQ %HV %r %H %pid %t %T %Tl %tr %trg %trl %Ts %ms %rt, and %[sample])"
             ))
         }
     };
@@ -350,6 +376,32 @@ fn render_hex(a: Alias, ctx: &Ctx<'_>, out: &mut Vec<u8>) -> bool {
             let _ = write!(out, "{:04X}", std::process::id());
             true
         }
+        Alias::AcceptTs | Alias::AcceptMs => {
+            let info = ctx.vars.and_then(|v| v.try_borrow().ok());
+            let Some(t) = info.and_then(|s| s.info.accept_date) else {
+                return false;
+            };
+            let d = t.duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+            if a == Alias::AcceptTs {
+                let _ = write!(out, "{:04X}", d.as_secs() as u32);
+            } else {
+                let _ = write!(out, "{:02X}", d.subsec_millis());
+            }
+            true
+        }
+        Alias::ReqCounter => {
+            let n = ctx
+                .vars
+                .and_then(|v| v.try_borrow_mut().ok())
+                .map(|mut s| s.info.request_counter());
+            match n {
+                Some(n) => {
+                    let _ = write!(out, "{:04X}", n as u32);
+                    true
+                }
+                None => false,
+            }
+        }
         _ => false,
     }
 }
@@ -416,6 +468,39 @@ fn render_alias(a: Alias, ctx: &Ctx<'_>, out: &mut Vec<u8>) {
             }
         }
         Alias::Hostname => out.extend_from_slice(hostname().as_bytes()),
+        Alias::Date { request, zone } => {
+            let info = ctx.vars.and_then(|v| v.try_borrow().ok());
+            let t = info.and_then(|s| {
+                if request {
+                    s.info.request_date()
+                } else {
+                    s.info.accept_date
+                }
+            });
+            if let Some(t) = t {
+                super::logline::fmt_date(t, zone, out);
+            }
+        }
+        Alias::AcceptTs | Alias::AcceptMs => {
+            let info = ctx.vars.and_then(|v| v.try_borrow().ok());
+            if let Some(t) = info.and_then(|s| s.info.accept_date) {
+                let d = t.duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+                if a == Alias::AcceptTs {
+                    let _ = write!(out, "{}", d.as_secs());
+                } else {
+                    let _ = write!(out, "{:03}", d.subsec_millis());
+                }
+            }
+        }
+        Alias::ReqCounter => {
+            let n = ctx
+                .vars
+                .and_then(|v| v.try_borrow_mut().ok())
+                .map(|mut s| s.info.request_counter());
+            if let Some(n) = n {
+                let _ = write!(out, "{n}");
+            }
+        }
         Alias::Pid => {
             let _ = write!(out, "{}", std::process::id());
         }

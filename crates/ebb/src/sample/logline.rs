@@ -81,6 +81,7 @@ enum Var {
     Tu,
     SrvIp,
     SrvPort,
+    ReqCounter,
 }
 
 fn var(name: &str) -> Result<Var, String> {
@@ -135,6 +136,7 @@ fn var(name: &str) -> Result<Var, String> {
         "H" => Hostname,
         "pid" => Pid,
         "ID" => UniqueId,
+        "rt" => ReqCounter,
         "Th" => Th,
         "Ti" => Ti,
         "Tq" => Tq,
@@ -154,7 +156,7 @@ fn var(name: &str) -> Result<Var, String> {
         }
         o => {
             return Err(format!(
-                "unknown log-format variable '%{o}' (supported: %ci %cp %fi %fp %si %sp %t %tr %T %trg %Tl %trl %Ts %ms %f %ft %b %s %Th %Ti %TR %Tq %Tw %Tc %Tr %Td %Ta %Tt %Tu %ST %B %CC %CS %ts %tsc %ac %fc %bc %sc %rc %sq %bq %hr %hrl %hs %hsl %r %HP %HPO %HQ %HU %HM %HV %H %pid %ID, and %[sample])"
+                "unknown log-format variable '%{o}' (supported: %ci %cp %fi %fp %si %sp %t %tr %T %trg %Tl %trl %Ts %ms %f %ft %b %s %Th %Ti %TR %Tq %Tw %Tc %Tr %Td %Ta %Tt %Tu %ST %B %CC %CS %ts %tsc %ac %fc %bc %sc %rc %sq %bq %hr %hrl %hs %hsl %r %HP %HPO %HQ %HU %HM %HV %H %pid %ID %rt, and %[sample])"
             ))
         }
     })
@@ -564,6 +566,14 @@ fn render_var(v: Var, quote: bool, e: &Entry<'_>, caps: &Caps, out: &mut Vec<u8>
         e.tt - (e.tq + e.tw + e.tc + e.tr)
     };
     let line = Some(e.request_line).filter(|l| *l != b"<BADREQ>");
+    // `%rt` may take its number now (the only write a log line makes).
+    let rt = if v == Var::ReqCounter {
+        e.vars
+            .and_then(|v| v.try_borrow_mut().ok())
+            .map(|mut s| s.info.request_counter())
+    } else {
+        None
+    };
     let store = e.vars.and_then(|v| v.try_borrow().ok());
     let info = store.as_ref().map(|s| &s.info);
     // HAProxy's Ti: from the accept (or the previous exchange's end) to
@@ -738,6 +748,10 @@ fn render_var(v: Var, quote: bool, e: &Entry<'_>, caps: &Caps, out: &mut Vec<u8>
         Var::HttpVersion => req_part(out, uri.map(|_| ver.unwrap_or(b"HTTP/0.9")), quote),
         Var::Hostname => text(out, Some(super::logfmt::hostname().as_bytes()), quote),
         Var::Pid => num(out, i64::from(crate::sys::pid()), quote),
+        Var::ReqCounter => match rt {
+            Some(n) => num(out, n as i64, quote),
+            None => text(out, None, quote),
+        },
         // '-' without `unique-id-format`, as HAProxy.
         Var::UniqueId => {
             let v = info.and_then(|i| i.unique_id.clone());
@@ -839,8 +853,8 @@ impl CaptureAction {
     }
 }
 
-#[derive(Clone, Copy)]
-enum Zone {
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Zone {
     /// `dd/Mon/yyyy:HH:MM:SS.mmm`, local time (HAProxy's %t, %tr).
     LocalPlain,
     /// `dd/Mon/yyyy:HH:MM:SS +0000` (%T, %trg).
@@ -849,7 +863,7 @@ enum Zone {
     LocalOffset,
 }
 
-fn fmt_date(t: SystemTime, zone: Zone, out: &mut Vec<u8>) {
+pub(super) fn fmt_date(t: SystemTime, zone: Zone, out: &mut Vec<u8>) {
     const MON: [&str; 12] = [
         "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
     ];

@@ -165,6 +165,16 @@ fn converters_match_haproxy() {
     assert_eq!(lf("%[int(-7),div(2)]"), "-3");
     assert_eq!(lf("%[int(7),mod(3)]"), "1");
     assert_eq!(lf("%[int(-7),neg]"), "7");
+    assert_eq!(lf("%[int(12),and(10)]"), "8");
+    assert_eq!(lf("%[int(12),or(3)]"), "15");
+    assert_eq!(lf("%[int(12),xor(10)]"), "6");
+    assert_eq!(lf("%[int(0),cpl]"), "-1");
+    assert_eq!(
+        lf("%[int(5),bool] %[int(0),bool] %[int(0),not] %[int(3),not]"),
+        "1 0 1 0"
+    );
+    assert_eq!(lf("%[int(-3),odd] %[int(-3),even] %[int(4),even]"), "1 0 1");
+    assert_eq!(lf("%[str(41),add(1),odd]"), "0");
     assert_eq!(lf("%[bool(1)]"), "1");
     assert_eq!(lf("%[int(-3),add(5)]"), "2");
     assert_eq!(lf("%[str(12abc),add(1)]"), "13");

@@ -310,6 +310,26 @@ pub struct VarStore {
     pub(crate) fresh: bool,
 }
 
+static REQ_COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+impl TxnInfo {
+    /// `%rt`, HAProxy's request counter: a number no other exchange of the
+    /// process has (taken from one process-wide counter, only by the
+    /// exchanges that ask for it).
+    pub fn request_counter(&mut self) -> u64 {
+        *self
+            .rt
+            .get_or_insert_with(|| REQ_COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed))
+    }
+
+    /// The request's date: its head's age taken from now.
+    pub fn request_date(&self) -> Option<std::time::SystemTime> {
+        self.accept_date?;
+        std::time::SystemTime::now()
+            .checked_sub(std::time::Duration::from_millis(u64::from(self.req_age_ms)))
+    }
+}
+
 /// Facts of one exchange the log line reports (HAProxy keeps them in its
 /// transaction): persistence cookie flags, captured cookies, the unique
 /// id, retries and queue positions.
@@ -343,6 +363,14 @@ pub struct TxnInfo {
     pub cap_cs: Option<Vec<u8>>,
     /// `unique-id-format`'s value for this exchange.
     pub unique_id: Option<Vec<u8>>,
+    /// The connection's accept date, and how old the request was (ms since
+    /// its first byte) when its head was complete: the dates log-format
+    /// strings give (`%t`, `%Ts`, `%ms`, `%tr`...) outside the log line.
+    pub accept_date: Option<std::time::SystemTime>,
+    pub req_age_ms: u32,
+    /// `%rt`: the exchange's number, taken from the process's counter the
+    /// first time something asks for it.
+    pub rt: Option<u64>,
     /// Connection retries made (`%rc`), the backend's and the server's
     /// concurrent streams (`%bc`, `%sc`), and the server's address
     /// (`%si:%sp`).

@@ -55,16 +55,13 @@ pub(crate) fn info_values(p: &Process) -> Vec<(&'static str, String)> {
     let (conn_rate, conn_max) = super::stats::sampled_rate("info/conns", cum);
     let (out_rate, _) = super::stats::sampled_rate("info/bytes_out", out);
     let ulimit = crate::sys::raise_nofile(0).unwrap_or(0);
-    let node = std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .map(|h| h.trim().to_string())
-        .unwrap_or_default();
     let start = p
         .start
         .duration_since(SystemTime::UNIX_EPOCH)
         .map(|d| d.as_secs())
         .unwrap_or(0);
     let version = env!("CARGO_PKG_VERSION");
-    vec![
+    let mut v = vec![
         ("Name", "ebb".into()),
         ("Version", version.into()),
         ("Nbthread", p.nbthread.to_string()),
@@ -92,7 +89,7 @@ pub(crate) fn info_values(p: &Process) -> Vec<(&'static str, String)> {
         ("SessRateLimit", "0".into()),
         ("MaxSessRate", conn_max.to_string()),
         ("Idle_pct", idle.to_string()),
-        ("node", node),
+        ("node", c.node.clone()),
         ("Stopping", "0".into()),
         ("Jobs", cur.to_string()),
         ("Unstoppable Jobs", "0".into()),
@@ -103,5 +100,10 @@ pub(crate) fn info_values(p: &Process) -> Vec<(&'static str, String)> {
         ("Build info", version.into()),
         ("Start_time_sec", start.to_string()),
         ("Tainted", "0".into()),
-    ]
+    ];
+    // HAProxy's field exists only when the description is set.
+    if let Some(d) = &c.description {
+        v.push(("description", d.clone()));
+    }
+    v
 }

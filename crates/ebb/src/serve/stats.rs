@@ -92,6 +92,8 @@ pub struct Row {
     pub check_duration: Option<u64>,
     pub last_chk: String,
     pub check_desc: String,
+    /// The proxy's `description` (FRONTEND and BACKEND rows).
+    pub desc: Option<String>,
     pub check_rise: Option<u64>,
     pub check_fall: Option<u64>,
     pub check_health: Option<u64>,
@@ -188,6 +190,7 @@ impl Row {
             check_duration: None,
             last_chk: String::new(),
             check_desc: String::new(),
+            desc: None,
             check_rise: None,
             check_fall: None,
             check_health: None,
@@ -311,6 +314,7 @@ fn ld(a: &std::sync::atomic::AtomicU64) -> u64 {
 
 fn fe_row(i: usize, fe: &FrontendRt) -> Row {
     let mut r = Row::new(&fe.name, "FRONTEND", Kind::Frontend, i, 0);
+    r.desc.clone_from(&fe.desc);
     r.mode = if fe.l4.tcp_mode { "tcp" } else { "http" };
     r.scur = u64::from(fe.cur_conns());
     r.slim = fe.maxconn.map(u64::from);
@@ -498,6 +502,7 @@ fn note_times(r: &mut Row, c: &crate::backend::Counters) {
 
 fn be_row(i: usize, be: &BackendRt) -> Row {
     let mut r = Row::new(&be.name, "BACKEND", Kind::Backend, i, 0);
+    r.desc.clone_from(&be.desc);
     r.mode = if be.l4.tcp_mode { "tcp" } else { "http" };
     let h = &be.h2;
     r.h2 = [
@@ -1420,6 +1425,12 @@ pub struct PageInfo<'a> {
     pub admin: bool,
     /// The result of an admin action just done, shown on top.
     pub notice: Option<&'a str>,
+    /// `stats show-node`, `stats show-desc`: shown under the title;
+    /// `stats show-legends`: each name's cell tells the mode, id and
+    /// address.
+    pub node: Option<&'a str>,
+    pub desc: Option<&'a str>,
+    pub legends: bool,
 }
 
 const CSS: &str = "body{font-family:system-ui,Arial,sans-serif;font-size:13px;margin:16px;color:#222}\
@@ -1445,7 +1456,16 @@ pub fn html(rows: &[Row], info: &PageInfo<'_>, o: PageOpts) -> String {
         let _ = writeln!(s, "<meta http-equiv=\"refresh\" content=\"{r}\">");
     }
     let _ = writeln!(s, "<style>{CSS}</style></head><body>");
-    let _ = write!(s, "<h1>ebb statistics</h1>\n<div class=\"info\">");
+    match info.node {
+        Some(n) => {
+            let _ = writeln!(s, "<h1>ebb statistics on {}</h1>", esc(n));
+        }
+        None => s.push_str("<h1>ebb statistics</h1>\n"),
+    }
+    if let Some(d) = info.desc {
+        let _ = writeln!(s, "<div class=\"desc\">{}</div>", esc(d));
+    }
+    s.push_str("<div class=\"info\">");
     if let Some(v) = info.version {
         let _ = write!(s, "version {} &middot; ", esc(v));
     }
@@ -1488,6 +1508,12 @@ pub fn html(rows: &[Row], info: &PageInfo<'_>, o: PageOpts) -> String {
             );
         }
     };
+    // Each proxy's `description`, shown under its title (its rows may
+    // start with servers, before the BACKEND row that carries it).
+    let descs: std::collections::HashMap<&str, &str> = rows
+        .iter()
+        .filter_map(|r| Some((r.pxname.as_str(), r.desc.as_deref()?)))
+        .collect();
     for r in rows {
         if r.kind == Kind::Server {
             let st = r.status.as_str();
@@ -1509,6 +1535,9 @@ pub fn html(rows: &[Row], info: &PageInfo<'_>, o: PageOpts) -> String {
                 "backend"
             };
             let _ = writeln!(s, "<h2>{what} {}</h2>", esc(&r.pxname));
+            if let Some(d) = descs.get(r.pxname.as_str()) {
+                let _ = writeln!(s, "<p class=\"desc\">{}</p>", esc(d));
+            }
             if info.admin && r.kind != Kind::Frontend {
                 let _ = writeln!(s, "<form method=\"post\" action=\"{base}\">");
                 form = Some(r.iid);
@@ -1531,9 +1560,26 @@ pub fn html(rows: &[Row], info: &PageInfo<'_>, o: PageOpts) -> String {
             (_, "DRAIN") => "srv drain",
             _ => "srv down",
         };
+        let legend = if info.legends {
+            let mut t = format!("mode {}", r.mode);
+            match r.kind {
+                Kind::Server => {
+                    let _ = write!(t, ", id {}", r.sid);
+                    if !r.addr.is_empty() {
+                        let _ = write!(t, ", address {}", r.addr);
+                    }
+                }
+                _ => {
+                    let _ = write!(t, ", id {}", r.iid);
+                }
+            }
+            format!(" title=\"{}\"", esc(&t))
+        } else {
+            String::new()
+        };
         let _ = write!(
             s,
-            "<tr class=\"{class}\"><td class=\"n\">{}</td><td class=\"st\">{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td class=\"ck\" title=\"{}\">{}</td>",
+            "<tr class=\"{class}\"><td class=\"n\"{legend}>{}</td><td class=\"st\">{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td class=\"ck\" title=\"{}\">{}</td>",
             esc(&r.svname),
             esc(&r.status),
             if r.kind == Kind::Frontend { String::new() } else { r.qcur.to_string() },
@@ -1929,6 +1975,15 @@ pub fn page(
         uri: &uri_now,
         admin,
         notice,
+        node: st
+            .show_node
+            .as_ref()
+            .map(|n| n.as_deref().unwrap_or(&c.node)),
+        desc: st
+            .show_desc
+            .as_ref()
+            .and_then(|d| d.as_deref().or(c.description.as_deref())),
+        legends: st.show_legends,
     };
     text("text/html; charset=utf-8", html(&rows, &info, o))
 }
@@ -1986,6 +2041,9 @@ mod tests {
             realm: String::new(),
             hide_version: false,
             admin: Vec::new(),
+            show_node: None,
+            show_desc: None,
+            show_legends: false,
         };
         let s = st("/stats");
         for p in ["/stats", "/stats;csv", "/statsx", "/stats/x", "/stats?b=x"] {

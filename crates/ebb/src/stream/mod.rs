@@ -195,6 +195,10 @@ pub struct Stream {
     resp_start: usize,
     /// The server side of a proxied exchange.
     up: Option<Box<proxy::Upstream>>,
+    /// The last exchange's server side, ended, kept with its buffers so
+    /// that the client's next proxied request reuses its allocation
+    /// (holds no server, waiter or compressor: see `proxy::spent`).
+    up_spare: Option<Box<proxy::Upstream>>,
     /// The server socket and its buffers, shared with `side_task`.
     side: Rc<RefCell<ServerSide>>,
     /// The server side's tasklet (`h1_srv`), created at the first
@@ -450,6 +454,7 @@ impl Stream {
             keep_alive,
             resp_start,
             up: _,
+            up_spare,
             side: _,
             side_task: _,
             attached: _,
@@ -468,6 +473,8 @@ impl Stream {
             late_rule,
         } = self;
         *late_rule = None;
+        // Its backend is its connection's frontend's: not kept past it.
+        *up_spare = None;
         *wait_backend = 0;
         wait_clean.clear();
         *keep_alive = false;
@@ -548,7 +555,7 @@ impl Stream {
             self.local_term = Some("CR");
             let be = c.fe.backends.get(bi).cloned();
             crate::proxy::count_request(&c.fe, be.as_deref(), 0, 0);
-            self.end_exchange(c, ctx, 0, Some(bi), 0, false);
+            self.end_exchange(c, ctx, 0, Some(bi), 0, None);
             return true;
         }
         self.dispatch(c, ctx, act);
@@ -600,6 +607,8 @@ impl Stream {
         let counts = std::mem::take(&mut st.counts);
         let bhttp = be.and_then(|b| c.fe.backends.get(b)).map(|b| &b.http);
         match bhttp {
+            // Nothing to add: no atomic operation on the shared counters.
+            _ if counts == crate::proxy::RuleCounts::default() => {}
             Some(h) => {
                 h.note_rules(counts);
                 c.fe.http
@@ -686,7 +695,8 @@ impl Stream {
                     strict: st.strict,
                 }))
             }
-            HttpRequestAction::Reject => Act::Reject(false, be),
+            HttpRequestAction::Reject => Act::Reject(false, be, true),
+            HttpRequestAction::SilentDrop => Act::Reject(true, be, true),
             // A strict normalizer refused the target.
             HttpRequestAction::NormalizeUri(_) => Act::Error(400),
             _ => Act::Service,
@@ -902,6 +912,8 @@ impl Stream {
         {
             let v = c.vars.get_mut();
             v.begin_request();
+            v.info.accept_date = Some(c.sess.accepted());
+            v.info.req_age_ms = c.req_start.map_or(0, |t| ctx.now().wrapping_sub(t));
             // The request line for the `capture.req.*` fetches.
             let buf = &c.rbuf[c.rstart..c.rend];
             let end = buf
@@ -1136,7 +1148,7 @@ impl Stream {
                 c.input = In::Stream;
                 self.wait = Wait::Page(slot);
             }
-            Act::Reject(silent, bi) => {
+            Act::Reject(silent, bi, line) => {
                 // HAProxy counts it as a denied request and logs it with
                 // `PR` and no status; nothing is sent.
                 fe.http
@@ -1148,7 +1160,7 @@ impl Stream {
                 }
                 self.keep_alive = false;
                 c.closing = true;
-                self.end_exchange(c, ctx, 0, bi, 0, true);
+                self.end_exchange(c, ctx, 0, bi, 0, Some(line));
             }
             Act::NoBackend => {
                 c.error_response(503, keep_alive, version, head_req, &[]);
@@ -1552,7 +1564,7 @@ impl Stream {
         let be = backend.and_then(|b| c.fe.backends.get(b));
         let sent = (c.wbuf.len() - self.resp_start) as u64 + body + c.native_sent();
         crate::proxy::count_request(&c.fe, be.map(|b| &**b), status, sent);
-        self.end_exchange(c, ctx, status, backend, sent, false);
+        self.end_exchange(c, ctx, status, backend, sent, None);
     }
 
     /// Ends an exchange ebb answered itself (`rejected`: a `tcp-request
@@ -1565,7 +1577,10 @@ impl Stream {
         status: u16,
         backend: Option<usize>,
         sent: u64,
-        rejected: bool,
+        // A rule refused the request (logged `PR`): `Some(true)` once the
+        // request line is known (http-request rules, a backend's content
+        // rules), `Some(false)` before (a frontend's content rules).
+        rejected: Option<bool>,
     ) {
         let now = ctx.now();
         let err = backend.is_some() && (400..500).contains(&status);
@@ -1579,19 +1594,19 @@ impl Stream {
             let tq = c.elapsed(ctx, c.req_start);
             let local = self.local_server.take().unwrap_or("<files>");
             let (bname, server) = match backend.and_then(|b| c.fe.backends.get(b)) {
-                Some(b) if !rejected => (b.name.as_str(), local),
+                Some(b) if rejected.is_none() => (b.name.as_str(), local),
                 Some(b) => (b.name.as_str(), "<NOSRV>"),
                 None => (c.fe.name.as_str(), "<NOSRV>"),
             };
-            // HAProxy's line for a request its content rules refused: no
-            // timer but Tt, status -1, and "<BADREQ>" when the frontend's
+            // HAProxy's line for a request its rules refused: no timer but
+            // Tt, status -1, and "<BADREQ>" when the frontend's content
             // rules refused it (they run before it notes the request).
             let local_term = self.local_term.take().unwrap_or("--");
-            let (times, term, line) = match (rejected, backend) {
-                (false, _) if local_term == "CR" => ([tq, -1, -1, -1, tq], "CR", &buf[..line_end]),
-                (false, _) => ([tq, -1, -1, 0, tq], local_term, &buf[..line_end]),
-                (true, Some(_)) => ([-1, -1, -1, -1, tq], "PR", &buf[..line_end]),
-                (true, None) => ([-1, -1, -1, -1, tq], "PR", &b"<BADREQ>"[..]),
+            let (times, term, line) = match rejected {
+                None if local_term == "CR" => ([tq, -1, -1, -1, tq], "CR", &buf[..line_end]),
+                None => ([tq, -1, -1, 0, tq], local_term, &buf[..line_end]),
+                Some(true) => ([-1, -1, -1, -1, tq], "PR", &buf[..line_end]),
+                Some(false) => ([-1, -1, -1, -1, tq], "PR", &b"<BADREQ>"[..]),
             };
             let entry = c.log_entry(LogFacts {
                 backend: bname,
@@ -1602,7 +1617,10 @@ impl Stream {
                 term,
                 request_line: line,
             });
-            c.w.log_access(crate::log::format(&entry));
+            let ab = crate::proxy::abnormal(term.as_bytes(), false, false, Some(status));
+            if let Some(level) = c.fe.log_level(ab) {
+                c.w.log_access(crate::log::format(&entry), level);
+            }
         }
         c.rstart += c.head.head_len.min(c.rend - c.rstart);
         c.input = c.next_input.take().unwrap_or(In::Head);
@@ -1872,10 +1890,11 @@ enum Act {
     /// `http-request auth`: 401 with this realm (the rule's backend, or
     /// the frontend's).
     Auth(Option<usize>, String),
-    /// A `tcp-request content reject` (true: `silent-drop`) of the
-    /// frontend (`None`) or of a backend: the connection closes without
-    /// an answer.
-    Reject(bool, Option<usize>),
+    /// A `reject` (true: `silent-drop`) of the frontend's rules (`None`)
+    /// or a backend's: the connection closes without an answer; the last
+    /// field says whether the log knows the request line (not when the
+    /// frontend's `tcp-request content` rules refused it).
+    Reject(bool, Option<usize>, bool),
 }
 
 /// Runs `tcp-request content` rules on a parsed request (HAProxy: in an
@@ -1891,8 +1910,8 @@ fn content_rules(
         return None;
     }
     match crate::l4rules::run_rules(rules, 0, m, view, false, None, &mut false) {
-        crate::l4rules::Verdict::Reject => Some(Act::Reject(false, be)),
-        crate::l4rules::Verdict::SilentDrop => Some(Act::Reject(true, be)),
+        crate::l4rules::Verdict::Reject => Some(Act::Reject(false, be, be.is_some())),
+        crate::l4rules::Verdict::SilentDrop => Some(Act::Reject(true, be, be.is_some())),
         _ => None,
     }
 }

@@ -228,7 +228,24 @@ thread_local! {
 impl UpBufs {
     /// This thread's spare buffers, emptied (fresh ones if none).
     fn take() -> UpBufs {
-        let mut b = SPARE_BUFS.with(|s| std::mem::take(&mut *s.borrow_mut()));
+        SPARE_BUFS
+            .with(|s| std::mem::take(&mut *s.borrow_mut()))
+            .emptied()
+    }
+
+    /// The buffers of an ended exchange's server side, emptied.
+    fn from_spent(u: &mut Upstream) -> UpBufs {
+        UpBufs {
+            head: std::mem::take(&mut u.head),
+            req_line: std::mem::take(&mut u.req_line),
+            lb_uri: std::mem::take(&mut u.lb_uri),
+            resp: std::mem::take(&mut u.resp),
+        }
+        .emptied()
+    }
+
+    fn emptied(mut self) -> UpBufs {
+        let b = &mut self;
         b.head.clear();
         b.req_line.clear();
         b.lb_uri.clear();
@@ -237,15 +254,30 @@ impl UpBufs {
             ..ResponseHead::default()
         };
         b.resp.headers.clear();
-        b
+        self
     }
+}
+
+/// An ended exchange's server side, kept for the client's next proxied
+/// request (`Stream::up_spare`): what ties it to a server, a queue or a
+/// compressor goes now; its buffers stay for the next one to take.
+fn spent(mut up: Box<Upstream>) -> Box<Upstream> {
+    up.server = None;
+    up.waiter = None;
+    up.comp_choice = None;
+    up.comp = None;
+    up.store = None;
+    up.lb_hdr = None;
+    up.ws_accept = None;
+    up
 }
 
 impl Drop for Upstream {
     /// Gives the exchange's buffers back to the thread (the larger ones:
     /// a head that grew past 64 KiB is let go).
     fn drop(&mut self) {
-        if self.head.capacity() > 64 * 1024 {
+        // (A spare whose buffers the next exchange took has none to give.)
+        if self.head.capacity() > 64 * 1024 || self.head.capacity() == 0 {
             return;
         }
         let b = UpBufs {
@@ -400,7 +432,13 @@ impl Stream {
             watch: xff.as_ref().map_or(&b""[..], |f| f.header.as_bytes()),
             keep: keep_server,
         };
-        let mut spare = UpBufs::take();
+        // The client's previous exchange's server side, if it ended well:
+        // its allocation and its buffers serve this one.
+        let mut reuse = self.up_spare.take();
+        let mut spare = match reuse.as_deref_mut() {
+            Some(u) => UpBufs::from_spent(u),
+            None => UpBufs::take(),
+        };
         let mut out = std::mem::take(&mut spare.head);
         let peer = c.stream_src().ip();
         let orig_dst = xot.as_ref().and_then(|_| c.stream_dst()).map(|d| d.ip());
@@ -530,7 +568,13 @@ impl Stream {
         c.next_input = None;
         c.input = In::Stream;
         self.wait = Wait::Proxy;
-        self.up = Some(Box::new(up));
+        self.up = Some(match reuse {
+            Some(mut b) => {
+                *b = up;
+                b
+            }
+            None => Box::new(up),
+        });
         self.side.borrow_mut().bytes_in = 0;
         self.pick_server(c, ctx);
     }
@@ -725,9 +769,16 @@ impl Stream {
         s.counters.connects.fetch_add(1, Ordering::Relaxed);
         match open_transport(&s, client_dst) {
             Ok((st, socks)) => {
-                let registered = self
-                    .side_tasklet(c, ctx)
-                    .is_some_and(|t| ctx.register_fd(st.raw_fd(), t, true).is_ok());
+                // Readiness an earlier socket left (a retry, a reused
+                // connection found closed) must not pass for this one's
+                // connect, which a writable edge settles
+                // (`backend::connect_outcome`). No other socket of this
+                // client is registered now: `use_server` took, closed or
+                // deregistered its idle ones.
+                let registered = self.side_tasklet(c, ctx).is_some_and(|t| {
+                    let _ = ctx.take_events(t);
+                    ctx.register_fd(st.raw_fd(), t, true).is_ok()
+                });
                 if !registered {
                     self.up = Some(up);
                     self.connect_failed(c, ctx, false);
@@ -839,7 +890,7 @@ impl Stream {
         let Some(mut up) = self.up.take() else {
             return;
         };
-        self.drop_server_sock(ctx);
+        self.drop_server_sock(ctx, &up);
         let farm = Arc::clone(&up.farm);
         if let Some(s) = &up.server {
             s.counters.conn_errors.fetch_add(1, Ordering::Relaxed);
@@ -878,7 +929,7 @@ impl Stream {
         self.connect_new(c, ctx);
     }
 
-    fn drop_server_sock(&mut self, ctx: &mut Ctx) {
+    fn drop_server_sock(&mut self, ctx: &mut Ctx, up: &Upstream) {
         let st = {
             let mut sd = self.side.borrow_mut();
             let st = sd.take_sock();
@@ -887,7 +938,11 @@ impl Stream {
         };
         if let Some(mut st) = st {
             let _ = ctx.deregister_fd(st.raw_fd());
-            let _ = st.shutdown();
+            // `option nolinger`: no FIN first, the close (SO_LINGER 0)
+            // sends a RST, as HAProxy's silent shutdown.
+            if !up.farm.sock.nolinger {
+                let _ = st.shutdown();
+            }
         }
     }
 
@@ -950,7 +1005,7 @@ impl Stream {
                 farm.release(&s);
             }
         }
-        self.drop_server_sock(ctx);
+        self.drop_server_sock(ctx, &up);
         if let Some(s) = up.server.take() {
             up.farm.release(&s);
             // The server tried is named in the log (HAProxy's).
@@ -988,7 +1043,7 @@ impl Stream {
         let Some(mut up) = self.up.take() else {
             return;
         };
-        self.drop_server_sock(ctx);
+        self.drop_server_sock(ctx, &up);
         if let Some(s) = up.server.take() {
             up.farm.release(&s);
             up.server = Some(s);
@@ -1441,7 +1496,7 @@ impl Stream {
         if e.retryable {
             // A kept connection the server had closed: send again on a
             // fresh one, without counting a retry.
-            self.drop_server_sock(ctx);
+            self.drop_server_sock(ctx, &up);
             self.up = Some(up);
             self.connect_new(c, ctx);
             return true;
@@ -1835,7 +1890,7 @@ impl Stream {
                     let _ = ctx.deregister_fd(st.raw_fd());
                 }
             }
-            _ => self.drop_server_sock(ctx),
+            _ => self.drop_server_sock(ctx, &up),
         }
         let (ibuf, bytes_in) = {
             let mut sd = self.side.borrow_mut();
@@ -1856,7 +1911,7 @@ impl Stream {
         }
         up.server = s;
         self.log_proxy(c, ctx, &up, up.bytes_out);
-        up.server = None;
+        self.up_spare = Some(spent(up));
         self.finish_proxy_input(c);
         c.idle_since = ctx.now();
     }
@@ -1866,7 +1921,7 @@ impl Stream {
         let Some(mut up) = self.up.take() else {
             return;
         };
-        self.drop_server_sock(ctx);
+        self.drop_server_sock(ctx, &up);
         if let Some(w) = up.waiter.take() {
             let farm = Arc::clone(&up.farm);
             farm.unqueue(&w);
@@ -2002,7 +2057,11 @@ impl Stream {
             term: up.term,
             request_line: &up.req_line,
         });
-        c.w.log_access(crate::log::format(&entry));
+        let retried = up.retries_left != up.farm.retries;
+        let ab = crate::proxy::abnormal(up.term.as_bytes(), retried, redisp, Some(up.status));
+        if let Some(level) = c.fe.log_level(ab) {
+            c.w.log_access(crate::log::format(&entry), level);
+        }
     }
 }
 

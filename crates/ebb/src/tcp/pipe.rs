@@ -198,6 +198,13 @@ pub(super) struct Sock {
     pub(super) bytes_read: u64,
     /// Bytes written to this socket from a kernel pipe.
     pub(super) spliced_out: u64,
+    /// `option nolinger` on this side: closed without a `shutdown`, so
+    /// the close (SO_LINGER 0) sends a RST and no FIN.
+    pub(super) nolinger: bool,
+    /// A server socket of a nolinger backend: the other side's FIN is not
+    /// passed on, the socket is closed (a RST) instead, as HAProxy's
+    /// silent shutdown of such a server connection.
+    pub(super) silent_shut: bool,
 }
 
 impl Sock {
@@ -419,6 +426,14 @@ impl Sock {
         if self.shut_wr || !other_eof || h.pending() > 0 || self.err {
             return;
         }
+        if self.silent_shut {
+            // Both ways end here: what the server had not read or sent
+            // is dropped with the RST.
+            self.tr = None;
+            self.shut_wr = true;
+            self.eof = true;
+            return;
+        }
         let Some(tr) = self.tr.as_mut() else {
             return;
         };
@@ -452,7 +467,7 @@ impl Sock {
     /// is shut down both ways first (its FIN, or its TLS `close_notify`).
     pub(super) fn close(&mut self) {
         if let Some(mut tr) = self.tr.take() {
-            if !(self.eof && self.shut_wr) {
+            if !(self.nolinger || self.eof && self.shut_wr) {
                 let _ = tr.shutdown();
             }
         }
@@ -599,18 +614,10 @@ impl Pipe {
         if !(self.srv.rd || self.srv.wr) {
             return None;
         }
-        if self.srv.wr && !self.srv.hup && self.socks.is_none() {
-            // A connecting socket turns writable only once established
-            // (failed, the poller says `EPOLLERR`/`EPOLLHUP` with it): no
-            // `SO_ERROR` or `getpeername` to ask. (The session drops any
-            // event bits left from an earlier socket before connecting.)
-            // With `socks4`, the proxy's handshake follows.
-            self.connecting = false;
-            self.t_conn = Some(now);
-            self.srv.last_io = now;
-            return Some(true);
-        }
-        match crate::backend::connect_outcome(st.tcp(), &mut self.socks) {
+        // (The session drops any event bits left from an earlier socket
+        // before connecting.)
+        match crate::backend::connect_outcome(st.tcp(), &mut self.socks, self.srv.wr, self.srv.hup)
+        {
             Some(true) => {
                 self.connecting = false;
                 self.t_conn = Some(now);

@@ -132,6 +132,7 @@ impl Session {
                 rd: true,
                 wr: true,
                 last_io: now,
+                nolinger: fe.nolinger,
                 ..Default::default()
             },
             ..Default::default()
@@ -178,6 +179,8 @@ impl Session {
             sess: Arc::clone(&sess),
             term: *b"--",
         };
+        // The dates log-format strings read (`%Ts` in a unique id).
+        s.vars.borrow_mut().info.accept_date = Some(s.accept_time);
         s.w.conn_opened(&s.fe);
         s.fe.sessions.fetch_add(1, Ordering::Relaxed);
         if s.fe.log && !s.fe.l4.tcplog && s.fe.log_format.is_none() && s.w.logging(&s.fe) {
@@ -190,7 +193,7 @@ impl Session {
                     .map_or("-".to_string(), |a| a.to_string()),
                 s.fe.name
             );
-            s.w.log_access(line.into_bytes());
+            s.w.log_access(line.into_bytes(), crate::log::LOG_INFO);
         }
         let name = if tls { "tcp_tls_cli" } else { "tcp_cli" };
         let id = ctx.new_tasklet_obj(name, s);
@@ -533,6 +536,8 @@ impl Session {
             p.srv = super::pipe::Sock {
                 tr: Some(st),
                 last_io: now,
+                nolinger: s.opts.sock.nolinger,
+                silent_shut: s.opts.sock.nolinger,
                 ..Default::default()
             };
             p.connecting = true;
@@ -570,7 +575,9 @@ impl Session {
         };
         if let Some(mut st) = st {
             let _ = ctx.deregister_fd(st.raw_fd());
-            let _ = st.shutdown();
+            if !self.server.as_ref().is_some_and(|s| s.opts.sock.nolinger) {
+                let _ = st.shutdown();
+            }
         }
     }
 
@@ -1000,6 +1007,11 @@ impl Session {
         if !self.w.logging(&self.fe) {
             return;
         }
+        // HAProxy's judgement of the session (no status in tcp mode).
+        let ab = crate::proxy::abnormal(&self.term, self.retries_done > 0, self.redispatched, None);
+        let Some(level) = self.fe.log_level(ab) else {
+            return;
+        };
         let now = ctx.now();
         let d = |a: Tick, b: Tick| b.wrapping_sub(a) as i32 as i64;
         let tw = match (self.t_queued, self.t_served) {
@@ -1060,7 +1072,7 @@ impl Session {
                 ncaps: (0, 0),
                 fmt: Some(fmt),
             };
-            self.w.log_access(crate::log::format(&entry));
+            self.w.log_access(crate::log::format(&entry), level);
             return;
         }
         let line = super::tcplog(&super::TcpLog {
@@ -1083,7 +1095,7 @@ impl Session {
             redispatched: self.redispatched,
             queues: self.queues,
         });
-        self.w.log_access(line);
+        self.w.log_access(line, level);
     }
 }
 

@@ -1038,7 +1038,7 @@ impl<S: Exchange + Default + 'static> Conn<S> {
         });
         let mut l = crate::log::format(&entry);
         l.extend_from_slice(format!(" ({})", e.reason()).as_bytes());
-        self.w.log_error(l);
+        self.w.log_error_at(l, self.fe.err_level());
         self.rstart = self.rend;
         self.closing = true;
         self.req_start = None;
@@ -1212,7 +1212,7 @@ impl<S: Exchange + Default + 'static> Conn<S> {
             self.wbuf = self.w.get_wbuf();
         }
         if self.tr.is_handshaking() {
-            self.w.log_error(
+            self.w.log_error_at(
                 format!(
                     "{} [{}] {}: SSL handshake timeout{}",
                     self.sess.peer,
@@ -1221,6 +1221,7 @@ impl<S: Exchange + Default + 'static> Conn<S> {
                     self.tr.hello_note()
                 )
                 .into_bytes(),
+                self.fe.err_level(),
             );
             return self.close(ctx);
         }
@@ -1239,7 +1240,8 @@ impl<S: Exchange + Default + 'static> Conn<S> {
                 term: "cR",
                 request_line: &entry_line,
             });
-            self.w.log_error(crate::log::format(&e));
+            self.w
+                .log_error_at(crate::log::format(&e), self.fe.err_level());
         }
         self.close(ctx)
     }
@@ -1365,12 +1367,13 @@ impl<S: Exchange + Default + 'static> Conn<S> {
                             } else {
                                 "SSL error"
                             };
-                            self.w.log_error(
+                            self.w.log_error_at(
                                 format!(
                                     "{} [{}] {}: {what}: {e}",
                                     self.sess.peer, self.fe.name, self.fe.name
                                 )
                                 .into_bytes(),
+                                self.fe.err_level(),
                             );
                         }
                         return self.close(ctx);
@@ -1484,12 +1487,13 @@ impl<S: Exchange + Default + 'static> TaskletFn for Conn<S> {
         let st = self.run_inner(ctx, me, why);
         if st == Status::Continue && !self.registered {
             if let Err(e) = ctx.register_fd(self.fd, me, true) {
-                self.w.log_error(
+                self.w.log_error_at(
                     format!(
                         "{}: cannot poll a connection from {}: {e}",
                         self.fe.name, self.sess.peer
                     )
                     .into_bytes(),
+                    self.fe.err_level(),
                 );
                 return self.close(ctx);
             }

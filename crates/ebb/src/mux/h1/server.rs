@@ -239,7 +239,7 @@ impl ServerSide {
         if !(self.rd || self.wr) {
             return None;
         }
-        match crate::backend::connect_outcome(st.tcp(), &mut self.socks) {
+        match crate::backend::connect_outcome(st.tcp(), &mut self.socks, self.wr, self.hup) {
             Some(true) => {
                 self.connecting = false;
                 self.t_conn = Some(now);
@@ -792,15 +792,26 @@ mod tests {
         side.install(Transport::plain(s.into()), true, 1);
         side.obuf.extend_from_slice(b"POST / HTTP/1.1\r\n\r\n");
         side.want_room = true;
+        assert!(!side.drive(2, || vec![0; 64]), "no event yet");
+        assert!(side.connecting);
+        // The poller reports the socket writable once its connect is
+        // established (`backend::connect_outcome`): that edge, when the
+        // kernel says so, and no sooner.
         let until = std::time::Instant::now() + std::time::Duration::from_secs(10);
-        while side.connecting {
-            side.wr = true;
-            let woke = side.drive(2, || vec![0; 64]);
-            assert_eq!(woke, !side.connecting);
+        while !side
+            .sock
+            .as_ref()
+            .is_some_and(|t| crate::backend::connected(t.tcp()))
+        {
             assert!(std::time::Instant::now() < until, "connect never completed");
             std::thread::yield_now();
         }
-        assert!(!side.connect_failed);
+        side.wr = true;
+        assert!(
+            side.drive(2, || vec![0; 64]),
+            "the edge settles the connect"
+        );
+        assert!(!side.connecting && !side.connect_failed);
         assert_eq!(
             side.out_pending(),
             19,
@@ -825,11 +836,15 @@ mod tests {
         let mut side = ServerSide::default();
         side.install(Transport::plain(s.into()), true, 1);
         assert!(!side.drive(2, || vec![0; 64]), "no event yet");
-        // Wait for the refusal as an event would report it: the socket
-        // stays "connecting" (no error, no peer) until then.
+        // The refusal as the poller reports it: writable with a hang-up
+        // and an error (`SideTasklet` sets all three), which sends the
+        // outcome to `SO_ERROR`; before the refusal lands, the socket
+        // stays "connecting" (no error, no peer).
         let until = std::time::Instant::now() + std::time::Duration::from_secs(10);
         loop {
+            side.rd = true;
             side.wr = true;
+            side.hup = true;
             if side.drive(3, || vec![0; 64]) {
                 break;
             }

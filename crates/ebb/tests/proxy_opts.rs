@@ -1,0 +1,865 @@
+//! Proxy keywords of real haproxy.cfg files (issue 14): `option tcpka`,
+//! `clitcpka`, `srvtcpka` and their parameters, `option nolinger`, side by
+//! side with Debian's haproxy where the behaviour shows on the sockets.
+
+mod common;
+
+use std::net::SocketAddr;
+use std::process::Command;
+
+use common::origin::{Mode, Origin};
+use common::{haproxy_with, have, run_ebb, scratch, wait_until, Client, Ebb};
+
+/// A socket's keep-alive timer as `ss -o` shows it (`timer:(keepalive,
+/// 49min59sec,0)`): seconds left; `None` when it has no such timer.
+fn ka_secs(line: &str) -> Option<u64> {
+    let t = line.split("timer:(keepalive,").nth(1)?.split(',').next()?;
+    let mut secs = 0u64;
+    let mut n = 0u64;
+    let mut unit = String::new();
+    let mut flush = |n: &mut u64, unit: &mut String| {
+        secs += match unit.as_str() {
+            "d" => *n * 86400,
+            "h" => *n * 3600,
+            "min" => *n * 60,
+            "sec" => *n,
+            _ => 0,
+        };
+        *n = 0;
+        unit.clear();
+    };
+    for c in t.chars() {
+        if c.is_ascii_digit() {
+            if !unit.is_empty() {
+                flush(&mut n, &mut unit);
+            }
+            n = n * 10 + u64::from(c as u8 - b'0');
+        } else {
+            unit.push(c);
+        }
+    }
+    flush(&mut n, &mut unit);
+    Some(secs)
+}
+
+/// The established TCP sockets `ss` lists for `filter` (an ss filter
+/// expression), one line each.
+fn ss(filter: &str) -> Vec<String> {
+    let out = Command::new("ss")
+        .args(["-tnoH", "state", "established", filter])
+        .output()
+        .expect("ss");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
+/// The keep-alive timers of the proxy's two sockets of an exchange: the
+/// one it accepted on `front` and the one it opened to `server`.
+#[derive(Debug)]
+struct Sides {
+    client: Option<u64>,
+    server: Option<u64>,
+}
+
+/// One keep-alive request through `front` to `server`'s origin, the
+/// connection left open; then the proxy's sockets of it.
+fn exchange(front: SocketAddr, server: SocketAddr) -> (Client, Sides) {
+    let mut c = Client::connect(front);
+    c.send(b"GET /ka HTTP/1.1\r\nHost: t\r\n\r\n");
+    assert_eq!(c.read_resp().status, 200);
+    let local = c.s.local_addr().unwrap().port();
+    let (mut cli, mut srv) = (Vec::new(), Vec::new());
+    wait_until("the proxy's two sockets", || {
+        cli = ss(&format!(
+            "( sport = :{} and dport = :{local} )",
+            front.port()
+        ));
+        srv = ss(&format!("( dport = :{} )", server.port()));
+        cli.len() == 1 && srv.len() == 1
+    });
+    let sides = Sides {
+        client: ka_secs(&cli[0]),
+        server: ka_secs(&srv[0]),
+    };
+    (c, sides)
+}
+
+/// A running ebb (`hap` false) or haproxy on `text`, kept alive by the
+/// first value, and the addresses of its frontends: ebb's as it reports
+/// them, haproxy's the `binds` the text was given.
+fn start(
+    name: &str,
+    text: &str,
+    binds: &[String],
+    hap: bool,
+) -> Option<(Box<dyn std::any::Any>, Vec<SocketAddr>)> {
+    if hap {
+        let h = haproxy_with(name, text)?;
+        Some((
+            Box::new(h),
+            binds.iter().map(|b| b.parse().unwrap()).collect(),
+        ))
+    } else {
+        let e = Ebb::start(text);
+        let a = e.addrs.clone();
+        Some((Box::new(e), a))
+    }
+}
+
+/// `cfg` with `BIND<i>` replaced by `binds[i]` and `ORIGIN<i>` by
+/// `origins[i]` (from the last, so `BIND1` does not eat `BIND10`).
+fn fill(cfg: &str, binds: &[String], origins: &[SocketAddr]) -> String {
+    let mut t = cfg.to_string();
+    for (i, b) in binds.iter().enumerate().rev() {
+        t = t.replace(&format!("BIND{i}"), b);
+    }
+    for (i, o) in origins.iter().enumerate().rev() {
+        t = t.replace(&format!("ORIGIN{i}"), &o.to_string());
+    }
+    t
+}
+
+/// Runs `cfg` (frontends on `BIND0`, `BIND1`..., servers `ORIGIN0`...) in
+/// ebb and, when installed, in haproxy; for frontend `i`, one exchange
+/// to `ORIGIN<i>`. The sockets' timers, ebb's then haproxy's.
+fn run_both(name: &str, cfg: &str, fronts: usize) -> (Vec<Sides>, Option<Vec<Sides>>) {
+    let run = |binds: Vec<String>, hap: bool| {
+        let origins: Vec<Origin> = (0..fronts)
+            .map(|i| Origin::start(&format!("o{i}"), Mode::Ok))
+            .collect();
+        let addrs: Vec<SocketAddr> = origins.iter().map(|o| o.addr).collect();
+        let text = fill(cfg, &binds, &addrs);
+        let mut out = Vec::new();
+        let (keep, fronts_at) = start(name, &text, &binds, hap)?;
+        let mut conns = Vec::new();
+        for (f, o) in fronts_at.iter().zip(&addrs) {
+            let (c, s) = exchange(*f, *o);
+            conns.push(c);
+            out.push(s);
+        }
+        drop(conns);
+        drop(keep);
+        drop(origins);
+        Some(out)
+    };
+    let ebb = run(vec!["BIND".to_string(); fronts], false).unwrap();
+    let hap_binds = (0..fronts)
+        .map(|_| format!("127.0.0.1:{}", common::free_port()))
+        .collect();
+    let hap = run(hap_binds, true);
+    (ebb, hap)
+}
+
+/// Whether a timer is there and within two minutes below `secs` (what
+/// the idle time set, less the time the exchange took; ss shows whole
+/// minutes past an hour's fraction: `49min`).
+fn near(t: Option<u64>, secs: u64) -> bool {
+    t.is_some_and(|t| t <= secs && t + 120 > secs)
+}
+
+fn no_ss() -> bool {
+    let no = !have("ss");
+    if no {
+        println!("ss is not installed: skipped");
+    }
+    no
+}
+
+#[test]
+fn tcpka_sets_keepalive_on_both_sides_of_a_tcp_listen() {
+    if no_ss() {
+        return;
+    }
+    let cfg = "\
+defaults
+    mode tcp
+    timeout client 30s
+    timeout server 30s
+    timeout connect 5s
+listen l
+    bind BIND0
+    option tcpka
+    clitcpka-idle 50m
+    clitcpka-intvl 10
+    clitcpka-cnt 4
+    srvtcpka-idle 2400
+    server s ORIGIN0
+";
+    let (ebb, hap) = run_both("tcpka-tcp", cfg, 1);
+    assert!(near(ebb[0].client, 3000), "{ebb:?}");
+    assert!(near(ebb[0].server, 2400), "{ebb:?}");
+    if let Some(h) = hap {
+        assert!(near(h[0].client, 3000), "haproxy: {h:?}");
+        assert!(near(h[0].server, 2400), "haproxy: {h:?}");
+    }
+}
+
+#[test]
+fn clitcpka_and_srvtcpka_each_own_side_in_http_mode() {
+    if no_ss() {
+        return;
+    }
+    // The defaults' `option tcpka` sets both sides of every proxy; the
+    // second frontend and backend take theirs back with `no option`.
+    let cfg = "\
+defaults
+    mode http
+    option tcpka
+    timeout client 30s
+    timeout server 30s
+    timeout connect 5s
+frontend f0
+    bind BIND0
+    default_backend b0
+frontend f1
+    bind BIND1
+    no option clitcpka
+    default_backend b1
+backend b0
+    server s ORIGIN0
+backend b1
+    no option srvtcpka
+    server s ORIGIN1
+";
+    let (ebb, hap) = run_both("tcpka-http", cfg, 2);
+    let shape = |v: &[Sides]| -> Vec<(bool, bool)> {
+        v.iter()
+            .map(|s| (s.client.is_some(), s.server.is_some()))
+            .collect()
+    };
+    assert_eq!(shape(&ebb), [(true, true), (false, false)], "{ebb:?}");
+    if let Some(h) = hap {
+        assert_eq!(shape(&h), shape(&ebb), "haproxy: {h:?}");
+    }
+}
+
+/// `ebb -c` on `cfg`: the exit code and what it printed on stderr.
+fn check(cfg: &str) -> (i32, String) {
+    let d = scratch("popts-check");
+    std::fs::write(d.join("c.cfg"), cfg).unwrap();
+    let (code, _, err) = run_ebb(&["-c", "-f", "c.cfg"], &d);
+    (code, err)
+}
+
+#[test]
+fn tcpka_keywords_refused_where_haproxy_gives_them_no_meaning() {
+    for (line, section, want) in [
+        ("no option tcpka", "listen", "negation is not supported"),
+        ("clitcpka-idle 10", "backend", "not allowed in a 'backend'"),
+        ("option srvtcpka", "frontend", "not allowed in a 'frontend'"),
+        ("clitcpka-cnt 500", "frontend", "at most 127"),
+        ("srvtcpka-intvl 10h", "backend", "at most 32767"),
+        ("srvtcpka-idle x", "backend", "invalid time"),
+    ] {
+        let cfg = format!(
+            "defaults\n    mode http\n    timeout client 1s\n    timeout server 1s\n    timeout connect 1s\n\
+             {section} p\n    {line}\n"
+        );
+        let (code, err) = check(&cfg);
+        assert_ne!(code, 0, "{line}: accepted");
+        assert!(
+            err.contains("c.cfg:7") && err.contains(want),
+            "{line}: {err}"
+        );
+    }
+}
+
+/// How a peer's connection ended, seen from the other end: a FIN (read
+/// gives 0) or a RST.
+fn ending(s: &mut std::net::TcpStream) -> &'static str {
+    use std::io::Read;
+    s.set_read_timeout(Some(std::time::Duration::from_secs(20)))
+        .unwrap();
+    let mut b = [0u8; 256];
+    loop {
+        match s.read(&mut b) {
+            Ok(0) => return "fin",
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => return "rst",
+            Err(e) => {
+                return if e.kind() == std::io::ErrorKind::WouldBlock {
+                    "open"
+                } else {
+                    "error"
+                }
+            }
+        }
+    }
+}
+
+/// A server answering one request with keep-alive, then reporting how
+/// the proxy ended the connection.
+fn one_shot_server() -> (SocketAddr, std::sync::mpsc::Receiver<&'static str>) {
+    use std::io::{BufRead, Write};
+    let port = common::free_port();
+    let l = std::net::TcpListener::bind(("127.0.0.1", port)).unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let Ok((mut s, _)) = l.accept() else { return };
+        // The request head, line by line up to its blank line.
+        let mut r = std::io::BufReader::new(s.try_clone().unwrap());
+        let mut line = String::new();
+        while r.read_line(&mut line).is_ok_and(|n| n > 0) && line != "\r\n" {
+            line.clear();
+        }
+        let _ = s.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok");
+        let _ = tx.send(ending(&mut s));
+    });
+    (l_addr(port), rx)
+}
+
+/// One request through each front to its server, then how the proxy
+/// ended the client's connection and the server's.
+fn endings(
+    fronts: &[SocketAddr],
+    servers: &[(SocketAddr, std::sync::mpsc::Receiver<&'static str>)],
+) -> Vec<(&'static str, &'static str)> {
+    let mut out = Vec::new();
+    for (f, (_, rx)) in fronts.iter().zip(servers) {
+        let mut c = Client::connect(*f);
+        c.send(b"GET / HTTP/1.1\r\nHost: t\r\n\r\n");
+        assert_eq!(c.read_resp().status, 200);
+        let client = ending(&mut c.s);
+        let server = rx
+            .recv_timeout(std::time::Duration::from_secs(20))
+            .unwrap_or("none");
+        out.push((client, server));
+    }
+    out
+}
+
+fn l_addr(port: u16) -> SocketAddr {
+    SocketAddr::from(([127, 0, 0, 1], port))
+}
+
+#[test]
+fn nolinger_closes_with_a_reset_on_its_side() {
+    // Frontend f0 and backend b0 say `option nolinger`, f1 and b1 do not;
+    // ebb closes the client connection at `timeout http-keep-alive` and
+    // the server connection after the answer (`http-server-close`).
+    let cfg = "\
+defaults
+    mode http
+    timeout client 30s
+    timeout server 30s
+    timeout connect 5s
+    timeout http-keep-alive 100ms
+frontend f0
+    bind BIND0
+    option nolinger
+    default_backend b0
+frontend f1
+    bind BIND1
+    default_backend b1
+backend b0
+    option http-server-close
+    option nolinger
+    server s ORIGIN0
+backend b1
+    option http-server-close
+    server s ORIGIN1
+";
+    let run = |binds: Vec<String>, hap: bool| -> Option<Vec<(&str, &str)>> {
+        let servers: Vec<_> = (0..2).map(|_| one_shot_server()).collect();
+        let addrs: Vec<SocketAddr> = servers.iter().map(|s| s.0).collect();
+        let text = fill(cfg, &binds, &addrs);
+        let (_keep, fronts) = start("nolinger", &text, &binds, hap)?;
+        Some(endings(&fronts, &servers))
+    };
+    let ebb = run(vec!["BIND".to_string(); 2], false).unwrap();
+    assert_eq!(ebb, [("rst", "rst"), ("fin", "fin")]);
+    let hap_binds = (0..2)
+        .map(|_| format!("127.0.0.1:{}", common::free_port()))
+        .collect();
+    if let Some(h) = run(hap_binds, true) {
+        // haproxy 2.6 resets a server connection it closes after an
+        // answer (`http-server-close`) with or without the option, and
+        // shuts a client connection down (FIN) before its close resets
+        // it: what both do alike is the reset toward a nolinger server.
+        assert_eq!(h[0].1, "rst", "haproxy: {h:?}");
+    }
+}
+
+/// Two tcp listens, l0 with `option nolinger`, l1 without, each to its
+/// server; `timeout client` as given.
+fn tcp_listens(client_timeout: &str) -> String {
+    format!(
+        "\
+defaults
+    mode tcp
+    timeout client {client_timeout}
+    timeout server 30s
+    timeout connect 5s
+listen l0
+    bind BIND0
+    option nolinger
+    server s ORIGIN0
+listen l1
+    bind BIND1
+    server s ORIGIN1
+"
+    )
+}
+
+#[test]
+fn nolinger_resets_both_sides_of_a_tcp_session() {
+    // The sessions end at `timeout client`: ebb closes both sides.
+    let cfg = tcp_listens("200ms");
+    let servers: Vec<_> = (0..2).map(|_| one_shot_server()).collect();
+    let addrs: Vec<SocketAddr> = servers.iter().map(|s| s.0).collect();
+    let e = Ebb::start(&fill(&cfg, &["BIND".into(), "BIND".into()], &addrs));
+    assert_eq!(
+        endings(&e.addrs, &servers),
+        [("rst", "rst"), ("fin", "fin")]
+    );
+}
+
+/// The defaults of the HTTP tests that reach a closed port (no retry).
+const HTTP_DEFAULTS: &str = "\
+defaults
+    mode http
+    timeout client 30s
+    timeout server 30s
+    timeout connect 5s
+    retries 0
+";
+
+/// Two frontends, f0 to backend b0 and f1 to b1.
+const TWO_FRONTS: &str = "\
+frontend f0
+    bind BIND0
+    default_backend b0
+frontend f1
+    bind BIND1
+    default_backend b1
+";
+
+/// A syslog line a proxy sent: (frontend, PRI, the request's path).
+type Logged = (String, String, String);
+
+/// The next syslog line on `udp`.
+fn next_log(udp: &std::net::UdpSocket) -> Logged {
+    let mut b = [0u8; 4096];
+    let n = udp.recv(&mut b).expect("no syslog datagram");
+    let l = String::from_utf8_lossy(&b[..n]).into_owned();
+    let word = |after: &str| {
+        l.split(after)
+            .nth(1)
+            .and_then(|r| r.split(' ').next())
+            .unwrap_or("?")
+            .to_string()
+    };
+    let pri = l.split('>').next().unwrap_or("").trim_start_matches('<');
+    // `... [accept date] FRONTEND BACKEND/SERVER ... "GET PATH ..."`
+    (word("] "), pri.to_string(), word("\"GET "))
+}
+
+#[test]
+fn dontlog_normal_and_log_separate_errors() {
+    // f0 logs abnormal exchanges only, at err (local0.err: <131>); f1
+    // logs every exchange at info (<134>). /dead goes to a closed port
+    // (503, `SC`), /five is ebb's own 503, /ok a normal 200.
+    let dead = common::free_port();
+    let cfg = |udp: SocketAddr| {
+        format!(
+            "{HTTP_DEFAULTS}\
+frontend f0
+    bind BIND0
+    log {udp} local0
+    option httplog
+    option dontlog-normal
+    option log-separate-errors
+    http-request return status 200 if {{ path /ok }}
+    http-request return status 503 if {{ path /five }}
+    default_backend b
+frontend f1
+    bind BIND1
+    log {udp} local0
+    option httplog
+    http-request return status 200 if {{ path /ok /last }}
+    http-request return status 503 if {{ path /five }}
+    default_backend b
+backend b
+    server s 127.0.0.1:{dead}
+"
+        )
+    };
+    let run = |binds: Vec<String>, hap: bool| -> Option<Vec<Logged>> {
+        let udp = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        udp.set_read_timeout(Some(std::time::Duration::from_secs(30)))
+            .unwrap();
+        let text = fill(&cfg(udp.local_addr().unwrap()), &binds, &[]);
+        let (_keep, fronts) = start("logsep", &text, &binds, hap)?;
+        for f in &fronts {
+            for p in ["/ok", "/five", "/dead"] {
+                common::get(*f, p);
+            }
+        }
+        // Then a last normal exchange on f1: its line comes after the
+        // others (haproxy's threads send them in any order), so any line
+        // f0 should not have sent would be seen.
+        let mut all: Vec<Logged> = (0..5).map(|_| next_log(&udp)).collect();
+        common::get(fronts[1], "/last");
+        loop {
+            let l = next_log(&udp);
+            if l.2 == "/last" {
+                break;
+            }
+            all.push(l);
+        }
+        all.sort();
+        Some(all)
+    };
+    let ebb = run(vec!["BIND".to_string(); 2], false).unwrap();
+    let mut want: Vec<Logged> = [
+        ("f0", "131", "/five"),
+        ("f0", "131", "/dead"),
+        ("f1", "134", "/ok"),
+        ("f1", "134", "/five"),
+        ("f1", "134", "/dead"),
+    ]
+    .iter()
+    .map(|(f, a, b)| (f.to_string(), a.to_string(), b.to_string()))
+    .collect();
+    want.sort();
+    assert_eq!(ebb, want);
+    let hap_binds = (0..2)
+        .map(|_| format!("127.0.0.1:{}", common::free_port()))
+        .collect();
+    if let Some(h) = run(hap_binds, true) {
+        assert_eq!(h, want, "haproxy");
+    }
+}
+
+#[test]
+fn errorloc_answers_an_error_with_a_redirect() {
+    // The defaults' 403 goes to /from-defaults (302); the frontend sends
+    // its 503 (a server that refuses) to another site (303).
+    let dead = common::free_port();
+    let cfg = format!(
+        "{HTTP_DEFAULTS}\
+    errorloc302 403 /from-defaults
+frontend f
+    bind BIND0
+    errorloc303 503 http://example.com/down?x=1
+    http-request deny if {{ path /deny }}
+    default_backend b
+backend b
+    server s 127.0.0.1:{dead}
+"
+    );
+    let run = |binds: Vec<String>, hap: bool| -> Option<Vec<String>> {
+        let text = fill(&cfg, &binds, &[]);
+        let (_keep, fronts) = start("errorloc", &text, &binds, hap)?;
+        let mut out = Vec::new();
+        for p in ["/deny", "/down"] {
+            let r = common::get(fronts[0], p);
+            out.push(format!(
+                "{} {:?} {:?} {:?} {}",
+                r.status,
+                r.header("location"),
+                r.header("cache-control"),
+                r.header("content-length"),
+                r.body.len()
+            ));
+        }
+        Some(out)
+    };
+    let ebb = run(vec!["BIND".to_string()], false).unwrap();
+    assert_eq!(
+        ebb,
+        [
+            "302 Some(\"/from-defaults\") Some(\"no-cache\") Some(\"0\") 0",
+            "303 Some(\"http://example.com/down?x=1\") Some(\"no-cache\") Some(\"0\") 0",
+        ]
+    );
+    let hap_bind = vec![format!("127.0.0.1:{}", common::free_port())];
+    if let Some(h) = run(hap_bind, true) {
+        assert_eq!(h, ebb, "haproxy");
+    }
+    let (code, err) = check(
+        "defaults\n    mode http\n    timeout client 1s\n    timeout server 1s\n    timeout connect 1s\n\
+         frontend p\n    errorloc 599 /x\n",
+    );
+    assert!(code != 0 && err.contains("c.cfg:7"), "{err}");
+}
+
+/// The listen queue `ss` shows for the listening socket on `port` (its
+/// Send-Q column).
+fn listen_backlog(port: u16) -> Option<u32> {
+    let out = Command::new("ss")
+        .args(["-ltnH", &format!("( sport = :{port} )")])
+        .output()
+        .ok()?;
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    text.lines().next()?.split_whitespace().nth(2)?.parse().ok()
+}
+
+#[test]
+fn backlog_and_id_of_proxies() {
+    if no_ss() {
+        return;
+    }
+    // The defaults' backlog for a's bind, b's own on its bind line; b
+    // takes id 3, the others the next free ids in order (a 2, c 4).
+    let dead = common::free_port();
+    let rest = format!(
+        "{HTTP_DEFAULTS}    backlog 37
+frontend a
+    bind BIND0
+    default_backend c
+frontend b
+    bind BIND1 backlog 9
+    id 3
+    description the second  one
+    default_backend c
+backend c
+    server s 127.0.0.1:{dead}
+"
+    );
+    let run = |binds: Vec<String>, hap: bool| -> Option<Vec<String>> {
+        let d = scratch("backlog-id");
+        let sock = d.join("admin.sock");
+        let text = fill(&rest, &binds, &[]);
+        let (_keep, fronts, sock) = if hap {
+            let (k, f) = start("backlog-id", &text, &binds, true)?;
+            let h = k.downcast_ref::<common::Hap>().unwrap().sock.clone();
+            (k, f, h)
+        } else {
+            let full = format!(
+                "global\n    stats socket {} level admin\n{text}",
+                sock.display()
+            );
+            let (k, f) = start("backlog-id", &full, &binds, false)?;
+            (k, f, sock)
+        };
+        let mut out: Vec<String> = fronts
+            .iter()
+            .map(|f| format!("backlog {:?}", listen_backlog(f.port())))
+            .collect();
+        for (px, row) in [("a", "FRONTEND"), ("b", "FRONTEND"), ("c", "BACKEND")] {
+            let r = common::stat_row(&sock, px, row);
+            out.push(format!("{px} iid {:?}", r.get("iid")));
+        }
+        Some(out)
+    };
+    let ebb = run(vec!["BIND".to_string(); 2], false).unwrap();
+    let some = |s: &str| format!("{:?}", Some(s));
+    assert_eq!(
+        ebb,
+        [
+            "backlog Some(37)".to_string(),
+            "backlog Some(9)".to_string(),
+            format!("a iid {}", some("2")),
+            format!("b iid {}", some("3")),
+            format!("c iid {}", some("4")),
+        ]
+    );
+    let hap_binds = (0..2)
+        .map(|_| format!("127.0.0.1:{}", common::free_port()))
+        .collect();
+    if let Some(h) = run(hap_binds, true) {
+        assert_eq!(h, ebb, "haproxy");
+    }
+    // HAProxy's refusals: a reused id, an id in defaults, 0.
+    for (lines, want) in [
+        (
+            "backend x\n    id 5\nbackend y\n    id 5\n",
+            "c.cfg:10: backend 'y' reuses same custom id as backend 'x'",
+        ),
+        ("backend x\n    id 0\n", "custom id has to be > 0"),
+        ("    id 4\n", "not allowed in 'defaults'"),
+    ] {
+        let (code, err) = check(&format!("{HTTP_DEFAULTS}{lines}"));
+        assert!(code != 0 && err.contains(want), "{lines}: {err}");
+    }
+}
+
+#[test]
+fn description_shows_on_the_stats_page() {
+    let rest = format!(
+        "{HTTP_DEFAULTS}\
+listen st
+    bind BIND0
+    description the   stats   listener
+    stats enable
+    stats uri /s
+backend quiet
+    description a backend without servers
+"
+    );
+    let run = |binds: Vec<String>, hap: bool| -> Option<String> {
+        let text = fill(&rest, &binds, &[]);
+        let (_keep, fronts) = start("desc", &text, &binds, hap)?;
+        Some(common::get(fronts[0], "/s").text())
+    };
+    let ebb = run(vec!["BIND".to_string()], false).unwrap();
+    for want in [
+        "<p class=\"desc\">the stats listener</p>",
+        "<p class=\"desc\">a backend without servers</p>",
+    ] {
+        assert!(ebb.contains(want), "{want}: {ebb}");
+    }
+    let hap_bind = vec![format!("127.0.0.1:{}", common::free_port())];
+    if let Some(h) = run(hap_bind, true) {
+        // haproxy's own page, with the same text under each title.
+        assert!(h.contains(">the stats listener<"), "{h}");
+        assert!(h.contains(">a backend without servers<"), "{h}");
+    }
+}
+
+#[test]
+fn allbackups_shares_the_load_among_every_backup() {
+    // The active server is in maintenance: b0 sends every request to its
+    // first backup, b1 (`option allbackups`) spreads them over both.
+    let cfg = format!(
+        "{HTTP_DEFAULTS}{TWO_FRONTS}\
+backend b0
+    server a ORIGIN0 disabled
+    server k1 ORIGIN1 backup
+    server k2 ORIGIN2 backup
+backend b1
+    option allbackups
+    server a ORIGIN0 disabled
+    server k1 ORIGIN1 backup
+    server k2 ORIGIN2 backup
+"
+    );
+    let run = |binds: Vec<String>, hap: bool| -> Option<Vec<Vec<String>>> {
+        let origins: Vec<Origin> = ["a", "k1", "k2"]
+            .iter()
+            .map(|n| Origin::start(n, Mode::Ok))
+            .collect();
+        let addrs: Vec<SocketAddr> = origins.iter().map(|o| o.addr).collect();
+        let text = fill(&cfg, &binds, &addrs);
+        let (_keep, fronts) = start("allbackups", &text, &binds, hap)?;
+        let served = |f: SocketAddr| -> Vec<String> {
+            let mut v: Vec<String> = (0..4)
+                .map(|_| {
+                    let b = common::get(f, "/").text();
+                    b.split(' ').next().unwrap_or("").to_string()
+                })
+                .collect();
+            v.sort();
+            v.dedup();
+            v
+        };
+        Some(fronts.iter().map(|f| served(*f)).collect())
+    };
+    let ebb = run(vec!["BIND".to_string(); 2], false).unwrap();
+    assert_eq!(ebb, [vec!["k1"], vec!["k1", "k2"]]);
+    let hap_binds = (0..2)
+        .map(|_| format!("127.0.0.1:{}", common::free_port()))
+        .collect();
+    if let Some(h) = run(hap_binds, true) {
+        assert_eq!(h, ebb, "haproxy");
+    }
+}
+
+#[test]
+fn source_binds_server_connections_to_an_address() {
+    // b0 connects from 127.0.0.2 (the backend's `source`), b1 from the
+    // defaults' 127.0.0.3; the servers report the peer they saw.
+    let serve = || {
+        use std::io::{BufRead, Write};
+        let l = std::net::TcpListener::bind(("127.0.0.1", common::free_port())).unwrap();
+        let a = l.local_addr().unwrap();
+        std::thread::spawn(move || {
+            while let Ok((mut s, peer)) = l.accept() {
+                let mut r = std::io::BufReader::new(s.try_clone().unwrap());
+                let mut line = String::new();
+                while r.read_line(&mut line).is_ok_and(|n| n > 0) && line != "\r\n" {
+                    line.clear();
+                }
+                let ip = peer.ip().to_string();
+                let _ = write!(
+                    s,
+                    "HTTP/1.1 200 OK\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{ip}",
+                    ip.len()
+                );
+            }
+        });
+        a
+    };
+    let origins = [serve(), serve()];
+    let cfg = format!(
+        "{HTTP_DEFAULTS}    source 127.0.0.3
+{TWO_FRONTS}\
+backend b0
+    source 127.0.0.2
+    server s ORIGIN0
+backend b1
+    server s ORIGIN1
+"
+    );
+    let run = |binds: Vec<String>, hap: bool| -> Option<Vec<String>> {
+        let text = fill(&cfg, &binds, &origins);
+        let (_keep, fronts) = start("source", &text, &binds, hap)?;
+        Some(fronts.iter().map(|f| common::get(*f, "/").text()).collect())
+    };
+    let ebb = run(vec!["BIND".to_string(); 2], false).unwrap();
+    assert_eq!(ebb, ["127.0.0.2", "127.0.0.3"]);
+    let hap_binds = (0..2)
+        .map(|_| format!("127.0.0.1:{}", common::free_port()))
+        .collect();
+    if let Some(h) = run(hap_binds, true) {
+        assert_eq!(h, ebb, "haproxy");
+    }
+    for (line, want) in [
+        ("source 127.0.0.2 usesrc clientip", "usesrc"),
+        ("source 127.0.0.2:1025-2000", "port ranges"),
+        ("source localhost", "expects an IP address"),
+        (
+            "source 127.0.0.2\n    server s 127.0.0.1:1 check",
+            "with health checks (server 's') is not supported yet",
+        ),
+    ] {
+        let (code, err) = check(&format!("{HTTP_DEFAULTS}backend x\n    {line}\n"));
+        assert!(code != 0 && err.contains(want), "{line}: {err}");
+    }
+}
+
+#[test]
+fn nolinger_backend_resets_the_server_at_the_clients_fin_in_tcp_mode() {
+    // A client sends its request and shuts its side: l1 passes the FIN
+    // on, l0 (`option nolinger`) resets the server connection instead.
+    let reader = || {
+        let l = std::net::TcpListener::bind(("127.0.0.1", common::free_port())).unwrap();
+        let a = l.local_addr().unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            if let Ok((mut s, _)) = l.accept() {
+                let _ = tx.send(ending(&mut s));
+            }
+        });
+        (a, rx)
+    };
+    let cfg = tcp_listens("30s");
+    let run = |binds: Vec<String>, hap: bool| -> Option<Vec<&'static str>> {
+        let servers = [reader(), reader()];
+        let addrs = [servers[0].0, servers[1].0];
+        let text = fill(&cfg, &binds, &addrs);
+        let (_keep, fronts) = start("nolinger-fin", &text, &binds, hap)?;
+        let mut out = Vec::new();
+        for (f, (_, rx)) in fronts.iter().zip(&servers) {
+            let mut c = Client::connect(*f);
+            c.send(b"GET / HTTP/1.1\r\nHost: t\r\n\r\n");
+            c.s.shutdown(std::net::Shutdown::Write).unwrap();
+            out.push(
+                rx.recv_timeout(std::time::Duration::from_secs(20))
+                    .unwrap_or("none"),
+            );
+        }
+        Some(out)
+    };
+    let ebb = run(vec!["BIND".to_string(); 2], false).unwrap();
+    assert_eq!(ebb, ["rst", "fin"]);
+    let hap_binds = (0..2)
+        .map(|_| format!("127.0.0.1:{}", common::free_port()))
+        .collect();
+    if let Some(h) = run(hap_binds, true) {
+        assert_eq!(h, ebb, "haproxy");
+    }
+}
