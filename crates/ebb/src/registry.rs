@@ -13,7 +13,6 @@
 //! flag and waking its tasklet; the connection closes itself on its own
 //! thread.
 
-use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -119,12 +118,17 @@ impl Process {
 pub struct SessInfo {
     pub id: u64,
     pub thread: u16,
+    /// Its place in its thread's table.
+    slot: u32,
     /// Its connection's tasklet ([`TaskletId::local_bits`]; `NO_TASKLET`
     /// until it is known): see [`SessInfo::tasklet`].
     tasklet: AtomicU64,
     pub peer: SocketAddr,
-    pub frontend: Arc<str>,
-    pub accepted: SystemTime,
+    /// Its frontend (see [`SessInfo::frontend`]).
+    fe: Arc<FrontendRt>,
+    /// When it was accepted, in ns since the Unix epoch (see
+    /// [`SessInfo::accepted`]): 8 bytes where a `SystemTime` takes 16.
+    accepted_ns: u64,
     pub requests: AtomicU64,
     /// uid of the server of the exchange in progress, if proxied (0:
     /// none); [`crate::backend::server_by_uid`] names it. An atomic: the
@@ -138,6 +142,16 @@ pub struct SessInfo {
 const NO_TASKLET: u64 = u64::MAX;
 
 impl SessInfo {
+    /// The name of its frontend.
+    pub fn frontend(&self) -> &str {
+        &self.fe.name
+    }
+
+    /// When it was accepted.
+    pub fn accepted(&self) -> SystemTime {
+        SystemTime::UNIX_EPOCH + std::time::Duration::from_nanos(self.accepted_ns)
+    }
+
     /// The connection's tasklet, once it is known.
     pub fn tasklet(&self) -> Option<TaskletId> {
         let bits = self.tasklet.load(Ordering::Acquire);
@@ -150,9 +164,18 @@ impl SessInfo {
     }
 }
 
+/// One thread's sessions: a slab (a word per connection; a closed
+/// connection's place is reused), walked in id order by the CLI only.
+#[derive(Default)]
+struct Table {
+    slots: Vec<Option<Arc<SessInfo>>>,
+    /// Places free for reuse.
+    free: Vec<u32>,
+}
+
 /// Every thread's session table.
 pub struct Sessions {
-    threads: Vec<Mutex<BTreeMap<u64, Arc<SessInfo>>>>,
+    threads: Vec<Mutex<Table>>,
     next_id: AtomicU64,
 }
 
@@ -160,30 +183,45 @@ impl Sessions {
     pub fn new(nbthread: usize) -> Sessions {
         Sessions {
             threads: (0..nbthread.max(1))
-                .map(|_| Mutex::new(BTreeMap::new()))
+                .map(|_| Mutex::new(Table::default()))
                 .collect(),
             next_id: AtomicU64::new(1),
         }
     }
 
     /// Registers a new connection of `thread`.
-    pub fn add(&self, thread: usize, peer: SocketAddr, frontend: Arc<str>) -> Arc<SessInfo> {
+    pub fn add(&self, thread: usize, peer: SocketAddr, fe: Arc<FrontendRt>) -> Arc<SessInfo> {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-        let s = Arc::new(SessInfo {
-            id,
-            thread: u16::try_from(thread).unwrap_or(u16::MAX),
-            tasklet: AtomicU64::new(NO_TASKLET),
-            peer,
-            frontend,
-            accepted: SystemTime::now(),
-            requests: AtomicU64::new(0),
-            target: AtomicU64::new(0),
-            kill: AtomicBool::new(false),
-        });
-        if let Some(t) = self.threads.get(thread) {
-            t.lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .insert(id, Arc::clone(&s));
+        let make = |slot| {
+            Arc::new(SessInfo {
+                id,
+                thread: u16::try_from(thread).unwrap_or(u16::MAX),
+                slot,
+                tasklet: AtomicU64::new(NO_TASKLET),
+                peer,
+                fe,
+                accepted_ns: SystemTime::now()
+                    .duration_since(SystemTime::UNIX_EPOCH)
+                    .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)),
+                requests: AtomicU64::new(0),
+                target: AtomicU64::new(0),
+                kill: AtomicBool::new(false),
+            })
+        };
+        let Some(t) = self.threads.get(thread) else {
+            return make(u32::MAX);
+        };
+        let mut t = t.lock().unwrap_or_else(|p| p.into_inner());
+        let slot = match t.free.pop() {
+            Some(i) => i,
+            None => {
+                t.slots.push(None);
+                u32::try_from(t.slots.len() - 1).unwrap_or(u32::MAX)
+            }
+        };
+        let s = make(slot);
+        if let Some(place) = t.slots.get_mut(slot as usize) {
+            *place = Some(Arc::clone(&s));
         }
         s
     }
@@ -191,7 +229,15 @@ impl Sessions {
     /// Forgets a closed connection.
     pub fn remove(&self, s: &SessInfo) {
         if let Some(t) = self.threads.get(usize::from(s.thread)) {
-            t.lock().unwrap_or_else(|p| p.into_inner()).remove(&s.id);
+            let mut t = t.lock().unwrap_or_else(|p| p.into_inner());
+            let mine = t
+                .slots
+                .get(s.slot as usize)
+                .is_some_and(|p| p.as_ref().is_some_and(|p| p.id == s.id));
+            if mine {
+                t.slots[s.slot as usize] = None;
+                t.free.push(s.slot);
+            }
         }
     }
 
@@ -205,7 +251,9 @@ impl Sessions {
         let mut out = Vec::new();
         for t in &self.threads {
             let m = t.lock().unwrap_or_else(|p| p.into_inner());
-            out.extend(m.values().filter(|s| s.id < epoch).cloned());
+            let from = out.len();
+            out.extend(m.slots.iter().flatten().filter(|s| s.id < epoch).cloned());
+            out[from..].sort_unstable_by_key(|s| s.id);
         }
         out
     }
@@ -213,10 +261,8 @@ impl Sessions {
     /// Finds a session by id.
     pub fn get(&self, id: u64) -> Option<Arc<SessInfo>> {
         self.threads.iter().find_map(|t| {
-            t.lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .get(&id)
-                .cloned()
+            let m = t.lock().unwrap_or_else(|p| p.into_inner());
+            m.slots.iter().flatten().find(|s| s.id == id).cloned()
         })
     }
 
@@ -224,7 +270,7 @@ impl Sessions {
     pub fn len(&self) -> usize {
         self.threads
             .iter()
-            .map(|t| t.lock().map(|m| m.len()).unwrap_or(0))
+            .map(|t| t.lock().map(|m| m.slots.len() - m.free.len()).unwrap_or(0))
             .sum()
     }
 }
@@ -233,13 +279,21 @@ impl Sessions {
 mod tests {
     use super::*;
 
+    fn frontend() -> Arc<FrontendRt> {
+        let text = "defaults\n mode http\nfrontend fe\n bind :8080\n";
+        let cfg = crate::config::parse_str("t.cfg", text).unwrap_or_else(|e| panic!("{e:?}"));
+        let c = crate::proxy::compile(&cfg).unwrap_or_else(|e| panic!("{e:?}"));
+        Arc::clone(&c.frontends[0])
+    }
+
     #[test]
     fn snapshots_follow_the_epoch() {
+        let fe = frontend();
         let s = Sessions::new(2);
-        let a = s.add(0, "127.0.0.1:1".parse().unwrap(), "fe".into());
-        let b = s.add(1, "127.0.0.1:2".parse().unwrap(), "fe".into());
+        let a = s.add(0, "127.0.0.1:1".parse().unwrap(), Arc::clone(&fe));
+        let b = s.add(1, "127.0.0.1:2".parse().unwrap(), Arc::clone(&fe));
         let e = s.epoch();
-        let c = s.add(0, "127.0.0.1:3".parse().unwrap(), "fe".into());
+        let c = s.add(0, "127.0.0.1:3".parse().unwrap(), Arc::clone(&fe));
         let ids: Vec<u64> = s.snapshot(e).iter().map(|x| x.id).collect();
         assert_eq!(ids, vec![a.id, b.id]);
         assert_eq!(s.len(), 3);
@@ -247,5 +301,17 @@ mod tests {
         assert!(s.get(b.id).is_none());
         assert!(s.get(c.id).is_some());
         assert_eq!(s.snapshot(s.epoch()).len(), 2);
+        // `b`'s place is reused; a walk still lists by id.
+        let d = s.add(1, "127.0.0.1:4".parse().unwrap(), Arc::clone(&fe));
+        let ids: Vec<u64> = s.snapshot(s.epoch()).iter().map(|x| x.id).collect();
+        assert_eq!(ids, vec![a.id, c.id, d.id]);
+        assert_eq!(s.len(), 3);
+        s.remove(&a);
+        s.remove(&a);
+        assert_eq!(s.len(), 2);
+        assert!(s.get(d.id).is_some());
+        assert_eq!(d.frontend(), "fe");
+        let age = SystemTime::now().duration_since(d.accepted());
+        assert!(age.as_ref().is_ok_and(|a| a.as_secs() < 3600), "{age:?}");
     }
 }

@@ -106,22 +106,28 @@ impl<T> FreeList<T> {
 /// request) is for a thread's first 64 idle connections only.
 pub const WARM_IDLE_MAX: usize = 64;
 
-impl Worker {
-    /// A client connection goes idle: whether it may keep its exchange
-    /// state (then counted until [`Worker::warm_done`]).
-    pub fn warm_idle(&self) -> bool {
-        let n = self.warm.get();
-        let ok = n < WARM_IDLE_MAX;
-        if ok {
-            self.warm.set(n + 1);
-        }
-        ok
-    }
+/// One of a thread's [`WARM_IDLE_MAX`] places for an idle connection
+/// that keeps its exchange state: given back when dropped (the
+/// connection is busy again, or gone).
+pub struct WarmPlace(std::rc::Rc<Worker>);
 
-    /// A connection that [`Worker::warm_idle`] let keep its state is busy
-    /// again, or gone.
-    pub fn warm_done(&self) {
-        self.warm.set(self.warm.get().saturating_sub(1));
+impl Drop for WarmPlace {
+    fn drop(&mut self) {
+        let w = &self.0.warm;
+        w.set(w.get().saturating_sub(1));
+    }
+}
+
+impl Worker {
+    /// A client connection goes idle: a place to keep its exchange state
+    /// in, if the thread has one left.
+    pub fn warm_idle(w: &std::rc::Rc<Worker>) -> Option<WarmPlace> {
+        let n = w.warm.get();
+        if n >= WARM_IDLE_MAX {
+            return None;
+        }
+        w.warm.set(n + 1);
+        Some(WarmPlace(std::rc::Rc::clone(w)))
     }
 
     pub fn new(

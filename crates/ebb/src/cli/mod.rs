@@ -962,7 +962,7 @@ fn show_sess(p: &Process, all: bool, isolate: &mut dyn FnMut(&mut dyn FnMut())) 
         let now = SystemTime::now();
         for s in list {
             let age = now
-                .duration_since(s.accepted)
+                .duration_since(s.accepted())
                 .map(|d| d.as_secs())
                 .unwrap_or(0);
             let (be, srv) = crate::backend::server_by_uid(s.target.load(Ordering::Relaxed))
@@ -974,7 +974,7 @@ fn show_sess(p: &Process, all: bool, isolate: &mut dyn FnMut(&mut dyn FnMut())) 
                 "0x{:x}: proto={proto} src={} fe={} be={be} srv={srv} age={age}s thread={} reqs={}",
                 s.id,
                 s.peer,
-                s.frontend,
+                s.frontend(),
                 u32::from(s.thread) + 1,
                 s.requests.load(Ordering::Relaxed),
             );

@@ -912,7 +912,7 @@ impl Stream {
         {
             let v = c.vars.get_mut();
             v.begin_request();
-            v.info.accept_date = Some(c.sess.accepted);
+            v.info.accept_date = Some(c.sess.accepted());
             v.info.req_age_ms = c.req_start.map_or(0, |t| ctx.now().wrapping_sub(t));
             // The request line for the `capture.req.*` fetches: the
             // parser took it as `method SP target SP HTTP/1.x` (one space

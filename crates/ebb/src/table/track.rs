@@ -194,6 +194,22 @@ impl Stk {
         s
     }
 
+    /// Whether nothing is tracked or pending: the trackers of a new
+    /// connection, apart from the date (an idle connection then keeps
+    /// none, see `mux::h1::client`).
+    pub fn is_clear(&self) -> bool {
+        !self.err.get()
+            && !self.sess_shared
+            && self.prefer.get().is_none()
+            && self.prefer_force.get().is_none()
+            && self.pending.try_borrow().is_ok_and(|p| p.keys.is_empty())
+            && self.sess.try_borrow().is_ok_and(|l| l.is_none())
+            && self
+                .strm
+                .try_borrow()
+                .is_ok_and(|l| l.as_deref().is_none_or(|l| l.iter().all(Option::is_none)))
+    }
+
     pub fn tables(&self) -> &Tables {
         &self.tables
     }

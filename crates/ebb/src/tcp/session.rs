@@ -125,9 +125,7 @@ impl Session {
         let now = ctx.now();
         let tls = tr.is_tls();
         let heavy = tr.is_handshaking() && w.heavy_enabled;
-        let sess = w
-            .sessions
-            .add(ctx.thread_id(), peer, Arc::clone(&fe.name_arc));
+        let sess = w.sessions.add(ctx.thread_id(), peer, Arc::clone(&fe));
         let pipe = Pipe {
             cli: super::pipe::Sock {
                 tr: Some(tr),

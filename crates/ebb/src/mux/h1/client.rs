@@ -31,10 +31,13 @@
 //!
 //! Idle keep-alive connections give their buffers, their header index and
 //! their stream back to the thread's pools (see [`Worker::get_buf`],
-//! [`Exchange::parkable`]), so an idle connection costs its socket, this
-//! struct and two scheduler slots; a few idle connections per thread keep
-//! their stream and variables, which spares a busy connection the trip to
-//! the pools at every request (see [`crate::worker::WARM_IDLE_MAX`]).
+//! [`Exchange::parkable`]); then [`Conn`] itself gives way to the few
+//! fields that last ([`Idle`], about a quarter of its size), so an idle
+//! connection costs its socket, that, its registry entry and its
+//! scheduler slot and timer. A few idle connections per thread keep their
+//! whole state, stream and variables, which spares a busy connection the
+//! trip to the pools at every request (see
+//! [`crate::worker::WARM_IDLE_MAX`]).
 
 use std::cell::RefCell;
 use std::io::{self, IoSlice};
@@ -229,9 +232,9 @@ pub struct Conn<S> {
     st: Option<Box<S>>,
     /// The stream is in the pool, not out running (`st` is `None`).
     parked: bool,
-    /// Idle with its stream and variables kept, one of the thread's few
-    /// (see [`crate::worker::WARM_IDLE_MAX`]).
-    warm: bool,
+    /// Idle with its stream and variables kept, in one of the thread's
+    /// few places (see [`crate::worker::WARM_IDLE_MAX`]).
+    warm: Option<crate::worker::WarmPlace>,
     /// This connection is a lane of an HTTP/2 connection (its transport
     /// is a [`Transport::Lane`]): the tasklet of that connection, woken
     /// when the lane moved bytes or ended.
@@ -247,14 +250,6 @@ pub struct Conn<S> {
     /// stream gives at once, kept for HTTP/2 frames instead of written as
     /// HTTP/1 (see `mux::h2::native`).
     pub(crate) native: Option<Box<crate::mux::h2::native::Captured>>,
-}
-
-impl<S> Drop for Conn<S> {
-    fn drop(&mut self) {
-        if self.warm {
-            self.w.warm_done();
-        }
-    }
 }
 
 /// The address a client reached, as a fetch asks for it (`dst`,
@@ -348,7 +343,7 @@ impl<S: Exchange + Default + 'static> Conn<S> {
         };
         let (first_deadline, heavy) = (conn.deadline, conn.heavy);
         let sess2 = Arc::clone(&conn.sess);
-        let id = ctx.new_tasklet_boxed(name, conn);
+        let id = ctx.new_tasklet_boxed(name, Box::new(H1Task::Busy(conn)));
         sess2.set_tasklet(id);
         // Registered with the poller at the end of its first run that
         // leaves it open (see `registered`).
@@ -365,7 +360,7 @@ impl<S: Exchange + Default + 'static> Conn<S> {
 
     /// The connection's state, its first deadline in `deadline` (the
     /// caller arms the tasklet's timer with it). Built in its box, which
-    /// becomes the tasklet's: the state is never copied after.
+    /// the tasklet holds while the connection is busy.
     #[allow(clippy::too_many_arguments)]
     fn make(
         ctx: &mut Ctx,
@@ -382,9 +377,7 @@ impl<S: Exchange + Default + 'static> Conn<S> {
     ) -> Box<Self> {
         let now = ctx.now();
         let first_deadline = ticks::add(now, fe.timeouts.http_request);
-        let sess = w
-            .sessions
-            .add(ctx.thread_id(), peer, Arc::clone(&fe.name_arc));
+        let sess = w.sessions.add(ctx.thread_id(), peer, Arc::clone(&fe));
         let heavy = tr.is_handshaking() && w.heavy_enabled;
         let (stk, vars) = early.unwrap_or_else(|| {
             (
@@ -392,47 +385,27 @@ impl<S: Exchange + Default + 'static> Conn<S> {
                 Default::default(),
             )
         });
-        Box::new(Conn {
+        let lasting = Idle {
             tr,
-            fd,
-            heavy,
             dst: dst.map(Box::new),
             fe,
             w,
-            rbuf: Vec::new(),
-            rstart: 0,
-            rend: 0,
-            wbuf: Vec::new(),
-            wpos: 0,
-            body: None,
-            input: In::Head,
-            // Its header index comes from the thread's pool with the read
-            // buffer, and goes back to it while the connection idles.
-            head: RequestHead::default(),
-            rd_ready: true,
-            rd_hup: false,
-            wr_ready: true,
-            eof: false,
-            closing: false,
-            silent: false,
-            stopping: false,
-            req_start: None,
+            sess,
+            vars: crate::sample::vars::ConnVars::new(vars),
+            stk: None,
+            stk_now: 0,
+            // Set at the first run.
+            me: TaskletId::from_local(0, u64::MAX),
+            fd,
             idle_since: now,
             deadline: first_deadline,
-            me: None,
-            next_input: None,
-            vars: crate::sample::vars::ConnVars::new(vars),
-            stk,
-            sess,
-            sent_run: 0,
-            // The first request takes a stream from the thread's pool.
-            st: None,
-            parked: true,
-            warm: false,
-            lane_of: None,
-            registered: false,
-            native: None,
-        })
+            // Ready to read and write; not registered with the poller.
+            flags: 0b101,
+        };
+        let mut c = Self::with_lasting(lasting, stk);
+        c.heavy = heavy;
+        c.me = None;
+        c
     }
 
     /// Starts a lane of the HTTP/2 connection whose tasklet is `mux`: an
@@ -669,7 +642,7 @@ impl<S: Exchange + Default + 'static> Conn<S> {
             fe,
             w,
             early,
-            self.sess.accepted,
+            self.sess.accepted(),
             session,
         );
         if started.is_err() {
@@ -691,9 +664,8 @@ impl<S: Exchange + Default + 'static> Conn<S> {
     /// Takes a stream from the thread's pool for a new exchange, if the
     /// connection's went back there.
     fn unpark(&mut self) {
-        if std::mem::take(&mut self.warm) {
-            self.w.warm_done();
-        }
+        // Busy again: the thread's place goes back.
+        self.warm = None;
         if std::mem::take(&mut self.parked) {
             self.st = Some(S::from_pool(&self.w));
         }
@@ -708,9 +680,14 @@ impl<S: Exchange + Default + 'static> Conn<S> {
     /// lets it keep them (a few idle connections may: see
     /// [`crate::worker::WARM_IDLE_MAX`]).
     fn park(&mut self) {
-        if self.warm || (!self.parked && self.w.warm_idle()) {
-            self.warm = true;
+        if self.warm.is_some() {
             return;
+        }
+        if !self.parked {
+            self.warm = Worker::warm_idle(&self.w);
+            if self.warm.is_some() {
+                return;
+            }
         }
         if self.st.as_ref().is_some_and(|s| s.parkable()) {
             if let Some(st) = self.st.take() {
@@ -1073,7 +1050,7 @@ impl<S: Exchange + Default + 'static> Conn<S> {
         let [tq, tw, tc, tr, tt] = f.times;
         crate::log::Entry {
             client: self.stream_src(),
-            accept: self.sess.accepted,
+            accept: self.sess.accepted(),
             frontend: &self.fe.name,
             backend: f.backend,
             server: f.server,
@@ -1526,7 +1503,195 @@ impl<S: Exchange + Default + 'static> TaskletFn for Conn<S> {
     }
 }
 
+/// A plain HTTP/1 client connection's tasklet: its whole state while
+/// it works ([`Conn`], taken back from the heap at each run that finds
+/// it idle), or only what lasts between two exchanges ([`Idle`]).
+enum H1Task<S> {
+    Busy(Box<Conn<S>>),
+    Idle(Idle),
+    /// Only while the state changes form.
+    Gone,
+}
+
+/// What an idle connection keeps (issue 12: an idle connection's
+/// memory): its socket, its addresses, its frontend, its registry entry,
+/// its variables and trackers, its timer's dates and readiness. What an
+/// exchange uses (buffers' positions, the request head's spans, the
+/// body's state, the stream) is in [`Conn`] only while one is under way.
+struct Idle {
+    tr: Transport,
+    dst: Option<Box<SocketAddr>>,
+    fe: Arc<FrontendRt>,
+    w: Rc<Worker>,
+    sess: Arc<crate::registry::SessInfo>,
+    vars: crate::sample::vars::ConnVars,
+    /// `None`: nothing tracked (a new one is made, dated `stk_now`).
+    stk: Option<Box<crate::table::Stk>>,
+    stk_now: u32,
+    me: TaskletId,
+    fd: RawFd,
+    idle_since: Tick,
+    deadline: Tick,
+    /// `rd_ready`, `rd_hup`, `wr_ready`, `eof`, `silent`, `stopping`,
+    /// `registered` (bits 0 to 6).
+    flags: u8,
+}
+
+impl<S: Exchange + Default + 'static> TaskletFn for H1Task<S> {
+    fn run(&mut self, ctx: &mut Ctx, me: TaskletId, why: Reasons) -> Status {
+        if let H1Task::Idle(_) = self {
+            if let H1Task::Idle(i) = std::mem::replace(self, H1Task::Gone) {
+                *self = H1Task::Busy(Conn::from_idle(i));
+            }
+        }
+        let H1Task::Busy(c) = self else {
+            return Status::Done;
+        };
+        let st = c.run(ctx, me, why);
+        if st == Status::Continue && c.idle_form() {
+            if let H1Task::Busy(c) = std::mem::replace(self, H1Task::Gone) {
+                *self = H1Task::Idle(c.into_idle());
+            }
+        }
+        st
+    }
+}
+
 impl<S: Exchange + Default + 'static> Conn<S> {
+    /// Whether nothing of an exchange is left (see [`Idle`]): no stream
+    /// (in the pool, not kept in a warm place), no buffer, no output, no
+    /// head begun, registered with the poller.
+    fn idle_form(&self) -> bool {
+        self.warm.is_none()
+            && self.parked
+            && self.st.is_none()
+            && self.registered
+            && self.lane_of.is_none()
+            && !self.heavy
+            && !self.closing
+            && self.me.is_some()
+            && matches!(self.input, In::Head)
+            && self.next_input.is_none()
+            && self.req_start.is_none()
+            && self.rend == 0
+            && self.rbuf.is_empty()
+            && self.wbuf.capacity() == 0
+            && self.head.headers.capacity() == 0
+            && self.body.is_none()
+            && self.native.is_none()
+            && !self.tr.has_pending_output()
+            && !self.tr.is_handshaking()
+    }
+
+    /// The idle form of a connection [`Conn::idle_form`] found idle.
+    fn into_idle(self: Box<Self>) -> Idle {
+        let Conn {
+            tr,
+            fd,
+            dst,
+            fe,
+            w,
+            rd_ready,
+            rd_hup,
+            wr_ready,
+            eof,
+            silent,
+            stopping,
+            idle_since,
+            deadline,
+            me,
+            vars,
+            stk,
+            sess,
+            registered,
+            ..
+        } = *self;
+        let stk_now = stk.now();
+        let stk = (!stk.is_clear()).then(|| Box::new(stk));
+        let flags = [
+            rd_ready, rd_hup, wr_ready, eof, silent, stopping, registered,
+        ]
+        .iter()
+        .enumerate()
+        .fold(0u8, |f, (i, b)| f | (u8::from(*b) << i));
+        Idle {
+            tr,
+            dst,
+            fe,
+            w,
+            sess,
+            vars,
+            stk,
+            stk_now,
+            me: me.unwrap_or(TaskletId::from_local(0, u64::MAX)),
+            fd,
+            idle_since,
+            deadline,
+            flags,
+        }
+    }
+
+    /// The whole state again, for a run of an idle connection: what
+    /// lasts from `i`, what an exchange uses as a new connection has it.
+    fn from_idle(mut i: Idle) -> Box<Self> {
+        let stk = match i.stk.take() {
+            Some(s) => *s,
+            None => {
+                let s = crate::table::Stk::new(Arc::clone(&i.fe.tables));
+                s.set_now(i.stk_now);
+                s
+            }
+        };
+        Self::with_lasting(i, stk)
+    }
+
+    /// A connection's state from what lasts (`i`, its trackers `stk`
+    /// apart), between two exchanges.
+    fn with_lasting(i: Idle, stk: crate::table::Stk) -> Box<Self> {
+        let bit = |n: u8| i.flags & (1 << n) != 0;
+        Box::new(Conn {
+            rd_ready: bit(0),
+            rd_hup: bit(1),
+            wr_ready: bit(2),
+            eof: bit(3),
+            silent: bit(4),
+            stopping: bit(5),
+            registered: bit(6),
+            tr: i.tr,
+            fd: i.fd,
+            heavy: false,
+            dst: i.dst,
+            fe: i.fe,
+            w: i.w,
+            rbuf: Vec::new(),
+            rstart: 0,
+            rend: 0,
+            wbuf: Vec::new(),
+            wpos: 0,
+            body: None,
+            input: In::Head,
+            // Its header index comes from the thread's pool with the read
+            // buffer, and goes back to it while the connection idles.
+            head: RequestHead::default(),
+            closing: false,
+            req_start: None,
+            idle_since: i.idle_since,
+            deadline: i.deadline,
+            me: Some(i.me),
+            next_input: None,
+            vars: i.vars,
+            stk,
+            sess: i.sess,
+            sent_run: 0,
+            // The next request takes a stream from the thread's pool.
+            st: None,
+            parked: true,
+            warm: None,
+            lane_of: None,
+            native: None,
+        })
+    }
+
     fn run_inner(&mut self, ctx: &mut Ctx, me: TaskletId, why: Reasons) -> Status {
         if why.intersects(Reasons::IO) && self.lane_of.is_none() {
             let ev = ctx.take_events(me);
@@ -1590,6 +1755,11 @@ mod size {
             (
                 "Conn<Stream>",
                 size_of::<super::Conn<crate::stream::Stream>>(),
+            ),
+            ("Idle", size_of::<super::Idle>()),
+            (
+                "H1Task<Stream>",
+                size_of::<super::H1Task<crate::stream::Stream>>(),
             ),
             ("Transport", size_of::<crate::transport::Transport>()),
             ("SocketAddr", size_of::<std::net::SocketAddr>()),
