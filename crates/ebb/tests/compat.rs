@@ -1149,17 +1149,23 @@ fn cpu_map_binds_each_thread() {
     };
     let e = common::Ebb::start(&rest("BIND"));
     assert_eq!(get(e.addr(), "/").status, 200);
-    let sched: Vec<String> = thread_cpus(e.pid())
-        .into_iter()
-        .filter(|(n, _)| n.starts_with("sched-") && n != "sched-watchdog")
-        .map(|(_, c)| c)
-        .collect();
-    assert_eq!(sched, ["0", "1"], "ebb's scheduler threads");
+    let sched = || -> Vec<String> {
+        thread_cpus(e.pid())
+            .into_iter()
+            .filter(|(n, _)| n.starts_with("sched-") && n != "sched-watchdog")
+            .map(|(_, c)| c)
+            .collect()
+    };
+    // Each thread binds itself as it starts: wait for both to have.
+    common::wait_until("ebb's threads bound", || sched() == ["0", "1"]);
     let port = common::free_port();
     if let Some(h) = common::haproxy_with("cpumap-hap", &rest(&format!("127.0.0.1:{port}"))) {
-        let mut cpus: Vec<String> = thread_cpus(h.pid()).into_iter().map(|(_, c)| c).collect();
-        cpus.sort();
-        assert_eq!(cpus, ["0", "1"], "haproxy's threads");
+        let cpus = || -> Vec<String> {
+            let mut c: Vec<String> = thread_cpus(h.pid()).into_iter().map(|(_, c)| c).collect();
+            c.sort();
+            c
+        };
+        common::wait_until("haproxy's threads bound", || cpus() == ["0", "1"]);
     }
 }
 
