@@ -1151,7 +1151,12 @@ listen l
     err1(
         "defaults\n    option redispatch now\n",
         "t.cfg:2: ",
-        "unexpected argument",
+        "expects an integer interval",
+    );
+    err1(
+        "defaults\n    option redispatch 1 2\n",
+        "t.cfg:2: ",
+        "at most one argument",
     );
     err1(
         "defaults\n    option forwardfor except\n",

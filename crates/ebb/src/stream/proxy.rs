@@ -854,8 +854,8 @@ impl Stream {
         if let Some(s) = &up.server {
             s.counters.retries.fetch_add(1, Ordering::Relaxed);
         }
-        // `option redispatch`: the last retry goes to another server.
-        if farm.redispatch && up.retries_left == 0 {
+        // `option redispatch [N]`: this retry goes to another server.
+        if farm.redispatch_on(farm.retries.saturating_sub(up.retries_left)) {
             if let Some(s) = up.server.take() {
                 s.counters.redispatches.fetch_add(1, Ordering::Relaxed);
                 up.avoid = Some(s.idx);
