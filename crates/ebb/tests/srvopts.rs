@@ -282,3 +282,47 @@ fn redispatch_interval() {
         );
     }
 }
+
+fn url_param_cfg(sock: &Path, bind: &str, o: SocketAddr) -> String {
+    let mut c = format!(
+        "global\n    stats socket {} level admin\n\
+         defaults\n    mode http\n    timeout connect 2s\n    timeout client 10s\n    timeout server 10s\n\
+         frontend fe\n    bind {bind}\n    use_backend cons if {{ path_beg /c }}\n    default_backend map\n    http-response set-header x-s %[srv_name]\n",
+        sock.display()
+    );
+    for (b, extra) in [("map", ""), ("cons", "    hash-type consistent\n")] {
+        c.push_str(&format!("backend {b}\n    balance url_param id\n{extra}"));
+        for s in ["s1", "s2", "s3", "s4"] {
+            c.push_str(&format!("    server {s} {o}\n"));
+        }
+    }
+    c
+}
+
+/// `balance url_param id` (map-based and consistent): each value goes to
+/// the server HAProxy sends it to, whatever comes around it in the query.
+#[test]
+fn balance_url_param_maps_as_haproxy() {
+    let origin = Origin::start("o", Mode::Ok);
+    let paths: Vec<String> = (0..24)
+        .map(|i| match i % 3 {
+            0 => format!("/m?id={i}"),
+            1 => format!("/c?a=1&id=user{i}&b=2"),
+            _ => format!("/m?xid=1&id=v{i}"),
+        })
+        .collect();
+    let run = |fe: SocketAddr| -> Vec<String> {
+        paths
+            .iter()
+            .map(|p| get(fe, p).header("x-s").unwrap_or("-").to_string())
+            .collect()
+    };
+    let (ebb, _sock) = ebb_with_admin("urlp", |k, b| url_param_cfg(k, b, origin.addr));
+    let ours = run(ebb.addr());
+    // The same value, the same server.
+    assert_eq!(ours, run(ebb.addr()));
+    assert!(ours.iter().collect::<std::collections::BTreeSet<_>>().len() > 1);
+    if let Some((_h, fe)) = haproxy_beside("urlp", |k, b| url_param_cfg(k, b, origin.addr)) {
+        assert_eq!(run(fe), ours, "haproxy (left), ebb (right)");
+    }
+}

@@ -247,6 +247,17 @@ fn build_map(elig: &[usize], ew: &[u32]) -> Vec<usize> {
     map
 }
 
+/// `balance url_param NAME`'s key, as HAProxy's get_server_ph finds it:
+/// after the URI's first `?`, the value (up to `&`) of the first
+/// parameter named exactly `NAME`; none when there is no such parameter.
+fn url_param_value<'a>(uri: &'a [u8], name: &[u8]) -> Option<&'a [u8]> {
+    let q = uri.iter().position(|&b| b == b'?')?;
+    uri[q + 1..].split(|&b| b == b'&').find_map(|p| {
+        let v = p.strip_prefix(name)?.strip_prefix(b"=")?;
+        Some(v)
+    })
+}
+
 /// HAProxy's consistent-hash ring: `16 x weight` points per server, point
 /// `n` of the server of id `id` (its `id N`, else numbered as HAProxy
 /// numbers them) at `avalanche(id * 4096 + n)`.
@@ -546,6 +557,13 @@ pub fn choose(
                 None => smooth_rr(st, elig, weights, room, rr),
             }
         }
+        Balance::UrlParam { name } => match url_param_value(input.uri, name.as_bytes()) {
+            Some(v) => {
+                let h = hash_key(&st.hash, v);
+                hashed(st, h, elig, weights, cur, room)
+            }
+            None => smooth_rr(st, elig, weights, room, rr),
+        },
         Balance::Hdr {
             use_domain_only, ..
         } => match input.hdr {

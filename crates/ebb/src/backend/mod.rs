@@ -813,7 +813,7 @@ impl Farm {
     pub fn static_weights(&self) -> bool {
         matches!(
             self.balance,
-            Balance::Source | Balance::Uri { .. } | Balance::Hdr { .. }
+            Balance::Source | Balance::Uri { .. } | Balance::UrlParam { .. } | Balance::Hdr { .. }
         ) && !self.hash.get().is_some_and(|h| h.consistent)
     }
 

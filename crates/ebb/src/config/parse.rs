@@ -4181,8 +4181,17 @@ fn parse_balance(w: &[String]) -> Result<Balance, String> {
                 path_only,
             })
         }
+        "url_param" => match rest {
+            [name] => Ok(Balance::UrlParam { name: name.to_string() }),
+            [_, opt, ..] if opt == "check_post" => Err(
+                "'balance url_param NAME check_post' is not supported by ebb (it does not hash request bodies)"
+                    .to_string(),
+            ),
+            [] => Err("'balance url_param' requires an URL parameter name.".to_string()),
+            _ => Err("'balance url_param' only accepts check_post modifier.".to_string()),
+        },
         o => Err(format!(
-            "unknown balance algorithm '{o}' (supported: roundrobin, static-rr, leastconn, first, source, uri, hdr(NAME), random)"
+            "unknown balance algorithm '{o}' (supported: roundrobin, static-rr, leastconn, first, source, uri, url_param NAME, hdr(NAME), random)"
         )),
     }
 }

@@ -1766,9 +1766,9 @@ fn balance_algorithms() {
         }
     );
     err1(
-        &be("    balance url_param x"),
+        &be("    balance url_param x check_post 64"),
         "t.cfg:2: ",
-        "unknown balance algorithm",
+        "not supported by ebb",
     );
     err1(
         &be("    balance roundrobin x"),

@@ -1343,6 +1343,11 @@ pub enum Balance {
         /// absolute URI's scheme and authority are left out).
         path_only: bool,
     },
+    /// `url_param NAME`: the value of the query string's first `NAME=`
+    /// parameter (round robin without one).
+    UrlParam {
+        name: String,
+    },
     /// Header name in lower case.
     Hdr {
         name: String,

@@ -440,7 +440,10 @@ impl Stream {
             _ => None,
         };
         let mut lb_uri = std::mem::take(&mut spare.lb_uri);
-        if matches!(sr.farm.balance, crate::config::Balance::Uri { .. }) {
+        if matches!(
+            sr.farm.balance,
+            crate::config::Balance::Uri { .. } | crate::config::Balance::UrlParam { .. }
+        ) {
             lb_uri.extend_from_slice(h.path.get(buf));
         }
         // `http-request set-timeout`: this exchange's own (0: none, as
