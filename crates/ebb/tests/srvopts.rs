@@ -74,9 +74,10 @@ fn server_ids_are_numbered_as_haproxy_numbers_them() {
 }
 
 /// A duplicate id, an id of 0 and `id` on `default-server` are refused
-/// with the line, as HAProxy refuses the first two.
+/// with the line, as HAProxy refuses the first two; so are what ebb does
+/// not do, with the reason: `tfo` on a server, `url_param ... check_post`.
 #[test]
-fn bad_server_ids_are_refused() {
+fn bad_server_ids_and_unsupported_options_are_refused() {
     let dir = scratch("ids-refused");
     let head = "defaults\n    mode http\n    timeout connect 1s\n    timeout client 1s\n    timeout server 1s\nfrontend fe\n    bind 127.0.0.1:1\n    default_backend be\nbackend be\n";
     for (i, (lines, what)) in [
@@ -88,6 +89,14 @@ fn bad_server_ids_are_refused() {
         (
             "    default-server id 3\n",
             "not accepted in default-server",
+        ),
+        (
+            "    server a 127.0.0.1:1 tfo\n",
+            "f3.cfg:10: server option 'tfo' is not supported by ebb",
+        ),
+        (
+            "    balance url_param id check_post 64\n    server a 127.0.0.1:1\n",
+            "f4.cfg:10: 'balance url_param NAME check_post' is not supported by ebb",
         ),
     ]
     .iter()

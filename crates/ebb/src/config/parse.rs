@@ -3867,6 +3867,12 @@ fn parse_server_opts(w: &[String], o: &mut ServerOptions, ctx: &Ctx<'_>) -> Resu
             "no-send-proxy" | "no-send-proxy-v2" => o.send_proxy = 0,
             "check-send-proxy" => o.check_send_proxy = true,
             "check-ssl" => o.check_ssl = true,
+            "tfo" => {
+                return Err(
+                    "server option 'tfo' is not supported by ebb (TCP fast open on connect needs TCP_FASTOPEN_CONNECT, which socket2 does not set and ebb adds no unsafe code for)"
+                        .into(),
+                )
+            }
             "no-check-ssl" => o.check_ssl = false,
             "check-via-socks4" => o.check_via_socks4 = true,
             "agent-check" => o.agent_check = true,
