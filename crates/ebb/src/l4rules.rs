@@ -663,7 +663,9 @@ pub fn compile(p: &Proxy, m: &Matcher, warnings: &mut Vec<String>) -> Result<Tcp
 pub fn balance_for_mode(p: &Proxy, warnings: &mut Vec<String>) -> crate::config::Balance {
     use crate::config::Balance;
     match &p.balance {
-        Balance::Uri { .. } | Balance::Hdr { .. } if p.mode == ProxyMode::Tcp => {
+        Balance::Uri { .. } | Balance::UrlParam { .. } | Balance::Hdr { .. }
+            if p.mode == ProxyMode::Tcp =>
+        {
             warnings.push(format!(
                 "{}: Layer 7 hash not possible for backend '{}' (needs 'mode http'). Falling back to round robin.",
                 p.loc, p.name

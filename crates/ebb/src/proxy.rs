@@ -904,6 +904,10 @@ pub fn server_tls(
     host: &str,
 ) -> Result<Option<crate::backend::ServerTls>, String> {
     if !o.ssl {
+        if o.check_ssl {
+            // The checks' TLS (built when they start): its errors now.
+            crate::tls::client_config_with(o.verify, o.ca_file.as_deref(), &o.tls)?;
+        }
         return Ok(None);
     }
     let mut config = crate::tls::client_config_with(o.verify, o.ca_file.as_deref(), &o.tls)
@@ -1093,6 +1097,7 @@ fn compile_servers(
         p.http_reuse,
         p.http_check.clone(),
     );
+    farm.redispatch_after = p.options.redispatch_after;
     farm.target = backend_target(p, warnings)?;
     farm.sock = srv_sock(p);
     farm.allbackups = p.options.allbackups;

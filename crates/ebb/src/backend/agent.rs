@@ -59,8 +59,8 @@ impl AgentRt {
             in_progress: AtomicBool::new(false),
             verdict: Mutex::new(Verdict::default()),
             ms: AtomicU64::new(u64::MAX),
-            addr: Mutex::new(o.agent_addr),
-            port: AtomicU16::new(o.agent_port.unwrap_or(0)),
+            addr: Mutex::new(o.agent_addr.or(o.check_addr)),
+            port: AtomicU16::new(o.agent_port.or(o.check_port).unwrap_or(0)),
             send: Mutex::new(o.agent_send.clone()),
         }
     }

@@ -922,10 +922,12 @@ fn complete(buf: &[u8]) -> bool {
 pub type CheckTls = (Arc<rustls::ClientConfig>, String);
 
 /// The PROXY header a check sends first (`check-send-proxy`, or a server
-/// with `send-proxy[-v2]`, HAProxy's rule): v1 `UNKNOWN` or a v2 LOCAL
-/// command, since a check relays no client. Empty: none.
+/// with `send-proxy[-v2]` whose checks have neither `port` nor `addr`,
+/// HAProxy's rule): v1 `UNKNOWN` or a v2 LOCAL command, since a check
+/// relays no client. Empty: none.
 pub fn check_proxy_header(o: &crate::config::ServerOptions) -> Vec<u8> {
-    if o.send_proxy == 0 && !o.check_send_proxy {
+    let same_target = o.check_port.is_none() && o.check_addr.is_none();
+    if !o.check_send_proxy && (o.send_proxy == 0 || !same_target) {
         return Vec::new();
     }
     crate::proxyproto::header_for(o.send_proxy.max(1), None)
@@ -1401,6 +1403,11 @@ impl Checker {
                 }
             }
         } else if let Some(addr) = s.addr().filter(|_| on) {
+            // `addr` and `port`: the check's own target.
+            let addr = SocketAddr::new(
+                s.opts.check_addr.unwrap_or(addr.ip()),
+                s.opts.check_port.unwrap_or(addr.port()),
+            );
             let result = Arc::clone(&self.result);
             let probe = self.probe.clone();
             let tls = self.tls.clone();
@@ -1560,6 +1567,29 @@ pub fn start_agent(farm: &Arc<Farm>, s: &Arc<ServerRt>) -> Option<TaskId> {
     super::agent::start_server(farm, s, farm.check_ctx.get()?)
 }
 
+/// The TLS of a server's checks: its own (`ssl`), or with `check-ssl`
+/// a client built from its TLS options (checked at start by
+/// `proxy::server_tls`), SNI `sni` or the check's address.
+fn check_ssl(s: &ServerRt) -> Option<super::ServerTls> {
+    let o = &s.opts;
+    if let Some(t) = &s.tls {
+        return Some(super::ServerTls {
+            config: Arc::clone(&t.config),
+            sni: t.sni.clone(),
+        });
+    }
+    if !o.check_ssl {
+        return None;
+    }
+    let config = crate::tls::client_config_with(o.verify, o.ca_file.as_deref(), &o.tls).ok()?;
+    // An IP address: rustls sends no SNI for it (HAProxy's checks send
+    // none without `check-sni`).
+    let ip = o.check_addr.or(s.addr().map(|a| a.ip()));
+    let ip = ip.unwrap_or(std::net::IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED));
+    let sni = o.sni.clone().unwrap_or_else(|| ip.to_string());
+    Some(super::ServerTls { config, sni })
+}
+
 /// Starts the check task of one server with `check` (a server added at
 /// run time: once the farm's checks started).
 pub fn start_server(farm: &Arc<Farm>, s: &Arc<ServerRt>) -> Option<TaskId> {
@@ -1578,7 +1608,7 @@ pub fn start_server(farm: &Arc<Farm>, s: &Arc<ServerRt>) -> Option<TaskId> {
         srv: Arc::downgrade(s),
         farm: Arc::downgrade(farm),
         probe: cx.probe.clone(),
-        tls: s.tls.as_ref().map(|t| {
+        tls: check_ssl(s).as_ref().map(|t| {
             // `check-alpn`: the checks' own ALPN list.
             let cfg = match &s.opts.check_alpn {
                 Some(list) => {

@@ -52,6 +52,9 @@ pub struct State {
     /// The smooth round-robin order, built for one set of eligible servers
     /// and weights.
     order: Option<Order>,
+    /// Each server's id (HAProxy's `puid`) by index: `first` takes the
+    /// lowest, the consistent ring places points by it. Missing: index + 1.
+    ids: Vec<u32>,
 }
 
 /// One period of smooth weighted round robin and what it was built from.
@@ -82,7 +85,21 @@ impl State {
             gcd: 1,
             table: None,
             order: None,
+            ids: Vec::new(),
         }
+    }
+
+    /// Sets the servers' ids, by index.
+    pub fn set_ids(&mut self, ids: Vec<u32>) {
+        self.ids = ids;
+        self.table = None;
+    }
+
+    fn id_of(&self, i: usize) -> u32 {
+        self.ids
+            .get(i)
+            .copied()
+            .unwrap_or_else(|| (i as u32).wrapping_add(1))
     }
 
     /// Sets the backend's `hash-type`; `conf_weights` are every server's
@@ -113,7 +130,8 @@ impl State {
                 ring: Vec::new(),
             };
             if self.hash.consistent {
-                t.ring = build_ring(elig, weights);
+                let ids: Vec<u32> = elig.iter().map(|&i| self.id_of(i)).collect();
+                t.ring = build_ring(elig, &ids, weights);
             } else {
                 let ew: Vec<u32> = weights.iter().map(|&w| w.div_ceil(self.gcd)).collect();
                 t.map = build_map(elig, &ew);
@@ -229,13 +247,23 @@ fn build_map(elig: &[usize], ew: &[u32]) -> Vec<usize> {
     map
 }
 
+/// `balance url_param NAME`'s key, as HAProxy's get_server_ph finds it:
+/// after the URI's first `?`, the value (up to `&`) of the first
+/// parameter named exactly `NAME`; none when there is no such parameter.
+fn url_param_value<'a>(uri: &'a [u8], name: &[u8]) -> Option<&'a [u8]> {
+    let q = uri.iter().position(|&b| b == b'?')?;
+    uri[q + 1..].split(|&b| b == b'&').find_map(|p| {
+        let v = p.strip_prefix(name)?.strip_prefix(b"=")?;
+        Some(v)
+    })
+}
+
 /// HAProxy's consistent-hash ring: `16 x weight` points per server, point
-/// `n` of server id `i` (1-based, declaration order) at
-/// `avalanche(i * 4096 + n)`.
-fn build_ring(elig: &[usize], weights: &[u32]) -> Vec<(u32, usize)> {
+/// `n` of the server of id `id` (its `id N`, else numbered as HAProxy
+/// numbers them) at `avalanche(id * 4096 + n)`.
+fn build_ring(elig: &[usize], ids: &[u32], weights: &[u32]) -> Vec<(u32, usize)> {
     let mut ring = Vec::new();
-    for (&i, &w) in elig.iter().zip(weights) {
-        let id = (i as u32).wrapping_add(1);
+    for ((&i, &id), &w) in elig.iter().zip(ids).zip(weights) {
         for n in 0..w.saturating_mul(16) {
             ring.push((avalanche(id.wrapping_mul(4096).wrapping_add(n)), i));
         }
@@ -490,7 +518,11 @@ pub fn choose(
                 None => Choice::AllFull,
             }
         }
-        Balance::First => match room.iter().position(|&r| r) {
+        // The server of lowest id with room (HAProxy's order).
+        Balance::First => match (0..elig.len())
+            .filter(|&k| room[k])
+            .min_by_key(|&k| st.id_of(elig[k]))
+        {
             Some(k) => Choice::Server(elig[k]),
             None => Choice::AllFull,
         },
@@ -525,6 +557,13 @@ pub fn choose(
                 None => smooth_rr(st, elig, weights, room, rr),
             }
         }
+        Balance::UrlParam { name } => match url_param_value(input.uri, name.as_bytes()) {
+            Some(v) => {
+                let h = hash_key(&st.hash, v);
+                hashed(st, h, elig, weights, cur, room)
+            }
+            None => smooth_rr(st, elig, weights, room, rr),
+        },
         Balance::Hdr {
             use_domain_only, ..
         } => match input.hdr {
@@ -866,7 +905,7 @@ mod tests {
 
     #[test]
     fn ring_has_sixteen_points_per_weight_and_balance_factor_spreads() {
-        let ring = build_ring(&[0, 1], &[1, 3]);
+        let ring = build_ring(&[0, 1], &[1, 2], &[1, 3]);
         assert_eq!(ring.len(), 64);
         assert!(ring.windows(2).all(|w| w[0].0 <= w[1].0));
         let h = HashType {

@@ -713,6 +713,8 @@ pub struct Farm {
     pub balance: Balance,
     pub retries: u32,
     pub redispatch: bool,
+    /// `option redispatch N` ([`Farm::redispatch_on`]).
+    pub redispatch_after: i32,
     pub reuse: HttpReuse,
     pub check: HttpCheck,
     /// `dispatch` or `option transparent` in a backend without servers:
@@ -742,6 +744,27 @@ pub struct Farm {
 
 static NEXT_SERVER_UID: AtomicU64 = AtomicU64::new(1);
 
+/// HAProxy's server ids: an `id N` as written; the others, in order, the
+/// first id not taken at or after a counter that starts at 1 and moves
+/// one past each server's position.
+fn server_ids(given: impl Iterator<Item = Option<u32>> + Clone) -> Vec<u32> {
+    let mut used: std::collections::BTreeSet<u32> = given.clone().flatten().collect();
+    let mut next = 1u32;
+    given
+        .map(|g| {
+            let id = g.unwrap_or_else(|| {
+                while used.contains(&next) {
+                    next = next.saturating_add(1);
+                }
+                used.insert(next);
+                next
+            });
+            next = next.saturating_add(1);
+            id
+        })
+        .collect()
+}
+
 impl Farm {
     pub fn new(
         name: String,
@@ -752,11 +775,12 @@ impl Farm {
         reuse: HttpReuse,
         check: HttpCheck,
     ) -> Farm {
+        let ids = server_ids(servers.iter().map(|s| s.2.id));
         let servers: Vec<Arc<ServerRt>> = servers
             .into_iter()
+            .zip(ids)
             .enumerate()
-            .map(|(idx, (sname, addr, opts, tls))| {
-                let id = u32::try_from(idx + 1).unwrap_or(u32::MAX);
+            .map(|(idx, ((sname, addr, opts, tls), id))| {
                 new_server(idx, id, &name, sname, addr, opts, tls)
             })
             .collect();
@@ -769,6 +793,7 @@ impl Farm {
             balance,
             retries,
             redispatch,
+            redispatch_after: -1,
             reuse,
             check,
             target: None,
@@ -803,11 +828,31 @@ impl Farm {
         let _ = self.hash.set(h);
     }
 
+    /// Whether retry number `k` (1 for the first) goes to another server
+    /// (`option redispatch [N]`, HAProxy's rule: `k % N == 0` for N > 0,
+    /// `k % (retries + 1 + N) == 0` for N < 0).
+    pub fn redispatch_on(&self, k: u32) -> bool {
+        let n = i64::from(self.redispatch_after);
+        let every = if n < 0 {
+            i64::from(self.retries) + 1 + n
+        } else {
+            n
+        };
+        self.redispatch && every != 0 && i64::from(k) % every == 0
+    }
+
     /// A new thread's balancing state.
     fn slot(&self, seed: usize) -> Box<Slot> {
         let mut st = lb::State::new(seed as u64);
         let w: Vec<u32> = self.servers.all().map(|s| s.opts.weight).collect();
         st.set_hash(self.hash.get().copied().unwrap_or_default(), &w);
+        let mut ids = vec![0; self.servers.len()];
+        for s in self.servers.all() {
+            if let Some(x) = ids.get_mut(s.idx) {
+                *x = s.id;
+            }
+        }
+        st.set_ids(ids);
         Box::new(Slot {
             gen: self.gen.load(Ordering::Acquire),
             elig: Vec::with_capacity(self.servers.len()),
@@ -823,7 +868,7 @@ impl Farm {
     pub fn static_weights(&self) -> bool {
         matches!(
             self.balance,
-            Balance::Source | Balance::Uri { .. } | Balance::Hdr { .. }
+            Balance::Source | Balance::Uri { .. } | Balance::UrlParam { .. } | Balance::Hdr { .. }
         ) && !self.hash.get().is_some_and(|h| h.consistent)
     }
 

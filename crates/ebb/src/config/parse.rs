@@ -1640,7 +1640,7 @@ impl<'e> Parser<'e> {
             for s in p
                 .servers
                 .iter()
-                .filter(|s| s.opts.check_alpn.is_some() && !s.opts.ssl)
+                .filter(|s| s.opts.check_alpn.is_some() && !s.opts.ssl && !s.opts.check_ssl)
             {
                 err(
                     &mut errs,
@@ -2902,6 +2902,10 @@ fn proxy_kw(px: &mut Proxy, ctx: &Ctx<'_>, words: &[String]) -> Result<(), Strin
         "default-server" => {
             ctx.allow(kw, BE, true)?;
             parse_server_opts(&w[1..], &mut px.default_server, ctx)?;
+            if px.default_server.id.take().is_some() {
+                // HAProxy's keyword table: `id` is not for default-server.
+                return Err("'id' option is not accepted in default-server sections (HAProxy's alert)".into());
+            }
         }
         "server" => {
             ctx.allow(kw, BE, false)?;
@@ -2931,6 +2935,14 @@ fn proxy_kw(px: &mut Proxy, ctx: &Ctx<'_>, words: &[String]) -> Result<(), Strin
                 ));
             }
             opts.abns = abns;
+            if let Some(id) = opts.id {
+                if let Some(o) = px.servers.iter().find(|x| x.opts.id == Some(id)) {
+                    return Err(format!(
+                        "'id' : custom id {id} already used at {}:{} ('server {}')",
+                        o.loc.file, o.loc.line, o.name
+                    ));
+                }
+            }
             // HAProxy asks a checked server for a port only when it has
             // an address: on 0.0.0.0 (or `::`, or none written) its check
             // goes to port 0 and fails.
@@ -2939,7 +2951,7 @@ fn proxy_kw(px: &mut Proxy, ctx: &Ctx<'_>, words: &[String]) -> Result<(), Strin
                     .parse::<std::net::IpAddr>()
                     .is_ok_and(|a| a.is_unspecified());
             no_check_port(name, &opts, any)?;
-            if opts.ssl {
+            if opts.ssl || opts.check_ssl {
                 // `ssl-default-server-*` fill what the line does not set.
                 let d = &ctx.tls.server;
                 let t = &mut opts.tls;
@@ -3339,8 +3351,20 @@ fn proxy_option(px: &mut Proxy, ctx: &Ctx<'_>, no: bool, w: &[String]) -> Result
             }
         }
         "redispatch" => {
-            no_args(rest)?;
             o.redispatch = !no;
+            // HAProxy's interval: every Nth retry, or (negative) the Nth
+            // before the end; -1 (the last retry) when not written.
+            o.redispatch_after = match rest {
+                _ if no => {
+                    no_args(rest)?;
+                    0
+                }
+                [] => -1,
+                [n] => n.parse::<i32>().map_err(|_| {
+                    format!("'option redispatch' expects an integer interval, got '{n}'")
+                })?,
+                _ => return Err("'option redispatch' takes at most one argument".into()),
+            };
         }
         "splice-auto" | "splice-request" | "splice-response" => {
             no_args(rest)?;
@@ -4058,23 +4082,23 @@ pub fn parse_dynamic_server(w: &[String]) -> Result<(String, u16, ServerOptions)
     Ok((host, port, o))
 }
 
-/// A server without a port cannot be checked: ebb's checks have no port
-/// of their own (HAProxy's alert, which it lifts with `port` or a
-/// `tcp-check connect port`, both refused on such a server here).
+/// A server without a port cannot be checked unless its checks have a
+/// port of their own, `port N` (HAProxy's alert, which it also lifts with
+/// a `tcp-check connect port`, refused on such a server here).
 pub(crate) fn no_check_port(name: &str, o: &ServerOptions, any_addr: bool) -> Result<(), String> {
     if o.check && o.track.is_some() {
         // HAProxy's alert.
         return Err("unable to enable checks and tracking at the same time!".into());
     }
-    if o.agent_check && o.agent_port.is_none_or(|p| p == 0) {
+    if o.agent_check && o.agent_port.or(o.check_port).is_none_or(|p| p == 0) {
         // HAProxy's alert.
         return Err(format!(
             "server {name} does not have agent port. Agent check has been disabled."
         ));
     }
-    if o.map_ports && o.check && !any_addr {
+    if o.map_ports && o.check && !any_addr && o.check_port.is_none() {
         return Err(format!(
-            "server '{name}' has neither service port nor check port (ebb takes no check port: give the server a port)"
+            "server '{name}' has neither service port nor check port (give it a port, or `port N` for its checks)"
         ));
     }
     Ok(())
@@ -4099,6 +4123,14 @@ fn parse_server_opts(w: &[String], o: &mut ServerOptions, ctx: &Ctx<'_>) -> Resu
             "send-proxy-v2" => o.send_proxy = 2,
             "no-send-proxy" | "no-send-proxy-v2" => o.send_proxy = 0,
             "check-send-proxy" => o.check_send_proxy = true,
+            "check-ssl" => o.check_ssl = true,
+            "tfo" => {
+                return Err(
+                    "server option 'tfo' is not supported by ebb (TCP fast open on connect needs TCP_FASTOPEN_CONNECT, which socket2 does not set and ebb adds no unsafe code for)"
+                        .into(),
+                )
+            }
+            "no-check-ssl" => o.check_ssl = false,
             "check-via-socks4" => o.check_via_socks4 = true,
             "agent-check" => o.agent_check = true,
             "no-agent-check" => o.agent_check = false,
@@ -4218,13 +4250,33 @@ fn parse_server_opts(w: &[String], o: &mut ServerOptions, ctx: &Ctx<'_>) -> Resu
                         })?)
                     }
                     "agent-addr" => o.agent_addr = Some(agent_addr(v)?),
+                    // HAProxy's `atol`: a word that is no number reads 0.
+                    "id" => match v.parse::<i64>().unwrap_or(0) {
+                        n if n <= 0 => return Err("'id' : custom id has to be > 0".into()),
+                        n => {
+                            o.id = Some(u32::try_from(n).map_err(|_| {
+                                format!("'id' : custom id {v} is out of range")
+                            })?)
+                        }
+                    },
+                    "port" => {
+                        let p = v.parse::<u16>().map_err(|_| {
+                            format!("'port' expects a port number (0..65535), got '{v}'")
+                        })?;
+                        o.check_port = Some(p).filter(|p| *p > 0);
+                    }
+                    "addr" => {
+                        o.check_addr = Some(v.parse().or_else(|_| agent_addr(v)).map_err(|_| {
+                            format!("'addr' expects <ipv4|ipv6> as argument, got '{v}'")
+                        })?)
+                    }
                     "agent-inter" => o.agent_inter = nonzero_time(opt, v)?,
                     "agent-send" => o.agent_send = v.as_bytes().to_vec(),
                     "resolvers" | "resolve-prefer" | "init-addr" | "resolve-opts"
                     | "resolve-net" => super::resolvers::server_opt(opt, v, o)?,
                     _ => {
                         return Err(format!(
-                            "unknown server option '{opt}' (supported: weight, maxconn, maxqueue, backup, disabled, check, inter, fastinter, downinter, rise, fall, slowstart, agent-check, agent-port, agent-addr, agent-inter, agent-send, ssl, verify, ca-file, sni, cookie, ciphers, ciphersuites, ssl-min-ver, ssl-max-ver, no-tlsv12, no-tlsv13, force-tlsv12, force-tlsv13, no-tls-tickets, pool-max-conn, pool-purge-delay, resolvers, resolve-prefer, resolve-opts, init-addr, proto, alpn, check-proto, check-alpn, socks4, check-via-socks4, track)"
+                            "unknown server option '{opt}' (supported: weight, maxconn, maxqueue, backup, disabled, check, inter, fastinter, downinter, rise, fall, slowstart, agent-check, agent-port, agent-addr, agent-inter, agent-send, ssl, verify, ca-file, sni, cookie, ciphers, ciphersuites, ssl-min-ver, ssl-max-ver, no-tlsv12, no-tlsv13, force-tlsv12, force-tlsv13, no-tls-tickets, pool-max-conn, pool-purge-delay, resolvers, resolve-prefer, resolve-opts, init-addr, proto, alpn, check-proto, check-alpn, socks4, check-via-socks4, track, id, port, addr, check-ssl, check-send-proxy, send-proxy, send-proxy-v2)"
                         ))
                     }
                 }
@@ -4392,8 +4444,17 @@ fn parse_balance(w: &[String]) -> Result<Balance, String> {
                 path_only,
             })
         }
+        "url_param" => match rest {
+            [name] => Ok(Balance::UrlParam { name: name.to_string() }),
+            [_, opt, ..] if opt == "check_post" => Err(
+                "'balance url_param NAME check_post' is not supported by ebb (it does not hash request bodies)"
+                    .to_string(),
+            ),
+            [] => Err("'balance url_param' requires an URL parameter name.".to_string()),
+            _ => Err("'balance url_param' only accepts check_post modifier.".to_string()),
+        },
         o => Err(format!(
-            "unknown balance algorithm '{o}' (supported: roundrobin, static-rr, leastconn, first, source, uri, hdr(NAME), random)"
+            "unknown balance algorithm '{o}' (supported: roundrobin, static-rr, leastconn, first, source, uri, url_param NAME, hdr(NAME), random)"
         )),
     }
 }

@@ -1151,7 +1151,12 @@ listen l
     err1(
         "defaults\n    option redispatch now\n",
         "t.cfg:2: ",
-        "unexpected argument",
+        "expects an integer interval",
+    );
+    err1(
+        "defaults\n    option redispatch 1 2\n",
+        "t.cfg:2: ",
+        "at most one argument",
     );
     err1(
         "defaults\n    option forwardfor except\n",
@@ -1761,9 +1766,9 @@ fn balance_algorithms() {
         }
     );
     err1(
-        &be("    balance url_param x"),
+        &be("    balance url_param x check_post 64"),
         "t.cfg:2: ",
-        "unknown balance algorithm",
+        "not supported by ebb",
     );
     err1(
         &be("    balance roundrobin x"),

@@ -745,6 +745,10 @@ pub struct ProxyOptions {
     /// `option originalto [except NET] [header NAME]` (`if_none` unused).
     pub originalto: Option<ForwardFor>,
     pub redispatch: bool,
+    /// `option redispatch N`: redispatch on every Nth retry (N > 0), on
+    /// the Nth retry before the end (N < 0; -1 the last), never on a retry
+    /// count alone (0).
+    pub redispatch_after: i32,
     /// `option persist`: a persistence cookie naming a down server still
     /// sends the request there.
     pub persist: bool,
@@ -1385,6 +1389,11 @@ pub enum Balance {
         /// absolute URI's scheme and authority are left out).
         path_only: bool,
     },
+    /// `url_param NAME`: the value of the query string's first `NAME=`
+    /// parameter (round robin without one).
+    UrlParam {
+        name: String,
+    },
     /// Header name in lower case.
     Hdr {
         name: String,
@@ -1523,6 +1532,17 @@ pub struct ServerOptions {
     /// `agent-addr`: where the agent listens (the server's address when
     /// unset).
     pub agent_addr: Option<std::net::IpAddr>,
+    /// `id N`: the server's id (HAProxy's `puid`: `srv_id`, the stats'
+    /// `sid`); unset: the first free one from its position on.
+    pub id: Option<u32>,
+    /// `port N`: the health check's port (and the agent's without
+    /// `agent-port`); unset: the server's.
+    pub check_port: Option<u16>,
+    /// `addr IP`: the health check's address (and the agent's without
+    /// `agent-addr`); unset: the server's.
+    pub check_addr: Option<std::net::IpAddr>,
+    /// `check-ssl`: health checks speak TLS even without `ssl`.
+    pub check_ssl: bool,
     /// `agent-inter`: the agent's interval, 2 s by default (HAProxy's);
     /// also its timeout when `timeout check` is not set.
     pub agent_inter: Duration,
@@ -1619,6 +1639,10 @@ impl Default for ServerOptions {
             agent_check: false,
             agent_port: None,
             agent_addr: None,
+            id: None,
+            check_port: None,
+            check_addr: None,
+            check_ssl: false,
             agent_inter: Duration::from_secs(2),
             agent_send: Vec::new(),
             sock: SrvSock::default(),

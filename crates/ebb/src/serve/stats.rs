@@ -289,6 +289,7 @@ fn algo_name(b: &crate::config::Balance) -> &'static str {
         B::First => "first",
         B::Source => "source",
         B::Uri { .. } => "uri",
+        B::UrlParam { .. } => "url_param",
         B::Hdr { .. } => "hdr",
         B::Random { .. } => "random",
     }

@@ -478,7 +478,10 @@ impl Stream {
             _ => None,
         };
         let mut lb_uri = std::mem::take(&mut spare.lb_uri);
-        if matches!(sr.farm.balance, crate::config::Balance::Uri { .. }) {
+        if matches!(
+            sr.farm.balance,
+            crate::config::Balance::Uri { .. } | crate::config::Balance::UrlParam { .. }
+        ) {
             lb_uri.extend_from_slice(h.path.get(buf));
         }
         // `http-request set-timeout`: this exchange's own (0: none, as
@@ -905,8 +908,8 @@ impl Stream {
         if let Some(s) = &up.server {
             s.counters.retries.fetch_add(1, Ordering::Relaxed);
         }
-        // `option redispatch`: the last retry goes to another server.
-        if farm.redispatch && up.retries_left == 0 {
+        // `option redispatch [N]`: this retry goes to another server.
+        if farm.redispatch_on(farm.retries.saturating_sub(up.retries_left)) {
             if let Some(s) = up.server.take() {
                 s.counters.redispatches.fetch_add(1, Ordering::Relaxed);
                 up.avoid = Some(s.idx);

@@ -600,7 +600,7 @@ impl Session {
         if let Some(s) = &self.server {
             s.counters.retries.fetch_add(1, Ordering::Relaxed);
         }
-        if farm.redispatch && self.retries_left == 0 {
+        if farm.redispatch_on(self.retries_done) {
             if let Some(s) = self.server.take() {
                 s.counters.redispatches.fetch_add(1, Ordering::Relaxed);
                 self.avoid = Some(s.idx);
