@@ -344,7 +344,6 @@ const HAPROXY_GLOBAL_UNSUPPORTED: &[&str] = &[
     "spread-checks",
     "maxsslconn",
     "maxconnrate",
-    "tune.maxrewrite",
     "tune.http.maxhdr",
     "h1-case-adjust",
     "set-dumpable",
