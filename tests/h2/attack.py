@@ -194,8 +194,10 @@ class Peer:
         self._read()
         return not self.eof
 
-    def wait(self, cond, secs=10):
-        """Reads until cond(self) holds or the peer closes; returns cond."""
+    def wait(self, cond, secs=30):
+        """Reads until cond(self) holds or the peer closes; returns cond.
+        The bound is far from any expected wait (a loaded machine must not
+        fail an attack that ends as it should; the wait ends on the event)."""
         end = time.monotonic() + secs
         while not cond(self) and not self.eof and time.monotonic() < end:
             if self.acks:

@@ -20,11 +20,13 @@ only=()
 if [ $# -ge 2 ]; then
     exec python3 "$here/attack.py" "$1" --pid "$2" --stall-ms "${3:-30000}" "${only[@]}"
 fi
+# The server's port: below the ephemeral range (see free_port.sh).
+. "$here/../free_port.sh"
 if [ "${1:-}" = ebb ]; then
     ebb=${EBB:-${CARGO_TARGET_DIR:-$root/target}/debug/ebb}
     [ -n "${EBB:-}" ] || (cd "$root" && cargo build -q -p ebb) || exit 2
     work=$(mktemp -d /tmp/ebb-h2-attack.XXXXXX)
-    port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+    port=$(free_port)
     # `timeout client` above the core's 30 s stall bound, so a zero-window
     # reader meets the stall reset (CANCEL) first.
     cat > "$work/ebb.cfg" <<CFG
@@ -49,7 +51,7 @@ CFG
 fi
 (cd "$root" && cargo build -q -p ebb --example h2_driver) || exit 2
 driver=${CARGO_TARGET_DIR:-$root/target}/debug/examples/h2_driver
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+port=$(free_port)
 stall=2000
 log=$(mktemp /tmp/ebb-h2-driver.XXXXXX)
 "$driver" "127.0.0.1:$port" "$stall" 2> "$log" &

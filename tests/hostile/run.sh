@@ -50,7 +50,9 @@ start_ebb() {
     setsid "$EBB" -f "$work/$1.cfg" > "$work/$1.out" 2> "$work/$1.err" < /dev/null &
     epid=$!
     pids+=("$epid")
-    for _ in $(seq 1 250); do
+    # Up to 60 s: a loaded machine can be slow to start a debug build;
+    # the wait ends on the ready line.
+    for _ in $(seq 1 3000); do
         port=$(sed -n 's/.* listening on 127\.0\.0\.1:\([0-9]*\)$/\1/p' "$work/$1.out" | head -1)
         grep -q "ebb: ready" "$work/$1.out" 2> /dev/null && [ -n "$port" ] && return 0
         sleep 0.02
@@ -111,8 +113,9 @@ slow() {
         sleep 0.2
     done
     wait "$pr"
-    # The attack is over: ebb's connections go back to its idle count.
-    for _ in $(seq 1 50); do [ "$(estab)" -le 2 ] && break; sleep 0.1; done
+    # The attack is over: ebb's connections go back to its idle count
+    # (up to 60 s on a loaded machine; the wait ends when they have).
+    for _ in $(seq 1 600); do [ "$(estab)" -le 2 ] && break; sleep 0.1; done
     f1=$(fds); r1=$(rss)
     # slowhttptest's own count, last line of its CSV: seconds,closed,pending,connected,available
     closed=$(tail -1 "$work/$mode.csv" 2> /dev/null | cut -d, -f2)

@@ -11,7 +11,8 @@ set -euo pipefail
 : "${LB_TARGET:?}" "${LB_PORT:?}" "${LB_BIN:?}" "${LB_DIR:?}"
 
 if [ "${1:-}" = wait ]; then
-    for _ in $(seq 1 200); do
+    # Up to 60 s (a loaded machine); the wait ends when it listens.
+    for _ in $(seq 1 3000); do
         if ss -Hltn "sport = :$LB_PORT" | grep -q .; then exit 0; fi
         sleep 0.02
     done

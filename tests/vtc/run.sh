@@ -63,14 +63,7 @@ out=${VTC_OUT:-$root/target/vtc}/$target
 rm -rf "$out"; mkdir -p "$out"
 
 # A free port outside the ephemeral range, so client sockets cannot take it.
-free_port() {
-    local p
-    for _ in $(seq 1 50); do
-        p=$((20000 + RANDOM % 12000))
-        ss -Hltn "sport = :$p" | grep -q . || { echo "$p"; return; }
-    done
-    echo 0
-}
+. "$here/../free_port.sh"
 
 one() {
     local c=$1 n p t0 t1 rc

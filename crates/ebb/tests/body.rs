@@ -653,10 +653,7 @@ fn abortonclose_closes_the_server_connection_of_a_client_that_left() {
 
 #[test]
 fn a_refused_connect_is_retried_after_a_turnaround() {
-    let dead = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap();
+    let dead = std::net::SocketAddr::from(([127, 0, 0, 1], free_port()));
     let e = Ebb::start(&format!(
         "defaults\n    mode http\n    timeout client 30s\n    timeout server 30s\n    timeout connect 300ms\n    retries 2\n\
          frontend fe\n    bind BIND\n    default_backend be\n\

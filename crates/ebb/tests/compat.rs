@@ -181,16 +181,9 @@ fn systemd_socket_activation() {
     let st = l.child.wait().unwrap();
     assert_eq!(st.code(), Some(1));
     let err = l.stderr.clone();
-    let wait_err = || {
-        for _ in 0..500 {
-            if err.lock().unwrap().contains("LISTEN_FDS") {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        panic!("no systemd message: {}", err.lock().unwrap());
-    };
-    wait_err();
+    common::wait_until("the systemd message", || {
+        err.lock().unwrap().contains("LISTEN_FDS")
+    });
     let e = err.lock().unwrap().clone();
     assert!(e.contains("bad.cfg:5: cannot bind"), "{e}");
     assert!(e.contains("systemd passed descriptors 3..3"), "{e}");
@@ -354,9 +347,10 @@ fn daemon_mode_forks_and_writes_the_child_pid() {
     assert!(alive, "the pidfile's process is not running");
     let fd1 = std::fs::read_link(format!("/proc/{pid}/fd/1")).unwrap();
     assert_eq!(fd1, Path::new("/dev/null"));
-    // The child serves (it may still be starting its threads: retry).
+    // The child serves (it may still be starting its threads: retry, up
+    // to a minute on a loaded machine).
     let mut ok = false;
-    for _ in 0..300 {
+    for _ in 0..3000 {
         if let Ok(mut s) = TcpStream::connect(addr) {
             let _ = s.write_all(b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
             let mut r = String::new();
@@ -498,7 +492,8 @@ fn debian_stock_config_passes_the_check() {
             .trim()
             .to_string();
         let mut body = String::new();
-        for _ in 0..300 {
+        // Until it serves (up to a minute on a loaded machine).
+        for _ in 0..3000 {
             if let Ok(mut s) = TcpStream::connect(addr) {
                 let _ = s.write_all(b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
                 let _ = s.read_to_string(&mut body);
@@ -552,11 +547,9 @@ fn debian_stock_config_passes_the_check() {
 fn log_health_checks_reports_each_status_change() {
     let udp = UdpSocket::bind("127.0.0.1:0").unwrap();
     udp.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
-    // A port nothing listens on: bind one, note it, close it.
-    let dead = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap();
+    // A port nothing listens on, below the ephemeral range (a port
+    // released from `:0` could become ebb's own listener).
+    let dead = std::net::SocketAddr::from(([127, 0, 0, 1], common::free_port()));
     let cfg = format!(
         "global\n    log {} format raw daemon\n\
          defaults\n    mode http\n    log global\n    timeout client 10s\n\
@@ -632,12 +625,8 @@ fn an_empty_errorfile_closes_without_an_answer() {
 
 #[test]
 fn stats_socket_on_tcp() {
-    // A free port: taken, noted, released for ebb to bind.
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    // A free port below the ephemeral range, for ebb to bind.
+    let port = common::free_port();
     let e = common::Ebb::start(&format!(
         "global\n    stats socket ipv4@127.0.0.1:{port} level admin\n\
          defaults\n    mode http\n    timeout client 10s\n\

@@ -135,11 +135,7 @@ fn spawn_haproxy(
     cfg: impl Fn(&str) -> String,
 ) -> (std::process::Child, Arc<Mutex<Vec<String>>>, SocketAddr) {
     let dir = scratch(name);
-    let port = TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = common::free_port();
     let p = dir.join("h.cfg");
     std::fs::write(&p, cfg(&format!("127.0.0.1:{port}"))).unwrap();
     let mut child = Command::new("haproxy")
@@ -332,10 +328,7 @@ fn persist_run(haproxy: bool, opts: &str, dead: SocketAddr, s2: SocketAddr) -> S
 
 #[test]
 fn a_cookie_naming_a_down_server_with_option_persist_force_and_ignore_persist() {
-    let dead = TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap();
+    let dead = std::net::SocketAddr::from(([127, 0, 0, 1], common::free_port()));
     let s2 = origin("s2");
     let cases = [
         ("", "200 srv=s2 set=SRV=two; path=/ | be/s2 200 --DI 0"),

@@ -175,7 +175,7 @@ fn default_mode_serves_the_directory() {
     // The default mode lists directories and logs to stdout.
     assert!(get(e.addr(), "/").text().contains("hello.txt"));
     assert!(e
-        .wait_stdout("GET /hello.txt", std::time::Duration::from_secs(3))
+        .wait_stdout("GET /hello.txt", std::time::Duration::from_secs(30))
         .is_some());
     let d2 = scratch("root");
     std::fs::write(d2.join("x.txt"), "root option").unwrap();

@@ -10,7 +10,7 @@
 mod common;
 
 use std::io::{BufRead, BufReader};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpStream};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -31,10 +31,7 @@ impl Drop for Proc {
 }
 
 fn free_addr() -> SocketAddr {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
+    std::net::SocketAddr::from(([127, 0, 0, 1], free_port()))
 }
 
 /// Waits until `a` accepts connections.

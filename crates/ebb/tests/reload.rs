@@ -13,7 +13,7 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use common::origin::{Mode, Origin};
-use common::{scratch, wait_until, Ebb};
+use common::{free_port, scratch, wait_until, Ebb};
 
 /// What the clients saw.
 #[derive(Default)]
@@ -412,16 +412,6 @@ fn master_worker_reloads_under_load_lose_nothing() {
     let mut e = e;
     e.signal("USR1");
     assert_eq!(e.wait_exit(Duration::from_secs(30)), Some(0));
-}
-
-/// A port free right now on 127.0.0.1 (for a configuration two processes
-/// must share).
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 /// Reload without a master: the new process takes the old one's sockets

@@ -163,10 +163,7 @@ fn ebb_lines(fmt: Option<&str>, o: &Origin) -> Vec<String> {
 /// The log lines haproxy 2.6 writes for the same requests.
 fn haproxy_lines(fmt: Option<&str>, o: &Origin) -> Vec<String> {
     let dir = scratch("rw-hap");
-    let port = {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        l.local_addr().unwrap().port()
-    };
+    let port = common::free_port();
     let p = dir.join("h.cfg");
     std::fs::write(&p, log_cfg(&format!("127.0.0.1:{port}"), o.addr, fmt)).unwrap();
     let mut child = Command::new("haproxy")

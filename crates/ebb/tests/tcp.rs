@@ -108,12 +108,10 @@ fn closed_empty(s: &mut TcpStream) -> bool {
     }
 }
 
-/// A closed port: bound, then released.
+/// A closed port, below the kernel's ephemeral range (a port released
+/// from `:0` could become ebb's own `:0` listener or an origin's).
 fn dead_addr() -> SocketAddr {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
+    std::net::SocketAddr::from(([127, 0, 0, 1], free_port()))
 }
 
 #[test]
@@ -675,7 +673,10 @@ fn accept_proxy_and_send_proxy_in_both_modes() {
     assert_eq!(r.text(), "203.0.113.9:6000 198.51.100.7:8080");
 }
 
-/// A raw-socket server that records the first bytes of each connection.
+/// A raw-socket server that records the first bytes of each connection:
+/// 16 bytes, or a whole `PROXY` v1 line, or what came before the peer
+/// closed (or 30 s of silence: the wait ends on the bytes, not a delay a
+/// loaded machine could outlast).
 fn recorder() -> (SocketAddr, Arc<Mutex<Vec<Vec<u8>>>>) {
     let l = TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = l.local_addr().unwrap();
@@ -686,8 +687,7 @@ fn recorder() -> (SocketAddr, Arc<Mutex<Vec<Vec<u8>>>>) {
             let Ok(mut s) = s else { continue };
             let g = Arc::clone(&g);
             std::thread::spawn(move || {
-                s.set_read_timeout(Some(Duration::from_millis(500)))
-                    .unwrap();
+                s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
                 let mut v = Vec::new();
                 let mut b = [0u8; 256];
                 while let Ok(n) = s.read(&mut b) {
@@ -695,7 +695,7 @@ fn recorder() -> (SocketAddr, Arc<Mutex<Vec<Vec<u8>>>>) {
                         break;
                     }
                     v.extend_from_slice(&b[..n]);
-                    if v.len() >= 16 {
+                    if v.len() >= 16 || (v.starts_with(b"PROXY ") && v.ends_with(b"\r\n")) {
                         break;
                     }
                 }

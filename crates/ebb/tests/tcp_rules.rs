@@ -322,10 +322,7 @@ fn tcp_check_sequences_report_haproxys_codes() {
     let right = line_answerer(b"+PONG\r\n", false);
     let wrong = line_answerer(b"-ERR unknown\r\n", false);
     let banner = line_answerer(b"220 ready\r\n", true);
-    let dead = TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap();
+    let dead = std::net::SocketAddr::from(([127, 0, 0, 1], free_port()));
     let dir = scratch("tcp-check");
     let backends = format!(
         "backend redis\n    option tcp-check\n    tcp-check comment ping\n    tcp-check send PING\\r\\n\n    tcp-check expect comment pong string +PONG\n    server right {right} check inter 200ms fall 1 rise 1\n    server wrong {wrong} check inter 200ms fall 1 rise 1\n    server dead {dead} check inter 200ms fall 1 rise 1\nbackend smtp\n    option tcp-check\n    tcp-check connect\n    tcp-check expect rstring ^220\n    tcp-check expect ! string 554\n    server banner {banner} check inter 200ms fall 1 rise 1\nbackend plain\n    option tcp-check\n    server s {right} check inter 200ms\n"
@@ -415,10 +412,7 @@ fn tcp_response_rules_as_haproxy() {
         let mut cfg = format!("global\n    stats socket SOCK\n{DEFAULTS}");
         let mut addrs = Vec::new();
         for sec in body.split("listen ").filter(|x| !x.is_empty()) {
-            let a = TcpListener::bind("127.0.0.1:0")
-                .unwrap()
-                .local_addr()
-                .unwrap();
+            let a = std::net::SocketAddr::from(([127, 0, 0, 1], free_port()));
             addrs.push(a);
             cfg.push_str(&format!("listen {}", sec.replace("BIND", &a.to_string())));
         }

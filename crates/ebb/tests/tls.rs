@@ -171,10 +171,10 @@ fn bad_input_on_the_tls_port_closes_only_that_connection() {
     );
     // Each bad connection left a log line (stderr: no log target here).
     assert!(e
-        .wait_stderr("SSL handshake failure", Duration::from_secs(2))
+        .wait_stderr("SSL handshake failure", Duration::from_secs(30))
         .is_some());
     assert!(e
-        .wait_stderr("SSL handshake timeout", Duration::from_secs(2))
+        .wait_stderr("SSL handshake timeout", Duration::from_secs(30))
         .is_some());
 }
 
@@ -328,7 +328,7 @@ fn strict_sni_refuses_unknown_names_with_a_log_line() {
     ]);
     assert!(!ok, "an unknown name was served under strict-sni");
     assert!(e
-        .wait_stderr("SSL handshake failure", Duration::from_secs(2))
+        .wait_stderr("SSL handshake failure", Duration::from_secs(30))
         .is_some());
 }
 

@@ -288,14 +288,20 @@ impl Client {
         self.read_resp_opt(false).expect("no response")
     }
 
-    /// True when the server closed the connection (EOF) within the timeout.
+    /// True when the server closed the connection within the timeout: EOF,
+    /// or a reset (a close over bytes the server had not read, such as a
+    /// request sent after a refused one, is a reset; whether those bytes
+    /// came before the close is a matter of timing). A reset is looked for
+    /// on the first read too: a read after a reset sees EOF, so a reset
+    /// first, EOF second was taken for an open connection.
     pub fn closed(&mut self) -> bool {
         if !self.buf.is_empty() {
             return false;
         }
+        let reset = |r: &std::io::Result<usize>| matches!(r, Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset);
         let mut tmp = [0u8; 1024];
-        matches!(self.s.read(&mut tmp), Ok(0))
-            || matches!(self.s.read(&mut tmp), Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset)
+        let first = self.s.read(&mut tmp);
+        matches!(first, Ok(0)) || reset(&first) || reset(&self.s.read(&mut tmp))
     }
 }
 

@@ -47,6 +47,11 @@ impl Gate {
         self.0 .1.notify_all();
     }
 
+    /// Makes the requests that come from now on wait again.
+    pub fn close(&self) {
+        *self.0 .0.lock().unwrap() = false;
+    }
+
     fn wait(&self) {
         let mut g = self.0 .0.lock().unwrap();
         while !*g {

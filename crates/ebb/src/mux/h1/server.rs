@@ -822,9 +822,14 @@ mod tests {
 
     #[test]
     fn connect_refused_is_reported() {
-        let l = TcpListener::bind("127.0.0.1:0").unwrap();
-        let addr = l.local_addr().unwrap();
-        drop(l);
+        // A port held bound but not listening: a connect to it is refused,
+        // and no other socket (another test's listener) can take it
+        // meanwhile, as it could a port released from `:0`.
+        let hold =
+            socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+        hold.bind(&std::net::SocketAddr::from(([127, 0, 0, 1], 0)).into())
+            .unwrap();
+        let addr = hold.local_addr().unwrap();
         let s = socket2::Socket::new(
             socket2::Domain::IPV4,
             socket2::Type::STREAM,
@@ -832,7 +837,7 @@ mod tests {
         )
         .unwrap();
         s.set_nonblocking(true).unwrap();
-        let _ = s.connect(&addr.into());
+        let _ = s.connect(&addr);
         let mut side = ServerSide::default();
         side.install(Transport::plain(s.into()), true, 1);
         assert!(!side.drive(2, || vec![0; 64]), "no event yet");
