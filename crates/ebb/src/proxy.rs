@@ -1589,19 +1589,17 @@ pub fn compile_keeping(
             tables,
             caches,
             warnings: warn,
-            node: cfg.global.node.clone().unwrap_or_else(host_name),
+            // HAProxy's default `node`: the machine's name.
+            node: cfg
+                .global
+                .node
+                .clone()
+                .unwrap_or_else(|| crate::sample::hostname().to_string()),
             description: cfg.global.description.clone(),
         })
     } else {
         Err(errors)
     }
-}
-
-/// The machine's name, HAProxy's default `node`.
-fn host_name() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .map(|h| h.trim().to_string())
-        .unwrap_or_default()
 }
 
 /// The Location of a redirect for a request's path (with query) and host;

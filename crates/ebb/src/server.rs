@@ -252,8 +252,10 @@ fn serve(cfg: Config, opts: RunOptions) -> i32 {
     }
     let compiled = match compile(&cfg) {
         Ok(c) => {
-            for w in c.warnings.iter().filter(|_| !opts.quiet) {
-                eprintln!("ebb: warning: {w}");
+            if !opts.quiet {
+                for w in &c.warnings {
+                    eprintln!("ebb: warning: {w}");
+                }
             }
             crate::sample::vars::run_global(&cfg.global.set_vars);
             c

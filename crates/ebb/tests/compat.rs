@@ -49,6 +49,34 @@ impl Drop for Launched {
     }
 }
 
+/// An ebb started with `NOTIFY_SOCKET` set to `sock` (systemd's
+/// notification socket), its output dropped; killed on drop if the test
+/// fails before it exits.
+struct Notified(Child);
+
+impl Notified {
+    fn start(args: &[&std::ffi::OsStr], dir: &Path, sock: &Path) -> Notified {
+        Notified(
+            Command::new(EBB)
+                .args(args)
+                .current_dir(dir)
+                .env("NOTIFY_SOCKET", sock)
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap(),
+        )
+    }
+}
+
+impl Drop for Notified {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 /// Runs a python3 program that prepares descriptors then execs ebb with
 /// `args`. The program's own stdout comes first.
 fn launch(py: &str, args: &[&str], dir: &Path) -> Launched {
@@ -666,25 +694,7 @@ fn systemd_notify_ready_reloading_stopping() {
          frontend fe\n    bind 127.0.0.1:0\n    http-request return status 200\n",
     )
     .unwrap();
-    /// Kills the process if the test fails before it exits.
-    struct Guard(Child);
-    impl Drop for Guard {
-        fn drop(&mut self) {
-            let _ = self.0.kill();
-            let _ = self.0.wait();
-        }
-    }
-    let mut child = Guard(
-        Command::new(EBB)
-            .args(["-f", "ebb.cfg"])
-            .current_dir(&d)
-            .env("NOTIFY_SOCKET", &sock)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
+    let mut child = Notified::start(&["-f".as_ref(), "ebb.cfg".as_ref()], &d, &sock);
     let pid = child.0.id();
     let ready = recv_unix(&n);
     assert_eq!(ready, format!("READY=1\nMAINPID={pid}"));
@@ -1221,25 +1231,8 @@ fn quiet_chdir_and_the_systemd_and_docker_flags() {
     let n = UnixDatagram::bind(&sock).unwrap();
     n.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
     let cli = d.join("m.sock");
-    struct Guard(Child);
-    impl Drop for Guard {
-        fn drop(&mut self) {
-            let _ = self.0.kill();
-            let _ = self.0.wait();
-        }
-    }
-    let mut child = Guard(
-        Command::new(EBB)
-            .args(["-Ws", "-db", "-f", "conf/ok.cfg", "-S"])
-            .arg(&cli)
-            .current_dir(&d)
-            .env("NOTIFY_SOCKET", &sock)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
+    let args = ["-Ws", "-db", "-f", "conf/ok.cfg", "-S"].map(std::ffi::OsStr::new);
+    let mut child = Notified::start(&[&args[..], &[cli.as_os_str()]].concat(), &d, &sock);
     let pid = child.0.id();
     assert_eq!(recv_unix(&n), format!("READY=1\nMAINPID={pid}"));
     assert!(child.0.try_wait().unwrap().is_none(), "the master stays");

@@ -456,6 +456,33 @@ fn next_log(udp: &std::net::UdpSocket) -> Logged {
     (word("] "), pri.to_string(), word("\"GET "))
 }
 
+/// The `expected` lines on `udp`, then those up to the line of a `/last`
+/// exchange made on `last` (haproxy's threads send lines in any order, so
+/// a line that should not have been sent is seen before it), sorted.
+fn logs_until_last(udp: &std::net::UdpSocket, expected: usize, last: SocketAddr) -> Vec<Logged> {
+    let mut all: Vec<Logged> = (0..expected).map(|_| next_log(udp)).collect();
+    common::get(last, "/last");
+    loop {
+        let l = next_log(udp);
+        if l.2 == "/last" {
+            break;
+        }
+        all.push(l);
+    }
+    all.sort();
+    all
+}
+
+/// Expected lines as `(frontend, PRI, path)`, sorted.
+fn logged(lines: &[(&str, &str, &str)]) -> Vec<Logged> {
+    let mut v: Vec<Logged> = lines
+        .iter()
+        .map(|(f, a, b)| (f.to_string(), a.to_string(), b.to_string()))
+        .collect();
+    v.sort();
+    v
+}
+
 #[test]
 fn dontlog_normal_and_log_separate_errors() {
     // f0 logs abnormal exchanges only, at err (local0.err: <131>); f1
@@ -497,33 +524,18 @@ backend b
                 common::get(*f, p);
             }
         }
-        // Then a last normal exchange on f1: its line comes after the
-        // others (haproxy's threads send them in any order), so any line
-        // f0 should not have sent would be seen.
-        let mut all: Vec<Logged> = (0..5).map(|_| next_log(&udp)).collect();
-        common::get(fronts[1], "/last");
-        loop {
-            let l = next_log(&udp);
-            if l.2 == "/last" {
-                break;
-            }
-            all.push(l);
-        }
-        all.sort();
-        Some(all)
+        // Then a last normal exchange on f1, so any line f0 should not
+        // have sent would be seen.
+        Some(logs_until_last(&udp, 5, fronts[1]))
     };
     let ebb = run(vec!["BIND".to_string(); 2], false).unwrap();
-    let mut want: Vec<Logged> = [
+    let want = logged(&[
         ("f0", "131", "/five"),
         ("f0", "131", "/dead"),
         ("f1", "134", "/ok"),
         ("f1", "134", "/five"),
         ("f1", "134", "/dead"),
-    ]
-    .iter()
-    .map(|(f, a, b)| (f.to_string(), a.to_string(), b.to_string()))
-    .collect();
-    want.sort();
+    ]);
     assert_eq!(ebb, want);
     let hap_binds = (0..2)
         .map(|_| format!("127.0.0.1:{}", common::free_port()))
@@ -898,28 +910,14 @@ backend b
             assert_eq!(common::get(fronts[0], p).status, 200);
         }
         // The three lines expected; a line for /quiet would be among them.
-        let mut all: Vec<Logged> = (0..3).map(|_| next_log(&udp)).collect();
-        common::get(fronts[0], "/last");
-        loop {
-            let l = next_log(&udp);
-            if l.2 == "/last" {
-                break;
-            }
-            all.push(l);
-        }
-        all.sort();
-        Some(all)
+        Some(logs_until_last(&udp, 3, fronts[0]))
     };
     // local0 = 16: warning 16*8+4 = 132, debug 135, info 134.
-    let mut want: Vec<Logged> = [
+    let want = logged(&[
         ("f0", "132", "/warn"),
         ("f0", "135", "/warn-debug"),
         ("f0", "134", "/plain"),
-    ]
-    .iter()
-    .map(|(f, a, b)| (f.to_string(), a.to_string(), b.to_string()))
-    .collect();
-    want.sort();
+    ]);
     assert_eq!(run(vec!["BIND".to_string()], false).unwrap(), want);
     let hap_binds = vec![format!("127.0.0.1:{}", common::free_port())];
     if let Some(h) = run(hap_binds, true) {

@@ -350,8 +350,10 @@ fn main() -> ExitCode {
         // Certificates and keys are loaded too, as start-up would.
         let tls_errs = ebb::tls::check_config(&cfg);
         if !tls_errs.is_empty() {
-            for e in tls_errs.iter().filter(|_| !quiet) {
-                eprintln!("{e}");
+            if !quiet {
+                for e in &tls_errs {
+                    eprintln!("{e}");
+                }
             }
             return ExitCode::from(1);
         }

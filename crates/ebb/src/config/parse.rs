@@ -1199,17 +1199,7 @@ impl<'e> Parser<'e> {
             // HAProxy: letters, digits, '.', '-' and '_'.
             "node" => {
                 let n = one(w)?;
-                if let Some(c) = n
-                    .chars()
-                    .find(|c| !(c.is_ascii_alphanumeric() || *c == '-' || *c == '_' || *c == '.'))
-                {
-                    return Err(format!(
-                        "'node': character '{c}' is not allowed (letters, digits, '.', '-' and '_')"
-                    ));
-                }
-                if n.is_empty() {
-                    return Err("'node' expects a non-empty name".to_string());
-                }
+                check_node_name(kw, &n)?;
                 g.node = Some(n);
             }
             // HAProxy joins the words with one space.
@@ -1827,6 +1817,20 @@ const FACILITIES: &[&str] = &[
     "ftp", "ntp", "audit", "alert", "cron2", "local0", "local1", "local2", "local3", "local4",
     "local5", "local6", "local7",
 ];
+
+/// A node name as HAProxy takes it (global `node`, `stats show-node`):
+/// letters, digits, '.', '-' and '_', at least one.
+fn check_node_name(kw: &str, n: &str) -> Result<(), String> {
+    let ok = !n.is_empty()
+        && n.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c));
+    if !ok {
+        return Err(format!(
+            "'{kw}' requires a valid node name (letters, digits, '.', '-' and '_'), got '{n}'"
+        ));
+    }
+    Ok(())
+}
 
 /// `set-log-level`'s argument: a syslog level's number, or `None` for
 /// `silent`.
@@ -4783,15 +4787,7 @@ fn parse_stats(px: &mut Proxy, ctx: &Ctx<'_>, w: &[String]) -> Result<(), String
             let name = match w {
                 [_, _] => None,
                 [_, _, n] => {
-                    if n.is_empty()
-                        || !n
-                            .chars()
-                            .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
-                    {
-                        return Err(format!(
-                            "'stats show-node' requires a valid node name (letters, digits, '.', '-' and '_'), got '{n}'"
-                        ));
-                    }
+                    check_node_name("stats show-node", n)?;
                     Some(n.clone())
                 }
                 _ => return Err("'stats show-node' expects at most a name".to_string()),

@@ -364,6 +364,28 @@ impl LogFormat {
     }
 }
 
+/// The exchange's accept date (`%t`...), or its request's date (`%tr`...),
+/// when the exchange noted it.
+fn date(ctx: &Ctx<'_>, request: bool) -> Option<std::time::SystemTime> {
+    let v = ctx.vars?.try_borrow().ok()?;
+    if request {
+        v.info.request_date()
+    } else {
+        v.info.accept_date
+    }
+}
+
+/// `%Ts` and `%ms`: the accept date since the epoch.
+fn accept_since_epoch(ctx: &Ctx<'_>) -> Option<std::time::Duration> {
+    let t = date(ctx, false)?;
+    Some(t.duration_since(std::time::UNIX_EPOCH).unwrap_or_default())
+}
+
+/// `%rt`: the exchange's number (taken at the first ask).
+fn request_counter(ctx: &Ctx<'_>) -> Option<u64> {
+    Some(ctx.vars?.try_borrow_mut().ok()?.info.request_counter())
+}
+
 /// The `X` form of the aliases that have one (addresses, ports, the pid);
 /// `false` for the others, or when the value is missing.
 fn render_hex(a: Alias, ctx: &Ctx<'_>, out: &mut Vec<u8>) -> bool {
@@ -377,11 +399,9 @@ fn render_hex(a: Alias, ctx: &Ctx<'_>, out: &mut Vec<u8>) -> bool {
             true
         }
         Alias::AcceptTs | Alias::AcceptMs => {
-            let info = ctx.vars.and_then(|v| v.try_borrow().ok());
-            let Some(t) = info.and_then(|s| s.info.accept_date) else {
+            let Some(d) = accept_since_epoch(ctx) else {
                 return false;
             };
-            let d = t.duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
             if a == Alias::AcceptTs {
                 let _ = write!(out, "{:04X}", d.as_secs() as u32);
             } else {
@@ -390,17 +410,11 @@ fn render_hex(a: Alias, ctx: &Ctx<'_>, out: &mut Vec<u8>) -> bool {
             true
         }
         Alias::ReqCounter => {
-            let n = ctx
-                .vars
-                .and_then(|v| v.try_borrow_mut().ok())
-                .map(|mut s| s.info.request_counter());
-            match n {
-                Some(n) => {
-                    let _ = write!(out, "{:04X}", n as u32);
-                    true
-                }
-                None => false,
-            }
+            let Some(n) = request_counter(ctx) else {
+                return false;
+            };
+            let _ = write!(out, "{:04X}", n as u32);
+            true
         }
         _ => false,
     }
@@ -469,22 +483,12 @@ fn render_alias(a: Alias, ctx: &Ctx<'_>, out: &mut Vec<u8>) {
         }
         Alias::Hostname => out.extend_from_slice(hostname().as_bytes()),
         Alias::Date { request, zone } => {
-            let info = ctx.vars.and_then(|v| v.try_borrow().ok());
-            let t = info.and_then(|s| {
-                if request {
-                    s.info.request_date()
-                } else {
-                    s.info.accept_date
-                }
-            });
-            if let Some(t) = t {
+            if let Some(t) = date(ctx, request) {
                 super::logline::fmt_date(t, zone, out);
             }
         }
         Alias::AcceptTs | Alias::AcceptMs => {
-            let info = ctx.vars.and_then(|v| v.try_borrow().ok());
-            if let Some(t) = info.and_then(|s| s.info.accept_date) {
-                let d = t.duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+            if let Some(d) = accept_since_epoch(ctx) {
                 if a == Alias::AcceptTs {
                     let _ = write!(out, "{}", d.as_secs());
                 } else {
@@ -493,11 +497,7 @@ fn render_alias(a: Alias, ctx: &Ctx<'_>, out: &mut Vec<u8>) {
             }
         }
         Alias::ReqCounter => {
-            let n = ctx
-                .vars
-                .and_then(|v| v.try_borrow_mut().ok())
-                .map(|mut s| s.info.request_counter());
-            if let Some(n) = n {
+            if let Some(n) = request_counter(ctx) {
                 let _ = write!(out, "{n}");
             }
         }
