@@ -17,8 +17,13 @@ pub const EBB: &str = env!("CARGO_BIN_EXE_ebb");
 
 static SEQ: AtomicUsize = AtomicUsize::new(0);
 
-/// A fresh scratch directory under the system temp dir.
+/// A fresh scratch directory under the system temp dir. Directories the
+/// harness leaves behind (a `run_ebb` directory, a haproxy's, a test that
+/// panicked) are swept by the next test process: the first call removes
+/// every `ebb-it-*` directory whose owning process is gone.
 pub fn scratch(name: &str) -> PathBuf {
+    static SWEEP: std::sync::Once = std::sync::Once::new();
+    SWEEP.call_once(sweep_scratch);
     let d = std::env::temp_dir().join(format!(
         "ebb-it-{}-{}-{}",
         name,
@@ -28,6 +33,32 @@ pub fn scratch(name: &str) -> PathBuf {
     let _ = std::fs::remove_dir_all(&d);
     std::fs::create_dir_all(&d).unwrap();
     d
+}
+
+/// Removes the scratch directories of test processes that have exited:
+/// their names end in `-PID-SEQ`, and a PID with no `/proc` entry owns
+/// nothing any more.
+fn sweep_scratch() {
+    let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let name = e.file_name();
+        let Some(name) = name.to_str() else { continue };
+        let Some(rest) = name.strip_prefix("ebb-it-") else {
+            continue;
+        };
+        let mut parts = rest.rsplitn(3, '-');
+        let (Some(_seq), Some(pid)) = (parts.next(), parts.next()) else {
+            continue;
+        };
+        let Ok(pid) = pid.parse::<u32>() else {
+            continue;
+        };
+        if pid != std::process::id() && !Path::new(&format!("/proc/{pid}")).exists() {
+            let _ = std::fs::remove_dir_all(e.path());
+        }
+    }
 }
 
 /// A running ebb.
