@@ -13,9 +13,9 @@
 use std::path::PathBuf;
 
 use super::log::parse_log_target;
+use super::rules::parse_var_action;
 use super::{
-    parse_octal_mode, parse_sock_spec, parse_var_action, server_tls_option, ssl_option,
-    DefaultPath, Parser,
+    parse_octal_mode, parse_sock_spec, server_tls_option, ssl_option, DefaultPath, Parser,
 };
 use crate::config::types::*;
 use crate::config::values::*;
