@@ -12,11 +12,11 @@
 
 use std::path::PathBuf;
 
+use super::bind::{parse_octal_mode, parse_sock_spec};
 use super::log::parse_log_target;
 use super::rules::parse_var_action;
-use super::{
-    parse_octal_mode, parse_sock_spec, server_tls_option, ssl_option, DefaultPath, Parser,
-};
+use super::tls::{server_tls_option, ssl_option};
+use super::{DefaultPath, Parser};
 use crate::config::types::*;
 use crate::config::values::*;
 use crate::sample::{Scope, VarAction};
