@@ -681,7 +681,10 @@ pub(super) fn proxy_kw(px: &mut Proxy, ctx: &Ctx<'_>, words: &[String]) -> Resul
                 return Err("'id' option is not accepted in default-server sections (HAProxy's alert)".into());
             }
         }
-        "server" => server_kw(px, ctx, kw, w)?,
+        "server" => {
+            ctx.allow(kw, BE, false)?;
+            server_kw(px, ctx, w)?;
+        }
         "server-template" => {
             ctx.allow(kw, BE, false)?;
             let mut opts = px.default_server.clone();

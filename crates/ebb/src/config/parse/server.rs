@@ -18,15 +18,9 @@ use crate::config::types::*;
 use crate::config::values::*;
 
 /// A `server` line of a backend: the server, added to the backend's list.
-pub(super) fn server_kw(
-    px: &mut Proxy,
-    ctx: &Ctx<'_>,
-    kw: &str,
-    w: &[String],
-) -> Result<(), String> {
+pub(super) fn server_kw(px: &mut Proxy, ctx: &Ctx<'_>, w: &[String]) -> Result<(), String> {
     let loc = ctx.loc;
-    ctx.allow(kw, BE, false)?;
-    let name = arg(w, 1, kw)?;
+    let name = arg(w, 1, "server")?;
     if !valid_name(name) {
         return Err(format!("invalid server name '{name}'"));
     }
