@@ -1,6 +1,6 @@
-//! `bind` lines: the addresses a frontend listens on (TCP addresses and
-//! ranges, `fd@`, `unix@` or a path, `abns@`) and their options, TLS ones
-//! included.
+//! `bind` lines: the addresses a frontend listens on (TCP address lists
+//! and port ranges, `fd@`, `unix@` or a path, `abns@`) and their options,
+//! TLS ones included.
 //!
 //! An option ebb does not implement is refused by name, never ignored.
 //! TLS options need `ssl` on the line; what the line leaves unset is

@@ -1,7 +1,7 @@
-//! `http-check` lines: the request health checks send (`send`, or the
-//! one `option httpchk` describes), what they expect of the answer
-//! (`expect`), where they connect (`connect`), and variables and comments
-//! between those steps.
+//! `http-check` lines: the requests health checks send (`send`; the first
+//! one completes the request `option httpchk` describes), what they expect
+//! of the answer (`expect`), where they connect (`connect`), and variables
+//! and comments between those steps.
 //!
 //! The steps of a section run in order; HAProxy's rules on that order
 //! hold here: a `connect` must come first when there is one, and a

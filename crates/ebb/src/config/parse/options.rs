@@ -1,11 +1,11 @@
 //! `option NAME` and `no option NAME` lines of proxy sections.
 //!
 //! Each option belongs to frontends, backends or both, as in HAProxy, and
-//! is refused where it has no effect. `no` turns a flag off (or back to
-//! the default, for the connection modes); an option that takes
-//! arguments refuses `no`. The last of `option httpchk`, `option
-//! tcp-check` and the built-in protocol checks wins. The keep-alive
-//! parameters of `{cli,srv}tcpka-*` lines are read here too.
+//! is refused where it has no effect. `no` turns a flag off (a connection
+//! mode goes back to keep-alive); `tcpka` and the options that take
+//! arguments, `redispatch` aside, refuse it. The last of `option httpchk`,
+//! `option tcp-check` and the built-in protocol checks wins. The
+//! keep-alive parameters of `{cli,srv}tcpka-*` lines are read here too.
 
 use super::{arg, Ctx, BE, FE};
 use crate::config::types::*;

@@ -5,7 +5,7 @@
 //! a frontend keyword in a backend, or a keyword `defaults` cannot hold,
 //! is an error naming the section, as in HAProxy. `defaults` values are
 //! copied into each proxy when its header is read, so a keyword here only
-//! ever writes the proxy being read. Conditions name ACLs declared above
+//! ever writes the section being read. Conditions name ACLs declared above
 //! the line. The larger groups have files of their own: `option` lines in
 //! [`options`](super::options), `server` lines in [`server`](super::server),
 //! `bind` in [`bind`](super::bind), `http-check` in

@@ -7,8 +7,8 @@
 //! Files are read when the line is read, as HAProxy does, and an
 //! errorfile must hold an HTTP/1.x response (an empty one closes the
 //! connection). A later errorfile for a status replaces the earlier one.
-//! An answer with no log-format part is turned into the bytes of an
-//! errorfile here, so it is sent as one.
+//! An `http-error` answer with no log-format part is turned into the
+//! bytes of an errorfile here, so it is sent as one.
 
 use std::path::Path;
 

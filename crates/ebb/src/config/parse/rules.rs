@@ -7,8 +7,9 @@
 //! strings are compiled now, in the scope the rule runs in (a frontend's
 //! request rules before a backend is chosen, a backend's after, response
 //! rules on the answer), so a fetch that has no meaning there is refused
-//! at the line. Header rewrites shared by both directions are in
-//! `config::rewrite`; replies (`return`, `deny` with an answer) in
+//! at the line. The rewriting actions (`replace-header`, `set-path`,
+//! `set-status`...) are parsed in `config::rewrite`, `tcp-request` lines in
+//! `config::tcpreq`, replies (`return`, `deny` with an answer) in
 //! [`reply`](super::reply).
 
 use super::log::log_level;
