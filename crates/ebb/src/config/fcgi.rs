@@ -5,7 +5,7 @@
 //! HAProxy does (unknown keywords, missing arguments, ACLs, conditions,
 //! regular expressions, a document root), and refuses
 //! what would give it a behaviour: `use-fcgi-app` in a proxy and `proto
-//! fcgi` on a server (both in `parse.rs`).
+//! fcgi` on a server (in `parse/proxy.rs` and `parse/server.rs`).
 
 use super::acl::{declare, parse_condition};
 use super::types::{Acl, ConfigError, Loc};

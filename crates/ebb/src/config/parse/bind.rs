@@ -1,0 +1,273 @@
+//! `bind` lines: the addresses a frontend listens on (TCP address lists
+//! and port ranges, `fd@`, `unix@` or a path, `abns@`) and their options,
+//! TLS ones included.
+//!
+//! An option ebb does not implement is refused by name, never ignored.
+//! TLS options need `ssl` on the line; what the line leaves unset is
+//! taken from `global`'s `ssl-default-bind-*` and `crt-base` as they
+//! stand when the line is read, as in HAProxy. Socket ownership and mode
+//! apply to UNIX sockets only.
+
+use std::path::PathBuf;
+
+use super::tls::{ssl_option, with_base};
+use super::{arg, Ctx};
+use crate::config::types::*;
+use crate::config::values::*;
+
+/// An octal permission mode (`660`, `0600`).
+pub(super) fn parse_octal_mode(arg: &str) -> Result<u32, String> {
+    u32::from_str_radix(arg, 8)
+        .ok()
+        .filter(|m| *m <= 0o7777 && !arg.is_empty())
+        .ok_or_else(|| format!("invalid octal mode '{arg}'"))
+}
+
+/// A bind address that is not a TCP address: `fd@N`, `unix@PATH` or a
+/// path, `abns@NAME`. `None`: a TCP address (or a refused family, which
+/// the TCP parser reports).
+pub fn parse_sock_spec(addr: &str) -> Option<Result<SockSpec, String>> {
+    if let Some(n) = addr.strip_prefix("fd@") {
+        return Some(match n.parse::<i32>() {
+            Ok(n) if n >= 0 => Ok(SockSpec::Fd(n)),
+            _ => Err(format!(
+                "'{addr}': 'fd@' expects a file descriptor number (is the variable set?)"
+            )),
+        });
+    }
+    if let Some(p) = addr.strip_prefix("unix@") {
+        return Some(if p.is_empty() {
+            Err("'unix@' expects a path".to_string())
+        } else {
+            Ok(SockSpec::Unix(PathBuf::from(p)))
+        });
+    }
+    if addr.starts_with('/') {
+        return Some(Ok(SockSpec::Unix(PathBuf::from(addr))));
+    }
+    if let Some(n) = addr.strip_prefix("abns@") {
+        return Some(if n.is_empty() || n.len() > 100 {
+            Err("'abns@' expects a name of 1 to 100 bytes".to_string())
+        } else {
+            Ok(SockSpec::Abns(n.to_string()))
+        });
+    }
+    for (pfx, what) in [
+        (
+            "sockpair@",
+            "socket pairs (sockpair@) are not supported yet",
+        ),
+        ("udp@", "a bind on UDP is not supported (ebb serves TCP)"),
+        ("udp4@", "a bind on UDP is not supported (ebb serves TCP)"),
+        ("udp6@", "a bind on UDP is not supported (ebb serves TCP)"),
+        ("quic4@", "QUIC is not supported"),
+        ("quic6@", "QUIC is not supported"),
+        ("rhttp@", "reverse HTTP is not supported"),
+    ] {
+        if addr.starts_with(pfx) {
+            return Some(Err(format!("'{addr}': {what}")));
+        }
+    }
+    None
+}
+
+pub(super) fn parse_bind(w: &[String], ctx: &Ctx<'_>) -> Result<Bind, String> {
+    let Some(addr) = w.first() else {
+        return Err("'bind' expects an address (ADDR:PORT)".to_string());
+    };
+    let (addrs, sockets) = match parse_sock_spec(addr) {
+        Some(spec) => (Vec::new(), vec![spec?]),
+        None => (parse_bind_addrs(addr)?, Vec::new()),
+    };
+    let mut unix_mode = None;
+    let mut accept_proxy = false;
+    let mut defer_accept = false;
+    let mut proto_h2 = false;
+    let mut unix_owner = (None, None);
+    let mut backlog = None;
+    let mut name = None;
+    let mut nice = 0;
+    let mut v6only = None;
+    let mut ssl = false;
+    let mut strict_sni = false;
+    // What the line itself sets; `global`'s defaults fill the rest.
+    let mut b = BindSsl::default();
+    let mut tls_opts = false;
+    let mut i = 1;
+    while i < w.len() {
+        let opt = w[i].as_str();
+        match opt {
+            "ssl" | "v4v6" | "v6only" | "strict-sni" => {
+                match opt {
+                    "ssl" => ssl = true,
+                    "strict-sni" => strict_sni = true,
+                    "v4v6" => v6only = Some(false),
+                    _ => v6only = Some(true),
+                }
+                i += 1;
+                continue;
+            }
+            _ => {}
+        }
+        if let Some(n) = ssl_option(opt, w.get(i + 1).map(String::as_str), &mut b)? {
+            tls_opts = true;
+            i += 1 + n;
+            continue;
+        }
+        let v = arg(w, i + 1, opt).map_err(|_| format!("bind option '{opt}' expects a value"));
+        match opt {
+            "name" => name = Some(v?.to_string()),
+            "mode" => {
+                if !matches!(sockets.first(), Some(SockSpec::Unix(_))) {
+                    return Err("bind option 'mode' applies to a UNIX socket path only".to_string());
+                }
+                unix_mode = Some(parse_octal_mode(v?)?);
+            }
+            "user" | "group" | "uid" | "gid" => {
+                if !matches!(sockets.first(), Some(SockSpec::Unix(_))) {
+                    return Err(format!("bind option '{opt}' applies to a UNIX socket path only"));
+                }
+                let v = v?;
+                let id = match opt {
+                    "uid" | "gid" => parse_u32_range(opt, v, 0, u32::MAX)?,
+                    "user" => match crate::sys::user_by_name(v) {
+                        Ok(Some((uid, _))) => uid,
+                        Ok(None) => return Err(format!("unknown user '{v}'")),
+                        Err(e) => return Err(format!("cannot look up user '{v}': {e}")),
+                    },
+                    _ => match crate::sys::group_by_name(v) {
+                        Ok(Some(gid)) => gid,
+                        Ok(None) => return Err(format!("unknown group '{v}'")),
+                        Err(e) => return Err(format!("cannot look up group '{v}': {e}")),
+                    },
+                };
+                if opt == "user" || opt == "uid" {
+                    unix_owner.0 = Some(id);
+                } else {
+                    unix_owner.1 = Some(id);
+                }
+            }
+            "proto" => {
+                let v = v?;
+                if v != "h2" {
+                    return Err(format!(
+                        "'proto {v}' is not supported (ebb serves HTTP/1.x, and h2 with 'proto h2' or ALPN)"
+                    ));
+                }
+                proto_h2 = true;
+            }
+            "backlog" => backlog = Some(parse_u32_range(opt, v?, 1, i32::MAX as u32)?),
+            "expose-fd" | "accept-netscaler-cip" | "tfo"
+            | "transparent" | "interface" | "namespace" | "mss" | "tcp-ut" | "maxconn"
+            | "process" | "thread" | "shards" | "level" | "severity-output" => {
+                return Err(format!("bind option '{opt}' is not supported yet"))
+            }
+            "nice" => nice = parse_nice(v?)?,
+            "crt" => b.crts.push(with_base(ctx, ctx.tls.crt_base.as_ref(), v?)),
+            "crt-list" => {
+                let p = with_base(ctx, ctx.tls.crt_base.as_ref(), v?);
+                b.crt_lists.push((b.crts.len(), p));
+            }
+            "key" => b.key = Some(with_base(ctx, ctx.tls.crt_base.as_ref(), v?)),
+            "alpn" => {
+                let v = v?;
+                b.alpn = alpn_list(v)?;
+            }
+            "ciphers" => {
+                let v = v?;
+                crate::tls_policy::ciphers12(v)?;
+                b.ciphers = Some(v.to_string());
+            }
+            "ciphersuites" => {
+                let v = v?;
+                crate::tls_policy::ciphers13(v)?;
+                b.ciphersuites = Some(v.to_string());
+            }
+            "curves" => {
+                let v = v?;
+                crate::tls_policy::curves(v)?;
+                b.curves = Some(v.to_string());
+            }
+            "accept-proxy" => {
+                accept_proxy = true;
+                i += 1;
+                continue;
+            }
+            "defer-accept" => {
+                defer_accept = true;
+                i += 1;
+                continue;
+            }
+            o => {
+                return Err(format!(
+                    "unknown bind option '{o}' (supported: name, nice, v4v6, v6only, ssl, crt, crt-list, key, alpn, ciphers, ciphersuites, curves, ssl-min-ver, ssl-max-ver, no-sslv3, no-tlsv10, no-tlsv11, no-tlsv12, no-tlsv13, force-tlsv12, force-tlsv13, prefer-client-ciphers, strict-sni, no-tls-tickets)"
+                ))
+            }
+        }
+        i += 2;
+    }
+    let ssl = if ssl {
+        if b.crts.is_empty() && b.crt_lists.is_empty() {
+            return Err(
+                "'bind ... ssl' needs at least one 'crt FILE' or 'crt-list FILE'".to_string(),
+            );
+        }
+        let d = &ctx.tls.bind;
+        b.ciphers = b.ciphers.or_else(|| d.ciphers.clone());
+        b.ciphersuites = b.ciphersuites.or_else(|| d.ciphersuites.clone());
+        b.curves = b.curves.or_else(|| d.curves.clone());
+        b.min_ver = b.min_ver.or(d.min_ver);
+        b.max_ver = b.max_ver.or(d.max_ver);
+        b.no_tls12 |= d.no_tls12;
+        b.no_tls13 |= d.no_tls13;
+        b.no_tls_tickets |= d.no_tls_tickets;
+        b.prefer_client_ciphers |= d.prefer_client_ciphers;
+        b.strict_sni = strict_sni;
+        b.crt_base = ctx.resolve(
+            &ctx.tls
+                .crt_base
+                .as_ref()
+                .map(|p| p.to_string_lossy().into_owned())
+                .unwrap_or_default(),
+        );
+        if b.versions().is_empty() {
+            return Err(
+                "the TLS version options leave no version ebb speaks (TLSv1.2, TLSv1.3)"
+                    .to_string(),
+            );
+        }
+        Some(b)
+    } else {
+        if !b.crts.is_empty()
+            || !b.crt_lists.is_empty()
+            || b.key.is_some()
+            || !b.alpn.is_empty()
+            || b.ciphers.is_some()
+            || b.ciphersuites.is_some()
+            || b.curves.is_some()
+            || tls_opts
+            || strict_sni
+        {
+            return Err(
+                "TLS options ('crt', 'crt-list', 'key', 'alpn', 'ciphers', 'ciphersuites', 'curves', version options, 'strict-sni', 'no-tls-tickets', 'prefer-client-ciphers') need 'ssl' on the bind line"
+                    .to_string(),
+            );
+        }
+        None
+    };
+    Ok(Bind {
+        addrs,
+        name,
+        nice,
+        v6only,
+        ssl,
+        loc: ctx.loc.clone(),
+        sockets,
+        unix_mode,
+        unix_owner,
+        backlog,
+        accept_proxy,
+        defer_accept,
+        proto_h2,
+    })
+}

@@ -1,0 +1,395 @@
+//! `server` lines and the options they share with `default-server`,
+//! `server-template` and the CLI's `add server`.
+//!
+//! A server starts from its backend's `default-server` options (a dynamic
+//! one from none, as in HAProxy); the line's options then apply in order,
+//! flags and `no-` flags overriding what came before. Names given for
+//! `socks4` and `agent-addr` are resolved once, when the line is read.
+//! TLS settings the line leaves unset come from `global`'s
+//! `ssl-default-server-*`. Checks that need a port and have none are
+//! refused with HAProxy's alert. `resolvers` options are parsed in
+//! `config::resolvers`.
+
+use std::sync::Arc;
+
+use super::tls::{server_tls_option, with_base};
+use super::{arg, Ctx, DefaultPath, TlsDefaults, BE};
+use crate::config::types::*;
+use crate::config::values::*;
+
+/// A `server` line of a backend: the server, added to the backend's list.
+pub(super) fn server_kw(px: &mut Proxy, ctx: &Ctx<'_>, w: &[String]) -> Result<(), String> {
+    let loc = ctx.loc;
+    let name = arg(w, 1, "server")?;
+    if !valid_name(name) {
+        return Err(format!("invalid server name '{name}'"));
+    }
+    let addr = w
+        .get(2)
+        .ok_or_else(|| format!("server '{name}' needs an address (ADDR:PORT)"))?;
+    let abns = abns_name(addr)?;
+    let (host, port) = match &abns {
+        Some(_) => (addr.to_string(), 0),
+        None => crate::config::values::parse_server_addr(addr)?,
+    };
+    let mut opts = px.default_server.clone();
+    parse_server_opts(&w[3..], &mut opts, ctx)?;
+    opts.map_ports = port == 0 && abns.is_none();
+    if abns.is_some() && opts.socks4.is_some() {
+        return Err(format!(
+            "server '{name}': 'socks4' on an abns@ server is not supported by ebb (SOCKS4 reaches IPv4 addresses)"
+        ));
+    }
+    if abns.is_some() && (opts.check || opts.ssl || opts.resolvers.is_some()) {
+        return Err(format!(
+            "server '{name}': 'check', 'ssl' and 'resolvers' on an abns@ server are not supported by ebb"
+        ));
+    }
+    opts.abns = abns;
+    if let Some(id) = opts.id {
+        if let Some(o) = px.servers.iter().find(|x| x.opts.id == Some(id)) {
+            return Err(format!(
+                "'id' : custom id {id} already used at {}:{} ('server {}')",
+                o.loc.file, o.loc.line, o.name
+            ));
+        }
+    }
+    // HAProxy asks a checked server for a port only when it has
+    // an address: on 0.0.0.0 (or `::`, or none written) its check
+    // goes to port 0 and fails.
+    let any = host.is_empty()
+        || host
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|a| a.is_unspecified());
+    no_check_port(name, &opts, any)?;
+    if opts.ssl || opts.check_ssl {
+        // `ssl-default-server-*` fill what the line does not set.
+        let d = &ctx.tls.server;
+        let t = &mut opts.tls;
+        t.ciphers = t.ciphers.take().or_else(|| d.ciphers.clone());
+        t.ciphersuites = t.ciphersuites.take().or_else(|| d.ciphersuites.clone());
+        t.min_ver = t.min_ver.or(d.min_ver);
+        t.max_ver = t.max_ver.or(d.max_ver);
+        t.no_tls12 |= d.no_tls12;
+        t.no_tls13 |= d.no_tls13;
+        t.no_tls_tickets |= d.no_tls_tickets;
+        if t.versions().is_empty() {
+            return Err(format!(
+                "server '{name}': the TLS version options leave no version ebb speaks (TLSv1.2, TLSv1.3)"
+            ));
+        }
+    }
+    px.servers.push(Server {
+        name: name.to_string(),
+        host,
+        port,
+        opts,
+        loc: loc.clone(),
+        srv: false,
+    });
+    Ok(())
+}
+
+/// The name of an `abns@NAME` server address (environment variables
+/// expanded, as HAProxy's address parser does), or `None` for another
+/// address.
+fn abns_name(addr: &str) -> Result<Option<String>, String> {
+    let Some(n) = addr.strip_prefix("abns@") else {
+        return Ok(None);
+    };
+    let n = crate::config::values::env_expand(n).into_owned();
+    if n.is_empty() || n.len() > 100 {
+        return Err("'abns@' expects a name of 1 to 100 bytes".to_string());
+    }
+    Ok(Some(n))
+}
+
+/// `add server BACKEND/NAME ADDR[:PORT] [options]` after the name: the
+/// host, port and options of a dynamic server (HAProxy: no `default-server`
+/// settings apply; only the options its list allows).
+pub fn parse_dynamic_server(w: &[String]) -> Result<(String, u16, ServerOptions), String> {
+    let addr = w
+        .first()
+        .ok_or("'server' expects <name> and <addr>[:<port>] as arguments.")?;
+    // A missing port is the client's destination port (HAProxy's).
+    let (host, port) = crate::config::values::parse_server_addr(addr)?;
+    crate::config::resolvers::dynamic_server_words(&w[1..])?;
+    let loc = Loc {
+        file: Arc::from("cli"),
+        line: 0,
+    };
+    let tls = TlsDefaults::default();
+    let ctx = Ctx {
+        loc: &loc,
+        default_path: &DefaultPath::Current,
+        tls: &tls,
+        caps: BE,
+        defaults: false,
+        anon_defaults: false,
+        section_name: "backend",
+        http_errors: &[],
+        named_defaults: false,
+        experimental: false,
+    };
+    let mut o = ServerOptions::default();
+    parse_server_opts(&w[1..], &mut o, &ctx)?;
+    o.map_ports = port == 0;
+    if o.agent_check && o.agent_port.is_none_or(|p| p == 0) {
+        return Err(
+            "'agent-check' needs 'agent-port' (the server would have no agent port)".into(),
+        );
+    }
+    Ok((host, port, o))
+}
+
+/// A server without a port cannot be checked unless its checks have a
+/// port of their own, `port N` (HAProxy's alert, which it also lifts with
+/// a `tcp-check connect port`, refused on such a server here).
+pub(in crate::config) fn no_check_port(
+    name: &str,
+    o: &ServerOptions,
+    any_addr: bool,
+) -> Result<(), String> {
+    if o.check && o.track.is_some() {
+        // HAProxy's alert.
+        return Err("unable to enable checks and tracking at the same time!".into());
+    }
+    if o.agent_check && o.agent_port.or(o.check_port).is_none_or(|p| p == 0) {
+        // HAProxy's alert.
+        return Err(format!(
+            "server {name} does not have agent port. Agent check has been disabled."
+        ));
+    }
+    if o.map_ports && o.check && !any_addr && o.check_port.is_none() {
+        return Err(format!(
+            "server '{name}' has neither service port nor check port (give it a port, or `port N` for its checks)"
+        ));
+    }
+    Ok(())
+}
+
+pub(super) fn parse_server_opts(
+    w: &[String],
+    o: &mut ServerOptions,
+    ctx: &Ctx<'_>,
+) -> Result<(), String> {
+    let mut i = 0;
+    while i < w.len() {
+        let opt = w[i].as_str();
+        i += 1;
+        // Flags first.
+        match opt {
+            "backup" => o.backup = true,
+            "no-backup" => o.backup = false,
+            "disabled" => o.disabled = true,
+            "enabled" => o.disabled = false,
+            "check" => o.check = true,
+            "no-check" => o.check = false,
+            "ssl" => o.ssl = true,
+            "no-ssl" => o.ssl = false,
+            "send-proxy" => o.send_proxy = 1,
+            "send-proxy-v2" => o.send_proxy = 2,
+            "no-send-proxy" | "no-send-proxy-v2" => o.send_proxy = 0,
+            "check-send-proxy" => o.check_send_proxy = true,
+            "check-ssl" => o.check_ssl = true,
+            "tfo" => {
+                return Err(
+                    "server option 'tfo' is not supported by ebb (TCP fast open on connect needs TCP_FASTOPEN_CONNECT, which socket2 does not set and ebb adds no unsafe code for)"
+                        .into(),
+                )
+            }
+            "no-check-ssl" => o.check_ssl = false,
+            "check-via-socks4" => o.check_via_socks4 = true,
+            "agent-check" => o.agent_check = true,
+            "no-agent-check" => o.agent_check = false,
+            "send-proxy-v2-ssl" | "send-proxy-v2-ssl-cn" => {
+                return Err(format!(
+                    "server option '{opt}' is not supported (ebb sends 'send-proxy' and 'send-proxy-v2' headers, without SSL TLVs)"
+                ))
+            }
+            _ if server_tls_option(opt, w.get(i).map(String::as_str), &mut o.tls)?.is_some_and(
+                |n| {
+                    i += n;
+                    true
+                },
+            ) => {}
+            _ => {
+                let v = w
+                    .get(i)
+                    .map(String::as_str)
+                    .ok_or_else(|| format!("server option '{opt}' expects a value"))?;
+                i += 1;
+                match opt {
+                    // HAProxy's limits: weight 0..256.
+                    "weight" => o.weight = parse_u32_range(opt, v, 0, 256)?,
+                    "proxy-v2-options" => {
+                        for p in v.split(',') {
+                            match p {
+                                "authority" => o.pp_v2.authority = true,
+                                "crc32c" => o.pp_v2.crc32c = true,
+                                "unique-id" => o.pp_v2.unique_id = true,
+                                "ssl" | "cert-cn" | "cert-key" | "cert-sig" | "ssl-cipher" => {
+                                    return Err(format!(
+                                        "proxy v2 option '{p}' is not supported (ebb sends no SSL TLVs; supported: authority, crc32c, unique-id)"
+                                    ))
+                                }
+                                _ => return Err(format!("'{p}' : proxy v2 option not implemented")),
+                            }
+                        }
+                    }
+                    "track" => o.track = Some(v.to_string()),
+                    "maxconn" => o.maxconn = Some(parse_u32_range(opt, v, 0, u32::MAX)?).filter(|m| *m > 0),
+                    "maxqueue" => o.maxqueue = Some(parse_u32_range(opt, v, 0, u32::MAX)?).filter(|m| *m > 0),
+                    "inter" => o.inter = nonzero_time(opt, v)?,
+                    "fastinter" => o.fastinter = Some(nonzero_time(opt, v)?),
+                    "downinter" => o.downinter = Some(nonzero_time(opt, v)?),
+                    // At least one check; the cap only catches typos.
+                    "rise" => o.rise = parse_u32_range(opt, v, 1, 1_000_000)?,
+                    "fall" => o.fall = parse_u32_range(opt, v, 1, 1_000_000)?,
+                    "slowstart" => {
+                        let d = parse_time(v)?;
+                        o.slowstart = if d.is_zero() { None } else { Some(d) };
+                    }
+                    "verify" => {
+                        o.verify = match v {
+                            "none" => Verify::None,
+                            "required" => Verify::Required,
+                            x => {
+                                return Err(format!(
+                                    "'verify' expects 'none' or 'required', got '{x}'"
+                                ))
+                            }
+                        }
+                    }
+                    "ca-file" => o.ca_file = Some(with_base(ctx, ctx.tls.ca_base.as_ref(), v)),
+                    "ciphers" => {
+                        crate::tls_policy::ciphers12(v)?;
+                        o.tls.ciphers = Some(v.to_string());
+                    }
+                    "ciphersuites" => {
+                        crate::tls_policy::ciphers13(v)?;
+                        o.tls.ciphersuites = Some(v.to_string());
+                    }
+                    "sni" => o.sni = Some(v.to_string()),
+                    // HAProxy's muxes: h2, h1, fcgi, none. ebb speaks
+                    // HTTP/1.1 to servers by default, HTTP/2 with `h2`.
+                    "proto" => match v {
+                        "h2" => o.proto_h2 = true,
+                        "fcgi" => {
+                            return Err(
+                                "server option 'proto fcgi' is not supported: ebb has no FastCGI client (fcgi-app sections are only syntax-checked)"
+                                    .to_string(),
+                            )
+                        }
+                        x => {
+                            return Err(format!(
+                                "server option 'proto {x}' is not supported (ebb supports 'proto h2')"
+                            ))
+                        }
+                    },
+                    "alpn" => o.alpn = alpn_list(v)?,
+                    "check-alpn" => o.check_alpn = Some(alpn_list(v)?),
+                    // HAProxy's muxes: h1, h2 (HTTP checks), none (TCP).
+                    "check-proto" => {
+                        o.check_proto = Some(match v {
+                            "h1" => CheckProto::H1,
+                            "h2" => CheckProto::H2,
+                            "none" => CheckProto::None,
+                            x => {
+                                return Err(format!(
+                                    "server option 'check-proto {x}' is not supported (ebb supports h1, h2 and none)"
+                                ))
+                            }
+                        })
+                    }
+                    "socks4" => o.socks4 = Some(socks4_addr(opt, v)?),
+                    "pool-max-conn" => {
+                        o.pool_max_conn = if v == "-1" {
+                            None
+                        } else {
+                            Some(parse_u32_range(opt, v, 0, u32::MAX)?)
+                        }
+                    }
+                    "pool-purge-delay" => o.pool_purge_delay = parse_time(v)?,
+                    "cookie" => o.cookie = Some(v.to_string()),
+                    "agent-port" => {
+                        o.agent_port = Some(v.parse::<u16>().map_err(|_| {
+                            format!("'agent-port' expects a port number (0..65535), got '{v}'")
+                        })?)
+                    }
+                    "agent-addr" => o.agent_addr = Some(agent_addr(v)?),
+                    // HAProxy's `atol`: a word that is no number reads 0.
+                    "id" => match v.parse::<i64>().unwrap_or(0) {
+                        n if n <= 0 => return Err("'id' : custom id has to be > 0".into()),
+                        n => {
+                            o.id = Some(u32::try_from(n).map_err(|_| {
+                                format!("'id' : custom id {v} is out of range")
+                            })?)
+                        }
+                    },
+                    "port" => {
+                        let p = v.parse::<u16>().map_err(|_| {
+                            format!("'port' expects a port number (0..65535), got '{v}'")
+                        })?;
+                        o.check_port = Some(p).filter(|p| *p > 0);
+                    }
+                    "addr" => {
+                        o.check_addr = Some(v.parse().or_else(|_| agent_addr(v)).map_err(|_| {
+                            format!("'addr' expects <ipv4|ipv6> as argument, got '{v}'")
+                        })?)
+                    }
+                    "agent-inter" => o.agent_inter = nonzero_time(opt, v)?,
+                    "agent-send" => o.agent_send = v.as_bytes().to_vec(),
+                    "resolvers" | "resolve-prefer" | "init-addr" | "resolve-opts"
+                    | "resolve-net" => crate::config::resolvers::server_opt(opt, v, o)?,
+                    _ => {
+                        return Err(format!(
+                            "unknown server option '{opt}' (supported: weight, maxconn, maxqueue, backup, disabled, check, inter, fastinter, downinter, rise, fall, slowstart, agent-check, agent-port, agent-addr, agent-inter, agent-send, ssl, verify, ca-file, sni, cookie, ciphers, ciphersuites, ssl-min-ver, ssl-max-ver, no-tlsv12, no-tlsv13, force-tlsv12, force-tlsv13, no-tls-tickets, pool-max-conn, pool-purge-delay, resolvers, resolve-prefer, resolve-opts, init-addr, proto, alpn, check-proto, check-alpn, socks4, check-via-socks4, track, id, port, addr, check-ssl, check-send-proxy, send-proxy, send-proxy-v2)"
+                        ))
+                    }
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// `socks4 ADDR:PORT`: the proxy's address, a name resolved once here
+/// (HAProxy resolves it when it reads the line); the port is mandatory.
+fn socks4_addr(kw: &str, v: &str) -> Result<std::net::SocketAddr, String> {
+    use std::net::ToSocketAddrs;
+    if let Ok(a) = v.parse::<std::net::SocketAddr>() {
+        return Ok(a);
+    }
+    let bad = || format!("'{kw} {v}' : expects <addr>:<port> (a port is mandatory)");
+    let (host, port) = v.rsplit_once(':').ok_or_else(bad)?;
+    let port: u16 = port.parse().map_err(|_| bad())?;
+    (host, port)
+        .to_socket_addrs()
+        .ok()
+        .and_then(|mut a| a.next())
+        .ok_or_else(|| format!("'{kw} {v}' : could not resolve address '{host}'"))
+}
+
+/// `agent-addr ADDR`: an IP address, or a name resolved once here (as
+/// HAProxy resolves it when it reads the line).
+pub fn agent_addr(v: &str) -> Result<std::net::IpAddr, String> {
+    if let Ok(ip) = v.parse() {
+        return Ok(ip);
+    }
+    use std::net::ToSocketAddrs;
+    (v, 0)
+        .to_socket_addrs()
+        .ok()
+        .and_then(|mut a| a.next())
+        .map(|a| a.ip())
+        .ok_or_else(|| format!("parsing agent-addr failed. Check if '{v}' is correct address."))
+}
+
+pub(super) fn nonzero_time(what: &str, v: &str) -> Result<std::time::Duration, String> {
+    let d = parse_time(v)?;
+    if d.is_zero() {
+        return Err(format!("'{what}' must be greater than zero"));
+    }
+    Ok(d)
+}
