@@ -80,19 +80,35 @@ pub struct RequestHead {
     pub wire_len: usize,
 }
 
-fn is_tchar(b: u8) -> bool {
+const fn is_tchar(b: u8) -> bool {
     matches!(b, b'!' | b'#' | b'$' | b'%' | b'&' | b'\'' | b'*' | b'+' | b'-' | b'.'
         | b'^' | b'_' | b'`' | b'|' | b'~' | b'0'..=b'9' | b'a'..=b'z')
 }
 
-/// §8.2.1 name rule (lower-case tokens only).
+/// [`is_tchar`] for every byte (one load a byte).
+static NAME_BYTE: [bool; 256] = {
+    let mut t = [false; 256];
+    let mut i = 0;
+    while i < 256 {
+        t[i] = is_tchar(i as u8);
+        i += 1;
+    }
+    t
+};
+
+/// §8.2.1 name rule (lower-case tokens only). No early exit: a valid
+/// name, the common case, is read whole anyway.
 pub fn valid_name(n: &[u8]) -> bool {
-    !n.is_empty() && n.iter().all(|&b| is_tchar(b))
+    !n.is_empty() && n.iter().fold(true, |ok, &b| ok & NAME_BYTE[usize::from(b)])
 }
 
 /// §8.2.1 value rule.
 pub fn valid_value(v: &[u8]) -> bool {
-    if v.iter().any(|&b| b == 0 || b == b'\r' || b == b'\n') {
+    // Without an early exit, so that many bytes are checked at once.
+    let bad = v.iter().fold(0u8, |bad, &b| {
+        bad | u8::from(b == 0) | u8::from(b == b'\r') | u8::from(b == b'\n')
+    });
+    if bad != 0 {
         return false;
     }
     !matches!(v.first(), Some(b' ' | b'\t')) && !matches!(v.last(), Some(b' ' | b'\t'))
@@ -429,7 +445,7 @@ fn field_line(
     let v = &out[value_span.range()];
     let ok = f.len() < *max
         && crate::http1::is_token(name)
-        && v.iter().all(|&b| crate::http1::is_field_value_byte(b))
+        && crate::http1::is_field_value(v)
         && !matches!(v.first(), Some(b' ' | b'\t'))
         && !matches!(v.last(), Some(b' ' | b'\t'));
     f.push(HeaderSpan {

@@ -266,7 +266,12 @@ pub fn complete_request_into(
         return Err(HttpError::DuplicateHost);
     }
     if let Some(h) = f.host {
-        if !is_valid_authority(h.get(buf), false) {
+        // A Host of the very bytes of the absolute target's authority
+        // (what an HTTP/2 request's `:authority` gives both) passed the
+        // same check in `classify_target`.
+        let host = h.get(buf);
+        let checked = authority.is_some_and(|a| a.get(buf) == host);
+        if !checked && !is_valid_authority(host, false) {
             return Err(HttpError::BadHost);
         }
     } else if http11 {

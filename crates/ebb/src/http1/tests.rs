@@ -1759,3 +1759,17 @@ fn scheme_based_normalization() {
         assert_eq!(norm(keep), want, "{}", show(keep));
     }
 }
+
+#[test]
+fn value_and_token_checks_agree_with_the_byte_rules_wherever_the_bad_byte_is() {
+    for b in 0..=255u8 {
+        for at in [0usize, 1, 7, 16, 31, 40] {
+            let mut v = vec![b'a'; 41];
+            v[at] = b;
+            assert_eq!(is_field_value(&v), is_field_value_byte(b), "{b:#x} at {at}");
+            assert_eq!(is_token(&v), head::is_tchar(b), "{b:#x} at {at}");
+        }
+    }
+    assert!(is_field_value(b""));
+    assert!(!is_token(b""));
+}
