@@ -250,16 +250,19 @@ impl RequestHead {
     }
 
     /// `:method`.
+    #[inline]
     pub fn method(&self) -> &[u8] {
         self.list.get(self.method).1
     }
 
     /// `:scheme` (absent for CONNECT).
+    #[inline]
     pub fn scheme(&self) -> Option<&[u8]> {
         self.scheme.map(|i| self.list.get(i).1)
     }
 
     /// `:path` (absent for CONNECT).
+    #[inline]
     pub fn path(&self) -> Option<&[u8]> {
         self.path.map(|i| self.list.get(i).1)
     }
@@ -271,6 +274,7 @@ impl RequestHead {
     }
 
     /// `:authority`, else the `host` field.
+    #[inline]
     pub fn authority(&self) -> Option<&[u8]> {
         self.authority.or(self.host).map(|i| self.list.get(i).1)
     }

@@ -316,9 +316,13 @@ pub(crate) fn is_valid_authority(s: &[u8], need_port: bool) -> bool {
             None => (s, None),
         }
     };
-    let host_ok = host.iter().all(|&b| HOST_CHAR[b as usize]);
+    // Every byte looked up, no early exit (a valid authority, the common
+    // case, is read whole anyway).
+    let host_ok = host.iter().fold(true, |ok, &b| ok & HOST_CHAR[b as usize]);
     let port_ok = match port {
-        Some(p) => p.iter().all(u8::is_ascii_digit) && !(need_port && p.is_empty()),
+        Some(p) => {
+            p.iter().fold(true, |ok, b| ok & b.is_ascii_digit()) && !(need_port && p.is_empty())
+        }
         None => !need_port,
     };
     host_ok && port_ok

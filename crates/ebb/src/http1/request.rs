@@ -493,6 +493,14 @@ static TARGET: [bool; 256] = super::head::byte_table!(target_byte);
 
 /// Every byte allowed and every `%` followed by two hex digits.
 fn valid_target_bytes(t: &[u8]) -> bool {
+    // Every byte looked up without an early exit, then the escapes, when
+    // there are any.
+    if !t.iter().fold(true, |ok, &b| ok & TARGET[b as usize]) {
+        return false;
+    }
+    if !t.contains(&b'%') {
+        return true;
+    }
     let mut i = 0;
     while i < t.len() {
         let b = t[i];

@@ -1773,3 +1773,24 @@ fn value_and_token_checks_agree_with_the_byte_rules_wherever_the_bad_byte_is() {
     assert!(is_field_value(b""));
     assert!(!is_token(b""));
 }
+
+#[test]
+fn an_absolute_target_leaves_only_a_different_host_to_check() {
+    // The Host of the target's own authority (HTTP/2's :authority gives
+    // both) passes with it; any other Host is still checked.
+    let buf = b"GET http://a.b:81/x HTTP/1.1\r\nHost: a.b:81\r\n\r\n";
+    assert_eq!(ok(buf).host.map(|s| s.get(buf)), Some(&b"a.b:81"[..]));
+    assert_eq!(
+        err(b"GET http://a.b/x HTTP/1.1\r\nHost: a/b\r\n\r\n"),
+        HttpError::BadHost
+    );
+    assert_eq!(
+        err(b"GET http://a.b/x HTTP/1.1\r\nHost: a.b:8x\r\n\r\n"),
+        HttpError::BadHost
+    );
+    // A bad authority is the target's error, whatever the Host says.
+    assert_eq!(
+        err(b"GET http://u@a/x HTTP/1.1\r\nHost: u@a\r\n\r\n"),
+        HttpError::BadTarget
+    );
+}
