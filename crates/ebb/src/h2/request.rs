@@ -287,8 +287,8 @@ impl RequestHead {
         let scheme = self.scheme()?;
         let auth = self.list.get(self.authority?).1;
         let web = scheme.eq_ignore_ascii_case(b"http") || scheme.eq_ignore_ascii_case(b"https");
+        // (A valid authority has no `@`: no userinfo.)
         let auth_ok = !auth.is_empty()
-            && !auth.contains(&b'@')
             && !auth.starts_with(b":")
             && crate::http1::is_valid_authority(auth, false);
         (web && auth_ok).then_some((scheme, auth))
@@ -413,7 +413,9 @@ impl RequestHead {
         // What the HTTP/1 parser allows in a request line: a token, and
         // a target of visible ASCII or bytes above it.
         let line_ok = crate::http1::is_token(self.method())
-            && out[target.range()].iter().all(|&b| b > b' ' && b != 0x7f);
+            && out[target.range()]
+                .iter()
+                .fold(true, |ok, &b| ok & (b > b' ') & (b != 0x7f));
         (ok && line_ok).then_some((method, target))
     }
 }

@@ -559,13 +559,10 @@ fn classify_target(
                 .position(|&b| b == b'/' || b == b'?')
                 .unwrap_or(rest.len());
             let auth = &rest[..auth_len];
-            // Userinfo is an error (RFC 9110 §4.2.4); an empty host is
-            // invalid for http(s) URIs (RFC 9110 §4.2.1).
-            if auth.is_empty()
-                || auth.contains(&b'@')
-                || auth.starts_with(b":")
-                || !is_valid_authority(auth, false)
-            {
+            // Userinfo is an error (RFC 9110 §4.2.4: `is_valid_authority`
+            // refuses any `@`); an empty host is invalid for http(s) URIs
+            // (RFC 9110 §4.2.1).
+            if auth.is_empty() || auth.starts_with(b":") || !is_valid_authority(auth, false) {
                 return Err(HttpError::BadTarget);
             }
             let a = span.sub(after_scheme, after_scheme + auth_len);

@@ -1794,3 +1794,27 @@ fn an_absolute_target_leaves_only_a_different_host_to_check() {
         HttpError::BadTarget
     );
 }
+
+#[test]
+fn no_authority_with_an_at_sign_is_valid_wherever_it_is() {
+    // The absolute target's userinfo check leans on this.
+    for a in [
+        "u@a",
+        "a@",
+        "@a",
+        "a:1@",
+        "a:@1",
+        "u@a:80",
+        "[::1]@",
+        "[::1]:8@0",
+        "[@::1]",
+        "a.b@c.d:443",
+    ] {
+        assert!(!head::is_valid_authority(a.as_bytes(), false), "{a}");
+        assert!(!head::is_valid_authority(a.as_bytes(), true), "{a}");
+    }
+    assert_eq!(
+        err(b"GET http://a:1@b/x HTTP/1.1\r\nHost: b\r\n\r\n"),
+        HttpError::BadTarget
+    );
+}
