@@ -1636,6 +1636,13 @@ impl HeadEncoder<'_> {
             }
         }
     }
+
+    /// Adds the fields of `list`, built with [`Encoder::push_field`] and
+    /// lower-case names (a response's fields gathered beforehand): one
+    /// copy of the list, no field by field.
+    pub fn fields_list(&mut self, list: &[u8]) {
+        self.list.extend_from_slice(list);
+    }
 }
 
 /// An event before it borrows anything.

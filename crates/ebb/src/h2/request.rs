@@ -80,19 +80,35 @@ pub struct RequestHead {
     pub wire_len: usize,
 }
 
-fn is_tchar(b: u8) -> bool {
+const fn is_tchar(b: u8) -> bool {
     matches!(b, b'!' | b'#' | b'$' | b'%' | b'&' | b'\'' | b'*' | b'+' | b'-' | b'.'
         | b'^' | b'_' | b'`' | b'|' | b'~' | b'0'..=b'9' | b'a'..=b'z')
 }
 
-/// §8.2.1 name rule (lower-case tokens only).
+/// [`is_tchar`] for every byte (one load a byte).
+static NAME_BYTE: [bool; 256] = {
+    let mut t = [false; 256];
+    let mut i = 0;
+    while i < 256 {
+        t[i] = is_tchar(i as u8);
+        i += 1;
+    }
+    t
+};
+
+/// §8.2.1 name rule (lower-case tokens only). No early exit: a valid
+/// name, the common case, is read whole anyway.
 pub fn valid_name(n: &[u8]) -> bool {
-    !n.is_empty() && n.iter().all(|&b| is_tchar(b))
+    !n.is_empty() && n.iter().fold(true, |ok, &b| ok & NAME_BYTE[usize::from(b)])
 }
 
 /// §8.2.1 value rule.
 pub fn valid_value(v: &[u8]) -> bool {
-    if v.iter().any(|&b| b == 0 || b == b'\r' || b == b'\n') {
+    // Without an early exit, so that many bytes are checked at once.
+    let bad = v.iter().fold(0u8, |bad, &b| {
+        bad | u8::from(b == 0) | u8::from(b == b'\r') | u8::from(b == b'\n')
+    });
+    if bad != 0 {
         return false;
     }
     !matches!(v.first(), Some(b' ' | b'\t')) && !matches!(v.last(), Some(b' ' | b'\t'))
@@ -234,16 +250,19 @@ impl RequestHead {
     }
 
     /// `:method`.
+    #[inline]
     pub fn method(&self) -> &[u8] {
         self.list.get(self.method).1
     }
 
     /// `:scheme` (absent for CONNECT).
+    #[inline]
     pub fn scheme(&self) -> Option<&[u8]> {
         self.scheme.map(|i| self.list.get(i).1)
     }
 
     /// `:path` (absent for CONNECT).
+    #[inline]
     pub fn path(&self) -> Option<&[u8]> {
         self.path.map(|i| self.list.get(i).1)
     }
@@ -255,6 +274,7 @@ impl RequestHead {
     }
 
     /// `:authority`, else the `host` field.
+    #[inline]
     pub fn authority(&self) -> Option<&[u8]> {
         self.authority.or(self.host).map(|i| self.list.get(i).1)
     }
@@ -267,8 +287,8 @@ impl RequestHead {
         let scheme = self.scheme()?;
         let auth = self.list.get(self.authority?).1;
         let web = scheme.eq_ignore_ascii_case(b"http") || scheme.eq_ignore_ascii_case(b"https");
+        // (A valid authority has no `@`: no userinfo.)
         let auth_ok = !auth.is_empty()
-            && !auth.contains(&b'@')
             && !auth.starts_with(b":")
             && crate::http1::is_valid_authority(auth, false);
         (web && auth_ok).then_some((scheme, auth))
@@ -393,7 +413,9 @@ impl RequestHead {
         // What the HTTP/1 parser allows in a request line: a token, and
         // a target of visible ASCII or bytes above it.
         let line_ok = crate::http1::is_token(self.method())
-            && out[target.range()].iter().all(|&b| b > b' ' && b != 0x7f);
+            && out[target.range()]
+                .iter()
+                .fold(true, |ok, &b| ok & (b > b' ') & (b != 0x7f));
         (ok && line_ok).then_some((method, target))
     }
 }
@@ -429,7 +451,7 @@ fn field_line(
     let v = &out[value_span.range()];
     let ok = f.len() < *max
         && crate::http1::is_token(name)
-        && v.iter().all(|&b| crate::http1::is_field_value_byte(b))
+        && crate::http1::is_field_value(v)
         && !matches!(v.first(), Some(b' ' | b'\t'))
         && !matches!(v.last(), Some(b' ' | b'\t'));
     f.push(HeaderSpan {

@@ -1261,3 +1261,23 @@ fn unread_output_is_bounded_and_reset() {
     c.tick(20_000 + 30_000, &mut reset);
     assert_eq!(reset, [1]);
 }
+
+#[test]
+fn name_and_value_rules_hold_wherever_the_byte_is() {
+    use super::request::{valid_name, valid_value};
+    for b in 0..=255u8 {
+        let tchar = b.is_ascii_digit() || b.is_ascii_lowercase() || b"!#$%&'*+-.^_`|~".contains(&b);
+        let value_ok = !matches!(b, 0 | b'\r' | b'\n');
+        for at in [0usize, 1, 15, 16, 32, 40] {
+            let mut n = vec![b'a'; 41];
+            n[at] = b;
+            assert_eq!(valid_name(&n), tchar, "{b:#x} at {at}");
+            let mut v = vec![b'a'; 41];
+            v[at] = b;
+            let edge_ws = matches!(b, b' ' | b'\t') && (at == 0 || at == 40);
+            assert_eq!(valid_value(&v), value_ok && !edge_ws, "{b:#x} at {at}");
+        }
+    }
+    assert!(!valid_name(b""));
+    assert!(valid_value(b""));
+}

@@ -184,16 +184,28 @@ pub(crate) fn is_tchar(b: u8) -> bool {
     TCHAR[b as usize]
 }
 
-/// True when `s` is a non-empty token.
+/// True when `s` is a non-empty token. Every byte is looked up (no
+/// early exit): names are short and a valid one is read whole anyway.
 #[inline]
 pub(crate) fn is_token(s: &[u8]) -> bool {
-    !s.is_empty() && s.iter().all(|&b| is_tchar(b))
+    !s.is_empty() && s.iter().fold(true, |ok, &b| ok & is_tchar(b))
 }
 
 /// RFC 9110 §5.5 field-vchar / SP / HTAB (what a field value may hold).
 #[inline]
 pub(crate) fn is_field_value_byte(b: u8) -> bool {
     b == b'\t' || (b' '..=b'~').contains(&b) || b >= 0x80
+}
+
+/// True when every byte of `v` is a [`is_field_value_byte`]: written
+/// without an early exit so that the compiler checks many bytes per
+/// instruction (a value is read whole when it is valid, the common case).
+#[inline]
+pub(crate) fn is_field_value(v: &[u8]) -> bool {
+    // Refused: the controls but HTAB (below SP), and DEL.
+    v.iter().fold(0u8, |bad, &b| {
+        bad | (u8::from(b < b' ') & u8::from(b != b'\t')) | u8::from(b == 0x7f)
+    }) == 0
 }
 
 /// Trims RFC 9110 OWS (SP / HTAB) on both sides.
@@ -304,9 +316,13 @@ pub(crate) fn is_valid_authority(s: &[u8], need_port: bool) -> bool {
             None => (s, None),
         }
     };
-    let host_ok = host.iter().all(|&b| HOST_CHAR[b as usize]);
+    // Every byte looked up, no early exit (a valid authority, the common
+    // case, is read whole anyway).
+    let host_ok = host.iter().fold(true, |ok, &b| ok & HOST_CHAR[b as usize]);
     let port_ok = match port {
-        Some(p) => p.iter().all(u8::is_ascii_digit) && !(need_port && p.is_empty()),
+        Some(p) => {
+            p.iter().fold(true, |ok, b| ok & b.is_ascii_digit()) && !(need_port && p.is_empty())
+        }
         None => !need_port,
     };
     host_ok && port_ok

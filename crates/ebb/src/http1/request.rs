@@ -266,7 +266,12 @@ pub fn complete_request_into(
         return Err(HttpError::DuplicateHost);
     }
     if let Some(h) = f.host {
-        if !is_valid_authority(h.get(buf), false) {
+        // A Host of the very bytes of the absolute target's authority
+        // (what an HTTP/2 request's `:authority` gives both) passed the
+        // same check in `classify_target`.
+        let host = h.get(buf);
+        let checked = authority.is_some_and(|a| a.get(buf) == host);
+        if !checked && !is_valid_authority(host, false) {
             return Err(HttpError::BadHost);
         }
     } else if http11 {
@@ -488,6 +493,14 @@ static TARGET: [bool; 256] = super::head::byte_table!(target_byte);
 
 /// Every byte allowed and every `%` followed by two hex digits.
 fn valid_target_bytes(t: &[u8]) -> bool {
+    // Every byte looked up without an early exit, then the escapes, when
+    // there are any.
+    if !t.iter().fold(true, |ok, &b| ok & TARGET[b as usize]) {
+        return false;
+    }
+    if !t.contains(&b'%') {
+        return true;
+    }
     let mut i = 0;
     while i < t.len() {
         let b = t[i];
@@ -546,13 +559,10 @@ fn classify_target(
                 .position(|&b| b == b'/' || b == b'?')
                 .unwrap_or(rest.len());
             let auth = &rest[..auth_len];
-            // Userinfo is an error (RFC 9110 §4.2.4); an empty host is
-            // invalid for http(s) URIs (RFC 9110 §4.2.1).
-            if auth.is_empty()
-                || auth.contains(&b'@')
-                || auth.starts_with(b":")
-                || !is_valid_authority(auth, false)
-            {
+            // Userinfo is an error (RFC 9110 §4.2.4: `is_valid_authority`
+            // refuses any `@`); an empty host is invalid for http(s) URIs
+            // (RFC 9110 §4.2.1).
+            if auth.is_empty() || auth.starts_with(b":") || !is_valid_authority(auth, false) {
                 return Err(HttpError::BadTarget);
             }
             let a = span.sub(after_scheme, after_scheme + auth_len);

@@ -1759,3 +1759,62 @@ fn scheme_based_normalization() {
         assert_eq!(norm(keep), want, "{}", show(keep));
     }
 }
+
+#[test]
+fn value_and_token_checks_agree_with_the_byte_rules_wherever_the_bad_byte_is() {
+    for b in 0..=255u8 {
+        for at in [0usize, 1, 7, 16, 31, 40] {
+            let mut v = vec![b'a'; 41];
+            v[at] = b;
+            assert_eq!(is_field_value(&v), is_field_value_byte(b), "{b:#x} at {at}");
+            assert_eq!(is_token(&v), head::is_tchar(b), "{b:#x} at {at}");
+        }
+    }
+    assert!(is_field_value(b""));
+    assert!(!is_token(b""));
+}
+
+#[test]
+fn an_absolute_target_leaves_only_a_different_host_to_check() {
+    // The Host of the target's own authority (HTTP/2's :authority gives
+    // both) passes with it; any other Host is still checked.
+    let buf = b"GET http://a.b:81/x HTTP/1.1\r\nHost: a.b:81\r\n\r\n";
+    assert_eq!(ok(buf).host.map(|s| s.get(buf)), Some(&b"a.b:81"[..]));
+    assert_eq!(
+        err(b"GET http://a.b/x HTTP/1.1\r\nHost: a/b\r\n\r\n"),
+        HttpError::BadHost
+    );
+    assert_eq!(
+        err(b"GET http://a.b/x HTTP/1.1\r\nHost: a.b:8x\r\n\r\n"),
+        HttpError::BadHost
+    );
+    // A bad authority is the target's error, whatever the Host says.
+    assert_eq!(
+        err(b"GET http://u@a/x HTTP/1.1\r\nHost: u@a\r\n\r\n"),
+        HttpError::BadTarget
+    );
+}
+
+#[test]
+fn no_authority_with_an_at_sign_is_valid_wherever_it_is() {
+    // The absolute target's userinfo check leans on this.
+    for a in [
+        "u@a",
+        "a@",
+        "@a",
+        "a:1@",
+        "a:@1",
+        "u@a:80",
+        "[::1]@",
+        "[::1]:8@0",
+        "[@::1]",
+        "a.b@c.d:443",
+    ] {
+        assert!(!head::is_valid_authority(a.as_bytes(), false), "{a}");
+        assert!(!head::is_valid_authority(a.as_bytes(), true), "{a}");
+    }
+    assert_eq!(
+        err(b"GET http://a:1@b/x HTTP/1.1\r\nHost: b\r\n\r\n"),
+        HttpError::BadTarget
+    );
+}

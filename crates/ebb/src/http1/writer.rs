@@ -8,7 +8,7 @@
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use super::error::HttpError;
-use super::head::{is_field_value_byte, is_token, BodyFraming, Version};
+use super::head::{is_field_value, is_token, BodyFraming, Version};
 
 /// Value of the `Server` field ebb sends.
 pub const SERVER: &[u8] = b"ebb";
@@ -262,7 +262,7 @@ impl<'a> ResponseWriter<'a> {
         if !is_token(name) {
             return Err(HttpError::BadHeaderName);
         }
-        if !value.iter().all(|&b| is_field_value_byte(b)) {
+        if !is_field_value(value) {
             return Err(HttpError::BadHeaderValue);
         }
         self.out.extend_from_slice(name);

@@ -344,40 +344,102 @@ pub enum HuffmanError {
     BadPadding,
 }
 
+/// The symbols whose code is at most [`PEEK`] bits long, by the next
+/// [`PEEK`] bits of input: `(symbol << 8) | code length`, 0 when those
+/// bits start a longer code (most characters of paths, names and values
+/// have codes of 5 to 8 bits: one lookup decodes them).
+const PEEK: u32 = 8;
+
+const fn build_short() -> [u16; 1 << PEEK] {
+    let mut t = [0u16; 1 << PEEK];
+    let mut s = 0;
+    while s < 257 {
+        let (code, len) = CODES[s];
+        if (len as u32) <= PEEK {
+            let shift = PEEK - len as u32;
+            let mut p = (code << shift) as usize;
+            let last = ((code + 1) << shift) as usize;
+            while p < last {
+                t[p] = ((s as u16) << 8) | len as u16;
+                p += 1;
+            }
+        }
+        s += 1;
+    }
+    t
+}
+
+static SHORT: [u16; 1 << PEEK] = build_short();
+
 /// Decodes `src`, appending the bytes to `out`.
 pub fn decode(src: &[u8], out: &mut Vec<u8>) -> Result<(), HuffmanError> {
     let c = &CANON;
-    let mut code = 0u32;
-    let mut len = 0usize;
-    // Whether every bit of the current partial code is a one (EOS prefix).
-    let mut all_ones = true;
-    for &byte in src {
-        for shift in (0..8).rev() {
-            let bit = u32::from((byte >> shift) & 1);
-            code = (code << 1) | bit;
-            len += 1;
-            all_ones &= bit == 1;
-            let off = code.wrapping_sub(c.first[len]);
-            if off < u32::from(c.count[len]) {
-                let sym = c.syms[usize::from(c.start[len]) + off as usize];
+    // The bits not decoded yet are the low `nbits` bits of `acc`.
+    let mut acc = 0u64;
+    let mut nbits = 0u32;
+    let mut rest = src;
+    out.reserve(src.len() * 8 / 5);
+    loop {
+        while nbits <= 56 {
+            let Some((&b, tail)) = rest.split_first() else {
+                break;
+            };
+            acc = (acc << 8) | u64::from(b);
+            nbits += 8;
+            rest = tail;
+        }
+        if nbits == 0 {
+            return Ok(());
+        }
+        // The next PEEK bits; past the end, ones (what padding is).
+        let peek = if nbits >= PEEK {
+            (acc >> (nbits - PEEK)) as u32 & ((1 << PEEK) - 1)
+        } else {
+            let pad = PEEK - nbits;
+            ((acc << pad) as u32 | ((1 << pad) - 1)) & ((1 << PEEK) - 1)
+        };
+        let e = SHORT[peek as usize];
+        let len = u32::from(e & 0xff);
+        if len != 0 && len <= nbits {
+            out.push((e >> 8) as u8);
+            nbits -= len;
+            continue;
+        }
+        if nbits < PEEK {
+            // The end: at most 7 bits, which must be ones (a prefix of
+            // EOS), not a code.
+            let mask = (1u64 << nbits) - 1;
+            return if acc & mask == mask {
+                Ok(())
+            } else {
+                Err(HuffmanError::BadPadding)
+            };
+        }
+        // A code longer than PEEK bits (the canonical order: the first
+        // length whose range holds the bits).
+        let mut l = PEEK + 1;
+        loop {
+            if l > nbits {
+                // The input ends inside a code of 8 bits or more.
+                return Err(HuffmanError::BadPadding);
+            }
+            if l as usize > MAX_LEN {
+                return Err(HuffmanError::Eos);
+            }
+            let code = (acc >> (nbits - l)) as u32 & ((1u32 << l) - 1);
+            let off = code.wrapping_sub(c.first[l as usize]);
+            if off < u32::from(c.count[l as usize]) {
+                let sym = c.syms[usize::from(c.start[l as usize]) + off as usize];
                 if sym == 256 {
                     return Err(HuffmanError::Eos);
                 }
                 out.push(sym as u8);
-                code = 0;
-                len = 0;
-                all_ones = true;
-            } else if len >= MAX_LEN {
-                // Every 30-bit pattern is a code or past EOS; cannot happen
-                // with a complete canonical code, but never loop on it.
-                return Err(HuffmanError::Eos);
+                nbits -= l;
+                break;
             }
+            l += 1;
         }
     }
-    if len > 7 || !all_ones {
-        return Err(HuffmanError::BadPadding);
-    }
-    Ok(())
 }
 
 /// The encoded length of `src` in bytes.
@@ -422,6 +484,76 @@ mod tests {
         let mut dec = Vec::new();
         decode(&enc, &mut dec).unwrap();
         assert_eq!(dec, all);
+    }
+
+    /// RFC 7541 §5.2 read bit by bit, the code looked up in [`CODES`]
+    /// (`codes`: by code and length) as each bit comes: the decoder must
+    /// agree with it on every input.
+    fn reference(
+        codes: &std::collections::HashMap<(u32, u8), usize>,
+        src: &[u8],
+    ) -> Result<Vec<u8>, HuffmanError> {
+        let mut out = Vec::new();
+        let (mut code, mut len) = (0u32, 0u8);
+        for i in 0..src.len() * 8 {
+            let bit = (src[i / 8] >> (7 - i % 8)) & 1;
+            code = (code << 1) | u32::from(bit);
+            len += 1;
+            if let Some(&sym) = codes.get(&(code, len)) {
+                if sym == 256 {
+                    return Err(HuffmanError::Eos);
+                }
+                out.push(sym as u8);
+                (code, len) = (0, 0);
+            }
+        }
+        if len > 7 || code != (1 << len) - 1 {
+            return Err(HuffmanError::BadPadding);
+        }
+        Ok(out)
+    }
+
+    #[test]
+    fn every_input_of_up_to_two_bytes_and_longer_mixes_match_the_bitwise_reading() {
+        let mut inputs: Vec<Vec<u8>> = (0..=255u8).map(|a| vec![a]).collect();
+        for a in 0..=255u8 {
+            for b in 0..=255u8 {
+                inputs.push(vec![a, b]);
+            }
+        }
+        // Longer strings: encodings of mixed text (long codes included),
+        // cut and with bytes flipped.
+        let mut x = 0x2545_f491_u32;
+        for n in 1..400usize {
+            let text: Vec<u8> = (0..n % 37)
+                .map(|_| {
+                    x ^= x << 13;
+                    x ^= x >> 17;
+                    x ^= x << 5;
+                    if x % 4 == 0 {
+                        x as u8
+                    } else {
+                        b"/index.html?q=ab-c_d&x=%20"[x as usize % 26]
+                    }
+                })
+                .collect();
+            let mut enc = Vec::new();
+            encode(&text, &mut enc);
+            inputs.push(enc.clone());
+            if !enc.is_empty() {
+                let at = x as usize % enc.len();
+                enc[at] ^= 1 << (n % 8);
+                inputs.push(enc.clone());
+                enc.truncate(at);
+                inputs.push(enc);
+            }
+        }
+        let codes = CODES.iter().enumerate().map(|(s, &c)| (c, s)).collect();
+        for i in inputs {
+            let mut got = Vec::new();
+            let r = decode(&i, &mut got).map(|()| got);
+            assert_eq!(r, reference(&codes, &i), "{i:02x?}");
+        }
     }
 
     #[test]

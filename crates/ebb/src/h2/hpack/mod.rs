@@ -94,6 +94,7 @@ impl HeaderList {
     }
 
     /// Field `i` as (name, value).
+    #[inline]
     pub fn get(&self, i: usize) -> (&[u8], &[u8]) {
         let f = &self.fields[i];
         (self.slice(f.name), self.slice(f.value))
@@ -121,6 +122,7 @@ impl HeaderList {
         self.never.get(i).copied().unwrap_or(false)
     }
 
+    #[inline]
     fn slice(&self, s: crate::http1::Span) -> &[u8] {
         &self.buf[s.start as usize..s.end as usize]
     }
@@ -402,10 +404,28 @@ impl Encoder {
         let name = &name[..name.len().min(usize::from(u16::MAX))];
         let vlen = u32::try_from(value.len()).unwrap_or(u32::MAX);
         let value = &value[..vlen as usize];
-        list.extend_from_slice(&(name.len() as u16).to_le_bytes());
-        list.extend_from_slice(&vlen.to_le_bytes());
+        let nl = (name.len() as u16).to_le_bytes();
+        let vl = vlen.to_le_bytes();
+        list.reserve(6 + name.len() + value.len());
+        list.extend_from_slice(&[nl[0], nl[1], vl[0], vl[1], vl[2], vl[3]]);
         list.extend_from_slice(name);
         list.extend_from_slice(value);
+    }
+
+    /// The fields of a list built with [`Encoder::push_field`], in order
+    /// (a cut last record ends it).
+    pub fn list_fields(list: &[u8]) -> impl Iterator<Item = (&[u8], &[u8])> {
+        let mut rest = list;
+        std::iter::from_fn(move || {
+            let [a, b, c, d, e, f, ..] = *rest else {
+                return None;
+            };
+            let nl = usize::from(u16::from_le_bytes([a, b]));
+            let vl = u32::from_le_bytes([c, d, e, f]) as usize;
+            let body = rest.get(6..6 + nl + vl)?;
+            rest = &rest[6 + nl + vl..];
+            Some(body.split_at(nl))
+        })
     }
 
     /// Encodes a whole header block of the fields in `list` (built with
@@ -423,16 +443,8 @@ impl Encoder {
         }
         let start = out.len();
         self.begin_block(out);
-        let mut rest = list;
-        while rest.len() >= 6 {
-            let nl = usize::from(u16::from_le_bytes([rest[0], rest[1]]));
-            let vl = u32::from_le_bytes([rest[2], rest[3], rest[4], rest[5]]) as usize;
-            let Some(body) = rest.get(6..6 + nl + vl) else {
-                break;
-            };
-            let (name, value) = body.split_at(nl);
+        for (name, value) in Encoder::list_fields(list) {
             self.encode(name, value, out);
-            rest = &rest[6 + nl + vl..];
         }
         if self.table.generation() == gen {
             self.memo_fields.clear();

@@ -18,7 +18,7 @@
 //! into HEADERS and DATA frames (`h2::msg::ServerSink`).
 
 use crate::http1::{
-    is_field_value_byte, is_token, BodyFraming, ChunkedEncoder, ResponseWriter, Version, CHUNK_END,
+    is_field_value, is_token, BodyFraming, ChunkedEncoder, ResponseWriter, Version, CHUNK_END,
     DATE_LEN,
 };
 use crate::stream::msg::{BodySize, Msg, MsgSink, RespHead, RespMsg};
@@ -163,7 +163,7 @@ impl MsgSink<RespHead<'_>> for H1Out<'_> {
                     // a field that could split the message is left out.
                     self.out.extend_from_slice(b"0\r\n");
                     for (n, v) in t.iter() {
-                        if is_token(n) && v.iter().all(|&b| is_field_value_byte(b)) {
+                        if is_token(n) && is_field_value(v) {
                             self.out.extend_from_slice(n);
                             self.out.extend_from_slice(b": ");
                             self.out.extend_from_slice(v);

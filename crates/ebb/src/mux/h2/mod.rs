@@ -643,11 +643,9 @@ impl<S: Exchange + Default + 'static> H2Conn<S> {
             None => Err(ErrorCode::INTERNAL_ERROR),
             Some(src) => {
                 let end = body.is_empty() && src != Body::Lane;
-                let r = self.h2.send_response_with(id, a.status, end, |h| {
-                    for (n, v) in a.fields.fields().iter() {
-                        h.field(n, v);
-                    }
-                });
+                let r = self
+                    .h2
+                    .send_response_with(id, a.status, end, |h| h.fields_list(&a.fields));
                 match r {
                     Ok(()) if body.is_empty() => Ok(0),
                     Ok(()) => self

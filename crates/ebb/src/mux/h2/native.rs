@@ -20,8 +20,9 @@
 //! bytes that answer would have had on HTTP/1 (what the lane's answer
 //! counted), so log lines do not change with the path taken.
 
-use crate::http1::{is_field_value_byte, is_token, reason_phrase, BodyFraming, Version};
-use crate::stream::msg::{BodySize, FieldBuf, RespHead};
+use crate::h2::hpack::Encoder;
+use crate::http1::{is_field_value, is_token, reason_phrase, BodyFraming, Version};
+use crate::stream::msg::{BodySize, RespHead};
 
 /// A whole answer kept for the H2 connection instead of being written as
 /// HTTP/1.
@@ -32,9 +33,12 @@ pub(crate) struct Captured {
     /// An answer was taken.
     pub(crate) done: bool,
     pub(crate) status: u16,
-    /// The fields to send, in order (the head's names as they are: the
-    /// HPACK encoder lowers them).
-    pub(crate) fields: FieldBuf,
+    /// The fields to send, in order, as the HPACK encoder takes them
+    /// ([`Encoder::push_field`]'s list, names in lower case): the H2
+    /// connection copies the list once, not field by field.
+    pub(crate) fields: Vec<u8>,
+    /// The fields' size as HTTP/1 lines (`name: value` CRLF).
+    fields_h1: usize,
     /// The body (empty when none is sent: HEAD, 204, 304).
     pub(crate) body: Vec<u8>,
     /// A head taken alone (a file's): the body bytes that follow it on
@@ -62,9 +66,27 @@ impl Captured {
         self.armed = true;
         self.done = false;
         self.fields.clear();
+        self.fields_h1 = 0;
         self.body.clear();
         self.follows = 0;
         self.h1_len = 0;
+    }
+
+    /// Adds a field to [`Captured::fields`], its name in lower case.
+    fn push(&mut self, n: &[u8], v: &[u8]) {
+        let at = self.fields.len() + 6;
+        Encoder::push_field(&mut self.fields, n, v);
+        let kept = n.len().min(usize::from(u16::MAX));
+        if let Some(name) = self.fields.get_mut(at..at + kept) {
+            name.make_ascii_lowercase();
+        }
+        self.fields_h1 += n.len() + v.len() + 4;
+    }
+
+    /// The fields kept, in order.
+    #[cfg(test)]
+    pub(crate) fn fields(&self) -> impl Iterator<Item = (&[u8], &[u8])> {
+        Encoder::list_fields(&self.fields)
     }
 
     /// Takes the whole answer `head` + `body` to a request of `version`
@@ -100,20 +122,18 @@ impl Captured {
             return Take::No;
         }
         self.fields.clear();
-        // Names in lower case, as HTTP/2 sends them (the encoder lowers
-        // others with a copy).
-        self.fields.push(b"server", crate::http1::SERVER);
-        self.fields.push(b"date", date);
+        self.fields_h1 = 0;
+        self.push(b"server", crate::http1::SERVER);
+        self.push(b"date", date);
         head.each_field(|n, v| {
             // What the HTTP/1 writer refuses is not sent either.
-            if is_token(n) && v.iter().all(|&b| is_field_value_byte(b)) {
-                self.fields.push(n, v);
+            if is_token(n) && is_field_value(v) {
+                self.push(n, v);
             }
         });
         if let BodyFraming::ContentLength(n) = framing {
             let mut d = [0u8; 20];
-            self.fields
-                .push(b"content-length", crate::http1::decimal(n, &mut d));
+            self.push(b"content-length", crate::http1::decimal(n, &mut d));
         }
         let field = |n: &[u8]| head.fields.get(n).or_else(|| head.extra.get(n));
         let close_asked = field(b"connection").is_some_and(|v| {
@@ -137,12 +157,7 @@ impl Captured {
         // The HTTP/1 size: status line, fields, the `Connection` line,
         // the empty line, the body.
         let mut len = 9 + 4 + reason_phrase(head.status).len() + 2;
-        len += self
-            .fields
-            .fields()
-            .iter()
-            .map(|(n, v)| n.len() + v.len() + 4)
-            .sum::<usize>();
+        len += self.fields_h1;
         if !keep {
             len += b"Connection: close\r\n".len();
         } else if version == Version::Http10 {
@@ -176,7 +191,12 @@ impl Captured {
 mod tests {
     use super::*;
     use crate::mux::h1::out::H1Out;
-    use crate::stream::msg::Fields;
+    use crate::stream::msg::{FieldBuf, Fields};
+
+    /// The value of the field kept named `name`.
+    fn kept<'c>(c: &'c Captured, name: &[u8]) -> Option<&'c [u8]> {
+        c.fields().find(|(n, _)| *n == name).map(|(_, v)| v)
+    }
 
     const DATE: [u8; crate::http1::DATE_LEN] = *b"Mon, 23 Nov 2026 18:00:00 GMT";
 
@@ -209,13 +229,13 @@ mod tests {
         let body: [&[u8]; 2] = [b"hel", b"lo"];
         let (c, t) = cap(head, &body, Version::Http11, false);
         assert_eq!(t, Take::Keep);
-        let got: Vec<_> = c.fields.fields().iter().collect();
+        let got: Vec<_> = c.fields().collect();
         assert_eq!(
             got,
             vec![
                 (&b"server"[..], &b"ebb"[..]),
                 (b"date", &DATE[..]),
-                (b"Content-Type", b"text/plain"),
+                (b"content-type", b"text/plain"),
                 (b"content-length", b"5"),
             ]
         );
@@ -248,7 +268,7 @@ mod tests {
             if head_req || status == 204 {
                 assert!(c.body.is_empty());
             }
-            let cl = c.fields.fields().get(b"content-length").map(<[u8]>::to_vec);
+            let cl = kept(&c, b"content-length").map(<[u8]>::to_vec);
             let raw_s = String::from_utf8_lossy(&raw).to_ascii_lowercase();
             assert_eq!(cl.is_some(), raw_s.contains("content-length:"), "{status}");
         }
@@ -268,7 +288,7 @@ mod tests {
         assert_eq!(t, Take::Keep);
         assert_eq!(c.follows, 11);
         assert!(c.body.is_empty());
-        assert_eq!(c.fields.fields().get(b"content-length"), Some(&b"11"[..]));
+        assert_eq!(kept(&c, b"content-length"), Some(&b"11"[..]));
         // The head's size as HTTP/1 (the body is counted apart).
         let (raw, _) = h1(head, &[], Version::Http11, true);
         assert_eq!(c.sent(), raw.len() as u64);
@@ -280,7 +300,7 @@ mod tests {
         let nm = RespHead::new(304, BodySize::Empty);
         c.take(&nm, None, Version::Http11, false, true, &DATE);
         assert_eq!(c.follows, 0);
-        assert!(c.fields.fields().get(b"content-length").is_none());
+        assert!(kept(&c, b"content-length").is_none());
     }
 
     #[test]
