@@ -345,7 +345,7 @@ fn serve(cfg: Config, opts: RunOptions) -> i32 {
                     .and_then(|(socks, real)| {
                         defer_accept(&socks, b.defer_accept)?;
                         for s in &socks {
-                            client_sock_opts(&socket2::SockRef::from(s), fe_cfg)?;
+                            client_sock_opts(&socket2::SockRef::from(s), fe_cfg, b.ssl.is_some())?;
                         }
                         Ok((socks, real))
                     }) {
@@ -384,7 +384,7 @@ fn serve(cfg: Config, opts: RunOptions) -> i32 {
                             let r = socket2::SockRef::from(s);
                             // An inherited `fd@` socket may be TCP.
                             if r.local_addr().is_ok_and(|a| a.as_socket().is_some()) {
-                                client_sock_opts(&r, fe_cfg)?;
+                                client_sock_opts(&r, fe_cfg, b.ssl.is_some())?;
                             }
                         }
                         Ok((socks, shown))
@@ -849,10 +849,23 @@ fn serve(cfg: Config, opts: RunOptions) -> i32 {
 /// A frontend's options for its client sockets, set on its TCP listeners
 /// (Linux copies them to each socket `accept` returns, so no connection
 /// pays a system call for them): `option clitcpka` and `option nolinger`,
-/// both also cleared on a listener taken from a previous process.
-fn client_sock_opts(s: &socket2::SockRef<'_>, fe: &crate::config::Proxy) -> io::Result<()> {
+/// both also cleared on a listener taken from a previous process; and
+/// HAProxy's automatic smart accept: on a listener of an HTTP frontend
+/// or a TLS bind, `TCP_QUICKACK` off, so that the kernel does not
+/// acknowledge a new connection's first request on its own but lets the
+/// answer carry the ACK (one segment fewer per connection; an answer
+/// slower than the delayed-ACK timer, 40 ms, gets its ACK then), and on
+/// in every other case (a listener inherited from a process whose
+/// frontend was HTTP). `ssl`: the bind line has `ssl`.
+fn client_sock_opts(
+    s: &socket2::SockRef<'_>,
+    fe: &crate::config::Proxy,
+    ssl: bool,
+) -> io::Result<()> {
     fe.options.clitcpka.apply(s, true)?;
-    crate::net::set_nolinger(s, fe.options.nolinger)
+    crate::net::set_nolinger(s, fe.options.nolinger)?;
+    let smart_accept = fe.mode == crate::config::ProxyMode::Http || ssl;
+    s.set_tcp_quickack(!smart_accept)
 }
 
 /// The global log targets, and each frontend's and backend's (its own

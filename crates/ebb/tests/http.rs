@@ -541,3 +541,208 @@ fn a_burst_queued_in_the_kernel_is_accepted_whole() {
         assert_eq!(c.read_resp().status, 200);
     }
 }
+
+/// Segments the kernel counted into a client socket that is still open
+/// (`ss`'s `segs_in`); None when `ss` cannot say.
+fn segs_in(c: &std::net::TcpStream) -> Option<u64> {
+    let local = c.local_addr().ok()?.to_string();
+    let out = std::process::Command::new("ss")
+        .args(["-Htin", "src", &local])
+        .output()
+        .ok()?;
+    String::from_utf8_lossy(&out.stdout)
+        .split_whitespace()
+        .find_map(|w| w.strip_prefix("segs_in:"))
+        .and_then(|v| v.parse().ok())
+}
+
+/// `n` exchanges with `Connection: close`, each read to the server's
+/// FIN: the answers, and the segments that brought them in all.
+fn closing_exchanges(to: std::net::SocketAddr, n: usize) -> (Vec<Vec<u8>>, u64) {
+    let mut segs = 0;
+    let answers = (0..n)
+        .map(|_| {
+            let mut c = std::net::TcpStream::connect(to).unwrap();
+            c.write_all(b"GET / HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n")
+                .unwrap();
+            let mut got = Vec::new();
+            c.read_to_end(&mut got).unwrap();
+            segs += segs_in(&c).expect("ss reports the client socket");
+            got
+        })
+        .collect();
+    (answers, segs)
+}
+
+#[test]
+fn a_closing_answer_takes_one_segment_with_its_fin_and_the_requests_ack() {
+    // The last bytes of a connection that closes after them wait for the
+    // FIN (`MSG_MORE`, then `shutdown`), and an HTTP listener does not
+    // acknowledge a new connection's request on its own (HAProxy's smart
+    // accept, `TCP_QUICKACK` off): after the SYN-ACK the client takes in
+    // one segment, the answer with its FIN and the request's ACK. A
+    // server that writes, then closes, sends the same bytes in three (as
+    // HAProxy 2.6 does in two: it has smart accept, not the shared FIN).
+    // An answer slower than the delayed-ACK timer (40 ms) on a loaded
+    // machine costs one more: the bound leaves room for a few.
+    if !have("ss") {
+        println!("ss is not installed: no segment to count");
+        return;
+    }
+    const N: usize = 10;
+    let e = Ebb::start(&FIXED.replace("nbthread 2", "nbthread 1"));
+    let (answers, ebb_segs) = closing_exchanges(e.addr(), N);
+    for a in &answers {
+        let text = String::from_utf8_lossy(a);
+        assert!(text.starts_with("HTTP/1.1 200"), "{text}");
+        assert!(text.ends_with("\r\n\r\nhello"), "{text}");
+        assert!(
+            text.to_ascii_lowercase()
+                .contains("\r\nconnection: close\r\n"),
+            "{text}"
+        );
+    }
+    // The reference: the same bytes written, then the socket closed.
+    let answer = answers[0].clone();
+    let port = free_port();
+    let l = std::net::TcpListener::bind(("127.0.0.1", port)).unwrap();
+    let server = std::thread::spawn(move || {
+        for _ in 0..N {
+            let (mut s, _) = l.accept().unwrap();
+            let mut req = Vec::new();
+            let mut b = [0u8; 1024];
+            while !req.ends_with(b"\r\n\r\n") {
+                let n = s.read(&mut b).unwrap();
+                assert!(n > 0, "the client left before its request ended");
+                req.extend_from_slice(&b[..n]);
+            }
+            s.write_all(&answer).unwrap();
+        }
+    });
+    let (_, plain_segs) = closing_exchanges(([127, 0, 0, 1], port).into(), N);
+    server.join().unwrap();
+    println!("segments into the client over {N} exchanges: ebb {ebb_segs}, write-then-close {plain_segs}");
+    let n = N as u64;
+    assert!(
+        ebb_segs <= 2 * n + n / 2,
+        "ebb {ebb_segs} segments for {N} answers"
+    );
+    assert!(
+        ebb_segs + n <= plain_segs,
+        "ebb {ebb_segs}, a server writing then closing {plain_segs}"
+    );
+    let cfg = |_: &std::path::Path, bind: &str| {
+        format!(
+            "global\n    stats socket X level admin\ndefaults\n    mode http\n    timeout client 5s\n    timeout server 5s\n    timeout connect 5s\nfrontend fe\n    bind {bind}\n    http-request return status 200 content-type text/plain string hello\n"
+        )
+    };
+    if let Some((_h, addr)) = haproxy_beside("closing-fin", cfg) {
+        let (answers, hap_segs) = closing_exchanges(addr, N);
+        assert!(String::from_utf8_lossy(&answers[0]).ends_with("hello"));
+        println!("side by side: haproxy {hap_segs} segments, ebb {ebb_segs}");
+        assert!(ebb_segs < hap_segs, "ebb {ebb_segs}, haproxy {hap_segs}");
+    }
+}
+
+/// The `setsockopt(TCP_QUICKACK, 1)` calls process `pid` makes (any of
+/// its threads) while `work` runs, counted by strace.
+fn quickacks_during(pid: u32, name: &str, work: impl FnOnce()) -> usize {
+    let out = scratch(name).join("strace.out");
+    let argv = ["-f", "-qq", "-e", "trace=setsockopt", "-o"].map(String::from);
+    strace_during(
+        pid,
+        &[&argv[..], &[out.display().to_string()]].concat(),
+        work,
+    );
+    std::fs::read_to_string(&out)
+        .unwrap()
+        .lines()
+        .filter(|l| l.contains("TCP_QUICKACK, [1]"))
+        .count()
+}
+
+/// A POST through `to` whose body leaves after its head (`later`) or in
+/// the same write; the origin answers `ok`.
+fn post_through(to: std::net::SocketAddr, later: bool) {
+    let mut c = std::net::TcpStream::connect(to).unwrap();
+    let head = b"POST /up HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\nConnection: close\r\n\r\n";
+    if later {
+        c.write_all(head).unwrap();
+        std::thread::yield_now();
+        c.write_all(b"hello").unwrap();
+    } else {
+        c.write_all(&[&head[..], b"hello"].concat()).unwrap();
+    }
+    let mut got = Vec::new();
+    c.read_to_end(&mut got).unwrap();
+    let text = String::from_utf8_lossy(&got);
+    assert!(
+        text.starts_with("HTTP/1.1 200") && text.ends_with("ok"),
+        "{text}"
+    );
+}
+
+#[test]
+fn a_request_body_still_to_come_turns_quick_acks_back_on() {
+    // HTTP listeners delay the ACK of a new connection's first bytes
+    // (smart accept); when a forwarded request's body has not all come
+    // with its head, the client's socket gets quick ACKs back, as HAProxy
+    // 2.6 does (one `setsockopt(TCP_QUICKACK, 1)`); a request that came
+    // whole needs none.
+    if !have("strace") {
+        println!("strace is not installed: nothing to count");
+        return;
+    }
+    // The origin: reads a head and its 5-byte body, answers `ok`, closes.
+    let port = free_port();
+    let l = std::net::TcpListener::bind(("127.0.0.1", port)).unwrap();
+    std::thread::spawn(move || {
+        for s in l.incoming() {
+            let Ok(mut s) = s else { return };
+            let mut req = Vec::new();
+            let mut b = [0u8; 1024];
+            while !req.windows(4).any(|w| w == b"\r\n\r\n") || !req.ends_with(b"hello") {
+                match s.read(&mut b) {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => req.extend_from_slice(&b[..n]),
+                }
+            }
+            let _ =
+                s.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok");
+        }
+    });
+    let cfg = |bind: &str| {
+        format!("global\n    nbthread 1\ndefaults\n    mode http\n    timeout client 5s\n    timeout server 5s\n    timeout connect 5s\nfrontend fe\n    bind {bind}\n    default_backend be\nbackend be\n    server o 127.0.0.1:{port}\n")
+    };
+    let e = Ebb::start(&cfg("BIND"));
+    post_through(e.addr(), true);
+    // A body that comes whole with its head: no call.
+    let whole = quickacks_during(e.pid(), "quickack-whole", || post_through(e.addr(), false));
+    assert_eq!(whole, 0);
+    // A body written after the head, which the proxy may see first.
+    let mut seen = 0;
+    for _ in 0..20 {
+        seen += quickacks_during(e.pid(), "quickack-later", || post_through(e.addr(), true));
+        if seen > 0 {
+            break;
+        }
+    }
+    assert!(seen > 0, "no quick ACK turned on for a body still to come");
+    let hport = free_port();
+    let haddr: std::net::SocketAddr = ([127, 0, 0, 1], hport).into();
+    let rest = cfg(&haddr.to_string()).replacen("global\n    nbthread 1\n", "", 1);
+    if let Some(h) = haproxy_with("quickack-body", &rest) {
+        post_through(haddr, true);
+        let whole = quickacks_during(h.pid(), "quickack-hwhole", || post_through(haddr, false));
+        let mut seen = 0;
+        for _ in 0..20 {
+            seen += quickacks_during(h.pid(), "quickack-hlater", || post_through(haddr, true));
+            if seen > 0 {
+                break;
+            }
+        }
+        println!("side by side: haproxy {whole} call(s) for a whole request, {seen} for a body still to come");
+        assert_eq!(whole, 0);
+        assert!(seen > 0);
+    }
+}

@@ -823,11 +823,7 @@ fn graceful_stop_lets_tcp_sessions_finish() {
 /// is up, so start-up is not counted.
 fn syscalls_during(pid: u32, work: impl FnOnce()) -> std::collections::HashMap<String, (u64, u64)> {
     let out = scratch("strace").join("strace.out");
-    let tids: Vec<String> = std::fs::read_dir(format!("/proc/{pid}/task"))
-        .unwrap()
-        .filter_map(|e| e.ok().map(|e| e.file_name().to_string_lossy().into_owned()))
-        .collect();
-    let mut argv = vec![
+    let argv = [
         "-f".to_string(),
         "-qq".into(),
         "-c".into(),
@@ -836,33 +832,7 @@ fn syscalls_during(pid: u32, work: impl FnOnce()) -> std::collections::HashMap<S
         "-o".into(),
         out.display().to_string(),
     ];
-    for t in &tids {
-        argv.push("-p".into());
-        argv.push(t.clone());
-    }
-    let mut st = Command::new("strace")
-        .args(&argv)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start strace");
-    let traced = |t: &String| {
-        std::fs::read_to_string(format!("/proc/{pid}/task/{t}/status"))
-            .map(|s| {
-                s.lines()
-                    .any(|l| l.starts_with("TracerPid:") && !l.ends_with("\t0"))
-            })
-            .unwrap_or(true)
-    };
-    wait_until("strace attached", || tids.iter().all(traced));
-    work();
-    let ok = Command::new("kill")
-        .args(["-INT", &st.id().to_string()])
-        .status()
-        .unwrap()
-        .success();
-    assert!(ok);
-    st.wait().unwrap();
+    strace_during(pid, &argv, work);
     let mut m = std::collections::HashMap::new();
     for l in std::fs::read_to_string(&out).unwrap().lines() {
         let f: Vec<&str> = l.split_whitespace().collect();

@@ -338,6 +338,13 @@ impl Shared {
         ticks::from_ms(self.clock.now_ms())
     }
 
+    /// [`Shared::now_tick`] at the instant [`mono_ns`] read `ns` (a turn's
+    /// start), without reading the clock again when it follows that one.
+    pub(crate) fn now_tick_at(&self, ns: u64) -> Tick {
+        let ms = self.clock.ms_at(ns);
+        ticks::from_ms(ms.unwrap_or_else(|| self.clock.now_ms()))
+    }
+
     pub(crate) fn lock_gq(&self) -> MutexGuard<'_, GlobalQueues> {
         match self.gq.lock() {
             Ok(g) => g,

@@ -17,8 +17,8 @@
 //! does, so that any wrap bug shows within 20 s of every start instead of
 //! after seven weeks. Tests inject a [`ManualClock`] and step time by hand.
 
+use crate::shared::mono_ns;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Instant;
 
 /// A date or a duration in wrapping milliseconds; `0` is eternity.
 pub type Tick = u32;
@@ -114,6 +114,14 @@ pub fn remain(now: Tick, t: Tick) -> Option<u32> {
 pub trait Clock: Send + Sync + 'static {
     /// Monotonic milliseconds; only differences matter, wrapping is fine.
     fn now_ms(&self) -> u64;
+    /// What [`Clock::now_ms`] reads at the instant the scheduler's own
+    /// nanosecond clock read `mono_ns`, when this clock follows that one:
+    /// a loop turn then takes its tick from the reading its poll made on
+    /// waking, with no second clock read. `None` (the default): the turn
+    /// calls `now_ms`.
+    fn ms_at(&self, _mono_ns: u64) -> Option<u64> {
+        None
+    }
 }
 
 /// Milliseconds since the clock's creation, offset so that the u32 tick
@@ -121,7 +129,8 @@ pub trait Clock: Send + Sync + 'static {
 /// find wrap bugs in minutes, not in weeks).
 #[derive(Debug)]
 pub struct MonotonicClock {
-    start: Instant,
+    /// The scheduler's nanosecond clock at creation.
+    start_ns: u64,
     offset: u64,
 }
 
@@ -129,7 +138,7 @@ impl MonotonicClock {
     /// A clock whose tick wraps 20 s from now.
     pub fn new() -> Self {
         MonotonicClock {
-            start: Instant::now(),
+            start_ns: mono_ns(),
             offset: u64::from(u32::MAX - 20_000),
         }
     }
@@ -143,7 +152,11 @@ impl Default for MonotonicClock {
 
 impl Clock for MonotonicClock {
     fn now_ms(&self) -> u64 {
-        self.offset + self.start.elapsed().as_millis() as u64
+        self.offset + mono_ns().saturating_sub(self.start_ns) / 1_000_000
+    }
+
+    fn ms_at(&self, mono_ns: u64) -> Option<u64> {
+        Some(self.offset + mono_ns.saturating_sub(self.start_ns) / 1_000_000)
     }
 }
 
@@ -219,5 +232,19 @@ mod tests {
         let c = MonotonicClock::new();
         let t = from_ms(c.now_ms());
         assert!(t > u32::MAX - 21_000);
+    }
+
+    #[test]
+    fn monotonic_clock_reads_back_the_schedulers_instants() {
+        // A turn's tick from its poll's clock reading is the one now_ms
+        // would have given then: never ahead of a later now_ms, and as
+        // the reading moves, so does the tick.
+        let c = MonotonicClock::new();
+        let at = mono_ns();
+        let then = c.ms_at(at).unwrap();
+        let now = c.now_ms();
+        assert!(then <= now && now - then < 1_000, "{then} {now}");
+        assert_eq!(c.ms_at(at + 5_000_000), Some(then + 5));
+        assert_eq!(ManualClock::new(7).ms_at(at), None);
     }
 }

@@ -568,6 +568,18 @@ impl Stream {
                 up.req_left = Left::Done;
             }
         }
+        let body_in = match up.req_left {
+            Left::Done => true,
+            Left::Len(n) => n <= (c.rend - c.rstart) as u64,
+            _ => false,
+        };
+        if !body_in && !c.tr.is_lane() {
+            // HTTP listeners delay the ACK of a connection's first bytes
+            // (HAProxy's smart accept, see `server::client_sock_opts`): a
+            // body still to come turns quick ACKs back on, as HAProxy
+            // does, lest the client wait on delayed ACKs to send it.
+            let _ = socket2::SockRef::from(c.tr.tcp()).set_tcp_quickack(true);
+        }
         c.next_input = None;
         c.input = In::Stream;
         self.wait = Wait::Proxy;

@@ -564,3 +564,42 @@ pub fn ebb_with_admin(name: &str, cfg: impl Fn(&Path, &str) -> String) -> (Ebb, 
     let sock = scratch(name).join("admin.sock");
     (Ebb::start(&cfg(&sock, "BIND")), sock)
 }
+
+/// Runs `work` while strace follows every thread of process `pid`
+/// (attached once the process is up, so its start is not seen), with
+/// `args` before the `-p` list (`-o FILE` among them); returns once
+/// strace has stopped and written its output.
+pub fn strace_during(pid: u32, args: &[String], work: impl FnOnce()) {
+    let tids: Vec<String> = std::fs::read_dir(format!("/proc/{pid}/task"))
+        .unwrap()
+        .filter_map(|e| e.ok().map(|e| e.file_name().to_string_lossy().into_owned()))
+        .collect();
+    let mut argv = args.to_vec();
+    for t in &tids {
+        argv.push("-p".into());
+        argv.push(t.clone());
+    }
+    let mut st = Command::new("strace")
+        .args(&argv)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start strace");
+    let traced = |t: &String| {
+        std::fs::read_to_string(format!("/proc/{pid}/task/{t}/status"))
+            .map(|s| {
+                s.lines()
+                    .any(|l| l.starts_with("TracerPid:") && !l.ends_with("\t0"))
+            })
+            .unwrap_or(true)
+    };
+    wait_until("strace attached", || tids.iter().all(traced));
+    work();
+    let ok = Command::new("kill")
+        .args(["-INT", &st.id().to_string()])
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok);
+    st.wait().unwrap();
+}

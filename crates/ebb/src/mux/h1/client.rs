@@ -766,6 +766,13 @@ impl<S: Exchange + Default + 'static> Conn<S> {
     /// Writes what is pending. Returns whether bytes left.
     fn flush(&mut self) -> io::Result<bool> {
         let mut moved = false;
+        // The connection closes once this output is out (the pump's
+        // close below follows in the same pass): its last write carries
+        // the FIN (see [`Transport::write_last`]).
+        let ends = self.closing
+            && !self.silent
+            && self.tr.is_plain()
+            && !self.st.as_ref().is_some_and(|s| s.active());
         loop {
             while let (true, Some(Body::Slices(src))) =
                 (self.wpos == self.wbuf.len(), &mut self.body)
@@ -797,11 +804,18 @@ impl<S: Exchange + Default + 'static> Conn<S> {
                     let data = file.bytes().unwrap_or(&[]);
                     let b = data.get(*pos..*end).unwrap_or(&[]);
                     let want = head.len() + b.len();
-                    self.tr
-                        .write_vectored(&[IoSlice::new(head), IoSlice::new(b)])
-                        .map(|n| (n, want))
+                    let bufs = [IoSlice::new(head), IoSlice::new(b)];
+                    if ends {
+                        self.tr.write_last(&bufs).map(|n| (n, want, true))
+                    } else {
+                        self.tr.write_vectored(&bufs).map(|n| (n, want, false))
+                    }
                 }
-                _ if !head.is_empty() => self.tr.write(head).map(|n| (n, head.len())),
+                _ if !head.is_empty() && ends && self.body.is_none() => self
+                    .tr
+                    .write_last(&[IoSlice::new(head)])
+                    .map(|n| (n, head.len(), true)),
+                _ if !head.is_empty() => self.tr.write(head).map(|n| (n, head.len(), false)),
                 Some(Body::Sendfile { file, off, end }) => {
                     let mut o = *off;
                     // sendfile moves up to 1 MiB per call; TLS encrypts one
@@ -874,8 +888,11 @@ impl<S: Exchange + Default + 'static> Conn<S> {
                 }
             };
             match r {
-                Ok((n, want)) => {
+                Ok((n, want, last)) => {
                     moved |= n > 0;
+                    if last && n == want {
+                        self.tr.end_output();
+                    }
                     let hl = self.wbuf.len() - self.wpos;
                     let from_head = n.min(hl);
                     self.wpos += from_head;
