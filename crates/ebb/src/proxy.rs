@@ -1031,6 +1031,7 @@ fn srv_sock(p: &Proxy) -> crate::config::SrvSock {
     crate::config::SrvSock {
         tcpka: p.options.srvtcpka,
         nolinger: p.options.nolinger,
+        smart_connect: p.options.smart_connect,
         source: p.source.as_ref().map(|s| s.value),
     }
 }

@@ -850,8 +850,8 @@ fn serve(cfg: Config, opts: RunOptions) -> i32 {
 /// (Linux copies them to each socket `accept` returns, so no connection
 /// pays a system call for them): `option clitcpka` and `option nolinger`,
 /// both also cleared on a listener taken from a previous process; and
-/// HAProxy's automatic smart accept: on a listener of an HTTP frontend
-/// or a TLS bind, `TCP_QUICKACK` off, so that the kernel does not
+/// `option tcp-smart-accept`, whose default is HAProxy's automatic smart
+/// accept: on a listener of an HTTP frontend or a TLS bind, `TCP_QUICKACK` off, so that the kernel does not
 /// acknowledge a new connection's first request on its own but lets the
 /// answer carry the ACK (one segment fewer per connection; an answer
 /// slower than the delayed-ACK timer, 40 ms, gets its ACK then), and on
@@ -864,7 +864,10 @@ fn client_sock_opts(
 ) -> io::Result<()> {
     fe.options.clitcpka.apply(s, true)?;
     crate::net::set_nolinger(s, fe.options.nolinger)?;
-    let smart_accept = fe.mode == crate::config::ProxyMode::Http || ssl;
+    let smart_accept = fe
+        .options
+        .smart_accept
+        .unwrap_or(fe.mode == crate::config::ProxyMode::Http || ssl);
     s.set_tcp_quickack(!smart_accept)
 }
 

@@ -542,20 +542,6 @@ fn a_burst_queued_in_the_kernel_is_accepted_whole() {
     }
 }
 
-/// Segments the kernel counted into a client socket that is still open
-/// (`ss`'s `segs_in`); None when `ss` cannot say.
-fn segs_in(c: &std::net::TcpStream) -> Option<u64> {
-    let local = c.local_addr().ok()?.to_string();
-    let out = std::process::Command::new("ss")
-        .args(["-Htin", "src", &local])
-        .output()
-        .ok()?;
-    String::from_utf8_lossy(&out.stdout)
-        .split_whitespace()
-        .find_map(|w| w.strip_prefix("segs_in:"))
-        .and_then(|v| v.parse().ok())
-}
-
 /// `n` exchanges with `Connection: close`, each read to the server's
 /// FIN: the answers, and the segments that brought them in all.
 fn closing_exchanges(to: std::net::SocketAddr, n: usize) -> (Vec<Vec<u8>>, u64) {

@@ -147,14 +147,18 @@ pub fn backend_target(
 /// first write edge (writable without an error: connected; otherwise
 /// `SO_ERROR`, then a peer address, tell).
 pub fn connect_nb(addr: SocketAddr) -> std::io::Result<std::net::TcpStream> {
-    connect_nb_from(addr, None)
+    connect_nb_from(addr, None, false)
 }
 
 /// [`connect_nb`] from the local address `source` (a backend's `source`;
-/// port 0: one the system picks).
+/// port 0: one the system picks). `delack`: `TCP_QUICKACK` off before the
+/// connect (`option tcp-smart-connect` with bytes to send): the kernel
+/// does not acknowledge the server's SYN-ACK on its own, the first bytes
+/// written carry that ACK.
 pub fn connect_nb_from(
     addr: SocketAddr,
     source: Option<SocketAddr>,
+    delack: bool,
 ) -> std::io::Result<std::net::TcpStream> {
     use socket2::{Domain, Protocol, Socket, Type};
     // Non-blocking from the start: no `fcntl` pair per connection.
@@ -164,6 +168,9 @@ pub fn connect_nb_from(
         Some(Protocol::TCP),
     )?;
     s.set_tcp_nodelay(true)?;
+    if delack {
+        s.set_tcp_quickack(false)?;
+    }
     if let Some(src) = source {
         // As HAProxy: a fixed source port may be reused at once.
         s.set_reuse_address(true)?;
@@ -238,10 +245,13 @@ pub fn connect_abns_nb(name: &str) -> std::io::Result<std::net::TcpStream> {
 pub type Connecting = (std::net::TcpStream, Option<Box<socks4::Socks4>>);
 
 /// Starts a connect to server `s`: its abstract UNIX socket, or `addr`
-/// (through its `socks4` proxy if it has one).
+/// (through its `socks4` proxy if it has one). `has_data`: bytes wait to
+/// be sent once connected (HAProxy's condition, with a PROXY header, for
+/// `option tcp-smart-connect`'s delayed ACK).
 pub fn connect_server_nb(
     s: &ServerRt,
     addr: impl FnOnce() -> Option<SocketAddr>,
+    has_data: bool,
 ) -> std::io::Result<Connecting> {
     match &s.opts.abns {
         Some(name) => Ok((connect_abns_nb(name)?, None)),
@@ -249,9 +259,13 @@ pub fn connect_server_nb(
             let a =
                 addr().ok_or_else(|| std::io::Error::from(std::io::ErrorKind::AddrNotAvailable))?;
             let src = s.opts.sock.source;
+            let delack = s.opts.sock.smart_connect && (has_data || s.opts.send_proxy > 0);
             let (st, socks) = match s.opts.socks4 {
-                Some(proxy) => (connect_nb_from(proxy, src)?, Some(socks4::Socks4::new(a))),
-                None => (connect_nb_from(a, src)?, None),
+                Some(proxy) => (
+                    connect_nb_from(proxy, src, delack)?,
+                    Some(socks4::Socks4::new(a)),
+                ),
+                None => (connect_nb_from(a, src, delack)?, None),
             };
             let o = &s.opts.sock;
             if o.tcpka.on || o.nolinger {

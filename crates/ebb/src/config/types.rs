@@ -794,6 +794,15 @@ pub struct ProxyOptions {
     /// `option nolinger`: connections on this side (the clients' in a
     /// frontend, the servers' in a backend) close with SO_LINGER 0 (RST).
     pub nolinger: bool,
+    /// `[no] option tcp-smart-accept` (frontends): Some(on) when written,
+    /// None for HAProxy's automatic choice (on for an HTTP frontend and a
+    /// TLS bind): `TCP_QUICKACK` off on the listener, so the answer
+    /// carries the ACK of a new connection's first request.
+    pub smart_accept: Option<bool>,
+    /// `option tcp-smart-connect` (backends): `TCP_QUICKACK` off on a
+    /// server socket with bytes to send before its connect, so the first
+    /// request leaves with the handshake's last ACK.
+    pub smart_connect: bool,
 }
 
 pub use crate::net::TcpKa;
@@ -1554,11 +1563,14 @@ pub struct ServerOptions {
 }
 
 /// What a backend asks of each of its server sockets: `option srvtcpka`
-/// (and its parameters), `option nolinger` and `source`.
+/// (and its parameters), `option nolinger`, `option tcp-smart-connect`
+/// and `source`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct SrvSock {
     pub tcpka: TcpKa,
     pub nolinger: bool,
+    /// `option tcp-smart-connect`.
+    pub smart_connect: bool,
     /// The backend's `source`: bound before connecting.
     pub source: Option<std::net::SocketAddr>,
 }

@@ -2249,7 +2249,8 @@ type Opened = (Transport, Option<Box<crate::backend::socks4::Socks4>>);
 
 fn open_transport(s: &ServerRt, client_dst: Option<SocketAddr>) -> io::Result<Opened> {
     // A server without a port takes the port the client connected to.
-    let (st, socks) = crate::backend::connect_server_nb(s, || s.dest(|| client_dst))?;
+    // The request is written as soon as the socket connects.
+    let (st, socks) = crate::backend::connect_server_nb(s, || s.dest(|| client_dst), true)?;
     let tr = match &s.tls {
         // TLS to the server: the handshake starts once connected (and
         // the SOCKS4 handshake done); the request written meanwhile waits

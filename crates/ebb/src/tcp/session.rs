@@ -482,9 +482,12 @@ impl Session {
         };
         let now = ctx.now();
         s.counters.connects.fetch_add(1, Ordering::Relaxed);
-        let r = crate::backend::connect_server_nb(&s, || {
-            s.dest(|| self.dst.or_else(|| self.local_addr()))
-        })
+        let has_data = self.pipe.borrow().c2s.pending() > 0;
+        let r = crate::backend::connect_server_nb(
+            &s,
+            || s.dest(|| self.dst.or_else(|| self.local_addr())),
+            has_data,
+        )
         .and_then(|(st, socks)| {
             let tr = match &s.tls {
                 Some(t) => Transport::connect_tls(st, Arc::clone(&t.config), &t.sni)?,

@@ -603,3 +603,19 @@ pub fn strace_during(pid: u32, args: &[String], work: impl FnOnce()) {
     assert!(ok);
     st.wait().unwrap();
 }
+
+/// Segments the kernel counted into a socket of this process that is
+/// still open (`ss`'s `segs_in`, found by the socket's two addresses);
+/// None when `ss` cannot say.
+pub fn segs_in(c: &TcpStream) -> Option<u64> {
+    let local = c.local_addr().ok()?.to_string();
+    let peer = c.peer_addr().ok()?.to_string();
+    let out = Command::new("ss")
+        .args(["-Htin", "src", &local, "dst", &peer])
+        .output()
+        .ok()?;
+    String::from_utf8_lossy(&out.stdout)
+        .split_whitespace()
+        .find_map(|w| w.strip_prefix("segs_in:"))
+        .and_then(|v| v.parse().ok())
+}

@@ -27,8 +27,6 @@ const HAPROXY_OPTIONS_UNSUPPORTED: &[&str] = &[
     "contstats",
     "forceclose",
     "http_proxy",
-    "tcp-smart-accept",
-    "tcp-smart-connect",
 ];
 
 const OPTIONS: &[&str] = &[
@@ -69,6 +67,8 @@ const OPTIONS: &[&str] = &[
     "dontlog-normal",
     "log-separate-errors",
     "allbackups",
+    "tcp-smart-accept",
+    "tcp-smart-connect",
 ];
 
 pub(super) fn proxy_option(
@@ -91,7 +91,8 @@ pub(super) fn proxy_option(
         "http-buffer-request" | "splice-auto" | "splice-request" | "splice-response" => FE | BE,
         "abortonclose" | "srvtcpka" | "allbackups" => BE,
         "tcpka" | "nolinger" => FE | BE,
-        "clitcpka" | "dontlog-normal" | "log-separate-errors" => FE,
+        "clitcpka" | "dontlog-normal" | "log-separate-errors" | "tcp-smart-accept" => FE,
+        "tcp-smart-connect" => BE,
         "httplog"
         | "tcplog"
         | "dontlognull"
@@ -188,6 +189,14 @@ pub(super) fn proxy_option(
         "persist" => {
             no_args(rest)?;
             o.persist = !no;
+        }
+        "tcp-smart-accept" => {
+            no_args(rest)?;
+            o.smart_accept = Some(!no);
+        }
+        "tcp-smart-connect" => {
+            no_args(rest)?;
+            o.smart_connect = !no;
         }
         "httplog" => {
             no_args(rest)?;
