@@ -1086,3 +1086,96 @@ backend b5
         check("haproxy", h, false);
     }
 }
+
+/// Of a syslog `option httplog` line: the request's path, the
+/// `backend/server` field, the timers with each figure other than -1
+/// written `n`, the status and the termination state.
+fn log_shape(udp: &std::net::UdpSocket) -> [String; 5] {
+    let mut b = [0u8; 4096];
+    let n = udp.recv(&mut b).expect("no syslog datagram");
+    let l = String::from_utf8_lossy(&b[..n]).into_owned();
+    let f: Vec<&str> = l.split("] ").nth(1).unwrap_or("").split(' ').collect();
+    let at = |i: usize| f.get(i).copied().unwrap_or("?").to_string();
+    let timers = at(2)
+        .split('/')
+        .map(|t| if t == "-1" { "-1" } else { "n" })
+        .collect::<Vec<_>>()
+        .join("/");
+    let path = l
+        .split("\"GET ")
+        .nth(1)
+        .and_then(|r| r.split(' ').next())
+        .unwrap_or("?")
+        .to_string();
+    [path, at(1), timers, at(3), at(7)]
+}
+
+#[test]
+fn answers_the_rules_make_are_logged_with_haproxys_state_and_timers() {
+    // HAProxy logs an answer its rules made without a server: `LR` for
+    // return, redirect and auth, `PR` for a deny, `PT` for a tarpit (its
+    // wait as Tw), no server time (Tr -1), and names the backend whose
+    // rule answered.
+    let cfg = |udp: SocketAddr| {
+        format!(
+            "{HTTP_DEFAULTS}\
+    timeout tarpit 100ms
+userlist u
+    user a insecure-password b
+frontend f
+    bind BIND0
+    log {udp} local0
+    option httplog
+    http-request return status 200 if {{ path /ret }}
+    http-request redirect location /x if {{ path /red }}
+    http-request deny if {{ path /deny }}
+    http-request deny deny_status 429 if {{ path /d429 }}
+    http-request auth realm r if {{ path /auth }} !{{ http_auth(u) }}
+    http-request tarpit if {{ path /tarpit }}
+    default_backend b
+backend b
+    http-request return status 201 if {{ path /rb }}
+    http-request deny if {{ path /db }}
+    server s 127.0.0.1:1
+"
+        )
+    };
+    let paths = [
+        "/ret", "/red", "/deny", "/d429", "/auth", "/tarpit", "/rb", "/db",
+    ];
+    let run = |binds: Vec<String>, hap: bool| -> Option<Vec<[String; 5]>> {
+        let udp = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        udp.set_read_timeout(Some(std::time::Duration::from_secs(30)))
+            .unwrap();
+        let text = fill(&cfg(udp.local_addr().unwrap()), &binds, &[]);
+        let (_keep, fronts) = start("localterm", &text, &binds, hap)?;
+        // One exchange at a time, its line read before the next.
+        Some(
+            paths
+                .iter()
+                .map(|p| {
+                    common::get(fronts[0], p);
+                    log_shape(&udp)
+                })
+                .collect(),
+        )
+    };
+    let row =
+        |p: &str, bs: &str, t: &str, st: &str, term: &str| [p, bs, t, st, term].map(str::to_string);
+    let want = vec![
+        row("/ret", "f/<NOSRV>", "n/-1/-1/-1/n", "200", "LR--"),
+        row("/red", "f/<NOSRV>", "n/-1/-1/-1/n", "302", "LR--"),
+        row("/deny", "f/<NOSRV>", "n/-1/-1/-1/n", "403", "PR--"),
+        row("/d429", "f/<NOSRV>", "n/-1/-1/-1/n", "429", "PR--"),
+        row("/auth", "f/<NOSRV>", "n/-1/-1/-1/n", "401", "LR--"),
+        row("/tarpit", "f/<NOSRV>", "-1/n/-1/-1/n", "500", "PT--"),
+        row("/rb", "b/<NOSRV>", "n/-1/-1/-1/n", "201", "LR--"),
+        row("/db", "b/<NOSRV>", "n/-1/-1/-1/n", "403", "PR--"),
+    ];
+    let ebb = run(vec!["BIND".to_string()], false).unwrap();
+    assert_eq!(ebb, want);
+    let hap_binds = vec![format!("127.0.0.1:{}", common::free_port())];
+    if let Some(h) = run(hap_binds, true) {
+        assert_eq!(h, want, "haproxy");
+    }
+}

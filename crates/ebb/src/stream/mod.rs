@@ -325,7 +325,9 @@ impl Exchange for Stream {
                 self.reply(c, a.status, &[], &a.body);
                 let be = self.page_backend.take();
                 if be.is_some() {
-                    self.local_server = Some("<STATS>");
+                    // A backend's tarpit answers with no server.
+                    let tarpit = self.local_term == Some("PT");
+                    self.local_server = Some(if tarpit { "<NOSRV>" } else { "<STATS>" });
                 }
                 self.finish_request(c, ctx, a.status, be, 0);
                 true
@@ -663,8 +665,8 @@ impl Stream {
                 let loc = redirect_location(rd, r.head.path.get(r.buf), host, Some(&cx));
                 Act::Redirect(loc, rd.code, rules.get(i).map(|r| r.loc.clone()))
             }
-            HttpRequestAction::Deny { status } => Act::Deny(*status),
-            HttpRequestAction::Tarpit { status } => Act::Tarpit(*status),
+            HttpRequestAction::Deny { status } => Act::Deny(be, *status),
+            HttpRequestAction::Tarpit { status } => Act::Tarpit(be, *status),
             HttpRequestAction::Auth { realm } => {
                 // HAProxy: the realm is the rule's proxy's name by default.
                 let r = match (realm, be) {
@@ -1043,11 +1045,13 @@ impl Stream {
                         }
                         None => self.error_answer(c, &fe, st, keep_alive, be_name),
                     }
+                    self.local_term = Some("LR");
                     self.finish_return(c, ctx, st, be);
                     return;
                 }
                 self.answer_done(c, &fe, p, done.as_deref(), keep_alive, be_name, &[]);
                 let st = p.status;
+                self.local_term = Some("LR");
                 self.finish_return(c, ctx, st, be);
             }
             Act::Connect => {
@@ -1063,6 +1067,7 @@ impl Stream {
                 let hdrs: [(&[u8], &[u8]); 2] =
                     [(b"Location", &loc[..]), (b"Cache-Control", b"no-cache")];
                 self.reply(c, code, &hdrs, b"");
+                self.local_term = Some("LR");
                 self.finish_request(c, ctx, code, None, 0);
             }
             act @ (Act::Stats(..) | Act::Service) => {
@@ -1120,16 +1125,21 @@ impl Stream {
                 c.error_response(st, false, version, head_req, &[]);
                 self.finish_request(c, ctx, st, None, 0);
             }
-            Act::Deny(st) => {
+            Act::Deny(be, st) => {
                 c.stk.note_error();
                 fe.http
                     .denied
                     .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                // HAProxy keeps the connection when the exchange allows.
-                self.error_answer(c, &fe, st, keep_alive, None);
-                self.finish_request(c, ctx, st, None, 0);
+                // HAProxy keeps the connection when the exchange allows,
+                // and logs the refusal `PR` (the proxy's condition).
+                let be_name = be
+                    .and_then(|b| c.fe.backends.get(b))
+                    .map(|b| b.name.clone());
+                self.error_answer(c, &fe, st, keep_alive, be_name.as_deref());
+                self.local_term = Some("PR");
+                self.finish_return(c, ctx, st, be);
             }
-            Act::Tarpit(st) => {
+            Act::Tarpit(be, st) => {
                 // HAProxy counts a tarpit as a denied request, holds it
                 // `timeout tarpit`, then answers and closes.
                 c.stk.note_error();
@@ -1137,6 +1147,11 @@ impl Stream {
                     .denied
                     .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 self.keep_alive = false;
+                // Logged `PT` once answered, the wait as its Tw.
+                self.local_term = Some("PT");
+                if be.is_some() {
+                    self.page_backend = be;
+                }
                 let slot = Rc::new(std::cell::RefCell::new(None));
                 let (s2, me) = (Rc::clone(&slot), c.me);
                 let t = ctx.new_task("tarpit", move |ctx: &mut Ctx, _id, _why| {
@@ -1602,10 +1617,15 @@ impl Stream {
             };
             // HAProxy's line for a request its rules refused: no timer but
             // Tt, status -1, and "<BADREQ>" when the frontend's content
-            // rules refused it (they run before it notes the request).
+            // rules refused it (they run before it notes the request). An
+            // answer ebb made itself (`L`: return, redirect, auth; `P`: a
+            // deny) has no server time (Tr -1); a tarpit's wait is its Tw.
             let local_term = self.local_term.take().unwrap_or("--");
             let (times, term, line) = match rejected {
-                None if local_term == "CR" => ([tq, -1, -1, -1, tq], "CR", &buf[..line_end]),
+                None if local_term == "PT" => ([-1, tq, -1, -1, tq], "PT", &buf[..line_end]),
+                None if matches!(local_term.as_bytes()[0], b'C' | b'L' | b'P') => {
+                    ([tq, -1, -1, -1, tq], local_term, &buf[..line_end])
+                }
                 None => ([tq, -1, -1, 0, tq], local_term, &buf[..line_end]),
                 Some(true) => ([-1, -1, -1, -1, tq], "PR", &buf[..line_end]),
                 Some(false) => ([-1, -1, -1, -1, tq], "PR", &b"<BADREQ>"[..]),
@@ -1841,7 +1861,7 @@ fn restrict_names(
 ) -> Option<Act> {
     match st.restrict_hdr_names(mode, limits) {
         Ok(()) => None,
-        Err(crate::rewrite::RestrictRefused::Forbidden) => Some(Act::Deny(403)),
+        Err(crate::rewrite::RestrictRefused::Forbidden) => Some(Act::Deny(None, 403)),
         Err(crate::rewrite::RestrictRefused::Failed) => Some(Act::Error(500)),
     }
 }
@@ -1887,9 +1907,12 @@ enum Act {
     /// A redirect: the location, the code, and the rule (where it is
     /// written).
     Redirect(Vec<u8>, u16, Option<crate::config::Loc>),
-    Deny(u16),
-    /// `http-request tarpit`: this status after `timeout tarpit`.
-    Tarpit(u16),
+    /// `http-request deny` (the rule's backend, `None` for the
+    /// frontend's; the status).
+    Deny(Option<usize>, u16),
+    /// `http-request tarpit`: this status after `timeout tarpit` (the
+    /// rule's backend, as `Deny`).
+    Tarpit(Option<usize>, u16),
     NoBackend,
     /// A file backend: the clean path, or the status refusing it.
     Files(usize, Result<String, u16>),
