@@ -626,6 +626,10 @@ pub struct FrontendRt {
     pub originalto: Option<ForwardFor>,
     /// `option disable-h2-upgrade`: no implicit HTTP/2 on HTTP/1 binds.
     pub disable_h2_upgrade: bool,
+    /// `option dontlognull` and `option http-ignore-probes`: what becomes
+    /// of an HTTP connection that ends before its first request byte.
+    pub dontlognull: bool,
+    pub ignore_probes: bool,
     /// `option http-buffer-request`: the body is waited for before the
     /// frontend's rules (bounded by `timeout http-request`, else the
     /// client's read timeout).
@@ -1527,6 +1531,8 @@ pub fn compile_keeping(
                 forwardfor: p.options.forwardfor.clone(),
                 originalto: p.options.originalto.clone(),
                 disable_h2_upgrade: p.options.disable_h2_upgrade,
+                dontlognull: p.options.dontlognull,
+                ignore_probes: p.options.http_ignore_probes,
                 buffer_request: p.options.buffer_request,
                 client_ms: ms(p.timeouts.client),
                 restrict_hdr_names: p.options.restrict_hdr_names,

@@ -292,6 +292,18 @@ impl Worker {
         }
     }
 
+    /// A line about one of `fe`'s connections (a request refused or timed
+    /// out, a TLS failure): to the frontend's log targets, as its access
+    /// lines and as HAProxy sends them; for a frontend that logs nothing,
+    /// as [`Worker::log_error_at`].
+    pub fn log_fe_error(&self, fe: &FrontendRt, line: Vec<u8>, level: u8) {
+        if self.logging(fe) {
+            self.log_access(line, level);
+        } else {
+            self.log_error_at(line, level);
+        }
+    }
+
     /// A request refused or timed out: to the log, or to stderr when no log
     /// target is configured, so a malformed request never goes unseen.
     pub fn log_error(&self, line: Vec<u8>) {

@@ -207,7 +207,7 @@ fn upload_of_megabytes_reaches_the_origin_intact() {
         back.to_str().unwrap(),
         &h2c,
     ]);
-    assert!(ok, "{err}");
+    assert!(ok, "{err}; ebb logged {:?}", e.stdout.lock().unwrap());
     assert!(std::fs::read(&back).unwrap() == body, "h2c body changed");
     let tls = format!("https://127.0.0.1:{}/echo", e.addrs[1].port());
     let (ok, _, err) = curl(&[
@@ -219,7 +219,7 @@ fn upload_of_megabytes_reaches_the_origin_intact() {
         back.to_str().unwrap(),
         &tls,
     ]);
-    assert!(ok, "{err}");
+    assert!(ok, "{err}; ebb logged {:?}", e.stdout.lock().unwrap());
     assert!(std::fs::read(&back).unwrap() == body, "TLS body changed");
     // Without a length: the lane sends it chunked.
     let (ok, _, err) = curl(&[
@@ -232,7 +232,7 @@ fn upload_of_megabytes_reaches_the_origin_intact() {
         back.to_str().unwrap(),
         &h2c,
     ]);
-    assert!(ok, "{err}");
+    assert!(ok, "{err}; ebb logged {:?}", e.stdout.lock().unwrap());
     assert!(
         std::fs::read(&back).unwrap() == body,
         "chunked body changed"

@@ -1179,3 +1179,125 @@ backend b
         assert_eq!(h, want, "haproxy");
     }
 }
+
+#[test]
+fn probes_and_unfinished_requests_end_as_in_haproxy() {
+    // A connection that ends before its request did: 400 when the client
+    // closed (it may still read after a half-close), 408 at `timeout
+    // http-request`, and a `<BADREQ>` line, `CR` or `cR`. One that sent
+    // nothing (a pre-connect, a probe) the same, but `option dontlognull`
+    // (f1) leaves its line out and `option http-ignore-probes` (f2) its
+    // answer and line both. One idle after a request ends silently.
+    let cfg = |udp: SocketAddr| {
+        let front = |i: usize, opt: &str| {
+            format!(
+                "frontend f{i}
+    bind BIND{i}
+    log {udp} local0
+    option httplog
+{opt}    timeout http-request 300ms
+    timeout http-keep-alive 300ms
+    http-request return status 200
+"
+            )
+        };
+        format!(
+            "{HTTP_DEFAULTS}{}{}{}",
+            front(0, ""),
+            front(1, "    option dontlognull\n"),
+            front(2, "    option http-ignore-probes\n")
+        )
+    };
+    /// What the client of each case read: the status line's code, or ""
+    /// for nothing.
+    fn cases(to: SocketAddr) -> Vec<String> {
+        use std::io::{Read, Write};
+        use std::net::{Shutdown, TcpStream};
+        let read_all = |mut s: TcpStream| {
+            let mut got = Vec::new();
+            let _ = s.read_to_end(&mut got);
+            String::from_utf8_lossy(&got)
+                .split(' ')
+                .nth(1)
+                .unwrap_or("")
+                .to_string()
+        };
+        // Closed at once, and after part of a request.
+        drop(TcpStream::connect(to).unwrap());
+        let mut s = TcpStream::connect(to).unwrap();
+        s.write_all(b"GET /par").unwrap();
+        drop(s);
+        // Half-closed with nothing sent: the answer can still come.
+        let s = TcpStream::connect(to).unwrap();
+        s.shutdown(Shutdown::Write).unwrap();
+        let half = read_all(s);
+        // Nothing sent until the timeout.
+        let idle = read_all(TcpStream::connect(to).unwrap());
+        // A request, then idle until the keep-alive timeout.
+        let mut s = TcpStream::connect(to).unwrap();
+        s.write_all(b"GET /ka HTTP/1.1\r\nHost: t\r\n\r\n").unwrap();
+        let mut b = [0u8; 512];
+        let n = s.read(&mut b).unwrap();
+        assert!(b[..n].starts_with(b"HTTP/1.1 200"));
+        let after = read_all(s);
+        vec![half, idle, after]
+    }
+    // Per frontend: what the clients read, and the lines (path, status,
+    // termination state), sorted.
+    type Seen = Vec<(Vec<String>, Vec<[String; 3]>)>;
+    let run = |binds: Vec<String>, hap: bool| -> Option<Seen> {
+        let udp = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        udp.set_read_timeout(Some(std::time::Duration::from_secs(30)))
+            .unwrap();
+        let text = fill(&cfg(udp.local_addr().unwrap()), &binds, &[]);
+        let (_keep, fronts) = start("probes", &text, &binds, hap)?;
+        let mut out = Vec::new();
+        for f in &fronts {
+            let answers = cases(*f);
+            common::get(*f, "/last");
+            let mut lines = Vec::new();
+            loop {
+                let [path, _, _, status, term] = log_shape(&udp);
+                let last = path == "/last";
+                // A `<BADREQ>` line has no "GET ": its path reads "?".
+                lines.push([path, status, term]);
+                if last {
+                    break;
+                }
+            }
+            lines.sort();
+            out.push((answers, lines));
+        }
+        Some(out)
+    };
+    let l = |p: &str, st: &str, t: &str| [p, st, t].map(str::to_string);
+    let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>();
+    let mut with_null = vec![
+        l("/ka", "200", "LR--"),
+        l("/last", "200", "LR--"),
+        l("?", "400", "CR--"),
+        l("?", "400", "CR--"),
+        l("?", "400", "CR--"),
+        l("?", "408", "cR--"),
+    ];
+    with_null.sort();
+    let mut without = vec![
+        l("/ka", "200", "LR--"),
+        l("/last", "200", "LR--"),
+        l("?", "400", "CR--"),
+    ];
+    without.sort();
+    let want = vec![
+        (s(&["400", "408", ""]), with_null),
+        (s(&["400", "408", ""]), without.clone()),
+        (s(&["", "", ""]), without),
+    ];
+    let ebb = run(vec!["BIND".to_string(); 3], false).unwrap();
+    assert_eq!(ebb, want);
+    let hap_binds = (0..3)
+        .map(|_| format!("127.0.0.1:{}", common::free_port()))
+        .collect();
+    if let Some(h) = run(hap_binds, true) {
+        assert_eq!(h, want, "haproxy");
+    }
+}

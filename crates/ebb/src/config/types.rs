@@ -755,7 +755,13 @@ pub struct ProxyOptions {
     pub httplog: bool,
     /// `option tcplog`: HAProxy's TCP log line at the session's end.
     pub tcplog: bool,
+    /// `option dontlognull`: no line for a connection that carried no
+    /// data (a tcp session, or an HTTP connection that ended before any
+    /// request byte).
     pub dontlognull: bool,
+    /// `option http-ignore-probes`: an HTTP connection that ends or times
+    /// out before its first byte gets no 400/408, no line, no count.
+    pub http_ignore_probes: bool,
     /// `option log-health-checks`: log every change of a check's status,
     /// not only servers going UP or DOWN.
     pub log_health_checks: bool,

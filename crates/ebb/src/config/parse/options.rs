@@ -23,7 +23,6 @@ const HAPROXY_OPTIONS_UNSUPPORTED: &[&str] = &[
     "accept-invalid-http-request",
     "accept-invalid-http-response",
     "checkcache",
-    "http-ignore-probes",
     "contstats",
     "forceclose",
     "http_proxy",
@@ -69,6 +68,7 @@ const OPTIONS: &[&str] = &[
     "allbackups",
     "tcp-smart-accept",
     "tcp-smart-connect",
+    "http-ignore-probes",
 ];
 
 pub(super) fn proxy_option(
@@ -91,7 +91,11 @@ pub(super) fn proxy_option(
         "http-buffer-request" | "splice-auto" | "splice-request" | "splice-response" => FE | BE,
         "abortonclose" | "srvtcpka" | "allbackups" => BE,
         "tcpka" | "nolinger" => FE | BE,
-        "clitcpka" | "dontlog-normal" | "log-separate-errors" | "tcp-smart-accept" => FE,
+        "clitcpka"
+        | "dontlog-normal"
+        | "log-separate-errors"
+        | "tcp-smart-accept"
+        | "http-ignore-probes" => FE,
         "tcp-smart-connect" => BE,
         "httplog"
         | "tcplog"
@@ -197,6 +201,10 @@ pub(super) fn proxy_option(
         "tcp-smart-connect" => {
             no_args(rest)?;
             o.smart_connect = !no;
+        }
+        "http-ignore-probes" => {
+            no_args(rest)?;
+            o.http_ignore_probes = !no;
         }
         "httplog" => {
             no_args(rest)?;

@@ -1055,7 +1055,7 @@ impl<S: Exchange + Default + 'static> Conn<S> {
         });
         let mut l = crate::log::format(&entry);
         l.extend_from_slice(format!(" ({})", e.reason()).as_bytes());
-        self.w.log_error_at(l, self.fe.err_level());
+        self.w.log_fe_error(&self.fe, l, self.fe.err_level());
         self.rstart = self.rend;
         self.closing = true;
         self.req_start = None;
@@ -1229,7 +1229,8 @@ impl<S: Exchange + Default + 'static> Conn<S> {
             self.wbuf = self.w.get_wbuf();
         }
         if self.tr.is_handshaking() {
-            self.w.log_error_at(
+            self.w.log_fe_error(
+                &self.fe,
                 format!(
                     "{} [{}] {}: SSL handshake timeout{}",
                     self.sess.peer,
@@ -1242,25 +1243,51 @@ impl<S: Exchange + Default + 'static> Conn<S> {
             );
             return self.close(ctx);
         }
-        if matches!(self.input, In::Head) && self.rstart < self.rend && !self.has_output() {
-            let status = 408;
-            self.error_response(status, false, Version::Http11, false, &[]);
-            let _ = self.flush();
-            let entry_line = b"<BADREQ>".to_vec();
-            let tq = self.elapsed(ctx, self.req_start);
-            let e = self.log_entry(LogFacts {
-                backend: &self.fe.name,
-                server: "<NOSRV>",
-                times: [tq, -1, -1, -1, tq],
-                status,
-                bytes: 0,
-                term: "cR",
-                request_line: &entry_line,
-            });
-            self.w
-                .log_error_at(crate::log::format(&e), self.fe.err_level());
+        if matches!(self.input, In::Head) && !self.has_output() {
+            self.unfinished_request(ctx, 408, "cR");
         }
         self.close(ctx)
+    }
+
+    /// A connection that ends before a request came whole, as HAProxy's
+    /// HTTP/1 side ends it: with part of a request, `status` (400 when
+    /// the client closed, 408 at `timeout http-request`) and a
+    /// `<BADREQ>` line (`term`, `CR` or `cR`). A new connection that sent
+    /// nothing (a browser's pre-connect, a port probe) ends the same way,
+    /// except that `option dontlognull` leaves its line out and `option
+    /// http-ignore-probes` its status and line both; one idle between
+    /// keep-alive requests, or an HTTP/2 lane, ends silently.
+    fn unfinished_request(&mut self, ctx: &mut Ctx, status: u16, term: &str) {
+        let null = self.rstart == self.rend;
+        if self.lane_of.is_some()
+            || self.tr.is_handshaking()
+            || null && (self.requests() > 0 || self.fe.ignore_probes)
+        {
+            return;
+        }
+        if self.wbuf.capacity() == 0 {
+            self.wbuf = self.w.get_wbuf();
+        }
+        self.error_response(status, false, Version::Http11, false, &[]);
+        // To a client that closed only its sending side, the answer gets
+        // through; to one gone, the write fails, as HAProxy's.
+        let _ = self.flush();
+        if null && self.fe.dontlognull {
+            return;
+        }
+        let tt = self.elapsed(ctx, self.req_start.or(Some(self.idle_since)));
+        let e = self.log_entry(LogFacts {
+            backend: &self.fe.name,
+            server: "<NOSRV>",
+            times: [-1, -1, -1, -1, tt],
+            status,
+            // No exchange carried bytes (HAProxy's figure too).
+            bytes: 0,
+            term,
+            request_line: b"<BADREQ>",
+        });
+        self.w
+            .log_fe_error(&self.fe, crate::log::format(&e), self.fe.err_level());
     }
 
     /// The next date this connection must act by, given its state.
@@ -1384,7 +1411,8 @@ impl<S: Exchange + Default + 'static> Conn<S> {
                             } else {
                                 "SSL error"
                             };
-                            self.w.log_error_at(
+                            self.w.log_fe_error(
+                                &self.fe,
                                 format!(
                                     "{} [{}] {}: {what}: {e}",
                                     self.sess.peer, self.fe.name, self.fe.name
@@ -1434,6 +1462,10 @@ impl<S: Exchange + Default + 'static> Conn<S> {
         if idle {
             let stop_at = self.stop_deadline();
             if self.eof || (stop_at != ticks::ETERNITY && ticks::is_expired(stop_at, ctx.now())) {
+                if self.eof && !self.closing {
+                    // Closed before any request byte: a probe.
+                    self.unfinished_request(ctx, 400, "CR");
+                }
                 if !self.eof && !self.rd_ready && !self.closing && self.lane_of.is_none() {
                     // The stop's run may come before the poller saw the
                     // client's next request arrive: a close over unread
@@ -1448,7 +1480,11 @@ impl<S: Exchange + Default + 'static> Conn<S> {
             self.release_buffers();
             self.park();
         } else if self.eof && matches!(self.input, In::Head) && !self.has_output() {
-            // The client closed in the middle of a head: nothing to answer.
+            // The client closed in the middle of a head: 400 (it may
+            // still read) and a line.
+            if !self.closing {
+                self.unfinished_request(ctx, 400, "CR");
+            }
             return self.close(ctx);
         }
         let d = self.next_deadline();
@@ -1504,7 +1540,8 @@ impl<S: Exchange + Default + 'static> TaskletFn for Conn<S> {
         let st = self.run_inner(ctx, me, why);
         if st == Status::Continue && !self.registered {
             if let Err(e) = ctx.register_fd(self.fd, me, true) {
-                self.w.log_error_at(
+                self.w.log_fe_error(
+                    &self.fe,
                     format!(
                         "{}: cannot poll a connection from {}: {e}",
                         self.fe.name, self.sess.peer
