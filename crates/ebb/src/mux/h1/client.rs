@@ -1272,7 +1272,10 @@ impl<S: Exchange + Default + 'static> Conn<S> {
         // To a client that closed only its sending side, the answer gets
         // through; to one gone, the write fails, as HAProxy's.
         let _ = self.flush();
-        if null && self.fe.dontlognull {
+        // A frontend without log targets sends its error lines to stderr
+        // (see [`Worker::log_fe_error`]): not a probe's, which carried no
+        // request to see.
+        if null && (self.fe.dontlognull || !self.w.logging(&self.fe)) {
             return;
         }
         let tt = self.elapsed(ctx, self.req_start.or(Some(self.idle_since)));
