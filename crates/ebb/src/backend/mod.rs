@@ -335,7 +335,11 @@ impl TimeStats {
                 let drop = if w > 0 { old.div_ceil(w) } else { 0 };
                 Some(old - drop + v)
             });
-            self.max[i].fetch_max(v, Ordering::Relaxed);
+            // A maximum only grows: a read spares the locked update
+            // when this sample is not above it.
+            if v > self.max[i].load(Ordering::Relaxed) {
+                self.max[i].fetch_max(v, Ordering::Relaxed);
+            }
         }
     }
 
