@@ -26,6 +26,7 @@
 //! and `always` send a client's first request over safe ones first.
 
 use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -129,7 +130,29 @@ pub struct Taken {
     pub reg: Option<TaskletId>,
 }
 
-type Lists = HashMap<u64, Vec<Arc<Slot>>>;
+type Lists = HashMap<u64, Vec<Arc<Slot>>, BuildHasherDefault<UidHash>>;
+
+/// The lists' hash of a server uid (a process-unique counter, never from
+/// outside input): one multiplication spreads it over the high bits the
+/// table probes with, where SipHash's rounds would buy nothing.
+#[derive(Default)]
+struct UidHash(u64);
+
+impl Hasher for UidHash {
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0.rotate_left(8) ^ u64::from(b)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        }
+    }
+
+    fn write_u64(&mut self, n: u64) {
+        self.0 = (self.0 ^ n).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    }
+
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
 
 /// The idle lists of every thread.
 pub struct IdlePools {
@@ -146,7 +169,7 @@ impl IdlePools {
     pub fn new(nbthread: usize, shared: bool) -> IdlePools {
         IdlePools {
             threads: (0..nbthread.max(1))
-                .map(|_| Mutex::new(HashMap::new()))
+                .map(|_| Mutex::new(HashMap::default()))
                 .collect(),
             shared,
         }
