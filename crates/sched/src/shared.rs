@@ -338,16 +338,6 @@ impl Shared {
         ticks::from_ms(self.clock.now_ms())
     }
 
-    /// The tick at `mono_ns` (a reading just taken), without reading the
-    /// clock again when the clock is the monotonic one.
-    #[inline]
-    pub(crate) fn tick_at(&self, mono_ns: u64) -> Tick {
-        match self.clock.ms_at(mono_ns) {
-            Some(ms) => ticks::from_ms(ms),
-            None => self.now_tick(),
-        }
-    }
-
     pub(crate) fn lock_gq(&self) -> MutexGuard<'_, GlobalQueues> {
         match self.gq.lock() {
             Ok(g) => g,

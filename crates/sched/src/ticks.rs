@@ -18,6 +18,7 @@
 //! after seven weeks. Tests inject a [`ManualClock`] and step time by hand.
 
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Instant;
 
 /// A date or a duration in wrapping milliseconds; `0` is eternity.
 pub type Tick = u32;
@@ -113,14 +114,6 @@ pub fn remain(now: Tick, t: Tick) -> Option<u32> {
 pub trait Clock: Send + Sync + 'static {
     /// Monotonic milliseconds; only differences matter, wrapping is fine.
     fn now_ms(&self) -> u64;
-
-    /// The milliseconds this clock showed at `mono_ns` (the scheduler's
-    /// own nanosecond reading, just taken), when it follows that same
-    /// clock: the loop then reads the time once per turn, not twice.
-    /// `None` for a clock of its own (a test's [`ManualClock`]).
-    fn ms_at(&self, _mono_ns: u64) -> Option<u64> {
-        None
-    }
 }
 
 /// Milliseconds since the clock's creation, offset so that the u32 tick
@@ -128,8 +121,7 @@ pub trait Clock: Send + Sync + 'static {
 /// find wrap bugs in minutes, not in weeks).
 #[derive(Debug)]
 pub struct MonotonicClock {
-    /// The scheduler's nanosecond clock at creation.
-    start_ns: u64,
+    start: Instant,
     offset: u64,
 }
 
@@ -137,7 +129,7 @@ impl MonotonicClock {
     /// A clock whose tick wraps 20 s from now.
     pub fn new() -> Self {
         MonotonicClock {
-            start_ns: crate::shared::mono_ns(),
+            start: Instant::now(),
             offset: u64::from(u32::MAX - 20_000),
         }
     }
@@ -151,11 +143,7 @@ impl Default for MonotonicClock {
 
 impl Clock for MonotonicClock {
     fn now_ms(&self) -> u64 {
-        self.offset + crate::shared::mono_ns().saturating_sub(self.start_ns) / 1_000_000
-    }
-
-    fn ms_at(&self, mono_ns: u64) -> Option<u64> {
-        Some(self.offset + mono_ns.saturating_sub(self.start_ns) / 1_000_000)
+        self.offset + self.start.elapsed().as_millis() as u64
     }
 }
 

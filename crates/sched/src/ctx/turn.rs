@@ -86,7 +86,7 @@ impl Ctx {
             0 => mono_ns(),
             t => t,
         };
-        self.now = self.shared.tick_at(self.loop_start_ns);
+        self.now = self.shared.now_tick();
         self.update_profiling();
         self.shared.park(self.tid);
         self.check_stop();
