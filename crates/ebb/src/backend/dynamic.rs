@@ -90,8 +90,10 @@ impl ServerList {
     pub fn iter(&self) -> Iter<'_> {
         Iter {
             list: self,
-            next: 0,
-            len: self.len(),
+            seg: self.segs[0].get().map_or(&[], |s| &s[..]),
+            k: 0,
+            off: 0,
+            left: self.len(),
         }
     }
 
@@ -165,21 +167,40 @@ impl std::ops::Index<usize> for ServerList {
     }
 }
 
-/// The servers in service of a [`ServerList`].
+/// The servers in service of a [`ServerList`]: a walk through the
+/// segments in order (no index arithmetic per server).
 pub struct Iter<'a> {
     list: &'a ServerList,
-    next: usize,
-    len: usize,
+    /// The segment being walked (number `k`), and the next slot in it.
+    seg: &'a [OnceLock<Arc<ServerRt>>],
+    k: usize,
+    off: usize,
+    /// Slots not yet walked, up to the length read at the start.
+    left: usize,
 }
 
 impl<'a> Iterator for Iter<'a> {
     type Item = &'a Arc<ServerRt>;
 
     fn next(&mut self) -> Option<&'a Arc<ServerRt>> {
-        while self.next < self.len {
-            let i = self.next;
-            self.next += 1;
-            match self.list.slot(i).and_then(OnceLock::get) {
+        while self.left > 0 {
+            if self.off == self.seg.len() {
+                self.k += 1;
+                self.seg = self
+                    .list
+                    .segs
+                    .get(self.k)
+                    .and_then(OnceLock::get)
+                    .map_or(&[], |s| &s[..]);
+                self.off = 0;
+                if self.seg.is_empty() {
+                    return None;
+                }
+            }
+            let c = &self.seg[self.off];
+            self.off += 1;
+            self.left -= 1;
+            match c.get() {
                 Some(s) if !s.is_deleted() => return Some(s),
                 _ => {}
             }

@@ -349,7 +349,11 @@ impl TimeStats {
                 let drop = if w > 0 { old.div_ceil(w) } else { 0 };
                 Some(old - drop + v)
             });
-            self.max[i].fetch_max(v, Ordering::Relaxed);
+            // A maximum only grows: a read spares the locked update
+            // when this sample is not above it.
+            if v > self.max[i].load(Ordering::Relaxed) {
+                self.max[i].fetch_max(v, Ordering::Relaxed);
+            }
         }
     }
 
@@ -880,10 +884,16 @@ impl Farm {
     /// Whether weights are static (HAProxy's map-based hashing): a weight
     /// change while up is then only 0% or 100%.
     pub fn static_weights(&self) -> bool {
+        self.balance_hashes() && !self.hash.get().is_some_and(|h| h.consistent)
+    }
+
+    /// Whether the algorithm hashes a key of the request (it may then bind
+    /// the stream to a full server, to wait in that server's queue).
+    fn balance_hashes(&self) -> bool {
         matches!(
             self.balance,
             Balance::Source | Balance::Uri { .. } | Balance::UrlParam { .. } | Balance::Hdr { .. }
-        ) && !self.hash.get().is_some_and(|h| h.consistent)
+        )
     }
 
     /// Servers the balancer may use now, into `out`: the active ones, or
@@ -951,28 +961,34 @@ impl Farm {
         if elig.is_empty() {
             return Pick::NoServer("no server available");
         }
-        let static_w = self.static_weights();
-        weights.clear();
-        weights.extend(
-            elig.iter()
-                // Map-based hashing is static: no slowstart ramp (HAProxy).
-                .map(|&i| {
-                    let s = &self.servers[i];
-                    if static_w {
-                        s.weight.load(Ordering::Relaxed)
-                    } else {
-                        s.effective_weight()
-                    }
-                }),
-        );
-        cur.clear();
-        cur.extend(
-            elig.iter()
-                .map(|&i| self.servers[i].cur.load(Ordering::Relaxed)),
-        );
-        room.clear();
-        room.extend(elig.iter().map(|&i| self.servers[i].has_room()));
-        let choice = lb::choose(&self.balance, st, elig, weights, cur, room, input, &self.rr);
+        let choice = if elig.len() == 1 && !self.balance_hashes() {
+            // One server to choose from and no key to bind the stream to
+            // it: it takes the stream if it has room, else the stream
+            // waits in the backend's queue, whatever the algorithm.
+            let i = elig[0];
+            if self.servers[i].has_room() {
+                lb::Choice::Server(i)
+            } else {
+                lb::Choice::AllFull
+            }
+        } else {
+            // Map-based hashing is static: no slowstart ramp (HAProxy).
+            let static_w = self.static_weights();
+            weights.clear();
+            cur.clear();
+            room.clear();
+            for &i in elig.iter() {
+                let s = &self.servers[i];
+                weights.push(if static_w {
+                    s.weight.load(Ordering::Relaxed)
+                } else {
+                    s.effective_weight()
+                });
+                cur.push(s.cur.load(Ordering::Relaxed));
+                room.push(s.has_room());
+            }
+            lb::choose(&self.balance, st, elig, weights, cur, room, input, &self.rr)
+        };
         let elig: &[usize] = elig;
         match choice {
             lb::Choice::Server(i) => {

@@ -26,6 +26,7 @@
 //! and `always` send a client's first request over safe ones first.
 
 use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -93,8 +94,19 @@ struct Entry {
     _ticket: IdleTicket,
 }
 
-/// One place of a list: empty once its connection was taken.
-type Slot = Mutex<Option<Entry>>;
+/// One place: empty once its connection was taken.
+type Slot = Mutex<Place>;
+
+/// A place and whether a thread's list holds it. A list holds only places
+/// with a connection and those emptied since its last walk (the walk that
+/// finds one empty drops it): a request looking for a connection walks
+/// the idle connections, not every client's place. A client that parks
+/// its connection again in its own place lists it again if it was
+/// dropped. `listed` changes with both the place's and the list's lock.
+struct Place {
+    entry: Option<Entry>,
+    listed: bool,
+}
 
 /// A client's place for its idle connection to one server.
 pub struct Parked {
@@ -118,7 +130,29 @@ pub struct Taken {
     pub reg: Option<TaskletId>,
 }
 
-type Lists = HashMap<u64, Vec<Arc<Slot>>>;
+type Lists = HashMap<u64, Vec<Arc<Slot>>, BuildHasherDefault<UidHash>>;
+
+/// The lists' hash of a server uid (a process-unique counter, never from
+/// outside input): one multiplication spreads it over the high bits the
+/// table probes with, where SipHash's rounds would buy nothing.
+#[derive(Default)]
+struct UidHash(u64);
+
+impl Hasher for UidHash {
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0.rotate_left(8) ^ u64::from(b)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        }
+    }
+
+    fn write_u64(&mut self, n: u64) {
+        self.0 = (self.0 ^ n).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    }
+
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
 
 /// The idle lists of every thread.
 pub struct IdlePools {
@@ -135,7 +169,7 @@ impl IdlePools {
     pub fn new(nbthread: usize, shared: bool) -> IdlePools {
         IdlePools {
             threads: (0..nbthread.max(1))
-                .map(|_| Mutex::new(HashMap::new()))
+                .map(|_| Mutex::new(HashMap::default()))
                 .collect(),
             shared,
         }
@@ -169,28 +203,42 @@ impl IdlePools {
             _ticket: ticket,
         };
         if let Some(p) = parked.as_ref().filter(|p| p.uid == s.uid) {
-            // Its place is listed as long as the client holds it.
-            *lock(&p.slot) = Some(e);
+            // Its own place: listed again if a walk dropped it empty.
+            let mut g = lock(&p.slot);
+            g.entry = Some(e);
+            if !g.listed {
+                self.list(thread, s, &p.slot, &mut g);
+            }
             return;
         }
-        let slot = Arc::new(Mutex::new(Some(e)));
-        if let Some(m) = self.threads.get(thread) {
-            let mut lists = lock(m);
-            let list = lists.entry(s.uid).or_default();
-            if s.opts.pool_max_conn.is_none() && list.len() >= DEFAULT_THREAD_MAX {
-                // The oldest place no client holds goes, with its connection.
-                if let Some(i) = list.iter().position(|x| Arc::strong_count(x) == 1) {
-                    list.remove(i);
-                }
-            }
-            list.push(Arc::clone(&slot));
-        }
+        let slot = Arc::new(Mutex::new(Place {
+            entry: Some(e),
+            listed: false,
+        }));
+        self.list(thread, s, &slot, &mut lock(&slot));
         *parked = Some(Parked { uid: s.uid, slot });
+    }
+
+    /// Puts a place (whose lock `g` is held) in `thread`'s list of `s`.
+    fn list(&self, thread: usize, s: &ServerRt, slot: &Arc<Slot>, g: &mut Place) {
+        let Some(m) = self.threads.get(thread) else {
+            return;
+        };
+        let mut lists = lock(m);
+        let list = lists.entry(s.uid).or_default();
+        if s.opts.pool_max_conn.is_none() && list.len() >= DEFAULT_THREAD_MAX {
+            // The oldest place no client holds goes, with its connection.
+            if let Some(i) = list.iter().position(|x| Arc::strong_count(x) == 1) {
+                list.remove(i);
+            }
+        }
+        list.push(Arc::clone(slot));
+        g.listed = true;
     }
 
     /// The client's own parked connection, if no other request took it.
     pub fn unpark(&self, p: &Parked) -> Option<Taken> {
-        let e = lock(&p.slot).take()?;
+        let e = lock(&p.slot).entry.take()?;
         Some(taken(e))
     }
 
@@ -199,7 +247,7 @@ impl IdlePools {
     /// after `dereg` removed its registration with the client's tasklet.
     pub fn release(&self, p: Parked, dereg: impl FnOnce(std::os::fd::RawFd)) {
         let mut g = lock(&p.slot);
-        if let Some(e) = g.as_mut() {
+        if let Some(e) = g.entry.as_mut() {
             if e.reg.take().is_some() {
                 dereg(e.conn.raw_fd());
             }
@@ -271,11 +319,12 @@ impl IdlePools {
                 let Ok(mut g) = slot.try_lock() else {
                     return true;
                 };
-                if g.as_ref().is_some_and(|e| expired(e, now)) {
-                    *g = None;
+                if g.entry.as_ref().is_some_and(|e| expired(e, now)) {
+                    g.entry = None;
                     n += 1;
                 }
-                g.is_some() || Arc::strong_count(slot) > 1
+                g.listed = g.entry.is_some();
+                g.listed
             });
         }
         lists.retain(|_, l| !l.is_empty());
@@ -311,8 +360,7 @@ fn taken(e: Entry) -> Taken {
 
 /// Takes the newest connection to `s` of `class` out of a list (places
 /// another thread or its client holds locked are skipped; expired
-/// connections are dropped, places left empty that no client holds are
-/// forgotten).
+/// connections are dropped, places left empty leave the list).
 fn pop(lists: &mut Lists, s: &ServerRt, class: Class, now: Tick) -> Option<Entry> {
     let list = lists.get_mut(&s.uid)?;
     let passes: &[bool] = match class {
@@ -323,11 +371,11 @@ fn pop(lists: &mut Lists, s: &ServerRt, class: Class, now: Tick) -> Option<Entry
     for &safe in passes {
         found = list.iter().rev().find_map(|slot| {
             let mut g = slot.try_lock().ok()?;
-            if g.as_ref().is_some_and(|e| expired(e, now)) {
-                *g = None;
+            if g.entry.as_ref().is_some_and(|e| expired(e, now)) {
+                g.entry = None;
             }
-            if g.as_ref()?.safe == safe {
-                g.take()
+            if g.entry.as_ref()?.safe == safe {
+                g.entry.take()
             } else {
                 None
             }
@@ -337,7 +385,11 @@ fn pop(lists: &mut Lists, s: &ServerRt, class: Class, now: Tick) -> Option<Entry
         }
     }
     list.retain(|slot| {
-        Arc::strong_count(slot) > 1 || slot.try_lock().map_or(true, |g| g.is_some())
+        let Ok(mut g) = slot.try_lock() else {
+            return true;
+        };
+        g.listed = g.entry.is_some();
+        g.listed
     });
     found
 }
@@ -348,4 +400,54 @@ fn pop(lists: &mut Lists, s: &ServerRt, class: Class, now: Tick) -> Option<Entry
 fn usable(e: Entry, s: &ServerRt) -> Option<Taken> {
     let mut t = taken(e);
     (super::alive(&mut t.st) && s.still_there(&t.st)).then_some(t)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::{TcpListener, TcpStream};
+
+    /// The walk a request takes covers the idle connections, not every
+    /// client's emptied place; a client parking again is found again.
+    #[test]
+    fn lists_hold_the_places_with_a_connection() {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let a = l.local_addr().unwrap();
+        let s = super::super::new_server(0, 1, "be", "s".into(), Some(a), Default::default(), None);
+        let pools = IdlePools::new(1, true);
+        let mut peers = Vec::new();
+        let mut conn = || {
+            let c = TcpStream::connect(a).unwrap();
+            // Nonblocking, as the proxy's: the liveness peek must not wait.
+            c.set_nonblocking(true).unwrap();
+            peers.push(l.accept().unwrap().0);
+            Transport::plain(c)
+        };
+        let listed = |p: &IdlePools| lock(&p.threads[0]).get(&s.uid).map_or(0, Vec::len);
+        let mut places: Vec<Option<Parked>> = (0..3).map(|_| None).collect();
+        for p in &mut places {
+            let t = s.idle_ticket().unwrap();
+            pools.park(0, p, &s, conn(), true, t, None, 1);
+        }
+        assert_eq!(listed(&pools), 3);
+        // Another request takes the newest; its emptied place leaves.
+        assert!(pools.take(0, &s, Want::Any, 1).is_some());
+        assert_eq!(listed(&pools), 2);
+        let last = places[2].as_ref().unwrap();
+        assert!(pools.unpark(last).is_none(), "its connection was taken");
+        // Its client parks a connection again: listed again, found first.
+        let t = s.idle_ticket().unwrap();
+        let c = conn();
+        let fd = c.tcp().local_addr().unwrap();
+        pools.park(0, &mut places[2], &s, c, true, t, None, 1);
+        assert_eq!(listed(&pools), 3);
+        let got = pools.take(0, &s, Want::Any, 1).unwrap();
+        assert_eq!(got.st.tcp().local_addr().unwrap(), fd);
+        // The client's own connection comes back without a walk, and its
+        // place stays listed until a walk finds it empty.
+        assert!(pools.unpark(places[0].as_ref().unwrap()).is_some());
+        assert_eq!(listed(&pools), 2);
+        assert_eq!(s.idle_count(), 1);
+        drop(peers);
+    }
 }

@@ -467,3 +467,55 @@ fn a_connect_is_settled_by_its_writable_edge_or_asked_after_a_hang_up() {
         }
     }
 }
+
+#[test]
+fn server_list_walks_every_segment_in_order() {
+    // 1 server: segments of 16, 32, 64 slots; 70 servers span three.
+    let f = farm(&[None], None, Balance::RoundRobin);
+    for n in 1..70 {
+        let add = |idx, id| {
+            let o = ServerOptions::default();
+            new_server(idx, id, "be", format!("s{n}"), None, o, None)
+        };
+        f.servers.push(|_| Ok(()), add).unwrap();
+    }
+    let gone = [0, 15, 16, 47, 48, 69];
+    for i in gone {
+        f.servers[i].deleted.store(true, Ordering::Release);
+    }
+    let got: Vec<usize> = f.servers.iter().map(|s| s.idx).collect();
+    let want: Vec<usize> = (0..70).filter(|i| !gone.contains(i)).collect();
+    assert_eq!(got, want);
+    assert_eq!(f.servers.all().count(), 70);
+}
+
+#[test]
+fn one_eligible_server_takes_or_queues_under_every_algorithm() {
+    let (rt, mut c) = ctx();
+    let h = rt.handle();
+    for b in [
+        Balance::RoundRobin,
+        Balance::StaticRr,
+        Balance::LeastConn,
+        Balance::First,
+        Balance::Random { draws: 2 },
+    ] {
+        // The second server is in maintenance: one eligible, maxconn 1.
+        let f = farm(&[Some(1), Some(1)], None, b);
+        f.servers[1].admin.store(ADMIN_MAINT, Ordering::Relaxed);
+        let t = tasklet(&mut c);
+        let s = match f.pick(&LbInput::default(), None, t, || h.clone()) {
+            Pick::Server(s) => s,
+            _ => panic!("the free server takes the first stream"),
+        };
+        assert_eq!(s.idx, 0);
+        let t2 = tasklet(&mut c);
+        let w = match f.pick(&LbInput::default(), None, t2, || h.clone()) {
+            Pick::Queued(w) => w,
+            _ => panic!("a full server makes the stream wait"),
+        };
+        assert!(w.on_backend, "it waits in the backend's queue");
+        f.release(&s);
+        assert!(matches!(w.current(), WaitState::Assigned(ref x) if x.idx == 0));
+    }
+}

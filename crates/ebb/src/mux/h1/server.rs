@@ -260,8 +260,20 @@ impl ServerSide {
     }
 
     /// Writes what `obuf` holds (and TLS records rustls keeps). Returns
-    /// whether bytes left; a failure sets `broken`.
+    /// whether bytes left; a failure sets `broken`. Called at every step
+    /// of an exchange: with nothing to write it returns at once, inlined.
+    #[inline]
     pub(crate) fn send(&mut self) -> bool {
+        if self.h2.is_none()
+            && self.opos >= self.obuf.len()
+            && !self.sock.as_ref().is_some_and(|s| s.has_pending_output())
+        {
+            return false;
+        }
+        self.send_pending()
+    }
+
+    fn send_pending(&mut self) -> bool {
         let mut moved = false;
         if let Some(p) = &self.h2 {
             return self.send_h2(&std::rc::Rc::clone(p));
