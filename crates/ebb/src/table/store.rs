@@ -147,6 +147,24 @@ pub struct Table {
     inner: Mutex<Inner>,
     /// Set for tables with `peers`.
     sync: Option<SyncHook>,
+    /// What a tracker's start adds, by `session | http << 1`, reduced to
+    /// the types this table stores (see [`Table::track_start`]).
+    start: [Box<[(Data, u64)]>; 4],
+}
+
+/// What a tracker's start counts (adding 0 changes nothing: one list);
+/// each table keeps the part it stores ([`Table::track_start`]).
+fn start_counts(session: bool, http: bool) -> [(Data, u64); 7] {
+    let (s, h) = (u64::from(session), u64::from(http));
+    [
+        (Data::ConnCur, 1),
+        (Data::ConnCnt, 1),
+        (Data::ConnRate, 1),
+        (Data::SessCnt, s),
+        (Data::SessRate, s),
+        (Data::HttpReqCnt, h),
+        (Data::HttpReqRate, h),
+    ]
 }
 
 /// Wrap-safe "a is before or at b" on ticks.
@@ -174,6 +192,12 @@ impl Table {
             KeyType::Integer => Keys::Int(EbTree::new()),
             KeyType::String(_) | KeyType::Binary(_) => Keys::Bytes(EbTree::new()),
         };
+        let start = std::array::from_fn(|i| {
+            start_counts(i & 1 != 0, i & 2 != 0)
+                .into_iter()
+                .filter(|&(d, n)| n != 0 && index[d as usize].is_some())
+                .collect()
+        });
         let sync = def.peers.as_ref().map(|_| SyncHook {
             dirty: AtomicBool::new(false),
             wake: OnceLock::new(),
@@ -191,6 +215,7 @@ impl Table {
                 upd_seq: 0,
             }),
             sync,
+            start,
         }
     }
 
@@ -300,6 +325,20 @@ impl Table {
         let r = self.track_in(&mut g, key, now)?;
         self.adds_in(&mut g, r, adds, now);
         Some(r)
+    }
+
+    /// A tracker starts on `key` ([`Self::track_add`] with what a start
+    /// counts: the connection, and the session or the HTTP request when
+    /// `session` or `http`), adding only the types this table stores.
+    pub fn track_start(
+        &self,
+        key: &StKey,
+        now: u32,
+        session: bool,
+        http: bool,
+    ) -> Option<EntryRef> {
+        let adds = &self.start[usize::from(session) | usize::from(http) << 1];
+        self.track_add(key, now, adds)
     }
 
     /// A tracker's end under one lock and one entry access: adds `adds`,
