@@ -23,9 +23,13 @@
 //!   entries sit in a second tree by expiry tick, and [`Table::expire`]
 //!   (given `now`, called by the runtime from a task on the scheduler's
 //!   wait queue) removes the expired unreferenced ones and returns the next
-//!   tick to wake at. A referenced (tracked) entry is never removed; an
-//!   expired one is requeued and removed when its last reference goes, if
-//!   still expired.
+//!   tick to wake at. A touch leaves the entry's node where it was (as
+//!   HAProxy's does): a node may lag behind its entry's expiry, never lead
+//!   it, and the expiry pass or an eviction that reaches a lagging node
+//!   moves it to the entry's expiry first. A busy entry thus costs no tree
+//!   work per request, only one move per `expire` period. A referenced
+//!   (tracked) entry is never removed; an expired one is requeued and
+//!   removed when its last reference goes, if still expired.
 //! - **Memory** is bounded by `size` entries: creating one in a full table
 //!   first evicts the unreferenced entry that expires first (the oldest
 //!   touched when there is no `expire`); with `nopurge`, or when every

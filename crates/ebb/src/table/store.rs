@@ -147,6 +147,24 @@ pub struct Table {
     inner: Mutex<Inner>,
     /// Set for tables with `peers`.
     sync: Option<SyncHook>,
+    /// What a tracker's start adds, by `session | http << 1`, reduced to
+    /// the types this table stores (see [`Table::track_start`]).
+    start: [Box<[(Data, u64)]>; 4],
+}
+
+/// What a tracker's start counts (adding 0 changes nothing: one list);
+/// each table keeps the part it stores ([`Table::track_start`]).
+fn start_counts(session: bool, http: bool) -> [(Data, u64); 7] {
+    let (s, h) = (u64::from(session), u64::from(http));
+    [
+        (Data::ConnCur, 1),
+        (Data::ConnCnt, 1),
+        (Data::ConnRate, 1),
+        (Data::SessCnt, s),
+        (Data::SessRate, s),
+        (Data::HttpReqCnt, h),
+        (Data::HttpReqRate, h),
+    ]
 }
 
 /// Wrap-safe "a is before or at b" on ticks.
@@ -174,6 +192,12 @@ impl Table {
             KeyType::Integer => Keys::Int(EbTree::new()),
             KeyType::String(_) | KeyType::Binary(_) => Keys::Bytes(EbTree::new()),
         };
+        let start = std::array::from_fn(|i| {
+            start_counts(i & 1 != 0, i & 2 != 0)
+                .into_iter()
+                .filter(|&(d, n)| n != 0 && index[d as usize].is_some())
+                .collect()
+        });
         let sync = def.peers.as_ref().map(|_| SyncHook {
             dirty: AtomicBool::new(false),
             wake: OnceLock::new(),
@@ -191,6 +215,7 @@ impl Table {
                 upd_seq: 0,
             }),
             sync,
+            start,
         }
     }
 
@@ -302,35 +327,67 @@ impl Table {
         Some(r)
     }
 
-    /// A tracker's end under one lock: adds `adds`, takes one from
-    /// `conn_cur` if `dec_cur`, refreshes the expiry, drops the reference.
-    pub fn finish(&self, r: EntryRef, adds: &[(Data, u64)], dec_cur: bool, now: u32) {
-        let mut g = self.lock();
-        self.adds_in(&mut g, r, adds, now);
-        if dec_cur {
-            if let Some(i) = self.index[Data::ConnCur as usize] {
-                any_tree!(&mut g.keys, |t| if let Some(e) = t.get_mut(r.0) {
-                    if let Slot::Cnt(c) = &mut e.data[i as usize] {
-                        *c = c.saturating_sub(1);
-                    }
-                });
-            }
-        }
-        self.touch_in(&mut g, r, now);
-        self.release_in(&mut g, r, now);
+    /// A tracker starts on `key` ([`Self::track_add`] with what a start
+    /// counts: the connection, and the session or the HTTP request when
+    /// `session` or `http`), adding only the types this table stores.
+    pub fn track_start(
+        &self,
+        key: &StKey,
+        now: u32,
+        session: bool,
+        http: bool,
+    ) -> Option<EntryRef> {
+        let adds = &self.start[usize::from(session) | usize::from(http) << 1];
+        self.track_add(key, now, adds)
     }
 
+    /// A tracker's end under one lock and one entry access: adds `adds`,
+    /// takes one from `conn_cur` if `dec_cur`, refreshes the expiry, drops
+    /// the reference (an entry whose last reference goes after its expiry
+    /// is removed at once).
+    pub fn finish(&self, r: EntryRef, adds: &[(Data, u64)], dec_cur: bool, now: u32) {
+        let mut g = self.lock();
+        let inner = &mut *g;
+        let exp = self.exp_at(inner, now);
+        let cur = if dec_cur {
+            self.index[Data::ConnCur as usize]
+        } else {
+            None
+        };
+        let gone = any_tree!(&mut inner.keys, |t| t.get_mut(r.0).map(|e| {
+            self.add_to(e, adds, now);
+            if let Some(i) = cur {
+                if let Slot::Cnt(c) = &mut e.data[i as usize] {
+                    *c = c.saturating_sub(1);
+                }
+            }
+            e.exp = exp;
+            e.refs = e.refs.saturating_sub(1);
+            (e.refs == 0 && self.def.expire.is_some() && tick_le(e.exp, now)).then_some(e.exp_node)
+        }));
+        let Some(gone) = gone else { return };
+        self.mark(inner, r.0);
+        if let Some(node) = gone {
+            inner.exps.delete(node);
+            Self::delete_entry(inner, r.0);
+        }
+    }
+
+    /// Finds or creates the entry of `key`, takes a reference and sets
+    /// its expiry. The expiry tree is not touched for an entry found: its
+    /// node stays where it was and [`Self::expire`] or an eviction moves
+    /// it when they reach it (HAProxy's touch does the same), so a touch
+    /// is one descent of the key tree.
     #[allow(clippy::clone_on_copy)]
     fn track_in(&self, inner: &mut Inner, key: &StKey, now: u32) -> Option<EntryRef> {
         let exp = self.exp_at(inner, now);
         if let Some(h) = with_tree!(&mut inner.keys, key, |t, k| t.lookup_ref(k)) {
-            let node = any_tree!(&mut inner.keys, |t| {
+            any_tree!(&mut inner.keys, |t| {
                 let e = t.get_mut(h)?;
                 e.refs += 1;
                 e.exp = exp;
-                Some(e.exp_node)
+                Some(())
             })?;
-            inner.exps.requeue(node, exp);
             self.mark(inner, h);
             return Some(EntryRef(h));
         }
@@ -365,11 +422,32 @@ impl Table {
         }
     }
 
+    /// The entry expiry node `x` stands for, when the node lags behind the
+    /// entry's expiry (the entry was touched since the node was placed):
+    /// the node moves to the entry's expiry and true is returned.
+    fn catch_up(inner: &mut Inner, x: Handle) -> bool {
+        let (Some(key), Some(&h)) = (inner.exps.key(x), inner.exps.get(x)) else {
+            return false;
+        };
+        let exp = any_tree!(&inner.keys, |t| t.get(h).map(|e| e.exp));
+        match exp {
+            Some(exp) if exp != key => inner.exps.requeue(x, exp),
+            _ => false,
+        }
+    }
+
     /// Removes the unreferenced entry that expires first; false if every
-    /// entry is referenced. Walks in expiry order, skipping referenced ones.
+    /// entry is referenced. Walks in expiry order, skipping referenced
+    /// ones; a node that lags behind its entry's expiry moves there first
+    /// (it comes up again in its place).
     fn evict_one(inner: &mut Inner) -> bool {
         let mut n = inner.exps.first();
         while let Some(x) = n {
+            let next = inner.exps.next(x);
+            if Self::catch_up(inner, x) {
+                n = next;
+                continue;
+            }
             let Some(&h) = inner.exps.get(x) else {
                 return false;
             };
@@ -379,7 +457,7 @@ impl Table {
                 Self::delete_entry(inner, h);
                 return true;
             }
-            n = inner.exps.next(x);
+            n = next;
         }
         false
     }
@@ -453,25 +531,36 @@ impl Table {
     fn adds_in(&self, inner: &mut Inner, r: EntryRef, adds: &[(Data, u64)], now: u32) -> bool {
         any_tree!(&mut inner.keys, |t| match t.get_mut(r.0) {
             Some(e) => {
-                for &(d, n) in adds {
-                    let Some(i) = self.index[d as usize] else {
-                        continue;
-                    };
-                    match &mut e.data[i as usize] {
-                        Slot::Cnt(c) => *c = c.saturating_add(n),
-                        Slot::Rate(f) => {
-                            if let Some(p) = self.period(d) {
-                                f.add(p, now, n.min(u32::MAX as u64) as u32);
-                            }
-                        }
-                    }
-                }
+                self.add_to(e, adds, now);
                 true
             }
             None => false,
         }) && {
             self.mark(inner, r.0);
             true
+        }
+    }
+
+    /// Adds `adds` to an entry's stored types (0 changes nothing: a rate
+    /// is not turned for it, as HAProxy updates a counter only with
+    /// something to add).
+    #[inline]
+    fn add_to(&self, e: &mut Entry, adds: &[(Data, u64)], now: u32) {
+        for &(d, n) in adds {
+            if n == 0 {
+                continue;
+            }
+            let Some(i) = self.index[d as usize] else {
+                continue;
+            };
+            match &mut e.data[i as usize] {
+                Slot::Cnt(c) => *c = c.saturating_add(n),
+                Slot::Rate(f) => {
+                    if let Some(p) = self.period(d) {
+                        f.add(p, now, n.min(u32::MAX as u64) as u32);
+                    }
+                }
+            }
         }
     }
 
@@ -544,17 +633,11 @@ impl Table {
 
     fn touch_in(&self, inner: &mut Inner, r: EntryRef, now: u32) -> bool {
         let exp = self.exp_at(inner, now);
-        let node = any_tree!(&mut inner.keys, |t| t.get_mut(r.0).map(|e| {
-            e.exp = exp;
-            e.exp_node
-        }));
-        match node {
-            Some(n) => {
-                self.mark(inner, r.0);
-                inner.exps.requeue(n, exp)
-            }
-            None => false,
+        let found = any_tree!(&mut inner.keys, |t| t.get_mut(r.0).map(|e| e.exp = exp));
+        if found.is_some() {
+            self.mark(inner, r.0);
         }
+        found.is_some()
     }
 
     fn period(&self, d: Data) -> Option<u32> {
@@ -596,6 +679,9 @@ impl Table {
             let exp = inner.exps.key(x)?;
             if !tick_le(exp, now) {
                 return Some(exp);
+            }
+            if Self::catch_up(inner, x) {
+                continue;
             }
             let h = *inner.exps.get(x)?;
             let refs = any_tree!(&inner.keys, |t| t.get(h).map(|e| e.refs));
@@ -682,8 +768,14 @@ impl Table {
     /// A local change to entry `h`: for a table shared with peers, the
     /// entry takes the next update number and the peers task is told
     /// (once per batch).
+    #[inline(always)]
     fn mark(&self, inner: &mut Inner, h: Handle) {
-        let Some(sync) = &self.sync else { return };
+        if let Some(sync) = &self.sync {
+            self.mark_shared(sync, inner, h);
+        }
+    }
+
+    fn mark_shared(&self, sync: &SyncHook, inner: &mut Inner, h: Handle) {
         let Some(e) = any_tree!(&mut inner.keys, |t| t.get_mut(h)) else {
             return;
         };
@@ -1015,8 +1107,12 @@ impl Table {
                 ));
             }
             for (h, _, e) in t.iter() {
-                if g.exps.get(e.exp_node) != Some(&h) || g.exps.key(e.exp_node) != Some(e.exp) {
+                if g.exps.get(e.exp_node) != Some(&h) {
                     return Err("expiry node does not point back".into());
+                }
+                // A node may lag behind its entry's expiry, never lead it.
+                if !g.exps.key(e.exp_node).is_some_and(|k| tick_le(k, e.exp)) {
+                    return Err("expiry node after the entry's expiry".into());
                 }
             }
             Ok(())

@@ -300,6 +300,41 @@ fn entries_expire_on_time_unless_referenced() {
     assert!(t.contains(c));
 }
 
+/// A touch moves no expiry node (HAProxy's way): the node lags behind the
+/// entry's expiry until the expiry pass or an eviction reaches it, which
+/// then go by the entry's real expiry.
+#[test]
+fn a_touched_entry_keeps_its_node_until_expiry_or_eviction_reaches_it() {
+    let t = table("type integer size 2 expire 10s store http_req_rate(10s)");
+    let k = |n| t.key_int(n).unwrap();
+    let a = t.track(&k(1), 1_000).unwrap();
+    t.release(a, 1_000);
+    let b = t.track(&k(2), 2_000).unwrap();
+    t.release(b, 2_000);
+    // a's node says 11_000, its expiry is now 15_000: b is the oldest.
+    let a2 = t
+        .track_add(&k(1), 5_000, &[(Data::HttpReqRate, 1)])
+        .unwrap();
+    assert_eq!(a2, a);
+    t.finish(a, &[], true, 5_000);
+    t.validate().unwrap();
+    let c = t.track(&k(3), 6_000).unwrap();
+    assert!(t.contains(a), "touched after b: kept");
+    assert!(!t.contains(b), "the least recently touched went");
+    t.release(c, 6_000);
+    t.touch(c, 9_000);
+    t.validate().unwrap();
+    // Nothing expires before 15_000 (a's node, moved by the eviction).
+    assert_eq!(t.expire(14_999), Some(15_000));
+    // a goes at 15_000; c's node (16_000) lags its expiry (19_000).
+    assert_eq!(t.expire(16_000), Some(19_000));
+    assert!(!t.contains(a));
+    assert!(t.contains(c));
+    assert_eq!(t.expire(19_000), None);
+    assert!(t.is_empty());
+    t.validate().unwrap();
+}
+
 #[test]
 fn full_table_evicts_oldest_unreferenced_or_refuses() {
     let t = table("type integer size 3 expire 1m");

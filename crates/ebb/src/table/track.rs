@@ -141,20 +141,6 @@ pub struct Stk {
     sess_shared: bool,
 }
 
-/// What a tracker's start counts (adding 0 changes nothing: one list).
-fn start_counts(session: bool, http: bool) -> [(Data, u64); 7] {
-    let (s, h) = (u64::from(session), u64::from(http));
-    [
-        (Data::ConnCur, 1),
-        (Data::ConnCnt, 1),
-        (Data::ConnRate, 1),
-        (Data::SessCnt, s),
-        (Data::SessRate, s),
-        (Data::HttpReqCnt, h),
-        (Data::HttpReqRate, h),
-    ]
-}
-
 fn stop(t: Tracker, now: u32) {
     t.table.finish(t.entry, &[], true, now);
 }
@@ -283,7 +269,7 @@ impl Stk {
             return true;
         }
         let now = self.now.get();
-        let Some(entry) = table.track_add(key, now, &start_counts(session, http)) else {
+        let Some(entry) = table.track_start(key, now, session, http) else {
             return false;
         };
         *slot = Some(Tracker {

@@ -422,7 +422,12 @@ impl Sock {
     }
 
     /// Passes the other side's FIN on once nothing is left to write.
-    fn shut_if_done(&mut self, h: &Half, other_eof: bool) {
+    /// `other_done`: the other side is closed both ways without an error,
+    /// so this FIN ends the session: when this side's peer has closed too
+    /// (its FIN read, nothing left unread), the FIN is left to the close
+    /// that follows at once, which sends it (HAProxy closes such a socket
+    /// without a `shutdown` either): one system call less per session.
+    fn shut_if_done(&mut self, h: &Half, other_eof: bool, other_done: bool) {
         if self.shut_wr || !other_eof || h.pending() > 0 || self.err {
             return;
         }
@@ -450,7 +455,15 @@ impl Sock {
             }
         }
         self.shut_wr = true;
+        if self.eof && other_done && !self.nolinger {
+            return;
+        }
         let _ = tr.tcp().shutdown(Shutdown::Write);
+    }
+
+    /// Closed both ways without an error (see [`Sock::shut_if_done`]).
+    fn clean_done(&self) -> bool {
+        !self.err && self.eof && self.shut_wr
     }
 
     /// Both ways closed: nothing more will move on this socket.
@@ -458,8 +471,9 @@ impl Sock {
         self.err || (self.eof && self.shut_wr)
     }
 
-    /// Closes the socket at the session's end. One whose FIN went out and
-    /// whose peer's came in is just closed: a `shutdown` would only fail
+    /// Closes the socket at the session's end. One whose FIN went out (or
+    /// was left to this close, which sends it) and whose peer's came in
+    /// is just closed: a `shutdown` would only fail
     /// (`ENOTCONN`), and closing the last descriptor of a socket takes it
     /// out of the poller, so no `EPOLL_CTL_DEL` either (ebb never
     /// duplicates a connection's descriptor; an event already fetched
@@ -536,7 +550,8 @@ impl Pipe {
             let sent =
                 !self.res_hold && self.cli.write_from(&mut Vec::new(), &mut self.s2c, w, now);
             if !self.res_hold {
-                self.cli.shut_if_done(&self.s2c, self.srv.eof);
+                let srv_done = self.srv.clean_done();
+                self.cli.shut_if_done(&self.s2c, self.srv.eof, srv_done);
             }
             if s2c_was_full && self.s2c.has_room() {
                 m.wake_other = true;
@@ -585,7 +600,8 @@ impl Pipe {
                 .srv
                 .write_from(&mut self.srv_prefix, &mut self.c2s, w, now);
             let got = self.srv.read_into(&mut self.s2c, w, now);
-            self.srv.shut_if_done(&self.c2s, self.cli.eof);
+            let cli_done = self.cli.clean_done();
+            self.srv.shut_if_done(&self.c2s, self.cli.eof, cli_done);
             if c2s_was_full && self.c2s.has_room() {
                 m.wake_other = true;
             } else if c2s_was_full {
@@ -738,6 +754,21 @@ mod tests {
         }
     }
 
+    /// Runs both passes until `peer` has read `n` bytes, then once more
+    /// (what those bytes' arrival leads to); returns the bytes.
+    fn settle_until(p: &mut Pipe, w: &dyn Pool, peer: &mut TcpStream, n: usize) -> Vec<u8> {
+        let mut got = Vec::new();
+        let mut tmp = [0u8; 64];
+        while got.len() < n {
+            settle(p, w);
+            if let Ok(k) = peer.read(&mut tmp) {
+                got.extend_from_slice(&tmp[..k]);
+            }
+        }
+        settle(p, w);
+        got
+    }
+
     #[test]
     fn bytes_cross_both_ways_with_the_prefix_first_and_fins_pass_on() {
         let w = worker();
@@ -767,24 +798,54 @@ mod tests {
         // The other way still works after the half-close.
         server.write_all(b"answer").unwrap();
         server.shutdown(Shutdown::Write).unwrap();
-        let mut back = Vec::new();
         client
             .set_read_timeout(Some(std::time::Duration::from_millis(50)))
             .unwrap();
-        loop {
-            settle(&mut p, &w);
-            match client.read(&mut tmp) {
-                Ok(0) => break,
-                Ok(n) => back.extend_from_slice(&tmp[..n]),
-                Err(_) => {}
-            }
-        }
-        assert_eq!(back, b"answer");
+        assert_eq!(settle_until(&mut p, &w, &mut client, 6), b"answer");
         assert!(p.cli.done() && p.srv.done());
+        // The server's FIN ended the session: it goes out with the close
+        // the session then makes.
+        p.srv.close();
+        p.cli.close();
+        client.set_read_timeout(None).unwrap();
+        assert_eq!(client.read(&mut tmp).unwrap(), 0);
         assert!(
             p.c2s.buf.is_empty() && p.s2c.buf.is_empty(),
             "buffers went back"
         );
+    }
+
+    #[test]
+    fn the_last_fin_goes_out_with_the_close() {
+        let w = worker();
+        let (mut p, mut client, mut server) = piped();
+        p.forwarding = true;
+        // The client closes first: its FIN is passed on by a shutdown, the
+        // session goes on the other way.
+        client.shutdown(Shutdown::Write).unwrap();
+        settle(&mut p, &w);
+        assert!(p.srv.shut_wr);
+        let mut tmp = [0u8; 16];
+        assert_eq!(
+            server.read(&mut tmp).unwrap(),
+            0,
+            "the FIN reached the server"
+        );
+        // The server answers and closes: that FIN ends the session, so it
+        // waits for the close instead of a shutdown of its own.
+        server.write_all(b"bye").unwrap();
+        server.shutdown(Shutdown::Write).unwrap();
+        client.set_nonblocking(true).unwrap();
+        assert_eq!(settle_until(&mut p, &w, &mut client, 3), b"bye");
+        assert!(p.cli.done() && p.srv.done(), "the session is over");
+        assert!(
+            client.read(&mut tmp).is_err(),
+            "no FIN before the close (no shutdown call)"
+        );
+        p.srv.close();
+        p.cli.close();
+        client.set_nonblocking(false).unwrap();
+        assert_eq!(client.read(&mut tmp).unwrap(), 0, "a FIN, not a reset");
     }
 
     #[test]
