@@ -342,6 +342,10 @@ pub struct HttpCounters {
     pub bytes_out: AtomicU64,
     /// Requests refused by a `deny` rule.
     pub denied: AtomicU64,
+    /// Frontends: requests that could not be read (malformed, cut short
+    /// by the client, or not whole at `timeout http-request`): HAProxy's
+    /// `ereq` (`failed_req`).
+    pub failed_req: AtomicU64,
     /// Bytes a tcp session wrote from a kernel pipe (`option splice-*`),
     /// both directions: `show info`'s `TotalSplicdedBytesOut`.
     pub spliced_out: AtomicU64,
@@ -380,6 +384,7 @@ impl HttpCounters {
         self.bytes_in.store(0, Ordering::Relaxed);
         self.bytes_out.store(0, Ordering::Relaxed);
         self.denied.store(0, Ordering::Relaxed);
+        self.failed_req.store(0, Ordering::Relaxed);
         self.comp_in.store(0, Ordering::Relaxed);
         self.comp_out.store(0, Ordering::Relaxed);
         self.comp_rsp.store(0, Ordering::Relaxed);

@@ -866,8 +866,12 @@ fn on_haproxy_exporter(
         format!("127.0.0.1:{}", free_port()).parse().unwrap(),
     );
     if let Some(_h) = haproxy_with(name, &cfg(&fe.to_string(), &m.to_string())) {
+        // Its listeners are all bound before it serves: the exporter's
+        // answering says the frontend's is there too, and the tests' own
+        // frontend takes no probe connection (HAProxy counts one as a
+        // failed request).
         wait_until("haproxy's listener", || {
-            std::net::TcpStream::connect(fe).is_ok()
+            std::net::TcpStream::connect(m).is_ok()
         });
         run(fe, m);
     }
@@ -1402,4 +1406,61 @@ fn page_shows_node_description_and_legends() {
             && !page.contains("the global text")
             && !page.contains("title=\"mode")
     );
+}
+
+/// A frontend answering every request itself, and the exporter.
+fn failed_cfg(bind: &str, metrics: &str) -> String {
+    format!(
+        "defaults\n    mode http\n    timeout client 10s\n    timeout http-request 10s\n\
+         frontend stats\n    bind {metrics}\n    http-request use-service prometheus-exporter\n\
+         frontend fe\n    bind {bind}\n    http-request return status 200\n"
+    )
+}
+
+/// A malformed request (400), part of one then the client's close, a
+/// connection closed with nothing sent, then a good request: the
+/// frontend's failed requests, requests and 4xx answers, once the three
+/// failures are counted.
+fn failed_seen(fe: std::net::SocketAddr, metrics: std::net::SocketAddr) -> [u64; 3] {
+    use std::io::{Read, Write};
+    let mut c = std::net::TcpStream::connect(fe).unwrap();
+    c.write_all(b"GET / HTTP/1.1\r\nHost: a\r\nno colon here\r\n\r\n")
+        .unwrap();
+    let mut got = Vec::new();
+    let _ = c.read_to_end(&mut got);
+    assert!(got.starts_with(b"HTTP/1.1 400"), "{got:?}");
+    let mut c = std::net::TcpStream::connect(fe).unwrap();
+    c.write_all(b"GET /par").unwrap();
+    drop(c);
+    drop(std::net::TcpStream::connect(fe).unwrap());
+    assert_eq!(get(fe, "/").status, 200);
+    let names = [
+        "request_errors_total",
+        "http_requests_total",
+        "http_responses_total{proxy=\"fe\",code=\"4xx\"}",
+    ];
+    let mut seen = [0; 3];
+    wait_until("three failed requests counted", || {
+        let text = String::from_utf8_lossy(&get(metrics, "/metrics").body).into_owned();
+        seen = [
+            metric_u64(&text, "haproxy_frontend_request_errors_total{proxy=\"fe\"}"),
+            metric_u64(&text, "haproxy_frontend_http_requests_total{proxy=\"fe\"}"),
+            metric_u64(&text, &format!("haproxy_frontend_{}", names[2])),
+        ];
+        seen[0] >= 3
+    });
+    seen
+}
+
+#[test]
+fn failed_requests_are_counted_as_haproxy_counts_them() {
+    // HAProxy's `ereq`: a malformed request, one cut short by the client
+    // and a connection closed before its first byte (a probe: not with
+    // `option http-ignore-probes`) are each a request, a 4xx answer and a
+    // failed request.
+    let e = Ebb::start(&failed_cfg("BIND", "BIND"));
+    assert_eq!(failed_seen(e.addrs[1], e.addrs[0]), [3, 4, 3]);
+    on_haproxy_exporter("promex-failed", failed_cfg, |fe, m| {
+        assert_eq!(failed_seen(fe, m), [3, 4, 3], "haproxy")
+    });
 }

@@ -59,6 +59,8 @@ pub struct Row {
     pub bin: u64,
     pub bout: u64,
     pub dreq: u64,
+    /// Frontends: requests that could not be read (`ereq`).
+    pub ereq: u64,
     pub econ: u64,
     pub eresp: u64,
     pub wretr: u64,
@@ -160,6 +162,7 @@ impl Row {
             bin: 0,
             bout: 0,
             dreq: 0,
+            ereq: 0,
             econ: 0,
             eresp: 0,
             wretr: 0,
@@ -323,6 +326,7 @@ fn fe_row(i: usize, fe: &FrontendRt) -> Row {
     r.bin = ld(&fe.http.bytes_in);
     r.bout = ld(&fe.http.bytes_out);
     r.dreq = ld(&fe.http.denied);
+    r.ereq = ld(&fe.http.failed_req);
     r.status = "OPEN".into();
     r.smax = Some(peak(format!("fe/{}/c", fe.name), r.scur));
     for (k, h) in fe.http.hrsp.iter().enumerate() {
@@ -855,7 +859,7 @@ pub fn values(r: &Row) -> Vec<Option<Val>> {
     }
     v[11] = u(0);
     if fe {
-        v[12] = u(0);
+        v[12] = u(r.ereq);
     } else {
         v[13] = u(r.econ);
         v[14] = u(r.eresp);

@@ -1032,9 +1032,22 @@ impl<S: Exchange + Default + 'static> Conn<S> {
         )
     }
 
+    /// A request that could not be read (malformed, cut short, late):
+    /// counted as HAProxy counts it, a request (`req_tot`), its status's
+    /// class and a failed request (`ereq`).
+    fn count_failed_request(&self, status: u16) {
+        use std::sync::atomic::Ordering::Relaxed;
+        let h = &self.fe.http;
+        h.requests.fetch_add(1, Relaxed);
+        h.failed_req.fetch_add(1, Relaxed);
+        let class = usize::from(status / 100).wrapping_sub(1).min(5);
+        h.hrsp[class].fetch_add(1, Relaxed);
+    }
+
     /// A request that could not be parsed: its status, a log line, close.
     fn bad_request(&mut self, ctx: &mut Ctx, e: HttpError) {
         let status = e.status();
+        self.count_failed_request(status);
         let start = self.wbuf.len();
         self.error_response(status, false, Version::Http11, false, &[]);
         let bytes = (self.wbuf.len() - start) as u64 + self.native_sent();
@@ -1268,6 +1281,7 @@ impl<S: Exchange + Default + 'static> Conn<S> {
         if self.wbuf.capacity() == 0 {
             self.wbuf = self.w.get_wbuf();
         }
+        self.count_failed_request(status);
         self.error_response(status, false, Version::Http11, false, &[]);
         // To a client that closed only its sending side, the answer gets
         // through; to one gone, the write fails, as HAProxy's.
