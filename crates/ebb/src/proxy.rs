@@ -572,6 +572,15 @@ pub fn abnormal(term: &[u8], retried: bool, redispatched: bool, status: Option<u
 }
 
 impl FrontendRt {
+    /// The local address of a client connection `s` for a log line, when
+    /// the frontend's `log-format` reads it (no system call otherwise).
+    pub fn log_local(&self, s: &std::net::TcpStream) -> Option<std::net::SocketAddr> {
+        self.log_format
+            .as_ref()
+            .filter(|l| l.needs_local())
+            .and_then(|_| s.local_addr().ok())
+    }
+
     /// The syslog level of an exchange's line, `None` when it is not
     /// logged: `option dontlog-normal` drops the normal ones, `option
     /// log-separate-errors` sends the abnormal ones at `err` (else `info`).

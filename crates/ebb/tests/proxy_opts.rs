@@ -152,6 +152,23 @@ fn run_both(name: &str, cfg: &str, fronts: usize) -> (Vec<Sides>, Option<Vec<Sid
     (ebb, hap)
 }
 
+/// `run` on ebb (`fronts` frontends, each on `BIND`), then on haproxy
+/// when it is installed (each on a free port): both must see `want`.
+fn ebb_and_haproxy_see<T: PartialEq + std::fmt::Debug>(
+    fronts: usize,
+    run: impl Fn(Vec<String>, bool) -> Option<T>,
+    want: &T,
+) {
+    let ebb = run(vec!["BIND".to_string(); fronts], false).unwrap();
+    assert_eq!(&ebb, want);
+    let hap_binds = (0..fronts)
+        .map(|_| format!("127.0.0.1:{}", common::free_port()))
+        .collect();
+    if let Some(h) = run(hap_binds, true) {
+        assert_eq!(&h, want, "haproxy");
+    }
+}
+
 /// Whether a timer is there and within two minutes below `secs` (what
 /// the idle time set, less the time the exchange took; ss shows whole
 /// minutes past an hour's fraction: `49min`).
@@ -1172,12 +1189,7 @@ backend b
         row("/rb", "b/<NOSRV>", "n/-1/-1/-1/n", "201", "LR--"),
         row("/db", "b/<NOSRV>", "n/-1/-1/-1/n", "403", "PR--"),
     ];
-    let ebb = run(vec!["BIND".to_string()], false).unwrap();
-    assert_eq!(ebb, want);
-    let hap_binds = vec![format!("127.0.0.1:{}", common::free_port())];
-    if let Some(h) = run(hap_binds, true) {
-        assert_eq!(h, want, "haproxy");
-    }
+    ebb_and_haproxy_see(1, run, &want);
 }
 
 #[test]
@@ -1292,12 +1304,78 @@ fn probes_and_unfinished_requests_end_as_in_haproxy() {
         (s(&["400", "408", ""]), without.clone()),
         (s(&["", "", ""]), without),
     ];
-    let ebb = run(vec!["BIND".to_string(); 3], false).unwrap();
-    assert_eq!(ebb, want);
-    let hap_binds = (0..3)
-        .map(|_| format!("127.0.0.1:{}", common::free_port()))
-        .collect();
-    if let Some(h) = run(hap_binds, true) {
-        assert_eq!(h, want, "haproxy");
+    ebb_and_haproxy_see(3, run, &want);
+}
+
+#[test]
+fn an_http2_connection_that_never_spoke_http2_is_logged_as_haproxy() {
+    // On a `proto h2` bind, a connection closed before its preface and
+    // one that sent HTTP/1 instead: each a `<BADREQ>` line with state
+    // `PR` (HAProxy's mux logs its session so); with `option dontlognull`
+    // the empty one is not logged. A request over HTTP/2 ends the run.
+    if !have("curl") {
+        return;
     }
+    let cfg = |udp: SocketAddr| {
+        let front = |i: usize, opt: &str| {
+            format!(
+                "frontend f{i}
+    bind BIND{i} proto h2
+    log {udp} local0
+    option httplog
+{opt}    http-request return status 200
+"
+            )
+        };
+        format!(
+            "{HTTP_DEFAULTS}{}{}",
+            front(0, ""),
+            front(1, "    option dontlognull\n")
+        )
+    };
+    let run = |binds: Vec<String>, hap: bool| -> Option<Vec<Vec<[String; 3]>>> {
+        use std::io::{Read, Write};
+        let udp = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        udp.set_read_timeout(Some(std::time::Duration::from_secs(30)))
+            .unwrap();
+        let text = fill(&cfg(udp.local_addr().unwrap()), &binds, &[]);
+        let (_keep, fronts) = start("h2probes", &text, &binds, hap)?;
+        let mut out = Vec::new();
+        // The lines each frontend owes: its HTTP/1 connection's may come
+        // after /last's (it is logged once that connection has closed).
+        for (f, owed) in fronts.iter().zip([3, 2]) {
+            drop(std::net::TcpStream::connect(f).unwrap());
+            let mut c = std::net::TcpStream::connect(f).unwrap();
+            c.write_all(b"GET / HTTP/1.1\r\nHost: t\r\n\r\n").unwrap();
+            let mut sink = Vec::new();
+            let _ = c.read_to_end(&mut sink);
+            let ok = Command::new("curl")
+                .args(["-s", "-o", "/dev/null", "--http2-prior-knowledge"])
+                .arg(format!("http://{f}/last"))
+                .status()
+                .is_ok_and(|s| s.success());
+            assert!(ok, "curl to {f}");
+            let mut lines: Vec<[String; 3]> = (0..owed)
+                .map(|_| {
+                    let [path, _, _, _, term] = log_shape(&udp);
+                    // An HTTP/2 request is logged with its absolute URI.
+                    let path = if path.ends_with("/last") {
+                        "/last".to_string()
+                    } else {
+                        path
+                    };
+                    [path, term, String::new()]
+                })
+                .collect();
+            lines.sort();
+            out.push(lines);
+        }
+        Some(out)
+    };
+    let l = |p: &str, t: &str| [p.to_string(), t.to_string(), String::new()];
+    let want = vec![
+        vec![l("/last", "LR--"), l("?", "PR--"), l("?", "PR--")],
+        vec![l("/last", "LR--"), l("?", "PR--")],
+    ];
+    ebb_and_haproxy_see(2, run, &want);
 }

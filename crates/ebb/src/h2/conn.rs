@@ -315,6 +315,8 @@ pub struct Connection {
     cfg: Config,
     role: Role,
     state: State,
+    /// The peer's preface and first SETTINGS came ([`Connection::started`]).
+    spoke: bool,
     streams: Vec<Stream>,
     /// Where in `streams` the last stream looked up by id was: the calls
     /// for one stream come in a row (its head, its data, its end), so
@@ -405,6 +407,7 @@ impl Connection {
                 Role::Server => State::Preface,
                 Role::Client => State::FirstSettings,
             },
+            spoke: false,
             streams: Vec::new(),
             hint: std::cell::Cell::new(0),
             max_client_id: 0,
@@ -504,6 +507,12 @@ impl Connection {
     /// Number of open streams.
     pub fn open_streams(&self) -> usize {
         self.streams.len()
+    }
+
+    /// Whether the peer's preface and first SETTINGS frame came (a server
+    /// connection: the client spoke HTTP/2), even if it then failed.
+    pub fn started(&self) -> bool {
+        self.spoke
     }
 
     /// Whether the peer sent SETTINGS_ENABLE_CONNECT_PROTOCOL 1 (RFC 8441):
@@ -733,6 +742,7 @@ impl Connection {
                 return Err(H2Error::Connection(ErrorCode::PROTOCOL_ERROR));
             }
             self.state = State::Open;
+            self.spoke = true;
         }
         // §6.10: while a field block is open only its CONTINUATIONs may come.
         if let Some(p) = self.pending {

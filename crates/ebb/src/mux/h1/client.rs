@@ -1097,12 +1097,7 @@ impl<S: Exchange + Default + 'static> Conn<S> {
             request_line: f.request_line,
             request_date: std::time::SystemTime::now()
                 .checked_sub(std::time::Duration::from_millis(tt.max(0) as u64)),
-            local: self
-                .fe
-                .log_format
-                .as_ref()
-                .filter(|l| l.needs_local())
-                .and_then(|_| self.tr.tcp().local_addr().ok()),
+            local: self.fe.log_local(self.tr.tcp()),
             tls: self.tr.is_tls(),
             cookie_flags: "--",
             h2: self.lane_of.is_some(),

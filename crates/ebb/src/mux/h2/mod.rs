@@ -144,6 +144,11 @@ pub struct H2Conn<S> {
     rd_hup: bool,
     wr_ready: bool,
     eof: bool,
+    /// A byte came from the client (for a connection that ends before
+    /// its preface: a probe, or a client that did not speak HTTP/2).
+    seen_bytes: bool,
+    accepted: SystemTime,
+    born: Tick,
     stopping: bool,
     /// Closing: our side is shut, the client's bytes are dropped until
     /// its end or this date.
@@ -197,7 +202,7 @@ impl<S: Exchange + Default + 'static> H2Conn<S> {
         fe: Arc<FrontendRt>,
         w: Rc<Worker>,
         early: Vec<u8>,
-        _accepted: SystemTime,
+        accepted: SystemTime,
         session: (
             crate::table::Stk,
             std::cell::RefCell<crate::sample::VarStore>,
@@ -236,6 +241,9 @@ impl<S: Exchange + Default + 'static> H2Conn<S> {
             rd_hup: false,
             wr_ready: true,
             eof: false,
+            seen_bytes: rlen > 0,
+            accepted,
+            born: now,
             stopping: false,
             linger_until: None,
             idle_since: now,
@@ -311,6 +319,7 @@ impl<S: Exchange + Default + 'static> H2Conn<S> {
             let before = self.rlen;
             let got = super::read_once(&mut self.tr, &mut self.rbuf, &mut self.rlen, &mut r)?;
             self.eof |= r.eof;
+            self.seen_bytes |= got;
             if !r.rd {
                 self.rd_ready = false;
             }
@@ -773,6 +782,7 @@ impl<S: Exchange + Default + 'static> H2Conn<S> {
     }
 
     fn close(&mut self, ctx: &mut Ctx) -> Status {
+        self.log_unstarted(ctx);
         for l in &mut self.lanes {
             abort(ctx, l);
         }
@@ -782,6 +792,53 @@ impl<S: Exchange + Default + 'static> H2Conn<S> {
         self.fe.h2_conns.fetch_sub(1, Ordering::Relaxed);
         self.w.conn_closed(ctx, &self.fe);
         Status::Done
+    }
+
+    /// A connection that ends (the client's close, or a preface or first
+    /// SETTINGS refused) before the client spoke HTTP/2 is logged as
+    /// HAProxy logs it, a `<BADREQ>` line with state `PR` and status 0;
+    /// one that sent nothing, not with `option dontlognull` or `option
+    /// http-ignore-probes`. One that idles to its timeout is not.
+    fn log_unstarted(&mut self, ctx: &Ctx) {
+        if self.h2.started() || !(self.eof || self.seen_bytes) {
+            return;
+        }
+        if !self.seen_bytes
+            && (self.fe.dontlognull || self.fe.ignore_probes || !self.w.logging(&self.fe))
+        {
+            // (Nor on stderr, where a frontend without log targets sends
+            // its error lines: a probe carried nothing to see.)
+            return;
+        }
+        let tt = i64::from(ctx.now().wrapping_sub(self.born) as i32).max(0);
+        let e = crate::log::Entry {
+            client: self.peer,
+            accept: self.accepted,
+            frontend: &self.fe.name,
+            backend: &self.fe.name,
+            server: "<NOSRV>",
+            tq: -1,
+            tw: -1,
+            tc: -1,
+            tr: -1,
+            tt,
+            status: 0,
+            bytes: 0,
+            term: "PR",
+            actconn: self.w.actconn(),
+            feconn: self.fe.cur_conns(),
+            request_line: b"<BADREQ>",
+            request_date: None,
+            local: self.fe.log_local(self.tr.tcp()),
+            tls: self.tr.is_tls(),
+            cookie_flags: "--",
+            h2: false,
+            vars: Some(&self.session.1),
+            ncaps: self.fe.ncaps(),
+            fmt: self.fe.log_format.as_ref(),
+        };
+        self.w
+            .log_fe_error(&self.fe, crate::log::format(&e), self.fe.err_level());
     }
 
     /// GOAWAY is out and nothing remains: shut our side and drop the
@@ -802,7 +859,11 @@ impl<S: Exchange + Default + 'static> H2Conn<S> {
             if self.rd_ready && !self.eof {
                 match self.read_in() {
                     Ok(m) => moved |= m,
-                    Err(_) => return self.close(ctx),
+                    Err(_) => {
+                        // A reset: the client is gone, as at its close.
+                        self.eof = true;
+                        return self.close(ctx);
+                    }
                 }
             }
             if self.linger_until.is_some() {
@@ -820,7 +881,10 @@ impl<S: Exchange + Default + 'static> H2Conn<S> {
             if self.has_output() && self.wr_ready {
                 match self.flush() {
                     Ok(m) => moved |= m,
-                    Err(_) => return self.close(ctx),
+                    Err(_) => {
+                        self.eof = true;
+                        return self.close(ctx);
+                    }
                 }
             }
             if moved {
