@@ -30,9 +30,13 @@ def serve(c):
         c.settimeout(10)
         # What the checker sends comes in one write: one read.
         data = c.recv(256)
-        with open(got + ".tmp", "wb") as f:
+        # One temporary file per thread: ebb's and haproxy's checks may
+        # come at once, and a shared name lets one thread's rename fail
+        # (the other moved the file), which left a checker without answer.
+        tmp = "%s.%d.tmp" % (got, threading.get_ident())
+        with open(tmp, "wb") as f:
             f.write(data)
-        os.rename(got + ".tmp", got)
+        os.rename(tmp, got)
         with open(answer, "rb") as f:
             c.sendall(f.read())
     except Exception:
