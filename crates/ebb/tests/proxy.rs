@@ -566,3 +566,63 @@ fn close_delimited_answers_end_at_the_origin_close() {
         );
     }
 }
+
+/// Calls of system call `name` by process `pid` (every thread) while
+/// `work` runs, as `strace -c` counts them.
+fn calls_during(pid: u32, name: &str, work: impl FnOnce()) -> u64 {
+    let out = scratch("proxy-strace").join("strace.out");
+    let argv: Vec<String> = ["-f", "-qq", "-c", "-U", "calls,name", "-o"]
+        .iter()
+        .map(|s| s.to_string())
+        .chain([out.display().to_string()])
+        .collect();
+    strace_during(pid, &argv, work);
+    let text = std::fs::read_to_string(&out).unwrap();
+    text.lines()
+        .filter_map(|l| match l.split_whitespace().collect::<Vec<_>>()[..] {
+            [c, n] if n == name => c.parse::<u64>().ok(),
+            _ => None,
+        })
+        .sum()
+}
+
+/// A server connection handed from one client's stream to another's (the
+/// queue's hand-over when `maxconn` is reached, here two keep-alive
+/// clients taking turns on a `maxconn 1` server with `http-reuse always`)
+/// changes owner with one `EPOLL_CTL_MOD`, not a delete and an add: one
+/// `epoll_ctl` per request (it was two). The connection is reused, never
+/// reopened.
+#[test]
+fn a_handed_over_server_connection_costs_one_epoll_ctl() {
+    if !have("strace") {
+        println!("strace is not installed: nothing to count");
+        return;
+    }
+    const N: u64 = 40;
+    let s = Origin::start("s", Mode::Ok);
+    let be = srv("s", &s, "maxconn 1");
+    let conf = cfg(&be, "    http-reuse always\n    timeout queue 30s\n").replacen(
+        "nbthread 2",
+        "nbthread 1",
+        1,
+    );
+    let e = Ebb::start(&conf);
+    let mut cl = [Client::connect(e.addr()), Client::connect(e.addr())];
+    let mut turn = |i: u64| {
+        let c = &mut cl[(i % 2) as usize];
+        c.send(format!("GET /t{i} HTTP/1.1\r\nHost: h\r\n\r\n").as_bytes());
+        assert_eq!(c.read_resp().status, 200);
+    };
+    for i in 0..4 {
+        turn(i);
+    }
+    let ctl = calls_during(e.pid(), "epoll_ctl", || {
+        for i in 0..N {
+            turn(i);
+        }
+    });
+    println!("ebb: {ctl} epoll_ctl for {N} requests");
+    assert!(ctl <= N + 2, "{ctl} epoll_ctl for {N} requests");
+    // One server connection served them all.
+    assert_eq!(s.conns.load(Ordering::SeqCst), 1);
+}

@@ -130,6 +130,19 @@ impl Epoll {
     /// Registers `fd` with `data`; `edge` selects edge-triggered mode,
     /// `rw` whether writability is watched too.
     pub(crate) fn add(&self, fd: RawFd, data: u64, edge: bool, rw: bool) -> io::Result<()> {
+        self.ctl(libc::EPOLL_CTL_ADD, fd, data, edge, rw)
+    }
+
+    /// Points the registration of `fd` at `data` (the same flags as
+    /// [`Epoll::add`]), in one call where a delete and an add take two.
+    /// Readiness already pending is reported with the new data.
+    pub(crate) fn modify(&self, fd: RawFd, data: u64, edge: bool, rw: bool) -> io::Result<()> {
+        self.ctl(libc::EPOLL_CTL_MOD, fd, data, edge, rw)
+    }
+
+    /// `epoll_ctl` `op` (add or modify) for `fd`: input and peer shutdown,
+    /// output if `rw`, edge-triggered if `edge`.
+    fn ctl(&self, op: i32, fd: RawFd, data: u64, edge: bool, rw: bool) -> io::Result<()> {
         let mut flags = libc::EPOLLIN | libc::EPOLLRDHUP;
         if rw {
             flags |= libc::EPOLLOUT;
@@ -141,7 +154,7 @@ impl Epoll {
             events: flags as u32,
             u64: data,
         };
-        syscall!(epoll_ctl(self.fd, libc::EPOLL_CTL_ADD, fd, &mut ev))?;
+        syscall!(epoll_ctl(self.fd, op, fd, &mut ev))?;
         Ok(())
     }
 

@@ -684,7 +684,7 @@ impl Stream {
         let same_pp = s.opts.send_proxy == 0 || pp_header(c, &s) == self.pp_sent;
         if let Some(mut a) = self.attached.take() {
             if a.srv.uid == s.uid && same_pp && (quiet || alive(&mut a.st)) {
-                sock = Some((a.st, true));
+                sock = Some((a.st, true, None));
             } else {
                 self.detach_to_pool(c, ctx, a);
             }
@@ -693,7 +693,7 @@ impl Stream {
             if p.server_uid() == s.uid && same_pp {
                 if let Some(mut t) = c.w.shared.idle.unpark(&p) {
                     if quiet || alive(&mut t.st) {
-                        sock = Some((t.st, true));
+                        sock = Some((t.st, true, None));
                     }
                 }
                 self.parked = Some(p);
@@ -722,22 +722,27 @@ impl Stream {
         if let (None, Some(want), true) = (&sock, want, shareable(&s)) {
             if let Some(t) = c.w.take_idle(&s, want, ctx.now()) {
                 // Registered with another client's tasklet until now (on
-                // this thread's poller or another's).
-                if let Some(owner) = t.reg {
-                    let _ = ctx.deregister_fd_of(owner.thread(), t.st.raw_fd());
-                }
-                sock = Some((t.st, false));
+                // this thread's poller or another's): moved below.
+                sock = Some((t.st, false, t.reg));
             }
         }
         up.server = Some(Arc::clone(&s));
         c.sess.target.store(s.uid, Ordering::Relaxed);
         match sock {
-            Some((st, registered)) => {
+            Some((st, registered, owner)) => {
                 if !registered {
-                    let ok = self
-                        .side_tasklet(c, ctx)
-                        .is_some_and(|t| ctx.register_fd(st.raw_fd(), t, true).is_ok());
+                    // One `EPOLL_CTL_MOD` when the last owner was a
+                    // tasklet of this thread (the queue's hand-over of a
+                    // server connection), not a delete and an add.
+                    let fd = st.raw_fd();
+                    let ok = self.side_tasklet(c, ctx).is_some_and(|t| match owner {
+                        Some(o) => ctx.move_fd(o.thread(), fd, t, true).is_ok(),
+                        None => ctx.register_fd(fd, t, true).is_ok(),
+                    });
                     if !ok {
+                        if let Some(o) = owner {
+                            let _ = ctx.deregister_fd_of(o.thread(), fd);
+                        }
                         drop(st);
                         self.up = Some(up);
                         self.connect_new(c, ctx);

@@ -32,14 +32,19 @@ impl Ctx {
     /// and [`Self::take_events`] tells what fired. `write` also watches
     /// writability. Once per connection: no further `epoll_ctl` is needed.
     pub fn register_fd(&mut self, fd: RawFd, id: TaskletId, write: bool) -> io::Result<()> {
+        let data = self.fd_data(id)?;
+        self.epoll.add(fd, data, true, write)
+    }
+
+    /// The epoll data naming this thread's live tasklet `id`.
+    fn fd_data(&self, id: TaskletId) -> io::Result<u64> {
         if self.tasklet_idx(id).is_none() {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
-                "register_fd: not a live tasklet of this thread",
+                "not a live tasklet of this thread",
             ));
         }
-        let data = (u64::from(id.slot) << 32) | u64::from(id.gen);
-        self.epoll.add(fd, data, true, write)
+        Ok((u64::from(id.slot) << 32) | u64::from(id.gen))
     }
 
     /// Removes `fd` from this thread's epoll (before closing it).
@@ -65,6 +70,30 @@ impl Ctx {
             return Ok(());
         }
         crate::sys::epoll_delete(*epfd, fd)
+    }
+
+    /// Hands `fd`, registered by thread `from` (an idle connection
+    /// another tasklet left), to this thread's tasklet `id`, as
+    /// [`Self::deregister_fd_of`] then [`Self::register_fd`] would. When
+    /// `from` is this thread, one `EPOLL_CTL_MOD` re-points the
+    /// registration instead of a delete and an add. Readiness already
+    /// pending (a writable socket's) wakes `id`, as an add's would; an
+    /// event this thread already took for the old tasklet stays its own,
+    /// which tolerates wakeups for an fd it gave up.
+    pub fn move_fd(
+        &mut self,
+        from: usize,
+        fd: RawFd,
+        id: TaskletId,
+        write: bool,
+    ) -> io::Result<()> {
+        if from != self.tid {
+            // Gone from there already (that poller closed) is no error.
+            let _ = self.deregister_fd_of(from, fd);
+            return self.register_fd(fd, id, write);
+        }
+        let data = self.fd_data(id)?;
+        self.epoll.modify(fd, data, true, write)
     }
 
     /// The poll timeout for this turn: 0 if work remains, else until the
