@@ -154,7 +154,7 @@ impl Default for Limits {
 
 // --- byte classes ----------------------------------------------------------
 
-const fn tchar(b: u8) -> bool {
+pub(crate) const fn tchar(b: u8) -> bool {
     matches!(b,
         b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9'
         | b'!' | b'#' | b'$' | b'%' | b'&' | b'\'' | b'*' | b'+'

@@ -131,9 +131,15 @@ fn open_file(path: std::path::PathBuf, content_type: String) -> Result<OpenFile,
 }
 
 /// A per-thread map from (backend, clean path) to a recent lookup.
+///
+/// A lookup hashes once, the path: the backends are few (those with
+/// `serve-files` a thread has served), so their maps sit in a list
+/// searched by id rather than in a map of their own. The paths are
+/// client input, so their map keeps std's keyed hash (SipHash with a
+/// per-process random key): no chosen set of paths collides on purpose.
 pub struct FileCache {
     /// One map per backend (by backend id), keyed by clean path.
-    maps: HashMap<u64, HashMap<String, Entry>>,
+    maps: Vec<(u64, HashMap<String, Entry>)>,
     len: usize,
 }
 
@@ -154,7 +160,7 @@ impl Default for FileCache {
 impl FileCache {
     pub fn new() -> FileCache {
         FileCache {
-            maps: HashMap::new(),
+            maps: Vec::new(),
             len: 0,
         }
     }
@@ -167,13 +173,21 @@ impl FileCache {
     /// it up again). So a hot file costs one lookup per [`FRESH_MS`], not
     /// one per request arriving while the lookup runs.
     pub fn get(&mut self, backend: u64, clean: &str, now: Tick) -> Option<Found> {
-        let e = self.maps.get_mut(&backend)?.get_mut(clean)?;
+        let e = self.map_of(backend)?.get_mut(clean)?;
         let fresh = |since: Tick| !ticks::is_expired(ticks::add(since, FRESH_MS), now);
         if fresh(e.at) || e.checking.is_some_and(fresh) {
             return Some(e.found.clone());
         }
         e.checking = Some(now);
         None
+    }
+
+    /// The map of one backend's paths, if it has one.
+    fn map_of(&mut self, backend: u64) -> Option<&mut HashMap<String, Entry>> {
+        self.maps
+            .iter_mut()
+            .find(|(id, _)| *id == backend)
+            .map(|(_, m)| m)
     }
 
     /// Remembers a lookup made at `now` (listings are not kept).
@@ -184,17 +198,22 @@ impl FileCache {
         if self.len >= CACHE_ENTRIES {
             // Drop stale entries first; if all are fresh, drop everything:
             // a working set larger than the cache gains little from it.
-            for m in self.maps.values_mut() {
+            for (_, m) in &mut self.maps {
                 m.retain(|_, e| !ticks::is_expired(ticks::add(e.at, FRESH_MS), now));
             }
-            self.maps.retain(|_, m| !m.is_empty());
-            self.len = self.maps.values().map(|m| m.len()).sum();
+            self.maps.retain(|(_, m)| !m.is_empty());
+            self.len = self.maps.iter().map(|(_, m)| m.len()).sum();
             if self.len >= CACHE_ENTRIES {
                 self.maps.clear();
                 self.len = 0;
             }
         }
-        let m = self.maps.entry(backend).or_default();
+        if self.map_of(backend).is_none() {
+            self.maps.push((backend, HashMap::new()));
+        }
+        let Some(m) = self.map_of(backend) else {
+            return;
+        };
         let e = Entry {
             found: found.clone(),
             at: now,

@@ -349,6 +349,31 @@ pub struct Conditions<'a> {
     pub range: Option<&'a str>,
 }
 
+impl<'a> Conditions<'a> {
+    /// The four fields from a request's `headers` (spans into `buf`) in
+    /// one pass: the first field of each name counts, and a value that is
+    /// not UTF-8 counts as absent (as a lookup by name would find them).
+    pub fn of_request(buf: &'a [u8], headers: &[crate::http1::HeaderSpan]) -> Conditions<'a> {
+        let mut c = Conditions::default();
+        let mut seen = [false; 4];
+        for h in headers {
+            let name = h.name.get(buf);
+            let (i, want, slot): (usize, &[u8], _) = match name.len() {
+                5 => (0, b"range", &mut c.range),
+                8 => (1, b"if-range", &mut c.if_range),
+                13 => (2, b"if-none-match", &mut c.if_none_match),
+                17 => (3, b"if-modified-since", &mut c.if_modified_since),
+                _ => continue,
+            };
+            if !seen[i] && name.eq_ignore_ascii_case(want) {
+                seen[i] = true;
+                *slot = std::str::from_utf8(h.value.get(buf)).ok();
+            }
+        }
+        c
+    }
+}
+
 /// What to answer for a file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Decision {

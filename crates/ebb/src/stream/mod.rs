@@ -1291,18 +1291,7 @@ impl Stream {
         let v = &f.validators;
         let decision = {
             let buf = &c.rbuf[c.rstart..c.rend];
-            let h = |n: &str| {
-                c.head
-                    .header(buf, n)
-                    .and_then(|v| std::str::from_utf8(v).ok())
-            };
-            let c = Conditions {
-                if_none_match: h("if-none-match"),
-                if_modified_since: h("if-modified-since"),
-                if_range: h("if-range"),
-                range: h("range"),
-            };
-            decide(&c, v)
+            decide(&Conditions::of_request(buf, &c.head.headers), v)
         };
         let backend = Arc::clone(&c.fe.backends[bi]);
         let max_age = match &backend.kind {

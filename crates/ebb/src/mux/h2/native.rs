@@ -49,6 +49,20 @@ pub(crate) struct Captured {
     pub(crate) h1_len: u64,
 }
 
+/// Each byte in lower case when it is a `tchar`, 0 when it is not (no
+/// `tchar` is 0): a field name is checked and lowered with one load a byte.
+static LOWER_TCHAR: [u8; 256] = {
+    let mut t = [0u8; 256];
+    let mut i = 0;
+    while i < 256 {
+        if crate::http1::tchar(i as u8) {
+            t[i] = (i as u8).to_ascii_lowercase();
+        }
+        i += 1;
+    }
+    t
+};
+
 /// What [`Captured::take`] decided.
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) enum Take {
@@ -72,15 +86,37 @@ impl Captured {
         self.h1_len = 0;
     }
 
-    /// Adds a field to [`Captured::fields`], its name in lower case.
-    fn push(&mut self, n: &[u8], v: &[u8]) {
-        let at = self.fields.len() + 6;
+    /// Adds a field of ebb's own, its name already in lower case.
+    fn push_lower(&mut self, n: &[u8], v: &[u8]) {
+        Encoder::push_field(&mut self.fields, n, v);
+        self.fields_h1 += n.len() + v.len() + 4;
+    }
+
+    /// Adds a field of the head if the HTTP/1 writer would send it (a
+    /// name that is a token, a value without control bytes), its name in
+    /// lower case: the name is checked and lowered in the one pass over
+    /// its copy in the list.
+    fn push_valid(&mut self, n: &[u8], v: &[u8]) {
+        if n.is_empty() || !is_field_value(v) {
+            return;
+        }
+        let start = self.fields.len();
         Encoder::push_field(&mut self.fields, n, v);
         let kept = n.len().min(usize::from(u16::MAX));
-        if let Some(name) = self.fields.get_mut(at..at + kept) {
-            name.make_ascii_lowercase();
+        // (A name longer than the list keeps is checked whole all the same.)
+        let mut ok = kept == n.len() || is_token(&n[kept..]);
+        if let Some(name) = self.fields.get_mut(start + 6..start + 6 + kept) {
+            for b in name {
+                let l = LOWER_TCHAR[usize::from(*b)];
+                ok &= l != 0;
+                *b = l;
+            }
         }
-        self.fields_h1 += n.len() + v.len() + 4;
+        if ok {
+            self.fields_h1 += n.len() + v.len() + 4;
+        } else {
+            self.fields.truncate(start);
+        }
     }
 
     /// The fields kept, in order.
@@ -123,17 +159,13 @@ impl Captured {
         }
         self.fields.clear();
         self.fields_h1 = 0;
-        self.push(b"server", crate::http1::SERVER);
-        self.push(b"date", date);
-        head.each_field(|n, v| {
-            // What the HTTP/1 writer refuses is not sent either.
-            if is_token(n) && is_field_value(v) {
-                self.push(n, v);
-            }
-        });
+        self.push_lower(b"server", crate::http1::SERVER);
+        self.push_lower(b"date", date);
+        // What the HTTP/1 writer refuses is not sent either.
+        head.each_field(|n, v| self.push_valid(n, v));
         if let BodyFraming::ContentLength(n) = framing {
             let mut d = [0u8; 20];
-            self.push(b"content-length", crate::http1::decimal(n, &mut d));
+            self.push_lower(b"content-length", crate::http1::decimal(n, &mut d));
         }
         let field = |n: &[u8]| head.fields.get(n).or_else(|| head.extra.get(n));
         let close_asked = field(b"connection").is_some_and(|v| {
@@ -242,6 +274,26 @@ mod tests {
         assert_eq!(c.body, b"hello");
         let (raw, closing) = h1(head, &body, Version::Http11, false);
         assert!(!closing);
+        assert_eq!(c.sent(), raw.len() as u64);
+    }
+
+    #[test]
+    fn names_that_are_not_tokens_are_dropped_and_the_others_lowered() {
+        let mut extra = FieldBuf::default();
+        let names: [&[u8]; 5] = [b"X-MiXed_Case~1", b"X Space", b"X:Colon", b"X-\xe9", b""];
+        for n in names {
+            extra.push(n, b"v");
+        }
+        extra.push(b"ETag", b"\"5f-64\"");
+        let head = RespHead {
+            extra: extra.fields(),
+            ..RespHead::new(200, BodySize::Exact(2))
+        };
+        let (c, _) = cap(head, &[b"ok"], Version::Http11, false);
+        let got: Vec<_> = c.fields().skip(2).map(|(n, _)| n).collect();
+        let want: [&[u8]; 3] = [b"x-mixed_case~1", b"etag", b"content-length"];
+        assert_eq!(got, want);
+        let (raw, _) = h1(head, &[b"ok"], Version::Http11, false);
         assert_eq!(c.sent(), raw.len() as u64);
     }
 

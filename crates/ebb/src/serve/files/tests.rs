@@ -271,3 +271,26 @@ fn dotfiles_are_404_unless_allowed_but_well_known_is_served() {
     ));
     let _ = fs::remove_dir_all(&d);
 }
+
+#[test]
+fn conditions_take_the_first_field_of_each_name_in_one_pass() {
+    let raw = b"GET /f HTTP/1.1\r\nHost: a\r\nRANGE: bytes=0-1\r\nIf-None-Match: \"x\"\r\n\
+        If-Range: \xff\r\nrange: bytes=5-6\r\nIf-Range: \"y\"\r\nX-Range: no\r\n\r\n";
+    let limits = crate::http1::Limits::default();
+    let Ok(crate::http1::Status::Complete(head)) = crate::http1::parse_request(raw, &limits) else {
+        panic!("not parsed");
+    };
+    let c = Conditions::of_request(raw, &head.headers);
+    // What a lookup by name finds: the first field of each name, and
+    // none when that one is not UTF-8.
+    let by_name = |n: &str| {
+        head.header(raw, n)
+            .and_then(|v| std::str::from_utf8(v).ok())
+    };
+    assert_eq!(c.range, Some("bytes=0-1"));
+    assert_eq!(c.range, by_name("range"));
+    assert_eq!(c.if_none_match, Some("\"x\""));
+    assert_eq!(c.if_range, None);
+    assert_eq!(c.if_range, by_name("if-range"));
+    assert_eq!(c.if_modified_since, None);
+}
