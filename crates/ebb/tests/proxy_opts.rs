@@ -108,6 +108,24 @@ fn start(
     }
 }
 
+/// A syslog receiver on a free UDP port, and ebb (`hap` false) or
+/// haproxy running `cfg` (given the receiver's address) with its
+/// frontends at `binds`; see [`start`].
+#[allow(clippy::type_complexity)]
+fn start_logging(
+    name: &str,
+    cfg: &dyn Fn(SocketAddr) -> String,
+    binds: &[String],
+    hap: bool,
+) -> Option<(std::net::UdpSocket, Box<dyn std::any::Any>, Vec<SocketAddr>)> {
+    let udp = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    udp.set_read_timeout(Some(std::time::Duration::from_secs(30)))
+        .unwrap();
+    let text = fill(&cfg(udp.local_addr().unwrap()), binds, &[]);
+    let (keep, fronts) = start(name, &text, binds, hap)?;
+    Some((udp, keep, fronts))
+}
+
 /// `cfg` with `BIND<i>` replaced by `binds[i]` and `ORIGIN<i>` by
 /// `origins[i]` (from the last, so `BIND1` does not eat `BIND10`).
 fn fill(cfg: &str, binds: &[String], origins: &[SocketAddr]) -> String {
@@ -531,11 +549,7 @@ backend b
         )
     };
     let run = |binds: Vec<String>, hap: bool| -> Option<Vec<Logged>> {
-        let udp = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
-        udp.set_read_timeout(Some(std::time::Duration::from_secs(30)))
-            .unwrap();
-        let text = fill(&cfg(udp.local_addr().unwrap()), &binds, &[]);
-        let (_keep, fronts) = start("logsep", &text, &binds, hap)?;
+        let (udp, _keep, fronts) = start_logging("logsep", &cfg, &binds, hap)?;
         for f in &fronts {
             for p in ["/ok", "/five", "/dead"] {
                 common::get(*f, p);
@@ -918,11 +932,7 @@ backend b
         )
     };
     let run = |binds: Vec<String>, hap: bool| -> Option<Vec<Logged>> {
-        let udp = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
-        udp.set_read_timeout(Some(std::time::Duration::from_secs(30)))
-            .unwrap();
-        let text = fill(&cfg(udp.local_addr().unwrap()), &binds, &[]);
-        let (_keep, fronts) = start("setloglevel", &text, &binds, hap)?;
+        let (udp, _keep, fronts) = start_logging("setloglevel", &cfg, &binds, hap)?;
         for p in ["/quiet", "/warn", "/warn-debug", "/plain"] {
             assert_eq!(common::get(fronts[0], p).status, 200);
         }
@@ -1161,11 +1171,7 @@ backend b
         "/ret", "/red", "/deny", "/d429", "/auth", "/tarpit", "/rb", "/db",
     ];
     let run = |binds: Vec<String>, hap: bool| -> Option<Vec<[String; 5]>> {
-        let udp = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
-        udp.set_read_timeout(Some(std::time::Duration::from_secs(30)))
-            .unwrap();
-        let text = fill(&cfg(udp.local_addr().unwrap()), &binds, &[]);
-        let (_keep, fronts) = start("localterm", &text, &binds, hap)?;
+        let (udp, _keep, fronts) = start_logging("localterm", &cfg, &binds, hap)?;
         // One exchange at a time, its line read before the next.
         Some(
             paths
@@ -1258,11 +1264,7 @@ fn probes_and_unfinished_requests_end_as_in_haproxy() {
     // termination state), sorted.
     type Seen = Vec<(Vec<String>, Vec<[String; 3]>)>;
     let run = |binds: Vec<String>, hap: bool| -> Option<Seen> {
-        let udp = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
-        udp.set_read_timeout(Some(std::time::Duration::from_secs(30)))
-            .unwrap();
-        let text = fill(&cfg(udp.local_addr().unwrap()), &binds, &[]);
-        let (_keep, fronts) = start("probes", &text, &binds, hap)?;
+        let (udp, _keep, fronts) = start_logging("probes", &cfg, &binds, hap)?;
         let mut out = Vec::new();
         for f in &fronts {
             let answers = cases(*f);
@@ -1335,11 +1337,7 @@ fn an_http2_connection_that_never_spoke_http2_is_logged_as_haproxy() {
     };
     let run = |binds: Vec<String>, hap: bool| -> Option<Vec<Vec<[String; 3]>>> {
         use std::io::{Read, Write};
-        let udp = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
-        udp.set_read_timeout(Some(std::time::Duration::from_secs(30)))
-            .unwrap();
-        let text = fill(&cfg(udp.local_addr().unwrap()), &binds, &[]);
-        let (_keep, fronts) = start("h2probes", &text, &binds, hap)?;
+        let (udp, _keep, fronts) = start_logging("h2probes", &cfg, &binds, hap)?;
         let mut out = Vec::new();
         // The lines each frontend owes: its HTTP/1 connection's may come
         // after /last's (it is logged once that connection has closed).
