@@ -490,7 +490,11 @@ impl Session {
         )
         .and_then(|(st, socks)| {
             let tr = match &s.tls {
-                Some(t) => Transport::connect_tls(st, Arc::clone(&t.config), &t.sni)?,
+                Some(t) => {
+                    let dest = s.dest(|| self.dst.or_else(|| self.local_addr()));
+                    let name = t.name_for(None, dest);
+                    Transport::connect_tls(st, Arc::clone(&t.config), &name)?
+                }
                 None => Transport::plain(st),
             };
             Ok((tr, socks))
