@@ -40,6 +40,7 @@ ERROR_KINDS = ("connect", "read", "write", "timeout", "non2xx")
 SLOTS_PER_S = 100  # the client counts answers per 10 ms slot for the per-reload timeline
 BUCKET_MS = 100  # the timeline's buckets
 TIMELINE = (-2, 10)  # buckets around each reload: from 200 ms before the signal to 1 s after
+LOST_BUCKETS = 4  # the timeline's "lost": the first 400 ms from the signal
 
 
 # --------------------------------------------------------------------------- the client
@@ -495,17 +496,20 @@ def summary(rows):
     lo, hi = TIMELINE
     L += ["", f"Per-reload timeline: answers per {BUCKET_MS} ms bucket around each reload (0 = the "
           "bucket that starts with SIGUSR2), as % of the run's median bucket: mean over every reload "
-          "of every round / the lowest.", "",
-          "| variant | server | reloads | " + " | ".join(f"{k * BUCKET_MS:+d}" for k in range(lo, hi)) + " |",
-          "|---|---|---:|" + "---:|" * (hi - lo)]
+          "of every round / the lowest. Lost = what the mean falls short of the median over the "
+          f"{LOST_BUCKETS * BUCKET_MS} ms from the signal, in ms of service at the median rate.", "",
+          "| variant | server | reloads | lost, ms | " + " | ".join(f"{k * BUCKET_MS:+d}" for k in range(lo, hi)) + " |",
+          "|---|---|---:|---:|" + "---:|" * (hi - lo)]
     for v in variants:
         for n in servers:
             norm = [[100.0 * x / r["bucket_median"] for x in row]
                     for _k, r in runs.get((v, n), []) if r["bucket_median"] for row in r["timeline"]]
             if not norm:
                 continue
-            cols = [f"{statistics.mean(c):.0f} / {min(c):.0f}" for c in zip(*norm)]
-            L.append(f"| {v} | {n} | {len(norm)} | " + " | ".join(cols) + " |")
+            means = [statistics.mean(c) for c in zip(*norm)]
+            lost = sum(100.0 - m for m in means[-lo:-lo + LOST_BUCKETS]) * BUCKET_MS / 100.0
+            cols = [f"{m:.0f} / {min(c):.0f}" for m, c in zip(means, zip(*norm))]
+            L.append(f"| {v} | {n} | {len(norm)} | {lost:.0f} | " + " | ".join(cols) + " |")
     L += ["", "Workers at each reload (polled every 10 ms, so ±10 ms; CPU in 10 ms ticks): the new "
           "worker's first sighting after the signal, how long the replaced worker lived on beside "
           "it, the replaced worker's CPU time over that while (its drain); medians (max).", "",
