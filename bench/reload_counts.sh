@@ -19,11 +19,9 @@
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
-EBB=${EBB:-target/release/ebb}
-N=${N:-10}
-R=${R:-8}
-PORT=${PORT:-18631}
-ORIGIN_PORT=${ORIGIN_PORT:-18632}
+# Defaults: the release build, 10 reloads for `cost`, 8 for `gap`, two ports below the
+# ephemeral range.
+: "${EBB:=target/release/ebb}" "${N:=10}" "${R:=8}" "${PORT:=18631}" "${ORIGIN_PORT:=18632}"
 WHAT=("$@")
 [ ${#WHAT[@]} -eq 0 ] && WHAT=(cost gap)
 
