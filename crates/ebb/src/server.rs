@@ -613,8 +613,7 @@ fn serve(cfg: Config, opts: RunOptions) -> i32 {
     // The master (or -sf/-st's old processes) hears that this process
     // serves once every scheduler thread polls its listeners, not before
     // the threads start: the old worker keeps accepting until then, so no
-    // connection waits in the backlog for a thread that has yet to run
-    // (under CPU contention that wait was tens of milliseconds).
+    // connection waits in the backlog for a thread that has yet to start.
     let starting = std::sync::atomic::AtomicUsize::new(nbthread);
     let serving = || {
         if let Some(ready) = opts.on_ready {
