@@ -1129,8 +1129,15 @@ impl sched::TaskletFn for Session {
             }
         }
         if self.sess.kill.load(Ordering::Relaxed) {
-            // `shutdown session` from the CLI.
-            self.end_with(b"PD");
+            // `shutdown session` from the CLI: HAProxy 2.6 logs an
+            // established session it kills `K-` (checked by hand).
+            let state = match self.st {
+                St::Established => b'-',
+                St::Inspect => b'R',
+                St::Queued => b'Q',
+                _ => b'C',
+            };
+            self.end_with(&[b'K', state]);
             return self.close(ctx);
         }
         if why.intersects(Reasons::TIMER) {
