@@ -249,3 +249,39 @@ fn fd_readiness_wakes_the_tasklet() -> io::Result<()> {
     );
     Ok(())
 }
+
+/// `io_mark` tells whether an fd event reached a tasklet since the mark
+/// was taken: unchanged while nothing happens, `None` while an event waits
+/// to be taken, another mark once it was.
+#[test]
+fn io_mark_changes_with_each_fd_event() -> io::Result<()> {
+    use std::io::Write;
+    use std::os::fd::AsRawFd;
+    use std::os::unix::net::UnixStream;
+    let rt = runtime()?;
+    let mut ctx = rt.context(0)?;
+    let (mut a, b) = UnixStream::pair()?;
+    b.set_nonblocking(true)?;
+    let conn = ctx.new_tasklet("conn", |ctx: &mut Ctx, me, _why| {
+        let _ = ctx.take_events(me);
+        Status::Continue
+    });
+    ctx.register_fd(b.as_raw_fd(), conn, false)?;
+    let m0 = ctx.io_mark(conn).expect("a live tasklet without events");
+    ctx.turn(false)?;
+    ctx.run_until_idle(3)?;
+    assert_eq!(ctx.io_mark(conn), Some(m0), "no event, the same mark");
+    a.write_all(b"x")?;
+    ctx.turn(false)?;
+    assert_eq!(ctx.io_mark(conn), None, "an event not taken yet");
+    ctx.run_until_idle(3)?;
+    let m1 = ctx.io_mark(conn).expect("taken");
+    assert_ne!(m1, m0);
+    drop(a);
+    ctx.turn(false)?;
+    ctx.run_until_idle(3)?;
+    assert_ne!(ctx.io_mark(conn), Some(m1), "the close is an event too");
+    ctx.kill_tasklet(conn);
+    assert_eq!(ctx.io_mark(conn), None, "not a live tasklet");
+    Ok(())
+}

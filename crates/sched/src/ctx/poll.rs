@@ -169,7 +169,9 @@ impl Ctx {
             fd_events += 1;
             let (slot, gen) = ((data >> 32) as u32, data as u32);
             if let Some(i) = self.tasklet_idx_raw(slot, gen) {
-                self.slots[i].events |= Events::from_epoll(bits);
+                let sl = &mut self.slots[i];
+                sl.events |= Events::from_epoll(bits);
+                sl.io_seq = sl.io_seq.wrapping_add(1);
                 // Outside any callback: joins urgent.
                 self.tasklet_wake_local(i, Reasons::IO, Place::Tail);
             }

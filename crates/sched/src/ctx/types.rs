@@ -98,6 +98,9 @@ pub(super) struct Slot {
     pub(super) prof: u16,
     pub(super) reasons: Reasons,
     pub(super) events: Events,
+    /// fd events the poller passed it so far (wrapping): see
+    /// [`Ctx::io_mark`](super::Ctx::io_mark).
+    pub(super) io_seq: u32,
     /// Class list links, or the free-list link for a free slot.
     pub(super) prev: u32,
     pub(super) next: u32,
