@@ -285,3 +285,40 @@ fn io_mark_changes_with_each_fd_event() -> io::Result<()> {
     assert_eq!(ctx.io_mark(conn), None, "not a live tasklet");
     Ok(())
 }
+
+/// An fd moved to another tasklet of the same thread wakes only that one
+/// from then on; one no longer registered cannot be moved.
+#[test]
+fn a_moved_fd_wakes_its_new_tasklet() -> io::Result<()> {
+    use std::io::Write;
+    use std::os::fd::AsRawFd;
+    use std::os::unix::net::UnixStream;
+    let rt = runtime()?;
+    let mut ctx = rt.context(0)?;
+    let (mut a, b) = UnixStream::pair()?;
+    b.set_nonblocking(true)?;
+    let log = Rc::new(RefCell::new(Vec::new()));
+    let mut named = |name: &'static str| {
+        let l = log.clone();
+        ctx.new_tasklet(name, move |ctx: &mut Ctx, me, _why| {
+            if !ctx.take_events(me).is_empty() {
+                l.borrow_mut().push(name);
+            }
+            Status::Continue
+        })
+    };
+    let (old, new) = (named("old"), named("new"));
+    ctx.register_fd(b.as_raw_fd(), old, false)?;
+    a.write_all(b"1")?;
+    ctx.turn(false)?;
+    ctx.run_until_idle(3)?;
+    assert_eq!(*log.borrow(), ["old"]);
+    ctx.move_fd(0, b.as_raw_fd(), new, false)?;
+    a.write_all(b"2")?;
+    ctx.turn(false)?;
+    ctx.run_until_idle(3)?;
+    assert_eq!(*log.borrow(), ["old", "new"]);
+    ctx.deregister_fd(b.as_raw_fd())?;
+    assert!(ctx.move_fd(0, b.as_raw_fd(), old, false).is_err());
+    Ok(())
+}
