@@ -322,3 +322,27 @@ fn a_moved_fd_wakes_its_new_tasklet() -> io::Result<()> {
     assert!(ctx.move_fd(0, b.as_raw_fd(), old, false).is_err());
     Ok(())
 }
+
+/// A tasklet woken through the runtime's handle by a callback of its own
+/// thread (the server queue's hand-over wakes so) runs in the same turn,
+/// not after another poll.
+#[test]
+fn a_handle_wakeup_from_the_same_thread_runs_in_the_same_turn() -> io::Result<()> {
+    let rt = runtime()?;
+    let mut ctx = rt.context(0)?;
+    let ran = Rc::new(Cell::new(0));
+    let r = ran.clone();
+    let woken = ctx.new_tasklet("woken", move |_ctx: &mut Ctx, _me, _why| {
+        r.set(r.get() + 1);
+        Status::Continue
+    });
+    let h = ctx.handle();
+    let waker = ctx.new_tasklet("waker", move |_ctx: &mut Ctx, _me, _why| {
+        h.wake_tasklet_instant(woken);
+        Status::Continue
+    });
+    ctx.tasklet_wakeup(waker);
+    ctx.turn(false)?;
+    assert_eq!(ran.get(), 1, "woken in the waker's turn");
+    Ok(())
+}
