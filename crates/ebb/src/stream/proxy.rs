@@ -777,7 +777,8 @@ impl Stream {
             HttpReuse::Always => Some(Want::SafeFirst),
         };
         if let (None, Some(want), true) = (&sock, want, shareable(&s)) {
-            if let Some(t) = c.w.take_idle(&s, want, ctx.now()) {
+            let quiet = |id, mark| ctx.io_mark(id) == Some(mark);
+            if let Some(t) = c.w.take_idle(&s, want, ctx.now(), &quiet) {
                 // Registered with another client's tasklet until now (on
                 // this thread's poller or another's): moved below.
                 sock = Some((t.st, false, t.reg));
@@ -1967,7 +1968,10 @@ impl Stream {
                 // tasklet; closed when the pool is full (`pool-max-conn`).
                 if let Some(ticket) = srv.idle_ticket() {
                     self.side.borrow_mut().idle_event = false;
-                    let reg = self.side_task;
+                    // The side's tasklet's mark: a close or stray bytes
+                    // that reach it later tell whoever takes the
+                    // connection to `peek` it.
+                    let reg = self.side_task.map(|t| (t, ctx.io_mark(t)));
                     c.w.shared.idle.park(
                         ctx.thread_id(),
                         &mut self.parked,
