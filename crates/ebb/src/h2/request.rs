@@ -24,7 +24,23 @@
 //! (three digits, not 101, §8.3.2 and §8.6) as their only pseudo-header.
 
 use super::hpack::HeaderList;
-use crate::http1::{HeaderSpan, Span};
+use crate::http1::{BodyFraming, HeaderSpan, Limits, Method, Span, TargetForm, Version};
+
+/// How much of the reading of its HTTP/1.1 form
+/// [`RequestHead::write_h1_head`] did.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum Written {
+    /// Nothing: the HTTP/1 parser is to read the bytes (it would refuse
+    /// something in them, and says what).
+    Parse,
+    /// The request line's method and target spans, and the fields' spans:
+    /// the head is to be completed as after a parse
+    /// (`http1::complete_request_into`).
+    Spans(Span, Span),
+    /// The whole `http1::RequestHead`, as the parser and its completion
+    /// would have made it.
+    Complete,
+}
 
 /// Why a head is malformed (all are stream errors PROTOCOL_ERROR).
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
@@ -417,6 +433,105 @@ impl RequestHead {
                 .iter()
                 .fold(true, |ok, &b| ok & (b > b' ') & (b != 0x7f));
         (ok && line_ok).then_some((method, target))
+    }
+}
+
+impl RequestHead {
+    /// [`RequestHead::write_h1_spans`] into `out` (emptied first), the
+    /// field spans in `head.headers`; then, for a plain request (an origin
+    /// or absolute target, no upgrade, no framing field added), the rest
+    /// of `head` filled from what the §8 checks of this head already
+    /// proved, as `http1::complete_request_into` would fill it from the
+    /// bytes: no bare LF (no value holds CR or LF), one `host` line (the
+    /// one written), no `transfer-encoding`, `connection` or `upgrade`
+    /// (connection-specific, refused), the declared length. What the
+    /// checks do not cover is done here as there: the target's bytes, the
+    /// `host` of an origin-form target, the limits, a repeated
+    /// `content-length` (refused by HTTP/1: left to the completion).
+    pub fn write_h1_head(
+        &self,
+        extra: &[(&[u8], &[u8])],
+        out: &mut Vec<u8>,
+        limits: &Limits,
+        head: &mut crate::http1::RequestHead,
+    ) -> Written {
+        out.clear();
+        let max = limits.max_headers.min(crate::http1::MAX_HEADERS_CAP);
+        let Some(line) = self.write_h1_spans(extra, out, Some((&mut head.headers, max))) else {
+            return Written::Parse;
+        };
+        match self.fill_h1(extra, out, line, limits, head) {
+            Some(()) => Written::Complete,
+            None => Written::Spans(line.0, line.1),
+        }
+    }
+
+    /// The completion of [`RequestHead::write_h1_head`]; `None` when it
+    /// cannot vouch for the result (the caller completes the head then).
+    fn fill_h1(
+        &self,
+        extra: &[(&[u8], &[u8])],
+        buf: &[u8],
+        (method, target): (Span, Span),
+        limits: &Limits,
+        head: &mut crate::http1::RequestHead,
+    ) -> Option<()> {
+        // Only `te: trailers` added (no framing field, no upgrade).
+        if self.protocol.is_some() || extra.iter().any(|&(n, _)| n != b"te") {
+            return None;
+        }
+        // None for CONNECT (authority form).
+        let path = self.path()?;
+        let t = target.get(buf);
+        let max_head = limits.max_head_bytes.min(u32::MAX as usize);
+        if t.len() > limits.max_uri || buf.len() > max_head || !crate::http1::valid_target_bytes(t)
+        {
+            return None;
+        }
+        // The `host` line is the first one written.
+        let host = head.headers.first()?.value;
+        let (form, authority, path_span) = match self.absolute_prefix() {
+            // `scheme://authority[path]`: the authority is the `host`
+            // value and was checked as one (it holds no `/` nor `?`).
+            Some((scheme, _)) => {
+                let from = scheme.len() + 3;
+                let to = from + host.len();
+                let path = target.sub(to, t.len());
+                (TargetForm::Absolute, Some(target.sub(from, to)), path)
+            }
+            None if path.first() == Some(&b'/') => {
+                if !crate::http1::is_valid_authority(host.get(buf), false) {
+                    return None;
+                }
+                (TargetForm::Origin, None, target)
+            }
+            None => return None,
+        };
+        let mut lengths = 0u32;
+        let mut expect_continue = false;
+        for (n, v) in self.fields() {
+            lengths += u32::from(n == b"content-length");
+            expect_continue |= n == b"expect" && v.eq_ignore_ascii_case(b"100-continue");
+        }
+        if lengths > 1 {
+            return None;
+        }
+        head.method = Method::from_bytes(method.get(buf));
+        head.method_span = method;
+        head.target = target;
+        head.target_form = form;
+        head.path = path_span;
+        head.version = Version::Http11;
+        head.head_len = buf.len();
+        head.framing = match self.content_length {
+            None | Some(0) => BodyFraming::None,
+            Some(n) => BodyFraming::ContentLength(n),
+        };
+        head.keep_alive = true;
+        head.expect_continue = expect_continue;
+        head.host = Some(authority.unwrap_or(host));
+        head.upgrade = None;
+        Some(())
     }
 }
 
