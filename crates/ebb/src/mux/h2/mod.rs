@@ -471,7 +471,7 @@ impl<S: Exchange + Default + 'static> H2Conn<S> {
                         let mut pp = l.pipe.borrow_mut();
                         // `te: trailers` (the only `te` HTTP/2 allows) tells
                         // an HTTP/2 server the client takes trailers.
-                        let te = head.fields().any(|(n, _)| n == b"te");
+                        let te = head.te();
                         const CHUNKED: (&[u8], &[u8]) = (b"transfer-encoding", b"chunked");
                         const TE: (&[u8], &[u8]) = (b"te", b"trailers");
                         let mut extra: [(&[u8], &[u8]); 4] = [(b"", b""); 4];
