@@ -297,7 +297,7 @@ impl RequestHead {
             let s = self.list.get(s).1;
             let ok = s.first().is_some_and(u8::is_ascii_alphabetic)
                 && s.iter()
-                    .all(|&c| c.is_ascii_alphanumeric() || b"+-.".contains(&c));
+                    .all(|&c| c.is_ascii_alphanumeric() || matches!(c, b'+' | b'-' | b'.'));
             if !ok {
                 return Err(Malformed::BadScheme);
             }
@@ -392,8 +392,31 @@ impl RequestHead {
         &self,
         extra: &[(&[u8], &[u8])],
         out: &mut Vec<u8>,
-        mut fields: Option<(&mut Vec<HeaderSpan>, usize)>,
+        fields: Option<(&mut Vec<HeaderSpan>, usize)>,
     ) -> Option<(Span, Span)> {
+        let (method, target, ok) = self.write_h1_lines(extra, out, fields);
+        (ok && self.line_ok(&out[target.range()])).then_some((method, target))
+    }
+
+    /// What the HTTP/1 parser allows in a request line: a token (which
+    /// the checks made sure of), and a target of visible ASCII or bytes
+    /// above it.
+    fn line_ok(&self, target: &[u8]) -> bool {
+        crate::http1::is_token(self.method())
+            && target
+                .iter()
+                .fold(true, |ok, &b| ok & (b > b' ') & (b != 0x7f))
+    }
+
+    /// The writing of [`RequestHead::write_h1_spans`]: the method's and
+    /// target's spans, and whether every field line is one the parser
+    /// takes as written.
+    fn write_h1_lines(
+        &self,
+        extra: &[(&[u8], &[u8])],
+        out: &mut Vec<u8>,
+        mut fields: Option<(&mut Vec<HeaderSpan>, usize)>,
+    ) -> (Span, Span, bool) {
         let at = |out: &Vec<u8>| out.len() as u32;
         let mut ok = true;
         let fields = &mut fields;
@@ -477,13 +500,7 @@ impl RequestHead {
             ok &= field_line(out, fields, false, n, |o| o.extend_from_slice(v));
         }
         out.extend_from_slice(b"\r\n");
-        // What the HTTP/1 parser allows in a request line: a token, and
-        // a target of visible ASCII or bytes above it.
-        let line_ok = crate::http1::is_token(self.method())
-            && out[target.range()]
-                .iter()
-                .fold(true, |ok, &b| ok & (b > b' ') & (b != 0x7f));
-        (ok && line_ok).then_some((method, target))
+        (method, target, ok)
     }
 }
 
@@ -508,17 +525,23 @@ impl RequestHead {
     ) -> Written {
         out.clear();
         let max = limits.max_headers.min(crate::http1::MAX_HEADERS_CAP);
-        let Some(line) = self.write_h1_spans(extra, out, Some((&mut head.headers, max))) else {
+        let (method, target, ok) = self.write_h1_lines(extra, out, Some((&mut head.headers, max)));
+        // A target of the bytes HTTP/1 allows in one (visible ASCII) has
+        // the request line the parser takes (the method is a token).
+        let t = &out[target.range()];
+        let strict = crate::http1::valid_target_bytes(t);
+        if !ok || !(strict || self.line_ok(t)) {
             return Written::Parse;
-        };
-        match self.fill_h1(extra, out, line, limits, head) {
-            Some(()) => Written::Complete,
-            None => Written::Spans(line.0, line.1),
+        }
+        match strict.then(|| self.fill_h1(extra, out, (method, target), limits, head)) {
+            Some(Some(())) => Written::Complete,
+            _ => Written::Spans(method, target),
         }
     }
 
-    /// The completion of [`RequestHead::write_h1_head`]; `None` when it
-    /// cannot vouch for the result (the caller completes the head then).
+    /// The completion of [`RequestHead::write_h1_head`], for a target of
+    /// valid bytes (`http1::valid_target_bytes`); `None` when it cannot
+    /// vouch for the result (the caller completes the head then).
     fn fill_h1(
         &self,
         extra: &[(&[u8], &[u8])],
@@ -535,8 +558,7 @@ impl RequestHead {
         self.path()?;
         let t = target.get(buf);
         let max_head = limits.max_head_bytes.min(u32::MAX as usize);
-        if t.len() > limits.max_uri || buf.len() > max_head || !crate::http1::valid_target_bytes(t)
-        {
+        if t.len() > limits.max_uri || buf.len() > max_head {
             return None;
         }
         // The `host` line is the first one written.
