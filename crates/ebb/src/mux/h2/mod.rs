@@ -62,7 +62,7 @@ use sched::{ticks, Ctx, Reasons, Status, TaskletFn, TaskletId, Tick};
 
 use crate::h2::{Connection, ErrorCode, Event};
 use crate::http1::{parse_response_into, BodyFraming, ChunkedDecoder, Method, ResponseHead};
-use crate::mux::h1::{Conn, Exchange};
+use crate::mux::h1::{Built, Conn, Exchange};
 use crate::proxy::FrontendRt;
 use crate::transport::{LaneEnd, LanePipe, Transport};
 use crate::worker::Worker;
@@ -131,11 +131,12 @@ pub struct H2Conn<S> {
     /// Streams may be answered natively ([`native`]): no
     /// `http-after-response` rule (they edit an answer's HTTP/1 bytes).
     native_ok: bool,
-    /// The HTTP/1 head of a stream started inline, reused; its request
-    /// line's and fields' spans (`line` `None`: it is to be parsed).
+    /// The HTTP/1 head of a stream started inline, reused; how much of
+    /// its reading was done as it was written, and what it found
+    /// (`h1.headers`: the fields' spans).
     scratch: Vec<u8>,
-    line: Option<(crate::http1::Span, crate::http1::Span)>,
-    spans: Vec<crate::http1::HeaderSpan>,
+    line: crate::h2::Written,
+    h1: crate::http1::RequestHead,
     /// A duplicate of the socket its lanes share, for their addresses.
     lane_sock: Option<Rc<TcpStream>>,
     rd_ready: bool,
@@ -234,8 +235,8 @@ impl<S: Exchange + Default + 'static> H2Conn<S> {
             lanes: Vec::new(),
             native_ok,
             scratch: Vec::new(),
-            line: None,
-            spans: Vec::new(),
+            line: crate::h2::Written::Parse,
+            h1: crate::http1::RequestHead::default(),
             lane_sock: None,
             rd_ready: true,
             rd_hup: false,
@@ -470,7 +471,7 @@ impl<S: Exchange + Default + 'static> H2Conn<S> {
                         let mut pp = l.pipe.borrow_mut();
                         // `te: trailers` (the only `te` HTTP/2 allows) tells
                         // an HTTP/2 server the client takes trailers.
-                        let te = head.fields().any(|(n, _)| n == b"te");
+                        let te = head.te();
                         const CHUNKED: (&[u8], &[u8]) = (b"transfer-encoding", b"chunked");
                         const TE: (&[u8], &[u8]) = (b"te", b"trailers");
                         let mut extra: [(&[u8], &[u8]); 4] = [(b"", b""); 4];
@@ -500,12 +501,11 @@ impl<S: Exchange + Default + 'static> H2Conn<S> {
                         if self.native_ok && end_stream && !l.tunnel {
                             // Started inline once the core is free, the
                             // head as the parser would have cut it.
-                            self.scratch.clear();
-                            let max = self.w.limits.max_headers.min(crate::http1::MAX_HEADERS_CAP);
-                            self.line = head.write_h1_spans(
+                            self.line = head.write_h1_head(
                                 &extra[..n],
                                 &mut self.scratch,
-                                Some((&mut self.spans, max)),
+                                &self.w.limits,
+                                &mut self.h1,
                             );
                             After::Native(i, id)
                         } else {
@@ -618,7 +618,11 @@ impl<S: Exchange + Default + 'static> H2Conn<S> {
             ctx.tasklet_wakeup(l.task);
             return;
         };
-        let built = self.line.map(|(m, t)| (m, t, &self.spans[..]));
+        let built = match self.line {
+            crate::h2::Written::Parse => Built::Parse,
+            crate::h2::Written::Spans(m, t) => Built::Spans((m, t), &self.h1.headers),
+            crate::h2::Written::Complete => Built::Head(&self.h1),
+        };
         if !c.start_inline(ctx, l.task, &self.scratch, built) {
             drop(c);
             l.pipe.borrow_mut().input.extend_from_slice(&self.scratch);
