@@ -16,7 +16,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 
-use common::{get, have, run_ebb, scratch, EBB};
+use common::{get, have, retry_eintr, run_ebb, scratch, EBB};
 
 /// A process started through the launcher; killed on drop.
 struct Launched {
@@ -286,17 +286,6 @@ fn recv_unix(s: &UnixDatagram) -> String {
     let mut b = [0u8; 4096];
     let n = retry_eintr(|| s.recv(&mut b)).expect("no syslog datagram");
     String::from_utf8_lossy(&b[..n]).into_owned()
-}
-
-/// A receive that a signal interrupted (EINTR: a tracer attaching, a
-/// stop and resume on a loaded machine) is made again.
-fn retry_eintr(mut f: impl FnMut() -> std::io::Result<usize>) -> std::io::Result<usize> {
-    loop {
-        match f() {
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-            r => return r,
-        }
-    }
 }
 
 #[test]
