@@ -162,7 +162,15 @@ impl Captured {
         self.push_lower(b"server", crate::http1::SERVER);
         self.push_lower(b"date", date);
         // What the HTTP/1 writer refuses is not sent either.
-        head.each_field(|n, v| self.push_valid(n, v));
+        match head.prepared() {
+            // Checked and lowered when they were prepared.
+            Some(p) => {
+                self.fields.extend_from_slice(p.h2);
+                self.fields_h1 += p.h1.len();
+                head.each_extra(|n, v| self.push_valid(n, v));
+            }
+            None => head.each_field(|n, v| self.push_valid(n, v)),
+        }
         if let BodyFraming::ContentLength(n) = framing {
             let mut d = [0u8; 20];
             self.push_lower(b"content-length", crate::http1::decimal(n, &mut d));
