@@ -278,14 +278,25 @@ fn bind_on_a_unix_socket_path() {
 /// Receives one datagram (the test fails after 30 s without one).
 fn recv_udp(s: &UdpSocket) -> String {
     let mut b = [0u8; 4096];
-    let n = s.recv(&mut b).expect("no syslog datagram");
+    let n = retry_eintr(|| s.recv(&mut b)).expect("no syslog datagram");
     String::from_utf8_lossy(&b[..n]).into_owned()
 }
 
 fn recv_unix(s: &UnixDatagram) -> String {
     let mut b = [0u8; 4096];
-    let n = s.recv(&mut b).expect("no syslog datagram");
+    let n = retry_eintr(|| s.recv(&mut b)).expect("no syslog datagram");
     String::from_utf8_lossy(&b[..n]).into_owned()
+}
+
+/// A receive that a signal interrupted (EINTR: a tracer attaching, a
+/// stop and resume on a loaded machine) is made again.
+fn retry_eintr(mut f: impl FnMut() -> std::io::Result<usize>) -> std::io::Result<usize> {
+    loop {
+        match f() {
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            r => return r,
+        }
+    }
 }
 
 #[test]

@@ -239,6 +239,59 @@ fn upload_of_megabytes_reaches_the_origin_intact() {
     );
 }
 
+/// A lane (the HTTP/1 side of a proxied stream) that shuts down right
+/// after writing its answer (`option httpclose`) while the client's
+/// small window still holds part of that answer back: the rest still
+/// reaches the client, with a content-length and chunked. (It was reset,
+/// CANCEL or INTERNAL_ERROR, whenever the window was short at the end.)
+#[test]
+fn an_answer_whole_in_a_closing_lane_still_reaches_the_client() {
+    if !have("nghttp") {
+        eprintln!("SKIP: nghttp missing (nghttp2-client)");
+        return;
+    }
+    let echo = Origin::start("echo", Mode::Echo);
+    let big = Origin::start("big", Mode::BigChunked(1_500_000));
+    let dir = scratch("h2lanecl");
+    let cfg = format!(
+        "defaults\n    mode http\n    timeout client 30s\n    timeout server 30s\n\
+         \x20   timeout connect 5s\n\
+         frontend fe\n    bind BIND proto h2\n    option httpclose\n\
+         \x20   use_backend echo if {{ path_beg /echo }}\n    default_backend big\n\
+         backend echo\n    server e {}\n\
+         backend big\n    server b {}\n",
+        echo.addr, big.addr
+    );
+    let e = Ebb::start(&cfg);
+    let body: Vec<u8> = (0..1_500_000u32).map(|i| (i % 251) as u8).collect();
+    let up = dir.join("up.bin");
+    std::fs::write(&up, &body).unwrap();
+    let base = format!("http://{}", e.addrs[0]);
+    // A 64 KiB stream window (-w 16): the answer leaves in many steps.
+    for (path, data) in [("/chunked", None), ("/echo", Some(&up))] {
+        let mut args = vec!["-w".to_string(), "16".into(), "-n".into(), "-s".into()];
+        if let Some(f) = data {
+            args.push("-d".into());
+            args.push(f.display().to_string());
+        }
+        for i in 0..3 {
+            args.push(format!("{base}{path}{i}"));
+        }
+        let out = Command::new("nghttp").args(&args).output().unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).to_string()
+            + &String::from_utf8_lossy(&out.stderr);
+        let whole = text
+            .lines()
+            .filter(|l| l.contains(" 200 ") && l.contains(" 1M "))
+            .count();
+        assert!(
+            whole == 3 && !text.contains("not processed"),
+            "{path}: {text}\nebb logged {:?}",
+            e.stdout.lock().unwrap()
+        );
+    }
+}
+
 #[test]
 fn nghttp_100_concurrent_streams() {
     if !have("nghttp") {

@@ -744,10 +744,13 @@ impl<S: Exchange + Default + 'static> H2Conn<S> {
                         lane_moved = true;
                     }
                 }
-                if l.id != 0 && l.pipe.borrow().closed {
+                if l.id != 0 && l.pipe.borrow().closed && !answer_in_pipe(l) {
                     // The lane ended before its answer did: its timeout
                     // while the client read nothing (CANCEL), or a
-                    // failure (INTERNAL_ERROR).
+                    // failure (INTERNAL_ERROR). A lane that shut down
+                    // after writing the whole answer is a socket closed
+                    // after its last write: the bytes still go out as the
+                    // stream's window opens, and the lane goes after.
                     let code = if self.h2.send_window(l.id) <= 0 {
                         ErrorCode::CANCEL
                     } else {
@@ -758,10 +761,10 @@ impl<S: Exchange + Default + 'static> H2Conn<S> {
                     lane_moved = true;
                 }
             }
-            if closed {
+            if closed && l.id == 0 {
                 l.gone = true;
             }
-            if lane_moved && !l.gone && !l.side_idle {
+            if lane_moved && !l.gone && !closed && !l.side_idle {
                 // Room in its buffer again, or its stream done.
                 ctx.tasklet_wakeup(l.task);
             }
@@ -1155,6 +1158,29 @@ fn drain_answer<S>(
                 }
                 return Ok(moved);
             }
+        }
+    }
+}
+
+/// Whether the rest of lane `l`'s answer is all in its pipe (its end
+/// included), so that nothing more is needed from the lane.
+fn answer_in_pipe<S>(l: &Lane<S>) -> bool {
+    let p = l.pipe.borrow();
+    match &l.resp {
+        Resp::Head => false,
+        Resp::Length(left) => p.output.len() as u64 >= *left,
+        Resp::UntilClose => true,
+        Resp::Chunked(dec) => {
+            let mut d = (**dec).clone();
+            let mut at = 0;
+            while let Some(rest) = p.output.get(at..) {
+                match d.decode(rest) {
+                    Ok(r) if r.done => return true,
+                    Ok(r) if r.consumed > 0 => at += r.consumed,
+                    _ => return false,
+                }
+            }
+            false
         }
     }
 }
