@@ -568,18 +568,28 @@ impl<S: Exchange + Default + 'static> Conn<S> {
         self.native.as_deref().filter(|n| n.done)
     }
 
-    /// The answer's body bytes in the output buffer, when they are all
-    /// of what remains to write (a small file's after its head was taken
-    /// by [`Conn::native`]).
+    /// The answer's body bytes, when they are all of what remains to
+    /// write: in the output buffer, or a file's held in memory with
+    /// nothing before them (a small file's after its head was taken by
+    /// [`Conn::native`]).
     pub(crate) fn pending_body(&self) -> Option<&[u8]> {
-        (matches!(self.input, In::Head) && self.rstart == self.rend && self.body.is_none())
-            .then(|| &self.wbuf[self.wpos..])
+        if !matches!(self.input, In::Head) || self.rstart != self.rend {
+            return None;
+        }
+        match &self.body {
+            None => Some(&self.wbuf[self.wpos..]),
+            Some(Body::Mem { file, pos, end }) if self.wpos == self.wbuf.len() => {
+                file.bytes().and_then(|b| b.get(*pos..*end))
+            }
+            Some(_) => None,
+        }
     }
 
     /// The output was sent by other means (the HTTP/2 connection took it).
     pub(crate) fn drop_output(&mut self) {
         self.wbuf.clear();
         self.wpos = 0;
+        self.body = None;
     }
 
     /// Whether the exchange started inline is over on this side (its

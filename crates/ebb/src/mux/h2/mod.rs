@@ -113,6 +113,10 @@ struct Lane<S> {
     trailers: Vec<u8>,
     /// The lane was aborted or closed: dropped once seen closed.
     gone: bool,
+    /// The rest of an answer given inline leaves from its pipe while its
+    /// client side idles ([`H2Conn::start_native`]): nothing there waits
+    /// for that rest to move, so its moves run no tasklet.
+    side_idle: bool,
 }
 
 /// One HTTP/2 client connection.
@@ -426,6 +430,7 @@ impl<S: Exchange + Default + 'static> H2Conn<S> {
             stage: Vec::new(),
             trailers: Vec::new(),
             gone: false,
+            side_idle: false,
         });
         Some(self.lanes.len() - 1)
     }
@@ -461,6 +466,7 @@ impl<S: Exchange + Default + 'static> H2Conn<S> {
                     Some(i) => {
                         let l = &mut self.lanes[i];
                         l.id = id;
+                        l.side_idle = false;
                         l.head_req = head.method() == b"HEAD";
                         l.tunnel = head.protocol().is_some();
                         l.chunked = !l.tunnel && !end_stream && head.content_length.is_none();
@@ -638,8 +644,9 @@ impl<S: Exchange + Default + 'static> H2Conn<S> {
             return;
         };
         // Where the body is: taken with the head, in the lane's output
-        // buffer after a head taken alone (a small file), or still to come
-        // from the lane (a file sent from memory or from the disk).
+        // buffer or the file's bytes in memory after a head taken alone
+        // (a small file), or still to come from the lane (a file sent
+        // from the disk).
         let src = match (a.follows, c.pending_body()) {
             (0, _) if c.inline_done() => Some(Body::Taken),
             (0, _) => None,
@@ -679,6 +686,7 @@ impl<S: Exchange + Default + 'static> H2Conn<S> {
             // lane's pipe as its answer would ([`drain_answer`]).
             l.pipe.borrow_mut().output.extend_from_slice(rest);
             l.resp = Resp::Length(rest.len() as u64);
+            l.side_idle = true;
             true
         } else if sent.is_ok() && src == Some(Body::Lane) {
             // The lane writes the body into its pipe in its runs.
@@ -760,7 +768,7 @@ impl<S: Exchange + Default + 'static> H2Conn<S> {
             if closed && l.id == 0 {
                 l.gone = true;
             }
-            if lane_moved && !l.gone && !closed {
+            if lane_moved && !l.gone && !closed && !l.side_idle {
                 // Room in its buffer again, or its stream done.
                 ctx.tasklet_wakeup(l.task);
             }
