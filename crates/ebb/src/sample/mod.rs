@@ -480,6 +480,13 @@ impl Expr {
         self.fetch.context_free() && !self.convs.iter().any(|c| matches!(c, conv::Conv::Stk(_)))
     }
 
+    /// Whether the expression is `src` alone (no converter): a table key
+    /// is then made from the address without a sample (see
+    /// `stick::track_key`).
+    pub fn is_src(&self) -> bool {
+        matches!(self.fetch, fetch::Fetch::Src) && self.convs.is_empty()
+    }
+
     /// The type the expression produces.
     pub fn out_type(&self) -> Type {
         self.out
@@ -544,6 +551,11 @@ impl Expr {
     /// while the fetch says more follow); stops at the first `true`. A
     /// value a converter fails on is skipped.
     pub fn any(&self, ctx: &Ctx<'_>, f: &mut dyn FnMut(Val, &Scratch) -> bool) -> bool {
+        if let (fetch::Fetch::Stk(k), []) = (&self.fetch, &self.convs[..]) {
+            // A stick-table fetch alone: one integer or boolean, no bytes
+            // (no scratch buffer to borrow; an empty one allocates nothing).
+            return k.eval(ctx).is_some_and(|v| f(v, &Scratch::default()));
+        }
         with_scratch(|s| {
             let convs = &self.convs;
             let each = self.fetch.each(ctx, s, &mut |mut v, s| {

@@ -315,16 +315,13 @@ impl Table {
     // One macro body serves Copy keys (addresses, integers) and byte keys.
     #[allow(clippy::clone_on_copy)]
     pub fn track(&self, key: &StKey, now: u32) -> Option<EntryRef> {
-        self.track_in(&mut self.lock(), key, now)
+        self.track_in(&mut self.lock(), key, now, &[])
     }
 
     /// [`Self::track`], then adds `adds` to the entry, under one lock
     /// (a stream starting to track: its connection and request counted).
     pub fn track_add(&self, key: &StKey, now: u32, adds: &[(Data, u64)]) -> Option<EntryRef> {
-        let mut g = self.lock();
-        let r = self.track_in(&mut g, key, now)?;
-        self.adds_in(&mut g, r, adds, now);
-        Some(r)
+        self.track_in(&mut self.lock(), key, now, adds)
     }
 
     /// A tracker starts on `key` ([`Self::track_add`] with what a start
@@ -373,19 +370,26 @@ impl Table {
         }
     }
 
-    /// Finds or creates the entry of `key`, takes a reference and sets
-    /// its expiry. The expiry tree is not touched for an entry found: its
+    /// Finds or creates the entry of `key`, takes a reference, sets its
+    /// expiry and adds `adds` to it (one entry access). The expiry tree is not touched for an entry found: its
     /// node stays where it was and [`Self::expire`] or an eviction moves
     /// it when they reach it (HAProxy's touch does the same), so a touch
     /// is one descent of the key tree.
     #[allow(clippy::clone_on_copy)]
-    fn track_in(&self, inner: &mut Inner, key: &StKey, now: u32) -> Option<EntryRef> {
+    fn track_in(
+        &self,
+        inner: &mut Inner,
+        key: &StKey,
+        now: u32,
+        adds: &[(Data, u64)],
+    ) -> Option<EntryRef> {
         let exp = self.exp_at(inner, now);
         if let Some(h) = with_tree!(&mut inner.keys, key, |t, k| t.lookup_ref(k)) {
             any_tree!(&mut inner.keys, |t| {
                 let e = t.get_mut(h)?;
                 e.refs += 1;
                 e.exp = exp;
+                self.add_to(e, adds, now);
                 Some(())
             })?;
             self.mark(inner, h);
@@ -395,15 +399,15 @@ impl Table {
         if len >= self.def.size && (self.def.nopurge || !Self::evict_one(inner)) {
             return None;
         }
-        let data = self.new_data(now);
         let node = inner.exps.insert(exp, Handle::dangling());
-        let entry = Entry {
-            data,
+        let mut entry = Entry {
+            data: self.new_data(now),
             refs: 1,
             exp,
             exp_node: node,
             upd: 0,
         };
+        self.add_to(&mut entry, adds, now);
         let h = with_tree!(&mut inner.keys, key, |t, k| Some(
             t.insert(k.clone(), entry)
         ));

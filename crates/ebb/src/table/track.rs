@@ -291,6 +291,20 @@ impl Stk {
         pick(&self.strm).or_else(|| pick(&self.sess))
     }
 
+    /// Runs `f` on the table and entry counter `n` reads (as
+    /// [`Stk::tracked`], without taking a reference on the table); None
+    /// when the counter is not tracked. `f` must not track or release.
+    pub fn with_tracked<R>(&self, n: usize, f: impl FnOnce(&Table, EntryRef) -> R) -> Option<R> {
+        let mut f = Some(f);
+        for l in [&self.strm, &self.sess] {
+            let g = l.borrow();
+            if let Some(t) = g.as_deref().and_then(|l| l.get(n)).and_then(Option::as_ref) {
+                return f.take().map(|f| f(&t.table, t.entry));
+            }
+        }
+        None
+    }
+
     /// Whether anything is tracked at either level.
     pub fn any(&self) -> bool {
         let any = |l: &Level| {
