@@ -144,6 +144,8 @@ pub struct Table {
     elems: [u8; DATA_KINDS],
     /// The period of each rate stored.
     periods: [u32; DATA_KINDS],
+    /// Bit `1 << kind` of each data kind stored.
+    kinds: u32,
     inner: Mutex<Inner>,
     /// Set for tables with `peers`.
     sync: Option<SyncHook>,
@@ -165,6 +167,17 @@ fn start_counts(session: bool, http: bool) -> [(Data, u64); 7] {
         (Data::HttpReqCnt, h),
         (Data::HttpReqRate, h),
     ]
+}
+
+/// The mask of data kinds [`Table::stores_any`] takes.
+pub const fn kinds_mask(kinds: &[Data]) -> u32 {
+    let mut m = 0;
+    let mut i = 0;
+    while i < kinds.len() {
+        m |= 1u32 << (kinds[i] as u32);
+        i += 1;
+    }
+    m
 }
 
 /// Wrap-safe "a is before or at b" on ticks.
@@ -198,6 +211,10 @@ impl Table {
                 .filter(|&(d, n)| n != 0 && index[d as usize].is_some())
                 .collect()
         });
+        let kinds = def
+            .store
+            .iter()
+            .fold(0, |m, d| m | 1u32 << (d.data() as u32));
         let sync = def.peers.as_ref().map(|_| SyncHook {
             dirty: AtomicBool::new(false),
             wake: OnceLock::new(),
@@ -207,6 +224,7 @@ impl Table {
             index,
             elems,
             periods,
+            kinds,
             inner: Mutex::new(Inner {
                 keys,
                 exps: Eb32Tree::new(),
@@ -228,6 +246,13 @@ impl Table {
         // A panic while holding the lock leaves consistent trees (every
         // mutation completes before returning), so a poisoned lock is used.
         self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Whether the table stores any of the data kinds of `mask` (bit
+    /// `1 << kind` each; see [`kinds_mask`]): adding to the others changes
+    /// nothing, so a caller may then skip its adds.
+    pub fn stores_any(&self, mask: u32) -> bool {
+        self.kinds & mask != 0
     }
 
     /// Number of entries.
