@@ -480,6 +480,15 @@ impl Expr {
         self.fetch.context_free() && !self.convs.iter().any(|c| matches!(c, conv::Conv::Stk(_)))
     }
 
+    /// The expression's fetch when it is a stick-table fetch alone (no
+    /// converter): its one value is read without the sample machinery.
+    pub fn stk_alone(&self) -> Option<&stk::StkFetch> {
+        match (&self.fetch, &self.convs[..]) {
+            (fetch::Fetch::Stk(k), []) => Some(k),
+            _ => None,
+        }
+    }
+
     /// Whether the expression is `src` alone (no converter): a table key
     /// is then made from the address without a sample (see
     /// `stick::track_key`).
@@ -551,9 +560,9 @@ impl Expr {
     /// while the fetch says more follow); stops at the first `true`. A
     /// value a converter fails on is skipped.
     pub fn any(&self, ctx: &Ctx<'_>, f: &mut dyn FnMut(Val, &Scratch) -> bool) -> bool {
-        if let (fetch::Fetch::Stk(k), []) = (&self.fetch, &self.convs[..]) {
-            // A stick-table fetch alone: one integer or boolean, no bytes
-            // (no scratch buffer to borrow; an empty one allocates nothing).
+        if let Some(k) = self.stk_alone() {
+            // One integer or boolean, no bytes (no scratch buffer to
+            // borrow; an empty one allocates nothing).
             return k.eval(ctx).is_some_and(|v| f(v, &Scratch::default()));
         }
         with_scratch(|s| {
