@@ -24,7 +24,6 @@
 
 use std::cell::Cell;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
-use std::sync::Arc;
 
 use crate::config::{
     AclRef, AddrField, Condition, ConfigError, Fetch, HttpRequestAction, Loc, Proxy, ProxyMode,
@@ -32,7 +31,7 @@ use crate::config::{
 };
 use crate::rules::{Cond, Matcher};
 use crate::sample::vars::VarScope;
-use crate::sample::{cast, sample_key, with_scratch, Ctx, Expr, Layer, Type, Val, VarAction};
+use crate::sample::{cast, with_scratch, Ctx, Expr, Layer, Type, Val, VarAction};
 
 /// A compiled `tcp-request` rule.
 pub struct TcpRuleRt {
@@ -237,19 +236,18 @@ fn run_common(a: &HttpRequestAction, ctx: &Ctx<'_>, session: bool) {
             let Some(stk) = ctx.stk else { return };
             // HAProxy: the table of the rule's proxy unless named.
             let name = table.as_deref().unwrap_or(ctx.be.unwrap_or(ctx.fe));
-            let Some(t) = stk.tables().get(name).map(Arc::clone) else {
+            let Some(t) = stk.tables().get(name) else {
                 return;
             };
-            let k = with_scratch(|s| key.eval(ctx, s).and_then(|v| sample_key(&t, v, s)));
-            if let Some(k) = k {
+            if let Some(k) = crate::stick::track_key(t, key, ctx) {
                 if session {
-                    stk.track_session(*n, &t, &k);
+                    stk.track_session(*n, t, &k);
                 } else {
                     // An HTTP frontend's content rules run before HAProxy
                     // counts the request (`http_wait_for_request`), so
                     // their entries count it; a backend's run after.
                     let http = ctx.req.is_some() && ctx.be.is_none();
-                    stk.track(*n, &t, &k, http);
+                    stk.track(*n, t, &k, http);
                 }
             }
         }

@@ -634,16 +634,18 @@ pub fn run_request_from(
     }
     let room = st.room(limits);
     let limits = &room;
+    // The rules' context: made once, made again only after an action that
+    // changed the request (`fresh = None` before it does).
+    let mut fresh: Option<Ctx<'_>> = None;
     for (i, rule) in rules.iter().enumerate().skip(from) {
-        let holds = {
-            let ctx = Ctx {
+        if let Some(c) = &rule.cond {
+            let ctx = fresh.get_or_insert_with(|| Ctx {
                 req: Some(st.req()),
                 ..*base
-            };
-            m.holds(rule.cond.as_ref(), &ctx)
-        };
-        if !holds {
-            continue;
+            });
+            if !m.holds(Some(c), ctx) {
+                continue;
+            }
         }
         if matches!(
             rule.action,
@@ -669,18 +671,18 @@ pub fn run_request_from(
             HttpRequestAction::Allow => return Ok(None),
             HttpRequestAction::SetLogLevel(l) => set_log_level(base, *l),
             HttpRequestAction::Var(v) => {
-                let ctx = Ctx {
+                let ctx = fresh.get_or_insert_with(|| Ctx {
                     req: Some(st.req()),
                     ..*base
-                };
-                v.run(&ctx);
+                });
+                v.run(ctx);
             }
             HttpRequestAction::Capture(c) => {
-                let ctx = Ctx {
+                let ctx = fresh.get_or_insert_with(|| Ctx {
                     req: Some(st.req()),
                     ..*base
-                };
-                c.run(&ctx);
+                });
+                c.run(ctx);
             }
             HttpRequestAction::Tarpit { .. }
             | HttpRequestAction::Reject
@@ -691,13 +693,14 @@ pub fn run_request_from(
             | HttpRequestAction::ScSetGpt0(..)
             | HttpRequestAction::ScIncGpc { .. }
             | HttpRequestAction::ScSetGpt { .. }) => {
-                let ctx = Ctx {
+                let ctx = fresh.get_or_insert_with(|| Ctx {
                     req: Some(st.req()),
                     ..*base
-                };
-                crate::stick::run_http_action(a, &ctx);
+                });
+                crate::stick::run_http_action(a, ctx);
             }
             HttpRequestAction::Header(e) => {
+                fresh = None;
                 if st.apply(Act::Edit(e), base, limits).is_err() {
                     st.counts.failed_rewrites += 1;
                     if st.strict {
@@ -707,6 +710,7 @@ pub fn run_request_from(
                 }
             }
             HttpRequestAction::Rewrite(r) => {
+                fresh = None;
                 if st.apply(Act::Rewrite(r), base, limits).is_err() {
                     st.counts.failed_rewrites += 1;
                     if st.strict {
@@ -715,32 +719,39 @@ pub fn run_request_from(
                     }
                 }
             }
-            HttpRequestAction::StrictMode(on) => st.strict = *on,
-            HttpRequestAction::NormalizeUri(n) => match st.normalize_uri(*n, limits) {
-                Ok(()) => {}
-                // HAProxy's ACT_RET_INV: a bad request, whatever the mode
-                // (the caller answers 400).
-                Err(Some(NormalizeInvalid)) => {
-                    base.note_last_rule(&rule.loc);
-                    return Ok(Some(i));
+            HttpRequestAction::StrictMode(on) => {
+                fresh = None;
+                st.strict = *on;
+            }
+            HttpRequestAction::NormalizeUri(n) => {
+                fresh = None;
+                match st.normalize_uri(*n, limits) {
+                    Ok(()) => {}
+                    // HAProxy's ACT_RET_INV: a bad request, whatever the mode
+                    // (the caller answers 400).
+                    Err(Some(NormalizeInvalid)) => {
+                        base.note_last_rule(&rule.loc);
+                        return Ok(Some(i));
+                    }
+                    Err(None) if st.strict => {
+                        base.note_last_rule(&rule.loc);
+                        return Err(RewriteFailed);
+                    }
+                    Err(None) => {}
                 }
-                Err(None) if st.strict => {
-                    base.note_last_rule(&rule.loc);
-                    return Err(RewriteFailed);
-                }
-                Err(None) => {}
-            },
+            }
             HttpRequestAction::CacheUse(_) => {
                 if let Some(cache) = &rule.cache {
+                    fresh = None;
                     cache_use(cache, base, st);
                 }
             }
             HttpRequestAction::SetAddr(f, e) => {
-                let ctx = Ctx {
+                let ctx = fresh.get_or_insert_with(|| Ctx {
                     req: Some(st.req()),
                     ..*base
-                };
-                crate::l4rules::set_stream_addr(*f, e, &ctx);
+                });
+                crate::l4rules::set_stream_addr(*f, e, ctx);
             }
             HttpRequestAction::WaitForBody(w) => {
                 if !body_ready(w) {

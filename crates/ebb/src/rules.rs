@@ -262,6 +262,12 @@ impl Matcher {
         let Some(c) = c else {
             return true;
         };
+        if let [and] = &c.terms[..] {
+            if let [(neg, Term::Inline(t))] = &and[..] {
+                // One inline test (`if { ... }`), the usual condition.
+                return (eval(t, r) != *neg) != c.unless;
+            }
+        }
         let any = c.terms.iter().any(|and| {
             and.iter().all(|(neg, term)| {
                 let v = match term {
@@ -387,6 +393,12 @@ fn eval(t: &Test, r: &Ctx<'_>) -> bool {
         return *b;
     }
     if let Fetch::Sample(e) = &t.fetch {
+        if let Some(k) = e.stk_alone() {
+            // A counter read (`sc_http_req_rate(0) gt N`): one value.
+            return k
+                .eval(r)
+                .is_some_and(|v| match_val(t, v, &Scratch::default()));
+        }
         return e.any(r, &mut |v, s| match_val(t, v, s));
     }
     if let Fetch::Src = &t.fetch {

@@ -24,7 +24,7 @@ use std::sync::Arc;
 use crate::config::{HttpRequestAction, StickKind};
 use crate::rules::{Cond, Matcher};
 use crate::sample::{cast, sample_key, with_scratch, Ctx, Expr, Type, Val};
-use crate::table::{dict, Data, Pending, SrvKey, StKey, Stk, Table};
+use crate::table::{dict, Data, KeyType, Pending, SrvKey, StKey, Stk, Table};
 
 /// A server a stick-table entry names, as the backend looks it up.
 #[derive(Clone, Copy, Debug)]
@@ -270,6 +270,17 @@ impl Stk {
     }
 }
 
+/// The key a `track-scN KEY` rule tracks in table `t` (None: no sample,
+/// or one that makes no key of the table's type). `src` alone, the usual
+/// key, is made from the address at once (what its sample would give:
+/// `sample_key` casts an address to an address).
+pub fn track_key(t: &Table, key: &Expr, ctx: &Ctx<'_>) -> Option<StKey> {
+    if key.is_src() && matches!(t.def().key, KeyType::Ip | KeyType::Ipv6) {
+        return t.key_ip(ctx.src_addr().ip());
+    }
+    with_scratch(|s| key.eval(ctx, s).and_then(|v| sample_key(t, v, s)))
+}
+
 /// Runs the stick-table action of an `http-request` rule (`track-scN`,
 /// `sc-inc-gpc0`, `sc-set-gpt0`) for the exchange of `ctx`; false if the
 /// action is not one of them. Without a `table`, `track-scN` uses the
@@ -283,10 +294,8 @@ pub fn run_http_action(a: &HttpRequestAction, ctx: &Ctx<'_>) -> bool {
             let Some(t) = stk.tables().get(name) else {
                 return true;
             };
-            let t = Arc::clone(t);
-            let k = with_scratch(|s| key.eval(ctx, s).and_then(|v| sample_key(&t, v, s)));
-            if let Some(k) = k {
-                stk.track(*n, &t, &k, true);
+            if let Some(k) = track_key(t, key, ctx) {
+                stk.track(*n, t, &k, true);
             }
         }
         HttpRequestAction::ScIncGpc0(n) => {

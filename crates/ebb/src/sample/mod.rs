@@ -525,6 +525,22 @@ impl Expr {
         self.eval_text(&Ctx::detached(&|| None, None))
     }
 
+    /// The expression's fetch when it is a stick-table fetch alone (no
+    /// converter): its one value is read without the sample machinery.
+    pub fn stk_alone(&self) -> Option<&stk::StkFetch> {
+        match (&self.fetch, &self.convs[..]) {
+            (fetch::Fetch::Stk(k), []) => Some(k),
+            _ => None,
+        }
+    }
+
+    /// Whether the expression is `src` alone (no converter): a table key
+    /// is then made from the address without a sample (see
+    /// `stick::track_key`).
+    pub fn is_src(&self) -> bool {
+        matches!(self.fetch, fetch::Fetch::Src) && self.convs.is_empty()
+    }
+
     /// The type the expression produces.
     pub fn out_type(&self) -> Type {
         self.out
@@ -589,6 +605,11 @@ impl Expr {
     /// while the fetch says more follow); stops at the first `true`. A
     /// value a converter fails on is skipped.
     pub fn any(&self, ctx: &Ctx<'_>, f: &mut dyn FnMut(Val, &Scratch) -> bool) -> bool {
+        if let Some(k) = self.stk_alone() {
+            // One integer or boolean, no bytes (no scratch buffer to
+            // borrow; an empty one allocates nothing).
+            return k.eval(ctx).is_some_and(|v| f(v, &Scratch::default()));
+        }
         with_scratch(|s| {
             let convs = &self.convs;
             let each = self.fetch.each(ctx, s, &mut |mut v, s| {

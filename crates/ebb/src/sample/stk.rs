@@ -224,6 +224,15 @@ impl StkFetch {
     pub fn eval(&self, ctx: &Ctx<'_>) -> Option<Val> {
         let stk = ctx.stk?;
         let now = stk.now();
+        if let (Who::Sc(n), None, Op::Get(d) | Op::KBytes(d)) = (self.who, &self.table, self.op) {
+            // A read of the tracked entry's own table (the usual rate
+            // rule): no reference taken on the table.
+            let v = stk.with_tracked(n, |t, e| t.get_at(e, d, self.idx, now))?? as i64;
+            return Some(Val::Int(match self.op {
+                Op::KBytes(_) => v >> 10,
+                _ => v,
+            }));
+        }
         let own = || self.table.as_deref().unwrap_or(ctx.be.unwrap_or(ctx.fe));
         let (table, entry): (Arc<Table>, Option<EntryRef>) = match self.who {
             Who::Sc(n) => {

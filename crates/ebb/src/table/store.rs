@@ -144,6 +144,8 @@ pub struct Table {
     elems: [u8; DATA_KINDS],
     /// The period of each rate stored.
     periods: [u32; DATA_KINDS],
+    /// Bit `1 << kind` of each data kind stored.
+    kinds: u32,
     inner: Mutex<Inner>,
     /// Set for tables with `peers`.
     sync: Option<SyncHook>,
@@ -165,6 +167,17 @@ fn start_counts(session: bool, http: bool) -> [(Data, u64); 7] {
         (Data::HttpReqCnt, h),
         (Data::HttpReqRate, h),
     ]
+}
+
+/// The mask of data kinds [`Table::stores_any`] takes.
+pub const fn kinds_mask(kinds: &[Data]) -> u32 {
+    let mut m = 0;
+    let mut i = 0;
+    while i < kinds.len() {
+        m |= 1u32 << (kinds[i] as u32);
+        i += 1;
+    }
+    m
 }
 
 /// Wrap-safe "a is before or at b" on ticks.
@@ -198,6 +211,10 @@ impl Table {
                 .filter(|&(d, n)| n != 0 && index[d as usize].is_some())
                 .collect()
         });
+        let kinds = def
+            .store
+            .iter()
+            .fold(0, |m, d| m | 1u32 << (d.data() as u32));
         let sync = def.peers.as_ref().map(|_| SyncHook {
             dirty: AtomicBool::new(false),
             wake: OnceLock::new(),
@@ -207,6 +224,7 @@ impl Table {
             index,
             elems,
             periods,
+            kinds,
             inner: Mutex::new(Inner {
                 keys,
                 exps: Eb32Tree::new(),
@@ -228,6 +246,13 @@ impl Table {
         // A panic while holding the lock leaves consistent trees (every
         // mutation completes before returning), so a poisoned lock is used.
         self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Whether the table stores any of the data kinds of `mask` (bit
+    /// `1 << kind` each; see [`kinds_mask`]): adding to the others changes
+    /// nothing, so a caller may then skip its adds.
+    pub fn stores_any(&self, mask: u32) -> bool {
+        self.kinds & mask != 0
     }
 
     /// Number of entries.
@@ -315,16 +340,13 @@ impl Table {
     // One macro body serves Copy keys (addresses, integers) and byte keys.
     #[allow(clippy::clone_on_copy)]
     pub fn track(&self, key: &StKey, now: u32) -> Option<EntryRef> {
-        self.track_in(&mut self.lock(), key, now)
+        self.track_in(&mut self.lock(), key, now, &[])
     }
 
     /// [`Self::track`], then adds `adds` to the entry, under one lock
     /// (a stream starting to track: its connection and request counted).
     pub fn track_add(&self, key: &StKey, now: u32, adds: &[(Data, u64)]) -> Option<EntryRef> {
-        let mut g = self.lock();
-        let r = self.track_in(&mut g, key, now)?;
-        self.adds_in(&mut g, r, adds, now);
-        Some(r)
+        self.track_in(&mut self.lock(), key, now, adds)
     }
 
     /// A tracker starts on `key` ([`Self::track_add`] with what a start
@@ -373,19 +395,26 @@ impl Table {
         }
     }
 
-    /// Finds or creates the entry of `key`, takes a reference and sets
-    /// its expiry. The expiry tree is not touched for an entry found: its
+    /// Finds or creates the entry of `key`, takes a reference, sets its
+    /// expiry and adds `adds` to it (one entry access). The expiry tree is not touched for an entry found: its
     /// node stays where it was and [`Self::expire`] or an eviction moves
     /// it when they reach it (HAProxy's touch does the same), so a touch
     /// is one descent of the key tree.
     #[allow(clippy::clone_on_copy)]
-    fn track_in(&self, inner: &mut Inner, key: &StKey, now: u32) -> Option<EntryRef> {
+    fn track_in(
+        &self,
+        inner: &mut Inner,
+        key: &StKey,
+        now: u32,
+        adds: &[(Data, u64)],
+    ) -> Option<EntryRef> {
         let exp = self.exp_at(inner, now);
         if let Some(h) = with_tree!(&mut inner.keys, key, |t, k| t.lookup_ref(k)) {
             any_tree!(&mut inner.keys, |t| {
                 let e = t.get_mut(h)?;
                 e.refs += 1;
                 e.exp = exp;
+                self.add_to(e, adds, now);
                 Some(())
             })?;
             self.mark(inner, h);
@@ -395,15 +424,15 @@ impl Table {
         if len >= self.def.size && (self.def.nopurge || !Self::evict_one(inner)) {
             return None;
         }
-        let data = self.new_data(now);
         let node = inner.exps.insert(exp, Handle::dangling());
-        let entry = Entry {
-            data,
+        let mut entry = Entry {
+            data: self.new_data(now),
             refs: 1,
             exp,
             exp_node: node,
             upd: 0,
         };
+        self.add_to(&mut entry, adds, now);
         let h = with_tree!(&mut inner.keys, key, |t, k| Some(
             t.insert(k.clone(), entry)
         ));

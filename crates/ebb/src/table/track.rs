@@ -291,6 +291,20 @@ impl Stk {
         pick(&self.strm).or_else(|| pick(&self.sess))
     }
 
+    /// Runs `f` on the table and entry counter `n` reads (as
+    /// [`Stk::tracked`], without taking a reference on the table); None
+    /// when the counter is not tracked. `f` must not track or release.
+    pub fn with_tracked<R>(&self, n: usize, f: impl FnOnce(&Table, EntryRef) -> R) -> Option<R> {
+        fn at(l: &Level, n: usize) -> Option<std::cell::Ref<'_, Tracker>> {
+            std::cell::Ref::filter_map(l.borrow(), |l| {
+                l.as_deref().and_then(|l| l.get(n)).and_then(Option::as_ref)
+            })
+            .ok()
+        }
+        let t = at(&self.strm, n).or_else(|| at(&self.sess, n))?;
+        Some(f(&t.table, t.entry))
+    }
+
     /// Whether anything is tracked at either level.
     pub fn any(&self) -> bool {
         let any = |l: &Level| {
@@ -318,6 +332,18 @@ impl Stk {
             // Nothing tracked (the common case): nothing to count.
             return;
         }
+        // The kinds added below: a table storing none of them is only
+        // released.
+        const END: u32 = super::store::kinds_mask(&[
+            Data::HttpErrCnt,
+            Data::HttpErrRate,
+            Data::HttpFailCnt,
+            Data::HttpFailRate,
+            Data::BytesInCnt,
+            Data::BytesInRate,
+            Data::BytesOutCnt,
+            Data::BytesOutRate,
+        ]);
         let e = u64::from(server_4xx);
         let f = u64::from(fail);
         let adds = [
@@ -330,10 +356,15 @@ impl Stk {
             (Data::BytesOutCnt, bytes_out),
             (Data::BytesOutRate, bytes_out),
         ];
+        let adds_for = |t: &Table| if t.stores_any(END) { &adds[..] } else { &[] };
         each(&self.sess, |t| {
-            t.table.add_many(t.entry, &adds, now);
+            if t.table.stores_any(END) {
+                t.table.add_many(t.entry, &adds, now);
+            }
         });
-        take_each(&self.strm, |t| t.table.finish(t.entry, &adds, true, now));
+        take_each(&self.strm, |t| {
+            t.table.finish(t.entry, adds_for(&t.table), true, now)
+        });
     }
 
     /// `sc-inc-gpc0(N)`: increments gpc0 and gpc0_rate of counter N.

@@ -359,7 +359,18 @@ impl Sock {
 
     /// Writes `prefix` (a PROXY header, once) and then what `h` holds.
     /// Returns whether bytes left.
-    fn write_from(&mut self, prefix: &mut Vec<u8>, h: &mut Half, w: &dyn Pool, now: Tick) -> bool {
+    /// `other_eof`: the other side's FIN was read, so `h` holds the last
+    /// bytes this side will send: they leave with `MSG_MORE`
+    /// ([`Transport::write_last`]) and the FIN [`Sock::shut_if_done`]
+    /// passes on right after (or the close) goes in their segment.
+    fn write_from(
+        &mut self,
+        prefix: &mut Vec<u8>,
+        h: &mut Half,
+        other_eof: bool,
+        w: &dyn Pool,
+        now: Tick,
+    ) -> bool {
         if !self.wr || self.err {
             return false;
         }
@@ -396,7 +407,12 @@ impl Sock {
                 prefix
             };
             let want = src.len();
-            match tr.write(src) {
+            let wrote = if other_eof && prefix.is_empty() {
+                tr.write_last(&[io::IoSlice::new(src)])
+            } else {
+                tr.write(src)
+            };
+            match wrote {
                 Ok(n) => {
                     if prefix.is_empty() {
                         h.start += n;
@@ -547,8 +563,10 @@ impl Pipe {
             let eof_before = self.cli.eof;
             let s2c_was_full = std::mem::take(&mut self.s2c.reader_blocked);
             let got = self.cli.read_into(&mut self.c2s, w, now);
-            let sent =
-                !self.res_hold && self.cli.write_from(&mut Vec::new(), &mut self.s2c, w, now);
+            let sent = !self.res_hold
+                && self
+                    .cli
+                    .write_from(&mut Vec::new(), &mut self.s2c, self.srv.eof, w, now);
             if !self.res_hold {
                 let srv_done = self.srv.clean_done();
                 self.cli.shut_if_done(&self.s2c, self.srv.eof, srv_done);
@@ -596,9 +614,9 @@ impl Pipe {
             let eof_before = self.srv.eof;
             let shut_before = self.srv.shut_wr;
             let c2s_was_full = std::mem::take(&mut self.c2s.reader_blocked);
-            let sent = self
-                .srv
-                .write_from(&mut self.srv_prefix, &mut self.c2s, w, now);
+            let sent =
+                self.srv
+                    .write_from(&mut self.srv_prefix, &mut self.c2s, self.cli.eof, w, now);
             let got = self.srv.read_into(&mut self.s2c, w, now);
             let cli_done = self.cli.clean_done();
             self.srv.shut_if_done(&self.c2s, self.cli.eof, cli_done);
