@@ -1748,7 +1748,9 @@ impl Stream {
                 out.extend_from_slice(b"\r\n");
             }
         }
-        compress::write_h1_fields(out, verdict, r.header(buf, "etag"));
+        if coding.is_some() {
+            compress::write_h1_fields(out, verdict, r.header(buf, "etag"));
+        }
         let left = if tunnel {
             let upg = r.header(buf, "upgrade").map(|v| v.to_vec());
             out.extend_from_slice(b"Connection: upgrade\r\n");
