@@ -57,8 +57,8 @@ use crate::backend::{alive, Farm, LbInput, Pick, ServerRt, WaitState, Waiter};
 use crate::compress;
 use crate::config::HttpReuse;
 use crate::http1::{
-    forwardable, parse_response_into, BodyFraming, ChunkedDecoder, ChunkedRecoder, Method,
-    ResponseHead, Status as PStatus, Version,
+    eq_nocase, forwardable, parse_response_into, BodyFraming, ChunkedDecoder, ChunkedRecoder,
+    Method, ResponseHead, Status as PStatus, Version,
 };
 use crate::l4rules::Verdict;
 use crate::mux::h1::client::{dst_of, In, LogFacts};
@@ -669,7 +669,7 @@ impl Stream {
         let now = ctx.now();
         up.t_served = Some(now);
         up.waiter = None;
-        s.counters.note_session();
+        s.counters.note_session(ctx.now_ns());
         // 1. The connection this client already has to that server: kept
         //    private to it, or parked in the pool where no other request
         //    took it. Still registered with the server side's tasklet:
@@ -1657,7 +1657,7 @@ impl Stream {
         };
         // A compressed answer gets a weak ETag (written below).
         let skip = |name: &[u8]| {
-            hdr_name_eq(name, "content-length") || (coding.is_some() && hdr_name_eq(name, "etag"))
+            eq_nocase(name, b"content-length") || (coding.is_some() && eq_nocase(name, b"etag"))
         };
         let sets = [
             (&be.http_response[..], &be.matcher),
