@@ -1737,15 +1737,40 @@ impl Stream {
             head.write(out);
             up.status = head.status;
         } else {
+            // A line the origin wrote as ebb writes it (`name: value`
+            // CRLF) is copied as it is, in one piece with the kept lines
+            // right before it: a few copies per head, not four per field.
+            let mut run: Option<core::ops::Range<usize>> = None;
             for f in forwardable(buf, &r.headers) {
                 let name = f.name.get(buf);
                 if skip(name) {
                     continue;
                 }
+                let (start, ve) = (f.name.start as usize, f.value.end as usize);
+                let as_written = buf.get(f.name.end as usize..f.value.start as usize)
+                    == Some(b": ")
+                    && buf.get(ve..ve + 2) == Some(b"\r\n");
+                if as_written {
+                    match &mut run {
+                        Some(r) if r.end == start => r.end = ve + 2,
+                        _ => {
+                            if let Some(r) = run.replace(start..ve + 2) {
+                                out.extend_from_slice(buf.get(r).unwrap_or(&[]));
+                            }
+                        }
+                    }
+                    continue;
+                }
+                if let Some(r) = run.take() {
+                    out.extend_from_slice(buf.get(r).unwrap_or(&[]));
+                }
                 out.extend_from_slice(name);
                 out.extend_from_slice(b": ");
                 out.extend_from_slice(f.value.get(buf));
                 out.extend_from_slice(b"\r\n");
+            }
+            if let Some(r) = run {
+                out.extend_from_slice(buf.get(r).unwrap_or(&[]));
             }
         }
         if coding.is_some() {
