@@ -12,7 +12,8 @@
 //! `EBB_MW_STATE`. The new master reads the configuration; kept binds take
 //! their socket back, new ones are bound, removed ones closed. It forks a
 //! new worker; once that worker says it is ready, every older worker gets
-//! SIGUSR1 (graceful stop, bounded by its `hard-stop-after`). A
+//! SIGUSR1 (graceful stop, bounded by its `hard-stop-after`): the old
+//! ones accept until every thread of the new one polls its listeners. A
 //! configuration that does not load leaves the running workers alone and
 //! counts a failed reload (`show proc`).
 //!
@@ -53,7 +54,8 @@ pub fn is_reexec() -> bool {
     std::env::var_os(STATE_ENV).is_some()
 }
 
-/// Called by a worker once it serves: tells its master.
+/// Called by a worker once it serves (every scheduler thread polls its
+/// listeners): tells its master, which then stops the older workers.
 pub fn worker_ready() {
     let s = READY.lock().unwrap_or_else(|e| e.into_inner()).take();
     if let Some(mut s) = s {
@@ -746,6 +748,14 @@ impl Master {
                 w.old = true;
                 w.stop_sent = Some(std::time::Instant::now());
                 let _ = crate::sys::kill(w.pid, libc::SIGUSR1);
+                if self.opts.run.debug {
+                    // One write: the workers share stderr.
+                    let line = format!(
+                        "ebb: master: worker {newest} serves: old worker {} stops\n",
+                        w.pid
+                    );
+                    let _ = io::stderr().lock().write_all(line.as_bytes());
+                }
             }
         }
     }

@@ -919,7 +919,6 @@ fn load_states(
 /// TLS towards a server with `ssl` (its client configuration and SNI).
 pub fn server_tls(
     o: &crate::config::ServerOptions,
-    host: &str,
 ) -> Result<Option<crate::backend::ServerTls>, String> {
     if !o.ssl {
         if o.check_ssl {
@@ -935,9 +934,23 @@ pub fn server_tls(
         c.alpn_protocols = o.alpn.iter().map(|p| p.as_bytes().to_vec()).collect();
         config = Arc::new(c);
     }
+    // A constant `sni` (`str(NAME)`) is one name for every connection
+    // (and the idle pool shares them); any other is evaluated per
+    // connection, on the request as sent.
+    let (sni, sni_expr) = match &o.sni {
+        Some(e) if e.constant() => {
+            let text = e.constant_text().unwrap_or_default();
+            let name =
+                String::from_utf8(text).map_err(|_| "'sni' is not valid UTF-8".to_string())?;
+            (name, None)
+        }
+        Some(e) => (String::new(), Some(e.clone())),
+        None => (String::new(), None),
+    };
     Ok(Some(crate::backend::ServerTls {
         config,
-        sni: o.sni.clone().unwrap_or_else(|| host.to_string()),
+        sni,
+        sni_expr,
     }))
 }
 
@@ -1061,8 +1074,8 @@ fn compile_servers(
 ) -> Result<ServersRt, ConfigError> {
     let mut list = Vec::with_capacity(p.servers.len());
     for s in &p.servers {
-        let tls = server_tls(&s.opts, &s.host)
-            .map_err(|e| err(&s.loc, format!("server {}: {e}", s.name)))?;
+        let tls =
+            server_tls(&s.opts).map_err(|e| err(&s.loc, format!("server {}: {e}", s.name)))?;
         let saved = state.and_then(|m| m.get(&s.name));
         let addr = match &s.opts.init_addr {
             // An abstract UNIX socket has no IP address.

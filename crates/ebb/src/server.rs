@@ -609,6 +609,13 @@ fn serve(cfg: Config, opts: RunOptions) -> i32 {
         }
         let _ = writeln!(out, "ebb: ready ({nbthread} threads)");
         let _ = out.flush();
+    }
+    // The master (or -sf/-st's old processes) hears that this process
+    // serves once every scheduler thread polls its listeners, not before
+    // the threads start: the old worker keeps accepting until then, so no
+    // connection waits in the backlog for a thread that has yet to start.
+    let starting = std::sync::atomic::AtomicUsize::new(nbthread);
+    let serving = || {
         if let Some(ready) = opts.on_ready {
             ready();
         }
@@ -617,7 +624,7 @@ fn serve(cfg: Config, opts: RunOptions) -> i32 {
             crate::handover::signal_old(&opts.old_pids, opts.old_signal);
         }
         sd_notify(&format!("READY=1\nMAINPID={}", crate::sys::pid()));
-    }
+    };
 
     let sessions = Arc::new(Sessions::new(nbthread));
     let process = Arc::new(Process {
@@ -820,6 +827,17 @@ fn serve(cfg: Config, opts: RunOptions) -> i32 {
             }
             ctx.on_stop_tasklet(id);
             ctx.tasklet_wakeup(id);
+        }
+        if opts.debug {
+            // One write: the master and the other workers share stderr.
+            let line = format!(
+                "ebb: debug: thread {} polls its listeners\n",
+                ctx.thread_id() + 1
+            );
+            let _ = io::stderr().lock().write_all(line.as_bytes());
+        }
+        if starting.fetch_sub(1, std::sync::atomic::Ordering::AcqRel) == 1 {
+            serving();
         }
     });
     drop(pool);

@@ -1013,7 +1013,23 @@ pub fn client_config_with(
                 Some(p) => roots_from_file(p)?,
                 None => system_roots()?,
             };
-            builder.with_root_certificates(roots).with_no_client_auth()
+            let inner = rustls::client::WebPkiServerVerifier::builder_with_provider(
+                Arc::new(roots),
+                Arc::clone(&provider),
+            )
+            .build()
+            .map_err(|e| format!("TLS verification settings refused: {e}"))?;
+            let verify_host = match tls.verify_host.as_deref() {
+                Some(h) => Some(
+                    ServerName::try_from(h.to_owned())
+                        .map_err(|e| format!("'verifyhost {h}': {e}"))?,
+                ),
+                None => None,
+            };
+            builder
+                .dangerous()
+                .with_custom_certificate_verifier(Arc::new(ChainThenName { inner, verify_host }))
+                .with_no_client_auth()
         }
     };
     let mut config = config;
@@ -1060,6 +1076,67 @@ fn system_roots() -> Result<RootCertStore, String> {
 /// `verify none`: accepts any server certificate (see [`client_config`]).
 #[derive(Debug)]
 struct NoVerify(Arc<CryptoProvider>);
+
+/// `verify required` as HAProxy's: the chain always (against `ca-file`
+/// or the system's roots); the names against the SNI sent, else against
+/// `verifyhost`, else not at all ("when no name is found, the
+/// certificate's names are ignored"). A connection made by IP address
+/// sends no SNI (rustls sends none for an address).
+#[derive(Debug)]
+struct ChainThenName {
+    inner: Arc<rustls::client::WebPkiServerVerifier>,
+    verify_host: Option<ServerName<'static>>,
+}
+
+impl ServerCertVerifier for ChainThenName {
+    fn verify_server_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+        server_name: &ServerName<'_>,
+        ocsp_response: &[u8],
+        now: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        let no_sni = matches!(server_name, ServerName::IpAddress(_));
+        let name = match &self.verify_host {
+            Some(h) if no_sni => h,
+            _ => server_name,
+        };
+        let r = self
+            .inner
+            .verify_server_cert(end_entity, intermediates, name, ocsp_response, now);
+        match r {
+            // The chain checked out (webpki checks it before the name).
+            Err(rustls::Error::InvalidCertificate(
+                rustls::CertificateError::NotValidForName
+                | rustls::CertificateError::NotValidForNameContext { .. },
+            )) if no_sni && self.verify_host.is_none() => Ok(ServerCertVerified::assertion()),
+            r => r,
+        }
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.inner.verify_tls12_signature(message, cert, dss)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.inner.verify_tls13_signature(message, cert, dss)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.inner.supported_verify_schemes()
+    }
+}
 
 impl ServerCertVerifier for NoVerify {
     fn verify_server_cert(

@@ -250,8 +250,9 @@ impl Worker {
         s: &ServerRt,
         want: crate::backend::pool::Want,
         now: Tick,
+        quiet: &dyn Fn(sched::TaskletId, u32) -> bool,
     ) -> Option<crate::backend::pool::Taken> {
-        self.shared.idle.take(self.thread, s, want, now)
+        self.shared.idle.take(self.thread, s, want, now, quiet)
     }
 
     /// Closes this thread's idle connections older than their server's

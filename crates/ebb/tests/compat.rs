@@ -16,7 +16,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 
-use common::{get, have, run_ebb, scratch, EBB};
+use common::{get, have, retry_eintr, run_ebb, scratch, EBB};
 
 /// A process started through the launcher; killed on drop.
 struct Launched {
@@ -278,13 +278,13 @@ fn bind_on_a_unix_socket_path() {
 /// Receives one datagram (the test fails after 30 s without one).
 fn recv_udp(s: &UdpSocket) -> String {
     let mut b = [0u8; 4096];
-    let n = s.recv(&mut b).expect("no syslog datagram");
+    let n = retry_eintr(|| s.recv(&mut b)).expect("no syslog datagram");
     String::from_utf8_lossy(&b[..n]).into_owned()
 }
 
 fn recv_unix(s: &UnixDatagram) -> String {
     let mut b = [0u8; 4096];
-    let n = s.recv(&mut b).expect("no syslog datagram");
+    let n = retry_eintr(|| s.recv(&mut b)).expect("no syslog datagram");
     String::from_utf8_lossy(&b[..n]).into_owned()
 }
 

@@ -8,7 +8,7 @@ use std::net::SocketAddr;
 use std::process::Command;
 
 use common::origin::{Mode, Origin};
-use common::{haproxy_with, have, run_ebb, scratch, wait_until, Client, Ebb};
+use common::{haproxy_with, have, retry_eintr, run_ebb, scratch, wait_until, Client, Ebb};
 
 /// A socket's keep-alive timer as `ss -o` shows it (`timer:(keepalive,
 /// 49min59sec,0)`): seconds left; `None` when it has no such timer.
@@ -477,7 +477,7 @@ type Logged = (String, String, String);
 /// The next syslog line on `udp`.
 fn next_log(udp: &std::net::UdpSocket) -> Logged {
     let mut b = [0u8; 4096];
-    let n = udp.recv(&mut b).expect("no syslog datagram");
+    let n = retry_eintr(|| udp.recv(&mut b)).expect("no syslog datagram");
     let l = String::from_utf8_lossy(&b[..n]).into_owned();
     let word = |after: &str| {
         l.split(after)
@@ -1119,7 +1119,7 @@ backend b5
 /// written `n`, the status and the termination state.
 fn log_shape(udp: &std::net::UdpSocket) -> [String; 5] {
     let mut b = [0u8; 4096];
-    let n = udp.recv(&mut b).expect("no syslog datagram");
+    let n = retry_eintr(|| udp.recv(&mut b)).expect("no syslog datagram");
     let l = String::from_utf8_lossy(&b[..n]).into_owned();
     let f: Vec<&str> = l.split("] ").nth(1).unwrap_or("").split(' ').collect();
     let at = |i: usize| f.get(i).copied().unwrap_or("?").to_string();

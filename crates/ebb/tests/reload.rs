@@ -414,6 +414,47 @@ fn master_worker_reloads_under_load_lose_nothing() {
     assert_eq!(e.wait_exit(Duration::from_secs(30)), Some(0));
 }
 
+/// The master stops the old worker only once every scheduler thread of
+/// the new one polls its listeners (until then the old one accepts), so
+/// no connection waits in the backlog for a thread that has not started:
+/// `-d` shows each thread's first poll and the master's stop, and at each
+/// of 10 reloads of a 4-thread worker the four polls come first.
+#[test]
+fn the_old_worker_stops_once_every_new_thread_polls() {
+    let o = Origin::start("o", Mode::Ok);
+    let dir = scratch("mw-order");
+    let cfg = dir.join("ebb.cfg");
+    let text = proxy_cfg("", &["127.0.0.1:0"], o.addr).replace("nbthread 2", "nbthread 4");
+    std::fs::write(&cfg, text).unwrap();
+    let e = Ebb::start_args(&["-W", "-d", "-f", cfg.to_str().unwrap()], dir.clone());
+    let lines = || e.stderr.lock().unwrap().clone();
+    let polls = |l: &[String]| {
+        l.iter()
+            .filter(|x| x.contains("polls its listeners"))
+            .count()
+    };
+    wait_until("the first worker polls", || polls(&lines()) == 4);
+    for i in 1..=10 {
+        e.signal("USR2");
+        wait_until("the old worker is told to stop", || {
+            lines().iter().filter(|x| x.ends_with(" stops")).count() == i
+        });
+        let l = lines();
+        let stop = l
+            .iter()
+            .enumerate()
+            .filter(|(_, x)| x.ends_with(" stops"))
+            .map(|(k, _)| k)
+            .nth(i - 1)
+            .unwrap();
+        // Every thread of this worker and of the ones before it.
+        assert_eq!(polls(&l[..stop]), 4 * (i + 1), "reload {i}: {l:?}");
+    }
+    let mut e = e;
+    e.signal("USR1");
+    assert_eq!(e.wait_exit(Duration::from_secs(30)), Some(0));
+}
+
 /// Reload without a master: the new process takes the old one's sockets
 /// with `-x` (`_getsocks` on its `expose-fd listeners` stats socket) and
 /// stops it with `-sf` once ready. Under load: nothing refused or lost,

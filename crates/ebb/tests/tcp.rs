@@ -944,3 +944,30 @@ fn a_short_session_costs_few_system_calls() {
         "ebb {ebb_calls} calls, haproxy {hap_calls}: {m:?} / {hm:?}"
     );
 }
+
+/// `shutdown sessions server` ends an established tcp session with
+/// termination state `K-`, as HAProxy 2.6 logs it (checked by hand with
+/// Debian's haproxy: `... 80 K- 1/1/0/0/0 0/0`).
+#[test]
+fn a_session_shut_down_from_the_cli_is_logged_killed() {
+    let (echo, _) = echo_server(false);
+    let d = scratch("tcp-kill");
+    let sock = d.join("cli.sock");
+    let e = Ebb::start(&format!(
+        "{}listen l\n    bind BIND\n    option tcplog\n    server s {echo}\n",
+        logged(&format!(
+            "    stats socket {} level admin\n",
+            sock.display()
+        ))
+    ));
+    let mut a = TcpStream::connect(e.addr()).unwrap();
+    a.write_all(b"a").unwrap();
+    let mut b1 = [0u8; 1];
+    a.read_exact(&mut b1).unwrap();
+    assert_eq!(cli_cmd(&sock, "shutdown sessions server l/s"), "\n");
+    assert!(closed_empty(&mut a));
+    let p = a.local_addr().unwrap().port();
+    let l = e.wait_stdout(&format!(":{p} ["), LONG).unwrap();
+    assert_eq!(l.split(' ').nth(6), Some("K-"), "{l}");
+    let _ = std::fs::remove_dir_all(&d);
+}

@@ -211,7 +211,7 @@ fn tls_to_servers_with_verification_pooling_and_checks() {
         )
     };
     let p = Ebb::start(&proxy_cfg(&format!(
-        "verify required ca-file {} sni origin.test",
+        "verify required ca-file {} sni str(origin.test)",
         ca.display()
     )));
     let mut c = Client::connect(p.addr());
@@ -224,7 +224,7 @@ fn tls_to_servers_with_verification_pooling_and_checks() {
     // A name that is not in the certificate fails verification: 503 (the
     // connect is retried, then given up), never a wrong answer.
     let bad = Ebb::start(&proxy_cfg(&format!(
-        "verify required ca-file {} sni wrong.test",
+        "verify required ca-file {} sni str(wrong.test)",
         ca.display()
     )));
     let r = get(bad.addr(), "/");
@@ -232,6 +232,32 @@ fn tls_to_servers_with_verification_pooling_and_checks() {
     // verify none accepts any certificate (encrypted, not authenticated).
     let none = Ebb::start(&proxy_cfg("verify none"));
     assert_eq!(get(none.addr(), "/").text(), "tls-origin");
+    // Without SNI (the server is an IP address) the chain is checked and
+    // the names only against `verifyhost` (HAProxy's rule).
+    let chain = Ebb::start(&proxy_cfg(&format!(
+        "verify required ca-file {}",
+        ca.display()
+    )));
+    assert_eq!(get(chain.addr(), "/").text(), "tls-origin");
+    let vh = Ebb::start(&proxy_cfg(&format!(
+        "verify required ca-file {} verifyhost origin.test",
+        ca.display()
+    )));
+    assert_eq!(get(vh.addr(), "/").text(), "tls-origin");
+    let vh_bad = Ebb::start(&proxy_cfg(&format!(
+        "verify required ca-file {} verifyhost wrong.test",
+        ca.display()
+    )));
+    let r = get(vh_bad.addr(), "/");
+    assert!(r.status == 502 || r.status == 503, "{}", r.status);
+    // A chain that does not lead to the CA is refused whatever the name.
+    let (other_ca, _) = cert(&d, &["other.test"]);
+    let stranger = Ebb::start(&proxy_cfg(&format!(
+        "verify required ca-file {}",
+        other_ca.display()
+    )));
+    let r = get(stranger.addr(), "/");
+    assert!(r.status == 502 || r.status == 503, "{}", r.status);
     // The checks went over TLS too: the server never went DOWN.
     std::thread::sleep(Duration::from_millis(600));
     assert!(p
@@ -383,4 +409,94 @@ fn sessions_resume_unless_cache_and_tickets_are_off() {
         second_handshake_kind("    tune.ssl.cachesize 0\n", "no-tls-tickets"),
         rustls::HandshakeKind::Full
     );
+}
+
+/// `sni EXPR` on a server is a sample expression evaluated for each
+/// connection (HAProxy's meaning): `req.hdr(host)` sends each request's
+/// Host (a keep-alive client whose Host changes gets a connection per
+/// name), `str(NAME)` one name; a bare name is refused at start, as
+/// HAProxy refuses it; the health checks send `check-sni`, never `sni`.
+/// Side by side with haproxy.
+#[test]
+fn sni_is_an_expression_and_checks_send_check_sni() {
+    let d = scratch("tls-sni");
+    let (_, both) = cert(&d, &["a.test", "b.test", "chk.test", "fixed.test"]);
+    // The origin answers with the name the connection's client sent.
+    let origin = Ebb::start(&format!(
+        "defaults\n    mode http\n    timeout client 5s\nfrontend o\n    bind BIND ssl crt {}\n    http-request return status 200 content-type text/plain lf-string \"sni=%[ssl_fc_sni]\"\n",
+        both.display()
+    ));
+    let oaddr = origin.addr();
+    let cfg = |sock: &Path, bind: &str| {
+        format!(
+            "global\n    stats socket {} level admin\n\
+             defaults\n    mode http\n    timeout client 5s\n    timeout server 5s\n    timeout connect 2s\n\
+             frontend fe\n    bind {bind}\n    use_backend fixed if {{ path_beg /fixed }}\n    default_backend dyn\n\
+             backend dyn\n    server o {oaddr} ssl verify none sni req.hdr(host)\n\
+             backend fixed\n    server o {oaddr} ssl verify none sni str(fixed.test)\n\
+             backend chk\n    option httpchk GET /\n    http-check expect string sni=chk.test\n\
+             \x20   server o {oaddr} ssl verify none sni str(fixed.test) check-sni chk.test check inter 100ms\n\
+             backend nochk\n    option httpchk GET /\n    http-check expect rstring ^sni=$\n\
+             \x20   server o {oaddr} ssl verify none sni str(fixed.test) check inter 100ms\n",
+            sock.display()
+        )
+    };
+    let (e, esock) = ebb_with_admin("tls-sni", cfg);
+    let hap = haproxy_beside("tls-sni", cfg);
+    let mut runs = vec![("ebb", e.addr(), esock)];
+    if let Some((h, a)) = &hap {
+        runs.push(("haproxy", *a, h.sock.clone()));
+    }
+    let mut seen = Vec::new();
+    for (who, addr, sock) in &runs {
+        let mut c = Client::connect(*addr);
+        let mut bodies = Vec::new();
+        for (host, path) in [
+            ("a.test", "/"),
+            ("b.test", "/"),
+            ("a.test", "/"),
+            ("a.test", "/fixed"),
+        ] {
+            c.send(format!("GET {path} HTTP/1.1\r\nHost: {host}\r\n\r\n").as_bytes());
+            let r = c.read_resp();
+            assert_eq!(r.status, 200, "{who}");
+            bodies.push(r.text());
+        }
+        assert_eq!(
+            bodies,
+            ["sni=a.test", "sni=b.test", "sni=a.test", "sni=fixed.test"],
+            "{who}"
+        );
+        // Checks: `check-sni` sent; without it, no name (the server's
+        // address is an IP), whatever `sni` says.
+        for be in ["chk", "nochk"] {
+            // (HAProxy marks a check under way with "* ".)
+            wait_until(&format!("{who}'s check of {be}"), || {
+                let r = stat_row(sock, be, "o");
+                r.get("check_status")
+                    .is_some_and(|s| !s.is_empty() && !s.contains("INI"))
+            });
+            let r = stat_row(sock, be, "o");
+            let st = r["check_status"].trim_start_matches("* ");
+            assert_eq!(st, "L7OK", "{who} {be}: {r:?}");
+        }
+        seen.push(bodies);
+    }
+    // A bare name is not an expression: refused at start with its line.
+    let p = d.join("bare.cfg");
+    std::fs::write(
+        &p,
+        format!("defaults\n    mode http\nbackend b\n    server o {oaddr} ssl verify none sni api.example.com\n"),
+    )
+    .unwrap();
+    let (code, _, err) = run_ebb(&["-c", "-f", p.to_str().unwrap()], &d);
+    assert_ne!(code, 0);
+    assert!(err.contains("bare.cfg:4") && err.contains("sni"), "{err}");
+    if have("haproxy") {
+        let o = Command::new("haproxy")
+            .args(["-c", "-f", p.to_str().unwrap()])
+            .output()
+            .unwrap();
+        assert!(!o.status.success(), "haproxy took a bare sni name");
+    }
 }

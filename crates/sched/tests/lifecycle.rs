@@ -249,3 +249,100 @@ fn fd_readiness_wakes_the_tasklet() -> io::Result<()> {
     );
     Ok(())
 }
+
+/// `io_mark` tells whether an fd event reached a tasklet since the mark
+/// was taken: unchanged while nothing happens, `None` while an event waits
+/// to be taken, another mark once it was.
+#[test]
+fn io_mark_changes_with_each_fd_event() -> io::Result<()> {
+    use std::io::Write;
+    use std::os::fd::AsRawFd;
+    use std::os::unix::net::UnixStream;
+    let rt = runtime()?;
+    let mut ctx = rt.context(0)?;
+    let (mut a, b) = UnixStream::pair()?;
+    b.set_nonblocking(true)?;
+    let conn = ctx.new_tasklet("conn", |ctx: &mut Ctx, me, _why| {
+        let _ = ctx.take_events(me);
+        Status::Continue
+    });
+    ctx.register_fd(b.as_raw_fd(), conn, false)?;
+    let m0 = ctx.io_mark(conn).expect("a live tasklet without events");
+    ctx.turn(false)?;
+    ctx.run_until_idle(3)?;
+    assert_eq!(ctx.io_mark(conn), Some(m0), "no event, the same mark");
+    a.write_all(b"x")?;
+    ctx.turn(false)?;
+    assert_eq!(ctx.io_mark(conn), None, "an event not taken yet");
+    ctx.run_until_idle(3)?;
+    let m1 = ctx.io_mark(conn).expect("taken");
+    assert_ne!(m1, m0);
+    drop(a);
+    ctx.turn(false)?;
+    ctx.run_until_idle(3)?;
+    assert_ne!(ctx.io_mark(conn), Some(m1), "the close is an event too");
+    ctx.kill_tasklet(conn);
+    assert_eq!(ctx.io_mark(conn), None, "not a live tasklet");
+    Ok(())
+}
+
+/// An fd moved to another tasklet of the same thread wakes only that one
+/// from then on; one no longer registered cannot be moved.
+#[test]
+fn a_moved_fd_wakes_its_new_tasklet() -> io::Result<()> {
+    use std::io::Write;
+    use std::os::fd::AsRawFd;
+    use std::os::unix::net::UnixStream;
+    let rt = runtime()?;
+    let mut ctx = rt.context(0)?;
+    let (mut a, b) = UnixStream::pair()?;
+    b.set_nonblocking(true)?;
+    let log = Rc::new(RefCell::new(Vec::new()));
+    let mut named = |name: &'static str| {
+        let l = log.clone();
+        ctx.new_tasklet(name, move |ctx: &mut Ctx, me, _why| {
+            if !ctx.take_events(me).is_empty() {
+                l.borrow_mut().push(name);
+            }
+            Status::Continue
+        })
+    };
+    let (old, new) = (named("old"), named("new"));
+    ctx.register_fd(b.as_raw_fd(), old, false)?;
+    a.write_all(b"1")?;
+    ctx.turn(false)?;
+    ctx.run_until_idle(3)?;
+    assert_eq!(*log.borrow(), ["old"]);
+    ctx.move_fd(0, b.as_raw_fd(), new, false)?;
+    a.write_all(b"2")?;
+    ctx.turn(false)?;
+    ctx.run_until_idle(3)?;
+    assert_eq!(*log.borrow(), ["old", "new"]);
+    ctx.deregister_fd(b.as_raw_fd())?;
+    assert!(ctx.move_fd(0, b.as_raw_fd(), old, false).is_err());
+    Ok(())
+}
+
+/// A tasklet woken through the runtime's handle by a callback of its own
+/// thread (the server queue's hand-over wakes so) runs in the same turn,
+/// not after another poll.
+#[test]
+fn a_handle_wakeup_from_the_same_thread_runs_in_the_same_turn() -> io::Result<()> {
+    let rt = runtime()?;
+    let mut ctx = rt.context(0)?;
+    let ran = Rc::new(Cell::new(0));
+    let r = ran.clone();
+    let woken = ctx.new_tasklet("woken", move |_ctx: &mut Ctx, _me, _why| {
+        r.set(r.get() + 1);
+        Status::Continue
+    });
+    let h = ctx.handle();
+    let waker = ctx.new_tasklet("waker", move |_ctx: &mut Ctx, _me, _why| {
+        h.wake_tasklet_instant(woken);
+        Status::Continue
+    });
+    ctx.tasklet_wakeup(waker);
+    ctx.turn(false)?;
+    assert_eq!(ran.get(), 1, "woken in the waker's turn");
+    Ok(())
+}

@@ -1569,25 +1569,27 @@ pub fn start_agent(farm: &Arc<Farm>, s: &Arc<ServerRt>) -> Option<TaskId> {
 
 /// The TLS of a server's checks: its own (`ssl`), or with `check-ssl`
 /// a client built from its TLS options (checked at start by
-/// `proxy::server_tls`), SNI `sni` or the check's address.
+/// `proxy::server_tls`). HAProxy's checks send `check-sni`, never the
+/// traffic's `sni`; else no name: the check's address, which rustls does
+/// not send (and whose certificate names `verify required` checks only
+/// against `verifyhost`).
 fn check_ssl(s: &ServerRt) -> Option<super::ServerTls> {
     let o = &s.opts;
-    if let Some(t) = &s.tls {
-        return Some(super::ServerTls {
-            config: Arc::clone(&t.config),
-            sni: t.sni.clone(),
-        });
-    }
-    if !o.check_ssl {
-        return None;
-    }
-    let config = crate::tls::client_config_with(o.verify, o.ca_file.as_deref(), &o.tls).ok()?;
-    // An IP address: rustls sends no SNI for it (HAProxy's checks send
-    // none without `check-sni`).
     let ip = o.check_addr.or(s.addr().map(|a| a.ip()));
     let ip = ip.unwrap_or(std::net::IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED));
-    let sni = o.sni.clone().unwrap_or_else(|| ip.to_string());
-    Some(super::ServerTls { config, sni })
+    let sni = o.check_sni.clone().unwrap_or_else(|| ip.to_string());
+    let config = match &s.tls {
+        Some(t) => Arc::clone(&t.config),
+        None if o.check_ssl => {
+            crate::tls::client_config_with(o.verify, o.ca_file.as_deref(), &o.tls).ok()?
+        }
+        None => return None,
+    };
+    Some(super::ServerTls {
+        config,
+        sni,
+        sni_expr: None,
+    })
 }
 
 /// Starts the check task of one server with `check` (a server added at

@@ -500,7 +500,26 @@ pub struct ServerRt {
 /// as SNI and checked in its certificate.
 pub struct ServerTls {
     pub config: Arc<rustls::ClientConfig>,
+    /// The name sent and verified: a constant `sni`; empty without one,
+    /// HAProxy's default: no SNI (the connection names the server by its
+    /// address, which rustls does not send) and the certificate's names
+    /// not checked unless `verifyhost` says ([`crate::tls`]).
     pub sni: String,
+    /// `sni` with an expression that depends on the exchange (evaluated
+    /// for each new connection; [`ServerTls::sni`] when it gives nothing).
+    pub sni_expr: Option<crate::sample::Expr>,
+}
+
+impl ServerTls {
+    /// The name a new connection to `dest` sends and verifies: `dynamic`
+    /// (an `sni` evaluated for it), the constant `sni`, else the address.
+    pub fn name_for(&self, dynamic: Option<&str>, dest: Option<SocketAddr>) -> String {
+        match dynamic {
+            Some(n) => n.to_string(),
+            None if !self.sni.is_empty() => self.sni.clone(),
+            None => dest.map_or_else(|| "0.0.0.0".to_string(), |a| a.ip().to_string()),
+        }
+    }
 }
 
 impl ServerRt {

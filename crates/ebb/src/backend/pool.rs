@@ -90,6 +90,10 @@ struct Entry {
     /// The tasklet whose thread's poller still has the socket (its
     /// client's, while the client lives).
     reg: Option<TaskletId>,
+    /// That tasklet's [`sched::Ctx::io_mark`] when the connection was
+    /// parked: the same mark when it is taken means the poller reported
+    /// nothing on it (no close, no stray bytes), and it needs no `peek`.
+    mark: Option<u32>,
     /// Holds the server's count until the entry leaves the pool.
     _ticket: IdleTicket,
 }
@@ -178,7 +182,8 @@ impl IdlePools {
     /// Parks an idle connection to `s` (whose place `ticket` holds) in
     /// `thread`'s list: in the client's own place `parked` when it has one
     /// for that server, else in a new one it keeps (`reg`: the tasklet the
-    /// socket stays registered with). A lane is not kept.
+    /// socket stays registered with, and its [`sched::Ctx::io_mark`] now).
+    /// A lane is not kept.
     #[allow(clippy::too_many_arguments)]
     pub fn park(
         &self,
@@ -188,7 +193,7 @@ impl IdlePools {
         st: Transport,
         safe: bool,
         ticket: IdleTicket,
-        reg: Option<TaskletId>,
+        reg: Option<(TaskletId, Option<u32>)>,
         now: Tick,
     ) {
         let Some(conn) = st.into_movable() else {
@@ -199,7 +204,8 @@ impl IdlePools {
             since: now,
             purge: purge_ms(s),
             safe,
-            reg,
+            reg: reg.map(|r| r.0),
+            mark: reg.and_then(|r| r.1),
             _ticket: ticket,
         };
         if let Some(p) = parked.as_ref().filter(|p| p.uid == s.uid) {
@@ -248,6 +254,7 @@ impl IdlePools {
     pub fn release(&self, p: Parked, dereg: impl FnOnce(std::os::fd::RawFd)) {
         let mut g = lock(&p.slot);
         if let Some(e) = g.entry.as_mut() {
+            e.mark = None;
             if e.reg.take().is_some() {
                 dereg(e.conn.raw_fd());
             }
@@ -256,26 +263,44 @@ impl IdlePools {
 
     /// An open idle connection to `s` that `want` allows: `thread`'s own
     /// first, then (pool shared) another thread's. Closed or expired ones
-    /// found on the way are dropped.
-    pub fn take(&self, thread: usize, s: &ServerRt, want: Want, now: Tick) -> Option<Taken> {
+    /// found on the way are dropped. `quiet(reg, mark)` says whether the
+    /// tasklet a connection is registered with still has the mark it had
+    /// when the connection was parked: no event since, so the connection
+    /// is known open without a `peek` (as HAProxy learns of a close from
+    /// its poller only).
+    pub fn take(
+        &self,
+        thread: usize,
+        s: &ServerRt,
+        want: Want,
+        now: Tick,
+        quiet: &dyn Fn(TaskletId, u32) -> bool,
+    ) -> Option<Taken> {
         let classes: &[Class] = match want {
             Want::Any => &[Class::Any],
             Want::Safe => &[Class::Safe],
             Want::SafeFirst => &[Class::Safe, Class::Any],
         };
         for &class in classes {
-            if let Some(found) = self.take_class(thread, s, class, now) {
+            if let Some(found) = self.take_class(thread, s, class, now, quiet) {
                 return Some(found);
             }
         }
         None
     }
 
-    fn take_class(&self, thread: usize, s: &ServerRt, class: Class, now: Tick) -> Option<Taken> {
+    fn take_class(
+        &self,
+        thread: usize,
+        s: &ServerRt,
+        class: Class,
+        now: Tick,
+        quiet: &dyn Fn(TaskletId, u32) -> bool,
+    ) -> Option<Taken> {
         // Its own list, locked (only another thread looking competes).
         if let Some(m) = self.threads.get(thread) {
             while let Some(e) = pop(&mut lock(m), s, class, now) {
-                if let Some(found) = usable(e, s) {
+                if let Some(found) = usable(e, s, quiet) {
                     return Some(found);
                 }
             }
@@ -297,7 +322,7 @@ impl IdlePools {
                 let Some(e) = e else {
                     break;
                 };
-                if let Some(found) = usable(e, s) {
+                if let Some(found) = usable(e, s, quiet) {
                     return Some(found);
                 }
             }
@@ -396,10 +421,12 @@ fn pop(lists: &mut Lists, s: &ServerRt, class: Class, now: Tick) -> Option<Entry
 
 /// The connection of an entry taken from a list, if it is still open and
 /// still goes to the server's address (else it closes, its place in the
-/// pool given back).
-fn usable(e: Entry, s: &ServerRt) -> Option<Taken> {
+/// pool given back). Open is known without a `peek` when its tasklet saw
+/// no event since it was parked (`quiet`).
+fn usable(e: Entry, s: &ServerRt, quiet: &dyn Fn(TaskletId, u32) -> bool) -> Option<Taken> {
+    let q = matches!((e.reg, e.mark), (Some(r), Some(m)) if quiet(r, m));
     let mut t = taken(e);
-    (super::alive(&mut t.st) && s.still_there(&t.st)).then_some(t)
+    ((q || super::alive(&mut t.st)) && s.still_there(&t.st)).then_some(t)
 }
 
 #[cfg(test)]
@@ -431,7 +458,7 @@ mod tests {
         }
         assert_eq!(listed(&pools), 3);
         // Another request takes the newest; its emptied place leaves.
-        assert!(pools.take(0, &s, Want::Any, 1).is_some());
+        assert!(pools.take(0, &s, Want::Any, 1, &|_, _| false).is_some());
         assert_eq!(listed(&pools), 2);
         let last = places[2].as_ref().unwrap();
         assert!(pools.unpark(last).is_none(), "its connection was taken");
@@ -441,7 +468,7 @@ mod tests {
         let fd = c.tcp().local_addr().unwrap();
         pools.park(0, &mut places[2], &s, c, true, t, None, 1);
         assert_eq!(listed(&pools), 3);
-        let got = pools.take(0, &s, Want::Any, 1).unwrap();
+        let got = pools.take(0, &s, Want::Any, 1, &|_, _| false).unwrap();
         assert_eq!(got.st.tcp().local_addr().unwrap(), fd);
         // The client's own connection comes back without a walk, and its
         // place stays listed until a walk finds it empty.

@@ -106,6 +106,13 @@ pub fn add(c: &crate::proxy::Compiled, spec: &str, rest: &[&str]) -> Result<Stri
         // HAProxy 2.6's answer: the h2 mux is an HTTP one.
         return Err("MUX protocol is not usable for server.".into());
     }
+    if be.l4.tcp_mode && opts.sni.as_ref().is_some_and(|e| !e.constant()) {
+        // As at start: a tcp session's connect evaluates no expression.
+        return Err(
+            "'sni' with an expression of the session is supported by ebb in 'mode http' only."
+                .into(),
+        );
+    }
     if opts.map_ports && opts.check {
         // HAProxy 2.6's answer (ebb has no check port to give).
         return Err(format!(
@@ -123,7 +130,7 @@ pub fn add(c: &crate::proxy::Compiled, spec: &str, rest: &[&str]) -> Result<Stri
             "backend '{b}' has a 'source': health checks on its servers are not supported yet."
         ));
     }
-    let tls = crate::proxy::server_tls(&opts, &host)?;
+    let tls = crate::proxy::server_tls(&opts)?;
     let s = sv.farm.add_server(name, addr, opts, tls)?;
     s.port.store(port, Ordering::Relaxed);
     Ok("New server registered.\n".into())

@@ -1597,7 +1597,7 @@ fn servers_and_default_server() {
     default-server check inter 3s fall 4 rise 1 maxconn 50 ssl verify none
     server a 10.0.0.1:80 weight 10 maxqueue 20 backup
     server b [::1]:8080 no-check no-ssl weight 0 disabled
-    server c app.internal:443 fastinter 500ms downinter 10s slowstart 30s ca-file /ca.pem sni api.example.com pool-max-conn 8 pool-purge-delay 1s verify required
+    server c app.internal:443 fastinter 500ms downinter 10s slowstart 30s ca-file /ca.pem sni str(api.example.com) pool-max-conn 8 pool-purge-delay 1s verify required
     server d ::1:81 pool-max-conn -1
 ");
     let b = proxy(&c, "b");
@@ -1623,7 +1623,10 @@ fn servers_and_default_server() {
     assert_eq!(s[2].opts.downinter, Some(Duration::from_secs(10)));
     assert_eq!(s[2].opts.slowstart, Some(Duration::from_secs(30)));
     assert_eq!(s[2].opts.ca_file, Some(PathBuf::from("/ca.pem")));
-    assert_eq!(s[2].opts.sni.as_deref(), Some("api.example.com"));
+    assert_eq!(
+        s[2].opts.sni.as_ref().map(|e| e.text()),
+        Some("str(api.example.com)")
+    );
     assert_eq!(s[2].opts.pool_max_conn, Some(8));
     assert_eq!(s[2].opts.pool_purge_delay, Duration::from_secs(1));
     assert_eq!(s[2].opts.verify, Verify::Required);
@@ -3480,4 +3483,46 @@ fn count_fetches_name_existing_proxies() {
         "t.cfg:3: ",
         "no backend named 'zz'",
     );
+}
+
+/// `sni` is a sample expression (a bare name is refused, as HAProxy's
+/// "unknown fetch method"); in a tcp backend only a constant one;
+/// `check-sni` and `verifyhost` take names.
+#[test]
+fn server_sni_is_an_expression() {
+    let http = "defaults\n    mode http\nbackend b\n";
+    let c = parse_str(
+        "t.cfg",
+        &format!("{http}    server s 1.2.3.4:443 ssl sni req.hdr(host) check-sni c.test verifyhost v.test\n"),
+    )
+    .unwrap();
+    let s = &c.backends().next().unwrap().servers[0];
+    assert_eq!(s.opts.sni.as_ref().map(|e| e.text()), Some("req.hdr(host)"));
+    assert!(!s.opts.sni.as_ref().unwrap().constant());
+    assert_eq!(s.opts.check_sni.as_deref(), Some("c.test"));
+    assert_eq!(s.opts.tls.verify_host.as_deref(), Some("v.test"));
+    let e = errs(&format!(
+        "{http}    server s 1.2.3.4:443 ssl sni api.example.com\n"
+    ));
+    assert!(
+        e.iter()
+            .any(|l| l.starts_with("t.cfg:4") && l.contains("sni expression")),
+        "{e:?}"
+    );
+    let e =
+        errs("defaults\n    mode tcp\nbackend b\n    server s 1.2.3.4:443 ssl sni req.ssl_sni\n");
+    assert!(
+        e.iter()
+            .any(|l| l.starts_with("t.cfg:4") && l.contains("'mode http' only")),
+        "{e:?}"
+    );
+    assert!(parse_str(
+        "t.cfg",
+        "defaults\n    mode tcp\nbackend b\n    server s 1.2.3.4:443 ssl sni str(a.test)\n"
+    )
+    .is_ok());
+    let e = errs(&format!(
+        "{http}    server s 1.2.3.4:443 ssl verifyhost bad..name\n"
+    ));
+    assert!(e.iter().any(|l| l.contains("verifyhost")), "{e:?}");
 }

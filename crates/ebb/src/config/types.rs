@@ -1482,7 +1482,11 @@ pub struct ServerOptions {
     pub ssl: bool,
     pub verify: Verify,
     pub ca_file: Option<PathBuf>,
-    pub sni: Option<String>,
+    /// `sni EXPR`: the name sent to the server, a sample expression
+    /// evaluated per connection (HAProxy's), e.g. `req.hdr(host)`.
+    pub sni: Option<crate::sample::Expr>,
+    /// `check-sni NAME`: the name the health checks send (a string).
+    pub check_sni: Option<String>,
     /// `pool-max-conn`; `None` = unlimited (`-1`).
     pub pool_max_conn: Option<u32>,
     /// `pool-purge-delay`, 5 s by default (HAProxy's).
@@ -1594,6 +1598,10 @@ pub struct ServerTlsPolicy {
     pub no_tls13: bool,
     /// `no-tls-tickets`: TLS 1.2 sessions resume by session ID only.
     pub no_tls_tickets: bool,
+    /// `verifyhost NAME`: under `verify required`, the name the
+    /// certificate must carry when no SNI was sent (the health checks'
+    /// too); without it and without SNI the names are not checked.
+    pub verify_host: Option<String>,
 }
 
 impl ServerTlsPolicy {
@@ -1633,6 +1641,7 @@ impl Default for ServerOptions {
             verify: Verify::Required,
             ca_file: None,
             sni: None,
+            check_sni: None,
             pool_max_conn: None,
             pool_purge_delay: Duration::from_secs(5),
             tls: ServerTlsPolicy::default(),

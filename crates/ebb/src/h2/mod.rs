@@ -32,4 +32,4 @@ mod tests;
 
 pub use conn::{Config, Connection, Event, HeadEncoder, Progress, Role, SendError};
 pub use frame::{ErrorCode, H2Error};
-pub use request::{Malformed, RequestHead, ResponseHead};
+pub use request::{Malformed, RequestHead, ResponseHead, Written};

@@ -24,7 +24,23 @@
 //! (three digits, not 101, §8.3.2 and §8.6) as their only pseudo-header.
 
 use super::hpack::HeaderList;
-use crate::http1::{HeaderSpan, Span};
+use crate::http1::{BodyFraming, HeaderSpan, Limits, Method, Span, TargetForm, Version};
+
+/// How much of the reading of its HTTP/1.1 form
+/// [`RequestHead::write_h1_head`] did.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum Written {
+    /// Nothing: the HTTP/1 parser is to read the bytes (it would refuse
+    /// something in them, and says what).
+    Parse,
+    /// The request line's method and target spans, and the fields' spans:
+    /// the head is to be completed as after a parse
+    /// (`http1::complete_request_into`).
+    Spans(Span, Span),
+    /// The whole `http1::RequestHead`, as the parser and its completion
+    /// would have made it.
+    Complete,
+}
 
 /// Why a head is malformed (all are stream errors PROTOCOL_ERROR).
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
@@ -78,6 +94,15 @@ pub struct RequestHead {
     /// The size of the field block on the wire (HEADERS and CONTINUATION
     /// payloads, padding excluded), set by the connection.
     pub wire_len: usize,
+    /// What the checks saw on their way, for the HTTP/1.1 form: every
+    /// value is of HTTP/1 field-value bytes (no control byte but HTAB, no
+    /// DEL); `content-length` fields; a `te` (`trailers`), a `cookie`,
+    /// an `expect: 100-continue` field.
+    h1_values: bool,
+    lengths: u32,
+    te: bool,
+    cookie: bool,
+    expect_continue: bool,
 }
 
 const fn is_tchar(b: u8) -> bool {
@@ -104,14 +129,37 @@ pub fn valid_name(n: &[u8]) -> bool {
 
 /// §8.2.1 value rule.
 pub fn valid_value(v: &[u8]) -> bool {
-    // Without an early exit, so that many bytes are checked at once.
-    let bad = v.iter().fold(0u8, |bad, &b| {
-        bad | u8::from(b == 0) | u8::from(b == b'\r') | u8::from(b == b'\n')
-    });
-    if bad != 0 {
-        return false;
+    value_bits(v) & BAD_H2 == 0
+}
+
+/// [`value_bits`]: the value breaks §8.2.1.
+const BAD_H2: u8 = 1;
+/// [`value_bits`]: the value holds a byte HTTP/1 refuses in a field value
+/// (a control byte but HTAB, or DEL; NUL, CR and LF are both).
+const BAD_H1: u8 = 2;
+
+/// The bits ([`BAD_H2`], [`BAD_H1`]) of every byte in a value.
+static VALUE_BYTE: [u8; 256] = {
+    let mut t = [0u8; 256];
+    let mut i = 0;
+    while i < 256 {
+        let b = i as u8;
+        let h2 = b == 0 || b == b'\r' || b == b'\n';
+        let h1 = (b < b' ' && b != b'\t') || b == 0x7f;
+        t[i] = ((h2 as u8) * BAD_H2) | ((h1 as u8) * BAD_H1);
+        i += 1;
     }
-    !matches!(v.first(), Some(b' ' | b'\t')) && !matches!(v.last(), Some(b' ' | b'\t'))
+    t
+};
+
+/// The rules `v` breaks, as bits ([`BAD_H2`], [`BAD_H1`]), in one pass
+/// (one load a byte, no early exit).
+fn value_bits(v: &[u8]) -> u8 {
+    let bad = v
+        .iter()
+        .fold(0u8, |bad, &b| bad | VALUE_BYTE[usize::from(b)]);
+    let ws = matches!(v.first(), Some(b' ' | b'\t')) || matches!(v.last(), Some(b' ' | b'\t'));
+    bad | (u8::from(ws) * BAD_H2)
 }
 
 pub(crate) fn parse_cl(v: &[u8]) -> Option<u64> {
@@ -145,6 +193,11 @@ impl RequestHead {
         self.host = None;
         self.content_length = None;
         self.first_regular = self.list.len();
+        self.lengths = 0;
+        self.te = false;
+        self.cookie = false;
+        self.expect_continue = false;
+        let mut bad_h1 = 0u8;
         let mut regular = false;
         for i in 0..self.list.len() {
             let (n, v) = self.list.get(i);
@@ -170,16 +223,18 @@ impl RequestHead {
                     return Err(Malformed::PseudoHeader);
                 }
                 *slot = Some(i);
-                if !valid_value(v) && !v.is_empty() {
+                let bits = value_bits(v);
+                if bits & BAD_H2 != 0 {
                     return Err(Malformed::BadValue);
                 }
+                bad_h1 |= bits;
                 continue;
             }
             if !regular {
                 regular = true;
                 self.first_regular = i;
             }
-            check_regular(n, v)?;
+            bad_h1 |= check_regular(n, v)?;
             match n {
                 b"content-length" => {
                     let cl = parse_cl(v).ok_or(Malformed::ContentLength)?;
@@ -187,7 +242,11 @@ impl RequestHead {
                         return Err(Malformed::ContentLength);
                     }
                     self.content_length = Some(cl);
+                    self.lengths += 1;
                 }
+                b"te" => self.te = true,
+                b"cookie" => self.cookie = true,
+                b"expect" => self.expect_continue |= v.eq_ignore_ascii_case(b"100-continue"),
                 b"host" => {
                     if self.host.is_some() {
                         return Err(Malformed::HostMismatch);
@@ -238,7 +297,7 @@ impl RequestHead {
             let s = self.list.get(s).1;
             let ok = s.first().is_some_and(u8::is_ascii_alphabetic)
                 && s.iter()
-                    .all(|&c| c.is_ascii_alphanumeric() || b"+-.".contains(&c));
+                    .all(|&c| c.is_ascii_alphanumeric() || matches!(c, b'+' | b'-' | b'.'));
             if !ok {
                 return Err(Malformed::BadScheme);
             }
@@ -246,6 +305,7 @@ impl RequestHead {
         // A `host` that differs from `:authority` is ignored: the
         // authority names the target (§8.3.1), and the server gets it as
         // its `host` (HAProxy does the same).
+        self.h1_values = bad_h1 & BAD_H1 == 0;
         Ok(())
     }
 
@@ -294,6 +354,11 @@ impl RequestHead {
         (web && auth_ok).then_some((scheme, auth))
     }
 
+    /// Whether a `te` field (`trailers`, the only one allowed) came.
+    pub fn te(&self) -> bool {
+        self.te
+    }
+
     /// The regular fields, in order.
     pub fn fields(&self) -> impl Iterator<Item = (&[u8], &[u8])> + '_ {
         (self.first_regular..self.list.len()).map(|i| self.list.get(i))
@@ -327,8 +392,31 @@ impl RequestHead {
         &self,
         extra: &[(&[u8], &[u8])],
         out: &mut Vec<u8>,
-        mut fields: Option<(&mut Vec<HeaderSpan>, usize)>,
+        fields: Option<(&mut Vec<HeaderSpan>, usize)>,
     ) -> Option<(Span, Span)> {
+        let (method, target, ok) = self.write_h1_lines(extra, out, fields);
+        (ok && self.line_ok(&out[target.range()])).then_some((method, target))
+    }
+
+    /// What the HTTP/1 parser allows in a request line: a token (which
+    /// the checks made sure of), and a target of visible ASCII or bytes
+    /// above it.
+    fn line_ok(&self, target: &[u8]) -> bool {
+        crate::http1::is_token(self.method())
+            && target
+                .iter()
+                .fold(true, |ok, &b| ok & (b > b' ') & (b != 0x7f))
+    }
+
+    /// The writing of [`RequestHead::write_h1_spans`]: the method's and
+    /// target's spans, and whether every field line is one the parser
+    /// takes as written.
+    fn write_h1_lines(
+        &self,
+        extra: &[(&[u8], &[u8])],
+        out: &mut Vec<u8>,
+        mut fields: Option<(&mut Vec<HeaderSpan>, usize)>,
+    ) -> (Span, Span, bool) {
         let at = |out: &Vec<u8>| out.len() as u32;
         let mut ok = true;
         let fields = &mut fields;
@@ -375,19 +463,21 @@ impl RequestHead {
         // Without `:authority` or `host` (RFC 9113 §8.3.1 allows it), an
         // empty `host` (RFC 9112 §3.2: what HTTP/1.1 sends when the target
         // has no authority).
+        // Names and values the checks vouch for: lower-case tokens, values
+        // without surrounding whitespace (§8.2.1), here of HTTP/1 bytes.
+        let known = self.h1_values;
         let auth = self.authority().unwrap_or(b"");
-        ok &= field_line(out, fields, b"host", |o| o.extend_from_slice(auth));
-        let mut cookie = false;
+        ok &= field_line(out, fields, known, b"host", |o| o.extend_from_slice(auth));
         for (n, v) in self.fields() {
             match n {
-                b"host" | b"te" => {}
-                b"cookie" => cookie = true,
-                _ => ok &= field_line(out, fields, n, |o| o.extend_from_slice(v)),
+                b"host" | b"te" | b"cookie" => {}
+                _ => ok &= field_line(out, fields, known, n, |o| o.extend_from_slice(v)),
             }
         }
-        if cookie {
-            // The crumbs joined by "; " on one line (§8.2.3).
-            ok &= field_line(out, fields, b"cookie", |o| {
+        if self.cookie {
+            // The crumbs joined by "; " on one line (§8.2.3); an empty
+            // crumb may leave whitespace at an end: checked.
+            ok &= field_line(out, fields, false, b"cookie", |o| {
                 let mut first = true;
                 for (n, v) in self.fields() {
                     if n == b"cookie" {
@@ -401,33 +491,128 @@ impl RequestHead {
             });
         }
         if let Some(p) = upgrade {
-            ok &= field_line(out, fields, b"connection", |o| {
+            ok &= field_line(out, fields, false, b"connection", |o| {
                 o.extend_from_slice(b"upgrade")
             });
-            ok &= field_line(out, fields, b"upgrade", |o| o.extend_from_slice(p));
+            ok &= field_line(out, fields, false, b"upgrade", |o| o.extend_from_slice(p));
         }
         for (n, v) in extra {
-            ok &= field_line(out, fields, n, |o| o.extend_from_slice(v));
+            ok &= field_line(out, fields, false, n, |o| o.extend_from_slice(v));
         }
         out.extend_from_slice(b"\r\n");
-        // What the HTTP/1 parser allows in a request line: a token, and
-        // a target of visible ASCII or bytes above it.
-        let line_ok = crate::http1::is_token(self.method())
-            && out[target.range()]
-                .iter()
-                .fold(true, |ok, &b| ok & (b > b' ') & (b != 0x7f));
-        (ok && line_ok).then_some((method, target))
+        (method, target, ok)
+    }
+}
+
+impl RequestHead {
+    /// [`RequestHead::write_h1_spans`] into `out` (emptied first), the
+    /// field spans in `head.headers`; then, for a plain request (an origin
+    /// or absolute target, no upgrade, no framing field added), the rest
+    /// of `head` filled from what the §8 checks of this head already
+    /// proved, as `http1::complete_request_into` would fill it from the
+    /// bytes: no bare LF (no value holds CR or LF), one `host` line (the
+    /// one written), no `transfer-encoding`, `connection` or `upgrade`
+    /// (connection-specific, refused), the declared length. What the
+    /// checks do not cover is done here as there: the target's bytes, the
+    /// `host` of an origin-form target, the limits, a repeated
+    /// `content-length` (refused by HTTP/1: left to the completion).
+    pub fn write_h1_head(
+        &self,
+        extra: &[(&[u8], &[u8])],
+        out: &mut Vec<u8>,
+        limits: &Limits,
+        head: &mut crate::http1::RequestHead,
+    ) -> Written {
+        out.clear();
+        let max = limits.max_headers.min(crate::http1::MAX_HEADERS_CAP);
+        let (method, target, ok) = self.write_h1_lines(extra, out, Some((&mut head.headers, max)));
+        // A target of the bytes HTTP/1 allows in one (visible ASCII) has
+        // the request line the parser takes (the method is a token).
+        let t = &out[target.range()];
+        let strict = crate::http1::valid_target_bytes(t);
+        if !ok || !(strict || self.line_ok(t)) {
+            return Written::Parse;
+        }
+        match strict.then(|| self.fill_h1(extra, out, (method, target), limits, head)) {
+            Some(Some(())) => Written::Complete,
+            _ => Written::Spans(method, target),
+        }
+    }
+
+    /// The completion of [`RequestHead::write_h1_head`], for a target of
+    /// valid bytes (`http1::valid_target_bytes`); `None` when it cannot
+    /// vouch for the result (the caller completes the head then).
+    fn fill_h1(
+        &self,
+        extra: &[(&[u8], &[u8])],
+        buf: &[u8],
+        (method, target): (Span, Span),
+        limits: &Limits,
+        head: &mut crate::http1::RequestHead,
+    ) -> Option<()> {
+        // Only `te: trailers` added (no framing field, no upgrade).
+        if self.protocol.is_some() || extra.iter().any(|&(n, _)| n != b"te") {
+            return None;
+        }
+        // Not CONNECT (authority form): it has no `:path`.
+        self.path()?;
+        let t = target.get(buf);
+        let max_head = limits.max_head_bytes.min(u32::MAX as usize);
+        if t.len() > limits.max_uri || buf.len() > max_head {
+            return None;
+        }
+        // The `host` line is the first one written.
+        let host = head.headers.first()?.value;
+        // The target is `:path` (origin form: it starts with `/`, or is
+        // `*`) or the absolute URI `write_h1_spans` chose.
+        let (form, authority, path_span) = match (t.first(), self.scheme()) {
+            (Some(b'/'), _) => {
+                if !crate::http1::is_valid_authority(host.get(buf), false) {
+                    return None;
+                }
+                (TargetForm::Origin, None, target)
+            }
+            (Some(b'*'), _) | (_, None) => return None,
+            // `scheme://authority[path]`: the authority is the `host`
+            // value and was checked as one (it holds no `/` nor `?`).
+            (_, Some(scheme)) => {
+                let from = scheme.len() + 3;
+                let to = from + host.len();
+                let path = target.sub(to, t.len());
+                (TargetForm::Absolute, Some(target.sub(from, to)), path)
+            }
+        };
+        if self.lengths > 1 {
+            return None;
+        }
+        head.method = Method::from_bytes(method.get(buf));
+        head.method_span = method;
+        head.target = target;
+        head.target_form = form;
+        head.path = path_span;
+        head.version = Version::Http11;
+        head.head_len = buf.len();
+        head.framing = match self.content_length {
+            None | Some(0) => BodyFraming::None,
+            Some(n) => BodyFraming::ContentLength(n),
+        };
+        head.keep_alive = true;
+        head.expect_continue = self.expect_continue;
+        head.host = Some(authority.unwrap_or(host));
+        head.upgrade = None;
+        Some(())
     }
 }
 
 /// Appends the field line `name: value` (`value` writes it) to `out`,
 /// noting its spans in `fields` (when given, with its bound). Returns
 /// whether the HTTP/1 parser would take the line as written: a token
-/// name, a value of field-value bytes without surrounding whitespace, no
-/// more fields than the bound.
+/// name, a value of field-value bytes without surrounding whitespace
+/// (taken as so when `known`), no more fields than the bound.
 fn field_line(
     out: &mut Vec<u8>,
     fields: &mut Option<(&mut Vec<HeaderSpan>, usize)>,
+    known: bool,
     name: &[u8],
     value: impl FnOnce(&mut Vec<u8>),
 ) -> bool {
@@ -450,10 +635,11 @@ fn field_line(
     };
     let v = &out[value_span.range()];
     let ok = f.len() < *max
-        && crate::http1::is_token(name)
-        && crate::http1::is_field_value(v)
-        && !matches!(v.first(), Some(b' ' | b'\t'))
-        && !matches!(v.last(), Some(b' ' | b'\t'));
+        && (known
+            || crate::http1::is_token(name)
+                && crate::http1::is_field_value(v)
+                && !matches!(v.first(), Some(b' ' | b'\t'))
+                && !matches!(v.last(), Some(b' ' | b'\t')));
     f.push(HeaderSpan {
         name: name_span,
         value: value_span,
@@ -473,17 +659,19 @@ pub fn check_trailers(list: &HeaderList) -> Result<(), Malformed> {
 }
 
 /// §8.2 rules for a regular field: name, value, not connection-specific.
-fn check_regular(n: &[u8], v: &[u8]) -> Result<(), Malformed> {
+/// Gives the value's [`value_bits`] (none but [`BAD_H1`] when it passes).
+fn check_regular(n: &[u8], v: &[u8]) -> Result<u8, Malformed> {
     if !valid_name(n) {
         return Err(Malformed::BadName);
     }
-    if !valid_value(v) {
+    let bits = value_bits(v);
+    if bits & BAD_H2 != 0 {
         return Err(Malformed::BadValue);
     }
     if connection_specific(n, v) {
         return Err(Malformed::ConnectionSpecific);
     }
-    Ok(())
+    Ok(bits)
 }
 
 /// A checked response head (the client role): `:status` and the fields.

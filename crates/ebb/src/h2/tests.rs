@@ -823,6 +823,114 @@ fn h1_translation_with_spans_is_what_the_parser_reads() {
     }
 }
 
+/// The head [`RequestHead::write_h1_head`] fills without reading the
+/// bytes is the head the HTTP/1 parser cuts from them, field for field,
+/// for every head it vouches for; the others are left to the completion
+/// or the parser, which then gives the same answer as before.
+#[test]
+fn h1_head_filled_from_the_checks_is_what_the_parser_reads() {
+    use crate::h2::Written;
+    use crate::http1::{complete_request_into, parse_request_into, RequestHead, Status};
+    // (`:authority` ("": none), `:path`, the regular fields, whether
+    // `te: trailers` is added, whether the head is filled whole)
+    type Case<'a> = (&'a str, &'a str, &'a [(&'a str, &'a str)], bool, bool);
+    let cookies = [
+        ("cookie", "a=1"),
+        ("expect", "100-Continue"),
+        ("cookie", "b=2"),
+        ("content-length", "0"),
+        ("te", "trailers"),
+    ];
+    let cases: &[Case] = &[
+        // h2load's request; the default port (removed later by the
+        // normalisation).
+        (
+            "127.0.0.1:8443",
+            "/",
+            &[("user-agent", "h2load nghttp2/1.52.0")],
+            false,
+            true,
+        ),
+        ("example.com:443", "/a?b", &[("accept", "*/*")], false, true),
+        // No authority: origin form, an empty host, or `host` checked as
+        // HTTP/1 checks it.
+        ("", "/x", &[], false, true),
+        ("", "/x", &[("host", "a.example:81")], false, true),
+        ("", "/x", &[("host", "a b")], false, false),
+        // An authority HTTP/1 does not take in a URI (userinfo): origin.
+        ("u@h", "/", &[], false, false),
+        // Cookies joined, expect, a declared length, `te: trailers`.
+        ("h", "/p", &cookies, true, true),
+        // A repeated content-length: HTTP/1 refuses it; left to it.
+        (
+            "h",
+            "/",
+            &[("content-length", "0"), ("content-length", "0")],
+            false,
+            false,
+        ),
+        // A target HTTP/1 refuses (a bad escape, a space).
+        ("h", "/%zz", &[], false, false),
+        ("h", "/a b", &[], false, false),
+        // OPTIONS * in absolute form (no path).
+        ("h", "*", &[], false, true),
+        // Bytes HTTP/2 allows and HTTP/1 does not (a control byte, DEL),
+        // in a field and in the authority: left to the parser.
+        ("h", "/", &[("x-c", "a\u{1}b")], false, false),
+        ("h", "/", &[("x-d", "a\u{7f}")], false, false),
+        ("h\u{1}", "/", &[], false, false),
+        // An empty cookie crumb: the joined line ends with a space.
+        ("h", "/", &[("cookie", "a=1"), ("cookie", "")], false, false),
+    ];
+    let limits = crate::http1::Limits::default();
+    for (i, &(authority, path, fields, te, whole)) in cases.iter().enumerate() {
+        let (mut c, mut cl) = open();
+        let method = if path == "*" { "OPTIONS" } else { "GET" };
+        let mut h = vec![(":method", method), (":scheme", "https"), (":path", path)];
+        if !authority.is_empty() {
+            h.push((":authority", authority));
+        }
+        h.extend(fields.iter().copied());
+        let input = cl.headers(1, &h, true);
+        let mut off = 0;
+        let (mut plain, mut built) = (Vec::new(), Vec::new());
+        let mut filled = RequestHead::default();
+        let mut written = Written::Parse;
+        let extra: &[(&[u8], &[u8])] = if te { &[(b"te", b"trailers")] } else { &[] };
+        while off < input.len() {
+            let p = c.recv(&input[off..], 2);
+            off += p.consumed;
+            if let Some(Event::Request { head, .. }) = p.event {
+                head.write_h1(extra, &mut plain);
+                written = head.write_h1_head(extra, &mut built, &limits, &mut filled);
+            }
+        }
+        assert_eq!(s(&plain), s(&built), "case {i}");
+        assert_eq!(written == Written::Complete, whole, "case {i}: {written:?}");
+        let mut parsed = RequestHead::default();
+        let r = parse_request_into(&plain, &limits, &mut parsed);
+        match written {
+            Written::Complete => {
+                assert!(matches!(r, Ok(Status::Complete(()))), "case {i}: {r:?}");
+                assert_eq!(format!("{parsed:?}"), format!("{filled:?}"), "case {i}");
+            }
+            Written::Spans(m, t) => {
+                let mut from_spans = filled.clone();
+                let r2 = complete_request_into(
+                    &built,
+                    (m, t),
+                    crate::http1::Version::Http11,
+                    built.len(),
+                    &limits,
+                    &mut from_spans,
+                );
+                assert_eq!(format!("{r:?}"), format!("{r2:?}"), "case {i}");
+            }
+            Written::Parse => {}
+        }
+    }
+}
+
 // --- stream states (RFC 9113 §5.1) ---------------------------------------------
 
 #[test]

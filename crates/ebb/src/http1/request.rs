@@ -147,6 +147,15 @@ impl RequestHead {
         }
     }
 
+    /// Becomes a copy of `from`, keeping its own header list's
+    /// allocation (a derived `clone_from` would make a new one).
+    pub fn assign(&mut self, from: &RequestHead) {
+        let headers = std::mem::take(&mut self.headers);
+        *self = RequestHead { headers, ..*from };
+        self.headers.clear();
+        self.headers.extend_from_slice(&from.headers);
+    }
+
     /// The value of the first field named `name` (ASCII case-insensitive).
     pub fn header<'b>(&self, buf: &'b [u8], name: &str) -> Option<&'b [u8]> {
         super::hop::find_header(buf, &self.headers, name)
@@ -492,7 +501,7 @@ const fn target_byte(b: u8) -> bool {
 static TARGET: [bool; 256] = super::head::byte_table!(target_byte);
 
 /// Every byte allowed and every `%` followed by two hex digits.
-fn valid_target_bytes(t: &[u8]) -> bool {
+pub(crate) fn valid_target_bytes(t: &[u8]) -> bool {
     // Every byte looked up without an early exit, then the escapes, when
     // there are any.
     if !t.iter().fold(true, |ok, &b| ok & TARGET[b as usize]) {

@@ -272,6 +272,12 @@ impl<'a> ResponseWriter<'a> {
         Ok(())
     }
 
+    /// Adds field lines already checked as [`ResponseWriter::header`]
+    /// checks them (`Name: value` CRLF each), as they are.
+    pub fn checked_lines(&mut self, lines: &[u8]) {
+        self.out.extend_from_slice(lines);
+    }
+
     /// Adds a field whose value is a number.
     pub fn header_u64(&mut self, name: &[u8], value: u64) -> Result<(), HttpError> {
         let mut digits = [0u8; 20];

@@ -19,18 +19,8 @@ fn frontend(rules: &str) -> crate::proxy::Compiled {
 fn base<'a>(dst: &'a dyn Fn() -> Option<std::net::SocketAddr>) -> Ctx<'a> {
     Ctx {
         src: "10.1.2.3:1234".parse().unwrap(),
-        dst,
         fe: "f",
-        be: None,
-        srv: None,
-        tls: false,
-        sni: None,
-        req: None,
-        res: None,
-        vars: None,
-        payload: None,
-        res_body: None,
-        stk: None,
+        ..Ctx::detached(dst, None)
     }
 }
 

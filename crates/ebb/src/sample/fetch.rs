@@ -604,6 +604,15 @@ impl Fetch {
     /// `global set-var`): constants, the environment, the date, random
     /// values and variables (only `proc` ones have a value then).
     pub(super) fn context_free(&self) -> bool {
+        self.literal()
+            || matches!(
+                self,
+                Fetch::Date(_) | Fetch::Rand(_) | Fetch::Uuid | Fetch::Var(..)
+            )
+    }
+
+    /// A fetch whose value is fixed at load: a literal or `env()`.
+    pub(super) fn literal(&self) -> bool {
         matches!(
             self,
             Fetch::Str(_)
@@ -612,10 +621,6 @@ impl Fetch {
                 | Fetch::Int(_)
                 | Fetch::Bool(_)
                 | Fetch::Env(_)
-                | Fetch::Date(_)
-                | Fetch::Rand(_)
-                | Fetch::Uuid
-                | Fetch::Var(..)
         )
     }
 

@@ -216,7 +216,29 @@ pub struct Ctx<'a> {
     pub res_body: Option<(&'a [u8], u64)>,
 }
 
-impl Ctx<'_> {
+impl<'a> Ctx<'a> {
+    /// A context with no connection (`global` lines, constants): only
+    /// `vars` to read or set.
+    pub fn detached(
+        dst: &'a dyn Fn() -> Option<SocketAddr>,
+        vars: Option<&'a RefCell<VarStore>>,
+    ) -> Ctx<'a> {
+        Ctx {
+            src: SocketAddr::from(([0, 0, 0, 0], 0)),
+            dst,
+            fe: "",
+            be: None,
+            srv: None,
+            tls: false,
+            sni: None,
+            req: None,
+            res: None,
+            vars,
+            stk: None,
+            payload: None,
+            res_body: None,
+        }
+    }
     /// Notes `loc` as the exchange's last final rule (`last_rule_file`,
     /// `last_rule_line`).
     pub fn note_last_rule(&self, loc: &crate::loc::Loc) {
@@ -478,6 +500,29 @@ impl Expr {
     /// a stick table.
     pub fn context_free(&self) -> bool {
         self.fetch.context_free() && !self.convs.iter().any(|c| matches!(c, conv::Conv::Stk(_)))
+    }
+
+    /// Whether the expression gives the same value anywhere and at any
+    /// time: a literal fetch (`str()`, `int()`, `bin()`, `ipv4()`,
+    /// `bool()`) or `env()`, with no converter.
+    pub fn constant(&self) -> bool {
+        self.convs.is_empty() && self.fetch.literal()
+    }
+
+    /// The expression's value as text (HAProxy's conversion to a
+    /// string); `None` when the sample does not exist.
+    pub fn eval_text(&self, ctx: &Ctx<'_>) -> Option<Vec<u8>> {
+        let mut s = Scratch::default();
+        let v = self.eval(ctx, &mut s)?;
+        let mut out = Vec::new();
+        write_text(v, &s, &mut out);
+        Some(out)
+    }
+
+    /// The value of a [`Expr::constant`] expression as text, evaluated
+    /// without a connection.
+    pub fn constant_text(&self) -> Option<Vec<u8>> {
+        self.eval_text(&Ctx::detached(&|| None, None))
     }
 
     /// The type the expression produces.

@@ -729,23 +729,8 @@ impl VarAction {
 /// Runs the `global` section's `set-var`/`set-var-fmt` lines in order
 /// (their expressions are context free: checked at load).
 pub fn run_global(actions: &[VarAction]) {
-    let dst = || None;
     let store = std::cell::RefCell::new(VarStore::default());
-    let ctx = super::Ctx {
-        src: std::net::SocketAddr::from(([0, 0, 0, 0], 0)),
-        dst: &dst,
-        fe: "",
-        be: None,
-        srv: None,
-        tls: false,
-        sni: None,
-        req: None,
-        res: None,
-        vars: Some(&store),
-        stk: None,
-        payload: None,
-        res_body: None,
-    };
+    let ctx = super::Ctx::detached(&|| None, Some(&store));
     for a in actions {
         a.run(&ctx);
     }

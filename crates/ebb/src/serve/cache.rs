@@ -45,6 +45,63 @@ pub struct OpenFile {
     /// `precompressed`: the siblings found beside it (`F.gz`, `F.br`,
     /// `F.zst`), in the configured order.
     pub siblings: Vec<(crate::compress::Coding, Arc<OpenFile>)>,
+    /// The answer fields that are the file's own, built once.
+    pub fields: FileFields,
+}
+
+/// The fields of a file's answer that depend on the file alone (and its
+/// backend's `max-age`), built when its cache entry is filled rather than
+/// for every answer: `Content-Type`, `Last-Modified`, `ETag`,
+/// `Accept-Ranges: bytes` and `Cache-Control: max-age=N` when configured,
+/// in that order, as a field list and in both muxes' forms
+/// ([`crate::stream::msg::Prepared`]). A field that is not valid (a name
+/// that is not a token, a value with a control byte) is left out of all
+/// three, as the HTTP/1 writer would leave it out.
+#[derive(Debug, Default)]
+pub struct FileFields {
+    pub list: crate::stream::msg::FieldBuf,
+    h1: Vec<u8>,
+    h2: Vec<u8>,
+    /// The `max-age` the fields were built with.
+    pub max_age: Option<u32>,
+}
+
+impl FileFields {
+    /// The fields of a file of type `content_type` with validators `v`.
+    pub fn new(content_type: &str, v: &Validators, max_age: Option<u32>) -> FileFields {
+        let mut f = FileFields {
+            max_age,
+            ..FileFields::default()
+        };
+        f.push(b"Content-Type", content_type.as_bytes());
+        f.push(b"Last-Modified", v.last_modified.as_bytes());
+        f.push(b"ETag", v.etag.as_bytes());
+        f.push(b"Accept-Ranges", b"bytes");
+        if let Some(a) = max_age {
+            f.push(b"Cache-Control", format!("max-age={a}").as_bytes());
+        }
+        f
+    }
+
+    fn push(&mut self, name: &[u8], value: &[u8]) {
+        use crate::http1::{is_field_value, is_token};
+        if !is_token(name) || !is_field_value(value) {
+            return;
+        }
+        self.list.push(name, value);
+        for part in [name, b": ", value, b"\r\n"] {
+            self.h1.extend_from_slice(part);
+        }
+        crate::h2::hpack::Encoder::push_field(&mut self.h2, &name.to_ascii_lowercase(), value);
+    }
+
+    /// The fields as a head carries them, prepared.
+    pub fn prepared(&self) -> crate::stream::msg::Prepared<'_> {
+        crate::stream::msg::Prepared {
+            h1: &self.h1,
+            h2: &self.h2,
+        }
+    }
 }
 
 /// What a path maps to, as the connection needs it.
@@ -69,7 +126,7 @@ pub fn lookup_blocking(cfg: &FilesConfig, clean: &str) -> Found {
         },
         Ok(Resolved::File { path, .. }) => {
             let ct = content_type(&path);
-            let mut f = match open_file(path.clone(), ct.clone()) {
+            let mut f = match open_file(path.clone(), ct.clone(), cfg.max_age) {
                 Ok(f) => f,
                 Err(r) => return Found::Refused(r),
             };
@@ -84,7 +141,7 @@ pub fn lookup_blocking(cfg: &FilesConfig, clean: &str) -> Found {
                     continue;
                 }
                 // A sibling that cannot be opened is simply not there.
-                if let Ok(s) = open_file(p, ct.clone()) {
+                if let Ok(s) = open_file(p, ct.clone(), cfg.max_age) {
                     f.siblings.push((c, Arc::new(s)));
                 }
             }
@@ -94,7 +151,11 @@ pub fn lookup_blocking(cfg: &FilesConfig, clean: &str) -> Found {
 }
 
 /// Opens, stats and (when small) reads one file.
-fn open_file(path: std::path::PathBuf, content_type: String) -> Result<OpenFile, Refusal> {
+fn open_file(
+    path: std::path::PathBuf,
+    content_type: String,
+    max_age: Option<u32>,
+) -> Result<OpenFile, Refusal> {
     let file = match File::open(&path) {
         Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
@@ -122,6 +183,7 @@ fn open_file(path: std::path::PathBuf, content_type: String) -> Result<OpenFile,
         None
     };
     Ok(OpenFile {
+        fields: FileFields::new(&content_type, &validators, max_age),
         content_type,
         file,
         validators,
@@ -260,6 +322,54 @@ mod tests {
             c.put(0, format!("/{i}"), &f, 5000);
         }
         assert!(c.len <= CACHE_ENTRIES);
+    }
+
+    #[test]
+    fn a_files_own_fields_are_built_once_in_each_form() {
+        let d = std::env::temp_dir().join(format!("ebb-cache-f-{}", std::process::id()));
+        let _ = std::fs::create_dir_all(&d);
+        std::fs::write(d.join("a.html"), "<p>hi</p>").unwrap();
+        let mut cfg = FilesConfig::new(&d);
+        cfg.max_age = Some(60);
+        let Found::File(f) = lookup_blocking(&cfg, "/a.html") else {
+            panic!("not a file");
+        };
+        let v = &f.validators;
+        let want: Vec<(&[u8], &[u8])> = vec![
+            (b"Content-Type", b"text/html; charset=utf-8"),
+            (b"Last-Modified", v.last_modified.as_bytes()),
+            (b"ETag", v.etag.as_bytes()),
+            (b"Accept-Ranges", b"bytes"),
+            (b"Cache-Control", b"max-age=60"),
+        ];
+        assert_eq!(f.fields.list.fields().iter().collect::<Vec<_>>(), want);
+        assert_eq!(f.fields.max_age, Some(60));
+        // The HTTP/1 lines are those the writer makes of the list; the
+        // HTTP/2 list has the same fields, names in lower case.
+        let p = f.fields.prepared();
+        let mut h1 = Vec::new();
+        for (n, val) in &want {
+            h1.extend_from_slice(&[*n, b": ", val, b"\r\n"].concat());
+        }
+        assert_eq!(p.h1, &h1[..]);
+        let h2: Vec<_> = crate::h2::hpack::Encoder::list_fields(p.h2)
+            .map(|(n, val)| (n.to_vec(), val.to_vec()))
+            .collect();
+        let lower: Vec<_> = want
+            .iter()
+            .map(|(n, val)| (n.to_ascii_lowercase(), val.to_vec()))
+            .collect();
+        assert_eq!(h2, lower);
+        // No max-age: no Cache-Control; a value with a control byte is
+        // left out of every form.
+        let bad = FileFields::new("text/plain\r\nX: y", v, None);
+        assert_eq!(bad.list.fields().len(), 3);
+        assert!(!bad.prepared().h1.windows(2).any(|w| w == b"X:"));
+        assert_eq!(
+            crate::h2::hpack::Encoder::list_fields(bad.prepared().h2).count(),
+            3
+        );
+        let _ = std::fs::remove_dir_all(&d);
     }
 
     #[test]

@@ -93,30 +93,16 @@ fn normalize_into(path: &[u8], out: &mut Vec<u8>) -> Result<(), Refusal> {
     for raw in path[1..].split(|&c| c == b'/') {
         let start = out.len();
         out.push(b'/');
-        let mut i = 0;
-        while i < raw.len() {
-            let c = raw[i];
-            if c == b'%' {
-                let (Some(h), Some(l)) = (
-                    raw.get(i + 1).copied().and_then(crate::http1::hex_value),
-                    raw.get(i + 2).copied().and_then(crate::http1::hex_value),
-                ) else {
-                    return Err(Refusal::BadRequest);
-                };
-                let b = h << 4 | l;
-                if b == b'/' || b == 0 {
-                    return Err(Refusal::NotFound);
-                }
-                out.push(b);
-                i += 3;
-            } else {
-                out.push(c);
-                i += 1;
-            }
+        // Most segments are plain ASCII text with no escape: copied whole,
+        // and valid text as they are.
+        if raw.iter().all(|&c| c != b'%' && c != 0 && c.is_ascii()) {
+            out.extend_from_slice(raw);
+        } else {
+            decode_segment(raw, out)?;
+            let seg = &out[start + 1..];
+            bad_text |= std::str::from_utf8(seg).is_err() || seg.contains(&0);
         }
-        let seg = &out[start + 1..];
-        bad_text |= std::str::from_utf8(seg).is_err() || seg.contains(&0);
-        match seg {
+        match &out[start + 1..] {
             b"" | b"." => out.truncate(start),
             b".." => {
                 out.truncate(start);
@@ -136,6 +122,33 @@ fn normalize_into(path: &[u8], out: &mut Vec<u8>) -> Result<(), Refusal> {
     }
     if out.is_empty() || trailing {
         out.push(b'/');
+    }
+    Ok(())
+}
+
+/// Percent-decodes one raw segment onto `out`: a bad escape is refused
+/// (400), as is an encoded `/` or NUL (404).
+fn decode_segment(raw: &[u8], out: &mut Vec<u8>) -> Result<(), Refusal> {
+    let mut i = 0;
+    while i < raw.len() {
+        let c = raw[i];
+        if c == b'%' {
+            let (Some(h), Some(l)) = (
+                raw.get(i + 1).copied().and_then(crate::http1::hex_value),
+                raw.get(i + 2).copied().and_then(crate::http1::hex_value),
+            ) else {
+                return Err(Refusal::BadRequest);
+            };
+            let b = h << 4 | l;
+            if b == b'/' || b == 0 {
+                return Err(Refusal::NotFound);
+            }
+            out.push(b);
+            i += 3;
+        } else {
+            out.push(c);
+            i += 1;
+        }
     }
     Ok(())
 }

@@ -1306,21 +1306,31 @@ impl Stream {
         };
         let mut cr = String::new();
         let logged;
-        let cc = max_age.map(|a| format!("max-age={a}"));
         let compress = plan.compress.filter(|_| status == 200);
         let weak = compress.and_then(|_| crate::compress::weak_etag(v.etag.as_bytes()));
         let coding = plan.sibling.or(compress).and_then(|c| c.content_encoding());
+        let rules = !backend.http_response.is_empty() || !c.fe.http_response.is_empty();
+        // The file's own fields as its cache entry holds them ready, when
+        // they go out as they are: no rule to see them, no weak ETag, not
+        // a 416 (which has none).
+        let own = (!rules && compress.is_none() && status != 416 && f.fields.max_age == max_age)
+            .then_some(&f.fields);
+        let cc = max_age
+            .filter(|_| own.is_none())
+            .map(|a| format!("max-age={a}"));
         {
             let mut hdrs = crate::http1::Fields::<8>::new();
             if status != 416 {
-                hdrs.push((b"Content-Type", f.content_type.as_bytes()));
-                hdrs.push((b"Last-Modified", v.last_modified.as_bytes()));
-                hdrs.push((b"ETag", weak.as_deref().unwrap_or(v.etag.as_bytes())));
-                if compress.is_none() {
-                    hdrs.push((b"Accept-Ranges", b"bytes"));
-                }
-                if let Some(cc) = &cc {
-                    hdrs.push((b"Cache-Control", cc.as_bytes()));
+                if own.is_none() {
+                    hdrs.push((b"Content-Type", f.content_type.as_bytes()));
+                    hdrs.push((b"Last-Modified", v.last_modified.as_bytes()));
+                    hdrs.push((b"ETag", weak.as_deref().unwrap_or(v.etag.as_bytes())));
+                    if compress.is_none() {
+                        hdrs.push((b"Accept-Ranges", b"bytes"));
+                    }
+                    if let Some(cc) = &cc {
+                        hdrs.push((b"Cache-Control", cc.as_bytes()));
+                    }
                 }
                 if let Some(ce) = coding {
                     hdrs.push((b"Content-Encoding", ce.as_bytes()));
@@ -1339,15 +1349,16 @@ impl Stream {
             if !cr.is_empty() {
                 hdrs.push((b"Content-Range", cr.as_bytes()));
             }
-            let tr = &c.tr;
-            let dst = dst_of(tr, c.dst.as_deref().copied());
-            let sctx = crate::sample::Ctx {
-                be: Some(&backend.name),
-                ..sample_ctx(tr, c.sess.peer, &c.fe.name, &dst, c.vars.cell(), &c.stk)
-            };
             // No response rule: the fields go out as they are.
-            let rules = !backend.http_response.is_empty() || !c.fe.http_response.is_empty();
-            let edited = rules.then(|| apply_edits(&c.fe, &backend, hdrs.to_vec(), status, &sctx));
+            let edited = rules.then(|| {
+                let tr = &c.tr;
+                let dst = dst_of(tr, c.dst.as_deref().copied());
+                let sctx = crate::sample::Ctx {
+                    be: Some(&backend.name),
+                    ..sample_ctx(tr, c.sess.peer, &c.fe.name, &dst, c.vars.cell(), &c.stk)
+                };
+                apply_edits(&c.fe, &backend, hdrs.to_vec(), status, &sctx)
+            });
             if let Some((_, _, Some(d))) = edited {
                 // `http-response deny`: an answer of its own instead.
                 self.resp_start = c.wbuf.len();
@@ -1380,6 +1391,8 @@ impl Stream {
             None => BodySize::Empty,
         };
         let head = RespHead {
+            fields: own.map_or(msg::Fields::EMPTY, |o| o.list.fields()),
+            pre: own.map(|o| o.prepared()),
             extra: self.fields.fields(),
             close: !keep_alive,
             ..RespHead::new(logged, size)
@@ -1405,7 +1418,10 @@ impl Stream {
             body_len = e - s;
             if let Some(data) = &f.small {
                 let (s, e) = (s as usize, (e as usize).min(data.len()));
-                if e - s <= COPY_BODY_MAX {
+                // A head the HTTP/2 connection took: it sends the body
+                // from the file's bytes, not through the output buffer.
+                let native = c.native_answer().is_some_and(|a| a.follows > 0);
+                if e - s <= COPY_BODY_MAX && !native {
                     c.wbuf.extend_from_slice(&data[s..e]);
                 } else {
                     c.body = Some(Body::Mem {

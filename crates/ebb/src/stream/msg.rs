@@ -330,6 +330,9 @@ pub struct RespHead<'a> {
     /// Fields added after `fields` (rules, the stream's own such as
     /// `Location`).
     pub extra: Fields<'a>,
+    /// `fields` as each mux writes them, prepared ahead (`None`: not);
+    /// not used when `omit` is set.
+    pub pre: Option<Prepared<'a>>,
     /// How much body follows.
     pub body: BodySize,
     /// The stream wants the client connection ended after this answer
@@ -361,6 +364,7 @@ impl<'a> RespHead<'a> {
             fields: Fields::EMPTY,
             omit: None,
             extra: Fields::EMPTY,
+            pre: None,
             body,
             close: false,
             upgrade: None,
@@ -379,12 +383,40 @@ impl<'a> RespHead<'a> {
             }
             f(n, v);
         }
+        self.each_extra(f);
+    }
+
+    /// The fields of `extra` a mux writes (framing ones skipped).
+    #[inline]
+    pub fn each_extra(&self, mut f: impl FnMut(&'a [u8], &'a [u8])) {
         for (n, v) in self.extra.iter() {
             if !is_framing_field(n) {
                 f(n, v);
             }
         }
     }
+
+    /// `fields` as prepared ahead ([`RespHead::pre`]), when a mux may
+    /// copy them instead of checking and encoding `fields` one by one.
+    #[inline]
+    pub fn prepared(&self) -> Option<Prepared<'a>> {
+        self.pre.filter(|_| self.omit.is_none())
+    }
+}
+
+/// A head's `fields` written once in each mux's form by whoever built
+/// them (a served file's own fields, made when its cache entry is
+/// filled), for many answers: every name a token, every value free of
+/// control bytes, no framing field. A mux copies its form instead of
+/// checking and encoding the fields one by one; `fields` stays what any
+/// other reader of the head sees.
+#[derive(Copy, Clone, Debug)]
+pub struct Prepared<'a> {
+    /// As HTTP/1 lines: `Name: value` CRLF, each.
+    pub h1: &'a [u8],
+    /// As the HTTP/2 encoder's field list (`Encoder::push_field`'s form,
+    /// names in lower case).
+    pub h2: &'a [u8],
 }
 
 /// Whether a field belongs to the protocol rather than the message

@@ -115,7 +115,57 @@ pub(super) struct Attached {
 /// (`dispatch`, `option transparent`: HAProxy keeps a connection to no
 /// server private to its client).
 fn shareable(s: &ServerRt) -> bool {
-    s.opts.send_proxy == 0 && !s.follows_client_dst() && !s.backend_target
+    s.opts.send_proxy == 0 && !s.follows_client_dst() && !s.backend_target && !dynamic_sni(s)
+}
+
+/// Whether a TLS connection to `s` sends an SNI that depends on the
+/// exchange (`sni req.hdr(host)`): such a connection is kept for
+/// requests that would send the same name (HAProxy keys connections by
+/// their SNI), so not shared with other clients.
+fn dynamic_sni(s: &ServerRt) -> bool {
+    s.tls.as_ref().is_some_and(|t| t.sni_expr.is_some())
+}
+
+/// The name a new TLS connection to `s` sends when its `sni` depends on
+/// the exchange, evaluated on the request as it goes to the server (after
+/// the rules); `None` when `sni` is constant or gives nothing (then the
+/// server's own name goes, as [`crate::backend::ServerTls::sni`] says).
+fn server_sni(c: &H1, s: &ServerRt, up: &Upstream) -> Option<String> {
+    let e = s.tls.as_ref()?.sni_expr.as_ref()?;
+    let mut head = crate::http1::RequestHead::default();
+    let parsed = matches!(
+        crate::http1::parse_request_into(&up.head, &c.w.limits, &mut head),
+        Ok(httparse::Status::Complete(()))
+    );
+    let tr = &c.tr;
+    let dst = dst_of(tr, c.dst.as_deref().copied());
+    let ctx = crate::sample::Ctx {
+        req: parsed.then_some(crate::sample::Req {
+            buf: &up.head,
+            head: &head,
+            body: b"",
+        }),
+        be: Some(&up.be.name),
+        srv: Some(&s.name),
+        ..super::sample_ctx(tr, c.sess.peer, &c.fe.name, &dst, c.vars.cell(), &c.stk)
+    };
+    let name = String::from_utf8(e.eval_text(&ctx)?).ok()?;
+    (!name.is_empty()).then_some(name)
+}
+
+/// What keys a connection to `s` for reuse by this client's next request:
+/// the PROXY header it began with and the SNI it sent, when either
+/// depends on the exchange (empty otherwise).
+fn conn_key(s: &ServerRt, pp: &[u8], sni: Option<&str>) -> Vec<u8> {
+    let mut k = Vec::new();
+    if s.opts.send_proxy > 0 {
+        k.extend_from_slice(pp);
+    }
+    if let Some(n) = sni {
+        k.push(0);
+        k.extend_from_slice(n.as_bytes());
+    }
+    k
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -681,7 +731,14 @@ impl Stream {
         // A connection that began with a PROXY header is reused only for
         // an exchange whose header would be the same (HAProxy keys such
         // connections by it: another unique id is another connection).
-        let same_pp = s.opts.send_proxy == 0 || pp_header(c, &s) == self.pp_sent;
+        let same_pp = (s.opts.send_proxy == 0 && !dynamic_sni(&s)) || {
+            let pp = if s.opts.send_proxy > 0 {
+                pp_header(c, &s)
+            } else {
+                Vec::new()
+            };
+            conn_key(&s, &pp, server_sni(c, &s, &up).as_deref()) == self.pp_sent
+        };
         if let Some(mut a) = self.attached.take() {
             if a.srv.uid == s.uid && same_pp && (quiet || alive(&mut a.st)) {
                 sock = Some((a.st, true, None));
@@ -720,7 +777,8 @@ impl Stream {
             HttpReuse::Always => Some(Want::SafeFirst),
         };
         if let (None, Some(want), true) = (&sock, want, shareable(&s)) {
-            if let Some(t) = c.w.take_idle(&s, want, ctx.now()) {
+            let quiet = |id, mark| ctx.io_mark(id) == Some(mark);
+            if let Some(t) = c.w.take_idle(&s, want, ctx.now(), &quiet) {
                 // Registered with another client's tasklet until now (on
                 // this thread's poller or another's): moved below.
                 sock = Some((t.st, false, t.reg));
@@ -787,7 +845,8 @@ impl Stream {
         let now = ctx.now();
         let client_dst = client_dst(c, &s);
         s.counters.connects.fetch_add(1, Ordering::Relaxed);
-        match open_transport(&s, client_dst) {
+        let sni = server_sni(c, &s, &up);
+        match open_transport(&s, client_dst, sni.as_deref()) {
             Ok((st, socks)) => {
                 // Readiness an earlier socket left (a retry, a reused
                 // connection found closed) must not pass for this one's
@@ -809,9 +868,14 @@ impl Stream {
                     sd.install(st, true, now);
                     sd.socks = socks;
                     sd.obuf.clear();
-                    if s.opts.send_proxy > 0 {
-                        self.pp_sent = pp_header(c, &s);
-                        sd.obuf.extend_from_slice(&self.pp_sent);
+                    if s.opts.send_proxy > 0 || sni.is_some() {
+                        let pp = if s.opts.send_proxy > 0 {
+                            pp_header(c, &s)
+                        } else {
+                            Vec::new()
+                        };
+                        sd.obuf.extend_from_slice(&pp);
+                        self.pp_sent = conn_key(&s, &pp, sni.as_deref());
                     }
                     sd.obuf.extend_from_slice(&up.head);
                     sd.opos = 0;
@@ -853,8 +917,17 @@ impl Stream {
         };
         // The session: an HTTP/2 client connection for its streams' lanes.
         let owner = c.lane_of.or(c.me);
+        // A connection whose SNI depends on the exchange serves only
+        // streams that would send the same name.
+        let sni = server_sni(c, &s, &up);
+        let key = sni.as_deref().map_or(s.uid, |n| {
+            use std::hash::{Hash, Hasher};
+            let mut h = std::collections::hash_map::DefaultHasher::new();
+            n.hash(&mut h);
+            s.uid ^ h.finish().rotate_left(17)
+        });
         let target = Target {
-            key: s.uid,
+            key,
             negotiate: !s.opts.proto_h2,
             purge: s.opts.pool_purge_delay,
             limits: c.w.limits,
@@ -870,7 +943,7 @@ impl Stream {
                 attach(ctx, &target, reuse, owner, t, hints, || {
                     s.counters.connects.fetch_add(1, Ordering::Relaxed);
                     // (`socks4` is refused on an HTTP/2 server.)
-                    open_transport(&s, client_dst).map(|(t, _)| t)
+                    open_transport(&s, client_dst, sni.as_deref()).map(|(t, _)| t)
                 })
             }
             None => Err(io::ErrorKind::NotConnected.into()),
@@ -1922,7 +1995,10 @@ impl Stream {
                 // tasklet; closed when the pool is full (`pool-max-conn`).
                 if let Some(ticket) = srv.idle_ticket() {
                     self.side.borrow_mut().idle_event = false;
-                    let reg = self.side_task;
+                    // The side's tasklet's mark: a close or stray bytes
+                    // that reach it later tell whoever takes the
+                    // connection to `peek` it.
+                    let reg = self.side_task.map(|t| (t, ctx.io_mark(t)));
                     c.w.shared.idle.park(
                         ctx.thread_id(),
                         &mut self.parked,
@@ -2279,7 +2355,11 @@ fn client_dst(c: &H1, s: &ServerRt) -> Option<SocketAddr> {
 /// A connect to `s` under way, and its SOCKS4 handshake if any.
 type Opened = (Transport, Option<Box<crate::backend::socks4::Socks4>>);
 
-fn open_transport(s: &ServerRt, client_dst: Option<SocketAddr>) -> io::Result<Opened> {
+fn open_transport(
+    s: &ServerRt,
+    client_dst: Option<SocketAddr>,
+    sni: Option<&str>,
+) -> io::Result<Opened> {
     // A server without a port takes the port the client connected to.
     // The request is written as soon as the socket connects.
     let (st, socks) = crate::backend::connect_server_nb(s, || s.dest(|| client_dst), true)?;
@@ -2287,7 +2367,10 @@ fn open_transport(s: &ServerRt, client_dst: Option<SocketAddr>) -> io::Result<Op
         // TLS to the server: the handshake starts once connected (and
         // the SOCKS4 handshake done); the request written meanwhile waits
         // in rustls' buffer.
-        Some(t) => Transport::connect_tls(st, Arc::clone(&t.config), &t.sni)?,
+        Some(t) => {
+            let name = t.name_for(sni, s.dest(|| client_dst));
+            Transport::connect_tls(st, Arc::clone(&t.config), &name)?
+        }
         None => Transport::plain(st),
     };
     Ok((tr, socks))

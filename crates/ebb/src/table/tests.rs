@@ -454,18 +454,9 @@ fn eval_with(stk: &Stk, src: &str, expr: &str) -> Option<String> {
     let dst = || None;
     let ctx = crate::sample::Ctx {
         src: format!("{src}:1000").parse().unwrap(),
-        dst: &dst,
         fe: "f",
-        be: None,
-        srv: None,
-        tls: false,
-        sni: None,
-        req: None,
-        res: None,
-        vars: None,
         stk: Some(stk),
-        payload: None,
-        res_body: None,
+        ..crate::sample::Ctx::detached(&dst, None)
     };
     crate::sample::with_scratch(|s| {
         e.eval(&ctx, s).map(|v| {

@@ -490,7 +490,11 @@ impl Session {
         )
         .and_then(|(st, socks)| {
             let tr = match &s.tls {
-                Some(t) => Transport::connect_tls(st, Arc::clone(&t.config), &t.sni)?,
+                Some(t) => {
+                    let dest = s.dest(|| self.dst.or_else(|| self.local_addr()));
+                    let name = t.name_for(None, dest);
+                    Transport::connect_tls(st, Arc::clone(&t.config), &name)?
+                }
                 None => Transport::plain(st),
             };
             Ok((tr, socks))
@@ -1125,8 +1129,15 @@ impl sched::TaskletFn for Session {
             }
         }
         if self.sess.kill.load(Ordering::Relaxed) {
-            // `shutdown session` from the CLI.
-            self.end_with(b"PD");
+            // `shutdown session` from the CLI: HAProxy 2.6 logs an
+            // established session it kills `K-` (checked by hand).
+            let state = match self.st {
+                St::Established => b'-',
+                St::Inspect => b'R',
+                St::Queued => b'Q',
+                _ => b'C',
+            };
+            self.end_with(&[b'K', state]);
             return self.close(ctx);
         }
         if why.intersects(Reasons::TIMER) {

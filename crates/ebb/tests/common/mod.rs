@@ -619,3 +619,15 @@ pub fn segs_in(c: &TcpStream) -> Option<u64> {
         .find_map(|w| w.strip_prefix("segs_in:"))
         .and_then(|v| v.parse().ok())
 }
+
+/// Runs a receive again when a signal interrupted it: a socket with a
+/// read timeout gives EINTR after its process was stopped and resumed
+/// (a tracer attaching, a loaded machine), signal(7).
+pub fn retry_eintr(mut f: impl FnMut() -> std::io::Result<usize>) -> std::io::Result<usize> {
+    loop {
+        match f() {
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            r => return r,
+        }
+    }
+}

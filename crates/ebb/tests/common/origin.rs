@@ -73,6 +73,9 @@ pub struct Origin {
     /// Heads of the requests received.
     pub heads: Arc<Mutex<Vec<String>>>,
     stop: Arc<AtomicBool>,
+    /// The connections open now (by accept number), for
+    /// [`Origin::close_all`]; one leaves when its thread ends.
+    open: Arc<Mutex<Vec<(usize, TcpStream)>>>,
 }
 
 impl Origin {
@@ -93,8 +96,9 @@ impl Origin {
             max_busy: Arc::default(),
             heads: Arc::default(),
             stop: Arc::default(),
+            open: Arc::default(),
         };
-        let (stop, conns) = (o.stop.clone(), o.conns.clone());
+        let (stop, conns, open) = (o.stop.clone(), o.conns.clone(), o.open.clone());
         let ctx = Shared {
             name: name.to_string(),
             mode,
@@ -108,15 +112,43 @@ impl Origin {
             while !stop.load(Ordering::SeqCst) {
                 match l.accept() {
                     Ok((s, _)) => {
-                        conns.fetch_add(1, Ordering::SeqCst);
+                        let id = conns.fetch_add(1, Ordering::SeqCst);
+                        if let Ok(k) = s.try_clone() {
+                            open.lock().unwrap().push((id, k));
+                        }
                         let c = ctx.clone();
-                        std::thread::spawn(move || serve(s, c));
+                        let open = open.clone();
+                        std::thread::spawn(move || {
+                            serve(s, c);
+                            // Its copy goes too: the connection closes.
+                            open.lock().unwrap().retain(|(i, _)| *i != id);
+                        });
                     }
                     Err(_) => std::thread::sleep(Duration::from_millis(2)),
                 }
             }
         });
         o
+    }
+
+    /// Closes every connection accepted so far, as a server closing its
+    /// idle connections does (their threads see EOF and end).
+    pub fn close_all(&self) {
+        for (_, c) in self.open.lock().unwrap().iter() {
+            let _ = c.shutdown(std::net::Shutdown::Both);
+        }
+    }
+
+    /// Whether a client (the proxy) still holds an established connection
+    /// to it, from the kernel's table: when none is left, the closes it
+    /// sent have reached the proxy's sockets.
+    pub fn peer_established(&self) -> bool {
+        let port = format!(":{:04X}", self.addr.port());
+        let tab = std::fs::read_to_string("/proc/net/tcp").unwrap_or_default();
+        tab.lines().skip(1).any(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            f.len() > 3 && f[2].ends_with(&port) && f[3] == "01"
+        })
     }
 }
 

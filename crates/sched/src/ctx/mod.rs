@@ -82,6 +82,8 @@ pub struct Ctx {
     current_class: Option<Class>,
     epoll: Epoll,
     events: Vec<libc::epoll_event>,
+    /// Per fd number: the registration's generation and owner tasklet.
+    fds: Vec<types::FdEnt>,
     depth: u32,
     low_latency: bool,
     prof_active: bool,
@@ -153,6 +155,7 @@ impl Ctx {
             current_class: None,
             epoll,
             events: vec![libc::epoll_event { events: 0, u64: 0 }; MAX_POLL_EVENTS],
+            fds: Vec::new(),
             depth,
             low_latency,
             prof_active: false,

@@ -1,11 +1,15 @@
 //! # File descriptors and the poller
 //!
 //! Each thread owns an epoll instance. An fd is registered once per
-//! connection, edge-triggered, for a tasklet: its epoll data is the
-//! tasklet's `(slot, generation)`, so an event for a freed tasklet is a
-//! detected no-op, and no `epoll_ctl` is needed per request. The thread's
-//! eventfd is registered with a reserved token; other threads write it to
-//! wake this one (see [`crate::notify`]).
+//! connection, edge-triggered, for a tasklet: its epoll data is the fd
+//! number and a generation, and the thread's table of fds names the
+//! tasklet (its `(slot, generation)`) the events go to, as HAProxy's
+//! `fdtab` names an fd's owner. An event for a freed tasklet or for an
+//! earlier registration of the same number is a detected no-op; no
+//! `epoll_ctl` is needed per request, nor when another tasklet of the
+//! thread takes the fd over ([`Ctx::move_fd`]). The thread's eventfd is
+//! registered with a reserved token; other threads write it to wake this
+//! one (see [`crate::notify`]).
 //!
 //! Before sleeping the thread announces it (the sleeping flag) and then
 //! re-checks for work that another thread may have published meanwhile;
@@ -15,7 +19,7 @@
 //! tasklet wakeups with [`Reasons::IO`] (urgent class), their bits
 //! accumulated for `take_events`.
 
-use super::types::{Place, EFD_TOKEN, MAX_POLL_MS};
+use super::types::{FdEnt, Place, EFD_TOKEN, MAX_POLL_MS};
 use super::Ctx;
 use crate::activity::Activity;
 use crate::shared::mono_ns;
@@ -32,8 +36,43 @@ impl Ctx {
     /// and [`Self::take_events`] tells what fired. `write` also watches
     /// writability. Once per connection: no further `epoll_ctl` is needed.
     pub fn register_fd(&mut self, fd: RawFd, id: TaskletId, write: bool) -> io::Result<()> {
-        let data = self.fd_data(id)?;
-        self.epoll.add(fd, data, true, write)
+        let owner = self.fd_data(id)?;
+        let (data, prev) = self.fd_claim(fd, owner, write)?;
+        self.epoll.add(fd, data, true, write).inspect_err(|_| {
+            // (Registered already: that registration stays as it was.)
+            self.fd_restore(fd, prev);
+        })
+    }
+
+    /// A new generation of `fd`'s entry, owned by `owner`: the epoll data
+    /// to register it with, and the entry it replaced.
+    fn fd_claim(&mut self, fd: RawFd, owner: u64, rw: bool) -> io::Result<(u64, FdEnt)> {
+        let i = usize::try_from(fd)
+            .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "not an fd"))?;
+        if i >= self.fds.len() {
+            self.fds.resize(i + 1, FdEnt::FREE);
+        }
+        let e = &mut self.fds[i];
+        let prev = *e;
+        *e = FdEnt {
+            gen: prev.gen.wrapping_add(1),
+            rw,
+            owner,
+        };
+        Ok(((i as u64) << 32 | u64::from(e.gen), prev))
+    }
+
+    fn fd_restore(&mut self, fd: RawFd, prev: FdEnt) {
+        if let Some(e) = usize::try_from(fd).ok().and_then(|i| self.fds.get_mut(i)) {
+            *e = prev;
+        }
+    }
+
+    /// Forgets `fd`'s owner (its registration is being removed).
+    fn fd_forget(&mut self, fd: RawFd) {
+        if let Some(e) = usize::try_from(fd).ok().and_then(|i| self.fds.get_mut(i)) {
+            e.owner = FdEnt::NONE;
+        }
     }
 
     /// The epoll data naming this thread's live tasklet `id`.
@@ -49,6 +88,7 @@ impl Ctx {
 
     /// Removes `fd` from this thread's epoll (before closing it).
     pub fn deregister_fd(&mut self, fd: RawFd) -> io::Result<()> {
+        self.fd_forget(fd);
         self.epoll.delete(fd)
     }
 
@@ -59,7 +99,7 @@ impl Ctx {
     /// must tolerate a wakeup for an fd it gave up.
     pub fn deregister_fd_of(&mut self, thread: usize, fd: RawFd) -> io::Result<()> {
         if thread == self.tid {
-            return self.epoll.delete(fd);
+            return self.deregister_fd(fd);
         }
         let Some(r) = self.shared.threads.get(thread) else {
             return Ok(());
@@ -75,11 +115,14 @@ impl Ctx {
     /// Hands `fd`, registered by thread `from` (an idle connection
     /// another tasklet left), to this thread's tasklet `id`, as
     /// [`Self::deregister_fd_of`] then [`Self::register_fd`] would. When
-    /// `from` is this thread, one `EPOLL_CTL_MOD` re-points the
-    /// registration instead of a delete and an add. Readiness already
-    /// pending (a writable socket's) wakes `id`, as an add's would; an
-    /// event this thread already took for the old tasklet stays its own,
-    /// which tolerates wakeups for an fd it gave up.
+    /// `from` is this thread and the fd is registered here with the same
+    /// `write`, its entry in the thread's table names `id` from now on:
+    /// no system call, and no readiness is reported again (the caller
+    /// knows the socket's state: an idle connection, writable, nothing to
+    /// read), but every later event goes to `id`. An event this thread
+    /// already took for the old tasklet stays its own, which tolerates
+    /// wakeups for an fd it gave up. Otherwise one `EPOLL_CTL_MOD`
+    /// re-points the registration (pending readiness then wakes `id`).
     pub fn move_fd(
         &mut self,
         from: usize,
@@ -92,8 +135,16 @@ impl Ctx {
             let _ = self.deregister_fd_of(from, fd);
             return self.register_fd(fd, id, write);
         }
-        let data = self.fd_data(id)?;
-        self.epoll.modify(fd, data, true, write)
+        let owner = self.fd_data(id)?;
+        let known = usize::try_from(fd).ok().and_then(|i| self.fds.get_mut(i));
+        if let Some(e) = known.filter(|e| e.owner != FdEnt::NONE && e.rw == write) {
+            e.owner = owner;
+            return Ok(());
+        }
+        let (data, prev) = self.fd_claim(fd, owner, write)?;
+        self.epoll.modify(fd, data, true, write).inspect_err(|_| {
+            self.fd_restore(fd, prev);
+        })
     }
 
     /// The poll timeout for this turn: 0 if work remains, else until the
@@ -167,9 +218,17 @@ impl Ctx {
                 continue;
             }
             fd_events += 1;
-            let (slot, gen) = ((data >> 32) as u32, data as u32);
+            let (fd, fd_gen) = ((data >> 32) as usize, data as u32);
+            let owner = match self.fds.get(fd) {
+                Some(e) if e.gen == fd_gen => e.owner,
+                // An earlier registration of that number.
+                _ => continue,
+            };
+            let (slot, gen) = ((owner >> 32) as u32, owner as u32);
             if let Some(i) = self.tasklet_idx_raw(slot, gen) {
-                self.slots[i].events |= Events::from_epoll(bits);
+                let sl = &mut self.slots[i];
+                sl.events |= Events::from_epoll(bits);
+                sl.io_seq = sl.io_seq.wrapping_add(1);
                 // Outside any callback: joins urgent.
                 self.tasklet_wake_local(i, Reasons::IO, Place::Tail);
             }

@@ -32,6 +32,7 @@ impl Ctx {
             prof,
             reasons: Reasons::NONE,
             events: Events::NONE,
+            io_seq: 0,
             prev: NIL,
             next: NIL,
             expire: ETERNITY,

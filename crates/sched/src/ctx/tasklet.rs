@@ -201,4 +201,15 @@ impl Ctx {
             None => Events::NONE,
         }
     }
+
+    /// A mark of the fd events the poller passed tasklet `id` so far: the
+    /// same mark taken later says no event reached it in between (an
+    /// fd registered only with it, say an idle connection, saw neither a
+    /// close nor bytes). `None` when `id` is not a live tasklet of this
+    /// thread, or holds events it has not taken yet (they came before the
+    /// mark and would be hidden by it).
+    pub fn io_mark(&self, id: TaskletId) -> Option<u32> {
+        let s = &self.slots[self.tasklet_idx(id)?];
+        s.events.is_empty().then_some(s.io_seq)
+    }
 }

@@ -217,6 +217,7 @@ impl Ctx {
         };
         self.heavy_granted = false;
         let mut done = 0usize;
+        let mut drains = 0;
         while max > 0 {
             let lens = [
                 self.lists[0].len,
@@ -232,6 +233,15 @@ impl Ctx {
                 lens[3] != 0 && !self.heavy_granted,
             ];
             if !active.iter().any(|&a| a) {
+                // Wakeups sent through the inbox during this turn (by code
+                // that holds only a handle, on this thread too: the
+                // server queue's hand-over) run now, not after a poll
+                // that would find nothing else to do.
+                if drains < 4 && self.remote().inbox.has_msg() {
+                    drains += 1;
+                    self.drain_inbox();
+                    continue;
+                }
                 break;
             }
             let sum: u32 = Class::ALL

@@ -27,8 +27,31 @@ pub(super) const MAX_POLL_EVENTS: usize = 200;
 /// even with no timer (DESIGN.md, "The loop").
 pub const MAX_POLL_MS: u32 = 60_000;
 
-/// epoll data of the thread's own eventfd.
+/// epoll data of the thread's own eventfd (never an fd's: fds are below
+/// 2^31).
 pub(super) const EFD_TOKEN: u64 = u64::MAX;
+
+/// What the thread's poller knows of one fd number: the epoll data of its
+/// registration is `(fd, gen)`, and `owner` names the tasklet its events
+/// go to (its `(slot, generation)` data, [`FdEnt::NONE`] when none), so
+/// that another tasklet of the thread takes the fd over without a system
+/// call. `rw`: writability is watched.
+#[derive(Clone, Copy)]
+pub(super) struct FdEnt {
+    pub(super) gen: u32,
+    pub(super) rw: bool,
+    pub(super) owner: u64,
+}
+
+impl FdEnt {
+    /// No tasklet: events of the registration are dropped.
+    pub(super) const NONE: u64 = u64::MAX;
+    pub(super) const FREE: FdEnt = FdEnt {
+        gen: 0,
+        rw: false,
+        owner: FdEnt::NONE,
+    };
+}
 
 /// Window (in loop turns) of the average loop time that drives `auto`
 /// profiling: about 32 ms of reaction at the 1 ms threshold.
@@ -98,6 +121,9 @@ pub(super) struct Slot {
     pub(super) prof: u16,
     pub(super) reasons: Reasons,
     pub(super) events: Events,
+    /// fd events the poller passed it so far (wrapping): see
+    /// [`Ctx::io_mark`](super::Ctx::io_mark).
+    pub(super) io_seq: u32,
     /// Class list links, or the free-list link for a free slot.
     pub(super) prev: u32,
     pub(super) next: u32,

@@ -217,6 +217,24 @@ impl Parser<'_> {
                     err(&mut errs, &s.loc, format!("server '{}': {why}", s.name));
                 }
             }
+            if p.mode == ProxyMode::Tcp {
+                // A tcp session's connect evaluates no sample expression:
+                // only a constant name (`str(NAME)`) is taken there.
+                for s in p
+                    .servers
+                    .iter()
+                    .filter(|s| s.opts.sni.as_ref().is_some_and(|e| !e.constant()))
+                {
+                    err(
+                        &mut errs,
+                        &s.loc,
+                        format!(
+                            "server '{}': 'sni' with an expression of the session is supported by ebb in 'mode http' only (a constant such as 'str(NAME)' works in 'mode tcp')",
+                            s.name
+                        ),
+                    );
+                }
+            }
             for s in p.servers.iter().filter(|s| s.opts.check) {
                 // HAProxy's alert: the check's protocol must suit its type.
                 let http = p.http_check.enabled;

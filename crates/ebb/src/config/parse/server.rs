@@ -270,7 +270,19 @@ pub(super) fn parse_server_opts(
                         crate::tls_policy::ciphers13(v)?;
                         o.tls.ciphersuites = Some(v.to_string());
                     }
-                    "sni" => o.sni = Some(v.to_string()),
+                    "sni" => {
+                        let scope = crate::sample::Scope::Request { backend: true };
+                        let e = crate::sample::Expr::parse(v, scope).map_err(|e| {
+                            format!("error detected while parsing sni expression : {e}")
+                        })?;
+                        o.sni = Some(e);
+                    }
+                    "check-sni" => o.check_sni = Some(v.to_string()),
+                    "verifyhost" => {
+                        rustls::pki_types::ServerName::try_from(v.to_string())
+                            .map_err(|e| format!("'verifyhost {v}': not a host name ({e})"))?;
+                        o.tls.verify_host = Some(v.to_string());
+                    }
                     // HAProxy's muxes: h2, h1, fcgi, none. ebb speaks
                     // HTTP/1.1 to servers by default, HTTP/2 with `h2`.
                     "proto" => match v {
@@ -344,7 +356,7 @@ pub(super) fn parse_server_opts(
                     | "resolve-net" => crate::config::resolvers::server_opt(opt, v, o)?,
                     _ => {
                         return Err(format!(
-                            "unknown server option '{opt}' (supported: weight, maxconn, maxqueue, backup, disabled, check, inter, fastinter, downinter, rise, fall, slowstart, agent-check, agent-port, agent-addr, agent-inter, agent-send, ssl, verify, ca-file, sni, cookie, ciphers, ciphersuites, ssl-min-ver, ssl-max-ver, no-tlsv12, no-tlsv13, force-tlsv12, force-tlsv13, no-tls-tickets, pool-max-conn, pool-purge-delay, resolvers, resolve-prefer, resolve-opts, init-addr, proto, alpn, check-proto, check-alpn, socks4, check-via-socks4, track, id, port, addr, check-ssl, check-send-proxy, send-proxy, send-proxy-v2)"
+                            "unknown server option '{opt}' (supported: weight, maxconn, maxqueue, backup, disabled, check, inter, fastinter, downinter, rise, fall, slowstart, agent-check, agent-port, agent-addr, agent-inter, agent-send, ssl, verify, ca-file, sni, check-sni, verifyhost, cookie, ciphers, ciphersuites, ssl-min-ver, ssl-max-ver, no-tlsv12, no-tlsv13, force-tlsv12, force-tlsv13, no-tls-tickets, pool-max-conn, pool-purge-delay, resolvers, resolve-prefer, resolve-opts, init-addr, proto, alpn, check-proto, check-alpn, socks4, check-via-socks4, track, id, port, addr, check-ssl, check-send-proxy, send-proxy, send-proxy-v2)"
                         ))
                     }
                 }

@@ -174,6 +174,20 @@ pub(crate) enum Body {
     Slices(Box<dyn SliceBody>),
 }
 
+/// What the HTTP/2 side read of a head it wrote (see
+/// [`Conn::start_inline`]).
+pub(crate) enum Built<'a> {
+    /// Nothing: the head is parsed.
+    Parse,
+    /// The request line's (method, target) and the fields' spans.
+    Spans(
+        (crate::http1::Span, crate::http1::Span),
+        &'a [crate::http1::HeaderSpan],
+    ),
+    /// The whole head, as a parse would have made it.
+    Head(&'a RequestHead),
+}
+
 /// One HTTP/1 client connection and its current stream.
 pub struct Conn<S> {
     /// The client's stream: plain TCP or TLS.
@@ -449,19 +463,16 @@ impl<S: Exchange + Default + 'static> Conn<S> {
     /// the lane cannot take it this way (the caller writes `head` into its
     /// pipe instead).
     ///
-    /// `built`: the head's request line and field spans, as the HTTP/2
-    /// side wrote them (`h2::RequestHead::write_h1_spans`): the head is
-    /// then completed without a parse.
+    /// `built`: what the HTTP/2 side read of the head as it wrote it
+    /// (`h2::RequestHead::write_h1_head`): nothing (parsed here), its
+    /// request line's and fields' spans (completed without a parse), or the
+    /// whole head.
     pub(crate) fn start_inline(
         &mut self,
         ctx: &mut Ctx,
         me: TaskletId,
         head: &[u8],
-        built: Option<(
-            crate::http1::Span,
-            crate::http1::Span,
-            &[crate::http1::HeaderSpan],
-        )>,
+        built: Built<'_>,
     ) -> bool {
         if !matches!(self.input, In::Head)
             || self.rstart != self.rend
@@ -492,9 +503,17 @@ impl<S: Exchange + Default + 'static> Conn<S> {
         self.rend = head.len();
         self.native.get_or_insert_with(Default::default).arm();
         match built {
-            Some((method, target, fields)) => self.start_built(ctx, (method, target), fields),
-            None => {
+            Built::Parse => {
                 self.process(ctx);
+            }
+            Built::Spans(line, fields) => {
+                self.head.headers.clear();
+                self.head.headers.extend_from_slice(fields);
+                self.start_built(ctx, Some(line));
+            }
+            Built::Head(h) => {
+                self.head.assign(h);
+                self.start_built(ctx, None);
             }
         }
         if let Some(n) = self.native.as_deref_mut() {
@@ -503,27 +522,29 @@ impl<S: Exchange + Default + 'static> Conn<S> {
         true
     }
 
-    /// [`Conn::process`] for a head in the buffer whose syntax is known
-    /// (`line`, `fields`): completed as after a parse, then started.
+    /// [`Conn::process`] for a head in the buffer whose syntax is known:
+    /// its fields' spans in `self.head`, completed as after a parse
+    /// (`line`: the request line's spans), or (`None`) the whole head;
+    /// then started.
     fn start_built(
         &mut self,
         ctx: &mut Ctx,
-        line: (crate::http1::Span, crate::http1::Span),
-        fields: &[crate::http1::HeaderSpan],
+        line: Option<(crate::http1::Span, crate::http1::Span)>,
     ) {
         if self.req_start.is_none() {
             self.req_start = Some(ctx.now());
         }
-        self.head.headers.clear();
-        self.head.headers.extend_from_slice(fields);
-        let mut r = crate::http1::complete_request_into(
-            &self.rbuf[self.rstart..self.rend],
-            line,
-            Version::Http11,
-            self.rend - self.rstart,
-            &self.w.limits,
-            &mut self.head,
-        );
+        let mut r = match line {
+            Some(line) => crate::http1::complete_request_into(
+                &self.rbuf[self.rstart..self.rend],
+                line,
+                Version::Http11,
+                self.rend - self.rstart,
+                &self.w.limits,
+                &mut self.head,
+            ),
+            None => Ok(PStatus::Complete(())),
+        };
         if let Ok(PStatus::Complete(())) = r {
             r = self.normalize_head();
         }
@@ -547,18 +568,28 @@ impl<S: Exchange + Default + 'static> Conn<S> {
         self.native.as_deref().filter(|n| n.done)
     }
 
-    /// The answer's body bytes in the output buffer, when they are all
-    /// of what remains to write (a small file's after its head was taken
-    /// by [`Conn::native`]).
+    /// The answer's body bytes, when they are all of what remains to
+    /// write: in the output buffer, or a file's held in memory with
+    /// nothing before them (a small file's after its head was taken by
+    /// [`Conn::native`]).
     pub(crate) fn pending_body(&self) -> Option<&[u8]> {
-        (matches!(self.input, In::Head) && self.rstart == self.rend && self.body.is_none())
-            .then(|| &self.wbuf[self.wpos..])
+        if !matches!(self.input, In::Head) || self.rstart != self.rend {
+            return None;
+        }
+        match &self.body {
+            None => Some(&self.wbuf[self.wpos..]),
+            Some(Body::Mem { file, pos, end }) if self.wpos == self.wbuf.len() => {
+                file.bytes().and_then(|b| b.get(*pos..*end))
+            }
+            Some(_) => None,
+        }
     }
 
     /// The output was sent by other means (the HTTP/2 connection took it).
     pub(crate) fn drop_output(&mut self) {
         self.wbuf.clear();
         self.wpos = 0;
+        self.body = None;
     }
 
     /// Whether the exchange started inline is over on this side (its

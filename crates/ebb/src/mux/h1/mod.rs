@@ -14,4 +14,5 @@ pub mod client;
 pub(crate) mod out;
 pub mod server;
 
+pub(crate) use client::Built;
 pub use client::{Conn, Exchange, FileBody, SliceBody};

@@ -108,9 +108,17 @@ impl MsgSink<RespHead<'_>> for H1Out<'_> {
                 let mut w = ResponseWriter::new(self.out, h.status, &self.date);
                 // A field that is not a token, or a value with a control
                 // byte, is refused by the writer (no response splitting).
-                h.each_field(|n, v| {
-                    let _ = w.header(n, v);
-                });
+                match h.prepared() {
+                    Some(p) => {
+                        w.checked_lines(p.h1);
+                        h.each_extra(|n, v| {
+                            let _ = w.header(n, v);
+                        });
+                    }
+                    None => h.each_field(|n, v| {
+                        let _ = w.header(n, v);
+                    }),
+                }
                 // `Connection` and `Upgrade` as a stream's own answer set
                 // them (`http-request return ... hdr connection ...`): a 101
                 // carrying `upgrade` goes with `Connection: upgrade` and

@@ -62,7 +62,7 @@ use sched::{ticks, Ctx, Reasons, Status, TaskletFn, TaskletId, Tick};
 
 use crate::h2::{Connection, ErrorCode, Event};
 use crate::http1::{parse_response_into, BodyFraming, ChunkedDecoder, Method, ResponseHead};
-use crate::mux::h1::{Conn, Exchange};
+use crate::mux::h1::{Built, Conn, Exchange};
 use crate::proxy::FrontendRt;
 use crate::transport::{LaneEnd, LanePipe, Transport};
 use crate::worker::Worker;
@@ -113,6 +113,10 @@ struct Lane<S> {
     trailers: Vec<u8>,
     /// The lane was aborted or closed: dropped once seen closed.
     gone: bool,
+    /// The rest of an answer given inline leaves from its pipe while its
+    /// client side idles ([`H2Conn::start_native`]): nothing there waits
+    /// for that rest to move, so its moves run no tasklet.
+    side_idle: bool,
 }
 
 /// One HTTP/2 client connection.
@@ -131,11 +135,12 @@ pub struct H2Conn<S> {
     /// Streams may be answered natively ([`native`]): no
     /// `http-after-response` rule (they edit an answer's HTTP/1 bytes).
     native_ok: bool,
-    /// The HTTP/1 head of a stream started inline, reused; its request
-    /// line's and fields' spans (`line` `None`: it is to be parsed).
+    /// The HTTP/1 head of a stream started inline, reused; how much of
+    /// its reading was done as it was written, and what it found
+    /// (`h1.headers`: the fields' spans).
     scratch: Vec<u8>,
-    line: Option<(crate::http1::Span, crate::http1::Span)>,
-    spans: Vec<crate::http1::HeaderSpan>,
+    line: crate::h2::Written,
+    h1: crate::http1::RequestHead,
     /// A duplicate of the socket its lanes share, for their addresses.
     lane_sock: Option<Rc<TcpStream>>,
     rd_ready: bool,
@@ -234,8 +239,8 @@ impl<S: Exchange + Default + 'static> H2Conn<S> {
             lanes: Vec::new(),
             native_ok,
             scratch: Vec::new(),
-            line: None,
-            spans: Vec::new(),
+            line: crate::h2::Written::Parse,
+            h1: crate::http1::RequestHead::default(),
             lane_sock: None,
             rd_ready: true,
             rd_hup: false,
@@ -425,6 +430,7 @@ impl<S: Exchange + Default + 'static> H2Conn<S> {
             stage: Vec::new(),
             trailers: Vec::new(),
             gone: false,
+            side_idle: false,
         });
         Some(self.lanes.len() - 1)
     }
@@ -460,6 +466,7 @@ impl<S: Exchange + Default + 'static> H2Conn<S> {
                     Some(i) => {
                         let l = &mut self.lanes[i];
                         l.id = id;
+                        l.side_idle = false;
                         l.head_req = head.method() == b"HEAD";
                         l.tunnel = head.protocol().is_some();
                         l.chunked = !l.tunnel && !end_stream && head.content_length.is_none();
@@ -470,7 +477,7 @@ impl<S: Exchange + Default + 'static> H2Conn<S> {
                         let mut pp = l.pipe.borrow_mut();
                         // `te: trailers` (the only `te` HTTP/2 allows) tells
                         // an HTTP/2 server the client takes trailers.
-                        let te = head.fields().any(|(n, _)| n == b"te");
+                        let te = head.te();
                         const CHUNKED: (&[u8], &[u8]) = (b"transfer-encoding", b"chunked");
                         const TE: (&[u8], &[u8]) = (b"te", b"trailers");
                         let mut extra: [(&[u8], &[u8]); 4] = [(b"", b""); 4];
@@ -500,12 +507,11 @@ impl<S: Exchange + Default + 'static> H2Conn<S> {
                         if self.native_ok && end_stream && !l.tunnel {
                             // Started inline once the core is free, the
                             // head as the parser would have cut it.
-                            self.scratch.clear();
-                            let max = self.w.limits.max_headers.min(crate::http1::MAX_HEADERS_CAP);
-                            self.line = head.write_h1_spans(
+                            self.line = head.write_h1_head(
                                 &extra[..n],
                                 &mut self.scratch,
-                                Some((&mut self.spans, max)),
+                                &self.w.limits,
+                                &mut self.h1,
                             );
                             After::Native(i, id)
                         } else {
@@ -618,7 +624,11 @@ impl<S: Exchange + Default + 'static> H2Conn<S> {
             ctx.tasklet_wakeup(l.task);
             return;
         };
-        let built = self.line.map(|(m, t)| (m, t, &self.spans[..]));
+        let built = match self.line {
+            crate::h2::Written::Parse => Built::Parse,
+            crate::h2::Written::Spans(m, t) => Built::Spans((m, t), &self.h1.headers),
+            crate::h2::Written::Complete => Built::Head(&self.h1),
+        };
         if !c.start_inline(ctx, l.task, &self.scratch, built) {
             drop(c);
             l.pipe.borrow_mut().input.extend_from_slice(&self.scratch);
@@ -634,8 +644,9 @@ impl<S: Exchange + Default + 'static> H2Conn<S> {
             return;
         };
         // Where the body is: taken with the head, in the lane's output
-        // buffer after a head taken alone (a small file), or still to come
-        // from the lane (a file sent from memory or from the disk).
+        // buffer or the file's bytes in memory after a head taken alone
+        // (a small file), or still to come from the lane (a file sent
+        // from the disk).
         let src = match (a.follows, c.pending_body()) {
             (0, _) if c.inline_done() => Some(Body::Taken),
             (0, _) => None,
@@ -675,6 +686,7 @@ impl<S: Exchange + Default + 'static> H2Conn<S> {
             // lane's pipe as its answer would ([`drain_answer`]).
             l.pipe.borrow_mut().output.extend_from_slice(rest);
             l.resp = Resp::Length(rest.len() as u64);
+            l.side_idle = true;
             true
         } else if sent.is_ok() && src == Some(Body::Lane) {
             // The lane writes the body into its pipe in its runs.
@@ -736,10 +748,13 @@ impl<S: Exchange + Default + 'static> H2Conn<S> {
                         lane_moved = true;
                     }
                 }
-                if l.id != 0 && l.pipe.borrow().closed {
+                if l.id != 0 && l.pipe.borrow().closed && !answer_in_pipe(l) {
                     // The lane ended before its answer did: its timeout
                     // while the client read nothing (CANCEL), or a
-                    // failure (INTERNAL_ERROR).
+                    // failure (INTERNAL_ERROR). A lane that shut down
+                    // after writing the whole answer is a socket closed
+                    // after its last write: the bytes still go out as the
+                    // stream's window opens, and the lane goes after.
                     let code = if self.h2.send_window(l.id) <= 0 {
                         ErrorCode::CANCEL
                     } else {
@@ -750,10 +765,10 @@ impl<S: Exchange + Default + 'static> H2Conn<S> {
                     lane_moved = true;
                 }
             }
-            if closed {
+            if closed && l.id == 0 {
                 l.gone = true;
             }
-            if lane_moved && !l.gone {
+            if lane_moved && !l.gone && !closed && !l.side_idle {
                 // Room in its buffer again, or its stream done.
                 ctx.tasklet_wakeup(l.task);
             }
@@ -1147,6 +1162,29 @@ fn drain_answer<S>(
                 }
                 return Ok(moved);
             }
+        }
+    }
+}
+
+/// Whether the rest of lane `l`'s answer is all in its pipe (its end
+/// included), so that nothing more is needed from the lane.
+fn answer_in_pipe<S>(l: &Lane<S>) -> bool {
+    let p = l.pipe.borrow();
+    match &l.resp {
+        Resp::Head => false,
+        Resp::Length(left) => p.output.len() as u64 >= *left,
+        Resp::UntilClose => true,
+        Resp::Chunked(dec) => {
+            let mut d = (**dec).clone();
+            let mut at = 0;
+            while let Some(rest) = p.output.get(at..) {
+                match d.decode(rest) {
+                    Ok(r) if r.done => return true,
+                    Ok(r) if r.consumed > 0 => at += r.consumed,
+                    _ => return false,
+                }
+            }
+            false
         }
     }
 }

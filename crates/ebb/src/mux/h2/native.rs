@@ -21,7 +21,7 @@
 //! counted), so log lines do not change with the path taken.
 
 use crate::h2::hpack::Encoder;
-use crate::http1::{is_field_value, is_token, reason_phrase, BodyFraming, Version};
+use crate::http1::{is_field_value, is_token, reason_phrase, BodyFraming, Version, DATE_LEN};
 use crate::stream::msg::{BodySize, RespHead};
 
 /// A whole answer kept for the H2 connection instead of being written as
@@ -62,6 +62,38 @@ static LOWER_TCHAR: [u8; 256] = {
     }
     t
 };
+
+/// `server: ebb`, then `date: ` with room for its value, as records of
+/// the encoder's list ([`Encoder::push_field`]'s form): the two fields
+/// every answer starts with, added in one copy with the date filled in.
+const SERVER_DATE: [u8; SERVER_DATE_LEN] = {
+    let s = crate::http1::SERVER;
+    let mut r = [0u8; SERVER_DATE_LEN];
+    r[0] = 6;
+    r[2] = s.len() as u8;
+    let mut i = 0;
+    while i < 6 {
+        r[6 + i] = b"server"[i];
+        i += 1;
+    }
+    let mut i = 0;
+    while i < s.len() {
+        r[12 + i] = s[i];
+        i += 1;
+    }
+    let d = 12 + s.len();
+    r[d] = 4;
+    r[d + 2] = DATE_LEN as u8;
+    let mut i = 0;
+    while i < 4 {
+        r[d + 6 + i] = b"date"[i];
+        i += 1;
+    }
+    r
+};
+const SERVER_DATE_LEN: usize = 12 + crate::http1::SERVER.len() + 10 + DATE_LEN;
+/// Their size as HTTP/1 lines.
+const SERVER_DATE_H1: usize = 6 + crate::http1::SERVER.len() + 4 + 4 + DATE_LEN + 4;
 
 /// What [`Captured::take`] decided.
 #[derive(Debug, PartialEq, Eq)]
@@ -138,7 +170,7 @@ impl Captured {
         version: Version,
         head_req: bool,
         keep_alive: bool,
-        date: &[u8],
+        date: &[u8; DATE_LEN],
     ) -> Take {
         if !self.armed || self.done || !(200..=999).contains(&head.status) {
             return Take::No;
@@ -157,12 +189,21 @@ impl Captured {
         if head.upgrade.is_some() || head.extra.get(b"upgrade").is_some() {
             return Take::No;
         }
+        let mut sd = SERVER_DATE;
+        sd[SERVER_DATE_LEN - DATE_LEN..].copy_from_slice(date);
         self.fields.clear();
-        self.fields_h1 = 0;
-        self.push_lower(b"server", crate::http1::SERVER);
-        self.push_lower(b"date", date);
+        self.fields.extend_from_slice(&sd);
+        self.fields_h1 = SERVER_DATE_H1;
         // What the HTTP/1 writer refuses is not sent either.
-        head.each_field(|n, v| self.push_valid(n, v));
+        match head.prepared() {
+            // Checked and lowered when they were prepared.
+            Some(p) => {
+                self.fields.extend_from_slice(p.h2);
+                self.fields_h1 += p.h1.len();
+                head.each_extra(|n, v| self.push_valid(n, v));
+            }
+            None => head.each_field(|n, v| self.push_valid(n, v)),
+        }
         if let BodyFraming::ContentLength(n) = framing {
             let mut d = [0u8; 20];
             self.push_lower(b"content-length", crate::http1::decimal(n, &mut d));
