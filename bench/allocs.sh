@@ -17,12 +17,16 @@
 #   bench/allocs.sh                 # builds nothing: uses target/release/ebb
 #   EBB=path/to/ebb N=500 bench/allocs.sh
 #   bench/allocs.sh proxy           # one path only
+#   SERVER=haproxy bench/allocs.sh fixed proxy   # the same under haproxy -db
+#                                   # (static: ebb's serve-files only)
 #
 # Output: one line per path, `path allocs/req instr/req`.
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
+SERVER=${SERVER:-ebb}
 EBB=${EBB:-target/release/ebb}
+HAPROXY=${HAPROXY:-haproxy}
 N=${N:-200}
 PORT=${PORT:-18431}
 ORIGIN_PORT=${ORIGIN_PORT:-18432}
@@ -32,7 +36,15 @@ PATHS=("$@")
 for t in valgrind nginx python3; do
     command -v "$t" >/dev/null || { echo "allocs.sh: needs $t" >&2; exit 2; }
 done
-[ -x "$EBB" ] || { echo "allocs.sh: no $EBB (cargo build --release -p ebb)" >&2; exit 2; }
+case $SERVER in
+    ebb)
+        [ -x "$EBB" ] || { echo "allocs.sh: no $EBB (cargo build --release -p ebb)" >&2; exit 2; }
+        BIN=$EBB; ARGS=() ;;
+    haproxy)
+        BIN=$(command -v "$HAPROXY") || { echo "allocs.sh: no $HAPROXY" >&2; exit 2; }
+        ARGS=(-db) ;;
+    *) echo "allocs.sh: SERVER is ebb or haproxy" >&2; exit 2 ;;
+esac
 
 work=$(mktemp -d /tmp/ebb-allocs.XXXXXX)
 origin_pid=
@@ -121,14 +133,14 @@ c.close()
 EOF
 }
 
-# Runs ebb under valgrind tool $2 for $3 requests of path $1; prints the
+# Runs the server under valgrind tool $2 for $3 requests of path $1; prints the
 # tool's total (blocks for dhat, instructions for callgrind).
 measure() {
     local path=$1 tool=$2 n=$3 log="$work/$1.$2.$3.log" pid
     local extra=(--dhat-out-file=/dev/null)
     [ "$tool" = callgrind ] && extra=(--callgrind-out-file=/dev/null)
     valgrind --tool="$tool" "${extra[@]}" --log-file="$log" \
-        "$EBB" -f "$work/$path.cfg" >/dev/null 2>&1 &
+        "$BIN" "${ARGS[@]}" -f "$work/$path.cfg" >/dev/null 2>&1 &
     pid=$!
     client "${URL[$path]}" "$n"
     kill -TERM "$pid"
@@ -141,9 +153,12 @@ measure() {
 }
 
 start_origin
-printf '%-8s %12s %12s   (N=%d vs 2N, %s)\n' path allocs/req instr/req "$N" "$EBB"
+printf '%-8s %12s %12s   (N=%d vs 2N, %s)\n' path allocs/req instr/req "$N" "$BIN"
 for p in "${PATHS[@]}"; do
     [ -n "${URL[$p]:-}" ] || { echo "allocs.sh: unknown path '$p'" >&2; exit 2; }
+    if [ "$SERVER" = haproxy ] && [ "$p" = static ]; then
+        echo "allocs.sh: haproxy serves no files (static is ebb's only)" >&2; continue
+    fi
     a1=$(measure "$p" dhat "$N")
     a2=$(measure "$p" dhat $((2 * N)))
     i1=$(measure "$p" callgrind "$N")

@@ -527,13 +527,9 @@ fn http_server_close_keeps_the_client_and_closes_the_server_side() {
     assert!(c.closed());
 }
 
-/// An HTTP/1.0 origin that answers without a length and then closes: the
-/// answer ends at its close. The close often arrives with the last bytes
-/// (one poller edge for both); ebb must read on to the end of stream rather
-/// than wait for an edge that never comes (`timeout server` is an hour
-/// here, so such a wait fails the client's 60 s read).
-#[test]
-fn close_delimited_answers_end_at_the_origin_close() {
+/// An origin that reads a request on each connection, writes `answer`
+/// and closes its side.
+fn raw_origin(answer: &'static [u8]) -> std::net::SocketAddr {
     use std::io::{Read, Write};
     let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let origin = l.local_addr().unwrap();
@@ -542,10 +538,22 @@ fn close_delimited_answers_end_at_the_origin_close() {
             let Ok(mut c) = c else { break };
             let mut b = [0u8; 4096];
             let _ = c.read(&mut b);
-            let _ = c.write_all(b"HTTP/1.0 200 OK\r\nContent-Type: text/plain\r\n\r\nhello\n");
+            let _ = c.write_all(answer);
             let _ = c.shutdown(std::net::Shutdown::Write);
         }
     });
+    origin
+}
+
+/// An HTTP/1.0 origin that answers without a length and then closes: the
+/// answer ends at its close. The close often arrives with the last bytes
+/// (one poller edge for both); ebb must read on to the end of stream rather
+/// than wait for an edge that never comes (`timeout server` is an hour
+/// here, so such a wait fails the client's 60 s read).
+#[test]
+fn close_delimited_answers_end_at_the_origin_close() {
+    use std::io::{Read, Write};
+    let origin = raw_origin(b"HTTP/1.0 200 OK\r\nContent-Type: text/plain\r\n\r\nhello\n");
     let c = cfg(&format!("    server o {origin}\n"), "")
         .replace("timeout server 5s", "timeout server 1h")
         .replace("timeout client 10s", "timeout client 1h");
@@ -565,6 +573,32 @@ fn close_delimited_answers_end_at_the_origin_close() {
             "{text}"
         );
     }
+}
+
+/// The answer's fields go on as `name: value` lines in their order, the
+/// hop-by-hop ones (and those Connection names) and Content-Length left
+/// out, whatever the origin's spacing: lines written that way already are
+/// copied in runs, the others written again, and the bytes are the same.
+#[test]
+fn forwarded_response_fields_keep_order_and_form() {
+    use std::io::{Read, Write};
+    let origin = raw_origin(
+        b"HTTP/1.1 200 OK\r\nX-A: 1\r\nX-B: 2\r\nConnection: keep-alive, x-c\r\n\
+          X-C: 3\r\nX-D:4\r\nX-E:  5  \r\nX-F: 6\r\nContent-Length: 2\r\nX-G: 7\r\n\
+          X-H: \r\nX-I:\r\nKeep-Alive: timeout=5\r\nX-J: 8\r\n\r\nok",
+    );
+    let e = Ebb::start(&cfg(&format!("    server o {origin}\n"), ""));
+    let mut s = std::net::TcpStream::connect(e.addr()).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+    s.write_all(b"GET / HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
+        .unwrap();
+    let mut all = Vec::new();
+    s.read_to_end(&mut all).unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&all),
+        "HTTP/1.1 200 OK\r\nX-A: 1\r\nX-B: 2\r\nX-D: 4\r\nX-E: 5\r\nX-F: 6\r\nX-G: 7\r\n\
+         X-H: \r\nX-I: \r\nX-J: 8\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok"
+    );
 }
 
 /// Calls of each system call of `names` by process `pid` (every thread)

@@ -110,6 +110,13 @@ pub fn remain(now: Tick, t: Tick) -> Option<u32> {
     }
 }
 
+/// Monotonic nanoseconds since the process's first reading: the clock of
+/// [`crate::Ctx::now_ns`], read now (off a worker, or between turns).
+#[inline]
+pub fn mono_now_ns() -> u64 {
+    mono_ns()
+}
+
 /// A source of monotonic milliseconds, read once per loop turn.
 pub trait Clock: Send + Sync + 'static {
     /// Monotonic milliseconds; only differences matter, wrapping is fine.

@@ -394,10 +394,12 @@ impl TimeStats {
 }
 
 impl Counters {
-    /// A stream was handed to the server.
-    pub fn note_session(&self) {
+    /// A stream was handed to the server at `now_ns`, the scheduler turn's
+    /// date ([`sched::Ctx::now_ns`]: no clock read of its own; HAProxy
+    /// dates it with its loop's `now` too).
+    pub fn note_session(&self, now_ns: u64) {
         self.sessions.fetch_add(1, Ordering::Relaxed);
-        let ms = u64::try_from(origin().elapsed().as_millis()).unwrap_or(u64::MAX - 1);
+        let ms = now_ns / 1_000_000;
         self.last_sess.store(ms + 1, Ordering::Relaxed);
         self.sess_rate.add(1000, ms as u32, 1);
     }
@@ -405,14 +407,14 @@ impl Counters {
     /// Streams handed over during the last second (HAProxy's sliding
     /// `sess_per_sec`).
     pub fn sess_rate(&self) -> u32 {
-        let ms = u64::try_from(origin().elapsed().as_millis()).unwrap_or(u64::MAX);
+        let ms = sched::ticks::mono_now_ns() / 1_000_000;
         self.sess_rate.read(1000, ms as u32)
     }
 
     /// Seconds since the last stream was handed over; `None` never.
     pub fn last_session_age(&self) -> Option<u64> {
         let at = self.last_sess.load(Ordering::Relaxed).checked_sub(1)?;
-        let now = u64::try_from(origin().elapsed().as_millis()).unwrap_or(u64::MAX);
+        let now = sched::ticks::mono_now_ns() / 1_000_000;
         Some(now.saturating_sub(at) / 1000)
     }
 }

@@ -334,6 +334,59 @@ pub(crate) fn name_is(name: &[u8], lower: &[u8]) -> bool {
     name.len() == lower.len() && name.eq_ignore_ascii_case(lower)
 }
 
+/// [`name_is`] for a name known when compiling (`lower` in lower case).
+/// Where `lower` has a letter, the name's byte gets the case bit set
+/// (0x20: `A` becomes `a`, and only `A` and `a` become `a`); anywhere
+/// else the bytes must be equal. The masks are constants and no byte
+/// exits early, so the compiler compares the whole name in a few word
+/// operations (the hot field names are 2 to 21 bytes).
+#[inline(always)]
+pub(crate) fn eq_nocase<const N: usize>(name: &[u8], lower: &[u8; N]) -> bool {
+    let Ok(n) = <&[u8; N]>::try_from(name) else {
+        return false;
+    };
+    // The case bits of `lower`'s letters (a constant once inlined).
+    let case = |i: usize| {
+        if lower[i].is_ascii_lowercase() {
+            0x20
+        } else {
+            0
+        }
+    };
+    if N < 8 {
+        let mut diff = 0u8;
+        for i in 0..N {
+            diff |= (n[i] | case(i)) ^ lower[i];
+        }
+        return diff == 0;
+    }
+    // Eight bytes a word: words at 0, 8, ... and the last one ending at N
+    // (overlapping the one before it when N is not a multiple of 8).
+    let word = |b: &[u8], at: usize| {
+        b.get(at..)
+            .and_then(|s| s.first_chunk::<8>())
+            .map(|w| u64::from_le_bytes(*w))
+    };
+    let mut diff = 0u64;
+    let mut at = 0;
+    loop {
+        let start = at.min(N - 8);
+        let mut mask = [0u8; 8];
+        for (k, m) in mask.iter_mut().enumerate() {
+            *m = case(start + k);
+        }
+        let (Some(w), Some(p)) = (word(n, start), word(lower, start)) else {
+            return false;
+        };
+        diff |= (w | u64::from_le_bytes(mask)) ^ p;
+        if start + 8 >= N {
+            break;
+        }
+        at += 8;
+    }
+    diff == 0
+}
+
 // --- field analysis ---------------------------------------------------------
 
 /// What the field lines say, before the request- or response-specific rules
@@ -372,7 +425,9 @@ pub(crate) struct Fields {
 
 /// Runs over the field lines once. `allow_repeated_cl` accepts identical
 /// repeated Content-Length values (RFC 9110 §8.6 MAY); otherwise a repeat is
-/// [`HttpError::ConflictingContentLength`].
+/// [`HttpError::ConflictingContentLength`]. Inlined into its two callers:
+/// the [`Fields`] it returns are read in place, not copied out.
+#[inline(always)]
 pub(crate) fn analyze(
     buf: &[u8],
     headers: &[HeaderSpan],
@@ -387,30 +442,30 @@ pub(crate) fn analyze(
         let value = h.value.get(buf);
         // Dispatch on length first: most fields match none of these.
         match name.len() {
-            4 if name_is(name, b"host") => {
+            4 if eq_nocase(name, b"host") => {
                 f.host_count += 1;
                 if f.host.is_none() {
                     f.host = Some(h.value);
                 }
             }
-            6 if name_is(name, b"expect") && value.eq_ignore_ascii_case(b"100-continue") => {
+            6 if eq_nocase(name, b"expect") && eq_nocase(value, b"100-continue") => {
                 f.expect_continue = true;
             }
-            7 if name_is(name, b"upgrade") => {
+            7 if eq_nocase(name, b"upgrade") => {
                 f.upgrade = Some(h.value);
             }
-            10 if name_is(name, b"connection") => {
+            10 if eq_nocase(name, b"connection") => {
                 for_each_member(value, |m, _| {
-                    if m.eq_ignore_ascii_case(b"close") {
+                    if eq_nocase(m, b"close") {
                         f.conn_close = true;
-                    } else if m.eq_ignore_ascii_case(b"keep-alive") {
+                    } else if eq_nocase(m, b"keep-alive") {
                         f.conn_keep_alive = true;
-                    } else if m.eq_ignore_ascii_case(b"upgrade") {
+                    } else if eq_nocase(m, b"upgrade") {
                         f.conn_upgrade = true;
                     }
                 });
             }
-            14 if name_is(name, b"content-length") => {
+            14 if eq_nocase(name, b"content-length") => {
                 let mut err = None;
                 for_each_member(value, |m, _| {
                     if err.is_some() {
@@ -431,7 +486,7 @@ pub(crate) fn analyze(
                     return Err(e);
                 }
             }
-            17 if name_is(name, b"transfer-encoding") => {
+            17 if eq_nocase(name, b"transfer-encoding") => {
                 f.te_present = true;
                 for_each_member(value, |m, _| {
                     if te_error.is_some() {
@@ -446,7 +501,7 @@ pub(crate) fn analyze(
                         te_error = Some(HttpError::BadTransferEncoding);
                         return;
                     }
-                    if m.eq_ignore_ascii_case(b"chunked") {
+                    if eq_nocase(m, b"chunked") {
                         if chunked_seen {
                             // chunked applied twice (RFC 9112 §7: MUST NOT).
                             te_error = Some(HttpError::ChunkedNotFinal);
@@ -462,11 +517,11 @@ pub(crate) fn analyze(
                     }
                 });
             }
-            17 if name_is(name, b"sec-websocket-key") => {
+            17 if eq_nocase(name, b"sec-websocket-key") => {
                 f.ws_key_count += 1;
                 f.ws_key.get_or_insert(h.value);
             }
-            21 if name_is(name, b"sec-websocket-version") => {
+            21 if eq_nocase(name, b"sec-websocket-version") => {
                 f.ws_version_count += 1;
                 f.ws_version.get_or_insert(h.value);
             }
@@ -503,6 +558,30 @@ pub(crate) fn has_bare_lf(head: &[u8]) -> bool {
         bad |= acc != 0;
     }
     bad
+}
+
+/// [`has_bare_lf`] for a head whose syntax is known: `head` a complete
+/// head, `fields` its field lines, each name at the start of its line (as
+/// httparse cuts them, or as ebb writes a head). In such a head an LF
+/// only ends a line: the start line's, each field line's, the empty
+/// line's (a field value, a target or a reason phrase holding an LF is
+/// refused by the parser, and so is obs-fold), and every CR is followed
+/// by an LF. So the two bytes before each field name and the last four
+/// bytes tell all, a few loads instead of a pass over every byte. Empty
+/// lines before the start line (rare: RFC 9112 §2.2 lets a server skip
+/// them) take the full scan.
+#[inline]
+pub(crate) fn head_has_bare_lf(head: &[u8], fields: &[HeaderSpan]) -> bool {
+    if matches!(head.first(), Some(b'\r' | b'\n')) {
+        return has_bare_lf(head);
+    }
+    let crlf_before = |at: u32| {
+        let at = at as usize;
+        at >= 2 && at <= head.len() && head[at - 2] == b'\r' && head[at - 1] == b'\n'
+    };
+    let bare = !head.ends_with(b"\r\n\r\n") || !fields.iter().all(|f| crlf_before(f.name.start));
+    debug_assert_eq!(bare, has_bare_lf(head), "{:?}", head.escape_ascii());
+    bare
 }
 
 /// Names the rule a head broke when httparse refused it with a generic

@@ -11,7 +11,7 @@
 //! head with n fields and c Connection options costs O(n·c) comparisons,
 //! both small.
 
-use super::head::{for_each_member, name_is, trim_ows, HeaderSpan};
+use super::head::{eq_nocase, for_each_member, name_is, trim_ows, HeaderSpan};
 
 /// The fields that are hop-by-hop whatever Connection says (lower case).
 pub const HOP_BY_HOP: [&str; 7] = [
@@ -25,8 +25,18 @@ pub const HOP_BY_HOP: [&str; 7] = [
 ];
 
 /// True when `name` is on the fixed hop-by-hop list (case-insensitive).
+/// Every field of a forwarded head asks this: the length picks the one or
+/// two names to compare (most fields have a length none of them has).
+#[inline]
 pub fn is_hop_by_hop_name(name: &[u8]) -> bool {
-    HOP_BY_HOP.iter().any(|h| name_is(name, h.as_bytes()))
+    match name.len() {
+        2 => eq_nocase(name, b"te"),
+        7 => eq_nocase(name, b"trailer") || eq_nocase(name, b"upgrade"),
+        10 => eq_nocase(name, b"connection") || eq_nocase(name, b"keep-alive"),
+        16 => eq_nocase(name, b"proxy-connection"),
+        17 => eq_nocase(name, b"transfer-encoding"),
+        _ => false,
+    }
 }
 
 /// True when `name` is listed as an option in a Connection field of
@@ -34,7 +44,7 @@ pub fn is_hop_by_hop_name(name: &[u8]) -> bool {
 pub fn named_in_connection(buf: &[u8], headers: &[HeaderSpan], name: &[u8]) -> bool {
     let mut found = false;
     for h in headers {
-        if !name_is(h.name.get(buf), b"connection") {
+        if !eq_nocase(h.name.get(buf), b"connection") {
             continue;
         }
         for_each_member(h.value.get(buf), |m, _| {
@@ -71,7 +81,7 @@ pub fn forwardable<'h>(
     let mut n = 0;
     let mut overflow = false;
     for h in headers {
-        if !name_is(h.name.get(buf), b"connection") {
+        if !eq_nocase(h.name.get(buf), b"connection") {
             continue;
         }
         let members = h.value.get(buf).split(|&b| b == b',').map(trim_ows);

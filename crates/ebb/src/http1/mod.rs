@@ -107,7 +107,9 @@ pub use chunked::{
 };
 pub use drain::{Drain, DrainStep};
 pub use error::HttpError;
-pub(crate) use head::{is_field_value, is_field_value_byte, is_token, is_valid_authority, tchar};
+pub(crate) use head::{
+    eq_nocase, is_field_value, is_field_value_byte, is_token, is_valid_authority, tchar,
+};
 pub use head::{BodyFraming, HeaderSpan, Limits, Span, Version, MAX_HEADERS_CAP};
 pub use hop::{
     find_header, forwardable, is_hop_by_hop, is_hop_by_hop_name, named_in_connection, HOP_BY_HOP,

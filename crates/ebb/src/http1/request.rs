@@ -5,8 +5,8 @@ use core::mem::MaybeUninit;
 
 use super::error::HttpError;
 use super::head::{
-    analyze, classify_field_error, for_each_member, has_bare_lf, is_valid_authority, parse_decimal,
-    BodyFraming, Fields, HeaderSpan, Limits, Span, Version, MAX_HEADERS_CAP,
+    analyze, classify_field_error, for_each_member, head_has_bare_lf, is_valid_authority,
+    parse_decimal, BodyFraming, Fields, HeaderSpan, Limits, Span, Version, MAX_HEADERS_CAP,
 };
 pub use httparse::Status;
 
@@ -254,7 +254,7 @@ pub fn complete_request_into(
     if head_len > max_head {
         return Err(HttpError::HeadTooLarge);
     }
-    if !limits.allow_bare_lf && has_bare_lf(&buf[..head_len]) {
+    if !limits.allow_bare_lf && head_has_bare_lf(&buf[..head_len], &head.headers) {
         return Err(HttpError::BareLf);
     }
     head.method = Method::from_bytes(line.0.get(buf));

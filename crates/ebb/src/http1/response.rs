@@ -6,8 +6,8 @@ use core::mem::MaybeUninit;
 
 use super::error::HttpError;
 use super::head::{
-    analyze, classify_field_error, has_bare_lf, BodyFraming, HeaderSpan, Limits, Span, Version,
-    MAX_HEADERS_CAP,
+    analyze, classify_field_error, head_has_bare_lf, BodyFraming, HeaderSpan, Limits, Span,
+    Version, MAX_HEADERS_CAP,
 };
 use super::request::Method;
 pub use httparse::Status;
@@ -129,7 +129,12 @@ pub fn parse_response_into(
     if head_len > max_head {
         return Err(HttpError::HeadTooLarge);
     }
-    if !limits.allow_bare_lf && has_bare_lf(&buf[..head_len]) {
+    head.headers.clear();
+    head.headers.extend(resp.headers.iter().map(|h| HeaderSpan {
+        name: Span::of(buf, h.name.as_bytes()),
+        value: Span::of(buf, h.value),
+    }));
+    if !limits.allow_bare_lf && head_has_bare_lf(&buf[..head_len], &head.headers) {
         return Err(HttpError::BareLf);
     }
     let (Some(minor), Some(code)) = (resp.version, resp.code) else {
@@ -149,11 +154,6 @@ pub fn parse_response_into(
         .reason
         .map_or(Span::default(), |r| Span::of(buf, r.as_bytes()));
     head.head_len = head_len;
-    head.headers.clear();
-    head.headers.extend(resp.headers.iter().map(|h| HeaderSpan {
-        name: Span::of(buf, h.name.as_bytes()),
-        value: Span::of(buf, h.value),
-    }));
 
     // Identical repeated Content-Length is tolerated from origins only.
     let f = analyze(buf, &head.headers, true)?;

@@ -687,6 +687,54 @@ fn smuggling_framing_vectors() {
     }
 }
 
+/// The bare-LF check reads only line ends (the bytes before each field
+/// name and the head's last four): a lone LF at any of them, in a
+/// request or a response, with or without empty lines before the start
+/// line, is still refused, and the all-CRLF head is not.
+#[test]
+fn bare_lf_refused_at_every_line_end() {
+    let requests: [&[u8]; 3] = [
+        b"GET / HTTP/1.1\r\nHost: a\r\nX-A: b \r\nX-B:\r\n\r\n",
+        b"\r\nGET / HTTP/1.1\r\nHost: a\r\nX-B:\r\n\r\n",
+        b"\r\n\r\nGET / HTTP/1.1\r\nHost: a\r\n\r\n",
+    ];
+    let responses: [&[u8]; 4] = [
+        b"HTTP/1.1 200 OK\r\nX-A: b \r\nContent-Length: 0\r\nX-B:\r\n\r\n",
+        b"HTTP/1.1 204\r\nX-A: b\r\n\r\n",
+        b"HTTP/1.1 204 \r\n\r\n",
+        b"\r\nHTTP/1.1 204 No Content\r\nX-A: b\r\n\r\n",
+    ];
+    // Each CRLF in turn made a lone LF.
+    let variants = |head: &[u8]| -> Vec<Vec<u8>> {
+        let ends: Vec<usize> = head
+            .windows(2)
+            .enumerate()
+            .filter(|(_, w)| w == b"\r\n")
+            .map(|(i, _)| i)
+            .collect();
+        ends.iter()
+            .map(|&i| [&head[..i], &head[i + 1..]].concat())
+            .collect()
+    };
+    for head in requests {
+        ok(head);
+        for v in variants(head) {
+            assert_eq!(err(&v), HttpError::BareLf, "{:?}", show(&v));
+        }
+    }
+    for head in responses {
+        resp_ok(head, Method::Get);
+        for v in variants(head) {
+            assert_eq!(
+                resp(&v, Method::Get).err(),
+                Some(HttpError::BareLf),
+                "{:?}",
+                show(&v)
+            );
+        }
+    }
+}
+
 #[test]
 fn bare_lf_accepted_only_when_allowed() {
     let limits = Limits {
@@ -1408,6 +1456,17 @@ fn hop_by_hop_fields_are_not_forwarded() {
     assert!(!is_hop_by_hop_name(b"Tee"));
     assert!(!named_in_connection(buf, &h.headers, b"x-secre"));
     assert_eq!(HOP_BY_HOP.len(), 7);
+    // The length dispatch knows every name of the list, in any case, and
+    // no name one byte off.
+    for h in HOP_BY_HOP {
+        assert!(is_hop_by_hop_name(h.as_bytes()), "{h}");
+        assert!(is_hop_by_hop_name(h.to_ascii_uppercase().as_bytes()), "{h}");
+        assert!(!is_hop_by_hop_name(&h.as_bytes()[1..]), "{h}");
+        assert!(!is_hop_by_hop_name(format!("{h}s").as_bytes()), "{h}");
+        let mut other = h.as_bytes().to_vec();
+        other[0] = b'x';
+        assert!(!is_hop_by_hop_name(&other), "{h}");
+    }
     // Without a Connection field only the fixed list goes.
     let buf = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nX-A: 1\r\n\r\n";
     assert_eq!(forwarded_names(buf), [&b"X-A"[..]]);
@@ -1817,4 +1876,36 @@ fn no_authority_with_an_at_sign_is_valid_wherever_it_is() {
         err(b"GET http://a:1@b/x HTTP/1.1\r\nHost: b\r\n\r\n"),
         HttpError::BadTarget
     );
+}
+
+/// The masked compare of field names answers as `eq_ignore_ascii_case`
+/// for every byte at every position (letters, `-` and digits in the
+/// pattern), and refuses other lengths.
+#[test]
+fn eq_nocase_agrees_with_eq_ignore_ascii_case() {
+    use super::head::eq_nocase;
+    fn check<const N: usize>(pat: &[u8; N]) {
+        let upper = pat.to_ascii_uppercase();
+        assert!(eq_nocase(pat, pat));
+        assert!(eq_nocase(&upper, pat));
+        assert!(!eq_nocase(&pat[1..], pat));
+        assert!(!eq_nocase(&[&pat[..], b"x"].concat(), pat));
+        for i in 0..N {
+            for b in 0..=255u8 {
+                let mut name = *pat;
+                name[i] = b;
+                assert_eq!(
+                    eq_nocase(&name, pat),
+                    name.eq_ignore_ascii_case(pat),
+                    "{:?} at {i}",
+                    name.escape_ascii().to_string()
+                );
+            }
+        }
+    }
+    check(b"te");
+    check(b"host");
+    check(b"content-length");
+    check(b"100-continue");
+    check(b"sec-websocket-version");
 }

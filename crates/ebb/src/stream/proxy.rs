@@ -57,8 +57,8 @@ use crate::backend::{alive, Farm, LbInput, Pick, ServerRt, WaitState, Waiter};
 use crate::compress;
 use crate::config::HttpReuse;
 use crate::http1::{
-    forwardable, parse_response_into, BodyFraming, ChunkedDecoder, ChunkedRecoder, Method,
-    ResponseHead, Status as PStatus, Version,
+    eq_nocase, forwardable, parse_response_into, BodyFraming, ChunkedDecoder, ChunkedRecoder,
+    Method, ResponseHead, Status as PStatus, Version,
 };
 use crate::l4rules::Verdict;
 use crate::mux::h1::client::{dst_of, In, LogFacts};
@@ -719,7 +719,7 @@ impl Stream {
         let now = ctx.now();
         up.t_served = Some(now);
         up.waiter = None;
-        s.counters.note_session();
+        s.counters.note_session(ctx.now_ns());
         // 1. The connection this client already has to that server: kept
         //    private to it, or parked in the pool where no other request
         //    took it. Still registered with the server side's tasklet:
@@ -1730,7 +1730,7 @@ impl Stream {
         };
         // A compressed answer gets a weak ETag (written below).
         let skip = |name: &[u8]| {
-            hdr_name_eq(name, "content-length") || (coding.is_some() && hdr_name_eq(name, "etag"))
+            eq_nocase(name, b"content-length") || (coding.is_some() && eq_nocase(name, b"etag"))
         };
         let sets = [
             (&be.http_response[..], &be.matcher),
@@ -1810,18 +1810,45 @@ impl Stream {
             head.write(out);
             up.status = head.status;
         } else {
+            // A line the origin wrote as ebb writes it (`name: value`
+            // CRLF) is copied as it is, in one piece with the kept lines
+            // right before it: a few copies per head, not four per field.
+            let mut run: Option<core::ops::Range<usize>> = None;
             for f in forwardable(buf, &r.headers) {
                 let name = f.name.get(buf);
                 if skip(name) {
                     continue;
+                }
+                let (start, ve) = (f.name.start as usize, f.value.end as usize);
+                let as_written = buf.get(f.name.end as usize..f.value.start as usize)
+                    == Some(b": ")
+                    && buf.get(ve..ve + 2) == Some(b"\r\n");
+                if as_written {
+                    match &mut run {
+                        Some(r) if r.end == start => r.end = ve + 2,
+                        _ => {
+                            if let Some(r) = run.replace(start..ve + 2) {
+                                out.extend_from_slice(buf.get(r).unwrap_or(&[]));
+                            }
+                        }
+                    }
+                    continue;
+                }
+                if let Some(r) = run.take() {
+                    out.extend_from_slice(buf.get(r).unwrap_or(&[]));
                 }
                 out.extend_from_slice(name);
                 out.extend_from_slice(b": ");
                 out.extend_from_slice(f.value.get(buf));
                 out.extend_from_slice(b"\r\n");
             }
+            if let Some(r) = run {
+                out.extend_from_slice(buf.get(r).unwrap_or(&[]));
+            }
         }
-        compress::write_h1_fields(out, verdict, r.header(buf, "etag"));
+        if coding.is_some() {
+            compress::write_h1_fields(out, verdict, r.header(buf, "etag"));
+        }
         let left = if tunnel {
             let upg = r.header(buf, "upgrade").map(|v| v.to_vec());
             out.extend_from_slice(b"Connection: upgrade\r\n");

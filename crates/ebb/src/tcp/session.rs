@@ -469,7 +469,7 @@ impl Session {
     fn use_server(&mut self, ctx: &mut Ctx, s: Arc<ServerRt>) {
         self.t_served = Some(ctx.now());
         self.waiter = None;
-        s.counters.note_session();
+        s.counters.note_session(ctx.now_ns());
         self.sess.target.store(s.uid, Ordering::Relaxed);
         self.server = Some(s);
         self.connect(ctx);

@@ -184,6 +184,14 @@ impl Ctx {
         self.now
     }
 
+    /// The current loop turn's date on the process's monotonic nanosecond
+    /// clock ([`crate::ticks::mono_now_ns`]): the reading [`Ctx::now`] comes
+    /// from, for counters that outlive a tick's wrap (HAProxy's `now_ns`).
+    #[inline]
+    pub fn now_ns(&self) -> u64 {
+        self.loop_start_ns
+    }
+
     /// This thread's number (0-based).
     #[inline]
     pub fn thread_id(&self) -> usize {
