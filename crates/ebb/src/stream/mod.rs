@@ -212,9 +212,10 @@ pub struct Stream {
     /// idle, still registered with `side_task` unless another request
     /// took it ([`crate::backend::pool`]).
     parked: Option<crate::backend::pool::Parked>,
-    /// The PROXY header the attached server connection began with: one
-    /// that would differ for the next request (another unique id) is not
-    /// reused, as HAProxy keys connections by their header.
+    /// The PROXY header the attached server connection began with, and
+    /// the SNI it sent when `sni` depends on the exchange: one that would
+    /// differ for the next request (another unique id, another name) is
+    /// not reused, as HAProxy keys connections by both.
     pp_sent: Vec<u8>,
     /// The fields of the answers the stream builds (fixed answers, pages,
     /// files), reused from one answer to the next.

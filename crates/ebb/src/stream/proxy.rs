@@ -153,14 +153,22 @@ fn server_sni(c: &H1, s: &ServerRt, up: &Upstream) -> Option<String> {
     (!name.is_empty()).then_some(name)
 }
 
-/// What keys a connection to `s` for reuse by this client's next request:
-/// the PROXY header it began with and the SNI it sent, when either
-/// depends on the exchange (empty otherwise).
-fn conn_key(s: &ServerRt, pp: &[u8], sni: Option<&str>) -> Vec<u8> {
-    let mut k = Vec::new();
-    if s.opts.send_proxy > 0 {
-        k.extend_from_slice(pp);
-    }
+/// What a new connection to `s` would begin with for this exchange: its
+/// PROXY header (`send-proxy[-v2]`, else empty) and its SNI when `sni`
+/// depends on the exchange.
+fn conn_params(c: &H1, s: &ServerRt, up: &Upstream) -> (Vec<u8>, Option<String>) {
+    let pp = if s.opts.send_proxy > 0 {
+        pp_header(c, s)
+    } else {
+        Vec::new()
+    };
+    (pp, server_sni(c, s, up))
+}
+
+/// What keys a connection for reuse by this client's next request (see
+/// `pp_sent`): its PROXY header and the SNI it sent.
+fn conn_key(pp: &[u8], sni: Option<&str>) -> Vec<u8> {
+    let mut k = pp.to_vec();
     if let Some(n) = sni {
         k.push(0);
         k.extend_from_slice(n.as_bytes());
@@ -731,13 +739,10 @@ impl Stream {
         // A connection that began with a PROXY header is reused only for
         // an exchange whose header would be the same (HAProxy keys such
         // connections by it: another unique id is another connection).
+        // The same for an SNI that depends on the exchange.
         let same_pp = (s.opts.send_proxy == 0 && !dynamic_sni(&s)) || {
-            let pp = if s.opts.send_proxy > 0 {
-                pp_header(c, &s)
-            } else {
-                Vec::new()
-            };
-            conn_key(&s, &pp, server_sni(c, &s, &up).as_deref()) == self.pp_sent
+            let (pp, sni) = conn_params(c, &s, &up);
+            conn_key(&pp, sni.as_deref()) == self.pp_sent
         };
         if let Some(mut a) = self.attached.take() {
             if a.srv.uid == s.uid && same_pp && (quiet || alive(&mut a.st)) {
@@ -845,7 +850,7 @@ impl Stream {
         let now = ctx.now();
         let client_dst = client_dst(c, &s);
         s.counters.connects.fetch_add(1, Ordering::Relaxed);
-        let sni = server_sni(c, &s, &up);
+        let (pp, sni) = conn_params(c, &s, &up);
         match open_transport(&s, client_dst, sni.as_deref()) {
             Ok((st, socks)) => {
                 // Readiness an earlier socket left (a retry, a reused
@@ -868,14 +873,9 @@ impl Stream {
                     sd.install(st, true, now);
                     sd.socks = socks;
                     sd.obuf.clear();
-                    if s.opts.send_proxy > 0 || sni.is_some() {
-                        let pp = if s.opts.send_proxy > 0 {
-                            pp_header(c, &s)
-                        } else {
-                            Vec::new()
-                        };
+                    if !pp.is_empty() || sni.is_some() {
                         sd.obuf.extend_from_slice(&pp);
-                        self.pp_sent = conn_key(&s, &pp, sni.as_deref());
+                        self.pp_sent = conn_key(&pp, sni.as_deref());
                     }
                     sd.obuf.extend_from_slice(&up.head);
                     sd.opos = 0;
