@@ -169,10 +169,13 @@ fn checks_go_to_port_and_addr_with_the_proxy_header_rule() {
     let (a1, seen1) = responder("127.0.0.1");
     let (a2, seen2) = responder("127.0.0.2");
     let run = |sock: &Path, seen1: &Arc<Mutex<Vec<Vec<u8>>>>, seen2: &Arc<Mutex<Vec<Vec<u8>>>>| {
-        wait_until("both servers UP", || {
-            ["s1", "s2", "s3"]
-                .iter()
-                .all(|s| stat_row(sock, "be", s)["status"] == "UP")
+        // A server with `check` may show UP before its first check (both
+        // ebb and HAProxy start it so): wait for a passed check on each.
+        wait_until("every server checked and UP", || {
+            ["s1", "s2", "s3"].iter().all(|s| {
+                let r = stat_row(sock, "be", s);
+                r["status"] == "UP" && r["check_status"] == "L7OK"
+            })
         });
         let c1 = seen1.lock().unwrap().clone();
         let c2 = seen2.lock().unwrap().clone();
