@@ -729,6 +729,14 @@ fn serve(cfg: Config, opts: RunOptions) -> i32 {
         );
         wk.heavy_enabled = heavy_tasklets;
         wk.thread = ctx.thread_id();
+        // A server connection a leaving client left in the idle pool stays
+        // registered, with this tasklet (no `epoll_ctl`, as HAProxy's idle
+        // connections stay subscribed): its run only moves the mark of
+        // events that tells a taker to `peek` (a close, stray bytes).
+        wk.idle_watch = Some(ctx.new_tasklet("idle_watch", |ctx: &mut Ctx, me, _why| {
+            let _ = ctx.take_events(me);
+            Status::Continue
+        }));
         let w = Rc::new(wk);
         // Idle server connections past their pool-purge-delay are closed
         // once a second.

@@ -60,6 +60,9 @@ pub struct Worker {
     paused: RefCell<Vec<TaskletId>>,
     /// This thread's index (its idle server connections' list).
     pub thread: usize,
+    /// The tasklet this thread's idle server connections stay registered
+    /// with once their client left (see [`crate::backend::pool`]).
+    pub idle_watch: Option<TaskletId>,
     /// The frontend whose access line comes next: `logging(fe)` sets it,
     /// `log_access` takes it (the two are called in that order).
     log_fe: RefCell<Option<Arc<str>>>,
@@ -154,6 +157,7 @@ impl Worker {
             heavy_enabled: true,
             paused: RefCell::new(Vec::new()),
             thread: 0,
+            idle_watch: None,
             log_fe: RefCell::new(None),
         }
     }

@@ -670,6 +670,100 @@ fn a_handed_over_server_connection_costs_no_epoll_ctl() {
     assert_eq!(s.conns.load(Ordering::SeqCst), 1);
 }
 
+/// A server connection its client left idle (the client closed after its
+/// answer) serves the next client's request as cheaply as a handed-over
+/// one: its registration passed to the thread's idle watcher when the
+/// client left, so the next client takes it with neither an `epoll_ctl`
+/// (it was a delete when the client left and an add when the next one
+/// took it) nor a liveness `peek` (the poller reported nothing on it).
+/// Per request only the new client's socket is registered, at most once.
+#[test]
+fn a_connection_a_leaving_client_freed_is_reused_without_system_calls() {
+    if !have("strace") {
+        println!("strace is not installed: nothing to count");
+        return;
+    }
+    const N: u64 = 30;
+    let s = Origin::start("s", Mode::Ok);
+    let conf = cfg(
+        &format!("    server s {}\n", s.addr),
+        "    http-reuse always\n",
+    )
+    .replacen("nbthread 2", "nbthread 1", 1);
+    let e = Ebb::start(&conf);
+    let one = |i: u64| {
+        let mut c = Client::connect(e.addr());
+        c.send(format!("GET /n{i} HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n").as_bytes());
+        assert_eq!(c.read_resp().status, 200);
+    };
+    for i in 0..3 {
+        one(i);
+    }
+    let out = scratch("proxy-strace-leave").join("strace.out");
+    let argv: Vec<String> = ["-f", "-qq", "-e", "trace=epoll_ctl,recvfrom", "-o"]
+        .iter()
+        .map(|s| s.to_string())
+        .chain([out.display().to_string()])
+        .collect();
+    strace_during(e.pid(), &argv, || {
+        for i in 0..N {
+            one(i);
+        }
+    });
+    let text = std::fs::read_to_string(&out).unwrap();
+    let count = |what: &str| text.lines().filter(|l| l.contains(what)).count() as u64;
+    let (adds, dels, peeks) = (
+        count("EPOLL_CTL_ADD"),
+        count("EPOLL_CTL_DEL") + count("EPOLL_CTL_MOD"),
+        count("MSG_PEEK"),
+    );
+    println!("ebb: {adds} ADD, {dels} DEL/MOD, {peeks} peeks for {N} clients");
+    assert!(adds <= N + 1, "{adds} EPOLL_CTL_ADD for {N} clients");
+    assert!(dels <= 1, "{dels} EPOLL_CTL_DEL/MOD for {N} clients");
+    assert!(peeks <= 1, "{peeks} peeks for {N} clients");
+    // One server connection served them all.
+    assert_eq!(s.conns.load(Ordering::SeqCst), 1);
+}
+
+/// The same with the client gone: a pooled connection its server closes
+/// after its client left is not reused either (the close reaches the
+/// idle watcher, whose mark then tells the next client to check it).
+#[test]
+fn a_connection_its_server_closed_after_its_client_left_is_not_reused() {
+    let conf = |o: &Origin| {
+        cfg(
+            &format!("    server s {}\n", o.addr),
+            "    http-reuse always\n",
+        )
+        .replacen("nbthread 2", "nbthread 1", 1)
+    };
+    let run = |addr: std::net::SocketAddr, o: &Origin, who: &str| {
+        {
+            let mut a = Client::connect(addr);
+            a.send(b"GET /a HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n");
+            assert_eq!(a.read_resp().status, 200, "{who}");
+        }
+        assert_eq!(o.conns.load(Ordering::SeqCst), 1, "{who}");
+        o.close_all();
+        wait_until("the close to reach the proxy", || !o.peer_established());
+        let mut b = Client::connect(addr);
+        b.send(b"POST /b HTTP/1.1\r\nHost: h\r\nContent-Length: 3\r\n\r\nabc");
+        assert_eq!(b.read_resp().status, 200, "{who}");
+        assert_eq!(
+            o.conns.load(Ordering::SeqCst),
+            2,
+            "{who}: a new connection carried it"
+        );
+    };
+    let o = Origin::start("c", Mode::Ok);
+    let e = Ebb::start(&conf(&o));
+    run(e.addr(), &o, "ebb");
+    let o = Origin::start("c", Mode::Ok);
+    if let Some(h) = Haproxy::start(&conf(&o)) {
+        run(h.addr, &o, "haproxy");
+    }
+}
+
 /// A server connection idle in the pool that its server closes is not
 /// reused: the close reaches the poller, so the request that takes the
 /// connection from the pool checks it (the check is skipped only for a

@@ -11,9 +11,13 @@
 //! [`Parked`] place for it, where the connection stays registered with
 //! the client's server-side tasklet: the client's next request to that
 //! server takes it back without a system call (the keep-alive hot path
-//! touches only that place's uncontended lock). Another request that
-//! takes it removes that registration first (on the other thread's poller
-//! when it lives on another thread: [`sched::Ctx::deregister_fd_of`]).
+//! touches only that place's uncontended lock). When the client leaves,
+//! the registration passes to its thread's idle watcher tasklet, still
+//! without a system call ([`sched::Ctx::move_fd`]), so a connection a
+//! leaving client freed is taken by the next one as cheaply. Another
+//! request that takes it re-points that registration (on this thread's
+//! table, or removes it from the other thread's poller when it lives
+//! there: [`sched::Ctx::deregister_fd_of`]).
 //!
 //! Every idle connection of a server holds an [`IdleTicket`], counted in
 //! [`ServerRt::idle_conns`] against its `pool-max-conn`: those in the
@@ -249,14 +253,26 @@ impl IdlePools {
     }
 
     /// The client lets its place go (it leaves, or its next connection is
-    /// to another server): a connection still there stays for others,
-    /// after `dereg` removed its registration with the client's tasklet.
-    pub fn release(&self, p: Parked, dereg: impl FnOnce(std::os::fd::RawFd)) {
+    /// to another server): a connection still there stays for others.
+    /// `rehome(fd, reg, mark)` moves its registration off the client's
+    /// tasklet `reg` (the mark it had when parked) and says which tasklet
+    /// has it now and that one's mark, or `None` when it removed it.
+    pub fn release(
+        &self,
+        p: Parked,
+        rehome: impl FnOnce(
+            std::os::fd::RawFd,
+            TaskletId,
+            Option<u32>,
+        ) -> Option<(TaskletId, Option<u32>)>,
+    ) {
         let mut g = lock(&p.slot);
         if let Some(e) = g.entry.as_mut() {
-            e.mark = None;
-            if e.reg.take().is_some() {
-                dereg(e.conn.raw_fd());
+            let mark = e.mark.take();
+            if let Some(reg) = e.reg.take() {
+                let now = rehome(e.conn.raw_fd(), reg, mark);
+                e.reg = now.map(|r| r.0);
+                e.mark = now.and_then(|r| r.1);
             }
         }
     }

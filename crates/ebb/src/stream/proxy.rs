@@ -49,7 +49,7 @@ use crate::transport::Transport;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use sched::{ticks, Ctx, Tick};
+use sched::{ticks, Ctx, TaskletId, Tick};
 
 use super::{Stream, Wait, H1};
 use crate::backend::error::ExchangeError;
@@ -761,9 +761,10 @@ impl Stream {
                 self.parked = Some(p);
             } else {
                 // Its connection to another server stays for others.
-                c.w.shared.idle.release(p, |fd| {
-                    let _ = ctx.deregister_fd(fd);
-                });
+                let watch = c.w.idle_watch;
+                c.w.shared
+                    .idle
+                    .release(p, |fd, reg, mark| rehome(ctx, watch, fd, reg, mark));
             }
         }
         // 2. The idle pool, this thread's connections first, as
@@ -2125,9 +2126,10 @@ impl Stream {
             self.detach_to_pool(c, ctx, a);
         }
         if let Some(p) = self.parked.take() {
-            c.w.shared.idle.release(p, |fd| {
-                let _ = ctx.deregister_fd(fd);
-            });
+            let watch = c.w.idle_watch;
+            c.w.shared
+                .idle
+                .release(p, |fd, reg, mark| rehome(ctx, watch, fd, reg, mark));
         }
     }
 
@@ -2374,4 +2376,26 @@ fn open_transport(
         None => Transport::plain(st),
     };
     Ok((tr, socks))
+}
+
+/// A parked connection whose client leaves: its registration passes from
+/// the client's tasklet `reg` to the thread's idle watcher `watch` (no
+/// system call), with the watcher's mark when `reg` saw no event since
+/// the connection was parked (its `mark`), else none (the taker peeks).
+/// Without a watcher the registration is removed.
+fn rehome(
+    ctx: &mut Ctx,
+    watch: Option<TaskletId>,
+    fd: std::os::fd::RawFd,
+    reg: TaskletId,
+    mark: Option<u32>,
+) -> Option<(TaskletId, Option<u32>)> {
+    let quiet = mark.is_some_and(|m| ctx.io_mark(reg) == Some(m));
+    if let Some(w) = watch {
+        if ctx.move_fd(reg.thread(), fd, w, true).is_ok() {
+            return Some((w, if quiet { ctx.io_mark(w) } else { None }));
+        }
+    }
+    let _ = ctx.deregister_fd(fd);
+    None
 }
