@@ -73,8 +73,10 @@ fn common_cfg(backends: &str, port: u16) -> String {
     )
 }
 
-/// Each backend's server row: (check_status, check_code, last_chk).
-fn checks(sock: &Path) -> HashMap<String, (String, String, String)> {
+/// Each backend's server row: (check_status, check_code, last_chk), and
+/// whether a check was under way on any of them (HAProxy's `* ` mark:
+/// HAProxy clears the code while a check runs, the status stays).
+fn checks(sock: &Path) -> (HashMap<String, (String, String, String)>, bool) {
     let csv = cli_cmd(sock, "show stat");
     let mut lines = csv.lines();
     let head: Vec<&str> = lines
@@ -85,29 +87,36 @@ fn checks(sock: &Path) -> HashMap<String, (String, String, String)> {
         .collect();
     let col = |n: &str| head.iter().position(|h| *h == n).unwrap();
     let (st, code, last) = (col("check_status"), col("check_code"), col("last_chk"));
-    lines
+    let mut busy = false;
+    let rows = lines
         .filter(|l| l.contains(",srv,"))
         .map(|l| {
             let f: Vec<&str> = l.split(',').collect();
+            busy |= f.get(st).is_some_and(|s| s.starts_with("* "));
             let g = |i: usize| f.get(i).unwrap_or(&"").trim_start_matches("* ").to_string();
             (f[0].to_string(), (g(st), g(code), g(last)))
         })
-        .collect()
+        .collect();
+    (rows, busy)
 }
 
 /// Waits until each backend of `want` (name, (check_status, check_code,
-/// last_chk)) reached its status, checks the other fields, and returns
-/// them.
+/// last_chk)) reached its status in a report taken while no check was
+/// under way, checks the other fields of that report, and returns them.
 fn settled_checks(
     sock: &Path,
     want: &[(&str, (&str, &str, &str))],
 ) -> HashMap<String, (String, String, String)> {
+    let mut all = HashMap::new();
     wait_until("the checks", || {
-        let c = checks(sock);
-        want.iter()
-            .all(|(be, (st, _, _))| c.get(*be).is_some_and(|x| x.0 == *st))
+        let (c, busy) = checks(sock);
+        let settled = !busy
+            && want
+                .iter()
+                .all(|(be, (st, _, _))| c.get(*be).is_some_and(|x| x.0 == *st));
+        all = c;
+        settled
     });
-    let all = checks(sock);
     let mut out = HashMap::new();
     for (be, (st, code, last)) in want {
         let got = &all[*be];
@@ -289,12 +298,21 @@ fn ssl_hello_chk_sends_haproxys_hello() {
         sock.display(),
         common_cfg(&backends, free_port())
     ));
-    let settled = |s: &Path| {
-        let c = checks(s);
-        c.get("ok").is_some_and(|x| x.0 == "L6OK") && c.get("plain").is_some_and(|x| x.0 == "L6RSP")
+    // A report taken while no check runs (HAProxy clears a running
+    // check's fields).
+    let settled = |s: &Path, who: &str| {
+        let mut got = HashMap::new();
+        wait_until(who, || {
+            let (c, busy) = checks(s);
+            let ok = !busy
+                && c.get("ok").is_some_and(|x| x.0 == "L6OK")
+                && c.get("plain").is_some_and(|x| x.0 == "L6RSP");
+            got = c;
+            ok
+        });
+        got
     };
-    wait_until("ebb's checks", || settled(&sock));
-    let ours = checks(&sock);
+    let ours = settled(&sock, "ebb's checks");
     let hello = hellos.lock().unwrap()[0].clone();
     drop(e);
     assert_eq!(hello.len(), 126);
@@ -309,8 +327,7 @@ fn ssl_hello_chk_sends_haproxys_hello() {
     assert!(now.abs_diff(t) < 86_400, "{t} vs {now}");
     if let Some(h) = haproxy(&backends) {
         hellos.lock().unwrap().clear();
-        wait_until("haproxy's checks", || settled(&h.sock));
-        let theirs = checks(&h.sock);
+        let theirs = settled(&h.sock, "haproxy's checks");
         assert_eq!(ours["ok"], theirs["ok"]);
         assert_eq!(ours["plain"], theirs["plain"]);
         // A hello of haproxy's (its checks run every 100 ms).
@@ -620,10 +637,11 @@ fn alpn_h2_checks_speak_http2_over_tls_as_haproxy() {
     let status = |sock: &Path| {
         wait_until("the check", || {
             checks(sock)
+                .0
                 .get("ok")
                 .is_some_and(|c| !c.0.is_empty() && !c.0.starts_with("INI"))
         });
-        checks(sock)["ok"].0.clone()
+        checks(sock).0["ok"].0.clone()
     };
     assert_eq!(status(&sock), "L7RSP");
     if let Some(h) = haproxy(&only) {

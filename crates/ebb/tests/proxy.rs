@@ -601,16 +601,19 @@ fn forwarded_response_fields_keep_order_and_form() {
     );
 }
 
+/// strace's arguments: follow threads, quiet, `opts`, output to `out`.
+fn strace_argv(opts: &[&str], out: &std::path::Path) -> Vec<String> {
+    let mut v: Vec<String> = ["-f", "-qq"].iter().map(|s| s.to_string()).collect();
+    v.extend(opts.iter().map(|s| s.to_string()));
+    v.extend(["-o".to_string(), out.display().to_string()]);
+    v
+}
+
 /// Calls of each system call of `names` by process `pid` (every thread)
 /// while `work` runs, as `strace -c` counts them.
 fn calls_during(pid: u32, names: &[&str], work: impl FnOnce()) -> Vec<u64> {
     let out = scratch("proxy-strace").join("strace.out");
-    let argv: Vec<String> = ["-f", "-qq", "-c", "-U", "calls,name", "-o"]
-        .iter()
-        .map(|s| s.to_string())
-        .chain([out.display().to_string()])
-        .collect();
-    strace_during(pid, &argv, work);
+    strace_during(pid, &strace_argv(&["-c", "-U", "calls,name"], &out), work);
     let text = std::fs::read_to_string(&out).unwrap();
     let count = |name: &str| -> u64 {
         text.lines()
@@ -700,11 +703,7 @@ fn a_connection_a_leaving_client_freed_is_reused_without_system_calls() {
         one(i);
     }
     let out = scratch("proxy-strace-leave").join("strace.out");
-    let argv: Vec<String> = ["-f", "-qq", "-e", "trace=epoll_ctl,recvfrom", "-o"]
-        .iter()
-        .map(|s| s.to_string())
-        .chain([out.display().to_string()])
-        .collect();
+    let argv = strace_argv(&["-e", "trace=epoll_ctl,recvfrom"], &out);
     strace_during(e.pid(), &argv, || {
         for i in 0..N {
             one(i);
@@ -725,45 +724,6 @@ fn a_connection_a_leaving_client_freed_is_reused_without_system_calls() {
     assert_eq!(s.conns.load(Ordering::SeqCst), 1);
 }
 
-/// The same with the client gone: a pooled connection its server closes
-/// after its client left is not reused either (the close reaches the
-/// idle watcher, whose mark then tells the next client to check it).
-#[test]
-fn a_connection_its_server_closed_after_its_client_left_is_not_reused() {
-    let conf = |o: &Origin| {
-        cfg(
-            &format!("    server s {}\n", o.addr),
-            "    http-reuse always\n",
-        )
-        .replacen("nbthread 2", "nbthread 1", 1)
-    };
-    let run = |addr: std::net::SocketAddr, o: &Origin, who: &str| {
-        {
-            let mut a = Client::connect(addr);
-            a.send(b"GET /a HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n");
-            assert_eq!(a.read_resp().status, 200, "{who}");
-        }
-        assert_eq!(o.conns.load(Ordering::SeqCst), 1, "{who}");
-        o.close_all();
-        wait_until("the close to reach the proxy", || !o.peer_established());
-        let mut b = Client::connect(addr);
-        b.send(b"POST /b HTTP/1.1\r\nHost: h\r\nContent-Length: 3\r\n\r\nabc");
-        assert_eq!(b.read_resp().status, 200, "{who}");
-        assert_eq!(
-            o.conns.load(Ordering::SeqCst),
-            2,
-            "{who}: a new connection carried it"
-        );
-    };
-    let o = Origin::start("c", Mode::Ok);
-    let e = Ebb::start(&conf(&o));
-    run(e.addr(), &o, "ebb");
-    let o = Origin::start("c", Mode::Ok);
-    if let Some(h) = Haproxy::start(&conf(&o)) {
-        run(h.addr, &o, "haproxy");
-    }
-}
-
 /// A server connection idle in the pool that its server closes is not
 /// reused: the close reaches the poller, so the request that takes the
 /// connection from the pool checks it (the check is skipped only for a
@@ -773,6 +733,19 @@ fn a_connection_its_server_closed_after_its_client_left_is_not_reused() {
 /// it, answers the same.
 #[test]
 fn a_pooled_connection_its_server_closed_is_not_reused() {
+    closed_idle_both(false);
+}
+
+/// The same with its client gone: a pooled connection its server closes
+/// after its client left is not reused either (the close reaches the
+/// thread's idle watcher, whose mark then tells the next client to check
+/// it).
+#[test]
+fn a_connection_its_server_closed_after_its_client_left_is_not_reused() {
+    closed_idle_both(true);
+}
+
+fn closed_idle_both(leave: bool) {
     let conf = |o: &Origin| {
         cfg(
             &format!("    server s {}\n", o.addr),
@@ -782,20 +755,25 @@ fn a_pooled_connection_its_server_closed_is_not_reused() {
     };
     let o = Origin::start("c", Mode::Ok);
     let e = Ebb::start(&conf(&o));
-    closed_idle_then_post(e.addr(), &o, "ebb");
+    closed_idle_then_post(e.addr(), &o, "ebb", leave);
     let o = Origin::start("c", Mode::Ok);
     if let Some(h) = Haproxy::start(&conf(&o)) {
-        closed_idle_then_post(h.addr, &o, "haproxy");
+        closed_idle_then_post(h.addr, &o, "haproxy", leave);
     }
 }
 
-/// Client A's answer leaves its server connection idle; the server closes
-/// it; client B's first request (which `http-reuse always` lets take it)
-/// is a POST, answered 200 over a new connection.
-fn closed_idle_then_post(addr: std::net::SocketAddr, o: &Origin, who: &str) {
+/// Client A's answer leaves its server connection idle (A stays, or with
+/// `leave` closes after its answer); the server closes it; client B's
+/// first request (which `http-reuse always` lets take it) is a POST,
+/// answered 200 over a new connection.
+fn closed_idle_then_post(addr: std::net::SocketAddr, o: &Origin, who: &str, leave: bool) {
     let mut a = Client::connect(addr);
-    a.send(b"GET /a HTTP/1.1\r\nHost: h\r\n\r\n");
+    let close = if leave { "Connection: close\r\n" } else { "" };
+    a.send(format!("GET /a HTTP/1.1\r\nHost: h\r\n{close}\r\n").as_bytes());
     assert_eq!(a.read_resp().status, 200, "{who}");
+    if leave {
+        drop(a);
+    }
     assert_eq!(o.conns.load(Ordering::SeqCst), 1, "{who}");
     o.close_all();
     wait_until("the close to reach the proxy", || !o.peer_established());
