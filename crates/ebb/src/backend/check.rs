@@ -1340,8 +1340,16 @@ pub struct Hana {
 /// Counts what live traffic showed of `s` under its `observe` mode
 /// (HAProxy's health_adjust): `error-limit` consecutive errors hand
 /// `on-error`'s action to its check task. Nothing without `observe` or
-/// without a running health check.
+/// without a running health check (a test of one byte on the request
+/// path then).
+#[inline]
 pub fn observe(s: &ServerRt, seen: Seen) {
+    if s.opts.observe != crate::config::Observe::None {
+        adjust(s, seen);
+    }
+}
+
+fn adjust(s: &ServerRt, seen: Seen) {
     let Some(bad) = seen.judge(s.opts.observe) else {
         return;
     };
