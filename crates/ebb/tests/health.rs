@@ -80,6 +80,18 @@ fn access_line(u: &UdpSocket) -> String {
     }
 }
 
+/// Waits for a log line (of the server's state) containing `needle`.
+fn log_line(u: &UdpSocket, needle: &str) -> String {
+    let mut b = [0u8; 4096];
+    loop {
+        let n = retry_eintr(|| u.recv(&mut b)).expect("no such log line");
+        let l = String::from_utf8_lossy(&b[..n]).into_owned();
+        if l.contains(needle) {
+            return l;
+        }
+    }
+}
+
 /// The termination state of an access-log line (`http`: HAProxy's HTTP
 /// format, else its TCP one), and the status of an HTTP one.
 fn term_of(line: &str, http: bool) -> (String, String) {
@@ -210,11 +222,17 @@ fn on_marked_down_kills_the_sessions_of_the_server() {
                 assert_eq!(cli_cmd(&sock, "disable server b/s1"), "\n");
                 wait_status(&sock, "s1", "MAINT");
             }
+            // Both log the change once the sessions were told to end.
+            log_line(&log, " DOWN");
             if !opt {
-                // Nothing kills it: it is still there once the state
-                // changed (a kill would have been asked at the change).
-                std::thread::sleep(Duration::from_millis(300));
-                assert!(sess_on(&sock, "s1"), "hap={hap}: killed without the option");
+                // Nothing ended it: the server's bytes still reach the
+                // client.
+                assert!(sess_on(&sock, "s1"), "hap={hap}");
+                let mut h = held.lock().unwrap();
+                h[0].write_all(b"pong").unwrap();
+                h[0].shutdown(std::net::Shutdown::Both).unwrap();
+                drop(h);
+                assert_eq!(reader.join().unwrap(), b"pong", "hap={hap}");
                 continue;
             }
             let got = reader.join().unwrap();
