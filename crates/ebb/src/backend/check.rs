@@ -1398,7 +1398,12 @@ pub fn spread_seed(uid: u64) -> u64 {
 /// `d`, moved by `spread-checks`: HAProxy's next check date, the interval
 /// plus a random amount between -N % and +N % of it.
 pub fn spread(d: Duration, rng: &mut u64) -> Duration {
-    let pct = u64::from(SPREAD.load(Ordering::Relaxed));
+    spread_by(d, SPREAD.load(Ordering::Relaxed), rng)
+}
+
+/// [`spread`] by `pct` %.
+fn spread_by(d: Duration, pct: u32, rng: &mut u64) -> Duration {
+    let pct = u64::from(pct);
     if pct == 0 {
         return d;
     }
@@ -1949,6 +1954,48 @@ mod tests {
             neg: true,
         };
         assert!(!judge(r, &neg).passed());
+    }
+
+    /// HAProxy's table of what `observe` counts: a failed connect in both
+    /// modes, an established connection clears only in layer4, the HTTP
+    /// events only in layer7; 501 and 505 are good answers.
+    #[test]
+    fn observe_judges_as_haproxy() {
+        use crate::config::Observe;
+        let (l4, l7) = (Observe::Layer4, Observe::Layer7);
+        assert_eq!(Seen::L4Err.judge(l4), Some(true));
+        assert_eq!(Seen::L4Err.judge(l7), Some(true));
+        assert_eq!(Seen::L4Ok.judge(l4), Some(false));
+        assert_eq!(Seen::L4Ok.judge(l7), None);
+        assert_eq!(Seen::HttpSts.judge(l4), None);
+        assert_eq!(Seen::HttpSts.judge(l7), Some(true));
+        assert_eq!(Seen::ReadTimeout.judge(l7), Some(true));
+        assert_eq!(Seen::HttpOk.judge(l7), Some(false));
+        assert_eq!(Seen::L4Err.judge(Observe::None), None);
+        for code in [100, 200, 404, 499, 501, 505] {
+            assert_eq!(Seen::status(code), Seen::HttpOk, "{code}");
+        }
+        for code in [99, 500, 502, 503, 504, 599] {
+            assert_eq!(Seen::status(code), Seen::HttpSts, "{code}");
+        }
+    }
+
+    /// `spread-checks N` keeps each date within N % of the interval,
+    /// both ways, and does move it.
+    #[test]
+    fn spread_stays_within_its_share() {
+        let mut rng = spread_seed(7);
+        let sec = Duration::from_millis(1000);
+        let d: Vec<u128> = (0..200)
+            .map(|_| spread_by(sec, 50, &mut rng).as_millis())
+            .collect();
+        assert!(d.iter().all(|x| (500..=1500).contains(x)), "{d:?}");
+        assert!(
+            d.iter().any(|x| *x < 800) && d.iter().any(|x| *x > 1200),
+            "{d:?}"
+        );
+        assert!((0..100).all(|_| (950..=1050).contains(&spread_by(sec, 5, &mut rng).as_millis())));
+        assert_eq!(spread_by(sec, 0, &mut rng), sec);
     }
 
     /// HAProxy's `info` text escapes what is not printable.
