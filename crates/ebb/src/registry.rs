@@ -9,12 +9,13 @@
 //! runs under thread isolation and lists only entries whose epoch is older
 //! than the command, so a dump is a consistent picture of the sessions that
 //! existed when it started, and an interrupted dump leaves nothing behind
-//! (it only reads). A session is ended from the CLI by setting its `kill`
-//! flag and waking its tasklet; the connection closes itself on its own
+//! (it only reads). A session is ended from the CLI (or by a server's
+//! `on-marked-down`/`on-marked-up` action) by setting its `kill` reason
+//! and waking its tasklet; the connection closes itself on its own
 //! thread.
 
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 
@@ -134,9 +135,15 @@ pub struct SessInfo {
     /// none); [`crate::backend::server_by_uid`] names it. An atomic: the
     /// stream sets it twice per proxied request.
     pub target: AtomicU64,
-    /// Set by `shutdown session`: the connection closes at its next run.
-    pub kill: AtomicBool,
+    /// Why the connection must end at its next run (0: it need not): the
+    /// letter its log gives, [`KILL_CLI`] (`shutdown session`),
+    /// [`crate::backend::KILL_DOWN`] or [`crate::backend::KILL_UP`] (see
+    /// [`SessInfo::end`]).
+    pub kill: AtomicU8,
 }
+
+/// `shutdown session(s)` from the CLI: logged `K`.
+pub const KILL_CLI: u8 = b'K';
 
 /// [`SessInfo::tasklet`] not set yet.
 const NO_TASKLET: u64 = u64::MAX;
@@ -156,6 +163,17 @@ impl SessInfo {
     pub fn tasklet(&self) -> Option<TaskletId> {
         let bits = self.tasklet.load(Ordering::Acquire);
         (bits != NO_TASKLET).then(|| TaskletId::from_local(self.thread, bits))
+    }
+
+    /// Asks the connection to end, for `why` (the first reason asked
+    /// stays), and wakes it.
+    pub fn end(&self, why: u8, handle: &RuntimeHandle) {
+        let _ = self
+            .kill
+            .compare_exchange(0, why, Ordering::Relaxed, Ordering::Relaxed);
+        if let Some(t) = self.tasklet() {
+            handle.wake_tasklet(t);
+        }
     }
 
     /// Names the connection's tasklet (of this session's thread).
@@ -205,7 +223,7 @@ impl Sessions {
                     .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)),
                 requests: AtomicU64::new(0),
                 target: AtomicU64::new(0),
-                kill: AtomicBool::new(false),
+                kill: AtomicU8::new(0),
             })
         };
         let Some(t) = self.threads.get(thread) else {
@@ -264,6 +282,17 @@ impl Sessions {
             let m = t.lock().unwrap_or_else(|p| p.into_inner());
             m.slots.iter().flatten().find(|s| s.id == id).cloned()
         })
+    }
+
+    /// Ends the sessions whose exchange in progress is with one of the
+    /// servers `uids` (HAProxy's `srv_shutdown_streams`), for `why`.
+    pub fn end_on_servers(&self, uids: &[u64], why: u8, handle: &RuntimeHandle) {
+        for s in self.snapshot(self.epoch()) {
+            let t = s.target.load(Ordering::Relaxed);
+            if t != 0 && uids.contains(&t) {
+                s.end(why, handle);
+            }
+        }
     }
 
     /// Number of sessions now.

@@ -758,6 +758,9 @@ impl Runner {
             farm.note_state();
         }
         if on {
+            if was {
+                crate::backend::marked_down(s);
+            }
             let queued = s.queue.lock().map(|q| q.len()).unwrap_or(0);
             farm.redispatch_queue_of(s);
             let (act, bck) = farm.usable_counts();
@@ -773,6 +776,7 @@ impl Runner {
             );
         } else {
             farm.kick_backend_queue();
+            crate::backend::marked_up(farm, s);
             (self.log)(
                 &s.backend,
                 format!(

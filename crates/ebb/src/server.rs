@@ -271,6 +271,7 @@ fn serve(cfg: Config, opts: RunOptions) -> i32 {
         }
     };
     crate::drain::configure(cfg.global.close_spread);
+    crate::backend::check::set_spread(cfg.global.spread_checks.unwrap_or(0));
     let nbthread = cfg
         .global
         .nbthread
@@ -637,6 +638,14 @@ fn serve(cfg: Config, opts: RunOptions) -> i32 {
         handle: rt.handle(),
     });
     Process::set_global(&process);
+    // `on-marked-down` / `on-marked-up`: a server's state change ends the
+    // sessions on it (or on the backup servers) through the registry.
+    {
+        let (sessions, handle) = (Arc::clone(&sessions), rt.handle());
+        crate::backend::set_session_killer(Box::new(move |uids, why| {
+            sessions.end_on_servers(uids, why, &handle);
+        }));
+    }
     // `fe_conn`, `be_conn`, `srv_conn`: read from the configuration in
     // force (`scur` of the stats).
     let counts_live = Arc::clone(&live);
@@ -1176,6 +1185,7 @@ impl Reload {
             eprintln!("ebb: warning: {w}");
         }
         crate::sample::vars::run_global(&cfg.global.set_vars);
+        crate::backend::check::set_spread(cfg.global.spread_checks.unwrap_or(0));
         start_checks(&compiled, &self.checks.0, &self.handle, &self.checks.1);
         self.live.swap(Arc::new(compiled));
         // The new servers' names: resolved (or served from the cache) now.

@@ -416,6 +416,8 @@ struct AgentTask {
     in_flight: bool,
     log: super::check::LogFn,
     log_checks: bool,
+    /// The generator of `spread-checks`.
+    rng: u64,
 }
 
 impl AgentTask {
@@ -498,12 +500,10 @@ impl AgentTask {
                 }
             }
         }
+        let next = super::check::spread(inter, &mut self.rng);
         ctx.set_expire(
             me,
-            ticks::add(
-                ctx.now(),
-                inter.as_millis().min(u32::MAX as u128 / 2) as u32,
-            ),
+            ticks::add(ctx.now(), next.as_millis().min(u32::MAX as u128 / 2) as u32),
         );
         Status::Continue
     }
@@ -528,6 +528,7 @@ pub fn start_server(
         in_flight: false,
         log: Arc::clone(&cx.log),
         log_checks: cx.log_checks,
+        rng: super::check::spread_seed(s.uid),
     };
     let id = cx
         .handle

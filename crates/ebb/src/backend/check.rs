@@ -1258,6 +1258,163 @@ fn read_response(
     }
 }
 
+/// What live traffic showed of a server, for `observe` (HAProxy's
+/// `HANA_STATUS_*`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Seen {
+    /// A connection to it was established (or one kept was used).
+    L4Ok,
+    /// A connect failed or timed out.
+    L4Err,
+    /// A response status from 100 to 499, or 501 or 505.
+    HttpOk,
+    /// Another status (5xx but 501 and 505).
+    HttpSts,
+    /// A response head that is not valid HTTP.
+    HttpHdrRsp,
+    /// A response body that is not valid HTTP.
+    HttpRsp,
+    /// `timeout server` before the response head.
+    ReadTimeout,
+    /// The server closed (or reset) before the response head.
+    BrokenPipe,
+}
+
+impl Seen {
+    /// HAProxy's description, in the `on-error` report.
+    fn text(self) -> &'static str {
+        match self {
+            Seen::L4Ok => "L4 successful connection",
+            Seen::L4Err => "L4 unsuccessful connection",
+            Seen::HttpOk => "Correct http response",
+            Seen::HttpSts => "Wrong http response",
+            Seen::HttpHdrRsp => "Invalid http response (headers)",
+            Seen::HttpRsp => "Invalid http response",
+            Seen::ReadTimeout => "Read timeout (http)",
+            Seen::BrokenPipe => "Close from server (http)",
+        }
+    }
+
+    /// Under `observe o`: an error (true), a success (false, which clears
+    /// the count) or nothing (None), as HAProxy's table: a connect error
+    /// counts in both modes, an established connection clears only in
+    /// `layer4`, the HTTP events count only in `layer7`.
+    fn judge(self, o: crate::config::Observe) -> Option<bool> {
+        use crate::config::Observe;
+        match (o, self) {
+            (Observe::None, _) => None,
+            (_, Seen::L4Err) => Some(true),
+            (Observe::Layer4, Seen::L4Ok) => Some(false),
+            (Observe::Layer4, _) | (Observe::Layer7, Seen::L4Ok) => None,
+            (Observe::Layer7, Seen::HttpOk) => Some(false),
+            (Observe::Layer7, _) => Some(true),
+        }
+    }
+
+    /// A response status, judged as HAProxy's: 501 and 505 answer the
+    /// client's request, not a failing server.
+    pub fn status(code: u16) -> Seen {
+        if code >= 100 && (code < 500 || code == 501 || code == 505) {
+            Seen::HttpOk
+        } else {
+            Seen::HttpSts
+        }
+    }
+}
+
+/// A server's health analysis (`observe`, `error-limit`, `on-error`): the
+/// consecutive errors of its traffic, and the `on-error` report waiting
+/// for its check task.
+#[derive(Default)]
+pub struct Hana {
+    errors: std::sync::atomic::AtomicU32,
+    /// `on-error` actions taken (the stats' `hanafail`).
+    pub failed: std::sync::atomic::AtomicU64,
+    /// The report for the check task to act on ("Detected N consecutive
+    /// errors, last one was: ...").
+    pending: Mutex<Option<String>>,
+    /// The check task, once started, and how to wake it.
+    task: std::sync::OnceLock<(RuntimeHandle, TaskId)>,
+}
+
+/// Counts what live traffic showed of `s` under its `observe` mode
+/// (HAProxy's health_adjust): `error-limit` consecutive errors hand
+/// `on-error`'s action to its check task. Nothing without `observe` or
+/// without a running health check (a test of one byte on the request
+/// path then).
+#[inline]
+pub fn observe(s: &ServerRt, seen: Seen) {
+    if s.opts.observe != crate::config::Observe::None {
+        adjust(s, seen);
+    }
+}
+
+fn adjust(s: &ServerRt, seen: Seen) {
+    let Some(bad) = seen.judge(s.opts.observe) else {
+        return;
+    };
+    let h = &s.hana;
+    let Some((handle, task)) = h.task.get() else {
+        return;
+    };
+    if !bad {
+        if h.errors.load(Ordering::Relaxed) != 0 {
+            h.errors.store(0, Ordering::Relaxed);
+        }
+        return;
+    }
+    let n = h.errors.fetch_add(1, Ordering::AcqRel) + 1;
+    if n < s.opts.error_limit.max(1) {
+        return;
+    }
+    h.errors.store(0, Ordering::Release);
+    h.failed.fetch_add(1, Ordering::Relaxed);
+    if let Ok(mut p) = h.pending.lock() {
+        *p = Some(format!(
+            "Detected {n} consecutive errors, last one was: {}",
+            seen.text()
+        ));
+    }
+    handle.wake_task(*task, Reasons::MSG);
+}
+
+/// `spread-checks`: the share (0..50 %) of its interval by which each
+/// check's next date moves at random, either way.
+static SPREAD: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+
+/// Sets the global `spread-checks` (at start).
+pub fn set_spread(pct: u32) {
+    SPREAD.store(pct.min(50), Ordering::Relaxed);
+}
+
+/// A check task's generator for [`spread`]: distinct per server.
+pub fn spread_seed(uid: u64) -> u64 {
+    let t = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos() as u64);
+    (uid.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ t) | 1
+}
+
+/// `d`, moved by `spread-checks`: HAProxy's next check date, the interval
+/// plus a random amount between -N % and +N % of it.
+pub fn spread(d: Duration, rng: &mut u64) -> Duration {
+    spread_by(d, SPREAD.load(Ordering::Relaxed), rng)
+}
+
+/// [`spread`] by `pct` %.
+fn spread_by(d: Duration, pct: u32, rng: &mut u64) -> Duration {
+    let pct = u64::from(pct);
+    if pct == 0 {
+        return d;
+    }
+    let ms = d.as_millis().min(u128::from(u32::MAX)) as u64;
+    let span = ms * pct / 100;
+    *rng ^= *rng << 13;
+    *rng ^= *rng >> 7;
+    *rng ^= *rng << 17;
+    Duration::from_millis(ms - span + *rng % (2 * span + 1))
+}
+
 /// Logs a check event.
 pub type LogFn = Arc<dyn Fn(String) + Send + Sync>;
 
@@ -1278,6 +1435,11 @@ struct Checker {
     log_checks: bool,
     /// When the check in flight started (its duration is logged).
     started: Instant,
+    /// The generator of `spread-checks`.
+    rng: u64,
+    /// The date of the next check (`ETERNITY` while one runs or before
+    /// the first).
+    next_at: ticks::Tick,
 }
 
 impl Checker {
@@ -1296,7 +1458,9 @@ impl Checker {
         }
     }
 
-    fn apply(&mut self, s: &Arc<ServerRt>, v: Verdict) {
+    /// Counts a check's result (`hana`: an `on-error` report, which has
+    /// no duration).
+    fn apply(&mut self, s: &Arc<ServerRt>, v: Verdict, hana: bool) {
         // The health check's own view (HAProxy's `check.health >= rise`);
         // the server's state also depends on its agent.
         let ok_before = s.check_ok.load(Ordering::Relaxed);
@@ -1309,7 +1473,10 @@ impl Checker {
             Err(_) => false,
         };
         let ok = v.passed();
-        let took = self.started.elapsed().as_millis();
+        // HAProxy reports no duration for an `on-error` report.
+        let took =
+            (!hana).then(|| format!(", check duration: {}ms", self.started.elapsed().as_millis()));
+        let took = took.unwrap_or_default();
         // Whether HAProxy's health counter moves: a failure while any
         // health is left, a success while not at full health.
         let moved = match (ok_before, ok) {
@@ -1336,21 +1503,19 @@ impl Checker {
         let up = s.up.load(Ordering::Relaxed);
         s.ext.on_check(ok, up, up);
         if self.log_checks && (changed || moved) {
-            self.log_check(s, &v, took);
+            self.log_check(s, &v, &took);
         }
         // A server's change of state is logged after the check line that
         // caused it, in HAProxy's order.
         if let Some(f) = self.farm.upgrade() {
-            refresh_up(&f, s, || {
-                format!("reason: {}, check duration: {took}ms", v.reason())
-            });
+            refresh_up(&f, s, || format!("reason: {}{took}", v.reason()));
         }
     }
 
     /// HAProxy's `option log-health-checks` line: the result, its reason
     /// and the health counter as `a/b UP|DOWN` (successes needed to come
     /// up while DOWN; failures left before going down while UP).
-    fn log_check(&self, s: &ServerRt, v: &Verdict, took: u128) {
+    fn log_check(&self, s: &ServerRt, v: &Verdict, took: &str) {
         let o = &s.opts;
         let (rise, fall) = (o.rise.max(1), o.fall.max(1));
         let up = s.check_ok.load(Ordering::Relaxed);
@@ -1360,7 +1525,7 @@ impl Checker {
             (self.streak, rise)
         };
         (self.log)(format!(
-            "Health check for {}server {}/{} {}, reason: {}, check duration: {took}ms, status: {a}/{b} {}.",
+            "Health check for {}server {}/{} {}, reason: {}{took}, status: {a}/{b} {}.",
             if o.backup { "backup " } else { "" },
             s.backend,
             s.name,
@@ -1378,6 +1543,36 @@ impl Checker {
         ));
     }
 
+    /// `on-error`'s action on a report of `observe` (HAProxy's
+    /// health_adjust): a failed check (`fail-check`), one that leaves a
+    /// single failure before DOWN (`sudden-death`), DOWN at once
+    /// (`mark-down`), or none (`fastinter`); each brings the next check
+    /// to `fastinter` if that is sooner.
+    fn on_error(&mut self, s: &Arc<ServerRt>, desc: String, now: ticks::Tick) {
+        use crate::config::OnError;
+        let up = s.check_ok.load(Ordering::Relaxed);
+        let fall = s.opts.fall.max(1);
+        match s.opts.on_error {
+            OnError::FastInter => {}
+            e => {
+                if up && e == OnError::SuddenDeath {
+                    self.streak = self.streak.max(fall.saturating_sub(2));
+                } else if up && e == OnError::MarkDown {
+                    self.streak = fall - 1;
+                }
+                self.apply(
+                    s,
+                    Verdict::new(crate::config::CheckStatus::Hana, desc),
+                    true,
+                );
+            }
+        }
+        if let Some(f) = s.opts.fastinter {
+            let at = ticks::add(now, f.as_millis().min(u32::MAX as u128 / 2) as u32);
+            self.next_at = ticks::first(at, self.next_at);
+        }
+    }
+
     fn run(&mut self, ctx: &mut Ctx, me: TaskId, _why: Reasons) -> Status {
         let Some(s) = self.srv.upgrade() else {
             return Status::Done; // the configuration it belonged to is gone
@@ -1386,6 +1581,15 @@ impl Checker {
             return Status::Done;
         }
         let on = s.check_on.load(Ordering::Relaxed);
+        let report = s.hana.pending.lock().ok().and_then(|mut p| p.take());
+        if let Some(desc) = report.filter(|_| on) {
+            self.on_error(&s, desc, ctx.now());
+            if !self.in_flight && !ticks::is_expired(self.next_at, ctx.now()) {
+                // Not the check's date yet: only (maybe) an earlier one.
+                ctx.set_expire(me, self.next_at);
+                return Status::Continue;
+            }
+        }
         if self.in_flight {
             let r = self.result.lock().ok().and_then(|mut g| g.take());
             match r {
@@ -1393,7 +1597,7 @@ impl Checker {
                     self.in_flight = false;
                     // `disable health` meanwhile: the result is ignored.
                     if on {
-                        self.apply(&s, r);
+                        self.apply(&s, r, false);
                     }
                 }
                 None => {
@@ -1446,11 +1650,9 @@ impl Checker {
                 return Status::Continue;
             }
         }
-        let next = self.interval(&s);
-        ctx.set_expire(
-            me,
-            ticks::add(ctx.now(), next.as_millis().min(u32::MAX as u128 / 2) as u32),
-        );
+        let next = spread(self.interval(&s), &mut self.rng);
+        self.next_at = ticks::add(ctx.now(), next.as_millis().min(u32::MAX as u128 / 2) as u32);
+        ctx.set_expire(me, self.next_at);
         Status::Continue
     }
 }
@@ -1499,7 +1701,9 @@ pub fn refresh_up(farm: &Farm, s: &ServerRt, why: impl FnOnce() -> String) -> bo
             format!("Server {}/{} is UP, {}.", s.backend, s.name, why()),
         );
         farm.kick_backend_queue();
+        super::marked_up(farm, s);
     } else {
+        super::marked_down(s);
         log_event(
             farm,
             format!(
@@ -1631,12 +1835,16 @@ pub fn start_server(farm: &Arc<Farm>, s: &Arc<ServerRt>) -> Option<TaskId> {
         log: Arc::clone(&cx.log),
         log_checks: cx.log_checks,
         started: Instant::now(),
+        rng: spread_seed(s.uid),
+        next_at: ticks::ETERNITY,
     };
     let id = cx
         .handle
         .new_shared_task("health_check", u64::MAX, move |ctx: &mut Ctx, me, why| {
             c.run(ctx, me, why)
         });
+    // `observe` reports to this task.
+    let _ = s.hana.task.set((cx.handle.clone(), id));
     cx.handle.wake_task(id, Reasons::INIT);
     Some(id)
 }
@@ -1746,6 +1954,48 @@ mod tests {
             neg: true,
         };
         assert!(!judge(r, &neg).passed());
+    }
+
+    /// HAProxy's table of what `observe` counts: a failed connect in both
+    /// modes, an established connection clears only in layer4, the HTTP
+    /// events only in layer7; 501 and 505 are good answers.
+    #[test]
+    fn observe_judges_as_haproxy() {
+        use crate::config::Observe;
+        let (l4, l7) = (Observe::Layer4, Observe::Layer7);
+        assert_eq!(Seen::L4Err.judge(l4), Some(true));
+        assert_eq!(Seen::L4Err.judge(l7), Some(true));
+        assert_eq!(Seen::L4Ok.judge(l4), Some(false));
+        assert_eq!(Seen::L4Ok.judge(l7), None);
+        assert_eq!(Seen::HttpSts.judge(l4), None);
+        assert_eq!(Seen::HttpSts.judge(l7), Some(true));
+        assert_eq!(Seen::ReadTimeout.judge(l7), Some(true));
+        assert_eq!(Seen::HttpOk.judge(l7), Some(false));
+        assert_eq!(Seen::L4Err.judge(Observe::None), None);
+        for code in [100, 200, 404, 499, 501, 505] {
+            assert_eq!(Seen::status(code), Seen::HttpOk, "{code}");
+        }
+        for code in [99, 500, 502, 503, 504, 599] {
+            assert_eq!(Seen::status(code), Seen::HttpSts, "{code}");
+        }
+    }
+
+    /// `spread-checks N` keeps each date within N % of the interval,
+    /// both ways, and does move it.
+    #[test]
+    fn spread_stays_within_its_share() {
+        let mut rng = spread_seed(7);
+        let sec = Duration::from_millis(1000);
+        let d: Vec<u128> = (0..200)
+            .map(|_| spread_by(sec, 50, &mut rng).as_millis())
+            .collect();
+        assert!(d.iter().all(|x| (500..=1500).contains(x)), "{d:?}");
+        assert!(
+            d.iter().any(|x| *x < 800) && d.iter().any(|x| *x > 1200),
+            "{d:?}"
+        );
+        assert!((0..100).all(|_| (950..=1050).contains(&spread_by(sec, 5, &mut rng).as_millis())));
+        assert_eq!(spread_by(sec, 0, &mut rng), sec);
     }
 
     /// HAProxy's `info` text escapes what is not printable.

@@ -19,6 +19,11 @@
 pub enum Side {
     Client,
     Server,
+    /// Its server went DOWN (`on-marked-down shutdown-sessions`): `D`.
+    Down,
+    /// An active server came UP while it was on a backup one
+    /// (`on-marked-up shutdown-backup-sessions`): `U`.
+    Up,
 }
 
 /// How far the exchange had come.
@@ -126,6 +131,18 @@ impl ExchangeError {
         Self::new(Side::Client, phase, false, None)
     }
 
+    /// A server's state change ended the exchange (`up`: an active server
+    /// came UP, else its own went DOWN): 503 while connecting, 502 before
+    /// the answer, a cut after.
+    pub const fn server_shutdown(up: bool, phase: Phase) -> Self {
+        let status = match phase {
+            Phase::Request | Phase::Queue | Phase::Connect => Some(503),
+            Phase::Head => Some(502),
+            Phase::Data => None,
+        };
+        Self::new(if up { Side::Up } else { Side::Down }, phase, false, status)
+    }
+
     /// The client went away during the exchange.
     pub const fn client_gone() -> Self {
         Self::new(Side::Client, Phase::Data, false, None)
@@ -155,6 +172,16 @@ impl ExchangeError {
             (Side::Server, true, Connect) => "sC",
             (Side::Server, true, Head) => "sH",
             (Side::Server, true, Data) => "sD",
+            (Side::Down, _, Request) => "DR",
+            (Side::Down, _, Queue) => "DQ",
+            (Side::Down, _, Connect) => "DC",
+            (Side::Down, _, Head) => "DH",
+            (Side::Down, _, Data) => "DD",
+            (Side::Up, _, Request) => "UR",
+            (Side::Up, _, Queue) => "UQ",
+            (Side::Up, _, Connect) => "UC",
+            (Side::Up, _, Head) => "UH",
+            (Side::Up, _, Data) => "UD",
         }
     }
 }
@@ -176,6 +203,22 @@ mod tests {
         assert_eq!(ExchangeError::server_timeout(false).term(), "sH");
         assert_eq!(ExchangeError::server_timeout(true).term(), "sD");
         assert_eq!(ExchangeError::client_gone().term(), "CD");
+        assert_eq!(
+            ExchangeError::server_shutdown(false, Phase::Head).term(),
+            "DH"
+        );
+        assert_eq!(
+            ExchangeError::server_shutdown(false, Phase::Data).term(),
+            "DD"
+        );
+        assert_eq!(
+            ExchangeError::server_shutdown(true, Phase::Data).term(),
+            "UD"
+        );
+        assert_eq!(
+            ExchangeError::server_shutdown(true, Phase::Head).status,
+            Some(502)
+        );
     }
 
     #[test]

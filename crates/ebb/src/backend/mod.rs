@@ -108,6 +108,7 @@ pub fn new_server(
         queue: Mutex::new(VecDeque::new()),
         counters: Counters::default(),
         check_status: Mutex::new(check::Verdict::default()),
+        hana: check::Hana::default(),
         ext: extra::SrvExtra::default(),
         tracked: OnceLock::new(),
         trackers: Mutex::new(Vec::new()),
@@ -481,6 +482,8 @@ pub struct ServerRt {
     pub counters: Counters,
     /// Last check result, for logs and stats.
     pub check_status: Mutex<check::Verdict>,
+    /// `observe`: what its traffic showed, for `on-error`.
+    pub hana: check::Hana,
     /// `ssl`: TLS to this server.
     pub tls: Option<ServerTls>,
     /// What `show stat` reports beyond the above (maxima, check history).
@@ -1343,6 +1346,55 @@ fn server_status_own(s: &ServerRt) -> &'static str {
     }
 }
 
+/// Ends the sessions whose exchange is with one of the servers named by
+/// uid, for a reason (the letter their log gives): installed at start by
+/// the layer that keeps the sessions, which the backend does not know.
+pub type SessionKiller = Box<dyn Fn(&[u64], u8) + Send + Sync>;
+
+static KILLER: OnceLock<SessionKiller> = OnceLock::new();
+
+/// Its server went DOWN with `on-marked-down shutdown-sessions`: `D`.
+pub const KILL_DOWN: u8 = b'D';
+/// An active server came UP with `on-marked-up shutdown-backup-sessions`
+/// while it was on a backup server: `U`.
+pub const KILL_UP: u8 = b'U';
+
+/// Installs the [`SessionKiller`] (once, at start).
+pub fn set_session_killer(k: SessionKiller) {
+    let _ = KILLER.set(k);
+}
+
+/// A server stopped serving (DOWN by its checks, its agent or the server
+/// it tracks, or into maintenance while it was not DOWN): with
+/// `on-marked-down shutdown-sessions` its sessions are killed, logged
+/// `D` (HAProxy's srv_shutdown_streams with SF_ERR_DOWN).
+pub fn marked_down(s: &ServerRt) {
+    if s.opts.on_marked_down {
+        if let Some(k) = KILLER.get() {
+            k(&[s.uid], KILL_DOWN);
+        }
+    }
+}
+
+/// A server came UP (or left maintenance): an active one with
+/// `on-marked-up shutdown-backup-sessions` that may take traffic (not
+/// draining, a weight) kills the sessions of its backend's backup
+/// servers, logged `U`.
+pub fn marked_up(farm: &Farm, s: &ServerRt) {
+    if !s.opts.on_marked_up || s.opts.backup || !s.usable() {
+        return;
+    }
+    let backups: Vec<u64> = farm
+        .servers
+        .iter()
+        .filter(|x| x.opts.backup)
+        .map(|x| x.uid)
+        .collect();
+    if let Some(k) = KILLER.get() {
+        k(&backups, KILL_UP);
+    }
+}
+
 /// Sets a server's administrative state (`set server ... state`,
 /// `enable|disable server`, an agent's `ready|drain|maint`), with
 /// HAProxy's log lines on entering and leaving maintenance.
@@ -1362,6 +1414,7 @@ pub fn set_admin(farm: &Farm, s: &ServerRt, state: u8) -> Result<(), String> {
     }
     if s.admin_state() != in_force {
         propagate_admin(s);
+        admin_moved(farm, s, in_force);
     }
     // HAProxy's alert on entering maintenance and notice on leaving it.
     if state == ADMIN_MAINT && before != ADMIN_MAINT {
@@ -1599,6 +1652,18 @@ pub fn link_track(farm: &Arc<Farm>, s: &Arc<ServerRt>, t: &Arc<ServerRt>) {
         .push((Arc::downgrade(farm), Arc::downgrade(s)));
 }
 
+/// The administrative state in force of `s` changed from `before`: into
+/// maintenance while not DOWN ends its sessions, out of it may end the
+/// backup servers' (`on-marked-down`, `on-marked-up`).
+fn admin_moved(farm: &Farm, s: &ServerRt, before: u8) {
+    let now = s.admin_state();
+    if now == ADMIN_MAINT && before != ADMIN_MAINT && s.up.load(Ordering::Relaxed) {
+        marked_down(s);
+    } else if before == ADMIN_MAINT && now != ADMIN_MAINT {
+        marked_up(farm, s);
+    }
+}
+
 /// Passes a tracked server's administrative state in force on to its
 /// trackers, down the chains (HAProxy's `srv_set_admin_flag` on the
 /// inherited flags), with their state changes noted and logged.
@@ -1615,6 +1680,7 @@ pub fn propagate_admin(s: &ServerRt) {
             t.ext.changed(t.usable());
             f.note_state();
         }
+        admin_moved(&f, &t, before);
         if t.admin_state() == ADMIN_MAINT {
             let (act, bck) = f.usable_counts();
             check::log_event(

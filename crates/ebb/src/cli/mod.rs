@@ -779,10 +779,7 @@ fn parse_id(s: &str) -> Option<u64> {
 }
 
 fn kill(p: &Process, s: &crate::registry::SessInfo) {
-    s.kill.store(true, Ordering::Relaxed);
-    if let Some(t) = s.tasklet() {
-        p.handle.wake_tasklet(t);
-    }
+    s.end(crate::registry::KILL_CLI, &p.handle);
 }
 
 /// HAProxy 2.6's `show info` fields in order, with typed tags and type.
@@ -983,7 +980,7 @@ fn show_sess(p: &Process, all: bool, isolate: &mut dyn FnMut(&mut dyn FnMut())) 
                     out,
                     " epoch={} kill={}",
                     s.id,
-                    u8::from(s.kill.load(Ordering::Relaxed))
+                    u8::from(s.kill.load(Ordering::Relaxed) != 0)
                 );
             }
             out.push('\n');

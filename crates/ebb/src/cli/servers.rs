@@ -106,6 +106,10 @@ pub fn add(c: &crate::proxy::Compiled, spec: &str, rest: &[&str]) -> Result<Stri
         // HAProxy 2.6's answer: the h2 mux is an HTTP one.
         return Err("MUX protocol is not usable for server.".into());
     }
+    if be.l4.tcp_mode && opts.observe == crate::config::Observe::Layer7 {
+        // HAProxy's alert, as at start.
+        return Err("'layer7' can only be used in http proxies.".into());
+    }
     if be.l4.tcp_mode && opts.sni.as_ref().is_some_and(|e| !e.constant()) {
         // As at start: a tcp session's connect evaluates no expression.
         return Err(

@@ -36,6 +36,9 @@ pub enum CheckStatus {
     Ini,
     /// An agent's answer that changes no health (HAProxy's `CHECKED`).
     Checked,
+    /// Live traffic's errors (`observe`) made `on-error` fail a check
+    /// (HAProxy's `HANA`).
+    Hana,
     SockErr,
     L4Ok,
     L4Tout,
@@ -57,6 +60,7 @@ impl CheckStatus {
         match self {
             Ini => "INI",
             Checked => "CHECKED",
+            Hana => "HANA",
             SockErr => "SOCKERR",
             L4Ok => "L4OK",
             L4Tout => "L4TOUT",
@@ -78,6 +82,7 @@ impl CheckStatus {
         match self {
             Ini => "Initializing",
             Checked => "No status change",
+            Hana => "Health analyze",
             SockErr => "Socket error",
             L4Ok => "Layer4 check passed",
             L4Tout => "Layer4 timeout",
@@ -99,6 +104,7 @@ impl CheckStatus {
         match self {
             Ini => 1,
             Checked => 3,
+            Hana => 4,
             SockErr => 5,
             L4Ok => 6,
             L4Tout => 7,

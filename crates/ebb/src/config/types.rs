@@ -268,6 +268,9 @@ pub struct Global {
     pub close_spread: Option<CloseSpread>,
     /// `master-worker` (as `-W`): a master process runs the workers.
     pub master_worker: bool,
+    /// `spread-checks N` (0..50): each check's next date moves by a random
+    /// amount of up to N % of its interval, either way.
+    pub spread_checks: Option<u32>,
 }
 
 /// `close-spread-time`: a window over which a soft stop closes
@@ -320,6 +323,7 @@ impl Default for Global {
             comp_maxlevel: None,
             close_spread: None,
             master_worker: false,
+            spread_checks: None,
         }
     }
 }
@@ -1461,6 +1465,19 @@ pub enum Verify {
 pub struct ServerOptions {
     /// 0..=256, 1 by default.
     pub weight: u32,
+    /// `on-marked-down shutdown-sessions`: its sessions are killed when it
+    /// goes DOWN or into maintenance (logged `D`).
+    pub on_marked_down: bool,
+    /// `on-marked-up shutdown-backup-sessions`: when this active server
+    /// comes UP, the sessions of its backend's backup servers are killed
+    /// (logged `U`).
+    pub on_marked_up: bool,
+    /// `observe layer4|layer7`: live traffic counts as checks.
+    pub observe: Observe,
+    /// `error-limit N` (10): consecutive errors that trigger `on-error`.
+    pub error_limit: u32,
+    /// `on-error`: what `error-limit` errors do.
+    pub on_error: OnError,
     /// A sample fetch names this server (`srv_conn(b/s)`,
     /// `srv_sess_rate(b/s)`): `del server` refuses it, as HAProxy does.
     pub referenced: bool,
@@ -1624,6 +1641,11 @@ impl Default for ServerOptions {
     fn default() -> Self {
         ServerOptions {
             weight: 1,
+            on_marked_down: false,
+            on_marked_up: false,
+            observe: Observe::None,
+            error_limit: 10,
+            on_error: OnError::FailCheck,
             referenced: false,
             track: None,
             maxconn: None,
@@ -1675,6 +1697,30 @@ impl Default for ServerOptions {
             sock: SrvSock::default(),
         }
     }
+}
+
+/// A server's `observe` mode (HAProxy's health analysis).
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum Observe {
+    None,
+    /// Connection errors count; an established connection clears them.
+    Layer4,
+    /// Connection errors, 5xx statuses (but 501 and 505), invalid or cut
+    /// responses and response timeouts count; other statuses clear them.
+    Layer7,
+}
+
+/// `on-error`: what `error-limit` consecutive errors of `observe` do.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum OnError {
+    /// Checks run at `fastinter`.
+    FastInter,
+    /// A failed check (and `fastinter`).
+    FailCheck,
+    /// A failed check that leaves one more before DOWN (and `fastinter`).
+    SuddenDeath,
+    /// DOWN at once (and `fastinter`).
+    MarkDown,
 }
 
 /// `check-proto`: HAProxy's multiplexers a health check may use.

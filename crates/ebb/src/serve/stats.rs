@@ -87,6 +87,8 @@ pub struct Row {
     pub admin: Option<u8>,
     pub smax: Option<u64>,
     pub chkfail: Option<u64>,
+    /// `on-error` actions taken (`hanafail`): servers with `observe`.
+    pub hanafail: Option<u64>,
     pub chkdown: Option<u64>,
     pub lastchg: Option<u64>,
     pub downtime: Option<u64>,
@@ -186,6 +188,7 @@ impl Row {
             admin: None,
             smax: None,
             chkfail: None,
+            hanafail: None,
             chkdown: None,
             lastchg: None,
             downtime: None,
@@ -409,6 +412,9 @@ fn srv_row(i: usize, farm: &Farm, s: &ServerRt) -> Row {
         let ms = s.ext.check_ms.load(Ordering::Relaxed);
         r.check_duration = (ms != u64::MAX).then_some(ms);
         r.chkfail = Some(ld(&s.ext.chkfail));
+        if s.opts.observe != crate::config::Observe::None {
+            r.hanafail = Some(ld(&s.hana.failed));
+        }
         r.chkdown = Some(ld(&s.ext.chkdown));
         r.downtime = Some(down);
         let (rise, fall) = (u64::from(s.opts.rise.max(1)), u64::from(s.opts.fall.max(1)));
@@ -871,6 +877,7 @@ pub fn values(r: &Row) -> Vec<Option<Val>> {
     v[19] = r.act.map(Val::U);
     v[20] = r.bck.map(Val::U);
     v[21] = r.chkfail.map(Val::U);
+    v[45] = r.hanafail.map(Val::U);
     v[22] = r.chkdown.map(Val::U);
     v[23] = r.lastchg.map(Val::U);
     v[24] = r.downtime.map(Val::U);

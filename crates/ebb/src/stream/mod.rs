@@ -404,6 +404,12 @@ impl Exchange for Stream {
         }
     }
 
+    fn server_shutdown(&mut self, c: &mut H1, ctx: &mut Ctx, why: u8) {
+        if self.up.is_some() {
+            self.proxy_shutdown(c, ctx, why);
+        }
+    }
+
     fn parkable(&self) -> bool {
         // The server side (`side`) must be as new: no tasklet of its own
         // was ever made (a closing connection's was just killed), nothing

@@ -52,6 +52,7 @@ use std::sync::Arc;
 use sched::{ticks, Ctx, TaskletId, Tick};
 
 use super::{Stream, Wait, H1};
+use crate::backend::check::{observe, Seen};
 use crate::backend::error::ExchangeError;
 use crate::backend::{alive, Farm, LbInput, Pick, ServerRt, WaitState, Waiter};
 use crate::compress;
@@ -822,6 +823,7 @@ impl Stream {
                 }
                 up.reused = true;
                 s.counters.reuses.fetch_add(1, Ordering::Relaxed);
+                observe(&s, Seen::L4Ok);
                 up.state = UpState::Connected;
                 up.t_conn = Some(now);
                 up.deadline = ticks::add(now, up.timeouts.server);
@@ -969,6 +971,7 @@ impl Stream {
             up.state = UpState::Connecting;
             up.deadline = ticks::add(now, up.timeouts.connect);
         } else {
+            observe(&s, Seen::L4Ok);
             up.state = UpState::Connected;
             up.t_conn = Some(now);
             up.deadline = ticks::add(now, up.timeouts.server);
@@ -988,6 +991,7 @@ impl Stream {
         let farm = Arc::clone(&up.farm);
         if let Some(s) = &up.server {
             s.counters.conn_errors.fetch_add(1, Ordering::Relaxed);
+            observe(s, Seen::L4Err);
         }
         if up.retries_left == 0 {
             // The error answer releases the server (and logs its name).
@@ -1081,6 +1085,9 @@ impl Stream {
             return false;
         }
         let t = t_conn.unwrap_or_else(|| ctx.now());
+        if let Some(s) = &up.server {
+            observe(s, Seen::L4Ok);
+        }
         up.state = UpState::Connected;
         up.t_conn = Some(t);
         up.deadline = ticks::add(t, up.timeouts.server);
@@ -1390,6 +1397,9 @@ impl Stream {
                         if up.t_resp.is_none() {
                             up.t_resp = Some(ctx.now());
                         }
+                        if let Some(s) = &up.server {
+                            observe(s, Seen::status(up.resp.status));
+                        }
                         if up.resp.is_interim() {
                             // 1xx: forward as is, then read the final head.
                             let n = up.resp.head_len;
@@ -1413,6 +1423,7 @@ impl Stream {
                     Err(_) => {
                         if let Some(s) = &up.server {
                             s.counters.resp_errors.fetch_add(1, Ordering::Relaxed);
+                            observe(s, Seen::HttpHdrRsp);
                         }
                         drop(sd);
                         self.up = Some(up);
@@ -1504,6 +1515,9 @@ impl Stream {
             }
             if fail {
                 drop(sd);
+                if let Some(s) = &up.server {
+                    observe(s, Seen::HttpRsp);
+                }
                 self.up = Some(up);
                 self.fail(c, ctx, ExchangeError::body_cut());
                 return true;
@@ -1597,6 +1611,7 @@ impl Stream {
         }
         if let Some(s) = &up.server {
             s.counters.resp_errors.fetch_add(1, Ordering::Relaxed);
+            observe(s, Seen::BrokenPipe);
         }
         self.up = Some(up);
         self.fail(c, ctx, e);
@@ -2102,10 +2117,41 @@ impl Stream {
                     return;
                 }
                 let started = self.up.as_ref().is_some_and(|u| u.resp_left.is_some());
+                if let Some(s) = self.up.as_ref().and_then(|u| u.server.as_ref()) {
+                    if !started {
+                        observe(s, Seen::ReadTimeout);
+                    }
+                }
                 self.fail(c, ctx, ExchangeError::server_timeout(started));
             }
             UpState::Tunnel => self.fail(c, ctx, ExchangeError::server_timeout(true)),
         }
+    }
+
+    /// A server's `on-marked-down` / `on-marked-up` action ends the
+    /// exchange with it (`why`: b'D' or b'U'): a 503 while connecting, a
+    /// 502 before the answer, else both cut; the client connection
+    /// closes, logged `DC`, `DH`, `DD` (`U`...) as HAProxy's.
+    pub(super) fn proxy_shutdown(&mut self, c: &mut H1, ctx: &mut Ctx, why: u8) {
+        use crate::backend::error::Phase;
+        // A connect the server side's tasklet completed counts as done.
+        self.sync_side(c, ctx);
+        let Some(up) = self.up.as_ref().filter(|u| u.server.is_some()) else {
+            return;
+        };
+        let phase = match up.state {
+            // Not on the server yet (HAProxy redistributes its queue).
+            UpState::Queued => return,
+            UpState::Connecting => Phase::Connect,
+            UpState::Connected if up.resp_left.is_none() => Phase::Head,
+            UpState::Connected | UpState::Tunnel => Phase::Data,
+        };
+        self.fail(
+            c,
+            ctx,
+            ExchangeError::server_shutdown(why == crate::backend::KILL_UP, phase),
+        );
+        c.closing = true;
     }
 
     /// The client went away in the middle of an exchange.

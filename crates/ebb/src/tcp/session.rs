@@ -597,6 +597,7 @@ impl Session {
         };
         if let Some(s) = &self.server {
             s.counters.conn_errors.fetch_add(1, Ordering::Relaxed);
+            crate::backend::check::observe(s, crate::backend::check::Seen::L4Err);
         }
         if self.retries_left == 0 {
             self.end_with(if timed_out { b"sC" } else { b"SC" });
@@ -783,6 +784,9 @@ impl Session {
                     }
                     if connecting {
                         return;
+                    }
+                    if let Some(s) = &self.server {
+                        crate::backend::check::observe(s, crate::backend::check::Seen::L4Ok);
                     }
                     self.st = St::Established;
                     self.stick_store();
@@ -1128,16 +1132,19 @@ impl sched::TaskletFn for Session {
                 }
             }
         }
-        if self.sess.kill.load(Ordering::Relaxed) {
-            // `shutdown session` from the CLI: HAProxy 2.6 logs an
-            // established session it kills `K-` (checked by hand).
+        let kill = self.sess.kill.load(Ordering::Relaxed);
+        if kill != 0 {
+            // `shutdown session` from the CLI (`K`), a server's
+            // `on-marked-down` (`D`) or `on-marked-up` (`U`): HAProxy 2.6
+            // logs an established session it kills `K-` (`D-`, `U-`;
+            // checked by hand).
             let state = match self.st {
                 St::Established => b'-',
                 St::Inspect => b'R',
                 St::Queued => b'Q',
                 _ => b'C',
             };
-            self.end_with(&[b'K', state]);
+            self.end_with(&[kill, state]);
             return self.close(ctx);
         }
         if why.intersects(Reasons::TIMER) {

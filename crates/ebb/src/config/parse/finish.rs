@@ -218,6 +218,21 @@ impl Parser<'_> {
                 }
             }
             if p.mode == ProxyMode::Tcp {
+                for s in p
+                    .servers
+                    .iter()
+                    .filter(|s| s.opts.observe == crate::config::Observe::Layer7)
+                {
+                    // HAProxy's alert (which leaves the server unobserved).
+                    err(
+                        &mut errs,
+                        &s.loc,
+                        format!(
+                            "server '{}': 'layer7' can only be used in http proxies.",
+                            s.name
+                        ),
+                    );
+                }
                 // A tcp session's connect evaluates no sample expression:
                 // only a constant name (`str(NAME)`) is taken there.
                 for s in p

@@ -75,6 +75,7 @@ const GLOBAL_KEYWORDS: &[&str] = &[
     "tune.h2.max-frame-size",
     "tune.comp.maxlevel",
     "close-spread-time",
+    "spread-checks",
     "master-worker",
     "set-var",
     "set-var-fmt",
@@ -87,7 +88,6 @@ const HAPROXY_GLOBAL_UNSUPPORTED: &[&str] = &[
     "ssl-server-verify",
     "quiet",
     "lua-load",
-    "spread-checks",
     "maxsslconn",
     "maxconnrate",
     "tune.http.maxhdr",
@@ -275,6 +275,16 @@ impl Parser<'_> {
                 } else {
                     CloseSpread::Window(parse_time(&v)?)
                 });
+            }
+            "spread-checks" => {
+                let n = parse_u32_range(kw, &one(w)?, 0, 50).map_err(|_| {
+                    "'spread-checks' needs a positive value in range 0..50.".to_string()
+                })?;
+                // HAProxy keeps the first non-zero value and alerts.
+                if g.spread_checks.is_some_and(|o| o != 0) {
+                    return Err("spread-checks already specified.".into());
+                }
+                g.spread_checks = Some(n);
             }
             "master-worker" => match w.get(1).map(String::as_str) {
                 None => g.master_worker = true,

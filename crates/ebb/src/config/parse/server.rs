@@ -238,6 +238,57 @@ pub(super) fn parse_server_opts(
                         }
                     }
                     "track" => o.track = Some(v.to_string()),
+                    "on-marked-down" => match v {
+                        "shutdown-sessions" => o.on_marked_down = true,
+                        x => {
+                            return Err(format!(
+                                "'on-marked-down' expects 'shutdown-sessions' but got '{x}'"
+                            ))
+                        }
+                    },
+                    "on-marked-up" => match v {
+                        "shutdown-backup-sessions" => o.on_marked_up = true,
+                        x => {
+                            return Err(format!(
+                                "'on-marked-up' expects 'shutdown-backup-sessions' but got '{x}'"
+                            ))
+                        }
+                    },
+                    "observe" => {
+                        o.observe = match v {
+                            "none" => Observe::None,
+                            "layer4" => Observe::Layer4,
+                            // `mode http` is checked with the proxy's mode.
+                            "layer7" => Observe::Layer7,
+                            x => {
+                                return Err(format!(
+                                    "'observe' expects one of 'none', 'layer4', 'layer7' but got '{x}'"
+                                ))
+                            }
+                        }
+                    }
+                    "error-limit" => {
+                        o.error_limit = match v.parse::<i64>() {
+                            Ok(n) if n > 0 => u32::try_from(n).unwrap_or(u32::MAX),
+                            Ok(_) => return Err("error-limit has to be > 0.".into()),
+                            Err(_) => {
+                                return Err(format!("'error-limit' expects an integer argument, got '{v}'"))
+                            }
+                        }
+                    }
+                    "on-error" => {
+                        o.on_error = match v {
+                            "fastinter" => OnError::FastInter,
+                            "fail-check" => OnError::FailCheck,
+                            "sudden-death" => OnError::SuddenDeath,
+                            "mark-down" => OnError::MarkDown,
+                            x => {
+                                return Err(format!(
+                                    "'on-error' expects one of 'fastinter', 'fail-check', 'sudden-death' or 'mark-down' but got '{x}'"
+                                ))
+                            }
+                        }
+                    }
                     "maxconn" => o.maxconn = Some(parse_u32_range(opt, v, 0, u32::MAX)?).filter(|m| *m > 0),
                     "maxqueue" => o.maxqueue = Some(parse_u32_range(opt, v, 0, u32::MAX)?).filter(|m| *m > 0),
                     "inter" => o.inter = nonzero_time(opt, v)?,
@@ -356,7 +407,7 @@ pub(super) fn parse_server_opts(
                     | "resolve-net" => crate::config::resolvers::server_opt(opt, v, o)?,
                     _ => {
                         return Err(format!(
-                            "unknown server option '{opt}' (supported: weight, maxconn, maxqueue, backup, disabled, check, inter, fastinter, downinter, rise, fall, slowstart, agent-check, agent-port, agent-addr, agent-inter, agent-send, ssl, verify, ca-file, sni, check-sni, verifyhost, cookie, ciphers, ciphersuites, ssl-min-ver, ssl-max-ver, no-tlsv12, no-tlsv13, force-tlsv12, force-tlsv13, no-tls-tickets, pool-max-conn, pool-purge-delay, resolvers, resolve-prefer, resolve-opts, init-addr, proto, alpn, check-proto, check-alpn, socks4, check-via-socks4, track, id, port, addr, check-ssl, check-send-proxy, send-proxy, send-proxy-v2)"
+                            "unknown server option '{opt}' (supported: weight, maxconn, maxqueue, backup, disabled, check, inter, fastinter, downinter, rise, fall, slowstart, agent-check, agent-port, agent-addr, agent-inter, agent-send, ssl, verify, ca-file, sni, check-sni, verifyhost, cookie, ciphers, ciphersuites, ssl-min-ver, ssl-max-ver, no-tlsv12, no-tlsv13, force-tlsv12, force-tlsv13, no-tls-tickets, pool-max-conn, pool-purge-delay, resolvers, resolve-prefer, resolve-opts, init-addr, proto, alpn, check-proto, check-alpn, socks4, check-via-socks4, track, on-marked-down, on-marked-up, observe, error-limit, on-error, id, port, addr, check-ssl, check-send-proxy, send-proxy, send-proxy-v2)"
                         ))
                     }
                 }

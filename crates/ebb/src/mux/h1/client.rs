@@ -113,6 +113,10 @@ pub trait Exchange: Sized {
     /// of an exchange, or between two: release what it holds (server
     /// connections, queue places, tasklets).
     fn client_gone(&mut self, c: &mut Conn<Self>, ctx: &mut Ctx);
+    /// The server of the exchange under way went DOWN (`why` b'D') or an
+    /// active one came UP while it is a backup (b'U'), with the action that
+    /// ends its sessions: the exchange ends as HAProxy's killed stream.
+    fn server_shutdown(&mut self, _c: &mut Conn<Self>, _ctx: &mut Ctx, _why: u8) {}
     /// Whether the stream holds nothing of its connection between two
     /// exchanges (no server connection, no tasklet of its own): it then
     /// goes back to the thread's pool while the connection idles.
@@ -1808,9 +1812,19 @@ impl<S: Exchange + Default + 'static> Conn<S> {
             self.stopping = true;
             crate::drain::saw_stop(ctx.now());
         }
-        if self.sess.kill.load(std::sync::atomic::Ordering::Relaxed) {
+        match self.sess.kill.load(std::sync::atomic::Ordering::Relaxed) {
+            0 => {}
             // `shutdown session` from the CLI.
-            return self.close(ctx);
+            crate::registry::KILL_CLI => return self.close(ctx),
+            why => {
+                // A server's `on-marked-down` / `on-marked-up`: the
+                // exchange with it ends (an exchange over by now is left
+                // alone, as HAProxy's stream no longer on that server).
+                self.sess
+                    .kill
+                    .store(0, std::sync::atomic::Ordering::Relaxed);
+                self.with_stream(|st, c| st.server_shutdown(c, ctx, why));
+            }
         }
         if why.intersects(Reasons::TIMER) && ticks::is_expired(self.deadline, ctx.now()) {
             let server_side = self

@@ -1,0 +1,632 @@
+//! What a server's health does to its traffic, and what its traffic does
+//! to its health, through the real binary and side by side with HAProxy
+//! 2.6 when it is installed: `on-marked-down shutdown-sessions` (the
+//! sessions on a server that goes DOWN or into maintenance are killed,
+//! logged `D`), `on-marked-up shutdown-backup-sessions` (an active server
+//! coming UP kills the backup servers' sessions, logged `U`), `observe`
+//! with `error-limit` and `on-error` (live errors count as failed checks:
+//! `HANA` in the stats, `hanafail`), and the global `spread-checks`.
+
+mod common;
+
+use std::any::Any;
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream, UdpSocket};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use common::origin::{Mode, Origin};
+use common::*;
+
+/// ebb (`hap` false) or haproxy running `cfg(socket, bind)`: the process,
+/// its admin socket and its frontend's address; None when haproxy is not
+/// installed.
+fn start(
+    name: &str,
+    hap: bool,
+    cfg: &dyn Fn(&Path, &str) -> String,
+) -> Option<(Box<dyn Any>, PathBuf, SocketAddr)> {
+    if hap {
+        let (h, fe) = haproxy_beside(name, cfg)?;
+        let sock = h.sock.clone();
+        Some((Box::new(h), sock, fe))
+    } else {
+        let (e, sock) = ebb_with_admin(name, cfg);
+        let a = e.addr();
+        Some((Box::new(e), sock, a))
+    }
+}
+
+/// A server that reads what comes and never answers: its connections,
+/// each once its first bytes arrived.
+fn holding() -> (SocketAddr, Arc<Mutex<Vec<TcpStream>>>) {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let a = l.local_addr().unwrap();
+    let held = Arc::new(Mutex::new(Vec::new()));
+    let h = Arc::clone(&held);
+    std::thread::spawn(move || {
+        for mut s in l.incoming().map_while(Result::ok) {
+            let mut b = [0u8; 2048];
+            let _ = s.read(&mut b);
+            h.lock().unwrap().push(s);
+        }
+    });
+    (a, held)
+}
+
+/// Both sides: ebb, then haproxy when installed.
+fn sides() -> [bool; 2] {
+    [false, true]
+}
+
+/// A syslog receiver (its datagrams are read for 30 s at most).
+fn syslog() -> UdpSocket {
+    let u = UdpSocket::bind("127.0.0.1:0").unwrap();
+    u.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    u
+}
+
+/// The first access-log line of backend `b` that arrives.
+fn access_line(u: &UdpSocket) -> String {
+    let mut b = [0u8; 4096];
+    loop {
+        let n = retry_eintr(|| u.recv(&mut b)).expect("no access log line");
+        let l = String::from_utf8_lossy(&b[..n]).into_owned();
+        if l.contains(" fe b/") {
+            return l;
+        }
+    }
+}
+
+/// Waits for a log line (of the server's state) containing `needle`.
+fn log_line(u: &UdpSocket, needle: &str) -> String {
+    let mut b = [0u8; 4096];
+    loop {
+        let n = retry_eintr(|| u.recv(&mut b)).expect("no such log line");
+        let l = String::from_utf8_lossy(&b[..n]).into_owned();
+        if l.contains(needle) {
+            return l;
+        }
+    }
+}
+
+/// The termination state of an access-log line (`http`: HAProxy's HTTP
+/// format, else its TCP one), and the status of an HTTP one.
+fn term_of(line: &str, http: bool) -> (String, String) {
+    let w: Vec<&str> = line.split_whitespace().collect();
+    let i = w
+        .iter()
+        .position(|x| x.starts_with("b/"))
+        .unwrap_or_else(|| panic!("no server field: {line}"));
+    if http {
+        (w[i + 6].to_string(), w[i + 2].to_string())
+    } else {
+        (w[i + 3].to_string(), String::new())
+    }
+}
+
+/// A health-check target: a listener that accepts and closes, until it
+/// is dropped (then connections are refused).
+struct CheckPort(Origin);
+
+impl CheckPort {
+    fn on(bind: &str) -> CheckPort {
+        CheckPort(Origin::start_on(bind, "chk", Mode::Close))
+    }
+    fn port(&self) -> u16 {
+        self.0.addr.port()
+    }
+}
+
+/// Waits until `s1` of backend `b` is UP after a passed check.
+fn wait_checked_up(sock: &Path, srv: &str) {
+    wait_until("a passed check", || {
+        let r = stat_row(sock, "b", srv);
+        r.get("status").is_some_and(|s| s == "UP")
+            && r.get("check_status").is_some_and(|s| s == "L4OK")
+    });
+}
+
+fn wait_status(sock: &Path, srv: &str, want: &str) {
+    wait_until(&format!("{srv} {want}"), || {
+        stat_row(sock, "b", srv)
+            .get("status")
+            .is_some_and(|s| s == want)
+    });
+}
+
+/// Whether `show sess` lists a session on server `srv`.
+fn sess_on(sock: &Path, srv: &str) -> bool {
+    cli_cmd(sock, "show sess").contains(&format!(" srv={srv} "))
+}
+
+fn cfg(sock: &Path, bind: &str, log: SocketAddr, mode: &str, servers: &str) -> String {
+    let fmt = if mode == "http" { "httplog" } else { "tcplog" };
+    format!(
+        "global\n    stats socket {} level admin\n    log {log} local0\n\
+         defaults\n    mode {mode}\n    log global\n    option {fmt}\n\
+         \x20   timeout connect 2s\n    timeout client 30s\n    timeout server 30s\n\
+         frontend fe\n    bind {bind}\n    default_backend b\n\
+         backend b\n{servers}",
+        sock.display()
+    )
+}
+
+/// A client whose request (`http`) or bytes wait on the server that
+/// never answers, until the session is killed: what it reads, to the end.
+fn client(fe: SocketAddr, http: bool) -> (TcpStream, std::thread::JoinHandle<Vec<u8>>) {
+    let mut c = TcpStream::connect(fe).unwrap();
+    if http {
+        c.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+    } else {
+        c.write_all(b"hello\r\n\r\n").unwrap();
+    }
+    c.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    let mut r = c.try_clone().unwrap();
+    let t = std::thread::spawn(move || {
+        let mut got = Vec::new();
+        let _ = r.read_to_end(&mut got);
+        got
+    });
+    (c, t)
+}
+
+/// `on-marked-down shutdown-sessions`: a server that goes DOWN by its
+/// check, or into maintenance (`disable server`), has its sessions
+/// killed: an HTTP exchange waiting for the answer gets a 502 logged
+/// `DH`, a tcp session is cut, logged `D-` (HAProxy's, compared). Without
+/// the option the session stays.
+#[test]
+fn on_marked_down_kills_the_sessions_of_the_server() {
+    for hap in sides() {
+        for (mode, how, opt) in [
+            ("http", "check", true),
+            ("tcp", "check", true),
+            ("http", "maint", true),
+            ("tcp", "maint", true),
+            ("tcp", "check", false),
+        ] {
+            let http = mode == "http";
+            let (srv, held) = holding();
+            let chk = CheckPort::on("127.0.0.1:0");
+            let log = syslog();
+            let servers = format!(
+                "    server s1 {} check port {} inter 100ms fall 1 rise 1{}\n",
+                srv,
+                chk.port(),
+                if opt {
+                    " on-marked-down shutdown-sessions"
+                } else {
+                    ""
+                }
+            );
+            let name = format!("down-{mode}-{how}");
+            let c = |k: &Path, b: &str| cfg(k, b, log.local_addr().unwrap(), mode, &servers);
+            let Some((_p, sock, fe)) = start(&name, hap, &c) else {
+                continue;
+            };
+            wait_checked_up(&sock, "s1");
+            let (_c, reader) = client(fe, http);
+            wait_until("the session on s1", || sess_on(&sock, "s1"));
+            // The bytes reached the server (an exchange waits for its
+            // answer, not for a connect).
+            wait_until("the bytes at the server", || {
+                !held.lock().unwrap().is_empty()
+            });
+            if how == "check" {
+                drop(chk);
+                wait_status(&sock, "s1", "DOWN");
+            } else {
+                assert_eq!(cli_cmd(&sock, "disable server b/s1"), "\n");
+                wait_status(&sock, "s1", "MAINT");
+            }
+            // Both log the change once the sessions were told to end.
+            log_line(&log, " DOWN");
+            if !opt {
+                // Nothing ended it: the server's bytes still reach the
+                // client.
+                assert!(sess_on(&sock, "s1"), "hap={hap}");
+                let mut h = held.lock().unwrap();
+                h[0].write_all(b"pong").unwrap();
+                h[0].shutdown(std::net::Shutdown::Both).unwrap();
+                drop(h);
+                assert_eq!(reader.join().unwrap(), b"pong", "hap={hap}");
+                continue;
+            }
+            let got = reader.join().unwrap();
+            let line = access_line(&log);
+            let (term, status) = term_of(&line, http);
+            if http {
+                assert!(got.starts_with(b"HTTP/1.1 502"), "hap={hap}: {got:?}");
+                assert_eq!(
+                    (term.as_str(), status.as_str()),
+                    ("DH--", "502"),
+                    "hap={hap}: {line}"
+                );
+            } else {
+                assert!(got.is_empty(), "hap={hap}: {got:?}");
+                assert_eq!(term, "D-", "hap={hap}: {line}");
+            }
+            wait_until("no session left", || !sess_on(&sock, "s1"));
+        }
+    }
+}
+
+/// The answer had started: the exchange is cut, logged `DD` with the
+/// server's status (HAProxy's).
+#[test]
+fn on_marked_down_cuts_an_answer_under_way() {
+    for hap in sides() {
+        // A server that answers a head and part of the body, then waits.
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let srv = l.local_addr().unwrap();
+        let held = Arc::new(Mutex::new(Vec::new()));
+        let h2 = Arc::clone(&held);
+        std::thread::spawn(move || {
+            for mut s in l.incoming().map_while(Result::ok) {
+                let mut b = [0u8; 2048];
+                let _ = s.read(&mut b);
+                let _ = s.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nabc");
+                h2.lock().unwrap().push(s);
+            }
+        });
+        let chk = CheckPort::on("127.0.0.1:0");
+        let log = syslog();
+        let servers = format!(
+            "    server s1 {srv} check port {} inter 100ms fall 1 rise 1 on-marked-down shutdown-sessions\n",
+            chk.port()
+        );
+        let c = |k: &Path, b: &str| cfg(k, b, log.local_addr().unwrap(), "http", &servers);
+        let Some((_p, sock, fe)) = start("down-data", hap, &c) else {
+            continue;
+        };
+        wait_checked_up(&sock, "s1");
+        let (_c, reader) = client(fe, true);
+        wait_until("the answer under way", || !held.lock().unwrap().is_empty());
+        drop(chk);
+        let got = reader.join().unwrap();
+        assert!(got.starts_with(b"HTTP/1.1 200"), "hap={hap}: {got:?}");
+        let line = access_line(&log);
+        let (term, status) = term_of(&line, true);
+        assert_eq!(
+            (term.as_str(), status.as_str()),
+            ("DD--", "200"),
+            "hap={hap}: {line}"
+        );
+    }
+}
+
+/// `on-marked-up shutdown-backup-sessions`: while the active server is
+/// DOWN the client is on the backup server; when the active one comes
+/// UP, the backup's sessions are killed, logged `U` (HAProxy's).
+#[test]
+fn on_marked_up_kills_the_backup_servers_sessions() {
+    for hap in sides() {
+        for mode in ["tcp", "http"] {
+            let http = mode == "http";
+            let (srv, _) = holding();
+            let (bk, bk_held) = holding();
+            // The active server's check port: nothing there yet.
+            let port = free_port();
+            let log = syslog();
+            let servers = format!(
+                "    server s1 {} check port {port} inter 100ms fall 1 rise 1 on-marked-up shutdown-backup-sessions\n\
+                 \x20   server bk {} backup\n",
+                srv, bk
+            );
+            let c = |k: &Path, b: &str| cfg(k, b, log.local_addr().unwrap(), mode, &servers);
+            let Some((_p, sock, fe)) = start(&format!("up-{mode}"), hap, &c) else {
+                continue;
+            };
+            wait_status(&sock, "s1", "DOWN");
+            let (_c, reader) = client(fe, http);
+            wait_until("the session on the backup", || sess_on(&sock, "bk"));
+            wait_until("the bytes at the backup", || {
+                !bk_held.lock().unwrap().is_empty()
+            });
+            let _chk = CheckPort::on(&format!("127.0.0.1:{port}"));
+            let got = reader.join().unwrap();
+            let line = access_line(&log);
+            assert!(line.contains(" fe b/bk "), "hap={hap}: {line}");
+            let (term, status) = term_of(&line, http);
+            if http {
+                assert!(got.starts_with(b"HTTP/1.1 502"), "hap={hap}: {got:?}");
+                assert_eq!(
+                    (term.as_str(), status.as_str()),
+                    ("UH--", "502"),
+                    "hap={hap}: {line}"
+                );
+            } else {
+                assert_eq!(term, "U-", "hap={hap}: {line}");
+            }
+        }
+    }
+}
+
+/// An HTTP server answering every request with `status`.
+fn answering(status: u16) -> SocketAddr {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let a = l.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for mut s in l.incoming().map_while(Result::ok) {
+            let mut b = [0u8; 2048];
+            let _ = s.read(&mut b);
+            let _ = s.write_all(
+                format!("HTTP/1.1 {status} X\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+                    .as_bytes(),
+            );
+        }
+    });
+    a
+}
+
+/// One request through the frontend; its status (0: no answer).
+fn status_of(fe: SocketAddr) -> u16 {
+    raw(
+        fe,
+        b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+    )
+    .map_or(0, |r| r.status)
+}
+
+/// `observe layer7`, `error-limit 3`: three 500s in a row are three
+/// errors, and `on-error` acts: `mark-down` takes the server DOWN at once
+/// (the next request finds no server), `fail-check` counts one failed
+/// check (still UP with `fall 3`); the stats show `HANA` and `hanafail`
+/// 1, `chkfail` 1 (HAProxy's, compared). 501 and 505 are not errors, and
+/// a good answer starts the count again.
+#[test]
+fn observe_layer7_errors_trigger_on_error() {
+    for hap in sides() {
+        for on_error in ["mark-down", "fail-check", "sudden-death"] {
+            let bad = answering(500);
+            let chk = CheckPort::on("127.0.0.1:0");
+            let log = syslog();
+            let servers = format!(
+                "    server s1 {bad} check port {} inter 30s rise 1 fall 3 observe layer7 error-limit 3 on-error {on_error}\n",
+                chk.port()
+            );
+            let c = |k: &Path, b: &str| cfg(k, b, log.local_addr().unwrap(), "http", &servers);
+            let Some((_p, sock, fe)) = start(&format!("obs-{on_error}"), hap, &c) else {
+                continue;
+            };
+            wait_checked_up(&sock, "s1");
+            assert_eq!(stat_row(&sock, "b", "s1")["hanafail"], "0");
+            for _ in 0..2 {
+                assert_eq!(status_of(fe), 500);
+            }
+            assert_eq!(stat_row(&sock, "b", "s1")["hanafail"], "0", "hap={hap}");
+            assert_eq!(status_of(fe), 500);
+            wait_until("the on-error action", || {
+                stat_row(&sock, "b", "s1")["hanafail"] == "1"
+            });
+            let r = stat_row(&sock, "b", "s1");
+            assert_eq!(r["check_status"], "HANA", "hap={hap} {on_error}");
+            assert_eq!(r["chkfail"], "1", "hap={hap} {on_error}");
+            if on_error == "mark-down" {
+                wait_status(&sock, "s1", "DOWN");
+                assert_eq!(status_of(fe), 503, "hap={hap}");
+                assert_eq!(r["chkdown"], "1", "hap={hap}");
+            } else {
+                assert!(r["status"].starts_with("UP"), "hap={hap} {on_error}: {r:?}");
+                assert_eq!(r["chkdown"], "0", "hap={hap}");
+            }
+            if on_error == "sudden-death" {
+                // One more failure (three more errors) and it is DOWN,
+                // where `fail-check` would leave one to go.
+                for _ in 0..3 {
+                    assert_eq!(status_of(fe), 500);
+                }
+                wait_status(&sock, "s1", "DOWN");
+            }
+        }
+    }
+}
+
+/// Statuses 501 and 505 answer the client's request: not errors; any
+/// other answer clears the count (`error-limit 2` never reached).
+#[test]
+fn observe_layer7_spares_501_505_and_good_answers_clear_the_count() {
+    for hap in sides() {
+        let b500 = answering(500);
+        let b501 = answering(501);
+        let b505 = answering(505);
+        let ok = answering(404);
+        let chk = CheckPort::on("127.0.0.1:0");
+        let log = syslog();
+        // One server, its address switched by the CLI between requests.
+        let servers = format!(
+            "    server s1 {b500} check port {} inter 30s observe layer7 error-limit 2 on-error mark-down\n",
+            chk.port()
+        );
+        let c = |k: &Path, b: &str| cfg(k, b, log.local_addr().unwrap(), "http", &servers);
+        let Some((_p, sock, fe)) = start("obs-clear", hap, &c) else {
+            continue;
+        };
+        wait_checked_up(&sock, "s1");
+        let to = |a: SocketAddr| {
+            cli_cmd(
+                &sock,
+                &format!("set server b/s1 addr {} port {}", a.ip(), a.port()),
+            );
+        };
+        for (a, st) in [
+            (b500, 500),
+            (b501, 501),
+            (b505, 505),
+            (ok, 404),
+            (b500, 500),
+        ] {
+            to(a);
+            assert_eq!(status_of(fe), st, "hap={hap}");
+        }
+        // 500, 501, 505, 404, 500: never two errors in a row.
+        let r = stat_row(&sock, "b", "s1");
+        assert_eq!(r["hanafail"], "0", "hap={hap}: {r:?}");
+        assert_eq!(r["status"], "UP", "hap={hap}");
+        assert_eq!(status_of(fe), 500);
+        wait_until("two errors in a row", || {
+            stat_row(&sock, "b", "s1")["hanafail"] == "1"
+        });
+        wait_status(&sock, "s1", "DOWN");
+    }
+}
+
+/// `observe layer4`: failed connects are errors (in `mode tcp` too); with
+/// `on-error mark-down` the server goes DOWN though its checks pass.
+#[test]
+fn observe_layer4_counts_failed_connects() {
+    for hap in sides() {
+        // Nothing listens at the server's address; its checks go
+        // elsewhere and pass.
+        let dead = format!("127.0.0.1:{}", free_port());
+        let chk = CheckPort::on("127.0.0.1:0");
+        let log = syslog();
+        let servers = format!(
+            "    retries 0\n    server s1 {dead} check port {} inter 30s observe layer4 error-limit 2 on-error mark-down\n",
+            chk.port()
+        );
+        let c = |k: &Path, b: &str| cfg(k, b, log.local_addr().unwrap(), "tcp", &servers);
+        let Some((_p, sock, fe)) = start("obs-l4", hap, &c) else {
+            continue;
+        };
+        wait_checked_up(&sock, "s1");
+        for _ in 0..2 {
+            let mut c = TcpStream::connect(fe).unwrap();
+            c.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+            let _ = c.write_all(b"x");
+            let mut b = Vec::new();
+            let _ = c.read_to_end(&mut b);
+        }
+        wait_status(&sock, "s1", "DOWN");
+        let r = stat_row(&sock, "b", "s1");
+        assert_eq!(r["hanafail"], "1", "hap={hap}: {r:?}");
+        assert_eq!(r["check_status"], "HANA", "hap={hap}");
+    }
+}
+
+/// `observe layer7` needs an HTTP proxy; the values are checked; the
+/// others are refused with HAProxy's reasons (HAProxy refuses them too).
+#[test]
+fn bad_values_are_refused() {
+    let dir = scratch("health-refused");
+    let head = "defaults\n    timeout connect 1s\n    timeout client 1s\n    timeout server 1s\nfrontend fe\n    bind 127.0.0.1:1\n    default_backend be\nbackend be\n";
+    for (i, (lines, what, hap_refuses)) in [
+        (
+            "    server a 127.0.0.1:1 check observe layer7\n",
+            "f0.cfg:9: server 'a': 'layer7' can only be used in http proxies.",
+            false,
+        ),
+        (
+            "    server a 127.0.0.1:1 check error-limit 0\n",
+            "error-limit has to be > 0.",
+            true,
+        ),
+        (
+            "    server a 127.0.0.1:1 check on-error foo\n",
+            "'on-error' expects one of 'fastinter', 'fail-check', 'sudden-death' or 'mark-down' but got 'foo'",
+            true,
+        ),
+        (
+            "    server a 127.0.0.1:1 on-marked-down stop\n",
+            "'on-marked-down' expects 'shutdown-sessions' but got 'stop'",
+            true,
+        ),
+        (
+            "    server a 127.0.0.1:1 on-marked-up shutdown-sessions\n",
+            "'on-marked-up' expects 'shutdown-backup-sessions' but got 'shutdown-sessions'",
+            true,
+        ),
+        (
+            "    server a 127.0.0.1:1 observe layer3\n",
+            "'observe' expects one of 'none', 'layer4', 'layer7' but got 'layer3'",
+            true,
+        ),
+    ]
+    .iter()
+    .enumerate()
+    {
+        let f = format!("f{i}.cfg");
+        std::fs::write(dir.join(&f), format!("{head}{lines}")).unwrap();
+        let (rc, _out, err) = run_ebb(&["-c", "-f", &f], &dir);
+        assert_ne!(rc, 0, "{lines}");
+        assert!(err.contains(what), "{err}");
+        if *hap_refuses && have("haproxy") {
+            let st = std::process::Command::new("haproxy")
+                .args(["-c", "-f", &f])
+                .current_dir(&dir)
+                .output()
+                .unwrap();
+            assert!(!st.status.success(), "haproxy accepted {lines}");
+        }
+    }
+    for (i, v) in ["51", "-1", "x"].iter().enumerate() {
+        let f = format!("g{i}.cfg");
+        std::fs::write(
+            dir.join(&f),
+            format!("global\n    spread-checks {v}\n{head}"),
+        )
+        .unwrap();
+        let (rc, _out, err) = run_ebb(&["-c", "-f", &f], &dir);
+        assert_ne!(rc, 0, "spread-checks {v}");
+        assert!(
+            err.contains("'spread-checks' needs a positive value in range 0..50."),
+            "{err}"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `spread-checks 50`: the dates of a server's checks move at random by
+/// up to half their interval either way. Without it a check never comes
+/// before its interval is over; with it some come well before (checks
+/// are late under load, never early, so the test holds on a loaded
+/// machine). HAProxy's likewise.
+#[test]
+fn spread_checks_moves_check_dates() {
+    for hap in sides() {
+        // The check target (of HTTP checks: the date of an L4 check, which
+        // both reset at once, would not reach an accept) notes when each
+        // check arrives.
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = l.local_addr().unwrap().port();
+        let dates = Arc::new(Mutex::new(Vec::<Instant>::new()));
+        let stop = Arc::new(AtomicBool::new(false));
+        {
+            let (dates, stop) = (Arc::clone(&dates), Arc::clone(&stop));
+            std::thread::spawn(move || {
+                for mut s in l.incoming().map_while(Result::ok) {
+                    if stop.load(Ordering::SeqCst) {
+                        return;
+                    }
+                    dates.lock().unwrap().push(Instant::now());
+                    let mut b = [0u8; 2048];
+                    let _ = s.read(&mut b);
+                    let _ = s.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n");
+                }
+            });
+        }
+        let log = syslog();
+        let o = Origin::start("o", Mode::Ok);
+        let servers = format!(
+            "    option httpchk\n    server s1 {} check port {port} inter 400ms\n",
+            o.addr
+        );
+        let c = |k: &Path, b: &str| {
+            cfg(k, b, log.local_addr().unwrap(), "http", &servers)
+                .replace(" level admin\n", " level admin\n    spread-checks 50\n")
+        };
+        let Some((_p, _sock, _fe)) = start("spread", hap, &c) else {
+            continue;
+        };
+        wait_until("30 checks", || dates.lock().unwrap().len() >= 31);
+        stop.store(true, Ordering::SeqCst);
+        let d = dates.lock().unwrap().clone();
+        let gaps: Vec<u128> = d.windows(2).map(|w| (w[1] - w[0]).as_millis()).collect();
+        // 400 ms +/- 200: at 30 draws, one under 320 ms is all but sure
+        // (each is with probability 0.3).
+        assert!(gaps.iter().any(|g| *g < 320), "hap={hap}: {gaps:?}");
+    }
+}
