@@ -61,35 +61,56 @@ fn sides() -> [bool; 2] {
     [false, true]
 }
 
-/// A syslog receiver (its datagrams are read for 30 s at most).
-fn syslog() -> UdpSocket {
+/// A syslog receiver (its datagrams are read for 30 s at most). The
+/// lines come from several threads (a check's state change, the sessions
+/// it ends), in no fixed order: a line read while looking for another is
+/// kept for a later search.
+struct Syslog {
+    u: UdpSocket,
+    kept: std::cell::RefCell<Vec<String>>,
+}
+
+impl Syslog {
+    fn local_addr(&self) -> std::io::Result<SocketAddr> {
+        self.u.local_addr()
+    }
+
+    /// The first line (kept or arriving) that `pick` accepts.
+    fn find(&self, what: &str, pick: impl Fn(&str) -> bool) -> String {
+        let mut kept = self.kept.borrow_mut();
+        if let Some(i) = kept.iter().position(|l| pick(l)) {
+            return kept.remove(i);
+        }
+        let mut b = [0u8; 4096];
+        loop {
+            let n =
+                retry_eintr(|| self.u.recv(&mut b)).unwrap_or_else(|e| panic!("no {what}: {e}"));
+            let l = String::from_utf8_lossy(&b[..n]).into_owned();
+            if pick(&l) {
+                return l;
+            }
+            kept.push(l);
+        }
+    }
+}
+
+fn syslog() -> Syslog {
     let u = UdpSocket::bind("127.0.0.1:0").unwrap();
     u.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
-    u
-}
-
-/// The first access-log line of backend `b` that arrives.
-fn access_line(u: &UdpSocket) -> String {
-    let mut b = [0u8; 4096];
-    loop {
-        let n = retry_eintr(|| u.recv(&mut b)).expect("no access log line");
-        let l = String::from_utf8_lossy(&b[..n]).into_owned();
-        if l.contains(" fe b/") {
-            return l;
-        }
+    Syslog {
+        u,
+        kept: Default::default(),
     }
 }
 
-/// Waits for a log line (of the server's state) containing `needle`.
-fn log_line(u: &UdpSocket, needle: &str) -> String {
-    let mut b = [0u8; 4096];
-    loop {
-        let n = retry_eintr(|| u.recv(&mut b)).expect("no such log line");
-        let l = String::from_utf8_lossy(&b[..n]).into_owned();
-        if l.contains(needle) {
-            return l;
-        }
-    }
+/// The first access-log line of backend `b`.
+fn access_line(u: &Syslog) -> String {
+    u.find("access log line", |l| l.contains(" fe b/"))
+}
+
+/// A log line (of the server's state) containing `needle`.
+fn log_line(u: &Syslog, needle: &str) -> String {
+    u.find("such log line", |l| l.contains(needle))
 }
 
 /// The termination state of an access-log line (`http`: HAProxy's HTTP
@@ -167,10 +188,36 @@ fn client(fe: SocketAddr, http: bool) -> (TcpStream, std::thread::JoinHandle<Vec
     let mut r = c.try_clone().unwrap();
     let t = std::thread::spawn(move || {
         let mut got = Vec::new();
-        let _ = r.read_to_end(&mut got);
+        if !http {
+            let _ = r.read_to_end(&mut got);
+            return got;
+        }
+        // An answer, whole (HAProxy may keep the connection open after
+        // it), or what came before the close.
+        let mut b = [0u8; 4096];
+        while !whole_answer(&got) {
+            match r.read(&mut b) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => got.extend_from_slice(&b[..n]),
+            }
+        }
         got
     });
     (c, t)
+}
+
+/// Whether `b` holds an answer's head and its `Content-Length` body.
+fn whole_answer(b: &[u8]) -> bool {
+    let Some(h) = b.windows(4).position(|w| w == b"\r\n\r\n") else {
+        return false;
+    };
+    let head = String::from_utf8_lossy(&b[..h]).to_ascii_lowercase();
+    let len = head
+        .lines()
+        .find_map(|l| l.strip_prefix("content-length:"))
+        .and_then(|v| v.trim().parse::<usize>().ok())
+        .unwrap_or(0);
+    b.len() >= h + 4 + len
 }
 
 /// `on-marked-down shutdown-sessions`: a server that goes DOWN by its
