@@ -1130,6 +1130,7 @@ fn compile_servers(
         p.http_check.clone(),
     );
     farm.redispatch_after = p.options.redispatch_after;
+    farm.retry_on = p.retry_on;
     farm.target = backend_target(p, warnings)?;
     farm.sock = srv_sock(p);
     farm.allbackups = p.options.allbackups;

@@ -723,6 +723,11 @@ pub fn run_request_from(
                 fresh = None;
                 st.strict = *on;
             }
+            HttpRequestAction::DisableL7Retry => {
+                if let Some(mut v) = base.vars.and_then(|v| v.try_borrow_mut().ok()) {
+                    v.info.no_l7_retry = true;
+                }
+            }
             HttpRequestAction::NormalizeUri(n) => {
                 fresh = None;
                 match st.normalize_uri(*n, limits) {

@@ -754,6 +754,8 @@ pub struct Farm {
     pub check_ctx: OnceLock<check::CheckCtx>,
     pub balance: Balance,
     pub retries: u32,
+    /// `retry-on`: which failures a retry follows.
+    pub retry_on: crate::config::RetryOn,
     pub redispatch: bool,
     /// `option redispatch N` ([`Farm::redispatch_on`]).
     pub redispatch_after: i32,
@@ -834,6 +836,7 @@ impl Farm {
             check_ctx: OnceLock::new(),
             balance,
             retries,
+            retry_on: crate::config::RetryOn::default(),
             redispatch,
             redispatch_after: -1,
             reuse,
@@ -881,6 +884,25 @@ impl Farm {
             n
         };
         self.redispatch && every != 0 && i64::from(k) % every == 0
+    }
+
+    /// Whether a layer-7 retry, number `k`, leaves `s` for another server
+    /// (HAProxy 2.6.0's stream_choose_redispatch): with `option
+    /// redispatch`, unless a rule forced the server (`forced`), when `s`
+    /// is no longer usable, when [`Farm::redispatch_on`] says so, or when
+    /// persistence did not choose it (`direct`) and the balancing is a
+    /// round robin among more than one usable active server.
+    pub fn leave_on_retry(&self, k: u32, s: &ServerRt, direct: bool, forced: bool) -> bool {
+        use crate::config::Balance;
+        let rr = matches!(
+            self.balance,
+            Balance::RoundRobin | Balance::StaticRr | Balance::Random { .. }
+        );
+        self.redispatch
+            && !forced
+            && (!s.usable()
+                || self.redispatch_on(k)
+                || (!direct && rr && self.usable_counts().0 > 1))
     }
 
     /// A new thread's balancing state.

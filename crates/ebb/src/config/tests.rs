@@ -3526,3 +3526,61 @@ fn server_sni_is_an_expression() {
     ));
     assert!(e.iter().any(|l| l.contains("verifyhost")), "{e:?}");
 }
+
+#[test]
+fn retry_on() {
+    // Default: conn-failure; a line replaces what was set (defaults too).
+    let c = ok("defaults\n    retry-on 503 empty-response\nbackend d\nbackend b\n    retry-on none\nlisten l\n    bind :80\n    retry-on all-retryable-errors\n");
+    let d = proxy(&c, "d").retry_on;
+    assert!(d.status(503) && d.has(RetryOn::EMPTY_RESPONSE) && d.l7());
+    assert!(!d.has(RetryOn::CONN_FAILURE) && !d.status(502));
+    assert_eq!(proxy(&c, "b").retry_on, RetryOn(0));
+    let l = proxy(&c, "l").retry_on;
+    for s in [500, 502, 503, 504] {
+        assert!(l.status(s), "{s}");
+    }
+    for s in [401, 403, 404, 408, 425, 501] {
+        assert!(!l.status(s), "{s}");
+    }
+    for b in [
+        RetryOn::CONN_FAILURE,
+        RetryOn::EMPTY_RESPONSE,
+        RetryOn::JUNK_RESPONSE,
+        RetryOn::RESPONSE_TIMEOUT,
+        RetryOn::ZERO_RTT,
+    ] {
+        assert!(l.has(b));
+    }
+    let b = ok(&be("    server s 127.0.0.1:1")).proxies[0].retry_on;
+    assert_eq!(b, RetryOn(RetryOn::CONN_FAILURE));
+    assert!(!b.l7());
+    let k = ok(&be("    retry-on 401 403 404 408 425 501 conn-failure junk-response response-timeout 0rtt-rejected")).proxies[0].retry_on;
+    assert!(k.status(401) && k.status(425) && k.status(501) && !k.status(500));
+    err1(&be("    retry-on"), "t.cfg:2: ", "at least one keyword");
+    err1(
+        &be("    retry-on none 503"),
+        "t.cfg:2: ",
+        "'none' is only usable alone",
+    );
+    err1(
+        &be("    retry-on 505"),
+        "t.cfg:2: ",
+        "unknown keyword '505'",
+    );
+    err1(
+        &fe("    retry-on 503"),
+        "t.cfg:3: ",
+        "not allowed in a 'frontend'",
+    );
+    // The action takes no argument.
+    let c = ok(&fe("    http-request disable-l7-retry if { method POST }"));
+    assert_eq!(
+        proxy(&c, "f").http_request[0].action,
+        HttpRequestAction::DisableL7Retry
+    );
+    err1(
+        &fe("    http-request disable-l7-retry now"),
+        "t.cfg:3: ",
+        "unexpected 'now'",
+    );
+}

@@ -529,6 +529,8 @@ pub struct Proxy {
     pub hash_type: HashType,
     /// `retries N` (HAProxy's default: 3).
     pub retries: u32,
+    /// `retry-on` (default `conn-failure`).
+    pub retry_on: RetryOn,
     pub http_reuse: HttpReuse,
     /// `default-server` options, used as the base of each `server` below it.
     pub default_server: ServerOptions,
@@ -1251,6 +1253,9 @@ pub enum HttpRequestAction {
     /// `strict-mode on|off`: whether a failed rewrite of the rules that
     /// follow is an error (500) or ignored.
     StrictMode(bool),
+    /// `disable-l7-retry`: the exchange is not retried after a failure
+    /// other than a failed connect, whatever `retry-on` says.
+    DisableL7Retry,
 }
 
 /// The value of `set-timeout`: milliseconds, or an expression giving them.
@@ -1442,6 +1447,67 @@ pub enum HashFunction {
     Djb2,
     Wt6,
     Crc32,
+}
+
+/// `retry-on KEYWORD...`: the failures after which a request goes again
+/// to a server (HAProxy's `retry_type` bits). Only `conn-failure` (the
+/// default) acts in `mode tcp`; the others are layer-7 retries, which
+/// need the whole request kept for a replay.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RetryOn(pub u16);
+
+impl RetryOn {
+    pub const CONN_FAILURE: u16 = 1 << 0;
+    pub const EMPTY_RESPONSE: u16 = 1 << 1;
+    pub const JUNK_RESPONSE: u16 = 1 << 2;
+    pub const RESPONSE_TIMEOUT: u16 = 1 << 3;
+    /// `0rtt-rejected`: ebb sends no early data to servers, so it never
+    /// meets that failure.
+    pub const ZERO_RTT: u16 = 1 << 4;
+    /// The statuses `retry-on` knows, each a bit from `1 << 5` on.
+    pub const STATUSES: [u16; 10] = [401, 403, 404, 408, 425, 500, 501, 502, 503, 504];
+
+    /// The bit of a status `retry-on` knows.
+    pub fn status_bit(code: u16) -> Option<u16> {
+        let i = Self::STATUSES.iter().position(|&s| s == code)?;
+        Some(1 << (5 + i))
+    }
+
+    /// `all-retryable-errors`, as HAProxy 2.6 defines it.
+    pub fn all_retryable() -> u16 {
+        let st = [500, 502, 503, 504]
+            .iter()
+            .filter_map(|&c| Self::status_bit(c));
+        st.fold(
+            Self::CONN_FAILURE
+                | Self::EMPTY_RESPONSE
+                | Self::JUNK_RESPONSE
+                | Self::RESPONSE_TIMEOUT
+                | Self::ZERO_RTT,
+            |a, b| a | b,
+        )
+    }
+
+    pub fn has(self, bit: u16) -> bool {
+        self.0 & bit != 0
+    }
+
+    /// Whether a layer-7 condition (anything but `conn-failure`) is set:
+    /// only then is the request kept for a replay.
+    pub fn l7(self) -> bool {
+        self.0 & !Self::CONN_FAILURE != 0
+    }
+
+    /// Whether an answer with this status is retried.
+    pub fn status(self, code: u16) -> bool {
+        Self::status_bit(code).is_some_and(|b| self.has(b))
+    }
+}
+
+impl Default for RetryOn {
+    fn default() -> Self {
+        RetryOn(Self::CONN_FAILURE)
+    }
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

@@ -405,6 +405,9 @@ pub struct TxnInfo {
     /// Where the last final rule of the exchange is written
     /// (`last_rule_file`, `last_rule_line`).
     pub last_rule: Option<crate::loc::Loc>,
+    /// `http-request disable-l7-retry` held: no layer-7 retry for this
+    /// exchange.
+    pub no_l7_retry: bool,
     /// `http-request set-timeout server|tunnel`: this exchange's own, in
     /// ms (0: none, as HAProxy's eternity).
     pub timeout_server: Option<u32>,

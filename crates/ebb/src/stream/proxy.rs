@@ -56,7 +56,7 @@ use crate::backend::check::{observe, Seen};
 use crate::backend::error::ExchangeError;
 use crate::backend::{alive, Farm, LbInput, Pick, ServerRt, WaitState, Waiter};
 use crate::compress;
-use crate::config::HttpReuse;
+use crate::config::{HttpReuse, RetryOn};
 use crate::http1::{
     eq_nocase, forwardable, parse_response_into, BodyFraming, ChunkedDecoder, ChunkedRecoder,
     Method, ResponseHead, Status as PStatus, Version,
@@ -251,6 +251,10 @@ pub(super) struct Upstream {
     resp_wait: Option<Tick>,
     /// `option abortonclose` on the backend.
     abort_on_close: bool,
+    /// A layer-7 retry (`retry-on` other than `conn-failure`) may send the
+    /// request again: the whole request is in `head`, nothing of the
+    /// answer went to the client, no `http-request disable-l7-retry`.
+    l7: bool,
     /// A connect refused at once is retried at this date (HAProxy's
     /// turn-around: `timeout connect`, at most 1 s, later).
     retry_at: Option<Tick>,
@@ -609,6 +613,7 @@ impl Stream {
             req_flush_at: None,
             resp_wait: None,
             abort_on_close: sr.abort_on_close,
+            l7: false,
             retry_at: None,
             ws_accept,
             scheme,
@@ -627,6 +632,13 @@ impl Stream {
                 up.req_left = Left::Done;
             }
         }
+        // `retry-on` a layer-7 failure: only a request whole in `head`
+        // (it fit the buffer and all of it was read when it went), which
+        // a retry sends again (HAProxy's l7 buffer); no copy is made.
+        up.l7 = sr.farm.retry_on.l7()
+            && up.req_left.done()
+            && up.head.len() <= c.w.bufsize
+            && !c.vars.try_borrow().is_some_and(|v| v.info.no_l7_retry);
         let body_in = match up.req_left {
             Left::Done => true,
             Left::Len(n) => n <= (c.rend - c.rstart) as u64,
@@ -993,7 +1005,8 @@ impl Stream {
             s.counters.conn_errors.fetch_add(1, Ordering::Relaxed);
             observe(s, Seen::L4Err);
         }
-        if up.retries_left == 0 {
+        // `retry-on` without `conn-failure`: no connect retry at all.
+        if up.retries_left == 0 || !farm.retry_on.has(RetryOn::CONN_FAILURE) {
             // The error answer releases the server (and logs its name).
             self.up = Some(up);
             self.fail(c, ctx, ExchangeError::connect(timed_out));
@@ -1025,6 +1038,65 @@ impl Stream {
         }
         self.up = Some(up);
         self.connect_new(c, ctx);
+    }
+
+    /// A layer-7 failure `why` (a [`RetryOn`] bit) before any of the
+    /// answer went to the client: when `retry-on` names it and a retry
+    /// is left, the server connection closes and the whole request goes
+    /// again (HAProxy's do_l7_retry): to the same server on a new
+    /// connection, or to another one as `option redispatch` says
+    /// ([`Farm::leave_on_retry`]). Counted in the server's `wretr` as
+    /// HAProxy counts it (twice when it stays: the retry, then the
+    /// attempt on the same server; once and a `wredis` when it leaves).
+    /// Returns whether a retry started.
+    fn l7_retry(&mut self, c: &mut H1, ctx: &mut Ctx, why: u16) -> bool {
+        let Some(mut up) = self.up.take() else {
+            return false;
+        };
+        let answered = up.resp_left.is_some();
+        if !up.l7 || answered || !up.farm.retry_on.has(why) || up.retries_left == 0 {
+            self.up = Some(up);
+            return false;
+        }
+        self.drop_server_sock(ctx, &up);
+        up.retries_left -= 1;
+        let farm = Arc::clone(&up.farm);
+        let k = farm.retries - up.retries_left;
+        let (direct, forced) = {
+            let v = c.vars.try_borrow();
+            let i = v.as_ref().map(|v| &v.info);
+            let forced = i.is_some_and(|i| i.ck_force_rule || i.use_srv.is_some_and(|(_, f)| f))
+                || c.stk.prefer_force() == Some(true);
+            let direct = i.is_some_and(|i| i.ck_direct.is_some() || i.use_srv.is_some())
+                || c.stk.prefer().is_some();
+            (direct, forced)
+        };
+        // What the failed attempt learnt of the answer goes.
+        up.t_resp = None;
+        up.resp_wait = None;
+        let Some(s) = up.server.clone() else {
+            self.up = Some(up);
+            self.pick_server(c, ctx);
+            return true;
+        };
+        s.counters.retries.fetch_add(1, Ordering::Relaxed);
+        if farm.leave_on_retry(k, &s, direct, forced) {
+            if farm.servers.len() > 1 {
+                s.counters.redispatches.fetch_add(1, Ordering::Relaxed);
+                up.avoid = Some(s.idx);
+            } else {
+                s.counters.retries.fetch_add(1, Ordering::Relaxed);
+            }
+            up.server = None;
+            farm.release(&s);
+            self.up = Some(up);
+            self.pick_server(c, ctx);
+            return true;
+        }
+        s.counters.retries.fetch_add(1, Ordering::Relaxed);
+        self.up = Some(up);
+        self.connect_new(c, ctx);
+        true
     }
 
     fn drop_server_sock(&mut self, ctx: &mut Ctx, up: &Upstream) {
@@ -1401,7 +1473,9 @@ impl Stream {
                             observe(s, Seen::status(up.resp.status));
                         }
                         if up.resp.is_interim() {
-                            // 1xx: forward as is, then read the final head.
+                            // 1xx: forward as is, then read the final head
+                            // (the client saw an answer: no retry now).
+                            up.l7 = false;
                             let n = up.resp.head_len;
                             c.wbuf.extend_from_slice(&sd.ibuf[sd.istart..sd.istart + n]);
                             sd.istart += n;
@@ -1409,6 +1483,21 @@ impl Stream {
                             drop(sd);
                             self.up = Some(up);
                             return moved;
+                        }
+                        if up.l7 && up.farm.retry_on.status(up.resp.status) {
+                            // `retry-on <status>`: the answer is dropped
+                            // with its connection, the request goes again.
+                            let st = RetryOn::status_bit(up.resp.status).unwrap_or(0);
+                            drop(sd);
+                            self.up = Some(up);
+                            if self.l7_retry(c, ctx, st) {
+                                return true;
+                            }
+                            let Some(u) = self.up.take() else {
+                                return true;
+                            };
+                            up = u;
+                            sd = side.borrow_mut();
                         }
                         if !response_body_ready(c, ctx.now(), &mut up, &sd) {
                             drop(sd);
@@ -1427,6 +1516,9 @@ impl Stream {
                         }
                         drop(sd);
                         self.up = Some(up);
+                        if self.l7_retry(c, ctx, RetryOn::JUNK_RESPONSE) {
+                            return true;
+                        }
                         self.fail(c, ctx, ExchangeError::bad_response_head());
                         return true;
                     }
@@ -1609,11 +1701,16 @@ impl Stream {
             self.connect_new(c, ctx);
             return true;
         }
-        if let Some(s) = &up.server {
+        // `retry-on empty-response`: no complete head came back (HAProxy
+        // judges a head cut short by the close the same way).
+        self.up = Some(up);
+        if self.l7_retry(c, ctx, RetryOn::EMPTY_RESPONSE) {
+            return true;
+        }
+        if let Some(s) = self.up.as_ref().and_then(|u| u.server.as_ref()) {
             s.counters.resp_errors.fetch_add(1, Ordering::Relaxed);
             observe(s, Seen::BrokenPipe);
         }
-        self.up = Some(up);
         self.fail(c, ctx, e);
         true
     }
@@ -2121,6 +2218,9 @@ impl Stream {
                     if !started {
                         observe(s, Seen::ReadTimeout);
                     }
+                }
+                if !started && self.l7_retry(c, ctx, RetryOn::RESPONSE_TIMEOUT) {
+                    return;
                 }
                 self.fail(c, ctx, ExchangeError::server_timeout(started));
             }

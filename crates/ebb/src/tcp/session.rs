@@ -599,7 +599,9 @@ impl Session {
             s.counters.conn_errors.fetch_add(1, Ordering::Relaxed);
             crate::backend::check::observe(s, crate::backend::check::Seen::L4Err);
         }
-        if self.retries_left == 0 {
+        // `retry-on` without `conn-failure`: no connect retry at all.
+        let conn_failure = farm.retry_on.has(crate::config::RetryOn::CONN_FAILURE);
+        if self.retries_left == 0 || !conn_failure {
             self.end_with(if timed_out { b"sC" } else { b"SC" });
             return;
         }

@@ -244,6 +244,7 @@ fn new_proxy(name: &str, kind: ProxyKind, loc: Loc) -> Proxy {
         transparent: None,
         hash_type: HashType::default(),
         retries: 3,
+        retry_on: RetryOn::default(),
         http_reuse: HttpReuse::Safe,
         default_server: ServerOptions::default(),
         servers: Vec::new(),

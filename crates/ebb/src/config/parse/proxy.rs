@@ -59,6 +59,7 @@ const PROXY_KEYWORDS: &[&str] = &[
     "balance",
     "dispatch",
     "retries",
+    "retry-on",
     "http-reuse",
     "default-server",
     "server",
@@ -656,6 +657,10 @@ pub(super) fn proxy_kw(px: &mut Proxy, ctx: &Ctx<'_>, words: &[String]) -> Resul
             // HAProxy accepts any count; more than 100 is surely a mistake.
             px.retries = parse_u32_range(kw, &w[1], 0, 100)?;
         }
+        "retry-on" => {
+            ctx.allow(kw, BE, true)?;
+            px.retry_on = parse_retry_on(&w[1..])?;
+        }
         "http-reuse" => {
             ctx.allow(kw, BE, true)?;
             px.http_reuse = match w {
@@ -824,6 +829,36 @@ pub(super) fn proxy_kw(px: &mut Proxy, ctx: &Ctx<'_>, words: &[String]) -> Resul
     Ok(())
 }
 
+/// `retry-on KEYWORD...`: replaces what was set before (HAProxy's rule,
+/// not cumulative); `none` only alone.
+fn parse_retry_on(words: &[String]) -> Result<RetryOn, String> {
+    if words.is_empty() {
+        return Err("'retry-on' needs at least one keyword to specify when to retry".to_string());
+    }
+    let mut bits = 0;
+    for w in words {
+        bits |= match w.as_str() {
+            "none" if words.len() == 1 => 0,
+            "none" => return Err("'retry-on': 'none' is only usable alone".to_string()),
+            "conn-failure" => RetryOn::CONN_FAILURE,
+            "empty-response" => RetryOn::EMPTY_RESPONSE,
+            "junk-response" => RetryOn::JUNK_RESPONSE,
+            "response-timeout" => RetryOn::RESPONSE_TIMEOUT,
+            "0rtt-rejected" => RetryOn::ZERO_RTT,
+            "all-retryable-errors" => RetryOn::all_retryable(),
+            o => match o.parse::<u16>().ok().and_then(RetryOn::status_bit) {
+                Some(b) => b,
+                None => {
+                    return Err(format!(
+                        "'retry-on': unknown keyword '{o}' (expected none, conn-failure, empty-response, junk-response, response-timeout, 0rtt-rejected, all-retryable-errors, 401, 403, 404, 408, 425, 500, 501, 502, 503 or 504)"
+                    ))
+                }
+            },
+        };
+    }
+    Ok(RetryOn(bits))
+}
+
 /// The `http-request` rules after an unconditional final one (return,
 /// redirect, deny, allow, use-service...) of the same section: they never
 /// run. HAProxy 2.6 warns at each (cfgparse-listen.c: "previous '...'
@@ -847,6 +882,7 @@ pub fn unreachable_rules(px: &Proxy) -> Vec<String> {
                     | HttpRequestAction::WaitForBody(_)
                     | HttpRequestAction::SetTimeout { .. }
                     | HttpRequestAction::StrictMode(_)
+                    | HttpRequestAction::DisableL7Retry
                     | HttpRequestAction::SetAddr(..)
                     | HttpRequestAction::NormalizeUri(_)
             )

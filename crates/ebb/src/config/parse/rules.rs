@@ -193,6 +193,14 @@ pub(super) fn parse_http_request(
             HttpRequestAction::Reject
         }
         "set-log-level" => HttpRequestAction::SetLogLevel(set_log_level_arg("http-request", args)?),
+        "disable-l7-retry" => {
+            if let Some(x) = args.first() {
+                return Err(format!(
+                    "unexpected '{x}' after 'http-request disable-l7-retry'"
+                ));
+            }
+            HttpRequestAction::DisableL7Retry
+        }
         "silent-drop" => {
             if let Some(x) = args.first() {
                 return Err(format!("unexpected '{x}' after 'http-request silent-drop'"));
@@ -301,7 +309,7 @@ pub(super) fn parse_http_request(
         },
         o => {
             return Err(format!(
-                "unknown 'http-request' action '{o}' (supported: return, redirect, deny, allow, set-header, add-header, del-header, replace-header, replace-value, set-path, set-pathq, set-query, set-uri, set-method, replace-path, replace-pathq, replace-uri, set-var, set-var-fmt, unset-var, set-dst, set-dst-port, set-src, set-src-port, normalize-uri, use-service, cache-use, capture, tarpit, reject, silent-drop, set-log-level, wait-for-body, auth, set-timeout, strict-mode, track-sc0, track-sc1, track-sc2, sc-inc-gpc, sc-inc-gpc0, sc-inc-gpc1, sc-set-gpt, sc-set-gpt0)"
+                "unknown 'http-request' action '{o}' (supported: return, redirect, deny, allow, set-header, add-header, del-header, replace-header, replace-value, set-path, set-pathq, set-query, set-uri, set-method, replace-path, replace-pathq, replace-uri, set-var, set-var-fmt, unset-var, set-dst, set-dst-port, set-src, set-src-port, normalize-uri, use-service, cache-use, capture, tarpit, reject, silent-drop, set-log-level, wait-for-body, auth, set-timeout, strict-mode, disable-l7-retry, track-sc0, track-sc1, track-sc2, sc-inc-gpc, sc-inc-gpc0, sc-inc-gpc1, sc-set-gpt, sc-set-gpt0)"
             ))
         }
     };
