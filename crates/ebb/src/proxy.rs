@@ -76,6 +76,46 @@ pub struct ReqRule {
     pub cache: Option<Arc<crate::httpcache::Cache>>,
 }
 
+/// Answer fields built once for many answers, as a field list and in
+/// both muxes' forms ([`crate::stream::msg::Prepared`]): a served file's
+/// own fields, an all-literal `http-request return`. A field that is not
+/// valid (a name that is not a token, a value with a control byte) is left
+/// out of all three, as the HTTP/1 writer would leave it out.
+#[derive(Debug, Default)]
+pub struct PreparedFields {
+    pub list: FieldBuf,
+    h1: Vec<u8>,
+    h2: Vec<u8>,
+}
+
+impl PreparedFields {
+    /// Adds a field (or leaves out an invalid one).
+    pub fn push(&mut self, name: &[u8], value: &[u8]) {
+        use crate::http1::{is_field_value, is_token};
+        if !is_token(name) || !is_field_value(value) {
+            return;
+        }
+        self.list.push(name, value);
+        for part in [name, b": ", value, b"\r\n"] {
+            self.h1.extend_from_slice(part);
+        }
+        crate::h2::hpack::Encoder::push_field(&mut self.h2, &name.to_ascii_lowercase(), value);
+    }
+
+    /// The fields as a list.
+    pub fn fields(&self) -> crate::stream::msg::Fields<'_> {
+        self.list.fields()
+    }
+
+    /// The fields as a head carries them, prepared.
+    pub fn prepared(&self) -> crate::stream::msg::Prepared<'_> {
+        crate::stream::msg::Prepared {
+            h1: &self.h1,
+            h2: &self.h2,
+        }
+    }
+}
+
 /// A fixed answer, its fields checked once: what varies per request is
 /// only `Date`, `Connection` (the client side writes them) and what
 /// log-format `hdr` values and an `lf-string` body evaluate to.
@@ -98,7 +138,12 @@ pub struct Prepared {
     /// field it sends, `content-type` included, built once, so that each
     /// request writes them without a copy in between (`None`: the
     /// answer is rendered per request, [`Prepared::render`]).
-    pub literal: Option<FieldBuf>,
+    pub literal: Option<PreparedFields>,
+    /// Whether `literal` may go out in its prepared forms: none of its
+    /// fields is one a mux decides itself (`connection`, `upgrade`,
+    /// `content-length`... [`crate::stream::msg::is_framing_field`]),
+    /// which the muxes read from the head's added fields instead.
+    pub literal_plain: bool,
 }
 
 impl Prepared {
@@ -147,13 +192,21 @@ impl Prepared {
             fields = FieldBuf::default();
         }
         let literal = (dyn_hdrs.is_empty() && body_fmt.is_none()).then(|| {
-            // What `render` gives for it, once.
-            let mut all = FieldBuf::default();
-            all.extend(fields.fields());
+            // What `render` gives for it, once (every field was checked
+            // above: none is left out).
+            let mut all = PreparedFields::default();
+            for (n, v) in fields.fields().iter() {
+                all.push(n, v);
+            }
             if let (Some(ct), false) = (content_type.as_deref(), body.is_empty()) {
                 all.push(b"Content-Type", ct);
             }
             all
+        });
+        let literal_plain = literal.as_ref().is_some_and(|l| {
+            l.fields()
+                .iter()
+                .all(|(n, _)| !crate::stream::msg::is_framing_field(n))
         });
         Ok(Prepared {
             status: r.status,
@@ -164,6 +217,7 @@ impl Prepared {
             body_fmt,
             dyn_hdrs,
             literal,
+            literal_plain,
         })
     }
 

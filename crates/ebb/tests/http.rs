@@ -732,3 +732,87 @@ fn a_request_body_still_to_come_turns_quick_acks_back_on() {
         assert!(seen > 0);
     }
 }
+
+/// An all-literal `http-request return`: its `hdr` fields and its
+/// content-type go out as configured, in that order (the muxes copy them
+/// as prepared once at start); one with a field HTTP/1 decides itself
+/// (`connection close`) still closes after it, writing `Connection: close`
+/// once, as HAProxy does.
+#[test]
+fn literal_return_fields_and_its_connection_field() {
+    let cfg = |sock: &std::path::Path, bind: &str| {
+        format!(
+            "global\n    stats socket {} level admin\n    nbthread 1\n\
+             defaults\n    mode http\n    timeout client 5s\n\
+             frontend fe\n    bind {bind}\n\
+             \x20   http-request return status 200 content-type text/plain string bye hdr connection close hdr x-a b if {{ path /close }}\n\
+             \x20   http-request return status 200 content-type text/plain string hi hdr x-a b hdr X-B \"c d\"\n",
+            sock.display()
+        )
+    };
+    // Three pipelined requests: the second answer closes the connection,
+    // so the third is never answered.
+    let run = |addr: std::net::SocketAddr| -> (Vec<Resp>, bool) {
+        let mut c = Client::connect(addr);
+        c.send(
+            b"GET /plain HTTP/1.1\r\nHost: a\r\n\r\n\
+              GET /close HTTP/1.1\r\nHost: a\r\n\r\n\
+              GET /plain HTTP/1.1\r\nHost: a\r\n\r\n",
+        );
+        let a = c.read_resp();
+        let b = c.read_resp();
+        (vec![a, b], c.closed())
+    };
+    let (e, _) = ebb_with_admin("literal-return", cfg);
+    let (got, closed) = run(e.addr());
+    assert!(closed, "the `connection close` answer ends the connection");
+    let names = |r: &Resp| -> Vec<String> {
+        r.headers
+            .iter()
+            .map(|(n, v)| format!("{}: {v}", n.to_ascii_lowercase()))
+            .filter(|l| !l.starts_with("date:") && !l.starts_with("server:"))
+            .collect()
+    };
+    let want: [(&[&str], &str); 2] = [
+        (
+            &[
+                "x-a: b",
+                "x-b: c d",
+                "content-type: text/plain",
+                "content-length: 2",
+            ],
+            "hi",
+        ),
+        (
+            &[
+                "x-a: b",
+                "content-type: text/plain",
+                "content-length: 3",
+                "connection: close",
+            ],
+            "bye",
+        ),
+    ];
+    for (r, (fields, body)) in got.iter().zip(want) {
+        assert_eq!(names(r), fields);
+        assert_eq!(r.text(), body);
+    }
+    // The configured names' case is kept.
+    assert!(got[0].headers.iter().any(|(n, _)| n == "X-B"));
+
+    // HAProxy: the same fields (its own order for the framing ones), and
+    // the same close.
+    if let Some((_h, addr)) = haproxy_beside("literal-return", cfg) {
+        let (hap, hclosed) = run(addr);
+        assert!(hclosed);
+        let sorted = |r: &Resp| {
+            let mut v = names(r);
+            v.sort();
+            v
+        };
+        for (ours, theirs) in got.iter().zip(&hap) {
+            assert_eq!(sorted(ours), sorted(theirs));
+            assert_eq!(ours.body, theirs.body);
+        }
+    }
+}

@@ -1289,6 +1289,12 @@ fn date_cache_formats_once_per_second() {
         b"Sun, 06 Nov 1994 08:49:38 GMT"
     );
     assert_eq!(dc.formats(), 2);
+    // A clock stepped back to the second before: that second's text.
+    assert_eq!(
+        dc.get_at(t + Duration::from_millis(999)),
+        b"Sun, 06 Nov 1994 08:49:37 GMT"
+    );
+    assert_eq!(dc.formats(), 3);
     // Clock before the epoch or past year 9999: clamped, no panic.
     assert_eq!(
         dc.get_at(UNIX_EPOCH - Duration::from_secs(5)),

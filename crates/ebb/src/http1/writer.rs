@@ -67,6 +67,11 @@ pub const DATE_LEN: usize = 29;
 pub struct DateCache {
     /// Unix second the cached text is for; u64::MAX before the first use.
     secs: u64,
+    /// The instants the cached text holds for, `[from, until)` (that
+    /// second): a reading inside them is compared, not converted (the
+    /// conversion's checked arithmetic costs more than the rest of `get`).
+    from: SystemTime,
+    until: SystemTime,
     buf: [u8; DATE_LEN],
     /// How many times the text was formatted (for tests and stats).
     formats: u64,
@@ -86,6 +91,8 @@ impl DateCache {
     pub const fn new() -> Self {
         DateCache {
             secs: u64::MAX,
+            from: UNIX_EPOCH,
+            until: UNIX_EPOCH,
             buf: [b' '; DATE_LEN],
             formats: 0,
         }
@@ -99,12 +106,28 @@ impl DateCache {
     /// The Date value for `now`. A clock before 1970 gives the epoch, one
     /// past year 9999 gives its last second (httpdate cannot format either).
     pub fn get_at(&mut self, now: SystemTime) -> &[u8; DATE_LEN] {
+        if now >= self.from && now < self.until {
+            return &self.buf;
+        }
         let secs = now
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| d.as_secs())
             .min(MAX_DATE_SECS);
         if secs != self.secs {
             self.format(secs);
+        }
+        // The window of that second (none for the clamped ends: their
+        // readings are converted each time).
+        let start = UNIX_EPOCH + Duration::from_secs(secs);
+        match now.duration_since(start) {
+            Ok(d) if d.as_secs() == 0 => {
+                self.from = start;
+                self.until = start + Duration::from_secs(1);
+            }
+            _ => {
+                self.from = UNIX_EPOCH;
+                self.until = UNIX_EPOCH;
+            }
         }
         &self.buf
     }

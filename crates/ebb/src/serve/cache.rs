@@ -59,9 +59,7 @@ pub struct OpenFile {
 /// three, as the HTTP/1 writer would leave it out.
 #[derive(Debug, Default)]
 pub struct FileFields {
-    pub list: crate::stream::msg::FieldBuf,
-    h1: Vec<u8>,
-    h2: Vec<u8>,
+    pub list: crate::proxy::PreparedFields,
     /// The `max-age` the fields were built with.
     pub max_age: Option<u32>,
 }
@@ -84,23 +82,12 @@ impl FileFields {
     }
 
     fn push(&mut self, name: &[u8], value: &[u8]) {
-        use crate::http1::{is_field_value, is_token};
-        if !is_token(name) || !is_field_value(value) {
-            return;
-        }
         self.list.push(name, value);
-        for part in [name, b": ", value, b"\r\n"] {
-            self.h1.extend_from_slice(part);
-        }
-        crate::h2::hpack::Encoder::push_field(&mut self.h2, &name.to_ascii_lowercase(), value);
     }
 
     /// The fields as a head carries them, prepared.
     pub fn prepared(&self) -> crate::stream::msg::Prepared<'_> {
-        crate::stream::msg::Prepared {
-            h1: &self.h1,
-            h2: &self.h2,
-        }
+        self.list.prepared()
     }
 }
 

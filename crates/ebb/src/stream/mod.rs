@@ -1722,11 +1722,23 @@ impl Stream {
         extra: &[(&[u8], &[u8])],
     ) {
         if let (None, Some(lit), true) = (done, &p.literal, extra.is_empty()) {
-            // All literal: its fields and body as they were built.
-            let head = RespHead {
-                extra: lit.fields(),
-                close: !keep_alive,
-                ..RespHead::new(p.status, BodySize::Exact(p.body.len() as u64))
+            // All literal: its fields and body as they were built; the
+            // muxes copy the fields' prepared forms unless one of them is
+            // a field a mux decides on (then read from the added ones).
+            let base = RespHead::new(p.status, BodySize::Exact(p.body.len() as u64));
+            let head = if p.literal_plain {
+                RespHead {
+                    fields: lit.fields(),
+                    pre: Some(lit.prepared()),
+                    close: !keep_alive,
+                    ..base
+                }
+            } else {
+                RespHead {
+                    extra: lit.fields(),
+                    close: !keep_alive,
+                    ..base
+                }
             };
             c.respond(head, &[&p.body]);
             return;

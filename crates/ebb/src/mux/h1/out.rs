@@ -106,9 +106,10 @@ impl MsgSink<RespHead<'_>> for H1Out<'_> {
         match m {
             Msg::Head(h) => {
                 let mut w = ResponseWriter::new(self.out, h.status, &self.date);
+                let prepared = h.prepared();
                 // A field that is not a token, or a value with a control
                 // byte, is refused by the writer (no response splitting).
-                match h.prepared() {
+                match prepared {
                     Some(p) => {
                         w.checked_lines(p.h1);
                         h.each_extra(|n, v| {
@@ -124,7 +125,12 @@ impl MsgSink<RespHead<'_>> for H1Out<'_> {
                 // carrying `upgrade` goes with `Connection: upgrade` and
                 // the connection ends after it (no tunnel follows an answer
                 // ebb made); `close` closes after any answer.
-                let field = |n: &[u8]| h.fields.get(n).or_else(|| h.extra.get(n));
+                // Prepared fields hold no framing field (`msg::Prepared`): only
+                // the added ones may then carry these.
+                let field = |n: &[u8]| match prepared {
+                    Some(_) => h.extra.get(n),
+                    None => h.fields.get(n).or_else(|| h.extra.get(n)),
+                };
                 if h.status == 101 {
                     if let Some(u) = field(b"upgrade") {
                         let _ = w.header(b"Connection", b"upgrade");
