@@ -208,6 +208,9 @@ pub mod props {
     pub const ABS_AUTHORITY: u16 = 1 << 12;
     /// `expect: 100-continue` (any case).
     pub const CONTINUE: u16 = 1 << 13;
+    /// `:path` or `:authority` of the bytes an HTTP/1 request target
+    /// allows (`http1::valid_target_bytes`).
+    pub const TARGET_OK: u16 = 1 << 14;
 }
 
 const fn const_eq(a: &[u8], b: &[u8]) -> bool {
@@ -336,7 +339,20 @@ pub(crate) const fn const_props(n: &[u8], v: &[u8]) -> u16 {
         i += 1;
     }
     // (No static entry is an authority one could use: its value is empty.)
-    props_with(n, v, vbits, name_ok)
+    let mut p = props_with(n, v, vbits, name_ok);
+    if matches!(p & props::KIND, props::PATH | props::AUTHORITY) {
+        // No static value holds a `%` (whose escapes this would not read).
+        let mut ok = true;
+        let mut i = 0;
+        while i < v.len() {
+            ok &= crate::http1::target_byte(v[i]) && v[i] != b'%';
+            i += 1;
+        }
+        if ok {
+            p |= props::TARGET_OK;
+        }
+    }
+    p
 }
 
 /// The [`props`] of field `n`: `v`.
@@ -348,6 +364,11 @@ pub(crate) fn field_props(n: &[u8], v: &[u8]) -> u16 {
         && crate::http1::is_valid_authority(v, false)
     {
         p |= props::ABS_AUTHORITY;
+    }
+    if matches!(p & props::KIND, props::PATH | props::AUTHORITY)
+        && crate::http1::valid_target_bytes(v)
+    {
+        p |= props::TARGET_OK;
     }
     p
 }
@@ -541,6 +562,27 @@ impl RequestHead {
         ok.then(|| (self.list.get(s).1, self.list.get(a).1))
     }
 
+    /// Whether the target [`RequestHead::write_h1`] writes is of the
+    /// bytes HTTP/1 allows in one, from what the decoder found of its
+    /// parts: `:path`, after `scheme://` (`http` or `https`) and the
+    /// authority in absolute form. A `%` escape cannot straddle two parts
+    /// (`:path` starts with `/` or is `*`, the scheme has none). `None`
+    /// for a target of another form (CONNECT's authority).
+    fn target_ok(&self) -> Option<bool> {
+        let ps = self.list.props();
+        let path = self.path?;
+        let path_ok = ps[path] & props::TARGET_OK != 0;
+        Some(match self.absolute_prefix() {
+            None => path_ok,
+            Some(_) => {
+                let auth_ok = self
+                    .authority
+                    .is_some_and(|a| ps[a] & props::TARGET_OK != 0);
+                auth_ok && (path_ok || self.list.get(path).1 == b"*")
+            }
+        })
+    }
+
     /// Whether a `te` field (`trailers`, the only one allowed) came.
     pub fn te(&self) -> bool {
         self.te
@@ -716,7 +758,9 @@ impl RequestHead {
         // A target of the bytes HTTP/1 allows in one (visible ASCII) has
         // the request line the parser takes (the method is a token).
         let t = &out[target.range()];
-        let strict = crate::http1::valid_target_bytes(t);
+        let strict = self
+            .target_ok()
+            .unwrap_or_else(|| crate::http1::valid_target_bytes(t));
         if !ok || !(strict || self.line_ok(t)) {
             return Written::Parse;
         }

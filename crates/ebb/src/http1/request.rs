@@ -490,7 +490,7 @@ fn is_version_syntax(v: &[u8]) -> bool {
 // ':', '@', '/', '?', '[', ']' and '%'. Not allowed: CTL, SP, '"', '<', '>',
 // '\', '^', '`', '{', '|', '}', DEL, bytes >= 0x80 (HAProxy's default set),
 // and '#': a fragment is never sent (RFC 9112 §3.2; HAProxy CVE-2023-45539).
-const fn target_byte(b: u8) -> bool {
+pub(crate) const fn target_byte(b: u8) -> bool {
     matches!(b,
         b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9'
         | b'-' | b'.' | b'_' | b'~'
