@@ -136,7 +136,7 @@ impl HeaderList {
         &self.buf[s.start as usize..s.end as usize]
     }
 
-    #[inline]
+    #[inline(always)]
     fn push(&mut self, name: &[u8], value: &[u8], props: u16, max_list: usize) {
         let len = name.len() + value.len();
         self.list_size = self.list_size.saturating_add(len + ENTRY_OVERHEAD);
