@@ -373,6 +373,8 @@ pub struct Connection {
     /// from an id regression (PROTOCOL_ERROR, §5.1.1).
     recent: [(u32, bool); 32],
     recent_pos: usize,
+    /// The highest id `recent` took: a stream above it is not there.
+    recent_max: u32,
 }
 
 const SHUTDOWN_PING: [u8; 8] = *b"ebb-shut";
@@ -439,6 +441,7 @@ impl Connection {
             goaway: None,
             recent: [(0, false); 32],
             recent_pos: 0,
+            recent_max: 0,
         };
         let mut params = match role {
             Role::Server => vec![(setting::MAX_CONCURRENT_STREAMS, cfg.max_concurrent_streams)],
@@ -567,10 +570,15 @@ impl Connection {
     }
 
     fn remember(&mut self, id: u32, reset_by_us: bool) {
-        if let Some(e) = self.recent.iter_mut().find(|e| e.0 == id) {
-            e.1 |= reset_by_us;
-            return;
+        // (Streams mostly end in the order they began: a new highest id
+        // needs no search.)
+        if id <= self.recent_max {
+            if let Some(e) = self.recent.iter_mut().find(|e| e.0 == id) {
+                e.1 |= reset_by_us;
+                return;
+            }
         }
+        self.recent_max = self.recent_max.max(id);
         self.recent[self.recent_pos] = (id, reset_by_us);
         self.recent_pos = (self.recent_pos + 1) % self.recent.len();
     }

@@ -139,7 +139,9 @@ const BAD_H2: u8 = 1;
 const BAD_H1: u8 = 2;
 
 /// The bits ([`BAD_H2`], [`BAD_H1`]) of every byte in a value.
-static VALUE_BYTE: [u8; 256] = {
+static VALUE_BYTE: [u8; 256] = VALUE_BYTE_C;
+/// [`VALUE_BYTE`] for `const fn`s.
+const VALUE_BYTE_C: [u8; 256] = {
     let mut t = [0u8; 256];
     let mut i = 0;
     while i < 256 {
@@ -160,6 +162,215 @@ fn value_bits(v: &[u8]) -> u8 {
         .fold(0u8, |bad, &b| bad | VALUE_BYTE[usize::from(b)]);
     let ws = matches!(v.first(), Some(b' ' | b'\t')) || matches!(v.last(), Some(b' ' | b'\t'));
     bad | (u8::from(ws) * BAD_H2)
+}
+
+/// What the §8 checks need to know of one field, as bits: computed once
+/// per field the decoder yields, and kept with a dynamic table entry (and
+/// built into the static table), so that a field sent as an index is not
+/// read byte by byte again: its name's kind (`P_KIND`), then facts about
+/// its name and value. They depend on the field's bytes alone.
+pub mod props {
+    /// The low bits: which field it is, for the checks.
+    pub const KIND: u16 = 0xf;
+    /// A regular field of no interest to the checks.
+    pub const OTHER: u16 = 0;
+    pub const METHOD: u16 = 1;
+    pub const SCHEME: u16 = 2;
+    pub const AUTHORITY: u16 = 3;
+    pub const PATH: u16 = 4;
+    pub const PROTOCOL: u16 = 5;
+    /// A name starting with `:` that requests do not have.
+    pub const PSEUDO: u16 = 6;
+    pub const CONTENT_LENGTH: u16 = 7;
+    pub const TE: u16 = 8;
+    pub const COOKIE: u16 = 9;
+    pub const EXPECT: u16 = 10;
+    pub const HOST: u16 = 11;
+    /// The name is not a lower-case token (or is empty).
+    pub const BAD_NAME: u16 = 1 << 4;
+    /// The value breaks §8.2.1 (NUL, CR, LF, surrounding SP/HTAB).
+    pub const BAD_H2: u16 = 1 << 5;
+    /// The value holds a byte HTTP/1 refuses in a field value.
+    pub const BAD_H1: u16 = 1 << 6;
+    /// A connection-specific field (§8.2.2; `te` other than `trailers`).
+    pub const CONN_SPECIFIC: u16 = 1 << 7;
+    /// Sent "never indexed" (§6.2.3): of the representation, not of the
+    /// bytes (never kept in a table).
+    pub const NEVER: u16 = 1 << 8;
+    /// `:method` that is not a token.
+    pub const BAD_METHOD: u16 = 1 << 9;
+    /// `:scheme` that is not an RFC 3986 scheme.
+    pub const BAD_SCHEME: u16 = 1 << 10;
+    /// `:scheme` `http` or `https` (any case).
+    pub const WEB_SCHEME: u16 = 1 << 11;
+    /// `:authority` an HTTP/1 absolute URI may carry (not empty, no
+    /// leading `:`, a valid authority).
+    pub const ABS_AUTHORITY: u16 = 1 << 12;
+    /// `expect: 100-continue` (any case).
+    pub const CONTINUE: u16 = 1 << 13;
+    /// `:path` or `:authority` of the bytes an HTTP/1 request target
+    /// allows (`http1::valid_target_bytes`).
+    pub const TARGET_OK: u16 = 1 << 14;
+}
+
+const fn const_eq(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    let mut i = 0;
+    while i < a.len() {
+        if a[i] != b[i] {
+            return false;
+        }
+        i += 1;
+    }
+    true
+}
+
+const fn const_eq_ignore_case(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    let mut i = 0;
+    while i < a.len() {
+        if !a[i].eq_ignore_ascii_case(&b[i]) {
+            return false;
+        }
+        i += 1;
+    }
+    true
+}
+
+/// The names the checks tell apart, and their kinds.
+const KINDS: [(&[u8], u16); 15] = [
+    (b":method", props::METHOD),
+    (b":scheme", props::SCHEME),
+    (b":authority", props::AUTHORITY),
+    (b":path", props::PATH),
+    (b":protocol", props::PROTOCOL),
+    (b"content-length", props::CONTENT_LENGTH),
+    (b"te", props::TE),
+    (b"cookie", props::COOKIE),
+    (b"expect", props::EXPECT),
+    (b"host", props::HOST),
+    // Connection-specific (§8.2.2): OTHER, flagged.
+    (b"connection", props::CONN_SPECIFIC),
+    (b"keep-alive", props::CONN_SPECIFIC),
+    (b"proxy-connection", props::CONN_SPECIFIC),
+    (b"transfer-encoding", props::CONN_SPECIFIC),
+    (b"upgrade", props::CONN_SPECIFIC),
+];
+
+/// [`field_props`] but the parts that need a table or `http1`: `vbits`
+/// is the value's [`value_bits`], `name_ok` whether the name is a
+/// lower-case token. A `const fn` for the static table.
+const fn props_with(n: &[u8], v: &[u8], vbits: u8, name_ok: bool) -> u16 {
+    let mut p = props::OTHER;
+    let mut i = 0;
+    while i < KINDS.len() {
+        if const_eq(n, KINDS[i].0) {
+            p = KINDS[i].1;
+            break;
+        }
+        i += 1;
+    }
+    if p == props::OTHER && !n.is_empty() && n[0] == b':' {
+        p = props::PSEUDO;
+    }
+    let pseudo = !n.is_empty() && n[0] == b':';
+    if !pseudo && !name_ok {
+        p |= props::BAD_NAME;
+    }
+    if vbits & BAD_H2 != 0 {
+        p |= props::BAD_H2;
+    }
+    if vbits & BAD_H1 != 0 {
+        p |= props::BAD_H1;
+    }
+    match p & props::KIND {
+        props::TE if !const_eq(v, b"trailers") => p |= props::CONN_SPECIFIC,
+        props::METHOD => {
+            let mut ok = !v.is_empty();
+            let mut i = 0;
+            while i < v.len() {
+                ok &= is_tchar(v[i]) || v[i].is_ascii_uppercase();
+                i += 1;
+            }
+            if !ok {
+                p |= props::BAD_METHOD;
+            }
+        }
+        props::SCHEME => {
+            let mut ok = !v.is_empty() && v[0].is_ascii_alphabetic();
+            let mut i = 0;
+            while i < v.len() {
+                let c = v[i];
+                ok &= c.is_ascii_alphanumeric() || matches!(c, b'+' | b'-' | b'.');
+                i += 1;
+            }
+            if !ok {
+                p |= props::BAD_SCHEME;
+            }
+            if const_eq_ignore_case(v, b"http") || const_eq_ignore_case(v, b"https") {
+                p |= props::WEB_SCHEME;
+            }
+        }
+        props::EXPECT if const_eq_ignore_case(v, b"100-continue") => p |= props::CONTINUE,
+        _ => {}
+    }
+    p
+}
+
+/// [`props_with`] at compile time (the static table's fields).
+pub(crate) const fn const_props(n: &[u8], v: &[u8]) -> u16 {
+    let mut vbits = 0u8;
+    let mut i = 0;
+    while i < v.len() {
+        vbits |= VALUE_BYTE_C[v[i] as usize];
+        i += 1;
+    }
+    if !v.is_empty() && (matches!(v[0], b' ' | b'\t') || matches!(v[v.len() - 1], b' ' | b'\t')) {
+        vbits |= BAD_H2;
+    }
+    let mut name_ok = !n.is_empty();
+    let mut i = 0;
+    while i < n.len() {
+        name_ok &= is_tchar(n[i]);
+        i += 1;
+    }
+    // (No static entry is an authority one could use: its value is empty.)
+    let mut p = props_with(n, v, vbits, name_ok);
+    if matches!(p & props::KIND, props::PATH | props::AUTHORITY) {
+        // No static value holds a `%` (whose escapes this would not read).
+        let mut ok = true;
+        let mut i = 0;
+        while i < v.len() {
+            ok &= crate::http1::target_byte(v[i]) && v[i] != b'%';
+            i += 1;
+        }
+        if ok {
+            p |= props::TARGET_OK;
+        }
+    }
+    p
+}
+
+/// The [`props`] of field `n`: `v`.
+pub(crate) fn field_props(n: &[u8], v: &[u8]) -> u16 {
+    let mut p = props_with(n, v, value_bits(v), valid_name(n));
+    if p & props::KIND == props::AUTHORITY
+        && !v.is_empty()
+        && v[0] != b':'
+        && crate::http1::is_valid_authority(v, false)
+    {
+        p |= props::ABS_AUTHORITY;
+    }
+    if matches!(p & props::KIND, props::PATH | props::AUTHORITY)
+        && crate::http1::valid_target_bytes(v)
+    {
+        p |= props::TARGET_OK;
+    }
+    p
 }
 
 pub(crate) fn parse_cl(v: &[u8]) -> Option<u64> {
@@ -197,76 +408,80 @@ impl RequestHead {
         self.te = false;
         self.cookie = false;
         self.expect_continue = false;
-        let mut bad_h1 = 0u8;
+        // Each field's name and value were read once, as the decoder gave
+        // them (or when they entered its table): their facts are bits.
+        let mut seen = 0u16;
         let mut regular = false;
-        for i in 0..self.list.len() {
-            let (n, v) = self.list.get(i);
-            if let Some(p) = n.strip_prefix(b":") {
-                if regular {
-                    return Err(Malformed::PseudoHeader);
+        for (i, &p) in self.list.props().iter().enumerate() {
+            let kind = p & props::KIND;
+            let slot = match kind {
+                props::METHOD => {
+                    if regular || self.method != usize::MAX {
+                        return Err(Malformed::PseudoHeader);
+                    }
+                    self.method = i;
+                    continue;
                 }
-                let slot = match p {
-                    b"method" => {
-                        if self.method != usize::MAX {
-                            return Err(Malformed::PseudoHeader);
+                props::SCHEME => &mut self.scheme,
+                props::AUTHORITY => &mut self.authority,
+                props::PATH => &mut self.path,
+                props::PROTOCOL => &mut self.protocol,
+                props::PSEUDO => return Err(Malformed::PseudoHeader),
+                _ => {
+                    if !regular {
+                        regular = true;
+                        self.first_regular = i;
+                    }
+                    if p & props::BAD_NAME != 0 {
+                        return Err(Malformed::BadName);
+                    }
+                    if p & props::BAD_H2 != 0 {
+                        return Err(Malformed::BadValue);
+                    }
+                    if p & props::CONN_SPECIFIC != 0 {
+                        return Err(Malformed::ConnectionSpecific);
+                    }
+                    seen |= p;
+                    match kind {
+                        props::CONTENT_LENGTH => {
+                            let v = self.list.get(i).1;
+                            let cl = parse_cl(v).ok_or(Malformed::ContentLength)?;
+                            if self.content_length.is_some_and(|c| c != cl) {
+                                return Err(Malformed::ContentLength);
+                            }
+                            self.content_length = Some(cl);
+                            self.lengths += 1;
                         }
-                        self.method = i;
-                        continue;
+                        props::TE => self.te = true,
+                        props::COOKIE => self.cookie = true,
+                        props::EXPECT => self.expect_continue |= p & props::CONTINUE != 0,
+                        props::HOST => {
+                            if self.host.is_some() {
+                                return Err(Malformed::HostMismatch);
+                            }
+                            self.host = Some(i);
+                        }
+                        _ => {}
                     }
-                    b"scheme" => &mut self.scheme,
-                    b"authority" => &mut self.authority,
-                    b"path" => &mut self.path,
-                    b"protocol" => &mut self.protocol,
-                    _ => return Err(Malformed::PseudoHeader),
-                };
-                if slot.is_some() {
-                    return Err(Malformed::PseudoHeader);
+                    continue;
                 }
-                *slot = Some(i);
-                let bits = value_bits(v);
-                if bits & BAD_H2 != 0 {
-                    return Err(Malformed::BadValue);
-                }
-                bad_h1 |= bits;
-                continue;
+            };
+            if regular || slot.is_some() {
+                return Err(Malformed::PseudoHeader);
             }
-            if !regular {
-                regular = true;
-                self.first_regular = i;
+            *slot = Some(i);
+            if p & props::BAD_H2 != 0 {
+                return Err(Malformed::BadValue);
             }
-            bad_h1 |= check_regular(n, v)?;
-            match n {
-                b"content-length" => {
-                    let cl = parse_cl(v).ok_or(Malformed::ContentLength)?;
-                    if self.content_length.is_some_and(|c| c != cl) {
-                        return Err(Malformed::ContentLength);
-                    }
-                    self.content_length = Some(cl);
-                    self.lengths += 1;
-                }
-                b"te" => self.te = true,
-                b"cookie" => self.cookie = true,
-                b"expect" => self.expect_continue |= v.eq_ignore_ascii_case(b"100-continue"),
-                b"host" => {
-                    if self.host.is_some() {
-                        return Err(Malformed::HostMismatch);
-                    }
-                    self.host = Some(i);
-                }
-                _ => {}
-            }
+            seen |= p;
         }
         if self.method == usize::MAX {
             return Err(Malformed::MissingPseudo);
         }
-        let method = self.list.get(self.method).1;
-        if method.is_empty()
-            || !method
-                .iter()
-                .all(|&b| is_tchar(b) || b.is_ascii_uppercase())
-        {
+        if self.list.props()[self.method] & props::BAD_METHOD != 0 {
             return Err(Malformed::BadMethod);
         }
+        let method = self.list.get(self.method).1;
         if method == b"CONNECT" && self.protocol.is_some() {
             // RFC 8441 §4: an extended CONNECT carries `:scheme`, `:path`
             // and `:authority` as other requests do.
@@ -294,18 +509,14 @@ impl RequestHead {
             }
         }
         if let Some(s) = self.scheme {
-            let s = self.list.get(s).1;
-            let ok = s.first().is_some_and(u8::is_ascii_alphabetic)
-                && s.iter()
-                    .all(|&c| c.is_ascii_alphanumeric() || matches!(c, b'+' | b'-' | b'.'));
-            if !ok {
+            if self.list.props()[s] & props::BAD_SCHEME != 0 {
                 return Err(Malformed::BadScheme);
             }
         }
         // A `host` that differs from `:authority` is ignored: the
         // authority names the target (§8.3.1), and the server gets it as
         // its `host` (HAProxy does the same).
-        self.h1_values = bad_h1 & BAD_H1 == 0;
+        self.h1_values = seen & props::BAD_H1 == 0;
         Ok(())
     }
 
@@ -344,14 +555,32 @@ impl RequestHead {
     /// case), the authority one an HTTP/1 absolute URI may carry (else the
     /// origin form, as before).
     fn absolute_prefix(&self) -> Option<(&[u8], &[u8])> {
-        let scheme = self.scheme()?;
-        let auth = self.list.get(self.authority?).1;
-        let web = scheme.eq_ignore_ascii_case(b"http") || scheme.eq_ignore_ascii_case(b"https");
+        let (s, a) = (self.scheme?, self.authority?);
+        let ps = self.list.props();
         // (A valid authority has no `@`: no userinfo.)
-        let auth_ok = !auth.is_empty()
-            && !auth.starts_with(b":")
-            && crate::http1::is_valid_authority(auth, false);
-        (web && auth_ok).then_some((scheme, auth))
+        let ok = ps[s] & props::WEB_SCHEME != 0 && ps[a] & props::ABS_AUTHORITY != 0;
+        ok.then(|| (self.list.get(s).1, self.list.get(a).1))
+    }
+
+    /// Whether the target [`RequestHead::write_h1`] writes is of the
+    /// bytes HTTP/1 allows in one, from what the decoder found of its
+    /// parts: `:path`, after `scheme://` (`http` or `https`) and the
+    /// authority in absolute form. A `%` escape cannot straddle two parts
+    /// (`:path` starts with `/` or is `*`, the scheme has none). `None`
+    /// for a target of another form (CONNECT's authority).
+    fn target_ok(&self) -> Option<bool> {
+        let ps = self.list.props();
+        let path = self.path?;
+        let path_ok = ps[path] & props::TARGET_OK != 0;
+        Some(match self.absolute_prefix() {
+            None => path_ok,
+            Some(_) => {
+                let auth_ok = self
+                    .authority
+                    .is_some_and(|a| ps[a] & props::TARGET_OK != 0);
+                auth_ok && (path_ok || self.list.get(path).1 == b"*")
+            }
+        })
     }
 
     /// Whether a `te` field (`trailers`, the only one allowed) came.
@@ -529,7 +758,9 @@ impl RequestHead {
         // A target of the bytes HTTP/1 allows in one (visible ASCII) has
         // the request line the parser takes (the method is a token).
         let t = &out[target.range()];
-        let strict = crate::http1::valid_target_bytes(t);
+        let strict = self
+            .target_ok()
+            .unwrap_or_else(|| crate::http1::valid_target_bytes(t));
         if !ok || !(strict || self.line_ok(t)) {
             return Written::Parse;
         }

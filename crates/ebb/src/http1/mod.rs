@@ -114,11 +114,11 @@ pub use head::{BodyFraming, HeaderSpan, Limits, Span, Version, MAX_HEADERS_CAP};
 pub use hop::{
     find_header, forwardable, is_hop_by_hop, is_hop_by_hop_name, named_in_connection, HOP_BY_HOP,
 };
-pub(crate) use request::valid_target_bytes;
 pub use request::{
     complete_request_into, parse_request, parse_request_into, scheme_normalized, Method,
     RequestHead, Status, TargetForm, CONNECT_ALLOW,
 };
+pub(crate) use request::{target_byte, valid_target_bytes};
 pub use response::{parse_response, parse_response_into, ResponseHead};
 pub(crate) use writer::decimal;
 pub use writer::{

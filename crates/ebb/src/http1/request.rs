@@ -490,7 +490,7 @@ fn is_version_syntax(v: &[u8]) -> bool {
 // ':', '@', '/', '?', '[', ']' and '%'. Not allowed: CTL, SP, '"', '<', '>',
 // '\', '^', '`', '{', '|', '}', DEL, bytes >= 0x80 (HAProxy's default set),
 // and '#': a fragment is never sent (RFC 9112 §3.2; HAProxy CVE-2023-45539).
-const fn target_byte(b: u8) -> bool {
+pub(crate) const fn target_byte(b: u8) -> bool {
     matches!(b,
         b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9'
         | b'-' | b'.' | b'_' | b'~'
@@ -596,16 +596,18 @@ pub fn scheme_normalized(buf: &[u8], head: &RequestHead) -> Option<Vec<u8>> {
     let target = head.target.get(buf);
     let auth = head.host?;
     let a = auth.get(buf);
-    let digits = a.iter().rev().take_while(|b| b.is_ascii_digit()).count();
-    let colon = a.len().checked_sub(digits + 1)?;
-    if digits == 0 || a[colon] != b':' {
+    // Only a default port is dropped: any other ends it here (the
+    // scheme is not looked for).
+    let (web, port): (&[u8], usize) = if a.ends_with(b":80") {
+        (b"http", 2)
+    } else if a.ends_with(b":443") {
+        (b"https", 3)
+    } else {
         return None;
-    }
-    let port = &a[colon + 1..];
+    };
+    let colon = a.len() - port - 1;
     let scheme = &target[..target.iter().position(|&b| b == b':')?];
-    let default = (scheme.eq_ignore_ascii_case(b"http") && port == b"80")
-        || (scheme.eq_ignore_ascii_case(b"https") && port == b"443");
-    if !default {
+    if !scheme.eq_ignore_ascii_case(web) {
         return None;
     }
     let host = &a[..colon];

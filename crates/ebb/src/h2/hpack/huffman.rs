@@ -380,13 +380,17 @@ pub fn decode(src: &[u8], out: &mut Vec<u8>) -> Result<(), HuffmanError> {
     let mut rest = src;
     out.reserve(src.len() * 8 / 5);
     loop {
-        while nbits <= 56 {
-            let Some((&b, tail)) = rest.split_first() else {
-                break;
-            };
-            acc = (acc << 8) | u64::from(b);
-            nbits += 8;
-            rest = tail;
+        // Refilled only when the longest code might not fit (a short
+        // string is loaded whole at the first turn).
+        if nbits < MAX_LEN as u32 && !rest.is_empty() {
+            while nbits <= 56 {
+                let Some((&b, tail)) = rest.split_first() else {
+                    break;
+                };
+                acc = (acc << 8) | u64::from(b);
+                nbits += 8;
+                rest = tail;
+            }
         }
         if nbits == 0 {
             return Ok(());

@@ -28,6 +28,8 @@
 mod huffman;
 mod table;
 
+use crate::h2::request::props;
+
 pub use huffman::HuffmanError;
 pub use table::{DynTable, ENTRY_OVERHEAD, STATIC};
 
@@ -63,9 +65,10 @@ pub type Field = crate::http1::HeaderSpan;
 pub struct HeaderList {
     buf: Vec<u8>,
     fields: Vec<Field>,
-    /// Per field: sent as "never indexed" (§6.2.3), which an intermediary
-    /// keeps so.
-    never: Vec<bool>,
+    /// Per field: what the §8 checks need to know of it
+    /// ([`crate::h2::request::props`]), and whether it was sent "never
+    /// indexed" (§6.2.3), which an intermediary keeps so.
+    props: Vec<u16>,
     /// RFC 9113 §6.5.2 size of the list (counted even past the limit).
     pub list_size: usize,
     /// The list exceeded `max_list`: its fields are incomplete; answer 431
@@ -78,7 +81,7 @@ impl HeaderList {
     pub fn clear(&mut self) {
         self.buf.clear();
         self.fields.clear();
-        self.never.clear();
+        self.props.clear();
         self.list_size = 0;
         self.too_large = false;
     }
@@ -119,7 +122,13 @@ impl HeaderList {
 
     /// Whether field `i` was sent "never indexed".
     pub fn never_indexed(&self, i: usize) -> bool {
-        self.never.get(i).copied().unwrap_or(false)
+        self.props.get(i).is_some_and(|p| p & props::NEVER != 0)
+    }
+
+    /// Each field's [`crate::h2::request::props`], in order.
+    #[inline]
+    pub fn props(&self) -> &[u16] {
+        &self.props
     }
 
     #[inline]
@@ -127,24 +136,25 @@ impl HeaderList {
         &self.buf[s.start as usize..s.end as usize]
     }
 
-    fn push(&mut self, name: &[u8], value: &[u8], never_index: bool, max_list: usize) {
-        self.list_size = self
-            .list_size
-            .saturating_add(name.len() + value.len() + ENTRY_OVERHEAD);
+    #[inline(always)]
+    fn push(&mut self, name: &[u8], value: &[u8], props: u16, max_list: usize) {
+        let len = name.len() + value.len();
+        self.list_size = self.list_size.saturating_add(len + ENTRY_OVERHEAD);
         if self.too_large || self.list_size > max_list {
             self.too_large = true;
             return;
         }
-        let a = self.buf.len() as u32;
+        let a = self.buf.len();
+        self.buf.reserve(len);
         self.buf.extend_from_slice(name);
-        let b = self.buf.len() as u32;
         self.buf.extend_from_slice(value);
-        let c = self.buf.len() as u32;
+        let (b, c) = ((a + name.len()) as u32, self.buf.len() as u32);
+        let a = a as u32;
         self.fields.push(Field {
             name: crate::http1::Span { start: a, end: b },
             value: crate::http1::Span { start: b, end: c },
         });
-        self.never.push(never_index);
+        self.props.push(props);
     }
 }
 
@@ -233,9 +243,9 @@ impl Decoder {
             if b & 0x80 != 0 {
                 // §6.1 indexed field.
                 let idx = decode_int(block, &mut pos, 7)?;
-                let (name, value) = self.lookup(idx)?;
+                let (name, value, props) = self.lookup(idx)?;
                 // Past the limit `push` only counts (the bomb case).
-                out.push(name, value, false, max_list);
+                out.push(name, value, props, max_list);
                 fields_seen = true;
             } else if b & 0x40 != 0 {
                 // §6.2.1 literal with incremental indexing.
@@ -261,11 +271,16 @@ impl Decoder {
         Ok(())
     }
 
-    fn lookup(&self, idx: usize) -> Result<(&[u8], &[u8]), HpackError> {
+    /// Entry `idx` of the static or dynamic table, with its props.
+    #[inline]
+    fn lookup(&self, idx: usize) -> Result<(&[u8], &[u8], u16), HpackError> {
         match idx {
             0 => Err(HpackError::BadIndex),
-            1..=61 => Ok(STATIC[idx - 1]),
-            _ => self.table.get(idx - 62).ok_or(HpackError::BadIndex),
+            1..=61 => {
+                let (n, v) = STATIC[idx - 1];
+                Ok((n, v, table::STATIC_PROPS[idx - 1]))
+            }
+            _ => self.table.get_with(idx - 62).ok_or(HpackError::BadIndex),
         }
     }
 
@@ -287,15 +302,16 @@ impl Decoder {
             if idx == 0 {
                 read_string(block, pos, &mut scratch)?;
             } else {
-                let (name, _) = self.lookup(idx)?;
+                let (name, _, _) = self.lookup(idx)?;
                 scratch.extend_from_slice(name);
             }
             let name_len = scratch.len();
             read_string(block, pos, &mut scratch)?;
             let (name, value) = scratch.split_at(name_len);
-            out.push(name, value, never, max_list);
+            let p = crate::h2::request::field_props(name, value);
+            out.push(name, value, p | (u16::from(never) * props::NEVER), max_list);
             if index {
-                self.table.insert(name, value);
+                self.table.insert_with(name, value, p);
             }
             Ok(())
         })();

@@ -75,6 +75,17 @@ pub const STATIC: [(&[u8], &[u8]); 61] = [
     (b"www-authenticate", b""),
 ];
 
+/// The [`crate::h2::request::props`] of each [`STATIC`] entry.
+pub(crate) const STATIC_PROPS: [u16; 61] = {
+    let mut t = [0u16; 61];
+    let mut i = 0;
+    while i < STATIC.len() {
+        t[i] = crate::h2::request::const_props(STATIC[i].0, STATIC[i].1);
+        i += 1;
+    }
+    t
+};
+
 /// The longest name in [`STATIC`] (`access-control-allow-origin`).
 const STATIC_NAME_MAX: usize = 27;
 /// Room per name length in [`STATIC_BY_LEN`] (the most entries whose
@@ -119,8 +130,9 @@ pub struct DynTable {
     store: Vec<u8>,
     /// Bytes of `store` before the oldest live entry.
     dead: usize,
-    /// (offset in `store`, name length, value length), newest at the back.
-    entries: VecDeque<(u32, u32, u32)>,
+    /// (offset in `store`, name length, value length, the field's
+    /// [`crate::h2::request::props`]), newest at the back.
+    entries: VecDeque<(u32, u32, u32, u16)>,
     /// Sum of entry sizes (§4.1).
     size: usize,
     /// Current maximum size (§4.2), changed by size updates.
@@ -178,17 +190,22 @@ impl DynTable {
 
     /// Entry `i` (0 = newest) as (name, value).
     pub fn get(&self, i: usize) -> Option<(&[u8], &[u8])> {
-        let &(off, nl, vl) = self.entries.get(self.entries.len().checked_sub(i + 1)?)?;
+        self.get_with(i).map(|(n, v, _)| (n, v))
+    }
+
+    /// Entry `i` (0 = newest) as (name, value, props given at insertion).
+    #[inline]
+    pub fn get_with(&self, i: usize) -> Option<(&[u8], &[u8], u16)> {
+        let &(off, nl, vl, p) = self.entries.get(self.entries.len().checked_sub(i + 1)?)?;
         let (off, nl, vl) = (off as usize, nl as usize, vl as usize);
-        Some((
-            &self.store[off..off + nl],
-            &self.store[off + nl..off + nl + vl],
-        ))
+        let e = self.store.get(off..off + nl + vl)?;
+        let (n, v) = e.split_at(nl);
+        Some((n, v, p))
     }
 
     fn evict_to(&mut self, target: usize) {
         while self.size > target {
-            let Some((_, nl, vl)) = self.entries.pop_front() else {
+            let Some((_, nl, vl, _)) = self.entries.pop_front() else {
                 break;
             };
             self.size -= nl as usize + vl as usize + ENTRY_OVERHEAD;
@@ -204,6 +221,11 @@ impl DynTable {
     /// fits; an entry larger than the maximum empties the table and is not
     /// added.
     pub fn insert(&mut self, name: &[u8], value: &[u8]) {
+        self.insert_with(name, value, 0);
+    }
+
+    /// [`DynTable::insert`], keeping `props` with the entry.
+    pub fn insert_with(&mut self, name: &[u8], value: &[u8], props: u16) {
         self.gen += 1;
         let sz = name.len() + value.len() + ENTRY_OVERHEAD;
         if sz > self.max {
@@ -224,7 +246,7 @@ impl DynTable {
         self.store.extend_from_slice(name);
         self.store.extend_from_slice(value);
         self.entries
-            .push_back((off as u32, name.len() as u32, value.len() as u32));
+            .push_back((off as u32, name.len() as u32, value.len() as u32, props));
         self.size += sz;
     }
 }

@@ -473,3 +473,74 @@ fn repeated_blocks_are_the_same_bytes() {
     dec.decode(&b, usize::MAX, &mut out).unwrap();
     assert_eq!(list(&out), want(d1));
 }
+
+/// The facts the request checks read from a field's props: kept with a
+/// table entry, built into the static table, they are those of the
+/// field's bytes (`request::field_props`), whichever way it came.
+#[test]
+fn props_are_those_of_the_bytes_whichever_representation_brought_them() {
+    use crate::h2::request::{field_props, props as P};
+    for (i, &(n, v)) in STATIC.iter().enumerate() {
+        assert_eq!(table::STATIC_PROPS[i], field_props(n, v), "static {i}");
+    }
+    let fields: [(&[u8], &[u8]); 14] = [
+        (b":method", b"GET"),
+        (b":method", b"G\x01T"),
+        (b":scheme", b"HTTPS"),
+        (b":scheme", b"1ttp"),
+        (b":authority", b"example.com:8080"),
+        (b":authority", b":80"),
+        (b":authority", b"a@b"),
+        (b":status", b"200"),
+        (b"te", b"trailers"),
+        (b"te", b"gzip"),
+        (b"expect", b"100-Continue"),
+        (b"x-ctl", b"a\x01b"),
+        (b"x-sp", b" a"),
+        (b"X-Upper", b"v"),
+    ];
+    // Each field a literal with indexing, then the same again: indexes.
+    let mut enc = Encoder::new(DEFAULT_TABLE_SIZE, HuffmanMode::Never);
+    let mut dec = Decoder::new(DEFAULT_TABLE_SIZE);
+    let mut l = HeaderList::default();
+    for round in 0..2 {
+        let mut block = Vec::new();
+        for (n, v) in fields {
+            enc.encode_with(n, v, Indexing::Incremental, &mut block);
+        }
+        dec.decode(&block, 1 << 20, &mut l).unwrap();
+        assert_eq!(l.len(), fields.len());
+        for (i, (n, v)) in fields.into_iter().enumerate() {
+            assert_eq!(l.get(i), (n, v));
+            assert_eq!(l.props()[i], field_props(n, v), "round {round} field {i}");
+        }
+    }
+    let p = |n: &[u8], v: &[u8]| field_props(n, v);
+    assert_eq!(p(b":method", b"G\x01T") & P::BAD_METHOD, P::BAD_METHOD);
+    assert_eq!(
+        p(b":scheme", b"HTTPS") & (P::WEB_SCHEME | P::BAD_SCHEME),
+        P::WEB_SCHEME
+    );
+    assert_eq!(p(b":scheme", b"1ttp") & P::BAD_SCHEME, P::BAD_SCHEME);
+    assert_ne!(p(b":authority", b"example.com:8080") & P::ABS_AUTHORITY, 0);
+    assert_eq!(p(b":authority", b":80") & P::ABS_AUTHORITY, 0);
+    assert_eq!(p(b":authority", b"a@b") & P::ABS_AUTHORITY, 0);
+    assert_eq!(p(b":status", b"200") & P::KIND, P::PSEUDO);
+    assert_eq!(p(b"te", b"trailers") & P::CONN_SPECIFIC, 0);
+    assert_ne!(p(b"te", b"gzip") & P::CONN_SPECIFIC, 0);
+    assert_ne!(p(b"expect", b"100-Continue") & P::CONTINUE, 0);
+    assert_eq!(p(b"x-ctl", b"a\x01b") & (P::BAD_H1 | P::BAD_H2), P::BAD_H1);
+    assert_eq!(p(b"x-sp", b" a") & P::BAD_H2, P::BAD_H2);
+    assert_eq!(p(b"X-Upper", b"v") & P::BAD_NAME, P::BAD_NAME);
+    assert_eq!(p(b"", b"v") & P::BAD_NAME, P::BAD_NAME);
+    assert_ne!(p(b":path", b"/a%2fb?c") & P::TARGET_OK, 0);
+    assert_eq!(p(b":path", b"/a b") & P::TARGET_OK, 0);
+    assert_eq!(p(b":path", b"/a%2") & P::TARGET_OK, 0);
+    assert_eq!(p(b":authority", b"h#x") & P::TARGET_OK, 0);
+    // Never indexed: a flag of that one field, not of its bytes.
+    let mut block = Vec::new();
+    enc.encode_with(b"x-secret", b"s", Indexing::Never, &mut block);
+    dec.decode(&block, 1 << 20, &mut l).unwrap();
+    assert_eq!(l.props()[0], field_props(b"x-secret", b"s") | P::NEVER);
+    assert!(l.never_indexed(0));
+}

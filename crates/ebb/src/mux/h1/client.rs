@@ -604,10 +604,16 @@ impl<S: Exchange + Default + 'static> Conn<S> {
 
     /// After an exchange run inline: the lane idles (its buffers go back
     /// to the pool) and its timer follows its state, as at the end of a
-    /// run of its own.
-    pub(crate) fn settle_inline(&mut self, ctx: &mut Ctx) {
+    /// run of its own. `hold`: the buffers stay for now, as the next
+    /// stream of the same batch of frames is likely to start here at
+    /// once (the caller settles it again, not holding, when the batch
+    /// ends).
+    pub(crate) fn settle_inline(&mut self, ctx: &mut Ctx, hold: bool) {
         if let Some(n) = self.native.as_deref_mut() {
             n.done = false;
+        }
+        if hold {
+            return;
         }
         if self.inline_done() {
             // Idle again, as at the end of a run of its own: buffers,

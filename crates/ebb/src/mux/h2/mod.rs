@@ -132,6 +132,10 @@ pub struct H2Conn<S> {
     rbuf: Vec<u8>,
     rlen: usize,
     lanes: Vec<Lane<S>>,
+    /// The lane that answered the last stream started inline, its
+    /// buffers kept until the frames read are all handled (the next
+    /// stream starts there): released by [`H2Conn::settle_held`].
+    held: Option<usize>,
     /// Streams may be answered natively ([`native`]): no
     /// `http-after-response` rule (they edit an answer's HTTP/1 bytes).
     native_ok: bool,
@@ -237,6 +241,7 @@ impl<S: Exchange + Default + 'static> H2Conn<S> {
             rbuf,
             rlen,
             lanes: Vec::new(),
+            held: None,
             native_ok,
             scratch: Vec::new(),
             line: crate::h2::Written::Parse,
@@ -602,6 +607,7 @@ impl<S: Exchange + Default + 'static> H2Conn<S> {
                 }
             }
         }
+        self.settle_held(ctx);
         for id in std::mem::take(&mut self.resets) {
             let _ = self.h2.reset(id, ErrorCode::REFUSED_STREAM, now);
         }
@@ -610,11 +616,25 @@ impl<S: Exchange + Default + 'static> H2Conn<S> {
         serve | (off > 0)
     }
 
+    /// The lane [`H2Conn::held`] names idles as any other: its buffers
+    /// go back to the thread's pools.
+    fn settle_held(&mut self, ctx: &mut Ctx) {
+        let Some(l) = self.held.take().and_then(|i| self.lanes.get(i)) else {
+            return;
+        };
+        if let Ok(mut c) = l.conn.try_borrow_mut() {
+            c.settle_inline(ctx, false);
+        }
+    }
+
     /// Starts stream `id` (its head in `scratch`) on lane `i` inline: its
     /// rules run now, and an answer given whole at once goes out as
     /// HEADERS and DATA with no HTTP/1 bytes and no wake-up of the lane;
     /// any other answer is the lane's, as when it reads the head itself.
     fn start_native(&mut self, ctx: &mut Ctx, i: usize, id: u32, now: u32) {
+        if self.held.is_some_and(|h| h != i) {
+            self.settle_held(ctx);
+        }
         let Some(l) = self.lanes.get_mut(i) else {
             return;
         };
@@ -638,7 +658,8 @@ impl<S: Exchange + Default + 'static> H2Conn<S> {
         let Some(a) = c.native_answer() else {
             // Not answered whole at once: the lane goes on (its output,
             // its wait) in its own runs.
-            c.settle_inline(ctx);
+            self.held = None;
+            c.settle_inline(ctx, false);
             drop(c);
             ctx.tasklet_wakeup(l.task);
             return;
@@ -704,7 +725,11 @@ impl<S: Exchange + Default + 'static> H2Conn<S> {
             c.closing = false;
         }
         let closing = c.closing;
-        c.settle_inline(ctx);
+        // A lane free again keeps its buffers for the next stream of
+        // this batch.
+        let hold = !lane_busy && !closing && sent.is_ok();
+        self.held = hold.then_some(i);
+        c.settle_inline(ctx, hold);
         drop(c);
         if let Err(code) = sent {
             let _ = self.h2.reset(id, code, now);
