@@ -95,6 +95,7 @@ mod head;
 mod hop;
 mod request;
 mod response;
+mod scan;
 mod writer;
 
 #[cfg(test)]

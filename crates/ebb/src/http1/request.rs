@@ -8,6 +8,7 @@ use super::head::{
     analyze, classify_field_error, for_each_member, head_has_bare_lf, is_valid_authority,
     parse_decimal, BodyFraming, Fields, HeaderSpan, Limits, Span, Version, MAX_HEADERS_CAP,
 };
+use super::scan;
 pub use httparse::Status;
 
 /// Request methods ebb treats specially; any other valid token is
@@ -188,9 +189,18 @@ pub fn parse_request_into(
     limits: &Limits,
     head: &mut RequestHead,
 ) -> Result<Status<()>, HttpError> {
+    let nslots = limits.max_headers.min(MAX_HEADERS_CAP);
+    // The common head in one pass (httparse's very cut, see `scan`).
+    if let Some((method, target, minor, head_len)) = scan::request(buf, nslots, &mut head.headers) {
+        let version = if minor == 0 {
+            Version::Http10
+        } else {
+            Version::Http11
+        };
+        return complete_request_into(buf, (method, target), version, head_len, limits, head);
+    }
     let mut slots: [MaybeUninit<httparse::Header<'_>>; MAX_HEADERS_CAP] =
         [const { MaybeUninit::uninit() }; MAX_HEADERS_CAP];
-    let nslots = limits.max_headers.min(MAX_HEADERS_CAP);
     let mut req = httparse::Request::new(&mut []);
     let parsed = httparse::ParserConfig::default().parse_request_with_uninit_headers(
         &mut req,

@@ -10,6 +10,7 @@ use super::head::{
     Version, MAX_HEADERS_CAP,
 };
 use super::request::Method;
+use super::scan;
 pub use httparse::Status;
 
 /// A parsed response head. All spans index the buffer given to the parser.
@@ -95,9 +96,20 @@ pub fn parse_response_into(
     head: &mut ResponseHead,
 ) -> Result<Status<()>, HttpError> {
     let max_head = limits.max_head_bytes.min(u32::MAX as usize);
+    let nslots = limits.max_headers.min(MAX_HEADERS_CAP);
+    // The common head in one pass (httparse's very cut, see `scan`).
+    if let Some((minor, code, reason, head_len)) = scan::response(buf, nslots, &mut head.headers) {
+        return complete_response(
+            buf,
+            limits,
+            method,
+            head,
+            (minor, code, reason, head_len),
+            true,
+        );
+    }
     let mut slots: [MaybeUninit<httparse::Header<'_>>; MAX_HEADERS_CAP] =
         [const { MaybeUninit::uninit() }; MAX_HEADERS_CAP];
-    let nslots = limits.max_headers.min(MAX_HEADERS_CAP);
     let mut resp = httparse::Response::new(&mut []);
     let parsed = httparse::ParserConfig::default().parse_response_with_uninit_headers(
         &mut resp,
@@ -126,20 +138,47 @@ pub fn parse_response_into(
             })
         }
     };
-    if head_len > max_head {
-        return Err(HttpError::HeadTooLarge);
-    }
     head.headers.clear();
     head.headers.extend(resp.headers.iter().map(|h| HeaderSpan {
         name: Span::of(buf, h.name.as_bytes()),
         value: Span::of(buf, h.value),
     }));
-    if !limits.allow_bare_lf && head_has_bare_lf(&buf[..head_len], &head.headers) {
-        return Err(HttpError::BareLf);
-    }
     let (Some(minor), Some(code)) = (resp.version, resp.code) else {
         return Err(HttpError::BadStatusLine);
     };
+    let reason = resp
+        .reason
+        .map_or(Span::default(), |r| Span::of(buf, r.as_bytes()));
+    complete_response(
+        buf,
+        limits,
+        method,
+        head,
+        (minor, code, reason, head_len),
+        false,
+    )
+}
+
+/// The response rules once the head's syntax is known: `line` is the
+/// status line's (minor version, status, reason) and the head's length,
+/// `head.headers` its fields; `crlf` when every line is known to end
+/// CRLF (no bare LF to look for).
+#[inline(always)]
+fn complete_response(
+    buf: &[u8],
+    limits: &Limits,
+    method: Method,
+    head: &mut ResponseHead,
+    line: (u8, u16, Span, usize),
+    crlf: bool,
+) -> Result<Status<()>, HttpError> {
+    let (minor, code, reason, head_len) = line;
+    if head_len > limits.max_head_bytes.min(u32::MAX as usize) {
+        return Err(HttpError::HeadTooLarge);
+    }
+    if !crlf && !limits.allow_bare_lf && head_has_bare_lf(&buf[..head_len], &head.headers) {
+        return Err(HttpError::BareLf);
+    }
     // RFC 9110 §15: values outside 100..=599 are invalid.
     if !(100..=599).contains(&code) {
         return Err(HttpError::BadStatusLine);
@@ -150,9 +189,7 @@ pub fn parse_response_into(
         Version::Http11
     };
     head.status = code;
-    head.reason = resp
-        .reason
-        .map_or(Span::default(), |r| Span::of(buf, r.as_bytes()));
+    head.reason = reason;
     head.head_len = head_len;
 
     // Identical repeated Content-Length is tolerated from origins only.

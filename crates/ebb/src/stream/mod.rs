@@ -756,28 +756,37 @@ impl Stream {
                 if c.head.method == Method::Connect {
                     return Act::Connect;
                 }
-                let received = ReqView {
-                    req: Some(st.req()),
-                    ..base
-                };
-                // `monitor-uri`: before any rule (HAProxy's order). A URI from
-                // `/` is compared with the path, another with the whole target.
-                if let Some((uri, fail)) = &fe.monitor {
-                    let target = if uri.starts_with('/') {
-                        c.head.path.get(buf)
-                    } else {
-                        c.head.target.get(buf)
+                // The request as a sample context, only for a frontend
+                // that reads it here (most have none of these).
+                if fe.monitor.is_some()
+                    || !fe.captures.is_empty()
+                    || !fe.l4.content_rules.is_empty()
+                {
+                    let received = ReqView {
+                        req: Some(st.req()),
+                        ..base
                     };
-                    if target == uri.as_bytes() {
-                        intercepted(fe);
-                        let failed = fail.iter().any(|f| fe.matcher.holds(Some(f), &received));
-                        return Act::Monitor(failed);
+                    // `monitor-uri`: before any rule (HAProxy's order). A URI from
+                    // `/` is compared with the path, another with the whole target.
+                    if let Some((uri, fail)) = &fe.monitor {
+                        let target = if uri.starts_with('/') {
+                            c.head.path.get(buf)
+                        } else {
+                            c.head.target.get(buf)
+                        };
+                        if target == uri.as_bytes() {
+                            intercepted(fe);
+                            let failed = fail.iter().any(|f| fe.matcher.holds(Some(f), &received));
+                            return Act::Monitor(failed);
+                        }
                     }
-                }
-                crate::sample::logline::capture_headers(&fe.captures, false, &received);
-                // HAProxy runs `tcp-request content` rules before the HTTP ones.
-                if let Some(a) = content_rules(&fe.l4.content_rules, &fe.matcher, &received, None) {
-                    return a;
+                    crate::sample::logline::capture_headers(&fe.captures, false, &received);
+                    // HAProxy runs `tcp-request content` rules before the HTTP ones.
+                    if let Some(a) =
+                        content_rules(&fe.l4.content_rules, &fe.matcher, &received, None)
+                    {
+                        return a;
+                    }
                 }
                 // `option http-buffer-request`: the body before the
                 // frontend's rules (HAProxy's http_wait_for_request_body,
@@ -808,23 +817,32 @@ impl Stream {
                 if let Some(a) = restrict_names(&mut st, fe.restrict_hdr_names, &c.w.limits) {
                     return a;
                 }
-                let view = ReqView {
-                    req: Some(st.req()),
-                    ..base
-                };
-                if let Some(a) = stats_act(fe.stats.as_ref(), &fe.matcher, &view, None) {
-                    // An admin form comes whole before the page reads it.
-                    if stats_post_waits(&a, &c.head, &body) {
-                        let end = Resume::Fe(fe.http_request.len());
-                        return wait_here(end, Some(fe.timeouts.http_request));
+                // Without stats or `use_backend` rules the default backend
+                // takes it: no sample context to build.
+                if fe.stats.is_none() && fe.use_backends.is_empty() {
+                    let Some(bi) = fe.default_backend else {
+                        return Act::NoBackend;
+                    };
+                    bi
+                } else {
+                    let view = ReqView {
+                        req: Some(st.req()),
+                        ..base
+                    };
+                    if let Some(a) = stats_act(fe.stats.as_ref(), &fe.matcher, &view, None) {
+                        // An admin form comes whole before the page reads it.
+                        if stats_post_waits(&a, &c.head, &body) {
+                            let end = Resume::Fe(fe.http_request.len());
+                            return wait_here(end, Some(fe.timeouts.http_request));
+                        }
+                        intercepted(fe);
+                        return a;
                     }
-                    intercepted(fe);
-                    return a;
+                    let Some(bi) = fe.choose_backend(&view) else {
+                        return Act::NoBackend;
+                    };
+                    bi
                 }
-                let Some(bi) = fe.choose_backend(&view) else {
-                    return Act::NoBackend;
-                };
-                bi
             }
         };
         let Some(backend) = c.fe.backends.get(bi) else {
@@ -848,14 +866,16 @@ impl Stream {
                 }
                 // The backend's content rules, then its own http-request
                 // rules, come after the frontend's.
-                let view = ReqView {
-                    req: Some(st.req()),
-                    ..base
-                };
-                if let Some(a) =
-                    content_rules(&backend.l4.content_rules, &backend.matcher, &view, Some(bi))
-                {
-                    return a;
+                if !backend.l4.content_rules.is_empty() {
+                    let view = ReqView {
+                        req: Some(st.req()),
+                        ..base
+                    };
+                    if let Some(a) =
+                        content_rules(&backend.l4.content_rules, &backend.matcher, &view, Some(bi))
+                    {
+                        return a;
+                    }
                 }
                 0
             }
@@ -875,16 +895,18 @@ impl Stream {
         if let Some(a) = restrict_names(&mut st, backend.restrict_hdr_names, &c.w.limits) {
             return a;
         }
-        let view = ReqView {
-            req: Some(st.req()),
-            ..base
-        };
-        if let Some(a) = stats_act(backend.stats.as_ref(), &backend.matcher, &view, Some(bi)) {
-            if stats_post_waits(&a, &c.head, &body) {
-                let end = Resume::Be(bi, Some(backend.http_request.len()));
-                return wait_here(end, backend.http_request_ms);
+        if backend.stats.is_some() {
+            let view = ReqView {
+                req: Some(st.req()),
+                ..base
+            };
+            if let Some(a) = stats_act(backend.stats.as_ref(), &backend.matcher, &view, Some(bi)) {
+                if stats_post_waits(&a, &c.head, &body) {
+                    let end = Resume::Be(bi, Some(backend.http_request.len()));
+                    return wait_here(end, backend.http_request_ms);
+                }
+                return a;
             }
-            return a;
         }
         // A `cache-use` rule found the answer: the cache answers instead of
         // the backend (HAProxy's cache applet).

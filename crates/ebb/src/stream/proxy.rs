@@ -564,7 +564,7 @@ impl Stream {
             }
         }
         let now = ctx.now();
-        let up = Upstream {
+        let mut up = Upstream {
             be: Arc::clone(&be),
             farm: Arc::clone(&sr.farm),
             timeouts,
@@ -620,7 +620,6 @@ impl Stream {
         };
         // The head is copied: consume it; the body (if any) follows.
         c.rstart += c.head.head_len.min(c.rend - c.rstart);
-        let mut up = up;
         if let Left::Len(n) = up.req_left {
             // A whole body already read (waited for, or small) goes with
             // the head: the request can then be sent again whole when a

@@ -75,6 +75,12 @@ pub struct Ctx {
     /// Niced tasks in the local run queue.
     niced: u32,
     wq: Eb32Tree<u32>,
+    /// No key of `wq` is before this date (eternity: `wq` is empty); the
+    /// turn looks in `wq` only once it is reached, and the poll sleeps
+    /// until it. Lowered by every insertion; raised to the first key by
+    /// a look that found nothing due (a deleted timer or one moved later
+    /// leaves it low: one look more, at most one early wakeup).
+    wq_low: Tick,
     now: Tick,
     /// Running entry's slot, NIL between callbacks.
     current: u32,
@@ -150,6 +156,7 @@ impl Ctx {
             rq_ticks: 0,
             niced: 0,
             wq: Eb32Tree::new(),
+            wq_low: crate::ticks::ETERNITY,
             now,
             current: NIL,
             current_class: None,

@@ -25,7 +25,7 @@ use crate::activity::Activity;
 use crate::shared::mono_ns;
 use crate::sys::Events;
 use crate::task::{Reasons, TaskletId};
-use crate::ticks::{self, ETERNITY};
+use crate::ticks;
 use std::io;
 use std::os::fd::RawFd;
 use std::sync::atomic::Ordering;
@@ -158,13 +158,9 @@ impl Ctx {
         if self.should_exit() {
             return 0;
         }
-        let start = self.now.wrapping_sub(ticks::TICK_HALF);
-        let local = self
-            .wq
-            .lookup_ge_wrap(start)
-            .and_then(|h| self.wq.key(h))
-            .unwrap_or(ETERNITY);
-        let next = ticks::first(local, self.shared.gq_wq_next.load(Ordering::Relaxed));
+        // The local queue's lower bound: a timer deleted or moved later
+        // since costs one early wakeup, never a late one.
+        let next = ticks::first(self.wq_low, self.shared.gq_wq_next.load(Ordering::Relaxed));
         match ticks::remain(self.now, next) {
             None => MAX_POLL_MS as i32,
             Some(0) => 0,

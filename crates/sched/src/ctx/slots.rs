@@ -107,7 +107,7 @@ impl Ctx {
             }
         }
         if let Some(h) = wq {
-            self.wq.delete(h);
+            self.wq_delete(h);
         }
         if flags & sf::PROXY == 0 {
             self.live -= 1;

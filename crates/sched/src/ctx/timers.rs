@@ -85,7 +85,7 @@ impl Ctx {
         if let Some(i) = self.task_idx(id) {
             self.slots[i].expire = ETERNITY;
             if let Some(h) = self.slots[i].wq.take() {
-                self.wq.delete(h);
+                self.wq_delete(h);
             }
         }
     }
@@ -103,6 +103,21 @@ impl Ctx {
         self.set_expire(id, e);
     }
 
+    /// Removes a node from the local wait queue; `wq_low` follows when
+    /// it was the first one (a cancelled timer does not shorten a poll).
+    pub(super) fn wq_delete(&mut self, h: Handle) {
+        let first = self.wq.key(h) == Some(self.wq_low);
+        self.wq.delete(h);
+        if first {
+            let start = self.now.wrapping_sub(ticks::TICK_HALF);
+            self.wq_low = self
+                .wq
+                .lookup_ge_wrap(start)
+                .and_then(|h| self.wq.key(h))
+                .unwrap_or(ETERNITY);
+        }
+    }
+
     pub(super) fn queue_local(&mut self, i: usize) {
         let exp = self.slots[i].expire;
         if !ticks::is_set(exp) {
@@ -115,11 +130,13 @@ impl Ctx {
             Some((h, k)) => {
                 if ticks::is_lt(exp, k) {
                     self.wq.requeue(h, exp);
+                    self.wq_low = ticks::first(self.wq_low, exp);
                 }
             }
             None => {
                 let h = self.wq.insert(exp, i as u32);
                 self.slots[i].wq = Some(h);
+                self.wq_low = ticks::first(self.wq_low, exp);
             }
         }
     }
@@ -163,7 +180,7 @@ impl Ctx {
         if let Some(i) = self.tasklet_idx(id) {
             self.slots[i].expire = ETERNITY;
             if let Some(h) = self.slots[i].wq.take() {
-                self.wq.delete(h);
+                self.wq_delete(h);
             }
         }
     }
@@ -173,9 +190,17 @@ impl Ctx {
         let now = self.now;
         let mut woken = 0u64;
         let mut budget = self.depth;
+        // Nothing in the local queue is due before `wq_low`.
+        if !ticks::is_expired(self.wq_low, now) {
+            budget = 0;
+        }
         while budget > 0 {
-            let Some(i) = pop_expired(&mut self.wq, &mut self.slots, now) else {
-                break;
+            let i = match pop_expired(&mut self.wq, &mut self.slots, now) {
+                Ok(i) => i,
+                Err(next) => {
+                    self.wq_low = next;
+                    break;
+                }
             };
             if self.slots[i].flags & sf::TASK != 0 {
                 self.task_wake_local(i, Reasons::TIMER);
@@ -207,7 +232,7 @@ impl Ctx {
             let mut budget = self.depth;
             while budget > 0 {
                 let gq = &mut *q;
-                let Some(i) = pop_expired(&mut gq.wq, &mut gq.slots, now) else {
+                let Ok(i) = pop_expired(&mut gq.wq, &mut gq.slots, now) else {
                     break;
                 };
                 if let Some(m) = sh.gq_wakeup_locked(&mut q, i, Reasons::TIMER, prof) {
@@ -247,17 +272,28 @@ impl Timed for GSlot {
 /// order from `now - 2^31`: entries whose timer was cancelled are dropped,
 /// entries whose expiry moved later are requeued at it (lazy requeue), and
 /// the first really due one is unlinked, its expiry cleared, and returned.
-/// `None` when nothing is due.
-fn pop_expired<T: Timed>(wq: &mut Eb32Tree<u32>, slots: &mut [T], now: Tick) -> Option<usize> {
+/// When nothing is due: `Err` with the first key left (eternity: none).
+fn pop_expired<T: Timed>(
+    wq: &mut Eb32Tree<u32>,
+    slots: &mut [T],
+    now: Tick,
+) -> Result<usize, Tick> {
     let start = now.wrapping_sub(ticks::TICK_HALF);
     loop {
-        let h = wq.lookup_ge_wrap(start)?;
-        let (key, &i) = wq.entry(h)?;
+        let Some((h, (key, &i))) = wq
+            .lookup_ge_wrap(start)
+            .and_then(|h| Some((h, wq.entry(h)?)))
+        else {
+            return Err(ETERNITY);
+        };
         if ticks::is_lt(now, key) {
-            return None;
+            return Err(key);
         }
         let i = i as usize;
-        let (exp, wqh) = slots.get_mut(i)?.timer();
+        let Some(slot) = slots.get_mut(i) else {
+            return Err(key);
+        };
+        let (exp, wqh) = slot.timer();
         if !ticks::is_set(*exp) {
             wq.delete(h);
             *wqh = None;
@@ -272,6 +308,6 @@ fn pop_expired<T: Timed>(wq: &mut Eb32Tree<u32>, slots: &mut [T], now: Tick) -> 
         wq.delete(h);
         *wqh = None;
         *exp = ETERNITY;
-        return Some(i);
+        return Ok(i);
     }
 }
