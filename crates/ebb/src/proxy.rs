@@ -290,6 +290,8 @@ pub struct ServersRt {
     pub use_server: Vec<crate::stick::UseServerRt>,
     /// `option persist`.
     pub persist: bool,
+    /// `http-send-name-header NAME` (lowercased).
+    pub send_name: Option<String>,
 }
 
 impl ServersRt {
@@ -1183,6 +1185,7 @@ fn compile_servers(
         persist_rules: Vec::new(),
         use_server: Vec::new(),
         persist: p.options.persist,
+        send_name: p.send_name_header.clone(),
     })
 }
 

@@ -562,6 +562,9 @@ pub struct Proxy {
     /// `unique-id-format FMT` and `unique-id-header NAME` (frontends).
     pub unique_id_format: Option<crate::sample::LogFormat>,
     pub unique_id_header: Option<String>,
+    /// `http-send-name-header NAME` (backends): the field, lowercased, that
+    /// names the server a request goes to.
+    pub send_name_header: Option<String>,
 }
 
 /// A proxy's `compression` lines (HAProxy's meaning: a backend's `algo`

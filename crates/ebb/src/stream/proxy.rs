@@ -260,6 +260,9 @@ pub(super) struct Upstream {
     /// An HTTP/2 client's `:scheme` (http or https) for an HTTP/2 server:
     /// the head written is in origin form.
     scheme: Option<&'static [u8]>,
+    /// `http-send-name-header`: where in `head` the field naming the
+    /// server goes, and the length of the one there now.
+    name_at: Option<(usize, usize)>,
 }
 
 /// How long a compressed answer's server may pause (its read drained)
@@ -366,6 +369,31 @@ fn hdr_name_eq(a: &[u8], b: &str) -> bool {
 }
 
 impl Upstream {
+    /// `http-send-name-header`: the head names `s`, the server it goes to
+    /// now (a retry or a redispatch renames it); no field for the
+    /// backend's own target (`dispatch`, `option transparent`), which is
+    /// no server, as HAProxy's.
+    fn name_server(&mut self, s: &ServerRt) {
+        let Some((at, len)) = self.name_at else {
+            return;
+        };
+        let BackendKind::Servers(sr) = &self.be.kind else {
+            return;
+        };
+        let (Some(name), true) = (&sr.send_name, at + len <= self.head.len()) else {
+            return;
+        };
+        let mut field = Vec::new();
+        if !s.backend_target {
+            field.extend_from_slice(name.as_bytes());
+            field.extend_from_slice(b": ");
+            field.extend_from_slice(s.name.as_bytes());
+            field.extend_from_slice(b"\r\n");
+        }
+        self.name_at = Some((at, field.len()));
+        self.head.splice(at..at + len, field);
+    }
+
     /// Whether the whole request (head and body) was taken from the client.
     pub(super) fn request_done(&self) -> bool {
         self.req_left.done()
@@ -435,9 +463,11 @@ impl Stream {
         // `compression offload`: the server is not asked to compress.
         let offload = comp_choice.as_ref().is_some_and(|(p, _)| p.offload);
         let continued = self.continued;
+        let send_name = sr.send_name.as_deref();
         let omit = |name: &[u8]| {
             (offload && hdr_name_eq(name, "accept-encoding"))
                 || (continued && hdr_name_eq(name, "expect"))
+                || send_name.is_some_and(|n| hdr_name_eq(name, n))
         };
         let mut view = ReqHead::from_h1(buf, h);
         let mut scheme = None;
@@ -506,6 +536,7 @@ impl Stream {
             v.split(|&b| b == b',')
                 .any(|t| t.trim_ascii().eq_ignore_ascii_case(b"trailers"))
         });
+        let mut name_at = None;
         let framing = write_request_head(&mut out, &view, &tail, |out, has_xff| {
             if te_trailers {
                 out.extend_from_slice(b"TE: trailers\r\n");
@@ -521,6 +552,9 @@ impl Stream {
                     ot.write(out, d);
                 }
             }
+            // `http-send-name-header`: its field goes here once the
+            // server is known (`Upstream::name_server`).
+            name_at = send_name.map(|_| (out.len(), 0));
         });
         let req_left = match (framing, req_comp) {
             (_, Some(b)) => Left::Compress(b),
@@ -611,6 +645,7 @@ impl Stream {
             retry_at: None,
             ws_accept,
             scheme,
+            name_at,
         };
         // The head is copied: consume it; the body (if any) follows.
         c.rstart += c.head.head_len.min(c.rend - c.rstart);
@@ -789,6 +824,7 @@ impl Stream {
                 sock = Some((t.st, false, t.reg));
             }
         }
+        up.name_server(&s);
         up.server = Some(Arc::clone(&s));
         c.sess.target.store(s.uid, Ordering::Relaxed);
         match sock {

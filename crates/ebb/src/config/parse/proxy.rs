@@ -80,6 +80,7 @@ const PROXY_KEYWORDS: &[&str] = &[
     "cookie",
     "unique-id-format",
     "unique-id-header",
+    "http-send-name-header",
     "monitor-uri",
     "monitor",
     "force-persist",
@@ -89,7 +90,6 @@ const PROXY_KEYWORDS: &[&str] = &[
 /// HAProxy proxy keywords ebb does not implement.
 const HAPROXY_PROXY_UNSUPPORTED: &[&str] = &[
     "fullconn",
-    "http-send-name-header",
     "filter",
     "log-format-sd",
     "error-log-format",
@@ -104,6 +104,17 @@ const HAPROXY_PROXY_UNSUPPORTED: &[&str] = &[
     "max-keep-alive-queue",
     "max-session-srv-conns",
 ];
+
+/// The one argument of `kw`, a field name (`unique-id-header NAME`).
+fn header_name_arg<'a>(kw: &str, w: &'a [String]) -> Result<&'a str, String> {
+    let [_, h] = w else {
+        return Err(format!("'{kw}' expects a header name"));
+    };
+    if !crate::net::is_token(h) {
+        return Err(format!("'{kw}': invalid header name '{h}'"));
+    }
+    Ok(h)
+}
 
 pub(super) fn proxy_kw(px: &mut Proxy, ctx: &Ctx<'_>, words: &[String]) -> Result<(), String> {
     let (no, w) = if words[0] == "no" {
@@ -350,13 +361,12 @@ pub(super) fn proxy_kw(px: &mut Proxy, ctx: &Ctx<'_>, words: &[String]) -> Resul
         }
         "unique-id-header" => {
             ctx.allow(kw, FE, true)?;
-            let [_, h] = w else {
-                return Err("'unique-id-header' expects a header name".to_string());
-            };
-            if !crate::net::is_token(h) {
-                return Err(format!("'unique-id-header': invalid header name '{h}'"));
-            }
-            px.unique_id_header = Some(h.clone());
+            px.unique_id_header = Some(header_name_arg(kw, w)?.to_string());
+        }
+        "http-send-name-header" => {
+            ctx.allow(kw, BE, true)?;
+            // HAProxy 2.6 requires the name (no default field).
+            px.send_name_header = Some(header_name_arg(kw, w)?.to_ascii_lowercase());
         }
         "log-format" => {
             ctx.allow(kw, FE, true)?;
