@@ -646,6 +646,8 @@ pub struct FrontendRt {
     /// of an HTTP connection that ends before its first request byte.
     pub dontlognull: bool,
     pub ignore_probes: bool,
+    /// `option logasap` (see [`crate::config::ProxyOptions::logasap`]).
+    pub logasap: bool,
     /// `option http-buffer-request`: the body is waited for before the
     /// frontend's rules (bounded by `timeout http-request`, else the
     /// client's read timeout).
@@ -1563,6 +1565,7 @@ pub fn compile_keeping(
                 disable_h2_upgrade: p.options.disable_h2_upgrade,
                 dontlognull: p.options.dontlognull,
                 ignore_probes: p.options.http_ignore_probes,
+                logasap: p.options.logasap,
                 buffer_request: p.options.buffer_request,
                 client_ms: ms(p.timeouts.client),
                 restrict_hdr_names: p.options.restrict_hdr_names,

@@ -1,9 +1,10 @@
 //! HAProxy keywords of everyday configurations, through the real binary
 //! and side by side with HAProxy 2.6 when it is installed:
-//! `http-send-name-header`.
+//! `http-send-name-header`, `option logasap`.
 
 mod common;
 
+use std::io::{Read, Write};
 use std::net::SocketAddr;
 use std::path::Path;
 
@@ -92,5 +93,210 @@ fn send_name_header_needs_a_name_and_a_backend() {
         let (rc, _out, err) = run_ebb(&["-c", "-f", &f], &dir);
         assert_ne!(rc, 0, "{text}");
         assert!(err.contains(what), "{err}");
+    }
+}
+
+/// An origin that answers each connection's request with a head and half
+/// of a 6-byte body, then the rest once the test sends on the channel;
+/// one connection at a time, closed after its answer.
+fn stalling_origin() -> (SocketAddr, std::sync::mpsc::Sender<()>) {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel::<()>();
+    std::thread::spawn(move || {
+        for s in l.incoming() {
+            let Ok(mut s) = s else { return };
+            let mut got = Vec::new();
+            let mut b = [0u8; 4096];
+            while !got.windows(4).any(|w| w == b"\r\n\r\n") {
+                match s.read(&mut b) {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => got.extend_from_slice(&b[..n]),
+                }
+            }
+            let _ = s
+                .write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 6\r\nConnection: close\r\n\r\nabc");
+            if rx.recv().is_err() {
+                return;
+            }
+            let _ = s.write_all(b"def");
+        }
+    });
+    (addr, tx)
+}
+
+/// An origin that accepts connections and holds them open until the
+/// peer closes.
+fn holding_origin() -> SocketAddr {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for mut s in l.incoming().map_while(Result::ok) {
+            std::thread::spawn(move || {
+                let mut b = [0u8; 4096];
+                while matches!(s.read(&mut b), Ok(n) if n > 0) {}
+            });
+        }
+    });
+    addr
+}
+
+/// The fields of the next syslog line on `udp` after the accept date.
+fn next_fields(udp: &std::net::UdpSocket) -> Vec<String> {
+    let mut b = [0u8; 4096];
+    let n = retry_eintr(|| udp.recv(&mut b)).expect("no syslog datagram");
+    let l = String::from_utf8_lossy(&b[..n]).into_owned();
+    let rest = l.split("] ").nth(1).unwrap_or("");
+    rest.split(' ').map(str::to_string).collect()
+}
+
+/// Of a timers field (`a/b/c` or `a/b/+c`): its last figure as written,
+/// the others as `n` (or -1).
+fn last_timer_shape(f: &str) -> String {
+    f.split('/')
+        .map(|t| match t {
+            "-1" => "-1".to_string(),
+            t if t.starts_with('+') => "+n".to_string(),
+            _ => "n".to_string(),
+        })
+        .collect::<Vec<_>>()
+        .join("/")
+}
+
+fn logasap_cfg(sock: &Path, bind0: &str, bind1: &str, udp: SocketAddr, o: SocketAddr) -> String {
+    format!(
+        "global\n    stats socket {} level admin\n    log {udp} local0\n\
+         defaults\n    mode http\n    log global\n    option httplog\n    option logasap\n\
+         \x20   timeout connect 2s\n    timeout client 10s\n    timeout server 10s\n\
+         frontend fe\n    bind {bind0}\n    default_backend be\n\
+         frontend late\n    bind {bind1}\n    no option logasap\n    default_backend be\n\
+         backend be\n    server live {o}\n",
+        sock.display()
+    )
+}
+
+/// `option logasap`: the line leaves when the response head is
+/// forwarded, while the body still waits on the server, with `+` before
+/// the total time and the size; `no option logasap` logs at the end, once.
+#[test]
+fn logasap_logs_at_the_response_head() {
+    let (o, go) = stalling_origin();
+    let check = |fe: SocketAddr, late: SocketAddr, udp: &std::net::UdpSocket| {
+        let mut c = std::net::TcpStream::connect(fe).unwrap();
+        c.write_all(b"GET /a HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            .unwrap();
+        // The body is held by the origin: this line is the early one.
+        let f = next_fields(udp);
+        go.send(()).unwrap();
+        let mut all = Vec::new();
+        c.read_to_end(&mut all).unwrap();
+        assert!(
+            all.ends_with(b"abcdef"),
+            "{}",
+            String::from_utf8_lossy(&all)
+        );
+        go.send(()).unwrap();
+        let r = get(late, "/b");
+        assert_eq!(r.status, 200);
+        // The next line is /b's: none more for /a.
+        let g = next_fields(udp);
+        assert!(g.iter().any(|w| w == "/b"), "{g:?}");
+        (f, g)
+    };
+    let shape = |f: &[String]| {
+        (
+            f[0].clone(),
+            last_timer_shape(&f[2]),
+            f[3].clone(),
+            f[4].starts_with('+'),
+            f[5].clone(),
+        )
+    };
+    let udp = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    udp.set_read_timeout(Some(std::time::Duration::from_secs(30)))
+        .unwrap();
+    let u = udp.local_addr().unwrap();
+    let (ebb, _s) = ebb_with_admin("logasap", |k, b| logasap_cfg(k, b, b, u, o));
+    let (f, g) = check(ebb.addrs[0], ebb.addrs[1], &udp);
+    let ours = (shape(&f), shape(&g));
+    assert_eq!(
+        ours.0,
+        (
+            "fe".into(),
+            "n/n/n/n/+n".into(),
+            "200".into(),
+            true,
+            "-".into()
+        )
+    );
+    assert_eq!(
+        ours.1,
+        (
+            "late".into(),
+            "n/n/n/n/n".into(),
+            "200".into(),
+            false,
+            "-".into()
+        )
+    );
+    drop(ebb);
+    let late = free_port();
+    let hap = haproxy_beside("logasap", |k, b| {
+        logasap_cfg(k, b, &format!("127.0.0.1:{late}"), u, o)
+    });
+    if let Some((_h, fe)) = hap {
+        let (f, g) = check(fe, format!("127.0.0.1:{late}").parse().unwrap(), &udp);
+        assert_eq!((shape(&f), shape(&g)), ours);
+    }
+}
+
+fn tcp_logasap_cfg(sock: &Path, bind: &str, udp: SocketAddr, o: SocketAddr) -> String {
+    format!(
+        "global\n    stats socket {} level admin\n    log {udp} local0\n\
+         defaults\n    mode tcp\n    log global\n    option tcplog\n    option logasap\n\
+         \x20   timeout connect 2s\n    timeout client 10s\n    timeout server 10s\n\
+         listen fe\n    bind {bind}\n    server s {o}\n",
+        sock.display()
+    )
+}
+
+/// `option logasap` in `mode tcp`: the line leaves once the server
+/// connection is established, the session still open, with `+` before
+/// the total time and the size.
+#[test]
+fn logasap_logs_a_tcp_session_at_the_connect() {
+    let o = holding_origin();
+    let udp = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    udp.set_read_timeout(Some(std::time::Duration::from_secs(30)))
+        .unwrap();
+    let u = udp.local_addr().unwrap();
+    let check = |fe: SocketAddr| {
+        let mut c = std::net::TcpStream::connect(fe).unwrap();
+        c.write_all(b"hello").unwrap();
+        let f = next_fields(&udp);
+        drop(c);
+        (
+            f[0].clone(),
+            f[1].clone(),
+            last_timer_shape(&f[2]),
+            f[3].clone(),
+            f[4].clone(),
+        )
+    };
+    let (ebb, _s) = ebb_with_admin("tcp-logasap", |k, b| tcp_logasap_cfg(k, b, u, o));
+    let ours = check(ebb.addr());
+    assert_eq!(
+        ours,
+        (
+            "fe".into(),
+            "fe/s".into(),
+            "n/n/+n".into(),
+            "+0".into(),
+            "--".into()
+        )
+    );
+    drop(ebb);
+    if let Some((_h, fe)) = haproxy_beside("tcp-logasap", |k, b| tcp_logasap_cfg(k, b, u, o)) {
+        assert_eq!(check(fe), ours);
     }
 }

@@ -762,6 +762,11 @@ pub struct ProxyOptions {
     /// data (a tcp session, or an HTTP connection that ended before any
     /// request byte).
     pub dontlognull: bool,
+    /// `option logasap`: an HTTP exchange's line goes out when the
+    /// response head is forwarded, a tcp session's when its server
+    /// connection is established, with `+` before the sizes and times
+    /// that would still grow.
+    pub logasap: bool,
     /// `option http-ignore-probes`: an HTTP connection that ends or times
     /// out before its first byte gets no 400/408, no line, no count.
     pub http_ignore_probes: bool,

@@ -263,6 +263,8 @@ pub(super) struct Upstream {
     /// `http-send-name-header`: where in `head` the field naming the
     /// server goes, and the length of the one there now.
     name_at: Option<(usize, usize)>,
+    /// The log line went out with the response head (`option logasap`).
+    logged: bool,
 }
 
 /// How long a compressed answer's server may pause (its read drained)
@@ -646,6 +648,7 @@ impl Stream {
             ws_accept,
             scheme,
             name_at,
+            logged: false,
         };
         // The head is copied: consume it; the body (if any) follows.
         c.rstart += c.head.head_len.min(c.rend - c.rstart);
@@ -1951,6 +1954,11 @@ impl Stream {
         }
         out.extend_from_slice(b"\r\n");
         up.bytes_out += (c.wbuf.len() - self.resp_start) as u64;
+        if c.fe.logasap {
+            // `option logasap`: the line goes now, the head forwarded.
+            log_line(c, ctx, &up, up.bytes_out, true);
+            up.logged = true;
+        }
         sd.istart += n;
         drop(sd);
         up.head.clear(); // no replay once an answer arrived
@@ -2183,44 +2191,54 @@ impl Stream {
         c.stk
             .end(ctx.now(), err, fail, c.head.head_len as u64, bytes);
         note_stream_stats(up, ctx.now());
-        if !c.w.logging(&c.fe) {
-            return;
+        if !up.logged {
+            log_line(c, ctx, up, bytes, false);
         }
-        let now = ctx.now();
-        let d = |a: Tick, b: Tick| b.wrapping_sub(a) as i32 as i64;
-        let tq = d(up.t0, up.t_start);
-        let tw = match up.t_served {
-            Some(sv) => d(up.t_start, sv),
-            None => -1,
-        };
-        let tc = match (up.t_served, up.t_conn) {
-            (Some(sv), Some(c)) => d(sv, c),
-            _ => -1,
-        };
-        let tr = match (up.t_conn, up.t_resp) {
-            (Some(c), Some(r)) => d(c, r),
-            _ => -1,
-        };
-        let tt = d(up.t0, now);
-        let (srv, left, redisp) = (up.server.as_deref(), up.retries_left, up.avoid.is_some());
-        if let Some(v) = c.vars.cell() {
-            crate::rewrite::note_for_log(v, &up.farm, srv, left, redisp);
-        }
-        let server = up.server.as_ref().map_or("<NOSRV>", |s| s.name.as_str());
-        let entry = c.log_entry(LogFacts {
-            backend: &up.be.name,
-            server,
-            times: [tq, tw, tc, tr, tt],
-            status: up.status,
-            bytes,
-            term: up.term,
-            request_line: &up.req_line,
-        });
-        let retried = up.retries_left != up.farm.retries;
-        let ab = crate::proxy::abnormal(up.term.as_bytes(), retried, redisp, Some(up.status));
-        if let Some(level) = crate::rewrite::exchange_log_level(&c.fe, ab, c.vars.cell()) {
-            c.w.log_access(crate::log::format(&entry), level);
-        }
+    }
+}
+
+/// The exchange's access-log line: at its end, or when the response head
+/// was forwarded with `option logasap` (`asap`: the size and the times
+/// are then those so far, written with a `+`).
+fn log_line(c: &H1, ctx: &Ctx, up: &Upstream, bytes: u64, asap: bool) {
+    if !c.w.logging(&c.fe) {
+        return;
+    }
+    let now = ctx.now();
+    let d = |a: Tick, b: Tick| b.wrapping_sub(a) as i32 as i64;
+    let tq = d(up.t0, up.t_start);
+    let tw = match up.t_served {
+        Some(sv) => d(up.t_start, sv),
+        None => -1,
+    };
+    let tc = match (up.t_served, up.t_conn) {
+        (Some(sv), Some(c)) => d(sv, c),
+        _ => -1,
+    };
+    let tr = match (up.t_conn, up.t_resp) {
+        (Some(c), Some(r)) => d(c, r),
+        _ => -1,
+    };
+    let tt = d(up.t0, now);
+    let (srv, left, redisp) = (up.server.as_deref(), up.retries_left, up.avoid.is_some());
+    if let Some(v) = c.vars.cell() {
+        crate::rewrite::note_for_log(v, &up.farm, srv, left, redisp);
+    }
+    let server = up.server.as_ref().map_or("<NOSRV>", |s| s.name.as_str());
+    let mut entry = c.log_entry(LogFacts {
+        backend: &up.be.name,
+        server,
+        times: [tq, tw, tc, tr, tt],
+        status: up.status,
+        bytes,
+        term: up.term,
+        request_line: &up.req_line,
+    });
+    entry.asap = asap;
+    let retried = up.retries_left != up.farm.retries;
+    let ab = crate::proxy::abnormal(up.term.as_bytes(), retried, redisp, Some(up.status));
+    if let Some(level) = crate::rewrite::exchange_log_level(&c.fe, ab, c.vars.cell()) {
+        c.w.log_access(crate::log::format(&entry), level);
     }
 }
 

@@ -16,7 +16,6 @@ const HAPROXY_OPTIONS_UNSUPPORTED: &[&str] = &[
     "http-no-delay",
     "http-pretend-keepalive",
     "http-use-htx",
-    "logasap",
     "prefer-last-server",
     "external-check",
     "independent-streams",
@@ -49,6 +48,7 @@ const OPTIONS: &[&str] = &[
     "httplog",
     "tcplog",
     "dontlognull",
+    "logasap",
     "log-health-checks",
     "idle-close-on-response",
     "disable-h2-upgrade",
@@ -100,6 +100,7 @@ pub(super) fn proxy_option(
         "httplog"
         | "tcplog"
         | "dontlognull"
+        | "logasap"
         | "idle-close-on-response"
         | "disable-h2-upgrade"
         | "socket-stats" => FE,
@@ -213,6 +214,10 @@ pub(super) fn proxy_option(
         "dontlognull" => {
             no_args(rest)?;
             o.dontlognull = !no;
+        }
+        "logasap" => {
+            no_args(rest)?;
+            o.logasap = !no;
         }
         "tcplog" => {
             no_args(rest)?;
