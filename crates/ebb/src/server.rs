@@ -906,11 +906,12 @@ fn open_loggers(cfg: &Config) -> Result<(Logger, Loggers, Loggers), String> {
             startup_error(&t.loc, format!("cannot open log {what}: {e}")).to_string()
         })
     };
-    let ident = || Ident {
-        tag: cfg
-            .global
-            .log_tag
-            .clone()
+    // `log-tag`: the proxy's, else the global one, else the program's
+    // name.
+    let ident = |tag: Option<&String>| Ident {
+        tag: tag
+            .or(cfg.global.log_tag.as_ref())
+            .cloned()
             .unwrap_or_else(|| Ident::default().tag),
         host: cfg.global.log_send_hostname.clone(),
     };
@@ -930,7 +931,7 @@ fn open_loggers(cfg: &Config) -> Result<(Logger, Loggers, Loggers), String> {
                 crate::config::ProxyLog::Target(t) => v.push(open(t)?),
             }
         }
-        Ok(Logger::new(v, ident()))
+        Ok(Logger::new(v, ident(p.log_tag.as_ref())))
     };
     let mut per_fe = Loggers::new();
     for f in cfg.frontends() {
@@ -940,7 +941,7 @@ fn open_loggers(cfg: &Config) -> Result<(Logger, Loggers, Loggers), String> {
     for b in cfg.backends() {
         per_be.insert(b.name.clone(), proxy(b)?);
     }
-    Ok((Logger::new(global, ident()), per_fe, per_be))
+    Ok((Logger::new(global, ident(None)), per_fe, per_be))
 }
 
 /// systemd's notification socket (`Type=notify` units), connected before
@@ -1062,7 +1063,7 @@ fn process_signature(cfg: &Config) -> String {
                     crate::config::ProxyLog::Target(t) => Some(strip(t)),
                 })
                 .collect();
-            (p.name.clone(), p.kind.name(), logs)
+            (p.name.clone(), p.kind.name(), logs, p.log_tag.clone())
         })
         .collect();
     let sockets: Vec<_> = g

@@ -1,6 +1,6 @@
 //! HAProxy keywords of everyday configurations, through the real binary
 //! and side by side with HAProxy 2.6 when it is installed:
-//! `http-send-name-header`, `option logasap`.
+//! `http-send-name-header`, `option logasap`, `log-tag`.
 
 mod common;
 
@@ -298,5 +298,82 @@ fn logasap_logs_a_tcp_session_at_the_connect() {
     drop(ebb);
     if let Some((_h, fe)) = haproxy_beside("tcp-logasap", |k, b| tcp_logasap_cfg(k, b, u, o)) {
         assert_eq!(check(fe), ours);
+    }
+}
+
+fn log_tag_cfg(
+    k: &Path,
+    bind0: &str,
+    bind1: &str,
+    udp: SocketAddr,
+    o: SocketAddr,
+    dead: u16,
+) -> String {
+    format!(
+        "global\n    stats socket {} level admin\n    log {udp} local0\n    log-tag gtag\n\
+         defaults\n    mode http\n    log global\n    option httplog\n\
+         \x20   timeout connect 2s\n    timeout client 10s\n    timeout server 10s\n\
+         frontend fe\n    bind {bind0}\n    log-tag fetag\n    default_backend be\n\
+         frontend plain\n    bind {bind1}\n    default_backend be\n\
+         backend be\n    log-tag betag\n    server live {o}\n\
+         \x20   server dead 127.0.0.1:{dead} backup check inter 200 fall 1\n",
+        k.display()
+    )
+}
+
+/// The syslog tag of each kind of line: `/f` through the frontend with
+/// its own `log-tag`, `/p` through the one without (the global tag), the
+/// backend's server going down (the backend's tag).
+fn tags_seen(udp: &std::net::UdpSocket, fe: SocketAddr, plain: SocketAddr) -> Vec<String> {
+    assert_eq!(get(fe, "/f").status, 200);
+    assert_eq!(get(plain, "/p").status, 200);
+    let mut found: [Option<String>; 3] = Default::default();
+    let mut b = [0u8; 4096];
+    while found.iter().any(Option::is_none) {
+        let n = retry_eintr(|| udp.recv(&mut b)).expect("no syslog datagram");
+        let l = String::from_utf8_lossy(&b[..n]).into_owned();
+        // `<PRI>DATE TAG[PID]: message`
+        let tag = l
+            .split("]: ")
+            .next()
+            .and_then(|h| h.rsplit(' ').next())
+            .and_then(|t| t.split('[').next())
+            .unwrap_or("?")
+            .to_string();
+        let i = if l.contains("\"GET /f ") {
+            0
+        } else if l.contains("\"GET /p ") {
+            1
+        } else if l.contains("dead is DOWN") {
+            2
+        } else {
+            continue;
+        };
+        found[i] = Some(tag);
+    }
+    found.into_iter().flatten().collect()
+}
+
+/// `log-tag` in `global` and in proxies: a frontend's access lines carry
+/// its tag, else the global one; a backend's server events carry the
+/// backend's.
+#[test]
+fn log_tag_per_proxy_and_global() {
+    let o = Origin::start("live", Mode::Ok);
+    let dead = free_port();
+    let udp = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    udp.set_read_timeout(Some(std::time::Duration::from_secs(30)))
+        .unwrap();
+    let u = udp.local_addr().unwrap();
+    let (ebb, _s) = ebb_with_admin("logtag", |k, b| log_tag_cfg(k, b, b, u, o.addr, dead));
+    let ours = tags_seen(&udp, ebb.addrs[0], ebb.addrs[1]);
+    assert_eq!(ours, ["fetag", "gtag", "betag"]);
+    drop(ebb);
+    let plain = free_port();
+    let p = format!("127.0.0.1:{plain}");
+    if let Some((_h, fe)) = haproxy_beside("logtag", |k, b| log_tag_cfg(k, b, &p, u, o.addr, dead))
+    {
+        // (Lines of ebb's left in the socket are read past.)
+        assert_eq!(tags_seen(&udp, fe, p.parse().unwrap()), ours);
     }
 }

@@ -565,6 +565,9 @@ pub struct Proxy {
     /// `http-send-name-header NAME` (backends): the field, lowercased, that
     /// names the server a request goes to.
     pub send_name_header: Option<String>,
+    /// `log-tag TAG`: the syslog tag of the proxy's lines (else the
+    /// global one).
+    pub log_tag: Option<String>,
 }
 
 /// A proxy's `compression` lines (HAProxy's meaning: a backend's `algo`

@@ -81,6 +81,7 @@ const PROXY_KEYWORDS: &[&str] = &[
     "unique-id-format",
     "unique-id-header",
     "http-send-name-header",
+    "log-tag",
     "monitor-uri",
     "monitor",
     "force-persist",
@@ -93,7 +94,6 @@ const HAPROXY_PROXY_UNSUPPORTED: &[&str] = &[
     "filter",
     "log-format-sd",
     "error-log-format",
-    "log-tag",
     "disabled",
     "enabled",
     "rate-limit",
@@ -362,6 +362,13 @@ pub(super) fn proxy_kw(px: &mut Proxy, ctx: &Ctx<'_>, words: &[String]) -> Resul
         "unique-id-header" => {
             ctx.allow(kw, FE, true)?;
             px.unique_id_header = Some(header_name_arg(kw, w)?.to_string());
+        }
+        "log-tag" => {
+            ctx.allow(kw, FE | BE, true)?;
+            let [_, t] = w else {
+                return Err("'log-tag' expects one tag for use in syslog".to_string());
+            };
+            px.log_tag = Some(t.clone());
         }
         "http-send-name-header" => {
             ctx.allow(kw, BE, true)?;
