@@ -695,6 +695,11 @@ fn serve(cfg: Config, opts: RunOptions) -> i32 {
             .saturating_sub(cfg.global.maxrewrite.unwrap_or(1024).min(bufsize / 2))
             .max(1024),
         max_drain: cfg.global.drain_max.unwrap_or(Limits::default().max_drain),
+        // `tune.http.maxhdr` counts the start line.
+        max_headers: cfg
+            .global
+            .max_hdr
+            .map_or(Limits::default().max_headers, |n| n - 1),
         buf_size: bufsize,
         ..Limits::default()
     };

@@ -1,6 +1,7 @@
 //! HAProxy keywords of everyday configurations, through the real binary
 //! and side by side with HAProxy 2.6 when it is installed:
-//! `http-send-name-header`, `option logasap`, `log-tag`.
+//! `http-send-name-header`, `option logasap`, `log-tag`,
+//! `tune.http.maxhdr`.
 
 mod common;
 
@@ -69,31 +70,50 @@ fn send_name_header_names_the_server_tried_last() {
     }
 }
 
-/// `http-send-name-header` without a name is refused with its line, as
-/// HAProxy refuses it; so in a frontend.
-#[test]
-fn send_name_header_needs_a_name_and_a_backend() {
-    let dir = scratch("sendname-refused");
-    let head = "defaults\n    mode http\n    timeout connect 1s\n    timeout client 1s\n    timeout server 1s\n";
-    for (i, (text, what)) in [
-        (
-            "backend be\n    http-send-name-header\n    server a 127.0.0.1:1\n",
-            "f0.cfg:7: 'http-send-name-header' expects a header name",
-        ),
-        (
-            "frontend fe\n    bind 127.0.0.1:1\n    http-send-name-header X-S\n",
-            "f1.cfg:8: 'http-send-name-header' is not allowed",
-        ),
-    ]
-    .iter()
-    .enumerate()
-    {
+/// Each configuration text is refused by `ebb -c` with its message (the
+/// files are `f0.cfg`, `f1.cfg`...).
+fn refused(name: &str, cases: &[(String, &str)]) {
+    let dir = scratch(name);
+    for (i, (text, what)) in cases.iter().enumerate() {
         let f = format!("f{i}.cfg");
-        std::fs::write(dir.join(&f), format!("{head}{text}")).unwrap();
+        std::fs::write(dir.join(&f), text).unwrap();
         let (rc, _out, err) = run_ebb(&["-c", "-f", &f], &dir);
         assert_ne!(rc, 0, "{text}");
         assert!(err.contains(what), "{err}");
     }
+}
+
+/// `http-send-name-header` without a name is refused with its line, as
+/// HAProxy refuses it; so in a frontend.
+#[test]
+fn send_name_header_needs_a_name_and_a_backend() {
+    let head = "defaults\n    mode http\n    timeout connect 1s\n    timeout client 1s\n    timeout server 1s\n";
+    refused(
+        "sendname-refused",
+        &[
+            (
+                format!("{head}backend be\n    http-send-name-header\n    server a 127.0.0.1:1\n"),
+                "f0.cfg:7: 'http-send-name-header' expects a header name",
+            ),
+            (
+                format!("{head}frontend fe\n    bind 127.0.0.1:1\n    http-send-name-header X-S\n"),
+                "f1.cfg:8: 'http-send-name-header' is not allowed",
+            ),
+        ],
+    );
+}
+
+/// The bytes read from `s` up to the end of a request head (or its close).
+fn read_head(s: &mut std::net::TcpStream) -> Vec<u8> {
+    let mut got = Vec::new();
+    let mut b = [0u8; 4096];
+    while !got.windows(4).any(|w| w == b"\r\n\r\n") {
+        match s.read(&mut b) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => got.extend_from_slice(&b[..n]),
+        }
+    }
+    got
 }
 
 /// An origin that answers each connection's request with a head and half
@@ -106,14 +126,7 @@ fn stalling_origin() -> (SocketAddr, std::sync::mpsc::Sender<()>) {
     std::thread::spawn(move || {
         for s in l.incoming() {
             let Ok(mut s) = s else { return };
-            let mut got = Vec::new();
-            let mut b = [0u8; 4096];
-            while !got.windows(4).any(|w| w == b"\r\n\r\n") {
-                match s.read(&mut b) {
-                    Ok(0) | Err(_) => break,
-                    Ok(n) => got.extend_from_slice(&b[..n]),
-                }
-            }
+            read_head(&mut s);
             let _ = s
                 .write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 6\r\nConnection: close\r\n\r\nabc");
             if rx.recv().is_err() {
@@ -376,4 +389,85 @@ fn log_tag_per_proxy_and_global() {
         // (Lines of ebb's left in the socket are read past.)
         assert_eq!(tags_seen(&udp, fe, p.parse().unwrap()), ours);
     }
+}
+
+/// An origin whose answer to `/rN` has N fields (Content-Length and
+/// N - 1 others), closing each connection after its answer.
+fn fields_origin() -> SocketAddr {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for mut s in l.incoming().map_while(Result::ok) {
+            let got = read_head(&mut s);
+            let text = String::from_utf8_lossy(&got);
+            let n: usize = text
+                .split(' ')
+                .nth(1)
+                .and_then(|p| p.strip_prefix("/r"))
+                .and_then(|n| n.parse().ok())
+                .unwrap_or(1);
+            let mut a = String::from("HTTP/1.1 200 OK\r\nContent-Length: 0\r\n");
+            for i in 1..n {
+                a.push_str(&format!("x-f{i}: v\r\n"));
+            }
+            a.push_str("\r\n");
+            let _ = s.write_all(a.as_bytes());
+        }
+    });
+    addr
+}
+
+fn maxhdr_cfg(k: &Path, bind: &str, o: SocketAddr) -> String {
+    format!(
+        "global\n    stats socket {} level admin\n    tune.http.maxhdr 5\n\
+         defaults\n    mode http\n    timeout connect 2s\n    timeout client 10s\n    timeout server 10s\n\
+         frontend fe\n    bind {bind}\n    default_backend be\n\
+         backend be\n    server s {o}\n",
+        k.display()
+    )
+}
+
+/// `tune.http.maxhdr 5`: four fields pass, a fifth is refused, 400 in a
+/// request and 502 in a response (HAProxy counts the start line, not a
+/// `Connection: close`).
+#[test]
+fn maxhdr_bounds_request_and_response_fields() {
+    let o = fields_origin();
+    let statuses = |fe: SocketAddr| {
+        let req = |fields: usize, path: &str| {
+            let mut r = format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n");
+            for i in 2..fields {
+                r.push_str(&format!("x-q{i}: v\r\n"));
+            }
+            r.push_str("\r\n");
+            raw(fe, r.as_bytes()).map_or(0, |r| r.status)
+        };
+        // `Connection: close` is not counted (HAProxy's parser drops it).
+        [req(5, "/r1"), req(6, "/r1"), req(2, "/r4"), req(2, "/r5")]
+    };
+    let (ebb, _s) = ebb_with_admin("maxhdr", |k, b| maxhdr_cfg(k, b, o));
+    let ours = statuses(ebb.addr());
+    assert_eq!(ours, [200, 400, 200, 502]);
+    drop(ebb);
+    if let Some((_h, fe)) = haproxy_beside("maxhdr", |k, b| maxhdr_cfg(k, b, o)) {
+        assert_eq!(statuses(fe), ours);
+    }
+}
+
+/// `tune.http.maxhdr` out of HAProxy's range is refused, and so is a
+/// count past what ebb's parser keeps.
+#[test]
+fn maxhdr_out_of_range_is_refused() {
+    let cfg = |v: &str| format!("global\n    tune.http.maxhdr {v}\n");
+    refused(
+        "maxhdr-refused",
+        &[
+            (cfg("0"), "f0.cfg:2: 'tune.http.maxhdr'"),
+            (cfg("32768"), "f1.cfg:2: 'tune.http.maxhdr'"),
+            (
+                cfg("1000"),
+                "f2.cfg:2: 'tune.http.maxhdr' above 257 is not supported by ebb",
+            ),
+        ],
+    );
 }

@@ -251,6 +251,9 @@ pub struct Global {
     /// `tune.http.drain-max SIZE` (ebb's): most bytes of an unread request
     /// body dropped after an early answer (default 16k).
     pub drain_max: Option<u64>,
+    /// `tune.http.maxhdr N`: at most N - 1 fields in a request or a
+    /// response head (HAProxy counts the start line; default 101).
+    pub max_hdr: Option<usize>,
     /// `tune.comp.maxlevel N`: the compression level (HAProxy's default 1).
     pub comp_maxlevel: Option<u32>,
     /// `tune.h2.max-concurrent-streams N` (HAProxy's default 100; 0: no
@@ -313,6 +316,7 @@ impl Default for Global {
             maxrewrite: None,
             ulimit_n: None,
             drain_max: None,
+            max_hdr: None,
             h2_max_concurrent_streams: None,
             h2_initial_window_size: None,
             h2_header_table_size: None,

@@ -97,7 +97,8 @@ pub fn parse_response_into(
     let max_head = limits.max_head_bytes.min(u32::MAX as usize);
     let mut slots: [MaybeUninit<httparse::Header<'_>>; MAX_HEADERS_CAP] =
         [const { MaybeUninit::uninit() }; MAX_HEADERS_CAP];
-    let nslots = limits.max_headers.min(MAX_HEADERS_CAP);
+    // All the slots: the limit is checked on the fields HAProxy counts.
+    let nslots = MAX_HEADERS_CAP;
     let mut resp = httparse::Response::new(&mut []);
     let parsed = httparse::ParserConfig::default().parse_response_with_uninit_headers(
         &mut resp,
@@ -128,6 +129,9 @@ pub fn parse_response_into(
     };
     if head_len > max_head {
         return Err(HttpError::HeadTooLarge);
+    }
+    if super::head::too_many_fields(resp.headers, limits.max_headers, false) {
+        return Err(HttpError::TooManyHeaders);
     }
     head.headers.clear();
     head.headers.extend(resp.headers.iter().map(|h| HeaderSpan {
