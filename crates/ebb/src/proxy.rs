@@ -292,6 +292,9 @@ pub struct ServersRt {
     pub persist: bool,
     /// `http-send-name-header NAME` (lowercased).
     pub send_name: Option<String>,
+    /// `option prefer-last-server` with a balance that does not hash the
+    /// request (HAProxy ignores it for those).
+    pub prefer_last: bool,
 }
 
 impl ServersRt {
@@ -1188,6 +1191,14 @@ fn compile_servers(
         use_server: Vec::new(),
         persist: p.options.persist,
         send_name: p.send_name_header.clone(),
+        prefer_last: p.options.prefer_last_server
+            && !matches!(
+                p.balance,
+                crate::config::Balance::Source
+                    | crate::config::Balance::Uri { .. }
+                    | crate::config::Balance::UrlParam { .. }
+                    | crate::config::Balance::Hdr { .. }
+            ),
     })
 }
 

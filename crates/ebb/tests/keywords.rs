@@ -1,7 +1,7 @@
 //! HAProxy keywords of everyday configurations, through the real binary
 //! and side by side with HAProxy 2.6 when it is installed:
 //! `http-send-name-header`, `option logasap`, `log-tag`,
-//! `tune.http.maxhdr`.
+//! `tune.http.maxhdr`, `option prefer-last-server`.
 
 mod common;
 
@@ -470,4 +470,53 @@ fn maxhdr_out_of_range_is_refused() {
             ),
         ],
     );
+}
+
+fn prefer_last_cfg(k: &Path, bind: &str, reuse: &str, a: SocketAddr, b: SocketAddr) -> String {
+    format!(
+        "global\n    stats socket {} level admin\n\
+         defaults\n    mode http\n    timeout connect 2s\n    timeout client 10s\n    timeout server 10s\n\
+         frontend fe\n    bind {bind}\n    default_backend be\n\
+         backend be\n    balance roundrobin\n    option prefer-last-server\n    http-reuse {reuse}\n\
+         \x20   server a {a}\n    server b {b}\n",
+        k.display()
+    )
+}
+
+/// `option prefer-last-server`: a keep-alive client's requests stay on
+/// the server of its private connection (`http-reuse never`); with
+/// `http-reuse safe` the connection is shared, not the client's, and
+/// round robin goes on, as HAProxy 2.6 does.
+#[test]
+fn prefer_last_server_keeps_a_client_on_its_private_connection() {
+    let a = Origin::start("A", Mode::Ok);
+    let b = Origin::start("B", Mode::Ok);
+    let served = |fe: SocketAddr| {
+        let mut c = Client::connect(fe);
+        (0..4)
+            .map(|i| {
+                c.send(format!("GET /{i} HTTP/1.1\r\nHost: x\r\n\r\n").as_bytes());
+                let r = c.read_resp();
+                assert_eq!(r.status, 200);
+                r.text().split(' ').next().unwrap_or("?").to_string()
+            })
+            .collect::<Vec<_>>()
+            .concat()
+    };
+    let mut ours = Vec::new();
+    for reuse in ["never", "safe"] {
+        let (ebb, _s) = ebb_with_admin("prefer-last", |k, bd| {
+            prefer_last_cfg(k, bd, reuse, a.addr, b.addr)
+        });
+        ours.push(served(ebb.addr()));
+    }
+    assert_eq!(ours, ["AAAA", "ABAB"]);
+    for (i, reuse) in ["never", "safe"].iter().enumerate() {
+        let hap = haproxy_beside("prefer-last", |k, bd| {
+            prefer_last_cfg(k, bd, reuse, a.addr, b.addr)
+        });
+        if let Some((_h, fe)) = hap {
+            assert_eq!(served(fe), ours[i], "http-reuse {reuse}");
+        }
+    }
 }

@@ -795,6 +795,9 @@ pub struct ProxyOptions {
     pub splice_loc: Option<Loc>,
     /// `option abortonclose` (backends).
     pub abortonclose: bool,
+    /// `option prefer-last-server` (backends): a client's next request
+    /// goes to the server its private connection is to, when usable.
+    pub prefer_last_server: bool,
     /// `option socket-stats`: each listener of the frontend has its own
     /// statistics (`show stat` rows, `haproxy_listener_*` metrics).
     pub socket_stats: bool,

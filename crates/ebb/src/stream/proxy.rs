@@ -725,7 +725,11 @@ impl Stream {
             None if ck.is_some() => (ck, force, stay),
             None => match c.stk.prefer_force() {
                 Some(st) => (c.stk.prefer(), true, st),
-                None => (c.stk.prefer(), force, stay),
+                None => (
+                    c.stk.prefer().or_else(|| self.last_server(&up)),
+                    force,
+                    stay,
+                ),
             },
         };
         let h = || ctx.handle();
@@ -755,6 +759,19 @@ impl Stream {
                 self.fail(c, ctx, ExchangeError::no_server());
             }
         }
+    }
+
+    /// `option prefer-last-server`: the server of the connection kept
+    /// private to this client (HAProxy's connection attached to the
+    /// session; a shared idle one is not), when in this backend and
+    /// usable.
+    fn last_server(&self, up: &Upstream) -> Option<usize> {
+        let BackendKind::Servers(sr) = &up.be.kind else {
+            return None;
+        };
+        let a = self.attached.as_ref().filter(|_| sr.prefer_last)?;
+        let s = up.farm.servers.get(a.srv.idx)?;
+        (s.uid == a.srv.uid && s.usable()).then_some(s.idx)
     }
 
     /// We hold a slot of `s`: reuse a connection to it or connect.
