@@ -125,6 +125,18 @@ impl TaskletFn for Listener {
             self.paused = false;
         }
         for _ in 0..batch {
+            // `maxconnrate`, `maxsessrate`: the listener pauses (the
+            // connections wait in the backlog) until the rate allows one
+            // more, as HAProxy's.
+            let now = ctx.now();
+            let rate_wait = match self.w.shared.conn_rate.wait_ms(now) {
+                Some(ms) => Some(ms),
+                None => self.w.shared.sess_rate.wait_ms(now),
+            };
+            if let Some(ms) = rate_wait {
+                ctx.tasklet_set_expire(me, ticks::add(now, ms));
+                return Status::Continue;
+            }
             if !self.w.may_accept(&self.fe) {
                 // Leave the rest in the kernel's backlog until a slot frees.
                 if !self.paused {
@@ -152,7 +164,10 @@ impl TaskletFn for Listener {
                 self.paused = false;
             }
             match sock.accept4(ACCEPT_FLAGS) {
-                Ok((s, peer)) => self.spawn_conn(ctx, s, peer),
+                Ok((s, peer)) => {
+                    self.w.shared.conn_rate.note(ctx.now());
+                    self.spawn_conn(ctx, s, peer)
+                }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Status::Continue,
                 Err(e)
                     if matches!(
@@ -427,6 +442,8 @@ fn serve(cfg: Config, opts: RunOptions) -> i32 {
     let shared = Arc::new(Shared {
         actconn: AtomicU32::new(0),
         maxconn,
+        conn_rate: crate::registry::RateLimit::new(cfg.global.max_conn_rate),
+        sess_rate: crate::registry::RateLimit::new(cfg.global.max_sess_rate),
         logger,
         fe_loggers,
         errors_to_stderr: true,

@@ -1,7 +1,8 @@
 //! HAProxy keywords of everyday configurations, through the real binary
 //! and side by side with HAProxy 2.6 when it is installed:
 //! `http-send-name-header`, `option logasap`, `log-tag`,
-//! `tune.http.maxhdr`, `option prefer-last-server`.
+//! `tune.http.maxhdr`, `option prefer-last-server`, `maxconnrate`,
+//! `maxsessrate`.
 
 mod common;
 
@@ -517,6 +518,44 @@ fn prefer_last_server_keeps_a_client_on_its_private_connection() {
         });
         if let Some((_h, fe)) = hap {
             assert_eq!(served(fe), ours[i], "http-reuse {reuse}");
+        }
+    }
+}
+
+fn rate_cfg(k: &Path, bind: &str, kw: &str) -> String {
+    format!(
+        "global\n    stats socket {} level admin\n    {kw} 5\n\
+         defaults\n    mode http\n    timeout connect 2s\n    timeout client 10s\n    timeout server 10s\n\
+         frontend fe\n    bind {bind}\n    http-request return status 200 content-type text/plain string ok\n",
+        k.display()
+    )
+}
+
+/// `maxconnrate 5` and `maxsessrate 5`: 15 connections one after the
+/// other are all served (the listener pauses, it does not refuse), and
+/// they take more than a second (at most 5 a second, with the previous
+/// second counted as HAProxy counts it, make them take two).
+#[test]
+fn conn_and_sess_rates_pause_accepting() {
+    let run = |fe: SocketAddr| {
+        let t = std::time::Instant::now();
+        for i in 0..15 {
+            let r = get(fe, &format!("/{i}"));
+            assert_eq!(r.status, 200);
+        }
+        t.elapsed()
+    };
+    for kw in ["maxconnrate", "maxsessrate"] {
+        let (ebb, _s) = ebb_with_admin("rate", |k, b| rate_cfg(k, b, kw));
+        let took = run(ebb.addr());
+        assert!(took >= std::time::Duration::from_secs(1), "{kw}: {took:?}");
+        drop(ebb);
+        if let Some((_h, fe)) = haproxy_beside("rate", |k, b| rate_cfg(k, b, kw)) {
+            let took = run(fe);
+            assert!(
+                took >= std::time::Duration::from_secs(1),
+                "haproxy {kw}: {took:?}"
+            );
         }
     }
 }

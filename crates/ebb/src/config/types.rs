@@ -254,6 +254,10 @@ pub struct Global {
     /// `tune.http.maxhdr N`: at most N - 1 fields in a request or a
     /// response head (HAProxy counts the start line; default 101).
     pub max_hdr: Option<usize>,
+    /// `maxconnrate N` / `maxsessrate N`: most connections / sessions
+    /// accepted per second by the process (0: no limit).
+    pub max_conn_rate: u32,
+    pub max_sess_rate: u32,
     /// `tune.comp.maxlevel N`: the compression level (HAProxy's default 1).
     pub comp_maxlevel: Option<u32>,
     /// `tune.h2.max-concurrent-streams N` (HAProxy's default 100; 0: no
@@ -317,6 +321,8 @@ impl Default for Global {
             ulimit_n: None,
             drain_max: None,
             max_hdr: None,
+            max_conn_rate: 0,
+            max_sess_rate: 0,
             h2_max_concurrent_streams: None,
             h2_initial_window_size: None,
             h2_header_table_size: None,

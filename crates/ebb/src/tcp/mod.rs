@@ -131,6 +131,9 @@ pub fn accepted(
             return Ok(());
         }
     }
+    // A session (HAProxy's count for `maxsessrate`): the connection
+    // passed its `tcp-request connection` rules.
+    w.shared.sess_rate.note(ctx.now());
     if accept_proxy || expect_proxy {
         return pphdr::spawn(ctx, sock, peer, fe, w, tls, early, h2);
     }

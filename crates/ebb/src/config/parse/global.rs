@@ -70,6 +70,8 @@ const GLOBAL_KEYWORDS: &[&str] = &[
     "ulimit-n",
     "tune.http.drain-max",
     "tune.http.maxhdr",
+    "maxconnrate",
+    "maxsessrate",
     "tune.h2.max-concurrent-streams",
     "tune.h2.initial-window-size",
     "tune.h2.header-table-size",
@@ -90,7 +92,6 @@ const HAPROXY_GLOBAL_UNSUPPORTED: &[&str] = &[
     "lua-load",
     "spread-checks",
     "maxsslconn",
-    "maxconnrate",
     "h1-case-adjust",
     "set-dumpable",
     "insecure-fork-wanted",
@@ -409,6 +410,9 @@ impl Parser<'_> {
             }
             // HAProxy's range is 1..=32767; ebb's parser keeps at most
             // `MAX_HEADERS_CAP` fields.
+            // HAProxy's: a number, 0 for no limit.
+            "maxconnrate" => g.max_conn_rate = parse_u32_range(kw, &one(w)?, 0, u32::MAX)?,
+            "maxsessrate" => g.max_sess_rate = parse_u32_range(kw, &one(w)?, 0, u32::MAX)?,
             "tune.http.maxhdr" => {
                 let n = parse_u32_range(kw, &one(w)?, 1, 32767)? as usize;
                 let cap = crate::http1::MAX_HEADERS_CAP;
