@@ -2,7 +2,7 @@
 //! and side by side with HAProxy 2.6 when it is installed:
 //! `http-send-name-header`, `option logasap`, `log-tag`,
 //! `tune.http.maxhdr`, `option prefer-last-server`, `maxconnrate`,
-//! `maxsessrate`.
+//! `maxsessrate`, `disabled` and `enabled`.
 
 mod common;
 
@@ -558,4 +558,60 @@ fn conn_and_sess_rates_pause_accepting() {
             );
         }
     }
+}
+
+fn disabled_cfg(k: &Path, bind: &str, off: u16, o: SocketAddr) -> String {
+    format!(
+        "global\n    stats socket {} level admin\n\
+         defaults\n    mode http\n    disabled\n    timeout connect 2s\n    timeout client 10s\n    timeout server 10s\n\
+         frontend on\n    enabled\n    bind {bind}\n    default_backend be\n\
+         backend be\n    enabled\n    server s {o}\n\
+         frontend off\n    bind 127.0.0.1:{off}\n    default_backend be\n\
+         listen lst\n    bind 127.0.0.1:{}\n    server s {o}\n",
+        k.display(),
+        off + 1
+    )
+}
+
+/// `disabled` (here from `defaults`) keeps a proxy from starting: its
+/// binds are not opened; `enabled` starts one all the same.
+#[test]
+fn disabled_proxies_open_no_bind() {
+    let o = Origin::start("o", Mode::Ok);
+    let check = |fe: SocketAddr, off: u16| {
+        assert_eq!(get(fe, "/").status, 200);
+        for p in [off, off + 1] {
+            let c = std::net::TcpStream::connect(("127.0.0.1", p));
+            assert!(c.is_err(), "port {p} of a disabled proxy is open");
+        }
+    };
+    let off = free_port();
+    let (ebb, _s) = ebb_with_admin("disabled", |k, b| disabled_cfg(k, b, off, o.addr));
+    check(ebb.addr(), off);
+    drop(ebb);
+    let off = free_port();
+    if let Some((_h, fe)) = haproxy_beside("disabled", |k, b| disabled_cfg(k, b, off, o.addr)) {
+        check(fe, off);
+    }
+}
+
+/// A frontend routing to a `disabled` backend is refused, saying so
+/// (HAProxy starts such a configuration; ebb does not route to a proxy
+/// it did not start); so are arguments after `disabled`.
+#[test]
+fn routing_to_a_disabled_backend_is_refused() {
+    let head = "defaults\n    mode http\n    timeout connect 1s\n    timeout client 1s\n    timeout server 1s\n";
+    refused(
+        "disabled-refused",
+        &[
+            (
+                format!("{head}frontend fe\n    bind 127.0.0.1:1\n    default_backend be\nbackend be\n    disabled\n    server a 127.0.0.1:1\n"),
+                "f0.cfg:8: 'default_backend' names backend 'be', which is disabled (at f0.cfg:10)",
+            ),
+            (
+                format!("{head}backend be\n    disabled now\n"),
+                "f1.cfg:7: 'disabled' takes no argument",
+            ),
+        ],
+    );
 }

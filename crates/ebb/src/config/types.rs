@@ -578,6 +578,9 @@ pub struct Proxy {
     /// `log-tag TAG`: the syslog tag of the proxy's lines (else the
     /// global one).
     pub log_tag: Option<String>,
+    /// `disabled` (where it was said; `enabled` clears it): the proxy is
+    /// checked and not started.
+    pub disabled: Option<Loc>,
 }
 
 /// A proxy's `compression` lines (HAProxy's meaning: a backend's `algo`

@@ -282,6 +282,7 @@ fn new_proxy(name: &str, kind: ProxyKind, loc: Loc) -> Proxy {
         unique_id_header: None,
         send_name_header: None,
         log_tag: None,
+        disabled: None,
     }
 }
 

@@ -82,6 +82,8 @@ const PROXY_KEYWORDS: &[&str] = &[
     "unique-id-header",
     "http-send-name-header",
     "log-tag",
+    "disabled",
+    "enabled",
     "monitor-uri",
     "monitor",
     "force-persist",
@@ -94,8 +96,6 @@ const HAPROXY_PROXY_UNSUPPORTED: &[&str] = &[
     "filter",
     "log-format-sd",
     "error-log-format",
-    "disabled",
-    "enabled",
     "rate-limit",
     "email-alert",
     "server-state-file-name",
@@ -362,6 +362,13 @@ pub(super) fn proxy_kw(px: &mut Proxy, ctx: &Ctx<'_>, words: &[String]) -> Resul
         "unique-id-header" => {
             ctx.allow(kw, FE, true)?;
             px.unique_id_header = Some(header_name_arg(kw, w)?.to_string());
+        }
+        "disabled" | "enabled" => {
+            ctx.allow(kw, FE | BE, true)?;
+            if w.len() > 1 {
+                return Err(format!("'{kw}' takes no argument"));
+            }
+            px.disabled = (kw == "disabled").then(|| loc.clone());
         }
         "log-tag" => {
             ctx.allow(kw, FE | BE, true)?;
