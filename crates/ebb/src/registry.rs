@@ -392,9 +392,40 @@ impl RateLimit {
             // Not before the next second.
             return Some(left.max(1));
         }
-        // Until the previous second's weight falls enough.
+        // Until the previous second's weight falls enough: past `until`
+        // ms into this second, `prev * (1000 - ms) / 1000 < limit - cur`.
         let room = u64::from(self.limit - cur);
         let until = 1000 - (room * 1000 / u64::from(prev.max(1))).min(1000) as u32;
-        Some(left.saturating_sub(until).max(1))
+        Some(until.saturating_sub(1000 - left).max(1))
+    }
+}
+
+#[cfg(test)]
+mod rate_tests {
+    use super::RateLimit;
+
+    #[test]
+    fn rate_counts_this_second_and_the_weighted_previous_one() {
+        let r = RateLimit::new(5);
+        for _ in 0..5 {
+            assert_eq!(r.wait_ms(0), None);
+            r.note(0);
+        }
+        // Full: not before the next second.
+        assert_eq!(r.wait_ms(0), Some(1000));
+        assert_eq!(r.wait_ms(400), Some(600));
+        // At 1000 the previous five weigh 5; at 1001, 4.995 (4).
+        assert_eq!(r.wait_ms(1000), Some(1));
+        assert_eq!(r.wait_ms(1001), None);
+        r.note(1001);
+        // 1 + 5 * (1000 - ms) / 1000 < 5 from 200 ms on.
+        assert_eq!(r.wait_ms(1001), Some(199));
+        assert_eq!(r.wait_ms(1201), None);
+        // A second without events: none counted before.
+        assert_eq!(r.wait_ms(3000), None);
+        // No limit: never waits.
+        let free = RateLimit::new(0);
+        free.note(0);
+        assert_eq!(free.wait_ms(0), None);
     }
 }
