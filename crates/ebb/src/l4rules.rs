@@ -290,6 +290,9 @@ pub struct TcpRt {
     /// `option tcplog` (or `option httplog` in a tcp proxy).
     pub tcplog: bool,
     pub dontlognull: bool,
+    /// `option logasap`: the line goes when the server connection is
+    /// established.
+    pub logasap: bool,
     /// `tcp-response content` rules (a tcp backend's).
     pub res_rules: Vec<TcpRuleRt>,
     /// `tcp-response inspect-delay`, ms.
@@ -535,6 +538,7 @@ pub fn compile(p: &Proxy, m: &Matcher, warnings: &mut Vec<String>) -> Result<Tcp
             .unwrap_or(0),
         tcplog: p.options.tcplog || (tcp && p.options.httplog),
         dontlognull: p.options.dontlognull,
+        logasap: p.options.logasap,
         tunnel: tunnel_ms(p),
         splice: if tcp { p.options.splice } else { 0 },
         ..TcpRt::default()

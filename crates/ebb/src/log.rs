@@ -478,6 +478,7 @@ mod tests {
             vars: None,
             ncaps: (0, 0),
             fmt: None,
+            asap: false,
         });
         if crate::sys::utc_offset(0) != 0 {
             // The date below is UTC; HAProxy writes local time.

@@ -344,6 +344,11 @@ pub struct ServersRt {
     pub use_server: Vec<crate::stick::UseServerRt>,
     /// `option persist`.
     pub persist: bool,
+    /// `http-send-name-header NAME` (lowercased).
+    pub send_name: Option<String>,
+    /// `option prefer-last-server` with a balance that does not hash the
+    /// request (HAProxy ignores it for those).
+    pub prefer_last: bool,
 }
 
 impl ServersRt {
@@ -698,6 +703,8 @@ pub struct FrontendRt {
     /// of an HTTP connection that ends before its first request byte.
     pub dontlognull: bool,
     pub ignore_probes: bool,
+    /// `option logasap` (see [`crate::config::ProxyOptions::logasap`]).
+    pub logasap: bool,
     /// `option http-buffer-request`: the body is waited for before the
     /// frontend's rules (bounded by `timeout http-request`, else the
     /// client's read timeout).
@@ -1238,6 +1245,15 @@ fn compile_servers(
         persist_rules: Vec::new(),
         use_server: Vec::new(),
         persist: p.options.persist,
+        send_name: p.send_name_header.clone(),
+        prefer_last: p.options.prefer_last_server
+            && !matches!(
+                p.balance,
+                crate::config::Balance::Source
+                    | crate::config::Balance::Uri { .. }
+                    | crate::config::Balance::UrlParam { .. }
+                    | crate::config::Balance::Hdr { .. }
+            ),
     })
 }
 
@@ -1615,6 +1631,7 @@ pub fn compile_keeping(
                 disable_h2_upgrade: p.options.disable_h2_upgrade,
                 dontlognull: p.options.dontlognull,
                 ignore_probes: p.options.http_ignore_probes,
+                logasap: p.options.logasap,
                 buffer_request: p.options.buffer_request,
                 client_ms: ms(p.timeouts.client),
                 restrict_hdr_names: p.options.restrict_hdr_names,

@@ -125,6 +125,18 @@ impl TaskletFn for Listener {
             self.paused = false;
         }
         for _ in 0..batch {
+            // `maxconnrate`, `maxsessrate`: the listener pauses (the
+            // connections wait in the backlog) until the rate allows one
+            // more, as HAProxy's.
+            let now = ctx.now();
+            let rate_wait = match self.w.shared.conn_rate.wait_ms(now) {
+                Some(ms) => Some(ms),
+                None => self.w.shared.sess_rate.wait_ms(now),
+            };
+            if let Some(ms) = rate_wait {
+                ctx.tasklet_set_expire(me, ticks::add(now, ms));
+                return Status::Continue;
+            }
             if !self.w.may_accept(&self.fe) {
                 // Leave the rest in the kernel's backlog until a slot frees.
                 if !self.paused {
@@ -152,7 +164,10 @@ impl TaskletFn for Listener {
                 self.paused = false;
             }
             match sock.accept4(ACCEPT_FLAGS) {
-                Ok((s, peer)) => self.spawn_conn(ctx, s, peer),
+                Ok((s, peer)) => {
+                    self.w.shared.conn_rate.note(ctx.now());
+                    self.spawn_conn(ctx, s, peer)
+                }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Status::Continue,
                 Err(e)
                     if matches!(
@@ -428,6 +443,8 @@ fn serve(cfg: Config, opts: RunOptions) -> i32 {
     let shared = Arc::new(Shared {
         actconn: AtomicU32::new(0),
         maxconn,
+        conn_rate: crate::registry::RateLimit::new(cfg.global.max_conn_rate),
+        sess_rate: crate::registry::RateLimit::new(cfg.global.max_sess_rate),
         logger,
         fe_loggers,
         errors_to_stderr: true,
@@ -704,6 +721,11 @@ fn serve(cfg: Config, opts: RunOptions) -> i32 {
             .saturating_sub(cfg.global.maxrewrite.unwrap_or(1024).min(bufsize / 2))
             .max(1024),
         max_drain: cfg.global.drain_max.unwrap_or(Limits::default().max_drain),
+        // `tune.http.maxhdr` counts the start line.
+        max_headers: cfg
+            .global
+            .max_hdr
+            .map_or(Limits::default().max_headers, |n| n - 1),
         buf_size: bufsize,
         ..Limits::default()
     };
@@ -923,11 +945,12 @@ fn open_loggers(cfg: &Config) -> Result<(Logger, Loggers, Loggers), String> {
             startup_error(&t.loc, format!("cannot open log {what}: {e}")).to_string()
         })
     };
-    let ident = || Ident {
-        tag: cfg
-            .global
-            .log_tag
-            .clone()
+    // `log-tag`: the proxy's, else the global one, else the program's
+    // name.
+    let ident = |tag: Option<&String>| Ident {
+        tag: tag
+            .or(cfg.global.log_tag.as_ref())
+            .cloned()
             .unwrap_or_else(|| Ident::default().tag),
         host: cfg.global.log_send_hostname.clone(),
     };
@@ -947,7 +970,7 @@ fn open_loggers(cfg: &Config) -> Result<(Logger, Loggers, Loggers), String> {
                 crate::config::ProxyLog::Target(t) => v.push(open(t)?),
             }
         }
-        Ok(Logger::new(v, ident()))
+        Ok(Logger::new(v, ident(p.log_tag.as_ref())))
     };
     let mut per_fe = Loggers::new();
     for f in cfg.frontends() {
@@ -957,7 +980,7 @@ fn open_loggers(cfg: &Config) -> Result<(Logger, Loggers, Loggers), String> {
     for b in cfg.backends() {
         per_be.insert(b.name.clone(), proxy(b)?);
     }
-    Ok((Logger::new(global, ident()), per_fe, per_be))
+    Ok((Logger::new(global, ident(None)), per_fe, per_be))
 }
 
 /// systemd's notification socket (`Type=notify` units), connected before
@@ -1079,7 +1102,7 @@ fn process_signature(cfg: &Config) -> String {
                     crate::config::ProxyLog::Target(t) => Some(strip(t)),
                 })
                 .collect();
-            (p.name.clone(), p.kind.name(), logs)
+            (p.name.clone(), p.kind.name(), logs, p.log_tag.clone())
         })
         .collect();
     let sockets: Vec<_> = g

@@ -251,6 +251,13 @@ pub struct Global {
     /// `tune.http.drain-max SIZE` (ebb's): most bytes of an unread request
     /// body dropped after an early answer (default 16k).
     pub drain_max: Option<u64>,
+    /// `tune.http.maxhdr N`: at most N - 1 fields in a request or a
+    /// response head (HAProxy counts the start line; default 101).
+    pub max_hdr: Option<usize>,
+    /// `maxconnrate N` / `maxsessrate N`: most connections / sessions
+    /// accepted per second by the process (0: no limit).
+    pub max_conn_rate: u32,
+    pub max_sess_rate: u32,
     /// `tune.comp.maxlevel N`: the compression level (HAProxy's default 1).
     pub comp_maxlevel: Option<u32>,
     /// `tune.h2.max-concurrent-streams N` (HAProxy's default 100; 0: no
@@ -316,6 +323,9 @@ impl Default for Global {
             maxrewrite: None,
             ulimit_n: None,
             drain_max: None,
+            max_hdr: None,
+            max_conn_rate: 0,
+            max_sess_rate: 0,
             h2_max_concurrent_streams: None,
             h2_initial_window_size: None,
             h2_header_table_size: None,
@@ -568,6 +578,15 @@ pub struct Proxy {
     /// `unique-id-format FMT` and `unique-id-header NAME` (frontends).
     pub unique_id_format: Option<crate::sample::LogFormat>,
     pub unique_id_header: Option<String>,
+    /// `http-send-name-header NAME` (backends): the field, lowercased, that
+    /// names the server a request goes to.
+    pub send_name_header: Option<String>,
+    /// `log-tag TAG`: the syslog tag of the proxy's lines (else the
+    /// global one).
+    pub log_tag: Option<String>,
+    /// `disabled` (where it was said; `enabled` clears it): the proxy is
+    /// checked and not started.
+    pub disabled: Option<Loc>,
 }
 
 /// A proxy's `compression` lines (HAProxy's meaning: a backend's `algo`
@@ -765,6 +784,11 @@ pub struct ProxyOptions {
     /// data (a tcp session, or an HTTP connection that ended before any
     /// request byte).
     pub dontlognull: bool,
+    /// `option logasap`: an HTTP exchange's line goes out when the
+    /// response head is forwarded, a tcp session's when its server
+    /// connection is established, with `+` before the sizes and times
+    /// that would still grow.
+    pub logasap: bool,
     /// `option http-ignore-probes`: an HTTP connection that ends or times
     /// out before its first byte gets no 400/408, no line, no count.
     pub http_ignore_probes: bool,
@@ -786,6 +810,9 @@ pub struct ProxyOptions {
     pub splice_loc: Option<Loc>,
     /// `option abortonclose` (backends).
     pub abortonclose: bool,
+    /// `option prefer-last-server` (backends): a client's next request
+    /// goes to the server its private connection is to, when usable.
+    pub prefer_last_server: bool,
     /// `option socket-stats`: each listener of the frontend has its own
     /// statistics (`show stat` rows, `haproxy_listener_*` metrics).
     pub socket_stats: bool,

@@ -110,7 +110,9 @@ impl HttpError {
     pub const fn status(self) -> u16 {
         match self {
             HttpError::UriTooLong => 414,
-            HttpError::HeadTooLarge | HttpError::TooManyHeaders => 431,
+            HttpError::HeadTooLarge => 431,
+            // HAProxy's answer past `tune.http.maxhdr`.
+            HttpError::TooManyHeaders => 400,
             HttpError::UnknownTransferCoding => 422,
             HttpError::UnsupportedVersion => 505,
             _ => 400,

@@ -118,8 +118,9 @@ pub struct Limits {
     /// Default 15 KiB: HAProxy's `tune.bufsize` (16384) less its
     /// `tune.maxrewrite` (1024), the room a head may use in a buffer.
     pub max_head_bytes: usize,
-    /// Most field lines before 431. Default 101: HAProxy's
-    /// `tune.http.maxhdr`. Capped at [`MAX_HEADERS_CAP`].
+    /// Most field lines (else 400, 502 for a response). Default 100:
+    /// HAProxy's `tune.http.maxhdr` (101) counts the start line too.
+    /// Capped at [`MAX_HEADERS_CAP`].
     pub max_headers: usize,
     /// Accept a line ended by a lone LF (RFC 9112 §2.2 MAY). Default off: a
     /// recipient that disagrees with a peer about line ends is a smuggling
@@ -135,6 +136,40 @@ pub struct Limits {
     pub buf_size: usize,
 }
 
+/// Whether a parsed head has more fields than `max` as HAProxy counts
+/// them against `tune.http.maxhdr`: its parser drops a `Connection`
+/// field naming only `close` or `keep-alive` and (in a request) a `Host`
+/// repeating the first one's value, and counts neither. The parser is
+/// given [`MAX_HEADERS_CAP`] slots; this says whether the head is over.
+pub(super) fn too_many_fields(fields: &[httparse::Header<'_>], max: usize, request: bool) -> bool {
+    if fields.len() <= max {
+        return false;
+    }
+    let mut host: Option<&[u8]> = None;
+    let counted = fields
+        .iter()
+        .filter(|f| {
+            if f.name.eq_ignore_ascii_case("connection") {
+                return f.value.split(|&b| b == b',').any(|t| {
+                    let t = t.trim_ascii();
+                    !t.is_empty()
+                        && !t.eq_ignore_ascii_case(b"close")
+                        && !t.eq_ignore_ascii_case(b"keep-alive")
+                });
+            }
+            if request && f.name.eq_ignore_ascii_case("host") {
+                match host {
+                    Some(v) if v.eq_ignore_ascii_case(f.value) => return false,
+                    Some(_) => {}
+                    None => host = Some(f.value),
+                }
+            }
+            true
+        })
+        .count();
+    counted > max
+}
+
 /// Hard ceiling on [`Limits::max_headers`]: the parser keeps that many
 /// httparse slots on the stack (uninitialised, 32 bytes each).
 pub const MAX_HEADERS_CAP: usize = 256;
@@ -144,7 +179,7 @@ impl Default for Limits {
         Limits {
             max_uri: 8 * 1024,
             max_head_bytes: 15 * 1024,
-            max_headers: 101,
+            max_headers: 100,
             allow_bare_lf: false,
             max_drain: 16 * 1024,
             buf_size: 16 * 1024,

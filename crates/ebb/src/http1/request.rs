@@ -201,6 +201,9 @@ pub fn parse_request_into(
     }
     let mut slots: [MaybeUninit<httparse::Header<'_>>; MAX_HEADERS_CAP] =
         [const { MaybeUninit::uninit() }; MAX_HEADERS_CAP];
+    // All the slots: the limit is checked on the fields HAProxy counts
+    // (the quick reader above hands back a head with more than the limit).
+    let nslots = MAX_HEADERS_CAP;
     let mut req = httparse::Request::new(&mut []);
     let parsed = httparse::ParserConfig::default().parse_request_with_uninit_headers(
         &mut req,
@@ -221,6 +224,9 @@ pub fn parse_request_into(
     let (Some(method), Some(path), Some(minor)) = (req.method, req.path, req.version) else {
         return Err(HttpError::BadRequestLine);
     };
+    if super::head::too_many_fields(req.headers, limits.max_headers, true) {
+        return Err(HttpError::TooManyHeaders);
+    }
     head.headers.clear();
     head.headers.extend(req.headers.iter().map(|h| HeaderSpan {
         name: Span::of(buf, h.name.as_bytes()),

@@ -110,6 +110,9 @@ pub fn parse_response_into(
     }
     let mut slots: [MaybeUninit<httparse::Header<'_>>; MAX_HEADERS_CAP] =
         [const { MaybeUninit::uninit() }; MAX_HEADERS_CAP];
+    // All the slots: the limit is checked on the fields HAProxy counts
+    // (the quick reader above hands back a head with more than the limit).
+    let nslots = MAX_HEADERS_CAP;
     let mut resp = httparse::Response::new(&mut []);
     let parsed = httparse::ParserConfig::default().parse_response_with_uninit_headers(
         &mut resp,
@@ -138,6 +141,9 @@ pub fn parse_response_into(
             })
         }
     };
+    if super::head::too_many_fields(resp.headers, limits.max_headers, false) {
+        return Err(HttpError::TooManyHeaders);
+    }
     head.headers.clear();
     head.headers.extend(resp.headers.iter().map(|h| HeaderSpan {
         name: Span::of(buf, h.name.as_bytes()),

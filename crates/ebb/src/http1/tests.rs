@@ -781,7 +781,7 @@ fn uri_length_limit_gives_414() {
 }
 
 #[test]
-fn head_size_and_count_limits_give_431() {
+fn head_size_gives_431_and_field_count_400() {
     let limits = Limits {
         max_head_bytes: 64,
         max_headers: 3,
@@ -801,7 +801,7 @@ fn head_size_and_count_limits_give_431() {
         parse_request(many, &limits).err(),
         Some(HttpError::TooManyHeaders)
     );
-    assert_eq!(HttpError::TooManyHeaders.status(), 431);
+    assert_eq!(HttpError::TooManyHeaders.status(), 400);
     let three = b"GET / HTTP/1.1\r\nHost: a\r\nA: 1\r\nB: 2\r\n\r\n";
     assert!(matches!(
         parse_request(three, &limits),
@@ -843,7 +843,7 @@ fn default_limits_are_documented_figures() {
     let l = Limits::default();
     assert_eq!(
         (l.max_uri, l.max_head_bytes, l.max_headers),
-        (8192, 15360, 101)
+        (8192, 15360, 100)
     );
     assert!(!l.allow_bare_lf);
     let c = ChunkedLimits::default();

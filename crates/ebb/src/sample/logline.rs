@@ -465,6 +465,13 @@ fn hdr_esc(c: u8) -> bool {
     url_esc(c) || matches!(c, b'{' | b'|' | b'}')
 }
 
+/// HAProxy's `+` before a size or a time logged early (`option logasap`).
+fn asap(out: &mut Vec<u8>, e: &Entry<'_>) {
+    if e.asap {
+        out.push(b'+');
+    }
+}
+
 fn num(out: &mut Vec<u8>, n: i64, quote: bool) {
     if quote {
         let _ = write!(out, "\"{n}\"");
@@ -632,13 +639,19 @@ fn render_var(v: Var, quote: bool, e: &Entry<'_>, caps: &Caps, out: &mut Vec<u8>
         Var::Tc => num(out, e.tc, quote),
         Var::Tr => num(out, e.tr, quote),
         Var::Td => num(out, td, quote),
-        Var::Ta => num(out, e.tt, quote),
+        Var::Ta => {
+            asap(out, e);
+            num(out, e.tt, quote)
+        }
         // No answer: HAProxy's -1.
         Var::Status => match e.status {
             0 => num(out, -1, quote),
             st => num(out, i64::from(st), quote),
         },
-        Var::Bytes => num(out, e.bytes as i64, quote),
+        Var::Bytes => {
+            asap(out, e);
+            num(out, e.bytes as i64, quote)
+        }
         Var::CookieClient | Var::CookieServer => {
             let v = info.and_then(|i| {
                 if v == Var::CookieClient {
@@ -682,8 +695,14 @@ fn render_var(v: Var, quote: bool, e: &Entry<'_>, caps: &Caps, out: &mut Vec<u8>
         Var::Th => num(out, 0, quote),
         Var::Ti => num(out, ti, quote),
         Var::Tq => num(out, ti + e.tq, quote),
-        Var::Tt => num(out, ti + e.tt, quote),
-        Var::Tu => num(out, e.tt, quote),
+        Var::Tt => {
+            asap(out, e);
+            num(out, ti + e.tt, quote)
+        }
+        Var::Tu => {
+            asap(out, e);
+            num(out, e.tt, quote)
+        }
         Var::SrvIp => match info.and_then(|i| i.srv_addr) {
             Some(a) => text(out, Some(a.ip().to_string().as_bytes()), quote),
             None => text(out, None, quote),
@@ -967,6 +986,9 @@ pub struct Entry<'a> {
     pub ncaps: (usize, usize),
     /// The frontend's `log-format`; `None`: HAProxy's httplog format.
     pub fmt: Option<&'a LogLine>,
+    /// Logged early (`option logasap`): `%B`, `%Ta`, `%Tt` and `%Tu` are
+    /// what they were then, written with a `+` before them.
+    pub asap: bool,
 }
 
 #[cfg(test)]
@@ -1003,6 +1025,7 @@ mod tests {
             vars,
             ncaps: (2, 0),
             fmt: None,
+            asap: false,
         }
     }
 

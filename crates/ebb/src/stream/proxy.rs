@@ -265,6 +265,11 @@ pub(super) struct Upstream {
     /// An HTTP/2 client's `:scheme` (http or https) for an HTTP/2 server:
     /// the head written is in origin form.
     scheme: Option<&'static [u8]>,
+    /// `http-send-name-header`: where in `head` the field naming the
+    /// server goes, and the length of the one there now.
+    name_at: Option<(usize, usize)>,
+    /// The log line went out with the response head (`option logasap`).
+    logged: bool,
 }
 
 /// How long a compressed answer's server may pause (its read drained)
@@ -371,6 +376,31 @@ fn hdr_name_eq(a: &[u8], b: &str) -> bool {
 }
 
 impl Upstream {
+    /// `http-send-name-header`: the head names `s`, the server it goes to
+    /// now (a retry or a redispatch renames it); no field for the
+    /// backend's own target (`dispatch`, `option transparent`), which is
+    /// no server, as HAProxy's.
+    fn name_server(&mut self, s: &ServerRt) {
+        let Some((at, len)) = self.name_at else {
+            return;
+        };
+        let BackendKind::Servers(sr) = &self.be.kind else {
+            return;
+        };
+        let (Some(name), true) = (&sr.send_name, at + len <= self.head.len()) else {
+            return;
+        };
+        let mut field = Vec::new();
+        if !s.backend_target {
+            field.extend_from_slice(name.as_bytes());
+            field.extend_from_slice(b": ");
+            field.extend_from_slice(s.name.as_bytes());
+            field.extend_from_slice(b"\r\n");
+        }
+        self.name_at = Some((at, field.len()));
+        self.head.splice(at..at + len, field);
+    }
+
     /// Whether the whole request (head and body) was taken from the client.
     pub(super) fn request_done(&self) -> bool {
         self.req_left.done()
@@ -440,9 +470,11 @@ impl Stream {
         // `compression offload`: the server is not asked to compress.
         let offload = comp_choice.as_ref().is_some_and(|(p, _)| p.offload);
         let continued = self.continued;
+        let send_name = sr.send_name.as_deref();
         let omit = |name: &[u8]| {
             (offload && hdr_name_eq(name, "accept-encoding"))
                 || (continued && hdr_name_eq(name, "expect"))
+                || send_name.is_some_and(|n| hdr_name_eq(name, n))
         };
         let mut view = ReqHead::from_h1(buf, h);
         let mut scheme = None;
@@ -511,6 +543,7 @@ impl Stream {
             v.split(|&b| b == b',')
                 .any(|t| t.trim_ascii().eq_ignore_ascii_case(b"trailers"))
         });
+        let mut name_at = None;
         let framing = write_request_head(&mut out, &view, &tail, |out, has_xff| {
             if te_trailers {
                 out.extend_from_slice(b"TE: trailers\r\n");
@@ -526,6 +559,9 @@ impl Stream {
                     ot.write(out, d);
                 }
             }
+            // `http-send-name-header`: its field goes here once the
+            // server is known (`Upstream::name_server`).
+            name_at = send_name.map(|_| (out.len(), 0));
         });
         let req_left = match (framing, req_comp) {
             (_, Some(b)) => Left::Compress(b),
@@ -617,6 +653,8 @@ impl Stream {
             retry_at: None,
             ws_accept,
             scheme,
+            name_at,
+            logged: false,
         };
         // The head is copied: consume it; the body (if any) follows.
         c.rstart += c.head.head_len.min(c.rend - c.rstart);
@@ -699,7 +737,11 @@ impl Stream {
             None if ck.is_some() => (ck, force, stay),
             None => match c.stk.prefer_force() {
                 Some(st) => (c.stk.prefer(), true, st),
-                None => (c.stk.prefer(), force, stay),
+                None => (
+                    c.stk.prefer().or_else(|| self.last_server(&up)),
+                    force,
+                    stay,
+                ),
             },
         };
         let h = || ctx.handle();
@@ -729,6 +771,19 @@ impl Stream {
                 self.fail(c, ctx, ExchangeError::no_server());
             }
         }
+    }
+
+    /// `option prefer-last-server`: the server of the connection kept
+    /// private to this client (HAProxy's connection attached to the
+    /// session; a shared idle one is not), when in this backend and
+    /// usable.
+    fn last_server(&self, up: &Upstream) -> Option<usize> {
+        let BackendKind::Servers(sr) = &up.be.kind else {
+            return None;
+        };
+        let a = self.attached.as_ref().filter(|_| sr.prefer_last)?;
+        let s = up.farm.servers.get(a.srv.idx)?;
+        (s.uid == a.srv.uid && s.usable()).then_some(s.idx)
     }
 
     /// We hold a slot of `s`: reuse a connection to it or connect.
@@ -802,6 +857,7 @@ impl Stream {
                 sock = Some((t.st, false, t.reg));
             }
         }
+        up.name_server(&s);
         up.server = Some(Arc::clone(&s));
         c.sess.target.store(s.uid, Ordering::Relaxed);
         match sock {
@@ -2027,6 +2083,11 @@ impl Stream {
         }
         out.extend_from_slice(b"\r\n");
         up.bytes_out += (c.wbuf.len() - self.resp_start) as u64;
+        if c.fe.logasap {
+            // `option logasap`: the line goes now, the head forwarded.
+            log_line(c, ctx, &up, up.bytes_out, true);
+            up.logged = true;
+        }
         sd.istart += n;
         drop(sd);
         up.head.clear(); // no replay once an answer arrived
@@ -2294,44 +2355,54 @@ impl Stream {
         c.stk
             .end(ctx.now(), err, fail, c.head.head_len as u64, bytes);
         note_stream_stats(up, ctx.now());
-        if !c.w.logging(&c.fe) {
-            return;
+        if !up.logged {
+            log_line(c, ctx, up, bytes, false);
         }
-        let now = ctx.now();
-        let d = |a: Tick, b: Tick| b.wrapping_sub(a) as i32 as i64;
-        let tq = d(up.t0, up.t_start);
-        let tw = match up.t_served {
-            Some(sv) => d(up.t_start, sv),
-            None => -1,
-        };
-        let tc = match (up.t_served, up.t_conn) {
-            (Some(sv), Some(c)) => d(sv, c),
-            _ => -1,
-        };
-        let tr = match (up.t_conn, up.t_resp) {
-            (Some(c), Some(r)) => d(c, r),
-            _ => -1,
-        };
-        let tt = d(up.t0, now);
-        let (srv, left, redisp) = (up.server.as_deref(), up.retries_left, up.avoid.is_some());
-        if let Some(v) = c.vars.cell() {
-            crate::rewrite::note_for_log(v, &up.farm, srv, left, redisp);
-        }
-        let server = up.server.as_ref().map_or("<NOSRV>", |s| s.name.as_str());
-        let entry = c.log_entry(LogFacts {
-            backend: &up.be.name,
-            server,
-            times: [tq, tw, tc, tr, tt],
-            status: up.status,
-            bytes,
-            term: up.term,
-            request_line: &up.req_line,
-        });
-        let retried = up.retries_left != up.farm.retries;
-        let ab = crate::proxy::abnormal(up.term.as_bytes(), retried, redisp, Some(up.status));
-        if let Some(level) = crate::rewrite::exchange_log_level(&c.fe, ab, c.vars.cell()) {
-            c.w.log_access(crate::log::format(&entry), level);
-        }
+    }
+}
+
+/// The exchange's access-log line: at its end, or when the response head
+/// was forwarded with `option logasap` (`asap`: the size and the times
+/// are then those so far, written with a `+`).
+fn log_line(c: &H1, ctx: &Ctx, up: &Upstream, bytes: u64, asap: bool) {
+    if !c.w.logging(&c.fe) {
+        return;
+    }
+    let now = ctx.now();
+    let d = |a: Tick, b: Tick| b.wrapping_sub(a) as i32 as i64;
+    let tq = d(up.t0, up.t_start);
+    let tw = match up.t_served {
+        Some(sv) => d(up.t_start, sv),
+        None => -1,
+    };
+    let tc = match (up.t_served, up.t_conn) {
+        (Some(sv), Some(c)) => d(sv, c),
+        _ => -1,
+    };
+    let tr = match (up.t_conn, up.t_resp) {
+        (Some(c), Some(r)) => d(c, r),
+        _ => -1,
+    };
+    let tt = d(up.t0, now);
+    let (srv, left, redisp) = (up.server.as_deref(), up.retries_left, up.avoid.is_some());
+    if let Some(v) = c.vars.cell() {
+        crate::rewrite::note_for_log(v, &up.farm, srv, left, redisp);
+    }
+    let server = up.server.as_ref().map_or("<NOSRV>", |s| s.name.as_str());
+    let mut entry = c.log_entry(LogFacts {
+        backend: &up.be.name,
+        server,
+        times: [tq, tw, tc, tr, tt],
+        status: up.status,
+        bytes,
+        term: up.term,
+        request_line: &up.req_line,
+    });
+    entry.asap = asap;
+    let retried = up.retries_left != up.farm.retries;
+    let ab = crate::proxy::abnormal(up.term.as_bytes(), retried, redisp, Some(up.status));
+    if let Some(level) = crate::rewrite::exchange_log_level(&c.fe, ab, c.vars.cell()) {
+        c.w.log_access(crate::log::format(&entry), level);
     }
 }
 

@@ -131,6 +131,9 @@ pub fn accepted(
             return Ok(());
         }
     }
+    // A session (HAProxy's count for `maxsessrate`): the connection
+    // passed its `tcp-request connection` rules.
+    w.shared.sess_rate.note(ctx.now());
     if accept_proxy || expect_proxy {
         return pphdr::spawn(ctx, sock, peer, fe, w, tls, early, h2);
     }
@@ -305,24 +308,30 @@ pub struct TcpLog<'a> {
     pub redispatched: bool,
     /// Server and backend queue lengths when the session queued.
     pub queues: (usize, usize),
+    /// Logged at the connect (`option logasap`): `+` before the total
+    /// time and the size.
+    pub asap: bool,
 }
 
 /// HAProxy's `option tcplog` line:
 /// `%ci:%cp [%t] %ft %b/%s %Tw/%Tc/%Tt %B %ts %ac/%fc/%bc/%sc/%rc %sq/%bq`.
 pub fn tcplog(e: &TcpLog<'_>) -> Vec<u8> {
     let mut out = Vec::with_capacity(160);
+    let plus = if e.asap { "+" } else { "" };
     let _ = write!(out, "{}:{} [", e.client.ip(), e.client.port());
     crate::log::fmt_date(e.accept, &mut out);
     let _ = write!(
         out,
-        "] {}{} {}/{} {}/{}/{} {} {}{} {}/{}/{}/{}/{}{} {}/{}",
+        "] {}{} {}/{} {}/{}/{}{} {}{} {}{} {}/{}/{}/{}/{}{} {}/{}",
         e.frontend,
         if e.tls { "~" } else { "" },
         e.backend,
         e.server,
         e.tw,
         e.tc,
+        plus,
         e.tt,
+        plus,
         e.bytes,
         e.term[0] as char,
         e.term[1] as char,
@@ -363,6 +372,7 @@ mod tests {
             retries: 3,
             redispatched: false,
             queues: (0, 0),
+            asap: false,
         });
         // configuration.txt 8.2.2's example, less the syslog header.
         assert_eq!(
@@ -388,6 +398,7 @@ mod tests {
             retries: 1,
             redispatched: true,
             queues: (0, 2),
+            asap: false,
         });
         assert_eq!(
             String::from_utf8(l).unwrap(),

@@ -103,6 +103,8 @@ pub(super) struct Session {
     content_pos: usize,
     /// `silent-drop`: close with a reset and no log.
     silent: bool,
+    /// The log line went out at the connect (`option logasap`).
+    logged: bool,
     /// `tcp-response content` inspection under way: the rule to resume
     /// at and the end of `tcp-response inspect-delay`.
     res_inspect: Option<(usize, Tick)>,
@@ -175,6 +177,7 @@ impl Session {
             stk: early.stk,
             content_pos: 0,
             silent: false,
+            logged: false,
             res_inspect: None,
             sess: Arc::clone(&sess),
             term: *b"--",
@@ -791,6 +794,13 @@ impl Session {
                         crate::backend::check::observe(s, crate::backend::check::Seen::L4Ok);
                     }
                     self.st = St::Established;
+                    if self.fe.l4.logasap {
+                        // `option logasap`: the line goes now, with the
+                        // bytes so far (none) and the time to the connect.
+                        let sent = self.pipe.borrow().srv.bytes_read;
+                        self.log(ctx, 0, sent, true);
+                        self.logged = true;
+                    }
                     self.stick_store();
                     if let Some(be) = self.be.as_ref().filter(|b| !b.l4.res_rules.is_empty()) {
                         // The server's bytes wait for the response rules.
@@ -966,8 +976,8 @@ impl Session {
         // The trackers count the session's bytes, then let go.
         self.stk.end(ctx.now(), false, false, bytes_in, bytes_out);
         self.note_times(ctx.now());
-        if !self.silent {
-            self.log(ctx, bytes_in, bytes_out);
+        if !self.silent && !self.logged {
+            self.log(ctx, bytes_in, bytes_out, false);
         }
         if let (Some(s), Some(farm)) = (self.server.take(), self.farm.as_ref()) {
             farm.release(&s);
@@ -1009,12 +1019,15 @@ impl Session {
         }
     }
 
-    fn log(&self, ctx: &Ctx, bytes_in: u64, bytes_out: u64) {
+    /// The session's log line: at its end, or at the connect with `option
+    /// logasap` (`asap`: the total time is then the time to the connect,
+    /// it and the size written with a `+`, as HAProxy's).
+    fn log(&self, ctx: &Ctx, bytes_in: u64, bytes_out: u64, asap: bool) {
         let l4 = &self.fe.l4;
         if !(l4.tcplog || self.fe.log_format.is_some()) || !self.fe.log {
             return;
         }
-        if l4.dontlognull && bytes_in == 0 && bytes_out == 0 && self.term == *b"--" {
+        if l4.dontlognull && !asap && bytes_in == 0 && bytes_out == 0 && self.term == *b"--" {
             return;
         }
         if !self.w.logging(&self.fe) {
@@ -1025,7 +1038,8 @@ impl Session {
         let Some(level) = self.fe.log_level(ab) else {
             return;
         };
-        let now = ctx.now();
+        let conn = self.pipe.borrow().t_conn;
+        let now = conn.filter(|_| asap).unwrap_or_else(|| ctx.now());
         let d = |a: Tick, b: Tick| b.wrapping_sub(a) as i32 as i64;
         let tw = match (self.t_queued, self.t_served) {
             (Some(q), Some(s)) => d(q, s),
@@ -1084,6 +1098,7 @@ impl Session {
                 vars: Some(&*self.vars),
                 ncaps: (0, 0),
                 fmt: Some(fmt),
+                asap,
             };
             self.w.log_access(crate::log::format(&entry), level);
             return;
@@ -1107,6 +1122,7 @@ impl Session {
             retries: self.retries_done,
             redispatched: self.redispatched,
             queues: self.queues,
+            asap,
         });
         self.w.log_access(line, level);
     }

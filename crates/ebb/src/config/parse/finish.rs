@@ -18,6 +18,12 @@ impl Parser<'_> {
     /// Cross-checks that need the whole configuration, then the result.
     pub(crate) fn finish(mut self) -> Result<Config, Vec<ConfigError>> {
         self.close_section();
+        // `disabled` proxies: parsed and checked line by line, not
+        // started (HAProxy skips them past the parse too).
+        let (off, on): (Vec<Proxy>, Vec<Proxy>) = std::mem::take(&mut self.proxies)
+            .into_iter()
+            .partition(|p| p.disabled.is_some());
+        self.proxies = on;
         self.global.environ = crate::environ::take();
         // A table that stick rules use stores the server's id and key
         // (HAProxy adds server_id and server_key to it).
@@ -153,23 +159,29 @@ impl Parser<'_> {
                 );
             }
             let is_backend = |name: &str| px.iter().any(|b| b.kind.is_backend() && b.name == name);
+            // A backend that is `disabled` is not there: routing to it is
+            // refused, with why.
+            let unknown = |what: &str, name: &str| {
+                match off
+                .iter()
+                .find(|b| b.kind.is_backend() && b.name == name)
+                .and_then(|b| b.disabled.as_ref())
+            {
+                Some(at) => format!(
+                    "'{what}' names backend '{name}', which is disabled (at {at}): ebb does not route to a disabled backend"
+                ),
+                None => format!("'{what}' names unknown backend '{name}'"),
+            }
+            };
             for u in &p.use_backends {
                 if u.dynamic.is_none() && !is_backend(&u.backend) {
-                    err(
-                        &mut errs,
-                        &u.loc,
-                        format!("'use_backend' names unknown backend '{}'", u.backend),
-                    );
+                    err(&mut errs, &u.loc, unknown("use_backend", &u.backend));
                 }
             }
             if p.kind.is_frontend() {
                 if let Some(d) = &p.default_backend {
                     if !is_backend(&d.value) {
-                        err(
-                            &mut errs,
-                            &d.loc,
-                            format!("'default_backend' names unknown backend '{}'", d.value),
-                        );
+                        err(&mut errs, &d.loc, unknown("default_backend", &d.value));
                     }
                 }
             }

@@ -69,6 +69,9 @@ const GLOBAL_KEYWORDS: &[&str] = &[
     "tune.idle-pool.shared",
     "ulimit-n",
     "tune.http.drain-max",
+    "tune.http.maxhdr",
+    "maxconnrate",
+    "maxsessrate",
     "tune.h2.max-concurrent-streams",
     "tune.h2.initial-window-size",
     "tune.h2.header-table-size",
@@ -89,8 +92,6 @@ const HAPROXY_GLOBAL_UNSUPPORTED: &[&str] = &[
     "quiet",
     "lua-load",
     "maxsslconn",
-    "maxconnrate",
-    "tune.http.maxhdr",
     "h1-case-adjust",
     "set-dumpable",
     "insecure-fork-wanted",
@@ -416,6 +417,22 @@ impl Parser<'_> {
                     ));
                 }
                 g.drain_max = Some(n);
+            }
+            // HAProxy's range is 1..=32767; ebb's parser keeps at most
+            // `MAX_HEADERS_CAP` fields.
+            // HAProxy's: a number, 0 for no limit.
+            "maxconnrate" => g.max_conn_rate = parse_u32_range(kw, &one(w)?, 0, u32::MAX)?,
+            "maxsessrate" => g.max_sess_rate = parse_u32_range(kw, &one(w)?, 0, u32::MAX)?,
+            "tune.http.maxhdr" => {
+                let n = parse_u32_range(kw, &one(w)?, 1, 32767)? as usize;
+                let cap = crate::http1::MAX_HEADERS_CAP;
+                if n - 1 > cap {
+                    return Err(format!(
+                        "'tune.http.maxhdr' above {} is not supported by ebb (its parser keeps at most {cap} fields)",
+                        cap + 1
+                    ));
+                }
+                g.max_hdr = Some(n);
             }
             // HAProxy takes 1..=9 (zlib's levels); brotli and zstd get the
             // same number, clamped to their own range.

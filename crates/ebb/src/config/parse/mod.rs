@@ -281,6 +281,9 @@ fn new_proxy(name: &str, kind: ProxyKind, loc: Loc) -> Proxy {
         capture_cookie: None,
         unique_id_format: None,
         unique_id_header: None,
+        send_name_header: None,
+        log_tag: None,
+        disabled: None,
     }
 }
 

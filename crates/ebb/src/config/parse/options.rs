@@ -16,8 +16,6 @@ const HAPROXY_OPTIONS_UNSUPPORTED: &[&str] = &[
     "http-no-delay",
     "http-pretend-keepalive",
     "http-use-htx",
-    "logasap",
-    "prefer-last-server",
     "external-check",
     "independent-streams",
     "accept-invalid-http-request",
@@ -49,6 +47,8 @@ const OPTIONS: &[&str] = &[
     "httplog",
     "tcplog",
     "dontlognull",
+    "logasap",
+    "prefer-last-server",
     "log-health-checks",
     "idle-close-on-response",
     "disable-h2-upgrade",
@@ -89,7 +89,7 @@ pub(super) fn proxy_option(
         | "transparent" | "redis-check" | "smtpchk" | "pgsql-check" | "mysql-check"
         | "ldap-check" | "spop-check" | "ssl-hello-chk" => BE,
         "http-buffer-request" | "splice-auto" | "splice-request" | "splice-response" => FE | BE,
-        "abortonclose" | "srvtcpka" | "allbackups" => BE,
+        "abortonclose" | "srvtcpka" | "allbackups" | "prefer-last-server" => BE,
         "tcpka" | "nolinger" => FE | BE,
         "clitcpka"
         | "dontlog-normal"
@@ -100,6 +100,7 @@ pub(super) fn proxy_option(
         "httplog"
         | "tcplog"
         | "dontlognull"
+        | "logasap"
         | "idle-close-on-response"
         | "disable-h2-upgrade"
         | "socket-stats" => FE,
@@ -214,6 +215,10 @@ pub(super) fn proxy_option(
             no_args(rest)?;
             o.dontlognull = !no;
         }
+        "logasap" => {
+            no_args(rest)?;
+            o.logasap = !no;
+        }
         "tcplog" => {
             no_args(rest)?;
             o.tcplog = !no;
@@ -241,6 +246,10 @@ pub(super) fn proxy_option(
         "abortonclose" => {
             no_args(rest)?;
             o.abortonclose = !no;
+        }
+        "prefer-last-server" => {
+            no_args(rest)?;
+            o.prefer_last_server = !no;
         }
         "tcpka" => {
             if no {

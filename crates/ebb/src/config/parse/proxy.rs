@@ -81,6 +81,10 @@ const PROXY_KEYWORDS: &[&str] = &[
     "cookie",
     "unique-id-format",
     "unique-id-header",
+    "http-send-name-header",
+    "log-tag",
+    "disabled",
+    "enabled",
     "monitor-uri",
     "monitor",
     "force-persist",
@@ -90,13 +94,9 @@ const PROXY_KEYWORDS: &[&str] = &[
 /// HAProxy proxy keywords ebb does not implement.
 const HAPROXY_PROXY_UNSUPPORTED: &[&str] = &[
     "fullconn",
-    "http-send-name-header",
     "filter",
     "log-format-sd",
     "error-log-format",
-    "log-tag",
-    "disabled",
-    "enabled",
     "rate-limit",
     "email-alert",
     "server-state-file-name",
@@ -105,6 +105,17 @@ const HAPROXY_PROXY_UNSUPPORTED: &[&str] = &[
     "max-keep-alive-queue",
     "max-session-srv-conns",
 ];
+
+/// The one argument of `kw`, a field name (`unique-id-header NAME`).
+fn header_name_arg<'a>(kw: &str, w: &'a [String]) -> Result<&'a str, String> {
+    let [_, h] = w else {
+        return Err(format!("'{kw}' expects a header name"));
+    };
+    if !crate::net::is_token(h) {
+        return Err(format!("'{kw}': invalid header name '{h}'"));
+    }
+    Ok(h)
+}
 
 pub(super) fn proxy_kw(px: &mut Proxy, ctx: &Ctx<'_>, words: &[String]) -> Result<(), String> {
     let (no, w) = if words[0] == "no" {
@@ -351,13 +362,26 @@ pub(super) fn proxy_kw(px: &mut Proxy, ctx: &Ctx<'_>, words: &[String]) -> Resul
         }
         "unique-id-header" => {
             ctx.allow(kw, FE, true)?;
-            let [_, h] = w else {
-                return Err("'unique-id-header' expects a header name".to_string());
-            };
-            if !crate::net::is_token(h) {
-                return Err(format!("'unique-id-header': invalid header name '{h}'"));
+            px.unique_id_header = Some(header_name_arg(kw, w)?.to_string());
+        }
+        "disabled" | "enabled" => {
+            ctx.allow(kw, FE | BE, true)?;
+            if w.len() > 1 {
+                return Err(format!("'{kw}' takes no argument"));
             }
-            px.unique_id_header = Some(h.clone());
+            px.disabled = (kw == "disabled").then(|| loc.clone());
+        }
+        "log-tag" => {
+            ctx.allow(kw, FE | BE, true)?;
+            let [_, t] = w else {
+                return Err("'log-tag' expects one tag for use in syslog".to_string());
+            };
+            px.log_tag = Some(t.clone());
+        }
+        "http-send-name-header" => {
+            ctx.allow(kw, BE, true)?;
+            // HAProxy 2.6 requires the name (no default field).
+            px.send_name_header = Some(header_name_arg(kw, w)?.to_ascii_lowercase());
         }
         "log-format" => {
             ctx.allow(kw, FE, true)?;

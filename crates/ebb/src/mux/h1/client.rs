@@ -1145,6 +1145,7 @@ impl<S: Exchange + Default + 'static> Conn<S> {
             vars: self.vars.cell(),
             ncaps: self.fe.ncaps(),
             fmt: self.fe.log_format.as_ref(),
+            asap: false,
         }
     }
 

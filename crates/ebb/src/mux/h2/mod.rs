@@ -876,6 +876,7 @@ impl<S: Exchange + Default + 'static> H2Conn<S> {
             vars: Some(&self.session.1),
             ncaps: self.fe.ncaps(),
             fmt: self.fe.log_format.as_ref(),
+            asap: false,
         };
         self.w
             .log_fe_error(&self.fe, crate::log::format(&e), self.fe.err_level());

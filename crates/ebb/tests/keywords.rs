@@ -1,0 +1,617 @@
+//! HAProxy keywords of everyday configurations, through the real binary
+//! and side by side with HAProxy 2.6 when it is installed:
+//! `http-send-name-header`, `option logasap`, `log-tag`,
+//! `tune.http.maxhdr`, `option prefer-last-server`, `maxconnrate`,
+//! `maxsessrate`, `disabled` and `enabled`.
+
+mod common;
+
+use std::io::{Read, Write};
+use std::net::SocketAddr;
+use std::path::Path;
+
+use common::origin::{Mode, Origin};
+use common::*;
+
+/// The lines of the request heads `o` received that name `field`
+/// (case-insensitively), as `name: value` lowercased.
+fn fields_seen(o: &Origin, field: &str) -> Vec<Vec<String>> {
+    o.heads
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|h| {
+            h.lines()
+                .filter(|l| {
+                    l.split_once(':')
+                        .is_some_and(|(n, _)| n.trim().eq_ignore_ascii_case(field))
+                })
+                .map(|l| l.to_ascii_lowercase())
+                .collect()
+        })
+        .collect()
+}
+
+fn name_hdr_cfg(sock: &Path, bind: &str, dead: u16, o: SocketAddr) -> String {
+    format!(
+        "global\n    stats socket {} level admin\n\
+         defaults\n    mode http\n    timeout connect 2s\n    timeout client 10s\n    timeout server 10s\n\
+         \x20   http-send-name-header X-Server\n\
+         frontend fe\n    bind {bind}\n    default_backend be\n\
+         backend be\n    balance first\n    retries 1\n    option redispatch\n\
+         \x20   server dead 127.0.0.1:{dead}\n    server live {o}\n",
+        sock.display()
+    )
+}
+
+/// `http-send-name-header`: the server named in the field, any copy the
+/// client sent removed; the first server refuses the connection, the
+/// redispatched retry names the server it went to.
+#[test]
+fn send_name_header_names_the_server_tried_last() {
+    let origin = Origin::start("live", Mode::Ok);
+    let dead = free_port();
+    let send = |fe: SocketAddr| {
+        let r = raw(
+            fe,
+            b"GET / HTTP/1.1\r\nHost: x\r\nx-server: forged\r\nX-SERVER: again\r\nConnection: close\r\n\r\n",
+        )
+        .expect("an answer");
+        assert_eq!(r.status, 200);
+    };
+    let (ebb, _sock) = ebb_with_admin("sendname", |k, b| name_hdr_cfg(k, b, dead, origin.addr));
+    send(ebb.addr());
+    let ours = fields_seen(&origin, "x-server");
+    assert_eq!(ours, vec![vec!["x-server: live".to_string()]]);
+    origin.heads.lock().unwrap().clear();
+    if let Some((_h, fe)) = haproxy_beside("sendname", |k, b| name_hdr_cfg(k, b, dead, origin.addr))
+    {
+        send(fe);
+        assert_eq!(fields_seen(&origin, "x-server"), ours);
+    }
+}
+
+/// Each configuration text is refused by `ebb -c` with its message (the
+/// files are `f0.cfg`, `f1.cfg`...).
+fn refused(name: &str, cases: &[(String, &str)]) {
+    let dir = scratch(name);
+    for (i, (text, what)) in cases.iter().enumerate() {
+        let f = format!("f{i}.cfg");
+        std::fs::write(dir.join(&f), text).unwrap();
+        let (rc, _out, err) = run_ebb(&["-c", "-f", &f], &dir);
+        assert_ne!(rc, 0, "{text}");
+        assert!(err.contains(what), "{err}");
+    }
+}
+
+/// `http-send-name-header` without a name is refused with its line, as
+/// HAProxy refuses it; so in a frontend.
+#[test]
+fn send_name_header_needs_a_name_and_a_backend() {
+    let head = "defaults\n    mode http\n    timeout connect 1s\n    timeout client 1s\n    timeout server 1s\n";
+    refused(
+        "sendname-refused",
+        &[
+            (
+                format!("{head}backend be\n    http-send-name-header\n    server a 127.0.0.1:1\n"),
+                "f0.cfg:7: 'http-send-name-header' expects a header name",
+            ),
+            (
+                format!("{head}frontend fe\n    bind 127.0.0.1:1\n    http-send-name-header X-S\n"),
+                "f1.cfg:8: 'http-send-name-header' is not allowed",
+            ),
+        ],
+    );
+}
+
+/// The bytes read from `s` up to the end of a request head (or its close).
+fn read_head(s: &mut std::net::TcpStream) -> Vec<u8> {
+    let mut got = Vec::new();
+    let mut b = [0u8; 4096];
+    while !got.windows(4).any(|w| w == b"\r\n\r\n") {
+        match s.read(&mut b) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => got.extend_from_slice(&b[..n]),
+        }
+    }
+    got
+}
+
+/// An origin that answers each connection's request with a head and half
+/// of a 6-byte body, then the rest once the test sends on the channel;
+/// one connection at a time, closed after its answer.
+fn stalling_origin() -> (SocketAddr, std::sync::mpsc::Sender<()>) {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel::<()>();
+    std::thread::spawn(move || {
+        for s in l.incoming() {
+            let Ok(mut s) = s else { return };
+            read_head(&mut s);
+            let _ = s
+                .write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 6\r\nConnection: close\r\n\r\nabc");
+            if rx.recv().is_err() {
+                return;
+            }
+            let _ = s.write_all(b"def");
+        }
+    });
+    (addr, tx)
+}
+
+/// An origin that accepts connections and holds them open until the
+/// peer closes.
+fn holding_origin() -> SocketAddr {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for mut s in l.incoming().map_while(Result::ok) {
+            std::thread::spawn(move || {
+                let mut b = [0u8; 4096];
+                while matches!(s.read(&mut b), Ok(n) if n > 0) {}
+            });
+        }
+    });
+    addr
+}
+
+/// The fields of the next syslog line on `udp` after the accept date.
+fn next_fields(udp: &std::net::UdpSocket) -> Vec<String> {
+    let mut b = [0u8; 4096];
+    let n = retry_eintr(|| udp.recv(&mut b)).expect("no syslog datagram");
+    let l = String::from_utf8_lossy(&b[..n]).into_owned();
+    let rest = l.split("] ").nth(1).unwrap_or("");
+    rest.split(' ').map(str::to_string).collect()
+}
+
+/// Of a timers field (`a/b/c` or `a/b/+c`): its last figure as written,
+/// the others as `n` (or -1).
+fn last_timer_shape(f: &str) -> String {
+    f.split('/')
+        .map(|t| match t {
+            "-1" => "-1".to_string(),
+            t if t.starts_with('+') => "+n".to_string(),
+            _ => "n".to_string(),
+        })
+        .collect::<Vec<_>>()
+        .join("/")
+}
+
+fn logasap_cfg(sock: &Path, bind0: &str, bind1: &str, udp: SocketAddr, o: SocketAddr) -> String {
+    format!(
+        "global\n    stats socket {} level admin\n    log {udp} local0\n\
+         defaults\n    mode http\n    log global\n    option httplog\n    option logasap\n\
+         \x20   timeout connect 2s\n    timeout client 10s\n    timeout server 10s\n\
+         frontend fe\n    bind {bind0}\n    default_backend be\n\
+         frontend late\n    bind {bind1}\n    no option logasap\n    default_backend be\n\
+         backend be\n    server live {o}\n",
+        sock.display()
+    )
+}
+
+/// `option logasap`: the line leaves when the response head is
+/// forwarded, while the body still waits on the server, with `+` before
+/// the total time and the size; `no option logasap` logs at the end, once.
+#[test]
+fn logasap_logs_at_the_response_head() {
+    let (o, go) = stalling_origin();
+    let check = |fe: SocketAddr, late: SocketAddr, udp: &std::net::UdpSocket| {
+        let mut c = std::net::TcpStream::connect(fe).unwrap();
+        c.write_all(b"GET /a HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            .unwrap();
+        // The body is held by the origin: this line is the early one.
+        let f = next_fields(udp);
+        go.send(()).unwrap();
+        let mut all = Vec::new();
+        c.read_to_end(&mut all).unwrap();
+        assert!(
+            all.ends_with(b"abcdef"),
+            "{}",
+            String::from_utf8_lossy(&all)
+        );
+        go.send(()).unwrap();
+        let r = get(late, "/b");
+        assert_eq!(r.status, 200);
+        // The next line is /b's: none more for /a.
+        let g = next_fields(udp);
+        assert!(g.iter().any(|w| w == "/b"), "{g:?}");
+        (f, g)
+    };
+    let shape = |f: &[String]| {
+        (
+            f[0].clone(),
+            last_timer_shape(&f[2]),
+            f[3].clone(),
+            f[4].starts_with('+'),
+            f[5].clone(),
+        )
+    };
+    let udp = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    udp.set_read_timeout(Some(std::time::Duration::from_secs(30)))
+        .unwrap();
+    let u = udp.local_addr().unwrap();
+    let (ebb, _s) = ebb_with_admin("logasap", |k, b| logasap_cfg(k, b, b, u, o));
+    let (f, g) = check(ebb.addrs[0], ebb.addrs[1], &udp);
+    let ours = (shape(&f), shape(&g));
+    assert_eq!(
+        ours.0,
+        (
+            "fe".into(),
+            "n/n/n/n/+n".into(),
+            "200".into(),
+            true,
+            "-".into()
+        )
+    );
+    assert_eq!(
+        ours.1,
+        (
+            "late".into(),
+            "n/n/n/n/n".into(),
+            "200".into(),
+            false,
+            "-".into()
+        )
+    );
+    drop(ebb);
+    let late = free_port();
+    let hap = haproxy_beside("logasap", |k, b| {
+        logasap_cfg(k, b, &format!("127.0.0.1:{late}"), u, o)
+    });
+    if let Some((_h, fe)) = hap {
+        let (f, g) = check(fe, format!("127.0.0.1:{late}").parse().unwrap(), &udp);
+        assert_eq!((shape(&f), shape(&g)), ours);
+    }
+}
+
+fn tcp_logasap_cfg(sock: &Path, bind: &str, udp: SocketAddr, o: SocketAddr) -> String {
+    format!(
+        "global\n    stats socket {} level admin\n    log {udp} local0\n\
+         defaults\n    mode tcp\n    log global\n    option tcplog\n    option logasap\n\
+         \x20   timeout connect 2s\n    timeout client 10s\n    timeout server 10s\n\
+         listen fe\n    bind {bind}\n    server s {o}\n",
+        sock.display()
+    )
+}
+
+/// `option logasap` in `mode tcp`: the line leaves once the server
+/// connection is established, the session still open, with `+` before
+/// the total time and the size.
+#[test]
+fn logasap_logs_a_tcp_session_at_the_connect() {
+    let o = holding_origin();
+    let udp = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    udp.set_read_timeout(Some(std::time::Duration::from_secs(30)))
+        .unwrap();
+    let u = udp.local_addr().unwrap();
+    let check = |fe: SocketAddr| {
+        let mut c = std::net::TcpStream::connect(fe).unwrap();
+        c.write_all(b"hello").unwrap();
+        let f = next_fields(&udp);
+        drop(c);
+        (
+            f[0].clone(),
+            f[1].clone(),
+            last_timer_shape(&f[2]),
+            f[3].clone(),
+            f[4].clone(),
+        )
+    };
+    let (ebb, _s) = ebb_with_admin("tcp-logasap", |k, b| tcp_logasap_cfg(k, b, u, o));
+    let ours = check(ebb.addr());
+    assert_eq!(
+        ours,
+        (
+            "fe".into(),
+            "fe/s".into(),
+            "n/n/+n".into(),
+            "+0".into(),
+            "--".into()
+        )
+    );
+    drop(ebb);
+    if let Some((_h, fe)) = haproxy_beside("tcp-logasap", |k, b| tcp_logasap_cfg(k, b, u, o)) {
+        assert_eq!(check(fe), ours);
+    }
+}
+
+fn log_tag_cfg(
+    k: &Path,
+    bind0: &str,
+    bind1: &str,
+    udp: SocketAddr,
+    o: SocketAddr,
+    dead: u16,
+) -> String {
+    format!(
+        "global\n    stats socket {} level admin\n    log {udp} local0\n    log-tag gtag\n\
+         defaults\n    mode http\n    log global\n    option httplog\n\
+         \x20   timeout connect 2s\n    timeout client 10s\n    timeout server 10s\n\
+         frontend fe\n    bind {bind0}\n    log-tag fetag\n    default_backend be\n\
+         frontend plain\n    bind {bind1}\n    default_backend be\n\
+         backend be\n    log-tag betag\n    server live {o}\n\
+         \x20   server dead 127.0.0.1:{dead} backup check inter 200 fall 1\n",
+        k.display()
+    )
+}
+
+/// The syslog tag of each kind of line: `/f` through the frontend with
+/// its own `log-tag`, `/p` through the one without (the global tag), the
+/// backend's server going down (the backend's tag).
+fn tags_seen(udp: &std::net::UdpSocket, fe: SocketAddr, plain: SocketAddr) -> Vec<String> {
+    assert_eq!(get(fe, "/f").status, 200);
+    assert_eq!(get(plain, "/p").status, 200);
+    let mut found: [Option<String>; 3] = Default::default();
+    let mut b = [0u8; 4096];
+    while found.iter().any(Option::is_none) {
+        let n = retry_eintr(|| udp.recv(&mut b)).expect("no syslog datagram");
+        let l = String::from_utf8_lossy(&b[..n]).into_owned();
+        // `<PRI>DATE TAG[PID]: message`
+        let tag = l
+            .split("]: ")
+            .next()
+            .and_then(|h| h.rsplit(' ').next())
+            .and_then(|t| t.split('[').next())
+            .unwrap_or("?")
+            .to_string();
+        let i = if l.contains("\"GET /f ") {
+            0
+        } else if l.contains("\"GET /p ") {
+            1
+        } else if l.contains("dead is DOWN") {
+            2
+        } else {
+            continue;
+        };
+        found[i] = Some(tag);
+    }
+    found.into_iter().flatten().collect()
+}
+
+/// `log-tag` in `global` and in proxies: a frontend's access lines carry
+/// its tag, else the global one; a backend's server events carry the
+/// backend's.
+#[test]
+fn log_tag_per_proxy_and_global() {
+    let o = Origin::start("live", Mode::Ok);
+    let dead = free_port();
+    let udp = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    udp.set_read_timeout(Some(std::time::Duration::from_secs(30)))
+        .unwrap();
+    let u = udp.local_addr().unwrap();
+    let (ebb, _s) = ebb_with_admin("logtag", |k, b| log_tag_cfg(k, b, b, u, o.addr, dead));
+    let ours = tags_seen(&udp, ebb.addrs[0], ebb.addrs[1]);
+    assert_eq!(ours, ["fetag", "gtag", "betag"]);
+    drop(ebb);
+    let plain = free_port();
+    let p = format!("127.0.0.1:{plain}");
+    if let Some((_h, fe)) = haproxy_beside("logtag", |k, b| log_tag_cfg(k, b, &p, u, o.addr, dead))
+    {
+        // (Lines of ebb's left in the socket are read past.)
+        assert_eq!(tags_seen(&udp, fe, p.parse().unwrap()), ours);
+    }
+}
+
+/// An origin whose answer to `/rN` has N fields (Content-Length and
+/// N - 1 others), closing each connection after its answer.
+fn fields_origin() -> SocketAddr {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for mut s in l.incoming().map_while(Result::ok) {
+            let got = read_head(&mut s);
+            let text = String::from_utf8_lossy(&got);
+            let n: usize = text
+                .split(' ')
+                .nth(1)
+                .and_then(|p| p.strip_prefix("/r"))
+                .and_then(|n| n.parse().ok())
+                .unwrap_or(1);
+            let mut a = String::from("HTTP/1.1 200 OK\r\nContent-Length: 0\r\n");
+            for i in 1..n {
+                a.push_str(&format!("x-f{i}: v\r\n"));
+            }
+            a.push_str("\r\n");
+            let _ = s.write_all(a.as_bytes());
+        }
+    });
+    addr
+}
+
+fn maxhdr_cfg(k: &Path, bind: &str, o: SocketAddr) -> String {
+    format!(
+        "global\n    stats socket {} level admin\n    tune.http.maxhdr 5\n\
+         defaults\n    mode http\n    timeout connect 2s\n    timeout client 10s\n    timeout server 10s\n\
+         frontend fe\n    bind {bind}\n    default_backend be\n\
+         backend be\n    server s {o}\n",
+        k.display()
+    )
+}
+
+/// `tune.http.maxhdr 5`: four fields pass, a fifth is refused, 400 in a
+/// request and 502 in a response (HAProxy counts the start line, not a
+/// `Connection: close`).
+#[test]
+fn maxhdr_bounds_request_and_response_fields() {
+    let o = fields_origin();
+    let statuses = |fe: SocketAddr| {
+        let req = |fields: usize, path: &str| {
+            let mut r = format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n");
+            for i in 2..fields {
+                r.push_str(&format!("x-q{i}: v\r\n"));
+            }
+            r.push_str("\r\n");
+            raw(fe, r.as_bytes()).map_or(0, |r| r.status)
+        };
+        // `Connection: close` is not counted (HAProxy's parser drops it).
+        [req(5, "/r1"), req(6, "/r1"), req(2, "/r4"), req(2, "/r5")]
+    };
+    let (ebb, _s) = ebb_with_admin("maxhdr", |k, b| maxhdr_cfg(k, b, o));
+    let ours = statuses(ebb.addr());
+    assert_eq!(ours, [200, 400, 200, 502]);
+    drop(ebb);
+    if let Some((_h, fe)) = haproxy_beside("maxhdr", |k, b| maxhdr_cfg(k, b, o)) {
+        assert_eq!(statuses(fe), ours);
+    }
+}
+
+/// `tune.http.maxhdr` out of HAProxy's range is refused, and so is a
+/// count past what ebb's parser keeps.
+#[test]
+fn maxhdr_out_of_range_is_refused() {
+    let cfg = |v: &str| format!("global\n    tune.http.maxhdr {v}\n");
+    refused(
+        "maxhdr-refused",
+        &[
+            (cfg("0"), "f0.cfg:2: 'tune.http.maxhdr'"),
+            (cfg("32768"), "f1.cfg:2: 'tune.http.maxhdr'"),
+            (
+                cfg("1000"),
+                "f2.cfg:2: 'tune.http.maxhdr' above 257 is not supported by ebb",
+            ),
+        ],
+    );
+}
+
+fn prefer_last_cfg(k: &Path, bind: &str, reuse: &str, a: SocketAddr, b: SocketAddr) -> String {
+    format!(
+        "global\n    stats socket {} level admin\n\
+         defaults\n    mode http\n    timeout connect 2s\n    timeout client 10s\n    timeout server 10s\n\
+         frontend fe\n    bind {bind}\n    default_backend be\n\
+         backend be\n    balance roundrobin\n    option prefer-last-server\n    http-reuse {reuse}\n\
+         \x20   server a {a}\n    server b {b}\n",
+        k.display()
+    )
+}
+
+/// `option prefer-last-server`: a keep-alive client's requests stay on
+/// the server of its private connection (`http-reuse never`); with
+/// `http-reuse safe` the connection is shared, not the client's, and
+/// round robin goes on, as HAProxy 2.6 does.
+#[test]
+fn prefer_last_server_keeps_a_client_on_its_private_connection() {
+    let a = Origin::start("A", Mode::Ok);
+    let b = Origin::start("B", Mode::Ok);
+    let served = |fe: SocketAddr| {
+        let mut c = Client::connect(fe);
+        (0..4)
+            .map(|i| {
+                c.send(format!("GET /{i} HTTP/1.1\r\nHost: x\r\n\r\n").as_bytes());
+                let r = c.read_resp();
+                assert_eq!(r.status, 200);
+                r.text().split(' ').next().unwrap_or("?").to_string()
+            })
+            .collect::<Vec<_>>()
+            .concat()
+    };
+    let mut ours = Vec::new();
+    for reuse in ["never", "safe"] {
+        let (ebb, _s) = ebb_with_admin("prefer-last", |k, bd| {
+            prefer_last_cfg(k, bd, reuse, a.addr, b.addr)
+        });
+        ours.push(served(ebb.addr()));
+    }
+    assert_eq!(ours, ["AAAA", "ABAB"]);
+    for (i, reuse) in ["never", "safe"].iter().enumerate() {
+        let hap = haproxy_beside("prefer-last", |k, bd| {
+            prefer_last_cfg(k, bd, reuse, a.addr, b.addr)
+        });
+        if let Some((_h, fe)) = hap {
+            assert_eq!(served(fe), ours[i], "http-reuse {reuse}");
+        }
+    }
+}
+
+fn rate_cfg(k: &Path, bind: &str, kw: &str) -> String {
+    format!(
+        "global\n    stats socket {} level admin\n    {kw} 5\n\
+         defaults\n    mode http\n    timeout connect 2s\n    timeout client 10s\n    timeout server 10s\n\
+         frontend fe\n    bind {bind}\n    http-request return status 200 content-type text/plain string ok\n",
+        k.display()
+    )
+}
+
+/// `maxconnrate 5` and `maxsessrate 5`: 15 connections one after the
+/// other are all served (the listener pauses, it does not refuse), and
+/// they take more than a second (at most 5 a second, with the previous
+/// second counted as HAProxy counts it, make them take two).
+#[test]
+fn conn_and_sess_rates_pause_accepting() {
+    let run = |fe: SocketAddr| {
+        let t = std::time::Instant::now();
+        for i in 0..15 {
+            let r = get(fe, &format!("/{i}"));
+            assert_eq!(r.status, 200);
+        }
+        t.elapsed()
+    };
+    for kw in ["maxconnrate", "maxsessrate"] {
+        let (ebb, _s) = ebb_with_admin("rate", |k, b| rate_cfg(k, b, kw));
+        let took = run(ebb.addr());
+        assert!(took >= std::time::Duration::from_secs(1), "{kw}: {took:?}");
+        drop(ebb);
+        if let Some((_h, fe)) = haproxy_beside("rate", |k, b| rate_cfg(k, b, kw)) {
+            let took = run(fe);
+            assert!(
+                took >= std::time::Duration::from_secs(1),
+                "haproxy {kw}: {took:?}"
+            );
+        }
+    }
+}
+
+fn disabled_cfg(k: &Path, bind: &str, off: u16, o: SocketAddr) -> String {
+    format!(
+        "global\n    stats socket {} level admin\n\
+         defaults\n    mode http\n    disabled\n    timeout connect 2s\n    timeout client 10s\n    timeout server 10s\n\
+         frontend on\n    enabled\n    bind {bind}\n    default_backend be\n\
+         backend be\n    enabled\n    server s {o}\n\
+         frontend off\n    bind 127.0.0.1:{off}\n    default_backend be\n\
+         listen lst\n    bind 127.0.0.1:{}\n    server s {o}\n",
+        k.display(),
+        off + 1
+    )
+}
+
+/// `disabled` (here from `defaults`) keeps a proxy from starting: its
+/// binds are not opened; `enabled` starts one all the same.
+#[test]
+fn disabled_proxies_open_no_bind() {
+    let o = Origin::start("o", Mode::Ok);
+    let check = |fe: SocketAddr, off: u16| {
+        assert_eq!(get(fe, "/").status, 200);
+        for p in [off, off + 1] {
+            let c = std::net::TcpStream::connect(("127.0.0.1", p));
+            assert!(c.is_err(), "port {p} of a disabled proxy is open");
+        }
+    };
+    let off = free_port();
+    let (ebb, _s) = ebb_with_admin("disabled", |k, b| disabled_cfg(k, b, off, o.addr));
+    check(ebb.addr(), off);
+    drop(ebb);
+    let off = free_port();
+    if let Some((_h, fe)) = haproxy_beside("disabled", |k, b| disabled_cfg(k, b, off, o.addr)) {
+        check(fe, off);
+    }
+}
+
+/// A frontend routing to a `disabled` backend is refused, saying so
+/// (HAProxy starts such a configuration; ebb does not route to a proxy
+/// it did not start); so are arguments after `disabled`.
+#[test]
+fn routing_to_a_disabled_backend_is_refused() {
+    let head = "defaults\n    mode http\n    timeout connect 1s\n    timeout client 1s\n    timeout server 1s\n";
+    refused(
+        "disabled-refused",
+        &[
+            (
+                format!("{head}frontend fe\n    bind 127.0.0.1:1\n    default_backend be\nbackend be\n    disabled\n    server a 127.0.0.1:1\n"),
+                "f0.cfg:8: 'default_backend' names backend 'be', which is disabled (at f0.cfg:10)",
+            ),
+            (
+                format!("{head}backend be\n    disabled now\n"),
+                "f1.cfg:7: 'disabled' takes no argument",
+            ),
+        ],
+    );
+}
