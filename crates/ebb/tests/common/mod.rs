@@ -459,16 +459,25 @@ pub fn connect_from(src: &str, to: SocketAddr) -> Client {
 /// started right after haproxy, say) could be given the same one, and with
 /// SO_REUSEPORT on both sides the two would silently share it. CI saw
 /// exactly that: half of one haproxy frontend's connections reached ebb.
+///
+/// A port is handed out once per test process: the tests of a file run in
+/// parallel, and a port drawn but not bound yet (or never: a peer that is
+/// meant to stay absent) was free to be drawn again by another test, whose
+/// listener then answered the first test's connections (a peer `z` meant
+/// to be silent could be another test's ebb).
 pub fn free_port() -> u16 {
     use std::hash::{BuildHasher, Hasher};
     use std::sync::atomic::{AtomicU64, Ordering};
     static DRAWS: AtomicU64 = AtomicU64::new(0);
+    static GIVEN: Mutex<Vec<u16>> = Mutex::new(Vec::new());
+    let mut given = GIVEN.lock().unwrap_or_else(|p| p.into_inner());
     for _ in 0..1000 {
         let mut h = std::collections::hash_map::RandomState::new().build_hasher();
         h.write_u32(std::process::id());
         h.write_u64(DRAWS.fetch_add(1, Ordering::Relaxed));
         let port = 12000 + (h.finish() % 20000) as u16;
-        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+        if !given.contains(&port) && std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            given.push(port);
             return port;
         }
     }
