@@ -96,18 +96,26 @@ fn checks(sock: &Path) -> HashMap<String, (String, String, String)> {
 }
 
 /// Waits until each backend of `want` (name, (check_status, check_code,
-/// last_chk)) reached its status, checks the other fields, and returns
-/// them.
+/// last_chk)) shows all three, and returns them; after 30 s, fails on the
+/// first that differs. A row that shows the status only is not enough:
+/// while the next check runs, the status stays and `last_chk` is empty
+/// (HAProxy's too), and a row read then differed.
 fn settled_checks(
     sock: &Path,
     want: &[(&str, (&str, &str, &str))],
 ) -> HashMap<String, (String, String, String)> {
-    wait_until("the checks", || {
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let all = loop {
         let c = checks(sock);
-        want.iter()
-            .all(|(be, (st, _, _))| c.get(*be).is_some_and(|x| x.0 == *st))
-    });
-    let all = checks(sock);
+        let done = want.iter().all(|(be, (st, code, last))| {
+            c.get(*be)
+                .is_some_and(|x| (x.0.as_str(), x.1.as_str(), x.2.as_str()) == (*st, *code, *last))
+        });
+        if done || std::time::Instant::now() > until {
+            break c;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
     let mut out = HashMap::new();
     for (be, (st, code, last)) in want {
         let got = &all[*be];
