@@ -386,8 +386,13 @@ fn flapping_server_under_health_checks_loses_no_request() {
             }
         })
     };
+    // `timeout check`: without it a check is bounded by its `inter`
+    // (HAProxy's rule), and on a loaded machine three checks of the stable
+    // server slower than 100 ms can take it DOWN too (every request 503
+    // while the flapping one is down: seen once). The flapping server's
+    // transitions come from its answers, not from timeouts.
     let be = format!(
-        "    option httpchk GET /health\n    option redispatch\n    retries 2\n    default-server pool-purge-delay 500ms\n    server stable {} check inter 100ms\n    server flap {} check inter 50ms fall 1 rise 1\n",
+        "    option httpchk GET /health\n    option redispatch\n    retries 2\n    timeout check 10s\n    default-server pool-purge-delay 500ms\n    server stable {} check inter 100ms\n    server flap {} check inter 50ms fall 1 rise 1\n",
         stable.addr, flap.addr
     );
     let e = Ebb::start(&cfg(&be, ""));
