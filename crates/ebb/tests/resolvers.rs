@@ -254,6 +254,8 @@ fn stat(sock: &Path, srv: &str, col: usize) -> String {
 struct Load {
     stop: Arc<AtomicBool>,
     ok: Arc<AtomicUsize>,
+    /// Answers each client got.
+    each: Vec<Arc<AtomicUsize>>,
     failed: Arc<Mutex<Vec<String>>>,
     threads: Vec<std::thread::JoinHandle<()>>,
 }
@@ -263,13 +265,17 @@ impl Load {
         let stop = Arc::new(AtomicBool::new(false));
         let ok = Arc::new(AtomicUsize::new(0));
         let failed = Arc::new(Mutex::new(Vec::new()));
-        let threads = (0..clients)
-            .map(|_| {
+        let each: Vec<Arc<AtomicUsize>> = (0..clients).map(|_| Arc::default()).collect();
+        let threads = each
+            .iter()
+            .map(|mine| {
                 let (stop, ok, failed) = (stop.clone(), ok.clone(), failed.clone());
+                let mine = Arc::clone(mine);
                 std::thread::spawn(move || {
                     while !stop.load(Ordering::Relaxed) {
                         match raw(a, b"GET / HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n") {
                             Some(r) if r.status == 200 => {
+                                mine.fetch_add(1, Ordering::Relaxed);
                                 ok.fetch_add(1, Ordering::Relaxed);
                             }
                             Some(r) => failed.lock().unwrap().push(format!("{}", r.status)),
@@ -282,9 +288,26 @@ impl Load {
         Load {
             stop,
             ok,
+            each,
             failed,
             threads,
         }
+    }
+
+    /// Waits until every client got two more answers: each one's request
+    /// under way when called has ended, and a later one too.
+    fn wait_each_twice(&self) {
+        let base: Vec<usize> = self
+            .each
+            .iter()
+            .map(|c| c.load(Ordering::Relaxed))
+            .collect();
+        wait_until("two answers on every client", || {
+            self.each
+                .iter()
+                .zip(&base)
+                .all(|(c, b)| c.load(Ordering::Relaxed) >= b + 2)
+        });
     }
 
     fn wait_ok(&self, more: usize) {
@@ -308,7 +331,11 @@ impl Load {
 /// end on `old`; after a few rounds nothing more goes there, `n` more
 /// reach `new`, and no request failed.
 fn moved_without_loss(load: Load, old: &Origin, new: &Origin, n: usize) {
-    load.wait_ok(20);
+    // Requests under way at the move may still end on the old address;
+    // once each client has had one more, the count there must stay (a
+    // total of 20 more answers was not enough: one client's request on
+    // the old address could end after 20 of the others').
+    load.wait_each_twice();
     let on_old = old.requests.load(Ordering::SeqCst);
     load.wait_ok(n);
     assert_eq!(
