@@ -429,10 +429,13 @@ fn sni_is_an_expression_and_checks_send_check_sni() {
         both.display()
     ));
     let oaddr = origin.addr();
+    // `timeout check`: a check is otherwise bounded by its `inter`
+    // (100 ms), which a TLS check on a loaded machine overran (haproxy's
+    // nochk check reported L7TOUT).
     let cfg = |sock: &Path, bind: &str| {
         format!(
             "global\n    stats socket {} level admin\n\
-             defaults\n    mode http\n    timeout client 5s\n    timeout server 5s\n    timeout connect 2s\n\
+             defaults\n    mode http\n    timeout client 5s\n    timeout server 5s\n    timeout connect 2s\n    timeout check 10s\n\
              frontend fe\n    bind {bind}\n    use_backend fixed if {{ path_beg /fixed }}\n    default_backend dyn\n\
              backend dyn\n    server o {oaddr} ssl verify none sni req.hdr(host)\n\
              backend fixed\n    server o {oaddr} ssl verify none sni str(fixed.test)\n\
