@@ -337,8 +337,11 @@ fn large_bodies_stream_both_ways() {
 fn health_checks_take_servers_out_and_back() {
     let a = Origin::start("a", Mode::Ok);
     let b_addr = dead_addr();
+    // `timeout check`: a check is otherwise bounded by its `inter`
+    // (100 ms); two slower checks on a loaded machine would take the good
+    // server a DOWN, and the requests below would get 503.
     let be = format!(
-        "    option httpchk GET /health\n    option redispatch\n    retries 1\n{}    server b {b_addr} check inter 100ms fall 2 rise 2\n",
+        "    option httpchk GET /health\n    option redispatch\n    retries 1\n    timeout check 10s\n{}    server b {b_addr} check inter 100ms fall 2 rise 2\n",
         srv("a", &a, "check inter 100ms fall 2 rise 2")
     );
     let e = Ebb::start(&cfg(&be, ""));

@@ -17,7 +17,10 @@ use common::*;
 
 const LONG: Duration = Duration::from_secs(30);
 
-const DEFAULTS: &str = "defaults\n    mode tcp\n    timeout client 30s\n    timeout server 30s\n    timeout connect 2s\n";
+/// `timeout check`: a check is otherwise bounded by its `inter` (200 or
+/// 300 ms here), and on a loaded machine a check of a good server can
+/// take longer (reported as a timeout, the server DOWN with `fall 1`).
+const DEFAULTS: &str = "defaults\n    mode tcp\n    timeout client 30s\n    timeout server 30s\n    timeout connect 2s\n    timeout check 10s\n";
 
 /// A test server on a free port: `f` runs on each connection, in a
 /// thread of its own.
