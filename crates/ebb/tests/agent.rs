@@ -129,8 +129,7 @@ const FIELDS: &[&str] = &[
     "check_status",
 ];
 
-fn fields(sock: &Path, name: &str) -> Vec<(String, String)> {
-    let r = row(sock, name);
+fn fields_of(r: &HashMap<String, String>) -> Vec<(String, String)> {
     FIELDS
         .iter()
         .map(|f| {
@@ -141,18 +140,31 @@ fn fields(sock: &Path, name: &str) -> Vec<(String, String)> {
 }
 
 /// Waits until `be/a` shows `want` (status and last agent report) on
-/// ebb and on haproxy, then requires the same fields on both.
+/// ebb and on haproxy, then requires the same fields on both: those of
+/// the row that showed `want` with no agent check under way (`* `): while
+/// one runs, haproxy's `last_agt` is empty, and a row read then differed.
 fn settle(e: &Path, h: Option<&Path>, want: &[(&str, &str)]) -> Vec<(String, String)> {
-    let matches = |sock: &Path| {
-        let r = fields(sock, "a");
-        want.iter()
-            .all(|(k, v)| r.iter().any(|(rk, rv)| rk == k && rv == v))
+    // haproxy's answers are read lossily (see cli_cmd_lossy), ebb's must
+    // be UTF-8.
+    let settled = |sock: &Path, who: &str, lossy: bool| {
+        let mut got = Vec::new();
+        wait_until(&format!("{who} shows {want:?}"), || {
+            let r = if lossy {
+                stat_row_of(&cli_cmd_lossy(sock, "show stat"), "be", "a")
+            } else {
+                row(sock, "a")
+            };
+            got = fields_of(&r);
+            !r.get("agent_status").is_some_and(|s| s.starts_with("* "))
+                && want
+                    .iter()
+                    .all(|(k, v)| got.iter().any(|(rk, rv)| rk == k && rv == v))
+        });
+        got
     };
-    wait_until(&format!("ebb shows {want:?}"), || matches(e));
-    let ours = fields(e, "a");
+    let ours = settled(e, "ebb", false);
     if let Some(h) = h {
-        wait_until(&format!("haproxy shows {want:?}"), || matches(h));
-        let theirs = fields(h, "a");
+        let theirs = settled(h, "haproxy", true);
         assert_eq!(ours, theirs, "ebb (left) and haproxy (right) differ");
     }
     ours

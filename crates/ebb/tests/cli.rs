@@ -520,7 +520,11 @@ fn the_cli_answers_under_load() {
             })
         })
         .collect();
-    std::thread::sleep(Duration::from_millis(300));
+    // Measured once the traffic flows (a loaded machine starts the
+    // clients late).
+    wait_until("traffic through the proxy", || {
+        a.requests.load(Ordering::SeqCst) >= 50
+    });
     let mut worst = Duration::ZERO;
     for _ in 0..20 {
         let t = Instant::now();
@@ -531,8 +535,11 @@ fn the_cli_answers_under_load() {
     for h in bg {
         let _ = h.join();
     }
+    // A CLI starved by the traffic answers only when the clients stop (or
+    // never: cli() gives up after 20 s); 5 s leaves room for a loaded
+    // machine, where one answer can wait half a second for a CPU.
     assert!(
-        worst < Duration::from_millis(500),
+        worst < Duration::from_secs(5),
         "slowest CLI answer {worst:?}"
     );
 }

@@ -492,13 +492,19 @@ fn chromium_loads_a_page_over_h2() {
             "asset {i}: {dom}"
         );
     }
-    e.wait_stdout("/hello-a49.js HTTP/2.0\"", LONG)
-        .expect("log line of the last asset");
+    // Every line, not only the last asset's: streams of one connection
+    // end (and are logged) in any order.
+    let h2_lines = |lines: &[String]| {
+        lines
+            .iter()
+            .filter(|l| l.contains("/hello-") && l.contains(" HTTP/2.0\""))
+            .count()
+    };
+    wait_until("a log line for the page and each asset", || {
+        h2_lines(&e.stdout.lock().unwrap()) >= 51
+    });
     let lines = e.stdout.lock().unwrap().clone();
-    let h2 = lines
-        .iter()
-        .filter(|l| l.contains("/hello-") && l.contains(" HTTP/2.0\""))
-        .count();
+    let h2 = h2_lines(&lines);
     let h1 = lines.iter().filter(|l| l.contains(" HTTP/1.1\"")).count();
     assert!(h2 >= 51 && h1 == 0, "{lines:?}");
 }

@@ -1109,6 +1109,9 @@ backend b5
     // (a slip its commit 933cb7646 fixed in 2025, "inspect request not
     // response buffer"), so its `tcp-smart-connect` delays no ACK in this
     // shape: its connect figures are printed, not compared.
+    let holds = |s: [u64; 6], connect: bool| {
+        s[1] >= 3 * N as u64 && s[0] < s[1] && s[3] < s[2] && (!connect || s[5] < s[4])
+    };
     let check = |who: &str, s: [u64; 6], connect: bool| {
         let n = N as u64;
         println!("{who}: segments into the client: http default {}, http no option {}, tcp default {}, tcp option {}; into the origin: backend without {}, with tcp-smart-connect {}", s[0], s[1], s[2], s[3], s[4], s[5]);
@@ -1118,12 +1121,31 @@ backend b5
         assert!(s[3] < s[2], "{who}: tcp with the option {s:?}");
         assert!(!connect || s[5] < s[4], "{who}: tcp-smart-connect {s:?}");
     };
-    let ebb = run(vec!["BIND".to_string(); 6], false).unwrap();
+    // The saved ACK is the kernel's delayed one: an answer that comes
+    // after the delayed-ACK timer (40 ms and up) is preceded by a lone ACK
+    // whatever the option. A loaded machine can be that slow for some
+    // connections (haproxy once counted 24 segments with the option and
+    // 24 without): the measure is taken again, up to 5 times, until it
+    // shows the saving; a proxy that never saves the ACK still fails.
+    let measure = |binds: &dyn Fn() -> Vec<String>, hap: bool, connect: bool| {
+        let mut last = None;
+        for _ in 0..5 {
+            let s = run(binds(), hap)?;
+            last = Some(s);
+            if holds(s, connect) {
+                break;
+            }
+        }
+        last
+    };
+    let ebb = measure(&|| vec!["BIND".to_string(); 6], false, true).unwrap();
     check("ebb", ebb, true);
-    let hap_binds = (0..6)
-        .map(|_| format!("127.0.0.1:{}", common::free_port()))
-        .collect();
-    if let Some(h) = run(hap_binds, true) {
+    let hap_binds = || {
+        (0..6)
+            .map(|_| format!("127.0.0.1:{}", common::free_port()))
+            .collect()
+    };
+    if let Some(h) = measure(&hap_binds, true, false) {
         check("haproxy", h, false);
     }
 }

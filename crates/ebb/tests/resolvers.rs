@@ -75,7 +75,35 @@ impl Dnsd {
         std::fs::rename(&tmp, &self.zone).unwrap();
     }
 
-    /// Queries logged so far that contain `what`.
+    /// Returns once every line the server printed before now has been
+    /// read: it asks the server a query of its own (a fresh name) and waits
+    /// for that query's line, which comes after them. The server prints a
+    /// query's line before it answers, but this process reads the lines
+    /// on another thread: ebb may act on an answer whose line is not read
+    /// yet (a count taken then missed it).
+    fn sync(&self) {
+        static N: AtomicUsize = AtomicUsize::new(0);
+        let name = format!("sync-{}.test", N.fetch_add(1, Ordering::SeqCst));
+        // Header (id 0x5e5e, RD, one question), the name, type A, class IN.
+        let mut q = vec![0x5e, 0x5e, 1, 0, 0, 1, 0, 0, 0, 0, 0, 0];
+        for label in name.split('.') {
+            q.push(label.len() as u8);
+            q.extend_from_slice(label.as_bytes());
+        }
+        q.extend_from_slice(&[0, 0, 1, 0, 1]);
+        let u = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        u.send_to(&q, ("127.0.0.1", self.port)).unwrap();
+        wait_until(&format!("dnsd logged {name}"), || {
+            self.lines
+                .lock()
+                .unwrap()
+                .iter()
+                .any(|l| l.contains(&format!("query {name} ")))
+        });
+    }
+
+    /// Queries logged so far that contain `what` (call [`Dnsd::sync`]
+    /// first to count those ebb may have been answered for).
     fn count(&self, what: &str) -> usize {
         self.lines
             .lock()
@@ -104,6 +132,18 @@ fn wait_logged(e: &Ebb, needle: &str, n: usize) {
             .count()
             >= n
     });
+}
+
+/// Waits until server `be/srv` has left resolution maintenance `n`
+/// times. Its `changed its IP` line comes first (HAProxy's order too):
+/// until this line, the server is still in maintenance and a request
+/// gets 503 (a request sent right after the address line did).
+fn wait_ready(e: &Ebb, srv: &str, n: usize) {
+    wait_logged(
+        e,
+        &format!("Server be/{srv} administratively READY thanks to valid DNS answer"),
+        n,
+    );
 }
 
 fn a_zone(name: &str, ips: &[&str]) -> String {
@@ -214,6 +254,8 @@ fn stat(sock: &Path, srv: &str, col: usize) -> String {
 struct Load {
     stop: Arc<AtomicBool>,
     ok: Arc<AtomicUsize>,
+    /// Answers each client got.
+    each: Vec<Arc<AtomicUsize>>,
     failed: Arc<Mutex<Vec<String>>>,
     threads: Vec<std::thread::JoinHandle<()>>,
 }
@@ -223,13 +265,17 @@ impl Load {
         let stop = Arc::new(AtomicBool::new(false));
         let ok = Arc::new(AtomicUsize::new(0));
         let failed = Arc::new(Mutex::new(Vec::new()));
-        let threads = (0..clients)
-            .map(|_| {
+        let each: Vec<Arc<AtomicUsize>> = (0..clients).map(|_| Arc::default()).collect();
+        let threads = each
+            .iter()
+            .map(|mine| {
                 let (stop, ok, failed) = (stop.clone(), ok.clone(), failed.clone());
+                let mine = Arc::clone(mine);
                 std::thread::spawn(move || {
                     while !stop.load(Ordering::Relaxed) {
                         match raw(a, b"GET / HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n") {
                             Some(r) if r.status == 200 => {
+                                mine.fetch_add(1, Ordering::Relaxed);
                                 ok.fetch_add(1, Ordering::Relaxed);
                             }
                             Some(r) => failed.lock().unwrap().push(format!("{}", r.status)),
@@ -242,9 +288,26 @@ impl Load {
         Load {
             stop,
             ok,
+            each,
             failed,
             threads,
         }
+    }
+
+    /// Waits until every client got two more answers: each one's request
+    /// under way when called has ended, and a later one too.
+    fn wait_each_twice(&self) {
+        let base: Vec<usize> = self
+            .each
+            .iter()
+            .map(|c| c.load(Ordering::Relaxed))
+            .collect();
+        wait_until("two answers on every client", || {
+            self.each
+                .iter()
+                .zip(&base)
+                .all(|(c, b)| c.load(Ordering::Relaxed) >= b + 2)
+        });
     }
 
     fn wait_ok(&self, more: usize) {
@@ -268,7 +331,11 @@ impl Load {
 /// end on `old`; after a few rounds nothing more goes there, `n` more
 /// reach `new`, and no request failed.
 fn moved_without_loss(load: Load, old: &Origin, new: &Origin, n: usize) {
-    load.wait_ok(20);
+    // Requests under way at the move may still end on the old address;
+    // once each client has had one more, the count there must stay (a
+    // total of 20 more answers was not enough: one client's request on
+    // the old address could end after 20 of the others').
+    load.wait_each_twice();
     let on_old = old.requests.load(Ordering::SeqCst);
     load.wait_ok(n);
     assert_eq!(
@@ -311,6 +378,7 @@ fn server_follows_its_address_while_traffic_flows() {
         Duration::from_secs(30),
     )
     .expect("first address applied");
+    wait_ready(&e, "s1", 1);
     let load = Load::start(e.addr(), 4);
     wait_until("traffic on 127.0.0.2", || {
         o2.requests.load(Ordering::SeqCst) > 50
@@ -382,6 +450,7 @@ fn hold_keeps_a_server_through_nx_then_maintenance() {
             Duration::from_secs(30),
         )
         .expect("resolved");
+        wait_ready(&e, s, 1);
     }
     assert_eq!(stat(&sock, "keep", 17), "no check");
     dns.set("{\"names\": {}}");
@@ -458,6 +527,7 @@ fn silence_costs_retries_then_timeout_status() {
     // One round of silence: resolve_retries queries, each unanswered.
     assert!(field("timeout") >= 3, "{res}");
     // The DNS server saw them: the preferred type, retried.
+    dns.sync();
     assert!(dns.count("app.test A -> silent") >= 3);
     assert!(field("sent") >= field("valid") + 3, "{res}");
     assert_eq!(get(e.addr(), "/").status, 503);
@@ -862,12 +932,16 @@ fn a_reload_gives_new_servers_the_cached_answer() {
     let e = Ebb::start(&cfg);
     let sock = sock(&e, &dir);
     wait_logged(&e, "be/s1 changed its IP from (none) to 127.0.0.2", 1);
+    wait_ready(&e, "s1", 1);
     assert_eq!(get(e.addr(), "/").status, 200);
+    dns.sync();
     let queries = dns.count("app.test");
     e.signal("HUP");
     wait_logged(&e, "be/s1 changed its IP from (none) to 127.0.0.2", 2);
+    wait_ready(&e, "s1", 2);
     assert_eq!(state(&sock, "s1")[4], "127.0.0.2");
     assert_eq!(get(e.addr(), "/").status, 200);
+    dns.sync();
     assert_eq!(dns.count("app.test"), queries, "the cache served");
 }
 
@@ -937,7 +1011,9 @@ fn tcp_nameservers_big_answers_aliases_and_resolve_net() {
             Duration::from_secs(30),
         )
         .unwrap_or_else(|| panic!("{s} resolved over TCP"));
+        wait_ready(&e, s, 1);
     }
+    dns.sync();
     assert!(dns.count("big.test A -> rcode 0, 40 answers (tcp)") >= 1);
     wait_until("UDP answers refused", || {
         counter(&sock, "udpdns", "too_big") >= 1

@@ -154,12 +154,6 @@ fn header_values_are_evaluated_as_haproxy_does() {
     assert_eq!(got, expect);
 }
 
-/// A free loopback port (bound, then released).
-fn free_port() -> SocketAddr {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    l.local_addr().unwrap()
-}
-
 struct Haproxy(Child);
 
 impl Drop for Haproxy {
@@ -172,7 +166,10 @@ impl Drop for Haproxy {
 /// Starts HAProxy on the configuration `cfg` makes for a free loopback
 /// address; returns it once that address accepts connections.
 fn haproxy(cfg: impl Fn(SocketAddr) -> String) -> (Haproxy, SocketAddr) {
-    let addr = free_port();
+    // Below the ephemeral range (common::free_port): a port released from
+    // `:0` could be given to an ebb's `:0` listener meanwhile, and
+    // haproxy's SO_REUSEPORT would share it with that ebb.
+    let addr = SocketAddr::from(([127, 0, 0, 1], free_port()));
     let dir = scratch("haproxy-sample");
     let path = dir.join("h.cfg");
     std::fs::write(&path, cfg(addr)).unwrap();

@@ -17,7 +17,10 @@ use common::*;
 
 const LONG: Duration = Duration::from_secs(30);
 
-const DEFAULTS: &str = "defaults\n    mode tcp\n    timeout client 30s\n    timeout server 30s\n    timeout connect 2s\n";
+/// `timeout check`: a check is otherwise bounded by its `inter` (200 or
+/// 300 ms here), and on a loaded machine a check of a good server can
+/// take longer (reported as a timeout, the server DOWN with `fall 1`).
+const DEFAULTS: &str = "defaults\n    mode tcp\n    timeout client 30s\n    timeout server 30s\n    timeout connect 2s\n    timeout check 10s\n";
 
 /// A test server on a free port: `f` runs on each connection, in a
 /// thread of its own.
@@ -347,10 +350,18 @@ fn tcp_check_sequences_report_haproxys_codes() {
                     && r.get("check_status").map(String::as_str) == Some(code)
             });
         }
-        let r = stat_row(sock, "redis", "wrong");
+        // A row read while the next check runs has an empty `last_chk`
+        // (HAProxy's too): the text of a finished check is compared.
+        let mut last = String::new();
+        wait_until("redis/wrong's finished check", || {
+            last = stat_row(sock, "redis", "wrong")
+                .get("last_chk")
+                .cloned()
+                .unwrap_or_default();
+            !last.is_empty()
+        });
         assert_eq!(
-            r.get("last_chk").map(String::as_str),
-            Some("TCPCHK did not match content '+PONG' at step 3 comment: pong"),
+            last, "TCPCHK did not match content '+PONG' at step 3 comment: pong",
             "{sock:?}"
         );
     }

@@ -387,11 +387,23 @@ pub fn wait_until(what: &str, mut cond: impl FnMut() -> bool) {
 
 /// One command on a CLI socket; the whole answer.
 pub fn cli_cmd(sock: &Path, line: &str) -> String {
+    String::from_utf8(cli_bytes(sock, line)).expect("a CLI answer in UTF-8")
+}
+
+/// One command on a CLI socket; the whole answer, bytes that are not
+/// UTF-8 replaced. For haproxy's answers only: HAProxy 2.6 can show bytes
+/// that are not UTF-8 in `show stat` (seen in `last_agt` while it reports
+/// an agent's incomplete line).
+pub fn cli_cmd_lossy(sock: &Path, line: &str) -> String {
+    String::from_utf8_lossy(&cli_bytes(sock, line)).into_owned()
+}
+
+fn cli_bytes(sock: &Path, line: &str) -> Vec<u8> {
     let mut s = std::os::unix::net::UnixStream::connect(sock).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
     s.write_all(format!("{line}\n").as_bytes()).unwrap();
-    let mut out = String::new();
-    s.read_to_string(&mut out).unwrap();
+    let mut out = Vec::new();
+    s.read_to_end(&mut out).unwrap();
     out
 }
 
@@ -459,16 +471,25 @@ pub fn connect_from(src: &str, to: SocketAddr) -> Client {
 /// started right after haproxy, say) could be given the same one, and with
 /// SO_REUSEPORT on both sides the two would silently share it. CI saw
 /// exactly that: half of one haproxy frontend's connections reached ebb.
+///
+/// A port is handed out once per test process: the tests of a file run in
+/// parallel, and a port drawn but not bound yet (or never: a peer that is
+/// meant to stay absent) was free to be drawn again by another test, whose
+/// listener then answered the first test's connections (a peer `z` meant
+/// to be silent could be another test's ebb).
 pub fn free_port() -> u16 {
     use std::hash::{BuildHasher, Hasher};
     use std::sync::atomic::{AtomicU64, Ordering};
     static DRAWS: AtomicU64 = AtomicU64::new(0);
+    static GIVEN: Mutex<Vec<u16>> = Mutex::new(Vec::new());
+    let mut given = GIVEN.lock().unwrap_or_else(|p| p.into_inner());
     for _ in 0..1000 {
         let mut h = std::collections::hash_map::RandomState::new().build_hasher();
         h.write_u32(std::process::id());
         h.write_u64(DRAWS.fetch_add(1, Ordering::Relaxed));
         let port = 12000 + (h.finish() % 20000) as u16;
-        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+        if !given.contains(&port) && std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            given.push(port);
             return port;
         }
     }
@@ -478,7 +499,11 @@ pub fn free_port() -> u16 {
 /// A server's (or `BACKEND`/`FRONTEND` row's) columns of `show stat`, by
 /// name.
 pub fn stat_row(sock: &Path, be: &str, srv: &str) -> std::collections::HashMap<String, String> {
-    let csv = cli_cmd(sock, "show stat");
+    stat_row_of(&cli_cmd(sock, "show stat"), be, srv)
+}
+
+/// The columns of the row of `be`/`srv` in a `show stat` answer.
+pub fn stat_row_of(csv: &str, be: &str, srv: &str) -> std::collections::HashMap<String, String> {
     let mut lines = csv.lines();
     let head: Vec<String> = lines
         .next()
