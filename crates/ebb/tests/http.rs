@@ -647,12 +647,7 @@ fn a_closing_answer_takes_one_segment_with_its_fin_and_the_requests_ack() {
 /// its threads) while `work` runs, counted by strace.
 fn quickacks_during(pid: u32, name: &str, work: impl FnOnce()) -> usize {
     let out = scratch(name).join("strace.out");
-    let argv = ["-f", "-qq", "-e", "trace=setsockopt", "-o"].map(String::from);
-    strace_during(
-        pid,
-        &[&argv[..], &[out.display().to_string()]].concat(),
-        work,
-    );
+    strace_during(pid, &["-e", "trace=setsockopt"], &out, work);
     std::fs::read_to_string(&out)
         .unwrap()
         .lines()

@@ -610,19 +610,11 @@ fn forwarded_response_fields_keep_order_and_form() {
     );
 }
 
-/// strace's arguments: follow threads, quiet, `opts`, output to `out`.
-fn strace_argv(opts: &[&str], out: &std::path::Path) -> Vec<String> {
-    let mut v: Vec<String> = ["-f", "-qq"].iter().map(|s| s.to_string()).collect();
-    v.extend(opts.iter().map(|s| s.to_string()));
-    v.extend(["-o".to_string(), out.display().to_string()]);
-    v
-}
-
 /// Calls of each system call of `names` by process `pid` (every thread)
 /// while `work` runs, as `strace -c` counts them.
 fn calls_during(pid: u32, names: &[&str], work: impl FnOnce()) -> Vec<u64> {
     let out = scratch("proxy-strace").join("strace.out");
-    strace_during(pid, &strace_argv(&["-c", "-U", "calls,name"], &out), work);
+    strace_during(pid, &["-c", "-U", "calls,name"], &out, work);
     let text = std::fs::read_to_string(&out).unwrap();
     let count = |name: &str| -> u64 {
         text.lines()
@@ -697,12 +689,7 @@ fn a_connection_a_leaving_client_freed_is_reused_without_system_calls() {
     }
     const N: u64 = 30;
     let s = Origin::start("s", Mode::Ok);
-    let conf = cfg(
-        &format!("    server s {}\n", s.addr),
-        "    http-reuse always\n",
-    )
-    .replacen("nbthread 2", "nbthread 1", 1);
-    let e = Ebb::start(&conf);
+    let e = Ebb::start(&one_thread_reuse_always(&s));
     let one = |i: u64| {
         let mut c = Client::connect(e.addr());
         c.send(format!("GET /n{i} HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n").as_bytes());
@@ -712,8 +699,7 @@ fn a_connection_a_leaving_client_freed_is_reused_without_system_calls() {
         one(i);
     }
     let out = scratch("proxy-strace-leave").join("strace.out");
-    let argv = strace_argv(&["-e", "trace=epoll_ctl,recvfrom"], &out);
-    strace_during(e.pid(), &argv, || {
+    strace_during(e.pid(), &["-e", "trace=epoll_ctl,recvfrom"], &out, || {
         for i in 0..N {
             one(i);
         }
@@ -754,19 +740,21 @@ fn a_connection_its_server_closed_after_its_client_left_is_not_reused() {
     closed_idle_both(true);
 }
 
+/// One thread, `http-reuse always`, the one server `o`.
+fn one_thread_reuse_always(o: &Origin) -> String {
+    cfg(
+        &format!("    server s {}\n", o.addr),
+        "    http-reuse always\n",
+    )
+    .replacen("nbthread 2", "nbthread 1", 1)
+}
+
 fn closed_idle_both(leave: bool) {
-    let conf = |o: &Origin| {
-        cfg(
-            &format!("    server s {}\n", o.addr),
-            "    http-reuse always\n",
-        )
-        .replacen("nbthread 2", "nbthread 1", 1)
-    };
     let o = Origin::start("c", Mode::Ok);
-    let e = Ebb::start(&conf(&o));
+    let e = Ebb::start(&one_thread_reuse_always(&o));
     closed_idle_then_post(e.addr(), &o, "ebb", leave);
     let o = Origin::start("c", Mode::Ok);
-    if let Some(h) = Haproxy::start(&conf(&o)) {
+    if let Some(h) = Haproxy::start(&one_thread_reuse_always(&o)) {
         closed_idle_then_post(h.addr, &o, "haproxy", leave);
     }
 }

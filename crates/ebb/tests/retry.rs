@@ -9,10 +9,9 @@ mod common;
 
 use common::*;
 use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream, UdpSocket};
+use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::Path;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 /// What a scripted server does with an attempt.
 #[derive(Clone, Copy, Debug)]
@@ -116,34 +115,6 @@ fn serve(name: &str, mut c: TcpStream, seen: &Seen, script: &[Act]) {
                 )
                 .as_bytes(),
             );
-        }
-    }
-}
-
-/// A syslog receiver: the text after `]: ` of each line.
-struct Syslog(UdpSocket);
-
-impl Syslog {
-    fn new() -> Syslog {
-        let u = UdpSocket::bind("127.0.0.1:0").unwrap();
-        u.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
-        Syslog(u)
-    }
-
-    fn addr(&self) -> SocketAddr {
-        self.0.local_addr().unwrap()
-    }
-
-    /// The next line whose text starts with `prefix`.
-    fn next(&self, prefix: &str) -> String {
-        let mut b = [0u8; 4096];
-        loop {
-            let n = retry_eintr(|| self.0.recv(&mut b)).expect("no syslog datagram");
-            let l = String::from_utf8_lossy(&b[..n]).into_owned();
-            let text = l.split_once("]: ").map_or(l.as_str(), |x| x.1).trim_end();
-            if text.starts_with(prefix) {
-                return text.to_string();
-            }
         }
     }
 }

@@ -823,16 +823,7 @@ fn graceful_stop_lets_tcp_sessions_finish() {
 /// is up, so start-up is not counted.
 fn syscalls_during(pid: u32, work: impl FnOnce()) -> std::collections::HashMap<String, (u64, u64)> {
     let out = scratch("strace").join("strace.out");
-    let argv = [
-        "-f".to_string(),
-        "-qq".into(),
-        "-c".into(),
-        "-U".into(),
-        "calls,errors,name".into(),
-        "-o".into(),
-        out.display().to_string(),
-    ];
-    strace_during(pid, &argv, work);
+    strace_during(pid, &["-c", "-U", "calls,errors,name"], &out, work);
     let mut m = std::collections::HashMap::new();
     for l in std::fs::read_to_string(&out).unwrap().lines() {
         let f: Vec<&str> = l.split_whitespace().collect();

@@ -566,6 +566,20 @@ pub fn haproxy_with(name: &str, rest: &str) -> Option<Hap> {
     Some(Hap { child, sock })
 }
 
+/// Whether `haproxy -c` refuses the configuration file `cfg` (run in
+/// that file's directory); None when haproxy is not installed.
+pub fn haproxy_refuses(cfg: &Path) -> Option<bool> {
+    if !have("haproxy") {
+        return None;
+    }
+    let mut c = Command::new("haproxy");
+    c.arg("-c").arg("-f").arg(cfg);
+    if let Some(d) = cfg.parent().filter(|d| !d.as_os_str().is_empty()) {
+        c.current_dir(d);
+    }
+    Some(!c.output().expect("run haproxy -c").status.success())
+}
+
 /// Starts haproxy beside ebb on the configuration `cfg(socket, bind)`
 /// gives (its `global` section's first line the admin `stats socket`
 /// line, as for ebb): the process and the address its frontend listens
@@ -591,15 +605,20 @@ pub fn ebb_with_admin(name: &str, cfg: impl Fn(&Path, &str) -> String) -> (Ebb, 
 }
 
 /// Runs `work` while strace follows every thread of process `pid`
-/// (attached once the process is up, so its start is not seen), with
-/// `args` before the `-p` list (`-o FILE` among them); returns once
+/// (attached once the process is up, so its start is not seen), quietly
+/// (`-f -qq`), with the options `opts`, writing to `out`; returns once
 /// strace has stopped and written its output.
-pub fn strace_during(pid: u32, args: &[String], work: impl FnOnce()) {
+pub fn strace_during(pid: u32, opts: &[&str], out: &Path, work: impl FnOnce()) {
     let tids: Vec<String> = std::fs::read_dir(format!("/proc/{pid}/task"))
         .unwrap()
         .filter_map(|e| e.ok().map(|e| e.file_name().to_string_lossy().into_owned()))
         .collect();
-    let mut argv = args.to_vec();
+    let mut argv: Vec<String> = ["-f", "-qq"]
+        .iter()
+        .chain(opts)
+        .map(|s| s.to_string())
+        .collect();
+    argv.extend(["-o".to_string(), out.display().to_string()]);
     for t in &tids {
         argv.push("-p".into());
         argv.push(t.clone());
@@ -654,5 +673,59 @@ pub fn retry_eintr(mut f: impl FnMut() -> std::io::Result<usize>) -> std::io::Re
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
             r => return r,
         }
+    }
+}
+
+/// A syslog receiver on 127.0.0.1 (its datagrams are waited for 30 s at
+/// most). Lines come from several threads (a check's state change, the
+/// sessions it ends, the exchanges), in no fixed order: a line read while
+/// looking for another is kept for a later search.
+pub struct Syslog {
+    u: std::net::UdpSocket,
+    kept: std::cell::RefCell<Vec<String>>,
+}
+
+impl Syslog {
+    pub fn new() -> Syslog {
+        let u = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        u.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+        Syslog {
+            u,
+            kept: Default::default(),
+        }
+    }
+
+    pub fn addr(&self) -> SocketAddr {
+        self.u.local_addr().unwrap()
+    }
+
+    /// The first line (kept or arriving) that `pick` accepts, whole.
+    pub fn find(&self, what: &str, pick: impl Fn(&str) -> bool) -> String {
+        let mut kept = self.kept.borrow_mut();
+        if let Some(i) = kept.iter().position(|l| pick(l)) {
+            return kept.remove(i);
+        }
+        let mut b = [0u8; 4096];
+        loop {
+            let n =
+                retry_eintr(|| self.u.recv(&mut b)).unwrap_or_else(|e| panic!("no {what}: {e}"));
+            let l = String::from_utf8_lossy(&b[..n]).into_owned();
+            if pick(&l) {
+                return l;
+            }
+            kept.push(l);
+        }
+    }
+
+    /// The text (after the `tag[pid]: ` header) of the first line whose
+    /// text starts with `prefix`.
+    pub fn next(&self, prefix: &str) -> String {
+        let text = |l: &str| {
+            l.split_once("]: ")
+                .map_or(l, |x| x.1)
+                .trim_end()
+                .to_string()
+        };
+        text(&self.find("syslog datagram", |l| text(l).starts_with(prefix)))
     }
 }
