@@ -189,9 +189,12 @@ pub fn parse_request_into(
     limits: &Limits,
     head: &mut RequestHead,
 ) -> Result<Status<()>, HttpError> {
-    let nslots = limits.max_headers.min(MAX_HEADERS_CAP);
+    // A head past the limit goes to httparse, which counts as HAProxy.
+    let quick_max = limits.max_headers.min(MAX_HEADERS_CAP);
     // The common head in one pass (httparse's very cut, see `scan`).
-    if let Some((method, target, minor, head_len)) = scan::request(buf, nslots, &mut head.headers) {
+    if let Some((method, target, minor, head_len)) =
+        scan::request(buf, quick_max, &mut head.headers)
+    {
         let version = if minor == 0 {
             Version::Http10
         } else {
@@ -201,14 +204,11 @@ pub fn parse_request_into(
     }
     let mut slots: [MaybeUninit<httparse::Header<'_>>; MAX_HEADERS_CAP] =
         [const { MaybeUninit::uninit() }; MAX_HEADERS_CAP];
-    // All the slots: the limit is checked on the fields HAProxy counts
-    // (the quick reader above hands back a head with more than the limit).
-    let nslots = MAX_HEADERS_CAP;
     let mut req = httparse::Request::new(&mut []);
     let parsed = httparse::ParserConfig::default().parse_request_with_uninit_headers(
-        &mut req,
-        buf,
-        &mut slots[..nslots],
+        &mut req, buf,
+        // All the slots: the limit is checked on the fields HAProxy counts.
+        &mut slots,
     );
     let head_len = match parsed {
         Ok(httparse::Status::Complete(n)) => n,

@@ -96,9 +96,11 @@ pub fn parse_response_into(
     head: &mut ResponseHead,
 ) -> Result<Status<()>, HttpError> {
     let max_head = limits.max_head_bytes.min(u32::MAX as usize);
-    let nslots = limits.max_headers.min(MAX_HEADERS_CAP);
+    // A head past the limit goes to httparse, which counts as HAProxy.
+    let quick_max = limits.max_headers.min(MAX_HEADERS_CAP);
     // The common head in one pass (httparse's very cut, see `scan`).
-    if let Some((minor, code, reason, head_len)) = scan::response(buf, nslots, &mut head.headers) {
+    if let Some((minor, code, reason, head_len)) = scan::response(buf, quick_max, &mut head.headers)
+    {
         return complete_response(
             buf,
             limits,
@@ -110,14 +112,11 @@ pub fn parse_response_into(
     }
     let mut slots: [MaybeUninit<httparse::Header<'_>>; MAX_HEADERS_CAP] =
         [const { MaybeUninit::uninit() }; MAX_HEADERS_CAP];
-    // All the slots: the limit is checked on the fields HAProxy counts
-    // (the quick reader above hands back a head with more than the limit).
-    let nslots = MAX_HEADERS_CAP;
     let mut resp = httparse::Response::new(&mut []);
     let parsed = httparse::ParserConfig::default().parse_response_with_uninit_headers(
-        &mut resp,
-        buf,
-        &mut slots[..nslots],
+        &mut resp, buf,
+        // All the slots: the limit is checked on the fields HAProxy counts.
+        &mut slots,
     );
     let head_len = match parsed {
         Ok(httparse::Status::Complete(n)) => n,
