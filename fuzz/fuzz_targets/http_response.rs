@@ -9,9 +9,21 @@ fn check(buf: &[u8], h: &ResponseHead, method: Method, limits: &Limits) {
     assert!(h.head_len <= buf.len() && h.head_len <= limits.max_head_bytes);
     let inside = |s: Span| s.start <= s.end && (s.end as usize) <= h.head_len;
     assert!(inside(h.reason));
+    let mut counted = 0;
     for f in &h.headers {
         assert!(inside(f.name) && inside(f.value));
+        // HAProxy does not count a Connection field naming only close or
+        // keep-alive against tune.http.maxhdr.
+        let plain_connection = f.name.get(buf).eq_ignore_ascii_case(b"connection")
+            && f.value
+                .get(buf)
+                .split(|&b| b == b',')
+                .map(|t| t.trim_ascii())
+                .filter(|t| !t.is_empty())
+                .all(|t| t.eq_ignore_ascii_case(b"close") || t.eq_ignore_ascii_case(b"keep-alive"));
+        counted += usize::from(!plain_connection);
     }
+    assert!(counted <= limits.max_headers);
     assert!((100..=599).contains(&h.status));
     let no_body = method == Method::Head
         || (100..200).contains(&h.status)
