@@ -1,0 +1,350 @@
+//! When the server side fails: a connect that fails or times out (retried,
+//! redispatched, then 503), the layer-7 retries `retry-on` allows, a
+//! server that breaks or stays silent (502, 504), the client that leaves
+//! or times out, and the answers ebb makes itself in the server's place
+//! (errors and `deny` of `http-response` rules).
+
+use super::*;
+
+impl Stream {
+    /// A connect failed or timed out: retry, redispatch, or 503.
+    pub(super) fn connect_failed(&mut self, c: &mut H1, ctx: &mut Ctx, timed_out: bool) {
+        let Some(mut up) = self.up.take() else {
+            return;
+        };
+        self.drop_server_sock(ctx, &up);
+        let farm = Arc::clone(&up.farm);
+        if let Some(s) = &up.server {
+            s.counters.conn_errors.fetch_add(1, Ordering::Relaxed);
+            observe(s, Seen::L4Err);
+        }
+        // `retry-on` without `conn-failure`: no connect retry at all.
+        if up.retries_left == 0 || !farm.retry_on.has(RetryOn::CONN_FAILURE) {
+            // The error answer releases the server (and logs its name).
+            self.up = Some(up);
+            self.fail(c, ctx, ExchangeError::connect(timed_out));
+            return;
+        }
+        up.retries_left -= 1;
+        if let Some(s) = &up.server {
+            s.counters.retries.fetch_add(1, Ordering::Relaxed);
+        }
+        // `option redispatch [N]`: this retry goes to another server.
+        if farm.redispatch_on(farm.retries.saturating_sub(up.retries_left)) {
+            if let Some(s) = up.server.take() {
+                s.counters.redispatches.fetch_add(1, Ordering::Relaxed);
+                up.avoid = Some(s.idx);
+                farm.release(&s);
+            }
+            self.up = Some(up);
+            self.pick_server(c, ctx);
+            return;
+        }
+        if !timed_out {
+            // Refused at once: HAProxy waits before the next attempt
+            // (`timeout connect`, at most 1 s; its SC_ST_TAR state).
+            let at = ticks::add(ctx.now(), up.timeouts.connect.min(1000));
+            up.retry_at = Some(at);
+            up.deadline = at;
+            self.up = Some(up);
+            return;
+        }
+        self.up = Some(up);
+        self.connect_new(c, ctx);
+    }
+
+    /// A layer-7 failure `why` (a [`RetryOn`] bit) before any of the
+    /// answer went to the client: when `retry-on` names it and a retry
+    /// is left, the server connection closes and the whole request goes
+    /// again (HAProxy's do_l7_retry): to the same server on a new
+    /// connection, or to another one as `option redispatch` says
+    /// ([`Farm::leave_on_retry`]). Counted in the server's `wretr` as
+    /// HAProxy counts it (twice when it stays: the retry, then the
+    /// attempt on the same server; once and a `wredis` when it leaves).
+    /// Returns whether a retry started.
+    pub(super) fn l7_retry(&mut self, c: &mut H1, ctx: &mut Ctx, why: u16) -> bool {
+        let Some(mut up) = self.up.take() else {
+            return false;
+        };
+        let answered = up.resp_left.is_some();
+        if !up.l7 || answered || !up.farm.retry_on.has(why) || up.retries_left == 0 {
+            self.up = Some(up);
+            return false;
+        }
+        self.drop_server_sock(ctx, &up);
+        up.retries_left -= 1;
+        let farm = Arc::clone(&up.farm);
+        let k = farm.retries - up.retries_left;
+        let (direct, forced) = {
+            let v = c.vars.try_borrow();
+            let i = v.as_ref().map(|v| &v.info);
+            let forced = i.is_some_and(|i| i.ck_force_rule || i.use_srv.is_some_and(|(_, f)| f))
+                || c.stk.prefer_force() == Some(true);
+            let direct = i.is_some_and(|i| i.ck_direct.is_some() || i.use_srv.is_some())
+                || c.stk.prefer().is_some();
+            (direct, forced)
+        };
+        // What the failed attempt learnt of the answer goes.
+        up.t_resp = None;
+        up.resp_wait = None;
+        let Some(s) = up.server.clone() else {
+            self.up = Some(up);
+            self.pick_server(c, ctx);
+            return true;
+        };
+        s.counters.retries.fetch_add(1, Ordering::Relaxed);
+        if farm.leave_on_retry(k, &s, direct, forced) {
+            if farm.servers.len() > 1 {
+                s.counters.redispatches.fetch_add(1, Ordering::Relaxed);
+                up.avoid = Some(s.idx);
+            } else {
+                s.counters.retries.fetch_add(1, Ordering::Relaxed);
+            }
+            up.server = None;
+            farm.release(&s);
+            self.up = Some(up);
+            self.pick_server(c, ctx);
+            return true;
+        }
+        s.counters.retries.fetch_add(1, Ordering::Relaxed);
+        self.up = Some(up);
+        self.connect_new(c, ctx);
+        true
+    }
+
+    /// An error answer for the client (before any response byte went out).
+    pub(super) fn proxy_error(&mut self, c: &mut H1, ctx: &mut Ctx, status: u16) {
+        let Some(mut up) = self.up.take() else {
+            return;
+        };
+        if let Some(w) = up.waiter.take() {
+            let farm = Arc::clone(&up.farm);
+            farm.unqueue(&w);
+            if let Some(s) = w.cancel() {
+                farm.release(&s);
+            }
+        }
+        self.drop_server_sock(ctx, &up);
+        if let Some(s) = up.server.take() {
+            up.farm.release(&s);
+            // The server tried is named in the log (HAProxy's).
+            up.server = Some(s);
+        }
+        // The client's body may still be on its way: keep the connection
+        // only if it was all read.
+        let ka = self.keep_alive && up.req_left.done();
+        let version = up.client_version;
+        let head_req = up.method == Method::Head;
+        self.resp_start = c.wbuf.len();
+        c.error_response(status, ka, version, head_req, &[]);
+        let bi = c.fe.backends.iter().position(|b| Arc::ptr_eq(b, &up.be));
+        up.status = self.after_response(c, bi, status);
+        let sent = (c.wbuf.len() - self.resp_start) as u64 + c.native_sent();
+        self.log_proxy(c, ctx, &up, sent);
+        if !up.req_left.done() {
+            c.closing = true;
+        }
+        self.finish_proxy_input(c);
+    }
+
+    /// An `http-response deny` held on the server's answer (`denied`;
+    /// None: a rewrite failed in strict mode): it is dropped with its
+    /// server connection, the rule's answer (or a 500) goes to the
+    /// client, whose connection goes on when its request was whole (as
+    /// HAProxy's); logged `PH` (`IH`) with the server.
+    pub(super) fn deny_response(
+        &mut self,
+        c: &mut H1,
+        ctx: &mut Ctx,
+        be: &crate::proxy::BackendRt,
+        denied: Option<crate::rewrite::Denied>,
+    ) {
+        let Some(mut up) = self.up.take() else {
+            return;
+        };
+        self.drop_server_sock(ctx, &up);
+        if let Some(s) = up.server.take() {
+            up.farm.release(&s);
+            up.server = Some(s);
+        }
+        up.keep_server = false;
+        self.resp_start = c.wbuf.len();
+        // The client's connection goes on only if its request was whole.
+        let keep = self.keep_alive && up.req_left.done();
+        let status = match denied {
+            Some(d) => {
+                up.term = "PH";
+                self.write_denied(c, be, d, keep)
+            }
+            None => {
+                // A failed rewrite in strict mode: HAProxy's internal
+                // error (500, `IH`).
+                up.term = "IH";
+                if !keep {
+                    self.keep_alive = false;
+                    c.closing = true;
+                }
+                let fe = Arc::clone(&c.fe);
+                self.error_answer(c, &fe, 500, keep, Some(&be.name));
+                500
+            }
+        };
+        let bi = c.fe.backends.iter().position(|b| Arc::ptr_eq(b, &up.be));
+        up.status = self.after_response(c, bi, status);
+        self.note_late_rule(c);
+        up.bytes_out = (c.wbuf.len() - self.resp_start) as u64 + c.native_sent();
+        self.log_proxy(c, ctx, &up, up.bytes_out);
+        self.finish_proxy_input(c);
+    }
+
+    /// The server closed or reset before a complete answer head.
+    pub(super) fn server_broke(&mut self, c: &mut H1, ctx: &mut Ctx) -> bool {
+        let Some(up) = self.up.take() else {
+            return false;
+        };
+        let nothing_back =
+            up.resp_left.is_none() && self.side.borrow().iend == 0 && up.t_resp.is_none();
+        let replayable = up.method.is_idempotent() && !up.body_sent;
+        let e = ExchangeError::closed_before_head(up.reused && nothing_back && replayable);
+        if e.retryable {
+            // A kept connection the server had closed: send again on a
+            // fresh one, without counting a retry.
+            self.drop_server_sock(ctx, &up);
+            self.up = Some(up);
+            self.connect_new(c, ctx);
+            return true;
+        }
+        // `retry-on empty-response`: no complete head came back (HAProxy
+        // judges a head cut short by the close the same way).
+        self.up = Some(up);
+        if self.l7_retry(c, ctx, RetryOn::EMPTY_RESPONSE) {
+            return true;
+        }
+        if let Some(s) = self.up.as_ref().and_then(|u| u.server.as_ref()) {
+            s.counters.resp_errors.fetch_add(1, Ordering::Relaxed);
+            observe(s, Seen::BrokenPipe);
+        }
+        self.fail(c, ctx, e);
+        true
+    }
+
+    /// Ends a failed exchange: the error answer if none started, else
+    /// both connections cut; the log line carries the error's code.
+    pub(super) fn fail(&mut self, c: &mut H1, ctx: &mut Ctx, e: ExchangeError) {
+        if let Some(up) = self.up.as_mut() {
+            up.term = e.term();
+            up.keep_server = false;
+        }
+        match e.status {
+            Some(status) => self.proxy_error(c, ctx, status),
+            None => self.abort_proxy(c, ctx),
+        }
+    }
+
+    /// A failure after the answer started, or a broken request: cut both.
+    pub(super) fn abort_proxy(&mut self, c: &mut H1, ctx: &mut Ctx) {
+        let Some(mut up) = self.up.take() else {
+            return;
+        };
+        self.drop_server_sock(ctx, &up);
+        if let Some(w) = up.waiter.take() {
+            let farm = Arc::clone(&up.farm);
+            farm.unqueue(&w);
+            if let Some(s) = w.cancel() {
+                farm.release(&s);
+            }
+        }
+        if let Some(s) = up.server.take() {
+            up.farm.release(&s);
+            up.server = Some(s);
+        }
+        let ibuf = std::mem::take(&mut self.side.borrow_mut().ibuf);
+        if !ibuf.is_empty() {
+            c.w.put_buf(ibuf);
+        }
+        let bytes = up.bytes_out;
+        self.log_proxy(c, ctx, &up, bytes);
+        c.closing = true;
+        self.finish_proxy_input(c);
+    }
+
+    /// A deadline of the server side passed.
+    pub(in crate::stream) fn proxy_timeout(&mut self, c: &mut H1, ctx: &mut Ctx) {
+        let Some(state) = self.up.as_ref().map(|u| u.state) else {
+            return;
+        };
+        match state {
+            UpState::Queued => {
+                if let Some(up) = self.up.as_mut() {
+                    if let Some(s) = up.server.as_ref() {
+                        s.counters.queue_timeouts.fetch_add(1, Ordering::Relaxed);
+                    }
+                    up.farm
+                        .counters
+                        .queue_timeouts
+                        .fetch_add(1, Ordering::Relaxed);
+                }
+                self.fail(c, ctx, ExchangeError::queue_timeout());
+            }
+            UpState::Connecting => {
+                if let Some(up) = self.up.as_mut().filter(|u| u.retry_at.is_some()) {
+                    // The turn-around is over: the next attempt.
+                    up.retry_at = None;
+                    self.connect_new(c, ctx);
+                    return;
+                }
+                self.connect_failed(c, ctx, true)
+            }
+            UpState::Connected => {
+                let now = ctx.now();
+                let waited = self.up.as_ref().and_then(|u| u.resp_wait);
+                if waited.is_some_and(|t| ticks::is_expired(t, now)) {
+                    self.fail(c, ctx, ExchangeError::body_wait_timeout());
+                    return;
+                }
+                let started = self.up.as_ref().is_some_and(|u| u.resp_left.is_some());
+                if let Some(s) = self.up.as_ref().and_then(|u| u.server.as_ref()) {
+                    if !started {
+                        observe(s, Seen::ReadTimeout);
+                    }
+                }
+                if !started && self.l7_retry(c, ctx, RetryOn::RESPONSE_TIMEOUT) {
+                    return;
+                }
+                self.fail(c, ctx, ExchangeError::server_timeout(started));
+            }
+            UpState::Tunnel => self.fail(c, ctx, ExchangeError::server_timeout(true)),
+        }
+    }
+
+    /// A server's `on-marked-down` / `on-marked-up` action ends the
+    /// exchange with it (`why`: b'D' or b'U'): a 503 while connecting, a
+    /// 502 before the answer, else both cut; the client connection
+    /// closes, logged `DC`, `DH`, `DD` (`U`...) as HAProxy's.
+    pub(in crate::stream) fn proxy_shutdown(&mut self, c: &mut H1, ctx: &mut Ctx, why: u8) {
+        use crate::backend::error::Phase;
+        // A connect the server side's tasklet completed counts as done.
+        self.sync_side(c, ctx);
+        let Some(up) = self.up.as_ref().filter(|u| u.server.is_some()) else {
+            return;
+        };
+        let phase = match up.state {
+            // Not on the server yet (HAProxy redistributes its queue).
+            UpState::Queued => return,
+            UpState::Connecting => Phase::Connect,
+            UpState::Connected if up.resp_left.is_none() => Phase::Head,
+            UpState::Connected | UpState::Tunnel => Phase::Data,
+        };
+        self.fail(
+            c,
+            ctx,
+            ExchangeError::server_shutdown(why == crate::backend::KILL_UP, phase),
+        );
+        c.closing = true;
+    }
+
+    /// The client went away in the middle of an exchange.
+    pub(in crate::stream) fn proxy_client_gone(&mut self, c: &mut H1, ctx: &mut Ctx) {
+        self.fail(c, ctx, ExchangeError::client_gone());
+    }
+}

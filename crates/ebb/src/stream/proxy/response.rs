@@ -1,0 +1,598 @@
+//! The server's answer on its way to the client: the response head parsed
+//! and judged (`http-response` rules, caching, compression, the
+//! `Connection:` decision), the body's framing towards the client, the
+//! exchange's end (the server connection kept, pooled or closed) and its
+//! log line and counters.
+
+use super::*;
+
+impl Stream {
+    /// Writes the client's response head from the server's.
+    pub(super) fn forward_response_head(&mut self, c: &mut H1, ctx: &mut Ctx) {
+        let Some(mut up) = self.up.take() else {
+            return;
+        };
+        let be = Arc::clone(&up.be);
+        let fe = Arc::clone(&c.fe);
+        c.vars.get_mut().begin_response();
+        if !be.l4.res_rules.is_empty() {
+            // `tcp-response content` rules run before the response head is
+            // analysed (HAProxy): they read no HTTP, see l4rules.
+            let tr = &c.tr;
+            let dst = dst_of(tr, c.dst.as_deref().copied());
+            let cx = crate::sample::Ctx {
+                be: Some(&be.name),
+                srv: up.server.as_ref().map(|s| s.name.as_str()),
+                ..crate::stream::sample_ctx(tr, c.sess.peer, &fe.name, &dst, c.vars.cell(), &c.stk)
+            };
+            let v = crate::l4rules::run_rules(
+                &be.l4.res_rules,
+                0,
+                &be.matcher,
+                &cx,
+                false,
+                None,
+                &mut false,
+            );
+            match v {
+                // HAProxy: nothing reaches the client, logged `PD`, -1.
+                Verdict::Reject | Verdict::SilentDrop => {
+                    if v == Verdict::SilentDrop {
+                        crate::transport::silent_drop(c.tr.tcp());
+                    }
+                    up.term = "PD";
+                    up.keep_server = false;
+                    self.up = Some(up);
+                    self.abort_proxy(c, ctx);
+                    return;
+                }
+                // HAProxy: the server connection closes, the client gets
+                // a 502 (`SH`).
+                Verdict::Close => {
+                    self.up = Some(up);
+                    self.fail(c, ctx, ExchangeError::closed_before_head(false));
+                    return;
+                }
+                _ => {}
+            }
+        }
+        let n = up.resp.head_len;
+        let side = std::rc::Rc::clone(&self.side);
+        let mut sd = side.borrow_mut();
+        let istart = sd.istart;
+        let buf = &sd.ibuf[istart..istart + n];
+        if let (101, Some(want)) = (up.resp.status, &up.ws_accept) {
+            // RFC 6455 §4.2.2: no (or, for a key ebb made, a wrong)
+            // `Sec-WebSocket-Accept` is an invalid answer (HAProxy: 502).
+            let ok = match (up.resp.header(buf, "sec-websocket-accept"), want) {
+                (None, _) => false,
+                (Some(got), Some(w)) => got.eq_ignore_ascii_case(w),
+                (Some(_), None) => true,
+            };
+            if !ok {
+                drop(sd);
+                up.keep_server = false;
+                self.up = Some(up);
+                self.fail(c, ctx, ExchangeError::bad_response_head());
+                return;
+            }
+        }
+        let r = &up.resp;
+        up.status = r.status;
+        self.resp_start = c.wbuf.len();
+        let tunnel = r.tunnel && r.status == 101;
+        let mut ka = crate::drain::keep_alive(up.client_keep_alive, c.stopping) && !r.force_close;
+        let out = &mut c.wbuf;
+        // The server's version goes on, as HAProxy passes it.
+        out.extend_from_slice(match r.version {
+            Version::Http10 => b"HTTP/1.0 ",
+            Version::Http11 => b"HTTP/1.1 ",
+        });
+        crate::http1::push_decimal(out, u64::from(r.status));
+        out.push(b' ');
+        out.extend_from_slice(r.reason.get(buf));
+        out.extend_from_slice(b"\r\n");
+        {
+            let tr = &c.tr;
+            let dst = dst_of(tr, c.dst.as_deref().copied());
+            let cx = crate::sample::Ctx {
+                res: Some(crate::sample::Res::H1 { buf, head: r }),
+                ..crate::stream::sample_ctx(tr, c.sess.peer, &fe.name, &dst, c.vars.cell(), &c.stk)
+            };
+            crate::sample::logline::capture_headers(&fe.captures, true, &cx);
+        }
+        let verdict = match &up.comp_choice {
+            Some((p, k)) if !tunnel => compress::verdict_h1(p, *k, buf, r),
+            _ => compress::Verdict::AsIs,
+        };
+        if let Some(s) = &up.server {
+            let tr = &c.tr;
+            let dst = dst_of(tr, c.dst.as_deref().copied());
+            let sctx = crate::sample::Ctx {
+                res: Some(crate::sample::Res::H1 { buf, head: r }),
+                be: Some(&be.name),
+                srv: Some(s.name.as_str()),
+                ..crate::stream::sample_ctx(tr, c.sess.peer, &fe.name, &dst, c.vars.cell(), &c.stk)
+            };
+            c.stk.stick_response(&be.stick, &be.matcher, &sctx, &**s);
+        }
+        let coding = match verdict {
+            compress::Verdict::Compress(k) => Some(k),
+            _ => None,
+        };
+        // A compressed answer gets a weak ETag (written below).
+        let skip = |name: &[u8]| {
+            eq_nocase(name, b"content-length") || (coding.is_some() && eq_nocase(name, b"etag"))
+        };
+        let sets = [
+            (&be.http_response[..], &be.matcher),
+            (&fe.http_response[..], &fe.matcher),
+            (&be.after_response[..], &be.matcher),
+            (&fe.after_response[..], &fe.matcher),
+        ];
+        if crate::rewrite::any(&sets) || crate::rewrite::cookie_on_response(&fe, &be) {
+            // Rules run on the response as a list of fields, in order
+            // (`crate::rewrite`); the status line is written again after.
+            let tr = &c.tr;
+            let dst = dst_of(tr, c.dst.as_deref().copied());
+            // What arrived of the body (`res.body`): all of it when a
+            // `wait-for-body` rule waited.
+            let mut decoded = Vec::new();
+            let after = sd.ibuf.get(istart + n..sd.iend).unwrap_or(&[]);
+            let seen = crate::stream::body_in(after, r.framing, &mut decoded);
+            let size = match r.framing {
+                BodyFraming::ContentLength(l) => l,
+                _ => seen.have,
+            };
+            let sctx = crate::sample::Ctx {
+                be: Some(&be.name),
+                srv: up.server.as_ref().map(|s| s.name.as_str()),
+                res_body: Some((seen.data(&decoded, after, 0), size)),
+                ..crate::stream::sample_ctx(tr, c.sess.peer, &fe.name, &dst, c.vars.cell(), &c.stk)
+            };
+            let mut head = crate::rewrite::ResHead::new(
+                r.status,
+                r.reason.get(buf).to_vec(),
+                forwardable(buf, &r.headers)
+                    .filter(|f| !skip(f.name.get(buf)))
+                    .map(|f| (f.name.get(buf).to_vec(), f.value.get(buf).to_vec()))
+                    .collect(),
+            );
+            // HAProxy's room for rewrites: the head beside the body bytes
+            // that came with it, in `tune.bufsize`.
+            head.room(&c.w.limits, n, after.len());
+            let srv = up.server.as_deref();
+            if let Some(v) = c.vars.cell() {
+                crate::rewrite::cookie_response(&fe, &be, srv, up.method, &mut head, v);
+            }
+            let mut sc = crate::rewrite::StoreCtx {
+                method: up.method,
+                content_length: match r.framing {
+                    BodyFraming::ContentLength(n) => Some(n),
+                    BodyFraming::None => Some(0),
+                    _ => None,
+                },
+                pending: None,
+            };
+            crate::rewrite::run_response_with(&sets, &sctx, &mut head, Some(&mut sc));
+            let bh = [&fe.http, &be.http];
+            for h in bh {
+                h.failed_rewrites
+                    .fetch_add(head.failed_rewrites, Ordering::Relaxed);
+            }
+            let denied = match head.denied.take() {
+                Some(d) => Some(Some(d)),
+                None if head.internal_error => {
+                    for h in bh {
+                        h.internal_errors.fetch_add(1, Ordering::Relaxed);
+                    }
+                    Some(None)
+                }
+                None => None,
+            };
+            if let Some(d) = denied {
+                out.truncate(self.resp_start);
+                drop(sd);
+                self.up = Some(up);
+                self.deny_response(c, ctx, &be, d);
+                return;
+            }
+            up.store = sc.pending.map(Box::new);
+            out.truncate(self.resp_start);
+            head.write(out);
+            up.status = head.status;
+        } else {
+            // A line the origin wrote as ebb writes it (`name: value`
+            // CRLF) is copied as it is, in one piece with the kept lines
+            // right before it: a few copies per head, not four per field.
+            let mut run: Option<core::ops::Range<usize>> = None;
+            for f in forwardable(buf, &r.headers) {
+                let name = f.name.get(buf);
+                if skip(name) {
+                    continue;
+                }
+                let (start, ve) = (f.name.start as usize, f.value.end as usize);
+                let as_written = buf.get(f.name.end as usize..f.value.start as usize)
+                    == Some(b": ")
+                    && buf.get(ve..ve + 2) == Some(b"\r\n");
+                if as_written {
+                    match &mut run {
+                        Some(r) if r.end == start => r.end = ve + 2,
+                        _ => {
+                            if let Some(r) = run.replace(start..ve + 2) {
+                                out.extend_from_slice(buf.get(r).unwrap_or(&[]));
+                            }
+                        }
+                    }
+                    continue;
+                }
+                if let Some(r) = run.take() {
+                    out.extend_from_slice(buf.get(r).unwrap_or(&[]));
+                }
+                out.extend_from_slice(name);
+                out.extend_from_slice(b": ");
+                out.extend_from_slice(f.value.get(buf));
+                out.extend_from_slice(b"\r\n");
+            }
+            if let Some(r) = run {
+                out.extend_from_slice(buf.get(r).unwrap_or(&[]));
+            }
+        }
+        if coding.is_some() {
+            compress::write_h1_fields(out, verdict, r.header(buf, "etag"));
+        }
+        let left = if tunnel {
+            let upg = r.header(buf, "upgrade").map(|v| v.to_vec());
+            out.extend_from_slice(b"Connection: upgrade\r\n");
+            if let Some(u) = upg {
+                out.extend_from_slice(b"Upgrade: ");
+                out.extend_from_slice(&u);
+                out.extend_from_slice(b"\r\n");
+            }
+            Left::Done
+        } else {
+            match r.framing {
+                BodyFraming::None => {
+                    if up.method == Method::Head || r.status == 304 {
+                        if let Some(cl) = r.header(buf, "content-length") {
+                            out.extend_from_slice(b"Content-Length: ");
+                            out.extend_from_slice(cl);
+                            out.extend_from_slice(b"\r\n");
+                        }
+                    }
+                    Left::Done
+                }
+                BodyFraming::ContentLength(n) => {
+                    if coding.is_some() {
+                        out.extend_from_slice(b"Transfer-Encoding: chunked\r\n");
+                    } else {
+                        out.extend_from_slice(b"Content-Length: ");
+                        crate::http1::push_decimal(out, n);
+                        out.extend_from_slice(b"\r\n");
+                    }
+                    if n == 0 {
+                        Left::Done
+                    } else {
+                        Left::Len(n)
+                    }
+                }
+                BodyFraming::Chunked => {
+                    if up.client_version == Version::Http10 {
+                        // HTTP/1.0 cannot read chunked: send the data and
+                        // mark the end by closing.
+                        up.dechunk = true;
+                        ka = false;
+                    } else {
+                        out.extend_from_slice(b"Transfer-Encoding: chunked\r\n");
+                    }
+                    Left::Chunked(Box::default())
+                }
+                BodyFraming::UntilClose => {
+                    ka = false;
+                    Left::UntilClose
+                }
+            }
+        };
+        if !r.keep_alive {
+            up.keep_server = false;
+        }
+        if tunnel {
+            // Nothing after a tunnel on either connection.
+        } else if !ka {
+            out.extend_from_slice(b"Connection: close\r\n");
+        } else if up.client_version == Version::Http10 || r.version == Version::Http10 {
+            // Kept alive: said so to an HTTP/1.0 client, or in an
+            // HTTP/1.0 answer.
+            out.extend_from_slice(b"Connection: keep-alive\r\n");
+        }
+        out.extend_from_slice(b"\r\n");
+        up.bytes_out += (c.wbuf.len() - self.resp_start) as u64;
+        if c.fe.logasap {
+            // `option logasap`: the line goes now, the head forwarded.
+            log_line(c, ctx, &up, up.bytes_out, true);
+            up.logged = true;
+        }
+        sd.istart += n;
+        drop(sd);
+        up.head.clear(); // no replay once an answer arrived
+        up.client_keep_alive = ka;
+        self.keep_alive = ka;
+        if tunnel {
+            up.state = UpState::Tunnel;
+            up.resp_left = Some(Left::Done);
+            let t = up.timeouts.tunnel;
+            up.deadline = ticks::add(ctx.now(), t);
+            self.up = Some(up);
+            return;
+        }
+        if let Some(k) = coding.filter(|_| !up.skip_body) {
+            let level = up.comp_choice.as_ref().map_or(1, |p| p.0.level);
+            match compress::BodyCompressor::new(k, level) {
+                Ok(b) => up.comp = Some(Box::new(b)),
+                Err(_) => up.keep_server = false,
+            }
+        }
+        up.resp_left = Some(left);
+        self.up = Some(up);
+        if matches!(
+            self.up.as_ref().and_then(|u| u.resp_left.as_ref()),
+            Some(Left::Done)
+        ) {
+            self.finish_exchange(c, ctx);
+        }
+    }
+
+    /// The answer is complete: keep or close the server connection, give
+    /// the slot back (or hand it over), log, and go on with the client.
+    pub(super) fn finish_exchange(&mut self, c: &mut H1, ctx: &mut Ctx) {
+        let Some(mut up) = self.up.take() else {
+            return;
+        };
+        // A request body still on its way is abandoned with the server
+        // connection; the client connection cannot be reused either.
+        if let Some(p) = up.store.take() {
+            p.finish();
+        }
+        let req_done = up.req_left.done();
+        if !req_done {
+            up.keep_server = false;
+            c.closing = true;
+        }
+        if !up.client_keep_alive {
+            c.closing = true;
+        }
+        let keep = up.keep_server && {
+            let sd = self.side.borrow();
+            sd.out_pending() == 0
+                && sd.istart == sd.iend
+                && !sd.eof
+                && !sd.sock.as_ref().is_some_and(|s| s.has_pending_output())
+        };
+        let s = up.server.take();
+        let sock = match (keep, s.as_ref()) {
+            (true, Some(_)) => self.side.borrow_mut().take_sock(),
+            _ => None,
+        };
+        match (sock, s.as_ref()) {
+            (Some(st), Some(srv)) if up.farm.reuse == HttpReuse::Never || !shareable(srv) => {
+                // Private: stays attached to this client (still registered
+                // with the server side's tasklet).
+                if let Some(old) = self.attached.take() {
+                    self.detach_to_pool(c, ctx, old);
+                }
+                self.side.borrow_mut().idle_event = false;
+                self.attached = Some(Attached {
+                    srv: Arc::clone(srv),
+                    st,
+                });
+            }
+            (Some(st), Some(srv)) => {
+                // Idle now, as in HAProxy: parked in the pool, in this
+                // client's place, still registered with the server side's
+                // tasklet; closed when the pool is full (`pool-max-conn`).
+                if let Some(ticket) = srv.idle_ticket() {
+                    self.side.borrow_mut().idle_event = false;
+                    // The side's tasklet's mark: a close or stray bytes
+                    // that reach it later tell whoever takes the
+                    // connection to `peek` it.
+                    let reg = self.side_task.map(|t| (t, ctx.io_mark(t)));
+                    c.w.shared.idle.park(
+                        ctx.thread_id(),
+                        &mut self.parked,
+                        srv,
+                        st,
+                        up.reused,
+                        ticket,
+                        reg,
+                        ctx.now(),
+                    );
+                } else {
+                    let _ = ctx.deregister_fd(st.raw_fd());
+                }
+            }
+            _ => self.drop_server_sock(ctx, &up),
+        }
+        let (ibuf, bytes_in) = {
+            let mut sd = self.side.borrow_mut();
+            (
+                std::mem::take(&mut sd.ibuf),
+                std::mem::take(&mut sd.bytes_in),
+            )
+        };
+        if !ibuf.is_empty() {
+            c.w.put_buf(ibuf);
+        }
+        if let Some(srv) = &s {
+            srv.counters
+                .bytes_out
+                .fetch_add(up.bytes_out, Ordering::Relaxed);
+            srv.counters.bytes_in.fetch_add(bytes_in, Ordering::Relaxed);
+            up.farm.release(srv);
+        }
+        up.server = s;
+        self.log_proxy(c, ctx, &up, up.bytes_out);
+        self.up_spare = Some(spent(up));
+        self.finish_proxy_input(c);
+        c.idle_since = ctx.now();
+    }
+
+    pub(super) fn log_proxy(&mut self, c: &mut H1, ctx: &mut Ctx, up: &Upstream, bytes: u64) {
+        crate::proxy::count_request(&c.fe, Some(&up.be), up.status, bytes);
+        if let Some(z) = &up.comp {
+            crate::proxy::count_compressed(&c.fe, Some(&up.be), z.totals());
+        }
+        // The server's own count of the responses it gave (HAProxy's
+        // server `hrsp_*`); not for a backend's dispatch target.
+        if let Some(s) = up.server.as_ref().filter(|s| !s.backend_target) {
+            s.counters.hrsp[crate::proxy::status_class(up.status)]
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
+        let err = (400..500).contains(&up.status);
+        let fail = crate::table::http_failure(up.status, up.term);
+        c.stk
+            .end(ctx.now(), err, fail, c.head.head_len as u64, bytes);
+        note_stream_stats(up, ctx.now());
+        if !up.logged {
+            log_line(c, ctx, up, bytes, false);
+        }
+    }
+}
+
+/// The exchange's access-log line: at its end, or when the response head
+/// was forwarded with `option logasap` (`asap`: the size and the times
+/// are then those so far, written with a `+`).
+pub(super) fn log_line(c: &H1, ctx: &Ctx, up: &Upstream, bytes: u64, asap: bool) {
+    if !c.w.logging(&c.fe) {
+        return;
+    }
+    let now = ctx.now();
+    let d = |a: Tick, b: Tick| b.wrapping_sub(a) as i32 as i64;
+    let tq = d(up.t0, up.t_start);
+    let tw = match up.t_served {
+        Some(sv) => d(up.t_start, sv),
+        None => -1,
+    };
+    let tc = match (up.t_served, up.t_conn) {
+        (Some(sv), Some(c)) => d(sv, c),
+        _ => -1,
+    };
+    let tr = match (up.t_conn, up.t_resp) {
+        (Some(c), Some(r)) => d(c, r),
+        _ => -1,
+    };
+    let tt = d(up.t0, now);
+    let (srv, left, redisp) = (up.server.as_deref(), up.retries_left, up.avoid.is_some());
+    if let Some(v) = c.vars.cell() {
+        crate::rewrite::note_for_log(v, &up.farm, srv, left, redisp);
+    }
+    let server = up.server.as_ref().map_or("<NOSRV>", |s| s.name.as_str());
+    let mut entry = c.log_entry(LogFacts {
+        backend: &up.be.name,
+        server,
+        times: [tq, tw, tc, tr, tt],
+        status: up.status,
+        bytes,
+        term: up.term,
+        request_line: &up.req_line,
+    });
+    entry.asap = asap;
+    let retried = up.retries_left != up.farm.retries;
+    let ab = crate::proxy::abnormal(up.term.as_bytes(), retried, redisp, Some(up.status));
+    if let Some(level) = crate::rewrite::exchange_log_level(&c.fe, ab, c.vars.cell()) {
+        c.w.log_access(crate::log::format(&entry), level);
+    }
+}
+
+/// Counts the exchange's times and aborts on its backend and server
+/// (HAProxy's stream_update_time_stats and `cli_abrt`/`srv_abrt`): the
+/// queue, connect, response and total times when a server answered; the
+/// aborts HAProxy's HTTP analysers count: by the client while a body
+/// passed (`CD`) or while waiting for the answer (`CH`, with `option
+/// abortonclose`), by the server while a body passed (`SD`; a close
+/// before the answer's head is a failed response, not an abort).
+pub(super) fn note_stream_stats(up: &Upstream, now: Tick) {
+    let d = |a: Tick, b: Tick| u64::from(b.wrapping_sub(a)).min(u64::from(u32::MAX >> 1));
+    let times = match (up.t_served, up.t_conn, up.t_resp) {
+        (Some(sv), Some(cn), Some(rs)) => {
+            Some([d(up.t_start, sv), d(sv, cn), d(cn, rs), d(up.t0, now)])
+        }
+        _ => None,
+    };
+    let abort = match up.term {
+        "CD" | "CH" => Some(true),
+        "SD" => Some(false),
+        _ => None,
+    };
+    let server = up.server.as_ref().filter(|s| !s.backend_target);
+    for c in server
+        .map(|s| &s.counters)
+        .into_iter()
+        .chain([&up.farm.counters])
+    {
+        c.times.note(times);
+        match abort {
+            Some(true) => c
+                .cli_aborts
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+            Some(false) => c
+                .srv_aborts
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+            None => 0,
+        };
+    }
+}
+
+/// `http-response wait-for-body` (HAProxy's http_wait_for_msg_body on the
+/// response): whether the response head just parsed may go on to the
+/// rules, because no such rule of the backend or the frontend holds on it,
+/// or the body those that hold wait for is there (all of it, their
+/// `at-least` bytes, a full buffer, or the server's close). Starts the
+/// wait's clock at the first call (`Upstream::resp_wait`). The conditions
+/// are evaluated on the response as received.
+pub(super) fn response_body_ready(c: &H1, now: Tick, up: &mut Upstream, sd: &ServerSide) -> bool {
+    let fe = &c.fe;
+    let be = &up.be;
+    let sets = [
+        (&be.http_response[..], &be.matcher),
+        (&fe.http_response[..], &fe.matcher),
+    ];
+    let waits = || {
+        sets.iter().flat_map(|(rules, m)| {
+            rules.iter().filter_map(move |r| match &r.action {
+                crate::config::HttpResponseAction::WaitForBody(w) => Some((r, *m, *w)),
+                _ => None,
+            })
+        })
+    };
+    if waits().next().is_none() {
+        return true;
+    }
+    let n = up.resp.head_len;
+    let buf = sd.ibuf.get(sd.istart..sd.iend).unwrap_or(&[]);
+    let head = buf.get(..n).unwrap_or(&[]);
+    let after = buf.get(n..).unwrap_or(&[]);
+    let mut decoded = Vec::new();
+    let mut b = crate::stream::body_in(after, up.resp.framing, &mut decoded);
+    b.closed = sd.eof;
+    b.full = !sd.ibuf.is_empty() && sd.iend - sd.istart >= sd.ibuf.len();
+    let tr = &c.tr;
+    let dst = dst_of(tr, c.dst.as_deref().copied());
+    let cx = crate::sample::Ctx {
+        res: Some(crate::sample::Res::H1 {
+            buf: head,
+            head: &up.resp,
+        }),
+        be: Some(&be.name),
+        srv: up.server.as_ref().map(|s| s.name.as_str()),
+        ..crate::stream::sample_ctx(tr, c.sess.peer, &fe.name, &dst, c.vars.cell(), &c.stk)
+    };
+    let pending = waits().find(|(r, m, w)| !b.enough(w.at_least) && m.holds(r.cond.as_ref(), &cx));
+    let Some((_, _, w)) = pending else {
+        return true;
+    };
+    let until = *up
+        .resp_wait
+        .get_or_insert_with(|| ticks::add(now, w.time_ms));
+    up.deadline = ticks::first(up.deadline, until);
+    false
+}
