@@ -233,6 +233,46 @@ fn slowloris_gets_408_and_idle_keepalive_closes() {
     assert!(t.elapsed() < Duration::from_secs(9), "{:?}", t.elapsed());
 }
 
+/// A keep-alive request the client sent in time is answered even when
+/// ebb's thread reaches the connection only after its idle timeout (a
+/// loaded machine: the timer and the request's bytes come in one turn).
+/// ebb is stopped (SIGSTOP) past `timeout http-keep-alive`, the request
+/// written while it is stopped, then ebb resumed: it finds the timer
+/// expired and the request waiting, and answers it. An idle connection
+/// with nothing sent is still closed at the timeout.
+#[test]
+fn a_request_waiting_when_the_keep_alive_timeout_is_handled_is_answered() {
+    let cfg = FIXED
+        .replace(
+            "timeout http-request 5s",
+            "timeout http-request 5s\n    timeout http-keep-alive 300ms",
+        )
+        .replace("timeout client 5s", "timeout client 60s");
+    let e = Ebb::start(&cfg);
+    let signal = |sig: &str| {
+        let st = std::process::Command::new("kill")
+            .args([sig, &e.pid().to_string()])
+            .status()
+            .unwrap();
+        assert!(st.success());
+    };
+    let mut c = Client::connect(e.addr());
+    c.send(b"GET / HTTP/1.1\r\nHost: a\r\n\r\n");
+    assert_eq!(c.read_resp().status, 200);
+    signal("-STOP");
+    // Past the 300 ms idle timeout while ebb cannot run (a lower bound:
+    // a slower machine only makes the timer later still).
+    std::thread::sleep(Duration::from_millis(800));
+    c.send(b"GET / HTTP/1.1\r\nHost: a\r\n\r\n");
+    signal("-CONT");
+    let r = c
+        .read_resp_opt(false)
+        .expect("the waiting request was not answered");
+    assert_eq!(r.status, 200);
+    // Then idle again: closed at the timeout.
+    assert!(c.closed());
+}
+
 #[test]
 fn graceful_stop_loses_no_request() {
     let e = Ebb::start(FIXED);

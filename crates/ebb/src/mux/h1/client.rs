@@ -1274,6 +1274,26 @@ impl<S: Exchange + Default + 'static> Conn<S> {
 
     /// The connection's timer fired: 408 for a head that did not arrive in
     /// time, a plain close for an idle or stalled connection.
+    /// Whether a keep-alive connection found past its idle timeout has the
+    /// client's next request waiting in the socket: sent in time, it is
+    /// read and answered rather than closed unanswered when the thread
+    /// came to the connection late (a loaded machine; the timer and the
+    /// bytes reported in the same turn). Only between requests: the
+    /// first request's and a started head's `timeout http-request` still
+    /// run from their own start. One `recv(MSG_PEEK)`, only at a timeout.
+    fn request_waiting(&self) -> bool {
+        if self.lane_of.is_some()
+            || self.requests() == 0
+            || self.req_start.is_some()
+            || !matches!(self.input, In::Head)
+            || self.has_output()
+        {
+            return false;
+        }
+        let mut b = [0u8; 1];
+        matches!(self.tr.tcp().peek(&mut b), Ok(n) if n > 0)
+    }
+
     fn on_timeout(&mut self, ctx: &mut Ctx) -> Status {
         if self.wbuf.capacity() == 0 {
             self.wbuf = self.w.get_wbuf();
@@ -1838,7 +1858,11 @@ impl<S: Exchange + Default + 'static> Conn<S> {
                 .with_stream(|st, c| st.on_timer(c, ctx))
                 .unwrap_or(false);
             if !server_side && ticks::is_expired(self.next_deadline(), ctx.now()) {
-                return self.on_timeout(ctx);
+                if !self.request_waiting() {
+                    return self.on_timeout(ctx);
+                }
+                // Read it now, whether or not this run saw its edge.
+                self.rd_ready = true;
             }
         }
         let st = self.pump(ctx);
