@@ -719,6 +719,132 @@ fn a_connection_a_leaving_client_freed_is_reused_without_system_calls() {
     assert_eq!(s.conns.load(Ordering::SeqCst), 1);
 }
 
+/// A client whose request arrived whole with its connection and whose
+/// server answered with `Connection: close` never joins the poller: its
+/// socket is registered only when ebb needs its events (a read that found
+/// nothing, a write that would block, `option abortonclose`), as HAProxy
+/// subscribes a client only when a read finds nothing. `defer-accept`
+/// makes every request arrive before its connection is accepted. Before,
+/// each such client cost an `EPOLL_CTL_ADD` (registered at the end of its
+/// first run, as its exchange went on with the server). HAProxy, beside
+/// it, counted the same way. A keep-alive client, registered once its
+/// answer is given, still has its next requests served.
+#[test]
+fn a_client_answered_with_close_by_its_server_never_joins_the_poller() {
+    if !have("strace") {
+        println!("strace is not installed: nothing to count");
+        return;
+    }
+    const N: u64 = 20;
+    let conf =
+        |o: &Origin| one_thread_reuse_always(o).replacen("bind BIND", "bind BIND defer-accept", 1);
+    let count_adds = |pid: u32, addr: std::net::SocketAddr, name: &str| {
+        let one = |i: u64| {
+            let mut c = Client::connect(addr);
+            c.send(
+                format!("GET /n{i} HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n").as_bytes(),
+            );
+            assert_eq!(c.read_resp().status, 200);
+        };
+        // The server connection made and pooled first.
+        one(0);
+        let out = scratch(&format!("proxy-strace-lazy-{name}")).join("strace.out");
+        strace_during(pid, &["-e", "trace=epoll_ctl"], &out, || {
+            for i in 0..N {
+                one(i);
+            }
+        });
+        let text = std::fs::read_to_string(&out).unwrap();
+        text.lines().filter(|l| l.contains("EPOLL_CTL_ADD")).count() as u64
+    };
+    let s = Origin::start("s", Mode::Ok);
+    let e = Ebb::start(&conf(&s));
+    let adds = count_adds(e.pid(), e.addr(), "ebb");
+    println!("ebb: {adds} EPOLL_CTL_ADD for {N} clients");
+    assert!(adds <= 1, "{adds} EPOLL_CTL_ADD for {N} clients");
+    assert_eq!(s.conns.load(Ordering::SeqCst), 1);
+    let (st, _, conns) = three_on_one_connection(e.addr(), &s);
+    assert_eq!(st, [200, 200, 200]);
+    assert_eq!(conns, 1);
+    let s = Origin::start("s", Mode::Ok);
+    if let Some(h) = Haproxy::start(&conf(&s)) {
+        let adds = count_adds(h.child.id(), h.addr, "haproxy");
+        println!("haproxy: {adds} EPOLL_CTL_ADD for {N} clients");
+        assert!(adds <= 1, "haproxy: {adds} EPOLL_CTL_ADD for {N} clients");
+    }
+}
+
+/// Without `option abortonclose`, a client that closes while its server
+/// works is not polled: nothing is noticed until the answer is written,
+/// which goes out as usual (200, logged `----`), and the server connection
+/// stays for the next client; HAProxy, beside it, logs and does the same.
+/// Whether the client only shut its sending side (it reads the answer) or
+/// closed.
+#[test]
+fn a_client_that_leaves_while_its_server_works_is_answered_as_by_haproxy() {
+    for half in [true, false] {
+        let e = leave_while_busy(half, |conf| {
+            Some(Ebb::start(conf)).map(|e| (e.addr(), Box::new(e) as Box<dyn std::any::Any>))
+        });
+        let h = leave_while_busy(half, |conf| {
+            Haproxy::start(conf).map(|h| (h.addr, Box::new(h) as Box<dyn std::any::Any>))
+        });
+        let e = e.expect("ebb");
+        assert_eq!(e.0, if half { Some(200) } else { None });
+        assert!(e.1.contains(" 200 ") && e.1.contains(" ---- "), "{}", e.1);
+        assert_eq!((e.2, e.3), (200, 1), "the server connection is reused");
+        if let Some(h) = h {
+            assert!(
+                h.1.contains(" 200 ") && h.1.contains(" ---- "),
+                "haproxy: {}",
+                h.1
+            );
+            assert_eq!((e.0, e.2, e.3), (h.0, h.2, h.3), "haproxy");
+        }
+    }
+}
+
+/// A client sends a request and leaves (`half`: shuts its sending side,
+/// then reads) while the server works; once the exchange is logged, a
+/// second client's request, through the proxy `start` starts on the
+/// configuration it is given. Returns the first client's status if it
+/// read one, the exchange's log line, the second's status and the server
+/// connections opened; None if the proxy is not there.
+fn leave_while_busy(
+    half: bool,
+    start: impl FnOnce(&str) -> Option<(std::net::SocketAddr, Box<dyn std::any::Any>)>,
+) -> Option<(Option<u16>, String, u16, usize)> {
+    let gate = Gate::default();
+    let o = Origin::start("gate", Mode::Gate(gate.clone()));
+    let log = Syslog::new();
+    let conf = one_thread_reuse_always(&o).replacen(
+        "frontend fe\n",
+        &format!(
+            "frontend fe\n    log {} local0\n    option httplog\n",
+            log.addr()
+        ),
+        1,
+    );
+    let (addr, _proxy) = start(&conf)?;
+    let mut c = Client::connect(addr);
+    c.send(b"GET /leave HTTP/1.1\r\nHost: h\r\n\r\n");
+    wait_until("the request at the server", || {
+        o.busy.load(Ordering::SeqCst) == 1
+    });
+    let first = if half {
+        c.s.shutdown(std::net::Shutdown::Write).unwrap();
+        gate.open();
+        Some(c.read_resp().status)
+    } else {
+        drop(c);
+        gate.open();
+        None
+    };
+    let line = log.find("the exchange's log line", |l| l.contains("/leave"));
+    let second = get(addr, "/next").status;
+    Some((first, line, second, o.conns.load(Ordering::SeqCst)))
+}
+
 /// A server connection idle in the pool that its server closes is not
 /// reused: the close reaches the poller, so the request that takes the
 /// connection from the pool checks it (the check is skipped only for a

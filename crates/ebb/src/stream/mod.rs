@@ -394,6 +394,15 @@ impl Exchange for Stream {
         self.up.as_ref().is_some_and(|u| !u.request_done())
     }
 
+    fn watches_client(&self) -> bool {
+        matches!(self.wait, Wait::Body(_))
+            || self.up.as_ref().is_some_and(|u| {
+                !u.request_done()
+                    || u.state == proxy::UpState::Tunnel
+                    || matches!(&u.be.kind, BackendKind::Servers(s) if s.abort_on_close)
+            })
+    }
+
     fn client_gone(&mut self, c: &mut H1, ctx: &mut Ctx) {
         if self.up.is_some() {
             self.proxy_client_gone(c, ctx);

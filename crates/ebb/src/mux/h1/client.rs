@@ -10,8 +10,9 @@
 //! business (the `stream` module); this side only reads, parses, writes.
 //!
 //! The connection's fd is registered once, edge-triggered, for reads and
-//! writes, at the end of the first run that leaves the connection open (a
-//! request answered at once with `Connection: close` never touches the
+//! writes, at the end of the first run that leaves the connection waiting
+//! on its socket (see [`Conn::needs_poller`]: a request answered with
+//! `Connection: close`, at once or by a server, never touches the
 //! poller); every readiness change wakes this tasklet with the `io` reason.
 //! The connection's deadline is the tasklet's own timer
 //! (`Ctx::tasklet_set_expire`): when it expires the tasklet runs with the
@@ -109,6 +110,13 @@ pub trait Exchange: Sized {
     fn active(&self) -> bool;
     /// Whether a proxied request is still being read from the client.
     fn reading_request(&self) -> bool;
+    /// Whether the exchange under way needs to hear from the client's
+    /// socket: its request's body is still to come (or the rules wait for
+    /// it), a tunnel carries the client's bytes, or `option abortonclose`
+    /// watches for the client leaving. Otherwise the client is not polled
+    /// while the exchange works (HAProxy's H1 side subscribes for reads
+    /// once the request is whole only with `abortonclose`).
+    fn watches_client(&self) -> bool;
     /// The client went away (or the connection is closing) in the middle
     /// of an exchange, or between two: release what it holds (server
     /// connections, queue places, tasklets).
@@ -258,11 +266,12 @@ pub struct Conn<S> {
     /// when the lane moved bytes or ended.
     pub(crate) lane_of: Option<TaskletId>,
     /// The socket is in the thread's poller. A new connection is not
-    /// registered until a run ends with it still open: a request that
-    /// arrived with the connection and an answer that fit in the socket's
-    /// buffer (a connection per request) then cost no `epoll_ctl` at all
-    /// (adding an fd that is already ready reports it at once, so nothing
-    /// is missed by registering late).
+    /// registered until a run ends with it waiting on the socket (see
+    /// [`Conn::needs_poller`]): a request that arrived with the connection
+    /// and an answer that fit in the socket's buffer (a connection per
+    /// request, answered at once or by a server) then cost no `epoll_ctl`
+    /// at all (adding an fd that is already ready reports it at once, so
+    /// nothing is missed by registering late).
     registered: bool,
     /// A lane run inline by its HTTP/2 connection: the whole answer its
     /// stream gives at once, kept for HTTP/2 frames instead of written as
@@ -1612,7 +1621,7 @@ impl<S: Exchange + Default + 'static> TaskletFn for Conn<S> {
             return st;
         }
         let st = self.run_inner(ctx, me, why);
-        if st == Status::Continue && !self.registered {
+        if st == Status::Continue && !self.registered && self.needs_poller() {
             if let Err(e) = ctx.register_fd(self.fd, me, true) {
                 self.w.log_fe_error(
                     &self.fe,
@@ -1686,6 +1695,25 @@ impl<S: Exchange + Default + 'static> TaskletFn for H1Task<S> {
 }
 
 impl<S: Exchange + Default + 'static> Conn<S> {
+    /// Whether the connection, left open by a run, waits on its socket's
+    /// events (and must join the poller): output the socket did not take,
+    /// or input it wants (a request, its body, a tunnel's bytes, the
+    /// client's close under `abortonclose`). A request read whole whose
+    /// exchange then waits on its server needs none: the client is
+    /// registered only when it next needs reading (the answer given, its
+    /// next request awaited) or writing, and a connection per request
+    /// answered with `Connection: close` never joins the poller, as in
+    /// HAProxy (it subscribes a client only when a read finds nothing).
+    fn needs_poller(&self) -> bool {
+        if self.has_output() && !self.wr_ready {
+            return true;
+        }
+        match self.input {
+            In::Stream => self.st.as_ref().is_none_or(|s| s.watches_client()),
+            _ => true,
+        }
+    }
+
     /// Whether nothing of an exchange is left (see [`Idle`]): no stream
     /// (in the pool, not kept in a warm place), no buffer, no output, no
     /// head begun, registered with the poller.
