@@ -395,12 +395,7 @@ impl Exchange for Stream {
     }
 
     fn watches_client(&self) -> bool {
-        matches!(self.wait, Wait::Body(_))
-            || self.up.as_ref().is_some_and(|u| {
-                !u.request_done()
-                    || u.state == proxy::UpState::Tunnel
-                    || matches!(&u.be.kind, BackendKind::Servers(s) if s.abort_on_close)
-            })
+        matches!(self.wait, Wait::Body(_)) || self.up.as_ref().is_some_and(|u| u.watches_client())
     }
 
     fn client_gone(&mut self, c: &mut H1, ctx: &mut Ctx) {

@@ -112,10 +112,12 @@ pub trait Exchange: Sized {
     fn reading_request(&self) -> bool;
     /// Whether the exchange under way needs to hear from the client's
     /// socket: its request's body is still to come (or the rules wait for
-    /// it), a tunnel carries the client's bytes, or `option abortonclose`
-    /// watches for the client leaving. Otherwise the client is not polled
-    /// while the exchange works (HAProxy's H1 side subscribes for reads
-    /// once the request is whole only with `abortonclose`).
+    /// it), a tunnel carries the client's bytes, `option abortonclose`
+    /// watches for the client leaving, or a POST may be followed by a
+    /// stray CRLF to read. Otherwise the client is not polled while the
+    /// exchange works (HAProxy's H1 side subscribes for reads once the
+    /// request is whole only with `abortonclose`, and reads on after a
+    /// POST).
     fn watches_client(&self) -> bool;
     /// The client went away (or the connection is closing) in the middle
     /// of an exchange, or between two: release what it holds (server

@@ -352,6 +352,19 @@ impl Upstream {
     pub(super) fn request_done(&self) -> bool {
         self.req_left.done()
     }
+
+    /// Whether the client's socket must be heard from while this exchange
+    /// works (see `Exchange::watches_client`): its request is still being
+    /// read, a tunnel carries its bytes, `option abortonclose` watches for
+    /// it leaving, or the request is a POST (as HAProxy reads on after
+    /// one: some clients send a CRLF after its body, which a close would
+    /// otherwise find unread and answer with a reset).
+    pub(super) fn watches_client(&self) -> bool {
+        !self.req_left.done()
+            || self.state == UpState::Tunnel
+            || self.abort_on_close
+            || self.method == Method::Post
+    }
 }
 
 impl Stream {
