@@ -182,7 +182,7 @@ fn logasap_cfg(sock: &Path, bind0: &str, bind1: &str, udp: SocketAddr, o: Socket
         "global\n    stats socket {} level admin\n    log {udp} local0\n\
          defaults\n    mode http\n    log global\n    option httplog\n    option logasap\n\
          \x20   timeout connect 2s\n    timeout client 10s\n    timeout server 10s\n\
-         frontend fe\n    bind {bind0}\n    default_backend be\n\
+         frontend fe\n    bind {bind0}\n    http-response set-status 299\n    default_backend be\n\
          frontend late\n    bind {bind1}\n    no option logasap\n    default_backend be\n\
          backend be\n    server live {o}\n",
         sock.display()
@@ -192,6 +192,11 @@ fn logasap_cfg(sock: &Path, bind0: &str, bind1: &str, udp: SocketAddr, o: Socket
 /// `option logasap`: the line leaves when the response head is
 /// forwarded, while the body still waits on the server, with `+` before
 /// the total time and the size; `no option logasap` logs at the end, once.
+/// The status is the one the response rules set (`set-status 299`, whose
+/// reason is HAProxy's "Success"), the size HAProxy's of the answer it
+/// held then: 20 for the status line, its parts "HTTP/1.1", "299" and
+/// "Success" (18), the fields' names and values but `Connection` (15),
+/// 1 for the head's end and the 3 body bytes that came with the head.
 #[test]
 fn logasap_logs_at_the_response_head() {
     let (o, go) = stalling_origin();
@@ -222,7 +227,10 @@ fn logasap_logs_at_the_response_head() {
             f[0].clone(),
             last_timer_shape(&f[2]),
             f[3].clone(),
-            f[4].starts_with('+'),
+            match f[4].starts_with('+') {
+                true => f[4].clone(),
+                false => "n".into(),
+            },
             f[5].clone(),
         )
     };
@@ -238,8 +246,8 @@ fn logasap_logs_at_the_response_head() {
         (
             "fe".into(),
             "n/n/n/n/+n".into(),
-            "200".into(),
-            true,
+            "299".into(),
+            "+57".into(),
             "-".into()
         )
     );
@@ -249,7 +257,7 @@ fn logasap_logs_at_the_response_head() {
             "late".into(),
             "n/n/n/n/n".into(),
             "200".into(),
-            false,
+            "n".into(),
             "-".into()
         )
     );
