@@ -32,6 +32,17 @@ fn fields_seen(o: &Origin, field: &str) -> Vec<Vec<String>> {
         .collect()
 }
 
+/// The last field of each request head `o` received, lowercased.
+fn last_fields(o: &Origin) -> Vec<String> {
+    o.heads
+        .lock()
+        .unwrap()
+        .iter()
+        .filter_map(|h| h.lines().rfind(|l| !l.trim().is_empty()))
+        .map(|l| l.trim().to_ascii_lowercase())
+        .collect()
+}
+
 fn name_hdr_cfg(sock: &Path, bind: &str, dead: u16, o: SocketAddr) -> String {
     format!(
         "global\n    stats socket {} level admin\n\
@@ -63,11 +74,14 @@ fn send_name_header_names_the_server_tried_last() {
     send(ebb.addr());
     let ours = fields_seen(&origin, "x-server");
     assert_eq!(ours, vec![vec!["x-server: live".to_string()]]);
+    // Appended last, after `Connection`, as HAProxy appends it.
+    assert_eq!(last_fields(&origin), vec!["x-server: live".to_string()]);
     origin.heads.lock().unwrap().clear();
     if let Some((_h, fe)) = haproxy_beside("sendname", |k, b| name_hdr_cfg(k, b, dead, origin.addr))
     {
         send(fe);
         assert_eq!(fields_seen(&origin, "x-server"), ours);
+        assert_eq!(last_fields(&origin), vec!["x-server: live".to_string()]);
     }
 }
 
