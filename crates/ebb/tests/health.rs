@@ -631,3 +631,59 @@ fn spread_checks_moves_check_dates() {
         assert!(gaps.iter().any(|g| *g < 320), "hap={hap}: {gaps:?}");
     }
 }
+
+/// Whether `st` is `WORD n/of` with n in 1..of: HAProxy's transition
+/// states of the stats (`UP 99/100` going down, `DOWN 1/100` going up).
+fn transition(st: &str, word: &str, of: u32) -> bool {
+    let Some((n, d)) = st
+        .strip_prefix(word)
+        .and_then(|r| r.strip_prefix(' '))
+        .and_then(|r| r.split_once('/'))
+    else {
+        return false;
+    };
+    d == of.to_string() && n.parse::<u32>().is_ok_and(|n| (1..of).contains(&n))
+}
+
+/// `show stat`'s status between UP and DOWN, as HAProxy shows it: a
+/// server starts UP with its health at `rise`, so the first failed check
+/// takes it DOWN at once (not `fall` of them); passed checks while DOWN
+/// show `DOWN n/rise`, failed ones while UP `UP n/fall` (the failures
+/// left); one passed check at `rise 1` is full health, `UP`.
+#[test]
+fn stats_show_the_states_between_up_and_down() {
+    for hap in sides() {
+        let down_port = free_port();
+        let up_chk = CheckPort::on("127.0.0.1:0");
+        let log = Syslog::new();
+        let servers = format!(
+            "    server s1 127.0.0.1:{down_port} check inter 1s rise 100 fall 100\n\
+             \x20   server s2 127.0.0.1:{} check inter 1s rise 1 fall 100\n",
+            up_chk.port()
+        );
+        let c = |k: &Path, b: &str| cfg(k, b, log.addr(), "http", &servers);
+        let Some((_p, sock, _fe)) = start("transitions", hap, &c) else {
+            continue;
+        };
+        wait_status(&sock, "s1", "DOWN");
+        wait_status(&sock, "s2", "UP");
+        let _s1_chk = CheckPort::on(&format!("127.0.0.1:{down_port}"));
+        drop(up_chk);
+        // The status, and whether `check_health` is the counter it shows
+        // (successes while DOWN; `n/fall` UP is health `n + rise - 1`).
+        let status = |srv: &str| {
+            let mut r = stat_row(&sock, "b", srv);
+            let st = r.remove("status").unwrap_or_default();
+            let n = st.split([' ', '/']).nth(1).unwrap_or("").to_string();
+            (st, r.get("check_health") == Some(&n))
+        };
+        wait_until("s1 going up", || {
+            let (st, health) = status("s1");
+            transition(&st, "DOWN", 100) && health
+        });
+        wait_until("s2 going down", || {
+            let (st, health) = status("s2");
+            transition(&st, "UP", 100) && health
+        });
+    }
+}

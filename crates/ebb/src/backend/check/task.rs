@@ -102,6 +102,7 @@ impl Checker {
                 }
             }
         }
+        s.check_streak.store(self.streak, Ordering::Relaxed);
         let up = s.up.load(Ordering::Relaxed);
         s.ext.on_check(ok, up, up);
         if self.log_checks && (changed || moved) {
@@ -412,6 +413,14 @@ pub fn start_server(farm: &Arc<Farm>, s: &Arc<ServerRt>) -> Option<TaskId> {
         .timeout
         .unwrap_or(s.opts.inter)
         .max(Duration::from_millis(10));
+    // HAProxy starts a checked server UP with its health at `rise`, as
+    // if `fall - 1` checks had failed ("UP 1/3"): the first failure takes
+    // it DOWN, the first success to full health.
+    let start_streak = match s.check_ok.load(Ordering::Relaxed) {
+        true => s.opts.fall.max(1) - 1,
+        false => 0,
+    };
+    s.check_streak.store(start_streak, Ordering::Relaxed);
     let mut c = Checker {
         srv: Arc::downgrade(s),
         farm: Arc::downgrade(farm),
@@ -433,7 +442,7 @@ pub fn start_server(farm: &Arc<Farm>, s: &Arc<ServerRt>) -> Option<TaskId> {
         handle: cx.handle.clone(),
         result: Arc::new(Mutex::new(None)),
         in_flight: false,
-        streak: 0,
+        streak: start_streak,
         log: Arc::clone(&cx.log),
         log_checks: cx.log_checks,
         started: Instant::now(),
