@@ -596,24 +596,35 @@ fn disabled_cfg(k: &Path, bind: &str, off: u16, o: SocketAddr) -> String {
 }
 
 /// `disabled` (here from `defaults`) keeps a proxy from starting: its
-/// binds are not opened; `enabled` starts one all the same.
+/// binds are not opened; `enabled` starts one all the same. A disabled
+/// proxy is not in `show stat` (nor on the stats page, which lists the
+/// same rows): HAProxy 2.6 skips it (`STOP` is a proxy stopped at run
+/// time).
 #[test]
 fn disabled_proxies_open_no_bind() {
     let o = Origin::start("o", Mode::Ok);
-    let check = |fe: SocketAddr, off: u16| {
+    let check = |fe: SocketAddr, off: u16, sock: &Path| {
         assert_eq!(get(fe, "/").status, 200);
         for p in [off, off + 1] {
             let c = std::net::TcpStream::connect(("127.0.0.1", p));
             assert!(c.is_err(), "port {p} of a disabled proxy is open");
         }
+        let stat = cli_cmd(sock, "show stat");
+        let mut rows: Vec<&str> = stat
+            .lines()
+            .filter(|l| !l.starts_with('#') && !l.is_empty())
+            .filter_map(|l| l.split(',').next())
+            .collect();
+        rows.dedup();
+        assert_eq!(rows, ["on", "be"], "{stat}");
     };
     let off = free_port();
-    let (ebb, _s) = ebb_with_admin("disabled", |k, b| disabled_cfg(k, b, off, o.addr));
-    check(ebb.addr(), off);
+    let (ebb, s) = ebb_with_admin("disabled", |k, b| disabled_cfg(k, b, off, o.addr));
+    check(ebb.addr(), off, &s);
     drop(ebb);
     let off = free_port();
-    if let Some((_h, fe)) = haproxy_beside("disabled", |k, b| disabled_cfg(k, b, off, o.addr)) {
-        check(fe, off);
+    if let Some((h, fe)) = haproxy_beside("disabled", |k, b| disabled_cfg(k, b, off, o.addr)) {
+        check(fe, off, &h.sock);
     }
 }
 
