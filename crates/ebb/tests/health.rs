@@ -213,7 +213,7 @@ fn on_marked_down_kills_the_sessions_of_the_server() {
                 continue;
             };
             wait_checked_up(&sock, "s1");
-            let (_c, reader) = client(fe, http);
+            let (conn, reader) = client(fe, http);
             wait_until("the session on s1", || sess_on(&sock, "s1"));
             // The bytes reached the server (an exchange waits for its
             // answer, not for a connect).
@@ -250,6 +250,20 @@ fn on_marked_down_kills_the_sessions_of_the_server() {
                     ("DH--", "502"),
                     "hap={hap}: {line}"
                 );
+                // The client connection goes on after the 502 (HAProxy
+                // 2.6's): the next request gets an answer, a 503 with
+                // the server out.
+                let mut c = conn;
+                c.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+                let mut next = Vec::new();
+                let mut b = [0u8; 4096];
+                while !whole_answer(&next) {
+                    match c.read(&mut b) {
+                        Ok(0) | Err(_) => break,
+                        Ok(n) => next.extend_from_slice(&b[..n]),
+                    }
+                }
+                assert!(next.starts_with(b"HTTP/1.1 503"), "hap={hap}: {next:?}");
             } else {
                 assert!(got.is_empty(), "hap={hap}: {got:?}");
                 assert_eq!(term, "D-", "hap={hap}: {line}");

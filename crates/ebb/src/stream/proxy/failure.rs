@@ -319,8 +319,9 @@ impl Stream {
 
     /// A server's `on-marked-down` / `on-marked-up` action ends the
     /// exchange with it (`why`: b'D' or b'U'): a 503 while connecting, a
-    /// 502 before the answer, else both cut; the client connection
-    /// closes, logged `DC`, `DH`, `DD` (`U`...) as HAProxy's.
+    /// 502 before the answer (the client connection goes on, as HAProxy
+    /// 2.6's, when its request was whole), else both cut; logged `DC`,
+    /// `DH`, `DD` (`U`...) as HAProxy's.
     pub(in crate::stream) fn proxy_shutdown(&mut self, c: &mut H1, ctx: &mut Ctx, why: u8) {
         use crate::backend::error::Phase;
         // A connect the server side's tasklet completed counts as done.
@@ -340,7 +341,6 @@ impl Stream {
             ctx,
             ExchangeError::server_shutdown(why == crate::backend::KILL_UP, phase),
         );
-        c.closing = true;
     }
 
     /// The client went away in the middle of an exchange.
