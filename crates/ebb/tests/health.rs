@@ -152,16 +152,22 @@ fn client(fe: SocketAddr, http: bool) -> (TcpStream, std::thread::JoinHandle<Vec
         }
         // An answer, whole (HAProxy may keep the connection open after
         // it), or what came before the close.
-        let mut b = [0u8; 4096];
-        while !whole_answer(&got) {
-            match r.read(&mut b) {
-                Ok(0) | Err(_) => break,
-                Ok(n) => got.extend_from_slice(&b[..n]),
-            }
-        }
-        got
+        read_answer(&mut r)
     });
     (c, t)
+}
+
+/// What `r` reads up to a whole answer, or to its close.
+fn read_answer(r: &mut TcpStream) -> Vec<u8> {
+    let mut got = Vec::new();
+    let mut b = [0u8; 4096];
+    while !whole_answer(&got) {
+        match r.read(&mut b) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => got.extend_from_slice(&b[..n]),
+        }
+    }
+    got
 }
 
 /// Whether `b` holds an answer's head and its `Content-Length` body.
@@ -255,14 +261,7 @@ fn on_marked_down_kills_the_sessions_of_the_server() {
                 // the server out.
                 let mut c = conn;
                 c.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
-                let mut next = Vec::new();
-                let mut b = [0u8; 4096];
-                while !whole_answer(&next) {
-                    match c.read(&mut b) {
-                        Ok(0) | Err(_) => break,
-                        Ok(n) => next.extend_from_slice(&b[..n]),
-                    }
-                }
+                let next = read_answer(&mut c);
                 assert!(next.starts_with(b"HTTP/1.1 503"), "hap={hap}: {next:?}");
             } else {
                 assert!(got.is_empty(), "hap={hap}: {got:?}");
