@@ -700,3 +700,43 @@ fn stats_show_the_states_between_up_and_down() {
         });
     }
 }
+
+/// `on-marked-down shutdown-sessions` on an HTTP/2 client's stream that
+/// waits for its answer: the stream is reset REFUSED_STREAM (the client
+/// may send it again), no 502, as HAProxy's.
+#[test]
+fn on_marked_down_refuses_an_http2_stream() {
+    for hap in sides() {
+        let (srv, held) = holding();
+        let chk = CheckPort::on("127.0.0.1:0");
+        let log = Syslog::new();
+        let servers = format!(
+            "    server s1 {srv} check port {} inter 100ms fall 1 rise 1 on-marked-down shutdown-sessions\n",
+            chk.port()
+        );
+        let c = |k: &Path, b: &str| cfg(k, &format!("{b} proto h2"), log.addr(), "http", &servers);
+        let Some((_p, sock, fe)) = start("down-h2", hap, &c) else {
+            continue;
+        };
+        wait_checked_up(&sock, "s1");
+        let url = format!("http://{fe}/");
+        let client = std::thread::spawn(move || {
+            let o = std::process::Command::new("nghttp")
+                .args(["-v", "-t", "30", &url])
+                .output()
+                .expect("nghttp runs");
+            String::from_utf8_lossy(&o.stdout).into_owned()
+        });
+        wait_until("the request at the server", || {
+            !held.lock().unwrap().is_empty()
+        });
+        drop(chk);
+        wait_status(&sock, "s1", "DOWN");
+        let out = client.join().unwrap();
+        assert!(
+            out.contains("error_code=REFUSED_STREAM"),
+            "hap={hap}: {out}"
+        );
+        assert!(!out.contains(":status:"), "hap={hap}: {out}");
+    }
+}

@@ -336,11 +336,20 @@ impl Stream {
             UpState::Connected if up.resp_left.is_none() => Phase::Head,
             UpState::Connected | UpState::Tunnel => Phase::Data,
         };
-        self.fail(
-            c,
-            ctx,
-            ExchangeError::server_shutdown(why == crate::backend::KILL_UP, phase),
-        );
+        let e = ExchangeError::server_shutdown(why == crate::backend::KILL_UP, phase);
+        if let (Some(pipe), Phase::Connect | Phase::Head) = (c.tr.lane_pipe(), phase) {
+            // An HTTP/2 client's stream is reset REFUSED_STREAM, no
+            // answer (HAProxy's), the line logged with the status it
+            // would have had.
+            pipe.borrow_mut().refused = true;
+            if let Some(up) = self.up.as_mut() {
+                up.term = e.term();
+                up.status = e.status.unwrap_or(up.status);
+            }
+            self.abort_proxy(c, ctx);
+            return;
+        }
+        self.fail(c, ctx, e);
     }
 
     /// The client went away in the middle of an exchange.
