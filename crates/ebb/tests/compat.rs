@@ -606,6 +606,12 @@ fn log_health_checks_reports_each_status_change() {
         seen[first].trim_end().ends_with("ms, status: 0/1 DOWN."),
         "{seen:?}"
     );
+    // The check's line gave the reason: the change's line has none.
+    assert_eq!(
+        seen[n - 1].trim_end(),
+        "Server be/s1 is DOWN. 0 active and 0 backup servers left. 0 sessions active, 0 requeued, 0 remaining in queue.",
+        "{seen:?}"
+    );
     assert!(seen[n - 1].starts_with("Server be/s1 is DOWN"), "{seen:?}");
 }
 

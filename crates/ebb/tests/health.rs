@@ -679,6 +679,14 @@ fn stats_show_the_states_between_up_and_down() {
             continue;
         };
         wait_status(&sock, "s1", "DOWN");
+        // HAProxy's line for the change: the servers left and the queue.
+        let l = log_line(&log, "Server b/s1 is DOWN, reason: ");
+        assert!(
+            l.trim_end().ends_with(
+                "ms. 1 active and 0 backup servers left. 0 sessions active, 0 requeued, 0 remaining in queue."
+            ),
+            "hap={hap}: {l}"
+        );
         wait_status(&sock, "s2", "UP");
         let _s1_chk = CheckPort::on(&format!("127.0.0.1:{down_port}"));
         drop(up_chk);

@@ -111,7 +111,13 @@ impl Checker {
         // A server's change of state is logged after the check line that
         // caused it, in HAProxy's order.
         if let Some(f) = self.farm.upgrade() {
-            refresh_up(&f, s, || format!("reason: {}{took}", v.reason()));
+            // With `option log-health-checks` the check's own line gave
+            // the reason: HAProxy's change of state line has none.
+            let log_checks = self.log_checks;
+            refresh_up(&f, s, || match log_checks {
+                true => String::new(),
+                false => format!("reason: {}{took}", v.reason()),
+            });
         }
     }
 
@@ -297,30 +303,58 @@ pub fn refresh_up(farm: &Farm, s: &ServerRt, why: impl FnOnce() -> String) -> bo
     let _follow = Follow(s);
     s.ext.on_check(true, was, up);
     farm.note_state();
+    // HAProxy's wording: ", reason: ...", " via B/S" for a tracker, or
+    // nothing (the check's own line said it).
+    let why = match why() {
+        w if w.is_empty() => w,
+        w if w.starts_with("via ") => format!(" {w}"),
+        w => format!(", {w}"),
+    };
+    let queued = |x: &ServerRt| x.queue.lock().map_or(0, |q| q.len());
     if up {
         s.up_since.set(Instant::now());
-        log_event(
-            farm,
-            format!("Server {}/{} is UP, {}.", s.backend, s.name, why()),
-        );
+        let before = queued(s);
         farm.kick_backend_queue();
-        crate::backend::marked_up(farm, s);
-    } else {
-        crate::backend::marked_down(s);
+        let (act, bck) = farm.usable_counts();
+        let now = queued(s);
         log_event(
             farm,
             format!(
-                "Server {}/{} is DOWN, {}. {} active servers left.",
+                "Server {}/{} is UP{why}. {act} active and {bck} backup servers online.{} {} sessions requeued, {now} total in queue.",
                 s.backend,
                 s.name,
-                why(),
-                farm.servers.iter().filter(|x| x.usable()).count()
+                on_backup(act, bck),
+                now.saturating_sub(before),
             ),
         );
+        crate::backend::marked_up(farm, s);
+    } else {
+        crate::backend::marked_down(s);
+        let moved = queued(s);
         farm.redispatch_queue_of(s);
+        let (act, bck) = farm.usable_counts();
+        log_event(
+            farm,
+            format!(
+                "Server {}/{} is DOWN{why}. {act} active and {bck} backup servers left.{} {} sessions active, {moved} requeued, {} remaining in queue.",
+                s.backend,
+                s.name,
+                on_backup(act, bck),
+                s.cur.load(Ordering::Relaxed),
+                queued(s),
+            ),
+        );
         log_if_none_left(farm);
     }
     true
+}
+
+/// HAProxy's note when only backup servers are left.
+fn on_backup(act: usize, bck: usize) -> &'static str {
+    match (act, bck) {
+        (0, 1..) => " Running on backup.",
+        _ => "",
+    }
 }
 
 /// HAProxy's alert when a backend's last usable server leaves.
