@@ -1021,12 +1021,7 @@ pub fn run_response_with(
                 HttpResponseAction::Rewrite(Rewrite::SetStatus { code, reason }) => {
                     let r = match reason {
                         Some(r) => r.as_bytes().to_vec(),
-                        // HAProxy's http_get_reason: "Other" for codes
-                        // without a registered phrase.
-                        None => match crate::http1::reason_phrase(*code) {
-                            "" => b"Other".to_vec(),
-                            p => p.as_bytes().to_vec(),
-                        },
+                        None => set_status_reason(*code).as_bytes().to_vec(),
                     };
                     drop(list);
                     head.status = *code;
@@ -1177,3 +1172,93 @@ pub fn exchange_log_level(
         None => Some(lv),
     }
 }
+
+/// The reason `set-status` writes when given none: HAProxy's own table
+/// (http_get_reason), which words some codes its own way ("Moved
+/// Temporarily", "Gateway Time-out") and names the class of a code it
+/// does not list ("Success" for 299).
+fn set_status_reason(code: u16) -> &'static str {
+    if let Ok(i) = HAPROXY_REASONS.binary_search_by_key(&code, |&(c, _)| c) {
+        return HAPROXY_REASONS[i].1;
+    }
+    match code {
+        100..=199 => "Informational",
+        200..=299 => "Success",
+        300..=399 => "Redirection",
+        400..=499 => "Client Error",
+        500..=599 => "Server Error",
+        _ => "Other",
+    }
+}
+
+/// HAProxy's reason phrases, by code (sorted).
+const HAPROXY_REASONS: [(u16, &str); 68] = [
+    (100, "Continue"),
+    (101, "Switching Protocols"),
+    (102, "Processing"),
+    (200, "OK"),
+    (201, "Created"),
+    (202, "Accepted"),
+    (203, "Non-Authoritative Information"),
+    (204, "No Content"),
+    (205, "Reset Content"),
+    (206, "Partial Content"),
+    (207, "Multi-Status"),
+    (210, "Content Different"),
+    (226, "IM Used"),
+    (300, "Multiple Choices"),
+    (301, "Moved Permanently"),
+    (302, "Moved Temporarily"),
+    (303, "See Other"),
+    (304, "Not Modified"),
+    (305, "Use Proxy"),
+    (307, "Temporary Redirect"),
+    (308, "Permanent Redirect"),
+    (310, "Too many Redirects"),
+    (400, "Bad Request"),
+    (401, "Unauthorized"),
+    (402, "Payment Required"),
+    (403, "Forbidden"),
+    (404, "Not Found"),
+    (405, "Method Not Allowed"),
+    (406, "Not Acceptable"),
+    (407, "Proxy Authentication Required"),
+    (408, "Request Time-out"),
+    (409, "Conflict"),
+    (410, "Gone"),
+    (411, "Length Required"),
+    (412, "Precondition Failed"),
+    (413, "Request Entity Too Large"),
+    (414, "Request-URI Too Long"),
+    (415, "Unsupported Media Type"),
+    (416, "Requested range unsatisfiable"),
+    (417, "Expectation failed"),
+    (418, "I'm a teapot"),
+    (421, "Misdirected Request"),
+    (422, "Unprocessable Content"),
+    (423, "Locked"),
+    (424, "Method failure"),
+    (425, "Too Early"),
+    (426, "Upgrade Required"),
+    (428, "Precondition Required"),
+    (429, "Too Many Requests"),
+    (431, "Request Header Fields Too Large"),
+    (449, "Retry With"),
+    (450, "Blocked by Windows Parental Controls"),
+    (451, "Unavailable For Legal Reasons"),
+    (456, "Unrecoverable Error"),
+    (499, "client has closed connection"),
+    (500, "Internal Server Error"),
+    (501, "Not Implemented"),
+    (502, "Bad Gateway or Proxy Error"),
+    (503, "Service Unavailable"),
+    (504, "Gateway Time-out"),
+    (505, "HTTP Version not supported"),
+    (506, "Variant also negotiate"),
+    (507, "Insufficient storage"),
+    (508, "Loop detected"),
+    (509, "Bandwidth Limit Exceeded"),
+    (510, "Not extended"),
+    (511, "Network authentication required"),
+    (520, "Web server is returning an unknown error"),
+];

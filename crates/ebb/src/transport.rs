@@ -124,6 +124,11 @@ pub struct LanePipe {
     pub abort: bool,
     /// The lane shut its connection down.
     pub closed: bool,
+    /// The lane's exchange was ended before any answer by its server's
+    /// state (`on-marked-down shutdown-sessions`): the HTTP/2 side resets
+    /// the stream with REFUSED_STREAM, as HAProxy's, so the client may
+    /// send it again.
+    pub refused: bool,
     /// The lane moved bytes since the HTTP/2 side last looked.
     pub dirty: bool,
     /// The client ended its side of a tunnel (END_STREAM on an extended

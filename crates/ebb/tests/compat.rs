@@ -591,19 +591,25 @@ fn log_health_checks_reports_each_status_change() {
     while !seen.iter().any(|l: &String| l.contains("is DOWN")) {
         seen.push(recv_udp(&udp));
     }
-    // The first failure is reported with the counter (1 failure left),
-    // before the server goes down.
+    // A server starts at health `rise` (HAProxy's start, `UP 1/2` in the
+    // stats): its first failure is reported with the counter at 0 and
+    // takes it DOWN at once; the check line comes before the change of
+    // state, as in HAProxy (whose lines for this file are the same).
     let first = seen
         .iter()
-        .find(|l| l.starts_with("Health check for server be/s1 failed, reason: "))
+        .position(|l| l.starts_with("Health check for server be/s1 failed, reason: "))
         .unwrap_or_else(|| panic!("no check line in {seen:?}"));
-    assert!(first.contains(", check duration: "), "{first}");
-    assert!(first.trim_end().ends_with("ms, status: 1/2 UP."), "{first}");
-    // The second failure's line comes before the change of state, as in
-    // HAProxy.
     let n = seen.len();
+    assert_eq!(first, n - 2, "{seen:?}");
+    assert!(seen[first].contains(", check duration: "), "{seen:?}");
     assert!(
-        seen[n - 2].trim_end().ends_with("status: 0/1 DOWN."),
+        seen[first].trim_end().ends_with("ms, status: 0/1 DOWN."),
+        "{seen:?}"
+    );
+    // The check's line gave the reason: the change's line has none.
+    assert_eq!(
+        seen[n - 1].trim_end(),
+        "Server be/s1 is DOWN. 0 active and 0 backup servers left. 0 sessions active, 0 requeued, 0 remaining in queue.",
         "{seen:?}"
     );
     assert!(seen[n - 1].starts_with("Server be/s1 is DOWN"), "{seen:?}");

@@ -152,16 +152,22 @@ fn client(fe: SocketAddr, http: bool) -> (TcpStream, std::thread::JoinHandle<Vec
         }
         // An answer, whole (HAProxy may keep the connection open after
         // it), or what came before the close.
-        let mut b = [0u8; 4096];
-        while !whole_answer(&got) {
-            match r.read(&mut b) {
-                Ok(0) | Err(_) => break,
-                Ok(n) => got.extend_from_slice(&b[..n]),
-            }
-        }
-        got
+        read_answer(&mut r)
     });
     (c, t)
+}
+
+/// What `r` reads up to a whole answer, or to its close.
+fn read_answer(r: &mut TcpStream) -> Vec<u8> {
+    let mut got = Vec::new();
+    let mut b = [0u8; 4096];
+    while !whole_answer(&got) {
+        match r.read(&mut b) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => got.extend_from_slice(&b[..n]),
+        }
+    }
+    got
 }
 
 /// Whether `b` holds an answer's head and its `Content-Length` body.
@@ -213,7 +219,7 @@ fn on_marked_down_kills_the_sessions_of_the_server() {
                 continue;
             };
             wait_checked_up(&sock, "s1");
-            let (_c, reader) = client(fe, http);
+            let (conn, reader) = client(fe, http);
             wait_until("the session on s1", || sess_on(&sock, "s1"));
             // The bytes reached the server (an exchange waits for its
             // answer, not for a connect).
@@ -250,6 +256,13 @@ fn on_marked_down_kills_the_sessions_of_the_server() {
                     ("DH--", "502"),
                     "hap={hap}: {line}"
                 );
+                // The client connection goes on after the 502 (HAProxy
+                // 2.6's): the next request gets an answer, a 503 with
+                // the server out.
+                let mut c = conn;
+                c.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+                let next = read_answer(&mut c);
+                assert!(next.starts_with(b"HTTP/1.1 503"), "hap={hap}: {next:?}");
             } else {
                 assert!(got.is_empty(), "hap={hap}: {got:?}");
                 assert_eq!(term, "D-", "hap={hap}: {line}");
@@ -629,5 +642,109 @@ fn spread_checks_moves_check_dates() {
         // 400 ms +/- 200: at 30 draws, one under 320 ms is all but sure
         // (each is with probability 0.3).
         assert!(gaps.iter().any(|g| *g < 320), "hap={hap}: {gaps:?}");
+    }
+}
+
+/// Whether `st` is `WORD n/of` with n in 1..of: HAProxy's transition
+/// states of the stats (`UP 99/100` going down, `DOWN 1/100` going up).
+fn transition(st: &str, word: &str, of: u32) -> bool {
+    let Some((n, d)) = st
+        .strip_prefix(word)
+        .and_then(|r| r.strip_prefix(' '))
+        .and_then(|r| r.split_once('/'))
+    else {
+        return false;
+    };
+    d == of.to_string() && n.parse::<u32>().is_ok_and(|n| (1..of).contains(&n))
+}
+
+/// `show stat`'s status between UP and DOWN, as HAProxy shows it: a
+/// server starts UP with its health at `rise`, so the first failed check
+/// takes it DOWN at once (not `fall` of them); passed checks while DOWN
+/// show `DOWN n/rise`, failed ones while UP `UP n/fall` (the failures
+/// left); one passed check at `rise 1` is full health, `UP`.
+#[test]
+fn stats_show_the_states_between_up_and_down() {
+    for hap in sides() {
+        let down_port = free_port();
+        let up_chk = CheckPort::on("127.0.0.1:0");
+        let log = Syslog::new();
+        let servers = format!(
+            "    server s1 127.0.0.1:{down_port} check inter 1s rise 100 fall 100\n\
+             \x20   server s2 127.0.0.1:{} check inter 1s rise 1 fall 100\n",
+            up_chk.port()
+        );
+        let c = |k: &Path, b: &str| cfg(k, b, log.addr(), "http", &servers);
+        let Some((_p, sock, _fe)) = start("transitions", hap, &c) else {
+            continue;
+        };
+        wait_status(&sock, "s1", "DOWN");
+        // HAProxy's line for the change: the servers left and the queue.
+        let l = log_line(&log, "Server b/s1 is DOWN, reason: ");
+        assert!(
+            l.trim_end().ends_with(
+                "ms. 1 active and 0 backup servers left. 0 sessions active, 0 requeued, 0 remaining in queue."
+            ),
+            "hap={hap}: {l}"
+        );
+        wait_status(&sock, "s2", "UP");
+        let _s1_chk = CheckPort::on(&format!("127.0.0.1:{down_port}"));
+        drop(up_chk);
+        // The status, and whether `check_health` is the counter it shows
+        // (successes while DOWN; `n/fall` UP is health `n + rise - 1`).
+        let status = |srv: &str| {
+            let mut r = stat_row(&sock, "b", srv);
+            let st = r.remove("status").unwrap_or_default();
+            let n = st.split([' ', '/']).nth(1).unwrap_or("").to_string();
+            (st, r.get("check_health") == Some(&n))
+        };
+        wait_until("s1 going up", || {
+            let (st, health) = status("s1");
+            transition(&st, "DOWN", 100) && health
+        });
+        wait_until("s2 going down", || {
+            let (st, health) = status("s2");
+            transition(&st, "UP", 100) && health
+        });
+    }
+}
+
+/// `on-marked-down shutdown-sessions` on an HTTP/2 client's stream that
+/// waits for its answer: the stream is reset REFUSED_STREAM (the client
+/// may send it again), no 502, as HAProxy's.
+#[test]
+fn on_marked_down_refuses_an_http2_stream() {
+    for hap in sides() {
+        let (srv, held) = holding();
+        let chk = CheckPort::on("127.0.0.1:0");
+        let log = Syslog::new();
+        let servers = format!(
+            "    server s1 {srv} check port {} inter 100ms fall 1 rise 1 on-marked-down shutdown-sessions\n",
+            chk.port()
+        );
+        let c = |k: &Path, b: &str| cfg(k, &format!("{b} proto h2"), log.addr(), "http", &servers);
+        let Some((_p, sock, fe)) = start("down-h2", hap, &c) else {
+            continue;
+        };
+        wait_checked_up(&sock, "s1");
+        let url = format!("http://{fe}/");
+        let client = std::thread::spawn(move || {
+            let o = std::process::Command::new("nghttp")
+                .args(["-v", "-t", "30", &url])
+                .output()
+                .expect("nghttp runs");
+            String::from_utf8_lossy(&o.stdout).into_owned()
+        });
+        wait_until("the request at the server", || {
+            !held.lock().unwrap().is_empty()
+        });
+        drop(chk);
+        wait_status(&sock, "s1", "DOWN");
+        let out = client.join().unwrap();
+        assert!(
+            out.contains("error_code=REFUSED_STREAM"),
+            "hap={hap}: {out}"
+        );
+        assert!(!out.contains(":status:"), "hap={hap}: {out}");
     }
 }

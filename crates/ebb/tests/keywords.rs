@@ -32,6 +32,17 @@ fn fields_seen(o: &Origin, field: &str) -> Vec<Vec<String>> {
         .collect()
 }
 
+/// The last field of each request head `o` received, lowercased.
+fn last_fields(o: &Origin) -> Vec<String> {
+    o.heads
+        .lock()
+        .unwrap()
+        .iter()
+        .filter_map(|h| h.lines().rfind(|l| !l.trim().is_empty()))
+        .map(|l| l.trim().to_ascii_lowercase())
+        .collect()
+}
+
 fn name_hdr_cfg(sock: &Path, bind: &str, dead: u16, o: SocketAddr) -> String {
     format!(
         "global\n    stats socket {} level admin\n\
@@ -63,11 +74,14 @@ fn send_name_header_names_the_server_tried_last() {
     send(ebb.addr());
     let ours = fields_seen(&origin, "x-server");
     assert_eq!(ours, vec![vec!["x-server: live".to_string()]]);
+    // Appended last, after `Connection`, as HAProxy appends it.
+    assert_eq!(last_fields(&origin), vec!["x-server: live".to_string()]);
     origin.heads.lock().unwrap().clear();
     if let Some((_h, fe)) = haproxy_beside("sendname", |k, b| name_hdr_cfg(k, b, dead, origin.addr))
     {
         send(fe);
         assert_eq!(fields_seen(&origin, "x-server"), ours);
+        assert_eq!(last_fields(&origin), vec!["x-server: live".to_string()]);
     }
 }
 
@@ -182,7 +196,7 @@ fn logasap_cfg(sock: &Path, bind0: &str, bind1: &str, udp: SocketAddr, o: Socket
         "global\n    stats socket {} level admin\n    log {udp} local0\n\
          defaults\n    mode http\n    log global\n    option httplog\n    option logasap\n\
          \x20   timeout connect 2s\n    timeout client 10s\n    timeout server 10s\n\
-         frontend fe\n    bind {bind0}\n    default_backend be\n\
+         frontend fe\n    bind {bind0}\n    http-response set-status 299\n    default_backend be\n\
          frontend late\n    bind {bind1}\n    no option logasap\n    default_backend be\n\
          backend be\n    server live {o}\n",
         sock.display()
@@ -192,6 +206,11 @@ fn logasap_cfg(sock: &Path, bind0: &str, bind1: &str, udp: SocketAddr, o: Socket
 /// `option logasap`: the line leaves when the response head is
 /// forwarded, while the body still waits on the server, with `+` before
 /// the total time and the size; `no option logasap` logs at the end, once.
+/// The status is the one the response rules set (`set-status 299`, whose
+/// reason is HAProxy's "Success"), the size HAProxy's of the answer it
+/// held then: 20 for the status line, its parts "HTTP/1.1", "299" and
+/// "Success" (18), the fields' names and values but `Connection` (15),
+/// 1 for the head's end and the 3 body bytes that came with the head.
 #[test]
 fn logasap_logs_at_the_response_head() {
     let (o, go) = stalling_origin();
@@ -222,7 +241,10 @@ fn logasap_logs_at_the_response_head() {
             f[0].clone(),
             last_timer_shape(&f[2]),
             f[3].clone(),
-            f[4].starts_with('+'),
+            match f[4].starts_with('+') {
+                true => f[4].clone(),
+                false => "n".into(),
+            },
             f[5].clone(),
         )
     };
@@ -238,8 +260,8 @@ fn logasap_logs_at_the_response_head() {
         (
             "fe".into(),
             "n/n/n/n/+n".into(),
-            "200".into(),
-            true,
+            "299".into(),
+            "+57".into(),
             "-".into()
         )
     );
@@ -249,7 +271,7 @@ fn logasap_logs_at_the_response_head() {
             "late".into(),
             "n/n/n/n/n".into(),
             "200".into(),
-            false,
+            "n".into(),
             "-".into()
         )
     );
@@ -574,24 +596,35 @@ fn disabled_cfg(k: &Path, bind: &str, off: u16, o: SocketAddr) -> String {
 }
 
 /// `disabled` (here from `defaults`) keeps a proxy from starting: its
-/// binds are not opened; `enabled` starts one all the same.
+/// binds are not opened; `enabled` starts one all the same. A disabled
+/// proxy is not in `show stat` (nor on the stats page, which lists the
+/// same rows): HAProxy 2.6 skips it (`STOP` is a proxy stopped at run
+/// time).
 #[test]
 fn disabled_proxies_open_no_bind() {
     let o = Origin::start("o", Mode::Ok);
-    let check = |fe: SocketAddr, off: u16| {
+    let check = |fe: SocketAddr, off: u16, sock: &Path| {
         assert_eq!(get(fe, "/").status, 200);
         for p in [off, off + 1] {
             let c = std::net::TcpStream::connect(("127.0.0.1", p));
             assert!(c.is_err(), "port {p} of a disabled proxy is open");
         }
+        let stat = cli_cmd(sock, "show stat");
+        let mut rows: Vec<&str> = stat
+            .lines()
+            .filter(|l| !l.starts_with('#') && !l.is_empty())
+            .filter_map(|l| l.split(',').next())
+            .collect();
+        rows.dedup();
+        assert_eq!(rows, ["on", "be"], "{stat}");
     };
     let off = free_port();
-    let (ebb, _s) = ebb_with_admin("disabled", |k, b| disabled_cfg(k, b, off, o.addr));
-    check(ebb.addr(), off);
+    let (ebb, s) = ebb_with_admin("disabled", |k, b| disabled_cfg(k, b, off, o.addr));
+    check(ebb.addr(), off, &s);
     drop(ebb);
     let off = free_port();
-    if let Some((_h, fe)) = haproxy_beside("disabled", |k, b| disabled_cfg(k, b, off, o.addr)) {
-        check(fe, off);
+    if let Some((h, fe)) = haproxy_beside("disabled", |k, b| disabled_cfg(k, b, off, o.addr)) {
+        check(fe, off, &h.sock);
     }
 }
 

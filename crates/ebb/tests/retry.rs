@@ -214,6 +214,7 @@ fn failures_retried_when_listed() {
                 Scripted::start("t", &[Act::Stall, Act::Ok]),
                 Scripted::start("n", &[Act::Close, Act::Ok]),
                 Scripted::start("m", &[Act::Junk, Act::Ok]),
+                Scripted::start("k", &[Act::Junk, Act::Junk]),
             ]
         },
         |s| {
@@ -222,8 +223,9 @@ fn failures_retried_when_listed() {
                  backend ju\n    retry-on junk-response\n    server j {}\n\
                  backend to\n    retry-on response-timeout\n    timeout server 1s\n    server t {}\n\
                  backend no\n    server n {}\n\
-                 backend ot\n    retry-on empty-response response-timeout 502\n    server m {}\n",
-                s[0].addr, s[1].addr, s[2].addr, s[3].addr, s[4].addr
+                 backend ot\n    retry-on empty-response response-timeout 502\n    server m {}\n\
+                 backend jj\n    retry-on junk-response\n    retries 1\n    server k {}\n",
+                s[0].addr, s[1].addr, s[2].addr, s[3].addr, s[4].addr, s[5].addr
             )
         },
         |who, fe, _sock, log, s| {
@@ -237,10 +239,14 @@ fn failures_retried_when_listed() {
             assert_eq!(get(fe, "/no").status, 502, "{who}");
             assert_eq!(s[3].attempts(), 1, "{who}");
             assert_eq!(log.next("no/"), "no/n 502 SH 0", "{who}");
-            // Junk is not an empty response (nor a 502 from the server).
+            // Junk is not an empty response (nor a 502 from the server);
+            // a refused answer is the proxy's `PH`, retried or not.
             assert_eq!(get(fe, "/ot").status, 502, "{who}");
             assert_eq!(s[4].attempts(), 1, "{who}");
-            log.next("ot/");
+            assert_eq!(log.next("ot/"), "ot/m 502 PH 0", "{who}");
+            assert_eq!(get(fe, "/jj").status, 502, "{who}");
+            assert_eq!(s[5].attempts(), 2, "{who}");
+            assert_eq!(log.next("jj/"), "jj/k 502 PH 1", "{who}");
             println!("{who}: as expected");
         },
     );

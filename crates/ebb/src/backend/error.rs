@@ -11,6 +11,7 @@
 //!
 //! ```text
 //!   first letter  C client   c client timeout   S server   s server timeout
+//!                 P proxy (an answer refused)   D/U a server went DOWN/UP
 //!   second        R request  Q queue  C connect  H response head  D data
 //! ```
 
@@ -24,6 +25,9 @@ pub enum Side {
     /// An active server came UP while it was on a backup one
     /// (`on-marked-up shutdown-backup-sessions`): `U`.
     Up,
+    /// The proxy refused what the server sent (an invalid response
+    /// head): `P`, as HAProxy's parser errors.
+    Proxy,
 }
 
 /// How far the exchange had come.
@@ -98,9 +102,10 @@ impl ExchangeError {
         e
     }
 
-    /// A response head that is not valid HTTP: 502.
+    /// A response head that is not valid HTTP: 502, `PH` (HAProxy's:
+    /// the proxy refused the answer, whether or not retries were tried).
     pub const fn bad_response_head() -> Self {
-        Self::new(Side::Server, Phase::Head, false, Some(502))
+        Self::new(Side::Proxy, Phase::Head, false, Some(502))
     }
 
     /// The response body was cut or malformed: the client is cut too.
@@ -182,6 +187,11 @@ impl ExchangeError {
             (Side::Up, _, Connect) => "UC",
             (Side::Up, _, Head) => "UH",
             (Side::Up, _, Data) => "UD",
+            (Side::Proxy, _, Request) => "PR",
+            (Side::Proxy, _, Queue) => "PQ",
+            (Side::Proxy, _, Connect) => "PC",
+            (Side::Proxy, _, Head) => "PH",
+            (Side::Proxy, _, Data) => "PD",
         }
     }
 }
@@ -198,7 +208,7 @@ mod tests {
         assert_eq!(ExchangeError::queue_timeout().term(), "sQ");
         assert_eq!(ExchangeError::bad_request_body(false).term(), "CR");
         assert_eq!(ExchangeError::closed_before_head(false).term(), "SH");
-        assert_eq!(ExchangeError::bad_response_head().term(), "SH");
+        assert_eq!(ExchangeError::bad_response_head().term(), "PH");
         assert_eq!(ExchangeError::body_cut().term(), "SD");
         assert_eq!(ExchangeError::server_timeout(false).term(), "sH");
         assert_eq!(ExchangeError::server_timeout(true).term(), "sD");

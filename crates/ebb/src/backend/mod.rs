@@ -95,6 +95,7 @@ pub fn new_server(
         deleted: AtomicBool::new(false),
         check_on: AtomicBool::new(opts.check),
         check_ok: AtomicBool::new(true),
+        check_streak: AtomicU32::new(0),
         agent: agent::AgentRt::new(&opts),
         port: AtomicU16::new(addr.map_or(0, |a| a.port())),
         up: AtomicBool::new(true),
@@ -469,6 +470,9 @@ pub struct ServerRt {
     pub up: AtomicBool,
     /// The health check's own view: its health is at `rise` or more.
     pub check_ok: AtomicBool,
+    /// The health check's streak: failures while `check_ok`, successes
+    /// while not (the stats' `UP 2/3` going down, `DOWN 1/2` going up).
+    pub check_streak: AtomicU32,
     /// The agent check (`agent-check`) and its state.
     pub agent: agent::AgentRt,
     /// When it last came UP (slowstart).
@@ -1349,7 +1353,22 @@ pub fn server_status(s: &ServerRt) -> std::borrow::Cow<'static, str> {
             return format!("MAINT (via {}/{})", t.backend, t.name).into();
         }
     }
-    server_status_own(s).into()
+    let own = server_status_own(s);
+    // HAProxy's transition states while checks fail or succeed: the
+    // failures left before DOWN of `fall` ("UP 2/3", "DRAIN 2/3"), the
+    // successes of `rise` while DOWN ("DOWN 1/2").
+    let streak = s.check_streak.load(Ordering::Relaxed);
+    let checking = streak > 0 && s.check_on.load(Ordering::Relaxed);
+    match own {
+        "UP" | "DRAIN" if checking && s.check_ok.load(Ordering::Relaxed) => {
+            let fall = s.opts.fall.max(1);
+            format!("{own} {}/{fall}", fall.saturating_sub(streak)).into()
+        }
+        "DOWN" if checking && !s.check_ok.load(Ordering::Relaxed) => {
+            format!("DOWN {streak}/{}", s.opts.rise.max(1)).into()
+        }
+        _ => own.into(),
+    }
 }
 
 fn server_status_own(s: &ServerRt) -> &'static str {

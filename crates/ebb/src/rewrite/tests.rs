@@ -212,7 +212,7 @@ fn response_rules_read_the_response_as_it_is_now() {
         &[("x-a", "v")],
     );
     assert_eq!(h.status, 299);
-    assert_eq!(h.reason, b"Other");
+    assert_eq!(h.reason, b"Success");
     assert_eq!(
         h.fields,
         vec![
@@ -222,6 +222,17 @@ fn response_rules_read_the_response_as_it_is_now() {
     );
     let h = respond(" http-response set-status 431", 200, &[]);
     assert_eq!(h.reason, b"Request Header Fields Too Large");
+    // HAProxy's own table and classes, not RFC 9110's phrases.
+    for (code, reason) in [
+        (302, &b"Moved Temporarily"[..]),
+        (504, b"Gateway Time-out"),
+        (103, b"Informational"),
+        (599, b"Server Error"),
+        (600, b"Other"),
+    ] {
+        let h = respond(&format!(" http-response set-status {code}"), 200, &[]);
+        assert_eq!(h.reason, reason, "{code}");
+    }
     let h = respond(
         " http-response del-header x -m beg if { res.hdr(x1) -m found }",
         200,

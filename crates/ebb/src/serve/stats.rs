@@ -420,10 +420,13 @@ fn srv_row(i: usize, farm: &Farm, s: &ServerRt) -> Row {
         let (rise, fall) = (u64::from(s.opts.rise.max(1)), u64::from(s.opts.fall.max(1)));
         r.check_rise = Some(rise);
         r.check_fall = Some(fall);
-        r.check_health = Some(if s.up.load(Ordering::Relaxed) {
-            rise + fall - 1
+        // HAProxy's running health counter: full (`rise + fall - 1`) less
+        // the failures while UP, the successes while DOWN.
+        let streak = u64::from(s.check_streak.load(Ordering::Relaxed));
+        r.check_health = Some(if s.check_ok.load(Ordering::Relaxed) {
+            (rise + fall - 1).saturating_sub(streak)
         } else {
-            0
+            streak
         });
     }
     let a = &s.agent;
@@ -1454,7 +1457,7 @@ td.n{text-align:left;font-weight:600}\
 tr.fe td{background:#eef3f8}tr.be td{background:#dfe8f0;font-weight:600}\
 tr.up td.st{background:#b8e6b0}tr.down td.st{background:#f5aaaa}\
 tr.maint td.st{background:#b7c9e6}tr.drain td.st{background:#f6d78b}\
-tr.nocheck td.st{background:#dfeedd}td.ck{text-align:left}\
+tr.nocheck td.st{background:#dfeedd}tr.going_down td.st{background:#f0f0a0}tr.going_up td.st{background:#ffd020}td.ck{text-align:left}\
 .info{color:#555;margin-bottom:8px}.notice{background:#ffd;border:1px solid #cc9;padding:4px;margin:6px 0}\
 .mods a{margin-right:10px}";
 
@@ -1529,7 +1532,7 @@ pub fn html(rows: &[Row], info: &PageInfo<'_>, o: PageOpts) -> String {
     for r in rows {
         if r.kind == Kind::Server {
             let st = r.status.as_str();
-            if o.up_only && !(st == "UP" || st == "no check") {
+            if o.up_only && !(st == "UP" || st.starts_with("UP ") || st == "no check") {
                 continue;
             }
             if o.no_maint && r.admin == Some(ADMIN_MAINT) {
@@ -1566,6 +1569,8 @@ pub fn html(rows: &[Row], info: &PageInfo<'_>, o: PageOpts) -> String {
             (Kind::Backend, "UP") => "be up",
             (Kind::Backend, _) => "be down",
             (_, "UP") => "srv up",
+            (_, st) if st.starts_with("UP ") => "srv up going_down",
+            (_, st) if st.starts_with("DOWN ") && !st.starts_with("DOWN (") => "srv down going_up",
             (_, "no check") => "srv nocheck",
             (_, "MAINT") => "srv maint",
             (_, st) if st.starts_with("MAINT (via ") => "srv maint",

@@ -780,7 +780,9 @@ impl<S: Exchange + Default + 'static> H2Conn<S> {
                     // after writing the whole answer is a socket closed
                     // after its last write: the bytes still go out as the
                     // stream's window opens, and the lane goes after.
-                    let code = if self.h2.send_window(l.id) <= 0 {
+                    let code = if l.pipe.borrow().refused {
+                        ErrorCode::REFUSED_STREAM
+                    } else if self.h2.send_window(l.id) <= 0 {
                         ErrorCode::CANCEL
                     } else {
                         ErrorCode::INTERNAL_ERROR

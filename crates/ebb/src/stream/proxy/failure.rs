@@ -319,8 +319,9 @@ impl Stream {
 
     /// A server's `on-marked-down` / `on-marked-up` action ends the
     /// exchange with it (`why`: b'D' or b'U'): a 503 while connecting, a
-    /// 502 before the answer, else both cut; the client connection
-    /// closes, logged `DC`, `DH`, `DD` (`U`...) as HAProxy's.
+    /// 502 before the answer (the client connection goes on, as HAProxy
+    /// 2.6's, when its request was whole), else both cut; logged `DC`,
+    /// `DH`, `DD` (`U`...) as HAProxy's.
     pub(in crate::stream) fn proxy_shutdown(&mut self, c: &mut H1, ctx: &mut Ctx, why: u8) {
         use crate::backend::error::Phase;
         // A connect the server side's tasklet completed counts as done.
@@ -335,12 +336,20 @@ impl Stream {
             UpState::Connected if up.resp_left.is_none() => Phase::Head,
             UpState::Connected | UpState::Tunnel => Phase::Data,
         };
-        self.fail(
-            c,
-            ctx,
-            ExchangeError::server_shutdown(why == crate::backend::KILL_UP, phase),
-        );
-        c.closing = true;
+        let e = ExchangeError::server_shutdown(why == crate::backend::KILL_UP, phase);
+        if let (Some(pipe), Phase::Connect | Phase::Head) = (c.tr.lane_pipe(), phase) {
+            // An HTTP/2 client's stream is reset REFUSED_STREAM, no
+            // answer (HAProxy's), the line logged with the status it
+            // would have had.
+            pipe.borrow_mut().refused = true;
+            if let Some(up) = self.up.as_mut() {
+                up.term = e.term();
+                up.status = e.status.unwrap_or(up.status);
+            }
+            self.abort_proxy(c, ctx);
+            return;
+        }
+        self.fail(c, ctx, e);
     }
 
     /// The client went away in the middle of an exchange.

@@ -503,7 +503,6 @@ impl Stream {
             v.split(|&b| b == b',')
                 .any(|t| t.trim_ascii().eq_ignore_ascii_case(b"trailers"))
         });
-        let mut name_at = None;
         let framing = write_request_head(&mut out, &view, &tail, |out, has_xff| {
             if te_trailers {
                 out.extend_from_slice(b"TE: trailers\r\n");
@@ -519,10 +518,11 @@ impl Stream {
                     ot.write(out, d);
                 }
             }
-            // `http-send-name-header`: its field goes here once the
-            // server is known (`Upstream::name_server`).
-            name_at = send_name.map(|_| (out.len(), 0));
         });
+        // `http-send-name-header`: its field goes last, as HAProxy
+        // appends it to the head (after `Connection`), once the server is
+        // known (`Upstream::name_server`).
+        let name_at = send_name.map(|_| (out.len().saturating_sub(2), 0));
         let req_left = match (framing, req_comp) {
             (_, Some(b)) => Left::Compress(b),
             (BodySize::Empty, None) => Left::Done,

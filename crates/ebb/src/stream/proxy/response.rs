@@ -308,8 +308,15 @@ impl Stream {
         out.extend_from_slice(b"\r\n");
         up.bytes_out += (c.wbuf.len() - self.resp_start) as u64;
         if c.fe.logasap {
-            // `option logasap`: the line goes now, the head forwarded.
-            log_line(c, ctx, &up, up.bytes_out, true);
+            // `option logasap`: the line goes now, the head forwarded,
+            // with the size HAProxy logs then: the answer it holds.
+            let after = sd.ibuf.get(istart + n..sd.iend).unwrap_or(&[]);
+            let body = match up.skip_body {
+                true => 0,
+                false => crate::stream::body_in(after, up.resp.framing, &mut Vec::new()).have,
+            };
+            let size = held_head_size(c.wbuf.get(self.resp_start..).unwrap_or(&[]), tunnel);
+            log_line(c, ctx, &up, size + body, true);
             up.logged = true;
         }
         sd.istart += n;
@@ -456,6 +463,31 @@ impl Stream {
             log_line(c, ctx, up, bytes, false);
         }
     }
+}
+
+/// The size HAProxy logs for an answer's head under `option logasap`:
+/// the head as it holds it then (HTX), after the response rules: 20 for
+/// the status line's record, its three parts, each field's name and
+/// value, and 1 for the end of the head. `head`: the head as written to
+/// the client, whose `Connection` field ebb adds itself (HAProxy drops
+/// the server's `close`/`keep-alive`; a tunnel's `upgrade` it keeps).
+fn held_head_size(head: &[u8], tunnel: bool) -> u64 {
+    // Each line with its CR (the last LF's piece is empty); a status
+    // line's parts are its length but two spaces and the CR, a field's
+    // its length but ": " and the CR.
+    let Some(end) = head.windows(4).position(|w| w == b"\r\n\r\n") else {
+        return 0;
+    };
+    let mut lines = head[..end + 2].split(|&b| b == b'\n');
+    let start = lines.next().unwrap_or_default();
+    let mut size = 20 + start.len().saturating_sub(3) + 1;
+    for l in lines {
+        let conn = l.len() > 11 && l[..11].eq_ignore_ascii_case(b"connection:");
+        if !conn || tunnel {
+            size += l.len().saturating_sub(3);
+        }
+    }
+    size as u64
 }
 
 /// The exchange's access-log line: at its end, or when the response head

@@ -1,0 +1,262 @@
+//! A check's connection: TCP, the PROXY header, TLS, HAProxy's wording
+//! of connect errors, and the layer-4 probe of a plain `check`.
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use super::Verdict;
+use crate::config::{CheckConnect, CheckStatus};
+
+/// A check's connection, clear or TLS (or HTTP/2 over either).
+pub(in crate::backend) trait Wire: Read + Write {
+    /// The protocol the server chose by ALPN (TLS only).
+    fn alpn(&self) -> Option<&[u8]> {
+        None
+    }
+}
+impl Wire for TcpStream {}
+impl Wire for rustls::StreamOwned<rustls::ClientConnection, TcpStream> {
+    fn alpn(&self) -> Option<&[u8]> {
+        self.conn.alpn_protocol()
+    }
+}
+
+/// How a server's checks connect beyond their address, TLS and PROXY
+/// header: the protocol of an HTTP check, the server's SOCKS4 proxy and
+/// whether its default connect goes through it (`check-via-socks4`).
+#[derive(Copy, Clone, Debug, Default)]
+pub struct CheckHow {
+    pub mux: CheckMux,
+    pub socks4: Option<SocketAddr>,
+    pub via_socks4: bool,
+}
+
+impl CheckHow {
+    pub fn of(o: &crate::config::ServerOptions) -> CheckHow {
+        CheckHow {
+            mux: CheckMux::of(o),
+            socks4: o.socks4,
+            via_socks4: o.check_via_socks4,
+        }
+    }
+
+    /// The proxy a connect step goes through (HAProxy's rule): its own
+    /// `via-socks4`, or `check-via-socks4` for the default connect.
+    fn socks_for(&self, cc: &CheckConnect) -> Option<SocketAddr> {
+        self.socks4
+            .filter(|_| cc.via_socks4 || (cc.default && self.via_socks4))
+    }
+}
+
+/// The protocol of an HTTP check's default connection (HAProxy's check
+/// multiplexer): `check-proto`, else the server's `proto`, else what
+/// ALPN chose when the check offers its own list (`check-alpn`), else
+/// HTTP/1. (HAProxy 2.6 installs its HTTP/1 multiplexer at once when the
+/// check has no ALPN list of its own, even if the server's `alpn` makes
+/// the handshake choose `h2`: such a check fails, `L7RSP`.)
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+pub enum CheckMux {
+    /// HTTP/2 if the TLS handshake chose `h2`, else HTTP/1.
+    Alpn,
+    #[default]
+    H1,
+    H2,
+}
+
+impl CheckMux {
+    /// A server's: `check-proto h1|h2`, else `proto h2`, else by ALPN
+    /// with `check-alpn`, else HTTP/1.
+    pub fn of(o: &crate::config::ServerOptions) -> CheckMux {
+        match o.check_proto {
+            Some(crate::config::CheckProto::H1) => CheckMux::H1,
+            Some(crate::config::CheckProto::H2) => CheckMux::H2,
+            _ if o.proto_h2 => CheckMux::H2,
+            _ if o.check_alpn.is_some() => CheckMux::Alpn,
+            _ => CheckMux::H1,
+        }
+    }
+}
+
+/// A connect error as HAProxy reports it: an error of the `connect()`
+/// call itself (no route, no permission, no local address) is a
+/// "General socket error (...)"; a refusal or a timeout reported later on
+/// the socket is the system's text alone.
+fn connect_error(e: &std::io::Error) -> Verdict {
+    if timed_out(e) {
+        return Verdict::new(CheckStatus::L4Tout, "");
+    }
+    let sync = matches!(
+        e.raw_os_error(),
+        Some(libc::ENETUNREACH | libc::EACCES | libc::EPERM | libc::EAFNOSUPPORT | libc::EINVAL)
+    );
+    if sync {
+        Verdict::new(
+            CheckStatus::L4Con,
+            format!("General socket error ({})", os_text(e)),
+        )
+    } else if e.raw_os_error() == Some(libc::EADDRNOTAVAIL) {
+        Verdict::new(CheckStatus::L4Con, "Can't connect to server: no free ports")
+    } else {
+        Verdict::new(CheckStatus::L4Con, os_text(e))
+    }
+}
+
+/// Connects for a check: TCP, a PROXY header first when `proxy_hdr`
+/// holds one, then a TLS handshake when `tls` is set; everything within
+/// `timeout` from `start`. `linger`: the connection is reset when
+/// dropped, not closed (`tcp-check connect linger`).
+pub(in crate::backend) fn open(
+    addr: SocketAddr,
+    start: Instant,
+    timeout: Duration,
+    tls: Option<&CheckTls>,
+    proxy_hdr: &[u8],
+    linger: bool,
+    socks: Option<SocketAddr>,
+) -> Result<Box<dyn Wire>, Verdict> {
+    let to = socks.unwrap_or(addr);
+    let mut s = TcpStream::connect_timeout(&to, timeout).map_err(|e| connect_error(&e))?;
+    if linger {
+        let _ = socket2::SockRef::from(&s).set_linger(Some(Duration::ZERO));
+    }
+    // Every read and write below is bounded by what is left of `timeout`.
+    let left = timeout
+        .saturating_sub(start.elapsed())
+        .max(Duration::from_millis(1));
+    let _ = s.set_read_timeout(Some(left));
+    let _ = s.set_write_timeout(Some(left));
+    if socks.is_some() {
+        // HAProxy's report: the request unsent, layer 4 is not up; once
+        // sent it is, and a failure is a socket error (TLS: layer 6's).
+        crate::backend::socks4::blocking(&mut s, addr).map_err(|f| match f {
+            Some(crate::backend::socks4::Fail::Send) => Verdict::new(
+                CheckStatus::L4Con,
+                crate::backend::socks4::Fail::Send.text(),
+            ),
+            Some(f) if tls.is_some() => Verdict::new(CheckStatus::L6Rsp, f.text()),
+            Some(f) => Verdict::new(CheckStatus::SockErr, f.text()),
+            None if tls.is_some() => Verdict::new(CheckStatus::L6Tout, ""),
+            None => Verdict::new(CheckStatus::L7Tout, ""),
+        })?;
+    }
+    if !proxy_hdr.is_empty() {
+        s.write_all(proxy_hdr).map_err(|e| {
+            Verdict::new(CheckStatus::L4Con, format!("PROXY header: {}", os_text(&e)))
+        })?;
+    }
+    let Some((cfg, sni)) = tls else {
+        return Ok(Box::new(s));
+    };
+    let l6 = |e: String| Verdict::new(CheckStatus::L6Rsp, e);
+    let name = rustls::pki_types::ServerName::try_from(sni.clone())
+        .map_err(|e| l6(format!("invalid server name: {e}")))?;
+    let conn = rustls::ClientConnection::new(Arc::clone(cfg), name)
+        .map_err(|e| l6(format!("TLS setup: {e}")))?;
+    let mut t = rustls::StreamOwned::new(conn, s);
+    while t.conn.is_handshaking() {
+        if start.elapsed() > timeout {
+            return Err(Verdict::new(
+                CheckStatus::L6Tout,
+                "timeout during TLS handshake",
+            ));
+        }
+        if let Err(e) = t.conn.complete_io(&mut t.sock) {
+            return Err(if timed_out(&e) {
+                Verdict::new(CheckStatus::L6Tout, "timeout during TLS handshake")
+            } else {
+                l6(format!("TLS handshake: {e}"))
+            });
+        }
+    }
+    Ok(Box::new(t))
+}
+
+/// A `connect` step of a check: to the server's address unless the step
+/// names its own address or port; the server's PROXY header and TLS with
+/// `default`, a v1 PROXY header with `send-proxy`.
+pub(in crate::backend) fn connect_step(
+    cc: &CheckConnect,
+    addr: SocketAddr,
+    start: Instant,
+    timeout: Duration,
+    tls: Option<&CheckTls>,
+    proxy_hdr: &[u8],
+    how: CheckHow,
+) -> Result<Box<dyn Wire>, Verdict> {
+    let mut target = addr;
+    if let Some(a) = cc.addr {
+        target.set_ip(a);
+    }
+    if let Some(p) = cc.port {
+        target.set_port(p);
+    }
+    let hdr: Vec<u8> = if cc.send_proxy {
+        crate::proxyproto::header_for(1, None)
+    } else if cc.default {
+        proxy_hdr.to_vec()
+    } else {
+        Vec::new()
+    };
+    let tls = if cc.default { tls } else { None };
+    open(
+        target,
+        start,
+        timeout,
+        tls,
+        &hdr,
+        cc.linger,
+        how.socks_for(cc),
+    )
+}
+
+/// An I/O error as HAProxy words it: the system's text without Rust's
+/// ` (os error N)`.
+pub(in crate::backend) fn os_text(e: &std::io::Error) -> String {
+    let t = e.to_string();
+    match t.rfind(" (os error ") {
+        Some(i) if t.ends_with(')') => t[..i].to_string(),
+        _ => t,
+    }
+}
+
+pub(in crate::backend) fn timed_out(e: &std::io::Error) -> bool {
+    matches!(
+        e.kind(),
+        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+    )
+}
+
+/// TLS for the checks of an `ssl` server: client configuration and name.
+pub type CheckTls = (Arc<rustls::ClientConfig>, String);
+
+/// The PROXY header a check sends first (`check-send-proxy`, or a server
+/// with `send-proxy[-v2]` whose checks have neither `port` nor `addr`,
+/// HAProxy's rule): v1 `UNKNOWN` or a v2 LOCAL command, since a check
+/// relays no client. Empty: none.
+pub fn check_proxy_header(o: &crate::config::ServerOptions) -> Vec<u8> {
+    let same_target = o.check_port.is_none() && o.check_addr.is_none();
+    if !o.check_send_proxy && (o.send_proxy == 0 || !same_target) {
+        return Vec::new();
+    }
+    crate::proxyproto::header_for(o.send_proxy.max(1), None)
+}
+
+/// A layer-4 check as HAProxy runs it: connect with delayed ACKs (its
+/// checks' smart-connect: the handshake's last ACK waits for data that
+/// never comes) and reset, so the server's application is not handed an
+/// empty connection for each check.
+pub(super) fn l4_probe(addr: SocketAddr, timeout: Duration) -> Result<(), Verdict> {
+    let sock = socket2::Socket::new(
+        socket2::Domain::for_address(addr),
+        socket2::Type::STREAM,
+        Some(socket2::Protocol::TCP),
+    )
+    .map_err(|e| connect_error(&e))?;
+    let _ = sock.set_tcp_quickack(false);
+    sock.connect_timeout(&addr.into(), timeout)
+        .map_err(|e| connect_error(&e))?;
+    let _ = sock.set_linger(Some(Duration::ZERO));
+    Ok(())
+}

@@ -1,0 +1,214 @@
+//! Health checks.
+//!
+//! Each server with `check` has one **shared task** (it may run on any
+//! thread: it lives in the scheduler's shared run and wait queues). On its
+//! timer it hands the check itself to a small pool of blocking threads
+//! reserved for checks (a TCP connect, and for `option httpchk` one HTTP
+//! request and its status line), so a slow or silent server never holds an
+//! event loop; the pool's completion wakes the task, which counts
+//! successes and failures against `rise` and `fall`, changes the server's
+//! state, logs the change with its reason, and sets its next date: `inter`
+//! while stable, `fastinter` while the state is in doubt, `downinter`
+//! while DOWN.
+//!
+//! When a server goes DOWN, the streams waiting in its queue pick another
+//! server; when it comes back UP, the backend's waiters are offered its
+//! slots and `slowstart` ramps its weight from its UP date.
+
+use std::net::SocketAddr;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use super::tcpcheck::TcpProbe;
+use crate::config::CheckStatus;
+
+mod conn;
+mod http;
+mod observe;
+mod task;
+#[cfg(test)]
+mod tests;
+
+use conn::l4_probe;
+pub use conn::{check_proxy_header, CheckHow, CheckMux, CheckTls};
+pub(super) use conn::{connect_step, open, os_text, timed_out, Wire};
+use http::run_http;
+pub use http::{server_state_header, HttpProbe};
+pub use observe::{observe, Hana, Seen};
+pub use task::{
+    log_event, log_if_none_left, refresh_up, start, start_agent, start_server, CheckCtx, LogFn,
+};
+
+/// What a check does after its connect: an HTTP exchange (`option
+/// httpchk`) or a `tcp-check` sequence (`option tcp-check`, a protocol
+/// check).
+#[derive(Clone)]
+pub enum Probe {
+    Http(HttpProbe),
+    Tcp(Arc<TcpProbe>),
+}
+
+/// A check's report, as HAProxy keeps it: the status, the code (HTTP,
+/// SMTP, LDAP, MySQL...; reported from `L7OK` on) and the description.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Verdict {
+    pub st: CheckStatus,
+    pub code: i64,
+    pub desc: String,
+    /// What the log line says instead of `desc`: a protocol check's
+    /// parser reports the server's version or "Success" in the log, then
+    /// HAProxy's end of sequence empties the stored description.
+    pub note: Option<String>,
+}
+
+impl Verdict {
+    pub fn new(st: CheckStatus, desc: impl Into<String>) -> Verdict {
+        Verdict {
+            st,
+            code: 0,
+            desc: desc.into(),
+            note: None,
+        }
+    }
+
+    pub fn passed(&self) -> bool {
+        self.st.passed()
+    }
+
+    /// HAProxy's `reason: ...` text (`srv_append_status`): the
+    /// description of the status, `, code: N` from `L7OK` on, `, info:
+    /// "..."` with the description (non-printable bytes, `<`, `>` and
+    /// `"` as `<XX>`).
+    pub fn reason(&self) -> String {
+        let mut r = self.st.text().to_string();
+        if self.st.has_code() {
+            r.push_str(&format!(", code: {}", self.code));
+        }
+        let desc = self.note.as_deref().unwrap_or(&self.desc);
+        if !desc.is_empty() {
+            r.push_str(", info: \"");
+            for b in desc.bytes() {
+                if (0x20..0x7f).contains(&b) && !matches!(b, b'<' | b'>' | b'"') {
+                    r.push(b as char);
+                } else {
+                    r.push_str(&format!("<{b:02X}>"));
+                }
+            }
+            r.push('"');
+        }
+        r
+    }
+}
+
+/// The probe of a backend's checks: `option httpchk`, `option
+/// tcp-check` (the last given wins), or none (a plain connect). `tcp-check`
+/// rules without `option tcp-check` are refused (HAProxy would not run
+/// them).
+pub fn probe_for<'a>(
+    p: &'a crate::config::Proxy,
+    host: &str,
+) -> Result<Option<Probe>, (&'a crate::config::Loc, String)> {
+    if p.http_check.enabled {
+        return HttpProbe::new(&p.http_check, host)
+            .map(|h| Some(Probe::Http(h)))
+            .map_err(|e| (&p.loc, e));
+    }
+    if let (Some((name, _)), Some(r)) = (&p.tcp_check.builtin, p.tcp_check.rules.first()) {
+        return Err((
+            &r.loc,
+            format!(
+                "'tcp-check' rules in backend '{}' would not run: 'option {name}' has its own sequence",
+                p.name
+            ),
+        ));
+    }
+    if p.tcp_check.enabled {
+        return TcpProbe::new(&p.tcp_check)
+            .map(|t| Some(Probe::Tcp(Arc::new(t))))
+            .map_err(|e| (&p.loc, e));
+    }
+    match p.tcp_check.rules.first() {
+        Some(r) => Err((
+            &r.loc,
+            format!(
+                "'tcp-check' rules in backend '{}' need 'option tcp-check' (checks would not run them)",
+                p.name
+            ),
+        )),
+        None => Ok(None),
+    }
+}
+
+/// One check, blocking: connect (a PROXY header first when `proxy_hdr`
+/// holds one, then a TLS handshake for an `ssl` server), then the probe
+/// (an HTTP sequence or a `tcp-check` sequence) within `timeout`.
+pub fn run_check(
+    addr: SocketAddr,
+    timeout: Duration,
+    probe: Option<&Probe>,
+    tls: Option<&CheckTls>,
+    proxy_hdr: &[u8],
+    who: (&str, &str, Option<&str>),
+    how: CheckHow,
+) -> Verdict {
+    // A plain connect is the default one.
+    let socks = how.socks4.filter(|_| how.via_socks4);
+    match probe {
+        Some(Probe::Tcp(t)) => {
+            super::tcpcheck::run_tcp_check(addr, timeout, t, tls, proxy_hdr, how)
+        }
+        Some(Probe::Http(p)) => run_http(addr, timeout, p, tls, proxy_hdr, who, how),
+        None if tls.is_none() && proxy_hdr.is_empty() && socks.is_none() => {
+            match l4_probe(addr, timeout) {
+                Err(v) => v,
+                Ok(()) => Verdict::new(CheckStatus::L4Ok, ""),
+            }
+        }
+        None => {
+            let start = Instant::now();
+            match open(addr, start, timeout, tls, proxy_hdr, false, socks) {
+                Err(v) => v,
+                Ok(_) if tls.is_some() => Verdict::new(CheckStatus::L6Ok, ""),
+                Ok(_) => Verdict::new(CheckStatus::L4Ok, ""),
+            }
+        }
+    }
+}
+
+/// `spread-checks`: the share (0..50 %) of its interval by which each
+/// check's next date moves at random, either way.
+static SPREAD: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+
+/// Sets the global `spread-checks` (at start).
+pub fn set_spread(pct: u32) {
+    SPREAD.store(pct.min(50), Ordering::Relaxed);
+}
+
+/// A check task's generator for [`spread`]: distinct per server.
+pub fn spread_seed(uid: u64) -> u64 {
+    let t = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos() as u64);
+    (uid.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ t) | 1
+}
+
+/// `d`, moved by `spread-checks`: HAProxy's next check date, the interval
+/// plus a random amount between -N % and +N % of it.
+pub fn spread(d: Duration, rng: &mut u64) -> Duration {
+    spread_by(d, SPREAD.load(Ordering::Relaxed), rng)
+}
+
+/// [`spread`] by `pct` %.
+fn spread_by(d: Duration, pct: u32, rng: &mut u64) -> Duration {
+    let pct = u64::from(pct);
+    if pct == 0 {
+        return d;
+    }
+    let ms = d.as_millis().min(u128::from(u32::MAX)) as u64;
+    let span = ms * pct / 100;
+    *rng ^= *rng << 13;
+    *rng ^= *rng >> 7;
+    *rng ^= *rng << 17;
+    Duration::from_millis(ms - span + *rng % (2 * span + 1))
+}

@@ -1,0 +1,495 @@
+//! The check task of each server: its timer, counting results against
+//! `rise` and `fall`, the server's state changes and their logs, and
+//! starting the tasks of a farm (and of servers added at run time).
+
+use std::net::SocketAddr;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex, Weak};
+use std::time::{Duration, Instant};
+
+use sched::{ticks, Ctx, Reasons, RuntimeHandle, Status, TaskId};
+
+use super::{
+    check_proxy_header, run_check, server_state_header, spread, spread_seed, CheckHow, CheckTls,
+    Probe, Verdict,
+};
+use crate::backend::{Farm, ServerRt};
+use crate::blocking::Submitter;
+use crate::config::CheckStatus;
+
+/// Logs a check event.
+pub type LogFn = Arc<dyn Fn(String) + Send + Sync>;
+
+struct Checker {
+    srv: Weak<ServerRt>,
+    farm: Weak<Farm>,
+    probe: Option<Probe>,
+    tls: Option<CheckTls>,
+    timeout: Duration,
+    pool: Submitter,
+    handle: RuntimeHandle,
+    result: Arc<Mutex<Option<Verdict>>>,
+    in_flight: bool,
+    /// Consecutive successes while DOWN / failures while UP.
+    streak: u32,
+    log: LogFn,
+    /// `option log-health-checks`: log each change of the check's status.
+    log_checks: bool,
+    /// When the check in flight started (its duration is logged).
+    started: Instant,
+    /// The generator of `spread-checks`.
+    rng: u64,
+    /// The date of the next check (`ETERNITY` while one runs or before
+    /// the first).
+    next_at: ticks::Tick,
+}
+
+impl Checker {
+    fn interval(&self, s: &ServerRt) -> Duration {
+        let o = &s.opts;
+        if !s.check_ok.load(Ordering::Relaxed) {
+            if self.streak > 0 {
+                o.fastinter.unwrap_or(o.inter)
+            } else {
+                o.downinter.unwrap_or(o.inter)
+            }
+        } else if self.streak > 0 {
+            o.fastinter.unwrap_or(o.inter)
+        } else {
+            o.inter
+        }
+    }
+
+    /// Counts a check's result (`hana`: an `on-error` report, which has
+    /// no duration).
+    fn apply(&mut self, s: &Arc<ServerRt>, v: Verdict, hana: bool) {
+        // The health check's own view (HAProxy's `check.health >= rise`);
+        // the server's state also depends on its agent.
+        let ok_before = s.check_ok.load(Ordering::Relaxed);
+        let changed = match s.check_status.lock() {
+            Ok(mut cs) => {
+                let changed = cs.st != v.st;
+                *cs = v.clone();
+                changed
+            }
+            Err(_) => false,
+        };
+        let ok = v.passed();
+        // HAProxy reports no duration for an `on-error` report.
+        let took =
+            (!hana).then(|| format!(", check duration: {}ms", self.started.elapsed().as_millis()));
+        let took = took.unwrap_or_default();
+        // Whether HAProxy's health counter moves: a failure while any
+        // health is left, a success while not at full health.
+        let moved = match (ok_before, ok) {
+            (true, false) | (false, true) => true,
+            _ => self.streak > 0,
+        };
+        match (ok_before, ok) {
+            (true, true) | (false, false) => self.streak = 0,
+            (true, false) => {
+                self.streak += 1;
+                if self.streak >= s.opts.fall.max(1) {
+                    s.check_ok.store(false, Ordering::Relaxed);
+                    self.streak = 0;
+                }
+            }
+            (false, true) => {
+                self.streak += 1;
+                if self.streak >= s.opts.rise.max(1) {
+                    s.check_ok.store(true, Ordering::Relaxed);
+                    self.streak = 0;
+                }
+            }
+        }
+        s.check_streak.store(self.streak, Ordering::Relaxed);
+        let up = s.up.load(Ordering::Relaxed);
+        s.ext.on_check(ok, up, up);
+        if self.log_checks && (changed || moved) {
+            self.log_check(s, &v, &took);
+        }
+        // A server's change of state is logged after the check line that
+        // caused it, in HAProxy's order.
+        if let Some(f) = self.farm.upgrade() {
+            // With `option log-health-checks` the check's own line gave
+            // the reason: HAProxy's change of state line has none.
+            let log_checks = self.log_checks;
+            refresh_up(&f, s, || match log_checks {
+                true => String::new(),
+                false => format!("reason: {}{took}", v.reason()),
+            });
+        }
+    }
+
+    /// HAProxy's `option log-health-checks` line: the result, its reason
+    /// and the health counter as `a/b UP|DOWN` (successes needed to come
+    /// up while DOWN; failures left before going down while UP).
+    fn log_check(&self, s: &ServerRt, v: &Verdict, took: &str) {
+        let o = &s.opts;
+        let (rise, fall) = (o.rise.max(1), o.fall.max(1));
+        let up = s.check_ok.load(Ordering::Relaxed);
+        let (a, b) = if up {
+            (fall.saturating_sub(self.streak), fall)
+        } else {
+            (self.streak, rise)
+        };
+        (self.log)(format!(
+            "Health check for {}server {}/{} {}, reason: {}{took}, status: {a}/{b} {}.",
+            if o.backup { "backup " } else { "" },
+            s.backend,
+            s.name,
+            match v.st {
+                CheckStatus::L7OkC => "conditionally succeeded",
+                st if st.passed() => "succeeded",
+                _ => "failed",
+            },
+            v.reason(),
+            match (up, s.weight.load(Ordering::Relaxed)) {
+                (false, _) => "DOWN",
+                (true, 0) => "DRAIN",
+                _ => "UP",
+            }
+        ));
+    }
+
+    /// `on-error`'s action on a report of `observe` (HAProxy's
+    /// health_adjust): a failed check (`fail-check`), one that leaves a
+    /// single failure before DOWN (`sudden-death`), DOWN at once
+    /// (`mark-down`), or none (`fastinter`); each brings the next check
+    /// to `fastinter` if that is sooner.
+    fn on_error(&mut self, s: &Arc<ServerRt>, desc: String, now: ticks::Tick) {
+        use crate::config::OnError;
+        let up = s.check_ok.load(Ordering::Relaxed);
+        let fall = s.opts.fall.max(1);
+        match s.opts.on_error {
+            OnError::FastInter => {}
+            e => {
+                if up && e == OnError::SuddenDeath {
+                    self.streak = self.streak.max(fall.saturating_sub(2));
+                } else if up && e == OnError::MarkDown {
+                    self.streak = fall - 1;
+                }
+                self.apply(
+                    s,
+                    Verdict::new(crate::config::CheckStatus::Hana, desc),
+                    true,
+                );
+            }
+        }
+        if let Some(f) = s.opts.fastinter {
+            let at = ticks::add(now, f.as_millis().min(u32::MAX as u128 / 2) as u32);
+            self.next_at = ticks::first(at, self.next_at);
+        }
+    }
+
+    fn run(&mut self, ctx: &mut Ctx, me: TaskId, _why: Reasons) -> Status {
+        let Some(s) = self.srv.upgrade() else {
+            return Status::Done; // the configuration it belonged to is gone
+        };
+        if s.is_deleted() {
+            return Status::Done;
+        }
+        let on = s.check_on.load(Ordering::Relaxed);
+        let report = s.hana.pending.lock().ok().and_then(|mut p| p.take());
+        if let Some(desc) = report.filter(|_| on) {
+            self.on_error(&s, desc, ctx.now());
+            if !self.in_flight && !ticks::is_expired(self.next_at, ctx.now()) {
+                // Not the check's date yet: only (maybe) an earlier one.
+                ctx.set_expire(me, self.next_at);
+                return Status::Continue;
+            }
+        }
+        if self.in_flight {
+            let r = self.result.lock().ok().and_then(|mut g| g.take());
+            match r {
+                Some(r) => {
+                    self.in_flight = false;
+                    // `disable health` meanwhile: the result is ignored.
+                    if on {
+                        self.apply(&s, r, false);
+                    }
+                }
+                None => {
+                    // Woken by the timer while the check runs: wait for it.
+                    ctx.set_expire(me, ticks::add(ctx.now(), 100));
+                    return Status::Continue;
+                }
+            }
+        } else if let Some(addr) = s.addr().filter(|_| on) {
+            // `addr` and `port`: the check's own target.
+            let addr = SocketAddr::new(
+                s.opts.check_addr.unwrap_or(addr.ip()),
+                s.opts.check_port.unwrap_or(addr.port()),
+            );
+            let result = Arc::clone(&self.result);
+            let probe = self.probe.clone();
+            let tls = self.tls.clone();
+            let timeout = self.timeout;
+            let handle = self.handle.clone();
+            let srv = self.srv.clone();
+            let pp = check_proxy_header(&s.opts);
+            let how = CheckHow::of(&s.opts);
+            let farm = self.farm.upgrade();
+            let be_name = farm.as_ref().map(|f| f.name.clone()).unwrap_or_default();
+            let srv_name = s.name.clone();
+            let state = match (&self.probe, &farm) {
+                (Some(Probe::Http(p)), Some(f)) if p.send_state => {
+                    Some(server_state_header(f, &s, self.streak))
+                }
+                _ => None,
+            };
+            let job = move || {
+                let t0 = Instant::now();
+                let who = (be_name.as_str(), srv_name.as_str(), state.as_deref());
+                let r = run_check(addr, timeout, probe.as_ref(), tls.as_ref(), &pp, who, how);
+                if let Some(s) = srv.upgrade() {
+                    s.ext.check_took(t0.elapsed());
+                }
+                if let Ok(mut g) = result.lock() {
+                    *g = Some(r);
+                }
+                handle.wake_task(me, Reasons::RES);
+            };
+            if self.pool.submit(job).is_ok() {
+                self.in_flight = true;
+                self.started = Instant::now();
+                // A guard date: the job ends within `timeout`.
+                let guard = self.timeout + Duration::from_millis(100);
+                ctx.set_expire(me, ticks::add(ctx.now(), guard.as_millis() as u32));
+                return Status::Continue;
+            }
+        }
+        let next = spread(self.interval(&s), &mut self.rng);
+        self.next_at = ticks::add(ctx.now(), next.as_millis().min(u32::MAX as u128 / 2) as u32);
+        ctx.set_expire(me, self.next_at);
+        Status::Continue
+    }
+}
+
+/// Logs an event of a farm's servers where its checks log (the
+/// backend's log targets).
+pub fn log_event(farm: &Farm, line: String) {
+    if let Some(cx) = farm.check_ctx.get() {
+        (cx.log)(line);
+    }
+}
+
+/// Sets a server's operational state from its checks, as HAProxy's
+/// `check_notify_*`: UP while its health check (when configured and
+/// enabled) and its agent (when enabled) both say so. A change is logged
+/// with `why` (`reason: ..., check duration: ...` or `changed from CLI`)
+/// and moves the queues. Returns whether the state changed.
+pub fn refresh_up(farm: &Farm, s: &ServerRt, why: impl FnOnce() -> String) -> bool {
+    let check =
+        !s.opts.check || !s.check_on.load(Ordering::Relaxed) || s.check_ok.load(Ordering::Relaxed);
+    let agent = !s.agent.enabled() || s.agent.healthy.load(Ordering::Relaxed);
+    // `track`: the tracked server's health too (HAProxy's tracking
+    // server goes down with it and comes up with it).
+    let tracked = s.tracked.get().is_none_or(|t| t.up.load(Ordering::Relaxed));
+    let up = check && agent && tracked;
+    let was = s.up.swap(up, Ordering::AcqRel);
+    if was == up {
+        return false;
+    }
+    // Its trackers follow, down the chains, once its own change is done.
+    struct Follow<'a>(&'a ServerRt);
+    impl Drop for Follow<'_> {
+        fn drop(&mut self) {
+            for (f, t) in self.0.tracker_list() {
+                refresh_up(&f, &t, || format!("via {}/{}", self.0.backend, self.0.name));
+            }
+        }
+    }
+    let _follow = Follow(s);
+    s.ext.on_check(true, was, up);
+    farm.note_state();
+    // HAProxy's wording: ", reason: ...", " via B/S" for a tracker, or
+    // nothing (the check's own line said it).
+    let why = match why() {
+        w if w.is_empty() => w,
+        w if w.starts_with("via ") => format!(" {w}"),
+        w => format!(", {w}"),
+    };
+    let queued = |x: &ServerRt| x.queue.lock().map_or(0, |q| q.len());
+    if up {
+        s.up_since.set(Instant::now());
+        let before = queued(s);
+        farm.kick_backend_queue();
+        let (act, bck) = farm.usable_counts();
+        let now = queued(s);
+        log_event(
+            farm,
+            format!(
+                "Server {}/{} is UP{why}. {act} active and {bck} backup servers online.{} {} sessions requeued, {now} total in queue.",
+                s.backend,
+                s.name,
+                on_backup(act, bck),
+                now.saturating_sub(before),
+            ),
+        );
+        crate::backend::marked_up(farm, s);
+    } else {
+        crate::backend::marked_down(s);
+        let moved = queued(s);
+        farm.redispatch_queue_of(s);
+        let (act, bck) = farm.usable_counts();
+        log_event(
+            farm,
+            format!(
+                "Server {}/{} is DOWN{why}. {act} active and {bck} backup servers left.{} {} sessions active, {moved} requeued, {} remaining in queue.",
+                s.backend,
+                s.name,
+                on_backup(act, bck),
+                s.cur.load(Ordering::Relaxed),
+                queued(s),
+            ),
+        );
+        log_if_none_left(farm);
+    }
+    true
+}
+
+/// HAProxy's note when only backup servers are left.
+fn on_backup(act: usize, bck: usize) -> &'static str {
+    match (act, bck) {
+        (0, 1..) => " Running on backup.",
+        _ => "",
+    }
+}
+
+/// HAProxy's alert when a backend's last usable server leaves.
+pub fn log_if_none_left(farm: &Farm) {
+    if !farm.servers.iter().any(|x| x.usable()) {
+        log_event(
+            farm,
+            format!("backend {} has no server available!", farm.name),
+        );
+    }
+}
+
+/// What checks of a farm need, kept for servers added at run time.
+pub struct CheckCtx {
+    probe: Option<Probe>,
+    pub(in crate::backend) timeout: Option<Duration>,
+    pub(in crate::backend) pool: Submitter,
+    pub(in crate::backend) handle: RuntimeHandle,
+    pub(in crate::backend) log: LogFn,
+    pub(in crate::backend) log_checks: bool,
+}
+
+/// Starts the checks of a farm's servers that have `check`. Returns the
+/// tasks (for tests and stats).
+pub fn start(
+    farm: &Arc<Farm>,
+    probe: Option<Probe>,
+    timeout: Option<Duration>,
+    pool: &Submitter,
+    handle: &RuntimeHandle,
+    log: LogFn,
+    log_checks: bool,
+) -> Vec<TaskId> {
+    let _ = farm.check_ctx.set(CheckCtx {
+        probe,
+        timeout,
+        pool: pool.clone(),
+        handle: handle.clone(),
+        log,
+        log_checks,
+    });
+    farm.servers
+        .iter()
+        .flat_map(|s| [start_server(farm, s), start_agent(farm, s)])
+        .flatten()
+        .collect()
+}
+
+/// Starts the agent task of a server with `agent-check`.
+pub fn start_agent(farm: &Arc<Farm>, s: &Arc<ServerRt>) -> Option<TaskId> {
+    crate::backend::agent::start_server(farm, s, farm.check_ctx.get()?)
+}
+
+/// The TLS of a server's checks: its own (`ssl`), or with `check-ssl`
+/// a client built from its TLS options (checked at start by
+/// `proxy::server_tls`). HAProxy's checks send `check-sni`, never the
+/// traffic's `sni`; else no name: the check's address, which rustls does
+/// not send (and whose certificate names `verify required` checks only
+/// against `verifyhost`).
+fn check_ssl(s: &ServerRt) -> Option<crate::backend::ServerTls> {
+    let o = &s.opts;
+    let ip = o.check_addr.or(s.addr().map(|a| a.ip()));
+    let ip = ip.unwrap_or(std::net::IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED));
+    let sni = o.check_sni.clone().unwrap_or_else(|| ip.to_string());
+    let config = match &s.tls {
+        Some(t) => Arc::clone(&t.config),
+        None if o.check_ssl => {
+            crate::tls::client_config_with(o.verify, o.ca_file.as_deref(), &o.tls).ok()?
+        }
+        None => return None,
+    };
+    Some(crate::backend::ServerTls {
+        config,
+        sni,
+        sni_expr: None,
+    })
+}
+
+/// Starts the check task of one server with `check` (a server added at
+/// run time: once the farm's checks started).
+pub fn start_server(farm: &Arc<Farm>, s: &Arc<ServerRt>) -> Option<TaskId> {
+    let cx = farm.check_ctx.get()?;
+    // A server without an address yet (resolvers, `set server ... addr`)
+    // is checked once it has one.
+    if !s.opts.check {
+        return None;
+    }
+    // HAProxy bounds a check by `timeout check`, else by `inter`.
+    let t = cx
+        .timeout
+        .unwrap_or(s.opts.inter)
+        .max(Duration::from_millis(10));
+    // HAProxy starts a checked server UP with its health at `rise`, as
+    // if `fall - 1` checks had failed ("UP 1/3"): the first failure takes
+    // it DOWN, the first success to full health.
+    let start_streak = match s.check_ok.load(Ordering::Relaxed) {
+        true => s.opts.fall.max(1) - 1,
+        false => 0,
+    };
+    s.check_streak.store(start_streak, Ordering::Relaxed);
+    let mut c = Checker {
+        srv: Arc::downgrade(s),
+        farm: Arc::downgrade(farm),
+        probe: cx.probe.clone(),
+        tls: check_ssl(s).as_ref().map(|t| {
+            // `check-alpn`: the checks' own ALPN list.
+            let cfg = match &s.opts.check_alpn {
+                Some(list) => {
+                    let mut c = (*t.config).clone();
+                    c.alpn_protocols = list.iter().map(|p| p.as_bytes().to_vec()).collect();
+                    Arc::new(c)
+                }
+                None => Arc::clone(&t.config),
+            };
+            (cfg, t.sni.clone())
+        }),
+        timeout: t,
+        pool: cx.pool.clone(),
+        handle: cx.handle.clone(),
+        result: Arc::new(Mutex::new(None)),
+        in_flight: false,
+        streak: start_streak,
+        log: Arc::clone(&cx.log),
+        log_checks: cx.log_checks,
+        started: Instant::now(),
+        rng: spread_seed(s.uid),
+        next_at: ticks::ETERNITY,
+    };
+    let id = cx
+        .handle
+        .new_shared_task("health_check", u64::MAX, move |ctx: &mut Ctx, me, why| {
+            c.run(ctx, me, why)
+        });
+    // `observe` reports to this task.
+    let _ = s.hana.task.set((cx.handle.clone(), id));
+    cx.handle.wake_task(id, Reasons::INIT);
+    Some(id)
+}
