@@ -962,3 +962,57 @@ fn a_session_shut_down_from_the_cli_is_logged_killed() {
     assert_eq!(l.split(' ').nth(6), Some("K-"), "{l}");
     let _ = std::fs::remove_dir_all(&d);
 }
+
+#[test]
+fn a_side_that_reads_writes_on_to_the_other_side_itself() {
+    // The origin sends 32 KiB chunks, each once the client has read the
+    // previous one and sent a byte for it: the client's socket always has
+    // room, so whatever the server side's tasklet (tcp_srv) reads it
+    // writes to the client at once, without running the client side's
+    // (tcp_cli). tcp_cli then runs for the client's byte (which it
+    // writes to the server itself) and a few times for the session's
+    // start and end. Before, every buffer the server side read woke
+    // tcp_cli to write it: at least two runs per chunk besides the
+    // byte's.
+    const CHUNK: usize = 32 << 10;
+    const N: usize = 64;
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let origin = l.local_addr().unwrap();
+    std::thread::spawn(move || {
+        let Ok((mut s, _)) = l.accept() else { return };
+        let chunk = vec![7u8; CHUNK];
+        let mut b = [0u8; 1];
+        for _ in 0..N {
+            if s.read_exact(&mut b).is_err() || s.write_all(&chunk).is_err() {
+                return;
+            }
+        }
+        let _ = s.shutdown(Shutdown::Write);
+        let _ = s.read(&mut b);
+    });
+    let dir = scratch("tcp-pass-on");
+    let sock = dir.join("admin.sock");
+    let e = Ebb::start(&format!(
+        "global\n    nbthread 1\n    profiling.tasks on\n    stats socket {}\ndefaults\n    mode tcp\n    timeout client 30s\n    timeout server 30s\n    timeout connect 5s\nlisten l\n    bind BIND\n    server s {origin}\n",
+        sock.display()
+    ));
+    let mut c = TcpStream::connect(e.addr()).unwrap();
+    c.set_read_timeout(Some(LONG)).unwrap();
+    let mut buf = vec![0u8; CHUNK];
+    for _ in 0..N {
+        c.write_all(b"+").unwrap();
+        c.read_exact(&mut buf).unwrap();
+        assert!(buf.iter().all(|&b| b == 7));
+    }
+    c.shutdown(Shutdown::Write).unwrap();
+    assert_eq!(read_all(&mut c), b"", "the origin's FIN passed on");
+    let p = cli_cmd(&sock, "show profiling");
+    let (cli, srv) = (
+        profiling_calls(&p, "tcp_cli"),
+        profiling_calls(&p, "tcp_srv"),
+    );
+    println!("tcp_cli {cli} runs, tcp_srv {srv}");
+    // Each chunk is at least two of the server side's 16 KiB reads.
+    assert!(srv >= 2 * N as u64, "tcp_srv {srv}\n{p}");
+    assert!(cli <= N as u64 + N as u64 / 2, "tcp_cli {cli}\n{p}");
+}

@@ -346,24 +346,31 @@ impl Stk {
         ]);
         let e = u64::from(server_4xx);
         let f = u64::from(fail);
-        let adds = [
-            (Data::HttpErrCnt, e),
-            (Data::HttpErrRate, e),
-            (Data::HttpFailCnt, f),
-            (Data::HttpFailRate, f),
-            (Data::BytesInCnt, bytes_in),
-            (Data::BytesInRate, bytes_in),
-            (Data::BytesOutCnt, bytes_out),
-            (Data::BytesOutRate, bytes_out),
-        ];
-        let adds_for = |t: &Table| if t.stores_any(END) { &adds[..] } else { &[] };
+        // Made only for a table that stores one of them (a rate limit's
+        // table usually stores none).
+        let adds = || {
+            [
+                (Data::HttpErrCnt, e),
+                (Data::HttpErrRate, e),
+                (Data::HttpFailCnt, f),
+                (Data::HttpFailRate, f),
+                (Data::BytesInCnt, bytes_in),
+                (Data::BytesInRate, bytes_in),
+                (Data::BytesOutCnt, bytes_out),
+                (Data::BytesOutRate, bytes_out),
+            ]
+        };
         each(&self.sess, |t| {
             if t.table.stores_any(END) {
-                t.table.add_many(t.entry, &adds, now);
+                t.table.add_many(t.entry, &adds(), now);
             }
         });
         take_each(&self.strm, |t| {
-            t.table.finish(t.entry, adds_for(&t.table), true, now)
+            if t.table.stores_any(END) {
+                t.table.finish(t.entry, &adds(), true, now)
+            } else {
+                t.table.finish(t.entry, &[], true, now)
+            }
         });
     }
 

@@ -7,12 +7,16 @@
 //!  client <─write── s2c <─────────────────────────────────read─── server
 //! ```
 //!
-//! Each tasklet does system calls on its own socket only: `tcp_cli` reads
-//! the client into `c2s` and writes `s2c` to the client; `tcp_srv` writes
-//! `c2s` to the server and reads the server into `s2c`. A tasklet wakes
-//! the other only when the other has something new to do: a buffer it
-//! drains went from empty to non-empty, a buffer it fills got room after
-//! being full, or the end of a direction (FIN) or an error. Back-pressure
+//! Each tasklet takes its own socket's events: `tcp_cli` reads the client
+//! into `c2s` and writes `s2c` to the client; `tcp_srv` writes `c2s` to
+//! the server and reads the server into `s2c`. What a tasklet read it
+//! also writes on to the other socket at once when that one is known
+//! writable (HAProxy's I/O callback sends on the opposite side the same
+//! way), so a bulk cycle is one tasklet's run, one read and one write;
+//! the other side's writable edge, its FIN and its errors stay its own.
+//! A tasklet wakes the other only when the other has something new to
+//! do: a buffer it drains still holds bytes, a buffer it fills got room
+//! after being full, or the end of a direction (FIN) or an error. Back-pressure
 //! is the buffer: a full buffer stops reading that side, TCP's window does
 //! the rest, so a session costs two buffers whatever it carries.
 //!
@@ -534,6 +538,9 @@ pub(super) struct Moved {
     pub(super) any: bool,
     /// The other side has new work.
     pub(super) wake_other: bool,
+    /// This side passed bytes on and its socket may hold more: run it
+    /// again (a wakeup, not a loop: see [`Pipe::pass_on`]).
+    pub(super) again: bool,
 }
 
 impl Pipe {
@@ -545,7 +552,9 @@ impl Pipe {
 
     /// Switches either direction to its kernel pipe when it may.
     fn maybe_splice(&mut self) {
-        if !self.forwarding || self.connecting {
+        // (Copying directions, the default, cost one test per pass.)
+        let off = |h: &Half| h.splice == SpliceWant::Off || h.kp.is_some();
+        if !self.forwarding || self.connecting || off(&self.c2s) && off(&self.s2c) {
             return;
         }
         let plain = self.both_plain();
@@ -554,12 +563,14 @@ impl Pipe {
     }
 
     /// The client side's pass: read the client into `c2s`, write `s2c`
-    /// to it, pass the server's FIN on.
+    /// to it, pass the server's FIN on; then pass what it read on to the
+    /// server at once (see [`Pipe::pass_on`]).
     pub(super) fn client_pass(&mut self, w: &dyn Pool, now: Tick) -> Moved {
         let mut m = Moved::default();
+        let c2s_was_empty = self.c2s.pending() == 0;
+        let mut c2s_new = false;
         loop {
             self.maybe_splice();
-            let c2s_was_empty = self.c2s.pending() == 0;
             let eof_before = self.cli.eof;
             let s2c_was_full = std::mem::take(&mut self.s2c.reader_blocked);
             let got = self.cli.read_into(&mut self.c2s, w, now);
@@ -576,7 +587,8 @@ impl Pipe {
             } else if s2c_was_full {
                 self.s2c.reader_blocked = true;
             }
-            if (got && c2s_was_empty) || self.cli.eof != eof_before || self.cli.err {
+            c2s_new |= got && c2s_was_empty;
+            if self.cli.eof != eof_before || self.cli.err {
                 m.wake_other = true;
             }
             if !(got || sent) {
@@ -584,12 +596,30 @@ impl Pipe {
             }
             m.any = true;
         }
+        if self.forwarding && !self.connecting && self.srv.tr.is_some() {
+            let err_before = self.srv.err;
+            let Pipe {
+                srv,
+                c2s,
+                srv_prefix,
+                cli,
+                ..
+            } = self;
+            if Self::pass_on(srv, srv_prefix, c2s, cli, w, now) {
+                m.any = true;
+                m.again = true;
+            }
+            m.wake_other |= self.srv.err != err_before;
+        }
+        // The server side has bytes to write only if some are left.
+        m.wake_other |= c2s_new && self.c2s.pending() + self.srv_prefix.len() > 0;
         m
     }
 
     /// The server side's pass: complete a connect, write the PROXY header
     /// and `c2s` to the server, read it into `s2c`, pass the client's FIN
-    /// on.
+    /// on; then pass what it read on to the client at once (see
+    /// [`Pipe::pass_on`]).
     pub(super) fn server_pass(&mut self, w: &dyn Pool, now: Tick) -> Moved {
         let mut m = Moved::default();
         if self.srv.tr.is_none() {
@@ -608,9 +638,10 @@ impl Pipe {
         if !self.forwarding {
             return m;
         }
+        let s2c_was_empty = self.s2c.pending() == 0;
+        let mut s2c_new = false;
         loop {
             self.maybe_splice();
-            let s2c_was_empty = self.s2c.pending() == 0;
             let eof_before = self.srv.eof;
             let shut_before = self.srv.shut_wr;
             let c2s_was_full = std::mem::take(&mut self.c2s.reader_blocked);
@@ -625,12 +656,13 @@ impl Pipe {
             } else if c2s_was_full {
                 self.c2s.reader_blocked = true;
             }
-            // Held bytes are inspected again on each arrival.
-            if (got && (s2c_was_empty || self.res_hold))
-                || self.srv.eof != eof_before
-                || self.srv.shut_wr != shut_before
-                || self.srv.err
-            {
+            if self.res_hold {
+                // Held bytes are inspected again on each arrival.
+                m.wake_other |= got;
+            } else {
+                s2c_new |= got && s2c_was_empty;
+            }
+            if self.srv.eof != eof_before || self.srv.shut_wr != shut_before || self.srv.err {
                 m.wake_other = true;
             }
             if !(got || sent) {
@@ -638,7 +670,49 @@ impl Pipe {
             }
             m.any = true;
         }
+        if !self.res_hold && self.cli.tr.is_some() {
+            let err_before = self.cli.err;
+            let Pipe { cli, s2c, srv, .. } = self;
+            if Self::pass_on(cli, &mut Vec::new(), s2c, srv, w, now) {
+                m.any = true;
+                m.again = true;
+            }
+            m.wake_other |= self.cli.err != err_before;
+        }
+        // The client side has bytes to write only if some are left.
+        m.wake_other |= s2c_new && self.s2c.pending() > 0;
         m
+    }
+
+    /// Writes what one side just read to the other side's socket (`to`)
+    /// from the reader's own run, as HAProxy's I/O callback sends on the
+    /// opposite side at once: a bulk cycle then runs one tasklet (one
+    /// read, one write) instead of waking the writer's. Once per run: the
+    /// reader, whose bytes it freed room for, runs again when `again`
+    /// says so (its socket may hold more) rather than loop here, so other
+    /// tasks get their turn between buffers. Not towards an HTTP/2 lane
+    /// (its writer wakes its connection), and nothing when `to` is not
+    /// known writable: its writable edge wakes its own side then.
+    /// Returns whether bytes left and the reader may read again.
+    fn pass_on(
+        to: &mut Sock,
+        prefix: &mut Vec<u8>,
+        h: &mut Half,
+        from: &Sock,
+        w: &dyn Pool,
+        now: Tick,
+    ) -> bool {
+        if !to.wr || to.err || to.tr.as_ref().is_none_or(Transport::is_lane) {
+            return false;
+        }
+        if !to.write_from(prefix, h, from.eof, w, now) {
+            return false;
+        }
+        if h.has_room() {
+            // The reader is the caller: it goes on by `again`.
+            h.reader_blocked = false;
+        }
+        from.rd && !from.eof && !from.err
     }
 
     /// Completes a connect once the socket says so: `Some(ok)` when the
@@ -713,6 +787,9 @@ impl sched::TaskletFn for SrvTasklet {
         drop(p);
         if m.wake_other {
             ctx.tasklet_wakeup(self.cli);
+        }
+        if m.again {
+            ctx.tasklet_wakeup(me);
         }
         Status::Continue
     }

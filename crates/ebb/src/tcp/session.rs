@@ -1186,6 +1186,9 @@ impl sched::TaskletFn for Session {
                 ctx.tasklet_wakeup(t);
             }
         }
+        if m.again {
+            ctx.tasklet_wakeup(me);
+        }
         self.step(ctx);
         if self.res_inspect.is_some() && !self.ended() {
             self.inspect_response(ctx);
