@@ -546,6 +546,7 @@ impl<S: Exchange + Default + 'static> Conn<S> {
                 self.rend - self.rstart,
                 &self.w.limits,
                 &mut self.head,
+                false,
             ),
             None => Ok(PStatus::Complete(())),
         };
