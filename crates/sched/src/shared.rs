@@ -44,7 +44,6 @@ use std::sync::atomic::{
     AtomicBool, AtomicI64, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering,
 };
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
-use std::time::Instant;
 
 thread_local! {
     /// `(runtime address, thread number)` of the worker running on this OS
@@ -52,11 +51,13 @@ thread_local! {
     static WORKER: std::cell::Cell<Option<(usize, usize)>> = const { std::cell::Cell::new(None) };
 }
 
-/// Monotonic nanoseconds since the first call in the process (vDSO clock).
+/// Monotonic nanoseconds since the first call in the process (vDSO clock),
+/// never 0. One clock read and a subtraction: a turn reads it twice.
 #[inline]
 pub(crate) fn mono_ns() -> u64 {
-    static ORIGIN: OnceLock<Instant> = OnceLock::new();
-    ORIGIN.get_or_init(Instant::now).elapsed().as_nanos() as u64 + 1
+    static ORIGIN: OnceLock<u64> = OnceLock::new();
+    let now = crate::sys::monotonic_ns();
+    now.saturating_sub(*ORIGIN.get_or_init(|| now)) + 1
 }
 
 /// Message kinds in the second word of an inbox message.

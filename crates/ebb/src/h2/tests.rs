@@ -817,6 +817,7 @@ fn h1_translation_with_spans_is_what_the_parser_reads() {
             built.len(),
             &limits,
             &mut from_spans,
+            false,
         );
         assert!(matches!(r, Ok(Status::Complete(()))), "case {i}");
         assert_eq!(format!("{parsed:?}"), format!("{from_spans:?}"), "case {i}");
@@ -927,6 +928,7 @@ fn h1_head_filled_from_the_checks_is_what_the_parser_reads() {
                     built.len(),
                     &limits,
                     &mut from_spans,
+                    false,
                 );
                 assert_eq!(format!("{r:?}"), format!("{r2:?}"), "case {i}");
             }

@@ -489,6 +489,14 @@ pub(crate) fn analyze(
             7 if eq_nocase(name, b"upgrade") => {
                 f.upgrade = Some(h.value);
             }
+            // A lone `keep-alive` or `close` (the usual value) needs no
+            // walk through a list.
+            10 if eq_nocase(name, b"connection") && eq_nocase(value, b"keep-alive") => {
+                f.conn_keep_alive = true;
+            }
+            10 if eq_nocase(name, b"connection") && eq_nocase(value, b"close") => {
+                f.conn_close = true;
+            }
             10 if eq_nocase(name, b"connection") => {
                 for_each_member(value, |m, _| {
                     if eq_nocase(m, b"close") {
@@ -501,6 +509,17 @@ pub(crate) fn analyze(
                 });
             }
             14 if eq_nocase(name, b"content-length") => {
+                // Digits only (the usual value): the list's one member.
+                if let Some(n) = parse_decimal(value) {
+                    match f.content_length {
+                        None => f.content_length = Some(n),
+                        Some(prev) if prev == n && allow_repeated_cl => {
+                            f.content_length_repeated = true
+                        }
+                        Some(_) => return Err(HttpError::ConflictingContentLength),
+                    }
+                    continue;
+                }
                 let mut err = None;
                 for_each_member(value, |m, _| {
                     if err.is_some() {

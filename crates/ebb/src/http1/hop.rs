@@ -11,7 +11,7 @@
 //! head with n fields and c Connection options costs O(n·c) comparisons,
 //! both small.
 
-use super::head::{eq_nocase, for_each_member, name_is, trim_ows, HeaderSpan};
+use super::head::{eq_nocase, for_each_member, name_is, HeaderSpan};
 
 /// The fields that are hop-by-hop whatever Connection says (lower case).
 pub const HOP_BY_HOP: [&str; 7] = [
@@ -27,7 +27,7 @@ pub const HOP_BY_HOP: [&str; 7] = [
 /// True when `name` is on the fixed hop-by-hop list (case-insensitive).
 /// Every field of a forwarded head asks this: the length picks the one or
 /// two names to compare (most fields have a length none of them has).
-#[inline]
+#[inline(always)]
 pub fn is_hop_by_hop_name(name: &[u8]) -> bool {
     match name.len() {
         2 => eq_nocase(name, b"te"),
@@ -64,45 +64,39 @@ pub fn is_hop_by_hop(buf: &[u8], headers: &[HeaderSpan], name: &[u8]) -> bool {
     is_hop_by_hop_name(name) || named_in_connection(buf, headers, name)
 }
 
-/// How many Connection options [`forwardable`] keeps at hand; a head
-/// naming more falls back to looking them up for each field.
-const NAMED_MAX: usize = 8;
-
 /// The fields of a head a proxy forwards, in order.
 ///
-/// The Connection options are gathered once (those on the fixed list need
-/// no second look), so each field costs a few comparisons rather than a
-/// pass over every Connection field.
+/// One look at the Connection fields first: when they name nothing beyond
+/// the fixed list and `close` (the usual head), a field costs the fixed
+/// list's length dispatch (and a `close` comparison when one was named);
+/// otherwise each field is also looked up among the Connection options.
 pub fn forwardable<'h>(
     buf: &'h [u8],
     headers: &'h [HeaderSpan],
 ) -> impl Iterator<Item = &'h HeaderSpan> + 'h {
-    let mut named: [&'h [u8]; NAMED_MAX] = [b""; NAMED_MAX];
-    let mut n = 0;
-    let mut overflow = false;
+    let (mut close, mut other) = (false, false);
     for h in headers {
         if !eq_nocase(h.name.get(buf), b"connection") {
             continue;
         }
-        let members = h.value.get(buf).split(|&b| b == b',').map(trim_ows);
-        for m in members.filter(|m| !m.is_empty() && !is_hop_by_hop_name(m)) {
-            if n < NAMED_MAX {
-                named[n] = m;
-                n += 1;
-            } else {
-                overflow = true;
-            }
+        let value = h.value.get(buf);
+        if eq_nocase(value, b"keep-alive") {
+            continue;
         }
+        for_each_member(value, |m, _| {
+            if eq_nocase(m, b"close") {
+                close = true;
+            } else {
+                other |= !m.is_empty() && !is_hop_by_hop_name(m);
+            }
+        });
     }
     headers.iter().filter(move |h| {
         let name = h.name.get(buf);
-        if is_hop_by_hop_name(name) {
-            return false;
-        }
-        if overflow {
-            return !named_in_connection(buf, headers, name);
-        }
-        !named[..n].iter().any(|m| name_is(name, m))
+        let dropped = is_hop_by_hop_name(name)
+            || (close && eq_nocase(name, b"close"))
+            || (other && named_in_connection(buf, headers, name));
+        !dropped
     })
 }
 

@@ -200,7 +200,8 @@ pub fn parse_request_into(
         } else {
             Version::Http11
         };
-        return complete_request_into(buf, (method, target), version, head_len, limits, head);
+        // The quick reading gave up on any bare LF: none to look for.
+        return complete_request_into(buf, (method, target), version, head_len, limits, head, true);
     }
     let mut slots: [MaybeUninit<httparse::Header<'_>>; MAX_HEADERS_CAP] =
         [const { MaybeUninit::uninit() }; MAX_HEADERS_CAP];
@@ -241,7 +242,7 @@ pub fn parse_request_into(
         Span::of(buf, method.as_bytes()),
         Span::of(buf, path.as_bytes()),
     );
-    complete_request_into(buf, line, version, head_len, limits, head)
+    complete_request_into(buf, line, version, head_len, limits, head, false)
 }
 
 /// What [`parse_request_into`] makes of a request head once its syntax
@@ -252,6 +253,8 @@ pub fn parse_request_into(
 /// bytes without surrounding whitespace). The HTTP/2 side builds such a
 /// head as it writes it (`h2::RequestHead::write_h1_spans`) and needs no
 /// second parse. Same checks, same errors as after a parse.
+/// `crlf`: every line of the head is known to end CRLF (no bare LF to
+/// look for).
 pub fn complete_request_into(
     buf: &[u8],
     line: (Span, Span),
@@ -259,6 +262,7 @@ pub fn complete_request_into(
     head_len: usize,
     limits: &Limits,
     head: &mut RequestHead,
+    crlf: bool,
 ) -> Result<Status<()>, HttpError> {
     // A head must fit in u32 offsets whatever the caller's limit says.
     let max_head = limits.max_head_bytes.min(u32::MAX as usize);
@@ -270,7 +274,7 @@ pub fn complete_request_into(
     if head_len > max_head {
         return Err(HttpError::HeadTooLarge);
     }
-    if !limits.allow_bare_lf && head_has_bare_lf(&buf[..head_len], &head.headers) {
+    if !crlf && !limits.allow_bare_lf && head_has_bare_lf(&buf[..head_len], &head.headers) {
         return Err(HttpError::BareLf);
     }
     head.method = Method::from_bytes(line.0.get(buf));

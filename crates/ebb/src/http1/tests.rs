@@ -1498,6 +1498,32 @@ fn many_connection_options_are_all_honoured() {
 }
 
 #[test]
+fn a_lone_close_or_keep_alive_still_names_its_field() {
+    // `close` is no fixed hop-by-hop name: a field so named goes when a
+    // Connection names it (alone, in any case, or in a list), as
+    // `keep-alive` always does.
+    let buf = b"HTTP/1.1 200 OK\r\nConnection: close\r\nClose: 1\r\nX-A: 1\r\n\r\n";
+    assert_eq!(forwarded_names(buf), [&b"X-A"[..]]);
+    let buf = b"HTTP/1.1 200 OK\r\nCLOSE: 1\r\nConnection: Close\r\nX-A: 1\r\n\r\n";
+    assert_eq!(forwarded_names(buf), [&b"X-A"[..]]);
+    let buf = b"HTTP/1.1 200 OK\r\nConnection: Keep-Alive\r\nKeep-Alive: 5\r\nX-A: 1\r\n\r\n";
+    assert_eq!(forwarded_names(buf), [&b"X-A"[..]]);
+    let buf = b"HTTP/1.1 200 OK\r\nConnection: keep-alive, x-b\r\nX-B: 1\r\nClose: 2\r\n\r\n";
+    assert_eq!(forwarded_names(buf), [&b"Close"[..]]);
+    // The framing reads the lone values as it reads them in a list.
+    let r = resp_ok(
+        b"HTTP/1.0 200 OK\r\nConnection: KEEP-ALIVE\r\nContent-Length: 0\r\n\r\n",
+        Method::Get,
+    );
+    assert!(r.keep_alive);
+    let r = resp_ok(
+        b"HTTP/1.1 200 OK\r\nConnection: Close\r\nContent-Length: 0\r\n\r\n",
+        Method::Get,
+    );
+    assert!(!r.keep_alive);
+}
+
+#[test]
 fn span_get_never_panics() {
     let s = Span { start: 5, end: 100 };
     assert_eq!(s.get(b"short"), b"");

@@ -287,13 +287,16 @@ impl Exchange for Stream {
     }
 
     fn step(&mut self, c: &mut H1, ctx: &mut Ctx) -> bool {
+        // The usual states are looked at in place: nothing to take out
+        // and put back (nor to drop).
+        match self.wait {
+            Wait::None => return false,
+            Wait::Proxy => return self.proxy_step(c, ctx),
+            _ => {}
+        }
         match std::mem::take(&mut self.wait) {
-            Wait::None => false,
+            Wait::None | Wait::Proxy => false,
             Wait::Body(w) => self.body_step(c, ctx, w),
-            Wait::Proxy => {
-                self.wait = Wait::Proxy;
-                self.proxy_step(c, ctx)
-            }
             Wait::Disk(slot) => {
                 let done = slot.lock().unwrap_or_else(|p| p.into_inner()).take();
                 let Some(found) = done else {
@@ -806,17 +809,19 @@ impl Stream {
         let bi = match be_at {
             Some((bi, _)) => bi,
             None => {
-                if let Some(a) = self.request_rules(
-                    c,
-                    &fe.http_request,
-                    &fe.matcher,
-                    &base,
-                    &mut st,
-                    None,
-                    fe_from,
-                    &body,
-                ) {
-                    return a;
+                if !no_rule_left(&fe.http_request, fe_from, &mut st) {
+                    if let Some(a) = self.request_rules(
+                        c,
+                        &fe.http_request,
+                        &fe.matcher,
+                        &base,
+                        &mut st,
+                        None,
+                        fe_from,
+                        &body,
+                    ) {
+                        return a;
+                    }
                 }
                 if let Some(a) = restrict_names(&mut st, fe.restrict_hdr_names, &c.w.limits) {
                     return a;
@@ -884,17 +889,19 @@ impl Stream {
                 0
             }
         };
-        if let Some(a) = self.request_rules(
-            c,
-            &backend.http_request,
-            &backend.matcher,
-            &base,
-            &mut st,
-            Some(bi),
-            be_from,
-            &body,
-        ) {
-            return a;
+        if !no_rule_left(&backend.http_request, be_from, &mut st) {
+            if let Some(a) = self.request_rules(
+                c,
+                &backend.http_request,
+                &backend.matcher,
+                &base,
+                &mut st,
+                Some(bi),
+                be_from,
+                &body,
+            ) {
+                return a;
+            }
         }
         if let Some(a) = restrict_names(&mut st, backend.restrict_hdr_names, &c.w.limits) {
             return a;
@@ -1896,6 +1903,25 @@ fn apply_edits(
     ];
     crate::rewrite::run_response(&sets, ctx, &mut head);
     (head.fields, head.status, head.denied)
+}
+
+/// Whether a proxy's `http-request` rules from `from` on are none (most
+/// proxies have none): then a run would only reset the mode, as it does
+/// when a proxy's rules start, and add no counter; done here, with no
+/// call.
+#[inline(always)]
+fn no_rule_left(
+    rules: &[crate::proxy::ReqRule],
+    from: usize,
+    st: &mut crate::rewrite::ReqState<'_>,
+) -> bool {
+    if from < rules.len() || st.counts != crate::proxy::RuleCounts::default() {
+        return false;
+    }
+    if from == 0 {
+        st.strict = true;
+    }
+    true
 }
 
 /// The sample context of an exchange on this connection, without request

@@ -557,6 +557,7 @@ impl<S: Exchange + Default + 'static> Conn<S> {
                 self.rend - self.rstart,
                 &self.w.limits,
                 &mut self.head,
+                false,
             ),
             None => Ok(PStatus::Complete(())),
         };
