@@ -99,6 +99,9 @@ pub struct RequestHead {
     /// DEL); `content-length` fields; a `te` (`trailers`), a `cookie`,
     /// an `expect: 100-continue` field.
     h1_values: bool,
+    /// Whether the request line is written in absolute form
+    /// ([`RequestHead::absolute_prefix`]), decided once by the checks.
+    absolute: bool,
     lengths: u32,
     te: bool,
     cookie: bool,
@@ -408,6 +411,7 @@ impl RequestHead {
         self.te = false;
         self.cookie = false;
         self.expect_continue = false;
+        self.absolute = false;
         // Each field's name and value were read once, as the decoder gave
         // them (or when they entered its table): their facts are bits.
         let mut seen = 0u16;
@@ -517,6 +521,14 @@ impl RequestHead {
         // authority names the target (§8.3.1), and the server gets it as
         // its `host` (HAProxy does the same).
         self.h1_values = seen & props::BAD_H1 == 0;
+        // (A valid authority has no `@`: no userinfo.)
+        let ps = self.list.props();
+        self.absolute = match (self.scheme, self.authority) {
+            (Some(s), Some(a)) => {
+                ps[s] & props::WEB_SCHEME != 0 && ps[a] & props::ABS_AUTHORITY != 0
+            }
+            _ => false,
+        };
         Ok(())
     }
 
@@ -555,11 +567,11 @@ impl RequestHead {
     /// case), the authority one an HTTP/1 absolute URI may carry (else the
     /// origin form, as before).
     fn absolute_prefix(&self) -> Option<(&[u8], &[u8])> {
+        if !self.absolute {
+            return None;
+        }
         let (s, a) = (self.scheme?, self.authority?);
-        let ps = self.list.props();
-        // (A valid authority has no `@`: no userinfo.)
-        let ok = ps[s] & props::WEB_SCHEME != 0 && ps[a] & props::ABS_AUTHORITY != 0;
-        ok.then(|| (self.list.get(s).1, self.list.get(a).1))
+        Some((self.list.get(s).1, self.list.get(a).1))
     }
 
     /// Whether the target [`RequestHead::write_h1`] writes is of the
@@ -572,15 +584,13 @@ impl RequestHead {
         let ps = self.list.props();
         let path = self.path?;
         let path_ok = ps[path] & props::TARGET_OK != 0;
-        Some(match self.absolute_prefix() {
-            None => path_ok,
-            Some(_) => {
-                let auth_ok = self
-                    .authority
-                    .is_some_and(|a| ps[a] & props::TARGET_OK != 0);
-                auth_ok && (path_ok || self.list.get(path).1 == b"*")
-            }
-        })
+        if !self.absolute {
+            return Some(path_ok);
+        }
+        let auth_ok = self
+            .authority
+            .is_some_and(|a| ps[a] & props::TARGET_OK != 0);
+        Some(auth_ok && (path_ok || self.list.get(path).1 == b"*"))
     }
 
     /// Whether a `te` field (`trailers`, the only one allowed) came.

@@ -1941,3 +1941,18 @@ fn eq_nocase_agrees_with_eq_ignore_ascii_case() {
     check(b"100-continue");
     check(b"sec-websocket-version");
 }
+
+#[test]
+fn decimal_writes_every_width_as_format_does() {
+    let mut vals = vec![0u64, 1, 9, u64::MAX, u64::MAX - 1];
+    let mut p = 1u64;
+    for _ in 0..19 {
+        p *= 10;
+        vals.extend([p - 1, p, p + 1, p / 2 * 3]);
+    }
+    vals.extend(0..=1000);
+    for n in vals {
+        let mut buf = [0u8; 20];
+        assert_eq!(super::decimal(n, &mut buf), n.to_string().as_bytes(), "{n}");
+    }
+}

@@ -224,17 +224,37 @@ pub fn push_decimal(out: &mut Vec<u8>, n: u64) {
     out.extend_from_slice(decimal(n, &mut digits));
 }
 
-/// Decimal digits of `n` on the stack.
+/// `00` to `99`, two bytes each: two digits per division.
+static DIGIT_PAIRS: [u8; 200] = {
+    let mut t = [0u8; 200];
+    let mut i = 0;
+    while i < 100 {
+        t[2 * i] = b'0' + (i / 10) as u8;
+        t[2 * i + 1] = b'0' + (i % 10) as u8;
+        i += 1;
+    }
+    t
+};
+
+/// Decimal digits of `n` on the stack, two at a time.
 pub(crate) fn decimal(n: u64, buf: &mut [u8; 20]) -> &[u8] {
     let mut i = buf.len();
     let mut n = n;
-    loop {
+    // At most 20 digits: nine pairs leave n below 100, the 20 bytes hold
+    // the last one or two.
+    while n >= 100 {
+        let d = (n % 100) as usize * 2;
+        n /= 100;
+        i -= 2;
+        buf[i..i + 2].copy_from_slice(&DIGIT_PAIRS[d..d + 2]);
+    }
+    if n >= 10 {
+        let d = n as usize * 2;
+        i -= 2;
+        buf[i..i + 2].copy_from_slice(&DIGIT_PAIRS[d..d + 2]);
+    } else {
         i -= 1;
-        buf[i] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
+        buf[i] = b'0' + n as u8;
     }
     &buf[i..]
 }

@@ -65,8 +65,29 @@ pub fn normalize_path(target: &[u8]) -> Result<String, Refusal> {
     }
     let mut out = SPARE_PATH.with(|s| s.take()).into_bytes();
     out.clear();
-    normalize_into(path, &mut out)?;
+    if is_clean(path) {
+        // Already in the form the decoding gives: copied as it is.
+        out.extend_from_slice(path);
+    } else {
+        normalize_into(path, &mut out)?;
+    }
     String::from_utf8(out).map_err(|_| Refusal::NotFound)
+}
+
+/// Whether `path` (starting with `/`) is its own normal form, in one pass
+/// over it: ASCII without `%` or NUL (nothing to decode, valid text), and
+/// no segment that [`normalize_into`] would drop or pop (no `//`, and no
+/// segment starting with `.`, which covers `.` and `..`; a dot-file's
+/// path takes the longer way, to the same result).
+fn is_clean(path: &[u8]) -> bool {
+    let mut after_slash = false;
+    for &c in path {
+        if c == b'%' || c == 0 || !c.is_ascii() || (after_slash && (c == b'/' || c == b'.')) {
+            return false;
+        }
+        after_slash = c == b'/';
+    }
+    true
 }
 
 thread_local! {

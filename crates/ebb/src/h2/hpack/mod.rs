@@ -138,18 +138,47 @@ impl HeaderList {
 
     #[inline(always)]
     fn push(&mut self, name: &[u8], value: &[u8], props: u16, max_list: usize) {
-        let len = name.len() + value.len();
-        self.list_size = self.list_size.saturating_add(len + ENTRY_OVERHEAD);
-        if self.too_large || self.list_size > max_list {
-            self.too_large = true;
+        if !self.room(name.len() + value.len(), max_list) {
             return;
         }
         let a = self.buf.len();
-        self.buf.reserve(len);
+        self.buf.reserve(name.len() + value.len());
         self.buf.extend_from_slice(name);
         self.buf.extend_from_slice(value);
-        let (b, c) = ((a + name.len()) as u32, self.buf.len() as u32);
-        let a = a as u32;
+        self.note(a, name.len(), props);
+    }
+
+    /// [`HeaderList::push`] of a field whose name and value are side by
+    /// side in `nv` (the name its first `name_len` bytes), as a dynamic
+    /// table entry is: one copy.
+    #[inline(always)]
+    fn push_joined(&mut self, nv: &[u8], name_len: usize, props: u16, max_list: usize) {
+        if !self.room(nv.len(), max_list) {
+            return;
+        }
+        let a = self.buf.len();
+        self.buf.extend_from_slice(nv);
+        self.note(a, name_len, props);
+    }
+
+    /// Counts a field of `len` bytes (name and value) in the list's size:
+    /// whether it is kept (the list is not past `max_list`).
+    #[inline(always)]
+    fn room(&mut self, len: usize, max_list: usize) -> bool {
+        self.list_size = self.list_size.saturating_add(len + ENTRY_OVERHEAD);
+        if self.too_large || self.list_size > max_list {
+            self.too_large = true;
+            return false;
+        }
+        true
+    }
+
+    /// Records the field just copied to `buf[at..]`, its name the first
+    /// `name_len` bytes.
+    #[inline(always)]
+    fn note(&mut self, at: usize, name_len: usize, props: u16) {
+        let (b, c) = ((at + name_len) as u32, self.buf.len() as u32);
+        let a = at as u32;
         self.fields.push(Field {
             name: crate::http1::Span { start: a, end: b },
             value: crate::http1::Span { start: b, end: c },
@@ -243,9 +272,17 @@ impl Decoder {
             if b & 0x80 != 0 {
                 // §6.1 indexed field.
                 let idx = decode_int(block, &mut pos, 7)?;
-                let (name, value, props) = self.lookup(idx)?;
                 // Past the limit `push` only counts (the bomb case).
-                out.push(name, value, props, max_list);
+                if idx > STATIC.len() {
+                    let (nv, nl, props) = self
+                        .table
+                        .get_joined(idx - STATIC.len() - 1)
+                        .ok_or(HpackError::BadIndex)?;
+                    out.push_joined(nv, nl, props, max_list);
+                } else {
+                    let (name, value, props) = self.lookup(idx)?;
+                    out.push(name, value, props, max_list);
+                }
                 fields_seen = true;
             } else if b & 0x40 != 0 {
                 // §6.2.1 literal with incremental indexing.

@@ -203,6 +203,16 @@ impl DynTable {
         Some((n, v, p))
     }
 
+    /// Entry `i` (0 the newest) as its name and value together, the
+    /// name's length and its props: the store keeps the two side by side,
+    /// so a decoded list copies an entry in one piece.
+    #[inline]
+    pub fn get_joined(&self, i: usize) -> Option<(&[u8], usize, u16)> {
+        let &(off, nl, vl, p) = self.entries.get(self.entries.len().checked_sub(i + 1)?)?;
+        let (off, nl, vl) = (off as usize, nl as usize, vl as usize);
+        Some((self.store.get(off..off + nl + vl)?, nl, p))
+    }
+
     fn evict_to(&mut self, target: usize) {
         while self.size > target {
             let Some((_, nl, vl, _)) = self.entries.pop_front() else {

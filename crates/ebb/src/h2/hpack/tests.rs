@@ -544,3 +544,22 @@ fn props_are_those_of_the_bytes_whichever_representation_brought_them() {
     assert_eq!(l.props()[0], field_props(b"x-secret", b"s") | P::NEVER);
     assert!(l.never_indexed(0));
 }
+
+/// A field taken from the dynamic table (copied in one piece, name and
+/// value side by side there) is the field and props its literal gave.
+#[test]
+fn a_dynamic_entry_decodes_as_its_literal_did() {
+    let mut d = Decoder::new(4096);
+    let mut lit = HeaderList::default();
+    let block =
+        hex("400a 6375 7374 6f6d 2d6b 6579 0d63 7573 746f 6d2d 6865 6164 6572 4104 6869 6e74");
+    d.decode(&block, 1 << 20, &mut lit).unwrap();
+    let mut idx = HeaderList::default();
+    // 0xbe: the newest entry (`:authority: hint`), 0xbf the one before.
+    d.decode(&[0xbe, 0xbf, 0x82], 1 << 20, &mut idx).unwrap();
+    let want = [("custom-key", "custom-header"), (":authority", "hint")];
+    assert_eq!(list(&lit), pairs(&want));
+    assert_eq!(list(&idx), pairs(&[want[1], want[0], (":method", "GET")]));
+    assert_eq!(idx.props()[..2], [lit.props()[1], lit.props()[0]]);
+    assert_eq!(idx.list_size, lit.list_size + 32 + 10);
+}
