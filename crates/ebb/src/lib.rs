@@ -28,6 +28,7 @@ pub(crate) mod mux;
 pub mod mworker;
 pub(crate) mod net;
 pub mod peers;
+pub mod per_thread;
 pub mod program;
 pub mod proxy;
 pub mod proxyproto;

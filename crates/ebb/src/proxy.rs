@@ -387,11 +387,11 @@ impl ServersRt {
 pub const DEFAULT_CONNECT_MS: u32 = 5_000;
 pub const DEFAULT_SERVER_MS: u32 = 60_000;
 
-/// HTTP counters of a frontend or a backend (all threads together; read
-/// by the stats page, `show stat` and the Prometheus exporter). Counted
-/// where a request's answer is complete ([`count_request`]).
+/// The counters of [`HttpCounters`] that every request moves, one copy
+/// per thread ([`crate::per_thread`]): read through
+/// [`HttpCounters::requests`] and its siblings, which add the copies up.
 #[derive(Default)]
-pub struct HttpCounters {
+pub struct PerRequest {
     pub requests: AtomicU64,
     /// Responses by status class: 1xx, 2xx, 3xx, 4xx, 5xx, other.
     pub hrsp: [AtomicU64; 6],
@@ -399,6 +399,20 @@ pub struct HttpCounters {
     pub bytes_in: AtomicU64,
     /// Response bytes sent (head and body).
     pub bytes_out: AtomicU64,
+    /// Frontends: requests answered by the frontend itself (HAProxy's
+    /// `intercepted`: `return`, `redirect`, `auth`, `use-service`, the
+    /// stats page and `monitor-uri`, from the frontend's rules).
+    pub intercepted: AtomicU64,
+}
+
+/// HTTP counters of a frontend or a backend (all threads together; read
+/// by the stats page, `show stat` and the Prometheus exporter). Counted
+/// where a request's answer is complete ([`count_request`]).
+#[derive(Default)]
+pub struct HttpCounters {
+    /// Requests, answers by class, bytes in and out, intercepted: moved
+    /// at every request, so each thread counts in its own copy.
+    pub per_req: crate::per_thread::PerThread<PerRequest>,
     /// Requests refused by a `deny` rule.
     pub denied: AtomicU64,
     /// Frontends: requests that could not be read (malformed, cut short
@@ -422,10 +436,6 @@ pub struct HttpCounters {
     pub internal_errors: AtomicU64,
     pub cache_lookups: AtomicU64,
     pub cache_hits: AtomicU64,
-    /// Frontends: requests answered by the frontend itself (HAProxy's
-    /// `intercepted`: `return`, `redirect`, `auth`, `use-service`, the
-    /// stats page and `monitor-uri`, from the frontend's rules).
-    pub intercepted: AtomicU64,
     /// Frontends: connections and sessions refused by a `tcp-request
     /// connection|session reject` (HAProxy's `dcon`, `dses`; not
     /// `silent-drop`).
@@ -436,12 +446,15 @@ pub struct HttpCounters {
 impl HttpCounters {
     /// Zeroes every counter (`clear counters all`).
     pub fn clear(&self) {
-        self.requests.store(0, Ordering::Relaxed);
-        for h in &self.hrsp {
-            h.store(0, Ordering::Relaxed);
+        for c in self.per_req.all() {
+            c.requests.store(0, Ordering::Relaxed);
+            for h in &c.hrsp {
+                h.store(0, Ordering::Relaxed);
+            }
+            c.bytes_in.store(0, Ordering::Relaxed);
+            c.bytes_out.store(0, Ordering::Relaxed);
+            c.intercepted.store(0, Ordering::Relaxed);
         }
-        self.bytes_in.store(0, Ordering::Relaxed);
-        self.bytes_out.store(0, Ordering::Relaxed);
         self.denied.store(0, Ordering::Relaxed);
         self.failed_req.store(0, Ordering::Relaxed);
         self.comp_in.store(0, Ordering::Relaxed);
@@ -451,9 +464,39 @@ impl HttpCounters {
         self.internal_errors.store(0, Ordering::Relaxed);
         self.cache_lookups.store(0, Ordering::Relaxed);
         self.cache_hits.store(0, Ordering::Relaxed);
-        self.intercepted.store(0, Ordering::Relaxed);
         self.denied_conn.store(0, Ordering::Relaxed);
         self.denied_sess.store(0, Ordering::Relaxed);
+    }
+
+    /// This thread's copy of the per-request counters, to count in.
+    #[inline]
+    pub fn local(&self) -> &PerRequest {
+        self.per_req.local()
+    }
+
+    /// Requests counted, every thread's together.
+    pub fn requests(&self) -> u64 {
+        self.per_req.sum(|c| c.requests.load(Ordering::Relaxed))
+    }
+
+    /// Answers by status class ([`status_class`]), every thread's together.
+    pub fn hrsp(&self) -> [u64; 6] {
+        std::array::from_fn(|k| self.per_req.sum(|c| c.hrsp[k].load(Ordering::Relaxed)))
+    }
+
+    /// Request head bytes received, every thread's together.
+    pub fn bytes_in(&self) -> u64 {
+        self.per_req.sum(|c| c.bytes_in.load(Ordering::Relaxed))
+    }
+
+    /// Response bytes sent, every thread's together.
+    pub fn bytes_out(&self) -> u64 {
+        self.per_req.sum(|c| c.bytes_out.load(Ordering::Relaxed))
+    }
+
+    /// Requests the frontend answered itself, every thread's together.
+    pub fn intercepted(&self) -> u64 {
+        self.per_req.sum(|c| c.intercepted.load(Ordering::Relaxed))
     }
 
     /// Adds what a proxy's request rules did.
@@ -498,6 +541,7 @@ pub fn status_class(status: u16) -> usize {
 pub fn count_request(fe: &FrontendRt, be: Option<&BackendRt>, status: u16, bytes: u64) {
     let class = status_class(status);
     for c in std::iter::once(&fe.http).chain(be.map(|b| &b.http)) {
+        let c = c.local();
         c.requests.fetch_add(1, Ordering::Relaxed);
         c.hrsp[class].fetch_add(1, Ordering::Relaxed);
         c.bytes_out.fetch_add(bytes, Ordering::Relaxed);

@@ -1464,3 +1464,99 @@ fn failed_requests_are_counted_as_haproxy_counts_them() {
         assert_eq!(failed_seen(fe, m), [3, 4, 3], "haproxy")
     });
 }
+
+/// A frontend of two threads answering `/a` with a 200 and anything else
+/// with a 404 itself, and its admin socket.
+fn threads_cfg(sock: &std::path::Path, bind: &str) -> String {
+    format!(
+        "global\n    stats socket {} level admin\n    nbthread 2\n\
+         defaults\n    mode http\n    timeout client 10s\n    timeout server 10s\n    timeout connect 5s\n\
+         frontend fe\n    bind {bind}\n\
+         \x20   http-request return status 200 content-type text/plain string \"hello\" if {{ path /a }}\n\
+         \x20   http-request return status 404 content-type text/plain string \"none\"\n",
+        sock.display()
+    )
+}
+
+/// One answer read whole from `s` (its head and `Content-Length` body):
+/// its status and its length in bytes.
+fn raw_answer(s: &mut std::net::TcpStream, buf: &mut Vec<u8>) -> (u16, usize) {
+    use std::io::Read;
+    let mut chunk = [0u8; 4096];
+    loop {
+        if let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n").map(|i| i + 4) {
+            let head = String::from_utf8_lossy(&buf[..end]).to_ascii_lowercase();
+            let len: usize = head
+                .lines()
+                .find_map(|l| l.strip_prefix("content-length:"))
+                .map_or(0, |v| v.trim().parse().unwrap());
+            if buf.len() >= end + len {
+                let status = head[9..12].parse().unwrap();
+                buf.drain(..end + len);
+                return (status, end + len);
+            }
+        }
+        let n = s.read(&mut chunk).unwrap();
+        assert!(n > 0, "closed before a whole answer");
+        buf.extend_from_slice(&chunk[..n]);
+    }
+}
+
+/// Runs 8 keep-alive clients at once on `fe`, 25 requests each (`/a` and
+/// `/b` in turn: 13 and 12); returns the request bytes sent and answer bytes read.
+fn threads_load(fe: std::net::SocketAddr) -> (usize, usize) {
+    use std::io::Write;
+    let hs: Vec<_> = (0..8)
+        .map(|_| {
+            std::thread::spawn(move || {
+                let mut s = std::net::TcpStream::connect(fe).unwrap();
+                s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+                let (mut sent, mut got, mut buf) = (0, 0, Vec::new());
+                for i in 0..25 {
+                    let path = if i % 2 == 0 { "/a" } else { "/b" };
+                    let req = format!("GET {path} HTTP/1.1\r\nHost: h\r\n\r\n");
+                    s.write_all(req.as_bytes()).unwrap();
+                    sent += req.len();
+                    let (st, n) = raw_answer(&mut s, &mut buf);
+                    assert_eq!(st, if i % 2 == 0 { 200 } else { 404 });
+                    got += n;
+                }
+                (sent, got)
+            })
+        })
+        .collect();
+    hs.into_iter()
+        .map(|h| h.join().unwrap())
+        .fold((0, 0), |a, b| (a.0 + b.0, a.1 + b.1))
+}
+
+/// The frontend row's columns `cols` of `show stat`.
+fn fe_cols<const N: usize>(sock: &std::path::Path, cols: [&str; N]) -> [u64; N] {
+    let row = stat_row(sock, "fe", "FRONTEND");
+    cols.map(|c| row.get(c).and_then(|v| v.parse().ok()).unwrap_or(u64::MAX))
+}
+
+/// The per-request counters (requests, answers by class, bytes, requests
+/// the frontend answered itself) are kept per thread and added up when
+/// read: with two threads answering at once, `show stat`, `show info` and
+/// the exporter's figures are every request's, and `clear counters all`
+/// zeroes them; HAProxy shows the same counts.
+#[test]
+fn per_request_counters_of_two_threads_add_up() {
+    let (e, sock) = ebb_with_admin("thrcount", threads_cfg);
+    let (sent, got) = threads_load(e.addrs[0]);
+    let cols = ["req_tot", "hrsp_2xx", "hrsp_4xx", "intercepted"];
+    assert_eq!(fe_cols(&sock, cols), [200, 104, 96, 200]);
+    assert_eq!(fe_cols(&sock, ["bin", "bout"]), [sent as u64, got as u64]);
+    let info = cli_cmd(&sock, "show info");
+    assert!(info.contains("\nCumReq: 200\n"), "{info}");
+    cli_cmd(&sock, "clear counters all");
+    assert_eq!(fe_cols(&sock, cols), [0; 4]);
+    assert_eq!(fe_cols(&sock, ["bin", "bout"]), [0, 0]);
+    // HAProxy counts the same requests and answers.
+    let Some((h, bind)) = haproxy_beside("thrcount", threads_cfg) else {
+        return;
+    };
+    threads_load(bind);
+    assert_eq!(fe_cols(&h.sock, cols), [200, 104, 96, 200], "haproxy");
+}

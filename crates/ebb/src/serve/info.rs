@@ -27,16 +27,8 @@ pub(crate) fn uptime(start: SystemTime) -> (u64, String) {
 pub(crate) fn info_values(p: &Process) -> Vec<(&'static str, String)> {
     let c = p.live.compiled();
     let (up_s, up) = uptime(p.start);
-    let req: u64 = c
-        .frontends
-        .iter()
-        .map(|f| f.http.requests.load(Ordering::Relaxed))
-        .sum();
-    let out: u64 = c
-        .frontends
-        .iter()
-        .map(|f| f.http.bytes_out.load(Ordering::Relaxed))
-        .sum();
+    let req: u64 = c.frontends.iter().map(|f| f.http.requests()).sum();
+    let out: u64 = c.frontends.iter().map(|f| f.http.bytes_out()).sum();
     let spliced: u64 = c
         .frontends
         .iter()

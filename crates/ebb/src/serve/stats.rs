@@ -326,20 +326,18 @@ fn fe_row(i: usize, fe: &FrontendRt) -> Row {
     r.scur = u64::from(fe.cur_conns());
     r.slim = fe.maxconn.map(u64::from);
     r.stot = ld(&fe.sessions);
-    r.bin = ld(&fe.http.bytes_in);
-    r.bout = ld(&fe.http.bytes_out);
+    r.bin = fe.http.bytes_in();
+    r.bout = fe.http.bytes_out();
     r.dreq = ld(&fe.http.denied);
     r.ereq = ld(&fe.http.failed_req);
     r.status = "OPEN".into();
     r.smax = Some(peak(format!("fe/{}/c", fe.name), r.scur));
-    for (k, h) in fe.http.hrsp.iter().enumerate() {
-        r.hrsp[k] = ld(h);
-    }
-    let req = ld(&fe.http.requests);
+    r.hrsp = fe.http.hrsp();
+    let req = fe.http.requests();
     r.req_tot = Some(req);
     r.comp = http_comp(&fe.http);
     r.rules = rule_counts(&fe.http);
-    r.intercepted = Some(ld(&fe.http.intercepted));
+    r.intercepted = Some(fe.http.intercepted());
     r.denied = Some((ld(&fe.http.denied_conn), ld(&fe.http.denied_sess)));
     (r.rate, r.rate_max) = rate(format!("fe/{}/s", fe.name), r.stot);
     (r.req_rate, r.req_rate_max) = rate(format!("fe/{}/r", fe.name), req);
@@ -525,15 +523,13 @@ fn be_row(i: usize, be: &BackendRt) -> Row {
         Some(ld(&h.total_conns)),
         Some(ld(&h.total_streams)),
     ];
-    r.bout = ld(&be.http.bytes_out);
-    r.bin = ld(&be.http.bytes_in);
-    let req = ld(&be.http.requests);
+    r.bout = be.http.bytes_out();
+    r.bin = be.http.bytes_in();
+    let req = be.http.requests();
     r.req_tot = Some(req);
     r.comp = http_comp(&be.http);
     r.rules = rule_counts(&be.http);
-    for (k, h) in be.http.hrsp.iter().enumerate() {
-        r.hrsp[k] = ld(h);
-    }
+    r.hrsp = be.http.hrsp();
     match &be.kind {
         BackendKind::Servers(sv) => {
             let f = &sv.farm;

@@ -241,6 +241,13 @@ pub struct Stream {
     /// `100 Continue` was sent for the current request (a wait for its
     /// body).
     continued: bool,
+    /// A reference to the connection's frontend held across its requests
+    /// ([`Stream::dispatch`] lends it to the answer it carries out while
+    /// the connection is borrowed): no shared reference count moved per
+    /// request (that count's cache line, which also holds the frontend's
+    /// first fields, would travel between the threads at every request).
+    /// Dropped when the stream goes back to the pool.
+    fe_held: Option<Arc<FrontendRt>>,
 }
 
 /// A cached file is a body the client side can send.
@@ -487,8 +494,10 @@ impl Stream {
             page_backend,
             continued,
             late_rule,
+            fe_held,
         } = self;
         *late_rule = None;
+        *fe_held = None;
         // Its backend is its connection's frontend's: not kept past it.
         *up_spare = None;
         *wait_backend = 0;
@@ -948,6 +957,7 @@ impl Stream {
             .requests
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         c.fe.http
+            .local()
             .bytes_in
             .fetch_add(c.head.head_len as u64, std::sync::atomic::Ordering::Relaxed);
         self.resp_start = c.wbuf.len();
@@ -990,12 +1000,22 @@ impl Stream {
         self.dispatch(c, ctx, act);
     }
 
-    /// Carries out the answer [`Stream::decide`] chose.
+    /// Carries out the answer [`Stream::decide`] chose, with the
+    /// frontend the stream holds for its connection ([`Stream::fe_held`]).
     fn dispatch(&mut self, c: &mut H1, ctx: &mut Ctx, act: Act) {
+        let fe = match self.fe_held.take() {
+            Some(f) if Arc::ptr_eq(&f, &c.fe) => f,
+            _ => Arc::clone(&c.fe),
+        };
+        self.dispatch_with(c, ctx, act, &fe);
+        self.fe_held = Some(fe);
+    }
+
+    /// [`Stream::dispatch`]'s work, `fe` being the connection's frontend.
+    fn dispatch_with(&mut self, c: &mut H1, ctx: &mut Ctx, act: Act, fe: &Arc<FrontendRt>) {
         let keep_alive = self.keep_alive;
         let version = c.head.version;
         let head_req = c.head.method == Method::Head;
-        let fe = Arc::clone(&c.fe);
         match act {
             Act::WaitBody(w) => self.wait_body(c, ctx, w),
             Act::Auth(bi, realm) => {
@@ -1008,7 +1028,7 @@ impl Stream {
                 match fe.error_replies.iter().find(|(s, _)| *s == 401) {
                     Some((_, p)) => {
                         let be_name = bi.and_then(|b| fe.backends.get(b)).map(|b| b.name.clone());
-                        self.answer_prepared(c, &fe, p, keep_alive, be_name.as_deref(), &hdr);
+                        self.answer_prepared(c, fe, p, keep_alive, be_name.as_deref(), &hdr);
                     }
                     None => match fe.errorfile(401) {
                         // Sent as written, the field added after its
@@ -1083,13 +1103,13 @@ impl Stream {
                             c.wbuf.extend_from_slice(bytes);
                             c.closing = true;
                         }
-                        None => self.error_answer(c, &fe, st, keep_alive, be_name),
+                        None => self.error_answer(c, fe, st, keep_alive, be_name),
                     }
                     self.local_term = Some("LR");
                     self.finish_return(c, ctx, st, be);
                     return;
                 }
-                self.answer_done(c, &fe, p, done.as_deref(), keep_alive, be_name, &[]);
+                self.answer_done(c, fe, p, done.as_deref(), keep_alive, be_name, &[]);
                 let st = p.status;
                 self.local_term = Some("LR");
                 self.finish_return(c, ctx, st, be);
@@ -1175,7 +1195,7 @@ impl Stream {
                 let be_name = be
                     .and_then(|b| c.fe.backends.get(b))
                     .map(|b| b.name.clone());
-                self.error_answer(c, &fe, st, keep_alive, be_name.as_deref());
+                self.error_answer(c, fe, st, keep_alive, be_name.as_deref());
                 self.local_term = Some("PR");
                 self.finish_return(c, ctx, st, be);
             }
@@ -2040,6 +2060,7 @@ fn stats_post_waits(a: &Act, head: &crate::http1::RequestHead, body: &BodyNow) -
 /// Counts a request the frontend answered itself.
 fn intercepted(fe: &FrontendRt) {
     fe.http
+        .local()
         .intercepted
         .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
 }

@@ -970,6 +970,7 @@ impl Session {
             s.counters.bytes_out.fetch_add(bytes_out, Ordering::Relaxed);
         }
         for c in std::iter::once(&self.fe.http).chain(self.be.as_ref().map(|b| &b.http)) {
+            let c = c.local();
             c.bytes_in.fetch_add(bytes_in, Ordering::Relaxed);
             c.bytes_out.fetch_add(bytes_out, Ordering::Relaxed);
         }

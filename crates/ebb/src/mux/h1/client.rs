@@ -1091,8 +1091,9 @@ impl<S: Exchange + Default + 'static> Conn<S> {
     fn count_failed_request(&self, status: u16) {
         use std::sync::atomic::Ordering::Relaxed;
         let h = &self.fe.http;
-        h.requests.fetch_add(1, Relaxed);
         h.failed_req.fetch_add(1, Relaxed);
+        let h = h.local();
+        h.requests.fetch_add(1, Relaxed);
         let class = usize::from(status / 100).wrapping_sub(1).min(5);
         h.hrsp[class].fetch_add(1, Relaxed);
     }
