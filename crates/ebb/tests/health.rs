@@ -566,15 +566,8 @@ fn bad_values_are_refused() {
     .iter()
     .enumerate()
     {
-        let f = format!("f{i}.cfg");
-        std::fs::write(dir.join(&f), format!("{head}{lines}")).unwrap();
-        let (rc, _out, err) = run_ebb(&["-c", "-f", &f], &dir);
-        assert_ne!(rc, 0, "{lines}");
-        assert!(err.contains(what), "{err}");
-        if *hap_refuses {
-            let refused = haproxy_refuses(&dir.join(&f));
-            assert!(refused != Some(false), "haproxy accepted {lines}");
-        }
+        let text = format!("{head}{lines}");
+        assert_refused(&dir, &format!("f{i}.cfg"), &text, what, *hap_refuses);
     }
     for (i, v) in ["51", "-1", "x"].iter().enumerate() {
         let f = format!("g{i}.cfg");

@@ -90,11 +90,7 @@ fn send_name_header_names_the_server_tried_last() {
 fn refused(name: &str, cases: &[(String, &str)]) {
     let dir = scratch(name);
     for (i, (text, what)) in cases.iter().enumerate() {
-        let f = format!("f{i}.cfg");
-        std::fs::write(dir.join(&f), text).unwrap();
-        let (rc, _out, err) = run_ebb(&["-c", "-f", &f], &dir);
-        assert_ne!(rc, 0, "{text}");
-        assert!(err.contains(what), "{err}");
+        assert_refused(&dir, &format!("f{i}.cfg"), text, what, false);
     }
 }
 

@@ -102,15 +102,8 @@ fn bad_server_ids_and_unsupported_options_are_refused() {
     .iter()
     .enumerate()
     {
-        let f = format!("f{i}.cfg");
-        std::fs::write(dir.join(&f), format!("{head}{lines}")).unwrap();
-        let (rc, _out, err) = run_ebb(&["-c", "-f", &f], &dir);
-        assert_ne!(rc, 0, "{lines}");
-        assert!(err.contains(what), "{err}");
-        if i < 2 {
-            let refused = haproxy_refuses(&dir.join(&f));
-            assert!(refused != Some(false), "haproxy accepted {lines}");
-        }
+        let text = format!("{head}{lines}");
+        assert_refused(&dir, &format!("f{i}.cfg"), &text, what, i < 2);
     }
 }
 

@@ -566,6 +566,20 @@ pub fn haproxy_with(name: &str, rest: &str) -> Option<Hap> {
     Some(Hap { child, sock })
 }
 
+/// Writes `text` as `dir/file` and asserts that `ebb -c` refuses it with
+/// an error containing `what`; with `haproxy_too`, that `haproxy -c`
+/// refuses it as well (when haproxy is installed).
+pub fn assert_refused(dir: &Path, file: &str, text: &str, what: &str, haproxy_too: bool) {
+    std::fs::write(dir.join(file), text).unwrap();
+    let (rc, _out, err) = run_ebb(&["-c", "-f", file], dir);
+    assert_ne!(rc, 0, "{text}");
+    assert!(err.contains(what), "{err}");
+    if haproxy_too {
+        let refused = haproxy_refuses(&dir.join(file));
+        assert!(refused != Some(false), "haproxy accepted {text}");
+    }
+}
+
 /// Whether `haproxy -c` refuses the configuration file `cfg` (run in
 /// that file's directory); None when haproxy is not installed.
 pub fn haproxy_refuses(cfg: &Path) -> Option<bool> {
