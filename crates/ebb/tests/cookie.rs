@@ -11,7 +11,7 @@ use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use common::{have, raw, scratch, wait_until, Ebb};
+use common::{came_within, have, raw, scratch, wait_until, Ebb};
 
 /// An origin that names itself (`X-Srv`), echoes the `Cookie` it
 /// received (`X-Seen`, `-` when none) and sets `SRV=app` when the path
@@ -184,10 +184,7 @@ fn haproxy_run_once(mode: &str, s1: SocketAddr, s2: SocketAddr) -> Option<(Seen,
             .cloned()
             .collect()
     };
-    let until = std::time::Instant::now() + Duration::from_secs(30);
-    while logged().len() < REQS.len() && std::time::Instant::now() < until {
-        std::thread::sleep(Duration::from_millis(2));
-    }
+    came_within(Duration::from_secs(30), || logged().len() >= REQS.len());
     let _ = child.kill();
     let _ = child.wait();
     let l = logged();

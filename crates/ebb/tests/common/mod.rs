@@ -377,12 +377,24 @@ pub fn have(cmd: &str) -> bool {
 /// Waits until `cond` holds, checking every few milliseconds; panics with
 /// `what` after 30 s (a bound far from any expected wait, so a loaded
 /// machine does not fail the test: the wait ends on the event, not time).
-pub fn wait_until(what: &str, mut cond: impl FnMut() -> bool) {
-    let until = std::time::Instant::now() + Duration::from_secs(30);
+pub fn wait_until(what: &str, cond: impl FnMut() -> bool) {
+    assert!(
+        came_within(Duration::from_secs(30), cond),
+        "never happened: {what}"
+    );
+}
+
+/// Whether `cond` comes to hold within `limit`, checked every few
+/// milliseconds (the wait ends as soon as it does).
+pub fn came_within(limit: Duration, mut cond: impl FnMut() -> bool) -> bool {
+    let until = std::time::Instant::now() + limit;
     while !cond() {
-        assert!(std::time::Instant::now() < until, "never happened: {what}");
+        if std::time::Instant::now() >= until {
+            return false;
+        }
         std::thread::sleep(Duration::from_millis(2));
     }
+    true
 }
 
 /// One command on a CLI socket; the whole answer.
