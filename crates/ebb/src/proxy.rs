@@ -728,6 +728,12 @@ pub struct FrontendRt {
     pub server_close: bool,
     /// `option idle-close-on-response` (see [`crate::drain`]).
     pub idle_close_on_response: bool,
+    /// `option abortonclose` reached this frontend (from its `defaults`
+    /// or as a `listen`): HAProxy 2.6 watches a client for its close
+    /// while the request is served only when the frontend has it too
+    /// (it decides that while the frontend is still the stream's
+    /// backend), so a backend's option alone aborts nothing.
+    pub abort_on_close: bool,
     /// `option nolinger`: client connections close with a RST (SO_LINGER
     /// 0, set on the listeners), a tcp session's without a FIN first.
     pub nolinger: bool,
@@ -1667,6 +1673,7 @@ pub fn compile_keeping(
                 keep_alive: p.options.conn_mode != HttpConnMode::Close,
                 server_close: p.options.conn_mode != HttpConnMode::KeepAlive,
                 idle_close_on_response: p.options.idle_close_on_response,
+                abort_on_close: p.options.abortonclose,
                 nolinger: p.options.nolinger,
                 dontlog_normal: p.options.dontlog_normal,
                 log_errors: p.options.log_separate_errors,

@@ -564,84 +564,147 @@ fn set_timeout_takes_server_or_tunnel_in_a_backend() {
     }
 }
 
-/// `option abortonclose` (backend `on`) against the default (`off`): a
-/// client that closes its side while its request is queued is dropped
-/// (`CQ`, the server never sees it) or, by default, still served; one
-/// that closes while the server has not answered has the server
-/// connection closed (`CH`, 400 in the log, as HAProxy 2.6).
+/// `option abortonclose`: a client that closes its side while its request
+/// is queued is dropped (`CQ`, the server never sees it) when the option
+/// reached both the backend and the frontend (HAProxy 2.6 decides whether
+/// to watch the client while the frontend is still the stream's backend,
+/// so the option counts only from `defaults` or in a `listen`); a backend
+/// that says `no option abortonclose`, or one that has the option while
+/// its frontend has not, still serves it. HAProxy beside it, the same.
 #[test]
 fn abortonclose_drops_requests_whose_client_left() {
-    use std::sync::atomic::Ordering;
-    let gates = [
-        common::origin::Gate::default(),
-        common::origin::Gate::default(),
+    let cfg = |binds: [&str; 2], sock: Option<&std::path::Path>, o: [std::net::SocketAddr; 3]| {
+        let stats = sock
+            .map(|p| format!("global\n    stats socket {}\n", p.display()))
+            .unwrap_or_default();
+        format!(
+            "{stats}defaults\n    mode http\n    option abortonclose\n    timeout client 30s\n    timeout server 30s\n    timeout connect 5s\n    timeout queue 30s\n\
+             frontend fe\n    bind {}\n    log stdout format raw local0\n    option httplog\n    use_backend off if {{ path_beg /off }}\n    default_backend on\n\
+             backend on\n    server s {} maxconn 1\n\
+             backend off\n    no option abortonclose\n    server s {} maxconn 1\n\
+             defaults\n    mode http\n    timeout client 30s\n    timeout server 30s\n    timeout connect 5s\n    timeout queue 30s\n\
+             frontend fe2\n    bind {}\n    default_backend beonly\n\
+             backend beonly\n    option abortonclose\n    server s {} maxconn 1\n",
+            binds[0], o[0], o[1], binds[1], o[2]
+        )
+    };
+    // (frontend, path, backend, aborted)
+    let cases = [
+        (0, "/on", "on", true),
+        (0, "/off", "off", false),
+        (1, "/beonly", "beonly", false),
     ];
-    let origins = [
-        Origin::start("aoc-on", Mode::Gate(gates[0].clone())),
-        Origin::start("aoc-off", Mode::Gate(gates[1].clone())),
-    ];
+    let origins = || {
+        let gates = [(); 3].map(|_| common::origin::Gate::default());
+        let os = [0, 1, 2].map(|i| Origin::start("aoc", Mode::Gate(gates[i].clone())));
+        (gates, os)
+    };
+    let (gates, os) = origins();
     let d = scratch("aoc");
     let sock = d.join("s.sock");
-    let e = Ebb::start(&format!(
-        "global\n    stats socket {}\n    log stdout format raw local0\n\
-         defaults\n    mode http\n    timeout client 30s\n    timeout server 30s\n    timeout connect 5s\n    timeout queue 30s\n\
-         frontend fe\n    bind BIND\n    log global\n    option httplog\n    use_backend off if {{ path_beg /off }}\n    default_backend on\n\
-         backend on\n    option abortonclose\n    server s {} maxconn 1\n\
-         backend off\n    server s {} maxconn 1\n",
-        sock.display(),
-        origins[0].addr,
-        origins[1].addr
+    let e = Ebb::start(&cfg(
+        ["BIND", "BIND"],
+        Some(&sock),
+        std::array::from_fn(|i| os[i].addr),
     ));
-    for (i, be) in ["on", "off"].into_iter().enumerate() {
-        let (o, gate) = (&origins[i], &gates[i]);
-        let mut first = Client::connect(e.addr());
-        first.send(format!("GET /{be}/1 HTTP/1.1\r\nHost: t\r\n\r\n").as_bytes());
-        wait_until("the first request at the server", || {
-            o.busy.load(Ordering::SeqCst) == 1
-        });
-        let mut second = Client::connect(e.addr());
-        second.send(format!("GET /{be}/2 HTTP/1.1\r\nHost: t\r\n\r\n").as_bytes());
-        wait_until("the second one queued", || {
-            backend_qcur(&sock, be) == Some(1)
-        });
-        second.s.shutdown(std::net::Shutdown::Write).unwrap();
-        if be == "on" {
+    for (i, &(fe, path, be, aborted)) in cases.iter().enumerate() {
+        queued_client_leaves(e.addrs[fe], &sock, path, be, &os[i], &gates[i], aborted);
+        if aborted {
             let l = e
-                .wait_stdout("/on/2", Duration::from_secs(10))
+                .wait_stdout(&format!("{path}/2"), Duration::from_secs(10))
                 .expect("log line");
             assert!(
                 l.contains("on/<NOSRV>") && l.contains(" -1 ") && l.contains(" CQ-- "),
                 "{l}"
             );
-            assert!(second.closed());
-            gate.open();
-            assert_eq!(first.read_resp().status, 200);
-            let heads = o.heads.lock().unwrap().clone();
-            assert!(!heads.iter().any(|h| h.contains("/on/2")), "{heads:?}");
-        } else {
-            gate.open();
-            assert_eq!(first.read_resp().status, 200);
-            assert_eq!(second.read_resp().status, 200, "served without the option");
+        }
+    }
+    let (gates, os) = origins();
+    let ports = [free_port(), free_port()];
+    let binds = ports.map(|p| format!("127.0.0.1:{p}"));
+    if let Some(h) = haproxy_with(
+        "aoc-hap",
+        &cfg(
+            [&binds[0], &binds[1]],
+            None,
+            std::array::from_fn(|i| os[i].addr),
+        ),
+    ) {
+        for (i, &(fe, path, be, aborted)) in cases.iter().enumerate() {
+            let a: std::net::SocketAddr = binds[fe].parse().unwrap();
+            queued_client_leaves(a, &h.sock, path, be, &os[i], &gates[i], aborted);
         }
     }
 }
 
-#[test]
-fn abortonclose_closes_the_server_connection_of_a_client_that_left() {
-    let o = Origin::start("stall", Mode::Stall);
-    let e = Ebb::start(&format!(
-        "global\n    log stdout format raw local0\n\
-         defaults\n    mode http\n    timeout client 30s\n    timeout server 30s\n    timeout connect 5s\n\
-         frontend fe\n    bind BIND\n    log global\n    option httplog\n    default_backend be\n\
-         backend be\n    option abortonclose\n    server s {}\n",
-        o.addr
-    ));
-    let mut c = Client::connect(e.addr());
-    c.send(b"GET /gone HTTP/1.1\r\nHost: t\r\n\r\n");
-    wait_until("the request at the server", || {
-        !o.heads.lock().unwrap().is_empty()
+/// A first request holds the one slot of `be`'s server (`o` waits at
+/// `gate`); a second one queues behind it and its client shuts its
+/// sending side. Asserts that the second is `dropped` (its connection
+/// closed without an answer, the server never saw it), or else served
+/// once the gate opens.
+fn queued_client_leaves(
+    proxy: std::net::SocketAddr,
+    sock: &std::path::Path,
+    path: &str,
+    be: &str,
+    o: &Origin,
+    gate: &common::origin::Gate,
+    dropped: bool,
+) {
+    use std::sync::atomic::Ordering;
+    let mut first = Client::connect(proxy);
+    first.send(format!("GET {path}/1 HTTP/1.1\r\nHost: t\r\n\r\n").as_bytes());
+    wait_until("the first request at the server", || {
+        o.busy.load(Ordering::SeqCst) == 1
     });
-    c.s.shutdown(std::net::Shutdown::Write).unwrap();
+    let mut second = Client::connect(proxy);
+    second.send(format!("GET {path}/2 HTTP/1.1\r\nHost: t\r\n\r\n").as_bytes());
+    wait_until("the second one queued", || {
+        backend_qcur(sock, be) == Some(1)
+    });
+    second.s.shutdown(std::net::Shutdown::Write).unwrap();
+    // Dropped: the queue empties before the gate opens (waited for);
+    // kept: it still holds the request a while after the close.
+    let left = |q| backend_qcur(sock, be) == Some(q);
+    if dropped {
+        wait_until("the queued request dropped", || left(0));
+        assert!(second.closed(), "{be}");
+    } else {
+        assert!(
+            !came_within(Duration::from_millis(500), || left(0)),
+            "{be}: dropped"
+        );
+    }
+    gate.open();
+    assert_eq!(first.read_resp().status, 200, "{be}");
+    if !dropped {
+        assert_eq!(second.read_resp().status, 200, "{be}: served");
+    }
+    let seen = o.heads.lock().unwrap().clone();
+    assert_eq!(
+        seen.iter().any(|h| h.contains(&format!("{path}/2"))),
+        !dropped,
+        "{be}: {seen:?}"
+    );
+}
+
+/// `option abortonclose`, a client that shuts its sending side while its
+/// server has not answered: as HAProxy 2.6 (side by side when installed),
+/// the server connection is reset at once (a RST, no FIN: the server's
+/// read fails), the client reads a 400 and the connection closes; logged
+/// `400 ... CH--` with the server's name.
+#[test]
+fn abortonclose_resets_the_server_connection_of_a_client_that_left() {
+    let cfg = |bind: &str, server: std::net::SocketAddr| {
+        format!(
+            "defaults\n    mode http\n    option abortonclose\n    timeout client 30s\n    timeout server 30s\n    timeout connect 5s\n\
+             frontend fe\n    bind {bind}\n    log stdout format raw local0\n    option httplog\n    default_backend be\n\
+             backend be\n    server s {server}\n"
+        )
+    };
+    let (server, seen) = silent_server();
+    let e = Ebb::start(&cfg("BIND", server));
+    assert_eq!(leave_waiting(e.addr(), &seen), "reset", "ebb");
     let l = e
         .wait_stdout("/gone", Duration::from_secs(10))
         .expect("log line");
@@ -649,6 +712,103 @@ fn abortonclose_closes_the_server_connection_of_a_client_that_left() {
         l.contains("be/s") && l.contains(" 400 ") && l.contains(" CH-- "),
         "{l}"
     );
+    let (server, seen) = silent_server();
+    let port = free_port();
+    if let Some(_h) = haproxy_with("aoc-hap", &cfg(&format!("127.0.0.1:{port}"), server)) {
+        let a: std::net::SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+        assert_eq!(leave_waiting(a, &seen), "reset", "haproxy");
+    }
+}
+
+/// `timeout server` shorter than `timeout connect`: the wait for the
+/// answer ends after `timeout server` from the connect, not at the end of
+/// `timeout connect` (ebb used to wait that long: the connect completes
+/// in the server side's tasklet, which does not wake the client side);
+/// the client gets its 504 well within its 10 s read (the connect's would
+/// be 60 s) and the server connection is reset, as HAProxy's, which runs
+/// beside it.
+#[test]
+fn timeout_server_shorter_than_timeout_connect() {
+    let cfg = |bind: &str, server: std::net::SocketAddr| {
+        format!(
+            "defaults\n    mode http\n    timeout client 30s\n    timeout server 1s\n    timeout connect 60s\n\
+             frontend fe\n    bind {bind}\n    log stdout format raw local0\n    option httplog\n    default_backend be\n\
+             backend be\n    server s {server}\n"
+        )
+    };
+    let wait_504 = |proxy: std::net::SocketAddr, seen: &std::sync::mpsc::Receiver<&'static str>| {
+        let mut c = Client::connect(proxy);
+        c.send(b"GET /slow HTTP/1.1\r\nHost: t\r\n\r\n");
+        assert_eq!(seen.recv_timeout(Duration::from_secs(30)), Ok("head"));
+        let r = c.read_resp_opt(false).map(|r| r.status);
+        assert_eq!(r, Some(504), "{proxy}");
+        seen.recv_timeout(Duration::from_secs(30)).unwrap_or("none")
+    };
+    let (server, seen) = silent_server();
+    let e = Ebb::start(&cfg("BIND", server));
+    assert_eq!(wait_504(e.addr(), &seen), "reset", "ebb");
+    let l = e
+        .wait_stdout("/slow", Duration::from_secs(10))
+        .expect("log line");
+    assert!(l.contains(" 504 ") && l.contains(" sH-- "), "{l}");
+    let (server, seen) = silent_server();
+    let port = free_port();
+    if let Some(_h) = haproxy_with("tsrv-hap", &cfg(&format!("127.0.0.1:{port}"), server)) {
+        let a: std::net::SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+        assert_eq!(wait_504(a, &seen), "reset", "haproxy");
+    }
+}
+
+/// A server that reads one request head, says so, never answers, and
+/// then tells how its connection ended: "reset", "eof" or "timeout".
+fn silent_server() -> (
+    std::net::SocketAddr,
+    std::sync::mpsc::Receiver<&'static str>,
+) {
+    use std::io::Read;
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let a = l.local_addr().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let Ok((mut s, _)) = l.accept() else { return };
+        let _ = s.set_read_timeout(Some(Duration::from_secs(30)));
+        let mut got = Vec::new();
+        let mut b = [0u8; 4096];
+        while !got.windows(4).any(|w| w == b"\r\n\r\n") {
+            match s.read(&mut b) {
+                Ok(n) if n > 0 => got.extend_from_slice(&b[..n]),
+                _ => return,
+            }
+        }
+        let _ = tx.send("head");
+        let end = loop {
+            match s.read(&mut b) {
+                Ok(0) => break "eof",
+                Ok(_) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => break "reset",
+                Err(_) => break "timeout",
+            }
+        };
+        let _ = tx.send(end);
+    });
+    (a, rx)
+}
+
+/// Sends `GET /gone`, waits for the server to have its head, shuts the
+/// sending side; asserts the 400 and the close; returns how the server's
+/// connection ended.
+fn leave_waiting(
+    proxy: std::net::SocketAddr,
+    seen: &std::sync::mpsc::Receiver<&'static str>,
+) -> &'static str {
+    let mut c = Client::connect(proxy);
+    c.send(b"GET /gone HTTP/1.1\r\nHost: t\r\n\r\n");
+    assert_eq!(seen.recv_timeout(Duration::from_secs(30)), Ok("head"));
+    c.s.shutdown(std::net::Shutdown::Write).unwrap();
+    let r = c.read_resp_opt(false).map(|r| r.status);
+    assert_eq!(r, Some(400), "{proxy}");
+    assert!(c.closed());
+    seen.recv_timeout(Duration::from_secs(30)).unwrap_or("none")
 }
 
 #[test]

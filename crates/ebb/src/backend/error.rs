@@ -131,9 +131,15 @@ impl ExchangeError {
 
     /// `option abortonclose`: the client closed its side while its
     /// request waited in the queue (`CQ`), for a connection (`CC`) or for
-    /// the response head (`CH`).
+    /// the response head (`CH`). Only the last is answered: a 400, as
+    /// HAProxy 2.6's (a client that only shut its sending side reads it).
     pub const fn client_abort(phase: Phase) -> Self {
-        Self::new(Side::Client, phase, false, None)
+        let status = if matches!(phase, Phase::Head) {
+            Some(400)
+        } else {
+            None
+        };
+        Self::new(Side::Client, phase, false, status)
     }
 
     /// A server's state change ended the exchange (`up`: an active server
@@ -151,6 +157,19 @@ impl ExchangeError {
     /// The client went away during the exchange.
     pub const fn client_gone() -> Self {
         Self::new(Side::Client, Phase::Data, false, None)
+    }
+
+    /// Whether the server connection is reset (closed with SO_LINGER 0:
+    /// a RST, no FIN) rather than shut down: HAProxy 2.6 closes it so
+    /// (`SC_FL_NOLINGER`) when the server fails or times out after the
+    /// connect, when its answer is refused, and when a client's abort
+    /// (`option abortonclose`) ends the wait for the answer.
+    pub const fn resets_server(&self) -> bool {
+        match self.side {
+            Side::Server | Side::Proxy => matches!(self.phase, Phase::Head | Phase::Data),
+            Side::Client => matches!(self.phase, Phase::Head),
+            Side::Down | Side::Up => false,
+        }
     }
 
     /// The access log's termination code.

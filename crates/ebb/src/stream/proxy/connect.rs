@@ -259,8 +259,7 @@ impl Stream {
                     sd.want_room = !up.req_left.done();
                 }
                 up.reused = false;
-                up.state = UpState::Connecting;
-                up.deadline = ticks::add(now, up.timeouts.connect);
+                up.connect_started(now);
                 self.up = Some(up);
             }
             Err(_) => {
@@ -341,8 +340,7 @@ impl Stream {
         sd.opos = 0;
         sd.want_room = !up.req_left.done();
         if sd.connecting {
-            up.state = UpState::Connecting;
-            up.deadline = ticks::add(now, up.timeouts.connect);
+            up.connect_started(now);
         } else {
             observe(&s, Seen::L4Ok);
             up.state = UpState::Connected;
@@ -356,6 +354,13 @@ impl Stream {
     }
 
     pub(super) fn drop_server_sock(&mut self, ctx: &mut Ctx, up: &Upstream) {
+        self.close_server_sock(ctx, up.farm.sock.nolinger);
+    }
+
+    /// Closes the exchange's server socket; `reset`: with no FIN first,
+    /// the close sending a RST (SO_LINGER 0: `option nolinger`, or an
+    /// exchange HAProxy ends that way, such as a client's abort).
+    pub(super) fn close_server_sock(&mut self, ctx: &mut Ctx, reset: bool) {
         let st = {
             let mut sd = self.side.borrow_mut();
             let st = sd.take_sock();
@@ -364,9 +369,11 @@ impl Stream {
         };
         if let Some(mut st) = st {
             let _ = ctx.deregister_fd(st.raw_fd());
-            // `option nolinger`: no FIN first, the close (SO_LINGER 0)
-            // sends a RST, as HAProxy's silent shutdown.
-            if !up.farm.sock.nolinger {
+            // No FIN first: the close (SO_LINGER 0) sends a RST, as
+            // HAProxy's silent shutdown.
+            if reset {
+                let _ = crate::net::set_nolinger(&socket2::SockRef::from(st.tcp()), true);
+            } else {
                 let _ = st.shutdown();
             }
         }

@@ -235,6 +235,9 @@ impl Stream {
             up.term = e.term();
             up.keep_server = false;
         }
+        if e.resets_server() {
+            self.close_server_sock(ctx, true);
+        }
         match e.status {
             Some(status) => self.proxy_error(c, ctx, status),
             None => self.abort_proxy(c, ctx),
@@ -291,6 +294,18 @@ impl Stream {
                     // The turn-around is over: the next attempt.
                     up.retry_at = None;
                     self.connect_new(c, ctx);
+                    return;
+                }
+                let now = ctx.now();
+                if let Some(up) = self
+                    .up
+                    .as_mut()
+                    .filter(|u| !ticks::is_expired(u.connect_by, now))
+                {
+                    // Woken at `timeout server` from the connect's start
+                    // (shorter than `timeout connect`) and the connect is
+                    // not done: its own timeout goes on.
+                    up.deadline = up.connect_by;
                     return;
                 }
                 self.connect_failed(c, ctx, true)

@@ -174,6 +174,12 @@ pub(super) struct Upstream {
     /// The request line, for the log.
     req_line: Vec<u8>,
     pub(super) deadline: Tick,
+    /// While connecting: when `timeout connect` ends. The deadline is the
+    /// earlier of it and `timeout server` from the connect's start, as
+    /// the server side's tasklet completes a connect without waking the
+    /// client side: a `timeout server` shorter than `timeout connect`
+    /// is then still kept (see `connect_started`).
+    pub(super) connect_by: Tick,
     /// Whether the server connection may be kept after the answer.
     keep_server: bool,
     /// `compression`: the policy and the coding the request chose.
@@ -196,7 +202,8 @@ pub(super) struct Upstream {
     /// Until when an `http-response wait-for-body` rule waits for the
     /// response's body (set when the wait starts).
     resp_wait: Option<Tick>,
-    /// `option abortonclose` on the backend.
+    /// `option abortonclose` on the backend and on the frontend (see
+    /// [`crate::proxy::FrontendRt::abort_on_close`]).
     abort_on_close: bool,
     /// A layer-7 retry (`retry-on` other than `conn-failure`) may send the
     /// request again: the whole request is in `head`, nothing of the
@@ -323,6 +330,16 @@ fn hdr_name_eq(a: &[u8], b: &str) -> bool {
 }
 
 impl Upstream {
+    /// A connect starts at `now`: `timeout connect` runs, and the timer is
+    /// also set for `timeout server` from now when that is sooner (the
+    /// connect may complete unseen by the client side; `timeout server`
+    /// then counts from its completion, never before now).
+    pub(super) fn connect_started(&mut self, now: Tick) {
+        self.state = UpState::Connecting;
+        self.connect_by = ticks::add(now, self.timeouts.connect);
+        self.deadline = ticks::first(self.connect_by, ticks::add(now, self.timeouts.server));
+    }
+
     /// `http-send-name-header`: the head names `s`, the server it goes to
     /// now (a retry or a redispatch renames it); no field for the
     /// backend's own target (`dispatch`, `option transparent`), which is
@@ -599,6 +616,7 @@ impl Stream {
             t_conn: None,
             t_resp: None,
             deadline: now,
+            connect_by: now,
             keep_server,
             term: "--",
             comp_choice,
@@ -608,7 +626,7 @@ impl Stream {
             flush_at: None,
             req_flush_at: None,
             resp_wait: None,
-            abort_on_close: sr.abort_on_close,
+            abort_on_close: sr.abort_on_close && c.fe.abort_on_close,
             l7: false,
             retry_at: None,
             ws_accept,
@@ -688,7 +706,9 @@ impl Stream {
             // `option abortonclose`: a client that closed its side is not
             // served if it can still be avoided (HAProxy's
             // back_may_abort_req): queued, connecting, or waiting for the
-            // answer (the server connection closes; HAProxy logs 400).
+            // answer (HAProxy 2.6 then resets the server connection at
+            // once, answers 400 and logs `CH`, even when the server would
+            // have answered).
             use crate::backend::error::Phase;
             let phase = match up.state {
                 UpState::Queued => {
