@@ -266,7 +266,9 @@ impl GlobalQueues {
 
 /// Runtime-wide state.
 pub(crate) struct Shared {
-    pub(crate) threads: Box<[CachePadded<Remote>]>,
+    /// Each thread's block, behind its own `Arc` so that the owner's
+    /// [`Ctx`](crate::Ctx) holds it directly (one load, no index).
+    pub(crate) threads: Box<[Arc<CachePadded<Remote>>]>,
     pub(crate) depth: u32,
     pub(crate) low_latency: bool,
     /// Scope-aware shared-queue lookups (else the naive walk).
@@ -298,7 +300,7 @@ impl Shared {
     ) -> io::Result<Shared> {
         let mut threads = Vec::with_capacity(nbthread);
         for _ in 0..nbthread {
-            threads.push(CachePadded::new(Remote {
+            threads.push(Arc::new(CachePadded::new(Remote {
                 inbox: Inbox::with_lanes(inbox_cap, nbthread, crate::inbox::DEFAULT_LANE_CAPACITY),
                 sleep: CachePadded::new(SleepState::new()),
                 efd: EventFd::new()?,
@@ -311,7 +313,7 @@ impl Shared {
                 cpu_clock: AtomicI64::new(i64::MIN),
                 activity: CachePadded::new(Activity::default()),
                 prof: ThreadProfile::new(),
-            }));
+            })));
         }
         Ok(Shared {
             threads: threads.into_boxed_slice(),
@@ -633,7 +635,12 @@ impl Shared {
     /// Parks thread `t` while an isolation by another thread is in
     /// progress, then marks it busy again (HAProxy's `thread_harmless_end`).
     pub(crate) fn park(&self, t: usize) {
-        let r = &self.threads[t];
+        self.park_at(&self.threads[t], t);
+    }
+
+    /// [`Self::park`] for a caller holding thread `t`'s block.
+    #[inline]
+    pub(crate) fn park_at(&self, r: &Remote, t: usize) {
         loop {
             r.harmless.store(false, Ordering::SeqCst);
             let iso = self.isolating.load(Ordering::SeqCst);

@@ -24,6 +24,7 @@ impl Ctx {
         }
     }
 
+    #[inline]
     pub(super) fn list_link(&mut self, c: Class, i: usize, place: Place) {
         let ci = c as usize;
         let i32_ = i as u32;
@@ -53,6 +54,7 @@ impl Ctx {
         self.lists[ci].len += 1;
     }
 
+    #[inline]
     pub(super) fn list_remove(&mut self, i: usize) {
         let (prev, next, ci) = {
             let s = &mut self.slots[i];

@@ -36,6 +36,7 @@ use crate::shared::{self, mono_ns, Shared};
 use crate::sys::{self, Epoll};
 use crate::task::{Class, NB_CLASSES};
 use crate::ticks::Tick;
+use crossbeam_utils::CachePadded;
 use ebtree::Eb32Tree;
 use std::collections::HashMap;
 use std::io;
@@ -63,6 +64,9 @@ use types::{List, Slot, EFD_TOKEN, MAX_POLL_EVENTS, NIL};
 pub struct Ctx {
     tid: usize,
     shared: Arc<Shared>,
+    /// This thread's block of `shared` (`shared.threads[tid]`), held
+    /// directly: the turn reaches it a dozen times, one load each.
+    me: Arc<CachePadded<shared::Remote>>,
     slots: Vec<Slot>,
     free_head: u32,
     /// Live tasks and tasklets (not counting proxies).
@@ -144,9 +148,11 @@ impl Ctx {
         let low_latency = shared.low_latency;
         let now = shared.now_tick();
         let now_ns = mono_ns();
+        let me = Arc::clone(r);
         let mut c = Ctx {
             tid,
             shared,
+            me,
             slots: Vec::new(),
             free_head: NIL,
             live: 0,
@@ -180,7 +186,7 @@ impl Ctx {
         };
         c.update_profiling();
         // Not harmless from here on: init code runs like a callback.
-        c.shared.park(tid);
+        c.shared.park_at(&c.me, tid);
         c.shared.set_current_worker(Some(tid));
         Ok(c)
     }
@@ -241,7 +247,7 @@ impl Ctx {
 
     #[inline]
     fn remote(&self) -> &shared::Remote {
-        &self.shared.threads[self.tid]
+        &self.me
     }
 
     fn intern(&mut self, name: &'static str) -> u16 {
@@ -277,7 +283,7 @@ impl Ctx {
 
 impl Drop for Ctx {
     fn drop(&mut self) {
-        let r = &self.shared.threads[self.tid];
+        let r = &self.me;
         // The epoll closes with this Ctx: no other thread may use it now.
         *r.epfd.lock().unwrap_or_else(|p| p.into_inner()) = -1;
         r.exited.store(true, Ordering::SeqCst);

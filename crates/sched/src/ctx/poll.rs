@@ -152,7 +152,17 @@ impl Ctx {
     /// timer from being polled for with a 0 timeout), at most
     /// [`MAX_POLL_MS`].
     pub fn poll_timeout(&self) -> i32 {
-        if self.has_runnable() || self.remote().inbox.has_msg() {
+        if self.remote().inbox.has_msg() {
+            return 0;
+        }
+        self.sleep_timeout()
+    }
+
+    /// [`Self::poll_timeout`] without the look at the inbox: the turn's
+    /// own, since its poll looks there anyway once the sleep is announced
+    /// (`work_arrived`) and then does not sleep.
+    pub(super) fn sleep_timeout(&self) -> i32 {
+        if self.has_runnable() {
             return 0;
         }
         if self.should_exit() {
@@ -179,11 +189,9 @@ impl Ctx {
     }
 
     pub(super) fn poll(&mut self, mut timeout: i32) -> io::Result<()> {
-        let sh = self.shared.clone();
-        let r = &sh.threads[self.tid];
         let mut announced = false;
         if timeout != 0 {
-            r.sleep.announce_sleep();
+            self.me.sleep.announce_sleep();
             announced = true;
             if self.work_arrived() {
                 timeout = 0;
@@ -191,9 +199,10 @@ impl Ctx {
         }
         // The turn's accounting just read the clock: that is the start.
         let t0 = self.turn_end_ns;
+        let r = &*self.me;
         r.harmless.store(true, Ordering::SeqCst);
         let res = self.epoll.wait(&mut self.events, timeout);
-        sh.park(self.tid);
+        self.shared.park_at(r, self.tid);
         if announced {
             r.sleep.awake();
         }
@@ -209,8 +218,8 @@ impl Ctx {
             let data = ev.u64;
             let bits = ev.events;
             if data == EFD_TOKEN {
-                r.efd.drain()?;
-                Activity::add(&r.activity.wake_signal, 1);
+                self.me.efd.drain()?;
+                Activity::add(&self.me.activity.wake_signal, 1);
                 continue;
             }
             fd_events += 1;
@@ -229,6 +238,7 @@ impl Ctx {
                 self.tasklet_wake_local(i, Reasons::IO, Place::Tail);
             }
         }
+        let r = &*self.me;
         if fd_events != 0 {
             Activity::add(&r.activity.poll_io, 1);
             Activity::add(&r.activity.poll_events, fd_events);

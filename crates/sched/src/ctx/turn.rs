@@ -11,6 +11,8 @@
 //! ```text
 //!  max = depth            ((depth + 3) / 4 if niced tasks are queued)
 //!  while max > 0 and work:
+//!    only urgent entries wait (an I/O wakeup's turn): run them FIFO, up
+//!        to max (the budget the split below would give it), and loop
 //!    budgets among non-empty classes: ceil(max * w / sum(w)),
 //!        w = urgent 64, normal 48, bulk 16, heavy 1
 //!    heavy (once per turn): 1 in low-latency mode, else 1 + queued/1024,
@@ -54,7 +56,7 @@ impl Ctx {
 
     pub(super) fn run_inner(&mut self) -> io::Result<()> {
         self.started_ns = mono_ns();
-        self.shared.park(self.tid);
+        self.shared.park_at(&self.me, self.tid);
         loop {
             if self.should_exit() {
                 return Ok(());
@@ -88,7 +90,7 @@ impl Ctx {
         };
         self.now = self.shared.now_tick_at(self.loop_start_ns);
         self.update_profiling();
-        self.shared.park(self.tid);
+        self.shared.park_at(&self.me, self.tid);
         self.check_stop();
         self.drain_inbox();
         self.wake_expired();
@@ -106,7 +108,7 @@ impl Ctx {
         self.account_loop();
         #[cfg(all(feature = "strict", debug_assertions))]
         self.check_invariants();
-        let timeout = if may_sleep { self.poll_timeout() } else { 0 };
+        let timeout = if may_sleep { self.sleep_timeout() } else { 0 };
         self.poll(timeout)?;
         Ok(ran)
     }
@@ -126,11 +128,16 @@ impl Ctx {
         Ok(total)
     }
 
+    #[inline]
     pub(super) fn drain_inbox(&mut self) {
         // Most turns find it empty: a look at its heads, no batch.
-        if !self.remote().inbox.has_msg() {
-            return;
+        if self.remote().inbox.has_msg() {
+            self.drain_inbox_batch();
         }
+    }
+
+    #[inline(never)]
+    fn drain_inbox_batch(&mut self) {
         // Bounded by one ring's worth per turn (plus what overflowed) so
         // that a flood of remote wakeups cannot starve this thread's own
         // work.
@@ -223,6 +230,23 @@ impl Ctx {
         let mut done = 0usize;
         let mut drains = 0;
         while max > 0 {
+            if self.only_urgent() {
+                // Only urgent entries wait (an I/O wakeup's turn): the one
+                // active class's budget is all of `max`, which is what the
+                // general path below computes; run them FIFO, those that
+                // their callbacks wake into urgent included.
+                let mut n = 0;
+                while n < max {
+                    let Some(i) = self.list_pop(Class::Urgent) else {
+                        break;
+                    };
+                    n += 1;
+                    self.run_entry(i, Class::Urgent);
+                }
+                done += n as usize;
+                max -= n;
+                continue;
+            }
             let lens = [
                 self.lists[0].len,
                 self.lists[1].len,
@@ -283,6 +307,17 @@ impl Ctx {
             }
         }
         (done, max == 0 && self.has_runnable())
+    }
+
+    /// Whether the urgent list is the only place where work waits.
+    #[inline]
+    fn only_urgent(&self) -> bool {
+        self.lists[0].len != 0
+            && self.lists[1].len == 0
+            && self.lists[2].len == 0
+            && self.lists[3].len == 0
+            && self.rq.is_empty()
+            && !self.shared_rq_work()
     }
 
     pub(super) fn shared_niced(&self) -> bool {
