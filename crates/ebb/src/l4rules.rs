@@ -24,6 +24,7 @@
 
 use std::cell::Cell;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::sync::Arc;
 
 use crate::config::{
     AclRef, AddrField, Condition, ConfigError, Fetch, HttpRequestAction, Loc, Proxy, ProxyMode,
@@ -32,6 +33,7 @@ use crate::config::{
 use crate::rules::{Cond, Matcher};
 use crate::sample::vars::VarScope;
 use crate::sample::{cast, with_scratch, Ctx, Expr, Layer, Type, Val, VarAction};
+use crate::table::{Table, Tables};
 
 /// A compiled `tcp-request` rule.
 pub struct TcpRuleRt {
@@ -39,6 +41,8 @@ pub struct TcpRuleRt {
     pub cond: Option<Cond>,
     /// Where it is written (`last_rule_file`, `last_rule_line`).
     pub loc: Loc,
+    /// A `track-scN`'s table, found at start ([`crate::stick::track_table`]).
+    pub table: Option<Arc<Table>>,
 }
 
 /// What a walk of `tcp-request` rules decided.
@@ -167,7 +171,7 @@ pub fn run_rules_addrs(
                     }
                 }
             }
-            TcpAction::Common(a) => run_common(a, ctx, session),
+            TcpAction::Common(a) => run_common(a, r.table.as_ref(), ctx, session),
         }
     }
     Verdict::Continue
@@ -229,26 +233,19 @@ pub(crate) fn set_addr(f: AddrField, e: &Expr, ctx: &Ctx<'_>, a: Addrs) -> Optio
     })
 }
 
-/// A `track-scN`, `sc-*` or variable action of a `tcp-request` rule.
-fn run_common(a: &HttpRequestAction, ctx: &Ctx<'_>, session: bool) {
+/// A `track-scN`, `sc-*` or variable action of a `tcp-request` rule
+/// (`table`: a `track-scN`'s, see [`crate::stick::track_table`]).
+fn run_common(a: &HttpRequestAction, table: Option<&Arc<Table>>, ctx: &Ctx<'_>, session: bool) {
     match a {
-        HttpRequestAction::TrackSc { n, key, table } => {
-            let Some(stk) = ctx.stk else { return };
-            // HAProxy: the table of the rule's proxy unless named.
-            let name = table.as_deref().unwrap_or(ctx.be.unwrap_or(ctx.fe));
-            let Some(t) = stk.tables().get(name) else {
-                return;
-            };
-            if let Some(k) = crate::stick::track_key(t, key, ctx) {
-                if session {
-                    stk.track_session(*n, t, &k);
-                } else {
-                    // An HTTP frontend's content rules run before HAProxy
-                    // counts the request (`http_wait_for_request`), so
-                    // their entries count it; a backend's run after.
-                    let http = ctx.req.is_some() && ctx.be.is_none();
-                    stk.track(*n, t, &k, http);
-                }
+        HttpRequestAction::TrackSc { n, key, .. } => {
+            // An HTTP frontend's content rules run before HAProxy counts
+            // the request (`http_wait_for_request`), so their entries
+            // count it; a backend's run after, and HAProxy counts it on
+            // their entries when the backend's HTTP rules begin.
+            let http = !session && ctx.req.is_some();
+            let counts = (http && ctx.be.is_none(), http && ctx.be.is_some());
+            if let Some(t) = table {
+                crate::stick::track_sc(*n, key, t, ctx, session, counts);
             }
         }
         HttpRequestAction::Var(v) => v.run(ctx),
@@ -398,6 +395,7 @@ fn compile_rule(
     m: &Matcher,
     r: &TcpRequestRule,
     tcp: bool,
+    tables: &Tables,
 ) -> Result<TcpRuleRt, ConfigError> {
     let early = r.when != TcpWhen::Content;
     let which = match r.when {
@@ -459,10 +457,17 @@ fn compile_rule(
             ));
         }
     }
+    let table = match &r.action {
+        TcpAction::Common(a) => {
+            crate::stick::track_table(a, &p.name, tables).map_err(|e| err(&r.loc, e))?
+        }
+        _ => None,
+    };
     Ok(TcpRuleRt {
         act: r.action.clone(),
         cond: m.opt_cond(r.cond.as_ref())?,
         loc: r.loc.clone(),
+        table,
     })
 }
 
@@ -517,6 +522,8 @@ pub fn response_part(p: &Proxy, m: &Matcher) -> Result<TcpRt, ConfigError> {
             act: r.action.clone(),
             cond: m.opt_cond_response(r.cond.as_ref())?,
             loc: r.loc.clone(),
+            // (`tcp-response` rules do not track.)
+            table: None,
         });
     }
     rt.res_inspect_delay = p
@@ -528,7 +535,12 @@ pub fn response_part(p: &Proxy, m: &Matcher) -> Result<TcpRt, ConfigError> {
 
 /// Compiles a proxy's layer-4 part, with HAProxy's start-time checks.
 /// `warnings` receives what HAProxy warns about and ignores.
-pub fn compile(p: &Proxy, m: &Matcher, warnings: &mut Vec<String>) -> Result<TcpRt, ConfigError> {
+pub fn compile(
+    p: &Proxy,
+    m: &Matcher,
+    tables: &Tables,
+    warnings: &mut Vec<String>,
+) -> Result<TcpRt, ConfigError> {
     let tcp = p.mode == ProxyMode::Tcp;
     let mut rt = TcpRt {
         tcp_mode: tcp,
@@ -544,7 +556,7 @@ pub fn compile(p: &Proxy, m: &Matcher, warnings: &mut Vec<String>) -> Result<Tcp
         ..TcpRt::default()
     };
     for r in &p.tcp_request {
-        let c = compile_rule(p, m, r, tcp)?;
+        let c = compile_rule(p, m, r, tcp, tables)?;
         match r.when {
             TcpWhen::Content => {
                 // HTTP fetches in a tcp proxy's content rules: the request

@@ -74,6 +74,9 @@ pub struct ReqRule {
     pub prepared: Option<Prepared>,
     /// For `cache-use`: the cache it names.
     pub cache: Option<Arc<crate::httpcache::Cache>>,
+    /// For `track-scN`: its table, found at start
+    /// ([`crate::stick::track_table`]: no lookup by name per request).
+    pub table: Option<Arc<crate::table::Table>>,
 }
 
 /// Answer fields built once for many answers, as a field list and in
@@ -1338,6 +1341,7 @@ fn compile_req_rules(
     p: &Proxy,
     m: &Matcher,
     caches: &[Arc<crate::httpcache::Cache>],
+    tables: &crate::table::Tables,
 ) -> Result<Vec<ReqRule>, ConfigError> {
     let mut out = Vec::new();
     let scope = Scope::Request {
@@ -1354,12 +1358,15 @@ fn compile_req_rules(
             HttpRequestAction::CacheUse(n) => cache_named(caches, n),
             _ => None,
         };
+        let table =
+            crate::stick::track_table(&r.action, &p.name, tables).map_err(|e| err(&r.loc, e))?;
         out.push(ReqRule {
             action: r.action.clone(),
             cond: m.opt_cond(r.cond.as_ref())?,
             loc: r.loc.clone(),
             prepared,
             cache,
+            table,
         });
     }
     Ok(out)
@@ -1526,14 +1533,14 @@ pub fn compile_keeping(
                     ..crate::l4rules::response_part(p, &matcher)?
                 }
             } else {
-                crate::l4rules::compile(p, &matcher, warnings)?
+                crate::l4rules::compile(p, &matcher, &tables, warnings)?
             };
             // A listen section's rules run once, as its frontend's.
             let (http_request, http_response, after_response) = if p.kind.is_frontend() {
                 (Vec::new(), Vec::new(), Vec::new())
             } else {
                 (
-                    compile_req_rules(p, &matcher, &caches)?,
+                    compile_req_rules(p, &matcher, &caches, &tables)?,
                     compile_resp_rules(p, &matcher, &caches)?,
                     compile_resp_list(&p.http_after_response, &matcher, &caches)?,
                 )
@@ -1598,8 +1605,8 @@ pub fn compile_keeping(
     for p in cfg.frontends() {
         let r = (|| -> Result<FrontendRt, ConfigError> {
             let matcher = Matcher::for_proxy(p)?;
-            let l4 = crate::l4rules::compile(p, &matcher, warnings)?;
-            let http_request = compile_req_rules(p, &matcher, &caches)?;
+            let l4 = crate::l4rules::compile(p, &matcher, &tables, warnings)?;
+            let http_request = compile_req_rules(p, &matcher, &caches, &tables)?;
             let http_response = compile_resp_rules(p, &matcher, &caches)?;
             let after_response = compile_resp_list(&p.http_after_response, &matcher, &caches)?;
             let stats = compile_stats(p, &matcher)?;

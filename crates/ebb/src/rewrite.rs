@@ -687,8 +687,16 @@ pub fn run_request_from(
             HttpRequestAction::Tarpit { .. }
             | HttpRequestAction::Reject
             | HttpRequestAction::SilentDrop => return Ok(Some(i)),
-            a @ (HttpRequestAction::TrackSc { .. }
-            | HttpRequestAction::ScIncGpc0(_)
+            HttpRequestAction::TrackSc { n, key, .. } => {
+                if let Some(t) = &rule.table {
+                    let ctx = fresh.get_or_insert_with(|| Ctx {
+                        req: Some(st.req()),
+                        ..*base
+                    });
+                    crate::stick::track_sc(*n, key, t, ctx, false, (true, false));
+                }
+            }
+            a @ (HttpRequestAction::ScIncGpc0(_)
             | HttpRequestAction::ScIncGpc1(_)
             | HttpRequestAction::ScSetGpt0(..)
             | HttpRequestAction::ScIncGpc { .. }

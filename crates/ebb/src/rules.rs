@@ -94,6 +94,52 @@ pub struct Cond {
     unless: bool,
     /// OR of ANDs of (negate, test-set).
     terms: Vec<Vec<(bool, Term)>>,
+    /// The condition as one range test of a tracked counter, when it is
+    /// one (`if { sc_http_req_rate(0) gt N }`, the usual rate rule): read
+    /// and compared without the sample machinery.
+    sc: Option<ScTest>,
+}
+
+/// `{ FETCH [!]RANGE }` on a tracked counter's read, with the condition's
+/// `!` and `unless` folded in: holds when the value is in `lo..=hi`
+/// differs from `flip`.
+struct ScTest {
+    read: crate::sample::TrackedRead,
+    lo: i64,
+    hi: i64,
+    flip: bool,
+}
+
+impl ScTest {
+    /// The test for `c`'s terms, when they are one inline integer test of
+    /// one range on a tracked counter's read (what `eval` would do through
+    /// the sample: the counter's value, an integer, in the range).
+    fn of(terms: &[Vec<(bool, Term)>], unless: bool) -> Option<ScTest> {
+        let [and] = terms else { return None };
+        let [(neg, Term::Inline(t))] = &and[..] else {
+            return None;
+        };
+        let Fetch::Sample(e) = &t.fetch else {
+            return None;
+        };
+        let read = e.stk_alone()?.tracked_read()?;
+        let (MatchMethod::Int, true, [Pattern::Int(lo, hi)]) =
+            (t.method, t.files.is_empty(), &t.patterns[..])
+        else {
+            return None;
+        };
+        Some(ScTest {
+            read,
+            lo: *lo,
+            hi: *hi,
+            flip: *neg != unless,
+        })
+    }
+
+    fn holds(&self, r: &Ctx<'_>) -> bool {
+        let v = self.read.read(r);
+        v.is_some_and(|i| self.lo <= i && i <= self.hi) != self.flip
+    }
 }
 
 enum Term {
@@ -206,6 +252,7 @@ impl Matcher {
         }
         Ok(Cond {
             unless: c.unless,
+            sc: ScTest::of(&terms, c.unless),
             terms,
         })
     }
@@ -262,6 +309,9 @@ impl Matcher {
         let Some(c) = c else {
             return true;
         };
+        if let Some(t) = &c.sc {
+            return t.holds(r);
+        }
         if let [and] = &c.terms[..] {
             if let [(neg, Term::Inline(t))] = &and[..] {
                 // One inline test (`if { ... }`), the usual condition.

@@ -24,7 +24,7 @@ use std::sync::Arc;
 use crate::config::{HttpRequestAction, StickKind};
 use crate::rules::{Cond, Matcher};
 use crate::sample::{cast, sample_key, with_scratch, Ctx, Expr, Type, Val};
-use crate::table::{dict, Data, KeyType, Pending, SrvKey, StKey, Stk, Table};
+use crate::table::{dict, Data, KeyType, Pending, SrvKey, StKey, Stk, Table, Tables};
 
 /// A server a stick-table entry names, as the backend looks it up.
 #[derive(Clone, Copy, Debug)]
@@ -281,23 +281,52 @@ pub fn track_key(t: &Table, key: &Expr, ctx: &Ctx<'_>) -> Option<StKey> {
     with_scratch(|s| key.eval(ctx, s).and_then(|v| sample_key(t, v, s)))
 }
 
-/// Runs the stick-table action of an `http-request` rule (`track-scN`,
-/// `sc-inc-gpc0`, `sc-set-gpt0`) for the exchange of `ctx`; false if the
-/// action is not one of them. Without a `table`, `track-scN` uses the
-/// table of the proxy whose rule it is (`ctx.be`, else `ctx.fe`).
+/// The table a `track-scN KEY [table T]` rule of proxy `proxy` tracks
+/// in, found when the configuration is compiled (no lookup by name per
+/// request): T, else the proxy's own table (HAProxy 2.6: "the stick-table
+/// declared in the current proxy", the backend's for a backend's rule, the
+/// frontend's for a frontend's). None for any other action; an error
+/// naming the missing table.
+pub fn track_table(
+    a: &HttpRequestAction,
+    proxy: &str,
+    tables: &Tables,
+) -> Result<Option<Arc<Table>>, String> {
+    let HttpRequestAction::TrackSc { table, .. } = a else {
+        return Ok(None);
+    };
+    let name = table.as_deref().unwrap_or(proxy);
+    match tables.get(name) {
+        Some(t) => Ok(Some(Arc::clone(t))),
+        None => Err(format!("no stick-table named '{name}'")),
+    }
+}
+
+/// `track-scN KEY` in table `t` (the rule's, see [`track_table`]) for the
+/// exchange of `ctx`, unless counter `n` is tracked already (HAProxy then
+/// skips the rule before making the key). `counts`: the stream's HTTP
+/// request is counted now, or when the backend's HTTP rules begin (see
+/// [`Stk::track_with`]); `session`: a `tcp-request connection|session`
+/// rule, held for the connection.
+pub fn track_sc(
+    n: usize,
+    key: &Expr,
+    t: &Arc<Table>,
+    ctx: &Ctx<'_>,
+    session: bool,
+    counts: (bool, bool),
+) {
+    if let Some(stk) = ctx.stk {
+        stk.track_with(n, t, session, counts, || track_key(t, key, ctx));
+    }
+}
+
+/// Runs the stick-table action of an `http-request` rule (`sc-inc-gpc0`,
+/// `sc-set-gpt0`...) for the exchange of `ctx`; false if the action is
+/// not one of them (`track-scN` runs with its table, see [`track_sc`]).
 pub fn run_http_action(a: &HttpRequestAction, ctx: &Ctx<'_>) -> bool {
     let stk = ctx.stk;
     match a {
-        HttpRequestAction::TrackSc { n, key, table } => {
-            let Some(stk) = stk else { return true };
-            let name = table.as_deref().unwrap_or(ctx.be.unwrap_or(ctx.fe));
-            let Some(t) = stk.tables().get(name) else {
-                return true;
-            };
-            if let Some(k) = track_key(t, key, ctx) {
-                stk.track(*n, t, &k, true);
-            }
-        }
         HttpRequestAction::ScIncGpc0(n) => {
             if let Some(stk) = stk {
                 stk.inc_gpc0(*n);

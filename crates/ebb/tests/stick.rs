@@ -522,3 +522,58 @@ fn stick_match_keeps_a_down_server_with_option_persist_as_haproxy() {
     };
     assert_eq!(ours, run(haddr, &hsock), "ebb vs haproxy");
 }
+
+/// `track-scN` without `table` tracks in the table of the proxy whose
+/// rule it is (HAProxy 2.6: "the stick-table declared in the current
+/// proxy"): a frontend's rule in the frontend's, a backend's in the
+/// backend's, for `http-request` and `tcp-request content` rules alike
+/// (ebb finds each rule's table when the configuration is loaded). A
+/// backend's content rule counts the HTTP request too, as HAProxy's. The
+/// tables read the same in HAProxy after the same requests.
+#[test]
+fn a_track_rule_without_table_uses_its_own_proxys_table() {
+    let cfg = format!(
+        "{DEFAULTS}frontend f\n    bind BIND\n    stick-table type ip size 1k expire 1m store http_req_cnt,conn_cnt\n    http-request track-sc0 src\n    default_backend b\n\
+backend b\n    stick-table type ip size 1k expire 1m store http_req_cnt,conn_cnt,gpc0\n    tcp-request content track-sc1 src\n    http-request track-sc2 src\n    http-request sc-inc-gpc0(2)\n    http-request return status 200 content-type text/plain string ok\n    server never 127.0.0.1:1\n"
+    );
+    let dir = scratch("stick-own-table");
+    let (esock, global) = sock_cfg(&dir);
+    let e = Ebb::start(&format!("{global}{cfg}"));
+    let hap = haproxy_on("stick-own-table-h", &cfg);
+    let send = |a: SocketAddr| {
+        let mut c = connect_from("127.0.0.1", a);
+        for i in 0..3 {
+            assert_eq!(request(&mut c, "/").expect("answer").status, 200, "{i}");
+        }
+    };
+    send(e.addr());
+    let f = cli_cmd(&esock, "show table f");
+    let b = cli_cmd(&esock, "show table b");
+    let lf = entry(&f, "127.0.0.1").expect("the frontend's rule tracked in f");
+    assert!(lf.contains(" conn_cnt=3 http_req_cnt=3"), "{f}");
+    // Both backend trackers count each request: the content rule's when
+    // the backend's HTTP rules begin (HAProxy's order).
+    let lb = entry(&b, "127.0.0.1").expect("the backend's rules tracked in b");
+    assert!(lb.ends_with(" gpc0=3 conn_cnt=6 http_req_cnt=6"), "{b}");
+    let Some((_h, haddr, hsock)) = hap else {
+        return;
+    };
+    send(haddr);
+    // The last exchange's trackers are released once its answer went.
+    for sock in [&esock, &hsock] {
+        wait_until("no entry in use", || {
+            ["show table f", "show table b"].iter().all(|c| {
+                let t = cli_cmd(sock, c);
+                entry(&t, "127.0.0.1").is_some_and(|l| l.contains(" use=0 "))
+            })
+        });
+    }
+    for c in ["show table f", "show table b"] {
+        let (ours, theirs) = (cli_cmd(&esock, c), cli_cmd(&hsock, c));
+        assert_eq!(
+            normalize(&ours),
+            normalize(&theirs),
+            "'{c}'\nebb:\n{ours}\nhaproxy:\n{theirs}"
+        );
+    }
+}

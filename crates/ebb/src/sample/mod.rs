@@ -45,7 +45,7 @@ use crate::http1::{RequestHead, ResponseHead};
 pub use fetch::Layer;
 pub(crate) use logfmt::hostname;
 pub use logfmt::LogFormat;
-pub use stk::{note_table_ref, sample_key, take_refs, StkConv, StkFetch};
+pub use stk::{note_table_ref, sample_key, take_refs, StkConv, StkFetch, TrackedRead};
 pub use vars::{CacheFacts, VarAction, VarRef, VarStore};
 
 /// A live count a fetch reads from the running proxies: `fe_conn`,

@@ -59,6 +59,29 @@ pub struct StkFetch {
     table: Option<String>,
 }
 
+/// A read of tracked counter `n`'s own entry: element `idx` of `d`,
+/// shifted right by `shift` (10: in KiB). See [`StkFetch::tracked_read`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TrackedRead {
+    n: usize,
+    d: Data,
+    idx: usize,
+    shift: u8,
+}
+
+impl TrackedRead {
+    /// The value for the exchange of `ctx`: None when the counter is not
+    /// tracked or its table does not store the type (HAProxy's fetch
+    /// finds nothing). No reference is taken on the table.
+    #[inline]
+    pub fn read(&self, ctx: &Ctx<'_>) -> Option<i64> {
+        let stk = ctx.stk?;
+        let now = stk.now();
+        let v = stk.with_tracked(self.n, |t, e| t.get_at(e, self.d, self.idx, now))??;
+        Some(v as i64 >> self.shift)
+    }
+}
+
 thread_local! {
     /// Table names used by the fetches compiled since the last
     /// [`take_refs`] (`None`: the proxy's own table).
@@ -220,19 +243,31 @@ impl StkFetch {
         }
     }
 
+    /// The fetch as a plain read of a tracked counter's own entry (the
+    /// usual rate rule's `sc_http_req_rate(0)`), when it is one.
+    pub fn tracked_read(&self) -> Option<TrackedRead> {
+        match (self.who, &self.table, self.op) {
+            (Who::Sc(n), None, Op::Get(d) | Op::KBytes(d)) => Some(TrackedRead {
+                n,
+                d,
+                idx: self.idx,
+                shift: if matches!(self.op, Op::KBytes(_)) {
+                    10
+                } else {
+                    0
+                },
+            }),
+            _ => None,
+        }
+    }
+
     /// Evaluates the fetch for an exchange (nothing without trackers).
     pub fn eval(&self, ctx: &Ctx<'_>) -> Option<Val> {
+        if let Some(r) = self.tracked_read() {
+            return r.read(ctx).map(Val::Int);
+        }
         let stk = ctx.stk?;
         let now = stk.now();
-        if let (Who::Sc(n), None, Op::Get(d) | Op::KBytes(d)) = (self.who, &self.table, self.op) {
-            // A read of the tracked entry's own table (the usual rate
-            // rule): no reference taken on the table.
-            let v = stk.with_tracked(n, |t, e| t.get_at(e, d, self.idx, now))?? as i64;
-            return Some(Val::Int(match self.op {
-                Op::KBytes(_) => v >> 10,
-                _ => v,
-            }));
-        }
         let own = || self.table.as_deref().unwrap_or(ctx.be.unwrap_or(ctx.fe));
         let (table, entry): (Arc<Table>, Option<EntryRef>) = match self.who {
             Who::Sc(n) => {

@@ -895,6 +895,9 @@ impl Stream {
                         return a;
                     }
                 }
+                // The backend's HTTP processing begins: its content
+                // rules' trackers count the request (HAProxy's order).
+                c.stk.count_backend_request();
                 0
             }
         };

@@ -15,7 +15,9 @@
 //! - tracking starts: `conn_cur` +1, `conn_cnt`, `conn_rate`; for a
 //!   session tracker also `sess_cnt`, `sess_rate`; for a stream tracker
 //!   in HTTP also `http_req_cnt`, `http_req_rate` (the request being
-//!   analysed is counted when tracking starts, as HAProxy does);
+//!   analysed is counted when tracking starts, as HAProxy does; for a
+//!   backend's `tcp-request content` tracker, when the backend's HTTP
+//!   rules begin: [`Stk::count_backend_request`]);
 //! - a request begins ([`Stk::begin`]): `http_req_cnt`, `http_req_rate`
 //!   on the session trackers;
 //! - the exchange ends ([`Stk::end`]): `http_err_cnt`, `http_err_rate`
@@ -93,6 +95,9 @@ impl Tables {
 struct Tracker {
     table: Arc<Table>,
     entry: EntryRef,
+    /// Its HTTP request is yet to be counted (see
+    /// [`Stk::count_backend_request`]).
+    later: bool,
 }
 
 /// The keys a stream stores once its server is known (HAProxy keeps up
@@ -173,6 +178,7 @@ impl Stk {
                 t.as_ref().map(|t| Tracker {
                     table: Arc::clone(&t.table),
                     entry: t.entry,
+                    later: false,
                 })
             }))
         });
@@ -225,14 +231,49 @@ impl Stk {
     /// the stream carries an HTTP request, counted now. False when the
     /// table is full of entries it may not evict (nothing is tracked).
     pub fn track(&self, n: usize, table: &Arc<Table>, key: &StKey, http: bool) -> bool {
-        self.track_in(&self.strm, n, table, key, false, http)
+        self.track_in(&self.strm, n, table, || Some(key.clone()), false, http)
+    }
+
+    /// [`Stk::track`] (or [`Stk::track_session`] when `session`) with the
+    /// key made by `key` only when counter `n` is free (HAProxy makes no
+    /// key for a counter already tracked). `later`: a backend's
+    /// `tcp-request content` rule on an HTTP stream, whose request is
+    /// counted when the backend's HTTP rules begin
+    /// ([`Stk::count_backend_request`]). False when nothing is tracked.
+    pub fn track_with(
+        &self,
+        n: usize,
+        table: &Arc<Table>,
+        session: bool,
+        (http, later): (bool, bool),
+        key: impl FnOnce() -> Option<StKey>,
+    ) -> bool {
+        // (A session's count is added by `count_session`, not here.)
+        let level = if session { &self.sess } else { &self.strm };
+        self.track_in(level, n, table, key, later, http)
+    }
+
+    /// The backend's HTTP processing of the request begins (before its
+    /// `http-request` rules): counts the request (`http_req_cnt`,
+    /// `http_req_rate`) on the stream trackers its `tcp-request content`
+    /// rules started, as HAProxy 2.6 counts the backend's trackers
+    /// (`stream_inc_be_http_req_ctr`, once per request).
+    pub fn count_backend_request(&self) {
+        let now = self.now.get();
+        if let Some(l) = self.strm.borrow_mut().as_deref_mut() {
+            for t in l.iter_mut().flatten().filter(|t| t.later) {
+                t.later = false;
+                let adds = [(Data::HttpReqCnt, 1), (Data::HttpReqRate, 1)];
+                t.table.add_many(t.entry, &adds, now);
+            }
+        }
     }
 
     /// `track-scN` of a session (`tcp-request connection|session`): held
     /// until the connection ends; counts a connection (the session is
     /// counted by [`Stk::count_session`]).
     pub fn track_session(&self, n: usize, table: &Arc<Table>, key: &StKey) -> bool {
-        self.track_in(&self.sess, n, table, key, false, false)
+        self.track_in(&self.sess, n, table, || Some(key.clone()), false, false)
     }
 
     /// The connection became a session (its `tcp-request connection` and
@@ -251,8 +292,8 @@ impl Stk {
         level: &Level,
         n: usize,
         table: &Arc<Table>,
-        key: &StKey,
-        session: bool,
+        key: impl FnOnce() -> Option<StKey>,
+        later: bool,
         http: bool,
     ) -> bool {
         if n >= 3 {
@@ -268,13 +309,17 @@ impl Stk {
         if slot.is_some() {
             return true;
         }
+        let Some(key) = key() else {
+            return false;
+        };
         let now = self.now.get();
-        let Some(entry) = table.track_start(key, now, session, http) else {
+        let Some(entry) = table.track_start(&key, now, false, http) else {
             return false;
         };
         *slot = Some(Tracker {
             table: Arc::clone(table),
             entry,
+            later,
         });
         true
     }
