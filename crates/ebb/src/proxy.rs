@@ -632,6 +632,10 @@ pub struct BackendRt {
     pub tunnel_ms: Option<u32>,
     /// `option http-restrict-req-hdr-names`, after the backend's rules.
     pub restrict_hdr_names: crate::config::RestrictHdrNames,
+    /// A `disabled` backend a frontend routes to (`Config::stopped`): as
+    /// HAProxy never sets one up, no analyser of its runs, and a request
+    /// routed there is logged without its request time (TR -1).
+    pub stopped: bool,
 }
 
 /// HTTP/2 connections and streams toward servers, all threads together:
@@ -1459,7 +1463,11 @@ pub fn compile_keeping(
     let mut bare_backends = Vec::new();
     let mut names = Vec::new();
     let mut be_comp = Vec::new();
-    for p in cfg.backends() {
+    // The disabled backends frontends may route to come last, in the
+    // frontends' lists only (see `Config::stopped`).
+    let mut stopped = Vec::new();
+    let live = cfg.backends().count();
+    for (at, p) in cfg.backends().chain(&cfg.stopped).enumerate() {
         let r = (|| -> Result<BackendRt, ConfigError> {
             let kind = if let Some(sf) = &p.serve_files {
                 let mut fc = FilesConfig::new(sf.root.clone());
@@ -1569,13 +1577,17 @@ pub fn compile_keeping(
                 server_ms: ms(p.timeouts.server),
                 tunnel_ms: ms(p.timeouts.tunnel),
                 restrict_hdr_names: p.options.restrict_hdr_names,
+                stopped: p.disabled.is_some(),
             })
         })();
         match r {
             Ok(b) => {
                 be_comp.push(&p.compression);
                 names.push(p.name.clone());
-                backends.push(Arc::new(b));
+                match at < live {
+                    true => backends.push(Arc::new(b)),
+                    false => stopped.push(Arc::new(b)),
+                }
             }
             Err(e) if e.message == "__frontend_only__" => bare_backends.push(BareBackend {
                 uuid: proxy_uuid(cfg, p),
@@ -1597,7 +1609,7 @@ pub fn compile_keeping(
             let http_response = compile_resp_rules(p, &matcher, &caches)?;
             let after_response = compile_resp_list(&p.http_after_response, &matcher, &caches)?;
             let stats = compile_stats(p, &matcher)?;
-            let be_cfg = |name: &str| cfg.backends().find(|b| b.name == name);
+            let be_cfg = |name: &str| cfg.backends().chain(&cfg.stopped).find(|b| b.name == name);
             let mut use_backends = Vec::new();
             for u in &p.use_backends {
                 let i = match &u.dynamic {
@@ -1705,7 +1717,7 @@ pub fn compile_keeping(
                     .collect::<Result<_, _>>()?,
                 log: logs,
                 conns: AtomicU32::new(0),
-                backends: backends.clone(),
+                backends: backends.iter().chain(&stopped).cloned().collect(),
                 comp: be_comp
                     .iter()
                     .map(|b| {

@@ -24,6 +24,21 @@ impl Parser<'_> {
             .into_iter()
             .partition(|p| p.disabled.is_some());
         self.proxies = on;
+        // What is left of a disabled backend (or listen): its name, mode
+        // and id, which frontends may still route to. HAProxy starts such
+        // a configuration and, the proxy never set up (no rules, no
+        // servers), answers what goes there 503, `SC--`, `<NOSRV>`.
+        let stopped: Vec<Proxy> = off
+            .iter()
+            .filter(|b| b.kind.is_backend())
+            .map(|b| {
+                let mut s = super::new_proxy(&b.name, ProxyKind::Backend, b.loc.clone());
+                s.mode = b.mode;
+                s.id = b.id.clone();
+                s.disabled = b.disabled.clone();
+                s
+            })
+            .collect();
         self.global.environ = crate::environ::take();
         // A table that stick rules use stores the server's id and key
         // (HAProxy adds server_id and server_key to it).
@@ -158,21 +173,13 @@ impl Parser<'_> {
                     format!("{} '{}' has no 'bind' line", p.kind.name(), p.name),
                 );
             }
-            let is_backend = |name: &str| px.iter().any(|b| b.kind.is_backend() && b.name == name);
-            // A backend that is `disabled` is not there: routing to it is
-            // refused, with why.
-            let unknown = |what: &str, name: &str| {
-                match off
-                .iter()
-                .find(|b| b.kind.is_backend() && b.name == name)
-                .and_then(|b| b.disabled.as_ref())
-            {
-                Some(at) => format!(
-                    "'{what}' names backend '{name}', which is disabled (at {at}): ebb does not route to a disabled backend"
-                ),
-                None => format!("'{what}' names unknown backend '{name}'"),
-            }
+            // A disabled backend is there to route to (see `stopped`).
+            let is_backend = |name: &str| {
+                px.iter().any(|b| b.kind.is_backend() && b.name == name)
+                    || stopped.iter().any(|b| b.name == name)
             };
+            let unknown =
+                |what: &str, name: &str| format!("'{what}' names unknown backend '{name}'");
             for u in &p.use_backends {
                 if u.dynamic.is_none() && !is_backend(&u.backend) {
                     err(&mut errs, &u.loc, unknown("use_backend", &u.backend));
@@ -444,6 +451,7 @@ impl Parser<'_> {
                 caches: self.caches,
                 userlists: self.userlists,
                 programs: self.programs,
+                stopped,
                 local_peer,
             })
         } else {
