@@ -1414,20 +1414,37 @@ pub fn proxy_uuid(cfg: &Config, p: &crate::config::Proxy) -> usize {
     if let Some(id) = &p.id {
         return id.value as usize;
     }
+    // The `disabled` proxies count, as in HAProxy (a proxy disabled for
+    // a while does not renumber the others): at their places in the
+    // files, between the proxies started.
     let forced: std::collections::HashSet<u32> = cfg
         .proxies
         .iter()
         .filter_map(|x| x.id.as_ref().map(|i| i.value))
+        .chain(cfg.disabled_ids.iter().filter_map(|d| d.1))
         .collect();
+    let mut off = cfg.disabled_ids.iter().peekable();
     let mut next = 2u32;
-    for x in cfg.proxies.iter().filter(|x| x.id.is_none()) {
-        while forced.contains(&next) {
-            next += 1;
+    let take = |next: &mut u32| {
+        while forced.contains(next) {
+            *next += 1;
         }
-        if std::ptr::eq(x, p) {
-            return next as usize;
+        *next += 1;
+        *next - 1
+    };
+    for (at, x) in cfg.proxies.iter().enumerate() {
+        // The disabled ones declared before this one.
+        while let Some(d) = off.next_if(|d| d.0 <= at) {
+            if d.1.is_none() {
+                take(&mut next);
+            }
         }
-        next += 1;
+        if x.id.is_none() {
+            let id = take(&mut next);
+            if std::ptr::eq(x, p) {
+                return id as usize;
+            }
+        }
     }
     0
 }

@@ -737,9 +737,9 @@ fn disabled_cfg(k: &Path, bind: &str, off: u16, o: SocketAddr) -> String {
     format!(
         "global\n    stats socket {} level admin\n\
          defaults\n    mode http\n    disabled\n    timeout connect 2s\n    timeout client 10s\n    timeout server 10s\n\
+         frontend off\n    bind 127.0.0.1:{off}\n    default_backend be\n\
          frontend on\n    enabled\n    bind {bind}\n    default_backend be\n\
          backend be\n    enabled\n    server s {o}\n\
-         frontend off\n    bind 127.0.0.1:{off}\n    default_backend be\n\
          listen lst\n    bind 127.0.0.1:{}\n    server s {o}\n",
         k.display(),
         off + 1
@@ -750,7 +750,7 @@ fn disabled_cfg(k: &Path, bind: &str, off: u16, o: SocketAddr) -> String {
 /// binds are not opened; `enabled` starts one all the same. A disabled
 /// proxy is not in `show stat` (nor on the stats page, which lists the
 /// same rows): HAProxy 2.6 skips it (`STOP` is a proxy stopped at run
-/// time).
+/// time); it still takes its id, the next ones numbered after it.
 #[test]
 fn disabled_proxies_open_no_bind() {
     let o = Origin::start("o", Mode::Ok);
@@ -761,13 +761,18 @@ fn disabled_proxies_open_no_bind() {
             assert!(c.is_err(), "port {p} of a disabled proxy is open");
         }
         let stat = cli_cmd(sock, "show stat");
-        let mut rows: Vec<&str> = stat
+        // Each proxy's name and id (`iid`): the disabled `off` declared
+        // first takes id 2, as in HAProxy.
+        let mut rows: Vec<(&str, &str)> = stat
             .lines()
             .filter(|l| !l.starts_with('#') && !l.is_empty())
-            .filter_map(|l| l.split(',').next())
+            .filter_map(|l| {
+                let f: Vec<&str> = l.split(',').collect();
+                Some((*f.first()?, *f.get(27)?))
+            })
             .collect();
         rows.dedup();
-        assert_eq!(rows, ["on", "be"], "{stat}");
+        assert_eq!(rows, [("on", "3"), ("be", "4")], "{stat}");
     };
     let off = free_port();
     let (ebb, s) = ebb_with_admin("disabled", |k, b| disabled_cfg(k, b, off, o.addr));

@@ -20,6 +20,18 @@ impl Parser<'_> {
         self.close_section();
         // `disabled` proxies: parsed and checked line by line, not
         // started (HAProxy skips them past the parse too).
+        let mut started = 0;
+        let disabled_ids: Vec<(usize, Option<u32>)> = self
+            .proxies
+            .iter()
+            .filter_map(|p| match p.disabled {
+                Some(_) => Some((started, p.id.as_ref().map(|i| i.value))),
+                None => {
+                    started += 1;
+                    None
+                }
+            })
+            .collect();
         let (off, on): (Vec<Proxy>, Vec<Proxy>) = std::mem::take(&mut self.proxies)
             .into_iter()
             .partition(|p| p.disabled.is_some());
@@ -452,6 +464,7 @@ impl Parser<'_> {
                 userlists: self.userlists,
                 programs: self.programs,
                 stopped,
+                disabled_ids,
                 local_peer,
             })
         } else {
