@@ -436,14 +436,15 @@ server s1 -wait
 ''')
 
 # --- hop-by-hop ---
-w("hh01_request_hop_by_hop", "hop-by-hop request fields and those named in Connection are not forwarded", '''
+w("hh01_request_hop_by_hop", "of the hop-by-hop request fields, those named in Connection, Keep-Alive, Proxy-Connection and Trailer go on, as with HAProxy 2.6", '''
 server s1 {
     rxreq
-    expect req.http.x-drop == <undef>
-    expect req.http.keep-alive == <undef>
+    expect req.http.connection == "X-Drop"
+    expect req.http.x-drop == "1"
+    expect req.http.keep-alive == "timeout=5"
     expect req.http.te == <undef>
-    expect req.http.proxy-connection == <undef>
-    expect req.http.trailer == <undef>
+    expect req.http.proxy-connection == "keep-alive"
+    expect req.http.trailer == "X-T"
     expect req.http.x-keep == "1"
     txresp -body ok
 } -start
@@ -454,7 +455,7 @@ server s1 {
 } -run
 server s1 -wait
 ''')
-w("hh02_response_hop_by_hop", "hop-by-hop response fields and those named in Connection are not passed to the client", '''
+w("hh02_response_hop_by_hop", "of the hop-by-hop response fields, those named in Connection, Keep-Alive and Proxy-Connection go on, as with HAProxy 2.6", '''
 server s1 {
     rxreq
     txresp -hdr "Connection: X-Secret" -hdr "X-Secret: s" -hdr "Keep-Alive: timeout=9" -hdr "Proxy-Connection: keep-alive" -hdr "X-Keep: 1" -body ok
@@ -463,9 +464,10 @@ server s1 {
     txreq -url /a
     rxresp
     expect resp.status == 200
-    expect resp.http.x-secret == <undef>
-    expect resp.http.keep-alive == <undef>
-    expect resp.http.proxy-connection == <undef>
+    expect resp.http.connection == "X-Secret"
+    expect resp.http.x-secret == "s"
+    expect resp.http.keep-alive == "timeout=9"
+    expect resp.http.proxy-connection == "keep-alive"
     expect resp.http.x-keep == "1"
     expect resp.body == ok
 } -run

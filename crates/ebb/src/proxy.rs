@@ -635,6 +635,10 @@ pub struct BackendRt {
     pub tunnel_ms: Option<u32>,
     /// `option http-restrict-req-hdr-names`, after the backend's rules.
     pub restrict_hdr_names: crate::config::RestrictHdrNames,
+    /// A `disabled` backend a frontend routes to (`Config::stopped`): as
+    /// HAProxy never sets one up, no analyser of its runs, and a request
+    /// routed there is logged without its request time (TR -1).
+    pub stopped: bool,
 }
 
 /// HTTP/2 connections and streams toward servers, all threads together:
@@ -1423,20 +1427,37 @@ pub fn proxy_uuid(cfg: &Config, p: &crate::config::Proxy) -> usize {
     if let Some(id) = &p.id {
         return id.value as usize;
     }
+    // The `disabled` proxies count, as in HAProxy (a proxy disabled for
+    // a while does not renumber the others): at their places in the
+    // files, between the proxies started.
     let forced: std::collections::HashSet<u32> = cfg
         .proxies
         .iter()
         .filter_map(|x| x.id.as_ref().map(|i| i.value))
+        .chain(cfg.disabled_ids.iter().filter_map(|d| d.1))
         .collect();
+    let mut off = cfg.disabled_ids.iter().peekable();
     let mut next = 2u32;
-    for x in cfg.proxies.iter().filter(|x| x.id.is_none()) {
-        while forced.contains(&next) {
-            next += 1;
+    let take = |next: &mut u32| {
+        while forced.contains(next) {
+            *next += 1;
         }
-        if std::ptr::eq(x, p) {
-            return next as usize;
+        *next += 1;
+        *next - 1
+    };
+    for (at, x) in cfg.proxies.iter().enumerate() {
+        // The disabled ones declared before this one.
+        while let Some(d) = off.next_if(|d| d.0 <= at) {
+            if d.1.is_none() {
+                take(&mut next);
+            }
         }
-        next += 1;
+        if x.id.is_none() {
+            let id = take(&mut next);
+            if std::ptr::eq(x, p) {
+                return id as usize;
+            }
+        }
     }
     0
 }
@@ -1472,7 +1493,11 @@ pub fn compile_keeping(
     let mut bare_backends = Vec::new();
     let mut names = Vec::new();
     let mut be_comp = Vec::new();
-    for p in cfg.backends() {
+    // The disabled backends frontends may route to come last, in the
+    // frontends' lists only (see `Config::stopped`).
+    let mut stopped = Vec::new();
+    let live = cfg.backends().count();
+    for (at, p) in cfg.backends().chain(&cfg.stopped).enumerate() {
         let r = (|| -> Result<BackendRt, ConfigError> {
             let kind = if let Some(sf) = &p.serve_files {
                 let mut fc = FilesConfig::new(sf.root.clone());
@@ -1582,13 +1607,17 @@ pub fn compile_keeping(
                 server_ms: ms(p.timeouts.server),
                 tunnel_ms: ms(p.timeouts.tunnel),
                 restrict_hdr_names: p.options.restrict_hdr_names,
+                stopped: p.disabled.is_some(),
             })
         })();
         match r {
             Ok(b) => {
                 be_comp.push(&p.compression);
                 names.push(p.name.clone());
-                backends.push(Arc::new(b));
+                match at < live {
+                    true => backends.push(Arc::new(b)),
+                    false => stopped.push(Arc::new(b)),
+                }
             }
             Err(e) if e.message == "__frontend_only__" => bare_backends.push(BareBackend {
                 uuid: proxy_uuid(cfg, p),
@@ -1610,7 +1639,7 @@ pub fn compile_keeping(
             let http_response = compile_resp_rules(p, &matcher, &caches)?;
             let after_response = compile_resp_list(&p.http_after_response, &matcher, &caches)?;
             let stats = compile_stats(p, &matcher)?;
-            let be_cfg = |name: &str| cfg.backends().find(|b| b.name == name);
+            let be_cfg = |name: &str| cfg.backends().chain(&cfg.stopped).find(|b| b.name == name);
             let mut use_backends = Vec::new();
             for u in &p.use_backends {
                 let i = match &u.dynamic {
@@ -1719,7 +1748,7 @@ pub fn compile_keeping(
                     .collect::<Result<_, _>>()?,
                 log: logs,
                 conns: AtomicU32::new(0),
-                backends: backends.clone(),
+                backends: backends.iter().chain(&stopped).cloned().collect(),
                 comp: be_comp
                     .iter()
                     .map(|b| {

@@ -2,7 +2,8 @@
 //! and side by side with HAProxy 2.6 when it is installed:
 //! `http-send-name-header`, `option logasap`, `log-tag`,
 //! `tune.http.maxhdr`, `option prefer-last-server`, `maxconnrate`,
-//! `maxsessrate`, `disabled` and `enabled`.
+//! `maxsessrate`, `disabled` and `enabled`; and what HAProxy forwards of
+//! the fields a Connection field names, in which order.
 
 mod common;
 
@@ -174,6 +175,16 @@ fn next_fields(udp: &std::net::UdpSocket) -> Vec<String> {
     rest.split(' ').map(str::to_string).collect()
 }
 
+/// A UDP socket to receive syslog lines on (a read waits up to 30 s),
+/// and its address.
+fn syslog_udp() -> (std::net::UdpSocket, SocketAddr) {
+    let udp = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    udp.set_read_timeout(Some(std::time::Duration::from_secs(30)))
+        .unwrap();
+    let u = udp.local_addr().unwrap();
+    (udp, u)
+}
+
 /// Of a timers field (`a/b/c` or `a/b/+c`): its last figure as written,
 /// the others as `n` (or -1).
 fn last_timer_shape(f: &str) -> String {
@@ -244,10 +255,7 @@ fn logasap_logs_at_the_response_head() {
             f[5].clone(),
         )
     };
-    let udp = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
-    udp.set_read_timeout(Some(std::time::Duration::from_secs(30)))
-        .unwrap();
-    let u = udp.local_addr().unwrap();
+    let (udp, u) = syslog_udp();
     let (ebb, _s) = ebb_with_admin("logasap", |k, b| logasap_cfg(k, b, b, u, o));
     let (f, g) = check(ebb.addrs[0], ebb.addrs[1], &udp);
     let ours = (shape(&f), shape(&g));
@@ -282,6 +290,159 @@ fn logasap_logs_at_the_response_head() {
     }
 }
 
+/// An origin that answers every request with one text answer (an
+/// ETag, a Content-Length) written in one piece.
+fn text_origin() -> SocketAddr {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for mut s in l.incoming().map_while(Result::ok) {
+            read_head(&mut s);
+            let _ = s.write_all(
+                b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nETag: \"abc\"\r\n\
+                  Content-Length: 6\r\nConnection: close\r\n\r\nabcdef",
+            );
+        }
+    });
+    addr
+}
+
+fn logasap_gzip_cfg(sock: &Path, bind: &str, udp: SocketAddr, o: SocketAddr) -> String {
+    format!(
+        "global\n    stats socket {} level admin\n    log {udp} local0\n\
+         defaults\n    mode http\n    log global\n    option httplog\n    option logasap\n\
+         \x20   timeout connect 2s\n    timeout client 10s\n    timeout server 10s\n\
+         frontend fe\n    bind {bind}\n    default_backend be\n\
+         backend be\n    compression algo gzip\n    server live {o}\n",
+        sock.display()
+    )
+}
+
+/// `option logasap` and a compressed answer: HAProxy logs the head as
+/// the server sent it, its compression filter's fields (Content-Encoding,
+/// Vary, the weak ETag, chunked framing for the Content-Length) added
+/// after the line: 20 for the status line, "HTTP/1.1", "200", "OK" (13),
+/// Content-Type (22), the server's ETag (9) and Content-Length (15) but
+/// not `Connection`, 1 for the head's end and the 6 body bytes.
+#[test]
+fn logasap_logs_a_compressed_answer_as_the_server_sent_it() {
+    let o = text_origin();
+    let (udp, u) = syslog_udp();
+    let check = |fe: SocketAddr| {
+        let mut c = std::net::TcpStream::connect(fe).unwrap();
+        c.write_all(
+            b"GET /a HTTP/1.1\r\nHost: x\r\nAccept-Encoding: gzip\r\nConnection: close\r\n\r\n",
+        )
+        .unwrap();
+        let mut all = Vec::new();
+        c.read_to_end(&mut all).unwrap();
+        let head = String::from_utf8_lossy(&all).to_ascii_lowercase();
+        assert!(head.contains("content-encoding: gzip\r\n"), "{head}");
+        let f = next_fields(&udp);
+        (f[3].clone(), f[4].clone())
+    };
+    let (ebb, _s) = ebb_with_admin("logasap-gzip", |k, b| logasap_gzip_cfg(k, b, u, o));
+    let ours = check(ebb.addr());
+    assert_eq!(ours, ("200".into(), "+86".into()));
+    drop(ebb);
+    if let Some((_h, fe)) = haproxy_beside("logasap-gzip", |k, b| logasap_gzip_cfg(k, b, u, o)) {
+        assert_eq!(check(fe), ours);
+    }
+}
+
+/// An origin that sends each request head it reads (lowercased, up to
+/// its end) on `tx` and answers with a Connection field naming `X-Foo`,
+/// and a Content-Length between other fields.
+fn connection_origin(tx: std::sync::mpsc::Sender<String>) -> SocketAddr {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for mut s in l.incoming().map_while(Result::ok) {
+            let head = String::from_utf8_lossy(&read_head(&mut s)).to_ascii_lowercase();
+            let _ = tx.send(head);
+            let _ = s.write_all(
+                b"HTTP/1.1 200 OK\r\nConnection: x-foo\r\nX-Foo: 1\r\n\
+                  Content-Length: 2\r\nX-After: 1\r\n\r\nok",
+            );
+        }
+    });
+    addr
+}
+
+fn fields_cfg(sock: &Path, bind: &str, o: SocketAddr) -> String {
+    format!(
+        "global\n    stats socket {} level admin\n\
+         defaults\n    mode http\n\
+         \x20   timeout connect 2s\n    timeout client 10s\n    timeout server 10s\n\
+         frontend fe\n    bind {bind}\n    default_backend be\n\
+         backend be\n    server s {o}\n",
+        sock.display()
+    )
+}
+
+/// The fields of a head (its lines but the first), lowercased.
+fn head_fields(head: &str) -> Vec<String> {
+    head.split("\r\n")
+        .skip(1)
+        .take_while(|l| !l.is_empty())
+        .map(str::to_ascii_lowercase)
+        .collect()
+}
+
+/// As HAProxy 2.6: the fields a Connection field names go on both ways,
+/// and so does the Connection field, without the `keep-alive` and
+/// `close` the proxy says itself; the fields keep their order, the
+/// Content-Length the proxy writes again included.
+#[test]
+fn connection_named_fields_and_content_length_keep_their_place() {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let o = connection_origin(tx);
+    let check = |fe: SocketAddr| {
+        let mut c = Client::connect(fe);
+        c.send(
+            b"POST /x HTTP/1.1\r\nHost: a\r\nX-A: 1\r\nContent-Length: 3\r\n\
+              Connection: keep-alive, X-Bar\r\nX-Bar: 2\r\nX-C: 3\r\n\r\nabc",
+        );
+        let r = c.read_resp();
+        assert_eq!((r.status, r.body.as_slice()), (200, &b"ok"[..]));
+        let req = rx
+            .recv_timeout(std::time::Duration::from_secs(30))
+            .expect("the origin got no request");
+        let resp: Vec<String> = r
+            .headers
+            .iter()
+            .map(|(n, v)| format!("{n}: {v}").to_ascii_lowercase())
+            .collect();
+        (head_fields(&req), resp)
+    };
+    let (ebb, _s) = ebb_with_admin("conn-fields", |k, b| fields_cfg(k, b, o));
+    let ours = check(ebb.addr());
+    assert_eq!(
+        ours.0,
+        [
+            "host: a",
+            "x-a: 1",
+            "content-length: 3",
+            "connection: x-bar",
+            "x-bar: 2",
+            "x-c: 3"
+        ]
+    );
+    assert_eq!(
+        ours.1,
+        [
+            "connection: x-foo",
+            "x-foo: 1",
+            "content-length: 2",
+            "x-after: 1"
+        ]
+    );
+    drop(ebb);
+    if let Some((_h, fe)) = haproxy_beside("conn-fields", |k, b| fields_cfg(k, b, o)) {
+        assert_eq!(check(fe), ours);
+    }
+}
+
 fn tcp_logasap_cfg(sock: &Path, bind: &str, udp: SocketAddr, o: SocketAddr) -> String {
     format!(
         "global\n    stats socket {} level admin\n    log {udp} local0\n\
@@ -298,10 +459,7 @@ fn tcp_logasap_cfg(sock: &Path, bind: &str, udp: SocketAddr, o: SocketAddr) -> S
 #[test]
 fn logasap_logs_a_tcp_session_at_the_connect() {
     let o = holding_origin();
-    let udp = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
-    udp.set_read_timeout(Some(std::time::Duration::from_secs(30)))
-        .unwrap();
-    let u = udp.local_addr().unwrap();
+    let (udp, u) = syslog_udp();
     let check = |fe: SocketAddr| {
         let mut c = std::net::TcpStream::connect(fe).unwrap();
         c.write_all(b"hello").unwrap();
@@ -393,10 +551,7 @@ fn tags_seen(udp: &std::net::UdpSocket, fe: SocketAddr, plain: SocketAddr) -> Ve
 fn log_tag_per_proxy_and_global() {
     let o = Origin::start("live", Mode::Ok);
     let dead = free_port();
-    let udp = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
-    udp.set_read_timeout(Some(std::time::Duration::from_secs(30)))
-        .unwrap();
-    let u = udp.local_addr().unwrap();
+    let (udp, u) = syslog_udp();
     let (ebb, _s) = ebb_with_admin("logtag", |k, b| log_tag_cfg(k, b, b, u, o.addr, dead));
     let ours = tags_seen(&udp, ebb.addrs[0], ebb.addrs[1]);
     assert_eq!(ours, ["fetag", "gtag", "betag"]);
@@ -582,9 +737,9 @@ fn disabled_cfg(k: &Path, bind: &str, off: u16, o: SocketAddr) -> String {
     format!(
         "global\n    stats socket {} level admin\n\
          defaults\n    mode http\n    disabled\n    timeout connect 2s\n    timeout client 10s\n    timeout server 10s\n\
+         frontend off\n    bind 127.0.0.1:{off}\n    default_backend be\n\
          frontend on\n    enabled\n    bind {bind}\n    default_backend be\n\
          backend be\n    enabled\n    server s {o}\n\
-         frontend off\n    bind 127.0.0.1:{off}\n    default_backend be\n\
          listen lst\n    bind 127.0.0.1:{}\n    server s {o}\n",
         k.display(),
         off + 1
@@ -595,7 +750,7 @@ fn disabled_cfg(k: &Path, bind: &str, off: u16, o: SocketAddr) -> String {
 /// binds are not opened; `enabled` starts one all the same. A disabled
 /// proxy is not in `show stat` (nor on the stats page, which lists the
 /// same rows): HAProxy 2.6 skips it (`STOP` is a proxy stopped at run
-/// time).
+/// time); it still takes its id, the next ones numbered after it.
 #[test]
 fn disabled_proxies_open_no_bind() {
     let o = Origin::start("o", Mode::Ok);
@@ -606,13 +761,18 @@ fn disabled_proxies_open_no_bind() {
             assert!(c.is_err(), "port {p} of a disabled proxy is open");
         }
         let stat = cli_cmd(sock, "show stat");
-        let mut rows: Vec<&str> = stat
+        // Each proxy's name and id (`iid`): the disabled `off` declared
+        // first takes id 2, as in HAProxy.
+        let mut rows: Vec<(&str, &str)> = stat
             .lines()
             .filter(|l| !l.starts_with('#') && !l.is_empty())
-            .filter_map(|l| l.split(',').next())
+            .filter_map(|l| {
+                let f: Vec<&str> = l.split(',').collect();
+                Some((*f.first()?, *f.get(27)?))
+            })
             .collect();
         rows.dedup();
-        assert_eq!(rows, ["on", "be"], "{stat}");
+        assert_eq!(rows, [("on", "3"), ("be", "4")], "{stat}");
     };
     let off = free_port();
     let (ebb, s) = ebb_with_admin("disabled", |k, b| disabled_cfg(k, b, off, o.addr));
@@ -624,23 +784,62 @@ fn disabled_proxies_open_no_bind() {
     }
 }
 
-/// A frontend routing to a `disabled` backend is refused, saying so
-/// (HAProxy starts such a configuration; ebb does not route to a proxy
-/// it did not start); so are arguments after `disabled`.
+fn to_disabled_cfg(k: &Path, bind: &str, udp: SocketAddr, o: SocketAddr) -> String {
+    format!(
+        "global\n    stats socket {} level admin\n    log {udp} local0\n\
+         defaults\n    mode http\n    log global\n    option httplog\n\
+         \x20   timeout connect 2s\n    timeout client 10s\n    timeout server 10s\n\
+         frontend fe\n    bind {bind}\n    use_backend lst if {{ path /l }}\n    default_backend off\n\
+         backend off\n    disabled\n    http-request return status 200 content-type text/plain string rules\n\
+         \x20   server s {o}\n\
+         listen lst\n    disabled\n    bind 127.0.0.1:1\n    server s {o}\n",
+        k.display()
+    )
+}
+
+/// A frontend routing to a `disabled` backend (or listen) starts, as in
+/// HAProxy, which never sets such a proxy up: neither its rules nor its
+/// servers are used, a request routed there gets 503, logged
+/// `fe off/<NOSRV> -1/-1/-1/-1/0 503 217 - - SC--` (the size is not
+/// compared: ebb's own answers carry `Date` and `Server`), and the
+/// connection stays open for the next one.
 #[test]
-fn routing_to_a_disabled_backend_is_refused() {
+fn a_disabled_backend_answers_503() {
+    let o = Origin::start("o", Mode::Ok);
+    let (udp, u) = syslog_udp();
+    let check = |fe: SocketAddr| {
+        let mut c = Client::connect(fe);
+        let mut lines = Vec::new();
+        for (path, be) in [("/", "off"), ("/l", "lst")] {
+            c.send(format!("GET {path} HTTP/1.1\r\nHost: x\r\n\r\n").as_bytes());
+            let r = c.read_resp();
+            assert_eq!(r.status, 503, "{path}");
+            let f = next_fields(&udp);
+            assert_eq!(f[1], format!("{be}/<NOSRV>"), "{f:?}");
+            lines.push((f[2].clone(), f[3].clone(), f[7].clone()));
+        }
+        lines
+    };
+    let (ebb, _s) = ebb_with_admin("to-disabled", |k, b| to_disabled_cfg(k, b, u, o.addr));
+    let ours = check(ebb.addr());
+    let line = ("-1/-1/-1/-1/0".into(), "503".into(), "SC--".into());
+    assert_eq!(ours, [line.clone(), line]);
+    assert!(o.heads.lock().unwrap().is_empty());
+    drop(ebb);
+    if let Some((_h, fe)) = haproxy_beside("to-disabled", |k, b| to_disabled_cfg(k, b, u, o.addr)) {
+        assert_eq!(check(fe), ours);
+    }
+}
+
+/// Arguments after `disabled` are refused.
+#[test]
+fn disabled_takes_no_argument() {
     let head = "defaults\n    mode http\n    timeout connect 1s\n    timeout client 1s\n    timeout server 1s\n";
     refused(
         "disabled-refused",
-        &[
-            (
-                format!("{head}frontend fe\n    bind 127.0.0.1:1\n    default_backend be\nbackend be\n    disabled\n    server a 127.0.0.1:1\n"),
-                "f0.cfg:8: 'default_backend' names backend 'be', which is disabled (at f0.cfg:10)",
-            ),
-            (
-                format!("{head}backend be\n    disabled now\n"),
-                "f1.cfg:7: 'disabled' takes no argument",
-            ),
-        ],
+        &[(
+            format!("{head}backend be\n    disabled now\n"),
+            "f0.cfg:7: 'disabled' takes no argument",
+        )],
     );
 }

@@ -47,16 +47,16 @@ fn weighted_round_robin_and_headers() {
         assert_eq!(r.status, 200);
         assert!(r.text().ends_with(&format!("/r{i}")));
         assert_eq!(r.header("x-got-xff"), Some("127.0.0.1"));
-        // The origin's hop-by-hop Keep-Alive is not passed on.
-        assert_eq!(r.header("keep-alive"), None);
+        // The origin's Keep-Alive goes on, as HAProxy 2.6 passes it.
+        assert_eq!(r.header("keep-alive"), Some("timeout=5"));
     }
     let n = |o: &Origin| o.requests.load(Ordering::SeqCst);
     assert_eq!((n(&a), n(&b), n(&c)), (10, 20, 30));
-    // Hop-by-hop request fields and the ones named in Connection are gone;
-    // of TE, only `trailers` goes on (HAProxy's).
+    // As HAProxy 2.6: the fields Connection names go on, and Connection
+    // without its `keep-alive`; of TE, only `trailers` goes on.
     for h in a.heads.lock().unwrap().iter() {
         let l = h.to_ascii_lowercase();
-        assert!(!l.contains("x-drop"), "{h}");
+        assert!(l.contains("\r\nconnection: x-drop\r\nx-drop: 1\r\n"), "{h}");
         assert!(l.contains("\r\nte: trailers\r\n"), "{h}");
         assert!(l.contains("\r\nhost: h\r\n"), "{h}");
     }
@@ -584,10 +584,12 @@ fn close_delimited_answers_end_at_the_origin_close() {
     }
 }
 
-/// The answer's fields go on as `name: value` lines in their order, the
-/// hop-by-hop ones (and those Connection names) and Content-Length left
-/// out, whatever the origin's spacing: lines written that way already are
-/// copied in runs, the others written again, and the bytes are the same.
+/// The answer's fields go on as `name: value` lines in their order
+/// (Content-Length, written again, in its place; Connection without its
+/// `keep-alive`, the fields it names and Keep-Alive kept, as HAProxy 2.6
+/// forwards them), whatever the origin's spacing: lines written that way
+/// already are copied in runs, the others written again, and the bytes
+/// are the same.
 #[test]
 fn forwarded_response_fields_keep_order_and_form() {
     use std::io::{Read, Write};
@@ -605,8 +607,9 @@ fn forwarded_response_fields_keep_order_and_form() {
     s.read_to_end(&mut all).unwrap();
     assert_eq!(
         String::from_utf8_lossy(&all),
-        "HTTP/1.1 200 OK\r\nX-A: 1\r\nX-B: 2\r\nX-D: 4\r\nX-E: 5\r\nX-F: 6\r\nX-G: 7\r\n\
-         X-H: \r\nX-I: \r\nX-J: 8\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok"
+        "HTTP/1.1 200 OK\r\nX-A: 1\r\nX-B: 2\r\nConnection: x-c\r\nX-C: 3\r\nX-D: 4\r\n\
+         X-E: 5\r\nX-F: 6\r\nContent-Length: 2\r\nX-G: 7\r\nX-H: \r\nX-I: \r\n\
+         Keep-Alive: timeout=5\r\nX-J: 8\r\nConnection: close\r\n\r\nok"
     );
 }
 

@@ -50,6 +50,13 @@ pub struct Config {
     pub programs: Vec<Program>,
     /// This instance's peer name (`-L`, `localpeer`, or the host name).
     pub local_peer: String,
+    /// The `disabled` backends and listens, each reduced to its name, mode
+    /// and id: not started, not listed, but frontends route to them (and
+    /// get 503 there, as with HAProxy's, which never sets them up).
+    pub stopped: Vec<Proxy>,
+    /// Each `disabled` proxy, as the number of started proxies declared
+    /// before it and its `id` if set: HAProxy numbers them too.
+    pub disabled_ids: Vec<(usize, Option<u32>)>,
 }
 
 impl Config {

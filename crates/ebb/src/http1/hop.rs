@@ -1,102 +1,82 @@
-//! Hop-by-hop fields (RFC 9110 §7.6.1): what a proxy must not forward.
+//! Hop-by-hop fields (RFC 9110 §7.6.1) and what ebb forwards of them.
 //!
-//! The fixed list — Connection, Keep-Alive, Proxy-Connection, TE, Trailer,
-//! Transfer-Encoding, Upgrade — plus every field named as an option in a
-//! Connection field of the same message. The proxy writes the framing it
-//! chose itself (Content-Length or `Transfer-Encoding: chunked`), its own
-//! Connection, and, for an upgrade it lets through, `Connection: upgrade`
-//! with the Upgrade value again.
+//! The RFC's fixed list is Connection, Keep-Alive, Proxy-Connection, TE,
+//! Trailer, Transfer-Encoding, Upgrade, plus every field named as an
+//! option in a Connection field. ebb forwards what HAProxy 2.6 forwards
+//! between HTTP/1 peers ([`forwardable`]): all but the framing, `TE` and
+//! `Upgrade`, and the Connection options the proxy answers itself
+//! (`close`, `keep-alive`, `upgrade`); the fields Connection names go on.
+//! The proxy writes the framing it chose itself (Content-Length or
+//! `Transfer-Encoding: chunked`), its own Connection, and, for an upgrade
+//! it lets through, `Connection: upgrade` with the Upgrade value again. A
+//! head for an HTTP/2 peer loses the connection-specific fields there.
 //!
-//! All checks work on the spans of a parsed head and allocate nothing; a
-//! head with n fields and c Connection options costs O(n·c) comparisons,
-//! both small.
+//! All checks work on the spans of a parsed head and allocate nothing.
 
 use super::head::{eq_nocase, for_each_member, name_is, HeaderSpan};
 
-/// The fields that are hop-by-hop whatever Connection says (lower case).
-pub const HOP_BY_HOP: [&str; 7] = [
-    "connection",
-    "keep-alive",
-    "proxy-connection",
-    "te",
-    "trailer",
-    "transfer-encoding",
-    "upgrade",
-];
-
-/// True when `name` is on the fixed hop-by-hop list (case-insensitive).
-/// Every field of a forwarded head asks this: the length picks the one or
-/// two names to compare (most fields have a length none of them has).
-#[inline(always)]
-pub fn is_hop_by_hop_name(name: &[u8]) -> bool {
-    match name.len() {
-        2 => eq_nocase(name, b"te"),
-        7 => eq_nocase(name, b"trailer") || eq_nocase(name, b"upgrade"),
-        10 => eq_nocase(name, b"connection") || eq_nocase(name, b"keep-alive"),
-        16 => eq_nocase(name, b"proxy-connection"),
-        17 => eq_nocase(name, b"transfer-encoding"),
-        _ => false,
-    }
+/// True for the `Connection` options ebb answers itself: `close` and
+/// `keep-alive` (the connection's persistence, said again on each side)
+/// and `upgrade` (written again with the Upgrade field for an upgrade).
+fn own_option(m: &[u8]) -> bool {
+    m.is_empty()
+        || eq_nocase(m, b"close")
+        || eq_nocase(m, b"keep-alive")
+        || eq_nocase(m, b"upgrade")
 }
 
-/// True when `name` is listed as an option in a Connection field of
-/// `headers`.
-pub fn named_in_connection(buf: &[u8], headers: &[HeaderSpan], name: &[u8]) -> bool {
-    let mut found = false;
-    for h in headers {
-        if !eq_nocase(h.name.get(buf), b"connection") {
-            continue;
-        }
-        for_each_member(h.value.get(buf), |m, _| {
-            if !m.is_empty() && m.eq_ignore_ascii_case(name) {
-                found = true;
+/// True when a Connection field's value names an option besides those
+/// ebb answers itself ([`own_option`]): the field goes on with those.
+pub fn connection_goes_on(value: &[u8]) -> bool {
+    let mut other = false;
+    for_each_member(value, |m, _| other |= !own_option(m));
+    other
+}
+
+/// Writes the value a forwarded field goes on with: a Connection field's
+/// options but `close`, `keep-alive` and `upgrade`, as HAProxy 2.6 passes
+/// them; any other field's value as it came.
+pub fn push_forwarded_value(out: &mut Vec<u8>, name: &[u8], value: &[u8]) {
+    if !eq_nocase(name, b"connection") {
+        out.extend_from_slice(value);
+        return;
+    }
+    let mut first = true;
+    for_each_member(value, |m, _| {
+        if !own_option(m) {
+            if !first {
+                out.extend_from_slice(b", ");
             }
-        });
-        if found {
-            return true;
+            out.extend_from_slice(m);
+            first = false;
         }
-    }
-    false
+    });
 }
 
-/// True when a field named `name` must not be forwarded.
-pub fn is_hop_by_hop(buf: &[u8], headers: &[HeaderSpan], name: &[u8]) -> bool {
-    is_hop_by_hop_name(name) || named_in_connection(buf, headers, name)
-}
-
-/// The fields of a head a proxy forwards, in order.
+/// The fields of a head a proxy forwards, in order: as HAProxy 2.6 does,
+/// every field but `Transfer-Encoding` (the proxy writes the framing
+/// it chose), `TE` (its `trailers` member the request's writer passes),
+/// `Upgrade` (written again for an upgrade) and the Connection fields
+/// that name only what the proxy says itself ([`connection_goes_on`]; the
+/// others go on through [`push_forwarded_value`]). The fields a
+/// Connection field names go on, as HAProxy forwards them, and so do
+/// `Keep-Alive`, `Proxy-Connection` and `Trailer`.
 ///
-/// One look at the Connection fields first: when they name nothing beyond
-/// the fixed list and `close` (the usual head), a field costs the fixed
-/// list's length dispatch (and a `close` comparison when one was named);
-/// otherwise each field is also looked up among the Connection options.
+/// A field costs a length dispatch; a Connection field a look at its
+/// options.
 pub fn forwardable<'h>(
     buf: &'h [u8],
     headers: &'h [HeaderSpan],
 ) -> impl Iterator<Item = &'h HeaderSpan> + 'h {
-    let (mut close, mut other) = (false, false);
-    for h in headers {
-        if !eq_nocase(h.name.get(buf), b"connection") {
-            continue;
-        }
-        let value = h.value.get(buf);
-        if eq_nocase(value, b"keep-alive") {
-            continue;
-        }
-        for_each_member(value, |m, _| {
-            if eq_nocase(m, b"close") {
-                close = true;
-            } else {
-                other |= !m.is_empty() && !is_hop_by_hop_name(m);
-            }
-        });
-    }
     headers.iter().filter(move |h| {
         let name = h.name.get(buf);
-        let dropped = is_hop_by_hop_name(name)
-            || (close && eq_nocase(name, b"close"))
-            || (other && named_in_connection(buf, headers, name));
-        !dropped
+        match name.len() {
+            2 => !eq_nocase(name, b"te"),
+            7 => !eq_nocase(name, b"upgrade"),
+            10 if eq_nocase(name, b"connection") => connection_goes_on(h.value.get(buf)),
+            17 => !eq_nocase(name, b"transfer-encoding"),
+            _ => true,
+        }
     })
 }
 

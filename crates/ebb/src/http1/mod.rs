@@ -17,7 +17,7 @@
 //!                .header(..)* .finish(framing, keep_alive, head.version)
 //!              ChunkedEncoder for streamed bodies
 //!   proxy  ──► parse_response_into(buf, &limits, req.method, &mut resp)
-//!              Err → 502; forwardable() skips hop-by-hop fields;
+//!              Err → 502; forwardable() skips the fields ebb writes again;
 //!              is_interim() → forward and parse again; tunnel → splice.
 //! ```
 //!
@@ -112,9 +112,7 @@ pub(crate) use head::{
     eq_nocase, is_field_value, is_field_value_byte, is_token, is_valid_authority, tchar,
 };
 pub use head::{BodyFraming, HeaderSpan, Limits, Span, Version, MAX_HEADERS_CAP};
-pub use hop::{
-    find_header, forwardable, is_hop_by_hop, is_hop_by_hop_name, named_in_connection, HOP_BY_HOP,
-};
+pub use hop::{find_header, forwardable, push_forwarded_value};
 pub use request::{
     complete_request_into, parse_request, parse_request_into, scheme_normalized, Method,
     RequestHead, Status, TargetForm, CONNECT_ALLOW,

@@ -20,10 +20,37 @@ impl Parser<'_> {
         self.close_section();
         // `disabled` proxies: parsed and checked line by line, not
         // started (HAProxy skips them past the parse too).
+        let mut started = 0;
+        let disabled_ids: Vec<(usize, Option<u32>)> = self
+            .proxies
+            .iter()
+            .filter_map(|p| match p.disabled {
+                Some(_) => Some((started, p.id.as_ref().map(|i| i.value))),
+                None => {
+                    started += 1;
+                    None
+                }
+            })
+            .collect();
         let (off, on): (Vec<Proxy>, Vec<Proxy>) = std::mem::take(&mut self.proxies)
             .into_iter()
             .partition(|p| p.disabled.is_some());
         self.proxies = on;
+        // What is left of a disabled backend (or listen): its name, mode
+        // and id, which frontends may still route to. HAProxy starts such
+        // a configuration and, the proxy never set up (no rules, no
+        // servers), answers what goes there 503, `SC--`, `<NOSRV>`.
+        let stopped: Vec<Proxy> = off
+            .iter()
+            .filter(|b| b.kind.is_backend())
+            .map(|b| {
+                let mut s = super::new_proxy(&b.name, ProxyKind::Backend, b.loc.clone());
+                s.mode = b.mode;
+                s.id = b.id.clone();
+                s.disabled = b.disabled.clone();
+                s
+            })
+            .collect();
         self.global.environ = crate::environ::take();
         // A table that stick rules use stores the server's id and key
         // (HAProxy adds server_id and server_key to it).
@@ -158,21 +185,13 @@ impl Parser<'_> {
                     format!("{} '{}' has no 'bind' line", p.kind.name(), p.name),
                 );
             }
-            let is_backend = |name: &str| px.iter().any(|b| b.kind.is_backend() && b.name == name);
-            // A backend that is `disabled` is not there: routing to it is
-            // refused, with why.
-            let unknown = |what: &str, name: &str| {
-                match off
-                .iter()
-                .find(|b| b.kind.is_backend() && b.name == name)
-                .and_then(|b| b.disabled.as_ref())
-            {
-                Some(at) => format!(
-                    "'{what}' names backend '{name}', which is disabled (at {at}): ebb does not route to a disabled backend"
-                ),
-                None => format!("'{what}' names unknown backend '{name}'"),
-            }
+            // A disabled backend is there to route to (see `stopped`).
+            let is_backend = |name: &str| {
+                px.iter().any(|b| b.kind.is_backend() && b.name == name)
+                    || stopped.iter().any(|b| b.name == name)
             };
+            let unknown =
+                |what: &str, name: &str| format!("'{what}' names unknown backend '{name}'");
             for u in &p.use_backends {
                 if u.dynamic.is_none() && !is_backend(&u.backend) {
                     err(&mut errs, &u.loc, unknown("use_backend", &u.backend));
@@ -444,6 +463,8 @@ impl Parser<'_> {
                 caches: self.caches,
                 userlists: self.userlists,
                 programs: self.programs,
+                stopped,
+                disabled_ids,
                 local_peer,
             })
         } else {

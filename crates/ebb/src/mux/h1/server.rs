@@ -533,20 +533,43 @@ pub(crate) fn write_request_head(
     // Absolute form: the target's authority is the host (RFC 9112
     // §3.2.2); the Host field gives way to it (written below).
     let absolute = h.form == Form::Absolute;
-    for f in forwardable(h.fields.buf, h.fields.list) {
-        let name = f.name.get(h.fields.buf);
+    // The framing goes where the client's first framing field was, as
+    // HAProxy keeps the fields' order; without one, after the fields.
+    let buf = h.fields.buf;
+    let is_framing = |n: &[u8]| {
+        n.eq_ignore_ascii_case(b"content-length") || n.eq_ignore_ascii_case(b"transfer-encoding")
+    };
+    let mut framing_at = h.fields.list.iter().find(|f| is_framing(f.name.get(buf)));
+    let mut written = false;
+    for f in forwardable(buf, h.fields.list) {
+        let name = f.name.get(buf);
+        if framing_at.is_some_and(|at| f.name.start >= at.name.start) {
+            framing_at = None;
+            written = true;
+            write_framing(out, h);
+        }
+        let host = name.eq_ignore_ascii_case(b"host");
         if name.eq_ignore_ascii_case(b"content-length")
             || tail.omit.is_some_and(|o| o(name))
-            || (absolute && name.eq_ignore_ascii_case(b"host"))
+            || (host && absolute && has_host)
         {
             continue;
         }
-        has_host |= name.eq_ignore_ascii_case(b"host");
+        has_host |= host;
         seen |= !tail.watch.is_empty() && name.eq_ignore_ascii_case(tail.watch);
         out.extend_from_slice(name);
         out.extend_from_slice(b": ");
-        out.extend_from_slice(f.value.get(h.fields.buf));
+        match (host && absolute, h.authority) {
+            // In its place, as HAProxy updates it.
+            (true, Some(auth)) => out.extend_from_slice(auth),
+            _ => crate::http1::push_forwarded_value(out, name, f.value.get(buf)),
+        }
         out.extend_from_slice(b"\r\n");
+    }
+    if framing_at.is_some() {
+        // No field forwarded came after the framing field.
+        written = true;
+        write_framing(out, h);
     }
     if !has_host {
         if let Some(host) = h.authority {
@@ -556,20 +579,8 @@ pub(crate) fn write_request_head(
         }
     }
     extra(out, seen);
-    match h.body {
-        BodySize::Empty => {
-            // An explicit zero length stays explicit (a POST without it
-            // may get a 411).
-            if h.fields.get(b"content-length").is_some() {
-                out.extend_from_slice(b"Content-Length: 0\r\n");
-            }
-        }
-        BodySize::Exact(n) => {
-            out.extend_from_slice(b"Content-Length: ");
-            crate::http1::push_decimal(out, n);
-            out.extend_from_slice(b"\r\n");
-        }
-        BodySize::Unknown => out.extend_from_slice(b"Transfer-Encoding: chunked\r\n"),
+    if !written {
+        write_framing(out, h);
     }
     if let Some(u) = h.upgrade {
         out.extend_from_slice(b"Connection: upgrade\r\nUpgrade: ");
@@ -583,6 +594,25 @@ pub(crate) fn write_request_head(
     }
     out.extend_from_slice(b"\r\n");
     h.body
+}
+
+/// The framing field of a request for a server: its Content-Length (an
+/// explicit zero stays explicit: a POST without it may get a 411), or
+/// chunked for a body of unknown length.
+fn write_framing(out: &mut Vec<u8>, h: &ReqHead<'_>) {
+    match h.body {
+        BodySize::Empty => {
+            if h.fields.get(b"content-length").is_some() {
+                out.extend_from_slice(b"Content-Length: 0\r\n");
+            }
+        }
+        BodySize::Exact(n) => {
+            out.extend_from_slice(b"Content-Length: ");
+            crate::http1::push_decimal(out, n);
+            out.extend_from_slice(b"\r\n");
+        }
+        BodySize::Unknown => out.extend_from_slice(b"Transfer-Encoding: chunked\r\n"),
+    }
 }
 
 /// The server-side tasklet's body: one per client connection.
@@ -678,16 +708,27 @@ mod tests {
     };
 
     #[test]
-    fn a_request_for_a_server_drops_hop_by_hop_and_rewrites_framing() {
+    fn a_request_for_a_server_keeps_haproxys_fields_and_order() {
+        // As HAProxy 2.6: the fields Connection names go on, Connection
+        // without `keep-alive`, the framing in the client's place.
         let (out, body) = to_server(
             b"POST /a?b HTTP/1.1\r\nHost: h\r\nConnection: keep-alive, X-Hop\r\nX-Hop: 1\r\nKeep-Alive: 5\r\nContent-Length: 3\r\nX-Forwarded-For: 1.2.3.4\r\nAccept: */*\r\n\r\nabc",
             &KEEP,
         );
         assert_eq!(
             out,
-            "POST /a?b HTTP/1.1\r\nHost: h\r\nX-Forwarded-For: 1.2.3.4\r\nAccept: */*\r\nX-Seen: 1\r\nContent-Length: 3\r\n\r\n"
+            "POST /a?b HTTP/1.1\r\nHost: h\r\nConnection: X-Hop\r\nX-Hop: 1\r\nKeep-Alive: 5\r\nContent-Length: 3\r\nX-Forwarded-For: 1.2.3.4\r\nAccept: */*\r\nX-Seen: 1\r\n\r\n"
         );
         assert_eq!(body, BodySize::Exact(3));
+        // The framing field last: after the fields, before what is added.
+        let (out, _) = to_server(
+            b"POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n",
+            &KEEP,
+        );
+        assert_eq!(
+            out,
+            "POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\nX-Seen: 0\r\n\r\n"
+        );
     }
 
     #[test]
@@ -704,7 +745,7 @@ mod tests {
         );
         assert_eq!(
             out,
-            "GET http://example.com:8080/p HTTP/1.1\r\nHost: example.com:8080\r\nX-Seen: 0\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n"
+            "GET http://example.com:8080/p HTTP/1.1\r\nHost: example.com:8080\r\nTransfer-Encoding: chunked\r\nX-Seen: 0\r\nConnection: close\r\n\r\n"
         );
         assert_eq!(body, BodySize::Unknown);
     }
@@ -723,7 +764,10 @@ mod tests {
             b"PUT /x HTTP/1.1\r\nHost: a\r\nContent-Length: 0\r\n\r\n",
             &KEEP,
         );
-        assert!(out.ends_with("Content-Length: 0\r\n\r\n"), "{out}");
+        assert!(
+            out.ends_with("Content-Length: 0\r\nX-Seen: 0\r\n\r\n"),
+            "{out}"
+        );
         let (out, _) = to_server(
             b"GET /ws HTTP/1.1\r\nHost: a\r\nConnection: Upgrade\r\nUpgrade: foo/1\r\n\r\n",
             &ReqTail {

@@ -130,6 +130,8 @@ impl Stream {
             (&be.after_response[..], &be.matcher),
             (&fe.after_response[..], &fe.matcher),
         ];
+        // Where the framing field goes in `out` when not after the others.
+        let mut framing_pos = None;
         if crate::rewrite::any(&sets) || crate::rewrite::cookie_on_response(&fe, &be) {
             // Rules run on the response as a list of fields, in order
             // (`crate::rewrite`); the status line is written again after.
@@ -155,7 +157,11 @@ impl Stream {
                 r.reason.get(buf).to_vec(),
                 forwardable(buf, &r.headers)
                     .filter(|f| !skip(f.name.get(buf)))
-                    .map(|f| (f.name.get(buf).to_vec(), f.value.get(buf).to_vec()))
+                    .map(|f| {
+                        let (name, mut value) = (f.name.get(buf), Vec::new());
+                        crate::http1::push_forwarded_value(&mut value, name, f.value.get(buf));
+                        (name.to_vec(), value)
+                    })
                     .collect(),
             );
             // HAProxy's room for rewrites: the head beside the body bytes
@@ -206,15 +212,29 @@ impl Stream {
             // CRLF) is copied as it is, in one piece with the kept lines
             // right before it: a few copies per head, not four per field.
             let mut run: Option<core::ops::Range<usize>> = None;
+            // The framing goes where the server's first framing field
+            // was, as HAProxy keeps the fields' order (moved there below).
+            let mut framing_at = r.headers.iter().find(|f| {
+                let n = f.name.get(buf);
+                eq_nocase(n, b"content-length") || eq_nocase(n, b"transfer-encoding")
+            });
             for f in forwardable(buf, &r.headers) {
                 let name = f.name.get(buf);
+                if framing_at.is_some_and(|at| f.name.start >= at.name.start) {
+                    framing_at = None;
+                    if let Some(r) = run.take() {
+                        out.extend_from_slice(buf.get(r).unwrap_or(&[]));
+                    }
+                    framing_pos = Some(out.len());
+                }
                 if skip(name) {
                     continue;
                 }
                 let (start, ve) = (f.name.start as usize, f.value.end as usize);
                 let as_written = buf.get(f.name.end as usize..f.value.start as usize)
                     == Some(b": ")
-                    && buf.get(ve..ve + 2) == Some(b"\r\n");
+                    && buf.get(ve..ve + 2) == Some(b"\r\n")
+                    && !eq_nocase(name, b"connection");
                 if as_written {
                     match &mut run {
                         Some(r) if r.end == start => r.end = ve + 2,
@@ -231,16 +251,33 @@ impl Stream {
                 }
                 out.extend_from_slice(name);
                 out.extend_from_slice(b": ");
-                out.extend_from_slice(f.value.get(buf));
+                crate::http1::push_forwarded_value(out, name, f.value.get(buf));
                 out.extend_from_slice(b"\r\n");
             }
             if let Some(r) = run {
                 out.extend_from_slice(buf.get(r).unwrap_or(&[]));
             }
+            if framing_at.is_some() {
+                // No field forwarded came after the framing field.
+                framing_pos = Some(out.len());
+            }
         }
+        // Where the compression's fields go, and what HAProxy's head held
+        // instead when `option logasap` logged it (before its compression
+        // filter edits the head): the server's ETag, and its
+        // Content-Length for the `Transfer-Encoding: chunked` written below.
+        let comp_fields = out.len();
+        let mut held_instead = 0;
         if coding.is_some() {
-            compress::write_h1_fields(out, verdict, r.header(buf, "etag"));
+            let etag = r.header(buf, "etag");
+            compress::write_h1_fields(out, verdict, etag);
+            held_instead += etag.map_or(0, |v| 4 + v.len());
+            if let BodyFraming::ContentLength(n) = r.framing {
+                held_instead += 14 + n.checked_ilog10().map_or(1, |d| d as usize + 1);
+            }
         }
+        let comp_fields = comp_fields..out.len();
+        let framing_start = out.len();
         let left = if tunnel {
             let upg = r.header(buf, "upgrade").map(|v| v.to_vec());
             out.extend_from_slice(b"Connection: upgrade\r\n");
@@ -293,6 +330,12 @@ impl Stream {
                 }
             }
         };
+        if let (Some(at), None, false) = (framing_pos, coding, tunnel) {
+            // The framing field written last goes back in its place.
+            if let Some(moved) = out.get_mut(at..) {
+                moved.rotate_right(moved.len() - (framing_start - at));
+            }
+        }
         if !r.keep_alive {
             up.keep_server = false;
         }
@@ -315,7 +358,22 @@ impl Stream {
                 true => 0,
                 false => crate::stream::body_in(after, up.resp.framing, &mut Vec::new()).have,
             };
-            let size = held_head_size(c.wbuf.get(self.resp_start..).unwrap_or(&[]), tunnel);
+            let head = c.wbuf.get(self.resp_start..).unwrap_or(&[]);
+            let size = match coding {
+                None => held_head_size(head, tunnel),
+                Some(_) => {
+                    // The head without what the compression wrote: its
+                    // fields, and the chunked framing it chose.
+                    let at = comp_fields.start - self.resp_start;
+                    let mut h = head[..at].to_vec();
+                    h.extend_from_slice(&head[at + comp_fields.len()..]);
+                    let chunked = match up.resp.framing {
+                        BodyFraming::ContentLength(_) => 24,
+                        _ => 0,
+                    };
+                    (held_head_size(&h, tunnel) + held_instead as u64).saturating_sub(chunked)
+                }
+            };
             log_line(c, ctx, &up, size + body, true);
             up.logged = true;
         }
@@ -469,8 +527,9 @@ impl Stream {
 /// the head as it holds it then (HTX), after the response rules: 20 for
 /// the status line's record, its three parts, each field's name and
 /// value, and 1 for the end of the head. `head`: the head as written to
-/// the client, whose `Connection` field ebb adds itself (HAProxy drops
-/// the server's `close`/`keep-alive`; a tunnel's `upgrade` it keeps).
+/// the client, whose `Connection: close|keep-alive` ebb adds itself
+/// (HAProxy drops the server's `close`/`keep-alive`, keeps its other
+/// options; a tunnel's `upgrade` it keeps).
 fn held_head_size(head: &[u8], tunnel: bool) -> u64 {
     // Each line with its CR (the last LF's piece is empty); a status
     // line's parts are its length but two spaces and the CR, a field's
@@ -482,8 +541,13 @@ fn held_head_size(head: &[u8], tunnel: bool) -> u64 {
     let start = lines.next().unwrap_or_default();
     let mut size = 20 + start.len().saturating_sub(3) + 1;
     for l in lines {
-        let conn = l.len() > 11 && l[..11].eq_ignore_ascii_case(b"connection:");
-        if !conn || tunnel {
+        // ebb's own `Connection: close|keep-alive` (a forwarded Connection
+        // field names neither).
+        let own = l.len() > 11 && l[..11].eq_ignore_ascii_case(b"connection:") && {
+            let v = l[11..].trim_ascii();
+            v.eq_ignore_ascii_case(b"close") || v.eq_ignore_ascii_case(b"keep-alive")
+        };
+        if !own || tunnel {
             size += l.len().saturating_sub(3);
         }
     }
@@ -499,7 +563,10 @@ pub(super) fn log_line(c: &H1, ctx: &Ctx, up: &Upstream, bytes: u64, asap: bool)
     }
     let now = ctx.now();
     let d = |a: Tick, b: Tick| b.wrapping_sub(a) as i32 as i64;
-    let tq = d(up.t0, up.t_start);
+    let tq = match up.be.stopped {
+        true => -1,
+        false => d(up.t0, up.t_start),
+    };
     let tw = match up.t_served {
         Some(sv) => d(up.t_start, sv),
         None => -1,
