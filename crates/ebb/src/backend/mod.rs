@@ -30,7 +30,12 @@
 //! **No lost slot.** A stream enqueues itself under the same lock under which
 //! a releasing stream checks the queue before giving its slot back, and
 //! re-checks for a free slot before waiting; so a slot is never freed while
-//! a waiter sleeps on an empty check.
+//! a waiter sleeps on an empty check. When nobody waits (an atomic count
+//! of each queue's streams says so), a release takes neither lock: it
+//! checks the count, gives the slot back and checks again, while a stream
+//! about to queue counts itself before its last look for a slot; all
+//! sequentially consistent, so one of the two sees the other (the
+//! argument is at [`Farm::release`]).
 //!
 //! Lock order: a server's queue, then the backend's queue.
 
@@ -107,6 +112,7 @@ pub fn new_server(
         cur: AtomicU32::new(0),
         idle_conns: AtomicU32::new(0),
         queue: Mutex::new(VecDeque::new()),
+        waiting: AtomicU32::new(0),
         counters: Counters::default(),
         check_status: Mutex::new(check::Verdict::default()),
         hana: check::Hana::default(),
@@ -483,6 +489,9 @@ pub struct ServerRt {
     /// ([`pool::IdleTicket`]).
     idle_conns: AtomicU32,
     pub queue: Mutex<VecDeque<Arc<Waiter>>>,
+    /// Streams in `queue`, and those about to join it: counted before
+    /// they look for a free slot a last time (see [`Farm::release`]).
+    waiting: AtomicU32,
     pub counters: Counters,
     /// Last check result, for logs and stats.
     pub check_status: Mutex<check::Verdict>,
@@ -629,12 +638,14 @@ impl ServerRt {
     /// Takes a slot if one is free.
     pub fn try_take(&self) -> bool {
         let m = self.maxconn.load(Ordering::Relaxed);
+        // SeqCst: a queuing stream's last look for a slot, which
+        // `Farm::release`'s fast path is argued against.
         let now = if m == 0 {
-            self.cur.fetch_add(1, Ordering::AcqRel)
+            self.cur.fetch_add(1, Ordering::SeqCst)
         } else {
             match self
                 .cur
-                .fetch_update(Ordering::AcqRel, Ordering::Relaxed, |c| {
+                .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |c| {
                     (c < m).then_some(c + 1)
                 }) {
                 Ok(c) => c,
@@ -775,6 +786,8 @@ pub struct Farm {
     /// Balancing state per thread: see the module's introduction.
     slots: Box<[ThreadSlot]>,
     pub queue: Mutex<VecDeque<Arc<Waiter>>>,
+    /// The backend queue's `ServerRt::waiting`.
+    waiting: AtomicU32,
     /// `maxqueue` of the backend queue: the sum of the servers' when all
     /// set one, else unbounded (HAProxy bounds only per server).
     pub counters: Counters,
@@ -850,6 +863,7 @@ impl Farm {
             rr: AtomicU64::new(0),
             slots: (0..LB_SLOTS).map(|_| Padded(Mutex::new(None))).collect(),
             queue: Mutex::new(VecDeque::new()),
+            waiting: AtomicU32::new(0),
             counters: Counters::default(),
             be_ext: extra::SrvExtra::default(),
             be_up: std::sync::atomic::AtomicBool::new(true),
@@ -1092,11 +1106,16 @@ impl Farm {
     ) -> Pick {
         let s = &self.servers[i];
         let mut q = s.queue.lock().unwrap_or_else(|p| p.into_inner());
-        // Re-check under the lock a releasing stream takes.
+        // Counted first, then a last look for a slot (under the lock a
+        // releasing stream's slow path takes; its fast path skips the
+        // lock, see `release`).
+        s.waiting.fetch_add(1, Ordering::SeqCst);
         if s.try_take() {
+            s.waiting.fetch_sub(1, Ordering::SeqCst);
             return Pick::Server(Arc::clone(s));
         }
         if s.opts.maxqueue.is_some_and(|m| q.len() as u32 >= m) {
+            s.waiting.fetch_sub(1, Ordering::SeqCst);
             return Pick::NoServer("server queue full");
         }
         let w = Self::waiter(me, handle(), q.len(), false);
@@ -1114,8 +1133,11 @@ impl Farm {
         handle: impl FnOnce() -> RuntimeHandle,
     ) -> Pick {
         let mut q = self.queue.lock().unwrap_or_else(|p| p.into_inner());
+        // Counted before the last look for a slot: see `release`.
+        self.waiting.fetch_add(1, Ordering::SeqCst);
         for &i in elig {
             if self.servers[i].try_take() {
+                self.waiting.fetch_sub(1, Ordering::SeqCst);
                 return Pick::Server(Arc::clone(&self.servers[i]));
             }
         }
@@ -1126,6 +1148,7 @@ impl Farm {
             .map(|&i| self.servers[i].opts.maxqueue)
             .sum::<Option<u32>>();
         if bound.is_some_and(|b| q.len() as u32 >= b) {
+            self.waiting.fetch_sub(1, Ordering::SeqCst);
             return Pick::NoServer("backend queue full");
         }
         let w = Self::waiter(me, handle(), q.len(), true);
@@ -1137,28 +1160,54 @@ impl Farm {
         Pick::Queued(w)
     }
 
+    /// Whether a stream waits (or is about to) for a slot `s` frees.
+    fn anyone_waits(&self, s: &ServerRt) -> bool {
+        s.waiting.load(Ordering::SeqCst) != 0 || self.waiting.load(Ordering::SeqCst) != 0
+    }
+
     /// Ends a stream's use of a slot of `s`: hands it to the first waiter,
     /// or gives it back.
+    ///
+    /// With both queues empty the slot is given back without their locks:
+    /// check, give back, check again. A stream that queues meanwhile is
+    /// served all the same (HAProxy's pendconn pattern): it counts itself
+    /// in `waiting` *before* its last look for a free slot (`try_take`,
+    /// under its queue's lock), and all four steps are SeqCst, so of this
+    /// `cur` decrement followed by the second check, and its count
+    /// followed by its look, one sees the other: either its look finds
+    /// the slot given back, or the second check sees it and the slot is
+    /// taken again to be handed over below. If another stream took the
+    /// slot first, that one's release (whose own second check comes after
+    /// its take, so after the count) hands it over. Otherwise the locks
+    /// order a queuing stream against a releasing one.
     pub fn release(&self, s: &Arc<ServerRt>) {
+        if !self.anyone_waits(s) {
+            s.cur.fetch_sub(1, Ordering::SeqCst);
+            if !self.anyone_waits(s) || !s.try_take() {
+                return;
+            }
+        }
         let mut sq = s.queue.lock().unwrap_or_else(|p| p.into_inner());
         // A server out of use takes no waiter: they are redispatched.
         let usable = s.usable();
         if usable {
             while let Some(w) = sq.pop_front() {
+                s.waiting.fetch_sub(1, Ordering::SeqCst);
                 if w.assign(s) {
                     return;
                 }
             }
             let mut bq = self.queue.lock().unwrap_or_else(|p| p.into_inner());
             while let Some(w) = bq.pop_front() {
+                self.waiting.fetch_sub(1, Ordering::SeqCst);
                 if w.assign(s) {
                     return;
                 }
             }
-            s.cur.fetch_sub(1, Ordering::AcqRel);
+            s.cur.fetch_sub(1, Ordering::SeqCst);
             return;
         }
-        s.cur.fetch_sub(1, Ordering::AcqRel);
+        s.cur.fetch_sub(1, Ordering::SeqCst);
         drop(sq);
         self.kick_backend_queue();
     }
@@ -1169,23 +1218,25 @@ impl Farm {
             let mut q = s.queue.lock().unwrap_or_else(|p| p.into_inner());
             if let Some(pos) = q.iter().position(|x| Arc::ptr_eq(x, w)) {
                 q.remove(pos);
+                s.waiting.fetch_sub(1, Ordering::SeqCst);
                 return;
             }
         }
         let mut q = self.queue.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(pos) = q.iter().position(|x| Arc::ptr_eq(x, w)) {
             q.remove(pos);
+            self.waiting.fetch_sub(1, Ordering::SeqCst);
         }
     }
 
     /// A server went DOWN or into maintenance: its waiters pick again.
     pub fn redispatch_queue_of(&self, s: &ServerRt) {
-        let waiters: Vec<_> = s
-            .queue
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .drain(..)
-            .collect();
+        let waiters: Vec<_> = {
+            let mut q = s.queue.lock().unwrap_or_else(|p| p.into_inner());
+            let n = q.len() as u32;
+            s.waiting.fetch_sub(n, Ordering::SeqCst);
+            q.drain(..).collect()
+        };
         for w in waiters {
             w.redispatch();
         }
@@ -1197,6 +1248,7 @@ impl Farm {
         let mut q = self.queue.lock().unwrap_or_else(|p| p.into_inner());
         let mut elig = Vec::new();
         self.eligible(&mut elig);
+        let mut unused = None;
         while !q.is_empty() {
             let Some(s) = elig
                 .iter()
@@ -1207,19 +1259,25 @@ impl Farm {
             };
             let mut given = false;
             while let Some(w) = q.pop_front() {
+                self.waiting.fetch_sub(1, Ordering::SeqCst);
                 if w.assign(s) {
                     given = true;
                     break;
                 }
             }
             if !given {
-                s.cur.fetch_sub(1, Ordering::AcqRel);
+                unused = Some(s);
                 break;
             }
         }
+        drop(q);
+        // A slot taken for waiters that had all left goes back as any
+        // release does: a stream may have queued on its server meanwhile.
+        if let Some(s) = unused {
+            self.release(s);
+        }
     }
 
-    /// Streams waiting now, all queues together.
     /// Usable (active, backup) servers, as HAProxy's state-change logs
     /// count them.
     pub fn usable_counts(&self) -> (usize, usize) {
@@ -1235,6 +1293,7 @@ impl Farm {
             })
     }
 
+    /// Streams waiting now, all queues together.
     pub fn queued(&self) -> usize {
         let b = self.queue.lock().map(|q| q.len()).unwrap_or(0);
         b + self

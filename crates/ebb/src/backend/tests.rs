@@ -195,6 +195,21 @@ fn backups_only_when_all_actives_are_down() {
     ));
 }
 
+/// The slot a pick got, or the one handed to it once queued (spinning:
+/// a waiter never served hangs the test).
+fn slot_of(p: Pick) -> Arc<ServerRt> {
+    match p {
+        Pick::Server(s) => s,
+        Pick::Queued(w) => loop {
+            if let WaitState::Assigned(s) = w.current() {
+                break s;
+            }
+            std::thread::yield_now();
+        },
+        Pick::NoServer(r) => panic!("{r}"),
+    }
+}
+
 #[test]
 fn no_slot_is_lost_under_concurrent_pick_and_release() {
     // Several threads pick, hold briefly and release on a farm with two
@@ -210,16 +225,7 @@ fn no_slot_is_lost_under_concurrent_pick_and_release() {
         let h = h.clone();
         ths.push(std::thread::spawn(move || {
             for _ in 0..2000 {
-                let s = match f.pick(&LbInput::default(), None, me, || h.clone()) {
-                    Pick::Server(s) => s,
-                    Pick::Queued(w) => loop {
-                        if let WaitState::Assigned(s) = w.current() {
-                            break s;
-                        }
-                        std::thread::yield_now();
-                    },
-                    Pick::NoServer(r) => panic!("{r}"),
-                };
+                let s = slot_of(f.pick(&LbInput::default(), None, me, || h.clone()));
                 f.release(&s);
             }
         }));
@@ -235,6 +241,44 @@ fn no_slot_is_lost_under_concurrent_pick_and_release() {
         0
     );
     assert_eq!(f.queued(), 0);
+}
+
+#[test]
+fn no_waiter_is_stranded_by_a_release_that_skips_the_locks() {
+    // One slot, released without a hold while others queue: a release
+    // that finds both queues empty gives the slot back without their
+    // locks (`Farm::release`), and a stream queuing at that moment, on
+    // the server (a sticky pick) or on the backend, must still be handed
+    // a slot (a stranded waiter would spin here forever).
+    let rt = Runtime::new(sched::Config::new(1)).unwrap();
+    let h = rt.handle();
+    let mut c = rt.context(0).unwrap();
+    let me = tasklet(&mut c);
+    let f = Arc::new(farm(&[Some(1)], None, Balance::RoundRobin));
+    let ths: Vec<_> = (0..6)
+        .map(|t| {
+            let f = Arc::clone(&f);
+            let h = h.clone();
+            std::thread::spawn(move || {
+                for i in 0..5000 {
+                    let input = LbInput::default();
+                    let p = if (i + t) % 2 == 0 {
+                        f.pick_sticky(Some(0), &input, None, me, || h.clone())
+                    } else {
+                        f.pick(&input, None, me, || h.clone())
+                    };
+                    f.release(&slot_of(p));
+                }
+            })
+        })
+        .collect();
+    for t in ths {
+        t.join().unwrap();
+    }
+    assert_eq!(f.servers[0].cur.load(Ordering::Relaxed), 0);
+    assert_eq!(f.queued(), 0);
+    assert_eq!(f.servers[0].waiting.load(Ordering::Relaxed), 0);
+    assert_eq!(f.waiting.load(Ordering::Relaxed), 0);
 }
 
 #[test]

@@ -340,6 +340,62 @@ impl Upstream {
         self.deadline = ticks::first(self.connect_by, ticks::add(now, self.timeouts.server));
     }
 
+    /// An exchange's server side before `Stream::start_proxy` fills it
+    /// (which sets every field).
+    fn blank(be: &Arc<BackendRt>, farm: &Arc<Farm>, timeouts: BeTimeouts, now: Tick) -> Upstream {
+        Upstream {
+            be: Arc::clone(be),
+            farm: Arc::clone(farm),
+            timeouts,
+            server: None,
+            waiter: None,
+            reused: false,
+            state: UpState::Queued,
+            head: Vec::new(),
+            body_sent: false,
+            req_left: Left::Done,
+            resp: ResponseHead::default(),
+            resp_left: None,
+            dechunk: false,
+            skip_body: false,
+            status: 0,
+            bytes_out: 0,
+            retries_left: 0,
+            avoid: None,
+            method: Method::Get,
+            client_version: Version::Http11,
+            client_keep_alive: false,
+            lb_src: None,
+            lb_uri: Vec::new(),
+            lb_hdr: None,
+            t0: now,
+            t_start: now,
+            t_queued: None,
+            t_served: None,
+            t_conn: None,
+            t_resp: None,
+            req_line: Vec::new(),
+            deadline: now,
+            connect_by: now,
+            keep_server: false,
+            comp_choice: None,
+            comp: None,
+            store: None,
+            flush_at: None,
+            req_flush_at: None,
+            term: "--",
+            te_trailers: false,
+            resp_wait: None,
+            abort_on_close: false,
+            l7: false,
+            retry_at: None,
+            ws_accept: None,
+            scheme: None,
+            name_at: None,
+            logged: false,
+        }
+    }
+
     /// `http-send-name-header`: the head names `s`, the server it goes to
     /// now (a retry or a redispatch renames it); no field for the
     /// backend's own target (`dispatch`, `option transparent`), which is
@@ -577,63 +633,122 @@ impl Stream {
             }
         }
         let now = ctx.now();
-        let mut up = Upstream {
-            be: Arc::clone(&be),
-            farm: Arc::clone(&sr.farm),
-            timeouts,
-            server: None,
-            waiter: None,
-            reused: false,
-            state: UpState::Queued,
-            head: out,
-            body_sent: false,
-            req_left,
-            resp: std::mem::take(&mut spare.resp),
-            resp_left: None,
-            dechunk: false,
-            skip_body: c.head.method == Method::Head && h.method != Method::Head,
-            status: 0,
-            bytes_out: 0,
-            retries_left: sr.farm.retries,
-            avoid: None,
-            method: h.method,
-            client_version: h.version,
-            client_keep_alive: self.keep_alive,
-            lb_src: Some(c.stream_src().ip()),
-            lb_uri,
-            lb_hdr,
-            t0: c.req_start.unwrap_or(now),
-            t_start: now,
-            t_queued: None,
-            t_served: None,
-            req_line: {
-                let mut l = std::mem::take(&mut spare.req_line);
-                l.extend_from_slice(
-                    &received[..received.iter().position(|&c| c == b'\r').unwrap_or(0)],
-                );
-                l
-            },
-            t_conn: None,
-            t_resp: None,
-            deadline: now,
-            connect_by: now,
-            keep_server,
-            term: "--",
-            comp_choice,
-            comp: None,
-            te_trailers,
-            store: None,
-            flush_at: None,
-            req_flush_at: None,
-            resp_wait: None,
-            abort_on_close: sr.abort_on_close && c.fe.abort_on_close,
-            l7: false,
-            retry_at: None,
-            ws_accept,
-            scheme,
-            name_at,
-            logged: false,
+        // Filled in place: the client's previous exchange's box (whose
+        // buffers `spare` holds), else a new one. Every field is named
+        // below, so a field added to `Upstream` is set here too.
+        let mut up =
+            reuse.unwrap_or_else(|| Box::new(Upstream::blank(&be, &sr.farm, timeouts, now)));
+        let Upstream {
+            be: u_be,
+            farm: u_farm,
+            timeouts: u_timeouts,
+            server,
+            waiter,
+            reused,
+            state,
+            head,
+            body_sent,
+            req_left: u_req_left,
+            resp,
+            resp_left,
+            dechunk,
+            skip_body,
+            status,
+            bytes_out,
+            retries_left,
+            avoid,
+            method,
+            client_version,
+            client_keep_alive,
+            lb_src,
+            lb_uri: u_lb_uri,
+            lb_hdr: u_lb_hdr,
+            t0,
+            t_start,
+            t_queued,
+            t_served,
+            t_conn,
+            t_resp,
+            req_line,
+            deadline,
+            connect_by,
+            keep_server: u_keep_server,
+            comp_choice: u_comp_choice,
+            comp,
+            store,
+            flush_at,
+            req_flush_at,
+            term,
+            te_trailers: u_te_trailers,
+            resp_wait,
+            abort_on_close,
+            l7,
+            retry_at,
+            ws_accept: u_ws_accept,
+            scheme: u_scheme,
+            name_at: u_name_at,
+            logged,
+        } = &mut *up;
+        // (The same backend's again: no reference count changes.)
+        if !Arc::ptr_eq(u_be, &be) {
+            *u_be = Arc::clone(&be);
+        }
+        if !Arc::ptr_eq(u_farm, &sr.farm) {
+            *u_farm = Arc::clone(&sr.farm);
+        }
+        *u_timeouts = timeouts;
+        *server = None;
+        *waiter = None;
+        *reused = false;
+        *state = UpState::Queued;
+        *head = out;
+        *body_sent = false;
+        *u_req_left = req_left;
+        *resp = std::mem::take(&mut spare.resp);
+        *resp_left = None;
+        *dechunk = false;
+        *skip_body = c.head.method == Method::Head && h.method != Method::Head;
+        *status = 0;
+        *bytes_out = 0;
+        *retries_left = sr.farm.retries;
+        *avoid = None;
+        *method = h.method;
+        *client_version = h.version;
+        *client_keep_alive = self.keep_alive;
+        *lb_src = Some(c.stream_src().ip());
+        *u_lb_uri = lb_uri;
+        *u_lb_hdr = lb_hdr;
+        *t0 = c.req_start.unwrap_or(now);
+        *t_start = now;
+        *t_queued = None;
+        *t_served = None;
+        *t_conn = None;
+        *t_resp = None;
+        *req_line = {
+            let mut l = std::mem::take(&mut spare.req_line);
+            l.extend_from_slice(
+                &received[..received.iter().position(|&c| c == b'\r').unwrap_or(0)],
+            );
+            l
         };
+        *deadline = now;
+        *connect_by = now;
+        *u_keep_server = keep_server;
+        *u_comp_choice = comp_choice;
+        *comp = None;
+        *store = None;
+        *flush_at = None;
+        *req_flush_at = None;
+        *term = "--";
+        *u_te_trailers = te_trailers;
+        *resp_wait = None;
+        *abort_on_close = sr.abort_on_close && c.fe.abort_on_close;
+        *l7 = false;
+        *retry_at = None;
+        *u_ws_accept = ws_accept;
+        *u_scheme = scheme;
+        *u_name_at = name_at;
+        *logged = false;
         // The head is copied: consume it; the body (if any) follows.
         c.rstart += c.head.head_len.min(c.rend - c.rstart);
         if let Left::Len(n) = up.req_left {
@@ -669,13 +784,7 @@ impl Stream {
         c.next_input = None;
         c.input = In::Stream;
         self.wait = Wait::Proxy;
-        self.up = Some(match reuse {
-            Some(mut b) => {
-                *b = up;
-                b
-            }
-            None => Box::new(up),
-        });
+        self.up = Some(up);
         self.side.borrow_mut().bytes_in = 0;
         self.pick_server(c, ctx);
     }
