@@ -28,6 +28,9 @@ pub enum Side {
     /// The proxy refused what the server sent (an invalid response
     /// head): `P`, as HAProxy's parser errors.
     Proxy,
+    /// Killed from the CLI (`shutdown session`, `shutdown sessions
+    /// server`): `K`.
+    Killed,
 }
 
 /// How far the exchange had come.
@@ -154,6 +157,18 @@ impl ExchangeError {
         Self::new(if up { Side::Up } else { Side::Down }, phase, false, status)
     }
 
+    /// `shutdown session(s)` from the CLI ended the exchange: as HAProxy
+    /// 2.6, a 502 while the answer is awaited (`KH`), a 503 before the
+    /// server has the request, a cut after the answer started.
+    pub const fn killed(phase: Phase) -> Self {
+        let status = match phase {
+            Phase::Request | Phase::Queue | Phase::Connect => Some(503),
+            Phase::Head => Some(502),
+            Phase::Data => None,
+        };
+        Self::new(Side::Killed, phase, false, status)
+    }
+
     /// The client went away during the exchange.
     pub const fn client_gone() -> Self {
         Self::new(Side::Client, Phase::Data, false, None)
@@ -168,7 +183,7 @@ impl ExchangeError {
         match self.side {
             Side::Server | Side::Proxy => matches!(self.phase, Phase::Head | Phase::Data),
             Side::Client => matches!(self.phase, Phase::Head),
-            Side::Down | Side::Up => false,
+            Side::Down | Side::Up | Side::Killed => false,
         }
     }
 
@@ -201,6 +216,11 @@ impl ExchangeError {
             (Side::Down, _, Connect) => "DC",
             (Side::Down, _, Head) => "DH",
             (Side::Down, _, Data) => "DD",
+            (Side::Killed, _, Request) => "KR",
+            (Side::Killed, _, Queue) => "KQ",
+            (Side::Killed, _, Connect) => "KC",
+            (Side::Killed, _, Head) => "KH",
+            (Side::Killed, _, Data) => "KD",
             (Side::Up, _, Request) => "UR",
             (Side::Up, _, Queue) => "UQ",
             (Side::Up, _, Connect) => "UC",

@@ -1873,8 +1873,19 @@ impl<S: Exchange + Default + 'static> Conn<S> {
         }
         match self.sess.kill.load(std::sync::atomic::Ordering::Relaxed) {
             0 => {}
-            // `shutdown session` from the CLI.
-            crate::registry::KILL_CLI => return self.close(ctx),
+            // `shutdown session` from the CLI: an exchange with a server
+            // is ended as HAProxy's (`KH`: a 502 while the answer is
+            // awaited), then the connection closes; anything else closes.
+            crate::registry::KILL_CLI => {
+                if !self.st.as_ref().is_some_and(|s| s.active()) {
+                    return self.close(ctx);
+                }
+                self.sess
+                    .kill
+                    .store(0, std::sync::atomic::Ordering::Relaxed);
+                self.closing = true;
+                self.with_stream(|st, c| st.server_shutdown(c, ctx, crate::registry::KILL_CLI));
+            }
             why => {
                 // A server's `on-marked-down` / `on-marked-up`: the
                 // exchange with it ends (an exchange over by now is left

@@ -341,17 +341,28 @@ impl Stream {
         use crate::backend::error::Phase;
         // A connect the server side's tasklet completed counts as done.
         self.sync_side(c, ctx);
-        let Some(up) = self.up.as_ref().filter(|u| u.server.is_some()) else {
+        let killed = why == crate::registry::KILL_CLI;
+        if killed {
+            // `shutdown session(s)`: whatever the exchange's state, it
+            // ends with HAProxy's `K` and the client connection closes.
+            c.closing = true;
+        }
+        let Some(up) = self.up.as_ref().filter(|u| killed || u.server.is_some()) else {
             return;
         };
         let phase = match up.state {
+            UpState::Queued if killed => Phase::Queue,
             // Not on the server yet (HAProxy redistributes its queue).
             UpState::Queued => return,
             UpState::Connecting => Phase::Connect,
             UpState::Connected if up.resp_left.is_none() => Phase::Head,
             UpState::Connected | UpState::Tunnel => Phase::Data,
         };
-        let e = ExchangeError::server_shutdown(why == crate::backend::KILL_UP, phase);
+        let e = if killed {
+            ExchangeError::killed(phase)
+        } else {
+            ExchangeError::server_shutdown(why == crate::backend::KILL_UP, phase)
+        };
         if let (Some(pipe), Phase::Connect | Phase::Head) = (c.tr.lane_pipe(), phase) {
             // An HTTP/2 client's stream is reset REFUSED_STREAM, no
             // answer (HAProxy's), the line logged with the status it
