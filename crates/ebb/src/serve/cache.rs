@@ -10,8 +10,10 @@
 //! Each thread has its own cache (no lock on the request path); a file hot
 //! on two threads is opened twice, which costs one descriptor per thread.
 
+use std::cell::Cell;
 use std::collections::HashMap;
 use std::fs::File;
+use std::rc::Rc;
 use std::sync::Arc;
 
 use super::files::{
@@ -186,18 +188,29 @@ fn open_file(
 /// searched by id rather than in a map of their own. The paths are
 /// client input, so their map keeps std's keyed hash (SipHash with a
 /// per-process random key): no chosen set of paths collides on purpose.
+/// The entry found last is kept beside the maps with its key, so a run
+/// of requests for the same file (a hot page, a benchmark) compares the
+/// path once instead of hashing it (a few instructions against a few
+/// hundred); any [`FileCache::put`] forgets it.
 pub struct FileCache {
     /// One map per backend (by backend id), keyed by clean path.
-    maps: Vec<(u64, HashMap<String, Entry>)>,
+    maps: Vec<(u64, PathMap)>,
     len: usize,
+    /// The entry [`FileCache::get`] found last, and its backend; its
+    /// path is `last_path` (a buffer reused from one to the next).
+    last: Option<(u64, Rc<Entry>)>,
+    last_path: Vec<u8>,
 }
+
+/// One backend's lookups, by clean path.
+type PathMap = HashMap<Vec<u8>, Rc<Entry>>;
 
 /// A lookup kept: its answer, when it was made, and since when a new
 /// lookup of the same path is on the pool (`None`: none is).
 struct Entry {
     found: Found,
     at: Tick,
-    checking: Option<Tick>,
+    checking: Cell<Option<Tick>>,
 }
 
 impl Default for FileCache {
@@ -211,6 +224,8 @@ impl FileCache {
         FileCache {
             maps: Vec::new(),
             len: 0,
+            last: None,
+            last_path: Vec::new(),
         }
     }
 
@@ -221,18 +236,26 @@ impl FileCache {
     /// for at most another [`FRESH_MS`] (after which the next caller looks
     /// it up again). So a hot file costs one lookup per [`FRESH_MS`], not
     /// one per request arriving while the lookup runs.
-    pub fn get(&mut self, backend: u64, clean: &str, now: Tick) -> Option<Found> {
-        let e = self.map_of(backend)?.get_mut(clean)?;
+    pub fn get(&mut self, backend: u64, clean: &[u8], now: Tick) -> Option<Found> {
+        let e = match &self.last {
+            Some((b, e)) if *b == backend && self.last_path == clean => e,
+            _ => {
+                let e = Rc::clone(self.map_of(backend)?.get(clean)?);
+                self.last_path.clear();
+                self.last_path.extend_from_slice(clean);
+                &self.last.insert((backend, e)).1
+            }
+        };
         let fresh = |since: Tick| !ticks::is_expired(ticks::add(since, FRESH_MS), now);
-        if fresh(e.at) || e.checking.is_some_and(fresh) {
+        if fresh(e.at) || e.checking.get().is_some_and(fresh) {
             return Some(e.found.clone());
         }
-        e.checking = Some(now);
+        e.checking.set(Some(now));
         None
     }
 
     /// The map of one backend's paths, if it has one.
-    fn map_of(&mut self, backend: u64) -> Option<&mut HashMap<String, Entry>> {
+    fn map_of(&mut self, backend: u64) -> Option<&mut PathMap> {
         self.maps
             .iter_mut()
             .find(|(id, _)| *id == backend)
@@ -244,6 +267,8 @@ impl FileCache {
         if matches!(found, Found::Listing(_)) {
             return;
         }
+        // The entry found last may be the one replaced or evicted.
+        self.last = None;
         if self.len >= CACHE_ENTRIES {
             // Drop stale entries first; if all are fresh, drop everything:
             // a working set larger than the cache gains little from it.
@@ -263,12 +288,12 @@ impl FileCache {
         let Some(m) = self.map_of(backend) else {
             return;
         };
-        let e = Entry {
+        let e = Rc::new(Entry {
             found: found.clone(),
             at: now,
-            checking: None,
-        };
-        if m.insert(clean, e).is_none() {
+            checking: Cell::new(None),
+        });
+        if m.insert(clean.into_bytes(), e).is_none() {
             self.len += 1;
         }
     }
@@ -286,15 +311,42 @@ mod tests {
         let stale = 100 + FRESH_MS + 1;
         // The first caller past freshness looks it up again; the others
         // are served the old entry while that lookup runs.
-        assert!(c.get(0, "/a", stale).is_none());
-        assert!(c.get(0, "/a", stale).is_some());
-        assert!(c.get(0, "/a", stale + FRESH_MS - 1).is_some());
+        assert!(c.get(0, b"/a", stale).is_none());
+        assert!(c.get(0, b"/a", stale).is_some());
+        assert!(c.get(0, b"/a", stale + FRESH_MS - 1).is_some());
         // A lookup that never came back is made again.
-        assert!(c.get(0, "/a", stale + FRESH_MS + 1).is_none());
+        assert!(c.get(0, b"/a", stale + FRESH_MS + 1).is_none());
         // The new lookup's answer is fresh for a second.
         c.put(0, "/a".into(), &f, stale + FRESH_MS + 2);
-        assert!(c.get(0, "/a", stale + FRESH_MS + 3).is_some());
-        assert!(c.get(0, "/a", stale + 2 * FRESH_MS + 3).is_none());
+        assert!(c.get(0, b"/a", stale + FRESH_MS + 3).is_some());
+        assert!(c.get(0, b"/a", stale + 2 * FRESH_MS + 3).is_none());
+    }
+
+    #[test]
+    fn the_entry_found_last_is_the_maps_until_a_put() {
+        let mut c = FileCache::new();
+        let nf = Found::Refused(Refusal::NotFound);
+        let fb = Found::Refused(Refusal::Forbidden);
+        c.put(0, "/a".into(), &nf, 100);
+        c.put(0, "/b".into(), &fb, 100);
+        let refusal = |f: Option<Found>| match f {
+            Some(Found::Refused(r)) => Some(r),
+            _ => None,
+        };
+        assert_eq!(refusal(c.get(0, b"/a", 101)), Some(Refusal::NotFound));
+        // Same path, other backend or other path: not the one kept.
+        assert!(c.get(1, b"/a", 101).is_none());
+        assert_eq!(refusal(c.get(0, b"/b", 101)), Some(Refusal::Forbidden));
+        assert_eq!(refusal(c.get(0, b"/b", 102)), Some(Refusal::Forbidden));
+        // A new lookup of the path kept replaces it.
+        c.put(0, "/b".into(), &nf, 103);
+        assert_eq!(refusal(c.get(0, b"/b", 104)), Some(Refusal::NotFound));
+        // Staleness is the entry's, whichever way it is reached.
+        let stale = 103 + FRESH_MS + 1;
+        assert!(c.get(0, b"/b", stale).is_none());
+        assert!(c.get(0, b"/b", stale).is_some());
+        assert!(c.get(0, b"/a", stale).is_none());
+        assert!(c.get(0, b"/b", stale).is_some());
     }
 
     #[test]
@@ -302,9 +354,9 @@ mod tests {
         let mut c = FileCache::new();
         let f = Found::Refused(Refusal::NotFound);
         c.put(0, "/a".into(), &f, 100);
-        assert!(c.get(0, "/a", 100 + FRESH_MS - 1).is_some());
-        assert!(c.get(0, "/a", 100 + FRESH_MS + 1).is_none());
-        assert!(c.get(1, "/a", 100).is_none());
+        assert!(c.get(0, b"/a", 100 + FRESH_MS - 1).is_some());
+        assert!(c.get(0, b"/a", 100 + FRESH_MS + 1).is_none());
+        assert!(c.get(1, b"/a", 100).is_none());
         for i in 0..(CACHE_ENTRIES * 3) {
             c.put(0, format!("/{i}"), &f, 5000);
         }

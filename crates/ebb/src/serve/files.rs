@@ -56,10 +56,7 @@ impl Refusal {
 /// The string comes from this thread's spare (see [`recycle_path`]), so a
 /// request whose path is given back allocates nothing here.
 pub fn normalize_path(target: &[u8]) -> Result<String, Refusal> {
-    let path = match target.iter().position(|&c| c == b'?' || c == b'#') {
-        Some(i) => &target[..i],
-        None => target,
-    };
+    let path = path_of(target);
     if path.first() != Some(&b'/') {
         return Err(Refusal::BadRequest);
     }
@@ -72,6 +69,23 @@ pub fn normalize_path(target: &[u8]) -> Result<String, Refusal> {
         normalize_into(path, &mut out)?;
     }
     String::from_utf8(out).map_err(|_| Refusal::NotFound)
+}
+
+/// The path of a request target: up to its query or fragment.
+fn path_of(target: &[u8]) -> &[u8] {
+    match target.iter().position(|&c| c == b'?' || c == b'#') {
+        Some(i) => &target[..i],
+        None => target,
+    }
+}
+
+/// When the path of `target` is already its own clean form (what
+/// [`normalize_path`] would return, byte for byte: the common case), its
+/// length: the clean path is then the first that many bytes of the
+/// target, read in place, with no string made.
+pub fn clean_len(target: &[u8]) -> Option<usize> {
+    let path = path_of(target);
+    (path.first() == Some(&b'/') && is_clean(path)).then_some(path.len())
 }
 
 /// Whether `path` (starting with `/`) is its own normal form, in one pass

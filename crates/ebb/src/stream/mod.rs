@@ -946,8 +946,16 @@ impl Stream {
                 if !matches!(r.head.method, Method::Get | Method::Head) {
                     return Act::Files(bi, Err(405));
                 }
-                match normalize_path(r.head.path.get(r.buf)) {
-                    Ok(p) => Act::Files(bi, Ok(p)),
+                let target = r.head.path.get(r.buf);
+                // The head as received (no rule rewrote it) and its path
+                // clean already: read in place by the answer.
+                if st.edited.is_none() {
+                    if let Some(n) = crate::serve::files::clean_len(target) {
+                        return Act::Files(bi, Ok(CleanPath::Head(n)));
+                    }
+                }
+                match normalize_path(target) {
+                    Ok(p) => Act::Files(bi, Ok(CleanPath::Made(p))),
                     Err(e) => Act::Files(bi, Err(e.status())),
                 }
             }
@@ -1259,13 +1267,31 @@ impl Stream {
                 self.start_proxy(c, ctx, bi, edited);
             }
             Act::Cache(bi, hit) => self.answer_cached(c, ctx, bi, &hit),
-            Act::Files(bi, Ok(clean)) => {
+            Act::Files(bi, Ok(path)) => {
                 let now = ctx.now();
                 let bid = c.fe.backends.get(bi).map_or(0, |b| b.id);
-                let hit = c.w.files.borrow_mut().get(bid, &clean, now);
+                let buf = &c.rbuf[c.rstart..c.rend];
+                let clean: &[u8] = match &path {
+                    CleanPath::Head(n) => c.head.path.get(buf).get(..*n).unwrap_or_default(),
+                    CleanPath::Made(p) => p.as_bytes(),
+                };
+                let hit = c.w.files.borrow_mut().get(bid, clean, now);
                 if let Some(found) = hit {
-                    crate::serve::files::recycle_path(clean);
+                    if let CleanPath::Made(p) = path {
+                        crate::serve::files::recycle_path(p);
+                    }
                     self.answer_found(c, ctx, bi, found);
+                    return;
+                }
+                let clean = match path {
+                    CleanPath::Made(p) => p,
+                    // (Clean is ASCII: always text.)
+                    CleanPath::Head(_) => String::from_utf8(clean.to_vec()).unwrap_or_default(),
+                };
+                if clean.is_empty() {
+                    // (Not reached: a clean path starts with `/`.)
+                    c.error_response(404, keep_alive, version, head_req, &[]);
+                    self.finish_request(c, ctx, 404, Some(bi), 0);
                     return;
                 }
                 // Off to the blocking pool; the head stays in the buffer
@@ -1990,6 +2016,15 @@ pub(crate) fn sample_ctx<'a>(
     }
 }
 
+/// Where a file request's clean path is ([`Act::Files`]).
+enum CleanPath {
+    /// The first that many bytes of the head's path: already clean
+    /// (`serve::files::clean_len`), read in place.
+    Head(usize),
+    /// Made by `serve::files::normalize_path`.
+    Made(String),
+}
+
 /// What answers a request, decided before anything is written.
 enum Act {
     /// `monitor-uri`: whether a `monitor fail` condition holds (503).
@@ -2014,7 +2049,7 @@ enum Act {
     Tarpit(Option<usize>, u16),
     NoBackend,
     /// A file backend: the clean path, or the status refusing it.
-    Files(usize, Result<String, u16>),
+    Files(usize, Result<CleanPath, u16>),
     /// A failed rewrite (HAProxy's strict mode): 500.
     Error(u16),
     /// The stats page (`stats uri`); whether `stats admin` allows actions.

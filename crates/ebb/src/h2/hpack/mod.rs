@@ -238,7 +238,29 @@ pub struct Decoder {
     /// update may ask for.
     settings_max: usize,
     scratch: Vec<u8>,
+    /// The last literal whose name is the static table's, as it came
+    /// and as it was read: a client sends most of a connection's requests'
+    /// `:path` this way (nghttp2 and browsers do not index it), often the
+    /// same bytes again, which are then copied rather than Huffman-decoded
+    /// and checked again.
+    last: LastLiteral,
 }
+
+/// A literal field with a static-table name (`idx`, 1-61): its value's
+/// encoded bytes (`raw`, length prefix and Huffman flag included), and
+/// what reading them gave: the value and its props
+/// (`request::field_props`). `idx` 0: none yet.
+#[derive(Debug, Default)]
+struct LastLiteral {
+    idx: usize,
+    raw: Vec<u8>,
+    value: Vec<u8>,
+    props: u16,
+}
+
+/// Values longer than this are not kept in [`LastLiteral`] (a request's
+/// usual path is shorter; a long one costs its decoding anyway).
+const LAST_LITERAL_MAX: usize = 256;
 
 impl Decoder {
     /// A decoder whose peer may use up to `settings_max` bytes of table.
@@ -247,6 +269,7 @@ impl Decoder {
             table: DynTable::new(settings_max),
             settings_max,
             scratch: Vec::new(),
+            last: LastLiteral::default(),
         }
     }
 
@@ -333,6 +356,19 @@ impl Decoder {
         out: &mut HeaderList,
     ) -> Result<(), HpackError> {
         let idx = decode_int(block, pos, prefix)?;
+        let raw_start = *pos;
+        if idx != 0 && idx == self.last.idx {
+            let end = string_end(block, *pos)?;
+            if block.get(raw_start..end) == Some(&self.last.raw[..]) {
+                *pos = end;
+                let (name, value, p) = (STATIC[idx - 1].0, &self.last.value, self.last.props);
+                out.push(name, value, p | (u16::from(never) * props::NEVER), max_list);
+                if index {
+                    self.table.insert_with(name, value, p);
+                }
+                return Ok(());
+            }
+        }
         let mut scratch = std::mem::take(&mut self.scratch);
         scratch.clear();
         let res = (|| {
@@ -350,11 +386,31 @@ impl Decoder {
             if index {
                 self.table.insert_with(name, value, p);
             }
+            if (1..=STATIC.len()).contains(&idx) && value.len() <= LAST_LITERAL_MAX {
+                let l = &mut self.last;
+                l.idx = idx;
+                l.raw.clear();
+                l.raw
+                    .extend_from_slice(block.get(raw_start..*pos).unwrap_or_default());
+                l.value.clear();
+                l.value.extend_from_slice(value);
+                l.props = p;
+            }
             Ok(())
         })();
         self.scratch = scratch;
         res
     }
+}
+
+/// Where the string literal (§5.2) at `src[pos]` ends.
+fn string_end(src: &[u8], mut pos: usize) -> Result<usize, HpackError> {
+    let len = decode_int(src, &mut pos, 7)?;
+    let end = pos.checked_add(len).ok_or(HpackError::Truncated)?;
+    if end > src.len() {
+        return Err(HpackError::Truncated);
+    }
+    Ok(end)
 }
 
 /// Reads a string literal (§5.2) at `src[*pos]`, appending it to `out`.

@@ -563,3 +563,50 @@ fn a_dynamic_entry_decodes_as_its_literal_did() {
     assert_eq!(idx.props()[..2], [lit.props()[1], lit.props()[0]]);
     assert_eq!(idx.list_size, lit.list_size + 32 + 10);
 }
+
+/// A literal with a static name sent again (a client's `:path`, not
+/// indexed) is the field and props it was the first time, whatever came
+/// between; other bytes, another name or a bad string are read afresh.
+#[test]
+fn a_literal_sent_again_decodes_as_it_did() {
+    use crate::h2::request::field_props;
+    let mut d = Decoder::new(4096);
+    let mut l = HeaderList::default();
+    let blocks: [(&[u8], &[u8], Indexing, HuffmanMode); 7] = [
+        (b":path", b"/100b", Indexing::No, HuffmanMode::Always),
+        (b":path", b"/100b", Indexing::No, HuffmanMode::Always),
+        (b":path", b"/100b", Indexing::Never, HuffmanMode::Always),
+        (b":path", b"/100b", Indexing::No, HuffmanMode::Never),
+        (b":path", b"/a b", Indexing::No, HuffmanMode::Never),
+        (b":authority", b"/a b", Indexing::No, HuffmanMode::Never),
+        (b":path", b"/a b", Indexing::Incremental, HuffmanMode::Never),
+    ];
+    for (round, (n, v, ix, hm)) in blocks.into_iter().enumerate() {
+        let mut enc = Encoder::new(DEFAULT_TABLE_SIZE, hm);
+        let mut block = Vec::new();
+        enc.encode_with(n, v, ix, &mut block);
+        d.decode(&block, 1 << 20, &mut l).unwrap();
+        assert_eq!(l.len(), 1, "{round}");
+        assert_eq!(l.get(0), (n, v), "{round}");
+        let never = if ix == Indexing::Never {
+            crate::h2::request::props::NEVER
+        } else {
+            0
+        };
+        assert_eq!(l.props()[0], field_props(n, v) | never, "{round}");
+        let indexed = ix == Indexing::Incremental;
+        assert_eq!(table(d.table()).len(), usize::from(indexed), "{round}");
+    }
+    // The same bytes cut short: an error as the first time, not the value
+    // kept.
+    let mut enc = Encoder::new(DEFAULT_TABLE_SIZE, HuffmanMode::Never);
+    let mut block = Vec::new();
+    enc.encode_with(b":path", b"/xyz", Indexing::No, &mut block);
+    d.decode(&block, 1 << 20, &mut l).unwrap();
+    assert_eq!(
+        d.decode(&block[..block.len() - 1], 1 << 20, &mut l),
+        Err(HpackError::Truncated)
+    );
+    d.decode(&block, 1 << 20, &mut l).unwrap();
+    assert_eq!(l.get(0), (&b":path"[..], &b"/xyz"[..]));
+}
