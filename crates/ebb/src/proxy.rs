@@ -1510,9 +1510,11 @@ pub fn compile_keeping(
                 BackendKind::Files(fc)
             } else if !p.servers.is_empty() || p.dispatch.is_some() || p.transparent.is_some() {
                 BackendKind::Servers(Box::new(compile_servers(p, states.get(&p.name), warnings)?))
-            } else if p.kind.is_frontend() || p.stick_table.is_some() {
+            } else if p.kind.is_frontend() {
                 // A listen section without servers or files: a frontend
-                // only; a backend holding only a stick table: a table.
+                // only. (A backend holding a stick table and no server is
+                // a backend like any: frontends may route to it, its rules
+                // answer, as HAProxy's.)
                 return Err(err(&p.loc, "__frontend_only__"));
             } else {
                 // A backend without servers answers 503 until `add server`

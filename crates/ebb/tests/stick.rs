@@ -577,3 +577,62 @@ backend b\n    stick-table type ip size 1k expire 1m store http_req_cnt,conn_cnt
         );
     }
 }
+
+/// A backend holding a stick table and rules but no server is a backend
+/// like any (HAProxy's): a frontend routes to it, its rules track into
+/// its table and answer, `show stat` reports it UP (HAProxy's rule for a
+/// backend without servers), beside HAProxy. ebb used to take such a
+/// backend for a bare table and refuse `default_backend` to it.
+#[test]
+fn a_backend_of_a_table_and_rules_without_servers_answers() {
+    let cfg = |bind: &str, sock: &Path| {
+        format!(
+            "global\n    stats socket {} level admin\n{DEFAULTS}\
+             frontend fe\n    bind {bind}\n    default_backend b\n\
+             backend b\n    stick-table type ip size 1k expire 30s store http_req_cnt\n\
+             \x20   http-request track-sc1 src\n\
+             \x20   http-request return status 200 content-type text/plain lf-string \"n=%[sc_http_req_cnt(1)]\"\n",
+            sock.display()
+        )
+    };
+    let check = |addr: SocketAddr, sock: &Path, who: &str| {
+        for n in 1..=2 {
+            let r = get(addr, "/");
+            assert_eq!(r.status, 200, "{who}");
+            assert_eq!(String::from_utf8_lossy(&r.body), format!("n={n}"), "{who}");
+        }
+        let stat = cli_cmd(sock, "show stat");
+        let row = stat
+            .lines()
+            .find(|l| l.starts_with("b,BACKEND,"))
+            .unwrap_or_else(|| panic!("{who}: {stat}"));
+        assert_eq!(row.split(',').nth(17), Some("UP"), "{who}: {row}");
+    };
+    let d = scratch("stick-nosrv");
+    let sock = d.join("e.sock");
+    let e = Ebb::start(&cfg("BIND", &sock));
+    check(e.addr(), &sock, "ebb");
+    if !have("haproxy") {
+        return;
+    }
+    let port = free_port();
+    let hsock = d.join("h.sock");
+    std::fs::write(d.join("h.cfg"), cfg(&format!("127.0.0.1:{port}"), &hsock)).unwrap();
+    let mut h = std::process::Command::new("haproxy")
+        .args(["-db", "-f"])
+        .arg(d.join("h.cfg"))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_until("haproxy's socket", || {
+        std::os::unix::net::UnixStream::connect(&hsock).is_ok()
+    });
+    check(
+        format!("127.0.0.1:{port}").parse().unwrap(),
+        &hsock,
+        "haproxy",
+    );
+    let _ = h.kill();
+    let _ = h.wait();
+}

@@ -563,7 +563,10 @@ fn be_row(i: usize, be: &BackendRt) -> Row {
             r.act = Some(act);
             r.bck = Some(bck);
             r.lbtot = Some(r.stot);
-            r.status = if act + bck > 0 { "UP" } else { "DOWN" }.into();
+            // HAProxy's rule: UP with a usable server, or with no server
+            // at all (a backend of rules or of a stick table alone).
+            let up = act + bck > 0 || f.servers.is_empty();
+            r.status = if up { "UP" } else { "DOWN" }.into();
         }
         BackendKind::Files(_) => {
             r.qmax = Some(0);
