@@ -96,6 +96,7 @@ mod hop;
 mod request;
 mod response;
 mod scan;
+mod word;
 mod writer;
 
 #[cfg(test)]

@@ -1,5 +1,7 @@
 //! The common head's quick reading: a start line and field lines of plain
-//! ASCII, each line ended by CRLF, read in one pass without httparse.
+//! ASCII, each line ended by CRLF, read in one pass without httparse,
+//! eight bytes a step (the method, the target, names and values: see
+//! `word` for the byte classes tested a word at a time).
 //!
 //! It gives an answer only when it is sure to give httparse's: every byte
 //! it accepts httparse accepts the same way, and it cuts names, values,
@@ -13,106 +15,135 @@
 
 use super::head::{is_tchar, HeaderSpan, Span};
 
-const ONES: u64 = 0x0101_0101_0101_0101;
-const HIGHS: u64 = 0x8080_8080_8080_8080;
+use super::word::{ascii, digits, equal, first, letters, low7, HIGHS, ONES};
 
-/// Where the first byte of `w` (little-endian) that is not SP..`~`
+/// Where the first byte of `w` (little-endian) that is not `lo`..`~`
 /// lies, as a bit index of its byte's top bit (64 when none). Exact for
 /// the lowest such byte: the borrows that may mark bytes above it
-/// wrongly never reach below it.
+/// wrongly never reach below it (`lo` is SP or `!`).
 #[inline(always)]
-fn first_special(w: u64) -> u32 {
-    let below_sp = w.wrapping_sub(ONES * 0x20) & !w;
+fn first_outside(w: u64, lo: u8) -> u32 {
+    let below = w.wrapping_sub(ONES * u64::from(lo)) & !w;
     let del = w ^ (ONES * 0x7f);
     let is_del = del.wrapping_sub(ONES) & !del;
-    ((below_sp | is_del | w) & HIGHS).trailing_zeros()
+    ((below | is_del | w) & HIGHS).trailing_zeros()
 }
 
-/// The length of the field value (or reason phrase) of SP..`~` and HTAB
-/// bytes at the start of `s`, up to the CR that ends it; `None` at any
-/// other byte or when `s` ends first. Eight bytes a step.
+/// The first byte from `at` in `buf` that is not `lo`..`~`: its index
+/// and value; `None` when `buf` ends first. Eight bytes a step.
 #[inline(always)]
-fn value_len(s: &[u8]) -> Option<usize> {
-    let mut i = 0;
+fn run_end(buf: &[u8], at: usize, lo: u8) -> Option<(usize, u8)> {
+    let mut i = at;
     loop {
-        let rest = s.get(i..)?;
-        let (k, b) = match rest.first_chunk::<8>() {
+        let rest = buf.get(i..)?;
+        match rest.first_chunk::<8>() {
             Some(w) => {
-                let bit = first_special(u64::from_le_bytes(*w));
+                let bit = first_outside(u64::from_le_bytes(*w), lo);
                 if bit == 64 {
                     i += 8;
                     continue;
                 }
                 let k = (bit / 8) as usize;
-                (k, *w.get(k)?)
+                return Some((i + k, *w.get(k)?));
             }
             None => {
-                let k = rest.iter().position(|b| !(b' '..=b'~').contains(b))?;
-                (k, rest[k])
+                let k = rest.iter().position(|b| !(lo..=b'~').contains(b))?;
+                return Some((i + k, rest[k]));
             }
-        };
-        i += k;
+        }
+    }
+}
+
+/// Where the field value (or reason phrase) of SP..`~` and HTAB bytes
+/// at `at` in `buf` ends: the index of the CR after it; `None` at any
+/// other byte or when `buf` ends first. Eight bytes a step.
+#[inline(always)]
+fn value_end(buf: &[u8], at: usize) -> Option<usize> {
+    let mut i = at;
+    loop {
+        let (end, b) = run_end(buf, i, b' ')?;
         match b {
-            b'\r' => return Some(i),
-            b'\t' => i += 1,
+            b'\r' => return Some(end),
+            b'\t' => i = end + 1,
             _ => return None,
         }
     }
 }
 
-/// The length of the field name at the start of `line`: the bytes up to
-/// its first colon, all tchars and at least one; `None` otherwise. The
-/// colon is found eight bytes a step, then the name's bytes are looked up
-/// without an early exit (a valid name is read whole anyway).
+/// The bytes of `w` that are not a letter, a digit or `-` (the tchars
+/// nearly every name and method is made of), each marked by its top bit.
 #[inline(always)]
-fn name_len(line: &[u8]) -> Option<usize> {
-    let mut i = 0;
-    let colon = loop {
-        match line.get(i..).and_then(|r| r.first_chunk::<8>()) {
+fn not_alnum_dash(w: u64) -> u64 {
+    let v = low7(w);
+    !ascii(letters(v) | digits(v) | equal(v, b'-'), w) & HIGHS
+}
+
+/// Where the token at `at` in `buf` ends, at the byte `end` that must
+/// follow it: its bytes all tchars and at least one; `None` otherwise
+/// (another byte first, or `buf` ends first). Eight bytes a step while
+/// they are letters, digits and `-`; any other byte is looked up on its
+/// own.
+#[inline(always)]
+fn token_end(buf: &[u8], at: usize, end: u8) -> Option<usize> {
+    let mut i = at;
+    loop {
+        let (k, b) = match buf.get(i..).and_then(|r| r.first_chunk::<8>()) {
             Some(w) => {
-                let x = u64::from_le_bytes(*w) ^ (ONES * u64::from(b':'));
-                let hit = x.wrapping_sub(ONES) & !x & HIGHS;
-                if hit != 0 {
-                    break i + (hit.trailing_zeros() / 8) as usize;
+                let odd = not_alnum_dash(u64::from_le_bytes(*w));
+                if odd == 0 {
+                    i += 8;
+                    continue;
                 }
-                i += 8;
+                let k = first(odd);
+                (k, *w.get(k)?)
             }
-            None => break i + line.get(i..)?.iter().position(|&b| b == b':')?,
+            None => {
+                let rest = buf.get(i..)?;
+                let k = rest.iter().position(|&b| !is_tchar(b))?;
+                (k, rest[k])
+            }
+        };
+        i += k;
+        if b == end {
+            return (i != at).then_some(i);
         }
-    };
-    let name = line.get(..colon)?;
-    (colon != 0 && name.iter().fold(true, |ok, &b| ok & is_tchar(b))).then_some(colon)
+        if !is_tchar(b) {
+            return None;
+        }
+        i += 1;
+    }
 }
 
 /// Reads field lines from `at` up to and with the empty line, pushing
 /// their spans on `out` (at most `max` of them); returns the head's
 /// length. httparse's cut: a name of tchars right before the colon, the
 /// value without the SP/HTAB around it (an empty value: an empty span
-/// where its line's CR is).
+/// where its line's CR is). One cursor walks the head: the name and the
+/// value are each read eight bytes a step.
 #[inline(never)]
 fn fields(buf: &[u8], mut at: usize, max: usize, out: &mut Vec<HeaderSpan>) -> Option<usize> {
     loop {
-        let line = buf.get(at..)?;
-        if *line.first()? == b'\r' {
-            return (*line.get(1)? == b'\n').then_some(at + 2);
+        if *buf.get(at)? == b'\r' {
+            return (*buf.get(at + 1)? == b'\n').then_some(at + 2);
         }
-        let name = name_len(line)?;
-        let ows = line[name + 1..]
-            .iter()
-            .position(|&b| b != b' ' && b != b'\t')?;
-        let vs = name + 1 + ows;
-        let cr = vs + value_len(&line[vs..])?;
-        if *line.get(cr + 1)? != b'\n' || out.len() >= max {
+        let colon = token_end(buf, at, b':')?;
+        let mut vs = colon + 1;
+        while let b' ' | b'\t' = *buf.get(vs)? {
+            vs += 1;
+        }
+        let cr = value_end(buf, vs)?;
+        if *buf.get(cr + 1)? != b'\n' || out.len() >= max {
             return None;
         }
-        let value = line[vs..cr].trim_ascii_end();
-        // trim_ascii_end also drops FF, CR and LF: no value read above
-        // holds one.
+        let mut ve = cr;
+        while ve > vs && matches!(buf[ve - 1], b' ' | b'\t') {
+            ve -= 1;
+        }
         out.push(HeaderSpan {
-            name: span(at, at + name),
-            value: span(at + vs, at + vs + value.len()),
+            name: span(at, colon),
+            value: span(vs, ve),
         });
-        at += cr + 2;
+        at = cr + 2;
     }
 }
 
@@ -152,17 +183,11 @@ fn begin<'b>(buf: &'b [u8], out: &mut Vec<HeaderSpan>) -> Option<&'b [u8]> {
 /// a longer one is given up).
 pub(crate) fn request(buf: &[u8], max: usize, out: &mut Vec<HeaderSpan>) -> Option<ReqLine> {
     let buf = begin(buf, out)?;
-    let m = buf.iter().position(|&b| !is_tchar(b))?;
-    if m == 0 || buf[m] != b' ' {
-        return None;
-    }
+    let m = token_end(buf, 0, b' ')?;
     // httparse's target bytes less those from 0x80 up (given up: it
     // also checks them for UTF-8).
-    let t = buf[m + 1..]
-        .iter()
-        .position(|b| !(b'!'..=b'~').contains(b))?;
-    let at = m + 1 + t;
-    if t == 0 || buf[at] != b' ' {
+    let (at, after) = run_end(buf, m + 1, b'!')?;
+    if at == m + 1 || after != b' ' {
         return None;
     }
     let (method, target) = (span(0, m), span(m + 1, at));
@@ -186,7 +211,7 @@ pub(crate) fn response(buf: &[u8], max: usize, out: &mut Vec<HeaderSpan>) -> Opt
         return None;
     }
     let status = digit(1)? * 100 + digit(2)? * 10 + digit(3)?;
-    let cr = 13 + value_len(buf.get(13..)?)?;
+    let cr = value_end(buf, 13)?;
     if *buf.get(cr + 1)? != b'\n' {
         return None;
     }
@@ -352,6 +377,76 @@ mod tests {
         }
         // More fields than the caller takes.
         assert!(!agree_request(b"GET / HTTP/1.1\r\nA: b\r\nC: d\r\n\r\n", 1));
+    }
+
+    /// Every byte at every place of names, methods and targets of every
+    /// length around the word: the quick reading takes the head exactly
+    /// when httparse's byte classes allow it (tchars in names and methods,
+    /// `!`..`~` in targets), and then gives httparse's answer.
+    #[test]
+    fn every_byte_in_names_methods_and_targets() {
+        // A token of `len` bytes cycling through letters of both cases,
+        // digits, `-` and the other tchars.
+        const TCHARS: &[u8] = b"aZ0-!#$%&'*+.^_`|~zA9";
+        let token =
+            |len: usize| -> Vec<u8> { (0..len).map(|i| TCHARS[i % TCHARS.len()]).collect() };
+        let request = |m: &[u8], t: &[u8], n: &[u8]| -> Vec<u8> {
+            let mut h = m.to_vec();
+            h.push(b' ');
+            h.extend_from_slice(t);
+            h.extend_from_slice(b" HTTP/1.1\r\n");
+            h.extend_from_slice(n);
+            h.extend_from_slice(b": v\r\nHost: example.com\r\n\r\n");
+            h
+        };
+        for len in 1..20 {
+            let base = token(len);
+            assert!(agree_request(&request(&base, b"/", &base), 101));
+            assert!(agree_request(
+                &request(b"GET", &b"/".repeat(len), b"A"),
+                101
+            ));
+            for at in 0..len {
+                for b in 0..=255u8 {
+                    let mut t = base.clone();
+                    t[at] = b;
+                    let tchar = is_tchar(b);
+                    // In the name (a colon there ends it sooner).
+                    let took = agree_request(&request(b"GET", b"/", &t), 101);
+                    assert_eq!(took, tchar || (b == b':' && at > 0), "name {t:?}");
+                    // In the method (a space there makes four words of
+                    // the line).
+                    let took = agree_request(&request(&t, b"/", b"A"), 101);
+                    assert_eq!(took, tchar, "method {t:?}");
+                    // In the target.
+                    let mut target = b"/".repeat(len);
+                    target[at] = b;
+                    let took = agree_request(&request(b"GET", &target, b"A"), 101);
+                    assert_eq!(took, (b'!'..=b'~').contains(&b), "target {target:?}");
+                }
+            }
+        }
+    }
+
+    /// A head cut anywhere (mid-word included) is never taken, and whole
+    /// heads with long names, methods and targets crossing word
+    /// boundaries are.
+    #[test]
+    fn cut_heads_are_given_up() {
+        let long = b"PROPFIND-LONGER-THAN-A-WORD /a/very/long/target/crossing/words?x=1&y=2 HTTP/1.1\r\nX-A-Name-Longer-Than-Two-Words_and.more: v\r\nhost: h\r\n\r\n";
+        for head in [REQ, long] {
+            let end = head.windows(4).position(|w| w == b"\r\n\r\n").unwrap() + 4;
+            assert!(agree_request(&head[..end], 101));
+            for cut in 0..end {
+                let mut out = Vec::new();
+                assert_eq!(request(&head[..cut], 101, &mut out), None, "cut at {cut}");
+            }
+        }
+        let end = RESP.len() - 5;
+        for cut in 0..end {
+            let mut out = Vec::new();
+            assert_eq!(response(&RESP[..cut], 101, &mut out), None, "cut at {cut}");
+        }
     }
 
     proptest! {
