@@ -675,7 +675,7 @@ resp_case("rs14_close_without_answer", "the origin reads the request and closes:
 ''')
 resp_case("rs15_no_answer_timeout", "the origin never answers: 504 after timeout server", '''
     rxreq
-    delay 2.5
+    delay 6
 ''', '''
     txreq -url /a
     rxresp
