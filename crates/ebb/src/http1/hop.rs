@@ -16,13 +16,16 @@
 use super::head::{eq_nocase, for_each_member, name_is, HeaderSpan};
 
 /// True for the `Connection` options ebb answers itself: `close` and
-/// `keep-alive` (the connection's persistence, said again on each side)
-/// and `upgrade` (written again with the Upgrade field for an upgrade).
+/// `keep-alive` (the connection's persistence, said again on each side),
+/// `upgrade` (written again with the Upgrade field for an upgrade) and
+/// `HTTP2-Settings` (the h2c upgrade's, which ebb never passes on: see
+/// [`forwardable`]).
 fn own_option(m: &[u8]) -> bool {
     m.is_empty()
         || eq_nocase(m, b"close")
         || eq_nocase(m, b"keep-alive")
         || eq_nocase(m, b"upgrade")
+        || eq_nocase(m, b"http2-settings")
 }
 
 /// True when a Connection field's value names an option besides those
@@ -60,7 +63,11 @@ pub fn push_forwarded_value(out: &mut Vec<u8>, name: &[u8], value: &[u8]) {
 /// that name only what the proxy says itself ([`connection_goes_on`]; the
 /// others go on through [`push_forwarded_value`]). The fields a
 /// Connection field names go on, as HAProxy forwards them, and so do
-/// `Keep-Alive`, `Proxy-Connection` and `Trailer`.
+/// `Keep-Alive`, `Proxy-Connection` and `Trailer`. Unlike HAProxy 2.6,
+/// the h2c upgrade (`Upgrade: h2c` with its `HTTP2-Settings`) is not
+/// passed on at all: a server that took it would speak HTTP/2 to the
+/// client through a tunnel the proxy's rules no longer see (h2c
+/// smuggling); the request goes on as plain HTTP/1.1.
 ///
 /// A field costs a length dispatch; a Connection field a look at its
 /// options.
@@ -74,6 +81,7 @@ pub fn forwardable<'h>(
             2 => !eq_nocase(name, b"te"),
             7 => !eq_nocase(name, b"upgrade"),
             10 if eq_nocase(name, b"connection") => connection_goes_on(h.value.get(buf)),
+            14 => !eq_nocase(name, b"http2-settings"),
             17 => !eq_nocase(name, b"transfer-encoding"),
             _ => true,
         }
