@@ -1883,7 +1883,7 @@ impl<S: Exchange + Default + 'static> Conn<S> {
                 self.sess
                     .kill
                     .store(0, std::sync::atomic::Ordering::Relaxed);
-                self.closing = true;
+                // (The exchange's end marks the connection closing.)
                 self.with_stream(|st, c| st.server_shutdown(c, ctx, crate::registry::KILL_CLI));
             }
             why => {
