@@ -129,10 +129,14 @@ impl TaskletFn for Listener {
             // connections wait in the backlog) until the rate allows one
             // more, as HAProxy's.
             let now = ctx.now();
-            let rate_wait = match self.w.shared.conn_rate.wait_ms(now) {
-                Some(ms) => Some(ms),
-                None => self.w.shared.sess_rate.wait_ms(now),
-            };
+            // `rate-limit sessions` of the frontend likewise.
+            let rate_wait = self
+                .w
+                .shared
+                .conn_rate
+                .wait_ms(now)
+                .or_else(|| self.w.shared.sess_rate.wait_ms(now))
+                .or_else(|| self.fe.sess_limit.wait_ms(now));
             if let Some(ms) = rate_wait {
                 ctx.tasklet_set_expire(me, ticks::add(now, ms));
                 return Status::Continue;

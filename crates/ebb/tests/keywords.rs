@@ -2,7 +2,7 @@
 //! and side by side with HAProxy 2.6 when it is installed:
 //! `http-send-name-header`, `option logasap`, `log-tag`,
 //! `tune.http.maxhdr`, `option prefer-last-server`, `maxconnrate`,
-//! `maxsessrate`, `disabled` and `enabled`; and what HAProxy forwards of
+//! `maxsessrate`, `rate-limit sessions`, `disabled` and `enabled`; and what HAProxy forwards of
 //! the fields a Connection field names, in which order.
 
 mod common;
@@ -696,18 +696,29 @@ fn prefer_last_server_keeps_a_client_on_its_private_connection() {
 }
 
 fn rate_cfg(k: &Path, bind: &str, kw: &str) -> String {
+    // `rate-limit sessions` belongs to the frontend (here from its
+    // defaults); the others to `global`.
+    let (g, d) = if kw.starts_with("rate-limit") {
+        (String::new(), format!("    {kw} 5\n"))
+    } else {
+        (format!("    {kw} 5\n"), String::new())
+    };
     format!(
-        "global\n    stats socket {} level admin\n    {kw} 5\n\
-         defaults\n    mode http\n    timeout connect 2s\n    timeout client 10s\n    timeout server 10s\n\
-         frontend fe\n    bind {bind}\n    http-request return status 200 content-type text/plain string ok\n",
-        k.display()
+        "global\n    stats socket {} level admin\n{g}\
+         defaults\n    mode http\n    timeout connect 2s\n    timeout client 10s\n    timeout server 10s\n{d}\
+         frontend fe\n    bind {bind}\n    http-request return status 200 content-type text/plain string ok\n\
+         frontend other\n    rate-limit sessions 0\n    bind 127.0.0.1:{}\n    http-request return status 200 content-type text/plain string ok\n",
+        k.display(),
+        free_port()
     )
 }
 
-/// `maxconnrate 5` and `maxsessrate 5`: 15 connections one after the
-/// other are all served (the listener pauses, it does not refuse), and
-/// they take more than a second (at most 5 a second, with the previous
-/// second counted as HAProxy counts it, make them take two).
+/// `maxconnrate 5`, `maxsessrate 5` and a frontend's `rate-limit sessions
+/// 5`: 15 connections one after the other are all served (the listener
+/// pauses, it does not refuse), and they take more than a second (at most
+/// 5 a second, with the previous second counted as HAProxy counts it,
+/// make them take two). `show stat` shows a frontend's limit (`rate_lim`;
+/// 0 for none).
 #[test]
 fn conn_and_sess_rates_pause_accepting() {
     let run = |fe: SocketAddr| {
@@ -718,18 +729,39 @@ fn conn_and_sess_rates_pause_accepting() {
         }
         t.elapsed()
     };
-    for kw in ["maxconnrate", "maxsessrate"] {
-        let (ebb, _s) = ebb_with_admin("rate", |k, b| rate_cfg(k, b, kw));
+    let rate_lim = |sock: &Path| -> Vec<String> {
+        let csv = cli_cmd(sock, "show stat -1 1 -1");
+        let head: Vec<&str> = csv.lines().next().unwrap().split(',').collect();
+        let col = head.iter().position(|h| *h == "rate_lim").unwrap();
+        csv.lines()
+            .skip(1)
+            .filter(|l| !l.is_empty())
+            .map(|l| {
+                let f: Vec<&str> = l.split(',').collect();
+                format!("{}={}", f[0], f[col])
+            })
+            .collect()
+    };
+    for kw in ["maxconnrate", "maxsessrate", "rate-limit sessions"] {
+        let (ebb, sock) = ebb_with_admin("rate", |k, b| rate_cfg(k, b, kw));
         let took = run(ebb.addr());
         assert!(took >= std::time::Duration::from_secs(1), "{kw}: {took:?}");
+        let lim = rate_lim(&sock);
         drop(ebb);
-        if let Some((_h, fe)) = haproxy_beside("rate", |k, b| rate_cfg(k, b, kw)) {
+        if let Some((h, fe)) = haproxy_beside("rate", |k, b| rate_cfg(k, b, kw)) {
             let took = run(fe);
             assert!(
                 took >= std::time::Duration::from_secs(1),
                 "haproxy {kw}: {took:?}"
             );
+            assert_eq!(lim, rate_lim(&h.sock), "{kw}");
         }
+        let want = if kw.starts_with("rate-limit") {
+            "5"
+        } else {
+            "0"
+        };
+        assert_eq!(lim, [format!("fe={want}"), "other=0".to_string()], "{kw}");
     }
 }
 

@@ -3584,3 +3584,33 @@ fn retry_on() {
         "unexpected 'now'",
     );
 }
+
+/// `rate-limit sessions N`: HAProxy's integer reading (decimal, `0x`
+/// hexadecimal, `0` octal), inherited from `defaults`, refused where it
+/// means nothing (a backend) and for any kind but `sessions`.
+#[test]
+fn rate_limit_sessions() {
+    let c = ok("defaults\n  rate-limit sessions 0x10\nfrontend f\n  bind :80\nfrontend g\n  rate-limit sessions 010\n  bind :81\nlisten l\n  rate-limit sessions 7\n  bind :82\n");
+    let lim: Vec<u32> = c.proxies.iter().map(|p| p.rate_limit_sessions).collect();
+    assert_eq!(lim, [16, 8, 7]);
+    err1(
+        "frontend f\n  rate-limit conns 5\n  bind :80\n",
+        "t.cfg:2: ",
+        "only supports 'sessions' (got 'conns')",
+    );
+    err1(
+        "frontend f\n  rate-limit sessions\n  bind :80\n",
+        "t.cfg:2: ",
+        "expects an integer value",
+    );
+    err1(
+        "frontend f\n  rate-limit sessions 5x\n  bind :80\n",
+        "t.cfg:2: ",
+        "not an integer",
+    );
+    err1(
+        "backend b\n  rate-limit sessions 5\n",
+        "t.cfg:2: ",
+        "not allowed in a 'backend' section",
+    );
+}

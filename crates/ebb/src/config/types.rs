@@ -500,6 +500,9 @@ pub struct Proxy {
     /// `backlog N` (frontends): the listen queue of its binds that do not
     /// set their own.
     pub backlog: Option<u32>,
+    /// `rate-limit sessions N` (frontends): most new sessions per second;
+    /// 0 or unset, none.
+    pub rate_limit_sessions: u32,
     /// `id N`: the proxy's numeric id, instead of the next free one.
     pub id: Option<Spanned<u32>>,
     /// `description TEXT`.

@@ -85,6 +85,24 @@ pub(crate) fn parse_u32_range(what: &str, s: &str, min: u32, max: u32) -> Result
     }
 }
 
+/// An unsigned integer as C's `strtoul(s, &end, 0)` reads one where the
+/// whole word must be a number: decimal, `0x` hexadecimal or `0` octal.
+/// `None` for anything else or above `u32::MAX` (where strtoul would
+/// wrap or saturate, ebb refuses).
+pub(crate) fn parse_c_uint(s: &str) -> Option<u32> {
+    let (digits, radix) = if let Some(h) = s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
+        (h, 16)
+    } else if s.len() > 1 && s.starts_with('0') {
+        (&s[1..], 8)
+    } else {
+        (s, 10)
+    };
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return None;
+    }
+    u32::from_str_radix(digits, radix).ok()
+}
+
 /// `on` / `off`.
 pub(crate) fn parse_on_off(what: &str, s: &str) -> Result<bool, String> {
     match s {

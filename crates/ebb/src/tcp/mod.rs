@@ -134,6 +134,7 @@ pub fn accepted(
     // A session (HAProxy's count for `maxsessrate`): the connection
     // passed its `tcp-request connection` rules.
     w.shared.sess_rate.note(ctx.now());
+    fe.sess_limit.note(ctx.now());
     if accept_proxy || expect_proxy {
         return pphdr::spawn(ctx, sock, peer, fe, w, tls, early, h2);
     }

@@ -220,6 +220,7 @@ fn new_proxy(name: &str, kind: ProxyKind, loc: Loc) -> Proxy {
         loc,
         maxconn: None,
         backlog: None,
+        rate_limit_sessions: 0,
         id: None,
         description: None,
         source: None,

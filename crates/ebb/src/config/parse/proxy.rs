@@ -36,6 +36,7 @@ const PROXY_KEYWORDS: &[&str] = &[
     "mode",
     "timeout",
     "maxconn",
+    "rate-limit",
     "option",
     "log",
     "bind",
@@ -97,7 +98,6 @@ const HAPROXY_PROXY_UNSUPPORTED: &[&str] = &[
     "filter",
     "log-format-sd",
     "error-log-format",
-    "rate-limit",
     "email-alert",
     "server-state-file-name",
     "external-check",
@@ -538,6 +538,23 @@ pub(super) fn proxy_kw(px: &mut Proxy, ctx: &Ctx<'_>, words: &[String]) -> Resul
                 value: std::net::SocketAddr::new(ip, port),
                 loc: ctx.loc.clone(),
             });
+        }
+        "rate-limit" => {
+            ctx.allow(kw, FE, true)?;
+            // HAProxy's only kind, and its integer reading (strtoul, base
+            // 0: `0x10` and `010` are numbers too).
+            if arg(w, 1, kw)? != "sessions" {
+                return Err(format!("'rate-limit' only supports 'sessions' (got '{}')", w[1]));
+            }
+            let [_, _, n] = w else {
+                return Err(
+                    "'rate-limit sessions' expects an integer value (in sessions/second)"
+                        .to_string(),
+                );
+            };
+            px.rate_limit_sessions = parse_c_uint(n).ok_or_else(|| {
+                format!("'rate-limit sessions': '{n}' is not an integer in range 0..4294967295")
+            })?;
         }
         "backlog" => {
             ctx.allow(kw, FE, true)?;

@@ -242,7 +242,7 @@ pub fn values(r: &Row) -> Vec<Option<Val>> {
     v[32] = u(u64::from(r.kind.code()));
     v[33] = u(r.rate);
     if fe {
-        v[34] = u(0);
+        v[34] = u(r.rate_lim);
     }
     v[35] = u(r.rate_max);
     if !r.check_status.is_empty() || r.check_code.is_some() {

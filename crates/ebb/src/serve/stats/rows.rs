@@ -59,6 +59,8 @@ pub struct Row {
     pub qmax: Option<u64>,
     pub lbtot: Option<u64>,
     pub rate: u64,
+    /// Frontends: `rate-limit sessions` (0: none).
+    pub rate_lim: u64,
     pub rate_max: u64,
     pub check_status: String,
     pub hrsp: [u64; 6],
@@ -162,6 +164,7 @@ impl Row {
             lbtot: None,
             rate: 0,
             rate_max: 0,
+            rate_lim: 0,
             check_status: String::new(),
             hrsp: [0; 6],
             req_rate: 0,
@@ -313,6 +316,7 @@ fn fe_row(i: usize, fe: &FrontendRt) -> Row {
     r.mode = if fe.l4.tcp_mode { "tcp" } else { "http" };
     r.scur = u64::from(fe.cur_conns());
     r.slim = fe.maxconn.map(u64::from);
+    r.rate_lim = u64::from(fe.sess_limit.limit);
     r.stot = ld(&fe.sessions);
     r.bin = fe.http.bytes_in();
     r.bout = fe.http.bytes_out();
