@@ -548,6 +548,14 @@ fn serve(cfg: Config, opts: RunOptions) -> i32 {
         eprintln!("{e}");
         return 1;
     }
+    if cfg.global.set_dumpable {
+        // HAProxy: each failure is a warning, the process goes on.
+        for w in crate::sys::make_dumpable() {
+            if !opts.quiet {
+                eprintln!("ebb: warning: set-dumpable: {w}");
+            }
+        }
+    }
 
     let mut sc = sched::Config::new(nbthread);
     sc.runqueue_depth = cfg.global.runqueue_depth;

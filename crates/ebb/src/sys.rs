@@ -336,6 +336,35 @@ pub fn set_nofile(n: u64) -> io::Result<()> {
     Ok(())
 }
 
+/// `set-dumpable`: the file-size and core-size limits raised to unlimited
+/// (soft and hard) and the process marked dumpable again (setuid cleared
+/// the flag), as HAProxy does after dropping privileges. Returns what
+/// failed, each a warning.
+pub fn make_dumpable() -> Vec<String> {
+    let mut failed = Vec::new();
+    let lim = libc::rlimit {
+        rlim_cur: libc::RLIM_INFINITY,
+        rlim_max: libc::RLIM_INFINITY,
+    };
+    for (res, what) in [
+        (libc::RLIMIT_FSIZE, "cannot raise the maximum file size"),
+        (libc::RLIMIT_CORE, "cannot raise the core dump size"),
+    ] {
+        // SAFETY: `lim` is initialised and valid.
+        if unsafe { libc::setrlimit(res, &lim) } != 0 {
+            failed.push(format!("{what}: {}", io::Error::last_os_error()));
+        }
+    }
+    // SAFETY: PR_SET_DUMPABLE takes integers only.
+    if unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 1 as libc::c_ulong, 0, 0, 0) } != 0 {
+        failed.push(format!(
+            "cannot set the dumpable flag, no core will be dumped: {}",
+            io::Error::last_os_error()
+        ));
+    }
+    failed
+}
+
 /// Master-worker: the master's signals (stop, reload, a worker's exit).
 pub const MASTER_SIGNALS: [i32; 6] = [
     libc::SIGTERM,

@@ -875,3 +875,126 @@ fn disabled_takes_no_argument() {
         )],
     );
 }
+
+/// `quiet` in `global` is `-q`: `-c` says nothing of a valid
+/// configuration, nor of a refused one (the exit code alone tells), and a
+/// warning at start is not printed. Side by side with HAProxy.
+#[test]
+fn quiet_says_nothing() {
+    let d = scratch("quiet");
+    let head = "global\n    quiet\ndefaults\n    mode http\n    timeout connect 2s\n    timeout client 10s\n    timeout server 10s\n";
+    let good = format!(
+        "{head}frontend fe\n    bind 127.0.0.1:{}\n    http-request return status 200\n",
+        free_port()
+    );
+    let bad = format!("{good}    no-such-keyword\n");
+    for (name, text, want) in [("good.cfg", &good, 0), ("bad.cfg", &bad, 1)] {
+        std::fs::write(d.join(name), text).unwrap();
+        let (rc, out, err) = run_ebb(&["-c", "-f", name], &d);
+        assert_eq!((rc, out.as_str(), err.as_str()), (want, "", ""), "{name}");
+        // Without `quiet` ebb speaks.
+        std::fs::write(d.join("loud.cfg"), text.replace("    quiet\n", "")).unwrap();
+        let (rc, out, err) = run_ebb(&["-c", "-f", "loud.cfg"], &d);
+        assert_eq!(rc, want);
+        assert!(!(out + &err).is_empty(), "{name}");
+        if have("haproxy") {
+            let o = std::process::Command::new("haproxy")
+                .args(["-c", "-f", name])
+                .current_dir(&d)
+                .output()
+                .unwrap();
+            assert_eq!(o.status.code(), Some(want), "haproxy {name}");
+            assert!(
+                o.stdout.is_empty() && o.stderr.is_empty(),
+                "haproxy {name}: {o:?}"
+            );
+        }
+    }
+}
+
+/// The lines of `/proc/PID/limits` for the core and file sizes, and the
+/// owner of `/proc/PID/status` (root for a process that is not dumpable).
+fn dump_state(pid: u32) -> (Vec<String>, u32) {
+    use std::os::unix::fs::MetadataExt;
+    let limits = std::fs::read_to_string(format!("/proc/{pid}/limits")).unwrap();
+    let lines = limits
+        .lines()
+        .filter(|l| l.starts_with("Max core file size") || l.starts_with("Max file size"))
+        .map(|l| l.split_whitespace().collect::<Vec<_>>().join(" "))
+        .collect();
+    let owner = std::fs::metadata(format!("/proc/{pid}/status"))
+        .unwrap()
+        .uid();
+    (lines, owner)
+}
+
+/// `set-dumpable` after `user nobody`: the process is dumpable again (its
+/// /proc files belong to nobody, not root) and the core and file size
+/// limits (here a soft core limit of 0) are unlimited; without it neither.
+/// Side by side with HAProxy. Needs root (to switch users).
+#[test]
+fn set_dumpable_reenables_core_dumps() {
+    // `id -u [USER]`: a user's id, or this process's.
+    let uid = |who: &[&str]| -> Option<u32> {
+        let o = std::process::Command::new("id")
+            .arg("-u")
+            .args(who)
+            .output()
+            .ok()?;
+        String::from_utf8_lossy(&o.stdout).trim().parse().ok()
+    };
+    if uid(&[]) != Some(0) {
+        println!("not root: cannot switch users, skipped");
+        return;
+    }
+    let Some(nobody) = uid(&["nobody"]) else {
+        println!("no user nobody: skipped");
+        return;
+    };
+    let d = scratch("dumpable");
+    let mut progs = vec![EBB.to_string()];
+    if have("haproxy") {
+        progs.push("haproxy".to_string());
+    }
+    for prog in &progs {
+        for on in [true, false] {
+            let port = free_port();
+            let cfg = format!(
+                "global\n    user nobody\n{}defaults\n    mode http\n    timeout connect 2s\n    timeout client 10s\n    timeout server 10s\n\
+                 frontend fe\n    bind 127.0.0.1:{port}\n    http-request return status 200\n",
+                if on { "    set-dumpable\n" } else { "" }
+            );
+            std::fs::write(d.join("d.cfg"), cfg).unwrap();
+            let mut child = std::process::Command::new("sh")
+                .args(["-c", "ulimit -S -c 0; exec \"$0\" -db -f d.cfg", prog])
+                .current_dir(&d)
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .spawn()
+                .unwrap();
+            wait_until("the listener", || {
+                std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
+            });
+            let (limits, owner) = dump_state(child.id());
+            let _ = child.kill();
+            let _ = child.wait();
+            if on {
+                assert_eq!(owner, nobody, "{prog}");
+                assert_eq!(
+                    limits,
+                    [
+                        "Max file size unlimited unlimited bytes",
+                        "Max core file size unlimited unlimited bytes"
+                    ],
+                    "{prog}"
+                );
+            } else {
+                assert_eq!(owner, 0, "{prog}");
+                assert!(
+                    limits[1].starts_with("Max core file size 0 "),
+                    "{prog}: {limits:?}"
+                );
+            }
+        }
+    }
+}

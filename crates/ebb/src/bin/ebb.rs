@@ -209,7 +209,7 @@ fn master_opts(args: &Args, files: Vec<PathBuf>, argv: Vec<String>) -> ebb::mwor
         mcli: args.master_cli.clone(),
         run: RunOptions {
             debug: args.debug,
-            quiet: args.quiet && !args.verbose,
+            quiet: (args.quiet || ebb::config::quiet_seen()) && !args.verbose,
             files,
             pidfile: args.pidfile.clone(),
             daemon: false,
@@ -306,6 +306,9 @@ fn main() -> ExitCode {
         }
         ebb::config::parse_files(&files)
     };
+    // `quiet` in the configuration is `-q` (read even when the rest is
+    // refused: HAProxy then reports nothing either).
+    let quiet = (args.quiet || ebb::config::quiet_seen()) && !args.verbose;
     let master = args.master_worker
         || parsed.as_ref().is_ok_and(|c| c.global.master_worker)
         || ebb::mworker::is_reexec();
@@ -391,7 +394,9 @@ fn main() -> ExitCode {
             }
             Err(e) => {
                 // HAProxy goes on and binds (a first start has no old process).
-                eprintln!("ebb: warning: -x {}: {e}; binding anew", x.display());
+                if !quiet {
+                    eprintln!("ebb: warning: -x {}: {e}; binding anew", x.display());
+                }
             }
         }
     }

@@ -62,7 +62,7 @@ pub use tcpcheck::{
 };
 pub use types::*;
 
-pub use parse::{agent_addr, parse_dynamic_server, parse_sock_spec, unreachable_rules};
+pub use parse::{agent_addr, parse_dynamic_server, parse_sock_spec, quiet_seen, unreachable_rules};
 pub use peers::{local_peer_name, set_local_peer_arg, PeerDef, PeerListen, PeersSection};
 pub(crate) use values::alpn_list;
 pub use values::parse_bind_addrs;

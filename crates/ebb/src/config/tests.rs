@@ -3614,3 +3614,19 @@ fn rate_limit_sessions() {
         "not allowed in a 'backend' section",
     );
 }
+
+/// `quiet` and `[no] set-dumpable` in `global`, without arguments.
+#[test]
+fn quiet_and_set_dumpable() {
+    let c = ok("global\n  quiet\n  set-dumpable\n");
+    assert!(c.global.quiet && c.global.set_dumpable);
+    let c = ok("global\n  set-dumpable\n  no set-dumpable\n");
+    assert!(!c.global.set_dumpable && !c.global.quiet);
+    err1("global\n  quiet 1\n", "t.cfg:2: ", "takes no argument");
+    err1(
+        "global\n  set-dumpable yes\n",
+        "t.cfg:2: ",
+        "takes no argument",
+    );
+    err1("global\n  no daemon\n", "t.cfg:2: ", "unknown keyword 'no'");
+}

@@ -239,6 +239,13 @@ pub struct Global {
     pub server_state_base: Option<Spanned<PathBuf>>,
     /// `daemon`: run in the background (as `-D`; `-d` keeps the foreground).
     pub daemon: bool,
+    /// `quiet`: no message on standard error at start or after (as `-q`).
+    pub quiet: bool,
+    /// `set-dumpable` (`no set-dumpable` undoes it): after `chroot`,
+    /// `user` and `group`, the file-size and core-size limits raised to
+    /// unlimited and the process marked dumpable again, so a crash can
+    /// leave a core.
+    pub set_dumpable: bool,
     /// `chroot DIR`: entered after binding, before serving.
     pub chroot: Option<Spanned<PathBuf>>,
     /// `user NAME` / `uid N`: the user ebb runs as after binding.
@@ -322,6 +329,8 @@ impl Default for Global {
             server_state_file: None,
             server_state_base: None,
             daemon: false,
+            quiet: false,
+            set_dumpable: false,
             chroot: None,
             uid: None,
             gid: None,

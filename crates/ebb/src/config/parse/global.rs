@@ -48,6 +48,8 @@ const GLOBAL_KEYWORDS: &[&str] = &[
     "server-state-file",
     "server-state-base",
     "daemon",
+    "quiet",
+    "set-dumpable",
     "default-path",
     "crt-base",
     "ca-base",
@@ -84,16 +86,23 @@ const GLOBAL_KEYWORDS: &[&str] = &[
     "set-var-fmt",
 ];
 
+/// Whether a `quiet` line was read (also when the configuration is then
+/// refused: HAProxy says nothing of the errors either).
+static QUIET_SEEN: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Whether some configuration read by this process said `quiet`.
+pub fn quiet_seen() -> bool {
+    QUIET_SEEN.load(std::sync::atomic::Ordering::Relaxed)
+}
+
 /// HAProxy `global` keywords ebb knows of but does not implement: a clearer
 /// message than "unknown keyword" for people bringing a haproxy.cfg.
 const HAPROXY_GLOBAL_UNSUPPORTED: &[&str] = &[
     "nbproc",
     "ssl-server-verify",
-    "quiet",
     "lua-load",
     "maxsslconn",
     "h1-case-adjust",
-    "set-dumpable",
     "insecure-fork-wanted",
 ];
 
@@ -381,6 +390,27 @@ impl Parser<'_> {
                     return Err("'daemon' takes no argument".to_string());
                 }
                 g.daemon = true;
+            }
+            "quiet" => {
+                if w.len() > 1 {
+                    return Err("'quiet' takes no argument".to_string());
+                }
+                g.quiet = true;
+                QUIET_SEEN.store(true, std::sync::atomic::Ordering::Relaxed);
+            }
+            "set-dumpable" => {
+                if w.len() > 1 {
+                    return Err("'set-dumpable' takes no argument".to_string());
+                }
+                g.set_dumpable = true;
+            }
+            // HAProxy's `no` in `global` (here only for what ebb has of
+            // the keywords that take it).
+            "no" if w.get(1).is_some_and(|k| k == "set-dumpable") => {
+                if w.len() > 2 {
+                    return Err("'no set-dumpable' takes no argument".to_string());
+                }
+                g.set_dumpable = false;
             }
             "chroot" => {
                 g.chroot = Some(Spanned {

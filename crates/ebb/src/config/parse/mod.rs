@@ -31,6 +31,7 @@ mod tls;
 mod userlist;
 
 pub use bind::parse_sock_spec;
+pub use global::quiet_seen;
 pub use proxy::unreachable_rules;
 pub(super) use rules::{is_shared_action, request_scope, shared_action};
 pub(super) use server::no_check_port;
