@@ -332,6 +332,9 @@ pub struct ServersRt {
     /// `option httpclose` / `http-server-close` on the backend: no server
     /// connection is kept after a response.
     pub server_close: bool,
+    /// `option http-pretend-keepalive`: a request whose server connection
+    /// closes after the answer does not say so (`Connection: close`).
+    pub pretend_keepalive: bool,
     /// `option httpclose` on the backend: the client connection closes
     /// after the response too.
     pub close: bool,
@@ -1296,6 +1299,7 @@ fn compile_servers(
         forwardfor: p.options.forwardfor.clone(),
         originalto: p.options.originalto.clone(),
         server_close: p.options.conn_mode != HttpConnMode::KeepAlive,
+        pretend_keepalive: p.options.pretend_keepalive,
         close: p.options.conn_mode == HttpConnMode::Close,
         abort_on_close: p.options.abortonclose,
         cookie: p.cookie.clone().map(|mut c| {

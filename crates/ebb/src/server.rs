@@ -4,8 +4,9 @@
 //! any traffic is accepted:
 //! 1. compile the configuration ([`crate::proxy::compile`]);
 //! 2. bind every listener, one socket per thread (`file:line: cannot bind`);
-//! 3. print one `listening on` line per bind and `ebb: ready`, so scripts
-//!    and tests learn the real addresses (port 0 binds an ephemeral port);
+//! 3. print one `listening on` line per bind and `ebb: ready` (not with `-q`
+//!    or `quiet`), so scripts and tests learn the real addresses (port 0
+//!    binds an ephemeral port);
 //! 4. start the blocking pool, the signal thread and the scheduler threads.
 //!
 //! Stop: SIGTERM, SIGINT and SIGUSR1 start a graceful stop (listeners
@@ -632,7 +633,8 @@ fn serve(cfg: Config, opts: RunOptions) -> i32 {
     };
     spawn_signal_thread(rt.handle(), cfg.global.hard_stop_after, opts.debug, reload);
 
-    {
+    if !opts.quiet {
+        // `-q` / `quiet`: no start-up message either.
         let mut out = io::stdout().lock();
         for l in &lines {
             let _ = writeln!(out, "{l}");

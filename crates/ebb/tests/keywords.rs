@@ -910,6 +910,30 @@ fn quiet_says_nothing() {
             );
         }
     }
+    // Running: no `listening on` or `ebb: ready` line either.
+    let port: u16 = good.split("127.0.0.1:").nth(1).unwrap()[..5]
+        .trim()
+        .parse()
+        .unwrap();
+    let child = std::process::Command::new(EBB)
+        .args(["-f", "good.cfg"])
+        .current_dir(&d)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_until("the listener", || {
+        std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
+    });
+    assert_eq!(
+        get(format!("127.0.0.1:{port}").parse().unwrap(), "/").status,
+        200
+    );
+    let _ = std::process::Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.stdout.is_empty() && out.stderr.is_empty(), "{out:?}");
 }
 
 /// The lines of `/proc/PID/limits` for the core and file sizes, and the
@@ -996,5 +1020,158 @@ fn set_dumpable_reenables_core_dumps() {
                 );
             }
         }
+    }
+}
+
+fn pretend_cfg(k: &Path, bind: &str, opts: &str, o: SocketAddr) -> String {
+    format!(
+        "global\n    stats socket {} level admin\n\
+         defaults\n    mode http\n    timeout connect 2s\n    timeout client 10s\n    timeout server 10s\n\
+         frontend fe\n    bind {bind}\n    default_backend be\n\
+         backend be\n{opts}    server s {o}\n",
+        k.display()
+    )
+}
+
+/// `option http-pretend-keepalive` with `http-server-close`: the requests
+/// a server gets say nothing of the close (an HTTP/1.0 one asks for
+/// keep-alive), and each server connection still closes after its
+/// answer, the client's staying open. Without the option the server is
+/// told `Connection: close` (an HTTP/1.1 request; an HTTP/1.0 one closes
+/// anyway and is told nothing). Side by side with HAProxy.
+#[test]
+fn pretend_keepalive_hides_the_close_from_the_server() {
+    let o = Origin::start("o", Mode::Ok);
+    let run = |fe: SocketAddr| -> (Vec<Vec<String>>, usize) {
+        o.heads.lock().unwrap().clear();
+        let before = o.conns.load(std::sync::atomic::Ordering::SeqCst);
+        let mut c = Client::connect(fe);
+        for v in ["1.1", "1.0", "1.1"] {
+            let keep = if v == "1.0" {
+                "Connection: keep-alive\r\n"
+            } else {
+                ""
+            };
+            c.send(format!("GET / HTTP/{v}\r\nHost: x\r\n{keep}\r\n").as_bytes());
+            assert_eq!(c.read_resp().status, 200, "HTTP/{v}");
+        }
+        let conns = o.conns.load(std::sync::atomic::Ordering::SeqCst) - before;
+        (fields_seen(&o, "connection"), conns)
+    };
+    let close = "    option http-server-close\n";
+    let pretend = "    option http-server-close\n    option http-pretend-keepalive\n";
+    let mut ours = Vec::new();
+    for opts in [close, pretend] {
+        let (ebb, _s) = ebb_with_admin("pretend", |k, b| pretend_cfg(k, b, opts, o.addr));
+        ours.push(run(ebb.addr()));
+    }
+    let none: Vec<String> = Vec::new();
+    let ka = vec!["connection: keep-alive".to_string()];
+    let cl = vec!["connection: close".to_string()];
+    assert_eq!(
+        ours[1],
+        (vec![none.clone(), ka, none.clone()], 3),
+        "pretend"
+    );
+    // An HTTP/1.0 request closes by default: nothing is said (HAProxy).
+    assert_eq!(
+        ours[0],
+        (vec![cl.clone(), none.clone(), cl], 3),
+        "server-close"
+    );
+    for (i, opts) in [close, pretend].iter().enumerate() {
+        if let Some((_h, fe)) = haproxy_beside("pretend", |k, b| pretend_cfg(k, b, opts, o.addr)) {
+            assert_eq!(run(fe), ours[i], "haproxy: {opts}");
+        }
+    }
+}
+
+/// A server that answers a chunked request chunk by chunk: the head at
+/// once, then each chunk of the request echoed as it arrives.
+fn interactive_server() -> SocketAddr {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for s in l.incoming() {
+            let Ok(mut s) = s else { return };
+            std::thread::spawn(move || {
+                let head = read_head(&mut s);
+                let Some(end) = head.windows(4).position(|w| w == b"\r\n\r\n") else {
+                    return;
+                };
+                let _ = s.write_all(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n");
+                // Body bytes read with the head.
+                let _ = s.write_all(&head[end + 4..]);
+                // Echo every byte of the body as it comes (the chunk
+                // framing included: the client sends one chunk at a time
+                // and the echo is framed the same).
+                let mut buf = [0u8; 4096];
+                loop {
+                    match s.read(&mut buf) {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => {
+                            if s.write_all(&buf[..n]).is_err() {
+                                return;
+                            }
+                            if buf[..n].ends_with(b"0\r\n\r\n") {
+                                return;
+                            }
+                        }
+                    }
+                }
+            });
+        }
+    });
+    addr
+}
+
+/// `option http-no-delay`: an exchange whose request and answer bodies
+/// interleave goes through, each piece forwarded as it comes (the client
+/// sends its next chunk only once the echo of the previous one came
+/// back, so a proxy holding either side back would never finish). ebb
+/// holds nothing back in any case; the option is accepted (frontend and
+/// backend) and changes nothing. Side by side with HAProxy.
+#[test]
+fn http_no_delay_exchanges_interleave() {
+    let srv = interactive_server();
+    let cfg = |k: &Path, b: &str| {
+        format!(
+            "global\n    stats socket {} level admin\n\
+             defaults\n    mode http\n    timeout connect 2s\n    timeout client 10s\n    timeout server 10s\n\
+             frontend fe\n    option http-no-delay\n    bind {b}\n    default_backend be\n\
+             backend be\n    option http-no-delay\n    server s {srv}\n",
+            k.display()
+        )
+    };
+    let run = |fe: SocketAddr| {
+        let mut s = std::net::TcpStream::connect(fe).unwrap();
+        s.set_read_timeout(Some(std::time::Duration::from_secs(10)))
+            .unwrap();
+        s.write_all(b"POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n")
+            .unwrap();
+        let mut got = Vec::new();
+        let mut buf = [0u8; 4096];
+        for i in 0..5 {
+            let piece = format!("ping{i}");
+            s.write_all(format!("{:x}\r\n{piece}\r\n", piece.len()).as_bytes())
+                .unwrap();
+            while !String::from_utf8_lossy(&got).contains(&piece) {
+                let n = s.read(&mut buf).expect("the echo of the last chunk");
+                assert_ne!(n, 0, "closed before {piece}");
+                got.extend_from_slice(&buf[..n]);
+            }
+        }
+        s.write_all(b"0\r\n\r\n").unwrap();
+        while !got.ends_with(b"0\r\n\r\n") {
+            let n = s.read(&mut buf).expect("the end of the answer");
+            assert_ne!(n, 0);
+            got.extend_from_slice(&buf[..n]);
+        }
+        assert!(got.starts_with(b"HTTP/1.1 200"), "{got:?}");
+    };
+    let (ebb, _s) = ebb_with_admin("nodelay", cfg);
+    run(ebb.addr());
+    if let Some((_h, fe)) = haproxy_beside("nodelay", cfg) {
+        run(fe);
     }
 }

@@ -3630,3 +3630,26 @@ fn quiet_and_set_dumpable() {
     );
     err1("global\n  no daemon\n", "t.cfg:2: ", "unknown keyword 'no'");
 }
+
+/// `option http-pretend-keepalive` (backends) and `option http-no-delay`
+/// (both sides), with their `no` forms.
+#[test]
+fn pretend_keepalive_and_no_delay() {
+    let c = ok("defaults\n  option http-pretend-keepalive\n  option http-no-delay\nbackend b\n  server s 127.0.0.1:1\nbackend c\n  no option http-pretend-keepalive\n  no option http-no-delay\n  server s 127.0.0.1:1\n");
+    let o: Vec<(bool, bool)> = c
+        .proxies
+        .iter()
+        .map(|p| (p.options.pretend_keepalive, p.options.http_no_delay))
+        .collect();
+    assert_eq!(o, [(true, true), (false, false)]);
+    err1(
+        "frontend f\n  bind :80\n  option http-pretend-keepalive\n",
+        "t.cfg:3: ",
+        "not allowed in a 'frontend' section",
+    );
+    err1(
+        "backend b\n  option http-no-delay 1\n  server s 127.0.0.1:1\n",
+        "t.cfg:2: ",
+        "unexpected argument '1'",
+    );
+}

@@ -796,6 +796,16 @@ pub struct ProxyOptions {
     /// `option persist`: a persistence cookie naming a down server still
     /// sends the request there.
     pub persist: bool,
+    /// `option http-pretend-keepalive` (backends): a request to a server
+    /// whose connection closes after the answer (`http-server-close`,
+    /// `httpclose`) does not say `Connection: close`; ebb closes it all
+    /// the same once the answer is in.
+    pub pretend_keepalive: bool,
+    /// `option http-no-delay`: no outgoing data waits for more. ebb's
+    /// HTTP paths never hold data back (every socket has TCP_NODELAY, no
+    /// MSG_MORE or cork but on the last bytes before a FIN), so the
+    /// option is met whatever its value; it is kept for `-c` and stats.
+    pub http_no_delay: bool,
     pub httplog: bool,
     /// `option tcplog`: HAProxy's TCP log line at the session's end.
     pub tcplog: bool,

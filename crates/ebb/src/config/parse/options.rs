@@ -13,8 +13,6 @@ use crate::config::values::*;
 
 /// HAProxy `option` names ebb does not implement.
 const HAPROXY_OPTIONS_UNSUPPORTED: &[&str] = &[
-    "http-no-delay",
-    "http-pretend-keepalive",
     "http-use-htx",
     "external-check",
     "independent-streams",
@@ -32,6 +30,8 @@ const OPTIONS: &[&str] = &[
     "http-keep-alive",
     "http-server-close",
     "httpclose",
+    "http-pretend-keepalive",
+    "http-no-delay",
     "forwardfor",
     "originalto",
     "redispatch",
@@ -89,7 +89,12 @@ pub(super) fn proxy_option(
         | "transparent" | "redis-check" | "smtpchk" | "pgsql-check" | "mysql-check"
         | "ldap-check" | "spop-check" | "ssl-hello-chk" => BE,
         "http-buffer-request" | "splice-auto" | "splice-request" | "splice-response" => FE | BE,
-        "abortonclose" | "srvtcpka" | "allbackups" | "prefer-last-server" => BE,
+        "abortonclose"
+        | "srvtcpka"
+        | "allbackups"
+        | "prefer-last-server"
+        | "http-pretend-keepalive" => BE,
+        "http-no-delay" => FE | BE,
         "tcpka" | "nolinger" => FE | BE,
         "clitcpka"
         | "dontlog-normal"
@@ -194,6 +199,14 @@ pub(super) fn proxy_option(
         "persist" => {
             no_args(rest)?;
             o.persist = !no;
+        }
+        "http-pretend-keepalive" => {
+            no_args(rest)?;
+            o.pretend_keepalive = !no;
+        }
+        "http-no-delay" => {
+            no_args(rest)?;
+            o.http_no_delay = !no;
         }
         "tcp-smart-accept" => {
             no_args(rest)?;

@@ -587,7 +587,10 @@ pub(crate) fn write_request_head(
         out.extend_from_slice(u);
         out.extend_from_slice(b"\r\n");
     } else if !tail.keep {
-        out.extend_from_slice(b"Connection: close\r\n");
+        // HTTP/1.0 closes unless told otherwise: HAProxy says nothing.
+        if !http10 {
+            out.extend_from_slice(b"Connection: close\r\n");
+        }
     } else if http10 {
         // HTTP/1.0 closes unless told otherwise.
         out.extend_from_slice(b"Connection: keep-alive\r\n");
@@ -760,6 +763,15 @@ mod tests {
             "GET / HTTP/1.0\r\nX-Seen: 0\r\nConnection: keep-alive\r\n\r\n"
         );
         assert_eq!(body, BodySize::Empty);
+        // Closing after it: HTTP/1.0's default, nothing said (HAProxy).
+        let (out, _) = to_server(
+            b"GET / HTTP/1.0\r\nConnection: keep-alive\r\n\r\n",
+            &ReqTail {
+                keep: false,
+                ..KEEP
+            },
+        );
+        assert_eq!(out, "GET / HTTP/1.0\r\nX-Seen: 0\r\n\r\n");
         let (out, _) = to_server(
             b"PUT /x HTTP/1.1\r\nHost: a\r\nContent-Length: 0\r\n\r\n",
             &KEEP,

@@ -558,7 +558,8 @@ impl Stream {
         let tail = ReqTail {
             omit: Some(&omit),
             watch: xff.as_ref().map_or(&b""[..], |f| f.header.as_bytes()),
-            keep: keep_server,
+            // `option http-pretend-keepalive`: the server is not told.
+            keep: keep_server || sr.pretend_keepalive,
         };
         // The client's previous exchange's server side, if it ended well:
         // its allocation and its buffers serve this one.
