@@ -1047,11 +1047,11 @@ pub fn server_tls(
     if !o.ssl {
         if o.check_ssl {
             // The checks' TLS (built when they start): its errors now.
-            crate::tls::client_config_with(o.verify, o.ca_file.as_deref(), &o.tls)?;
+            crate::tls::client_config_with(o.verify(), o.ca_file.as_deref(), &o.tls)?;
         }
         return Ok(None);
     }
-    let mut config = crate::tls::client_config_with(o.verify, o.ca_file.as_deref(), &o.tls)
+    let mut config = crate::tls::client_config_with(o.verify(), o.ca_file.as_deref(), &o.tls)
         .map_err(|e| e.to_string())?;
     if !o.alpn.is_empty() {
         let mut c = (*config).clone();
@@ -1474,6 +1474,7 @@ pub fn compile_keeping(
     prev: Option<&crate::table::Tables>,
 ) -> Result<Compiled, Vec<ConfigError>> {
     crate::sample::auth::install(&cfg.userlists);
+    crate::config::set_server_verify_default(&cfg.global);
     let mut errors = Vec::new();
     let mut warn = Vec::new();
     let warnings = &mut warn;

@@ -502,3 +502,67 @@ fn sni_is_an_expression_and_checks_send_check_sni() {
         "haproxy took a bare sni name"
     );
 }
+
+/// `ssl-server-verify none|required` (global) and `-dV`: the verification
+/// of a server whose line says no `verify`. Required by default (here the
+/// system's roots do not know the origin's certificate: 502/503); `none`
+/// accepts it; a server's own `verify` wins either way; `-dV` is `none`
+/// unless the configuration says. Beside HAProxy for `none` (HAProxy
+/// refuses `ssl` without `ca-file` under `required` at start, where ebb
+/// takes the system's roots).
+#[test]
+fn ssl_server_verify_sets_the_servers_default() {
+    let d = scratch("srv-verify");
+    let (ca, both) = cert(&d, &["origin.test"]);
+    let (other_ca, _) = cert(&d, &["other.test"]);
+    let origin = Ebb::start(&format!(
+        "defaults\n    mode http\n    timeout client 5s\nfrontend o\n    bind BIND ssl crt {}\n    http-request return status 200 content-type text/plain string tls-origin\n",
+        both.display()
+    ));
+    let oaddr = origin.addr();
+    let cfg = |global: &str, opts: &str, bind: &str| {
+        format!(
+            "global\n{global}defaults\n    mode http\n    timeout client 5s\n    timeout server 5s\n    timeout connect 2s\n\
+             frontend fe\n    bind {bind}\n    default_backend be\nbackend be\n    retries 0\n    server o {oaddr} ssl {opts}\n"
+        )
+    };
+    let status = |global: &str, opts: &str, args: &[&str]| -> u16 {
+        let dir = scratch("srv-verify-run");
+        std::fs::write(dir.join("e.cfg"), cfg(global, opts, "127.0.0.1:0")).unwrap();
+        let mut a = args.to_vec();
+        a.extend(["-f", "e.cfg"]);
+        let e = Ebb::start_args(&a, dir);
+        get(e.addr(), "/").status
+    };
+    let none = "    ssl-server-verify none\n";
+    let required = "    ssl-server-verify required\n";
+    let ca_opts = format!("verify required ca-file {}", ca.display());
+    let wrong_ca = format!("verify required ca-file {}", other_ca.display());
+    let failed = |s: u16| s == 502 || s == 503;
+    assert!(failed(status("", "", &[])), "default: required");
+    assert!(failed(status(required, "", &[])), "required");
+    assert_eq!(status(none, "", &[]), 200, "none");
+    assert_eq!(
+        status(none, &ca_opts, &[]),
+        200,
+        "none, verify required with the CA"
+    );
+    assert!(
+        failed(status(none, &wrong_ca, &[])),
+        "none, verify required, wrong CA"
+    );
+    assert_eq!(status("", "verify none", &[]), 200, "verify none");
+    assert!(failed(status("", &wrong_ca, &[])), "wrong CA");
+    assert_eq!(status("", "", &["-dV"]), 200, "-dV");
+    assert!(failed(status(required, "", &["-dV"])), "-dV, required");
+    // HAProxy with `ssl-server-verify none` and a server without `verify`.
+    let port = free_port();
+    let text = cfg(none, "", &format!("127.0.0.1:{port}"));
+    if let Some(_h) = haproxy_with("srv-verify", text.strip_prefix("global\n").unwrap()) {
+        wait_until("haproxy listening", || {
+            std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
+        });
+        let fe = format!("127.0.0.1:{port}").parse().unwrap();
+        assert_eq!(get(fe, "/").status, 200);
+    }
+}

@@ -253,6 +253,11 @@ fn main() -> ExitCode {
                 foreground = true;
                 None
             }
+            // `ssl-server-verify none` unless the configuration says.
+            "-dV" => {
+                ebb::config::set_dash_dv();
+                None
+            }
             _ => Some(a),
         })
         .collect();

@@ -1614,7 +1614,7 @@ fn servers_and_default_server() {
     assert_eq!(s[0].opts.maxconn, Some(50));
     assert_eq!(s[0].opts.inter, Duration::from_secs(3));
     assert_eq!((s[0].opts.rise, s[0].opts.fall), (1, 4));
-    assert_eq!(s[0].opts.verify, Verify::None);
+    assert_eq!(s[0].opts.verify, Some(Verify::None));
     assert_eq!((s[1].host.as_str(), s[1].port), ("::1", 8080));
     assert!(!s[1].opts.check && !s[1].opts.ssl && s[1].opts.disabled);
     assert_eq!(s[1].opts.weight, 0);
@@ -1629,7 +1629,7 @@ fn servers_and_default_server() {
     );
     assert_eq!(s[2].opts.pool_max_conn, Some(8));
     assert_eq!(s[2].opts.pool_purge_delay, Duration::from_secs(1));
-    assert_eq!(s[2].opts.verify, Verify::Required);
+    assert_eq!(s[2].opts.verify, Some(Verify::Required));
     assert_eq!(s[3].opts.pool_max_conn, None);
     assert_eq!(b.default_server.maxconn, Some(50));
 }
@@ -3651,5 +3651,27 @@ fn pretend_keepalive_and_no_delay() {
         "backend b\n  option http-no-delay 1\n  server s 127.0.0.1:1\n",
         "t.cfg:2: ",
         "unexpected argument '1'",
+    );
+}
+
+/// `ssl-server-verify none|required`.
+#[test]
+fn ssl_server_verify_values() {
+    assert_eq!(
+        ok("global\n  ssl-server-verify none\n")
+            .global
+            .ssl_server_verify,
+        Some(Verify::None)
+    );
+    assert_eq!(ok("global\n").global.ssl_server_verify, None);
+    err1(
+        "global\n  ssl-server-verify maybe\n",
+        "t.cfg:2: ",
+        "expects 'none' or 'required'",
+    );
+    err1(
+        "global\n  ssl-server-verify\n",
+        "t.cfg:2: ",
+        "expects an argument",
     );
 }

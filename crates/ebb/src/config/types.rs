@@ -289,6 +289,9 @@ pub struct Global {
     pub close_spread: Option<CloseSpread>,
     /// `master-worker` (as `-W`): a master process runs the workers.
     pub master_worker: bool,
+    /// `ssl-server-verify none|required`: the verification of servers
+    /// whose line has no `verify` (HAProxy's default: required).
+    pub ssl_server_verify: Option<Verify>,
     /// `spread-checks N` (0..50): each check's next date moves by a random
     /// amount of up to N % of its interval, either way.
     pub spread_checks: Option<u32>,
@@ -349,6 +352,7 @@ impl Default for Global {
             comp_maxlevel: None,
             close_spread: None,
             master_worker: false,
+            ssl_server_verify: None,
             spread_checks: None,
         }
     }
@@ -1619,7 +1623,9 @@ pub struct ServerOptions {
     pub fall: u32,
     pub slowstart: Option<Duration>,
     pub ssl: bool,
-    pub verify: Verify,
+    /// `verify none|required`; unset: the process's default (see
+    /// [`ServerOptions::verify`]).
+    pub verify: Option<Verify>,
     pub ca_file: Option<PathBuf>,
     /// `sni EXPR`: the name sent to the server, a sample expression
     /// evaluated per connection (HAProxy's), e.g. `req.hdr(host)`.
@@ -1759,6 +1765,45 @@ impl ServerTlsPolicy {
 
 pub use crate::proxyproto::PpV2Options;
 
+/// `ssl-server-verify none` or `-dV` in force (the last compiled
+/// configuration's): a server without `verify` is not verified.
+static SERVER_VERIFY_NONE: std::sync::atomic::AtomicBool =
+    std::sync::atomic::AtomicBool::new(false);
+/// `-dV` was given.
+static DASH_DV: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// `-dV` on the command line: `ssl-server-verify none` unless the
+/// configuration says `required`.
+pub fn set_dash_dv() {
+    DASH_DV.store(true, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// Sets the servers' default verification from `g` (`ssl-server-verify`,
+/// else `-dV`, else `required`), for the servers compiled from now on
+/// (`add server` included).
+pub fn set_server_verify_default(g: &Global) {
+    use std::sync::atomic::Ordering::Relaxed;
+    let none = match g.ssl_server_verify {
+        Some(v) => v == Verify::None,
+        None => DASH_DV.load(Relaxed),
+    };
+    SERVER_VERIFY_NONE.store(none, Relaxed);
+}
+
+impl ServerOptions {
+    /// `verify` as written, else the default `ssl-server-verify` (or
+    /// `-dV`) gives, `required` when neither says.
+    pub fn verify(&self) -> Verify {
+        self.verify.unwrap_or_else(|| {
+            if SERVER_VERIFY_NONE.load(std::sync::atomic::Ordering::Relaxed) {
+                Verify::None
+            } else {
+                Verify::Required
+            }
+        })
+    }
+}
+
 impl Default for ServerOptions {
     fn default() -> Self {
         ServerOptions {
@@ -1782,7 +1827,7 @@ impl Default for ServerOptions {
             fall: 3,
             slowstart: None,
             ssl: false,
-            verify: Verify::Required,
+            verify: None,
             ca_file: None,
             sni: None,
             check_sni: None,

@@ -422,7 +422,7 @@ fn check_ssl(s: &ServerRt) -> Option<crate::backend::ServerTls> {
     let config = match &s.tls {
         Some(t) => Arc::clone(&t.config),
         None if o.check_ssl => {
-            crate::tls::client_config_with(o.verify, o.ca_file.as_deref(), &o.tls).ok()?
+            crate::tls::client_config_with(o.verify(), o.ca_file.as_deref(), &o.tls).ok()?
         }
         None => return None,
     };

@@ -50,6 +50,7 @@ const GLOBAL_KEYWORDS: &[&str] = &[
     "daemon",
     "quiet",
     "set-dumpable",
+    "ssl-server-verify",
     "default-path",
     "crt-base",
     "ca-base",
@@ -99,7 +100,6 @@ pub fn quiet_seen() -> bool {
 /// message than "unknown keyword" for people bringing a haproxy.cfg.
 const HAPROXY_GLOBAL_UNSUPPORTED: &[&str] = &[
     "nbproc",
-    "ssl-server-verify",
     "lua-load",
     "maxsslconn",
     "h1-case-adjust",
@@ -397,6 +397,17 @@ impl Parser<'_> {
                 }
                 g.quiet = true;
                 QUIET_SEEN.store(true, std::sync::atomic::Ordering::Relaxed);
+            }
+            "ssl-server-verify" => {
+                g.ssl_server_verify = Some(match one(w)?.as_str() {
+                    "none" => Verify::None,
+                    "required" => Verify::Required,
+                    x => {
+                        return Err(format!(
+                            "'ssl-server-verify' expects 'none' or 'required', got '{x}'"
+                        ))
+                    }
+                });
             }
             "set-dumpable" => {
                 if w.len() > 1 {

@@ -302,7 +302,7 @@ pub(super) fn parse_server_opts(
                         o.slowstart = if d.is_zero() { None } else { Some(d) };
                     }
                     "verify" => {
-                        o.verify = match v {
+                        o.verify = Some(match v {
                             "none" => Verify::None,
                             "required" => Verify::Required,
                             x => {
@@ -310,7 +310,7 @@ pub(super) fn parse_server_opts(
                                     "'verify' expects 'none' or 'required', got '{x}'"
                                 ))
                             }
-                        }
+                        })
                     }
                     "ca-file" => o.ca_file = Some(with_base(ctx, ctx.tls.ca_base.as_ref(), v)),
                     "ciphers" => {
