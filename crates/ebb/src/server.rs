@@ -291,6 +291,7 @@ fn serve(cfg: Config, opts: RunOptions) -> i32 {
         }
     };
     crate::drain::configure(cfg.global.close_spread);
+    crate::transport::set_max_ssl_conns(cfg.global.maxsslconn);
     crate::backend::check::set_spread(cfg.global.spread_checks.unwrap_or(0));
     let nbthread = cfg
         .global
@@ -1223,6 +1224,7 @@ impl Reload {
         }
         crate::sample::vars::run_global(&cfg.global.set_vars);
         crate::backend::check::set_spread(cfg.global.spread_checks.unwrap_or(0));
+        crate::transport::set_max_ssl_conns(cfg.global.maxsslconn);
         start_checks(&compiled, &self.checks.0, &self.handle, &self.checks.1);
         self.live.swap(Arc::new(compiled));
         // The new servers' names: resolved (or served from the cache) now.

@@ -43,6 +43,7 @@ use std::io::{self, IoSlice, Read, Write};
 use std::net::{Shutdown, TcpStream};
 use std::os::fd::{AsRawFd, RawFd};
 use std::os::unix::fs::FileExt;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use crate::tls::hello::HelloGate;
@@ -231,6 +232,53 @@ pub struct TlsStream {
     /// The end of the stream was seen while handing over the last bytes:
     /// the next read returns `Ok(0)` without waiting for an edge.
     eof_pending: bool,
+    /// Its place among the process's TLS connections (`maxsslconn`).
+    _slot: SslSlot,
+}
+
+/// TLS connections open now, both sides (`CurrSslConns`).
+static SSL_CUR: AtomicU32 = AtomicU32::new(0);
+/// TLS connections since start (`CumSslConns`).
+static SSL_TOTAL: AtomicU64 = AtomicU64::new(0);
+/// `maxsslconn`; 0: no limit.
+static SSL_MAX: AtomicU32 = AtomicU32::new(0);
+
+/// Sets `maxsslconn` (0: none), for the connections made from now on.
+pub fn set_max_ssl_conns(n: u32) {
+    SSL_MAX.store(n, Ordering::Relaxed);
+}
+
+/// `show info`'s `MaxSslConns`, `CurrSslConns` and `CumSslConns`.
+pub fn ssl_conns() -> (u32, u32, u64) {
+    (
+        SSL_MAX.load(Ordering::Relaxed),
+        SSL_CUR.load(Ordering::Relaxed),
+        SSL_TOTAL.load(Ordering::Relaxed),
+    )
+}
+
+/// One TLS connection counted against `maxsslconn` (HAProxy counts both
+/// sides: a request deciphered then ciphered again holds two); released
+/// when the connection is dropped.
+struct SslSlot(());
+
+impl SslSlot {
+    fn take() -> io::Result<SslSlot> {
+        let max = SSL_MAX.load(Ordering::Relaxed);
+        SSL_CUR
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |c| {
+                (max == 0 || c < max).then_some(c + 1)
+            })
+            .map_err(|_| io::Error::other("too many SSL connections (maxsslconn)"))?;
+        SSL_TOTAL.fetch_add(1, Ordering::Relaxed);
+        Ok(SslSlot(()))
+    }
+}
+
+impl Drop for SslSlot {
+    fn drop(&mut self) {
+        SSL_CUR.fetch_sub(1, Ordering::Relaxed);
+    }
 }
 
 fn tls_error(msg: &str) -> io::Error {
@@ -264,7 +312,7 @@ impl Read for DrainReader<'_> {
 }
 
 impl TlsStream {
-    fn new(sock: TcpStream, conn: Connection) -> Self {
+    fn new(sock: TcpStream, conn: Connection, slot: SslSlot) -> Self {
         TlsStream {
             sock,
             conn,
@@ -273,6 +321,7 @@ impl TlsStream {
             sniffer: None,
             hello_sni: None,
             eof_pending: false,
+            _slot: slot,
         }
     }
 
@@ -620,8 +669,13 @@ impl Transport {
         if let Some(gate) = crate::tls::gate_for(&config) {
             return Transport::accept_tls_gated(sock, config, gate);
         }
+        let slot = SslSlot::take()?;
         let conn = ServerConnection::new(config).map_err(|e| io::Error::other(e.to_string()))?;
-        Ok(Transport::Tls(Box::new(TlsStream::new(sock, conn.into()))))
+        Ok(Transport::Tls(Box::new(TlsStream::new(
+            sock,
+            conn.into(),
+            slot,
+        ))))
     }
 
     /// As [`Transport::accept_tls`], with `gate` looking at the ClientHello
@@ -632,8 +686,9 @@ impl Transport {
         config: Arc<ServerConfig>,
         gate: Arc<dyn HelloGate>,
     ) -> io::Result<Transport> {
+        let slot = SslSlot::take()?;
         let conn = ServerConnection::new(config).map_err(|e| io::Error::other(e.to_string()))?;
-        let mut t = TlsStream::new(sock, conn.into());
+        let mut t = TlsStream::new(sock, conn.into(), slot);
         t.sniffer = Some(Box::new(Sniffer {
             gate,
             buf: Vec::new(),
@@ -659,9 +714,14 @@ impl Transport {
                 format!("bad TLS server name {server_name:?}: {e}"),
             )
         })?;
+        let slot = SslSlot::take()?;
         let conn =
             ClientConnection::new(config, name).map_err(|e| io::Error::other(e.to_string()))?;
-        Ok(Transport::Tls(Box::new(TlsStream::new(sock, conn.into()))))
+        Ok(Transport::Tls(Box::new(TlsStream::new(
+            sock,
+            conn.into(),
+            slot,
+        ))))
     }
 
     /// Reads plaintext (see the module doc for what a short count means).

@@ -369,21 +369,7 @@ fn second_handshake_kind(global: &str, bind: &str) -> rustls::HandshakeKind {
         "global\n{global}defaults\n    mode http\n    timeout client 5s\nfrontend fe\n    bind BIND ssl crt {} {bind}\n    http-request return status 200 content-type text/plain string ok\n",
         both.display()
     ));
-    let mut roots = rustls::RootCertStore::empty();
-    let pem = std::fs::read(&ca).unwrap();
-    use rustls::pki_types::pem::PemObject;
-    for c in rustls::pki_types::CertificateDer::pem_slice_iter(&pem) {
-        roots.add(c.unwrap()).unwrap();
-    }
-    let cfg = std::sync::Arc::new(
-        rustls::ClientConfig::builder_with_provider(std::sync::Arc::new(
-            rustls::crypto::ring::default_provider(),
-        ))
-        .with_safe_default_protocol_versions()
-        .unwrap()
-        .with_root_certificates(roots)
-        .with_no_client_auth(),
-    );
+    let cfg = client_trusting(&ca);
     let mut kind = None;
     for _ in 0..2 {
         let name = rustls::pki_types::ServerName::try_from("localhost").unwrap();
@@ -564,5 +550,112 @@ fn ssl_server_verify_sets_the_servers_default() {
         });
         let fe = format!("127.0.0.1:{port}").parse().unwrap();
         assert_eq!(get(fe, "/").status, 200);
+    }
+}
+
+/// A rustls client trusting `ca` only.
+fn client_trusting(ca: &Path) -> std::sync::Arc<rustls::ClientConfig> {
+    let mut roots = rustls::RootCertStore::empty();
+    let pem = std::fs::read(ca).unwrap();
+    use rustls::pki_types::pem::PemObject;
+    for c in rustls::pki_types::CertificateDer::pem_slice_iter(&pem) {
+        roots.add(c.unwrap()).unwrap();
+    }
+    std::sync::Arc::new(
+        rustls::ClientConfig::builder_with_provider(std::sync::Arc::new(
+            rustls::crypto::ring::default_provider(),
+        ))
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth(),
+    )
+}
+
+/// A TLS connection to `addr` with one keep-alive request answered, or
+/// the error that ended it.
+fn tls_exchange(
+    cfg: &std::sync::Arc<rustls::ClientConfig>,
+    addr: std::net::SocketAddr,
+    wait: Duration,
+) -> Result<rustls::StreamOwned<rustls::ClientConnection, std::net::TcpStream>, String> {
+    let name = rustls::pki_types::ServerName::try_from("localhost").unwrap();
+    let conn = rustls::ClientConnection::new(cfg.clone(), name).unwrap();
+    let sock = std::net::TcpStream::connect(addr).map_err(|e| e.to_string())?;
+    sock.set_read_timeout(Some(wait)).unwrap();
+    let mut s = rustls::StreamOwned::new(conn, sock);
+    s.write_all(b"GET / HTTP/1.1\r\nHost: localhost\r\n\r\n")
+        .map_err(|e| e.to_string())?;
+    let mut got = Vec::new();
+    let mut buf = [0u8; 1024];
+    while !got.ends_with(b"ok") {
+        match s.read(&mut buf) {
+            Ok(0) => return Err(format!("closed after {got:?}")),
+            Ok(n) => got.extend_from_slice(&buf[..n]),
+            Err(e) => return Err(e.to_string()),
+        }
+    }
+    Ok(s)
+}
+
+/// `maxsslconn 2`: with two TLS connections open, a third is not served
+/// (ebb closes it at once, before any handshake); once one of the two
+/// closes, a new one is served. `show info` counts them (`MaxSslConns`, `CurrSslConns`,
+/// `CumSslConns`). Beside HAProxy.
+#[test]
+fn maxsslconn_bounds_tls_connections() {
+    let d = scratch("maxssl");
+    let (ca, both) = cert(&d, &["localhost"]);
+    let client = client_trusting(&ca);
+    let cfg = |sock: &Path, bind: &str| {
+        format!(
+            "global\n    stats socket {} level admin\n    maxsslconn 2\n\
+             defaults\n    mode http\n    timeout client 10s\n\
+             frontend fe\n    bind {bind} ssl crt {}\n    http-request return status 200 content-type text/plain string ok\n",
+            sock.display(),
+            both.display()
+        )
+    };
+    let info = |sock: &Path| -> Vec<String> {
+        cli_cmd(sock, "show info")
+            .lines()
+            .filter(|l| {
+                ["MaxSslConns:", "CurrSslConns:", "CumSslConns:"]
+                    .iter()
+                    .any(|k| l.starts_with(k))
+            })
+            .map(str::to_string)
+            .collect()
+    };
+    let run = |fe: std::net::SocketAddr, sock: &Path| -> Vec<Vec<String>> {
+        let long = Duration::from_secs(10);
+        let a = tls_exchange(&client, fe, long).expect("first");
+        let b = tls_exchange(&client, fe, long).expect("second");
+        let seen = vec![info(sock)];
+        // ebb closes it at once; HAProxy 2.6 leaves it unanswered (until
+        // `timeout client`): not served either way.
+        assert!(
+            tls_exchange(&client, fe, Duration::from_secs(2)).is_err(),
+            "a third connection"
+        );
+        drop(a);
+        // The closed one leaves: a new connection is served.
+        let mut c = None;
+        wait_until("a connection once one closed", || {
+            c = tls_exchange(&client, fe, long).ok();
+            c.is_some()
+        });
+        drop(b);
+        seen
+    };
+    let (ebb, sock) = ebb_with_admin("maxssl", cfg);
+    let ours = run(ebb.addr(), &sock);
+    assert_eq!(
+        ours,
+        [["MaxSslConns: 2", "CurrSslConns: 2", "CumSslConns: 2"]]
+    );
+    drop(ebb);
+    if let Some((h, fe)) = haproxy_beside("maxssl", cfg) {
+        assert_eq!(run(fe, &h.sock), ours, "haproxy");
     }
 }

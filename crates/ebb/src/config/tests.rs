@@ -3654,9 +3654,15 @@ fn pretend_keepalive_and_no_delay() {
     );
 }
 
-/// `ssl-server-verify none|required`.
+/// `ssl-server-verify none|required`, `maxsslconn N`.
 #[test]
 fn ssl_server_verify_values() {
+    assert_eq!(ok("global\n  maxsslconn 3\n").global.maxsslconn, 3);
+    err1(
+        "global\n  maxsslconn x\n",
+        "t.cfg:2: ",
+        "expects an integer",
+    );
     assert_eq!(
         ok("global\n  ssl-server-verify none\n")
             .global

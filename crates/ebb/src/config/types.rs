@@ -241,6 +241,9 @@ pub struct Global {
     pub daemon: bool,
     /// `quiet`: no message on standard error at start or after (as `-q`).
     pub quiet: bool,
+    /// `maxsslconn N`: most TLS connections open at once, client and
+    /// server sides together (0: no limit).
+    pub maxsslconn: u32,
     /// `set-dumpable` (`no set-dumpable` undoes it): after `chroot`,
     /// `user` and `group`, the file-size and core-size limits raised to
     /// unlimited and the process marked dumpable again, so a crash can
@@ -333,6 +336,7 @@ impl Default for Global {
             server_state_base: None,
             daemon: false,
             quiet: false,
+            maxsslconn: 0,
             set_dumpable: false,
             chroot: None,
             uid: None,

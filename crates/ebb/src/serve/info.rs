@@ -53,6 +53,7 @@ pub(crate) fn info_values(p: &Process) -> Vec<(&'static str, String)> {
         .map(|d| d.as_secs())
         .unwrap_or(0);
     let version = env!("CARGO_PKG_VERSION");
+    let ssl = crate::transport::ssl_conns();
     let mut v = vec![
         ("Name", "ebb".into()),
         ("Version", version.into()),
@@ -74,6 +75,9 @@ pub(crate) fn info_values(p: &Process) -> Vec<(&'static str, String)> {
         ("PipesFree", "0".into()),
         ("CumConns", cum.to_string()),
         ("CumReq", req.to_string()),
+        ("MaxSslConns", ssl.0.to_string()),
+        ("CurrSslConns", ssl.1.to_string()),
+        ("CumSslConns", ssl.2.to_string()),
         ("ConnRate", conn_rate.to_string()),
         ("ConnRateLimit", "0".into()),
         ("MaxConnRate", conn_max.to_string()),

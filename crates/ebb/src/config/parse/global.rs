@@ -49,6 +49,7 @@ const GLOBAL_KEYWORDS: &[&str] = &[
     "server-state-base",
     "daemon",
     "quiet",
+    "maxsslconn",
     "set-dumpable",
     "ssl-server-verify",
     "default-path",
@@ -101,7 +102,6 @@ pub fn quiet_seen() -> bool {
 const HAPROXY_GLOBAL_UNSUPPORTED: &[&str] = &[
     "nbproc",
     "lua-load",
-    "maxsslconn",
     "h1-case-adjust",
     "insecure-fork-wanted",
 ];
@@ -409,6 +409,8 @@ impl Parser<'_> {
                     }
                 });
             }
+            // HAProxy's integer: 0 (the default) for no limit.
+            "maxsslconn" => g.maxsslconn = parse_u32_range(kw, &one(w)?, 0, i32::MAX as u32)?,
             "set-dumpable" => {
                 if w.len() > 1 {
                     return Err("'set-dumpable' takes no argument".to_string());
