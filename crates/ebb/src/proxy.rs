@@ -1016,9 +1016,12 @@ fn load_states(
                 global.as_ref().and_then(|g| g.get(&p.name).cloned())
             }
             Some(L::Local) => {
+                // `server-state-file-name`, else the backend's name; an
+                // absolute path as is, else under `server-state-base`.
+                let name = p.server_state_file_name.as_deref().unwrap_or(&p.name);
                 let path = match base {
-                    Some(b) => b.join(&p.name),
-                    None => std::path::PathBuf::from(&p.name),
+                    Some(b) if !name.starts_with('/') => b.join(name),
+                    _ => std::path::PathBuf::from(name),
                 };
                 read(&path, warnings).remove(&p.name)
             }

@@ -611,6 +611,57 @@ fn server_state_survives_a_restart() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// `load-server-state-from-file local` with `server-state-file-name`: the
+/// backend's own file, named under `server-state-base` or by an absolute
+/// path (`use-backend-name`, or no argument: the backend's name). A state
+/// saved by one ebb puts server a in maintenance in the next, and in
+/// HAProxy reading the same file.
+#[test]
+fn local_state_files_by_name() {
+    let a = Origin::start("a", Mode::Ok);
+    let b = Origin::start("b", Mode::Ok);
+    let dir = scratch("state-local");
+    let sock = dir.join("s.sock");
+    // Saved from a running ebb: a in maintenance.
+    let e = Ebb::start(&state_cfg(&dir, &sock, &a, &b, ""));
+    assert_eq!(cli(&sock, "set server be/a state maint"), "\n");
+    let dump = cli(&sock, "show servers state be");
+    drop(e);
+    let saved = dump.trim_end_matches('\n').to_string() + "\n";
+    std::fs::write(dir.join("mine"), &saved).unwrap();
+    std::fs::write(dir.join("be"), &saved).unwrap();
+    let abs = dir.join("elsewhere");
+    std::fs::write(&abs, &saved).unwrap();
+    let admin_of_a = |sock: &Path| -> String {
+        let st = cli(sock, "show servers state be");
+        let la = st.lines().find(|l| l.contains(" a ")).unwrap().to_string();
+        la.split(' ').nth(6).unwrap().to_string()
+    };
+    let local = |name: &str| {
+        state_cfg(&dir, &sock, &a, &b, &format!("    {name}\n")).replace(
+            "load-server-state-from-file global",
+            "load-server-state-from-file local",
+        )
+    };
+    for (line, want) in [
+        ("server-state-file-name mine".to_string(), "1"),
+        (format!("server-state-file-name {}", abs.display()), "1"),
+        ("server-state-file-name use-backend-name".to_string(), "1"),
+        ("server-state-file-name".to_string(), "1"),
+        ("server-state-file-name nosuchfile".to_string(), "0"),
+    ] {
+        let e = Ebb::start(&local(&line));
+        assert_eq!(admin_of_a(&sock), want, "{line}");
+        drop(e);
+        let port = free_port();
+        let text = local(&line).replace("BIND", &format!("127.0.0.1:{port}"));
+        let rest = text.split_once("level admin\n").unwrap().1;
+        if let Some(h) = haproxy_with("state-local", rest) {
+            assert_eq!(admin_of_a(&h.sock), want, "haproxy: {line}");
+        }
+    }
+}
+
 #[test]
 fn corrupted_state_files_are_ignored_with_the_line() {
     let a = Origin::start("a", Mode::Ok);

@@ -3681,3 +3681,25 @@ fn ssl_server_verify_values() {
         "expects an argument",
     );
 }
+
+/// `server-state-file-name`: backends only, at most one argument.
+#[test]
+fn server_state_file_name() {
+    let c = ok("backend b\n  server-state-file-name\n  server s 127.0.0.1:1\nbackend c\n  server-state-file-name /x/y\n  server s 127.0.0.1:1\n");
+    let n: Vec<_> = c
+        .proxies
+        .iter()
+        .map(|p| p.server_state_file_name.as_deref())
+        .collect();
+    assert_eq!(n, [Some("b"), Some("/x/y")]);
+    err1(
+        "defaults\n  server-state-file-name x\n",
+        "t.cfg:2: ",
+        "not allowed in a 'defaults' section",
+    );
+    err1(
+        "backend b\n  server-state-file-name x y\n  server s 127.0.0.1:1\n",
+        "t.cfg:2: ",
+        "at most one argument",
+    );
+}

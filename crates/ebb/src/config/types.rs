@@ -577,6 +577,9 @@ pub struct Proxy {
     /// `option tcp-check` and the `tcp-check` rules.
     pub tcp_check: super::TcpCheck,
     pub load_server_state: Option<Spanned<LoadServerState>>,
+    /// `server-state-file-name [use-backend-name|FILE]`: the state file of
+    /// `load-server-state-from-file local` (unset: the backend's name).
+    pub server_state_file_name: Option<String>,
     /// `stick-table` (its name is the proxy's).
     pub stick_table: Option<Spanned<crate::table::TableDef>>,
     /// `stick on|match|store-request|store-response` rules, in order.

@@ -269,6 +269,7 @@ fn new_proxy(name: &str, kind: ProxyKind, loc: Loc) -> Proxy {
         },
         tcp_check: Default::default(),
         load_server_state: None,
+        server_state_file_name: None,
         stick_table: None,
         stick_rules: Vec::new(),
         compression: Compression::default(),

@@ -66,6 +66,7 @@ const PROXY_KEYWORDS: &[&str] = &[
     "server",
     "http-check",
     "load-server-state-from-file",
+    "server-state-file-name",
     "serve-files",
     "compression",
     "hash-type",
@@ -99,7 +100,6 @@ const HAPROXY_PROXY_UNSUPPORTED: &[&str] = &[
     "log-format-sd",
     "error-log-format",
     "email-alert",
-    "server-state-file-name",
     "external-check",
     "grace",
     "max-keep-alive-queue",
@@ -776,6 +776,15 @@ pub(super) fn proxy_kw(px: &mut Proxy, ctx: &Ctx<'_>, words: &[String]) -> Resul
             px.load_server_state = Some(Spanned {
                 value: v,
                 loc: loc.clone(),
+            });
+        }
+        "server-state-file-name" => {
+            ctx.allow(kw, BE, false)?;
+            px.server_state_file_name = Some(match w {
+                [_] => px.name.clone(),
+                [_, f] if f == "use-backend-name" => px.name.clone(),
+                [_, f] => f.clone(),
+                _ => return Err("'server-state-file-name' takes at most one argument".into()),
             });
         }
         "stick-table" => {
