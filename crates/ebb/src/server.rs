@@ -293,6 +293,7 @@ fn serve(cfg: Config, opts: RunOptions) -> i32 {
     crate::drain::configure(cfg.global.close_spread);
     crate::transport::set_max_ssl_conns(cfg.global.maxsslconn);
     crate::backend::check::set_spread(cfg.global.spread_checks.unwrap_or(0));
+    crate::backend::check::set_max_spread(cfg.global.max_spread_checks);
     let nbthread = cfg
         .global
         .nbthread
@@ -1078,20 +1079,33 @@ fn start_checks(
     handle: &RuntimeHandle,
     log: &CheckLog,
 ) {
-    for b in &c.backends {
-        if let crate::proxy::BackendKind::Servers(s) = &b.kind {
-            let (f, name) = (Arc::clone(log), b.name.clone());
-            let log: crate::backend::check::LogFn = Arc::new(move |l: String| f(&name, l));
-            crate::backend::check::start(
-                &s.farm,
-                s.probe.clone(),
-                s.check_timeout,
-                pool,
-                handle,
-                log,
-                s.log_checks,
-            );
-        }
+    use crate::backend::check::{first_dates, first_inters};
+    // HAProxy spreads the first checks of every server of every proxy:
+    // their dates come from all of them, in configuration order.
+    let farms: Vec<_> = c
+        .backends
+        .iter()
+        .filter_map(|b| match &b.kind {
+            crate::proxy::BackendKind::Servers(s) => Some((b, s, first_inters(&s.farm))),
+            _ => None,
+        })
+        .collect();
+    let all: Vec<_> = farms.iter().flat_map(|f| f.2.iter().copied()).collect();
+    let mut dates = first_dates(&all).into_iter();
+    for (b, s, inters) in &farms {
+        let first: Vec<_> = dates.by_ref().take(inters.len()).collect();
+        let (f, name) = (Arc::clone(log), b.name.clone());
+        let log: crate::backend::check::LogFn = Arc::new(move |l: String| f(&name, l));
+        crate::backend::check::start(
+            &s.farm,
+            s.probe.clone(),
+            s.check_timeout,
+            pool,
+            handle,
+            log,
+            s.log_checks,
+            &first,
+        );
     }
 }
 
@@ -1225,6 +1239,7 @@ impl Reload {
         crate::sample::vars::run_global(&cfg.global.set_vars);
         crate::backend::check::set_spread(cfg.global.spread_checks.unwrap_or(0));
         crate::transport::set_max_ssl_conns(cfg.global.maxsslconn);
+        crate::backend::check::set_max_spread(cfg.global.max_spread_checks);
         start_checks(&compiled, &self.checks.0, &self.handle, &self.checks.1);
         self.live.swap(Arc::new(compiled));
         // The new servers' names: resolved (or served from the cache) now.

@@ -223,8 +223,12 @@ pub fn dump<'a>(farms: impl Iterator<Item = (usize, &'a Farm)>) -> String {
             let checked = s.opts.check;
             let (code, result) = if checked {
                 let v = s.check_status.lock().map(|c| c.clone()).unwrap_or_default();
+                // HAProxy's CHK_RES_*: unknown, neutral, failed, passed,
+                // conditionally passed.
                 let result = match v.st {
                     crate::config::CheckStatus::Ini => 0,
+                    crate::config::CheckStatus::Checked => 1,
+                    crate::config::CheckStatus::L7OkC => 4,
                     st if st.passed() => 3,
                     _ => 2,
                 };
@@ -261,24 +265,29 @@ pub fn dump<'a>(farms: impl Iterator<Item = (usize, &'a Farm)>) -> String {
                 adm = admin_bits(s),
                 uw = s.weight.load(Ordering::Relaxed),
                 iw = s.opts.weight,
-                ch = if !checked {
-                    // HAProxy's initial health: `rise`.
-                    s.opts.rise.max(1)
-                } else if up {
-                    s.opts.rise.max(1) + s.opts.fall.max(1) - 1
-                } else {
-                    0
+                ch = {
+                    // HAProxy's health counter: `rise` at start (and
+                    // without checks), full (`rise + fall - 1`) less the
+                    // failures while UP, the successes while DOWN.
+                    let (rise, fall) = (s.opts.rise.max(1), s.opts.fall.max(1));
+                    let streak = s.check_streak.load(Ordering::Relaxed);
+                    match (checked, s.check_ok.load(Ordering::Relaxed)) {
+                        (false, _) => rise,
+                        (true, true) => (rise + fall - 1).saturating_sub(streak),
+                        (true, false) => streak,
+                    }
                 },
                 // Check state bits: configured (2) and enabled (4).
                 // (enabled: `enable|disable health`; a server added at
                 // run time starts with 2, as in HAProxy).
                 // Running checks are paused (8) in maintenance.
+                // A check under way adds 1 (HAProxy's CHK_ST_INPROGRESS).
                 cst = match (checked, s.check_on.load(Ordering::Relaxed)) {
                     (false, _) => 0,
                     (true, true) if maint => 14,
                     (true, true) => 6,
                     (true, false) => 2,
-                },
+                } | u32::from(checked && s.ext.check_busy.load(Ordering::Relaxed)),
                 ssl = u8::from(s.tls.is_some()),
                 ast = s.agent.state_bits(),
                 aaddr = s

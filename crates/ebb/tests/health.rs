@@ -5,7 +5,8 @@
 //! logged `D`), `on-marked-up shutdown-backup-sessions` (an active server
 //! coming UP kills the backup servers' sessions, logged `U`), `observe`
 //! with `error-limit` and `on-error` (live errors count as failed checks:
-//! `HANA` in the stats, `hanafail`), and the global `spread-checks`.
+//! `HANA` in the stats, `hanafail`), the global `spread-checks`, and the
+//! dates of the first checks at start.
 
 mod common;
 
@@ -635,6 +636,72 @@ fn spread_checks_moves_check_dates() {
         // 400 ms +/- 200: at 30 draws, one under 320 ms is all but sure
         // (each is with probability 0.3).
         assert!(gaps.iter().any(|g| *g < 320), "hap={hap}: {gaps:?}");
+    }
+}
+
+/// The first checks at start, spread as HAProxy 2.6 spreads them: four
+/// servers at `inter 2s` are first checked 0, 0.5, 1 and 1.5 s after
+/// start (check i of n at i/n of the interval; checks come late under
+/// load, never early, so each lower bound holds on a loaded machine);
+/// before its first check a server shows `check_status` `INI` and takes
+/// requests. The same on haproxy.
+#[test]
+fn first_checks_are_spread_over_the_interval() {
+    for hap in sides() {
+        // One HTTP check target per server (an L4 check's reset may never
+        // reach an accept): the date of its first check.
+        let firsts: Vec<Arc<Mutex<Option<Instant>>>> = (0..4).map(|_| Arc::default()).collect();
+        let mut ports = Vec::new();
+        for f in &firsts {
+            let l = TcpListener::bind("127.0.0.1:0").unwrap();
+            ports.push(l.local_addr().unwrap().port());
+            let f = Arc::clone(f);
+            std::thread::spawn(move || {
+                for mut s in l.incoming().map_while(Result::ok) {
+                    f.lock().unwrap().get_or_insert_with(Instant::now);
+                    let mut b = [0u8; 2048];
+                    let _ = s.read(&mut b);
+                    let _ = s.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n");
+                }
+            });
+        }
+        let log = Syslog::new();
+        let o = Origin::start("o", Mode::Ok);
+        let mut servers = "    option httpchk\n".to_string();
+        for (i, p) in ports.iter().enumerate() {
+            servers += &format!("    server s{i} {} check port {p} inter 2s\n", o.addr);
+        }
+        let c = |k: &Path, b: &str| cfg(k, b, log.addr(), "http", &servers);
+        let t0 = Instant::now();
+        let Some((_p, sock, fe)) = start("first-spread", hap, &c) else {
+            continue;
+        };
+        // The last server's first check is 1.5 s away: not run yet
+        // unless the machine stalled that long.
+        let r = stat_row(&sock, "b", "s3");
+        if t0.elapsed() < Duration::from_millis(1200) {
+            assert_eq!(
+                r.get("check_status").map(String::as_str),
+                Some("INI"),
+                "hap={hap}: {r:?}"
+            );
+            assert_eq!(
+                r.get("status").map(String::as_str),
+                Some("UP 1/3"),
+                "hap={hap}"
+            );
+            assert_eq!(get(fe, "/").status, 200, "hap={hap}");
+        }
+        wait_until("every first check", || {
+            firsts.iter().all(|f| f.lock().unwrap().is_some())
+        });
+        for (i, f) in firsts.iter().enumerate() {
+            let at = f.lock().unwrap().unwrap().duration_since(t0);
+            assert!(
+                at >= Duration::from_millis(500 * i as u64),
+                "hap={hap}: s{i} first checked after {at:?}"
+            );
+        }
     }
 }
 

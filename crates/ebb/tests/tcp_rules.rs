@@ -317,18 +317,21 @@ fn line_answerer(answer: &'static [u8], greet: bool) -> SocketAddr {
 }
 
 /// `option tcp-check` with `send` and `expect`: a server that answers
-/// right is L7OK, one that answers wrong goes DOWN with L7RSP, one that
-/// is not there L4CON, a connect-only sequence reports L4OK; the same
-/// codes as HAProxy's in `show stat`.
+/// right is L7OK, one that answers wrong goes DOWN with L7RSP (also when
+/// its close, with the check's line unread, resets the connection after
+/// the answer: the data is judged), one that is not there L4CON, a
+/// connect-only sequence reports L4OK; the same codes as HAProxy's in
+/// `show stat`.
 #[test]
 fn tcp_check_sequences_report_haproxys_codes() {
     let right = line_answerer(b"+PONG\r\n", false);
     let wrong = line_answerer(b"-ERR unknown\r\n", false);
+    let reset = line_answerer(b"-ERR unknown\r\n", true);
     let banner = line_answerer(b"220 ready\r\n", true);
     let dead = std::net::SocketAddr::from(([127, 0, 0, 1], free_port()));
     let dir = scratch("tcp-check");
     let backends = format!(
-        "backend redis\n    option tcp-check\n    tcp-check comment ping\n    tcp-check send PING\\r\\n\n    tcp-check expect comment pong string +PONG\n    server right {right} check inter 200ms fall 1 rise 1\n    server wrong {wrong} check inter 200ms fall 1 rise 1\n    server dead {dead} check inter 200ms fall 1 rise 1\nbackend smtp\n    option tcp-check\n    tcp-check connect\n    tcp-check expect rstring ^220\n    tcp-check expect ! string 554\n    server banner {banner} check inter 200ms fall 1 rise 1\nbackend plain\n    option tcp-check\n    server s {right} check inter 200ms\n"
+        "backend redis\n    option tcp-check\n    tcp-check comment ping\n    tcp-check send PING\\r\\n\n    tcp-check expect comment pong string +PONG\n    server right {right} check inter 200ms fall 1 rise 1\n    server wrong {wrong} check inter 200ms fall 1 rise 1\n    server reset {reset} check inter 200ms fall 1 rise 1\n    server dead {dead} check inter 200ms fall 1 rise 1\nbackend smtp\n    option tcp-check\n    tcp-check connect\n    tcp-check expect rstring ^220\n    tcp-check expect ! string 554\n    server banner {banner} check inter 200ms fall 1 rise 1\nbackend plain\n    option tcp-check\n    server s {right} check inter 200ms\n"
     );
     let (_e, _h, targets) = side_by_side(
         &dir,
@@ -338,6 +341,7 @@ fn tcp_check_sequences_report_haproxys_codes() {
     let want = [
         ("redis", "right", "UP", "L7OK"),
         ("redis", "wrong", "DOWN", "L7RSP"),
+        ("redis", "reset", "DOWN", "L7RSP"),
         ("redis", "dead", "DOWN", "L4CON"),
         ("smtp", "banner", "UP", "L7OK"),
         ("plain", "s", "UP", "L4OK"),
@@ -352,18 +356,20 @@ fn tcp_check_sequences_report_haproxys_codes() {
         }
         // A row read while the next check runs has an empty `last_chk`
         // (HAProxy's too): the text of a finished check is compared.
-        let mut last = String::new();
-        wait_until("redis/wrong's finished check", || {
-            last = stat_row(sock, "redis", "wrong")
-                .get("last_chk")
-                .cloned()
-                .unwrap_or_default();
-            !last.is_empty()
-        });
-        assert_eq!(
-            last, "TCPCHK did not match content '+PONG' at step 3 comment: pong",
-            "{sock:?}"
-        );
+        for srv in ["wrong", "reset"] {
+            let mut last = String::new();
+            wait_until(&format!("redis/{srv}'s finished check"), || {
+                last = stat_row(sock, "redis", srv)
+                    .get("last_chk")
+                    .cloned()
+                    .unwrap_or_default();
+                !last.is_empty()
+            });
+            assert_eq!(
+                last, "TCPCHK did not match content '+PONG' at step 3 comment: pong",
+                "{sock:?} {srv}"
+            );
+        }
     }
 }
 

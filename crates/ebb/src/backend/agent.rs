@@ -1,8 +1,9 @@
 //! Agent checks (`agent-check`, `agent-port`, `agent-addr`,
 //! `agent-inter`, `agent-send`): an auxiliary check beside the health
-//! check. Every `agent-inter` a server's agent task connects to the agent,
-//! sends `agent-send`, reads one line ended by CR or LF and applies its
-//! words as HAProxy 2.6 does (`tcpcheck_agent_expect_reply`):
+//! check. Every `agent-inter` (the first date spread with the health
+//! checks', see `check::first_dates`) a server's agent task connects to
+//! the agent, sends `agent-send`, reads one line ended by CR or LF and
+//! applies its words as HAProxy 2.6 does (`tcpcheck_agent_expect_reply`):
 //!
 //! - `up` / `down` / `stopped` / `fail` set the agent's health (one
 //!   level: HAProxy's agent rise and fall are 1), reported `L7OK` or
@@ -265,6 +266,11 @@ pub fn run_agent(addr: SocketAddr, timeout: Duration, send: &[u8]) -> Outcome {
             Err(e) if timed_out(&e) => {
                 return Outcome::Failed(Verdict::new(CheckStatus::L7Tout, ""))
             }
+            // An error after some data (a reset that followed the answer,
+            // as an agent that closes without reading what it was sent
+            // makes): HAProxy judges the data, here a line without its
+            // end.
+            Err(_) if !buf.is_empty() => return Outcome::Incomplete,
             Err(e) => return Outcome::Failed(Verdict::new(CheckStatus::SockErr, os_text(&e))),
         }
     }
@@ -418,6 +424,9 @@ struct AgentTask {
     log_checks: bool,
     /// The generator of `spread-checks`.
     rng: u64,
+    /// How long after its start the first check runs (taken by the
+    /// first run).
+    first: Option<Duration>,
 }
 
 impl AgentTask {
@@ -428,7 +437,13 @@ impl AgentTask {
         if s.is_deleted() {
             return Status::Done;
         }
-        let inter = s.opts.agent_inter.max(Duration::from_millis(1));
+        if let Some(d) = self.first.take().filter(|d| !d.is_zero()) {
+            // The first check's date (HAProxy spreads them at start).
+            let ms = d.as_millis().min(u32::MAX as u128 / 2) as u32;
+            ctx.set_expire(me, ticks::add(ctx.now(), ms));
+            return Status::Continue;
+        }
+        let inter = super::check::agent_inter(&s);
         let timeout = self.timeout.unwrap_or(inter).max(Duration::from_millis(10));
         if self.in_flight {
             let r = self.result.lock().ok().and_then(|mut g| g.take());
@@ -494,6 +509,11 @@ impl AgentTask {
                 if self.pool.submit(job).is_ok() {
                     self.in_flight = true;
                     s.agent.in_progress.store(true, Ordering::Relaxed);
+                    // HAProxy's start of a check clears the last report's
+                    // text (`last_agt` is empty while one runs).
+                    if let Ok(mut v) = s.agent.verdict.lock() {
+                        v.desc.clear();
+                    }
                     let guard = timeout + Duration::from_millis(100);
                     ctx.set_expire(me, ticks::add(ctx.now(), guard.as_millis() as u32));
                     return Status::Continue;
@@ -509,11 +529,13 @@ impl AgentTask {
     }
 }
 
-/// Starts the agent task of a server with `agent-check`.
+/// Starts the agent task of a server with `agent-check`, its first check
+/// `first` from now.
 pub fn start_server(
     farm: &Arc<Farm>,
     s: &Arc<ServerRt>,
     cx: &super::check::CheckCtx,
+    first: Duration,
 ) -> Option<TaskId> {
     if !s.agent.configured {
         return None;
@@ -529,6 +551,7 @@ pub fn start_server(
         log: Arc::clone(&cx.log),
         log_checks: cx.log_checks,
         rng: super::check::spread_seed(s.uid),
+        first: Some(first),
     };
     let id = cx
         .handle
@@ -575,8 +598,15 @@ mod tests {
         let l = TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = l.local_addr().unwrap();
         std::thread::spawn(move || {
-            let answers: [&[u8]; 2] = [b"up 50%\r\n", b"drain"];
-            for (mut c, a) in l.incoming().flatten().zip(answers) {
+            let answers: [&[u8]; 3] = [b"up 50%\r\n", b"drain", b"up"];
+            for (i, (mut c, a)) in l.incoming().flatten().zip(answers).enumerate() {
+                if i == 2 {
+                    // Answers without reading what came: its close resets
+                    // the connection after the (incomplete) answer.
+                    c.write_all(a).unwrap();
+                    std::thread::sleep(Duration::from_millis(300));
+                    continue;
+                }
                 let mut b = [0u8; 16];
                 let n = c.read(&mut b).unwrap();
                 assert_eq!(&b[..n], b"hi\n");
@@ -589,5 +619,8 @@ mod tests {
             o => panic!("{o:?}"),
         }
         assert!(matches!(run_agent(addr, t, b"hi\n"), Outcome::Incomplete));
+        // A reset after the data: the data is judged (HAProxy's rule).
+        let o = run_agent(addr, t, b"hi\n");
+        assert!(matches!(o, Outcome::Incomplete), "{o:?}");
     }
 }

@@ -18,6 +18,9 @@ pub struct SrvExtra {
     pub chkdown: std::sync::atomic::AtomicU64,
     /// Milliseconds the last check took; `u64::MAX` before the first.
     pub check_ms: std::sync::atomic::AtomicU64,
+    /// A health check is under way (`check_status` is then prefixed `* `,
+    /// HAProxy's `CHK_ST_INPROGRESS`).
+    pub check_busy: std::sync::atomic::AtomicBool,
     times: Mutex<Times>,
 }
 
@@ -34,6 +37,7 @@ impl Default for SrvExtra {
             chkfail: Default::default(),
             chkdown: Default::default(),
             check_ms: std::sync::atomic::AtomicU64::new(u64::MAX),
+            check_busy: Default::default(),
             times: Mutex::new(Times {
                 changed: Instant::now(),
                 down_since: None,
@@ -53,7 +57,8 @@ impl SrvExtra {
     }
 
     /// A check's result, and the server's health before and after it.
-    /// `chkfail` counts the failures while UP (HAProxy's meaning).
+    /// `chkfail` counts the failures while `was_up` (the check task
+    /// passes whether any health was left: HAProxy's meaning).
     pub fn on_check(&self, ok: bool, was_up: bool, now_up: bool) {
         if !ok && was_up {
             self.chkfail.fetch_add(1, Ordering::Relaxed);

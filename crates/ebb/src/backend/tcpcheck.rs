@@ -314,6 +314,10 @@ pub fn run_tcp_check(
                             Ok(n) => buf.extend_from_slice(&tmp[..n]),
                             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
                             Err(e) if timed_out(&e) => return tout(),
+                            // An error after some data (a reset that
+                            // followed the answer): HAProxy judges the
+                            // data, as at the end of the stream.
+                            Err(_) if !buf.is_empty() => closed = true,
                             Err(e) => {
                                 return Verdict::new(
                                     CheckStatus::SockErr,

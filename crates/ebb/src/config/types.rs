@@ -298,6 +298,9 @@ pub struct Global {
     /// `spread-checks N` (0..50): each check's next date moves by a random
     /// amount of up to N % of its interval, either way.
     pub spread_checks: Option<u32>,
+    /// `max-spread-checks T`: the most the first checks are spread over
+    /// at start (None or zero: the smallest check interval).
+    pub max_spread_checks: Option<Duration>,
 }
 
 /// `close-spread-time`: a window over which a soft stop closes
@@ -358,6 +361,7 @@ impl Default for Global {
             master_worker: false,
             ssl_server_verify: None,
             spread_checks: None,
+            max_spread_checks: None,
         }
     }
 }

@@ -9,7 +9,9 @@
 //! successes and failures against `rise` and `fall`, changes the server's
 //! state, logs the change with its reason, and sets its next date: `inter`
 //! while stable, `fastinter` while the state is in doubt, `downinter`
-//! while DOWN.
+//! while DOWN. The first dates at start are spread over the interval as
+//! HAProxy 2.6 spreads them ([`first_dates`]); until its first check a
+//! server is UP with its status `INI`.
 //!
 //! When a server goes DOWN, the streams waiting in its queue pick another
 //! server; when it comes back UP, the backend's waiters are offered its
@@ -36,8 +38,10 @@ pub(super) use conn::{connect_step, open, os_text, timed_out, Wire};
 use http::run_http;
 pub use http::{server_state_header, HttpProbe};
 pub use observe::{observe, Hana, Seen};
+pub(in crate::backend) use task::agent_inter;
 pub use task::{
-    log_event, log_if_none_left, refresh_up, start, start_agent, start_server, CheckCtx, LogFn,
+    first_inters, log_event, log_if_none_left, refresh_up, start, start_agent, start_server,
+    CheckCtx, LogFn,
 };
 
 /// What a check does after its connect: an HTTP exchange (`option
@@ -174,6 +178,66 @@ pub fn run_check(
             }
         }
     }
+}
+
+/// `max-spread-checks` in milliseconds (0: not set).
+static MAX_SPREAD_MS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// Sets the global `max-spread-checks` (at start and on reload).
+pub fn set_max_spread(d: Option<Duration>) {
+    let ms = d.map_or(0, |d| d.as_millis().min(u128::from(u32::MAX)) as u64);
+    MAX_SPREAD_MS.store(ms, Ordering::Relaxed);
+}
+
+/// The intervals that spread the first checks: the smallest of those of
+/// at least this much dictates the spread (shorter ones start on their
+/// own and do not crowd the others).
+const SPREAD_THRESHOLD_MS: u64 = 1000;
+
+/// The first date of each check, after HAProxy 2.6's start of checks.
+/// `inters` holds every check task in configuration order (a server's
+/// health check, then its agent), each with the interval it starts with;
+/// the check at position `i` of `n` first runs `i / n` of the way
+/// through the larger of its own interval and the smallest interval of
+/// at least a second, that bounded by `max-spread-checks`. No random
+/// part: `spread-checks` moves only the later dates (2.6 applies it from
+/// the second check on).
+pub fn first_dates(inters: &[Duration]) -> Vec<Duration> {
+    first_dates_within(inters, MAX_SPREAD_MS.load(Ordering::Relaxed))
+}
+
+/// [`first_dates`] with `max-spread-checks` `cap` ms (0: none).
+fn first_dates_within(inters: &[Duration], cap: u64) -> Vec<Duration> {
+    let ms = |d: &Duration| d.as_millis().min(u128::from(u32::MAX)) as u64;
+    let min = inters
+        .iter()
+        .map(ms)
+        .filter(|m| *m >= SPREAD_THRESHOLD_MS)
+        .min()
+        .unwrap_or(0);
+    let n = inters.len() as u64;
+    inters
+        .iter()
+        .enumerate()
+        .map(|(i, d)| first_date(min, ms(d), cap, i as u64, n))
+        .collect()
+}
+
+/// The first date of a check added at run time: one interval (bounded by
+/// `max-spread-checks`) from now, as HAProxy starts a dynamic server's.
+pub fn first_date_alone(inter: Duration) -> Duration {
+    let ms = inter.as_millis().min(u128::from(u32::MAX)) as u64;
+    first_date(0, ms, MAX_SPREAD_MS.load(Ordering::Relaxed), 1, 1)
+}
+
+/// `pos / n` of the larger of `min` and `own` (ms), bounded by `cap` (0:
+/// none).
+fn first_date(min: u64, own: u64, cap: u64, pos: u64, n: u64) -> Duration {
+    let mut d = min.max(own);
+    if cap > 0 {
+        d = d.min(cap);
+    }
+    Duration::from_millis(d * pos / n.max(1))
 }
 
 /// `spread-checks`: the share (0..50 %) of its interval by which each

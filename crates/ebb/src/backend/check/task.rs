@@ -42,6 +42,9 @@ struct Checker {
     /// The date of the next check (`ETERNITY` while one runs or before
     /// the first).
     next_at: ticks::Tick,
+    /// How long after its start the first check runs (taken by the
+    /// first run).
+    first: Option<Duration>,
 }
 
 impl Checker {
@@ -85,6 +88,9 @@ impl Checker {
             (true, false) | (false, true) => true,
             _ => self.streak > 0,
         };
+        // HAProxy counts a failure (`chkfail`) while any health is left:
+        // UP, or DOWN with successes toward `rise`.
+        let health_left = ok_before || self.streak > 0;
         match (ok_before, ok) {
             (true, true) | (false, false) => self.streak = 0,
             (true, false) => {
@@ -103,8 +109,7 @@ impl Checker {
             }
         }
         s.check_streak.store(self.streak, Ordering::Relaxed);
-        let up = s.up.load(Ordering::Relaxed);
-        s.ext.on_check(ok, up, up);
+        s.ext.on_check(ok, health_left, health_left);
         if self.log_checks && (changed || moved) {
             self.log_check(s, &v, &took);
         }
@@ -189,6 +194,14 @@ impl Checker {
         if s.is_deleted() {
             return Status::Done;
         }
+        if let Some(d) = self.first.take() {
+            // The first check's date (HAProxy spreads them at start).
+            self.next_at = ticks::add(ctx.now(), d.as_millis().min(u32::MAX as u128 / 2) as u32);
+            if !d.is_zero() {
+                ctx.set_expire(me, self.next_at);
+                return Status::Continue;
+            }
+        }
         let on = s.check_on.load(Ordering::Relaxed);
         let report = s.hana.pending.lock().ok().and_then(|mut p| p.take());
         if let Some(desc) = report.filter(|_| on) {
@@ -204,6 +217,7 @@ impl Checker {
             match r {
                 Some(r) => {
                     self.in_flight = false;
+                    s.ext.check_busy.store(false, Ordering::Relaxed);
                     // `disable health` meanwhile: the result is ignored.
                     if on {
                         self.apply(&s, r, false);
@@ -253,6 +267,13 @@ impl Checker {
             if self.pool.submit(job).is_ok() {
                 self.in_flight = true;
                 self.started = Instant::now();
+                // HAProxy's start of a check: under way, and the last
+                // report's text cleared until this one's.
+                s.ext.check_busy.store(true, Ordering::Relaxed);
+                if let Ok(mut cs) = s.check_status.lock() {
+                    cs.desc.clear();
+                    cs.note = None;
+                }
                 // A guard date: the job ends within `timeout`.
                 let guard = self.timeout + Duration::from_millis(100);
                 ctx.set_expire(me, ticks::add(ctx.now(), guard.as_millis() as u32));
@@ -377,8 +398,45 @@ pub struct CheckCtx {
     pub(in crate::backend) log_checks: bool,
 }
 
-/// Starts the checks of a farm's servers that have `check`. Returns the
-/// tasks (for tests and stats).
+/// The interval each check task of a farm starts with, in the order
+/// [`start`] starts them (a server's health check, then its agent): for
+/// [`super::first_dates`]. The health check's is HAProxy's at health
+/// `rise`: `inter` when `fall` is 1 (full health already), else
+/// `fastinter` (in doubt); a `disabled` server's, at health 0, is
+/// `downinter`. An agent starts at full health: `agent-inter`.
+pub fn first_inters(farm: &Farm) -> Vec<Duration> {
+    farm.servers
+        .iter()
+        .flat_map(|s| {
+            let check = s.opts.check.then(|| start_inter(s));
+            let agent = s.agent.configured.then(|| agent_inter(s));
+            check.into_iter().chain(agent)
+        })
+        .collect()
+}
+
+/// A health check's interval at start (see [`first_inters`]).
+fn start_inter(s: &ServerRt) -> Duration {
+    let o = &s.opts;
+    if o.disabled {
+        o.downinter.unwrap_or(o.inter)
+    } else if o.fall.max(1) == 1 {
+        o.inter
+    } else {
+        o.fastinter.unwrap_or(o.inter)
+    }
+}
+
+/// An agent's interval.
+pub(in crate::backend) fn agent_inter(s: &ServerRt) -> Duration {
+    s.opts.agent_inter.max(Duration::from_millis(1))
+}
+
+/// Starts the checks of a farm's servers that have `check` or
+/// `agent-check`, each first at its date in `first` (as many as
+/// [`first_inters`] gives, in its order; missing ones: at once). Returns
+/// the tasks (for tests and stats).
+#[allow(clippy::too_many_arguments)]
 pub fn start(
     farm: &Arc<Farm>,
     probe: Option<Probe>,
@@ -387,6 +445,7 @@ pub fn start(
     handle: &RuntimeHandle,
     log: LogFn,
     log_checks: bool,
+    first: &[Duration],
 ) -> Vec<TaskId> {
     let _ = farm.check_ctx.set(CheckCtx {
         probe,
@@ -396,16 +455,27 @@ pub fn start(
         log,
         log_checks,
     });
-    farm.servers
-        .iter()
-        .flat_map(|s| [start_server(farm, s), start_agent(farm, s)])
-        .flatten()
-        .collect()
+    let mut dates = first.iter().copied();
+    let mut next = || dates.next().unwrap_or_default();
+    let mut tasks = Vec::new();
+    for s in farm.servers.iter() {
+        if s.opts.check {
+            tasks.extend(start_server_after(farm, s, next()));
+        }
+        if s.agent.configured {
+            let cx = farm.check_ctx.get();
+            let first = next();
+            tasks.extend(cx.and_then(|cx| crate::backend::agent::start_server(farm, s, cx, first)));
+        }
+    }
+    tasks
 }
 
-/// Starts the agent task of a server with `agent-check`.
+/// Starts the agent task of a server with `agent-check` added at run
+/// time: its first check one `agent-inter` later, as HAProxy's.
 pub fn start_agent(farm: &Arc<Farm>, s: &Arc<ServerRt>) -> Option<TaskId> {
-    crate::backend::agent::start_server(farm, s, farm.check_ctx.get()?)
+    let first = super::first_date_alone(agent_inter(s));
+    crate::backend::agent::start_server(farm, s, farm.check_ctx.get()?, first)
 }
 
 /// The TLS of a server's checks: its own (`ssl`), or with `check-ssl`
@@ -433,9 +503,16 @@ fn check_ssl(s: &ServerRt) -> Option<crate::backend::ServerTls> {
     })
 }
 
-/// Starts the check task of one server with `check` (a server added at
-/// run time: once the farm's checks started).
+/// Starts the check task of one server with `check` added at run time
+/// (once the farm's checks started): its first check one interval later,
+/// as HAProxy's.
 pub fn start_server(farm: &Arc<Farm>, s: &Arc<ServerRt>) -> Option<TaskId> {
+    start_server_after(farm, s, super::first_date_alone(start_inter(s)))
+}
+
+/// Starts the check task of one server with `check`, its first check
+/// `first` from now.
+fn start_server_after(farm: &Arc<Farm>, s: &Arc<ServerRt>, first: Duration) -> Option<TaskId> {
     let cx = farm.check_ctx.get()?;
     // A server without an address yet (resolvers, `set server ... addr`)
     // is checked once it has one.
@@ -482,6 +559,7 @@ pub fn start_server(farm: &Arc<Farm>, s: &Arc<ServerRt>) -> Option<TaskId> {
         started: Instant::now(),
         rng: spread_seed(s.uid),
         next_at: ticks::ETERNITY,
+        first: Some(first),
     };
     let id = cx
         .handle

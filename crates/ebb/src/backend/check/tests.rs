@@ -133,6 +133,33 @@ fn observe_judges_as_haproxy() {
     }
 }
 
+/// HAProxy 2.6's first dates: check i of n at i/n of the larger of its
+/// interval and the smallest one of at least a second, bounded by
+/// `max-spread-checks`.
+#[test]
+fn first_checks_spread_as_haproxy() {
+    let ms = Duration::from_millis;
+    let got = |inters: &[u64], cap| -> Vec<u128> {
+        let d: Vec<_> = inters.iter().map(|m| ms(*m)).collect();
+        first_dates_within(&d, cap)
+            .iter()
+            .map(|d| d.as_millis())
+            .collect()
+    };
+    // Four servers at 2 s: 0, 500, 1000, 1500 ms (haproxy's own, by strace).
+    assert_eq!(got(&[2000; 4], 0), [0, 500, 1000, 1500]);
+    // A short interval does not set the spread; a longer one keeps its own.
+    assert_eq!(got(&[100, 2000, 5000, 3000], 0), [0, 500, 2500, 2250]);
+    // None of a second or more: each by its own interval.
+    assert_eq!(got(&[100, 200], 0), [0, 100]);
+    // `max-spread-checks` bounds the spread.
+    assert_eq!(got(&[10_000; 4], 2000), [0, 500, 1000, 1500]);
+    assert!(got(&[], 0).is_empty());
+    // A check added at run time: one interval (bounded).
+    assert_eq!(first_date(0, 3000, 0, 1, 1), ms(3000));
+    assert_eq!(first_date(0, 3000, 1000, 1, 1), ms(1000));
+}
+
 /// `spread-checks N` keeps each date within N % of the interval,
 /// both ways, and does move it.
 #[test]

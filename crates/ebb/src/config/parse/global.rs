@@ -11,6 +11,7 @@
 //! an unknown one gets a "did you mean".
 
 use std::path::PathBuf;
+use std::time::Duration;
 
 use super::bind::{parse_octal_mode, parse_sock_spec};
 use super::log::parse_log_target;
@@ -83,6 +84,7 @@ const GLOBAL_KEYWORDS: &[&str] = &[
     "tune.comp.maxlevel",
     "close-spread-time",
     "spread-checks",
+    "max-spread-checks",
     "master-worker",
     "set-var",
     "set-var-fmt",
@@ -295,6 +297,18 @@ impl Parser<'_> {
                     return Err("spread-checks already specified.".into());
                 }
                 g.spread_checks = Some(n);
+            }
+            "max-spread-checks" => {
+                let v = one(w)?;
+                let t = parse_time(&v)?;
+                // HAProxy counts in milliseconds: a non-null time under
+                // one is refused.
+                if t > Duration::ZERO && t < Duration::from_millis(1) {
+                    return Err(format!(
+                        "timer underflow in argument <{v}> to <{kw}>, minimum non-null value is 1 ms."
+                    ));
+                }
+                g.max_spread_checks = Some(t);
             }
             "master-worker" => match w.get(1).map(String::as_str) {
                 None => g.master_worker = true,

@@ -395,7 +395,11 @@ fn srv_row(i: usize, farm: &Farm, s: &ServerRt) -> Row {
     if s.opts.check {
         let v = s.check_status.lock().map(|c| c.clone()).unwrap_or_default();
         let (code, num, desc, last) = check_code(&v);
-        r.check_status = code.to_string();
+        // HAProxy's `* ` marks a check under way.
+        r.check_status = match s.ext.check_busy.load(Ordering::Relaxed) {
+            true => format!("* {code}"),
+            false => code.to_string(),
+        };
         r.check_code = num;
         r.check_desc = desc.to_string();
         r.last_chk = last;
