@@ -1343,13 +1343,15 @@ impl Connection {
             return Err(SendError::BadState);
         }
         s.head_sent = true;
-        let mut st = [0u8; 3];
+        // `:status` as a whole record of the list, of a fixed size: one
+        // copy rather than [`Encoder::push_field`]'s three.
+        let mut st = STATUS_RECORD;
         let status = status.clamp(100, 999);
-        st[0] = b'0' + (status / 100) as u8;
-        st[1] = b'0' + (status / 10 % 10) as u8;
-        st[2] = b'0' + (status % 10) as u8;
+        st[13] = b'0' + (status / 100) as u8;
+        st[14] = b'0' + (status / 10 % 10) as u8;
+        st[15] = b'0' + (status % 10) as u8;
         self.write_head(id, end_stream, |h| {
-            h.field(b":status", &st);
+            h.list.extend_from_slice(&st);
             fill(h);
         });
         if end_stream {
@@ -1632,6 +1634,10 @@ impl Connection {
         s.map_or(0, |s| s.send_window.min(self.send_window))
     }
 }
+
+/// `:status` with room for its three digits, as a record of
+/// [`Encoder::push_field`]'s list (name length 7, value length 3).
+pub(super) const STATUS_RECORD: [u8; 16] = *b"\x07\x00\x03\x00\x00\x00:status000";
 
 /// Encodes the fields of one head being sent (see
 /// [`Connection::send_response_with`]).

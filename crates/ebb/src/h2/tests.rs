@@ -2,7 +2,9 @@
 //! per behaviour of RFC 9113 the mux relies on, and one per attack bound
 //! (see the table in `conn.rs`).
 
-use super::conn::{FLOOD_LIMIT, MAX_CONTINUATIONS, MAX_PENDING_CONTROL, RESET_BURST};
+use super::conn::{
+    FLOOD_LIMIT, MAX_CONTINUATIONS, MAX_PENDING_CONTROL, RESET_BURST, STATUS_RECORD,
+};
 use super::frame::{self, flag, kind, setting, FrameHeader, PREFACE};
 use super::hpack::{Decoder, Encoder, HeaderList, HuffmanMode, Indexing};
 use super::*;
@@ -1394,4 +1396,11 @@ fn name_and_value_rules_hold_wherever_the_byte_is() {
     }
     assert!(!valid_name(b""));
     assert!(valid_value(b""));
+}
+
+#[test]
+fn the_status_record_is_the_record_push_field_writes() {
+    let mut list = Vec::new();
+    Encoder::push_field(&mut list, b":status", b"000");
+    assert_eq!(list, STATUS_RECORD);
 }

@@ -83,10 +83,55 @@ fn path_of(target: &[u8]) -> &[u8] {
 /// [`normalize_path`] would return, byte for byte: the common case), its
 /// length: the clean path is then the first that many bytes of the
 /// target, read in place, with no string made.
+///
+/// One pass over the target with a table of byte classes: the scan ends
+/// at the path's end (`?`, `#` or the target's end), so the query is not
+/// read, and at the first byte that is not clean. Same answer as
+/// [`is_clean`] over [`path_of`] (a property test holds them together,
+/// and the clean path to what [`normalize_path`]'s decoding makes).
 pub fn clean_len(target: &[u8]) -> Option<usize> {
-    let path = path_of(target);
-    (path.first() == Some(&b'/') && is_clean(path)).then_some(path.len())
+    if target.first() != Some(&b'/') {
+        return None;
+    }
+    let mut after_slash = false;
+    for (i, &c) in target.iter().enumerate() {
+        match PATH_CLASS[usize::from(c)] {
+            PLAIN => after_slash = false,
+            SLASH if !after_slash => after_slash = true,
+            DOT if !after_slash => {}
+            END => return Some(i),
+            // A `%`, NUL or non-ASCII byte; a `//`; a segment starting
+            // with a dot.
+            _ => return None,
+        }
+    }
+    Some(target.len())
 }
+
+/// [`clean_len`]'s byte classes.
+const PLAIN: u8 = 0;
+const SLASH: u8 = 1;
+const DOT: u8 = 2;
+/// `?` or `#`: the path ends before it.
+const END: u8 = 3;
+/// Never in a clean path: `%`, NUL, non-ASCII.
+const NOT_CLEAN: u8 = 4;
+
+static PATH_CLASS: [u8; 256] = {
+    let mut t = [PLAIN; 256];
+    let mut i = 0x80;
+    while i < 256 {
+        t[i] = NOT_CLEAN;
+        i += 1;
+    }
+    t[0] = NOT_CLEAN;
+    t[b'%' as usize] = NOT_CLEAN;
+    t[b'/' as usize] = SLASH;
+    t[b'.' as usize] = DOT;
+    t[b'?' as usize] = END;
+    t[b'#' as usize] = END;
+    t
+};
 
 /// Whether `path` (starting with `/`) is its own normal form, in one pass
 /// over it: ASCII without `%` or NUL (nothing to decode, valid text), and

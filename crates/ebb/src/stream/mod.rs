@@ -1488,20 +1488,27 @@ impl Stream {
         };
         c.respond_head(head);
         let mut body_len = 0;
-        let comp = compress.and_then(|k| {
-            let level =
-                c.fe.comp
-                    .get(bi)
-                    .and_then(|p| p.as_ref())
-                    .map_or(1, |p| p.level);
-            crate::compress::BodyCompressor::new(k, level).ok()
-        });
-        if let (Some((s, e)), false, Some(comp)) = (range, head_req, comp) {
+        // Made (and boxed at once: the compressor is large, not moved
+        // about) only when a body goes out compressed.
+        let comp = match (range, head_req, compress) {
+            (Some(_), false, Some(k)) => {
+                let level =
+                    c.fe.comp
+                        .get(bi)
+                        .and_then(|p| p.as_ref())
+                        .map_or(1, |p| p.level);
+                crate::compress::BodyCompressor::new(k, level)
+                    .ok()
+                    .map(Box::new)
+            }
+            _ => None,
+        };
+        if let (Some((s, e)), Some(comp)) = (range, comp) {
             c.body = Some(Body::Slices(Box::new(FileSlices {
                 file: Arc::clone(&f),
                 pos: s,
                 end: e,
-                comp: Box::new(comp),
+                comp,
             })));
         } else if let (Some((s, e)), false) = (range, head_req) {
             body_len = e - s;

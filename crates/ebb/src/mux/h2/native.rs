@@ -95,6 +95,11 @@ const SERVER_DATE_LEN: usize = 12 + crate::http1::SERVER.len() + 10 + DATE_LEN;
 /// Their size as HTTP/1 lines.
 const SERVER_DATE_H1: usize = 6 + crate::http1::SERVER.len() + 4 + 4 + DATE_LEN + 4;
 
+/// `content-length` as the head of a record of the encoder's list
+/// ([`Encoder::push_field`]'s form), the value's length (byte 2) and the
+/// value to add.
+const CONTENT_LENGTH_RECORD: [u8; 20] = *b"\x0e\x00\x00\x00\x00\x00content-length";
+
 /// What [`Captured::take`] decided.
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) enum Take {
@@ -118,10 +123,20 @@ impl Captured {
         self.h1_len = 0;
     }
 
-    /// Adds a field of ebb's own, its name already in lower case.
-    fn push_lower(&mut self, n: &[u8], v: &[u8]) {
-        Encoder::push_field(&mut self.fields, n, v);
-        self.fields_h1 += n.len() + v.len() + 4;
+    /// Adds `content-length: n` as one record built on the stack, the
+    /// digits written where it ends: one copy into the list rather than
+    /// [`Encoder::push_field`]'s three.
+    fn push_content_length(&mut self, n: u64) {
+        let mut d = [0u8; 20];
+        let len = crate::http1::decimal(n, &mut d).len();
+        let mut r = [0u8; CONTENT_LENGTH_RECORD.len() + 20];
+        r[CONTENT_LENGTH_RECORD.len()..].copy_from_slice(&d);
+        // The record's head just before the digits.
+        let start = 20 - len;
+        r[start..start + CONTENT_LENGTH_RECORD.len()].copy_from_slice(&CONTENT_LENGTH_RECORD);
+        r[start + 2] = len as u8;
+        self.fields.extend_from_slice(&r[start..]);
+        self.fields_h1 += b"content-length".len() + len + 4;
     }
 
     /// Adds a field of the head if the HTTP/1 writer would send it (a
@@ -205,8 +220,7 @@ impl Captured {
             None => head.each_field(|n, v| self.push_valid(n, v)),
         }
         if let BodyFraming::ContentLength(n) = framing {
-            let mut d = [0u8; 20];
-            self.push_lower(b"content-length", crate::http1::decimal(n, &mut d));
+            self.push_content_length(n);
         }
         let field = |n: &[u8]| head.fields.get(n).or_else(|| head.extra.get(n));
         let close_asked = field(b"connection").is_some_and(|v| {
@@ -364,6 +378,18 @@ mod tests {
             let cl = kept(&c, b"content-length").map(<[u8]>::to_vec);
             let raw_s = String::from_utf8_lossy(&raw).to_ascii_lowercase();
             assert_eq!(cl.is_some(), raw_s.contains("content-length:"), "{status}");
+        }
+    }
+
+    #[test]
+    fn content_length_records_are_push_field_records() {
+        for n in [0u64, 7, 10, 100, 99_999, u64::MAX] {
+            let mut c = Captured::default();
+            c.push_content_length(n);
+            let mut want = Vec::new();
+            Encoder::push_field(&mut want, b"content-length", n.to_string().as_bytes());
+            assert_eq!(c.fields, want, "{n}");
+            assert_eq!(c.fields_h1, format!("Content-Length: {n}\r\n").len());
         }
     }
 

@@ -331,3 +331,57 @@ fn conditions_take_the_first_field_of_each_name_in_one_pass() {
     assert_eq!(c.if_range, by_name("if-range"));
     assert_eq!(c.if_modified_since, None);
 }
+
+proptest::proptest! {
+    /// `clean_len` is `is_clean` over `path_of`, in one pass, and a path
+    /// it calls clean is what the decoding makes of it, byte for byte.
+    #[test]
+    fn clean_len_agrees_with_normalize_path(t in proptest::collection::vec(
+        proptest::prop_oneof![
+            proptest::strategy::Just(b'/'),
+            proptest::strategy::Just(b'.'),
+            proptest::strategy::Just(b'%'),
+            proptest::strategy::Just(b'?'),
+            proptest::strategy::Just(b'#'),
+            proptest::strategy::Just(b'a'),
+            proptest::strategy::Just(b'2'),
+            proptest::strategy::Just(b'F'),
+            proptest::arbitrary::any::<u8>(),
+        ],
+        0..40,
+    )) {
+        let path = path_of(&t);
+        let old = (path.first() == Some(&b'/') && is_clean(path)).then_some(path.len());
+        let got = clean_len(&t);
+        proptest::prop_assert_eq!(got, old, "{:?}", t);
+        if let Some(n) = got {
+            let mut out = Vec::new();
+            proptest::prop_assert_eq!(normalize_into(path, &mut out), Ok(()));
+            proptest::prop_assert_eq!(&out[..], &t[..n]);
+            let made = normalize_path(&t);
+            proptest::prop_assert_eq!(made.as_deref().map(str::as_bytes), Ok(&t[..n]));
+        }
+    }
+}
+
+#[test]
+fn clean_len_stops_at_the_query_and_refuses_what_decoding_changes() {
+    assert_eq!(clean_len(b"/100b"), Some(5));
+    assert_eq!(clean_len(b"/a/b.txt?x=/../%00#f"), Some(8));
+    assert_eq!(clean_len(b"/a#x"), Some(2));
+    assert_eq!(clean_len(b"/"), Some(1));
+    for t in [
+        &b""[..],
+        b"?/a",
+        b"a/b",
+        b"/a//b",
+        b"/a/./b",
+        b"/a/../b",
+        b"/.x",
+        b"/a%20",
+        b"/\xc3\xa9",
+        b"/a\0",
+    ] {
+        assert_eq!(clean_len(t), None, "{:?}", String::from_utf8_lossy(t));
+    }
+}
