@@ -9,6 +9,7 @@ use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use common::origin::{Mode, Origin};
 use common::*;
 
 const RETURN_CFG: &str = "defaults\n    mode http\n    timeout client 10s\n\
@@ -390,4 +391,187 @@ fn a_stdout_log_nobody_reads_never_stops_the_worker() {
     let mut out = String::new();
     let _ = child.stdout.take().unwrap().read_to_string(&mut out);
     assert!(out.contains("GET /0 HTTP/1.1"), "{out}");
+}
+
+/// ebb, and HAProxy 2.6 beside it when installed, proxying to `origin`:
+/// the processes (kept while they serve) and their addresses, ebb's
+/// first.
+fn both_proxying(answer: &'static [u8]) -> ((Ebb, Option<Hap>, Origin), Vec<SocketAddr>) {
+    let o = Origin::start("canned", Mode::Canned(answer));
+    let origin = o.addr;
+    let e = Ebb::start(&proxy_cfg(origin));
+    let h = haproxy_beside("harden-h", |_, bind| {
+        format!(
+            "global\n    stats socket x level admin\n{}",
+            proxy_cfg(origin).replace("BIND", bind)
+        )
+    });
+    let mut targets = vec![e.addr()];
+    targets.extend(h.as_ref().map(|h| h.1));
+    ((e, h.map(|h| h.0), o), targets)
+}
+
+/// Sends `req` on a new connection and reads what comes back (until the
+/// close, or 2 s without a byte once something came).
+fn exchange(a: SocketAddr, req: &[u8], then: &[u8]) -> Vec<u8> {
+    let mut s = TcpStream::connect(a).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    s.write_all(req).unwrap();
+    let mut got = Vec::new();
+    let mut tmp = [0u8; 4096];
+    let mut sent_then = then.is_empty();
+    while let Ok(n) = s.read(&mut tmp) {
+        if n == 0 {
+            break;
+        }
+        got.extend_from_slice(&tmp[..n]);
+        if !sent_then && got.windows(4).any(|w| w == b"\r\n\r\n") {
+            // The answer's head came: the client goes on (a tunnel's
+            // first bytes).
+            let _ = s.write_all(then);
+            sent_then = true;
+        }
+        s.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+    }
+    got
+}
+
+/// RFC 9110 §7.8: a server switches protocols only to one the request
+/// named in `Upgrade`. A 101 answering a request that asked for none (or
+/// one whose `Upgrade` ebb did not forward: HTTP/1.0) is an invalid
+/// answer (502), not a tunnel: before, ebb passed the 101 on and joined
+/// the two connections, whatever the client meant to send next went to
+/// the server raw. HAProxy 2.6 answers 502 too (checked beside it).
+#[test]
+fn a_switch_the_request_did_not_ask_for_is_a_502() {
+    let (_procs, targets) = both_proxying(
+        b"HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: foo\r\n\r\nFROM-SERVER",
+    );
+    for &a in &targets {
+        for req in [
+            &b"GET / HTTP/1.1\r\nHost: t\r\n\r\n"[..],
+            b"GET / HTTP/1.1\r\nHost: t\r\nUpgrade: foo\r\n\r\n",
+        ] {
+            let got = String::from_utf8_lossy(&exchange(a, req, b"")).into_owned();
+            assert!(got.starts_with("HTTP/1.1 502 "), "{a}: {got}");
+            assert!(!got.contains("FROM-SERVER"), "{a}: {got}");
+        }
+        // Asked for, the switch goes through: both ways.
+        let got = exchange(
+            a,
+            b"GET / HTTP/1.1\r\nHost: t\r\nConnection: Upgrade\r\nUpgrade: foo\r\n\r\n",
+            b"",
+        );
+        let got = String::from_utf8_lossy(&got).into_owned();
+        assert!(got.starts_with("HTTP/1.1 101 "), "{a}: {got}");
+        assert!(got.ends_with("\r\n\r\nFROM-SERVER"), "{a}: {got}");
+    }
+}
+
+/// RFC 9110 §7.8, §15.2.2: a 101 names the protocol it switches to in
+/// `Upgrade`, listed in `Connection`. One without is refused (502), even
+/// when the request asked for an upgrade. HAProxy 2.6 refuses one whose
+/// `Connection` does not list `upgrade` (checked beside it) but passes
+/// one without `Upgrade`.
+#[test]
+fn a_switch_that_names_no_protocol_is_a_502() {
+    for (answer, as_haproxy) in [
+        (
+            &b"HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\n\r\nFROM-SERVER"[..],
+            false,
+        ),
+        (
+            b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: foo\r\n\r\nFROM-SERVER",
+            true,
+        ),
+    ] {
+        let answer: &'static [u8] = Box::leak(answer.to_vec().into_boxed_slice());
+        let (_procs, mut targets) = both_proxying(answer);
+        targets.truncate(if as_haproxy { 2 } else { 1 });
+        for a in targets {
+            let got = exchange(
+                a,
+                b"GET / HTTP/1.1\r\nHost: t\r\nConnection: Upgrade\r\nUpgrade: foo\r\n\r\n",
+                b"",
+            );
+            let got = String::from_utf8_lossy(&got).into_owned();
+            assert!(got.starts_with("HTTP/1.1 502 "), "{a}: {got}");
+            assert!(!got.contains("FROM-SERVER"), "{a}: {got}");
+        }
+    }
+}
+
+/// A proxied request with `Expect: 100-continue` and a body: the server
+/// reads the body, so the client's connection stays open for its next
+/// request, as HAProxy keeps it. Before, ebb closed it after every such
+/// answer (`Connection: close`; a request pipelined behind was lost),
+/// the close meant for an answer ebb makes without reading the body.
+#[test]
+fn a_proxied_expect_continue_request_keeps_its_connection() {
+    let (_procs, targets) = both_proxying(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok");
+    for &a in &targets {
+        let mut c = Client::connect(a);
+        c.send(b"POST /a HTTP/1.1\r\nHost: t\r\nExpect: 100-continue\r\nContent-Length: 5\r\n\r\n");
+        c.send(b"hello");
+        let r = c.read_resp();
+        assert_eq!(r.status, 200, "{a}");
+        assert_eq!(r.header("connection"), None, "{a}");
+        // The body and a request pipelined behind it in one segment.
+        c.send(
+            b"POST /b HTTP/1.1\r\nHost: t\r\nExpect: 100-continue\r\nContent-Length: 5\r\n\r\n\
+              helloGET /c HTTP/1.1\r\nHost: t\r\n\r\n",
+        );
+        assert_eq!(c.read_resp().status, 200, "{a}");
+        assert_eq!(c.read_resp().status, 200, "{a}");
+    }
+}
+
+/// A chunked answer reaches the client re-framed, as a chunked request
+/// body reaches the server: canonical sizes, no chunk extension, the
+/// trailer section kept (HAProxy 2.6 re-frames answers too, checked
+/// beside it). Before, ebb passed the server's size lines on as written:
+/// a size with leading zeros or past 32 bits, which a client may read
+/// otherwise than ebb did, went out as it came.
+#[test]
+fn chunk_sizes_reach_the_client_canonical() {
+    let (_procs, targets) = both_proxying(
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n\
+          000000000000000A;name=value\r\n0123456789\r\n5 ; x=\"y z\"\r\nhello\r\n\
+          0\r\nX-Trailer: t\r\n\r\n",
+    );
+    for &a in &targets {
+        let got = exchange(a, b"GET / HTTP/1.1\r\nHost: t\r\nTE: trailers\r\n\r\n", b"");
+        let mut body = body_of(&got);
+        if a != targets[0] {
+            // HAProxy writes its sizes in upper case.
+            body.make_ascii_lowercase();
+        }
+        let text = String::from_utf8_lossy(&body).into_owned();
+        assert!(
+            !text.contains(';') && !text.contains("name="),
+            "{a}: {text}"
+        );
+        let (lines, data) = chunks(&body);
+        assert_eq!(data, b"0123456789hello", "{a}: {text}");
+        assert_eq!(lines.last().map(String::as_str), Some("0"), "{a}: {text}");
+        assert!(
+            text.to_ascii_lowercase()
+                .ends_with("\r\n0\r\nx-trailer: t\r\n\r\n"),
+            "{a}: {text}"
+        );
+    }
+    // A size of 2^64 - 1 (HAProxy refuses it: 502): what came goes as a
+    // chunk of its real size, the size line never.
+    let o = Origin::start(
+        "canned",
+        Mode::Canned(
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nffffffffffffffff\r\nabc",
+        ),
+    );
+    let e = Ebb::start(&proxy_cfg(o.addr));
+    let got = exchange(e.addr(), b"GET / HTTP/1.1\r\nHost: t\r\n\r\n", b"");
+    let text = String::from_utf8_lossy(&got).into_owned();
+    assert!(text.starts_with("HTTP/1.1 200 "), "{text}");
+    assert!(!text.contains("ffff"), "{text}");
+    assert_eq!(chunks(&body_of(&got)).1, b"abc", "{text}");
 }

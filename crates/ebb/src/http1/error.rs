@@ -82,6 +82,9 @@ pub enum HttpError {
     /// An upgrade to `websocket` without exactly one valid
     /// `Sec-WebSocket-Key` and `Sec-WebSocket-Version` (RFC 6455 §4.1).
     BadWebSocketHandshake,
+    /// A 101 without `Upgrade` or without `upgrade` in `Connection`
+    /// (RFC 9110 §7.8: the server names the protocol it switches to).
+    BadSwitch,
 
     // --- chunked body -----------------------------------------------------
     /// A chunk-size line that is not `1*HEXDIG [ chunk-ext ] CRLF`.
@@ -149,6 +152,7 @@ impl HttpError {
             HttpError::UnknownTransferCoding => "unsupported transfer-coding",
             HttpError::BodyNotAllowed => "body in a 1xx or 204 response",
             HttpError::BadWebSocketHandshake => "invalid websocket handshake",
+            HttpError::BadSwitch => "101 without Upgrade",
             HttpError::BadChunkSize => "invalid chunk size",
             HttpError::ChunkSizeOverflow => "chunk size overflow",
             HttpError::ChunkExtTooLong => "chunk extension too long",

@@ -210,6 +210,12 @@ fn complete_response(
     }
     let force_close = f.te_present && (!http11 || f.content_length.is_some());
     head.force_close = force_close;
+    // RFC 9110 §7.8, §15.2.2: a 101 names its protocol in `Upgrade`,
+    // listed in `Connection` (HAProxy 2.6 answers 502 without the
+    // latter, passes one without `Upgrade`).
+    if code == 101 && !(f.upgrade.is_some() && f.conn_upgrade) {
+        return Err(HttpError::BadSwitch);
+    }
     head.tunnel = code == 101 || (method == Method::Connect && (200..300).contains(&code));
     let no_body =
         method == Method::Head || (100..200).contains(&code) || code == 204 || code == 304;

@@ -1011,6 +1011,15 @@ fn response_interim_and_tunnel() {
     let h = resp_ok(buf, Method::Get);
     assert!(h.tunnel && !h.is_interim() && !h.keep_alive);
     assert_eq!(h.framing, BodyFraming::None);
+    // RFC 9110 §7.8: a 101 names its protocol (`Upgrade`, listed in
+    // `Connection`).
+    for buf in [
+        &b"HTTP/1.1 101 Switching Protocols\r\nConnection: upgrade\r\n\r\n"[..],
+        b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n\r\n",
+        b"HTTP/1.1 101 Switching Protocols\r\n\r\n",
+    ] {
+        assert_eq!(resp(buf, Method::Get).unwrap_err(), HttpError::BadSwitch);
+    }
     let h = resp_ok(
         b"HTTP/1.1 200 Connection established\r\n\r\n",
         Method::Connect,

@@ -241,6 +241,11 @@ pub struct Stream {
     /// `100 Continue` was sent for the current request (a wait for its
     /// body).
     continued: bool,
+    /// The connection is to close after this answer only because the
+    /// request's `Expect: 100-continue` body may never come if nobody
+    /// reads it: a proxied request's server does, the connection stays
+    /// (as HAProxy keeps it).
+    expect_close: bool,
     /// A reference to the connection's frontend held across its requests
     /// ([`Stream::dispatch`] lends it to the answer it carries out while
     /// the connection is borrowed): no shared reference count moved per
@@ -493,6 +498,7 @@ impl Stream {
             body_wait_start,
             page_backend,
             continued,
+            expect_close,
             late_rule,
             fe_held,
         } = self;
@@ -515,6 +521,7 @@ impl Stream {
         *body_wait_start = 0;
         *page_backend = None;
         *continued = false;
+        *expect_close = false;
         // The largest buffers go rather than sit in the pool.
         wait_clean.capacity() <= POOLED_BUF_MAX
             && scratch.capacity() <= POOLED_BUF_MAX
@@ -997,8 +1004,12 @@ impl Stream {
         // A body past `tune.http.drain-max` is not read at all.
         let (drain, drain_keep) = Drain::plan(c.head.framing, c.w.limits.max_drain);
         let mut next = In::Head;
+        self.expect_close = false;
         match drain {
-            Some(_) if c.head.expect_continue => keep_alive = false,
+            Some(_) if c.head.expect_continue => {
+                self.expect_close = keep_alive;
+                keep_alive = false;
+            }
             Some(d) => next = In::Discard(Box::new(d)),
             None => keep_alive &= drain_keep,
         }

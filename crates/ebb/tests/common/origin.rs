@@ -30,6 +30,8 @@ pub enum Mode {
     BigChunked(usize),
     /// Echoes the request body back (Content-Length).
     Echo,
+    /// Answers every request with these bytes as they are.
+    Canned(&'static [u8]),
     /// Accepts an `Upgrade: echo` request with 101, then echoes bytes.
     Upgrade,
     /// Like `Ok` once the gate is open: requests wait (and count as busy)
@@ -307,6 +309,7 @@ fn serve(mut s: TcpStream, c: Shared) {
                 }
                 out.extend_from_slice(b"0\r\n\r\n");
             }
+            Mode::Canned(answer) => out.extend_from_slice(answer),
             Mode::Echo => {
                 out.extend_from_slice(
                     format!("HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n", body.len()).as_bytes(),

@@ -87,7 +87,9 @@ pub(super) enum Left {
     Done,
     Len(u64),
     Chunked(Box<ChunkedDecoder>),
-    /// A chunked request body, re-emitted with canonical chunk sizes.
+    /// A chunked body, re-emitted with canonical chunk sizes: a request's,
+    /// and an answer's passed on chunked as it is (neither compressed,
+    /// stored nor de-chunked on its way).
     Recode(Box<ChunkedRecoder>),
     /// A request body compressed toward the server (`compression
     /// direction request`; the logic is in [`compress::RequestBody`]).
@@ -216,6 +218,9 @@ pub(super) struct Upstream {
     /// `Sec-WebSocket-Accept` (else 502, as HAProxy), equal to this value
     /// when ebb made the key up (an HTTP/2 extended CONNECT).
     ws_accept: Option<Option<Vec<u8>>>,
+    /// The request asked for an upgrade (its `Upgrade` went to the
+    /// server): a 101 answering any other is invalid (502, as HAProxy).
+    upgrade: bool,
     /// An HTTP/2 client's `:scheme` (http or https) for an HTTP/2 server:
     /// the head written is in origin form.
     scheme: Option<&'static [u8]>,
@@ -390,6 +395,7 @@ impl Upstream {
             l7: false,
             retry_at: None,
             ws_accept: None,
+            upgrade: false,
             scheme: None,
             name_at: None,
             logged: false,
@@ -548,7 +554,13 @@ impl Stream {
                 .map(|k| crate::sample::websocket_accept(&k)),
             _ => None,
         });
-        let keep_server = !sr.server_close && !c.fe.server_close && view.upgrade.is_none();
+        let upgrade = view.upgrade.is_some();
+        let keep_server = !sr.server_close && !c.fe.server_close && !upgrade;
+        if std::mem::take(&mut self.expect_close) {
+            // The server reads the body (an answer before all of it came
+            // closes the connection: `finish_exchange`).
+            self.keep_alive = true;
+        }
         if sr.close {
             // `option httpclose` in the backend closes both sides.
             self.keep_alive = false;
@@ -686,6 +698,7 @@ impl Stream {
             l7,
             retry_at,
             ws_accept: u_ws_accept,
+            upgrade: u_upgrade,
             scheme: u_scheme,
             name_at: u_name_at,
             logged,
@@ -747,6 +760,7 @@ impl Stream {
         *l7 = false;
         *retry_at = None;
         *u_ws_accept = ws_accept;
+        *u_upgrade = upgrade;
         *u_scheme = scheme;
         *u_name_at = name_at;
         *logged = false;
@@ -1138,8 +1152,21 @@ impl Stream {
                     sd.istart = sd.iend;
                     moved = true;
                 }
-                // (Recode is the request side's only.)
-                Some(Left::Done | Left::Recode(_) | Left::Compress(_)) | None => {
+                Some(Left::Recode(r)) => {
+                    let before = c.wbuf.len();
+                    match r.recode(avail, &mut c.wbuf) {
+                        Ok((n, done)) => {
+                            up.bytes_out += (c.wbuf.len() - before) as u64;
+                            sd.istart += n;
+                            moved |= n > 0;
+                            if done {
+                                up.resp_left = Some(Left::Done);
+                            }
+                        }
+                        Err(_) => fail = true,
+                    }
+                }
+                Some(Left::Done | Left::Compress(_)) | None => {
                     // Bytes after the end of the answer: the server is not
                     // following HTTP; do not reuse that connection.
                     up.keep_server = false;

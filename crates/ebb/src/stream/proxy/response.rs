@@ -61,6 +61,15 @@ impl Stream {
         let mut sd = side.borrow_mut();
         let istart = sd.istart;
         let buf = &sd.ibuf[istart..istart + n];
+        if up.resp.status == 101 && !up.upgrade {
+            // RFC 9110 §7.8: no switch the client did not ask for
+            // (HAProxy 2.6: 502).
+            drop(sd);
+            up.keep_server = false;
+            self.up = Some(up);
+            self.fail(c, ctx, ExchangeError::bad_response_head());
+            return;
+        }
         if let (101, Some(want)) = (up.resp.status, &up.ws_accept) {
             // RFC 6455 §4.2.2: no (or, for a key ebb made, a wrong)
             // `Sec-WebSocket-Accept` is an invalid answer (HAProxy: 502).
@@ -82,6 +91,12 @@ impl Stream {
         self.resp_start = c.wbuf.len();
         let tunnel = r.tunnel && r.status == 101;
         let mut ka = crate::drain::keep_alive(up.client_keep_alive, c.stopping) && !r.force_close;
+        if c.head.expect_continue && !up.req_left.done() {
+            // The server answered before the body it may never get: the
+            // connection ends after the answer (`finish_exchange`), the
+            // client is told so.
+            ka = false;
+        }
         let out = &mut c.wbuf;
         // The server's version goes on, as HAProxy passes it.
         out.extend_from_slice(match r.version {
@@ -332,7 +347,16 @@ impl Stream {
                     } else {
                         out.extend_from_slice(b"Transfer-Encoding: chunked\r\n");
                     }
-                    Left::Chunked(Box::default())
+                    if up.dechunk || up.skip_body || coding.is_some() || up.store.is_some() {
+                        Left::Chunked(Box::default())
+                    } else {
+                        // Passed on chunked: with canonical chunk sizes
+                        // and no extensions, as HAProxy re-frames it (a
+                        // size written `0000000000000005`, `100000005`
+                        // or `ffffffffffffffff` never reaches a client
+                        // that might read it otherwise).
+                        Left::Recode(Box::default())
+                    }
                 }
                 BodyFraming::UntilClose => {
                     ka = false;
