@@ -356,6 +356,12 @@ impl TimeStats {
         // takes the place of an average one.
         let w = if n > TIME_SAMPLES { TIME_SAMPLES } else { 0 };
         for (i, v) in t.into_iter().enumerate() {
+            if v == 0 && (w == 0 || self.sums[i].load(Ordering::Relaxed) == 0) {
+                // Nothing to add and nothing to take off (a zero time, the
+                // usual queue and connect times of a kept connection):
+                // the update would leave the sum as it is.
+                continue;
+            }
             let _ = self.sums[i].fetch_update(Ordering::Relaxed, Ordering::Relaxed, |old| {
                 let drop = if w > 0 { old.div_ceil(w) } else { 0 };
                 Some(old - drop + v)
@@ -1005,6 +1011,20 @@ impl Farm {
             // `dispatch` / `option transparent`: no balancing, no queue.
             t.cur.fetch_add(1, Ordering::AcqRel);
             return Pick::Server(Arc::clone(t));
+        }
+        if self.servers.len() == 1 && !self.balance_hashes() {
+            // A one-server backend (the usual reverse proxy): what the
+            // general path below decides for one eligible server, without
+            // its thread slot's lock or the eligible list. The server,
+            // active or the backup, is eligible when usable.
+            let Some(s) = self.servers.get(0).filter(|s| s.usable()) else {
+                return Pick::NoServer("no server available");
+            };
+            if s.has_room() && s.try_take() {
+                return Pick::Server(Arc::clone(s));
+            }
+            // Full (or raced to full): the backend's queue.
+            return self.enqueue_backend(&[s.idx], me, handle);
         }
         let at = thread_slot();
         let mut guard = self.slots[at].0.lock().unwrap_or_else(|p| p.into_inner());

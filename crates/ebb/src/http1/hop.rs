@@ -31,6 +31,11 @@ fn own_option(m: &[u8]) -> bool {
 /// True when a Connection field's value names an option besides those
 /// ebb answers itself ([`own_option`]): the field goes on with those.
 pub fn connection_goes_on(value: &[u8]) -> bool {
+    if own_option(value) {
+        // A lone option ebb answers (the usual `keep-alive` or `close`):
+        // no walk through a list.
+        return false;
+    }
     let mut other = false;
     for_each_member(value, |m, _| other |= !own_option(m));
     other

@@ -211,30 +211,40 @@ impl Stream {
             // A line the origin wrote as ebb writes it (`name: value`
             // CRLF) is copied as it is, in one piece with the kept lines
             // right before it: a few copies per head, not four per field.
+            // Each field's name is classified once (`Kind`): what
+            // `forwardable` drops, the framing and the fields skipped.
             let mut run: Option<core::ops::Range<usize>> = None;
             // The framing goes where the server's first framing field
-            // was, as HAProxy keeps the fields' order (moved there below).
-            let mut framing_at = r.headers.iter().find(|f| {
-                let n = f.name.get(buf);
-                eq_nocase(n, b"content-length") || eq_nocase(n, b"transfer-encoding")
-            });
-            for f in forwardable(buf, &r.headers) {
+            // was, as HAProxy keeps the fields' order (moved there below):
+            // at the first forwarded field from that one on.
+            let mut framing_seen = false;
+            let mut framing_done = false;
+            for f in &r.headers {
                 let name = f.name.get(buf);
-                if framing_at.is_some_and(|at| f.name.start >= at.name.start) {
-                    framing_at = None;
+                let kind = Kind::of(name);
+                framing_seen |= matches!(kind, Kind::ContentLength | Kind::TransferEncoding);
+                let forwarded = match kind {
+                    Kind::Dropped | Kind::TransferEncoding => false,
+                    Kind::Connection => crate::http1::connection_goes_on(f.value.get(buf)),
+                    _ => true,
+                };
+                if !forwarded {
+                    continue;
+                }
+                if framing_seen && !framing_done {
+                    framing_done = true;
                     if let Some(r) = run.take() {
                         out.extend_from_slice(buf.get(r).unwrap_or(&[]));
                     }
                     framing_pos = Some(out.len());
                 }
-                if skip(name) {
+                if kind == Kind::ContentLength || (coding.is_some() && kind == Kind::Etag) {
                     continue;
                 }
                 let (start, ve) = (f.name.start as usize, f.value.end as usize);
-                let as_written = buf.get(f.name.end as usize..f.value.start as usize)
-                    == Some(b": ")
-                    && buf.get(ve..ve + 2) == Some(b"\r\n")
-                    && !eq_nocase(name, b"connection");
+                let as_written = kind != Kind::Connection
+                    && buf.get(f.name.end as usize..f.value.start as usize) == Some(b": ")
+                    && buf.get(ve..ve + 2) == Some(b"\r\n");
                 if as_written {
                     match &mut run {
                         Some(r) if r.end == start => r.end = ve + 2,
@@ -257,7 +267,7 @@ impl Stream {
             if let Some(r) = run {
                 out.extend_from_slice(buf.get(r).unwrap_or(&[]));
             }
-            if framing_at.is_some() {
+            if framing_seen && !framing_done {
                 // No field forwarded came after the framing field.
                 framing_pos = Some(out.len());
             }
@@ -519,6 +529,39 @@ impl Stream {
         note_stream_stats(up, ctx.now());
         if !up.logged {
             log_line(c, ctx, up, bytes, false);
+        }
+    }
+}
+
+/// What forwarding a response head does with a field, by its name (one
+/// classification per field; the rules' path uses [`forwardable`]).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    /// Not forwarded whatever its value (`TE`, `Upgrade`,
+    /// `HTTP2-Settings`: see [`forwardable`]).
+    Dropped,
+    /// Not forwarded; the framing ebb writes takes its place.
+    TransferEncoding,
+    /// Forwarded with the options ebb does not answer itself, if any.
+    Connection,
+    /// Its place is the framing's; ebb writes the length itself.
+    ContentLength,
+    /// Dropped from a compressed answer (a weak one is written).
+    Etag,
+    Other,
+}
+
+impl Kind {
+    fn of(name: &[u8]) -> Kind {
+        match name.len() {
+            2 if eq_nocase(name, b"te") => Kind::Dropped,
+            4 if eq_nocase(name, b"etag") => Kind::Etag,
+            7 if eq_nocase(name, b"upgrade") => Kind::Dropped,
+            10 if eq_nocase(name, b"connection") => Kind::Connection,
+            14 if eq_nocase(name, b"content-length") => Kind::ContentLength,
+            14 if eq_nocase(name, b"http2-settings") => Kind::Dropped,
+            17 if eq_nocase(name, b"transfer-encoding") => Kind::TransferEncoding,
+            _ => Kind::Other,
         }
     }
 }
