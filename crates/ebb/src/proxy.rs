@@ -1214,7 +1214,10 @@ fn fullconn_of(cfg: &Config, p: &Proxy) -> Result<u32, ConfigError> {
         } || fe.use_backends.iter().any(|u| {
             u.dynamic.is_none()
                 && u.backend == p.name
-                && fe.default_backend.as_ref().is_none_or(|d| d.value != p.name)
+                && fe
+                    .default_backend
+                    .as_ref()
+                    .is_none_or(|d| d.value != p.name)
         });
         if reaches {
             match fe.maxconn.or(cfg.global.maxconn) {

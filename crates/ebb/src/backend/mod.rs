@@ -1020,7 +1020,8 @@ impl Farm {
             let Some(s) = self.servers.get(0).filter(|s| s.usable()) else {
                 return Pick::NoServer("no server available");
             };
-            if s.has_room() && s.try_take() {
+            // Streams waiting already go first (FIFO), as HAProxy's.
+            if self.waiting.load(Ordering::Relaxed) == 0 && self.has_room(s) && self.try_take(s) {
                 return Pick::Server(Arc::clone(s));
             }
             // Full (or raced to full): the backend's queue.
@@ -1163,7 +1164,11 @@ impl Farm {
         let mut q = self.queue.lock().unwrap_or_else(|p| p.into_inner());
         // Counted before the last look for a slot: see `release`.
         self.waiting.fetch_add(1, Ordering::SeqCst);
-        for &i in elig {
+        // Behind streams already waiting (FIFO, as HAProxy): no last look
+        // then; a release serves the queue's head, which every release
+        // sees (they count before it) and hands its slot to.
+        let behind = !q.is_empty();
+        for &i in elig.iter().filter(|_| !behind) {
             if self.try_take(&self.servers[i]) {
                 self.waiting.fetch_sub(1, Ordering::SeqCst);
                 return Pick::Server(Arc::clone(&self.servers[i]));
@@ -1289,6 +1294,14 @@ impl Farm {
             while let Some(w) = bq.pop_front() {
                 self.waiting.fetch_sub(1, Ordering::SeqCst);
                 if w.assign(s) {
+                    // A dynamic limit may have grown with the load: serve
+                    // the queue while there is room (HAProxy dequeues up
+                    // to the limit at each release).
+                    if (s.minconn != 0 || s.opts.slowstart.is_some()) && !bq.is_empty() {
+                        drop(bq);
+                        drop(sq);
+                        self.kick_backend_queue();
+                    }
                     return;
                 }
             }
