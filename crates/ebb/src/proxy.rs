@@ -1194,9 +1194,59 @@ fn srv_sock(p: &Proxy) -> crate::config::SrvSock {
     }
 }
 
+/// A backend's `fullconn`: its own, else HAProxy's default, a tenth of
+/// the `maxconn` of the frontends that route to it (`default_backend`,
+/// or a `use_backend` naming it, each frontend once; a listen without
+/// `default_backend` counts for itself), at least 1. A frontend without
+/// `maxconn` has the global one; where neither is set HAProxy's default
+/// follows its file descriptor limit, so a server with a `minconn` below
+/// its `maxconn` there is refused (its limit would be another's).
+fn fullconn_of(cfg: &Config, p: &Proxy) -> Result<u32, ConfigError> {
+    if let Some(n) = p.fullconn {
+        return Ok(n);
+    }
+    let mut total: u64 = 0;
+    let mut unknown = None;
+    for fe in cfg.frontends() {
+        let reaches = match &fe.default_backend {
+            Some(d) => d.value == p.name,
+            None => fe.kind == crate::config::ProxyKind::Listen && fe.name == p.name,
+        } || fe.use_backends.iter().any(|u| {
+            u.dynamic.is_none()
+                && u.backend == p.name
+                && fe
+                    .default_backend
+                    .as_ref()
+                    .is_none_or(|d| d.value != p.name)
+        });
+        if reaches {
+            match fe.maxconn.or(cfg.global.maxconn) {
+                Some(m) => total += u64::from(m),
+                None => unknown = unknown.or(Some(&fe.name)),
+            }
+        }
+    }
+    let dynamic = p.servers.iter().find(|s| {
+        s.opts
+            .minconn
+            .is_some_and(|mi| s.opts.maxconn.is_some_and(|ma| mi < ma))
+    });
+    if let (Some(fe), Some(s)) = (unknown, dynamic) {
+        return Err(err(
+            &s.loc,
+            format!(
+                "server {}/{}: 'minconn' below 'maxconn' needs the backend's 'fullconn', or a 'maxconn' on frontend '{fe}' (or in global): HAProxy's default there follows its file descriptor limit",
+                p.name, s.name
+            ),
+        ));
+    }
+    Ok(u32::try_from(total.div_ceil(10)).unwrap_or(u32::MAX).max(1))
+}
+
 fn compile_servers(
     p: &Proxy,
     state: Option<&BTreeMap<String, SrvState>>,
+    fullconn: u32,
     warnings: &mut Vec<String>,
 ) -> Result<ServersRt, ConfigError> {
     let mut list = Vec::with_capacity(p.servers.len());
@@ -1261,6 +1311,7 @@ fn compile_servers(
     farm.target = backend_target(p, warnings)?;
     farm.sock = srv_sock(p);
     farm.allbackups = p.options.allbackups;
+    farm.fullconn = fullconn;
     farm.set_hash(p.hash_type);
     for (rt, s) in farm.servers.iter().zip(&p.servers) {
         rt.port.store(s.port, std::sync::atomic::Ordering::Relaxed);
@@ -1520,7 +1571,12 @@ pub fn compile_keeping(
                 fc.precompressed = sf.precompressed.clone();
                 BackendKind::Files(fc)
             } else if !p.servers.is_empty() || p.dispatch.is_some() || p.transparent.is_some() {
-                BackendKind::Servers(Box::new(compile_servers(p, states.get(&p.name), warnings)?))
+                BackendKind::Servers(Box::new(compile_servers(
+                    p,
+                    states.get(&p.name),
+                    fullconn_of(cfg, p)?,
+                    warnings,
+                )?))
             } else if p.kind.is_frontend() {
                 // A listen section without servers or files: a frontend
                 // only. (A backend holding a stick table and no server is
@@ -1530,7 +1586,12 @@ pub fn compile_keeping(
             } else {
                 // A backend without servers answers 503 until `add server`
                 // gives it one (HAProxy accepts it too).
-                BackendKind::Servers(Box::new(compile_servers(p, states.get(&p.name), warnings)?))
+                BackendKind::Servers(Box::new(compile_servers(
+                    p,
+                    states.get(&p.name),
+                    fullconn_of(cfg, p)?,
+                    warnings,
+                )?))
             };
             let matcher = Matcher::for_proxy(p)?;
             let mut kind = kind;

@@ -1001,3 +1001,104 @@ fn closed_idle_then_post(addr: std::net::SocketAddr, o: &Origin, who: &str, leav
         "{who}: a new connection carried it"
     );
 }
+
+/// `minconn`/`maxconn` with `fullconn`: a server's limit follows the
+/// backend's load (HAProxy's dynamic limit, `minconn` up to `maxconn` as
+/// the streams served and waiting reach `fullconn`), and a stream that
+/// arrives while others wait queues behind them. Twelve requests arrive
+/// one after the other at a server that holds them: the number it serves
+/// at once after each arrival, side by side with HAProxy.
+#[test]
+fn minconn_follows_the_backend_load_up_to_fullconn() {
+    let run = |fullconn: u32, hap: bool| -> Option<Vec<usize>> {
+        let gate = Gate::default();
+        let s = Origin::start("s", Mode::Gate(gate.clone()));
+        let rest = format!(
+            "defaults\n    mode http\n    timeout client 30s\n    timeout server 30s\n    timeout connect 5s\n    timeout queue 30s\n\
+             frontend fe\n    bind BIND\n    default_backend be\n\
+             backend be\n    fullconn {fullconn}\n    server s {} minconn 2 maxconn 10\n",
+            s.addr
+        );
+        let (addr, sock, _keep): (
+            std::net::SocketAddr,
+            std::path::PathBuf,
+            Box<dyn std::any::Any>,
+        ) = if hap {
+            let port = free_port();
+            let h = haproxy_with(
+                "minconn",
+                &rest.replace("BIND", &format!("127.0.0.1:{port}")),
+            )?;
+            let sock = h.sock.clone();
+            (
+                format!("127.0.0.1:{port}").parse().unwrap(),
+                sock,
+                Box::new(h),
+            )
+        } else {
+            let d = scratch("minconn");
+            let sock = d.join("s.sock");
+            let e = Ebb::start(&format!(
+                "global\n    stats socket {} level admin\n{rest}",
+                sock.display()
+            ));
+            (e.addr(), sock, Box::new(e))
+        };
+        let mut ths = Vec::new();
+        let mut busy = Vec::new();
+        for i in 0..12usize {
+            ths.push(std::thread::spawn(move || {
+                get(addr, &format!("/m{i}")).status
+            }));
+            wait_until(&format!("request {i} served or queued"), || {
+                s.busy.load(Ordering::SeqCst) as u64 + backend_qcur(&sock, "be").unwrap_or(0)
+                    == i as u64 + 1
+            });
+            busy.push(s.busy.load(Ordering::SeqCst));
+        }
+        gate.open();
+        for t in ths {
+            assert_eq!(t.join().unwrap(), 200);
+        }
+        Some(busy)
+    };
+    // fullconn 4: at the third arrival the load (2) gives 2 x 10 / 4 = 5,
+    // then the limit grows with each arrival to maxconn; fullconn 12: the
+    // third finds 2 x 10 / 12 below minconn and waits, and later ones
+    // wait behind it (FIFO) whatever the limit has become.
+    let grows: Vec<usize> = vec![1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 10, 10];
+    let held: Vec<usize> = [1].into_iter().chain([2; 11]).collect();
+    for (fullconn, want) in [(4, &grows), (12, &held), (100, &held)] {
+        let ours = run(fullconn, false).unwrap();
+        assert_eq!(&ours, want, "fullconn {fullconn}");
+        if let Some(theirs) = run(fullconn, true) {
+            assert_eq!(ours, theirs, "fullconn {fullconn}: ebb vs haproxy");
+        }
+    }
+}
+
+/// A `minconn` below `maxconn` whose backend's `fullconn` would come from
+/// a frontend without `maxconn` (and none in global): HAProxy's default
+/// then follows its file descriptor limit; ebb refuses it with the line.
+/// With `fullconn`, or a `maxconn` to count, it starts.
+#[test]
+fn minconn_without_a_fullconn_to_count_is_refused() {
+    let d = scratch("minconn-refused");
+    let base = "defaults\n    mode http\n    timeout client 1s\n    timeout server 1s\n    timeout connect 1s\nfrontend fe\n    bind 127.0.0.1:1\n    default_backend be\nbackend be\n";
+    assert_refused(
+        &d,
+        "a.cfg",
+        &format!("{base}    server s 127.0.0.1:2 minconn 2 maxconn 10\n"),
+        "a.cfg:10: server be/s: 'minconn' below 'maxconn' needs the backend's 'fullconn'",
+        false,
+    );
+    for ok in [
+        format!("{base}    fullconn 50\n    server s 127.0.0.1:2 minconn 2 maxconn 10\n"),
+        format!("global\n    maxconn 100\n{base}    server s 127.0.0.1:2 minconn 2 maxconn 10\n"),
+        format!("{base}    server s 127.0.0.1:2 minconn 10 maxconn 10\n"),
+    ] {
+        std::fs::write(d.join("b.cfg"), &ok).unwrap();
+        let (rc, _, err) = run_ebb(&["-c", "-f", "b.cfg"], &d);
+        assert_eq!(rc, 0, "{ok}\n{err}");
+    }
+}

@@ -81,7 +81,10 @@ pub fn new_server(
         uid: NEXT_SERVER_UID.fetch_add(1, Ordering::Relaxed),
         backend: backend.to_string(),
         weight: AtomicU32::new(opts.weight),
-        maxconn: AtomicU32::new(opts.maxconn.unwrap_or(0)),
+        // HAProxy: a `minconn` above `maxconn` (or alone) raises `maxconn`
+        // to it; a `maxconn` alone is its own `minconn` (a fixed limit).
+        maxconn: AtomicU32::new(opts.maxconn.unwrap_or(0).max(opts.minconn.unwrap_or(0))),
+        minconn: opts.minconn.unwrap_or(0),
         // A server without address that resolvers will look up waits in
         // resolution maintenance, not forced.
         admin: AtomicU8::new(
@@ -476,6 +479,8 @@ pub struct ServerRt {
     pub weight: AtomicU32,
     /// `maxconn` in force; 0 = unlimited.
     pub maxconn: AtomicU32,
+    /// `minconn` (0: none, a fixed `maxconn`): see [`Farm::limit`].
+    pub minconn: u32,
     pub admin: AtomicU8,
     /// Health: true unless checks said DOWN (the health check's and the
     /// agent's views combined: [`check::refresh_up`]).
@@ -635,15 +640,14 @@ impl ServerRt {
             && self.admin_state() != ADMIN_MAINT
     }
 
-    /// Whether a slot is free.
-    pub fn has_room(&self) -> bool {
-        let m = self.maxconn.load(Ordering::Relaxed);
+    /// Whether a slot is free under the limit `m` (0: none; the farm's
+    /// [`Farm::limit`]).
+    pub fn has_room_under(&self, m: u32) -> bool {
         m == 0 || self.cur.load(Ordering::Relaxed) < m
     }
 
-    /// Takes a slot if one is free.
-    pub fn try_take(&self) -> bool {
-        let m = self.maxconn.load(Ordering::Relaxed);
+    /// Takes a slot if one is free under the limit `m` (0: none).
+    pub fn try_take_under(&self, m: u32) -> bool {
         // SeqCst: a queuing stream's last look for a slot, which
         // `Farm::release`'s fast path is argued against.
         let now = if m == 0 {
@@ -794,6 +798,9 @@ pub struct Farm {
     pub queue: Mutex<VecDeque<Arc<Waiter>>>,
     /// The backend queue's `ServerRt::waiting`.
     waiting: AtomicU32,
+    /// `fullconn`: the backend's load at which servers with a `minconn`
+    /// reach their `maxconn` (see [`Farm::limit`]).
+    pub fullconn: u32,
     /// `maxqueue` of the backend queue: the sum of the servers' when all
     /// set one, else unbounded (HAProxy bounds only per server).
     pub counters: Counters,
@@ -870,6 +877,7 @@ impl Farm {
             slots: (0..LB_SLOTS).map(|_| Padded(Mutex::new(None))).collect(),
             queue: Mutex::new(VecDeque::new()),
             waiting: AtomicU32::new(0),
+            fullconn: 1,
             counters: Counters::default(),
             be_ext: extra::SrvExtra::default(),
             be_up: std::sync::atomic::AtomicBool::new(true),
@@ -1012,7 +1020,8 @@ impl Farm {
             let Some(s) = self.servers.get(0).filter(|s| s.usable()) else {
                 return Pick::NoServer("no server available");
             };
-            if s.has_room() && s.try_take() {
+            // Streams waiting already go first (FIFO), as HAProxy's.
+            if self.waiting.load(Ordering::Relaxed) == 0 && self.has_room(s) && self.try_take(s) {
                 return Pick::Server(Arc::clone(s));
             }
             // Full (or raced to full): the backend's queue.
@@ -1050,7 +1059,7 @@ impl Farm {
             // it: it takes the stream if it has room, else the stream
             // waits in the backend's queue, whatever the algorithm.
             let i = elig[0];
-            if self.servers[i].has_room() {
+            if self.has_room(&self.servers[i]) {
                 lb::Choice::Server(i)
             } else {
                 lb::Choice::AllFull
@@ -1069,7 +1078,7 @@ impl Farm {
                     s.effective_weight()
                 });
                 cur.push(s.cur.load(Ordering::Relaxed));
-                room.push(s.has_room());
+                room.push(self.has_room(s));
             }
             lb::choose(&self.balance, st, elig, weights, cur, room, input, &self.rr)
         };
@@ -1077,7 +1086,7 @@ impl Farm {
         match choice {
             lb::Choice::Server(i) => {
                 let s = &self.servers[i];
-                if s.try_take() {
+                if self.try_take(s) {
                     return Pick::Server(Arc::clone(s));
                 }
                 // Raced to full: queue on the backend like any full case.
@@ -1130,7 +1139,7 @@ impl Farm {
         // releasing stream's slow path takes; its fast path skips the
         // lock, see `release`).
         s.waiting.fetch_add(1, Ordering::SeqCst);
-        if s.try_take() {
+        if self.try_take(s) {
             s.waiting.fetch_sub(1, Ordering::SeqCst);
             return Pick::Server(Arc::clone(s));
         }
@@ -1155,8 +1164,12 @@ impl Farm {
         let mut q = self.queue.lock().unwrap_or_else(|p| p.into_inner());
         // Counted before the last look for a slot: see `release`.
         self.waiting.fetch_add(1, Ordering::SeqCst);
-        for &i in elig {
-            if self.servers[i].try_take() {
+        // Behind streams already waiting (FIFO, as HAProxy): no last look
+        // then; a release serves the queue's head, which every release
+        // sees (they count before it) and hands its slot to.
+        let behind = !q.is_empty();
+        for &i in elig.iter().filter(|_| !behind) {
+            if self.try_take(&self.servers[i]) {
                 self.waiting.fetch_sub(1, Ordering::SeqCst);
                 return Pick::Server(Arc::clone(&self.servers[i]));
             }
@@ -1178,6 +1191,58 @@ impl Farm {
             .qmax
             .fetch_max(q.len() as u64, Ordering::Relaxed);
         Pick::Queued(w)
+    }
+
+    /// The slots `s` may hold now (0: no limit): its `maxconn`, unless
+    /// it has a `minconn` below it, then HAProxy's dynamic limit: from
+    /// `minconn` up to `maxconn` in proportion to the backend's load (the
+    /// streams it serves and those waiting) against `fullconn`, `maxconn`
+    /// from `fullconn` on; during a `slowstart` ramp (after coming UP),
+    /// that share of it, at least 1, as HAProxy counts it (whole seconds).
+    pub fn limit(&self, s: &ServerRt) -> u32 {
+        let m = s.maxconn.load(Ordering::Relaxed);
+        if m == 0 || (s.minconn == 0 && s.opts.slowstart.is_none()) {
+            return m;
+        }
+        let mut max = m;
+        if s.minconn != 0 && s.minconn < m {
+            let load = self.load();
+            if load < self.fullconn {
+                let share = u64::from(load) * u64::from(m) / u64::from(self.fullconn.max(1));
+                max = s.minconn.max(u32::try_from(share).unwrap_or(m));
+            }
+        }
+        if let Some(ss) = s.opts.slowstart {
+            let ss_s = ss.as_millis().div_ceil(1000) as u64;
+            let since = s.up_since.elapsed().as_secs();
+            if ss_s > 0 && since < ss_s {
+                let ratio = 100 * since / ss_s;
+                max = (u64::from(max) * ratio / 100).max(1) as u32;
+            }
+        }
+        max
+    }
+
+    /// The backend's load for [`Farm::limit`] (HAProxy's `beconn`): the
+    /// streams its servers serve and those waiting for one.
+    fn load(&self) -> u32 {
+        let mut n = self.waiting.load(Ordering::Relaxed);
+        for s in self.servers.iter() {
+            n = n
+                .saturating_add(s.cur.load(Ordering::Relaxed))
+                .saturating_add(s.waiting.load(Ordering::Relaxed));
+        }
+        n
+    }
+
+    /// Whether `s` has a free slot under [`Farm::limit`].
+    pub fn has_room(&self, s: &ServerRt) -> bool {
+        s.has_room_under(self.limit(s))
+    }
+
+    /// Takes a slot of `s` if one is free under [`Farm::limit`].
+    pub fn try_take(&self, s: &ServerRt) -> bool {
+        s.try_take_under(self.limit(s))
     }
 
     /// Whether a stream waits (or is about to) for a slot `s` frees.
@@ -1203,13 +1268,21 @@ impl Farm {
     pub fn release(&self, s: &Arc<ServerRt>) {
         if !self.anyone_waits(s) {
             s.cur.fetch_sub(1, Ordering::SeqCst);
-            if !self.anyone_waits(s) || !s.try_take() {
+            if !self.anyone_waits(s) || !self.try_take(s) {
                 return;
             }
         }
         let mut sq = s.queue.lock().unwrap_or_else(|p| p.into_inner());
         // A server out of use takes no waiter: they are redispatched.
         let usable = s.usable();
+        // A dynamic limit (`minconn`, `slowstart`) now below the slots in
+        // use: this one goes back instead (HAProxy serves a queue only
+        // while the server is under it). One in use is always under it.
+        let m = self.limit(s);
+        if usable && m != 0 && s.cur.load(Ordering::SeqCst) > m {
+            s.cur.fetch_sub(1, Ordering::SeqCst);
+            return;
+        }
         if usable {
             while let Some(w) = sq.pop_front() {
                 s.waiting.fetch_sub(1, Ordering::SeqCst);
@@ -1221,6 +1294,14 @@ impl Farm {
             while let Some(w) = bq.pop_front() {
                 self.waiting.fetch_sub(1, Ordering::SeqCst);
                 if w.assign(s) {
+                    // A dynamic limit may have grown with the load: serve
+                    // the queue while there is room (HAProxy dequeues up
+                    // to the limit at each release).
+                    if (s.minconn != 0 || s.opts.slowstart.is_some()) && !bq.is_empty() {
+                        drop(bq);
+                        drop(sq);
+                        self.kick_backend_queue();
+                    }
                     return;
                 }
             }
@@ -1273,7 +1354,7 @@ impl Farm {
             let Some(s) = elig
                 .iter()
                 .map(|&i| &self.servers[i])
-                .find(|s| s.try_take())
+                .find(|s| self.try_take(s))
             else {
                 break;
             };

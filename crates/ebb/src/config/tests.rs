@@ -3703,3 +3703,22 @@ fn server_state_file_name() {
         "at most one argument",
     );
 }
+
+/// `fullconn` (backends, defaults) and the server option `minconn`.
+#[test]
+fn fullconn_and_minconn() {
+    let c = ok("defaults\n  fullconn 30\nbackend b\n  server s 127.0.0.1:1 minconn 2 maxconn 10\nbackend c\n  fullconn 0\n  server s 127.0.0.1:1\n");
+    assert_eq!(c.proxies[0].fullconn, Some(30));
+    assert_eq!(c.proxies[1].fullconn, None);
+    assert_eq!(c.proxies[0].servers[0].opts.minconn, Some(2));
+    err1(
+        "frontend f\n  bind :80\n  fullconn 5\n",
+        "t.cfg:3: ",
+        "not allowed in a 'frontend' section",
+    );
+    err1(
+        "backend b\n  fullconn\n  server s 127.0.0.1:1\n",
+        "t.cfg:2: ",
+        "expects an integer argument",
+    );
+}

@@ -521,6 +521,9 @@ pub struct Proxy {
     /// `backlog N` (frontends): the listen queue of its binds that do not
     /// set their own.
     pub backlog: Option<u32>,
+    /// `fullconn N` (backends): the backend's load at which its servers
+    /// reach their `maxconn` (see `minconn`); unset, HAProxy's default.
+    pub fullconn: Option<u32>,
     /// `rate-limit sessions N` (frontends): most new sessions per second;
     /// 0 or unset, none.
     pub rate_limit_sessions: u32,
@@ -1621,6 +1624,9 @@ pub struct ServerOptions {
     /// `track [BACKEND/]SERVER`: the server whose state this one takes.
     pub track: Option<String>,
     pub maxconn: Option<u32>,
+    /// `minconn N`: with `maxconn`, a dynamic limit between the two that
+    /// follows the backend's load (`fullconn`).
+    pub minconn: Option<u32>,
     pub maxqueue: Option<u32>,
     pub backup: bool,
     pub disabled: bool,
@@ -1827,6 +1833,7 @@ impl Default for ServerOptions {
             referenced: false,
             track: None,
             maxconn: None,
+            minconn: None,
             maxqueue: None,
             backup: false,
             disabled: false,

@@ -222,6 +222,7 @@ fn new_proxy(name: &str, kind: ProxyKind, loc: Loc) -> Proxy {
         maxconn: None,
         backlog: None,
         rate_limit_sessions: 0,
+        fullconn: None,
         id: None,
         description: None,
         source: None,

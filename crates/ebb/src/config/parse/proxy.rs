@@ -37,6 +37,7 @@ const PROXY_KEYWORDS: &[&str] = &[
     "timeout",
     "maxconn",
     "rate-limit",
+    "fullconn",
     "option",
     "log",
     "bind",
@@ -95,7 +96,6 @@ const PROXY_KEYWORDS: &[&str] = &[
 
 /// HAProxy proxy keywords ebb does not implement.
 const HAPROXY_PROXY_UNSUPPORTED: &[&str] = &[
-    "fullconn",
     "filter",
     "log-format-sd",
     "error-log-format",
@@ -538,6 +538,14 @@ pub(super) fn proxy_kw(px: &mut Proxy, ctx: &Ctx<'_>, words: &[String]) -> Resul
                 value: std::net::SocketAddr::new(ip, port),
                 loc: ctx.loc.clone(),
             });
+        }
+        "fullconn" => {
+            ctx.allow(kw, BE, true)?;
+            let [_, n] = w else {
+                return Err("'fullconn' expects an integer argument".to_string());
+            };
+            // HAProxy's atol: 0 is "unset" (the default is computed).
+            px.fullconn = Some(parse_u32_range(kw, n, 0, i32::MAX as u32)?).filter(|n| *n > 0);
         }
         "rate-limit" => {
             ctx.allow(kw, FE, true)?;
