@@ -1007,7 +1007,24 @@ impl Stream {
         self.body_wait_start = ctx.now();
         self.continued = false;
         self.scan_body(c);
-        let act = self.decide(c);
+        let act = match c.upgraded.as_mut() {
+            // The first request of a tcp stream that became HTTP goes on
+            // where the stream was (`tcp::upgrade`): after the frontend's
+            // content rules, or at the backend it chose.
+            Some(u) if !u.begun => {
+                u.begun = true;
+                let at = match u.backend {
+                    Some(b) => Resume::Be(b as usize, None),
+                    None => Resume::Fe(0),
+                };
+                self.decide_from(c, at, None)
+            }
+            Some(_) => {
+                c.upgraded = None;
+                self.decide(c)
+            }
+            None => self.decide(c),
+        };
         self.dispatch(c, ctx, act);
     }
 
@@ -1696,7 +1713,7 @@ impl Stream {
         let now = ctx.now();
         let err = backend.is_some() && (400..500).contains(&status);
         c.stk.end(now, err, false, c.head.head_len as u64, sent);
-        if !self.quiet && c.w.logging(&c.fe) {
+        if !self.quiet && c.logs_exchange() {
             let buf = &c.rbuf[c.rstart..c.rend];
             let line_end = buf
                 .iter()
