@@ -606,6 +606,15 @@ pub fn compile(
             TcpWhen::Connection => rt.conn_rules.push(c),
         }
     }
+    if rt.http_upg && p.default_backend.is_none() && p.use_backends.is_empty() {
+        if let Some(srv) = p.servers.first() {
+            // HAProxy warns, and closes every stream the rule upgrades.
+            return Err(err(
+                &srv.loc,
+                format!("proxy '{}': 'switch-mode http' configured for a tcp proxy with no backend: incoming connections upgraded to HTTP cannot be routed to its tcp servers (HAProxy warns and closes them; use a 'mode http' backend)", p.name),
+            ));
+        }
+    }
     let res = response_part(p, m)?;
     rt.res_rules = res.res_rules;
     rt.res_inspect_delay = res.res_inspect_delay;
@@ -789,7 +798,15 @@ mod tests {
             "frontend f\n    mode tcp\n    bind :80\n    tcp-request content switch-mode http proto h2 if HTTP\n    http-request deny\n    use_backend b if { path /x }\n    default_backend b\nbackend b\n    mode http\n    server s 127.0.0.1:1\n",
         );
         let l4 = &c.frontends[0].l4;
-        assert!(l4.http_upg && l4.reads_http);
+        assert!(l4.http_upg && l4.reads_http); // A listen section with only its own tcp servers: refused (HAProxy
+                                               // warns, then closes every upgraded stream).
+        let e = compile_err(
+            "listen l\n    mode tcp\n    bind :80\n    tcp-request content switch-mode http\n    server s 127.0.0.1:1\n",
+        );
+        assert!(
+            e.starts_with("t.cfg:5: ") && e.contains("no backend"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -51,7 +51,7 @@ fn origin() -> SocketAddr {
 }
 
 /// The configuration both programs run (the addresses in the order of
-/// the frontends: `imp`, `sw`, `plain`, `h2`, `raw`, `h1`).
+/// the frontends: `imp`, `sw`, `plain`, `h2`, `raw`, `h1`, `tcpbe`).
 fn config(log: SocketAddr, srv: SocketAddr, binds: &[String]) -> String {
     format!(
         "defaults\n    log {log} local0\n    timeout client 30s\n    timeout server 30s\n    timeout connect 5s\n\
@@ -61,8 +61,10 @@ frontend plain\n    mode tcp\n    bind {}\n    default_backend be\n\
 frontend h2\n    mode tcp\n    option tcplog\n    bind {}\n    tcp-request inspect-delay 5s\n    tcp-request content switch-mode http proto h2\n    default_backend be\n\
 frontend raw\n    mode tcp\n    option tcplog\n    bind {} proto none\n    tcp-request inspect-delay 5s\n    tcp-request content switch-mode http\n    default_backend be\n\
 frontend h1\n    mode tcp\n    option tcplog\n    bind {}\n    tcp-request inspect-delay 5s\n    tcp-request content switch-mode http proto h1\n    default_backend be\n\
-backend be\n    mode http\n    http-request set-header x-be %[be_name]\n    server s1 {srv}\n",
-        binds[0], binds[1], binds[2], binds[3], binds[4], binds[5]
+frontend tcpbe\n    mode tcp\n    option tcplog\n    bind {}\n    tcp-request inspect-delay 5s\n    tcp-request content switch-mode http\n    default_backend tb\n\
+backend be\n    mode http\n    http-request set-header x-be %[be_name]\n    server s1 {srv}\n\
+backend tb\n    mode tcp\n    server s1 {srv}\n",
+        binds[0], binds[1], binds[2], binds[3], binds[4], binds[5], binds[6]
     )
 }
 
@@ -76,14 +78,14 @@ struct Side {
 fn both(name: &str) -> (Ebb, Side, Option<(Hap, Side)>) {
     let srv = origin();
     let log = Syslog::new();
-    let cfg = config(log.addr(), srv, &vec!["BIND".to_string(); 6]);
+    let cfg = config(log.addr(), srv, &vec!["BIND".to_string(); 7]);
     let e = Ebb::start(&cfg);
     let side = Side {
         addrs: e.addrs.clone(),
         log,
     };
     let hlog = Syslog::new();
-    let ports: Vec<String> = (0..6)
+    let ports: Vec<String> = (0..7)
         .map(|_| format!("127.0.0.1:{}", free_port()))
         .collect();
     let hap = haproxy_with(name, &config(hlog.addr(), srv, &ports)).map(|h| {
@@ -247,6 +249,13 @@ fn bytes_that_are_not_http_after_the_switch_as_haproxy() {
         assert!(c.read_resp_opt(false).is_none(), "{who}");
         let l = s.log.next("127.0.0.1:");
         assert_eq!(shape(&l), "raw raw/<NOSRV> PR", "{who}: {l}");
+        // An upgraded stream routed to a tcp backend: closed without an
+        // answer (HAProxy logs it `IR`, ebb `PR`).
+        let mut c = Client::connect(s.addrs[6]);
+        c.send(b"GET / HTTP/1.1\r\nHost: t\r\n\r\n");
+        assert!(c.read_resp_opt(false).is_none(), "{who}");
+        let l = s.log.next("127.0.0.1:");
+        assert!(shape(&l).starts_with("tcpbe tb/<NOSRV> "), "{who}: {l}");
     }
 }
 

@@ -866,6 +866,12 @@ impl Stream {
         let Some(backend) = c.fe.backends.get(bi) else {
             return Act::NoBackend;
         };
+        if backend.l4.tcp_mode {
+            // A tcp frontend's upgraded stream routed to a tcp backend
+            // (`tcp::upgrade`): HAProxy cannot set it and closes the
+            // connection without an answer.
+            return Act::Reject(false, Some(bi), true);
+        }
         let base = ReqView {
             be: Some(&backend.name),
             ..base
@@ -1007,23 +1013,18 @@ impl Stream {
         self.body_wait_start = ctx.now();
         self.continued = false;
         self.scan_body(c);
-        let act = match c.upgraded.as_mut() {
+        let act = match c.upgraded.take() {
+            None => self.decide(c),
             // The first request of a tcp stream that became HTTP goes on
             // where the stream was (`tcp::upgrade`): after the frontend's
             // content rules, or at the backend it chose.
-            Some(u) if !u.begun => {
-                u.begun = true;
+            Some(u) => {
                 let at = match u.backend {
                     Some(b) => Resume::Be(b as usize, None),
                     None => Resume::Fe(0),
                 };
                 self.decide_from(c, at, None)
             }
-            Some(_) => {
-                c.upgraded = None;
-                self.decide(c)
-            }
-            None => self.decide(c),
         };
         self.dispatch(c, ctx, act);
     }

@@ -112,7 +112,6 @@ pub(super) fn start(ctx: &mut Ctx, h: Handover) {
     vars.get_mut().fresh = true;
     let first = crate::mux::h1::client::Upgraded {
         backend: backend.and_then(|b| u32::try_from(b).ok()),
-        begun: false,
     };
     crate::mux::h1::Conn::<crate::stream::Stream>::adopt(
         ctx,

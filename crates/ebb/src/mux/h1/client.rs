@@ -79,9 +79,6 @@ pub(crate) struct Upgraded {
     /// request goes on with its rules. `None` (`switch-mode http`): the
     /// frontend's HTTP rules, then `use_backend` on the request.
     pub backend: Option<u32>,
-    /// The first request began (until the next one begins, the exchange
-    /// is the tcp stream's own).
-    pub begun: bool,
 }
 
 /// What the connection is doing with its input.
@@ -1203,12 +1200,14 @@ impl<S: Exchange + Default + 'static> Conn<S> {
     /// The one place a log entry is built: the connection's facts (client,
     /// accept date, frontend, connection counts) around the exchange's.
     /// Whether the exchange's access-log line goes out: not the first
-    /// one of a tcp stream upgraded in place when its frontend logs
-    /// HAProxy's default line, which the stream's start gave already.
+    /// one of a tcp stream upgraded in place (an HTTP/1 connection of a
+    /// tcp frontend) when its frontend logs HAProxy's default line, which
+    /// the stream's start gave already.
     pub(crate) fn logs_exchange(&self) -> bool {
         let l4 = &self.fe.l4;
         let connect_line = l4.tcp_mode && !l4.tcplog && self.fe.log_format.is_none();
-        !(connect_line && self.upgraded.is_some_and(|u| u.begun)) && self.w.logging(&self.fe)
+        let first_in_place = self.lane_of.is_none() && self.requests() == 1;
+        !(connect_line && first_in_place) && self.w.logging(&self.fe)
     }
 
     pub(crate) fn log_entry<'a>(&'a self, f: LogFacts<'a>) -> crate::log::Entry<'a> {
@@ -1813,6 +1812,7 @@ impl<S: Exchange + Default + 'static> Conn<S> {
     /// head begun, registered with the poller.
     fn idle_form(&self) -> bool {
         self.warm.is_none()
+            && self.upgraded.is_none()
             && self.parked
             && self.st.is_none()
             && self.registered
