@@ -60,6 +60,9 @@ pub enum Verdict {
     /// Rule N does not hold on bytes that may still change: wait for
     /// more, then resume the walk at N (HAProxy's `current_rule`).
     Wait(usize),
+    /// `switch-mode http [proto h1|h2]`: the walk ends, and a tcp stream
+    /// becomes HTTP (an HTTP one goes on as after `accept`).
+    Upgrade(Option<bool>),
 }
 
 /// The client's addresses as `set-src`, `set-dst`, `set-src-port` and
@@ -140,7 +143,11 @@ pub fn run_rules_addrs(
         if !session
             && matches!(
                 r.act,
-                TcpAction::Accept | TcpAction::Reject | TcpAction::SilentDrop | TcpAction::Close
+                TcpAction::Accept
+                    | TcpAction::Reject
+                    | TcpAction::SilentDrop
+                    | TcpAction::Close
+                    | TcpAction::SwitchMode(_)
             )
         {
             // A content rule that ends the walk: the stream's last
@@ -153,6 +160,7 @@ pub fn run_rules_addrs(
             TcpAction::Reject => return Verdict::Reject,
             TcpAction::SilentDrop => return Verdict::SilentDrop,
             TcpAction::Close => return Verdict::Close,
+            TcpAction::SwitchMode(p) => return Verdict::Upgrade(*p),
             TcpAction::ExpectProxy => *expect_proxy = true,
             // An HTTP stream's content rule (no caller keeping the
             // connection's): the request's addresses, as `http-request`.
@@ -300,6 +308,9 @@ pub struct TcpRt {
     /// `option splice-*` bits (`config::SPLICE_*`); a session splices a
     /// direction that its frontend or its backend asks for, as HAProxy.
     pub splice: u8,
+    /// A tcp frontend with a `switch-mode http` rule (HAProxy's
+    /// `PR_O_HTTP_UPG`): its HTTP directives apply once a stream is HTTP.
+    pub http_upg: bool,
 }
 
 /// `timeout tunnel` of a proxy, in ms.
@@ -555,8 +566,28 @@ pub fn compile(
         splice: if tcp { p.options.splice } else { 0 },
         ..TcpRt::default()
     };
+    // A bind line's `proto` is a multiplexer of the proxy's mode
+    // (HAProxy: "MUX protocol ... is not usable for 'bind ...'").
+    for b in &p.binds {
+        let proto = match (tcp, b.proto_h1, b.proto_h2, b.proto_none) {
+            (true, true, _, _) => "h1",
+            (true, _, true, _) => "h2",
+            (false, _, _, true) => "none",
+            _ => continue,
+        };
+        return Err(err(
+            &b.loc,
+            format!(
+                "{} '{}': MUX protocol '{proto}' is not usable for 'bind' in 'mode {}'",
+                p.kind.name(),
+                p.name,
+                if tcp { "tcp" } else { "http" }
+            ),
+        ));
+    }
     for r in &p.tcp_request {
         let c = compile_rule(p, m, r, tcp, tables)?;
+        rt.http_upg |= tcp && matches!(r.action, TcpAction::SwitchMode(_));
         match r.when {
             TcpWhen::Content => {
                 // HTTP fetches in a tcp proxy's content rules: the request
@@ -573,6 +604,15 @@ pub fn compile(
             }
             TcpWhen::Session => rt.sess_rules.push(c),
             TcpWhen::Connection => rt.conn_rules.push(c),
+        }
+    }
+    if rt.http_upg && p.default_backend.is_none() && p.use_backends.is_empty() {
+        if let Some(srv) = p.servers.first() {
+            // HAProxy warns, and closes every stream the rule upgrades.
+            return Err(err(
+                &srv.loc,
+                format!("proxy '{}': 'switch-mode http' configured for a tcp proxy with no backend: incoming connections upgraded to HTTP cannot be routed to its tcp servers (HAProxy warns and closes them; use a 'mode http' backend)", p.name),
+            ));
         }
     }
     let res = response_part(p, m)?;
@@ -600,10 +640,13 @@ pub fn compile(
             ),
         ))
     };
-    if let Some(r) = p.http_request.first() {
+    // With `switch-mode http`, the HTTP rules apply to the streams once
+    // HTTP (HAProxy's "conditionally evaluated if the HTTP upgrade is
+    // performed").
+    if let Some(r) = p.http_request.first().filter(|_| !rt.http_upg) {
         return refuse("'http-request' (or 'redirect')", &r.loc);
     }
-    if let Some(r) = p.http_response.first() {
+    if let Some(r) = p.http_response.first().filter(|_| !rt.http_upg) {
         return refuse("'http-response'", &r.loc);
     }
     if p.serve_files.is_some() {
@@ -626,10 +669,15 @@ pub fn compile(
         ));
     }
     for u in &p.use_backends {
-        if u.cond
+        let http = u
+            .cond
             .as_ref()
-            .is_some_and(|c| cond_layer(p, c) == Layer::Http)
-        {
+            .is_some_and(|c| cond_layer(p, c) == Layer::Http);
+        if http && rt.http_upg {
+            // Parsed from the bytes in a tcp stream (HAProxy parses them
+            // on the fly), read from the request once HTTP.
+            rt.reads_http = true;
+        } else if http {
             return Err(err(
                 &u.loc,
                 format!(
@@ -700,13 +748,7 @@ pub fn mode_mismatch(fe: &Proxy, be: &Proxy, loc: &Loc) -> Option<ConfigError> {
                 fe.name, be.name
             ),
         )),
-        (ProxyMode::Tcp, ProxyMode::Http) => Some(err(
-            loc,
-            format!(
-                "frontend '{}' (mode tcp) cannot use backend '{}' (mode http): ebb does not upgrade a tcp stream to HTTP",
-                fe.name, be.name
-            ),
-        )),
+        // A tcp stream reaching an HTTP backend becomes HTTP (`tcp::upgrade`).
         _ => None,
     }
 }
@@ -740,11 +782,29 @@ mod tests {
                 && e.contains("(mode http) cannot use backend 'b' (mode tcp)"),
             "{e}"
         );
-        let e = compile_err(
+        // A tcp frontend may use an HTTP backend (the stream upgrades).
+        compiles(
             "frontend f\n    mode tcp\n    bind :80\n    use_backend b if TRUE\nbackend b\n    server s 127.0.0.1:1\n    mode http\n",
         );
+    }
+
+    #[test]
+    fn switch_mode_lets_a_tcp_frontend_hold_http_rules() {
+        let e = compile_err(
+            "frontend f\n    mode tcp\n    bind :80\n    http-request deny\n    default_backend b\nbackend b\n    server s 127.0.0.1:1\n",
+        );
+        assert!(e.starts_with("t.cfg:4: "), "{e}");
+        let c = compiles(
+            "frontend f\n    mode tcp\n    bind :80\n    tcp-request content switch-mode http proto h2 if HTTP\n    http-request deny\n    use_backend b if { path /x }\n    default_backend b\nbackend b\n    mode http\n    server s 127.0.0.1:1\n",
+        );
+        let l4 = &c.frontends[0].l4;
+        assert!(l4.http_upg && l4.reads_http); // A listen section with only its own tcp servers: refused (HAProxy
+                                               // warns, then closes every upgraded stream).
+        let e = compile_err(
+            "listen l\n    mode tcp\n    bind :80\n    tcp-request content switch-mode http\n    server s 127.0.0.1:1\n",
+        );
         assert!(
-            e.starts_with("t.cfg:4: ") && e.contains("does not upgrade"),
+            e.starts_with("t.cfg:5: ") && e.contains("no backend"),
             "{e}"
         );
     }

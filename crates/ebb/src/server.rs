@@ -347,6 +347,8 @@ fn serve(cfg: Config, opts: RunOptions) -> i32 {
             let facts = crate::tcp::BindFacts {
                 accept_proxy: b.accept_proxy,
                 h2: b.proto_h2,
+                h1: b.proto_h1,
+                no_upgrade: b.proto_none,
                 name: b.name.as_deref().map(Arc::from),
                 stats: None,
                 index: 0,

@@ -379,11 +379,9 @@ fn unsupported_server_protocols_are_refused() {
     assert!(err.contains("mode http"), "{err}");
 }
 
-/// `option disable-h2-upgrade`: the HTTP/2 preface on an HTTP/1 bind is an
-/// HTTP/1 request like any other (`PRI * HTTP/2.0`), refused by the HTTP/1
-/// parser: 505 from ebb (its answer to any version it does not speak),
-/// 400 from HAProxy 2.6 (checked side by side); without the option it is
-/// served HTTP/2.
+/// `option disable-h2-upgrade`: the HTTP/2 preface on an HTTP/1 bind is a
+/// bad request: 400, as HAProxy 2.6 (checked side by side); without the
+/// option it is served HTTP/2.
 #[test]
 fn disable_h2_upgrade_as_haproxy() {
     use std::io::{Read, Write};
@@ -400,7 +398,7 @@ fn disable_h2_upgrade_as_haproxy() {
          frontend off\n    bind BIND\n    option disable-h2-upgrade\n    http-request return status 200\n\
          frontend on\n    bind BIND\n    http-request return status 200\n",
     );
-    assert_eq!(&preface(e.addrs[0]), b"HTTP/1.1 505");
+    assert_eq!(&preface(e.addrs[0]), b"HTTP/1.1 400");
     // HTTP/2: a SETTINGS frame (type 4 at byte 3) comes first.
     assert_eq!(preface(e.addrs[1])[3], 4);
     if have("haproxy") {

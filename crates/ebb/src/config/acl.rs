@@ -425,7 +425,12 @@ fn predefined(name: &str, loc: &Loc) -> Option<AclTest> {
     };
     let meth = |v: &[&str]| t(Fetch::Method, MatchMethod::Str, s(v));
     Some(match name {
-        "TRUE" | "HTTP" => t(Fetch::Always(true), MatchMethod::Found, vec![]),
+        "TRUE" => t(Fetch::Always(true), MatchMethod::Found, vec![]),
+        "HTTP" => t(
+            sample_criterion("req.proto_http").ok()?.0,
+            MatchMethod::Bool,
+            vec![],
+        ),
         "FALSE" => t(Fetch::Always(false), MatchMethod::Found, vec![]),
         "WAIT_END" => t(
             sample_criterion("wait_end").ok()?.0,

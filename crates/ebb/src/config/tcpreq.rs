@@ -5,8 +5,9 @@
 //! (connection rules only), and those shared with `http-request`:
 //! `track-sc0|1|2 KEY [table T]`, `sc-inc-gpc0(N)`, `sc-set-gpt0(N)`,
 //! `set-var(V)`, `set-var-fmt(V)`, `unset-var(V)`; and `capture SAMPLE
-//! len N` in content rules. Any other action is refused at its line,
-//! never ignored.
+//! len N` and `switch-mode http [proto h1|h2]` (a frontend's, see
+//! `tcp::upgrade`) in content rules. Any other action is refused at its
+//! line, never ignored.
 
 use super::parse::{cond_of, is_shared_action, request_scope, shared_action, split_cond};
 use super::values::{parse_time, parse_u32_range};
@@ -73,6 +74,7 @@ pub(super) fn parse(px: &mut Proxy, w: &[String], loc: &Loc) -> Result<(), Strin
             };
             TcpAction::SetAddr(f, Box::new(addr_expr(&kw, f, args, px)?))
         }
+        "switch-mode" if when == TcpWhen::Content => switch_mode(px, args)?,
         "capture" if when == TcpWhen::Content => {
             TcpAction::Common(HttpRequestAction::Capture(capture(px, args)?))
         }
@@ -81,7 +83,7 @@ pub(super) fn parse(px: &mut Proxy, w: &[String], loc: &Loc) -> Result<(), Strin
         }
         o => {
             return Err(format!(
-                "'{kw} {o}' is not supported by ebb (supported actions: accept, reject, silent-drop, expect-proxy layer4, set-src, set-dst, set-src-port, set-dst-port, track-sc0, track-sc1, track-sc2, sc-inc-gpc, sc-inc-gpc0, sc-inc-gpc1, sc-set-gpt, sc-set-gpt0, set-var, set-var-fmt, unset-var; and capture in content rules)"
+                "'{kw} {o}' is not supported by ebb (supported actions: accept, reject, silent-drop, expect-proxy layer4, set-src, set-dst, set-src-port, set-dst-port, track-sc0, track-sc1, track-sc2, sc-inc-gpc, sc-inc-gpc0, sc-inc-gpc1, sc-set-gpt, sc-set-gpt0, set-var, set-var-fmt, unset-var; and capture, switch-mode http in content rules)"
             ))
         }
     };
@@ -93,6 +95,48 @@ pub(super) fn parse(px: &mut Proxy, w: &[String], loc: &Loc) -> Result<(), Strin
         loc: loc.clone(),
     });
     Ok(())
+}
+
+/// `tcp-request content switch-mode http [proto h1|h2]`, with HAProxy
+/// 2.6's checks: a frontend's only, the mode `http`, the protocol one
+/// an HTTP frontend may speak.
+fn switch_mode(px: &Proxy, args: &[String]) -> Result<TcpAction, String> {
+    let kw = "tcp-request switch-mode";
+    let Some(mode) = args.first() else {
+        return Err(format!("'{kw}' expects a mode as argument."));
+    };
+    if !px.kind.is_frontend() {
+        return Err(format!(
+            "'{kw}' not allowed because {} '{}' has no frontend capability",
+            px.kind.name(),
+            px.name
+        ));
+    }
+    if mode != "http" {
+        return Err(format!("'{kw}' expects a valid mode (got '{mode}')."));
+    }
+    let proto = match &args[1..] {
+        [] => None,
+        [p] if p == "proto" => {
+            return Err(format!("'{kw}': 'proto' expects a protocol as argument."))
+        }
+        [p, n] if p == "proto" => match n.as_str() {
+            "h1" => Some(false),
+            "h2" => Some(true),
+            "fcgi" | "none" => {
+                return Err(format!(
+                    "'{kw}': MUX protocol '{n}' is not compatible with the selected mode"
+                ))
+            }
+            _ => {
+                return Err(format!(
+                    "'{kw}': 'proto' expects a valid MUX protocol, if specified (got '{n}')"
+                ))
+            }
+        },
+        [x, ..] => return Err(format!("unexpected '{x}' after '{kw} {mode}'")),
+    };
+    Ok(TcpAction::SwitchMode(proto))
 }
 
 /// `tcp-request content capture SAMPLE len N`: a new request capture slot

@@ -761,8 +761,9 @@ fn tune_keywords_honoured_or_refused() {
     assert!(ok("global\n").global.idle_pool_shared);
 }
 
-/// HTTP/2 is served: `alpn h2,...` and `proto h2` are accepted, other
-/// `proto` values refused; the `tune.h2.*` keywords take HAProxy's ranges.
+/// HTTP/2 is served: `alpn h2,...` and `proto h2` are accepted (and
+/// `proto h1`, `proto none`), other `proto` values refused; the
+/// `tune.h2.*` keywords take HAProxy's ranges.
 #[test]
 fn http2_binds_and_tune_h2() {
     let b = |opts: &str| format!("frontend f\n    bind {opts}\n");
@@ -771,10 +772,12 @@ fn http2_binds_and_tune_h2() {
     assert!(c.frontends().next().unwrap().binds[0].proto_h2);
     let c = ok(&format!("frontend f\n    bind :80\n{tail}"));
     assert!(!c.frontends().next().unwrap().binds[0].proto_h2);
+    let c = ok(&format!("frontend f\n    bind :80 proto h1\n{tail}"));
+    assert!(c.frontends().next().unwrap().binds[0].proto_h1);
     err1(
-        &b(":80 proto h1"),
+        &b(":80 proto fcgi"),
         "t.cfg:2: ",
-        "'proto h1' is not supported",
+        "'proto fcgi' is not supported",
     );
     let c = ok(&format!(
         "global\n    tune.h2.max-concurrent-streams 0\n    tune.h2.initial-window-size 1048576\n    tune.h2.header-table-size 65536\nfrontend f\n    bind :80\n{tail}"

@@ -701,6 +701,11 @@ pub enum TcpAction {
     /// An action shared with `http-request`: `track-scN`, `sc-inc-gpc0`,
     /// `sc-set-gpt0`, `set-var`, `set-var-fmt`, `unset-var`.
     Common(HttpRequestAction),
+    /// `switch-mode http [proto h1|h2]` (content rules of a frontend): the
+    /// tcp stream becomes HTTP (`None`: HTTP/1, or HTTP/2 on its preface;
+    /// `Some(true)`: HTTP/2 only; `Some(false)`: HTTP/1 only). On a stream
+    /// that is HTTP already it ends the walk as `accept`.
+    SwitchMode(Option<bool>),
 }
 
 /// Which part of the client's addresses a `set-*` action changes.
@@ -950,6 +955,11 @@ pub struct Bind {
     /// `proto h2`: connections speak HTTP/2 from their first byte
     /// (cleartext with prior knowledge, or TLS whatever ALPN chose).
     pub proto_h2: bool,
+    /// `proto h1`: HTTP/1 only (the HTTP/2 preface is a bad request).
+    pub proto_h1: bool,
+    /// `proto none` (a tcp frontend's): the connection never becomes
+    /// HTTP (`switch-mode http` or an HTTP backend ends it).
+    pub proto_none: bool,
 }
 
 /// A listening socket that is not a TCP address ebb binds itself.

@@ -122,6 +122,11 @@ pub(super) enum Fetch {
     /// `internal.strm.is_htx`: the exchange is an HTTP one (HAProxy: its
     /// buffers hold HTX); false in a tcp session.
     IsHtx,
+    /// `req.proto_http` (the predefined ACL `HTTP`): the request is HTTP:
+    /// an HTTP exchange's always; a tcp session's when its first bytes
+    /// parse as a whole HTTP/1 request head, or are the HTTP/2 preface
+    /// (HAProxy's HTTP/1 parser takes its `PRI * HTTP/2.0` line for one).
+    ProtoHttp,
     /// `fc_src`, `fc_src_port`, `fc_dst`, `fc_dst_port`: the connection's
     /// addresses (`tcp-request connection` rules and a PROXY header
     /// change them; later rules change only the session's, `src`...).
@@ -312,6 +317,7 @@ impl Fetch {
             // The connection's count outlives the request: HAProxy's
             // reg-tests read it in http-after-response rules too.
             "http_first_req" => none(Fetch::FirstReq),
+            "req.proto_http" | "req_proto_http" => none(Fetch::ProtoHttp),
             "query" => req_only(none(Fetch::Query)?),
             "url" => req_only(none(Fetch::Url)?),
             "base" => req_only(none(Fetch::Base)?),
@@ -738,6 +744,7 @@ impl Fetch {
             Fetch::SslFc
             | Fetch::Bool(_)
             | Fetch::FirstReq
+            | Fetch::ProtoHttp
             | Fetch::CacheHit
             | Fetch::RcvdProxy
             | Fetch::WaitEnd
@@ -862,6 +869,22 @@ impl Fetch {
             Fetch::FirstReq => {
                 let n = ctx.vars?.try_borrow().ok()?.requests;
                 Some(Val::Bool(n == 1))
+            }
+            Fetch::ProtoHttp => {
+                if ctx.req.is_some() {
+                    return Some(Val::Bool(true));
+                }
+                // A tcp session whose bytes are not a whole HTTP/1 head
+                // (the session waited while one could still come).
+                const PRI: &[u8] = b"PRI * HTTP/2.0\r\n\r\n";
+                let p = ctx.payload.filter(|p| !p.response)?;
+                if p.bytes.len() < PRI.len() && PRI.starts_with(p.bytes) {
+                    p.unsure();
+                    if p.partial {
+                        return None;
+                    }
+                }
+                Some(Val::Bool(p.bytes.starts_with(PRI)))
             }
             Fetch::Query => {
                 let r = ctx.req?;

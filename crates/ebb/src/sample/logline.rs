@@ -921,6 +921,28 @@ pub(super) fn fmt_date(t: SystemTime, zone: Zone, out: &mut Vec<u8>) {
     }
 }
 
+/// `option tcplog`'s line as a format (configuration.txt 8.2.2), for the
+/// HTTP exchanges of a tcp frontend's upgraded streams.
+pub const TCPLOG: &str = "%ci:%cp [%t] %ft %b/%s %Tw/%Tc/%Tt %B %ts %ac/%fc/%bc/%sc/%rc %sq/%bq";
+
+/// HAProxy's default line of a tcp frontend without a log format, which
+/// it logs for each stream (also each HTTP one of an upgraded stream).
+pub const TCP_CONNECT: &str = "Connect from %ci:%cp to %fi:%fp (%f/TCP)";
+
+/// [`TCPLOG`] (`connect` false) or [`TCP_CONNECT`], compiled once.
+pub fn tcplog(connect: bool) -> &'static LogLine {
+    static F: std::sync::OnceLock<[LogLine; 2]> = std::sync::OnceLock::new();
+    let both = F.get_or_init(|| {
+        [TCPLOG, TCP_CONNECT].map(|f| {
+            LogLine::parse(f).unwrap_or(LogLine {
+                parts: Vec::new(),
+                src: String::new(),
+            })
+        })
+    });
+    &both[usize::from(connect)]
+}
+
 /// The default format's compiled form (parsed once).
 pub fn httplog() -> &'static LogLine {
     static F: std::sync::OnceLock<LogLine> = std::sync::OnceLock::new();

@@ -873,6 +873,12 @@ impl Stream {
         let Some(backend) = c.fe.backends.get(bi) else {
             return Act::NoBackend;
         };
+        if backend.l4.tcp_mode {
+            // A tcp frontend's upgraded stream routed to a tcp backend
+            // (`tcp::upgrade`): HAProxy cannot set it and closes the
+            // connection without an answer.
+            return Act::Reject(false, Some(bi), true);
+        }
         let base = ReqView {
             be: Some(&backend.name),
             ..base
@@ -1018,7 +1024,19 @@ impl Stream {
         self.body_wait_start = ctx.now();
         self.continued = false;
         self.scan_body(c);
-        let act = self.decide(c);
+        let act = match c.upgraded.take() {
+            None => self.decide(c),
+            // The first request of a tcp stream that became HTTP goes on
+            // where the stream was (`tcp::upgrade`): after the frontend's
+            // content rules, or at the backend it chose.
+            Some(u) => {
+                let at = match u.backend {
+                    Some(b) => Resume::Be(b as usize, None),
+                    None => Resume::Fe(0),
+                };
+                self.decide_from(c, at, None)
+            }
+        };
         self.dispatch(c, ctx, act);
     }
 
@@ -1714,7 +1732,7 @@ impl Stream {
         let now = ctx.now();
         let err = backend.is_some() && (400..500).contains(&status);
         c.stk.end(now, err, false, c.head.head_len as u64, sent);
-        if !self.quiet && c.w.logging(&c.fe) {
+        if !self.quiet && c.logs_exchange() {
             let buf = &c.rbuf[c.rstart..c.rend];
             let line_end = buf
                 .iter()

@@ -23,12 +23,13 @@
 //! inspection, backend and server choice, connect and retries, timers,
 //! and the log line.
 //!
-//! Limits: no `splice` (the two-buffer copy is what runs; see README),
-//! and a tcp frontend uses tcp backends only.
+//! A session whose content rules say `switch-mode http`, or that reaches
+//! an HTTP backend, hands its connection to the HTTP side ([`upgrade`]).
 
 mod pipe;
 mod pphdr;
 mod session;
+pub mod upgrade;
 
 use std::cell::RefCell;
 use std::io::Write as _;
@@ -56,6 +57,9 @@ pub struct Early {
     /// The destination a `tcp-request connection set-dst|set-dst-port`
     /// gave (kept when no PROXY header replaces it).
     dst: Option<SocketAddr>,
+    /// The bind's `proto h1` (HTTP/1 only) and `proto none` (never HTTP).
+    pub(crate) h1_only: bool,
+    pub(crate) no_upgrade: bool,
 }
 
 impl Early {
@@ -64,6 +68,8 @@ impl Early {
             stk: crate::table::Stk::new(Arc::clone(&fe.tables)),
             vars: Box::default(),
             dst: None,
+            h1_only: false,
+            no_upgrade: false,
         }
     }
 }
@@ -75,6 +81,10 @@ pub struct BindFacts {
     pub accept_proxy: bool,
     /// `proto h2`: HTTP/2 from the first byte.
     pub h2: bool,
+    /// `proto h1`: HTTP/1 only (no HTTP/2 on its preface).
+    pub h1: bool,
+    /// `proto none`: a tcp stream that must not become HTTP.
+    pub no_upgrade: bool,
     /// `name`: what `so_name` gives.
     pub name: Option<Arc<str>>,
     /// The listener's statistics (`option socket-stats`).
@@ -100,6 +110,8 @@ pub fn accepted(
 ) -> std::io::Result<()> {
     let (accept_proxy, h2) = (bind.accept_proxy, bind.h2);
     let mut early = Early::new(&fe);
+    early.h1_only = bind.h1;
+    early.no_upgrade = bind.no_upgrade;
     early.vars.get_mut().so_name = bind.name.clone();
     // The connection counts on its listener until it is gone, whatever
     // the rules below decide (HAProxy counts at accept).
@@ -224,6 +236,7 @@ fn start(
             w,
             tls,
             Some((early.stk, early.vars)),
+            early.h1_only,
         );
     }
     // Non-blocking (SOCK_NONBLOCK) and TCP_NODELAY from the listener.

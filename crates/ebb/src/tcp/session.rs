@@ -45,6 +45,18 @@ use crate::worker::Worker;
 /// one second (and never longer than `timeout connect`).
 const TURNAROUND_MS: u32 = 1000;
 
+/// Where the content inspection sends the session.
+enum Route {
+    /// A tcp backend.
+    Backend(usize),
+    /// HTTP from now on (see [`super::upgrade`]): `switch-mode http`
+    /// (`backend` `None`, `proto` its `proto`), or an HTTP backend.
+    Http {
+        backend: Option<usize>,
+        proto: Option<bool>,
+    },
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum St {
     Inspect,
@@ -110,6 +122,10 @@ pub(super) struct Session {
     res_inspect: Option<(usize, Tick)>,
     sess: Arc<crate::registry::SessInfo>,
     term: [u8; 2],
+    /// The stream becomes HTTP (see [`Route::Http`]).
+    upgrade: Option<(Option<usize>, Option<bool>)>,
+    /// `bind ... proto none`: it may not.
+    no_upgrade: bool,
 }
 
 impl Session {
@@ -181,6 +197,8 @@ impl Session {
             res_inspect: None,
             sess: Arc::clone(&sess),
             term: *b"--",
+            upgrade: None,
+            no_upgrade: early.no_upgrade,
         };
         // The dates log-format strings read (`%Ts` in a unique id).
         s.vars.borrow_mut().info.accept_date = Some(s.accept_time);
@@ -229,7 +247,7 @@ impl Session {
     /// may decide, then the chosen backend's content and `stick` rules.
     /// Returns `None` while it must wait for more bytes, `Err(verdict)`
     /// when a rule refuses the session.
-    fn inspect(&mut self, ctx: &mut Ctx) -> Option<Result<usize, Verdict>> {
+    fn inspect(&mut self, ctx: &mut Ctx) -> Option<Result<Route, Verdict>> {
         let now = ctx.now();
         self.stk.set_now(now);
         let fe = Arc::clone(&self.fe);
@@ -300,6 +318,14 @@ impl Session {
             match v {
                 Verdict::Wait(i) => return Err(Some(i)),
                 Verdict::Reject | Verdict::SilentDrop => return Ok(Err(v)),
+                // `switch-mode http`: HTTP from here, the backend chosen
+                // on the request.
+                Verdict::Upgrade(proto) => {
+                    return Ok(Ok(Route::Http {
+                        backend: None,
+                        proto,
+                    }))
+                }
                 Verdict::Accept | Verdict::Continue | Verdict::Close => {}
             }
             let moved: Option<crate::l4rules::Addrs> = addrs.get();
@@ -316,6 +342,14 @@ impl Session {
                 return Ok(Err(Verdict::Reject));
             };
             let be = &fe.backends[bi];
+            if !be.l4.tcp_mode {
+                // An HTTP backend: the stream becomes HTTP, the backend's
+                // rules run on the request (HAProxy's implicit upgrade).
+                return Ok(Ok(Route::Http {
+                    backend: Some(bi),
+                    proto: None,
+                }));
+            }
             let sctx = crate::sample::Ctx {
                 be: Some(&be.name),
                 ..sctx
@@ -346,7 +380,7 @@ impl Session {
                         .stick_request(&be.stick, &be.matcher, &sctx, &farm.servers, persist);
                 }
             }
-            Ok(Ok(bi))
+            Ok(Ok(Route::Backend(bi)))
         });
         self.use_srv = use_srv.get();
         if let Some(a) = addrs.get() {
@@ -763,7 +797,19 @@ impl Session {
                         self.end_with(b"PR");
                         return;
                     }
-                    Some(Ok(bi)) => self.start_backend(ctx, bi),
+                    Some(Ok(Route::Backend(bi))) => self.start_backend(ctx, bi),
+                    // `bind ... proto none`: HAProxy aborts the stream
+                    // (a failed rule, or a backend it cannot set).
+                    Some(Ok(Route::Http { backend, .. })) if self.no_upgrade => {
+                        // (Logged with the backend it could not set.)
+                        self.be = backend.and_then(|b| self.fe.backends.get(b)).cloned();
+                        self.end_with(if backend.is_some() { b"RR" } else { b"PR" });
+                        return;
+                    }
+                    Some(Ok(Route::Http { backend, proto })) => {
+                        self.upgrade = Some((backend, proto));
+                        return;
+                    }
                 },
                 St::Queued => {
                     let Some(w) = self.waiter.clone() else {
@@ -910,7 +956,8 @@ impl Session {
                 p.srv.eof = true;
                 p.srv.shut_wr = true;
             }
-            Verdict::Accept | Verdict::Continue => {}
+            // (`switch-mode` is a request rule only.)
+            Verdict::Accept | Verdict::Continue | Verdict::Upgrade(_) => {}
         }
         self.res_inspect = None;
         self.pipe.borrow_mut().res_hold = false;
@@ -933,6 +980,42 @@ impl Session {
             self.stk.stick_response(&be.stick, &be.matcher, c, &*srv);
             Ok(())
         });
+    }
+
+    /// The stream becomes HTTP: the client's connection, what was read
+    /// of it, the trackers and variables go to the HTTP side, and this
+    /// session ends without a log line (the HTTP side logs each request;
+    /// the connection stays counted, the HTTP side releases it).
+    fn hand_over(&mut self, ctx: &mut Ctx, backend: Option<usize>, proto: Option<bool>) -> Status {
+        let (tr, bytes) = {
+            let mut p = self.pipe.borrow_mut();
+            (p.cli.tr.take(), p.c2s.data().to_vec())
+        };
+        let Some(tr) = tr else {
+            self.end_with(b"CR");
+            return self.close(ctx);
+        };
+        let _ = ctx.deregister_fd(tr.raw_fd());
+        self.pipe.borrow_mut().release(&*self.w);
+        self.w.sessions.remove(&self.sess);
+        let fresh = crate::table::Stk::new(Arc::clone(&self.fe.tables));
+        super::upgrade::start(
+            ctx,
+            super::upgrade::Handover {
+                tr,
+                bytes,
+                peer: self.peer,
+                dst: self.dst,
+                fe: Arc::clone(&self.fe),
+                w: Rc::clone(&self.w),
+                stk: std::mem::replace(&mut self.stk, fresh),
+                vars: std::mem::take(&mut self.vars),
+                accepted: self.accept_time,
+                backend,
+                proto,
+            },
+        );
+        Status::Done
     }
 
     /// Closes everything, logs, and frees the server's slot.
@@ -1191,6 +1274,11 @@ impl sched::TaskletFn for Session {
             ctx.tasklet_wakeup(me);
         }
         self.step(ctx);
+        if let Some((backend, proto)) = self.upgrade.take() {
+            if !self.ended() {
+                return self.hand_over(ctx, backend, proto);
+            }
+        }
         if self.res_inspect.is_some() && !self.ended() {
             self.inspect_response(ctx);
         }

@@ -83,6 +83,8 @@ pub(super) fn parse_bind(w: &[String], ctx: &Ctx<'_>) -> Result<Bind, String> {
     let mut accept_proxy = false;
     let mut defer_accept = false;
     let mut proto_h2 = false;
+    let mut proto_h1 = false;
+    let mut proto_none = false;
     let mut unix_owner = (None, None);
     let mut backlog = None;
     let mut name = None;
@@ -149,12 +151,17 @@ pub(super) fn parse_bind(w: &[String], ctx: &Ctx<'_>) -> Result<Bind, String> {
             }
             "proto" => {
                 let v = v?;
-                if v != "h2" {
-                    return Err(format!(
-                        "'proto {v}' is not supported (ebb serves HTTP/1.x, and h2 with 'proto h2' or ALPN)"
-                    ));
+                // Which mode may use it is checked with the frontend's.
+                match v {
+                    "h2" => proto_h2 = true,
+                    "h1" => proto_h1 = true,
+                    "none" => proto_none = true,
+                    _ => {
+                        return Err(format!(
+                            "'proto {v}' is not supported (ebb serves HTTP/1.x, and h2 with 'proto h2' or ALPN; 'proto h1' forces HTTP/1, 'proto none' raw tcp)"
+                        ))
+                    }
                 }
-                proto_h2 = true;
             }
             "backlog" => backlog = Some(parse_u32_range(opt, v?, 1, i32::MAX as u32)?),
             "expose-fd" | "accept-netscaler-cip" | "tfo"
@@ -269,5 +276,7 @@ pub(super) fn parse_bind(w: &[String], ctx: &Ctx<'_>) -> Result<Bind, String> {
         accept_proxy,
         defer_accept,
         proto_h2,
+        proto_h1,
+        proto_none,
     })
 }

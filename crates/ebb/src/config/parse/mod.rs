@@ -787,6 +787,8 @@ impl<'e> Parser<'e> {
                             accept_proxy: false,
                             defer_accept: false,
                             proto_h2: false,
+                            proto_h1: false,
+                            proto_none: false,
                         });
                     }
                 }

@@ -71,6 +71,16 @@ pub(crate) const RUN_QUANTUM: usize = 256 * 1024;
 /// client speaks HTTP/2 with prior knowledge (HAProxy's implicit upgrade).
 const H2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 
+/// Where the first request of a tcp stream upgraded in place starts
+/// (`tcp::upgrade`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Upgraded {
+    /// The backend the tcp stream chose (the implicit upgrade): the
+    /// request goes on with its rules. `None` (`switch-mode http`): the
+    /// frontend's HTTP rules, then `use_backend` on the request.
+    pub backend: Option<u32>,
+}
+
 /// What the connection is doing with its input.
 pub(crate) enum In {
     /// Waiting for (more of) a request head.
@@ -279,6 +289,12 @@ pub struct Conn<S> {
     /// stream gives at once, kept for HTTP/2 frames instead of written as
     /// HTTP/1 (see `mux::h2::native`).
     pub(crate) native: Option<Box<crate::mux::h2::native::Captured>>,
+    /// A tcp stream that became HTTP here (`tcp::upgrade`): where its
+    /// first request's processing starts; taken by that request.
+    pub(crate) upgraded: Option<Upgraded>,
+    /// `bind ... proto h1`, `switch-mode http proto h1`: the HTTP/2
+    /// preface is a bad request, not an upgrade.
+    h1_only: bool,
 }
 
 /// The address a client reached, as a fetch asks for it (`dst`,
@@ -344,12 +360,15 @@ impl<S: Exchange + Default + 'static> Conn<S> {
             crate::table::Stk,
             Box<std::cell::RefCell<crate::sample::VarStore>>,
         )>,
+        // `bind ... proto h1`.
+        h1_only: bool,
     ) -> io::Result<()> {
         // Non-blocking (SOCK_NONBLOCK) and TCP_NODELAY from the listener:
         // no system call here.
         let fd = sock.as_raw_fd();
         let tr = Transport::accept(sock, tls)?;
-        let conn = Self::make(ctx, tr, fd, peer, dst, fe, w, early);
+        let mut conn = Self::make(ctx, tr, fd, peer, dst, fe, w, early);
+        conn.h1_only = h1_only;
         conn.w.conn_opened(&conn.fe);
         conn.w.debug(|| {
             format!(
@@ -363,6 +382,48 @@ impl<S: Exchange + Default + 'static> Conn<S> {
         conn.fe
             .sessions
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        Self::launch(ctx, conn);
+        Ok(())
+    }
+
+    /// Takes the client connection of a tcp stream that becomes HTTP/1
+    /// (`tcp::upgrade`): its session counted it on the frontend already;
+    /// `pre`, the bytes it read, is the start of the first request, which
+    /// begins where `first` says.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn adopt(
+        ctx: &mut Ctx,
+        tr: Transport,
+        pre: &[u8],
+        peer: SocketAddr,
+        dst: Option<SocketAddr>,
+        fe: Arc<FrontendRt>,
+        w: std::rc::Rc<Worker>,
+        early: (
+            crate::table::Stk,
+            Box<std::cell::RefCell<crate::sample::VarStore>>,
+        ),
+        first: Upgraded,
+        h1_only: bool,
+    ) {
+        let fd = tr.raw_fd();
+        let mut conn = Self::make(ctx, tr, fd, peer, dst, fe, w, Some(early));
+        if !pre.is_empty() {
+            let mut buf = conn.w.get_buf();
+            if buf.len() < pre.len() {
+                buf.resize(pre.len(), 0);
+            }
+            buf[..pre.len()].copy_from_slice(pre);
+            conn.rbuf = buf;
+            conn.rend = pre.len();
+        }
+        conn.h1_only = h1_only;
+        conn.upgraded = Some(first);
+        Self::launch(ctx, conn);
+    }
+
+    /// Gives a new connection its tasklet and queues its first run.
+    fn launch(ctx: &mut Ctx, conn: Box<Self>) {
         // TLS connections get their own profiling name, so `show profiling`
         // tells handshake-heavy work from cleartext work.
         let name = if conn.tr.is_tls() {
@@ -384,7 +445,6 @@ impl<S: Exchange + Default + 'static> Conn<S> {
             ctx.set_heavy(id, true);
         }
         ctx.tasklet_wakeup(id);
-        Ok(())
     }
 
     /// The connection's state, its first deadline in `deadline` (the
@@ -1044,6 +1104,15 @@ impl<S: Exchange + Default + 'static> Conn<S> {
                             self.with_stream(|st, c| st.start(c, ctx));
                             progress = true;
                         }
+                        Err(HttpError::UnsupportedVersion)
+                            if self.rbuf[self.rstart..self.rend].starts_with(&H2_PREFACE[..16]) =>
+                        {
+                            // The HTTP/2 preface where HTTP/2 may not
+                            // start (`proto h1`, a later request): a bad
+                            // request to HAProxy, not a version it lacks.
+                            self.bad_request(ctx, HttpError::BadRequestLine);
+                            return true;
+                        }
                         Err(e) => {
                             self.bad_request(ctx, e);
                             return true;
@@ -1130,8 +1199,24 @@ impl<S: Exchange + Default + 'static> Conn<S> {
 
     /// The one place a log entry is built: the connection's facts (client,
     /// accept date, frontend, connection counts) around the exchange's.
+    /// Whether the exchange's access-log line goes out: not the first
+    /// one of a tcp stream upgraded in place (an HTTP/1 connection of a
+    /// tcp frontend) when its frontend logs HAProxy's default line, which
+    /// the stream's start gave already.
+    pub(crate) fn logs_exchange(&self) -> bool {
+        let l4 = &self.fe.l4;
+        let connect_line = l4.tcp_mode && !l4.tcplog && self.fe.log_format.is_none();
+        let first_in_place = self.lane_of.is_none() && self.requests() == 1;
+        !(connect_line && first_in_place) && self.w.logging(&self.fe)
+    }
+
     pub(crate) fn log_entry<'a>(&'a self, f: LogFacts<'a>) -> crate::log::Entry<'a> {
         let [tq, tw, tc, tr, tt] = f.times;
+        let l4 = &self.fe.l4;
+        // A tcp frontend's upgraded stream (`tcp::upgrade`): its line,
+        // `option tcplog`'s or HAProxy's default one.
+        let tcp_fmt = (l4.tcp_mode && self.fe.log_format.is_none())
+            .then(|| crate::sample::logline::tcplog(!l4.tcplog));
         crate::log::Entry {
             client: self.stream_src(),
             accept: self.sess.accepted(),
@@ -1151,13 +1236,16 @@ impl<S: Exchange + Default + 'static> Conn<S> {
             request_line: f.request_line,
             request_date: std::time::SystemTime::now()
                 .checked_sub(std::time::Duration::from_millis(tt.max(0) as u64)),
-            local: self.fe.log_local(self.tr.tcp()),
+            local: match tcp_fmt {
+                Some(_) if !l4.tcplog => self.stream_dst(),
+                _ => self.fe.log_local(self.tr.tcp()),
+            },
             tls: self.tr.is_tls(),
             cookie_flags: "--",
             h2: self.lane_of.is_some(),
             vars: self.vars.cell(),
             ncaps: self.fe.ncaps(),
-            fmt: self.fe.log_format.as_ref(),
+            fmt: self.fe.log_format.as_ref().or(tcp_fmt),
             asap: false,
         }
     }
@@ -1480,6 +1568,7 @@ impl<S: Exchange + Default + 'static> Conn<S> {
                         if self.requests() == 0
                             && self.lane_of.is_none()
                             && !self.fe.disable_h2_upgrade
+                            && !self.h1_only
                             && self.h2_preface() =>
                     {
                         // HAProxy's implicit upgrade: an HTTP/1 connection
@@ -1674,7 +1763,7 @@ struct Idle {
     idle_since: Tick,
     deadline: Tick,
     /// `rd_ready`, `rd_hup`, `wr_ready`, `eof`, `silent`, `stopping`,
-    /// `registered` (bits 0 to 6).
+    /// `registered`, `h1_only` (bits 0 to 7).
     flags: u8,
 }
 
@@ -1723,6 +1812,7 @@ impl<S: Exchange + Default + 'static> Conn<S> {
     /// head begun, registered with the poller.
     fn idle_form(&self) -> bool {
         self.warm.is_none()
+            && self.upgraded.is_none()
             && self.parked
             && self.st.is_none()
             && self.registered
@@ -1764,12 +1854,13 @@ impl<S: Exchange + Default + 'static> Conn<S> {
             stk,
             sess,
             registered,
+            h1_only,
             ..
         } = *self;
         let stk_now = stk.now();
         let stk = (!stk.is_clear()).then(|| Box::new(stk));
         let flags = [
-            rd_ready, rd_hup, wr_ready, eof, silent, stopping, registered,
+            rd_ready, rd_hup, wr_ready, eof, silent, stopping, registered, h1_only,
         ]
         .iter()
         .enumerate()
@@ -1849,6 +1940,8 @@ impl<S: Exchange + Default + 'static> Conn<S> {
             warm: None,
             lane_of: None,
             native: None,
+            upgraded: None,
+            h1_only: bit(7),
         })
     }
 

@@ -625,7 +625,7 @@ fn held_head_size(head: &[u8], tunnel: bool) -> u64 {
 /// was forwarded with `option logasap` (`asap`: the size and the times
 /// are then those so far, written with a `+`).
 pub(super) fn log_line(c: &H1, ctx: &Ctx, up: &Upstream, bytes: u64, asap: bool) {
-    if !c.w.logging(&c.fe) {
+    if !c.logs_exchange() {
         return;
     }
     let now = ctx.now();
