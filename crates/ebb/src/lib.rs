@@ -32,6 +32,7 @@ pub mod per_thread;
 pub mod program;
 pub mod proxy;
 pub mod proxyproto;
+pub(crate) mod rate;
 pub(crate) mod rawword;
 pub(crate) mod registry;
 pub mod resolvers;

@@ -729,7 +729,7 @@ pub struct FrontendRt {
     pub maxconn: Option<u32>,
     /// `rate-limit sessions N`: the frontend's own session rate, and its
     /// limit (0: none); its listeners pause while it is reached.
-    pub sess_limit: crate::registry::RateLimit,
+    pub sess_limit: crate::rate::RateLimit,
     pub timeouts: FeTimeouts,
     /// Whether client connections are kept between requests: only
     /// `option httpclose` closes them (`http-server-close` closes the
@@ -1774,7 +1774,7 @@ pub fn compile_keeping(
                 desc: p.description.clone(),
                 name_arc: Arc::from(p.name.as_str()),
                 maxconn: p.maxconn,
-                sess_limit: crate::registry::RateLimit::new(p.rate_limit_sessions),
+                sess_limit: crate::rate::RateLimit::new(p.rate_limit_sessions),
                 timeouts: FeTimeouts {
                     http_request: head_ms,
                     keep_alive,

@@ -452,8 +452,8 @@ fn serve(cfg: Config, opts: RunOptions) -> i32 {
     let shared = Arc::new(Shared {
         actconn: AtomicU32::new(0),
         maxconn,
-        conn_rate: crate::registry::RateLimit::new(cfg.global.max_conn_rate),
-        sess_rate: crate::registry::RateLimit::new(cfg.global.max_sess_rate),
+        conn_rate: crate::rate::RateLimit::new(cfg.global.max_conn_rate),
+        sess_rate: crate::rate::RateLimit::new(cfg.global.max_sess_rate),
         logger,
         fe_loggers,
         errors_to_stderr: true,

@@ -68,6 +68,12 @@ fn traversal_and_symlinks_are_refused() {
     assert_eq!(get(e.addr(), "/in.txt").text(), "0123456789");
     // Dot segments that stay inside resolve.
     assert_eq!(get(e.addr(), "/sub/../a.txt").text(), "0123456789");
+    // A last `.` segment names a directory, as a trailing slash does: not
+    // the file before it (RFC 3986's dot-segment removal keeps the `/`).
+    assert_eq!(get(e.addr(), "/a.txt/").status, 404);
+    assert_eq!(get(e.addr(), "/a.txt/.").status, 404);
+    assert_eq!(get(e.addr(), "/a.txt/%2e").status, 404);
+    assert_eq!(get(e.addr(), "/sub/.").status, 403); // the directory: no index
 }
 
 #[test]

@@ -718,7 +718,8 @@ fn rate_cfg(k: &Path, bind: &str, kw: &str) -> String {
 /// pauses, it does not refuse), and they take more than a second (at most
 /// 5 a second, with the previous second counted as HAProxy counts it,
 /// make them take two). `show stat` shows a frontend's limit (`rate_lim`;
-/// 0 for none).
+/// 0 for none), `show info` the process's (`ConnRateLimit`,
+/// `SessRateLimit`).
 #[test]
 fn conn_and_sess_rates_pause_accepting() {
     let run = |fe: SocketAddr| {
@@ -740,6 +741,12 @@ fn conn_and_sess_rates_pause_accepting() {
                 let f: Vec<&str> = l.split(',').collect();
                 format!("{}={}", f[0], f[col])
             })
+            .chain(
+                cli_cmd(sock, "show info")
+                    .lines()
+                    .filter(|l| l.starts_with("ConnRateLimit:") || l.starts_with("SessRateLimit:"))
+                    .map(str::to_string),
+            )
             .collect()
     };
     for kw in ["maxconnrate", "maxsessrate", "rate-limit sessions"] {
@@ -761,7 +768,18 @@ fn conn_and_sess_rates_pause_accepting() {
         } else {
             "0"
         };
-        assert_eq!(lim, [format!("fe={want}"), "other=0".to_string()], "{kw}");
+        let conn = if kw == "maxconnrate" { "5" } else { "0" };
+        let sess = if kw == "maxsessrate" { "5" } else { "0" };
+        assert_eq!(
+            lim,
+            [
+                format!("fe={want}"),
+                "other=0".to_string(),
+                format!("ConnRateLimit: {conn}"),
+                format!("SessRateLimit: {sess}")
+            ],
+            "{kw}"
+        );
     }
 }
 

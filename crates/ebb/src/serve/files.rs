@@ -167,7 +167,10 @@ pub fn recycle_path(p: String) {
 /// a bad escape (400, or 404 for `%2F`/`%00`), then text that is not UTF-8
 /// or holds NUL (404), then a `..` above the root (403).
 fn normalize_into(path: &[u8], out: &mut Vec<u8>) -> Result<(), Refusal> {
-    let trailing = path.ends_with(b"/");
+    // A path whose last segment is empty, `.` or `..` names a directory
+    // (RFC 3986's dot-segment removal keeps the slash: `/a.txt/.` is
+    // `/a.txt/`, never the file `/a.txt`).
+    let mut trailing = false;
     let (mut above_root, mut bad_text) = (false, false);
     // A decoded `/` is refused, so the raw slashes are the segments'.
     for raw in path[1..].split(|&c| c == b'/') {
@@ -182,6 +185,7 @@ fn normalize_into(path: &[u8], out: &mut Vec<u8>) -> Result<(), Refusal> {
             let seg = &out[start + 1..];
             bad_text |= std::str::from_utf8(seg).is_err() || seg.contains(&0);
         }
+        trailing = matches!(&out[start + 1..], b"" | b"." | b"..");
         match &out[start + 1..] {
             b"" | b"." => out.truncate(start),
             b".." => {

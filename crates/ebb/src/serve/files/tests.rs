@@ -18,6 +18,12 @@ fn normalize_decodes_once_and_resolves_dots() {
     // Decoded once: %252e stays a literal "%2e" segment, not "..".
     assert_eq!(normalize_path(b"/%252e%252e/x").unwrap(), "/%2e%2e/x");
     assert_eq!(normalize_path(b"/a/..").unwrap(), "/");
+    // A last `.` or `..` segment names a directory: the slash stays (so
+    // `/a.txt/.` is not the file `/a.txt`).
+    assert_eq!(normalize_path(b"/a.txt/.").unwrap(), "/a.txt/");
+    assert_eq!(normalize_path(b"/a/%2e").unwrap(), "/a/");
+    assert_eq!(normalize_path(b"/a/b/..").unwrap(), "/a/");
+    assert_eq!(normalize_path(b"/a/./b").unwrap(), "/a/b");
 }
 
 #[test]
