@@ -147,6 +147,11 @@ pub struct Prepared {
     /// `content-length`... [`crate::stream::msg::is_framing_field`]),
     /// which the muxes read from the head's added fields instead.
     pub literal_plain: bool,
+    /// The whole HTTP/1 answer to a request that keeps its connection,
+    /// written once by the stream at the first such answer
+    /// (`literal_plain` answers only; `None` inside: it cannot be): see
+    /// [`crate::stream::msg::WholeAnswer`].
+    pub h1_whole: std::sync::OnceLock<Option<crate::stream::msg::WholeAnswer>>,
 }
 
 impl Prepared {
@@ -221,6 +226,7 @@ impl Prepared {
             dyn_hdrs,
             literal,
             literal_plain,
+            h1_whole: std::sync::OnceLock::new(),
         })
     }
 

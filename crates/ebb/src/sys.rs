@@ -702,3 +702,97 @@ pub fn set_defer_accept(fd: RawFd, secs: i32) -> io::Result<()> {
     }
     Ok(())
 }
+
+/// A system call made directly with the `syscall` instruction, without
+/// the C library's wrapper: glibc's `recv` and `send` are cancellation
+/// points, and their wrappers switch the thread's cancellation state on
+/// and off around every call (about 45 instructions each, measured under
+/// callgrind, for a thread that is never cancelled). Returns the kernel's
+/// result: a count, or `-errno`.
+///
+/// # Safety
+///
+/// `nr` and `a` must make a call whose contract holds (pointers valid
+/// for what the call does with them, for its duration).
+#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+#[inline(always)]
+unsafe fn raw_syscall6(nr: libc::c_long, a: [usize; 6]) -> isize {
+    let ret: isize;
+    // SAFETY: the x86_64 Linux system-call convention (number in rax,
+    // arguments in rdi, rsi, rdx, r10, r8, r9; rcx and r11 clobbered,
+    // result in rax); the caller vouches for the arguments. The kernel
+    // touches no memory but what they point at, and neither this
+    // thread's stack nor other registers.
+    unsafe {
+        std::arch::asm!(
+            "syscall",
+            inlateout("rax") nr as isize => ret,
+            in("rdi") a[0],
+            in("rsi") a[1],
+            in("rdx") a[2],
+            in("r10") a[3],
+            in("r8") a[4],
+            in("r9") a[5],
+            lateout("rcx") _,
+            lateout("r11") _,
+            options(nostack),
+        );
+    }
+    ret
+}
+
+/// The result of a raw call as the standard library gives it.
+#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+#[inline(always)]
+fn raw_result(r: isize) -> io::Result<usize> {
+    if r < 0 {
+        Err(io::Error::from_raw_os_error(-r as i32))
+    } else {
+        Ok(r as usize)
+    }
+}
+
+/// `recv(fd, buf, 0)`: what `TcpStream::read` does, without glibc's
+/// cancellation wrapper (see [`raw_syscall6`]).
+#[inline]
+pub fn recv(fd: RawFd, buf: &mut [u8]) -> io::Result<usize> {
+    #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+    {
+        let a = [fd as usize, buf.as_mut_ptr() as usize, buf.len(), 0, 0, 0];
+        // SAFETY: recvfrom(fd, buf, len, 0, NULL, NULL): `buf` is valid
+        // for `len` bytes of writing for the call's duration.
+        raw_result(unsafe { raw_syscall6(libc::SYS_recvfrom, a) })
+    }
+    #[cfg(not(all(target_os = "linux", target_arch = "x86_64")))]
+    {
+        // SAFETY: `buf` is valid for `len` bytes of writing.
+        let n = unsafe { libc::recv(fd, buf.as_mut_ptr().cast(), buf.len(), 0) };
+        if n < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(n as usize)
+    }
+}
+
+/// `send(fd, buf, MSG_NOSIGNAL)`: what `TcpStream::write` does, without
+/// glibc's cancellation wrapper (see [`raw_syscall6`]).
+#[inline]
+pub fn send(fd: RawFd, buf: &[u8]) -> io::Result<usize> {
+    #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+    {
+        let flags = libc::MSG_NOSIGNAL as usize;
+        let a = [fd as usize, buf.as_ptr() as usize, buf.len(), flags, 0, 0];
+        // SAFETY: sendto(fd, buf, len, flags, NULL, 0): `buf` is valid for
+        // `len` bytes of reading for the call's duration.
+        raw_result(unsafe { raw_syscall6(libc::SYS_sendto, a) })
+    }
+    #[cfg(not(all(target_os = "linux", target_arch = "x86_64")))]
+    {
+        // SAFETY: `buf` is valid for `len` bytes of reading.
+        let n = unsafe { libc::send(fd, buf.as_ptr().cast(), buf.len(), libc::MSG_NOSIGNAL) };
+        if n < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(n as usize)
+    }
+}

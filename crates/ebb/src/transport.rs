@@ -727,7 +727,8 @@ impl Transport {
     /// Reads plaintext (see the module doc for what a short count means).
     pub fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         match self {
-            Transport::Plain(s) => s.read(buf),
+            // (`TcpStream::read` without the C library's wrapper.)
+            Transport::Plain(s) => crate::sys::recv(s.as_raw_fd(), buf),
             Transport::Tls(t) => t.read(buf),
             Transport::Lane(l) => l.read(buf),
         }
@@ -747,7 +748,8 @@ impl Transport {
     /// full.
     pub fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
         match self {
-            Transport::Plain(s) => s.write(buf),
+            // (`TcpStream::write` without the C library's wrapper.)
+            Transport::Plain(s) => crate::sys::send(s.as_raw_fd(), buf),
             Transport::Tls(t) => t.write_vectored(&[IoSlice::new(buf)]),
             Transport::Lane(l) => l.write_vectored(&[IoSlice::new(buf)]),
         }

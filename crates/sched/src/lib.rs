@@ -20,7 +20,7 @@
 //! | [`profile`]  | per-callback profiling and `show profiling`              |
 //! | [`activity`] | per-thread counters and `show activity`                  |
 //! | [`watchdog`] | stuck-callback detection                                 |
-//! | `sys`        | the only `unsafe`: epoll, eventfd, clocks (libc FFI)     |
+//! | `sys`        | the only `unsafe`: epoll (raw wait), eventfd, clocks     |
 //!
 //! ## A minimal program
 //!

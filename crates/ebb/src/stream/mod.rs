@@ -1840,7 +1840,25 @@ impl Stream {
         extra: &[(&[u8], &[u8])],
     ) {
         if let (None, Some(lit), true) = (done, &p.literal, extra.is_empty()) {
-            // All literal: its fields and body as they were built; the
+            // All literal: an HTTP/1.1 request kept alive takes the whole
+            // answer written ahead (the same bytes: `WholeAnswer`), made
+            // at the first one.
+            if keep_alive && p.literal_plain {
+                let whole = p.h1_whole.get_or_init(|| {
+                    let head = RespHead {
+                        fields: lit.fields(),
+                        pre: Some(lit.prepared()),
+                        ..RespHead::new(p.status, BodySize::Exact(p.body.len() as u64))
+                    };
+                    crate::mux::h1::out::whole_answer(head, &[&p.body])
+                });
+                if let Some(w) = whole {
+                    if c.respond_whole(w) {
+                        return;
+                    }
+                }
+            }
+            // Else its fields and body as they were built; the
             // muxes copy the fields' prepared forms unless one of them is
             // a field a mux decides on (then read from the added ones).
             let base = RespHead::new(p.status, BodySize::Exact(p.body.len() as u64));

@@ -404,6 +404,39 @@ impl<'a> RespHead<'a> {
     }
 }
 
+/// A whole HTTP/1 answer written once, ahead of the requests it answers
+/// (an all-literal `http-request return`): its bytes before the `Date`
+/// value and after it, as the HTTP/1 encoder writes them for an HTTP/1.1
+/// request (not `HEAD`) on a connection kept alive
+/// (`mux::h1::out::whole_answer`). An answer to such a request is then
+/// two copies and the date, the same bytes (the unit test
+/// `a_whole_answer_is_what_the_encoder_writes` holds them to it); any
+/// other request is answered through the encoder.
+#[derive(Debug)]
+pub struct WholeAnswer {
+    pre: Box<[u8]>,
+    post: Box<[u8]>,
+}
+
+impl WholeAnswer {
+    /// The answer whose date goes between `pre` and `post`.
+    pub fn new(pre: &[u8], post: &[u8]) -> WholeAnswer {
+        WholeAnswer {
+            pre: pre.into(),
+            post: post.into(),
+        }
+    }
+
+    /// Appends the answer dated `date` to `out`.
+    #[inline]
+    pub fn write(&self, out: &mut Vec<u8>, date: &[u8]) {
+        out.reserve(self.pre.len() + date.len() + self.post.len());
+        out.extend_from_slice(&self.pre);
+        out.extend_from_slice(date);
+        out.extend_from_slice(&self.post);
+    }
+}
+
 /// A head's `fields` written once in each mux's form by whoever built
 /// them (a served file's own fields, made when its cache entry is
 /// filled), for many answers: every name a token, every value free of

@@ -1274,6 +1274,26 @@ impl<S: Exchange + Default + 'static> Conn<S> {
         self.respond_to(head, body, version, head_req);
     }
 
+    /// Writes an answer written ahead ([`WholeAnswer`]) to the current
+    /// request, when it is what [`Conn::respond`] would write: an HTTP/1.1
+    /// request but `HEAD`, on a connection kept alive, not taken by an
+    /// HTTP/2 lane's native answer. Returns whether it was written (else
+    /// the caller answers through [`Conn::respond`]).
+    ///
+    /// [`WholeAnswer`]: crate::stream::msg::WholeAnswer
+    pub(crate) fn respond_whole(&mut self, a: &crate::stream::msg::WholeAnswer) -> bool {
+        if self.closing
+            || self.head.version != Version::Http11
+            || self.head.method == Method::Head
+            || self.native.as_deref().is_some_and(|n| n.armed)
+        {
+            return false;
+        }
+        let date = *self.w.date.borrow_mut().get();
+        a.write(&mut self.wbuf, &date);
+        true
+    }
+
     /// Writes only the head of an answer to the current request; its body
     /// leaves from [`Conn::body`] (a file, with `sendfile`).
     pub(crate) fn respond_head(&mut self, head: RespHead<'_>) {

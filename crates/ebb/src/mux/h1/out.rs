@@ -21,7 +21,7 @@ use crate::http1::{
     is_field_value, is_token, BodyFraming, ChunkedEncoder, ResponseWriter, Version, CHUNK_END,
     DATE_LEN,
 };
-use crate::stream::msg::{BodySize, Msg, MsgSink, RespHead, RespMsg};
+use crate::stream::msg::{BodySize, Msg, MsgSink, RespHead, RespMsg, WholeAnswer};
 
 /// One answer being written as HTTP/1 bytes into `out`.
 pub(crate) struct H1Out<'a> {
@@ -80,6 +80,25 @@ impl<'a> H1Out<'a> {
         }
         self.put(Msg::End);
     }
+}
+
+/// The whole HTTP/1 answer of `head` and `body` to an HTTP/1.1 request
+/// (not `HEAD`) on a connection kept alive, as [`H1Out`] writes it, with
+/// the place of its `Date` value: see [`WholeAnswer`]. `None` when it
+/// would end the connection (then no request can take it as it is).
+pub(crate) fn whole_answer(head: RespHead<'_>, body: &[&[u8]]) -> Option<WholeAnswer> {
+    let mut out = Vec::new();
+    let mut o = H1Out::new(&mut out, [0; DATE_LEN], Version::Http11, false, true);
+    o.whole(head, body);
+    if o.closing() {
+        return None;
+    }
+    // The date is the first field of every head, after the status line
+    // and `Server`: its placeholder is the first NUL byte (no field
+    // carries one; a body may, only after it).
+    let at = out.iter().position(|&b| b == 0)?;
+    let post = out.get(at + DATE_LEN..)?;
+    Some(WholeAnswer::new(&out[..at], post))
 }
 
 /// The framing an HTTP/1 answer gets.
@@ -234,6 +253,31 @@ mod tests {
             "HTTP/1.1 200 OK\r\nServer: ebb\r\nDate: Mon, 23 Nov 2026 18:00:00 GMT\r\n\
              Content-Type: text/plain\r\nContent-Length: 5\r\n\r\nhello"
         );
+    }
+
+    #[test]
+    fn a_whole_answer_is_what_the_encoder_writes() {
+        let mut fb = FieldBuf::default();
+        fb.push(b"Content-Type", b"text/plain");
+        fb.push(b"X-A", b"b");
+        for (status, body) in [(200, &b"hello"[..]), (404, b"a\0b"), (204, b""), (599, b"")] {
+            let head = || RespHead {
+                extra: fb.fields(),
+                ..RespHead::new(status, BodySize::Exact(body.len() as u64))
+            };
+            let mut want = Vec::new();
+            H1Out::new(&mut want, DATE, Version::Http11, false, true).whole(head(), &[body]);
+            let w = whole_answer(head(), &[body]).expect("kept alive");
+            let mut got = b"before".to_vec();
+            w.write(&mut got, &DATE);
+            assert_eq!(text(&got[6..]), text(&want));
+        }
+        // An answer that ends its connection is not prepared.
+        let head = RespHead {
+            close: true,
+            ..RespHead::new(200, BodySize::Exact(0))
+        };
+        assert!(whole_answer(head, &[]).is_none());
     }
 
     #[test]
