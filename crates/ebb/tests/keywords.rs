@@ -901,9 +901,9 @@ fn disabled_takes_no_argument() {
 fn quiet_says_nothing() {
     let d = scratch("quiet");
     let head = "global\n    quiet\ndefaults\n    mode http\n    timeout connect 2s\n    timeout client 10s\n    timeout server 10s\n";
+    let port = free_port();
     let good = format!(
-        "{head}frontend fe\n    bind 127.0.0.1:{}\n    http-request return status 200\n",
-        free_port()
+        "{head}frontend fe\n    bind 127.0.0.1:{port}\n    http-request return status 200\n"
     );
     let bad = format!("{good}    no-such-keyword\n");
     for (name, text, want) in [("good.cfg", &good, 0), ("bad.cfg", &bad, 1)] {
@@ -929,10 +929,6 @@ fn quiet_says_nothing() {
         }
     }
     // Running: no `listening on` or `ebb: ready` line either.
-    let port: u16 = good.split("127.0.0.1:").nth(1).unwrap()[..5]
-        .trim()
-        .parse()
-        .unwrap();
     let child = std::process::Command::new(EBB)
         .args(["-f", "good.cfg"])
         .current_dir(&d)
