@@ -18,8 +18,8 @@
 //! counts a failed reload (`show proc`).
 //!
 //! Stop: SIGTERM, SIGINT or SIGUSR1 to the master is passed to every
-//! worker; the master leaves when the last one is gone, with status 128 +
-//! the signal for SIGTERM/SIGINT (HAProxy's), 0 for SIGUSR1. A current
+//! worker; the master leaves when the last one is gone, with status 130
+//! for SIGINT, 0 for SIGTERM and SIGUSR1 (HAProxy's). A current
 //! worker that dies on its own takes the master and the others down with
 //! its exit status (HAProxy's default).
 //!
@@ -655,7 +655,10 @@ impl Master {
                 if self.stopping.is_none() {
                     sd_notify("STOPPING=1");
                     self.stopping = Some(sig);
-                    self.exit_code = Some(if sig == libc::SIGUSR1 { 0 } else { 128 + sig });
+                    // HAProxy 2.6's master leaves with its current
+                    // worker's status unless that is 0 or 143: a
+                    // SIGTERM ends it with 0, a SIGINT with 130.
+                    self.exit_code = Some(if sig == libc::SIGINT { 130 } else { 0 });
                 }
                 for w in &mut self.workers {
                     let _ = crate::sys::kill(w.pid, sig);

@@ -537,8 +537,8 @@ fn a_failed_reload_keeps_the_running_worker() {
     assert!(mcli(&sock, "show proc").contains("2 [failed: 1]"));
     let mut e = e;
     e.signal("TERM");
-    // HAProxy's status for a master stopped by SIGTERM: 128 + 15.
-    assert_eq!(e.wait_exit(Duration::from_secs(30)), Some(143));
+    // HAProxy 2.6's status for a master stopped by SIGTERM: 0.
+    assert_eq!(e.wait_exit(Duration::from_secs(30)), Some(0));
     assert!(!sock.exists(), "the master CLI socket file stays");
 }
 
@@ -741,7 +741,7 @@ fn programs_follow_the_master_as_haproxy() {
     // (`run_programs("haproxy", ..)` here: its master CLI leaves this
     // test's first `show proc` unanswered, which socat or python clients
     // do not see; not understood yet).
-    assert_eq!(run, (want, true, Some(143)));
+    assert_eq!(run, (want, true, Some(0)));
 }
 
 /// Outside master-worker mode a `program` section is refused (HAProxy:
@@ -852,5 +852,51 @@ fn a_program_runs_as_its_user_and_group() {
     let _ = std::fs::remove_file(&out);
     assert_eq!(ids, "65534\n65534\n");
     e.signal("TERM");
-    assert_eq!(e.wait_exit(Duration::from_secs(30)), Some(143));
+    assert_eq!(e.wait_exit(Duration::from_secs(30)), Some(0));
+}
+
+/// The master's exit status on a stop signal, side by side with HAProxy
+/// 2.6 (`-W`): SIGTERM 0, SIGINT 130, SIGUSR1 0 (HAProxy's master leaves
+/// with its worker's status unless that is 0 or 143).
+#[test]
+fn master_stop_status_is_haproxys() {
+    let dir = scratch("mw-status");
+    let mut progs = vec![common::EBB];
+    if common::have("haproxy") {
+        progs.push("haproxy");
+    }
+    for prog in progs {
+        for (sig, want) in [("TERM", 0), ("INT", 130), ("USR1", 0)] {
+            let port = common::free_port();
+            let cfg = format!(
+                "defaults\n    mode tcp\n    timeout client 5s\n    timeout server 5s\n    timeout connect 5s\nlisten l\n    bind 127.0.0.1:{port}\n    server s 127.0.0.1:1\n"
+            );
+            std::fs::write(dir.join("s.cfg"), cfg).unwrap();
+            let mut child = std::process::Command::new(prog)
+                .args(["-W", "-db", "-f", "s.cfg"])
+                .current_dir(&dir)
+                .stdin(std::process::Stdio::null())
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .spawn()
+                .unwrap();
+            // A worker serves: it closes a connection whose server refuses.
+            wait_until(&format!("{prog} serving"), || {
+                let Ok(mut c) = TcpStream::connect(("127.0.0.1", port)) else {
+                    return false;
+                };
+                let _ = c.set_read_timeout(Some(Duration::from_secs(10)));
+                let mut b = [0u8; 1];
+                match c.read(&mut b) {
+                    Ok(n) => n == 0,
+                    Err(e) => e.kind() == std::io::ErrorKind::ConnectionReset,
+                }
+            });
+            let _ = std::process::Command::new("kill")
+                .args([&format!("-{sig}"), &child.id().to_string()])
+                .status();
+            let code = child.wait().unwrap().code();
+            assert_eq!(code, Some(want), "{prog} SIG{sig}");
+        }
+    }
 }

@@ -231,12 +231,19 @@ fn show_table_matches_haproxy_side_by_side() {
         "set table f key 1.2.3.4 data.gpc0",
         "set table f key 1.2.3.4 foo 1",
         "set table f key 1.2.3.4 data.server_id 1",
+        "set table f key 1.2.3.4 data.nope 1",
+        "set table f key 127.0.0.9 data.gpc0 -1 data.conn_cnt -2",
+        "show table f key 127.0.0.9",
+        "show table f data.gpc0 gt -1",
+        "set table strings key n data.gpc0 -7",
+        "show table strings key n",
         "clear table f data.gpc0 gt 1",
         "show table f",
     ];
     // Left out on purpose: `set table f` without a key (HAProxy 2.6 then
-    // empties the table; ebb changes nothing) and a key that is no
-    // address (HAProxy stores it as 0.0.0.0; ebb ignores it).
+    // empties the table; ebb refuses it with the usage), and `set` with a
+    // key that is no address (HAProxy stores it as 0.0.0.0; ebb answers
+    // "Invalid key").
     for c in cmds {
         let ours = cli_cmd(&esock, c);
         let theirs = cli_cmd(&hsock, c);
@@ -246,6 +253,20 @@ fn show_table_matches_haproxy_side_by_side() {
             "'{c}'\nebb:\n{ours}\nhaproxy:\n{theirs}"
         );
     }
+    // Where ebb is stricter: no table emptied by a `set` without a key,
+    // no entry made of a key that is no address.
+    let n = cli_cmd(&esock, "show table f").lines().count();
+    let r = cli_cmd(&esock, "set table f");
+    assert!(
+        r.starts_with("Required arguments: <table> key <key>"),
+        "{r}"
+    );
+    assert_eq!(cli_cmd(&esock, "show table f").lines().count(), n);
+    let r = cli_cmd(&esock, "set table f key zz data.gpc0 1");
+    assert!(r.starts_with("Invalid key"), "{r}");
+    let r = cli_cmd(&esock, "set table f key 1.2.3 data.gpc0 1");
+    assert!(r.starts_with("Invalid key"), "{r}");
+    assert_eq!(cli_cmd(&esock, "show table f").lines().count(), n);
     drop(e);
 }
 

@@ -141,7 +141,8 @@ fn echo_half_close_and_tcplog() {
     assert_eq!(f[2], "l");
     assert_eq!(f[3], "l/s1");
     let t: Vec<i64> = f[4].split('/').map(|x| x.parse().unwrap()).collect();
-    assert!(t[0] >= 0 && t[1] >= 0 && t[2] >= t[1], "{l}");
+    // HAProxy 2.6's tcp-mode %Tw: accept to server slot, plus one.
+    assert!(t[0] >= 1 && t[1] >= 0 && t[2] >= t[1], "{l}");
     assert_eq!(f[5], "11", "bytes from the server: {l}");
     assert_eq!(f[6], "--", "{l}");
     assert_eq!(f[7].split('/').count(), 5, "{l}");
@@ -428,6 +429,36 @@ fn dead_server_retries_redispatch_and_no_server() {
     assert!(l.contains(" SC "), "{l}");
 }
 
+/// `%Tw` in tcp mode is HAProxy 2.6's: from the accept to the server slot,
+/// the content inspection included, plus one (HAProxy subtracts a request
+/// date a tcp stream does not have, -1). Debian's haproxy on this config,
+/// a client silent for the 1 s delay: `... insp2/s 1008/0/3017 0 cD ...`.
+#[test]
+fn tcplog_tw_counts_the_inspection_as_haproxy() {
+    let (echo, _) = echo_server(false);
+    let e = Ebb::start(&format!(
+        "{}listen l\n    bind BIND\n    option tcplog\n    tcp-request inspect-delay 300ms\n    tcp-request content accept if {{ req.len ge 100 }}\n    server s {echo}\n",
+        logged("")
+    ));
+    let mut c = TcpStream::connect(e.addr()).unwrap();
+    c.write_all(b"ab").unwrap();
+    // Fewer than 100 bytes: the rule waits out the delay, then the bytes
+    // go to the server.
+    let mut b = [0u8; 2];
+    c.read_exact(&mut b).unwrap();
+    c.shutdown(Shutdown::Write).unwrap();
+    assert_eq!(read_all(&mut c), b"");
+    let p = c.local_addr().unwrap().port();
+    let l = e.wait_stdout(&format!(":{p} ["), LONG).expect("log");
+    let tw: i64 = l
+        .split(' ')
+        .nth(4)
+        .and_then(|t| t.split('/').next())
+        .and_then(|t| t.parse().ok())
+        .unwrap_or(-1);
+    assert!(tw >= 301, "{l}");
+}
+
 #[test]
 fn maxconn_queue_hands_the_slot_over() {
     let (echo, _) = echo_server(false);
@@ -671,6 +702,58 @@ fn accept_proxy_and_send_proxy_in_both_modes() {
     )
     .expect("answer");
     assert_eq!(r.text(), "203.0.113.9:6000 198.51.100.7:8080");
+}
+
+/// A client that sends part of a PROXY header and then its FIN is closed
+/// at once and logged as such (HAProxy: "Truncated PROXY protocol header
+/// received" at once), not held until `timeout client`; a header that
+/// arrives in many segments is still read whole (ebb waits where HAProxy
+/// 2.6, reading with MSG_PEEK once, refuses it).
+#[test]
+fn accept_proxy_partial_header_then_fin_closes_at_once() {
+    let (echo, _) = echo_server(false);
+    let e = Ebb::start(&format!(
+        "global\n    log stdout format raw local0\ndefaults\n    mode tcp\n    log global\n    timeout client 1h\n    timeout server 1h\n    timeout connect 2s\nlisten tcp\n    bind BIND accept-proxy\n    option tcplog\n    server s {echo}\n"
+    ));
+    let hdr = b"PROXY TCP4 192.0.2.1 198.51.100.7 5000 8443\r\n";
+    let mut v2 = b"\r\n\r\n\0\r\nQUIT\n\x21\x11\x00\x0c".to_vec();
+    v2.extend_from_slice(&[192, 0, 2, 1, 198, 51, 100, 7, 0x13, 0x88, 0x20, 0xfb]);
+    for part in [&hdr[..14], &v2[..5], &v2[..20]] {
+        let mut c = TcpStream::connect(e.addrs[0]).unwrap();
+        c.write_all(part).unwrap();
+        c.shutdown(Shutdown::Write).unwrap();
+        assert!(closed_empty(&mut c), "{part:?}");
+        let l = e
+            .wait_stdout("connection closed before a complete PROXY header", LONG)
+            .expect("log of the truncated header");
+        assert!(!l.contains("timeout"), "{l}");
+    }
+    // Split over many segments: read whole.
+    for h in [&hdr[..], &v2[..]] {
+        let mut c = TcpStream::connect(e.addrs[0]).unwrap();
+        c.set_nodelay(true).unwrap();
+        for b in h.chunks(3) {
+            c.write_all(b).unwrap();
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        c.write_all(b"data").unwrap();
+        c.shutdown(Shutdown::Write).unwrap();
+        assert_eq!(read_all(&mut c), b"data");
+    }
+    assert!(e.wait_stdout("192.0.2.1:5000 [", LONG).is_some());
+    // A v2 header as long as HAProxy's buffer takes (16 KiB): accepted.
+    let mut big = v2.clone();
+    let tlv_len = 16384 - big.len() - 3;
+    big.push(0xe0);
+    big.extend_from_slice(&(tlv_len as u16).to_be_bytes());
+    big.resize(16384, b'z');
+    let total = (big.len() - 16) as u16;
+    big[14..16].copy_from_slice(&total.to_be_bytes());
+    let mut c = TcpStream::connect(e.addrs[0]).unwrap();
+    c.write_all(&big).unwrap();
+    c.write_all(b"big").unwrap();
+    c.shutdown(Shutdown::Write).unwrap();
+    assert_eq!(read_all(&mut c), b"big");
 }
 
 /// A raw-socket server that records the first bytes of each connection:

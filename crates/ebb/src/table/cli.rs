@@ -98,8 +98,10 @@ fn parse_key(t: &Table, text: &str) -> Result<StKey, String> {
             t.key_ip(IpAddr::V4(a)).ok_or_else(bad)
         }
         KeyType::Ipv6 => {
-            let a: IpAddr = text.parse().map_err(|_| bad())?;
-            t.key_ip(a).ok_or_else(bad)
+            // IPv6 text only (HAProxy's inet_pton(AF_INET6)): `1.2.3.4` is
+            // refused, `::ffff:1.2.3.4` is the mapped address.
+            let a: Ipv6Addr = text.parse().map_err(|_| bad())?;
+            t.key_ip(IpAddr::V6(a)).ok_or_else(bad)
         }
         KeyType::Integer => {
             let n: u32 = text.parse().map_err(|_| bad())?;
@@ -159,8 +161,16 @@ fn entry_line(out: &mut String, t: &Table, e: &Dumped) {
 /// A `data.TYPE OP VALUE` filter.
 struct Filter {
     data: Data,
-    op: fn(u64, u64) -> bool,
-    value: u64,
+    op: fn(i64, i64) -> bool,
+    value: i64,
+}
+
+impl Filter {
+    /// HAProxy reads a stored value as a `long long` and compares it with
+    /// the filter's (so `gt -1` holds for every counter).
+    fn holds(&self, v: u64) -> bool {
+        (self.op)(v as i64, self.value)
+    }
 }
 
 /// What follows the table name: filters or a key.
@@ -178,13 +188,20 @@ const SHOW_USAGE: &str =
 pub const SET_USAGE: &str =
     "Required arguments: <table> key <key> [data.<store_data_type> <value>]*";
 
-/// What follows the table name. `Ok(None)`: a key that does not parse
-/// for this table (HAProxy then answers nothing).
+/// What follows the table name. A key that does not parse for this table
+/// is "Invalid key", HAProxy's answer for an ipv6 or integer table.
+/// `Ok(None)`: an ip table's key that is no address; HAProxy reads it
+/// leniently (text as 0.0.0.0, `1.2.3` as 1.2.3.0) and then, holding no
+/// such entry, answers nothing; so does ebb (`set table` refuses it).
 fn parse_select(t: &Table, args: &[&str], usage: &str) -> Result<Option<Select>, String> {
     match args {
         [] => Ok(Some(Select::All(Vec::new()))),
         ["key"] => Err("Key value expected".into()),
-        ["key", k, ..] => Ok(parse_key(t, k).ok().map(Select::Key)),
+        ["key", k, ..] => match parse_key(t, k) {
+            Ok(k) => Ok(Some(Select::Key(k))),
+            Err(_) if t.def().key == KeyType::Ip => Ok(None),
+            Err(e) => Err(e),
+        },
         [d, ..] if d.starts_with("data.") => {
             let mut filters = Vec::new();
             for (i, w) in args.chunks(3).enumerate() {
@@ -198,7 +215,7 @@ fn parse_select(t: &Table, args: &[&str], usage: &str) -> Result<Option<Select>,
                         "Filter entry #{n}: Data type not stored in this table"
                     ));
                 }
-                let op: fn(u64, u64) -> bool = match w.get(1).copied() {
+                let op: fn(i64, i64) -> bool = match w.get(1).copied() {
                     Some("eq") => |a, b| a == b,
                     Some("ne") => |a, b| a != b,
                     Some("lt") => |a, b| a < b,
@@ -233,8 +250,7 @@ pub fn show(tables: &Tables, name: &str, args: &[&str], now: u32) -> Result<Stri
     let rows = match &sel {
         Select::Key(k) => t.dump(now, Some(k), &|_| true),
         Select::All(f) => t.dump(now, None, &|read| {
-            f.iter()
-                .all(|f| read(f.data).is_some_and(|v| (f.op)(v, f.value)))
+            f.iter().all(|f| read(f.data).is_some_and(|v| f.holds(v)))
         }),
     };
     if rows.is_empty() && matches!(sel, Select::Key(_)) {
@@ -264,8 +280,7 @@ pub fn clear(tables: &Tables, name: &str, args: &[&str], now: u32) -> Result<Str
         }
         Select::All(f) => {
             let rows = t.dump(now, None, &|read| {
-                f.iter()
-                    .all(|f| read(f.data).is_some_and(|v| (f.op)(v, f.value)))
+                f.iter().all(|f| read(f.data).is_some_and(|v| f.holds(v)))
             });
             for e in rows {
                 if let Some(r) = t.lookup(&e.key) {
@@ -281,13 +296,11 @@ pub fn clear(tables: &Tables, name: &str, args: &[&str], now: u32) -> Result<Str
 /// needed and sets the values (a rate counts VALUE events from now).
 pub fn set(tables: &Tables, name: &str, args: &[&str], now: u32) -> Result<String, String> {
     let t = tables.get(name).ok_or("No such table")?;
+    // `set table NAME` alone: HAProxy 2.6 runs it as a dump that removes
+    // every unreferenced entry (its clear); ebb refuses it.
     let (k, rest) = match args {
-        [] => return Ok(String::new()),
         ["key"] => return Err("Key value expected".into()),
-        ["key", k, rest @ ..] => match parse_key(t, k) {
-            Ok(k) => (k, rest),
-            Err(_) => return Ok(String::new()),
-        },
+        ["key", k, rest @ ..] => (parse_key(t, k)?, rest),
         _ => return Err(SET_USAGE.into()),
     };
     // The entry is made first, then each value set in turn; a bad pair
@@ -304,13 +317,19 @@ pub fn set(tables: &Tables, name: &str, args: &[&str], now: u32) -> Result<Strin
         let Some(v) = w.get(1) else {
             return Err("Require a valid integer value to store".into());
         };
-        let data = Data::by_name(name).ok_or("Data type not stored in this table")?;
+        let data = Data::by_name(name).ok_or("Unknown data type")?;
         if !t.def().store.iter().any(|s| s.data() == data) {
             return Err("Data type not stored in this table".into());
         }
-        let v: u64 = v
+        // HAProxy's `long long`, stored in the type's width: -1 in a
+        // 32-bit counter reads 4294967295.
+        let v: i64 = v
             .parse()
             .map_err(|_| "Require a valid integer value to store")?;
+        let v = match data {
+            Data::BytesInCnt | Data::BytesOutCnt => v as u64,
+            _ => u64::from(v as u32),
+        };
         // HAProxy takes a number for `server_key` and sets nothing.
         if data != Data::ServerKey {
             t.set_data(r, data, v, now);

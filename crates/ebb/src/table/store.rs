@@ -468,13 +468,19 @@ impl Table {
     /// Removes the unreferenced entry that expires first; false if every
     /// entry is referenced. Walks in expiry order, skipping referenced
     /// ones; a node that lags behind its entry's expiry moves there first
-    /// (it comes up again in its place).
+    /// (it comes up again in its place: a move never goes back past the
+    /// nodes already walked, and one that lands just before the next node
+    /// is walked next).
     fn evict_one(inner: &mut Inner) -> bool {
         let mut n = inner.exps.first();
         while let Some(x) = n {
             let next = inner.exps.next(x);
             if Self::catch_up(inner, x) {
-                n = next;
+                n = if inner.exps.next(x) == next {
+                    Some(x)
+                } else {
+                    next
+                };
                 continue;
             }
             let Some(&h) = inner.exps.get(x) else {

@@ -358,6 +358,31 @@ fn full_table_evicts_oldest_unreferenced_or_refuses() {
     assert!(np.contains(a));
 }
 
+/// Every entry touched a little after it was made (its node lags by less
+/// than the gap to the next entry's): an eviction still finds the oldest.
+/// (The walk once stepped past nodes it had just moved back into the part
+/// already walked, and refused the new entry of a full table: `set table`
+/// on a full table answered "Unable to allocate a new entry" where HAProxy
+/// evicts.)
+#[test]
+fn eviction_finds_entries_whose_nodes_lag_a_little() {
+    for words in ["type integer size 3 expire 1m", "type integer size 3"] {
+        let t = table(words);
+        let k = |n| t.key_int(n).unwrap();
+        let mut refs = Vec::new();
+        for n in 0..3u32 {
+            let r = t.track(&k(n), 1_000 * n).unwrap();
+            t.release(r, 1_000 * n);
+            t.touch(r, 1_000 * n + 10);
+            refs.push(r);
+        }
+        let r = t.track(&k(9), 5_000).expect("evicts one");
+        assert!(!t.contains(refs[0]), "{words}: the oldest went");
+        assert!(t.contains(refs[1]) && t.contains(refs[2]) && t.contains(r));
+        t.validate().unwrap();
+    }
+}
+
 #[test]
 fn binary_keys_are_padded_and_cut() {
     let t = table("type binary len 4 size 10");

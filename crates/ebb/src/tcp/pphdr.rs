@@ -8,7 +8,8 @@
 //! the socket for the connection's own reader, so nothing is copied across
 //! the hand-over. Strict, as HAProxy: a connection whose first bytes are
 //! not a valid header, or that closes or stays silent for `timeout client`
-//! before one is whole, is closed and logged. A LOCAL (v2) or UNKNOWN (v1)
+//! before one is whole, is closed and logged. (A header split over several
+//! segments is waited for; HAProxy 2.6 peeks once and refuses it.) A LOCAL (v2) or UNKNOWN (v1)
 //! header keeps the connection's real addresses (the spec's rule).
 
 use std::io::Read;
@@ -24,9 +25,10 @@ use crate::proxyproto::{parse, Parsed};
 use crate::worker::Worker;
 
 /// Largest header accepted: v1's 107 bytes, a v2 header with the TLVs a
-/// load balancer sends (ALPN, authority, unique id, SSL details); HAProxy
-/// reads it into one buffer as well.
-const MAX_HEADER: usize = 4096;
+/// load balancer sends (ALPN, authority, unique id, SSL details). HAProxy
+/// 2.6 peeks the header into one buffer (`tune.bufsize`, 16 KiB): the same
+/// bound, so a header one accepts the other does.
+const MAX_HEADER: usize = 16384;
 
 struct Reader {
     sock: Option<TcpStream>,
@@ -38,6 +40,9 @@ struct Reader {
     /// `proto h2` on the bind line.
     h2: bool,
     deadline: Tick,
+    /// The peer's FIN (or a hang-up) was seen: what the socket holds is
+    /// all that will come.
+    hup: bool,
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -63,6 +68,7 @@ pub(super) fn spawn(
         early: Some(early),
         h2,
         deadline,
+        hup: false,
     };
     let id = ctx.new_tasklet_obj("proxy_hdr", r);
     if let Err(e) = ctx.register_fd(fd, id, false) {
@@ -122,8 +128,8 @@ impl Reader {
 
 impl sched::TaskletFn for Reader {
     fn run(&mut self, ctx: &mut Ctx, me: TaskletId, why: Reasons) -> Status {
-        if why.intersects(Reasons::IO) {
-            let _ = ctx.take_events(me);
+        if why.intersects(Reasons::IO) && ctx.take_events(me).hup_or_err() {
+            self.hup = true;
         }
         let Some(sock) = self.sock.as_ref() else {
             return Status::Done;
@@ -131,7 +137,7 @@ impl sched::TaskletFn for Reader {
         let mut buf = [0u8; MAX_HEADER];
         let (n, closed) = match sock.peek(&mut buf) {
             Ok(0) => (0, true),
-            Ok(n) => (n, false),
+            Ok(n) => (n, self.hup),
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => (0, false),
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {
                 ctx.tasklet_wakeup(me);
@@ -139,8 +145,9 @@ impl sched::TaskletFn for Reader {
             }
             Err(e) => return self.fail(ctx, &format!("read error: {e}")),
         };
-        // A FIN behind a partial header shows as a short peek followed by
-        // nothing more: ask again once more bytes or the FIN arrive.
+        // A FIN behind a partial header does not show in a peek (the
+        // bytes before it stay unread): the poller's hang-up event says
+        // it came, and the header can no longer be completed.
         match judge(&buf[..n], closed) {
             Step::Fail(why) => self.fail(ctx, &why),
             Step::Wait => {

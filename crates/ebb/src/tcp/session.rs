@@ -96,11 +96,10 @@ pub(super) struct Session {
     /// The server a `use-server` rule assigned (index in the backend),
     /// and whether a `force-persist` rule held.
     use_srv: Option<(usize, bool)>,
-    /// Ticks: accept, inspection's end, queue entry, slot obtained,
+    /// Ticks: accept, inspection's end, slot obtained,
     /// deadline of the current state.
     t_accept: Tick,
     inspect_until: Tick,
-    t_queued: Option<Tick>,
     t_served: Option<Tick>,
     deadline: Tick,
     /// Queue lengths when this session queued (`%sq/%bq`).
@@ -184,7 +183,6 @@ impl Session {
             avoid: None,
             use_srv: None,
             t_accept: now,
-            t_queued: None,
             t_served: None,
             deadline: ETERNITY,
             queues: (0, 0),
@@ -488,7 +486,6 @@ impl Session {
                 let now = ctx.now();
                 self.waiter = Some(w);
                 self.st = St::Queued;
-                self.t_queued.get_or_insert(now);
                 // HAProxy's %sq/%bq: how many waited before this one.
                 self.queues = (
                     0,
@@ -1125,10 +1122,12 @@ impl Session {
         let conn = self.pipe.borrow().t_conn;
         let now = conn.filter(|_| asap).unwrap_or_else(|| ctx.now());
         let d = |a: Tick, b: Tick| b.wrapping_sub(a) as i32 as i64;
-        let tw = match (self.t_queued, self.t_served) {
-            (Some(q), Some(s)) => d(q, s),
-            (None, Some(_)) => 0,
-            _ => -1,
+        // HAProxy 2.6's %Tw is `t_queue - t_request`; a tcp stream has no
+        // request date (-1), so it logs the time from the accept to the
+        // server slot (the inspection and the queue included), plus one.
+        let tw = match self.t_served {
+            Some(s) => d(self.t_accept, s) + 1,
+            None => -1,
         };
         let tc = match (self.t_served, self.pipe.borrow().t_conn) {
             (Some(s), Some(c)) => d(s, c),
