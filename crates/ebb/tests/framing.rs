@@ -313,3 +313,87 @@ fn broken_chunks_from_the_server_as_haproxy() {
         assert_eq!(strip(&theirs), strip(&ours), "haproxy (left), ebb (right)");
     }
 }
+
+/// An origin that switches protocols whatever it was asked (`101`, then
+/// `hello`), and what it received of each request head.
+fn switching_origin() -> SocketAddr {
+    raw_origin(
+        b"HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: foo\r\n\r\nhello",
+    )
+}
+
+/// What the client got: the status (0: none) and whether `hello` came
+/// through the tunnel; and the log line's status and termination state.
+fn upgrade_exchange(a: SocketAddr, log: &Syslog, req: &str) -> (u16, bool, String, String) {
+    let mut c = Client::connect(a);
+    c.send(req.as_bytes());
+    let r = c.read_resp_opt(false);
+    let status = r.as_ref().map_or(0, |r| r.status);
+    let mut rest = c.take_buffered();
+    if status == 101 {
+        let mut b = [0u8; 64];
+        while rest.len() < 5 {
+            match c.s.read(&mut b) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => rest.extend_from_slice(&b[..n]),
+            }
+        }
+    }
+    let first = req.lines().next().unwrap_or("").trim_end().to_string();
+    let l = log.find("access log line", |l| l.contains(&first));
+    let w: Vec<&str> = l.split_whitespace().collect();
+    let i = w.iter().position(|x| x.starts_with("be/")).unwrap();
+    (
+        status,
+        rest.starts_with(b"hello"),
+        w[i + 2].to_string(),
+        w[i + 6].to_string(),
+    )
+}
+
+/// An Upgrade request with a body (a length above 0, chunked) is no
+/// upgrade, as HAProxy 2.6 reads it (its Upgrade field is dropped): the
+/// server's 101 to it is a 502 `PH--`; with `Content-Length: 0` it is
+/// one, tunnelled. From an HTTP/1.0 client Upgrade is ignored (RFC 9110
+/// §7.8: a server MUST ignore it), so a 101 is a 502 too, where HAProxy
+/// tunnels.
+#[test]
+fn upgrade_with_a_body_or_from_http10_is_no_upgrade() {
+    let origin = switching_origin();
+    let log = Syslog::new();
+    let up = "Connection: Upgrade\r\nUpgrade: foo\r\n";
+    let reqs = [
+        format!("POST /cl HTTP/1.1\r\nHost: h\r\n{up}Content-Length: 3\r\n\r\nabc"),
+        format!("POST /ch HTTP/1.1\r\nHost: h\r\n{up}Transfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n"),
+        format!("POST /zero HTTP/1.1\r\nHost: h\r\n{up}Content-Length: 0\r\n\r\n"),
+        format!("GET /v10 HTTP/1.0\r\nHost: h\r\n{up}\r\n"),
+    ];
+    let e = Ebb::start(&format!(
+        "global\n{}",
+        logged_cfg("BIND", origin, log.addr())
+    ));
+    let ours: Vec<_> = reqs
+        .iter()
+        .map(|r| upgrade_exchange(e.addrs[0], &log, r))
+        .collect();
+    let no = (502, false, "502".to_string(), "PH--".to_string());
+    let yes = (101, true, "101".to_string(), "----".to_string());
+    assert_eq!(
+        ours,
+        [no.clone(), no.clone(), yes.clone(), no.clone()],
+        "{ours:?}"
+    );
+    let pb = free_port();
+    let rest = logged_cfg(&format!("127.0.0.1:{pb}"), origin, log.addr());
+    if let Some(_h) = haproxy_with("upgrade-body-hap", &rest) {
+        let be = SocketAddr::from(([127, 0, 0, 1], pb));
+        wait_until("haproxy listening", || TcpStream::connect(be).is_ok());
+        let theirs: Vec<_> = reqs.iter().map(|r| upgrade_exchange(be, &log, r)).collect();
+        // The same but HTTP/1.0, which haproxy tunnels.
+        assert_eq!(
+            theirs,
+            [no.clone(), no.clone(), yes.clone(), yes],
+            "haproxy"
+        );
+    }
+}
